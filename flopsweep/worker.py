@@ -1,0 +1,239 @@
+"""One rank of a run: process group, model, warm-up, measured steps, gather.
+
+The worker never writes ``metrics.json``. Rank 0 writes the gathered per-rank
+figures to ``rank_result.json`` in the run's scratch directory, and any rank that
+fails writes ``rank{N}_error.json`` there (and its traceback to the job
+directory) before it exits non-zero. The job process turns these into the record.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import resource
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flopsweep.config import RunConfig
+from flopsweep.metrics import atomic_write_json
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankSpec:
+    """Where a rank stands and where it reports; picklable for the spawn context."""
+
+    cfg: RunConfig
+    job_dir: str
+    scratch_dir: str
+    master_addr: str
+    master_port: int
+    nproc_per_node: int
+    node_rank: int = 0
+    world_size: int = 1
+
+
+def spawned_main(local_rank: int, spec: RankSpec) -> None:
+    """Entry point of a locally spawned rank (``torch.multiprocessing.start_processes``)."""
+    rank = spec.node_rank * spec.nproc_per_node + local_rank
+    os.environ.update(MASTER_ADDR=spec.master_addr, MASTER_PORT=str(spec.master_port), RANK=str(rank),
+                      LOCAL_RANK=str(local_rank), WORLD_SIZE=str(spec.world_size),
+                      LOCAL_WORLD_SIZE=str(spec.nproc_per_node))
+    run_rank(spec, rank=rank, local_rank=local_rank)
+
+
+def run_rank(spec: RankSpec, *, rank: int, local_rank: int) -> None:
+    """Run one rank; the rendezvous comes from ``MASTER_ADDR``/``MASTER_PORT`` in the environment.
+
+    Raises:
+        SystemExit(1): after writing this rank's error file, on any failure.
+    """
+    phase = Phase(Path(spec.scratch_dir) / f"rank{rank}_phase.txt")
+    try:
+        _run(spec, rank, local_rank, phase)
+    except BaseException as exc:  # noqa: BLE001 - every outcome must be recorded
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            raise
+        _write_error(spec, rank, phase.name, exc)
+        sys.exit(1)
+
+
+class Phase:
+    """The rank's current phase, mirrored to a file so that the job can name the phase
+    of a rank that was killed or timed out."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.enter("init")
+
+    def enter(self, name: str) -> None:
+        self.name = name
+        self.path.write_text(name)
+
+
+def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
+    cfg = spec.cfg
+    # DeepSpeed picks its accelerator at import; make it match the run's device.
+    os.environ.setdefault("DS_ACCELERATOR", cfg.device)
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed")
+    logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+    import torch
+    import torch.distributed as dist
+
+    from flopsweep.backends import build_trainer
+
+    if cfg.device == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.nproc_per_node))
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank,
+                            world_size=spec.world_size, device_id=device if device.type == "cuda" else None,
+                            timeout=datetime.timedelta(seconds=cfg.timeout_s))
+    try:
+        _check_distinct_devices(device, dist)
+        trainer = build_trainer(cfg, device)
+        batches = make_batches(cfg, rank, device)
+        log = _logger(rank)
+        phase.enter("warmup")
+        losses = [trainer.step(batches) for _ in range(cfg.steps.warmup)]
+        log(f"warm-up done ({cfg.steps.warmup} steps)")
+        phase.enter("measure")
+        step_times, measured = measure(trainer, batches, cfg.steps.measure, device, log)
+        losses += measured
+        result = _rank_figures(rank, device, step_times, losses)
+        gathered: list[Any] = [None] * spec.world_size if rank == 0 else None
+        dist.gather_object(result, gathered, dst=0)
+        if rank == 0:
+            atomic_write_json(Path(spec.scratch_dir) / "rank_result.json", {"ranks": gathered})
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _check_distinct_devices(device: Any, dist: Any) -> None:
+    """Two ranks on one GPU would halve each other's throughput: refuse it."""
+    if device.type != "cuda":
+        return
+    import torch
+
+    ident = f"{os.uname().nodename}:{torch.cuda.get_device_properties(device).uuid}"
+    idents: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(idents, ident)
+    if len(set(idents)) != len(idents):
+        raise RuntimeError(f"two ranks share a GPU: {idents}; give each rank its own GPU")
+
+
+def make_batches(cfg: RunConfig, rank: int, device: Any) -> list[Any]:
+    """``grad_accum`` micro batches of random token ids, made on the device once.
+
+    Returns:
+        list of LongTensor ``[micro_batch_size, seq_len + 1]``; rank ``r`` draws from
+        seed ``(cfg.seed, r)`` so data-parallel ranks see different data and every
+        backend sees the same data.
+    """
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(cfg.seed * 1_000_003 + rank)
+    shape = (cfg.batch.micro_batch_size, cfg.model.seq_len + 1)
+    return [torch.randint(0, cfg.model.vocab_size, shape, generator=gen, device=device)
+            for _ in range(cfg.batch.grad_accum)]
+
+
+def measure(trainer: Any, batches: list[Any], steps: int, device: Any, log: Any) -> tuple[list[float], list]:
+    """Time ``steps`` optimizer steps.
+
+    On CUDA, events recorded between steps time the GPU timeline with no host sync
+    inside the loop; one synchronisation follows the loop. On CPU, a
+    ``time.perf_counter`` reading between steps. Peak memory counters are reset
+    before the first measured step.
+
+    Returns:
+        (seconds per step, loss tensors per step).
+    """
+    import torch
+    import torch.distributed as dist
+
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    dist.barrier()
+    marks: list[Any] = []
+    losses = []
+
+    def mark() -> None:
+        if cuda:
+            marks.append(torch.cuda.Event(enable_timing=True))
+            marks[-1].record()
+        else:
+            marks.append(time.perf_counter())
+
+    mark()
+    for i in range(steps):
+        losses.append(trainer.step(batches))
+        mark()
+        log(f"measured step {i + 1}/{steps}")
+    if cuda:
+        torch.cuda.synchronize(device)
+        times = [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:], strict=False)]
+    else:
+        times = [b - a for a, b in zip(marks, marks[1:], strict=False)]
+    return times, losses
+
+
+def _rank_figures(rank: int, device: Any, step_times: list[float], losses: list) -> dict[str, Any]:
+    import torch
+
+    cuda = device.type == "cuda"
+    loss_values = torch.stack([loss.float() for loss in losses]).cpu().tolist()
+    return {
+        "rank": rank,
+        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "step_times_s": step_times,
+        "losses": loss_values,
+        "peak_cuda_allocated_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
+        "peak_cuda_reserved_bytes": torch.cuda.max_memory_reserved(device) if cuda else None,
+        # ru_maxrss is in KiB on Linux: the process's peak resident set.
+        "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def _logger(rank: int) -> Any:
+    def log(message: str) -> None:
+        if rank == 0:
+            print(f"[flopsweep rank 0] {message}", flush=True)
+
+    return log
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for ``torch.OutOfMemoryError`` and allocator failures that surface as RuntimeError."""
+    import torch
+
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text.lower() or "ALLOC_FAILED" in text)
+
+
+def _write_error(spec: RankSpec, rank: int, phase: str, exc: BaseException) -> None:
+    when = time.time()
+    tb_path = Path(spec.job_dir) / f"traceback_rank{rank}.txt"
+    try:
+        tb_path.write_text("".join(traceback.format_exception(exc)))
+    except OSError:
+        tb_path = None
+    error = {"type": type(exc).__name__, "message": str(exc)[:2000], "phase": phase, "rank": rank,
+             "traceback": str(tb_path) if tb_path else None, "oom": is_oom(exc), "time": when}
+    atomic_write_json(Path(spec.scratch_dir) / f"rank{rank}_error.json", error)
+    print(f"[flopsweep rank {rank}] {phase} failed: {error['type']}: {error['message'][:300]}",
+          file=sys.stderr, flush=True)
+
+
