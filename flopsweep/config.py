@@ -177,14 +177,15 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def resolve_nproc(nproc_per_node: str, device: str) -> int:
-    """Ranks per node for ``nproc_per_node`` (``auto``: the GPU count on cuda, else 1).
+def resolve_nproc(nproc_per_node: str, device: str, backend: str = "ddp") -> int:
+    """Ranks per node for ``nproc_per_node`` (``auto``: the GPU count on cuda, else 1;
+    always 1 for ``backend=single``).
 
     Raises:
         ConfigError: when the value is neither ``auto`` nor a positive integer.
     """
     if nproc_per_node == "auto":
-        if device == "cuda":
+        if device == "cuda" and backend != "single":
             import torch
 
             return max(1, torch.cuda.device_count())
@@ -223,7 +224,7 @@ def validate(cfg: RunConfig) -> RunConfig:
                           "set backend.zero_stage=1, 2 or 3")
     _validate_sizes(cfg)
     device = resolve_device(cfg.device)
-    nproc = resolve_nproc(cfg.nproc_per_node, device)
+    nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name)
     _validate_placement(cfg, device, nproc)
     return dataclasses.replace(cfg, device=device, nproc_per_node=str(nproc))
 
