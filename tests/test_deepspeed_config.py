@@ -1,0 +1,148 @@
+"""flopsweep.backends.deepspeed_config, checked against DeepSpeed's own config classes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from flopsweep.backends import deepspeed_config
+from flopsweep.config import BackendConfig, BatchConfig, ModelConfig, OptimConfig
+
+deepspeed = pytest.importorskip("deepspeed")
+from deepspeed.runtime.config import DeepSpeedConfig  # noqa: E402
+from deepspeed.runtime.zero.config import DeepSpeedZeroConfig  # noqa: E402
+
+H = 2048
+MODEL = ModelConfig(name="gpt-1.3b", n_layer=24, n_embd=H, n_head=16, seq_len=2048, vocab_size=50304)
+
+
+def _ds(*, stage=3, precision="bf16", micro=2, accum=3, world=4, model=MODEL, device_type="cpu",
+        optim=None, **backend_kw):
+    backend = BackendConfig(name="deepspeed", zero_stage=stage, **backend_kw)
+    return deepspeed_config(backend=backend, batch=BatchConfig(micro_batch_size=micro, grad_accum=accum),
+                            precision=precision, optim=optim or OptimConfig(), model=model,
+                            world_size=world, device_type=device_type)
+
+
+def test_stage3_bucket_defaults_from_hidden_size():
+    z = _ds(stage=3)["zero_optimization"]
+    assert z["stage"] == 3
+    assert z["reduce_bucket_size"] == 2048**2 == 4_194_304
+    assert z["stage3_prefetch_bucket_size"] == 3774873  # int(0.9 * 2048^2), not 3774873.6
+    assert type(z["stage3_prefetch_bucket_size"]) is int
+    assert z["stage3_param_persistence_threshold"] == 20480
+    assert type(z["stage3_param_persistence_threshold"]) is int
+    assert type(z["reduce_bucket_size"]) is int
+    assert z["overlap_comm"] is True and z["contiguous_gradients"] is True
+
+
+@pytest.mark.parametrize("h", [96, 768, 2304, 8192])
+def test_bucket_defaults_scale_with_h(h):
+    model = dataclasses.replace(MODEL, n_embd=h, n_head=h // 96 if h % 96 == 0 else 16)
+    z = _ds(model=model)["zero_optimization"]
+    assert z["reduce_bucket_size"] == h * h
+    assert z["stage3_prefetch_bucket_size"] == int(0.9 * h * h)
+    assert z["stage3_param_persistence_threshold"] == 10 * h
+    DeepSpeedZeroConfig(**z)
+
+
+def test_explicit_bucket_sizes_win():
+    z = _ds(reduce_bucket_size=123, stage3_prefetch_bucket_size=456,
+            stage3_param_persistence_threshold=0, overlap_comm=False)["zero_optimization"]
+    assert z["reduce_bucket_size"] == 123
+    assert z["stage3_prefetch_bucket_size"] == 456
+    assert z["stage3_param_persistence_threshold"] == 0  # 0 is a value, not "use the default"
+    assert z["overlap_comm"] is False
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_stage_1_2_have_no_stage3_keys(stage):
+    z = _ds(stage=stage)["zero_optimization"]
+    assert z["stage"] == stage
+    assert z["reduce_bucket_size"] == H * H
+    assert not any(k.startswith("stage3_") for k in z)
+    DeepSpeedZeroConfig(**z)
+
+
+@pytest.mark.parametrize(("micro", "accum", "world"), [(1, 1, 1), (2, 3, 4), (36, 1, 8), (4, 8, 2)])
+def test_train_batch_size(micro, accum, world):
+    d = _ds(micro=micro, accum=accum, world=world)
+    assert d["train_micro_batch_size_per_gpu"] == micro
+    assert d["gradient_accumulation_steps"] == accum
+    assert d["train_batch_size"] == micro * accum * world
+
+
+def test_gradient_clipping_and_optimizer_from_optim():
+    d = _ds()
+    assert d["gradient_clipping"] == 1.0
+    d2 = _ds(optim=OptimConfig(grad_clip=0.5, lr=3e-4, beta2=0.99, weight_decay=0.0))
+    assert d2["gradient_clipping"] == 0.5
+    params = d2["optimizer"]["params"]
+    assert d2["optimizer"]["type"] == "AdamW"
+    assert params["lr"] == 3e-4 and params["betas"] == [0.9, 0.99] and params["weight_decay"] == 0.0
+
+
+def test_torch_adam_only_off_cuda():
+    assert _ds(device_type="cpu")["optimizer"]["params"]["torch_adam"] is True
+    assert _ds(device_type="cuda")["optimizer"]["params"]["torch_adam"] is False
+
+
+def test_precision_sections():
+    bf16 = _ds(precision="bf16")
+    assert bf16["bf16"] == {"enabled": True}
+    assert "fp16" not in bf16
+    fp16 = _ds(precision="fp16")
+    assert fp16["fp16"]["enabled"] is True
+    assert fp16["fp16"]["loss_scale"] == 0  # 0 = dynamic loss scaling
+    assert "bf16" not in fp16
+    fp32 = _ds(precision="fp32")
+    assert "bf16" not in fp32 and "fp16" not in fp32
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+@pytest.mark.parametrize("precision", ["bf16", "fp16", "fp32"])
+def test_deepspeed_accepts_config(stage, precision):
+    # DeepSpeedConfig without a process group counts world size 1.
+    d = _ds(stage=stage, precision=precision, micro=2, accum=3, world=1)
+    c = DeepSpeedConfig(d, mpu=None)
+    assert c.world_size == 1
+    assert c.train_batch_size == 6
+    assert c.train_micro_batch_size_per_gpu == 2
+    assert c.gradient_accumulation_steps == 3
+    assert c.gradient_clipping == 1.0
+    assert c.zero_optimization_stage == stage
+    assert c.zero_config.reduce_bucket_size == H * H
+    if stage == 3:
+        assert c.zero_config.prefetch_bucket_size == 3774873
+        assert c.zero_config.param_persistence_threshold == 20480
+    assert c.float16_config.enabled is (precision == "fp16")
+    assert c.bfloat16_config.enabled is (precision == "bf16")
+    if precision == "fp16":
+        assert c.float16_config.loss_scale == 0
+
+
+def test_deepspeed_rejects_inconsistent_batch():
+    # the world size counts: a dict made for 4 ranks fails DeepSpeed's check on 1 rank
+    d = _ds(micro=2, accum=3, world=4)
+    with pytest.raises(AssertionError):
+        DeepSpeedConfig(d, mpu=None)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16", "fp32"])
+def test_zero_section_validates(precision):
+    d = _ds(stage=3, precision=precision, world=8)
+    z = DeepSpeedZeroConfig(**d["zero_optimization"])
+    assert z.stage == 3
+    assert z.prefetch_bucket_size == 3774873
+    assert z.param_persistence_threshold == 20480
+    assert z.reduce_bucket_size == 4_194_304
+
+
+def test_float_prefetch_bucket_is_rejected_by_deepspeed():
+    # Why the int() matters: 0.9 * 2048^2 as a float fails DeepSpeed's validation.
+    z = dict(_ds(stage=3)["zero_optimization"])
+    z["stage3_prefetch_bucket_size"] = 0.9 * H * H
+    assert z["stage3_prefetch_bucket_size"] == pytest.approx(3774873.6)
+    with pytest.raises(ValueError):  # pydantic.ValidationError is a ValueError
+        DeepSpeedZeroConfig(**z)
