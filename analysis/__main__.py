@@ -20,7 +20,7 @@ SHORT = {
 
 
 def _cell(column: str, value: object) -> str:
-    if value is None or (isinstance(value, float) and value != value):
+    if value is None or pd.isna(value):
         return ""  # a failed run's metrics stay blank, never 0
     if column == "tokens_per_s":
         return f"{value:,.0f}"
