@@ -1,0 +1,129 @@
+"""End to end, as a user runs it: ``python run.py`` in a subprocess, real ranks, real backends."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from flopsweep.metrics import METRIC_KEYS
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA_KEYS = {"schema_version", "status", "error", "run", "config", "model", "system", "metrics"}
+SYSTEM_KEYS = {"hostname", "device_name", "device_count", "world_size", "torch", "cuda", "deepspeed",
+               "xformers", "python", "git_sha"}
+
+
+def run_py(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def records(sweep_dir: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("metrics.json"))]
+
+
+@pytest.mark.slow
+def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
+    proc = run_py(f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert set(record) == SCHEMA_KEYS
+    assert record["schema_version"] == 1 and record["status"] == "ok" and record["error"] is None
+    assert set(record["metrics"]) == set(METRIC_KEYS)
+    assert set(record["system"]) == SYSTEM_KEYS
+    assert set(record["run"]) == {"id", "started_at", "finished_at", "overrides", "job_num"}
+    m = record["metrics"]
+    assert m["tokens_per_s"] > 0 and m["tflops_per_device"] > 0
+    assert math.isfinite(m["loss_first"]) and math.isfinite(m["loss_last"])
+    assert len(m["iteration_time_s"]["values"]) == record["config"]["steps"]["measure"]
+    assert m["mfu"] is None and m["peak_tflops"] is None  # no peak is known for a CPU
+    assert record["model"] == {"name": "gpt-tiny", "n_layer": 2, "n_embd": 128, "n_head": 4, "seq_len": 128,
+                               "vocab_size": 512, "n_params": 478_720}
+    assert record["config"]["device"] == "cpu" and record["system"]["world_size"] == 1
+    assert not (tmp_path / ".flopsweep").exists()  # scratch files are cleaned up
+
+
+@pytest.fixture(scope="module")
+def cpu_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    sweep_dir = tmp_path_factory.mktemp("sweep")
+    proc = run_py("-m", "backend=ddp,fsdp,zero1,zero2,zero3", "nproc_per_node=2", "device=cpu",
+                  "precision=fp32", "steps.warmup=1", "steps.measure=2", f"hydra.sweep.dir={sweep_dir}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "flopsweep summary: 5 ok, 0 oom, 0 error, 0 invalid" in proc.stdout
+    return sweep_dir
+
+
+@pytest.mark.slow
+def test_cpu_sweep_every_backend_two_ranks(cpu_sweep: Path) -> None:
+    recs = records(cpu_sweep)
+    assert len(recs) == 5
+    assert {(r["config"]["backend"]["name"], r["config"]["backend"]["zero_stage"]) for r in recs} >= {
+        ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3)}
+    for r in recs:
+        assert r["status"] == "ok", r["error"]
+        assert r["system"]["world_size"] == 2 and len(r["metrics"]["per_rank"]) == 2
+        assert [p["rank"] for p in r["metrics"]["per_rank"]] == [0, 1]
+    assert len({r["run"]["id"] for r in recs}) == 5
+
+
+@pytest.mark.slow
+def test_backends_start_from_same_weights_and_data(cpu_sweep: Path) -> None:
+    """Same seed, same data: the first-step loss of every backend agrees (a fair comparison)."""
+    losses = {r["config"]["backend"]["name"] + str(r["config"]["backend"]["zero_stage"]):
+              r["metrics"]["loss_first"] for r in records(cpu_sweep)}
+    reference = losses.pop(next(k for k in losses if k.startswith("ddp")))
+    for name, loss in losses.items():
+        assert loss == pytest.approx(reference, abs=1e-4), name
+
+
+@pytest.mark.slow
+def test_analysis_prints_one_row_per_job(cpu_sweep: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "analysis", str(cpu_sweep)], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 + 5 and "backend" in lines[0]
+    csv = subprocess.run([sys.executable, "-m", "analysis", str(cpu_sweep), "--format", "csv"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    df = pd.read_csv(io.StringIO(csv))
+    assert len(df) == 5 and (df["status"] == "ok").all() and (df["world_size"] == 2).all()
+
+
+BAD = [
+    (["model.n_embd=130"], "model.n_embd"),
+    (["backend=deepspeed", "backend.zero_stage=4"], "backend.zero_stage"),
+    (["batch.micro_batch_size=0"], "batch.micro_batch_size"),
+    (["backend=single", "nproc_per_node=2"], "backend"),
+    (["device=cuda"], "device"),
+    (["precision=fp16", "device=cpu"], "precision"),
+    (["nproc_per_node=two"], "nproc_per_node"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key"), BAD)
+def test_bad_config_is_one_paragraph_and_starts_no_worker(tmp_path: Path, overrides: list[str],
+                                                           key: str) -> None:
+    proc = run_py(*overrides, f"hydra.run.dir={tmp_path}", timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr + proc.stdout
+    message = proc.stderr.strip().splitlines()[-1]
+    assert key in message and "Fix:" in message
+    assert "launching" not in proc.stdout and "[flopsweep rank" not in proc.stdout
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert record["status"] == "invalid" and record["error"]["phase"] == "config"
+    assert all(v is None for v in record["metrics"].values())
+
+
+@pytest.mark.parametrize("override", ["batch.micro_batch_size=abc", "model.n_layers=3", "backend=zero9"])
+def test_type_errors_and_typos_fail_at_composition(tmp_path: Path, override: str) -> None:
+    proc = run_py(override, f"hydra.run.dir={tmp_path}", timeout=120)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert override.split("=")[0].split(".")[-1] in proc.stderr
+    assert not (tmp_path / "metrics.json").exists()
