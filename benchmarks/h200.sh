@@ -4,13 +4,7 @@
 #   bash benchmarks/h200.sh "backends" "seed-deepspeed nproc_per_node=1"
 # Wheels come from .whl/ (see benchmarks/README.md); results land in $OUT/<label>.tgz.
 set -uo pipefail
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-# DeepSpeed's FusedAdam JIT build cannot parse "9.0a"; Hopper needs "9.0".
-export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh" || exit 1
 out=${OUT:-/tmp/flopsweep-out}; root=${SWEEP_ROOT:-/tmp/flopsweep-sweeps}
 mkdir -p "$out" "$root"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -40,8 +40,11 @@ def build_model(cfg: RunConfig, device: torch.device | None) -> GPT:
     with device if device is not None else contextlib.nullcontext():
         model = GPT(cfg.model, cfg.attention.name, cfg.activation_checkpointing)
     if cfg.compile:
+        # Per block (as torchtitan does): identical blocks share one compiled graph,
+        # and FSDP2/ZeRO-3 hooks stay outside the compiled regions.
         for block in model.h:
             block.compile()
+        model.head_loss = torch.compile(model.head_loss)
     return model
 
 

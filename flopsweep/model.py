@@ -117,6 +117,18 @@ class GPT(nn.Module):
                 x = checkpoint(block, x, use_reentrant=False)
             else:
                 x = block(x)
-        x = self.ln_f(x)
-        logits = F.linear(x, self.wte.weight)  # tied LM head: (B, T, V)
+        return self.head_loss(x, targets)
+
+    def head_loss(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Final LayerNorm, tied LM head and cross-entropy in fp32.
+
+        Args:
+            x: hidden states ``(B, T, C)``; targets: LongTensor ``(B, T)``.
+
+        Returns:
+            Scalar mean loss. Compiled with the blocks when ``compile=true``, which lets
+            Inductor fuse the fp32 upcast into the log-softmax instead of
+            materialising fp32 logits ``(B, T, V)``.
+        """
+        logits = F.linear(self.ln_f(x), self.wte.weight)  # tied LM head: (B, T, V)
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))

@@ -1,0 +1,137 @@
+"""Bare training loops for the flopsweep GPT: the yardstick for the harness's overhead.
+
+No Hydra, no launcher, no metrics code: build the model, wrap it, loop, time the
+loop with ``torch.cuda.synchronize`` around it. One process, one GPU.
+
+    python benchmarks/reference.py --backend plain|fsdp|deepspeed --model gpt-1.3b \
+        --micro-batch 8 --warmup 3 --steps 10 [--compile] [--attention sdpa]
+
+Prints one JSON line: backend, iteration_time_s (mean), tokens_per_s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from flopsweep.config import ModelConfig  # noqa: E402
+from flopsweep.model import GPT  # noqa: E402
+
+ADAMW = dict(lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+
+
+def load_model_config(name: str) -> ModelConfig:
+    path = Path(__file__).resolve().parents[1] / "conf" / "model" / f"{name}.yaml"
+    return ModelConfig(**yaml.safe_load(path.read_text()))
+
+
+def init_single_rank_group() -> None:
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    torch.distributed.init_process_group("nccl", device_id=torch.device("cuda", 0))
+
+
+def build(args: argparse.Namespace, mcfg: ModelConfig):
+    """Returns step(tokens) -> None for the chosen backend."""
+    torch.manual_seed(0)
+    if args.backend == "deepspeed":
+        return build_deepspeed(args, mcfg)
+    with torch.device("cuda"):
+        model = GPT(mcfg, args.attention)
+    if args.compile:
+        for block in model.h:
+            block.compile()
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16)
+    if args.backend == "fsdp":
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        init_single_rank_group()
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for i, block in enumerate(model.h):
+            fully_shard(block, mp_policy=mp, reshard_after_forward=i < len(model.h) - 1)
+        fully_shard(model, mp_policy=mp)
+        autocast = torch.autocast("cuda", enabled=False)
+    opt = torch.optim.AdamW(model.parameters(), fused=True, **ADAMW)
+
+    def step(tokens: torch.Tensor) -> None:
+        with autocast:
+            loss = model(tokens)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def build_deepspeed(args: argparse.Namespace, mcfg: ModelConfig):
+    import deepspeed
+
+    init_single_rank_group()
+    deepspeed.init_distributed()
+    h = mcfg.n_embd
+    ds_config = {
+        "train_micro_batch_size_per_gpu": args.micro_batch, "gradient_accumulation_steps": 1,
+        "train_batch_size": args.micro_batch, "gradient_clipping": 1.0, "bf16": {"enabled": True},
+        "zero_optimization": {"stage": 3, "overlap_comm": True, "contiguous_gradients": True,
+                              "reduce_bucket_size": h * h, "stage3_prefetch_bucket_size": int(0.9 * h * h),
+                              "stage3_param_persistence_threshold": 10 * h},
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "betas": [0.9, 0.95], "eps": 1e-8,
+                                                  "weight_decay": 0.1}},
+        "steps_per_print": 1 << 30,
+    }
+    with deepspeed.zero.Init(config_dict_or_path=ds_config):
+        model = GPT(mcfg, args.attention)
+    deepspeed.zero.register_external_parameter(model, model.wte.weight)
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+
+    def step(tokens: torch.Tensor) -> None:
+        loss = engine(tokens)
+        engine.backward(loss)
+        engine.step()
+
+    return step
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", choices=["plain", "fsdp", "deepspeed"], default="plain")
+    p.add_argument("--model", default="gpt-1.3b")
+    p.add_argument("--attention", default="sdpa")
+    p.add_argument("--micro-batch", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--compile", action="store_true")
+    args = p.parse_args()
+    mcfg = load_model_config(args.model)
+    torch.cuda.set_device(0)
+    step = build(args, mcfg)
+    tokens = torch.randint(0, mcfg.vocab_size, (args.micro_batch, mcfg.seq_len + 1), device="cuda")
+    for _ in range(args.warmup):
+        step(tokens)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        step(tokens)
+    torch.cuda.synchronize()
+    it = (time.perf_counter() - t0) / args.steps
+    print(json.dumps({"backend": args.backend, "model": args.model, "micro_batch": args.micro_batch,
+                      "compile": args.compile, "iteration_time_s": it,
+                      "tokens_per_s": args.micro_batch * mcfg.seq_len / it}), flush=True)
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
