@@ -1,0 +1,76 @@
+"""Where does a training step's GPU time go? torch.profiler over the reference loop.
+
+    python benchmarks/profile_step.py --backend plain --compile --out prof.txt
+
+Prints the GPU time per step split into matmul (GEMM), attention, optimizer,
+communication/copies and the rest, then the top kernels. Uses the bare loops of
+``reference.py`` so that nothing of the harness is in the picture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference import build, load_model_config  # noqa: E402
+
+CATEGORIES = [  # first match wins; matched against the lower-cased kernel name
+    ("attention", ("flash", "fmha", "attention", "cudnn", "sdpa")),
+    ("gemm", ("gemm", "cutlass", "sm90_xmma", "nvjet", "matmul", "wgmma")),
+    ("optimizer", ("adam", "multi_tensor", "foreach", "norm_")),
+    ("comm/copy", ("nccl", "memcpy", "memset", "copy", "cat")),
+]
+
+
+def category(name: str) -> str:
+    low = name.lower()
+    return next((cat for cat, keys in CATEGORIES if any(k in low for k in keys)), "other")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", choices=["plain", "fsdp", "deepspeed"], default="plain")
+    p.add_argument("--model", default="gpt-1.3b")
+    p.add_argument("--attention", default="sdpa")
+    p.add_argument("--micro-batch", type=int, default=8)
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    torch.cuda.set_device(0)
+    mcfg = load_model_config(args.model)
+    step = build(args, mcfg)
+    tokens = torch.randint(0, mcfg.vocab_size, (args.micro_batch, mcfg.seq_len + 1), device="cuda")
+    for _ in range(3):
+        step(tokens)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(args.steps):
+            step(tokens)
+        torch.cuda.synchronize()
+    totals: dict[str, float] = defaultdict(float)
+    # Kernels only: GPU user annotations (e.g. "Optimizer.step#AdamW.step") span kernels
+    # that are already counted.
+    kernels = [e for e in prof.key_averages()
+               if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+               and "#" not in e.key]
+    for e in kernels:
+        totals[category(e.key)] += e.self_device_time_total / 1e3 / args.steps  # ms per step
+    lines = [f"{args.backend} compile={args.compile} mb={args.micro_batch}: GPU ms per step by category"]
+    lines += [f"  {cat:<10} {ms:8.1f}" for cat, ms in sorted(totals.items(), key=lambda kv: -kv[1])]
+    lines.append(f"  {'total':<10} {sum(totals.values()):8.1f}")
+    lines.append(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25, max_name_column_width=70))
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
