@@ -165,7 +165,10 @@ def shown_columns(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
         cols = [_column(c.strip()) for c in args.columns.split(",")]
         check_columns(df, cols, "--columns")
         return df[cols]
-    return compact(df)
+    out = compact(df)
+    if args.format == "html" and df["error"].notna().any():
+        out["error"] = df["error"]  # no width limit in a browser: say why runs failed
+    return out
 
 
 def _heading(args: argparse.Namespace) -> str:

@@ -47,6 +47,7 @@ _OPTIONAL = [
     "effective_tflops_per_device",
     "attention_density",
 ]
+_IF_VARIED = ["seq_len", "activation_checkpointing", "compile"]
 _DROP_ORDER = [
     "peak_host_rss_gib",
     "peak_cuda_reserved_gib",
@@ -97,12 +98,21 @@ def flags(df: pd.DataFrame) -> pd.Series:
     return out
 
 
+def _varies(df: pd.DataFrame, column: str) -> bool:
+    if df.empty:
+        return False
+    return bool((df.groupby("model", dropna=False)[column].nunique(dropna=False) > 1).any())
+
+
 def compact(df: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
     """The columns worth a reader's screen: ``columns`` (default :data:`TABLE_COLUMNS`) less the
     optional ones that are blank in every row, plus ``effective_tflops_per_device``,
-    ``speedup`` and a ``flags`` column when some row has them."""
+    ``speedup`` and a ``flags`` column when some row has them, and ``seq_len``,
+    ``activation_checkpointing``, ``compile`` when they vary within a model."""
     cols = list(columns or TABLE_COLUMNS)
     if columns is None:
+        at = cols.index("attention") + 1
+        cols[at:at] = [c for c in _IF_VARIED if c in df and _varies(df, c)]
         if "effective_tflops_per_device" in df:
             cols.insert(cols.index("tflops_per_device") + 1, "effective_tflops_per_device")
         cols += [c for c in ("speedup",) if c in df]

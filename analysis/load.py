@@ -156,6 +156,11 @@ def _differs(recorded: Any, expected: float | None) -> bool:
     return abs(recorded - expected) > MISMATCH_TOLERANCE * abs(expected)
 
 
+def _fmt(value: Any) -> str:
+    number = _number(value)
+    return "null" if number is None else f"{number:.4g}"
+
+
 def _check_tflops(record: Record, out: dict[str, Any], path: str) -> None:
     hw, model = recompute_tflops(record) if out["status"] == "ok" else (None, None)
     out["tflops_per_device_recomputed"] = hw
@@ -166,8 +171,8 @@ def _check_tflops(record: Record, out: dict[str, Any], path: str) -> None:
             "TFLOPs mismatch in %s: the record says %s TFLOPs per device (model %s); its config, "
             "iteration time and world size give %.4g (model %.4g), more than %.0f%% apart",
             path,
-            out["tflops_per_device"],
-            out["model_tflops_per_device"],
+            _fmt(out["tflops_per_device"]),
+            _fmt(out["model_tflops_per_device"]),
             hw,
             model,
             100 * MISMATCH_TOLERANCE,

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import EngFormatter
 
 from analysis.display import SHORT
 from analysis.query import SETUP_COLUMNS, normalize
@@ -48,18 +49,15 @@ def _base_label(df: pd.DataFrame, column: str) -> pd.Series:
     return label
 
 
-def series_labels(df: pd.DataFrame, *, facet: str, x: str, series: str) -> pd.Series:
+def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
     """One legend label per row: the ``series`` value (``backend`` with its ZeRO stage), plus
-    ``short=value`` for every other set-up column that varies within some facet."""
-    fixed = {facet, x, series, "zero_stage" if series == "backend" else series}
-    extras = [
-        c
-        for c in SETUP_COLUMNS
-        if c in df and c not in fixed and (df.groupby(facet, dropna=False)[c].nunique(dropna=False) > 1).any()
-    ]
+    ``short=value`` for every other set-up column that varies within ``df`` (one panel)."""
+    fixed = {"model", x, series, "zero_stage" if series == "backend" else series}
+    extras = [c for c in SETUP_COLUMNS if c in df and c not in fixed and df[c].nunique(dropna=False) > 1]
     label = _base_label(df, series)
     for c in extras:
-        label = label + ", " + SHORT.get(c, c) + "=" + df[c].astype(object).map(normalize)
+        text = df[c].astype(object).map(normalize)
+        label = label + text.map(lambda v, c=c: f", {SHORT.get(c, c)}={v}" if v else "")
     return label
 
 
@@ -80,6 +78,7 @@ def _x_axis(ax, values: pd.Series, label: str) -> None:
         ax.set_xscale("log", base=2)
     ax.set_xticks(xs, [f"{v:g}" for v in xs])
     ax.minorticks_off()
+    ax.margins(x=0.1)  # room for the status text beside an × at the last x
     ax.set_xlabel(label)
 
 
@@ -93,34 +92,36 @@ def _draw_lines(ax, ok: pd.DataFrame, x: str, ys: list[tuple[str, str]], colors:
 
 
 def _mark_failed(ax, failed: pd.DataFrame, x: str, colors: dict[str, str], y_frac: float) -> None:
-    """An × at each failed run's x, at height ``y_frac`` of the axes, with its status."""
+    """An × at each failed run's x, at height ``y_frac`` of the axes (stacked when several
+    fail at one x), with its status above it."""
     trans = ax.get_xaxis_transform()  # x in data units, y in axes fraction
-    for _, run in failed.iterrows():
-        color = colors.get(run["_label"], "black")
-        ax.plot(float(run[x]), y_frac, "x", color=color, markersize=10, mew=2.5, transform=trans)
-        ax.annotate(
-            run["status"],
-            (float(run[x]), y_frac),
-            xycoords=trans,
-            xytext=(0, 7),
-            textcoords="offset points",
-            ha="center",
-            fontsize=8,
-            color=color,
-        )
+    step = 0.09 if y_frac < 0.5 else -0.09
+    for _, group in failed.groupby(x):
+        for k, (_, run) in enumerate(group.iterrows()):
+            color, y = colors.get(run["_label"], "black"), y_frac + k * step
+            ax.plot(float(run[x]), y, "x", color=color, markersize=9, mew=2.5, transform=trans)
+            ax.annotate(
+                run["status"],
+                (float(run[x]), y),
+                xycoords=trans,
+                xytext=(9, -3),
+                textcoords="offset points",
+                fontsize=7,
+                color=color,
+            )
 
 
-def _legend(fig: Figure, colors: dict[str, str], styles: list[tuple[str, str]], failed: bool) -> None:
-    handles = [Line2D([], [], color=c, marker="o", label=lbl) for lbl, c in colors.items()]
+def _legend(
+    ax, labels: list[str], colors: dict[str, str], styles: list[tuple[str, str]], failed: bool
+) -> None:
+    """A legend under the panel: its series, the line styles when several, the failed-run ×."""
+    handles = [Line2D([], [], color=colors[lbl], marker="o", label=lbl) for lbl in labels]
     if len(styles) > 1:
         handles += [Line2D([], [], color="black", linestyle=s, label=name) for name, s in styles]
     if failed:
-        handles.append(
-            Line2D(
-                [], [], color="black", marker="x", linestyle="", mew=2.5, label="failed run (status above ×)"
-            )
-        )
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=8)
+        cross = Line2D([], [], color="black", marker="x", linestyle="", mew=2.5, label="failed run (status)")
+        handles.append(cross)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=7)
 
 
 def _on_device(df: pd.DataFrame) -> str:
@@ -150,24 +151,30 @@ def line_figure(
         PlotSkipped: when no ok run has both ``x`` and the first ``ys`` column.
     """
     data = df[df[x].notna() & df[facet].notna()].copy()
-    data["_label"] = series_labels(data, facet=facet, x=x, series=series)
-    ok = data[(data["status"] == "ok") & data[ys[0][0]].notna()]
-    if ok.empty:
+    panels = {
+        name: sub.assign(_label=series_labels(sub, x=x, series=series)) for name, sub in data.groupby(facet)
+    }
+    shown = {n: p for n, p in panels.items() if p["status"].ne("ok").any() or _ok(p, ys[0][0]).size}
+    if not any(_ok(p, ys[0][0]).size for p in shown.values()):
         raise PlotSkipped(f"no ok run has both {x} and {ys[0][0]}")
-    failed = data[data["status"] != "ok"]
-    labels = sorted(set(ok["_label"]) | set(failed["_label"]))
+    labels = sorted({lbl for p in shown.values() for lbl in p["_label"]})
     colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
-    names = sorted(set(ok[facet]) | set(failed[facet]), key=str)  # panels with something to show
-    fig, axes = _grid(len(names), title + _on_device(data))
-    for ax, name in zip(axes, names, strict=True):
-        _draw_lines(ax, ok[ok[facet] == name], x, [(c, s) for c, s, _ in ys], colors)
-        _mark_failed(ax, failed[failed[facet] == name], x, colors, fail_y)
-        _x_axis(ax, data.loc[data[facet] == name, x], xlabel)
+    fig, axes = _grid(len(shown), title + _on_device(data))
+    for ax, (name, panel) in zip(axes, shown.items(), strict=True):
+        ok, failed = _ok(panel, ys[0][0]), panel[panel["status"] != "ok"]
+        _draw_lines(ax, ok, x, [(c, s) for c, s, _ in ys], colors)
+        _mark_failed(ax, failed, x, colors, fail_y)
+        _x_axis(ax, panel[x], xlabel)
         ax.set_ylim(bottom=0)
         ax.set(title=str(name), ylabel=ylabel)
         ax.grid(alpha=0.3)
-    _legend(fig, colors, [(n, s) for _, s, n in ys], failed=not failed.empty)
+        used = sorted(set(ok["_label"]) | set(failed["_label"]))
+        _legend(ax, used, colors, [(n, s) for _, s, n in ys], failed=not failed.empty)
     return fig
+
+
+def _ok(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    return df[(df["status"] == "ok") & df[column].notna()]
 
 
 def plot_tflops_vs_micro_batch(df: pd.DataFrame) -> Figure:
@@ -205,14 +212,15 @@ def plot_memory_vs_micro_batch(df: pd.DataFrame) -> Figure:
 
 def plot_tokens_vs_seq_len(df: pd.DataFrame) -> Figure:
     """Tokens per second (all ranks) vs sequence length, a line per attention type, a panel per
-    model. Raises PlotSkipped unless some model was run at two or more sequence lengths."""
+    model that was run at two or more sequence lengths. Raises PlotSkipped when none was."""
     ok = df[(df["status"] == "ok") & df["tokens_per_s"].notna()]
     per_model = ok.groupby("model")["seq_len"].nunique()
-    if per_model.empty or per_model.max() < 2:
+    varied = per_model[per_model >= 2].index
+    if varied.empty:
         lengths = ", ".join(str(v) for v in sorted(ok["seq_len"].dropna().unique())) or "none"
         raise PlotSkipped(f"the sweep does not vary seq_len within a model (seq_len of ok runs: {lengths})")
-    return line_figure(
-        df,
+    fig = line_figure(
+        df[df["model"].isin(varied)],  # only the models run at several lengths
         x="seq_len",
         ys=[("tokens_per_s", "-", "tokens/s")],
         series="attention",
@@ -220,6 +228,9 @@ def plot_tokens_vs_seq_len(df: pd.DataFrame) -> Figure:
         xlabel="sequence length (tokens)",
         ylabel="tokens per second (all ranks)",
     )
+    for ax in fig.axes:
+        ax.yaxis.set_major_formatter(EngFormatter(sep=""))  # 400k, 1.2M
+    return fig
 
 
 PLOTS: dict[str, Callable[[pd.DataFrame], Figure]] = {
