@@ -10,7 +10,7 @@ The TFLOPs figures are read from the records; :func:`load` recomputes them with
     pivot(df, index="model", columns="backend", values="tflops_per_device")
 """
 
-from analysis.display import compact, for_display, render, summary
+from analysis.display import compact, flat_pivot, for_display, render, summary
 from analysis.load import COLUMNS, TABLE_COLUMNS, load, table
 from analysis.plots import PLOTS, PlotSkipped, make_plots, png_bytes, save_plots, write_pngs
 from analysis.query import (
@@ -35,6 +35,7 @@ __all__ = [
     "RecordError",
     "best",
     "compact",
+    "flat_pivot",
     "compare",
     "for_display",
     "load",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.display import SHORT, compact, render, summary
+from analysis.display import SHORT, compact, flat_pivot, render, summary
 from analysis.load import load, table
 from analysis.plots import make_plots, write_pngs
 from analysis.query import AnalysisError, best, check_columns, compare, pivot, select, sort_runs
@@ -147,16 +147,6 @@ def _pivot(df: pd.DataFrame, args: argparse.Namespace, mark_failed: bool) -> pd.
     )
 
 
-def flat(table: pd.DataFrame) -> pd.DataFrame:
-    """A pivot table as plain columns: the index becomes the first column(s), headed
-    ``INDEX \\ COLUMNS`` (``model \\ backend``); several column keys join with ``/``."""
-    names = [str(n) for n in table.columns.names]
-    out = table.reset_index()
-    heads = [" / ".join(str(x) for x in c if str(x)) if isinstance(c, tuple) else str(c) for c in out.columns]
-    heads[table.index.nlevels - 1] += " \\ " + " / ".join(names)
-    return out.set_axis(heads, axis=1)
-
-
 def shown_columns(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     """The columns to print: --columns, else compact ones for people and all for csv/json."""
     if args.columns == "all" or (not args.columns and args.format in ("csv", "json")):
@@ -196,7 +186,7 @@ def _notes(loaded: pd.DataFrame) -> list[str]:
 def output(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -> str:
     """The text to write: the table (or pivot) in ``args.format``; HTML embeds the plots."""
     people = args.format in ("table", "markdown", "html")
-    frame = flat(_pivot(runs, args, mark_failed=people)) if args.pivot else shown_columns(runs, args)
+    frame = flat_pivot(_pivot(runs, args, mark_failed=people)) if args.pivot else shown_columns(runs, args)
     if args.format != "html":
         return render(frame, args.format, width=args.width)
     figures, skipped = make_plots(select(loaded, pairs(args.filter, "--filter")))

@@ -157,6 +157,16 @@ def render(df: pd.DataFrame, fmt: str, width: int = 120) -> str:
     return text
 
 
+def flat_pivot(table: pd.DataFrame) -> pd.DataFrame:
+    """A pivot table as plain columns: the index becomes the first column(s), headed
+    ``INDEX \\ COLUMNS`` (``model \\ backend``); several column keys join with ``/``."""
+    names = [str(n) for n in table.columns.names]
+    out = table.reset_index()
+    heads = [" / ".join(str(x) for x in c if str(x)) if isinstance(c, tuple) else str(c) for c in out.columns]
+    heads[table.index.nlevels - 1] += " \\ " + " / ".join(names)
+    return out.set_axis(heads, axis=1)
+
+
 def summary(df: pd.DataFrame) -> str:
     """The footer: run and status counts, unreadable records, duplicate ids, TFLOPs mismatches."""
     counts = Counter(df["status"]) if "status" in df else Counter()
