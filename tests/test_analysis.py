@@ -235,7 +235,7 @@ def test_recompute_counts_checkpointing_as_f4_like_the_published_run():
     assert r.activation_checkpointing and not r.tflops_mismatch
 
 
-def test_recompute_needs_every_input(tmp_path):
+def test_recompute_needs_every_input():
     rec = raw("v1-ok")
     rec["system"]["world_size"] = None
     assert recompute_tflops(rec) == (None, None)
