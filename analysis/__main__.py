@@ -31,6 +31,7 @@ _LONG = {short: long for long, short in SHORT.items()}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line: paths, then the options of the module doc."""
     p = argparse.ArgumentParser(
         prog="python -m analysis", description="Comparison tables and plots of flopsweep runs (metrics.json)."
     )
@@ -211,6 +212,7 @@ def plots(df: pd.DataFrame, out_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0 ok, 1 no readable record; 2 via argparse for a bad option)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="analysis: %(levelname)s: %(message)s")

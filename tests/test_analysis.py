@@ -504,7 +504,8 @@ def test_cpu_sweep_then_html_report_and_plots(tmp_path):
         [*base, "backend=fsdp", "precision=fp16", f"hydra.sweep.dir={sweep}/invalid"],
     ]  # fp16 on CPU: invalid
     for cmd in runs:
-        subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=600)
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
     report, plots = tmp_path / "report.html", tmp_path / "plots"
     analysis = [sys.executable, "-m", "analysis", str(sweep)]
     done = subprocess.run(
