@@ -1,9 +1,55 @@
-"""Gather ``metrics.json`` records into a pandas DataFrame and print comparison tables.
+"""Gather ``metrics.json`` records into a pandas DataFrame: tables, comparisons, plots, reports.
 
-The JSON records are the only input: nothing here parses directory names or logs,
-and the TFLOPs figures are read from the records, not recomputed.
+The JSON records are the only input: nothing here parses directory names or logs.
+The TFLOPs figures are read from the records; :func:`load` recomputes them with
+:mod:`flopsweep.flops` only to flag records that disagree with their own config.
+
+    df = load("multirun/2026-11-29")            # one row per run, failed runs included
+    best(df, by=["model"])                      # best ok run per model
+    compare(df, baseline={"backend": "fsdp"})   # adds a speedup column
+    pivot(df, index="model", columns="backend", values="tflops_per_device")
 """
 
-from analysis.load import COLUMNS, load, table
+from analysis.display import compact, flat_pivot, for_display, render, summary
+from analysis.load import COLUMNS, TABLE_COLUMNS, load, table
+from analysis.plots import PLOTS, PlotSkipped, make_plots, png_bytes, save_plots, write_pngs
+from analysis.query import (
+    SETUP_COLUMNS,
+    AnalysisError,
+    ColumnError,
+    best,
+    compare,
+    pivot,
+    select,
+    sort_runs,
+)
+from analysis.schema import RecordError, read_record, upgrade_v0_to_v1
 
-__all__ = ["COLUMNS", "load", "table"]
+__all__ = [
+    "COLUMNS",
+    "PLOTS",
+    "SETUP_COLUMNS",
+    "TABLE_COLUMNS",
+    "AnalysisError",
+    "ColumnError",
+    "RecordError",
+    "best",
+    "compact",
+    "flat_pivot",
+    "compare",
+    "for_display",
+    "load",
+    "make_plots",
+    "pivot",
+    "png_bytes",
+    "read_record",
+    "render",
+    "PlotSkipped",
+    "save_plots",
+    "select",
+    "sort_runs",
+    "summary",
+    "table",
+    "upgrade_v0_to_v1",
+    "write_pngs",
+]

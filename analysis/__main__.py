@@ -1,75 +1,242 @@
-"""``python -m analysis DIR... [--format table|csv|markdown|json] [--output FILE]``."""
+"""``python -m analysis DIR... [options]``: the comparison table of a sweep, and its plots.
+
+    python -m analysis multirun/2026-11-29                       # terminal table, 120 columns
+    python -m analysis DIR --filter backend=fsdp,ddp --sort tokens_per_s
+    python -m analysis DIR --best-by model                       # best ok run per model
+    python -m analysis DIR --baseline backend=fsdp               # adds speedup vs FSDP
+    python -m analysis DIR --pivot model:backend:tflops_per_device
+    python -m analysis DIR --format html --output report.html --plot plots/
+
+The footer (run counts, unreadable records, flags) goes to stderr, so csv and json
+on stdout stay clean.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from analysis.display import SHORT, compact, flat_pivot, render, summary
 from analysis.load import load, table
+from analysis.plots import make_plots, write_pngs
+from analysis.query import AnalysisError, best, check_columns, compare, pivot, select, sort_runs
+from analysis.report import Report, render_html
 
-# Short headers keep the terminal table narrow; csv/json keep the full column names.
-SHORT = {
-    "micro_batch_size": "mbs", "grad_accum": "accum", "world_size": "world", "zero_stage": "zero",
-    "precision": "prec", "tflops_per_device": "TFLOPs/dev", "tokens_per_s": "tokens/s",
-    "iteration_time_s_median": "iter_s", "peak_cuda_allocated_gib": "alloc_GiB",
-    "peak_cuda_reserved_gib": "resv_GiB", "peak_host_rss_gib": "rss_GiB", "attention": "attn",
-}
+FORMATS = ("table", "csv", "markdown", "json", "html")
+_LONG = {short: long for long, short in SHORT.items()}
 
 
-def _cell(column: str, value: object) -> str:
-    if value is None or pd.isna(value):
-        return ""  # a failed run's metrics stay blank, never 0
-    if column == "tokens_per_s":
-        return f"{value:,.0f}"
-    if column in ("mfu", "hfu"):
-        return f"{value:.1%}"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: paths, then the options of the module doc."""
+    p = argparse.ArgumentParser(
+        prog="python -m analysis", description="Comparison tables and plots of flopsweep runs (metrics.json)."
+    )
+    p.add_argument(
+        "paths", nargs="+", help="sweep/run directories (searched recursively), metrics.json files or globs"
+    )
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    p.add_argument("--output", type=Path, metavar="FILE", help="write here instead of stdout")
+    p.add_argument(
+        "--sort",
+        metavar="COL[:asc|:desc]",
+        help="sort rows by a column (full name or short "
+        "header); metrics sort best first unless :asc/:desc says otherwise",
+    )
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keep rows whose KEY equals VALUE (VALUE may be a comma list); repeatable",
+    )
+    p.add_argument(
+        "--pivot",
+        metavar="INDEX:COLUMNS:VALUES",
+        help="lay VALUES of ok runs out INDEX x COLUMNS, e.g. model:backend:tflops_per_device",
+    )
+    p.add_argument(
+        "--agg",
+        default="max",
+        choices=("max", "mean", "median", "min"),
+        help="how --pivot combines repeated runs of a cell (default: max)",
+    )
+    p.add_argument("--best-by", metavar="COLS", help="best ok run per group of these comma-separated columns")
+    p.add_argument(
+        "--metric",
+        default="tflops_per_device",
+        help="metric for --best-by and --baseline (default: tflops_per_device)",
+    )
+    p.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="add a speedup column vs this set-up, matched on the other set-up columns; repeatable",
+    )
+    p.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots to DIR")
+    p.add_argument("--columns", metavar="COLS", help="comma-separated columns to show, or 'all'")
+    p.add_argument(
+        "--width",
+        type=int,
+        default=120,
+        help="widest terminal table in characters; columns are hidden to fit (0: no limit)",
+    )
+    return p
 
 
-def for_display(df: pd.DataFrame) -> pd.DataFrame:
-    """Text cells with short headers for the terminal and markdown tables."""
-    shown = pd.DataFrame({c: [_cell(c, v) for v in df[c].astype(object)] for c in df.columns})
-    return shown.rename(columns=SHORT)
+def _column(name: str) -> str:
+    return _LONG.get(name, name)
 
 
-def render(df: pd.DataFrame, fmt: str) -> str:
-    """The table as text in ``fmt``; blank cells for missing values."""
-    if fmt == "csv":
-        return df.to_csv(index=False)
-    if fmt == "json":
-        return df.to_json(orient="records", indent=2)
-    if fmt == "markdown":
-        return for_display(df).to_markdown(index=False, disable_numparse=True)
-    return for_display(df).to_string(index=False)
+def pairs(items: list[str], option: str) -> dict[str, str | list[str]]:
+    """``["backend=fsdp,ddp"]`` -> ``{"backend": ["fsdp", "ddp"]}``; raises AnalysisError without '='."""
+    out: dict[str, str | list[str]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise AnalysisError(f"{option} {item!r}: expected KEY=VALUE, e.g. {option} backend=fsdp")
+        values = [v.strip() for v in value.split(",")]
+        out[_column(key.strip())] = values if len(values) > 1 else values[0]
+    return out
+
+
+def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
+    out = select(df, filters)
+    if out.empty and not df.empty:
+        seen = {k: ", ".join(sorted({str(v) for v in df[k].dropna()})) for k in filters}
+        raise AnalysisError(
+            "no run matches --filter; values present: " + "; ".join(f"{k}: {v}" for k, v in seen.items())
+        )
+    return out
+
+
+def _sort(df: pd.DataFrame, spec: str | None) -> pd.DataFrame:
+    if not spec:
+        return table(df, columns=list(df.columns))
+    name, _, order = spec.rpartition(":") if spec.endswith((":asc", ":desc")) else (spec, "", "")
+    return sort_runs(df, _column(name), descending={"asc": False, "desc": True}.get(order))
+
+
+def select_runs(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    """The rows the options ask for: filtered, compared with a baseline, best per group, sorted."""
+    df = _filter(df, pairs(args.filter, "--filter"))
+    if args.baseline:
+        df = compare(df, pairs(args.baseline, "--baseline"), metric=_column(args.metric))
+    if args.best_by:
+        df = best(df, by=[_column(c) for c in args.best_by.split(",")], metric=_column(args.metric))
+    return _sort(df, args.sort)
+
+
+def _pivot(df: pd.DataFrame, args: argparse.Namespace, mark_failed: bool) -> pd.DataFrame:
+    parts = args.pivot.split(":")
+    if len(parts) != 3 or not all(parts):
+        raise AnalysisError(
+            f"--pivot {args.pivot!r}: expected INDEX:COLUMNS:VALUES, e.g. model:backend:tflops_per_device"
+        )
+    index, columns, values = map(_column, parts)
+    return pivot(
+        df,
+        index=index.split(","),
+        columns=columns.split(","),
+        values=values,
+        aggfunc=args.agg,
+        mark_failed=mark_failed,
+    )
+
+
+def shown_columns(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    """The columns to print: --columns, else compact ones for people and all for csv/json."""
+    if args.columns == "all" or (not args.columns and args.format in ("csv", "json")):
+        return df
+    if args.columns:
+        cols = [_column(c.strip()) for c in args.columns.split(",")]
+        check_columns(df, cols, "--columns")
+        return df[cols]
+    out = compact(df)
+    if args.format == "html" and df["error"].notna().any():
+        out["error"] = df["error"]  # no width limit in a browser: say why runs failed
+    return out
+
+
+def _heading(args: argparse.Namespace) -> str:
+    if args.pivot:
+        return (
+            f"{args.pivot.split(':')[2]} ({args.agg} over ok runs) by {args.pivot.split(':')[0]} "
+            f"and {args.pivot.split(':')[1]}"
+        )
+    if args.best_by:
+        return f"Best ok run per {args.best_by} by {args.metric}"
+    return "Runs" + (f" (speedup vs {', '.join(args.baseline)})" if args.baseline else "")
+
+
+def _notes(loaded: pd.DataFrame) -> list[str]:
+    unreadable = loaded.attrs.get("unreadable", {})
+    notes = [f"Unreadable, skipped: {path} ({why})" for path, why in unreadable.items()]
+    for flag, text in (
+        ("duplicate_run_id", "Run id shared with another record"),
+        ("tflops_mismatch", "TFLOPs differ >1% from flopsweep.flops"),
+    ):
+        notes += [f"{text}: {d}" for d in loaded.loc[loaded[flag], "run_dir"]]
+    return notes
+
+
+def output(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -> str:
+    """The text to write: the table (or pivot) in ``args.format``; HTML embeds the plots."""
+    people = args.format in ("table", "markdown", "html")
+    frame = flat_pivot(_pivot(runs, args, mark_failed=people)) if args.pivot else shown_columns(runs, args)
+    if args.format != "html":
+        return render(frame, args.format, width=args.width)
+    figures, skipped = make_plots(select(loaded, pairs(args.filter, "--filter")))
+    report = Report(
+        title="flopsweep results: " + " ".join(args.paths),
+        summary=summary(loaded),
+        tables=[(_heading(args), frame)],
+        figures=figures,
+        skipped=skipped,
+        notes=_notes(loaded),
+    )
+    return render_html(report)
+
+
+def plots(df: pd.DataFrame, out_dir: Path) -> None:
+    """Write the PNG plots of ``df`` to ``out_dir``; say on stderr which were written or skipped."""
+    figures, skipped = make_plots(df)
+    for path in write_pngs(figures, out_dir).values():
+        print(f"wrote {path}", file=sys.stderr)
+    for name, reason in skipped.items():
+        print(f"skipped plot {name}: {reason}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis",
-                                     description="Comparison table of flopsweep runs (metrics.json).")
-    parser.add_argument("paths", nargs="+", help="sweep/run directories, metrics.json files or globs")
-    parser.add_argument("--format", choices=["table", "csv", "markdown", "json"], default="table")
-    parser.add_argument("--output", type=Path, help="write here instead of stdout")
+    """Run the CLI; returns the exit status (0 ok, 1 no readable record; 2 via argparse for a bad option)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="analysis: %(levelname)s: %(message)s")
     try:
-        df = load(args.paths)
-    except FileNotFoundError as exc:
+        loaded = load(args.paths)
+        if loaded.empty:
+            where = " ".join(args.paths)
+            print(f"no readable metrics.json under {where}; {summary(loaded)}", file=sys.stderr)
+            return 1
+        runs = select_runs(loaded, args)
+        text = output(loaded, runs, args)
+    except (FileNotFoundError, AnalysisError) as exc:
         parser.error(str(exc))
-    if df.empty:
-        print(f"no metrics.json found under {' '.join(args.paths)}", file=sys.stderr)
-        return 1
-    text = render(table(df), args.format)
     if args.output:
-        args.output.write_text(text)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text if text.endswith("\n") else text + "\n")
+        print(f"wrote {args.output}", file=sys.stderr)
     else:
         print(text)
-    bad = df.attrs.get("unreadable", [])
-    footer = f"{len(df)} runs" + (f", {len(bad)} unreadable record(s) skipped" if bad else "")
-    print(footer, file=sys.stderr)
+    if args.plot:
+        plots(select(loaded, pairs(args.filter, "--filter")), args.plot)
+    sys.stdout.flush()  # the table before the footer when both go to one terminal
+    shown = f"; {len(runs)} shown" if len(runs) != len(loaded) else ""
+    print(summary(loaded) + shown, file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,280 @@
+"""Plots of a runs DataFrame (:func:`analysis.load`): matplotlib figures, saved as PNG.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly, never pyplot, so
+no GUI backend or global figure state is involved (the Agg canvas renders PNG).
+Failed runs are drawn as an × at their x value, labelled with their status. A
+plot that the data cannot support raises :class:`PlotSkipped` with the reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import EngFormatter
+
+from analysis.display import SHORT
+from analysis.query import SETUP_COLUMNS, normalize
+
+DPI = 100
+_COLORS = [
+    "tab:blue",
+    "tab:orange",
+    "tab:green",
+    "tab:red",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:gray",
+    "tab:olive",
+    "tab:cyan",
+]
+
+
+class PlotSkipped(Exception):
+    """The data does not support a plot; ``str(exc)`` says why."""
+
+
+def _base_label(df: pd.DataFrame, column: str) -> pd.Series:
+    label = df[column].astype(object).map(lambda v: "" if pd.isna(v) else str(v))
+    if column == "backend" and "zero_stage" in df:
+        zero = df["zero_stage"].astype(object).map(lambda v: "" if pd.isna(v) else f" ZeRO-{v}")
+        label = label + zero
+    return label
+
+
+def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
+    """One legend label per row: the ``series`` value (``backend`` with its ZeRO stage), plus
+    ``short=value`` for every other set-up column that varies within ``df`` (one panel)."""
+    fixed = {"model", x, series, "zero_stage" if series == "backend" else series}
+    extras = [c for c in SETUP_COLUMNS if c in df and c not in fixed and df[c].nunique(dropna=False) > 1]
+    label = _base_label(df, series)
+    for c in extras:
+        text = df[c].astype(object).map(normalize)
+        label = label + text.map(lambda v, c=c: f", {SHORT.get(c, c)}={v}" if v else "")
+    return label
+
+
+def _grid(n: int, title: str) -> tuple[Figure, list]:
+    ncols = min(n, 3)
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(5.2 * ncols, 3.8 * nrows + 0.9), dpi=DPI, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    return fig, axes[:n]
+
+
+def _x_axis(ax, values: pd.Series, label: str) -> None:
+    xs = sorted({float(v) for v in values.dropna()})
+    if xs and xs[0] > 0 and xs[-1] / xs[0] >= 4:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [f"{v:g}" for v in xs])
+    ax.minorticks_off()
+    ax.margins(x=0.1)  # room for the status text beside an × at the last x
+    ax.set_xlabel(label)
+
+
+def _draw_lines(ax, ok: pd.DataFrame, x: str, ys: list[tuple[str, str]], colors: dict[str, str]) -> None:
+    """One line per label (mean of repeated ok runs at each x); ``ys`` pairs a column with a style."""
+    for label, runs in ok.groupby("_label", sort=True):
+        for y, style in ys:
+            pts = runs.groupby(x)[y].mean().dropna().sort_index()
+            face = colors[label] if style == "-" else "none"  # hollow markers on the secondary series
+            ax.plot(pts.index.astype(float), pts.values, style, marker="o", color=colors[label], mfc=face)
+
+
+def _mark_failed(ax, failed: pd.DataFrame, x: str, colors: dict[str, str], y_frac: float) -> None:
+    """An × at each failed run's x, at height ``y_frac`` of the axes (stacked when several
+    fail at one x), with its status above it."""
+    trans = ax.get_xaxis_transform()  # x in data units, y in axes fraction
+    step = 0.09 if y_frac < 0.5 else -0.09
+    for _, group in failed.groupby(x):
+        for k, (_, run) in enumerate(group.iterrows()):
+            color, y = colors.get(run["_label"], "black"), y_frac + k * step
+            ax.plot(float(run[x]), y, "x", color=color, markersize=9, mew=2.5, transform=trans)
+            ax.annotate(
+                run["status"],
+                (float(run[x]), y),
+                xycoords=trans,
+                xytext=(9, -3),
+                textcoords="offset points",
+                fontsize=7,
+                color=color,
+            )
+
+
+def _legend(
+    ax, labels: list[str], colors: dict[str, str], styles: list[tuple[str, str]], failed: bool
+) -> None:
+    """A legend under the panel: its series, the line styles when several, the failed-run ×."""
+    handles = [Line2D([], [], color=colors[lbl], marker="o", label=lbl) for lbl in labels]
+    if len(styles) > 1:
+        handles += [Line2D([], [], color="black", linestyle=s, label=name) for name, s in styles]
+    if failed:
+        cross = Line2D([], [], color="black", marker="x", linestyle="", mew=2.5, label="failed run (status)")
+        handles.append(cross)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=7)
+
+
+def _on_device(df: pd.DataFrame) -> str:
+    names = df["device_name"].dropna().unique() if "device_name" in df else []
+    return f" on {names[0]}" if len(names) == 1 else ""
+
+
+def line_figure(
+    df: pd.DataFrame,
+    *,
+    x: str,
+    ys: list[tuple[str, str, str]],
+    series: str,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    facet: str = "model",
+    fail_y: float = 0.06,
+) -> Figure:
+    """Lines of ``ys`` against ``x``, one per ``series`` label, one panel per ``facet`` value.
+
+    Args:
+        ys: ``(column, linestyle, name)``; the first column decides which runs count as data.
+        fail_y: height (fraction of the axes) of the × that marks a failed run.
+
+    Raises:
+        PlotSkipped: when no ok run has both ``x`` and the first ``ys`` column.
+    """
+    data = df[df[x].notna() & df[facet].notna()].copy()
+    panels = {
+        name: sub.assign(_label=series_labels(sub, x=x, series=series)) for name, sub in data.groupby(facet)
+    }
+    shown = {n: p for n, p in panels.items() if p["status"].ne("ok").any() or _ok(p, ys[0][0]).size}
+    if not any(_ok(p, ys[0][0]).size for p in shown.values()):
+        raise PlotSkipped(f"no ok run has both {x} and {ys[0][0]}")
+    labels = sorted({lbl for p in shown.values() for lbl in p["_label"]})
+    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
+    fig, axes = _grid(len(shown), title + _on_device(data))
+    for ax, (name, panel) in zip(axes, shown.items(), strict=True):
+        ok, failed = _ok(panel, ys[0][0]), panel[panel["status"] != "ok"]
+        _draw_lines(ax, ok, x, [(c, s) for c, s, _ in ys], colors)
+        _mark_failed(ax, failed, x, colors, fail_y)
+        _x_axis(ax, panel[x], xlabel)
+        ax.set_ylim(bottom=0)
+        ax.set(title=str(name), ylabel=ylabel)
+        ax.grid(alpha=0.3)
+        used = sorted(set(ok["_label"]) | set(failed["_label"]))
+        _legend(ax, used, colors, [(n, s) for _, s, n in ys], failed=not failed.empty)
+    return fig
+
+
+def _ok(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    return df[(df["status"] == "ok") & df[column].notna()]
+
+
+def plot_tflops_vs_micro_batch(df: pd.DataFrame) -> Figure:
+    """TFLOPs per device (hardware FLOPs, 1e12 FLOP/s) vs micro batch size, a line per backend,
+    a panel per model. Raises PlotSkipped when no ok run has TFLOPs."""
+    return line_figure(
+        df,
+        x="micro_batch_size",
+        ys=[("tflops_per_device", "-", "TFLOPs")],
+        series="backend",
+        title="TFLOPs per device vs micro batch size",
+        xlabel="micro batch size (sequences per rank)",
+        ylabel="TFLOPs per device (10¹² FLOP/s)",
+    )
+
+
+def plot_memory_vs_micro_batch(df: pd.DataFrame) -> Figure:
+    """Peak GPU memory per rank (GiB; allocated solid, reserved dashed) vs micro batch size, a
+    line per backend, a panel per model. Raises PlotSkipped when no run recorded GPU memory."""
+    if not df["peak_cuda_allocated_gib"].notna().any():
+        raise PlotSkipped("no run recorded peak GPU memory (CPU runs record none)")
+    df = df[df["device_name"].fillna("").str.lower() != "cpu"]  # their × would mean nothing here
+    ys = [("peak_cuda_allocated_gib", "-", "allocated"), ("peak_cuda_reserved_gib", "--", "reserved")]
+    return line_figure(
+        df,
+        x="micro_batch_size",
+        ys=ys,
+        series="backend",
+        title="Peak GPU memory vs micro batch size",
+        fail_y=0.92,
+        xlabel="micro batch size (sequences per rank)",
+        ylabel="peak GPU memory per rank (GiB)",
+    )
+
+
+def plot_tokens_vs_seq_len(df: pd.DataFrame) -> Figure:
+    """Tokens per second (all ranks) vs sequence length, a line per attention type, a panel per
+    model that was run at two or more sequence lengths. Raises PlotSkipped when none was."""
+    ok = df[(df["status"] == "ok") & df["tokens_per_s"].notna()]
+    per_model = ok.groupby("model")["seq_len"].nunique()
+    varied = per_model[per_model >= 2].index
+    if varied.empty:
+        lengths = ", ".join(str(v) for v in sorted(ok["seq_len"].dropna().unique())) or "none"
+        raise PlotSkipped(f"the sweep does not vary seq_len within a model (seq_len of ok runs: {lengths})")
+    fig = line_figure(
+        df[df["model"].isin(varied)],  # only the models run at several lengths
+        x="seq_len",
+        ys=[("tokens_per_s", "-", "tokens/s")],
+        series="attention",
+        title="Tokens per second vs sequence length",
+        xlabel="sequence length (tokens)",
+        ylabel="tokens per second (all ranks)",
+    )
+    for ax in fig.axes:
+        ax.yaxis.set_major_formatter(EngFormatter(sep=""))  # 400k, 1.2M
+    return fig
+
+
+PLOTS: dict[str, Callable[[pd.DataFrame], Figure]] = {
+    "tflops_vs_micro_batch": plot_tflops_vs_micro_batch,
+    "memory_vs_micro_batch": plot_memory_vs_micro_batch,
+    "tokens_vs_seq_len": plot_tokens_vs_seq_len,
+}
+"""Plot name (the PNG file's stem) -> function."""
+
+
+def make_plots(df: pd.DataFrame) -> tuple[dict[str, Figure], dict[str, str]]:
+    """Every plot of :data:`PLOTS` the data supports: ``(figures by name, skip reasons by name)``."""
+    figures, skipped = {}, {}
+    for name, plot in PLOTS.items():
+        try:
+            figures[name] = plot(df)
+        except PlotSkipped as exc:
+            skipped[name] = str(exc)
+    return figures, skipped
+
+
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG bytes (Agg, :data:`DPI` dots per inch)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def data_uri(fig: Figure) -> str:
+    """``data:image/png;base64,...`` for an ``<img src>`` in a self-contained HTML file."""
+    return "data:image/png;base64," + base64.b64encode(png_bytes(fig)).decode("ascii")
+
+
+def write_pngs(figures: dict[str, Figure], out_dir: str | Path) -> dict[str, Path]:
+    """Write each figure to ``out_dir/NAME.png`` (the folder is created); the paths by name."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / f"{name}.png" for name in figures}
+    for name, fig in figures.items():
+        paths[name].write_bytes(png_bytes(fig))
+    return paths
+
+
+def save_plots(df: pd.DataFrame, out_dir: str | Path) -> tuple[dict[str, Path], dict[str, str]]:
+    """Write ``out_dir/NAME.png`` for each supported plot; ``(paths by name, skip reasons by name)``."""
+    figures, skipped = make_plots(df)
+    return write_pngs(figures, out_dir), skipped

@@ -1,0 +1,233 @@
+"""Select, rank and compare runs of a :func:`analysis.load` DataFrame.
+
+Only ``ok`` runs count in :func:`best`, :func:`compare` and :func:`pivot`: a failed
+run's metrics are blank and never enter a maximum or an average.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+# Columns that describe a set-up (what a sweep varies), as opposed to its measurements.
+SETUP_COLUMNS = [
+    "model",
+    "attention",
+    "attention_density",
+    "backend",
+    "zero_stage",
+    "precision",
+    "micro_batch_size",
+    "grad_accum",
+    "seq_len",
+    "activation_checkpointing",
+    "compile",
+    "world_size",
+    "device_name",
+]
+# A baseline on the left key makes the right keys meaningless to match on.
+_DEPENDENT = {"backend": ("zero_stage",), "attention": ("attention_density",), "model": ("seq_len",)}
+
+HIGHER_IS_BETTER = {
+    "tflops_per_device",
+    "model_tflops_per_device",
+    "effective_tflops_per_device",
+    "mfu",
+    "hfu",
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "speedup",
+}
+LOWER_IS_BETTER = {
+    "iteration_time_s_median",
+    "iteration_time_s_mean",
+    "peak_cuda_allocated_gib",
+    "peak_cuda_reserved_gib",
+    "peak_host_rss_gib",
+}
+
+
+class AnalysisError(ValueError):
+    """A request the data cannot answer; the message says what to change."""
+
+
+class ColumnError(AnalysisError, KeyError):
+    """An unknown column name; the message lists the valid ones."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.args[0]
+
+
+def check_columns(df: pd.DataFrame, names: Iterable[str], what: str = "column") -> None:
+    """Raise :class:`ColumnError` naming the first of ``names`` not in ``df``, with the valid ones."""
+    for name in names:
+        if name not in df.columns:
+            raise ColumnError(f"unknown column {name!r} in {what}; valid columns: {', '.join(df.columns)}")
+
+
+def normalize(value: Any) -> str:
+    """Text form used to match a cell against a ``key=value`` filter: ``8``, ``true``, ``gpt-1.3b``."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip().lower()
+
+
+def matches(df: pd.DataFrame, column: str, values: Any) -> pd.Series:
+    """Boolean mask of rows whose ``column`` equals ``values`` (or any of a list), as text."""
+    wanted = {normalize(v) for v in (values if isinstance(values, (list, tuple, set)) else [values])}
+    return df[column].astype(object).map(normalize).isin(wanted)
+
+
+def mask(df: pd.DataFrame, filters: Mapping[str, Any], what: str = "filter") -> pd.Series:
+    """Boolean mask of rows matching every ``column: value`` of ``filters`` (see :func:`select`)."""
+    check_columns(df, filters, what)
+    out = pd.Series(True, index=df.index)
+    for column, values in filters.items():
+        out &= matches(df, column, values)
+    return out
+
+
+def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
+    """Rows matching every ``column: value`` (a list means any of them), compared as text,
+    so ``{"micro_batch_size": "8"}`` and ``{"activation_checkpointing": "True"}`` match.
+
+    Raises:
+        ColumnError: for a column not in ``df``.
+    """
+    return df[mask(df, filters)]
+
+
+def _ok(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    return df[(df["status"] == "ok") & df[metric].notna()]
+
+
+def best(
+    df: pd.DataFrame,
+    by: Sequence[str] = ("model",),
+    metric: str = "tflops_per_device",
+    largest: bool | None = None,
+) -> pd.DataFrame:
+    """The best ``ok`` run of each group of ``by`` columns, best first.
+
+    Args:
+        by: set-up columns that define a group, e.g. ``["model"]``.
+        metric: the column to rank by (its unit is in its name).
+        largest: pick the largest value; default: true unless the metric is a time or
+            a memory figure (:data:`LOWER_IS_BETTER`).
+
+    Raises:
+        ColumnError: for an unknown column.
+    """
+    by = [by] if isinstance(by, str) else list(by)
+    check_columns(df, [*by, metric], "best")
+    largest = metric not in LOWER_IS_BETTER if largest is None else largest
+    ok = _ok(df, metric)
+    if ok.empty:
+        return ok.reset_index(drop=True)
+    grouped = ok.groupby(by, dropna=False, sort=False)[metric]
+    picked = ok.loc[grouped.idxmax() if largest else grouped.idxmin()]
+    return picked.sort_values(metric, ascending=not largest, kind="stable").reset_index(drop=True)
+
+
+def setup_key(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
+    """One text key per row from ``columns``, for matching set-ups (blank cells match blank)."""
+    if not columns:
+        return pd.Series("", index=df.index)
+    parts = [df[c].astype(object).map(normalize) for c in columns]
+    key = parts[0]
+    for part in parts[1:]:
+        key = key + "|" + part
+    return key
+
+
+def compare(
+    df: pd.DataFrame,
+    baseline: Mapping[str, Any],
+    metric: str = "tflops_per_device",
+    on: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Add ``speedup``: each run's ``metric`` over the baseline set-up's, matched on the rest.
+
+    A run is matched to the ``ok`` baseline runs (``baseline``, e.g. ``{"backend": "fsdp"}``)
+    that agree with it on every set-up column ``on`` (default: :data:`SETUP_COLUMNS` less
+    the baseline keys and the keys that depend on them, such as ``zero_stage`` for
+    ``backend``); repeated baseline runs are averaged. ``speedup`` is a ratio (>1 faster
+    when higher is better; for a time or memory metric, baseline over run). It is NaN for
+    failed runs and runs with no baseline. ``df.attrs["baseline"]`` records the baseline.
+
+    Raises:
+        ColumnError: for an unknown column; AnalysisError when no ok run is a baseline.
+    """
+    if not baseline:
+        raise AnalysisError("empty baseline: give at least one key=value, e.g. backend=fsdp")
+    check_columns(df, [*baseline, metric, *(on or [])], "baseline")
+    drop = set(baseline).union(*(_DEPENDENT.get(k, ()) for k in baseline))
+    keys = [c for c in (on or SETUP_COLUMNS) if c in df.columns and c not in drop]
+    ok = (df["status"] == "ok") & df[metric].notna()
+    is_base = ok & mask(df, baseline, "baseline")
+    if not is_base.any():
+        shown = ", ".join(f"{k}={v}" for k, v in baseline.items())
+        raise AnalysisError(f"no ok run matches the baseline {shown}")
+    key = setup_key(df, keys)
+    base = df.loc[is_base, metric].groupby(key[is_base]).mean()
+    ref = key.map(base)
+    out = df.copy()
+    ratio = ref / out[metric] if metric in LOWER_IS_BETTER else out[metric] / ref
+    out["speedup"] = ratio.where(ok).astype("float64")
+    out.attrs["baseline"] = ", ".join(f"{k}={v}" for k, v in baseline.items())
+    return out
+
+
+def pivot(
+    df: pd.DataFrame,
+    index: str | list[str],
+    columns: str | list[str],
+    values: str,
+    aggfunc: str = "max",
+    mark_failed: bool = False,
+) -> pd.DataFrame:
+    """``values`` of ok runs laid out ``index`` x ``columns``, aggregated with ``aggfunc``.
+
+    Args:
+        aggfunc: how repeated runs of one cell combine: ``max`` (default), ``mean``, ...
+        mark_failed: put the status (``oom``, ...) in a cell that has runs but no ok one,
+            instead of NaN (the result then holds text).
+
+    Blank keys (``zero_stage`` of a non-DeepSpeed run) become ``""``, not dropped rows.
+
+    Raises:
+        ColumnError: for an unknown column.
+    """
+    index = [index] if isinstance(index, str) else list(index)
+    columns = [columns] if isinstance(columns, str) else list(columns)
+    check_columns(df, [*index, *columns, values], "pivot")
+    keys = {c: df[c].astype(object).where(df[c].notna(), "") for c in index + columns}
+    df = df.assign(**keys)  # a blank key (zero_stage of FSDP) is a cell of its own, not dropped
+    ok = _ok(df, values)
+    table = ok.pivot_table(index=index, columns=columns, values=values, aggfunc=aggfunc)
+    if not mark_failed:
+        return table
+    failed = df[~df.index.isin(ok.index)]
+    if failed.empty:
+        return table
+    status = failed.pivot_table(index=index, columns=columns, values="status", aggfunc="first")
+    full = table.astype(object).combine_first(status)
+    return full.where(full.notna(), None)
+
+
+def sort_runs(df: pd.DataFrame, column: str, descending: bool | None = None) -> pd.DataFrame:
+    """Rows sorted by ``column``, blanks last; by default the best first for metrics
+    (:data:`HIGHER_IS_BETTER` descending, :data:`LOWER_IS_BETTER` ascending), others ascending.
+
+    Raises:
+        ColumnError: for an unknown column.
+    """
+    check_columns(df, [column], "sort")
+    descending = column in HIGHER_IS_BETTER if descending is None else descending
+    return df.sort_values(column, ascending=not descending, na_position="last", kind="stable")

@@ -1,0 +1,80 @@
+"""The HTML report: one self-contained file with the tables and the plots as base64 PNG.
+
+No external stylesheet, script or image: the file can be mailed or attached to a ticket.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+from dataclasses import dataclass, field
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis.display import for_display
+from analysis.plots import data_uri
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; font-size: 13px; margin-bottom: 1.5em; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; white-space: nowrap; }
+th { background: #f0f0f0; }
+tr.failed td { color: #a00; background: #fff4f4; }
+p.footer { color: #555; }
+img { max-width: 100%; border: 1px solid #ddd; margin-bottom: 1em; }
+"""
+
+
+@dataclass
+class Report:
+    """What goes into the HTML file; :func:`render_html` lays it out."""
+
+    title: str
+    summary: str
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    """``(heading, frame)``; frames of runs (with ``status``) get failed rows marked."""
+    figures: dict[str, Figure] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Plot name -> why it was skipped."""
+    notes: list[str] = field(default_factory=list)
+
+
+def html_table(df: pd.DataFrame) -> str:
+    """``df`` (flat columns, index ignored) as an HTML table: display formatting, short headers,
+    failed runs in class ``failed``."""
+    shown = for_display(df)
+    failed = df["status"].ne("ok").tolist() if "status" in df else [False] * len(df)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    rows = []
+    for bad, cells in zip(failed, shown.itertuples(index=False), strict=True):
+        tds = "".join(f"<td>{html.escape(str(v))}</td>" for v in cells)
+        rows.append(f'<tr class="failed">{tds}</tr>' if bad else f"<tr>{tds}</tr>")
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
+
+
+def _plots_html(report: Report) -> list[str]:
+    out = ["<h2>Plots</h2>"] if report.figures or report.skipped else []
+    for name, fig in report.figures.items():
+        out.append(f'<figure><img alt="{html.escape(name)}" src="{data_uri(fig)}"></figure>')
+    for name, reason in report.skipped.items():
+        out.append(f"<p>Skipped {html.escape(name)}: {html.escape(reason)}.</p>")
+    return out
+
+
+def render_html(report: Report) -> str:
+    """The whole report as one HTML document (UTF-8 text)."""
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [f"<h1>{html.escape(report.title)}</h1>"]
+    for heading, frame in report.tables:
+        parts += [f"<h2>{html.escape(heading)}</h2>", html_table(frame)]
+    parts += _plots_html(report)
+    parts += [f'<p class="footer">{html.escape(n)}</p>' for n in report.notes]
+    footer = f"{report.summary}. Generated {when} by python -m analysis."
+    parts.append(f'<p class="footer">{html.escape(footer)}</p>')
+    body = "\n".join(parts)
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(report.title)}</title>\n<style>{_CSS}</style>\n</head>\n"
+        f"<body>\n{body}\n</body>\n</html>\n"
+    )
