@@ -38,7 +38,7 @@ def build_model(cfg: RunConfig, device: torch.device | None) -> GPT:
     """
     torch.manual_seed(cfg.seed)
     with device if device is not None else contextlib.nullcontext():
-        model = GPT(cfg.model, cfg.attention.name, cfg.activation_checkpointing)
+        model = GPT(cfg.model, cfg.attention, cfg.activation_checkpointing)
     if cfg.compile:
         for block in model.h:
             block.compile()
