@@ -231,7 +231,7 @@ def check_kernel(cfg: AttentionConfig, *, head_dim: int, dtype: torch.dtype, dev
         raise
     except Exception as exc:  # noqa: BLE001 - whatever the kernel raises, it cannot run here
         version = f" (xformers {_xformers_version()})" if cfg.name == "xformers" else ""
-        cause = str(exc).strip().splitlines()[0][:500] if str(exc).strip() else ""
+        cause = str(exc).strip().splitlines()[0][:500].rstrip(".") if str(exc).strip() else ""
         raise KernelUnavailable(
             f"attention={cfg.name}{version} cannot run on {where} with {str(dtype).removeprefix('torch.')} "
             f"and head dim {head_dim} (torch {torch.__version__}, CUDA {torch.version.cuda}): "
