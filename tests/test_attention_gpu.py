@@ -6,6 +6,7 @@ Tolerance: a bf16 kernel cannot match fp32 to 1e-5. Each kernel's largest error 
 the fp32 reference (on the bf16 inputs upcast) must stay within twice the error of the
 explicit reference itself run in bf16, plus 1e-3: the kernel may be as inexact as bf16
 arithmetic makes the reference, but not a mask or a block off (that gives O(1) errors).
+``blocksparse impl=gather`` gets four times (its bf16 scatter-add of dk and dv).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _qkv(seed: int = 0) -> list[torch.Tensor]:
 
 
 def _fwd_bwd(fn, q, k, v, dtype) -> list[torch.Tensor]:
-    q, k, v = (t.to(dtype).requires_grad_(True) for t in (q, k, v))
+    q, k, v = (t.detach().to(dtype, copy=True).requires_grad_(True) for t in (q, k, v))
     y = fn(q, k, v)
     g = torch.Generator(device="cuda").manual_seed(7)
     grad_out = torch.randn(y.shape, device="cuda", generator=g).to(dtype)
@@ -57,7 +58,7 @@ def _fwd_bwd(fn, q, k, v, dtype) -> list[torch.Tensor]:
     return [t.float() for t in (y.detach(), q.grad, k.grad, v.grad)]
 
 
-def _check(fn, mask: torch.Tensor, label: str, seed: int = 0) -> None:
+def _check(fn, mask: torch.Tensor, label: str, seed: int = 0, factor: float = 2.0) -> None:
     q, k, v = _qkv(seed)
 
     def ref(a, b, c):
@@ -67,7 +68,7 @@ def _check(fn, mask: torch.Tensor, label: str, seed: int = 0) -> None:
     ref_bf16 = _fwd_bwd(ref, q, k, v, torch.bfloat16)
     got = _fwd_bwd(fn, q, k, v, torch.bfloat16)
     for what, e, r, g in zip(("y", "dq", "dk", "dv"), exact, ref_bf16, got, strict=True):
-        bound = 2 * (r - e).abs().max().item() + 1e-3
+        bound = factor * (r - e).abs().max().item() + 1e-3
         err = (g - e).abs().max().item()
         assert err <= bound, f"{label} {what}: max error {err:.3g} > {bound:.3g}"
 
@@ -87,7 +88,10 @@ def test_blocksparse_bf16(layout, impl):
     cfg = AttentionConfig(name="blocksparse", layout=layout, impl=impl, **SPARSE_KW)
     blocks = layout_of(cfg, T).cuda()
     assert bsp.density(blocks) < 1.0
-    _check(build_attention_fn(cfg), bsp.token_mask(blocks, T, cfg.block_size), f"{layout} {impl}", seed=1)
+    # gather's backward scatter-adds the gradients of k and v from every query block that
+    # used a key block, in bf16: one rounding per addition, hence a looser factor.
+    _check(build_attention_fn(cfg), bsp.token_mask(blocks, T, cfg.block_size), f"{layout} {impl}", seed=1,
+           factor=2.0 if impl == "flex" else 4.0)
 
 
 def test_flex_block_mask_is_built_once_per_seq_len():
