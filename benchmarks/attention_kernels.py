@@ -111,6 +111,8 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--json", type=Path, help="also write the rows here")
     args = p.parse_args()
+    if args.seq % 128:
+        p.error("--seq must be a multiple of 128 (the block size)")
     torch._dynamo.config.recompile_limit = 64  # one flex compile per mask; never fall back to eager
     shape = (args.batch, args.heads, args.seq, args.head_dim)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
