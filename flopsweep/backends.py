@@ -38,7 +38,7 @@ def build_model(cfg: RunConfig, device: torch.device | None) -> GPT:
     """
     torch.manual_seed(cfg.seed)
     with device if device is not None else contextlib.nullcontext():
-        model = GPT(cfg.model, cfg.attention.name, cfg.activation_checkpointing)
+        model = GPT(cfg.model, cfg.attention, cfg.activation_checkpointing)
     if cfg.compile:
         # Per block (as torchtitan does): identical blocks share one compiled graph,
         # and FSDP2/ZeRO-3 hooks stay outside the compiled regions.

@@ -13,7 +13,10 @@ import math
 import os
 from dataclasses import dataclass, field
 
-ATTENTION_TYPES = ("standard", "sdpa", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math")
+ATTENTION_TYPES = ("standard", "sdpa", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "flex",
+                   "blocksparse", "xformers")
+BLOCK_LAYOUTS = ("causal", "local", "bigbird", "strided")
+BLOCKSPARSE_IMPLS = ("auto", "flex", "gather")
 BACKENDS = ("single", "ddp", "fsdp", "deepspeed")
 PRECISIONS = ("bf16", "fp16", "fp32")
 DEVICES = ("auto", "cuda", "cpu")
@@ -54,8 +57,28 @@ class AttentionConfig:
     """How attention is computed."""
 
     name: str = "sdpa"
-    """One of ``standard``, ``sdpa``, ``sdpa-flash``, ``sdpa-cudnn``,
-    ``sdpa-efficient``, ``sdpa-math``."""
+    """One of ``standard``, ``sdpa``, ``sdpa-flash``, ``sdpa-cudnn``, ``sdpa-efficient``,
+    ``sdpa-math``, ``flex``, ``blocksparse``, ``xformers``."""
+    block_size: int = 128
+    """``blocksparse``: tokens per block (query and key blocks alike)."""
+    layout: str = "causal"
+    """``blocksparse``: ``causal``, ``local``, ``bigbird`` or ``strided`` (flopsweep.blocksparse)."""
+    window_blocks: int = 4
+    """``blocksparse`` ``local`` and ``bigbird``: blocks in the sliding window, the diagonal included."""
+    global_blocks: int = 1
+    """``blocksparse`` ``bigbird``: leading blocks that every block sees and that see every block."""
+    random_blocks: int = 2
+    """``blocksparse`` ``bigbird``: extra earlier blocks per query block, drawn from ``seed``."""
+    stride_blocks: int = 4
+    """``blocksparse`` ``strided``: blocks per chunk; the last block of each chunk is its summary."""
+    impl: str = "auto"
+    """``blocksparse``: ``flex`` (FlexAttention BlockMask, CUDA), ``gather`` (plain PyTorch) or
+    ``auto`` (flex on CUDA, gather on the CPU). Validation replaces ``auto`` by the one used."""
+    seed: int | None = None
+    """``blocksparse`` ``bigbird``: seed of the random blocks; null takes the run's ``seed``."""
+    density: float | None = None
+    """Set by validation, not by hand: the fraction of (query block, key block) pairs computed
+    (1.0 for the dense kernels)."""
 
 
 @dataclass(kw_only=True)
@@ -158,7 +181,7 @@ def register_configs() -> None:
 
 def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        group = key.split(".")[0]
+        group = key.removesuffix(".name")
         raise ConfigError(key, value, f"must be one of {', '.join(allowed)}",
                           f"pick one of those, e.g. {group}={allowed[0]}")
 
@@ -226,7 +249,8 @@ def validate(cfg: RunConfig) -> RunConfig:
     device = resolve_device(cfg.device)
     nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name)
     _validate_placement(cfg, device, nproc)
-    return dataclasses.replace(cfg, device=device, nproc_per_node=str(nproc))
+    attention = _validate_attention(cfg, device)
+    return dataclasses.replace(cfg, device=device, nproc_per_node=str(nproc), attention=attention)
 
 
 def _validate_sizes(cfg: RunConfig) -> None:
@@ -271,9 +295,72 @@ def _validate_placement(cfg: RunConfig, device: str, nproc: int) -> None:
     if device == "cpu" and cfg.precision.name == "fp16":
         raise ConfigError("precision", "fp16", "fp16 loss scaling needs CUDA (no CPU kernels for it)",
                           "use precision=bf16 or fp32 on the CPU, or device=cuda")
-    if device == "cpu" and cfg.attention.name in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient"):
-        raise ConfigError("attention", cfg.attention.name, "this SDPA kernel exists only on CUDA",
+
+
+def _validate_attention(cfg: RunConfig, device: str) -> AttentionConfig:
+    """Check that the attention kernel can run on ``device`` at this precision.
+
+    Returns:
+        The attention config with ``impl`` (``blocksparse``), ``seed`` and ``density`` resolved.
+    """
+    a = cfg.attention
+    if device == "cpu" and a.name in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient"):
+        raise ConfigError("attention", a.name, "this SDPA kernel exists only on CUDA",
                           "use attention=sdpa, sdpa-math or standard on the CPU")
-    if cfg.attention.name == "sdpa-flash" and cfg.precision.name == "fp32":
+    if a.name == "sdpa-flash" and cfg.precision.name == "fp32":
         raise ConfigError("attention", "sdpa-flash", "FlashAttention supports only fp16 and bf16",
                           "set precision=bf16, or attention=sdpa-efficient for fp32")
+    if a.name == "flex" and device == "cpu":
+        raise ConfigError("attention", "flex", "FlexAttention has no backward pass on the CPU (torch 2.13)",
+                          "run it with device=cuda, or use attention=blocksparse attention.layout=causal "
+                          "(impl gather) on the CPU")
+    if a.name == "xformers":
+        _validate_xformers(device)
+    if a.name == "blocksparse":
+        a = _validate_blocksparse(a, device, cfg.seed)
+    elif a.impl != "auto":
+        raise ConfigError("attention.impl", a.impl, "applies only to attention=blocksparse",
+                          "drop the attention.impl override, or set attention=blocksparse")
+    from flopsweep.attention import attention_density
+
+    density = attention_density(a, cfg.model.seq_len)
+    if a.density is not None and abs(a.density - density) > 1e-12:
+        raise ConfigError("attention.density", a.density, f"is derived from the layout ({density:.6g} here), "
+                          "not set by hand", "drop the attention.density override")
+    return dataclasses.replace(a, density=density)
+
+
+def _validate_xformers(device: str) -> None:
+    """xformers must be installed and on CUDA; whether its kernels load is probed by each worker."""
+    if device == "cpu":
+        raise ConfigError("attention", "xformers",
+                          "xformers' memory_efficient_attention has CUDA kernels only",
+                          "run it with device=cuda, or use attention=sdpa-math or sdpa on the CPU")
+    import importlib.util
+
+    if importlib.util.find_spec("xformers") is None:
+        raise ConfigError("attention", "xformers", "the xformers package is not installed",
+                          "pip install an xformers build that matches this torch and CUDA "
+                          "(pip install -e '.[xformers]'), or pick another attention")
+
+
+def _validate_blocksparse(a: AttentionConfig, device: str, run_seed: int) -> AttentionConfig:
+    """Check the layout options and resolve ``impl=auto`` (flex on CUDA, gather on the CPU)."""
+    _choice("attention.layout", a.layout, BLOCK_LAYOUTS)
+    _choice("attention.impl", a.impl, BLOCKSPARSE_IMPLS)
+    for key in ("block_size", "window_blocks", "stride_blocks"):
+        _positive(f"attention.{key}", getattr(a, key), f"set attention.{key} to a positive integer")
+    for key in ("global_blocks", "random_blocks"):
+        if getattr(a, key) < 0:
+            raise ConfigError(f"attention.{key}", getattr(a, key), "must be >= 0 blocks",
+                              f"set attention.{key}=0 or more")
+    impl = a.impl if a.impl != "auto" else ("flex" if device == "cuda" else "gather")
+    if impl == "flex" and device == "cpu":
+        raise ConfigError("attention.impl", "flex",
+                          "FlexAttention has no backward pass on the CPU (torch 2.13)",
+                          "set attention.impl=gather (or auto) on the CPU, or run with device=cuda")
+    if impl == "flex" and a.block_size % 128:
+        raise ConfigError("attention.block_size", a.block_size, "impl=flex needs a multiple of 128 tokens "
+                          "(FlexAttention's sparse block)", "set attention.block_size=128 or 256, or "
+                          "attention.impl=gather")
+    return dataclasses.replace(a, impl=impl, seed=run_seed if a.seed is None else a.seed)

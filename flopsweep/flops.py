@@ -37,29 +37,55 @@ def flops_per_iteration(
     vocab_size: int,
     global_batch: int,
     activation_checkpointing: bool = False,
+    attention_density: float = 1.0,
 ) -> float:
     """FLOPs of one optimizer step (forward and backward) of the GPT.
 
-    ``F = 24 * f * B * s * l * h^2 * (1 + s / (6 h) + V / (16 l h))``, eq. 3 of
+    ``F = 24 * f * B * s * l * h^2 * (1 + rho * s / (6 h) + V / (16 l h))``, eq. 3 of
     Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU
-    Clusters Using Megatron-LM"), as used by BigScience. ``f`` is 3 (forward plus
-    a backward of twice the forward) or 4 when activation checkpointing recomputes
-    the forward pass.
+    Clusters Using Megatron-LM"), as used by BigScience, where ``rho = 1``. ``f`` is 3
+    (forward plus a backward of twice the forward) or 4 when activation checkpointing
+    recomputes the forward pass.
+
+    The three terms, per layer and forward pass, in multiply-adds x 2:
+    ``24 B s h^2`` are the weight matmuls (QKV ``6 B s h^2``, projection ``2 B s h^2``,
+    MLP ``16 B s h^2``); ``24 B s h^2 * s / (6 h) = 4 B s^2 h`` is the attention-score
+    part, ``Q K^T`` (``2 B s^2 h``) and ``softmax(.) V`` (``2 B s^2 h``); the last term
+    is the LM head, ``2 B s h V``, spread over ``l`` layers. Only the score part depends
+    on which (query, key) pairs are computed, so a block-sparse layout that computes a
+    fraction ``rho`` of the (query block, key block) pairs (``attention_density``)
+    scales that term alone. The published convention counts the full ``s^2`` (``rho = 1``),
+    causal or not; ``effective_tflops_per_device`` uses the layout's ``rho``.
 
     Args:
         n_layer, n_embd, seq_len, vocab_size: ``l``, ``h``, ``s``, ``V``.
         global_batch: ``B``, sequences per optimizer step over all data-parallel
             ranks: micro batch x grad accumulation x data-parallel world size.
         activation_checkpointing: count the recomputed forward (``f = 4``).
+        attention_density: ``rho`` in [0, 1]; 1.0 gives the published formula.
 
     Returns:
         FLOPs (not FLOP/s) of one iteration.
+
+    Raises:
+        ValueError: when ``attention_density`` is outside [0, 1].
     """
+    if not 0.0 <= attention_density <= 1.0:
+        raise ValueError(f"attention_density must be in [0, 1], got {attention_density}")
     f = 4 if activation_checkpointing else 3
     h, s, layers, v = n_embd, seq_len, n_layer, vocab_size
     return 24.0 * f * global_batch * s * layers * h * h * (
-        1.0 + s / (6.0 * h) + v / (16.0 * layers * h)
+        1.0 + attention_density * s / (6.0 * h) + v / (16.0 * layers * h)
     )
+
+
+FLOPS_CONVENTION = (
+    "tflops_per_device and model_tflops_per_device: F = 24 f B s l h^2 (1 + s/(6h) + V/(16 l h)) "
+    "(Narayanan et al. 2021 eq. 3), full s^2 attention term whatever the kernel skips; "
+    "effective_tflops_per_device: the same with the s/(6h) attention-score term times "
+    "config.attention.density (fraction of (query block, key block) pairs computed, 1.0 for dense kernels)"
+)
+"""How the TFLOPs figures of ``metrics.json`` are counted (recorded as ``metrics.flops_convention``)."""
 
 
 def tflops_per_device(flops: float, iteration_time_s: float, world_size: int) -> float:

@@ -20,13 +20,14 @@ from flopsweep.config import RunConfig
 from flopsweep.worker import RankSpec, spawned_main
 
 SCRATCH = ".flopsweep"
+INVALID_ERRORS = ("KernelUnavailable",)  # exception type names (flopsweep.attention) that mean "invalid"
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What a job's ranks produced: per-rank figures when ``status == "ok"``, else an error."""
 
-    status: str  # "ok" | "oom" | "error"
+    status: str  # "ok" | "oom" | "error" | "invalid"
     ranks: list[dict[str, Any]] | None = None
     error: dict[str, Any] | None = None
 
@@ -97,12 +98,13 @@ def collect(scratch: Path, failure: str | None, nproc: int) -> Outcome:
 
     The earliest error a rank wrote is the cause (an OOM wins a tie): when rank 1
     runs out of memory, rank 0 then fails in a collective, and the record must
-    name the OOM on rank 1.
+    name the OOM on rank 1. A rank that raised ``KernelUnavailable`` (the attention
+    kernel cannot run here) makes the run ``invalid``.
     """
     errors = [json.loads(p.read_text()) for p in sorted(scratch.glob("rank*_error.json"))]
     if errors:
         first = min(errors, key=lambda e: (e["time"], not e["oom"]))
-        status = "oom" if first.pop("oom") else "error"
+        status = "oom" if first.pop("oom") else "invalid" if first["type"] in INVALID_ERRORS else "error"
         first.pop("time")
         return Outcome(status, error=first)
     result = scratch / "rank_result.json"

@@ -28,7 +28,7 @@ METRIC_KEYS = (
     "iteration_time_s", "tokens_per_s", "tokens_per_s_per_device", "tflops_per_device",
     "model_tflops_per_device", "mfu", "hfu", "peak_tflops", "peak_tflops_source",
     "peak_cuda_allocated_bytes", "peak_cuda_reserved_bytes", "per_rank", "peak_host_rss_bytes",
-    "swap_used_bytes", "loss_first", "loss_last",
+    "swap_used_bytes", "loss_first", "loss_last", "effective_tflops_per_device", "flops_convention",
 )
 
 
@@ -77,7 +77,8 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
     the mean iteration time and :func:`flopsweep.flops.flops_per_iteration` with
     ``B = micro_batch_size x grad_accum x world_size``; ``tflops_per_device`` counts
     the recomputed forward under activation checkpointing (hardware FLOPs),
-    ``model_tflops_per_device`` never does.
+    ``model_tflops_per_device`` never does. ``effective_tflops_per_device`` is the
+    hardware figure with the attention-score term scaled by ``attention.density``.
 
     Args:
         ranks: one dict per rank with ``step_times_s``, ``losses`` (warm-up and
@@ -118,7 +119,23 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
         "swap_used_bytes": psutil.swap_memory().used,
         "loss_first": losses[0],
         "loss_last": losses[-1],
+        "effective_tflops_per_device": _effective_tflops(cfg, global_batch, it["mean"], world),
+        "flops_convention": flops.FLOPS_CONVENTION,
     }
+
+
+def _effective_tflops(cfg: RunConfig, global_batch: int, iteration_time_s: float, world: int) -> float:
+    """Hardware TFLOPs per device with the attention-score term scaled by ``attention.density``."""
+    m = cfg.model
+    density = cfg.attention.density
+    if density is None:  # a config that skipped validation
+        from flopsweep.attention import attention_density
+
+        density = attention_density(cfg.attention, m.seq_len)
+    f = flops.flops_per_iteration(m.n_layer, m.n_embd, m.seq_len, m.vocab_size, global_batch,
+                                  activation_checkpointing=cfg.activation_checkpointing,
+                                  attention_density=density)
+    return flops.tflops_per_device(f, iteration_time_s, world)
 
 
 def sanity_problem(cfg: RunConfig, metrics: dict[str, Any]) -> str | None:

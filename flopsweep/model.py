@@ -15,7 +15,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from flopsweep.attention import build_attention_fn
-from flopsweep.config import ModelConfig
+from flopsweep.config import AttentionConfig, ModelConfig
 
 INIT_STD = 0.02  # GPT-2's N(0, 0.02) for every weight matrix and embedding
 
@@ -37,7 +37,7 @@ class Embedding(nn.Embedding):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig, attention: str) -> None:
+    def __init__(self, cfg: ModelConfig, attention: str | AttentionConfig) -> None:
         super().__init__()
         self.n_head = cfg.n_head
         self.c_attn = Linear(cfg.n_embd, 3 * cfg.n_embd)
@@ -66,7 +66,7 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-LayerNorm transformer block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
 
-    def __init__(self, cfg: ModelConfig, attention: str) -> None:
+    def __init__(self, cfg: ModelConfig, attention: str | AttentionConfig) -> None:
         super().__init__()
         self.ln_1 = nn.LayerNorm(cfg.n_embd)
         self.attn = CausalSelfAttention(cfg, attention)
@@ -83,12 +83,12 @@ class GPT(nn.Module):
 
     Args:
         cfg: sizes ``n_layer``, ``n_embd``, ``n_head``, ``seq_len``, ``vocab_size``.
-        attention: attention type (``flopsweep.attention``).
+        attention: attention option, a name or an ``AttentionConfig`` (``flopsweep.attention``).
         activation_checkpointing: recompute each block in backward
             (non-reentrant ``torch.utils.checkpoint``).
     """
 
-    def __init__(self, cfg: ModelConfig, attention: str = "sdpa",
+    def __init__(self, cfg: ModelConfig, attention: str | AttentionConfig = "sdpa",
                  activation_checkpointing: bool = False) -> None:
         super().__init__()
         self.cfg = cfg

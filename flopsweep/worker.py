@@ -85,7 +85,8 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     import torch
     import torch.distributed as dist
 
-    from flopsweep.backends import build_trainer
+    from flopsweep.attention import check_kernel
+    from flopsweep.backends import DTYPES, build_trainer
 
     if cfg.device == "cuda":
         torch.cuda.set_device(local_rank)
@@ -98,6 +99,8 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
                             timeout=datetime.timedelta(seconds=cfg.timeout_s))
     try:
         _check_distinct_devices(device, dist)
+        check_kernel(cfg.attention, head_dim=cfg.model.n_embd // cfg.model.n_head,
+                     dtype=DTYPES[cfg.precision.name], device=device)  # KernelUnavailable: status invalid
         trainer = build_trainer(cfg, device)
         batches = make_batches(cfg, rank, device)
         log = _logger(rank)

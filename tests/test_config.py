@@ -64,8 +64,8 @@ def test_every_group_has_options():
     for g in GROUPS:
         assert _options(g), g
     assert set(MODEL_TABLE) <= set(_options("model"))
-    assert {"standard", "sdpa", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math"} <= set(
-        _options("attention"))
+    assert {"standard", "sdpa", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "flex",
+            "blocksparse", "xformers"} <= set(_options("attention"))
     assert {"single", "ddp", "fsdp", "deepspeed"} <= set(_options("backend"))
     assert set(_options("precision")) == {"bf16", "fp16", "fp32"}
 
@@ -105,7 +105,7 @@ def test_every_option_composes_to_runconfig(hydra_compose, group, name):
             assert sub.name == name
     # every shipped option passes validation on this machine, unless it needs CUDA
     needs_cuda = (group == "precision" and name == "fp16") or (
-        group == "attention" and name in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient"))
+        group == "attention" and name in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "flex", "xformers"))
     if not torch.cuda.is_available() and not needs_cuda:
         validate(dataclasses.replace(cfg, device="cpu"))
 

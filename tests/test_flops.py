@@ -113,3 +113,22 @@ def test_tflops_per_device_rejects_zero_world():
 
 def test_results_are_finite():
     assert math.isfinite(flops_per_iteration(40, 5120, 2048, 50304, 1024, True))
+
+
+def test_attention_density_scales_only_the_attention_term():
+    # l=1, h=6, s=6, V=96, B=1, f=3: 15552 * (1 + rho * 6/36 + 96/96)
+    assert flops_per_iteration(1, 6, 6, 96, 1, attention_density=0.5) == pytest.approx(
+        15552 * (2 + 0.5 / 6), rel=1e-12)
+    # the attention-score term is 4 f B s^2 l h: QK^T and AV, forward and backward
+    shape = (24, 2048, 8192, 50304, 2)
+    dense = flops_per_iteration(*shape)
+    for rho in (0.0, 0.25, 136 / 256):
+        sparse = flops_per_iteration(*shape, attention_density=rho)
+        assert dense - sparse == pytest.approx((1 - rho) * 4 * 3 * 2 * 8192**2 * 24 * 2048, rel=1e-12)
+    assert flops_per_iteration(*shape, attention_density=1.0) == dense
+
+
+@pytest.mark.parametrize("rho", [-0.1, 1.5])
+def test_attention_density_out_of_range(rho):
+    with pytest.raises(ValueError, match="attention_density"):
+        flops_per_iteration(1, 6, 6, 96, 1, attention_density=rho)
