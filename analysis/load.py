@@ -237,6 +237,15 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     for col in _BOOL_COLUMNS:
         df[col] = df[col].astype("boolean")
     df["tflops_mismatch"] = df["tflops_mismatch"].astype(bool)
+    return fill_dense_effective(df)
+
+
+def fill_dense_effective(df: pd.DataFrame) -> pd.DataFrame:
+    """Records written before ``effective_tflops_per_device`` existed: a dense attention
+    computes every pair, so its effective TFLOPs equal its TFLOPs (density 1)."""
+    dense = (df["effective_tflops_per_device"].isna() & df["status"].eq("ok")
+             & df["tflops_per_device"].notna() & df["attention"].ne("blocksparse"))
+    df.loc[dense, "effective_tflops_per_device"] = df.loc[dense, "tflops_per_device"]
     return df
 
 
@@ -283,10 +292,11 @@ def load(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
 
 def table(df: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
     """The comparison table: ``columns`` (default :data:`TABLE_COLUMNS`), ok runs first,
-    highest ``tflops_per_device`` first; failed runs last, with blank metrics."""
+    highest ``effective_tflops_per_device`` first (so that a block-sparse run is never
+    ranked on work it skipped); failed runs last, with blank metrics."""
     cols = columns or TABLE_COLUMNS
     failed = df["status"] != "ok"
-    key = df["tflops_per_device"] if "tflops_per_device" in df else pd.Series(0.0, index=df.index)
+    key = df["effective_tflops_per_device"]
     order = (
         pd.DataFrame({"failed": failed, "key": key})
         .sort_values(["failed", "key"], ascending=[True, False], na_position="last", kind="stable")

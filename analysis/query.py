@@ -110,7 +110,7 @@ def _ok(df: pd.DataFrame, metric: str) -> pd.DataFrame:
 def best(
     df: pd.DataFrame,
     by: Sequence[str] = ("model",),
-    metric: str = "tflops_per_device",
+    metric: str = "effective_tflops_per_device",
     largest: bool | None = None,
 ) -> pd.DataFrame:
     """The best ``ok`` run of each group of ``by`` columns, best first.
