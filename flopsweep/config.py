@@ -116,10 +116,14 @@ class BatchConfig:
     """Per-rank batch: ``micro_batch_size`` sequences, ``grad_accum`` micro steps per optimizer step."""
 
     name: str = "fixed"
+    """``fixed``: use ``micro_batch_size``; ``auto``: search the largest that fits,
+    starting from ``micro_batch_size`` (``flopsweep.autobatch``)."""
     micro_batch_size: int = 4
-    """Sequences per rank per forward/backward."""
+    """Sequences per rank per forward/backward (``auto``: where the search starts)."""
     grad_accum: int = 1
     """Micro batches accumulated per optimizer step."""
+    max_micro_batch_size: int = 256
+    """``auto`` only: the search never probes above this."""
 
 
 @dataclass(kw_only=True)
@@ -256,6 +260,11 @@ def validate(cfg: RunConfig) -> RunConfig:
 def _validate_sizes(cfg: RunConfig) -> None:
     _positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
     _positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
+    _choice("batch.name", cfg.batch.name, ("fixed", "auto"))
+    if cfg.batch.max_micro_batch_size < cfg.batch.micro_batch_size:
+        raise ConfigError("batch.max_micro_batch_size", cfg.batch.max_micro_batch_size,
+                          f"is below batch.micro_batch_size={cfg.batch.micro_batch_size}",
+                          "raise batch.max_micro_batch_size or lower batch.micro_batch_size")
     _positive("steps.measure", cfg.steps.measure, "set steps.measure>=1")
     _positive("nnodes", cfg.nnodes, "set nnodes>=1")
     if cfg.steps.warmup < 0:

@@ -7,6 +7,7 @@ leaves one.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import shutil
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flopsweep.autobatch import ProbeFailed, find_micro_batch
 from flopsweep.config import ConfigError, RunConfig, validate
 from flopsweep.launch import SCRATCH, Outcome, launch_local
 from flopsweep.metrics import (
@@ -70,7 +72,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     world = int(cfg.nproc_per_node) * cfg.nnodes
     log.info("launching %d rank(s) on %s: %s", world, cfg.device, " ".join(info.overrides) or "defaults")
     try:
-        outcome = launch_local(cfg, job_dir)
+        outcome, cfg = launch_run(cfg, job_dir, run)
     except KeyboardInterrupt:
         error = {"type": "KeyboardInterrupt", "message": "interrupted by the user", "phase": "launch",
                  "rank": None, "traceback": None}
@@ -81,6 +83,26 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
                  "traceback": None}
         return _finish(path, cfg, run, "error", error, None, world_size=world)
     return record_outcome(path, cfg, run, outcome, world)
+
+
+def launch_run(cfg: RunConfig, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, RunConfig]:
+    """Launch the measured run; with ``batch=auto`` search the micro batch first.
+
+    The search goes in ``run["batch_search"]``; the returned config carries the size found.
+    """
+    if cfg.batch.name != "auto":
+        return launch_local(cfg, job_dir), cfg
+    try:
+        size, run["batch_search"] = find_micro_batch(cfg, job_dir)
+    except ProbeFailed as exc:
+        return exc.outcome, cfg
+    if size is None:
+        message = f"batch=auto: even micro_batch_size={cfg.batch.micro_batch_size} does not fit"
+        return Outcome("oom", error={"type": "OutOfMemoryError", "message": message, "phase": "warmup",
+                                     "rank": None, "traceback": None}), cfg
+    cfg = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=size))
+    log.info("batch=auto: measuring at micro batch %d", size)
+    return launch_local(cfg, job_dir), cfg
 
 
 def record_outcome(path: Path, cfg: RunConfig, run: dict[str, Any], outcome: Outcome,

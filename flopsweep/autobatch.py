@@ -1,0 +1,97 @@
+"""``batch=auto``: the largest micro batch that fits, by doubling and then bisecting.
+
+Each probe is a short run (one warm-up and one measured step) in fresh worker
+processes, so an out-of-memory probe ends only that probe and leaves no allocator
+state behind. The search and its result are recorded in ``metrics.json`` under
+``batch_search``; the job then measures at the size it found.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from flopsweep.config import RunConfig
+from flopsweep.launch import SCRATCH, Outcome, launch_local
+
+log = logging.getLogger("flopsweep")
+
+
+def search_max(fits: Callable[[int], bool], start: int, limit: int) -> tuple[int | None, list[int]]:
+    """Largest ``n`` in ``[start, limit]`` with ``fits(n)``, assuming fitting is monotone.
+
+    Doubles from ``start`` until a size does not fit (or ``limit`` is reached), then
+    bisects between the last size that fit and the first that did not.
+
+    Returns:
+        ``(largest fitting size or None if even start does not fit, sizes probed in order)``.
+    """
+    probed: list[int] = []
+
+    def probe(n: int) -> bool:
+        probed.append(n)
+        return fits(n)
+
+    if not probe(start):
+        return None, probed
+    good, bad = start, None
+    while bad is None and good < limit:
+        n = min(good * 2, limit)
+        if probe(n):
+            good = n
+        else:
+            bad = n
+    while bad is not None and bad - good > 1:
+        mid = (good + bad) // 2
+        if probe(mid):
+            good = mid
+        else:
+            bad = mid
+    return good, probed
+
+
+class ProbeFailed(RuntimeError):
+    """A probe failed for a reason other than memory; the search cannot go on."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        super().__init__(f"probe failed: {outcome.error}")
+
+
+def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int | None, dict[str, Any]]:
+    """Search the largest ``micro_batch_size`` for ``cfg`` (validated, ``batch.name == "auto"``).
+
+    Probes start at ``batch.micro_batch_size`` and stop at ``batch.max_micro_batch_size``.
+    Each runs in ``job_dir/batch_search/mbs<N>/``.
+
+    Returns:
+        ``(size or None, record)`` where the record lists every probe with its status
+        and peak memory, for ``metrics.json["batch_search"]``.
+
+    Raises:
+        ProbeFailed: when a probe ends in ``error`` (not ``oom``).
+    """
+    probes: list[dict[str, Any]] = []
+
+    def fits(n: int) -> bool:
+        probe_cfg = dataclasses.replace(
+            cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=n),
+            steps=dataclasses.replace(cfg.steps, warmup=1, measure=1))
+        probe_dir = Path(job_dir) / "batch_search" / f"mbs{n}"
+        outcome = launch_local(probe_cfg, probe_dir)
+        shutil.rmtree(probe_dir / SCRATCH, ignore_errors=True)
+        peaks = [r["peak_cuda_allocated_bytes"] for r in outcome.ranks or [] if r["peak_cuda_allocated_bytes"]]
+        peak = max(peaks) if peaks else None
+        probes.append({"micro_batch_size": n, "status": outcome.status, "peak_cuda_allocated_bytes": peak})
+        log.info("batch=auto: micro batch %d -> %s", n, outcome.status)
+        if outcome.status not in ("ok", "oom"):
+            raise ProbeFailed(outcome)
+        return outcome.status == "ok"
+
+    size, _ = search_max(fits, cfg.batch.micro_batch_size, cfg.batch.max_micro_batch_size)
+    return size, {"method": "double then bisect", "start": cfg.batch.micro_batch_size,
+                  "limit": cfg.batch.max_micro_batch_size, "probes": probes, "result": size}

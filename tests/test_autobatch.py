@@ -1,0 +1,51 @@
+"""batch=auto: the search itself, and a real CPU run through run.py."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flopsweep.autobatch import search_max
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("start", [1, 3, 8])
+@pytest.mark.parametrize("limit", [1, 8, 100, 256])
+def test_search_finds_the_largest_fitting_size(start: int, limit: int) -> None:
+    if limit < start:
+        pytest.skip("limit below start is rejected by validation")
+    for threshold in range(0, 300, 7):
+        found, probed = search_max(lambda n, t=threshold: n <= t, start, limit)
+        expected = None if threshold < start else min(threshold, limit)
+        assert found == expected, (start, limit, threshold, probed)
+        assert len(probed) == len(set(probed))  # no size is probed twice
+        assert len(probed) <= 2 * math.ceil(math.log2(max(limit, 2))) + 2
+        assert all(start <= n <= limit for n in probed)
+
+
+def test_search_doubles_then_bisects() -> None:
+    _, probed = search_max(lambda n: n <= 21, 1, 256)
+    assert probed == [1, 2, 4, 8, 16, 32, 24, 20, 22, 21]
+
+
+@pytest.mark.slow
+def test_batch_auto_records_its_search_and_measures_at_the_result(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "run.py", "batch=auto", "batch.max_micro_batch_size=4",
+                           "steps.warmup=1", "steps.measure=2", f"hydra.run.dir={tmp_path}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    search = record["run"]["batch_search"]
+    assert [p["micro_batch_size"] for p in search["probes"]] == [1, 2, 4]
+    assert all(p["status"] == "ok" for p in search["probes"])
+    assert search["result"] == 4 and record["config"]["batch"]["micro_batch_size"] == 4
+    assert record["status"] == "ok"
+    # Each probe ran in its own directory and left no scratch files.
+    assert sorted(p.name for p in (tmp_path / "batch_search").iterdir()) == ["mbs1", "mbs2", "mbs4"]
+    assert not list((tmp_path / "batch_search").rglob(".flopsweep"))
