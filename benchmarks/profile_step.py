@@ -18,7 +18,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference import build, load_model_config  # noqa: E402
+from reference import add_loop_args, build, load_model_config  # noqa: E402
 
 CATEGORIES = [  # first match wins; matched against the lower-cased kernel name
     ("attention", ("flash", "fmha", "attention", "cudnn", "sdpa")),
@@ -35,19 +35,14 @@ def category(name: str) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backend", choices=["plain", "fsdp", "deepspeed"], default="plain")
-    p.add_argument("--model", default="gpt-1.3b")
-    p.add_argument("--attention", default="sdpa")
-    p.add_argument("--micro-batch", type=int, default=8)
-    p.add_argument("--compile", action="store_true")
-    p.add_argument("--steps", type=int, default=3)
+    add_loop_args(p, steps=3)
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     torch.cuda.set_device(0)
     mcfg = load_model_config(args.model)
     step = build(args, mcfg)
     tokens = torch.randint(0, mcfg.vocab_size, (args.micro_batch, mcfg.seq_len + 1), device="cuda")
-    for _ in range(3):
+    for _ in range(args.warmup):
         step(tokens)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

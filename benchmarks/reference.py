@@ -104,15 +104,20 @@ def build_deepspeed(args: argparse.Namespace, mcfg: ModelConfig):
     return step
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_loop_args(p: argparse.ArgumentParser, steps: int = 10) -> None:
+    """The options that pick a loop (shared with profile_step.py)."""
     p.add_argument("--backend", choices=["plain", "fsdp", "deepspeed"], default="plain")
     p.add_argument("--model", default="gpt-1.3b")
     p.add_argument("--attention", default="sdpa")
     p.add_argument("--micro-batch", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--compile", action="store_true")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_loop_args(p)
     args = p.parse_args()
     mcfg = load_model_config(args.model)
     torch.cuda.set_device(0)
