@@ -42,8 +42,9 @@ class KernelUnavailable(RuntimeError):
     torch/CUDA, or not for this dtype or head dim). The run's status is ``invalid``."""
 
 
-def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                        mask: torch.Tensor) -> torch.Tensor:
+def reference_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     """Explicit ``softmax(Q K^T / sqrt(d) + mask) V``: the reference of every kernel.
 
     Args:
@@ -124,9 +125,14 @@ def flex_causal() -> FlexAttention:
 def layout_of(cfg: AttentionConfig, seq_len: int) -> torch.Tensor:
     """The block layout ``[n_blocks, n_blocks]`` of a ``blocksparse`` config at ``seq_len``."""
     return blocksparse.block_layout(
-        blocksparse.n_blocks(seq_len, cfg.block_size), layout=cfg.layout, window_blocks=cfg.window_blocks,
-        global_blocks=cfg.global_blocks, random_blocks=cfg.random_blocks, stride_blocks=cfg.stride_blocks,
-        seed=cfg.seed or 0)
+        blocksparse.n_blocks(seq_len, cfg.block_size),
+        layout=cfg.layout,
+        window_blocks=cfg.window_blocks,
+        global_blocks=cfg.global_blocks,
+        random_blocks=cfg.random_blocks,
+        stride_blocks=cfg.stride_blocks,
+        seed=cfg.seed or 0,
+    )
 
 
 def attention_density(cfg: AttentionConfig, seq_len: int) -> float:
@@ -163,8 +169,9 @@ class BlockSparseAttention:
             layout = layout_of(self.cfg, q.size(-2)).to(q.device)
             self._plans[key] = blocksparse.gather_plan(layout, self.cfg.block_size)
         kv_index, allowed = self._plans[key]
-        return blocksparse.gather_attention(q, k, v, kv_index=kv_index, allowed=allowed,
-                                            block_size=self.cfg.block_size)
+        return blocksparse.gather_attention(
+            q, k, v, kv_index=kv_index, allowed=allowed, block_size=self.cfg.block_size
+        )
 
 
 def xformers_attention_fn() -> AttentionFn:
@@ -224,8 +231,9 @@ def check_kernel(cfg: AttentionConfig, *, head_dim: int, dtype: torch.dtype, dev
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     try:
         fn = build_attention_fn(cfg)
-        q, k, v = (torch.randn(1, 2, 128, head_dim, device=device, dtype=dtype, requires_grad=True)
-                   for _ in range(3))
+        q, k, v = (
+            torch.randn(1, 2, 128, head_dim, device=device, dtype=dtype, requires_grad=True) for _ in range(3)
+        )
         fn(q, k, v).sum().backward()
     except torch.OutOfMemoryError:
         raise
@@ -236,7 +244,8 @@ def check_kernel(cfg: AttentionConfig, *, head_dim: int, dtype: torch.dtype, dev
             f"attention={cfg.name}{version} cannot run on {where} with {str(dtype).removeprefix('torch.')} "
             f"and head dim {head_dim} (torch {torch.__version__}, CUDA {torch.version.cuda}): "
             f"{type(exc).__name__}: {cause}. No other kernel is used instead; pick another attention, "
-            "or install a build of the kernel for this torch and CUDA") from exc
+            "or install a build of the kernel for this torch and CUDA"
+        ) from exc
 
 
 def _xformers_version() -> str:

@@ -79,12 +79,16 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int | None, dict[st
 
     def fits(n: int) -> bool:
         probe_cfg = dataclasses.replace(
-            cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=n),
-            steps=dataclasses.replace(cfg.steps, warmup=1, measure=1))
+            cfg,
+            batch=dataclasses.replace(cfg.batch, micro_batch_size=n),
+            steps=dataclasses.replace(cfg.steps, warmup=1, measure=1),
+        )
         probe_dir = Path(job_dir) / "batch_search" / f"mbs{n}"
         outcome = launch_local(probe_cfg, probe_dir)
         shutil.rmtree(probe_dir / SCRATCH, ignore_errors=True)
-        peaks = [r["peak_cuda_allocated_bytes"] for r in outcome.ranks or [] if r["peak_cuda_allocated_bytes"]]
+        peaks = [
+            r["peak_cuda_allocated_bytes"] for r in outcome.ranks or [] if r["peak_cuda_allocated_bytes"]
+        ]
         peak = max(peaks) if peaks else None
         probes.append({"micro_batch_size": n, "status": outcome.status, "peak_cuda_allocated_bytes": peak})
         log.info("batch=auto: micro batch %d -> %s", n, outcome.status)
@@ -93,5 +97,10 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int | None, dict[st
         return outcome.status == "ok"
 
     size, _ = search_max(fits, cfg.batch.micro_batch_size, cfg.batch.max_micro_batch_size)
-    return size, {"method": "double then bisect", "start": cfg.batch.micro_batch_size,
-                  "limit": cfg.batch.max_micro_batch_size, "probes": probes, "result": size}
+    return size, {
+        "method": "double then bisect",
+        "start": cfg.batch.micro_batch_size,
+        "limit": cfg.batch.max_micro_batch_size,
+        "probes": probes,
+        "result": size,
+    }

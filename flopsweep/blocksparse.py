@@ -30,8 +30,16 @@ def n_blocks(seq_len: int, block_size: int) -> int:
     return math.ceil(seq_len / block_size)
 
 
-def block_layout(n: int, *, layout: str, window_blocks: int = 4, global_blocks: int = 1,
-                 random_blocks: int = 2, stride_blocks: int = 4, seed: int = 0) -> torch.Tensor:
+def block_layout(
+    n: int,
+    *,
+    layout: str,
+    window_blocks: int = 4,
+    global_blocks: int = 1,
+    random_blocks: int = 2,
+    stride_blocks: int = 4,
+    seed: int = 0,
+) -> torch.Tensor:
     """Which (query block, key block) pairs are computed.
 
     - ``causal``: every block ``j <= i`` (the published runs' layout).
@@ -119,17 +127,26 @@ def gather_plan(layout: torch.Tensor, block_size: int) -> tuple[torch.Tensor, to
     order = torch.sort(layout.to(torch.int8), dim=1, descending=True, stable=True).indices
     kv_index = order[:, :k_max]
     slot_kept = torch.arange(k_max, device=layout.device).view(1, k_max) < counts.view(n, 1)
-    q_pos = (torch.arange(n, device=layout.device).view(n, 1) * block_size
-             + torch.arange(block_size, device=layout.device).view(1, block_size))  # (n, bs)
-    k_pos = (kv_index.view(n, k_max, 1) * block_size
-             + torch.arange(block_size, device=layout.device).view(1, 1, block_size))  # (n, K, bs)
+    q_pos = torch.arange(n, device=layout.device).view(n, 1) * block_size + torch.arange(
+        block_size, device=layout.device
+    ).view(1, block_size)  # (n, bs)
+    k_pos = kv_index.view(n, k_max, 1) * block_size + torch.arange(block_size, device=layout.device).view(
+        1, 1, block_size
+    )  # (n, K, bs)
     causal = k_pos.view(n, 1, k_max * block_size) <= q_pos.view(n, block_size, 1)
     kept = slot_kept.repeat_interleave(block_size, 1).view(n, 1, k_max * block_size)
     return kv_index, causal & kept
 
 
-def gather_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, kv_index: torch.Tensor,
-                     allowed: torch.Tensor, block_size: int) -> torch.Tensor:
+def gather_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    kv_index: torch.Tensor,
+    allowed: torch.Tensor,
+    block_size: int,
+) -> torch.Tensor:
     """Block-sparse causal attention in plain PyTorch (autograd on CPU and GPU).
 
     Each query block gathers its ``K`` key and value blocks, takes one softmax over

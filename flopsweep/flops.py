@@ -74,8 +74,15 @@ def flops_per_iteration(
         raise ValueError(f"attention_density must be in [0, 1], got {attention_density}")
     f = 4 if activation_checkpointing else 3
     h, s, layers, v = n_embd, seq_len, n_layer, vocab_size
-    return 24.0 * f * global_batch * s * layers * h * h * (
-        1.0 + attention_density * s / (6.0 * h) + v / (16.0 * layers * h)
+    return (
+        24.0
+        * f
+        * global_batch
+        * s
+        * layers
+        * h
+        * h
+        * (1.0 + attention_density * s / (6.0 * h) + v / (16.0 * layers * h))
     )
 
 

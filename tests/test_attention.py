@@ -31,8 +31,17 @@ LAYOUT_KW = {"window_blocks": 2, "global_blocks": 1, "random_blocks": 1, "stride
 
 
 def _sparse(layout: str, **kw) -> AttentionConfig:
-    return AttentionConfig(**{"name": "blocksparse", "layout": layout, "block_size": BS, "impl": "gather",
-                              "seed": 5, **LAYOUT_KW, **kw})
+    return AttentionConfig(
+        **{
+            "name": "blocksparse",
+            "layout": layout,
+            "block_size": BS,
+            "impl": "gather",
+            "seed": 5,
+            **LAYOUT_KW,
+            **kw,
+        }
+    )
 
 
 def _qkv(seed: int = 0, T: int = T) -> list[torch.Tensor]:
@@ -153,11 +162,7 @@ def test_local_density(n, w):
 def test_strided_layout_by_hand():
     # chunks of 2 blocks: own chunk, plus block 1 and 3 (the last of each earlier chunk)
     got = bsp.block_layout(5, layout="strided", stride_blocks=2).int()
-    want = torch.tensor([[1, 0, 0, 0, 0],
-                         [1, 1, 0, 0, 0],
-                         [0, 1, 1, 0, 0],
-                         [0, 1, 1, 1, 0],
-                         [0, 1, 0, 1, 1]])
+    want = torch.tensor([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 1, 1, 1, 0], [0, 1, 0, 1, 1]])
     assert torch.equal(got, want)
 
 
@@ -168,10 +173,12 @@ def test_bigbird_layout_count_and_seed():
     extra = [min(r, int((~base[i, :i]).sum())) for i in range(n)]
     assert int(a.sum()) == int(base.sum()) + sum(extra)
     assert bool((a | base).eq(a).all())  # the random blocks only add to the local and global ones
-    assert torch.equal(a, bsp.block_layout(n, layout="bigbird", window_blocks=w, global_blocks=g,
-                                           random_blocks=r, seed=7))  # every rank builds the same
-    assert not torch.equal(a, bsp.block_layout(n, layout="bigbird", window_blocks=w, global_blocks=g,
-                                               random_blocks=r, seed=8))
+    assert torch.equal(
+        a, bsp.block_layout(n, layout="bigbird", window_blocks=w, global_blocks=g, random_blocks=r, seed=7)
+    )  # every rank builds the same
+    assert not torch.equal(
+        a, bsp.block_layout(n, layout="bigbird", window_blocks=w, global_blocks=g, random_blocks=r, seed=8)
+    )
     assert base[:, 0].all() and int(base.sum()) == 1 + 2 * (n - 1) + (n - 2)  # window 2 + global column
 
 
@@ -213,8 +220,9 @@ def _invalid(cfg: RunConfig, key: str) -> str:
 
 def test_validate_resolves_impl_seed_and_density():
     model = ModelConfig(seq_len=200)
-    out = validate(_cpu(AttentionConfig(name="blocksparse", layout="bigbird", block_size=16), model=model,
-                        seed=4)).attention
+    out = validate(
+        _cpu(AttentionConfig(name="blocksparse", layout="bigbird", block_size=16), model=model, seed=4)
+    ).attention
     assert (out.impl, out.seed) == ("gather", 4)
     expect = bsp.density(bsp.block_layout(13, layout="bigbird", seed=4))
     assert out.density == expect < 1.0
@@ -251,18 +259,26 @@ def test_blocksparse_flex_block_size_must_be_a_multiple_of_128():
     from flopsweep import config
 
     with pytest.raises(ConfigError) as info:
-        config._validate_blocksparse(AttentionConfig(name="blocksparse", block_size=64, impl="flex"),
-                                     "cuda", 0)
+        config._validate_blocksparse(
+            AttentionConfig(name="blocksparse", block_size=64, impl="flex"), "cuda", 0
+        )
     assert info.value.key == "attention.block_size"
     ok = config._validate_blocksparse(AttentionConfig(name="blocksparse", block_size=64), "cpu", 0)
     assert ok.impl == "gather"
 
 
-@pytest.mark.parametrize(("field", "value", "key"), [
-    ("layout", "diagonal", "attention.layout"), ("impl", "triton", "attention.impl"),
-    ("block_size", 0, "attention.block_size"), ("window_blocks", 0, "attention.window_blocks"),
-    ("random_blocks", -1, "attention.random_blocks"), ("stride_blocks", 0, "attention.stride_blocks"),
-    ("density", 0.5, "attention.density")])
+@pytest.mark.parametrize(
+    ("field", "value", "key"),
+    [
+        ("layout", "diagonal", "attention.layout"),
+        ("impl", "triton", "attention.impl"),
+        ("block_size", 0, "attention.block_size"),
+        ("window_blocks", 0, "attention.window_blocks"),
+        ("random_blocks", -1, "attention.random_blocks"),
+        ("stride_blocks", 0, "attention.stride_blocks"),
+        ("density", 0.5, "attention.density"),
+    ],
+)
 def test_bad_blocksparse_values(field, value, key):
     attention = dataclasses.replace(AttentionConfig(name="blocksparse"), **{field: value})
     assert repr(value) in _invalid(_cpu(attention), key)
@@ -278,10 +294,12 @@ def test_impl_only_for_blocksparse():
 def test_check_kernel_unavailable_sdpa_cudnn_on_cpu():
     # (validation rejects it first; the probe is what catches a CUDA kernel that cannot run)
     with pytest.raises(KernelUnavailable, match="attention=sdpa-cudnn cannot run on cpu with float32"):
-        check_kernel(AttentionConfig(name="sdpa-cudnn"), head_dim=16, dtype=torch.float32,
-                     device=torch.device("cpu"))
-    check_kernel(AttentionConfig(name="sdpa-math"), head_dim=16, dtype=torch.float32,
-                 device=torch.device("cpu"))  # runs: no error
+        check_kernel(
+            AttentionConfig(name="sdpa-cudnn"), head_dim=16, dtype=torch.float32, device=torch.device("cpu")
+        )
+    check_kernel(
+        AttentionConfig(name="sdpa-math"), head_dim=16, dtype=torch.float32, device=torch.device("cpu")
+    )  # runs: no error
 
 
 def test_check_kernel_xformers_missing(monkeypatch):
@@ -296,15 +314,23 @@ def test_check_kernel_xformers_missing(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_xformers)
     with pytest.raises(KernelUnavailable, match="xformers"):
-        check_kernel(AttentionConfig(name="xformers"), head_dim=16, dtype=torch.float32,
-                     device=torch.device("cpu"))
+        check_kernel(
+            AttentionConfig(name="xformers"), head_dim=16, dtype=torch.float32, device=torch.device("cpu")
+        )
 
 
 def test_collect_maps_kernel_unavailable_to_invalid(tmp_path: Path):
     from flopsweep.launch import collect
 
-    error = {"type": "KernelUnavailable", "message": "attention=xformers cannot run", "phase": "init",
-             "rank": 0, "traceback": None, "oom": False, "time": 1.0}
+    error = {
+        "type": "KernelUnavailable",
+        "message": "attention=xformers cannot run",
+        "phase": "init",
+        "rank": 0,
+        "traceback": None,
+        "oom": False,
+        "time": 1.0,
+    }
     (tmp_path / "rank0_error.json").write_text(json.dumps(error))
     outcome = collect(tmp_path, "rank 0 exited with code 1", 1)
     assert outcome.status == "invalid" and outcome.error["message"] == "attention=xformers cannot run"
@@ -317,8 +343,17 @@ def test_collect_maps_kernel_unavailable_to_invalid(tmp_path: Path):
 
 
 def _ranks(step_s: float) -> list[dict]:
-    return [{"rank": 0, "device": "cpu", "step_times_s": [step_s] * 3, "losses": [6.0] * 4,
-             "peak_cuda_allocated_bytes": None, "peak_cuda_reserved_bytes": None, "peak_host_rss_bytes": 1}]
+    return [
+        {
+            "rank": 0,
+            "device": "cpu",
+            "step_times_s": [step_s] * 3,
+            "losses": [6.0] * 4,
+            "peak_cuda_allocated_bytes": None,
+            "peak_cuda_reserved_bytes": None,
+            "peak_host_rss_bytes": 1,
+        }
+    ]
 
 
 def test_effective_tflops_scales_attention_term_by_density():
@@ -337,16 +372,22 @@ def test_effective_tflops_scales_attention_term_by_density():
         effective = flops_per_iteration(2, 64, 256, 100, 4, attention_density=density) / 0.5e12
         assert m["effective_tflops_per_device"] == pytest.approx(effective, rel=1e-12)
         assert m["flops_convention"] == FLOPS_CONVENTION
-    assert compute_metrics(sparse, _ranks(0.5))["effective_tflops_per_device"] < compute_metrics(
-        sparse, _ranks(0.5))["tflops_per_device"]
+    assert (
+        compute_metrics(sparse, _ranks(0.5))["effective_tflops_per_device"]
+        < compute_metrics(sparse, _ranks(0.5))["tflops_per_device"]
+    )
 
 
 # ---------------------------------------------------------------- the GPU sweeps
 
 
-@pytest.mark.parametrize(("sweep", "seq_len", "micro", "expect"), [
-    ("blocksparse-2k", 2048, 8, {"causal": 136 / 256, "local": 58 / 256, "strided": 0.25}),
-    ("blocksparse-8k", 8192, 2, {"causal": 2080 / 4096, "local": 999 / 4096})])
+@pytest.mark.parametrize(
+    ("sweep", "seq_len", "micro", "expect"),
+    [
+        ("blocksparse-2k", 2048, 8, {"causal": 136 / 256, "local": 58 / 256, "strided": 0.25}),
+        ("blocksparse-8k", 8192, 2, {"causal": 2080 / 4096, "local": 999 / 4096}),
+    ],
+)
 def test_gpu_sweeps_compose_with_their_densities(sweep, seq_len, micro, expect):
     """The sweep files compose, and the local layout runs at about 25% density."""
     from hydra import compose, initialize_config_dir

@@ -24,8 +24,7 @@ from flopsweep.attention import (
 )
 from flopsweep.config import AttentionConfig, ModelConfig
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 B, NH, T, HS = 2, 4, 1000, 128  # 1000 is not a multiple of the 128-token block
 DENSE = ["standard", "sdpa", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "flex"]
@@ -90,8 +89,13 @@ def test_blocksparse_bf16(layout, impl):
     assert bsp.density(blocks) < 1.0
     # gather's backward scatter-adds the gradients of k and v from every query block that
     # used a key block, in bf16: one rounding per addition, hence a looser factor.
-    _check(build_attention_fn(cfg), bsp.token_mask(blocks, T, cfg.block_size), f"{layout} {impl}", seed=1,
-           factor=2.0 if impl == "flex" else 4.0)
+    _check(
+        build_attention_fn(cfg),
+        bsp.token_mask(blocks, T, cfg.block_size),
+        f"{layout} {impl}",
+        seed=1,
+        factor=2.0 if impl == "flex" else 4.0,
+    )
 
 
 def test_flex_block_mask_is_built_once_per_seq_len():
@@ -128,8 +132,13 @@ def test_model_trains_under_autocast(attention):
     from flopsweep.model import GPT
 
     cfg = ModelConfig(name="small", n_layer=2, n_embd=256, n_head=2, seq_len=300, vocab_size=1000)
-    tokens = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len + 1), device="cuda",
-                           generator=torch.Generator(device="cuda").manual_seed(0))
+    tokens = torch.randint(
+        0,
+        cfg.vocab_size,
+        (2, cfg.seq_len + 1),
+        device="cuda",
+        generator=torch.Generator(device="cuda").manual_seed(0),
+    )
     impl = "flex" if attention == "blocksparse" else "auto"
     losses = []
     for option in ("sdpa", AttentionConfig(name=attention, impl=impl)):

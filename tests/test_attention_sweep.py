@@ -15,9 +15,17 @@ from flopsweep.launch import launch_local
 
 ROOT = Path(__file__).resolve().parents[1]
 # seq 100 in blocks of 16: 7 blocks, the last partial
-COMMON = ["device=cpu", "precision=fp32", "model.seq_len=100", "attention.block_size=16",
-          "attention.window_blocks=2", "attention.stride_blocks=3", "batch.micro_batch_size=2",
-          "steps.warmup=1", "steps.measure=2"]
+COMMON = [
+    "device=cpu",
+    "precision=fp32",
+    "model.seq_len=100",
+    "attention.block_size=16",
+    "attention.window_blocks=2",
+    "attention.stride_blocks=3",
+    "batch.micro_batch_size=2",
+    "steps.warmup=1",
+    "steps.measure=2",
+]
 UNAVAILABLE = {  # option -> words its reason must contain
     "flex": "no backward pass on the CPU",
     "sdpa-flash": "only on CUDA",
@@ -28,8 +36,14 @@ UNAVAILABLE = {  # option -> words its reason must contain
 
 
 def _sweep(tmp: Path, *overrides: str) -> list[dict]:
-    proc = subprocess.run([sys.executable, "run.py", "-m", *overrides, *COMMON, f"hydra.sweep.dir={tmp}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [sys.executable, "run.py", "-m", *overrides, *COMMON, f"hydra.sweep.dir={tmp}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(p.read_text()) for p in sorted(tmp.rglob("metrics.json"))]
 
@@ -42,8 +56,9 @@ def _label(a: dict) -> str:
 def test_cpu_sweep_every_attention_option(tmp_path: Path) -> None:
     dense = ["standard", "sdpa", "sdpa-math"]
     recs = _sweep(tmp_path / "dense", "attention=" + ",".join(dense + list(UNAVAILABLE)))
-    recs += _sweep(tmp_path / "sparse", "attention=blocksparse",
-                   "attention.layout=causal,local,bigbird,strided")
+    recs += _sweep(
+        tmp_path / "sparse", "attention=blocksparse", "attention.layout=causal,local,bigbird,strided"
+    )
     assert len(recs) == len(dense) + len(UNAVAILABLE) + 4
     by_label = {_label(r["config"]["attention"]): r for r in recs}
     for name, reason in UNAVAILABLE.items():
@@ -66,7 +81,8 @@ def test_cpu_sweep_every_attention_option(tmp_path: Path) -> None:
     assert by_label["blocksparse causal"]["config"]["attention"]["density"] == 28 / 49  # 7 blocks
     # the same weights and data: a causal layout trains exactly like the dense kernels
     assert by_label["blocksparse causal"]["metrics"]["loss_last"] == pytest.approx(
-        by_label["standard"]["metrics"]["loss_last"], abs=1e-4)
+        by_label["standard"]["metrics"]["loss_last"], abs=1e-4
+    )
 
 
 @pytest.mark.slow

@@ -36,9 +36,22 @@ def test_search_doubles_then_bisects() -> None:
 
 @pytest.mark.slow
 def test_batch_auto_records_its_search_and_measures_at_the_result(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "run.py", "batch=auto", "batch.max_micro_batch_size=4",
-                           "steps.warmup=1", "steps.measure=2", f"hydra.run.dir={tmp_path}"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "run.py",
+            "batch=auto",
+            "batch.max_micro_batch_size=4",
+            "steps.warmup=1",
+            "steps.measure=2",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((tmp_path / "metrics.json").read_text())
     search = record["run"]["batch_search"]

@@ -65,8 +65,9 @@ def test_doubling_global_batch_at_double_time_keeps_tflops():
     assert tflops_per_device(f2, 0.5, world) == pytest.approx(2 * t1, rel=1e-12)
 
 
-@pytest.mark.parametrize("shape", [(24, 2304, 2048, 65, 288), (2, 128, 128, 512, 4),
-                                   (6, 512, 2048, 50304, 32)])
+@pytest.mark.parametrize(
+    "shape", [(24, 2304, 2048, 65, 288), (2, 128, 128, 512, 4), (6, 512, 2048, 50304, 32)]
+)
 def test_checkpointing_factor_is_four_thirds(shape):
     with_ac = flops_per_iteration(*shape, activation_checkpointing=True)
     without = flops_per_iteration(*shape, activation_checkpointing=False)
@@ -118,7 +119,8 @@ def test_results_are_finite():
 def test_attention_density_scales_only_the_attention_term():
     # l=1, h=6, s=6, V=96, B=1, f=3: 15552 * (1 + rho * 6/36 + 96/96)
     assert flops_per_iteration(1, 6, 6, 96, 1, attention_density=0.5) == pytest.approx(
-        15552 * (2 + 0.5 / 6), rel=1e-12)
+        15552 * (2 + 0.5 / 6), rel=1e-12
+    )
     # the attention-score term is 4 f B s^2 l h: QK^T and AV, forward and backward
     shape = (24, 2048, 8192, 50304, 2)
     dense = flops_per_iteration(*shape)
