@@ -247,6 +247,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     Raises:
         ConfigError: naming the key, the value and the fix.
     """
+    _reject_unknown_keys(cfg)
     _validate_model(cfg.model)
     _choice("attention.name", cfg.attention.name, ATTENTION_TYPES)
     _choice("backend.name", cfg.backend.name, BACKENDS)
@@ -264,6 +265,25 @@ def validate(cfg: RunConfig) -> RunConfig:
     _validate_placement(cfg, device, nproc)
     _validate_fault(cfg.fault, nproc * cfg.nnodes)
     return dataclasses.replace(cfg, device=device, nproc_per_node=str(nproc), backend=backend)
+
+
+def _reject_unknown_keys(node: object, prefix: str = "") -> None:
+    """Refuse attributes that are not schema fields.
+
+    Hydra's ``+key=value`` and ``++key=value`` add keys past the schema's struct
+    check, and ``OmegaConf.to_object`` then sets them as plain attributes: a typo
+    such as ``+model.n_layers=3`` would be ignored in silence, and a
+    ``+model._target_=...`` would ride along. Both stop here; nothing in flopsweep
+    instantiates config values.
+    """
+    names = [f.name for f in dataclasses.fields(node)]
+    for key, value in vars(node).items():
+        if key not in names:
+            raise ConfigError(f"{prefix}{key}", value, "is not a key of the config schema "
+                              "(a '+' override adds keys without checking them)",
+                              f"remove it; the keys here are {', '.join(names)}")
+        if dataclasses.is_dataclass(value):
+            _reject_unknown_keys(value, f"{prefix}{key}.")
 
 
 def _validate_model(m: ModelConfig) -> None:
