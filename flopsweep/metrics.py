@@ -220,6 +220,18 @@ def system_info(device: str, world_size: int, device_name: str | None = None) ->
     }
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as strings (``"nan"``, ``"inf"``): JSON has no such
+    numbers, and the config of an ``invalid`` record may hold one (``timeout_s=inf``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: json_safe(v) for key, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def build_record(*, cfg: RunConfig, status: str, error: dict[str, Any] | None, run: dict[str, Any],
                  system: dict[str, Any], metrics: dict[str, Any] | None) -> dict[str, Any]:
     """The schema v1 record; ``metrics=None`` gives every metric key as null."""
@@ -229,7 +241,7 @@ def build_record(*, cfg: RunConfig, status: str, error: dict[str, Any] | None, r
         "status": status,
         "error": error,
         "run": run,
-        "config": dataclasses.asdict(cfg),
+        "config": json_safe(dataclasses.asdict(cfg)),
         "model": model_info(cfg),
         "system": system,
         "metrics": metrics if metrics is not None and status == "ok" else null_metrics(),
