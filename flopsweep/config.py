@@ -198,8 +198,12 @@ def _choice(key: str, value: str, allowed: tuple[str, ...], example_key: str | N
     """Raise unless ``value`` is in ``allowed``; the fix names the group option (``attention=sdpa``)."""
     if value not in allowed:
         example = example_key or key.split(".")[0]
-        raise ConfigError(key, value, f"must be one of {', '.join(allowed)}",
-                          f"pick one of those, e.g. {example}={allowed[0]}")
+        raise ConfigError(
+            key,
+            value,
+            f"must be one of {', '.join(allowed)}",
+            f"pick one of those, e.g. {example}={allowed[0]}",
+        )
 
 
 def _positive(key: str, value: int, fix: str) -> None:
@@ -232,8 +236,12 @@ def resolve_nproc(nproc_per_node: str, device: str, backend: str = "ddp") -> int
     try:
         n = int(nproc_per_node)
     except ValueError:
-        raise ConfigError("nproc_per_node", nproc_per_node, "is not an integer",
-                          "set nproc_per_node=auto or a positive integer such as 2") from None
+        raise ConfigError(
+            "nproc_per_node",
+            nproc_per_node,
+            "is not an integer",
+            "set nproc_per_node=auto or a positive integer such as 2",
+        ) from None
     _positive("nproc_per_node", n, "set nproc_per_node=auto or a positive integer such as 2")
     return n
 
@@ -255,8 +263,12 @@ def validate(cfg: RunConfig) -> RunConfig:
     _choice("batch.name", cfg.batch.name, BATCH_KINDS)
     _choice("device", cfg.device, DEVICES, example_key="device")
     if cfg.backend.zero_stage not in (1, 2, 3):
-        raise ConfigError("backend.zero_stage", cfg.backend.zero_stage,
-                          "DeepSpeed ZeRO has stages 1, 2 and 3", "set backend.zero_stage=1, 2 or 3")
+        raise ConfigError(
+            "backend.zero_stage",
+            cfg.backend.zero_stage,
+            "DeepSpeed ZeRO has stages 1, 2 and 3",
+            "set backend.zero_stage=1, 2 or 3",
+        )
     backend = _whole_deepspeed_sizes(cfg.backend)
     _validate_sizes(cfg)
     _validate_optim(cfg.optim)
@@ -279,9 +291,12 @@ def _reject_unknown_keys(node: object, prefix: str = "") -> None:
     names = [f.name for f in dataclasses.fields(node)]
     for key, value in vars(node).items():
         if key not in names:
-            raise ConfigError(f"{prefix}{key}", value, "is not a key of the config schema "
-                              "(a '+' override adds keys without checking them)",
-                              f"remove it; the keys here are {', '.join(names)}")
+            raise ConfigError(
+                f"{prefix}{key}",
+                value,
+                "is not a key of the config schema (a '+' override adds keys without checking them)",
+                f"remove it; the keys here are {', '.join(names)}",
+            )
         if dataclasses.is_dataclass(value):
             _reject_unknown_keys(value, f"{prefix}{key}.")
 
@@ -290,9 +305,12 @@ def _validate_model(m: ModelConfig) -> None:
     for key in ("n_layer", "n_embd", "n_head", "seq_len", "vocab_size"):
         _positive(f"model.{key}", getattr(m, key), f"set model.{key} to a positive integer")
     if m.n_embd % m.n_head:
-        raise ConfigError("model.n_embd", m.n_embd, f"is not divisible by model.n_head={m.n_head}",
-                          "choose n_head that divides n_embd, e.g. "
-                          f"model.n_head={math.gcd(m.n_embd, 16) or 1}")
+        raise ConfigError(
+            "model.n_embd",
+            m.n_embd,
+            f"is not divisible by model.n_head={m.n_head}",
+            f"choose n_head that divides n_embd, e.g. model.n_head={math.gcd(m.n_embd, 16) or 1}",
+        )
 
 
 def _whole_deepspeed_sizes(backend: BackendConfig) -> BackendConfig:
@@ -304,11 +322,19 @@ def _whole_deepspeed_sizes(backend: BackendConfig) -> BackendConfig:
             continue
         if not (math.isfinite(value) and value == int(value)):
             whole = f"={int(value)}" if math.isfinite(value) else " to a whole number"
-            raise ConfigError(f"backend.{key}", value, "DeepSpeed needs a whole number of elements",
-                              f"set backend.{key}{whole}, or null for the default")
+            raise ConfigError(
+                f"backend.{key}",
+                value,
+                "DeepSpeed needs a whole number of elements",
+                f"set backend.{key}{whole}, or null for the default",
+            )
         if value < 0:
-            raise ConfigError(f"backend.{key}", value, "must be >= 0 elements",
-                              f"set backend.{key}=null for the default or a positive integer")
+            raise ConfigError(
+                f"backend.{key}",
+                value,
+                "must be >= 0 elements",
+                f"set backend.{key}=null for the default or a positive integer",
+            )
         sizes[key] = int(value)
     return dataclasses.replace(backend, **sizes)
 
@@ -321,64 +347,110 @@ def _validate_sizes(cfg: RunConfig) -> None:
     if cfg.steps.warmup < 0:
         raise ConfigError("steps.warmup", cfg.steps.warmup, "must be >= 0", "set steps.warmup=0 or more")
     if not (cfg.timeout_s > 0 and math.isfinite(cfg.timeout_s)):
-        raise ConfigError("timeout_s", cfg.timeout_s, "must be a finite number of seconds > 0",
-                          "set e.g. timeout_s=1800")
+        raise ConfigError(
+            "timeout_s", cfg.timeout_s, "must be a finite number of seconds > 0", "set e.g. timeout_s=1800"
+        )
     if not 0 <= cfg.seed < MAX_SEED:
-        raise ConfigError("seed", cfg.seed, "must be in [0, 2**32) (it seeds torch generators)",
-                          "set e.g. seed=0")
+        raise ConfigError(
+            "seed", cfg.seed, "must be in [0, 2**32) (it seeds torch generators)", "set e.g. seed=0"
+        )
 
 
 def _validate_optim(o: OptimConfig) -> None:
     """AdamW settings: finite, with lr, eps and grad_clip > 0, betas in [0, 1), weight decay >= 0."""
-    checks = {"lr": o.lr > 0, "eps": o.eps > 0, "grad_clip": o.grad_clip > 0, "beta1": 0 <= o.beta1 < 1,
-              "beta2": 0 <= o.beta2 < 1, "weight_decay": o.weight_decay >= 0}
-    examples = {"lr": "1e-4", "eps": "1e-8", "grad_clip": "1.0", "beta1": "0.9", "beta2": "0.95",
-                "weight_decay": "0.1"}
+    checks = {
+        "lr": o.lr > 0,
+        "eps": o.eps > 0,
+        "grad_clip": o.grad_clip > 0,
+        "beta1": 0 <= o.beta1 < 1,
+        "beta2": 0 <= o.beta2 < 1,
+        "weight_decay": o.weight_decay >= 0,
+    }
+    examples = {
+        "lr": "1e-4",
+        "eps": "1e-8",
+        "grad_clip": "1.0",
+        "beta1": "0.9",
+        "beta2": "0.95",
+        "weight_decay": "0.1",
+    }
     for key, ok in checks.items():
         value = getattr(o, key)
         if not (ok and math.isfinite(value)):
-            raise ConfigError(f"optim.{key}", value,
-                              "is out of range for AdamW (lr, eps, grad_clip > 0; betas in [0, 1); "
-                              "weight_decay >= 0; all finite)", f"set e.g. optim.{key}={examples[key]}")
+            raise ConfigError(
+                f"optim.{key}",
+                value,
+                "is out of range for AdamW (lr, eps, grad_clip > 0; betas in [0, 1); "
+                "weight_decay >= 0; all finite)",
+                f"set e.g. optim.{key}={examples[key]}",
+            )
 
 
 def _validate_fault(fault: FaultConfig, world: int) -> None:
     _choice("fault.kind", fault.kind, FAULT_KINDS, example_key="fault.kind")
     _choice("fault.phase", fault.phase, FAULT_PHASES, example_key="fault.phase")
     if fault.kind != "none" and not 0 <= fault.rank < world:
-        raise ConfigError("fault.rank", fault.rank, f"is not a rank of this run (world size {world})",
-                          f"set fault.rank to 0..{world - 1}")
+        raise ConfigError(
+            "fault.rank",
+            fault.rank,
+            f"is not a rank of this run (world size {world})",
+            f"set fault.rank to 0..{world - 1}",
+        )
 
 
 def _validate_placement(cfg: RunConfig, device: str, nproc: int) -> None:
     world = nproc * cfg.nnodes
     if cfg.nnodes != 1 and not os.environ.get("SLURM_JOB_ID"):
-        raise ConfigError("nnodes", cfg.nnodes, "a local launch starts every rank on this one node",
-                          "set nnodes=1, or run the sweep under Slurm")
+        raise ConfigError(
+            "nnodes",
+            cfg.nnodes,
+            "a local launch starts every rank on this one node",
+            "set nnodes=1, or run the sweep under Slurm",
+        )
     if cfg.backend.name == "single" and world != 1:
-        raise ConfigError("backend", "single", f"runs one rank but nproc_per_node x nnodes = {world}",
-                          "set nproc_per_node=1, or pick backend=ddp, fsdp or deepspeed")
+        raise ConfigError(
+            "backend",
+            "single",
+            f"runs one rank but nproc_per_node x nnodes = {world}",
+            "set nproc_per_node=1, or pick backend=ddp, fsdp or deepspeed",
+        )
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
-            raise ConfigError("device", "cuda", "no CUDA GPU is visible",
-                              "run on a GPU machine or set device=cpu")
+            raise ConfigError(
+                "device", "cuda", "no CUDA GPU is visible", "run on a GPU machine or set device=cpu"
+            )
         visible = torch.cuda.device_count()
         if nproc > visible and not os.environ.get("SLURM_JOB_ID"):
-            raise ConfigError("nproc_per_node", nproc,
-                              f"asks for more ranks than the {visible} visible GPU(s); "
-                              "two ranks must not share a GPU",
-                              f"set nproc_per_node={visible} or nproc_per_node=auto")
+            raise ConfigError(
+                "nproc_per_node",
+                nproc,
+                f"asks for more ranks than the {visible} visible GPU(s); two ranks must not share a GPU",
+                f"set nproc_per_node={visible} or nproc_per_node=auto",
+            )
         if cfg.precision.name == "bf16" and not torch.cuda.is_bf16_supported():
-            raise ConfigError("precision", "bf16", "this GPU has no bf16 support",
-                              "set precision=fp16 or precision=fp32")
+            raise ConfigError(
+                "precision", "bf16", "this GPU has no bf16 support", "set precision=fp16 or precision=fp32"
+            )
     if device == "cpu" and cfg.precision.name == "fp16":
-        raise ConfigError("precision", "fp16", "fp16 loss scaling needs CUDA (no CPU kernels for it)",
-                          "use precision=bf16 or fp32 on the CPU, or device=cuda")
+        raise ConfigError(
+            "precision",
+            "fp16",
+            "fp16 loss scaling needs CUDA (no CPU kernels for it)",
+            "use precision=bf16 or fp32 on the CPU, or device=cuda",
+        )
     if device == "cpu" and cfg.attention.name in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient"):
-        raise ConfigError("attention", cfg.attention.name, "this SDPA kernel exists only on CUDA",
-                          "use attention=sdpa, sdpa-math or standard on the CPU")
+        raise ConfigError(
+            "attention",
+            cfg.attention.name,
+            "this SDPA kernel exists only on CUDA",
+            "use attention=sdpa, sdpa-math or standard on the CPU",
+        )
     if cfg.attention.name == "sdpa-flash" and cfg.precision.name == "fp32":
-        raise ConfigError("attention", "sdpa-flash", "FlashAttention supports only fp16 and bf16",
-                          "set precision=bf16, or attention=sdpa-efficient for fp32")
+        raise ConfigError(
+            "attention",
+            "sdpa-flash",
+            "FlashAttention supports only fp16 and bf16",
+            "set precision=bf16, or attention=sdpa-efficient for fp32",
+        )

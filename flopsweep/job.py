@@ -69,19 +69,32 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     path = job_dir / METRICS_FILE
     if path.exists() and not cfg.resume:
         raise RecordExistsError(exists_message(path))
-    run = {"id": uuid.uuid4().hex, "started_at": _now(), "finished_at": None,
-           "overrides": list(info.overrides), "job_num": info.job_num}
+    run = {
+        "id": uuid.uuid4().hex,
+        "started_at": _now(),
+        "finished_at": None,
+        "overrides": list(info.overrides),
+        "job_num": info.job_num,
+    }
     try:
         cfg = validate(cfg)
     except ConfigError as exc:
-        error = {"type": "ConfigError", "message": str(exc), "phase": "config", "rank": None,
-                 "traceback": None}
+        error = {
+            "type": "ConfigError",
+            "message": str(exc),
+            "phase": "config",
+            "rank": None,
+            "traceback": None,
+        }
         set_aside(path)
         return _finish(path, cfg, run, "invalid", error, None, world_size=None)
     done = ok_record(path, cfg)
     if done is not None:
-        log.info("skipped (resume=true): %s already holds an ok record of this config (run %s)",
-                 path, done["run"]["id"])
+        log.info(
+            "skipped (resume=true): %s already holds an ok record of this config (run %s)",
+            path,
+            done["run"]["id"],
+        )
         return done
     set_aside(path)
     return _launch(path, cfg, run, info)
@@ -94,13 +107,23 @@ def _launch(path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo) -> d
     try:
         outcome = launch_local(cfg, path.parent)
     except KeyboardInterrupt:
-        error = {"type": "KeyboardInterrupt", "message": "interrupted by the user", "phase": "launch",
-                 "rank": None, "traceback": None}
+        error = {
+            "type": "KeyboardInterrupt",
+            "message": "interrupted by the user",
+            "phase": "launch",
+            "rank": None,
+            "traceback": None,
+        }
         _finish(path, cfg, run, "error", error, None, world_size=world)
         raise
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
-        error = {"type": type(exc).__name__, "message": str(exc), "phase": "launch", "rank": None,
-                 "traceback": None}
+        error = {
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "phase": "launch",
+            "rank": None,
+            "traceback": None,
+        }
         return _finish(path, cfg, run, "error", error, None, world_size=world)
     return record_outcome(path, cfg, run, outcome, world)
 
@@ -147,25 +170,41 @@ def set_aside(path: Path) -> Path | None:
     return aside
 
 
-def record_outcome(path: Path, cfg: RunConfig, run: dict[str, Any], outcome: Outcome,
-                   world: int) -> dict[str, Any]:
+def record_outcome(
+    path: Path, cfg: RunConfig, run: dict[str, Any], outcome: Outcome, world: int
+) -> dict[str, Any]:
     """Compute metrics for an ok outcome (or mark it invalid) and write the record."""
     if outcome.status != "ok":
         return _finish(path, cfg, run, outcome.status, outcome.error, None, world_size=world)
     metrics = compute_metrics(cfg, outcome.ranks)
     problem = sanity_problem(cfg, metrics)
     if problem:
-        error = {"type": "TimingSanity", "message": problem, "phase": "measure", "rank": None,
-                 "traceback": None}
-        return _finish(path, cfg, run, "invalid", error, None, world_size=world,
-                       device_name=outcome.ranks[0]["device"])
-    return _finish(path, cfg, run, "ok", None, metrics, world_size=world,
-                   device_name=outcome.ranks[0]["device"])
+        error = {
+            "type": "TimingSanity",
+            "message": problem,
+            "phase": "measure",
+            "rank": None,
+            "traceback": None,
+        }
+        return _finish(
+            path, cfg, run, "invalid", error, None, world_size=world, device_name=outcome.ranks[0]["device"]
+        )
+    return _finish(
+        path, cfg, run, "ok", None, metrics, world_size=world, device_name=outcome.ranks[0]["device"]
+    )
 
 
-def _finish(path: Path, cfg: RunConfig, run: dict[str, Any], status: str, error: dict[str, Any] | None,
-            metrics: dict[str, Any] | None, *, world_size: int | None,
-            device_name: str | None = None) -> dict[str, Any]:
+def _finish(
+    path: Path,
+    cfg: RunConfig,
+    run: dict[str, Any],
+    status: str,
+    error: dict[str, Any] | None,
+    metrics: dict[str, Any] | None,
+    *,
+    world_size: int | None,
+    device_name: str | None = None,
+) -> dict[str, Any]:
     run = {**run, "finished_at": _now()}
     system = system_info(cfg.device, world_size or 0, device_name)
     record = build_record(cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics)
@@ -178,8 +217,20 @@ def _finish(path: Path, cfg: RunConfig, run: dict[str, Any], status: str, error:
 def _log_result(record: dict[str, Any], path: Path) -> None:
     m, err = record["metrics"], record["error"]
     if record["status"] == "ok":
-        log.info("ok: %.3f s/iter, %.1f TFLOPs/device, %.0f tokens/s -> %s",
-                 m["iteration_time_s"]["mean"], m["tflops_per_device"], m["tokens_per_s"], path)
+        log.info(
+            "ok: %.3f s/iter, %.1f TFLOPs/device, %.0f tokens/s -> %s",
+            m["iteration_time_s"]["mean"],
+            m["tflops_per_device"],
+            m["tokens_per_s"],
+            path,
+        )
     else:
-        log.warning("%s in %s (rank %s): %s: %s -> %s", record["status"], err["phase"], err["rank"],
-                    err["type"], err["message"], path)
+        log.warning(
+            "%s in %s (rank %s): %s: %s -> %s",
+            record["status"],
+            err["phase"],
+            err["rank"],
+            err["type"],
+            err["message"],
+            path,
+        )

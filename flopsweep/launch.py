@@ -58,8 +58,15 @@ def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
 
     nproc = int(cfg.nproc_per_node)
     scratch = prepare_scratch(job_dir)
-    spec = RankSpec(cfg=cfg, job_dir=str(job_dir), scratch_dir=str(scratch), master_addr="127.0.0.1",
-                    master_port=free_port(), nproc_per_node=nproc, world_size=nproc)
+    spec = RankSpec(
+        cfg=cfg,
+        job_dir=str(job_dir),
+        scratch_dir=str(scratch),
+        master_addr="127.0.0.1",
+        master_port=free_port(),
+        nproc_per_node=nproc,
+        world_size=nproc,
+    )
     context = mp.start_processes(spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn")
     try:
         ended, timed_out = supervise(context.processes, scratch, cfg.timeout_s)
@@ -68,8 +75,9 @@ def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
     return collect(scratch, ended, nproc, timeout_s=cfg.timeout_s if timed_out else None)
 
 
-def supervise(processes: list[Any], scratch: Path, timeout_s: float,
-              poll_s: float = 0.2) -> tuple[dict[int, int], bool]:
+def supervise(
+    processes: list[Any], scratch: Path, timeout_s: float, poll_s: float = 0.2
+) -> tuple[dict[int, int], bool]:
     """Wait until every rank exits 0, or one exits non-zero or writes an error file,
     or ``timeout_s`` seconds pass.
 
@@ -154,8 +162,12 @@ def collect(scratch: Path, ended: dict[int, int], nproc: int, timeout_s: float |
         return Outcome("ok", ranks=json.loads(result.read_text())["ranks"])
     failed = sorted(rank for rank, code in ended.items() if code)
     if failed:
-        return _error("WorkerDied", f"rank {failed[0]} exited with code {ended[failed[0]]} and left no error",
-                      _phase_of(scratch, failed[0]), failed[0])
+        return _error(
+            "WorkerDied",
+            f"rank {failed[0]} exited with code {ended[failed[0]]} and left no error",
+            _phase_of(scratch, failed[0]),
+            failed[0],
+        )
     return _error("WorkerDied", "the workers exited without a result", *_last_phase(scratch, nproc))
 
 
@@ -171,8 +183,9 @@ def _killed(scratch: Path, rank: int, signum: int) -> Outcome:
 
 
 def _error(kind: str, message: str, phase: str, rank: int | None) -> Outcome:
-    return Outcome("error", error={"type": kind, "message": message, "phase": phase, "rank": rank,
-                                   "traceback": None})
+    return Outcome(
+        "error", error={"type": kind, "message": message, "phase": phase, "rank": rank, "traceback": None}
+    )
 
 
 def _phase_of(scratch: Path, rank: int) -> str:

@@ -27,10 +27,22 @@ METRICS_FILE = "metrics.json"
 STATUSES = ("ok", "oom", "error", "invalid")
 
 METRIC_KEYS = (
-    "iteration_time_s", "tokens_per_s", "tokens_per_s_per_device", "tflops_per_device",
-    "model_tflops_per_device", "mfu", "hfu", "peak_tflops", "peak_tflops_source",
-    "peak_cuda_allocated_bytes", "peak_cuda_reserved_bytes", "per_rank", "peak_host_rss_bytes",
-    "swap_used_bytes", "loss_first", "loss_last",
+    "iteration_time_s",
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "tflops_per_device",
+    "model_tflops_per_device",
+    "mfu",
+    "hfu",
+    "peak_tflops",
+    "peak_tflops_source",
+    "peak_cuda_allocated_bytes",
+    "peak_cuda_reserved_bytes",
+    "per_rank",
+    "peak_host_rss_bytes",
+    "swap_used_bytes",
+    "loss_first",
+    "loss_last",
 )
 
 
@@ -69,8 +81,10 @@ def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = 
 
 def exists_message(path: Path) -> str:
     """The refusal to overwrite ``path``, naming it and the two ways out."""
-    return (f"{path} already exists; refusing to overwrite a run record. Use a new output directory "
-            "(hydra.run.dir / hydra.sweep.dir), or resume=true to keep ok records and re-run the rest.")
+    return (
+        f"{path} already exists; refusing to overwrite a run record. Use a new output directory "
+        "(hydra.run.dir / hydra.sweep.dir), or resume=true to keep ok records and re-run the rest."
+    )
 
 
 def _link_no_clobber(tmp: Path, path: Path) -> None:
@@ -104,8 +118,14 @@ def null_metrics() -> dict[str, Any]:
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
-    return {"mean": statistics.fmean(values), "median": statistics.median(values), "min": min(values),
-            "max": max(values), "std": statistics.pstdev(values), "values": values}
+    return {
+        "mean": statistics.fmean(values),
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "std": statistics.pstdev(values),
+        "values": values,
+    }
 
 
 def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -150,8 +170,19 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
         "peak_tflops_source": source,
         "peak_cuda_allocated_bytes": None if None in cuda_alloc else max(cuda_alloc),
         "peak_cuda_reserved_bytes": None if None in cuda_res else max(cuda_res),
-        "per_rank": [{k: r[k] for k in ("rank", "device", "peak_cuda_allocated_bytes",
-                                        "peak_cuda_reserved_bytes", "peak_host_rss_bytes")} for r in ranks],
+        "per_rank": [
+            {
+                k: r[k]
+                for k in (
+                    "rank",
+                    "device",
+                    "peak_cuda_allocated_bytes",
+                    "peak_cuda_reserved_bytes",
+                    "peak_host_rss_bytes",
+                )
+            }
+            for r in ranks
+        ],
         "peak_host_rss_bytes": max(r["peak_host_rss_bytes"] for r in ranks),
         "swap_used_bytes": psutil.swap_memory().used,
         "loss_first": losses[0],
@@ -173,16 +204,24 @@ def sanity_problem(cfg: RunConfig, metrics: dict[str, Any]) -> str | None:
     if not all(math.isfinite(t) and t > 0 for t in times):
         return f"a measured step time is not a positive number of seconds: {times}"
     if metrics["hfu"] is not None and metrics["hfu"] > 1.0:
-        return (f"{metrics['tflops_per_device']:.1f} TFLOPs per device exceeds the device peak "
-                f"{metrics['peak_tflops']} ({metrics['peak_tflops_source']}): the timing cannot be real")
+        return (
+            f"{metrics['tflops_per_device']:.1f} TFLOPs per device exceeds the device peak "
+            f"{metrics['peak_tflops']} ({metrics['peak_tflops_source']}): the timing cannot be real"
+        )
     return None
 
 
 def model_info(cfg: RunConfig) -> dict[str, Any]:
     m = cfg.model
-    return {"name": m.name, "n_layer": m.n_layer, "n_embd": m.n_embd, "n_head": m.n_head,
-            "seq_len": m.seq_len, "vocab_size": m.vocab_size,
-            "n_params": flops.n_params(m.n_layer, m.n_embd, m.seq_len, m.vocab_size)}
+    return {
+        "name": m.name,
+        "n_layer": m.n_layer,
+        "n_embd": m.n_embd,
+        "n_head": m.n_head,
+        "seq_len": m.seq_len,
+        "vocab_size": m.vocab_size,
+        "n_params": flops.n_params(m.n_layer, m.n_embd, m.seq_len, m.vocab_size),
+    }
 
 
 def _version(dist: str) -> str | None:
@@ -194,8 +233,14 @@ def _version(dist: str) -> str | None:
 
 def _git_sha() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None
@@ -232,8 +277,15 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def build_record(*, cfg: RunConfig, status: str, error: dict[str, Any] | None, run: dict[str, Any],
-                 system: dict[str, Any], metrics: dict[str, Any] | None) -> dict[str, Any]:
+def build_record(
+    *,
+    cfg: RunConfig,
+    status: str,
+    error: dict[str, Any] | None,
+    run: dict[str, Any],
+    system: dict[str, Any],
+    metrics: dict[str, Any] | None,
+) -> dict[str, Any]:
     """The schema v1 record; ``metrics=None`` gives every metric key as null."""
     assert status in STATUSES, status
     return {
