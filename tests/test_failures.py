@@ -583,6 +583,22 @@ def test_bad_input_in_process(hydra_compose, overrides: list[str], key: str, whe
     assert info.value.key == key and "Fix:" in str(info.value) and "\n" not in str(info.value)
 
 
+def test_deepspeed_sizes_resolve_to_int_before_launch(hydra_compose) -> None:
+    """``5e8`` is a whole number: validate() hands DeepSpeed an int, not a float it would reject."""
+    cfg = hydra_compose(
+        [
+            "backend=deepspeed",
+            "backend.reduce_bucket_size=5e8",
+            "device=cpu",
+            "backend.stage3_param_persistence_threshold=1000",
+        ]
+    )
+    backend = validate(cfg).backend
+    assert backend.reduce_bucket_size == 500_000_000 and type(backend.reduce_bucket_size) is int
+    assert type(backend.stage3_param_persistence_threshold) is int
+    assert backend.stage3_prefetch_bucket_size is None
+
+
 def _has_gpu() -> bool:
     import torch
 
