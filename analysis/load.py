@@ -243,8 +243,12 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def fill_dense_effective(df: pd.DataFrame) -> pd.DataFrame:
     """Records written before ``effective_tflops_per_device`` existed: a dense attention
     computes every pair, so its effective TFLOPs equal its TFLOPs (density 1)."""
-    dense = (df["effective_tflops_per_device"].isna() & df["status"].eq("ok")
-             & df["tflops_per_device"].notna() & df["attention"].ne("blocksparse"))
+    dense = (
+        df["effective_tflops_per_device"].isna()
+        & df["status"].eq("ok")
+        & df["tflops_per_device"].notna()
+        & df["attention"].ne("blocksparse")
+    )
     df.loc[dense, "effective_tflops_per_device"] = df.loc[dense, "tflops_per_device"]
     return df
 

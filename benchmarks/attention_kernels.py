@@ -58,8 +58,16 @@ def kernels(seq: int, window_blocks: int) -> list[tuple[str, AttentionConfig | N
     rows.append((f"flex sliding window {WINDOW_TOKENS}", None, bsp.density(blocks_hit)))
     for impl in ("flex", "gather"):
         for layout in bsp.LAYOUTS:
-            cfg = AttentionConfig(name="blocksparse", layout=layout, impl=impl, window_blocks=window_blocks,
-                                  global_blocks=1, random_blocks=1, stride_blocks=4, seed=0)
+            cfg = AttentionConfig(
+                name="blocksparse",
+                layout=layout,
+                impl=impl,
+                window_blocks=window_blocks,
+                global_blocks=1,
+                random_blocks=1,
+                stride_blocks=4,
+                seed=0,
+            )
             rows.append((f"blocksparse {layout} {impl}", cfg, attention_density(cfg, seq)))
     return rows
 
@@ -116,8 +124,10 @@ def main() -> None:
     torch._dynamo.config.recompile_limit = 64  # one flex compile per mask; never fall back to eager
     shape = (args.batch, args.heads, args.seq, args.head_dim)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}; "
-          f"fwd+bwd, causal, bf16, (B, nh, T, hs) = {shape}")
+    print(
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}; "
+        f"fwd+bwd, causal, bf16, (B, nh, T, hs) = {shape}"
+    )
     rows = []
     print(f"{'kernel':<28} {'density':>8} {'ms':>9} {'TFLOP/s':>9} {'effective':>10}")
     for label, cfg, density in kernels(args.seq, args.window_blocks):
@@ -126,11 +136,23 @@ def main() -> None:
         if "error" in row:
             print(f"{label:<28} {density:>8.3f}  unavailable: {row['error']}", flush=True)
         else:
-            print(f"{label:<28} {density:>8.3f} {row['ms']:>9.2f} {row['tflops']:>9.1f} "
-                  f"{row['tflops'] * density:>10.1f}", flush=True)
+            print(
+                f"{label:<28} {density:>8.3f} {row['ms']:>9.2f} {row['tflops']:>9.1f} "
+                f"{row['tflops'] * density:>10.1f}",
+                flush=True,
+            )
     if args.json:
-        args.json.write_text(json.dumps({"shape": shape, "device": torch.cuda.get_device_name(),
-                                         "torch": torch.__version__, "rows": rows}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "shape": shape,
+                    "device": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                    "rows": rows,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

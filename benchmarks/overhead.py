@@ -20,9 +20,20 @@ PAIRS = {"plain": "single", "fsdp": "fsdp", "deepspeed": "zero3"}
 
 
 def reference(backend: str, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "reference.py"), "--backend", backend, "--model",
-           args.model, "--micro-batch", str(args.micro_batch), "--warmup", str(args.warmup),
-           "--steps", str(args.steps)] + (["--compile"] if args.compile else [])
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "reference.py"),
+        "--backend",
+        backend,
+        "--model",
+        args.model,
+        "--micro-batch",
+        str(args.micro_batch),
+        "--warmup",
+        str(args.warmup),
+        "--steps",
+        str(args.steps),
+    ] + (["--compile"] if args.compile else [])
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -31,9 +42,18 @@ def reference(backend: str, args: argparse.Namespace) -> dict:
 
 
 def harness(backend: str, args: argparse.Namespace, run_dir: Path) -> dict:
-    cmd = [sys.executable, "run.py", f"backend={backend}", f"model={args.model}", "device=cuda",
-           f"batch.micro_batch_size={args.micro_batch}", f"steps.warmup={args.warmup}",
-           f"steps.measure={args.steps}", f"compile={str(args.compile).lower()}", f"hydra.run.dir={run_dir}"]
+    cmd = [
+        sys.executable,
+        "run.py",
+        f"backend={backend}",
+        f"model={args.model}",
+        "device=cuda",
+        f"batch.micro_batch_size={args.micro_batch}",
+        f"steps.warmup={args.warmup}",
+        f"steps.measure={args.steps}",
+        f"compile={str(args.compile).lower()}",
+        f"hydra.run.dir={run_dir}",
+    ]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     record = json.loads((run_dir / "metrics.json").read_text())
     if record["status"] != "ok":
@@ -56,13 +76,23 @@ def main() -> None:
         ref = reference(ref_backend, args)
         rec = harness(PAIRS[ref_backend], args, args.out / PAIRS[ref_backend])
         ratio = rec["metrics"]["tokens_per_s"] / ref["tokens_per_s"]
-        rows.append({"backend": PAIRS[ref_backend], "reference_tokens_per_s": ref["tokens_per_s"],
-                     "harness_tokens_per_s": rec["metrics"]["tokens_per_s"], "ratio": ratio,
-                     "harness_tflops_per_device": rec["metrics"]["tflops_per_device"]})
-        print(f"{PAIRS[ref_backend]:>8}: reference {ref['tokens_per_s']:9.0f} tok/s, harness "
-              f"{rec['metrics']['tokens_per_s']:9.0f} tok/s, ratio {ratio:.3f}", flush=True)
-    (args.out / "overhead.json").write_text(json.dumps({"settings": vars(args) | {"out": str(args.out)},
-                                                         "rows": rows}, indent=2))
+        rows.append(
+            {
+                "backend": PAIRS[ref_backend],
+                "reference_tokens_per_s": ref["tokens_per_s"],
+                "harness_tokens_per_s": rec["metrics"]["tokens_per_s"],
+                "ratio": ratio,
+                "harness_tflops_per_device": rec["metrics"]["tflops_per_device"],
+            }
+        )
+        print(
+            f"{PAIRS[ref_backend]:>8}: reference {ref['tokens_per_s']:9.0f} tok/s, harness "
+            f"{rec['metrics']['tokens_per_s']:9.0f} tok/s, ratio {ratio:.3f}",
+            flush=True,
+        )
+    (args.out / "overhead.json").write_text(
+        json.dumps({"settings": vars(args) | {"out": str(args.out)}, "rows": rows}, indent=2)
+    )
 
 
 if __name__ == "__main__":

@@ -52,15 +52,21 @@ def main() -> None:
     totals: dict[str, float] = defaultdict(float)
     # Kernels only: GPU user annotations (e.g. "Optimizer.step#AdamW.step") span kernels
     # that are already counted.
-    kernels = [e for e in prof.key_averages()
-               if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
-               and "#" not in e.key]
+    kernels = [
+        e
+        for e in prof.key_averages()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+        and not getattr(e, "is_user_annotation", False)
+        and "#" not in e.key
+    ]
     for e in kernels:
         totals[category(e.key)] += e.self_device_time_total / 1e3 / args.steps  # ms per step
     lines = [f"{args.backend} compile={args.compile} mb={args.micro_batch}: GPU ms per step by category"]
     lines += [f"  {cat:<10} {ms:8.1f}" for cat, ms in sorted(totals.items(), key=lambda kv: -kv[1])]
     lines.append(f"  {'total':<10} {sum(totals.values()):8.1f}")
-    lines.append(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25, max_name_column_width=70))
+    lines.append(
+        prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25, max_name_column_width=70)
+    )
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -82,13 +82,23 @@ def build_deepspeed(args: argparse.Namespace, mcfg: ModelConfig):
     deepspeed.init_distributed()
     h = mcfg.n_embd
     ds_config = {
-        "train_micro_batch_size_per_gpu": args.micro_batch, "gradient_accumulation_steps": 1,
-        "train_batch_size": args.micro_batch, "gradient_clipping": 1.0, "bf16": {"enabled": True},
-        "zero_optimization": {"stage": 3, "overlap_comm": True, "contiguous_gradients": True,
-                              "reduce_bucket_size": h * h, "stage3_prefetch_bucket_size": int(0.9 * h * h),
-                              "stage3_param_persistence_threshold": 10 * h},
-        "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "betas": [0.9, 0.95], "eps": 1e-8,
-                                                  "weight_decay": 0.1}},
+        "train_micro_batch_size_per_gpu": args.micro_batch,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": args.micro_batch,
+        "gradient_clipping": 1.0,
+        "bf16": {"enabled": True},
+        "zero_optimization": {
+            "stage": 3,
+            "overlap_comm": True,
+            "contiguous_gradients": True,
+            "reduce_bucket_size": h * h,
+            "stage3_prefetch_bucket_size": int(0.9 * h * h),
+            "stage3_param_persistence_threshold": 10 * h,
+        },
+        "optimizer": {
+            "type": "AdamW",
+            "params": {"lr": 1e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1},
+        },
         "steps_per_print": 1 << 30,
     }
     with deepspeed.zero.Init(config_dict_or_path=ds_config):
@@ -131,9 +141,19 @@ def main() -> None:
         step(tokens)
     torch.cuda.synchronize()
     it = (time.perf_counter() - t0) / args.steps
-    print(json.dumps({"backend": args.backend, "model": args.model, "micro_batch": args.micro_batch,
-                      "compile": args.compile, "iteration_time_s": it,
-                      "tokens_per_s": args.micro_batch * mcfg.seq_len / it}), flush=True)
+    print(
+        json.dumps(
+            {
+                "backend": args.backend,
+                "model": args.model,
+                "micro_batch": args.micro_batch,
+                "compile": args.compile,
+                "iteration_time_s": it,
+                "tokens_per_s": args.micro_batch * mcfg.seq_len / it,
+            }
+        ),
+        flush=True,
+    )
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 

@@ -1,4 +1,5 @@
-"""Hydra callbacks (configured under ``hydra.callbacks`` in ``conf/config.yaml``)."""
+"""Hydra callbacks (configured under ``hydra.callbacks`` in ``conf/config.yaml``) and the
+two errors with which a job stops a sweep on purpose."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 
 from flopsweep.metrics import METRICS_FILE, STATUSES
@@ -15,30 +18,84 @@ from flopsweep.metrics import METRICS_FILE, STATUSES
 log = logging.getLogger("flopsweep")
 
 
-def count_statuses(sweep_dir: Path) -> Counter:
-    """Statuses of the ``metrics.json`` records under ``sweep_dir``; unreadable ones count as ``unreadable``."""
+class SweepStopped(CompactHydraException):
+    """``fail_fast=true``: a job was not ``ok``; it was recorded, and the sweep stops.
+
+    A compact Hydra error: Hydra prints its message without a stack trace and exits 1.
+    """
+
+
+class RecordRefused(CompactHydraException):
+    """A job directory already holds a ``metrics.json`` and ``resume`` is false."""
+
+
+def _read_status(path: Path) -> tuple[str, str | None]:
+    """(status, run id) of one record; ``("unreadable", None)`` when it cannot be read."""
+    try:
+        record = json.loads(path.read_text())
+        return str(record["status"]), record["run"]["id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unreadable", None
+
+
+def ok_run_ids(sweep_dir: Path) -> dict[str, str]:
+    """Run id by path of the ``ok`` records under ``sweep_dir`` (the ones a resumed sweep skips)."""
+    found = {}
+    for path in sorted(Path(sweep_dir).rglob(METRICS_FILE)):
+        status, run_id = _read_status(path)
+        if status == "ok" and run_id is not None:
+            found[str(path)] = run_id
+    return found
+
+
+def count_statuses(sweep_dir: Path, kept: dict[str, str] | None = None) -> Counter:
+    """Statuses of the ``metrics.json`` records under ``sweep_dir``.
+
+    Args:
+        kept: run id by path of the ok records that were there before the sweep
+            (:func:`ok_run_ids`); a record still holding its old run id counts as
+            ``skipped``. Unreadable records count as ``unreadable``.
+    """
+    kept = kept or {}
     counts: Counter = Counter()
     for path in sorted(Path(sweep_dir).rglob(METRICS_FILE)):
-        try:
-            counts[json.loads(path.read_text())["status"]] += 1
-        except (OSError, ValueError, KeyError, TypeError):
-            counts["unreadable"] += 1
+        status, run_id = _read_status(path)
+        skipped = run_id is not None and kept.get(str(path)) == run_id
+        counts["skipped" if skipped else status] += 1
     return counts
 
 
 def summary_line(counts: Counter) -> str:
-    """``"6 ok, 2 oom, 1 error, 0 invalid"`` (plus any unreadable records)."""
-    parts = [f"{counts.get(s, 0)} {s}" for s in STATUSES]
+    """``"6 ok, 2 oom, 1 error, 0 invalid, 3 skipped"`` (plus any unreadable records)."""
+    parts = [f"{counts.get(s, 0)} {s}" for s in (*STATUSES, "skipped")]
     if counts.get("unreadable"):
         parts.append(f"{counts['unreadable']} unreadable")
     return ", ".join(parts)
 
 
 class SweepSummary(Callback):
-    """Prints one status line at the end of a multirun, e.g. ``6 ok, 2 oom, 1 error, 0 invalid``."""
+    """Prints one status line at the end of a multirun, e.g. ``6 ok, 2 oom, 1 error, 0 invalid, 3 skipped``.
+
+    It notes the ok records present when the sweep starts, so that the jobs a
+    resumed sweep skipped are counted as ``skipped``. When ``fail_fast`` stops the
+    sweep, it prints the line after the job that stopped it.
+    """
+
+    def __init__(self) -> None:
+        self.kept: dict[str, str] = {}
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        self.kept = ok_run_ids(Path(str(config.hydra.sweep.dir)))
+
+    def on_job_end(self, config: Any, job_return: JobReturn, **kwargs: Any) -> None:
+        if job_return.status == JobStatus.FAILED and isinstance(job_return._return_value, SweepStopped):
+            self._print(config, " (stopped early by fail_fast)")
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        self._print(config, "")
+
+    def _print(self, config: Any, note: str) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        line = summary_line(count_statuses(sweep_dir))
-        log.info("sweep %s: %s", sweep_dir, line)
-        print(f"flopsweep summary: {line} ({sweep_dir})", flush=True)
+        line = summary_line(count_statuses(sweep_dir, self.kept))
+        log.info("sweep %s: %s%s", sweep_dir, line, note)
+        print(f"flopsweep summary: {line}{note} ({sweep_dir})", flush=True)

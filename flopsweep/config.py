@@ -29,6 +29,10 @@ BLOCKSPARSE_IMPLS = ("auto", "flex", "gather")
 BACKENDS = ("single", "ddp", "fsdp", "deepspeed")
 PRECISIONS = ("bf16", "fp16", "fp32")
 DEVICES = ("auto", "cuda", "cpu")
+BATCH_KINDS = ("fixed", "auto")
+FAULT_KINDS = ("none", "oom", "raise", "kill", "hang")
+FAULT_PHASES = ("init", "warmup", "measure")
+MAX_SEED = 2**32
 
 
 class ConfigError(ValueError):
@@ -100,12 +104,15 @@ class BackendConfig:
     """DeepSpeed ZeRO stage, 1 to 3. Ignored by the other backends."""
     reshard_after_forward: bool = True
     """FSDP2: free gathered parameters after forward (ZeRO-3-like) or keep them."""
-    reduce_bucket_size: int | None = None
-    """DeepSpeed ``reduce_bucket_size`` in elements; ``None`` means ``h^2``."""
-    stage3_prefetch_bucket_size: int | None = None
-    """DeepSpeed ZeRO-3 prefetch bucket in elements; ``None`` means ``int(0.9 h^2)``."""
-    stage3_param_persistence_threshold: int | None = None
-    """DeepSpeed ZeRO-3: parameters smaller than this stay unpartitioned; ``None``: ``10 h``."""
+    # The three DeepSpeed sizes are typed float so that ``5e8`` parses; validate()
+    # turns a whole number into an int and rejects a fraction, so that DeepSpeed's
+    # own (pydantic) check never fails inside deepspeed.initialize on every rank.
+    reduce_bucket_size: float | None = None
+    """DeepSpeed ``reduce_bucket_size`` in elements (a whole number); ``None`` means ``h^2``."""
+    stage3_prefetch_bucket_size: float | None = None
+    """DeepSpeed ZeRO-3 prefetch bucket in elements (a whole number); ``None`` means ``int(0.9 h^2)``."""
+    stage3_param_persistence_threshold: float | None = None
+    """DeepSpeed ZeRO-3: parameters with fewer elements stay unpartitioned; ``None``: ``10 h``."""
     overlap_comm: bool = True
     """DeepSpeed: overlap gradient reduction with backward."""
     contiguous_gradients: bool = True
@@ -157,6 +164,24 @@ class OptimConfig:
 
 
 @dataclass(kw_only=True)
+class FaultConfig:
+    """Test-only fault injection: make one rank fail on purpose at the start of a phase.
+
+    The failure tests use it to check that every outcome becomes a record. ``kind``
+    ``none`` (the default) injects nothing.
+    """
+
+    kind: str = "none"
+    """``none``; ``oom`` raises ``torch.OutOfMemoryError``; ``raise`` raises ``InjectedFault``
+    (a RuntimeError); ``kill`` sends SIGKILL to the rank itself; ``hang`` blocks forever
+    (the job's ``timeout_s`` stops it)."""
+    rank: int = 0
+    """Global rank that fails, ``0 <= rank < world size``."""
+    phase: str = "measure"
+    """``init`` (before the process group), ``warmup`` or ``measure`` (before the first step)."""
+
+
+@dataclass(kw_only=True)
 class RunConfig:
     """One sweep point: the root of the Hydra config (``conf/config.yaml``)."""
 
@@ -183,6 +208,19 @@ class RunConfig:
     """Seconds a job's workers may run before they are stopped (error: timeout)."""
     tag: str = ""
     """Free-form label copied into the record."""
+    resume: bool = False
+    """Skip a job whose directory already holds an ``ok`` metrics.json for the same config;
+    move any other old record aside (``metrics.<status>-<run id>.json``) and run again."""
+    fail_fast: bool = False
+    """Stop the sweep after the first job that is not ``ok`` (that job is recorded first)."""
+    fault: FaultConfig = field(default_factory=FaultConfig)
+    """Test-only fault injection; see :class:`FaultConfig`."""
+
+
+RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault")
+"""Keys that steer a run but do not change what it measures; ``resume`` ignores them
+when it compares a job's config with the config of an existing record. (An ``ok``
+record always ran without a fault: every injected fault fails its run.)"""
 
 
 def register_configs() -> None:
@@ -192,14 +230,15 @@ def register_configs() -> None:
     ConfigStore.instance().store(name="base_config", node=RunConfig)
 
 
-def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
+def _choice(key: str, value: str, allowed: tuple[str, ...], example_key: str | None = None) -> None:
+    """Raise unless ``value`` is in ``allowed``; the fix names the group option (``attention=sdpa``)."""
     if value not in allowed:
-        group = key.removesuffix(".name")
+        example = example_key or key.removesuffix(".name")
         raise ConfigError(
             key,
             value,
             f"must be one of {', '.join(allowed)}",
-            f"pick one of those, e.g. {group}={allowed[0]}",
+            f"pick one of those, e.g. {example}={allowed[0]}",
         )
 
 
@@ -246,13 +285,62 @@ def resolve_nproc(nproc_per_node: str, device: str, backend: str = "ddp") -> int
 def validate(cfg: RunConfig) -> RunConfig:
     """Check every value and combination before any worker starts.
 
-    Returns a copy with ``device`` resolved to ``cuda``/``cpu`` and
-    ``nproc_per_node`` resolved to an integer string.
+    Returns a copy with ``device`` resolved to ``cuda``/``cpu``, ``nproc_per_node``
+    resolved to an integer string and the DeepSpeed sizes made ``int``.
 
     Raises:
         ConfigError: naming the key, the value and the fix.
     """
-    m = cfg.model
+    _reject_unknown_keys(cfg)
+    _validate_model(cfg.model)
+    _choice("attention.name", cfg.attention.name, ATTENTION_TYPES)
+    _choice("backend.name", cfg.backend.name, BACKENDS)
+    _choice("precision.name", cfg.precision.name, PRECISIONS)
+    _choice("batch.name", cfg.batch.name, BATCH_KINDS)
+    _choice("device", cfg.device, DEVICES, example_key="device")
+    if cfg.backend.zero_stage not in (1, 2, 3):
+        raise ConfigError(
+            "backend.zero_stage",
+            cfg.backend.zero_stage,
+            "DeepSpeed ZeRO has stages 1, 2 and 3",
+            "set backend.zero_stage=1, 2 or 3",
+        )
+    backend = _whole_deepspeed_sizes(cfg.backend)
+    _validate_sizes(cfg)
+    _validate_optim(cfg.optim)
+    device = resolve_device(cfg.device)
+    nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name)
+    _validate_placement(cfg, device, nproc)
+    attention = _validate_attention(cfg, device)
+    _validate_fault(cfg.fault, nproc * cfg.nnodes)
+    return dataclasses.replace(
+        cfg, device=device, nproc_per_node=str(nproc), backend=backend, attention=attention
+    )
+
+
+def _reject_unknown_keys(node: object, prefix: str = "") -> None:
+    """Refuse attributes that are not schema fields.
+
+    Hydra's ``+key=value`` and ``++key=value`` add keys past the schema's struct
+    check, and ``OmegaConf.to_object`` then sets them as plain attributes: a typo
+    such as ``+model.n_layers=3`` would be ignored in silence, and a
+    ``+model._target_=...`` would ride along. Both stop here; nothing in flopsweep
+    instantiates config values.
+    """
+    names = [f.name for f in dataclasses.fields(node)]
+    for key, value in vars(node).items():
+        if key not in names:
+            raise ConfigError(
+                f"{prefix}{key}",
+                value,
+                "is not a key of the config schema (a '+' override adds keys without checking them)",
+                f"remove it; the keys here are {', '.join(names)}",
+            )
+        if dataclasses.is_dataclass(value):
+            _reject_unknown_keys(value, f"{prefix}{key}.")
+
+
+def _validate_model(m: ModelConfig) -> None:
     for key in ("n_layer", "n_embd", "n_head", "seq_len", "vocab_size"):
         _positive(f"model.{key}", getattr(m, key), f"set model.{key} to a positive integer")
     if m.n_embd % m.n_head:
@@ -262,29 +350,37 @@ def validate(cfg: RunConfig) -> RunConfig:
             f"is not divisible by model.n_head={m.n_head}",
             f"choose n_head that divides n_embd, e.g. model.n_head={math.gcd(m.n_embd, 16) or 1}",
         )
-    _choice("attention.name", cfg.attention.name, ATTENTION_TYPES)
-    _choice("backend.name", cfg.backend.name, BACKENDS)
-    _choice("precision.name", cfg.precision.name, PRECISIONS)
-    _choice("device", cfg.device, DEVICES)
-    if cfg.backend.zero_stage not in (1, 2, 3):
-        raise ConfigError(
-            "backend.zero_stage",
-            cfg.backend.zero_stage,
-            "DeepSpeed ZeRO has stages 1, 2 and 3",
-            "set backend.zero_stage=1, 2 or 3",
-        )
-    _validate_sizes(cfg)
-    device = resolve_device(cfg.device)
-    nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name)
-    _validate_placement(cfg, device, nproc)
-    attention = _validate_attention(cfg, device)
-    return dataclasses.replace(cfg, device=device, nproc_per_node=str(nproc), attention=attention)
+
+
+def _whole_deepspeed_sizes(backend: BackendConfig) -> BackendConfig:
+    """The DeepSpeed sizes as ``int`` (``5e8`` -> 500000000); a fraction or a negative is an error."""
+    sizes = {}
+    for key in ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold"):
+        value = getattr(backend, key)
+        if value is None:
+            continue
+        if not (math.isfinite(value) and value == int(value)):
+            whole = f"={int(value)}" if math.isfinite(value) else " to a whole number"
+            raise ConfigError(
+                f"backend.{key}",
+                value,
+                "DeepSpeed needs a whole number of elements",
+                f"set backend.{key}{whole}, or null for the default",
+            )
+        if value < 0:
+            raise ConfigError(
+                f"backend.{key}",
+                value,
+                "must be >= 0 elements",
+                f"set backend.{key}=null for the default or a positive integer",
+            )
+        sizes[key] = int(value)
+    return dataclasses.replace(backend, **sizes)
 
 
 def _validate_sizes(cfg: RunConfig) -> None:
     _positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
     _positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
-    _choice("batch.name", cfg.batch.name, ("fixed", "auto"))
     if cfg.batch.max_micro_batch_size < cfg.batch.micro_batch_size:
         raise ConfigError(
             "batch.max_micro_batch_size",
@@ -293,32 +389,70 @@ def _validate_sizes(cfg: RunConfig) -> None:
             "raise batch.max_micro_batch_size or lower batch.micro_batch_size",
         )
     _positive("steps.measure", cfg.steps.measure, "set steps.measure>=1")
-    _positive("nnodes", cfg.nnodes, "set nnodes>=1")
+    _positive("nnodes", cfg.nnodes, "set nnodes=1")
     if cfg.steps.warmup < 0:
         raise ConfigError("steps.warmup", cfg.steps.warmup, "must be >= 0", "set steps.warmup=0 or more")
-    if not cfg.timeout_s > 0:
-        raise ConfigError("timeout_s", cfg.timeout_s, "must be > 0 seconds", "set e.g. timeout_s=1800")
-    o = cfg.optim
-    if not (o.lr > 0 and 0 <= o.beta1 < 1 and 0 <= o.beta2 < 1 and o.eps > 0 and o.grad_clip > 0):
+    if not (cfg.timeout_s > 0 and math.isfinite(cfg.timeout_s)):
         raise ConfigError(
-            "optim",
-            dataclasses.asdict(o),
-            "needs lr>0, 0<=betas<1, eps>0, grad_clip>0",
-            "correct the optim.* value that breaks this",
+            "timeout_s", cfg.timeout_s, "must be a finite number of seconds > 0", "set e.g. timeout_s=1800"
         )
-    for key in ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold"):
-        value = getattr(cfg.backend, key)
-        if value is not None and value < 0:
+    if not 0 <= cfg.seed < MAX_SEED:
+        raise ConfigError(
+            "seed", cfg.seed, "must be in [0, 2**32) (it seeds torch generators)", "set e.g. seed=0"
+        )
+
+
+def _validate_optim(o: OptimConfig) -> None:
+    """AdamW settings: finite, with lr, eps and grad_clip > 0, betas in [0, 1), weight decay >= 0."""
+    checks = {
+        "lr": o.lr > 0,
+        "eps": o.eps > 0,
+        "grad_clip": o.grad_clip > 0,
+        "beta1": 0 <= o.beta1 < 1,
+        "beta2": 0 <= o.beta2 < 1,
+        "weight_decay": o.weight_decay >= 0,
+    }
+    examples = {
+        "lr": "1e-4",
+        "eps": "1e-8",
+        "grad_clip": "1.0",
+        "beta1": "0.9",
+        "beta2": "0.95",
+        "weight_decay": "0.1",
+    }
+    for key, ok in checks.items():
+        value = getattr(o, key)
+        if not (ok and math.isfinite(value)):
             raise ConfigError(
-                f"backend.{key}",
+                f"optim.{key}",
                 value,
-                "must be >= 0 elements",
-                f"set backend.{key}=null for the default or a positive integer",
+                "is out of range for AdamW (lr, eps, grad_clip > 0; betas in [0, 1); "
+                "weight_decay >= 0; all finite)",
+                f"set e.g. optim.{key}={examples[key]}",
             )
+
+
+def _validate_fault(fault: FaultConfig, world: int) -> None:
+    _choice("fault.kind", fault.kind, FAULT_KINDS, example_key="fault.kind")
+    _choice("fault.phase", fault.phase, FAULT_PHASES, example_key="fault.phase")
+    if fault.kind != "none" and not 0 <= fault.rank < world:
+        raise ConfigError(
+            "fault.rank",
+            fault.rank,
+            f"is not a rank of this run (world size {world})",
+            f"set fault.rank to 0..{world - 1}",
+        )
 
 
 def _validate_placement(cfg: RunConfig, device: str, nproc: int) -> None:
     world = nproc * cfg.nnodes
+    if cfg.nnodes != 1 and not os.environ.get("SLURM_JOB_ID"):
+        raise ConfigError(
+            "nnodes",
+            cfg.nnodes,
+            "a local launch starts every rank on this one node",
+            "set nnodes=1, or run the sweep under Slurm",
+        )
     if cfg.backend.name == "single" and world != 1:
         raise ConfigError(
             "backend",

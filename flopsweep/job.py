@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import logging
+import os
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from flopsweep.autobatch import ProbeFailed, find_micro_batch
-from flopsweep.config import ConfigError, RunConfig, validate
+from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig, validate
 from flopsweep.launch import SCRATCH, Outcome, launch_local
 from flopsweep.metrics import (
     METRICS_FILE,
+    RecordExistsError,
     atomic_write_json,
     build_record,
     compute_metrics,
+    exists_message,
     sanity_problem,
     system_info,
 )
@@ -47,20 +51,26 @@ def _now() -> str:
 def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """Run one sweep point and write its record to ``info.job_dir/metrics.json``.
 
+    With ``cfg.resume``, an ``ok`` record of the same config (ignoring
+    :data:`~flopsweep.config.RUN_CONTROL_KEYS`) already in the job directory means
+    the job is skipped; any other record there is moved aside first (see
+    :func:`set_aside`), so that nothing is lost.
+
     Returns:
-        The record (schema v1). Its ``status`` is ``invalid`` when validation failed
+        The record (schema v1): the one written, or the existing one when the job
+        was skipped. Its ``status`` is ``invalid`` when validation failed
         (``error.phase == "config"``, no worker started).
 
     Raises:
         RecordExistsError: when the job directory already holds a ``metrics.json``
-            (checked before any worker starts).
+            and ``cfg.resume`` is false (checked before any worker starts).
         KeyboardInterrupt: after recording the interrupted run as an error.
     """
     job_dir = Path(info.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     path = job_dir / METRICS_FILE
-    if path.exists():
-        atomic_write_json(path, {}, overwrite=False)  # raises with the path in the message
+    if path.exists() and not cfg.resume:
+        raise RecordExistsError(exists_message(path))
     run = {
         "id": uuid.uuid4().hex,
         "started_at": _now(),
@@ -78,11 +88,26 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             "rank": None,
             "traceback": None,
         }
+        set_aside(path)
         return _finish(path, cfg, run, "invalid", error, None, world_size=None)
+    done = ok_record(path, cfg)
+    if done is not None:
+        log.info(
+            "skipped (resume=true): %s already holds an ok record of this config (run %s)",
+            path,
+            done["run"]["id"],
+        )
+        return done
+    set_aside(path)
+    return _launch(path, cfg, run, info)
+
+
+def _launch(path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo) -> dict[str, Any]:
+    """Start the ranks of a validated config and record what happened."""
     world = int(cfg.nproc_per_node) * cfg.nnodes
     log.info("launching %d rank(s) on %s: %s", world, cfg.device, " ".join(info.overrides) or "defaults")
     try:
-        outcome, cfg = launch_run(cfg, job_dir, run)
+        outcome, cfg = launch_run(cfg, path.parent, run)
     except KeyboardInterrupt:
         error = {
             "type": "KeyboardInterrupt",
@@ -131,6 +156,48 @@ def launch_run(cfg: RunConfig, job_dir: Path, run: dict[str, Any]) -> tuple[Outc
     cfg = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=size))
     log.info("batch=auto: measuring at micro batch %d", size)
     return launch_local(cfg, job_dir), cfg
+
+
+def comparable_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A record's ``config`` without the keys that do not change what a run measures."""
+    return {key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS}
+
+
+def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
+    """The record at ``path`` when it is ``ok`` and was made with the same (validated)
+    config as ``cfg``, else None (also when it is missing or unreadable)."""
+    try:
+        record = json.loads(Path(path).read_text())
+        same = comparable_config(record["config"]) == comparable_config(json.loads(json.dumps(asdict(cfg))))
+        return record if record["status"] == "ok" and same else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def set_aside(path: Path) -> Path | None:
+    """Rename an existing record to ``metrics.<status>-<run id>.json`` and the job's
+    ``traceback_rank<N>.txt`` files to ``traceback_rank<N>.<status>-<run id>.txt``.
+
+    The analysis reads only files named ``metrics.json``, so a record set aside
+    leaves the tables but stays on disk. Returns the new path, or None when there
+    was no record. An unreadable record is set aside as ``metrics.unreadable-<hex>.json``.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        label = f"{record['status']}-{record['run']['id']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        label = f"unreadable-{uuid.uuid4().hex[:12]}"
+    aside = path.with_name(f"metrics.{label}.json")
+    if aside.exists():
+        raise RecordExistsError(exists_message(aside))
+    os.rename(path, aside)
+    for tb in sorted(path.parent.glob("traceback_rank*.txt")):
+        tb.rename(tb.with_name(f"{tb.stem}.{label}.txt"))
+    log.warning("moved the previous record aside: %s", aside)
+    return aside
 
 
 def record_outcome(

@@ -2,14 +2,18 @@
 
 Locally, ``torch.multiprocessing.start_processes`` (spawn) starts
 ``nproc_per_node`` workers, even for one rank, so that no CUDA, NCCL or allocator
-state leaks from one sweep job into the next. When a rank fails, the spawn
-context stops the others; when the job outlives ``timeout_s``, every worker is
-killed. Either way the outcome names the rank and the phase.
+state leaks from one sweep job into the next. This process watches them: as soon
+as one rank exits non-zero, dies by a signal or writes an error file, or the job
+outlives ``timeout_s``, every worker (and anything it started) is stopped. The
+outcome names the cause, its rank and its phase.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing.connection
+import signal
 import socket
 import time
 from dataclasses import dataclass
@@ -46,9 +50,12 @@ def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
         cfg: a validated config (``device`` and ``nproc_per_node`` resolved).
         job_dir: the Hydra job directory; tracebacks land here, the scratch files
             in ``job_dir/.flopsweep``.
+
+    Returns:
+        The :class:`Outcome`; no worker process is left running when it returns,
+        also when this raises (KeyboardInterrupt).
     """
     import torch.multiprocessing as mp
-    from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
 
     nproc = int(cfg.nproc_per_node)
     scratch = prepare_scratch(job_dir)
@@ -62,25 +69,36 @@ def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
         world_size=nproc,
     )
     context = mp.start_processes(spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn")
-    deadline = time.monotonic() + cfg.timeout_s
-    failure: str | None = None
     try:
-        while not context.join(timeout=0.5, grace_period=5.0):
-            if time.monotonic() > deadline:
-                failure = f"timeout: no result within timeout_s={cfg.timeout_s:g} s; all workers were stopped"
-                break
-    except ProcessExitedException as exc:
-        failure = f"rank {exc.error_index} " + (
-            f"was killed by {exc.signal_name}" if exc.signal_name else f"exited with code {exc.exit_code}"
-        )
-    except ProcessRaisedException as exc:
-        failure = f"rank {exc.error_index} raised: {str(exc).strip().splitlines()[-1]}"
+        ended, timed_out = supervise(context.processes, scratch, cfg.timeout_s)
     finally:
         stop_all(context.processes)
-    return collect(scratch, failure, nproc)
+    return collect(scratch, ended, nproc, timeout_s=cfg.timeout_s if timed_out else None)
+
+
+def supervise(
+    processes: list[Any], scratch: Path, timeout_s: float, poll_s: float = 0.2
+) -> tuple[dict[int, int], bool]:
+    """Wait until every rank exits 0, or one exits non-zero or writes an error file,
+    or ``timeout_s`` seconds pass.
+
+    Returns:
+        (exit code by rank of the ranks that had ended on their own by then; a
+        negative code is the signal that killed the rank), and True when the
+        time ran out.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ended = {rank: p.exitcode for rank, p in enumerate(processes) if p.exitcode is not None}
+        if len(ended) == len(processes) or any(ended.values()) or any(scratch.glob("rank*_error.json")):
+            return ended, False
+        if time.monotonic() >= deadline:
+            return ended, True
+        multiprocessing.connection.wait([p.sentinel for p in processes if p.exitcode is None], timeout=poll_s)
 
 
 def prepare_scratch(job_dir: Path) -> Path:
+    """An empty ``job_dir/.flopsweep`` for the ranks' phase, error and result files."""
     scratch = Path(job_dir) / SCRATCH
     scratch.mkdir(parents=True, exist_ok=True)
     for stale in scratch.iterdir():
@@ -89,54 +107,101 @@ def prepare_scratch(job_dir: Path) -> Path:
 
 
 def stop_all(processes: list[Any], grace_s: float = 5.0) -> None:
-    """SIGTERM every live worker, then SIGKILL what is left after ``grace_s``."""
+    """SIGTERM every live worker and every process it started, SIGKILL what is left
+    after ``grace_s`` seconds, and reap the workers."""
+    import psutil
+
+    tree = []
     for p in processes:
-        if p.is_alive():
-            p.terminate()
-    end = time.monotonic() + grace_s
+        if p.exitcode is None:
+            try:
+                root = psutil.Process(p.pid)
+                tree += [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                pass
+    for proc in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(tree, timeout=grace_s)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
     for p in processes:
-        p.join(max(0.0, end - time.monotonic()))
-        if p.is_alive():
-            p.kill()
-            p.join()
+        p.join(grace_s)
 
 
-def collect(scratch: Path, failure: str | None, nproc: int) -> Outcome:
-    """Turn the scratch files into an :class:`Outcome`.
+def collect(scratch: Path, ended: dict[int, int], nproc: int, timeout_s: float | None = None) -> Outcome:
+    """Turn the scratch files and exit codes into an :class:`Outcome`.
 
-    The earliest error a rank wrote is the cause (an OOM wins a tie): when rank 1
-    runs out of memory, rank 0 then fails in a collective, and the record must
-    name the OOM on rank 1. A rank that raised ``KernelUnavailable`` (the attention
-    kernel cannot run here) makes the run ``invalid``.
+    The cause, in this order: the timeout (``timeout_s`` not None: nothing had
+    failed when the time ran out), an OOM on any rank (the earliest; a rank's OOM
+    makes its peers fail in their collectives, never the reverse), a rank killed
+    by a signal before the launcher stopped anything, the earliest error a rank
+    wrote, a non-zero exit code. So when rank 1 runs out of memory and rank 0 then
+    fails in a collective or is stopped, the record names the OOM on rank 1. A rank
+    that raised ``KernelUnavailable`` (the attention kernel cannot run here) makes
+    the run ``invalid``.
+
+    Args:
+        ended: exit code by rank of the ranks that ended on their own (see :func:`supervise`).
+        timeout_s: the job's time limit when it ran out, else None.
     """
+    if timeout_s is not None:
+        message = f"timeout: no result within timeout_s={timeout_s:g} s; all {nproc} workers were stopped"
+        return _error("Timeout", message, *_last_phase(scratch, nproc))
     errors = [json.loads(p.read_text()) for p in sorted(scratch.glob("rank*_error.json"))]
-    if errors:
-        first = min(errors, key=lambda e: (e["time"], not e["oom"]))
+    ooms = [e for e in errors if e["oom"]]
+    killed = sorted(rank for rank, code in ended.items() if code < 0)
+    if ooms or (errors and not killed):
+        first = min(ooms or errors, key=lambda e: e["time"])
         status = "oom" if first.pop("oom") else "invalid" if first["type"] in INVALID_ERRORS else "error"
         first.pop("time")
         return Outcome(status, error=first)
+    if killed:
+        return _killed(scratch, killed[0], -ended[killed[0]])
     result = scratch / "rank_result.json"
-    if failure is None and result.exists():
+    if len(ended) == nproc and not any(ended.values()) and result.exists():
         return Outcome("ok", ranks=json.loads(result.read_text())["ranks"])
-    phase, rank = _last_phase(scratch, nproc)
-    kind = "Timeout" if failure and failure.startswith("timeout") else "WorkerDied"
-    message = failure or "the workers exited without a result"
-    if "SIGKILL" in message:
+    failed = sorted(rank for rank, code in ended.items() if code)
+    if failed:
+        return _error(
+            "WorkerDied",
+            f"rank {failed[0]} exited with code {ended[failed[0]]} and left no error",
+            _phase_of(scratch, failed[0]),
+            failed[0],
+        )
+    return _error("WorkerDied", "the workers exited without a result", *_last_phase(scratch, nproc))
+
+
+def _killed(scratch: Path, rank: int, signum: int) -> Outcome:
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    message = f"rank {rank} was killed by {name}"
+    if name == "SIGKILL":
         message += " (often the kernel's OOM killer: check host memory)"
+    return _error("WorkerKilled", message, _phase_of(scratch, rank), rank)
+
+
+def _error(kind: str, message: str, phase: str, rank: int | None) -> Outcome:
     return Outcome(
         "error", error={"type": kind, "message": message, "phase": phase, "rank": rank, "traceback": None}
     )
 
 
+def _phase_of(scratch: Path, rank: int) -> str:
+    """The phase that ``rank`` last entered, or ``launch`` when it never started."""
+    path = scratch / f"rank{rank}_phase.txt"
+    return path.read_text().strip() if path.exists() else "launch"
+
+
 def _last_phase(scratch: Path, nproc: int) -> tuple[str, int | None]:
-    """The least advanced phase over the ranks, and its rank (``launch`` if none started)."""
-    order = ["init", "warmup", "measure"]
-    seen = []
-    for rank in range(nproc):
-        path = scratch / f"rank{rank}_phase.txt"
-        if path.exists():
-            seen.append((order.index(path.read_text().strip()), rank))
-    if not seen:
-        return "launch", None
-    index, rank = min(seen)
-    return order[index], rank
+    """The least advanced phase over the ranks (``launch`` if none started), and its rank
+    when exactly one rank is that far behind, else None."""
+    order = ["launch", "init", "warmup", "measure"]
+    phases = [order.index(_phase_of(scratch, rank)) for rank in range(nproc)]
+    least = min(phases)
+    behind = [rank for rank, index in enumerate(phases) if index == least]
+    return order[least], behind[0] if len(behind) == 1 else None

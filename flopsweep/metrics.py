@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import platform
+import secrets
 import socket
 import statistics
 import subprocess
@@ -51,29 +53,65 @@ class RecordExistsError(FileExistsError):
 
 
 def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = True) -> None:
-    """Write JSON to a temporary file in the same directory, fsync it, then rename.
+    """Write JSON to a temporary file in the same directory, fsync it, then move it into place.
 
-    A reader sees the whole file or none. With ``overwrite=False`` an existing
-    file is refused.
+    A reader sees the whole file or none, also when the writer is killed mid-way
+    (at worst a hidden ``.NAME.PID.HEX.tmp`` file is left behind). With
+    ``overwrite=False`` the file is hard-linked into place, which fails atomically
+    when ``path`` exists, so two writers can never replace each other's record.
 
     Raises:
         RecordExistsError: when ``overwrite`` is false and ``path`` exists.
     """
     path = Path(path)
     if not overwrite and path.exists():
-        raise RecordExistsError(
-            f"{path} already exists; refusing to overwrite a run record. "
-            "Use a new output directory (hydra.run.dir / hydra.sweep.dir)."
-        )
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh, indent=2, allow_nan=False)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if not overwrite and path.exists():  # lost a race with another writer
-        tmp.unlink()
-        raise RecordExistsError(f"{path} appeared while writing; refusing to overwrite it.")
-    os.replace(tmp, path)
+        raise RecordExistsError(exists_message(path))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "w") as fh:
+            json.dump(payload, fh, indent=2, allow_nan=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _link_no_clobber(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+def exists_message(path: Path) -> str:
+    """The refusal to overwrite ``path``, naming it and the two ways out."""
+    return (
+        f"{path} already exists; refusing to overwrite a run record. Use a new output directory "
+        "(hydra.run.dir / hydra.sweep.dir), or resume=true to keep ok records and re-run the rest."
+    )
+
+
+def _link_no_clobber(tmp: Path, path: Path) -> None:
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise RecordExistsError(exists_message(path)) from None
+    except OSError:  # a file system without hard links: check, then rename (a small race)
+        if path.exists():
+            raise RecordExistsError(exists_message(path)) from None
+        os.replace(tmp, path)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename durable (best effort: not every platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def null_metrics() -> dict[str, Any]:
@@ -178,24 +216,24 @@ def _effective_tflops(cfg: RunConfig, global_batch: int, iteration_time_s: float
 
 
 def sanity_problem(cfg: RunConfig, metrics: dict[str, Any]) -> str | None:
-    """Why measured figures cannot be real, or None. Such a run gets status ``invalid``."""
+    """Why measured figures cannot be real, or None. Such a run gets status ``invalid``.
+
+    Checks: as many measured steps as ``steps.measure``; every step time finite and
+    > 0; hardware TFLOPs per device not above the device's dense peak (hfu <= 1),
+    which is also the bound on how fast a step's FLOPs can run. A diverged loss is
+    a finding, not a timing error, and is not checked.
+    """
     times = metrics["iteration_time_s"]["values"]
     if len(times) < cfg.steps.measure:
         return f"measured {len(times)} steps but steps.measure={cfg.steps.measure}"
-    if min(times) <= 0:
-        return f"a measured step took {min(times)} s"
+    if not all(math.isfinite(t) and t > 0 for t in times):
+        return f"a measured step time is not a positive number of seconds: {times}"
     if metrics["hfu"] is not None and metrics["hfu"] > 1.0:
         return (
             f"{metrics['tflops_per_device']:.1f} TFLOPs per device exceeds the device peak "
             f"{metrics['peak_tflops']} ({metrics['peak_tflops_source']}): the timing cannot be real"
         )
-    if not all(map(_finite, (metrics["loss_first"], metrics["loss_last"]))):
-        return None  # a diverged loss is a finding, not a timing error
     return None
-
-
-def _finite(x: float) -> bool:
-    return x == x and abs(x) != float("inf")
 
 
 def model_info(cfg: RunConfig) -> dict[str, Any]:
@@ -252,6 +290,18 @@ def system_info(device: str, world_size: int, device_name: str | None = None) ->
     }
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as strings (``"nan"``, ``"inf"``): JSON has no such
+    numbers, and the config of an ``invalid`` record may hold one (``timeout_s=inf``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: json_safe(v) for key, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def build_record(
     *,
     cfg: RunConfig,
@@ -268,7 +318,7 @@ def build_record(
         "status": status,
         "error": error,
         "run": run,
-        "config": dataclasses.asdict(cfg),
+        "config": json_safe(dataclasses.asdict(cfg)),
         "model": model_info(cfg),
         "system": system,
         "metrics": metrics if metrics is not None and status == "ok" else null_metrics(),

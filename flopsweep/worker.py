@@ -12,7 +12,9 @@ import datetime
 import logging
 import os
 import resource
+import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -20,8 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopsweep.config import RunConfig
+from flopsweep.config import FaultConfig, RunConfig
 from flopsweep.metrics import atomic_write_json
+
+COLLECTIVE_GRACE_S = 60.0
+"""Seconds the process group's collective timeout adds to the job's ``timeout_s``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,30 +60,68 @@ def spawned_main(local_rank: int, spec: RankSpec) -> None:
 def run_rank(spec: RankSpec, *, rank: int, local_rank: int) -> None:
     """Run one rank; the rendezvous comes from ``MASTER_ADDR``/``MASTER_PORT`` in the environment.
 
+    A failure is written to ``rank{N}_error.json`` before the process group is
+    destroyed: the peers fail in their collectives only after that, so the error
+    file of the rank that failed first carries the earliest time.
+
     Raises:
         SystemExit(1): after writing this rank's error file, on any failure.
     """
-    phase = Phase(Path(spec.scratch_dir) / f"rank{rank}_phase.txt")
+    phase = Phase(Path(spec.scratch_dir) / f"rank{rank}_phase.txt", fault=spec.cfg.fault, rank=rank)
     try:
+        phase.enter("init")
         _run(spec, rank, local_rank, phase)
     except BaseException as exc:  # noqa: BLE001 - every outcome must be recorded
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             raise
         _write_error(spec, rank, phase.name, exc)
         sys.exit(1)
+    finally:
+        _destroy_process_group()
+
+
+class InjectedFault(RuntimeError):
+    """The error that ``fault.kind=raise`` raises (test-only)."""
 
 
 class Phase:
     """The rank's current phase, mirrored to a file so that the job can name the phase
-    of a rank that was killed or timed out."""
+    of a rank that was killed or timed out. Entering a phase first injects the
+    configured test fault when it is this rank's and this phase's."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.enter("init")
+    def __init__(self, path: Path, *, fault: FaultConfig, rank: int) -> None:
+        self.path, self.fault, self.rank = path, fault, rank
+        self.name = "init"
 
     def enter(self, name: str) -> None:
         self.name = name
         self.path.write_text(name)
+        if self.fault.kind != "none" and self.fault.phase == name and self.fault.rank == self.rank:
+            inject_fault(self.fault.kind, f"injected fault: {self.fault.kind} on rank {self.rank} in {name}")
+
+
+def inject_fault(kind: str, message: str) -> None:
+    """Fail as ``kind`` says: ``oom`` raises ``torch.OutOfMemoryError`` (allocating past the
+    memory of a CPU host is not safe), ``raise`` raises :class:`InjectedFault`, ``kill``
+    sends SIGKILL to this process, ``hang`` blocks until the launcher stops the rank."""
+    if kind == "oom":
+        import torch
+
+        raise torch.OutOfMemoryError(message)
+    if kind == "raise":
+        raise InjectedFault(message)
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "hang":
+        print(f"[flopsweep] {message}: blocking until stopped", file=sys.stderr, flush=True)
+        threading.Event().wait()
+
+
+def _destroy_process_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
@@ -99,38 +142,36 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     else:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.nproc_per_node))
         device = torch.device("cpu")
+    # The collective timeout outlasts the job's: the launcher's timeout_s must fire
+    # first and stop every rank, rather than one rank's watchdog aborting it alone.
     dist.init_process_group(
         "nccl" if device.type == "cuda" else "gloo",
         rank=rank,
         world_size=spec.world_size,
         device_id=device if device.type == "cuda" else None,
-        timeout=datetime.timedelta(seconds=cfg.timeout_s),
+        timeout=datetime.timedelta(seconds=cfg.timeout_s + COLLECTIVE_GRACE_S),
     )
-    try:
-        _check_distinct_devices(device, dist)
-        check_kernel(
-            cfg.attention,
-            head_dim=cfg.model.n_embd // cfg.model.n_head,
-            dtype=DTYPES[cfg.precision.name],
-            device=device,
-        )  # KernelUnavailable: status invalid
-        trainer = build_trainer(cfg, device)
-        batches = make_batches(cfg, rank, device)
-        log = _logger(rank)
-        phase.enter("warmup")
-        losses = [trainer.step(batches) for _ in range(cfg.steps.warmup)]
-        log(f"warm-up done ({cfg.steps.warmup} steps)")
-        phase.enter("measure")
-        step_times, measured = measure(trainer, batches, cfg.steps.measure, device, log)
-        losses += measured
-        result = _rank_figures(rank, device, step_times, losses)
-        gathered: list[Any] = [None] * spec.world_size if rank == 0 else None
-        dist.gather_object(result, gathered, dst=0)
-        if rank == 0:
-            atomic_write_json(Path(spec.scratch_dir) / "rank_result.json", {"ranks": gathered})
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    _check_distinct_devices(device, dist)
+    check_kernel(
+        cfg.attention,
+        head_dim=cfg.model.n_embd // cfg.model.n_head,
+        dtype=DTYPES[cfg.precision.name],
+        device=device,
+    )  # KernelUnavailable: status invalid
+    trainer = build_trainer(cfg, device)
+    batches = make_batches(cfg, rank, device)
+    log = _logger(rank)
+    phase.enter("warmup")
+    losses = [trainer.step(batches) for _ in range(cfg.steps.warmup)]
+    log(f"warm-up done ({cfg.steps.warmup} steps)")
+    phase.enter("measure")
+    step_times, measured = measure(trainer, batches, cfg.steps.measure, device, log)
+    losses += measured
+    result = _rank_figures(rank, device, step_times, losses)
+    gathered: list[Any] = [None] * spec.world_size if rank == 0 else None
+    dist.gather_object(result, gathered, dst=0)
+    if rank == 0:
+        atomic_write_json(Path(spec.scratch_dir) / "rank_result.json", {"ranks": gathered})
 
 
 def _check_distinct_devices(device: Any, dist: Any) -> None:

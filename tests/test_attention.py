@@ -332,11 +332,11 @@ def test_collect_maps_kernel_unavailable_to_invalid(tmp_path: Path):
         "time": 1.0,
     }
     (tmp_path / "rank0_error.json").write_text(json.dumps(error))
-    outcome = collect(tmp_path, "rank 0 exited with code 1", 1)
+    outcome = collect(tmp_path, {0: 1}, 1)
     assert outcome.status == "invalid" and outcome.error["message"] == "attention=xformers cannot run"
     error["type"] = "RuntimeError"
     (tmp_path / "rank0_error.json").write_text(json.dumps(error))
-    assert collect(tmp_path, "rank 0 exited with code 1", 1).status == "error"
+    assert collect(tmp_path, {0: 1}, 1).status == "error"
 
 
 # ---------------------------------------------------------------- metrics

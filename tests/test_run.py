@@ -87,7 +87,8 @@ def cpu_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
         f"hydra.sweep.dir={sweep_dir}",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "flopsweep summary: 5 ok, 0 oom, 0 error, 0 invalid" in proc.stdout
+    errors = [(r["config"]["backend"], r["error"]) for r in records(sweep_dir) if r["status"] != "ok"]
+    assert "flopsweep summary: 5 ok, 0 oom, 0 error, 0 invalid" in proc.stdout, (errors, proc.stdout[-3000:])
     return sweep_dir
 
 

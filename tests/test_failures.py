@@ -1,0 +1,641 @@
+"""Issue 4, sweeps that lose nothing: failures become records, jobs are isolated,
+writes are atomic, sweeps resume, and bad input gets a clear error.
+
+The end-to-end tests run ``python run.py`` in a subprocess with real gloo ranks on
+the CPU and faults injected with the test-only ``fault`` config.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+import dataclasses
+import json
+import pickle
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from flopsweep import config as fconfig
+from flopsweep.config import BackendConfig, ConfigError, FaultConfig, ModelConfig, RunConfig, validate
+from flopsweep.job import ok_record, record_outcome, set_aside
+from flopsweep.launch import Outcome, collect, launch_local
+from flopsweep.metrics import RecordExistsError, atomic_write_json, compute_metrics, sanity_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_PY = str(ROOT / "run.py")
+# Two gloo ranks, the smallest model, the fewest steps: seconds per job on a 2-core CPU.
+TWO_RANKS = [
+    "backend=ddp",
+    "nproc_per_node=2",
+    "device=cpu",
+    "precision=fp32",
+    "steps.warmup=1",
+    "steps.measure=2",
+]
+ONE_RANK = ["device=cpu", "precision=fp32", "steps.warmup=0", "steps.measure=1"]
+
+
+def run_py(*args: str, cwd: Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, RUN_PY, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def record(job_dir: Path) -> dict:
+    return json.loads((job_dir / "metrics.json").read_text())
+
+
+def summary(stdout: str) -> str:
+    return next(line for line in stdout.splitlines() if line.startswith("flopsweep summary: "))
+
+
+# ------------------------------------------------------------- the failure sweep
+
+# (fault, status, error type, phase, rank): jobs 1 and 5 run clean after faults.
+FAULTS = [
+    ("{kind:oom,rank:1,phase:measure}", "oom", "OutOfMemoryError", "measure", 1),
+    ("{kind:none}", "ok", None, None, None),
+    ("{kind:raise,rank:0,phase:warmup}", "error", "InjectedFault", "warmup", 0),
+    ("{kind:kill,rank:1,phase:warmup}", "error", "WorkerKilled", "warmup", 1),
+    ("{kind:hang,rank:1,phase:measure}", "error", "Timeout", "measure", None),
+    ("{kind:none}", "ok", None, None, None),
+]
+TIMEOUT_S = 20
+
+
+@pytest.fixture(scope="module")
+def failure_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    sweep_dir = tmp_path_factory.mktemp("failures")
+    faults = ",".join(f for f, *_ in FAULTS)
+    proc = run_py(
+        "-m", f"fault={faults}", *TWO_RANKS, f"timeout_s={TIMEOUT_S}", f"hydra.sweep.dir={sweep_dir}"
+    )
+    return sweep_dir, proc
+
+
+@pytest.mark.slow
+def test_failure_sweep_records_every_job(failure_sweep: tuple[Path, subprocess.CompletedProcess]) -> None:
+    sweep_dir, proc = failure_sweep
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary(proc.stdout).startswith("flopsweep summary: 2 ok, 1 oom, 3 error, 0 invalid, 0 skipped")
+    for num, (_, status, kind, phase, rank) in enumerate(FAULTS):
+        r = record(sweep_dir / str(num))
+        assert r["status"] == status, (num, r["error"])
+        if status == "ok":
+            assert r["error"] is None
+            continue
+        assert all(value is None for value in r["metrics"].values())
+        e = r["error"]
+        assert (e["type"], e["phase"], e["rank"]) == (kind, phase, rank), (num, e)
+    errors = [record(sweep_dir / str(num))["error"] for num in range(len(FAULTS))]
+    assert "SIGKILL" in errors[3]["message"]
+    assert f"timeout_s={TIMEOUT_S}" in errors[4]["message"] and "stopped" in errors[4]["message"]
+    for num in (0, 2):  # a Python exception leaves its traceback in the job directory
+        tb = Path(errors[num]["traceback"])
+        assert tb.parent == sweep_dir / str(num) and "injected fault" in tb.read_text()
+    assert not list(sweep_dir.rglob(".flopsweep"))  # scratch files are gone
+
+
+@pytest.mark.slow
+def test_jobs_after_a_fault_measure_as_a_fresh_process(
+    failure_sweep: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
+) -> None:
+    """Isolation: a clean job after OOM, error, kill and hang equals a run in a fresh process."""
+    sweep_dir, _ = failure_sweep
+    proc = run_py(*TWO_RANKS, f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    fresh = record(tmp_path)["metrics"]
+    for num in (1, 5):
+        m = record(sweep_dir / str(num))["metrics"]
+        assert (m["loss_first"], m["loss_last"]) == (fresh["loss_first"], fresh["loss_last"])
+        assert len(m["iteration_time_s"]["values"]) == len(fresh["iteration_time_s"]["values"]) == 2
+
+
+@pytest.mark.slow
+def test_resume_reruns_exactly_the_failed_jobs(
+    failure_sweep: tuple[Path, subprocess.CompletedProcess],
+) -> None:
+    sweep_dir, _ = failure_sweep
+    before = {num: record(sweep_dir / str(num)) for num in range(len(FAULTS))}
+    # Without resume, a second sweep into the same directory overwrites nothing.
+    refused = run_py(
+        "-m", "fault=" + ",".join(["{kind:none}"] * len(FAULTS)), *TWO_RANKS, f"hydra.sweep.dir={sweep_dir}"
+    )
+    assert refused.returncode == 1
+    assert f"{sweep_dir / '0' / 'metrics.json'} already exists" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert {num: record(sweep_dir / str(num)) for num in before} == before
+
+    proc = run_py(
+        "-m",
+        "fault=" + ",".join(["{kind:none}"] * len(FAULTS)),
+        *TWO_RANKS,
+        "resume=true",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary(proc.stdout).startswith("flopsweep summary: 4 ok, 0 oom, 0 error, 0 invalid, 2 skipped")
+    assert proc.stdout.count("launching 2 rank(s)") == 4
+    for num, old in before.items():
+        new = record(sweep_dir / str(num))
+        assert new["status"] == "ok"
+        if old["status"] == "ok":
+            assert new == old  # skipped: the record is untouched
+            continue
+        assert new["run"]["id"] != old["run"]["id"]
+        aside = sweep_dir / str(num) / f"metrics.{old['status']}-{old['run']['id']}.json"
+        assert json.loads(aside.read_text()) == old  # the failed record is kept, under a new name
+
+
+@pytest.mark.slow
+def test_fail_fast_stops_after_the_first_failed_job(tmp_path: Path) -> None:
+    proc = run_py(
+        "-m",
+        "fault.kind=none,raise,none",
+        "fault.phase=warmup",
+        "fail_fast=true",
+        *ONE_RANK,
+        f"hydra.sweep.dir={tmp_path}",
+    )
+    assert proc.returncode == 1
+    assert record(tmp_path / "0")["status"] == "ok"
+    assert record(tmp_path / "1")["status"] == "error"
+    assert not (tmp_path / "2").exists()
+    assert "fail_fast=true stopped the sweep" in proc.stderr and "Traceback" not in proc.stderr
+    assert summary(proc.stdout).startswith("flopsweep summary: 1 ok, 0 oom, 1 error, 0 invalid, 0 skipped")
+
+
+@pytest.mark.slow
+def test_hang_stops_every_worker_and_leaves_no_process(tmp_path: Path) -> None:
+    cfg = validate(
+        RunConfig(
+            device="cpu",
+            nproc_per_node="2",
+            backend=BackendConfig(name="ddp"),
+            timeout_s=6,
+            fault=FaultConfig(kind="hang", rank=1, phase="init"),
+        )
+    )
+    outcome = launch_local(cfg, tmp_path)
+    assert outcome.status == "error"
+    assert outcome.error["type"] == "Timeout" and outcome.error["phase"] == "init"
+    assert "all 2 workers were stopped" in outcome.error["message"]
+    left = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "resource_tracker" not in " ".join(p.cmdline())
+    ]  # multiprocessing's helper stays
+    assert left == [], [p.cmdline() for p in left]
+
+
+# ------------------------------------------------------------- the cause of a failure
+
+
+def _scratch(tmp_path: Path, phases: dict[int, str], errors: dict[int, dict]) -> Path:
+    for rank, phase in phases.items():
+        (tmp_path / f"rank{rank}_phase.txt").write_text(phase)
+    for rank, fields in errors.items():
+        error = {
+            "type": "RuntimeError",
+            "message": "x",
+            "phase": phases[rank],
+            "rank": rank,
+            "traceback": None,
+            "oom": False,
+            "time": 1.0,
+            **fields,
+        }
+        (tmp_path / f"rank{rank}_error.json").write_text(json.dumps(error))
+    return tmp_path
+
+
+def test_oom_on_rank_1_wins_over_the_collective_error_it_caused_on_rank_0(tmp_path: Path) -> None:
+    scratch = _scratch(
+        tmp_path,
+        {0: "measure", 1: "measure"},
+        {
+            0: {"type": "DistBackendError", "time": 1.0},
+            1: {"type": "OutOfMemoryError", "oom": True, "time": 1.5},
+        },
+    )
+    outcome = collect(scratch, {0: 1, 1: 1}, 2)
+    assert outcome.status == "oom" and outcome.error["rank"] == 1 and outcome.error["phase"] == "measure"
+    assert "oom" not in outcome.error and "time" not in outcome.error
+
+
+def test_earliest_error_is_the_cause(tmp_path: Path) -> None:
+    scratch = _scratch(
+        tmp_path,
+        {0: "warmup", 1: "warmup"},
+        {0: {"type": "DistBackendError", "time": 2.0}, 1: {"type": "ValueError", "time": 1.0}},
+    )
+    outcome = collect(scratch, {0: 1, 1: 1}, 2)
+    assert outcome.status == "error" and outcome.error["type"] == "ValueError" and outcome.error["rank"] == 1
+
+
+def test_a_signal_names_the_killed_rank_not_the_peer_that_failed_after(tmp_path: Path) -> None:
+    scratch = _scratch(tmp_path, {0: "measure", 1: "warmup"}, {0: {"type": "DistBackendError"}})
+    outcome = collect(scratch, {0: 1, 1: -signal.SIGKILL}, 2)
+    assert outcome.status == "error" and outcome.error["type"] == "WorkerKilled"
+    assert outcome.error["rank"] == 1 and outcome.error["phase"] == "warmup"
+    assert "SIGKILL" in outcome.error["message"]
+
+
+def test_timeout_and_silent_exits(tmp_path: Path) -> None:
+    scratch = _scratch(tmp_path, {0: "measure", 1: "warmup"}, {})
+    timeout = collect(scratch, {}, 2, timeout_s=7.0)
+    assert timeout.error["type"] == "Timeout" and "timeout_s=7" in timeout.error["message"]
+    assert (timeout.error["phase"], timeout.error["rank"]) == ("warmup", 1)  # the rank that is behind
+    died = collect(scratch, {0: 0, 1: 3}, 2)
+    assert died.error["rank"] == 1 and "exited with code 3" in died.error["message"]
+    no_result = collect(scratch, {0: 0, 1: 0}, 2)
+    assert no_result.status == "error" and "without a result" in no_result.error["message"]
+
+
+# ------------------------------------------------------------- timing sanity
+
+
+def _ranks(step_time_s: float, steps: int) -> list[dict]:
+    return [
+        {
+            "rank": r,
+            "device": "NVIDIA H200",
+            "step_times_s": [step_time_s] * steps,
+            "losses": [10.0] * (steps + 1),
+            "peak_cuda_allocated_bytes": 2**30,
+            "peak_cuda_reserved_bytes": 2**31,
+            "peak_host_rss_bytes": 2**30,
+        }
+        for r in range(2)
+    ]
+
+
+def _h200_cfg(measure: int = 2) -> RunConfig:
+    model = ModelConfig(name="gpt-1.3b", n_layer=24, n_embd=2048, n_head=16, seq_len=2048, vocab_size=50304)
+    return RunConfig(
+        model=model,
+        device="cuda",
+        nproc_per_node="2",
+        backend=BackendConfig(name="fsdp"),
+        steps=fconfig.StepsConfig(warmup=1, measure=measure),
+    )
+
+
+def _outcome_record(tmp_path: Path, cfg: RunConfig, ranks: list[dict]) -> dict:
+    run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": None}
+    return record_outcome(tmp_path / "metrics.json", cfg, run, Outcome("ok", ranks=ranks), 2)
+
+
+def test_plausible_h200_step_is_ok(tmp_path: Path) -> None:
+    # 0.15 s per step of gpt-1.3b, micro batch 4 on 2 ranks: 1.46e14 FLOPs, about 487 TFLOPs per
+    # device, under the 989.4 peak.
+    r = _outcome_record(tmp_path, _h200_cfg(), _ranks(0.15, 2))
+    assert r["status"] == "ok" and r["metrics"]["tflops_per_device"] == pytest.approx(487, rel=0.01)
+
+
+def test_step_faster_than_the_peak_allows_is_invalid(tmp_path: Path) -> None:
+    cfg = _h200_cfg()
+    assert sanity_problem(cfg, compute_metrics(cfg, _ranks(0.01, 2))) is not None
+    r = _outcome_record(tmp_path, cfg, _ranks(0.01, 2))
+    assert r["status"] == "invalid" and r["error"]["type"] == "TimingSanity"
+    assert "exceeds the device peak" in r["error"]["message"]
+    assert all(value is None for value in r["metrics"].values())
+
+
+def test_fewer_steps_than_asked_is_invalid(tmp_path: Path) -> None:
+    r = _outcome_record(tmp_path, _h200_cfg(measure=5), _ranks(0.15, 3))
+    assert r["status"] == "invalid" and "measured 3 steps but steps.measure=5" in r["error"]["message"]
+    assert r["metrics"]["tflops_per_device"] is None
+
+
+# ------------------------------------------------------------- atomic, unique, never overwritten
+
+WRITER = """
+import sys
+from flopsweep.metrics import atomic_write_json
+payload = {"values": list(range(300_000)), "n": 0}
+print("ready", flush=True)
+while True:
+    atomic_write_json(sys.argv[1], payload, overwrite=sys.argv[2] == "1")
+    payload["n"] += 1
+"""
+
+
+def test_killed_writer_leaves_a_whole_record_or_none(tmp_path: Path) -> None:
+    """SIGKILL the writer of a 3 MB record at random moments: metrics.json is whole or absent."""
+    rng = random.Random(4)
+    seen_whole = mid_write = 0
+    for i in range(12):
+        job_dir = tmp_path / str(i)
+        job_dir.mkdir()
+        path = job_dir / "metrics.json"
+        overwrite = "1" if i % 2 else "0"  # odd: rewrites in a loop; even: one refusing write
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), overwrite],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.0, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        mid_write += any(job_dir.glob(".metrics.json.*.tmp"))
+        if path.exists():
+            data = json.loads(path.read_text())
+            assert data["values"] == list(range(300_000))
+            seen_whole += 1
+    assert seen_whole and mid_write  # both cases happened: the test is not vacuous
+
+
+def test_refuses_to_overwrite_and_names_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.json"
+    atomic_write_json(path, {"status": "ok"}, overwrite=False)
+    with pytest.raises(RecordExistsError, match=str(path)):
+        atomic_write_json(path, {"status": "error"}, overwrite=False)
+    assert json.loads(path.read_text()) == {"status": "ok"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]  # no temporary file left
+
+
+def test_set_aside_keeps_the_old_record_and_its_tracebacks(tmp_path: Path) -> None:
+    old = {"status": "oom", "run": {"id": "abc"}, "config": {}}
+    (tmp_path / "metrics.json").write_text(json.dumps(old))
+    (tmp_path / "traceback_rank1.txt").write_text("tb")
+    aside = set_aside(tmp_path / "metrics.json")
+    assert aside == tmp_path / "metrics.oom-abc.json" and json.loads(aside.read_text()) == old
+    assert (tmp_path / "traceback_rank1.oom-abc.txt").read_text() == "tb"
+    assert not (tmp_path / "metrics.json").exists() and set_aside(tmp_path / "metrics.json") is None
+
+
+def test_ok_record_matches_config_but_not_run_control_keys(tmp_path: Path) -> None:
+    cfg = validate(RunConfig(device="cpu"))
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps({"status": "ok", "run": {"id": "a"}, "config": dataclasses.asdict(cfg)}))
+    again = dataclasses.replace(cfg, resume=True, timeout_s=5.0, fault=FaultConfig(kind="none", rank=3))
+    assert ok_record(path, again) is not None
+    assert ok_record(path, dataclasses.replace(cfg, seed=1)) is None
+    path.write_text("{not json")
+    assert ok_record(path, cfg) is None
+
+
+@pytest.mark.slow
+def test_two_sweeps_started_together_get_two_directories(tmp_path: Path) -> None:
+    """Default settings (no hydra.sweep.dir): the per-process uid keeps the sweeps apart."""
+    cmd = [sys.executable, RUN_PY, "-m", "seed=0,1", "model.n_layer=1", *ONE_RANK]
+    procs = [
+        subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    sweeps = sorted(tmp_path.glob("multirun/*/*"))
+    assert len(sweeps) == 2
+    records = [json.loads(p.read_text()) for s in sweeps for p in sorted(s.rglob("metrics.json"))]
+    assert len(records) == 4 and {r["status"] for r in records} == {"ok"}
+    assert len({r["run"]["id"] for r in records}) == 4
+    assert sorted(r["config"]["seed"] for r in records) == [0, 0, 1, 1]
+
+
+# ------------------------------------------------------------- overrides verbatim, untrusted input
+
+
+@pytest.mark.slow
+def test_override_with_a_comma_stays_one_value(tmp_path: Path) -> None:
+    proc = run_py("-m", 'tag="a,b"', *ONE_RANK, f"hydra.sweep.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = record(tmp_path / "0")
+    assert r["config"]["tag"] == "a,b"
+    applied = yaml.safe_load((tmp_path / "0" / ".hydra" / "overrides.yaml").read_text())
+    assert r["run"]["overrides"] == applied
+    assert len([o for o in applied if o.startswith("tag=")]) == 1
+
+
+@pytest.mark.slow
+def test_a_failed_run_writes_only_inside_its_directory(tmp_path: Path) -> None:
+    proc = run_py("hydra.run.dir=out/run", "fault.kind=raise", "fault.phase=measure", *ONE_RANK, cwd=tmp_path)
+    assert proc.returncode == 1 and "flopsweep: error: injected fault" in proc.stderr
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written and all(name.startswith("out/run/") for name in written), written
+    assert "out/run/traceback_rank0.txt" in written and "out/run/metrics.json" in written
+
+
+def test_loading_results_never_unpickles(tmp_path: Path) -> None:
+    from analysis import load
+
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.json").write_bytes(pickle.dumps(Evil()))
+    df = load(tmp_path)
+    assert df.empty and list(df.attrs["unreadable"]) == [str(tmp_path / "run" / "metrics.json")]
+    assert not marker.exists()
+
+
+FORBIDDEN_CALLS = {
+    "eval",
+    "exec",
+    "compile",
+    "instantiate",
+    "get_class",
+    "get_method",
+    "import_module",
+    "__import__",
+    "Unpickler",
+}
+FORBIDDEN_MODULES = {"pickle", "marshal", "dill", "shelve", "hydra.utils"}
+
+
+@pytest.mark.parametrize("package", ["flopsweep", "analysis"])
+def test_no_code_path_evaluates_or_instantiates_config(package: str) -> None:
+    """No eval/exec, no hydra.utils.instantiate, no pickle; the only ``load``/``loads`` is JSON's."""
+    for path in sorted((ROOT / package).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = {a.name for a in node.names} | {getattr(node, "module", None) or ""}
+                assert not names & FORBIDDEN_MODULES, (path, names)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id not in FORBIDDEN_CALLS, (path, ast.unparse(node))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                where = f"{path.name}: {ast.unparse(node)}"
+                assert node.func.attr not in FORBIDDEN_CALLS - {"compile"}, where  # model.compile() is fine
+                if node.func.attr in ("load", "loads"):
+                    assert ast.unparse(node.func.value) == "json", where
+
+
+# ------------------------------------------------------------- bad input
+
+# (overrides, key named in the message, "compose": Hydra refuses it (exit 1) | "invalid": validate (exit 2))
+BAD_INPUTS = [
+    # wrong types
+    (["batch.micro_batch_size=abc"], "batch.micro_batch_size", "compose"),
+    (["model.n_layer=2.5"], "model.n_layer", "compose"),
+    (["steps.measure=true"], "steps.measure", "compose"),
+    (["activation_checkpointing=maybe"], "activation_checkpointing", "compose"),
+    (["timeout_s=soon"], "timeout_s", "compose"),
+    (["backend.zero_stage=[1,2]"], "backend.zero_stage", "compose"),
+    (["optim.lr=fast"], "optim.lr", "compose"),
+    (["resume=perhaps"], "resume", "compose"),
+    (["nproc_per_node=two"], "nproc_per_node", "invalid"),
+    # out of range
+    (["model.n_embd=130"], "model.n_embd", "invalid"),
+    (["model.n_head=0"], "model.n_head", "invalid"),
+    (["backend=deepspeed", "backend.zero_stage=4"], "backend.zero_stage", "invalid"),
+    (["batch.micro_batch_size=0"], "batch.micro_batch_size", "invalid"),
+    (["batch.grad_accum=-1"], "batch.grad_accum", "invalid"),
+    (["steps.measure=0"], "steps.measure", "invalid"),
+    (["steps.warmup=-2"], "steps.warmup", "invalid"),
+    (["timeout_s=0"], "timeout_s", "invalid"),
+    (["timeout_s=inf"], "timeout_s", "invalid"),
+    (["optim.lr=-0.1"], "optim.lr", "invalid"),
+    (["optim.beta2=1.5"], "optim.beta2", "invalid"),
+    (["optim.eps=nan"], "optim.eps", "invalid"),
+    (["seed=-1"], "seed", "invalid"),
+    (["backend=ddp", "nproc_per_node=0"], "nproc_per_node", "invalid"),
+    (["nnodes=2"], "nnodes", "invalid"),
+    (["backend=deepspeed", "backend.reduce_bucket_size=1.5"], "backend.reduce_bucket_size", "invalid"),
+    (
+        ["backend=deepspeed", "backend.stage3_prefetch_bucket_size=-1"],
+        "backend.stage3_prefetch_bucket_size",
+        "invalid",
+    ),
+    (["fault.kind=segfault"], "fault.kind", "invalid"),
+    (["fault.kind=raise", "fault.phase=teardown"], "fault.phase", "invalid"),
+    (["fault.kind=raise", "fault.rank=5"], "fault.rank", "invalid"),
+    # unknown group options and keys
+    (["model=gpt-42b"], "model", "compose"),
+    (["backend=zero9"], "backend", "compose"),
+    (["attention=flash3"], "attention", "compose"),
+    (["precision=fp8"], "precision", "compose"),
+    (["+sweep=nope"], "sweep", "compose"),
+    (["model.n_layers=3"], "n_layers", "compose"),
+    (["++model.n_layers=3"], "model.n_layers", "invalid"),
+    (["+model._target_=os.system"], "model._target_", "invalid"),
+    (["+_target_=builtins.exec"], "_target_", "invalid"),
+    # inconsistent combinations
+    (["backend=single", "nproc_per_node=2"], "backend", "invalid"),
+    (["precision=fp16"], "precision", "invalid"),
+    (["attention=sdpa-flash"], "attention", "invalid"),
+    (["device=cuda"], "device", "invalid"),
+    # commas, quotes and spaces
+    (["nproc_per_node=1,2"], "nproc_per_node", "compose"),
+    (["tag=a,b"], "tag", "compose"),
+    (['model.n_layer="2, 3"'], "model.n_layer", "compose"),
+    (['device="cpu, cuda"'], "device", "invalid"),
+    (["attention.name='sdpa flash'"], "attention.name", "invalid"),
+    (["backend=ddp", 'nproc_per_node="2 3"'], "nproc_per_node", "invalid"),
+    (["precision.name='bf16\"'"], "precision.name", "invalid"),
+    (['backend.name="ddp, fsdp"'], "backend.name", "invalid"),
+]
+# Every row but device=cuda runs on the CPU; that row needs a machine without a GPU.
+BAD_IDS = [" ".join(overrides) for overrides, _, _ in BAD_INPUTS]
+
+
+def _cpu_device(overrides: list[str]) -> list[str]:
+    return (
+        overrides
+        if any(o.lstrip("+").startswith(("device=", "device.")) for o in overrides)
+        else [*overrides, "device=cpu"]
+    )
+
+
+@pytest.fixture(scope="module")
+def hydra_compose():
+    fconfig.register_configs()
+    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        yield lambda overrides: OmegaConf.to_object(compose(config_name="config", overrides=overrides))
+
+
+def test_there_are_enough_bad_inputs() -> None:
+    assert len(BAD_INPUTS) >= 30
+    assert len(set(BAD_IDS)) == len(BAD_IDS)
+
+
+@pytest.mark.parametrize(("overrides", "key", "where"), BAD_INPUTS, ids=BAD_IDS)
+def test_bad_input_in_process(hydra_compose, overrides: list[str], key: str, where: str) -> None:
+    """The fast check: Hydra's compose API refuses it, or validate() names the key."""
+    if "device=cuda" in overrides and _has_gpu():
+        pytest.skip("needs a machine without a GPU")
+    try:
+        cfg = hydra_compose(_cpu_device(overrides))
+    except Exception as exc:  # noqa: BLE001 - Hydra raises several types
+        assert where == "compose", exc
+        assert key in str(exc) or key in str(exc.__cause__), exc
+        return
+    assert where == "invalid", f"{overrides} composed"
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    assert info.value.key == key and "Fix:" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_deepspeed_sizes_resolve_to_int_before_launch(hydra_compose) -> None:
+    """``5e8`` is a whole number: validate() hands DeepSpeed an int, not a float it would reject."""
+    cfg = hydra_compose(
+        [
+            "backend=deepspeed",
+            "backend.reduce_bucket_size=5e8",
+            "device=cpu",
+            "backend.stage3_param_persistence_threshold=1000",
+        ]
+    )
+    backend = validate(cfg).backend
+    assert backend.reduce_bucket_size == 500_000_000 and type(backend.reduce_bucket_size) is int
+    assert type(backend.stage3_param_persistence_threshold) is int
+    assert backend.stage3_prefetch_bucket_size is None
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """Every bad input through ``python run.py``, two at a time."""
+    base = tmp_path_factory.mktemp("bad")
+
+    def one(i: int) -> tuple[subprocess.CompletedProcess, Path]:
+        overrides, _, _ = BAD_INPUTS[i]
+        run_dir = base / str(i)
+        return run_py(*_cpu_device(overrides), f"hydra.run.dir={run_dir}", timeout=120), run_dir
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(one, range(len(BAD_INPUTS))))
+    return dict(zip(BAD_IDS, results, strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("overrides", "key", "where"), BAD_INPUTS, ids=BAD_IDS)
+def test_bad_input_exits_nonzero_naming_the_key(bad_runs, overrides: list[str], key: str, where: str) -> None:
+    if "device=cuda" in overrides and _has_gpu():
+        pytest.skip("needs a machine without a GPU")
+    proc, run_dir = bad_runs[" ".join(overrides)]
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == {"compose": 1, "invalid": 2}[where], output[-2000:]
+    assert "Traceback" not in output
+    assert "launching" not in output and "[flopsweep rank" not in output  # no worker started
+    assert key in proc.stderr
+    if where == "invalid":
+        message = proc.stderr.strip().splitlines()[-1]
+        assert message.startswith("flopsweep: invalid: Invalid config: ") and key in message
+        assert "Fix:" in message
+        r = record(run_dir)
+        assert r["status"] == "invalid" and r["error"]["phase"] == "config"
+    else:
+        assert not (run_dir / "metrics.json").exists()
