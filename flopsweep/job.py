@@ -2,7 +2,8 @@
 
 ``run.py`` calls :func:`run_job` once per Hydra job with the typed config. This
 process, not rank 0, writes the record, so that a run whose workers die still
-leaves one.
+leaves one. Under Slurm (and submitit_local) each task is one rank and only the task that
+:func:`flopsweep.slurm.writes_record` names (global rank 0) writes it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from flopsweep.metrics import (
     sanity_problem,
     system_info,
 )
+from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
 
 log = logging.getLogger("flopsweep")
 
@@ -57,7 +59,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     job_dir = Path(info.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     path = job_dir / METRICS_FILE
-    if path.exists():
+    if path.exists() and writes_record():
         atomic_write_json(path, {}, overwrite=False)  # raises with the path in the message
     run = {"id": uuid.uuid4().hex, "started_at": _now(), "finished_at": None,
            "overrides": list(info.overrides), "job_num": info.job_num}
@@ -70,7 +72,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     world = int(cfg.nproc_per_node) * cfg.nnodes
     log.info("launching %d rank(s) on %s: %s", world, cfg.device, " ".join(info.overrides) or "defaults")
     try:
-        outcome = launch_local(cfg, job_dir)
+        outcome = launch_slurm_task(cfg, job_dir) if inside_submitit_task() else launch_local(cfg, job_dir)
     except KeyboardInterrupt:
         error = {"type": "KeyboardInterrupt", "message": "interrupted by the user", "phase": "launch",
                  "rank": None, "traceback": None}
@@ -104,6 +106,8 @@ def _finish(path: Path, cfg: RunConfig, run: dict[str, Any], status: str, error:
     run = {**run, "finished_at": _now()}
     system = system_info(cfg.device, world_size or 0, device_name)
     record = build_record(cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics)
+    if not writes_record():  # another task of this Slurm job writes the record
+        return record
     atomic_write_json(path, record, overwrite=False)
     shutil.rmtree(path.parent / SCRATCH, ignore_errors=True)
     _log_result(record, path)
