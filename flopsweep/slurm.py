@@ -49,9 +49,11 @@ from flopsweep.worker import RankSpec, run_rank
 log = logging.getLogger("flopsweep")
 
 TEST_RAISE_ENV = "FLOPSWEEP_TEST_RAISE_RANK"
-"""Tests only: the global rank named here builds its model with the attention name
-``FLOPSWEEP_TEST_RAISE_RANK``, which ``flopsweep.attention.build_attention_fn`` rejects with
-ValueError after the process group is up: a rank that raises while the others wait for it."""
+"""Tests only. ``FLOPSWEEP_TEST_RAISE_RANK=R``: global rank R builds its model with the attention
+name ``FLOPSWEEP_TEST_RAISE_RANK``, which ``flopsweep.attention.build_attention_fn`` rejects with
+ValueError after the process group is up, while the other ranks wait for it in a collective.
+``R:rendezvous``: rank R gets a MASTER_PORT that is not a number, so its ``init_process_group``
+raises ValueError and the other ranks wait in the rendezvous for a rank that never comes."""
 
 POLL_S = 0.5
 """Seconds between two looks of the main thread at the rank and the scratch files."""
@@ -122,7 +124,7 @@ def check_sweep(*, nproc_per_node: str, swept: Iterable[str]) -> None:
     for key in SHAPE_KEYS:
         if key in set(swept):
             raise ConfigError(key, "a sweep", "a Slurm job array has one shape (nodes, tasks, GPUs) for all "
-                              "of its jobs", f"run one sweep per {key} value")
+                              "of its jobs", f"set {key} to one value per sweep, and run one sweep per value")
     if not str(nproc_per_node).isdigit() or int(nproc_per_node) < 1:
         raise ConfigError("nproc_per_node", nproc_per_node, "a Slurm launcher needs the ranks per node at "
                           "submission (one Slurm task per rank)",
@@ -214,9 +216,13 @@ def _outcome(outcome: Outcome, failure: str | None) -> Outcome:
 
 
 def _with_test_hook(cfg: RunConfig, rank: int) -> RunConfig:
-    if os.environ.get(TEST_RAISE_ENV) != str(rank):
+    target, _, when = os.environ.get(TEST_RAISE_ENV, "").partition(":")
+    if target != str(rank):
         return cfg
-    log.warning("%s=%d: rank %d will raise (test hook)", TEST_RAISE_ENV, rank, rank)
+    log.warning("%s: rank %d will raise (test hook)", TEST_RAISE_ENV, rank)
+    if when == "rendezvous":
+        os.environ["MASTER_PORT"] = TEST_RAISE_ENV
+        return cfg
     return dataclasses.replace(cfg, attention=dataclasses.replace(cfg.attention, name=TEST_RAISE_ENV))
 
 
