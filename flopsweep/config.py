@@ -251,6 +251,9 @@ def _validate_sizes(cfg: RunConfig) -> None:
 
 def _validate_placement(cfg: RunConfig, device: str, nproc: int) -> None:
     world = nproc * cfg.nnodes
+    if cfg.nnodes > 1 and os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
+        raise ConfigError("nnodes", cfg.nnodes, "only a Slurm job spans nodes; a local run has one",
+                          "set nnodes=1, or run the sweep with hydra/launcher=slurm")
     if cfg.backend.name == "single" and world != 1:
         raise ConfigError("backend", "single", f"runs one rank but nproc_per_node x nnodes = {world}",
                           "set nproc_per_node=1, or pick backend=ddp, fsdp or deepspeed")

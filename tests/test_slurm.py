@@ -85,6 +85,16 @@ def test_only_rank_zero_writes_the_record(monkeypatch: pytest.MonkeyPatch) -> No
     assert slurm.writes_record()
 
 
+def test_more_than_one_node_needs_slurm(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = fconfig.RunConfig(backend=fconfig.BackendConfig(name="ddp"), device="cpu", nproc_per_node="2",
+                            nnodes=2)
+    monkeypatch.delenv("SUBMITIT_EXECUTOR", raising=False)
+    with pytest.raises(ConfigError, match="hydra/launcher=slurm"):
+        fconfig.validate(cfg)
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")  # a task of a 2-node Slurm job
+    assert fconfig.validate(cfg).nnodes == 2
+
+
 # --- the launcher config and its checks ---------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -114,6 +124,14 @@ def test_slurm_launcher_on_cpu_asks_for_no_gpu(launcher_config) -> None:
     assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (1, 2, None)
     assert launcher["mem_gb"] is None
     slurm.check_launcher(launcher, nproc_per_node=2, nnodes=1, device="cpu")
+
+
+@pytest.mark.parametrize("name", ["backends", "seed-deepspeed", "seed-fsdp", "seed-fsdp-2node"])
+def test_gpu_sweeps_pass_the_slurm_launcher_check(launcher_config, name: str) -> None:
+    launcher = launcher_config([f"+sweep={name}", "nproc_per_node=8"])
+    slurm.check_launcher(launcher, nproc_per_node=8, nnodes=launcher["nodes"], device="cuda")
+    assert launcher["gpus_per_node"] == launcher["tasks_per_node"] == 8
+    assert launcher["nodes"] == (2 if name.endswith("2node") else 1)
 
 
 @pytest.mark.parametrize(("launcher", "run", "key"), [
