@@ -53,7 +53,8 @@ TEST_RAISE_ENV = "FLOPSWEEP_TEST_RAISE_RANK"
 name ``FLOPSWEEP_TEST_RAISE_RANK``, which ``flopsweep.attention.build_attention_fn`` rejects with
 ValueError after the process group is up, while the other ranks wait for it in a collective.
 ``R:rendezvous``: rank R gets a MASTER_PORT that is not a number, so its ``init_process_group``
-raises ValueError and the other ranks wait in the rendezvous for a rank that never comes."""
+raises ValueError and the other ranks wait in the rendezvous for a rank that never comes.
+``R:kill``: rank R's task kills itself with SIGKILL, as the OOM killer would."""
 
 POLL_S = 0.5
 """Seconds between two looks of the main thread at the rank and the scratch files."""
@@ -202,6 +203,8 @@ def launch_slurm_task(cfg: RunConfig, job_dir: Path) -> Outcome:
         if writer and (failure or any(scratch.glob("rank*_error.json"))):
             time.sleep(2 * POLL_S)  # let error files that other ranks are writing arrive
     outcome = _outcome(collect(scratch, failure, world), failure)
+    if writer and env.rank != 0:
+        outcome = _taken_over(outcome, env.rank)
     if not writer and record.exists():
         shutil.rmtree(scratch, ignore_errors=True)  # a heartbeat may have raced the writer's clean-up
     return outcome
@@ -215,11 +218,24 @@ def _outcome(outcome: Outcome, failure: str | None) -> Outcome:
     return outcome
 
 
+def _taken_over(outcome: Outcome, rank: int) -> Outcome:
+    """The outcome that a task writes for the dead task(s) of ranks 0 to ``rank - 1``."""
+    dead = "rank 0" if rank == 1 else f"ranks 0 to {rank - 1}"
+    seen = f"{outcome.error['type']}: {outcome.error['message']}" if outcome.error else "no error"
+    message = (f"the task of {dead} stopped without a record (killed, e.g. by the OOM killer, or its node "
+               f"failed); rank {rank} wrote this one and saw {seen}")
+    phase = outcome.error["phase"] if outcome.error else "measure"
+    return Outcome("error", error={"type": "TaskDied", "message": message, "phase": phase, "rank": 0,
+                                   "traceback": None})
+
+
 def _with_test_hook(cfg: RunConfig, rank: int) -> RunConfig:
     target, _, when = os.environ.get(TEST_RAISE_ENV, "").partition(":")
     if target != str(rank):
         return cfg
     log.warning("%s: rank %d will raise (test hook)", TEST_RAISE_ENV, rank)
+    if when == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
     if when == "rendezvous":
         os.environ["MASTER_PORT"] = TEST_RAISE_ENV
         return cfg
@@ -276,8 +292,8 @@ class TaskWatch:
             if record.exists():
                 return False
             if len(self.stale(range(self.rank))) == self.rank:
-                log.warning("rank %d writes the record: the tasks of ranks 0 to %d stopped", self.rank,
-                            self.rank - 1)
+                log.warning("rank %d writes the record: no heartbeat from a lower rank's task for %g s",
+                            self.rank, STALE_S)
                 _took_over.set()
                 return True
             time.sleep(POLL_S)

@@ -259,6 +259,27 @@ def test_rank_that_never_joins_gives_error_record(tmp_path: Path, job_name: str)
 
 
 @pytest.mark.slurm
+def test_killed_rank_zero_task_leaves_record_by_rank_one(tmp_path: Path, job_name: str) -> None:
+    """Rank 0's task dies by SIGKILL: rank 1's task writes the record STALE_S later. submitit gets no
+    result from task 0, so on this cluster without accounting the sweep would wait: the test stops it."""
+    args = [sys.executable, "run.py", "-m", *CPU_JOB, "backend=ddp", f"hydra.launcher.name={job_name}",
+            f"hydra.sweep.dir={tmp_path}"]
+    record = tmp_path / "0" / "metrics.json"
+    with subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          env={**os.environ, slurm.TEST_RAISE_ENV: "0:kill"}) as proc:
+        try:
+            end = time.monotonic() + slurm.STALE_S + 90
+            while not record.exists():
+                assert time.monotonic() < end, "no task wrote a record"
+                time.sleep(0.5)
+        finally:
+            proc.kill()
+    record = json.loads(record.read_text())
+    assert record["status"] == "error" and record["error"]["type"] == "TaskDied"
+    assert record["error"]["rank"] == 0 and "rank 1 wrote this one" in record["error"]["message"]
+
+
+@pytest.mark.slurm
 def test_scancel_gives_record_not_hang(tmp_path: Path, job_name: str) -> None:
     args = [sys.executable, "run.py", "-m", *CPU_JOB, "backend=ddp", "steps.measure=1000000",
             f"hydra.launcher.name={job_name}", f"hydra.sweep.dir={tmp_path}"]
