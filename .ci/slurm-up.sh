@@ -102,8 +102,13 @@ wait_idle() {
 }
 
 if [ -s "$state/pids" ]; then
-  echo "$state/pids exists: run .ci/slurm-down.sh first" >&2
-  exit 1
+  while read -r name pid; do
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "$name ($pid) from an earlier start is still running: run .ci/slurm-down.sh first" >&2
+      exit 1
+    fi
+  done <"$state/pids"
+  rm -f "$state/pids"  # left by a machine that stopped without slurm-down.sh
 fi
 start=$(date +%s.%N)
 install_packages
