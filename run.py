@@ -31,8 +31,9 @@ EXIT_CODES = {"ok": 0, "oom": 1, "error": 1, "invalid": 2}
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> dict:
     hc = HydraConfig.get()
-    info = JobInfo(job_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task),
-                   job_num=hc.job.get("num"))
+    info = JobInfo(
+        job_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task), job_num=hc.job.get("num")
+    )
     record = run_job(OmegaConf.to_object(cfg), info)
     status = record["status"]
     if hc.mode != RunMode.MULTIRUN and status != "ok":

@@ -12,10 +12,18 @@ from analysis.load import load, table
 
 # Short headers keep the terminal table narrow; csv/json keep the full column names.
 SHORT = {
-    "micro_batch_size": "mbs", "grad_accum": "accum", "world_size": "world", "zero_stage": "zero",
-    "precision": "prec", "tflops_per_device": "TFLOPs/dev", "tokens_per_s": "tokens/s",
-    "iteration_time_s_median": "iter_s", "peak_cuda_allocated_gib": "alloc_GiB",
-    "peak_cuda_reserved_gib": "resv_GiB", "peak_host_rss_gib": "rss_GiB", "attention": "attn",
+    "micro_batch_size": "mbs",
+    "grad_accum": "accum",
+    "world_size": "world",
+    "zero_stage": "zero",
+    "precision": "prec",
+    "tflops_per_device": "TFLOPs/dev",
+    "tokens_per_s": "tokens/s",
+    "iteration_time_s_median": "iter_s",
+    "peak_cuda_allocated_gib": "alloc_GiB",
+    "peak_cuda_reserved_gib": "resv_GiB",
+    "peak_host_rss_gib": "rss_GiB",
+    "attention": "attn",
 }
 
 
@@ -49,8 +57,9 @@ def render(df: pd.DataFrame, fmt: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis",
-                                     description="Comparison table of flopsweep runs (metrics.json).")
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis", description="Comparison table of flopsweep runs (metrics.json)."
+    )
     parser.add_argument("paths", nargs="+", help="sweep/run directories, metrics.json files or globs")
     parser.add_argument("--format", choices=["table", "csv", "markdown", "json"], default="table")
     parser.add_argument("--output", type=Path, help="write here instead of stdout")

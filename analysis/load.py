@@ -46,9 +46,22 @@ COLUMNS = [name for name, _, _ in _FIELDS] + ["run_dir"]
 
 # The default table: what the README calls the comparison table.
 TABLE_COLUMNS = [
-    "model", "attention", "backend", "zero_stage", "precision", "micro_batch_size", "grad_accum",
-    "world_size", "status", "tflops_per_device", "mfu", "tokens_per_s", "iteration_time_s_median",
-    "peak_cuda_allocated_gib", "peak_cuda_reserved_gib", "peak_host_rss_gib",
+    "model",
+    "attention",
+    "backend",
+    "zero_stage",
+    "precision",
+    "micro_batch_size",
+    "grad_accum",
+    "world_size",
+    "status",
+    "tflops_per_device",
+    "mfu",
+    "tokens_per_s",
+    "iteration_time_s_median",
+    "peak_cuda_allocated_gib",
+    "peak_cuda_reserved_gib",
+    "peak_host_rss_gib",
 ]
 
 

@@ -47,8 +47,14 @@ def build_model(cfg: RunConfig, device: torch.device | None) -> GPT:
 
 def build_adamw(params: Any, optim: OptimConfig, device: torch.device) -> torch.optim.AdamW:
     """``torch.optim.AdamW`` with the shared settings; fused kernel on CUDA."""
-    return torch.optim.AdamW(params, lr=optim.lr, betas=(optim.beta1, optim.beta2), eps=optim.eps,
-                             weight_decay=optim.weight_decay, fused=device.type == "cuda")
+    return torch.optim.AdamW(
+        params,
+        lr=optim.lr,
+        betas=(optim.beta1, optim.beta2),
+        eps=optim.eps,
+        weight_decay=optim.weight_decay,
+        fused=device.type == "cuda",
+    )
 
 
 @dataclass
@@ -108,13 +114,18 @@ class DeepSpeedTrainer:
         return total
 
 
-def _torch_trainer(model: nn.Module, cfg: RunConfig, device: torch.device, *,
-                   autocast: bool = True, no_sync: Any = None) -> TorchTrainer:
+def _torch_trainer(
+    model: nn.Module, cfg: RunConfig, device: torch.device, *, autocast: bool = True, no_sync: Any = None
+) -> TorchTrainer:
     dtype = DTYPES[cfg.precision.name]
-    return TorchTrainer(model, build_adamw(model.parameters(), cfg.optim, device), cfg.optim.grad_clip,
-                        autocast_dtype=dtype if autocast and dtype != torch.float32 else None,
-                        scaler=torch.amp.GradScaler(device.type) if cfg.precision.name == "fp16" else None,
-                        no_sync=no_sync)
+    return TorchTrainer(
+        model,
+        build_adamw(model.parameters(), cfg.optim, device),
+        cfg.optim.grad_clip,
+        autocast_dtype=dtype if autocast and dtype != torch.float32 else None,
+        scaler=torch.amp.GradScaler(device.type) if cfg.precision.name == "fp16" else None,
+        no_sync=no_sync,
+    )
 
 
 def build_single(cfg: RunConfig, device: torch.device) -> TorchTrainer:
@@ -126,8 +137,11 @@ def build_ddp(cfg: RunConfig, device: torch.device) -> TorchTrainer:
     """``DistributedDataParallel`` with ``torch.autocast``; ``no_sync`` on all but the last micro batch."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    model = DDP(build_model(cfg, device), device_ids=[device.index] if device.type == "cuda" else None,
-                gradient_as_bucket_view=True)
+    model = DDP(
+        build_model(cfg, device),
+        device_ids=[device.index] if device.type == "cuda" else None,
+        gradient_as_bucket_view=True,
+    )
 
     def no_sync(is_last: bool) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext() if is_last else model.no_sync()
@@ -149,8 +163,12 @@ def build_fsdp(cfg: RunConfig, device: torch.device) -> TorchTrainer:
         # The last block's backward runs right after forward: keeping it unsharded
         # saves one all-gather per step (torchtitan does the same).
         last = i == len(model.h) - 1
-        fully_shard(block, mesh=mesh, mp_policy=mp,
-                    reshard_after_forward=cfg.backend.reshard_after_forward and not last)
+        fully_shard(
+            block,
+            mesh=mesh,
+            mp_policy=mp,
+            reshard_after_forward=cfg.backend.reshard_after_forward and not last,
+        )
     fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=cfg.backend.reshard_after_forward)
 
     @contextlib.contextmanager
@@ -162,9 +180,16 @@ def build_fsdp(cfg: RunConfig, device: torch.device) -> TorchTrainer:
     return _torch_trainer(model, cfg, device, autocast=False, no_sync=no_sync)
 
 
-def deepspeed_config(*, backend: BackendConfig, batch: BatchConfig, precision: str,
-                     optim: OptimConfig, model: ModelConfig, world_size: int,
-                     device_type: str) -> dict[str, Any]:
+def deepspeed_config(
+    *,
+    backend: BackendConfig,
+    batch: BatchConfig,
+    precision: str,
+    optim: OptimConfig,
+    model: ModelConfig,
+    world_size: int,
+    device_type: str,
+) -> dict[str, Any]:
     """The DeepSpeed config dict, derived from the typed config in this one place.
 
     Bucket sizes left ``None`` default from the hidden size ``h``:
@@ -186,16 +211,24 @@ def deepspeed_config(*, backend: BackendConfig, batch: BatchConfig, precision: s
     if backend.zero_stage == 3:
         zero["stage3_prefetch_bucket_size"] = int(_default(backend.stage3_prefetch_bucket_size, 0.9 * h * h))
         zero["stage3_param_persistence_threshold"] = int(
-            _default(backend.stage3_param_persistence_threshold, 10 * h))
+            _default(backend.stage3_param_persistence_threshold, 10 * h)
+        )
     ds: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": batch.micro_batch_size,
         "gradient_accumulation_steps": batch.grad_accum,
         "train_batch_size": batch.micro_batch_size * batch.grad_accum * world_size,
         "gradient_clipping": optim.grad_clip,
         "zero_optimization": zero,
-        "optimizer": {"type": "AdamW", "params": {
-            "lr": optim.lr, "betas": [optim.beta1, optim.beta2], "eps": optim.eps,
-            "weight_decay": optim.weight_decay, "torch_adam": device_type != "cuda"}},
+        "optimizer": {
+            "type": "AdamW",
+            "params": {
+                "lr": optim.lr,
+                "betas": [optim.beta1, optim.beta2],
+                "eps": optim.eps,
+                "weight_decay": optim.weight_decay,
+                "torch_adam": device_type != "cuda",
+            },
+        },
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }
@@ -216,9 +249,15 @@ def build_deepspeed(cfg: RunConfig, device: torch.device) -> DeepSpeedTrainer:
     import deepspeed
 
     deepspeed.init_distributed()  # adopts the process group the worker already made
-    ds_config = deepspeed_config(backend=cfg.backend, batch=cfg.batch, precision=cfg.precision.name,
-                                 optim=cfg.optim, model=cfg.model,
-                                 world_size=torch.distributed.get_world_size(), device_type=device.type)
+    ds_config = deepspeed_config(
+        backend=cfg.backend,
+        batch=cfg.batch,
+        precision=cfg.precision.name,
+        optim=cfg.optim,
+        model=cfg.model,
+        world_size=torch.distributed.get_world_size(),
+        device_type=device.type,
+    )
     stage3 = cfg.backend.zero_stage == 3
     with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=stage3):
         model = build_model(cfg, None if stage3 else device)

@@ -159,8 +159,12 @@ def register_configs() -> None:
 def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         group = key.split(".")[0]
-        raise ConfigError(key, value, f"must be one of {', '.join(allowed)}",
-                          f"pick one of those, e.g. {group}={allowed[0]}")
+        raise ConfigError(
+            key,
+            value,
+            f"must be one of {', '.join(allowed)}",
+            f"pick one of those, e.g. {group}={allowed[0]}",
+        )
 
 
 def _positive(key: str, value: int, fix: str) -> None:
@@ -193,8 +197,12 @@ def resolve_nproc(nproc_per_node: str, device: str, backend: str = "ddp") -> int
     try:
         n = int(nproc_per_node)
     except ValueError:
-        raise ConfigError("nproc_per_node", nproc_per_node, "is not an integer",
-                          "set nproc_per_node=auto or a positive integer such as 2") from None
+        raise ConfigError(
+            "nproc_per_node",
+            nproc_per_node,
+            "is not an integer",
+            "set nproc_per_node=auto or a positive integer such as 2",
+        ) from None
     _positive("nproc_per_node", n, "set nproc_per_node=auto or a positive integer such as 2")
     return n
 
@@ -212,16 +220,23 @@ def validate(cfg: RunConfig) -> RunConfig:
     for key in ("n_layer", "n_embd", "n_head", "seq_len", "vocab_size"):
         _positive(f"model.{key}", getattr(m, key), f"set model.{key} to a positive integer")
     if m.n_embd % m.n_head:
-        raise ConfigError("model.n_embd", m.n_embd, f"is not divisible by model.n_head={m.n_head}",
-                          "choose n_head that divides n_embd, e.g. "
-                          f"model.n_head={math.gcd(m.n_embd, 16) or 1}")
+        raise ConfigError(
+            "model.n_embd",
+            m.n_embd,
+            f"is not divisible by model.n_head={m.n_head}",
+            f"choose n_head that divides n_embd, e.g. model.n_head={math.gcd(m.n_embd, 16) or 1}",
+        )
     _choice("attention.name", cfg.attention.name, ATTENTION_TYPES)
     _choice("backend.name", cfg.backend.name, BACKENDS)
     _choice("precision.name", cfg.precision.name, PRECISIONS)
     _choice("device", cfg.device, DEVICES)
     if cfg.backend.zero_stage not in (1, 2, 3):
-        raise ConfigError("backend.zero_stage", cfg.backend.zero_stage, "DeepSpeed ZeRO has stages 1, 2 and 3",
-                          "set backend.zero_stage=1, 2 or 3")
+        raise ConfigError(
+            "backend.zero_stage",
+            cfg.backend.zero_stage,
+            "DeepSpeed ZeRO has stages 1, 2 and 3",
+            "set backend.zero_stage=1, 2 or 3",
+        )
     _validate_sizes(cfg)
     device = resolve_device(cfg.device)
     nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name)
@@ -240,43 +255,76 @@ def _validate_sizes(cfg: RunConfig) -> None:
         raise ConfigError("timeout_s", cfg.timeout_s, "must be > 0 seconds", "set e.g. timeout_s=1800")
     o = cfg.optim
     if not (o.lr > 0 and 0 <= o.beta1 < 1 and 0 <= o.beta2 < 1 and o.eps > 0 and o.grad_clip > 0):
-        raise ConfigError("optim", dataclasses.asdict(o), "needs lr>0, 0<=betas<1, eps>0, grad_clip>0",
-                          "correct the optim.* value that breaks this")
+        raise ConfigError(
+            "optim",
+            dataclasses.asdict(o),
+            "needs lr>0, 0<=betas<1, eps>0, grad_clip>0",
+            "correct the optim.* value that breaks this",
+        )
     for key in ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold"):
         value = getattr(cfg.backend, key)
         if value is not None and value < 0:
-            raise ConfigError(f"backend.{key}", value, "must be >= 0 elements",
-                              f"set backend.{key}=null for the default or a positive integer")
+            raise ConfigError(
+                f"backend.{key}",
+                value,
+                "must be >= 0 elements",
+                f"set backend.{key}=null for the default or a positive integer",
+            )
 
 
 def _validate_placement(cfg: RunConfig, device: str, nproc: int) -> None:
     world = nproc * cfg.nnodes
     if cfg.nnodes > 1 and os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
-        raise ConfigError("nnodes", cfg.nnodes, "only a Slurm job spans nodes; a local run has one",
-                          "set nnodes=1, or run the sweep with hydra/launcher=slurm")
+        raise ConfigError(
+            "nnodes",
+            cfg.nnodes,
+            "only a Slurm job spans nodes; a local run has one",
+            "set nnodes=1, or run the sweep with hydra/launcher=slurm",
+        )
     if cfg.backend.name == "single" and world != 1:
-        raise ConfigError("backend", "single", f"runs one rank but nproc_per_node x nnodes = {world}",
-                          "set nproc_per_node=1, or pick backend=ddp, fsdp or deepspeed")
+        raise ConfigError(
+            "backend",
+            "single",
+            f"runs one rank but nproc_per_node x nnodes = {world}",
+            "set nproc_per_node=1, or pick backend=ddp, fsdp or deepspeed",
+        )
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
-            raise ConfigError("device", "cuda", "no CUDA GPU is visible",
-                              "run on a GPU machine or set device=cpu")
+            raise ConfigError(
+                "device", "cuda", "no CUDA GPU is visible", "run on a GPU machine or set device=cpu"
+            )
         visible = torch.cuda.device_count()
         if nproc > visible and not os.environ.get("SLURM_JOB_ID"):
-            raise ConfigError("nproc_per_node", nproc, f"asks for more ranks than the {visible} visible GPU(s); "
-                              "two ranks must not share a GPU",
-                              f"set nproc_per_node={visible} or nproc_per_node=auto")
+            raise ConfigError(
+                "nproc_per_node",
+                nproc,
+                f"asks for more ranks than the {visible} visible GPU(s); two ranks must not share a GPU",
+                f"set nproc_per_node={visible} or nproc_per_node=auto",
+            )
         if cfg.precision.name == "bf16" and not torch.cuda.is_bf16_supported():
-            raise ConfigError("precision", "bf16", "this GPU has no bf16 support",
-                              "set precision=fp16 or precision=fp32")
+            raise ConfigError(
+                "precision", "bf16", "this GPU has no bf16 support", "set precision=fp16 or precision=fp32"
+            )
     if device == "cpu" and cfg.precision.name == "fp16":
-        raise ConfigError("precision", "fp16", "fp16 loss scaling needs CUDA (no CPU kernels for it)",
-                          "use precision=bf16 or fp32 on the CPU, or device=cuda")
+        raise ConfigError(
+            "precision",
+            "fp16",
+            "fp16 loss scaling needs CUDA (no CPU kernels for it)",
+            "use precision=bf16 or fp32 on the CPU, or device=cuda",
+        )
     if device == "cpu" and cfg.attention.name in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient"):
-        raise ConfigError("attention", cfg.attention.name, "this SDPA kernel exists only on CUDA",
-                          "use attention=sdpa, sdpa-math or standard on the CPU")
+        raise ConfigError(
+            "attention",
+            cfg.attention.name,
+            "this SDPA kernel exists only on CUDA",
+            "use attention=sdpa, sdpa-math or standard on the CPU",
+        )
     if cfg.attention.name == "sdpa-flash" and cfg.precision.name == "fp32":
-        raise ConfigError("attention", "sdpa-flash", "FlashAttention supports only fp16 and bf16",
-                          "set precision=bf16, or attention=sdpa-efficient for fp32")
+        raise ConfigError(
+            "attention",
+            "sdpa-flash",
+            "FlashAttention supports only fp16 and bf16",
+            "set precision=bf16, or attention=sdpa-efficient for fp32",
+        )

@@ -57,9 +57,7 @@ def flops_per_iteration(
     """
     f = 4 if activation_checkpointing else 3
     h, s, layers, v = n_embd, seq_len, n_layer, vocab_size
-    return 24.0 * f * global_batch * s * layers * h * h * (
-        1.0 + s / (6.0 * h) + v / (16.0 * layers * h)
-    )
+    return 24.0 * f * global_batch * s * layers * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * layers * h))
 
 
 def tflops_per_device(flops: float, iteration_time_s: float, world_size: int) -> float:

@@ -61,48 +61,85 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     path = job_dir / METRICS_FILE
     if path.exists() and writes_record():
         atomic_write_json(path, {}, overwrite=False)  # raises with the path in the message
-    run = {"id": uuid.uuid4().hex, "started_at": _now(), "finished_at": None,
-           "overrides": list(info.overrides), "job_num": info.job_num}
+    run = {
+        "id": uuid.uuid4().hex,
+        "started_at": _now(),
+        "finished_at": None,
+        "overrides": list(info.overrides),
+        "job_num": info.job_num,
+    }
     try:
         cfg = validate(cfg)
     except ConfigError as exc:
-        error = {"type": "ConfigError", "message": str(exc), "phase": "config", "rank": None,
-                 "traceback": None}
+        error = {
+            "type": "ConfigError",
+            "message": str(exc),
+            "phase": "config",
+            "rank": None,
+            "traceback": None,
+        }
         return _finish(path, cfg, run, "invalid", error, None, world_size=None)
     world = int(cfg.nproc_per_node) * cfg.nnodes
     log.info("launching %d rank(s) on %s: %s", world, cfg.device, " ".join(info.overrides) or "defaults")
     try:
         outcome = launch_slurm_task(cfg, job_dir) if inside_submitit_task() else launch_local(cfg, job_dir)
     except KeyboardInterrupt:
-        error = {"type": "KeyboardInterrupt", "message": "interrupted by the user", "phase": "launch",
-                 "rank": None, "traceback": None}
+        error = {
+            "type": "KeyboardInterrupt",
+            "message": "interrupted by the user",
+            "phase": "launch",
+            "rank": None,
+            "traceback": None,
+        }
         _finish(path, cfg, run, "error", error, None, world_size=world)
         raise
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
-        error = {"type": type(exc).__name__, "message": str(exc), "phase": "launch", "rank": None,
-                 "traceback": None}
+        error = {
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "phase": "launch",
+            "rank": None,
+            "traceback": None,
+        }
         return _finish(path, cfg, run, "error", error, None, world_size=world)
     return record_outcome(path, cfg, run, outcome, world)
 
 
-def record_outcome(path: Path, cfg: RunConfig, run: dict[str, Any], outcome: Outcome,
-                   world: int) -> dict[str, Any]:
+def record_outcome(
+    path: Path, cfg: RunConfig, run: dict[str, Any], outcome: Outcome, world: int
+) -> dict[str, Any]:
     """Compute metrics for an ok outcome (or mark it invalid) and write the record."""
     if outcome.status != "ok":
         return _finish(path, cfg, run, outcome.status, outcome.error, None, world_size=world)
     metrics = compute_metrics(cfg, outcome.ranks)
     problem = sanity_problem(cfg, metrics)
     if problem:
-        error = {"type": "TimingSanity", "message": problem, "phase": "measure", "rank": None,
-                 "traceback": None}
-        return _finish(path, cfg, run, "invalid", error, None, world_size=world,
-                       device_name=outcome.ranks[0]["device"])
-    return _finish(path, cfg, run, "ok", None, metrics, world_size=world, device_name=outcome.ranks[0]["device"])
+        error = {
+            "type": "TimingSanity",
+            "message": problem,
+            "phase": "measure",
+            "rank": None,
+            "traceback": None,
+        }
+        return _finish(
+            path, cfg, run, "invalid", error, None, world_size=world, device_name=outcome.ranks[0]["device"]
+        )
+    return _finish(
+        path, cfg, run, "ok", None, metrics, world_size=world, device_name=outcome.ranks[0]["device"]
+    )
 
 
-def _finish(path: Path, cfg: RunConfig, run: dict[str, Any], status: str, error: dict[str, Any] | None,
-            metrics: dict[str, Any] | None, *, world_size: int | None,
-            device_name: str | None = None) -> dict[str, Any]:
+def _finish(
+    path: Path,
+    cfg: RunConfig,
+    run: dict[str, Any],
+    status: str,
+    error: dict[str, Any] | None,
+    metrics: dict[str, Any] | None,
+    *,
+    world_size: int | None,
+    device_name: str | None = None,
+) -> dict[str, Any]:
     run = {**run, "finished_at": _now()}
     system = system_info(cfg.device, world_size or 0, device_name)
     record = build_record(cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics)
@@ -117,8 +154,20 @@ def _finish(path: Path, cfg: RunConfig, run: dict[str, Any], status: str, error:
 def _log_result(record: dict[str, Any], path: Path) -> None:
     m, err = record["metrics"], record["error"]
     if record["status"] == "ok":
-        log.info("ok: %.3f s/iter, %.1f TFLOPs/device, %.0f tokens/s -> %s",
-                 m["iteration_time_s"]["mean"], m["tflops_per_device"], m["tokens_per_s"], path)
+        log.info(
+            "ok: %.3f s/iter, %.1f TFLOPs/device, %.0f tokens/s -> %s",
+            m["iteration_time_s"]["mean"],
+            m["tflops_per_device"],
+            m["tokens_per_s"],
+            path,
+        )
     else:
-        log.warning("%s in %s (rank %s): %s: %s -> %s", record["status"], err["phase"], err["rank"],
-                    err["type"], err["message"], path)
+        log.warning(
+            "%s in %s (rank %s): %s: %s -> %s",
+            record["status"],
+            err["phase"],
+            err["rank"],
+            err["type"],
+            err["message"],
+            path,
+        )

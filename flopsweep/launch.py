@@ -51,8 +51,15 @@ def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
 
     nproc = int(cfg.nproc_per_node)
     scratch = prepare_scratch(job_dir)
-    spec = RankSpec(cfg=cfg, job_dir=str(job_dir), scratch_dir=str(scratch), master_addr="127.0.0.1",
-                    master_port=free_port(), nproc_per_node=nproc, world_size=nproc)
+    spec = RankSpec(
+        cfg=cfg,
+        job_dir=str(job_dir),
+        scratch_dir=str(scratch),
+        master_addr="127.0.0.1",
+        master_port=free_port(),
+        nproc_per_node=nproc,
+        world_size=nproc,
+    )
     context = mp.start_processes(spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn")
     deadline = time.monotonic() + cfg.timeout_s
     failure: str | None = None
@@ -62,8 +69,9 @@ def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
                 failure = f"timeout: no result within timeout_s={cfg.timeout_s:g} s; all workers were stopped"
                 break
     except ProcessExitedException as exc:
-        failure = f"rank {exc.error_index} " + (f"was killed by {exc.signal_name}" if exc.signal_name
-                                                 else f"exited with code {exc.exit_code}")
+        failure = f"rank {exc.error_index} " + (
+            f"was killed by {exc.signal_name}" if exc.signal_name else f"exited with code {exc.exit_code}"
+        )
     except ProcessRaisedException as exc:
         failure = f"rank {exc.error_index} raised: {str(exc).strip().splitlines()[-1]}"
     finally:
@@ -113,8 +121,9 @@ def collect(scratch: Path, failure: str | None, nproc: int) -> Outcome:
     message = failure or "the workers exited without a result"
     if "SIGKILL" in message:
         message += " (often the kernel's OOM killer: check host memory)"
-    return Outcome("error", error={"type": kind, "message": message, "phase": phase, "rank": rank,
-                                   "traceback": None})
+    return Outcome(
+        "error", error={"type": kind, "message": message, "phase": phase, "rank": rank, "traceback": None}
+    )
 
 
 def _last_phase(scratch: Path, nproc: int) -> tuple[str, int | None]:

@@ -25,10 +25,22 @@ METRICS_FILE = "metrics.json"
 STATUSES = ("ok", "oom", "error", "invalid")
 
 METRIC_KEYS = (
-    "iteration_time_s", "tokens_per_s", "tokens_per_s_per_device", "tflops_per_device",
-    "model_tflops_per_device", "mfu", "hfu", "peak_tflops", "peak_tflops_source",
-    "peak_cuda_allocated_bytes", "peak_cuda_reserved_bytes", "per_rank", "peak_host_rss_bytes",
-    "swap_used_bytes", "loss_first", "loss_last",
+    "iteration_time_s",
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "tflops_per_device",
+    "model_tflops_per_device",
+    "mfu",
+    "hfu",
+    "peak_tflops",
+    "peak_tflops_source",
+    "peak_cuda_allocated_bytes",
+    "peak_cuda_reserved_bytes",
+    "per_rank",
+    "peak_host_rss_bytes",
+    "swap_used_bytes",
+    "loss_first",
+    "loss_last",
 )
 
 
@@ -47,8 +59,10 @@ def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = 
     """
     path = Path(path)
     if not overwrite and path.exists():
-        raise RecordExistsError(f"{path} already exists; refusing to overwrite a run record. "
-                                "Use a new output directory (hydra.run.dir / hydra.sweep.dir).")
+        raise RecordExistsError(
+            f"{path} already exists; refusing to overwrite a run record. "
+            "Use a new output directory (hydra.run.dir / hydra.sweep.dir)."
+        )
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w") as fh:
         json.dump(payload, fh, indent=2, allow_nan=False)
@@ -66,8 +80,14 @@ def null_metrics() -> dict[str, Any]:
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
-    return {"mean": statistics.fmean(values), "median": statistics.median(values), "min": min(values),
-            "max": max(values), "std": statistics.pstdev(values), "values": values}
+    return {
+        "mean": statistics.fmean(values),
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "std": statistics.pstdev(values),
+        "values": values,
+    }
 
 
 def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -112,8 +132,19 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
         "peak_tflops_source": source,
         "peak_cuda_allocated_bytes": None if None in cuda_alloc else max(cuda_alloc),
         "peak_cuda_reserved_bytes": None if None in cuda_res else max(cuda_res),
-        "per_rank": [{k: r[k] for k in ("rank", "device", "peak_cuda_allocated_bytes",
-                                        "peak_cuda_reserved_bytes", "peak_host_rss_bytes")} for r in ranks],
+        "per_rank": [
+            {
+                k: r[k]
+                for k in (
+                    "rank",
+                    "device",
+                    "peak_cuda_allocated_bytes",
+                    "peak_cuda_reserved_bytes",
+                    "peak_host_rss_bytes",
+                )
+            }
+            for r in ranks
+        ],
         "peak_host_rss_bytes": max(r["peak_host_rss_bytes"] for r in ranks),
         "swap_used_bytes": psutil.swap_memory().used,
         "loss_first": losses[0],
@@ -129,8 +160,10 @@ def sanity_problem(cfg: RunConfig, metrics: dict[str, Any]) -> str | None:
     if min(times) <= 0:
         return f"a measured step took {min(times)} s"
     if metrics["hfu"] is not None and metrics["hfu"] > 1.0:
-        return (f"{metrics['tflops_per_device']:.1f} TFLOPs per device exceeds the device peak "
-                f"{metrics['peak_tflops']} ({metrics['peak_tflops_source']}): the timing cannot be real")
+        return (
+            f"{metrics['tflops_per_device']:.1f} TFLOPs per device exceeds the device peak "
+            f"{metrics['peak_tflops']} ({metrics['peak_tflops_source']}): the timing cannot be real"
+        )
     if not all(map(_finite, (metrics["loss_first"], metrics["loss_last"]))):
         return None  # a diverged loss is a finding, not a timing error
     return None
@@ -142,9 +175,15 @@ def _finite(x: float) -> bool:
 
 def model_info(cfg: RunConfig) -> dict[str, Any]:
     m = cfg.model
-    return {"name": m.name, "n_layer": m.n_layer, "n_embd": m.n_embd, "n_head": m.n_head,
-            "seq_len": m.seq_len, "vocab_size": m.vocab_size,
-            "n_params": flops.n_params(m.n_layer, m.n_embd, m.seq_len, m.vocab_size)}
+    return {
+        "name": m.name,
+        "n_layer": m.n_layer,
+        "n_embd": m.n_embd,
+        "n_head": m.n_head,
+        "seq_len": m.seq_len,
+        "vocab_size": m.vocab_size,
+        "n_params": flops.n_params(m.n_layer, m.n_embd, m.seq_len, m.vocab_size),
+    }
 
 
 def _version(dist: str) -> str | None:
@@ -156,8 +195,14 @@ def _version(dist: str) -> str | None:
 
 def _git_sha() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None
@@ -182,8 +227,15 @@ def system_info(device: str, world_size: int, device_name: str | None = None) ->
     }
 
 
-def build_record(*, cfg: RunConfig, status: str, error: dict[str, Any] | None, run: dict[str, Any],
-                 system: dict[str, Any], metrics: dict[str, Any] | None) -> dict[str, Any]:
+def build_record(
+    *,
+    cfg: RunConfig,
+    status: str,
+    error: dict[str, Any] | None,
+    run: dict[str, Any],
+    system: dict[str, Any],
+    metrics: dict[str, Any] | None,
+) -> dict[str, Any]:
     """The schema v1 record; ``metrics=None`` gives every metric key as null."""
     assert status in STATUSES, status
     return {

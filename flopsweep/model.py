@@ -88,8 +88,9 @@ class GPT(nn.Module):
             (non-reentrant ``torch.utils.checkpoint``).
     """
 
-    def __init__(self, cfg: ModelConfig, attention: str = "sdpa",
-                 activation_checkpointing: bool = False) -> None:
+    def __init__(
+        self, cfg: ModelConfig, attention: str = "sdpa", activation_checkpointing: bool = False
+    ) -> None:
         super().__init__()
         self.cfg = cfg
         self.activation_checkpointing = activation_checkpointing

@@ -124,17 +124,25 @@ def check_sweep(*, nproc_per_node: str, swept: Iterable[str]) -> None:
     """
     for key in SHAPE_KEYS:
         if key in set(swept):
-            raise ConfigError(key, "a sweep", "a Slurm job array has one shape (nodes, tasks, GPUs) for all "
-                              "of its jobs", f"set {key} to one value per sweep, and run one sweep per value")
+            raise ConfigError(
+                key,
+                "a sweep",
+                "a Slurm job array has one shape (nodes, tasks, GPUs) for all of its jobs",
+                f"set {key} to one value per sweep, and run one sweep per value",
+            )
     if not str(nproc_per_node).isdigit() or int(nproc_per_node) < 1:
-        raise ConfigError("nproc_per_node", nproc_per_node, "a Slurm launcher needs the ranks per node at "
-                          "submission (one Slurm task per rank)",
-                          "set nproc_per_node to the GPUs per node to use, e.g. nproc_per_node=8 "
-                          "(with device=cpu: the CPU ranks per node, e.g. 2)")
+        raise ConfigError(
+            "nproc_per_node",
+            nproc_per_node,
+            "a Slurm launcher needs the ranks per node at submission (one Slurm task per rank)",
+            "set nproc_per_node to the GPUs per node to use, e.g. nproc_per_node=8 "
+            "(with device=cpu: the CPU ranks per node, e.g. 2)",
+        )
 
 
-def check_launcher(launcher: Mapping[str, Any], *, nproc_per_node: int, nnodes: int, device: str,
-                   local: bool = False) -> None:
+def check_launcher(
+    launcher: Mapping[str, Any], *, nproc_per_node: int, nnodes: int, device: str, local: bool = False
+) -> None:
     """Check resolved submitit launcher settings (``hydra.launcher``) against the run.
 
     Each Slurm task is one rank: ``tasks_per_node == nproc_per_node``, ``nodes == nnodes``, and
@@ -145,26 +153,45 @@ def check_launcher(launcher: Mapping[str, Any], *, nproc_per_node: int, nnodes: 
     """
     tasks, nodes = launcher.get("tasks_per_node") or 1, launcher.get("nodes") or 1
     if tasks != nproc_per_node:
-        raise ConfigError("hydra.launcher.tasks_per_node", tasks, f"each Slurm task is one rank, but "
-                          f"nproc_per_node={nproc_per_node}",
-                          f"set hydra.launcher.tasks_per_node={nproc_per_node}, or drop the override "
-                          "(slurm.yaml sets it to ${nproc_per_node})")
+        raise ConfigError(
+            "hydra.launcher.tasks_per_node",
+            tasks,
+            f"each Slurm task is one rank, but nproc_per_node={nproc_per_node}",
+            f"set hydra.launcher.tasks_per_node={nproc_per_node}, or drop the override "
+            "(slurm.yaml sets it to ${nproc_per_node})",
+        )
     if nodes * tasks != nproc_per_node * nnodes or (local and nodes != 1):
-        fix = "set nnodes=1 (submitit_local runs on this machine)" if local else \
-            f"set hydra.launcher.nodes={nnodes}, or nnodes={nodes}"
-        raise ConfigError("hydra.launcher.nodes", nodes, f"nodes x tasks_per_node = {nodes * tasks} Slurm "
-                          f"tasks, but nnodes x nproc_per_node = {nnodes * nproc_per_node} ranks", fix)
+        fix = (
+            "set nnodes=1 (submitit_local runs on this machine)"
+            if local
+            else f"set hydra.launcher.nodes={nnodes}, or nnodes={nodes}"
+        )
+        raise ConfigError(
+            "hydra.launcher.nodes",
+            nodes,
+            f"nodes x tasks_per_node = {nodes * tasks} Slurm "
+            f"tasks, but nnodes x nproc_per_node = {nnodes * nproc_per_node} ranks",
+            fix,
+        )
     per_task = launcher.get("gpus_per_task") or 0
     gpus = per_task * tasks if per_task else launcher.get("gpus_per_node") or 0
     if device == "cpu" and gpus:
-        raise ConfigError("hydra.launcher.gpus_per_node", gpus, "device=cpu runs no rank on a GPU, but the "
-                          "job asks Slurm for GPUs", "set hydra.launcher.gpus_per_node=null, or device=cuda")
+        raise ConfigError(
+            "hydra.launcher.gpus_per_node",
+            gpus,
+            "device=cpu runs no rank on a GPU, but the job asks Slurm for GPUs",
+            "set hydra.launcher.gpus_per_node=null, or device=cuda",
+        )
     if (device == "cuda" or gpus) and gpus != tasks:
         fix = f"set hydra.launcher.gpus_per_node={tasks}"
         if gpus:
             fix += f", or nproc_per_node={gpus} (tasks_per_node follows it) for {gpus} GPU ranks per node"
-        raise ConfigError("hydra.launcher.gpus_per_node", gpus or None, f"each of the {tasks} task(s) per "
-                          "node is one rank on its own GPU (a task spawns no other rank)", fix)
+        raise ConfigError(
+            "hydra.launcher.gpus_per_node",
+            gpus or None,
+            f"each of the {tasks} task(s) per node is one rank on its own GPU (a task spawns no other rank)",
+            fix,
+        )
 
 
 def launch_slurm_task(cfg: RunConfig, job_dir: Path) -> Outcome:
@@ -183,19 +210,42 @@ def launch_slurm_task(cfg: RunConfig, job_dir: Path) -> Outcome:
     env = TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
     world = int(cfg.nproc_per_node) * cfg.nnodes
     if env.world_size != world:
-        message = (f"the Slurm job has {env.world_size} task(s) but nnodes x nproc_per_node = {world}: "
-                   "set hydra.launcher.nodes=${nnodes} and hydra.launcher.tasks_per_node=${nproc_per_node}")
-        return Outcome("error", error={"type": "LaunchMismatch", "message": message, "phase": "launch",
-                                       "rank": env.rank, "traceback": None})
+        message = (
+            f"the Slurm job has {env.world_size} task(s) but nnodes x nproc_per_node = {world}: "
+            "set hydra.launcher.nodes=${nnodes} and hydra.launcher.tasks_per_node=${nproc_per_node}"
+        )
+        return Outcome(
+            "error",
+            error={
+                "type": "LaunchMismatch",
+                "message": message,
+                "phase": "launch",
+                "rank": env.rank,
+                "traceback": None,
+            },
+        )
     scratch = Path(job_dir) / SCRATCH
     scratch.mkdir(parents=True, exist_ok=True)
-    spec = RankSpec(cfg=_with_test_hook(cfg, env.rank), job_dir=str(job_dir), scratch_dir=str(scratch),
-                    master_addr=env.master_addr, master_port=env.master_port,
-                    nproc_per_node=env.local_world_size, node_rank=env.rank // env.local_world_size,
-                    world_size=world)
+    spec = RankSpec(
+        cfg=_with_test_hook(cfg, env.rank),
+        job_dir=str(job_dir),
+        scratch_dir=str(scratch),
+        master_addr=env.master_addr,
+        master_port=env.master_port,
+        nproc_per_node=env.local_world_size,
+        node_rank=env.rank // env.local_world_size,
+        world_size=world,
+    )
     device_index = cuda_device_index(env.local_rank)
-    log.info("slurm task: rank %d of %d (local rank %d, device index %d), master %s:%d", env.rank, world,
-             env.local_rank, device_index, env.master_addr, env.master_port)
+    log.info(
+        "slurm task: rank %d of %d (local rank %d, device index %d), master %s:%d",
+        env.rank,
+        world,
+        env.local_rank,
+        device_index,
+        env.master_addr,
+        env.master_port,
+    )
     record = Path(job_dir) / METRICS_FILE
     with TaskWatch(scratch, rank=env.rank, world_size=world, timeout_s=cfg.timeout_s) as watch:
         failure = watch.run(lambda: run_rank(spec, rank=env.rank, local_rank=device_index))
@@ -222,11 +272,14 @@ def _taken_over(outcome: Outcome, rank: int) -> Outcome:
     """The outcome that a task writes for the dead task(s) of ranks 0 to ``rank - 1``."""
     dead = "rank 0" if rank == 1 else f"ranks 0 to {rank - 1}"
     seen = f"{outcome.error['type']}: {outcome.error['message']}" if outcome.error else "no error"
-    message = (f"the task of {dead} stopped without a record (killed, e.g. by the OOM killer, or its node "
-               f"failed); rank {rank} wrote this one and saw {seen}")
+    message = (
+        f"the task of {dead} stopped without a record (killed, e.g. by the OOM killer, or its node "
+        f"failed); rank {rank} wrote this one and saw {seen}"
+    )
     phase = outcome.error["phase"] if outcome.error else "measure"
-    return Outcome("error", error={"type": "TaskDied", "message": message, "phase": phase, "rank": 0,
-                                   "traceback": None})
+    return Outcome(
+        "error", error={"type": "TaskDied", "message": message, "phase": phase, "rank": 0, "traceback": None}
+    )
 
 
 def _with_test_hook(cfg: RunConfig, rank: int) -> RunConfig:
@@ -271,8 +324,9 @@ class TaskWatch:
         """Run ``target`` (this rank) in a daemon thread; None when it ended, else why the task stopped
         waiting for it (the thread is left behind; the process exits when the task returns)."""
         done = threading.Event()
-        thread = threading.Thread(target=_call, args=(target, done), name=f"flopsweep-rank{self.rank}",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=_call, args=(target, done), name=f"flopsweep-rank{self.rank}", daemon=True
+        )
         atexit.register(_exit_if_running, thread)
         deadline = time.monotonic() + self.timeout_s
         with self._on_sigterm():
@@ -292,8 +346,11 @@ class TaskWatch:
             if record.exists():
                 return False
             if len(self.stale(range(self.rank))) == self.rank:
-                log.warning("rank %d writes the record: no heartbeat from a lower rank's task for %g s",
-                            self.rank, STALE_S)
+                log.warning(
+                    "rank %d writes the record: no heartbeat from a lower rank's task for %g s",
+                    self.rank,
+                    STALE_S,
+                )
                 _took_over.set()
                 return True
             time.sleep(POLL_S)
@@ -330,8 +387,10 @@ class TaskWatch:
         watched = range(1, self.world_size) if self.rank == 0 else [0]
         dead = self.stale(watched)
         if dead:
-            return (f"the task of rank {dead[0]} stopped (no heartbeat for {STALE_S:g} s): killed, e.g. "
-                    "by the OOM killer, or its node failed")
+            return (
+                f"the task of rank {dead[0]} stopped (no heartbeat for {STALE_S:g} s): killed, e.g. "
+                "by the OOM killer, or its node failed"
+            )
         return None
 
     def _heartbeat(self) -> None:

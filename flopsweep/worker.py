@@ -41,9 +41,14 @@ class RankSpec:
 def spawned_main(local_rank: int, spec: RankSpec) -> None:
     """Entry point of a locally spawned rank (``torch.multiprocessing.start_processes``)."""
     rank = spec.node_rank * spec.nproc_per_node + local_rank
-    os.environ.update(MASTER_ADDR=spec.master_addr, MASTER_PORT=str(spec.master_port), RANK=str(rank),
-                      LOCAL_RANK=str(local_rank), WORLD_SIZE=str(spec.world_size),
-                      LOCAL_WORLD_SIZE=str(spec.nproc_per_node))
+    os.environ.update(
+        MASTER_ADDR=spec.master_addr,
+        MASTER_PORT=str(spec.master_port),
+        RANK=str(rank),
+        LOCAL_RANK=str(local_rank),
+        WORLD_SIZE=str(spec.world_size),
+        LOCAL_WORLD_SIZE=str(spec.nproc_per_node),
+    )
     run_rank(spec, rank=rank, local_rank=local_rank)
 
 
@@ -93,9 +98,13 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     else:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.nproc_per_node))
         device = torch.device("cpu")
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank,
-                            world_size=spec.world_size, device_id=device if device.type == "cuda" else None,
-                            timeout=datetime.timedelta(seconds=cfg.timeout_s))
+    dist.init_process_group(
+        "nccl" if device.type == "cuda" else "gloo",
+        rank=rank,
+        world_size=spec.world_size,
+        device_id=device if device.type == "cuda" else None,
+        timeout=datetime.timedelta(seconds=cfg.timeout_s),
+    )
     try:
         _check_distinct_devices(device, dist)
         trainer = build_trainer(cfg, device)
@@ -142,8 +151,10 @@ def make_batches(cfg: RunConfig, rank: int, device: Any) -> list[Any]:
 
     gen = torch.Generator(device=device).manual_seed(cfg.seed * 1_000_003 + rank)
     shape = (cfg.batch.micro_batch_size, cfg.model.seq_len + 1)
-    return [torch.randint(0, cfg.model.vocab_size, shape, generator=gen, device=device)
-            for _ in range(cfg.batch.grad_accum)]
+    return [
+        torch.randint(0, cfg.model.vocab_size, shape, generator=gen, device=device)
+        for _ in range(cfg.batch.grad_accum)
+    ]
 
 
 def measure(trainer: Any, batches: list[Any], steps: int, device: Any, log: Any) -> tuple[list[float], list]:
@@ -230,10 +241,18 @@ def _write_error(spec: RankSpec, rank: int, phase: str, exc: BaseException) -> N
         tb_path.write_text("".join(traceback.format_exception(exc)))
     except OSError:
         tb_path = None
-    error = {"type": type(exc).__name__, "message": str(exc)[:2000], "phase": phase, "rank": rank,
-             "traceback": str(tb_path) if tb_path else None, "oom": is_oom(exc), "time": when}
+    error = {
+        "type": type(exc).__name__,
+        "message": str(exc)[:2000],
+        "phase": phase,
+        "rank": rank,
+        "traceback": str(tb_path) if tb_path else None,
+        "oom": is_oom(exc),
+        "time": when,
+    }
     atomic_write_json(Path(spec.scratch_dir) / f"rank{rank}_error.json", error)
-    print(f"[flopsweep rank {rank}] {phase} failed: {error['type']}: {error['message'][:300]}",
-          file=sys.stderr, flush=True)
-
-
+    print(
+        f"[flopsweep rank {rank}] {phase} failed: {error['type']}: {error['message'][:300]}",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -53,6 +53,7 @@ def hydra_compose():
     fconfig.register_configs()
     OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
+
         def _compose(overrides: list[str]) -> RunConfig:
             cfg = compose(config_name="config", overrides=overrides, return_hydra_config=False)
             return OmegaConf.to_object(cfg)
@@ -65,7 +66,8 @@ def test_every_group_has_options():
         assert _options(g), g
     assert set(MODEL_TABLE) <= set(_options("model"))
     assert {"standard", "sdpa", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math"} <= set(
-        _options("attention"))
+        _options("attention")
+    )
     assert {"single", "ddp", "fsdp", "deepspeed"} <= set(_options("backend"))
     assert set(_options("precision")) == {"bf16", "fp16", "fp32"}
 
@@ -89,8 +91,13 @@ def test_every_option_composes_to_runconfig(hydra_compose, group, name):
     cfg = hydra_compose([f"{group}={name}"])
     assert isinstance(cfg, RunConfig)
     sub = getattr(cfg, group)
-    expected_type = {"model": ModelConfig, "attention": AttentionConfig, "backend": BackendConfig,
-                     "precision": PrecisionConfig, "batch": BatchConfig}[group]
+    expected_type = {
+        "model": ModelConfig,
+        "attention": AttentionConfig,
+        "backend": BackendConfig,
+        "precision": PrecisionConfig,
+        "batch": BatchConfig,
+    }[group]
     assert isinstance(sub, expected_type)
     if group in ("model", "attention", "precision", "batch"):
         assert sub.name == name
@@ -105,7 +112,8 @@ def test_every_option_composes_to_runconfig(hydra_compose, group, name):
             assert sub.name == name
     # every shipped option passes validation on this machine, unless it needs CUDA
     needs_cuda = (group == "precision" and name == "fp16") or (
-        group == "attention" and name in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient"))
+        group == "attention" and name in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient")
+    )
     if not torch.cuda.is_available() and not needs_cuda:
         validate(dataclasses.replace(cfg, device="cpu"))
 
@@ -121,8 +129,16 @@ def test_deepspeed_option_defaults(hydra_compose):
 
 
 def test_overrides_are_typed(hydra_compose):
-    cfg = hydra_compose(["model=gpt-1.3b", "batch.micro_batch_size=8", "batch.grad_accum=2",
-                         "activation_checkpointing=true", "nproc_per_node=2", "seed=3"])
+    cfg = hydra_compose(
+        [
+            "model=gpt-1.3b",
+            "batch.micro_batch_size=8",
+            "batch.grad_accum=2",
+            "activation_checkpointing=true",
+            "nproc_per_node=2",
+            "seed=3",
+        ]
+    )
     assert cfg.batch.micro_batch_size == 8 and cfg.batch.grad_accum == 2
     assert cfg.activation_checkpointing is True
     assert cfg.nproc_per_node == "2"
@@ -225,8 +241,13 @@ def test_unknown_names():
 
 def test_more_ranks_than_visible_gpus():
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    cfg = dataclasses.replace(RunConfig(), device="cuda", nproc_per_node=str(visible + 1),
-                              backend=BackendConfig(name="ddp"), precision=PrecisionConfig(name="fp32"))
+    cfg = dataclasses.replace(
+        RunConfig(),
+        device="cuda",
+        nproc_per_node=str(visible + 1),
+        backend=BackendConfig(name="ddp"),
+        precision=PrecisionConfig(name="fp32"),
+    )
     with pytest.raises(ConfigError) as info:
         validate(cfg)
     msg = str(info.value)
@@ -251,8 +272,9 @@ def test_error_message_names_key_value_and_fix():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only resolution")
 @pytest.mark.parametrize("backend", ["single", "ddp", "fsdp", "deepspeed"])
 def test_auto_resolves_to_cpu_and_one_rank(backend):
-    cfg = dataclasses.replace(RunConfig(), device="auto", nproc_per_node="auto",
-                              backend=BackendConfig(name=backend))
+    cfg = dataclasses.replace(
+        RunConfig(), device="auto", nproc_per_node="auto", backend=BackendConfig(name=backend)
+    )
     assert cfg.device == "auto" and cfg.nproc_per_node == "auto"
     out = validate(cfg)
     assert out.device == "cpu"

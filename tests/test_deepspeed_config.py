@@ -17,12 +17,28 @@ H = 2048
 MODEL = ModelConfig(name="gpt-1.3b", n_layer=24, n_embd=H, n_head=16, seq_len=2048, vocab_size=50304)
 
 
-def _ds(*, stage=3, precision="bf16", micro=2, accum=3, world=4, model=MODEL, device_type="cpu",
-        optim=None, **backend_kw):
+def _ds(
+    *,
+    stage=3,
+    precision="bf16",
+    micro=2,
+    accum=3,
+    world=4,
+    model=MODEL,
+    device_type="cpu",
+    optim=None,
+    **backend_kw,
+):
     backend = BackendConfig(name="deepspeed", zero_stage=stage, **backend_kw)
-    return deepspeed_config(backend=backend, batch=BatchConfig(micro_batch_size=micro, grad_accum=accum),
-                            precision=precision, optim=optim or OptimConfig(), model=model,
-                            world_size=world, device_type=device_type)
+    return deepspeed_config(
+        backend=backend,
+        batch=BatchConfig(micro_batch_size=micro, grad_accum=accum),
+        precision=precision,
+        optim=optim or OptimConfig(),
+        model=model,
+        world_size=world,
+        device_type=device_type,
+    )
 
 
 def test_stage3_bucket_defaults_from_hidden_size():
@@ -48,8 +64,12 @@ def test_bucket_defaults_scale_with_h(h):
 
 
 def test_explicit_bucket_sizes_win():
-    z = _ds(reduce_bucket_size=123, stage3_prefetch_bucket_size=456,
-            stage3_param_persistence_threshold=0, overlap_comm=False)["zero_optimization"]
+    z = _ds(
+        reduce_bucket_size=123,
+        stage3_prefetch_bucket_size=456,
+        stage3_param_persistence_threshold=0,
+        overlap_comm=False,
+    )["zero_optimization"]
     assert z["reduce_bucket_size"] == 123
     assert z["stage3_prefetch_bucket_size"] == 456
     assert z["stage3_param_persistence_threshold"] == 0  # 0 is a value, not "use the default"

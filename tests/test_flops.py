@@ -65,8 +65,9 @@ def test_doubling_global_batch_at_double_time_keeps_tflops():
     assert tflops_per_device(f2, 0.5, world) == pytest.approx(2 * t1, rel=1e-12)
 
 
-@pytest.mark.parametrize("shape", [(24, 2304, 2048, 65, 288), (2, 128, 128, 512, 4),
-                                   (6, 512, 2048, 50304, 32)])
+@pytest.mark.parametrize(
+    "shape", [(24, 2304, 2048, 65, 288), (2, 128, 128, 512, 4), (6, 512, 2048, 50304, 32)]
+)
 def test_checkpointing_factor_is_four_thirds(shape):
     with_ac = flops_per_iteration(*shape, activation_checkpointing=True)
     without = flops_per_iteration(*shape, activation_checkpointing=False)

@@ -38,8 +38,11 @@ def test_lm_head_is_tied(cfg):
     # exactly one (V, h) matrix: the token embedding, used again as the LM head
     top_level = sorted({n.split(".")[0] for n in names})
     assert top_level == ["h", "ln_f", "wpe", "wte"]
-    vocab_mats = [n for n, p in model.named_parameters()
-                  if p.shape == (cfg.vocab_size, cfg.n_embd) and not n.startswith("h.")]
+    vocab_mats = [
+        n
+        for n, p in model.named_parameters()
+        if p.shape == (cfg.vocab_size, cfg.n_embd) and not n.startswith("h.")
+    ]
     assert vocab_mats == ["wte.weight"]
     # the head really uses wte: the loss depends on wte rows of tokens that never occur as input
     tokens = torch.zeros(1, cfg.seq_len + 1, dtype=torch.long)
@@ -87,8 +90,9 @@ def test_attention_kernels_agree(T):
 def test_attention_reference_values():
     # With T=1 the output is v; with q=0 row t averages v[:t+1].
     q, k, v = _qkv(T=5)
-    torch.testing.assert_close(build_attention_fn("standard")(q[:, :, :1], k[:, :, :1], v[:, :, :1]),
-                               v[:, :, :1])
+    torch.testing.assert_close(
+        build_attention_fn("standard")(q[:, :, :1], k[:, :, :1], v[:, :, :1]), v[:, :, :1]
+    )
     y = build_attention_fn("standard")(torch.zeros_like(q), k, v)
     expect = v.cumsum(dim=2) / torch.arange(1, 6).view(1, 1, 5, 1)
     torch.testing.assert_close(y, expect, atol=1e-6, rtol=1e-6)

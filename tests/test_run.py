@@ -16,13 +16,29 @@ from flopsweep.metrics import METRIC_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_KEYS = {"schema_version", "status", "error", "run", "config", "model", "system", "metrics"}
-SYSTEM_KEYS = {"hostname", "device_name", "device_count", "world_size", "torch", "cuda", "deepspeed",
-               "xformers", "python", "git_sha"}
+SYSTEM_KEYS = {
+    "hostname",
+    "device_name",
+    "device_count",
+    "world_size",
+    "torch",
+    "cuda",
+    "deepspeed",
+    "xformers",
+    "python",
+    "git_sha",
+}
 
 
 def run_py(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "run.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def records(sweep_dir: Path) -> list[dict]:
@@ -44,8 +60,15 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert math.isfinite(m["loss_first"]) and math.isfinite(m["loss_last"])
     assert len(m["iteration_time_s"]["values"]) == record["config"]["steps"]["measure"]
     assert m["mfu"] is None and m["peak_tflops"] is None  # no peak is known for a CPU
-    assert record["model"] == {"name": "gpt-tiny", "n_layer": 2, "n_embd": 128, "n_head": 4, "seq_len": 128,
-                               "vocab_size": 512, "n_params": 478_720}
+    assert record["model"] == {
+        "name": "gpt-tiny",
+        "n_layer": 2,
+        "n_embd": 128,
+        "n_head": 4,
+        "seq_len": 128,
+        "vocab_size": 512,
+        "n_params": 478_720,
+    }
     assert record["config"]["device"] == "cpu" and record["system"]["world_size"] == 1
     assert not (tmp_path / ".flopsweep").exists()  # scratch files are cleaned up
 
@@ -53,8 +76,16 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def cpu_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sweep_dir = tmp_path_factory.mktemp("sweep")
-    proc = run_py("-m", "backend=ddp,fsdp,zero1,zero2,zero3", "nproc_per_node=2", "device=cpu",
-                  "precision=fp32", "steps.warmup=1", "steps.measure=2", f"hydra.sweep.dir={sweep_dir}")
+    proc = run_py(
+        "-m",
+        "backend=ddp,fsdp,zero1,zero2,zero3",
+        "nproc_per_node=2",
+        "device=cpu",
+        "precision=fp32",
+        "steps.warmup=1",
+        "steps.measure=2",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "flopsweep summary: 5 ok, 0 oom, 0 error, 0 invalid" in proc.stdout
     return sweep_dir
@@ -65,7 +96,10 @@ def test_cpu_sweep_every_backend_two_ranks(cpu_sweep: Path) -> None:
     recs = records(cpu_sweep)
     assert len(recs) == 5
     assert {(r["config"]["backend"]["name"], r["config"]["backend"]["zero_stage"]) for r in recs} >= {
-        ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3)}
+        ("deepspeed", 1),
+        ("deepspeed", 2),
+        ("deepspeed", 3),
+    }
     for r in recs:
         assert r["status"] == "ok", r["error"]
         assert r["system"]["world_size"] == 2 and len(r["metrics"]["per_rank"]) == 2
@@ -76,8 +110,10 @@ def test_cpu_sweep_every_backend_two_ranks(cpu_sweep: Path) -> None:
 @pytest.mark.slow
 def test_backends_start_from_same_weights_and_data(cpu_sweep: Path) -> None:
     """Same seed, same data: the first-step loss of every backend agrees (a fair comparison)."""
-    losses = {r["config"]["backend"]["name"] + str(r["config"]["backend"]["zero_stage"]):
-              r["metrics"]["loss_first"] for r in records(cpu_sweep)}
+    losses = {
+        r["config"]["backend"]["name"] + str(r["config"]["backend"]["zero_stage"]): r["metrics"]["loss_first"]
+        for r in records(cpu_sweep)
+    }
     reference = losses.pop(next(k for k in losses if k.startswith("ddp")))
     for name, loss in losses.items():
         assert loss == pytest.approx(reference, abs=1e-4), name
@@ -85,12 +121,22 @@ def test_backends_start_from_same_weights_and_data(cpu_sweep: Path) -> None:
 
 @pytest.mark.slow
 def test_analysis_prints_one_row_per_job(cpu_sweep: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "analysis", str(cpu_sweep)], cwd=ROOT, capture_output=True,
-                          text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis", str(cpu_sweep)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 + 5 and "backend" in lines[0]
-    csv = subprocess.run([sys.executable, "-m", "analysis", str(cpu_sweep), "--format", "csv"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    csv = subprocess.run(
+        [sys.executable, "-m", "analysis", str(cpu_sweep), "--format", "csv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     df = pd.read_csv(io.StringIO(csv))
     assert len(df) == 5 and (df["status"] == "ok").all() and (df["world_size"] == 2).all()
 
@@ -107,8 +153,9 @@ BAD = [
 
 
 @pytest.mark.parametrize(("overrides", "key"), BAD)
-def test_bad_config_is_one_paragraph_and_starts_no_worker(tmp_path: Path, overrides: list[str],
-                                                           key: str) -> None:
+def test_bad_config_is_one_paragraph_and_starts_no_worker(
+    tmp_path: Path, overrides: list[str], key: str
+) -> None:
     proc = run_py(*overrides, f"hydra.run.dir={tmp_path}", timeout=120)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr + proc.stdout

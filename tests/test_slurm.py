@@ -28,13 +28,27 @@ from flopsweep import slurm
 from flopsweep.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
-CPU_JOB = ["hydra/launcher=slurm", "device=cpu", "nproc_per_node=2", "hydra.launcher.cpus_per_task=1",
-           "precision=fp32", "steps.warmup=1", "steps.measure=2"]
+CPU_JOB = [
+    "hydra/launcher=slurm",
+    "device=cpu",
+    "nproc_per_node=2",
+    "hydra.launcher.cpus_per_task=1",
+    "precision=fp32",
+    "steps.warmup=1",
+    "steps.measure=2",
+]
 
 
 def run_py(*args: str, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, check=False, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "run.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def records(sweep_dir: Path) -> list[dict]:
@@ -43,20 +57,32 @@ def records(sweep_dir: Path) -> list[dict]:
 
 # --- rank arithmetic: SLURM_* variables of 2 nodes x 8 tasks (data, not a mock) ---------------
 
+
 @pytest.mark.parametrize(("node", "local_rank"), [(0, 0), (0, 7), (1, 0), (1, 3), (1, 7)])
-def test_two_nodes_of_eight_tasks_map_to_global_rank(monkeypatch: pytest.MonkeyPatch, node: int,
-                                                     local_rank: int) -> None:
+def test_two_nodes_of_eight_tasks_map_to_global_rank(
+    monkeypatch: pytest.MonkeyPatch, node: int, local_rank: int
+) -> None:
     """Slurm's block distribution: task ``SLURM_PROCID = node * 8 + SLURM_LOCALID``."""
     for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         monkeypatch.delenv(key, raising=False)  # restored (removed) after the test
     monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
-    for key, value in {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "16", "SLURM_JOB_NUM_NODES": "2",
-                       "SLURM_JOB_NODELIST": "gpu-[017-018]", "SLURM_NODEID": str(node),
-                       "SLURM_PROCID": str(node * 8 + local_rank), "SLURM_LOCALID": str(local_rank)}.items():
+    for key, value in {
+        "SLURM_JOB_ID": "4242",
+        "SLURM_NTASKS": "16",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_NODELIST": "gpu-[017-018]",
+        "SLURM_NODEID": str(node),
+        "SLURM_PROCID": str(node * 8 + local_rank),
+        "SLURM_LOCALID": str(local_rank),
+    }.items():
         monkeypatch.setenv(key, value)
     env = TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
     assert (env.rank, env.local_rank, env.world_size, env.local_world_size) == (
-        node * 8 + local_rank, local_rank, 16, 8)
+        node * 8 + local_rank,
+        local_rank,
+        16,
+        8,
+    )
     assert env.master_addr == "gpu-017"  # the first node hosts rank 0
     assert os.environ["RANK"] == str(node * 8 + local_rank) and os.environ["WORLD_SIZE"] == "16"
     assert os.environ["LOCAL_RANK"] == str(local_rank) and os.environ["MASTER_ADDR"] == "gpu-017"
@@ -65,12 +91,15 @@ def test_two_nodes_of_eight_tasks_map_to_global_rank(monkeypatch: pytest.MonkeyP
     assert slurm.writes_record() is (node == 0 and local_rank == 0)
 
 
-@pytest.mark.parametrize(("visible", "local_rank", "index"), [
-    ("0,1,2,3,4,5,6,7", 5, 5),  # gpus_per_node: each task sees the node's job GPUs
-    ("4,5,6,7", 2, 2),          # the job got GPUs 4-7; its local rank 2 is the third of them
-    ("6", 6, 0),                # Slurm bound one GPU to the task: it is device 0
-    ("", 3, 3),                 # no restriction
-])
+@pytest.mark.parametrize(
+    ("visible", "local_rank", "index"),
+    [
+        ("0,1,2,3,4,5,6,7", 5, 5),  # gpus_per_node: each task sees the node's job GPUs
+        ("4,5,6,7", 2, 2),  # the job got GPUs 4-7; its local rank 2 is the third of them
+        ("6", 6, 0),  # Slurm bound one GPU to the task: it is device 0
+        ("", 3, 3),  # no restriction
+    ],
+)
 def test_cuda_device_index(visible: str, local_rank: int, index: int) -> None:
     assert slurm.cuda_device_index(local_rank, visible) == index
 
@@ -86,8 +115,9 @@ def test_only_rank_zero_writes_the_record(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_more_than_one_node_needs_slurm(monkeypatch: pytest.MonkeyPatch) -> None:
-    cfg = fconfig.RunConfig(backend=fconfig.BackendConfig(name="ddp"), device="cpu", nproc_per_node="2",
-                            nnodes=2)
+    cfg = fconfig.RunConfig(
+        backend=fconfig.BackendConfig(name="ddp"), device="cpu", nproc_per_node="2", nnodes=2
+    )
     monkeypatch.delenv("SUBMITIT_EXECUTOR", raising=False)
     with pytest.raises(ConfigError, match="hydra/launcher=slurm"):
         fconfig.validate(cfg)
@@ -97,14 +127,17 @@ def test_more_than_one_node_needs_slurm(monkeypatch: pytest.MonkeyPatch) -> None
 
 # --- the launcher config and its checks ---------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def launcher_config():
     fconfig.register_configs()
     OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+
         def _launcher(overrides: list[str]) -> dict:
-            cfg = compose(config_name="config", overrides=["hydra/launcher=slurm", *overrides],
-                          return_hydra_config=True)
+            cfg = compose(
+                config_name="config", overrides=["hydra/launcher=slurm", *overrides], return_hydra_config=True
+            )
             return OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
 
         yield _launcher
@@ -134,13 +167,16 @@ def test_gpu_sweeps_pass_the_slurm_launcher_check(launcher_config, name: str) ->
     assert launcher["nodes"] == (2 if name.endswith("2node") else 1)
 
 
-@pytest.mark.parametrize(("launcher", "run", "key"), [
-    ({"tasks_per_node": 1, "gpus_per_node": 8}, (8, 1, "cuda"), "hydra.launcher.tasks_per_node"),
-    ({"tasks_per_node": 1, "gpus_per_node": 8}, (1, 1, "cuda"), "hydra.launcher.gpus_per_node"),
-    ({"tasks_per_node": 8, "nodes": 1, "gpus_per_node": 8}, (8, 2, "cuda"), "hydra.launcher.nodes"),
-    ({"tasks_per_node": 8, "nodes": 2}, (8, 2, "cuda"), "hydra.launcher.gpus_per_node"),
-    ({"tasks_per_node": 2, "gpus_per_node": 2}, (2, 1, "cpu"), "hydra.launcher.gpus_per_node"),
-])
+@pytest.mark.parametrize(
+    ("launcher", "run", "key"),
+    [
+        ({"tasks_per_node": 1, "gpus_per_node": 8}, (8, 1, "cuda"), "hydra.launcher.tasks_per_node"),
+        ({"tasks_per_node": 1, "gpus_per_node": 8}, (1, 1, "cuda"), "hydra.launcher.gpus_per_node"),
+        ({"tasks_per_node": 8, "nodes": 1, "gpus_per_node": 8}, (8, 2, "cuda"), "hydra.launcher.nodes"),
+        ({"tasks_per_node": 8, "nodes": 2}, (8, 2, "cuda"), "hydra.launcher.gpus_per_node"),
+        ({"tasks_per_node": 2, "gpus_per_node": 2}, (2, 1, "cpu"), "hydra.launcher.gpus_per_node"),
+    ],
+)
 def test_check_launcher_names_the_key_to_set(launcher: dict, run: tuple, key: str) -> None:
     nproc, nnodes, device = run
     with pytest.raises(ConfigError, match="Fix: set ") as info:
@@ -149,19 +185,24 @@ def test_check_launcher_names_the_key_to_set(launcher: dict, run: tuple, key: st
 
 
 def test_check_launcher_accepts_one_gpu_per_task() -> None:
-    slurm.check_launcher({"tasks_per_node": 8, "nodes": 2, "gpus_per_task": 1}, nproc_per_node=8, nnodes=2,
-                         device="cuda")
+    slurm.check_launcher(
+        {"tasks_per_node": 8, "nodes": 2, "gpus_per_task": 1}, nproc_per_node=8, nnodes=2, device="cuda"
+    )
 
 
-@pytest.mark.parametrize(("overrides", "key"), [
-    (["hydra.launcher.tasks_per_node=1"], "hydra.launcher.tasks_per_node"),
-    (["hydra.launcher.nodes=2"], "hydra.launcher.nodes"),
-    (["hydra.launcher.gpus_per_node=2"], "hydra.launcher.gpus_per_node"),
-    (["nproc_per_node=auto"], "nproc_per_node"),
-    (["nproc_per_node=1,2"], "nproc_per_node"),
-])
-def test_contradicting_launcher_fails_before_submission(tmp_path: Path, overrides: list[str],
-                                                        key: str) -> None:
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["hydra.launcher.tasks_per_node=1"], "hydra.launcher.tasks_per_node"),
+        (["hydra.launcher.nodes=2"], "hydra.launcher.nodes"),
+        (["hydra.launcher.gpus_per_node=2"], "hydra.launcher.gpus_per_node"),
+        (["nproc_per_node=auto"], "nproc_per_node"),
+        (["nproc_per_node=1,2"], "nproc_per_node"),
+    ],
+)
+def test_contradicting_launcher_fails_before_submission(
+    tmp_path: Path, overrides: list[str], key: str
+) -> None:
     """No cluster needed: the launcher plugin refuses before it calls sbatch."""
     proc = run_py("-m", *CPU_JOB, *overrides, f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=120)
     assert proc.returncode == 1
@@ -174,8 +215,11 @@ def test_contradicting_launcher_fails_before_submission(tmp_path: Path, override
 @pytest.mark.slow
 def test_submitit_local_runs_each_task_as_one_rank(tmp_path: Path) -> None:
     """The Slurm code path without Slurm: submitit_local starts two tasks, each one gloo rank."""
-    local = [arg.replace("hydra/launcher=slurm", "hydra/launcher=slurm_local") for arg in CPU_JOB
-             if "cpus_per_task" not in arg]
+    local = [
+        arg.replace("hydra/launcher=slurm", "hydra/launcher=slurm_local")
+        for arg in CPU_JOB
+        if "cpus_per_task" not in arg
+    ]
     proc = run_py("-m", *local, "backend=ddp", f"hydra.sweep.dir={tmp_path}", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record,) = records(tmp_path)
@@ -186,6 +230,7 @@ def test_submitit_local_runs_each_task_as_one_rank(tmp_path: Path) -> None:
 
 
 # --- against a real Slurm (python -m pytest -m slurm, after bash .ci/slurm-up.sh) --------------
+
 
 def _slurm(*args: str) -> str:
     return subprocess.run(list(args), capture_output=True, text=True, timeout=30, check=True).stdout
@@ -207,11 +252,19 @@ def job_name(cluster: None) -> Iterator[str]:
     subprocess.run(["scancel", f"--name={name}"], capture_output=True, timeout=30, check=False)
 
 
-def sweep(sweep_dir: Path, name: str, *overrides: str, timeout: float = 240,
-          env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def sweep(
+    sweep_dir: Path, name: str, *overrides: str, timeout: float = 240, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     try:
-        return run_py("-m", *CPU_JOB, f"hydra.launcher.name={name}", f"hydra.sweep.dir={sweep_dir}",
-                      *overrides, timeout=timeout, env=env)
+        return run_py(
+            "-m",
+            *CPU_JOB,
+            f"hydra.launcher.name={name}",
+            f"hydra.sweep.dir={sweep_dir}",
+            *overrides,
+            timeout=timeout,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"the sweep did not end within {timeout} s (its jobs are cancelled)")
 
@@ -262,11 +315,23 @@ def test_rank_that_never_joins_gives_error_record(tmp_path: Path, job_name: str)
 def test_killed_rank_zero_task_leaves_record_by_rank_one(tmp_path: Path, job_name: str) -> None:
     """Rank 0's task dies by SIGKILL: rank 1's task writes the record STALE_S later. submitit gets no
     result from task 0, so on this cluster without accounting the sweep would wait: the test stops it."""
-    args = [sys.executable, "run.py", "-m", *CPU_JOB, "backend=ddp", f"hydra.launcher.name={job_name}",
-            f"hydra.sweep.dir={tmp_path}"]
+    args = [
+        sys.executable,
+        "run.py",
+        "-m",
+        *CPU_JOB,
+        "backend=ddp",
+        f"hydra.launcher.name={job_name}",
+        f"hydra.sweep.dir={tmp_path}",
+    ]
     record = tmp_path / "0" / "metrics.json"
-    with subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          env={**os.environ, slurm.TEST_RAISE_ENV: "0:kill"}) as proc:
+    with subprocess.Popen(
+        args,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, slurm.TEST_RAISE_ENV: "0:kill"},
+    ) as proc:
         try:
             end = time.monotonic() + slurm.STALE_S + 90
             while not record.exists():
@@ -281,11 +346,20 @@ def test_killed_rank_zero_task_leaves_record_by_rank_one(tmp_path: Path, job_nam
 
 @pytest.mark.slurm
 def test_scancel_gives_record_not_hang(tmp_path: Path, job_name: str) -> None:
-    args = [sys.executable, "run.py", "-m", *CPU_JOB, "backend=ddp", "steps.measure=1000000",
-            f"hydra.launcher.name={job_name}", f"hydra.sweep.dir={tmp_path}"]
+    args = [
+        sys.executable,
+        "run.py",
+        "-m",
+        *CPU_JOB,
+        "backend=ddp",
+        "steps.measure=1000000",
+        f"hydra.launcher.name={job_name}",
+        f"hydra.sweep.dir={tmp_path}",
+    ]
     phase = tmp_path / "0" / ".flopsweep" / "rank0_phase.txt"
-    with subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True) as proc:
+    with subprocess.Popen(
+        args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
         try:
             end = time.monotonic() + 120
             while not (phase.exists() and phase.read_text() == "measure"):

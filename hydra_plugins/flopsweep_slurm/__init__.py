@@ -47,9 +47,13 @@ def check_config(config: DictConfig, *, local: bool) -> None:
     """
     try:
         slurm.check_sweep(nproc_per_node=str(config.nproc_per_node), swept=swept_keys(config))
-        slurm.check_launcher(OmegaConf.to_container(config.hydra.launcher, resolve=True),
-                             nproc_per_node=int(config.nproc_per_node), nnodes=int(config.nnodes),
-                             device=str(config.device), local=local)
+        slurm.check_launcher(
+            OmegaConf.to_container(config.hydra.launcher, resolve=True),
+            nproc_per_node=int(config.nproc_per_node),
+            nnodes=int(config.nnodes),
+            device=str(config.device),
+            local=local,
+        )
     except ConfigError as exc:
         raise LauncherConfigError(str(exc)) from None
 
