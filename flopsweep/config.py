@@ -446,12 +446,19 @@ def _validate_fault(fault: FaultConfig, world: int) -> None:
 
 def _validate_placement(cfg: RunConfig, device: str, nproc: int) -> None:
     world = nproc * cfg.nnodes
-    if cfg.nnodes != 1 and not os.environ.get("SLURM_JOB_ID"):
+    if cfg.nnodes != 1 and os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
         raise ConfigError(
             "nnodes",
             cfg.nnodes,
             "a local launch starts every rank on this one node",
             "set nnodes=1, or run the sweep under Slurm",
+        )
+    if cfg.batch.name == "auto" and os.environ.get("SUBMITIT_EXECUTOR"):
+        raise ConfigError(
+            "batch",
+            "auto",
+            "the micro-batch search spawns local probe workers, which a Slurm task cannot",
+            "find the size with a local run first, then set batch=fixed batch.micro_batch_size=N",
         )
     if cfg.backend.name == "single" and world != 1:
         raise ConfigError(

@@ -2,7 +2,8 @@
 
 ``run.py`` calls :func:`run_job` once per Hydra job with the typed config. This
 process, not rank 0, writes the record, so that a run whose workers die still
-leaves one.
+leaves one. Under Slurm (and submitit_local) each task is one rank and only the task that
+:func:`flopsweep.slurm.writes_record` names (global rank 0) writes it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from flopsweep.autobatch import ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig, validate
 from flopsweep.launch import SCRATCH, Outcome, launch_local
+from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
 from flopsweep.metrics import (
     METRICS_FILE,
     RecordExistsError,
@@ -69,7 +71,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     job_dir = Path(info.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     path = job_dir / METRICS_FILE
-    if path.exists() and not cfg.resume:
+    if path.exists() and not cfg.resume and writes_record():
         raise RecordExistsError(exists_message(path))
     run = {
         "id": uuid.uuid4().hex,
@@ -88,7 +90,8 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             "rank": None,
             "traceback": None,
         }
-        set_aside(path)
+        if writes_record():
+            set_aside(path)
         return _finish(path, cfg, run, "invalid", error, None, world_size=None)
     done = ok_record(path, cfg)
     if done is not None:
@@ -98,7 +101,8 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             done["run"]["id"],
         )
         return done
-    set_aside(path)
+    if writes_record():
+        set_aside(path)
     return _launch(path, cfg, run, info)
 
 
@@ -135,6 +139,8 @@ def launch_run(cfg: RunConfig, job_dir: Path, run: dict[str, Any]) -> tuple[Outc
 
     The search goes in ``run["batch_search"]``; the returned config carries the size found.
     """
+    if inside_submitit_task():  # this task is one rank; validation refused batch=auto here
+        return launch_slurm_task(cfg, job_dir), cfg
     if cfg.batch.name != "auto":
         return launch_local(cfg, job_dir), cfg
     try:
@@ -238,6 +244,8 @@ def _finish(
     run = {**run, "finished_at": _now()}
     system = system_info(cfg.device, world_size or 0, device_name)
     record = build_record(cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics)
+    if not writes_record():  # another task of this Slurm job writes the record
+        return record
     atomic_write_json(path, record, overwrite=False)
     shutil.rmtree(path.parent / SCRATCH, ignore_errors=True)
     _log_result(record, path)

@@ -1,0 +1,440 @@
+"""Ranks under Slurm: with ``hydra/launcher=slurm`` (or ``submitit_local``) each submitit task is one rank.
+
+hydra-submitit-launcher submits a sweep as one Slurm job array, one element per Hydra job, each
+with ``nodes x tasks_per_node`` tasks, and every task runs ``run.py``'s task function. The tasks
+of a job agree on its directory: ``hydra.sweep.dir`` is resolved in the sweep process and reaches
+the tasks through Hydra's resolver cache (``${now:}``, ``${flopsweep_uid:}``), and the subdir is
+the job number. Inside a task, :func:`launch_slurm_task` spawns no worker: the task becomes one
+rank. Its place comes from ``submitit.helpers.TorchDistributedEnvironment`` (``SLURM_PROCID``,
+``SLURM_LOCALID``, ``SLURM_NTASKS``, the first host of ``SLURM_JOB_NODELIST``), exported as
+``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``
+(``MASTER_PORT`` from the environment if set, else drawn from the job id).
+
+GPUs: ``CUDA_VISIBLE_DEVICES`` is left as Slurm or submitit set it (``export`` is called with
+``set_cuda_visible_devices=False``). A task that sees exactly one GPU (Slurm bound one GPU to each
+task, e.g. ``--gpus-per-task=1``) uses device 0; a task that sees all of the node's job GPUs
+(``gpus_per_node``, the default here) uses device ``LOCAL_RANK`` (:func:`cuda_device_index`).
+
+Failures: the rank runs in a thread and the task's main thread watches it (:class:`TaskWatch`)
+through files in the job's shared scratch directory, so that a task never waits for ever. It stops
+waiting when another rank wrote an error file and this rank is still busy ``PEER_GRACE_S`` later
+(it waits in a collective that cannot complete), when a watched task's heartbeat stops for
+``STALE_S`` (killed, e.g. by the OOM killer), on SIGTERM (``scancel``, time limit, preemption),
+or after ``timeout_s``. The task function then returns normally, so that submitit stores a result
+and the sweep goes on. Only one task writes ``metrics.json`` (:func:`writes_record`): global rank
+0, or, when the heartbeats of every lower rank stopped, the lowest live rank.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from flopsweep.config import ConfigError, RunConfig
+from flopsweep.launch import SCRATCH, Outcome, collect
+from flopsweep.metrics import METRICS_FILE
+from flopsweep.worker import RankSpec, run_rank
+
+log = logging.getLogger("flopsweep")
+
+TEST_RAISE_ENV = "FLOPSWEEP_TEST_RAISE_RANK"
+"""Tests only. ``FLOPSWEEP_TEST_RAISE_RANK=R``: global rank R builds its model with the attention
+name ``FLOPSWEEP_TEST_RAISE_RANK``, which ``flopsweep.attention.build_attention_fn`` rejects with
+ValueError after the process group is up, while the other ranks wait for it in a collective.
+``R:rendezvous``: rank R gets a MASTER_PORT that is not a number, so its ``init_process_group``
+raises ValueError and the other ranks wait in the rendezvous for a rank that never comes.
+``R:kill``: rank R's task kills itself with SIGKILL, as the OOM killer would."""
+
+POLL_S = 0.5
+"""Seconds between two looks of the main thread at the rank and the scratch files."""
+HEARTBEAT_S = 2.0
+"""Seconds between two heartbeats of a task."""
+STALE_S = 30.0
+"""A task whose heartbeat did not change for this many seconds is taken as dead."""
+PEER_GRACE_S = 10.0
+"""Seconds a rank may still run after another rank reported an error."""
+MEM_GB_PER_GPU_RANK = 32
+"""Host memory asked per GPU rank by conf/hydra/launcher/slurm.yaml (``mem_gb`` is per node)."""
+SHAPE_KEYS = ("nproc_per_node", "nnodes", "device")
+"""Keys that fix a Slurm job's shape: one job array has one shape, so a sweep must not vary them."""
+
+_took_over = threading.Event()
+
+
+def inside_submitit_task() -> bool:
+    """True in a task that submitit started (``SUBMITIT_EXECUTOR`` is ``slurm`` or ``local``)."""
+    return os.environ.get("SUBMITIT_EXECUTOR", "") in ("slurm", "local")
+
+
+def writes_record() -> bool:
+    """Whether this process writes ``metrics.json``: always outside a submitit task; inside one,
+    only global rank 0, or the task that took over because every lower rank's task stopped."""
+    if not inside_submitit_task():
+        return True
+    import submitit
+
+    return submitit.JobEnvironment().global_rank == 0 or _took_over.is_set()
+
+
+def cuda_device_index(local_rank: int, visible: str | None = None) -> int:
+    """CUDA device index of this task's rank: 0 when ``CUDA_VISIBLE_DEVICES`` (``visible``,
+    default the environment's) names exactly one GPU, else ``local_rank``."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    names = [name for name in (visible or "").split(",") if name.strip()]
+    return 0 if len(names) == 1 else local_rank
+
+
+def tasks_per_node(nproc_per_node: str) -> int:
+    """``hydra.launcher.tasks_per_node`` of conf/hydra/launcher/slurm.yaml (resolver ``flopsweep_tasks``):
+    ``nproc_per_node`` as an int, one task per rank; 0 for ``auto``, which :func:`check_sweep` rejects
+    before submission with a message (the launcher's int field would fail on ``auto`` first)."""
+    return int(nproc_per_node) if str(nproc_per_node).isdigit() else 0
+
+
+def gpus_per_node(device: str, nproc_per_node: str) -> int | None:
+    """``hydra.launcher.gpus_per_node`` of slurm.yaml (resolver ``flopsweep_gpus``): one GPU per rank;
+    none (null) for ``device=cpu`` or ``auto`` ranks."""
+    return None if device == "cpu" else tasks_per_node(nproc_per_node) or None
+
+
+def mem_gb(device: str, nproc_per_node: str) -> int | None:
+    """``hydra.launcher.mem_gb`` (host memory per node, GB) of slurm.yaml (resolver ``flopsweep_mem_gb``):
+    ``MEM_GB_PER_GPU_RANK`` per GPU rank; null (the partition's default) for ``device=cpu``."""
+    gpus = gpus_per_node(device, nproc_per_node)
+    return None if gpus is None else MEM_GB_PER_GPU_RANK * gpus
+
+
+def check_sweep(*, nproc_per_node: str, swept: Iterable[str]) -> None:
+    """Check, before submission, the run keys that fix a job's shape.
+
+    Raises:
+        ConfigError: when ``nproc_per_node`` is ``auto`` (Slurm needs the task count at
+            submission), or when a sweep varies one of ``SHAPE_KEYS``.
+    """
+    for key in SHAPE_KEYS:
+        if key in set(swept):
+            raise ConfigError(
+                key,
+                "a sweep",
+                "a Slurm job array has one shape (nodes, tasks, GPUs) for all of its jobs",
+                f"set {key} to one value per sweep, and run one sweep per value",
+            )
+    if not str(nproc_per_node).isdigit() or int(nproc_per_node) < 1:
+        raise ConfigError(
+            "nproc_per_node",
+            nproc_per_node,
+            "a Slurm launcher needs the ranks per node at submission (one Slurm task per rank)",
+            "set nproc_per_node to the GPUs per node to use, e.g. nproc_per_node=8 "
+            "(with device=cpu: the CPU ranks per node, e.g. 2)",
+        )
+
+
+def check_launcher(
+    launcher: Mapping[str, Any], *, nproc_per_node: int, nnodes: int, device: str, local: bool = False
+) -> None:
+    """Check resolved submitit launcher settings (``hydra.launcher``) against the run.
+
+    Each Slurm task is one rank: ``tasks_per_node == nproc_per_node``, ``nodes == nnodes``, and
+    on GPUs one GPU per task (``gpus_per_node == tasks_per_node``, or ``gpus_per_task == 1``).
+
+    Raises:
+        ConfigError: naming the launcher key, its value and what to set.
+    """
+    tasks, nodes = launcher.get("tasks_per_node") or 1, launcher.get("nodes") or 1
+    if tasks != nproc_per_node:
+        raise ConfigError(
+            "hydra.launcher.tasks_per_node",
+            tasks,
+            f"each Slurm task is one rank, but nproc_per_node={nproc_per_node}",
+            f"set hydra.launcher.tasks_per_node={nproc_per_node}, or drop the override "
+            "(slurm.yaml sets it to ${nproc_per_node})",
+        )
+    if nodes * tasks != nproc_per_node * nnodes or (local and nodes != 1):
+        fix = (
+            "set nnodes=1 (submitit_local runs on this machine)"
+            if local
+            else f"set hydra.launcher.nodes={nnodes}, or nnodes={nodes}"
+        )
+        raise ConfigError(
+            "hydra.launcher.nodes",
+            nodes,
+            f"nodes x tasks_per_node = {nodes * tasks} Slurm "
+            f"tasks, but nnodes x nproc_per_node = {nnodes * nproc_per_node} ranks",
+            fix,
+        )
+    per_task = launcher.get("gpus_per_task") or 0
+    gpus = per_task * tasks if per_task else launcher.get("gpus_per_node") or 0
+    if device == "cpu" and gpus:
+        raise ConfigError(
+            "hydra.launcher.gpus_per_node",
+            gpus,
+            "device=cpu runs no rank on a GPU, but the job asks Slurm for GPUs",
+            "set hydra.launcher.gpus_per_node=null, or device=cuda",
+        )
+    if (device == "cuda" or gpus) and gpus != tasks:
+        fix = f"set hydra.launcher.gpus_per_node={tasks}"
+        if gpus:
+            fix += f", or nproc_per_node={gpus} (tasks_per_node follows it) for {gpus} GPU ranks per node"
+        raise ConfigError(
+            "hydra.launcher.gpus_per_node",
+            gpus or None,
+            f"each of the {tasks} task(s) per node is one rank on its own GPU (a task spawns no other rank)",
+            fix,
+        )
+
+
+def launch_slurm_task(cfg: RunConfig, job_dir: Path) -> Outcome:
+    """Run this task's rank of ``cfg`` and return the job's outcome (see the module docstring).
+
+    A task other than rank 0 returns once the record writer wrote ``metrics.json`` (its outcome
+    is then only informative), or takes over the writing when every lower rank's task stopped.
+
+    Args:
+        cfg: a validated config; ``nproc_per_node x nnodes`` must equal the job's task count.
+        job_dir: the Hydra job directory, shared by every task of the job; scratch files go to
+            ``job_dir/.flopsweep``.
+    """
+    from submitit.helpers import TorchDistributedEnvironment
+
+    env = TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+    world = int(cfg.nproc_per_node) * cfg.nnodes
+    if env.world_size != world:
+        message = (
+            f"the Slurm job has {env.world_size} task(s) but nnodes x nproc_per_node = {world}: "
+            "set hydra.launcher.nodes=${nnodes} and hydra.launcher.tasks_per_node=${nproc_per_node}"
+        )
+        return Outcome(
+            "error",
+            error={
+                "type": "LaunchMismatch",
+                "message": message,
+                "phase": "launch",
+                "rank": env.rank,
+                "traceback": None,
+            },
+        )
+    scratch = Path(job_dir) / SCRATCH
+    scratch.mkdir(parents=True, exist_ok=True)
+    spec = RankSpec(
+        cfg=_with_test_hook(cfg, env.rank),
+        job_dir=str(job_dir),
+        scratch_dir=str(scratch),
+        master_addr=env.master_addr,
+        master_port=env.master_port,
+        nproc_per_node=env.local_world_size,
+        node_rank=env.rank // env.local_world_size,
+        world_size=world,
+    )
+    device_index = cuda_device_index(env.local_rank)
+    log.info(
+        "slurm task: rank %d of %d (local rank %d, device index %d), master %s:%d",
+        env.rank,
+        world,
+        env.local_rank,
+        device_index,
+        env.master_addr,
+        env.master_port,
+    )
+    record = Path(job_dir) / METRICS_FILE
+    with TaskWatch(scratch, rank=env.rank, world_size=world, timeout_s=cfg.timeout_s) as watch:
+        failure = watch.run(lambda: run_rank(spec, rank=env.rank, local_rank=device_index))
+        writer = env.rank == 0 or watch.wait_for_writer(record)
+        if writer and (failure or any(scratch.glob("rank*_error.json"))):
+            time.sleep(2 * POLL_S)  # let error files that other ranks are writing arrive
+    outcome = _outcome(collect(scratch, failure, world), failure)
+    if writer and env.rank != 0:
+        outcome = _taken_over(outcome, env.rank)
+    if not writer and record.exists():
+        shutil.rmtree(scratch, ignore_errors=True)  # a heartbeat may have raced the writer's clean-up
+    return outcome
+
+
+def _outcome(outcome: Outcome, failure: str | None) -> Outcome:
+    """Name a SIGTERM or a dead task in the error type (collect calls it WorkerDied)."""
+    if outcome.error and outcome.error["type"] == "WorkerDied" and failure:
+        kind = "Terminated" if failure.startswith("SIGTERM") else "TaskDied"
+        return Outcome(outcome.status, error={**outcome.error, "type": kind})
+    return outcome
+
+
+def _taken_over(outcome: Outcome, rank: int) -> Outcome:
+    """The outcome that a task writes for the dead task(s) of ranks 0 to ``rank - 1``."""
+    dead = "rank 0" if rank == 1 else f"ranks 0 to {rank - 1}"
+    seen = f"{outcome.error['type']}: {outcome.error['message']}" if outcome.error else "no error"
+    message = (
+        f"the task of {dead} stopped without a record (killed, e.g. by the OOM killer, or its node "
+        f"failed); rank {rank} wrote this one and saw {seen}"
+    )
+    phase = outcome.error["phase"] if outcome.error else "measure"
+    return Outcome(
+        "error", error={"type": "TaskDied", "message": message, "phase": phase, "rank": 0, "traceback": None}
+    )
+
+
+def _with_test_hook(cfg: RunConfig, rank: int) -> RunConfig:
+    target, _, when = os.environ.get(TEST_RAISE_ENV, "").partition(":")
+    if target != str(rank):
+        return cfg
+    log.warning("%s: rank %d will raise (test hook)", TEST_RAISE_ENV, rank)
+    if when == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if when == "rendezvous":
+        os.environ["MASTER_PORT"] = TEST_RAISE_ENV
+        return cfg
+    return dataclasses.replace(cfg, attention=dataclasses.replace(cfg.attention, name=TEST_RAISE_ENV))
+
+
+class TaskWatch:
+    """The main thread's watch over this task's rank and the job's other tasks.
+
+    Every task writes a heartbeat file ``task{rank}_heartbeat.txt`` in the shared scratch
+    directory every ``HEARTBEAT_S``. A heartbeat is stale when its content did not change for
+    ``STALE_S`` by this task's clock, so that clock skew and file-attribute caching between
+    nodes do not matter. Rank 0 watches every task; the others watch rank 0.
+    """
+
+    def __init__(self, scratch: Path, *, rank: int, world_size: int, timeout_s: float) -> None:
+        self.scratch, self.rank, self.world_size, self.timeout_s = Path(scratch), rank, world_size, timeout_s
+        self._seen: dict[int, tuple[str, float]] = {}  # rank -> (last heartbeat, when it last changed)
+        self._peer_error_since: float | None = None
+        self._sigterm = False
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, name="flopsweep-heartbeat", daemon=True)
+
+    def __enter__(self) -> TaskWatch:
+        self._beat.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._beat.join()
+
+    def run(self, target: Callable[[], None]) -> str | None:
+        """Run ``target`` (this rank) in a daemon thread; None when it ended, else why the task stopped
+        waiting for it (the thread is left behind; the process exits when the task returns)."""
+        done = threading.Event()
+        thread = threading.Thread(
+            target=_call, args=(target, done), name=f"flopsweep-rank{self.rank}", daemon=True
+        )
+        atexit.register(_exit_if_running, thread)
+        deadline = time.monotonic() + self.timeout_s
+        with self._on_sigterm():
+            thread.start()
+            while not done.wait(POLL_S):
+                why = self._why_stop(deadline)
+                if why:
+                    log.warning("rank %d: %s", self.rank, why)
+                    return why
+        return None
+
+    def wait_for_writer(self, record: Path, limit_s: float = 10 * STALE_S) -> bool:
+        """Wait until ``record`` exists (False) or every lower rank's task is stale (True: this task
+        takes over the writing, :func:`writes_record` becomes true). Gives up (False) after ``limit_s``."""
+        end = time.monotonic() + limit_s
+        while time.monotonic() < end:
+            if record.exists():
+                return False
+            if len(self.stale(range(self.rank))) == self.rank:
+                log.warning(
+                    "rank %d writes the record: no heartbeat from a lower rank's task for %g s",
+                    self.rank,
+                    STALE_S,
+                )
+                _took_over.set()
+                return True
+            time.sleep(POLL_S)
+        log.warning("rank %d: no %s after %.0f s; leaving it to rank 0", self.rank, record, limit_s)
+        return False
+
+    def stale(self, ranks: Iterable[int]) -> list[int]:
+        """Those of ``ranks`` whose heartbeat did not change for ``STALE_S`` (counted from the
+        first look when the file is missing)."""
+        now, stale = time.monotonic(), []
+        for rank in ranks:
+            try:
+                beat = (self.scratch / f"task{rank}_heartbeat.txt").read_text()
+            except OSError:
+                beat = ""
+            last, since = self._seen.get(rank, (None, now))
+            if beat != last:
+                self._seen[rank] = (beat, now)
+            elif now - since > STALE_S:
+                stale.append(rank)
+        return stale
+
+    def _why_stop(self, deadline: float) -> str | None:
+        if self._sigterm:
+            return "SIGTERM: Slurm is stopping the job (scancel, time limit or preemption)"
+        if time.monotonic() > deadline:
+            return f"timeout: no result within timeout_s={self.timeout_s:g} s"
+        peers = [p for p in self.scratch.glob("rank*_error.json") if p.name != f"rank{self.rank}_error.json"]
+        if peers and self._peer_error_since is None:
+            self._peer_error_since = time.monotonic()
+        if peers and time.monotonic() - self._peer_error_since > PEER_GRACE_S:
+            peer = peers[0].name.removeprefix("rank").split("_")[0]
+            return f"rank {peer} failed and rank {self.rank} still waited for it {PEER_GRACE_S:g} s later"
+        watched = range(1, self.world_size) if self.rank == 0 else [0]
+        dead = self.stale(watched)
+        if dead:
+            return (
+                f"the task of rank {dead[0]} stopped (no heartbeat for {STALE_S:g} s): killed, e.g. "
+                "by the OOM killer, or its node failed"
+            )
+        return None
+
+    def _heartbeat(self) -> None:
+        path, count = self.scratch / f"task{self.rank}_heartbeat.txt", 0
+        while True:
+            count += 1
+            with contextlib.suppress(OSError):  # the record writer removes the scratch directory
+                path.write_text(str(count))
+            if self._stop.wait(HEARTBEAT_S):
+                return
+
+    @contextlib.contextmanager
+    def _on_sigterm(self) -> Iterator[None]:
+        """Note SIGTERM while the rank runs (submitit's own handler only logs it)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def note(signum: int, frame: Any) -> None:
+            self._sigterm = True
+
+        previous = signal.signal(signal.SIGTERM, note)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _call(target: Callable[[], None], done: threading.Event) -> None:
+    try:
+        target()
+    except SystemExit:
+        pass  # run_rank wrote the rank's error file
+    except BaseException:  # noqa: BLE001 - the watch reports the missing result
+        log.exception("the rank thread failed outside run_rank")
+    finally:
+        done.set()
+
+
+def _exit_if_running(thread: threading.Thread) -> None:
+    """At exit, end the process at once when the rank thread is still stuck in a collective:
+    interpreter shutdown could otherwise wait in the process group's destructors."""
+    if thread.is_alive():
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
