@@ -450,8 +450,8 @@ def _validate_placement(cfg: RunConfig, device: str, nproc: int) -> None:
         raise ConfigError(
             "nnodes",
             cfg.nnodes,
-            "a local launch starts every rank on this one node",
-            "set nnodes=1, or run the sweep under Slurm",
+            "only a Slurm job spans nodes; a local run has one",
+            "set nnodes=1, or run the sweep with hydra/launcher=slurm",
         )
     if cfg.batch.name == "auto" and os.environ.get("SUBMITIT_EXECUTOR"):
         raise ConfigError(

@@ -22,7 +22,6 @@ from typing import Any
 from flopsweep.autobatch import ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig, validate
 from flopsweep.launch import SCRATCH, Outcome, launch_local
-from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
 from flopsweep.metrics import (
     METRICS_FILE,
     RecordExistsError,
@@ -33,6 +32,7 @@ from flopsweep.metrics import (
     sanity_problem,
     system_info,
 )
+from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
 
 log = logging.getLogger("flopsweep")
 

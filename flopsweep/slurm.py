@@ -252,11 +252,22 @@ def launch_slurm_task(cfg: RunConfig, job_dir: Path) -> Outcome:
         writer = env.rank == 0 or watch.wait_for_writer(record)
         if writer and (failure or any(scratch.glob("rank*_error.json"))):
             time.sleep(2 * POLL_S)  # let error files that other ranks are writing arrive
-    outcome = _outcome(collect(scratch, failure, world), failure)
+    outcome = _outcome(_collect(scratch, failure, world), failure)
     if writer and env.rank != 0:
         outcome = _taken_over(outcome, env.rank)
     if not writer and record.exists():
         shutil.rmtree(scratch, ignore_errors=True)  # a heartbeat may have raced the writer's clean-up
+    return outcome
+
+
+def _collect(scratch: Path, failure: str | None, world: int) -> Outcome:
+    """:func:`flopsweep.launch.collect` for a task that saw only its own rank end:
+    ``failure`` is None when it ended cleanly, else why the task stopped waiting."""
+    if failure is None:
+        return collect(scratch, dict.fromkeys(range(world), 0), world)
+    outcome = collect(scratch, {}, world)
+    if outcome.error and outcome.error["type"] == "WorkerDied":
+        outcome = Outcome(outcome.status, error={**outcome.error, "message": failure})
     return outcome
 
 
