@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import sys
 
 import hydra
@@ -24,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from flopsweep.callbacks import RecordRefused, SweepStopped
 from flopsweep.config import register_configs
 from flopsweep.job import JobInfo, run_job
+from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.metrics import RecordExistsError
 
 # Unique per sweep process, so that two sweeps started in the same second never
@@ -61,4 +63,14 @@ def main(cfg: DictConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    if not os.environ.get("SUBMITIT_EXECUTOR"):  # a Slurm task handles SIGTERM itself
+        signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        main()
+    except (KeyboardInterrupt, Terminated) as exc:
+        # The job was recorded as an error; a stack trace would only hide that line.
+        print(
+            f"flopsweep: interrupted ({type(exc).__name__}); the run was recorded as an error",
+            file=sys.stderr,
+        )
+        sys.exit(143 if isinstance(exc, Terminated) else 130)

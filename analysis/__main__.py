@@ -211,6 +211,22 @@ def plots(df: pd.DataFrame, out_dir: Path) -> None:
         print(f"skipped plot {name}: {reason}", file=sys.stderr)
 
 
+def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> None:
+    """The table to ``--output`` (or stdout), then the plots to ``--plot``.
+
+    Raises:
+        OSError: when a path cannot be written (a directory, a missing parent, no permission).
+    """
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text if text.endswith("\n") else text + "\n")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        print(text)
+    if args.plot:
+        plots(select(loaded, pairs(args.filter, "--filter")), args.plot)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 no readable record; 2 via argparse for a bad option)."""
     parser = build_parser()
@@ -226,14 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         text = output(loaded, runs, args)
     except (FileNotFoundError, AnalysisError) as exc:
         parser.error(str(exc))
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text if text.endswith("\n") else text + "\n")
-        print(f"wrote {args.output}", file=sys.stderr)
-    else:
-        print(text)
-    if args.plot:
-        plots(select(loaded, pairs(args.filter, "--filter")), args.plot)
+    try:
+        write_outputs(loaded, text, args)
+    except OSError as exc:  # --output or --plot names a place that cannot be written
+        parser.error(f"cannot write {exc.filename or args.output or args.plot}: {exc.strerror or exc}")
     sys.stdout.flush()  # the table before the footer when both go to one terminal
     shown = f"; {len(runs)} shown" if len(runs) != len(loaded) else ""
     print(summary(loaded) + shown, file=sys.stderr)

@@ -34,6 +34,13 @@ SHORT = {
     "activation_checkpointing": "ckpt",
     "tokens_per_s_per_device": "tokens/s/dev",
     "tflops_per_device_recomputed": "TFLOPs_recomp",
+    "attention_layout": "layout",
+    "attention_impl": "impl",
+    "block_size": "block",
+    "reshard_after_forward": "reshard",
+    "reduce_bucket_size": "reduce_bkt",
+    "stage3_prefetch_bucket_size": "prefetch_bkt",
+    "stage3_param_persistence_threshold": "persist_thr",
 }
 MAX_CELL = 40
 """Longest text cell (characters) in the terminal and markdown tables; longer ones end in '…'."""
@@ -47,15 +54,38 @@ _OPTIONAL = [
     "effective_tflops_per_device",
     "attention_density",
 ]
-_IF_VARIED = ["seq_len", "activation_checkpointing", "compile"]
+_IF_VARIED = [
+    "seq_len",
+    "activation_checkpointing",
+    "compile",
+    "attention_layout",
+    "attention_impl",
+    "block_size",
+    "reshard_after_forward",
+    "reduce_bucket_size",
+    "stage3_prefetch_bucket_size",
+    "stage3_param_persistence_threshold",
+    "seed",
+    "tag",
+]
 _DROP_ORDER = [
+    "error",
     "peak_host_rss_gib",
     "peak_cuda_reserved_gib",
     "grad_accum",
     "iteration_time_s_median",
     "world_size",
     "precision",
+    "seed",
+    "reduce_bucket_size",
+    "stage3_prefetch_bucket_size",
+    "block_size",
     "mfu",
+    "stage3_param_persistence_threshold",
+    "reshard_after_forward",
+    "compile",
+    "attention_impl",
+    "attention_layout",
     "zero_stage",
     "attention",
     "peak_cuda_allocated_gib",
@@ -101,7 +131,7 @@ def flags(df: pd.DataFrame) -> pd.Series:
 def _varies(df: pd.DataFrame, column: str) -> bool:
     if df.empty:
         return False
-    return bool((df.groupby("model", dropna=False)[column].nunique(dropna=False) > 1).any())
+    return bool((df.groupby("model", dropna=False)[column].nunique(dropna=True) > 1).any())
 
 
 def compact(df: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
@@ -116,6 +146,8 @@ def compact(df: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
         if "effective_tflops_per_device" in df:
             cols.insert(cols.index("tflops_per_device") + 1, "effective_tflops_per_device")
         cols += [c for c in ("speedup",) if c in df]
+        if "error" in df and df["status"].ne("ok").any():
+            cols.append("error")  # why a run failed, cut to the cell width
         cols = [c for c in cols if c not in _OPTIONAL or df[c].notna().any()]
     out = df[cols].copy()
     if columns is None and (f := flags(df)).ne("").any():

@@ -62,6 +62,16 @@ _FIELDS: list[tuple[str, tuple[str, ...], float | None]] = [
     ("loss_last", ("metrics", "loss_last"), None),
     ("error_type", ("error", "type"), None),
     ("error_phase", ("error", "phase"), None),
+    # Set-up knobs that tell otherwise identical rows apart (shown when they vary).
+    ("attention_layout", ("config", "attention", "layout"), None),
+    ("attention_impl", ("config", "attention", "impl"), None),
+    ("block_size", ("config", "attention", "block_size"), None),
+    ("reshard_after_forward", ("config", "backend", "reshard_after_forward"), None),
+    ("reduce_bucket_size", ("config", "backend", "reduce_bucket_size"), None),
+    ("stage3_prefetch_bucket_size", ("config", "backend", "stage3_prefetch_bucket_size"), None),
+    ("stage3_param_persistence_threshold", ("config", "backend", "stage3_param_persistence_threshold"), None),
+    ("seed", ("config", "seed"), None),
+    ("tag", ("config", "tag"), None),
 ]
 _CHECK_COLUMNS = ["schema_version", "tflops_per_device_recomputed", "tflops_mismatch", "duplicate_run_id"]
 _NAMES = [name for name, _, _ in _FIELDS]
@@ -191,12 +201,32 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
         out[name] = value / scale if scale and _number(value) is not None else value
     if out["status"] != "ok":
         out.update(dict.fromkeys(METRIC_COLUMNS))
-    if out["backend"] != "deepspeed":
-        out["zero_stage"] = None  # only meaningful for DeepSpeed
+    _blank_unused(out)
     out["run_dir"] = run_dir
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
     _check_tflops(record, out, run_dir)
     return out
+
+
+_ONLY_FOR = {  # column -> (set-up column, value): blank elsewhere, where the knob does nothing
+    "zero_stage": ("backend", "deepspeed"),
+    "reduce_bucket_size": ("backend", "deepspeed"),
+    "stage3_prefetch_bucket_size": ("backend", "deepspeed"),
+    "stage3_param_persistence_threshold": ("backend", "deepspeed"),
+    "reshard_after_forward": ("backend", "fsdp"),
+    "attention_layout": ("attention", "blocksparse"),
+    "attention_impl": ("attention", "blocksparse"),
+    "block_size": ("attention", "blocksparse"),
+}
+
+
+def _blank_unused(out: dict[str, Any]) -> None:
+    """Blank the knobs of a backend or attention the run did not use."""
+    for column, (setup, value) in _ONLY_FOR.items():
+        if out.get(setup) != value:
+            out[column] = None
+    if out.get("tag") == "":
+        out["tag"] = None
 
 
 def _expand(p: Path) -> list[Path]:

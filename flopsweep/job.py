@@ -21,7 +21,7 @@ from typing import Any
 
 from flopsweep.autobatch import ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig, validate
-from flopsweep.launch import SCRATCH, Outcome, launch_local
+from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
 from flopsweep.metrics import (
     METRICS_FILE,
     RecordExistsError,
@@ -66,7 +66,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     Raises:
         RecordExistsError: when the job directory already holds a ``metrics.json``
             and ``cfg.resume`` is false (checked before any worker starts).
-        KeyboardInterrupt: after recording the interrupted run as an error.
+        KeyboardInterrupt, Terminated: after recording the interrupted run as an error.
     """
     job_dir = Path(info.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -112,11 +112,13 @@ def _launch(path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo) -> d
     log.info("launching %d rank(s) on %s: %s", world, cfg.device, " ".join(info.overrides) or "defaults")
     try:
         outcome, cfg = launch_run(cfg, path.parent, run)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as exc:
+        phase, _ = last_phase(path.parent / SCRATCH, world)
+        what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
         error = {
-            "type": "KeyboardInterrupt",
-            "message": "interrupted by the user",
-            "phase": "launch",
+            "type": type(exc).__name__,
+            "message": f"interrupted by {what}; every worker was stopped",
+            "phase": phase,
             "rank": None,
             "traceback": None,
         }

@@ -27,6 +27,16 @@ SCRATCH = ".flopsweep"
 INVALID_ERRORS = ("KernelUnavailable",)  # exception type names (flopsweep.attention) that mean "invalid"
 
 
+class Terminated(BaseException):
+    """SIGTERM reached the job process (``kill``, ``timeout``, a scheduler); like
+    KeyboardInterrupt it unwinds the launch, which stops every worker and records the run."""
+
+
+def raise_terminated(signum: int, frame: Any) -> None:
+    """A SIGTERM handler that turns the signal into :class:`Terminated`."""
+    raise Terminated(f"signal {signal.Signals(signum).name}")
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What a job's ranks produced: per-rank figures when ``status == "ok"``, else an error."""
@@ -149,7 +159,7 @@ def collect(scratch: Path, ended: dict[int, int], nproc: int, timeout_s: float |
     """
     if timeout_s is not None:
         message = f"timeout: no result within timeout_s={timeout_s:g} s; all {nproc} workers were stopped"
-        return _error("Timeout", message, *_last_phase(scratch, nproc))
+        return _error("Timeout", message, *last_phase(scratch, nproc))
     errors = [json.loads(p.read_text()) for p in sorted(scratch.glob("rank*_error.json"))]
     ooms = [e for e in errors if e["oom"]]
     killed = sorted(rank for rank, code in ended.items() if code < 0)
@@ -171,7 +181,7 @@ def collect(scratch: Path, ended: dict[int, int], nproc: int, timeout_s: float |
             _phase_of(scratch, failed[0]),
             failed[0],
         )
-    return _error("WorkerDied", "the workers exited without a result", *_last_phase(scratch, nproc))
+    return _error("WorkerDied", "the workers exited without a result", *last_phase(scratch, nproc))
 
 
 def _killed(scratch: Path, rank: int, signum: int) -> Outcome:
@@ -197,7 +207,7 @@ def _phase_of(scratch: Path, rank: int) -> str:
     return path.read_text().strip() if path.exists() else "launch"
 
 
-def _last_phase(scratch: Path, nproc: int) -> tuple[str, int | None]:
+def last_phase(scratch: Path, nproc: int) -> tuple[str, int | None]:
     """The least advanced phase over the ranks (``launch`` if none started), and its rank
     when exactly one rank is that far behind, else None."""
     order = ["launch", "init", "warmup", "measure"]

@@ -279,7 +279,10 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, torch.OutOfMemoryError):
         return True
     text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text.lower() or "ALLOC_FAILED" in text)
+    host = "can't allocate memory" in text  # DefaultCPUAllocator: a host allocation failed
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text.lower() or "ALLOC_FAILED" in text or host
+    )
 
 
 def _write_error(spec: RankSpec, rank: int, phase: str, exc: BaseException) -> None:

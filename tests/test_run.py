@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 import json
 import math
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -175,3 +177,36 @@ def test_type_errors_and_typos_fail_at_composition(tmp_path: Path, override: str
     assert "Traceback" not in proc.stderr
     assert override.split("=")[0].split(".")[-1] in proc.stderr
     assert not (tmp_path / "metrics.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("sig", "kind"), [(signal.SIGTERM, "Terminated"), (signal.SIGINT, "KeyboardInterrupt")]
+)
+def test_a_signalled_job_is_recorded_and_stops_its_workers(tmp_path: Path, sig: int, kind: str) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "run.py",
+            "model=gpt-125m",
+            "device=cpu",
+            "steps.measure=50",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / ".flopsweep" / "rank0_phase.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == (143 if sig == signal.SIGTERM else 130)
+    assert "Traceback" not in err
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert record["status"] == "error" and record["error"]["type"] == kind
+    assert record["error"]["phase"] in ("init", "warmup", "measure")
+    assert all(v is None for v in record["metrics"].values())
