@@ -167,8 +167,16 @@ def launch_run(cfg: RunConfig, job_dir: Path, run: dict[str, Any]) -> tuple[Outc
 
 
 def comparable_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A record's ``config`` without the keys that do not change what a run measures."""
-    return {key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS}
+    """A record's ``config`` without the keys that do not change what a run measures.
+
+    Under ``batch=auto`` the record holds the size the search found, the new config
+    the size it starts from: neither is compared (the search decides it again).
+    """
+    out = {key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS}
+    batch = out.get("batch")
+    if isinstance(batch, dict) and batch.get("name") == "auto":
+        out["batch"] = {k: v for k, v in batch.items() if k != "micro_batch_size"}
+    return out
 
 
 def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:

@@ -62,3 +62,25 @@ def test_batch_auto_records_its_search_and_measures_at_the_result(tmp_path: Path
     # Each probe ran in its own directory and left no scratch files.
     assert sorted(p.name for p in (tmp_path / "batch_search").iterdir()) == ["mbs1", "mbs2", "mbs4"]
     assert not list((tmp_path / "batch_search").rglob(".flopsweep"))
+
+
+@pytest.mark.slow
+def test_resume_skips_an_ok_batch_auto_run(tmp_path: Path) -> None:
+    args = [
+        sys.executable,
+        "run.py",
+        "batch=auto",
+        "batch.max_micro_batch_size=2",
+        "steps.warmup=1",
+        "steps.measure=1",
+        f"hydra.run.dir={tmp_path}",
+    ]
+    first = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert first.returncode == 0, first.stderr[-2000:]
+    run_id = json.loads((tmp_path / "metrics.json").read_text())["run"]["id"]
+    again = subprocess.run(
+        [*args, "resume=true"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "skipped (resume=true)" in again.stdout + again.stderr
+    assert json.loads((tmp_path / "metrics.json").read_text())["run"]["id"] == run_id
