@@ -3,17 +3,14 @@ options that run on the CPU write ok records, the others write ``invalid`` with 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import records, run_py
 
 from flopsweep.config import validate
 from flopsweep.launch import launch_local
 
-ROOT = Path(__file__).resolve().parents[1]
 # seq 100 in blocks of 16: 7 blocks, the last partial
 COMMON = [
     "device=cpu",
@@ -36,16 +33,9 @@ UNAVAILABLE = {  # option -> words its reason must contain
 
 
 def _sweep(tmp: Path, *overrides: str) -> list[dict]:
-    proc = subprocess.run(
-        [sys.executable, "run.py", "-m", *overrides, *COMMON, f"hydra.sweep.dir={tmp}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    proc = run_py("-m", *overrides, *COMMON, f"hydra.sweep.dir={tmp}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads(p.read_text()) for p in sorted(tmp.rglob("metrics.json"))]
+    return records(tmp)
 
 
 def _label(a: dict) -> str:

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_py
 
 from flopsweep.autobatch import search_max
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("start", [1, 3, 8])
@@ -36,21 +33,13 @@ def test_search_doubles_then_bisects() -> None:
 
 @pytest.mark.slow
 def test_batch_auto_records_its_search_and_measures_at_the_result(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            "batch=auto",
-            "batch.max_micro_batch_size=4",
-            "steps.warmup=1",
-            "steps.measure=2",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = run_py(
+        "batch=auto",
+        "batch.max_micro_batch_size=4",
+        "steps.warmup=1",
+        "steps.measure=2",
+        f"hydra.run.dir={tmp_path}",
         timeout=600,
-        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((tmp_path / "metrics.json").read_text())
@@ -66,21 +55,11 @@ def test_batch_auto_records_its_search_and_measures_at_the_result(tmp_path: Path
 
 @pytest.mark.slow
 def test_resume_skips_an_ok_batch_auto_run(tmp_path: Path) -> None:
-    args = [
-        sys.executable,
-        "run.py",
-        "batch=auto",
-        "batch.max_micro_batch_size=2",
-        "steps.warmup=1",
-        "steps.measure=1",
-        f"hydra.run.dir={tmp_path}",
-    ]
-    first = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    args = ["batch=auto", "batch.max_micro_batch_size=2", "steps.warmup=1", "steps.measure=1"]
+    first = run_py(*args, f"hydra.run.dir={tmp_path}", timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
     run_id = json.loads((tmp_path / "metrics.json").read_text())["run"]["id"]
-    again = subprocess.run(
-        [*args, "resume=true"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
-    )
+    again = run_py(*args, f"hydra.run.dir={tmp_path}", "resume=true", timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "skipped (resume=true)" in again.stdout + again.stderr
     assert json.loads((tmp_path / "metrics.json").read_text())["run"]["id"] == run_id

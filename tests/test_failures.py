@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from helpers import ROOT, RUN_PY, run_py
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -31,8 +32,6 @@ from flopsweep.job import ok_record, record_outcome, set_aside
 from flopsweep.launch import Outcome, collect, launch_local
 from flopsweep.metrics import RecordExistsError, atomic_write_json, compute_metrics, sanity_problem
 
-ROOT = Path(__file__).resolve().parents[1]
-RUN_PY = str(ROOT / "run.py")
 # Two gloo ranks, the smallest model, the fewest steps: seconds per job on a 2-core CPU.
 TWO_RANKS = [
     "backend=ddp",
@@ -43,12 +42,6 @@ TWO_RANKS = [
     "steps.measure=2",
 ]
 ONE_RANK = ["device=cpu", "precision=fp32", "steps.warmup=0", "steps.measure=1"]
-
-
-def run_py(*args: str, cwd: Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, RUN_PY, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
-    )
 
 
 def record(job_dir: Path) -> dict:

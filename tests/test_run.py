@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import ROOT, records, run_py
 
 from flopsweep.metrics import METRIC_KEYS
 
-ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_KEYS = {"schema_version", "status", "error", "run", "config", "model", "system", "metrics"}
 SYSTEM_KEYS = {
     "hostname",
@@ -30,21 +30,6 @@ SYSTEM_KEYS = {
     "python",
     "git_sha",
 }
-
-
-def run_py(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "run.py", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def records(sweep_dir: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("metrics.json"))]
 
 
 @pytest.mark.slow

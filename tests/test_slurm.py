@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import ROOT, records, run_py
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from submitit.helpers import TorchDistributedEnvironment
@@ -27,7 +28,6 @@ from flopsweep import config as fconfig
 from flopsweep import slurm
 from flopsweep.config import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
 CPU_JOB = [
     "hydra/launcher=slurm",
     "device=cpu",
@@ -37,22 +37,6 @@ CPU_JOB = [
     "steps.warmup=1",
     "steps.measure=2",
 ]
-
-
-def run_py(*args: str, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "run.py", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def records(sweep_dir: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("metrics.json"))]
 
 
 # --- rank arithmetic: SLURM_* variables of 2 nodes x 8 tasks (data, not a mock) ---------------
