@@ -48,10 +48,10 @@ def build(args: argparse.Namespace, mcfg: ModelConfig):
     if args.backend == "deepspeed":
         return build_deepspeed(args, mcfg)
     with torch.device("cuda"):
-        model = GPT(mcfg, args.attention)
+        model = GPT(mcfg, args.attention, activation_checkpointing=args.checkpointing)
     if args.compile:
         for block in model.h:
-            block.compile()
+            block.compile(mode=args.compile_mode)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16)
     if args.backend == "fsdp":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -102,7 +102,7 @@ def build_deepspeed(args: argparse.Namespace, mcfg: ModelConfig):
         "steps_per_print": 1 << 30,
     }
     with deepspeed.zero.Init(config_dict_or_path=ds_config):
-        model = GPT(mcfg, args.attention)
+        model = GPT(mcfg, args.attention, activation_checkpointing=args.checkpointing)
     deepspeed.zero.register_external_parameter(model, model.wte.weight)
     engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
 
@@ -123,6 +123,8 @@ def add_loop_args(p: argparse.ArgumentParser, steps: int = 10) -> None:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. max-autotune-no-cudagraphs")
+    p.add_argument("--checkpointing", action="store_true", help="recompute each block in backward")
 
 
 def main() -> None:
@@ -148,6 +150,8 @@ def main() -> None:
                 "model": args.model,
                 "micro_batch": args.micro_batch,
                 "compile": args.compile,
+                "compile_mode": args.compile_mode,
+                "checkpointing": args.checkpointing,
                 "iteration_time_s": it,
                 "tokens_per_s": args.micro_batch * mcfg.seq_len / it,
             }
