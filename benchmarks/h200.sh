@@ -5,7 +5,7 @@
 #   bash benchmarks/h200.sh "backends" "seed-deepspeed nproc_per_node=1"
 #   bash benchmarks/h200.sh "ds-tuning@backends backend=zero3 ..."
 # Wheels come from .whl/ (see benchmarks/README.md). Each sweep's log is $SWEEP_ROOT/<label>.log;
-# at the end the metrics.json files, tracebacks and logs of every sweep so far are packed into
+# after each sweep the metrics.json files, tracebacks and logs of every sweep so far are packed into
 # one $OUT/sweeps-<CUDA_VISIBLE_DEVICES or all>.tgz (the device tool brings back few files, and
 # copies of this script may run in parallel, one per GPU, under CUDA_VISIBLE_DEVICES).
 set -uo pipefail
@@ -20,6 +20,7 @@ for spec in "$@"; do
   # shellcheck disable=SC2086
   python run.py -m +sweep="$name" $extra hydra.sweep.dir="$root/$label" 2>&1 \
     | grep -vE "measured step|FutureWarning|return func" | tee "$root/$label.log" | tail -n 25
+  # After each sweep, so that a call cut short by its time limit still brings back the rest.
+  (cd "$root" && find . -name metrics.json -o -name 'traceback_rank*.txt' -o -name multirun.yaml \
+     -o -name '*.log' ! -name run.log | tar czf "$out/sweeps-${CUDA_VISIBLE_DEVICES:-all}.tgz" -T -)
 done
-(cd "$root" && find . -name metrics.json -o -name 'traceback_rank*.txt' -o -name multirun.yaml \
-   -o -name '*.log' ! -name run.log | tar czf "$out/sweeps-${CUDA_VISIBLE_DEVICES:-all}.tgz" -T -)
