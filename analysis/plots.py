@@ -61,10 +61,21 @@ def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
     return label
 
 
-def _grid(n: int, title: str) -> tuple[Figure, list]:
+def _legend_cols(labels: list[str]) -> int:
+    """Two legend columns for short labels, one for long ones."""
+    return 2 if max((len(lbl) for lbl in labels), default=0) <= 40 else 1
+
+
+def _grid(n: int, title: str, labels: list[str]) -> tuple[Figure, list]:
+    """Panels sized so that a legend of ``labels`` (under each panel) fits: about 0.16 in
+    per legend row and 0.055 in per character of the longest label."""
     ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
-    fig = Figure(figsize=(5.2 * ncols, 3.8 * nrows + 0.9), dpi=DPI, layout="constrained")
+    legend_cols = _legend_cols(labels)
+    rows = math.ceil((len(labels) + 3) / legend_cols)  # + line styles and the failed-run entry
+    width = max(5.2, legend_cols * (0.6 + 0.055 * max((len(lbl) for lbl in labels), default=0)))
+    height = 3.8 + 0.16 * rows
+    fig = Figure(figsize=(width * ncols, height * nrows + 0.9), dpi=DPI, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
@@ -121,7 +132,9 @@ def _legend(
     if failed:
         cross = Line2D([], [], color="black", marker="x", linestyle="", mew=2.5, label="failed run (status)")
         handles.append(cross)
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=7)
+    ax.legend(
+        handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=_legend_cols(labels), fontsize=7
+    )
 
 
 def _on_device(df: pd.DataFrame) -> str:
@@ -159,7 +172,7 @@ def line_figure(
         raise PlotSkipped(f"no ok run has both {x} and {ys[0][0]}")
     labels = sorted({lbl for p in shown.values() for lbl in p["_label"]})
     colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
-    fig, axes = _grid(len(shown), title + _on_device(data))
+    fig, axes = _grid(len(shown), title + _on_device(data), labels)
     for ax, (name, panel) in zip(axes, shown.items(), strict=True):
         ok, failed = _ok(panel, ys[0][0]), panel[panel["status"] != "ok"]
         _draw_lines(ax, ok, x, [(c, s) for c, s, _ in ys], colors)

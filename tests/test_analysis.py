@@ -252,6 +252,21 @@ def test_effective_tflops_and_attention_density_when_present():
     assert df.loc["run-ok", "effective_tflops_per_device"] == df.loc["run-ok", "tflops_per_device"]
 
 
+def test_old_dense_records_get_density_1_and_unlaunched_runs_a_blank_world_size(tmp_path):
+    dense, sparse, never = raw("v1-ok"), raw("effective"), raw("v1-invalid")
+    dense["config"]["attention"].pop("density", None)
+    sparse["config"]["attention"] = {"name": "blocksparse", "layout": "local"}
+    never["system"]["world_size"] = 0
+    for name, rec in (("dense", dense), ("sparse", sparse), ("never", never)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.json").write_text(json.dumps(rec))
+    df = load(tmp_path).set_index("run_id")
+    assert df.loc[dense["run"]["id"], "attention_density"] == 1.0
+    # A block-sparse record without its density stays blank: its density is not known.
+    assert math.isnan(df.loc[sparse["run"]["id"], "attention_density"])
+    assert pd.isna(df.loc[never["run"]["id"], "world_size"])
+
+
 # --- paths ----------------------------------------------------------------------------------------------
 
 
