@@ -132,9 +132,8 @@ def _legend(
     if failed:
         cross = Line2D([], [], color="black", marker="x", linestyle="", mew=2.5, label="failed run (status)")
         handles.append(cross)
-    ax.legend(
-        handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=_legend_cols(labels), fontsize=7
-    )
+    ncols = _legend_cols(labels)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=ncols, fontsize=7)
 
 
 def _on_device(df: pd.DataFrame) -> str:
