@@ -274,8 +274,8 @@ def fill_dense_effective(df: pd.DataFrame) -> pd.DataFrame:
     """Fill what older or never-launched records leave blank.
 
     Records written before ``effective_tflops_per_device`` and ``attention.density``
-    existed: a dense attention computes every pair, so its density is 1 and its effective
-    TFLOPs equal its TFLOPs. ``world_size`` 0 (a run stopped before launch) becomes blank."""
+    existed: a dense attention computes every pair, so an ok run's density is 1 and its
+    effective TFLOPs equal its TFLOPs. ``world_size`` 0 (a run stopped before launch) becomes blank."""
     dense = (
         df["effective_tflops_per_device"].isna()
         & df["status"].eq("ok")
@@ -284,7 +284,7 @@ def fill_dense_effective(df: pd.DataFrame) -> pd.DataFrame:
     )
     df.loc[dense, "effective_tflops_per_device"] = df.loc[dense, "tflops_per_device"]
     # The same records lack attention.density: every dense kernel computes every pair.
-    no_density = df["attention_density"].isna() & df["attention"].notna() & df["attention"].ne("blocksparse")
+    no_density = df["attention_density"].isna() & df["status"].eq("ok") & df["attention"].ne("blocksparse")
     df.loc[no_density, "attention_density"] = 1.0
     # A run that never launched (invalid at validation) records world_size 0: unknown, not 0.
     df["world_size"] = df["world_size"].mask(df["world_size"] <= 0)

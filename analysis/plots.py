@@ -35,6 +35,8 @@ _COLORS = [
     "tab:olive",
     "tab:cyan",
 ]
+_MARKERS = ["o", "s", "^", "D", "v"]
+"""After every 10 series the marker changes, so that no two series look alike."""
 
 
 class PlotSkipped(Exception):
@@ -93,13 +95,22 @@ def _x_axis(ax, values: pd.Series, label: str) -> None:
     ax.set_xlabel(label)
 
 
-def _draw_lines(ax, ok: pd.DataFrame, x: str, ys: list[tuple[str, str]], colors: dict[str, str]) -> None:
+def _draw_lines(
+    ax, ok: pd.DataFrame, x: str, ys: list[tuple[str, str]], colors: dict[str, str], markers: dict[str, str]
+) -> None:
     """One line per label (mean of repeated ok runs at each x); ``ys`` pairs a column with a style."""
     for label, runs in ok.groupby("_label", sort=True):
         for y, style in ys:
             pts = runs.groupby(x)[y].mean().dropna().sort_index()
             face = colors[label] if style == "-" else "none"  # hollow markers on the secondary series
-            ax.plot(pts.index.astype(float), pts.values, style, marker="o", color=colors[label], mfc=face)
+            ax.plot(
+                pts.index.astype(float),
+                pts.values,
+                style,
+                marker=markers[label],
+                color=colors[label],
+                mfc=face,
+            )
 
 
 def _mark_failed(ax, failed: pd.DataFrame, x: str, colors: dict[str, str], y_frac: float) -> None:
@@ -123,10 +134,15 @@ def _mark_failed(ax, failed: pd.DataFrame, x: str, colors: dict[str, str], y_fra
 
 
 def _legend(
-    ax, labels: list[str], colors: dict[str, str], styles: list[tuple[str, str]], failed: bool
+    ax,
+    labels: list[str],
+    colors: dict[str, str],
+    markers: dict[str, str],
+    styles: list[tuple[str, str]],
+    failed: bool,
 ) -> None:
     """A legend under the panel: its series, the line styles when several, the failed-run ×."""
-    handles = [Line2D([], [], color=colors[lbl], marker="o", label=lbl) for lbl in labels]
+    handles = [Line2D([], [], color=colors[lbl], marker=markers[lbl], label=lbl) for lbl in labels]
     if len(styles) > 1:
         handles += [Line2D([], [], color="black", linestyle=s, label=name) for name, s in styles]
     if failed:
@@ -171,17 +187,18 @@ def line_figure(
         raise PlotSkipped(f"no ok run has both {x} and {ys[0][0]}")
     labels = sorted({lbl for p in shown.values() for lbl in p["_label"]})
     colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
+    markers = {lbl: _MARKERS[i // len(_COLORS) % len(_MARKERS)] for i, lbl in enumerate(labels)}
     fig, axes = _grid(len(shown), title + _on_device(data), labels)
     for ax, (name, panel) in zip(axes, shown.items(), strict=True):
         ok, failed = _ok(panel, ys[0][0]), panel[panel["status"] != "ok"]
-        _draw_lines(ax, ok, x, [(c, s) for c, s, _ in ys], colors)
+        _draw_lines(ax, ok, x, [(c, s) for c, s, _ in ys], colors, markers)
         _mark_failed(ax, failed, x, colors, fail_y)
         _x_axis(ax, panel[x], xlabel)
         ax.set_ylim(bottom=0)
         ax.set(title=str(name), ylabel=ylabel)
         ax.grid(alpha=0.3)
         used = sorted(set(ok["_label"]) | set(failed["_label"]))
-        _legend(ax, used, colors, [(n, s) for _, s, n in ys], failed=not failed.empty)
+        _legend(ax, used, colors, markers, [(n, s) for _, s, n in ys], failed=not failed.empty)
     return fig
 
 

@@ -55,11 +55,20 @@ def search_max(fits: Callable[[int], bool], start: int, limit: int) -> tuple[int
 
 
 class ProbeFailed(RuntimeError):
-    """A probe failed for a reason other than memory; the search cannot go on."""
+    """A probe failed for a reason other than memory; the search cannot go on.
 
-    def __init__(self, outcome: Outcome) -> None:
+    ``outcome`` is that probe's outcome (its error names the phase and rank); ``record``
+    is the search so far, for ``metrics.json["run"]["batch_search"]``.
+    """
+
+    def __init__(self, outcome: Outcome, record: dict[str, Any]) -> None:
         self.outcome = outcome
+        self.record = record
         super().__init__(f"probe failed: {outcome.error}")
+
+
+class NothingFits(ProbeFailed):
+    """Even the starting micro batch ran out of memory; ``outcome`` is that probe's."""
 
 
 def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int | None, dict[str, Any]]:
@@ -69,13 +78,24 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int | None, dict[st
     Each runs in ``job_dir/batch_search/mbs<N>/``.
 
     Returns:
-        ``(size or None, record)`` where the record lists every probe with its status
-        and peak memory, for ``metrics.json["batch_search"]``.
+        ``(size, record)`` where the record lists every probe with its status and peak
+        memory, for ``metrics.json["run"]["batch_search"]``.
 
     Raises:
-        ProbeFailed: when a probe ends in ``error`` (not ``oom``).
+        NothingFits: when even ``batch.micro_batch_size`` runs out of memory.
+        ProbeFailed: when a probe ends in ``error`` or ``invalid`` (not ``oom``).
     """
     probes: list[dict[str, Any]] = []
+    outcomes: dict[int, Outcome] = {}
+
+    def record(size: int | None) -> dict[str, Any]:
+        return {
+            "method": "double then bisect",
+            "start": cfg.batch.micro_batch_size,
+            "limit": cfg.batch.max_micro_batch_size,
+            "probes": probes,
+            "result": size,
+        }
 
     def fits(n: int) -> bool:
         probe_cfg = dataclasses.replace(
@@ -84,7 +104,7 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int | None, dict[st
             steps=dataclasses.replace(cfg.steps, warmup=1, measure=1),
         )
         probe_dir = Path(job_dir) / "batch_search" / f"mbs{n}"
-        outcome = launch_local(probe_cfg, probe_dir)
+        outcome = outcomes[n] = launch_local(probe_cfg, probe_dir)
         shutil.rmtree(probe_dir / SCRATCH, ignore_errors=True)
         peaks = [
             r["peak_cuda_allocated_bytes"] for r in outcome.ranks or [] if r["peak_cuda_allocated_bytes"]
@@ -93,14 +113,10 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int | None, dict[st
         probes.append({"micro_batch_size": n, "status": outcome.status, "peak_cuda_allocated_bytes": peak})
         log.info("batch=auto: micro batch %d -> %s", n, outcome.status)
         if outcome.status not in ("ok", "oom"):
-            raise ProbeFailed(outcome)
+            raise ProbeFailed(outcome, record(None))
         return outcome.status == "ok"
 
     size, _ = search_max(fits, cfg.batch.micro_batch_size, cfg.batch.max_micro_batch_size)
-    return size, {
-        "method": "double then bisect",
-        "start": cfg.batch.micro_batch_size,
-        "limit": cfg.batch.max_micro_batch_size,
-        "probes": probes,
-        "result": size,
-    }
+    if size is None:
+        raise NothingFits(outcomes[cfg.batch.micro_batch_size], record(None))
+    return size, record(size)

@@ -527,7 +527,7 @@ def _validate_attention(cfg: RunConfig, device: str) -> AttentionConfig:
     if a.name == "xformers":
         _validate_xformers(device)
     if a.name == "blocksparse":
-        a = _validate_blocksparse(a, device, cfg.seed)
+        a = _validate_blocksparse(a, device, cfg.seed, cfg.model.seq_len)
     elif a.impl != "auto":
         raise ConfigError(
             "attention.impl",
@@ -569,7 +569,7 @@ def _validate_xformers(device: str) -> None:
         )
 
 
-def _validate_blocksparse(a: AttentionConfig, device: str, run_seed: int) -> AttentionConfig:
+def _validate_blocksparse(a: AttentionConfig, device: str, run_seed: int, seq_len: int) -> AttentionConfig:
     """Check the layout options and resolve ``impl=auto`` (flex on CUDA, gather on the CPU)."""
     _choice("attention.layout", a.layout, BLOCK_LAYOUTS)
     _choice("attention.impl", a.impl, BLOCKSPARSE_IMPLS)
@@ -580,6 +580,20 @@ def _validate_blocksparse(a: AttentionConfig, device: str, run_seed: int) -> Att
             raise ConfigError(
                 f"attention.{key}", getattr(a, key), "must be >= 0 blocks", f"set attention.{key}=0 or more"
             )
+    if a.block_size > seq_len:
+        raise ConfigError(
+            "attention.block_size",
+            a.block_size,
+            f"is longer than the sequence (model.seq_len={seq_len}): one padded block, nothing sparse",
+            f"set attention.block_size to at most {seq_len}, or attention=sdpa",
+        )
+    if a.seed is not None and not 0 <= a.seed < MAX_SEED:
+        raise ConfigError(
+            "attention.seed",
+            a.seed,
+            "must be in [0, 2**32) (it seeds bigbird's random blocks)",
+            "set e.g. attention.seed=0, or null to take the run's seed",
+        )
     impl = a.impl if a.impl != "auto" else ("flex" if device == "cuda" else "gather")
     if impl == "flex" and device == "cpu":
         raise ConfigError(

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from flopsweep.autobatch import ProbeFailed, find_micro_batch
+from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig, validate
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
 from flopsweep.metrics import (
@@ -147,20 +147,15 @@ def launch_run(cfg: RunConfig, job_dir: Path, run: dict[str, Any]) -> tuple[Outc
         return launch_local(cfg, job_dir), cfg
     try:
         size, run["batch_search"] = find_micro_batch(cfg, job_dir)
+    except NothingFits as exc:
+        run["batch_search"] = exc.record
+        error = dict(exc.outcome.error or {})
+        start = cfg.batch.micro_batch_size
+        error["message"] = f"batch=auto: even micro_batch_size={start} does not fit: {error.get('message')}"
+        return Outcome(exc.outcome.status, error=error), cfg
     except ProbeFailed as exc:
+        run["batch_search"] = exc.record
         return exc.outcome, cfg
-    if size is None:
-        message = f"batch=auto: even micro_batch_size={cfg.batch.micro_batch_size} does not fit"
-        return Outcome(
-            "oom",
-            error={
-                "type": "OutOfMemoryError",
-                "message": message,
-                "phase": "warmup",
-                "rank": None,
-                "traceback": None,
-            },
-        ), cfg
     cfg = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=size))
     log.info("batch=auto: measuring at micro batch %d", size)
     return launch_local(cfg, job_dir), cfg
@@ -266,7 +261,7 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
     m, err = record["metrics"], record["error"]
     if record["status"] == "ok":
         log.info(
-            "ok: %.3f s/iter, %.1f TFLOPs/device, %.0f tokens/s -> %s",
+            "ok: %.3f s/iter, %.4g TFLOPs/device, %.0f tokens/s -> %s",
             m["iteration_time_s"]["mean"],
             m["tflops_per_device"],
             m["tokens_per_s"],
@@ -274,10 +269,10 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
         )
     else:
         log.warning(
-            "%s in %s (rank %s): %s: %s -> %s",
+            "%s in %s%s: %s: %s -> %s",
             record["status"],
             err["phase"],
-            err["rank"],
+            "" if err["rank"] is None else f" (rank {err['rank']})",
             err["type"],
             err["message"],
             path,

@@ -63,3 +63,24 @@ def test_resume_skips_an_ok_batch_auto_run(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr[-2000:]
     assert "skipped (resume=true)" in again.stdout + again.stderr
     assert json.loads((tmp_path / "metrics.json").read_text())["run"]["id"] == run_id
+
+
+@pytest.mark.slow
+def test_batch_auto_when_nothing_fits_keeps_the_probes_error_and_search(tmp_path: Path) -> None:
+    proc = run_py(
+        "batch=auto",
+        "fault={kind:oom,rank:0,phase:init}",
+        f"hydra.run.dir={tmp_path}",
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert record["status"] == "oom"
+    error = record["error"]
+    # The starting probe's own phase, rank and cause, not a made-up one.
+    assert (error["phase"], error["rank"]) == ("init", 0)
+    assert error["message"].startswith("batch=auto: even micro_batch_size=1 does not fit: ")
+    assert "injected" in error["message"].lower() or "memory" in error["message"].lower()
+    search = record["run"]["batch_search"]
+    assert search["probes"] == [{"micro_batch_size": 1, "status": "oom", "peak_cuda_allocated_bytes": None}]
+    assert search["result"] is None
