@@ -535,6 +535,13 @@ def _validate_attention(cfg: RunConfig, device: str) -> AttentionConfig:
             "applies only to attention=blocksparse",
             "drop the attention.impl override, or set attention=blocksparse",
         )
+    elif a.layout != "causal":
+        raise ConfigError(
+            "attention.layout",
+            a.layout,
+            f"applies only to attention=blocksparse (attention={a.name} is dense and causal)",
+            f"drop the attention.layout override, or set attention=blocksparse attention.layout={a.layout}",
+        )
     from flopsweep.attention import attention_density
 
     density = attention_density(a, cfg.model.seq_len)

@@ -157,6 +157,12 @@ def launch_run(cfg: RunConfig, job_dir: Path, run: dict[str, Any]) -> tuple[Outc
         run["batch_search"] = exc.record
         return exc.outcome, cfg
     cfg = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=size))
+    if size == cfg.batch.max_micro_batch_size:
+        log.info(
+            "batch=auto: every size up to batch.max_micro_batch_size=%d fits; a larger one may too "
+            "(raise batch.max_micro_batch_size to search further)",
+            size,
+        )
     log.info("batch=auto: measuring at micro batch %d", size)
     return launch_local(cfg, job_dir), cfg
 

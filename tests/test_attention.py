@@ -260,10 +260,10 @@ def test_blocksparse_flex_block_size_must_be_a_multiple_of_128():
 
     with pytest.raises(ConfigError) as info:
         config._validate_blocksparse(
-            AttentionConfig(name="blocksparse", block_size=64, impl="flex"), "cuda", 0
+            AttentionConfig(name="blocksparse", block_size=64, impl="flex"), "cuda", 0, 2048
         )
     assert info.value.key == "attention.block_size"
-    ok = config._validate_blocksparse(AttentionConfig(name="blocksparse", block_size=64), "cpu", 0)
+    ok = config._validate_blocksparse(AttentionConfig(name="blocksparse", block_size=64), "cpu", 0, 2048)
     assert ok.impl == "gather"
 
 
@@ -277,6 +277,9 @@ def test_blocksparse_flex_block_size_must_be_a_multiple_of_128():
         ("random_blocks", -1, "attention.random_blocks"),
         ("stride_blocks", 0, "attention.stride_blocks"),
         ("density", 0.5, "attention.density"),
+        ("seed", -1, "attention.seed"),
+        ("seed", 2**70, "attention.seed"),
+        ("block_size", 4096, "attention.block_size"),  # longer than gpt-tiny's 128 tokens
     ],
 )
 def test_bad_blocksparse_values(field, value, key):
@@ -284,8 +287,11 @@ def test_bad_blocksparse_values(field, value, key):
     assert repr(value) in _invalid(_cpu(attention), key)
 
 
-def test_impl_only_for_blocksparse():
+def test_impl_and_layout_only_for_blocksparse():
     _invalid(_cpu(AttentionConfig(name="sdpa", impl="gather")), "attention.impl")
+    assert "dense and causal" in _invalid(
+        _cpu(AttentionConfig(name="sdpa", layout="local")), "attention.layout"
+    )
 
 
 # ---------------------------------------------------------------- availability at run time
