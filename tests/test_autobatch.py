@@ -31,18 +31,17 @@ def test_search_doubles_then_bisects() -> None:
     assert probed == [1, 2, 4, 8, 16, 32, 24, 20, 22, 21]
 
 
+def auto_run(run_dir: Path, *overrides: str, returncode: int) -> dict:
+    """``python run.py batch=auto ...`` in ``run_dir``; checks the exit code, returns the record."""
+    proc = run_py("batch=auto", *overrides, f"hydra.run.dir={run_dir}", timeout=600)
+    assert proc.returncode == returncode, proc.stderr[-2000:]
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
 @pytest.mark.slow
 def test_batch_auto_records_its_search_and_measures_at_the_result(tmp_path: Path) -> None:
-    proc = run_py(
-        "batch=auto",
-        "batch.max_micro_batch_size=4",
-        "steps.warmup=1",
-        "steps.measure=2",
-        f"hydra.run.dir={tmp_path}",
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    record = json.loads((tmp_path / "metrics.json").read_text())
+    args = ["batch.max_micro_batch_size=4", "steps.warmup=1", "steps.measure=2"]
+    record = auto_run(tmp_path, *args, returncode=0)
     search = record["run"]["batch_search"]
     assert [p["micro_batch_size"] for p in search["probes"]] == [1, 2, 4]
     assert all(p["status"] == "ok" for p in search["probes"])
@@ -67,14 +66,7 @@ def test_resume_skips_an_ok_batch_auto_run(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_batch_auto_when_nothing_fits_keeps_the_probes_error_and_search(tmp_path: Path) -> None:
-    proc = run_py(
-        "batch=auto",
-        "fault={kind:oom,rank:0,phase:init}",
-        f"hydra.run.dir={tmp_path}",
-        timeout=600,
-    )
-    assert proc.returncode == 1, proc.stderr[-2000:]
-    record = json.loads((tmp_path / "metrics.json").read_text())
+    record = auto_run(tmp_path, "fault={kind:oom,rank:0,phase:init}", returncode=1)
     assert record["status"] == "oom"
     error = record["error"]
     # The starting probe's own phase, rank and cause, not a made-up one.
