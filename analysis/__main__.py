@@ -67,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--best-by", metavar="COLS", help="best ok run per group of these comma-separated columns")
     p.add_argument(
         "--metric",
-        default="tflops_per_device",
-        help="metric for --best-by and --baseline (default: tflops_per_device)",
+        default="effective_tflops_per_device",
+        help="metric for --best-by and --baseline (default: effective_tflops_per_device, so that a "
+        "block-sparse run is never ranked on work it skipped)",
     )
     p.add_argument(
         "--baseline",

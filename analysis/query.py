@@ -149,7 +149,7 @@ def setup_key(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
 def compare(
     df: pd.DataFrame,
     baseline: Mapping[str, Any],
-    metric: str = "tflops_per_device",
+    metric: str = "effective_tflops_per_device",
     on: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Add ``speedup``: each run's ``metric`` over the baseline set-up's, matched on the rest.

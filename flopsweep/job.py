@@ -192,8 +192,9 @@ def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
 
 
 def set_aside(path: Path) -> Path | None:
-    """Rename an existing record to ``metrics.<status>-<run id>.json`` and the job's
-    ``traceback_rank<N>.txt`` files to ``traceback_rank<N>.<status>-<run id>.txt``.
+    """Rename an existing record to ``metrics.<status>-<run id>.json``, the job's
+    ``traceback_rank<N>.txt`` files to ``traceback_rank<N>.<status>-<run id>.txt`` and a
+    ``batch=auto`` search's ``batch_search/`` to ``batch_search.<status>-<run id>/``.
 
     The analysis reads only files named ``metrics.json``, so a record set aside
     leaves the tables but stays on disk. Returns the new path, or None when there
@@ -213,6 +214,9 @@ def set_aside(path: Path) -> Path | None:
     os.rename(path, aside)
     for tb in sorted(path.parent.glob("traceback_rank*.txt")):
         tb.rename(tb.with_name(f"{tb.stem}.{label}.txt"))
+    search = path.parent / "batch_search"  # batch=auto's probes and their tracebacks
+    if search.is_dir():
+        search.rename(search.with_name(f"batch_search.{label}"))
     log.warning("moved the previous record aside: %s", aside)
     return aside
 

@@ -402,6 +402,20 @@ def test_cli_filter_sort_and_csv(capsys):
     assert [r["micro_batch_size"] for r in json.loads(out)][:3] == [16, 16, 16]
 
 
+def test_cli_best_by_ranks_on_effective_tflops_unless_told(capsys, tmp_path):
+    sparse = raw("effective")  # density 0.25: more dense-convention TFLOPs, fewer effective
+    sparse["metrics"].update(tflops_per_device=600.0, effective_tflops_per_device=400.0)
+    (tmp_path / "sparse").mkdir()
+    (tmp_path / "sparse" / "metrics.json").write_text(json.dumps(sparse))
+    shutil.copytree(case("v1-ok").parent, tmp_path / "dense")  # 485.9 TFLOPs, dense
+    _, out, _ = cli(capsys, str(tmp_path), "--best-by", "model", "--format", "json")
+    assert [r["run_id"] for r in json.loads(out)] == ["run-ok"]
+    _, out, _ = cli(
+        capsys, str(tmp_path), "--best-by", "model", "--metric", "tflops_per_device", "--format", "json"
+    )
+    assert [r["run_id"] for r in json.loads(out)] == ["run-effective"]
+
+
 def test_cli_best_by_baseline_and_pivot(capsys):
     _, out, _ = cli(capsys, SWEEP, "--best-by", "model", "--format", "json")
     rows = {r["model"]: r for r in json.loads(out)}

@@ -365,9 +365,14 @@ def test_set_aside_keeps_the_old_record_and_its_tracebacks(tmp_path: Path) -> No
     old = {"status": "oom", "run": {"id": "abc"}, "config": {}}
     (tmp_path / "metrics.json").write_text(json.dumps(old))
     (tmp_path / "traceback_rank1.txt").write_text("tb")
+    (tmp_path / "batch_search" / "mbs1").mkdir(parents=True)
+    (tmp_path / "batch_search" / "mbs1" / "traceback_rank0.txt").write_text("probe tb")
     aside = set_aside(tmp_path / "metrics.json")
     assert aside == tmp_path / "metrics.oom-abc.json" and json.loads(aside.read_text()) == old
     assert (tmp_path / "traceback_rank1.oom-abc.txt").read_text() == "tb"
+    # batch=auto's probes go aside with the record they belong to.
+    assert (tmp_path / "batch_search.oom-abc" / "mbs1" / "traceback_rank0.txt").read_text() == "probe tb"
+    assert not (tmp_path / "batch_search").exists()
     assert not (tmp_path / "metrics.json").exists() and set_aside(tmp_path / "metrics.json") is None
 
 
