@@ -21,6 +21,7 @@ from typing import Any
 
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig, validate
+from flopsweep.flops import n_params
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
 from flopsweep.metrics import (
     METRICS_FILE,
@@ -106,10 +107,34 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     return _launch(path, cfg, run, info)
 
 
+def warn_host_memory(cfg: RunConfig) -> None:
+    """On the CPU, warn when the ranks' weights, gradients and AdamW states alone
+    (16 bytes per parameter per rank, before any activation) exceed the free host memory,
+    as when a GPU sweep is run with ``device=cpu``. The run still goes ahead."""
+    if cfg.device != "cpu":
+        return
+    import psutil
+
+    m = cfg.model
+    need = 16 * n_params(m.n_layer, m.n_embd, m.seq_len, m.vocab_size) * int(cfg.nproc_per_node)
+    free = psutil.virtual_memory().available
+    if need > free:
+        log.warning(
+            "model=%s on the CPU: %d rank(s) need at least %.1f GiB for weights, gradients and AdamW "
+            "states, and %.1f GiB of host memory is free; expect swapping or an out-of-memory kill "
+            "(a GPU sweep? set device=cuda, or pick a smaller model=)",
+            m.name,
+            int(cfg.nproc_per_node),
+            need / 2**30,
+            free / 2**30,
+        )
+
+
 def _launch(path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo) -> dict[str, Any]:
     """Start the ranks of a validated config and record what happened."""
     world = int(cfg.nproc_per_node) * cfg.nnodes
     log.info("launching %d rank(s) on %s: %s", world, cfg.device, " ".join(info.overrides) or "defaults")
+    warn_host_memory(cfg)
     try:
         outcome, cfg = launch_run(cfg, path.parent, run)
     except (KeyboardInterrupt, Terminated) as exc:
