@@ -71,7 +71,7 @@ class NothingFits(ProbeFailed):
     """Even the starting micro batch ran out of memory; ``outcome`` is that probe's."""
 
 
-def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int | None, dict[str, Any]]:
+def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int, dict[str, Any]]:
     """Search the largest ``micro_batch_size`` for ``cfg`` (validated, ``batch.name == "auto"``).
 
     Probes start at ``batch.micro_batch_size`` and stop at ``batch.max_micro_batch_size``.
