@@ -13,6 +13,7 @@ record it refused to overwrite) or ``fail_fast=true`` stopped it.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import sys
@@ -23,10 +24,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from flopsweep.callbacks import RecordRefused, SweepStopped
-from flopsweep.config import register_configs
 from flopsweep.job import JobInfo, run_job
 from flopsweep.launch import Terminated, raise_terminated
-from flopsweep.metrics import RecordExistsError
+from flopsweep.record import RecordExistsError
+from flopsweep.store import register_configs
 
 # Unique per sweep process, so that two sweeps started in the same second never
 # share a directory (cached like ${now:}, so every job of a sweep agrees).
@@ -37,6 +38,91 @@ OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: 1 if fail_f
 register_configs()
 
 EXIT_CODES = {"ok": 0, "oom": 1, "error": 1, "invalid": 2}
+
+
+def _option_kind(group: str, option: str) -> str:
+    """The registry key behind a YAML option (``backend/zero3`` -> ``deepspeed``, ``model/gpt-tiny``
+    -> ``gpt2``): its ``base_<kind>`` default, the option it extends, or its ``name``."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", group, f"{option}.yaml")
+    if not os.path.exists(path):
+        return option
+    node = OmegaConf.load(path)
+    for entry in node.get("defaults", []):
+        if isinstance(entry, str) and entry.startswith("base_"):
+            return entry.removeprefix("base_")
+        if isinstance(entry, str) and entry != "_self_":
+            return _option_kind(group, entry)
+    return str(node.get("name", option))
+
+
+_SORT_RANGE = re.compile(r"sort\(\s*range\(([^)]*)\)\s*(?:,\s*reverse\s*=\s*(\w+))?\s*\)", re.IGNORECASE)
+
+
+def sorted_range_problem(overrides: list[str]) -> str | None:
+    """One line refusing ``sort(range(...))`` in a sweep override, with the list to write instead.
+
+    hydra-core 1.3 expands it to other values than Python would (facebookresearch/hydra#3228:
+    ``sort(range(1,6,2),reverse=true)`` runs 4, 2, 0 instead of 5, 3, 1), and every record would
+    then list a value nobody asked for.
+    """
+    for override in overrides:
+        key, _, value = override.partition("=")
+        match = _SORT_RANGE.search(value)
+        if not match:
+            continue
+        try:
+            args = [int(a.split("=")[-1]) for a in match.group(1).split(",") if a.strip()]
+            values = sorted(range(*args), reverse=(match.group(2) or "false").lower() == "true")
+        except (TypeError, ValueError):
+            values = None
+        fix = (
+            f"write the list: {key}={','.join(map(str, values))}" if values else "write the values as a list"
+        )
+        return (
+            f"Invalid config: {override}: hydra-core 1.3 expands sort(range(...)) to other values than asked "
+            f"(facebookresearch/hydra#3228). Fix: {fix}."
+        )
+    return None
+
+
+def foreign_option_keys(overrides: list[str]) -> str | None:
+    """One line for an override such as ``attention.window_blocks=0`` whose key belongs only to
+    other options than the ones the command line picks (``attention=sdpa``), else None.
+
+    Hydra would refuse it too, but with "Key 'window_blocks' not in 'AttentionConfig'" and a
+    hint to add '+'; this names the option the key belongs to. Only command-line choices are
+    known here (else the defaults of conf/config.yaml), so a group that a ``+sweep`` file may
+    choose is left to Hydra.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.plan import option_schemas, owners
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - Hydra reports its own syntax errors
+        return None
+    if any(o.key_or_group == "sweep" for o in parsed):
+        return None
+    defaults = OmegaConf.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", "config.yaml"))
+    chosen = {k: [v] for d in defaults.defaults if isinstance(d, dict | DictConfig) for k, v in d.items()}
+    for o in parsed:
+        if o.key_or_group in option_schemas() and o.package is None:
+            chosen[o.key_or_group] = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
+    for o in parsed:
+        group, _, key = o.key_or_group.partition(".")
+        if o.is_add() or o.is_force_add() or group not in option_schemas() or not key or "." in key:
+            continue
+        own = owners(group, key)
+        picked = chosen.get(group)
+        if own and picked and not {_option_kind(group, str(p)) for p in picked} & set(own):
+            names = " or ".join(f"{group}={name}" for name in own)
+            return (
+                f"Invalid config: {o.key_or_group}: belongs to {names}, "
+                f"not to {group}={','.join(map(str, picked))}. "
+                f"Fix: drop the override, or pick {names}."
+            )
+    return None
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -65,6 +151,10 @@ def main(cfg: DictConfig) -> dict:
 if __name__ == "__main__":
     if not os.environ.get("SUBMITIT_EXECUTOR"):  # a Slurm task handles SIGTERM itself
         signal.signal(signal.SIGTERM, raise_terminated)
+    problem = sorted_range_problem(sys.argv[1:]) or foreign_option_keys(sys.argv[1:])
+    if problem:
+        print(f"flopsweep: {problem}", file=sys.stderr)
+        sys.exit(2)
     try:
         main()
     except (KeyboardInterrupt, Terminated) as exc:

@@ -1,17 +1,20 @@
 """Gather ``metrics.json`` records into a pandas DataFrame: tables, comparisons, plots, reports.
 
 The JSON records are the only input: nothing here parses directory names or logs.
-The TFLOPs figures are read from the records; :func:`load` recomputes them with
-:mod:`flopsweep.flops` only to flag records that disagree with their own config.
+The TFLOPs figures are read from the records; :func:`load` recomputes the model
+TFLOPs from each record's stored FLOPs only to flag records that disagree with
+themselves (left out of rankings). Columns, units, short headers and which way is
+better come from :data:`flopsweep.record.METRIC_SPECS`. Nothing here imports torch
+or the model code: only :mod:`flopsweep.record` from flopsweep.
 
     df = load("multirun/2026-11-29")            # one row per run, failed runs included
-    best(df, by=["model"])                      # best ok run per model
+    best(df, by=["model"])                      # best ok run per model (model TFLOPs)
     compare(df, baseline={"backend": "fsdp"})   # adds a speedup column
-    pivot(df, index="model", columns="backend", values="tflops_per_device")
+    pivot(df, index="model", columns="backend", values="model_tflops_per_device")
 """
 
-from analysis.display import compact, flat_pivot, for_display, render, summary
-from analysis.load import COLUMNS, TABLE_COLUMNS, load, table
+from analysis.display import compact, flat_pivot, for_display, legend, render, summary
+from analysis.load import COLUMNS, METRIC_COLUMNS, RANK_METRIC, TABLE_COLUMNS, load, table
 from analysis.plots import PLOTS, PlotSkipped, make_plots, png_bytes, save_plots, write_pngs
 from analysis.query import (
     SETUP_COLUMNS,
@@ -23,11 +26,13 @@ from analysis.query import (
     select,
     sort_runs,
 )
-from analysis.schema import RecordError, read_record, upgrade_v0_to_v1
+from analysis.schema import RecordError, read_record, upgrade_v0_to_v1, upgrade_v1_to_v2
 
 __all__ = [
     "COLUMNS",
+    "METRIC_COLUMNS",
     "PLOTS",
+    "RANK_METRIC",
     "SETUP_COLUMNS",
     "TABLE_COLUMNS",
     "AnalysisError",
@@ -38,6 +43,7 @@ __all__ = [
     "flat_pivot",
     "compare",
     "for_display",
+    "legend",
     "load",
     "make_plots",
     "pivot",
@@ -51,5 +57,6 @@ __all__ = [
     "summary",
     "table",
     "upgrade_v0_to_v1",
+    "upgrade_v1_to_v2",
     "write_pngs",
 ]

@@ -4,11 +4,14 @@
     python -m analysis DIR --filter backend=fsdp,ddp --sort tokens_per_s
     python -m analysis DIR --best-by model                       # best ok run per model
     python -m analysis DIR --baseline backend=fsdp               # adds speedup vs FSDP
-    python -m analysis DIR --pivot model:backend:tflops_per_device
+    python -m analysis DIR --pivot model:backend:model_tflops_per_device
     python -m analysis DIR --format html --output report.html --plot plots/
 
-The footer (run counts, unreadable records, flags) goes to stderr, so csv and json
-on stdout stay clean.
+Rankings (the default order, --best-by, --baseline, --pivot) use model TFLOPs per
+device unless --metric says otherwise, and leave out runs whose recorded TFLOPs fail
+the recomputation from their stored FLOPs (a note says which). The footer (run
+counts, unreadable records, flags, notes) goes to stderr, so csv and json on stdout
+stay clean; the terminal and markdown tables end with a legend of their short headers.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.display import SHORT, compact, flat_pivot, render, summary
-from analysis.load import load, table
+from analysis.load import RANK_METRIC, display_path, load, table
 from analysis.plots import make_plots, write_pngs
 from analysis.query import AnalysisError, best, check_columns, compare, pivot, select, sort_runs
 from analysis.report import Report, render_html
@@ -56,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--pivot",
         metavar="INDEX:COLUMNS:VALUES",
-        help="lay VALUES of ok runs out INDEX x COLUMNS, e.g. model:backend:tflops_per_device",
+        help="lay VALUES of ok runs out INDEX x COLUMNS, e.g. model:backend:model_tflops_per_device",
     )
     p.add_argument(
         "--agg",
@@ -67,9 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--best-by", metavar="COLS", help="best ok run per group of these comma-separated columns")
     p.add_argument(
         "--metric",
-        default="effective_tflops_per_device",
-        help="metric for --best-by and --baseline (default: effective_tflops_per_device, so that a "
-        "block-sparse run is never ranked on work it skipped)",
+        default=RANK_METRIC,
+        help=f"metric for --best-by, --baseline and the default order (default: {RANK_METRIC}: model "
+        "FLOPs, attention counted at the blocks computed, no recompute)",
     )
     p.add_argument(
         "--baseline",
@@ -115,9 +118,9 @@ def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
     return out
 
 
-def _sort(df: pd.DataFrame, spec: str | None) -> pd.DataFrame:
+def _sort(df: pd.DataFrame, spec: str | None, metric: str = RANK_METRIC) -> pd.DataFrame:
     if not spec:
-        return table(df, columns=list(df.columns))
+        return table(df, columns=list(df.columns), metric=metric)
     name, _, order = spec.rpartition(":") if spec.endswith((":asc", ":desc")) else (spec, "", "")
     return sort_runs(df, _column(name), descending={"asc": False, "desc": True}.get(order))
 
@@ -129,14 +132,15 @@ def select_runs(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
         df = compare(df, pairs(args.baseline, "--baseline"), metric=_column(args.metric))
     if args.best_by:
         df = best(df, by=[_column(c) for c in args.best_by.split(",")], metric=_column(args.metric))
-    return _sort(df, args.sort)
+    return _sort(df, args.sort, _column(args.metric))
 
 
 def _pivot(df: pd.DataFrame, args: argparse.Namespace, mark_failed: bool) -> pd.DataFrame:
     parts = args.pivot.split(":")
     if len(parts) != 3 or not all(parts):
         raise AnalysisError(
-            f"--pivot {args.pivot!r}: expected INDEX:COLUMNS:VALUES, e.g. model:backend:tflops_per_device"
+            f"--pivot {args.pivot!r}: expected INDEX:COLUMNS:VALUES, "
+            "e.g. model:backend:model_tflops_per_device"
         )
     index, columns, values = map(_column, parts)
     return pivot(
@@ -174,14 +178,26 @@ def _heading(args: argparse.Namespace) -> str:
     return "Runs" + (f" (speedup vs {', '.join(args.baseline)})" if args.baseline else "")
 
 
+def excluded_note(loaded: pd.DataFrame) -> str | None:
+    """The note that ok runs were left out of rankings for failing the TFLOPs recomputation."""
+    left_out = loaded.loc[loaded["status"].eq("ok") & loaded["tflops_mismatch"], "run_dir"]
+    if left_out.empty:
+        return None
+    return (
+        f"Note: {len(left_out)} ok run(s) left out of rankings (best, baseline, order, pivot, plots): "
+        "their recorded model TFLOPs differ >1% from model_flops_per_iteration / (mean time x world "
+        "size) (tflops?): " + ", ".join(left_out)
+    )
+
+
 def _notes(loaded: pd.DataFrame) -> list[str]:
     unreadable = loaded.attrs.get("unreadable", {})
     notes = [f"Unreadable, skipped: {path} ({why})" for path, why in unreadable.items()]
-    for flag, text in (
-        ("duplicate_run_id", "Run id shared with another record"),
-        ("tflops_mismatch", "TFLOPs differ >1% from flopsweep.flops"),
-    ):
-        notes += [f"{text}: {d}" for d in loaded.loc[loaded[flag], "run_dir"]]
+    notes += [
+        f"Run id shared with another record: {d}" for d in loaded.loc[loaded["duplicate_run_id"], "run_dir"]
+    ]
+    if note := excluded_note(loaded):
+        notes.append(note)
     return notes
 
 
@@ -193,7 +209,7 @@ def output(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -
         return render(frame, args.format, width=args.width)
     figures, skipped = make_plots(select(loaded, pairs(args.filter, "--filter")))
     report = Report(
-        title="flopsweep results: " + " ".join(args.paths),
+        title="flopsweep results: " + " ".join(map(display_path, args.paths)),
         summary=summary(loaded),
         tables=[(_heading(args), frame)],
         figures=figures,
@@ -207,9 +223,15 @@ def plots(df: pd.DataFrame, out_dir: Path) -> None:
     """Write the PNG plots of ``df`` to ``out_dir``; say on stderr which were written or skipped."""
     figures, skipped = make_plots(df)
     for path in write_pngs(figures, out_dir).values():
-        print(f"wrote {path}", file=sys.stderr)
+        print(f"wrote {display_path(path)}", file=sys.stderr)
     for name, reason in skipped.items():
         print(f"skipped plot {name}: {reason}", file=sys.stderr)
+
+
+def _write(stream, text: str) -> None:
+    """``text`` to ``stream``, escaping what its encoding cannot hold (never a UnicodeEncodeError)."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
 
 
 def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> None:
@@ -218,12 +240,13 @@ def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> 
     Raises:
         OSError: when a path cannot be written (a directory, a missing parent, no permission).
     """
+    text = text if text.endswith("\n") else text + "\n"
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text if text.endswith("\n") else text + "\n")
-        print(f"wrote {args.output}", file=sys.stderr)
+        args.output.write_text(text, encoding="utf-8", errors="backslashreplace")
+        print(f"wrote {display_path(args.output)}", file=sys.stderr)
     else:
-        print(text)
+        _write(sys.stdout, text)
     if args.plot:
         plots(select(loaded, pairs(args.filter, "--filter")), args.plot)
 
@@ -246,8 +269,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         write_outputs(loaded, text, args)
     except OSError as exc:  # --output or --plot names a place that cannot be written
-        parser.error(f"cannot write {exc.filename or args.output or args.plot}: {exc.strerror or exc}")
+        where = exc.filename or args.output or args.plot
+        shown = display_path(where) if isinstance(where, (str, bytes, Path)) else where
+        parser.error(f"cannot write {shown}: {exc.strerror or exc}")
     sys.stdout.flush()  # the table before the footer when both go to one terminal
+    if note := excluded_note(loaded):
+        print(note, file=sys.stderr)
     shown = f"; {len(runs)} shown" if len(runs) != len(loaded) else ""
     print(summary(loaded) + shown, file=sys.stderr)
     return 0

@@ -5,53 +5,30 @@ Blank cells stand for missing values: a failed run's metrics are blank, never 0.
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 
 import pandas as pd
 
-from analysis.load import TABLE_COLUMNS
-from flopsweep.metrics import STATUSES
+from analysis.load import DESCRIPTIONS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
+from flopsweep.record import STATUSES
 
-# Short headers keep the terminal table narrow; csv/json keep the full column names.
-SHORT = {
-    "micro_batch_size": "mbs",
-    "grad_accum": "accum",
-    "world_size": "world",
-    "zero_stage": "zero",
-    "precision": "prec",
-    "tflops_per_device": "TFLOPs/dev",
-    "tokens_per_s": "tokens/s",
-    "iteration_time_s_median": "iter_s",
-    "peak_cuda_allocated_gib": "alloc_GiB",
-    "peak_cuda_reserved_gib": "resv_GiB",
-    "peak_host_rss_gib": "rss_GiB",
-    "attention": "attn",
-    "effective_tflops_per_device": "eff_TFLOPs",
-    "model_tflops_per_device": "model_TFLOPs",
-    "iteration_time_s_mean": "iter_s_mean",
-    "attention_density": "density",
-    "seq_len": "seq",
-    "activation_checkpointing": "ckpt",
-    "tokens_per_s_per_device": "tokens/s/dev",
-    "tflops_per_device_recomputed": "TFLOPs_recomp",
-    "attention_layout": "layout",
-    "attention_impl": "impl",
-    "block_size": "block",
-    "reshard_after_forward": "reshard",
-    "reduce_bucket_size": "reduce_bkt",
-    "stage3_prefetch_bucket_size": "prefetch_bkt",
-    "stage3_param_persistence_threshold": "persist_thr",
-}
+__all__ = ["SHORT", "compact", "flat_pivot", "for_display", "legend", "render", "summary"]
+
 MAX_CELL = 40
 """Longest text cell (characters) in the terminal and markdown tables; longer ones end in '…'."""
+
+_UNITS = {spec.name: spec.unit for spec in METRIC_FIELDS}
+_PERCENT = {name for name, unit in _UNITS.items() if unit == "1"}  # ratios: MFU, HFU, cv, ...
+_THOUSANDS = {name for name, unit in _UNITS.items() if unit == "1/s"}  # tokens/s
 
 # Columns shown only when some row has a value; dropped first (in this order) to fit the width.
 _OPTIONAL = [
     "zero_stage",
     "mfu",
+    "hfu",
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
-    "effective_tflops_per_device",
     "attention_density",
 ]
 _IF_VARIED = [
@@ -73,14 +50,13 @@ _DROP_ORDER = [
     "peak_host_rss_gib",
     "peak_cuda_reserved_gib",
     "grad_accum",
-    "iteration_time_s_median",
+    "hfu",
     "world_size",
     "precision",
     "seed",
     "reduce_bucket_size",
     "stage3_prefetch_bucket_size",
     "block_size",
-    "mfu",
     "stage3_param_persistence_threshold",
     "reshard_after_forward",
     "compile",
@@ -88,19 +64,27 @@ _DROP_ORDER = [
     "attention_layout",
     "zero_stage",
     "attention",
+    "mfu",
     "peak_cuda_allocated_gib",
 ]
+CSV_FORMULA_PREFIXES = ("=", "+", "-", "@")
+"""A CSV text cell starting with one of these gets a leading apostrophe, so that a spreadsheet
+does not run it as a formula (CSV injection); numbers are left as they are."""
 
 
 def _cell(column: str, value: object) -> str:
     if value is None or (not isinstance(value, (list, dict)) and pd.isna(value)):
         return ""  # a failed run's metrics stay blank, never 0
-    if column in ("tokens_per_s", "tokens_per_s_per_device"):
+    if isinstance(value, bool):
+        return str(value)
+    if column in _THOUSANDS and isinstance(value, (int, float)):
         return f"{value:,.0f}"
-    if column in ("mfu", "hfu"):
+    if column in _PERCENT and isinstance(value, (int, float)):
         return f"{value:.1%}"
     if column == "speedup":
         return f"{value:.2f}x"
+    if isinstance(value, int) and abs(value) >= 10_000:
+        return f"{value:,}"
     if isinstance(value, float):
         return f"{value:.4g}"
     text = str(value)
@@ -114,12 +98,15 @@ def for_display(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def flags(df: pd.DataFrame) -> pd.Series:
-    """Per-row text naming the checks a row failed: ``dup-id``, ``tflops?`` (blank when none)."""
+    """Per-row text naming the checks a row failed: ``dup-id``, ``tflops?`` (left out of rankings),
+    ``warn`` (the record has warnings); blank when none."""
     parts = []
     if "duplicate_run_id" in df:
-        parts.append(df["duplicate_run_id"].fillna(False).map({True: "dup-id", False: ""}))
+        parts.append(df["duplicate_run_id"].fillna(False).astype(bool).map({True: "dup-id", False: ""}))
     if "tflops_mismatch" in df:
-        parts.append(df["tflops_mismatch"].fillna(False).map({True: "tflops?", False: ""}))
+        parts.append(df["tflops_mismatch"].fillna(False).astype(bool).map({True: "tflops?", False: ""}))
+    if "warnings" in df:
+        parts.append(df["warnings"].notna().map({True: "warn", False: ""}))
     if not parts:
         return pd.Series("", index=df.index)
     out = parts[0]
@@ -136,23 +123,55 @@ def _varies(df: pd.DataFrame, column: str) -> bool:
 
 def compact(df: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
     """The columns worth a reader's screen: ``columns`` (default :data:`TABLE_COLUMNS`) less the
-    optional ones that are blank in every row, plus ``effective_tflops_per_device``,
-    ``speedup`` and a ``flags`` column when some row has them, and ``seq_len``,
-    ``activation_checkpointing``, ``compile`` when they vary within a model."""
+    optional ones that are blank in every row (and ``hfu`` where it equals ``mfu`` in every
+    row: no recompute), plus ``speedup`` and a ``flags`` column when some row has them, and
+    the set-up knobs (``seq_len``, ``activation_checkpointing``, ...) that vary within a model."""
     cols = list(columns or TABLE_COLUMNS)
     if columns is None:
         at = cols.index("attention") + 1
         cols[at:at] = [c for c in _IF_VARIED if c in df and _varies(df, c)]
-        if "effective_tflops_per_device" in df:
-            cols.insert(cols.index("tflops_per_device") + 1, "effective_tflops_per_device")
         cols += [c for c in ("speedup",) if c in df]
         if "error" in df and df["status"].ne("ok").any():
             cols.append("error")  # why a run failed, cut to the cell width
-        cols = [c for c in cols if c not in _OPTIONAL or df[c].notna().any()]
+        cols = [c for c in cols if c in df and (c not in _OPTIONAL or df[c].notna().any())]
+        if "hfu" in cols and "mfu" in df and _same(df["hfu"], df["mfu"]):
+            cols.remove("hfu")
     out = df[cols].copy()
     if columns is None and (f := flags(df)).ne("").any():
         out["flags"] = f
     return out
+
+
+def _same(a: pd.Series, b: pd.Series) -> bool:
+    both = a.notna() & b.notna()
+    return bool(((a[both] - b[both]).abs() <= 1e-9 * b[both].abs()).all() and a.notna().eq(b.notna()).all())
+
+
+def legend(columns: list[str], width: int = 0) -> str:
+    """``Legend: HEADER = description; ...`` for the columns with a short header and a
+    description (:data:`flopsweep.record.METRIC_SPECS`), wrapped to ``width`` (0: one line);
+    empty when none."""
+    items = [f"{SHORT.get(c, c)} = {DESCRIPTIONS[c]}" for c in columns if c in DESCRIPTIONS]
+    if not items:
+        return ""
+    text = "Legend: " + "; ".join(items)
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) if width > 0 else text
+
+
+def _defuse(value: object) -> object:
+    if isinstance(value, str) and value.startswith(CSV_FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a leading apostrophe on each text cell (and header: a pivot's are model names)
+    that starts with ``=``, ``+``, ``-`` or ``@`` (:data:`CSV_FORMULA_PREFIXES`), for CSV only."""
+    out = df.copy()
+    for col in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[col]):
+            out[col] = out[col].map(_defuse)
+    return out.set_axis([_defuse(c) for c in out.columns], axis=1)
 
 
 def fit_width(shown: pd.DataFrame, width: int) -> tuple[str, list[str]]:
@@ -174,19 +193,25 @@ def render(df: pd.DataFrame, fmt: str, width: int = 120) -> str:
     """The table as text in ``fmt`` (``table``, ``markdown``, ``csv``, ``json``).
 
     ``table`` is at most ``width`` characters wide (0: no limit); columns that did not
-    fit are named in a last line. csv and json keep full column names and raw values.
+    fit are named in a line under it. ``table`` and ``markdown`` end with a legend of the
+    short metric headers shown. csv and json keep full column names and raw values (csv
+    with formula-like text cells defused, :func:`csv_safe`).
     """
     if fmt == "csv":
-        return df.to_csv(index=False)
+        return csv_safe(df).to_csv(index=False)
     if fmt == "json":
         return df.to_json(orient="records", indent=2)
     shown = for_display(df)
     if fmt == "markdown":
-        return shown.to_markdown(index=False, disable_numparse=True)
+        text = shown.to_markdown(index=False, disable_numparse=True)
+        note = legend(list(df.columns))
+        return text + ("\n\n" + note if note else "")
     text, dropped = fit_width(shown, width)
     if dropped:
         text += f"\n(hidden to fit {width} columns: {', '.join(dropped)}; see --columns, --width)"
-    return text
+    kept = [c for c in df.columns if SHORT.get(c, c) not in dropped]
+    note = legend(kept, width)
+    return text + ("\n" + note if note else "")
 
 
 def flat_pivot(table: pd.DataFrame) -> pd.DataFrame:
@@ -211,5 +236,5 @@ def summary(df: pd.DataFrame) -> str:
     if "duplicate_run_id" in df and (n := int(df["duplicate_run_id"].sum())):
         parts.append(f"{n} rows share a run id (dup-id)")
     if "tflops_mismatch" in df and (n := int(df["tflops_mismatch"].sum())):
-        parts.append(f"{n} TFLOPs mismatch(es) >1% vs flopsweep.flops (tflops?)")
+        parts.append(f"{n} TFLOPs mismatch(es) >1% vs the stored FLOPs, left out of rankings (tflops?)")
     return "; ".join(parts)

@@ -3,7 +3,13 @@
 Every record goes through :func:`analysis.schema.read_record` (explicit
 ``schema_version``, upgrades of old versions). Unreadable files are logged once
 by path and listed in ``df.attrs["unreadable"]``; loading goes on. Two checks
-flag rows without dropping them: ``duplicate_run_id`` and ``tflops_mismatch``.
+flag rows without dropping them: ``duplicate_run_id`` and ``tflops_mismatch``
+(the recorded model TFLOPs disagree with the record's own stored FLOPs, time and
+world size); rankings leave mismatched rows out (:mod:`analysis.query`).
+
+The metric columns come from :data:`flopsweep.record.METRIC_SPECS` (name, path,
+scale): adding a metric there adds its column here. The set-up columns are the
+list :data:`CONFIG_FIELDS`.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import glob
 import logging
 import math
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,87 +25,125 @@ from typing import Any
 import pandas as pd
 
 from analysis.schema import Record, RecordError, read_record
-from flopsweep import flops
-from flopsweep.metrics import METRICS_FILE
+from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec
 
 log = logging.getLogger("analysis")
 
 GIB = 1024**3
 MISMATCH_TOLERANCE = 0.01
-"""Relative difference between recorded and recomputed TFLOPs that sets ``tflops_mismatch``."""
+"""Relative difference between recorded and recomputed model TFLOPs that sets ``tflops_mismatch``."""
 
-# (column, path into the record, scale). Units are in the column names.
-_FIELDS: list[tuple[str, tuple[str, ...], float | None]] = [
-    ("model", ("config", "model", "name"), None),
-    ("attention", ("config", "attention", "name"), None),
-    ("backend", ("config", "backend", "name"), None),
-    ("zero_stage", ("config", "backend", "zero_stage"), None),
-    ("precision", ("config", "precision", "name"), None),
-    ("micro_batch_size", ("config", "batch", "micro_batch_size"), None),
-    ("grad_accum", ("config", "batch", "grad_accum"), None),
-    ("seq_len", ("config", "model", "seq_len"), None),
-    ("activation_checkpointing", ("config", "activation_checkpointing"), None),
-    ("compile", ("config", "compile"), None),
-    ("world_size", ("system", "world_size"), None),
-    ("device_name", ("system", "device_name"), None),
-    ("status", ("status",), None),
-    ("tflops_per_device", ("metrics", "tflops_per_device"), None),
-    ("model_tflops_per_device", ("metrics", "model_tflops_per_device"), None),
-    ("mfu", ("metrics", "mfu"), None),
-    ("hfu", ("metrics", "hfu"), None),
-    ("tokens_per_s", ("metrics", "tokens_per_s"), None),
-    ("iteration_time_s_median", ("metrics", "iteration_time_s", "median"), None),
-    ("peak_cuda_allocated_gib", ("metrics", "peak_cuda_allocated_bytes"), GIB),
-    ("peak_cuda_reserved_gib", ("metrics", "peak_cuda_reserved_bytes"), GIB),
-    ("peak_host_rss_gib", ("metrics", "peak_host_rss_bytes"), GIB),
-    ("loss_first", ("metrics", "loss_first"), None),
-    ("error", ("error", "message"), None),
-    ("run_id", ("run", "id"), None),
-    # Added after the first table; older readers never saw them.
-    ("iteration_time_s_mean", ("metrics", "iteration_time_s", "mean"), None),
-    ("effective_tflops_per_device", ("metrics", "effective_tflops_per_device"), None),
-    ("attention_density", ("config", "attention", "density"), None),
-    ("tokens_per_s_per_device", ("metrics", "tokens_per_s_per_device"), None),
-    ("loss_last", ("metrics", "loss_last"), None),
-    ("error_type", ("error", "type"), None),
-    ("error_phase", ("error", "phase"), None),
-    # Set-up knobs that tell otherwise identical rows apart (shown when they vary).
-    ("attention_layout", ("config", "attention", "layout"), None),
-    ("attention_impl", ("config", "attention", "impl"), None),
-    ("block_size", ("config", "attention", "block_size"), None),
-    ("reshard_after_forward", ("config", "backend", "reshard_after_forward"), None),
-    ("reduce_bucket_size", ("config", "backend", "reduce_bucket_size"), None),
-    ("stage3_prefetch_bucket_size", ("config", "backend", "stage3_prefetch_bucket_size"), None),
-    ("stage3_param_persistence_threshold", ("config", "backend", "stage3_param_persistence_threshold"), None),
-    ("seed", ("config", "seed"), None),
-    ("tag", ("config", "tag"), None),
+RANK_METRIC = "model_tflops_per_device"
+"""The default ranking metric everywhere (tables, best, compare, plots)."""
+
+# (column, path into the record, short header). Units of metric columns are in their names.
+CONFIG_FIELDS: list[tuple[str, tuple[str, ...], str]] = [
+    ("model", ("config", "model", "name"), "model"),
+    ("arch", ("config", "model", "arch"), "arch"),
+    ("attention", ("config", "attention", "name"), "attn"),
+    ("attention_density", ("config", "attention", "density"), "density"),
+    ("attention_layout", ("config", "attention", "layout"), "layout"),
+    ("attention_impl", ("config", "attention", "impl"), "impl"),
+    ("block_size", ("config", "attention", "block_size"), "block"),
+    ("backend", ("config", "backend", "name"), "backend"),
+    ("zero_stage", ("config", "backend", "zero_stage"), "zero"),
+    ("reshard_after_forward", ("config", "backend", "reshard_after_forward"), "reshard"),
+    ("reduce_bucket_size", ("config", "backend", "reduce_bucket_size"), "reduce_bkt"),
+    ("stage3_prefetch_bucket_size", ("config", "backend", "stage3_prefetch_bucket_size"), "prefetch_bkt"),
+    (
+        "stage3_param_persistence_threshold",
+        ("config", "backend", "stage3_param_persistence_threshold"),
+        "persist_thr",
+    ),
+    ("precision", ("config", "precision", "name"), "prec"),
+    ("micro_batch_size", ("config", "batch", "micro_batch_size"), "mbs"),
+    ("grad_accum", ("config", "batch", "grad_accum"), "accum"),
+    ("seq_len", ("config", "model", "seq_len"), "seq"),
+    ("activation_checkpointing", ("config", "activation_checkpointing"), "ckpt"),
+    ("compile", ("config", "compile"), "compile"),
+    ("world_size", ("system", "world_size"), "world"),
+    ("device_name", ("system", "device_name"), "device"),
+    ("seed", ("config", "seed"), "seed"),
+    ("tag", ("config", "tag"), "tag"),
+    ("status", ("status",), "status"),
 ]
-_CHECK_COLUMNS = ["schema_version", "tflops_per_device_recomputed", "tflops_mismatch", "duplicate_run_id"]
-_NAMES = [name for name, _, _ in _FIELDS]
-COLUMNS = _NAMES[:25] + ["run_dir"] + _NAMES[25:] + _CHECK_COLUMNS  # the first 26 in their original order
-
-# Metric columns: blank (NaN) for every run whose status is not ok, whatever the record says.
-METRIC_COLUMNS = [
-    "tflops_per_device",
-    "model_tflops_per_device",
-    "effective_tflops_per_device",
-    "mfu",
-    "hfu",
-    "tokens_per_s",
-    "tokens_per_s_per_device",
-    "iteration_time_s_median",
-    "iteration_time_s_mean",
-    "peak_cuda_allocated_gib",
-    "peak_cuda_reserved_gib",
-    "peak_host_rss_gib",
-    "loss_first",
-    "loss_last",
-    "tflops_per_device_recomputed",
+RUN_FIELDS: list[tuple[str, tuple[str, ...], str]] = [
+    ("error", ("error", "message"), "error"),
+    ("error_type", ("error", "type"), "error_type"),
+    ("error_phase", ("error", "phase"), "phase"),
+    ("run_id", ("run", "id"), "run_id"),
 ]
-_INT_COLUMNS = ("zero_stage", "micro_batch_size", "grad_accum", "seq_len", "world_size", "schema_version")
-_BOOL_COLUMNS = ("activation_checkpointing", "compile")
 
-# The default table: what the README calls the comparison table.
+# A metric that is a structure (per_rank), or the same paragraph in every row
+# (flops_convention), stays in the record and out of the table.
+NOT_COLUMNS = ("per_rank", "flops_convention")
+METRIC_FIELDS: list[MetricSpec] = [spec for spec in METRIC_SPECS if spec.key not in NOT_COLUMNS]
+"""The metric columns, in :data:`flopsweep.record.METRIC_SPECS` order."""
+METRIC_COLUMNS: list[str] = [spec.name for spec in METRIC_FIELDS]
+"""Metric columns: blank for every run whose status is not ok, whatever the record says."""
+NUMERIC_METRICS: list[str] = [spec.name for spec in METRIC_FIELDS if spec.unit]
+"""Metric columns with a unit: always float64 (others are typed by their values)."""
+
+_CHECK_COLUMNS = [
+    "schema_version",
+    "model_tflops_per_device_recomputed",
+    "tflops_mismatch",
+    "duplicate_run_id",
+]
+COLUMNS = (
+    [name for name, _, _ in CONFIG_FIELDS]
+    + METRIC_COLUMNS
+    + [name for name, _, _ in RUN_FIELDS]
+    + ["warnings", "run_dir"]
+    + _CHECK_COLUMNS
+)
+"""Every column of :func:`load`: set-up, status, metrics (spec order), error and run, checks."""
+
+SHORT: dict[str, str] = {
+    **{name: header for name, _, header in CONFIG_FIELDS + RUN_FIELDS if header != name},
+    **{spec.name: spec.header for spec in METRIC_FIELDS},
+    "model_tflops_per_device_recomputed": "TFLOPs_recomp",
+    "speedup": "speedup",
+}
+"""Short header of each column (the terminal, markdown and HTML tables); csv/json keep full names."""
+
+DESCRIPTIONS: dict[str, str] = {
+    **{spec.name: spec.description for spec in METRIC_FIELDS},
+    "model_tflops_per_device_recomputed": "model_flops_per_iteration / (mean step time x world size)",
+    "speedup": "the run's ranking metric over the baseline set-up's",
+    "flags": "dup-id: run id shared; tflops?: TFLOPs fail the recomputation (not ranked); warn: warnings",
+}
+"""One line per column for the legend under a table."""
+
+_INT_COLUMNS = (
+    "zero_stage",
+    "micro_batch_size",
+    "grad_accum",
+    "seq_len",
+    "world_size",
+    "schema_version",
+    "seed",
+)
+_FLOAT_COLUMNS = ("attention_density", "model_tflops_per_device_recomputed")
+_BOOL_COLUMNS = ("activation_checkpointing", "compile", "reshard_after_forward")
+_TEXT_COLUMNS = (
+    "model",
+    "arch",
+    "attention",
+    "attention_layout",
+    "attention_impl",
+    "backend",
+    "precision",
+    "device_name",
+    "tag",
+    "status",
+    "error",
+    "error_type",
+    "error_phase",
+    "run_id",
+)
+
+# The default table: what the README calls the comparison table (mean iteration time: the rates use it).
 TABLE_COLUMNS = [
     "model",
     "attention",
@@ -109,10 +154,11 @@ TABLE_COLUMNS = [
     "grad_accum",
     "world_size",
     "status",
-    "tflops_per_device",
+    "model_tflops_per_device",
     "mfu",
+    "hfu",
     "tokens_per_s",
-    "iteration_time_s_median",
+    "iteration_time_s_mean",
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
     "peak_host_rss_gib",
@@ -129,34 +175,74 @@ def _get(record: Record, path: tuple[str, ...]) -> Any:
 
 
 def _number(value: Any) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
+    """A finite float, or None (bools, text, null, NaN, infinities, integers too big for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        out = float(value)
+    except OverflowError:
+        return None
+    return out if math.isfinite(out) else None
 
 
-def recompute_tflops(record: Record) -> tuple[float | None, float | None]:
-    """TFLOPs per device ``(hardware, model)`` recomputed with :mod:`flopsweep.flops`.
+def _scalar(value: Any) -> Any:
+    """A value a cell can hold: scalars as they are, a list of scalars (``unsteady_steps``) as a
+    list, any other structure as a short placeholder (never a deep nest)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value):
+        return value
+    return f"<JSON {'object' if isinstance(value, dict) else 'array'}>"
 
-    Uses the record's config (model shape, micro batch, grad accumulation, activation
-    checkpointing), ``system.world_size`` and ``metrics.iteration_time_s.mean`` (s):
-    global batch ``B = micro_batch_size x grad_accum x world_size`` sequences, ``f = 4``
-    under activation checkpointing for the hardware figure, ``f = 3`` for the model one.
+
+def _int_or_none(value: Any) -> int | None:
+    """A whole number that fits an Int64 column (``8`` or ``8.0``), else None."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63:
+        return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return str(_scalar(value))
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` as printable text: bytes that are not UTF-8 (a directory name from another
+    locale) become ``\\xNN`` escapes, so that no output stream or file write fails on them."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def recompute_tflops(record: Record) -> float | None:
+    """Model TFLOPs per device recomputed from the record's stored FLOPs:
+    ``metrics.model_flops_per_iteration / (metrics.iteration_time_s.mean x system.world_size x 1e12)``.
 
     Returns:
-        ``(None, None)`` when a needed value is missing or not positive.
+        None when a needed value is missing, not positive or not a number.
+
+    Raises:
+        RecordError: when the inputs are numbers but the result overflows a float.
     """
-    cfg = record.get("config") or {}
-    model, batch = cfg.get("model") or {}, cfg.get("batch") or {}
-    shape = [model.get(k) for k in ("n_layer", "n_embd", "seq_len", "vocab_size")]
-    world = _get(record, ("system", "world_size"))
-    ints = [*shape, batch.get("micro_batch_size"), batch.get("grad_accum"), world]
+    flops = _number(_get(record, ("metrics", "model_flops_per_iteration")))
     t = _number(_get(record, ("metrics", "iteration_time_s", "mean")))
-    if t is None or t <= 0 or not all(isinstance(v, int) and v > 0 for v in ints):
-        return None, None
-    global_batch = ints[4] * ints[5] * world
-    ac = bool(cfg.get("activation_checkpointing"))
-    hw = flops.flops_per_iteration(*shape, global_batch, activation_checkpointing=ac)
-    mf = flops.flops_per_iteration(*shape, global_batch, activation_checkpointing=False)
-    return flops.tflops_per_device(hw, t, world), flops.tflops_per_device(mf, t, world)
+    world = _get(record, ("system", "world_size"))
+    if flops is None or t is None or t <= 0 or not isinstance(world, int) or isinstance(world, bool):
+        return None
+    if world <= 0:
+        return None
+    try:
+        out = flops / (t * world * 1e12)
+    except (OverflowError, ZeroDivisionError):
+        out = math.inf
+    if not math.isfinite(out):
+        raise RecordError(
+            f"recomputed model TFLOPs overflow: model_flops_per_iteration {flops:.4g} over "
+            f"{t:.4g} s x {world} devices"
+        )
+    return out
 
 
 def _differs(recorded: Any, expected: float | None) -> bool:
@@ -172,19 +258,18 @@ def _fmt(value: Any) -> str:
 
 
 def _check_tflops(record: Record, out: dict[str, Any], path: str) -> None:
-    hw, model = recompute_tflops(record) if out["status"] == "ok" else (None, None)
-    out["tflops_per_device_recomputed"] = hw
-    bad = _differs(out["tflops_per_device"], hw) or _differs(out["model_tflops_per_device"], model)
+    expected = recompute_tflops(record) if out["status"] == "ok" else None
+    out["model_tflops_per_device_recomputed"] = expected
+    bad = _differs(out["model_tflops_per_device"], expected)
     out["tflops_mismatch"] = bad
     if bad:
         log.warning(
-            "TFLOPs mismatch in %s: the record says %s TFLOPs per device (model %s); its config, "
-            "iteration time and world size give %.4g (model %.4g), more than %.0f%% apart",
+            "TFLOPs mismatch in %s: the record says %s model TFLOPs per device; its "
+            "model_flops_per_iteration, mean iteration time and world size give %.4g, more than %.0f%% "
+            "apart (left out of rankings)",
             path,
-            _fmt(out["tflops_per_device"]),
             _fmt(out["model_tflops_per_device"]),
-            hw,
-            model,
+            expected,
             100 * MISMATCH_TOLERANCE,
         )
 
@@ -193,14 +278,29 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     """One flat row of a current-version record.
 
     Missing values are None (blank), never 0; a run whose status is not ``ok`` has every
-    metric column blank. Bytes become GiB (``_gib`` columns).
+    metric column blank. Bytes become GiB (``_gib`` columns, the spec's ``scale``).
+
+    Raises:
+        RecordError: when the recomputed TFLOPs overflow.
     """
     out: dict[str, Any] = {}
-    for name, path, scale in _FIELDS:
-        value = _get(record, path)
-        out[name] = value / scale if scale and _number(value) is not None else value
+    for name, path, _ in CONFIG_FIELDS + RUN_FIELDS:
+        out[name] = _scalar(_get(record, path))
+    for spec in METRIC_FIELDS:
+        value = _get(record["metrics"], spec.path or (spec.key,))
+        if spec.unit:
+            value = _number(value)
+            out[spec.name] = value / spec.scale if spec.scale and value is not None else value
+        else:
+            out[spec.name] = _scalar(value)
+    for name in _TEXT_COLUMNS:
+        out[name] = _text(out[name])
     if out["status"] != "ok":
         out.update(dict.fromkeys(METRIC_COLUMNS))
+    warnings = record.get("warnings")
+    out["warnings"] = (
+        "; ".join(_text(w) or "" for w in warnings) if isinstance(warnings, list) and warnings else None
+    )
     _blank_unused(out)
     out["run_dir"] = run_dir
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
@@ -208,7 +308,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     return out
 
 
-_ONLY_FOR = {  # column -> (set-up column, value): blank elsewhere, where the knob does nothing
+_ONLY_FOR = {  # column -> (set-up column, value): blank elsewhere, where the knob does nothing (v1 records)
     "zero_stage": ("backend", "deepspeed"),
     "reduce_bucket_size": ("backend", "deepspeed"),
     "stage3_prefetch_bucket_size": ("backend", "deepspeed"),
@@ -221,7 +321,7 @@ _ONLY_FOR = {  # column -> (set-up column, value): blank elsewhere, where the kn
 
 
 def _blank_unused(out: dict[str, Any]) -> None:
-    """Blank the knobs of a backend or attention the run did not use."""
+    """Blank the knobs of a backend or attention the run did not use (v1 records carry every key)."""
     for column, (setup, value) in _ONLY_FOR.items():
         if out.get(setup) != value:
             out[column] = None
@@ -236,7 +336,7 @@ def _expand(p: Path) -> list[Path]:
         return [p]
     matches = sorted(glob.glob(str(p), recursive=True))
     if not matches:
-        raise FileNotFoundError(f"{p}: no such file, directory or glob match")
+        raise FileNotFoundError(f"{display_path(p)}: no such file, directory or glob match")
     return [f for m in matches for f in _expand(Path(m))]
 
 
@@ -258,35 +358,35 @@ def find_records(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
+def _typed(values: pd.Series) -> pd.Series:
+    """A unit-less metric column typed by its values: Int64 for integers that fit, float64 for
+    numbers, boolean for flags, object otherwise (text, lists)."""
+    present = [v for v in values if v is not None]
+    if all(isinstance(v, bool) for v in present) and present:
+        return values.astype("boolean")
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        if present and all(isinstance(v, int) and abs(v) < 2**63 for v in present):
+            return values.astype("Int64")
+        return pd.to_numeric(values.map(_number), errors="coerce").astype("float64")
+    return values
+
+
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=COLUMNS)
-    for col in METRIC_COLUMNS + ["attention_density"]:
-        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
-    for col in _INT_COLUMNS:
-        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")  # integers that may be blank
+    for col in NUMERIC_METRICS + list(_FLOAT_COLUMNS):
+        df[col] = pd.to_numeric(df[col].map(_number), errors="coerce").astype("float64")
+    for col in METRIC_COLUMNS:
+        if col not in NUMERIC_METRICS:
+            df[col] = _typed(df[col].astype(object))
+    for col in _INT_COLUMNS:  # integers that may be blank; anything else is blank
+        df[col] = pd.array(df[col].map(_int_or_none).tolist(), dtype="Int64")
     for col in _BOOL_COLUMNS:
-        df[col] = df[col].astype("boolean")
-    df["tflops_mismatch"] = df["tflops_mismatch"].astype(bool)
-    return fill_dense_effective(df)
-
-
-def fill_dense_effective(df: pd.DataFrame) -> pd.DataFrame:
-    """Fill what older or never-launched records leave blank.
-
-    Records written before ``effective_tflops_per_device`` and ``attention.density``
-    existed: a dense attention computes every pair, so an ok run's density is 1 and its
-    effective TFLOPs equal its TFLOPs. ``world_size`` 0 (a run stopped before launch) becomes blank."""
-    dense = (
-        df["effective_tflops_per_device"].isna()
-        & df["status"].eq("ok")
-        & df["tflops_per_device"].notna()
-        & df["attention"].ne("blocksparse")
-    )
-    df.loc[dense, "effective_tflops_per_device"] = df.loc[dense, "tflops_per_device"]
-    # The same records lack attention.density: every dense kernel computes every pair.
-    no_density = df["attention_density"].isna() & df["status"].eq("ok") & df["attention"].ne("blocksparse")
-    df.loc[no_density, "attention_density"] = 1.0
-    # A run that never launched (invalid at validation) records world_size 0: unknown, not 0.
+        df[col] = pd.array(
+            df[col].map(lambda v: v if isinstance(v, bool) else None).tolist(), dtype="boolean"
+        )
+    for col in ("tflops_mismatch", "duplicate_run_id"):
+        df[col] = df[col].fillna(False).astype(bool)
+    # A run that never launched has no world size: unknown, not 0 (v1 wrote 0; the upgrade maps it).
     df["world_size"] = df["world_size"].mask(df["world_size"] <= 0)
     return df
 
@@ -303,15 +403,18 @@ def flag_duplicates(df: pd.DataFrame) -> pd.DataFrame:
 def load(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
     """One row per run from every ``metrics.json`` under ``paths`` (dirs, files or globs).
 
-    Columns are :data:`COLUMNS`: the set-up, ``status``, metrics with units in their
-    names (``tflops_per_device`` in 1e12 FLOP/s, ``peak_cuda_allocated_gib`` in GiB,
-    ``tokens_per_s`` global), ``run_dir``, the ``schema_version`` the file was written
-    with, and the flags ``tflops_mismatch`` and ``duplicate_run_id``. Metrics of runs
-    that are not ``ok`` are NaN, never 0.
+    Columns are :data:`COLUMNS`: the set-up, ``status``, the metrics of
+    :data:`flopsweep.record.METRIC_SPECS` with units in their names
+    (``model_tflops_per_device`` in 1e12 FLOP/s, ``peak_cuda_allocated_gib`` in GiB,
+    ``tokens_per_s`` global), the error, ``warnings``, ``run_dir`` (printable: non-UTF-8
+    bytes escaped), the ``schema_version`` the file was written with, and the checks
+    ``model_tflops_per_device_recomputed``, ``tflops_mismatch`` and ``duplicate_run_id``.
+    Metrics of runs that are not ``ok`` are NaN, never 0.
 
-    Unreadable files (empty, truncated JSON, unknown version, missing required key) are
-    logged once each by path and skipped; ``df.attrs["unreadable"]`` maps each path to
-    the reason.
+    Unreadable files (empty, truncated or oversized JSON, too deeply nested, unknown
+    version, missing required key, a set-up name that is not text, numbers too large
+    for a float) are logged once each by path and skipped; ``df.attrs["unreadable"]``
+    maps each path to the reason.
 
     Raises:
         FileNotFoundError: when a path does not exist.
@@ -320,28 +423,36 @@ def load(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
         paths = [paths]
     rows, bad = [], {}
     for path in find_records(paths):
+        shown = display_path(path)
         try:
             record, version = read_record(path)
+            rows.append(row(record, display_path(path.parent), version))
         except RecordError as exc:
-            log.warning("skipping unreadable record %s: %s", path, exc)
-            bad[str(path)] = str(exc)
-            continue
-        rows.append(row(record, str(path.parent), version))
+            log.warning("skipping unreadable record %s: %s", shown, exc)
+            bad[shown] = str(exc)
     df = flag_duplicates(_frame(rows))
     df.attrs["unreadable"] = bad
     return df
 
 
-def table(df: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
-    """The comparison table: ``columns`` (default :data:`TABLE_COLUMNS`), ok runs first,
-    highest ``effective_tflops_per_device`` first (so that a block-sparse run is never
-    ranked on work it skipped); failed runs last, with blank metrics."""
+def rankable(df: pd.DataFrame, metric: str = RANK_METRIC) -> pd.Series:
+    """Rows that may enter a ranking on ``metric``: ``ok``, with a value, and not ``tflops_mismatch``."""
+    out = df["status"].eq("ok") & df[metric].notna()
+    if "tflops_mismatch" in df:
+        out &= ~df["tflops_mismatch"].fillna(False).astype(bool)
+    return out
+
+
+def table(df: pd.DataFrame, columns: list[str] | None = None, metric: str = RANK_METRIC) -> pd.DataFrame:
+    """The comparison table: ``columns`` (default :data:`TABLE_COLUMNS`), ranked ok runs first,
+    highest ``metric`` (model TFLOPs) first; then ok runs whose TFLOPs fail the recomputation
+    (not ranked), then failed runs, with blank metrics."""
     cols = columns or TABLE_COLUMNS
-    failed = df["status"] != "ok"
-    key = df["effective_tflops_per_device"]
+    ok = df["status"].eq("ok")
+    group = pd.Series(2, index=df.index).mask(ok, 1).mask(rankable(df, metric), 0)
     order = (
-        pd.DataFrame({"failed": failed, "key": key})
-        .sort_values(["failed", "key"], ascending=[True, False], na_position="last", kind="stable")
+        pd.DataFrame({"group": group, "key": df[metric]})
+        .sort_values(["group", "key"], ascending=[True, False], na_position="last", kind="stable")
         .index
     )
     return df.loc[order, cols].reset_index(drop=True)

@@ -2,8 +2,16 @@
 
 Figures are built with :class:`matplotlib.figure.Figure` directly, never pyplot, so
 no GUI backend or global figure state is involved (the Agg canvas renders PNG).
-Failed runs are drawn as an × at their x value, labelled with their status. A
-plot that the data cannot support raises :class:`PlotSkipped` with the reason.
+Failed runs are drawn as an × at their x value, labelled with their status; runs
+whose TFLOPs fail the recomputation (``tflops_mismatch``) are left out. A plot that
+the data cannot support raises :class:`PlotSkipped` with the reason.
+
+Cost scales with what is drawn, not with the data: a figure has at most
+:data:`MAX_PANELS` panels (the models with the best :data:`analysis.load.RANK_METRIC`;
+its title says how many were left out), so a report of 400 models makes the same
+three figures as one of 4. Every text from a record (model names, labels, the
+device) is escaped for matplotlib, so a ``$`` in it is drawn as a dollar, never
+parsed as mathtext.
 """
 
 from __future__ import annotations
@@ -19,10 +27,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter
 
-from analysis.display import SHORT
+from analysis.load import RANK_METRIC, SHORT
 from analysis.query import SETUP_COLUMNS, normalize
 
 DPI = 100
+MAX_PANELS = 9
+"""Most panels (models) in one figure; the rest are named as left out in its title."""
 _COLORS = [
     "tab:blue",
     "tab:orange",
@@ -43,6 +53,12 @@ class PlotSkipped(Exception):
     """The data does not support a plot; ``str(exc)`` says why."""
 
 
+def plain(text: object) -> str:
+    """``text`` for matplotlib as literal characters: ``$`` escaped, so that no mathtext is parsed
+    (a model named ``$\\undefinedmacro{$`` would otherwise fail when the figure is drawn)."""
+    return str(text).replace("$", r"\$")
+
+
 def _base_label(df: pd.DataFrame, column: str) -> pd.Series:
     label = df[column].astype(object).map(lambda v: "" if pd.isna(v) else str(v))
     if column == "backend" and "zero_stage" in df:
@@ -60,7 +76,7 @@ def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
     for c in extras:
         text = df[c].astype(object).map(normalize)
         label = label + text.map(lambda v, c=c: f", {SHORT.get(c, c)}={v}" if v else "")
-    return label
+    return label.map(plain)
 
 
 def _legend_cols(labels: list[str]) -> int:
@@ -81,7 +97,7 @@ def _grid(n: int, title: str, labels: list[str]) -> tuple[Figure, list]:
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
-    fig.suptitle(title)
+    fig.suptitle(plain(title))
     return fig, axes[:n]
 
 
@@ -89,7 +105,7 @@ def _x_axis(ax, values: pd.Series, label: str) -> None:
     xs = sorted({float(v) for v in values.dropna()})
     if xs and xs[0] > 0 and xs[-1] / xs[0] >= 4:
         ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, [f"{v:g}" for v in xs])
+    ax.set_xticks(xs, [plain(f"{v:g}") for v in xs])
     ax.minorticks_off()
     ax.margins(x=0.1)  # room for the status text beside an × at the last x
     ax.set_xlabel(label)
@@ -123,7 +139,7 @@ def _mark_failed(ax, failed: pd.DataFrame, x: str, colors: dict[str, str], y_fra
             color, y = colors.get(run["_label"], "black"), y_frac + k * step
             ax.plot(float(run[x]), y, "x", color=color, markersize=9, mew=2.5, transform=trans)
             ax.annotate(
-                run["status"],
+                plain(run["status"]),
                 (float(run[x]), y),
                 xycoords=trans,
                 xytext=(9, -3),
@@ -157,6 +173,22 @@ def _on_device(df: pd.DataFrame) -> str:
     return f" on {names[0]}" if len(names) == 1 else ""
 
 
+def choose_panels(data: pd.DataFrame, facet: str, limit: int = MAX_PANELS) -> list:
+    """The ``facet`` values to draw, at most ``limit``: those whose best ok
+    :data:`analysis.load.RANK_METRIC` is highest (then the most runs, then by name)."""
+    names = data[facet].drop_duplicates().tolist()
+    if len(names) <= limit:
+        return sorted(names, key=str)
+    ok = data[data["status"].eq("ok")]
+    score = ok.groupby(facet)[RANK_METRIC].max() if RANK_METRIC in ok else pd.Series(dtype=float)
+    count = data.groupby(facet).size()
+    key = {
+        n: (-score.get(n, float("-inf")) if pd.notna(score.get(n)) else float("inf"), -count[n], str(n))
+        for n in names
+    }
+    return sorted(sorted(names, key=key.get)[:limit], key=str)
+
+
 def line_figure(
     df: pd.DataFrame,
     *,
@@ -175,16 +207,27 @@ def line_figure(
         ys: ``(column, linestyle, name)``; the first column decides which runs count as data.
         fail_y: height (fraction of the axes) of the × that marks a failed run.
 
+    At most :data:`MAX_PANELS` panels (:func:`choose_panels`); the title says how many
+    ``facet`` values were left out.
+
     Raises:
         PlotSkipped: when no ok run has both ``x`` and the first ``ys`` column.
     """
-    data = df[df[x].notna() & df[facet].notna()].copy()
-    panels = {
+    data = df[df[x].notna() & df[facet].notna()]
+    y0 = ys[0][0]
+    data = data[data["status"].ne("ok") | data[y0].notna()]  # a panel needs a point or a failed run
+    if _ok(data, y0).empty:
+        raise PlotSkipped(f"no ok run has both {x} and {y0}")
+    names = data[facet].drop_duplicates()
+    chosen = choose_panels(data, facet)
+    if len(chosen) < len(names):
+        title += (
+            f" ({len(chosen)} of {len(names)} {facet}s, best {SHORT.get(RANK_METRIC, RANK_METRIC)} first)"
+        )
+    data = data[data[facet].isin(chosen)]
+    shown = {
         name: sub.assign(_label=series_labels(sub, x=x, series=series)) for name, sub in data.groupby(facet)
     }
-    shown = {n: p for n, p in panels.items() if p["status"].ne("ok").any() or _ok(p, ys[0][0]).size}
-    if not any(_ok(p, ys[0][0]).size for p in shown.values()):
-        raise PlotSkipped(f"no ok run has both {x} and {ys[0][0]}")
     labels = sorted({lbl for p in shown.values() for lbl in p["_label"]})
     colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
     markers = {lbl: _MARKERS[i // len(_COLORS) % len(_MARKERS)] for i, lbl in enumerate(labels)}
@@ -195,7 +238,7 @@ def line_figure(
         _mark_failed(ax, failed, x, colors, fail_y)
         _x_axis(ax, panel[x], xlabel)
         ax.set_ylim(bottom=0)
-        ax.set(title=str(name), ylabel=ylabel)
+        ax.set(title=plain(name), ylabel=ylabel)
         ax.grid(alpha=0.3)
         used = sorted(set(ok["_label"]) | set(failed["_label"]))
         _legend(ax, used, colors, markers, [(n, s) for _, s, n in ys], failed=not failed.empty)
@@ -207,16 +250,16 @@ def _ok(df: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def plot_tflops_vs_micro_batch(df: pd.DataFrame) -> Figure:
-    """TFLOPs per device (hardware FLOPs, 1e12 FLOP/s) vs micro batch size, a line per backend,
-    a panel per model. Raises PlotSkipped when no ok run has TFLOPs."""
+    """Model TFLOPs per device (:data:`analysis.load.RANK_METRIC`, 1e12 FLOP/s) vs micro batch
+    size, a line per backend, a panel per model. Raises PlotSkipped when no ok run has them."""
     return line_figure(
         df,
         x="micro_batch_size",
-        ys=[("tflops_per_device", "-", "TFLOPs")],
+        ys=[(RANK_METRIC, "-", "model TFLOPs")],
         series="backend",
-        title="TFLOPs per device vs micro batch size",
+        title="Model TFLOPs per device vs micro batch size",
         xlabel="micro batch size (sequences per rank)",
-        ylabel="TFLOPs per device (10¹² FLOP/s)",
+        ylabel="model TFLOPs per device (10¹² FLOP/s)",
     )
 
 
@@ -242,11 +285,11 @@ def plot_memory_vs_micro_batch(df: pd.DataFrame) -> Figure:
 def plot_tokens_vs_seq_len(df: pd.DataFrame) -> Figure:
     """Tokens per second (all ranks) vs sequence length, a line per attention type, a panel per
     model that was run at two or more sequence lengths. Raises PlotSkipped when none was."""
-    ok = df[(df["status"] == "ok") & df["tokens_per_s"].notna()]
+    ok = df[(df["status"] == "ok") & df["tokens_per_s"].notna() & df["seq_len"].notna()]
     per_model = ok.groupby("model")["seq_len"].nunique()
     varied = per_model[per_model >= 2].index
     if varied.empty:
-        lengths = ", ".join(str(v) for v in sorted(ok["seq_len"].dropna().unique())) or "none"
+        lengths = ", ".join(str(v) for v in sorted(ok["seq_len"].unique())) or "none"
         raise PlotSkipped(f"the sweep does not vary seq_len within a model (seq_len of ok runs: {lengths})")
     fig = line_figure(
         df[df["model"].isin(varied)],  # only the models run at several lengths
@@ -271,7 +314,12 @@ PLOTS: dict[str, Callable[[pd.DataFrame], Figure]] = {
 
 
 def make_plots(df: pd.DataFrame) -> tuple[dict[str, Figure], dict[str, str]]:
-    """Every plot of :data:`PLOTS` the data supports: ``(figures by name, skip reasons by name)``."""
+    """Every plot of :data:`PLOTS` the data supports: ``(figures by name, skip reasons by name)``.
+
+    Runs flagged ``tflops_mismatch`` are left out (their figures fail the recomputation).
+    """
+    if "tflops_mismatch" in df:
+        df = df[~df["tflops_mismatch"].fillna(False).astype(bool)]
     figures, skipped = {}, {}
     for name, plot in PLOTS.items():
         try:

@@ -1,15 +1,24 @@
 """Select, rank and compare runs of a :func:`analysis.load` DataFrame.
 
 Only ``ok`` runs count in :func:`best`, :func:`compare` and :func:`pivot`: a failed
-run's metrics are blank and never enter a maximum or an average.
+run's metrics are blank and never enter a maximum or an average. Nor does a run
+flagged ``tflops_mismatch`` (its recorded TFLOPs disagree with its own stored FLOPs):
+it is left out of every ranking, and the log says so. The default metric is
+:data:`analysis.load.RANK_METRIC` (model TFLOPs per device); which way a metric is
+better comes from :data:`flopsweep.record.METRIC_SPECS`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+
+from analysis.load import METRIC_FIELDS, RANK_METRIC, rankable
+
+log = logging.getLogger("analysis")
 
 # Columns that describe a set-up (what a sweep varies), as opposed to its measurements.
 SETUP_COLUMNS = [
@@ -30,23 +39,8 @@ SETUP_COLUMNS = [
 # A baseline on the left key makes the right keys meaningless to match on.
 _DEPENDENT = {"backend": ("zero_stage",), "attention": ("attention_density",), "model": ("seq_len",)}
 
-HIGHER_IS_BETTER = {
-    "tflops_per_device",
-    "model_tflops_per_device",
-    "effective_tflops_per_device",
-    "mfu",
-    "hfu",
-    "tokens_per_s",
-    "tokens_per_s_per_device",
-    "speedup",
-}
-LOWER_IS_BETTER = {
-    "iteration_time_s_median",
-    "iteration_time_s_mean",
-    "peak_cuda_allocated_gib",
-    "peak_cuda_reserved_gib",
-    "peak_host_rss_gib",
-}
+HIGHER_IS_BETTER = {spec.name for spec in METRIC_FIELDS if spec.better == "higher"} | {"speedup"}
+LOWER_IS_BETTER = {spec.name for spec in METRIC_FIELDS if spec.better == "lower"}
 
 
 class AnalysisError(ValueError):
@@ -103,17 +97,32 @@ def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
     return df[mask(df, filters)]
 
 
-def _ok(df: pd.DataFrame, metric: str) -> pd.DataFrame:
-    return df[(df["status"] == "ok") & df[metric].notna()]
+def _ok(df: pd.DataFrame, metric: str, what: str = "") -> pd.DataFrame:
+    """The rows that may be ranked on ``metric`` (:func:`analysis.load.rankable`); when ``what``
+    names the caller, log the ok rows left out for failing the TFLOPs recomputation."""
+    keep = rankable(df, metric)
+    if what and "tflops_mismatch" in df:
+        flagged = df["status"].eq("ok") & df["tflops_mismatch"].fillna(False).astype(bool)
+        left_out = df.loc[flagged, "run_dir"] if "run_dir" in df else df.index[flagged]
+        if len(left_out):
+            log.warning(
+                "%s: %d run(s) left out: their recorded TFLOPs fail the recomputation from their "
+                "stored FLOPs (tflops_mismatch): %s",
+                what,
+                len(left_out),
+                ", ".join(map(str, left_out)),
+            )
+    return df[keep]
 
 
 def best(
     df: pd.DataFrame,
     by: Sequence[str] = ("model",),
-    metric: str = "effective_tflops_per_device",
+    metric: str = RANK_METRIC,
     largest: bool | None = None,
 ) -> pd.DataFrame:
-    """The best ``ok`` run of each group of ``by`` columns, best first.
+    """The best ``ok`` run of each group of ``by`` columns, best first; runs flagged
+    ``tflops_mismatch`` are left out (and logged).
 
     Args:
         by: set-up columns that define a group, e.g. ``["model"]``.
@@ -127,7 +136,7 @@ def best(
     by = [by] if isinstance(by, str) else list(by)
     check_columns(df, [*by, metric], "best")
     largest = metric not in LOWER_IS_BETTER if largest is None else largest
-    ok = _ok(df, metric)
+    ok = _ok(df, metric, "best")
     if ok.empty:
         return ok.reset_index(drop=True)
     grouped = ok.groupby(by, dropna=False, sort=False)[metric]
@@ -149,7 +158,7 @@ def setup_key(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
 def compare(
     df: pd.DataFrame,
     baseline: Mapping[str, Any],
-    metric: str = "effective_tflops_per_device",
+    metric: str = RANK_METRIC,
     on: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Add ``speedup``: each run's ``metric`` over the baseline set-up's, matched on the rest.
@@ -159,7 +168,8 @@ def compare(
     the baseline keys and the keys that depend on them, such as ``zero_stage`` for
     ``backend``); repeated baseline runs are averaged. ``speedup`` is a ratio (>1 faster
     when higher is better; for a time or memory metric, baseline over run). It is NaN for
-    failed runs and runs with no baseline. ``df.attrs["baseline"]`` records the baseline.
+    failed runs, runs with no baseline and runs flagged ``tflops_mismatch`` (which are
+    never a baseline either). ``df.attrs["baseline"]`` records the baseline.
 
     Raises:
         ColumnError: for an unknown column; AnalysisError when no ok run is a baseline.
@@ -169,7 +179,7 @@ def compare(
     check_columns(df, [*baseline, metric, *(on or [])], "baseline")
     drop = set(baseline).union(*(_DEPENDENT.get(k, ()) for k in baseline))
     keys = [c for c in (on or SETUP_COLUMNS) if c in df.columns and c not in drop]
-    ok = (df["status"] == "ok") & df[metric].notna()
+    ok = df.index.isin(_ok(df, metric, "compare").index)
     is_base = ok & mask(df, baseline, "baseline")
     if not is_base.any():
         shown = ", ".join(f"{k}={v}" for k, v in baseline.items())
@@ -196,8 +206,9 @@ def pivot(
 
     Args:
         aggfunc: how repeated runs of one cell combine: ``max`` (default), ``mean``, ...
-        mark_failed: put the status (``oom``, ...) in a cell that has runs but no ok one,
-            instead of NaN (the result then holds text).
+        mark_failed: put the status (``oom``, ..., ``tflops?`` for a run left out for its
+            TFLOPs) in a cell that has runs but no ranked one, instead of NaN (the result
+            then holds text).
 
     Blank keys (``zero_stage`` of a non-DeepSpeed run) become ``""``, not dropped rows.
 
@@ -209,13 +220,15 @@ def pivot(
     check_columns(df, [*index, *columns, values], "pivot")
     keys = {c: df[c].astype(object).where(df[c].notna(), "") for c in index + columns}
     df = df.assign(**keys)  # a blank key (zero_stage of FSDP) is a cell of its own, not dropped
-    ok = _ok(df, values)
+    ok = _ok(df, values, "pivot")
     table = ok.pivot_table(index=index, columns=columns, values=values, aggfunc=aggfunc)
     if not mark_failed:
         return table
     failed = df[~df.index.isin(ok.index)]
     if failed.empty:
         return table
+    mismatch = failed["tflops_mismatch"] if "tflops_mismatch" in failed else False
+    failed = failed.assign(status=failed["status"].where(~(failed["status"].eq("ok") & mismatch), "tflops?"))
     status = failed.pivot_table(index=index, columns=columns, values="status", aggfunc="first")
     full = table.astype(object).combine_first(status)
     return full.where(full.notna(), None)
@@ -224,10 +237,16 @@ def pivot(
 def sort_runs(df: pd.DataFrame, column: str, descending: bool | None = None) -> pd.DataFrame:
     """Rows sorted by ``column``, blanks last; by default the best first for metrics
     (:data:`HIGHER_IS_BETTER` descending, :data:`LOWER_IS_BETTER` ascending), others ascending.
+    Sorting by a metric is a ranking: runs flagged ``tflops_mismatch`` come after the ranked ones.
 
     Raises:
         ColumnError: for an unknown column.
     """
     check_columns(df, [column], "sort")
     descending = column in HIGHER_IS_BETTER if descending is None else descending
-    return df.sort_values(column, ascending=not descending, na_position="last", kind="stable")
+    out = df.sort_values(column, ascending=not descending, na_position="last", kind="stable")
+    if column in HIGHER_IS_BETTER | LOWER_IS_BETTER and "tflops_mismatch" in out:
+        left_out = out["tflops_mismatch"].fillna(False).astype(bool)
+        blank = out[column].isna() & ~left_out
+        out = pd.concat([out[~left_out & ~blank], out[left_out], out[blank]])
+    return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.display import for_display
+from analysis.display import for_display, legend
 from analysis.plots import data_uri
 
 _CSS = """
@@ -22,6 +22,7 @@ th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; white-spac
 th { background: #f0f0f0; }
 tr.failed td { color: #a00; background: #fff4f4; }
 p.footer { color: #555; }
+p.legend { color: #555; font-size: 12px; max-width: 70em; }
 img { max-width: 100%; border: 1px solid #ddd; margin-bottom: 1em; }
 """
 
@@ -68,6 +69,8 @@ def render_html(report: Report) -> str:
     parts = [f"<h1>{html.escape(report.title)}</h1>"]
     for heading, frame in report.tables:
         parts += [f"<h2>{html.escape(heading)}</h2>", html_table(frame)]
+        if note := legend(list(frame.columns)):
+            parts.append(f'<p class="legend">{html.escape(note)}</p>')
     parts += _plots_html(report)
     parts += [f'<p class="footer">{html.escape(n)}</p>' for n in report.notes]
     footer = f"{report.summary}. Generated {when} by python -m analysis."

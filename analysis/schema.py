@@ -1,8 +1,10 @@
 """Read one ``metrics.json`` record: check its ``schema_version``, upgrade old versions.
 
-The version is read explicitly. Each older version has a named function that
-turns it into the next one, so a record written by an old flopsweep still loads
-as the current schema (DESIGN.md, "metrics.json (schema_version 1)"):
+The file is parsed by :func:`flopsweep.record.read_json`, the one reader of record
+files (size-capped, strict JSON, depth-safe). The version is read explicitly. Each
+older version has a named function that turns it into the next one, so a record
+written by an old flopsweep still loads as the current schema
+(:data:`flopsweep.record.SCHEMA_VERSION`):
 
 - ``schema_version 0`` (the layout before the v1 contract): run and system
   fields at the top level (``run_id``, ``started_at``, ``finished_at``,
@@ -11,28 +13,83 @@ as the current schema (DESIGN.md, "metrics.json (schema_version 1)"):
   (``iteration_time_s_mean``, ``iteration_time_s_median``, ``tokens_per_s``,
   ``tflops_per_device``, ``mfu``, ``peak_cuda_allocated_bytes``, ...) with no
   ``model`` section. :func:`upgrade_v0_to_v1` converts it.
+- ``schema_version 1``: GPT-2 only; its ``model_tflops_per_device`` was eq. 3 with
+  f = 3 and ``hfu`` eq. 3 with f = 4 under checkpointing, and it had
+  ``effective_tflops_per_device``. :func:`upgrade_v1_to_v2` recomputes the v2
+  FLOPs figures from the config (the v1 -> v2 mapping is in its docstring).
 
-A record that cannot be read raises :class:`RecordError` with the reason.
+Only :mod:`flopsweep.record` is imported from flopsweep: no torch, no model code.
+The v0 and v1 arithmetic is written out here. A record that cannot be read raises
+:class:`RecordError` with the reason.
 """
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flopsweep import flops
-from flopsweep.metrics import METRIC_KEYS, SCHEMA_VERSION, STATUSES
+from flopsweep.record import METRIC_KEYS, SCHEMA_VERSION, STATUSES, RecordError, read_json
 
 Record = dict[str, Any]
+
+__all__ = [
+    "RecordError",
+    "Record",
+    "V1_METRIC_KEYS",
+    "read_record",
+    "upgrade",
+    "upgrade_v0_to_v1",
+    "upgrade_v1_to_v2",
+]
 
 # Sections every record of the current version has (after upgrading); ``run.id`` too.
 REQUIRED_KEYS = ("status", "run", "config", "system", "metrics")
 
+# Set-up values that must be text (or null): a table groups and labels rows by them.
+TEXT_KEYS = (
+    ("config", "model", "name"),
+    ("config", "model", "arch"),
+    ("config", "attention", "name"),
+    ("config", "backend", "name"),
+    ("config", "precision", "name"),
+    ("config", "batch", "name"),
+    ("config", "tag"),
+    ("system", "device_name"),
+)
 
-class RecordError(ValueError):
-    """A ``metrics.json`` that cannot be read as a flopsweep record; the message says why."""
+V1_METRIC_KEYS = (
+    "iteration_time_s",
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "tflops_per_device",
+    "model_tflops_per_device",
+    "mfu",
+    "hfu",
+    "peak_tflops",
+    "peak_tflops_source",
+    "peak_cuda_allocated_bytes",
+    "peak_cuda_reserved_bytes",
+    "per_rank",
+    "peak_host_rss_bytes",
+    "swap_used_bytes",
+    "loss_first",
+    "loss_last",
+    "effective_tflops_per_device",
+    "flops_convention",
+)
+"""The ``metrics`` keys of schema version 1."""
+
+V1_FLOPS_CONVENTION = (
+    "upgraded from schema_version 1 by analysis.schema.upgrade_v1_to_v2: model_flops_per_iteration = "
+    "6 T (12 l h^2 + V h) + 12 l h s T rho and hardware_flops_per_iteration = model + the checkpointing "
+    "recompute, from the config (T = micro_batch_size x grad_accum x world_size x seq_len); "
+    "tflops_per_device is the recorded eq. 3 figure"
+)
+
+
+# --- v0 -> v1 -------------------------------------------------------------------------------------------
 
 
 def _v0_run(old: Record) -> Record:
@@ -57,21 +114,30 @@ def _v0_system(old: Record) -> Record:
 
 
 def _v0_metrics(flat: Record) -> Record:
-    out: Record = dict.fromkeys(METRIC_KEYS)
-    out.update({k: v for k, v in flat.items() if k in METRIC_KEYS and k != "iteration_time_s"})
+    out: Record = dict.fromkeys(V1_METRIC_KEYS)
+    out.update({k: v for k, v in flat.items() if k in V1_METRIC_KEYS and k != "iteration_time_s"})
     stats = ("mean", "median", "min", "max", "std")
     times = {s: flat.get(f"iteration_time_s_{s}") for s in stats}
     out["iteration_time_s"] = {**times, "values": flat.get("iteration_time_s_values")}
     return out
 
 
+def gpt2_n_params(n_layer: int, n_embd: int, seq_len: int, vocab_size: int) -> int:
+    """Parameters of the GPT-2 of v0/v1 records (tied LM head): ``l (12 h^2 + 13 h) + V h + s h + 2 h``."""
+    h = n_embd
+    return n_layer * (12 * h * h + 13 * h) + vocab_size * h + seq_len * h + 2 * h
+
+
+def _positive_ints(*values: Any) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+
+
 def _v0_model(config: Record) -> Record | None:
     m = config.get("model")
     if not isinstance(m, dict):
         return None
-    keys = ("n_layer", "n_embd", "seq_len", "vocab_size")
-    n = flops.n_params(*(m[k] for k in keys)) if all(isinstance(m.get(k), int) for k in keys) else None
-    return {**m, "n_params": n}
+    shape = [m.get(k) for k in ("n_layer", "n_embd", "seq_len", "vocab_size")]
+    return {**m, "n_params": gpt2_n_params(*shape) if _positive_ints(*shape) else None}
 
 
 def upgrade_v0_to_v1(old: Record) -> Record:
@@ -95,8 +161,174 @@ def upgrade_v0_to_v1(old: Record) -> Record:
     return new
 
 
+# --- v1 -> v2 -------------------------------------------------------------------------------------------
+
+
+def _section(record: Record, *path: str) -> Record:
+    value: Any = record
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None (bools, text, null, NaN, and numbers too big for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        out = float(value)
+    except OverflowError:
+        return None
+    return out if math.isfinite(out) else None
+
+
+def recompute_mode(config: Record) -> str:
+    """What activation checkpointing recomputes (as ``flopsweep.metrics.recompute_mode``): ``none``;
+    ``early_stop`` (eager blocks, non-reentrant checkpoint); ``full`` (compiled blocks)."""
+    if not config.get("activation_checkpointing"):
+        return "none"
+    return "full" if config.get("compile") else "early_stop"
+
+
+def v1_flops(record: Record) -> tuple[int, int, float, float] | None:
+    """``(global batch, tokens per step, model FLOPs, hardware FLOPs)`` of one optimizer step of a
+    v1 (GPT-2) record, from its config and ``system.world_size``; None when a value is missing.
+
+    Tokens ``T = micro_batch_size x grad_accum x world_size x seq_len``, density ``rho =
+    config.attention.density`` (1 when missing, except for ``blocksparse``: None then):
+
+    - model FLOPs ``6 T (12 l h^2 + V h) + 12 l h s T rho`` (every weight matmul forward and
+      backward, the LM head included; attention scores over the full ``s x s`` square);
+    - hardware FLOPs: the model FLOPs plus, per layer, ``2 T 8 h^2 + 4 h s T rho`` when
+      checkpointing recomputes an eager block (``early_stop``: all forward matmuls but the
+      MLP out-projection) or ``2 T 12 h^2 + 4 h s T rho`` for a compiled block (``full``).
+
+    Raises:
+        RecordError: when the numbers are too large for a float (the FLOPs overflow).
+    """
+    cfg = _section(record, "config")
+    model, batch = _section(cfg, "model"), _section(cfg, "batch")
+    l, h, s, v = (model.get(k) for k in ("n_layer", "n_embd", "seq_len", "vocab_size"))  # noqa: E741
+    micro, accum = batch.get("micro_batch_size"), batch.get("grad_accum", 1)
+    world = _section(record, "system").get("world_size")
+    if not _positive_ints(l, h, s, v, micro, accum, world):
+        return None
+    attention = _section(cfg, "attention")
+    density = attention.get("density")
+    if density is None and attention.get("name") == "blocksparse":
+        return None  # the fraction computed is unknown: no figure rather than a dense guess
+    rho = 1.0 if density is None else _finite(density)
+    if rho is None or rho < 0:
+        return None
+    global_batch = micro * accum * world
+    tokens = global_batch * s
+    per_layer_recompute = {"none": 0, "early_stop": 8, "full": 12}[recompute_mode(cfg)]
+    try:
+        weights = l * 12 * h * h + v * h  # exact integers
+        model_flops = 6.0 * weights * tokens + 12.0 * l * h * s * tokens * rho
+        extra = 0.0
+        if per_layer_recompute:
+            extra = l * (2.0 * per_layer_recompute * h * h * tokens + 4.0 * h * s * tokens * rho)
+        hardware_flops = model_flops + extra
+    except OverflowError:
+        raise RecordError("the config's sizes are too large: its FLOPs overflow a float") from None
+    if not (math.isfinite(model_flops) and math.isfinite(hardware_flops)):
+        raise RecordError("the config's sizes are too large: its FLOPs overflow a float")
+    return global_batch, tokens, model_flops, hardware_flops
+
+
+def per_device_tflops(flops: Any, mean_time_s: Any, world_size: Any) -> float | None:
+    """``flops / (mean_time_s x world_size x 1e12)``, or None when an input is missing, not
+    positive or not finite, or the result overflows."""
+    f, t, w = _finite(flops), _finite(mean_time_s), _finite(world_size)
+    if f is None or t is None or w is None or t <= 0 or w <= 0 or isinstance(world_size, float):
+        return None
+    out = f / (t * w * 1e12)
+    return out if math.isfinite(out) else None
+
+
+def _ratio(value: float | None, peak: Any) -> float | None:
+    p = _finite(peak)
+    return value / p if value is not None and p else None
+
+
+def upgrade_v1_to_v2(old: Record) -> Record:
+    """Convert a ``schema_version 1`` record (GPT-2 only) to version 2: the v1 -> v2 mapping.
+
+    - ``metrics.model_flops_per_iteration`` and ``hardware_flops_per_iteration``: from the
+      config, see :func:`v1_flops`; ``global_batch_size``, ``tokens_per_step`` and
+      ``recompute`` with them (the same arithmetic).
+    - ``model_tflops_per_device`` and ``hardware_tflops_per_device`` = those FLOPs /
+      (``iteration_time_s.mean`` x ``world_size`` x 1e12); ``mfu`` / ``hfu`` = those /
+      ``metrics.peak_tflops``. The v1 values (eq. 3 with f = 3, and f = 4 under
+      checkpointing) are replaced.
+    - ``tflops_per_device`` stays as recorded (eq. 3 as published, which v2 keeps);
+      ``effective_tflops_per_device`` is dropped; ``iteration_time_s.cv`` = std / mean.
+    - Keys v1 did not measure (``measured_matmul_tflops``, ``matmul_fraction``,
+      ``peak_tflops_fp8``, ``mfu_fp8``, ``loss_finite``, ``warmup_steps``,
+      ``unsteady_steps``, ``fp8_layers``) are null; ``warnings`` is ``[]``.
+    - ``model.arch`` and ``config.model.arch`` are ``gpt2``; a dense attention without
+      ``density`` gets 1.0 (a block-sparse one stays unknown, and its FLOPs null);
+      ``system.world_size`` 0 (a run that never launched) becomes null.
+
+    Metrics of a run that is not ``ok`` stay null. Sections that are missing or not
+    objects are left as they are, for the required-key check to report.
+
+    Raises:
+        RecordError: when the config's sizes are so large that the FLOPs overflow.
+    """
+    new: Record = {**old, "schema_version": 2}
+    new["warnings"] = old.get("warnings") if isinstance(old.get("warnings"), list) else []
+    if isinstance(old.get("config"), dict):
+        cfg = new["config"] = dict(old["config"])
+        if isinstance(cfg.get("model"), dict):
+            cfg["model"] = {"arch": "gpt2", **cfg["model"]}
+        att = cfg.get("attention")
+        if isinstance(att, dict) and att.get("density") is None and att.get("name") != "blocksparse":
+            cfg["attention"] = {**att, "density": 1.0}
+    if isinstance(old.get("model"), dict):
+        new["model"] = {**old["model"], "arch": old["model"].get("arch", "gpt2")}
+    if isinstance(old.get("system"), dict) and old["system"].get("world_size") == 0:
+        new["system"] = {**old["system"], "world_size": None}
+    if not isinstance(old.get("metrics"), dict):
+        return new
+    m: Record = dict.fromkeys(METRIC_KEYS)
+    m.update({k: v for k, v in old["metrics"].items() if k != "effective_tflops_per_device"})
+    for key in ("model_tflops_per_device", "hfu", "mfu"):
+        m[key] = None  # v1's eq. 3 figures; recomputed below
+    it = m.get("iteration_time_s")
+    if isinstance(it, dict):
+        mean, std = _finite(it.get("mean")), _finite(it.get("std"))
+        m["iteration_time_s"] = {**it, "cv": std / mean if mean and std is not None else it.get("cv")}
+    new["metrics"] = m
+    if new.get("status") != "ok":
+        return new
+    cfg = _section(new, "config")
+    m["recompute"] = recompute_mode(cfg) if "activation_checkpointing" in cfg else None
+    m["flops_convention"] = V1_FLOPS_CONVENTION
+    counted = v1_flops(new)
+    if counted is None:
+        return new
+    global_batch, tokens, model_flops, hardware_flops = counted
+    world = _section(new, "system").get("world_size")
+    mean = it.get("mean") if isinstance(it, dict) else None
+    model_tflops = per_device_tflops(model_flops, mean, world)
+    hardware_tflops = per_device_tflops(hardware_flops, mean, world)
+    m.update(
+        global_batch_size=global_batch,
+        tokens_per_step=tokens,
+        model_flops_per_iteration=model_flops,
+        hardware_flops_per_iteration=hardware_flops,
+        model_tflops_per_device=model_tflops,
+        hardware_tflops_per_device=hardware_tflops,
+        mfu=_ratio(model_tflops, m.get("peak_tflops")),
+        hfu=_ratio(hardware_tflops, m.get("peak_tflops")),
+    )
+    return new
+
+
 # UPGRADES[v] turns a version-v record into version v + 1.
-UPGRADES: dict[int, Callable[[Record], Record]] = {0: upgrade_v0_to_v1}
+UPGRADES: dict[int, Callable[[Record], Record]] = {0: upgrade_v0_to_v1, 1: upgrade_v1_to_v2}
 
 
 def upgrade(record: Record) -> Record:
@@ -122,8 +354,44 @@ def upgrade(record: Record) -> Record:
     return record
 
 
+MAX_CHECK_DEPTH = 6
+"""How deep :func:`check_numbers` looks (a real record nests 4 levels)."""
+
+
+def check_numbers(record: Record) -> None:
+    """Raise :class:`RecordError` naming the first integer too large for a float (its FLOPs or
+    TFLOPs would overflow) within :data:`MAX_CHECK_DEPTH` levels; iterative, so any depth is safe."""
+    stack: list[tuple[Any, int]] = [(record, 0)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        for v in children:
+            if type(v) is int:
+                if v.bit_length() > 1000:  # a float ends at 2^1024; products need room
+                    raise RecordError(
+                        f"{_path_to(record, v)}: a {len(str(v))}-digit integer is too large for a float"
+                    )
+            elif depth < MAX_CHECK_DEPTH and isinstance(v, (dict, list)):
+                stack.append((v, depth + 1))
+
+
+def _path_to(value: Any, target: int, path: str = "", depth: int = 0) -> str:
+    """Where ``target`` sits in ``value`` (for the message only; depth-bounded)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, v in items:
+        here = f"{path}.{key}" if isinstance(value, dict) and path else f"{path}[{key}]" if path else str(key)
+        if v is target:
+            return here
+        if depth < MAX_CHECK_DEPTH and isinstance(v, (dict, list)):
+            found = _path_to(v, target, here, depth + 1)
+            if found:
+                return found
+    return ""
+
+
 def check(record: Record) -> None:
-    """Raise :class:`RecordError` unless ``record`` has the required v1 keys and a known status."""
+    """Raise :class:`RecordError` unless ``record`` has the required keys, a known status and
+    text (or null) where a set-up name belongs."""
     for key in REQUIRED_KEYS:
         if key not in record:
             raise RecordError(f"missing required key {key!r}")
@@ -132,34 +400,39 @@ def check(record: Record) -> None:
             raise RecordError(f"{key!r} is {type(record[key]).__name__}, not an object")
     if "id" not in record["run"]:
         raise RecordError("missing required key 'run.id'")
-    if record["status"] not in STATUSES:
-        raise RecordError(f"status {record['status']!r} is not one of {', '.join(STATUSES)}")
+    if not isinstance(record["status"], str) or record["status"] not in STATUSES:
+        raise RecordError(f"status {str(record['status'])[:80]!r} is not one of {', '.join(STATUSES)}")
+    if not isinstance(record["run"]["id"], (str, int, type(None))) or isinstance(record["run"]["id"], bool):
+        raise RecordError(f"run.id is a JSON {type(record['run']['id']).__name__}, not a string")
+    for path in TEXT_KEYS:
+        value: Any = record
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None and not isinstance(value, str):
+            raise RecordError(f"{'.'.join(path)} is a JSON {_json_type(value)}, not a string")
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "array", bool: "boolean", int: "number", float: "number"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def read_record(path: Path) -> tuple[Record, int]:
-    """Parse, upgrade and check one ``metrics.json``.
+    """Parse (with :func:`flopsweep.record.read_json`), upgrade and check one ``metrics.json``.
 
     Returns:
         ``(record, version)``: the record in the current schema, and the
         ``schema_version`` the file was written with.
 
     Raises:
-        RecordError: for an unreadable, empty, truncated or non-object file, an unknown
-            ``schema_version`` or a missing required key.
+        RecordError: for an unreadable, empty, oversized, truncated, too deeply nested or
+            non-object file, an unknown ``schema_version``, a missing required key, a
+            set-up name that is not text, or an integer too large for a float.
     """
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"cannot read the file: {exc}") from None
-    if not text.strip():
-        raise RecordError("empty file")
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"invalid JSON (truncated?): {exc}") from None
-    if not isinstance(record, dict):
-        raise RecordError(f"top level is a JSON {type(record).__name__}, not an object")
+    record = read_json(Path(path))
     version = record.get("schema_version")
+    check_numbers(record)
     record = upgrade(record)
     check(record)
     return record, version

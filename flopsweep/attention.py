@@ -11,13 +11,23 @@ Triton kernels) or, for ``blocksparse impl=gather``, plain PyTorch
 
 A kernel that cannot run on this machine raises :class:`KernelUnavailable`; the
 job records such a run as ``invalid`` (never a silent fallback).
+
+``KERNELS`` is the registry: one :class:`KernelSpec` per ``attention=`` option,
+with the devices, precisions and package it needs. Adding a kernel is a function
+here, one ``KERNELS`` line and one YAML file under ``conf/attention/``.
+
+Grouped-query attention: ``k`` and ``v`` may carry fewer heads than ``q`` (a whole
+divisor). Kernels with ``gqa=True`` take them as they are (SDPA's ``enable_gqa``,
+FlexAttention's ``enable_gqa``); the others get the KV heads repeated first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,21 +35,55 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from flopsweep import blocksparse
-from flopsweep.config import AttentionConfig
+from flopsweep.config import MAX_SEED, AttentionConfig, ConfigError
+
+
+@dataclass(kw_only=True)
+class BlockSparseConfig(AttentionConfig):
+    """``attention=blocksparse``: only the (query block, key block) pairs of ``layout`` are computed."""
+
+    name: str = "blocksparse"
+    block_size: int = 128
+    """Tokens per block (query and key blocks alike)."""
+    layout: str = "causal"
+    """``causal``, ``local``, ``bigbird`` or ``strided`` (flopsweep.blocksparse)."""
+    window_blocks: int = 4
+    """``local`` and ``bigbird``: blocks in the sliding window, the diagonal included."""
+    global_blocks: int = 1
+    """``bigbird``: leading blocks that every block sees and that see every block."""
+    random_blocks: int = 2
+    """``bigbird``: extra earlier blocks per query block, drawn from ``seed``."""
+    stride_blocks: int = 4
+    """``strided``: blocks per chunk; the last block of each chunk is its summary."""
+    impl: str = "auto"
+    """``flex`` (FlexAttention BlockMask, CUDA), ``gather`` (plain PyTorch) or ``auto`` (flex on
+    CUDA, gather on the CPU). Validation replaces ``auto`` by the one used."""
+    seed: int | None = None
+    """``bigbird``: seed of the random blocks; null takes the run's ``seed``."""
+
+
+BLOCKSPARSE_IMPLS = ("auto", "flex", "gather")
 
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-
-_PINNED = {
-    "sdpa-flash": SDPBackend.FLASH_ATTENTION,
-    "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
-    "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
-    "sdpa-math": SDPBackend.MATH,
-}
 
 
 class KernelUnavailable(RuntimeError):
     """The chosen attention kernel cannot run here (not installed, not built for this
     torch/CUDA, or not for this dtype or head dim). The run's status is ``invalid``."""
+
+
+def repeat_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``k``, ``v`` with each of their heads repeated ``q.size(1) // k.size(1)`` times (GQA);
+    ``(B, n_kv, T, hs) -> (B, nh, T, hs)``, a no-op when the head counts already match."""
+    groups = q.size(1) // k.size(1)
+    if groups == 1:
+        return k, v
+    return k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+
+
+def _gqa(q: torch.Tensor, k: torch.Tensor) -> dict[str, bool]:
+    """``enable_gqa=True`` for SDPA/flex only when the KV heads are fewer (GQA)."""
+    return {"enable_gqa": True} if k.size(1) != q.size(1) else {}
 
 
 def reference_attention(
@@ -61,18 +105,21 @@ def reference_attention(
 def standard_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Explicit ``softmax(Q K^T / sqrt(d) + causal mask) V``; materialises the (T, T) scores."""
     T = q.size(-2)
+    k, v = repeat_kv(q, k, v)
     return reference_attention(q, k, v, torch.ones(T, T, dtype=torch.bool, device=q.device).tril())
 
 
 def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """``scaled_dot_product_attention(is_causal=True)``; PyTorch picks the kernel."""
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, **_gqa(q, k))
 
 
-def _pinned(backend: SDPBackend) -> AttentionFn:
+def _pinned(backend: SDPBackend, gqa: bool) -> AttentionFn:
     def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if not gqa:
+            k, v = repeat_kv(q, k, v)
         with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, **_gqa(q, k))
 
     attention.__name__ = f"sdpa_{backend.name.lower()}"
     return attention
@@ -112,7 +159,7 @@ class FlexAttention:
         mask = self.block_mask(q.size(-2), q.device)
         # q, k, v already carry the run's dtype; autocast has nothing to add inside the kernel.
         with torch.autocast(q.device.type, enabled=False):
-            return _compiled_flex()(q, k, v, block_mask=mask)
+            return _compiled_flex()(q, k, v, block_mask=mask, **_gqa(q, k))
 
 
 def flex_causal() -> FlexAttention:
@@ -122,7 +169,7 @@ def flex_causal() -> FlexAttention:
     return FlexAttention(lambda T, device: create_block_mask(_causal, None, None, T, T, device=device))
 
 
-def layout_of(cfg: AttentionConfig, seq_len: int) -> torch.Tensor:
+def layout_of(cfg: BlockSparseConfig, seq_len: int) -> torch.Tensor:
     """The block layout ``[n_blocks, n_blocks]`` of a ``blocksparse`` config at ``seq_len``."""
     return blocksparse.block_layout(
         blocksparse.n_blocks(seq_len, cfg.block_size),
@@ -138,9 +185,24 @@ def layout_of(cfg: AttentionConfig, seq_len: int) -> torch.Tensor:
 def attention_density(cfg: AttentionConfig, seq_len: int) -> float:
     """Fraction of (query block, key block) pairs computed: the layout's for
     ``blocksparse``, 1.0 for every dense kernel (the published convention, causal or not)."""
-    if cfg.name != "blocksparse":
+    if not isinstance(cfg, BlockSparseConfig):
         return 1.0
     return blocksparse.density(layout_of(cfg, seq_len))
+
+
+def executed_density(cfg: AttentionConfig, seq_len: int) -> float:
+    """Fraction of the ``s x s`` score square that the kernel actually computes (masked or not).
+
+    The layout's :func:`attention_density` for every kernel but ``blocksparse impl=gather``,
+    which pads each query block to the most key blocks any block keeps (``K``) and the
+    sequence to whole blocks: ``n K bs^2 / s^2``. Hardware FLOPs use this; model FLOPs use
+    the layout's density (the work the layout needs).
+    """
+    if not isinstance(cfg, BlockSparseConfig) or cfg.impl != "gather":
+        return attention_density(cfg, seq_len)
+    layout = layout_of(cfg, seq_len)
+    n, k_max = layout.size(0), int(layout.sum(1).max())
+    return n * k_max * cfg.block_size**2 / seq_len**2
 
 
 class BlockSparseAttention:
@@ -148,7 +210,7 @@ class BlockSparseAttention:
     (a FlexAttention ``BlockMask``) or ``gather`` (plain PyTorch). ``impl=auto`` takes
     flex on CUDA and gather on the CPU (validation resolves it for a run)."""
 
-    def __init__(self, cfg: AttentionConfig) -> None:
+    def __init__(self, cfg: BlockSparseConfig) -> None:
         self.cfg = cfg
         self.flex = FlexAttention(self._flex_mask)
         self._plans: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
@@ -166,9 +228,11 @@ class BlockSparseAttention:
             return self.flex(q, k, v)
         key = (q.size(-2), q.device)
         if key not in self._plans:
-            layout = layout_of(self.cfg, q.size(-2)).to(q.device)
-            self._plans[key] = blocksparse.gather_plan(layout, self.cfg.block_size)
+            # Planned on the CPU (it reads sizes back), then moved: the meta device works too.
+            plan = blocksparse.gather_plan(layout_of(self.cfg, q.size(-2)), self.cfg.block_size)
+            self._plans[key] = tuple(t.to(q.device) for t in plan)
         kv_index, allowed = self._plans[key]
+        k, v = repeat_kv(q, k, v)
         return blocksparse.gather_attention(
             q, k, v, kv_index=kv_index, allowed=allowed, block_size=self.cfg.block_size
         )
@@ -186,6 +250,7 @@ def xformers_attention_fn() -> AttentionFn:
         raise KernelUnavailable(f"xformers cannot be imported: {type(exc).__name__}: {exc}") from exc
 
     def xformers_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        k, v = repeat_kv(q, k, v)
         # xformers takes (B, T, nh, hs): the transposes are views, no copies.
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         y = xops.memory_efficient_attention(q, k, v, attn_bias=xops.LowerTriangularMask())
@@ -198,24 +263,15 @@ def build_attention_fn(attention: str | AttentionConfig) -> AttentionFn:
     """Attention callable for an ``attention=`` option (a name takes the option's defaults).
 
     Raises:
-        ValueError: for an unknown name (the config validation catches it first).
+        ValueError: for an unknown name (validation catches it first).
         KernelUnavailable: for ``xformers`` when it cannot be imported.
     """
-    cfg = AttentionConfig(name=attention) if isinstance(attention, str) else attention
-    name = cfg.name
-    if name == "standard":
-        return standard_attention
-    if name == "sdpa":
-        return sdpa_attention
-    if name in _PINNED:
-        return _pinned(_PINNED[name])
-    if name == "flex":
-        return flex_causal()
-    if name == "blocksparse":
-        return BlockSparseAttention(cfg)
-    if name == "xformers":
-        return xformers_attention_fn()
-    raise ValueError(f"unknown attention {name!r}")
+    name = attention if isinstance(attention, str) else attention.name
+    if name not in KERNELS:
+        raise ValueError(f"unknown attention {name!r}; the kernels are {', '.join(KERNELS)}")
+    spec = KERNELS[name]
+    cfg = spec.config() if isinstance(attention, str) else attention
+    return spec.build(cfg)
 
 
 def check_kernel(cfg: AttentionConfig, *, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
@@ -226,7 +282,7 @@ def check_kernel(cfg: AttentionConfig, *, head_dim: int, dtype: torch.dtype, dev
     Raises:
         KernelUnavailable: naming the kernel, the device, the dtype, the cause and a fix.
     """
-    if cfg.name not in _PINNED and cfg.name != "xformers":
+    if not KERNELS[cfg.name].probe:
         return
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     try:
@@ -255,3 +311,168 @@ def _xformers_version() -> str:
         return metadata.version("xformers")
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelSpec:
+    """One ``attention=`` option.
+
+    Attributes:
+        build: ``cfg -> (q, k, v) -> y`` with ``q (B, nh, T, hs)``, ``k, v (B, n_kv, T, hs)``.
+        config: the option's schema (``AttentionConfig`` or a subclass with its knobs).
+        devices: where it runs (``cuda``, ``cpu``); ``cpu`` needs a backward pass there.
+        precisions: run precisions it supports (None: all).
+        package: a package it imports, checked before launch (``pip install`` hint).
+        probe: run it once at start-up on the run's dtype and head dim (pinned kernels
+            that refuse inputs rather than fall back).
+        why_not_cpu: the reason given when it is asked for on the CPU.
+        resolve: ``(cfg, device, run_seed, seq_len) -> cfg``: option rules and defaults
+            that depend on the run (``blocksparse``'s impl and seed); raises ``ConfigError``.
+    """
+
+    build: Callable[[Any], AttentionFn]
+    config: type[AttentionConfig] = AttentionConfig
+    devices: tuple[str, ...] = ("cuda", "cpu")
+    precisions: tuple[str, ...] | None = None
+    package: str | None = None
+    probe: bool = False
+    why_not_cpu: str = "this SDPA kernel exists only on CUDA"
+    resolve: Callable[[Any, str, int, int], Any] | None = None
+
+
+def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(
+            key, value, f"must be one of {', '.join(allowed)}", f"pick one of those, e.g. {key}={allowed[0]}"
+        )
+
+
+def _resolve_blocksparse(a: BlockSparseConfig, device: str, run_seed: int, seq_len: int) -> BlockSparseConfig:
+    """Check the layout options and resolve ``impl=auto`` (flex on CUDA, gather on the CPU)."""
+    _choice("attention.layout", a.layout, blocksparse.LAYOUTS)
+    _choice("attention.impl", a.impl, BLOCKSPARSE_IMPLS)
+    for key in ("block_size", "window_blocks", "stride_blocks"):
+        if getattr(a, key) < 1:
+            raise ConfigError(
+                f"attention.{key}",
+                getattr(a, key),
+                "must be a positive integer",
+                f"set attention.{key} to a positive integer",
+            )
+    for key in ("global_blocks", "random_blocks"):
+        if getattr(a, key) < 0:
+            raise ConfigError(
+                f"attention.{key}", getattr(a, key), "must be >= 0 blocks", f"set attention.{key}=0 or more"
+            )
+    if a.block_size > seq_len:
+        raise ConfigError(
+            "attention.block_size",
+            a.block_size,
+            f"is longer than the sequence (model.seq_len={seq_len}): one padded block, nothing sparse",
+            f"set attention.block_size to at most {seq_len}, or attention=sdpa",
+        )
+    if a.seed is not None and not 0 <= a.seed < MAX_SEED:
+        raise ConfigError(
+            "attention.seed",
+            a.seed,
+            "must be in [0, 2**32) (it seeds bigbird's random blocks)",
+            "set e.g. attention.seed=0, or null to take the run's seed",
+        )
+    impl = a.impl if a.impl != "auto" else ("flex" if device == "cuda" else "gather")
+    if impl == "flex" and device == "cpu":
+        raise ConfigError(
+            "attention.impl",
+            "flex",
+            "FlexAttention has no backward pass on the CPU (torch 2.13)",
+            "set attention.impl=gather (or auto) on the CPU, or run with device=cuda",
+        )
+    if impl == "flex" and a.block_size % 128:
+        raise ConfigError(
+            "attention.block_size",
+            a.block_size,
+            "impl=flex needs a multiple of 128 tokens (FlexAttention's sparse block)",
+            "set attention.block_size=128 or 256, or attention.impl=gather",
+        )
+    return dataclasses.replace(a, impl=impl, seed=run_seed if a.seed is None else a.seed)
+
+
+_FLEX_CPU = "FlexAttention has no backward pass on the CPU (torch 2.13)"
+
+KERNELS: dict[str, KernelSpec] = {
+    "standard": KernelSpec(build=lambda cfg: standard_attention),
+    "sdpa": KernelSpec(build=lambda cfg: sdpa_attention),
+    "sdpa-flash": KernelSpec(
+        build=lambda cfg: _pinned(SDPBackend.FLASH_ATTENTION, gqa=True),
+        devices=("cuda",),
+        precisions=("bf16", "fp16", "fp8", "fp8-rowwise"),
+        probe=True,
+    ),
+    "sdpa-cudnn": KernelSpec(
+        build=lambda cfg: _pinned(SDPBackend.CUDNN_ATTENTION, gqa=False), devices=("cuda",), probe=True
+    ),
+    "sdpa-efficient": KernelSpec(
+        build=lambda cfg: _pinned(SDPBackend.EFFICIENT_ATTENTION, gqa=False), devices=("cuda",), probe=True
+    ),
+    "sdpa-math": KernelSpec(build=lambda cfg: _pinned(SDPBackend.MATH, gqa=True), probe=True),
+    "flex": KernelSpec(build=lambda cfg: flex_causal(), devices=("cuda",), why_not_cpu=_FLEX_CPU),
+    "blocksparse": KernelSpec(
+        build=BlockSparseAttention, config=BlockSparseConfig, resolve=_resolve_blocksparse
+    ),
+    "xformers": KernelSpec(
+        build=lambda cfg: xformers_attention_fn(),
+        devices=("cuda",),
+        package="xformers",
+        probe=True,
+        why_not_cpu="xformers' memory_efficient_attention has CUDA kernels only",
+    ),
+}
+"""Attention kernels by ``attention.name``."""
+
+
+def check_support(cfg: AttentionConfig, *, device: str, precision: str, run_seed: int, seq_len: int):
+    """Check that ``cfg``'s kernel can run on ``device`` at ``precision`` and resolve its options.
+
+    Returns:
+        ``cfg`` with the option's run-dependent values and ``density`` filled in.
+
+    Raises:
+        ConfigError: naming ``attention`` (or the option key), the value and the fix.
+    """
+    spec = KERNELS[cfg.name]
+    if device not in spec.devices:
+        cpu_ok = [name for name, k in KERNELS.items() if "cpu" in k.devices]
+        raise ConfigError(
+            "attention",
+            cfg.name,
+            spec.why_not_cpu,
+            f"use attention={' or '.join(cpu_ok[:3])} on the CPU, or run with device=cuda",
+        )
+    if spec.precisions is not None and precision not in spec.precisions:
+        raise ConfigError(
+            "attention",
+            cfg.name,
+            f"supports only precision {', '.join(spec.precisions)}",
+            f"set precision={spec.precisions[0]}, or pick another attention",
+        )
+    if spec.package is not None:
+        import importlib.util
+
+        if importlib.util.find_spec(spec.package) is None:
+            raise ConfigError(
+                "attention",
+                cfg.name,
+                f"the {spec.package} package is not installed",
+                f"pip install an {spec.package} build that matches this torch and CUDA "
+                f"(pip install -e '.[{spec.package}]'), or pick another attention",
+            )
+    if spec.resolve is not None:
+        cfg = spec.resolve(cfg, device, run_seed, seq_len)
+    density = attention_density(cfg, seq_len)
+    if cfg.density is not None and abs(cfg.density - density) > 1e-12:
+        raise ConfigError(
+            "attention.density",
+            cfg.density,
+            f"is derived from the layout ({density:.6g} here), not set by hand",
+            "drop the attention.density override",
+        )
+    return dataclasses.replace(cfg, density=density)

@@ -1,25 +1,63 @@
-"""Distributed backends: each builds the GPT, wraps it and returns a :class:`Trainer`.
+"""Distributed backends: each builds the model, wraps it and returns a :class:`Trainer`.
 
 Every backend trains the same model from the same seed with the same AdamW
 settings (``OptimConfig``) and gradient clipping, so that a sweep compares
 strategies, not recipes. ``build_trainer`` is the only entry point the worker
-uses.
+uses. ``BACKENDS`` is the registry: one :class:`BackendSpec` per ``backend=``
+option, with its schema (knobs) and the ranks and devices it supports. Adding a
+backend is a builder here, one ``BACKENDS`` line and one YAML file under
+``conf/backend/``. The model is reached only through its family
+(:mod:`flopsweep.models`): its blocks and its tied parameters.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import nn
 
-from flopsweep.config import BackendConfig, BatchConfig, ModelConfig, OptimConfig, RunConfig
-from flopsweep.model import GPT
+from flopsweep import precision as fprecision
+from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
+from flopsweep.models import family
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+@dataclass(kw_only=True)
+class FSDPConfig(BackendConfig):
+    """``backend=fsdp``: FSDP2 ``fully_shard`` per block, then the root."""
+
+    name: str = "fsdp"
+    reshard_after_forward: bool = True
+    """Free gathered parameters after forward (ZeRO-3-like) or keep them until backward."""
+
+
+@dataclass(kw_only=True)
+class DeepSpeedConfig(BackendConfig):
+    """``backend=deepspeed`` (and the ``zero1``/``zero2``/``zero3`` shorthands): DeepSpeed ZeRO."""
+
+    name: str = "deepspeed"
+    zero_stage: int = 3
+    """ZeRO stage, 1 to 3."""
+    # The three sizes are typed float so that ``5e8`` parses; the backend check turns a whole
+    # number into an int and rejects a fraction, so that DeepSpeed's own (pydantic) check
+    # never fails inside deepspeed.initialize on every rank.
+    reduce_bucket_size: float | None = None
+    """``reduce_bucket_size`` in elements (a whole number); ``None`` means ``h^2``."""
+    stage3_prefetch_bucket_size: float | None = None
+    """ZeRO-3 prefetch bucket in elements (a whole number); ``None`` means ``int(0.9 h^2)``."""
+    stage3_param_persistence_threshold: float | None = None
+    """ZeRO-3: parameters with fewer elements stay unpartitioned; ``None``: ``10 h``."""
+    overlap_comm: bool = True
+    """Overlap gradient reduction with backward."""
+    contiguous_gradients: bool = True
+    """Copy gradients into one contiguous buffer as they are produced."""
+
+
+DTYPES = fprecision.DTYPES
 
 
 class Trainer(Protocol):
@@ -30,19 +68,21 @@ class Trainer(Protocol):
         """
 
 
-def build_model(cfg: RunConfig, device: torch.device | None) -> GPT:
-    """The GPT in fp32, initialised from ``cfg.seed`` (the same weights on every rank).
+def build_model(cfg: RunConfig, device: torch.device | None) -> nn.Module:
+    """The model of ``cfg.model``'s family in fp32, initialised from ``cfg.seed`` (the same
+    weights on every rank), converted for fp8 when the precision asks for it.
 
     ``device=None`` builds without a device context, as ``deepspeed.zero.Init``
     wants (it places each parameter partition on the accelerator itself).
     """
     torch.manual_seed(cfg.seed)
     with device if device is not None else contextlib.nullcontext():
-        model = GPT(cfg.model, cfg.attention, cfg.activation_checkpointing)
+        model = family(cfg.model).build(cfg.model, cfg.attention, cfg.activation_checkpointing)
+    fprecision.prepare_model(model, cfg.precision)
     if cfg.compile:
         # Per block (as torchtitan does): identical blocks share one compiled graph,
         # and FSDP2/ZeRO-3 hooks stay outside the compiled regions.
-        for block in model.h:
+        for block in family(cfg.model).blocks(model):
             block.compile()
         model.head_loss = torch.compile(model.head_loss)
     return model
@@ -72,6 +112,7 @@ class TorchTrainer:
     autocast_dtype: torch.dtype | None = None
     scaler: torch.amp.GradScaler | None = None
     no_sync: Any = None  # callable(is_last: bool) -> context manager
+    after_step: Callable[[], None] | None = None  # e.g. fp8 scale precompute for FSDP2
 
     def step(self, micro_batches: Sequence[torch.Tensor]) -> torch.Tensor:
         n = len(micro_batches)
@@ -90,6 +131,8 @@ class TorchTrainer:
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.after_step is not None:
+            self.after_step()
         return total
 
     def _sync_context(self, is_last: bool) -> contextlib.AbstractContextManager:
@@ -162,10 +205,11 @@ def build_fsdp(cfg: RunConfig, device: torch.device) -> TorchTrainer:
     mesh = init_device_mesh(device.type, (torch.distributed.get_world_size(),))
     dtype = DTYPES[cfg.precision.name]
     mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
-    for i, block in enumerate(model.h):
+    blocks = family(cfg.model).blocks(model)
+    for i, block in enumerate(blocks):
         # The last block's backward runs right after forward: keeping it unsharded
         # saves one all-gather per step (torchtitan does the same).
-        last = i == len(model.h) - 1
+        last = i == len(blocks) - 1
         fully_shard(
             block,
             mesh=mesh,
@@ -180,12 +224,14 @@ def build_fsdp(cfg: RunConfig, device: torch.device) -> TorchTrainer:
         yield
 
     # FSDP2's MixedPrecisionPolicy casts the parameters itself: no autocast on top.
-    return _torch_trainer(model, cfg, device, autocast=False, no_sync=no_sync)
+    trainer = _torch_trainer(model, cfg, device, autocast=False, no_sync=no_sync)
+    trainer.after_step = fprecision.after_optimizer_step(model, cfg.precision)
+    return trainer
 
 
 def deepspeed_config(
     *,
-    backend: BackendConfig,
+    backend: DeepSpeedConfig,
     batch: BatchConfig,
     precision: str,
     optim: OptimConfig,
@@ -265,15 +311,119 @@ def build_deepspeed(cfg: RunConfig, device: torch.device) -> DeepSpeedTrainer:
     with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=stage3):
         model = build_model(cfg, None if stage3 else device)
     if stage3:
-        # The tied LM head uses wte.weight outside wte's own forward.
-        deepspeed.zero.register_external_parameter(model, model.wte.weight)
+        # A tied LM head uses the embedding weight outside the embedding's own forward.
+        for param in family(cfg.model).tied_parameters(model):
+            deepspeed.zero.register_external_parameter(model, param)
     engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
     return DeepSpeedTrainer(engine)
 
 
-BUILDERS = {"single": build_single, "ddp": build_ddp, "fsdp": build_fsdp, "deepspeed": build_deepspeed}
+def _whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
+    """The DeepSpeed sizes as ``int`` (``5e8`` -> 500000000); a fraction or a negative is an error."""
+    import dataclasses
+
+    if backend.zero_stage not in (1, 2, 3):
+        raise ConfigError(
+            "backend.zero_stage",
+            backend.zero_stage,
+            "DeepSpeed ZeRO has stages 1, 2 and 3",
+            "set backend.zero_stage=1, 2 or 3",
+        )
+    sizes = {}
+    for key in ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold"):
+        value = getattr(backend, key)
+        if value is None:
+            continue
+        if not (math.isfinite(value) and value == int(value)):
+            whole = f"={int(value)}" if math.isfinite(value) else " to a whole number"
+            raise ConfigError(
+                f"backend.{key}",
+                value,
+                "DeepSpeed needs a whole number of elements",
+                f"set backend.{key}{whole}, or null for the default",
+            )
+        if value < 0:
+            raise ConfigError(
+                f"backend.{key}",
+                value,
+                "must be >= 0 elements",
+                f"set backend.{key}=null for the default or a positive integer",
+            )
+        sizes[key] = int(value)
+    return dataclasses.replace(backend, **sizes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendSpec:
+    """One ``backend=`` option.
+
+    Attributes:
+        build: ``(cfg, device) -> Trainer`` on this rank, after the process group exists.
+        config: the option's schema (``BackendConfig`` or a subclass with its knobs).
+        max_ranks: the most ranks (world size) it runs on; None for any.
+        devices: where it runs.
+        package: a package it imports, checked before launch.
+        check: ``backend_cfg -> backend_cfg``: option rules (raises ``ConfigError``).
+        precisions: run precisions it supports (None: all); fp8 needs torchao's modules.
+    """
+
+    build: Callable[[RunConfig, torch.device], Trainer]
+    config: type[BackendConfig] = BackendConfig
+    max_ranks: int | None = None
+    devices: tuple[str, ...] = ("cuda", "cpu")
+    package: str | None = None
+    check: Callable[[Any], Any] | None = None
+    precisions: tuple[str, ...] | None = None
+
+
+BACKENDS: dict[str, BackendSpec] = {
+    "single": BackendSpec(build=build_single, max_ranks=1),
+    "ddp": BackendSpec(build=build_ddp),
+    "fsdp": BackendSpec(build=build_fsdp, config=FSDPConfig),
+    "deepspeed": BackendSpec(
+        build=build_deepspeed,
+        config=DeepSpeedConfig,
+        package="deepspeed",
+        check=_whole_deepspeed_sizes,
+        precisions=("bf16", "fp16", "fp32"),
+    ),
+}
+"""Distributed backends by ``backend.name``."""
+
+
+def check_support(cfg: BackendConfig, *, world_size: int, device: str, precision: str) -> BackendConfig:
+    """Check that ``cfg``'s backend runs ``world_size`` ranks on ``device`` at ``precision``.
+
+    Returns:
+        ``cfg`` after the option's own rules (DeepSpeed sizes made ``int``).
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    spec = BACKENDS[cfg.name]
+    if spec.max_ranks is not None and world_size > spec.max_ranks:
+        others = ", ".join(name for name, b in BACKENDS.items() if b.max_ranks is None)
+        raise ConfigError(
+            "backend",
+            cfg.name,
+            f"runs at most {spec.max_ranks} rank(s) but nproc_per_node x nnodes = {world_size}",
+            f"set nproc_per_node={spec.max_ranks}, or pick backend={others}",
+        )
+    if device not in spec.devices:
+        raise ConfigError(
+            "backend", cfg.name, f"runs only on {', '.join(spec.devices)}", "pick another backend"
+        )
+    if spec.precisions is not None and precision not in spec.precisions:
+        others = ", ".join(name for name, b in BACKENDS.items() if b.precisions is None)
+        raise ConfigError(
+            "precision",
+            precision,
+            f"backend={cfg.name} does not run it (supports {', '.join(spec.precisions)})",
+            f"pick backend={others} for precision={precision}, or another precision",
+        )
+    return spec.check(cfg) if spec.check is not None else cfg
 
 
 def build_trainer(cfg: RunConfig, device: torch.device) -> Trainer:
     """Build the backend named by ``cfg.backend.name`` on this rank's ``device``."""
-    return BUILDERS[cfg.backend.name](cfg, device)
+    return BACKENDS[cfg.backend.name].build(cfg, device)

@@ -3,7 +3,6 @@ two errors with which a job stops a sweep on purpose."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from pathlib import Path
@@ -13,7 +12,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 
-from flopsweep.metrics import METRICS_FILE, STATUSES
+from flopsweep.record import METRICS_FILE, STATUSES, RecordError, read_json
 
 log = logging.getLogger("flopsweep")
 
@@ -32,9 +31,9 @@ class RecordRefused(CompactHydraException):
 def _read_status(path: Path) -> tuple[str, str | None]:
     """(status, run id) of one record; ``("unreadable", None)`` when it cannot be read."""
     try:
-        record = json.loads(path.read_text())
+        record = read_json(path)
         return str(record["status"]), record["run"]["id"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (RecordError, OSError, ValueError, KeyError, TypeError):
         return "unreadable", None
 
 

@@ -1,10 +1,14 @@
-"""FLOPs, parameter count and peak throughput: the one place these formulas live.
+"""Published formulas: GPT parameter count, Narayanan et al. eq. 3, TFLOPs, datasheet peaks.
 
-Everything that reports TFLOPs (the worker, the analysis consistency check, the
-notebooks) calls these functions, so that one convention holds everywhere.
+These keep their signatures because published numbers are checked through them
+(the seed run's 124.45 TFLOPs). Each model family's own FLOPs (model and hardware)
+live in :mod:`flopsweep.models`; the record stores them, so the analysis never
+recomputes a formula.
 """
 
 from __future__ import annotations
+
+from flopsweep import peaks
 
 
 def n_params(n_layer: int, n_embd: int, seq_len: int, vocab_size: int) -> int:
@@ -55,7 +59,9 @@ def flops_per_iteration(
     on which (query, key) pairs are computed, so a block-sparse layout that computes a
     fraction ``rho`` of the (query block, key block) pairs (``attention_density``)
     scales that term alone. The published convention counts the full ``s^2`` (``rho = 1``),
-    causal or not; ``effective_tflops_per_device`` uses the layout's ``rho``.
+    causal or not. flopsweep's own model and hardware FLOPs (:mod:`flopsweep.models`)
+    count the LM head at ``6 B s h V`` and only the recompute that runs; this function
+    stays as published, for comparison with published numbers.
 
     Args:
         n_layer, n_embd, seq_len, vocab_size: ``l``, ``h``, ``s``, ``V``.
@@ -86,15 +92,6 @@ def flops_per_iteration(
     )
 
 
-FLOPS_CONVENTION = (
-    "tflops_per_device and model_tflops_per_device: F = 24 f B s l h^2 (1 + s/(6h) + V/(16 l h)) "
-    "(Narayanan et al. 2021 eq. 3), full s^2 attention term whatever the kernel skips; "
-    "effective_tflops_per_device: the same with the s/(6h) attention-score term times "
-    "config.attention.density (fraction of (query block, key block) pairs computed, 1.0 for dense kernels)"
-)
-"""How the TFLOPs figures of ``metrics.json`` are counted (recorded as ``metrics.flops_convention``)."""
-
-
 def tflops_per_device(flops: float, iteration_time_s: float, world_size: int) -> float:
     """Achieved TFLOPs per device: ``flops / (iteration_time_s * world_size * 1e12)``.
 
@@ -113,40 +110,17 @@ def tflops_per_device(flops: float, iteration_time_s: float, world_size: int) ->
     return flops / (iteration_time_s * world_size * 1e12)
 
 
-# Dense peak TFLOP/s by device-name fragment and precision. Vendor datasheets,
-# tensor-core numbers without 2:4 structured sparsity (the datasheets print the
-# sparse figure first, at twice these). fp32 is plain FP32 (non-tensor-core):
-# flopsweep does not enable TF32 matmuls. Order matters: the first fragment found
-# in the device name wins, so the more specific names come first.
-_H100_SXM = "NVIDIA H100/H200 SXM datasheet, dense"
-_PEAK_TABLE: list[tuple[str, dict[str, float], str]] = [
-    ("H200", {"bf16": 989.4, "fp16": 989.4, "fp32": 66.9}, _H100_SXM),
-    ("H100 PCIe", {"bf16": 756.0, "fp16": 756.0, "fp32": 51.2}, "NVIDIA H100 PCIe datasheet, dense"),
-    ("H100 NVL", {"bf16": 835.0, "fp16": 835.0, "fp32": 60.0}, "NVIDIA H100 NVL datasheet, dense"),
-    ("H100", {"bf16": 989.4, "fp16": 989.4, "fp32": 66.9}, _H100_SXM),
-    ("A100", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5}, "NVIDIA A100 datasheet, dense"),
-    ("L40S", {"bf16": 362.05, "fp16": 362.05, "fp32": 91.6}, "NVIDIA L40S datasheet, dense"),
-    ("A10G", {"bf16": 70.0, "fp16": 70.0, "fp32": 31.2}, "NVIDIA A10G datasheet, dense"),
-    ("V100", {"fp16": 125.0, "fp32": 15.7}, "NVIDIA V100 SXM2 datasheet, dense"),
-]
-
-
 def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:
-    """Dense peak TFLOP/s of one device at a precision, with its source.
+    """Dense datasheet peak TFLOP/s of one device at a precision, with its source.
+
+    The table and its exact name matching live in :mod:`flopsweep.peaks`.
 
     Args:
-        device_name: ``torch.cuda.get_device_name()``, e.g. ``"NVIDIA H200"``, or
-            ``"cpu"``.
-        precision: ``"bf16"``, ``"fp16"`` or ``"fp32"``.
+        device_name: ``torch.cuda.get_device_name()``, e.g. ``"NVIDIA H200"``, or ``"cpu"``.
+        precision: ``"bf16"``, ``"fp16"``, ``"fp32"``, ``"fp8"`` or ``"fp8-rowwise"``.
 
     Returns:
-        ``(peak, source)``; ``(None, reason)`` when the device or precision is not
-        in the table (CPUs always are not), so that MFU is reported as null
-        rather than guessed.
+        ``(peak, source)``; ``(None, reason)`` when the device or precision is not in the
+        table (CPUs never are), so that MFU is reported as null rather than guessed.
     """
-    for fragment, peaks, source in _PEAK_TABLE:
-        if fragment.lower() in device_name.lower():
-            if precision in peaks:
-                return peaks[precision], source
-            return None, f"no {precision} peak for {device_name} in flopsweep.flops"
-    return None, f"unknown device {device_name!r}: not in flopsweep.flops peak table"
+    return peaks.peak_tflops(device_name, precision)

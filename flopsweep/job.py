@@ -19,20 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
-from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig, validate
-from flopsweep.flops import n_params
+from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
-from flopsweep.metrics import (
-    METRICS_FILE,
-    RecordExistsError,
-    atomic_write_json,
-    build_record,
-    compute_metrics,
-    exists_message,
-    sanity_problem,
-    system_info,
-)
+from flopsweep.metrics import build_record, compute_metrics, sanity_problem, system_info
+from flopsweep.models import family
+from flopsweep.plan import Environment, plan
+from flopsweep.record import METRICS_FILE, RecordExistsError, atomic_write_json, exists_message
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
 
 log = logging.getLogger("flopsweep")
@@ -82,15 +76,9 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         "job_num": info.job_num,
     }
     try:
-        cfg = validate(cfg)
+        cfg = plan(cfg, Environment.detect()).cfg
     except ConfigError as exc:
-        error = {
-            "type": "ConfigError",
-            "message": str(exc),
-            "phase": "config",
-            "rank": None,
-            "traceback": None,
-        }
+        error = rec.error("ConfigError", str(exc), "config")
         if writes_record():
             set_aside(path)
         return _finish(path, cfg, run, "invalid", error, None, world_size=None)
@@ -116,7 +104,7 @@ def warn_host_memory(cfg: RunConfig) -> None:
     import psutil
 
     m = cfg.model
-    need = 16 * n_params(m.n_layer, m.n_embd, m.seq_len, m.vocab_size) * int(cfg.nproc_per_node)
+    need = 16 * family(m).n_params(m) * int(cfg.nproc_per_node)
     free = psutil.virtual_memory().available
     if need > free:
         log.warning(
@@ -140,23 +128,11 @@ def _launch(path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo) -> d
     except (KeyboardInterrupt, Terminated) as exc:
         phase, _ = last_phase(path.parent / SCRATCH, world)
         what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
-        error = {
-            "type": type(exc).__name__,
-            "message": f"interrupted by {what}; every worker was stopped",
-            "phase": phase,
-            "rank": None,
-            "traceback": None,
-        }
+        error = rec.error(type(exc).__name__, f"interrupted by {what}; every worker was stopped", phase)
         _finish(path, cfg, run, "error", error, None, world_size=world)
         raise
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
-        error = {
-            "type": type(exc).__name__,
-            "message": str(exc),
-            "phase": "launch",
-            "rank": None,
-            "traceback": None,
-        }
+        error = rec.error(type(exc).__name__, str(exc), "launch")
         return _finish(path, cfg, run, "error", error, None, world_size=world)
     return record_outcome(path, cfg, run, outcome, world)
 
@@ -209,10 +185,10 @@ def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
     """The record at ``path`` when it is ``ok`` and was made with the same (validated)
     config as ``cfg``, else None (also when it is missing or unreadable)."""
     try:
-        record = json.loads(Path(path).read_text())
+        record = rec.read_json(Path(path))
         same = comparable_config(record["config"]) == comparable_config(json.loads(json.dumps(asdict(cfg))))
         return record if record["status"] == "ok" and same else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (rec.RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -229,9 +205,9 @@ def set_aside(path: Path) -> Path | None:
     if not path.exists():
         return None
     try:
-        record = json.loads(path.read_text())
+        record = rec.read_json(path)
         label = f"{record['status']}-{record['run']['id']}"
-    except (OSError, ValueError, KeyError, TypeError):
+    except (rec.RecordError, OSError, ValueError, KeyError, TypeError):
         label = f"unreadable-{uuid.uuid4().hex[:12]}"
     aside = path.with_name(f"metrics.{label}.json")
     if aside.exists():
@@ -253,15 +229,9 @@ def record_outcome(
     if outcome.status != "ok":
         return _finish(path, cfg, run, outcome.status, outcome.error, None, world_size=world)
     metrics = compute_metrics(cfg, outcome.ranks)
-    problem = sanity_problem(cfg, metrics)
+    problem = sanity_problem(cfg, metrics, cfg.device)
     if problem:
-        error = {
-            "type": "TimingSanity",
-            "message": problem,
-            "phase": "measure",
-            "rank": None,
-            "traceback": None,
-        }
+        error = rec.error("TimingSanity", problem, "measure")
         return _finish(
             path, cfg, run, "invalid", error, None, world_size=world, device_name=outcome.ranks[0]["device"]
         )
@@ -282,7 +252,8 @@ def _finish(
     device_name: str | None = None,
 ) -> dict[str, Any]:
     run = {**run, "finished_at": _now()}
-    system = system_info(cfg.device, world_size or 0, device_name)
+    nproc = int(cfg.nproc_per_node) if world_size and str(cfg.nproc_per_node).isdigit() else None
+    system = system_info(cfg.device, world_size, device_name, nproc)
     record = build_record(cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics)
     if not writes_record():  # another task of this Slurm job writes the record
         return record
@@ -296,12 +267,14 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
     m, err = record["metrics"], record["error"]
     if record["status"] == "ok":
         log.info(
-            "ok: %.3f s/iter, %.4g TFLOPs/device, %.0f tokens/s -> %s",
+            "ok: %.3f s/iter (mean), %.4g model TFLOPs/device, %.0f tokens/s -> %s",
             m["iteration_time_s"]["mean"],
-            m["tflops_per_device"],
+            m["model_tflops_per_device"],
             m["tokens_per_s"],
             path,
         )
+        for warning in record["warnings"]:
+            log.warning("%s", warning)
     else:
         log.warning(
             "%s in %s%s: %s: %s -> %s",

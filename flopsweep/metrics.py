@@ -1,17 +1,17 @@
-"""The ``metrics.json`` record (schema_version 1): build it, write it atomically.
+"""Build the ``metrics.json`` record (schema_version 2) from what the ranks measured.
 
-The record is the only contract between a run and the analysis. Metric values
-of a run that is not ``ok`` are null, never 0.
+The record layout, its metric specs and the atomic writer live in the torch-free
+:mod:`flopsweep.record`; this module computes the figures (through the model's
+family for FLOPs, :mod:`flopsweep.flops` for eq. 3 and the peaks) and adds the
+host and software facts.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import platform
-import secrets
 import socket
 import statistics
 import subprocess
@@ -20,129 +20,90 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep import flops
+from flopsweep.attention import executed_density
 from flopsweep.config import RunConfig
+from flopsweep.models import family
+from flopsweep.precision import PRECISIONS
+from flopsweep.record import SCHEMA_VERSION, STATUSES, null_metrics, strict
 
-SCHEMA_VERSION = 1
-METRICS_FILE = "metrics.json"
-STATUSES = ("ok", "oom", "error", "invalid")
+PLAUSIBLE_FACTOR = 1.05
+"""A run whose hardware TFLOPs exceed this times the measured GEMM rate (or the datasheet
+peak) cannot be real: status ``invalid``."""
 
-METRIC_KEYS = (
-    "iteration_time_s",
-    "tokens_per_s",
-    "tokens_per_s_per_device",
-    "tflops_per_device",
-    "model_tflops_per_device",
-    "mfu",
-    "hfu",
-    "peak_tflops",
-    "peak_tflops_source",
-    "peak_cuda_allocated_bytes",
-    "peak_cuda_reserved_bytes",
-    "per_rank",
-    "peak_host_rss_bytes",
-    "swap_used_bytes",
-    "loss_first",
-    "loss_last",
-    "effective_tflops_per_device",
-    "flops_convention",
-)
-
-
-class RecordExistsError(FileExistsError):
-    """Raised instead of writing over an existing ``metrics.json``."""
-
-
-def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = True) -> None:
-    """Write JSON to a temporary file in the same directory, fsync it, then move it into place.
-
-    A reader sees the whole file or none, also when the writer is killed mid-way
-    (at worst a hidden ``.NAME.PID.HEX.tmp`` file is left behind). With
-    ``overwrite=False`` the file is hard-linked into place, which fails atomically
-    when ``path`` exists, so two writers can never replace each other's record.
-
-    Raises:
-        RecordExistsError: when ``overwrite`` is false and ``path`` exists.
-    """
-    path = Path(path)
-    if not overwrite and path.exists():
-        raise RecordExistsError(exists_message(path))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "w") as fh:
-            json.dump(payload, fh, indent=2, allow_nan=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            _link_no_clobber(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-
-
-def exists_message(path: Path) -> str:
-    """The refusal to overwrite ``path``, naming it and the two ways out."""
-    return (
-        f"{path} already exists; refusing to overwrite a run record. Use a new output directory "
-        "(hydra.run.dir / hydra.sweep.dir), or resume=true to keep ok records and re-run the rest."
-    )
-
-
-def _link_no_clobber(tmp: Path, path: Path) -> None:
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise RecordExistsError(exists_message(path)) from None
-    except OSError:  # a file system without hard links: check, then rename (a small race)
-        if path.exists():
-            raise RecordExistsError(exists_message(path)) from None
-        os.replace(tmp, path)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename durable (best effort: not every platform can open a directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def null_metrics() -> dict[str, Any]:
-    """Metrics of a run that produced none: every key present, every value null."""
-    return dict.fromkeys(METRIC_KEYS)
+UNSTEADY_FACTOR = 3.0
+"""A measured step slower than this times the median of the others is not steady."""
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
+    mean = statistics.fmean(values)
+    std = statistics.pstdev(values)
     return {
-        "mean": statistics.fmean(values),
+        "mean": mean,
         "median": statistics.median(values),
         "min": min(values),
         "max": max(values),
-        "std": statistics.pstdev(values),
+        "std": std,
+        "cv": std / mean if mean > 0 else None,
         "values": values,
     }
+
+
+def unsteady_steps(times: list[float]) -> list[int]:
+    """Indices of measured steps over :data:`UNSTEADY_FACTOR` x the median of the other steps
+    (compilation, autotuning, allocator growth). Needs at least 3 steps; else none."""
+    if len(times) < 3:
+        return []
+    out = []
+    for i, t in enumerate(times):
+        others = times[:i] + times[i + 1 :]
+        if t > UNSTEADY_FACTOR * statistics.median(others):
+            out.append(i)
+    return out
+
+
+def recompute_mode(cfg: RunConfig) -> str:
+    """What activation checkpointing recomputes: ``none``; ``early_stop`` (eager blocks under
+    non-reentrant ``torch.utils.checkpoint``, torch's default); ``full`` (a compiled block
+    is one graph and re-runs whole)."""
+    if not cfg.activation_checkpointing:
+        return "none"
+    return "full" if cfg.compile else "early_stop"
+
+
+FLOPS_CONVENTION = (
+    "model_flops_per_iteration: 6 x matmul weights x tokens (every weight matmul fwd+bwd, LM head included) "
+    "+ 12 x layers x attention width x seq_len x tokens x attention density (full s^2 square, scaled by the "
+    "fraction of blocks computed); no recompute. hardware_flops_per_iteration: model FLOPs + the forward "
+    "recompute of activation checkpointing that runs (metrics.recompute), and the padded blocks that "
+    "blocksparse impl=gather computes. Neither counts "
+    "norms, activations, softmax or the optimizer. tflops_per_device: Narayanan et al. 2021 eq. 3 as "
+    "published (dense, f = 4 with checkpointing), null for non-GPT shapes. mfu/hfu: against the dense "
+    "datasheet peak of the run's matmul precision (bf16 for fp8 runs)."
+)
+"""How the FLOPs figures of ``metrics.json`` are counted (``metrics.flops_convention``)."""
+
+
+def _peaks(cfg: RunConfig, device_name: str) -> dict[str, Any]:
+    """The datasheet peak for MFU/HFU (bf16 for an fp8 run, as torchtitan does), and for an
+    fp8 run also the dense fp8 peak."""
+    fp8 = PRECISIONS[cfg.precision.name].fp8_recipe is not None
+    peak, source = flops.peak_tflops(device_name, "bf16" if fp8 else cfg.precision.name)
+    peak_fp8 = flops.peak_tflops(device_name, "fp8")[0] if fp8 else None
+    return {"peak_tflops": peak, "peak_tflops_source": source, "peak_tflops_fp8": peak_fp8}
 
 
 def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, Any]:
     """Headline metrics from the per-rank figures gathered by rank 0.
 
-    Iteration time of step ``i`` is the slowest rank's time for that step. TFLOPs use
-    the mean iteration time and :func:`flopsweep.flops.flops_per_iteration` with
-    ``B = micro_batch_size x grad_accum x world_size``; ``tflops_per_device`` counts
-    the recomputed forward under activation checkpointing (hardware FLOPs),
-    ``model_tflops_per_device`` never does. ``effective_tflops_per_device`` is the
-    hardware figure with the attention-score term scaled by ``attention.density``.
+    Iteration time of step ``i`` is the slowest rank's time for that step; rates use
+    the mean. FLOPs come from the model's family (:mod:`flopsweep.models`) for
+    ``B x s`` tokens, ``B = micro_batch_size x grad_accum x world_size``, and eq. 3 from
+    :func:`flopsweep.flops.flops_per_iteration` where the family is GPT-shaped.
 
     Args:
-        ranks: one dict per rank with ``step_times_s``, ``losses`` (warm-up and
-            measured steps, each the mean over micro batches), peak memory figures.
+        ranks: one dict per rank with ``step_times_s``, ``losses`` (warm-up and measured
+            steps, each the mean over micro batches; None where not finite), peak memory
+            figures, ``matmul_tflops`` and ``warmup_steps``.
     """
     import psutil
 
@@ -150,38 +111,52 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
     steps = [max(times) for times in zip(*(r["step_times_s"] for r in ranks), strict=True)]
     it = _summary(steps)
     m, b = cfg.model, cfg.batch
+    fam = family(m)
     global_batch = b.micro_batch_size * b.grad_accum * world
-    args = (m.n_layer, m.n_embd, m.seq_len, m.vocab_size, global_batch)
-    hw_flops = flops.flops_per_iteration(*args, activation_checkpointing=cfg.activation_checkpointing)
-    model_flops = flops.flops_per_iteration(*args, activation_checkpointing=False)
-    tflops = flops.tflops_per_device(hw_flops, it["mean"], world)
+    tokens = global_batch * m.seq_len
+    density = cfg.attention.density if cfg.attention.density is not None else 1.0
+    model_flops = fam.model_flops(m, tokens, density)
+    executed = executed_density(cfg.attention, m.seq_len) if cfg.attention.density is not None else 1.0
+    hw_flops = fam.hardware_flops(m, tokens, executed, recompute_mode(cfg))
+    eq3 = fam.eq3_flops(m, global_batch, cfg.activation_checkpointing)
     model_tflops = flops.tflops_per_device(model_flops, it["mean"], world)
-    peak, source = flops.peak_tflops(ranks[0]["device"], cfg.precision.name)
-    tokens_per_s = global_batch * m.seq_len / it["mean"]
-    losses = [statistics.fmean(step) for step in zip(*(r["losses"] for r in ranks), strict=True)]
+    hw_tflops = flops.tflops_per_device(hw_flops, it["mean"], world)
+    peaks = _peaks(cfg, ranks[0]["device"])
+    peak = peaks["peak_tflops"]
+    gemm = [r.get("matmul_tflops") for r in ranks]
+    gemm_rate = None if None in gemm or not gemm else min(gemm)
+    losses = [_mean_or_none(step) for step in zip(*(r["losses"] for r in ranks), strict=True)]
     cuda_alloc = [r["peak_cuda_allocated_bytes"] for r in ranks]
     cuda_res = [r["peak_cuda_reserved_bytes"] for r in ranks]
     return {
         "iteration_time_s": it,
-        "tokens_per_s": tokens_per_s,
-        "tokens_per_s_per_device": tokens_per_s / world,
-        "tflops_per_device": tflops,
+        "tokens_per_s": tokens / it["mean"],
+        "tokens_per_s_per_device": tokens / it["mean"] / world,
+        "global_batch_size": global_batch,
+        "tokens_per_step": tokens,
+        "model_flops_per_iteration": model_flops,
+        "hardware_flops_per_iteration": hw_flops,
         "model_tflops_per_device": model_tflops,
+        "hardware_tflops_per_device": hw_tflops,
+        "tflops_per_device": None if eq3 is None else flops.tflops_per_device(eq3, it["mean"], world),
         "mfu": model_tflops / peak if peak else None,
-        "hfu": tflops / peak if peak else None,
-        "peak_tflops": peak,
-        "peak_tflops_source": source,
+        "hfu": hw_tflops / peak if peak else None,
+        **peaks,
+        "mfu_fp8": model_tflops / peaks["peak_tflops_fp8"] if peaks["peak_tflops_fp8"] else None,
+        "measured_matmul_tflops": gemm_rate,
+        "matmul_fraction": model_tflops / gemm_rate if gemm_rate else None,
         "peak_cuda_allocated_bytes": None if None in cuda_alloc else max(cuda_alloc),
         "peak_cuda_reserved_bytes": None if None in cuda_res else max(cuda_res),
         "per_rank": [
             {
-                k: r[k]
+                k: r.get(k)
                 for k in (
                     "rank",
                     "device",
                     "peak_cuda_allocated_bytes",
                     "peak_cuda_reserved_bytes",
                     "peak_host_rss_bytes",
+                    "matmul_tflops",
                 )
             }
             for r in ranks
@@ -190,63 +165,77 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
         "swap_used_bytes": psutil.swap_memory().used,
         "loss_first": losses[0],
         "loss_last": losses[-1],
-        "effective_tflops_per_device": _effective_tflops(cfg, global_batch, it["mean"], world),
-        "flops_convention": flops.FLOPS_CONVENTION,
+        "loss_finite": all(v is not None and math.isfinite(v) for v in losses),
+        "warmup_steps": ranks[0].get("warmup_steps", cfg.steps.warmup),
+        "unsteady_steps": ranks[0].get("unsteady_steps") or [],
+        "recompute": recompute_mode(cfg),
+        "fp8_layers": ranks[0].get("fp8_layers"),
+        "flops_convention": FLOPS_CONVENTION,
     }
 
 
-def _effective_tflops(cfg: RunConfig, global_batch: int, iteration_time_s: float, world: int) -> float:
-    """Hardware TFLOPs per device with the attention-score term scaled by ``attention.density``."""
-    m = cfg.model
-    density = cfg.attention.density
-    if density is None:  # a config that skipped validation
-        from flopsweep.attention import attention_density
-
-        density = attention_density(cfg.attention, m.seq_len)
-    f = flops.flops_per_iteration(
-        m.n_layer,
-        m.n_embd,
-        m.seq_len,
-        m.vocab_size,
-        global_batch,
-        activation_checkpointing=cfg.activation_checkpointing,
-        attention_density=density,
-    )
-    return flops.tflops_per_device(f, iteration_time_s, world)
+def _mean_or_none(values: tuple[Any, ...]) -> float | None:
+    """Mean of one step's per-rank losses; None when any is missing or not finite."""
+    if any(v is None or not math.isfinite(v) for v in values):
+        return None
+    return statistics.fmean(values)
 
 
-def sanity_problem(cfg: RunConfig, metrics: dict[str, Any]) -> str | None:
+def warnings_for(metrics: dict[str, Any] | None) -> list[str]:
+    """The record's ``warnings``: findings that do not make a run invalid."""
+    out = []
+    if metrics and metrics.get("loss_finite") is False:
+        out.append(
+            "loss_not_finite: a step's loss was NaN or infinite (metrics.loss_finite false); "
+            "the timings stand, the losses are null where not finite"
+        )
+    if metrics and metrics.get("unsteady_steps"):
+        out.append(
+            f"unsteady: measured steps {metrics['unsteady_steps']} were over {UNSTEADY_FACTOR}x the median "
+            "of the others after the extra warm-up (CPU runs are recorded anyway)"
+        )
+    return out
+
+
+def sanity_problem(cfg: RunConfig, metrics: dict[str, Any], device_type: str = "cuda") -> str | None:
     """Why measured figures cannot be real, or None. Such a run gets status ``invalid``.
 
     Checks: as many measured steps as ``steps.measure``; every step time finite and
-    > 0; hardware TFLOPs per device not above the device's dense peak (hfu <= 1),
-    which is also the bound on how fast a step's FLOPs can run. A diverged loss is
-    a finding, not a timing error, and is not checked.
+    > 0; on a GPU, hardware TFLOPs per device at most :data:`PLAUSIBLE_FACTOR` x the
+    measured GEMM rate, or x the datasheet peak when no rate was measured (so an
+    unknown device keeps a check); on a GPU, steps still unsteady after the extra
+    warm-up. On the CPU, ranks share cores with each other and the GEMM burst, so only
+    the first two checks apply. A diverged loss is a finding, not a timing error.
     """
     times = metrics["iteration_time_s"]["values"]
     if len(times) < cfg.steps.measure:
         return f"measured {len(times)} steps but steps.measure={cfg.steps.measure}"
-    if not all(math.isfinite(t) and t > 0 for t in times):
+    if not all(isinstance(t, float | int) and math.isfinite(t) and t > 0 for t in times):
         return f"a measured step time is not a positive number of seconds: {times}"
-    if metrics["hfu"] is not None and metrics["hfu"] > 1.0:
+    if device_type != "cuda":
+        return None
+    bound, what = metrics.get("measured_matmul_tflops"), "the measured dense GEMM rate"
+    if not bound:
+        bound, what = metrics.get("peak_tflops"), f"the datasheet peak ({metrics.get('peak_tflops_source')})"
+    hw = metrics["hardware_tflops_per_device"]
+    if bound and hw > PLAUSIBLE_FACTOR * bound:
         return (
-            f"{metrics['tflops_per_device']:.1f} TFLOPs per device exceeds the device peak "
-            f"{metrics['peak_tflops']} ({metrics['peak_tflops_source']}): the timing cannot be real"
+            f"{hw:.1f} hardware TFLOPs per device exceeds {PLAUSIBLE_FACTOR} x {what}, {bound:.1f}: "
+            "the timing cannot be real"
+        )
+    if metrics.get("unsteady_steps"):
+        return (
+            f"measured steps {metrics['unsteady_steps']} stayed over {UNSTEADY_FACTOR}x the median "
+            "of the others "
+            f"after {metrics.get('warmup_steps')} warm-up steps; step times (s): {times}. "
+            "Raise steps.warmup or steps.max_extra_warmup"
         )
     return None
 
 
 def model_info(cfg: RunConfig) -> dict[str, Any]:
-    m = cfg.model
-    return {
-        "name": m.name,
-        "n_layer": m.n_layer,
-        "n_embd": m.n_embd,
-        "n_head": m.n_head,
-        "seq_len": m.seq_len,
-        "vocab_size": m.vocab_size,
-        "n_params": flops.n_params(m.n_layer, m.n_embd, m.seq_len, m.vocab_size),
-    }
+    """The record's ``model`` section, from the model's family."""
+    return family(cfg.model).info(cfg.model)
 
 
 def _version(dist: str) -> str | None:
@@ -271,8 +260,11 @@ def _git_sha() -> str | None:
     return out.stdout.strip() or None
 
 
-def system_info(device: str, world_size: int, device_name: str | None = None) -> dict[str, Any]:
-    """Host and software versions; ``device_name`` from rank 0 when it ran."""
+def system_info(
+    device: str, world_size: int | None, device_name: str | None = None, nproc_per_node: int | None = None
+) -> dict[str, Any]:
+    """Host and software versions; ``device_name`` from rank 0 when it ran; ``world_size`` and
+    ``nproc_per_node`` null for a run that never launched."""
     import torch
 
     cuda = device == "cuda" and torch.cuda.is_available()
@@ -281,18 +273,21 @@ def system_info(device: str, world_size: int, device_name: str | None = None) ->
         "device_name": device_name or (torch.cuda.get_device_name(0) if cuda else "cpu"),
         "device_count": torch.cuda.device_count() if cuda else 0,
         "world_size": world_size,
+        "nproc_per_node": nproc_per_node,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "deepspeed": _version("deepspeed"),
         "xformers": _version("xformers"),
+        "torchao": _version("torchao"),
         "python": platform.python_version(),
         "git_sha": _git_sha(),
+        "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
 
 
 def json_safe(value: Any) -> Any:
-    """``value`` with non-finite floats as strings (``"nan"``, ``"inf"``): JSON has no such
-    numbers, and the config of an ``invalid`` record may hold one (``timeout_s=inf``)."""
+    """``value`` with non-finite floats as strings (``"nan"``, ``"inf"``): the config of an
+    ``invalid`` record may hold one (``timeout_s=inf``), and keeps what was typed."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
@@ -311,15 +306,28 @@ def build_record(
     system: dict[str, Any],
     metrics: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """The schema v1 record; ``metrics=None`` gives every metric key as null."""
+    """The schema v2 record; ``metrics=None`` gives every metric key as null.
+
+    Non-finite metric values become null, and each is named in ``warnings``.
+    """
     assert status in STATUSES, status
+    nulled: list[str] = []
+    values = metrics if metrics is not None and status == "ok" else null_metrics()
+    values = strict(values, "metrics", nulled)
+    warnings = warnings_for(values if status == "ok" else None)
+    warnings += [f"non_finite: {path} was not a finite number and is recorded as null" for path in nulled]
+    try:
+        model = model_info(cfg)
+    except Exception:  # noqa: BLE001 - an invalid config (unknown arch) still gets a record
+        model = {"name": getattr(cfg.model, "name", None)}
     return {
         "schema_version": SCHEMA_VERSION,
         "status": status,
-        "error": error,
+        "error": strict(error),
+        "warnings": warnings,
         "run": run,
         "config": json_safe(dataclasses.asdict(cfg)),
-        "model": model_info(cfg),
-        "system": system,
-        "metrics": metrics if metrics is not None and status == "ok" else null_metrics(),
+        "model": model,
+        "system": strict(system),
+        "metrics": values,
     }

@@ -43,7 +43,7 @@ from typing import Any
 
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.launch import SCRATCH, Outcome, collect
-from flopsweep.metrics import METRICS_FILE
+from flopsweep.record import METRICS_FILE
 from flopsweep.worker import RankSpec, run_rank
 
 log = logging.getLogger("flopsweep")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 import os
 import resource
 import signal
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.config import FaultConfig, RunConfig
-from flopsweep.metrics import atomic_write_json
+from flopsweep.record import atomic_write_json
 
 COLLECTIVE_GRACE_S = 60.0
 """Seconds the process group's collective timeout adds to the job's ``timeout_s``."""
@@ -134,13 +135,16 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     import torch.distributed as dist
 
     from flopsweep.attention import check_kernel
-    from flopsweep.backends import DTYPES, build_trainer
+    from flopsweep.backends import build_trainer
+    from flopsweep.metrics import unsteady_steps
+    from flopsweep.precision import DTYPES
 
     if cfg.device == "cuda":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
     else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.nproc_per_node))
+        if not os.environ.get("OMP_NUM_THREADS"):  # a user's setting wins
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.nproc_per_node))
         device = torch.device("cpu")
     # The collective timeout outlasts the job's: the launcher's timeout_s must fire
     # first and stop every rank, rather than one rank's watchdog aborting it alone.
@@ -158,16 +162,22 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         dtype=DTYPES[cfg.precision.name],
         device=device,
     )  # KernelUnavailable: status invalid
+    gemm = _matmul_rate(cfg, device)
     trainer = build_trainer(cfg, device)
     batches = make_batches(cfg, rank, device)
     log = _logger(rank)
     phase.enter("warmup")
-    losses = [trainer.step(batches) for _ in range(cfg.steps.warmup)]
-    log(f"warm-up done ({cfg.steps.warmup} steps)")
+    losses = warm_up(trainer, batches, cfg.steps.warmup, device, log, phase)
     phase.enter("measure")
-    step_times, measured = measure(trainer, batches, cfg.steps.measure, device, log)
+    step_times, measured, extra = measure_steady(trainer, batches, cfg, device, log, phase)
     losses += measured
     result = _rank_figures(rank, device, step_times, losses)
+    result.update(
+        matmul_tflops=gemm,
+        warmup_steps=cfg.steps.warmup + extra,
+        fp8_layers=len(getattr(getattr(trainer, "model", None), "fp8_layers", []) or []) or None,
+        unsteady_steps=unsteady_steps(step_times),
+    )
     gathered: list[Any] = [None] * spec.world_size if rank == 0 else None
     dist.gather_object(result, gathered, dst=0)
     if rank == 0:
@@ -205,7 +215,75 @@ def make_batches(cfg: RunConfig, rank: int, device: Any) -> list[Any]:
     ]
 
 
-def measure(trainer: Any, batches: list[Any], steps: int, device: Any, log: Any) -> tuple[list[float], list]:
+def _matmul_rate(cfg: RunConfig, device: Any) -> float:
+    """This device's dense GEMM rate at the run's matmul precision (fp8 runs: float8), TFLOP/s."""
+    import torch
+
+    from flopsweep.matmul import measure_matmul_tflops
+    from flopsweep.precision import DTYPES, PRECISIONS
+
+    fp8 = PRECISIONS[cfg.precision.name].fp8_recipe is not None
+    return measure_matmul_tflops(device, torch.float8_e4m3fn if fp8 else DTYPES[cfg.precision.name])
+
+
+def _poisoned(loss: Any, phase: Phase) -> Any:
+    """``fault.kind=nan_loss``: the loss of every step of the fault's phase on its rank is NaN."""
+    f = phase.fault
+    if f.kind == "nan_loss" and f.phase == phase.name and f.rank == phase.rank:
+        return loss * float("nan")
+    return loss
+
+
+def warm_up(trainer: Any, batches: list[Any], steps: int, device: Any, log: Any, phase: Phase) -> list:
+    """Run ``steps`` unmeasured optimizer steps, logging each one's time (rank 0).
+
+    Returns:
+        the loss tensors, one per step.
+    """
+    import torch
+
+    losses = []
+    for i in range(steps):
+        start = time.perf_counter()
+        losses.append(_poisoned(trainer.step(batches), phase))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        log(f"warm-up step {i + 1}/{steps}: {time.perf_counter() - start:.3f} s")
+    return losses
+
+
+def measure_steady(
+    trainer: Any, batches: list[Any], cfg: RunConfig, device: Any, log: Any, phase: Phase
+) -> tuple[list[float], list, int]:
+    """Measure ``steps.measure`` steps; while a step is over 3x the median of the others
+    (compilation, autotuning), warm up more and measure again, up to ``steps.max_extra_warmup``
+    extra steps. Every rank takes the same decision (an all-reduce of the verdict).
+
+    Returns:
+        (seconds per measured step, loss tensors of every step run here, extra warm-up steps).
+    """
+    import torch
+    import torch.distributed as dist
+
+    from flopsweep.metrics import unsteady_steps
+
+    extra, losses = 0, []
+    while True:
+        times, measured = measure(trainer, batches, cfg.steps.measure, device, log, phase)
+        verdict = torch.tensor([1.0 if unsteady_steps(times) else 0.0], device=device)
+        dist.all_reduce(verdict, op=dist.ReduceOp.MAX)
+        more = min(cfg.steps.measure, cfg.steps.max_extra_warmup - extra)
+        if not verdict.item() or more <= 0:
+            return times, losses + measured, extra
+        shown = [round(t, 4) for t in times]
+        log(f"unsteady steps {shown} s: {more} more warm-up step(s), then measuring again")
+        losses += measured + warm_up(trainer, batches, more, device, log, phase)
+        extra += more
+
+
+def measure(
+    trainer: Any, batches: list[Any], steps: int, device: Any, log: Any, phase: Phase | None = None
+) -> tuple[list[float], list]:
     """Time ``steps`` optimizer steps.
 
     On CUDA, events recorded between steps time the GPU timeline with no host sync
@@ -236,7 +314,8 @@ def measure(trainer: Any, batches: list[Any], steps: int, device: Any, log: Any)
 
     mark()
     for i in range(steps):
-        losses.append(trainer.step(batches))
+        loss = trainer.step(batches)
+        losses.append(_poisoned(loss, phase) if phase is not None else loss)
         mark()
         log(f"measured step {i + 1}/{steps}")
     if cuda:
@@ -251,7 +330,9 @@ def _rank_figures(rank: int, device: Any, step_times: list[float], losses: list)
     import torch
 
     cuda = device.type == "cuda"
-    loss_values = torch.stack([loss.float() for loss in losses]).cpu().tolist()
+    # Strict JSON: a NaN or infinite loss travels as None (the record flags it).
+    values = torch.stack([x.float() for x in losses]).cpu().tolist()
+    loss_values = [v if math.isfinite(v) else None for v in values]
     return {
         "rank": rank,
         "device": torch.cuda.get_device_name(device) if cuda else "cpu",

@@ -30,3 +30,11 @@ def run_py(
 def records(sweep_dir: Path) -> list[dict]:
     """Every ``metrics.json`` under ``sweep_dir``, in path order."""
     return [json.loads(p.read_text()) for p in sorted(Path(sweep_dir).rglob("metrics.json"))]
+
+
+def validate(cfg, env=None):
+    """The config a job would run: ``flopsweep.plan.plan`` (validate, then resolve on ``env``,
+    this machine when None), as the job calls it."""
+    from flopsweep.plan import Environment, plan
+
+    return plan(cfg, env or Environment.detect()).cfg

@@ -1,8 +1,10 @@
-"""analysis/: loading, checks, comparisons, the CLI, plots, the HTML report and the notebook.
+"""analysis/: loading, upgrades, checks, comparisons, the CLI, plots, the HTML report and the notebook.
 
 Fixture records live in tests/fixtures/ (written by ``python -m tests.fixtures.make_fixtures``
-with the real record builder): ``records/NAME`` holds one case each, ``sweep/`` a small
-H200-like sweep.
+with the real record builder): ``records/NAME`` holds one case each (v2 records, the same runs
+in the v1 and v0 layouts, broken files), ``sweep/`` a small H200-like v2 sweep. Expected values
+come from the records themselves, :data:`flopsweep.record.METRIC_SPECS` and the model families
+(:mod:`flopsweep.models`), not from hand-copied numbers or column lists.
 """
 
 from __future__ import annotations
@@ -10,26 +12,40 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from analysis import best, compare, load, pivot, select, summary
 from analysis.__main__ import main
-from analysis.load import COLUMNS, GIB, recompute_tflops
-from analysis.plots import PlotSkipped, make_plots, save_plots
-from analysis.query import AnalysisError, ColumnError
-from analysis.schema import RecordError, read_record, upgrade_v0_to_v1
+from analysis.display import SHORT
+from analysis.load import (
+    COLUMNS,
+    DESCRIPTIONS,
+    METRIC_COLUMNS,
+    METRIC_FIELDS,
+    NOT_COLUMNS,
+    RANK_METRIC,
+    TABLE_COLUMNS,
+    recompute_tflops,
+)
+from analysis.plots import MAX_PANELS, PLOTS, PlotSkipped, make_plots, save_plots
+from analysis.query import HIGHER_IS_BETTER, LOWER_IS_BETTER, AnalysisError, ColumnError
+from analysis.schema import RecordError, read_record, upgrade_v0_to_v1, upgrade_v1_to_v2
+from flopsweep.record import MAX_RECORD_BYTES, METRIC_KEYS, METRIC_SPECS, SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RECORDS = FIXTURES / "records"
 SWEEP = FIXTURES / "sweep"
+H200 = ROOT / "benchmarks" / "results" / "h200"
 BROKEN = ("empty", "truncated", "future-version", "missing-key")
 
 
@@ -47,132 +63,246 @@ def one(name: str) -> pd.Series:
     return df.iloc[0]
 
 
-# --- loading: current schema ------------------------------------------------------------------
+def put(directory: Path, rec: dict | str) -> Path:
+    """Write ``rec`` (a record or raw text) as ``directory/metrics.json``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "metrics.json"
+    path.write_text(rec if isinstance(rec, str) else json.dumps(rec))
+    return path
 
 
-def test_v1_ok_row_has_the_record_values_with_units_in_names():
-    rec, r = raw("v1-ok"), one("v1-ok")
-    m = rec["metrics"]
-    assert (r.model, r.backend, r.precision, r.status) == ("gpt-1.3b", "fsdp", "bf16", "ok")
-    assert (r.micro_batch_size, r.grad_accum, r.world_size, r.seq_len) == (8, 1, 2, 2048)
-    assert r.tflops_per_device == m["tflops_per_device"]
-    assert r.iteration_time_s_mean == m["iteration_time_s"]["mean"]
-    assert r.peak_cuda_allocated_gib == pytest.approx(m["peak_cuda_allocated_bytes"] / GIB)
-    assert r.peak_cuda_allocated_gib == pytest.approx(86.30, abs=0.01)
-    assert r.run_id == "run-ok" and r.run_dir == str(RECORDS / "v1-ok")
-    assert pd.isna(r.zero_stage)  # only meaningful for DeepSpeed
-    assert r.schema_version == 1 and not r.tflops_mismatch and not r.duplicate_run_id
+def spec_value(metrics: dict, spec) -> object:
+    value = metrics
+    for key in spec.path or (spec.key,):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value / spec.scale if spec.scale and value is not None else value
 
 
-def test_columns_keep_the_original_names_and_order():
-    original = [
-        "model",
-        "attention",
-        "backend",
-        "zero_stage",
-        "precision",
-        "micro_batch_size",
-        "grad_accum",
-        "seq_len",
-        "activation_checkpointing",
-        "compile",
-        "world_size",
-        "device_name",
-        "status",
-        "tflops_per_device",
-        "model_tflops_per_device",
-        "mfu",
-        "hfu",
-        "tokens_per_s",
-        "iteration_time_s_median",
-        "peak_cuda_allocated_gib",
-        "peak_cuda_reserved_gib",
-        "peak_host_rss_gib",
-        "loss_first",
-        "error",
-        "run_id",
-        "run_dir",
-    ]
-    assert COLUMNS[: len(original)] == original
+def gpt2_flops(cfg: dict, world: int) -> tuple[float, float]:
+    """Model and hardware FLOPs of a GPT-2 config section from the model family itself."""
+    from flopsweep.metrics import recompute_mode
+    from flopsweep.models import gpt2
+
+    m = gpt2.GPT2Config(**{k: v for k, v in cfg["model"].items() if k != "arch"})
+    tokens = cfg["batch"]["micro_batch_size"] * cfg["batch"].get("grad_accum", 1) * world * m.seq_len
+    density = cfg["attention"].get("density") or 1.0
+    mode = recompute_mode(SimpleNamespace(**cfg))
+    return gpt2.model_flops(m, tokens, density), gpt2.hardware_flops(m, tokens, density, mode)
+
+
+# --- the package boundary ----------------------------------------------------------------------------
+
+
+def test_analysis_imports_only_flopsweep_record_and_no_torch():
+    code = (
+        "import sys, analysis, analysis.__main__, analysis.plots, analysis.report; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'torch' "
+        "or (m.startswith('flopsweep') and m not in ('flopsweep', 'flopsweep.record'))); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for source in (ROOT / "analysis").glob("*.py"):
+        imports = re.findall(r"^\s*(?:from|import) (flopsweep[\w.]*)", source.read_text(), re.M)
+        assert set(imports) <= {"flopsweep.record"}, (source.name, imports)
+
+
+# --- columns from the metric specs ---------------------------------------------------------------------
+
+
+def test_metric_columns_headers_and_directions_come_from_the_specs():
+    names = [s.name for s in METRIC_SPECS if s.key not in NOT_COLUMNS]
+    assert METRIC_COLUMNS == names and [s.name for s in METRIC_FIELDS] == names
+    assert set(METRIC_COLUMNS) <= set(COLUMNS) and "effective_tflops_per_device" not in COLUMNS
+    for spec in METRIC_FIELDS:
+        assert SHORT[spec.name] == spec.header
+        assert (spec.name in HIGHER_IS_BETTER) == (spec.better == "higher")
+        assert (spec.name in LOWER_IS_BETTER) == (spec.better == "lower")
+    assert RANK_METRIC == "model_tflops_per_device" and RANK_METRIC in HIGHER_IS_BETTER
+    assert "iteration_time_s_mean" in TABLE_COLUMNS and "iteration_time_s_median" not in TABLE_COLUMNS
     assert list(load(SWEEP).columns) == COLUMNS
+
+
+def test_v2_ok_row_has_every_spec_value_with_units_in_names():
+    rec, r = raw("v2-ok"), one("v2-ok")
+    assert rec["schema_version"] == SCHEMA_VERSION
+    for spec in METRIC_FIELDS:
+        expected = spec_value(rec["metrics"], spec)
+        if isinstance(expected, float):
+            assert r[spec.name] == pytest.approx(expected, rel=1e-12), spec.name
+        elif isinstance(expected, list):
+            assert list(r[spec.name]) == expected, spec.name
+        elif expected is None:
+            assert pd.isna(r[spec.name]), spec.name
+        else:
+            assert r[spec.name] == expected, spec.name
+    cfg = rec["config"]
+    assert (r.model, r.arch, r.backend, r.precision, r.status) == (
+        cfg["model"]["name"],
+        "gpt2",
+        cfg["backend"]["name"],
+        cfg["precision"]["name"],
+        "ok",
+    )
+    assert (
+        r.world_size == rec["system"]["world_size"] and r.micro_batch_size == cfg["batch"]["micro_batch_size"]
+    )
+    assert r.run_id == "run-ok" and r.run_dir == str(RECORDS / "v2-ok")
+    assert pd.isna(r.zero_stage)  # only meaningful for DeepSpeed
+    assert r.schema_version == 2 and not r.tflops_mismatch and not r.duplicate_run_id
+    assert r.model_tflops_per_device_recomputed == pytest.approx(r.model_tflops_per_device, rel=1e-12)
 
 
 @pytest.mark.parametrize(
     "name, status, phase",
-    [("v1-oom", "oom", "warmup"), ("v1-error", "error", "measure"), ("v1-invalid", "invalid", "config")],
+    [("v2-oom", "oom", "warmup"), ("v2-error", "error", "measure"), ("v2-invalid", "invalid", "config")],
 )
 def test_failed_runs_keep_their_row_with_blank_metrics(name, status, phase):
     r = one(name)
     assert r.status == status and r.error_phase == phase
     assert r.error == raw(name)["error"]["message"]
-    for col in (
-        "tflops_per_device",
-        "mfu",
-        "tokens_per_s",
-        "iteration_time_s_median",
-        "peak_cuda_allocated_gib",
-    ):
-        assert math.isnan(r[col]), col  # blank, never 0
+    for col in METRIC_COLUMNS:
+        assert r[col] is None or pd.isna(r[col]), col  # blank, never 0
     assert not r.tflops_mismatch
 
 
 def test_failed_run_metrics_are_blank_even_when_the_record_says_0(tmp_path):
-    rec = raw("v1-oom")
-    rec["metrics"].update(tflops_per_device=0.0, tokens_per_s=0.0, peak_cuda_allocated_bytes=0)
-    (tmp_path / "metrics.json").write_text(json.dumps(rec))
+    rec = raw("v2-oom")
+    rec["metrics"].update(model_tflops_per_device=0.0, tokens_per_s=0.0, peak_cuda_allocated_bytes=0)
+    put(tmp_path, rec)
     r = load(tmp_path).iloc[0]
     assert r.status == "oom"
-    assert (
-        math.isnan(r.tflops_per_device)
-        and math.isnan(r.tokens_per_s)
-        and math.isnan(r.peak_cuda_allocated_gib)
-    )
+    assert math.isnan(r.model_tflops_per_device) and math.isnan(r.tokens_per_s)
+    assert math.isnan(r.peak_cuda_allocated_gib)
 
 
 def test_failed_runs_never_count_in_best_or_averages(tmp_path):
-    fast_oom = raw("v1-oom")  # a bogus 9999 TFLOPs on a run that ran out of memory
-    fast_oom["metrics"]["tflops_per_device"] = 9999.0
-    shutil.copytree(RECORDS / "v1-ok", tmp_path / "ok")
-    (tmp_path / "oom").mkdir()
-    (tmp_path / "oom" / "metrics.json").write_text(json.dumps(fast_oom))
+    fast_oom = raw("v2-oom")  # a bogus 9999 TFLOPs on a run that ran out of memory
+    fast_oom["metrics"]["model_tflops_per_device"] = 9999.0
+    shutil.copytree(RECORDS / "v2-ok", tmp_path / "ok")
+    put(tmp_path / "oom", fast_oom)
     df = load(tmp_path)
-    assert best(df, by=["model"]).tflops_per_device.tolist() == [raw("v1-ok")["metrics"]["tflops_per_device"]]
-    assert df.tflops_per_device.mean() == pytest.approx(raw("v1-ok")["metrics"]["tflops_per_device"])
+    truth = raw("v2-ok")["metrics"]["model_tflops_per_device"]
+    assert best(df, by=["model"]).model_tflops_per_device.tolist() == [truth]
+    assert df.model_tflops_per_device.mean() == pytest.approx(truth)
 
 
-# --- older schema ---------------------------------------------------------------------------------
+def test_llama_record_has_a_blank_eq3_figure_and_is_ranked_on_model_tflops():
+    r = one("llama")
+    assert r.arch == "llama" and pd.isna(r.tflops_per_device)
+    assert r.model_tflops_per_device == pytest.approx(raw("llama")["metrics"]["model_tflops_per_device"])
+    assert best(load(case("llama"))).run_id.tolist() == ["run-llama"]
 
 
-def test_v0_record_is_upgraded_by_its_named_function():
+# --- older schemas --------------------------------------------------------------------------------------
+
+
+def test_v1_record_maps_to_the_v2_figures_of_the_same_run():
+    """v1-ok and v2-ok are one run (fsdp, no checkpointing): the upgrade gives the v2 builder's numbers."""
+    old, new = raw("v1-ok"), raw("v2-ok")
+    assert old["schema_version"] == 1 and "effective_tflops_per_device" in old["metrics"]
+    up = upgrade_v1_to_v2(old)
+    m, want = up["metrics"], new["metrics"]
+    assert up["schema_version"] == 2 and up["warnings"] == []
+    assert up["model"]["arch"] == up["config"]["model"]["arch"] == "gpt2"
+    assert set(m) == set(METRIC_KEYS)
+    for key in (
+        "model_flops_per_iteration",
+        "hardware_flops_per_iteration",
+        "model_tflops_per_device",
+        "hardware_tflops_per_device",
+        "mfu",
+        "hfu",
+        "global_batch_size",
+        "tokens_per_step",
+    ):
+        assert m[key] == pytest.approx(want[key], rel=1e-12), key
+    assert m["tflops_per_device"] == old["metrics"]["tflops_per_device"]  # eq. 3 kept as recorded
+    assert m["model_tflops_per_device"] != pytest.approx(old["metrics"]["model_tflops_per_device"], rel=1e-3)
+    assert m["iteration_time_s"]["cv"] == pytest.approx(want["iteration_time_s"]["cv"])
+    assert m["recompute"] == "none"
+    for key in ("measured_matmul_tflops", "matmul_fraction", "loss_finite", "warmup_steps", "mfu_fp8"):
+        assert m[key] is None, key
+
+
+@pytest.mark.parametrize("name, mode", [("published", "early_stop"), ("v1-compiled", "full")])
+def test_v1_checkpointed_records_count_the_recompute_that_runs(name, mode):
+    """The v1 -> v2 arithmetic equals flopsweep.models.gpt2 for each recompute mode."""
+    old = raw(name)
+    assert old["config"]["activation_checkpointing"]
+    up = upgrade_v1_to_v2(old)
+    m, world, t = up["metrics"], old["system"]["world_size"], old["metrics"]["iteration_time_s"]["mean"]
+    model, hardware = gpt2_flops(old["config"], world)
+    assert m["recompute"] == mode
+    assert m["model_flops_per_iteration"] == pytest.approx(model, rel=1e-12)
+    assert m["hardware_flops_per_iteration"] == pytest.approx(hardware, rel=1e-12)
+    assert hardware > model
+    assert m["hfu"] == pytest.approx(hardware / (t * world * 1e12) / m["peak_tflops"], rel=1e-12)
+    assert m["mfu"] == pytest.approx(model / (t * world * 1e12) / m["peak_tflops"], rel=1e-12)
+    assert m["hfu"] != pytest.approx(old["metrics"]["hfu"], rel=1e-3) or mode == "full"
+    assert m["tflops_per_device"] == old["metrics"]["tflops_per_device"]
+
+
+def test_published_v1_run_keeps_its_eq3_figure():
+    r = one("published")  # 8 x 36 seqs, 8.32 s/iter, checkpointing on
+    assert r.tflops_per_device == pytest.approx(124.45, abs=0.05)
+    assert r.schema_version == 1 and r.activation_checkpointing and not r.tflops_mismatch
+    assert r.hfu < raw("published")["metrics"]["hfu"]  # early_stop recomputes less than f = 4 said
+
+
+def test_v1_block_sparse_record_counts_attention_at_its_density():
+    up, v2 = one("v1-blocksparse"), one("blocksparse")
+    density = raw("blocksparse")["config"]["attention"]["density"]
+    assert up.attention_density == v2.attention_density == density and 0 < density < 0.5
+    for col in ("model_flops_per_iteration", "model_tflops_per_device", "mfu", "hfu"):
+        assert up[col] == pytest.approx(v2[col], rel=1e-12), col
+    assert up.mfu < raw("v1-blocksparse")["metrics"]["mfu"]  # v1 counted the full square
+
+
+def test_v1_dense_records_get_density_1_and_unlaunched_runs_a_blank_world_size(tmp_path):
+    dense, sparse = raw("v1-ok"), raw("v1-blocksparse")
+    dense["config"]["attention"].pop("density", None)
+    sparse["config"]["attention"].pop("density", None)
+    put(tmp_path / "dense", dense)
+    put(tmp_path / "sparse", sparse)
+    shutil.copytree(RECORDS / "v1-invalid", tmp_path / "never")
+    df = load(tmp_path).set_index("run_id")
+    assert raw("v1-invalid")["system"]["world_size"] == 0  # what v1 wrote
+    assert df.loc["run-v1", "attention_density"] == 1.0
+    assert df.loc["run-v1", "model_tflops_per_device"] == pytest.approx(one("v2-ok").model_tflops_per_device)
+    # A block-sparse record without its density: density and FLOPs stay blank, not guessed.
+    assert math.isnan(df.loc["run-v1-sparse", "attention_density"])
+    assert math.isnan(df.loc["run-v1-sparse", "model_tflops_per_device"])
+    assert pd.isna(df.loc["run-v1-invalid", "world_size"])
+
+
+def test_v0_record_is_upgraded_by_its_named_functions():
     old = raw("v0-ok")
     assert old["schema_version"] == 0 and "run" not in old and "iteration_time_s_mean" in old["metrics"]
     new = upgrade_v0_to_v1(old)
     assert new["schema_version"] == 1 and new["run"]["id"] == "run-v0"
     assert new["metrics"]["iteration_time_s"]["mean"] == old["metrics"]["iteration_time_s_mean"]
     assert new["metrics"]["model_tflops_per_device"] is None  # v0 did not record it
-    assert new["model"]["n_params"] == 1_315_819_520
+    from flopsweep.models import gpt2
+
+    shape = {k: v for k, v in old["config"]["model"].items() if k != "arch"}
+    assert new["model"]["n_params"] == gpt2.n_params(gpt2.GPT2Config(**shape)) == 1_315_819_520
     assert new["system"]["world_size"] == 2
 
 
-def test_v0_rows_match_the_same_run_written_as_v1():
+def test_v0_rows_match_the_same_run_written_as_v2():
     v0 = one("v0-ok")
-    assert v0.schema_version == 0
-    assert (v0.model, v0.backend, v0.micro_batch_size, v0.world_size, v0.status) == (
-        "gpt-1.3b",
-        "fsdp",
-        4,
-        2,
-        "ok",
-    )
-    assert v0.tflops_per_device == pytest.approx(463.0, abs=0.05)
-    assert v0.tflops_per_device_recomputed == pytest.approx(v0.tflops_per_device, rel=1e-9)
-    assert not v0.tflops_mismatch and math.isnan(v0.model_tflops_per_device)
+    same = select(load(SWEEP), {"model": "gpt-1.3b", "backend": "fsdp", "micro_batch_size": 4}).iloc[0]
+    assert v0.schema_version == 0 and same.schema_version == 2
+    for col in ("model", "backend", "micro_batch_size", "world_size", "status"):
+        assert v0[col] == same[col], col
+    for col in ("model_flops_per_iteration", "hardware_flops_per_iteration", "model_tflops_per_device"):
+        assert v0[col] == pytest.approx(same[col], rel=1e-12), col
+    assert v0.tflops_per_device == pytest.approx(same.tflops_per_device, rel=1e-12)
+    assert not v0.tflops_mismatch and pd.isna(v0.mfu)  # v0 recorded no peak
     oom = one("v0-oom")
-    assert (
-        oom.status == "oom"
-        and oom.error.startswith("CUDA out of memory")
-        and math.isnan(oom.tflops_per_device)
-    )
+    assert oom.status == "oom" and oom.error.startswith("CUDA out of memory")
+    assert math.isnan(oom.model_tflops_per_device)
 
 
 # --- unreadable files -------------------------------------------------------------------------------
@@ -183,7 +313,7 @@ def test_v0_rows_match_the_same_run_written_as_v1():
     [
         ("empty", "empty file"),
         ("truncated", "invalid JSON (truncated?)"),
-        ("future-version", "schema_version 2 is newer"),
+        ("future-version", f"schema_version {SCHEMA_VERSION + 1} is newer"),
         ("missing-key", "missing required key 'run'"),
     ],
 )
@@ -193,7 +323,7 @@ def test_read_record_says_why_a_file_is_unreadable(name, reason):
 
 
 def test_unreadable_files_are_reported_once_by_path_counted_and_skipped(caplog):
-    paths = [case(n) for n in (*BROKEN, "v1-ok", "v1-oom")]
+    paths = [case(n) for n in (*BROKEN, "v2-ok", "v2-oom")]
     with caplog.at_level(logging.WARNING, logger="analysis"):
         df = load([*paths, RECORDS / "empty"])  # the empty one twice: still reported once
     assert sorted(df.run_id) == ["run-ok", "run-oom"]
@@ -204,77 +334,170 @@ def test_unreadable_files_are_reported_once_by_path_counted_and_skipped(caplog):
     assert "4 unreadable record(s) skipped" in summary(df)
 
 
-# --- flags ---------------------------------------------------------------------------------------------
+def hostile_records() -> dict[str, tuple[str | dict, str]]:
+    """Name -> (file content, words of the reason it is skipped)."""
+    ok = raw("v2-ok")
+    deep = json.dumps(ok)[:-1] + ', "x": ' + "[" * 10_000 + "]" * 10_000 + "}"
+    digits = json.dumps(ok).replace('"tokens_per_step": 32768', '"tokens_per_step": ' + "9" * 5000)
+    huge = json.loads(json.dumps(ok))
+    huge["metrics"]["model_flops_per_iteration"] = 10**400
+    overflow = json.loads(json.dumps(ok))
+    overflow["metrics"]["model_flops_per_iteration"] = 1e300
+    overflow["metrics"]["iteration_time_s"]["mean"] = 1e-300
+    v1_overflow = raw("v1-ok")
+    v1_overflow["config"]["model"]["n_embd"] = 10**200
+    dict_name = json.loads(json.dumps(ok))
+    dict_name["config"]["model"]["name"] = {"name": "gpt-1.3b"}
+    return {
+        "oversized": (" " * (MAX_RECORD_BYTES + 1), "byte limit"),
+        "deep": (deep, "nested too deep"),
+        "digits": (digits, "invalid JSON"),
+        "huge-int": (huge, "too large for a float"),
+        "overflow": (overflow, "overflow"),
+        "v1-overflow": (v1_overflow, "overflow"),
+        "dict-name": (dict_name, "config.model.name is a JSON object, not a string"),
+    }
+
+
+def test_hostile_records_are_skipped_with_a_reason_each(tmp_path, capsys):
+    cases = hostile_records()
+    assert "9" * 5000 in cases["digits"][0]
+    for name, (content, _) in cases.items():
+        put(tmp_path / name, content)
+    shutil.copytree(RECORDS / "v2-ok", tmp_path / "good")
+    df = load(tmp_path)
+    assert df.run_id.tolist() == ["run-ok"]
+    reasons = df.attrs["unreadable"]
+    for name, (_, why) in cases.items():
+        assert why in reasons[str(tmp_path / name / "metrics.json")], (name, reasons)
+    for fmt in ("table", "csv", "json", "markdown", "html"):
+        code, _, err = cli(capsys, tmp_path, "--format", fmt)
+        assert code == 0 and f"{len(cases)} unreadable record(s) skipped" in err and "Traceback" not in err
+
+
+MATHTEXT = r"$\undefinedmacro{$"
+
+
+def test_a_mathtext_model_name_is_drawn_and_shown_literally(tmp_path, capsys):
+    for mbs, name in ((8, "v2-ok"), (4, "blocksparse")):
+        rec = raw(name)
+        rec["config"]["model"]["name"] = MATHTEXT
+        rec["run"]["id"] = f"math-{mbs}"
+        put(tmp_path / "runs" / str(mbs), rec)
+    report, plots = tmp_path / "report.html", tmp_path / "plots"
+    code, _, err = cli(capsys, tmp_path / "runs", "--format", "html", "--output", report, "--plot", plots)
+    assert code == 0, err
+    text = report.read_text()
+    assert f"<td>{MATHTEXT}</td>" in text and text.count('src="data:image/png;base64,') == 2
+    assert (plots / "tflops_vs_micro_batch.png").stat().st_size > 1000
+    fig = make_plots(load(tmp_path / "runs"))[0]["tflops_vs_micro_batch"]
+    assert fig.axes[0].get_title() == MATHTEXT.replace("$", r"\$")
+
+
+def test_a_non_utf8_directory_name_is_escaped_in_every_output(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative paths: short enough for a table cell
+    odd = Path(os.fsdecode(b"runs-\xff"))
+    shutil.copytree(RECORDS / "v2-ok", odd / "ok")
+    put(odd / "bad", "")
+    out = odd / "report"
+    for fmt in ("html", "csv", "markdown", "json"):
+        shown = ["--columns", "model,run_dir"] if fmt == "markdown" else []
+        code, stdout, err = cli(capsys, odd, "--format", fmt, "--output", out.with_suffix("." + fmt), *shown)
+        assert code == 0, err
+        written = out.with_suffix("." + fmt).read_bytes().decode("utf-8")  # valid UTF-8
+        if fmt == "json":
+            written = json.loads(written)[0]["run_dir"]
+        assert "runs-\\xff" in written, fmt
+    code, stdout, _ = cli(capsys, odd, "--columns", "model,run_dir")
+    assert code == 0 and "runs-\\xff" in stdout
+
+
+def test_csv_defuses_formula_cells_and_only_csv(tmp_path, capsys):
+    rec = raw("v2-ok")
+    rec["config"]["tag"] = "=HYPERLINK(1)"
+    rec["config"]["model"]["name"] = "@gpt"
+    rec["error"] = None
+    rec["config"]["precision"]["name"] = "+bf16"
+    rec["config"]["backend"]["name"] = "-fsdp"
+    put(tmp_path / "run", rec)
+    _, out, _ = cli(
+        capsys, tmp_path, "--format", "csv", "--columns", "model,backend,precision,tag,loss_first"
+    )
+    df = pd.read_csv(pd.io.common.StringIO(out))
+    assert df.iloc[0].tolist() == [
+        "'@gpt",
+        "'-fsdp",
+        "'+bf16",
+        "'=HYPERLINK(1)",
+        rec["metrics"]["loss_first"],
+    ]
+    _, out, _ = cli(capsys, tmp_path, "--format", "json", "--columns", "model,tag")
+    assert json.loads(out) == [{"model": "@gpt", "tag": "=HYPERLINK(1)"}]
+
+
+# --- flags and the recomputation check -------------------------------------------------------------
 
 
 def test_duplicate_run_id_is_flagged_on_both_rows_with_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="analysis"):
-        df = load([RECORDS / "v1-ok", RECORDS / "duplicate", RECORDS / "v1-oom"])
+        df = load([RECORDS / "v2-ok", RECORDS / "duplicate", RECORDS / "v2-oom"])
     flagged = df.set_index("run_dir").duplicate_run_id
-    assert flagged[str(RECORDS / "v1-ok")] and flagged[str(RECORDS / "duplicate")]
-    assert not flagged[str(RECORDS / "v1-oom")]
+    assert flagged[str(RECORDS / "v2-ok")] and flagged[str(RECORDS / "duplicate")]
+    assert not flagged[str(RECORDS / "v2-oom")]
     assert any("duplicate run id run-ok" in r.getMessage() for r in caplog.records)
     assert "2 rows share a run id" in summary(df)
 
 
-def test_tflops_mismatch_above_1_percent_is_flagged(caplog):
-    with caplog.at_level(logging.WARNING, logger="analysis"):
-        r = one("mismatch")
-    truth = raw("v1-ok")["metrics"]["tflops_per_device"]
-    assert r.tflops_mismatch
-    assert r.tflops_per_device == pytest.approx(truth * 1.05)
-    assert r.tflops_per_device_recomputed == pytest.approx(truth, rel=1e-9)
-    assert any("TFLOPs mismatch" in m and "mismatch" in m for m in caplog.messages)
-
-
-def test_recompute_counts_checkpointing_as_f4_like_the_published_run():
-    hw, model = recompute_tflops(raw("published"))  # 8 x 36 seqs, 8.32 s/iter, checkpointing on
-    assert hw == pytest.approx(124.45, abs=0.05)
-    assert model == pytest.approx(124.45 * 3 / 4, abs=0.05)
-    r = one("published")
-    assert r.activation_checkpointing and not r.tflops_mismatch
-
-
-def test_recompute_needs_every_input():
-    rec = raw("v1-ok")
-    rec["system"]["world_size"] = None
-    assert recompute_tflops(rec) == (None, None)
-
-
-def test_effective_tflops_and_attention_density_when_present():
-    df = load([case("effective"), case("v1-ok")]).set_index("run_id")
-    eff = raw("effective")["metrics"]
-    assert df.loc["run-effective", "effective_tflops_per_device"] == pytest.approx(
-        eff["tflops_per_device"] / 4
+def test_tflops_recomputed_from_the_stored_flops():
+    rec = raw("v2-ok")
+    m = rec["metrics"]
+    expected = m["model_flops_per_iteration"] / (
+        m["iteration_time_s"]["mean"] * rec["system"]["world_size"] * 1e12
     )
-    assert df.loc["run-effective", "attention_density"] == 0.25
-    # A dense record written before the key existed: effective TFLOPs equal its TFLOPs.
-    assert df.loc["run-ok", "effective_tflops_per_device"] == df.loc["run-ok", "tflops_per_device"]
+    assert recompute_tflops(rec) == pytest.approx(expected, rel=1e-15)
+    assert recompute_tflops(rec) == pytest.approx(m["model_tflops_per_device"], rel=1e-9)
+    rec["system"]["world_size"] = None
+    assert recompute_tflops(rec) is None
 
 
-def test_old_dense_records_get_density_1_and_unlaunched_runs_a_blank_world_size(tmp_path):
-    dense, sparse, never = raw("v1-ok"), raw("effective"), raw("v1-invalid")
-    dense["config"]["attention"].pop("density", None)
-    sparse["config"]["attention"] = {"name": "blocksparse", "layout": "local"}
-    never["system"]["world_size"] = 0
-    for name, rec in (("dense", dense), ("sparse", sparse), ("never", never)):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "metrics.json").write_text(json.dumps(rec))
-    df = load(tmp_path).set_index("run_id")
-    assert df.loc[dense["run"]["id"], "attention_density"] == 1.0
-    # A block-sparse record without its density stays blank: its density is not known.
-    assert math.isnan(df.loc[sparse["run"]["id"], "attention_density"])
-    assert pd.isna(df.loc[never["run"]["id"], "world_size"])
+def test_tflops_mismatch_above_1_percent_is_flagged_and_left_out_of_rankings(caplog):
+    with caplog.at_level(logging.WARNING, logger="analysis"):
+        df = load([case("mismatch"), case("v2-ok"), case("v2-oom")])
+    r = df.set_index("run_id").loc["run-mismatch"]
+    truth = raw("v2-ok")["metrics"]["model_tflops_per_device"]
+    assert r.tflops_mismatch and r.model_tflops_per_device == pytest.approx(truth * 1.05)
+    assert r.model_tflops_per_device_recomputed == pytest.approx(truth, rel=1e-9)
+    assert any("TFLOPs mismatch" in m for m in caplog.messages)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="analysis"):
+        top = best(df, by=["model"])
+    assert top.run_id.tolist() == ["run-ok"]  # the higher, mismatched figure is not ranked
+    assert any("best: 1 run(s) left out" in m for m in caplog.messages)
+    assert compare(df, {"backend": "fsdp"}).set_index("run_id").speedup.isna().to_dict() == {
+        "run-mismatch": True,
+        "run-ok": False,
+        "run-oom": True,
+    }
+    assert pivot(df, "model", "backend", RANK_METRIC).loc["gpt-1.3b", "fsdp"] == pytest.approx(truth)
+    from analysis import table
+
+    assert table(df, columns=["run_id"]).run_id.tolist() == ["run-ok", "run-mismatch", "run-oom"]
+
+
+def test_cli_says_which_runs_were_left_out_of_rankings(capsys):
+    code, out, err = cli(capsys, case("mismatch"), case("v2-ok"), "--best-by", "model", "--format", "json")
+    assert code == 0 and [r["run_id"] for r in json.loads(out)] == ["run-ok"]
+    assert "Note: 1 ok run(s) left out of rankings" in err and str(RECORDS / "mismatch") in err
 
 
 # --- paths ----------------------------------------------------------------------------------------------
 
 
 def test_load_takes_directories_files_and_globs():
-    by_dir = load(SWEEP)
-    assert len(by_dir) == 38
+    n = len(list(SWEEP.rglob("metrics.json")))
+    assert len(load(SWEEP)) == n == 38
     assert len(load(str(SWEEP / "1*" / "metrics.json"))) == 11  # 1, 10..19
-    assert len(load([SWEEP / "0" / "metrics.json", SWEEP])) == 38  # a file reached twice counts once
+    assert len(load([SWEEP / "0" / "metrics.json", SWEEP])) == n  # a file reached twice counts once
     with pytest.raises(FileNotFoundError, match="nowhere"):
         load(FIXTURES / "nowhere")
 
@@ -282,14 +505,21 @@ def test_load_takes_directories_files_and_globs():
 # --- best, compare, pivot ----------------------------------------------------------------------------------
 
 
-def test_best_per_model_is_the_fastest_ok_run():
-    top = best(load(SWEEP), by=["model"]).set_index("model")
+def sweep_value(model: str, backend: str, mbs: int, column: str = RANK_METRIC) -> float:
+    df = load(SWEEP)
+    return select(df, {"model": model, "backend": backend, "micro_batch_size": mbs}).iloc[0][column]
+
+
+def test_best_per_model_is_the_fastest_ok_run_by_model_tflops():
+    df = load(SWEEP)
+    top = best(df, by=["model"]).set_index("model")
     assert (
         top.loc["gpt-1.3b", "backend"] == "fsdp" and top.loc["gpt-1.3b", "micro_batch_size"] == 8
-    )  # 16 is OOM
+    )  # 16: OOM
     assert top.loc["gpt-125m", "micro_batch_size"] == 16
-    assert top.loc["gpt-1.3b", "tflops_per_device"] == pytest.approx(485.9, abs=0.05)
-    low = best(load(SWEEP), by=["model"], metric="peak_cuda_allocated_gib").set_index("model")
+    assert top.loc["gpt-1.3b", RANK_METRIC] == sweep_value("gpt-1.3b", "fsdp", 8)
+    assert top.loc["gpt-1.3b", RANK_METRIC] == df.loc[df.model.eq("gpt-1.3b"), RANK_METRIC].max()
+    low = best(df, by=["model"], metric="peak_cuda_allocated_gib").set_index("model")
     assert low.loc["gpt-1.3b", "micro_batch_size"] == 1  # memory: lowest is best
 
 
@@ -297,54 +527,56 @@ def test_compare_gives_speedup_over_the_matching_baseline_run():
     df = compare(load(SWEEP), baseline={"backend": "fsdp"})
     pick = select(df, {"model": "gpt-1.3b", "micro_batch_size": 4}).set_index("backend")
     assert pick.loc["fsdp", "speedup"] == 1.0
-    expected = pick.loc["ddp", "tflops_per_device"] / pick.loc["fsdp", "tflops_per_device"]
+    expected = pick.loc["ddp", RANK_METRIC] / pick.loc["fsdp", RANK_METRIC]
     assert pick.loc["ddp", "speedup"] == pytest.approx(expected) and expected == pytest.approx(0.5 / 0.52)
     assert pick.loc["deepspeed", "speedup"] == pytest.approx(0.42 / 0.52)  # zero_stage ignored when matching
-    oom = select(df, {"status": "oom"})
-    assert oom.speedup.isna().all()
+    assert select(df, {"status": "oom"}).speedup.isna().all()
 
 
 def test_compare_errors_name_the_problem():
     df = load(SWEEP)
     with pytest.raises(AnalysisError, match="no ok run matches the baseline backend=single"):
         compare(df, baseline={"backend": "single"})
-    with pytest.raises(ColumnError, match="unknown column 'backnd'.*valid columns: model, attention"):
+    with pytest.raises(ColumnError, match="unknown column 'backnd'.*valid columns: model, arch, attention"):
         compare(df, baseline={"backnd": "fsdp"})
 
 
 def test_pivot_lays_out_ok_runs_and_marks_failed_cells():
     df = load(SWEEP)
-    p = pivot(
-        df[df.model == "gpt-1.3b"], index="micro_batch_size", columns="backend", values="tflops_per_device"
-    )
-    assert p.loc[8, "fsdp"] == pytest.approx(485.9, abs=0.05)
+    big = df[df.model == "gpt-1.3b"]
+    p = pivot(big, index="micro_batch_size", columns="backend", values=RANK_METRIC)
+    assert p.loc[8, "fsdp"] == sweep_value("gpt-1.3b", "fsdp", 8)
     assert 16 not in p.index  # only OOM there
-    marked = pivot(
-        df[df.model == "gpt-1.3b"], "micro_batch_size", "backend", "tflops_per_device", mark_failed=True
-    )
+    marked = pivot(big, "micro_batch_size", "backend", RANK_METRIC, mark_failed=True)
     assert marked.loc[16, "ddp"] == "oom"
-    assert marked.loc[8, "ddp"] == pytest.approx(467.2, abs=0.05)
+    assert marked.loc[8, "ddp"] == pytest.approx(sweep_value("gpt-1.3b", "ddp", 8))
 
 
 # --- CLI --------------------------------------------------------------------------------------------------
 
 
-def cli(capsys, *args: str) -> tuple[int, str, str]:
+def cli(capsys, *args) -> tuple[int, str, str]:
     code = main([str(a) for a in args])
     out = capsys.readouterr()
     return code, out.out, out.err
 
 
-def test_cli_table_fits_120_columns_and_has_a_footer(capsys):
+def test_cli_table_fits_120_columns_shows_mean_time_and_a_legend(capsys):
     code, out, err = cli(capsys, RECORDS, SWEEP)
     assert code == 0
     assert max(len(line) for line in out.splitlines()) <= 120
-    assert "TFLOPs/dev" in out and "oom" in out and "invalid" in out
-    assert "48 runs (40 ok, 6 oom, 1 error, 1 invalid); 4 unreadable record(s) skipped" in err
+    header = out.splitlines()[0].split()
+    assert SHORT[RANK_METRIC] in header and SHORT["iteration_time_s_mean"] == "iter_s(mean)" in header
+    assert "iter_s(median)" not in out and "oom" in out and "invalid" in out
+    spec = next(s for s in METRIC_FIELDS if s.name == "iteration_time_s_mean")
+    text = " ".join(out[out.index("Legend:") :].split())
+    assert f"{spec.header} = {spec.description}" in text
+    runs = len(list(RECORDS.rglob("metrics.json"))) + len(list(SWEEP.rglob("metrics.json")))
+    assert f"{runs - 4} runs (" in err and "4 unreadable record(s) skipped" in err
 
 
 def test_cli_failed_runs_show_blank_not_zero(capsys):
-    _, out, _ = cli(capsys, case("v1-oom"), "--columns", "model,status,tflops_per_device,tokens_per_s")
+    _, out, _ = cli(capsys, case("v2-oom"), "--columns", "model,status,model_tflops_per_device,tokens_per_s")
     row = out.splitlines()[1].split()
     assert row == ["gpt-1.3b", "oom"]
 
@@ -363,7 +595,7 @@ def test_cli_unknown_column_names_it_and_lists_valid_ones(capsys, option, value,
         main([str(SWEEP), option, value])
     err = capsys.readouterr().err
     assert exc.value.code == 2
-    assert f"unknown column '{column}'" in err and "valid columns: model, attention, backend" in err
+    assert f"unknown column '{column}'" in err and "valid columns: model, arch, attention" in err
     assert "Traceback" not in err
 
 
@@ -378,42 +610,39 @@ def test_cli_bad_option_values_exit_2_with_a_message(capsys):
         assert exc.value.code == 2 and msg in capsys.readouterr().err
 
 
+def test_cli_default_order_is_model_tflops_and_csv_keeps_full_names(capsys):
+    _, out, _ = cli(capsys, SWEEP, "--format", "csv")
+    df = pd.read_csv(pd.io.common.StringIO(out))
+    assert list(df.columns) == COLUMNS
+    ok = df[df.status == "ok"]
+    assert ok[RANK_METRIC].is_monotonic_decreasing and df.tail(4).status.eq("oom").all()
+
+
 def test_cli_filter_sort_and_csv(capsys):
-    _, out, _ = cli(
-        capsys,
-        SWEEP,
-        "--filter",
-        "model=gpt-1.3b",
-        "--filter",
-        "backend=ddp,fsdp",
-        "--sort",
-        "tokens_per_s",
-        "--format",
-        "csv",
-    )
+    args = ["--filter", "model=gpt-1.3b", "--filter", "backend=ddp,fsdp", "--sort", "tokens_per_s"]
+    _, out, _ = cli(capsys, SWEEP, *args, "--format", "csv")
     df = pd.read_csv(pd.io.common.StringIO(out))
     assert set(df.backend) == {"ddp", "fsdp"} and set(df.model) == {"gpt-1.3b"} and len(df) == 10
-    ok = df[df.status == "ok"]
-    assert ok.tokens_per_s.is_monotonic_decreasing  # metrics sort best first
-    assert df.tail(2).status.tolist() == ["oom", "oom"] and df.tail(2).tflops_per_device.isna().all()
+    assert df[df.status == "ok"].tokens_per_s.is_monotonic_decreasing  # metrics sort best first
+    assert df.tail(2).status.tolist() == ["oom", "oom"] and df.tail(2)[RANK_METRIC].isna().all()
     _, out, _ = cli(
         capsys, SWEEP, "--filter", "model=gpt-1.3b", "--sort", "micro_batch_size:desc", "--format", "json"
     )
     assert [r["micro_batch_size"] for r in json.loads(out)][:3] == [16, 16, 16]
 
 
-def test_cli_best_by_ranks_on_effective_tflops_unless_told(capsys, tmp_path):
-    sparse = raw("effective")  # density 0.25: more dense-convention TFLOPs, fewer effective
-    sparse["metrics"].update(tflops_per_device=600.0, effective_tflops_per_device=400.0)
-    (tmp_path / "sparse").mkdir()
-    (tmp_path / "sparse" / "metrics.json").write_text(json.dumps(sparse))
-    shutil.copytree(case("v1-ok").parent, tmp_path / "dense")  # 485.9 TFLOPs, dense
-    _, out, _ = cli(capsys, str(tmp_path), "--best-by", "model", "--format", "json")
+def test_cli_best_by_ranks_on_model_tflops_unless_told(capsys, tmp_path):
+    sparse = raw("blocksparse")  # eq. 3 counts the full square; model FLOPs count the density
+    sparse["metrics"]["tflops_per_device"] = 600.0
+    put(tmp_path / "sparse", sparse)
+    shutil.copytree(RECORDS / "v2-ok", tmp_path / "dense")
+    assert sparse["metrics"][RANK_METRIC] < raw("v2-ok")["metrics"][RANK_METRIC]
+    _, out, _ = cli(capsys, tmp_path, "--best-by", "model", "--format", "json")
     assert [r["run_id"] for r in json.loads(out)] == ["run-ok"]
     _, out, _ = cli(
-        capsys, str(tmp_path), "--best-by", "model", "--metric", "tflops_per_device", "--format", "json"
+        capsys, tmp_path, "--best-by", "model", "--metric", "tflops_per_device", "--format", "json"
     )
-    assert [r["run_id"] for r in json.loads(out)] == ["run-effective"]
+    assert [r["run_id"] for r in json.loads(out)] == ["run-blocksparse"]
 
 
 def test_cli_best_by_baseline_and_pivot(capsys):
@@ -425,16 +654,45 @@ def test_cli_best_by_baseline_and_pivot(capsys):
     )
     assert "speedup" in out and "1.00x" in out and "0.96x" in out
     _, out, _ = cli(
-        capsys, SWEEP, "--filter", "model=gpt-1.3b", "--pivot", "micro_batch_size:backend:tflops_per_device"
+        capsys, SWEEP, "--filter", "model=gpt-1.3b", "--pivot", f"micro_batch_size:backend:{RANK_METRIC}"
     )
     lines = out.splitlines()
     assert lines[0].split() == ["micro_batch_size", "\\", "backend", "ddp", "deepspeed", "fsdp"]
     assert lines[-1].split() == ["16", "oom", "oom", "oom"]
 
 
-def test_cli_markdown_shows_effective_tflops_when_present(capsys):
-    _, out, _ = cli(capsys, case("effective"), case("v1-ok"), "--format", "markdown")
-    assert "| eff_TFLOPs" in out and "115.8" in out
+def test_cli_markdown_shows_mean_time_mfu_and_a_legend(capsys):
+    _, out, _ = cli(capsys, case("blocksparse"), case("v2-ok"), "--format", "markdown")
+    header = out.splitlines()[0]
+    for col in (RANK_METRIC, "mfu", "iteration_time_s_mean"):
+        assert f" {SHORT[col]} " in header, col
+    assert "Legend: " in out and f"{SHORT[RANK_METRIC]} = {DESCRIPTIONS[RANK_METRIC]}" in out
+    mean = raw("v2-ok")["metrics"]["iteration_time_s"]["mean"]
+    assert f"{mean:.4g}" in out
+
+
+def test_cli_markdown_on_the_committed_h200_v1_records(capsys):
+    """MFU/HFU of the H200 v1 records follow the v2 convention: the checkpointed (seed) rows and the
+    block-sparse rows differ from what v1 recorded, as the model families say they should."""
+    code, out, err = cli(capsys, H200, "--format", "markdown")
+    assert code == 0 and "| MFU" in out and "iter_s(mean)" in out and "Traceback" not in err
+    df = load(H200)
+    assert (df.schema_version == 1).all() and not df.tflops_mismatch.any()
+    changed_hfu = changed_mfu = 0
+    for _, r in df[df.status.eq("ok")].iterrows():
+        rec = json.loads((Path(r.run_dir) / "metrics.json").read_text())
+        model, hardware = gpt2_flops(rec["config"], rec["system"]["world_size"])
+        t, world, peak = r.iteration_time_s_mean, r.world_size, r.peak_tflops
+        assert r.mfu == pytest.approx(model / (t * world * 1e12) / peak, rel=1e-9), r.run_dir
+        assert r.hfu == pytest.approx(hardware / (t * world * 1e12) / peak, rel=1e-9), r.run_dir
+        old = rec["metrics"]
+        if r.activation_checkpointing and not r.compile:
+            assert r.hfu < old["hfu"] * 0.99, r.run_dir  # early_stop recompute < eq. 3's f = 4
+            changed_hfu += 1
+        if r.attention == "blocksparse":
+            assert r.mfu < old["mfu"] * 0.99, r.run_dir  # attention counted at its density
+            changed_mfu += 1
+    assert changed_hfu >= 5 and changed_mfu >= 5
 
 
 def test_cli_no_records_exits_1(capsys, tmp_path):
@@ -454,23 +712,23 @@ def image_shape(path: Path) -> tuple[int, ...]:
 def test_plots_of_the_sweep_are_pngs_of_reasonable_size(tmp_path):
     paths, skipped = save_plots(load(SWEEP), tmp_path)
     assert skipped == {}
-    assert set(paths) == {"tflops_vs_micro_batch", "memory_vs_micro_batch", "tokens_vs_seq_len"}
+    assert set(paths) == set(PLOTS)
     for path in paths.values():
         h, w, _ = image_shape(path)
         assert 300 <= h <= 2000 and 400 <= w <= 3000, path
 
 
 def test_plots_are_skipped_with_a_reason_when_the_data_cannot_support_them():
-    figures, skipped = make_plots(load([case("v1-ok"), case("v1-oom")]))
+    figures, skipped = make_plots(load([case("v2-ok"), case("v2-oom")]))
     assert "tflops_vs_micro_batch" in figures
     assert "does not vary seq_len" in skipped["tokens_vs_seq_len"]
-    cpu = load(case("v1-ok"))
+    cpu = load(case("v2-ok"))
     cpu["peak_cuda_allocated_gib"] = float("nan")
     assert "no run recorded peak GPU memory" in make_plots(cpu)[1]["memory_vs_micro_batch"]
     with pytest.raises(PlotSkipped):
         from analysis.plots import plot_tflops_vs_micro_batch
 
-        plot_tflops_vs_micro_batch(load(case("v1-oom")))
+        plot_tflops_vs_micro_batch(load(case("v2-oom")))
 
 
 def test_failed_runs_are_marked_on_the_plot():
@@ -480,7 +738,7 @@ def test_failed_runs_are_marked_on_the_plot():
     assert len(crosses) == 3 and {ln.get_xdata()[0] for ln in crosses} == {16.0}
     assert [t.get_text() for t in ax.texts] == ["oom"] * 3
     assert ax.get_xlabel() == "micro batch size (sequences per rank)"
-    assert "TFLOPs per device" in ax.get_ylabel()
+    assert "model TFLOPs per device" in ax.get_ylabel()
 
 
 def test_html_report_is_self_contained(capsys, tmp_path):
@@ -488,10 +746,34 @@ def test_html_report_is_self_contained(capsys, tmp_path):
     code, _, _ = cli(capsys, SWEEP, RECORDS, "--format", "html", "--output", report)
     text = report.read_text()
     assert code == 0 and text.startswith("<!DOCTYPE html>")
-    assert text.count('src="data:image/png;base64,') == 3
-    assert "<th>TFLOPs/dev</th>" in text and '<tr class="failed">' in text
+    assert text.count('src="data:image/png;base64,') == len(PLOTS)
+    assert f"<th>{SHORT[RANK_METRIC]}</th>" in text and "<th>iter_s(mean)</th>" in text
+    assert '<tr class="failed">' in text and '<p class="legend">Legend: ' in text
     assert "Unreadable, skipped: " + str(case("truncated")) in text
+    assert "Note: 1 ok run(s) left out of rankings" in text
     assert not re.search(r'(src|href)="(?!data:)', text)  # nothing to fetch from elsewhere
+
+
+def test_html_report_of_many_models_draws_a_bounded_number_of_figures(tmp_path, capsys):
+    """400 models: the cost is in figures and panels, so assert those (and a generous time)."""
+    import time
+
+    template, models = raw("v2-ok"), 400
+    for i in range(models):
+        rec = json.loads(json.dumps(template))
+        rec["config"]["model"]["name"] = f"m{i:03d}"
+        rec["run"]["id"] = f"many-{i}"
+        put(tmp_path / "runs" / str(i), rec)
+    df = load(tmp_path / "runs")
+    figures, skipped = make_plots(df)
+    assert len(figures) + len(skipped) == len(PLOTS)
+    for name, fig in figures.items():
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        assert len(panels) <= MAX_PANELS, name
+        assert f"{MAX_PANELS} of {models} models" in fig.get_suptitle(), name
+    t0 = time.perf_counter()
+    code, _, _ = cli(capsys, tmp_path / "runs", "--format", "html", "--output", tmp_path / "r.html")
+    assert code == 0 and time.perf_counter() - t0 < 60  # 166 s before the panel cap; about 2 s after
 
 
 # --- notebook ---------------------------------------------------------------------------------------------
@@ -509,7 +791,7 @@ def test_results_notebook_runs_headless_on_the_fixture_sweep(monkeypatch):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     text = json.dumps([o.get("text", "") for o in outputs]) + json.dumps([o.get("data", {}) for o in outputs])
-    assert "38 runs (34 ok, 4 oom)" in text and "image/png" in text
+    assert "38 runs (34 ok, 4 oom)" in text and "image/png" in text and "iter_s(mean)" in text
 
 
 # --- end to end -------------------------------------------------------------------------------------------
@@ -544,7 +826,7 @@ def test_cpu_sweep_then_html_report_and_plots(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "5 runs (4 ok, 1 invalid)" in done.stderr
+    assert "5 runs (4 ok, 1 invalid)" in done.stderr and "mismatch" not in done.stderr
     done = subprocess.run(
         [*analysis, "--plot", str(plots)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
@@ -555,3 +837,5 @@ def test_cpu_sweep_then_html_report_and_plots(tmp_path):
     text = report.read_text()
     assert "<table>" in text and "<td>gpt-tiny</td>" in text and "<td>invalid</td>" in text
     assert text.count('src="data:image/png;base64,') == 1  # TFLOPs; no GPU memory, one seq_len
+    df = load(sweep)
+    assert (df.schema_version == SCHEMA_VERSION).all() and df[df.status.eq("ok")][RANK_METRIC].notna().all()

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import validate
 
 from flopsweep import blocksparse as bsp
 from flopsweep.attention import (
     BlockSparseAttention,
+    BlockSparseConfig,
     KernelUnavailable,
     attention_density,
     build_attention_fn,
@@ -24,14 +26,14 @@ from flopsweep.attention import (
     layout_of,
     reference_attention,
 )
-from flopsweep.config import AttentionConfig, ConfigError, ModelConfig, RunConfig, validate
+from flopsweep.config import AttentionConfig, ConfigError, ModelConfig, RunConfig
 
 T, BS = 75, 16  # 5 blocks: the last one is partial (75 is not a multiple of 16)
 LAYOUT_KW = {"window_blocks": 2, "global_blocks": 1, "random_blocks": 1, "stride_blocks": 2}
 
 
-def _sparse(layout: str, **kw) -> AttentionConfig:
-    return AttentionConfig(
+def _sparse(layout: str, **kw) -> BlockSparseConfig:
+    return BlockSparseConfig(
         **{
             "name": "blocksparse",
             "layout": layout,
@@ -103,7 +105,7 @@ def test_flex_block_mask_matches_layout_and_reference_forward(layout):
 
 def test_blocksparse_causal_model_equals_standard_model():
     cfg = ModelConfig(name="odd", n_layer=2, n_embd=48, n_head=3, seq_len=45, vocab_size=61)
-    from flopsweep.model import GPT
+    from flopsweep.models.gpt2 import GPT
 
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len + 1), generator=g)
@@ -139,7 +141,7 @@ def test_gather_computes_only_the_layout_blocks():
 
 
 def test_blocksparse_impl_auto_takes_gather_on_cpu():
-    fn = build_attention_fn(AttentionConfig(name="blocksparse"))
+    fn = build_attention_fn(BlockSparseConfig(name="blocksparse"))
     assert isinstance(fn, BlockSparseAttention) and fn.impl(torch.device("cpu")) == "gather"
     assert fn.impl(torch.device("cuda")) == "flex"
 
@@ -199,8 +201,8 @@ def test_unknown_layout_raises():
 def test_attention_density_of_options():
     assert attention_density(AttentionConfig(name="sdpa"), 2048) == 1.0
     assert attention_density(AttentionConfig(name="flex"), 2048) == 1.0
-    assert attention_density(AttentionConfig(name="blocksparse"), 2048) == 136 / 256  # 16 blocks
-    local = AttentionConfig(name="blocksparse", layout="local", window_blocks=18)
+    assert attention_density(BlockSparseConfig(name="blocksparse"), 2048) == 136 / 256  # 16 blocks
+    local = BlockSparseConfig(name="blocksparse", layout="local", window_blocks=18)
     assert attention_density(local, 8192) == pytest.approx(0.2439, abs=1e-4)  # the GPU sweep's ~25%
 
 
@@ -221,7 +223,7 @@ def _invalid(cfg: RunConfig, key: str) -> str:
 def test_validate_resolves_impl_seed_and_density():
     model = ModelConfig(seq_len=200)
     out = validate(
-        _cpu(AttentionConfig(name="blocksparse", layout="bigbird", block_size=16), model=model, seed=4)
+        _cpu(BlockSparseConfig(name="blocksparse", layout="bigbird", block_size=16), model=model, seed=4)
     ).attention
     assert (out.impl, out.seed) == ("gather", 4)
     expect = bsp.density(bsp.block_layout(13, layout="bigbird", seed=4))
@@ -236,7 +238,7 @@ def test_flex_on_cpu_is_invalid():
 
 
 def test_blocksparse_flex_on_cpu_is_invalid():
-    msg = _invalid(_cpu(AttentionConfig(name="blocksparse", impl="flex")), "attention.impl")
+    msg = _invalid(_cpu(BlockSparseConfig(name="blocksparse", impl="flex")), "attention.impl")
     assert "impl=gather" in msg
 
 
@@ -247,23 +249,24 @@ def test_xformers_on_cpu_is_invalid():
 def test_xformers_not_installed_is_invalid_on_cuda(monkeypatch):
     import importlib.util
 
-    from flopsweep import config
+    from flopsweep.attention import check_support
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigError, match="not installed") as info:
-        config._validate_xformers("cuda")
+        check_support(
+            AttentionConfig(name="xformers"), device="cuda", precision="bf16", run_seed=0, seq_len=128
+        )
     assert info.value.key == "attention"
 
 
 def test_blocksparse_flex_block_size_must_be_a_multiple_of_128():
-    from flopsweep import config
+    from flopsweep.attention import check_support
 
+    kw = {"precision": "bf16", "run_seed": 0, "seq_len": 2048}
     with pytest.raises(ConfigError) as info:
-        config._validate_blocksparse(
-            AttentionConfig(name="blocksparse", block_size=64, impl="flex"), "cuda", 0, 2048
-        )
+        check_support(BlockSparseConfig(block_size=64, impl="flex"), device="cuda", **kw)
     assert info.value.key == "attention.block_size"
-    ok = config._validate_blocksparse(AttentionConfig(name="blocksparse", block_size=64), "cpu", 0, 2048)
+    ok = check_support(BlockSparseConfig(block_size=64), device="cpu", **kw)
     assert ok.impl == "gather"
 
 
@@ -283,15 +286,16 @@ def test_blocksparse_flex_block_size_must_be_a_multiple_of_128():
     ],
 )
 def test_bad_blocksparse_values(field, value, key):
-    attention = dataclasses.replace(AttentionConfig(name="blocksparse"), **{field: value})
+    attention = dataclasses.replace(BlockSparseConfig(name="blocksparse"), **{field: value})
     assert repr(value) in _invalid(_cpu(attention), key)
 
 
-def test_impl_and_layout_only_for_blocksparse():
-    _invalid(_cpu(AttentionConfig(name="sdpa", impl="gather")), "attention.impl")
-    assert "dense and causal" in _invalid(
-        _cpu(AttentionConfig(name="sdpa", layout="local")), "attention.layout"
-    )
+@pytest.mark.parametrize("key", ["impl", "layout", "window_blocks", "block_size"])
+def test_blocksparse_keys_only_for_blocksparse(key):
+    """A '+attention.KEY=...' override on a dense kernel names the option the key belongs to."""
+    cfg = _cpu(AttentionConfig(name="sdpa"))
+    setattr(cfg.attention, key, 1)  # what OmegaConf.to_object does with '+attention.KEY=1'
+    assert "attention=blocksparse" in _invalid(cfg, f"attention.{key}")
 
 
 # ---------------------------------------------------------------- availability at run time
@@ -362,12 +366,14 @@ def _ranks(step_s: float) -> list[dict]:
     ]
 
 
-def test_effective_tflops_scales_attention_term_by_density():
-    from flopsweep.flops import FLOPS_CONVENTION, flops_per_iteration
-    from flopsweep.metrics import compute_metrics
+def test_model_flops_count_only_the_blocks_computed():
+    """Model and hardware FLOPs scale the attention term by the layout's density; eq. 3 stays dense."""
+    from flopsweep.flops import flops_per_iteration
+    from flopsweep.metrics import FLOPS_CONVENTION, compute_metrics
+    from flopsweep.models.gpt2 import model_flops
 
     model = ModelConfig(n_layer=2, n_embd=64, n_head=4, seq_len=256, vocab_size=100)
-    local = AttentionConfig(name="blocksparse", layout="local", block_size=32, window_blocks=2)
+    local = BlockSparseConfig(name="blocksparse", layout="local", block_size=32, window_blocks=2)
     sparse = validate(_cpu(local, model=model))
     dense = validate(_cpu(AttentionConfig(name="sdpa"), model=model))
     rho = sparse.attention.density
@@ -375,12 +381,15 @@ def test_effective_tflops_scales_attention_term_by_density():
     for cfg, density in ((sparse, rho), (dense, 1.0)):
         m = compute_metrics(cfg, _ranks(0.5))
         assert m["tflops_per_device"] == pytest.approx(flops_per_iteration(2, 64, 256, 100, 4) / 0.5e12)
-        effective = flops_per_iteration(2, 64, 256, 100, 4, attention_density=density) / 0.5e12
-        assert m["effective_tflops_per_device"] == pytest.approx(effective, rel=1e-12)
+        tokens = 4 * 256
+        assert m["model_flops_per_iteration"] == model_flops(model, tokens, density)
+        attention = 12 * 2 * 64 * 256 * tokens
+        weights = 6 * tokens * (2 * 12 * 64 * 64 + 100 * 64)
+        assert m["model_flops_per_iteration"] == pytest.approx(weights + attention * density, rel=1e-12)
         assert m["flops_convention"] == FLOPS_CONVENTION
     assert (
-        compute_metrics(sparse, _ranks(0.5))["effective_tflops_per_device"]
-        < compute_metrics(sparse, _ranks(0.5))["tflops_per_device"]
+        compute_metrics(sparse, _ranks(0.5))["model_tflops_per_device"]
+        < compute_metrics(dense, _ranks(0.5))["model_tflops_per_device"]
     )
 
 
@@ -399,7 +408,7 @@ def test_gpu_sweeps_compose_with_their_densities(sweep, seq_len, micro, expect):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from flopsweep.config import register_configs
+    from flopsweep.store import register_configs
 
     register_configs()
     OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)

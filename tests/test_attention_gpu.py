@@ -16,6 +16,7 @@ import torch
 
 from flopsweep import blocksparse as bsp
 from flopsweep.attention import (
+    BlockSparseConfig,
     KernelUnavailable,
     build_attention_fn,
     check_kernel,
@@ -84,7 +85,7 @@ def test_dense_kernels_bf16(name):
 @pytest.mark.parametrize("impl", ["flex", "gather"])
 @pytest.mark.parametrize("layout", bsp.LAYOUTS)
 def test_blocksparse_bf16(layout, impl):
-    cfg = AttentionConfig(name="blocksparse", layout=layout, impl=impl, **SPARSE_KW)
+    cfg = BlockSparseConfig(name="blocksparse", layout=layout, impl=impl, **SPARSE_KW)
     blocks = layout_of(cfg, T).cuda()
     assert bsp.density(blocks) < 1.0
     # gather's backward scatter-adds the gradients of k and v from every query block that
@@ -99,7 +100,7 @@ def test_blocksparse_bf16(layout, impl):
 
 
 def test_flex_block_mask_is_built_once_per_seq_len():
-    fn = build_attention_fn(AttentionConfig(name="blocksparse", layout="local", impl="flex"))
+    fn = build_attention_fn(BlockSparseConfig(name="blocksparse", layout="local", impl="flex"))
     q, k, v = _qkv()
     fn(q, k, v)
     mask = fn.flex.block_mask(T, q.device)
@@ -129,7 +130,7 @@ def test_xformers_runs_or_is_reported_unavailable():
 @pytest.mark.parametrize("attention", ["flex", "blocksparse"])
 def test_model_trains_under_autocast(attention):
     """The kernels inside the GPT under bf16 autocast: the causal layout gives the dense loss."""
-    from flopsweep.model import GPT
+    from flopsweep.models.gpt2 import GPT
 
     cfg = ModelConfig(name="small", n_layer=2, n_embd=256, n_head=2, seq_len=300, vocab_size=1000)
     tokens = torch.randint(

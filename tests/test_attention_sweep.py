@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import records, run_py
+from helpers import records, run_py, validate
 
-from flopsweep.config import validate
 from flopsweep.launch import launch_local
 
 # seq 100 in blocks of 16: 7 blocks, the last partial
@@ -16,13 +15,12 @@ COMMON = [
     "device=cpu",
     "precision=fp32",
     "model.seq_len=100",
-    "attention.block_size=16",
-    "attention.window_blocks=2",
-    "attention.stride_blocks=3",
     "batch.micro_batch_size=2",
     "steps.warmup=1",
     "steps.measure=2",
 ]
+SPARSE = ["attention.block_size=16", "attention.window_blocks=2", "attention.stride_blocks=3"]
+"""Block-sparse knobs: keys of attention=blocksparse only (a dense kernel refuses them)."""
 UNAVAILABLE = {  # option -> words its reason must contain
     "flex": "no backward pass on the CPU",
     "sdpa-flash": "only on CUDA",
@@ -47,7 +45,10 @@ def test_cpu_sweep_every_attention_option(tmp_path: Path) -> None:
     dense = ["standard", "sdpa", "sdpa-math"]
     recs = _sweep(tmp_path / "dense", "attention=" + ",".join(dense + list(UNAVAILABLE)))
     recs += _sweep(
-        tmp_path / "sparse", "attention=blocksparse", "attention.layout=causal,local,bigbird,strided"
+        tmp_path / "sparse",
+        "attention=blocksparse",
+        "attention.layout=causal,local,bigbird,strided",
+        *SPARSE,
     )
     assert len(recs) == len(dense) + len(UNAVAILABLE) + 4
     by_label = {_label(r["config"]["attention"]): r for r in recs}
@@ -55,19 +56,20 @@ def test_cpu_sweep_every_attention_option(tmp_path: Path) -> None:
         r = by_label[name]
         assert r["status"] == "invalid" and r["error"]["phase"] == "config", name
         assert reason in r["error"]["message"] and "Fix:" in r["error"]["message"]
-        assert r["metrics"]["effective_tflops_per_device"] is None
+        assert r["metrics"]["model_tflops_per_device"] is None
     for label, r in by_label.items():
         if label in UNAVAILABLE:
             continue
         assert r["status"] == "ok", (label, r["error"])
         m, a = r["metrics"], r["config"]["attention"]
         assert m["tokens_per_s"] > 0 and m["flops_convention"]
+        dense_flops = by_label["sdpa"]["metrics"]["model_flops_per_iteration"]
         if a["name"] == "blocksparse":
             assert a["impl"] == "gather" and 0 < a["density"] < 1
-            assert m["effective_tflops_per_device"] < m["tflops_per_device"]
+            assert m["model_flops_per_iteration"] < dense_flops  # only the layout's blocks count
         else:
-            assert a["density"] == 1.0
-            assert m["effective_tflops_per_device"] == pytest.approx(m["tflops_per_device"])
+            assert set(a) == {"name", "density"} and a["density"] == 1.0
+            assert m["model_flops_per_iteration"] == dense_flops
     assert by_label["blocksparse causal"]["config"]["attention"]["density"] == 28 / 49  # 7 blocks
     # the same weights and data: a causal layout trains exactly like the dense kernels
     assert by_label["blocksparse causal"]["metrics"]["loss_last"] == pytest.approx(

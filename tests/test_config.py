@@ -1,4 +1,4 @@
-"""Hydra composition of conf/ into flopsweep.config.RunConfig, and flopsweep.config.validate."""
+"""Hydra composition of conf/ into flopsweep.config.RunConfig, and flopsweep.plan (validate, resolve)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-import torch
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
 
-from flopsweep import config as fconfig
+from flopsweep.attention import KERNELS, BlockSparseConfig
+from flopsweep.backends import BACKENDS, DeepSpeedConfig
 from flopsweep.config import (
     AttentionConfig,
     BackendConfig,
@@ -20,11 +18,21 @@ from flopsweep.config import (
     ModelConfig,
     PrecisionConfig,
     RunConfig,
-    validate,
 )
+from flopsweep.models import MODELS
+from flopsweep.plan import Environment, option_schemas, plan, resolve
+from flopsweep.precision import PRECISIONS
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("model", "attention", "backend", "precision", "batch")
+CPU = Environment(cpu_count=2)
+"""A machine with no GPU: resolution does not depend on the one the tests run on."""
+
+
+def validate(cfg: RunConfig, env: Environment = CPU) -> RunConfig:
+    """The config a job would run: validated and resolved on ``env``."""
+    return plan(cfg, env).cfg
+
 
 # DESIGN.md, "Model sizes": n_layer, n_embd, n_head, seq_len, vocab_size
 MODEL_TABLE = {
@@ -48,36 +56,14 @@ def _options(group: str) -> list[str]:
 ALL_OPTIONS = [(g, name) for g in GROUPS for name in _options(g)]
 
 
-@pytest.fixture(scope="module")
-def hydra_compose():
-    fconfig.register_configs()
-    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-
-        def _compose(overrides: list[str]) -> RunConfig:
-            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=False)
-            return OmegaConf.to_object(cfg)
-
-        yield _compose
-
-
 def test_every_group_has_options():
     for g in GROUPS:
         assert _options(g), g
     assert set(MODEL_TABLE) <= set(_options("model"))
-    assert {
-        "standard",
-        "sdpa",
-        "sdpa-flash",
-        "sdpa-cudnn",
-        "sdpa-efficient",
-        "sdpa-math",
-        "flex",
-        "blocksparse",
-        "xformers",
-    } <= set(_options("attention"))
-    assert {"single", "ddp", "fsdp", "deepspeed"} <= set(_options("backend"))
-    assert set(_options("precision")) == {"bf16", "fp16", "fp32"}
+    # every registered option has its YAML file, and every YAML file names a registered option
+    assert set(_options("attention")) == set(KERNELS)
+    assert set(BACKENDS) <= set(_options("backend"))
+    assert set(_options("precision")) == set(PRECISIONS)
 
 
 def test_default_composition(hydra_compose):
@@ -99,14 +85,8 @@ def test_every_option_composes_to_runconfig(hydra_compose, group, name):
     cfg = hydra_compose([f"{group}={name}"])
     assert isinstance(cfg, RunConfig)
     sub = getattr(cfg, group)
-    expected_type = {
-        "model": ModelConfig,
-        "attention": AttentionConfig,
-        "backend": BackendConfig,
-        "precision": PrecisionConfig,
-        "batch": BatchConfig,
-    }[group]
-    assert isinstance(sub, expected_type)
+    key = sub.arch if group == "model" else sub.name
+    assert type(sub) is option_schemas()[group][key]  # the option's own schema node
     if group in ("model", "attention", "precision", "batch"):
         assert sub.name == name
     if group == "model" and name in MODEL_TABLE:
@@ -118,12 +98,17 @@ def test_every_option_composes_to_runconfig(hydra_compose, group, name):
             assert sub.zero_stage == int(name[-1])
         else:
             assert sub.name == name
-    # every shipped option passes validation on this machine, unless it needs CUDA
-    needs_cuda = (group == "precision" and name == "fp16") or (
-        group == "attention" and name in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "flex", "xformers")
+    # every shipped option passes validation on a CPU machine, unless its registry says it needs CUDA
+    needs_cuda = (group == "precision" and "cpu" not in PRECISIONS[name].devices) or (
+        group == "attention" and "cpu" not in KERNELS[name].devices
     )
-    if not torch.cuda.is_available() and not needs_cuda:
+    if group == "model" and MODELS[sub.arch].n_params(sub) > 2e9:
+        return  # a 70B model validates too, but there is no point building the check's warning
+    if not needs_cuda:
         validate(dataclasses.replace(cfg, device="cpu"))
+    else:
+        with pytest.raises(ConfigError):
+            validate(dataclasses.replace(cfg, device="cpu"))
 
 
 def test_deepspeed_option_defaults(hydra_compose):
@@ -196,7 +181,7 @@ def test_n_embd_not_divisible_by_n_head():
 
 
 def test_zero_stage_4():
-    cfg = _cpu(backend=dataclasses.replace(BackendConfig(), name="deepspeed", zero_stage=4))
+    cfg = _cpu(backend=DeepSpeedConfig(zero_stage=4))
     err = _raises(cfg, "backend.zero_stage")
     assert "4" in str(err)
 
@@ -244,11 +229,11 @@ def test_cuda_only_attention_on_cpu(attn):
 def test_unknown_names():
     _raises(_cpu(attention=AttentionConfig(name="flash")), "attention.name")
     _raises(_cpu(backend=BackendConfig(name="megatron")), "backend.name")
-    _raises(_cpu(precision=PrecisionConfig(name="fp8")), "precision.name")
+    _raises(_cpu(precision=PrecisionConfig(name="fp4")), "precision.name")
 
 
-def test_more_ranks_than_visible_gpus():
-    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+@pytest.mark.parametrize("visible", [0, 1, 2])
+def test_more_ranks_than_visible_gpus(visible):
     cfg = dataclasses.replace(
         RunConfig(),
         device="cuda",
@@ -256,8 +241,9 @@ def test_more_ranks_than_visible_gpus():
         backend=BackendConfig(name="ddp"),
         precision=PrecisionConfig(name="fp32"),
     )
+    env = Environment(cuda_available=visible > 0, gpu_count=visible, bf16_supported=True, capability=(9, 0))
     with pytest.raises(ConfigError) as info:
-        validate(cfg)
+        validate(cfg, env)
     msg = str(info.value)
     if visible == 0:
         assert info.value.key == "device"
@@ -267,21 +253,104 @@ def test_more_ranks_than_visible_gpus():
         assert "visible" in msg
 
 
-def test_error_message_names_key_value_and_fix():
-    cfg = _cpu(batch=dataclasses.replace(BatchConfig(), micro_batch_size=0))
-    with pytest.raises(ConfigError) as info:
-        validate(cfg)
-    msg = str(info.value)
-    assert "batch.micro_batch_size=0" in msg
-    assert "Fix:" in msg
-    assert isinstance(info.value, ValueError)
+def test_validate_depends_on_the_config_alone(monkeypatch):
+    """validate() reads no environment; resolve() takes the machine as an argument."""
+    from flopsweep.plan import validate as pure
+
+    cfg = _cpu(nnodes=2, backend=BackendConfig(name="ddp"))
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
+    assert pure(cfg) is cfg  # nothing environment-dependent is checked here
+    with pytest.raises(ConfigError, match="nnodes"):
+        resolve(cfg, CPU)
+    assert resolve(cfg, Environment(cpu_count=2, under_slurm=True, in_submitit=True)).world_size == 2
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only resolution")
+@pytest.mark.parametrize(
+    ("cfg_kw", "key", "owner"),
+    [
+        ({"attention": AttentionConfig(name="sdpa")}, "window_blocks", "attention=blocksparse"),
+        ({"backend": BackendConfig(name="single")}, "zero_stage", "backend=deepspeed"),
+        ({"batch": BatchConfig()}, "max_micro_batch_size", "batch=auto"),
+    ],
+)
+def test_key_of_another_option_names_its_option(cfg_kw, key, owner):
+    """``+attention.window_blocks=0`` on a dense kernel: refused, naming the option it belongs to."""
+    cfg = _cpu(**cfg_kw)
+    group = next(iter(cfg_kw))
+    setattr(getattr(cfg, group), key, 0)  # what OmegaConf.to_object does with a '+' override
+    err = _raises(cfg, f"{group}.{key}")
+    assert owner in str(err)
+
+
+@pytest.mark.parametrize(
+    ("override", "owner"),
+    [
+        ("attention.window_blocks=0", "attention=blocksparse"),
+        ("backend.zero_stage=2", "backend=deepspeed"),
+        ("batch.max_micro_batch_size=300", "batch=auto"),
+    ],
+)
+def test_key_of_another_option_fails_composition(hydra_compose, override, owner):
+    """Without '+', Hydra's schema refuses the key before any run (run.py's pre-check names the option)."""
+    with pytest.raises(ConfigCompositionException):
+        hydra_compose([override])
+    from run import foreign_option_keys
+
+    assert owner in foreign_option_keys([override])
+
+
+def test_dense_record_carries_only_its_own_keys(hydra_compose):
+    cfg = validate(dataclasses.replace(hydra_compose(["attention=sdpa"]), device="cpu"))
+    assert set(dataclasses.asdict(cfg.attention)) == {"name", "density"}
+    assert set(dataclasses.asdict(cfg.backend)) == {"name"}
+    bs = validate(dataclasses.replace(hydra_compose(["attention=blocksparse"]), device="cpu"))
+    assert isinstance(bs.attention, BlockSparseConfig) and bs.attention.impl == "gather"
+
+
+def test_option_name_set_by_hand_is_refused():
+    """attention.name=blocksparse on a dense node would lack the layout keys."""
+    err = _raises(_cpu(attention=AttentionConfig(name="blocksparse")), "attention.name")
+    assert "attention=blocksparse" in str(err)
+
+
+@pytest.mark.parametrize("overrides", [["compile=true"], ["attention=blocksparse", "attention.impl=flex"]])
+def test_compiling_run_needs_warmup(overrides, hydra_compose):
+    cfg = dataclasses.replace(hydra_compose([*overrides, "steps.warmup=0"]), device="cuda")
+    err = _raises(cfg, "steps.warmup")
+    assert "compiles" in str(err)
+
+
+def test_flex_without_warmup_refused():
+    err = _raises(
+        dataclasses.replace(
+            _cpu(attention=AttentionConfig(name="flex")),
+            steps=dataclasses.replace(RunConfig().steps, warmup=0),
+        ),
+        "steps.warmup",
+    )
+    assert "steps.warmup=2" in str(err)
+
+
+@pytest.mark.parametrize("name", ["fp8", "fp8-rowwise"])
+def test_fp8_refused_on_cpu_and_old_gpus(name, hydra_compose):
+    cfg = hydra_compose([f"precision={name}"])
+    err = _raises(dataclasses.replace(cfg, device="cpu"), "precision")
+    assert "8.9" in str(err)
+    ampere = Environment(cuda_available=True, gpu_count=1, bf16_supported=True, capability=(8, 0))
+    with pytest.raises(ConfigError, match="this GPU is 8.0"):
+        validate(dataclasses.replace(cfg, device="cuda"), ampere)
+
+
+def test_cpu_ranks_capped_at_a_multiple_of_the_cores():
+    cfg = _cpu(backend=BackendConfig(name="ddp"), nproc_per_node="100000")
+    err = _raises(cfg, "nproc_per_node")
+    assert "per core" in str(err)
+
+
 @pytest.mark.parametrize("backend", ["single", "ddp", "fsdp", "deepspeed"])
 def test_auto_resolves_to_cpu_and_one_rank(backend):
     cfg = dataclasses.replace(
-        RunConfig(), device="auto", nproc_per_node="auto", backend=BackendConfig(name=backend)
+        RunConfig(), device="auto", nproc_per_node="auto", backend=BACKENDS[backend].config()
     )
     assert cfg.device == "auto" and cfg.nproc_per_node == "auto"
     out = validate(cfg)
@@ -295,3 +364,13 @@ def test_auto_resolves_to_cpu_and_one_rank(backend):
 def test_explicit_nproc_kept_as_string():
     out = validate(_cpu(backend=BackendConfig(name="ddp"), nproc_per_node="3"))
     assert out.nproc_per_node == "3"
+
+
+def test_error_message_names_key_value_and_fix():
+    cfg = _cpu(batch=dataclasses.replace(BatchConfig(), micro_batch_size=0))
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    msg = str(info.value)
+    assert "batch.micro_batch_size=0" in msg
+    assert "Fix:" in msg
+    assert isinstance(info.value, ValueError)

@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
+from flopsweep.backends import DeepSpeedConfig as ZeroOptions
 from flopsweep.backends import deepspeed_config
-from flopsweep.config import BackendConfig, BatchConfig, ModelConfig, OptimConfig
+from flopsweep.config import BatchConfig, ModelConfig, OptimConfig
 
 deepspeed = pytest.importorskip("deepspeed")
 from deepspeed.runtime.config import DeepSpeedConfig  # noqa: E402
@@ -29,7 +30,7 @@ def _ds(
     optim=None,
     **backend_kw,
 ):
-    backend = BackendConfig(name="deepspeed", zero_stage=stage, **backend_kw)
+    backend = ZeroOptions(zero_stage=stage, **backend_kw)
     return deepspeed_config(
         backend=backend,
         batch=BatchConfig(micro_batch_size=micro, grad_accum=accum),

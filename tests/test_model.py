@@ -11,7 +11,7 @@ from flopsweep.attention import build_attention_fn
 from flopsweep.backends import build_model
 from flopsweep.config import ModelConfig, RunConfig
 from flopsweep.flops import n_params
-from flopsweep.model import GPT
+from flopsweep.models.gpt2 import GPT
 
 TINY = ModelConfig(name="gpt-tiny", n_layer=2, n_embd=128, n_head=4, seq_len=128, vocab_size=512)
 ODD = ModelConfig(name="odd", n_layer=3, n_embd=96, n_head=3, seq_len=40, vocab_size=101)

@@ -15,20 +15,23 @@ import pandas as pd
 import pytest
 from helpers import ROOT, records, run_py
 
-from flopsweep.metrics import METRIC_KEYS
+from flopsweep.record import METRIC_KEYS, SCHEMA_VERSION
 
-SCHEMA_KEYS = {"schema_version", "status", "error", "run", "config", "model", "system", "metrics"}
+SCHEMA_KEYS = {"schema_version", "status", "error", "warnings", "run", "config", "model", "system", "metrics"}
 SYSTEM_KEYS = {
     "hostname",
     "device_name",
     "device_count",
     "world_size",
+    "nproc_per_node",
     "torch",
     "cuda",
     "deepspeed",
     "xformers",
+    "torchao",
     "python",
     "git_sha",
+    "loadavg",
 }
 
 
@@ -38,17 +41,22 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((tmp_path / "metrics.json").read_text())
     assert set(record) == SCHEMA_KEYS
-    assert record["schema_version"] == 1 and record["status"] == "ok" and record["error"] is None
+    assert record["schema_version"] == SCHEMA_VERSION and record["status"] == "ok" and record["error"] is None
+    assert record["warnings"] == []
     assert set(record["metrics"]) == set(METRIC_KEYS)
     assert set(record["system"]) == SYSTEM_KEYS
     assert set(record["run"]) == {"id", "started_at", "finished_at", "overrides", "job_num"}
     m = record["metrics"]
     assert m["tokens_per_s"] > 0 and m["tflops_per_device"] > 0
+    assert m["model_flops_per_iteration"] == 1_610_612_736  # gpt-tiny, micro batch 4, one rank
+    assert m["global_batch_size"] == 4 and m["tokens_per_step"] == 512
+    assert m["measured_matmul_tflops"] > 0 and m["matmul_fraction"] > 0
     assert math.isfinite(m["loss_first"]) and math.isfinite(m["loss_last"])
     assert len(m["iteration_time_s"]["values"]) == record["config"]["steps"]["measure"]
     assert m["mfu"] is None and m["peak_tflops"] is None  # no peak is known for a CPU
     assert record["model"] == {
         "name": "gpt-tiny",
+        "arch": "gpt2",
         "n_layer": 2,
         "n_embd": 128,
         "n_head": 4,
@@ -57,6 +65,7 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
         "n_params": 478_720,
     }
     assert record["config"]["device"] == "cpu" and record["system"]["world_size"] == 1
+    assert record["system"]["nproc_per_node"] == 1
     assert not (tmp_path / ".flopsweep").exists()  # scratch files are cleaned up
 
 
@@ -83,7 +92,7 @@ def cpu_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_cpu_sweep_every_backend_two_ranks(cpu_sweep: Path) -> None:
     recs = records(cpu_sweep)
     assert len(recs) == 5
-    assert {(r["config"]["backend"]["name"], r["config"]["backend"]["zero_stage"]) for r in recs} >= {
+    assert {(r["config"]["backend"]["name"], r["config"]["backend"].get("zero_stage")) for r in recs} >= {
         ("deepspeed", 1),
         ("deepspeed", 2),
         ("deepspeed", 3),
@@ -99,7 +108,9 @@ def test_cpu_sweep_every_backend_two_ranks(cpu_sweep: Path) -> None:
 def test_backends_start_from_same_weights_and_data(cpu_sweep: Path) -> None:
     """Same seed, same data: the first-step loss of every backend agrees (a fair comparison)."""
     losses = {
-        r["config"]["backend"]["name"] + str(r["config"]["backend"]["zero_stage"]): r["metrics"]["loss_first"]
+        r["config"]["backend"]["name"] + str(r["config"]["backend"].get("zero_stage")): r["metrics"][
+            "loss_first"
+        ]
         for r in records(cpu_sweep)
     }
     reference = losses.pop(next(k for k in losses if k.startswith("ddp")))
@@ -117,7 +128,8 @@ def test_analysis_prints_one_row_per_job(cpu_sweep: Path) -> None:
         check=True,
     )
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1 + 5 and "backend" in lines[0]
+    rows = [line for line in lines if line.lstrip().startswith("gpt-tiny")]
+    assert len(rows) == 5 and "backend" in lines[0]
     csv = subprocess.run(
         [sys.executable, "-m", "analysis", str(cpu_sweep), "--format", "csv"],
         cwd=ROOT,

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, records, run_py
+from helpers import ROOT, records, run_py, validate
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from submitit.helpers import TorchDistributedEnvironment
@@ -27,6 +27,7 @@ from submitit.helpers import TorchDistributedEnvironment
 from flopsweep import config as fconfig
 from flopsweep import slurm
 from flopsweep.config import ConfigError
+from flopsweep.store import register_configs
 
 CPU_JOB = [
     "hydra/launcher=slurm",
@@ -104,9 +105,9 @@ def test_more_than_one_node_needs_slurm(monkeypatch: pytest.MonkeyPatch) -> None
     )
     monkeypatch.delenv("SUBMITIT_EXECUTOR", raising=False)
     with pytest.raises(ConfigError, match="hydra/launcher=slurm"):
-        fconfig.validate(cfg)
+        validate(cfg)
     monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")  # a task of a 2-node Slurm job
-    assert fconfig.validate(cfg).nnodes == 2
+    assert validate(cfg).nnodes == 2
 
 
 # --- the launcher config and its checks ---------------------------------------------------------
@@ -114,7 +115,7 @@ def test_more_than_one_node_needs_slurm(monkeypatch: pytest.MonkeyPatch) -> None
 
 @pytest.fixture(scope="module")
 def launcher_config():
-    fconfig.register_configs()
+    register_configs()
     OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
 

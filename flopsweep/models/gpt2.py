@@ -1,4 +1,4 @@
-"""The GPT that every backend trains: GPT-2 style, one readable file.
+"""The GPT-2 family (``model.arch=gpt2``): its schema, module, parameter count and FLOPs.
 
 Learned positions, pre-LayerNorm blocks, a GELU MLP of 4h, and an LM head tied
 to the token embedding. Weights are initialised inside each leaf module's
@@ -9,13 +9,28 @@ plain construction from the same seed.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from flopsweep import flops
 from flopsweep.attention import build_attention_fn
-from flopsweep.config import AttentionConfig, ModelConfig
+from flopsweep.config import AttentionConfig, ConfigError, ModelConfig
+
+
+@dataclass(kw_only=True)
+class GPT2Config(ModelConfig):
+    """GPT-2 shape (DESIGN.md): learned positions, pre-LayerNorm, GELU MLP of 4h, tied LM head."""
+
+    arch: str = "gpt2"
+
+
+CONFIG = GPT2Config
 
 INIT_STD = 0.02  # GPT-2's N(0, 0.02) for every weight matrix and embedding
 
@@ -37,7 +52,7 @@ class Embedding(nn.Embedding):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig, attention: str | AttentionConfig) -> None:
+    def __init__(self, cfg: GPT2Config, attention: str | AttentionConfig) -> None:
         super().__init__()
         self.n_head = cfg.n_head
         self.c_attn = Linear(cfg.n_embd, 3 * cfg.n_embd)
@@ -54,7 +69,7 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: GPT2Config) -> None:
         super().__init__()
         self.c_fc = Linear(cfg.n_embd, 4 * cfg.n_embd)
         self.c_proj = Linear(4 * cfg.n_embd, cfg.n_embd)
@@ -66,7 +81,7 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-LayerNorm transformer block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
 
-    def __init__(self, cfg: ModelConfig, attention: str | AttentionConfig) -> None:
+    def __init__(self, cfg: GPT2Config, attention: str | AttentionConfig) -> None:
         super().__init__()
         self.ln_1 = nn.LayerNorm(cfg.n_embd)
         self.attn = CausalSelfAttention(cfg, attention)
@@ -90,7 +105,7 @@ class GPT(nn.Module):
 
     def __init__(
         self,
-        cfg: ModelConfig,
+        cfg: GPT2Config,
         attention: str | AttentionConfig = "sdpa",
         activation_checkpointing: bool = False,
     ) -> None:
@@ -136,3 +151,94 @@ class GPT(nn.Module):
         """
         logits = F.linear(self.ln_f(x), self.wte.weight)  # tied LM head: (B, T, V)
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+
+
+def build(cfg: GPT2Config, attention: AttentionConfig, activation_checkpointing: bool) -> GPT:
+    """The GPT in fp32 on the current default device (see :class:`GPT`)."""
+    return GPT(cfg, attention, activation_checkpointing)
+
+
+def blocks(model: GPT) -> nn.ModuleList:
+    """The transformer blocks, in order."""
+    return model.h
+
+
+def tied_parameters(model: GPT) -> list[nn.Parameter]:
+    """The token embedding, which the LM head also uses outside ``wte``'s forward."""
+    return [model.wte.weight]
+
+
+def check(cfg: GPT2Config) -> None:
+    """Raise :class:`ConfigError` unless every size is positive and ``n_head`` divides ``n_embd``."""
+    for key in ("n_layer", "n_embd", "n_head", "seq_len", "vocab_size"):
+        if getattr(cfg, key) < 1:
+            raise ConfigError(
+                f"model.{key}",
+                getattr(cfg, key),
+                "must be a positive integer",
+                f"set model.{key} to a positive integer",
+            )
+    if cfg.n_embd % cfg.n_head:
+        raise ConfigError(
+            "model.n_embd",
+            cfg.n_embd,
+            f"is not divisible by model.n_head={cfg.n_head}",
+            f"choose n_head that divides n_embd, e.g. model.n_head={math.gcd(cfg.n_embd, 16) or 1}",
+        )
+
+
+def n_params(cfg: GPT2Config) -> int:
+    """``l (12 h^2 + 13 h) + V h + s h + 2 h`` (:func:`flopsweep.flops.n_params`)."""
+    return flops.n_params(cfg.n_layer, cfg.n_embd, cfg.seq_len, cfg.vocab_size)
+
+
+def _block_matmul_params(cfg: GPT2Config) -> int:
+    """Weights of one block's matmuls: QKV ``3 h^2``, projection ``h^2``, MLP ``8 h^2``."""
+    return 12 * cfg.n_embd**2
+
+
+# Forward matmul weights that non-reentrant torch.utils.checkpoint recomputes per block.
+# "early_stop" (torch's default) stops once every tensor saved for backward is back, so the
+# MLP out-projection, whose output nothing saves, never runs again: 12 h^2 - 4 h^2.
+# "full" recomputes everything (a compiled block is one graph and runs whole).
+_RECOMPUTED = {"none": 0, "early_stop": 8, "full": 12}
+
+
+def model_flops(cfg: GPT2Config, tokens: int, density: float = 1.0) -> float:
+    """FLOPs of one optimizer step over ``tokens`` tokens, with no recompute.
+
+    ``6 T (12 l h^2 + V h) + 12 l h s T rho``: every weight matmul forward (2) and
+    backward (4), the LM head ``V h`` included, and the attention scores over the full
+    ``s x s`` square scaled by the computed fraction ``rho`` (``density``).
+    gpt-tiny (l 2, h 128, s 128, V 512) at 512 tokens: 1,610,612,736.
+    """
+    h, s, layers = cfg.n_embd, cfg.seq_len, cfg.n_layer
+    weights = layers * _block_matmul_params(cfg) + cfg.vocab_size * h
+    return 6.0 * weights * tokens + 12.0 * layers * h * s * tokens * density
+
+
+def hardware_flops(cfg: GPT2Config, tokens: int, density: float = 1.0, recompute: str = "none") -> float:
+    """:func:`model_flops` plus the recomputed forward of each block that runs.
+
+    ``recompute``: ``none``; ``early_stop`` (non-reentrant checkpoint's default: every
+    forward matmul but the MLP out-projection, ``2 T 8 h^2`` per block, plus the attention
+    forward ``4 h s T rho``); ``full`` (``2 T 12 h^2`` per block plus the attention forward).
+    """
+    if recompute == "none":
+        return model_flops(cfg, tokens, density)
+    h, s, layers = cfg.n_embd, cfg.seq_len, cfg.n_layer
+    extra = layers * (2.0 * _RECOMPUTED[recompute] * h * h * tokens + 4.0 * h * s * tokens * density)
+    return model_flops(cfg, tokens, density) + extra
+
+
+def eq3_flops(cfg: GPT2Config, global_batch: int, activation_checkpointing: bool) -> float:
+    """Narayanan et al. 2021 eq. 3 as published (:func:`flopsweep.flops.flops_per_iteration`)."""
+    return flops.flops_per_iteration(
+        cfg.n_layer, cfg.n_embd, cfg.seq_len, cfg.vocab_size, global_batch, activation_checkpointing
+    )
+
+
+def info(cfg: GPT2Config) -> dict[str, Any]:
+    """The record's ``model`` section: the shape and ``n_params``."""
+    keys = ("name", "arch", "n_layer", "n_embd", "n_head", "seq_len", "vocab_size")
+    return {**{k: getattr(cfg, k) for k in keys}, "n_params": n_params(cfg)}

@@ -1,0 +1,387 @@
+"""From a typed config to a run plan: every rule, checked before any worker starts.
+
+:func:`validate` checks what the config alone decides (choices, sizes, which keys
+belong to which option) and depends on nothing else. :func:`resolve` adds the
+machine (:class:`Environment`: GPUs, compute capability, Slurm) and asks each
+registry whether its option can run there: ``flopsweep.models.MODELS``,
+``flopsweep.attention.KERNELS``, ``flopsweep.backends.BACKENDS`` and
+``flopsweep.precision.PRECISIONS``. It returns a :class:`Plan` with the device
+and rank counts as ints, which launch, worker and metrics take.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+
+from flopsweep import attention, autobatch, backends, precision
+from flopsweep.config import (
+    FAULT_KINDS,
+    FAULT_PHASES,
+    MAX_SEED,
+    BatchConfig,
+    ConfigError,
+    OptimConfig,
+    RunConfig,
+)
+from flopsweep.models import MODELS
+
+DEVICES = ("auto", "cuda", "cpu")
+BATCHES = {"fixed": BatchConfig, "auto": autobatch.AutoBatchConfig}
+"""Batch options by ``batch.name`` and their schemas."""
+
+MAX_CPU_RANKS_PER_CORE = 4
+"""CPU ranks beyond this many per core are refused: they only thrash."""
+
+
+def option_schemas() -> dict[str, dict[str, type]]:
+    """Every group's options and their schema classes, from the registries."""
+    return {
+        "model": {arch: fam.config for arch, fam in MODELS.items()},
+        "attention": {name: spec.config for name, spec in attention.KERNELS.items()},
+        "backend": {name: spec.config for name, spec in backends.BACKENDS.items()},
+        "precision": {name: spec.config for name, spec in precision.PRECISIONS.items()},
+        "batch": dict(BATCHES),
+    }
+
+
+def owners(group: str, key: str) -> list[str]:
+    """The options of ``group`` whose schema has ``key`` (``attention``, ``window_blocks``
+    -> ``["blocksparse"]``)."""
+    return [
+        name
+        for name, schema in option_schemas()[group].items()
+        if key in {f.name for f in dataclasses.fields(schema)}
+    ]
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What :func:`resolve` needs to know about the machine; :meth:`detect` reads it once."""
+
+    cuda_available: bool = False
+    gpu_count: int = 0
+    bf16_supported: bool = False
+    capability: tuple[int, int] | None = None
+    cpu_count: int = 1
+    in_submitit: bool = False
+    """``SUBMITIT_EXECUTOR`` is set: this process is a Slurm (or submitit_local) task."""
+    under_slurm: bool = False
+    """``SUBMITIT_EXECUTOR=slurm``: a Slurm job, which may span nodes."""
+    slurm_job: bool = False
+    """``SLURM_JOB_ID`` is set: Slurm decides which GPUs a task sees."""
+
+    @classmethod
+    def detect(cls) -> Environment:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        return cls(
+            cuda_available=cuda,
+            gpu_count=torch.cuda.device_count() if cuda else 0,
+            bf16_supported=cuda and torch.cuda.is_bf16_supported(),
+            capability=torch.cuda.get_device_capability(0) if cuda else None,
+            cpu_count=os.cpu_count() or 1,
+            in_submitit=bool(os.environ.get("SUBMITIT_EXECUTOR")),
+            under_slurm=os.environ.get("SUBMITIT_EXECUTOR") == "slurm",
+            slurm_job=bool(os.environ.get("SLURM_JOB_ID")),
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated config placed on this machine.
+
+    Attributes:
+        cfg: the config with ``device`` resolved, ``nproc_per_node`` as an integer string,
+            and each option's derived values (attention density, DeepSpeed sizes) filled in.
+        device: ``cuda`` or ``cpu``.
+        nproc_per_node: ranks per node.
+        nnodes: nodes.
+        world_size: ``nproc_per_node * nnodes``.
+    """
+
+    cfg: RunConfig
+    device: str
+    nproc_per_node: int
+    nnodes: int
+    world_size: int
+
+
+def _choice(key: str, value: str, allowed: list[str] | tuple[str, ...], example: str | None = None) -> None:
+    """Raise unless ``value`` is in ``allowed``; the fix names the group option (``attention=sdpa``)."""
+    if value not in allowed:
+        example = example or key.removesuffix(".name")
+        raise ConfigError(
+            key,
+            value,
+            f"must be one of {', '.join(allowed)}",
+            f"pick one of those, e.g. {example}={allowed[0]}",
+        )
+
+
+def _positive(key: str, value: int, fix: str) -> None:
+    if value < 1:
+        raise ConfigError(key, value, "must be a positive integer", fix)
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Check every value and combination that the config alone decides.
+
+    Depends on nothing but ``cfg`` (no torch, no environment). Returns ``cfg`` unchanged.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    _reject_unknown_keys(cfg)
+    _check_options(cfg)
+    MODELS[cfg.model.arch].check(cfg.model)
+    _choice("device", cfg.device, DEVICES, "device")
+    _validate_sizes(cfg)
+    _validate_optim(cfg.optim)
+    _choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
+    _choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
+    _validate_warmup(cfg)
+    return cfg
+
+
+def _check_options(cfg: RunConfig) -> None:
+    """Each group's option exists, and the config node has that option's schema.
+
+    A node of another option's schema means the name was changed by hand
+    (``attention.name=blocksparse`` on ``attention=sdpa``): the option's knobs and
+    defaults would be missing, so the option must be picked as a group option.
+    """
+    groups = option_schemas()
+    for group, key in (("model", "arch"), ("attention", "name"), ("backend", "name")):
+        value = getattr(getattr(cfg, group), key)
+        _choice(f"{group}.{key}", value, list(groups[group]), group if key == "name" else None)
+    _choice("precision.name", cfg.precision.name, list(groups["precision"]))
+    _choice("batch.name", cfg.batch.name, list(groups["batch"]))
+    for group in groups:
+        node = getattr(cfg, group)
+        value = node.arch if group == "model" else node.name
+        own = {f.name for f in dataclasses.fields(groups[group][value])}
+        missing = sorted(own - {f.name for f in dataclasses.fields(node)})
+        if missing:
+            key = "arch" if group == "model" else "name"
+            pick = (
+                "a model option of that family, e.g. model=llama3.2-1b"
+                if group == "model"
+                else f"{group}={value}"
+            )
+            raise ConfigError(
+                f"{group}.{key}",
+                value,
+                f"was set by hand on an option of another kind, so its own keys ({', '.join(missing)}) "
+                "and their defaults are missing",
+                f"pick the option itself: {pick}",
+            )
+
+
+def _reject_unknown_keys(node: object, prefix: str = "") -> None:
+    """Refuse attributes that are not fields of the node's schema.
+
+    Hydra's ``+key=value`` and ``++key=value`` add keys past the schema's struct
+    check, and ``OmegaConf.to_object`` then sets them as plain attributes: a typo
+    such as ``+model.n_layers=3`` would be ignored in silence, and a
+    ``+model._target_=...`` would ride along. A key of another option
+    (``+attention.window_blocks=2`` on ``attention=sdpa``) names that option.
+    """
+    names = [f.name for f in dataclasses.fields(node)]
+    for key, value in vars(node).items():
+        if key not in names:
+            group = prefix.rstrip(".")
+            if group in option_schemas() and owners(group, key):
+                own = " or ".join(f"{group}={o}" for o in owners(group, key))
+                raise ConfigError(
+                    f"{prefix}{key}",
+                    value,
+                    f"belongs to {own}, not to {group}={getattr(node, 'name', getattr(node, 'arch', '?'))}",
+                    f"drop the override, or pick {own}",
+                )
+            raise ConfigError(
+                f"{prefix}{key}",
+                value,
+                "is not a key of the config schema (a '+' override adds keys without checking them)",
+                f"remove it; the keys here are {', '.join(names)}",
+            )
+        if dataclasses.is_dataclass(value):
+            _reject_unknown_keys(value, f"{prefix}{key}.")
+
+
+def _validate_sizes(cfg: RunConfig) -> None:
+    _positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
+    _positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
+    limit = getattr(cfg.batch, "max_micro_batch_size", None)
+    if limit is not None and limit < cfg.batch.micro_batch_size:
+        raise ConfigError(
+            "batch.max_micro_batch_size",
+            limit,
+            f"is below batch.micro_batch_size={cfg.batch.micro_batch_size}",
+            "raise batch.max_micro_batch_size or lower batch.micro_batch_size",
+        )
+    _positive("steps.measure", cfg.steps.measure, "set steps.measure>=1")
+    _positive("nnodes", cfg.nnodes, "set nnodes=1")
+    for key in ("warmup", "max_extra_warmup"):
+        if getattr(cfg.steps, key) < 0:
+            raise ConfigError(
+                f"steps.{key}", getattr(cfg.steps, key), "must be >= 0", f"set steps.{key}=0 or more"
+            )
+    if not (cfg.timeout_s > 0 and math.isfinite(cfg.timeout_s)):
+        raise ConfigError(
+            "timeout_s", cfg.timeout_s, "must be a finite number of seconds > 0", "set e.g. timeout_s=1800"
+        )
+    if not 0 <= cfg.seed < MAX_SEED:
+        raise ConfigError(
+            "seed", cfg.seed, "must be in [0, 2**32) (it seeds torch generators)", "set e.g. seed=0"
+        )
+
+
+def _validate_warmup(cfg: RunConfig) -> None:
+    """A run that compiles on its first step must warm up, or compilation is timed."""
+    compiles = cfg.compile or cfg.attention.name == "flex" or getattr(cfg.attention, "impl", "") == "flex"
+    if compiles and cfg.steps.warmup == 0:
+        what = "compile=true" if cfg.compile else f"attention={cfg.attention.name} (FlexAttention compiles)"
+        raise ConfigError(
+            "steps.warmup",
+            0,
+            f"{what} compiles on the first step, which would then be measured",
+            "set steps.warmup=2 or more",
+        )
+
+
+def _validate_optim(o: OptimConfig) -> None:
+    """AdamW settings: finite, with lr, eps and grad_clip > 0, betas in [0, 1), weight decay >= 0."""
+    checks = {
+        "lr": (o.lr > 0, "1e-4"),
+        "eps": (o.eps > 0, "1e-8"),
+        "grad_clip": (o.grad_clip > 0, "1.0"),
+        "beta1": (0 <= o.beta1 < 1, "0.9"),
+        "beta2": (0 <= o.beta2 < 1, "0.95"),
+        "weight_decay": (o.weight_decay >= 0, "0.1"),
+    }
+    for key, (ok, example) in checks.items():
+        value = getattr(o, key)
+        if not (ok and math.isfinite(value)):
+            raise ConfigError(
+                f"optim.{key}",
+                value,
+                "is out of range for AdamW (lr, eps, grad_clip > 0; betas in [0, 1); "
+                "weight_decay >= 0; all finite)",
+                f"set e.g. optim.{key}={example}",
+            )
+
+
+def resolve_device(device: str, env: Environment) -> str:
+    """``cuda`` or ``cpu`` for a ``device`` setting (``auto``: cuda when available)."""
+    if device != "auto":
+        return device
+    return "cuda" if env.cuda_available else "cpu"
+
+
+def resolve_nproc(nproc_per_node: str, device: str, backend: str, env: Environment) -> int:
+    """Ranks per node for ``nproc_per_node`` (``auto``: the GPU count on cuda, else 1;
+    always 1 for a backend that runs one rank).
+
+    Raises:
+        ConfigError: when the value is neither ``auto`` nor a positive integer.
+    """
+    fix = "set nproc_per_node=auto or a positive integer such as 2"
+    if nproc_per_node == "auto":
+        one_rank = backends.BACKENDS[backend].max_ranks == 1
+        return max(1, env.gpu_count) if device == "cuda" and not one_rank else 1
+    try:
+        n = int(nproc_per_node)
+    except ValueError:
+        raise ConfigError("nproc_per_node", nproc_per_node, "is not an integer", fix) from None
+    _positive("nproc_per_node", n, fix)
+    return n
+
+
+def resolve(cfg: RunConfig, env: Environment) -> Plan:
+    """Place a validated config on this machine and check each option can run here.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    device = resolve_device(cfg.device, env)
+    nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name, env)
+    world = nproc * cfg.nnodes
+    _check_placement(cfg, device, nproc, env)
+    problem = precision.problem(
+        cfg.precision, device=device, capability=env.capability, bf16=env.bf16_supported
+    )
+    if problem:
+        fix = (
+            "set precision=bf16 or fp32 on the CPU, or device=cuda"
+            if device == "cpu"
+            else "pick another precision"
+        )
+        raise ConfigError("precision", cfg.precision.name, problem, fix)
+    attn = attention.check_support(
+        cfg.attention,
+        device=device,
+        precision=cfg.precision.name,
+        run_seed=cfg.seed,
+        seq_len=cfg.model.seq_len,
+    )
+    backend = backends.check_support(
+        cfg.backend, world_size=world, device=device, precision=cfg.precision.name
+    )
+    if cfg.fault.kind != "none" and not 0 <= cfg.fault.rank < world:
+        raise ConfigError(
+            "fault.rank",
+            cfg.fault.rank,
+            f"is not a rank of this run (world size {world})",
+            f"set fault.rank to 0..{world - 1}",
+        )
+    resolved = dataclasses.replace(
+        cfg, device=device, nproc_per_node=str(nproc), attention=attn, backend=backend
+    )
+    return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, world_size=world)
+
+
+def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) -> None:
+    if cfg.nnodes != 1 and not env.under_slurm:
+        raise ConfigError(
+            "nnodes",
+            cfg.nnodes,
+            "only a Slurm job spans nodes; a local run has one",
+            "set nnodes=1, or run the sweep with hydra/launcher=slurm",
+        )
+    if cfg.batch.name == "auto" and env.in_submitit:
+        raise ConfigError(
+            "batch",
+            "auto",
+            "the micro-batch search spawns local probe workers, which a Slurm task cannot",
+            "find the size with a local run first, then set batch=fixed batch.micro_batch_size=N",
+        )
+    if device == "cuda":
+        if not env.cuda_available:
+            raise ConfigError(
+                "device", "cuda", "no CUDA GPU is visible", "run on a GPU machine or set device=cpu"
+            )
+        if nproc > env.gpu_count and not env.slurm_job:
+            raise ConfigError(
+                "nproc_per_node",
+                nproc,
+                f"asks for more ranks than the {env.gpu_count} visible GPU(s); "
+                "two ranks must not share a GPU",
+                f"set nproc_per_node={env.gpu_count} or nproc_per_node=auto",
+            )
+    elif nproc > MAX_CPU_RANKS_PER_CORE * env.cpu_count and not env.slurm_job:
+        cap = MAX_CPU_RANKS_PER_CORE * env.cpu_count
+        raise ConfigError(
+            "nproc_per_node",
+            nproc,
+            f"starts more CPU ranks than {MAX_CPU_RANKS_PER_CORE} per core ({env.cpu_count} cores here)",
+            f"set nproc_per_node to at most {cap}",
+        )
+
+
+def plan(cfg: RunConfig, env: Environment | None = None) -> Plan:
+    """:func:`validate`, then :func:`resolve` on ``env`` (detected when None)."""
+    return resolve(validate(cfg), env or Environment.detect())

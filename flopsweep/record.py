@@ -1,0 +1,360 @@
+"""The ``metrics.json`` record: schema constants, metric specs, the atomic writer, the reader.
+
+Torch-free: the job, the Hydra callbacks and the analysis all import it. The
+record is the only contract between a run and the analysis; docs/design.md lists
+every key. Metric values of a run that is not ``ok`` are null, never 0. A record
+is strict JSON: a non-finite number is written as null (with a flag), never as
+``NaN``.
+
+Adding a metric: compute it in the worker or :mod:`flopsweep.metrics`, and add a
+:class:`MetricSpec` line to ``METRIC_SPECS``; the analysis derives its columns,
+units and ranking direction from that table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 2
+METRICS_FILE = "metrics.json"
+STATUSES = ("ok", "oom", "error", "invalid")
+PHASES = ("config", "init", "warmup", "measure", "launch")
+MAX_RECORD_BYTES = 16 * 2**20
+"""Records larger than this are not read (a real one is a few KiB)."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One key of ``metrics``.
+
+    Attributes:
+        key: the key in ``metrics``.
+        unit: its unit (``s``, ``1/s``, ``FLOP``, ``TFLOP/s``, ``bytes``, ``1`` for a ratio, ``""``
+            for text or structures).
+        better: ``higher``, ``lower`` or ``None`` (not a figure of merit).
+        header: the short column header in tables.
+        column: the analysis column, when it differs from ``key`` (a scaled or nested value).
+        path: the path inside ``metrics`` when nested (``iteration_time_s.mean``).
+        scale: divide by this for the column (bytes -> GiB).
+        description: one line for the legend.
+    """
+
+    key: str
+    unit: str
+    better: str | None
+    header: str
+    description: str
+    column: str | None = None
+    path: tuple[str, ...] | None = None
+    scale: float | None = None
+
+    @property
+    def name(self) -> str:
+        """The analysis column name."""
+        return self.column or self.key
+
+
+GIB = float(2**30)
+
+METRIC_SPECS: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        "iteration_time_s",
+        "s",
+        "lower",
+        "iter_s(mean)",
+        "mean seconds per optimizer step",
+        column="iteration_time_s_mean",
+        path=("iteration_time_s", "mean"),
+    ),
+    MetricSpec(
+        "iteration_time_s",
+        "s",
+        "lower",
+        "iter_s(median)",
+        "median seconds per optimizer step",
+        column="iteration_time_s_median",
+        path=("iteration_time_s", "median"),
+    ),
+    MetricSpec(
+        "iteration_time_s",
+        "1",
+        "lower",
+        "cv",
+        "coefficient of variation of the step times",
+        column="iteration_time_s_cv",
+        path=("iteration_time_s", "cv"),
+    ),
+    MetricSpec("tokens_per_s", "1/s", "higher", "tokens/s", "global tokens per second (from the mean step)"),
+    MetricSpec("tokens_per_s_per_device", "1/s", "higher", "tokens/s/dev", "tokens per second per device"),
+    MetricSpec("global_batch_size", "", None, "gbs", "sequences per optimizer step over all ranks"),
+    MetricSpec("tokens_per_step", "", None, "tok/step", "tokens per optimizer step over all ranks"),
+    MetricSpec(
+        "model_flops_per_iteration",
+        "FLOP",
+        None,
+        "model_FLOP",
+        "work the model needs per step: every weight matmul fwd+bwd, attention x density, no recompute",
+    ),
+    MetricSpec(
+        "hardware_flops_per_iteration",
+        "FLOP",
+        None,
+        "hw_FLOP",
+        "model FLOPs plus the activation-checkpointing recompute that runs",
+    ),
+    MetricSpec(
+        "model_tflops_per_device",
+        "TFLOP/s",
+        "higher",
+        "TFLOPs",
+        "model FLOPs / (mean step time x world size)",
+    ),
+    MetricSpec(
+        "hardware_tflops_per_device",
+        "TFLOP/s",
+        "higher",
+        "hw_TFLOPs",
+        "hardware FLOPs / (mean step time x world size)",
+    ),
+    MetricSpec(
+        "tflops_per_device",
+        "TFLOP/s",
+        "higher",
+        "eq3_TFLOPs",
+        "Narayanan et al. eq. 3 as published (dense, f = 4 with checkpointing); null for Llama",
+    ),
+    MetricSpec("mfu", "1", "higher", "MFU", "model TFLOPs / dense bf16 (or run precision) datasheet peak"),
+    MetricSpec("hfu", "1", "higher", "HFU", "hardware TFLOPs / datasheet peak"),
+    MetricSpec("peak_tflops", "TFLOP/s", None, "peak", "datasheet dense peak used for MFU/HFU"),
+    MetricSpec("peak_tflops_source", "", None, "peak_src", "where the peak comes from"),
+    MetricSpec(
+        "measured_matmul_tflops",
+        "TFLOP/s",
+        None,
+        "gemm_TFLOPs",
+        "dense GEMM rate measured on the device at the run's matmul precision",
+    ),
+    MetricSpec("matmul_fraction", "1", "higher", "gemm_frac", "model TFLOPs / measured_matmul_tflops"),
+    MetricSpec("peak_tflops_fp8", "TFLOP/s", None, "peak_fp8", "datasheet dense fp8 peak (fp8 runs)"),
+    MetricSpec("mfu_fp8", "1", "higher", "MFU_fp8", "model TFLOPs / dense fp8 peak (fp8 runs)"),
+    MetricSpec(
+        "peak_cuda_allocated_bytes",
+        "bytes",
+        "lower",
+        "alloc_GiB",
+        "peak allocated GPU memory, max over ranks",
+        column="peak_cuda_allocated_gib",
+        scale=GIB,
+    ),
+    MetricSpec(
+        "peak_cuda_reserved_bytes",
+        "bytes",
+        "lower",
+        "resv_GiB",
+        "peak reserved GPU memory, max over ranks",
+        column="peak_cuda_reserved_gib",
+        scale=GIB,
+    ),
+    MetricSpec(
+        "peak_host_rss_bytes",
+        "bytes",
+        "lower",
+        "rss_GiB",
+        "peak host resident memory, max over ranks",
+        column="peak_host_rss_gib",
+        scale=GIB,
+    ),
+    MetricSpec("swap_used_bytes", "bytes", None, "swap", "host swap in use at the end"),
+    MetricSpec("per_rank", "", None, "per_rank", "per-rank memory figures"),
+    MetricSpec("loss_first", "", None, "loss0", "mean loss of the first step (warm-up included)"),
+    MetricSpec("loss_last", "", None, "loss", "mean loss of the last measured step"),
+    MetricSpec("loss_finite", "", None, "loss_ok", "false when any step's loss was NaN or infinite"),
+    MetricSpec("warmup_steps", "", None, "warmup", "warm-up steps run (steps.warmup plus any extra)"),
+    MetricSpec("unsteady_steps", "", None, "unsteady", "measured steps over 3x the median of the others"),
+    MetricSpec("recompute", "", None, "recompute", "checkpointing recompute: none, early_stop, full"),
+    MetricSpec("fp8_layers", "", None, "fp8_layers", "nn.Linear layers converted to float8 (fp8 runs)"),
+    MetricSpec("flops_convention", "", None, "convention", "how the FLOPs figures are counted"),
+)
+"""Every metric of the record, in record order (a key may have several columns)."""
+
+METRIC_KEYS: tuple[str, ...] = tuple(dict.fromkeys(spec.key for spec in METRIC_SPECS))
+"""The keys of ``metrics``, each once."""
+
+
+class RecordExistsError(FileExistsError):
+    """Raised instead of writing over an existing ``metrics.json``."""
+
+
+class RecordError(ValueError):
+    """A ``metrics.json`` that cannot be read as a flopsweep record; the message says why."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorInfo:
+    """``record.error``: why a run is not ``ok``.
+
+    Attributes:
+        type: the exception class name (``ConfigError``, ``OutOfMemoryError``, ``Timeout``...).
+        message: one paragraph.
+        phase: one of :data:`PHASES`.
+        rank: the global rank that failed first, or None (the job itself).
+        traceback: path of that rank's traceback file, or None.
+    """
+
+    type: str
+    message: str
+    phase: str | None
+    rank: int | None = None
+    traceback: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def error(type_: str, message: str, phase: str | None, rank: int | None = None, traceback: str | None = None):
+    """``record.error`` as a dict (see :class:`ErrorInfo`)."""
+    return ErrorInfo(type=type_, message=message, phase=phase, rank=rank, traceback=traceback).as_dict()
+
+
+def null_metrics() -> dict[str, Any]:
+    """Metrics of a run that produced none: every key present, every value null."""
+    return dict.fromkeys(METRIC_KEYS)
+
+
+def strict(value: Any, path: str = "", flagged: list[str] | None = None) -> Any:
+    """``value`` with every non-finite float replaced by null, for strict JSON.
+
+    Each replaced path is appended to ``flagged`` (``metrics.loss_last``), so that the
+    record can say what it nulled.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        if flagged is not None:
+            flagged.append(path)
+        return None
+    if isinstance(value, dict):
+        return {k: strict(v, f"{path}.{k}" if path else str(k), flagged) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict(v, f"{path}[{i}]", flagged) for i, v in enumerate(value)]
+    return value
+
+
+def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = True) -> None:
+    """Write strict JSON to a temporary file in the same directory, fsync it, then move it in place.
+
+    A reader sees the whole file or none, also when the writer is killed mid-way
+    (at worst a hidden ``.NAME.PID.HEX.tmp`` file is left behind). With
+    ``overwrite=False`` the file is hard-linked into place, which fails atomically
+    when ``path`` exists, so two writers can never replace each other's record.
+
+    Raises:
+        RecordExistsError: when ``overwrite`` is false and ``path`` exists.
+        ValueError: when ``payload`` holds a non-finite float (use :func:`strict` first).
+    """
+    path = Path(path)
+    if not overwrite and path.exists():
+        raise RecordExistsError(exists_message(path))
+    text = json.dumps(payload, indent=2, allow_nan=False)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        _test_pause(tmp)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _link_no_clobber(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+WRITE_PAUSE_ENV = "FLOPSWEEP_TEST_WRITE_PAUSE"
+"""Test hook: seconds to pause between writing the temporary file and moving it into place,
+after creating ``<tmp>.paused``, so that a test can signal a writer inside that window."""
+
+
+def _test_pause(tmp: Path) -> None:
+    seconds = os.environ.get(WRITE_PAUSE_ENV)
+    if seconds:
+        import time
+
+        Path(f"{tmp}.paused").touch()
+        time.sleep(float(seconds))
+        Path(f"{tmp}.paused").unlink(missing_ok=True)
+
+
+def exists_message(path: Path) -> str:
+    """The refusal to overwrite ``path``, naming it and the two ways out."""
+    return (
+        f"{path} already exists; refusing to overwrite a run record. Use a new output directory "
+        "(hydra.run.dir / hydra.sweep.dir), or resume=true to keep ok records and re-run the rest."
+    )
+
+
+def _link_no_clobber(tmp: Path, path: Path) -> None:
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise RecordExistsError(exists_message(path)) from None
+    except OSError:  # a file system without hard links: check, then rename (a small race)
+        if path.exists():
+            raise RecordExistsError(exists_message(path)) from None
+        os.replace(tmp, path)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename durable (best effort: not every platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Parse one ``metrics.json`` safely: size-capped, strict, an object at the top.
+
+    This is the one reader of record files (the job's resume check, the callbacks and
+    the analysis use it). It does not upgrade old schema versions; the analysis does
+    (:func:`analysis.schema.read_record`).
+
+    Raises:
+        RecordError: for a file that is unreadable, over :data:`MAX_RECORD_BYTES`, empty,
+            not JSON, nested too deep, or not an object.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_RECORD_BYTES:
+            raise RecordError(f"{size} bytes is over the {MAX_RECORD_BYTES} byte limit of a record")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"cannot read the file: {exc}") from None
+    if not text.strip():
+        raise RecordError("empty file")
+    try:
+        record = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise RecordError("JSON nested too deep") from None
+    except ValueError as exc:  # JSONDecodeError, and int() of a 5,000-digit number
+        raise RecordError(f"invalid JSON (truncated?): {str(exc)[:200]}") from None
+    if not isinstance(record, dict):
+        raise RecordError(f"top level is a JSON {type(record).__name__}, not an object")
+    return record
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not strict JSON")

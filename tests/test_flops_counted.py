@@ -1,0 +1,91 @@
+"""Model and hardware FLOPs of the GPT-2 family against torch's FlopCounterMode over one real step.
+
+FlopCounterMode counts every matmul that runs (mm, addmm, bmm, SDPA's kernels), forward and
+backward, recompute included; it does not count norms, activations, softmax or the optimizer,
+and neither do flopsweep's figures. The big shapes run on the meta device (shapes only, no
+arithmetic); block-sparse gather plans its layout on the CPU and runs on meta too.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.checkpoint import set_checkpoint_early_stop
+from torch.utils.flop_counter import FlopCounterMode
+
+from flopsweep.attention import BlockSparseConfig, check_support, executed_density
+from flopsweep.config import AttentionConfig
+from flopsweep.models.gpt2 import GPT, GPT2Config, hardware_flops, model_flops
+
+SHAPES = {
+    "gpt-tiny": GPT2Config(),
+    "gpt-125m@512": GPT2Config(n_layer=12, n_embd=768, n_head=12, seq_len=512, vocab_size=50304),
+    "gpt-1.3b": GPT2Config(n_layer=24, n_embd=2048, n_head=16, seq_len=2048, vocab_size=50304),
+}
+BATCH = 2
+
+
+def _attention(kind: str, seq_len: int) -> AttentionConfig:
+    if kind in ("standard", "sdpa"):
+        return check_support(
+            AttentionConfig(name=kind), device="cpu", precision="fp32", run_seed=0, seq_len=seq_len
+        )
+    window = {"blocksparse-diagonal": 1, "blocksparse-local": 2}[kind]
+    cfg = BlockSparseConfig(layout="local", window_blocks=window, block_size=32 if seq_len <= 128 else 128)
+    return check_support(cfg, device="cpu", precision="fp32", run_seed=0, seq_len=seq_len)
+
+
+def _counted(
+    cfg: GPT2Config, attention: AttentionConfig, checkpointing: bool, early_stop: bool = True
+) -> int:
+    with torch.device("meta"):
+        model = GPT(cfg, attention, checkpointing)
+        tokens = torch.randint(0, cfg.vocab_size, (BATCH, cfg.seq_len + 1))
+    with FlopCounterMode(display=False) as counter, set_checkpoint_early_stop(early_stop):
+        model(tokens).backward()
+    return counter.get_total_flops()
+
+
+KINDS = ["standard", "sdpa", "blocksparse-diagonal", "blocksparse-local"]
+
+
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["no-ckpt", "ckpt"])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_hardware_flops_match_the_counter(shape: str, kind: str, checkpointing: bool) -> None:
+    cfg = SHAPES[shape]
+    attention = _attention(kind, cfg.seq_len)
+    tokens = BATCH * cfg.seq_len
+    counted = _counted(cfg, attention, checkpointing)
+    mode = "early_stop" if checkpointing else "none"
+    hw = hardware_flops(cfg, tokens, executed_density(attention, cfg.seq_len), mode)
+    assert hw == pytest.approx(counted, rel=0.005)
+    model = model_flops(cfg, tokens, attention.density)
+    if (
+        kind != "blocksparse-local"
+    ):  # gather pads each block row to the longest: more runs than the layout needs
+        no_recompute = _counted(cfg, attention, False)
+        assert model == pytest.approx(no_recompute, rel=0.005)
+    assert model <= counted * 1.005  # model FLOPs never credit more than ran
+
+
+@pytest.mark.parametrize("shape", ["gpt-tiny", "gpt-1.3b"])
+def test_full_recompute_when_early_stop_is_off(shape: str) -> None:
+    """A compiled block re-runs whole: the "full" mode is what runs with early stop off."""
+    cfg = SHAPES[shape]
+    counted = _counted(cfg, _attention("sdpa", cfg.seq_len), True, early_stop=False)
+    assert hardware_flops(cfg, BATCH * cfg.seq_len, 1.0, "full") == pytest.approx(counted, rel=0.005)
+
+
+def test_gpt_tiny_default_run_model_flops() -> None:
+    """The default run (gpt-tiny, micro batch 4, one rank): exactly 1,610,612,736 FLOPs per step."""
+    assert model_flops(GPT2Config(), 4 * 128, 1.0) == 1_610_612_736
+
+
+def test_early_stop_skips_the_mlp_out_projection() -> None:
+    """What non-reentrant checkpoint's early stop leaves out: 2 x 4h^2 per token and layer."""
+    cfg = SHAPES["gpt-1.3b"]
+    attention = _attention("sdpa", cfg.seq_len)
+    full = _counted(cfg, attention, True, early_stop=False)
+    early = _counted(cfg, attention, True, early_stop=True)
+    assert full - early == 2 * 4 * cfg.n_embd**2 * BATCH * cfg.seq_len * cfg.n_layer

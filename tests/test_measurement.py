@@ -1,0 +1,78 @@
+"""Numbers that cannot mislead: strict records for a diverged loss, steady steps only,
+plausibility against the measured GEMM rate, sweep values that are the values run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from helpers import run_py
+
+from flopsweep.config import RunConfig
+from flopsweep.metrics import PLAUSIBLE_FACTOR, compute_metrics, sanity_problem, unsteady_steps
+
+
+@pytest.mark.slow
+def test_nan_loss_gives_a_strict_record_with_timings(tmp_path: Path) -> None:
+    proc = run_py(
+        "device=cpu", "fault.kind=nan_loss", "fault.phase=measure", f"hydra.run.dir={tmp_path}", timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = (tmp_path / "metrics.json").read_text()
+    record = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in a strict record"))
+    m = record["metrics"]
+    assert record["status"] == "ok"
+    assert m["loss_finite"] is False and m["loss_last"] is None and m["loss_first"] is not None
+    assert len(m["iteration_time_s"]["values"]) == 5 and m["tokens_per_s"] > 0
+    assert any(w.startswith("loss_not_finite") for w in record["warnings"])
+
+
+def test_unsteady_steps_finds_a_compile_step() -> None:
+    assert unsteady_steps([0.1, 0.1, 0.1, 0.1]) == []
+    assert unsteady_steps([2.0, 0.1, 0.11, 0.1]) == [0]
+    assert unsteady_steps([0.1, 0.1]) == []  # too few steps to judge
+
+
+def _ranks(step_s: float, device: str, gemm: float | None) -> list[dict]:
+    return [
+        {
+            "rank": 0,
+            "device": device,
+            "step_times_s": [step_s] * 5,
+            "losses": [6.0] * 7,
+            "peak_cuda_allocated_bytes": None,
+            "peak_cuda_reserved_bytes": None,
+            "peak_host_rss_bytes": 1,
+            "matmul_tflops": gemm,
+        }
+    ]
+
+
+def test_faster_than_the_measured_gemm_rate_is_invalid_even_on_an_unknown_gpu() -> None:
+    cfg = dataclasses.replace(RunConfig(), device="cuda")
+    cfg.attention.density = 1.0
+    flops = compute_metrics(cfg, _ranks(1.0, "NVIDIA Imaginary X1", 1.0))["hardware_flops_per_iteration"]
+    rate = flops / 1e12  # TFLOP/s of a one-second step
+    slow = compute_metrics(cfg, _ranks(1.0, "NVIDIA Imaginary X1", rate * 2))
+    assert slow["peak_tflops"] is None and sanity_problem(cfg, slow, "cuda") is None
+    fast = compute_metrics(cfg, _ranks(1.0, "NVIDIA Imaginary X1", rate / (PLAUSIBLE_FACTOR + 0.1)))
+    assert "measured dense GEMM rate" in sanity_problem(cfg, fast, "cuda")
+    assert fast["matmul_fraction"] == pytest.approx(
+        fast["model_tflops_per_device"] / fast["measured_matmul_tflops"]
+    )
+
+
+def test_sort_range_is_refused_with_the_list_to_write() -> None:
+    from run import sorted_range_problem
+
+    message = sorted_range_problem(["batch.micro_batch_size=sort(range(1,6,2),reverse=true)"])
+    assert "batch.micro_batch_size=5,3,1" in message and "hydra#3228" in message
+    assert sorted_range_problem(["seed=range(3)", "model=gpt-tiny"]) is None
+
+
+def test_sort_range_refused_before_any_job(tmp_path: Path) -> None:
+    proc = run_py("-m", "seed=sort(range(0,3))", f"hydra.sweep.dir={tmp_path}", timeout=120)
+    assert proc.returncode == 2 and "seed=0,1,2" in proc.stderr
+    assert not list(tmp_path.rglob("metrics.json"))
