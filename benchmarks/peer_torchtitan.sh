@@ -80,7 +80,7 @@ tt_budget=$(( budget - fs_reserve - 25 - $(elapsed) ))   # run_tt.sh stops its r
 (( fs_ok )) || tt_budget=$(( budget - 25 - $(elapsed) ))
 tb_arg="--metrics.enable_tensorboard"; [ "${PEER_TT_TB:-1}" = 0 ] && tb_arg=""
 say "torchtitan: run_tt.sh $group, TT_BUDGET_S=$tt_budget, extra args: ${tb_arg:-none} ${TT_EXTRA_ARGS:-}"
-env PYTHONPATH="$(tt_pythonpath)" TT_SITE=/tmp/tt_site TT_LOG_DIR="$tt_logdir" OUT="$tt_stage" \
+env PYTHONPATH="$(tt_pythonpath)" TT_SITE="${TT_SITE:-/tmp/tt_site}" TT_LOG_DIR="$tt_logdir" OUT="$tt_stage" \
     TT_BUDGET_S="$tt_budget" TT_EXTRA_ARGS="$tb_arg ${TT_EXTRA_ARGS:-}" \
     bash "$kit/run_tt.sh" "$group" > "$tt_stage/run_tt.out" 2>&1
 say "torchtitan: run_tt.sh exited $? (full output in torchtitan/$group/run_tt.out)"

@@ -70,19 +70,39 @@ class Trainer(Protocol):
 
 def build_model(cfg: RunConfig, device: torch.device | None) -> nn.Module:
     """The model of ``cfg.model``'s family in fp32, initialised from ``cfg.seed`` (the same
-    weights on every rank), converted for fp8 when the precision asks for it.
+    weights on every rank), converted for fp8 when the precision asks for it, then
+    checkpointed and compiled per block (:func:`wrap_blocks`).
 
-    ``device=None`` builds without a device context, as ``deepspeed.zero.Init``
-    wants (it places each parameter partition on the accelerator itself).
+    ``device=None`` builds without a device context, as ``deepspeed.zero.Init`` wants (it
+    places each parameter partition on the accelerator itself).
     """
+    return wrap_blocks(make_model(cfg, device), cfg)
+
+
+def make_model(cfg: RunConfig, device: torch.device | None) -> nn.Module:
+    """The bare model (fp8-converted when asked), before checkpointing and compile."""
     torch.manual_seed(cfg.seed)
     with device if device is not None else contextlib.nullcontext():
-        model = family(cfg.model).build(cfg.model, cfg.attention, cfg.activation_checkpointing)
+        model = family(cfg.model).build(cfg.model, cfg.attention, False)
     fprecision.prepare_model(model, cfg.precision)
+    return model
+
+
+def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
+    """Activation checkpointing wraps each block (non-reentrant ``checkpoint_wrapper``), and
+    ``compile`` then compiles each wrapped block, as torchtitan does: the recompute sits
+    inside the compiled graph, where Inductor fuses it, instead of re-running a compiled
+    forward from outside. Identical blocks share one compiled graph, and FSDP2/ZeRO-3
+    hooks stay outside the compiled regions. (Outside ``deepspeed.zero.Init``: its
+    module hooks do not know the wrapper.)"""
+    blocks = family(cfg.model).blocks(model)
+    if cfg.activation_checkpointing:
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+        for i, block in enumerate(blocks):
+            blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False)
     if cfg.compile:
-        # Per block (as torchtitan does): identical blocks share one compiled graph,
-        # and FSDP2/ZeRO-3 hooks stay outside the compiled regions.
-        for block in family(cfg.model).blocks(model):
+        for block in blocks:
             block.compile()
         model.head_loss = torch.compile(model.head_loss)
     return model
@@ -309,7 +329,8 @@ def build_deepspeed(cfg: RunConfig, device: torch.device) -> DeepSpeedTrainer:
     )
     stage3 = cfg.backend.zero_stage == 3
     with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=stage3):
-        model = build_model(cfg, None if stage3 else device)
+        model = make_model(cfg, None if stage3 else device)
+    model = wrap_blocks(model, cfg)
     if stage3:
         # A tied LM head uses the embedding weight outside the embedding's own forward.
         for param in family(cfg.model).tied_parameters(model):

@@ -40,9 +40,9 @@ if TYPE_CHECKING:
 RECIPES = {"fp8": "tensorwise", "fp8-rowwise": "rowwise"}
 """Precision option name -> torchao ``Float8LinearRecipeName`` value."""
 
-LM_HEAD_NAMES = frozenset({"lm_head"})
-"""Module names never converted. The GPT's head is tied (``F.linear(x, wte.weight)``, not a
-module); the name is kept so that a model with an ``lm_head`` Linear keeps it bf16 too."""
+LM_HEAD_NAMES = frozenset({"lm_head", "output"})  # GPT-2 style, and Llama's untied head
+"""Module names never converted: the LM head stays bf16 (torchtitan does the same). The GPT's
+head is tied (``F.linear(x, wte.weight)``, not a module); Llama's untied head is ``output``."""
 
 DIVISOR = 16
 """torchao's float8 matmul (``torch._scaled_mm``) needs in_features and out_features % 16 == 0."""

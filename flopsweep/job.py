@@ -95,6 +95,18 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     return _launch(path, cfg, run, info)
 
 
+ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+
+
+def use_expandable_segments(device: str) -> None:
+    """On CUDA, run the ranks with ``PYTORCH_ALLOC_CONF=expandable_segments:True`` (as torchtitan
+    does), unless the user set either allocator variable: near a full GPU, fixed-size segments
+    fragment and the allocator frees and retries inside the measured steps. The record keeps
+    the setting in ``system.cuda_alloc_conf``."""
+    if device == "cuda" and not any(os.environ.get(v) for v in ALLOC_CONF_VARS):
+        os.environ["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
+
+
 def warn_host_memory(cfg: RunConfig) -> None:
     """On the CPU, warn when the ranks' weights, gradients and AdamW states alone
     (16 bytes per parameter per rank, before any activation) exceed the free host memory,
@@ -122,6 +134,7 @@ def _launch(path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo) -> d
     """Start the ranks of a validated config and record what happened."""
     world = int(cfg.nproc_per_node) * cfg.nnodes
     log.info("launching %d rank(s) on %s: %s", world, cfg.device, " ".join(info.overrides) or "defaults")
+    use_expandable_segments(cfg.device)
     warn_host_memory(cfg)
     try:
         outcome, cfg = launch_run(cfg, path.parent, run)

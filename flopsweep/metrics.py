@@ -282,6 +282,7 @@ def system_info(
         "python": platform.python_version(),
         "git_sha": _git_sha(),
         "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "cuda_alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
     }
 
 

@@ -175,7 +175,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     result.update(
         matmul_tflops=gemm,
         warmup_steps=cfg.steps.warmup + extra,
-        fp8_layers=len(getattr(getattr(trainer, "model", None), "fp8_layers", []) or []) or None,
+        fp8_layers=_fp8_layers(trainer),
         unsteady_steps=unsteady_steps(step_times),
     )
     gathered: list[Any] = [None] * spec.world_size if rank == 0 else None
@@ -224,6 +224,13 @@ def _matmul_rate(cfg: RunConfig, device: Any) -> float:
 
     fp8 = PRECISIONS[cfg.precision.name].fp8_recipe is not None
     return measure_matmul_tflops(device, torch.float8_e4m3fn if fp8 else DTYPES[cfg.precision.name])
+
+
+def _fp8_layers(trainer: Any) -> int | None:
+    """How many nn.Linear layers were converted to float8 (None when the run is not fp8)."""
+    model = getattr(trainer, "model", None) or getattr(getattr(trainer, "engine", None), "module", None)
+    names = getattr(getattr(model, "module", model), "fp8_layers", None)
+    return None if names is None else len(names)
 
 
 def _poisoned(loss: Any, phase: Phase) -> Any:

@@ -677,7 +677,9 @@ def test_cli_markdown_on_the_committed_h200_v1_records(capsys):
     code, out, err = cli(capsys, H200, "--format", "markdown")
     assert code == 0 and "| MFU" in out and "iter_s(mean)" in out and "Traceback" not in err
     df = load(H200)
-    assert (df.schema_version == 1).all() and not df.tflops_mismatch.any()
+    assert not df.tflops_mismatch.any()
+    df = df[df.schema_version == 1]  # the records written before schema version 2
+    assert len(df) >= 80
     changed_hfu = changed_mfu = 0
     for _, r in df[df.status.eq("ok")].iterrows():
         rec = json.loads((Path(r.run_dir) / "metrics.json").read_text())

@@ -32,6 +32,7 @@ SYSTEM_KEYS = {
     "python",
     "git_sha",
     "loadavg",
+    "cuda_alloc_conf",
 }
 
 
