@@ -22,6 +22,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from flopsweep.callbacks import RecordRefused, SweepStopped
 from flopsweep.job import JobInfo, run_job
@@ -125,13 +126,78 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
     return None
 
 
+def output_dir_problem(overrides: list[str]) -> str | None:
+    """One line refusing an output directory that would put records where they do not belong:
+    an empty ``hydra.run.dir`` (the current directory, often the repository) or a
+    ``hydra.sweep.subdir`` that leaves the sweep directory (``../x``, an absolute path)."""
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        value = value.strip().strip("'\"")
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and not value:
+            return (
+                f"Invalid config: {key}='': an empty directory writes the records into the current "
+                f"directory. Fix: name a directory, e.g. {key}=outputs/my-run."
+            )
+        if key == "hydra.sweep.subdir" and (not value or os.path.isabs(value) or ".." in value.split("/")):
+            return (
+                f"Invalid config: {key}={value!r}: each job's directory must stay inside hydra.sweep.dir "
+                "(no '..', not absolute), or the summary and resume=true lose its record. "
+                "Fix: drop the override (default ${hydra.job.num}), or use a relative name "
+                "such as job-${hydra.job.num}."
+            )
+    return None
+
+
+_ENV = re.compile(r"\$\{oc\.env:([^,}]+)(,[^}]*)?\}")
+
+
+def interpolation_problem(overrides: list[str]) -> str | None:
+    """One line for an override whose interpolation cannot resolve, before Hydra prints a
+    traceback for it: ``${oc.env:NAME}`` of an unset variable with no default, or a key that
+    refers to itself (``tag='${tag}'``)."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        for name, default in _ENV.findall(value):
+            if default == "" and name.strip() not in os.environ:
+                return (
+                    f"Invalid config: {key}={value}: environment variable {name.strip()} is not set. "
+                    f"Fix: set it, or give a default: ${{oc.env:{name.strip()},default}}."
+                )
+        if "${" + key + "}" in value:
+            return f"Invalid config: {key}={value}: the value refers to itself. Fix: give {key} a value."
+    return None
+
+
+def env_in_tag_warning(overrides: list[str]) -> str | None:
+    """A warning when ``tag`` takes an environment variable into the records that people share."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+~") == "tag" and "oc.env:" in value:
+            return (
+                f"flopsweep: warning: {override} copies an environment value into every record's "
+                "config.tag; records are often shared"
+            )
+    return None
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> dict:
     hc = HydraConfig.get()
     info = JobInfo(
         job_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task), job_num=hc.job.get("num")
     )
-    run_cfg = OmegaConf.to_object(cfg)
+    try:
+        run_cfg = OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as exc:  # an interpolation that cannot resolve (${oc.env:UNSET})
+        key = getattr(exc, "full_key", None) or "?"
+        message = (
+            f"Invalid config: {key}: {str(exc).splitlines()[0]}. Fix: set the value it refers to, or drop it."
+        )
+        if hc.mode == RunMode.MULTIRUN:
+            raise SweepStopped(message) from None
+        print(f"flopsweep: {message}", file=sys.stderr)
+        sys.exit(2)
     try:
         record = run_job(run_cfg, info)
     except RecordExistsError as exc:
@@ -148,19 +214,34 @@ def main(cfg: DictConfig) -> dict:
     return {"status": status, "tflops_per_device": record["metrics"]["tflops_per_device"]}
 
 
+def interrupted_message() -> str:
+    """What a signal left behind: the last record written (a job that was running when the
+    signal came records itself as an error first), or that nothing was recorded."""
+    from flopsweep.job import LAST_RECORD
+
+    if LAST_RECORD["path"] is None:
+        return "no run had been recorded yet"
+    return f"the last run is recorded ({LAST_RECORD['status']}) in {LAST_RECORD['path']}"
+
+
 if __name__ == "__main__":
     if not os.environ.get("SUBMITIT_EXECUTOR"):  # a Slurm task handles SIGTERM itself
         signal.signal(signal.SIGTERM, raise_terminated)
-    problem = sorted_range_problem(sys.argv[1:]) or foreign_option_keys(sys.argv[1:])
+    argv = sys.argv[1:]
+    problem = (
+        sorted_range_problem(argv)
+        or output_dir_problem(argv)
+        or interpolation_problem(argv)
+        or foreign_option_keys(argv)
+    )
+    if env_in_tag_warning(argv):
+        print(env_in_tag_warning(argv), file=sys.stderr)
     if problem:
         print(f"flopsweep: {problem}", file=sys.stderr)
         sys.exit(2)
     try:
         main()
     except (KeyboardInterrupt, Terminated) as exc:
-        # The job was recorded as an error; a stack trace would only hide that line.
-        print(
-            f"flopsweep: interrupted ({type(exc).__name__}); the run was recorded as an error",
-            file=sys.stderr,
-        )
+        # Say only what is true: a stack trace would hide it.
+        print(f"flopsweep: interrupted ({type(exc).__name__}); {interrupted_message()}", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)

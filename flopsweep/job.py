@@ -41,6 +41,11 @@ class JobInfo:
     job_num: int | None = None
 
 
+LAST_RECORD: dict[str, Any] = {"path": None, "status": None}
+"""The last record this process wrote (its path and status): what ``run.py`` may truthfully
+say when a signal stops it."""
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -270,7 +275,9 @@ def _finish(
     record = build_record(cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics)
     if not writes_record():  # another task of this Slurm job writes the record
         return record
-    atomic_write_json(path, record, overwrite=False)
+    with rec.signals_deferred():  # SIGINT/SIGTERM wait until the record is written and known
+        atomic_write_json(path, record, overwrite=False)
+        LAST_RECORD.update(path=str(path), status=status)
     shutil.rmtree(path.parent / SCRATCH, ignore_errors=True)
     _log_result(record, path)
     return record

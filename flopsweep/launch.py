@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flopsweep import record as rec
 from flopsweep.config import RunConfig
 from flopsweep.worker import RankSpec, spawned_main
 
@@ -196,9 +197,7 @@ def _killed(scratch: Path, rank: int, signum: int) -> Outcome:
 
 
 def _error(kind: str, message: str, phase: str, rank: int | None) -> Outcome:
-    return Outcome(
-        "error", error={"type": kind, "message": message, "phase": phase, "rank": rank, "traceback": None}
-    )
+    return Outcome("error", error=rec.error(kind, message, phase, rank))
 
 
 def _phase_of(scratch: Path, rank: int) -> str:

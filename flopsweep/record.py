@@ -13,10 +13,13 @@ units and ranking direction from that table.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import secrets
+import signal
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -261,29 +264,56 @@ def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = 
         raise RecordExistsError(exists_message(path))
     text = json.dumps(payload, indent=2, allow_nan=False)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    with signals_deferred():
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            _test_pause(tmp, path)
+            if overwrite:
+                os.replace(tmp, path)
+            else:
+                _link_no_clobber(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM (Ctrl-C, a scheduler's preemption) until the block is done.
+
+    A record being written is finished first; the signal is then raised again, and the
+    handler that was in place runs. (Masking with ``pthread_sigmask`` is not enough: the
+    signal may land on another thread, and CPython runs the handler on the main thread
+    anyway.) Only the main thread can set handlers; elsewhere this does nothing.
+    """
+    pending: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
     try:
-        with open(tmp, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _test_pause(tmp)
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            _link_no_clobber(tmp, path)
+        previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
     finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(pending):
+            signal.raise_signal(s)
 
 
 WRITE_PAUSE_ENV = "FLOPSWEEP_TEST_WRITE_PAUSE"
-"""Test hook: seconds to pause between writing the temporary file and moving it into place,
-after creating ``<tmp>.paused``, so that a test can signal a writer inside that window."""
+"""Test hook: seconds to pause between writing a ``metrics.json``'s temporary file and moving it
+into place, after creating ``<tmp>.paused``, so that a test can signal a writer inside that
+window (signals are deferred there: the pause ends, the record is written, then they arrive)."""
 
 
-def _test_pause(tmp: Path) -> None:
+def _test_pause(tmp: Path, path: Path) -> None:
     seconds = os.environ.get(WRITE_PAUSE_ENV)
-    if seconds:
+    if seconds and path.name == METRICS_FILE:
         import time
 
         Path(f"{tmp}.paused").touch()

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from flopsweep import record as rec
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.launch import SCRATCH, Outcome, collect
 from flopsweep.record import METRICS_FILE
@@ -214,16 +215,7 @@ def launch_slurm_task(cfg: RunConfig, job_dir: Path) -> Outcome:
             f"the Slurm job has {env.world_size} task(s) but nnodes x nproc_per_node = {world}: "
             "set hydra.launcher.nodes=${nnodes} and hydra.launcher.tasks_per_node=${nproc_per_node}"
         )
-        return Outcome(
-            "error",
-            error={
-                "type": "LaunchMismatch",
-                "message": message,
-                "phase": "launch",
-                "rank": env.rank,
-                "traceback": None,
-            },
-        )
+        return Outcome("error", error=rec.error("LaunchMismatch", message, "launch", env.rank))
     scratch = Path(job_dir) / SCRATCH
     scratch.mkdir(parents=True, exist_ok=True)
     spec = RankSpec(
@@ -288,9 +280,7 @@ def _taken_over(outcome: Outcome, rank: int) -> Outcome:
         f"failed); rank {rank} wrote this one and saw {seen}"
     )
     phase = outcome.error["phase"] if outcome.error else "measure"
-    return Outcome(
-        "error", error={"type": "TaskDied", "message": message, "phase": phase, "rank": 0, "traceback": None}
-    )
+    return Outcome("error", error=rec.error("TaskDied", message, phase, 0))
 
 
 def _with_test_hook(cfg: RunConfig, rank: int) -> RunConfig:

@@ -25,6 +25,7 @@ from typing import Any
 
 from flopsweep.config import FaultConfig, RunConfig
 from flopsweep.record import atomic_write_json
+from flopsweep.record import error as record_error
 
 COLLECTIVE_GRACE_S = 60.0
 """Seconds the process group's collective timeout adds to the job's ``timeout_s``."""
@@ -380,12 +381,10 @@ def _write_error(spec: RankSpec, rank: int, phase: str, exc: BaseException) -> N
         tb_path.write_text("".join(traceback.format_exception(exc)))
     except OSError:
         tb_path = None
+    # The record's error (flopsweep.record.ErrorInfo) plus what the launcher needs to pick the
+    # rank that failed first: whether it was an out-of-memory, and when.
     error = {
-        "type": type(exc).__name__,
-        "message": str(exc)[:2000],
-        "phase": phase,
-        "rank": rank,
-        "traceback": str(tb_path) if tb_path else None,
+        **record_error(type(exc).__name__, str(exc)[:2000], phase, rank, str(tb_path) if tb_path else None),
         "oom": is_oom(exc),
         "time": when,
     }

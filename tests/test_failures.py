@@ -11,6 +11,7 @@ import ast
 import concurrent.futures
 import dataclasses
 import json
+import os
 import pickle
 import signal
 import subprocess
@@ -661,3 +662,32 @@ def test_bad_input_exits_nonzero_naming_the_key(bad_runs, overrides: list[str], 
         assert not (run_dir / "metrics.json").exists()
         if where == "option":
             assert "belongs to" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_while_the_record_is_written_waits_for_it(tmp_path: Path, sig: int, code: int) -> None:
+    """SIGTERM (a scheduler's preemption) or Ctrl-C inside the write window: the record is
+    finished first, and the message names it. A test hook pauses the writer in that window."""
+    from flopsweep.record import WRITE_PAUSE_ENV
+
+    proc = subprocess.Popen(
+        [sys.executable, RUN_PY, "device=cpu", f"hydra.run.dir={tmp_path}"],
+        cwd=ROOT,
+        env={**os.environ, WRITE_PAUSE_ENV: "20"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while proc.poll() is None and not list(tmp_path.glob(".metrics.json.*.tmp.paused")):
+            time.sleep(0.05)  # the hook's marker says when the writer is inside the window
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err[-2000:]
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert record["status"] == "ok"  # the run had finished; the signal did not cost its record
+    assert f"recorded (ok) in {tmp_path / 'metrics.json'}" in err and "Traceback" not in err
