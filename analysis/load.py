@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.schema import Record, RecordError, read_record
+from analysis.schema import finite as _number
 from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec
 
 log = logging.getLogger("analysis")
@@ -172,17 +173,6 @@ def _get(record: Record, path: tuple[str, ...]) -> Any:
             return None
         value = value.get(key)
     return value
-
-
-def _number(value: Any) -> float | None:
-    """A finite float, or None (bools, text, null, NaN, infinities, integers too big for a float)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        out = float(value)
-    except OverflowError:
-        return None
-    return out if math.isfinite(out) else None
 
 
 def _scalar(value: Any) -> Any:

@@ -171,7 +171,7 @@ def _section(record: Record, *path: str) -> Record:
     return value if isinstance(value, dict) else {}
 
 
-def _finite(value: Any) -> float | None:
+def finite(value: Any) -> float | None:
     """``value`` as a finite float, or None (bools, text, null, NaN, and numbers too big for a float)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -217,7 +217,7 @@ def v1_flops(record: Record) -> tuple[int, int, float, float] | None:
     density = attention.get("density")
     if density is None and attention.get("name") == "blocksparse":
         return None  # the fraction computed is unknown: no figure rather than a dense guess
-    rho = 1.0 if density is None else _finite(density)
+    rho = 1.0 if density is None else finite(density)
     if rho is None or rho < 0:
         return None
     global_batch = micro * accum * world
@@ -240,7 +240,7 @@ def v1_flops(record: Record) -> tuple[int, int, float, float] | None:
 def per_device_tflops(flops: Any, mean_time_s: Any, world_size: Any) -> float | None:
     """``flops / (mean_time_s x world_size x 1e12)``, or None when an input is missing, not
     positive or not finite, or the result overflows."""
-    f, t, w = _finite(flops), _finite(mean_time_s), _finite(world_size)
+    f, t, w = finite(flops), finite(mean_time_s), finite(world_size)
     if f is None or t is None or w is None or t <= 0 or w <= 0 or isinstance(world_size, float):
         return None
     out = f / (t * w * 1e12)
@@ -248,7 +248,7 @@ def per_device_tflops(flops: Any, mean_time_s: Any, world_size: Any) -> float | 
 
 
 def _ratio(value: float | None, peak: Any) -> float | None:
-    p = _finite(peak)
+    p = finite(peak)
     return value / p if value is not None and p else None
 
 
@@ -298,7 +298,7 @@ def upgrade_v1_to_v2(old: Record) -> Record:
         m[key] = None  # v1's eq. 3 figures; recomputed below
     it = m.get("iteration_time_s")
     if isinstance(it, dict):
-        mean, std = _finite(it.get("mean")), _finite(it.get("std"))
+        mean, std = finite(it.get("mean")), finite(it.get("std"))
         m["iteration_time_s"] = {**it, "cv": std / mean if mean and std is not None else it.get("cv")}
     new["metrics"] = m
     if new.get("status") != "ok":

@@ -22,7 +22,8 @@ import torch
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from flopsweep.models.gpt2 import GPT, GPT2Config as ModelConfig  # noqa: E402
+from flopsweep.models.gpt2 import GPT  # noqa: E402
+from flopsweep.models.gpt2 import GPT2Config as ModelConfig
 
 ADAMW = dict(lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 

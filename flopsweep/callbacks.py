@@ -4,6 +4,7 @@ two errors with which a job stops a sweep on purpose."""
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,39 @@ def summary_line(counts: Counter) -> str:
     return ", ".join(parts)
 
 
+def sweep_size(config: Any) -> int | None:
+    """Jobs in this multirun: the product of the sweep overrides' lengths (command line and
+    ``hydra.sweeper.params``, command line first, as Hydra's basic sweeper expands them).
+    None when it cannot be told (another sweeper)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        params = dict(config.hydra.sweeper.get("params") or {})
+        lines = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+        by_key = {o.key_or_group: o for o in OverridesParser.create().parse_overrides(lines)}
+        total = 1
+        for o in by_key.values():
+            if o.is_sweep_override():
+                total *= len(list(o.sweep_string_iterator()))
+        return total
+    except Exception:  # noqa: BLE001 - progress is a courtesy; never fail the sweep over it
+        return None
+
+
+def progress_line(done: int, total: int | None, elapsed_s: float) -> str:
+    """``flopsweep: job 3/12 done, 2:31 elapsed, about 7:33 left`` (the estimate: the mean job so far)."""
+    if total is None or total < done:
+        return f"flopsweep: job {done} done, {_clock(elapsed_s)} elapsed"
+    left = elapsed_s / done * (total - done)
+    return f"flopsweep: job {done}/{total} done, {_clock(elapsed_s)} elapsed, about {_clock(left)} left"
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 class SweepSummary(Callback):
     """Prints one status line at the end of a multirun, e.g. ``6 ok, 2 oom, 1 error, 0 invalid, 3 skipped``.
 
@@ -82,11 +116,19 @@ class SweepSummary(Callback):
 
     def __init__(self) -> None:
         self.kept: dict[str, str] = {}
+        self.total: int | None = None
+        self.done = 0
+        self.started = 0.0
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         self.kept = ok_run_ids(Path(str(config.hydra.sweep.dir)))
+        self.total = sweep_size(config)
+        self.done, self.started = 0, time.monotonic()
 
     def on_job_end(self, config: Any, job_return: JobReturn, **kwargs: Any) -> None:
+        if self.started:  # a multirun (a single run has no sweep progress)
+            self.done += 1
+            print(progress_line(self.done, self.total, time.monotonic() - self.started), flush=True)
         if job_return.status == JobStatus.FAILED and isinstance(job_return._return_value, SweepStopped):
             self._print(config, " (stopped early by fail_fast)")
 
@@ -96,5 +138,5 @@ class SweepSummary(Callback):
     def _print(self, config: Any, note: str) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
         line = summary_line(count_statuses(sweep_dir, self.kept))
-        log.info("sweep %s: %s%s", sweep_dir, line, note)
+        log.debug("sweep %s: %s%s", sweep_dir, line, note)  # printed once, below
         print(f"flopsweep summary: {line}{note} ({sweep_dir})", flush=True)

@@ -46,6 +46,12 @@ LAST_RECORD: dict[str, Any] = {"path": None, "status": None}
 say when a signal stops it."""
 
 
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\x1b``), for one honest log line:
+    a newline in a ``tag`` must not forge another line. Records keep the exact value."""
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text)
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -138,7 +144,8 @@ def warn_host_memory(cfg: RunConfig) -> None:
 def _launch(path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo) -> dict[str, Any]:
     """Start the ranks of a validated config and record what happened."""
     world = int(cfg.nproc_per_node) * cfg.nnodes
-    log.info("launching %d rank(s) on %s: %s", world, cfg.device, " ".join(info.overrides) or "defaults")
+    shown = printable(" ".join(info.overrides)) or "defaults"
+    log.info("launching %d rank(s) on %s: %s", world, cfg.device, shown)
     use_expandable_segments(cfg.device)
     warn_host_memory(cfg)
     try:
@@ -302,6 +309,6 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
             err["phase"],
             "" if err["rank"] is None else f" (rank {err['rank']})",
             err["type"],
-            err["message"],
+            printable(err["message"]),
             path,
         )

@@ -1,0 +1,33 @@
+"""Sweep-level progress: job i/N with the elapsed time and an estimate from the jobs done."""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from flopsweep.callbacks import progress_line, sweep_size
+
+
+def test_progress_line_estimates_from_the_mean_job() -> None:
+    assert progress_line(3, 12, 151) == "flopsweep: job 3/12 done, 2:31 elapsed, about 7:33 left"
+    assert progress_line(2, None, 3725) == "flopsweep: job 2 done, 1:02:05 elapsed"
+
+
+def test_sweep_size_multiplies_command_line_and_sweep_file_axes() -> None:
+    config = OmegaConf.create(
+        {
+            "hydra": {
+                "sweeper": {"params": {"backend": "ddp,fsdp,zero3", "precision": "fp32,bf16"}},
+                "overrides": {"task": ["seed=1,2", "device=cpu", "backend=ddp,fsdp"]},
+            }
+        }
+    )
+    assert sweep_size(config) == 2 * 2 * 2  # the command line's backend wins over the file's
+    assert sweep_size(OmegaConf.create({})) is None
+
+
+def test_log_lines_escape_control_characters() -> None:
+    """A newline in a tag cannot forge a log line; the record keeps the exact value elsewhere."""
+    from flopsweep.job import printable
+
+    assert printable("tag=a\n[INFO] forged\x1b[31m") == "tag=a\\n[INFO] forged\\x1b[31m"
+    assert printable("model=gpt-tiny tag=ünïcode ok") == "model=gpt-tiny tag=ünïcode ok"
