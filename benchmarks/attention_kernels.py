@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flopsweep import blocksparse as bsp  # noqa: E402
 from flopsweep.attention import (  # noqa: E402
+    BlockSparseConfig,
     FlexAttention,
     attention_density,
     build_attention_fn,
@@ -58,8 +59,7 @@ def kernels(seq: int, window_blocks: int) -> list[tuple[str, AttentionConfig | N
     rows.append((f"flex sliding window {WINDOW_TOKENS}", None, bsp.density(blocks_hit)))
     for impl in ("flex", "gather"):
         for layout in bsp.LAYOUTS:
-            cfg = AttentionConfig(
-                name="blocksparse",
+            cfg = BlockSparseConfig(
                 layout=layout,
                 impl=impl,
                 window_blocks=window_blocks,

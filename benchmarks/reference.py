@@ -23,14 +23,15 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flopsweep.models.gpt2 import GPT  # noqa: E402
-from flopsweep.models.gpt2 import GPT2Config as ModelConfig
+from flopsweep.models.gpt2 import GPT2Config as ModelConfig  # noqa: E402
 
 ADAMW = dict(lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
 
 def load_model_config(name: str) -> ModelConfig:
     path = Path(__file__).resolve().parents[1] / "conf" / "model" / f"{name}.yaml"
-    return ModelConfig(**yaml.safe_load(path.read_text()))
+    fields = {k: v for k, v in yaml.safe_load(path.read_text()).items() if k != "defaults"}
+    return ModelConfig(**fields)
 
 
 def init_single_rank_group() -> None:
