@@ -4,6 +4,8 @@ two errors with which a job stops a sweep on purpose."""
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -106,6 +108,43 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+class SweepBusy(CompactHydraException):
+    """Another sweep (or resume) is writing into the same sweep directory."""
+
+
+LOCK_FILE = ".flopsweep-sweep.lock"
+
+
+def lock_sweep_dir(sweep_dir: Path) -> Any:
+    """Hold an exclusive lock on ``sweep_dir`` for this sweep process (released when it exits).
+
+    Two sweeps or resumes into one directory would share, and wipe, each other's scratch
+    files, and time each other's jobs under load. The second one is refused at once.
+
+    Raises:
+        SweepBusy: naming the directory and the process that holds it.
+    """
+    import fcntl
+
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(sweep_dir / LOCK_FILE, "a+")  # noqa: SIM115 - held for the life of the sweep
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise SweepBusy(
+            f"another sweep ({holder}) is running in {sweep_dir}; wait for it to finish, or choose "
+            "another hydra.sweep.dir"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}")
+    handle.flush()
+    return handle
+
+
 class SweepSummary(Callback):
     """Prints one status line at the end of a multirun, e.g. ``6 ok, 2 oom, 1 error, 0 invalid, 3 skipped``.
 
@@ -121,6 +160,11 @@ class SweepSummary(Callback):
         self.started = 0.0
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        try:
+            self.lock = lock_sweep_dir(Path(str(config.hydra.sweep.dir)))
+        except SweepBusy as exc:  # Hydra turns a callback's exceptions into warnings: exit here
+            print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
         self.kept = ok_run_ids(Path(str(config.hydra.sweep.dir)))
         self.total = sweep_size(config)
         self.done, self.started = 0, time.monotonic()

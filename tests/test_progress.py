@@ -31,3 +31,18 @@ def test_log_lines_escape_control_characters() -> None:
 
     assert printable("tag=a\n[INFO] forged\x1b[31m") == "tag=a\\n[INFO] forged\\x1b[31m"
     assert printable("model=gpt-tiny tag=ünïcode ok") == "model=gpt-tiny tag=ünïcode ok"
+
+
+def test_second_sweep_into_a_busy_directory_is_refused(tmp_path) -> None:
+    """One sweep per directory: a second one (or a resume) stops at once with one line, no job run."""
+    from helpers import run_py
+
+    from flopsweep.callbacks import lock_sweep_dir
+
+    held = lock_sweep_dir(tmp_path)  # this test process plays the running sweep
+    try:
+        proc = run_py("-m", "seed=1,2", "device=cpu", f"hydra.sweep.dir={tmp_path}", timeout=120)
+    finally:
+        held.close()
+    assert proc.returncode == 1 and "another sweep" in proc.stderr and str(tmp_path) in proc.stderr
+    assert "Traceback" not in proc.stderr and not list(tmp_path.rglob("metrics.json"))
