@@ -112,7 +112,9 @@ class SweepBusy(CompactHydraException):
     """Another sweep (or resume) is writing into the same sweep directory."""
 
 
-LOCK_FILE = ".flopsweep-sweep.lock"
+def lock_path(sweep_dir: Path) -> Path:
+    """``<parent>/.<name>.flopsweep-lock``: the lock file of a sweep directory."""
+    return sweep_dir.parent / f".{sweep_dir.name}.flopsweep-lock"
 
 
 def lock_sweep_dir(sweep_dir: Path) -> Any:
@@ -126,8 +128,10 @@ def lock_sweep_dir(sweep_dir: Path) -> Any:
     """
     import fcntl
 
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(sweep_dir / LOCK_FILE, "a+")  # noqa: SIM115 - held for the life of the sweep
+    # Beside the directory, not in it: a launcher that refuses its settings must leave no sweep
+    # directory behind.
+    sweep_dir.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock_path(sweep_dir), "a+")  # noqa: SIM115 - held for the life of the sweep
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -43,7 +43,8 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     record = json.loads((tmp_path / "metrics.json").read_text())
     assert set(record) == SCHEMA_KEYS
     assert record["schema_version"] == SCHEMA_VERSION and record["status"] == "ok" and record["error"] is None
-    assert record["warnings"] == []
+    # a loaded CPU may leave unsteady steps (a warning on the CPU, never invalid); nothing else
+    assert all(w.startswith("unsteady") for w in record["warnings"]), record["warnings"]
     assert set(record["metrics"]) == set(METRIC_KEYS)
     assert set(record["system"]) == SYSTEM_KEYS
     assert set(record["run"]) == {"id", "started_at", "finished_at", "overrides", "job_num"}
