@@ -169,6 +169,20 @@ def interpolation_problem(overrides: list[str]) -> str | None:
     return None
 
 
+def existing_record_problem(overrides: list[str]) -> str | None:
+    """A single run into a ``hydra.run.dir`` that already holds a record, without ``resume=true``:
+    refused here, before Hydra rewrites the directory's ``.hydra/*.yaml``."""
+    values = dict(o.partition("=")[::2] for o in overrides if "=" in o)
+    if "-m" in overrides or "--multirun" in overrides or values.get("resume", "").lower() == "true":
+        return None
+    run_dir = values.get("hydra.run.dir", "").strip().strip("'\"")
+    if run_dir and "${" not in run_dir and os.path.exists(os.path.join(run_dir, "metrics.json")):
+        from flopsweep.record import exists_message
+
+        return exists_message(os.path.join(run_dir, "metrics.json"))
+    return None
+
+
 def env_in_tag_warning(overrides: list[str]) -> str | None:
     """A warning when ``tag`` takes an environment variable into the records that people share."""
     for override in overrides:
@@ -234,6 +248,10 @@ if __name__ == "__main__":
         or interpolation_problem(argv)
         or foreign_option_keys(argv)
     )
+    exists = existing_record_problem(argv)
+    if exists and not problem:
+        print(f"flopsweep: {exists}", file=sys.stderr)
+        sys.exit(1)
     if env_in_tag_warning(argv):
         print(env_in_tag_warning(argv), file=sys.stderr)
     if problem:

@@ -691,3 +691,14 @@ def test_signal_while_the_record_is_written_waits_for_it(tmp_path: Path, sig: in
     record = json.loads((tmp_path / "metrics.json").read_text())
     assert record["status"] == "ok"  # the run had finished; the signal did not cost its record
     assert f"recorded (ok) in {tmp_path / 'metrics.json'}" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_refused_rerun_leaves_the_run_directory_untouched(tmp_path: Path) -> None:
+    """A re-run into a directory that holds a record is refused before Hydra rewrites .hydra/."""
+    first = run_py("device=cpu", "seed=0", f"hydra.run.dir={tmp_path}", timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = {p.name: p.read_text() for p in (tmp_path / ".hydra").iterdir()}
+    again = run_py("device=cpu", "seed=3", f"hydra.run.dir={tmp_path}", timeout=120)
+    assert again.returncode == 1 and "refusing to overwrite" in again.stderr
+    assert {p.name: p.read_text() for p in (tmp_path / ".hydra").iterdir()} == before
