@@ -24,7 +24,7 @@ from flopsweep.attention import executed_density
 from flopsweep.config import RunConfig
 from flopsweep.models import family
 from flopsweep.precision import PRECISIONS
-from flopsweep.record import SCHEMA_VERSION, STATUSES, null_metrics, strict
+from flopsweep.record import PER_RANK_KEYS, SCHEMA_VERSION, STATUSES, null_metrics, strict
 
 PLAUSIBLE_FACTOR = 1.05
 """A run whose hardware TFLOPs exceed this times the measured GEMM rate (or the datasheet
@@ -147,20 +147,7 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
         "matmul_fraction": model_tflops / gemm_rate if gemm_rate else None,
         "peak_cuda_allocated_bytes": None if None in cuda_alloc else max(cuda_alloc),
         "peak_cuda_reserved_bytes": None if None in cuda_res else max(cuda_res),
-        "per_rank": [
-            {
-                k: r.get(k)
-                for k in (
-                    "rank",
-                    "device",
-                    "peak_cuda_allocated_bytes",
-                    "peak_cuda_reserved_bytes",
-                    "peak_host_rss_bytes",
-                    "matmul_tflops",
-                )
-            }
-            for r in ranks
-        ],
+        "per_rank": [{k: r.get(k) for k in PER_RANK_KEYS} for r in ranks],
         "peak_host_rss_bytes": max(r["peak_host_rss_bytes"] for r in ranks),
         "swap_used_bytes": psutil.swap_memory().used,
         "loss_first": losses[0],

@@ -20,7 +20,7 @@ import os
 import secrets
 import signal
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +218,52 @@ class ErrorInfo:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankFigures:
+    """What one rank measured; rank 0 gathers one per rank, and ``metrics.per_rank`` keeps the
+    memory part of each.
+
+    Attributes:
+        rank: global rank.
+        device: ``torch.cuda.get_device_name`` or ``"cpu"``.
+        step_times_s: seconds per measured optimizer step on this rank.
+        losses: mean loss per step run (warm-up and measured), null where not finite.
+        peak_cuda_allocated_bytes, peak_cuda_reserved_bytes: since the measured steps began;
+            null on the CPU.
+        peak_host_rss_bytes: the process's peak resident set.
+        matmul_tflops: the measured dense GEMM rate at the run's matmul precision, TFLOP/s.
+        warmup_steps: warm-up steps run (``steps.warmup`` plus any extra).
+        fp8_layers: Linear layers converted to float8, null when the run is not fp8.
+        unsteady_steps: measured steps over 3x the median of the others.
+    """
+
+    rank: int
+    device: str
+    step_times_s: list[float]
+    losses: list[float | None]
+    peak_cuda_allocated_bytes: int | None
+    peak_cuda_reserved_bytes: int | None
+    peak_host_rss_bytes: int
+    matmul_tflops: float | None = None
+    warmup_steps: int = 0
+    fp8_layers: int | None = None
+    unsteady_steps: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+PER_RANK_KEYS = (
+    "rank",
+    "device",
+    "peak_cuda_allocated_bytes",
+    "peak_cuda_reserved_bytes",
+    "peak_host_rss_bytes",
+    "matmul_tflops",
+)
+"""The keys of each ``metrics.per_rank`` entry (a part of :class:`RankFigures`)."""
 
 
 def error(type_: str, message: str, phase: str | None, rank: int | None = None, traceback: str | None = None):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.config import FaultConfig, RunConfig
-from flopsweep.record import atomic_write_json
+from flopsweep.record import RankFigures, atomic_write_json
 from flopsweep.record import error as record_error
 
 COLLECTIVE_GRACE_S = 60.0
@@ -173,12 +173,13 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     step_times, measured, extra = measure_steady(trainer, batches, cfg, device, log, phase)
     losses += measured
     result = _rank_figures(rank, device, step_times, losses)
-    result.update(
+    result = RankFigures(
+        **result,
         matmul_tflops=gemm,
         warmup_steps=cfg.steps.warmup + extra,
         fp8_layers=_fp8_layers(trainer),
         unsteady_steps=unsteady_steps(step_times),
-    )
+    ).as_dict()
     gathered: list[Any] = [None] * spec.world_size if rank == 0 else None
     dist.gather_object(result, gathered, dst=0)
     if rank == 0:
