@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from flopsweep.callbacks import RecordRefused, SweepStopped
-from flopsweep.job import JobInfo, run_job
+from flopsweep.job import JobInfo, plan_table, run_job
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.record import RecordExistsError
 from flopsweep.store import register_configs
@@ -217,6 +217,10 @@ def main(cfg: DictConfig) -> dict:
     except RecordExistsError as exc:
         raise RecordRefused(str(exc)) from None
     status = record["status"]
+    if status == "plan":
+        if hc.mode != RunMode.MULTIRUN:
+            print(plan_table(record["plan_file"]))
+        return {"status": "plan"}
     if status != "ok":
         message = f"flopsweep: {status}: {record['error']['message']}"
         if hc.mode != RunMode.MULTIRUN:

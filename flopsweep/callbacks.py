@@ -181,6 +181,12 @@ class SweepSummary(Callback):
             self._print(config, " (stopped early by fail_fast)")
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        plan = Path(str(config.hydra.sweep.dir)) / "plan.csv"
+        if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
+            from flopsweep.job import plan_table
+
+            print(plan_table(str(plan)), flush=True)
+            return
         self._print(config, "")
 
     def _print(self, config: Any, note: str) -> None:

@@ -175,11 +175,14 @@ class RunConfig:
     move any other old record aside (``metrics.<status>-<run id>.json``) and run again."""
     fail_fast: bool = False
     """Stop the sweep after the first job that is not ``ok`` (that job is recorded first)."""
+    plan: bool = False
+    """Validate every job and estimate its memory, world size, parameters and FLOPs; start no
+    worker and write no record (``plan.csv`` in the sweep or run directory)."""
     fault: FaultConfig = field(default_factory=FaultConfig)
     """Test-only fault injection; see :class:`FaultConfig`."""
 
 
-RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault")
+RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault", "plan")
 """Keys that steer a run but do not change what it measures; ``resume`` ignores them
 when it compares a job's config with the config of an existing record. (An ``ok``
 record always ran without a fault: every injected fault fails its run.)"""

@@ -76,6 +76,8 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """
     job_dir = Path(info.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.plan:
+        return plan_job(cfg, info)
     path = job_dir / METRICS_FILE
     if path.exists() and not cfg.resume and writes_record():
         raise RecordExistsError(exists_message(path))
@@ -116,6 +118,86 @@ def use_expandable_segments(device: str) -> None:
     the setting in ``system.cuda_alloc_conf``."""
     if device == "cuda" and not any(os.environ.get(v) for v in ALLOC_CONF_VARS):
         os.environ["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
+
+
+PLAN_FILE = "plan.csv"
+PLAN_COLUMNS = (
+    "job",
+    "overrides",
+    "status",
+    "world_size",
+    "n_params",
+    "model_flops_per_step",
+    "est_peak_gib_per_rank",
+    "fits",
+    "note",
+)
+
+
+def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
+    """``plan=true``: validate the job and estimate it, start nothing, write no record.
+
+    On a machine without the job's GPUs, the job is placed as it would be on GPUs of compute
+    capability 9.0 with bf16 (``fits`` is then blank: nothing here to compare with). Appends
+    one row to ``plan.csv`` beside the job directories (the sweep directory under ``-m``).
+
+    Returns:
+        ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``.
+    """
+    import csv
+
+    from flopsweep.memory import estimate
+
+    env = Environment.detect()
+    note = ""
+    if cfg.device == "cuda" and not env.cuda_available:
+        nproc = int(cfg.nproc_per_node) if str(cfg.nproc_per_node).isdigit() else 1
+        env = dataclasses.replace(
+            env, cuda_available=True, gpu_count=nproc, bf16_supported=True, capability=(9, 0)
+        )
+        note = "no GPU here: placed as on a GPU of capability 9.0"
+    row = dict.fromkeys(PLAN_COLUMNS, "")
+    row.update(job=info.job_num if info.job_num is not None else "", overrides=" ".join(info.overrides))
+    try:
+        p = plan(cfg, env)
+    except ConfigError as exc:
+        row.update(status="invalid", note=str(exc))
+    else:
+        m = p.cfg.model
+        est = estimate(p.cfg, p.world_size)
+        tokens = p.cfg.batch.micro_batch_size * p.cfg.batch.grad_accum * p.world_size * m.seq_len
+        flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
+        row.update(
+            status="ok",
+            world_size=p.world_size,
+            n_params=family(m).n_params(m),
+            model_flops_per_step=f"{flops:.4g}",
+            est_peak_gib_per_rank=f"{est.total / 2**30:.1f}",
+        )
+        if env.cuda_available and p.device == "cuda" and not note:
+            import torch
+
+            row["fits"] = est.total <= torch.cuda.get_device_properties(0).total_memory
+        elif p.device == "cpu":
+            row["fits"] = ""
+        row["note"] = f"{note}; {est.method}" if note else est.method
+    where = Path(info.job_dir).parent if info.job_num is not None else Path(info.job_dir)
+    path = where / PLAN_FILE
+    new = not path.exists()
+    with open(path, "a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=PLAN_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+    return {"status": "plan", "plan": row, "plan_file": str(path)}
+
+
+def plan_table(path: str) -> str:
+    """``plan.csv`` as one table (pandas' markdown through tabulate), with the file's path."""
+    import pandas as pd
+
+    table = pd.read_csv(path, keep_default_na=False).to_markdown(index=False)
+    return f"{table}\n(plan: no worker started, no record written; {path})"
 
 
 def warn_host_memory(cfg: RunConfig) -> None:

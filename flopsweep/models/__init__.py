@@ -51,6 +51,9 @@ class ModelFamily:
             Narayanan et al. eq. 3 where the family is GPT-shaped, else None.
         check: ``cfg -> None``; raises ``ConfigError`` for an impossible shape.
         info: ``cfg -> dict``: the record's ``model`` section.
+        memory: ``cfg -> {"residual", "other", "largest_layer_params"}``: activation elements per
+            token and layer kept for backward (the residual-stream part separately) and the
+            largest layer, for :mod:`flopsweep.memory`.
     """
 
     config: type[ModelConfig]
@@ -63,6 +66,7 @@ class ModelFamily:
     eq3_flops: Callable[[Any, int, bool], float | None]
     check: Callable[[Any], None]
     info: Callable[[Any], dict[str, Any]]
+    memory: Callable[[Any], dict[str, int]]
 
 
 def _spec(module: Any) -> ModelFamily:
@@ -78,6 +82,7 @@ def _spec(module: Any) -> ModelFamily:
         eq3_flops=module.eq3_flops,
         check=module.check,
         info=module.info,
+        memory=module.memory,
     )
 
 

@@ -242,3 +242,12 @@ def info(cfg: GPT2Config) -> dict[str, Any]:
     """The record's ``model`` section: the shape and ``n_params``."""
     keys = ("name", "arch", "n_layer", "n_embd", "n_head", "seq_len", "vocab_size")
     return {**{k: getattr(cfg, k) for k in keys}, "n_params": n_params(cfg)}
+
+
+def memory(cfg: GPT2Config) -> dict[str, int]:
+    """Shapes for the memory estimate (:mod:`flopsweep.memory`), per token and layer, in elements:
+    ``residual`` (the two LayerNorm inputs, fp32 under autocast) and ``other`` (ln_1 out h, QKV 3h,
+    attention out h, ln_2 out h, c_fc out 4h, GELU out 4h: what backward keeps), and the largest
+    single layer's parameters (the token embedding at these vocabularies)."""
+    h = cfg.n_embd
+    return {"residual": 2 * h, "other": 14 * h, "largest_layer_params": max(cfg.vocab_size * h, 4 * h * h)}

@@ -375,3 +375,14 @@ def eq3_flops(cfg: LlamaConfig, global_batch: int, activation_checkpointing: boo
 def info(cfg: LlamaConfig) -> dict[str, Any]:
     """The record's ``model`` section: every key of :class:`LlamaConfig` and ``n_params``."""
     return {**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}, "n_params": n_params(cfg)}
+
+
+def memory(cfg: LlamaConfig) -> dict[str, int]:
+    """Shapes for the memory estimate (:mod:`flopsweep.memory`), per token and layer, in elements:
+    ``residual`` (the two RMSNorm inputs) and ``other`` (the two norm outputs 2h, q h, k and v
+    2 kv-width, attention out h, and the SwiGLU's w1, w3, SiLU and product outputs 4 ffn: what
+    backward keeps), and the largest single layer's parameters."""
+    h = cfg.n_embd
+    kv = cfg.n_kv_head * (h // cfg.n_head)
+    largest = max(cfg.vocab_size * h, cfg.ffn_dim * h)
+    return {"residual": 2 * h, "other": 4 * h + 2 * kv + 4 * cfg.ffn_dim, "largest_layer_params": largest}

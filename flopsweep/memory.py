@@ -1,0 +1,100 @@
+"""Peak GPU memory per rank of a planned run, before anything runs (``plan=true``).
+
+The estimate adds four parts, in bytes per rank:
+
+- **model states**: weights, gradients and AdamW's two moments.
+  - ``single``/``ddp``: fp32 weights, gradients and moments, ``16 P``; under autocast (bf16,
+    fp16) the cached low-precision weight copies, ``2 P``; DDP's gradient buckets, ``4 P``.
+  - ``fsdp``: ``16 P / W`` (FSDP2 shards all of it; the all-gathered blocks in flight are a
+    few blocks' worth and are left out).
+  - ``deepspeed``: DeepSpeed's own estimators, without offload:
+    ``deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs`` for ZeRO-1
+    and -2 (``2 P + 18 P / W``) and ``stage3.estimate_zero3_model_states_mem_needs`` for ZeRO-3
+    (``4 x largest layer + 18 P / W``).
+- **activations** kept for backward, per token and layer, from the model family
+  (:func:`flopsweep.models.ModelFamily.memory`): the residual-stream elements in fp32 when
+  autocast runs over fp32 weights (single, DDP), else in the compute dtype, and the rest in
+  the compute dtype (4 bytes for fp32). With activation checkpointing: each block's input
+  only, plus one block's full activations while it is recomputed.
+- **logits**: ``6 bytes x tokens x V`` (bf16 logits, their fp32 upcast and the loss's saved
+  fp32 softmax, measured on the H200 records).
+
+Not counted: the CUDA context (about 0.5 GiB, not in ``max_memory_allocated``), allocator
+fragmentation (``reserved - allocated``), ``torch.compile``'s different saved set, and
+attention kernels' scratch. ``benchmarks/memory_estimate.py`` compares the estimate with the
+``peak_cuda_allocated_bytes`` of every committed H200 record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flopsweep.models import family
+
+LOGIT_BYTES = 6
+"""Bytes per logit at the loss's peak (eager): bf16 logits, fp32 upcast, saved fp32 softmax."""
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak GPU memory of one rank, in bytes, by part, and where the model-state figure comes from."""
+
+    model_states: int
+    activations: int
+    logits: int
+    method: str
+
+    @property
+    def total(self) -> int:
+        return self.model_states + self.activations + self.logits
+
+
+def _model_states(cfg: Any, world: int, n_params: int, largest_layer: int) -> tuple[int, str]:
+    backend, precision = cfg.backend.name, cfg.precision.name
+    autocast_copies = 2 * n_params if precision != "fp32" else 0
+    if backend in ("single", "ddp"):
+        ddp = 4 * n_params if backend == "ddp" else 0
+        return (
+            16 * n_params + autocast_copies + ddp,
+            "16 P fp32 states + 2 P autocast copies (+ 4 P DDP buckets)",
+        )
+    if backend == "fsdp":
+        return 16 * n_params // world, "16 P / W (FSDP2 shards weights, gradients, AdamW moments)"
+    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+    if cfg.backend.zero_stage == 3:
+        _, gpu, _ = estimate_zero3_model_states_mem_needs(
+            n_params, largest_layer, num_gpus_per_node=world, cpu_offload=False, cpu_offload_params=False
+        )
+        return gpu, "DeepSpeed estimate_zero3_model_states_mem_needs (no offload)"
+    _, gpu = estimate_zero2_model_states_mem_needs(n_params, num_gpus_per_node=world, cpu_offload=False)
+    return gpu, "DeepSpeed estimate_zero2_model_states_mem_needs (no offload; ZeRO-1 and -2)"
+
+
+def estimate(cfg: Any, world_size: int) -> MemoryEstimate:
+    """The peak GPU memory of one rank of the resolved config ``cfg`` on ``world_size`` ranks.
+
+    Args:
+        cfg: a resolved ``RunConfig`` (``flopsweep.plan.Plan.cfg``).
+        world_size: data-parallel ranks (the plan's).
+
+    Returns:
+        The estimate by part (see the module docstring for each formula).
+    """
+    m = cfg.model
+    fam = family(m)
+    shape = fam.memory(m)
+    n_params = fam.n_params(m)
+    states, method = _model_states(cfg, world_size, n_params, shape["largest_layer_params"])
+    compute = 4 if cfg.precision.name == "fp32" else 2
+    autocast_over_fp32 = cfg.backend.name in ("single", "ddp") and compute == 2
+    residual = 4 if autocast_over_fp32 else compute
+    tokens = cfg.batch.micro_batch_size * m.seq_len
+    per_layer = shape["residual"] * residual + shape["other"] * compute  # bytes per token
+    if cfg.activation_checkpointing:
+        activations = tokens * (m.n_layer * m.n_embd * residual + per_layer)
+    else:
+        activations = tokens * m.n_layer * per_layer
+    return MemoryEstimate(states, activations, LOGIT_BYTES * tokens * m.vocab_size, method)
