@@ -402,7 +402,7 @@ def test_two_sweeps_started_together_get_two_directories(tmp_path: Path) -> None
     ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
-    sweeps = sorted(tmp_path.glob("multirun/*/*"))
+    sweeps = sorted(p for p in tmp_path.glob("multirun/*/*") if p.is_dir())  # not the lock files
     assert len(sweeps) == 2
     records = [json.loads(p.read_text()) for s in sweeps for p in sorted(s.rglob("metrics.json"))]
     assert len(records) == 4 and {r["status"] for r in records} == {"ok"}
