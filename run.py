@@ -133,6 +133,14 @@ def output_dir_problem(overrides: list[str]) -> str | None:
     for override in overrides:
         key, _, value = override.lstrip("+~").partition("=")
         value = value.strip().strip("'\"")
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
+            try:
+                os.makedirs(value, exist_ok=True)  # Hydra would make it next, with a traceback
+            except OSError as exc:
+                return (
+                    f"Invalid config: {key}={value}: cannot make the directory ({exc.strerror or exc}). "
+                    "Fix: choose a directory you can write to."
+                )
         if key in ("hydra.run.dir", "hydra.sweep.dir") and not value:
             return (
                 f"Invalid config: {key}='': an empty directory writes the records into the current "

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.display import SHORT, compact, flat_pivot, render, summary
-from analysis.load import RANK_METRIC, display_path, load, table
+from analysis.load import METRIC_COLUMNS, RANK_METRIC, display_path, load, table
 from analysis.plots import make_plots, write_pngs
 from analysis.query import AnalysisError, best, check_columns, compare, pivot, select, sort_runs
 from analysis.report import Report, render_html
@@ -127,6 +127,12 @@ def _sort(df: pd.DataFrame, spec: str | None, metric: str = RANK_METRIC) -> pd.D
 
 def select_runs(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     """The rows the options ask for: filtered, compared with a baseline, best per group, sorted."""
+    metric = _column(args.metric)
+    numeric = [c for c in METRIC_COLUMNS if c in df and pd.api.types.is_numeric_dtype(df[c])]
+    if metric not in numeric:
+        raise AnalysisError(
+            f"--metric {args.metric!r} is not a numeric metric column; choose one of {', '.join(numeric)}"
+        )
     df = _filter(df, pairs(args.filter, "--filter"))
     if args.baseline:
         df = compare(df, pairs(args.baseline, "--baseline"), metric=_column(args.metric))

@@ -425,8 +425,10 @@ def read_json(path: Path) -> dict[str, Any]:
         record = json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
         raise RecordError("JSON nested too deep") from None
-    except ValueError as exc:  # JSONDecodeError, and int() of a 5,000-digit number
+    except json.JSONDecodeError as exc:
         raise RecordError(f"invalid JSON (truncated?): {str(exc)[:200]}") from None
+    except ValueError as exc:  # NaN/Infinity (not strict JSON), int() of a 5,000-digit number
+        raise RecordError(f"not strict JSON: {str(exc)[:200]}") from None
     if not isinstance(record, dict):
         raise RecordError(f"top level is a JSON {type(record).__name__}, not an object")
     return record

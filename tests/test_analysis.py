@@ -351,7 +351,7 @@ def hostile_records() -> dict[str, tuple[str | dict, str]]:
     return {
         "oversized": (" " * (MAX_RECORD_BYTES + 1), "byte limit"),
         "deep": (deep, "nested too deep"),
-        "digits": (digits, "invalid JSON"),
+        "digits": (digits, "not strict JSON"),
         "huge-int": (huge, "too large for a float"),
         "overflow": (overflow, "overflow"),
         "v1-overflow": (v1_overflow, "overflow"),

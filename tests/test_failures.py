@@ -702,3 +702,13 @@ def test_refused_rerun_leaves_the_run_directory_untouched(tmp_path: Path) -> Non
     again = run_py("device=cpu", "seed=3", f"hydra.run.dir={tmp_path}", timeout=120)
     assert again.returncode == 1 and "refusing to overwrite" in again.stderr
     assert {p.name: p.read_text() for p in (tmp_path / ".hydra").iterdir()} == before
+
+
+@pytest.mark.parametrize("where", ["/proc/flopsweep-nope", "/dev/null", "FILE/sub"])
+def test_unmakeable_run_directory_is_one_line(tmp_path: Path, where: str) -> None:
+    from run import output_dir_problem
+
+    (tmp_path / "FILE").write_text("")
+    where = where.replace("FILE", str(tmp_path / "FILE"))
+    message = output_dir_problem([f"hydra.run.dir={where}"])
+    assert message.startswith(f"Invalid config: hydra.run.dir={where}: cannot make the directory")

@@ -58,4 +58,6 @@ def test_every_sweep_composes_and_every_point_validates(sweep):
                 validate(cfg, env)
             except ConfigError as exc:
                 # only refusals that a record would carry as `invalid` on purpose
-                assert "xformers" in str(exc) or "more ranks" in str(exc), (sweep, point, exc)
+                # xformers and torchao are optional packages (the CPU install has neither)
+                expected = ("xformers", "more ranks", "torchao is not installed")
+                assert any(e in str(exc) for e in expected), (sweep, point, exc)
