@@ -126,6 +126,20 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
     return None
 
 
+def _probe_makedirs(path: str) -> None:
+    """Make ``path`` as Hydra would, then remove what was made: nothing is left behind (a launcher
+    may still refuse the sweep), and a path that cannot be made raises OSError here, in one line,
+    rather than in Hydra with a traceback."""
+    missing = []
+    head = os.path.abspath(path)
+    while not os.path.exists(head):
+        missing.append(head)
+        head = os.path.dirname(head)
+    os.makedirs(path, exist_ok=True)
+    for made in missing:  # deepest first
+        os.rmdir(made)
+
+
 def output_dir_problem(overrides: list[str]) -> str | None:
     """One line refusing an output directory that would put records where they do not belong:
     an empty ``hydra.run.dir`` (the current directory, often the repository) or a
@@ -135,7 +149,7 @@ def output_dir_problem(overrides: list[str]) -> str | None:
         value = value.strip().strip("'\"")
         if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
             try:
-                os.makedirs(value, exist_ok=True)  # Hydra would make it next, with a traceback
+                _probe_makedirs(value)
             except OSError as exc:
                 return (
                     f"Invalid config: {key}={value}: cannot make the directory ({exc.strerror or exc}). "

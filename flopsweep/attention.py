@@ -282,6 +282,8 @@ def check_kernel(cfg: AttentionConfig, *, head_dim: int, dtype: torch.dtype, dev
     Raises:
         KernelUnavailable: naming the kernel, the device, the dtype, the cause and a fix.
     """
+    if cfg.name not in KERNELS:
+        raise ValueError(f"unknown attention {cfg.name!r}; the kernels are {', '.join(KERNELS)}")
     if not KERNELS[cfg.name].probe:
         return
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
