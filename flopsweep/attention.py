@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from flopsweep import blocksparse
-from flopsweep.config import MAX_SEED, AttentionConfig, ConfigError
+from flopsweep.config import MAX_SEED, AttentionConfig, ConfigError, require_choice, require_positive
 
 
 @dataclass(kw_only=True)
@@ -342,25 +342,12 @@ class KernelSpec:
     resolve: Callable[[Any, str, int, int], Any] | None = None
 
 
-def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(
-            key, value, f"must be one of {', '.join(allowed)}", f"pick one of those, e.g. {key}={allowed[0]}"
-        )
-
-
 def _resolve_blocksparse(a: BlockSparseConfig, device: str, run_seed: int, seq_len: int) -> BlockSparseConfig:
     """Check the layout options and resolve ``impl=auto`` (flex on CUDA, gather on the CPU)."""
-    _choice("attention.layout", a.layout, blocksparse.LAYOUTS)
-    _choice("attention.impl", a.impl, BLOCKSPARSE_IMPLS)
+    require_choice("attention.layout", a.layout, blocksparse.LAYOUTS)
+    require_choice("attention.impl", a.impl, BLOCKSPARSE_IMPLS)
     for key in ("block_size", "window_blocks", "stride_blocks"):
-        if getattr(a, key) < 1:
-            raise ConfigError(
-                f"attention.{key}",
-                getattr(a, key),
-                "must be a positive integer",
-                f"set attention.{key} to a positive integer",
-            )
+        require_positive(f"attention.{key}", getattr(a, key))
     for key in ("global_blocks", "random_blocks"):
         if getattr(a, key) < 0:
             raise ConfigError(

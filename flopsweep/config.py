@@ -35,6 +35,26 @@ class ConfigError(ValueError):
         super().__init__(f"Invalid config: {key}={value!r}: {problem}. Fix: {fix}.")
 
 
+def require_choice(key: str, value: str, allowed, example: str | None = None) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is in ``allowed``; the fix names an example
+    (the group option, ``attention=sdpa``, for a ``group.name`` key)."""
+    if value not in allowed:
+        allowed = list(allowed)
+        example = example or key.removesuffix(".name")
+        raise ConfigError(
+            key,
+            value,
+            f"must be one of {', '.join(allowed)}",
+            f"pick one of those, e.g. {example}={allowed[0]}",
+        )
+
+
+def require_positive(key: str, value: int, fix: str | None = None) -> None:
+    """Raise :class:`ConfigError` unless ``value >= 1``."""
+    if value < 1:
+        raise ConfigError(key, value, "must be a positive integer", fix or f"set {key} to a positive integer")
+
+
 @dataclass(kw_only=True)
 class ModelConfig:
     """Shape keys that every model family has; a family subclasses it (``flopsweep.models``)."""

@@ -166,9 +166,9 @@ def requirement_problem(device_type: str, capability: tuple[int, int] | None) ->
     if capability is None:
         return f"{need}; the compute capability of this GPU is unknown"
     if tuple(capability) < MIN_CAPABILITY:
-        return f"{need}; this GPU is sm_{capability[0]}{capability[1]}"
+        return f"{need}; this GPU is {capability[0]}.{capability[1]} (sm_{capability[0]}{capability[1]})"
     try:
         import torchao.float8  # noqa: F401
     except ImportError as e:
-        return f"fp8 needs torchao ({e}); {INSTALL_HINT}"
+        return f"torchao is not installed ({e}); {INSTALL_HINT}"
     return None

@@ -25,6 +25,8 @@ from flopsweep.config import (
     ConfigError,
     OptimConfig,
     RunConfig,
+    require_choice,
+    require_positive,
 )
 from flopsweep.models import MODELS
 
@@ -110,23 +112,6 @@ class Plan:
     world_size: int
 
 
-def _choice(key: str, value: str, allowed: list[str] | tuple[str, ...], example: str | None = None) -> None:
-    """Raise unless ``value`` is in ``allowed``; the fix names the group option (``attention=sdpa``)."""
-    if value not in allowed:
-        example = example or key.removesuffix(".name")
-        raise ConfigError(
-            key,
-            value,
-            f"must be one of {', '.join(allowed)}",
-            f"pick one of those, e.g. {example}={allowed[0]}",
-        )
-
-
-def _positive(key: str, value: int, fix: str) -> None:
-    if value < 1:
-        raise ConfigError(key, value, "must be a positive integer", fix)
-
-
 def validate(cfg: RunConfig) -> RunConfig:
     """Check every value and combination that the config alone decides.
 
@@ -138,11 +123,11 @@ def validate(cfg: RunConfig) -> RunConfig:
     _reject_unknown_keys(cfg)
     _check_options(cfg)
     MODELS[cfg.model.arch].check(cfg.model)
-    _choice("device", cfg.device, DEVICES, "device")
+    require_choice("device", cfg.device, DEVICES, "device")
     _validate_sizes(cfg)
     _validate_optim(cfg.optim)
-    _choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
-    _choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
+    require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
+    require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
     _validate_warmup(cfg)
     return cfg
 
@@ -157,9 +142,9 @@ def _check_options(cfg: RunConfig) -> None:
     groups = option_schemas()
     for group, key in (("model", "arch"), ("attention", "name"), ("backend", "name")):
         value = getattr(getattr(cfg, group), key)
-        _choice(f"{group}.{key}", value, list(groups[group]), group if key == "name" else None)
-    _choice("precision.name", cfg.precision.name, list(groups["precision"]))
-    _choice("batch.name", cfg.batch.name, list(groups["batch"]))
+        require_choice(f"{group}.{key}", value, list(groups[group]), group if key == "name" else None)
+    require_choice("precision.name", cfg.precision.name, list(groups["precision"]))
+    require_choice("batch.name", cfg.batch.name, list(groups["batch"]))
     for group in groups:
         node = getattr(cfg, group)
         value = node.arch if group == "model" else node.name
@@ -213,8 +198,8 @@ def _reject_unknown_keys(node: object, prefix: str = "") -> None:
 
 
 def _validate_sizes(cfg: RunConfig) -> None:
-    _positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
-    _positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
+    require_positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
+    require_positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
     limit = getattr(cfg.batch, "max_micro_batch_size", None)
     if limit is not None and limit < cfg.batch.micro_batch_size:
         raise ConfigError(
@@ -223,8 +208,8 @@ def _validate_sizes(cfg: RunConfig) -> None:
             f"is below batch.micro_batch_size={cfg.batch.micro_batch_size}",
             "raise batch.max_micro_batch_size or lower batch.micro_batch_size",
         )
-    _positive("steps.measure", cfg.steps.measure, "set steps.measure>=1")
-    _positive("nnodes", cfg.nnodes, "set nnodes=1")
+    require_positive("steps.measure", cfg.steps.measure, "set steps.measure>=1")
+    require_positive("nnodes", cfg.nnodes, "set nnodes=1")
     for key in ("warmup", "max_extra_warmup"):
         if getattr(cfg.steps, key) < 0:
             raise ConfigError(
@@ -297,7 +282,7 @@ def resolve_nproc(nproc_per_node: str, device: str, backend: str, env: Environme
         n = int(nproc_per_node)
     except ValueError:
         raise ConfigError("nproc_per_node", nproc_per_node, "is not an integer", fix) from None
-    _positive("nproc_per_node", n, fix)
+    require_positive("nproc_per_node", n, fix)
     return n
 
 

@@ -10,9 +10,9 @@ one YAML file under ``conf/precision/``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -36,7 +36,6 @@ class PrecisionSpec:
     Attributes:
         dtype: the compute dtype of autocast or of FSDP2's ``param_dtype``.
         devices: where it runs.
-        min_capability: the least CUDA compute capability it needs (None: any).
         config: its schema.
         fp8_recipe: torchao's float8 recipe name, or None.
         why_not_cpu: the reason given on the CPU.
@@ -44,13 +43,10 @@ class PrecisionSpec:
 
     dtype: torch.dtype
     devices: tuple[str, ...] = ("cuda", "cpu")
-    min_capability: tuple[int, int] | None = None
     config: type[PrecisionConfig] = PrecisionConfig
     fp8_recipe: str | None = None
     why_not_cpu: str = ""
 
-
-_FP8_NEEDS = "fp8 matmuls need a CUDA GPU of compute capability 8.9 or newer (Ada, Hopper, Blackwell)"
 
 PRECISIONS: dict[str, PrecisionSpec] = {
     "bf16": PrecisionSpec(dtype=torch.bfloat16),
@@ -63,20 +59,11 @@ PRECISIONS: dict[str, PrecisionSpec] = {
     "fp8": PrecisionSpec(
         dtype=torch.bfloat16,
         devices=("cuda",),
-        min_capability=(8, 9),
         config=Fp8Config,
         fp8_recipe="tensorwise",
-        why_not_cpu=_FP8_NEEDS,
-    ),
-    "fp8-rowwise": PrecisionSpec(
-        dtype=torch.bfloat16,
-        devices=("cuda",),
-        min_capability=(8, 9),
-        config=Fp8Config,
-        fp8_recipe="rowwise",
-        why_not_cpu=_FP8_NEEDS,
     ),
 }
+PRECISIONS["fp8-rowwise"] = dataclasses.replace(PRECISIONS["fp8"], fp8_recipe="rowwise")
 """Precisions by ``precision.name``."""
 
 DTYPES = {name: spec.dtype for name, spec in PRECISIONS.items()}
@@ -113,21 +100,12 @@ def problem(
 ) -> str | None:
     """Why ``cfg`` cannot run on this device, or None."""
     spec = PRECISIONS[cfg.name]
+    if spec.fp8_recipe is not None:  # device, compute capability and torchao: flopsweep.fp8 knows
+        from flopsweep import fp8
+
+        return fp8.requirement_problem(device, capability)
     if device not in spec.devices:
         return spec.why_not_cpu
-    if spec.min_capability is not None and capability is not None and capability < spec.min_capability:
-        major, minor = capability
-        return f"{spec.why_not_cpu}; this GPU is {major}.{minor}"
     if spec.dtype == torch.bfloat16 and device == "cuda" and not bf16:
         return "this GPU has no bf16 support"
-    if spec.fp8_recipe is not None:
-        import importlib.util
-
-        if importlib.util.find_spec("torchao") is None:
-            return "torchao is not installed (pip install -e '.[fp8]')"
     return None
-
-
-def info(model: Any) -> dict[str, Any]:
-    """What the record keeps of a model's precision preparation (the fp8 layers converted)."""
-    return {"fp8_layers": list(getattr(model, "fp8_layers", []))}

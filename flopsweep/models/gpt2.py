@@ -20,7 +20,7 @@ from torch.utils.checkpoint import checkpoint
 
 from flopsweep import flops
 from flopsweep.attention import build_attention_fn
-from flopsweep.config import AttentionConfig, ConfigError, ModelConfig
+from flopsweep.config import AttentionConfig, ConfigError, ModelConfig, require_positive
 
 
 @dataclass(kw_only=True)
@@ -171,13 +171,7 @@ def tied_parameters(model: GPT) -> list[nn.Parameter]:
 def check(cfg: GPT2Config) -> None:
     """Raise :class:`ConfigError` unless every size is positive and ``n_head`` divides ``n_embd``."""
     for key in ("n_layer", "n_embd", "n_head", "seq_len", "vocab_size"):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(
-                f"model.{key}",
-                getattr(cfg, key),
-                "must be a positive integer",
-                f"set model.{key} to a positive integer",
-            )
+        require_positive(f"model.{key}", getattr(cfg, key))
     if cfg.n_embd % cfg.n_head:
         raise ConfigError(
             "model.n_embd",

@@ -36,7 +36,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from flopsweep.attention import build_attention_fn
-from flopsweep.config import AttentionConfig, ConfigError, ModelConfig
+from flopsweep.config import AttentionConfig, ConfigError, ModelConfig, require_positive
 
 
 @dataclass(kw_only=True)
@@ -259,13 +259,7 @@ def check(cfg: LlamaConfig) -> None:
     """Raise :class:`ConfigError` unless the sizes are positive, ``n_head`` divides ``n_embd``,
     ``n_kv_head`` divides ``n_head`` and the head dim is even (RoPE rotates channel pairs)."""
     for key in _POSITIVE:
-        if getattr(cfg, key) < 1:
-            raise ConfigError(
-                f"model.{key}",
-                getattr(cfg, key),
-                "must be a positive integer",
-                f"set model.{key} to a positive integer",
-            )
+        require_positive(f"model.{key}", getattr(cfg, key))
     for key in ("rope_theta", "norm_eps"):
         if not getattr(cfg, key) > 0:
             raise ConfigError(
