@@ -10,11 +10,7 @@ from torch import nn
 
 from flopsweep import fp8
 from flopsweep.config import ModelConfig
-
-try:  # the GPT module moves from flopsweep.model to flopsweep.models.gpt2
-    from flopsweep.models.gpt2 import GPT
-except ImportError:
-    from flopsweep.model import GPT
+from flopsweep.models.gpt2 import GPT
 
 BLOCK_LINEARS = ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"]
 TINY_NAMES = [f"h.{i}.{n}" for i in range(2) for n in BLOCK_LINEARS]

@@ -1,4 +1,4 @@
-"""The GPT of flopsweep.model and the attention kernels of flopsweep.attention (CPU, fp32)."""
+"""The GPT of flopsweep.models.gpt2 and the attention kernels of flopsweep.attention (CPU, fp32)."""
 
 from __future__ import annotations
 
