@@ -24,6 +24,11 @@ _THOUSANDS = {name for name, unit in _UNITS.items() if unit == "1/s"}  # tokens/
 
 # Columns shown only when some row has a value; dropped first (in this order) to fit the width.
 _OPTIONAL = [
+    "scaling_efficiency",
+    "breakdown_compute_s",
+    "breakdown_optimizer_s",
+    "breakdown_exposed_comm_s",
+    "breakdown_idle_s",
     "zero_stage",
     "mfu",
     "hfu",

@@ -15,6 +15,8 @@ list :data:`CONFIG_FIELDS`.
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
 import logging
 import math
 import os
@@ -85,6 +87,9 @@ METRIC_COLUMNS: list[str] = [spec.name for spec in METRIC_FIELDS]
 NUMERIC_METRICS: list[str] = [spec.name for spec in METRIC_FIELDS if spec.unit]
 """Metric columns with a unit: always float64 (others are typed by their values)."""
 
+DERIVED_COLUMNS = ["scaling_efficiency", "setup_id"]
+"""Columns computed across records (:func:`add_scaling`), after the per-record ones."""
+
 _CHECK_COLUMNS = [
     "schema_version",
     "model_tflops_per_device_recomputed",
@@ -95,6 +100,7 @@ COLUMNS = (
     [name for name, _, _ in CONFIG_FIELDS]
     + METRIC_COLUMNS
     + [name for name, _, _ in RUN_FIELDS]
+    + DERIVED_COLUMNS
     + ["warnings", "run_dir"]
     + _CHECK_COLUMNS
 )
@@ -105,6 +111,7 @@ SHORT: dict[str, str] = {
     **{spec.name: spec.header for spec in METRIC_FIELDS},
     "model_tflops_per_device_recomputed": "TFLOPs_recomp",
     "speedup": "speedup",
+    "scaling_efficiency": "scale_eff",
 }
 """Short header of each column (the terminal, markdown and HTML tables); csv/json keep full names."""
 
@@ -112,6 +119,8 @@ DESCRIPTIONS: dict[str, str] = {
     **{spec.name: spec.description for spec in METRIC_FIELDS},
     "model_tflops_per_device_recomputed": "model_flops_per_iteration / (mean step time x world size)",
     "speedup": "the run's ranking metric over the baseline set-up's",
+    "scaling_efficiency": "tokens/s per device / the same set-up's tokens/s on one device (weak scaling)",
+    "setup_id": "the run's config less its rank count (nproc_per_node, nnodes) and run controls, hashed",
     "flags": "dup-id: run id shared; tflops?: TFLOPs fail the recomputation (not ranked); warn: warnings",
 }
 """One line per column for the legend under a table."""
@@ -160,9 +169,14 @@ TABLE_COLUMNS = [
     "hfu",
     "tokens_per_s",
     "iteration_time_s_mean",
+    "scaling_efficiency",
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
     "peak_host_rss_gib",
+    "breakdown_compute_s",
+    "breakdown_optimizer_s",
+    "breakdown_exposed_comm_s",
+    "breakdown_idle_s",
 ]
 
 
@@ -293,6 +307,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     )
     _blank_unused(out)
     out["run_dir"] = run_dir
+    out["setup_id"] = setup_id(record)
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
     _check_tflops(record, out, run_dir)
     return out
@@ -381,6 +396,38 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
+RANK_COUNT_KEYS = ("nproc_per_node", "nnodes")
+"""Config keys that set the rank count: the only ones a scaling comparison lets differ."""
+_NOT_SETUP = (*RANK_COUNT_KEYS, "tag", "timeout_s", "resume", "fail_fast", "fault", "plan", "profile")
+
+
+def setup_id(record: Record) -> str | None:
+    """A short hash of everything that defines the run's set-up except its rank count: the
+    config less :data:`RANK_COUNT_KEYS`, the tag and the run controls, plus the device name.
+    Runs with the same id differ only in how many ranks they ran on."""
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return None
+    kept = {k: v for k, v in config.items() if k not in _NOT_SETUP}
+    system = record.get("system") if isinstance(record.get("system"), dict) else {}
+    text = json.dumps([kept, system.get("device_name")], sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
+    """Set ``scaling_efficiency``: each ok run's tokens/s per device over the median tokens/s of
+    the ok one-rank runs of the same ``setup_id`` (weak scaling, fixed micro batch per rank).
+    Blank where the set-up has no ok one-rank run or ran at one rank count only; 1.0 for the
+    one-rank runs themselves."""
+    ok = df["status"].eq("ok") & df["tokens_per_s_per_device"].notna() & df["setup_id"].notna()
+    ok &= df["world_size"].notna()
+    single = df[ok & df["world_size"].eq(1)].groupby("setup_id")["tokens_per_s_per_device"].median()
+    scaled = df[ok].groupby("setup_id")["world_size"].nunique()
+    base = df["setup_id"].map(single.loc[single.index.isin(scaled[scaled > 1].index)])
+    df["scaling_efficiency"] = (df["tokens_per_s_per_device"] / base).where(ok).astype("float64")
+    return df
+
+
 def flag_duplicates(df: pd.DataFrame) -> pd.DataFrame:
     """Set ``duplicate_run_id`` on every row whose ``run_id`` another row shares; warn once per id."""
     dup = df["run_id"].notna() & df["run_id"].duplicated(keep=False)
@@ -420,7 +467,7 @@ def load(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
         except RecordError as exc:
             log.warning("skipping unreadable record %s: %s", shown, exc)
             bad[shown] = str(exc)
-    df = flag_duplicates(_frame(rows))
+    df = add_scaling(flag_duplicates(_frame(rows)))
     df.attrs["unreadable"] = bad
     return df
 

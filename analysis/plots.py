@@ -32,6 +32,8 @@ from analysis.query import SETUP_COLUMNS, normalize
 
 DPI = 100
 MAX_PANELS = 9
+MAX_BARS = 40
+"""The step-breakdown plot shows at most this many runs."""
 """Most panels (models) in one figure; the rest are named as left out in its title."""
 _COLORS = [
     "tab:blue",
@@ -305,10 +307,77 @@ def plot_tokens_vs_seq_len(df: pd.DataFrame) -> Figure:
     return fig
 
 
+def plot_scaling(df: pd.DataFrame) -> Figure:
+    """Tokens per second per device vs world size (weak scaling), a line per backend, a panel per
+    model; only set-ups run at two or more world sizes (the same ``setup_id``). Raises
+    PlotSkipped when there are none."""
+    ok = df[df["status"].eq("ok") & df["tokens_per_s_per_device"].notna() & df["world_size"].notna()]
+    sizes = ok.groupby("setup_id")["world_size"].nunique()
+    scaled = sizes[sizes > 1].index
+    if scaled.empty:
+        raise PlotSkipped("no set-up was run at two or more world sizes")
+    fig = line_figure(
+        df[df["setup_id"].isin(scaled)],
+        x="world_size",
+        ys=[("tokens_per_s_per_device", "-", "tokens/s per device")],
+        series="backend",
+        title="Weak scaling: tokens per second per device vs world size",
+        xlabel="world size (ranks)",
+        ylabel="tokens per second per device",
+    )
+    for ax in fig.axes:
+        ax.yaxis.set_major_formatter(EngFormatter(sep=""))
+    return fig
+
+
+BREAKDOWN_PARTS = [
+    ("breakdown_compute_s", "compute", "tab:blue"),
+    ("breakdown_optimizer_s", "optimizer", "tab:green"),
+    ("breakdown_exposed_comm_s", "exposed communication", "tab:red"),
+    ("breakdown_idle_s", "idle (host-bound)", "tab:gray"),
+]
+"""The parts of a profiled step (``profile=true``), in stacking order: column, label, colour."""
+
+
+def plot_step_breakdown(df: pd.DataFrame) -> Figure:
+    """One stacked horizontal bar per profiled ok run (``profile=true``): the share of the
+    profiled step spent in compute, the optimizer, exposed communication and idle, with the
+    step's seconds at the bar's end. Raises PlotSkipped when no run was profiled."""
+    cols = [c for c, _, _ in BREAKDOWN_PARTS]
+    runs = df[df["status"].eq("ok") & df["breakdown_step_s"].gt(0) & df[cols].notna().all(axis=1)]
+    if runs.empty:
+        raise PlotSkipped("no ok run was profiled (run with profile=true)")
+    runs = runs.sort_values(["model", "backend", "world_size"], kind="stable").head(MAX_BARS)
+    labels = series_labels(runs, x="world_size", series="backend")
+    labels = [
+        plain(f"{m} {lbl} x{'' if pd.isna(w) else int(w)}")
+        for m, lbl, w in zip(runs["model"], labels, runs["world_size"], strict=True)
+    ]
+    fig = Figure(figsize=(9, 1.6 + 0.35 * len(runs)), dpi=DPI, layout="constrained")
+    ax = fig.subplots()
+    rows = list(range(len(runs)))
+    left = [0.0] * len(runs)
+    for col, name, color in BREAKDOWN_PARTS:
+        share = (runs[col] / runs["breakdown_step_s"]).tolist()
+        ax.barh(rows, share, left=left, color=color, label=name)
+        left = [a + b for a, b in zip(left, share, strict=True)]
+    for y, (total, seconds) in enumerate(zip(left, runs["breakdown_step_s"], strict=True)):
+        ax.text(total + 0.01, y, f"{seconds:.3g} s", va="center", fontsize=8)
+    ax.set_yticks(rows, labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.15)
+    ax.set_xlabel("share of the profiled step (its seconds at the end of each bar)")
+    ax.set_title(plain("Where the profiled step's time goes" + _on_device(runs)))
+    fig.legend(loc="outside lower center", ncol=4, fontsize=8)
+    return fig
+
+
 PLOTS: dict[str, Callable[[pd.DataFrame], Figure]] = {
     "tflops_vs_micro_batch": plot_tflops_vs_micro_batch,
     "memory_vs_micro_batch": plot_memory_vs_micro_batch,
     "tokens_vs_seq_len": plot_tokens_vs_seq_len,
+    "scaling": plot_scaling,
+    "step_breakdown": plot_step_breakdown,
 }
 """Plot name (the PNG file's stem) -> function."""
 

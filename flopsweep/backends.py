@@ -20,10 +20,12 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
+from torch.profiler import record_function
 
 from flopsweep import precision as fprecision
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
 from flopsweep.models import family
+from flopsweep.profile import OPTIMIZER_ANNOTATION
 
 
 @dataclass(kw_only=True)
@@ -142,17 +144,18 @@ class TorchTrainer:
                 loss = self.model(tokens) / n
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             total += loss.detach()
-        if self.scaler:
-            self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip, foreach=True)
-        if self.scaler:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.after_step is not None:
-            self.after_step()
+        with record_function(OPTIMIZER_ANNOTATION):  # profile=true: the optimizer part
+            if self.scaler:
+                self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip, foreach=True)
+            if self.scaler:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.after_step is not None:
+                self.after_step()
         return total
 
     def _sync_context(self, is_last: bool) -> contextlib.AbstractContextManager:
@@ -175,7 +178,8 @@ class DeepSpeedTrainer:
         for tokens in micro_batches:
             loss = self.engine(tokens)
             self.engine.backward(loss)  # scales by 1/grad_accum
-            self.engine.step()  # steps the optimizer at the accumulation boundary only
+            with record_function(OPTIMIZER_ANNOTATION):
+                self.engine.step()  # steps the optimizer at the accumulation boundary only
             total += loss.detach().float() / len(micro_batches)
         return total
 

@@ -198,11 +198,14 @@ class RunConfig:
     plan: bool = False
     """Validate every job and estimate its memory, world size, parameters and FLOPs; start no
     worker and write no record (``plan.csv`` in the sweep or run directory)."""
+    profile: bool = False
+    """After the measured steps, run one more step under torch.profiler: a trace per rank in
+    ``profile/`` and ``metrics.breakdown`` (compute, optimizer, exposed communication, idle)."""
     fault: FaultConfig = field(default_factory=FaultConfig)
     """Test-only fault injection; see :class:`FaultConfig`."""
 
 
-RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault", "plan")
+RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault", "plan", "profile")
 """Keys that steer a run but do not change what it measures; ``resume`` ignores them
 when it compares a job's config with the config of an existing record. (An ``ok``
 record always ran without a fault: every injected fault fails its run.)"""

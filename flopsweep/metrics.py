@@ -24,6 +24,7 @@ from flopsweep.attention import executed_density
 from flopsweep.config import RunConfig
 from flopsweep.models import family
 from flopsweep.precision import PRECISIONS
+from flopsweep.profile import mean_breakdown
 from flopsweep.record import PER_RANK_KEYS, SCHEMA_VERSION, STATUSES, null_metrics, strict
 
 PLAUSIBLE_FACTOR = 1.05
@@ -157,6 +158,7 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
         "unsteady_steps": ranks[0].get("unsteady_steps") or [],
         "recompute": recompute_mode(cfg),
         "fp8_layers": ranks[0].get("fp8_layers"),
+        "breakdown": mean_breakdown([r["breakdown"] for r in ranks]) if ranks[0].get("breakdown") else None,
         "flops_convention": FLOPS_CONVENTION,
     }
 

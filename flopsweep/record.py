@@ -183,6 +183,60 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("recompute", "", None, "recompute", "checkpointing recompute: none, early_stop, full"),
     MetricSpec("fp8_layers", "", None, "fp8_layers", "nn.Linear layers converted to float8 (fp8 runs)"),
     MetricSpec("flops_convention", "", None, "convention", "how the FLOPs figures are counted"),
+    MetricSpec(
+        "breakdown",
+        "s",
+        None,
+        "prof_step_s",
+        "profile=true: wall time of the one profiled step (after the measured ones)",
+        column="breakdown_step_s",
+        path=("breakdown", "step_s"),
+    ),
+    MetricSpec(
+        "breakdown",
+        "s",
+        None,
+        "compute_s",
+        "profiled step: busy compute time (not communication, not the optimizer)",
+        column="breakdown_compute_s",
+        path=("breakdown", "compute_s"),
+    ),
+    MetricSpec(
+        "breakdown",
+        "s",
+        None,
+        "optim_s",
+        "profiled step: optimizer step (clip, update, zero) not overlapped by compute",
+        column="breakdown_optimizer_s",
+        path=("breakdown", "optimizer_s"),
+    ),
+    MetricSpec(
+        "breakdown",
+        "s",
+        None,
+        "exp_comm_s",
+        "profiled step: communication not overlapped by any compute",
+        column="breakdown_exposed_comm_s",
+        path=("breakdown", "exposed_comm_s"),
+    ),
+    MetricSpec(
+        "breakdown",
+        "s",
+        None,
+        "idle_s",
+        "profiled step: nothing runs (on a GPU: host-bound time); the four parts sum to prof_step_s",
+        column="breakdown_idle_s",
+        path=("breakdown", "idle_s"),
+    ),
+    MetricSpec(
+        "breakdown",
+        "s",
+        None,
+        "comm_s",
+        "profiled step: all communication, overlapped or not",
+        column="breakdown_comm_s",
+        path=("breakdown", "comm_s"),
+    ),
 )
 """Every metric of the record, in record order (a key may have several columns)."""
 
@@ -237,6 +291,8 @@ class RankFigures:
         warmup_steps: warm-up steps run (``steps.warmup`` plus any extra).
         fp8_layers: Linear layers converted to float8, null when the run is not fp8.
         unsteady_steps: measured steps over 3x the median of the others.
+        breakdown: ``profile=true`` only: the profiled step's parts, seconds
+            (:class:`flopsweep.profile.StepBreakdown`).
     """
 
     rank: int
@@ -250,6 +306,7 @@ class RankFigures:
     warmup_steps: int = 0
     fp8_layers: int | None = None
     unsteady_steps: list[int] = field(default_factory=list)
+    breakdown: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -172,18 +172,33 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     phase.enter("measure")
     step_times, measured, extra = measure_steady(trainer, batches, cfg, device, log, phase)
     losses += measured
-    result = _rank_figures(rank, device, step_times, losses)
+    result = _rank_figures(rank, device, step_times, losses)  # peak memory: the measured steps only
+    breakdown = _profile(trainer, batches, device, Path(spec.job_dir), rank, log) if cfg.profile else None
     result = RankFigures(
         **result,
         matmul_tflops=gemm,
         warmup_steps=cfg.steps.warmup + extra,
         fp8_layers=_fp8_layers(trainer),
         unsteady_steps=unsteady_steps(step_times),
+        breakdown=breakdown,
     ).as_dict()
     gathered: list[Any] = [None] * spec.world_size if rank == 0 else None
     dist.gather_object(result, gathered, dst=0)
     if rank == 0:
         atomic_write_json(Path(spec.scratch_dir) / "rank_result.json", {"ranks": gathered})
+
+
+def _profile(trainer: Any, batches: list[Any], device: Any, job_dir: Path, rank: int, log: Any) -> dict:
+    """``profile=true``: one more step under torch.profiler, after the measured ones (which it
+    does not change); its trace goes to ``profile/rank<R>.trace.json.gz`` in the run directory."""
+    from flopsweep.profile import PARTS, TRACE_DIR, profile_step
+
+    path = job_dir / TRACE_DIR / f"rank{rank}.trace.json.gz"
+    log(f"profiled step: tracing to {path}")
+    breakdown = profile_step(trainer, batches, device, path).as_dict()
+    parts = ", ".join(f"{k} {breakdown[k]:.4f}" for k in PARTS)
+    log(f"profiled step {breakdown['step_s']:.4f} s: {parts}")
+    return breakdown
 
 
 def _check_distinct_devices(device: Any, dist: Any) -> None:

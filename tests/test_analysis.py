@@ -713,8 +713,9 @@ def image_shape(path: Path) -> tuple[int, ...]:
 
 def test_plots_of_the_sweep_are_pngs_of_reasonable_size(tmp_path):
     paths, skipped = save_plots(load(SWEEP), tmp_path)
-    assert skipped == {}
-    assert set(paths) == set(PLOTS)
+    # the fixture sweep runs one world size and no profiled step (tests/test_scaling.py has those)
+    assert set(skipped) == {"scaling", "step_breakdown"}, skipped
+    assert set(paths) == set(PLOTS) - set(skipped)
     for path in paths.values():
         h, w, _ = image_shape(path)
         assert 300 <= h <= 2000 and 400 <= w <= 3000, path
@@ -748,7 +749,8 @@ def test_html_report_is_self_contained(capsys, tmp_path):
     code, _, _ = cli(capsys, SWEEP, RECORDS, "--format", "html", "--output", report)
     text = report.read_text()
     assert code == 0 and text.startswith("<!DOCTYPE html>")
-    assert text.count('src="data:image/png;base64,') == len(PLOTS)
+    assert text.count('src="data:image/png;base64,') == len(PLOTS) - 2  # no scaling, no profiled step
+    assert "Skipped scaling: no set-up was run at two or more world sizes" in text
     assert f"<th>{SHORT[RANK_METRIC]}</th>" in text and "<th>iter_s(mean)</th>" in text
     assert '<tr class="failed">' in text and '<p class="legend">Legend: ' in text
     assert "Unreadable, skipped: " + str(case("truncated")) in text

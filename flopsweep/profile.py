@@ -1,0 +1,236 @@
+"""``profile=true``: one extra profiled step after the measured ones, and where its time went.
+
+The measured steps are never profiled, so the timing is unaffected. After them each rank
+runs one more optimizer step under :class:`torch.profiler.profile`, writes its trace
+(Chrome trace format, gzipped; open it in Perfetto, https://ui.perfetto.dev, or
+``chrome://tracing``) to ``profile/rank<R>.trace.json.gz`` in the run directory, and
+splits the step into parts that add up to its wall time:
+
+``compute_s``
+    busy time of compute work (every device interval that is not communication or the
+    optimizer step).
+``optimizer_s``
+    busy time of the optimizer step (gradient clipping, the update, zeroing) not
+    overlapped by other compute.
+``exposed_comm_s``
+    communication not overlapped by any compute: the time a rank waits on its peers.
+``idle_s``
+    the step's wall time in which nothing of the above runs. On a GPU this is the
+    host-bound time (kernel launches, Python, synchronisation).
+``comm_s``
+    all communication, overlapped or not (not a part of the sum).
+
+``compute_s + optimizer_s + exposed_comm_s + idle_s == step_s``, the profiled step's
+wall time (the span of the ``flopsweep.step`` annotation).
+
+What "device interval" means depends on where the run is:
+
+- **CUDA**: GPU kernels, memcpys and memsets. Communication is NCCL's kernels. The
+  optimizer is the GPU-side span of the ``flopsweep.optimizer`` annotation.
+- **CPU (gloo)**: the profiler sees operators, not cores: every ``cpu_op`` on any
+  thread counts as busy, communication is the c10d/gloo collectives and their waits, and
+  the optimizer is the ``flopsweep.optimizer`` annotation. Idle is then Python and
+  framework time between operators, not an idle core.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+STEP_ANNOTATION = "flopsweep.step"
+OPTIMIZER_ANNOTATION = "flopsweep.optimizer"
+TRACE_DIR = "profile"
+
+COMM_PATTERN = re.compile(
+    r"nccl|gloo|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all"
+    r"|allgather_into_tensor|_reduce_scatter_base|barrier",
+    re.IGNORECASE,
+)
+"""Names of communication: NCCL kernels on CUDA; c10d collectives (and gloo's) on the CPU."""
+
+DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+"""Chrome-trace categories of work on a GPU's timeline (torch.profiler / Kineto)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepBreakdown:
+    """Where one profiled step's wall time went, seconds (see the module docstring).
+
+    Attributes:
+        step_s: wall time of the profiled step.
+        compute_s, optimizer_s, exposed_comm_s, idle_s: the parts; they sum to ``step_s``.
+        comm_s: all communication, overlapped or not.
+        view: ``"cuda"`` (GPU kernels) or ``"cpu"`` (CPU operators).
+        wall_s: the same step timed by ``time.perf_counter`` inside the annotation, apart from
+            the trace (a check on ``step_s``); None when the trace alone was read.
+    """
+
+    step_s: float
+    compute_s: float
+    optimizer_s: float
+    exposed_comm_s: float
+    idle_s: float
+    comm_s: float
+    view: str
+    wall_s: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Interval = tuple[float, float]
+
+PARTS = ("compute_s", "optimizer_s", "exposed_comm_s", "idle_s")
+"""The fields of :class:`StepBreakdown` that add up to ``step_s``."""
+
+
+def union(intervals: Iterable[Interval]) -> list[Interval]:
+    """Sorted, disjoint intervals covering the same points as ``intervals``."""
+    merged: list[list[float]] = []
+    for start, end in sorted(i for i in intervals if i[1] > i[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def intersect(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
+    """The intersection of two sorted, disjoint interval lists (as from :func:`union`)."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if start < end:
+            out.append((start, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
+    """The points of ``a`` not in ``b`` (both sorted and disjoint)."""
+    out: list[Interval] = []
+    j = 0
+    for start, end in a:
+        cur = start
+        while j < len(b) and b[j][1] <= cur:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0]))
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < end:
+            out.append((cur, end))
+    return out
+
+
+def length(intervals: Iterable[Interval]) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def _span(event: dict[str, Any]) -> Interval:
+    start = float(event["ts"])
+    return start, start + float(event.get("dur", 0.0))
+
+
+def _named(events: Iterable[dict[str, Any]], category: str, name: str) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("cat") == category and e.get("name") == name]
+
+
+def step_breakdown(events: Sequence[dict[str, Any]], *, cuda: bool) -> StepBreakdown:
+    """Split the profiled step of one rank's Chrome trace into :class:`StepBreakdown` parts.
+
+    Args:
+        events: the trace's ``traceEvents`` (timestamps and durations in microseconds).
+        cuda: classify GPU work (True) or CPU operators (False).
+
+    Raises:
+        ValueError: the trace has no ``flopsweep.step`` annotation.
+    """
+    steps = _named(events, "user_annotation", STEP_ANNOTATION)
+    if not steps:
+        raise ValueError(f"the trace has no {STEP_ANNOTATION!r} annotation")
+    window = [_span(max(steps, key=lambda e: float(e.get("dur", 0.0))))]
+    if cuda:
+        work = [e for e in events if e.get("cat") in DEVICE_CATEGORIES]
+        optimizer = _named(events, "gpu_user_annotation", OPTIMIZER_ANNOTATION)
+    else:
+        work = [e for e in events if e.get("cat") == "cpu_op"]
+        optimizer = _named(events, "user_annotation", OPTIMIZER_ANNOTATION)
+    comm = union(_span(e) for e in work if COMM_PATTERN.search(str(e.get("name", ""))))
+    busy = union(_span(e) for e in work if not COMM_PATTERN.search(str(e.get("name", ""))))
+    comm, busy = intersect(comm, window), intersect(busy, window)
+    opt_busy = intersect(busy, union(_span(e) for e in optimizer))
+    compute = subtract(busy, opt_busy)
+    exposed = subtract(comm, busy)
+    us = 1e-6
+    step = length(window)
+    return StepBreakdown(
+        step_s=step * us,
+        compute_s=length(compute) * us,
+        optimizer_s=length(opt_busy) * us,
+        exposed_comm_s=length(exposed) * us,
+        idle_s=(step - length(union([*busy, *comm]))) * us,
+        comm_s=length(comm) * us,
+        view="cuda" if cuda else "cpu",
+    )
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    """The ``traceEvents`` of a Chrome trace file, gzipped (``.gz``) or not."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        data = json.load(f)
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def profile_step(trainer: Any, batches: list[Any], device: Any, trace_path: Path) -> StepBreakdown:
+    """Run one optimizer step under torch.profiler, write its trace to ``trace_path``
+    (gzipped when it ends in ``.gz``), and return the step's breakdown.
+
+    The step is wrapped in the ``flopsweep.step`` annotation; trainers wrap their optimizer
+    step in ``flopsweep.optimizer``. On CUDA the device is synchronised before and after the
+    step so that the annotation spans all of its kernels.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    if cuda:
+        torch.cuda.synchronize(device)
+    with profile(activities=activities) as prof:
+        with record_function(STEP_ANNOTATION):
+            start = time.perf_counter()
+            trainer.step(batches)
+            if cuda:
+                torch.cuda.synchronize(device)
+            wall = time.perf_counter() - start
+    prof.export_chrome_trace(str(trace_path))
+    return replace(step_breakdown(read_trace(trace_path), cuda=cuda), wall_s=wall)
+
+
+def mean_breakdown(breakdowns: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The mean over ranks of each field (the parts still sum to the mean ``step_s``)."""
+    if not breakdowns:
+        return None
+    out: dict[str, Any] = {}
+    for key, first in breakdowns[0].items():
+        values = [b.get(key) for b in breakdowns]
+        numeric = isinstance(first, int | float) and not isinstance(first, bool) and None not in values
+        out[key] = sum(float(v) for v in values) / len(values) if numeric else first
+    out["ranks"] = len(breakdowns)
+    out["trace_dir"] = TRACE_DIR
+    return out

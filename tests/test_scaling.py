@@ -1,0 +1,130 @@
+"""Scaling as a first-class result: ``sweep/scaling.yaml``, ``scaling_efficiency``, the plots."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+from helpers import records, run_py
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+import analysis
+from flopsweep.config import ConfigError
+from flopsweep.plan import MAX_CPU_RANKS_PER_CORE, Environment, plan
+from flopsweep.store import register_configs
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = json.loads((ROOT / "tests/fixtures/records/v2-ok/metrics.json").read_text())
+
+
+def _record(path: Path, *, backend: str, world: int, tokens_per_device: float, **config) -> None:
+    """A copy of the v2 fixture as if it ran ``backend`` on ``world`` ranks, at that rate."""
+    r = copy.deepcopy(BASE)
+    r["config"]["backend"]["name"] = backend
+    r["config"]["nproc_per_node"] = str(world)
+    r["config"].update(config)
+    r["system"]["world_size"] = world
+    r["run"]["id"] = f"{backend}-{world}-{path.name}"
+    m = r["metrics"]
+    m["tokens_per_s_per_device"] = tokens_per_device
+    m["tokens_per_s"] = tokens_per_device * world
+    mean = m["tokens_per_step"] / m["tokens_per_s"] if m.get("tokens_per_step") else None
+    if mean:  # keep the record self-consistent (the analysis recomputes model TFLOPs)
+        m["iteration_time_s"]["mean"] = mean
+        m["model_tflops_per_device"] = m["model_flops_per_iteration"] / mean / world / 1e12
+    path.mkdir(parents=True)
+    (path / "metrics.json").write_text(json.dumps(r))
+
+
+def test_scaling_efficiency_matches_on_everything_but_the_rank_count(tmp_path) -> None:
+    _record(tmp_path / "a", backend="fsdp", world=1, tokens_per_device=1000.0)
+    _record(tmp_path / "b", backend="fsdp", world=2, tokens_per_device=900.0)
+    _record(tmp_path / "c", backend="fsdp", world=4, tokens_per_device=800.0)
+    _record(tmp_path / "d", backend="ddp", world=2, tokens_per_device=950.0)  # no 1-rank ddp run
+    _record(tmp_path / "e", backend="fsdp", world=2, tokens_per_device=500.0, seed=7)  # another set-up
+    _record(tmp_path / "f", backend="fsdp", world=1, tokens_per_device=999.0, tag="x", timeout_s=5)
+    df = analysis.load(tmp_path).set_index("run_id")
+    eff = df["scaling_efficiency"]
+    assert eff["fsdp-1-a"] == pytest.approx(1000 / 999.5)  # the median of the two 1-rank runs
+    assert eff["fsdp-2-b"] == pytest.approx(900 / 999.5)
+    assert eff["fsdp-4-c"] == pytest.approx(800 / 999.5)
+    assert eff["fsdp-1-f"] == pytest.approx(999 / 999.5)  # tag and run controls do not split a set-up
+    assert eff[["ddp-2-d", "fsdp-2-e"]].isna().all()
+    assert df.loc["fsdp-2-b", "setup_id"] == df.loc["fsdp-1-a", "setup_id"] != df.loc["fsdp-2-e", "setup_id"]
+    figures, skipped = analysis.make_plots(df.reset_index())
+    assert "scaling" in figures, skipped
+    assert "scale_eff" in analysis.render(analysis.compact(df.reset_index()), "table")
+
+
+def test_one_rank_count_only_leaves_efficiency_blank(tmp_path) -> None:
+    _record(tmp_path / "a", backend="fsdp", world=1, tokens_per_device=1000.0)
+    df = analysis.load(tmp_path)
+    assert df["scaling_efficiency"].isna().all()
+    assert "scale_eff" not in analysis.render(analysis.compact(df), "table")
+    _, skipped = analysis.make_plots(df)
+    assert "two or more world sizes" in skipped["scaling"]
+
+
+def _points(overrides: list[str]) -> list:
+    register_configs()
+    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
+    OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: None, replace=True)
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return [
+            OmegaConf.to_object(compose(config_name="config", overrides=["+sweep=scaling", *o]))
+            for o in overrides
+        ]
+
+
+def test_scaling_sweep_refuses_rank_counts_above_the_visible_gpus() -> None:
+    two_gpus = Environment(cuda_available=True, gpu_count=2, bf16_supported=True, capability=(9, 0))
+    for cfg in _points([[f"backend={b}", f"nproc_per_node={n}"] for b in ("ddp", "zero3") for n in (1, 2)]):
+        assert plan(cfg, two_gpus).cfg.nproc_per_node == cfg.nproc_per_node
+    for cfg in _points([["backend=fsdp", f"nproc_per_node={n}"] for n in (4, 8)]):
+        with pytest.raises(ConfigError, match="more ranks than the 2 visible GPU"):
+            plan(cfg, two_gpus)
+
+
+def test_scaling_sweep_on_a_machine_without_gpus_records_every_point_invalid(tmp_path) -> None:
+    """No point is skipped silently: 3 backends x 4 rank counts, 12 ``invalid`` records."""
+    out = run_py("-m", "+sweep=scaling", f"hydra.sweep.dir={tmp_path}", timeout=600)
+    recs = records(tmp_path)
+    assert len(recs) == 12, out.stderr[-3000:]
+    assert {r["status"] for r in recs} == {"invalid"}
+    assert all("device='cuda': no CUDA GPU" in r["error"]["message"] for r in recs), recs[0]["error"]
+    got = sorted((r["config"]["backend"]["name"], r["config"]["nproc_per_node"]) for r in recs)
+    assert got == sorted((b, n) for b in ("ddp", "fsdp", "deepspeed") for n in ("1", "2", "4", "8"))
+
+
+@pytest.mark.slow
+def test_scaling_sweep_on_gloo_ranks(tmp_path) -> None:
+    """The real sweep on CPU ranks, cut to DDP: 1 and 2 ranks run and are profiled, a count above
+    this machine's CPU-rank cap is recorded invalid; the analysis computes the efficiency."""
+    too_many = MAX_CPU_RANKS_PER_CORE * (os.cpu_count() or 1) + 1
+    out = run_py(
+        "-m",
+        "+sweep=scaling",
+        "device=cpu",
+        "model=gpt-tiny",
+        "steps.warmup=1",
+        "steps.measure=3",
+        "backend=ddp",
+        f"nproc_per_node=1,2,{too_many}",
+        f"hydra.sweep.dir={tmp_path}",
+    )
+    recs = {int(r["config"]["nproc_per_node"]): r for r in records(tmp_path)}
+    assert sorted(recs) == [1, 2, too_many], out.stderr[-3000:]
+    assert recs[too_many]["status"] == "invalid"
+    assert "nproc_per_node" in recs[too_many]["error"]["message"]
+    for n in (1, 2):
+        assert recs[n]["status"] == "ok", recs[n]["error"]
+        assert recs[n]["metrics"]["breakdown"]["ranks"] == n
+    df = analysis.load(tmp_path).set_index("world_size")
+    expected = df.loc[2, "tokens_per_s_per_device"] / df.loc[1, "tokens_per_s_per_device"]
+    assert df.loc[2, "scaling_efficiency"] == pytest.approx(expected)
+    figures, skipped = analysis.make_plots(df.reset_index())
+    assert {"scaling", "step_breakdown"} <= set(figures), skipped
