@@ -1,12 +1,14 @@
 """Bare training loops for the flopsweep GPT: the yardstick for the harness's overhead.
 
 No Hydra, no launcher, no metrics code: build the model, wrap it, loop, time the
-loop with ``torch.cuda.synchronize`` around it. One process, one GPU.
+loop with ``torch.cuda.synchronize`` around it. One process per GPU: run it as is for one
+GPU, or under ``torchrun --standalone --nproc_per_node N`` for N (``plain`` is then DDP).
 
     python benchmarks/reference.py --backend plain|fsdp|deepspeed --model gpt-1.3b \
         --micro-batch 8 --warmup 3 --steps 10 [--compile] [--attention sdpa]
+    torchrun --standalone --nproc_per_node 2 benchmarks/reference.py --backend deepspeed
 
-Prints one JSON line: backend, iteration_time_s (mean), tokens_per_s.
+Rank 0 prints one JSON line: backend, world_size, iteration_time_s (mean), tokens_per_s (all ranks).
 """
 
 from __future__ import annotations
@@ -34,13 +36,23 @@ def load_model_config(name: str) -> ModelConfig:
     return ModelConfig(**fields)
 
 
-def init_single_rank_group() -> None:
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("LOCAL_RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
-    torch.distributed.init_process_group("nccl", device_id=torch.device("cuda", 0))
+def init_group() -> None:
+    """The NCCL process group: torchrun's environment when present, else one rank."""
+    if torch.distributed.is_initialized():
+        return
+    for key, value in (
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", "29517"),
+        ("RANK", "0"),
+        ("LOCAL_RANK", "0"),
+        ("WORLD_SIZE", "1"),
+    ):
+        os.environ.setdefault(key, value)
+    torch.distributed.init_process_group("nccl", device_id=torch.device("cuda", LOCAL_RANK))
+
+
+LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
+WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def build(args: argparse.Namespace, mcfg: ModelConfig):
@@ -48,7 +60,7 @@ def build(args: argparse.Namespace, mcfg: ModelConfig):
     torch.manual_seed(0)
     if args.backend == "deepspeed":
         return build_deepspeed(args, mcfg)
-    with torch.device("cuda"):
+    with torch.device("cuda", LOCAL_RANK):
         model = GPT(mcfg, args.attention, activation_checkpointing=args.checkpointing)
     if args.compile:
         for block in model.h:
@@ -57,12 +69,15 @@ def build(args: argparse.Namespace, mcfg: ModelConfig):
     if args.backend == "fsdp":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        init_single_rank_group()
+        init_group()
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         for i, block in enumerate(model.h):
             fully_shard(block, mp_policy=mp, reshard_after_forward=i < len(model.h) - 1)
         fully_shard(model, mp_policy=mp)
         autocast = torch.autocast("cuda", enabled=False)
+    elif WORLD_SIZE > 1:  # plain on N ranks: DDP
+        init_group()
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[LOCAL_RANK])
     opt = torch.optim.AdamW(model.parameters(), fused=True, **ADAMW)
 
     def step(tokens: torch.Tensor) -> None:
@@ -79,13 +94,13 @@ def build(args: argparse.Namespace, mcfg: ModelConfig):
 def build_deepspeed(args: argparse.Namespace, mcfg: ModelConfig):
     import deepspeed
 
-    init_single_rank_group()
+    init_group()
     deepspeed.init_distributed()
     h = mcfg.n_embd
     ds_config = {
         "train_micro_batch_size_per_gpu": args.micro_batch,
         "gradient_accumulation_steps": 1,
-        "train_batch_size": args.micro_batch,
+        "train_batch_size": args.micro_batch * WORLD_SIZE,
         "gradient_clipping": 1.0,
         "bf16": {"enabled": True},
         "zero_optimization": {
@@ -133,32 +148,39 @@ def main() -> None:
     add_loop_args(p)
     args = p.parse_args()
     mcfg = load_model_config(args.model)
-    torch.cuda.set_device(0)
+    torch.cuda.set_device(LOCAL_RANK)
     step = build(args, mcfg)
-    tokens = torch.randint(0, mcfg.vocab_size, (args.micro_batch, mcfg.seq_len + 1), device="cuda")
+    gen = torch.Generator(device="cuda").manual_seed(LOCAL_RANK)  # each rank its own data
+    tokens = torch.randint(
+        0, mcfg.vocab_size, (args.micro_batch, mcfg.seq_len + 1), device="cuda", generator=gen
+    )
     for _ in range(args.warmup):
         step(tokens)
     torch.cuda.synchronize()
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
     t0 = time.perf_counter()
     for _ in range(args.steps):
         step(tokens)
     torch.cuda.synchronize()
     it = (time.perf_counter() - t0) / args.steps
-    print(
-        json.dumps(
-            {
-                "backend": args.backend,
-                "model": args.model,
-                "micro_batch": args.micro_batch,
-                "compile": args.compile,
-                "compile_mode": args.compile_mode,
-                "checkpointing": args.checkpointing,
-                "iteration_time_s": it,
-                "tokens_per_s": args.micro_batch * mcfg.seq_len / it,
-            }
-        ),
-        flush=True,
-    )
+    if LOCAL_RANK == 0:
+        print(
+            json.dumps(
+                {
+                    "backend": args.backend,
+                    "model": args.model,
+                    "world_size": WORLD_SIZE,
+                    "micro_batch": args.micro_batch,
+                    "compile": args.compile,
+                    "compile_mode": args.compile_mode,
+                    "checkpointing": args.checkpointing,
+                    "iteration_time_s": it,
+                    "tokens_per_s": WORLD_SIZE * args.micro_batch * mcfg.seq_len / it,
+                }
+            ),
+            flush=True,
+        )
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 

@@ -57,6 +57,18 @@ class DeepSpeedConfig(BackendConfig):
     """Overlap gradient reduction with backward."""
     contiguous_gradients: bool = True
     """Copy gradients into one contiguous buffer as they are produced."""
+    stage3_max_live_parameters: float | None = None
+    """ZeRO-3: most parameters (elements) gathered at once before release; ``None``: DeepSpeed's 1e9."""
+    stage3_max_reuse_distance: float | None = None
+    """ZeRO-3: keep a gathered parameter when it is reused within this many elements; ``None``: 1e9."""
+    sub_group_size: float | None = None
+    """ZeRO-3: the optimizer steps over sub-groups of this many elements; ``None``: DeepSpeed's 1e9."""
+    optimizer_impl: str = "fused"
+    """``fused``: DeepSpeed's FusedAdam (CUDA); ``torch``: ``torch.optim.AdamW`` (always on the CPU)."""
+    deepcompile: bool = False
+    """DeepCompile (DeepSpeed >= 0.16.6): ``compile: {deepcompile: true}`` and ``engine.compile()``,
+    which compiles the whole model with ZeRO's gathers and reductions in the graph. CUDA, ZeRO-1
+    or 3; replaces ``compile=true`` (the per-block compile), so the two are not combined."""
 
 
 DTYPES = fprecision.DTYPES
@@ -286,6 +298,9 @@ def deepspeed_config(
         zero["stage3_param_persistence_threshold"] = int(
             _default(backend.stage3_param_persistence_threshold, 10 * h)
         )
+        for key in ("stage3_max_live_parameters", "stage3_max_reuse_distance", "sub_group_size"):
+            if getattr(backend, key) is not None:  # else DeepSpeed's own default
+                zero[key] = int(getattr(backend, key))
     ds: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": batch.micro_batch_size,
         "gradient_accumulation_steps": batch.grad_accum,
@@ -299,12 +314,14 @@ def deepspeed_config(
                 "betas": [optim.beta1, optim.beta2],
                 "eps": optim.eps,
                 "weight_decay": optim.weight_decay,
-                "torch_adam": device_type != "cuda",
+                "torch_adam": device_type != "cuda" or backend.optimizer_impl == "torch",
             },
         },
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }
+    if backend.deepcompile:
+        ds["compile"] = {"deepcompile": True}
     if precision == "bf16":
         ds["bf16"] = {"enabled": True}
     elif precision == "fp16":
@@ -340,7 +357,20 @@ def build_deepspeed(cfg: RunConfig, device: torch.device) -> DeepSpeedTrainer:
         for param in family(cfg.model).tied_parameters(model):
             deepspeed.zero.register_external_parameter(model, param)
     engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+    if cfg.backend.deepcompile:
+        engine.compile()  # DeepCompile: the whole model, with ZeRO's passes in the graph
     return DeepSpeedTrainer(engine)
+
+
+SIZE_KEYS = (
+    "reduce_bucket_size",
+    "stage3_prefetch_bucket_size",
+    "stage3_param_persistence_threshold",
+    "stage3_max_live_parameters",
+    "stage3_max_reuse_distance",
+    "sub_group_size",
+)
+"""DeepSpeed sizes in elements: typed float (``5e8`` parses), passed on as ``int``."""
 
 
 def _whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
@@ -355,7 +385,18 @@ def _whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
             "set backend.zero_stage=1, 2 or 3",
         )
     sizes = {}
-    for key in ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold"):
+    if backend.optimizer_impl not in ("fused", "torch"):
+        raise ConfigError(
+            "backend.optimizer_impl", backend.optimizer_impl, "is not an optimizer", "set fused or torch"
+        )
+    if backend.deepcompile and backend.zero_stage == 2:
+        raise ConfigError(
+            "backend.deepcompile",
+            True,
+            "DeepCompile has ZeRO-1 and ZeRO-3 passes, not ZeRO-2",
+            "set backend.zero_stage=1 or 3, or backend.deepcompile=false",
+        )
+    for key in SIZE_KEYS:
         value = getattr(backend, key)
         if value is None:
             continue
@@ -416,7 +457,9 @@ BACKENDS: dict[str, BackendSpec] = {
 """Distributed backends by ``backend.name``."""
 
 
-def check_support(cfg: BackendConfig, *, world_size: int, device: str, precision: str) -> BackendConfig:
+def check_support(
+    cfg: BackendConfig, *, world_size: int, device: str, precision: str, compile_blocks: bool = False
+) -> BackendConfig:
     """Check that ``cfg``'s backend runs ``world_size`` ranks on ``device`` at ``precision``.
 
     Returns:
@@ -445,6 +488,17 @@ def check_support(cfg: BackendConfig, *, world_size: int, device: str, precision
             precision,
             f"backend={cfg.name} does not run it (supports {', '.join(spec.precisions)})",
             f"pick backend={others} for precision={precision}, or another precision",
+        )
+    if getattr(cfg, "deepcompile", False) and device != "cuda":
+        raise ConfigError(
+            "backend.deepcompile", True, "DeepCompile runs on CUDA only", "set backend.deepcompile=false"
+        )
+    if getattr(cfg, "deepcompile", False) and compile_blocks:
+        raise ConfigError(
+            "compile",
+            True,
+            "backend.deepcompile=true compiles the whole model itself",
+            "set compile=false (DeepCompile) or backend.deepcompile=false (per-block compile)",
         )
     return spec.check(cfg) if spec.check is not None else cfg
 

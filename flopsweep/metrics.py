@@ -272,7 +272,38 @@ def system_info(
         "git_sha": _git_sha(),
         "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "cuda_alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+        **interconnect(cuda),
     }
+
+
+def interconnect(cuda: bool) -> dict[str, Any]:
+    """What scaling numbers depend on: ``nccl`` (the version torch's NCCL reports, ``"2.27.5"``),
+    ``gpu_topology`` (the text of ``nvidia-smi topo -m``: NV# = NVLink, PIX/PXB/PHB/NODE/SYS =
+    PCIe paths; null where it cannot run) and ``nccl_env`` (every ``NCCL_*`` variable set here,
+    which is what the workers inherit)."""
+    import torch
+
+    version = None
+    if cuda:
+        try:
+            v = torch.cuda.nccl.version()
+            version = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except (RuntimeError, AttributeError):
+            version = None
+    return {
+        "nccl": version,
+        "gpu_topology": _command_text(["nvidia-smi", "topo", "-m"]) if cuda else None,
+        "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+    }
+
+
+def _command_text(cmd: list[str]) -> str | None:
+    """The stdout of ``cmd`` (10 s at most), or None when it fails or is missing."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def json_safe(value: Any) -> Any:

@@ -314,7 +314,11 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         seq_len=cfg.model.seq_len,
     )
     backend = backends.check_support(
-        cfg.backend, world_size=world, device=device, precision=cfg.precision.name
+        cfg.backend,
+        world_size=world,
+        device=device,
+        precision=cfg.precision.name,
+        compile_blocks=cfg.compile,
     )
     if cfg.fault.kind != "none" and not 0 <= cfg.fault.rank < world:
         raise ConfigError(

@@ -162,16 +162,19 @@ def step_breakdown(events: Sequence[dict[str, Any]], *, cuda: bool) -> StepBreak
     if not steps:
         raise ValueError(f"the trace has no {STEP_ANNOTATION!r} annotation")
     window = [_span(max(steps, key=lambda e: float(e.get("dur", 0.0))))]
+    host_optimizer = union(_span(e) for e in _named(events, "user_annotation", OPTIMIZER_ANNOTATION))
     if cuda:
         work = [e for e in events if e.get("cat") in DEVICE_CATEGORIES]
-        optimizer = _named(events, "gpu_user_annotation", OPTIMIZER_ANNOTATION)
+        optimizer = union(_span(e) for e in _named(events, "gpu_user_annotation", OPTIMIZER_ANNOTATION))
+        if not optimizer and host_optimizer:
+            optimizer = _launched_within(events, work, host_optimizer)
     else:
         work = [e for e in events if e.get("cat") == "cpu_op"]
-        optimizer = _named(events, "user_annotation", OPTIMIZER_ANNOTATION)
+        optimizer = host_optimizer
     comm = union(_span(e) for e in work if COMM_PATTERN.search(str(e.get("name", ""))))
     busy = union(_span(e) for e in work if not COMM_PATTERN.search(str(e.get("name", ""))))
     comm, busy = intersect(comm, window), intersect(busy, window)
-    opt_busy = intersect(busy, union(_span(e) for e in optimizer))
+    opt_busy = intersect(busy, optimizer)
     compute = subtract(busy, opt_busy)
     exposed = subtract(comm, busy)
     us = 1e-6
@@ -184,6 +187,25 @@ def step_breakdown(events: Sequence[dict[str, Any]], *, cuda: bool) -> StepBreak
         idle_s=(step - length(union([*busy, *comm]))) * us,
         comm_s=length(comm) * us,
         view="cuda" if cuda else "cpu",
+    )
+
+
+def _launched_within(
+    events: Sequence[dict[str, Any]], work: Sequence[dict[str, Any]], host: Sequence[Interval]
+) -> list[Interval]:
+    """The device spans of the work whose launch (the ``cuda_runtime`` call with the same
+    ``correlation`` id) lies inside the host intervals: the optimizer's kernels when the trace
+    has no ``gpu_user_annotation`` for it."""
+    launched = {
+        e["args"]["correlation"]
+        for e in events
+        if e.get("cat") == "cuda_runtime"
+        and isinstance(e.get("args"), dict)
+        and "correlation" in e["args"]
+        and intersect([_span(e)], host)
+    }
+    return union(
+        _span(e) for e in work if isinstance(e.get("args"), dict) and e["args"].get("correlation") in launched
     )
 
 

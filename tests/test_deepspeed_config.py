@@ -167,3 +167,50 @@ def test_float_prefetch_bucket_is_rejected_by_deepspeed():
     assert z["stage3_prefetch_bucket_size"] == pytest.approx(3774873.6)
     with pytest.raises(ValueError):  # pydantic.ValidationError is a ValueError
         DeepSpeedZeroConfig(**z)
+
+
+def test_zero3_levers_pass_through_and_deepspeed_accepts_them():
+    cfg = _ds(
+        world=1,
+        accum=1,
+        device_type="cuda",
+        stage3_max_live_parameters=3e9,
+        stage3_max_reuse_distance=2e9,
+        sub_group_size=1e8,
+        optimizer_impl="torch",
+        deepcompile=True,
+    )
+    zero = cfg["zero_optimization"]
+    assert (zero["stage3_max_live_parameters"], zero["stage3_max_reuse_distance"]) == (3_000_000_000, 2e9)
+    assert zero["sub_group_size"] == 100_000_000 and isinstance(zero["sub_group_size"], int)
+    assert cfg["optimizer"]["params"]["torch_adam"] is True  # optimizer_impl=torch even on CUDA
+    assert cfg["compile"] == {"deepcompile": True}
+    parsed = DeepSpeedConfig(cfg)
+    assert parsed.zero_config.max_live_parameters == 3_000_000_000
+    assert parsed.compile_config.deepcompile is True
+    assert "stage3_max_live_parameters" not in _ds()["zero_optimization"]  # DeepSpeed's default
+
+
+@pytest.mark.parametrize(
+    ("backend_kw", "device", "compile_blocks", "key"),
+    [
+        ({"zero_stage": 2, "deepcompile": True}, "cuda", False, "backend.deepcompile"),
+        ({"deepcompile": True}, "cpu", False, "backend.deepcompile"),
+        ({"deepcompile": True}, "cuda", True, "compile"),
+        ({"optimizer_impl": "lion"}, "cuda", False, "backend.optimizer_impl"),
+        ({"sub_group_size": 1.5}, "cuda", False, "backend.sub_group_size"),
+    ],
+)
+def test_lever_refusals_name_the_key(backend_kw, device, compile_blocks, key):
+    from flopsweep.backends import check_support
+    from flopsweep.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        check_support(
+            ZeroOptions(**backend_kw),
+            world_size=2,
+            device=device,
+            precision="bf16",
+            compile_blocks=compile_blocks,
+        )
+    assert str(err.value).startswith(f"Invalid config: {key}="), str(err.value)

@@ -55,6 +55,22 @@ def test_cuda_breakdown_from_a_trace() -> None:
     assert b.view == "cuda"
 
 
+def test_cuda_optimizer_found_through_launch_correlation() -> None:
+    """Without a gpu_user_annotation, the optimizer's kernels are those launched inside its host span."""
+    launch = lambda ts, c: {**_ev("cuda_runtime", "cudaLaunchKernel", ts, 1), "args": {"correlation": c}}  # noqa: E731
+    kernel = lambda ts, dur, c: {**_ev("kernel", "k", ts, dur), "args": {"correlation": c}}  # noqa: E731
+    events = [
+        _ev("user_annotation", STEP_ANNOTATION, 0, 100),
+        _ev("user_annotation", OPTIMIZER_ANNOTATION, 30, 10),
+        launch(5, 1),
+        kernel(10, 30, 1),
+        launch(32, 2),
+        kernel(45, 15, 2),
+    ]
+    b = step_breakdown(events, cuda=True)
+    assert (b.compute_s, b.optimizer_s, b.idle_s) == pytest.approx((30e-6, 15e-6, 55e-6))
+
+
 def test_cpu_breakdown_counts_operators_and_the_optimizer_annotation() -> None:
     events = [
         _ev("user_annotation", STEP_ANNOTATION, 1000, 50),
@@ -85,9 +101,7 @@ def test_mean_over_ranks_keeps_the_sum() -> None:
 def test_profile_true_on_two_gloo_ranks_writes_traces_and_a_breakdown(tmp_path) -> None:
     """A real DDP run: each rank's trace is a readable Chrome trace, and the parts add up to the
     profiled step's wall time measured apart from the trace (perf_counter) within 5%."""
-    out = run_py(
-        "backend=ddp", "nproc_per_node=2", "device=cpu", "profile=true", f"hydra.run.dir={tmp_path}"
-    )
+    out = run_py("backend=ddp", "nproc_per_node=2", "device=cpu", "profile=true", f"hydra.run.dir={tmp_path}")
     [record] = records(tmp_path)
     assert record["status"] == "ok", (record["error"], out.stderr[-2000:])
     b = record["metrics"]["breakdown"]

@@ -128,3 +128,13 @@ def test_scaling_sweep_on_gloo_ranks(tmp_path) -> None:
     assert df.loc[2, "scaling_efficiency"] == pytest.approx(expected)
     figures, skipped = analysis.make_plots(df.reset_index())
     assert {"scaling", "step_breakdown"} <= set(figures), skipped
+
+
+def test_system_records_the_interconnect(monkeypatch) -> None:
+    from flopsweep.metrics import system_info
+
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    system = system_info("cpu", 1)
+    assert system["nccl_env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert all(k.startswith("NCCL_") for k in system["nccl_env"])
+    assert system["nccl"] is None and system["gpu_topology"] is None  # a CPU run has neither
