@@ -6,12 +6,15 @@
     python -m analysis DIR --baseline backend=fsdp               # adds speedup vs FSDP
     python -m analysis DIR --pivot model:backend:model_tflops_per_device
     python -m analysis DIR --format html --output report.html --plot plots/
+    python -m analysis DIR --notebook results.ipynb              # a results notebook, executed
 
 Rankings (the default order, --best-by, --baseline, --pivot) use model TFLOPs per
 device unless --metric says otherwise, and leave out runs whose recorded TFLOPs fail
 the recomputation from their stored FLOPs (a note says which). The footer (run
 counts, unreadable records, flags, notes) goes to stderr, so csv and json on stdout
 stay clean; the terminal and markdown tables end with a legend of their short headers.
+--notebook writes the notebook of :mod:`analysis.notebook` for the paths and executes it
+(a progress line per cell on stderr); each failure is one line on stderr and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.display import SHORT, compact, flat_pivot, render, summary
-from analysis.load import METRIC_COLUMNS, RANK_METRIC, display_path, load, table
+from analysis.load import METRIC_COLUMNS, RANK_METRIC, display_path, find_records, load, table
+from analysis.notebook import NotebookError, ProgressLine, make_notebook
 from analysis.plots import make_plots, write_pngs
 from analysis.query import AnalysisError, best, check_columns, compare, pivot, select, sort_runs
 from analysis.report import Report, render_html
@@ -82,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="add a speedup column vs this set-up, matched on the other set-up columns; repeatable",
     )
     p.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots to DIR")
+    p.add_argument(
+        "--notebook",
+        type=Path,
+        metavar="FILE",
+        help="write the results notebook of these records to FILE (.ipynb) and execute it; relative "
+        "paths are stored relative to FILE's folder (needs the notebook or dev extra)",
+    )
     p.add_argument("--columns", metavar="COLS", help="comma-separated columns to show, or 'all'")
     p.add_argument(
         "--width",
@@ -257,10 +268,56 @@ def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> 
         plots(select(loaded, pairs(args.filter, "--filter")), args.plot)
 
 
+def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``--notebook FILE``: build, execute and write the results notebook of ``args.paths``.
+
+    Each failure is one line on stderr: a table option given with it or a missing path (exit
+    2), no ``metrics.json`` under the paths, a cell that fails, no kernel, FILE not writable
+    (exit 1).
+    """
+    table_options = [a for a in parser._actions if a.dest not in ("help", "paths", "notebook")]
+    given = [a.option_strings[0] for a in table_options if getattr(args, a.dest) != a.default]
+    if given:
+        print(
+            f"{parser.prog}: error: --notebook shows every run of the paths; it takes none of "
+            f"{', '.join(given)} (filter in the notebook with analysis.select)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        found = find_records(args.paths)
+    except FileNotFoundError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    if not found:
+        print(f"{parser.prog}: error: no metrics.json under {' '.join(args.paths)}", file=sys.stderr)
+        return 1
+    shown = display_path(args.notebook)
+    print(f"starting a kernel to execute {shown} ({len(found)} records)", file=sys.stderr)
+    progress = ProgressLine(sys.stderr)
+    try:
+        try:
+            _, seconds = make_notebook(args.paths, args.notebook, progress=progress)
+        finally:
+            progress.close()  # end a terminal's progress line before the next one
+    except NotebookError as exc:
+        print(f"{parser.prog}: error: {exc}; {shown} not written", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        where = display_path(exc.filename) if exc.filename else shown
+        print(f"{parser.prog}: error: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {shown} (executed in {seconds:.0f} s)", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 1 no readable record; 2 via argparse for a bad option)."""
+    """Run the CLI; returns the exit status (0 ok, 1 no readable record or a failed notebook; 2 for a
+    bad option or path)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.notebook is not None:
+        return notebook(args, parser)
     logging.basicConfig(level=logging.WARNING, format="analysis: %(levelname)s: %(message)s")
     try:
         loaded = load(args.paths)

@@ -398,10 +398,10 @@ def make_plots(df: pd.DataFrame) -> tuple[dict[str, Figure], dict[str, str]]:
     return figures, skipped
 
 
-def png_bytes(fig: Figure) -> bytes:
-    """The figure as PNG bytes (Agg, :data:`DPI` dots per inch)."""
+def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
+    """The figure as PNG bytes (Agg, ``dpi`` dots per inch: pixels = figure inches x dpi)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
+    fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()
 
 

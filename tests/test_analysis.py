@@ -1,4 +1,5 @@
-"""analysis/: loading, upgrades, checks, comparisons, the CLI, plots, the HTML report and the notebook.
+"""analysis/: loading, upgrades, checks, comparisons, the CLI, plots and the HTML report (the notebook:
+tests/test_notebook.py).
 
 Fixture records live in tests/fixtures/ (written by ``python -m tests.fixtures.make_fixtures``
 with the real record builder): ``records/NAME`` holds one case each (v2 records, the same runs
@@ -778,24 +779,6 @@ def test_html_report_of_many_models_draws_a_bounded_number_of_figures(tmp_path, 
     t0 = time.perf_counter()
     code, _, _ = cli(capsys, tmp_path / "runs", "--format", "html", "--output", tmp_path / "r.html")
     assert code == 0 and time.perf_counter() - t0 < 60  # 166 s before the panel cap; about 2 s after
-
-
-# --- notebook ---------------------------------------------------------------------------------------------
-
-
-def test_results_notebook_runs_headless_on_the_fixture_sweep(monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    monkeypatch.setenv("FLOPSWEEP_RESULTS", str(SWEEP))
-    nb = nbformat.read(ROOT / "notebooks" / "results.ipynb", as_version=4)
-    client = nbclient.NotebookClient(
-        nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}
-    )
-    client.execute()
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-    assert not [o for o in outputs if o.output_type == "error"]
-    text = json.dumps([o.get("text", "") for o in outputs]) + json.dumps([o.get("data", {}) for o in outputs])
-    assert "38 runs (34 ok, 4 oom)" in text and "image/png" in text and "iter_s(mean)" in text
 
 
 # --- end to end -------------------------------------------------------------------------------------------

@@ -1,0 +1,175 @@
+"""The results notebook: ``python -m analysis DIR --notebook OUT`` (analysis/notebook.py) and the committed
+``notebooks/results.ipynb``.
+
+Execution starts a real ipykernel through nbclient (a few seconds each on a 2-core CPU) on the
+committed fixture records (tests/fixtures, see tests/test_analysis.py); no worker runs. Expected
+values come from the same records through the analysis API. Each cell may take
+:data:`analysis.notebook.CELL_TIMEOUT_S` (600 s): nothing here depends on timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis import best, for_display, load, make_plots, summary
+from analysis.__main__ import main
+from analysis.load import RANK_METRIC, SHORT
+from analysis.notebook import NotebookError, build, execute, results_parameter
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SWEEP = FIXTURES / "sweep"
+COMMITTED = ROOT / "notebooks" / "results.ipynb"
+COMMITTED_RESULTS = "../benchmarks/results/h200"  # as `python -m analysis benchmarks/results/h200 --notebook
+# notebooks/results.ipynb` stores it, from the repository root
+H200 = ROOT / "benchmarks" / "results" / "h200"
+# What an absolute path of this machine looks like in a notebook's text.
+ABSOLUTE = re.compile(r"(/work/|/home/|/root/|/tmp/|/usr/|site-packages)")
+
+
+def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
+    """``python -m analysis ARGS`` from ``cwd``, importing this checkout's analysis."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    cmd = [sys.executable, "-m", "analysis", *map(str, args)]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+
+
+def cell(nb, cell_id: str):
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
+def text_of(c) -> str:
+    """Everything a cell printed or displayed, as text (stream text, text/plain, text/html)."""
+    parts = []
+    for o in c.get("outputs", []):
+        parts.append(o.get("text", ""))
+        parts += [o.get("data", {}).get(kind, "") for kind in ("text/plain", "text/html")]
+    return "\n".join(parts)
+
+
+def assert_executed_without_errors(nb) -> None:
+    for c in (c for c in nb.cells if c.cell_type == "code"):
+        assert isinstance(c.execution_count, int), c.id
+        assert not [o for o in c.outputs if o.output_type == "error"], c.id
+        assert not [o for o in c.outputs if o.get("name") == "stderr"], (c.id, text_of(c))
+        assert c.id == "parameters" or c.id == "import" or c.outputs, c.id  # every other cell shows something
+
+
+def test_results_parameter_is_relative_to_the_notebook_folder(tmp_path):
+    assert results_parameter(["data/sweep"], "out") == "../data/sweep"
+    assert results_parameter(["data/sweep"], ".") == "data/sweep"
+    assert results_parameter([SWEEP, "a/*/metrics.json"], "out") == [str(SWEEP), "../a/*/metrics.json"]
+    with pytest.raises(NotebookError, match="not UTF-8"):
+        results_parameter([os.fsdecode(b"caf\xe9")], ".")
+
+
+def test_cli_writes_an_executed_notebook_of_the_fixture_sweep_from_another_cwd(tmp_path):
+    shutil.copytree(SWEEP, tmp_path / "data" / "sweep")
+    done = cli("data/sweep", "--notebook", "out/results.ipynb", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert "executing cell 1/8: Parameters" in lines[1] and "executing cell 8/8: Plots (PNG)." in lines[-2]
+    assert lines[-1].startswith("wrote out/results.ipynb (executed in ")
+    nb = nbformat.read(tmp_path / "out" / "results.ipynb", as_version=4)
+    params = cell(nb, "parameters")
+    assert params.metadata.tags == ["parameters"] and 'RESULTS = "../data/sweep"' in params.source
+    assert_executed_without_errors(nb)
+
+    df = load(SWEEP)
+    assert f"../data/sweep: {summary(df)}" in text_of(cell(nb, "load"))  # 38 runs (34 ok, 4 oom)
+    runs, tops = text_of(cell(nb, "runs")), text_of(cell(nb, "best"))
+    for _, row in for_display(best(df, by=["model"])).iterrows():  # gpt-1.3b 485.9, ...
+        assert f"<td>{row['model']}</td>" in tops and f"<td>{row[SHORT[RANK_METRIC]]}</td>" in tops
+        assert f"<td>{row[SHORT[RANK_METRIC]]}</td>" in runs
+    assert runs.count("<tr>") == len(df)  # a row per run (the header's <tr> has a style)
+    pngs = [o for o in cell(nb, "plots").outputs if "image/png" in o.get("data", {})]
+    assert len(pngs) == len(make_plots(df)[0]) == 3
+    assert not ABSOLUTE.search(json.dumps(nb)), "an absolute path in the notebook"
+
+
+def test_a_moved_copy_of_the_committed_notebook_runs_when_given_a_path(tmp_path):
+    """Outside the repository: no checkout above it, so the kernel imports the package from
+    PYTHONPATH (here this checkout, as an installed package would be)."""
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    shutil.copy(COMMITTED, moved / "results.ipynb")
+    nb = nbformat.read(moved / "results.ipynb", as_version=4)
+    with pytest.raises(NotebookError) as info:  # the relative path of the committed copy is gone here
+        execute(nb, moved)
+    message = str(info.value)
+    assert message.startswith("notebook cell 3/8 (Load the records.) failed: FileNotFoundError: ")
+    assert f"{COMMITTED_RESULTS}: no such file, directory or glob match" in message
+    assert "\n" not in message
+
+    nb = nbformat.read(moved / "results.ipynb", as_version=4)
+    params = cell(nb, "parameters")
+    params.source = params.source.replace(json.dumps(COMMITTED_RESULTS), json.dumps(str(SWEEP)))
+    execute(nb, moved)
+    assert_executed_without_errors(nb)
+    assert f"{SWEEP}: {summary(load(SWEEP))}" in text_of(cell(nb, "load"))
+
+
+def test_a_kernel_that_cannot_import_analysis_is_one_line_and_exit_1(tmp_path):
+    """The notebook is written into a checkout (``analysis/`` beside ``flopsweep/record.py``) whose
+    analysis needs a module the kernel lacks: the kernel imports that checkout's package and fails."""
+    checkout = tmp_path / "checkout"
+    (checkout / "flopsweep").mkdir(parents=True)
+    (checkout / "flopsweep" / "record.py").write_text("")
+    (checkout / "analysis").mkdir()
+    (checkout / "analysis" / "__init__.py").write_text("import module_the_kernel_lacks\n")
+    done = cli(SWEEP, "--notebook", "checkout/results.ipynb", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "python -m analysis: error: notebook cell 2/8 (Import analysis.) failed: ImportError: this kernel "
+        "cannot import the analysis package (No module named 'module_the_kernel_lacks'): pip install -e "
+        "PATH_TO_FLOPSWEEP; checkout/results.ipynb not written"
+    )
+    assert "Traceback" not in done.stderr and not (checkout / "results.ipynb").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["missing"], 2, "missing: no such file, directory or glob match"),
+        (["empty"], 1, "no metrics.json under empty"),
+        ([str(SWEEP), "--format", "csv"], 2, "it takes none of --format"),
+        ([str(SWEEP), "--filter", "backend=fsdp"], 2, "it takes none of --filter"),
+    ],
+)
+def test_a_bad_directory_or_option_is_one_line_and_non_zero(
+    tmp_path, monkeypatch, capsys, args, code, message
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    assert main([*args, "--notebook", "out.ipynb"]) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m analysis: error: ") and message in err, err
+    assert not (tmp_path / "out.ipynb").exists()
+
+
+def test_the_committed_notebook_is_executed_current_and_holds_no_absolute_path():
+    text = COMMITTED.read_text(encoding="utf-8")
+    assert len(text.encode()) < 2_000_000
+    assert str(ROOT) not in text and not ABSOLUTE.search(text), ABSOLUTE.search(text)
+    nb = nbformat.read(COMMITTED, as_version=4)
+    assert_executed_without_errors(nb)
+    fresh = build(COMMITTED_RESULTS)  # the cells of analysis/notebook.py: regenerate when this fails
+    assert [(c.id, c.cell_type, c.source) for c in nb.cells] == [
+        (c.id, c.cell_type, c.source) for c in fresh.cells
+    ]
+    df = load(H200)
+    assert f"{COMMITTED_RESULTS}: {summary(df)}" in text_of(cell(nb, "load"))
+    assert text_of(cell(nb, "runs")).count("<tr>") == len(df) > 60  # no rows elided (pandas: over 60)
