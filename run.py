@@ -5,13 +5,15 @@ to :func:`flopsweep.job.run_job`, which validates it, launches the ranks and wri
 ``metrics.json`` in the Hydra job directory.
 
 Exit status: a single run exits 0 when ok (or skipped by ``resume=true``), 1 on
-``oom``/``error``, 2 on ``invalid``. A sweep exits 0 when every job was recorded,
-whatever the statuses; 1 when the sweep itself broke (a composition error, a
-record it refused to overwrite) or ``fail_fast=true`` stopped it.
+``oom``/``error`` or when its record could not be written, 2 on ``invalid``. A sweep exits 0
+when every job was recorded, whatever the statuses; 1 when the sweep itself broke (a
+composition error, a record it refused to overwrite, a directory that became read-only or
+full) or ``fail_fast=true`` stopped it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -27,7 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 from flopsweep.callbacks import RecordRefused, SweepStopped
 from flopsweep.job import JobInfo, plan_table, run_job
 from flopsweep.launch import Terminated, raise_terminated
-from flopsweep.record import RecordExistsError
+from flopsweep.record import NotRecorded, RecordExistsError
 from flopsweep.store import register_configs
 
 # Unique per sweep process, so that two sweeps started in the same second never
@@ -238,6 +240,11 @@ def main(cfg: DictConfig) -> dict:
         record = run_job(run_cfg, info)
     except RecordExistsError as exc:
         raise RecordRefused(str(exc)) from None
+    except NotRecorded as exc:
+        if hc.mode != RunMode.MULTIRUN:
+            print(f"flopsweep: {exc}", file=sys.stderr)
+            sys.exit(1)
+        raise  # SweepSummary.on_job_end prints it with the summary and stops the sweep
     status = record["status"]
     if status == "plan":
         if hc.mode != RunMode.MULTIRUN:
@@ -265,6 +272,9 @@ def interrupted_message() -> str:
 
 
 if __name__ == "__main__":
+    # A log line that cannot be written (a full disk, a read-only job directory) must not print a
+    # traceback; the record, or the one line saying why there is none, tells what happened.
+    logging.raiseExceptions = False
     if not os.environ.get("SUBMITIT_EXECUTOR"):  # a Slurm task handles SIGTERM itself
         signal.signal(signal.SIGTERM, raise_terminated)
     argv = sys.argv[1:]
