@@ -193,6 +193,16 @@ def interpolation_problem(overrides: list[str]) -> str | None:
     return None
 
 
+def refusal(overrides: list[str]) -> str | None:
+    """The one line refusing the command line before Hydra starts (exit 2), or None."""
+    return (
+        sorted_range_problem(overrides)
+        or output_dir_problem(overrides)
+        or interpolation_problem(overrides)
+        or foreign_option_keys(overrides)
+    )
+
+
 def existing_record_problem(overrides: list[str]) -> str | None:
     """A single run into a ``hydra.run.dir`` that already holds a record, without ``resume=true``:
     refused here, before Hydra rewrites the directory's ``.hydra/*.yaml``."""
@@ -278,21 +288,16 @@ if __name__ == "__main__":
     if not os.environ.get("SUBMITIT_EXECUTOR"):  # a Slurm task handles SIGTERM itself
         signal.signal(signal.SIGTERM, raise_terminated)
     argv = sys.argv[1:]
-    problem = (
-        sorted_range_problem(argv)
-        or output_dir_problem(argv)
-        or interpolation_problem(argv)
-        or foreign_option_keys(argv)
-    )
+    problem = refusal(argv)
     exists = existing_record_problem(argv)
     if exists and not problem:
         print(f"flopsweep: {exists}", file=sys.stderr)
         sys.exit(1)
-    if env_in_tag_warning(argv):
-        print(env_in_tag_warning(argv), file=sys.stderr)
     if problem:
         print(f"flopsweep: {problem}", file=sys.stderr)
         sys.exit(2)
+    if env_in_tag_warning(argv):  # only for a run that goes ahead: a refusal is its one line
+        print(env_in_tag_warning(argv), file=sys.stderr)
     try:
         main()
     except (KeyboardInterrupt, Terminated) as exc:
