@@ -19,6 +19,7 @@ import re
 import secrets
 import signal
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -29,7 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from flopsweep.callbacks import RecordRefused, SweepStopped
 from flopsweep.job import JobInfo, plan_table, run_job
 from flopsweep.launch import Terminated, raise_terminated
-from flopsweep.record import NotRecorded, RecordExistsError
+from flopsweep.record import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.store import register_configs
 
 # Unique per sweep process, so that two sweeps started in the same second never
@@ -129,17 +130,20 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
 
 
 def _probe_makedirs(path: str) -> None:
-    """Make ``path`` as Hydra would, then remove what was made: nothing is left behind (a launcher
-    may still refuse the sweep), and a path that cannot be made raises OSError here, in one line,
-    rather than in Hydra with a traceback."""
+    """Make ``path`` as Hydra would and write a byte in it, then remove what was made: nothing is
+    left behind (a launcher may still refuse the sweep), and a path that cannot be made, or is
+    read-only or full, raises OSError here, in one line, rather than in Hydra with a traceback."""
     missing = []
     head = os.path.abspath(path)
     while not os.path.exists(head):
         missing.append(head)
         head = os.path.dirname(head)
     os.makedirs(path, exist_ok=True)
-    for made in missing:  # deepest first
-        os.rmdir(made)
+    try:
+        check_writable(Path(path))
+    finally:
+        for made in missing:  # deepest first
+            os.rmdir(made)
 
 
 def output_dir_problem(overrides: list[str]) -> str | None:
@@ -152,6 +156,8 @@ def output_dir_problem(overrides: list[str]) -> str | None:
         if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
             try:
                 _probe_makedirs(value)
+            except RecordUnwritable as exc:  # made, but read-only or full
+                return f"Invalid config: {key}={value}: {exc}. Fix: {exc.fix}, or choose another directory."
             except OSError as exc:
                 return (
                     f"Invalid config: {key}={value}: cannot make the directory ({exc.strerror or exc}). "

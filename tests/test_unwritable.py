@@ -195,3 +195,16 @@ def test_a_rank_that_cannot_write_keeps_its_traceback_in_the_record(
     record = record_outcome(tmp_path / "metrics.json", cfg, run, outcome, 1)
     assert json.loads((tmp_path / "metrics.json").read_text())["error"]["traceback_text"] == text
     assert record["error"]["traceback_text"] == text
+
+
+def test_a_full_run_directory_is_refused_before_hydra_writes(disk: Path) -> None:
+    """Classes 2 and 3 at the start: run.py refuses in one line, and leaves no directory behind."""
+    from run import output_dir_problem
+
+    run_dir = disk / "run" / "a"
+    fill(disk)
+    assert output_dir_problem([f"hydra.run.dir={run_dir}"]) == (
+        f"Invalid config: hydra.run.dir={run_dir}: cannot write {run_dir}: No space left on device, 0 B free "
+        f"on {run_dir}. Fix: free space on {run_dir}, or choose another directory."
+    )
+    assert not (disk / "run").exists()
