@@ -27,7 +27,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from flopsweep.callbacks import RecordRefused, SweepStopped
+from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.job import JobInfo, plan_table, run_job
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.record import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
@@ -260,7 +260,7 @@ def main(cfg: DictConfig) -> dict:
         if hc.mode != RunMode.MULTIRUN:
             print(f"flopsweep: {exc}", file=sys.stderr)
             sys.exit(1)
-        raise  # SweepSummary.on_job_end prints it with the summary and stops the sweep
+        raise JobNotRecorded(str(exc)) from None  # SweepSummary.on_job_end: the line, the summary, exit 1
     status = record["status"]
     if status == "plan":
         if hc.mode != RunMode.MULTIRUN:

@@ -15,15 +15,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 
-from flopsweep.record import (
-    METRICS_FILE,
-    STATUSES,
-    NotRecorded,
-    RecordError,
-    RecordUnwritable,
-    check_writable,
-    read_json,
-)
+from flopsweep.record import METRICS_FILE, STATUSES, RecordError, RecordUnwritable, check_writable, read_json
 
 log = logging.getLogger("flopsweep")
 
@@ -37,6 +29,11 @@ class SweepStopped(CompactHydraException):
 
 class RecordRefused(CompactHydraException):
     """A job directory already holds a ``metrics.json`` and ``resume`` is false."""
+
+
+class JobNotRecorded(CompactHydraException):
+    """A job's ``metrics.json`` could not be written (its directory turned read-only or full);
+    the message is the one line naming the job, the path and why. The sweep stops."""
 
 
 def _read_status(path: Path) -> tuple[str, str | None]:
@@ -204,9 +201,14 @@ class SweepSummary(Callback):
         """Stop the sweep, with one line and the summary, when this job's record could not be
         written or the next job could not be (the sweep directory became read-only, was
         replaced, or is full): every later job would run for nothing, and Hydra would fail
-        with a traceback making the next job's directory."""
+        with a traceback making the next job's directory. (Inside a Slurm task the sweep is
+        elsewhere: the submitting process reports the job's one line.)"""
+        from flopsweep.slurm import inside_submitit_task
+
+        if inside_submitit_task():
+            return
         line = note = None
-        if job_return.status == JobStatus.FAILED and isinstance(job_return._return_value, NotRecorded):
+        if job_return.status == JobStatus.FAILED and isinstance(job_return._return_value, JobNotRecorded):
             line, note = str(job_return._return_value), f"job {config.hydra.job.num} was not recorded"
         elif self.started and (self.total is None or self.done < self.total):
             try:
