@@ -276,15 +276,14 @@ def check_writable(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        usage = shutil.disk_usage(directory)
     except OSError as exc:
         raise RecordUnwritable(directory, exc) from None
     finally:
         _discard(probe)
-    usage = shutil.disk_usage(directory)
-    free = usage.free
-    if usage.total and free < MIN_FREE_BYTES:  # some FUSE file systems report no sizes at all
+    if usage.total and usage.free < MIN_FREE_BYTES:  # some FUSE file systems report no sizes at all
         low = RecordUnwritable(directory, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-        low.line = f"{directory} has {_size(free)} free, under the {_size(MIN_FREE_BYTES)} a job needs"
+        low.line = f"{directory} has {_size(usage.free)} free, under the {_size(MIN_FREE_BYTES)} a job needs"
         raise low
 
 
