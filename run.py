@@ -5,18 +5,21 @@ to :func:`flopsweep.job.run_job`, which validates it, launches the ranks and wri
 ``metrics.json`` in the Hydra job directory.
 
 Exit status: a single run exits 0 when ok (or skipped by ``resume=true``), 1 on
-``oom``/``error``, 2 on ``invalid``. A sweep exits 0 when every job was recorded,
-whatever the statuses; 1 when the sweep itself broke (a composition error, a
-record it refused to overwrite) or ``fail_fast=true`` stopped it.
+``oom``/``error`` or when its record could not be written, 2 on ``invalid``. A sweep exits 0
+when every job was recorded, whatever the statuses; 1 when the sweep itself broke (a
+composition error, a record it refused to overwrite, a directory that became read-only or
+full) or ``fail_fast=true`` stopped it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
 import signal
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -24,10 +27,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from flopsweep.callbacks import RecordRefused, SweepStopped
+from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.job import JobInfo, plan_table, run_job
 from flopsweep.launch import Terminated, raise_terminated
-from flopsweep.record import RecordExistsError
+from flopsweep.record import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.store import register_configs
 
 # Unique per sweep process, so that two sweeps started in the same second never
@@ -127,17 +130,20 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
 
 
 def _probe_makedirs(path: str) -> None:
-    """Make ``path`` as Hydra would, then remove what was made: nothing is left behind (a launcher
-    may still refuse the sweep), and a path that cannot be made raises OSError here, in one line,
-    rather than in Hydra with a traceback."""
+    """Make ``path`` as Hydra would and write a byte in it, then remove what was made: nothing is
+    left behind (a launcher may still refuse the sweep), and a path that cannot be made, or is
+    read-only or full, raises OSError here, in one line, rather than in Hydra with a traceback."""
     missing = []
     head = os.path.abspath(path)
     while not os.path.exists(head):
         missing.append(head)
         head = os.path.dirname(head)
     os.makedirs(path, exist_ok=True)
-    for made in missing:  # deepest first
-        os.rmdir(made)
+    try:
+        check_writable(Path(path))
+    finally:
+        for made in missing:  # deepest first
+            os.rmdir(made)
 
 
 def output_dir_problem(overrides: list[str]) -> str | None:
@@ -150,6 +156,8 @@ def output_dir_problem(overrides: list[str]) -> str | None:
         if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
             try:
                 _probe_makedirs(value)
+            except RecordUnwritable as exc:  # made, but read-only or full
+                return f"Invalid config: {key}={value}: {exc}. Fix: {exc.fix}, or choose another directory."
             except OSError as exc:
                 return (
                     f"Invalid config: {key}={value}: cannot make the directory ({exc.strerror or exc}). "
@@ -189,6 +197,16 @@ def interpolation_problem(overrides: list[str]) -> str | None:
         if "${" + key + "}" in value:
             return f"Invalid config: {key}={value}: the value refers to itself. Fix: give {key} a value."
     return None
+
+
+def refusal(overrides: list[str]) -> str | None:
+    """The one line refusing the command line before Hydra starts (exit 2), or None."""
+    return (
+        sorted_range_problem(overrides)
+        or output_dir_problem(overrides)
+        or interpolation_problem(overrides)
+        or foreign_option_keys(overrides)
+    )
 
 
 def existing_record_problem(overrides: list[str]) -> str | None:
@@ -238,6 +256,11 @@ def main(cfg: DictConfig) -> dict:
         record = run_job(run_cfg, info)
     except RecordExistsError as exc:
         raise RecordRefused(str(exc)) from None
+    except NotRecorded as exc:
+        if hc.mode != RunMode.MULTIRUN:
+            print(f"flopsweep: {exc}", file=sys.stderr)
+            sys.exit(1)
+        raise JobNotRecorded(str(exc)) from None  # SweepSummary.on_job_end: the line, the summary, exit 1
     status = record["status"]
     if status == "plan":
         if hc.mode != RunMode.MULTIRUN:
@@ -265,24 +288,22 @@ def interrupted_message() -> str:
 
 
 if __name__ == "__main__":
+    # A log line that cannot be written (a full disk, a read-only job directory) must not print a
+    # traceback; the record, or the one line saying why there is none, tells what happened.
+    logging.raiseExceptions = False
     if not os.environ.get("SUBMITIT_EXECUTOR"):  # a Slurm task handles SIGTERM itself
         signal.signal(signal.SIGTERM, raise_terminated)
     argv = sys.argv[1:]
-    problem = (
-        sorted_range_problem(argv)
-        or output_dir_problem(argv)
-        or interpolation_problem(argv)
-        or foreign_option_keys(argv)
-    )
+    problem = refusal(argv)
     exists = existing_record_problem(argv)
     if exists and not problem:
         print(f"flopsweep: {exists}", file=sys.stderr)
         sys.exit(1)
-    if env_in_tag_warning(argv):
-        print(env_in_tag_warning(argv), file=sys.stderr)
     if problem:
         print(f"flopsweep: {problem}", file=sys.stderr)
         sys.exit(2)
+    if env_in_tag_warning(argv):  # only for a run that goes ahead: a refusal is its one line
+        print(env_in_tag_warning(argv), file=sys.stderr)
     try:
         main()
     except (KeyboardInterrupt, Terminated) as exc:

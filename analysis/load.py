@@ -77,6 +77,11 @@ RUN_FIELDS: list[tuple[str, tuple[str, ...], str]] = [
     ("run_id", ("run", "id"), "run_id"),
 ]
 
+LOAD_COLUMNS = ["loadavg_1m_start", "loadavg_1m_end"]
+"""The host's 1-minute load average when the job started and when it ended (``system.loadavg``),
+so that a run measured on a busy host can be seen. Records written before the start was kept
+hold one list, taken at the end."""
+
 # A metric that is a structure (per_rank), or the same paragraph in every row
 # (flops_convention), stays in the record and out of the table.
 NOT_COLUMNS = ("per_rank", "flops_convention")
@@ -100,6 +105,7 @@ COLUMNS = (
     [name for name, _, _ in CONFIG_FIELDS]
     + METRIC_COLUMNS
     + [name for name, _, _ in RUN_FIELDS]
+    + LOAD_COLUMNS
     + DERIVED_COLUMNS
     + ["warnings", "run_dir"]
     + _CHECK_COLUMNS
@@ -118,6 +124,8 @@ SHORT: dict[str, str] = {
 DESCRIPTIONS: dict[str, str] = {
     **{spec.name: spec.description for spec in METRIC_FIELDS},
     "model_tflops_per_device_recomputed": "model_flops_per_iteration / (mean step time x world size)",
+    "loadavg_1m_start": "the host's 1-minute load average when the job started",
+    "loadavg_1m_end": "the host's 1-minute load average when the job ended",
     "speedup": "the run's ranking metric over the baseline set-up's",
     "scaling_efficiency": "tokens/s per device / the same set-up's tokens/s on one device (weak scaling)",
     "setup_id": "the run's config less its rank count (nproc_per_node, nnodes) and run controls, hashed",
@@ -134,7 +142,7 @@ _INT_COLUMNS = (
     "schema_version",
     "seed",
 )
-_FLOAT_COLUMNS = ("attention_density", "model_tflops_per_device_recomputed")
+_FLOAT_COLUMNS = ("attention_density", "model_tflops_per_device_recomputed", *LOAD_COLUMNS)
 _BOOL_COLUMNS = ("activation_checkpointing", "compile", "reshard_after_forward")
 _TEXT_COLUMNS = (
     "model",
@@ -301,6 +309,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
         out[name] = _text(out[name])
     if out["status"] != "ok":
         out.update(dict.fromkeys(METRIC_COLUMNS))
+    out["loadavg_1m_start"], out["loadavg_1m_end"] = _loadavg_1m(_get(record, ("system", "loadavg")))
     warnings = record.get("warnings")
     out["warnings"] = (
         "; ".join(_text(w) or "" for w in warnings) if isinstance(warnings, list) and warnings else None
@@ -311,6 +320,18 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
     _check_tflops(record, out, run_dir)
     return out
+
+
+def _loadavg_1m(value: Any) -> tuple[Any, Any]:
+    """(start, end) 1-minute load averages of ``system.loadavg``: ``{"start": [1m, 5m, 15m], "end":
+    [...]}``, or one list taken at the end (older records)."""
+
+    def first(v: Any) -> Any:
+        return v[0] if isinstance(v, list) and v else None
+
+    if isinstance(value, dict):
+        return first(value.get("start")), first(value.get("end"))
+    return None, first(value)
 
 
 _ONLY_FOR = {  # column -> (set-up column, value): blank elsewhere, where the knob does nothing (v1 records)

@@ -15,7 +15,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 
-from flopsweep.record import METRICS_FILE, STATUSES, RecordError, read_json
+from flopsweep.record import METRICS_FILE, STATUSES, RecordError, RecordUnwritable, check_writable, read_json
 
 log = logging.getLogger("flopsweep")
 
@@ -31,10 +31,17 @@ class RecordRefused(CompactHydraException):
     """A job directory already holds a ``metrics.json`` and ``resume`` is false."""
 
 
+class JobNotRecorded(CompactHydraException):
+    """A job's ``metrics.json`` could not be written (its directory turned read-only or full);
+    the message is the one line naming the job, the path and why. The sweep stops."""
+
+
 def _read_status(path: Path) -> tuple[str, str | None]:
     """(status, run id) of one record; ``("unreadable", None)`` when it cannot be read."""
     try:
         record = read_json(path)
+        if record["status"] not in STATUSES:  # a hand-made file: counted, never shown as a status
+            return "unreadable", None
         return str(record["status"]), record["run"]["id"]
     except (RecordError, OSError, ValueError, KeyError, TypeError):
         return "unreadable", None
@@ -179,6 +186,7 @@ class SweepSummary(Callback):
             print(progress_line(self.done, self.total, time.monotonic() - self.started), flush=True)
         if job_return.status == JobStatus.FAILED and isinstance(job_return._return_value, SweepStopped):
             self._print(config, " (stopped early by fail_fast)")
+        self._stop_if_unwritable(config, job_return)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         plan = Path(str(config.hydra.sweep.dir)) / "plan.csv"
@@ -188,6 +196,34 @@ class SweepSummary(Callback):
             print(plan_table(str(plan)), flush=True)
             return
         self._print(config, "")
+
+    def _stop_if_unwritable(self, config: Any, job_return: JobReturn) -> None:
+        """Stop the sweep, with one line and the summary, when this job's record could not be
+        written or the next job could not be (the sweep directory became read-only, was
+        replaced, or is full): every later job would run for nothing, and Hydra would fail
+        with a traceback making the next job's directory. (Inside a Slurm task the sweep is
+        elsewhere: the submitting process reports the job's one line.)"""
+        from flopsweep.slurm import inside_submitit_task
+
+        if inside_submitit_task():
+            return
+        line = note = None
+        if job_return.status == JobStatus.FAILED and isinstance(job_return._return_value, JobNotRecorded):
+            line, note = str(job_return._return_value), f"job {config.hydra.job.num} was not recorded"
+        elif self.started and (self.total is None or self.done < self.total):
+            try:
+                check_writable(Path(str(config.hydra.sweep.dir)))
+            except RecordUnwritable as exc:
+                note = "the sweep directory cannot be written"
+                line = (
+                    f"the sweep stopped before its next job: {exc}. Fix: {exc.fix}, then re-run the "
+                    "sweep with resume=true (it keeps the ok records)."
+                )
+        if line is None:
+            return
+        print(f"flopsweep: {line}", file=sys.stderr, flush=True)
+        self._print(config, f" (stopped: {note})")
+        raise SystemExit(1)  # Hydra turns a callback's exceptions into warnings
 
     def _print(self, config: Any, note: str) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))

@@ -13,7 +13,9 @@ import datetime
 import json
 import logging
 import os
+import re
 import shutil
+import sys
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,7 +25,7 @@ from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
-from flopsweep.metrics import build_record, compute_metrics, sanity_problem, system_info
+from flopsweep.metrics import build_record, compute_metrics, loadavg, sanity_problem, system_info
 from flopsweep.models import family
 from flopsweep.plan import Environment, plan
 from flopsweep.record import METRICS_FILE, RecordExistsError, atomic_write_json, exists_message
@@ -73,7 +75,10 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         RecordExistsError: when the job directory already holds a ``metrics.json``
             and ``cfg.resume`` is false (checked before any worker starts).
         KeyboardInterrupt, Terminated: after recording the interrupted run as an error.
+        NotRecorded: when the record cannot be written (the directory became read-only or
+            full); the message is the one line to print.
     """
+    load_start = loadavg()
     job_dir = Path(info.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     if cfg.plan:
@@ -94,7 +99,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         error = rec.error("ConfigError", str(exc), "config")
         if writes_record():
             set_aside(path)
-        return _finish(path, cfg, run, "invalid", error, None, world_size=None)
+        return _finish(path, cfg, run, "invalid", error, None, world_size=None, load_start=load_start)
     done = ok_record(path, cfg)
     if done is not None:
         log.info(
@@ -105,7 +110,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         return done
     if writes_record():
         set_aside(path)
-    return _launch(path, cfg, run, info)
+    return _launch(path, cfg, run, info, load_start)
 
 
 ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
@@ -223,7 +228,9 @@ def warn_host_memory(cfg: RunConfig) -> None:
         )
 
 
-def _launch(path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo) -> dict[str, Any]:
+def _launch(
+    path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo, load_start: list[float] | None
+) -> dict[str, Any]:
     """Start the ranks of a validated config and record what happened."""
     world = int(cfg.nproc_per_node) * cfg.nnodes
     shown = printable(" ".join(info.overrides)) or "defaults"
@@ -236,12 +243,15 @@ def _launch(path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo) -> d
         phase, _ = last_phase(path.parent / SCRATCH, world)
         what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
         error = rec.error(type(exc).__name__, f"interrupted by {what}; every worker was stopped", phase)
-        _finish(path, cfg, run, "error", error, None, world_size=world)
+        try:
+            _finish(path, cfg, run, "error", error, None, world_size=world, load_start=load_start)
+        except rec.NotRecorded as lost:  # the signal's own message follows; say this one first
+            print(f"flopsweep: {lost}", file=sys.stderr, flush=True)
         raise
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
         error = rec.error(type(exc).__name__, str(exc), "launch")
-        return _finish(path, cfg, run, "error", error, None, world_size=world)
-    return record_outcome(path, cfg, run, outcome, world)
+        return _finish(path, cfg, run, "error", error, None, world_size=world, load_start=load_start)
+    return record_outcome(path, cfg, run, outcome, world, load_start=load_start)
 
 
 def launch_run(cfg: RunConfig, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, RunConfig]:
@@ -313,7 +323,10 @@ def set_aside(path: Path) -> Path | None:
         return None
     try:
         record = rec.read_json(path)
-        label = f"{record['status']}-{record['run']['id']}"
+        status, run_id = record["status"], str(record["run"]["id"])
+        if status not in rec.STATUSES or not re.fullmatch(r"[\w-]{1,64}", run_id, re.ASCII):  # a safe name
+            raise ValueError(f"not a record's status and run id: {status!r}, {run_id!r}")
+        label = f"{status}-{run_id}"
     except (rec.RecordError, OSError, ValueError, KeyError, TypeError):
         label = f"unreadable-{uuid.uuid4().hex[:12]}"
     aside = path.with_name(f"metrics.{label}.json")
@@ -330,20 +343,37 @@ def set_aside(path: Path) -> Path | None:
 
 
 def record_outcome(
-    path: Path, cfg: RunConfig, run: dict[str, Any], outcome: Outcome, world: int
+    path: Path,
+    cfg: RunConfig,
+    run: dict[str, Any],
+    outcome: Outcome,
+    world: int,
+    *,
+    load_start: list[float] | None = None,
 ) -> dict[str, Any]:
     """Compute metrics for an ok outcome (or mark it invalid) and write the record."""
     if outcome.status != "ok":
-        return _finish(path, cfg, run, outcome.status, outcome.error, None, world_size=world)
+        return _finish(
+            path, cfg, run, outcome.status, outcome.error, None, world_size=world, load_start=load_start
+        )
     metrics = compute_metrics(cfg, outcome.ranks)
     problem = sanity_problem(cfg, metrics, cfg.device)
+    device_name = outcome.ranks[0]["device"]
     if problem:
         error = rec.error("TimingSanity", problem, "measure")
         return _finish(
-            path, cfg, run, "invalid", error, None, world_size=world, device_name=outcome.ranks[0]["device"]
+            path,
+            cfg,
+            run,
+            "invalid",
+            error,
+            None,
+            world_size=world,
+            device_name=device_name,
+            load_start=load_start,
         )
     return _finish(
-        path, cfg, run, "ok", None, metrics, world_size=world, device_name=outcome.ranks[0]["device"]
+        path, cfg, run, "ok", None, metrics, world_size=world, device_name=device_name, load_start=load_start
     )
 
 
@@ -357,19 +387,35 @@ def _finish(
     *,
     world_size: int | None,
     device_name: str | None = None,
+    load_start: list[float] | None = None,
 ) -> dict[str, Any]:
     run = {**run, "finished_at": _now()}
     nproc = int(cfg.nproc_per_node) if world_size and str(cfg.nproc_per_node).isdigit() else None
-    system = system_info(cfg.device, world_size, device_name, nproc)
+    system = system_info(cfg.device, world_size, device_name, nproc, load_start=load_start)
     record = build_record(cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics)
     if not writes_record():  # another task of this Slurm job writes the record
         return record
     with rec.signals_deferred():  # SIGINT/SIGTERM wait until the record is written and known
-        atomic_write_json(path, record, overwrite=False)
+        try:
+            atomic_write_json(path, record, overwrite=False)
+        except rec.RecordUnwritable as exc:
+            raise rec.NotRecorded(not_recorded_line(run, status, exc)) from None
         LAST_RECORD.update(path=str(path), status=status)
     shutil.rmtree(path.parent / SCRATCH, ignore_errors=True)
     _log_result(record, path)
     return record
+
+
+def not_recorded_line(run: dict[str, Any], status: str, exc: rec.RecordUnwritable) -> str:
+    """``job 3 (seed=2) was not recorded: cannot write ...: Read-only file system (the run ended ok).
+    Fix: ...``: one line naming the job, the path, why, and what to do."""
+    if run.get("job_num") is None:
+        return f"the run was not recorded: {exc} (it ended {status}). Fix: {exc.fix}, then run it again."
+    shown = printable(" ".join(run.get("overrides") or [])) or "defaults"
+    return (
+        f"job {run['job_num']} ({shown}) was not recorded: {exc} (it ended {status}). "
+        f"Fix: {exc.fix}, then re-run the sweep with resume=true (it keeps the ok records)."
+    )
 
 
 def _log_result(record: dict[str, Any], path: Path) -> None:

@@ -84,7 +84,45 @@ def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
         ended, timed_out = supervise(context.processes, scratch, cfg.timeout_s)
     finally:
         stop_all(context.processes)
-    return collect(scratch, ended, nproc, timeout_s=cfg.timeout_s if timed_out else None)
+        kept = take_torch_errors(context.error_files)
+    return collect(scratch, ended, nproc, timeout_s=cfg.timeout_s if timed_out else None, torch_errors=kept)
+
+
+TORCH_ERROR_BYTES = 2**20
+"""At most this much of a torch error file is read (a traceback is a few KiB)."""
+
+
+def take_torch_errors(error_files: list[str]) -> dict[int, str]:
+    """The tracebacks that ``torch.multiprocessing`` kept, by rank, each file removed once read.
+
+    ``start_processes`` gives each rank a file ``<tmp>/pytorch-errorfile-*.pickle`` (not
+    torchelastic's ``TORCHELASTIC_ERROR_FILE``: these workers are not started by torchelastic)
+    and writes the rank's traceback there when an exception escapes the rank, which happens only
+    when the rank could not write its own error file (its directory became read-only or full).
+    Nobody calls ``join`` here, which would read and keep them, so the files would stay in /tmp.
+
+    The file holds one pickled str. It is read as text, the string taken from the opcode list of
+    ``pickletools.genops``: nothing is unpickled.
+    """
+    import pickletools  # lists opcodes and their arguments; never builds an object
+
+    texts = {}
+    for rank, name in enumerate(error_files):
+        path = Path(name)
+        try:
+            data = path.read_bytes()[:TORCH_ERROR_BYTES]
+        except OSError:  # the usual case: the rank raised nothing, torch wrote no file
+            continue
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        try:
+            ops = pickletools.genops(data)
+            strings = [arg for op, arg, _ in ops if "UNICODE" in op.name and isinstance(arg, str)]
+        except ValueError:  # cut short, or not a pickle: its bytes as text
+            strings = []
+        texts[rank] = "".join(strings) or data.decode("utf-8", "backslashreplace")
+    return texts
 
 
 def supervise(
@@ -142,14 +180,21 @@ def stop_all(processes: list[Any], grace_s: float = 5.0) -> None:
         p.join(grace_s)
 
 
-def collect(scratch: Path, ended: dict[int, int], nproc: int, timeout_s: float | None = None) -> Outcome:
+def collect(
+    scratch: Path,
+    ended: dict[int, int],
+    nproc: int,
+    timeout_s: float | None = None,
+    torch_errors: dict[int, str] | None = None,
+) -> Outcome:
     """Turn the scratch files and exit codes into an :class:`Outcome`.
 
     The cause, in this order: the timeout (``timeout_s`` not None: nothing had
     failed when the time ran out), an OOM on any rank (the earliest; a rank's OOM
     makes its peers fail in their collectives, never the reverse), a rank killed
     by a signal before the launcher stopped anything, the earliest error a rank
-    wrote, a non-zero exit code. So when rank 1 runs out of memory and rank 0 then
+    wrote, the traceback torch kept for a rank that could not write its error file, a non-zero
+    exit code. So when rank 1 runs out of memory and rank 0 then
     fails in a collective or is stopped, the record names the OOM on rank 1. A rank
     that raised ``KernelUnavailable`` (the attention kernel cannot run here) makes
     the run ``invalid``.
@@ -157,6 +202,7 @@ def collect(scratch: Path, ended: dict[int, int], nproc: int, timeout_s: float |
     Args:
         ended: exit code by rank of the ranks that ended on their own (see :func:`supervise`).
         timeout_s: the job's time limit when it ran out, else None.
+        torch_errors: traceback text by rank from :func:`take_torch_errors`.
     """
     if timeout_s is not None:
         message = f"timeout: no result within timeout_s={timeout_s:g} s; all {nproc} workers were stopped"
@@ -175,6 +221,9 @@ def collect(scratch: Path, ended: dict[int, int], nproc: int, timeout_s: float |
     if len(ended) == nproc and not any(ended.values()) and result.exists():
         return Outcome("ok", ranks=json.loads(result.read_text())["ranks"])
     failed = sorted(rank for rank, code in ended.items() if code)
+    kept = [rank for rank in failed if (torch_errors or {}).get(rank)]
+    if kept:
+        return _unreported(torch_errors[kept[0]], _phase_of(scratch, kept[0]), kept[0])
     if failed:
         return _error(
             "WorkerDied",
@@ -183,6 +232,16 @@ def collect(scratch: Path, ended: dict[int, int], nproc: int, timeout_s: float |
             failed[0],
         )
     return _error("WorkerDied", "the workers exited without a result", *last_phase(scratch, nproc))
+
+
+def _unreported(text: str, phase: str, rank: int) -> Outcome:
+    """The error of a rank that could not write its error file, from the traceback torch kept:
+    the exception's type and message from its last line, the whole traceback in the record."""
+    last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
+    name, _, message = last.partition(": ")
+    kind = name.rsplit(".", 1)[-1] if name.replace(".", "").replace("_", "").isalnum() else "WorkerDied"
+    message = f"rank {rank} could not write its error file; its last exception: {message or last}"
+    return Outcome("error", error=rec.error(kind, message[:2000], phase, rank, traceback_text=text))
 
 
 def _killed(scratch: Path, rank: int, signum: int) -> Outcome:
@@ -201,9 +260,17 @@ def _error(kind: str, message: str, phase: str, rank: int | None) -> Outcome:
 
 
 def _phase_of(scratch: Path, rank: int) -> str:
-    """The phase that ``rank`` last entered, or ``launch`` when it never started."""
+    """The phase that ``rank`` last entered, or ``launch`` when it never started. An empty or
+    unreadable file means the rank started but could not write the phase's name (a full disk):
+    ``init``, the earliest phase of a started rank."""
     path = scratch / f"rank{rank}_phase.txt"
-    return path.read_text().strip() if path.exists() else "launch"
+    if not path.exists():
+        return "launch"
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        text = ""
+    return text if text in ("init", "warmup", "measure") else "init"
 
 
 def last_phase(scratch: Path, nproc: int) -> tuple[str, int | None]:

@@ -249,11 +249,23 @@ def _git_sha() -> str | None:
     return out.stdout.strip() or None
 
 
+def loadavg() -> list[float] | None:
+    """The host's load average over 1, 5 and 15 minutes (None where the OS has none)."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
 def system_info(
-    device: str, world_size: int | None, device_name: str | None = None, nproc_per_node: int | None = None
+    device: str,
+    world_size: int | None,
+    device_name: str | None = None,
+    nproc_per_node: int | None = None,
+    *,
+    load_start: list[float] | None = None,
 ) -> dict[str, Any]:
     """Host and software versions; ``device_name`` from rank 0 when it ran; ``world_size`` and
-    ``nproc_per_node`` null for a run that never launched."""
+    ``nproc_per_node`` null for a run that never launched; ``loadavg`` at the job's start
+    (``load_start``, from :func:`loadavg`) and now, so that a measurement taken on a busy host
+    shows it."""
     import torch
 
     cuda = device == "cuda" and torch.cuda.is_available()
@@ -270,7 +282,7 @@ def system_info(
         "torchao": _version("torchao"),
         "python": platform.python_version(),
         "git_sha": _git_sha(),
-        "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "loadavg": {"start": load_start, "end": loadavg()},
         "cuda_alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
         **interconnect(cuda),
     }

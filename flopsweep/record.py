@@ -14,10 +14,12 @@ units and ranking direction from that table.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
 import secrets
+import shutil
 import signal
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -252,6 +254,93 @@ class RecordError(ValueError):
     """A ``metrics.json`` that cannot be read as a flopsweep record; the message says why."""
 
 
+class RecordUnwritable(OSError):
+    """A file could not be written where a run's output goes: the directory became read-only,
+    was removed or replaced, or the disk is full.
+
+    ``str()`` is one line naming the path and the OS error, and for a full disk the free space
+    (``shutil.disk_usage``); :attr:`fix` says what to do.
+    """
+
+    def __init__(self, path: Path, cause: OSError, kept: Path | None = None) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
+        self.path = Path(path)
+        full = cause.errno in (errno.ENOSPC, errno.EDQUOT)
+        where = _existing(self.path)
+        self.line = f"cannot write {path}: {cause.strerror or cause}"
+        if full:
+            self.line += f", {_free_space(where)} free on {where}"
+        if kept is not None:  # written and synced, then refused its name: nothing is lost
+            self.line += f"; the whole record is kept in {kept}"
+        self.fix = f"free space on {where}" if full else f"make {where} writable"
+
+    def __str__(self) -> str:
+        return self.line
+
+
+class NotRecorded(Exception):
+    """A job ended but its ``metrics.json`` could not be written (see :class:`RecordUnwritable`).
+    The message is the one line to print: the job, the path, why, and the fix."""
+
+
+def _existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists (``shutil.disk_usage`` needs one)."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _free_space(path: Path) -> str:
+    """The space free for this user on ``path``'s file system, as ``12.0 KiB``."""
+    try:
+        return _size(shutil.disk_usage(path).free)
+    except OSError:
+        return "unknown space"
+
+
+def _size(n: float) -> str:
+    """Bytes as ``512 B``, ``12.0 KiB``, ``3.5 GiB``."""
+    unit = "B"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            break
+        n /= 1024
+    return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+
+
+MIN_FREE_BYTES = 2**20
+"""Free space a sweep wants before its next job: that job's Hydra files, log, tracebacks and
+record take some tens of KiB."""
+
+
+def check_writable(directory: Path) -> None:
+    """Write, sync and remove one byte in ``directory``, and find at least :data:`MIN_FREE_BYTES`
+    free there: the sweep's check, between two jobs, that the next job can be recorded (a
+    read-only, replaced or nearly full directory fails here, rather than in Hydra with a traceback).
+
+    Raises:
+        RecordUnwritable: naming the directory, the OS error and, for a full disk, the free space.
+    """
+    probe = Path(directory) / f".flopsweep-probe.{os.getpid()}.{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        usage = shutil.disk_usage(directory)
+    except OSError as exc:
+        raise RecordUnwritable(directory, exc) from None
+    finally:
+        _discard(probe)
+    if usage.total and usage.free < MIN_FREE_BYTES:  # some FUSE file systems report no sizes at all
+        low = RecordUnwritable(directory, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        low.line = f"{directory} has {_size(usage.free)} free, under the {_size(MIN_FREE_BYTES)} a job needs"
+        raise low
+
+
 @dataclass(frozen=True, kw_only=True)
 class ErrorInfo:
     """``record.error``: why a run is not ``ok``.
@@ -262,6 +351,9 @@ class ErrorInfo:
         phase: one of :data:`PHASES`.
         rank: the global rank that failed first, or None (the job itself).
         traceback: path of that rank's traceback file, or None.
+        traceback_text: that rank's traceback itself, only when the rank could not write its own
+            files (its directory read-only or full) and torch kept it instead; the key is
+            absent otherwise.
     """
 
     type: str
@@ -269,9 +361,13 @@ class ErrorInfo:
     phase: str | None
     rank: int | None = None
     traceback: str | None = None
+    traceback_text: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["traceback_text"] is None:
+            del out["traceback_text"]
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -323,9 +419,25 @@ PER_RANK_KEYS = (
 """The keys of each ``metrics.per_rank`` entry (a part of :class:`RankFigures`)."""
 
 
-def error(type_: str, message: str, phase: str | None, rank: int | None = None, traceback: str | None = None):
+def error(
+    type_: str,
+    message: str,
+    phase: str | None,
+    rank: int | None = None,
+    traceback: str | None = None,
+    *,
+    traceback_text: str | None = None,
+):
     """``record.error`` as a dict (see :class:`ErrorInfo`)."""
-    return ErrorInfo(type=type_, message=message, phase=phase, rank=rank, traceback=traceback).as_dict()
+    info = ErrorInfo(
+        type=type_,
+        message=message,
+        phase=phase,
+        rank=rank,
+        traceback=traceback,
+        traceback_text=traceback_text,
+    )
+    return info.as_dict()
 
 
 def null_metrics() -> dict[str, Any]:
@@ -360,6 +472,8 @@ def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = 
 
     Raises:
         RecordExistsError: when ``overwrite`` is false and ``path`` exists.
+        RecordUnwritable: when the file system refuses the write (read-only, the directory gone
+            or replaced, a full disk); nothing is left at ``path``.
         ValueError: when ``payload`` holds a non-finite float (use :func:`strict` first).
     """
     path = Path(path)
@@ -367,20 +481,33 @@ def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = 
         raise RecordExistsError(exists_message(path))
     text = json.dumps(payload, indent=2, allow_nan=False)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    synced = False
     with signals_deferred():
         try:
             with open(tmp, "w") as fh:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
+            synced = True
             _test_pause(tmp, path)
             if overwrite:
                 os.replace(tmp, path)
             else:
                 _link_no_clobber(tmp, path)
+        except RecordExistsError:
+            raise
+        except OSError as exc:
+            _discard(tmp)
+            raise RecordUnwritable(path, exc, kept=tmp if synced and tmp.exists() else None) from exc
         finally:
-            tmp.unlink(missing_ok=True)
+            _discard(tmp)
         _fsync_dir(path.parent)
+
+
+def _discard(tmp: Path) -> None:
+    """Remove a temporary file if the file system lets us (a read-only one keeps it)."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -421,7 +548,8 @@ def _test_pause(tmp: Path, path: Path) -> None:
 
         Path(f"{tmp}.paused").touch()
         time.sleep(float(seconds))
-        Path(f"{tmp}.paused").unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a test may have made the directory read-only meanwhile
+            Path(f"{tmp}.paused").unlink(missing_ok=True)
 
 
 def exists_message(path: Path) -> str:

@@ -759,6 +759,20 @@ def test_html_report_is_self_contained(capsys, tmp_path):
     assert not re.search(r'(src|href)="(?!data:)', text)  # nothing to fetch from elsewhere
 
 
+def test_load_average_at_the_start_and_end_of_a_job_is_a_column(tmp_path):
+    """Issue 14, class 17: ``system.loadavg`` shows a run measured on a busy host; an older record's
+    single list is the end of its job."""
+    new, old = raw("v2-ok"), raw("v2-ok")
+    new["run"]["id"], old["run"]["id"] = "new", "old"
+    new["system"]["loadavg"] = {"start": [2.5, 1.0, 0.5], "end": [3.25, 1.5, 0.75]}
+    old["system"]["loadavg"] = [4.0, 2.0, 1.0]
+    put(tmp_path / "new", new)
+    put(tmp_path / "old", old)
+    df = load(tmp_path).set_index("run_id")
+    assert df.loc["new", ["loadavg_1m_start", "loadavg_1m_end"]].tolist() == [2.5, 3.25]
+    assert pd.isna(df.loc["old", "loadavg_1m_start"]) and df.loc["old", "loadavg_1m_end"] == 4.0
+
+
 def test_html_report_of_many_models_draws_a_bounded_number_of_figures(tmp_path, capsys):
     """400 models: the cost is in figures and panels, so assert those (and a generous time)."""
     import time

@@ -482,7 +482,9 @@ def test_no_code_path_evaluates_or_instantiates_config(package: str) -> None:
 
 # ------------------------------------------------------------- bad input
 
-# (overrides, key named in the message, "compose": Hydra refuses it (exit 1) | "invalid": validate (exit 2))
+# (overrides, key named in the message, where it is refused: "compose": Hydra (exit 1); "invalid":
+# validate, with an invalid record (exit 2); "option": run.py, a key of another option (exit 2);
+# "refused": run.py before Hydra starts, no record (exit 2))
 BAD_INPUTS = [
     # wrong types
     (["batch.micro_batch_size=abc"], "batch.micro_batch_size", "compose"),
@@ -550,6 +552,15 @@ BAD_INPUTS = [
     (["backend=ddp", 'nproc_per_node="2 3"'], "nproc_per_node", "invalid"),
     (["precision.name='bf16\"'"], "precision.name", "invalid"),
     (['backend.name="ddp, fsdp"'], "backend.name", "invalid"),
+    # issue 14: interpolations, output directories, rank counts (classes 7, 8, 11, 12, 13)
+    (["tag=${oc.env:FLOPSWEEP_SURELY_UNSET_VAR}"], "tag", "refused"),
+    (["tag=${tag}"], "tag", "refused"),
+    (["hydra.run.dir=/proc/flopsweep-nope"], "hydra.run.dir", "refused"),
+    (["hydra.run.dir=/dev/null"], "hydra.run.dir", "refused"),
+    (["hydra.run.dir="], "hydra.run.dir", "refused"),
+    (["hydra.sweep.subdir=../x"], "hydra.sweep.subdir", "refused"),
+    (["batch.micro_batch_size=sort(range(1,6,2),reverse=true)"], "batch.micro_batch_size", "refused"),
+    (["backend=ddp", "nproc_per_node=100000"], "nproc_per_node", "invalid"),
 ]
 # Every row but device=cuda runs on the CPU; that row needs a machine without a GPU.
 BAD_IDS = [" ".join(overrides) for overrides, _, _ in BAD_INPUTS]
@@ -581,6 +592,12 @@ def test_bad_input_in_process(hydra_compose, overrides: list[str], key: str, whe
     """The fast check: Hydra's compose API refuses it, or validate() names the key."""
     if "device=cuda" in overrides and _has_gpu():
         pytest.skip("needs a machine without a GPU")
+    if where == "refused":  # before Hydra starts: the line run.py prints
+        from run import refusal
+
+        message = refusal(overrides)
+        assert message.startswith(f"Invalid config: {key}=") and "Fix:" in message and "\n" not in message
+        return
     try:
         cfg = hydra_compose(_cpu_device(overrides))
     except Exception as exc:  # noqa: BLE001 - Hydra raises several types
@@ -621,7 +638,8 @@ def _has_gpu() -> bool:
 
 # One subprocess case per exit path (the whole matrix runs in-process above).
 EXIT_PATHS = [
-    next(case for case in BAD_INPUTS if case[2] == where) for where in ("compose", "invalid", "option")
+    next(case for case in BAD_INPUTS if case[2] == where)
+    for where in ("compose", "invalid", "option", "refused")
 ]
 EXIT_IDS = [" ".join(overrides) for overrides, _, _ in EXIT_PATHS]
 
@@ -648,7 +666,7 @@ def test_bad_input_exits_nonzero_naming_the_key(bad_runs, overrides: list[str], 
         pytest.skip("needs a machine without a GPU")
     proc, run_dir = bad_runs[" ".join(overrides)]
     output = proc.stdout + proc.stderr
-    assert proc.returncode == {"compose": 1, "invalid": 2, "option": 2}[where], output[-2000:]
+    assert proc.returncode == {"compose": 1, "invalid": 2, "option": 2, "refused": 2}[where], output[-2000:]
     assert "Traceback" not in output
     assert "launching" not in output and "[flopsweep rank" not in output  # no worker started
     assert key in proc.stderr
@@ -662,6 +680,9 @@ def test_bad_input_exits_nonzero_naming_the_key(bad_runs, overrides: list[str], 
         assert not (run_dir / "metrics.json").exists()
         if where == "option":
             assert "belongs to" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        if where == "refused":
+            assert proc.stderr.startswith(f"flopsweep: Invalid config: {key}=") and "Fix:" in proc.stderr
+            assert len(proc.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow

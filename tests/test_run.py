@@ -68,6 +68,7 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     }
     assert record["config"]["device"] == "cpu" and record["system"]["world_size"] == 1
     assert record["system"]["nproc_per_node"] == 1
+    assert {len(record["system"]["loadavg"][when]) for when in ("start", "end")} == {3}
     assert not (tmp_path / ".flopsweep").exists()  # scratch files are cleaned up
 
 
