@@ -273,7 +273,12 @@ def main(cfg: DictConfig) -> dict:
             print(message, file=sys.stderr)
             sys.exit(EXIT_CODES[status])
         if run_cfg.fail_fast:
-            raise SweepStopped(f"{message} [recorded in {info.job_dir}]; fail_fast=true stopped the sweep")
+            # brief: the job's log line above already says why (flopsweep.job logs every outcome).
+            raise SweepStopped(
+                f"{message} [recorded in {info.job_dir}]; fail_fast=true stopped the sweep",
+                brief=f"fail_fast=true stopped the sweep after job {info.job_num} ({status}, recorded in "
+                f"{info.job_dir})",
+            )
     return {"status": status, "tflops_per_device": record["metrics"]["tflops_per_device"]}
 
 

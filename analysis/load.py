@@ -121,7 +121,29 @@ SHORT: dict[str, str] = {
 }
 """Short header of each column (the terminal, markdown and HTML tables); csv/json keep full names."""
 
+_SETUP_DESCRIPTIONS = {
+    "attention": "attention kernel",
+    "attention_density": "fraction of attention blocks computed",
+    "attention_layout": "block-sparse layout",
+    "attention_impl": "block-sparse implementation",
+    "block_size": "attention block size (tokens)",
+    "zero_stage": "DeepSpeed ZeRO stage",
+    "reshard_after_forward": "FSDP2 reshards after forward",
+    "reduce_bucket_size": "DeepSpeed reduce bucket (elements)",
+    "stage3_prefetch_bucket_size": "ZeRO-3 prefetch bucket (elements)",
+    "stage3_param_persistence_threshold": "ZeRO-3 persistence threshold (elements)",
+    "precision": "precision",
+    "micro_batch_size": "micro batch size per rank",
+    "grad_accum": "grad accumulation steps per optimizer step",
+    "seq_len": "sequence length (tokens)",
+    "activation_checkpointing": "activation checkpointing",
+    "world_size": "world size (ranks)",
+    "error_phase": "phase of the error",
+}
+"""The set-up columns whose short header needs a word (attn, mbs, accum, world, ...)."""
+
 DESCRIPTIONS: dict[str, str] = {
+    **_SETUP_DESCRIPTIONS,
     **{spec.name: spec.description for spec in METRIC_FIELDS},
     "model_tflops_per_device_recomputed": "model_flops_per_iteration / (mean step time x world size)",
     "loadavg_1m_start": "the host's 1-minute load average when the job started",

@@ -13,6 +13,8 @@ backend is a builder here, one ``BACKENDS`` line and one YAML file under
 from __future__ import annotations
 
 import contextlib
+import io
+import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +28,8 @@ from flopsweep import precision as fprecision
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
 from flopsweep.models import family
 from flopsweep.profile import OPTIMIZER_ANNOTATION
+
+log = logging.getLogger("flopsweep")
 
 
 @dataclass(kw_only=True)
@@ -338,7 +342,12 @@ def build_deepspeed(cfg: RunConfig, device: torch.device) -> DeepSpeedTrainer:
     so that each rank only ever holds its partition."""
     import deepspeed
 
-    deepspeed.init_distributed()  # adopts the process group the worker already made
+    # init_distributed print()s "DeepSpeed ... built successfully" on every rank of every job, even
+    # when the op is cached: kept for the debug log (hydra.verbose=flopsweep shows it).
+    with contextlib.redirect_stdout(io.StringIO()) as chatter:
+        deepspeed.init_distributed()  # adopts the process group the worker already made
+    for line in chatter.getvalue().splitlines():
+        log.debug("%s", line)
     ds_config = deepspeed_config(
         backend=cfg.backend,
         batch=cfg.batch,

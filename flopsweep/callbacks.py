@@ -23,8 +23,18 @@ log = logging.getLogger("flopsweep")
 class SweepStopped(CompactHydraException):
     """``fail_fast=true``: a job was not ``ok``; it was recorded, and the sweep stops.
 
-    A compact Hydra error: Hydra prints its message without a stack trace and exits 1.
+    In the sweep process (Hydra's basic launcher) :class:`SweepSummary` prints ``brief`` and
+    exits 1; where the job ran in another process (a Slurm task), the error reaches Hydra,
+    which prints the full message without a stack trace and exits 1.
+
+    Args:
+        message: the full line, the job's error message included.
+        brief: the line for a console that already shows the job's error (its log line).
     """
+
+    def __init__(self, message: str, brief: str | None = None) -> None:
+        super().__init__(message)
+        self.brief = brief or message
 
 
 class RecordRefused(CompactHydraException):
@@ -101,12 +111,31 @@ def sweep_size(config: Any) -> int | None:
         return None
 
 
-def progress_line(done: int, total: int | None, elapsed_s: float) -> str:
-    """``flopsweep: job 3/12 done, 2:31 elapsed, about 7:33 left`` (the estimate: the mean job so far)."""
+def progress_line(done: int, total: int | None, elapsed_s: float, *, bar: bool = False) -> str:
+    """``flopsweep: job 3/12 done, 2:31 elapsed, about 7:33 left`` (the estimate: the mean job so far).
+
+    With ``bar`` (a terminal), tqdm draws a 20-character bar after ``done``:
+    ``flopsweep: job 3/12 done |█████               | 2:31 elapsed, about 7:33 left``.
+    """
     if total is None or total < done:
         return f"flopsweep: job {done} done, {_clock(elapsed_s)} elapsed"
     left = elapsed_s / done * (total - done)
-    return f"flopsweep: job {done}/{total} done, {_clock(elapsed_s)} elapsed, about {_clock(left)} left"
+    drawn = ""
+    if bar:
+        from tqdm import tqdm
+
+        drawn = f" |{tqdm.format_meter(done, total, elapsed_s, bar_format='{bar:20}')}|"
+    times = f"{_clock(elapsed_s)} elapsed, about {_clock(left)} left"
+    return f"flopsweep: job {done}/{total} done{drawn + ' ' if drawn else ', '}{times}"
+
+
+def is_terminal(stream: Any) -> bool:
+    """True when ``stream`` is an interactive terminal (not a pipe, a file or pytest's capture) and
+    ``TERM`` is not ``dumb``: the sweep progress then draws a bar, else it stays a plain line."""
+    try:
+        return bool(stream.isatty()) and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 def _clock(seconds: float) -> str:
@@ -169,6 +198,7 @@ class SweepSummary(Callback):
         self.total: int | None = None
         self.done = 0
         self.started = 0.0
+        self.pid: int | None = None  # the sweep process (a Slurm task runs a pickled copy)
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         try:
@@ -178,14 +208,22 @@ class SweepSummary(Callback):
             raise SystemExit(1) from None
         self.kept = ok_run_ids(Path(str(config.hydra.sweep.dir)))
         self.total = sweep_size(config)
-        self.done, self.started = 0, time.monotonic()
+        self.done, self.started, self.pid = 0, time.monotonic(), os.getpid()
 
     def on_job_end(self, config: Any, job_return: JobReturn, **kwargs: Any) -> None:
         if self.started:  # a multirun (a single run has no sweep progress)
             self.done += 1
-            print(progress_line(self.done, self.total, time.monotonic() - self.started), flush=True)
-        if job_return.status == JobStatus.FAILED and isinstance(job_return._return_value, SweepStopped):
+            elapsed = time.monotonic() - self.started
+            print(progress_line(self.done, self.total, elapsed, bar=is_terminal(sys.stdout)), flush=True)
+        stop = job_return._return_value if job_return.status == JobStatus.FAILED else None
+        if isinstance(stop, SweepStopped):
             self._print(config, " (stopped early by fail_fast)")
+        if isinstance(stop, SweepStopped | RecordRefused) and os.getpid() == self.pid:
+            # Stop here, in the sweep process: raised through Hydra, the error would print again
+            # after "Error executing job with overrides", with Hydra's HYDRA_FULL_ERROR hint.
+            line = stop.brief if isinstance(stop, SweepStopped) else str(stop)
+            print(f"flopsweep: {line}", file=sys.stderr, flush=True)
+            raise SystemExit(1)
         self._stop_if_unwritable(config, job_return)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
@@ -228,5 +266,5 @@ class SweepSummary(Callback):
     def _print(self, config: Any, note: str) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
         line = summary_line(count_statuses(sweep_dir, self.kept))
-        log.debug("sweep %s: %s%s", sweep_dir, line, note)  # printed once, below
+        # Printed only: a log line as well showed it twice under hydra.verbose.
         print(f"flopsweep summary: {line}{note} ({sweep_dir})", flush=True)

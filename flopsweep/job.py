@@ -430,6 +430,8 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
         )
         for warning in record["warnings"]:
             log.warning("%s", warning)
+    elif record["run"]["job_num"] is None:  # a single run: run.py prints the message, once, on stderr
+        log.warning("%s in %s -> %s", record["status"], err["phase"], path)
     else:
         log.warning(
             "%s in %s%s: %s: %s -> %s",

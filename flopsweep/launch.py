@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import multiprocessing.connection
 import signal
 import socket
@@ -78,6 +79,7 @@ def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
         master_port=free_port(),
         nproc_per_node=nproc,
         world_size=nproc,
+        verbose=logging.getLogger("flopsweep").isEnabledFor(logging.DEBUG),
     )
     context = mp.start_processes(spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn")
     try:

@@ -43,6 +43,7 @@ class RankSpec:
     nproc_per_node: int
     node_rank: int = 0
     world_size: int = 1
+    verbose: bool = False  # the job logs at debug level (hydra.verbose): so does the rank
 
 
 def spawned_main(local_rank: int, spec: RankSpec) -> None:
@@ -56,15 +57,22 @@ def spawned_main(local_rank: int, spec: RankSpec) -> None:
         WORLD_SIZE=str(spec.world_size),
         LOCAL_WORLD_SIZE=str(spec.nproc_per_node),
     )
-    run_rank(spec, rank=rank, local_rank=local_rank)
+    if spec.verbose:  # a spawned process starts with no logging set up
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter(f"[flopsweep rank {rank}] %(message)s"))
+        logging.getLogger("flopsweep").addHandler(handler)
+        logging.getLogger("flopsweep").setLevel(logging.DEBUG)
+    # The job process logs the run's error once; each rank's own line only at debug level.
+    run_rank(spec, rank=rank, local_rank=local_rank, report=spec.verbose)
 
 
-def run_rank(spec: RankSpec, *, rank: int, local_rank: int) -> None:
+def run_rank(spec: RankSpec, *, rank: int, local_rank: int, report: bool = True) -> None:
     """Run one rank; the rendezvous comes from ``MASTER_ADDR``/``MASTER_PORT`` in the environment.
 
     A failure is written to ``rank{N}_error.json`` before the process group is
     destroyed: the peers fail in their collectives only after that, so the error
-    file of the rank that failed first carries the earliest time.
+    file of the rank that failed first carries the earliest time. With ``report`` (a Slurm
+    task, whose log is its own) the failure is also printed on stderr.
 
     Raises:
         SystemExit(1): after writing this rank's error file, on any failure.
@@ -76,7 +84,7 @@ def run_rank(spec: RankSpec, *, rank: int, local_rank: int) -> None:
     except BaseException as exc:  # noqa: BLE001 - every outcome must be recorded
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             raise
-        _write_error(spec, rank, phase.name, exc)
+        _write_error(spec, rank, phase.name, exc, report=report)
         sys.exit(1)
     finally:
         _destroy_process_group()
@@ -390,7 +398,7 @@ def is_oom(exc: BaseException) -> bool:
     )
 
 
-def _write_error(spec: RankSpec, rank: int, phase: str, exc: BaseException) -> None:
+def _write_error(spec: RankSpec, rank: int, phase: str, exc: BaseException, *, report: bool) -> None:
     when = time.time()
     tb_path = Path(spec.job_dir) / f"traceback_rank{rank}.txt"
     try:
@@ -405,6 +413,8 @@ def _write_error(spec: RankSpec, rank: int, phase: str, exc: BaseException) -> N
         "time": when,
     }
     atomic_write_json(Path(spec.scratch_dir) / f"rank{rank}_error.json", error)
+    if not report:
+        return
     print(
         f"[flopsweep rank {rank}] {phase} failed: {error['type']}: {error['message'][:300]}",
         file=sys.stderr,

@@ -576,6 +576,18 @@ def test_cli_table_fits_120_columns_shows_mean_time_and_a_legend(capsys):
     assert f"{runs - 4} runs (" in err and "4 unreadable record(s) skipped" in err
 
 
+def test_cli_legend_explains_the_short_set_up_headers(capsys):
+    """Every short header of the default table is in the legend: set-up (``world``, ``accum``) and metrics."""
+    _, out, _ = cli(capsys, RECORDS, SWEEP, "--width", "0")
+    header = out.splitlines()[0].split()
+    text = " ".join(out[out.index("Legend:") :].split())
+    for short in ("attn", "prec", "mbs", "accum", "world", "rss_GiB", "iter_s(mean)"):
+        assert short in header and f"{short} = " in text, short
+    assert (
+        "world = world size (ranks)" in text and "accum = grad accumulation steps per optimizer step" in text
+    )
+
+
 def test_cli_failed_runs_show_blank_not_zero(capsys):
     _, out, _ = cli(capsys, case("v2-oom"), "--columns", "model,status,model_tflops_per_device,tokens_per_s")
     row = out.splitlines()[1].split()
