@@ -195,7 +195,7 @@ def test_contradicting_launcher_fails_before_submission(
     """No cluster needed: the launcher plugin refuses before it calls sbatch."""
     proc = run_py("-m", *CPU_JOB, *overrides, f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=120)
     assert proc.returncode == 1
-    message = proc.stderr.strip().splitlines()[0]
+    (message,) = proc.stderr.strip().splitlines()  # one line, no Hydra hint, no stack trace
     assert message.startswith(f"Invalid config: {key}=") and "Fix: set " in message, proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "sweep").exists()  # nothing submitted, not even the sweep directory
@@ -212,7 +212,7 @@ def test_no_controller_is_one_line(tmp_path: Path) -> None:
         "-m", *CPU_JOB, f"hydra.sweep.dir={tmp_path / 'sweep'}", env={"SLURM_CONF": str(conf)}, timeout=180
     )
     assert proc.returncode == 1
-    message = proc.stderr.strip().splitlines()[0]
+    (message,) = proc.stderr.strip().splitlines()
     assert message.startswith("hydra/launcher=slurm: ") and "Fix: " in message, proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "sweep").exists()
@@ -713,7 +713,7 @@ def test_request_larger_than_any_node_is_refused_before_submission(tmp_path: Pat
     sweep_dir = tmp_path / "sweep"
     proc = run_py("-m", *args, f"hydra.launcher.name={job_name}", f"hydra.sweep.dir={sweep_dir}", timeout=120)
     assert proc.returncode == 1
-    line = proc.stderr.strip().splitlines()[0]
+    (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("Invalid config: hydra.launcher.cpus_per_task=10000: a job asks for 20000 CPUs"), (
         line
     )

@@ -22,14 +22,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, filter_overrides, run_job
-from hydra.errors import CompactHydraException
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
     BaseSubmititLauncher,
@@ -48,9 +48,12 @@ OmegaConf.register_new_resolver("flopsweep_mem_gb", slurm.mem_gb, replace=True)
 log = logging.getLogger("flopsweep")
 
 
-class LauncherConfigError(CompactHydraException):
-    """A launcher setting that contradicts the run or the cluster, or a cluster that cannot be
-    reached; Hydra prints only its message (exit status 1)."""
+def refuse(message: str) -> NoReturn:
+    """Stop the sweep before anything is submitted, with one line on stderr and exit status 1: a
+    launcher setting that contradicts the run or the cluster, or a cluster that cannot be asked.
+    (A Hydra error would add a line about HYDRA_FULL_ERROR and a stack trace that says nothing more.)"""
+    print(message, file=sys.stderr, flush=True)
+    raise SystemExit(1)
 
 
 def swept_keys(config: DictConfig) -> set[str]:
@@ -67,9 +70,8 @@ def check_config(config: DictConfig, *, local: bool) -> None:
     :func:`flopsweep.slurm.check_launcher`) and, unless ``local``, against the cluster's nodes
     (:func:`flopsweep.cluster.check_request` on ``sinfo``).
 
-    Raises:
-        LauncherConfigError: with the message of the ConfigError (key, value, fix), or of the
-            ClusterError (no Slurm client, no controller reachable).
+    On a problem it exits (:func:`refuse`) with the message of the ConfigError (key, value, fix),
+    or of the ClusterError (no Slurm client, no controller reachable).
     """
     try:
         slurm.check_sweep(nproc_per_node=str(config.nproc_per_node), swept=swept_keys(config))
@@ -84,7 +86,7 @@ def check_config(config: DictConfig, *, local: bool) -> None:
         if not local:
             cluster.check_request(launcher, cluster.read_sinfo())
     except (ConfigError, cluster.ClusterError) as exc:
-        raise LauncherConfigError(str(exc)) from None
+        refuse(str(exc))
 
 
 class WatchingLauncher(BaseSubmititLauncher):
@@ -138,10 +140,10 @@ class WatchingLauncher(BaseSubmititLauncher):
             return executor.map_array(self, *zip(*job_params, strict=True))
         except submitit.core.utils.FailedJobError as exc:
             why = (str(exc).strip().splitlines() or ["no message"])[-1]
-            raise LauncherConfigError(
+            refuse(
                 f"{self._EXECUTOR}: submitting the sweep failed: {why}. Fix: check hydra.launcher.partition, "
                 "account, qos and additional_parameters against the cluster"
-            ) from None
+            )
 
     def _record_lost(
         self,
