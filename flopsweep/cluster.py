@@ -387,12 +387,13 @@ class SlurmStates:
         if not arrays:
             return {}
         proc = self._call(["squeue", "-h", "-r", "--states=all", "-o", STATE_FORMAT, "-j", ",".join(arrays)])
-        if proc is None:
-            return None
-        if proc.returncode != 0:
-            # squeue -j of jobs that all left the controller (MinJobAge): none of them is known.
-            return {} if "Invalid job id" in proc.stderr else None
-        return parse_states(proc.stdout)
+        if proc is not None and proc.returncode == 0:
+            return parse_states(proc.stdout)
+        if proc is not None and "Invalid job id" in proc.stderr:
+            return {}  # squeue -j of jobs that all left the controller (MinJobAge): none of them is known
+        why = "no answer" if proc is None else (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        log.warning("flopsweep: squeue failed (%s); the jobs' states are unknown until it answers", why)
+        return None
 
     def _sacct(self, arrays: list[str]) -> dict[str, str] | None:
         proc = self._call(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(arrays)])
