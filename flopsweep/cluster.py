@@ -414,9 +414,9 @@ class SlurmStates:
 # --- the wait ---------------------------------------------------------------------------------
 
 RESULT_GRACE_S = 15.0
-"""Seconds a job that started may still show its result files after Slurm says it ended (its
-processes ended, :class:`SlurmStates`): a shared file system may show a new file late. submitit's
-own wait for a result file is as long."""
+"""Seconds a job's result files may still appear after Slurm says it ended (its processes ended,
+:class:`SlurmStates`): a shared file system may show a new file late. submitit's own wait for a
+result file is as long."""
 RESULT_POLL_S = 1.0
 """Seconds between two looks at the result files (cheap: a stat each)."""
 
@@ -467,8 +467,8 @@ class JobWatch:
 
     A job is done when every task's result file exists (submitit wrote it), ``partial`` when the
     job ended with task 0's result only (the one Hydra reads), and ``lost`` when Slurm says it
-    ended (or no longer knows it) without task 0's result: at once when the job never started
-    (cancelled while pending), else after ``grace_s`` (its tasks may still be writing).
+    ended (or no longer knows it) and task 0's result is still missing ``grace_s`` later (a shared
+    file system may show the files of a job that ran late).
 
     Args:
         jobs: ``(hydra job number, submitit job)`` pairs.
@@ -513,7 +513,7 @@ class JobWatch:
     def look_at_states(self) -> None:
         waiting = [w for w in self.jobs if w.outcome is None]
         states = self.states([w.job.job_id for w in waiting])
-        if states is None:  # neither sacct nor squeue answered: decide nothing now
+        if states is None:  # squeue did not answer: decide nothing now
             return
         now = self.clock()
         for w in waiting:
@@ -525,7 +525,7 @@ class JobWatch:
                 continue
             self._show(w, w.state or "left the queue")
             w.ended_since = now if w.ended_since is None else w.ended_since
-            if not started(w.job) or now - w.ended_since >= self.grace_s:
+            if now - w.ended_since >= self.grace_s:
                 w.outcome = "partial" if result_files(w.job)[0] else "lost"
 
     def _show(self, w: Watched, state: str) -> None:

@@ -454,8 +454,8 @@ def test_job_watch_shows_states_and_ends_jobs_without_result(tmp_path: Path) -> 
         "flopsweep: job #0 (id 7_0): CANCELLED",
         "flopsweep: job #2 (id 7_2): FAILED",
     ]
-    # The job that never started ends at once; the one that ran waits RESULT_GRACE_S for its files.
-    assert clock.now >= 9 + fcluster.RESULT_GRACE_S
+    # Ended jobs are given up RESULT_GRACE_S after Slurm said so (their files may show late).
+    assert 9 + fcluster.RESULT_GRACE_S <= clock.now <= 9 + fcluster.RESULT_GRACE_S + 5
     assert fcluster.lost_message(watched[0]) == (
         "job 7_0 ended CANCELLED (scancel, or an administrator) before it started; no task ran"
     )
