@@ -505,8 +505,11 @@ def cluster() -> Iterator[None]:
             pytest.fail("no Slurm client: start a test cluster with `bash .ci/slurm-up.sh`")
         try:
             states = _slurm("sinfo", "-h", "-N", "-o", "%T").split()
-        except subprocess.CalledProcessError as exc:
-            pytest.fail(f"sinfo failed ({fcluster.slurm_conf()}): {exc.stderr.strip()}; run .ci/slurm-up.sh")
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            why = exc.stderr.strip() if isinstance(exc.stderr, str) else "no answer within 30 s"
+            pytest.fail(
+                f"sinfo failed ({fcluster.slurm_conf()}): {why}; start a cluster: bash .ci/slurm-up.sh"
+            )
         assert {"idle", "mixed", "allocated"} & set(states), f"no usable Slurm node: {states}"
         yield
 
