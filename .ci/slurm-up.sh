@@ -4,7 +4,8 @@
 # Private: everything lives in $FLOPSWEEP_SLURM_DIR (default /tmp/flopsweep-slurm): its own
 # slurm.conf, munged with its own key and socket (given to Slurm as AuthInfo=socket=...), state,
 # spool, logs and PIDs, and its own free TCP ports (never 6817/6818). A system Slurm, its munged and
-# /etc/slurm/slurm.conf are never read, written or stopped. Slurm's commands reach this cluster only
+# /etc/slurm/slurm.conf are never used, written or stopped (the file is only read for the marker
+# line of an older version of this script, which wrote it). Slurm's commands reach this cluster only
 # with SLURM_CONF=$FLOPSWEEP_SLURM_DIR/slurm.conf: the script prints that export line, and the
 # slurm tests (tests/test_slurm.py) set it themselves when that file exists, so that submitit's
 # sbatch/squeue/scancel calls inherit it. .ci/slurm-down.sh stops the daemons and removes that file.
@@ -103,8 +104,9 @@ start_munge() {
 
 write_conf() {  # ctld_port d_port
   local node mem_mb cpus
-  # slurmd -C prints this machine's topology (CPUs, sockets, cores, threads, RealMemory).
-  node=$(slurmd -C | head -n 1)
+  # slurmd -C prints this machine's topology (CPUs, sockets, cores, threads, RealMemory); it needs
+  # no config, and SLURM_CONF keeps it away from the system's.
+  node=$(SLURM_CONF=$conf slurmd -C | head -n 1)
   cpus=$(sed -E 's/.* CPUs=([0-9]+).*/\1/' <<<"$node")
   mem_mb=$(( $(sed -E 's/.*RealMemory=([0-9]+).*/\1/' <<<"$node") * 9 / 10 ))
   node=$(sed -E "s/RealMemory=[0-9]+/RealMemory=$mem_mb/" <<<"$node")
