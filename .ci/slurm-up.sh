@@ -1,70 +1,126 @@
 #!/usr/bin/env bash
-# Start a one-node Slurm on this machine for the slurm-marked tests (needs root and Debian's packages).
+# Start a private one-node Slurm on this machine for the slurm-marked tests (root, Debian's packages).
 #
-# Installs Debian's slurmctld, slurmd, slurm-client and munge (22.05 on bookworm) when they are
-# missing, writes /etc/slurm/slurm.conf for one node named `hostname -s` (its CPUs, 90% of its
-# memory), then starts munged as the munge user (it refuses root) and `slurmctld -D`, `slurmd -D`
-# in the background. No systemd is needed. Their PIDs go to $FLOPSWEEP_SLURM_DIR/pids, which
-# .ci/slurm-down.sh reads to stop them. There is no accounting database: the tests bound every
-# Slurm call with a timeout instead (tests/test_slurm.py).
-#   bash .ci/slurm-up.sh && python -m pytest -m slurm && bash .ci/slurm-down.sh
+# Private: everything lives in $FLOPSWEEP_SLURM_DIR (default /tmp/flopsweep-slurm): its own
+# slurm.conf, munged with its own key and socket (given to Slurm as AuthInfo=socket=...), state,
+# spool, logs and PIDs, and its own free TCP ports (never 6817/6818). A system Slurm, its munged and
+# /etc/slurm/slurm.conf are never used, written or stopped (the file is only read for the marker
+# line of an older version of this script, which wrote it). Slurm's commands reach this cluster only
+# with SLURM_CONF=$FLOPSWEEP_SLURM_DIR/slurm.conf: the script prints that export line, and the
+# slurm tests (tests/test_slurm.py) set it themselves when that file exists, so that submitit's
+# sbatch/squeue/scancel calls inherit it. .ci/slurm-down.sh stops the daemons and removes that file.
+#
+# Everything is checked before any daemon starts: root, no earlier start still running, the
+# packages (slurmctld, slurmd, slurm-client, munge; installed with apt-get when missing), the munge
+# user, a short hostname that resolves (the job's MASTER_ADDR) and two free ports.
+#   bash .ci/slurm-up.sh && python -m pytest -m slurm; bash .ci/slurm-down.sh $?
 set -euo pipefail
 state=${FLOPSWEEP_SLURM_DIR:-/tmp/flopsweep-slurm}
-conf=/etc/slurm/slurm.conf
-marker="# written by flopsweep .ci/slurm-up.sh"
+conf=$state/slurm.conf
+munge_dir=$state/munge
+socket=$munge_dir/munge.socket
+started=()
+
+fail() {  # one line, then stop whatever this script started
+  echo "slurm-up: $*" >&2
+  exit 1
+}
+
+stop_started() {
+  [ "${#started[@]}" -eq 0 ] && return
+  echo "slurm-up: stopping what it started" >&2
+  bash "$(dirname "$0")/slurm-down.sh" >&2 || true
+}
+trap 'rc=$?; [ $rc -ne 0 ] && stop_started; exit $rc' EXIT
+
+check_earlier_start() {
+  [ -s "$state/pids" ] || return 0
+  while read -r name pid; do
+    if kill -0 "$pid" 2>/dev/null; then
+      fail "$name ($pid) from an earlier start is still running. Fix: run bash .ci/slurm-down.sh first"
+    fi
+  done <"$state/pids"
+  rm -f "$state/pids" "$conf"  # left by a machine that stopped without slurm-down.sh
+}
+
+have_packages() {
+  command -v slurmctld && command -v slurmd && command -v sbatch && command -v munged && command -v mungekey
+} >/dev/null
 
 install_packages() {
-  if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null \
-     && command -v munged >/dev/null; then
-    return
-  fi
+  have_packages && return
+  command -v apt-get >/dev/null || fail "slurmctld, slurmd, sbatch or munged is missing and there is no apt-get. Fix: install Slurm and MUNGE"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
+  apt-get update -qq || fail "apt-get update failed. Fix: check the package sources, or install slurmctld slurmd slurm-client munge"
+  apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null \
+    || fail "apt-get install slurmctld slurmd slurm-client munge failed. Fix: install them by hand"
+  have_packages || fail "the packages are installed but a command is still missing (slurmctld, slurmd, sbatch, munged, mungekey)"
+}
+
+check_host() {
+  host=$(hostname -s)
+  [[ $host =~ ^[A-Za-z0-9][A-Za-z0-9-]*$ ]] || fail "hostname -s gives '$host', not a Slurm node name. Fix: set a plain host name"
+  getent hosts "$host" >/dev/null || fail "the host name $host does not resolve (each job's MASTER_ADDR). Fix: add '127.0.1.1 $host' to /etc/hosts"
+  id munge >/dev/null 2>&1 || fail "no user munge (munged must not run as root). Fix: apt-get install --reinstall munge"
+}
+
+free_ports() {  # prints two free TCP ports of 16817-16999, for slurmctld and slurmd
+  python3 - <<'EOF'
+import socket
+found = []
+for port in range(16817, 17000):
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            continue
+    found.append(port)
+    if len(found) == 2:
+        break
+print(*found)
+EOF
 }
 
 start_munge() {
-  if munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
-    echo "munged is already running; using it"
-    return
-  fi
-  if [ ! -s /etc/munge/munge.key ]; then
-    mungekey --create --keyfile=/etc/munge/munge.key
-  fi
-  mkdir -p /run/munge /var/lib/munge /var/log/munge
-  chown munge:munge /etc/munge /etc/munge/munge.key /run/munge /var/lib/munge /var/log/munge
-  chmod 0400 /etc/munge/munge.key
+  mkdir -p "$munge_dir"
+  chown munge:munge "$munge_dir"
+  chmod 0755 "$munge_dir"  # munged: the socket directory must be searchable by all
+  rm -f "$munge_dir/munge.key"
+  mungekey --create --keyfile="$munge_dir/munge.key" >/dev/null
+  chown munge:munge "$munge_dir/munge.key"
+  chmod 0400 "$munge_dir/munge.key"
   # setpriv execs munged, so $! is munged's own PID.
-  setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged --foreground \
-    >"$state/munged.out" 2>&1 &
+  setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged --foreground --socket="$socket" \
+    --key-file="$munge_dir/munge.key" --pid-file="$munge_dir/munged.pid" --log-file="$munge_dir/munged.log" \
+    --seed-file="$munge_dir/munged.seed" >"$state/munged.out" 2>&1 &
+  started+=(munged)
   echo "munged $!" >>"$state/pids"
   for _ in $(seq 50); do
-    munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && return
+    munge -S "$socket" -n </dev/null 2>/dev/null | unmunge -S "$socket" >/dev/null 2>&1 && return
     sleep 0.1
   done
-  echo "munged did not come up:" >&2; cat "$state/munged.out" >&2; exit 1
+  fail "munged did not come up: $(tail -n 3 "$state/munged.out" "$munge_dir/munged.log" 2>/dev/null | tr '\n' ' ')"
 }
 
-write_conf() {
-  if [ -e "$conf" ] && ! grep -qF "$marker" "$conf"; then
-    echo "$conf exists and was not written by this script; refusing to overwrite it" >&2
-    exit 1
-  fi
-  local host node mem_mb cpus
-  host=$(hostname -s)
-  # slurmd -C prints this machine's topology (CPUs, sockets, cores, threads, RealMemory).
-  node=$(slurmd -C | head -n 1)
+write_conf() {  # ctld_port d_port
+  local node mem_mb cpus
+  # slurmd -C prints this machine's topology (CPUs, sockets, cores, threads, RealMemory); it needs
+  # no config, and SLURM_CONF keeps it away from the system's.
+  node=$(SLURM_CONF=$conf slurmd -C | head -n 1)
   cpus=$(sed -E 's/.* CPUs=([0-9]+).*/\1/' <<<"$node")
   mem_mb=$(( $(sed -E 's/.*RealMemory=([0-9]+).*/\1/' <<<"$node") * 9 / 10 ))
   node=$(sed -E "s/RealMemory=[0-9]+/RealMemory=$mem_mb/" <<<"$node")
-  mkdir -p "$(dirname "$conf")" "$state/ctld" "$state/d"
+  mkdir -p "$state/ctld" "$state/d"
   cat >"$conf" <<EOF
-$marker: a one-node test cluster
+# flopsweep .ci/slurm-up.sh: a private one-node test cluster (SLURM_CONF=$conf)
 ClusterName=flopsweep-ci
 SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$1
+SlurmdPort=$2
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket=$socket
 StateSaveLocation=$state/ctld
 SlurmdSpoolDir=$state/d
 SlurmctldPidFile=$state/slurmctld.pid
@@ -95,30 +151,35 @@ wait_idle() {
     fi
     sleep 0.2
   done
-  echo "the Slurm node did not become idle within 30 s:" >&2
+  echo "slurm-up: the Slurm node did not become idle within 30 s:" >&2
   sinfo -N -l >&2 || true
   tail -n 20 "$state/slurmctld.log" "$state/slurmd.log" >&2 || true
   exit 1
 }
 
-if [ -s "$state/pids" ]; then
-  while read -r name pid; do
-    if kill -0 "$pid" 2>/dev/null; then
-      echo "$name ($pid) from an earlier start is still running: run .ci/slurm-down.sh first" >&2
-      exit 1
-    fi
-  done <"$state/pids"
-  rm -f "$state/pids"  # left by a machine that stopped without slurm-down.sh
-fi
+[ "$(id -u)" -eq 0 ] || fail "needs root (slurmd runs the jobs; munged runs as the munge user). Fix: sudo bash $0"
 start=$(date +%s.%N)
-install_packages
 mkdir -p "$state"
+check_earlier_start
+install_packages
+check_host
+read -r ctld_port d_port <<<"$(free_ports)"
+[ -n "${d_port:-}" ] || fail "no two free TCP ports in 16817-16999. Fix: free some, or stop other test clusters"
+# Checked; now start: munged, the config, slurmctld, slurmd (each PID to $state/pids).
 : >"$state/pids"
 start_munge
-write_conf
-slurmctld -D -c >"$state/slurmctld.out" 2>&1 &
+write_conf "$ctld_port" "$d_port"
+export SLURM_CONF=$conf
+slurmctld -D -c -f "$conf" >"$state/slurmctld.out" 2>&1 &
+started+=(slurmctld)
 echo "slurmctld $!" >>"$state/pids"
-slurmd -D >"$state/slurmd.out" 2>&1 &
+slurmd -D -f "$conf" >"$state/slurmd.out" 2>&1 &
+started+=(slurmd)
 echo "slurmd $!" >>"$state/pids"
 wait_idle
-echo "Slurm is up after $(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $start}") s (PIDs in $state/pids)"
+if grep -qF "# written by flopsweep .ci/slurm-up.sh" /etc/slurm/slurm.conf 2>/dev/null; then
+  echo "note: /etc/slurm/slurm.conf was written by an older .ci/slurm-up.sh; nothing uses it now"
+fi
+echo "Slurm is up after $(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $start}") s" \
+  "(slurmctld port $ctld_port, slurmd port $d_port; PIDs in $state/pids). For Slurm commands by hand:"
+echo "export SLURM_CONF=$conf"

@@ -113,6 +113,48 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     return _launch(path, cfg, run, info, load_start)
 
 
+def record_lost_job(
+    cfg: RunConfig, info: JobInfo, message: str, *, submitted_at: float, previous_run_id: str | None
+) -> dict[str, Any]:
+    """The record of a submitted job that gave the sweep no result: Slurm cancelled it (``scancel``,
+    also while it was pending), it failed, timed out or never started. Written by the sweep process
+    (:class:`flopsweep.cluster.JobWatch` saw the job end), so that the sweep goes on.
+
+    A record that a task of this job wrote (its run id is not ``previous_run_id``, the one found in
+    the job directory at submission) is kept and returned, and so is, under ``resume=true``, the
+    previous record when it is ``ok`` (the job would have skipped itself). Any other record is set
+    aside (:func:`set_aside`). The new record is ``error`` with type ``JobLost``, ``message``, and the
+    phase the least advanced rank reached (``launch`` when none started; ``world_size`` null then).
+
+    Args:
+        submitted_at: the submission time, seconds since the epoch (``time.time()``): ``run.started_at``.
+    """
+    job_dir = Path(info.job_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    path = job_dir / METRICS_FILE
+    try:
+        old = rec.read_json(path) if path.exists() else None
+        if old is not None and (
+            old["run"]["id"] != previous_run_id or (cfg.resume and old["status"] == "ok")
+        ):
+            return old
+    except (rec.RecordError, OSError, ValueError, KeyError, TypeError):
+        pass  # unreadable: set aside below
+    set_aside(path)
+    world = int(cfg.nproc_per_node) * cfg.nnodes if str(cfg.nproc_per_node).isdigit() else None
+    phase, rank = last_phase(job_dir / SCRATCH, world or 1)
+    started = datetime.datetime.fromtimestamp(submitted_at, datetime.timezone.utc)
+    run = {
+        "id": uuid.uuid4().hex,
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": None,
+        "overrides": list(info.overrides),
+        "job_num": info.job_num,
+    }
+    error = rec.error("JobLost", message, phase, rank)
+    return _finish(path, cfg, run, "error", error, None, world_size=None if phase == "launch" else world)
+
+
 ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
 

@@ -28,3 +28,16 @@ def hydra_compose():
             return OmegaConf.to_object(cfg)
 
         yield _compose
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A selected ``slurm`` test never passes by skipping: its skip is reported as a failure, so
+    that ``python -m pytest -m slurm`` exits non-zero when no Slurm test really ran (``-m slurm``
+    selecting no test at all exits 5)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.get_closest_marker("slurm") and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"a slurm test must run when selected (-m slurm), but it was skipped: {reason}"

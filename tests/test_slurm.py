@@ -1,21 +1,24 @@
 """Slurm: rank arithmetic, launcher config and checks everywhere; real jobs with ``-m slurm``.
 
-The ``slurm``-marked tests submit to a running cluster (``bash .ci/slurm-up.sh`` starts a
-one-node one). There is no accounting database there, so submitit cannot see a job that Slurm
-killed: every test bounds its sweep with a timeout and cancels its own jobs (by job name) when
-it ends, so that a test fails rather than hangs.
+The ``slurm``-marked tests submit to a running cluster: the private one-node cluster of
+``bash .ci/slurm-up.sh`` when its ``slurm.conf`` exists in ``$FLOPSWEEP_SLURM_DIR`` (default
+``/tmp/flopsweep-slurm``; the ``cluster`` fixture then sets ``SLURM_CONF`` for every command the tests
+start), else the cluster that the environment names. A selected slurm test that skips fails
+(tests/conftest.py). There is no accounting database on the test cluster: the launcher follows its
+jobs through ``squeue``. Every test still bounds its sweep with a timeout and cancels its own jobs
+(by job name) when it ends, so that a test fails rather than hangs.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from submitit.helpers import TorchDistributedEnvironment
 
+from flopsweep import cluster as fcluster
 from flopsweep import config as fconfig
 from flopsweep import slurm
 from flopsweep.config import ConfigError
@@ -191,10 +195,273 @@ def test_contradicting_launcher_fails_before_submission(
     """No cluster needed: the launcher plugin refuses before it calls sbatch."""
     proc = run_py("-m", *CPU_JOB, *overrides, f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=120)
     assert proc.returncode == 1
-    message = proc.stderr.strip().splitlines()[0]
+    (message,) = proc.stderr.strip().splitlines()  # one line, no Hydra hint, no stack trace
     assert message.startswith(f"Invalid config: {key}=") and "Fix: set " in message, proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "sweep").exists()  # nothing submitted, not even the sweep directory
+
+
+def test_no_controller_is_one_line(tmp_path: Path) -> None:
+    """No cluster needed: a slurm.conf whose controller port is closed (or no Slurm client at all)."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(
+        "ClusterName=nowhere\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\n"
+        "NodeName=localhost CPUs=1\nPartitionName=p Nodes=localhost Default=YES\n"
+    )
+    proc = run_py(
+        "-m", *CPU_JOB, f"hydra.sweep.dir={tmp_path / 'sweep'}", env={"SLURM_CONF": str(conf)}, timeout=180
+    )
+    assert proc.returncode == 1
+    (message,) = proc.stderr.strip().splitlines()
+    assert message.startswith("hydra/launcher=slurm: ") and "Fix: " in message, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "sweep").exists()
+
+
+# --- sinfo, sacct, squeue output (recorded strings) and the wait ----------------------------------
+
+SINFO = """\
+vm|debug*|2|21694|(null)
+gpu-017|gpu|96|1031000|gpu:h100:8(S:0-1)
+gpu-018|gpu|96|1031000|gpu:h100:4(S:0),gpu:a100:4(S:1)
+cpu-001|cpu|64|256000|(null)
+cpu-001|long|64|256000|(null)
+"""
+
+
+def test_parse_sinfo() -> None:
+    rows = fcluster.parse_sinfo(SINFO)
+    assert [(r.name, r.partition, r.default, r.cpus, r.memory_mb, r.gpus) for r in rows] == [
+        ("vm", "debug", True, 2, 21694, 0),
+        ("gpu-017", "gpu", False, 96, 1031000, 8),
+        ("gpu-018", "gpu", False, 96, 1031000, 8),
+        ("cpu-001", "cpu", False, 64, 256000, 0),
+        ("cpu-001", "long", False, 64, 256000, 0),
+    ]
+    nodes, where = fcluster.partition_nodes(rows, None)
+    assert [n.name for n in nodes] == ["vm"] and where == "the default partition debug"
+    nodes, where = fcluster.partition_nodes(rows, "cpu,long")
+    assert [n.name for n in nodes] == ["cpu-001"] and where == "partition cpu,long"
+
+
+@pytest.mark.parametrize(
+    ("gres", "gpus"),
+    [
+        ("(null)", 0),
+        ("gpu:8", 8),
+        ("gpu:h100:8(S:0-1)", 8),
+        ("gpu:a100:2,gpu:v100:2(S:0)", 4),
+        ("shard:8", 0),
+    ],
+)
+def test_gres_gpus(gres: str, gpus: int) -> None:
+    assert fcluster.gres_gpus(gres) == gpus
+
+
+CI_REQUEST = {"nodes": 1, "tasks_per_node": 2, "cpus_per_task": 1, "gpus_per_node": None, "mem_gb": None}
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "line"),
+    [
+        (
+            {"cpus_per_task": 10000},
+            "hydra.launcher.cpus_per_task",
+            "Invalid config: hydra.launcher.cpus_per_task=10000: a job asks for 20000 CPUs "
+            "(2 task(s) x 10000) per node, but the largest node of the default partition debug has 2 CPUs. "
+            "Fix: set hydra.launcher.cpus_per_task=1.",
+        ),
+        (
+            {"cpus_per_task": 8},  # slurm.yaml's default on a 2-CPU node
+            "hydra.launcher.cpus_per_task",
+            "Fix: set hydra.launcher.cpus_per_task=1.",
+        ),
+        (
+            {"tasks_per_node": 8, "gpus_per_node": 8, "partition": "debug"},
+            "hydra.launcher.cpus_per_task",
+            "Fix: set nproc_per_node=2 or fewer, with hydra.launcher.cpus_per_task=1.",
+        ),
+        (
+            {"partition": "gpu", "tasks_per_node": 16, "gpus_per_node": 16},
+            "hydra.launcher.gpus_per_node",
+            "a job asks for 16 GPUs per node, but the largest node of partition gpu has 8 GPUs. "
+            "Fix: set nproc_per_node=8 (one GPU per rank).",
+        ),
+        ({"gpus_per_node": 1}, "hydra.launcher.gpus_per_node", "or device=cpu."),
+        (
+            {"mem_gb": 64},
+            "hydra.launcher.mem_gb",
+            "has 21694 MB of memory. Fix: set hydra.launcher.mem_gb=21,",
+        ),
+        (
+            {"partition": "gpu", "nodes": 3},
+            "hydra.launcher.nodes",
+            "partition gpu has 2 node(s). Fix: set nnodes=2",
+        ),
+        ({"partition": "h100"}, "hydra.launcher.partition", "(sinfo lists: cpu, debug, gpu, long)."),
+    ],
+)
+def test_request_that_no_node_can_hold_is_refused(change: dict, key: str, line: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        fcluster.check_request({**CI_REQUEST, **change}, fcluster.parse_sinfo(SINFO))
+    assert info.value.key == key
+    assert line in str(info.value) and "\n" not in str(info.value)
+
+
+def test_request_that_fits_is_accepted() -> None:
+    rows = fcluster.parse_sinfo(SINFO)
+    fcluster.check_request(CI_REQUEST, rows)
+    two_nodes = {"nodes": 2, "tasks_per_node": 8, "gpus_per_node": 8, "cpus_per_task": 12, "mem_gb": 256}
+    fcluster.check_request({**two_nodes, "partition": "gpu"}, rows)
+    with pytest.raises(ConfigError, match="fewer than 2 nodes have that"):
+        fcluster.check_request({**two_nodes, "partition": "gpu", "cpus_per_task": 13}, rows)
+
+
+@pytest.mark.parametrize(
+    ("text", "states"),
+    [
+        # sacct -X -n -P -o JobID,State: pending elements of an array are folded into one line
+        (
+            "41_0|COMPLETED\n41_1|CANCELLED by 0\n41_[2-3,5%2]|PENDING\n",
+            {"41_0": "COMPLETED", "41_1": "CANCELLED"} | {f"41_{i}": "PENDING" for i in (2, 3, 5)},
+        ),
+        # squeue -h -r --states=all -o '%i|%T'
+        (
+            "25_1|COMPLETING\n25_0|RUNNING\n27|PENDING\n",
+            {"25_1": "COMPLETING", "25_0": "RUNNING", "27": "PENDING"},
+        ),
+        ("41_0.batch|COMPLETED\n\n", {}),
+    ],
+)
+def test_parse_states(text: str, states: dict) -> None:
+    assert fcluster.parse_states(text) == states
+
+
+@pytest.mark.parametrize(
+    ("state", "kind"),
+    [
+        ("PENDING", "pending"),
+        ("REQUEUED", "pending"),
+        ("RUNNING", "running"),
+        ("COMPLETING", "running"),  # a cancelled job whose tasks are still writing their results
+        ("COMPLETED", "finished"),
+        ("CANCELLED", "ended"),
+        ("CANCELLED by 0", "ended"),
+        ("FAILED", "ended"),
+        ("TIMEOUT", "ended"),
+        ("NODE_FAIL", "ended"),
+        ("OUT_OF_MEMORY", "ended"),
+        ("FINISHED", "finished"),  # submitit_local
+        ("INTERRUPTED", "ended"),  # submitit_local
+        (None, "unknown"),
+    ],
+)
+def test_state_kind(state: str | None, kind: str) -> None:
+    assert fcluster.state_kind(state) == kind
+
+
+def _answers(replies: dict[str, tuple[int, str, str]]):
+    """A stand-in for subprocess.run that answers each command (by its name) with (rc, stdout,
+    stderr) recorded from the test cluster, and notes the commands asked."""
+    asked: list[str] = []
+
+    def run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+        asked.append(args[0])
+        rc, out, err = replies[args[0]]
+        return subprocess.CompletedProcess(args, rc, out, err)
+
+    return run, asked
+
+
+NO_ACCOUNTING = (1, "", "Slurm accounting storage is disabled\n")
+
+
+def test_states_from_squeue_then_sacct_for_jobs_it_forgot() -> None:
+    run, asked = _answers({"squeue": (0, "12_0|RUNNING\n12_1|PENDING\n", ""), "sacct": NO_ACCOUNTING})
+    states = fcluster.SlurmStates(run)
+    assert states(["12_0", "12_1"]) == {"12_0": "RUNNING", "12_1": "PENDING"} and asked == ["squeue"]
+    # After MinJobAge squeue no longer knows the array; without accounting nothing does.
+    run, asked = _answers(
+        {"squeue": (1, "", "slurm_load_jobs error: Invalid job id specified\n"), "sacct": NO_ACCOUNTING}
+    )
+    states = fcluster.SlurmStates(run)
+    assert states(["12_0"]) == {} and asked == ["squeue", "sacct"]
+    assert states(["12_0"]) == {} and asked == ["squeue", "sacct", "squeue"]  # sacct is not asked again
+    run, asked = _answers(
+        {"squeue": (1, "", "Invalid job id specified"), "sacct": (0, "12_0|CANCELLED by 0\n", "")}
+    )
+    assert fcluster.SlurmStates(run)(["12_0"]) == {"12_0": "CANCELLED"}
+    run, _ = _answers(
+        {"squeue": (1, "", "Unable to contact slurm controller (connect failure)"), "sacct": NO_ACCOUNTING}
+    )
+    assert fcluster.SlurmStates(run)(["12_0"]) is None  # decide nothing while the controller is away
+
+
+class _Timeline:
+    """A clock for :class:`JobWatch` whose ``sleep`` moves time on and applies the events due."""
+
+    def __init__(self, events: list[tuple[float, Callable[[], None]]]) -> None:
+        self.now, self.events = 0.0, sorted(events, key=lambda e: e[0])
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        while self.events and self.events[0][0] <= self.now:
+            self.events.pop(0)[1]()
+
+
+def test_job_watch_shows_states_and_ends_jobs_without_result(tmp_path: Path) -> None:
+    from submitit.slurm.slurm import SlurmJob
+
+    held, ran, killed = (SlurmJob(folder=tmp_path / "%j", job_id=f"7_{i}", tasks=(0, 1)) for i in range(3))
+    states = {"7_0": "PENDING", "7_1": "PENDING", "7_2": "RUNNING"}
+
+    def touch(*paths: Path) -> None:
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+
+    touch(killed.task(0).paths.stdout)
+    events = [
+        (3, lambda: (states.update({"7_1": "RUNNING"}), touch(ran.task(0).paths.stdout))),
+        (
+            6,
+            lambda: (
+                states.update({"7_1": "COMPLETING"}),
+                touch(*(ran.task(i).paths.result_pickle for i in (0, 1))),
+            ),
+        ),
+        (9, lambda: states.update({"7_0": "CANCELLED"})),  # scancel while pending: no task ever started
+        (9, lambda: states.update({"7_2": "FAILED"})),  # its tasks were killed: no result will come
+    ]
+    clock, lines = _Timeline(events), []
+    watch = fcluster.JobWatch(
+        [(0, held), (1, ran), (2, killed)],
+        lambda ids: {i: states[i] for i in ids},
+        show=lines.append,
+        clock=lambda: clock.now,
+        sleep=clock.sleep,
+    )
+    watched = watch.wait()
+    assert [w.outcome for w in watched] == ["lost", "result", "lost"]
+    assert lines[:3] == [
+        "flopsweep: job #0 (id 7_0): PENDING",
+        "flopsweep: job #1 (id 7_1): PENDING",
+        "flopsweep: job #2 (id 7_2): RUNNING",
+    ]
+    assert lines[3:] == [
+        "flopsweep: job #1 (id 7_1): RUNNING",
+        "flopsweep: job #1 (id 7_1): done",
+        "flopsweep: job #0 (id 7_0): CANCELLED",
+        "flopsweep: job #2 (id 7_2): FAILED",
+    ]
+    # Ended jobs are given up RESULT_GRACE_S after Slurm said so (their files may show late).
+    assert 9 + fcluster.RESULT_GRACE_S <= clock.now <= 9 + fcluster.RESULT_GRACE_S + 5
+    assert fcluster.lost_message(watched[0]) == (
+        "job 7_0 ended CANCELLED (scancel, or an administrator) before it started; no task ran"
+    )
+    assert fcluster.lost_message(watched[2]).startswith(
+        "job 7_2 ended FAILED (the batch script or a task failed)"
+    )
 
 
 @pytest.mark.slow
@@ -221,12 +488,30 @@ def _slurm(*args: str) -> str:
     return subprocess.run(list(args), capture_output=True, text=True, timeout=30, check=True).stdout
 
 
+SLURM_DIR = Path(os.environ.get("FLOPSWEEP_SLURM_DIR", "/tmp/flopsweep-slurm"))
+"""The state directory of .ci/slurm-up.sh's private cluster (its ``slurm.conf`` exists while it is up)."""
+
+
 @pytest.fixture(scope="module")
-def cluster() -> None:
-    if not shutil.which("sinfo"):
-        pytest.fail("no Slurm client: start a test cluster with `bash .ci/slurm-up.sh`")
-    states = _slurm("sinfo", "-h", "-N", "-o", "%T").split()
-    assert {"idle", "mixed", "allocated"} & set(states), f"no usable Slurm node: {states}"
+def cluster() -> Iterator[None]:
+    """A usable Slurm cluster: the private one of .ci/slurm-up.sh when it is up (``SLURM_CONF`` is
+    set to its slurm.conf for the module, and so inherited by run.py, submitit's sbatch and squeue),
+    else the one of the environment. Fails, never skips, when there is none."""
+    private = SLURM_DIR / "slurm.conf"
+    with pytest.MonkeyPatch.context() as mp:
+        if private.exists():
+            mp.setenv("SLURM_CONF", str(private))
+        if not shutil.which("sinfo"):
+            pytest.fail("no Slurm client: start a test cluster with `bash .ci/slurm-up.sh`")
+        try:
+            states = _slurm("sinfo", "-h", "-N", "-o", "%T").split()
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            why = exc.stderr.strip() if isinstance(exc.stderr, str) else "no answer within 30 s"
+            pytest.fail(
+                f"sinfo failed ({fcluster.slurm_conf()}): {why}; start a cluster: bash .ci/slurm-up.sh"
+            )
+        assert {"idle", "mixed", "allocated"} & set(states), f"no usable Slurm node: {states}"
+        yield
 
 
 @pytest.fixture
@@ -271,6 +556,7 @@ def test_two_point_sweep_two_tasks_per_job(tmp_path: Path, job_name: str) -> Non
         assert "slurm task: rank 0 of 2" in log and "slurm task: rank 1 of 2" in log
         assert not (tmp_path / job / ".flopsweep").exists()
     assert len(list((tmp_path / ".submitit").glob("*/*_1_result.pkl"))) == 2  # task 1 of each job ran
+    assert sum(line.endswith("): done") for line in proc.stdout.splitlines()) == 2  # one state line each
 
 
 @pytest.mark.slurm
@@ -299,66 +585,144 @@ def test_rank_that_never_joins_gives_error_record(tmp_path: Path, job_name: str)
 @pytest.mark.slurm
 def test_killed_rank_zero_task_leaves_record_by_rank_one(tmp_path: Path, job_name: str) -> None:
     """Rank 0's task dies by SIGKILL: rank 1's task writes the record STALE_S later. submitit gets no
-    result from task 0, so on this cluster without accounting the sweep would wait: the test stops it."""
-    args = [
-        sys.executable,
-        "run.py",
-        "-m",
-        *CPU_JOB,
-        "backend=ddp",
-        f"hydra.launcher.name={job_name}",
-        f"hydra.sweep.dir={tmp_path}",
-    ]
-    record = tmp_path / "0" / "metrics.json"
-    with subprocess.Popen(
-        args,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, slurm.TEST_RAISE_ENV: "0:kill"},
-    ) as proc:
-        try:
-            end = time.monotonic() + slurm.STALE_S + 90
-            while not record.exists():
-                assert time.monotonic() < end, "no task wrote a record"
-                time.sleep(0.5)
-        finally:
-            proc.kill()
-    record = json.loads(record.read_text())
+    result from task 0; the launcher sees the job end without it, keeps the record, and goes on."""
+    proc = sweep(tmp_path, job_name, "backend=ddp", env={slurm.TEST_RAISE_ENV: "0:kill"}, timeout=360)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "flopsweep summary: 0 ok, 0 oom, 1 error, 0 invalid" in proc.stdout
+    (record,) = records(tmp_path)
     assert record["status"] == "error" and record["error"]["type"] == "TaskDied"
     assert record["error"]["rank"] == 0 and "rank 1 wrote this one" in record["error"]["message"]
 
 
-@pytest.mark.slurm
-def test_scancel_gives_record_not_hang(tmp_path: Path, job_name: str) -> None:
-    args = [
-        sys.executable,
-        "run.py",
-        "-m",
-        *CPU_JOB,
-        "backend=ddp",
-        "steps.measure=1000000",
-        f"hydra.launcher.name={job_name}",
-        f"hydra.sweep.dir={tmp_path}",
-    ]
-    phase = tmp_path / "0" / ".flopsweep" / "rank0_phase.txt"
-    with subprocess.Popen(
-        args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    ) as proc:
+class Sweep:
+    """A sweep running in the background (``run.py -m`` on the CPU job), its merged output read
+    line by line by a thread, so that a test can wait for a line with a deadline."""
+
+    def __init__(self, sweep_dir: Path, name: str, *overrides: str) -> None:
+        args = [sys.executable, "run.py", "-m", *CPU_JOB, f"hydra.launcher.name={name}"]
+        args += [f"hydra.sweep.dir={sweep_dir}", *overrides]
+        self.proc = subprocess.Popen(
+            args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.lines: list[str] = []
+        self._more = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self._more:
+                self.lines.append(line.rstrip("\n"))
+                self._more.notify_all()
+        with self._more:
+            self._more.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 120) -> str:
+        """The first output line that holds ``text``; fails after ``timeout`` s or when the sweep ended."""
+
+        def found() -> str | None:
+            return next((line for line in self.lines if text in line), None)
+
+        with self._more:
+            self._more.wait_for(lambda: found() or not self._reader.is_alive(), timeout)
+            line = found()
+        assert line, f"no line with {text!r} within {timeout} s:\n" + "\n".join(self.lines[-40:])
+        return line
+
+    def end(self, timeout: float = 180) -> int:
+        """Wait for the sweep to exit; its exit status."""
         try:
-            end = time.monotonic() + 120
-            while not (phase.exists() and phase.read_text() == "measure"):
-                assert time.monotonic() < end and proc.poll() is None, "the job never reached measure"
-                time.sleep(0.5)
-            _slurm("scancel", f"--name={job_name}")
-            output, _ = proc.communicate(timeout=90)
-        finally:
-            proc.kill()
-    assert proc.returncode == 0, output[-3000:]
+            status = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the sweep did not end within {timeout} s:\n" + "\n".join(self.lines[-40:]))
+        self._reader.join(10)
+        return status
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def __enter__(self) -> Sweep:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def _job_id(line: str) -> str:
+    """``12_0`` from a state line ``... flopsweep: job #0 (id 12_0): PENDING``."""
+    return line.split("(id ", 1)[1].split(")", 1)[0]
+
+
+HOLD = "+hydra.launcher.additional_parameters.hold=true"
+"""sbatch --hold: the job stays PENDING (JobHeldUser) until ``scontrol release``."""
+
+
+@pytest.mark.slurm
+def test_state_lines_and_scancel_while_running(tmp_path: Path, job_name: str) -> None:
+    """PENDING (held), RUNNING (released), then scancel: the tasks record the SIGTERM and return."""
+    phase = tmp_path / "0" / ".flopsweep" / "rank0_phase.txt"
+    with Sweep(tmp_path, job_name, "backend=ddp", "steps.measure=1000000", HOLD) as run:
+        pending = run.wait_for("): PENDING")
+        _slurm("scontrol", "release", _job_id(pending))
+        running = run.wait_for("): RUNNING")
+        end = time.monotonic() + 120
+        while not (phase.exists() and phase.read_text() == "measure"):
+            assert time.monotonic() < end, "the job never reached measure"
+            time.sleep(0.5)
+        _slurm("scancel", f"--name={job_name}")
+        assert run.end() == 0, run.output[-3000:]
+        done = run.wait_for("): done")
+    assert run.lines.index(pending) < run.lines.index(running) < run.lines.index(done)
+    assert all(
+        line.endswith(f"flopsweep: job #0 (id {_job_id(pending)}): {state}")
+        for line, state in ((pending, "PENDING"), (running, "RUNNING"), (done, "done"))
+    )
     (record,) = records(tmp_path)
     assert record["status"] == "error" and record["error"]["type"] == "Terminated"
     assert "SIGTERM" in record["error"]["message"] and record["error"]["phase"] == "measure"
     assert record["metrics"]["tokens_per_s"] is None
+
+
+@pytest.mark.slurm
+def test_scancel_while_pending_gives_error_record(tmp_path: Path, job_name: str) -> None:
+    """A job cancelled before it started gives no result: the sweep records it and finishes."""
+    with Sweep(tmp_path, job_name, "backend=ddp,fsdp", HOLD) as run:
+        run.wait_for("job #1 (id ")  # both elements of the array are shown PENDING
+        pending = run.wait_for("job #0 (id ")
+        assert pending.endswith("PENDING"), run.output
+        _slurm("scancel", _job_id(pending))  # the first element only
+        _slurm("scontrol", "release", _job_id(pending).split("_")[0])  # the second one runs
+        assert run.end() == 0, run.output[-3000:]
+    assert "flopsweep summary: 1 ok, 0 oom, 1 error, 0 invalid" in run.output
+    lost, ok = records(tmp_path)
+    assert ok["status"] == "ok" and ok["config"]["backend"]["name"] == "fsdp"
+    assert lost["status"] == "error" and lost["error"]["type"] == "JobLost"
+    assert lost["error"]["phase"] == "launch" and lost["system"]["world_size"] is None
+    # Without accounting a cancelled pending array element leaves Slurm at once, with no final state.
+    message = lost["error"]["message"]
+    assert message.startswith(f"slurm job {_job_id(pending)} ") and message.endswith(
+        "before it started; no task ran"
+    )
+    assert f"flopsweep: job #0 (id {_job_id(pending)}): left the queue" in run.output
+    assert lost["config"]["backend"]["name"] == "ddp" and lost["run"]["job_num"] == 0
+    assert (tmp_path / "0" / ".hydra" / "overrides.yaml").exists()  # a job directory like any other
+
+
+@pytest.mark.slurm
+def test_request_larger_than_any_node_is_refused_before_submission(tmp_path: Path, job_name: str) -> None:
+    args = [a for a in CPU_JOB if "cpus_per_task" not in a] + ["hydra.launcher.cpus_per_task=10000"]
+    sweep_dir = tmp_path / "sweep"
+    proc = run_py("-m", *args, f"hydra.launcher.name={job_name}", f"hydra.sweep.dir={sweep_dir}", timeout=120)
+    assert proc.returncode == 1
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("Invalid config: hydra.launcher.cpus_per_task=10000: a job asks for 20000 CPUs"), (
+        line
+    )
+    assert "Fix: set hydra.launcher.cpus_per_task=" in line and "Traceback" not in proc.stderr
+    assert _slurm("squeue", "-h", "--states=all", f"--name={job_name}").strip() == ""
+    assert not sweep_dir.exists()
 
 
 @pytest.mark.slurm

@@ -1,32 +1,59 @@
 """Hydra launcher plugins for ``hydra/launcher=slurm`` and ``slurm_local``.
 
-They are hydra-submitit-launcher's ``SlurmLauncher`` and ``LocalLauncher``, plus a check of the
-launcher settings against the run in ``setup``, before the sweep directory exists and before
-anything is submitted (a Hydra callback cannot stop a multirun: Hydra turns its exceptions
-into warnings). The resolvers that conf/hydra/launcher/slurm.yaml uses are registered here, at
-plugin discovery, like hydra-submitit-launcher registers its configs. Hydra discovers plugins
-in the ``hydra_plugins`` namespace package; a submitit task finds this one again when it
-rebuilds the Hydra state (it starts in the directory the sweep was submitted from).
+They are hydra-submitit-launcher's ``SlurmLauncher`` and ``LocalLauncher`` with two changes:
+
+- ``setup`` checks the launcher settings against the run and, for Slurm, against the cluster
+  (``sinfo``), before the sweep directory exists and before anything is submitted (a Hydra callback
+  cannot stop a multirun: Hydra turns its exceptions into warnings). Each refusal is one line.
+- ``launch`` submits through submitit as hydra-submitit-launcher does, but waits with
+  :class:`flopsweep.cluster.JobWatch` instead of ``job.results()``: it shows each job's state as it
+  changes, and a job that ends without a result (``scancel``, also while pending; a failed or timed
+  out job) gets an ``error`` record written by the sweep process, and the sweep goes on. submitit's
+  own wait asks ``sacct`` only, so without accounting it would wait for ever.
+
+The resolvers that conf/hydra/launcher/slurm.yaml uses are registered here, at plugin discovery,
+like hydra-submitit-launcher registers its configs. Hydra discovers plugins in the
+``hydra_plugins`` namespace package; a submitit task finds this one again when it rebuilds the
+Hydra state (it starts in the directory the sweep was submitted from).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
-from hydra.errors import CompactHydraException
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
-from omegaconf import DictConfig, OmegaConf
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, filter_overrides, run_job
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
+    BaseSubmititLauncher,
+    LocalLauncher,
+    SlurmLauncher,
+)
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from flopsweep import slurm
+from flopsweep import cluster, slurm
 from flopsweep.config import ConfigError
 
 OmegaConf.register_new_resolver("flopsweep_tasks", slurm.tasks_per_node, replace=True)
 OmegaConf.register_new_resolver("flopsweep_gpus", slurm.gpus_per_node, replace=True)
 OmegaConf.register_new_resolver("flopsweep_mem_gb", slurm.mem_gb, replace=True)
 
+log = logging.getLogger("flopsweep")
 
-class LauncherConfigError(CompactHydraException):
-    """A launcher setting that contradicts the run; Hydra prints only its message (exit status 1)."""
+
+def refuse(message: str) -> NoReturn:
+    """Stop the sweep before anything is submitted, with one line on stderr and exit status 1: a
+    launcher setting that contradicts the run or the cluster, or a cluster that cannot be asked.
+    (A Hydra error would add a line about HYDRA_FULL_ERROR and a stack trace that says nothing more.)"""
+    print(message, file=sys.stderr, flush=True)
+    raise SystemExit(1)
 
 
 def swept_keys(config: DictConfig) -> set[str]:
@@ -40,35 +67,158 @@ def swept_keys(config: DictConfig) -> set[str]:
 
 def check_config(config: DictConfig, *, local: bool) -> None:
     """Check ``config.hydra.launcher`` against the run (:func:`flopsweep.slurm.check_sweep`,
-    :func:`flopsweep.slurm.check_launcher`).
+    :func:`flopsweep.slurm.check_launcher`) and, unless ``local``, against the cluster's nodes
+    (:func:`flopsweep.cluster.check_request` on ``sinfo``).
 
-    Raises:
-        LauncherConfigError: with the message of the ConfigError (key, value, fix).
+    On a problem it exits (:func:`refuse`) with the message of the ConfigError (key, value, fix),
+    or of the ClusterError (no Slurm client, no controller reachable).
     """
     try:
         slurm.check_sweep(nproc_per_node=str(config.nproc_per_node), swept=swept_keys(config))
+        launcher = OmegaConf.to_container(config.hydra.launcher, resolve=True)
         slurm.check_launcher(
-            OmegaConf.to_container(config.hydra.launcher, resolve=True),
+            launcher,
             nproc_per_node=int(config.nproc_per_node),
             nnodes=int(config.nnodes),
             device=str(config.device),
             local=local,
         )
-    except ConfigError as exc:
-        raise LauncherConfigError(str(exc)) from None
+        if not local:
+            cluster.check_request(launcher, cluster.read_sinfo())
+    except (ConfigError, cluster.ClusterError) as exc:
+        refuse(str(exc))
 
 
-class FlopsweepSlurmLauncher(SlurmLauncher):
-    """submitit_slurm that checks its settings against the run before submitting."""
+class WatchingLauncher(BaseSubmititLauncher):
+    """``launch`` that waits with :class:`flopsweep.cluster.JobWatch` (see the module docstring)."""
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        before = {str(p): _run_id(p) for p in sweep_dir.rglob("metrics.json")} if sweep_dir.exists() else {}
+        submitted_at = time.time()
+        jobs = self._submit(job_overrides, initial_job_idx)
+        nums = range(initial_job_idx, initial_job_idx + len(jobs))
+        watch = cluster.JobWatch(zip(nums, jobs, strict=True), self._states(jobs))
+        returns = []
+        for watched, overrides in zip(watch.wait(), job_overrides, strict=True):
+            if watched.outcome != "lost":
+                returns.append(watched.job.task(0).result())
+                continue
+            why = f"{self._EXECUTOR} {cluster.lost_message(watched)}"
+            returns.append(self._record_lost(overrides, watched, why, submitted_at, before))
+        return returns
+
+    def _states(self, jobs: Sequence[Any]) -> Any:
+        return cluster.SlurmStates()
+
+    def _submit(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
+        """Submit the jobs as hydra-submitit-launcher 1.2's ``BaseSubmititLauncher.launch`` does
+        (one ``map_array``), and return submitit's jobs without waiting for them."""
+        import submitit
+
+        params = dict(self.params)
+        init = {"folder": params.pop("submitit_folder")}
+        if "max_num_timeout" in params:
+            init[f"{self._EXECUTOR}_max_num_timeout"] = params.pop("max_num_timeout")
+        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init)
+        base = set(OmegaConf.structured(BaseQueueConf).keys())
+        executor.update_parameters(
+            **{k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in params.items()}
+        )
+        log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {self.config.hydra.sweep.dir}")
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        if "mode" in self.config.hydra.sweep:
+            os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
+        job_params = []
+        for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+            job_params.append(
+                (list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", _singleton_state())
+            )
+        try:
+            return executor.map_array(self, *zip(*job_params, strict=True))
+        except submitit.core.utils.FailedJobError as exc:
+            why = (str(exc).strip().splitlines() or ["no message"])[-1]
+            refuse(
+                f"{self._EXECUTOR}: submitting the sweep failed: {why}. Fix: check hydra.launcher.partition, "
+                "account, qos and additional_parameters against the cluster"
+            )
+
+    def _record_lost(
+        self,
+        overrides: Sequence[str],
+        watched: cluster.Watched,
+        why: str,
+        submitted_at: float,
+        before: dict[str, str | None],
+    ) -> JobReturn:
+        """Write (or find) the record of a job that gave no result, in the sweep process, through
+        Hydra's ``run_job`` as the task would: same job directory, ``.hydra/`` files and callbacks."""
+        config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with open_dict(config.hydra.job):
+            config.hydra.job.id = watched.job.job_id
+            config.hydra.job.num = watched.num
+        task = functools.partial(_lost_task, message=why, submitted_at=submitted_at, before=before)
+        return run_job(
+            hydra_context=self.hydra_context,
+            task_function=task,
+            config=config,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+            configure_logging=False,
+        )
+
+
+def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: dict[str, str | None]) -> dict:
+    """The task function for a lost job (run by :meth:`WatchingLauncher._record_lost`): its record,
+    and, under ``fail_fast=true``, the stop of the sweep, as ``run.py``'s task would."""
+    from flopsweep.callbacks import SweepStopped
+    from flopsweep.job import JobInfo, record_lost_job
+
+    hc = HydraConfig.get()
+    run_cfg = OmegaConf.to_object(cfg)
+    info = JobInfo(job_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task), job_num=hc.job.num)
+    previous = before.get(str(Path(info.job_dir) / "metrics.json"))
+    record = record_lost_job(run_cfg, info, message, submitted_at=submitted_at, previous_run_id=previous)
+    status = record["status"]
+    if status != "ok" and run_cfg.fail_fast:
+        raise SweepStopped(
+            f"flopsweep: {status}: {message} [recorded in {info.job_dir}]; fail_fast=true stopped the sweep"
+        )
+    return {"status": status, "tflops_per_device": (record.get("metrics") or {}).get("tflops_per_device")}
+
+
+def _run_id(path: Path) -> str | None:
+    from flopsweep.record import RecordError, read_json
+
+    try:
+        return read_json(path)["run"]["id"]
+    except (RecordError, OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _singleton_state() -> Any:
+    from hydra.core.singleton import Singleton
+
+    return Singleton.get_state()
+
+
+class FlopsweepSlurmLauncher(WatchingLauncher, SlurmLauncher):
+    """submitit_slurm that checks its settings against the run and the cluster before submitting,
+    and never waits for ever on a job that ended without a result."""
 
     def setup(self, *, config: DictConfig, **kwargs: Any) -> None:
         check_config(config, local=False)
         super().setup(config=config, **kwargs)
 
 
-class FlopsweepLocalLauncher(LocalLauncher):
+class FlopsweepLocalLauncher(WatchingLauncher, LocalLauncher):
     """submitit_local that checks its settings against the run before starting any task."""
 
     def setup(self, *, config: DictConfig, **kwargs: Any) -> None:
         check_config(config, local=True)
         super().setup(config=config, **kwargs)
+
+    def _states(self, jobs: Sequence[Any]) -> Any:
+        return cluster.local_states({job.job_id: job for job in jobs})
