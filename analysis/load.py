@@ -64,6 +64,8 @@ CONFIG_FIELDS: list[tuple[str, tuple[str, ...], str]] = [
     ("seq_len", ("config", "model", "seq_len"), "seq"),
     ("activation_checkpointing", ("config", "activation_checkpointing"), "ckpt"),
     ("compile", ("config", "compile"), "compile"),
+    ("nproc_per_node", ("config", "nproc_per_node"), "nproc"),
+    ("nnodes", ("config", "nnodes"), "nodes"),
     ("world_size", ("system", "world_size"), "world"),
     ("device_name", ("system", "device_name"), "device"),
     ("seed", ("config", "seed"), "seed"),
@@ -156,6 +158,7 @@ DESCRIPTIONS: dict[str, str] = {
 """One line per column for the legend under a table."""
 
 _INT_COLUMNS = (
+    "nnodes",
     "zero_stage",
     "micro_batch_size",
     "grad_accum",
@@ -167,6 +170,7 @@ _INT_COLUMNS = (
 _FLOAT_COLUMNS = ("attention_density", "model_tflops_per_device_recomputed", *LOAD_COLUMNS)
 _BOOL_COLUMNS = ("activation_checkpointing", "compile", "reshard_after_forward")
 _TEXT_COLUMNS = (
+    "nproc_per_node",
     "model",
     "arch",
     "attention",

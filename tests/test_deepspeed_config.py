@@ -214,3 +214,12 @@ def test_lever_refusals_name_the_key(backend_kw, device, compile_blocks, key):
             compile_blocks=compile_blocks,
         )
     assert str(err.value).startswith(f"Invalid config: {key}="), str(err.value)
+
+
+def test_cuda_bucket_defaults_are_the_tuned_ones():
+    from flopsweep.backends import CUDA_BUCKET
+
+    z = _ds(device_type="cuda")["zero_optimization"]
+    assert z["reduce_bucket_size"] == z["stage3_prefetch_bucket_size"] == CUDA_BUCKET == 500_000_000
+    assert _ds(device_type="cuda", stage=2)["zero_optimization"]["reduce_bucket_size"] == H * H  # not tuned
+    assert _ds(device_type="cuda", reduce_bucket_size=1e6)["zero_optimization"]["reduce_bucket_size"] == 1_000_000
