@@ -222,4 +222,5 @@ def test_cuda_bucket_defaults_are_the_tuned_ones():
     z = _ds(device_type="cuda")["zero_optimization"]
     assert z["reduce_bucket_size"] == z["stage3_prefetch_bucket_size"] == CUDA_BUCKET == 500_000_000
     assert _ds(device_type="cuda", stage=2)["zero_optimization"]["reduce_bucket_size"] == H * H  # not tuned
-    assert _ds(device_type="cuda", reduce_bucket_size=1e6)["zero_optimization"]["reduce_bucket_size"] == 1_000_000
+    explicit = _ds(device_type="cuda", reduce_bucket_size=1e6)["zero_optimization"]
+    assert explicit["reduce_bucket_size"] == 1_000_000
