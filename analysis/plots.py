@@ -302,8 +302,13 @@ def plot_tokens_vs_seq_len(df: pd.DataFrame) -> Figure:
         xlabel="sequence length (tokens)",
         ylabel="tokens per second (all ranks)",
     )
+    return _eng_y(fig)
+
+
+def _eng_y(fig: Figure) -> Figure:
+    """``fig`` with engineering tick labels on every y axis (400k, 1.2M)."""
     for ax in fig.axes:
-        ax.yaxis.set_major_formatter(EngFormatter(sep=""))  # 400k, 1.2M
+        ax.yaxis.set_major_formatter(EngFormatter(sep=""))
     return fig
 
 
@@ -325,9 +330,7 @@ def plot_scaling(df: pd.DataFrame) -> Figure:
         xlabel="world size (ranks)",
         ylabel="tokens per second per device",
     )
-    for ax in fig.axes:
-        ax.yaxis.set_major_formatter(EngFormatter(sep=""))
-    return fig
+    return _eng_y(fig)
 
 
 BREAKDOWN_PARTS = [
