@@ -181,10 +181,15 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
 
 def fit_width(shown: pd.DataFrame, width: int) -> tuple[str, list[str]]:
     """Render ``shown`` (text cells, short headers) no wider than ``width`` characters by dropping
-    columns in :data:`_DROP_ORDER`; returns the text and the dropped headers."""
+    columns in :data:`_DROP_ORDER`, those with one value in every row first; returns the text
+    and the dropped headers."""
     dropped: list[str] = []
     text = shown.to_string(index=False)
-    for col in (SHORT.get(c, c) for c in _DROP_ORDER):
+    order = [SHORT.get(c, c) for c in _DROP_ORDER]
+    same = [c for c in order if c in shown.columns and shown[c].nunique(dropna=False) <= 1]
+    # Columns that are the same in every row go first: a column that varies (the world size of
+    # a scaling sweep) is what tells the rows apart.
+    for col in same + [c for c in order if c not in same]:
         if width <= 0 or max(map(len, text.splitlines()), default=0) <= width:
             break
         if col in shown.columns:

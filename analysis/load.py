@@ -91,6 +91,8 @@ METRIC_FIELDS: list[MetricSpec] = [spec for spec in METRIC_SPECS if spec.key not
 """The metric columns, in :data:`flopsweep.record.METRIC_SPECS` order."""
 METRIC_COLUMNS: list[str] = [spec.name for spec in METRIC_FIELDS]
 """Metric columns: blank for every run whose status is not ok, whatever the record says."""
+BREAKDOWN_COLUMNS: list[str] = [spec.name for spec in METRIC_FIELDS if spec.key == "breakdown"]
+"""The ``breakdown_*`` columns (``profile=true``)."""
 NUMERIC_METRICS: list[str] = [spec.name for spec in METRIC_FIELDS if spec.unit]
 """Metric columns with a unit: always float64 (others are typed by their values)."""
 
@@ -312,6 +314,43 @@ def _check_tflops(record: Record, out: dict[str, Any], path: str) -> None:
         )
 
 
+BREAKDOWN_PARTS = ("compute_s", "optimizer_s", "exposed_comm_s", "idle_s")
+BREAKDOWN_TOLERANCE = 0.05
+"""How far the parts of ``metrics.breakdown`` may sum from its ``step_s`` (relative)."""
+
+
+def breakdown_problem(value: Any) -> str | None:
+    """Why a record's ``metrics.breakdown`` cannot be shown, or None when it can (or is absent):
+    it must be an object whose ``step_s`` and four parts are finite numbers >= 0 that sum to
+    ``step_s`` within 5%."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"is a {type(value).__name__}, not an object"
+    numbers = {k: _number(value.get(k)) for k in ("step_s", *BREAKDOWN_PARTS)}
+    bad = [k for k, v in numbers.items() if v is None or v < 0]
+    if bad:
+        return f"{', '.join(bad)} missing, not a number or negative"
+    total, step = sum(numbers[k] for k in BREAKDOWN_PARTS), numbers["step_s"]
+    if step <= 0 or abs(total - step) > BREAKDOWN_TOLERANCE * step:
+        return f"its parts sum to {total:.4g} s, not its step_s {step:.4g} s"
+    return None
+
+
+def _check_breakdown(record: Record, out: dict[str, Any], path: str) -> None:
+    """Blank the breakdown columns of a record whose ``metrics.breakdown`` is damaged, and say so
+    in its warnings and the log (never shown as if it were measured)."""
+    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    why = breakdown_problem(metrics.get("breakdown"))
+    if why is None:
+        return
+    for name in BREAKDOWN_COLUMNS:
+        out[name] = None
+    note = f"breakdown?: metrics.breakdown {why}; not shown"
+    out["warnings"] = f"{out['warnings']}; {note}" if out.get("warnings") else note
+    log.warning("%s: metrics.breakdown %s; its columns are left blank", path, why)
+
+
 def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict[str, Any]:
     """One flat row of a current-version record.
 
@@ -345,6 +384,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["setup_id"] = setup_id(record)
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
     _check_tflops(record, out, run_dir)
+    _check_breakdown(record, out, run_dir)
     return out
 
 

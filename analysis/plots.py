@@ -349,7 +349,7 @@ def plot_step_breakdown(df: pd.DataFrame) -> Figure:
     cols = [c for c, _, _ in BREAKDOWN_PARTS]
     runs = df[df["status"].eq("ok") & df["breakdown_step_s"].gt(0) & df[cols].notna().all(axis=1)]
     if runs.empty:
-        raise PlotSkipped("no ok run was profiled (run with profile=true)")
+        raise PlotSkipped("no ok run has a readable step breakdown (run with profile=true)")
     runs = runs.sort_values(["model", "backend", "world_size"], kind="stable").head(MAX_BARS)
     labels = series_labels(runs, x="world_size", series="backend")
     labels = [

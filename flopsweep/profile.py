@@ -28,7 +28,8 @@ What "device interval" means depends on where the run is:
 - **CUDA**: GPU kernels, memcpys and memsets. Communication is NCCL's kernels. The
   optimizer is the GPU-side span of the ``flopsweep.optimizer`` annotation.
 - **CPU (gloo)**: the profiler sees operators, not cores: every ``cpu_op`` on any
-  thread counts as busy, communication is the c10d/gloo collectives and their waits, and
+  thread counts as busy, communication is the c10d collectives and gloo's own spans
+  (``gloo:all_reduce`` on gloo's threads, which the main thread waits for), and
   the optimizer is the ``flopsweep.optimizer`` annotation. Idle is then Python and
   framework time between operators, not an idle core.
 """
@@ -169,7 +170,14 @@ def step_breakdown(events: Sequence[dict[str, Any]], *, cuda: bool) -> StepBreak
         if not optimizer and host_optimizer:
             optimizer = _launched_within(events, work, host_optimizer)
     else:
-        work = [e for e in events if e.get("cat") == "cpu_op"]
+        # gloo runs its collectives on its own threads, where the profiler records them as
+        # user annotations (``gloo:all_reduce``), not as operators.
+        work = [
+            e
+            for e in events
+            if e.get("cat") == "cpu_op"
+            or (e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("gloo:"))
+        ]
         optimizer = host_optimizer
     comm = union(_span(e) for e in work if COMM_PATTERN.search(str(e.get("name", ""))))
     busy = union(_span(e) for e in work if not COMM_PATTERN.search(str(e.get("name", ""))))

@@ -132,3 +132,42 @@ def test_profile_true_under_deepspeed_zero3(tmp_path) -> None:
     b = record["metrics"]["breakdown"]
     assert sum(b[p] for p in PARTS) == pytest.approx(b["wall_s"], rel=0.05)
     assert b["optimizer_s"] > 0 and b["comm_s"] > 0
+
+
+def test_cpu_breakdown_counts_gloo_spans_on_gloo_threads_as_communication() -> None:
+    """gloo's all-reduce runs on its own thread as a ``gloo:`` user annotation; the main thread
+    waiting for it is exposed communication, not idle."""
+    events = [
+        _ev("user_annotation", STEP_ANNOTATION, 0, 100),
+        _ev("cpu_op", "aten::mm", 0, 60),
+        {**_ev("user_annotation", "gloo:all_reduce", 50, 30), "tid": 7},
+    ]
+    b = step_breakdown(events, cuda=False)
+    assert (b.compute_s, b.comm_s, b.exposed_comm_s, b.idle_s) == pytest.approx((60e-6, 30e-6, 20e-6, 20e-6))
+
+
+@pytest.mark.parametrize(
+    "breakdown",
+    [
+        "x",
+        [1, 2],
+        {"step_s": "nan", "compute_s": 1, "optimizer_s": 0, "exposed_comm_s": 0, "idle_s": 0},
+        {"step_s": 1.0, "compute_s": -0.5, "optimizer_s": 0, "exposed_comm_s": 0.5, "idle_s": 1.0},
+        {"step_s": 0.037, "compute_s": 10, "optimizer_s": 0, "exposed_comm_s": 0, "idle_s": 0},
+        {"step_s": 1.0, "compute_s": 1.0, "optimizer_s": 0, "exposed_comm_s": 0},
+    ],
+)
+def test_a_damaged_breakdown_is_blank_and_flagged(tmp_path, breakdown) -> None:
+    import json
+    from pathlib import Path
+
+    import analysis
+
+    record = json.loads((Path(__file__).parent / "fixtures/records/v2-ok/metrics.json").read_text())
+    record["metrics"]["breakdown"] = breakdown
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "metrics.json").write_text(json.dumps(record))
+    df = analysis.load(tmp_path)
+    assert df.filter(like="breakdown_").isna().all(axis=None)
+    assert "breakdown?: metrics.breakdown" in df.loc[0, "warnings"]
+    assert df.loc[0, "status"] == "ok" and df.loc[0, "model_tflops_per_device"] > 0  # the rest stays

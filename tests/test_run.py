@@ -20,6 +20,9 @@ from flopsweep.record import METRIC_KEYS, SCHEMA_VERSION
 SCHEMA_KEYS = {"schema_version", "status", "error", "warnings", "run", "config", "model", "system", "metrics"}
 SYSTEM_KEYS = {
     "hostname",
+    "nccl",
+    "gpu_topology",
+    "nccl_env",
     "device_name",
     "device_count",
     "world_size",

@@ -138,3 +138,11 @@ def test_system_records_the_interconnect(monkeypatch) -> None:
     assert system["nccl_env"]["NCCL_NVLS_ENABLE"] == "0"
     assert all(k.startswith("NCCL_") for k in system["nccl_env"])
     assert system["nccl"] is None and system["gpu_topology"] is None  # a CPU run has neither
+
+
+def test_a_narrow_table_keeps_the_column_that_tells_rows_apart(tmp_path) -> None:
+    """Columns with one value everywhere are hidden first: world size stays in a scaling table."""
+    _record(tmp_path / "a", backend="fsdp", world=1, tokens_per_device=1000.0)
+    _record(tmp_path / "b", backend="fsdp", world=2, tokens_per_device=900.0)
+    text = analysis.render(analysis.compact(analysis.load(tmp_path)), "table", width=100)
+    assert "world" in text.splitlines()[0], text
