@@ -343,12 +343,28 @@ def _check_breakdown(record: Record, out: dict[str, Any], path: str) -> None:
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     why = breakdown_problem(metrics.get("breakdown"))
     if why is None:
+        _check_optimizer_split(metrics.get("breakdown"), out, path)
         return
     for name in BREAKDOWN_COLUMNS:
         out[name] = None
     note = f"breakdown?: metrics.breakdown {why}; not shown"
     out["warnings"] = f"{out['warnings']}; {note}" if out.get("warnings") else note
     log.warning("%s: metrics.breakdown %s; its columns are left blank", path, why)
+
+
+def _check_optimizer_split(breakdown: Any, out: dict[str, Any], path: str) -> None:
+    """Blank ``compute_s`` and ``optimizer_s`` of a CUDA breakdown without ``optimizer_from``.
+
+    Those were recorded before 2026-12-01, when the optimizer was the GPU-side span of its
+    annotation, which Kineto cuts short where torch's own ``Optimizer.step`` span begins
+    (Llama 8B on an H200: 27 of 93 ms); the rest was counted as compute. Their step, exposed
+    communication and idle time are unaffected and stay."""
+    if not isinstance(breakdown, dict) or breakdown.get("view") != "cuda" or "optimizer_from" in breakdown:
+        return
+    out["breakdown_compute_s"] = out["breakdown_optimizer_s"] = None
+    note = "breakdown?: compute/optimizer split not shown (recorded before the optimizer was found by launch)"
+    out["warnings"] = f"{out['warnings']}; {note}" if out.get("warnings") else note
+    log.info("%s: metrics.breakdown has no optimizer_from; compute_s and optimizer_s left blank", path)
 
 
 def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict[str, Any]:

@@ -1,5 +1,11 @@
 """``batch=auto``: the largest micro batch that fits, by doubling and then bisecting.
 
+On CUDA the peak memory of the probes that fit guides the search: a line through the two
+largest gives the size that should just fit (:func:`predict_largest`), which is probed; the
+search then gallops up from it until a size does not fit, and bisects. The peaks of the
+probes of Llama 3.2 1B eager on an H200 (8, 16, 32, 24, 20, 18, 19 without the guide; 19
+fits, 20 does not) predict 19, so the guided search probes 8, 16, 19, 20.
+
 Each probe is a short run (one warm-up and one measured step) in fresh worker
 processes, so an out-of-memory probe ends only that probe and leaves no allocator
 state behind. The search and its result are recorded in ``metrics.json`` under
@@ -33,11 +39,19 @@ class AutoBatchConfig(BatchConfig):
 log = logging.getLogger("flopsweep")
 
 
-def search_max(fits: Callable[[int], bool], start: int, limit: int) -> tuple[int | None, list[int]]:
+def search_max(
+    fits: Callable[[int], bool], start: int, limit: int, predict: Callable[[], int | None] | None = None
+) -> tuple[int | None, list[int]]:
     """Largest ``n`` in ``[start, limit]`` with ``fits(n)``, assuming fitting is monotone.
 
     Doubles from ``start`` until a size does not fit (or ``limit`` is reached), then
     bisects between the last size that fit and the first that did not.
+
+    With ``predict`` (called after a size fits; it returns the largest size that should fit,
+    e.g. extrapolated from peak memory, or None), a prediction above the largest fitting size
+    is probed instead of the doubled size. When it fits, the search gallops up from it
+    (+1, +2, +4, ...) until a size does not fit, then bisects. A wrong prediction only costs
+    probes: the result is the same.
 
     Returns:
         ``(largest fitting size or None if even start does not fit, sizes probed in order)``.
@@ -50,20 +64,49 @@ def search_max(fits: Callable[[int], bool], start: int, limit: int) -> tuple[int
 
     if not probe(start):
         return None, probed
-    good, bad = start, None
-    while bad is None and good < limit:
-        n = min(good * 2, limit)
+    good, bad, step = start, None, 0  # step > 0: galloping up from a predicted size
+    while True:
+        top = limit if bad is None else bad - 1
+        if good >= top:
+            return good, probed
+        if bad is not None:
+            n = (good + bad) // 2
+        elif step:
+            n, step = min(good + step, top), step * 2
+        else:
+            guess = predict() if predict is not None else None
+            if guess is not None and guess > good:
+                n, step = min(guess, top), 1
+            else:
+                n = min(good * 2, limit)
         if probe(n):
             good = n
         else:
             bad = n
-    while bad is not None and bad - good > 1:
-        mid = (good + bad) // 2
-        if probe(mid):
-            good = mid
-        else:
-            bad = mid
-    return good, probed
+
+
+def predict_largest(points: list[tuple[int, int]], capacity: int, headroom: float = 0.99) -> int | None:
+    """The largest micro batch whose peak memory stays under ``headroom x capacity``, by a line
+    through the two largest probes that fit.
+
+    Args:
+        points: ``(micro_batch_size, peak bytes)`` of the probes that fit.
+        capacity: the device's memory, bytes.
+        headroom: the share of ``capacity`` the peak allocated memory may reach (the CUDA
+            context and the allocator's fragmentation need the rest). On an H200, Llama 3.2 1B
+            eager fit at micro batch 19 with a peak of 98.1% and ran out of memory at 20.
+
+    Returns:
+        The size, or None with fewer than two sizes or a line that does not rise.
+    """
+    latest = dict(sorted(points))  # one peak per size
+    if len(latest) < 2:
+        return None
+    (n1, p1), (n2, p2) = sorted(latest.items())[-2:]
+    slope = (p2 - p1) / (n2 - n1)
+    if slope <= 0:
+        return None
+    return n2 + int((headroom * capacity - p2) // slope)
 
 
 class ProbeFailed(RuntimeError):
@@ -97,12 +140,14 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int, dict[str, Any]
         NothingFits: when even ``batch.micro_batch_size`` runs out of memory.
         ProbeFailed: when a probe ends in ``error`` or ``invalid`` (not ``oom``).
     """
+    capacity = cuda_capacity(cfg.device)
     probes: list[dict[str, Any]] = []
+    points: list[tuple[int, int]] = []  # (size, peak allocated bytes) of the probes that fit
     outcomes: dict[int, Outcome] = {}
 
     def record(size: int | None) -> dict[str, Any]:
         return {
-            "method": "double then bisect",
+            "method": "double then bisect" + (", guided by peak memory" if capacity else ""),
             "start": cfg.batch.micro_batch_size,
             "limit": cfg.batch.max_micro_batch_size,
             "probes": probes,
@@ -123,12 +168,26 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int, dict[str, Any]
         ]
         peak = max(peaks) if peaks else None
         probes.append({"micro_batch_size": n, "status": outcome.status, "peak_cuda_allocated_bytes": peak})
+        if outcome.status == "ok" and peak:
+            points.append((n, peak))
         log.info("batch=auto: micro batch %d -> %s", n, outcome.status)
         if outcome.status not in ("ok", "oom"):
             raise ProbeFailed(outcome, record(None))
         return outcome.status == "ok"
 
-    size, _ = search_max(fits, cfg.batch.micro_batch_size, cfg.batch.max_micro_batch_size)
+    predict = (lambda: predict_largest(points, capacity)) if capacity else None
+    size, _ = search_max(fits, cfg.batch.micro_batch_size, cfg.batch.max_micro_batch_size, predict)
     if size is None:
         raise NothingFits(outcomes[cfg.batch.micro_batch_size], record(None))
     return size, record(size)
+
+
+def cuda_capacity(device: str) -> int | None:
+    """Memory of the first visible GPU in bytes, or None off CUDA (the search then only doubles
+    and bisects). The probes' workers are spawned, so this process touching CUDA is harmless
+    (``system_info`` reads the device name here too)."""
+    if device != "cuda":
+        return None
+    import torch
+
+    return int(torch.cuda.get_device_properties(0).total_memory) if torch.cuda.is_available() else None

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import run_py
 
-from flopsweep.autobatch import search_max
+from flopsweep.autobatch import predict_largest, search_max
 
 
 @pytest.mark.parametrize("start", [1, 3, 8])
@@ -29,6 +29,61 @@ def test_search_finds_the_largest_fitting_size(start: int, limit: int) -> None:
 def test_search_doubles_then_bisects() -> None:
     _, probed = search_max(lambda n: n <= 21, 1, 256)
     assert probed == [1, 2, 4, 8, 16, 32, 24, 20, 22, 21]
+
+
+GIB = 2**30
+
+
+def memory_model(threshold: int, fixed_gib: float, per_sample_gib: float, capacity_gib: float):
+    """A ``fits`` whose sizes up to ``threshold`` fit with a linear peak, and a ``predict``
+    that extrapolates those peaks to ``capacity_gib`` (as find_micro_batch does)."""
+    points: list[tuple[int, int]] = []
+
+    def fits(n: int) -> bool:
+        if n <= threshold:
+            points.append((n, int((fixed_gib + per_sample_gib * n) * GIB)))
+        return n <= threshold
+
+    return fits, lambda: predict_largest(points, int(capacity_gib * GIB))
+
+
+@pytest.mark.parametrize("threshold", [1, 5, 19, 20, 37, 100, 255, 256])
+@pytest.mark.parametrize("capacity_gib", [40.0, 80.0, 140.0, 400.0])
+def test_a_guided_search_finds_the_same_size_whatever_the_prediction(
+    threshold: int, capacity_gib: float
+) -> None:
+    """The predictions are right, too low or too high (the memory line and the threshold
+    disagree); the result is the exact largest fitting size, never probed twice."""
+    fits, predict = memory_model(threshold, fixed_gib=20.0, per_sample_gib=3.0, capacity_gib=capacity_gib)
+    found, probed = search_max(fits, 2, 256, predict)
+    assert found == min(threshold, 256) if threshold >= 2 else found is None
+    assert len(probed) == len(set(probed)) and all(2 <= n <= 256 for n in probed)
+
+
+def test_a_right_prediction_needs_four_probes() -> None:
+    """Peaks of Llama 3.2 1B eager on an H200 (143,771 MiB): 67.4 GiB at micro batch 8,
+    118.6 GiB at 16; 19 fit, 20 did not. The unguided search took seven probes."""
+    capacity = 143771 * 2**20
+    peaks = {8: 72350224384, 16: 127331454976}
+    slope = (peaks[16] - peaks[8]) / 8
+    points: list[tuple[int, int]] = []
+
+    def fits(n: int) -> bool:
+        if n <= 19:
+            points.append((n, int(peaks[8] + slope * (n - 8))))
+        return n <= 19
+
+    assert search_max(fits, 8, 32, lambda: predict_largest(points, capacity)) == (19, [8, 16, 19, 20])
+    assert search_max(lambda n: n <= 19, 8, 32) == (19, [8, 16, 32, 24, 20, 18, 19])
+
+
+def test_prediction_needs_two_rising_points() -> None:
+    assert predict_largest([], 100) is None
+    assert predict_largest([(4, 50)], 100) is None
+    assert predict_largest([(4, 50), (4, 60)], 100) is None  # one size
+    assert predict_largest([(4, 50), (8, 50)], 100) is None  # a flat line
+    assert predict_largest([(2, 20), (4, 40)], 100, headroom=1.0) == 10
+    assert predict_largest([(2, 20), (4, 40), (1, 99)], 100, headroom=1.0) == 10  # the two largest sizes
 
 
 def auto_run(run_dir: Path, *overrides: str, returncode: int) -> dict:

@@ -71,6 +71,29 @@ def test_cuda_optimizer_found_through_launch_correlation() -> None:
     assert (b.compute_s, b.optimizer_s, b.idle_s) == pytest.approx((30e-6, 15e-6, 55e-6))
 
 
+def test_cuda_optimizer_by_launch_even_when_its_gpu_annotation_is_cut_short() -> None:
+    """Kineto's GPU-side annotations do not nest: torch's own ``Optimizer.step`` span cuts
+    flopsweep's short (Llama 8B on an H200: 27 of 93 ms). The launches decide, including Triton
+    kernels launched through the driver API."""
+    launch = lambda cat, ts, c: {**_ev(cat, "launch", ts, 1), "args": {"correlation": c}}  # noqa: E731
+    kernel = lambda ts, dur, c: {**_ev("kernel", "k", ts, dur), "args": {"correlation": c}}  # noqa: E731
+    events = [
+        _ev("user_annotation", STEP_ANNOTATION, 0, 200),
+        _ev("user_annotation", OPTIMIZER_ANNOTATION, 100, 50),
+        _ev("gpu_user_annotation", OPTIMIZER_ANNOTATION, 110, 10),  # cut short at 120
+        _ev("gpu_user_annotation", "Optimizer.step#AdamW.step", 120, 60),
+        launch("cuda_runtime", 10, 1),
+        kernel(20, 80, 1),  # forward and backward: 20-100
+        launch("cuda_runtime", 105, 2),
+        kernel(110, 40, 2),  # clipping and the fused update: 110-150
+        launch("cuda_driver", 140, 3),
+        kernel(150, 30, 3),  # a Triton kernel of the optimizer: 150-180
+    ]
+    b = step_breakdown(events, cuda=True)
+    assert (b.compute_s, b.optimizer_s) == pytest.approx((80e-6, 70e-6))
+    assert b.idle_s == pytest.approx(50e-6)
+
+
 def test_cpu_breakdown_counts_operators_and_the_optimizer_annotation() -> None:
     events = [
         _ev("user_annotation", STEP_ANNOTATION, 1000, 50),
@@ -171,3 +194,41 @@ def test_a_damaged_breakdown_is_blank_and_flagged(tmp_path, breakdown) -> None:
     assert df.filter(like="breakdown_").isna().all(axis=None)
     assert "breakdown?: metrics.breakdown" in df.loc[0, "warnings"]
     assert df.loc[0, "status"] == "ok" and df.loc[0, "model_tflops_per_device"] > 0  # the rest stays
+
+
+@pytest.mark.parametrize("optimizer_from", [None, "launch"])
+def test_an_old_cuda_breakdown_keeps_its_step_but_not_its_optimizer_split(tmp_path, optimizer_from) -> None:
+    """CUDA breakdowns recorded before the optimizer was found by launch undercount it: their
+    compute/optimizer split is blank and flagged; step, exposed communication and idle stay."""
+    import json
+    from pathlib import Path
+
+    import analysis
+
+    record = json.loads((Path(__file__).parent / "fixtures/records/v2-ok/metrics.json").read_text())
+    b = {
+        "step_s": 0.5,
+        "compute_s": 0.45,
+        "optimizer_s": 0.02,
+        "exposed_comm_s": 0.01,
+        "idle_s": 0.02,
+        "view": "cuda",
+    }
+    record["metrics"]["breakdown"] = b if optimizer_from is None else {**b, "optimizer_from": optimizer_from}
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "metrics.json").write_text(json.dumps(record))
+    row = analysis.load(tmp_path).loc[0]
+    assert (row["breakdown_step_s"], row["breakdown_idle_s"], row["breakdown_exposed_comm_s"]) == (
+        0.5,
+        0.02,
+        0.01,
+    )
+    if optimizer_from is None:
+        assert pd_isna(row["breakdown_compute_s"]) and pd_isna(row["breakdown_optimizer_s"])
+        assert "compute/optimizer split not shown" in row["warnings"]
+    else:
+        assert (row["breakdown_compute_s"], row["breakdown_optimizer_s"]) == (0.45, 0.02)
+
+
+def pd_isna(value) -> bool:
+    return value is None or value != value
