@@ -25,7 +25,14 @@ from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
-from flopsweep.metrics import build_record, compute_metrics, loadavg, sanity_problem, system_info
+from flopsweep.metrics import (
+    build_record,
+    compute_metrics,
+    loadavg,
+    profile_warnings,
+    sanity_problem,
+    system_info,
+)
 from flopsweep.models import family
 from flopsweep.plan import Environment, plan
 from flopsweep.record import METRICS_FILE, RecordExistsError, atomic_write_json, exists_message
@@ -41,6 +48,10 @@ class JobInfo:
     job_dir: Path
     overrides: list[str]
     job_num: int | None = None
+    choices: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The option Hydra picked in each config group (``HydraConfig.get().runtime.choices``):
+    validation refuses a schema node picked as an option and a ZeRO stage that contradicts
+    ``backend=zero<N>`` (:func:`flopsweep.plan.check_choices`)."""
 
 
 LAST_RECORD: dict[str, Any] = {"path": None, "status": None}
@@ -94,7 +105,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         "job_num": info.job_num,
     }
     try:
-        cfg = plan(cfg, Environment.detect()).cfg
+        cfg = plan(cfg, Environment.detect(), choices=info.choices).cfg
     except ConfigError as exc:
         error = rec.error("ConfigError", str(exc), "config")
         if writes_record():
@@ -206,7 +217,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     row = dict.fromkeys(PLAN_COLUMNS, "")
     row.update(job=info.job_num if info.job_num is not None else "", overrides=" ".join(info.overrides))
     try:
-        p = plan(cfg, env)
+        p = plan(cfg, env, choices=info.choices)
     except ConfigError as exc:
         row.update(status="invalid", note=str(exc))
     else:
@@ -415,7 +426,16 @@ def record_outcome(
             load_start=load_start,
         )
     return _finish(
-        path, cfg, run, "ok", None, metrics, world_size=world, device_name=device_name, load_start=load_start
+        path,
+        cfg,
+        run,
+        "ok",
+        None,
+        metrics,
+        world_size=world,
+        device_name=device_name,
+        load_start=load_start,
+        warnings=profile_warnings(outcome.ranks),
     )
 
 
@@ -430,11 +450,14 @@ def _finish(
     world_size: int | None,
     device_name: str | None = None,
     load_start: list[float] | None = None,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     run = {**run, "finished_at": _now()}
     nproc = int(cfg.nproc_per_node) if world_size and str(cfg.nproc_per_node).isdigit() else None
     system = system_info(cfg.device, world_size, device_name, nproc, load_start=load_start)
-    record = build_record(cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics)
+    record = build_record(
+        cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics, warnings=warnings
+    )
     if not writes_record():  # another task of this Slurm job writes the record
         return record
     with rec.signals_deferred():  # SIGINT/SIGTERM wait until the record is written and known
