@@ -196,7 +196,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """``plan=true``: validate the job and estimate it, start nothing, write no record.
 
     On a machine without the job's GPUs, the job is placed as it would be on GPUs of compute
-    capability 9.0 with bf16 (``fits`` is then blank: nothing here to compare with). Appends
+    capability 9.0 with bf16 (``fits`` is then blank: nothing here to compare with). On the CPU,
+    ``fits`` compares the estimate times the ranks with the host's available memory. Appends
     one row to ``plan.csv`` beside the job directories (the sweep directory under ``-m``).
 
     Returns:
@@ -236,8 +237,10 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             import torch
 
             row["fits"] = est.total <= torch.cuda.get_device_properties(0).total_memory
-        elif p.device == "cpu":
-            row["fits"] = ""
+        elif p.device == "cpu":  # every rank of this machine shares its memory
+            import psutil
+
+            row["fits"] = est.total * p.nproc_per_node <= psutil.virtual_memory().available
         row["note"] = f"{note}; {est.method}" if note else est.method
     where = Path(info.job_dir).parent if info.job_num is not None else Path(info.job_dir)
     path = where / PLAN_FILE
@@ -259,23 +262,29 @@ def plan_table(path: str) -> str:
 
 
 def warn_host_memory(cfg: RunConfig) -> None:
-    """On the CPU, warn when the ranks' weights, gradients and AdamW states alone
-    (16 bytes per parameter per rank, before any activation) exceed the free host memory,
-    as when a GPU sweep is run with ``device=cpu``. The run still goes ahead."""
+    """On the CPU, warn in one line when the ranks of this machine need more than its free host
+    memory: each rank's fp32 weights, gradients and AdamW states
+    (:func:`flopsweep.memory.model_states_floor`) plus its activations and logits
+    (:func:`flopsweep.memory.activation_bytes`), as when a GPU sweep is run with ``device=cpu``.
+    The run still goes ahead (validation already refused one whose states alone exceed the
+    machine's memory)."""
     if cfg.device != "cpu":
         return
     import psutil
 
-    m = cfg.model
-    need = 16 * family(m).n_params(m) * int(cfg.nproc_per_node)
+    from flopsweep.memory import activation_bytes, model_states_floor
+
+    nproc = int(cfg.nproc_per_node)
+    need = nproc * (model_states_floor(cfg, nproc * cfg.nnodes) + sum(activation_bytes(cfg)))
     free = psutil.virtual_memory().available
     if need > free:
         log.warning(
-            "model=%s on the CPU: %d rank(s) need at least %.1f GiB for weights, gradients and AdamW "
-            "states, and %.1f GiB of host memory is free; expect swapping or an out-of-memory kill "
-            "(a GPU sweep? set device=cuda, or pick a smaller model=)",
-            m.name,
-            int(cfg.nproc_per_node),
+            "model=%s on the CPU: %d rank(s) need at least %.1f GiB for weights, gradients, AdamW "
+            "states and activations, and %.1f GiB of host memory is free; expect swapping or an "
+            "out-of-memory kill (a GPU sweep? set device=cuda, or pick a smaller model= or "
+            "batch.micro_batch_size=)",
+            cfg.model.name,
+            nproc,
             need / 2**30,
             free / 2**30,
         )

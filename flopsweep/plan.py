@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from flopsweep import attention, autobatch, backends, precision
+from flopsweep import attention, autobatch, backends, memory, precision
 from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
@@ -87,9 +87,12 @@ class Environment:
     """``SUBMITIT_EXECUTOR=slurm``: a Slurm job, which may span nodes."""
     slurm_job: bool = False
     """``SLURM_JOB_ID`` is set: Slurm decides which GPUs a task sees."""
+    host_memory_bytes: int | None = None
+    """This machine's physical memory (``psutil.virtual_memory().total``); None: not checked."""
 
     @classmethod
     def detect(cls) -> Environment:
+        import psutil
         import torch
 
         cuda = torch.cuda.is_available()
@@ -102,6 +105,7 @@ class Environment:
             in_submitit=bool(os.environ.get("SUBMITIT_EXECUTOR")),
             under_slurm=os.environ.get("SUBMITIT_EXECUTOR") == "slurm",
             slurm_job=bool(os.environ.get("SLURM_JOB_ID")),
+            host_memory_bytes=psutil.virtual_memory().total,
         )
 
 
@@ -355,6 +359,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name, env)
     world = nproc * cfg.nnodes
     _check_placement(cfg, device, nproc, env)
+    _check_host_memory(cfg, device, nproc, world, env)
     problem = precision.problem(
         cfg.precision, device=device, capability=env.capability, bf16=env.bf16_supported
     )
@@ -385,6 +390,28 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         cfg, device=device, nproc_per_node=str(nproc), attention=attn, backend=backend
     )
     return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, world_size=world)
+
+
+def _check_host_memory(cfg: RunConfig, device: str, nproc: int, world: int, env: Environment) -> None:
+    """On the CPU, refuse a run whose ranks on this machine hold more fp32 weights, gradients and
+    AdamW states alone (:func:`flopsweep.memory.model_states_floor`, a lower bound) than the machine
+    has memory: it cannot fit, and trying swaps the machine or ends in the OOM killer's SIGKILL,
+    not in an ``oom`` status. A run that may fit but exceeds the free memory with its activations
+    is only warned about at launch (``flopsweep.job.warn_host_memory``). A GPU run is not
+    refused: its out-of-memory error becomes the ``oom`` status."""
+    if device != "cpu" or env.host_memory_bytes is None:
+        return
+    need = memory.model_states_floor(cfg, world) * nproc
+    if need <= env.host_memory_bytes:
+        return
+    shard = ", backend=fsdp to shard it over the ranks" if cfg.backend.name in ("single", "ddp") else ""
+    raise ConfigError(
+        "model",
+        cfg.model.name,
+        f"on the CPU its {nproc} rank(s) hold at least {need / 2**30:.1f} GiB of fp32 weights, gradients "
+        f"and AdamW states, more than this machine's {env.host_memory_bytes / 2**30:.1f} GiB of memory",
+        f"pick a smaller model (e.g. model=gpt-tiny){shard}, or run on GPUs with device=cuda",
+    )
 
 
 def _precision_fix(device: str, env: Environment) -> str:
