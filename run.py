@@ -239,7 +239,10 @@ def env_in_tag_warning(overrides: list[str]) -> str | None:
 def main(cfg: DictConfig) -> dict:
     hc = HydraConfig.get()
     info = JobInfo(
-        job_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task), job_num=hc.job.get("num")
+        job_dir=hc.runtime.output_dir,
+        overrides=list(hc.overrides.task),
+        job_num=hc.job.get("num"),
+        choices={k: str(v) for k, v in hc.runtime.choices.items() if v is not None},
     )
     try:
         run_cfg = OmegaConf.to_object(cfg)

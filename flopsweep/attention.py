@@ -437,11 +437,12 @@ def check_support(cfg: AttentionConfig, *, device: str, precision: str, run_seed
             f"use attention={' or '.join(cpu_ok[:3])} on the CPU, or run with device=cuda",
         )
     if spec.precisions is not None and precision not in spec.precisions:
+        others = [n for n, k in KERNELS.items() if device in k.devices and k.precisions is None][:3]
         raise ConfigError(
             "attention",
             cfg.name,
             f"supports only precision {', '.join(spec.precisions)}",
-            f"set precision={spec.precisions[0]}, or pick another attention",
+            f"set precision={spec.precisions[0]}, or pick attention={' or '.join(others)}",
         )
     if spec.package is not None:
         import importlib.util
@@ -452,7 +453,7 @@ def check_support(cfg: AttentionConfig, *, device: str, precision: str, run_seed
                 cfg.name,
                 f"the {spec.package} package is not installed",
                 f"pip install an {spec.package} build that matches this torch and CUDA "
-                f"(pip install -e '.[{spec.package}]'), or pick another attention",
+                f"(pip install -e '.[{spec.package}]'), or pick attention=sdpa",
             )
     if spec.resolve is not None:
         cfg = spec.resolve(cfg, device, run_seed, seq_len)

@@ -6,7 +6,8 @@ search then gallops up from it until a size does not fit, and bisects. The peaks
 probes of Llama 3.2 1B eager on an H200 (8, 16, 32, 24, 20, 18, 19 without the guide; 19
 fits, 20 does not) predict 19, so the guided search probes 8, 16, 19, 20.
 
-Each probe is a short run (one warm-up and one measured step) in fresh worker
+Each probe is a short run (one warm-up and one measured step, never profiled: with
+``profile=true`` only the final measured run writes a trace) in fresh worker
 processes, so an out-of-memory probe ends only that probe and leaves no allocator
 state behind. The search and its result are recorded in ``metrics.json`` under
 ``batch_search``; the job then measures at the size it found.
@@ -130,7 +131,7 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int, dict[str, Any]
     """Search the largest ``micro_batch_size`` for ``cfg`` (validated, ``batch.name == "auto"``).
 
     Probes start at ``batch.micro_batch_size`` and stop at ``batch.max_micro_batch_size``.
-    Each runs in ``job_dir/batch_search/mbs<N>/``.
+    Each runs in ``job_dir/batch_search/mbs<N>/`` with ``profile=false``.
 
     Returns:
         ``(size, record)`` where the record lists every probe with its status and peak
@@ -159,6 +160,7 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int, dict[str, Any]
             cfg,
             batch=dataclasses.replace(cfg.batch, micro_batch_size=n),
             steps=dataclasses.replace(cfg.steps, warmup=1, measure=1),
+            profile=False,  # a probe asks only "does it fit"; the measured run profiles
         )
         probe_dir = Path(job_dir) / "batch_search" / f"mbs{n}"
         outcome = outcomes[n] = launch_local(probe_cfg, probe_dir)

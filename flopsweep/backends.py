@@ -75,6 +75,11 @@ class DeepSpeedConfig(BackendConfig):
     or 3; replaces ``compile=true`` (the per-block compile), so the two are not combined."""
 
 
+ZERO_SHORTHANDS = {"zero1": 1, "zero2": 2, "zero3": 3}
+"""The ``backend=`` options that are ``backend=deepspeed`` with a fixed ZeRO stage
+(``conf/backend/zero<N>.yaml``); ``flopsweep.plan`` refuses a ``backend.zero_stage`` that
+contradicts the one picked. ``backend=deepspeed`` leaves the stage free."""
+
 DTYPES = fprecision.DTYPES
 
 
@@ -406,7 +411,10 @@ def _whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
     sizes = {}
     if backend.optimizer_impl not in ("fused", "torch"):
         raise ConfigError(
-            "backend.optimizer_impl", backend.optimizer_impl, "is not an optimizer", "set fused or torch"
+            "backend.optimizer_impl",
+            backend.optimizer_impl,
+            "is not an optimizer implementation (fused: DeepSpeed's FusedAdam; torch: torch.optim.AdamW)",
+            "set backend.optimizer_impl=fused or backend.optimizer_impl=torch",
         )
     if backend.deepcompile and backend.zero_stage == 2:
         raise ConfigError(
@@ -497,8 +505,12 @@ def check_support(
             f"set nproc_per_node={spec.max_ranks}, or pick backend={others}",
         )
     if device not in spec.devices:
+        here = " or ".join(f"backend={name}" for name, b in BACKENDS.items() if device in b.devices)
         raise ConfigError(
-            "backend", cfg.name, f"runs only on {', '.join(spec.devices)}", "pick another backend"
+            "backend",
+            cfg.name,
+            f"runs only on {', '.join(spec.devices)}, not on {device}",
+            f"pick {here}, or set device={spec.devices[0]}",
         )
     if spec.precisions is not None and precision not in spec.precisions:
         others = ", ".join(name for name, b in BACKENDS.items() if b.precisions is None)

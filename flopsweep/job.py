@@ -25,7 +25,14 @@ from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
-from flopsweep.metrics import build_record, compute_metrics, loadavg, sanity_problem, system_info
+from flopsweep.metrics import (
+    build_record,
+    compute_metrics,
+    loadavg,
+    profile_warnings,
+    sanity_problem,
+    system_info,
+)
 from flopsweep.models import family
 from flopsweep.plan import Environment, plan
 from flopsweep.record import METRICS_FILE, RecordExistsError, atomic_write_json, exists_message
@@ -41,6 +48,10 @@ class JobInfo:
     job_dir: Path
     overrides: list[str]
     job_num: int | None = None
+    choices: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The option Hydra picked in each config group (``HydraConfig.get().runtime.choices``):
+    validation refuses a schema node picked as an option and a ZeRO stage that contradicts
+    ``backend=zero<N>`` (:func:`flopsweep.plan.check_choices`)."""
 
 
 LAST_RECORD: dict[str, Any] = {"path": None, "status": None}
@@ -94,7 +105,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         "job_num": info.job_num,
     }
     try:
-        cfg = plan(cfg, Environment.detect()).cfg
+        cfg = plan(cfg, Environment.detect(), choices=info.choices).cfg
     except ConfigError as exc:
         error = rec.error("ConfigError", str(exc), "config")
         if writes_record():
@@ -185,7 +196,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """``plan=true``: validate the job and estimate it, start nothing, write no record.
 
     On a machine without the job's GPUs, the job is placed as it would be on GPUs of compute
-    capability 9.0 with bf16 (``fits`` is then blank: nothing here to compare with). Appends
+    capability 9.0 with bf16 (``fits`` is then blank: nothing here to compare with). On the CPU,
+    ``fits`` compares the estimate times the ranks with the host's available memory. Appends
     one row to ``plan.csv`` beside the job directories (the sweep directory under ``-m``).
 
     Returns:
@@ -206,7 +218,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     row = dict.fromkeys(PLAN_COLUMNS, "")
     row.update(job=info.job_num if info.job_num is not None else "", overrides=" ".join(info.overrides))
     try:
-        p = plan(cfg, env)
+        p = plan(cfg, env, choices=info.choices)
     except ConfigError as exc:
         row.update(status="invalid", note=str(exc))
     else:
@@ -225,8 +237,10 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             import torch
 
             row["fits"] = est.total <= torch.cuda.get_device_properties(0).total_memory
-        elif p.device == "cpu":
-            row["fits"] = ""
+        elif p.device == "cpu":  # every rank of this machine shares its memory
+            import psutil
+
+            row["fits"] = est.total * p.nproc_per_node <= psutil.virtual_memory().available
         row["note"] = f"{note}; {est.method}" if note else est.method
     where = Path(info.job_dir).parent if info.job_num is not None else Path(info.job_dir)
     path = where / PLAN_FILE
@@ -248,23 +262,29 @@ def plan_table(path: str) -> str:
 
 
 def warn_host_memory(cfg: RunConfig) -> None:
-    """On the CPU, warn when the ranks' weights, gradients and AdamW states alone
-    (16 bytes per parameter per rank, before any activation) exceed the free host memory,
-    as when a GPU sweep is run with ``device=cpu``. The run still goes ahead."""
+    """On the CPU, warn in one line when the ranks of this machine need more than its free host
+    memory: each rank's fp32 weights, gradients and AdamW states
+    (:func:`flopsweep.memory.model_states_floor`) plus its activations and logits
+    (:func:`flopsweep.memory.activation_bytes`), as when a GPU sweep is run with ``device=cpu``.
+    The run still goes ahead (validation already refused one whose states alone exceed the
+    machine's memory)."""
     if cfg.device != "cpu":
         return
     import psutil
 
-    m = cfg.model
-    need = 16 * family(m).n_params(m) * int(cfg.nproc_per_node)
+    from flopsweep.memory import activation_bytes, model_states_floor
+
+    nproc = int(cfg.nproc_per_node)
+    need = nproc * (model_states_floor(cfg, nproc * cfg.nnodes) + sum(activation_bytes(cfg)))
     free = psutil.virtual_memory().available
     if need > free:
         log.warning(
-            "model=%s on the CPU: %d rank(s) need at least %.1f GiB for weights, gradients and AdamW "
-            "states, and %.1f GiB of host memory is free; expect swapping or an out-of-memory kill "
-            "(a GPU sweep? set device=cuda, or pick a smaller model=)",
-            m.name,
-            int(cfg.nproc_per_node),
+            "model=%s on the CPU: %d rank(s) need at least %.1f GiB for weights, gradients, AdamW "
+            "states and activations, and %.1f GiB of host memory is free; expect swapping or an "
+            "out-of-memory kill (a GPU sweep? set device=cuda, or pick a smaller model= or "
+            "batch.micro_batch_size=)",
+            cfg.model.name,
+            nproc,
             need / 2**30,
             free / 2**30,
         )
@@ -415,7 +435,16 @@ def record_outcome(
             load_start=load_start,
         )
     return _finish(
-        path, cfg, run, "ok", None, metrics, world_size=world, device_name=device_name, load_start=load_start
+        path,
+        cfg,
+        run,
+        "ok",
+        None,
+        metrics,
+        world_size=world,
+        device_name=device_name,
+        load_start=load_start,
+        warnings=profile_warnings(outcome.ranks),
     )
 
 
@@ -430,11 +459,14 @@ def _finish(
     world_size: int | None,
     device_name: str | None = None,
     load_start: list[float] | None = None,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     run = {**run, "finished_at": _now()}
     nproc = int(cfg.nproc_per_node) if world_size and str(cfg.nproc_per_node).isdigit() else None
     system = system_info(cfg.device, world_size, device_name, nproc, load_start=load_start)
-    record = build_record(cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics)
+    record = build_record(
+        cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics, warnings=warnings
+    )
     if not writes_record():  # another task of this Slurm job writes the record
         return record
     with rec.signals_deferred():  # SIGINT/SIGTERM wait until the record is written and known

@@ -1,4 +1,5 @@
-"""Peak GPU memory per rank of a planned run, before anything runs (``plan=true``).
+"""Peak GPU memory per rank of a planned run, before anything runs (``plan=true``); on the CPU
+the same figures, times the ranks of the node, are host memory.
 
 The estimate adds four parts, in bytes per rank:
 
@@ -73,6 +74,36 @@ def _model_states(cfg: Any, world: int, n_params: int, largest_layer: int) -> tu
     return gpu, "DeepSpeed estimate_zero2_model_states_mem_needs (no offload; ZeRO-1 and -2)"
 
 
+def model_states_floor(cfg: Any, world_size: int) -> int:
+    """A lower bound of one rank's bytes for fp32 weights, gradients and AdamW's two moments:
+    ``16 P`` for ``single`` and ``ddp`` (every rank a full replica), ``16 P / W`` for ``fsdp`` and
+    ``deepspeed`` (sharded at most ``W`` ways; ZeRO-1 and -2 keep more). Unlike :func:`estimate`
+    it needs no DeepSpeed import, so validation can afford it on every job.
+
+    Args:
+        cfg: a ``RunConfig``; world_size: data-parallel ranks.
+    """
+    n_params = family(cfg.model).n_params(cfg.model)
+    return 16 * n_params if cfg.backend.name in ("single", "ddp") else 16 * n_params // world_size
+
+
+def activation_bytes(cfg: Any) -> tuple[int, int]:
+    """``(activations, logits)``: one rank's bytes kept for backward and at the loss (see the
+    module docstring), for ``cfg.batch.micro_batch_size`` sequences."""
+    m = cfg.model
+    shape = family(m).memory(m)
+    compute = 4 if cfg.precision.name == "fp32" else 2
+    autocast_over_fp32 = cfg.backend.name in ("single", "ddp") and compute == 2
+    residual = 4 if autocast_over_fp32 else compute
+    tokens = cfg.batch.micro_batch_size * m.seq_len
+    per_layer = shape["residual"] * residual + shape["other"] * compute  # bytes per token
+    if cfg.activation_checkpointing:
+        activations = tokens * (m.n_layer * m.n_embd * residual + per_layer)
+    else:
+        activations = tokens * m.n_layer * per_layer
+    return activations, LOGIT_BYTES * tokens * m.vocab_size
+
+
 def estimate(cfg: Any, world_size: int) -> MemoryEstimate:
     """The peak GPU memory of one rank of the resolved config ``cfg`` on ``world_size`` ranks.
 
@@ -85,16 +116,6 @@ def estimate(cfg: Any, world_size: int) -> MemoryEstimate:
     """
     m = cfg.model
     fam = family(m)
-    shape = fam.memory(m)
-    n_params = fam.n_params(m)
-    states, method = _model_states(cfg, world_size, n_params, shape["largest_layer_params"])
-    compute = 4 if cfg.precision.name == "fp32" else 2
-    autocast_over_fp32 = cfg.backend.name in ("single", "ddp") and compute == 2
-    residual = 4 if autocast_over_fp32 else compute
-    tokens = cfg.batch.micro_batch_size * m.seq_len
-    per_layer = shape["residual"] * residual + shape["other"] * compute  # bytes per token
-    if cfg.activation_checkpointing:
-        activations = tokens * (m.n_layer * m.n_embd * residual + per_layer)
-    else:
-        activations = tokens * m.n_layer * per_layer
-    return MemoryEstimate(states, activations, LOGIT_BYTES * tokens * m.vocab_size, method)
+    states, method = _model_states(cfg, world_size, fam.n_params(m), fam.memory(m)["largest_layer_params"])
+    activations, logits = activation_bytes(cfg)
+    return MemoryEstimate(states, activations, logits, method)

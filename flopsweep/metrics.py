@@ -158,7 +158,10 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
         "unsteady_steps": ranks[0].get("unsteady_steps") or [],
         "recompute": recompute_mode(cfg),
         "fp8_layers": ranks[0].get("fp8_layers"),
-        "breakdown": mean_breakdown([r["breakdown"] for r in ranks]) if ranks[0].get("breakdown") else None,
+        # Every rank's or none: a mean over some ranks would not be the run's step.
+        "breakdown": mean_breakdown([r["breakdown"] for r in ranks])
+        if all(r.get("breakdown") for r in ranks)
+        else None,
         "flops_convention": FLOPS_CONVENTION,
     }
 
@@ -184,6 +187,20 @@ def warnings_for(metrics: dict[str, Any] | None) -> list[str]:
             "of the others after the extra warm-up (CPU runs are recorded anyway)"
         )
     return out
+
+
+def profile_warnings(ranks: list[dict[str, Any]] | None) -> list[str]:
+    """The record's warning for a ``profile=true`` run whose profile failed on some rank (its
+    trace could not be written or read): one line, the first rank's reason, the measured
+    figures kept. Empty when every rank has its breakdown or nothing was profiled."""
+    problems = [(r["rank"], r["profile_problem"]) for r in ranks or [] if r.get("profile_problem")]
+    if not problems:
+        return []
+    rank, why = problems[0]
+    return [
+        f"profile_failed: rank {rank}: {why}; the measured figures stand, metrics.breakdown is null "
+        "(fix: move the file or directory in the way, or pick another hydra.run.dir, and run again)"
+    ]
 
 
 def sanity_problem(cfg: RunConfig, metrics: dict[str, Any], device_type: str = "cuda") -> str | None:
@@ -338,16 +355,19 @@ def build_record(
     run: dict[str, Any],
     system: dict[str, Any],
     metrics: dict[str, Any] | None,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """The schema v2 record; ``metrics=None`` gives every metric key as null.
 
-    Non-finite metric values become null, and each is named in ``warnings``.
+    Non-finite metric values become null, and each is named in ``warnings``, after those of
+    :func:`warnings_for` and the given ``warnings`` (e.g. :func:`profile_warnings`).
     """
+    extra = list(warnings or [])
     assert status in STATUSES, status
     nulled: list[str] = []
     values = metrics if metrics is not None and status == "ok" else null_metrics()
     values = strict(values, "metrics", nulled)
-    warnings = warnings_for(values if status == "ok" else None)
+    warnings = warnings_for(values if status == "ok" else None) + extra
     warnings += [f"non_finite: {path} was not a finite number and is recorded as null" for path in nulled]
     try:
         model = model_info(cfg)

@@ -14,9 +14,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from flopsweep import attention, autobatch, backends, precision
+from flopsweep import attention, autobatch, backends, memory, precision
 from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
@@ -36,6 +38,17 @@ BATCHES = {"fixed": BatchConfig, "auto": autobatch.AutoBatchConfig}
 
 MAX_CPU_RANKS_PER_CORE = 4
 """CPU ranks beyond this many per core are refused: they only thrash."""
+
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+"""The checkout's Hydra config directory: one YAML file per option of each group."""
+
+
+def option_names(group: str) -> list[str]:
+    """The options a user picks for ``group`` (``model`` -> ``gpt-1.3b``, ..., ``gpt-tiny``, ...):
+    the YAML files of ``conf/<group>/``, sorted. The schema nodes ``<group>/base_<option>`` that
+    those files extend (:mod:`flopsweep.store`) are not options."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
 def option_schemas() -> dict[str, dict[str, type]]:
@@ -74,9 +87,12 @@ class Environment:
     """``SUBMITIT_EXECUTOR=slurm``: a Slurm job, which may span nodes."""
     slurm_job: bool = False
     """``SLURM_JOB_ID`` is set: Slurm decides which GPUs a task sees."""
+    host_memory_bytes: int | None = None
+    """This machine's physical memory (``psutil.virtual_memory().total``); None: not checked."""
 
     @classmethod
     def detect(cls) -> Environment:
+        import psutil
         import torch
 
         cuda = torch.cuda.is_available()
@@ -89,6 +105,7 @@ class Environment:
             in_submitit=bool(os.environ.get("SUBMITIT_EXECUTOR")),
             under_slurm=os.environ.get("SUBMITIT_EXECUTOR") == "slurm",
             slurm_job=bool(os.environ.get("SLURM_JOB_ID")),
+            host_memory_bytes=psutil.virtual_memory().total,
         )
 
 
@@ -112,14 +129,21 @@ class Plan:
     world_size: int
 
 
-def validate(cfg: RunConfig) -> RunConfig:
+def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunConfig:
     """Check every value and combination that the config alone decides.
 
-    Depends on nothing but ``cfg`` (no torch, no environment). Returns ``cfg`` unchanged.
+    Depends on nothing but ``cfg`` and Hydra's ``choices`` (no torch, no environment). Returns
+    ``cfg`` unchanged.
+
+    Args:
+        choices: the option picked in each config group, as Hydra records it
+            (``HydraConfig.get().runtime.choices``: ``{"backend": "zero2", ...}``); the typed config
+            keeps only the option's registry key (``backend.name=deepspeed``). None when unknown.
 
     Raises:
         ConfigError: naming the key, the value and the fix.
     """
+    check_choices(cfg, choices or {})
     _reject_unknown_keys(cfg)
     _check_options(cfg)
     MODELS[cfg.model.arch].check(cfg.model)
@@ -130,6 +154,45 @@ def validate(cfg: RunConfig) -> RunConfig:
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
     _validate_warmup(cfg)
     return cfg
+
+
+def check_choices(cfg: RunConfig, choices: Mapping[str, str]) -> None:
+    """The options Hydra composed are real options, and say what the config holds.
+
+    - A schema node (``model=base_gpt2``, ``backend=base_deepspeed``, any ``<group>/base_*`` that
+      :mod:`flopsweep.store` registers for the option files to extend) composes like an option
+      but is none: the record would carry a schema's defaults under a name nobody picked.
+    - ``backend=zero1``/``zero2``/``zero3`` fix the ZeRO stage
+      (:data:`flopsweep.backends.ZERO_SHORTHANDS`); a ``backend.zero_stage`` that differs would
+      run another stage under the option's name. ``backend=deepspeed`` leaves it free.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    for group in option_schemas():
+        choice = str(choices.get(group) or "")
+        if choice.startswith("base_"):
+            options = option_names(group)
+            default = getattr(RunConfig(), group).name
+            raise ConfigError(
+                group,
+                choice,
+                f"is the schema that {group} options extend, not an option; the options are "
+                f"{', '.join(options)}",
+                f"pick one of those, e.g. {group}={default if default in options else options[0]}",
+            )
+    choice = str(choices.get("backend") or "")
+    stage = backends.ZERO_SHORTHANDS.get(choice)
+    value = getattr(cfg.backend, "zero_stage", stage)
+    if stage is not None and value != stage:
+        other = f"backend=zero{value}, or " if f"zero{value}" in backends.ZERO_SHORTHANDS else ""
+        raise ConfigError(
+            "backend.zero_stage",
+            value,
+            f"contradicts backend={choice}, which is ZeRO stage {stage}",
+            f"drop the backend.zero_stage override (backend={choice} sets it), or pick {other}"
+            f"backend=deepspeed backend.zero_stage={value}",
+        )
 
 
 def _check_options(cfg: RunConfig) -> None:
@@ -296,16 +359,12 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name, env)
     world = nproc * cfg.nnodes
     _check_placement(cfg, device, nproc, env)
+    _check_host_memory(cfg, device, nproc, world, env)
     problem = precision.problem(
         cfg.precision, device=device, capability=env.capability, bf16=env.bf16_supported
     )
     if problem:
-        fix = (
-            "set precision=bf16 or fp32 on the CPU, or device=cuda"
-            if device == "cpu"
-            else "pick another precision"
-        )
-        raise ConfigError("precision", cfg.precision.name, problem, fix)
+        raise ConfigError("precision", cfg.precision.name, problem, _precision_fix(device, env))
     attn = attention.check_support(
         cfg.attention,
         device=device,
@@ -331,6 +390,42 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         cfg, device=device, nproc_per_node=str(nproc), attention=attn, backend=backend
     )
     return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, world_size=world)
+
+
+def _check_host_memory(cfg: RunConfig, device: str, nproc: int, world: int, env: Environment) -> None:
+    """On the CPU, refuse a run whose ranks on this machine hold more fp32 weights, gradients and
+    AdamW states alone (:func:`flopsweep.memory.model_states_floor`, a lower bound) than the machine
+    has memory: it cannot fit, and trying swaps the machine or ends in the OOM killer's SIGKILL,
+    not in an ``oom`` status. A run that may fit but exceeds the free memory with its activations
+    is only warned about at launch (``flopsweep.job.warn_host_memory``). A GPU run is not
+    refused: its out-of-memory error becomes the ``oom`` status."""
+    if device != "cpu" or env.host_memory_bytes is None:
+        return
+    need = memory.model_states_floor(cfg, world) * nproc
+    if need <= env.host_memory_bytes:
+        return
+    shard = ", backend=fsdp to shard it over the ranks" if cfg.backend.name in ("single", "ddp") else ""
+    raise ConfigError(
+        "model",
+        cfg.model.name,
+        f"on the CPU its {nproc} rank(s) hold at least {need / 2**30:.1f} GiB of fp32 weights, gradients "
+        f"and AdamW states, more than this machine's {env.host_memory_bytes / 2**30:.1f} GiB of memory",
+        f"pick a smaller model (e.g. model=gpt-tiny){shard}, or run on GPUs with device=cuda",
+    )
+
+
+def _precision_fix(device: str, env: Environment) -> str:
+    """``set precision=bf16 or fp32 ...``: the precisions that run on this device."""
+    runs = [
+        name
+        for name, spec in precision.PRECISIONS.items()
+        if not precision.problem(
+            spec.config(name=name), device=device, capability=env.capability, bf16=env.bf16_supported
+        )
+    ]
+    there = "on the CPU" if device == "cpu" else "on this GPU"
+    picks = " or ".join(f"precision={name}" for name in runs) or "device=cpu precision=fp32"
+    return f"set {picks} {there}" + (", or device=cuda" if device == "cpu" else "")
 
 
 def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) -> None:
@@ -371,6 +466,7 @@ def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) 
         )
 
 
-def plan(cfg: RunConfig, env: Environment | None = None) -> Plan:
-    """:func:`validate`, then :func:`resolve` on ``env`` (detected when None)."""
-    return resolve(validate(cfg), env or Environment.detect())
+def plan(cfg: RunConfig, env: Environment | None = None, *, choices: Mapping[str, str] | None = None) -> Plan:
+    """:func:`validate` (with Hydra's group ``choices`` when known), then :func:`resolve` on
+    ``env`` (detected when None)."""
+    return resolve(validate(cfg, choices), env or Environment.detect())

@@ -37,11 +37,15 @@ What "device interval" means depends on where the run is:
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
 import re
+import sys
+import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -239,31 +243,108 @@ def read_trace(path: Path) -> list[dict[str, Any]]:
     return data["traceEvents"] if isinstance(data, dict) else data
 
 
-def profile_step(trainer: Any, batches: list[Any], device: Any, trace_path: Path) -> StepBreakdown:
+class TraceProblem(RuntimeError):
+    """The profiled step ran, but its trace could not be written or read back. The run's
+    measured figures are unaffected; the record gets a warning and no ``metrics.breakdown``."""
+
+
+def trace_dir_problem(directory: Path) -> str | None:
+    """Why traces cannot be written to ``directory`` (made when missing), or None.
+
+    A file of that name (``profile`` in the run directory), a parent that cannot be made or a
+    directory that is not writable is a problem; an existing directory with old traces is not
+    (they are overwritten).
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if directory.exists() and not directory.is_dir():
+            return f"{directory} is a file, not a directory, so no trace can be written there"
+        return f"cannot make {directory} ({exc.strerror or exc})"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"{directory} is not writable"
+    return None
+
+
+KINETO_LINE = re.compile(r"^(VERBOSE|INFO|WARNING|ERROR|STAGE|USDT):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
+"""A line that Kineto (torch.profiler's C++ back end) prints itself, straight to the process's
+stderr: ``USDT:2026-11-30 23:55:08 3151:3151 SyncActivityProfilerHandler.cpp:52] profiler_start``."""
+
+
+@contextlib.contextmanager
+def native_chatter_to(sink: Callable[[str], None]) -> Iterator[None]:
+    """Route what native code writes to file descriptors 1 and 2 inside the block: Kineto's own
+    lines (:data:`KINETO_LINE`) go to ``sink`` (the rank's debug log), every other line back to
+    the descriptor it was written to, once the block ends.
+
+    Kineto prints ``profiler_start``/``profiler_stop`` from C++ on every profiled step, past
+    Python's ``sys.stderr``, so only the descriptors themselves can catch it.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        saved = {1: os.dup(1), 2: os.dup(2)}
+        try:
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            for fd, captured in ((1, out), (2, err)):
+                captured.seek(0)
+                kept = []
+                for line in captured.read().decode("utf-8", "replace").splitlines(keepends=True):
+                    if KINETO_LINE.match(line):
+                        sink(line.rstrip("\n"))
+                    else:
+                        kept.append(line)
+                if kept:
+                    os.write(fd, "".join(kept).encode())
+
+
+def profile_step(
+    trainer: Any,
+    batches: list[Any],
+    device: Any,
+    trace_path: Path,
+    chatter: Callable[[str], None] = lambda line: None,
+) -> StepBreakdown:
     """Run one optimizer step under torch.profiler, write its trace to ``trace_path``
     (gzipped when it ends in ``.gz``), and return the step's breakdown.
 
     The step is wrapped in the ``flopsweep.step`` annotation; trainers wrap their optimizer
     step in ``flopsweep.optimizer``. On CUDA the device is synchronised before and after the
-    step so that the annotation spans all of its kernels.
+    step so that the annotation spans all of its kernels. Kineto's console lines go to
+    ``chatter`` (:func:`native_chatter_to`).
+
+    Raises:
+        TraceProblem: the step ran, but its trace could not be written or read back.
+        Whatever the step itself raises (an out-of-memory error), unchanged.
     """
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    trace_path.parent.mkdir(parents=True, exist_ok=True)
     if cuda:
         torch.cuda.synchronize(device)
-    with profile(activities=activities) as prof:
-        with record_function(STEP_ANNOTATION):
-            start = time.perf_counter()
-            trainer.step(batches)
-            if cuda:
-                torch.cuda.synchronize(device)
-            wall = time.perf_counter() - start
-    prof.export_chrome_trace(str(trace_path))
-    return replace(step_breakdown(read_trace(trace_path), cuda=cuda), wall_s=wall)
+    with native_chatter_to(chatter):
+        with profile(activities=activities) as prof:
+            with record_function(STEP_ANNOTATION):
+                start = time.perf_counter()
+                trainer.step(batches)
+                if cuda:
+                    torch.cuda.synchronize(device)
+                wall = time.perf_counter() - start
+        try:
+            prof.export_chrome_trace(str(trace_path))
+            return replace(step_breakdown(read_trace(trace_path), cuda=cuda), wall_s=wall)
+        except Exception as exc:  # noqa: BLE001 - the step ran; only its trace is lost
+            raise TraceProblem(f"the trace {trace_path} could not be written or read: {exc}") from exc
 
 
 def mean_breakdown(breakdowns: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -389,6 +389,8 @@ class RankFigures:
         unsteady_steps: measured steps over 3x the median of the others.
         breakdown: ``profile=true`` only: the profiled step's parts, seconds
             (:class:`flopsweep.profile.StepBreakdown`).
+        profile_problem: ``profile=true`` only: why this rank has no breakdown (its trace could
+            not be written or read), else null; the record's warnings carry it.
     """
 
     rank: int
@@ -403,6 +405,7 @@ class RankFigures:
     fp8_layers: int | None = None
     unsteady_steps: list[int] = field(default_factory=list)
     breakdown: dict[str, Any] | None = None
+    profile_problem: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

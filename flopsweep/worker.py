@@ -181,7 +181,9 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     step_times, measured, extra = measure_steady(trainer, batches, cfg, device, log, phase)
     losses += measured
     result = _rank_figures(rank, device, step_times, losses)  # peak memory: the measured steps only
-    breakdown = _profile(trainer, batches, device, Path(spec.job_dir), rank, log) if cfg.profile else None
+    breakdown, profile_problem = (
+        _profile(trainer, batches, device, Path(spec.job_dir), rank, log) if cfg.profile else (None, None)
+    )
     result = RankFigures(
         **result,
         matmul_tflops=gemm,
@@ -189,6 +191,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         fp8_layers=_fp8_layers(trainer),
         unsteady_steps=unsteady_steps(step_times),
         breakdown=breakdown,
+        profile_problem=profile_problem,
     ).as_dict()
     gathered: list[Any] = [None] * spec.world_size if rank == 0 else None
     dist.gather_object(result, gathered, dst=0)
@@ -196,17 +199,38 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         atomic_write_json(Path(spec.scratch_dir) / "rank_result.json", {"ranks": gathered})
 
 
-def _profile(trainer: Any, batches: list[Any], device: Any, job_dir: Path, rank: int, log: Any) -> dict:
+def _profile(
+    trainer: Any, batches: list[Any], device: Any, job_dir: Path, rank: int, log: Any
+) -> tuple[dict | None, str | None]:
     """``profile=true``: one more step under torch.profiler, after the measured ones (which it
-    does not change); its trace goes to ``profile/rank<R>.trace.json.gz`` in the run directory."""
-    from flopsweep.profile import PARTS, TRACE_DIR, profile_step
+    does not change); its trace goes to ``profile/rank<R>.trace.json.gz`` in the run directory.
+
+    Returns:
+        ``(breakdown, None)``, or ``(None, why)`` when no breakdown came of it: the trace's
+        directory cannot be written (a file named ``profile`` is in the way; checked on every
+        rank first, and when any rank cannot write, no rank runs the step, whose collectives
+        need them all), or the trace could not be written or read back. The job records ``why``
+        as a warning and keeps the run ``ok``: the measured figures are never lost to the profile.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from flopsweep.profile import PARTS, TRACE_DIR, TraceProblem, profile_step, trace_dir_problem
 
     path = job_dir / TRACE_DIR / f"rank{rank}.trace.json.gz"
+    problem = trace_dir_problem(path.parent)
+    verdict = torch.tensor([1.0 if problem else 0.0], device=device)
+    dist.all_reduce(verdict, op=dist.ReduceOp.MAX)
+    if verdict.item():
+        return None, problem or "another rank could not write its trace, so no rank profiled"
     log(f"profiled step: tracing to {path}")
-    breakdown = profile_step(trainer, batches, device, path).as_dict()
-    parts = ", ".join(f"{k} {breakdown[k]:.4f}" for k in PARTS)
-    log(f"profiled step {breakdown['step_s']:.4f} s: {parts}")
-    return breakdown
+    try:  # Kineto's own console lines go to the debug log, as DeepSpeed's do
+        breakdown = profile_step(trainer, batches, device, path, logging.getLogger("flopsweep").debug)
+    except TraceProblem as exc:
+        return None, str(exc)
+    parts = ", ".join(f"{k} {getattr(breakdown, k):.4f}" for k in PARTS)
+    log(f"profiled step {breakdown.step_s:.4f} s: {parts}")
+    return breakdown.as_dict(), None
 
 
 def _check_distinct_devices(device: Any, dist: Any) -> None:

@@ -131,3 +131,23 @@ def test_batch_auto_when_nothing_fits_keeps_the_probes_error_and_search(tmp_path
     search = record["run"]["batch_search"]
     assert search["probes"] == [{"micro_batch_size": 1, "status": "oom", "peak_cuda_allocated_bytes": None}]
     assert search["result"] is None
+
+
+@pytest.mark.slow
+def test_batch_auto_with_profile_profiles_only_the_measured_run(tmp_path: Path) -> None:
+    """``batch=auto profile=true``: the probes only ask whether a size fits; none writes a trace,
+    and the run measured at the size found has its breakdown and trace."""
+    record = auto_run(
+        tmp_path,
+        "batch.max_micro_batch_size=2",
+        "steps.warmup=1",
+        "steps.measure=1",
+        "profile=true",
+        returncode=0,
+    )
+    assert [p["micro_batch_size"] for p in record["run"]["batch_search"]["probes"]] == [1, 2]
+    assert not list((tmp_path / "batch_search").rglob("profile")), list(
+        (tmp_path / "batch_search").rglob("*")
+    )
+    assert record["metrics"]["breakdown"]["ranks"] == 1
+    assert (tmp_path / "profile" / "rank0.trace.json.gz").is_file()

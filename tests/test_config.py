@@ -374,3 +374,105 @@ def test_error_message_names_key_value_and_fix():
     assert "batch.micro_batch_size=0" in msg
     assert "Fix:" in msg
     assert isinstance(info.value, ValueError)
+
+
+def test_schema_nodes_are_refused_as_options_listing_the_real_ones(hydra_compose) -> None:
+    """Every ``<group>/base_*`` node the ConfigStore holds composes like an option; validation
+    refuses it in one line that lists the group's options (the YAML files), none of them a node."""
+    from flopsweep.plan import option_names
+    from flopsweep.store import schema_nodes
+
+    assert schema_nodes(), "no schema nodes: the test would check nothing"
+    for group, node in schema_nodes():
+        options = option_names(group)
+        assert options and not any(o.startswith("base_") for o in options)
+        cfg = hydra_compose([f"{group}={node}", "device=cpu"])
+        with pytest.raises(ConfigError) as exc:
+            plan(cfg, CPU, choices={group: node})
+        message = str(exc.value)
+        assert exc.value.key == group and "\n" not in message, message
+        assert (
+            f"the options are {', '.join(options)}" in message
+            and f"Fix: pick one of those, e.g. {group}=" in message
+        )
+    plan(hydra_compose(["model=gpt-tiny", "device=cpu"]), CPU, choices={"model": "gpt-tiny"})
+
+
+def test_zero_shorthands_refuse_a_stage_that_contradicts_them(hydra_compose) -> None:
+    """``backend=zero<N>`` is ZeRO stage N; another ``backend.zero_stage`` is refused, naming the
+    option that runs it. ``backend=deepspeed`` leaves the stage free."""
+    from flopsweep.backends import ZERO_SHORTHANDS
+
+    assert {p.stem for p in (CONF / "backend").glob("zero*.yaml")} == set(ZERO_SHORTHANDS)
+    for option, stage in ZERO_SHORTHANDS.items():
+        cfg = hydra_compose([f"backend={option}", "device=cpu"])
+        assert validate_with(cfg, backend=option).backend.zero_stage == stage
+        for other in {1, 2, 3} - {stage}:
+            cfg = hydra_compose([f"backend={option}", f"backend.zero_stage={other}", "device=cpu"])
+            with pytest.raises(ConfigError) as exc:
+                validate_with(cfg, backend=option)
+            assert str(exc.value) == (
+                f"Invalid config: backend.zero_stage={other}: contradicts backend={option}, which is ZeRO "
+                f"stage {stage}. Fix: drop the backend.zero_stage override (backend={option} sets it), or "
+                f"pick backend=zero{other}, or backend=deepspeed backend.zero_stage={other}."
+            )
+            free = hydra_compose(["backend=deepspeed", f"backend.zero_stage={other}", "device=cpu"])
+            assert validate_with(free, backend="deepspeed").backend.zero_stage == other
+
+
+def validate_with(cfg: RunConfig, **choices: str) -> RunConfig:
+    return plan(cfg, CPU, choices=choices).cfg
+
+
+@pytest.mark.parametrize(
+    ("overrides", "env", "fix"),
+    [
+        (["backend=deepspeed", "backend.optimizer_impl=adam"], CPU, "backend.optimizer_impl=fused"),
+        (["precision=fp16"], CPU, "precision=bf16 or precision=fp32 on the CPU"),
+        (
+            ["precision=fp8", "device=cuda"],
+            Environment(cuda_available=True, gpu_count=1, bf16_supported=True, capability=(8, 0)),
+            "precision=bf16 or precision=fp16 or precision=fp32 on this GPU",
+        ),
+        (
+            ["attention=sdpa-flash", "precision=fp32", "device=cuda"],
+            Environment(cuda_available=True, gpu_count=1, bf16_supported=True, capability=(9, 0)),
+            "or pick attention=standard or sdpa",
+        ),
+    ],
+    ids=["optimizer_impl", "fp16-on-cpu", "fp8-on-ampere", "flash-in-fp32"],
+)
+def test_a_refusal_fix_names_the_key_to_set(hydra_compose, overrides, env, fix) -> None:
+    """The fix of a refusal says which key to set to what (``backend.optimizer_impl=fused``), never
+    only a value (``set fused or torch``) or "pick another ..."."""
+    with pytest.raises(ConfigError) as exc:
+        plan(hydra_compose(overrides), env)
+    message = str(exc.value)
+    assert fix in message.split("Fix: ")[1] and "another" not in message.split("Fix: ")[1], message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model=base_gpt2"], "Invalid config: model='base_gpt2': is the schema that model options extend"),
+        (
+            ["backend=zero2", "backend.zero_stage=3"],
+            "Invalid config: backend.zero_stage=3: contradicts backend=zero2, which is ZeRO stage 2.",
+        ),
+    ],
+    ids=["schema-node", "zero2-stage3"],
+)
+def test_run_py_refuses_a_schema_node_or_a_contradicting_zero_stage_in_one_line(
+    tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    """Through ``python run.py`` as a user types it: exit 2, one line on stderr, an ``invalid``
+    record, and no worker started."""
+    from helpers import records, run_py
+
+    proc = run_py(*overrides, "device=cpu", f"hydra.run.dir={tmp_path}", timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    [line] = [x for x in proc.stderr.splitlines() if "Invalid config" in x]
+    assert line.startswith(f"flopsweep: invalid: {message}"), line
+    [record] = records(tmp_path)
+    assert record["status"] == "invalid" and record["error"]["phase"] == "config"
+    assert "launching" not in proc.stdout + proc.stderr

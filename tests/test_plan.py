@@ -11,7 +11,7 @@ from helpers import run_py
 
 from flopsweep.backends import DeepSpeedConfig, FSDPConfig
 from flopsweep.config import BackendConfig, RunConfig
-from flopsweep.memory import estimate
+from flopsweep.memory import estimate, model_states_floor
 from flopsweep.models.gpt2 import GPT2Config
 
 GPT_13B = GPT2Config(name="gpt-1.3b", n_layer=24, n_embd=2048, n_head=16, seq_len=2048, vocab_size=50304)
@@ -49,3 +49,64 @@ def test_plan_on_a_gpu_sweep_starts_nothing(tmp_path: Path) -> None:
     assert {r["n_params"] for r in rows} == {str(P)}
     assert "launching" not in proc.stdout + proc.stderr and not list(tmp_path.rglob("metrics.json"))
     assert proc.stdout.count("| backend=") == 6  # one table, a row per job
+
+
+def test_a_cpu_run_whose_model_states_exceed_host_memory_is_refused() -> None:
+    """On the CPU the ranks share the machine's memory: when their fp32 weights, gradients and AdamW
+    states alone (16 bytes per parameter per replica) exceed it, the run is refused in one line
+    naming the model, the bytes and the fix. A tiny model passes, and a GPU run is not refused
+    (its out-of-memory error is a status)."""
+    from flopsweep.config import ConfigError
+    from flopsweep.plan import Environment, resolve
+
+    host = Environment(cpu_count=2, host_memory_bytes=16 * 2**30)
+    big = dataclasses.replace(_cfg(BackendConfig(name="single")), device="cpu", nproc_per_node="1")
+    with pytest.raises(ConfigError) as exc:
+        resolve(big, host)
+    message = str(exc.value)
+    assert message.startswith(
+        "Invalid config: model='gpt-1.3b': on the CPU its 1 rank(s) hold at least 19.6 GiB of fp32 weights"
+    ), message
+    assert (
+        "this machine's 16.0 GiB" in message and "Fix: pick a smaller model (e.g. model=gpt-tiny)" in message
+    )
+    assert "\n" not in message
+    assert resolve(dataclasses.replace(big, model=GPT2Config()), host).device == "cpu"
+    assert resolve(big, dataclasses.replace(host, host_memory_bytes=32 * 2**30)).device == "cpu"
+    assert resolve(big, Environment(cpu_count=2)).device == "cpu"  # memory unknown: not checked
+    gpu = Environment(
+        cuda_available=True, gpu_count=1, bf16_supported=True, capability=(9, 0), host_memory_bytes=1
+    )
+    assert resolve(dataclasses.replace(big, device="cuda"), gpu).device == "cuda"
+
+
+def test_model_states_floor_is_below_the_estimate() -> None:
+    """The refusal's floor never exceeds the estimate it stands in for (so it refuses only what
+    the estimate would too), for every backend; sharded backends divide it by the world size."""
+    for backend, world in (
+        (BackendConfig(name="single"), 1),
+        (BackendConfig(name="ddp"), 4),
+        (FSDPConfig(), 8),
+    ):
+        cfg = _cfg(backend)
+        assert model_states_floor(cfg, world) <= estimate(cfg, world).model_states
+    for stage in (1, 2, 3):
+        cfg = _cfg(DeepSpeedConfig(zero_stage=stage))
+        assert model_states_floor(cfg, 4) == 16 * P // 4 <= estimate(cfg, 4).model_states
+
+
+def test_plan_on_the_cpu_says_whether_the_host_memory_holds_it(tmp_path: Path) -> None:
+    """``plan=true device=cpu``: ``fits`` compares the estimate with the host's available memory;
+    a model whose states exceed the machine is an ``invalid`` row, not a crash."""
+    import psutil
+
+    big = "gpt-13b" if 16 * 13e9 > psutil.virtual_memory().total else None
+    models = "gpt-tiny" + (f",{big}" if big else "")
+    proc = run_py(
+        "-m", f"model={models}", "device=cpu", "plan=true", f"hydra.sweep.dir={tmp_path}", timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = list(csv.DictReader((tmp_path / "plan.csv").open()))
+    assert (rows[0]["status"], rows[0]["fits"]) == ("ok", "True")
+    if big:
+        assert rows[1]["status"] == "invalid" and "more than this machine's" in rows[1]["note"]

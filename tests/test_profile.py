@@ -6,14 +6,17 @@ import pytest
 from helpers import records, run_py
 
 from flopsweep.profile import (
+    KINETO_LINE,
     OPTIMIZER_ANNOTATION,
     PARTS,
     STEP_ANNOTATION,
     intersect,
     mean_breakdown,
+    native_chatter_to,
     read_trace,
     step_breakdown,
     subtract,
+    trace_dir_problem,
     union,
 )
 
@@ -137,6 +140,8 @@ def test_profile_true_on_two_gloo_ranks_writes_traces_and_a_breakdown(tmp_path) 
         assert any(e.get("name") == OPTIMIZER_ANNOTATION for e in events)
     # The measured steps are not the profiled one: their count is unchanged.
     assert len(record["metrics"]["iteration_time_s"]["values"]) == record["config"]["steps"]["measure"]
+    # Kineto's own lines ("USDT:... profiler_start") stay off the console.
+    assert "USDT" not in out.stdout + out.stderr and "profiler_st" not in out.stdout + out.stderr
 
 
 @pytest.mark.slow
@@ -232,3 +237,56 @@ def test_an_old_cuda_breakdown_keeps_its_step_but_not_its_optimizer_split(tmp_pa
 
 def pd_isna(value) -> bool:
     return value is None or value != value
+
+
+def test_native_chatter_goes_to_the_sink_and_other_output_stays(capfd) -> None:
+    """What C++ writes straight to file descriptors 1 and 2 inside the block: Kineto's lines go
+    to the sink (the rank's debug log), any other line back to the descriptor it was written to."""
+    import os
+
+    kineto = "USDT:2026-11-30 23:55:08 3151:3151 SyncActivityProfilerHandler.cpp:52] profiler_start"
+    debug: list[str] = []
+    with native_chatter_to(debug.append):
+        os.write(2, f"{kineto}\nan honest warning\n".encode())
+        os.write(1, b"STAGE:2026-11-30 23:55:08 1:1 x.cpp:1] Completed Stage: Warm Up\nplain\n")
+    out, err = capfd.readouterr()
+    # stdout's captured lines first, then stderr's
+    assert debug == ["STAGE:2026-11-30 23:55:08 1:1 x.cpp:1] Completed Stage: Warm Up", kineto]
+    assert (out, err) == ("plain\n", "an honest warning\n")
+    assert KINETO_LINE.match("INFO:2026-11-30 23:55:38 3612:3612 GenericActivityProfiler.cpp:562] x")
+    assert not KINETO_LINE.match("[flopsweep rank 0] USDT: a run's own line")
+
+
+def test_trace_dir_problem_names_a_file_in_the_way(tmp_path) -> None:
+    (tmp_path / "profile").write_text("not a directory")
+    assert trace_dir_problem(tmp_path / "profile") == (
+        f"{tmp_path / 'profile'} is a file, not a directory, so no trace can be written there"
+    )
+    assert (
+        trace_dir_problem(tmp_path / "fresh" / "profile") is None
+        and (tmp_path / "fresh" / "profile").is_dir()
+    )
+
+
+@pytest.mark.slow
+def test_a_file_named_profile_leaves_the_run_ok_with_a_warning(tmp_path) -> None:
+    """A file ``profile`` in the run directory: no rank profiles (both agree before the step), the
+    measured figures are recorded, status ok, one warning names the file, and the file is untouched."""
+    (tmp_path / "profile").write_text("mine")
+    out = run_py(
+        "backend=ddp",
+        "nproc_per_node=2",
+        "device=cpu",
+        "profile=true",
+        "steps.warmup=1",
+        "steps.measure=2",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    [record] = records(tmp_path)
+    assert record["status"] == "ok" and record["error"] is None
+    assert record["metrics"]["breakdown"] is None and record["metrics"]["tokens_per_s"] > 0
+    [warning] = [w for w in record["warnings"] if w.startswith("profile_failed: ")]
+    assert f"{tmp_path / 'profile'} is a file, not a directory" in warning, warning
+    assert (tmp_path / "profile").read_text() == "mine"
+    assert (out.stdout + out.stderr).count("profile_failed: ") == 1  # the job's log line, once

@@ -178,7 +178,12 @@ def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: di
 
     hc = HydraConfig.get()
     run_cfg = OmegaConf.to_object(cfg)
-    info = JobInfo(job_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task), job_num=hc.job.num)
+    info = JobInfo(
+        job_dir=hc.runtime.output_dir,
+        overrides=list(hc.overrides.task),
+        job_num=hc.job.num,
+        choices={k: str(v) for k, v in hc.runtime.choices.items() if v is not None},
+    )
     previous = before.get(str(Path(info.job_dir) / "metrics.json"))
     record = record_lost_job(run_cfg, info, message, submitted_at=submitted_at, previous_run_id=previous)
     status = record["status"]
