@@ -13,6 +13,7 @@ or the model code: only :mod:`flopsweep.record` from flopsweep.
     pivot(df, index="model", columns="backend", values="model_tflops_per_device")
 """
 
+from analysis.blanks import blank_notes, why_blank
 from analysis.display import compact, flat_pivot, for_display, legend, render, summary
 from analysis.load import COLUMNS, METRIC_COLUMNS, RANK_METRIC, TABLE_COLUMNS, load, table
 from analysis.plots import PLOTS, PlotSkipped, make_plots, png_bytes, save_plots, write_pngs
@@ -39,6 +40,7 @@ __all__ = [
     "ColumnError",
     "RecordError",
     "best",
+    "blank_notes",
     "compact",
     "flat_pivot",
     "compare",
@@ -58,5 +60,6 @@ __all__ = [
     "table",
     "upgrade_v0_to_v1",
     "upgrade_v1_to_v2",
+    "why_blank",
     "write_pngs",
 ]

@@ -10,9 +10,11 @@
 
 Rankings (the default order, --best-by, --baseline, --pivot) use model TFLOPs per
 device unless --metric says otherwise, and leave out runs whose recorded TFLOPs fail
-the recomputation from their stored FLOPs (a note says which). The footer (run
-counts, unreadable records, flags, notes) goes to stderr, so csv and json on stdout
-stay clean; the terminal and markdown tables end with a legend of their short headers.
+the recomputation from their stored FLOPs (a note says which). --sort puts the best
+run first by each metric's direction (:data:`analysis.load.BETTER`). The footer (run
+counts, unreadable records, flags, notes, and one line per column that ok runs leave
+blank, saying why and what to run: :mod:`analysis.blanks`) goes to stderr, so csv and
+json on stdout stay clean; the terminal and markdown tables end with a legend of their short headers.
 --notebook writes the notebook of :mod:`analysis.notebook` for the paths and executes it
 (a progress line per cell on stderr); each failure is one line on stderr and a non-zero exit.
 """
@@ -26,15 +28,42 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.blanks import blank_notes
 from analysis.display import SHORT, compact, flat_pivot, render, summary
-from analysis.load import METRIC_COLUMNS, RANK_METRIC, display_path, find_records, load, table
+from analysis.load import (
+    COLUMNS,
+    HIGHER_IS_BETTER,
+    LOWER_IS_BETTER,
+    METRIC_COLUMNS,
+    RANK_METRIC,
+    display_path,
+    find_records,
+    load,
+    table,
+)
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
 from analysis.plots import make_plots, write_pngs
 from analysis.query import AnalysisError, best, check_columns, compare, pivot, select, sort_runs
 from analysis.report import Report, render_html
+from flopsweep.record import plural
 
 FORMATS = ("table", "csv", "markdown", "json", "html")
 _LONG = {short: long for long, short in SHORT.items()}
+
+
+def _headers(names: set[str]) -> str:
+    return ", ".join(SHORT.get(c, c) for c in [*COLUMNS, "speedup"] if c in names)
+
+
+def sort_help() -> str:
+    """The --sort help: the direction rule, with the columns of each direction
+    (:data:`analysis.load.BETTER`) by their short headers."""
+    return (
+        "sort rows by a column (full name or short header), best first for a metric: descending where "
+        f"higher is better ({_headers(HIGHER_IS_BETTER)}), ascending where lower is better "
+        f"({_headers(LOWER_IS_BETTER)}); other columns ascending; blanks last. "
+        ":asc or :desc overrides, e.g. --sort scale_eff:asc"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,12 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     p.add_argument("--output", type=Path, metavar="FILE", help="write here instead of stdout")
-    p.add_argument(
-        "--sort",
-        metavar="COL[:asc|:desc]",
-        help="sort rows by a column (full name or short "
-        "header); metrics sort best first unless :asc/:desc says otherwise",
-    )
+    p.add_argument("--sort", metavar="COL[:asc|:desc]", help=sort_help())
     p.add_argument(
         "--filter",
         action="append",
@@ -129,10 +153,16 @@ def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
     return out
 
 
+def _sort_spec(spec: str) -> tuple[str, str]:
+    """``"COL:desc"`` -> ``("COL", "desc")``; ``"COL"`` -> ``("COL", "")``."""
+    name, _, order = spec.rpartition(":") if spec.endswith((":asc", ":desc")) else (spec, "", "")
+    return name, order
+
+
 def _sort(df: pd.DataFrame, spec: str | None, metric: str = RANK_METRIC) -> pd.DataFrame:
     if not spec:
         return table(df, columns=list(df.columns), metric=metric)
-    name, _, order = spec.rpartition(":") if spec.endswith((":asc", ":desc")) else (spec, "", "")
+    name, order = _sort_spec(spec)
     return sort_runs(df, _column(name), descending={"asc": False, "desc": True}.get(order))
 
 
@@ -200,10 +230,11 @@ def excluded_note(loaded: pd.DataFrame) -> str | None:
     left_out = loaded.loc[loaded["status"].eq("ok") & loaded["tflops_mismatch"], "run_dir"]
     if left_out.empty:
         return None
+    whose = "its" if len(left_out) == 1 else "their"
     return (
-        f"Note: {len(left_out)} ok run(s) left out of rankings (best, baseline, order, pivot, plots): "
-        "their recorded model TFLOPs differ >1% from model_flops_per_iteration / (mean time x world "
-        "size) (tflops?): " + ", ".join(left_out)
+        f"Note: {plural(len(left_out), 'ok run')} left out of rankings (best, baseline, order, pivot, "
+        f"plots): {whose} recorded model TFLOPs differ >1% from model_flops_per_iteration / (mean time x "
+        "world size) (tflops?): " + ", ".join(left_out)
     )
 
 
@@ -218,8 +249,30 @@ def _notes(loaded: pd.DataFrame) -> list[str]:
     return notes
 
 
-def output(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -> str:
-    """The text to write: the table (or pivot) in ``args.format``; HTML embeds the plots."""
+def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
+    """Lines saying why a column is blank for ok runs (:func:`analysis.blanks.blank_notes`), and
+    what to run to fill it: for the columns named by ``--columns`` and ``--sort``, and for the
+    derived ones (``scale_eff``, ``speedup``) that the default table shows."""
+    asked = [] if args.columns in (None, "all") else [_column(c.strip()) for c in args.columns.split(",")]
+    if args.sort:
+        asked.append(_column(_sort_spec(args.sort)[0]))
+    people = args.format in ("table", "markdown", "html")
+    if people and not args.columns and not args.pivot:
+        asked += [c for c in shown_columns(runs, args).columns if c in ("scaling_efficiency", "speedup")]
+    return blank_notes(
+        runs,
+        asked,
+        loaded=loaded,
+        where=" ".join(map(display_path, args.paths)),
+        baseline=", ".join(args.baseline),
+    )
+
+
+def output(
+    loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace, blanks: list[str] | None = None
+) -> str:
+    """The text to write: the table (or pivot) in ``args.format``; HTML embeds the plots and ends
+    with the notes, ``blanks`` (:func:`blank_lines`) among them."""
     people = args.format in ("table", "markdown", "html")
     frame = flat_pivot(_pivot(runs, args, mark_failed=people)) if args.pivot else shown_columns(runs, args)
     if args.format != "html":
@@ -231,7 +284,7 @@ def output(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -
         tables=[(_heading(args), frame)],
         figures=figures,
         skipped=skipped,
-        notes=_notes(loaded),
+        notes=_notes(loaded) + (blanks or []),
     )
     return render_html(report)
 
@@ -293,7 +346,7 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"{parser.prog}: error: no metrics.json under {' '.join(args.paths)}", file=sys.stderr)
         return 1
     shown = display_path(args.notebook)
-    print(f"starting a kernel to execute {shown} ({len(found)} records)", file=sys.stderr)
+    print(f"starting a kernel to execute {shown} ({plural(len(found), 'record')})", file=sys.stderr)
     progress = ProgressLine(sys.stderr)
     try:
         try:
@@ -326,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no readable metrics.json under {where}; {summary(loaded)}", file=sys.stderr)
             return 1
         runs = select_runs(loaded, args)
-        text = output(loaded, runs, args)
+        blanks = blank_lines(loaded, runs, args)
+        text = output(loaded, runs, args, blanks)
     except (FileNotFoundError, AnalysisError) as exc:
         parser.error(str(exc))
     try:
@@ -338,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()  # the table before the footer when both go to one terminal
     if note := excluded_note(loaded):
         print(note, file=sys.stderr)
+    for line in blanks:
+        print(line, file=sys.stderr)
     shown = f"; {len(runs)} shown" if len(runs) != len(loaded) else ""
     print(summary(loaded) + shown, file=sys.stderr)
     return 0

@@ -11,7 +11,7 @@ from collections import Counter
 import pandas as pd
 
 from analysis.load import DESCRIPTIONS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
-from flopsweep.record import STATUSES
+from flopsweep.record import STATUSES, plural
 
 __all__ = ["SHORT", "compact", "flat_pivot", "for_display", "legend", "render", "summary"]
 
@@ -237,14 +237,15 @@ def flat_pivot(table: pd.DataFrame) -> pd.DataFrame:
 def summary(df: pd.DataFrame) -> str:
     """The footer: run and status counts, unreadable records, duplicate ids, TFLOPs mismatches."""
     counts = Counter(df["status"]) if "status" in df else Counter()
-    parts = [f"{len(df)} runs"]
+    parts = [plural(len(df), "run")]
     if counts:
         parts[0] += " (" + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]) + ")"
     bad = df.attrs.get("unreadable", {})
     if bad:
-        parts.append(f"{len(bad)} unreadable record(s) skipped")
+        parts.append(f"{plural(len(bad), 'unreadable record')} skipped")
     if "duplicate_run_id" in df and (n := int(df["duplicate_run_id"].sum())):
-        parts.append(f"{n} rows share a run id (dup-id)")
+        parts.append(f"{plural(n, 'row')} share{'s' if n == 1 else ''} a run id (dup-id)")
     if "tflops_mismatch" in df and (n := int(df["tflops_mismatch"].sum())):
-        parts.append(f"{n} TFLOPs mismatch(es) >1% vs the stored FLOPs, left out of rankings (tflops?)")
+        mismatches = plural(n, "TFLOPs mismatch", "TFLOPs mismatches")
+        parts.append(f"{mismatches} >1% vs the stored FLOPs, left out of rankings (tflops?)")
     return "; ".join(parts)

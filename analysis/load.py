@@ -28,7 +28,7 @@ import pandas as pd
 
 from analysis.schema import Record, RecordError, read_record
 from analysis.schema import finite as _number
-from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec
+from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec, plural
 
 log = logging.getLogger("analysis")
 
@@ -98,6 +98,19 @@ NUMERIC_METRICS: list[str] = [spec.name for spec in METRIC_FIELDS if spec.unit]
 
 DERIVED_COLUMNS = ["scaling_efficiency", "setup_id"]
 """Columns computed across records (:func:`add_scaling`), after the per-record ones."""
+
+BETTER: dict[str, str] = {
+    **{spec.name: spec.better for spec in METRIC_FIELDS if spec.better},
+    "scaling_efficiency": "higher",
+    "speedup": "higher",  # added by analysis.compare: run over baseline (baseline over run for a time)
+}
+"""Which way each figure of merit is better, ``higher`` or ``lower``: the metric columns from
+``MetricSpec.better`` (:data:`flopsweep.record.METRIC_SPECS`), plus the columns the analysis
+derives. Sorting, :func:`table`, ``best`` and ``compare`` follow it; other columns have none."""
+HIGHER_IS_BETTER = {name for name, way in BETTER.items() if way == "higher"}
+"""Columns ranked descending (tokens/s, TFLOPs, MFU, HFU, scaling efficiency, speedup)."""
+LOWER_IS_BETTER = {name for name, way in BETTER.items() if way == "lower"}
+"""Columns ranked ascending (step times, memory)."""
 
 _CHECK_COLUMNS = [
     "schema_version",
@@ -280,7 +293,7 @@ def recompute_tflops(record: Record) -> float | None:
     if not math.isfinite(out):
         raise RecordError(
             f"recomputed model TFLOPs overflow: model_flops_per_iteration {flops:.4g} over "
-            f"{t:.4g} s x {world} devices"
+            f"{t:.4g} s x {plural(world, 'device')}"
         )
     return out
 
@@ -536,7 +549,7 @@ def flag_duplicates(df: pd.DataFrame) -> pd.DataFrame:
     dup = df["run_id"].notna() & df["run_id"].duplicated(keep=False)
     df["duplicate_run_id"] = dup
     for run_id, dirs in df.loc[dup].groupby("run_id")["run_dir"]:
-        log.warning("duplicate run id %s in %d records: %s", run_id, len(dirs), ", ".join(dirs))
+        log.warning("duplicate run id %s in %s: %s", run_id, plural(len(dirs), "record"), ", ".join(dirs))
     return df
 
 
@@ -585,14 +598,17 @@ def rankable(df: pd.DataFrame, metric: str = RANK_METRIC) -> pd.Series:
 
 def table(df: pd.DataFrame, columns: list[str] | None = None, metric: str = RANK_METRIC) -> pd.DataFrame:
     """The comparison table: ``columns`` (default :data:`TABLE_COLUMNS`), ranked ok runs first,
-    highest ``metric`` (model TFLOPs) first; then ok runs whose TFLOPs fail the recomputation
-    (not ranked), then failed runs, with blank metrics."""
+    best ``metric`` first (the highest model TFLOPs by default; the lowest for a
+    :data:`LOWER_IS_BETTER` metric such as a step time); then ok runs whose TFLOPs fail the
+    recomputation (not ranked), then failed runs, with blank metrics."""
     cols = columns or TABLE_COLUMNS
     ok = df["status"].eq("ok")
     group = pd.Series(2, index=df.index).mask(ok, 1).mask(rankable(df, metric), 0)
     order = (
         pd.DataFrame({"group": group, "key": df[metric]})
-        .sort_values(["group", "key"], ascending=[True, False], na_position="last", kind="stable")
+        .sort_values(
+            ["group", "key"], ascending=[True, metric in LOWER_IS_BETTER], na_position="last", kind="stable"
+        )
         .index
     )
     return df.loc[order, cols].reset_index(drop=True)

@@ -23,8 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+from matplotlib import rcParams
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
+from matplotlib.textpath import TextPath
 from matplotlib.ticker import EngFormatter
 
 from analysis.load import RANK_METRIC, SHORT
@@ -32,9 +35,11 @@ from analysis.query import SETUP_COLUMNS, normalize
 
 DPI = 100
 MAX_PANELS = 9
+"""Most panels (models) in one figure; the rest are named as left out in its title."""
 MAX_BARS = 40
 """The step-breakdown plot shows at most this many runs."""
-"""Most panels (models) in one figure; the rest are named as left out in its title."""
+TITLE_FILL = 0.92
+"""Share of the figure (or panel) width a title line may take; the rest is margin."""
 _COLORS = [
     "tab:blue",
     "tab:orange",
@@ -59,6 +64,46 @@ def plain(text: object) -> str:
     """``text`` for matplotlib as literal characters: ``$`` escaped, so that no mathtext is parsed
     (a model named ``$\\undefinedmacro{$`` would otherwise fail when the figure is drawn)."""
     return str(text).replace("$", r"\$")
+
+
+def _text_width_in(text: str, prop: FontProperties) -> float:
+    """Width in inches of ``text`` (literal: ``$`` escaped by :func:`plain`) drawn in ``prop``."""
+    return TextPath((0, 0), text, prop=prop).get_extents().width / 72  # points -> inches
+
+
+def wrap_to_width(text: str, width_in: float, prop: FontProperties) -> str:
+    """``text`` broken at spaces into lines no wider than ``width_in`` inches in the font ``prop``
+    (measured with :class:`matplotlib.textpath.TextPath`, no renderer needed); a word wider
+    than a line is cut into pieces that fit."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        trial = f"{lines[-1]} {word}" if lines else word
+        if lines and _text_width_in(trial, prop) <= width_in:
+            lines[-1] = trial
+            continue
+        while len(word) > 1 and _text_width_in(word, prop) > width_in:
+            cut = next(
+                n for n in range(len(word) - 1, 0, -1) if _text_width_in(word[:n], prop) <= width_in or n == 1
+            )
+            if word[cut - 1] == "\\":
+                cut = max(cut - 1, 1)  # never split an escaped dollar from its backslash
+            lines.append(word[:cut])
+            word = word[cut:]
+        lines.append(word)
+    return "\n".join(lines)
+
+
+def set_title(fig: Figure, title: str, ax=None) -> None:
+    """``title`` (escaped with :func:`plain`) as the figure's suptitle, or ``ax``'s title, wrapped
+    to the width it has (:data:`TITLE_FILL` of the figure or of the panel), so that no line
+    runs past the figure's edge (under constrained layout a wrapped title gets its rows)."""
+    if ax is None:
+        prop = FontProperties(size=rcParams["figure.titlesize"], weight=rcParams["figure.titleweight"])
+        fig.suptitle(wrap_to_width(plain(title), TITLE_FILL * fig.get_figwidth(), prop))
+        return
+    prop = FontProperties(size=rcParams["axes.titlesize"], weight=rcParams["axes.titleweight"])
+    width = ax.get_position().width * fig.get_figwidth()
+    ax.set_title(wrap_to_width(plain(title), TITLE_FILL * width, prop))
 
 
 def _base_label(df: pd.DataFrame, column: str) -> pd.Series:
@@ -99,7 +144,7 @@ def _grid(n: int, title: str, labels: list[str]) -> tuple[Figure, list]:
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
-    fig.suptitle(plain(title))
+    set_title(fig, title)
     return fig, axes[:n]
 
 
@@ -240,7 +285,8 @@ def line_figure(
         _mark_failed(ax, failed, x, colors, fail_y)
         _x_axis(ax, panel[x], xlabel)
         ax.set_ylim(bottom=0)
-        ax.set(title=plain(name), ylabel=ylabel)
+        set_title(fig, str(name), ax)
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         used = sorted(set(ok["_label"]) | set(failed["_label"]))
         _legend(ax, used, colors, markers, [(n, s) for _, s, n in ys], failed=not failed.empty)
@@ -370,7 +416,7 @@ def plot_step_breakdown(df: pd.DataFrame) -> Figure:
     ax.invert_yaxis()
     ax.set_xlim(0, 1.15)
     ax.set_xlabel("share of the profiled step (its seconds at the end of each bar)")
-    ax.set_title(plain("Where the profiled step's time goes" + _on_device(runs)))
+    set_title(fig, "Where the profiled step's time goes" + _on_device(runs))
     fig.legend(loc="outside lower center", ncol=4, fontsize=8)
     return fig
 

@@ -5,7 +5,8 @@ run's metrics are blank and never enter a maximum or an average. Nor does a run
 flagged ``tflops_mismatch`` (its recorded TFLOPs disagree with its own stored FLOPs):
 it is left out of every ranking, and the log says so. The default metric is
 :data:`analysis.load.RANK_METRIC` (model TFLOPs per device); which way a metric is
-better comes from :data:`flopsweep.record.METRIC_SPECS`.
+better comes from :data:`analysis.load.BETTER` (``MetricSpec.better`` of
+:data:`flopsweep.record.METRIC_SPECS`, plus the derived ``scaling_efficiency`` and ``speedup``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.load import METRIC_FIELDS, RANK_METRIC, rankable
+from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, rankable
+from flopsweep.record import plural
 
 log = logging.getLogger("analysis")
 
@@ -38,9 +40,6 @@ SETUP_COLUMNS = [
 ]
 # A baseline on the left key makes the right keys meaningless to match on.
 _DEPENDENT = {"backend": ("zero_stage",), "attention": ("attention_density",), "model": ("seq_len",)}
-
-HIGHER_IS_BETTER = {spec.name for spec in METRIC_FIELDS if spec.better == "higher"} | {"speedup"}
-LOWER_IS_BETTER = {spec.name for spec in METRIC_FIELDS if spec.better == "lower"}
 
 
 class AnalysisError(ValueError):
@@ -106,10 +105,10 @@ def _ok(df: pd.DataFrame, metric: str, what: str = "") -> pd.DataFrame:
         left_out = df.loc[flagged, "run_dir"] if "run_dir" in df else df.index[flagged]
         if len(left_out):
             log.warning(
-                "%s: %d run(s) left out: their recorded TFLOPs fail the recomputation from their "
+                "%s: %s left out: their recorded TFLOPs fail the recomputation from their "
                 "stored FLOPs (tflops_mismatch): %s",
                 what,
-                len(left_out),
+                plural(len(left_out), "run"),
                 ", ".join(map(str, left_out)),
             )
     return df[keep]

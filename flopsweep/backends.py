@@ -28,6 +28,7 @@ from flopsweep import precision as fprecision
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
 from flopsweep.models import family
 from flopsweep.profile import OPTIMIZER_ANNOTATION
+from flopsweep.record import plural
 
 log = logging.getLogger("flopsweep")
 
@@ -501,7 +502,7 @@ def check_support(
         raise ConfigError(
             "backend",
             cfg.name,
-            f"runs at most {spec.max_ranks} rank(s) but nproc_per_node x nnodes = {world_size}",
+            f"runs at most {plural(spec.max_ranks, 'rank')} but nproc_per_node x nnodes = {world_size}",
             f"set nproc_per_node={spec.max_ranks}, or pick backend={others}",
         )
     if device not in spec.devices:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from flopsweep.config import ConfigError
+from flopsweep.record import plural
 
 log = logging.getLogger("flopsweep")
 
@@ -249,7 +250,7 @@ def check_request(launcher: Mapping[str, Any], rows: Sequence[NodeRow]) -> None:
         raise ConfigError(
             "hydra.launcher.nodes",
             want.nodes,
-            f"{where} has {len(nodes)} node(s)",
+            f"{where} has {plural(len(nodes), 'node')}",
             f"set nnodes={len(nodes)} (hydra.launcher.nodes follows it), or pick a larger partition",
         )
     cpus = want.tasks * want.cpus_per_task
@@ -260,7 +261,7 @@ def check_request(launcher: Mapping[str, Any], rows: Sequence[NodeRow]) -> None:
             want.cpus_per_task,
             cpus,
             lambda r: r.cpus,
-            ("CPUs", f" ({want.tasks} task(s) x {want.cpus_per_task})"),
+            ("CPUs", f" ({plural(want.tasks, 'task')} x {want.cpus_per_task})"),
             lambda most: (
                 f"set hydra.launcher.cpus_per_task={most // want.tasks}"
                 if most >= want.tasks
@@ -301,7 +302,8 @@ def check_request(launcher: Mapping[str, Any], rows: Sequence[NodeRow]) -> None:
         raise ConfigError(
             "hydra.launcher.nodes",
             want.nodes,
-            f"only {len(fit)} node(s) of {where} have {cpus} CPUs, {want.gpus} GPUs and {mem_mb or 0} MB",
+            f"only {plural(len(fit), 'node')} of {where} {'has' if len(fit) == 1 else 'have'} "
+            f"{cpus} CPUs, {want.gpus} GPUs and {mem_mb or 0} MB",
             f"set nnodes={len(fit)}" if fit else "ask for less per node",
         )
 

@@ -279,12 +279,13 @@ def warn_host_memory(cfg: RunConfig) -> None:
     free = psutil.virtual_memory().available
     if need > free:
         log.warning(
-            "model=%s on the CPU: %d rank(s) need at least %.1f GiB for weights, gradients, AdamW "
+            "model=%s on the CPU: %s need%s at least %.1f GiB for weights, gradients, AdamW "
             "states and activations, and %.1f GiB of host memory is free; expect swapping or an "
             "out-of-memory kill (a GPU sweep? set device=cuda, or pick a smaller model= or "
             "batch.micro_batch_size=)",
             cfg.model.name,
-            nproc,
+            rec.plural(nproc, "rank"),
+            "s" if nproc == 1 else "",
             need / 2**30,
             free / 2**30,
         )
@@ -296,7 +297,7 @@ def _launch(
     """Start the ranks of a validated config and record what happened."""
     world = int(cfg.nproc_per_node) * cfg.nnodes
     shown = printable(" ".join(info.overrides)) or "defaults"
-    log.info("launching %d rank(s) on %s: %s", world, cfg.device, shown)
+    log.info("launching %s on %s: %s", rec.plural(world, "rank"), cfg.device, shown)
     use_expandable_segments(cfg.device)
     warn_host_memory(cfg)
     try:

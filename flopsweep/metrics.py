@@ -25,7 +25,7 @@ from flopsweep.config import RunConfig
 from flopsweep.models import family
 from flopsweep.precision import PRECISIONS
 from flopsweep.profile import mean_breakdown
-from flopsweep.record import PER_RANK_KEYS, SCHEMA_VERSION, STATUSES, null_metrics, strict
+from flopsweep.record import PER_RANK_KEYS, SCHEMA_VERSION, STATUSES, null_metrics, plural, strict
 
 PLAUSIBLE_FACTOR = 1.05
 """A run whose hardware TFLOPs exceed this times the measured GEMM rate (or the datasheet
@@ -215,7 +215,7 @@ def sanity_problem(cfg: RunConfig, metrics: dict[str, Any], device_type: str = "
     """
     times = metrics["iteration_time_s"]["values"]
     if len(times) < cfg.steps.measure:
-        return f"measured {len(times)} steps but steps.measure={cfg.steps.measure}"
+        return f"measured {plural(len(times), 'step')} but steps.measure={cfg.steps.measure}"
     if not all(isinstance(t, float | int) and math.isfinite(t) and t > 0 for t in times):
         return f"a measured step time is not a positive number of seconds: {times}"
     if device_type != "cuda":
@@ -233,7 +233,7 @@ def sanity_problem(cfg: RunConfig, metrics: dict[str, Any], device_type: str = "
         return (
             f"measured steps {metrics['unsteady_steps']} stayed over {UNSTEADY_FACTOR}x the median "
             "of the others "
-            f"after {metrics.get('warmup_steps')} warm-up steps; step times (s): {times}. "
+            f"after {plural(metrics.get('warmup_steps') or 0, 'warm-up step')}; step times (s): {times}. "
             "Raise steps.warmup or steps.max_extra_warmup"
         )
     return None

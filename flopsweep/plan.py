@@ -31,6 +31,7 @@ from flopsweep.config import (
     require_positive,
 )
 from flopsweep.models import MODELS
+from flopsweep.record import plural
 
 DEVICES = ("auto", "cuda", "cpu")
 BATCHES = {"fixed": BatchConfig, "auto": autobatch.AutoBatchConfig}
@@ -452,7 +453,7 @@ def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) 
             raise ConfigError(
                 "nproc_per_node",
                 nproc,
-                f"asks for more ranks than the {env.gpu_count} visible GPU(s); "
+                f"asks for more ranks than the {plural(env.gpu_count, 'visible GPU')}; "
                 "two ranks must not share a GPU",
                 f"set nproc_per_node={env.gpu_count} or nproc_per_node=auto",
             )
@@ -461,7 +462,8 @@ def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) 
         raise ConfigError(
             "nproc_per_node",
             nproc,
-            f"starts more CPU ranks than {MAX_CPU_RANKS_PER_CORE} per core ({env.cpu_count} cores here)",
+            f"starts more CPU ranks than {MAX_CPU_RANKS_PER_CORE} per core "
+            f"({plural(env.cpu_count, 'core')} here)",
             f"set nproc_per_node to at most {cap}",
         )
 

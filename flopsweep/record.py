@@ -8,7 +8,10 @@ is strict JSON: a non-finite number is written as null (with a flag), never as
 
 Adding a metric: compute it in the worker or :mod:`flopsweep.metrics`, and add a
 :class:`MetricSpec` line to ``METRIC_SPECS``; the analysis derives its columns,
-units and ranking direction from that table.
+units and ranking direction (``better``) from that table.
+
+:func:`plural` is here too, the one way every message of the sweep and the analysis writes a
+count with its noun (``1 run``, ``2 runs``), since this is the module both import.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ class MetricSpec:
         key: the key in ``metrics``.
         unit: its unit (``s``, ``1/s``, ``FLOP``, ``TFLOP/s``, ``bytes``, ``1`` for a ratio, ``""``
             for text or structures).
-        better: ``higher``, ``lower`` or ``None`` (not a figure of merit).
+        better: which way is better, ``higher`` (rates, TFLOPs, MFU) or ``lower`` (times, memory),
+            or ``None`` (not a figure of merit: counts, FLOPs, peaks, text). The analysis sorts
+            and ranks by it: best first.
         header: the short column header in tables.
         column: the analysis column, when it differs from ``key`` (a scaled or nested value).
         path: the path inside ``metrics`` when nested (``iteration_time_s.mean``).
@@ -63,6 +68,17 @@ class MetricSpec:
     def name(self) -> str:
         """The analysis column name."""
         return self.column or self.key
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``count`` and ``noun`` as a message writes them: ``1 run``, ``0 runs``, ``3 runs``.
+
+    Args:
+        noun: the singular, e.g. ``"run"``, ``"ok run"``, ``"visible GPU"`` (the last word takes
+            the ``s``).
+        many: the plural when adding ``s`` is wrong, e.g. ``"mismatches"`` for ``"mismatch"``.
+    """
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
 
 
 GIB = float(2**30)
@@ -175,7 +191,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
         column="peak_host_rss_gib",
         scale=GIB,
     ),
-    MetricSpec("swap_used_bytes", "bytes", None, "swap", "host swap in use at the end"),
+    MetricSpec("swap_used_bytes", "bytes", "lower", "swap", "host swap in use at the end"),
     MetricSpec("per_rank", "", None, "per_rank", "per-rank memory figures"),
     MetricSpec("loss_first", "", None, "loss0", "mean loss of the first step (warm-up included)"),
     MetricSpec("loss_last", "", None, "loss", "mean loss of the last measured step"),
@@ -188,7 +204,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "breakdown",
         "s",
-        None,
+        "lower",
         "prof_step_s",
         "profile=true: wall time of the one profiled step (after the measured ones)",
         column="breakdown_step_s",
@@ -197,7 +213,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "breakdown",
         "s",
-        None,
+        "lower",
         "compute_s",
         "profiled step: busy compute time (not communication, not the optimizer)",
         column="breakdown_compute_s",
@@ -206,7 +222,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "breakdown",
         "s",
-        None,
+        "lower",
         "optim_s",
         "profiled step: optimizer step (clip, update, zero) not overlapped by compute",
         column="breakdown_optimizer_s",
@@ -215,7 +231,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "breakdown",
         "s",
-        None,
+        "lower",
         "exp_comm_s",
         "profiled step: communication not overlapped by any compute",
         column="breakdown_exposed_comm_s",
@@ -224,7 +240,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "breakdown",
         "s",
-        None,
+        "lower",
         "idle_s",
         "profiled step: nothing runs (on a GPU: host-bound time); the four parts sum to prof_step_s",
         column="breakdown_idle_s",
@@ -233,7 +249,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "breakdown",
         "s",
-        None,
+        "lower",
         "comm_s",
         "profiled step: all communication, overlapped or not",
         column="breakdown_comm_s",

@@ -190,7 +190,8 @@ def check_launcher(
         raise ConfigError(
             "hydra.launcher.gpus_per_node",
             gpus or None,
-            f"each of the {tasks} task(s) per node is one rank on its own GPU (a task spawns no other rank)",
+            f"each of the {rec.plural(tasks, 'task')} per node is one rank on its own GPU "
+            "(a task spawns no other rank)",
             fix,
         )
 
@@ -212,7 +213,7 @@ def launch_slurm_task(cfg: RunConfig, job_dir: Path) -> Outcome:
     world = int(cfg.nproc_per_node) * cfg.nnodes
     if env.world_size != world:
         message = (
-            f"the Slurm job has {env.world_size} task(s) but nnodes x nproc_per_node = {world}: "
+            f"the Slurm job has {rec.plural(env.world_size, 'task')} but nnodes x nproc_per_node = {world}: "
             "set hydra.launcher.nodes=${nnodes} and hydra.launcher.tasks_per_node=${nproc_per_node}"
         )
         return Outcome("error", error=rec.error("LaunchMismatch", message, "launch", env.rank))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.config import FaultConfig, RunConfig
-from flopsweep.record import RankFigures, atomic_write_json
+from flopsweep.record import RankFigures, atomic_write_json, plural
 from flopsweep.record import error as record_error
 
 COLLECTIVE_GRACE_S = 60.0
@@ -332,7 +332,7 @@ def measure_steady(
         if not verdict.item() or more <= 0:
             return times, losses + measured, extra
         shown = [round(t, 4) for t in times]
-        log(f"unsteady steps {shown} s: {more} more warm-up step(s), then measuring again")
+        log(f"unsteady steps {shown} s: {plural(more, 'more warm-up step')}, then measuring again")
         losses += measured + warm_up(trainer, batches, more, device, log, phase)
         extra += more
 

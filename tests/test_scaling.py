@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from helpers import records, run_py
 from hydra import compose, initialize_config_dir
@@ -146,3 +148,133 @@ def test_a_narrow_table_keeps_the_column_that_tells_rows_apart(tmp_path) -> None
     _record(tmp_path / "b", backend="fsdp", world=2, tokens_per_device=900.0)
     text = analysis.render(analysis.compact(analysis.load(tmp_path)), "table", width=100)
     assert "world" in text.splitlines()[0], text
+
+
+def _cli(capsys, *args) -> tuple[str, str]:
+    from analysis.__main__ import main
+
+    assert main([str(a) for a in args]) == 0
+    out = capsys.readouterr()
+    return out.out, out.err
+
+
+def _blank_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if " blank" in line]
+
+
+def test_a_blank_scale_eff_says_why_and_what_to_run(tmp_path, capsys) -> None:
+    """Issue: ``--columns scaling_efficiency`` showed a blank column and no word why. Each cause
+    gets one line on stderr with the fix; stdout (the table) is unchanged."""
+    _record(tmp_path / "ddp2", backend="ddp", world=2, tokens_per_device=950.0)
+    out, err = _cli(capsys, tmp_path, "--columns", "model,backend,world_size,scaling_efficiency")
+    assert _blank_lines(err) == [
+        f"scale_eff is blank: no nproc_per_node=1 run of the same set-up in {tmp_path}; "
+        "add nproc_per_node=1 to the sweep"
+    ]
+    assert "blank" not in out
+
+    failed = copy.deepcopy(BASE)  # the 1-rank run of that set-up ran out of memory
+    failed["config"]["backend"]["name"], failed["config"]["nproc_per_node"] = "ddp", "1"
+    failed["system"]["world_size"], failed["run"]["id"], failed["status"] = 1, "ddp-1-oom", "oom"
+    failed["error"] = {
+        "type": "OutOfMemoryError",
+        "message": "CUDA out of memory",
+        "phase": "warmup",
+        "rank": 0,
+    }
+    (tmp_path / "ddp1").mkdir()
+    (tmp_path / "ddp1" / "metrics.json").write_text(json.dumps(failed))
+    _, err = _cli(capsys, tmp_path, "--columns", "backend,world_size,status,scaling_efficiency")
+    assert _blank_lines(err) == [
+        f"scale_eff is blank: the nproc_per_node=1 run of the same set-up ended oom in {tmp_path}; "
+        "fix it and re-run the sweep with resume=true"
+    ]
+
+
+def test_a_one_rank_sweep_says_to_add_a_rank_count(tmp_path, capsys) -> None:
+    _record(tmp_path / "a", backend="fsdp", world=1, tokens_per_device=1000.0)
+    _, err = _cli(capsys, tmp_path, "--sort", "scale_eff")
+    assert _blank_lines(err) == [
+        "scale_eff is blank: the set-up ran at world size 1 only; add nproc_per_node=2 (or more) to the "
+        "sweep to measure scaling"
+    ]
+    _, err = _cli(capsys, tmp_path)  # the default table drops an empty scale_eff: nothing to explain
+    assert _blank_lines(err) == []
+
+
+def test_a_partly_blank_scale_eff_names_the_runs_and_csv_stays_quiet(tmp_path, capsys) -> None:
+    _record(tmp_path / "a", backend="fsdp", world=1, tokens_per_device=1000.0)
+    _record(tmp_path / "b", backend="fsdp", world=2, tokens_per_device=900.0)
+    _record(tmp_path / "d", backend="ddp", world=2, tokens_per_device=950.0)
+    _, err = _cli(capsys, tmp_path)
+    assert _blank_lines(err) == [
+        f"scale_eff is blank for 1 of 3 ok runs (gpt-1.3b ddp x2): no nproc_per_node=1 run of the "
+        f"same set-up in {tmp_path}; add nproc_per_node=1 to the sweep"
+    ]
+    _, err = _cli(capsys, tmp_path, "--format", "csv")  # every column, none asked for by name
+    assert _blank_lines(err) == []
+    _, err = _cli(capsys, tmp_path, "--baseline", "backend=ddp")
+    assert (
+        "speedup is blank for 1 of 3 ok runs (gpt-1.3b fsdp x1): no ok backend=ddp run "
+        "with the same other set-up"
+    ) in err
+    _, err = _cli(capsys, tmp_path, "--columns", "backend,breakdown_compute_s,breakdown_idle_s")
+    assert _blank_lines(err) == [
+        "compute_s, idle_s are blank: the run was not profiled (or its breakdown is damaged: see warn); "
+        "run with profile=true"
+    ]
+
+
+def test_sort_by_scale_eff_puts_the_best_scaling_first(tmp_path, capsys) -> None:
+    """Issue: ``--sort scaling_efficiency`` put the worst first; higher is better, blanks last."""
+    for name, world, rate in (("a", 1, 1000.0), ("b", 2, 900.0), ("c", 4, 800.0), ("d", 8, 950.0)):
+        _record(tmp_path / name, backend="fsdp", world=world, tokens_per_device=rate)
+    _record(tmp_path / "e", backend="ddp", world=2, tokens_per_device=990.0)  # no 1-rank ddp: blank
+    for spec in ("scaling_efficiency", "scale_eff"):
+        out, _ = _cli(capsys, tmp_path, "--sort", spec, "--format", "json")
+        got = [(r["backend"], r["world_size"]) for r in json.loads(out)]
+        assert got == [("fsdp", 1), ("fsdp", 8), ("fsdp", 2), ("fsdp", 4), ("ddp", 2)], spec
+    out, _ = _cli(capsys, tmp_path, "--sort", "scale_eff:asc", "--format", "json")
+    assert [r["world_size"] for r in json.loads(out)] == [4, 2, 8, 1, 2]
+
+
+LONG_MODEL = "gpt-1.3b-" + "with-a-model-name-longer-than-its-panel" * 2
+
+
+def _breakdown(step: float) -> dict:
+    parts = {"compute_s": 0.6 * step, "optimizer_s": 0.1 * step, "exposed_comm_s": 0.2 * step}
+    return {"step_s": step, **parts, "idle_s": 0.1 * step, "comm_s": 0.3 * step}
+
+
+def test_every_plot_title_lies_inside_its_rendered_figure(tmp_path) -> None:
+    """Issue: the scaling plot's title ran past the figure's edges. Each figure is rendered to PNG
+    (Agg) and every title's window extent must lie within the figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    for name, world, rate in (("a", 1, 1000.0), ("b", 2, 900.0), ("c", 4, 800.0)):
+        _record(tmp_path / name, backend="fsdp", world=world, tokens_per_device=rate)
+        rec = json.loads((tmp_path / name / "metrics.json").read_text())
+        rec["config"]["model"]["name"] = LONG_MODEL  # a panel title wider than its panel
+        rec["metrics"]["breakdown"] = _breakdown(rec["metrics"]["iteration_time_s"]["mean"])
+        (tmp_path / name / "metrics.json").write_text(json.dumps(rec))
+    df = pd.concat([analysis.load(tmp_path), analysis.load(ROOT / "tests/fixtures/sweep")], ignore_index=True)
+    figures, skipped = analysis.make_plots(df)
+    assert set(figures) == set(analysis.PLOTS), skipped
+    for name, fig in figures.items():
+        canvas = FigureCanvasAgg(fig)
+        canvas.print_png(io.BytesIO())  # draws, and lays the figure out
+        renderer, box = canvas.get_renderer(), fig.bbox
+        titles = [t for t in fig.texts if t.get_text()] + [ax.title for ax in fig.axes if ax.get_title()]
+        assert any(t.get_text() for t in fig.texts), name  # a figure title
+        for title in titles:
+            extent = title.get_window_extent(renderer)
+            inside = (
+                box.x0 <= extent.x0 and extent.x1 <= box.x1 and box.y0 <= extent.y0 and extent.y1 <= box.y1
+            )
+            assert inside, (name, title.get_text(), extent, box)
+    scaling = figures["scaling"]
+    assert "Weak scaling: tokens per second per device vs world size" in " ".join(
+        scaling.get_suptitle().split()
+    )
+    panel = next(ax for ax in scaling.axes if ax.get_title())
+    assert panel.get_title().replace("\n", "") == LONG_MODEL and "\n" in panel.get_title()

@@ -268,7 +268,7 @@ CI_REQUEST = {"nodes": 1, "tasks_per_node": 2, "cpus_per_task": 1, "gpus_per_nod
             {"cpus_per_task": 10000},
             "hydra.launcher.cpus_per_task",
             "Invalid config: hydra.launcher.cpus_per_task=10000: a job asks for 20000 CPUs "
-            "(2 task(s) x 10000) per node, but the largest node of the default partition debug has 2 CPUs. "
+            "(2 tasks x 10000) per node, but the largest node of the default partition debug has 2 CPUs. "
             "Fix: set hydra.launcher.cpus_per_task=1.",
         ),
         (
@@ -296,7 +296,7 @@ CI_REQUEST = {"nodes": 1, "tasks_per_node": 2, "cpus_per_task": 1, "gpus_per_nod
         (
             {"partition": "gpu", "nodes": 3},
             "hydra.launcher.nodes",
-            "partition gpu has 2 node(s). Fix: set nnodes=2",
+            "partition gpu has 2 nodes. Fix: set nnodes=2",
         ),
         ({"partition": "h100"}, "hydra.launcher.partition", "(sinfo lists: cpu, debug, gpu, long)."),
     ],

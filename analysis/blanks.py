@@ -1,0 +1,211 @@
+"""Why a column is blank: one line per column that an ``ok`` run leaves blank, with the fix.
+
+A failed run's metrics are blank by design (its status says why), so only ``ok`` runs are
+explained. A derived column is blank when the records cannot give it:
+
+- ``scaling_efficiency``: the set-up (``setup_id``) has no ok one-rank run, or ran at one
+  world size only (:func:`analysis.load.add_scaling`);
+- ``speedup``: no ok baseline run matches the run's other set-up columns
+  (:func:`analysis.query.compare`), or the run is not ranked (``tflops?``);
+- ``setup_id``, ``model_tflops_per_device_recomputed``: the record lacks their inputs.
+
+A metric column is blank when the records do not hold it: MFU without a datasheet peak, the
+breakdown without ``profile=true``, GPU memory on the CPU, and so on (:data:`METRIC_HINTS`).
+
+    for line in blank_notes(runs, ["scaling_efficiency"], loaded=df, where="multirun/x"):
+        print(line, file=sys.stderr)
+    # scale_eff is blank: no nproc_per_node=1 run of the same set-up in multirun/x; add
+    # nproc_per_node=1 to the sweep
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import pandas as pd
+
+from analysis.load import BREAKDOWN_COLUMNS, METRIC_FIELDS, SHORT
+from flopsweep.record import plural
+
+MAX_NAMED = 3
+"""Runs named in a line (``gpt-1.3b ddp x2``) before ``and N more``."""
+
+_PATHS = {spec.name: "metrics." + ".".join(spec.path or (spec.key,)) for spec in METRIC_FIELDS}
+
+METRIC_HINTS: dict[str, tuple[str, str]] = {
+    "mfu": ("no datasheet peak for the device and precision ({source})", "see flopsweep/peaks.py"),
+    "hfu": ("no datasheet peak for the device and precision ({source})", "see flopsweep/peaks.py"),
+    "mfu_fp8": ("only fp8 runs on a GPU with an fp8 peak have it", "run precision=fp8 to fill it"),
+    "peak_tflops_fp8": ("only fp8 runs on a GPU with an fp8 peak have it", "run precision=fp8 to fill it"),
+    "tflops_per_device": ("eq. 3 describes GPT-2 shapes only", "rank on model_tflops_per_device"),
+    "peak_cuda_allocated_gib": ("CPU runs record no GPU memory", "run on a GPU (device=cuda) to fill it"),
+    "peak_cuda_reserved_gib": ("CPU runs record no GPU memory", "run on a GPU (device=cuda) to fill it"),
+    **{
+        name: ("the run was not profiled (or its breakdown is damaged: see warn)", "run with profile=true")
+        for name in BREAKDOWN_COLUMNS
+    },
+}
+"""Metric column -> (why its value is missing, what to do); ``{source}`` is the record's
+``peak_tflops_source``. Other metric columns get a line naming the record key."""
+
+
+def _where(where: str) -> str:
+    return f" in {where}" if where else " in these records"
+
+
+def _ranks(df: pd.DataFrame) -> pd.Series:
+    """The world size, or ``nproc_per_node x nnodes`` where the record has none (a run that
+    never launched)."""
+    nproc = pd.to_numeric(df["nproc_per_node"], errors="coerce")
+    return df["world_size"].astype("Float64").fillna(nproc * df["nnodes"].astype("Float64").fillna(1))
+
+
+def _label(run: pd.Series) -> str:
+    zero = "" if pd.isna(run.get("zero_stage")) else f" ZeRO-{run['zero_stage']}"
+    world = "" if pd.isna(run.get("world_size")) else f" x{int(run['world_size'])}"
+    return f"{run.get('model')} {run.get('backend')}{zero}{world}"
+
+
+def _named(rows: pd.DataFrame) -> str:
+    labels = list(dict.fromkeys(_label(r) for _, r in rows.iterrows()))
+    more = len(labels) - MAX_NAMED
+    return ", ".join(labels[:MAX_NAMED]) + (f" and {more} more" if more > 0 else "")
+
+
+def _scaling_reason(run: pd.Series, loaded: pd.DataFrame, where: str) -> str:
+    """Why ``run`` (ok) has no ``scaling_efficiency``, and what to run: see :func:`add_scaling`."""
+    if pd.isna(run["tokens_per_s_per_device"]):
+        return "the record has no metrics.tokens_per_s_per_device"
+    if pd.isna(run["world_size"]) or pd.isna(run["setup_id"]):
+        return "the record has no system.world_size or no config"
+    same = loaded[loaded["setup_id"].eq(run["setup_id"])]
+    ok = same["status"].eq("ok") & same["tokens_per_s_per_device"].notna() & same["world_size"].notna()
+    one = _ranks(same).eq(1).fillna(False).astype(bool)
+    if (ok & one).any():
+        return (
+            "the set-up ran at world size 1 only; add nproc_per_node=2 (or more) to the sweep "
+            "to measure scaling"
+        )
+    failed = same.loc[one & same["status"].ne("ok"), "status"]
+    if not failed.empty:
+        return (
+            f"the nproc_per_node=1 run of the same set-up ended {failed.iloc[0]}{_where(where)}; "
+            "fix it and re-run the sweep with resume=true"
+        )
+    return f"no nproc_per_node=1 run of the same set-up{_where(where)}; add nproc_per_node=1 to the sweep"
+
+
+def _speedup_reason(run: pd.Series, baseline: str, where: str) -> str:
+    if run.get("tflops_mismatch"):
+        return "its TFLOPs fail the recomputation from its stored FLOPs (tflops?), so it is not ranked"
+    base = baseline or "the baseline"
+    return (
+        f"no ok {base} run with the same other set-up (model, precision, micro batch, world size, "
+        f"...){_where(where)}; add the {base} run of that set-up to the sweep"
+    )
+
+
+def _metric_reason(column: str) -> Callable[[pd.Series], str]:
+    def reason(run: pd.Series) -> str:
+        if column in METRIC_HINTS:
+            why, fix = METRIC_HINTS[column]
+            source = run.get("peak_tflops_source")
+            source = "no source recorded" if pd.isna(source) or not source else str(source)
+            return f"{why.format(source=source[:80])}; {fix}"
+        return f"the record has no {_PATHS.get(column, column)}"
+
+    return reason
+
+
+def _reasons(
+    column: str, loaded: pd.DataFrame, where: str, baseline: str
+) -> Callable[[pd.Series], str] | None:
+    if column == "scaling_efficiency":
+        return lambda run: _scaling_reason(run, loaded, where)
+    if column == "speedup":
+        return lambda run: _speedup_reason(run, baseline, where)
+    if column == "setup_id":
+        return lambda run: "the record has no config section"
+    if column == "model_tflops_per_device_recomputed":
+        return lambda run: (
+            "the record lacks metrics.model_flops_per_iteration, the mean step time or system.world_size"
+        )
+    if column in _PATHS:
+        return _metric_reason(column)
+    return None
+
+
+Blanks = tuple[tuple[tuple[str, tuple[int, ...]], ...], int, int]
+"""``((reason, positions of its blank ok runs), ...), blank count, ok count)`` of one column."""
+
+
+def _blanks(
+    runs: pd.DataFrame, column: str, loaded: pd.DataFrame | None, where: str, baseline: str
+) -> Blanks | None:
+    """The reasons for the blank ``column`` cells of ok runs, grouped; None when there are none."""
+    if column not in runs or "status" not in runs:
+        return None
+    reason = _reasons(column, runs if loaded is None else loaded, where, baseline)
+    ok = runs[runs["status"].eq("ok")].reset_index(drop=True)
+    blank = ok[ok[column].isna()]
+    if reason is None or blank.empty:
+        return None
+    by_reason: dict[str, list[int]] = {}
+    for position, run in blank.iterrows():
+        by_reason.setdefault(reason(run), []).append(position)
+    return tuple((why, tuple(rows)) for why, rows in by_reason.items()), len(blank), len(ok)
+
+
+def _line(runs: pd.DataFrame, columns: list[str], blanks: Blanks) -> str:
+    """The one line of :func:`why_blank` for ``columns`` that share ``blanks``."""
+    by_reason, n_blank, n_ok = blanks
+    ok = runs[runs["status"].eq("ok")].reset_index(drop=True)
+    names = ", ".join(SHORT.get(c, c) for c in columns)
+    head = f"{names} {'is' if len(columns) == 1 else 'are'} blank"
+    if n_blank < n_ok:
+        head += f" for {n_blank} of {plural(n_ok, 'ok run')}"
+    if len(by_reason) == 1:
+        ((why, rows),) = by_reason
+        named = f" ({_named(ok.loc[list(rows)])})" if n_blank < n_ok else ""
+        return f"{head}{named}: {why}"
+    return f"{head}. " + " ".join(f"{_named(ok.loc[list(rows)])}: {why}." for why, rows in by_reason)
+
+
+def why_blank(
+    runs: pd.DataFrame,
+    column: str,
+    *,
+    loaded: pd.DataFrame | None = None,
+    where: str = "",
+    baseline: str = "",
+) -> str | None:
+    """One line saying why ``column`` is blank for ok runs of ``runs``, and what to run to fill it;
+    None when no ok run has it blank, or for a column that is not a metric or a derived one.
+
+    Args:
+        runs: the rows shown (a :func:`analysis.load` frame, filtered or sorted).
+        loaded: every loaded row, where a one-rank run of the same set-up is looked for
+            (default: ``runs``).
+        where: the searched paths, for the message (``no ... run in DIR``).
+        baseline: the ``--baseline`` set-up (``backend=fsdp``); default ``runs.attrs["baseline"]``.
+    """
+    notes = blank_notes(runs, [column], loaded=loaded, where=where, baseline=baseline)
+    return notes[0] if notes else None
+
+
+def blank_notes(
+    runs: pd.DataFrame,
+    columns: Iterable[str],
+    *,
+    loaded: pd.DataFrame | None = None,
+    where: str = "",
+    baseline: str = "",
+) -> list[str]:
+    """:func:`why_blank` for ``columns`` (each once, in order); columns blank in the same runs for
+    the same reasons share one line (``MFU, HFU are blank: ...``)."""
+    baseline = baseline or runs.attrs.get("baseline", "")
+    groups: dict[Blanks, list[str]] = {}
+    for column in dict.fromkeys(columns):
+        if found := _blanks(runs, column, loaded, where, baseline):
+            groups.setdefault(found, []).append(column)
+    return [_line(runs, names, found) for found, names in groups.items()]
