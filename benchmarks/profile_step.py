@@ -2,8 +2,8 @@
 
     python benchmarks/profile_step.py --backend plain --compile --out prof.txt
 
-Prints the GPU time per step split into matmul (GEMM), attention, optimizer,
-communication/copies and the rest, then the top kernels. Uses the bare loops of
+Prints the GPU time per step split into the kernel families of ``kernel_table.py`` (GEMM,
+attention, optimizer, Inductor, eager, communication, copies), then the top kernels. Uses the bare loops of
 ``reference.py`` so that nothing of the harness is in the picture.
 """
 
@@ -18,19 +18,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernel_table import family  # noqa: E402  (one list of kernel families for both scripts)
 from reference import add_loop_args, build, load_model_config  # noqa: E402
-
-CATEGORIES = [  # first match wins; matched against the lower-cased kernel name
-    ("attention", ("flash", "fmha", "attention", "cudnn", "sdpa")),
-    ("gemm", ("gemm", "cutlass", "sm90_xmma", "nvjet", "matmul", "wgmma")),
-    ("optimizer", ("adam", "multi_tensor", "foreach", "norm_")),
-    ("comm/copy", ("nccl", "memcpy", "memset", "copy", "cat")),
-]
-
-
-def category(name: str) -> str:
-    low = name.lower()
-    return next((cat for cat, keys in CATEGORIES if any(k in low for k in keys)), "other")
 
 
 def main() -> None:
@@ -60,10 +49,10 @@ def main() -> None:
         and "#" not in e.key
     ]
     for e in kernels:
-        totals[category(e.key)] += e.self_device_time_total / 1e3 / args.steps  # ms per step
+        totals[family(e.key)] += e.self_device_time_total / 1e3 / args.steps  # ms per step
     lines = [f"{args.backend} compile={args.compile} mb={args.micro_batch}: GPU ms per step by category"]
-    lines += [f"  {cat:<10} {ms:8.1f}" for cat, ms in sorted(totals.items(), key=lambda kv: -kv[1])]
-    lines.append(f"  {'total':<10} {sum(totals.values()):8.1f}")
+    lines += [f"  {cat:<40} {ms:8.1f}" for cat, ms in sorted(totals.items(), key=lambda kv: -kv[1])]
+    lines.append(f"  {'total':<40} {sum(totals.values()):8.1f}")
     lines.append(
         prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25, max_name_column_width=70)
     )
