@@ -1,6 +1,6 @@
 """GPU time of one training step by kernel family, for two or more Chrome traces side by side.
 
-Usage (standard library only)::
+Usage (standard library and ``flopsweep.profile``, which imports no torch)::
 
     python3 benchmarks/kernel_table.py LABEL=TRACE [LABEL=TRACE ...] [--top N] [--out FILE.md]
 
@@ -24,7 +24,6 @@ Used by ``benchmarks/peer_profile.sh`` to explain the gap between flopsweep and 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import sys
@@ -32,7 +31,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # flopsweep.profile: no torch at import
+from flopsweep.profile import DEVICE_CATEGORIES, launched_ids, read_trace  # noqa: E402
 
 FAMILIES: list[tuple[str, re.Pattern[str]]] = [
     ("communication (NCCL)", re.compile(r"nccl", re.I)),
@@ -50,14 +50,6 @@ FAMILIES: list[tuple[str, re.Pattern[str]]] = [
     ),
 ]
 OTHER = "other"
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """The ``traceEvents`` of a Chrome trace, gzipped (``.gz``) or not."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        data = json.load(f)
-    return data["traceEvents"] if isinstance(data, dict) else data
 
 
 def family(name: str) -> str:
@@ -85,15 +77,7 @@ def step_work(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
     if not spans:
         return work
-    start, end = max(spans, key=lambda s: s[1] - s[0])
-    launched = {
-        e["args"]["correlation"]
-        for e in events
-        if e.get("cat") in ("cuda_runtime", "cuda_driver")
-        and isinstance(e.get("args"), dict)
-        and "correlation" in e["args"]
-        and start <= float(e["ts"]) < end
-    }
+    launched = launched_ids(events, [max(spans, key=lambda s: s[1] - s[0])])
     inside = [e for e in work if isinstance(e.get("args"), dict) and e["args"].get("correlation") in launched]
     return inside or work
 
@@ -186,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(path).is_file():
             parser.error(f"{label}: no trace file at {path}")
         try:
-            summaries[label] = summarize(read_events(Path(path)))
+            summaries[label] = summarize(read_trace(Path(path)))
         except (ValueError, KeyError, json.JSONDecodeError, OSError) as e:
             print(f"kernel_table: {label}: {path}: {e}", file=sys.stderr)
             return 1

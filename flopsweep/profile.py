@@ -216,13 +216,11 @@ def step_breakdown(events: Sequence[dict[str, Any]], *, cuda: bool) -> StepBreak
     )
 
 
-def _launched_within(
-    events: Sequence[dict[str, Any]], work: Sequence[dict[str, Any]], host: Sequence[Interval]
-) -> list[Interval]:
-    """The device spans of the work whose launch (the ``cuda_runtime`` or ``cuda_driver`` call
-    with the same ``correlation`` id; Triton kernels are launched through the driver API) lies
-    inside the host intervals."""
-    launched = {
+def launched_ids(events: Sequence[dict[str, Any]], host: Sequence[Interval]) -> set[Any]:
+    """The ``correlation`` ids of the launches (``cuda_runtime`` or ``cuda_driver`` calls; Triton
+    kernels are launched through the driver API) that lie inside the host intervals; a device
+    event with the same id is the work that launch started."""
+    return {
         e["args"]["correlation"]
         for e in events
         if e.get("cat") in ("cuda_runtime", "cuda_driver")
@@ -230,6 +228,13 @@ def _launched_within(
         and "correlation" in e["args"]
         and intersect([_span(e)], host)
     }
+
+
+def _launched_within(
+    events: Sequence[dict[str, Any]], work: Sequence[dict[str, Any]], host: Sequence[Interval]
+) -> list[Interval]:
+    """The device spans of the work launched inside the host intervals (:func:`launched_ids`)."""
+    launched = launched_ids(events, host)
     return union(
         _span(e) for e in work if isinstance(e.get("args"), dict) and e["args"].get("correlation") in launched
     )

@@ -89,7 +89,7 @@ def test_step_work_busy_idle_and_families(tmp_path: Path) -> None:
         k("Memset (Device)", 200.0, 5.0, 5, cat="gpu_memset"),
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 100.0, "dur": 90.0},
     ]
-    s = kt.summarize(kt.read_events(_trace(tmp_path, "a.json.gz", events)))
+    s = kt.summarize(kt.read_trace(_trace(tmp_path, "a.json.gz", events)))
     assert s["kernels"] == 4
     assert s["span_ms"] == pytest.approx(0.095)  # 110 .. 205 us
     assert s["busy_ms"] == pytest.approx(0.060)  # 35 + 20 + 5 us
