@@ -129,6 +129,7 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
     losses = [_mean_or_none(step) for step in zip(*(r["losses"] for r in ranks), strict=True)]
     cuda_alloc = [r["peak_cuda_allocated_bytes"] for r in ranks]
     cuda_res = [r["peak_cuda_reserved_bytes"] for r in ranks]
+    retries = [r.get("cuda_alloc_retries") for r in ranks]
     return {
         "iteration_time_s": it,
         "tokens_per_s": tokens / it["mean"],
@@ -148,6 +149,7 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
         "matmul_fraction": model_tflops / gemm_rate if gemm_rate else None,
         "peak_cuda_allocated_bytes": None if None in cuda_alloc else max(cuda_alloc),
         "peak_cuda_reserved_bytes": None if None in cuda_res else max(cuda_res),
+        "cuda_alloc_retries": None if None in retries else max(retries),
         "per_rank": [{k: r.get(k) for k in PER_RANK_KEYS} for r in ranks],
         "peak_host_rss_bytes": max(r["peak_host_rss_bytes"] for r in ranks),
         "swap_used_bytes": psutil.swap_memory().used,
@@ -185,6 +187,12 @@ def warnings_for(metrics: dict[str, Any] | None) -> list[str]:
         out.append(
             f"unsteady: measured steps {metrics['unsteady_steps']} were over {UNSTEADY_FACTOR}x the median "
             "of the others after the extra warm-up (CPU runs are recorded anyway)"
+        )
+    if metrics and metrics.get("cuda_alloc_retries"):
+        out.append(
+            f"alloc_retries: the CUDA caching allocator freed its cache and retried cudaMalloc "
+            f"{metrics['cuda_alloc_retries']} times in the measured steps (each retry synchronises the "
+            "device): memory is too tight for speed; a smaller batch.micro_batch_size may run faster"
         )
     return out
 

@@ -174,6 +174,14 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
         scale=GIB,
     ),
     MetricSpec(
+        "cuda_alloc_retries",
+        "1",
+        "lower",
+        "alloc_retries",
+        "times the CUDA caching allocator freed its cache and retried cudaMalloc in the measured "
+        "steps, max over ranks (each retry synchronises the device: memory too tight for speed)",
+    ),
+    MetricSpec(
         "peak_cuda_reserved_bytes",
         "bytes",
         "lower",
@@ -399,6 +407,9 @@ class RankFigures:
         peak_cuda_allocated_bytes, peak_cuda_reserved_bytes: since the measured steps began;
             null on the CPU.
         peak_host_rss_bytes: the process's peak resident set.
+        cuda_alloc_retries: times the CUDA caching allocator freed its cache and retried
+            ``cudaMalloc`` during the measured steps (``num_alloc_retries`` of
+            ``torch.cuda.memory_stats``; each retry synchronises the device); null on the CPU.
         matmul_tflops: the measured dense GEMM rate at the run's matmul precision, TFLOP/s.
         warmup_steps: warm-up steps run (``steps.warmup`` plus any extra).
         fp8_layers: Linear layers converted to float8, null when the run is not fp8.
@@ -416,6 +427,7 @@ class RankFigures:
     peak_cuda_allocated_bytes: int | None
     peak_cuda_reserved_bytes: int | None
     peak_host_rss_bytes: int
+    cuda_alloc_retries: int | None = None
     matmul_tflops: float | None = None
     warmup_steps: int = 0
     fp8_layers: int | None = None
@@ -433,6 +445,7 @@ PER_RANK_KEYS = (
     "peak_cuda_allocated_bytes",
     "peak_cuda_reserved_bytes",
     "peak_host_rss_bytes",
+    "cuda_alloc_retries",
     "matmul_tflops",
 )
 """The keys of each ``metrics.per_rank`` entry (a part of :class:`RankFigures`)."""

@@ -357,6 +357,7 @@ def measure(
     if cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
+        torch.cuda.reset_accumulated_memory_stats(device)  # num_alloc_retries counts from here
     dist.barrier()
     marks: list[Any] = []
     losses = []
@@ -396,6 +397,7 @@ def _rank_figures(rank: int, device: Any, step_times: list[float], losses: list)
         "losses": loss_values,
         "peak_cuda_allocated_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
         "peak_cuda_reserved_bytes": torch.cuda.max_memory_reserved(device) if cuda else None,
+        "cuda_alloc_retries": torch.cuda.memory_stats(device).get("num_alloc_retries", 0) if cuda else None,
         # ru_maxrss is in KiB on Linux: the process's peak resident set.
         "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }

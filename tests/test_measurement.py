@@ -11,7 +11,7 @@ import pytest
 from helpers import run_py
 
 from flopsweep.config import RunConfig
-from flopsweep.metrics import PLAUSIBLE_FACTOR, compute_metrics, sanity_problem, unsteady_steps
+from flopsweep.metrics import PLAUSIBLE_FACTOR, compute_metrics, sanity_problem, unsteady_steps, warnings_for
 
 
 @pytest.mark.slow
@@ -62,6 +62,22 @@ def test_faster_than_the_measured_gemm_rate_is_invalid_even_on_an_unknown_gpu() 
     assert fast["matmul_fraction"] == pytest.approx(
         fast["model_tflops_per_device"] / fast["measured_matmul_tflops"]
     )
+
+
+def test_alloc_retries_are_the_max_over_ranks_and_a_warning() -> None:
+    """A rank whose caching allocator retried cudaMalloc is flagged; CPU ranks record none."""
+    cfg = dataclasses.replace(RunConfig(), device="cuda")
+    cfg.attention.density = 1.0
+    ranks = _ranks(1.0, "NVIDIA H200", 600.0) * 2
+    ranks = [{**ranks[0], "cuda_alloc_retries": 0}, {**ranks[1], "rank": 1, "cuda_alloc_retries": 7}]
+    m = compute_metrics(cfg, ranks)
+    assert m["cuda_alloc_retries"] == 7 and [r["cuda_alloc_retries"] for r in m["per_rank"]] == [0, 7]
+    [warning] = [w for w in warnings_for(m) if w.startswith("alloc_retries")]
+    assert "7 times" in warning and "batch.micro_batch_size" in warning
+    calm = compute_metrics(cfg, [{**r, "cuda_alloc_retries": 0} for r in ranks])
+    assert calm["cuda_alloc_retries"] == 0 and not [w for w in warnings_for(calm) if w.startswith("alloc")]
+    cpu = compute_metrics(RunConfig(), _ranks(1.0, "cpu", None))
+    assert cpu["cuda_alloc_retries"] is None
 
 
 def test_sort_range_is_refused_with_the_list_to_write() -> None:
