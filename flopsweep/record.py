@@ -43,7 +43,7 @@ class MetricSpec:
 
     Attributes:
         key: the key in ``metrics``.
-        unit: its unit (``s``, ``1/s``, ``FLOP``, ``TFLOP/s``, ``bytes``, ``1`` for a ratio, ``""``
+        unit: its unit (``s``, ``1/s``, ``FLOP``, ``TFLOP/s``, ``bytes``, ``1`` for a ratio, ``count``, ``""``
             for text or structures).
         better: which way is better, ``higher`` (rates, TFLOPs, MFU) or ``lower`` (times, memory),
             or ``None`` (not a figure of merit: counts, FLOPs, peaks, text). The analysis sorts
@@ -175,7 +175,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(
         "cuda_alloc_retries",
-        "1",
+        "count",
         "lower",
         "alloc_retries",
         "times the CUDA caching allocator freed its cache and retried cudaMalloc in the measured "
