@@ -851,9 +851,8 @@ def test_load_average_at_the_start_and_end_of_a_job_is_a_column(tmp_path):
 
 
 def test_html_report_of_many_models_draws_a_bounded_number_of_figures(tmp_path, capsys):
-    """400 models: the cost is in figures and panels, so assert those (and a generous time)."""
-    import time
-
+    """400 models: the cost is in figures and panels (166 s before the panel cap, about 2 s
+    after), so assert those, not the time."""
     template, models = raw("v2-ok"), 400
     for i in range(models):
         rec = json.loads(json.dumps(template))
@@ -867,9 +866,9 @@ def test_html_report_of_many_models_draws_a_bounded_number_of_figures(tmp_path, 
         panels = [ax for ax in fig.axes if ax.get_visible()]
         assert len(panels) <= MAX_PANELS, name
         assert f"{MAX_PANELS} of {models} models" in " ".join(fig.get_suptitle().split()), name
-    t0 = time.perf_counter()
     code, _, _ = cli(capsys, tmp_path / "runs", "--format", "html", "--output", tmp_path / "r.html")
-    assert code == 0 and time.perf_counter() - t0 < 60  # 166 s before the panel cap; about 2 s after
+    html = (tmp_path / "r.html").read_text()
+    assert code == 0 and 0 < html.count("<img") <= len(PLOTS)
 
 
 # --- end to end -------------------------------------------------------------------------------------------
