@@ -409,8 +409,9 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, world: int, env:
     raise ConfigError(
         "model",
         cfg.model.name,
-        f"on the CPU its {nproc} rank(s) hold at least {need / 2**30:.1f} GiB of fp32 weights, gradients "
-        f"and AdamW states, more than this machine's {env.host_memory_bytes / 2**30:.1f} GiB of memory",
+        f"on the CPU the fp32 weights, gradients and AdamW states of {plural(nproc, 'rank')} take at "
+        f"least {need / 2**30:.1f} GiB, more than this machine's {env.host_memory_bytes / 2**30:.1f} GiB "
+        "of memory",
         f"pick a smaller model (e.g. model=gpt-tiny){shard}, or run on GPUs with device=cuda",
     )
 

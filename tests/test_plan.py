@@ -65,7 +65,8 @@ def test_a_cpu_run_whose_model_states_exceed_host_memory_is_refused() -> None:
         resolve(big, host)
     message = str(exc.value)
     assert message.startswith(
-        "Invalid config: model='gpt-1.3b': on the CPU its 1 rank(s) hold at least 19.6 GiB of fp32 weights"
+        "Invalid config: model='gpt-1.3b': on the CPU the fp32 weights, gradients and AdamW states of 1 rank "
+        "take at least 19.6 GiB"
     ), message
     assert (
         "this machine's 16.0 GiB" in message and "Fix: pick a smaller model (e.g. model=gpt-tiny)" in message
