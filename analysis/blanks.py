@@ -41,7 +41,10 @@ METRIC_HINTS: dict[str, tuple[str, str]] = {
     "peak_cuda_allocated_gib": ("CPU runs record no GPU memory", "run on a GPU (device=cuda) to fill it"),
     "peak_cuda_reserved_gib": ("CPU runs record no GPU memory", "run on a GPU (device=cuda) to fill it"),
     **{
-        name: ("the run was not profiled (or its breakdown is damaged: see warn)", "run with profile=true")
+        name: (
+            "the run was not profiled (or its profile failed or is damaged: see warn)",
+            "run with profile=true, or fix what its profile_failed warning names",
+        )
         for name in BREAKDOWN_COLUMNS
     },
 }

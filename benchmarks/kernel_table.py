@@ -162,22 +162,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=12, help="kernels listed per trace (12)")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     args = parser.parse_args(argv)
+    if args.top < 0:
+        parser.error(f"--top {args.top}: give 0 or more kernels per trace")
+    if args.out and (args.out.is_dir() or not args.out.parent.is_dir()):
+        parser.error(
+            f"--out {args.out}: not a file in an existing folder; name a file, e.g. --out kernel_table.md"
+        )
     summaries = {}
     for spec in args.traces:
         label, sep, path = spec.partition("=")
         if not sep or not label or not path:
             parser.error(f"{spec!r}: write LABEL=TRACE, e.g. flopsweep=run/profile/rank0.trace.json.gz")
+        if label in summaries:
+            parser.error(f"{label}: the label is given twice; give each trace its own LABEL")
         if not Path(path).is_file():
             parser.error(f"{label}: no trace file at {path}")
         try:
             summaries[label] = summarize(read_trace(Path(path)))
-        except (ValueError, KeyError, json.JSONDecodeError, OSError) as e:
+        except KeyError as e:
+            print(f"kernel_table: {label}: {path}: not a Chrome trace (no {e} key)", file=sys.stderr)
+            return 1
+        except (ValueError, json.JSONDecodeError, OSError) as e:
             print(f"kernel_table: {label}: {path}: {e}", file=sys.stderr)
             return 1
     report = table(summaries, args.top)
     print(report, end="")
     if args.out:
-        args.out.write_text(report, encoding="utf-8")
+        try:
+            args.out.write_text(report, encoding="utf-8")
+        except OSError as e:
+            print(f"kernel_table: --out {args.out}: {e.strerror or e}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -405,7 +405,10 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, world: int, env:
     need = memory.model_states_floor(cfg, world) * nproc
     if need <= env.host_memory_bytes:
         return
-    shard = ", backend=fsdp to shard it over the ranks" if cfg.backend.name in ("single", "ddp") else ""
+    # Sharding helps only where the ranks hold copies and one copy fits: all ranks share this host.
+    one_copy = need // nproc if cfg.backend.name == "ddp" else need
+    helps = nproc > 1 and one_copy <= env.host_memory_bytes
+    shard = ", backend=fsdp to shard it over the ranks" if helps else ""
     raise ConfigError(
         "model",
         cfg.model.name,

@@ -121,3 +121,22 @@ def test_bad_arguments_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     )
     assert kt.main([f"cpu={empty}"]) == 1
     assert "no GPU kernels in the trace" in capsys.readouterr().err
+
+
+def test_duplicate_labels_bad_top_out_and_non_traces_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _trace(tmp_path, "a.json.gz", [_kernel("nvjet_x", 0.0, 10.0)])
+    for argv, words in [
+        ([f"x={a}", f"x={a}"], "the label is given twice"),
+        ([f"x={a}", "--top", "-1"], "--top -1"),
+        ([f"x={a}", "--out", str(tmp_path)], "not a file in an existing folder"),
+        ([f"x={a}", "--out", str(tmp_path / "no" / "such.md")], "not a file in an existing folder"),
+    ]:
+        with pytest.raises(SystemExit) as e:
+            kt.main(argv)
+        assert e.value.code == 2 and words in capsys.readouterr().err, argv
+    record = tmp_path / "metrics.json"
+    record.write_text(json.dumps({"status": "ok"}))
+    assert kt.main([f"r={record}"]) == 1
+    assert "not a Chrome trace (no 'traceEvents' key)" in capsys.readouterr().err

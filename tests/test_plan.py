@@ -111,3 +111,18 @@ def test_plan_on_the_cpu_says_whether_the_host_memory_holds_it(tmp_path: Path) -
     assert (rows[0]["status"], rows[0]["fits"]) == ("ok", "True")
     if big:
         assert rows[1]["status"] == "invalid" and "more than this machine's" in rows[1]["note"]
+
+
+def test_the_host_memory_refusal_suggests_sharding_only_where_it_helps() -> None:
+    """All CPU ranks share one host: FSDP helps when DDP's copies overflow and one copy fits, never
+    when one copy alone is too large."""
+    from flopsweep.config import ConfigError
+    from flopsweep.plan import Environment, resolve
+
+    ddp2 = dataclasses.replace(_cfg(BackendConfig(name="ddp")), device="cpu", nproc_per_node="2")
+    with pytest.raises(ConfigError) as copies:  # two 19.6 GiB copies, one fits in 32 GiB
+        resolve(ddp2, Environment(cpu_count=2, host_memory_bytes=32 * 2**30))
+    assert "backend=fsdp to shard it over the ranks" in str(copies.value)
+    with pytest.raises(ConfigError) as one:  # one copy alone is over 16 GiB
+        resolve(ddp2, Environment(cpu_count=2, host_memory_bytes=16 * 2**30))
+    assert "fsdp" not in str(one.value) and "pick a smaller model" in str(one.value)

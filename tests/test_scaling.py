@@ -220,8 +220,8 @@ def test_a_partly_blank_scale_eff_names_the_runs_and_csv_stays_quiet(tmp_path, c
     ) in err
     _, err = _cli(capsys, tmp_path, "--columns", "backend,breakdown_compute_s,breakdown_idle_s")
     assert _blank_lines(err) == [
-        "compute_s, idle_s are blank: the run was not profiled (or its breakdown is damaged: see warn); "
-        "run with profile=true"
+        "compute_s, idle_s are blank: the run was not profiled (or its profile failed or is damaged: "
+        "see warn); run with profile=true, or fix what its profile_failed warning names"
     ]
 
 
