@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import records, run_py
+from helpers import records, run_sweep
 
 from flopsweep.attention import BlockSparseConfig, check_support
 from flopsweep.config import AttentionConfig
@@ -17,8 +17,8 @@ from flopsweep.models.llama import Llama, LlamaConfig
 def test_llama_tiny_first_step_loss_is_the_same_on_every_backend(tmp_path: Path) -> None:
     """Same seed, same data: DDP, FSDP2 and ZeRO 1-3 (tied embedding registered for ZeRO-3)
     give the same first-step loss within 1e-4."""
-    proc = run_py(
-        "-m",
+    proc = run_sweep(
+        tmp_path,
         "model=llama-tiny",
         "device=cpu",
         "precision=fp32",
@@ -26,7 +26,6 @@ def test_llama_tiny_first_step_loss_is_the_same_on_every_backend(tmp_path: Path)
         "backend=ddp,fsdp,zero1,zero2,zero3",
         "steps.warmup=1",
         "steps.measure=2",
-        f"hydra.sweep.dir={tmp_path}",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = records(tmp_path)

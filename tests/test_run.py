@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import ROOT, records, run_py
+from helpers import ROOT, records, run_py, run_sweep
 
 from flopsweep.record import METRIC_KEYS, SCHEMA_VERSION
 
@@ -78,19 +78,19 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def cpu_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sweep_dir = tmp_path_factory.mktemp("sweep")
-    proc = run_py(
-        "-m",
+    proc = run_sweep(
+        sweep_dir,
         "backend=ddp,fsdp,zero1,zero2,zero3",
         "nproc_per_node=2",
         "device=cpu",
         "precision=fp32",
         "steps.warmup=1",
         "steps.measure=2",
-        f"hydra.sweep.dir={sweep_dir}",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     errors = [(r["config"]["backend"], r["error"]) for r in records(sweep_dir) if r["status"] != "ok"]
-    assert "flopsweep summary: 5 ok, 0 oom, 0 error, 0 invalid" in proc.stdout, (errors, proc.stdout[-3000:])
+    assert not errors and len(records(sweep_dir)) == 5, (errors, proc.stdout[-3000:])
+    assert "0 oom, 0 error, 0 invalid" in proc.stdout, proc.stdout[-3000:]
     return sweep_dir
 
 
