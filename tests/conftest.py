@@ -26,7 +26,11 @@ def hydra_compose():
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
 
         def _compose(overrides: list[str]) -> RunConfig:
-            cfg = compose(config_name="config", overrides=normalize_overrides(list(overrides)), return_hydra_config=False)
+            cfg = compose(
+                config_name="config",
+                overrides=normalize_overrides(list(overrides)),
+                return_hydra_config=False,
+            )
             return OmegaConf.to_object(cfg)
 
         yield _compose

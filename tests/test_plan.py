@@ -36,7 +36,9 @@ def test_model_states_follow_the_backend() -> None:
 
 def test_checkpointing_keeps_only_block_inputs() -> None:
     plain = estimate(_cfg(BackendConfig(name="single")), 1)
-    ckpt = estimate(_cfg(BackendConfig(name="single"), activation_checkpointing=CheckpointingConfig(name="full")), 1)
+    ckpt = estimate(
+        _cfg(BackendConfig(name="single"), activation_checkpointing=CheckpointingConfig(name="full")), 1
+    )
     assert ckpt.activations < plain.activations / 4 and ckpt.logits == plain.logits
 
 
