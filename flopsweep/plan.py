@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from flopsweep import attention, autobatch, backends, checkpointing, memory, precision
+from flopsweep import attention, autobatch, backends, checkpointing, memory, precision, rules
 from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
@@ -155,7 +155,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     _validate_optim(cfg.optim)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
-    _validate_warmup(cfg)
+    rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
     return cfg
 
 
@@ -290,19 +290,6 @@ def _validate_sizes(cfg: RunConfig) -> None:
     if not 0 <= cfg.seed < MAX_SEED:
         raise ConfigError(
             "seed", cfg.seed, "must be in [0, 2**32) (it seeds torch generators)", "set e.g. seed=0"
-        )
-
-
-def _validate_warmup(cfg: RunConfig) -> None:
-    """A run that compiles on its first step must warm up, or compilation is timed."""
-    compiles = cfg.compile or cfg.attention.name == "flex" or getattr(cfg.attention, "impl", "") == "flex"
-    if compiles and cfg.steps.warmup == 0:
-        what = "compile=true" if cfg.compile else f"attention={cfg.attention.name} (FlexAttention compiles)"
-        raise ConfigError(
-            "steps.warmup",
-            0,
-            f"{what} compiles on the first step, which would then be measured",
-            "set steps.warmup=2 or more",
         )
 
 
