@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
+from flopsweep.checkpointing import normalize_overrides
 from flopsweep.job import JobInfo, plan_table, run_job
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.record import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
@@ -301,6 +302,9 @@ if __name__ == "__main__":
     logging.raiseExceptions = False
     if not os.environ.get("SUBMITIT_EXECUTOR"):  # a Slurm task handles SIGTERM itself
         signal.signal(signal.SIGTERM, raise_terminated)
+    # Hydra refuses a boolean as a group choice: the old activation_checkpointing=true/false
+    # become the policies full/none before it parses them (flopsweep.checkpointing).
+    sys.argv[1:] = normalize_overrides(sys.argv[1:])
     argv = sys.argv[1:]
     problem = refusal(argv)
     exists = existing_record_problem(argv)

@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.schema import Record, RecordError, read_record
+from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
 from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec, plural
 
@@ -183,9 +183,10 @@ _INT_COLUMNS = (
     "seed",
 )
 _FLOAT_COLUMNS = ("attention_density", "model_tflops_per_device_recomputed", *LOAD_COLUMNS)
-_BOOL_COLUMNS = ("activation_checkpointing", "compile", "reshard_after_forward")
+_BOOL_COLUMNS = ("compile", "reshard_after_forward")
 _TEXT_COLUMNS = (
     "nproc_per_node",
+    "activation_checkpointing",
     "model",
     "arch",
     "attention",
@@ -392,6 +393,9 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out: dict[str, Any] = {}
     for name, path, _ in CONFIG_FIELDS + RUN_FIELDS:
         out[name] = _scalar(_get(record, path))
+    # the policy's name; an old record's bool reads as full/none
+    ckpt = _get(record, ("config", "activation_checkpointing"))
+    out["activation_checkpointing"] = checkpointing_name(ckpt)
     for spec in METRIC_FIELDS:
         value = _get(record["metrics"], spec.path or (spec.key,))
         if spec.unit:
@@ -525,6 +529,10 @@ def setup_id(record: Record) -> str | None:
     if not isinstance(config, dict):
         return None
     kept = {k: v for k, v in config.items() if k not in _NOT_SETUP}
+    # full/none hash as the bool of older records, so that a set-up keeps its id across the change
+    ckpt = kept.get("activation_checkpointing")
+    if isinstance(ckpt, dict) and set(ckpt) == {"name"} and ckpt["name"] in CHECKPOINTING_BOOLS.values():
+        kept["activation_checkpointing"] = ckpt["name"] == "full"
     system = record.get("system") if isinstance(record.get("system"), dict) else {}
     text = json.dumps([kept, system.get("device_name")], sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()[:10]

@@ -72,8 +72,12 @@ def normalize(value: Any) -> str:
 
 
 def matches(df: pd.DataFrame, column: str, values: Any) -> pd.Series:
-    """Boolean mask of rows whose ``column`` equals ``values`` (or any of a list), as text."""
+    """Boolean mask of rows whose ``column`` equals ``values`` (or any of a list), as text.
+    ``activation_checkpointing=true``/``false`` match the policies ``full``/``none``, as on the
+    ``run.py`` command line."""
     wanted = {normalize(v) for v in (values if isinstance(values, (list, tuple, set)) else [values])}
+    if column == "activation_checkpointing":
+        wanted = {{"true": "full", "false": "none"}.get(w, w) for w in wanted}
     return df[column].astype(object).map(normalize).isin(wanted)
 
 
@@ -88,7 +92,7 @@ def mask(df: pd.DataFrame, filters: Mapping[str, Any], what: str = "filter") -> 
 
 def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
     """Rows matching every ``column: value`` (a list means any of them), compared as text,
-    so ``{"micro_batch_size": "8"}`` and ``{"activation_checkpointing": "True"}`` match.
+    so ``{"micro_batch_size": "8"}`` and ``{"compile": "True"}`` match.
 
     Raises:
         ColumnError: for a column not in ``df``.

@@ -182,10 +182,26 @@ def finite(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
+CHECKPOINTING_BOOLS = {True: "full", False: "none"}
+"""The policy each old record's boolean ``config.activation_checkpointing`` means."""
+
+
+def checkpointing_name(value: Any) -> str | None:
+    """The activation checkpointing policy of a record's ``config.activation_checkpointing``: the
+    ``name`` of the config group node (``{"name": "full"}``, records since the policy registry),
+    or ``full``/``none`` for the boolean of older records; None when missing or unreadable."""
+    if isinstance(value, bool):
+        return CHECKPOINTING_BOOLS[value]
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        return value["name"]
+    return None
+
+
 def recompute_mode(config: Record) -> str:
-    """What activation checkpointing recomputes (as ``flopsweep.metrics.recompute_mode``): ``none``;
-    ``early_stop`` (eager blocks, non-reentrant checkpoint); ``full`` (compiled blocks)."""
-    if not config.get("activation_checkpointing"):
+    """What activation checkpointing recomputes (as ``flopsweep.checkpointing.recompute_mode``, for
+    ``none`` and ``full``): ``none``; ``early_stop`` (eager blocks, non-reentrant checkpoint);
+    ``full`` (compiled blocks)."""
+    if checkpointing_name(config.get("activation_checkpointing")) in (None, "none"):
         return "none"
     return "full" if config.get("compile") else "early_stop"
 

@@ -400,7 +400,8 @@ def load_flopsweep(root: Path) -> list[dict[str, Any]]:
         if (batch.get("grad_accum") or 1) != 1:
             mbs = f"{mbs}x{batch['grad_accum']}"
         seq = int(model.get("seq_len") or TT_DEFAULT_SEQ)
-        ac = _truthy(cfg.get("activation_checkpointing"))
+        ckpt = cfg.get("activation_checkpointing")  # a policy {"name": ...}; older records: a bool
+        ac = _truthy(ckpt.get("name") if isinstance(ckpt, dict) else ckpt)
         status = rec.get("status", "?")
         if status == "error" and "timeout" in str((rec.get("error") or {}).get("message", "")):
             status = "timeout"

@@ -24,6 +24,8 @@ import torch
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from flopsweep import checkpointing  # noqa: E402
+from flopsweep.config import CheckpointingConfig  # noqa: E402
 from flopsweep.models.gpt2 import GPT  # noqa: E402
 from flopsweep.models.gpt2 import GPT2Config as ModelConfig  # noqa: E402
 
@@ -55,13 +57,20 @@ LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
 WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def _checkpointed(model: GPT, on: bool) -> GPT:
+    """Each block wrapped by flopsweep's ``full`` checkpointing policy when ``on``."""
+    name = "full" if on else "none"
+    checkpointing.POLICIES[name].apply(model.h, CheckpointingConfig(name=name))
+    return model
+
+
 def build(args: argparse.Namespace, mcfg: ModelConfig):
     """Returns step(tokens) -> None for the chosen backend."""
     torch.manual_seed(0)
     if args.backend == "deepspeed":
         return build_deepspeed(args, mcfg)
     with torch.device("cuda", LOCAL_RANK):
-        model = GPT(mcfg, args.attention, activation_checkpointing=args.checkpointing)
+        model = _checkpointed(GPT(mcfg, args.attention), args.checkpointing)
     if args.compile:
         for block in model.h:
             block.compile(mode=args.compile_mode)
@@ -118,7 +127,8 @@ def build_deepspeed(args: argparse.Namespace, mcfg: ModelConfig):
         "steps_per_print": 1 << 30,
     }
     with deepspeed.zero.Init(config_dict_or_path=ds_config):
-        model = GPT(mcfg, args.attention, activation_checkpointing=args.checkpointing)
+        model = GPT(mcfg, args.attention)
+    model = _checkpointed(model, args.checkpointing)  # outside zero.Init, as flopsweep wraps it
     deepspeed.zero.register_external_parameter(model, model.wte.weight)
     engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
 

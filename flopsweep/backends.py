@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
+from flopsweep import checkpointing
 from flopsweep import precision as fprecision
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
 from flopsweep.models import family
@@ -107,24 +108,21 @@ def make_model(cfg: RunConfig, device: torch.device | None) -> nn.Module:
     """The bare model (fp8-converted when asked), before checkpointing and compile."""
     torch.manual_seed(cfg.seed)
     with device if device is not None else contextlib.nullcontext():
-        model = family(cfg.model).build(cfg.model, cfg.attention, False)
+        model = family(cfg.model).build(cfg.model, cfg.attention)
     fprecision.prepare_model(model, cfg.precision)
     return model
 
 
 def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
-    """Activation checkpointing wraps each block (non-reentrant ``checkpoint_wrapper``), and
-    ``compile`` then compiles each wrapped block, as torchtitan does: the recompute sits
+    """The activation checkpointing policy wraps the blocks (:mod:`flopsweep.checkpointing`;
+    ``full``: non-reentrant ``checkpoint_wrapper`` per block), and ``compile`` then compiles
+    each wrapped block, as torchtitan does: the recompute sits
     inside the compiled graph, where Inductor fuses it, instead of re-running a compiled
     forward from outside. Identical blocks share one compiled graph, and FSDP2/ZeRO-3
     hooks stay outside the compiled regions. (Outside ``deepspeed.zero.Init``: its
     module hooks do not know the wrapper.)"""
     blocks = family(cfg.model).blocks(model)
-    if cfg.activation_checkpointing:
-        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-
-        for i, block in enumerate(blocks):
-            blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False)
+    checkpointing.policy(cfg.activation_checkpointing).apply(blocks, cfg.activation_checkpointing)
     if cfg.compile:
         for block in blocks:
             block.compile()

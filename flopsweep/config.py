@@ -2,10 +2,11 @@
 
 ``run.py`` converts Hydra's ``DictConfig`` once into :class:`RunConfig` with
 ``OmegaConf.to_object``; code below it sees only these dataclasses. Each group
-(``model``, ``attention``, ``backend``, ``precision``, ``batch``) has a base class
-here with the keys every option shares. An option with knobs of its own
-subclasses it next to its registry (``flopsweep.models``, ``flopsweep.attention``,
-``flopsweep.backends``, ``flopsweep.precision``, ``flopsweep.autobatch``), and
+(``model``, ``attention``, ``backend``, ``precision``, ``batch``,
+``activation_checkpointing``) has a base class here with the keys every option shares. An
+option with knobs of its own subclasses it next to its registry (``flopsweep.models``,
+``flopsweep.attention``, ``flopsweep.backends``, ``flopsweep.precision``,
+``flopsweep.autobatch``, ``flopsweep.checkpointing``), and
 :func:`flopsweep.store.register_configs` stores that subclass as the group's
 ``base_<option>`` node (Hydra's structured-config "base_" pattern), which the
 option's YAML file extends. So a key belongs to the options that declare it, a
@@ -104,6 +105,15 @@ class PrecisionConfig:
 
 
 @dataclass(kw_only=True)
+class CheckpointingConfig:
+    """Activation checkpointing policy; a policy with knobs subclasses it (``flopsweep.checkpointing``)."""
+
+    name: str = "none"
+    """A key of ``flopsweep.checkpointing.POLICIES``: ``none``, ``full`` (every block's forward is
+    recomputed in backward). ``activation_checkpointing=true``/``false`` mean ``full``/``none``."""
+
+
+@dataclass(kw_only=True)
 class BatchConfig:
     """Per-rank batch: ``micro_batch_size`` sequences, ``grad_accum`` micro steps per optimizer step."""
 
@@ -180,8 +190,8 @@ class RunConfig:
     """Nodes (Slurm)."""
     device: str = "auto"
     """``auto`` (cuda when available), ``cuda`` or ``cpu``."""
-    activation_checkpointing: bool = False
-    """Recompute each block's forward in backward."""
+    activation_checkpointing: CheckpointingConfig = field(default_factory=CheckpointingConfig)
+    """Which activations are recomputed in backward (a policy of ``flopsweep.checkpointing``)."""
     compile: bool = False
     """``torch.compile`` each transformer block."""
     seed: int = 0

@@ -15,7 +15,8 @@ The estimate adds four parts, in bytes per rank:
 - **activations** kept for backward, per token and layer, from the model family
   (:func:`flopsweep.models.ModelFamily.memory`): the residual-stream elements in fp32 when
   autocast runs over fp32 weights (single, DDP), else in the compute dtype, and the rest in
-  the compute dtype (4 bytes for fp32). With activation checkpointing: each block's input
+  the compute dtype (4 bytes for fp32). What is kept is the checkpointing policy's
+  (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each block's input
   only, plus one block's full activations while it is recomputed.
 - **logits**: ``6 bytes x tokens x V`` (bf16 logits, their fp32 upcast and the loss's saved
   fp32 softmax, measured on the H200 records).
@@ -31,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from flopsweep import checkpointing
 from flopsweep.models import family
 
 LOGIT_BYTES = 6
@@ -97,10 +99,8 @@ def activation_bytes(cfg: Any) -> tuple[int, int]:
     residual = 4 if autocast_over_fp32 else compute
     tokens = cfg.batch.micro_batch_size * m.seq_len
     per_layer = shape["residual"] * residual + shape["other"] * compute  # bytes per token
-    if cfg.activation_checkpointing:
-        activations = tokens * (m.n_layer * m.n_embd * residual + per_layer)
-    else:
-        activations = tokens * m.n_layer * per_layer
+    saves = checkpointing.policy(cfg.activation_checkpointing).activations
+    activations = saves(tokens, m.n_layer, m.n_embd * residual, per_layer)
     return activations, LOGIT_BYTES * tokens * m.vocab_size
 
 

@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from flopsweep import flops
+from flopsweep import checkpointing, flops
 from flopsweep.attention import executed_density
 from flopsweep.config import RunConfig
 from flopsweep.models import family
@@ -63,12 +63,11 @@ def unsteady_steps(times: list[float]) -> list[int]:
 
 
 def recompute_mode(cfg: RunConfig) -> str:
-    """What activation checkpointing recomputes: ``none``; ``early_stop`` (eager blocks under
-    non-reentrant ``torch.utils.checkpoint``, torch's default); ``full`` (a compiled block
-    is one graph and re-runs whole)."""
-    if not cfg.activation_checkpointing:
-        return "none"
-    return "full" if cfg.compile else "early_stop"
+    """What activation checkpointing recomputes, from the policy
+    (:func:`flopsweep.checkpointing.recompute_mode`): ``none``; ``early_stop`` (eager blocks under
+    non-reentrant ``torch.utils.checkpoint``, torch's default); ``full`` (a compiled block is one
+    graph and re-runs whole)."""
+    return checkpointing.recompute_mode(cfg)
 
 
 FLOPS_CONVENTION = (
@@ -119,7 +118,8 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
     model_flops = fam.model_flops(m, tokens, density)
     executed = executed_density(cfg.attention, m.seq_len) if cfg.attention.density is not None else 1.0
     hw_flops = fam.hardware_flops(m, tokens, executed, recompute_mode(cfg))
-    eq3 = fam.eq3_flops(m, global_batch, cfg.activation_checkpointing)
+    ckpt = checkpointing.policy(cfg.activation_checkpointing)
+    eq3 = fam.eq3_flops(m, global_batch, ckpt.recomputes_forward)
     model_tflops = flops.tflops_per_device(model_flops, it["mean"], world)
     hw_tflops = flops.tflops_per_device(hw_flops, it["mean"], world)
     peaks = _peaks(cfg, ranks[0]["device"])

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from flopsweep import attention, autobatch, backends, memory, precision
+from flopsweep import attention, autobatch, backends, checkpointing, memory, precision, rules
 from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
@@ -60,6 +60,7 @@ def option_schemas() -> dict[str, dict[str, type]]:
         "backend": {name: spec.config for name, spec in backends.BACKENDS.items()},
         "precision": {name: spec.config for name, spec in precision.PRECISIONS.items()},
         "batch": dict(BATCHES),
+        "activation_checkpointing": {name: spec.config for name, spec in checkpointing.POLICIES.items()},
     }
 
 
@@ -148,12 +149,13 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     _reject_unknown_keys(cfg)
     _check_options(cfg)
     MODELS[cfg.model.arch].check(cfg.model)
+    checkpointing.policy(cfg.activation_checkpointing).check(cfg.activation_checkpointing)
     require_choice("device", cfg.device, DEVICES, "device")
     _validate_sizes(cfg)
     _validate_optim(cfg.optim)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
-    _validate_warmup(cfg)
+    rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
     return cfg
 
 
@@ -209,6 +211,8 @@ def _check_options(cfg: RunConfig) -> None:
         require_choice(f"{group}.{key}", value, list(groups[group]), group if key == "name" else None)
     require_choice("precision.name", cfg.precision.name, list(groups["precision"]))
     require_choice("batch.name", cfg.batch.name, list(groups["batch"]))
+    ac = cfg.activation_checkpointing.name
+    require_choice("activation_checkpointing.name", ac, list(groups["activation_checkpointing"]))
     for group in groups:
         node = getattr(cfg, group)
         value = node.arch if group == "model" else node.name
@@ -286,19 +290,6 @@ def _validate_sizes(cfg: RunConfig) -> None:
     if not 0 <= cfg.seed < MAX_SEED:
         raise ConfigError(
             "seed", cfg.seed, "must be in [0, 2**32) (it seeds torch generators)", "set e.g. seed=0"
-        )
-
-
-def _validate_warmup(cfg: RunConfig) -> None:
-    """A run that compiles on its first step must warm up, or compilation is timed."""
-    compiles = cfg.compile or cfg.attention.name == "flex" or getattr(cfg.attention, "impl", "") == "flex"
-    if compiles and cfg.steps.warmup == 0:
-        what = "compile=true" if cfg.compile else f"attention={cfg.attention.name} (FlexAttention compiles)"
-        raise ConfigError(
-            "steps.warmup",
-            0,
-            f"{what} compiles on the first step, which would then be measured",
-            "set steps.warmup=2 or more",
         )
 
 

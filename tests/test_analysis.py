@@ -81,13 +81,17 @@ def spec_value(metrics: dict, spec) -> object:
 
 def gpt2_flops(cfg: dict, world: int) -> tuple[float, float]:
     """Model and hardware FLOPs of a GPT-2 config section from the model family itself."""
+    from analysis.schema import checkpointing_name
+    from flopsweep.config import CheckpointingConfig
     from flopsweep.metrics import recompute_mode
     from flopsweep.models import gpt2
 
     m = gpt2.GPT2Config(**{k: v for k, v in cfg["model"].items() if k != "arch"})
     tokens = cfg["batch"]["micro_batch_size"] * cfg["batch"].get("grad_accum", 1) * world * m.seq_len
     density = cfg["attention"].get("density") or 1.0
-    mode = recompute_mode(SimpleNamespace(**cfg))
+    # an old record's bool read as the policy it means (analysis.schema.checkpointing_name)
+    ac = CheckpointingConfig(name=checkpointing_name(cfg.get("activation_checkpointing")) or "none")
+    mode = recompute_mode(SimpleNamespace(**{**cfg, "activation_checkpointing": ac}))
     return gpt2.model_flops(m, tokens, density), gpt2.hardware_flops(m, tokens, density, mode)
 
 
@@ -247,7 +251,7 @@ def test_v1_checkpointed_records_count_the_recompute_that_runs(name, mode):
 def test_published_v1_run_keeps_its_eq3_figure():
     r = one("published")  # 8 x 36 seqs, 8.32 s/iter, checkpointing on
     assert r.tflops_per_device == pytest.approx(124.45, abs=0.05)
-    assert r.schema_version == 1 and r.activation_checkpointing and not r.tflops_mismatch
+    assert r.schema_version == 1 and r.activation_checkpointing == "full" and not r.tflops_mismatch
     assert r.hfu < raw("published")["metrics"]["hfu"]  # early_stop recomputes less than f = 4 said
 
 
@@ -766,7 +770,7 @@ def test_cli_markdown_on_the_committed_h200_v1_records(capsys):
         assert r.mfu == pytest.approx(model / (t * world * 1e12) / peak, rel=1e-9), r.run_dir
         assert r.hfu == pytest.approx(hardware / (t * world * 1e12) / peak, rel=1e-9), r.run_dir
         old = rec["metrics"]
-        if r.activation_checkpointing and not r.compile:
+        if r.activation_checkpointing == "full" and not r.compile:
             assert r.hfu < old["hfu"] * 0.99, r.run_dir  # early_stop recompute < eq. 3's f = 4
             changed_hfu += 1
         if r.attention == "blocksparse":

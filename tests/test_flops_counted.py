@@ -3,10 +3,14 @@
 FlopCounterMode counts every matmul that runs (mm, addmm, bmm, SDPA's kernels), forward and
 backward, recompute included; it does not count norms, activations, softmax or the optimizer,
 and neither do flopsweep's figures. The big shapes run on the meta device (shapes only, no
-arithmetic); block-sparse gather plans its layout on the CPU and runs on meta too.
+arithmetic); block-sparse gather plans its layout on the CPU and runs on meta too. Every model
+is built the way a run builds it (``flopsweep.backends.build_model``: the family's module, then the
+checkpointing policy's wrap of its blocks), and the recompute mode comes from the policy.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
@@ -14,8 +18,10 @@ from torch.utils.checkpoint import set_checkpoint_early_stop
 from torch.utils.flop_counter import FlopCounterMode
 
 from flopsweep.attention import BlockSparseConfig, check_support, executed_density
-from flopsweep.config import AttentionConfig
-from flopsweep.models.gpt2 import GPT, GPT2Config, hardware_flops, model_flops
+from flopsweep.backends import build_model
+from flopsweep.checkpointing import recompute_mode
+from flopsweep.config import AttentionConfig, CheckpointingConfig, RunConfig
+from flopsweep.models.gpt2 import GPT2Config, hardware_flops, model_flops
 
 SHAPES = {
     "gpt-tiny": GPT2Config(),
@@ -35,11 +41,16 @@ def _attention(kind: str, seq_len: int) -> AttentionConfig:
     return check_support(cfg, device="cpu", precision="fp32", run_seed=0, seq_len=seq_len)
 
 
-def _counted(
-    cfg: GPT2Config, attention: AttentionConfig, checkpointing: bool, early_stop: bool = True
-) -> int:
+def _run(cfg: GPT2Config, attention: AttentionConfig, checkpointing: str) -> RunConfig:
+    return RunConfig(
+        model=cfg, attention=attention, activation_checkpointing=CheckpointingConfig(name=checkpointing)
+    )
+
+
+def _counted(cfg: GPT2Config, attention: AttentionConfig, checkpointing: str, early_stop: bool = True) -> int:
+    """FLOPs of one forward and backward of the model a run builds (on meta), under the policy."""
+    model = build_model(_run(cfg, attention, checkpointing), torch.device("meta"))
     with torch.device("meta"):
-        model = GPT(cfg, attention, checkpointing)
         tokens = torch.randint(0, cfg.vocab_size, (BATCH, cfg.seq_len + 1))
     with FlopCounterMode(display=False) as counter, set_checkpoint_early_stop(early_stop):
         model(tokens).backward()
@@ -49,31 +60,36 @@ def _counted(
 KINDS = ["standard", "sdpa", "blocksparse-diagonal", "blocksparse-local"]
 
 
-@pytest.mark.parametrize("checkpointing", [False, True], ids=["no-ckpt", "ckpt"])
+@pytest.mark.parametrize("checkpointing", ["none", "full"])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_hardware_flops_match_the_counter(shape: str, kind: str, checkpointing: bool) -> None:
+def test_hardware_flops_match_the_counter(shape: str, kind: str, checkpointing: str) -> None:
     cfg = SHAPES[shape]
     attention = _attention(kind, cfg.seq_len)
     tokens = BATCH * cfg.seq_len
     counted = _counted(cfg, attention, checkpointing)
-    mode = "early_stop" if checkpointing else "none"
+    mode = recompute_mode(_run(cfg, attention, checkpointing))  # eager blocks: none or early_stop
+    assert mode == {"none": "none", "full": "early_stop"}[checkpointing]
     hw = hardware_flops(cfg, tokens, executed_density(attention, cfg.seq_len), mode)
     assert hw == pytest.approx(counted, rel=0.005)
     model = model_flops(cfg, tokens, attention.density)
     if (
         kind != "blocksparse-local"
     ):  # gather pads each block row to the longest: more runs than the layout needs
-        no_recompute = _counted(cfg, attention, False)
+        no_recompute = _counted(cfg, attention, "none")
         assert model == pytest.approx(no_recompute, rel=0.005)
     assert model <= counted * 1.005  # model FLOPs never credit more than ran
 
 
 @pytest.mark.parametrize("shape", ["gpt-tiny", "gpt-1.3b"])
 def test_full_recompute_when_early_stop_is_off(shape: str) -> None:
-    """A compiled block re-runs whole: the "full" mode is what runs with early stop off."""
+    """A compiled block re-runs whole: the "full" mode, which the policy names for compiled
+    blocks, is what runs with early stop off."""
     cfg = SHAPES[shape]
-    counted = _counted(cfg, _attention("sdpa", cfg.seq_len), True, early_stop=False)
+    attention = _attention("sdpa", cfg.seq_len)
+    counted = _counted(cfg, attention, "full", early_stop=False)
+    compiled = dataclasses.replace(_run(cfg, attention, "full"), compile=True)
+    assert recompute_mode(compiled) == "full"
     assert hardware_flops(cfg, BATCH * cfg.seq_len, 1.0, "full") == pytest.approx(counted, rel=0.005)
 
 
@@ -86,6 +102,6 @@ def test_early_stop_skips_the_mlp_out_projection() -> None:
     """What non-reentrant checkpoint's early stop leaves out: 2 x 4h^2 per token and layer."""
     cfg = SHAPES["gpt-1.3b"]
     attention = _attention("sdpa", cfg.seq_len)
-    full = _counted(cfg, attention, True, early_stop=False)
-    early = _counted(cfg, attention, True, early_stop=True)
+    full = _counted(cfg, attention, "full", early_stop=False)
+    early = _counted(cfg, attention, "full", early_stop=True)
     assert full - early == 2 * 4 * cfg.n_embd**2 * BATCH * cfg.seq_len * cfg.n_layer

@@ -9,10 +9,16 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    _CHECKPOINT_WRAPPED_MODULE,
+    CheckpointWrapper,
+)
 from torch.utils.checkpoint import set_checkpoint_early_stop
 from torch.utils.flop_counter import FlopCounterMode
 
-from flopsweep.config import AttentionConfig, ConfigError
+from flopsweep.backends import wrap_blocks
+from flopsweep.checkpointing import recompute_mode
+from flopsweep.config import AttentionConfig, CheckpointingConfig, ConfigError, RunConfig
 from flopsweep.models import MODELS, llama
 from flopsweep.models.llama import LlamaConfig
 
@@ -39,9 +45,15 @@ def _tokens(cfg: LlamaConfig, batch: int = 2, seed: int = 123) -> torch.Tensor:
     return torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len + 1), generator=g)
 
 
-def _build(cfg: LlamaConfig, attention: str = "sdpa", ac: bool = False) -> llama.Llama:
-    """``llama.build``: the kernel gets k/v with ``n_kv_head`` heads, unrepeated (GQA)."""
-    return llama.build(cfg, AttentionConfig(name=attention), ac)
+def _build(cfg: LlamaConfig, attention: str = "sdpa", checkpointing: str = "none") -> llama.Llama:
+    """``llama.build`` (the kernel gets k/v with ``n_kv_head`` heads, unrepeated: GQA), then the
+    blocks wrapped by the checkpointing policy as a run wraps them (``backends.wrap_blocks``)."""
+    model = llama.build(cfg, AttentionConfig(name=attention))
+    return wrap_blocks(model, _run(cfg, checkpointing))
+
+
+def _run(cfg: LlamaConfig, checkpointing: str) -> RunConfig:
+    return RunConfig(model=cfg, activation_checkpointing=CheckpointingConfig(name=checkpointing))
 
 
 # ---- shapes and parameter counts ----------------------------------------------------------------
@@ -59,7 +71,7 @@ def test_n_params_matches_module(name, tied):
     cfg = _size(name, tie_embeddings=tied)
     llama.check(cfg)
     with torch.device("meta"):
-        model = llama.build(cfg, AttentionConfig(name="sdpa"), False)
+        model = llama.build(cfg, AttentionConfig(name="sdpa"))
     assert sum(p.numel() for p in model.parameters()) == llama.n_params(cfg)
     assert llama.info(cfg)["n_params"] == llama.n_params(cfg)
     assert (model.output is None) == tied
@@ -113,7 +125,7 @@ def _counted_flops(model: llama.Llama, tokens: torch.Tensor, recompute: str) -> 
 def test_flops_match_flop_counter_on_meta(name, recompute):
     cfg = _size(name, seq_len=256)
     with torch.device("meta"):
-        model = _build(cfg, "sdpa", ac=recompute != "none")
+        model = _build(cfg, "sdpa", "none" if recompute == "none" else "full")
         tokens = torch.randint(0, cfg.vocab_size, (1, cfg.seq_len + 1))
     counted = _counted_flops(model, tokens, recompute)
     expected = llama.hardware_flops(cfg, cfg.seq_len, 1.0, recompute)
@@ -126,8 +138,12 @@ def test_flops_match_flop_counter_on_meta(name, recompute):
 def test_flops_match_flop_counter_on_cpu(recompute):
     cfg = LlamaConfig()
     torch.manual_seed(0)
-    model = _build(cfg, "standard", ac=recompute != "none")
+    policy = "none" if recompute == "none" else "full"
+    model = _build(cfg, "standard", policy)
     tokens = _tokens(cfg, batch=2)
+    # the mode the policy names for eager (early_stop) and for compiled (full) blocks
+    run = dataclasses.replace(_run(cfg, policy), compile=recompute == "full")
+    assert recompute_mode(run) == recompute
     counted = _counted_flops(model, tokens, recompute)
     assert counted == pytest.approx(
         llama.hardware_flops(cfg, tokens[:, 1:].numel(), 1.0, recompute), rel=5e-3
@@ -268,12 +284,15 @@ def test_initial_loss_near_ln_vocab_and_causal():
 def test_activation_checkpointing_same_loss_and_grads():
     cfg = LlamaConfig()
     results = []
-    for ac in (False, True):
+    for policy in ("none", "full"):
         torch.manual_seed(7)
-        model = _build(cfg, "sdpa", ac).train()
+        model = _build(cfg, "sdpa", policy).train()
         loss = model(_tokens(cfg))
         loss.backward()
-        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+        unwrap = f".{_CHECKPOINT_WRAPPED_MODULE}"
+        grads = {n.replace(unwrap, ""): p.grad.clone() for n, p in model.named_parameters()}
+        results.append((loss.detach(), grads))
+    assert isinstance(llama.blocks(model)[0], CheckpointWrapper)  # the wrap ran
     (loss0, g0), (loss1, g1) = results
     torch.testing.assert_close(loss1, loss0, atol=1e-6, rtol=1e-6)
     assert g0.keys() == g1.keys()

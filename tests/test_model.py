@@ -6,10 +6,11 @@ import math
 
 import pytest
 import torch
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import _CHECKPOINT_WRAPPED_MODULE
 
 from flopsweep.attention import build_attention_fn
-from flopsweep.backends import build_model
-from flopsweep.config import ModelConfig, RunConfig
+from flopsweep.backends import build_model, wrap_blocks
+from flopsweep.config import CheckpointingConfig, ModelConfig, RunConfig
 from flopsweep.flops import n_params
 from flopsweep.models.gpt2 import GPT
 
@@ -155,19 +156,27 @@ def test_model_attention_options_agree():
             torch.testing.assert_close(grad, grads[0][n], atol=1e-5, rtol=1e-4, msg=n)
 
 
-def _loss_and_grads(cfg, ac, seed=7):
+def _checkpointed(cfg, attention, policy):
+    """The GPT with its blocks wrapped by the checkpointing ``policy``, as a run wraps them."""
+    run = RunConfig(model=cfg, activation_checkpointing=CheckpointingConfig(name=policy))
+    return wrap_blocks(GPT(cfg, attention), run)
+
+
+def _loss_and_grads(cfg, policy, seed=7):
     torch.manual_seed(seed)
-    model = GPT(cfg, "sdpa", activation_checkpointing=ac)
+    model = _checkpointed(cfg, "sdpa", policy)
     model.train()
     loss = model(_tokens(cfg))
     loss.backward()
-    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+    # checkpoint_wrapper adds a path component to the parameter names; the state dict hides it
+    unwrap = f".{_CHECKPOINT_WRAPPED_MODULE}"
+    return loss.detach(), {n.replace(unwrap, ""): p.grad.clone() for n, p in model.named_parameters()}
 
 
 @pytest.mark.parametrize("cfg", [TINY, ODD], ids=lambda c: c.name)
 def test_activation_checkpointing_same_loss_and_grads(cfg):
-    loss0, g0 = _loss_and_grads(cfg, False)
-    loss1, g1 = _loss_and_grads(cfg, True)
+    loss0, g0 = _loss_and_grads(cfg, "none")
+    loss1, g1 = _loss_and_grads(cfg, "full")
     torch.testing.assert_close(loss1, loss0, atol=1e-6, rtol=1e-6)
     assert g0.keys() == g1.keys()
     for n in g0:
@@ -179,9 +188,9 @@ def test_activation_checkpointing_really_recomputes():
     from torch.utils.flop_counter import FlopCounterMode
 
     totals = []
-    for ac in (False, True):
+    for policy in ("none", "full"):
         torch.manual_seed(0)
-        model = GPT(ODD, "standard", activation_checkpointing=ac).train()
+        model = _checkpointed(ODD, "standard", policy).train()
         tokens = _tokens(ODD)
         with FlopCounterMode(display=False) as counter:
             model(tokens).backward()

@@ -97,7 +97,7 @@ def _fs_record(path: Path, *, model: dict, mbs: int, ac: bool, compile_: bool, s
         "config": {
             "model": model,
             "batch": {"micro_batch_size": mbs, "grad_accum": 1},
-            "activation_checkpointing": ac,
+            "activation_checkpointing": {"name": "full" if ac else "none"},  # the policy's record key
             "compile": compile_,
         },
         "metrics": metrics,

@@ -10,7 +10,7 @@ import pytest
 from helpers import run_py
 
 from flopsweep.backends import DeepSpeedConfig, FSDPConfig
-from flopsweep.config import BackendConfig, RunConfig
+from flopsweep.config import BackendConfig, CheckpointingConfig, RunConfig
 from flopsweep.memory import estimate, model_states_floor
 from flopsweep.models.gpt2 import GPT2Config
 
@@ -36,7 +36,9 @@ def test_model_states_follow_the_backend() -> None:
 
 def test_checkpointing_keeps_only_block_inputs() -> None:
     plain = estimate(_cfg(BackendConfig(name="single")), 1)
-    ckpt = estimate(_cfg(BackendConfig(name="single"), activation_checkpointing=True), 1)
+    ckpt = estimate(
+        _cfg(BackendConfig(name="single"), activation_checkpointing=CheckpointingConfig(name="full")), 1
+    )
     assert ckpt.activations < plain.activations / 4 and ckpt.logits == plain.logits
 
 

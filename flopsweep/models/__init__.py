@@ -36,19 +36,20 @@ class ModelFamily:
     Attributes:
         config: the family's schema, a :class:`~flopsweep.config.ModelConfig` subclass
             (stored as ``model/base_<arch>``; the size options extend it).
-        build: ``(model_cfg, attention_cfg, activation_checkpointing) -> nn.Module`` in fp32
+        build: ``(model_cfg, attention_cfg) -> nn.Module`` in fp32
             on the current default device; ``module(tokens[B, s + 1])`` returns the mean
             next-token loss and ``module.head_loss`` is the part after the last block.
         blocks: the repeated transformer blocks of a built module, in order (FSDP2
-            ``fully_shard`` units, checkpointing and compile regions).
+            ``fully_shard`` units, :mod:`flopsweep.checkpointing` and compile regions).
         tied_parameters: parameters used outside their own module's forward (ZeRO-3
             ``register_external_parameter``), e.g. a tied LM head.
         n_params: ``cfg -> int``, the module's own parameter count.
         model_flops: ``(cfg, tokens, density) -> float`` FLOPs per optimizer step.
         hardware_flops: ``(cfg, tokens, density, recompute) -> float``: model FLOPs plus
             the recompute of ``recompute`` (``"none"``, ``"early_stop"``, ``"full"``).
-        eq3_flops: ``(cfg, global_batch, activation_checkpointing) -> float | None``:
-            Narayanan et al. eq. 3 where the family is GPT-shaped, else None.
+        eq3_flops: ``(cfg, global_batch, recompute_forward) -> float | None``:
+            Narayanan et al. eq. 3 (``f = 4`` when the checkpointing policy recomputes the
+            forward) where the family is GPT-shaped, else None.
         check: ``cfg -> None``; raises ``ConfigError`` for an impossible shape.
         info: ``cfg -> dict``: the record's ``model`` section.
         memory: ``cfg -> {"residual", "other", "largest_layer_params"}``: activation elements per

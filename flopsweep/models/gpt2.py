@@ -16,7 +16,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from flopsweep import flops
 from flopsweep.attention import build_attention_fn
@@ -99,19 +98,18 @@ class GPT(nn.Module):
     Args:
         cfg: sizes ``n_layer``, ``n_embd``, ``n_head``, ``seq_len``, ``vocab_size``.
         attention: attention option, a name or an ``AttentionConfig`` (``flopsweep.attention``).
-        activation_checkpointing: recompute each block in backward
-            (non-reentrant ``torch.utils.checkpoint``).
+
+    Activation checkpointing is applied from outside, to :func:`blocks`
+    (:mod:`flopsweep.checkpointing`).
     """
 
     def __init__(
         self,
         cfg: GPT2Config,
         attention: str | AttentionConfig = "sdpa",
-        activation_checkpointing: bool = False,
     ) -> None:
         super().__init__()
         self.cfg = cfg
-        self.activation_checkpointing = activation_checkpointing
         self.wte = Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = Embedding(cfg.seq_len, cfg.n_embd)
         self.h = nn.ModuleList(Block(cfg, attention) for _ in range(cfg.n_layer))
@@ -132,10 +130,7 @@ class GPT(nn.Module):
         pos = torch.arange(T, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
         for block in self.h:
-            if self.activation_checkpointing and self.training:
-                x = checkpoint(block, x, use_reentrant=False)
-            else:
-                x = block(x)
+            x = block(x)
         return self.head_loss(x, targets)
 
     def head_loss(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -153,9 +148,9 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
-def build(cfg: GPT2Config, attention: AttentionConfig, activation_checkpointing: bool) -> GPT:
+def build(cfg: GPT2Config, attention: AttentionConfig) -> GPT:
     """The GPT in fp32 on the current default device (see :class:`GPT`)."""
-    return GPT(cfg, attention, activation_checkpointing)
+    return GPT(cfg, attention)
 
 
 def blocks(model: GPT) -> nn.ModuleList:
@@ -225,10 +220,11 @@ def hardware_flops(cfg: GPT2Config, tokens: int, density: float = 1.0, recompute
     return model_flops(cfg, tokens, density) + extra
 
 
-def eq3_flops(cfg: GPT2Config, global_batch: int, activation_checkpointing: bool) -> float:
-    """Narayanan et al. 2021 eq. 3 as published (:func:`flopsweep.flops.flops_per_iteration`)."""
+def eq3_flops(cfg: GPT2Config, global_batch: int, recompute_forward: bool) -> float:
+    """Narayanan et al. 2021 eq. 3 as published (:func:`flopsweep.flops.flops_per_iteration`);
+    ``recompute_forward``: count a recomputed forward (``f = 4``)."""
     return flops.flops_per_iteration(
-        cfg.n_layer, cfg.n_embd, cfg.seq_len, cfg.vocab_size, global_batch, activation_checkpointing
+        cfg.n_layer, cfg.n_embd, cfg.seq_len, cfg.vocab_size, global_batch, recompute_forward
     )
 
 

@@ -33,7 +33,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from flopsweep.attention import build_attention_fn
 from flopsweep.config import AttentionConfig, ConfigError, ModelConfig, require_positive
@@ -184,19 +183,18 @@ class Llama(nn.Module):
         cfg: the shape (:class:`LlamaConfig`).
         attention: attention option, a name or an ``AttentionConfig`` (``flopsweep.attention``);
             the kernel must accept fewer key/value heads than query heads.
-        activation_checkpointing: recompute each block in backward
-            (non-reentrant ``torch.utils.checkpoint``).
+
+    Activation checkpointing is applied from outside, to :func:`blocks`
+    (:mod:`flopsweep.checkpointing`).
     """
 
     def __init__(
         self,
         cfg: LlamaConfig,
         attention: str | AttentionConfig = "sdpa",
-        activation_checkpointing: bool = False,
     ) -> None:
         super().__init__()
         self.cfg = cfg
-        self.activation_checkpointing = activation_checkpointing
         self.tok_embeddings = Embedding(cfg.vocab_size, cfg.n_embd)
         self.rope = RotaryEmbedding(cfg.n_embd // cfg.n_head, cfg.rope_theta)
         self.layers = nn.ModuleList(TransformerBlock(cfg, attention) for _ in range(cfg.n_layer))
@@ -217,10 +215,7 @@ class Llama(nn.Module):
         freqs_cis = self.rope(idx.size(1), idx.device)  # (T, hd/2) complex
         x = self.tok_embeddings(idx)  # (B, T, C)
         for block in self.layers:
-            if self.activation_checkpointing and self.training:
-                x = checkpoint(block, x, freqs_cis, use_reentrant=False)
-            else:
-                x = block(x, freqs_cis)
+            x = block(x, freqs_cis)
         return self.head_loss(x, targets)
 
     def head_loss(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -237,9 +232,9 @@ class Llama(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
-def build(cfg: LlamaConfig, attention: AttentionConfig, activation_checkpointing: bool) -> Llama:
+def build(cfg: LlamaConfig, attention: AttentionConfig) -> Llama:
     """The Llama in fp32 on the current default device (see :class:`Llama`)."""
-    return Llama(cfg, attention, activation_checkpointing)
+    return Llama(cfg, attention)
 
 
 def blocks(model: Llama) -> nn.ModuleList:
@@ -361,7 +356,7 @@ def hardware_flops(cfg: LlamaConfig, tokens: int, density: float = 1.0, recomput
     return base + extra
 
 
-def eq3_flops(cfg: LlamaConfig, global_batch: int, activation_checkpointing: bool) -> None:
+def eq3_flops(cfg: LlamaConfig, global_batch: int, recompute_forward: bool) -> None:
     """None: Narayanan et al. eq. 3 assumes a GPT block (MHA, a 4h GELU MLP, no GQA)."""
     return None
 

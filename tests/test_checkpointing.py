@@ -1,0 +1,87 @@
+"""The activation checkpointing policies (flopsweep.checkpointing): the config group, the old
+boolean values, and what each policy recomputes and keeps. The FLOPs each policy's wrap really
+runs are counted in tests/test_flops_counted.py and tests/test_llama.py."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from pathlib import Path
+
+import pytest
+from helpers import run_py
+
+from flopsweep import checkpointing
+from flopsweep.config import CheckpointingConfig, ConfigError, RunConfig
+from flopsweep.memory import activation_bytes
+from flopsweep.plan import option_names, validate
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("activation_checkpointing=true", "activation_checkpointing=full"),
+        ("activation_checkpointing=False", "activation_checkpointing=none"),
+        ("activation_checkpointing=true,false", "activation_checkpointing=full,none"),
+        ("activation_checkpointing=choice(true, full)", "activation_checkpointing=choice(full, full)"),
+        ("activation_checkpointing=full", "activation_checkpointing=full"),
+        ("compile=true", "compile=true"),
+        ("tag=activation_checkpointing=true", "tag=activation_checkpointing=true"),
+    ],
+)
+def test_old_boolean_values_become_policies(override: str, expected: str) -> None:
+    assert checkpointing.normalize_override(override) == expected
+
+
+@pytest.mark.parametrize(
+    "value, name", [("true", "full"), ("false", "none"), ("full", "full"), ("none", "none")]
+)
+def test_the_group_composes_from_old_and_new_values(hydra_compose, value: str, name: str) -> None:
+    cfg = hydra_compose([f"activation_checkpointing={value}"])
+    assert cfg.activation_checkpointing == CheckpointingConfig(name=name)
+    assert validate(cfg) is cfg
+
+
+def test_the_options_are_the_policies() -> None:
+    assert option_names("activation_checkpointing") == sorted(checkpointing.POLICIES)
+
+
+def test_an_unknown_policy_is_refused_in_one_line() -> None:
+    cfg = RunConfig(activation_checkpointing=CheckpointingConfig(name="sometimes"))
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    assert err.value.key == "activation_checkpointing.name" and "none, full" in str(err.value)
+
+
+def test_each_policy_names_its_recompute() -> None:
+    def mode(name: str, compiled: bool) -> str:
+        run = RunConfig(activation_checkpointing=CheckpointingConfig(name=name), compile=compiled)
+        return checkpointing.recompute_mode(run)
+
+    assert [mode("none", False), mode("none", True)] == ["none", "none"]
+    assert [mode("full", False), mode("full", True)] == ["early_stop", "full"]
+    assert checkpointing.POLICIES["full"].recomputes_forward
+    assert not checkpointing.POLICIES["none"].recomputes_forward
+
+
+def test_the_memory_estimate_keeps_what_the_policy_saves() -> None:
+    plain = RunConfig()
+    full = dataclasses.replace(plain, activation_checkpointing=CheckpointingConfig(name="full"))
+    m = plain.model
+    # gpt-tiny, bf16 on single: fp32 residual stream (4 B); 4 x 128 tokens
+    tokens, boundary = 4 * 128, m.n_embd * 4
+    (kept_all, logits), (kept_inputs, logits_full) = activation_bytes(plain), activation_bytes(full)
+    per_layer = kept_all // (tokens * m.n_layer)
+    assert kept_inputs == tokens * (m.n_layer * boundary + per_layer)
+    assert logits == logits_full and kept_inputs < kept_all
+
+
+@pytest.mark.slow
+def test_a_sweep_over_the_old_values_plans_both_policies(tmp_path: Path) -> None:
+    proc = run_py(
+        "-m", "activation_checkpointing=true,false", "plan=true", f"hydra.sweep.dir={tmp_path}", timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = list(csv.DictReader((tmp_path / "plan.csv").open()))
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert "activation_checkpointing=full" in proc.stdout and "activation_checkpointing=none" in proc.stdout

@@ -1,0 +1,41 @@
+"""Cross-axis rules (flopsweep.rules): each refuses its combination before launch, in one line
+that names the key, the value and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from flopsweep import rules
+from flopsweep.config import ConfigError
+from flopsweep.plan import validate
+
+
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (["precision=fp8-rowwise", "backend=fsdp"], "pick precision=fp8 (tensorwise)"),
+        (["precision=fp8", "backend=ddp"], "set backend=fsdp"),
+        (["precision=fp8", "backend=single"], "set backend=fsdp"),
+        (["precision=fp8", "backend=zero3"], "set backend=fsdp"),
+    ],
+)
+def test_fp8_all_gather_needs_fsdp_and_tensorwise(hydra_compose, overrides: list[str], says: str) -> None:
+    cfg = hydra_compose([*overrides, "precision.fp8_all_gather=true"])
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    message = str(err.value)
+    assert err.value.key == "precision.fp8_all_gather" and err.value.value is True
+    assert message.startswith("Invalid config: precision.fp8_all_gather=True: ") and says in message
+    assert "\n" not in message
+
+
+def test_fp8_all_gather_on_fsdp_with_tensorwise_passes(hydra_compose) -> None:
+    cfg = hydra_compose(["precision=fp8", "backend=fsdp", "precision.fp8_all_gather=true"])
+    assert validate(cfg) is cfg
+
+
+def test_compiling_without_warmup_is_refused(hydra_compose) -> None:
+    cfg = hydra_compose(["compile=true", "steps.warmup=0"])
+    with pytest.raises(ConfigError) as err:
+        rules.check(cfg)
+    assert err.value.key == "steps.warmup"
