@@ -14,6 +14,7 @@ list :data:`CONFIG_FIELDS`.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import json
@@ -497,18 +498,51 @@ def _keep(path: Path, found: list[Path], skipped: dict[str, str]) -> None:
         skipped[display_path(path)] = why
 
 
+def _entries(base: Path, part: str, dirs_only: bool) -> list[Path]:
+    """The entries of ``base`` whose names match the wildcard ``part`` (hidden ones only when
+    ``part`` starts with a dot, as :mod:`glob`); with ``dirs_only``, directories (or links to one)."""
+    try:
+        with os.scandir(base) as it:
+            entries = list(it)
+    except OSError:
+        return []
+    hidden = part.startswith(".")
+    return [
+        base / e.name
+        for e in entries
+        if fnmatch.fnmatchcase(e.name, part)
+        and (hidden or not e.name.startswith("."))
+        and (not dirs_only or e.is_dir())
+    ]
+
+
+def _dirs_below(base: Path) -> list[Path]:
+    """``base`` and every directory under it, for ``**``: no link is followed below ``base``."""
+    return [Path(top) for top, _, _ in os.walk(base, followlinks=False)]
+
+
 def _glob(pattern: str) -> list[Path]:
-    """Paths matching ``pattern`` (``*``, ``?``, ``[...]``, ``**``), by :meth:`pathlib.Path.glob`, whose
-    ``**`` does not follow links (so a link loop is never entered); ``[]`` when none match."""
+    """Paths matching ``pattern`` (``*``, ``?``, ``[...]``, ``**``), expanded one component at a time:
+    ``**`` walks without following links (a link loop is never entered), a literal last component
+    is matched when the path exists even as a dangling or looping link (so that it is skipped with
+    its reason, not silently); ``[]`` when none match."""
     parts = Path(pattern).parts
     first = next((i for i, part in enumerate(parts) if glob.has_magic(part)), None)
     if first is None:
         return []
-    base = Path(*parts[:first]) if first else Path()
-    try:
-        return sorted(base.glob(str(Path(*parts[first:]))))
-    except (OSError, ValueError):
-        return []
+    current = [Path(*parts[:first]) if first else Path()]
+    for i, part in enumerate(parts[first:], start=first):
+        last = i == len(parts) - 1
+        found: list[Path] = []
+        for base in current:
+            if part == "**":
+                found += _dirs_below(base)
+            elif glob.has_magic(part):
+                found += _entries(base, part, dirs_only=not last)
+            elif os.path.lexists(base / part) if last else (base / part).is_dir():
+                found.append(base / part)
+        current = found
+    return sorted(set(current))
 
 
 def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool = True) -> None:
