@@ -677,13 +677,14 @@ def load(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
     (``model_tflops_per_device`` in 1e12 FLOP/s, ``peak_cuda_allocated_gib`` in GiB,
     ``tokens_per_s`` global), the error, ``warnings``, ``run_dir`` (printable: non-UTF-8
     bytes escaped), the ``schema_version`` the file was written with, and the checks
-    ``model_tflops_per_device_recomputed``, ``tflops_mismatch`` and ``duplicate_run_id``.
-    Metrics of runs that are not ``ok`` are NaN, never 0.
+    ``model_tflops_per_device_recomputed``, ``tflops_mismatch``, ``duplicate_run_id`` and
+    ``implausible`` (:mod:`analysis.checks`). Metrics of runs that are not ``ok`` are NaN, never 0.
+    ``df.attrs["records"]`` lists the files read (no output may be written over one).
 
     Unreadable files (empty, truncated or oversized JSON, too deeply nested, unknown
     version, missing required key, a set-up name that is not text, numbers too large
-    for a float) are logged once each by path and skipped; ``df.attrs["unreadable"]``
-    maps each path to the reason.
+    for a float; a link, a FIFO, a device where a record should be: :func:`discover`) are
+    logged once each by path and skipped; ``df.attrs["unreadable"]`` maps each path to the reason.
 
     Raises:
         FileNotFoundError: when a path does not exist.
