@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -42,9 +43,11 @@ from analysis.load import (
     table,
 )
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
+from analysis.output import OutputError, check_not_a_record, write_atomic
 from analysis.plots import make_plots, write_pngs
 from analysis.query import AnalysisError, best, check_columns, compare, pivot, select, sort_runs
 from analysis.report import Report, render_html
+from analysis.sanitize import SafeFormatter, printable
 from flopsweep.record import plural
 
 FORMATS = ("table", "csv", "markdown", "json", "html")
@@ -226,15 +229,34 @@ def _heading(args: argparse.Namespace) -> str:
 
 
 def excluded_note(loaded: pd.DataFrame) -> str | None:
-    """The note that ok runs were left out of rankings for failing the TFLOPs recomputation."""
+    """The note that ok runs were left out of rankings for failing the TFLOPs recomputation, and
+    the one for failing another check of their figures (:mod:`analysis.checks`)."""
     left_out = loaded.loc[loaded["status"].eq("ok") & loaded["tflops_mismatch"], "run_dir"]
-    if left_out.empty:
+    notes = []
+    if not left_out.empty:
+        whose = "its" if len(left_out) == 1 else "their"
+        notes.append(
+            f"Note: {plural(len(left_out), 'ok run')} left out of rankings (best, baseline, order, pivot, "
+            f"plots): {whose} recorded model TFLOPs differ >1% from model_flops_per_iteration / (mean time "
+            "x world size) (tflops?): " + ", ".join(left_out)
+        )
+    if note := implausible_note(loaded):
+        notes.append(note)
+    return "\n".join(notes) or None
+
+
+def implausible_note(loaded: pd.DataFrame) -> str | None:
+    """The note naming the ok runs left out of rankings and plots because a figure fails its raw
+    fields (``check?``), each with what failed."""
+    if "implausible" not in loaded:
         return None
-    whose = "its" if len(left_out) == 1 else "their"
+    bad = loaded[loaded["status"].eq("ok") & loaded["implausible"].notna()]
+    if bad.empty:
+        return None
+    each = "; ".join(f"{d} ({why})" for d, why in zip(bad["run_dir"], bad["implausible"], strict=True))
     return (
-        f"Note: {plural(len(left_out), 'ok run')} left out of rankings (best, baseline, order, pivot, "
-        f"plots): {whose} recorded model TFLOPs differ >1% from model_flops_per_iteration / (mean time x "
-        "world size) (tflops?): " + ", ".join(left_out)
+        f"Note: {plural(len(bad), 'ok run')} left out of rankings and plots: a figure disagrees with "
+        f"the raw fields it is derived from, or cannot be real (check?): {each}"
     )
 
 
@@ -245,7 +267,7 @@ def _notes(loaded: pd.DataFrame) -> list[str]:
         f"Run id shared with another record: {d}" for d in loaded.loc[loaded["duplicate_run_id"], "run_dir"]
     ]
     if note := excluded_note(loaded):
-        notes.append(note)
+        notes += note.split("\n")
     return notes
 
 
@@ -289,13 +311,19 @@ def output(
     return render_html(report)
 
 
+def say(line: str) -> None:
+    """One line to stderr, control characters escaped (:func:`analysis.sanitize.printable`): a
+    name or path from a record cannot drive the terminal or forge another line."""
+    _write(sys.stderr, printable(line) + "\n")
+
+
 def plots(df: pd.DataFrame, out_dir: Path) -> None:
     """Write the PNG plots of ``df`` to ``out_dir``; say on stderr which were written or skipped."""
     figures, skipped = make_plots(df)
     for path in write_pngs(figures, out_dir).values():
-        print(f"wrote {display_path(path)}", file=sys.stderr)
+        say(f"wrote {display_path(path)}")
     for name, reason in skipped.items():
-        print(f"skipped plot {name}: {reason}", file=sys.stderr)
+        say(f"skipped plot {name}: {reason}")
 
 
 def _write(stream, text: str) -> None:
@@ -305,16 +333,19 @@ def _write(stream, text: str) -> None:
 
 
 def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> None:
-    """The table to ``--output`` (or stdout), then the plots to ``--plot``.
+    """The table to ``--output`` (or stdout), then the plots to ``--plot``. ``--output`` is written
+    whole or not at all (:func:`analysis.output.write_atomic`): on a full disk the previous file
+    stays as it was.
 
     Raises:
-        OSError: when a path cannot be written (a directory, a missing parent, no permission).
+        OSError: when a path cannot be written (a directory, a missing parent, no permission,
+            no space).
     """
     text = text if text.endswith("\n") else text + "\n"
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text, encoding="utf-8", errors="backslashreplace")
-        print(f"wrote {display_path(args.output)}", file=sys.stderr)
+        write_atomic(args.output, text.encode("utf-8", "backslashreplace"))
+        say(f"wrote {display_path(args.output)}")
     else:
         _write(sys.stdout, text)
     if args.plot:
@@ -345,6 +376,11 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not found:
         print(f"{parser.prog}: error: no metrics.json under {' '.join(args.paths)}", file=sys.stderr)
         return 1
+    try:
+        check_not_a_record(args.notebook, found, "--notebook")
+    except OutputError as exc:
+        say(f"{parser.prog}: error: {exc}")
+        return 2
     shown = display_path(args.notebook)
     print(f"starting a kernel to execute {shown} ({plural(len(found), 'record')})", file=sys.stderr)
     progress = ProgressLine(sys.stderr)
@@ -371,31 +407,37 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.notebook is not None:
         return notebook(args, parser)
-    logging.basicConfig(level=logging.WARNING, format="analysis: %(levelname)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(SafeFormatter("analysis: %(levelname)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         loaded = load(args.paths)
         if loaded.empty:
-            where = " ".join(args.paths)
-            print(f"no readable metrics.json under {where}; {summary(loaded)}", file=sys.stderr)
+            say(f"no readable metrics.json under {' '.join(args.paths)}; {summary(loaded)}")
             return 1
+        if args.output:
+            check_not_a_record(args.output, loaded.attrs["records"], "--output")
         runs = select_runs(loaded, args)
         blanks = blank_lines(loaded, runs, args)
         text = output(loaded, runs, args, blanks)
+    except OutputError as exc:
+        say(f"{parser.prog}: error: {exc}")
+        return 2
     except (FileNotFoundError, AnalysisError) as exc:
-        parser.error(str(exc))
+        parser.error(printable(exc))
     try:
         write_outputs(loaded, text, args)
-    except OSError as exc:  # --output or --plot names a place that cannot be written
+    except OSError as exc:  # --output or --plot names a place that cannot be written, or is full
         where = exc.filename or args.output or args.plot
         shown = display_path(where) if isinstance(where, (str, bytes, Path)) else where
-        parser.error(f"cannot write {shown}: {exc.strerror or exc}")
+        kept = " (the previous file is kept whole)" if args.output and os.path.lexists(args.output) else ""
+        say(f"{parser.prog}: error: cannot write {shown}: {exc.strerror or exc}{kept}")
+        return 1
     sys.stdout.flush()  # the table before the footer when both go to one terminal
-    if note := excluded_note(loaded):
-        print(note, file=sys.stderr)
-    for line in blanks:
-        print(line, file=sys.stderr)
+    for line in [*(excluded_note(loaded) or "").splitlines(), *blanks]:
+        say(line)
     shown = f"; {len(runs)} shown" if len(runs) != len(loaded) else ""
-    print(summary(loaded) + shown, file=sys.stderr)
+    say(summary(loaded) + shown)
     return 0
 
 

@@ -5,15 +5,26 @@ Blank cells stand for missing values: a failed run's metrics are blank, never 0.
 
 from __future__ import annotations
 
+import csv
 import textwrap
 from collections import Counter
 
 import pandas as pd
 
 from analysis.load import DESCRIPTIONS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
+from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
 from flopsweep.record import STATUSES, plural
 
-__all__ = ["SHORT", "compact", "flat_pivot", "for_display", "legend", "render", "summary"]
+__all__ = [
+    "CSV_FORMULA_PREFIXES",
+    "SHORT",
+    "compact",
+    "flat_pivot",
+    "for_display",
+    "legend",
+    "render",
+    "summary",
+]
 
 MAX_CELL = 40
 """Longest text cell (characters) in the terminal and markdown tables; longer ones end in '…'."""
@@ -72,9 +83,6 @@ _DROP_ORDER = [
     "mfu",
     "peak_cuda_allocated_gib",
 ]
-CSV_FORMULA_PREFIXES = ("=", "+", "-", "@")
-"""A CSV text cell starting with one of these gets a leading apostrophe, so that a spreadsheet
-does not run it as a formula (CSV injection); numbers are left as they are."""
 
 
 def _cell(column: str, value: object) -> str:
@@ -92,24 +100,29 @@ def _cell(column: str, value: object) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:.4g}"
-    text = str(value)
-    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+    return shorten(printable(value), MAX_CELL)  # no control sequence or line break from a record
 
 
 def for_display(df: pd.DataFrame) -> pd.DataFrame:
-    """Text cells with short headers (:data:`SHORT`) for the terminal, markdown and HTML tables."""
+    """Text cells with short headers (:data:`SHORT`) for the terminal, markdown and HTML tables;
+    control characters in cells and headers (a pivot's are model names) escaped
+    (:func:`analysis.sanitize.printable`), long ones cut to :data:`MAX_CELL` characters."""
     shown = pd.DataFrame({c: [_cell(c, v) for v in df[c].astype(object)] for c in df.columns}, dtype=object)
-    return shown.rename(columns=SHORT)
+    heads = [shorten(printable(SHORT.get(c, c)), MAX_CELL) if isinstance(c, str) else c for c in df.columns]
+    return shown.set_axis(heads, axis=1)
 
 
 def flags(df: pd.DataFrame) -> pd.Series:
-    """Per-row text naming the checks a row failed: ``dup-id``, ``tflops?`` (left out of rankings),
-    ``warn`` (the record has warnings); blank when none."""
+    """Per-row text naming the checks a row failed: ``dup-id``, ``tflops?`` and ``check?`` (left
+    out of rankings; ``implausible`` says which figure), ``warn`` (the record has warnings); blank
+    when none."""
     parts = []
     if "duplicate_run_id" in df:
         parts.append(df["duplicate_run_id"].fillna(False).astype(bool).map({True: "dup-id", False: ""}))
     if "tflops_mismatch" in df:
         parts.append(df["tflops_mismatch"].fillna(False).astype(bool).map({True: "tflops?", False: ""}))
+    if "implausible" in df:
+        parts.append(df["implausible"].notna().map({True: "check?", False: ""}))
     if "warnings" in df:
         parts.append(df["warnings"].notna().map({True: "warn", False: ""}))
     if not parts:
@@ -163,20 +176,22 @@ def legend(columns: list[str], width: int = 0) -> str:
     return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) if width > 0 else text
 
 
-def _defuse(value: object) -> object:
-    if isinstance(value, str) and value.startswith(CSV_FORMULA_PREFIXES):
-        return "'" + value
-    return value
-
-
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with a leading apostrophe on each text cell (and header: a pivot's are model names)
-    that starts with ``=``, ``+``, ``-`` or ``@`` (:data:`CSV_FORMULA_PREFIXES`), for CSV only."""
+    """``df`` with every text cell and header (a pivot's are model names) made safe for a
+    spreadsheet (:func:`analysis.sanitize.csv_cell`: a leading apostrophe before a formula
+    character of :data:`CSV_FORMULA_PREFIXES`, leading white space looked through; carriage
+    returns as line feeds), for CSV only; numbers are left as they are."""
     out = df.copy()
     for col in out.columns:
         if not pd.api.types.is_numeric_dtype(out[col]):
-            out[col] = out[col].map(_defuse)
-    return out.set_axis([_defuse(c) for c in out.columns], axis=1)
+            out[col] = out[col].map(csv_cell)
+    return out.set_axis([csv_cell(c) for c in out.columns], axis=1)
+
+
+def to_csv(df: pd.DataFrame) -> str:
+    """``df`` as CSV (RFC 4180) after :func:`csv_safe`, every text cell quoted
+    (:data:`csv.QUOTE_NONNUMERIC`: a line break inside a cell never ends its row), numbers bare."""
+    return csv_safe(df).to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
 
 
 def fit_width(shown: pd.DataFrame, width: int) -> tuple[str, list[str]]:
@@ -208,11 +223,12 @@ def render(df: pd.DataFrame, fmt: str, width: int = 120) -> str:
     with formula-like text cells defused, :func:`csv_safe`).
     """
     if fmt == "csv":
-        return csv_safe(df).to_csv(index=False)
+        return to_csv(df)
     if fmt == "json":
         return df.to_json(orient="records", indent=2)
     shown = for_display(df)
     if fmt == "markdown":
+        shown = shown.map(markdown_cell).set_axis([markdown_cell(c) for c in shown.columns], axis=1)
         text = shown.to_markdown(index=False, disable_numparse=True)
         note = legend(list(df.columns))
         return text + ("\n\n" + note if note else "")
@@ -248,4 +264,6 @@ def summary(df: pd.DataFrame) -> str:
     if "tflops_mismatch" in df and (n := int(df["tflops_mismatch"].sum())):
         mismatches = plural(n, "TFLOPs mismatch", "TFLOPs mismatches")
         parts.append(f"{mismatches} >1% vs the stored FLOPs, left out of rankings (tflops?)")
+    if "implausible" in df and (n := int(df["implausible"].notna().sum())):
+        parts.append(f"{plural(n, 'record')} failing a check of its figures, left out of rankings (check?)")
     return "; ".join(parts)

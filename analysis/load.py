@@ -14,6 +14,7 @@ list :data:`CONFIG_FIELDS`.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import json
@@ -26,9 +27,10 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.checks import record_problems
 from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
-from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec, plural
+from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec, not_a_record, plural
 
 log = logging.getLogger("analysis")
 
@@ -117,6 +119,7 @@ _CHECK_COLUMNS = [
     "model_tflops_per_device_recomputed",
     "tflops_mismatch",
     "duplicate_run_id",
+    "implausible",
 ]
 COLUMNS = (
     [name for name, _, _ in CONFIG_FIELDS]
@@ -168,7 +171,9 @@ DESCRIPTIONS: dict[str, str] = {
     "speedup": "the run's ranking metric over the baseline set-up's",
     "scaling_efficiency": "tokens/s per device / the same set-up's tokens/s on one device (weak scaling)",
     "setup_id": "the run's config less its rank count (nproc_per_node, nnodes) and run controls, hashed",
-    "flags": "dup-id: run id shared; tflops?: TFLOPs fail the recomputation (not ranked); warn: warnings",
+    "flags": "dup-id: run id shared; tflops?: TFLOPs fail the recomputation (not ranked); "
+    "check?: a figure fails its raw fields (not ranked, column implausible); warn: warnings",
+    "implausible": "the figures of the record that fail their raw fields (analysis.checks)",
 }
 """One line per column for the legend under a table."""
 
@@ -418,7 +423,18 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
     _check_tflops(record, out, run_dir)
     _check_breakdown(record, out, run_dir)
+    _check_figures(record, out, run_dir)
     return out
+
+
+def _check_figures(record: Record, out: dict[str, Any], path: str) -> None:
+    """Set ``implausible``: what of an ok record fails :func:`analysis.checks.record_problems`
+    (its derived figures against its raw fields, negative or non-finite figures, timestamps out
+    of order), None when nothing does; warn once naming it (the row is left out of rankings)."""
+    problems = record_problems(record)
+    out["implausible"] = "; ".join(problems) or None
+    if problems:
+        log.warning("%s fails its checks (left out of rankings and plots): %s", path, "; ".join(problems))
 
 
 def _loadavg_1m(value: Any) -> tuple[Any, Any]:
@@ -454,33 +470,133 @@ def _blank_unused(out: dict[str, Any]) -> None:
         out["tag"] = None
 
 
-def _expand(p: Path) -> list[Path]:
+def _walk(root: Path, skipped: dict[str, str]) -> list[Path]:
+    """The ``metrics.json`` regular files under the directory ``root``. No link met on the way is
+    followed (``os.walk(followlinks=False)``: a link loop ends the walk of its branch); a linked
+    directory is logged as not followed, and a ``metrics.json`` that is a link, a FIFO, a device
+    or a directory goes into ``skipped`` with the reason."""
+    found = []
+
+    def unreadable(exc: OSError) -> None:
+        skipped[display_path(exc.filename or root)] = f"cannot list the directory: {exc.strerror or exc}"
+
+    for top, dirs, files in os.walk(root, onerror=unreadable, followlinks=False):
+        dirs.sort()
+        for name in (d for d in dirs if d != METRICS_FILE and os.path.islink(os.path.join(top, d))):
+            shown = display_path(Path(top, name))
+            log.warning("not following the directory link %s (name it to read it)", shown)
+        if METRICS_FILE in files or METRICS_FILE in dirs:
+            _keep(Path(top, METRICS_FILE), found, skipped)
+    return sorted(found)
+
+
+def _keep(path: Path, found: list[Path], skipped: dict[str, str]) -> None:
+    """Add ``path`` to ``found`` when it is a regular file (not a link); else its reason to ``skipped``."""
+    try:
+        why = not_a_record(path)
+    except OSError as exc:
+        why = f"cannot read the file: {exc.strerror or exc}"
+    if why is None:
+        found.append(path)
+    else:
+        skipped[display_path(path)] = why
+
+
+def _entries(base: Path, part: str, dirs_only: bool) -> list[Path]:
+    """The entries of ``base`` whose names match the wildcard ``part`` (hidden ones only when
+    ``part`` starts with a dot, as :mod:`glob`); with ``dirs_only``, directories (or links to one)."""
+    try:
+        with os.scandir(base) as it:
+            entries = list(it)
+    except OSError:
+        return []
+    hidden = part.startswith(".")
+    return [
+        base / e.name
+        for e in entries
+        if fnmatch.fnmatchcase(e.name, part)
+        and (hidden or not e.name.startswith("."))
+        and (not dirs_only or e.is_dir())
+    ]
+
+
+def _dirs_below(base: Path) -> list[Path]:
+    """``base`` and every directory under it, for ``**``: no link is followed below ``base``."""
+    return [Path(top) for top, _, _ in os.walk(base, followlinks=False)]
+
+
+def _glob(pattern: str) -> list[Path]:
+    """Paths matching ``pattern`` (``*``, ``?``, ``[...]``, ``**``), expanded one component at a time:
+    ``**`` walks without following links (a link loop is never entered), a literal last component
+    is matched when the path exists even as a dangling or looping link (so that it is skipped with
+    its reason, not silently); ``[]`` when none match."""
+    parts = Path(pattern).parts
+    first = next((i for i, part in enumerate(parts) if glob.has_magic(part)), None)
+    if first is None:
+        return []
+    current = [Path(*parts[:first]) if first else Path()]
+    for i, part in enumerate(parts[first:], start=first):
+        last = i == len(parts) - 1
+        found: list[Path] = []
+        for base in current:
+            if part == "**":
+                found += _dirs_below(base)
+            elif glob.has_magic(part):
+                found += _entries(base, part, dirs_only=not last)
+            elif os.path.lexists(base / part) if last else (base / part).is_dir():
+                found.append(base / part)
+        current = found
+    return sorted(set(current))
+
+
+def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool = True) -> None:
+    """Records of one path: a directory walked (it may be a link the user named), any other path
+    kept if it is a regular file, a glob expanded."""
     if p.is_dir():
-        return sorted(p.rglob(METRICS_FILE))
-    if p.is_file():
-        return [p]
-    matches = sorted(glob.glob(str(p), recursive=True))
-    if not matches:
+        found.extend(_walk(p, skipped))
+    elif os.path.lexists(p):
+        _keep(p, found, skipped)
+    elif spelled and (matches := _glob(str(p))):
+        for match in matches:
+            _expand(match, found, skipped, spelled=False)
+    else:
         raise FileNotFoundError(f"{display_path(p)}: no such file, directory or glob match")
-    return [f for m in matches for f in _expand(Path(m))]
 
 
-def find_records(paths: Iterable[str | Path]) -> list[Path]:
-    """``metrics.json`` files under ``paths``: directories recursively, files as given, globs expanded.
+def discover(paths: Iterable[str | Path]) -> tuple[list[Path], dict[str, str]]:
+    """``(records, skipped)`` under ``paths``: ``metrics.json`` regular files (directories walked
+    without following links, files as given, globs expanded, each found once, in path order), and
+    the paths that were passed over with the reason for each: a link, a FIFO, a device, a
+    directory that cannot be listed. Nothing is opened here.
 
-    A file reached twice (a directory and a file inside it) is listed once.
+    How links are treated (once, for the sweep, resume and the analysis): a record is a regular
+    file at its own path, never a link; a directory named on the command line (or matched by a
+    glob) may be a link, a directory link met inside a walk is not followed.
 
     Raises:
         FileNotFoundError: when a path neither exists nor matches a glob.
     """
-    seen: set[Path] = set()
     found: list[Path] = []
-    for path in (f for p in paths for f in _expand(Path(p))):
-        key = path.resolve()
+    skipped: dict[str, str] = {}
+    for p in paths:
+        _expand(Path(p), found, skipped)
+    seen: set[str] = set()
+    unique = []
+    for path in found:
+        key = os.path.realpath(path)
         if key not in seen:
             seen.add(key)
-            found.append(path)
-    return found
+            unique.append(path)
+    return unique, skipped
+
+
+def find_records(paths: Iterable[str | Path]) -> list[Path]:
+    """The ``metrics.json`` regular files under ``paths`` (:func:`discover`, less what it skipped).
+
+    Raises:
+        FileNotFoundError: when a path neither exists nor matches a glob.
+    """
+    return discover(paths)[0]
 
 
 def _typed(values: pd.Series) -> pd.Series:
@@ -569,21 +685,25 @@ def load(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
     (``model_tflops_per_device`` in 1e12 FLOP/s, ``peak_cuda_allocated_gib`` in GiB,
     ``tokens_per_s`` global), the error, ``warnings``, ``run_dir`` (printable: non-UTF-8
     bytes escaped), the ``schema_version`` the file was written with, and the checks
-    ``model_tflops_per_device_recomputed``, ``tflops_mismatch`` and ``duplicate_run_id``.
-    Metrics of runs that are not ``ok`` are NaN, never 0.
+    ``model_tflops_per_device_recomputed``, ``tflops_mismatch``, ``duplicate_run_id`` and
+    ``implausible`` (:mod:`analysis.checks`). Metrics of runs that are not ``ok`` are NaN, never 0.
+    ``df.attrs["records"]`` lists the files read (no output may be written over one).
 
     Unreadable files (empty, truncated or oversized JSON, too deeply nested, unknown
     version, missing required key, a set-up name that is not text, numbers too large
-    for a float) are logged once each by path and skipped; ``df.attrs["unreadable"]``
-    maps each path to the reason.
+    for a float; a link, a FIFO, a device where a record should be: :func:`discover`) are
+    logged once each by path and skipped; ``df.attrs["unreadable"]`` maps each path to the reason.
 
     Raises:
         FileNotFoundError: when a path does not exist.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    rows, bad = [], {}
-    for path in find_records(paths):
+    rows = []
+    found, bad = discover(paths)
+    for shown, why in bad.items():
+        log.warning("skipping unreadable record %s: %s", shown, why)
+    for path in found:
         shown = display_path(path)
         try:
             record, version = read_record(path)
@@ -593,14 +713,27 @@ def load(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
             bad[shown] = str(exc)
     df = add_scaling(flag_duplicates(_frame(rows)))
     df.attrs["unreadable"] = bad
+    df.attrs["records"] = [str(p) for p in found]  # what was read: no output may be written over it
     return df
 
 
 def rankable(df: pd.DataFrame, metric: str = RANK_METRIC) -> pd.Series:
-    """Rows that may enter a ranking on ``metric``: ``ok``, with a value, and not ``tflops_mismatch``."""
+    """Rows that may enter a ranking on ``metric``: ``ok``, with a finite value, neither
+    ``tflops_mismatch`` nor ``implausible`` (:func:`failed_checks`)."""
     out = df["status"].eq("ok") & df[metric].notna()
+    if pd.api.types.is_numeric_dtype(df[metric]):
+        out &= df[metric].abs().lt(float("inf"))
+    return out & ~failed_checks(df)
+
+
+def failed_checks(df: pd.DataFrame) -> pd.Series:
+    """Rows whose figures fail a check: ``tflops_mismatch`` (``tflops?``) or ``implausible``
+    (``check?``, :mod:`analysis.checks`); they are left out of rankings and plots."""
+    out = pd.Series(False, index=df.index)
     if "tflops_mismatch" in df:
-        out &= ~df["tflops_mismatch"].fillna(False).astype(bool)
+        out |= df["tflops_mismatch"].fillna(False).astype(bool)
+    if "implausible" in df:
+        out |= df["implausible"].notna()
     return out
 
 

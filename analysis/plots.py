@@ -30,8 +30,11 @@ from matplotlib.lines import Line2D
 from matplotlib.textpath import TextPath
 from matplotlib.ticker import EngFormatter
 
-from analysis.load import RANK_METRIC, SHORT
+from analysis.load import RANK_METRIC, SHORT, failed_checks
+from analysis.output import write_atomic
 from analysis.query import SETUP_COLUMNS, normalize
+from analysis.sanitize import MAX_LABEL, printable, shorten
+from analysis.sanitize import label as _bounded
 
 DPI = 100
 MAX_PANELS = 9
@@ -61,9 +64,17 @@ class PlotSkipped(Exception):
 
 
 def plain(text: object) -> str:
-    """``text`` for matplotlib as literal characters: ``$`` escaped, so that no mathtext is parsed
-    (a model named ``$\\undefinedmacro{$`` would otherwise fail when the figure is drawn)."""
-    return str(text).replace("$", r"\$")
+    """``text`` for matplotlib as literal characters: control characters escaped
+    (:func:`analysis.sanitize.printable`) and ``$`` escaped, so that no mathtext is parsed (a
+    model named ``$\\undefinedmacro{$`` would otherwise fail when the figure is drawn)."""
+    return printable(text).replace("$", r"\$")
+
+
+def short(text: object) -> str:
+    """A record's text (a model, backend or device name, a status) as a plot label: at most
+    :data:`analysis.sanitize.MAX_LABEL` characters (:func:`analysis.sanitize.label`), so that a
+    name of hundreds of characters costs neither minutes of layout nor a huge canvas."""
+    return _bounded(text)
 
 
 def _text_width_in(text: str, prop: FontProperties) -> float:
@@ -107,11 +118,11 @@ def set_title(fig: Figure, title: str, ax=None) -> None:
 
 
 def _base_label(df: pd.DataFrame, column: str) -> pd.Series:
-    label = df[column].astype(object).map(lambda v: "" if pd.isna(v) else str(v))
+    text = df[column].astype(object).map(lambda v: "" if pd.isna(v) else short(v))
     if column == "backend" and "zero_stage" in df:
         zero = df["zero_stage"].astype(object).map(lambda v: "" if pd.isna(v) else f" ZeRO-{v}")
-        label = label + zero
-    return label
+        text = text + zero
+    return text
 
 
 def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
@@ -119,11 +130,11 @@ def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
     ``short=value`` for every other set-up column that varies within ``df`` (one panel)."""
     fixed = {"model", x, series, "zero_stage" if series == "backend" else series}
     extras = [c for c in SETUP_COLUMNS if c in df and c not in fixed and df[c].nunique(dropna=False) > 1]
-    label = _base_label(df, series)
+    out = _base_label(df, series)
     for c in extras:
         text = df[c].astype(object).map(normalize)
-        label = label + text.map(lambda v, c=c: f", {SHORT.get(c, c)}={v}" if v else "")
-    return label.map(plain)
+        out = out + text.map(lambda v, c=c: f", {SHORT.get(c, c)}={short(v)}" if v else "")
+    return out.map(lambda text: plain(shorten(text, 2 * MAX_LABEL)))
 
 
 def _legend_cols(labels: list[str]) -> int:
@@ -186,7 +197,7 @@ def _mark_failed(ax, failed: pd.DataFrame, x: str, colors: dict[str, str], y_fra
             color, y = colors.get(run["_label"], "black"), y_frac + k * step
             ax.plot(float(run[x]), y, "x", color=color, markersize=9, mew=2.5, transform=trans)
             ax.annotate(
-                plain(run["status"]),
+                plain(short(run["status"])),
                 (float(run[x]), y),
                 xycoords=trans,
                 xytext=(9, -3),
@@ -217,7 +228,7 @@ def _legend(
 
 def _on_device(df: pd.DataFrame) -> str:
     names = df["device_name"].dropna().unique() if "device_name" in df else []
-    return f" on {names[0]}" if len(names) == 1 else ""
+    return f" on {short(names[0])}" if len(names) == 1 else ""
 
 
 def choose_panels(data: pd.DataFrame, facet: str, limit: int = MAX_PANELS) -> list:
@@ -285,7 +296,7 @@ def line_figure(
         _mark_failed(ax, failed, x, colors, fail_y)
         _x_axis(ax, panel[x], xlabel)
         ax.set_ylim(bottom=0)
-        set_title(fig, str(name), ax)
+        set_title(fig, short(name), ax)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         used = sorted(set(ok["_label"]) | set(failed["_label"]))
@@ -399,7 +410,7 @@ def plot_step_breakdown(df: pd.DataFrame) -> Figure:
     runs = runs.sort_values(["model", "backend", "world_size"], kind="stable").head(MAX_BARS)
     labels = series_labels(runs, x="world_size", series="backend")
     labels = [
-        plain(f"{m} {lbl} x{'' if pd.isna(w) else int(w)}")
+        plain(f"{short(m)} {lbl} x{'' if pd.isna(w) else int(w)}")
         for m, lbl, w in zip(runs["model"], labels, runs["world_size"], strict=True)
     ]
     fig = Figure(figsize=(9, 1.6 + 0.35 * len(runs)), dpi=DPI, layout="constrained")
@@ -434,10 +445,10 @@ PLOTS: dict[str, Callable[[pd.DataFrame], Figure]] = {
 def make_plots(df: pd.DataFrame) -> tuple[dict[str, Figure], dict[str, str]]:
     """Every plot of :data:`PLOTS` the data supports: ``(figures by name, skip reasons by name)``.
 
-    Runs flagged ``tflops_mismatch`` are left out (their figures fail the recomputation).
+    Runs flagged ``tflops_mismatch`` or ``implausible`` are left out (their figures fail the
+    recomputation from their raw fields, :func:`analysis.load.failed_checks`).
     """
-    if "tflops_mismatch" in df:
-        df = df[~df["tflops_mismatch"].fillna(False).astype(bool)]
+    df = df[~failed_checks(df)]  # figures that fail their raw fields are not drawn
     figures, skipped = {}, {}
     for name, plot in PLOTS.items():
         try:
@@ -465,7 +476,7 @@ def write_pngs(figures: dict[str, Figure], out_dir: str | Path) -> dict[str, Pat
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / f"{name}.png" for name in figures}
     for name, fig in figures.items():
-        paths[name].write_bytes(png_bytes(fig))
+        write_atomic(paths[name], png_bytes(fig))  # whole or not at all; a planted link is replaced
     return paths
 
 

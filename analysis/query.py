@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, rankable
+from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, failed_checks, rankable
 from flopsweep.record import plural
 
 log = logging.getLogger("analysis")
@@ -104,13 +104,13 @@ def _ok(df: pd.DataFrame, metric: str, what: str = "") -> pd.DataFrame:
     """The rows that may be ranked on ``metric`` (:func:`analysis.load.rankable`); when ``what``
     names the caller, log the ok rows left out for failing the TFLOPs recomputation."""
     keep = rankable(df, metric)
-    if what and "tflops_mismatch" in df:
-        flagged = df["status"].eq("ok") & df["tflops_mismatch"].fillna(False).astype(bool)
+    if what:
+        flagged = df["status"].eq("ok") & failed_checks(df)
         left_out = df.loc[flagged, "run_dir"] if "run_dir" in df else df.index[flagged]
         if len(left_out):
             log.warning(
-                "%s: %s left out: their recorded TFLOPs fail the recomputation from their "
-                "stored FLOPs (tflops_mismatch): %s",
+                "%s: %s left out: their recorded figures fail the recomputation from their "
+                "raw fields (tflops_mismatch, implausible): %s",
                 what,
                 plural(len(left_out), "run"),
                 ", ".join(map(str, left_out)),
@@ -210,8 +210,8 @@ def pivot(
     Args:
         aggfunc: how repeated runs of one cell combine: ``max`` (default), ``mean``, ...
         mark_failed: put the status (``oom``, ..., ``tflops?`` for a run left out for its
-            TFLOPs) in a cell that has runs but no ranked one, instead of NaN (the result
-            then holds text).
+            TFLOPs, ``check?`` for one left out for another figure) in a cell that has runs but
+            no ranked one, instead of NaN (the result then holds text).
 
     Blank keys (``zero_stage`` of a non-DeepSpeed run) become ``""``, not dropped rows.
 
@@ -231,7 +231,8 @@ def pivot(
     if failed.empty:
         return table
     mismatch = failed["tflops_mismatch"] if "tflops_mismatch" in failed else False
-    failed = failed.assign(status=failed["status"].where(~(failed["status"].eq("ok") & mismatch), "tflops?"))
+    status = failed["status"].where(~(failed["status"].eq("ok") & failed_checks(failed)), "check?")
+    failed = failed.assign(status=status.where(~(failed["status"].eq("ok") & mismatch), "tflops?"))
     status = failed.pivot_table(index=index, columns=columns, values="status", aggfunc="first")
     full = table.astype(object).combine_first(status)
     return full.where(full.notna(), None)
@@ -248,8 +249,8 @@ def sort_runs(df: pd.DataFrame, column: str, descending: bool | None = None) -> 
     check_columns(df, [column], "sort")
     descending = column in HIGHER_IS_BETTER if descending is None else descending
     out = df.sort_values(column, ascending=not descending, na_position="last", kind="stable")
-    if column in HIGHER_IS_BETTER | LOWER_IS_BETTER and "tflops_mismatch" in out:
-        left_out = out["tflops_mismatch"].fillna(False).astype(bool)
+    if column in HIGHER_IS_BETTER | LOWER_IS_BETTER:
+        left_out = failed_checks(out)
         blank = out[column].isna() & ~left_out
         out = pd.concat([out[~left_out & ~blank], out[left_out], out[blank]])
     return out

@@ -14,6 +14,14 @@ from matplotlib.figure import Figure
 
 from analysis.display import for_display, legend
 from analysis.plots import data_uri
+from analysis.sanitize import printable
+
+
+def _text(value: object) -> str:
+    """Text for the page: control characters escaped as visible ``\\xNN`` (:func:`printable`),
+    then HTML-escaped (cells come escaped from :func:`analysis.display.for_display`)."""
+    return html.escape(printable(value))
+
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -46,10 +54,10 @@ def html_table(df: pd.DataFrame) -> str:
     failed runs in class ``failed``."""
     shown = for_display(df)
     failed = df["status"].ne("ok").tolist() if "status" in df else [False] * len(df)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    head = "".join(f"<th>{_text(c)}</th>" for c in shown.columns)
     rows = []
     for bad, cells in zip(failed, shown.itertuples(index=False), strict=True):
-        tds = "".join(f"<td>{html.escape(str(v))}</td>" for v in cells)
+        tds = "".join(f"<td>{_text(v)}</td>" for v in cells)
         rows.append(f'<tr class="failed">{tds}</tr>' if bad else f"<tr>{tds}</tr>")
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
 
@@ -57,27 +65,27 @@ def html_table(df: pd.DataFrame) -> str:
 def _plots_html(report: Report) -> list[str]:
     out = ["<h2>Plots</h2>"] if report.figures or report.skipped else []
     for name, fig in report.figures.items():
-        out.append(f'<figure><img alt="{html.escape(name)}" src="{data_uri(fig)}"></figure>')
+        out.append(f'<figure><img alt="{_text(name)}" src="{data_uri(fig)}"></figure>')
     for name, reason in report.skipped.items():
-        out.append(f"<p>Skipped {html.escape(name)}: {html.escape(reason)}.</p>")
+        out.append(f"<p>Skipped {_text(name)}: {_text(reason)}.</p>")
     return out
 
 
 def render_html(report: Report) -> str:
     """The whole report as one HTML document (UTF-8 text)."""
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    parts = [f"<h1>{html.escape(report.title)}</h1>"]
+    parts = [f"<h1>{_text(report.title)}</h1>"]
     for heading, frame in report.tables:
-        parts += [f"<h2>{html.escape(heading)}</h2>", html_table(frame)]
+        parts += [f"<h2>{_text(heading)}</h2>", html_table(frame)]
         if note := legend(list(frame.columns)):
-            parts.append(f'<p class="legend">{html.escape(note)}</p>')
+            parts.append(f'<p class="legend">{_text(note)}</p>')
     parts += _plots_html(report)
-    parts += [f'<p class="footer">{html.escape(n)}</p>' for n in report.notes]
+    parts += [f'<p class="footer">{_text(n)}</p>' for n in report.notes]
     footer = f"{report.summary}. Generated {when} by python -m analysis."
-    parts.append(f'<p class="footer">{html.escape(footer)}</p>')
+    parts.append(f'<p class="footer">{_text(footer)}</p>')
     body = "\n".join(parts)
     return (
         f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{html.escape(report.title)}</title>\n<style>{_CSS}</style>\n</head>\n"
+        f"<title>{_text(report.title)}</title>\n<style>{_CSS}</style>\n</head>\n"
         f"<body>\n{body}\n</body>\n</html>\n"
     )

@@ -24,6 +24,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -617,24 +618,86 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """Parse one ``metrics.json`` safely: size-capped, strict, an object at the top.
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` is, in words: ``regular file``, ``symbolic link``, ``FIFO``, ..."""
+    kinds = (
+        (stat.S_ISREG, "regular file"),
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "special file")
 
-    This is the one reader of record files (the job's resume check, the callbacks and
-    the analysis use it). It does not upgrade old schema versions; the analysis does
-    (:func:`analysis.schema.read_record`).
+
+def not_a_record(path: Path) -> str | None:
+    """Why ``path`` cannot be a record without opening it (``lstat``: links are not followed), or
+    None for a regular file: ``a symbolic link (not followed: a record is a regular file)``,
+    ``a FIFO, not a regular file``, ... Raises OSError when it cannot be examined."""
+    kind = file_kind(os.lstat(path).st_mode)
+    if kind == "regular file":
+        return None
+    if kind == "symbolic link":
+        return "a symbolic link (not followed: a record is a regular file)"
+    return f"a {kind}, not a regular file"
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit``, read without following a link
+    or blocking: ``lstat`` first (a FIFO or device is never opened), then ``open`` with
+    ``O_NOFOLLOW | O_NONBLOCK``, then ``fstat`` of what was opened (a swap between the two
+    calls is caught), then at most ``limit + 1`` bytes.
 
     Raises:
-        RecordError: for a file that is unreadable, over :data:`MAX_RECORD_BYTES`, empty,
-            not JSON, nested too deep, or not an object.
+        RecordError: for a link, a FIFO, a device, a directory, a file over ``limit`` bytes or
+            an OS error, one phrase naming it.
     """
-    path = Path(path)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        size = path.stat().st_size
-        if size > MAX_RECORD_BYTES:
-            raise RecordError(f"{size} bytes is over the {MAX_RECORD_BYTES} byte limit of a record")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        if why := not_a_record(path):
+            raise RecordError(why)
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise RecordError(f"cannot read the file: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RecordError(f"a {file_kind(st.st_mode)}, not a regular file")
+        if st.st_size > limit:
+            raise RecordError(f"{st.st_size} bytes is over the {limit} byte limit of a record")
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(limit + 1 - size, 1 << 20))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise RecordError(f"cannot read the file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise RecordError(f"over the {limit} byte limit of a record (it grew while read)")
+    return b"".join(chunks)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Parse one ``metrics.json`` safely: a regular file, not a link, size-capped, strict, an
+    object at the top.
+
+    This is the one reader of record files (the job's resume check, the callbacks and
+    the analysis use it). Links are never followed and nothing but a regular file is opened
+    (:func:`read_regular`): a record is a regular file at its own path. It does not upgrade
+    old schema versions; the analysis does (:func:`analysis.schema.read_record`).
+
+    Raises:
+        RecordError: for a file that is a link, a FIFO, a device or a directory, unreadable,
+            over :data:`MAX_RECORD_BYTES`, empty, not UTF-8, not JSON, nested too deep, or
+            not an object.
+    """
+    data = read_regular(Path(path), MAX_RECORD_BYTES)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise RecordError(f"cannot read the file: {exc}") from None
     if not text.strip():
         raise RecordError("empty file")

@@ -1,0 +1,199 @@
+"""Plausibility of an ok record: every derived figure against the raw fields it is derived from.
+
+A record is a file anyone with write access to its folder can edit. The job derives its
+figures with one formula each (``flopsweep.metrics.compute_metrics``); :func:`record_problems`
+recomputes each from the record's own raw fields and names every figure that disagrees by more
+than :data:`CHECK_TOLERANCE`, or that no real run can have:
+
+- a metric figure (any ``MetricSpec`` with a unit, or a step time) that is negative or not finite
+  (``1e999`` parses as infinity);
+- ``iteration_time_s``: ``mean``, ``median``, ``min``, ``max``, ``std`` and ``cv`` against its
+  ``values`` (the measured steps);
+- ``tokens_per_step`` = ``global_batch_size`` x ``config.model.seq_len``; ``global_batch_size`` =
+  micro batch x grad accumulation x world size;
+- ``tokens_per_s`` = ``tokens_per_step`` / mean step; ``tokens_per_s_per_device`` = ``tokens_per_s`` /
+  world size;
+- ``hardware_tflops_per_device`` = ``hardware_flops_per_iteration`` / (mean step x world size x 1e12)
+  (the model figure is :func:`analysis.load.recompute_tflops`, flag ``tflops?``);
+- ``mfu`` and ``hfu`` = TFLOPs / ``peak_tflops``; ``mfu_fp8`` = model TFLOPs / ``peak_tflops_fp8``;
+  ``matmul_fraction`` = model TFLOPs / ``measured_matmul_tflops`` (a ratio without its denominator
+  is a problem too);
+- ``run.finished_at`` not before ``run.started_at``.
+
+A figure whose inputs are missing (older schema versions) is not checked. The analysis flags a
+failing row ``check?``, names what failed in its ``implausible`` column and a warning, and leaves
+it out of rankings and plots (:func:`analysis.load.rankable`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import statistics
+from typing import Any
+
+from analysis.schema import Record
+from flopsweep.record import METRIC_SPECS
+
+__all__ = ["CHECK_TOLERANCE", "record_problems"]
+
+CHECK_TOLERANCE = 0.01
+"""Largest relative difference between a recorded figure and the one recomputed from its raw fields."""
+
+_NUMERIC_PATHS = [spec.path or (spec.key,) for spec in METRIC_SPECS if spec.unit]
+
+
+def _get(tree: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(tree, dict):
+            return None
+        tree = tree.get(key)
+    return tree
+
+
+def _num(value: Any) -> float | None:
+    """A number (bools and text are not), possibly non-finite; None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _bad_numbers(metrics: dict[str, Any]) -> list[str]:
+    """Metric figures that are negative or not finite, step values included."""
+    out = []
+    named = [(".".join(p), _num(_get(metrics, *p))) for p in _NUMERIC_PATHS]
+    values = _get(metrics, "iteration_time_s", "values")
+    if isinstance(values, list):
+        named += [(f"iteration_time_s.values[{i}]", _num(v)) for i, v in enumerate(values)]
+    for name, value in named:
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            out.append(f"{name} is not finite")
+        elif value < 0:
+            out.append(f"{name} {_fmt(value)} is negative")
+    return out
+
+
+def _compare(name: str, recorded: Any, expected: float | None, how: str, floor: float = 0.0) -> str | None:
+    """``name X != how Y`` when ``recorded`` is over :data:`CHECK_TOLERANCE` x max(|expected|,
+    ``floor``) from ``expected``; None when it agrees or either is missing or not finite."""
+    got = _num(recorded)
+    if got is None or expected is None or not math.isfinite(got) or not math.isfinite(expected):
+        return None
+    if abs(got - expected) <= CHECK_TOLERANCE * max(abs(expected), floor) + 1e-12:
+        return None
+    return f"{name} {_fmt(got)} != {how} {_fmt(expected)}"
+
+
+def _step_stats(metrics: dict[str, Any]) -> list[str | None]:
+    """``iteration_time_s``'s summary against its ``values`` (as ``flopsweep.metrics._summary``)."""
+    it = _get(metrics, "iteration_time_s")
+    values = [_num(v) for v in _get(it, "values") or []] if isinstance(it, dict) else []
+    if not values or any(v is None or not math.isfinite(v) for v in values):
+        return []
+    mean, std = statistics.fmean(values), statistics.pstdev(values)
+    expected = {
+        "mean": (mean, 0.0),
+        "median": (statistics.median(values), 0.0),
+        "min": (min(values), 0.0),
+        "max": (max(values), 0.0),
+        "std": (std, mean),  # steady steps have a std near 0: compare on the mean's scale
+        "cv": (std / mean if mean > 0 else None, 1.0),
+    }
+    return [
+        _compare(f"iteration_time_s.{key}", it.get(key), value, f"the {key} of its values", floor)
+        for key, (value, floor) in expected.items()
+    ]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b and math.isfinite(a) and math.isfinite(b) else None
+
+
+def _rates(record: Record) -> list[str | None]:
+    m, cfg = record.get("metrics") or {}, record.get("config") or {}
+    mean = _num(_get(m, "iteration_time_s", "mean"))
+    mean = mean if mean and mean > 0 else None
+    world = _num(_get(record, "system", "world_size"))
+    world = world if world and world > 0 else None
+    tokens, batch = _num(m.get("tokens_per_step")), _num(m.get("global_batch_size"))
+    mbs, accum = _num(_get(cfg, "batch", "micro_batch_size")), _num(_get(cfg, "batch", "grad_accum"))
+    seq = _num(_get(cfg, "model", "seq_len"))
+    rate = _num(m.get("tokens_per_s"))
+    hw = _ratio(_num(m.get("hardware_flops_per_iteration")), mean * world * 1e12 if mean and world else None)
+    return [
+        _compare(
+            "global_batch_size",
+            batch,
+            mbs * accum * world if mbs and accum and world else None,
+            "micro batch x grad accum x world size",
+        ),
+        _compare("tokens_per_step", tokens, batch * seq if batch and seq else None, "global batch x seq_len"),
+        _compare("tokens_per_s", rate, _ratio(tokens, mean), "tokens_per_step / mean step"),
+        _compare(
+            "tokens_per_s_per_device",
+            m.get("tokens_per_s_per_device"),
+            _ratio(rate, world),
+            "tokens_per_s / world size",
+        ),
+        _compare(
+            "hardware_tflops_per_device",
+            m.get("hardware_tflops_per_device"),
+            hw,
+            "hardware FLOPs / (mean step x world size)",
+        ),
+    ]
+
+
+_FRACTIONS = (  # ratio key, numerator key, denominator key
+    ("mfu", "model_tflops_per_device", "peak_tflops"),
+    ("hfu", "hardware_tflops_per_device", "peak_tflops"),
+    ("mfu_fp8", "model_tflops_per_device", "peak_tflops_fp8"),
+    ("matmul_fraction", "model_tflops_per_device", "measured_matmul_tflops"),
+)
+
+
+def _fractions(metrics: dict[str, Any]) -> list[str | None]:
+    out: list[str | None] = []
+    for key, top, bottom in _FRACTIONS:
+        value, denominator = _num(metrics.get(key)), _num(metrics.get(bottom))
+        if value is not None and not denominator:
+            out.append(f"{key} {_fmt(value)} without {bottom}")
+            continue
+        out.append(_compare(key, value, _ratio(_num(metrics.get(top)), denominator), f"{top} / {bottom}"))
+    return out
+
+
+def _timestamps(run: Any) -> str | None:
+    def when(key: str) -> datetime.datetime | None:
+        text = _get(run, key)
+        try:
+            stamp = datetime.datetime.fromisoformat(text) if isinstance(text, str) else None
+        except ValueError:
+            return None
+        return stamp if stamp is None or stamp.tzinfo else stamp.replace(tzinfo=datetime.timezone.utc)
+
+    start, end = when("started_at"), when("finished_at")
+    if start and end and end < start:
+        return f"run.finished_at {run['finished_at']} is before run.started_at {run['started_at']}"
+    return None
+
+
+def record_problems(record: Record) -> list[str]:
+    """Every way an ``ok`` record's figures disagree with its raw fields or cannot be real (module
+    doc), one short phrase each; empty for a record that passes, or one that is not ``ok`` (its
+    metrics are blank in the analysis)."""
+    metrics = record.get("metrics")
+    if record.get("status") != "ok" or not isinstance(metrics, dict):
+        return []
+    found = _bad_numbers(metrics) + _step_stats(metrics) + _rates(record) + _fractions(metrics)
+    found.append(_timestamps(record.get("run")))
+    return [p for p in found if p]
