@@ -5,7 +5,7 @@
 (``model``, ``attention``, ``backend``, ``precision``, ``batch``) has a base class
 here with the keys every option shares. An option with knobs of its own
 subclasses it next to its registry (``flopsweep.models``, ``flopsweep.attention``,
-``flopsweep.backends``, ``flopsweep.precision``, ``flopsweep.autobatch``), and
+``flopsweep.backends``, ``flopsweep.precision``; ``AutoBatchConfig`` is here), and
 :func:`flopsweep.store.register_configs` stores that subclass as the group's
 ``base_<option>`` node (Hydra's structured-config "base_" pattern), which the
 option's YAML file extends. So a key belongs to the options that declare it, a
@@ -109,11 +109,23 @@ class BatchConfig:
 
     name: str = "fixed"
     """``fixed``: use ``micro_batch_size``; ``auto``: search the largest that fits
-    (``flopsweep.autobatch.AutoBatchConfig``)."""
+    (:class:`AutoBatchConfig`)."""
     micro_batch_size: int = 4
     """Sequences per rank per forward/backward (``auto``: where the search starts)."""
     grad_accum: int = 1
     """Micro batches accumulated per optimizer step."""
+
+
+@dataclass(kw_only=True)
+class AutoBatchConfig(BatchConfig):
+    """``batch=auto``: search the largest micro batch that fits, starting at ``micro_batch_size``
+    (the search is :mod:`flopsweep.autobatch`; the schema lives here so that validation imports
+    no launcher)."""
+
+    name: str = "auto"
+    micro_batch_size: int = 1
+    max_micro_batch_size: int = 256
+    """The search never probes above this."""
 
 
 @dataclass(kw_only=True)

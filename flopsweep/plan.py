@@ -18,11 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from flopsweep import attention, autobatch, backends, memory, precision
+from flopsweep import attention, backends, memory, precision
 from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
     MAX_SEED,
+    AutoBatchConfig,
     BatchConfig,
     ConfigError,
     OptimConfig,
@@ -34,7 +35,7 @@ from flopsweep.models import MODELS
 from flopsweep.record import plural
 
 DEVICES = ("auto", "cuda", "cpu")
-BATCHES = {"fixed": BatchConfig, "auto": autobatch.AutoBatchConfig}
+BATCHES = {"fixed": BatchConfig, "auto": AutoBatchConfig}
 """Batch options by ``batch.name`` and their schemas."""
 
 MAX_CPU_RANKS_PER_CORE = 4

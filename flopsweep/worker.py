@@ -215,7 +215,8 @@ def _profile(
     import torch
     import torch.distributed as dist
 
-    from flopsweep.profile import PARTS, TRACE_DIR, TraceProblem, profile_step, trace_dir_problem
+    from flopsweep.metrics import TRACE_DIR
+    from flopsweep.profile import PARTS, TraceProblem, profile_step, trace_dir_problem
 
     path = job_dir / TRACE_DIR / f"rank{rank}.trace.json.gz"
     problem = trace_dir_problem(path.parent)
