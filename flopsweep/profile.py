@@ -348,4 +348,3 @@ def profile_step(
             return replace(step_breakdown(read_trace(trace_path), cuda=cuda), wall_s=wall)
         except Exception as exc:  # noqa: BLE001 - the step ran; only its trace is lost
             raise TraceProblem(f"the trace {trace_path} could not be written or read: {exc}") from exc
-

@@ -91,7 +91,8 @@ def test_validation_imports_neither_the_launcher_nor_the_worker() -> None:
     graph = _graph("flopsweep")
     closure = _closure(graph, "flopsweep.plan")
     assert "flopsweep.config" in closure and "flopsweep.models" in closure  # the scan sees plan's imports
-    assert not closure & {"flopsweep.launch", "flopsweep.worker", "flopsweep.autobatch", "flopsweep.job"}, closure
+    processes = {"flopsweep.launch", "flopsweep.worker", "flopsweep.autobatch", "flopsweep.job"}
+    assert not closure & processes, closure
 
 
 def test_the_training_step_and_the_metrics_do_not_import_the_profiler() -> None:
