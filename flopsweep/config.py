@@ -215,9 +215,13 @@ class RunConfig:
     ``profile/`` and ``metrics.breakdown`` (compute, optimizer, exposed communication, idle)."""
     fault: FaultConfig = field(default_factory=FaultConfig)
     """Test-only fault injection; see :class:`FaultConfig`."""
+    objective: str = "model_tflops_per_device"
+    """The figure a job returns to Hydra as a float (NaN when the run is not ``ok``), for a
+    sweeper to optimise: a figure of merit of ``flopsweep.record.METRIC_SPECS``
+    (:mod:`flopsweep.objective`), whose ``better`` gives the direction."""
 
 
-RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault", "plan", "profile")
+RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault", "plan", "profile", "objective")
 """Keys that steer a run but do not change what it measures; ``resume`` ignores them
 when it compares a job's config with the config of an existing record. (An ``ok``
 record always ran without a fault: every injected fault fails its run.)"""

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from flopsweep import attention, backends, memory, precision
+from flopsweep import attention, backends, memory, objective, precision
 from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
@@ -154,6 +154,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     _validate_optim(cfg.optim)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
+    objective.spec_of(cfg.objective)
     _validate_warmup(cfg)
     return cfg
 
