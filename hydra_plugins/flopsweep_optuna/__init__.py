@@ -8,7 +8,8 @@ the sweeper's launcher hands the sweeper a NaN objective as a value that cannot 
 the plugin then tells ``FAIL`` with no values, logs ``Failed experiment``, and goes on to the next
 trial. The job's record and the callbacks see the run as it was.
 
-Imported only by Hydra, when ``conf/hydra/sweeper/optuna_objective.yaml`` is picked.
+Hydra takes sweepers only from the ``hydra_plugins`` package and imports every module there at
+start-up; without hydra-optuna-sweeper (the ``optuna`` extra) this module defines no sweeper.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
-from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper as _PluginSweeper
+
+try:
+    from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper as _PluginSweeper
+except ImportError:  # the optuna extra is not installed
+    _PluginSweeper = None
 
 
 class NotOk:
@@ -50,9 +55,11 @@ class _NaNFailsTrial:
         return getattr(self._launcher, name)
 
 
-class OptunaSweeper(_PluginSweeper):
-    """hydra-optuna-sweeper's sweeper; a NaN objective fails its trial, not the study."""
+if _PluginSweeper is not None:
 
-    def setup(self, *args: Any, **kwargs: Any) -> None:
-        super().setup(*args, **kwargs)
-        self.sweeper.launcher = _NaNFailsTrial(self.sweeper.launcher)
+    class OptunaSweeper(_PluginSweeper):
+        """hydra-optuna-sweeper's sweeper; a NaN objective fails its trial, not the study."""
+
+        def setup(self, *args: Any, **kwargs: Any) -> None:
+            super().setup(*args, **kwargs)
+            self.sweeper.launcher = _NaNFailsTrial(self.sweeper.launcher)
