@@ -67,13 +67,16 @@ def test_run_py_refuses_a_bad_objective_in_one_line_before_hydra(tmp_path: Path)
 
 @pytest.mark.slow
 def test_an_optuna_study_runs_to_its_end_and_a_failed_trial_is_nan(tmp_path: Path) -> None:
-    """Two trials on the CPU, one per value of fault.kind (the grid sampler takes each once): the
-    ok one returns its model TFLOPs, the failed one NaN, which fails its trial, not the study."""
+    """Two trials on the CPU, one per value of fault.kind (the random sampler with seed 0 draws
+    raise, then none; the grid sampler would stop the study from inside the failed trial's tell,
+    a plugin bug of its own): the ok one returns its model TFLOPs, the failed one NaN, which fails
+    its trial, not the study."""
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the optuna extra is not installed")
     proc = run_py(
         "-m",
         "hydra/sweeper=optuna_objective",
-        "hydra/sweeper/sampler=grid",
+        "hydra/sweeper/sampler=random",
+        "hydra.sweeper.sampler.seed=0",
         "hydra.sweeper.n_trials=2",
         "hydra.sweeper.n_jobs=1",
         "fault.kind=choice(none,raise)",
