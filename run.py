@@ -27,8 +27,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
+from flopsweep.config import ConfigError
 from flopsweep.job import JobInfo, plan_table, run_job
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.record import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
@@ -40,6 +42,8 @@ _UID = f"{os.getpid()}-{secrets.token_hex(2)}"
 OmegaConf.register_new_resolver("flopsweep_uid", lambda: _UID, use_cache=True, replace=True)
 # fail_fast: one job per sweeper batch, so that the sweep stops right after the job that failed.
 OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: 1 if fail_fast else None, replace=True)
+# hydra/sweeper=optuna_objective (conf/hydra/sweeper/): maximize or minimize, from MetricSpec.better.
+OmegaConf.register_new_resolver("flopsweep_direction", lambda k: objective.direction(str(k)), replace=True)
 register_configs()
 
 EXIT_CODES = {"ok": 0, "oom": 1, "error": 1, "invalid": 2}
@@ -200,10 +204,25 @@ def interpolation_problem(overrides: list[str]) -> str | None:
     return None
 
 
+def objective_problem(overrides: list[str]) -> str | None:
+    """One line for an ``objective=`` that names no figure of merit (each value of a sweep), else None."""
+    for override in overrides:
+        key, _, values = override.partition("=")
+        if key.lstrip("+~") != "objective" or "${" in values or "(" in values:
+            continue
+        for name in values.split(","):
+            try:
+                objective.spec_of(name.strip().strip("'\""))
+            except ConfigError as exc:
+                return str(exc)
+    return None
+
+
 def refusal(overrides: list[str]) -> str | None:
     """The one line refusing the command line before Hydra starts (exit 2), or None."""
     return (
-        sorted_range_problem(overrides)
+        objective_problem(overrides)
+        or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)
         or foreign_option_keys(overrides)
@@ -237,7 +256,8 @@ def env_in_tag_warning(overrides: list[str]) -> str | None:
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig) -> dict:
+def main(cfg: DictConfig) -> float:
+    """One job. Returns its ``objective`` as a float for the sweeper (NaN when not ``ok``)."""
     hc = HydraConfig.get()
     info = JobInfo(
         job_dir=hc.runtime.output_dir,
@@ -269,7 +289,7 @@ def main(cfg: DictConfig) -> dict:
     if status == "plan":
         if hc.mode != RunMode.MULTIRUN:
             print(plan_table(record["plan_file"]))
-        return {"status": "plan"}
+        return objective.value(record, run_cfg.objective)
     if status != "ok":
         message = f"flopsweep: {status}: {record['error']['message']}"
         if hc.mode != RunMode.MULTIRUN:
@@ -283,7 +303,7 @@ def main(cfg: DictConfig) -> dict:
                 brief=f"fail_fast=true stopped the sweep after job {info.job_num} ({status}, recorded in "
                 f"{info.job_dir})",
             )
-    return {"status": status, "tflops_per_device": record["metrics"]["tflops_per_device"]}
+    return objective.value(record, run_cfg.objective)
 
 
 def interrupted_message() -> str:

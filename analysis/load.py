@@ -634,7 +634,17 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 RANK_COUNT_KEYS = ("nproc_per_node", "nnodes")
 """Config keys that set the rank count: the only ones a scaling comparison lets differ."""
-_NOT_SETUP = (*RANK_COUNT_KEYS, "tag", "timeout_s", "resume", "fail_fast", "fault", "plan", "profile")
+_NOT_SETUP = (
+    *RANK_COUNT_KEYS,
+    "tag",
+    "timeout_s",
+    "resume",
+    "fail_fast",
+    "fault",
+    "plan",
+    "profile",
+    "objective",
+)
 
 
 def setup_id(record: Record) -> str | None:

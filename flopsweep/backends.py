@@ -26,9 +26,9 @@ from torch.profiler import record_function
 
 from flopsweep import checkpointing
 from flopsweep import precision as fprecision
+from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
 from flopsweep.models import family
-from flopsweep.profile import OPTIMIZER_ANNOTATION
 from flopsweep.record import plural
 
 log = logging.getLogger("flopsweep")

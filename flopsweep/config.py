@@ -6,7 +6,7 @@
 ``activation_checkpointing``) has a base class here with the keys every option shares. An
 option with knobs of its own subclasses it next to its registry (``flopsweep.models``,
 ``flopsweep.attention``, ``flopsweep.backends``, ``flopsweep.precision``,
-``flopsweep.autobatch``, ``flopsweep.checkpointing``), and
+``flopsweep.checkpointing``; ``AutoBatchConfig`` is here), and
 :func:`flopsweep.store.register_configs` stores that subclass as the group's
 ``base_<option>`` node (Hydra's structured-config "base_" pattern), which the
 option's YAML file extends. So a key belongs to the options that declare it, a
@@ -119,11 +119,23 @@ class BatchConfig:
 
     name: str = "fixed"
     """``fixed``: use ``micro_batch_size``; ``auto``: search the largest that fits
-    (``flopsweep.autobatch.AutoBatchConfig``)."""
+    (:class:`AutoBatchConfig`)."""
     micro_batch_size: int = 4
     """Sequences per rank per forward/backward (``auto``: where the search starts)."""
     grad_accum: int = 1
     """Micro batches accumulated per optimizer step."""
+
+
+@dataclass(kw_only=True)
+class AutoBatchConfig(BatchConfig):
+    """``batch=auto``: search the largest micro batch that fits, starting at ``micro_batch_size``
+    (the search is :mod:`flopsweep.autobatch`; the schema lives here so that validation imports
+    no launcher)."""
+
+    name: str = "auto"
+    micro_batch_size: int = 1
+    max_micro_batch_size: int = 256
+    """The search never probes above this."""
 
 
 @dataclass(kw_only=True)
@@ -213,9 +225,13 @@ class RunConfig:
     ``profile/`` and ``metrics.breakdown`` (compute, optimizer, exposed communication, idle)."""
     fault: FaultConfig = field(default_factory=FaultConfig)
     """Test-only fault injection; see :class:`FaultConfig`."""
+    objective: str = "model_tflops_per_device"
+    """The figure a job returns to Hydra as a float (NaN when the run is not ``ok``), for a
+    sweeper to optimise: a figure of merit of ``flopsweep.record.METRIC_SPECS``
+    (:mod:`flopsweep.objective`), whose ``better`` gives the direction."""
 
 
-RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault", "plan", "profile")
+RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault", "plan", "profile", "objective")
 """Keys that steer a run but do not change what it measures; ``resume`` ignores them
 when it compares a job's config with the config of an existing record. (An ``ok``
 record always ran without a fault: every injected fault fails its run.)"""

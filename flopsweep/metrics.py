@@ -24,7 +24,6 @@ from flopsweep.attention import executed_density
 from flopsweep.config import RunConfig
 from flopsweep.models import family
 from flopsweep.precision import PRECISIONS
-from flopsweep.profile import mean_breakdown
 from flopsweep.record import PER_RANK_KEYS, SCHEMA_VERSION, STATUSES, null_metrics, plural, strict
 
 PLAUSIBLE_FACTOR = 1.05
@@ -33,6 +32,10 @@ peak) cannot be real: status ``invalid``."""
 
 UNSTEADY_FACTOR = 3.0
 """A measured step slower than this times the median of the others is not steady."""
+
+TRACE_DIR = "profile"
+"""``profile=true``: the folder of the run directory that holds ``rank<R>.trace.json.gz``
+(the record's ``breakdown.trace_dir``)."""
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
@@ -166,6 +169,22 @@ def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, An
         else None,
         "flops_convention": FLOPS_CONVENTION,
     }
+
+
+def mean_breakdown(breakdowns: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``metrics.breakdown``: the mean over ranks of each field of the ranks' step breakdowns
+    (``profile.StepBreakdown.as_dict()``; seconds), so the parts still sum to the mean ``step_s``;
+    text fields (``view``) from the first rank. None when there are none."""
+    if not breakdowns:
+        return None
+    out: dict[str, Any] = {}
+    for key, first in breakdowns[0].items():
+        values = [b.get(key) for b in breakdowns]
+        numeric = isinstance(first, int | float) and not isinstance(first, bool) and None not in values
+        out[key] = sum(float(v) for v in values) / len(values) if numeric else first
+    out["ranks"] = len(breakdowns)
+    out["trace_dir"] = TRACE_DIR
+    return out
 
 
 def _mean_or_none(values: tuple[Any, ...]) -> float | None:

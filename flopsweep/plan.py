@@ -18,11 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from flopsweep import attention, autobatch, backends, checkpointing, memory, precision, rules
+from flopsweep import attention, backends, checkpointing, memory, objective, precision, rules
 from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
     MAX_SEED,
+    AutoBatchConfig,
     BatchConfig,
     ConfigError,
     OptimConfig,
@@ -34,7 +35,7 @@ from flopsweep.models import MODELS
 from flopsweep.record import plural
 
 DEVICES = ("auto", "cuda", "cpu")
-BATCHES = {"fixed": BatchConfig, "auto": autobatch.AutoBatchConfig}
+BATCHES = {"fixed": BatchConfig, "auto": AutoBatchConfig}
 """Batch options by ``batch.name`` and their schemas."""
 
 MAX_CPU_RANKS_PER_CORE = 4
@@ -155,6 +156,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     _validate_optim(cfg.optim)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
+    objective.spec_of(cfg.objective)
     rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
     return cfg
 

@@ -50,9 +50,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-STEP_ANNOTATION = "flopsweep.step"
-OPTIMIZER_ANNOTATION = "flopsweep.optimizer"
-TRACE_DIR = "profile"
+from flopsweep.annotations import OPTIMIZER_ANNOTATION, STEP_ANNOTATION
 
 COMM_PATTERN = re.compile(
     r"nccl|gloo|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all"
@@ -350,17 +348,3 @@ def profile_step(
             return replace(step_breakdown(read_trace(trace_path), cuda=cuda), wall_s=wall)
         except Exception as exc:  # noqa: BLE001 - the step ran; only its trace is lost
             raise TraceProblem(f"the trace {trace_path} could not be written or read: {exc}") from exc
-
-
-def mean_breakdown(breakdowns: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """The mean over ranks of each field (the parts still sum to the mean ``step_s``)."""
-    if not breakdowns:
-        return None
-    out: dict[str, Any] = {}
-    for key, first in breakdowns[0].items():
-        values = [b.get(key) for b in breakdowns]
-        numeric = isinstance(first, int | float) and not isinstance(first, bool) and None not in values
-        out[key] = sum(float(v) for v in values) / len(values) if numeric else first
-    out["ranks"] = len(breakdowns)
-    out["trace_dir"] = TRACE_DIR
-    return out

@@ -12,7 +12,6 @@ import datetime
 import logging
 import math
 import os
-import resource
 import signal
 import sys
 import threading
@@ -26,6 +25,7 @@ from typing import Any
 from flopsweep.config import FaultConfig, RunConfig
 from flopsweep.record import RankFigures, atomic_write_json, plural
 from flopsweep.record import error as record_error
+from flopsweep.window import MeasuredWindow, WindowFigures
 
 COLLECTIVE_GRACE_S = 60.0
 """Seconds the process group's collective timeout adds to the job's ``timeout_s``."""
@@ -178,9 +178,10 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     phase.enter("warmup")
     losses = warm_up(trainer, batches, cfg.steps.warmup, device, log, phase)
     phase.enter("measure")
-    step_times, measured, extra = measure_steady(trainer, batches, cfg, device, log, phase)
+    window = MeasuredWindow(device)
+    figures, measured, extra = measure_steady(trainer, batches, cfg, window, log, phase)
     losses += measured
-    result = _rank_figures(rank, device, step_times, losses)  # peak memory: the measured steps only
+    result = _rank_figures(rank, device, figures, losses)  # the final measured window only
     breakdown, profile_problem = (
         _profile(trainer, batches, device, Path(spec.job_dir), rank, log) if cfg.profile else (None, None)
     )
@@ -189,7 +190,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         matmul_tflops=gemm,
         warmup_steps=cfg.steps.warmup + extra,
         fp8_layers=_fp8_layers(trainer),
-        unsteady_steps=unsteady_steps(step_times),
+        unsteady_steps=unsteady_steps(figures.step_times_s),
         breakdown=breakdown,
         profile_problem=profile_problem,
     ).as_dict()
@@ -215,7 +216,8 @@ def _profile(
     import torch
     import torch.distributed as dist
 
-    from flopsweep.profile import PARTS, TRACE_DIR, TraceProblem, profile_step, trace_dir_problem
+    from flopsweep.metrics import TRACE_DIR
+    from flopsweep.profile import PARTS, TraceProblem, profile_step, trace_dir_problem
 
     path = job_dir / TRACE_DIR / f"rank{rank}.trace.json.gz"
     problem = trace_dir_problem(path.parent)
@@ -309,14 +311,16 @@ def warm_up(trainer: Any, batches: list[Any], steps: int, device: Any, log: Any,
 
 
 def measure_steady(
-    trainer: Any, batches: list[Any], cfg: RunConfig, device: Any, log: Any, phase: Phase
-) -> tuple[list[float], list, int]:
-    """Measure ``steps.measure`` steps; while a step is over 3x the median of the others
-    (compilation, autotuning), warm up more and measure again, up to ``steps.max_extra_warmup``
-    extra steps. Every rank takes the same decision (an all-reduce of the verdict).
+    trainer: Any, batches: list[Any], cfg: RunConfig, window: MeasuredWindow, log: Any, phase: Phase
+) -> tuple[WindowFigures, list, int]:
+    """Measure ``steps.measure`` steps in ``window``; while a step is over 3x the median of the
+    others (compilation, autotuning), warm up more and measure again, up to
+    ``steps.max_extra_warmup`` extra steps. Every rank takes the same decision (an all-reduce of
+    the verdict). Measuring again restarts the window as a whole, so the figures returned are
+    those of the final measured steps only.
 
     Returns:
-        (seconds per measured step, loss tensors of every step run here, extra warm-up steps).
+        (the final window's figures, loss tensors of every step run here, extra warm-up steps).
     """
     import torch
     import torch.distributed as dist
@@ -325,81 +329,50 @@ def measure_steady(
 
     extra, losses = 0, []
     while True:
-        times, measured = measure(trainer, batches, cfg.steps.measure, device, log, phase)
-        verdict = torch.tensor([1.0 if unsteady_steps(times) else 0.0], device=device)
+        figures, measured = measure(trainer, batches, cfg.steps.measure, window, log, phase)
+        times = figures.step_times_s
+        verdict = torch.tensor([1.0 if unsteady_steps(times) else 0.0], device=window.device)
         dist.all_reduce(verdict, op=dist.ReduceOp.MAX)
         more = min(cfg.steps.measure, cfg.steps.max_extra_warmup - extra)
         if not verdict.item() or more <= 0:
-            return times, losses + measured, extra
+            return figures, losses + measured, extra
         shown = [round(t, 4) for t in times]
         log(f"unsteady steps {shown} s: {plural(more, 'more warm-up step')}, then measuring again")
-        losses += measured + warm_up(trainer, batches, more, device, log, phase)
+        losses += measured + warm_up(trainer, batches, more, window.device, log, phase)
         extra += more
 
 
 def measure(
-    trainer: Any, batches: list[Any], steps: int, device: Any, log: Any, phase: Phase | None = None
-) -> tuple[list[float], list]:
-    """Time ``steps`` optimizer steps.
-
-    On CUDA, events recorded between steps time the GPU timeline with no host sync
-    inside the loop; one synchronisation follows the loop. On CPU, a
-    ``time.perf_counter`` reading between steps. Peak memory counters are reset
-    before the first measured step.
+    trainer: Any, batches: list[Any], steps: int, window: MeasuredWindow, log: Any, phase: Phase | None = None
+) -> tuple[WindowFigures, list]:
+    """Run ``steps`` optimizer steps inside ``window`` (started here, so a second call restarts
+    it: step times, peak memory, retries and every other reader count these steps only).
 
     Returns:
-        (seconds per step, loss tensors per step).
+        (the window's figures, loss tensors per step).
     """
-    import torch
-    import torch.distributed as dist
-
-    cuda = device.type == "cuda"
-    if cuda:
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        torch.cuda.reset_accumulated_memory_stats(device)  # num_alloc_retries counts from here
-    dist.barrier()
-    marks: list[Any] = []
     losses = []
-
-    def mark() -> None:
-        if cuda:
-            marks.append(torch.cuda.Event(enable_timing=True))
-            marks[-1].record()
-        else:
-            marks.append(time.perf_counter())
-
-    mark()
+    window.start()
     for i in range(steps):
         loss = trainer.step(batches)
         losses.append(_poisoned(loss, phase) if phase is not None else loss)
-        mark()
+        window.step_done()
         log(f"measured step {i + 1}/{steps}")
-    if cuda:
-        torch.cuda.synchronize(device)
-        times = [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:], strict=False)]
-    else:
-        times = [b - a for a, b in zip(marks, marks[1:], strict=False)]
-    return times, losses
+    return window.stop(), losses
 
 
-def _rank_figures(rank: int, device: Any, step_times: list[float], losses: list) -> dict[str, Any]:
+def _rank_figures(rank: int, device: Any, figures: WindowFigures, losses: list) -> dict[str, Any]:
+    """This rank's figures: the window's (step times, memory, every reader's) and the losses."""
     import torch
 
-    cuda = device.type == "cuda"
     # Strict JSON: a NaN or infinite loss travels as None (the record flags it).
     values = torch.stack([x.float() for x in losses]).cpu().tolist()
-    loss_values = [v if math.isfinite(v) else None for v in values]
     return {
         "rank": rank,
-        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
-        "step_times_s": step_times,
-        "losses": loss_values,
-        "peak_cuda_allocated_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
-        "peak_cuda_reserved_bytes": torch.cuda.max_memory_reserved(device) if cuda else None,
-        "cuda_alloc_retries": torch.cuda.memory_stats(device).get("num_alloc_retries", 0) if cuda else None,
-        # ru_maxrss is in KiB on Linux: the process's peak resident set.
-        "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "step_times_s": figures.step_times_s,
+        "losses": [v if math.isfinite(v) else None for v in values],
+        **figures.counters,
     }
 
 

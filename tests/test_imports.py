@@ -75,3 +75,36 @@ def test_analysis_imports_neither_torch_nor_the_formulas() -> None:
         assert not _imports(path, "torch"), path
     code = "import sys, analysis; assert 'torch' not in sys.modules and 'flopsweep.flops' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others (lazy imports too)."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_validation_imports_neither_the_launcher_nor_the_worker() -> None:
+    graph = _graph("flopsweep")
+    closure = _closure(graph, "flopsweep.plan")
+    assert "flopsweep.config" in closure and "flopsweep.models" in closure  # the scan sees plan's imports
+    processes = {"flopsweep.launch", "flopsweep.worker", "flopsweep.autobatch", "flopsweep.job"}
+    assert not closure & processes, closure
+
+
+def test_the_training_step_and_the_metrics_do_not_import_the_profiler() -> None:
+    graph = _graph("flopsweep")
+    for module in ("flopsweep.backends", "flopsweep.metrics"):
+        assert "flopsweep.profile" not in _closure(graph, module), module
+    assert "flopsweep.annotations" in graph["flopsweep.profile"] & graph["flopsweep.backends"]
+
+
+def test_the_cycle_scan_finds_a_cycle() -> None:
+    """The scan itself: lazy imports count, and a cycle is reported as a path."""
+    graph = _graph("flopsweep")
+    assert "flopsweep.profile" in graph["flopsweep.worker"]  # imported only inside a function
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None

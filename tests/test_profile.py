@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 from helpers import records, run_py
 
+from flopsweep.annotations import OPTIMIZER_ANNOTATION, STEP_ANNOTATION
+from flopsweep.metrics import mean_breakdown
 from flopsweep.profile import (
     KINETO_LINE,
-    OPTIMIZER_ANNOTATION,
     PARTS,
-    STEP_ANNOTATION,
     intersect,
-    mean_breakdown,
     native_chatter_to,
     read_trace,
     step_breakdown,

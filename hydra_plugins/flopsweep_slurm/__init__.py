@@ -170,9 +170,11 @@ class WatchingLauncher(BaseSubmititLauncher):
         )
 
 
-def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: dict[str, str | None]) -> dict:
+def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: dict[str, str | None]) -> float:
     """The task function for a lost job (run by :meth:`WatchingLauncher._record_lost`): its record,
-    and, under ``fail_fast=true``, the stop of the sweep, as ``run.py``'s task would."""
+    and, under ``fail_fast=true``, the stop of the sweep, as ``run.py``'s task would. Returns the
+    job's objective as ``run.py`` does (NaN unless a task's ``ok`` record was found)."""
+    from flopsweep import objective
     from flopsweep.callbacks import SweepStopped
     from flopsweep.job import JobInfo, record_lost_job
 
@@ -191,7 +193,7 @@ def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: di
         raise SweepStopped(
             f"flopsweep: {status}: {message} [recorded in {info.job_dir}]; fail_fast=true stopped the sweep"
         )
-    return {"status": status, "tflops_per_device": (record.get("metrics") or {}).get("tflops_per_device")}
+    return objective.value(record, run_cfg.objective)
 
 
 def _run_id(path: Path) -> str | None:

@@ -1,0 +1,87 @@
+"""The sweep objective: the one float a job returns to Hydra, so that any sweeper (Optuna's
+included) can optimise it.
+
+``objective=`` names a figure of merit of :data:`flopsweep.record.METRIC_SPECS`: a spec with a
+``better`` direction (every such figure is a number). It is the spec's analysis column
+(``model_tflops_per_device``, ``iteration_time_s_mean``, ``peak_cuda_allocated_gib``) or, for a
+spec with no path, its metric key (``peak_cuda_allocated_bytes``). The direction comes from the
+spec: ``higher`` is Optuna's ``maximize``, ``lower`` its ``minimize``.
+
+Torch-free: ``run.py`` checks the key before Hydra starts, and the sweep process resolves the
+Optuna direction (``${flopsweep_direction:${objective}}`` in ``conf/hydra/sweeper/optuna_objective.yaml``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from flopsweep.config import ConfigError
+from flopsweep.record import METRIC_SPECS, MetricSpec
+
+DEFAULT = "model_tflops_per_device"
+DIRECTIONS = {"higher": "maximize", "lower": "minimize"}
+"""``MetricSpec.better`` -> the direction Optuna (and ``hydra.sweeper.direction``) takes."""
+
+
+def choices() -> dict[str, MetricSpec]:
+    """Every name ``objective=`` takes, with its spec: the columns of the figures of merit, and
+    the metric keys of those that are not nested."""
+    out: dict[str, MetricSpec] = {}
+    for spec in METRIC_SPECS:
+        if spec.better in DIRECTIONS:
+            out[spec.name] = spec
+            if spec.path is None:
+                out.setdefault(spec.key, spec)
+    return out
+
+
+def spec_of(name: str) -> MetricSpec:
+    """The spec that ``objective=name`` names.
+
+    Raises:
+        ConfigError: ``name`` is not a figure of merit (a text or structured key, a count without a
+            direction, or no metric at all); the message lists the choices.
+    """
+    spec = choices().get(name)
+    if spec is None:
+        known = {s.key for s in METRIC_SPECS} | {s.name for s in METRIC_SPECS}
+        why = "has no better direction or is not a number" if name in known else "is not a metric"
+        raise ConfigError(
+            "objective",
+            name,
+            f"{why}; the objective must be a figure of merit of flopsweep.record.METRIC_SPECS",
+            f"pick one of {', '.join(choices())} (default {DEFAULT})",
+        )
+    return spec
+
+
+def direction(name: str) -> str:
+    """``maximize`` or ``minimize``: the direction in which ``objective=name`` gets better.
+
+    Raises:
+        ConfigError: as :func:`spec_of`.
+    """
+    return DIRECTIONS[spec_of(name).better]
+
+
+def value(record: dict[str, Any], name: str) -> float:
+    """What a job returns to Hydra: the record's value of ``objective=name`` as a float (scaled as
+    its analysis column when named by its column), NaN when the run is not ``ok``, was only
+    planned, or has no value for it (``mfu_fp8`` of a bf16 run).
+
+    Args:
+        record: the job's record (``metrics.json``) or ``{"status": "plan", ...}``.
+
+    Raises:
+        ConfigError: as :func:`spec_of`.
+    """
+    spec = spec_of(name)
+    metrics = record.get("metrics") if record.get("status") == "ok" else None
+    raw: Any = metrics
+    for part in spec.path if spec.path and name == spec.name else (spec.key,):
+        raw = raw.get(part) if isinstance(raw, dict) else None
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return math.nan
+    scale = spec.scale if spec.scale and name == spec.name else 1.0
+    return float(raw) / scale

@@ -1,0 +1,65 @@
+"""``hydra/sweeper=optuna_objective``: hydra-optuna-sweeper, where a job's NaN objective (a run that is not
+``ok``) fails its trial instead of the study.
+
+The released plugin (1.2, 1.3) tells Optuna a NaN value as ``COMPLETE``, which Optuna refuses, then
+tells ``FAIL`` with the same values, which Optuna refuses too, and the sweep stops with a traceback
+(facebookresearch/hydra#2237, fixed upstream after 1.3.0 by passing no values with ``FAIL``). Here
+the sweeper's launcher hands the sweeper a NaN objective as a value that cannot be cast to float:
+the plugin then tells ``FAIL`` with no values, logs ``Failed experiment``, and goes on to the next
+trial. The job's record and the callbacks see the run as it was.
+
+Hydra takes sweepers only from the ``hydra_plugins`` package and imports every module there at
+start-up; without hydra-optuna-sweeper (the ``optuna`` extra) this module defines no sweeper.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+
+try:
+    from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper as _PluginSweeper
+except ImportError:  # the optuna extra is not installed
+    _PluginSweeper = None
+
+
+class NotOk:
+    """A trial's objective when its run was not ``ok`` (the job returned NaN): ``float()`` of it
+    raises ValueError, which the plugin turns into a ``FAIL`` trial."""
+
+    def __float__(self) -> float:
+        raise ValueError("the run is not ok (its objective is NaN): trial failed, the study goes on")
+
+    def __repr__(self) -> str:
+        return "nan (the run is not ok)"
+
+
+class _NaNFailsTrial:
+    """The sweeper's launcher, with each NaN return value replaced by :class:`NotOk`."""
+
+    def __init__(self, launcher: Any) -> None:
+        self._launcher = launcher
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        returns = self._launcher.launch(job_overrides, initial_job_idx)
+        for ret in returns:
+            value = ret._return_value if ret.status == JobStatus.COMPLETED else None
+            if isinstance(value, float) and math.isnan(value):
+                ret.return_value = NotOk()
+        return returns
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._launcher, name)
+
+
+if _PluginSweeper is not None:
+
+    class OptunaSweeper(_PluginSweeper):
+        """hydra-optuna-sweeper's sweeper; a NaN objective fails its trial, not the study."""
+
+        def setup(self, *args: Any, **kwargs: Any) -> None:
+            super().setup(*args, **kwargs)
+            self.sweeper.launcher = _NaNFailsTrial(self.sweeper.launcher)

@@ -1,0 +1,102 @@
+"""The sweep objective (flopsweep.objective): the float a job returns to Hydra, its direction from
+MetricSpec.better, a one-line refusal of a key that is no figure of merit, and a real Optuna study."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, run_py
+from omegaconf import OmegaConf
+
+from flopsweep import objective
+from flopsweep.config import ConfigError
+
+OK = {
+    "status": "ok",
+    "metrics": {
+        "model_tflops_per_device": 1.5,
+        "tflops_per_device": None,  # Llama
+        "iteration_time_s": {"mean": 0.25},
+        "peak_cuda_allocated_bytes": 3 * 2**30,
+    },
+}
+
+
+def test_the_value_of_each_kind_of_objective() -> None:
+    assert objective.value(OK, objective.DEFAULT) == 1.5
+    assert objective.value(OK, "iteration_time_s_mean") == 0.25  # a nested column
+    assert objective.value(OK, "peak_cuda_allocated_gib") == 3.0  # the column, scaled
+    assert objective.value(OK, "peak_cuda_allocated_bytes") == 3 * 2**30  # the metric key, raw
+    assert math.isnan(objective.value(OK, "tflops_per_device"))  # null: NaN
+    for status in ("oom", "error", "invalid", "plan"):
+        assert math.isnan(objective.value({**OK, "status": status}, objective.DEFAULT))
+
+
+def test_the_direction_comes_from_the_spec() -> None:
+    assert objective.direction("model_tflops_per_device") == "maximize"
+    assert objective.direction("iteration_time_s_mean") == "minimize"
+    assert objective.direction("cuda_alloc_retries") == "minimize"
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [("nope", "is not a metric"), ("global_batch_size", "no better direction"), ("breakdown", "no better")],
+)
+def test_a_key_that_is_no_figure_of_merit_is_refused(name: str, why: str) -> None:
+    with pytest.raises(ConfigError, match=why) as info:
+        objective.spec_of(name)
+    assert str(info.value).startswith(f"Invalid config: objective={name!r}") and "\n" not in str(info.value)
+    assert "model_tflops_per_device" in str(info.value)
+
+
+def test_run_py_refuses_a_bad_objective_in_one_line_before_hydra(tmp_path: Path) -> None:
+    proc = run_py("-m", "objective=model_tflops_per_device,nope", f"hydra.sweep.dir={tmp_path}", timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        line for line in proc.stderr.strip().splitlines() if "objective='nope'" in line
+    ]
+    assert not list(tmp_path.iterdir())
+    code = "import sys, flopsweep.objective; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+@pytest.mark.slow
+def test_an_optuna_study_runs_to_its_end_and_a_failed_trial_is_nan(tmp_path: Path) -> None:
+    """Two trials on the CPU, one per value of fault.kind (the random sampler with seed 0 draws
+    raise, then none; the grid sampler would stop the study from inside the failed trial's tell,
+    a plugin bug of its own): the ok one returns its model TFLOPs, the failed one NaN, which fails
+    its trial, not the study."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the optuna extra is not installed")
+    proc = run_py(
+        "-m",
+        "hydra/sweeper=optuna_objective",
+        "hydra/sweeper/sampler=random",
+        "hydra.sweeper.sampler.seed=0",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.n_jobs=1",
+        "fault.kind=choice(none,raise)",
+        "batch.micro_batch_size=1",
+        "device=cpu",
+        "precision=fp32",
+        "steps.warmup=0",
+        "steps.measure=1",
+        f"hydra.sweep.dir={tmp_path}",
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    records = {r["config"]["fault"]["kind"]: r for r in map(_read, tmp_path.glob("*/metrics.json"))}
+    assert records["none"]["status"] == "ok" and records["raise"]["status"] == "error"
+    result = OmegaConf.load(tmp_path / "optimization_results.yaml")
+    assert result.best_params["fault.kind"] == "none"
+    assert result.best_value == pytest.approx(records["none"]["metrics"]["model_tflops_per_device"])
+    assert "Failed experiment" in proc.stdout + proc.stderr  # the NaN trial, logged by the plugin
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text())
