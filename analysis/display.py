@@ -11,6 +11,7 @@ from collections import Counter
 import pandas as pd
 
 from analysis.load import DESCRIPTIONS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
+from flopsweep.columns import SETUP_SPECS, only_for
 from flopsweep.record import STATUSES, plural
 
 __all__ = ["SHORT", "compact", "flat_pivot", "for_display", "legend", "render", "summary"]
@@ -22,53 +23,30 @@ _UNITS = {spec.name: spec.unit for spec in METRIC_FIELDS}
 _PERCENT = {name for name, unit in _UNITS.items() if unit == "1"}  # ratios: MFU, HFU, cv, ...
 _THOUSANDS = {name for name, unit in _UNITS.items() if unit == "1/s"}  # tokens/s
 
-# Columns shown only when some row has a value; dropped first (in this order) to fit the width.
+_SETUP = [spec.name for spec in SETUP_SPECS]
+_SHOW = {spec.name: spec.show for spec in SETUP_SPECS}
+# Columns shown only when some row has a value: metrics, and the knobs of some options (zero_stage).
 _OPTIONAL = [
     "scaling_efficiency",
     "breakdown_compute_s",
     "breakdown_optimizer_s",
     "breakdown_exposed_comm_s",
     "breakdown_idle_s",
-    "zero_stage",
     "mfu",
     "hfu",
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
-    "attention_density",
+    *(spec.name for spec in SETUP_SPECS if only_for(spec)),
 ]
-_IF_VARIED = [
-    "seq_len",
-    "activation_checkpointing",
-    "compile",
-    "attention_layout",
-    "attention_impl",
-    "block_size",
-    "reshard_after_forward",
-    "reduce_bucket_size",
-    "stage3_prefetch_bucket_size",
-    "stage3_param_persistence_threshold",
-    "seed",
-    "tag",
-]
+# Dropped in this order to fit the width (those the same in every row first); a set-up column
+# that tells rows apart is never dropped (:func:`distinguishing`).
 _DROP_ORDER = [
     "error",
     "peak_host_rss_gib",
     "peak_cuda_reserved_gib",
-    "grad_accum",
     "hfu",
-    "world_size",
-    "precision",
-    "seed",
-    "reduce_bucket_size",
-    "stage3_prefetch_bucket_size",
-    "block_size",
-    "stage3_param_persistence_threshold",
-    "reshard_after_forward",
-    "compile",
-    "attention_impl",
-    "attention_layout",
-    "zero_stage",
-    "attention",
+    *(c for c in reversed(_SETUP) if _SHOW[c] != "table"),
+    *(c for c in reversed(_SETUP) if _SHOW[c] == "table" and c != "model"),
     "mfu",
     "peak_cuda_allocated_gib",
 ]
@@ -120,25 +98,59 @@ def flags(df: pd.DataFrame) -> pd.Series:
     return out
 
 
-def _varies(df: pd.DataFrame, column: str) -> bool:
+def _text_key(df: pd.DataFrame, column: str) -> pd.Series:
+    return df[column].astype(object).map(lambda v: "" if v is None or pd.isna(v) else str(v))
+
+
+def _key(df: pd.DataFrame, columns: list[str]) -> pd.Series:
+    key = pd.Series("", index=df.index)
+    for c in columns:
+        key = key + "|" + _text_key(df, c)
+    return key
+
+
+def _tells_apart(df: pd.DataFrame, shown: list[str], column: str) -> bool:
+    """Whether ``column`` differs (a blank counts as a value) between rows that agree on ``shown``."""
     if df.empty:
         return False
-    return bool((df.groupby("model", dropna=False)[column].nunique(dropna=True) > 1).any())
+    return bool((_text_key(df, column).groupby(_key(df, shown)).nunique() > 1).any())
+
+
+def distinguishing(df: pd.DataFrame, columns: list[str]) -> list[str]:
+    """The set-up columns of ``columns`` that tell apart rows which the other set-up columns of
+    ``columns`` leave identical: dropping one would make two rows look the same."""
+    setup = [c for c in columns if c in _SETUP and c in df]
+    return [c for c in setup if _tells_apart(df, [o for o in setup if o != c], c)]
+
+
+def _setup_columns(df: pd.DataFrame) -> list[str]:
+    """The default table's set-up columns: the ``table`` ones (the knobs of some options only when
+    some row has a value), each ``varied`` one that takes two values, then, in declaration order,
+    any other that tells apart rows the shown ones leave identical (``nnodes``, ``seed``, ...)."""
+    shown = [
+        c for c in _SETUP if c in df and _SHOW[c] == "table" and (c not in _OPTIONAL or df[c].notna().any())
+    ]
+    shown += [c for c in _SETUP if c in df and _SHOW[c] == "varied" and df[c].nunique(dropna=True) > 1]
+    for c in _SETUP:
+        if c in df and c not in shown and _tells_apart(df, shown, c):
+            shown.append(c)
+    return [c for c in _SETUP if c in shown]
 
 
 def compact(df: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
     """The columns worth a reader's screen: ``columns`` (default :data:`TABLE_COLUMNS`) less the
     optional ones that are blank in every row (and ``hfu`` where it equals ``mfu`` in every
-    row: no recompute), plus ``speedup`` and a ``flags`` column when some row has them, and
-    the set-up knobs (``seq_len``, ``activation_checkpointing``, ...) that vary within a model."""
+    row: no recompute), plus ``speedup`` and a ``flags`` column when some row has them. By
+    default the set-up columns are those of :func:`_setup_columns`: every set-up column that
+    varies among the rows (precision, device, ...), and any that tells otherwise identical rows
+    apart, so that no two rows look the same while their set-ups differ."""
     cols = list(columns or TABLE_COLUMNS)
     if columns is None:
-        at = cols.index("attention") + 1
-        cols[at:at] = [c for c in _IF_VARIED if c in df and _varies(df, c)]
+        cols = _setup_columns(df) + [c for c in cols if c not in _SETUP]
         cols += [c for c in ("speedup",) if c in df]
         if "error" in df and df["status"].ne("ok").any():
             cols.append("error")  # why a run failed, cut to the cell width
-        cols = [c for c in cols if c in df and (c not in _OPTIONAL or df[c].notna().any())]
+        cols = [c for c in cols if c in df and (c not in _OPTIONAL or c in _SETUP or df[c].notna().any())]
         if "hfu" in cols and "mfu" in df and _same(df["hfu"], df["mfu"]):
             cols.remove("hfu")
     out = df[cols].copy()
@@ -179,13 +191,13 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     return out.set_axis([_defuse(c) for c in out.columns], axis=1)
 
 
-def fit_width(shown: pd.DataFrame, width: int) -> tuple[str, list[str]]:
+def fit_width(shown: pd.DataFrame, width: int, keep: frozenset[str] = frozenset()) -> tuple[str, list[str]]:
     """Render ``shown`` (text cells, short headers) no wider than ``width`` characters by dropping
-    columns in :data:`_DROP_ORDER`, those with one value in every row first; returns the text
-    and the dropped headers."""
+    columns in :data:`_DROP_ORDER`, those with one value in every row first, never those in
+    ``keep`` (short headers); returns the text and the dropped headers."""
     dropped: list[str] = []
     text = shown.to_string(index=False)
-    order = [SHORT.get(c, c) for c in _DROP_ORDER]
+    order = [SHORT.get(c, c) for c in _DROP_ORDER if SHORT.get(c, c) not in keep]
     same = [c for c in order if c in shown.columns and shown[c].nunique(dropna=False) <= 1]
     # Columns that are the same in every row go first: a column that varies (the world size of
     # a scaling sweep) is what tells the rows apart.
@@ -203,9 +215,9 @@ def render(df: pd.DataFrame, fmt: str, width: int = 120) -> str:
     """The table as text in ``fmt`` (``table``, ``markdown``, ``csv``, ``json``).
 
     ``table`` is at most ``width`` characters wide (0: no limit); columns that did not
-    fit are named in a line under it. ``table`` and ``markdown`` end with a legend of the
-    short metric headers shown. csv and json keep full column names and raw values (csv
-    with formula-like text cells defused, :func:`csv_safe`).
+    fit are named in a line under it, never a set-up column that tells rows apart. ``table`` and
+    ``markdown`` end with a legend of the short metric headers shown. csv and json keep full
+    column names and raw values (csv with formula-like text cells defused, :func:`csv_safe`).
     """
     if fmt == "csv":
         return csv_safe(df).to_csv(index=False)
@@ -216,7 +228,8 @@ def render(df: pd.DataFrame, fmt: str, width: int = 120) -> str:
         text = shown.to_markdown(index=False, disable_numparse=True)
         note = legend(list(df.columns))
         return text + ("\n\n" + note if note else "")
-    text, dropped = fit_width(shown, width)
+    keep = frozenset(SHORT.get(c, c) for c in distinguishing(df, list(df.columns)))
+    text, dropped = fit_width(shown, width, keep)
     if dropped:
         text += f"\n(hidden to fit {width} columns: {', '.join(dropped)}; see --columns, --width)"
     kept = [c for c in df.columns if SHORT.get(c, c) not in dropped]

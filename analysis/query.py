@@ -18,28 +18,14 @@ from typing import Any
 import pandas as pd
 
 from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, rankable
+from flopsweep.columns import IDENTITY_COLUMNS, dependents
 from flopsweep.record import plural
 
 log = logging.getLogger("analysis")
 
-# Columns that describe a set-up (what a sweep varies), as opposed to its measurements.
-SETUP_COLUMNS = [
-    "model",
-    "attention",
-    "attention_density",
-    "backend",
-    "zero_stage",
-    "precision",
-    "micro_batch_size",
-    "grad_accum",
-    "seq_len",
-    "activation_checkpointing",
-    "compile",
-    "world_size",
-    "device_name",
-]
-# A baseline on the left key makes the right keys meaningless to match on.
-_DEPENDENT = {"backend": ("zero_stage",), "attention": ("attention_density",), "model": ("seq_len",)}
+SETUP_COLUMNS = list(IDENTITY_COLUMNS)
+"""Columns that describe a set-up (what a sweep varies), as opposed to its measurements:
+:data:`flopsweep.columns.IDENTITY_COLUMNS` (every knob, the world size and the device)."""
 
 
 class AnalysisError(ValueError):
@@ -164,9 +150,9 @@ def compare(
 
     A run is matched to the ``ok`` baseline runs (``baseline``, e.g. ``{"backend": "fsdp"}``)
     that agree with it on every set-up column ``on`` (default: :data:`SETUP_COLUMNS` less
-    the baseline keys and the keys that depend on them, such as ``zero_stage`` for
-    ``backend``); repeated baseline runs are averaged. ``speedup`` is a ratio (>1 faster
-    when higher is better; for a time or memory metric, baseline over run). It is NaN for
+    the baseline keys and the keys of their option, such as ``zero_stage`` for ``backend``:
+    :func:`flopsweep.columns.dependents`); repeated baseline runs are averaged. ``speedup`` is a
+    ratio (>1 faster when higher is better; for a time or memory metric, baseline over run). It is NaN for
     failed runs, runs with no baseline and runs flagged ``tflops_mismatch`` (which are
     never a baseline either). ``df.attrs["baseline"]`` records the baseline.
 
@@ -176,7 +162,7 @@ def compare(
     if not baseline:
         raise AnalysisError("empty baseline: give at least one key=value, e.g. backend=fsdp")
     check_columns(df, [*baseline, metric, *(on or [])], "baseline")
-    drop = set(baseline).union(*(_DEPENDENT.get(k, ()) for k in baseline))
+    drop = set(baseline).union(*(dependents(k) for k in baseline))
     keys = [c for c in (on or SETUP_COLUMNS) if c in df.columns and c not in drop]
     ok = df.index.isin(_ok(df, metric, "compare").index)
     is_base = ok & mask(df, baseline, "baseline")

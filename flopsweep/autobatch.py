@@ -19,23 +19,11 @@ import dataclasses
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopsweep.config import BatchConfig, RunConfig
+from flopsweep.config import RunConfig
 from flopsweep.launch import SCRATCH, Outcome, launch_local
-
-
-@dataclass(kw_only=True)
-class AutoBatchConfig(BatchConfig):
-    """``batch=auto``: search the largest micro batch that fits, starting at ``micro_batch_size``."""
-
-    name: str = "auto"
-    micro_batch_size: int = 1
-    max_micro_batch_size: int = 256
-    """The search never probes above this."""
-
 
 log = logging.getLogger("flopsweep")
 

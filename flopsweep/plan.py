@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from flopsweep import attention, autobatch, backends, memory, precision
+from flopsweep import attention, backends, memory, precision
 from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
@@ -31,10 +31,11 @@ from flopsweep.config import (
     require_positive,
 )
 from flopsweep.models import MODELS
+from flopsweep.options import AutoBatchConfig, owners
 from flopsweep.record import plural
 
 DEVICES = ("auto", "cuda", "cpu")
-BATCHES = {"fixed": BatchConfig, "auto": autobatch.AutoBatchConfig}
+BATCHES = {"fixed": BatchConfig, "auto": AutoBatchConfig}
 """Batch options by ``batch.name`` and their schemas."""
 
 MAX_CPU_RANKS_PER_CORE = 4
@@ -53,7 +54,8 @@ def option_names(group: str) -> list[str]:
 
 
 def option_schemas() -> dict[str, dict[str, type]]:
-    """Every group's options and their schema classes, from the registries."""
+    """Every group's options and their schema classes, from the registries (which import torch;
+    :data:`flopsweep.options.OPTION_SCHEMAS` is the torch-free list of those with knobs of their own)."""
     return {
         "model": {arch: fam.config for arch, fam in MODELS.items()},
         "attention": {name: spec.config for name, spec in attention.KERNELS.items()},
@@ -61,16 +63,6 @@ def option_schemas() -> dict[str, dict[str, type]]:
         "precision": {name: spec.config for name, spec in precision.PRECISIONS.items()},
         "batch": dict(BATCHES),
     }
-
-
-def owners(group: str, key: str) -> list[str]:
-    """The options of ``group`` whose schema has ``key`` (``attention``, ``window_blocks``
-    -> ``["blocksparse"]``)."""
-    return [
-        name
-        for name, schema in option_schemas()[group].items()
-        if key in {f.name for f in dataclasses.fields(schema)}
-    ]
 
 
 @dataclass(frozen=True)
@@ -158,11 +150,9 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
 
 
 def check_choices(cfg: RunConfig, choices: Mapping[str, str]) -> None:
-    """The options Hydra composed are real options, and say what the config holds.
+    """The options Hydra composed say what the config holds. (A schema node is no option: it is
+    stored outside the group, :mod:`flopsweep.store`, so Hydra refuses ``model=base_gpt2`` itself.)
 
-    - A schema node (``model=base_gpt2``, ``backend=base_deepspeed``, any ``<group>/base_*`` that
-      :mod:`flopsweep.store` registers for the option files to extend) composes like an option
-      but is none: the record would carry a schema's defaults under a name nobody picked.
     - ``backend=zero1``/``zero2``/``zero3`` fix the ZeRO stage
       (:data:`flopsweep.backends.ZERO_SHORTHANDS`); a ``backend.zero_stage`` that differs would
       run another stage under the option's name. ``backend=deepspeed`` leaves it free.
@@ -170,18 +160,6 @@ def check_choices(cfg: RunConfig, choices: Mapping[str, str]) -> None:
     Raises:
         ConfigError: naming the key, the value and the fix.
     """
-    for group in option_schemas():
-        choice = str(choices.get(group) or "")
-        if choice.startswith("base_"):
-            options = option_names(group)
-            default = getattr(RunConfig(), group).name
-            raise ConfigError(
-                group,
-                choice,
-                f"is the schema that {group} options extend, not an option; the options are "
-                f"{', '.join(options)}",
-                f"pick one of those, e.g. {group}={default if default in options else options[0]}",
-            )
     choice = str(choices.get("backend") or "")
     stage = backends.ZERO_SHORTHANDS.get(choice)
     value = getattr(cfg.backend, "zero_stage", stage)
