@@ -116,13 +116,6 @@ def _tells_apart(df: pd.DataFrame, shown: list[str], column: str) -> bool:
     return bool((_text_key(df, column).groupby(_key(df, shown)).nunique() > 1).any())
 
 
-def distinguishing(df: pd.DataFrame, columns: list[str]) -> list[str]:
-    """The set-up columns of ``columns`` that tell apart rows which the other set-up columns of
-    ``columns`` leave identical: dropping one would make two rows look the same."""
-    setup = [c for c in columns if c in _SETUP and c in df]
-    return [c for c in setup if _tells_apart(df, [o for o in setup if o != c], c)]
-
-
 def _setup_columns(df: pd.DataFrame) -> list[str]:
     """The default table's set-up columns: the ``table`` ones (the knobs of some options only when
     some row has a value), each ``varied`` one that takes two values, then, in declaration order,
@@ -191,23 +184,31 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     return out.set_axis([_defuse(c) for c in out.columns], axis=1)
 
 
-def fit_width(shown: pd.DataFrame, width: int, keep: frozenset[str] = frozenset()) -> tuple[str, list[str]]:
+def fit_width(shown: pd.DataFrame, width: int, runs: pd.DataFrame | None = None) -> tuple[str, list[str]]:
     """Render ``shown`` (text cells, short headers) no wider than ``width`` characters by dropping
-    columns in :data:`_DROP_ORDER`, those with one value in every row first, never those in
-    ``keep`` (short headers); returns the text and the dropped headers."""
+    columns in :data:`_DROP_ORDER`, those with one value in every row first; returns the text
+    and the dropped headers. With ``runs`` (the rows of ``shown`` with full column names, in the
+    same order), a set-up column is never dropped while it tells apart rows that the remaining
+    set-up columns leave identical: the table may then stay wider than ``width``."""
     dropped: list[str] = []
     text = shown.to_string(index=False)
-    order = [SHORT.get(c, c) for c in _DROP_ORDER if SHORT.get(c, c) not in keep]
+    full = dict(zip(shown.columns, runs.columns, strict=True)) if runs is not None else {}
+    order = [SHORT.get(c, c) for c in _DROP_ORDER]
     same = [c for c in order if c in shown.columns and shown[c].nunique(dropna=False) <= 1]
     # Columns that are the same in every row go first: a column that varies (the world size of
     # a scaling sweep) is what tells the rows apart.
     for col in same + [c for c in order if c not in same]:
         if width <= 0 or max(map(len, text.splitlines()), default=0) <= width:
             break
-        if col in shown.columns:
-            shown = shown.drop(columns=col)
-            dropped.append(col)
-            text = shown.to_string(index=False)
+        if col not in shown.columns:
+            continue
+        if full.get(col) in _SETUP:
+            rest = [full[c] for c in shown.columns if c != col and full[c] in _SETUP]
+            if _tells_apart(runs, rest, full[col]):
+                continue
+        shown = shown.drop(columns=col)
+        dropped.append(col)
+        text = shown.to_string(index=False)
     return text, dropped
 
 
@@ -228,10 +229,10 @@ def render(df: pd.DataFrame, fmt: str, width: int = 120) -> str:
         text = shown.to_markdown(index=False, disable_numparse=True)
         note = legend(list(df.columns))
         return text + ("\n\n" + note if note else "")
-    keep = frozenset(SHORT.get(c, c) for c in distinguishing(df, list(df.columns)))
-    text, dropped = fit_width(shown, width, keep)
+    text, dropped = fit_width(shown, width, df)
     if dropped:
-        text += f"\n(hidden to fit {width} columns: {', '.join(dropped)}; see --columns, --width)"
+        note = f"(hidden to fit {width} columns: {', '.join(dropped)}; see --columns, --width)"
+        text += "\n" + "\n".join(textwrap.wrap(note, width, break_on_hyphens=False) if width > 0 else [note])
     kept = [c for c in df.columns if SHORT.get(c, c) not in dropped]
     note = legend(kept, width)
     return text + ("\n" + note if note else "")

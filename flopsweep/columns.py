@@ -65,7 +65,7 @@ class SetupSpec:
 S = SetupSpec
 SETUP_SPECS: list[SetupSpec] = [
     S(name="model", path="config.model.name", header="model", show="table"),
-    S(name="arch", path="config.model.arch", header="arch"),
+    S(name="arch", path="config.model.arch", header="arch", show="distinct"),  # the model's name says it
     S(
         name="attention",
         path="config.attention.name",
