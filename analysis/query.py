@@ -235,3 +235,65 @@ def sort_runs(df: pd.DataFrame, column: str, descending: bool | None = None) -> 
         blank = out[column].isna() & ~left_out
         out = pd.concat([out[~left_out & ~blank], out[left_out], out[blank]])
     return out
+
+
+def _shown(value: Any) -> str:
+    return normalize(value) or "blank"
+
+
+def _in_order(values: set[str]) -> list[str]:
+    """Numbers by value, then text (``1, 2, 16``, not ``1, 16, 2``)."""
+
+    def key(v: str) -> tuple[int, float, str]:
+        try:
+            return (0, float(v), "")
+        except ValueError:
+            return (1, 0.0, v)
+
+    return sorted(values, key=key)
+
+
+def pivot_winners(
+    df: pd.DataFrame,
+    index: str | list[str],
+    columns: str | list[str],
+    values: str,
+    aggfunc: str = "max",
+) -> list[tuple[tuple[Any, ...], tuple[Any, ...], str]]:
+    """Which set-up won each cell of :func:`pivot` whose ranked runs differ in a set-up column
+    that the pivot does not show (:data:`SETUP_COLUMNS` less ``index`` and ``columns``): a cell
+    of ``gpt-1.3b`` x ``fsdp`` whose best run is fp8 beside a bf16 one.
+
+    Returns:
+        ``(row key, column key, text)`` per such cell, in pivot order; the keys as
+        ``pivot`` lays them out (a blank key is ``""``). The text names the winner's values
+        of the differing columns for ``max`` and ``min`` (``precision=fp8 (max of 2 runs;
+        also ran: precision=bf16)``), and the values averaged over for other ``aggfunc``.
+    """
+    index = [index] if isinstance(index, str) else list(index)
+    columns = [columns] if isinstance(columns, str) else list(columns)
+    keys = index + columns
+    check_columns(df, [*keys, values], "pivot")
+    df = df.assign(**{c: df[c].astype(object).where(df[c].notna(), "") for c in keys})
+    ok = _ok(df, values)
+    hidden = [c for c in SETUP_COLUMNS if c in ok and c not in keys]
+    out = []
+    for key, cell in ok.groupby(keys, sort=True):
+        text = {c: cell[c].map(_shown) for c in hidden}
+        differ = [c for c in hidden if text[c].nunique() > 1]
+        differ = [
+            c for c in differ if not any(c in dependents(o) for o in differ)
+        ]  # attention, not its knobs
+        if not differ:
+            continue
+        runs = plural(len(cell), "run")
+        if aggfunc in ("max", "min"):
+            pick = cell[values].idxmax() if aggfunc == "max" else cell[values].idxmin()
+            won = ", ".join(f"{c}={text[c][pick]}" for c in differ)
+            others = "; ".join(f"{c} {', '.join(_in_order(set(text[c]) - {text[c][pick]}))}" for c in differ)
+            note = f"{won} ({aggfunc} of {runs}; the others ran {others})"
+        else:
+            spread = "; ".join(f"{c} {', '.join(_in_order(set(text[c])))}" for c in differ)
+            note = f"{aggfunc} of {runs} that differ in {spread}"
+        out.append((tuple(key[: len(index)]), tuple(key[len(index) :]), note))
+    return out
