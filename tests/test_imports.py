@@ -76,7 +76,10 @@ def test_analysis_imports_neither_torch_nor_the_formulas() -> None:
     for path in (ROOT / "analysis").rglob("*.py"):
         assert _imports(path, "flopsweep") <= set(TORCH_FREE) | allowed, path
         assert not _imports(path, "torch"), path
-    code = "import sys, analysis, flopsweep.store; assert 'torch' not in sys.modules and 'flopsweep.flops' not in sys.modules"
+    code = (
+        "import sys, analysis, flopsweep.store; "
+        "assert 'torch' not in sys.modules and 'flopsweep.flops' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
