@@ -31,7 +31,6 @@ from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
 from flopsweep.config import ConfigError
-from flopsweep.job import JobInfo, plan_table, run_job
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.record import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.store import register_configs
@@ -45,20 +44,23 @@ OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: 1 if fail_f
 # hydra/sweeper=optuna_objective (conf/hydra/sweeper/): maximize or minimize, from MetricSpec.better.
 OmegaConf.register_new_resolver("flopsweep_direction", lambda k: objective.direction(str(k)), replace=True)
 register_configs()
+# Nothing above imports torch (the job does, in main), so that a refusal, Hydra's included, is quick.
 
 EXIT_CODES = {"ok": 0, "oom": 1, "error": 1, "invalid": 2}
 
 
 def _option_kind(group: str, option: str) -> str:
     """The registry key behind a YAML option (``backend/zero3`` -> ``deepspeed``, ``model/gpt-tiny``
-    -> ``gpt2``): its ``base_<kind>`` default, the option it extends, or its ``name``."""
+    -> ``gpt2``): its schema node's ``base_<kind>`` (``/schema/<group>/base_<kind>@_here_``), the
+    option it extends, or its ``name``."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", group, f"{option}.yaml")
     if not os.path.exists(path):
         return option
     node = OmegaConf.load(path)
     for entry in node.get("defaults", []):
-        if isinstance(entry, str) and entry.startswith("base_"):
-            return entry.removeprefix("base_")
+        name = entry.partition("@")[0].rpartition("/")[2] if isinstance(entry, str) else ""
+        if name.startswith("base_"):
+            return name.removeprefix("base_")
         if isinstance(entry, str) and entry != "_self_":
             return _option_kind(group, entry)
     return str(node.get("name", option))
@@ -105,7 +107,7 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from flopsweep.plan import option_schemas, owners
+    from flopsweep.options import GROUP_BASES, owners
 
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
@@ -116,11 +118,11 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
     defaults = OmegaConf.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", "config.yaml"))
     chosen = {k: [v] for d in defaults.defaults if isinstance(d, dict | DictConfig) for k, v in d.items()}
     for o in parsed:
-        if o.key_or_group in option_schemas() and o.package is None:
+        if o.key_or_group in GROUP_BASES and o.package is None:
             chosen[o.key_or_group] = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
     for o in parsed:
         group, _, key = o.key_or_group.partition(".")
-        if o.is_add() or o.is_force_add() or group not in option_schemas() or not key or "." in key:
+        if o.is_add() or o.is_force_add() or group not in GROUP_BASES or not key or "." in key:
             continue
         own = owners(group, key)
         picked = chosen.get(group)
@@ -258,6 +260,8 @@ def env_in_tag_warning(overrides: list[str]) -> str | None:
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
     """One job. Returns its ``objective`` as a float for the sweeper (NaN when not ``ok``)."""
+    from flopsweep.job import JobInfo, plan_table, run_job  # torch: only once Hydra has composed
+
     hc = HydraConfig.get()
     info = JobInfo(
         job_dir=hc.runtime.output_dir,

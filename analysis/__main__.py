@@ -45,7 +45,16 @@ from analysis.load import (
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
 from analysis.output import OutputError, check_not_a_record, write_atomic
 from analysis.plots import make_plots, write_pngs
-from analysis.query import AnalysisError, best, check_columns, compare, pivot, select, sort_runs
+from analysis.query import (
+    AnalysisError,
+    best,
+    check_columns,
+    compare,
+    pivot,
+    pivot_winners,
+    select,
+    sort_runs,
+)
 from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
 from flopsweep.record import plural
@@ -203,6 +212,26 @@ def _pivot(df: pd.DataFrame, args: argparse.Namespace, mark_failed: bool) -> pd.
     )
 
 
+def mark_winners(
+    table: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace
+) -> tuple[pd.DataFrame, list[str]]:
+    """``table`` (a :func:`_pivot`) with ``[n]`` after each cell whose runs differ in a set-up
+    column the pivot does not show, and the ``[n]`` lines naming the set-up that won
+    (:func:`analysis.query.pivot_winners`)."""
+    index, columns, values = map(_column, args.pivot.split(":"))
+    winners = pivot_winners(runs, index.split(","), columns.split(","), values, args.agg)
+    table = table.astype(object)
+    lines = []
+    for n, (row, col, note) in enumerate(winners, 1):
+        at = (row[0] if len(row) == 1 else row, col[0] if len(col) == 1 else col)
+        value = table.at[at]
+        table.at[at] = f"{value:.4g} [{n}]" if isinstance(value, float) else f"{value} [{n}]"
+        lines.append(f"[{n}] {' / '.join(map(str, row + col))}: {note}")
+    if lines:
+        lines.insert(0, "Cells marked [n] hold runs of more than one set-up; the one shown:")
+    return table, lines
+
+
 def shown_columns(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     """The columns to print: --columns, else compact ones for people and all for csv/json."""
     if args.columns == "all" or (not args.columns and args.format in ("csv", "json")):
@@ -296,9 +325,16 @@ def output(
     """The text to write: the table (or pivot) in ``args.format``; HTML embeds the plots and ends
     with the notes, ``blanks`` (:func:`blank_lines`) among them."""
     people = args.format in ("table", "markdown", "html")
-    frame = flat_pivot(_pivot(runs, args, mark_failed=people)) if args.pivot else shown_columns(runs, args)
+    winners: list[str] = []
+    if args.pivot:
+        table = _pivot(runs, args, mark_failed=people)
+        if people:
+            table, winners = mark_winners(table, runs, args)
+        frame = flat_pivot(table)
+    else:
+        frame = shown_columns(runs, args)
     if args.format != "html":
-        return render(frame, args.format, width=args.width)
+        return "\n".join([render(frame, args.format, width=args.width), *winners])
     figures, skipped = make_plots(select(loaded, pairs(args.filter, "--filter")))
     report = Report(
         title="flopsweep results: " + " ".join(map(display_path, args.paths)),
@@ -306,7 +342,7 @@ def output(
         tables=[(_heading(args), frame)],
         figures=figures,
         skipped=skipped,
-        notes=_notes(loaded) + (blanks or []),
+        notes=winners + _notes(loaded) + (blanks or []),
     )
     return render_html(report)
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from analysis.load import DESCRIPTIONS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
+from flopsweep.columns import SETUP_SPECS, only_for
 from flopsweep.record import STATUSES, plural
 
 __all__ = [
@@ -33,53 +34,30 @@ _UNITS = {spec.name: spec.unit for spec in METRIC_FIELDS}
 _PERCENT = {name for name, unit in _UNITS.items() if unit == "1"}  # ratios: MFU, HFU, cv, ...
 _THOUSANDS = {name for name, unit in _UNITS.items() if unit == "1/s"}  # tokens/s
 
-# Columns shown only when some row has a value; dropped first (in this order) to fit the width.
+_SETUP = [spec.name for spec in SETUP_SPECS]
+_SHOW = {spec.name: spec.show for spec in SETUP_SPECS}
+# Columns shown only when some row has a value: metrics, and the knobs of some options (zero_stage).
 _OPTIONAL = [
     "scaling_efficiency",
     "breakdown_compute_s",
     "breakdown_optimizer_s",
     "breakdown_exposed_comm_s",
     "breakdown_idle_s",
-    "zero_stage",
     "mfu",
     "hfu",
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
-    "attention_density",
+    *(spec.name for spec in SETUP_SPECS if only_for(spec)),
 ]
-_IF_VARIED = [
-    "seq_len",
-    "activation_checkpointing",
-    "compile",
-    "attention_layout",
-    "attention_impl",
-    "block_size",
-    "reshard_after_forward",
-    "reduce_bucket_size",
-    "stage3_prefetch_bucket_size",
-    "stage3_param_persistence_threshold",
-    "seed",
-    "tag",
-]
+# Dropped in this order to fit the width (those the same in every row first); a set-up column
+# that tells rows apart is never dropped (:func:`distinguishing`).
 _DROP_ORDER = [
     "error",
     "peak_host_rss_gib",
     "peak_cuda_reserved_gib",
-    "grad_accum",
     "hfu",
-    "world_size",
-    "precision",
-    "seed",
-    "reduce_bucket_size",
-    "stage3_prefetch_bucket_size",
-    "block_size",
-    "stage3_param_persistence_threshold",
-    "reshard_after_forward",
-    "compile",
-    "attention_impl",
-    "attention_layout",
-    "zero_stage",
-    "attention",
+    *(c for c in reversed(_SETUP) if _SHOW[c] != "table"),
+    *(c for c in reversed(_SETUP) if _SHOW[c] == "table" and c != "model"),
     "mfu",
     "peak_cuda_allocated_gib",
 ]
@@ -133,25 +111,52 @@ def flags(df: pd.DataFrame) -> pd.Series:
     return out
 
 
-def _varies(df: pd.DataFrame, column: str) -> bool:
+def _text_key(df: pd.DataFrame, column: str) -> pd.Series:
+    return df[column].astype(object).map(lambda v: "" if v is None or pd.isna(v) else str(v))
+
+
+def _key(df: pd.DataFrame, columns: list[str]) -> pd.Series:
+    key = pd.Series("", index=df.index)
+    for c in columns:
+        key = key + "|" + _text_key(df, c)
+    return key
+
+
+def _tells_apart(df: pd.DataFrame, shown: list[str], column: str) -> bool:
+    """Whether ``column`` differs (a blank counts as a value) between rows that agree on ``shown``."""
     if df.empty:
         return False
-    return bool((df.groupby("model", dropna=False)[column].nunique(dropna=True) > 1).any())
+    return bool((_text_key(df, column).groupby(_key(df, shown)).nunique() > 1).any())
+
+
+def _setup_columns(df: pd.DataFrame) -> list[str]:
+    """The default table's set-up columns: the ``table`` ones (the knobs of some options only when
+    some row has a value), each ``varied`` one that takes two values, then, in declaration order,
+    any other that tells apart rows the shown ones leave identical (``nnodes``, ``seed``, ...)."""
+    shown = [
+        c for c in _SETUP if c in df and _SHOW[c] == "table" and (c not in _OPTIONAL or df[c].notna().any())
+    ]
+    shown += [c for c in _SETUP if c in df and _SHOW[c] == "varied" and df[c].nunique(dropna=True) > 1]
+    for c in _SETUP:
+        if c in df and c not in shown and _tells_apart(df, shown, c):
+            shown.append(c)
+    return [c for c in _SETUP if c in shown]
 
 
 def compact(df: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
     """The columns worth a reader's screen: ``columns`` (default :data:`TABLE_COLUMNS`) less the
     optional ones that are blank in every row (and ``hfu`` where it equals ``mfu`` in every
-    row: no recompute), plus ``speedup`` and a ``flags`` column when some row has them, and
-    the set-up knobs (``seq_len``, ``activation_checkpointing``, ...) that vary within a model."""
+    row: no recompute), plus ``speedup`` and a ``flags`` column when some row has them. By
+    default the set-up columns are those of :func:`_setup_columns`: every set-up column that
+    varies among the rows (precision, device, ...), and any that tells otherwise identical rows
+    apart, so that no two rows look the same while their set-ups differ."""
     cols = list(columns or TABLE_COLUMNS)
     if columns is None:
-        at = cols.index("attention") + 1
-        cols[at:at] = [c for c in _IF_VARIED if c in df and _varies(df, c)]
+        cols = _setup_columns(df) + [c for c in cols if c not in _SETUP]
         cols += [c for c in ("speedup",) if c in df]
         if "error" in df and df["status"].ne("ok").any():
             cols.append("error")  # why a run failed, cut to the cell width
-        cols = [c for c in cols if c in df and (c not in _OPTIONAL or df[c].notna().any())]
+        cols = [c for c in cols if c in df and (c not in _OPTIONAL or c in _SETUP or df[c].notna().any())]
         if "hfu" in cols and "mfu" in df and _same(df["hfu"], df["mfu"]):
             cols.remove("hfu")
     out = df[cols].copy()
@@ -194,12 +199,15 @@ def to_csv(df: pd.DataFrame) -> str:
     return csv_safe(df).to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
 
 
-def fit_width(shown: pd.DataFrame, width: int) -> tuple[str, list[str]]:
+def fit_width(shown: pd.DataFrame, width: int, runs: pd.DataFrame | None = None) -> tuple[str, list[str]]:
     """Render ``shown`` (text cells, short headers) no wider than ``width`` characters by dropping
     columns in :data:`_DROP_ORDER`, those with one value in every row first; returns the text
-    and the dropped headers."""
+    and the dropped headers. With ``runs`` (the rows of ``shown`` with full column names, in the
+    same order), a set-up column is never dropped while it tells apart rows that the remaining
+    set-up columns leave identical: the table may then stay wider than ``width``."""
     dropped: list[str] = []
     text = shown.to_string(index=False)
+    full = dict(zip(shown.columns, runs.columns, strict=True)) if runs is not None else {}
     order = [SHORT.get(c, c) for c in _DROP_ORDER]
     same = [c for c in order if c in shown.columns and shown[c].nunique(dropna=False) <= 1]
     # Columns that are the same in every row go first: a column that varies (the world size of
@@ -207,10 +215,15 @@ def fit_width(shown: pd.DataFrame, width: int) -> tuple[str, list[str]]:
     for col in same + [c for c in order if c not in same]:
         if width <= 0 or max(map(len, text.splitlines()), default=0) <= width:
             break
-        if col in shown.columns:
-            shown = shown.drop(columns=col)
-            dropped.append(col)
-            text = shown.to_string(index=False)
+        if col not in shown.columns:
+            continue
+        if full.get(col) in _SETUP:
+            rest = [full[c] for c in shown.columns if c != col and full[c] in _SETUP]
+            if _tells_apart(runs, rest, full[col]):
+                continue
+        shown = shown.drop(columns=col)
+        dropped.append(col)
+        text = shown.to_string(index=False)
     return text, dropped
 
 
@@ -218,9 +231,9 @@ def render(df: pd.DataFrame, fmt: str, width: int = 120) -> str:
     """The table as text in ``fmt`` (``table``, ``markdown``, ``csv``, ``json``).
 
     ``table`` is at most ``width`` characters wide (0: no limit); columns that did not
-    fit are named in a line under it. ``table`` and ``markdown`` end with a legend of the
-    short metric headers shown. csv and json keep full column names and raw values (csv
-    with formula-like text cells defused, :func:`csv_safe`).
+    fit are named in a line under it, never a set-up column that tells rows apart. ``table`` and
+    ``markdown`` end with a legend of the short metric headers shown. csv and json keep full
+    column names and raw values (csv with formula-like text cells defused, :func:`csv_safe`).
     """
     if fmt == "csv":
         return to_csv(df)
@@ -232,9 +245,10 @@ def render(df: pd.DataFrame, fmt: str, width: int = 120) -> str:
         text = shown.to_markdown(index=False, disable_numparse=True)
         note = legend(list(df.columns))
         return text + ("\n\n" + note if note else "")
-    text, dropped = fit_width(shown, width)
+    text, dropped = fit_width(shown, width, df)
     if dropped:
-        text += f"\n(hidden to fit {width} columns: {', '.join(dropped)}; see --columns, --width)"
+        note = f"(hidden to fit {width} columns: {', '.join(dropped)}; see --columns, --width)"
+        text += "\n" + "\n".join(textwrap.wrap(note, width, break_on_hyphens=False) if width > 0 else [note])
     kept = [c for c in df.columns if SHORT.get(c, c) not in dropped]
     note = legend(kept, width)
     return text + ("\n" + note if note else "")

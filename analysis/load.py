@@ -8,8 +8,9 @@ flag rows without dropping them: ``duplicate_run_id`` and ``tflops_mismatch``
 world size); rankings leave mismatched rows out (:mod:`analysis.query`).
 
 The metric columns come from :data:`flopsweep.record.METRIC_SPECS` (name, path,
-scale): adding a metric there adds its column here. The set-up columns are the
-list :data:`CONFIG_FIELDS`.
+scale): adding a metric there adds its column here. The set-up columns come from
+:data:`flopsweep.columns.SETUP_SPECS` (path, header, description, type, the option a
+knob belongs to): adding a knob there adds its column here and in every table.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import pandas as pd
 from analysis.checks import record_problems
 from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
+from flopsweep.columns import SETUP_SPECS, kind, only_for
+from flopsweep.config import RUN_CONTROL_KEYS
 from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec, not_a_record, plural
 
 log = logging.getLogger("analysis")
@@ -43,37 +46,10 @@ RANK_METRIC = "model_tflops_per_device"
 
 # (column, path into the record, short header). Units of metric columns are in their names.
 CONFIG_FIELDS: list[tuple[str, tuple[str, ...], str]] = [
-    ("model", ("config", "model", "name"), "model"),
-    ("arch", ("config", "model", "arch"), "arch"),
-    ("attention", ("config", "attention", "name"), "attn"),
-    ("attention_density", ("config", "attention", "density"), "density"),
-    ("attention_layout", ("config", "attention", "layout"), "layout"),
-    ("attention_impl", ("config", "attention", "impl"), "impl"),
-    ("block_size", ("config", "attention", "block_size"), "block"),
-    ("backend", ("config", "backend", "name"), "backend"),
-    ("zero_stage", ("config", "backend", "zero_stage"), "zero"),
-    ("reshard_after_forward", ("config", "backend", "reshard_after_forward"), "reshard"),
-    ("reduce_bucket_size", ("config", "backend", "reduce_bucket_size"), "reduce_bkt"),
-    ("stage3_prefetch_bucket_size", ("config", "backend", "stage3_prefetch_bucket_size"), "prefetch_bkt"),
-    (
-        "stage3_param_persistence_threshold",
-        ("config", "backend", "stage3_param_persistence_threshold"),
-        "persist_thr",
-    ),
-    ("precision", ("config", "precision", "name"), "prec"),
-    ("micro_batch_size", ("config", "batch", "micro_batch_size"), "mbs"),
-    ("grad_accum", ("config", "batch", "grad_accum"), "accum"),
-    ("seq_len", ("config", "model", "seq_len"), "seq"),
-    ("activation_checkpointing", ("config", "activation_checkpointing"), "ckpt"),
-    ("compile", ("config", "compile"), "compile"),
-    ("nproc_per_node", ("config", "nproc_per_node"), "nproc"),
-    ("nnodes", ("config", "nnodes"), "nodes"),
-    ("world_size", ("system", "world_size"), "world"),
-    ("device_name", ("system", "device_name"), "device"),
-    ("seed", ("config", "seed"), "seed"),
-    ("tag", ("config", "tag"), "tag"),
+    *((spec.name, spec.keys, spec.header) for spec in SETUP_SPECS),
     ("status", ("status",), "status"),
 ]
+"""The set-up columns (:data:`flopsweep.columns.SETUP_SPECS`), then ``status``."""
 RUN_FIELDS: list[tuple[str, tuple[str, ...], str]] = [
     ("error", ("error", "message"), "error"),
     ("error_type", ("error", "type"), "error_type"),
@@ -142,22 +118,7 @@ SHORT: dict[str, str] = {
 """Short header of each column (the terminal, markdown and HTML tables); csv/json keep full names."""
 
 _SETUP_DESCRIPTIONS = {
-    "attention": "attention kernel",
-    "attention_density": "fraction of attention blocks computed",
-    "attention_layout": "block-sparse layout",
-    "attention_impl": "block-sparse implementation",
-    "block_size": "attention block size (tokens)",
-    "zero_stage": "DeepSpeed ZeRO stage",
-    "reshard_after_forward": "FSDP2 reshards after forward",
-    "reduce_bucket_size": "DeepSpeed reduce bucket (elements)",
-    "stage3_prefetch_bucket_size": "ZeRO-3 prefetch bucket (elements)",
-    "stage3_param_persistence_threshold": "ZeRO-3 persistence threshold (elements)",
-    "precision": "precision",
-    "micro_batch_size": "micro batch size per rank",
-    "grad_accum": "grad accumulation steps per optimizer step",
-    "seq_len": "sequence length (tokens)",
-    "activation_checkpointing": "activation checkpointing",
-    "world_size": "world size (ranks)",
+    **{spec.name: spec.description for spec in SETUP_SPECS if spec.description},
     "error_phase": "phase of the error",
 }
 """The set-up columns whose short header needs a word (attn, mbs, accum, world, ...)."""
@@ -177,30 +138,16 @@ DESCRIPTIONS: dict[str, str] = {
 }
 """One line per column for the legend under a table."""
 
-_INT_COLUMNS = (
-    "nnodes",
-    "zero_stage",
-    "micro_batch_size",
-    "grad_accum",
-    "seq_len",
-    "world_size",
-    "schema_version",
-    "seed",
+_KINDS = {spec.name: kind(spec) for spec in SETUP_SPECS}
+_INT_COLUMNS = (*(c for c, k in _KINDS.items() if k == "int"), "schema_version")
+_FLOAT_COLUMNS = (
+    *(c for c, k in _KINDS.items() if k == "float"),
+    "model_tflops_per_device_recomputed",
+    *LOAD_COLUMNS,
 )
-_FLOAT_COLUMNS = ("attention_density", "model_tflops_per_device_recomputed", *LOAD_COLUMNS)
-_BOOL_COLUMNS = ("compile", "reshard_after_forward")
+_BOOL_COLUMNS = tuple(c for c, k in _KINDS.items() if k == "bool")
 _TEXT_COLUMNS = (
-    "nproc_per_node",
-    "activation_checkpointing",
-    "model",
-    "arch",
-    "attention",
-    "attention_layout",
-    "attention_impl",
-    "backend",
-    "precision",
-    "device_name",
-    "tag",
+    *(c for c, k in _KINDS.items() if k == "text"),
     "status",
     "error",
     "error_type",
@@ -210,14 +157,7 @@ _TEXT_COLUMNS = (
 
 # The default table: what the README calls the comparison table (mean iteration time: the rates use it).
 TABLE_COLUMNS = [
-    "model",
-    "attention",
-    "backend",
-    "zero_stage",
-    "precision",
-    "micro_batch_size",
-    "grad_accum",
-    "world_size",
+    *(spec.name for spec in SETUP_SPECS if spec.show == "table"),
     "status",
     "model_tflops_per_device",
     "mfu",
@@ -449,22 +389,15 @@ def _loadavg_1m(value: Any) -> tuple[Any, Any]:
     return None, first(value)
 
 
-_ONLY_FOR = {  # column -> (set-up column, value): blank elsewhere, where the knob does nothing (v1 records)
-    "zero_stage": ("backend", "deepspeed"),
-    "reduce_bucket_size": ("backend", "deepspeed"),
-    "stage3_prefetch_bucket_size": ("backend", "deepspeed"),
-    "stage3_param_persistence_threshold": ("backend", "deepspeed"),
-    "reshard_after_forward": ("backend", "fsdp"),
-    "attention_layout": ("attention", "blocksparse"),
-    "attention_impl": ("attention", "blocksparse"),
-    "block_size": ("attention", "blocksparse"),
-}
+_ONLY_FOR = {spec.name: where for spec in SETUP_SPECS if (where := only_for(spec))}
+"""column -> (option column, options): blank in other rows, where the knob does nothing (v1 records
+carry every key), from the option schemas (:func:`flopsweep.columns.only_for`)."""
 
 
 def _blank_unused(out: dict[str, Any]) -> None:
     """Blank the knobs of a backend or attention the run did not use (v1 records carry every key)."""
-    for column, (setup, value) in _ONLY_FOR.items():
-        if out.get(setup) != value:
+    for column, (setup, options) in _ONLY_FOR.items():
+        if out.get(setup) not in options:
             out[column] = None
     if out.get("tag") == "":
         out["tag"] = None
@@ -634,17 +567,7 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 RANK_COUNT_KEYS = ("nproc_per_node", "nnodes")
 """Config keys that set the rank count: the only ones a scaling comparison lets differ."""
-_NOT_SETUP = (
-    *RANK_COUNT_KEYS,
-    "tag",
-    "timeout_s",
-    "resume",
-    "fail_fast",
-    "fault",
-    "plan",
-    "profile",
-    "objective",
-)
+_NOT_SETUP = (*RANK_COUNT_KEYS, "tag", *RUN_CONTROL_KEYS)
 
 
 def setup_id(record: Record) -> str | None:

@@ -18,28 +18,14 @@ from typing import Any
 import pandas as pd
 
 from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, failed_checks, rankable
+from flopsweep.columns import IDENTITY_COLUMNS, dependents
 from flopsweep.record import plural
 
 log = logging.getLogger("analysis")
 
-# Columns that describe a set-up (what a sweep varies), as opposed to its measurements.
-SETUP_COLUMNS = [
-    "model",
-    "attention",
-    "attention_density",
-    "backend",
-    "zero_stage",
-    "precision",
-    "micro_batch_size",
-    "grad_accum",
-    "seq_len",
-    "activation_checkpointing",
-    "compile",
-    "world_size",
-    "device_name",
-]
-# A baseline on the left key makes the right keys meaningless to match on.
-_DEPENDENT = {"backend": ("zero_stage",), "attention": ("attention_density",), "model": ("seq_len",)}
+SETUP_COLUMNS = list(IDENTITY_COLUMNS)
+"""Columns that describe a set-up (what a sweep varies), as opposed to its measurements:
+:data:`flopsweep.columns.IDENTITY_COLUMNS` (every knob, the world size and the device)."""
 
 
 class AnalysisError(ValueError):
@@ -168,9 +154,9 @@ def compare(
 
     A run is matched to the ``ok`` baseline runs (``baseline``, e.g. ``{"backend": "fsdp"}``)
     that agree with it on every set-up column ``on`` (default: :data:`SETUP_COLUMNS` less
-    the baseline keys and the keys that depend on them, such as ``zero_stage`` for
-    ``backend``); repeated baseline runs are averaged. ``speedup`` is a ratio (>1 faster
-    when higher is better; for a time or memory metric, baseline over run). It is NaN for
+    the baseline keys and the keys of their option, such as ``zero_stage`` for ``backend``:
+    :func:`flopsweep.columns.dependents`); repeated baseline runs are averaged. ``speedup`` is a
+    ratio (>1 faster when higher is better; for a time or memory metric, baseline over run). It is NaN for
     failed runs, runs with no baseline and runs flagged ``tflops_mismatch`` (which are
     never a baseline either). ``df.attrs["baseline"]`` records the baseline.
 
@@ -180,7 +166,7 @@ def compare(
     if not baseline:
         raise AnalysisError("empty baseline: give at least one key=value, e.g. backend=fsdp")
     check_columns(df, [*baseline, metric, *(on or [])], "baseline")
-    drop = set(baseline).union(*(_DEPENDENT.get(k, ()) for k in baseline))
+    drop = set(baseline).union(*(dependents(k) for k in baseline))
     keys = [c for c in (on or SETUP_COLUMNS) if c in df.columns and c not in drop]
     ok = df.index.isin(_ok(df, metric, "compare").index)
     is_base = ok & mask(df, baseline, "baseline")
@@ -253,4 +239,66 @@ def sort_runs(df: pd.DataFrame, column: str, descending: bool | None = None) -> 
         left_out = failed_checks(out)
         blank = out[column].isna() & ~left_out
         out = pd.concat([out[~left_out & ~blank], out[left_out], out[blank]])
+    return out
+
+
+def _shown(value: Any) -> str:
+    return normalize(value) or "blank"
+
+
+def _in_order(values: set[str]) -> list[str]:
+    """Numbers by value, then text (``1, 2, 16``, not ``1, 16, 2``)."""
+
+    def key(v: str) -> tuple[int, float, str]:
+        try:
+            return (0, float(v), "")
+        except ValueError:
+            return (1, 0.0, v)
+
+    return sorted(values, key=key)
+
+
+def pivot_winners(
+    df: pd.DataFrame,
+    index: str | list[str],
+    columns: str | list[str],
+    values: str,
+    aggfunc: str = "max",
+) -> list[tuple[tuple[Any, ...], tuple[Any, ...], str]]:
+    """Which set-up won each cell of :func:`pivot` whose ranked runs differ in a set-up column
+    that the pivot does not show (:data:`SETUP_COLUMNS` less ``index`` and ``columns``): a cell
+    of ``gpt-1.3b`` x ``fsdp`` whose best run is fp8 beside a bf16 one.
+
+    Returns:
+        ``(row key, column key, text)`` per such cell, in pivot order; the keys as
+        ``pivot`` lays them out (a blank key is ``""``). The text names the winner's values
+        of the differing columns for ``max`` and ``min`` (``precision=fp8 (max of 2 runs;
+        also ran: precision=bf16)``), and the values averaged over for other ``aggfunc``.
+    """
+    index = [index] if isinstance(index, str) else list(index)
+    columns = [columns] if isinstance(columns, str) else list(columns)
+    keys = index + columns
+    check_columns(df, [*keys, values], "pivot")
+    df = df.assign(**{c: df[c].astype(object).where(df[c].notna(), "") for c in keys})
+    ok = _ok(df, values)
+    hidden = [c for c in SETUP_COLUMNS if c in ok and c not in keys]
+    out = []
+    for key, cell in ok.groupby(keys, sort=True):
+        text = {c: cell[c].map(_shown) for c in hidden}
+        differ = [c for c in hidden if text[c].nunique() > 1]
+        differ = [
+            c for c in differ if not any(c in dependents(o) for o in differ)
+        ]  # attention, not its knobs
+        if not differ:
+            continue
+        runs = plural(len(cell), "run")
+        if aggfunc in ("max", "min"):
+            pick = cell[values].idxmax() if aggfunc == "max" else cell[values].idxmin()
+            won = ", ".join(f"{c}={text[c][pick]}" for c in differ)
+            others = "; ".join(f"{c} {', '.join(_in_order(set(text[c]) - {text[c][pick]}))}" for c in differ)
+            note = f"{won} ({aggfunc} of {runs}; the others ran {others})"
+        else:
+            spread = "; ".join(f"{c} {', '.join(_in_order(set(text[c])))}" for c in differ)
+            note = f"{aggfunc} of {runs} that differ in {spread}"
+        out.append((tuple(key[: len(index)]), tuple(key[len(index) :]), note))
     return out

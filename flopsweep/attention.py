@@ -36,31 +36,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from flopsweep import blocksparse
 from flopsweep.config import MAX_SEED, AttentionConfig, ConfigError, require_choice, require_positive
-
-
-@dataclass(kw_only=True)
-class BlockSparseConfig(AttentionConfig):
-    """``attention=blocksparse``: only the (query block, key block) pairs of ``layout`` are computed."""
-
-    name: str = "blocksparse"
-    block_size: int = 128
-    """Tokens per block (query and key blocks alike)."""
-    layout: str = "causal"
-    """``causal``, ``local``, ``bigbird`` or ``strided`` (flopsweep.blocksparse)."""
-    window_blocks: int = 4
-    """``local`` and ``bigbird``: blocks in the sliding window, the diagonal included."""
-    global_blocks: int = 1
-    """``bigbird``: leading blocks that every block sees and that see every block."""
-    random_blocks: int = 2
-    """``bigbird``: extra earlier blocks per query block, drawn from ``seed``."""
-    stride_blocks: int = 4
-    """``strided``: blocks per chunk; the last block of each chunk is its summary."""
-    impl: str = "auto"
-    """``flex`` (FlexAttention BlockMask, CUDA), ``gather`` (plain PyTorch) or ``auto`` (flex on
-    CUDA, gather on the CPU). Validation replaces ``auto`` by the one used."""
-    seed: int | None = None
-    """``bigbird``: seed of the random blocks; null takes the run's ``seed``."""
-
+from flopsweep.options import BlockSparseConfig
 
 BLOCKSPARSE_IMPLS = ("auto", "flex", "gather")
 

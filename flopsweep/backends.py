@@ -29,52 +29,10 @@ from flopsweep import precision as fprecision
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
 from flopsweep.models import family
+from flopsweep.options import DeepSpeedConfig, FSDPConfig
 from flopsweep.record import plural
 
 log = logging.getLogger("flopsweep")
-
-
-@dataclass(kw_only=True)
-class FSDPConfig(BackendConfig):
-    """``backend=fsdp``: FSDP2 ``fully_shard`` per block, then the root."""
-
-    name: str = "fsdp"
-    reshard_after_forward: bool = True
-    """Free gathered parameters after forward (ZeRO-3-like) or keep them until backward."""
-
-
-@dataclass(kw_only=True)
-class DeepSpeedConfig(BackendConfig):
-    """``backend=deepspeed`` (and the ``zero1``/``zero2``/``zero3`` shorthands): DeepSpeed ZeRO."""
-
-    name: str = "deepspeed"
-    zero_stage: int = 3
-    """ZeRO stage, 1 to 3."""
-    # The three sizes are typed float so that ``5e8`` parses; the backend check turns a whole
-    # number into an int and rejects a fraction, so that DeepSpeed's own (pydantic) check
-    # never fails inside deepspeed.initialize on every rank.
-    reduce_bucket_size: float | None = None
-    """``reduce_bucket_size`` in elements (a whole number); ``None`` means ``h^2``."""
-    stage3_prefetch_bucket_size: float | None = None
-    """ZeRO-3 prefetch bucket in elements (a whole number); ``None`` means ``int(0.9 h^2)``."""
-    stage3_param_persistence_threshold: float | None = None
-    """ZeRO-3: parameters with fewer elements stay unpartitioned; ``None``: ``10 h``."""
-    overlap_comm: bool = True
-    """Overlap gradient reduction with backward."""
-    contiguous_gradients: bool = True
-    """Copy gradients into one contiguous buffer as they are produced."""
-    stage3_max_live_parameters: float | None = None
-    """ZeRO-3: most parameters (elements) gathered at once before release; ``None``: DeepSpeed's 1e9."""
-    stage3_max_reuse_distance: float | None = None
-    """ZeRO-3: keep a gathered parameter when it is reused within this many elements; ``None``: 1e9."""
-    sub_group_size: float | None = None
-    """ZeRO-3: the optimizer steps over sub-groups of this many elements; ``None``: DeepSpeed's 1e9."""
-    optimizer_impl: str = "fused"
-    """``fused``: DeepSpeed's FusedAdam (CUDA); ``torch``: ``torch.optim.AdamW`` (always on the CPU)."""
-    deepcompile: bool = False
-    """DeepCompile (DeepSpeed >= 0.16.6): ``compile: {deepcompile: true}`` and ``engine.compile()``,
-    which compiles the whole model with ZeRO's gathers and reductions in the graph. CUDA, ZeRO-1
-    or 3; replaces ``compile=true`` (the per-block compile), so the two are not combined."""
 
 
 ZERO_SHORTHANDS = {"zero1": 1, "zero2": 2, "zero3": 3}

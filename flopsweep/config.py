@@ -4,14 +4,12 @@
 ``OmegaConf.to_object``; code below it sees only these dataclasses. Each group
 (``model``, ``attention``, ``backend``, ``precision``, ``batch``,
 ``activation_checkpointing``) has a base class here with the keys every option shares. An
-option with knobs of its own subclasses it next to its registry (``flopsweep.models``,
-``flopsweep.attention``, ``flopsweep.backends``, ``flopsweep.precision``,
-``flopsweep.checkpointing``; ``AutoBatchConfig`` is here), and
-:func:`flopsweep.store.register_configs` stores that subclass as the group's
-``base_<option>`` node (Hydra's structured-config "base_" pattern), which the
-option's YAML file extends. So a key belongs to the options that declare it, a
-record carries only the keys of its own options, and every default lives in one
-place: the dataclass.
+option with knobs of its own subclasses it in :mod:`flopsweep.options` (torch-free; its
+registry names it), and :func:`flopsweep.store.register_configs` stores that subclass as the
+schema node ``schema/<group>/base_<option>`` (Hydra's structured-config "base_" pattern, outside
+the group so that it is no option), which the option's YAML file extends. So a key belongs
+to the options that declare it, a record carries only the keys of its own options, and
+every default lives in one place: the dataclass.
 
 This module imports nothing else from flopsweep. Rules live in
 :mod:`flopsweep.plan`.
@@ -119,23 +117,11 @@ class BatchConfig:
 
     name: str = "fixed"
     """``fixed``: use ``micro_batch_size``; ``auto``: search the largest that fits
-    (:class:`AutoBatchConfig`)."""
+    (``flopsweep.options.AutoBatchConfig``)."""
     micro_batch_size: int = 4
     """Sequences per rank per forward/backward (``auto``: where the search starts)."""
     grad_accum: int = 1
     """Micro batches accumulated per optimizer step."""
-
-
-@dataclass(kw_only=True)
-class AutoBatchConfig(BatchConfig):
-    """``batch=auto``: search the largest micro batch that fits, starting at ``micro_batch_size``
-    (the search is :mod:`flopsweep.autobatch`; the schema lives here so that validation imports
-    no launcher)."""
-
-    name: str = "auto"
-    micro_batch_size: int = 1
-    max_micro_batch_size: int = 256
-    """The search never probes above this."""
 
 
 @dataclass(kw_only=True)

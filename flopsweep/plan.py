@@ -23,7 +23,6 @@ from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
     MAX_SEED,
-    AutoBatchConfig,
     BatchConfig,
     ConfigError,
     OptimConfig,
@@ -32,6 +31,7 @@ from flopsweep.config import (
     require_positive,
 )
 from flopsweep.models import MODELS
+from flopsweep.options import AutoBatchConfig, owners
 from flopsweep.record import plural
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -54,7 +54,8 @@ def option_names(group: str) -> list[str]:
 
 
 def option_schemas() -> dict[str, dict[str, type]]:
-    """Every group's options and their schema classes, from the registries."""
+    """Every group's options and their schema classes, from the registries (which import torch;
+    :data:`flopsweep.options.OPTION_SCHEMAS` is the torch-free list of those with knobs of their own)."""
     return {
         "model": {arch: fam.config for arch, fam in MODELS.items()},
         "attention": {name: spec.config for name, spec in attention.KERNELS.items()},
@@ -63,16 +64,6 @@ def option_schemas() -> dict[str, dict[str, type]]:
         "batch": dict(BATCHES),
         "activation_checkpointing": {name: spec.config for name, spec in checkpointing.POLICIES.items()},
     }
-
-
-def owners(group: str, key: str) -> list[str]:
-    """The options of ``group`` whose schema has ``key`` (``attention``, ``window_blocks``
-    -> ``["blocksparse"]``)."""
-    return [
-        name
-        for name, schema in option_schemas()[group].items()
-        if key in {f.name for f in dataclasses.fields(schema)}
-    ]
 
 
 @dataclass(frozen=True)
@@ -162,11 +153,9 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
 
 
 def check_choices(cfg: RunConfig, choices: Mapping[str, str]) -> None:
-    """The options Hydra composed are real options, and say what the config holds.
+    """The options Hydra composed say what the config holds. (A schema node is no option: it is
+    stored outside the group, :mod:`flopsweep.store`, so Hydra refuses ``model=base_gpt2`` itself.)
 
-    - A schema node (``model=base_gpt2``, ``backend=base_deepspeed``, any ``<group>/base_*`` that
-      :mod:`flopsweep.store` registers for the option files to extend) composes like an option
-      but is none: the record would carry a schema's defaults under a name nobody picked.
     - ``backend=zero1``/``zero2``/``zero3`` fix the ZeRO stage
       (:data:`flopsweep.backends.ZERO_SHORTHANDS`); a ``backend.zero_stage`` that differs would
       run another stage under the option's name. ``backend=deepspeed`` leaves it free.
@@ -174,18 +163,6 @@ def check_choices(cfg: RunConfig, choices: Mapping[str, str]) -> None:
     Raises:
         ConfigError: naming the key, the value and the fix.
     """
-    for group in option_schemas():
-        choice = str(choices.get(group) or "")
-        if choice.startswith("base_"):
-            options = option_names(group)
-            default = getattr(RunConfig(), group).name
-            raise ConfigError(
-                group,
-                choice,
-                f"is the schema that {group} options extend, not an option; the options are "
-                f"{', '.join(options)}",
-                f"pick one of those, e.g. {group}={default if default in options else options[0]}",
-            )
     choice = str(choices.get("backend") or "")
     stage = backends.ZERO_SHORTHANDS.get(choice)
     value = getattr(cfg.backend, "zero_stage", stage)

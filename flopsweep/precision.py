@@ -17,16 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from flopsweep.config import PrecisionConfig
-
-
-@dataclass(kw_only=True)
-class Fp8Config(PrecisionConfig):
-    """``precision=fp8`` / ``fp8-rowwise``: torchao float8 training on top of bf16."""
-
-    name: str = "fp8"
-    fp8_all_gather: bool = False
-    """FSDP2 only, tensorwise only: all-gather the parameters in float8 (half the bytes of bf16)
-    and precompute their dynamic scales after each optimizer step."""
+from flopsweep.options import Fp8Config
 
 
 @dataclass(frozen=True, kw_only=True)

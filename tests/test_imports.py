@@ -67,13 +67,19 @@ def test_config_imports_nothing_of_flopsweep() -> None:
     assert _graph("flopsweep")["flopsweep.config"] == set()
 
 
+TORCH_FREE = ("flopsweep.record", "flopsweep.columns", "flopsweep.options", "flopsweep.config")
+"""The flopsweep modules the analysis may import: none of them imports torch."""
+
+
 def test_analysis_imports_neither_torch_nor_the_formulas() -> None:
+    allowed = {f"{m}.{n}" for m in TORCH_FREE for n in dir(__import__(m, fromlist=["x"]))}
     for path in (ROOT / "analysis").rglob("*.py"):
-        assert _imports(path, "flopsweep") <= {"flopsweep.record"} | {
-            f"flopsweep.record.{n}" for n in dir(__import__("flopsweep.record", fromlist=["x"]))
-        }, path
+        assert _imports(path, "flopsweep") <= set(TORCH_FREE) | allowed, path
         assert not _imports(path, "torch"), path
-    code = "import sys, analysis; assert 'torch' not in sys.modules and 'flopsweep.flops' not in sys.modules"
+    code = (
+        "import sys, analysis, flopsweep.store; "
+        "assert 'torch' not in sys.modules and 'flopsweep.flops' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
@@ -108,3 +114,49 @@ def test_the_cycle_scan_finds_a_cycle() -> None:
     assert "flopsweep.profile" in graph["flopsweep.worker"]  # imported only inside a function
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+_RUN_MAIN = """
+import runpy, sys
+sys.argv = ["run.py", *sys.argv[1:]]
+try:
+    runpy.run_path("run.py", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print("torch imported:", "torch" in sys.modules)
+sys.exit(code)
+"""
+
+
+def test_run_py_refuses_without_importing_torch(tmp_path: Path) -> None:
+    """Hydra's refusal of an unknown option (its list names only the YAML options, no schema node)
+    and flopsweep's one line for a key of another option come before any torch import."""
+    unknown = subprocess.run(
+        [sys.executable, "-c", _RUN_MAIN, "model=nope", f"hydra.run.dir={tmp_path / 'a'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert unknown.returncode == 1, unknown.stderr[-2000:]
+    assert "torch imported: False" in unknown.stdout, unknown.stdout + unknown.stderr[-2000:]
+    assert "Could not find 'model/nope'" in unknown.stderr
+    listed = unknown.stderr.split("Available options in 'model':")[1].split("Config search path")[0].split()
+    assert listed == sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml")), listed
+    foreign = subprocess.run(
+        [sys.executable, "-c", _RUN_MAIN, "attention.block_size=64", "attention=sdpa"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert foreign.returncode == 2, foreign.stderr[-2000:]
+    assert "torch imported: False" in foreign.stdout, foreign.stdout + foreign.stderr[-2000:]
+    assert foreign.stderr.strip() == (
+        "flopsweep: Invalid config: attention.block_size: belongs to attention=blocksparse, not to "
+        "attention=sdpa. Fix: drop the override, or pick attention=blocksparse."
+    )

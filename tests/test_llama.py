@@ -36,7 +36,7 @@ MODEL_CARD_PARAMS = {
 def _size(name: str, **overrides) -> LlamaConfig:
     """The config of ``conf/model/<name>.yaml`` (its keys over LlamaConfig's defaults)."""
     doc = yaml.safe_load((CONF / f"{name}.yaml").read_text())
-    assert doc.pop("defaults") == ["base_llama", "_self_"]
+    assert doc.pop("defaults") == ["/schema/model/base_llama@_here_", "_self_"]
     return dataclasses.replace(LlamaConfig(**doc), **overrides)
 
 

@@ -10,7 +10,6 @@ plain construction from the same seed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,15 +18,8 @@ from torch import nn
 
 from flopsweep import flops
 from flopsweep.attention import build_attention_fn
-from flopsweep.config import AttentionConfig, ConfigError, ModelConfig, require_positive
-
-
-@dataclass(kw_only=True)
-class GPT2Config(ModelConfig):
-    """GPT-2 shape (DESIGN.md): learned positions, pre-LayerNorm, GELU MLP of 4h, tied LM head."""
-
-    arch: str = "gpt2"
-
+from flopsweep.config import AttentionConfig, ConfigError, require_positive
+from flopsweep.options import GPT2Config
 
 CONFIG = GPT2Config
 

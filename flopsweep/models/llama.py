@@ -27,7 +27,6 @@ Attention kernels get ``q (B, n_head, T, hd)`` and ``k, v (B, n_kv_head, T, hd)`
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,32 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from flopsweep.attention import build_attention_fn
-from flopsweep.config import AttentionConfig, ConfigError, ModelConfig, require_positive
-
-
-@dataclass(kw_only=True)
-class LlamaConfig(ModelConfig):
-    """Llama 3 shape: RoPE, pre-RMSNorm, GQA, SwiGLU MLP, optionally tied LM head.
-
-    The defaults are ``llama-tiny`` (``n_layer`` 2, ``n_embd`` 128, ``n_head`` 4,
-    ``seq_len`` 128, ``vocab_size`` 512 from :class:`ModelConfig`), seconds on a CPU.
-    """
-
-    name: str = "llama-tiny"
-    arch: str = "llama"
-    n_kv_head: int = 2
-    """Key/value heads (GQA); must divide ``n_head``. ``n_head`` is multi-head attention,
-    1 is multi-query attention. Key and value projections are ``n_embd x n_kv_head * hd``."""
-    ffn_dim: int = 384
-    """SwiGLU hidden size ``f`` (``w1``, ``w3``: ``n_embd -> f``; ``w2``: ``f -> n_embd``)."""
-    rope_theta: float = 500000.0
-    """RoPE base ``theta``: channel pair ``i`` of a head turns by ``pos * theta^(-2i/hd)`` radians."""
-    norm_eps: float = 1e-5
-    """RMSNorm epsilon, added to the mean square (dimensionless)."""
-    tie_embeddings: bool = True
-    """Use the token embedding as the LM head (Llama 3.2 1B/3B); false: a separate ``output``
-    matrix of ``vocab_size x n_embd`` parameters (Llama 3.1 8B/70B)."""
-
+from flopsweep.config import AttentionConfig, ConfigError, require_positive
+from flopsweep.options import LlamaConfig
 
 CONFIG = LlamaConfig
 

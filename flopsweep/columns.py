@@ -1,0 +1,297 @@
+"""The set-up columns of the analysis, declared once: one :class:`SetupSpec` line per column.
+
+Metrics have :data:`flopsweep.record.METRIC_SPECS`; the knobs that define a run's set-up
+(model, kernel, backend and its options, precision, batch, ranks, device) have
+:data:`SETUP_SPECS`. The analysis (``analysis.load``, ``display``, ``query``, ``plots``) reads
+every set-up fact from here: the column, where it is in the record, its short header and
+legend text, and, derived from the option schemas (:mod:`flopsweep.options`), its type and
+which option it belongs to (``zero_stage`` is blank for a run that is not DeepSpeed). A new
+knob is one line here (or one line in :data:`UNSHOWN_KEYS`: ``tests/test_analysis.py`` checks
+that every key of every schema is one or the other).
+
+Torch-free: imports :mod:`flopsweep.config` and :mod:`flopsweep.options` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+
+from flopsweep.config import RunConfig
+from flopsweep.options import GROUP_BASES, GROUP_KEY, OPTION_SCHEMAS, base_keys, owners
+
+SHOW = ("table", "varied", "distinct")
+"""Where a set-up column is shown (:attr:`SetupSpec.show`)."""
+KINDS = ("int", "float", "bool", "text")
+"""Column types: ``Int64``, ``float64``, ``boolean``, text (``object``); blank is missing, never 0."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetupSpec:
+    """One set-up column of the analysis.
+
+    Attributes:
+        name: the column (``zero_stage``).
+        path: dotted path into the record (``config.backend.zero_stage``, ``system.device_name``).
+        header: short header in the terminal, markdown and HTML tables (``zero``).
+        description: the legend's text for the header; empty: no legend entry.
+        kind: one of :data:`KINDS`; None (a ``config.*`` path): from the schema field's type.
+        show: where the default table shows it (``analysis.display.compact``): ``table``
+            always (unless blank in every row); ``varied`` when it takes two values among the
+            rows shown; ``distinct`` only when it tells apart rows that every other shown
+            set-up column leaves identical (``nnodes``: the world size shows the rank count).
+            Any column that tells such rows apart is shown, whatever its ``show``.
+        identity: part of what tells one set-up from another: ``compare`` matches runs on it
+            and ``--pivot`` names it when a cell's runs differ in it. False for repeats'
+            labels (``seed``, ``tag``) and for the rank count's parts (``world_size`` has it).
+    """
+
+    name: str
+    path: str
+    header: str
+    description: str = ""
+    kind: str | None = None
+    show: str = "varied"
+    identity: bool = True
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """:attr:`path` split at its dots."""
+        return tuple(self.path.split("."))
+
+
+S = SetupSpec
+SETUP_SPECS: list[SetupSpec] = [
+    S(name="model", path="config.model.name", header="model", show="table"),
+    S(name="arch", path="config.model.arch", header="arch", show="distinct"),  # the model's name says it
+    S(
+        name="attention",
+        path="config.attention.name",
+        header="attn",
+        description="attention kernel",
+        show="table",
+    ),
+    S(
+        name="attention_density",
+        path="config.attention.density",
+        header="density",
+        description="fraction of attention blocks computed",
+    ),
+    S(
+        name="attention_layout",
+        path="config.attention.layout",
+        header="layout",
+        description="block-sparse layout",
+    ),
+    S(
+        name="attention_impl",
+        path="config.attention.impl",
+        header="impl",
+        description="block-sparse implementation",
+    ),
+    S(
+        name="block_size",
+        path="config.attention.block_size",
+        header="block",
+        description="attention block size (tokens)",
+    ),
+    S(name="backend", path="config.backend.name", header="backend", show="table"),
+    S(
+        name="zero_stage",
+        path="config.backend.zero_stage",
+        header="zero",
+        description="DeepSpeed ZeRO stage",
+        show="table",
+    ),
+    S(
+        name="reshard_after_forward",
+        path="config.backend.reshard_after_forward",
+        header="reshard",
+        description="FSDP2 reshards after forward",
+    ),
+    S(
+        name="reduce_bucket_size",
+        path="config.backend.reduce_bucket_size",
+        header="reduce_bkt",
+        description="DeepSpeed reduce bucket (elements)",
+    ),
+    S(
+        name="stage3_prefetch_bucket_size",
+        path="config.backend.stage3_prefetch_bucket_size",
+        header="prefetch_bkt",
+        description="ZeRO-3 prefetch bucket (elements)",
+    ),
+    S(
+        name="stage3_param_persistence_threshold",
+        path="config.backend.stage3_param_persistence_threshold",
+        header="persist_thr",
+        description="ZeRO-3 persistence threshold (elements)",
+    ),
+    S(name="precision", path="config.precision.name", header="prec", description="precision", show="table"),
+    S(
+        name="micro_batch_size",
+        path="config.batch.micro_batch_size",
+        header="mbs",
+        description="micro batch size per rank",
+        show="table",
+    ),
+    S(
+        name="grad_accum",
+        path="config.batch.grad_accum",
+        header="accum",
+        description="grad accumulation steps per optimizer step",
+        show="table",
+    ),
+    S(name="seq_len", path="config.model.seq_len", header="seq", description="sequence length (tokens)"),
+    S(
+        name="activation_checkpointing",
+        path="config.activation_checkpointing.name",
+        header="ckpt",
+        description="activation checkpointing policy (old records' true/false read as full/none)",
+    ),
+    S(name="compile", path="config.compile", header="compile"),
+    S(name="nproc_per_node", path="config.nproc_per_node", header="nproc", show="distinct", identity=False),
+    S(name="nnodes", path="config.nnodes", header="nodes", show="distinct", identity=False),
+    S(
+        name="world_size",
+        path="system.world_size",
+        header="world",
+        description="world size (ranks)",
+        kind="int",
+        show="table",
+    ),
+    S(name="device_name", path="system.device_name", header="device", kind="text"),
+    S(name="seed", path="config.seed", header="seed", identity=False),
+    S(name="tag", path="config.tag", header="tag", identity=False),
+]
+"""Every set-up column, in column order. One line per knob."""
+del S
+
+UNSHOWN_KEYS: tuple[str, ...] = (
+    # Sizes other than the sequence: the model's name stands for them.
+    "config.model.n_layer",
+    "config.model.n_embd",
+    "config.model.n_head",
+    "config.model.vocab_size",
+    "config.model.n_kv_head",
+    "config.model.ffn_dim",
+    "config.model.rope_theta",
+    "config.model.norm_eps",
+    "config.model.tie_embeddings",
+    # Block-sparse layout parameters: the density column sums them up.
+    "config.attention.window_blocks",
+    "config.attention.global_blocks",
+    "config.attention.random_blocks",
+    "config.attention.stride_blocks",
+    "config.attention.seed",
+    # DeepSpeed settings that sweeps leave at their defaults.
+    "config.backend.overlap_comm",
+    "config.backend.contiguous_gradients",
+    "config.backend.stage3_max_live_parameters",
+    "config.backend.stage3_max_reuse_distance",
+    "config.backend.sub_group_size",
+    "config.backend.optimizer_impl",
+    "config.backend.deepcompile",
+    "config.precision.fp8_all_gather",
+    "config.batch.name",
+    "config.batch.max_micro_batch_size",
+    # The same in every run of a sweep, or run controls (what resume and setup_id ignore).
+    "config.steps",
+    "config.optim",
+    "config.device",
+    "config.timeout_s",
+    "config.resume",
+    "config.fail_fast",
+    "config.plan",
+    "config.profile",
+    "config.fault",
+    "config.objective",
+)
+"""Schema keys (or whole sub-configs) that stay in the record and out of the table: each key of
+every schema is a :data:`SETUP_SPECS` path or here."""
+
+SETUP_COLUMNS: list[str] = [spec.name for spec in SETUP_SPECS]
+"""The set-up columns, in order."""
+IDENTITY_COLUMNS: list[str] = [spec.name for spec in SETUP_SPECS if spec.identity]
+"""The columns that tell set-ups apart (:attr:`SetupSpec.identity`)."""
+
+
+def _schemas(group: str) -> list[type]:
+    return [GROUP_BASES[group], *OPTION_SCHEMAS[group].values()]
+
+
+def _annotation_kind(hint: object) -> str:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = args[0] if len(args) == 1 else str
+    return {bool: "bool", int: "int", float: "float"}.get(hint, "text")  # type: ignore[arg-type]
+
+
+def schema_field(spec: SetupSpec) -> tuple[type, str] | None:
+    """``(schema class, key)`` of a ``config.*`` column: the class that declares the key (a group's
+    base or an option's own schema), or None for a path outside the config.
+
+    Raises:
+        KeyError: for a ``config.*`` path that no schema has.
+    """
+    keys = spec.keys
+    if keys[0] != "config":
+        return None
+    if len(keys) == 2:
+        classes, key = [RunConfig], keys[1]
+    elif len(keys) == 3 and keys[1] in GROUP_BASES:
+        classes, key = _schemas(keys[1]), keys[2]
+    else:
+        raise KeyError(f"{spec.name}: path {spec.path} is not config.<key> or config.<group>.<key>")
+    for cls in classes:
+        if key in {f.name for f in dataclasses.fields(cls)}:
+            return cls, key
+    raise KeyError(f"{spec.name}: no schema has the key {spec.path}")
+
+
+def kind(spec: SetupSpec) -> str:
+    """The column's type (:data:`KINDS`): :attr:`SetupSpec.kind`, else the schema field's type
+    (``int | None`` is ``int``; a ``str`` or anything else is ``text``)."""
+    if spec.kind is not None:
+        return spec.kind
+    found = schema_field(spec)
+    if found is None:
+        raise KeyError(f"{spec.name}: a column outside the config needs its kind")
+    cls, key = found
+    return _annotation_kind(typing.get_type_hints(cls)[key])
+
+
+def group_of(spec: SetupSpec) -> str | None:
+    """The config group of a ``config.<group>.<key>`` column (``zero_stage`` -> ``backend``), else None."""
+    keys = spec.keys
+    return keys[1] if keys[0] == "config" and len(keys) == 3 and keys[1] in GROUP_BASES else None
+
+
+def option_column(group: str) -> str:
+    """The column that holds the registry key of ``group``'s option: ``arch`` for ``model``
+    (``model.arch``), else the column of ``<group>.name``."""
+    path = f"config.{group}.{GROUP_KEY.get(group, 'name')}"
+    return next(spec.name for spec in SETUP_SPECS if spec.path == path)
+
+
+def only_for(spec: SetupSpec) -> tuple[str, tuple[str, ...]] | None:
+    """``(column, options)`` when the column is a knob of some options only (``zero_stage``:
+    ``("backend", ("deepspeed",))``): blank in a row whose ``column`` is not one of ``options``.
+    None for a key every option of its group has (``seq_len``) and for non-group columns."""
+    group = group_of(spec)
+    if group is None or spec.keys[2] in base_keys(group):
+        return None
+    return option_column(group), tuple(owners(group, spec.keys[2]))
+
+
+def dependents(column: str) -> list[str]:
+    """The columns that mean nothing once ``column`` is fixed to another value: the other columns
+    of its config group when ``column`` names the group's option or model (``backend`` ->
+    ``zero_stage``, ``reshard_after_forward``, ...; ``model`` -> ``arch``, ``seq_len``)."""
+    spec = next((s for s in SETUP_SPECS if s.name == column), None)
+    group = group_of(spec) if spec else None
+    if group is None or spec.keys[2] not in ("name", GROUP_KEY.get(group, "name")):
+        return []
+    return [s.name for s in SETUP_SPECS if group_of(s) == group and s.name != column]
