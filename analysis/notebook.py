@@ -430,8 +430,9 @@ def _run_client(client: Any, env: dict[str, str], stopped: list[int]) -> None:
 
     On the main thread nbclient installs its own signal handlers, which shut the kernel down under
     the running cell and end in some 70 lines of asyncio and zmq tracebacks. Here a signal is
-    appended to ``stopped`` and passed to the kernel as SIGINT (the cell raises KeyboardInterrupt,
-    nbclient stops the kernel as after any failed cell); the next cell start sees ``stopped``
+    appended to ``stopped`` and passed on to the kernel as SIGINT until the cell stops (it raises
+    KeyboardInterrupt; nbclient stops the kernel as after any failed cell); a cell about to start
+    sees ``stopped``
     (:func:`execute`'s hook). Then :class:`NotebookInterrupted` is raised instead of the cell's error.
     Off the main thread (no handlers can be set) it runs ``client.execute`` as it is.
     """
@@ -440,9 +441,14 @@ def _run_client(client: Any, env: dict[str, str], stopped: list[int]) -> None:
 
     def stop(signum: int, frame: Any) -> None:
         stopped.append(signum)
-        pgid = getattr(getattr(client.km, "provisioner", None), "pgid", None)
-        if pgid:  # the kernel runs in a session of its own: a terminal's Ctrl-C does not reach it
-            with contextlib.suppress(OSError):
+
+    def signal_kernel() -> None:
+        """SIGINT to the kernel's process group while it lives (an idle ipykernel ignores it, so it is
+        sent again until the running cell stops); SIGKILL after a second Ctrl-C."""
+        provisioner = getattr(client.km, "provisioner", None)
+        process, pgid = getattr(provisioner, "process", None), getattr(provisioner, "pgid", None)
+        if pgid and process is not None and process.poll() is None:
+            with contextlib.suppress(OSError):  # it ended meanwhile
                 os.killpg(pgid, signal.SIGINT if len(stopped) == 1 else signal.SIGKILL)
 
     outcome: dict[str, BaseException] = {}
@@ -462,7 +468,9 @@ def _run_client(client: Any, env: dict[str, str], stopped: list[int]) -> None:
         worker = threading.Thread(target=work, name="nbclient", daemon=True)
         worker.start()
         while worker.is_alive():
-            worker.join(0.2)
+            worker.join(0.5)
+            if stopped and worker.is_alive():  # the kernel runs in a session of its own
+                signal_kernel()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
