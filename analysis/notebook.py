@@ -85,7 +85,6 @@ _IMPORT = """\
 # The installed package (python -m analysis --notebook runs the kernel with its own analysis); no
 # folder is searched for one.
 import os
-from pathlib import Path
 
 import pandas as pd
 from IPython.display import Image, Markdown, display

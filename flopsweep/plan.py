@@ -299,8 +299,9 @@ MAX_INT = 2**31 - 1
 """The largest value of any other integer key (a C ``int``, which torch and the launchers take)."""
 MAX_FLOAT = 1e12
 """The largest magnitude of any other number (``model.rope_theta`` is 5e5)."""
-MAX_NPROC_PER_NODE = 1024
-"""The most ranks per node ``nproc_per_node`` may name (a GPU node has 8)."""
+MAX_NPROC_PER_NODE = 10**6
+"""The most ranks per node ``nproc_per_node`` may name before any machine is asked (a GPU node has
+8; :func:`resolve` then caps CPU ranks at a multiple of the cores and GPU ranks at the GPUs)."""
 
 
 def check_bounds(cfg: RunConfig) -> None:
@@ -319,11 +320,11 @@ def check_bounds(cfg: RunConfig) -> None:
             bound = f"{limit:,.0f}" if limit < 1e9 else f"{limit:.3g}"
             raise ConfigError(key, value, f"is beyond the bound of {bound}", f"set {key} to at most {bound}")
     nproc = str(cfg.nproc_per_node)
-    if nproc.isdigit() and (len(nproc) > 6 or int(nproc) > MAX_NPROC_PER_NODE):
+    if nproc.isdigit() and (len(nproc) > 7 or int(nproc) > MAX_NPROC_PER_NODE):
         raise ConfigError(
             "nproc_per_node",
             nproc,
-            f"is beyond the bound of {MAX_NPROC_PER_NODE} ranks per node",
+            f"is beyond the bound of {MAX_NPROC_PER_NODE:,} ranks per node",
             "set nproc_per_node=auto or the ranks of one node",
         )
 
