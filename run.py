@@ -238,10 +238,11 @@ def existing_record_problem(overrides: list[str]) -> str | None:
     if "-m" in overrides or "--multirun" in overrides or values.get("resume", "").lower() == "true":
         return None
     run_dir = values.get("hydra.run.dir", "").strip().strip("'\"")
-    if run_dir and "${" not in run_dir and os.path.exists(os.path.join(run_dir, "metrics.json")):
-        from flopsweep.record import exists_message
+    if run_dir and "${" not in run_dir and os.path.lexists(os.path.join(run_dir, "metrics.json")):
+        from flopsweep.record import exists_message, record_path_problem
 
-        return exists_message(os.path.join(run_dir, "metrics.json"))
+        path = os.path.join(run_dir, "metrics.json")
+        return record_path_problem(path) or exists_message(path)  # a link: no advice to resume
     return None
 
 
@@ -283,6 +284,9 @@ def main(cfg: DictConfig) -> float:
     try:
         record = run_job(run_cfg, info)
     except RecordExistsError as exc:
+        if hc.mode != RunMode.MULTIRUN:  # one line, not Hydra's "Error executing job" block
+            print(f"flopsweep: {exc}", file=sys.stderr)
+            sys.exit(1)
         raise RecordRefused(str(exc)) from None
     except NotRecorded as exc:
         if hc.mode != RunMode.MULTIRUN:

@@ -428,6 +428,9 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except NotebookError as exc:
         print(f"{parser.prog}: error: {exc}; {shown} not written", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: the kernel is stopped; one line, the shell's 128 + SIGINT
+        print(f"{parser.prog}: interrupted; {shown} not written", file=sys.stderr)
+        return 130
     except OSError as exc:
         where = display_path(exc.filename) if exc.filename else shown
         print(f"{parser.prog}: error: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)

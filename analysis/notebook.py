@@ -19,9 +19,12 @@ nbformat, nbclient and ipykernel are imported only when a notebook is built or e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,8 +36,10 @@ __all__ = [
     "CELL_TIMEOUT_S",
     "KERNEL",
     "NotebookError",
+    "NotebookInterrupted",
     "build",
     "execute",
+    "load_results",
     "make_notebook",
     "ProgressLine",
     "results_parameter",
@@ -77,44 +82,67 @@ RESULTS = {value}"""
 
 _IMPORT = """\
 # Import analysis.
-# From the flopsweep checkout that holds this notebook, else the installed package.
+# The installed package (python -m analysis --notebook runs the kernel with its own analysis); no
+# folder is searched for one.
 import os
-import sys
-from pathlib import Path
 
 import pandas as pd
 from IPython.display import Image, Markdown, display
 
 pd.set_option("display.max_rows", None, "display.max_columns", None)  # every run, every column
 
-CHECKOUT = next(
-    (
-        p
-        for p in [Path.cwd(), *Path.cwd().parents]
-        if (p / "analysis" / "__init__.py").is_file() and (p / "flopsweep" / "record.py").is_file()
-    ),
-    None,
-)
-if CHECKOUT is not None and str(CHECKOUT) not in sys.path:
-    sys.path.insert(0, str(CHECKOUT))
 try:
     import analysis
+    from analysis.notebook import load_results
 except ImportError as exc:
     raise ImportError(
         f"this kernel cannot import the analysis package ({exc}): pip install -e PATH_TO_FLOPSWEEP"
-    ) from None"""
+    ) from None
+
+# The notebook's folder, where a relative path in RESULTS starts: the kernel's working directory
+# under Jupyter; python -m analysis --notebook runs the kernel in a private directory and names it.
+HERE = os.environ.get("FLOPSWEEP_NOTEBOOK_DIR") or os.getcwd()"""
 
 _LOAD = """\
 # Load the records.
 # One row per run, failed runs included.
 paths = [RESULTS] if isinstance(RESULTS, (str, os.PathLike)) else list(RESULTS)
-try:
-    df = analysis.load(paths)
-except FileNotFoundError as exc:
-    raise FileNotFoundError(f"{exc} (from {Path.cwd()}): set RESULTS in the parameters cell") from None
+df = load_results(paths, HERE)
 if df.empty:
     raise ValueError(f"no readable metrics.json under {', '.join(map(str, paths))}; {analysis.summary(df)}")
 print(f"{', '.join(map(str, paths))}: {analysis.summary(df)}")"""
+
+NOTEBOOK_DIR_ENV = "FLOPSWEEP_NOTEBOOK_DIR"
+"""The kernel's environment variable that names the notebook's folder (:func:`execute` sets it; the
+kernel runs elsewhere, in a private directory)."""
+
+
+def load_results(paths: Sequence[str | os.PathLike], folder: str | os.PathLike) -> Any:
+    """:func:`analysis.load` of the notebook's ``RESULTS``, each relative path taken from ``folder`` (the
+    notebook's), without changing the working directory; ``run_dir`` is then shown relative to
+    ``folder`` again, as the notebook stores its paths.
+
+    Raises:
+        FileNotFoundError: a path that neither exists nor matches a glob, naming ``folder`` and the
+            parameters cell.
+    """
+    import glob
+
+    from analysis.load import load
+
+    base = os.fspath(folder)
+    resolved = []
+    for p in map(os.fspath, paths):
+        magic = any(c in p for c in "*?[")
+        resolved.append(p if os.path.isabs(p) else os.path.join(glob.escape(base) if magic else base, p))
+    try:
+        df = load(resolved)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{exc} (from {base}): set RESULTS in the parameters cell") from None
+    prefix = os.path.join(base, "")  # each relative path was joined to it: take it off again
+    df["run_dir"] = df["run_dir"].map(lambda d: d[len(prefix) :] if str(d).startswith(prefix) else d)
+    return df
+
 
 _CELLS: list[tuple[str, str, str]] = [
     ("markdown", "intro", _INTRO),
@@ -288,14 +316,18 @@ def label(cell: Any) -> str:
     return first.lstrip("#").strip()
 
 
-def kernel_env() -> dict[str, str]:
-    """The kernel's environment: this one, with the checkout that holds this ``analysis`` first on
-    ``PYTHONPATH`` (when it runs from a checkout), so that the kernel runs the same analysis code as
-    the caller; an installed package is left to the kernel's own ``sys.path``."""
+def kernel_env(notebook_dir: str | os.PathLike | None = None) -> dict[str, str]:
+    """The kernel's environment: this one, with the folder this ``analysis`` was imported from first
+    on ``PYTHONPATH``, so that the kernel imports exactly the package that wrote the notebook (a
+    checkout's, or the installed one: never one found by searching folders). ``PYTHONSAFEPATH=1``
+    keeps the kernel's working directory off ``sys.path``, and :data:`NOTEBOOK_DIR_ENV` names
+    ``notebook_dir``, where relative ``RESULTS`` start."""
     env = dict(os.environ)
-    root = Path(__file__).resolve().parents[1]
-    if (root / "flopsweep" / "record.py").is_file() and (root / "pyproject.toml").is_file():
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    root = Path(__file__).resolve().parents[1]  # the folder that holds this analysis package
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    env["PYTHONSAFEPATH"] = "1"  # python -m ipykernel_launcher must not look in its working directory
+    if notebook_dir is not None:
+        env[NOTEBOOK_DIR_ENV] = os.path.abspath(notebook_dir)
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # debugpy's frozen-modules warning on stderr
     return env
 
@@ -305,14 +337,23 @@ def _cell_error(cell: Any, number: int, total: int, why: str) -> NotebookError:
 
 
 def execute(
-    nb: Any, cwd: str | os.PathLike, *, timeout: int = CELL_TIMEOUT_S, progress: Progress | None = None
+    nb: Any,
+    notebook_dir: str | os.PathLike,
+    *,
+    timeout: int = CELL_TIMEOUT_S,
+    progress: Progress | None = None,
 ) -> Any:
-    """Execute every code cell of ``nb`` in place in a fresh :data:`KERNEL` kernel started in ``cwd``.
+    """Execute every code cell of ``nb`` in place in a fresh :data:`KERNEL` kernel.
+
+    The kernel starts in a private directory (``tempfile.mkdtemp``, removed afterwards), never in
+    the output folder, which others may write to: with ``PYTHONSAFEPATH=1`` and ipykernel's
+    ``ignore_cwd`` no working directory is on its ``sys.path``, so no module planted there (an
+    ``analysis/``, a ``pandas.py``, an ``ipykernel_launcher.py``) is imported.
 
     Args:
         nb: an nbformat v4 notebook; its cells get outputs and execution counts.
-        cwd: the kernel's working directory: the folder the notebook will be written to, as
-            Jupyter runs it, so that relative paths in ``RESULTS`` resolve the same way.
+        notebook_dir: the folder the notebook will be written to: relative paths in ``RESULTS``
+            start there (the kernel gets it as :data:`NOTEBOOK_DIR_ENV`), as under Jupyter.
         timeout: seconds one cell may run.
         progress: called as each code cell starts (:data:`Progress`).
 
@@ -334,11 +375,16 @@ def execute(
     total = len(numbers)
     current: dict[str, Any] = {"cell": None, "n": 0}
 
+    stopped: list[int] = []  # signals received (see _run_client)
+
     def started(cell: Any, cell_index: int) -> None:
+        if stopped:  # Ctrl-C between two cells, or while the kernel started
+            raise NotebookInterrupted()
         current.update(cell=cell, n=numbers[cell_index])
         if progress is not None:
             progress(current["n"], total, label(cell))
 
+    private = tempfile.mkdtemp(prefix="flopsweep-kernel-")
     client = NotebookClient(
         nb,
         timeout=timeout,
@@ -346,12 +392,13 @@ def execute(
         startup_timeout=timeout,
         iopub_timeout=IOPUB_TIMEOUT_S,
         record_timing=False,
-        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not ipykernel 7's warning about TCP
-        resources={"metadata": {"path": str(cwd)}},
+        # Not ipykernel 7's warning about TCP; no working directory on sys.path.
+        extra_arguments=["--IPKernelApp.log_level=ERROR", "--IPKernelApp.ignore_cwd=True"],
+        resources={"metadata": {"path": private}},
         on_cell_execute=started,
     )
     try:
-        client.execute(env=kernel_env())
+        _run_client(client, kernel_env(notebook_dir), stopped)
     except CellExecutionError as exc:
         why = f"{exc.ename}: {str(exc.evalue).strip().splitlines()[0] if str(exc.evalue).strip() else ''}"
         raise _cell_error(current["cell"], current["n"], total, why.rstrip(": ")) from None
@@ -367,21 +414,88 @@ def execute(
         if current["cell"] is None:
             raise NotebookError(f"the {KERNEL} kernel did not start: {why}") from None
         raise _cell_error(current["cell"], current["n"], total, why) from None
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
     return nb
+
+
+class NotebookInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM stopped the execution; the kernel was shut down and nothing was
+    written. ``python -m analysis`` prints one line and exits 130."""
+
+
+def _run_client(client: Any, env: dict[str, str], stopped: list[int]) -> None:
+    """``client.execute(env=env)`` in a worker thread, with the main thread taking SIGINT and SIGTERM.
+
+    On the main thread nbclient installs its own signal handlers, which shut the kernel down under
+    the running cell and end in some 70 lines of asyncio and zmq tracebacks. Here a signal is
+    appended to ``stopped`` and passed on to the kernel as SIGINT until the cell stops (it raises
+    KeyboardInterrupt; nbclient stops the kernel as after any failed cell); a cell about to start
+    sees ``stopped``
+    (:func:`execute`'s hook). Then :class:`NotebookInterrupted` is raised instead of the cell's error.
+    Off the main thread (no handlers can be set) it runs ``client.execute`` as it is.
+    """
+    import signal
+    import threading
+
+    def stop(signum: int, frame: Any) -> None:
+        stopped.append(signum)
+
+    def signal_kernel() -> None:
+        """SIGINT to the kernel's process group while it lives (an idle ipykernel ignores it, so it is
+        sent again until the running cell stops); SIGKILL after a second Ctrl-C."""
+        provisioner = getattr(client.km, "provisioner", None)
+        process, pgid = getattr(provisioner, "process", None), getattr(provisioner, "pgid", None)
+        if pgid and process is not None and process.poll() is None:
+            with contextlib.suppress(OSError):  # it ended meanwhile
+                os.killpg(pgid, signal.SIGINT if len(stopped) == 1 else signal.SIGKILL)
+
+    outcome: dict[str, BaseException] = {}
+
+    def work() -> None:
+        try:
+            client.execute(env=env)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            outcome["error"] = exc
+
+    try:
+        previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        client.execute(env=env)
+        return
+    try:
+        worker = threading.Thread(target=work, name="nbclient", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.5)
+            if stopped and worker.is_alive():  # the kernel runs in a session of its own
+                signal_kernel()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if stopped:
+        raise NotebookInterrupted()
+    if "error" in outcome:
+        raise outcome["error"]
 
 
 def write(nb: Any, path: str | os.PathLike) -> None:
     """Write ``nb`` to ``path`` atomically (a temporary file beside it, then a rename); parents are made.
 
+    The temporary file has an unpredictable name and is created exclusively, without following a
+    link (:func:`flopsweep.record.create_new`): a link planted in the folder is never written through.
+
     Raises:
         OSError: when ``path`` cannot be written.
     """
+    from flopsweep.record import create_new
+
     nbformat = _import_nbformat()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd, tmp = create_new(path.parent, f".{path.name}.")  # exclusive, never through a link
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open(fd, "w", encoding="utf-8") as f:
             nbformat.write(nb, f)
         os.replace(tmp, path)
     finally:

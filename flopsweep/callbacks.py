@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import sys
 import time
 from collections import Counter
@@ -47,8 +48,11 @@ class JobNotRecorded(CompactHydraException):
 
 
 def _read_status(path: Path) -> tuple[str, str | None]:
-    """(status, run id) of one record; ``("unreadable", None)`` when it cannot be read."""
+    """(status, run id) of one record; ``("unreadable", None)`` when it cannot be read, and for a
+    path that is not a regular file (a link, a FIFO, a device: never opened)."""
     try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return "unreadable", None
         record = read_json(path)
         if record["status"] not in STATUSES:  # a hand-made file: counted, never shown as a status
             return "unreadable", None
@@ -145,44 +149,91 @@ def _clock(seconds: float) -> str:
 
 
 class SweepBusy(CompactHydraException):
-    """Another sweep (or resume) is writing into the same sweep directory."""
+    """Another sweep, resume or single run is writing into the same directory, or its lock file is
+    not one that flopsweep can use (a link, not a regular file)."""
 
 
-def lock_path(sweep_dir: Path) -> Path:
-    """``<parent>/.<name>.flopsweep-lock``: the lock file of a sweep directory."""
-    return sweep_dir.parent / f".{sweep_dir.name}.flopsweep-lock"
+def lock_path(run_dir: Path) -> Path:
+    """``<parent>/.<name>.flopsweep-lock`` beside the *real* directory (links and ``..`` resolved, as
+    far as the path exists), so that every spelling of one directory shares one lock."""
+    real = Path(os.path.realpath(run_dir))
+    return real.parent / f".{real.name}.flopsweep-lock"
 
 
 def lock_sweep_dir(sweep_dir: Path) -> Any:
-    """Hold an exclusive lock on ``sweep_dir`` for this sweep process (released when it exits).
+    """Hold an exclusive lock on ``sweep_dir`` for this process (released when it exits): a sweep's
+    directory, or a single run's (``SweepSummary`` locks both).
 
-    Two sweeps or resumes into one directory would share, and wipe, each other's scratch
-    files, and time each other's jobs under load. The second one is refused at once.
+    Two sweeps, resumes or runs into one directory would share, and wipe, each other's scratch
+    files, and time each other's jobs under load. The second one is refused at once. The lock is
+    ``fcntl.flock`` on :func:`lock_path`, beside the directory's real path (a launcher that refuses
+    its settings must leave no sweep directory behind). The file is created exclusively, never
+    through a link, and never written to or truncated: the holder's pid comes from ``/proc/locks``.
 
     Raises:
-        SweepBusy: naming the directory and the process that holds it.
+        SweepBusy: naming the directory and the process that holds it, or why the lock file
+            there cannot be used (a symbolic link or not a regular file: remove it).
     """
     import fcntl
 
-    # Beside the directory, not in it: a launcher that refuses its settings must leave no sweep
-    # directory behind.
-    sweep_dir.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(lock_path(sweep_dir), "a+")  # noqa: SIM115 - held for the life of the sweep
+    path = lock_path(sweep_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = _open_lock(path, sweep_dir)
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
+        holder = _lock_holder(os.fstat(fd))
+        os.close(fd)
         raise SweepBusy(
-            f"another sweep ({holder}) is running in {sweep_dir}; wait for it to finish, or choose "
-            "another hydra.sweep.dir"
+            f"another sweep or run ({holder}) is writing into {sweep_dir}; wait for it to finish, or "
+            "choose another hydra.sweep.dir (hydra.run.dir for a single run)"
         ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}")
-    handle.flush()
-    return handle
+    return open(fd, "rb", buffering=0)  # noqa: SIM115 - held for the life of the process
+
+
+def _open_lock(path: Path, run_dir: Path) -> int:
+    """A descriptor of the lock file at ``path``: created exclusively, or the existing regular file
+    opened without following a link and without blocking (a FIFO planted there must not hang)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        pass
+    fix = f"remove it (someone else may have put it there), or choose another directory than {run_dir}"
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        what = "is a symbolic link" if os.path.islink(path) else f"cannot be opened ({exc.strerror})"
+        raise SweepBusy(f"the lock file {path} {what}, not a lock flopsweep made; {fix}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SweepBusy(f"the lock file {path} is not a regular file; {fix}")
+    return fd
+
+
+def _lock_holder(st: os.stat_result) -> str:
+    """``pid 1234``: the process holding a ``flock`` on the file of ``st``, from Linux's
+    ``/proc/locks`` (``1: FLOCK ADVISORY WRITE 1234 08:01:5678 0 EOF``); else ``another process``."""
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            for line in fh.read(1 << 20).splitlines():
+                fields = line.split()
+                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == want:
+                    return f"pid {fields[4]}"
+    except OSError:
+        pass
+    return "another process"
+
+
+def _lock_or_exit(run_dir: Path) -> Any:
+    """:func:`lock_sweep_dir`, or the refusal's one line and exit status 1 (Hydra turns a
+    callback's exceptions into warnings, so a raise would let the run go on)."""
+    try:
+        return lock_sweep_dir(run_dir)
+    except SweepBusy as exc:
+        print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 class SweepSummary(Callback):
@@ -200,12 +251,16 @@ class SweepSummary(Callback):
         self.started = 0.0
         self.pid: int | None = None  # the sweep process (a Slurm task runs a pickled copy)
 
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        """A single run locks its directory too (a second run or a sweep there is refused)."""
+        self.lock = _lock_or_exit(Path(str(config.hydra.run.dir)))
+
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        try:
-            self.lock = lock_sweep_dir(Path(str(config.hydra.sweep.dir)))
-        except SweepBusy as exc:  # Hydra turns a callback's exceptions into warnings: exit here
-            print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
+        self.lock = _lock_or_exit(Path(str(config.hydra.sweep.dir)))
+        if config.get("plan"):  # plan=true: a fresh table per sweep, never the last one's rows
+            from flopsweep.job import start_plan_file
+
+            start_plan_file(Path(str(config.hydra.sweep.dir)))
         self.kept = ok_run_ids(Path(str(config.hydra.sweep.dir)))
         self.total = sweep_size(config)
         self.done, self.started, self.pid = 0, time.monotonic(), os.getpid()

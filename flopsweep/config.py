@@ -31,7 +31,10 @@ class ConfigError(ValueError):
 
     def __init__(self, key: str, value: object, problem: str, fix: str) -> None:
         self.key, self.value = key, value
-        super().__init__(f"Invalid config: {key}={value!r}: {problem}. Fix: {fix}.")
+        shown = repr(value)
+        if len(shown) > 80:  # a 400-digit number: one readable line still
+            shown = f"{shown[:16]}...({len(shown)} characters)"
+        super().__init__(f"Invalid config: {key}={shown}: {problem}. Fix: {fix}.")
 
 
 def require_choice(key: str, value: str, allowed, example: str | None = None) -> None:

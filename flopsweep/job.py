@@ -83,8 +83,12 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         (``error.phase == "config"``, no worker started).
 
     Raises:
-        RecordExistsError: when the job directory already holds a ``metrics.json``
-            and ``cfg.resume`` is false (checked before any worker starts).
+        RecordExistsError: before any worker starts, when the job directory already holds a
+            ``metrics.json`` and ``cfg.resume`` is false; when ``metrics.json`` there is a
+            symbolic link (dangling, looping or not) or not a regular file
+            (:func:`flopsweep.record.record_path_problem`: the record could not take its place);
+            and, with ``cfg.resume``, when it is the record of another sweep's job
+            (:func:`other_run_problem`).
         KeyboardInterrupt, Terminated: after recording the interrupted run as an error.
         NotRecorded: when the record cannot be written (the directory became read-only or
             full); the message is the one line to print.
@@ -95,8 +99,12 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     if cfg.plan:
         return plan_job(cfg, info)
     path = job_dir / METRICS_FILE
+    if writes_record() and (problem := rec.record_path_problem(path)):
+        raise RecordExistsError(problem)  # a link or a FIFO there: refused before anything runs
     if path.exists() and not cfg.resume and writes_record():
         raise RecordExistsError(exists_message(path))
+    if cfg.resume and writes_record() and (other := other_run_problem(path, info.overrides)):
+        raise RecordExistsError(other)
     run = {
         "id": uuid.uuid4().hex,
         "started_at": _now(),
@@ -122,6 +130,38 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     if writes_record():
         set_aside(path)
     return _launch(path, cfg, run, info, load_start)
+
+
+def defining_overrides(overrides: list[str]) -> list[str]:
+    """The overrides that decide what a job measures, sorted: without those of
+    :data:`~flopsweep.config.RUN_CONTROL_KEYS` (``resume``, ``fault``, ``timeout_s``...) and ``hydra.*``."""
+    kept = []
+    for line in overrides:
+        key = str(line).split("=", 1)[0].lstrip("+~")
+        if key.split(".")[0] not in RUN_CONTROL_KEYS and not key.startswith("hydra."):
+            kept.append(str(line))
+    return sorted(kept)
+
+
+def other_run_problem(path: Path, overrides: list[str]) -> str | None:
+    """The refusal of ``resume=true`` when ``path`` holds the record of another sweep's job (or
+    another single run): its :func:`defining_overrides` differ from this job's. Resuming would
+    move that record aside, where the analysis never reads it. None when there is no readable
+    record, or it is this job's (a failed or changed run of it is set aside and run again)."""
+    try:
+        old = rec.read_json(path) if path.is_file() else None
+        theirs = defining_overrides(list(old["run"]["overrides"])) if old is not None else None
+    except (rec.RecordError, OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable: set aside and re-run, as before
+    ours = defining_overrides(list(overrides))
+    if theirs is None or theirs == ours:
+        return None
+    shown = printable(" ".join(theirs)[:300]) or "defaults"
+    return (
+        f"{path} is the record of another sweep or run ({shown}; this job: "
+        f"{printable(' '.join(ours)[:300]) or 'defaults'}); resume=true continues only the sweep that "
+        "wrote it. Fix: choose a new hydra.sweep.dir (hydra.run.dir for a single run)"
+    )
 
 
 def record_lost_job(
@@ -181,6 +221,7 @@ def use_expandable_segments(device: str) -> None:
 PLAN_FILE = "plan.csv"
 PLAN_COLUMNS = (
     "job",
+    "model",
     "overrides",
     "status",
     "world_size",
@@ -197,14 +238,14 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
     On a machine without the job's GPUs, the job is placed as it would be on GPUs of compute
     capability 9.0 with bf16 (``fits`` is then blank: nothing here to compare with). On the CPU,
-    ``fits`` compares the estimate times the ranks with the host's available memory. Appends
-    one row to ``plan.csv`` beside the job directories (the sweep directory under ``-m``).
+    ``fits`` compares the estimate times the ranks with the host's available memory. Under ``-m``
+    appends one row (``model`` names the model) to ``plan.csv`` beside the job directories (the
+    sweep directory, whose callback started the file afresh: :func:`start_plan_file`); a single
+    run writes its ``plan.csv`` afresh, atomically.
 
     Returns:
         ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``.
     """
-    import csv
-
     from flopsweep.memory import estimate
 
     env = Environment.detect()
@@ -216,7 +257,11 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         )
         note = "no GPU here: placed as on a GPU of capability 9.0"
     row = dict.fromkeys(PLAN_COLUMNS, "")
-    row.update(job=info.job_num if info.job_num is not None else "", overrides=" ".join(info.overrides))
+    row.update(
+        job=info.job_num if info.job_num is not None else "",
+        model=cfg.model.name,
+        overrides=" ".join(info.overrides),
+    )
     try:
         p = plan(cfg, env, choices=info.choices)
     except ConfigError as exc:
@@ -242,15 +287,60 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
             row["fits"] = est.total * p.nproc_per_node <= psutil.virtual_memory().available
         row["note"] = f"{note}; {est.method}" if note else est.method
-    where = Path(info.job_dir).parent if info.job_num is not None else Path(info.job_dir)
-    path = where / PLAN_FILE
-    new = not path.exists()
-    with open(path, "a", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=PLAN_COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
+    if info.job_num is None:  # a single run: its one row, replacing the last plan's
+        path = Path(info.job_dir) / PLAN_FILE
+        _replace_plan_file(path, [row])
+    else:
+        path = Path(info.job_dir).parent / PLAN_FILE
+        _append_plan_row(path, row)
     return {"status": "plan", "plan": row, "plan_file": str(path)}
+
+
+def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=PLAN_COLUMNS)
+    if header:
+        writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def _replace_plan_file(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write ``plan.csv`` afresh, atomically (a new file of an unpredictable name, then a rename)."""
+    fd, tmp = rec.create_new(path.parent, f".{path.name}.")
+    try:
+        with open(fd, "w", newline="") as fh:
+            fh.write(_csv_text(rows, header=True))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def start_plan_file(sweep_dir: Path) -> None:
+    """``plan=true`` under ``-m``: start the sweep's ``plan.csv`` afresh (the header only), so that
+    a second plan into one directory shows its own jobs, not the last plan's rows as well. Called
+    by the sweep callback before any job; each job then appends its row (:func:`plan_job`)."""
+    Path(sweep_dir).mkdir(parents=True, exist_ok=True)
+    _replace_plan_file(Path(sweep_dir) / PLAN_FILE, [])
+
+
+def _append_plan_row(path: Path, row: dict[str, Any]) -> None:
+    """Append one row to a sweep's ``plan.csv`` in one ``write`` (``O_APPEND``: jobs in parallel
+    tasks do not interleave), never through a link; a missing file is created with its header."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)
+        text = _csv_text([row], header=True)
+    except FileExistsError:
+        fd = os.open(path, flags)
+        text = _csv_text([row], header=False)
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 def plan_table(path: str) -> str:

@@ -80,7 +80,9 @@ class Environment:
     under_slurm: bool = False
     """``SUBMITIT_EXECUTOR=slurm``: a Slurm job, which may span nodes."""
     slurm_job: bool = False
-    """``SLURM_JOB_ID`` is set: Slurm decides which GPUs a task sees."""
+    """This process is a task that the Slurm launcher started (:func:`launcher_task`): Slurm decides
+    which GPUs and cores it sees, so the GPU count and the CPU-rank cap are not checked here. An
+    ``salloc`` shell (``SLURM_JOB_ID`` alone) is not one: the limits hold there."""
     host_memory_bytes: int | None = None
     """This machine's physical memory (``psutil.virtual_memory().total``); None: not checked."""
 
@@ -98,9 +100,20 @@ class Environment:
             cpu_count=os.cpu_count() or 1,
             in_submitit=bool(os.environ.get("SUBMITIT_EXECUTOR")),
             under_slurm=os.environ.get("SUBMITIT_EXECUTOR") == "slurm",
-            slurm_job=bool(os.environ.get("SLURM_JOB_ID")),
+            slurm_job=launcher_task(os.environ),
             host_memory_bytes=psutil.virtual_memory().total,
         )
+
+
+def launcher_task(environ: Mapping[str, str]) -> bool:
+    """True in a Slurm task that submitit started (the ``slurm`` launcher): ``SUBMITIT_EXECUTOR=slurm``,
+    which submitit's batch script exports, with the job and the task that ``srun`` gives it
+    (``SLURM_JOB_ID``, ``SLURM_PROCID``). ``SLURM_JOB_ID`` alone, as in every ``salloc`` shell, is not."""
+    return (
+        environ.get("SUBMITIT_EXECUTOR") == "slurm"
+        and bool(environ.get("SLURM_JOB_ID"))
+        and bool(environ.get("SLURM_PROCID", "").isdigit())
+    )
 
 
 @dataclass(frozen=True)
@@ -143,6 +156,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     MODELS[cfg.model.arch].check(cfg.model)
     checkpointing.policy(cfg.activation_checkpointing).check(cfg.activation_checkpointing)
     require_choice("device", cfg.device, DEVICES, "device")
+    check_bounds(cfg)
     _validate_sizes(cfg)
     _validate_optim(cfg.optim)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
@@ -242,6 +256,72 @@ def _reject_unknown_keys(node: object, prefix: str = "") -> None:
             )
         if dataclasses.is_dataclass(value):
             _reject_unknown_keys(value, f"{prefix}{key}.")
+
+
+MAX_BY_KEY: dict[str, float] = {
+    "timeout_s": 7 * 24 * 3600,  # seconds: a week
+    "seed": MAX_SEED - 1,
+    "attention.seed": MAX_SEED - 1,
+    "nnodes": 1024,
+    "model.n_layer": 1024,
+    "model.n_embd": 2**16,
+    "model.n_head": 1024,
+    "model.seq_len": 2**20,  # tokens
+    "model.vocab_size": 2**22,
+    "batch.micro_batch_size": 2**16,
+    "batch.max_micro_batch_size": 2**16,
+    "batch.grad_accum": 2**16,
+    "steps.warmup": 100_000,
+    "steps.measure": 100_000,
+    "steps.max_extra_warmup": 100_000,
+}
+"""The largest value of each key that a run may ask for, checked before launch: far above any real
+run, low enough that the ranks never meet a value they cannot hold (``timeout_s=1e14`` overflowed
+the launcher's clock, a 400-digit ``model.n_layer`` failed in the ranks)."""
+MAX_INT = 2**31 - 1
+"""The largest value of any other integer key (a C ``int``, which torch and the launchers take)."""
+MAX_FLOAT = 1e12
+"""The largest magnitude of any other number (``model.rope_theta`` is 5e5)."""
+MAX_NPROC_PER_NODE = 10**6
+"""The most ranks per node ``nproc_per_node`` may name before any machine is asked (a GPU node has
+8; :func:`resolve` then caps CPU ranks at a multiple of the cores and GPU ranks at the GPUs)."""
+
+
+def check_bounds(cfg: RunConfig) -> None:
+    """Every number of the config within bounds: :data:`MAX_BY_KEY` for the keys it names,
+    :data:`MAX_INT` or :data:`MAX_FLOAT` (and finite) for the others; ``nproc_per_node`` at most
+    :data:`MAX_NPROC_PER_NODE`. Lower bounds stay with each key's own check.
+
+    Raises:
+        ConfigError: naming the key, the value (shortened when long), the bound and the fix.
+    """
+    for key, value in _numbers(cfg):
+        limit = MAX_BY_KEY.get(key, MAX_INT if isinstance(value, int) else MAX_FLOAT)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
+        if abs(value) > limit:
+            bound = f"{limit:,.0f}" if limit < 1e9 else f"{limit:.3g}"
+            raise ConfigError(key, value, f"is beyond the bound of {bound}", f"set {key} to at most {bound}")
+    nproc = str(cfg.nproc_per_node)
+    if nproc.isdigit() and (len(nproc) > 7 or int(nproc) > MAX_NPROC_PER_NODE):
+        raise ConfigError(
+            "nproc_per_node",
+            nproc,
+            f"is beyond the bound of {MAX_NPROC_PER_NODE:,} ranks per node",
+            "set nproc_per_node=auto or the ranks of one node",
+        )
+
+
+def _numbers(node: object, prefix: str = "") -> list[tuple[str, int | float]]:
+    """``(key, value)`` of every int and float field of ``node`` and its sub-configs (not bools)."""
+    found: list[tuple[str, int | float]] = []
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if dataclasses.is_dataclass(value):
+            found.extend(_numbers(value, f"{prefix}{f.name}."))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            found.append((f"{prefix}{f.name}", value))
+    return found
 
 
 def _validate_sizes(cfg: RunConfig) -> None:

@@ -499,7 +499,9 @@ def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = 
     """Write strict JSON to a temporary file in the same directory, fsync it, then move it in place.
 
     A reader sees the whole file or none, also when the writer is killed mid-way
-    (at worst a hidden ``.NAME.PID.HEX.tmp`` file is left behind). With
+    (at worst a hidden ``.NAME.PID.RANDOM.tmp`` file is left behind). The temporary file is
+    created by :func:`create_new` (exclusive, never through a link, an unpredictable name), so a
+    link planted in the directory is never written through. With
     ``overwrite=False`` the file is hard-linked into place, which fails atomically
     when ``path`` exists, so two writers can never replace each other's record.
 
@@ -513,11 +515,12 @@ def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = 
     if not overwrite and path.exists():
         raise RecordExistsError(exists_message(path))
     text = json.dumps(payload, indent=2, allow_nan=False)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path  # nothing created yet: _discard(path) below must not remove a file of someone else
     synced = False
     with signals_deferred():
         try:
-            with open(tmp, "w") as fh:
+            fd, tmp = create_new(path.parent, f".{path.name}.{os.getpid()}.")
+            with open(fd, "w") as fh:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -530,11 +533,51 @@ def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = 
         except RecordExistsError:
             raise
         except OSError as exc:
-            _discard(tmp)
+            if tmp != path:
+                _discard(tmp)
             raise RecordUnwritable(path, exc, kept=tmp if synced and tmp.exists() else None) from exc
         finally:
-            _discard(tmp)
+            if tmp != path:
+                _discard(tmp)
         _fsync_dir(path.parent)
+
+
+def create_new(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
+    """Create a new, empty file in ``directory`` safely, for a folder that others may write to.
+
+    The name is ``prefix`` + 8 random characters + ``suffix`` (unpredictable), and the file is
+    created exclusively without following a link (``tempfile.mkstemp``: ``O_CREAT | O_EXCL |
+    O_NOFOLLOW``), so a file or a symbolic link planted under any name is never written through.
+    Its mode is what ``open(path, "w")`` would give (``0o666`` less the umask), not mkstemp's 0600.
+
+    Returns:
+        ``(fd, path)``: a descriptor open for reading and writing, which the caller closes.
+
+    Raises:
+        OSError: when the directory refuses the file (read-only, gone, full).
+    """
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+    except OSError:
+        pass  # a file system without modes (some FUSE mounts) keeps mkstemp's
+    return fd, Path(name)
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it where Linux tells it (``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _discard(tmp: Path) -> None:
@@ -583,6 +626,30 @@ def _test_pause(tmp: Path, path: Path) -> None:
         time.sleep(float(seconds))
         with contextlib.suppress(OSError):  # a test may have made the directory read-only meanwhile
             Path(f"{tmp}.paused").unlink(missing_ok=True)
+
+
+def record_path_problem(path: Path) -> str | None:
+    """Why a run must not start that would write its record to ``path``, or None (absent, or a
+    regular file).
+
+    Links are never records where the sweep writes: ``metrics.json`` as a symbolic link (dangling,
+    looping or to a file) or a FIFO, a device, a socket or a directory is refused, checked with
+    ``lstat`` before the run (the finished record could not take its name, and the measurement
+    would be lost). The analysis skips such paths with a reason.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path} cannot be checked ({exc.strerror}); fix its directory or choose another one"
+    if stat.S_ISREG(st.st_mode):
+        return None
+    what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+    return (
+        f"{path} is {what}, not a run record: the run's record could not take its place. "
+        "Fix: remove or rename it, then run again (or choose a new hydra.sweep.dir / hydra.run.dir)"
+    )
 
 
 def exists_message(path: Path) -> str:

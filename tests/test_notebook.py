@@ -122,24 +122,6 @@ def test_a_moved_copy_of_the_committed_notebook_runs_when_given_a_path(tmp_path)
     assert f"{SWEEP}: {summary(load(SWEEP))}" in text_of(cell(nb, "load"))
 
 
-def test_a_kernel_that_cannot_import_analysis_is_one_line_and_exit_1(tmp_path):
-    """The notebook is written into a checkout (``analysis/`` beside ``flopsweep/record.py``) whose
-    analysis needs a module the kernel lacks: the kernel imports that checkout's package and fails."""
-    checkout = tmp_path / "checkout"
-    (checkout / "flopsweep").mkdir(parents=True)
-    (checkout / "flopsweep" / "record.py").write_text("")
-    (checkout / "analysis").mkdir()
-    (checkout / "analysis" / "__init__.py").write_text("import module_the_kernel_lacks\n")
-    done = cli(SWEEP, "--notebook", "checkout/results.ipynb", cwd=tmp_path)
-    assert done.returncode == 1
-    assert done.stderr.splitlines()[-1] == (
-        "python -m analysis: error: notebook cell 2/8 (Import analysis.) failed: ImportError: this kernel "
-        "cannot import the analysis package (No module named 'module_the_kernel_lacks'): pip install -e "
-        "PATH_TO_FLOPSWEEP; checkout/results.ipynb not written"
-    )
-    assert "Traceback" not in done.stderr and not (checkout / "results.ipynb").exists()
-
-
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

@@ -86,7 +86,7 @@ def test_the_readme_names_an_existing_test_for_every_class() -> None:
     table = readme[readme.index("### Reliability") : readme.index("## Slurm")]
     alias = {"t_f": "test_failures.py", "t_u": "test_unwritable.py", "t_r": "test_reliability.py"}
     rows = {int(m.group(1)): m.group(0) for m in re.finditer(r"^\| (\d+) \|.*$", table, re.MULTILINE)}
-    assert sorted(rows) == list(range(1, 26))
+    assert sorted(rows) == list(range(1, len(rows) + 1)) and len(rows) >= 36
     for number, line in rows.items():
         named = re.findall(r"`(?:tests/)?([\w.]+)::(test_\w+)`", line)
         assert named, number
