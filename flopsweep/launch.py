@@ -257,7 +257,7 @@ def _killed(scratch: Path, rank: int, signum: int) -> Outcome:
         message += " (often the kernel's OOM killer: check host memory)"
     stack = _fatal_stack(scratch, rank)
     if stack:
-        message += "; its Python stack is in the record's error.traceback"
+        message += "; its Python stack is in the record's error.traceback_text"
     error = rec.error("WorkerKilled", message, _phase_of(scratch, rank), rank, traceback_text=stack)
     return Outcome("error", error=error)
 

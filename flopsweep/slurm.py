@@ -109,7 +109,6 @@ class LocalConf(LocalQueueConf):
     running job gets GPUs of its own (``parallel_jobs x gpus_per_node`` must be visible)."""
 
 
-
 def tasks_per_node(nproc_per_node: str) -> int:
     """``hydra.launcher.tasks_per_node`` of conf/hydra/launcher/slurm.yaml (resolver ``flopsweep_tasks``):
     ``nproc_per_node`` as an int, one task per rank; 0 for ``auto``, which :func:`check_sweep` rejects

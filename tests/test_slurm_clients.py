@@ -118,3 +118,126 @@ def test_an_sbatch_that_never_answers_stops_the_sweep_in_one_line(tmp_path, monk
     (line,) = [x for x in proc.stderr.splitlines() if "sbatch" in x]
     assert "sbatch did not answer within 2 s" in line and "Fix: " in line
     assert "Traceback" not in proc.stderr
+
+
+# --- the plug-in as installed, and slurm_local's jobs (issue 30, classes 11 and 12) ----------------
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_plugin_in_the_namespace_package(tmp_path) -> None:
+    """``pip install`` installs hydra_plugins.flopsweep_slurm and its configs, and no
+    ``hydra_plugins/__init__.py`` (that would hide every other Hydra plugin). Built from a copy."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    from helpers import ROOT
+
+    src = tmp_path / "src"
+    for name in ("pyproject.toml", "README.md"):
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, src / name)
+    for name in ("flopsweep", "analysis", "hydra_plugins"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", ".", "-w", "dist"],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = (src / "dist").glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "hydra_plugins/__init__.py" not in names
+    assert {
+        "hydra_plugins/flopsweep_slurm/__init__.py",
+        "hydra_plugins/flopsweep_slurm/conf/hydra/launcher/slurm.yaml",
+        "hydra_plugins/flopsweep_slurm/conf/hydra/launcher/slurm_local.yaml",
+    } <= names
+
+
+def test_an_app_without_the_launcher_keys_is_refused_in_one_line(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    app = tmp_path / "app.py"
+    app.write_text(
+        "import hydra\n\n@hydra.main(version_base='1.3', config_path=None, config_name=None)\n"
+        "def main(cfg):\n    print('ran')\n\nmain()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(app), "-m", "hydra/launcher=slurm_local", "+x=1,2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert "the app config has no nproc_per_node, nnodes, device" in line and "Fix: " in line
+    assert "ran" not in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("launcher", "device", "visible", "fix"),
+    [
+        ({"parallel_jobs": 2}, "cpu", 8, "set hydra.launcher.parallel_jobs=1"),
+        ({"parallel_jobs": 3, "gpus_per_node": 2}, "cuda", 4, "set hydra.launcher.parallel_jobs=2"),
+        ({"parallel_jobs": 0}, "cuda", 4, "set 1"),
+    ],
+)
+def test_parallel_jobs_needs_gpus_of_their_own(launcher: dict, device: str, visible: int, fix: str) -> None:
+    from flopsweep.config import ConfigError
+    from hydra_plugins.flopsweep_slurm import check_parallel
+
+    with pytest.raises(ConfigError, match="hydra.launcher.parallel_jobs") as caught:
+        check_parallel(launcher, device=device, visible_gpus=visible)
+    assert fix in str(caught.value)
+    check_parallel({"parallel_jobs": 2, "gpus_per_node": 2}, device="cuda", visible_gpus=4)
+    check_parallel({}, device="cpu")
+
+
+@pytest.mark.slow
+def test_slurm_local_runs_one_job_at_a_time(tmp_path) -> None:
+    from helpers import records
+
+    proc = run_py(
+        "-m",
+        "hydra/launcher=slurm_local",
+        "device=cpu",
+        "nproc_per_node=2",
+        "precision=fp32",
+        "steps.warmup=1",
+        "steps.measure=2",
+        "backend=ddp,fsdp",
+        f"hydra.sweep.dir={tmp_path}",
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, second = sorted(records(tmp_path), key=lambda r: r["run"]["job_num"])
+    assert first["status"] == second["status"] == "ok"
+    assert first["run"]["finished_at"] <= second["run"]["started_at"]  # the second began after the first
+
+
+def test_a_rank_killed_by_sigabrt_keeps_its_python_stack(tmp_path) -> None:
+    """A rank's faulthandler stack (flopsweep.worker) reaches the record of a rank killed by a signal."""
+    import signal
+
+    from flopsweep.launch import collect
+
+    (tmp_path / "rank1_phase.txt").write_text("measure")
+    stack = 'Fatal Python error: Aborted\n\nThread 0x1 (most recent call first):\n  File "x.py", line 3 in f'
+    (tmp_path / "rank1_stack.txt").write_text(stack)
+    outcome = collect(tmp_path, {0: 0, 1: -signal.SIGABRT}, 2)
+    assert outcome.status == "error" and outcome.error["type"] == "WorkerKilled"
+    assert outcome.error["message"].startswith("rank 1 was killed by SIGABRT")
+    assert (
+        outcome.error["phase"] == "measure" and 'File "x.py", line 3 in f' in outcome.error["traceback_text"]
+    )

@@ -46,9 +46,16 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from flopsweep import cluster, slurm
 from flopsweep.config import ConfigError
 
-OmegaConf.register_new_resolver("flopsweep_tasks", slurm.tasks_per_node, replace=True)
-OmegaConf.register_new_resolver("flopsweep_gpus", slurm.gpus_per_node, replace=True)
-OmegaConf.register_new_resolver("flopsweep_mem_gb", slurm.mem_gb, replace=True)
+
+def register_resolvers() -> None:
+    """The resolvers of the launcher configs; again at every config search path set-up
+    (:class:`FlopsweepSearchPath`), since a restored Hydra state (a test's, a task's) may drop them."""
+    OmegaConf.register_new_resolver("flopsweep_tasks", slurm.tasks_per_node, replace=True)
+    OmegaConf.register_new_resolver("flopsweep_gpus", slurm.gpus_per_node, replace=True)
+    OmegaConf.register_new_resolver("flopsweep_mem_gb", slurm.mem_gb, replace=True)
+
+
+register_resolvers()
 
 log = logging.getLogger("flopsweep")
 
@@ -64,6 +71,7 @@ class FlopsweepSearchPath(SearchPathPlugin):
     and in any Hydra app that has the launcher's keys (``LAUNCHER_KEYS``)."""
 
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        register_resolvers()
         search_path.append(provider="flopsweep", path="pkg://hydra_plugins.flopsweep_slurm.conf")
 
 
