@@ -66,6 +66,13 @@ def spawned_main(local_rank: int, spec: RankSpec) -> None:
     # The job process logs the run's error once; each rank's own line only at debug level.
     _stack_on_fatal_signal(Path(spec.scratch_dir) / f"rank{rank}_stack.txt")
     run_rank(spec, rank=rank, local_rank=local_rank, report=spec.verbose)
+    # The rank's work is done and its process group destroyed: end without interpreter finalization,
+    # where objects still referenced (a DeepSpeed engine's process-group handles, its comm ops) are
+    # torn down in no set order while native threads may still be joinable (issue 30, class 14).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _stack_on_fatal_signal(path: Path) -> None:
