@@ -13,11 +13,15 @@ backend is a builder here, one ``BACKENDS`` line and one YAML file under
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -306,9 +310,31 @@ def _default(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
+def extensions_dir(environ: Mapping[str, str] = os.environ) -> str:
+    """Where DeepSpeed's JIT-built ops (the CPU ``deepspeed_shm_comm``, ...) are built and cached:
+    the user's ``TORCH_EXTENSIONS_DIR`` when set, else a directory of flopsweep's own under
+    ``$XDG_CACHE_HOME`` (``~/.cache``), keyed on Python, torch, DeepSpeed and the environment's
+    prefix. torch's default (``~/.cache/torch_extensions/py311_cpu``) is shared by every environment
+    of the machine: two of them with other torch or DeepSpeed versions rebuild each other's ops
+    on every run (minutes each). Created private (0700)."""
+    if environ.get("TORCH_EXTENSIONS_DIR"):
+        return environ["TORCH_EXTENSIONS_DIR"]
+    from importlib.metadata import version
+
+    ds = version("deepspeed")
+    key = "|".join([sys.prefix, sys.version, torch.__version__, str(torch.version.cuda), ds])
+    name = f"py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}-ds{ds}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    path = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flopsweep" / "torch_extensions"
+    path = path / f"{name}-{digest}"
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return str(path)
+
+
 def build_deepspeed(cfg: RunConfig, device: torch.device) -> DeepSpeedTrainer:
     """DeepSpeed ZeRO engine; under ZeRO-3 the model is built inside ``deepspeed.zero.Init``
-    so that each rank only ever holds its partition."""
+    so that each rank only ever holds its partition. Its JIT-built ops go to :func:`extensions_dir`."""
+    os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
     import deepspeed
 
     # init_distributed print()s "DeepSpeed ... built successfully" on every rank of every job, even

@@ -13,10 +13,12 @@ cluster of ``.ci/slurm-up.sh``, or the system's ``/etc/slurm/slurm.conf`` when u
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -60,6 +62,72 @@ ENDED_STATES = frozenset(
 
 class ClusterError(RuntimeError):
     """Slurm cannot be asked (no client, no controller reachable); the message is one line with a fix."""
+
+
+TIMEOUT_ENV = "FLOPSWEEP_SLURM_TIMEOUT_S"
+"""Environment variable that sets the deadline of every Slurm client call (``sinfo``, ``sbatch``,
+``squeue``, ``sacct``, ``scancel``), seconds from 1 to 3600; unset: ``COMMAND_TIMEOUT_S`` (``sbatch``:
+``SUBMIT_TIMEOUT_S``). For a slow controller, or a test."""
+SUBMIT_TIMEOUT_S = 120.0
+"""Seconds ``sbatch`` may take to submit a sweep's job array (a busy controller takes seconds)."""
+
+
+def command_timeout(default: float | None = None) -> float:
+    """The deadline of one Slurm client call, seconds: ``$FLOPSWEEP_SLURM_TIMEOUT_S`` or ``default``.
+
+    Raises:
+        ClusterError: the variable is not a number from 1 to 3600.
+    """
+    text = os.environ.get(TIMEOUT_ENV)
+    if text is None:
+        return COMMAND_TIMEOUT_S if default is None else default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 1 <= value <= 3600:
+        raise ClusterError(
+            f"{TIMEOUT_ENV}={text[:40]!r} is not a number of seconds from 1 to 3600. Fix: set it to e.g. 60, "
+            "or unset it"
+        )
+    return value
+
+
+def run_command(args: Sequence[str], *, timeout_s: float | None = None) -> subprocess.CompletedProcess:
+    """Run a Slurm client command with a deadline (:func:`command_timeout` when None), text output
+    captured. On the deadline its whole process group (it runs in a session of its own) is killed,
+    so a client that forked a helper cannot keep the call waiting.
+
+    Raises:
+        FileNotFoundError: no such command on PATH.
+        subprocess.TimeoutExpired: it did not end within the deadline (it was killed).
+    """
+    timeout_s = command_timeout() if timeout_s is None else timeout_s
+    with subprocess.Popen(
+        list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def scancel(job_id: str) -> str | None:
+    """Cancel a Slurm job (or array element) with ``scancel``, within :func:`command_timeout`.
+    Returns None when scancel accepted it, else why not (one line)."""
+    try:
+        proc = run_command(["scancel", job_id])
+    except FileNotFoundError:
+        return "no scancel on PATH"
+    except subprocess.TimeoutExpired:
+        return f"scancel did not answer within {command_timeout():g} s"
+    if proc.returncode != 0:
+        return (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1][:300]
+    return None
 
 
 # --- sinfo: what the nodes have ---------------------------------------------------------------
@@ -124,12 +192,16 @@ def slurm_conf() -> str:
     return "/etc/slurm/slurm.conf (SLURM_CONF is not set)" if conf is None else f"SLURM_CONF={conf!r}"
 
 
-def read_sinfo(run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> list[NodeRow]:
+def _run(args: list[str], **_: Any) -> subprocess.CompletedProcess:
+    return run_command(args)
+
+
+def read_sinfo(run: Callable[..., subprocess.CompletedProcess] = _run) -> list[NodeRow]:
     """The cluster's nodes, from ``sinfo``.
 
     Raises:
         ClusterError: ``SLURM_CONF`` names no file (sinfo would retry for 60 s), no ``sinfo`` on
-            PATH, or it failed (no controller reachable) or did not answer within ``COMMAND_TIMEOUT_S``.
+            PATH, or it failed (no controller reachable) or did not answer within :func:`command_timeout`.
     """
     conf = os.environ.get("SLURM_CONF")
     if conf is not None and not os.path.isfile(conf):
@@ -142,7 +214,7 @@ def read_sinfo(run: Callable[..., subprocess.CompletedProcess] = subprocess.run)
             ["sinfo", "-h", "-N", "-o", SINFO_FORMAT],
             capture_output=True,
             text=True,
-            timeout=COMMAND_TIMEOUT_S,
+            timeout=command_timeout(),
             check=False,
         )
     except FileNotFoundError:
@@ -152,7 +224,7 @@ def read_sinfo(run: Callable[..., subprocess.CompletedProcess] = subprocess.run)
         ) from None
     except subprocess.TimeoutExpired:
         raise ClusterError(
-            f"hydra/launcher=slurm: sinfo did not answer within {COMMAND_TIMEOUT_S:g} s ({slurm_conf()}). "
+            f"hydra/launcher=slurm: sinfo did not answer within {command_timeout():g} s ({slurm_conf()}). "
             "Fix: check that the Slurm controller is up and reachable from here"
         ) from None
     if proc.returncode != 0:
@@ -328,15 +400,28 @@ def expand_job_id(job_id: str) -> list[str]:
 def parse_states(text: str) -> dict[str, str]:
     """Job id -> state from ``sacct -X -n -P -o JobID,State`` or ``squeue -h -r --states=all -o
     '%i|%T'`` output. ``CANCELLED by 0`` -> ``CANCELLED``; job steps (``12_3.batch``) are skipped."""
-    states = {}
+    return _parse_states(text)[0]
+
+
+JOB_ID = re.compile(r"\d+(_(\d+|\[[\d,%-]*\]))?(\+\d+)?")
+"""A job id as squeue and sacct print it: ``12``, ``12_3``, ``12_[0-4%2]``, a het job ``12+0``."""
+
+
+def _parse_states(text: str) -> tuple[dict[str, str], int]:
+    """:func:`parse_states` and the count of non-blank lines that are no job's state (an answer
+    that is not squeue's nor sacct's: it tells nothing about any job)."""
+    states, unparsed = {}, 0
     for line in text.splitlines():
         job_id, _, state = line.strip().partition("|")
         state = state.split("|")[0].split(" ")[0].strip().upper()
-        if not job_id or not state or "." in job_id:
+        if "." in job_id and JOB_ID.fullmatch(job_id.split(".")[0]):
+            continue  # a job step
+        if not JOB_ID.fullmatch(job_id) or not re.fullmatch(r"[A-Z_]+\+?", state):
+            unparsed += bool(line.strip())
             continue
         for one in expand_job_id(job_id):
             states[one] = state
-    return states
+    return states, unparsed
 
 
 def state_kind(state: str | None) -> str:
@@ -369,7 +454,7 @@ class SlurmStates:
     (state ``unknown``). A terminal state in the answer therefore means that the job's processes ended.
     """
 
-    def __init__(self, run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> None:
+    def __init__(self, run: Callable[..., subprocess.CompletedProcess] = _run) -> None:
         self.run = run
         self.use_sacct = True
 
@@ -390,7 +475,12 @@ class SlurmStates:
             return {}
         proc = self._call(["squeue", "-h", "-r", "--states=all", "-o", STATE_FORMAT, "-j", ",".join(arrays)])
         if proc is not None and proc.returncode == 0:
-            return parse_states(proc.stdout)
+            states, unparsed = _parse_states(proc.stdout)
+            if not unparsed:
+                return states
+            line = proc.stdout.strip().splitlines()[0][:200]
+            log.warning("flopsweep: squeue answered what is no job state (%r); the states are unknown", line)
+            return None
         if proc is not None and "Invalid job id" in proc.stderr:
             return {}  # squeue -j of jobs that all left the controller (MinJobAge): none of them is known
         why = "no answer" if proc is None else (proc.stderr.strip().splitlines() or ["no message"])[-1]
@@ -404,11 +494,12 @@ class SlurmStates:
             log.info("sacct cannot be asked (%s): only squeue is", (why or ["no message"])[-1])
             self.use_sacct = False
             return None
-        return parse_states(proc.stdout)
+        states, unparsed = _parse_states(proc.stdout)
+        return None if unparsed else states
 
     def _call(self, args: list[str]) -> subprocess.CompletedProcess | None:
         try:
-            return self.run(args, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+            return self.run(args, capture_output=True, text=True, timeout=command_timeout(), check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
 
@@ -446,6 +537,11 @@ class Watched:
     outcome: str | None = None
     """``result`` (every task's result file is there), ``partial`` (task 0's is; the job ended) or
     ``lost`` (no result of task 0 will come); None while waiting."""
+    unknown_looks: int = 0
+    """Looks in a row at the queue that did not list the job (or got no usable answer)."""
+    cancelled: str | None = None
+    """For a lost job that Slurm did not say ended: ``cancelled`` (scancel accepted it), else why
+    the cancel failed; None when it was not needed."""
 
     @property
     def label(self) -> str:
@@ -463,19 +559,32 @@ def started(job: Any) -> bool:
     return job.task(0).paths.stdout.exists()
 
 
+MISSING_LOOKS = 3
+"""Looks in a row at a queue answer that does not list a job before the job counts as gone (with
+``grace_s`` passed too): one answer without it may be a controller's hiccup, not the job's end."""
+UNANSWERED_LOOKS = 20
+"""Looks in a row without a usable queue answer (squeue failed, timed out, or printed what is no
+job state) after which the waiting jobs are cancelled and recorded lost: minutes at
+:func:`query_interval`, instead of a wait for ever."""
+
+
 class JobWatch:
     """Wait for a sweep's jobs: show each state change, and end the wait of a job that can give
     no result.
 
     A job is done when every task's result file exists (submitit wrote it), ``partial`` when the
     job ended with task 0's result only (the one Hydra reads), and ``lost`` when Slurm says it
-    ended (or no longer knows it) and task 0's result is still missing ``grace_s`` later (a shared
-    file system may show the files of a job that ran late).
+    ended, or did not list it ``MISSING_LOOKS`` times in a row, and task 0's result is still missing
+    ``grace_s`` later (a shared file system may show the files of a job that ran late). A queue that
+    gives no usable answer ``UNANSWERED_LOOKS`` times in a row loses every waiting job. "Unknown" is
+    not "ended": a lost job that Slurm did not say ended is cancelled (``cancel``) before it is
+    recorded, so that it cannot run on unwatched.
 
     Args:
         jobs: ``(hydra job number, submitit job)`` pairs.
         states: job ids -> state by id, or None when it cannot be told (:class:`SlurmStates`).
         show: called with each state line, e.g. ``job #0 (id 12_0): RUNNING``.
+        cancel: cancels a submitit job; None when done, else why not (:func:`scancel`).
     """
 
     def __init__(
@@ -484,12 +593,15 @@ class JobWatch:
         states: Callable[[list[str]], Mapping[str, str] | None],
         *,
         show: Callable[[str], None] = log.info,
+        cancel: Callable[[Any], str | None] = lambda job: scancel(job.job_id),
         grace_s: float = RESULT_GRACE_S,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.jobs = [Watched(num, job) for num, job in jobs]
         self.states, self.show, self.grace_s, self.clock, self.sleep = states, show, grace_s, clock, sleep
+        self.cancel = cancel
+        self.unanswered = 0
 
     def wait(self) -> list[Watched]:
         """Return once every job has an outcome (``Watched.outcome``), in submission order."""
@@ -515,20 +627,39 @@ class JobWatch:
     def look_at_states(self) -> None:
         waiting = [w for w in self.jobs if w.outcome is None]
         states = self.states([w.job.job_id for w in waiting])
-        if states is None:  # squeue did not answer: decide nothing now
+        if states is None:  # no usable answer: decide nothing now, but not for ever
+            self.unanswered += 1
+            if self.unanswered >= UNANSWERED_LOOKS:
+                for w in waiting:
+                    w.state, w.unknown_looks = None, self.unanswered
+                    self._lose(w)
             return
+        self.unanswered = 0
         now = self.clock()
         for w in waiting:
             w.state = states.get(w.job.job_id)
             kind = state_kind(w.state)
+            w.unknown_looks = w.unknown_looks + 1 if kind == "unknown" else 0
             if kind in ("pending", "running"):
                 w.ended_since = None
                 self._show(w, w.state or "")
                 continue
-            self._show(w, w.state or "left the queue")
+            self._show(w, w.state or "not listed by the queue")
             w.ended_since = now if w.ended_since is None else w.ended_since
-            if now - w.ended_since >= self.grace_s:
-                w.outcome = "partial" if result_files(w.job)[0] else "lost"
+            gone = kind != "unknown" or w.unknown_looks >= MISSING_LOOKS
+            if now - w.ended_since >= self.grace_s and gone:
+                if result_files(w.job)[0]:
+                    w.outcome = "partial"
+                else:
+                    self._lose(w)
+
+    def _lose(self, w: Watched) -> None:
+        """Record ``w`` lost; cancel it first unless Slurm said it ended."""
+        if state_kind(w.state) not in ("ended", "finished"):
+            why = self.cancel(w.job)
+            w.cancelled = "cancelled" if why is None else why
+            self._show(w, "cancelled" if why is None else f"not cancelled: {why}")
+        w.outcome = "lost"
 
     def _show(self, w: Watched, state: str) -> None:
         if state and state != w.shown:
@@ -558,14 +689,24 @@ def lost_message(w: Watched) -> str:
     sacct knows "left the queue": on a cluster without accounting, ``scancel`` of a pending element
     of a job array removes it from Slurm at once, with no final state."""
     state = (w.state or "").split(" ")[0]
-    what = "left the queue (squeue and sacct no longer know it: scancel, or an administrator)"
+    what = (
+        f"was not listed by the queue {w.unknown_looks} times in a row (squeue and sacct no longer "
+        "know it: scancel, or an administrator)"
+    )
+    if w.unknown_looks >= UNANSWERED_LOOKS:
+        what = f"could not be followed: the queue gave no usable answer {w.unknown_looks} times in a row"
     if state in ENDED_WHY:
         what = f"ended {state} ({ENDED_WHY[state]})"
     elif state:
         what = f"ended {state}"
+    cancel = ""
+    if w.cancelled == "cancelled":
+        cancel = "; flopsweep cancelled it so that it cannot run on unwatched"
+    elif w.cancelled:
+        cancel = f"; cancelling it failed ({w.cancelled}): check squeue and scancel it yourself"
     if not started(w.job):
-        return f"job {w.job.job_id} {what} before it started; no task ran"
-    return f"job {w.job.job_id} {what} without a result; its log: {w.job.task(0).paths.stdout}"
+        return f"job {w.job.job_id} {what} before it started; no task ran{cancel}"
+    return f"job {w.job.job_id} {what} without a result; its log: {w.job.task(0).paths.stdout}{cancel}"
 
 
 def local_states(jobs: Mapping[str, Any]) -> Callable[[list[str]], dict[str, str]]:

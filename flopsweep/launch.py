@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import multiprocessing.connection
+import os
 import signal
 import socket
 import time
@@ -254,7 +255,26 @@ def _killed(scratch: Path, rank: int, signum: int) -> Outcome:
     message = f"rank {rank} was killed by {name}"
     if name == "SIGKILL":
         message += " (often the kernel's OOM killer: check host memory)"
-    return _error("WorkerKilled", message, _phase_of(scratch, rank), rank)
+    stack = _fatal_stack(scratch, rank)
+    if stack:
+        message += "; its Python stack is in the record's error.traceback_text"
+    error = rec.error("WorkerKilled", message, _phase_of(scratch, rank), rank, traceback_text=stack)
+    return Outcome("error", error=error)
+
+
+STACK_BYTES = 64 * 1024
+"""At most this much of a rank's fatal-signal stack file (faulthandler's output) is read."""
+
+
+def _fatal_stack(scratch: Path, rank: int) -> str | None:
+    """The Python stacks that faulthandler wrote when ``rank`` died of a fatal signal, or None."""
+    try:
+        fd = os.open(scratch / f"rank{rank}_stack.txt", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as stream:
+        text = stream.read(STACK_BYTES).decode("utf-8", "replace").strip()
+    return text or None
 
 
 def _error(kind: str, message: str, phase: str, rank: int | None) -> Outcome:

@@ -41,6 +41,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
+
 from flopsweep import record as rec
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.launch import SCRATCH, Outcome, collect
@@ -94,6 +96,17 @@ def cuda_device_index(local_rank: int, visible: str | None = None) -> int:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
     names = [name for name in (visible or "").split(",") if name.strip()]
     return 0 if len(names) == 1 else local_rank
+
+
+@dataclasses.dataclass
+class LocalConf(LocalQueueConf):
+    """``hydra/launcher=slurm_local``: submitit_local's keys and ``parallel_jobs``."""
+
+    _target_: str = "hydra_plugins.flopsweep_slurm.FlopsweepLocalLauncher"
+    parallel_jobs: int = 1
+    """Jobs of a sweep that run at once. 1 (the default): one at a time, so that no job's timing
+    shares this machine's cores or GPUs with another's. More only with ``device=cuda``, where each
+    running job gets GPUs of its own (``parallel_jobs x gpus_per_node`` must be visible)."""
 
 
 def tasks_per_node(nproc_per_node: str) -> int:

@@ -9,6 +9,7 @@ directory) before it exits non-zero. The job process turns these into the record
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import logging
 import math
 import os
@@ -63,7 +64,24 @@ def spawned_main(local_rank: int, spec: RankSpec) -> None:
         logging.getLogger("flopsweep").addHandler(handler)
         logging.getLogger("flopsweep").setLevel(logging.DEBUG)
     # The job process logs the run's error once; each rank's own line only at debug level.
+    _stack_on_fatal_signal(Path(spec.scratch_dir) / f"rank{rank}_stack.txt")
     run_rank(spec, rank=rank, local_rank=local_rank, report=spec.verbose)
+    # The rank's work is done and its process group destroyed: end without interpreter finalization,
+    # where objects still referenced (a DeepSpeed engine's process-group handles, its comm ops) are
+    # torn down in no set order while native threads may still be joinable (issue 30, class 14).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _stack_on_fatal_signal(path: Path) -> None:
+    """Write every thread's Python stack to ``path`` when this rank dies of SIGABRT, SIGSEGV, SIGBUS,
+    SIGFPE or SIGILL (``faulthandler``), until the process ends (interpreter shutdown included), so
+    that the record of a rank killed by a signal says where it was. ``path`` is created exclusively,
+    without following a link; the stream stays open for faulthandler."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    faulthandler.enable(os.fdopen(fd, "w"), all_threads=True)
 
 
 def run_rank(spec: RankSpec, *, rank: int, local_rank: int, report: bool = True) -> None:

@@ -127,12 +127,25 @@ def test_xformers_runs_or_is_reported_unavailable():
     _check(build_attention_fn(cfg), _causal_mask(), "xformers")
 
 
+AUTOCAST_MODEL = ModelConfig(name="small", n_layer=2, n_embd=256, n_head=2, seq_len=300, vocab_size=1000)
+"""The GPT of :func:`test_model_trains_under_autocast` (its construction is checked on the CPU too:
+tests/test_gpu_tests_build.py)."""
+
+
+def autocast_options(attention: str) -> list:
+    """The dense reference and the kernel under test, as the GPT takes them: ``blocksparse`` with
+    impl=flex (the GPU kernel, whose causal layout is dense), ``flex`` as it is."""
+    if attention == "blocksparse":
+        return ["sdpa", BlockSparseConfig(name="blocksparse", impl="flex")]
+    return ["sdpa", AttentionConfig(name=attention)]
+
+
 @pytest.mark.parametrize("attention", ["flex", "blocksparse"])
 def test_model_trains_under_autocast(attention):
     """The kernels inside the GPT under bf16 autocast: the causal layout gives the dense loss."""
     from flopsweep.models.gpt2 import GPT
 
-    cfg = ModelConfig(name="small", n_layer=2, n_embd=256, n_head=2, seq_len=300, vocab_size=1000)
+    cfg = AUTOCAST_MODEL
     tokens = torch.randint(
         0,
         cfg.vocab_size,
@@ -140,9 +153,8 @@ def test_model_trains_under_autocast(attention):
         device="cuda",
         generator=torch.Generator(device="cuda").manual_seed(0),
     )
-    impl = "flex" if attention == "blocksparse" else "auto"
     losses = []
-    for option in ("sdpa", AttentionConfig(name=attention, impl=impl)):
+    for option in autocast_options(attention):
         torch.manual_seed(0)
         model = GPT(cfg, option).cuda()
         with torch.autocast("cuda", dtype=torch.bfloat16):

@@ -224,3 +224,22 @@ def test_cuda_bucket_defaults_are_the_tuned_ones():
     assert _ds(device_type="cuda", stage=2)["zero_optimization"]["reduce_bucket_size"] == H * H  # not tuned
     explicit = _ds(device_type="cuda", reduce_bucket_size=1e6)["zero_optimization"]
     assert explicit["reduce_bucket_size"] == 1_000_000
+
+
+def test_deepspeed_builds_go_to_a_cache_of_flopsweeps_own(tmp_path, monkeypatch) -> None:
+    """Issue 30 class 15: DeepSpeed's JIT ops are not built in torch's machine-wide default cache, where
+    environments with other versions rebuild them on every run; the user's TORCH_EXTENSIONS_DIR wins."""
+    import os
+    import sys
+
+    import torch
+
+    from flopsweep.backends import extensions_dir
+
+    mine = extensions_dir({"XDG_CACHE_HOME": str(tmp_path)})
+    assert mine.startswith(str(tmp_path / "flopsweep" / "torch_extensions"))
+    assert f"torch{torch.__version__}" in mine and (os.stat(mine).st_mode & 0o777) == 0o700
+    assert extensions_dir({"XDG_CACHE_HOME": str(tmp_path)}) == mine  # the same environment: the same cache
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "another-venv"))
+    assert extensions_dir({"XDG_CACHE_HOME": str(tmp_path)}) != mine  # another environment: its own
+    assert extensions_dir({"TORCH_EXTENSIONS_DIR": "/x/y"}) == "/x/y"

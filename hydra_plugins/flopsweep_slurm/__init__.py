@@ -19,17 +19,22 @@ Hydra state (it starts in the directory the sweep was submitted from).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, filter_overrides, run_job
+from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
     BaseSubmititLauncher,
@@ -41,11 +46,33 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from flopsweep import cluster, slurm
 from flopsweep.config import ConfigError
 
-OmegaConf.register_new_resolver("flopsweep_tasks", slurm.tasks_per_node, replace=True)
-OmegaConf.register_new_resolver("flopsweep_gpus", slurm.gpus_per_node, replace=True)
-OmegaConf.register_new_resolver("flopsweep_mem_gb", slurm.mem_gb, replace=True)
+
+def register_resolvers() -> None:
+    """The resolvers of the launcher configs; again at every config search path set-up
+    (:class:`FlopsweepSearchPath`), since a restored Hydra state (a test's, a task's) may drop them."""
+    OmegaConf.register_new_resolver("flopsweep_tasks", slurm.tasks_per_node, replace=True)
+    OmegaConf.register_new_resolver("flopsweep_gpus", slurm.gpus_per_node, replace=True)
+    OmegaConf.register_new_resolver("flopsweep_mem_gb", slurm.mem_gb, replace=True)
+
+
+register_resolvers()
 
 log = logging.getLogger("flopsweep")
+
+
+ConfigStore.instance().store(
+    group="hydra/launcher", name="flopsweep_local_base", node=slurm.LocalConf, provider="flopsweep"
+)
+
+
+class FlopsweepSearchPath(SearchPathPlugin):
+    """Puts the launchers' configs (``hydra/launcher/slurm.yaml``, ``slurm_local.yaml`` of the
+    installed package) on every app's config search path, so that they work from any directory
+    and in any Hydra app that has the launcher's keys (``LAUNCHER_KEYS``)."""
+
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        register_resolvers()
+        search_path.append(provider="flopsweep", path="pkg://hydra_plugins.flopsweep_slurm.conf")
 
 
 def refuse(message: str) -> NoReturn:
@@ -65,6 +92,10 @@ def swept_keys(config: DictConfig) -> set[str]:
     return {o.key_or_group for o in OverridesParser.create().parse_overrides(lines) if o.is_sweep_override()}
 
 
+LAUNCHER_KEYS = ("nproc_per_node", "nnodes", "device")
+"""The app config keys that the launchers shape each job by (flopsweep's conf/config.yaml has them)."""
+
+
 def check_config(config: DictConfig, *, local: bool) -> None:
     """Check ``config.hydra.launcher`` against the run (:func:`flopsweep.slurm.check_sweep`,
     :func:`flopsweep.slurm.check_launcher`) and, unless ``local``, against the cluster's nodes
@@ -73,6 +104,14 @@ def check_config(config: DictConfig, *, local: bool) -> None:
     On a problem it exits (:func:`refuse`) with the message of the ConfigError (key, value, fix),
     or of the ClusterError (no Slurm client, no controller reachable).
     """
+    missing = [key for key in LAUNCHER_KEYS if OmegaConf.select(config, key, default=None) is None]
+    if missing:
+        refuse(
+            f"hydra/launcher={'slurm_local' if local else 'slurm'}: the app config has no "
+            f"{', '.join(missing)}: these launchers shape each job by nproc_per_node, nnodes and device. "
+            "Fix: add them to the app config (flopsweep's conf/config.yaml has them), e.g. "
+            "+nproc_per_node=1 +nnodes=1 +device=cpu, or use hydra/launcher=submitit_local"
+        )
     try:
         slurm.check_sweep(nproc_per_node=str(config.nproc_per_node), swept=swept_keys(config))
         launcher = OmegaConf.to_container(config.hydra.launcher, resolve=True)
@@ -83,22 +122,74 @@ def check_config(config: DictConfig, *, local: bool) -> None:
             device=str(config.device),
             local=local,
         )
-        if not local:
+        if local:
+            check_parallel(launcher, device=str(config.device))
+        else:
             cluster.check_request(launcher, cluster.read_sinfo())
     except (ConfigError, cluster.ClusterError) as exc:
         refuse(str(exc))
+
+
+def check_parallel(launcher: dict[str, Any], *, device: str, visible_gpus: int | None = None) -> None:
+    """Refuse ``hydra.launcher.parallel_jobs`` other than 1 unless each running job can have GPUs of
+    its own: ``device=cuda`` and ``parallel_jobs x gpus_per_node`` GPUs visible here.
+
+    Raises:
+        ConfigError: naming ``hydra.launcher.parallel_jobs``, its value and the fix.
+    """
+    parallel = launcher.get("parallel_jobs", 1)
+    if not isinstance(parallel, int) or isinstance(parallel, bool) or parallel < 1:
+        raise ConfigError("hydra.launcher.parallel_jobs", parallel, "it is not a whole number >= 1", "set 1")
+    if parallel == 1:
+        return
+    gpus = launcher.get("gpus_per_node") or 0
+    if device != "cuda" or not gpus:
+        raise ConfigError(
+            "hydra.launcher.parallel_jobs",
+            parallel,
+            f"device={device} jobs that run at once share this machine's cores, and their timings "
+            "contaminate each other",
+            "set hydra.launcher.parallel_jobs=1 (the default), or device=cuda (each job on GPUs of its own)",
+        )
+    if visible_gpus is None:
+        import torch
+
+        visible_gpus = torch.cuda.device_count()
+    if parallel * gpus > visible_gpus:
+        raise ConfigError(
+            "hydra.launcher.parallel_jobs",
+            parallel,
+            f"{parallel} jobs of {gpus} GPUs each need {parallel * gpus} GPUs; {visible_gpus} are visible",
+            f"set hydra.launcher.parallel_jobs={max(1, visible_gpus // gpus)}",
+        )
 
 
 class WatchingLauncher(BaseSubmititLauncher):
     """``launch`` that waits with :class:`flopsweep.cluster.JobWatch` (see the module docstring)."""
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        """Submit the jobs in waves of :meth:`_wave` jobs (Slurm: all at once, as one array) and
+        wait for each wave before the next."""
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         before = {str(p): _run_id(p) for p in sweep_dir.rglob("metrics.json")} if sweep_dir.exists() else {}
         submitted_at = time.time()
+        returns: list[JobReturn] = []
+        size = max(1, self._wave(len(job_overrides)))
+        for start in range(0, len(job_overrides), size):
+            wave = job_overrides[start : start + size]
+            returns += self._launch_wave(wave, initial_job_idx + start, submitted_at, before)
+        return returns
+
+    def _launch_wave(
+        self,
+        job_overrides: Sequence[Sequence[str]],
+        initial_job_idx: int,
+        submitted_at: float,
+        before: dict[str, str | None],
+    ) -> list[JobReturn]:
         jobs = self._submit(job_overrides, initial_job_idx)
         nums = range(initial_job_idx, initial_job_idx + len(jobs))
-        watch = cluster.JobWatch(zip(nums, jobs, strict=True), self._states(jobs))
+        watch = cluster.JobWatch(zip(nums, jobs, strict=True), self._states(jobs), cancel=self._cancel)
         returns = []
         for watched, overrides in zip(watch.wait(), job_overrides, strict=True):
             if watched.outcome != "lost":
@@ -108,8 +199,15 @@ class WatchingLauncher(BaseSubmititLauncher):
             returns.append(self._record_lost(overrides, watched, why, submitted_at, before))
         return returns
 
+    def _wave(self, count: int) -> int:
+        return count
+
     def _states(self, jobs: Sequence[Any]) -> Any:
         return cluster.SlurmStates()
+
+    @staticmethod
+    def _cancel(job: Any) -> str | None:
+        return cluster.scancel(job.job_id)
 
     def _submit(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
         """Submit the jobs as hydra-submitit-launcher 1.2's ``BaseSubmititLauncher.launch`` does
@@ -117,6 +215,7 @@ class WatchingLauncher(BaseSubmititLauncher):
         import submitit
 
         params = dict(self.params)
+        parallel = params.pop("parallel_jobs", 1)
         init = {"folder": params.pop("submitit_folder")}
         if "max_num_timeout" in params:
             init[f"{self._EXECUTOR}_max_num_timeout"] = params.pop("max_num_timeout")
@@ -136,13 +235,23 @@ class WatchingLauncher(BaseSubmititLauncher):
             job_params.append(
                 (list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", _singleton_state())
             )
+        if self._EXECUTOR == "local" and parallel > 1 and params.get("gpus_per_node"):
+            return _submit_on_disjoint_gpus(executor, self, job_params, int(params["gpus_per_node"]))
+        timeout_s = cluster.command_timeout(cluster.SUBMIT_TIMEOUT_S)
         try:
-            return executor.map_array(self, *zip(*job_params, strict=True))
+            with _sbatch_deadline(timeout_s):
+                return executor.map_array(self, *zip(*job_params, strict=True))
         except submitit.core.utils.FailedJobError as exc:
             why = (str(exc).strip().splitlines() or ["no message"])[-1]
+            code = getattr(exc.__cause__, "returncode", None)
+            if code in (124, 137, -9):  # timeout(1)'s codes: SIGTERM sent, or SIGKILL after it
+                why = (
+                    f"sbatch did not answer within {timeout_s:g} s and was stopped "
+                    f"({cluster.TIMEOUT_ENV} sets the limit)"
+                )
             refuse(
                 f"{self._EXECUTOR}: submitting the sweep failed: {why}. Fix: check hydra.launcher.partition, "
-                "account, qos and additional_parameters against the cluster"
+                "account, qos and additional_parameters against the cluster, and that its controller answers"
             )
 
     def _record_lost(
@@ -168,6 +277,38 @@ class WatchingLauncher(BaseSubmititLauncher):
             job_subdir_key="hydra.sweep.subdir",
             configure_logging=False,
         )
+
+
+@contextlib.contextmanager
+def _sbatch_deadline(timeout_s: float) -> Any:
+    """Give submitit's ``sbatch`` call a deadline while the sweep submits: submitit runs it without
+    one, so a controller that never answers would hang the sweep for ever. The command becomes
+    ``timeout --kill-after=5 T sbatch FILE`` (coreutils), which stops it and its process group."""
+    from submitit.slurm.slurm import SlurmExecutor
+
+    original = SlurmExecutor._make_submission_command
+    if shutil.which("timeout") is None:
+        log.warning("flopsweep: no timeout command on PATH: sbatch runs without a deadline")
+        yield
+        return
+
+    def bounded(executor: Any, path: Path) -> list[str]:
+        return ["timeout", "--kill-after=5", f"{timeout_s:g}", *original(executor, path)]
+
+    SlurmExecutor._make_submission_command = bounded
+    try:
+        yield
+    finally:
+        SlurmExecutor._make_submission_command = original
+
+
+def _submit_on_disjoint_gpus(executor: Any, task: Any, job_params: list[tuple], gpus: int) -> list[Any]:
+    """Start each job of a wave of submitit_local jobs on GPUs of its own (``visible_gpus``)."""
+    jobs = []
+    for slot, params in enumerate(job_params):
+        executor.update_parameters(visible_gpus=list(range(slot * gpus, (slot + 1) * gpus)))
+        jobs += executor.map_array(task, *([value] for value in params))
+    return jobs
 
 
 def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: dict[str, str | None]) -> float:
@@ -229,3 +370,12 @@ class FlopsweepLocalLauncher(WatchingLauncher, LocalLauncher):
 
     def _states(self, jobs: Sequence[Any]) -> Any:
         return cluster.local_states({job.job_id: job for job in jobs})
+
+    def _wave(self, count: int) -> int:
+        """One job at a time unless ``hydra.launcher.parallel_jobs`` asks for more (``slurm.LocalConf``)."""
+        return int(self.params.get("parallel_jobs", 1))
+
+    @staticmethod
+    def _cancel(job: Any) -> str | None:
+        job.cancel(check=False)
+        return None
