@@ -193,3 +193,39 @@ def test_a_two_rank_run_records_its_layout(tmp_path: Path) -> None:
     assert record["config"]["batch"]["grad_accum"] == 2
     assert record["metrics"]["global_batch_size"] == 8
     assert record["metrics"]["tokens_per_step"] == 8 * record["config"]["model"]["seq_len"]
+
+
+def test_a_lost_slurm_job_records_the_layout_its_ranks_reached(tmp_path: Path) -> None:
+    """The sweep process has no plan for a lost job: the layout comes from the config's degrees and
+    its integer ``nproc_per_node``, and only when a rank started (else null, as ``world_size``)."""
+    from flopsweep.job import JobInfo, record_lost_job
+
+    cfg = RunConfig(device="cpu", nproc_per_node="2", nnodes=1)
+    scratch = tmp_path / "started" / ".flopsweep"
+    scratch.mkdir(parents=True)
+    for rank in (0, 1):
+        (scratch / f"rank{rank}_phase.txt").write_text("measure")
+    info = JobInfo(job_dir=tmp_path / "started", overrides=[], job_num=0)
+    record = record_lost_job(cfg, info, "cancelled", submitted_at=0.0, previous_run_id=None)
+    assert record["error"]["phase"] == "measure" and record["system"]["world_size"] == 2
+    assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 2, "tp": 1, "pp": 1, "cp": 1}
+    info = JobInfo(job_dir=tmp_path / "never", overrides=[], job_num=1)
+    record = record_lost_job(cfg, info, "cancelled", submitted_at=0.0, previous_run_id=None)
+    assert record["error"]["phase"] == "launch" and record["system"]["parallel"] is None
+
+
+def test_old_records_read_as_pure_data_parallel() -> None:
+    from analysis.load import parallel_degrees, setup_id
+
+    old = {"config": {"nproc_per_node": "2", "batch": {"grad_accum": 1}}, "system": {"world_size": 2}}
+    assert parallel_degrees(old) == {"dp_replicate": 1, "dp_shard": 2, "tp": 1, "pp": 1, "cp": 1}
+    assert parallel_degrees({"system": {"world_size": None}}) is None
+    new_cfg = {
+        **old["config"],
+        "batch": {"grad_accum": 1, "global_batch_size": None},
+        "parallel": dataclasses.asdict(ParallelConfig()),
+    }
+    new = {"config": new_cfg, "system": {"world_size": 2, "parallel": Layout(dp_shard=2).as_dict()}}
+    assert setup_id(new) == setup_id(old)  # the same set-up, before and after the keys existed
+    tp = {**new, "config": {**new_cfg, "parallel": {**new_cfg["parallel"], "tp": 2}}}
+    assert setup_id(tp) != setup_id(old)
