@@ -27,6 +27,7 @@ SYSTEM_KEYS = {
     "device_count",
     "world_size",
     "nproc_per_node",
+    "parallel",
     "torch",
     "cuda",
     "deepspeed",
@@ -50,6 +51,7 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert all(w.startswith("unsteady") for w in record["warnings"]), record["warnings"]
     assert set(record["metrics"]) == set(METRIC_KEYS)
     assert set(record["system"]) == SYSTEM_KEYS
+    assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 1, "pp": 1, "cp": 1}
     assert set(record["run"]) == {"id", "started_at", "finished_at", "overrides", "job_num"}
     m = record["metrics"]
     assert m["tokens_per_s"] > 0 and m["tflops_per_device"] > 0
