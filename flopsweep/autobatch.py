@@ -27,7 +27,7 @@ from flopsweep.config import BatchConfig
 from flopsweep.launch import SCRATCH, Outcome, launch_local
 
 if TYPE_CHECKING:
-    from flopsweep.plan import Plan
+    from flopsweep.layout import Plan
 
 
 @dataclass(kw_only=True)

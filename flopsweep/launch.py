@@ -25,7 +25,7 @@ from flopsweep import record as rec
 from flopsweep.worker import RankSpec, spawned_main
 
 if TYPE_CHECKING:
-    from flopsweep.plan import Plan
+    from flopsweep.layout import Plan
 
 SCRATCH = ".flopsweep"
 INVALID_ERRORS = ("KernelUnavailable",)  # exception type names (flopsweep.attention) that mean "invalid"

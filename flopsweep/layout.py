@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from flopsweep.config import BatchConfig, ConfigError, ParallelConfig
+from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
 
 DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
 """The degree names, as ``parallel.<name>`` keys and ``system.parallel`` keys."""
@@ -159,6 +159,37 @@ class Layout:
     def as_dict(self) -> dict[str, int]:
         """The integer degrees, for ``system.parallel``."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated config placed on this machine (made by :func:`flopsweep.plan.resolve`; it lives
+    here, beside its layout, so that the launchers can name it without importing validation).
+
+    The job keeps it from validation to the record: the launchers take it, every rank gets its
+    ``layout`` (:class:`flopsweep.worker.RankSpec`), and the record writes ``layout`` as
+    ``system.parallel``. Nothing after :func:`flopsweep.plan.resolve` parses ``cfg.nproc_per_node`` again.
+
+    Attributes:
+        cfg: the config with ``device`` resolved, ``nproc_per_node`` as an integer string,
+            ``batch.grad_accum`` set from ``batch.global_batch_size`` when that is given,
+            and each option's derived values (attention density, DeepSpeed sizes) filled in.
+        device: ``cuda`` or ``cpu``.
+        nproc_per_node: ranks per node, settled once.
+        nnodes: nodes.
+        layout: the parallel degrees; their product is ``nproc_per_node * nnodes``.
+    """
+
+    cfg: RunConfig
+    device: str
+    nproc_per_node: int
+    nnodes: int
+    layout: Layout
+
+    @property
+    def world_size(self) -> int:
+        """``nproc_per_node * nnodes``, the product of the layout's degrees."""
+        return self.nproc_per_node * self.nnodes
 
 
 def _shown(degrees: dict[str, int]) -> str:

@@ -30,7 +30,7 @@ from flopsweep.config import (
     require_choice,
     require_positive,
 )
-from flopsweep.layout import Layout, check_built, grad_accum_for
+from flopsweep.layout import Layout, Plan, check_built, grad_accum_for
 from flopsweep.models import MODELS
 from flopsweep.record import plural
 
@@ -109,36 +109,6 @@ class Environment:
             slurm_job=bool(os.environ.get("SLURM_JOB_ID")),
             host_memory_bytes=psutil.virtual_memory().total,
         )
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A validated config placed on this machine.
-
-    The job keeps it from validation to the record: the launchers take it, every rank gets its
-    ``layout`` (:class:`flopsweep.worker.RankSpec`), and the record writes ``layout`` as
-    ``system.parallel``. Nothing after :func:`resolve` parses ``cfg.nproc_per_node`` again.
-
-    Attributes:
-        cfg: the config with ``device`` resolved, ``nproc_per_node`` as an integer string,
-            ``batch.grad_accum`` set from ``batch.global_batch_size`` when that is given,
-            and each option's derived values (attention density, DeepSpeed sizes) filled in.
-        device: ``cuda`` or ``cpu``.
-        nproc_per_node: ranks per node, settled once.
-        nnodes: nodes.
-        layout: the parallel degrees; their product is ``nproc_per_node * nnodes``.
-    """
-
-    cfg: RunConfig
-    device: str
-    nproc_per_node: int
-    nnodes: int
-    layout: Layout
-
-    @property
-    def world_size(self) -> int:
-        """``nproc_per_node * nnodes``, the product of the layout's degrees."""
-        return self.nproc_per_node * self.nnodes
 
 
 def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunConfig:

@@ -48,7 +48,7 @@ from flopsweep.record import METRICS_FILE
 from flopsweep.worker import RankSpec, run_rank
 
 if TYPE_CHECKING:
-    from flopsweep.plan import Plan
+    from flopsweep.layout import Plan
 
 log = logging.getLogger("flopsweep")
 
