@@ -74,6 +74,11 @@ BREAKDOWN_COLUMNS: list[str] = [spec.name for spec in METRIC_FIELDS if spec.key 
 NUMERIC_METRICS: list[str] = [spec.name for spec in METRIC_FIELDS if spec.unit]
 """Metric columns with a unit: always float64 (others are typed by their values)."""
 
+PARALLEL_COLUMNS = ["dp"]
+"""The data-parallel degree (``dp_replicate x dp_shard`` of ``system.parallel``): how many
+different batches one step sees. A record without ``system.parallel`` (written before the layout
+was recorded) was pure data parallel: ``dp`` is its world size (:func:`parallel_degrees`)."""
+
 DERIVED_COLUMNS = ["scaling_efficiency", "setup_id"]
 """Columns computed across records (:func:`add_scaling`), after the per-record ones."""
 
@@ -102,6 +107,7 @@ COLUMNS = (
     + METRIC_COLUMNS
     + [name for name, _, _ in RUN_FIELDS]
     + LOAD_COLUMNS
+    + PARALLEL_COLUMNS
     + DERIVED_COLUMNS
     + ["warnings", "run_dir"]
     + _CHECK_COLUMNS
@@ -144,6 +150,7 @@ _FLOAT_COLUMNS = (
     *(c for c, k in _KINDS.items() if k == "float"),
     "model_tflops_per_device_recomputed",
     *LOAD_COLUMNS,
+    *PARALLEL_COLUMNS,
 )
 _BOOL_COLUMNS = tuple(c for c, k in _KINDS.items() if k == "bool")
 _TEXT_COLUMNS = (
@@ -353,6 +360,8 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     if out["status"] != "ok":
         out.update(dict.fromkeys(METRIC_COLUMNS))
     out["loadavg_1m_start"], out["loadavg_1m_end"] = _loadavg_1m(_get(record, ("system", "loadavg")))
+    degrees = parallel_degrees(record)
+    out["dp"] = degrees["dp_replicate"] * degrees["dp_shard"] if degrees else None
     warnings = record.get("warnings")
     out["warnings"] = (
         "; ".join(_text(w) or "" for w in warnings) if isinstance(warnings, list) and warnings else None
@@ -570,18 +579,66 @@ RANK_COUNT_KEYS = ("nproc_per_node", "nnodes")
 _NOT_SETUP = (*RANK_COUNT_KEYS, "tag", *RUN_CONTROL_KEYS)
 
 
-def setup_id(record: Record) -> str | None:
-    """A short hash of everything that defines the run's set-up except its rank count: the
-    config less :data:`RANK_COUNT_KEYS`, the tag and the run controls, plus the device name.
-    Runs with the same id differ only in how many ranks they ran on."""
-    config = record.get("config")
-    if not isinstance(config, dict):
-        return None
+PARALLEL_DEFAULT = {
+    "dp_replicate": 1,
+    "dp_shard": -1,
+    "tp": 1,
+    "pp": 1,
+    "pp_schedule": "1F1B",
+    "pp_microbatches": None,
+    "cp": 1,
+}
+"""``config.parallel`` as every record had it before the key existed (pure data parallel over
+the world), with ``pp_microbatches`` and ``cp`` at their defaults too."""
+
+
+def parallel_degrees(record: Record) -> dict[str, int] | None:
+    """The record's ``system.parallel`` degrees; for a record without them (older ones), pure
+    data parallel over ``system.world_size`` (``dp_shard`` = the world size, every other degree
+    1); None when neither is known (a run that never launched)."""
+    system = record.get("system") if isinstance(record.get("system"), dict) else {}
+    degrees = system.get("parallel")
+    if isinstance(degrees, dict) and all(
+        isinstance(degrees.get(k), int) and not isinstance(degrees.get(k), bool) for k in _DEGREES
+    ):
+        return {k: degrees[k] for k in _DEGREES}
+    world = system.get("world_size")
+    if isinstance(world, int) and not isinstance(world, bool) and world > 0:
+        return {"dp_replicate": 1, "dp_shard": world, "tp": 1, "pp": 1, "cp": 1}
+    return None
+
+
+_DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
+
+
+def _setup_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The config keys that define a set-up: less :data:`_NOT_SETUP`, and less the keys that newer
+    records add at the value that older records implied (``parallel`` at pure data parallel,
+    ``batch.global_batch_size`` null), so that a set-up keeps its id across versions."""
     kept = {k: v for k, v in config.items() if k not in _NOT_SETUP}
+    parallel = kept.get("parallel")
+    if isinstance(parallel, dict) and all(parallel.get(k) == v for k, v in PARALLEL_DEFAULT.items()):
+        kept.pop("parallel")
+    batch = kept.get("batch")
+    if isinstance(batch, dict) and "global_batch_size" in batch and batch["global_batch_size"] is None:
+        kept["batch"] = {k: v for k, v in batch.items() if k != "global_batch_size"}
     # full/none hash as the bool of older records, so that a set-up keeps its id across the change
     ckpt = kept.get("activation_checkpointing")
     if isinstance(ckpt, dict) and set(ckpt) == {"name"} and ckpt["name"] in CHECKPOINTING_BOOLS.values():
         kept["activation_checkpointing"] = ckpt["name"] == "full"
+    return kept
+
+
+def setup_id(record: Record) -> str | None:
+    """A short hash of everything that defines the run's set-up except its rank count: the
+    config less :data:`RANK_COUNT_KEYS`, the tag and the run controls, plus the device name.
+    Runs with the same id differ only in how many ranks they ran on. A ``parallel`` section at
+    its defaults (``dp_shard=-1``: data parallel over whatever world) is left out, as older
+    records have none (:func:`_setup_config`)."""
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return None
+    kept = _setup_config(config)
     system = record.get("system") if isinstance(record.get("system"), dict) else {}
     text = json.dumps([kept, system.get("device_name")], sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()[:10]
@@ -590,6 +647,8 @@ def setup_id(record: Record) -> str | None:
 def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
     """Set ``scaling_efficiency``: each ok run's tokens/s per device over the median tokens/s of
     the ok one-rank runs of the same ``setup_id`` (weak scaling, fixed micro batch per rank).
+    Per-device figures divide by every rank (``world_size``), whatever the layout: a set-up
+    with another layout (``config.parallel``) has another ``setup_id``.
     Blank where the set-up has no ok one-rank run or ran at one rank count only; 1.0 for the
     one-rank runs themselves."""
     ok = df["status"].eq("ok") & df["tokens_per_s_per_device"].notna() & df["setup_id"].notna()

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flopsweep import config as fconfig  # noqa: E402
+from flopsweep.layout import Layout  # noqa: E402
 from flopsweep.memory import estimate  # noqa: E402
 from flopsweep.plan import option_schemas  # noqa: E402
 
@@ -38,7 +39,11 @@ def run_config(config: dict) -> fconfig.RunConfig:
         values = dict(config[group])
         key = values.get("arch", "gpt2") if group == "model" else values["name"]
         groups[group] = _node(schemas[group][key], values)
-    top = {k: v for k, v in config.items() if k not in schemas and k not in ("steps", "optim", "fault")}
+    top = {
+        k: v
+        for k, v in config.items()
+        if k not in schemas and k not in ("steps", "optim", "fault", "parallel")
+    }
     return dataclasses.replace(_node(fconfig.RunConfig, top), **groups)
 
 
@@ -52,7 +57,8 @@ def rows(root: Path, folder: str | None) -> list[tuple[str, str, float, float]]:
         if record["status"] != "ok" or not measured:
             continue
         cfg = run_config(record["config"])
-        est = estimate(cfg, record["system"]["world_size"])
+        degrees = record["system"].get("parallel") or {"dp_shard": record["system"]["world_size"]}
+        est = estimate(cfg, Layout(**degrees))
         out.append((str(path.relative_to(root).parent), cfg.backend.name, est.total / GIB, measured / GIB))
     return out
 

@@ -20,10 +20,12 @@ import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flopsweep.config import RunConfig
 from flopsweep.launch import SCRATCH, Outcome, launch_local
+
+if TYPE_CHECKING:
+    from flopsweep.layout import Plan
 
 log = logging.getLogger("flopsweep")
 
@@ -115,8 +117,9 @@ class NothingFits(ProbeFailed):
     """Even the starting micro batch ran out of memory; ``outcome`` is that probe's."""
 
 
-def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int, dict[str, Any]]:
-    """Search the largest ``micro_batch_size`` for ``cfg`` (validated, ``batch.name == "auto"``).
+def find_micro_batch(plan: Plan, job_dir: Path) -> tuple[int, dict[str, Any]]:
+    """Search the largest ``micro_batch_size`` for ``plan.cfg`` (validated, ``batch.name == "auto"``);
+    each probe runs on the plan's layout.
 
     Probes start at ``batch.micro_batch_size`` and stop at ``batch.max_micro_batch_size``.
     Each runs in ``job_dir/batch_search/mbs<N>/`` with ``profile=false``.
@@ -129,6 +132,7 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int, dict[str, Any]
         NothingFits: when even ``batch.micro_batch_size`` runs out of memory.
         ProbeFailed: when a probe ends in ``error`` or ``invalid`` (not ``oom``).
     """
+    cfg = plan.cfg
     capacity = cuda_capacity(cfg.device)
     probes: list[dict[str, Any]] = []
     points: list[tuple[int, int]] = []  # (size, peak allocated bytes) of the probes that fit
@@ -151,7 +155,7 @@ def find_micro_batch(cfg: RunConfig, job_dir: Path) -> tuple[int, dict[str, Any]
             profile=False,  # a probe asks only "does it fit"; the measured run profiles
         )
         probe_dir = Path(job_dir) / "batch_search" / f"mbs{n}"
-        outcome = outcomes[n] = launch_local(probe_cfg, probe_dir)
+        outcome = outcomes[n] = launch_local(dataclasses.replace(plan, cfg=probe_cfg), probe_dir)
         shutil.rmtree(probe_dir / SCRATCH, ignore_errors=True)
         peaks = [
             r["peak_cuda_allocated_bytes"] for r in outcome.ranks or [] if r["peak_cuda_allocated_bytes"]

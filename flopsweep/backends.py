@@ -32,6 +32,7 @@ from flopsweep import checkpointing
 from flopsweep import precision as fprecision
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
+from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.options import DeepSpeedConfig, FSDPConfig
 from flopsweep.record import plural
@@ -180,12 +181,12 @@ def _torch_trainer(
     )
 
 
-def build_single(cfg: RunConfig, device: torch.device) -> TorchTrainer:
+def build_single(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrainer:
     """One rank, fp32 master weights, ``torch.autocast`` for bf16/fp16."""
     return _torch_trainer(build_model(cfg, device), cfg, device)
 
 
-def build_ddp(cfg: RunConfig, device: torch.device) -> TorchTrainer:
+def build_ddp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrainer:
     """``DistributedDataParallel`` with ``torch.autocast``; ``no_sync`` on all but the last micro batch."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -201,14 +202,15 @@ def build_ddp(cfg: RunConfig, device: torch.device) -> TorchTrainer:
     return _torch_trainer(model, cfg, device, no_sync=no_sync)
 
 
-def build_fsdp(cfg: RunConfig, device: torch.device) -> TorchTrainer:
+def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrainer:
     """FSDP2: ``fully_shard`` each block, then the root, with one ``MixedPrecisionPolicy``
-    (params in the run's precision, gradients reduced in fp32)."""
+    (params in the run's precision, gradients reduced in fp32), sharded over the layout's
+    ``dp_shard`` ranks."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     model = build_model(cfg, device)
-    mesh = init_device_mesh(device.type, (torch.distributed.get_world_size(),))
+    mesh = init_device_mesh(device.type, (layout.dp_shard,), mesh_dim_names=("dp_shard",))
     dtype = DTYPES[cfg.precision.name]
     mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
     blocks = family(cfg.model).blocks(model)
@@ -257,7 +259,8 @@ def deepspeed_config(
     0.9 * 2048^2 = 3774873.6).
 
     Args:
-        world_size: data-parallel ranks; ``train_batch_size = micro x accum x world_size``.
+        world_size: data-parallel ranks (the layout's ``dp``); ``train_batch_size = micro x accum x
+            world_size``.
         device_type: ``cuda`` uses DeepSpeed's FusedAdam; ``cpu`` uses ``torch.optim.AdamW``.
     """
     h = model.n_embd
@@ -331,7 +334,7 @@ def extensions_dir(environ: Mapping[str, str] = os.environ) -> str:
     return str(path)
 
 
-def build_deepspeed(cfg: RunConfig, device: torch.device) -> DeepSpeedTrainer:
+def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> DeepSpeedTrainer:
     """DeepSpeed ZeRO engine; under ZeRO-3 the model is built inside ``deepspeed.zero.Init``
     so that each rank only ever holds its partition. Its JIT-built ops go to :func:`extensions_dir`."""
     os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
@@ -349,7 +352,7 @@ def build_deepspeed(cfg: RunConfig, device: torch.device) -> DeepSpeedTrainer:
         precision=cfg.precision.name,
         optim=cfg.optim,
         model=cfg.model,
-        world_size=torch.distributed.get_world_size(),
+        world_size=layout.dp,
         device_type=device.type,
     )
     stage3 = cfg.backend.zero_stage == 3
@@ -434,7 +437,7 @@ class BackendSpec:
     """One ``backend=`` option.
 
     Attributes:
-        build: ``(cfg, device) -> Trainer`` on this rank, after the process group exists.
+        build: ``(cfg, device, layout) -> Trainer`` on this rank, after the process group exists.
         config: the option's schema (``BackendConfig`` or a subclass with its knobs).
         max_ranks: the most ranks (world size) it runs on; None for any.
         devices: where it runs.
@@ -443,7 +446,7 @@ class BackendSpec:
         precisions: run precisions it supports (None: all); fp8 needs torchao's modules.
     """
 
-    build: Callable[[RunConfig, torch.device], Trainer]
+    build: Callable[[RunConfig, torch.device, Layout], Trainer]
     config: type[BackendConfig] = BackendConfig
     max_ranks: int | None = None
     devices: tuple[str, ...] = ("cuda", "cpu")
@@ -517,6 +520,7 @@ def check_support(
     return spec.check(cfg) if spec.check is not None else cfg
 
 
-def build_trainer(cfg: RunConfig, device: torch.device) -> Trainer:
-    """Build the backend named by ``cfg.backend.name`` on this rank's ``device``."""
-    return BACKENDS[cfg.backend.name].build(cfg, device)
+def build_trainer(cfg: RunConfig, device: torch.device, layout: Layout) -> Trainer:
+    """Build the backend named by ``cfg.backend.name`` on this rank's ``device``, laid out as the
+    plan's ``layout`` (:class:`flopsweep.layout.Layout`)."""
+    return BACKENDS[cfg.backend.name].build(cfg, device, layout)

@@ -197,6 +197,10 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.precision.fp8_all_gather",
     "config.batch.name",
     "config.batch.max_micro_batch_size",
+    "config.batch.global_batch_size",  # grad_accum shows what it set
+    # The parallel degrees: the dp column (system.parallel) shows the data-parallel degree; tp, pp
+    # and cp are refused above 1 until they are built.
+    "config.parallel",
     # The same in every run of a sweep, or run controls (what resume and setup_id ignore).
     "config.steps",
     "config.optim",

@@ -124,7 +124,32 @@ class BatchConfig:
     micro_batch_size: int = 4
     """Sequences per rank per forward/backward (``auto``: where the search starts)."""
     grad_accum: int = 1
-    """Micro batches accumulated per optimizer step."""
+    """Micro batches accumulated per optimizer step; set from ``global_batch_size`` when that is given."""
+    global_batch_size: int | None = None
+    """Sequences per optimizer step over all data-parallel ranks; when set, validation sets
+    ``grad_accum = global_batch_size / (micro_batch_size x data-parallel degree)``
+    (:func:`flopsweep.layout.grad_accum_for`). None: ``grad_accum`` as given."""
+
+
+@dataclass(kw_only=True)
+class ParallelConfig:
+    """How the world's ranks split into kinds of parallelism (torchtitan's ``ParallelDims``);
+    :class:`flopsweep.layout.Layout` is the validated form. Only data parallelism is built."""
+
+    dp_replicate: int = 1
+    """Data-parallel replicas (HSDP's replicate dimension); >1 not built yet."""
+    dp_shard: int = -1
+    """Data-parallel ranks that shard the model; -1: the ranks the other degrees leave."""
+    tp: int = 1
+    """Tensor-parallel degree; >1 not built yet."""
+    pp: int = 1
+    """Pipeline-parallel stages; >1 not built yet."""
+    pp_schedule: str = "1F1B"
+    """Pipeline schedule: ``1F1B``, ``Interleaved1F1B`` or ``GPipe`` (used once pp is built)."""
+    pp_microbatches: int | None = None
+    """Pipeline micro batches per step; None: the schedule's default (used once pp is built)."""
+    cp: int = 1
+    """Context-parallel degree; reserved, >1 not built yet."""
 
 
 @dataclass(kw_only=True)
@@ -183,6 +208,7 @@ class RunConfig:
     backend: BackendConfig = field(default_factory=BackendConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     batch: BatchConfig = field(default_factory=BatchConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
     steps: StepsConfig = field(default_factory=StepsConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     nproc_per_node: str = "auto"

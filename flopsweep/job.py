@@ -25,6 +25,7 @@ from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
+from flopsweep.layout import Layout
 from flopsweep.metrics import (
     build_record,
     compute_metrics,
@@ -34,7 +35,7 @@ from flopsweep.metrics import (
     system_info,
 )
 from flopsweep.models import family
-from flopsweep.plan import Environment, plan
+from flopsweep.plan import Environment, Plan, fixed_nproc, plan
 from flopsweep.record import METRICS_FILE, RecordExistsError, atomic_write_json, exists_message
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
 
@@ -113,12 +114,13 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         "job_num": info.job_num,
     }
     try:
-        cfg = plan(cfg, Environment.detect(), choices=info.choices).cfg
+        p = plan(cfg, Environment.detect(), choices=info.choices)
     except ConfigError as exc:
         error = rec.error("ConfigError", str(exc), "config")
         if writes_record():
             set_aside(path)
-        return _finish(path, cfg, run, "invalid", error, None, world_size=None, load_start=load_start)
+        return _finish(path, cfg, run, "invalid", error, None, layout=None, load_start=load_start)
+    cfg = p.cfg
     done = ok_record(path, cfg)
     if done is not None:
         log.info(
@@ -129,7 +131,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         return done
     if writes_record():
         set_aside(path)
-    return _launch(path, cfg, run, info, load_start)
+    return _launch(path, p, run, info, load_start)
 
 
 def defining_overrides(overrides: list[str]) -> list[str]:
@@ -175,7 +177,8 @@ def record_lost_job(
     the job directory at submission) is kept and returned, and so is, under ``resume=true``, the
     previous record when it is ``ok`` (the job would have skipped itself). Any other record is set
     aside (:func:`set_aside`). The new record is ``error`` with type ``JobLost``, ``message``, and the
-    phase the least advanced rank reached (``launch`` when none started; ``world_size`` null then).
+    phase the least advanced rank reached (``launch`` when none started; ``world_size`` and
+    ``parallel`` null then, and ``parallel`` also when the config's degrees do not fit the world).
 
     Args:
         submitted_at: the submission time, seconds since the epoch (``time.time()``): ``run.started_at``.
@@ -192,7 +195,8 @@ def record_lost_job(
     except (rec.RecordError, OSError, ValueError, KeyError, TypeError):
         pass  # unreadable: set aside below
     set_aside(path)
-    world = int(cfg.nproc_per_node) * cfg.nnodes if str(cfg.nproc_per_node).isdigit() else None
+    nproc = fixed_nproc(cfg.nproc_per_node)
+    world = nproc * cfg.nnodes if nproc else None
     phase, rank = last_phase(job_dir / SCRATCH, world or 1)
     started = datetime.datetime.fromtimestamp(submitted_at, datetime.timezone.utc)
     run = {
@@ -203,7 +207,13 @@ def record_lost_job(
         "job_num": info.job_num,
     }
     error = rec.error("JobLost", message, phase, rank)
-    return _finish(path, cfg, run, "error", error, None, world_size=None if phase == "launch" else world)
+    layout = None
+    if phase != "launch" and world:
+        try:
+            layout = Layout.resolve(cfg.parallel, world)
+        except ConfigError:
+            layout = None  # the task refused it; the record keeps the world size unknown
+    return _finish(path, cfg, run, "error", error, None, layout=layout)
 
 
 ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
@@ -251,7 +261,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     env = Environment.detect()
     note = ""
     if cfg.device == "cuda" and not env.cuda_available:
-        nproc = int(cfg.nproc_per_node) if str(cfg.nproc_per_node).isdigit() else 1
+        nproc = fixed_nproc(cfg.nproc_per_node) or 1
         env = dataclasses.replace(
             env, cuda_available=True, gpu_count=nproc, bf16_supported=True, capability=(9, 0)
         )
@@ -268,8 +278,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         row.update(status="invalid", note=str(exc))
     else:
         m = p.cfg.model
-        est = estimate(p.cfg, p.world_size)
-        tokens = p.cfg.batch.micro_batch_size * p.cfg.batch.grad_accum * p.world_size * m.seq_len
+        est = estimate(p.cfg, p.layout)
+        tokens = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum) * m.seq_len
         flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
         row.update(
             status="ok",
@@ -351,21 +361,22 @@ def plan_table(path: str) -> str:
     return f"{table}\n(plan: no worker started, no record written; {path})"
 
 
-def warn_host_memory(cfg: RunConfig) -> None:
+def warn_host_memory(p: Plan) -> None:
     """On the CPU, warn in one line when the ranks of this machine need more than its free host
     memory: each rank's fp32 weights, gradients and AdamW states
     (:func:`flopsweep.memory.model_states_floor`) plus its activations and logits
     (:func:`flopsweep.memory.activation_bytes`), as when a GPU sweep is run with ``device=cpu``.
     The run still goes ahead (validation already refused one whose states alone exceed the
     machine's memory)."""
+    cfg = p.cfg
     if cfg.device != "cpu":
         return
     import psutil
 
     from flopsweep.memory import activation_bytes, model_states_floor
 
-    nproc = int(cfg.nproc_per_node)
-    need = nproc * (model_states_floor(cfg, nproc * cfg.nnodes) + sum(activation_bytes(cfg)))
+    nproc = p.nproc_per_node
+    need = nproc * (model_states_floor(cfg, p.layout) + sum(activation_bytes(cfg)))
     free = psutil.virtual_memory().available
     if need > free:
         log.warning(
@@ -382,42 +393,43 @@ def warn_host_memory(cfg: RunConfig) -> None:
 
 
 def _launch(
-    path: Path, cfg: RunConfig, run: dict[str, Any], info: JobInfo, load_start: list[float] | None
+    path: Path, p: Plan, run: dict[str, Any], info: JobInfo, load_start: list[float] | None
 ) -> dict[str, Any]:
-    """Start the ranks of a validated config and record what happened."""
-    world = int(cfg.nproc_per_node) * cfg.nnodes
+    """Start the ranks of a validated plan and record what happened."""
+    cfg, world, layout = p.cfg, p.world_size, p.layout
     shown = printable(" ".join(info.overrides)) or "defaults"
     log.info("launching %s on %s: %s", rec.plural(world, "rank"), cfg.device, shown)
     use_expandable_segments(cfg.device)
-    warn_host_memory(cfg)
+    warn_host_memory(p)
     try:
-        outcome, cfg = launch_run(cfg, path.parent, run)
+        outcome, cfg = launch_run(p, path.parent, run)
     except (KeyboardInterrupt, Terminated) as exc:
         phase, _ = last_phase(path.parent / SCRATCH, world)
         what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
         error = rec.error(type(exc).__name__, f"interrupted by {what}; every worker was stopped", phase)
         try:
-            _finish(path, cfg, run, "error", error, None, world_size=world, load_start=load_start)
+            _finish(path, cfg, run, "error", error, None, layout=layout, load_start=load_start)
         except rec.NotRecorded as lost:  # the signal's own message follows; say this one first
             print(f"flopsweep: {lost}", file=sys.stderr, flush=True)
         raise
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
         error = rec.error(type(exc).__name__, str(exc), "launch")
-        return _finish(path, cfg, run, "error", error, None, world_size=world, load_start=load_start)
-    return record_outcome(path, cfg, run, outcome, world, load_start=load_start)
+        return _finish(path, cfg, run, "error", error, None, layout=layout, load_start=load_start)
+    return record_outcome(path, cfg, run, outcome, layout, load_start=load_start)
 
 
-def launch_run(cfg: RunConfig, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, RunConfig]:
-    """Launch the measured run; with ``batch=auto`` search the micro batch first.
+def launch_run(p: Plan, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, RunConfig]:
+    """Launch the measured run of plan ``p``; with ``batch=auto`` search the micro batch first.
 
     The search goes in ``run["batch_search"]``; the returned config carries the size found.
     """
+    cfg = p.cfg
     if inside_submitit_task():  # this task is one rank; validation refused batch=auto here
-        return launch_slurm_task(cfg, job_dir), cfg
+        return launch_slurm_task(p, job_dir), cfg
     if cfg.batch.name != "auto":
-        return launch_local(cfg, job_dir), cfg
+        return launch_local(p, job_dir), cfg
     try:
-        size, run["batch_search"] = find_micro_batch(cfg, job_dir)
+        size, run["batch_search"] = find_micro_batch(p, job_dir)
     except NothingFits as exc:
         run["batch_search"] = exc.record
         error = dict(exc.outcome.error or {})
@@ -435,7 +447,7 @@ def launch_run(cfg: RunConfig, job_dir: Path, run: dict[str, Any]) -> tuple[Outc
             size,
         )
     log.info("batch=auto: measuring at micro batch %d", size)
-    return launch_local(cfg, job_dir), cfg
+    return launch_local(dataclasses.replace(p, cfg=cfg), job_dir), cfg
 
 
 def comparable_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -500,16 +512,20 @@ def record_outcome(
     cfg: RunConfig,
     run: dict[str, Any],
     outcome: Outcome,
-    world: int,
+    layout: Layout,
     *,
     load_start: list[float] | None = None,
 ) -> dict[str, Any]:
-    """Compute metrics for an ok outcome (or mark it invalid) and write the record."""
+    """Compute metrics for an ok outcome (or mark it invalid) and write the record.
+
+    Args:
+        layout: the plan's layout (:attr:`flopsweep.plan.Plan.layout`), the record's ``system.parallel``.
+    """
     if outcome.status != "ok":
         return _finish(
-            path, cfg, run, outcome.status, outcome.error, None, world_size=world, load_start=load_start
+            path, cfg, run, outcome.status, outcome.error, None, layout=layout, load_start=load_start
         )
-    metrics = compute_metrics(cfg, outcome.ranks)
+    metrics = compute_metrics(cfg, outcome.ranks, layout)
     problem = sanity_problem(cfg, metrics, cfg.device)
     device_name = outcome.ranks[0]["device"]
     if problem:
@@ -521,7 +537,7 @@ def record_outcome(
             "invalid",
             error,
             None,
-            world_size=world,
+            layout=layout,
             device_name=device_name,
             load_start=load_start,
         )
@@ -532,7 +548,7 @@ def record_outcome(
         "ok",
         None,
         metrics,
-        world_size=world,
+        layout=layout,
         device_name=device_name,
         load_start=load_start,
         warnings=profile_warnings(outcome.ranks),
@@ -547,14 +563,17 @@ def _finish(
     error: dict[str, Any] | None,
     metrics: dict[str, Any] | None,
     *,
-    world_size: int | None,
+    layout: Layout | None,
     device_name: str | None = None,
     load_start: list[float] | None = None,
     warnings: list[str] | None = None,
 ) -> dict[str, Any]:
+    """Write the record. ``layout`` is the plan's (None for a run that never launched: its
+    ``system.world_size``, ``nproc_per_node`` and ``parallel`` are null)."""
     run = {**run, "finished_at": _now()}
-    nproc = int(cfg.nproc_per_node) if world_size and str(cfg.nproc_per_node).isdigit() else None
-    system = system_info(cfg.device, world_size, device_name, nproc, load_start=load_start)
+    world = layout.world_size if layout else None
+    nproc = world // cfg.nnodes if world else None
+    system = system_info(cfg.device, world, device_name, nproc, load_start=load_start, layout=layout)
     record = build_record(
         cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics, warnings=warnings
     )

@@ -20,11 +20,13 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flopsweep import record as rec
-from flopsweep.config import RunConfig
 from flopsweep.worker import RankSpec, spawned_main
+
+if TYPE_CHECKING:
+    from flopsweep.layout import Plan
 
 SCRATCH = ".flopsweep"
 INVALID_ERRORS = ("KernelUnavailable",)  # exception type names (flopsweep.attention) that mean "invalid"
@@ -56,11 +58,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
-    """Run ``cfg`` on ``int(cfg.nproc_per_node)`` spawned ranks and wait for them.
+def launch_local(plan: Plan, job_dir: Path) -> Outcome:
+    """Run ``plan.cfg`` on ``plan.nproc_per_node`` spawned ranks and wait for them; each rank
+    gets the plan's layout.
 
     Args:
-        cfg: a validated config (``device`` and ``nproc_per_node`` resolved).
+        plan: a validated plan (:func:`flopsweep.plan.resolve`) of one node.
         job_dir: the Hydra job directory; tracebacks land here, the scratch files
             in ``job_dir/.flopsweep``.
 
@@ -70,7 +73,7 @@ def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
     """
     import torch.multiprocessing as mp
 
-    nproc = int(cfg.nproc_per_node)
+    cfg, nproc = plan.cfg, plan.nproc_per_node
     scratch = prepare_scratch(job_dir)
     spec = RankSpec(
         cfg=cfg,
@@ -79,7 +82,7 @@ def launch_local(cfg: RunConfig, job_dir: Path) -> Outcome:
         master_addr="127.0.0.1",
         master_port=free_port(),
         nproc_per_node=nproc,
-        world_size=nproc,
+        layout=plan.layout,
         verbose=logging.getLogger("flopsweep").isEnabledFor(logging.DEBUG),
     )
     context = mp.start_processes(spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn")

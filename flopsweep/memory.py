@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import checkpointing
+from flopsweep.layout import Layout
 from flopsweep.models import family
 
 LOGIT_BYTES = 6
@@ -53,7 +54,9 @@ class MemoryEstimate:
         return self.model_states + self.activations + self.logits
 
 
-def _model_states(cfg: Any, world: int, n_params: int, largest_layer: int) -> tuple[int, str]:
+def _model_states(cfg: Any, layout: Layout, n_params: int, largest_layer: int) -> tuple[int, str]:
+    """FSDP2 shards over ``layout.dp_shard`` ranks (HSDP replicas hold copies), ZeRO over all
+    ``layout.dp`` data-parallel ranks."""
     backend, precision = cfg.backend.name, cfg.precision.name
     autocast_copies = 2 * n_params if precision != "fp32" else 0
     if backend in ("single", "ddp"):
@@ -63,10 +66,11 @@ def _model_states(cfg: Any, world: int, n_params: int, largest_layer: int) -> tu
             "16 P fp32 states + 2 P autocast copies (+ 4 P DDP buckets)",
         )
     if backend == "fsdp":
-        return 16 * n_params // world, "16 P / W (FSDP2 shards weights, gradients, AdamW moments)"
+        return 16 * n_params // layout.dp_shard, "16 P / W (FSDP2 shards weights, gradients, AdamW moments)"
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
     from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 
+    world = layout.dp
     if cfg.backend.zero_stage == 3:
         _, gpu, _ = estimate_zero3_model_states_mem_needs(
             n_params, largest_layer, num_gpus_per_node=world, cpu_offload=False, cpu_offload_params=False
@@ -76,17 +80,17 @@ def _model_states(cfg: Any, world: int, n_params: int, largest_layer: int) -> tu
     return gpu, "DeepSpeed estimate_zero2_model_states_mem_needs (no offload; ZeRO-1 and -2)"
 
 
-def model_states_floor(cfg: Any, world_size: int) -> int:
+def model_states_floor(cfg: Any, layout: Layout) -> int:
     """A lower bound of one rank's bytes for fp32 weights, gradients and AdamW's two moments:
     ``16 P`` for ``single`` and ``ddp`` (every rank a full replica), ``16 P / W`` for ``fsdp`` and
-    ``deepspeed`` (sharded at most ``W`` ways; ZeRO-1 and -2 keep more). Unlike :func:`estimate`
-    it needs no DeepSpeed import, so validation can afford it on every job.
+    ``deepspeed`` (sharded at most ``W = layout.dp`` ways; ZeRO-1 and -2 keep more). Unlike
+    :func:`estimate` it needs no DeepSpeed import, so validation can afford it on every job.
 
     Args:
-        cfg: a ``RunConfig``; world_size: data-parallel ranks.
+        cfg: a ``RunConfig``; layout: the run's parallel degrees (:class:`flopsweep.layout.Layout`).
     """
     n_params = family(cfg.model).n_params(cfg.model)
-    return 16 * n_params if cfg.backend.name in ("single", "ddp") else 16 * n_params // world_size
+    return 16 * n_params if cfg.backend.name in ("single", "ddp") else 16 * n_params // layout.dp
 
 
 def activation_bytes(cfg: Any) -> tuple[int, int]:
@@ -104,18 +108,18 @@ def activation_bytes(cfg: Any) -> tuple[int, int]:
     return activations, LOGIT_BYTES * tokens * m.vocab_size
 
 
-def estimate(cfg: Any, world_size: int) -> MemoryEstimate:
-    """The peak GPU memory of one rank of the resolved config ``cfg`` on ``world_size`` ranks.
+def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
+    """The peak GPU memory of one rank of the resolved config ``cfg`` laid out as ``layout``.
 
     Args:
         cfg: a resolved ``RunConfig`` (``flopsweep.plan.Plan.cfg``).
-        world_size: data-parallel ranks (the plan's).
+        layout: the plan's parallel degrees (``flopsweep.plan.Plan.layout``).
 
     Returns:
         The estimate by part (see the module docstring for each formula).
     """
     m = cfg.model
     fam = family(m)
-    states, method = _model_states(cfg, world_size, fam.n_params(m), fam.memory(m)["largest_layer_params"])
+    states, method = _model_states(cfg, layout, fam.n_params(m), fam.memory(m)["largest_layer_params"])
     activations, logits = activation_bytes(cfg)
     return MemoryEstimate(states, activations, logits, method)

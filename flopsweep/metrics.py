@@ -22,6 +22,7 @@ from typing import Any
 from flopsweep import checkpointing, flops
 from flopsweep.attention import executed_density
 from flopsweep.config import RunConfig
+from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.precision import PRECISIONS
 from flopsweep.record import PER_RANK_KEYS, SCHEMA_VERSION, STATUSES, null_metrics, plural, strict
@@ -95,27 +96,38 @@ def _peaks(cfg: RunConfig, device_name: str) -> dict[str, Any]:
     return {"peak_tflops": peak, "peak_tflops_source": source, "peak_tflops_fp8": peak_fp8}
 
 
-def compute_metrics(cfg: RunConfig, ranks: list[dict[str, Any]]) -> dict[str, Any]:
+def compute_metrics(
+    cfg: RunConfig, ranks: list[dict[str, Any]], layout: Layout | None = None
+) -> dict[str, Any]:
     """Headline metrics from the per-rank figures gathered by rank 0.
 
     Iteration time of step ``i`` is the slowest rank's time for that step; rates use
     the mean. FLOPs come from the model's family (:mod:`flopsweep.models`) for
-    ``B x s`` tokens, ``B = micro_batch_size x grad_accum x world_size``, and eq. 3 from
-    :func:`flopsweep.flops.flops_per_iteration` where the family is GPT-shaped.
+    ``B x s`` tokens, ``B = micro_batch_size x grad_accum x dp`` (the layout's data-parallel
+    degree, :meth:`flopsweep.layout.Layout.global_batch`), and eq. 3 from
+    :func:`flopsweep.flops.flops_per_iteration` where the family is GPT-shaped. Per-device
+    figures divide by every rank (``layout.world_size``).
 
     Args:
         ranks: one dict per rank with ``step_times_s``, ``losses`` (warm-up and measured
             steps, each the mean over micro batches; None where not finite), peak memory
             figures, ``matmul_tflops`` and ``warmup_steps``.
+        layout: the plan's layout; None: pure data parallel over ``len(ranks)`` ranks.
+
+    Raises:
+        ValueError: when the layout's world size is not the number of ranks.
     """
     import psutil
 
-    world = len(ranks)
+    layout = layout or Layout.data_parallel(len(ranks))
+    world = layout.world_size
+    if world != len(ranks):
+        raise ValueError(f"the layout has {world} ranks but {len(ranks)} reported")
     steps = [max(times) for times in zip(*(r["step_times_s"] for r in ranks), strict=True)]
     it = _summary(steps)
     m, b = cfg.model, cfg.batch
     fam = family(m)
-    global_batch = b.micro_batch_size * b.grad_accum * world
+    global_batch = layout.global_batch(b.micro_batch_size, b.grad_accum)
     tokens = global_batch * m.seq_len
     density = cfg.attention.density if cfg.attention.density is not None else 1.0
     model_flops = fam.model_flops(m, tokens, density)
@@ -305,9 +317,11 @@ def system_info(
     nproc_per_node: int | None = None,
     *,
     load_start: list[float] | None = None,
+    layout: Layout | None = None,
 ) -> dict[str, Any]:
-    """Host and software versions; ``device_name`` from rank 0 when it ran; ``world_size`` and
-    ``nproc_per_node`` null for a run that never launched; ``loadavg`` at the job's start
+    """Host and software versions; ``device_name`` from rank 0 when it ran; ``world_size``,
+    ``nproc_per_node`` and ``parallel`` (the layout's degrees, :meth:`Layout.as_dict`) null for a
+    run that never launched; ``loadavg`` at the job's start
     (``load_start``, from :func:`loadavg`) and now, so that a measurement taken on a busy host
     shows it."""
     import torch
@@ -319,6 +333,7 @@ def system_info(
         "device_count": torch.cuda.device_count() if cuda else 0,
         "world_size": world_size,
         "nproc_per_node": nproc_per_node,
+        "parallel": None if layout is None else layout.as_dict(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "deepspeed": _version("deepspeed"),

@@ -30,6 +30,7 @@ from flopsweep.config import (
     require_choice,
     require_positive,
 )
+from flopsweep.layout import Layout, Plan, check_built, grad_accum_for
 from flopsweep.models import MODELS
 from flopsweep.options import AutoBatchConfig, owners
 from flopsweep.record import plural
@@ -116,26 +117,6 @@ def launcher_task(environ: Mapping[str, str]) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Plan:
-    """A validated config placed on this machine.
-
-    Attributes:
-        cfg: the config with ``device`` resolved, ``nproc_per_node`` as an integer string,
-            and each option's derived values (attention density, DeepSpeed sizes) filled in.
-        device: ``cuda`` or ``cpu``.
-        nproc_per_node: ranks per node.
-        nnodes: nodes.
-        world_size: ``nproc_per_node * nnodes``.
-    """
-
-    cfg: RunConfig
-    device: str
-    nproc_per_node: int
-    nnodes: int
-    world_size: int
-
-
 def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunConfig:
     """Check every value and combination that the config alone decides.
 
@@ -158,6 +139,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     require_choice("device", cfg.device, DEVICES, "device")
     check_bounds(cfg)
     _validate_sizes(cfg)
+    check_built(cfg.parallel, cfg.backend.name)
     _validate_optim(cfg.optim)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
@@ -327,6 +309,7 @@ def _numbers(node: object, prefix: str = "") -> list[tuple[str, int | float]]:
 def _validate_sizes(cfg: RunConfig) -> None:
     require_positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
     require_positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
+    _validate_global_batch(cfg.batch)
     limit = getattr(cfg.batch, "max_micro_batch_size", None)
     if limit is not None and limit < cfg.batch.micro_batch_size:
         raise ConfigError(
@@ -349,6 +332,29 @@ def _validate_sizes(cfg: RunConfig) -> None:
     if not 0 <= cfg.seed < MAX_SEED:
         raise ConfigError(
             "seed", cfg.seed, "must be in [0, 2**32) (it seeds torch generators)", "set e.g. seed=0"
+        )
+
+
+def _validate_global_batch(batch: BatchConfig) -> None:
+    """``batch.global_batch_size`` is positive and divides by the micro batch (the data-parallel
+    degree is checked by :func:`resolve`), and needs ``batch=fixed``: ``batch=auto`` changes the
+    micro batch after validation."""
+    total = batch.global_batch_size
+    if total is None:
+        return
+    if batch.name == "auto":
+        raise ConfigError(
+            "batch.global_batch_size",
+            total,
+            "batch=auto searches the micro batch after validation, so grad_accum cannot be set from it",
+            "use batch=fixed with batch.micro_batch_size, or drop batch.global_batch_size",
+        )
+    if total < 1 or total % batch.micro_batch_size:
+        raise ConfigError(
+            "batch.global_batch_size",
+            total,
+            f"is not a positive multiple of batch.micro_batch_size={batch.micro_batch_size}",
+            f"set batch.global_batch_size to a multiple of {batch.micro_batch_size}",
         )
 
 
@@ -381,6 +387,15 @@ def resolve_device(device: str, env: Environment) -> str:
     return "cuda" if env.cuda_available else "cpu"
 
 
+def fixed_nproc(nproc_per_node: str) -> int | None:
+    """``nproc_per_node`` as a positive int, or None for ``auto`` (or anything else): for code that
+    has only a config, not a :class:`Plan` (the sweep process's record of a lost Slurm job, the
+    plan of a GPU job made on a machine without GPUs). Everything after :func:`resolve` reads
+    :attr:`Plan.nproc_per_node`."""
+    text = str(nproc_per_node)
+    return int(text) if text.isdigit() and int(text) >= 1 else None
+
+
 def resolve_nproc(nproc_per_node: str, device: str, backend: str, env: Environment) -> int:
     """Ranks per node for ``nproc_per_node`` (``auto``: the GPU count on cuda, else 1;
     always 1 for a backend that runs one rank).
@@ -409,8 +424,12 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     device = resolve_device(cfg.device, env)
     nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name, env)
     world = nproc * cfg.nnodes
+    layout = Layout.resolve(cfg.parallel, world)
+    cfg = dataclasses.replace(
+        cfg, batch=dataclasses.replace(cfg.batch, grad_accum=grad_accum_for(cfg.batch, layout))
+    )
     _check_placement(cfg, device, nproc, env)
-    _check_host_memory(cfg, device, nproc, world, env)
+    _check_host_memory(cfg, device, nproc, layout, env)
     problem = precision.problem(
         cfg.precision, device=device, capability=env.capability, bf16=env.bf16_supported
     )
@@ -440,10 +459,10 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     resolved = dataclasses.replace(
         cfg, device=device, nproc_per_node=str(nproc), attention=attn, backend=backend
     )
-    return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, world_size=world)
+    return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, layout=layout)
 
 
-def _check_host_memory(cfg: RunConfig, device: str, nproc: int, world: int, env: Environment) -> None:
+def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, env: Environment) -> None:
     """On the CPU, refuse a run whose ranks on this machine hold more fp32 weights, gradients and
     AdamW states alone (:func:`flopsweep.memory.model_states_floor`, a lower bound) than the machine
     has memory: it cannot fit, and trying swaps the machine or ends in the OOM killer's SIGKILL,
@@ -452,7 +471,7 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, world: int, env:
     refused: its out-of-memory error becomes the ``oom`` status."""
     if device != "cpu" or env.host_memory_bytes is None:
         return
-    need = memory.model_states_floor(cfg, world) * nproc
+    need = memory.model_states_floor(cfg, layout) * nproc
     if need <= env.host_memory_bytes:
         return
     # Sharding helps only where the ranks hold copies and one copy fits: all ranks share this host.

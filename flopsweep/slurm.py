@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
 
@@ -48,6 +48,9 @@ from flopsweep.config import ConfigError, RunConfig
 from flopsweep.launch import SCRATCH, Outcome, collect
 from flopsweep.record import METRICS_FILE
 from flopsweep.worker import RankSpec, run_rank
+
+if TYPE_CHECKING:
+    from flopsweep.layout import Plan
 
 log = logging.getLogger("flopsweep")
 
@@ -209,21 +212,22 @@ def check_launcher(
         )
 
 
-def launch_slurm_task(cfg: RunConfig, job_dir: Path) -> Outcome:
-    """Run this task's rank of ``cfg`` and return the job's outcome (see the module docstring).
+def launch_slurm_task(plan: Plan, job_dir: Path) -> Outcome:
+    """Run this task's rank of ``plan.cfg`` and return the job's outcome (see the module docstring).
 
     A task other than rank 0 returns once the record writer wrote ``metrics.json`` (its outcome
     is then only informative), or takes over the writing when every lower rank's task stopped.
 
     Args:
-        cfg: a validated config; ``nproc_per_node x nnodes`` must equal the job's task count.
+        plan: a validated plan; its world size (``nproc_per_node x nnodes``, the product of its
+            layout's degrees) must equal the job's task count.
         job_dir: the Hydra job directory, shared by every task of the job; scratch files go to
             ``job_dir/.flopsweep``.
     """
     from submitit.helpers import TorchDistributedEnvironment
 
     env = TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
-    world = int(cfg.nproc_per_node) * cfg.nnodes
+    cfg, world = plan.cfg, plan.world_size
     if env.world_size != world:
         message = (
             f"the Slurm job has {rec.plural(env.world_size, 'task')} but nnodes x nproc_per_node = {world}: "
@@ -240,7 +244,7 @@ def launch_slurm_task(cfg: RunConfig, job_dir: Path) -> Outcome:
         master_port=env.master_port,
         nproc_per_node=env.local_world_size,
         node_rank=env.rank // env.local_world_size,
-        world_size=world,
+        layout=plan.layout,
     )
     device_index = cuda_device_index(env.local_rank)
     log.info(

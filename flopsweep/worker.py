@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.config import FaultConfig, RunConfig
+from flopsweep.layout import Layout
 from flopsweep.record import RankFigures, atomic_write_json, plural
 from flopsweep.record import error as record_error
 from flopsweep.window import MeasuredWindow, WindowFigures
@@ -42,9 +43,16 @@ class RankSpec:
     master_addr: str
     master_port: int
     nproc_per_node: int
+    layout: Layout
+    """The plan's parallel degrees (:attr:`flopsweep.plan.Plan.layout`); ``layout.world_size``
+    ranks in all."""
     node_rank: int = 0
-    world_size: int = 1
     verbose: bool = False  # the job logs at debug level (hydra.verbose): so does the rank
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in the run: the layout's product of degrees."""
+        return self.layout.world_size
 
 
 def spawned_main(local_rank: int, spec: RankSpec) -> None:
@@ -190,8 +198,8 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         device=device,
     )  # KernelUnavailable: status invalid
     gemm = _matmul_rate(cfg, device)
-    trainer = build_trainer(cfg, device)
-    batches = make_batches(cfg, rank, device)
+    trainer = build_trainer(cfg, device, spec.layout)
+    batches = make_batches(cfg, spec.layout, rank, device)
     log = _logger(rank)
     phase.enter("warmup")
     losses = warm_up(trainer, batches, cfg.steps.warmup, device, log, phase)
@@ -266,17 +274,18 @@ def _check_distinct_devices(device: Any, dist: Any) -> None:
         raise RuntimeError(f"two ranks share a GPU: {idents}; give each rank its own GPU")
 
 
-def make_batches(cfg: RunConfig, rank: int, device: Any) -> list[Any]:
+def make_batches(cfg: RunConfig, layout: Layout, rank: int, device: Any) -> list[Any]:
     """``grad_accum`` micro batches of random token ids, made on the device once.
 
     Returns:
-        list of LongTensor ``[micro_batch_size, seq_len + 1]``; rank ``r`` draws from
-        seed ``(cfg.seed, r)`` so data-parallel ranks see different data and every
-        backend sees the same data.
+        list of LongTensor ``[micro_batch_size, seq_len + 1]``; global rank ``r`` draws from
+        seed ``(cfg.seed, d)``, ``d = layout.dp_rank(r)`` its data-parallel rank, so that
+        data-parallel ranks see different data, the tensor/pipeline/context peers of one
+        data-parallel rank the same data, and every backend the same data.
     """
     import torch
 
-    gen = torch.Generator(device=device).manual_seed(cfg.seed * 1_000_003 + rank)
+    gen = torch.Generator(device=device).manual_seed(cfg.seed * 1_000_003 + layout.dp_rank(rank))
     shape = (cfg.batch.micro_batch_size, cfg.model.seq_len + 1)
     return [
         torch.randint(0, cfg.model.vocab_size, shape, generator=gen, device=device)

@@ -55,6 +55,13 @@ def records(sweep_dir: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(Path(sweep_dir).rglob("metrics.json"))]
 
 
+def make_plan(cfg, env=None):
+    """The plan a job would launch: ``flopsweep.plan.plan`` on ``env`` (this machine when None)."""
+    from flopsweep.plan import Environment, plan
+
+    return plan(cfg, env or Environment.detect())
+
+
 def validate(cfg, env=None):
     """The config a job would run: ``flopsweep.plan.plan`` (validate, then resolve on ``env``,
     this machine when None), as the job calls it."""

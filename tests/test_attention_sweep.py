@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import records, run_py, validate
+from helpers import make_plan, records, run_py
 
 from flopsweep.launch import launch_local
 
@@ -85,9 +85,9 @@ def test_kernel_unavailable_in_a_worker_is_invalid(tmp_path: Path) -> None:
 
     from flopsweep.config import AttentionConfig, RunConfig
 
-    cfg = validate(RunConfig(device="cpu", precision=dataclasses.replace(RunConfig().precision, name="fp32")))
-    cfg = dataclasses.replace(cfg, attention=AttentionConfig(name="sdpa-cudnn", density=1.0))
-    outcome = launch_local(cfg, tmp_path)
+    p = make_plan(RunConfig(device="cpu", precision=dataclasses.replace(RunConfig().precision, name="fp32")))
+    cfg = dataclasses.replace(p.cfg, attention=AttentionConfig(name="sdpa-cudnn", density=1.0))
+    outcome = launch_local(dataclasses.replace(p, cfg=cfg), tmp_path)
     assert outcome.status == "invalid", outcome.error
     assert outcome.error["type"] == "KernelUnavailable" and outcome.error["phase"] == "init"
     assert "attention=sdpa-cudnn cannot run on cpu" in outcome.error["message"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from helpers import ROOT, RUN_PY, run_py, validate
+from helpers import ROOT, RUN_PY, make_plan, run_py, validate
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -31,6 +31,7 @@ from flopsweep.backends import FSDPConfig
 from flopsweep.config import BackendConfig, ConfigError, FaultConfig, ModelConfig, RunConfig
 from flopsweep.job import ok_record, record_outcome, set_aside
 from flopsweep.launch import Outcome, collect, launch_local
+from flopsweep.layout import Layout
 from flopsweep.metrics import compute_metrics, sanity_problem
 from flopsweep.record import RecordExistsError, atomic_write_json
 from flopsweep.store import register_configs
@@ -173,7 +174,7 @@ def test_fail_fast_stops_after_the_first_failed_job(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_hang_stops_every_worker_and_leaves_no_process(tmp_path: Path) -> None:
-    cfg = validate(
+    p = make_plan(
         RunConfig(
             device="cpu",
             nproc_per_node="2",
@@ -182,7 +183,7 @@ def test_hang_stops_every_worker_and_leaves_no_process(tmp_path: Path) -> None:
             fault=FaultConfig(kind="hang", rank=1, phase="init"),
         )
     )
-    outcome = launch_local(cfg, tmp_path)
+    outcome = launch_local(p, tmp_path)
     assert outcome.status == "error"
     assert outcome.error["type"] == "Timeout" and outcome.error["phase"] == "init"
     assert "all 2 workers were stopped" in outcome.error["message"]
@@ -289,7 +290,9 @@ def _h200_cfg(measure: int = 2) -> RunConfig:
 
 def _outcome_record(tmp_path: Path, cfg: RunConfig, ranks: list[dict]) -> dict:
     run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": None}
-    return record_outcome(tmp_path / "metrics.json", cfg, run, Outcome("ok", ranks=ranks), 2)
+    return record_outcome(
+        tmp_path / "metrics.json", cfg, run, Outcome("ok", ranks=ranks), Layout.data_parallel(2)
+    )
 
 
 def test_plausible_h200_step_is_ok(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from helpers import run_py
 
 from flopsweep.backends import DeepSpeedConfig, FSDPConfig
 from flopsweep.config import BackendConfig, CheckpointingConfig, RunConfig
+from flopsweep.layout import Layout
 from flopsweep.memory import estimate, model_states_floor
 from flopsweep.models.gpt2 import GPT2Config
 
@@ -25,19 +26,20 @@ def _cfg(backend, **kw) -> RunConfig:
 
 
 def test_model_states_follow_the_backend() -> None:
-    single = estimate(_cfg(BackendConfig(name="single")), 1)
+    single = estimate(_cfg(BackendConfig(name="single")), Layout.data_parallel(1))
     assert single.model_states == 18 * P  # fp32 weights, grads, AdamW moments + bf16 autocast copies
-    assert estimate(_cfg(BackendConfig(name="ddp")), 1).model_states == 22 * P
-    assert estimate(_cfg(FSDPConfig()), 8).model_states == 16 * P // 8
-    zero2 = estimate(_cfg(DeepSpeedConfig(zero_stage=2)), 4)
+    assert estimate(_cfg(BackendConfig(name="ddp")), Layout.data_parallel(1)).model_states == 22 * P
+    assert estimate(_cfg(FSDPConfig()), Layout.data_parallel(8)).model_states == 16 * P // 8
+    zero2 = estimate(_cfg(DeepSpeedConfig(zero_stage=2)), Layout.data_parallel(4))
     assert zero2.model_states == 2 * P + int(18 * P / 4) and "estimate_zero2" in zero2.method
-    assert "estimate_zero3" in estimate(_cfg(DeepSpeedConfig(zero_stage=3)), 4).method
+    assert "estimate_zero3" in estimate(_cfg(DeepSpeedConfig(zero_stage=3)), Layout.data_parallel(4)).method
 
 
 def test_checkpointing_keeps_only_block_inputs() -> None:
-    plain = estimate(_cfg(BackendConfig(name="single")), 1)
+    plain = estimate(_cfg(BackendConfig(name="single")), Layout.data_parallel(1))
     ckpt = estimate(
-        _cfg(BackendConfig(name="single"), activation_checkpointing=CheckpointingConfig(name="full")), 1
+        _cfg(BackendConfig(name="single"), activation_checkpointing=CheckpointingConfig(name="full")),
+        Layout.data_parallel(1),
     )
     assert ckpt.activations < plain.activations / 4 and ckpt.logits == plain.logits
 
@@ -87,15 +89,16 @@ def test_model_states_floor_is_below_the_estimate() -> None:
     """The refusal's floor never exceeds the estimate it stands in for (so it refuses only what
     the estimate would too), for every backend; sharded backends divide it by the world size."""
     for backend, world in (
-        (BackendConfig(name="single"), 1),
-        (BackendConfig(name="ddp"), 4),
-        (FSDPConfig(), 8),
+        (BackendConfig(name="single"), Layout.data_parallel(1)),
+        (BackendConfig(name="ddp"), Layout.data_parallel(4)),
+        (FSDPConfig(), Layout.data_parallel(8)),
     ):
         cfg = _cfg(backend)
         assert model_states_floor(cfg, world) <= estimate(cfg, world).model_states
+    four = Layout.data_parallel(4)
     for stage in (1, 2, 3):
         cfg = _cfg(DeepSpeedConfig(zero_stage=stage))
-        assert model_states_floor(cfg, 4) == 16 * P // 4 <= estimate(cfg, 4).model_states
+        assert model_states_floor(cfg, four) == 16 * P // 4 <= estimate(cfg, four).model_states
 
 
 def test_plan_on_the_cpu_says_whether_the_host_memory_holds_it(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ SYSTEM_KEYS = {
     "device_count",
     "world_size",
     "nproc_per_node",
+    "parallel",
     "torch",
     "cuda",
     "deepspeed",
@@ -50,6 +51,7 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert all(w.startswith("unsteady") for w in record["warnings"]), record["warnings"]
     assert set(record["metrics"]) == set(METRIC_KEYS)
     assert set(record["system"]) == SYSTEM_KEYS
+    assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 1, "pp": 1, "cp": 1}
     assert set(record["run"]) == {"id", "started_at", "finished_at", "overrides", "job_num"}
     m = record["metrics"]
     assert m["tokens_per_s"] > 0 and m["tflops_per_device"] > 0
@@ -218,12 +220,17 @@ def test_a_signalled_job_is_recorded_and_stops_its_workers(tmp_path: Path, sig: 
 def test_a_cpu_run_too_big_for_host_memory_is_warned_about(caplog):
     from flopsweep.config import ModelConfig, RunConfig
     from flopsweep.job import warn_host_memory
+    from flopsweep.layout import Layout
+    from flopsweep.plan import Plan
+
+    def one_rank(cfg: RunConfig) -> Plan:
+        return Plan(cfg=cfg, device=cfg.device, nproc_per_node=1, nnodes=1, layout=Layout.data_parallel(1))
 
     big = ModelConfig(name="gpt-13b", n_layer=40, n_embd=5120, n_head=40, seq_len=2048, vocab_size=50304)
     with caplog.at_level("WARNING", logger="flopsweep"):
-        warn_host_memory(RunConfig(device="cpu", nproc_per_node="1", model=big))  # 13 B x 16 bytes
+        warn_host_memory(one_rank(RunConfig(device="cpu", nproc_per_node="1", model=big)))  # 13 B x 16 B
         assert "model=gpt-13b on the CPU" in caplog.text and "device=cuda" in caplog.text
         caplog.clear()
-        warn_host_memory(RunConfig(device="cpu", nproc_per_node="1"))  # gpt-tiny
-        warn_host_memory(RunConfig(device="cuda", nproc_per_node="1", model=big))  # not host memory
+        warn_host_memory(one_rank(RunConfig(device="cpu", nproc_per_node="1")))  # gpt-tiny
+        warn_host_memory(one_rank(RunConfig(device="cuda", nproc_per_node="1", model=big)))  # not host
     assert caplog.text == ""

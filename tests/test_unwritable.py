@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, RUN_PY, validate
+from helpers import ROOT, RUN_PY, make_plan
 
 from flopsweep.config import RunConfig, StepsConfig
 from flopsweep.job import JobInfo, record_outcome, run_job
@@ -176,8 +176,8 @@ def test_a_rank_that_cannot_write_keeps_its_traceback_in_the_record(
     private_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))  # where torch puts its error files
     fill(disk)
-    cfg = validate(RunConfig(device="cpu"))
-    outcome = launch_local(cfg, disk / "job")
+    p = make_plan(RunConfig(device="cpu"))
+    outcome = launch_local(p, disk / "job")
     error = outcome.error
     assert outcome.status == "error" and (error["type"], error["rank"], error["phase"]) == (
         "RecordUnwritable",
@@ -192,7 +192,7 @@ def test_a_rank_that_cannot_write_keeps_its_traceback_in_the_record(
     assert 'phase.enter("init")' in text and "rank0_error.json" in text  # the cause, then the error file
     assert not list(private_tmp.iterdir())  # read, then removed
     run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": None}
-    record = record_outcome(tmp_path / "metrics.json", cfg, run, outcome, 1)
+    record = record_outcome(tmp_path / "metrics.json", p.cfg, run, outcome, p.layout)
     assert json.loads((tmp_path / "metrics.json").read_text())["error"]["traceback_text"] == text
     assert record["error"]["traceback_text"] == text
 

@@ -1,0 +1,279 @@
+"""The parallel layout of a run: how its ranks split into data, tensor, pipeline and context parallel.
+
+A :class:`Layout` names the degree of each kind of parallelism, as torchtitan's ``ParallelDims``
+(``torchtitan/distributed/parallel_dims.py``) does: ``dp_replicate`` (replicas that all-reduce
+gradients, as DDP), ``dp_shard`` (ranks that shard parameters, as FSDP/ZeRO), ``cp`` (context),
+``tp`` (tensor) and ``pp`` (pipeline). Their product is the world size. It is built once, from the
+``parallel.*`` keys (:class:`flopsweep.config.ParallelConfig`) and the world size, by
+:func:`flopsweep.plan.resolve`, which keeps it in the :class:`~flopsweep.plan.Plan`; the plan
+carries it to every rank, and the record writes it as ``system.parallel``.
+
+Everything that needs "how many data-parallel ranks" (tokens per step, the DeepSpeed
+``train_batch_size``, the memory estimate, ``batch.global_batch_size``) or "which batch does this
+rank see" (the batch seed) asks the layout, never the world size.
+
+The rank order is torchtitan's mesh order ``(pp, dp_replicate, dp_shard, cp, tp)``, row-major:
+``tp`` varies fastest. Only data parallelism is built so far; :func:`check_built` refuses the rest
+before launch.
+
+This module imports nothing from flopsweep but the config schema, and no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
+
+DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
+"""The degree names, as ``parallel.<name>`` keys and ``system.parallel`` keys."""
+MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+"""Mesh dimensions from slowest to fastest varying over the global rank (torchtitan's order)."""
+PP_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe")
+"""``parallel.pp_schedule`` values: ``torch.distributed.pipelining`` schedule names, less ``Schedule``."""
+BUILT = {"tp": 1, "pp": 1, "cp": 1, "dp_replicate": 1}
+"""Degrees that may not exceed these values yet (only data-parallel sharding is built)."""
+HSDP_BACKENDS = ()
+"""Backends that build HSDP (``parallel.dp_replicate > 1``); none yet."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """The degree of each kind of parallelism of one run; each >= 1, product = world size.
+
+    Build it with :meth:`resolve` (from the config) or :meth:`data_parallel` (pure data
+    parallel over a world size, e.g. for an old record that has no ``system.parallel``).
+    """
+
+    dp_replicate: int = 1
+    """Data-parallel replicas (gradients all-reduced across them)."""
+    dp_shard: int = 1
+    """Data-parallel ranks that shard parameters, gradients and optimizer states (FSDP, ZeRO);
+    for DDP, the data-parallel ranks."""
+    tp: int = 1
+    """Tensor-parallel degree (reserved: not built yet)."""
+    pp: int = 1
+    """Pipeline-parallel stages (reserved: not built yet)."""
+    cp: int = 1
+    """Context-parallel degree (reserved: not built yet)."""
+
+    def __post_init__(self) -> None:
+        for name in DEGREES:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(
+                    f"parallel.{name}", value, "must be a positive integer", f"set parallel.{name}=1"
+                )
+
+    @classmethod
+    def data_parallel(cls, world_size: int) -> Layout:
+        """Every rank a data-parallel rank: ``dp_shard = world_size``, every other degree 1."""
+        return cls(dp_shard=world_size)
+
+    @classmethod
+    def resolve(cls, parallel: ParallelConfig, world_size: int) -> Layout:
+        """The layout of ``parallel`` on ``world_size`` ranks; ``dp_shard=-1`` takes the ranks
+        that the other degrees leave (``world_size // (dp_replicate x tp x pp x cp)``).
+
+        Raises:
+            ConfigError: a degree below 1 (other than ``dp_shard=-1``), or degrees whose product
+                is not the world size; the message names the key, the value and the fix.
+        """
+        others = {name: getattr(parallel, name) for name in DEGREES if name != "dp_shard"}
+        for name, value in others.items():
+            if value < 1:
+                raise ConfigError(
+                    f"parallel.{name}", value, "must be a positive integer", f"set parallel.{name}=1"
+                )
+        rest = math.prod(others.values())
+        shard = parallel.dp_shard
+        if shard == -1:
+            if world_size % rest:
+                raise ConfigError(
+                    "parallel",
+                    _shown(others),
+                    f"the product of these degrees, {rest}, does not divide the world size {world_size} "
+                    "(nproc_per_node x nnodes)",
+                    f"pick degrees whose product divides {world_size}, or change nproc_per_node",
+                )
+            shard = world_size // rest
+        elif shard < 1:
+            raise ConfigError(
+                "parallel.dp_shard",
+                shard,
+                "must be a positive integer, or -1 for the ranks the other degrees leave",
+                "set parallel.dp_shard=-1",
+            )
+        if rest * shard != world_size:
+            raise ConfigError(
+                "parallel",
+                _shown({**others, "dp_shard": shard}),
+                f"the product of the degrees is {rest * shard}, not the world size {world_size} "
+                "(nproc_per_node x nnodes)",
+                "set parallel.dp_shard=-1 (the rest of the world), or degrees whose product is the "
+                "world size",
+            )
+        return cls(dp_shard=shard, **others)
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in the run: the product of the degrees."""
+        return math.prod(getattr(self, name) for name in DEGREES)
+
+    @property
+    def dp(self) -> int:
+        """The data-parallel degree ``dp_replicate x dp_shard``: how many different batches one
+        optimizer step sees."""
+        return self.dp_replicate * self.dp_shard
+
+    @property
+    def non_data_parallel_size(self) -> int:
+        """Ranks that see the same batch: ``cp x tp x pp`` (torchtitan's name)."""
+        return self.cp * self.tp * self.pp
+
+    def coordinates(self, rank: int) -> dict[str, int]:
+        """The index of global ``rank`` along each mesh dimension (:data:`MESH_ORDER`, row-major).
+
+        Raises:
+            ValueError: when ``rank`` is not in ``[0, world_size)``.
+        """
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"rank {rank} is not in [0, {self.world_size})")
+        coords: dict[str, int] = {}
+        for name in reversed(MESH_ORDER):
+            rank, coords[name] = divmod(rank, getattr(self, name))
+        return coords
+
+    def dp_rank(self, rank: int) -> int:
+        """The data-parallel rank of global ``rank``, in ``[0, dp)``: which batch it sees. Ranks
+        with the same data-parallel rank (its tensor, pipeline and context peers) see the same
+        batch."""
+        c = self.coordinates(rank)
+        return c["dp_replicate"] * self.dp_shard + c["dp_shard"]
+
+    def global_batch(self, micro_batch_size: int, grad_accum: int) -> int:
+        """Sequences per optimizer step: ``micro_batch_size x grad_accum x dp``."""
+        return micro_batch_size * grad_accum * self.dp
+
+    def as_dict(self) -> dict[str, int]:
+        """The integer degrees, for ``system.parallel``."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated config placed on this machine (made by :func:`flopsweep.plan.resolve`; it lives
+    here, beside its layout, so that the launchers can name it without importing validation).
+
+    The job keeps it from validation to the record: the launchers take it, every rank gets its
+    ``layout`` (:class:`flopsweep.worker.RankSpec`), and the record writes ``layout`` as
+    ``system.parallel``. Nothing after :func:`flopsweep.plan.resolve` parses ``cfg.nproc_per_node`` again.
+
+    Attributes:
+        cfg: the config with ``device`` resolved, ``nproc_per_node`` as an integer string,
+            ``batch.grad_accum`` set from ``batch.global_batch_size`` when that is given,
+            and each option's derived values (attention density, DeepSpeed sizes) filled in.
+        device: ``cuda`` or ``cpu``.
+        nproc_per_node: ranks per node, settled once.
+        nnodes: nodes.
+        layout: the parallel degrees; their product is ``nproc_per_node * nnodes``.
+    """
+
+    cfg: RunConfig
+    device: str
+    nproc_per_node: int
+    nnodes: int
+    layout: Layout
+
+    @property
+    def world_size(self) -> int:
+        """``nproc_per_node * nnodes``, the product of the layout's degrees."""
+        return self.nproc_per_node * self.nnodes
+
+
+def _shown(degrees: dict[str, int]) -> str:
+    return " ".join(f"parallel.{k}={v}" for k, v in degrees.items() if v != 1) or "all 1"
+
+
+def check_built(parallel: ParallelConfig, backend: str) -> None:
+    """Refuse, before launch, a ``parallel.*`` setting that is not built yet, and check the
+    values the config alone decides.
+
+    Only data parallelism is built: ``tp``, ``pp`` and ``cp`` must be 1, and ``dp_replicate``
+    too (HSDP is not built for any backend yet, :data:`HSDP_BACKENDS`).
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    if parallel.pp_schedule not in PP_SCHEDULES:
+        raise ConfigError(
+            "parallel.pp_schedule",
+            parallel.pp_schedule,
+            f"must be one of {', '.join(PP_SCHEDULES)}",
+            "set parallel.pp_schedule=1F1B",
+        )
+    if parallel.pp_microbatches is not None and parallel.pp_microbatches < 1:
+        raise ConfigError(
+            "parallel.pp_microbatches",
+            parallel.pp_microbatches,
+            "must be a positive integer or null",
+            "set parallel.pp_microbatches=null",
+        )
+    if parallel.dp_shard != -1 and parallel.dp_shard < 1:
+        raise ConfigError(
+            "parallel.dp_shard",
+            parallel.dp_shard,
+            "must be a positive integer, or -1 for the ranks the other degrees leave",
+            "set parallel.dp_shard=-1",
+        )
+    for name in ("dp_replicate", "tp", "pp", "cp"):
+        value = getattr(parallel, name)
+        if value < 1:
+            raise ConfigError(
+                f"parallel.{name}", value, "must be a positive integer", f"set parallel.{name}=1"
+            )
+        if value > BUILT[name] and not (name == "dp_replicate" and backend in HSDP_BACKENDS):
+            what = {
+                "dp_replicate": "HSDP (replicas of sharded groups)",
+                "tp": "tensor parallelism",
+                "pp": "pipeline parallelism",
+                "cp": "context parallelism",
+            }[name]
+            raise ConfigError(f"parallel.{name}", value, f"{what} is not built yet", f"set parallel.{name}=1")
+
+
+def grad_accum_for(batch: BatchConfig, layout: Layout) -> int:
+    """``batch.grad_accum`` as ``batch.global_batch_size`` sets it:
+    ``global_batch_size / (micro_batch_size x dp)``; ``batch.grad_accum`` itself when
+    ``global_batch_size`` is null.
+
+    ``batch.grad_accum`` left at its default 1 is replaced; any other value must agree.
+
+    Raises:
+        ConfigError: when the global batch does not divide by ``micro_batch_size x dp``, or an
+            explicit ``batch.grad_accum`` other than 1 gives another global batch.
+    """
+    total = batch.global_batch_size
+    if total is None:
+        return batch.grad_accum
+    per_step = batch.micro_batch_size * layout.dp
+    if total < 1 or total % per_step:
+        raise ConfigError(
+            "batch.global_batch_size",
+            total,
+            f"is not a positive multiple of batch.micro_batch_size x data-parallel ranks = "
+            f"{batch.micro_batch_size} x {layout.dp} = {per_step}",
+            f"set batch.global_batch_size to a multiple of {per_step}, "
+            f"e.g. {per_step * max(1, total // per_step)}",
+        )
+    accum = total // per_step
+    if batch.grad_accum not in (1, accum):
+        raise ConfigError(
+            "batch.grad_accum",
+            batch.grad_accum,
+            f"contradicts batch.global_batch_size={total}, which needs grad_accum={accum} "
+            f"(micro batch {batch.micro_batch_size} x {layout.dp} data-parallel ranks)",
+            "drop one of the two overrides (batch.global_batch_size sets batch.grad_accum)",
+        )
+    return accum

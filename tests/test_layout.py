@@ -1,0 +1,231 @@
+"""The parallel layout: degrees, ``dp_shard=-1``, the product check, refusals, the data-parallel
+rank of each global rank, ``batch.global_batch_size``, and ``system.parallel`` in the record."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+from helpers import run_py
+
+from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
+from flopsweep.layout import Layout, check_built, grad_accum_for
+from flopsweep.plan import Environment, plan, validate
+
+CPU4 = Environment(cpu_count=4)
+
+
+def test_dp_shard_minus_one_takes_the_rest_of_the_world() -> None:
+    assert Layout.resolve(ParallelConfig(), 8) == Layout(dp_shard=8)
+    lay = Layout.resolve(ParallelConfig(dp_replicate=2, tp=2), 8)
+    assert (lay.dp_replicate, lay.dp_shard, lay.tp, lay.pp, lay.cp) == (2, 2, 2, 1, 1)
+    assert (lay.world_size, lay.dp, lay.non_data_parallel_size) == (8, 4, 2)
+    assert Layout.resolve(ParallelConfig(), 1).as_dict() == dict.fromkeys(
+        ("dp_replicate", "dp_shard", "tp", "pp", "cp"), 1
+    )
+
+
+@pytest.mark.parametrize(
+    ("parallel", "world", "key", "words"),
+    [
+        (ParallelConfig(dp_shard=3), 4, "parallel", "product of the degrees is 3, not the world size 4"),
+        (ParallelConfig(tp=3), 4, "parallel", "does not divide the world size 4"),
+        (ParallelConfig(dp_shard=0), 2, "parallel.dp_shard", "or -1"),
+        (ParallelConfig(pp=0), 2, "parallel.pp", "positive integer"),
+    ],
+)
+def test_degrees_that_do_not_make_the_world_are_refused(parallel, world, key, words) -> None:
+    with pytest.raises(ConfigError) as err:
+        Layout.resolve(parallel, world)
+    assert err.value.key == key and words in str(err.value) and "Fix:" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_layout_of_a_degree_below_one_cannot_be_made() -> None:
+    with pytest.raises(ConfigError, match="parallel.tp"):
+        Layout(tp=0)
+
+
+def test_data_parallel_rank_follows_torchtitans_mesh_order() -> None:
+    """Mesh (pp, dp_replicate, dp_shard, cp, tp), tp fastest: tensor-parallel peers share a batch."""
+    lay = Layout(dp_replicate=2, dp_shard=2, tp=2)
+    assert [lay.dp_rank(r) for r in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert lay.coordinates(5) == {"tp": 1, "cp": 0, "dp_shard": 0, "dp_replicate": 1, "pp": 0}
+    pipe = Layout(pp=2, dp_shard=2)
+    assert [pipe.dp_rank(r) for r in range(4)] == [0, 1, 0, 1]
+    assert [Layout.data_parallel(4).dp_rank(r) for r in range(4)] == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="rank 4"):
+        Layout.data_parallel(4).dp_rank(4)
+
+
+def test_the_batch_a_rank_sees_comes_from_its_data_parallel_rank() -> None:
+    import torch
+
+    from flopsweep.worker import make_batches
+
+    cfg = RunConfig(batch=BatchConfig(micro_batch_size=2, grad_accum=1))
+    cpu = torch.device("cpu")
+    tp2 = Layout(dp_shard=2, tp=2)
+    batches = [make_batches(cfg, tp2, r, cpu)[0] for r in range(4)]
+    assert torch.equal(batches[0], batches[1]) and torch.equal(batches[2], batches[3])
+    assert not torch.equal(batches[0], batches[2])
+    # The seed is the data-parallel rank: pure data-parallel rank 1 sees what tp pair 1 sees.
+    assert torch.equal(make_batches(cfg, Layout.data_parallel(4), 1, cpu)[0], batches[2])
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ({"tp": 2}, "parallel.tp"),
+        ({"pp": 2}, "parallel.pp"),
+        ({"cp": 2}, "parallel.cp"),
+        ({"dp_replicate": 2}, "parallel.dp_replicate"),
+    ],
+)
+def test_degrees_not_built_yet_are_refused_before_launch(override, key) -> None:
+    cfg = RunConfig(parallel=ParallelConfig(**override))
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    value = next(iter(override.values()))
+    assert err.value.key == key and "not built yet" in str(err.value)
+    assert f"set {key}=1" in str(err.value) and str(err.value).count("\n") == 0
+    assert err.value.value == value
+
+
+def test_pipeline_keys_are_checked() -> None:
+    with pytest.raises(ConfigError, match="parallel.pp_schedule='ZB'.*1F1B, Interleaved1F1B, GPipe"):
+        check_built(ParallelConfig(pp_schedule="ZB"), "fsdp")
+    with pytest.raises(ConfigError, match="parallel.pp_microbatches=0"):
+        check_built(ParallelConfig(pp_microbatches=0), "fsdp")
+    check_built(ParallelConfig(pp_schedule="GPipe", pp_microbatches=4), "fsdp")
+
+
+def test_the_plan_keeps_the_layout_and_an_int_rank_count() -> None:
+    cfg = RunConfig(
+        device="cpu", nproc_per_node="2", backend=dataclasses.replace(RunConfig().backend, name="ddp")
+    )
+    p = plan(cfg, CPU4)
+    assert (p.nproc_per_node, p.world_size, p.layout) == (2, 2, Layout(dp_shard=2))
+    assert math.prod(p.layout.as_dict().values()) == p.world_size
+    assert p.cfg.parallel.dp_shard == -1  # the config keeps what was asked; the layout what it means
+
+
+def test_single_runs_one_rank() -> None:
+    with pytest.raises(ConfigError, match="backend='single': runs at most 1 rank"):
+        plan(RunConfig(device="cpu", nproc_per_node="2"), CPU4)
+    assert plan(RunConfig(device="cpu"), CPU4).layout == Layout()
+
+
+def test_parallel_keys_compose(hydra_compose) -> None:
+    cfg = hydra_compose([])
+    assert cfg.parallel == ParallelConfig()
+    assert (cfg.parallel.dp_shard, cfg.parallel.pp_schedule, cfg.parallel.pp_microbatches) == (
+        -1,
+        "1F1B",
+        None,
+    )
+    assert cfg.batch.global_batch_size is None
+    cfg = hydra_compose(["parallel.dp_shard=2", "parallel.pp_schedule=GPipe", "batch.global_batch_size=16"])
+    assert (cfg.parallel.dp_shard, cfg.parallel.pp_schedule, cfg.batch.global_batch_size) == (2, "GPipe", 16)
+
+
+def test_global_batch_sets_grad_accum() -> None:
+    four = Layout(dp_shard=4)
+    assert grad_accum_for(BatchConfig(micro_batch_size=2, global_batch_size=32), four) == 4
+    assert grad_accum_for(BatchConfig(micro_batch_size=2, grad_accum=4, global_batch_size=32), four) == 4
+    assert grad_accum_for(BatchConfig(micro_batch_size=2, grad_accum=3), four) == 3  # no global batch
+    with pytest.raises(ConfigError) as err:
+        grad_accum_for(BatchConfig(micro_batch_size=2, global_batch_size=12), four)
+    assert err.value.key == "batch.global_batch_size" and "2 x 4 = 8" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        grad_accum_for(BatchConfig(micro_batch_size=2, grad_accum=2, global_batch_size=32), four)
+    assert err.value.key == "batch.grad_accum" and "needs grad_accum=4" in str(err.value)
+
+
+def test_the_plan_sets_grad_accum_from_the_global_batch() -> None:
+    ddp = dataclasses.replace(RunConfig().backend, name="ddp")
+    cfg = RunConfig(device="cpu", nproc_per_node="2", backend=ddp, batch=BatchConfig(global_batch_size=16))
+    assert plan(cfg, CPU4).cfg.batch.grad_accum == 2  # 16 / (micro 4 x 2 ranks)
+    with pytest.raises(ConfigError, match="batch.micro_batch_size=4"):
+        validate(RunConfig(batch=BatchConfig(global_batch_size=6)))
+    with pytest.raises(ConfigError, match="micro_batch_size x data-parallel ranks"):
+        plan(dataclasses.replace(cfg, batch=BatchConfig(global_batch_size=12)), CPU4)
+
+
+def test_an_invalid_run_records_no_layout(tmp_path: Path) -> None:
+    """A run refused before launch has no world: ``system.parallel`` is null, as ``world_size``."""
+    from flopsweep.job import JobInfo, run_job
+
+    record = run_job(
+        RunConfig(device="cpu", parallel=ParallelConfig(tp=2)), JobInfo(job_dir=tmp_path, overrides=[])
+    )
+    assert record["status"] == "invalid" and record["error"]["type"] == "ConfigError"
+    assert record["system"]["parallel"] is None and record["system"]["world_size"] is None
+    assert json.loads((tmp_path / "metrics.json").read_text())["system"]["parallel"] is None
+
+
+@pytest.mark.slow
+def test_a_two_rank_run_records_its_layout(tmp_path: Path) -> None:
+    """A real 2-rank gloo FSDP2 run: ``system.parallel`` holds integer degrees whose product is the
+    world size, and ``batch.global_batch_size`` set ``grad_accum`` (8 / (micro 2 x 2 ranks) = 2)."""
+    proc = run_py(
+        "device=cpu",
+        "nproc_per_node=2",
+        "backend=fsdp",
+        "precision=fp32",
+        "batch.micro_batch_size=2",
+        "batch.global_batch_size=8",
+        "steps.warmup=1",
+        "steps.measure=2",
+        f"hydra.run.dir={tmp_path}",
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert record["status"] == "ok", record["error"]
+    parallel = record["system"]["parallel"]
+    assert parallel == {"dp_replicate": 1, "dp_shard": 2, "tp": 1, "pp": 1, "cp": 1}
+    assert all(type(v) is int for v in parallel.values())
+    assert math.prod(parallel.values()) == record["system"]["world_size"] == 2
+    assert record["config"]["batch"]["grad_accum"] == 2
+    assert record["metrics"]["global_batch_size"] == 8
+    assert record["metrics"]["tokens_per_step"] == 8 * record["config"]["model"]["seq_len"]
+
+
+def test_a_lost_slurm_job_records_the_layout_its_ranks_reached(tmp_path: Path) -> None:
+    """The sweep process has no plan for a lost job: the layout comes from the config's degrees and
+    its integer ``nproc_per_node``, and only when a rank started (else null, as ``world_size``)."""
+    from flopsweep.job import JobInfo, record_lost_job
+
+    cfg = RunConfig(device="cpu", nproc_per_node="2", nnodes=1)
+    scratch = tmp_path / "started" / ".flopsweep"
+    scratch.mkdir(parents=True)
+    for rank in (0, 1):
+        (scratch / f"rank{rank}_phase.txt").write_text("measure")
+    info = JobInfo(job_dir=tmp_path / "started", overrides=[], job_num=0)
+    record = record_lost_job(cfg, info, "cancelled", submitted_at=0.0, previous_run_id=None)
+    assert record["error"]["phase"] == "measure" and record["system"]["world_size"] == 2
+    assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 2, "tp": 1, "pp": 1, "cp": 1}
+    info = JobInfo(job_dir=tmp_path / "never", overrides=[], job_num=1)
+    record = record_lost_job(cfg, info, "cancelled", submitted_at=0.0, previous_run_id=None)
+    assert record["error"]["phase"] == "launch" and record["system"]["parallel"] is None
+
+
+def test_old_records_read_as_pure_data_parallel() -> None:
+    from analysis.load import parallel_degrees, setup_id
+
+    old = {"config": {"nproc_per_node": "2", "batch": {"grad_accum": 1}}, "system": {"world_size": 2}}
+    assert parallel_degrees(old) == {"dp_replicate": 1, "dp_shard": 2, "tp": 1, "pp": 1, "cp": 1}
+    assert parallel_degrees({"system": {"world_size": None}}) is None
+    new_cfg = {
+        **old["config"],
+        "batch": {"grad_accum": 1, "global_batch_size": None},
+        "parallel": dataclasses.asdict(ParallelConfig()),
+    }
+    new = {"config": new_cfg, "system": {"world_size": 2, "parallel": Layout(dp_shard=2).as_dict()}}
+    assert setup_id(new) == setup_id(old)  # the same set-up, before and after the keys existed
+    tp = {**new, "config": {**new_cfg, "parallel": {**new_cfg["parallel"], "tp": 2}}}
+    assert setup_id(tp) != setup_id(old)
