@@ -24,9 +24,9 @@ import pytest
 from helpers import ROOT, RUN_PY, make_plan
 
 from flopsweep.config import RunConfig, StepsConfig
+from flopsweep.files import WRITE_PAUSE_ENV, NotRecorded, RecordUnwritable, atomic_write_json, check_writable
 from flopsweep.job import JobInfo, record_outcome, run_job
 from flopsweep.launch import launch_local
-from flopsweep.record import WRITE_PAUSE_ENV, NotRecorded, RecordUnwritable, atomic_write_json, check_writable
 
 ONE_RANK = ["device=cpu", "precision=fp32", "steps.warmup=0", "steps.measure=1"]
 
