@@ -23,8 +23,6 @@ import psutil
 import pytest
 import yaml
 from helpers import ROOT, RUN_PY, make_plan, run_py, validate
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from flopsweep import config as fconfig
 from flopsweep.backends import FSDPConfig
@@ -34,7 +32,6 @@ from flopsweep.job import ok_record, record_outcome, set_aside
 from flopsweep.launch import Outcome, collect, launch_local
 from flopsweep.layout import Layout
 from flopsweep.metrics import compute_metrics, sanity_problem
-from flopsweep.store import register_configs
 
 # Two gloo ranks, the smallest model, the fewest steps: seconds per job on a 2-core CPU.
 TWO_RANKS = [
@@ -575,14 +572,6 @@ def _cpu_device(overrides: list[str]) -> list[str]:
         if any(o.lstrip("+").startswith(("device=", "device.")) for o in overrides)
         else [*overrides, "device=cpu"]
     )
-
-
-@pytest.fixture(scope="module")
-def hydra_compose():
-    register_configs()
-    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        yield lambda overrides: OmegaConf.to_object(compose(config_name="config", overrides=overrides))
 
 
 def test_there_are_enough_bad_inputs() -> None:
