@@ -327,6 +327,7 @@ atomic_write_json(sys.argv[2], payload, overwrite=sys.argv[3] == "1")  # paused 
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_killed_writer_leaves_a_whole_record_or_none(tmp_path: Path, overwrite: bool) -> None:
     """SIGKILL a writer inside its write window (a test hook pauses it there, no timing race):

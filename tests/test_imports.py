@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -139,6 +141,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.slow
 def test_run_py_refuses_without_importing_torch(tmp_path: Path) -> None:
     """Hydra's refusal of an unknown option (its list names only the YAML options, no schema node)
     and flopsweep's one line for a key of another option come before any torch import."""

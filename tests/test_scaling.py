@@ -78,6 +78,7 @@ def test_scaling_sweep_refuses_rank_counts_above_the_visible_gpus(hydra_compose)
             plan(cfg, two_gpus)
 
 
+@pytest.mark.slow
 def test_scaling_sweep_on_a_machine_without_gpus_records_every_point_invalid(tmp_path) -> None:
     """No point is skipped silently: 3 backends x 4 rank counts, 12 ``invalid`` records."""
     out = run_py("-m", "+sweep=scaling", f"hydra.sweep.dir={tmp_path}", timeout=600)

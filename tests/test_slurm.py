@@ -193,6 +193,7 @@ def test_contradicting_launcher_fails_before_submission(
     assert not (tmp_path / "sweep").exists()  # nothing submitted, not even the sweep directory
 
 
+@pytest.mark.slow
 def test_no_controller_is_one_line(tmp_path: Path) -> None:
     """No cluster needed: a slurm.conf whose controller port is closed (or no Slurm client at all)."""
     conf = tmp_path / "slurm.conf"

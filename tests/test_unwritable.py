@@ -167,6 +167,7 @@ def test_a_directory_replaced_by_a_file_is_named(tmp_path: Path) -> None:
     check_writable(tmp_path)  # a writable directory with room passes
 
 
+@pytest.mark.slow
 def test_a_rank_that_cannot_write_keeps_its_traceback_in_the_record(
     disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
