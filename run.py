@@ -31,8 +31,8 @@ from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
 from flopsweep.config import ConfigError
+from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.launch import Terminated, raise_terminated
-from flopsweep.record import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.store import register_configs
 
 # Unique per sweep process, so that two sweeps started in the same second never
@@ -239,7 +239,7 @@ def existing_record_problem(overrides: list[str]) -> str | None:
         return None
     run_dir = values.get("hydra.run.dir", "").strip().strip("'\"")
     if run_dir and "${" not in run_dir and os.path.lexists(os.path.join(run_dir, "metrics.json")):
-        from flopsweep.record import exists_message, record_path_problem
+        from flopsweep.files import exists_message, record_path_problem
 
         path = os.path.join(run_dir, "metrics.json")
         return record_path_problem(path) or exists_message(path)  # a link: no advice to resume

@@ -5,7 +5,8 @@ The TFLOPs figures are read from the records; :func:`load` recomputes the model
 TFLOPs from each record's stored FLOPs only to flag records that disagree with
 themselves (left out of rankings). Columns, units, short headers and which way is
 better come from :data:`flopsweep.record.METRIC_SPECS`. Nothing here imports torch
-or the model code: only :mod:`flopsweep.record` from flopsweep.
+or the model code: only flopsweep's torch-free modules (:mod:`flopsweep.record`,
+:mod:`flopsweep.files`, :mod:`flopsweep.text`, :mod:`flopsweep.columns`).
 
     df = load("multirun/2026-11-29")            # one row per run, failed runs included
     best(df, by=["model"])                      # best ok run per model (model TFLOPs)

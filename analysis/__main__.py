@@ -57,7 +57,7 @@ from analysis.query import (
 )
 from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
-from flopsweep.record import plural
+from flopsweep.text import plural
 
 FORMATS = ("table", "csv", "markdown", "json", "html")
 _LONG = {short: long for long, short in SHORT.items()}

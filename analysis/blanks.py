@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 import pandas as pd
 
 from analysis.load import BREAKDOWN_COLUMNS, METRIC_FIELDS, SHORT
-from flopsweep.record import plural
+from flopsweep.text import plural
 
 MAX_NAMED = 3
 """Runs named in a line (``gpt-1.3b ddp x2``) before ``and N more``."""

@@ -14,7 +14,8 @@ import pandas as pd
 from analysis.load import DESCRIPTIONS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
 from flopsweep.columns import SETUP_SPECS, only_for
-from flopsweep.record import STATUSES, plural
+from flopsweep.record import STATUSES
+from flopsweep.text import plural
 
 __all__ = [
     "CSV_FORMULA_PREFIXES",

@@ -33,7 +33,9 @@ from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpoint
 from analysis.schema import finite as _number
 from flopsweep.columns import SETUP_SPECS, kind, only_for
 from flopsweep.config import RUN_CONTROL_KEYS
-from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec, not_a_record, plural
+from flopsweep.files import not_a_record
+from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec
+from flopsweep.text import plural
 
 log = logging.getLogger("analysis")
 

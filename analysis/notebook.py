@@ -483,12 +483,12 @@ def write(nb: Any, path: str | os.PathLike) -> None:
     """Write ``nb`` to ``path`` atomically (a temporary file beside it, then a rename); parents are made.
 
     The temporary file has an unpredictable name and is created exclusively, without following a
-    link (:func:`flopsweep.record.create_new`): a link planted in the folder is never written through.
+    link (:func:`flopsweep.files.create_new`): a link planted in the folder is never written through.
 
     Raises:
         OSError: when ``path`` cannot be written.
     """
-    from flopsweep.record import create_new
+    from flopsweep.files import create_new
 
     nbformat = _import_nbformat()
     path = Path(path)

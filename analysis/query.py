@@ -19,7 +19,7 @@ import pandas as pd
 
 from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, failed_checks, rankable
 from flopsweep.columns import IDENTITY_COLUMNS, dependents
-from flopsweep.record import plural
+from flopsweep.text import plural
 
 log = logging.getLogger("analysis")
 

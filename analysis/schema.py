@@ -1,6 +1,6 @@
 """Read one ``metrics.json`` record: check its ``schema_version``, upgrade old versions.
 
-The file is parsed by :func:`flopsweep.record.read_json`, the one reader of record
+The file is parsed by :func:`flopsweep.files.read_json`, the one reader of record
 files (size-capped, strict JSON, depth-safe). The version is read explicitly. Each
 older version has a named function that turns it into the next one, so a record
 written by an old flopsweep still loads as the current schema
@@ -18,7 +18,8 @@ written by an old flopsweep still loads as the current schema
   ``effective_tflops_per_device``. :func:`upgrade_v1_to_v2` recomputes the v2
   FLOPs figures from the config (the v1 -> v2 mapping is in its docstring).
 
-Only :mod:`flopsweep.record` is imported from flopsweep: no torch, no model code.
+Only :mod:`flopsweep.record` and :mod:`flopsweep.files` are imported from flopsweep: no torch, no
+model code.
 The v0 and v1 arithmetic is written out here. A record that cannot be read raises
 :class:`RecordError` with the reason.
 """
@@ -30,7 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flopsweep.record import METRIC_KEYS, SCHEMA_VERSION, STATUSES, RecordError, read_json
+from flopsweep.files import RecordError, read_json
+from flopsweep.record import METRIC_KEYS, SCHEMA_VERSION, STATUSES
 
 Record = dict[str, Any]
 
@@ -435,7 +437,7 @@ def _json_type(value: Any) -> str:
 
 
 def read_record(path: Path) -> tuple[Record, int]:
-    """Parse (with :func:`flopsweep.record.read_json`), upgrade and check one ``metrics.json``.
+    """Parse (with :func:`flopsweep.files.read_json`), upgrade and check one ``metrics.json``.
 
     Returns:
         ``(record, version)``: the record in the current schema, and the

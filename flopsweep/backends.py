@@ -35,7 +35,7 @@ from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfi
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.options import DeepSpeedConfig, FSDPConfig
-from flopsweep.record import plural
+from flopsweep.text import plural
 
 log = logging.getLogger("flopsweep")
 

@@ -16,7 +16,8 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 
-from flopsweep.record import METRICS_FILE, STATUSES, RecordError, RecordUnwritable, check_writable, read_json
+from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_json
+from flopsweep.record import METRICS_FILE, STATUSES
 
 log = logging.getLogger("flopsweep")
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from flopsweep.config import ConfigError
-from flopsweep.record import plural
+from flopsweep.text import plural
 
 log = logging.getLogger("flopsweep")
 

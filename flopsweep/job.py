@@ -24,6 +24,17 @@ from typing import Any
 from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig
+from flopsweep.files import (
+    NotRecorded,
+    RecordError,
+    RecordExistsError,
+    RecordUnwritable,
+    atomic_write_json,
+    create_new,
+    exists_message,
+    read_json,
+    record_path_problem,
+)
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
 from flopsweep.layout import Layout
 from flopsweep.metrics import (
@@ -36,8 +47,10 @@ from flopsweep.metrics import (
 )
 from flopsweep.models import family
 from flopsweep.plan import Environment, Plan, fixed_nproc, plan
-from flopsweep.record import METRICS_FILE, RecordExistsError, atomic_write_json, exists_message
+from flopsweep.record import METRICS_FILE
+from flopsweep.signals import signals_deferred
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
+from flopsweep.text import plural
 
 log = logging.getLogger("flopsweep")
 
@@ -87,7 +100,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         RecordExistsError: before any worker starts, when the job directory already holds a
             ``metrics.json`` and ``cfg.resume`` is false; when ``metrics.json`` there is a
             symbolic link (dangling, looping or not) or not a regular file
-            (:func:`flopsweep.record.record_path_problem`: the record could not take its place);
+            (:func:`flopsweep.files.record_path_problem`: the record could not take its place);
             and, with ``cfg.resume``, when it is the record of another sweep's job
             (:func:`other_run_problem`).
         KeyboardInterrupt, Terminated: after recording the interrupted run as an error.
@@ -100,7 +113,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     if cfg.plan:
         return plan_job(cfg, info)
     path = job_dir / METRICS_FILE
-    if writes_record() and (problem := rec.record_path_problem(path)):
+    if writes_record() and (problem := record_path_problem(path)):
         raise RecordExistsError(problem)  # a link or a FIFO there: refused before anything runs
     if path.exists() and not cfg.resume and writes_record():
         raise RecordExistsError(exists_message(path))
@@ -151,9 +164,9 @@ def other_run_problem(path: Path, overrides: list[str]) -> str | None:
     move that record aside, where the analysis never reads it. None when there is no readable
     record, or it is this job's (a failed or changed run of it is set aside and run again)."""
     try:
-        old = rec.read_json(path) if path.is_file() else None
+        old = read_json(path) if path.is_file() else None
         theirs = defining_overrides(list(old["run"]["overrides"])) if old is not None else None
-    except (rec.RecordError, OSError, ValueError, KeyError, TypeError):
+    except (RecordError, OSError, ValueError, KeyError, TypeError):
         return None  # unreadable: set aside and re-run, as before
     ours = defining_overrides(list(overrides))
     if theirs is None or theirs == ours:
@@ -187,12 +200,12 @@ def record_lost_job(
     job_dir.mkdir(parents=True, exist_ok=True)
     path = job_dir / METRICS_FILE
     try:
-        old = rec.read_json(path) if path.exists() else None
+        old = read_json(path) if path.exists() else None
         if old is not None and (
             old["run"]["id"] != previous_run_id or (cfg.resume and old["status"] == "ok")
         ):
             return old
-    except (rec.RecordError, OSError, ValueError, KeyError, TypeError):
+    except (RecordError, OSError, ValueError, KeyError, TypeError):
         pass  # unreadable: set aside below
     set_aside(path)
     nproc = fixed_nproc(cfg.nproc_per_node)
@@ -320,7 +333,7 @@ def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
 
 def _replace_plan_file(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write ``plan.csv`` afresh, atomically (a new file of an unpredictable name, then a rename)."""
-    fd, tmp = rec.create_new(path.parent, f".{path.name}.")
+    fd, tmp = create_new(path.parent, f".{path.name}.")
     try:
         with open(fd, "w", newline="") as fh:
             fh.write(_csv_text(rows, header=True))
@@ -385,7 +398,7 @@ def warn_host_memory(p: Plan) -> None:
             "out-of-memory kill (a GPU sweep? set device=cuda, or pick a smaller model= or "
             "batch.micro_batch_size=)",
             cfg.model.name,
-            rec.plural(nproc, "rank"),
+            plural(nproc, "rank"),
             "s" if nproc == 1 else "",
             need / 2**30,
             free / 2**30,
@@ -398,7 +411,7 @@ def _launch(
     """Start the ranks of a validated plan and record what happened."""
     cfg, world, layout = p.cfg, p.world_size, p.layout
     shown = printable(" ".join(info.overrides)) or "defaults"
-    log.info("launching %s on %s: %s", rec.plural(world, "rank"), cfg.device, shown)
+    log.info("launching %s on %s: %s", plural(world, "rank"), cfg.device, shown)
     use_expandable_segments(cfg.device)
     warn_host_memory(p)
     try:
@@ -409,7 +422,7 @@ def _launch(
         error = rec.error(type(exc).__name__, f"interrupted by {what}; every worker was stopped", phase)
         try:
             _finish(path, cfg, run, "error", error, None, layout=layout, load_start=load_start)
-        except rec.NotRecorded as lost:  # the signal's own message follows; say this one first
+        except NotRecorded as lost:  # the signal's own message follows; say this one first
             print(f"flopsweep: {lost}", file=sys.stderr, flush=True)
         raise
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
@@ -467,10 +480,10 @@ def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
     """The record at ``path`` when it is ``ok`` and was made with the same (validated)
     config as ``cfg``, else None (also when it is missing or unreadable)."""
     try:
-        record = rec.read_json(Path(path))
+        record = read_json(Path(path))
         same = comparable_config(record["config"]) == comparable_config(json.loads(json.dumps(asdict(cfg))))
         return record if record["status"] == "ok" and same else None
-    except (rec.RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -487,12 +500,12 @@ def set_aside(path: Path) -> Path | None:
     if not path.exists():
         return None
     try:
-        record = rec.read_json(path)
+        record = read_json(path)
         status, run_id = record["status"], str(record["run"]["id"])
         if status not in rec.STATUSES or not re.fullmatch(r"[\w-]{1,64}", run_id, re.ASCII):  # a safe name
             raise ValueError(f"not a record's status and run id: {status!r}, {run_id!r}")
         label = f"{status}-{run_id}"
-    except (rec.RecordError, OSError, ValueError, KeyError, TypeError):
+    except (RecordError, OSError, ValueError, KeyError, TypeError):
         label = f"unreadable-{uuid.uuid4().hex[:12]}"
     aside = path.with_name(f"metrics.{label}.json")
     if aside.exists():
@@ -579,18 +592,18 @@ def _finish(
     )
     if not writes_record():  # another task of this Slurm job writes the record
         return record
-    with rec.signals_deferred():  # SIGINT/SIGTERM wait until the record is written and known
+    with signals_deferred():  # SIGINT/SIGTERM wait until the record is written and known
         try:
             atomic_write_json(path, record, overwrite=False)
-        except rec.RecordUnwritable as exc:
-            raise rec.NotRecorded(not_recorded_line(run, status, exc)) from None
+        except RecordUnwritable as exc:
+            raise NotRecorded(not_recorded_line(run, status, exc)) from None
         LAST_RECORD.update(path=str(path), status=status)
     shutil.rmtree(path.parent / SCRATCH, ignore_errors=True)
     _log_result(record, path)
     return record
 
 
-def not_recorded_line(run: dict[str, Any], status: str, exc: rec.RecordUnwritable) -> str:
+def not_recorded_line(run: dict[str, Any], status: str, exc: RecordUnwritable) -> str:
     """``job 3 (seed=2) was not recorded: cannot write ...: Read-only file system (the run ended ok).
     Fix: ...``: one line naming the job, the path, why, and what to do."""
     if run.get("job_num") is None:

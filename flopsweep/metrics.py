@@ -25,7 +25,9 @@ from flopsweep.config import RunConfig
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.precision import PRECISIONS
-from flopsweep.record import PER_RANK_KEYS, SCHEMA_VERSION, STATUSES, null_metrics, plural, strict
+from flopsweep.record import SCHEMA_VERSION, STATUSES, null_metrics, strict
+from flopsweep.text import plural
+from flopsweep.wire import PER_RANK_KEYS
 
 PLAUSIBLE_FACTOR = 1.05
 """A run whose hardware TFLOPs exceed this times the measured GEMM rate (or the datasheet

@@ -33,7 +33,7 @@ from flopsweep.config import (
 from flopsweep.layout import Layout, Plan, check_built, grad_accum_for
 from flopsweep.models import MODELS
 from flopsweep.options import AutoBatchConfig, owners
-from flopsweep.record import plural
+from flopsweep.text import plural
 
 DEVICES = ("auto", "cuda", "cpu")
 BATCHES = {"fixed": BatchConfig, "auto": AutoBatchConfig}

@@ -47,6 +47,7 @@ from flopsweep import record as rec
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.launch import SCRATCH, Outcome, collect
 from flopsweep.record import METRICS_FILE
+from flopsweep.text import plural
 from flopsweep.worker import RankSpec, run_rank
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ def check_launcher(
         raise ConfigError(
             "hydra.launcher.gpus_per_node",
             gpus or None,
-            f"each of the {rec.plural(tasks, 'task')} per node is one rank on its own GPU "
+            f"each of the {plural(tasks, 'task')} per node is one rank on its own GPU "
             "(a task spawns no other rank)",
             fix,
         )
@@ -230,7 +231,7 @@ def launch_slurm_task(plan: Plan, job_dir: Path) -> Outcome:
     cfg, world = plan.cfg, plan.world_size
     if env.world_size != world:
         message = (
-            f"the Slurm job has {rec.plural(env.world_size, 'task')} but nnodes x nproc_per_node = {world}: "
+            f"the Slurm job has {plural(env.world_size, 'task')} but nnodes x nproc_per_node = {world}: "
             "set hydra.launcher.nodes=${nnodes} and hydra.launcher.tasks_per_node=${nproc_per_node}"
         )
         return Outcome("error", error=rec.error("LaunchMismatch", message, "launch", env.rank))

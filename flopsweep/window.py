@@ -26,7 +26,7 @@ class WindowReader(Protocol):
 
     ``start`` is called after the device is idle and every rank has reached the window (a
     barrier), right before the first step; ``stop`` after the last step has finished on the device.
-    ``stop`` returns figures keyed by :class:`flopsweep.record.RankFigures` field names. A reader
+    ``stop`` returns figures keyed by :class:`flopsweep.wire.RankFigures` field names. A reader
     may be started again without being stopped (a restarted window): it then begins anew.
     """
 

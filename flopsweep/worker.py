@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.config import FaultConfig, RunConfig
+from flopsweep.files import atomic_write_json
 from flopsweep.layout import Layout
-from flopsweep.record import RankFigures, atomic_write_json, plural
 from flopsweep.record import error as record_error
+from flopsweep.text import plural
 from flopsweep.window import MeasuredWindow, WindowFigures
+from flopsweep.wire import RankFigures
 
 COLLECTIVE_GRACE_S = 60.0
 """Seconds the process group's collective timeout adds to the job's ``timeout_s``."""
@@ -431,7 +433,7 @@ def _write_error(spec: RankSpec, rank: int, phase: str, exc: BaseException, *, r
         tb_path.write_text("".join(traceback.format_exception(exc)))
     except OSError:
         tb_path = None
-    # The record's error (flopsweep.record.ErrorInfo) plus what the launcher needs to pick the
+    # The record's error (flopsweep.wire.ErrorInfo) plus what the launcher needs to pick the
     # rank that failed first: whether it was an out-of-memory, and when.
     error = {
         **record_error(type(exc).__name__, str(exc)[:2000], phase, rank, str(tb_path) if tb_path else None),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from flopsweep.checkpointing import normalize_overrides
 from flopsweep.config import RunConfig
@@ -16,24 +17,51 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 
 
+class Composer:
+    """Hydra's compose API on ``conf/``, as ``run.py`` composes: the overrides pass through
+    ``normalize_overrides`` first (``activation_checkpointing=true``/``false`` -> ``full``/``none``).
+
+    Call it for the typed ``RunConfig`` the job gets; :meth:`config` gives the composed
+    ``DictConfig`` (with the ``hydra`` node when asked: the sweeper's params, the launcher).
+    """
+
+    def __call__(self, overrides: list[str]) -> RunConfig:
+        return OmegaConf.to_object(self.config(overrides))
+
+    def config(self, overrides: list[str], *, hydra: bool = False) -> DictConfig:
+        return compose(
+            config_name="config",
+            overrides=normalize_overrides(list(overrides)),
+            return_hydra_config=hydra,
+        )
+
+
 @pytest.fixture(scope="module")
 def hydra_compose():
-    """``compose(overrides) -> RunConfig``: what run.py's Hydra would hand the job (after run.py's
-    rewrite of ``activation_checkpointing=true``/``false``)."""
+    """The one compose fixture of the tests (a :class:`Composer`): ``hydra_compose(overrides) ->
+    RunConfig``, what run.py's Hydra would hand the job; ``hydra_compose.config(overrides,
+    hydra=True)`` for the composed ``DictConfig``. Hydra is initialised once per test module."""
     register_configs()
     OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
     OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: None, replace=True)
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        yield Composer()
 
-        def _compose(overrides: list[str]) -> RunConfig:
-            cfg = compose(
-                config_name="config",
-                overrides=normalize_overrides(list(overrides)),
-                return_hydra_config=False,
-            )
-            return OmegaConf.to_object(cfg)
 
-        yield _compose
+ON_REQUEST = ("gpu", "slurm")
+"""Markers whose tests run only when ``-m`` names them (``-m gpu``, ``-m slurm``): the default run and
+the fast tier (``-m "not slow"``) leave them out, as ``-m`` on the command line would otherwise
+replace a ``-m`` in ``addopts``."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the :data:`ON_REQUEST` tests unless the ``-m`` expression names their marker."""
+    asked = set(re.findall(r"\w+", config.getoption("markexpr") or ""))
+    off = [m for m in ON_REQUEST if m not in asked]
+    dropped = [item for item in items if any(item.get_closest_marker(m) for m in off)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not any(item.get_closest_marker(m) for m in off)]
 
 
 @pytest.hookimpl(hookwrapper=True)

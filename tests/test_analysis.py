@@ -40,7 +40,9 @@ from analysis.load import (
 from analysis.plots import MAX_PANELS, PLOTS, PlotSkipped, make_plots, save_plots
 from analysis.query import HIGHER_IS_BETTER, LOWER_IS_BETTER, AnalysisError, ColumnError
 from analysis.schema import RecordError, read_record, upgrade_v0_to_v1, upgrade_v1_to_v2
-from flopsweep.record import MAX_RECORD_BYTES, METRIC_KEYS, METRIC_SPECS, SCHEMA_VERSION, plural
+from flopsweep.files import MAX_RECORD_BYTES
+from flopsweep.record import METRIC_KEYS, METRIC_SPECS, SCHEMA_VERSION
+from flopsweep.text import plural
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -98,7 +100,16 @@ def gpt2_flops(cfg: dict, world: int) -> tuple[float, float]:
 # --- the package boundary ----------------------------------------------------------------------------
 
 
-TORCH_FREE = ("flopsweep.record", "flopsweep.columns", "flopsweep.options", "flopsweep.config")
+TORCH_FREE = (
+    "flopsweep.record",
+    "flopsweep.files",
+    "flopsweep.text",
+    "flopsweep.wire",
+    "flopsweep.signals",
+    "flopsweep.columns",
+    "flopsweep.options",
+    "flopsweep.config",
+)
 """The flopsweep modules the analysis may import (the metric and set-up column declarations and
 the schemas they derive from): none imports torch."""
 

@@ -31,7 +31,7 @@ from analysis.load import discover, rankable
 from analysis.output import write_atomic
 from analysis.plots import make_plots, save_plots
 from analysis.sanitize import MAX_LABEL, csv_cell, markdown_cell, printable
-from flopsweep.record import RecordError, read_json
+from flopsweep.files import RecordError, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = Path(__file__).resolve().parent / "fixtures" / "records"
@@ -184,6 +184,7 @@ def _limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
 
 
+@pytest.mark.slow
 def test_a_write_that_fails_midway_keeps_the_previous_output_whole_in_one_line(tmp_path):
     put(tmp_path / "runs" / "a", ok_record())
     report = tmp_path / "out" / "report.csv"
@@ -302,6 +303,7 @@ def test_glob_meeting_a_link_loop_a_fifo_and_a_device_skips_them_and_never_loops
         assert why in skipped_star[str(root / name / "metrics.json")]
 
 
+@pytest.mark.slow
 def test_cli_on_fifos_links_and_dev_zero_finishes_with_each_skip_named(tmp_path):
     root = hostile_tree(tmp_path / "runs")
     done = run_module(root, root / "fifo" / "metrics.json", "/dev/zero", "--format", "csv", timeout=300)
@@ -446,6 +448,7 @@ def test_hostile_names_in_plots_are_bounded_and_drawn(tmp_path):
     assert all(p.stat().st_size > 0 for p in paths.values())
 
 
+@pytest.mark.slow
 def test_log_lines_and_footer_escape_control_characters(tmp_path):
     root = hostile_records(tmp_path / "runs\x1b[31m")
     put(root / "broken\x1b]0;x\x07", "{not json")

@@ -403,21 +403,12 @@ def test_model_flops_count_only_the_blocks_computed():
         ("blocksparse-8k", 8192, 2, {"causal": 2080 / 4096, "local": 999 / 4096}),
     ],
 )
-def test_gpu_sweeps_compose_with_their_densities(sweep, seq_len, micro, expect):
+def test_gpu_sweeps_compose_with_their_densities(hydra_compose, sweep, seq_len, micro, expect):
     """The sweep files compose, and the local layout runs at about 25% density."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from flopsweep.store import register_configs
-
-    register_configs()
-    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
-    conf = Path(__file__).resolve().parents[1] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base=None):
-        for layout, density in expect.items():
-            cfg = OmegaConf.to_object(compose("config", [f"+sweep={sweep}", f"attention.layout={layout}"]))
-            m = cfg.model
-            assert (m.name, m.seq_len, cfg.batch.micro_batch_size) == ("gpt-1.3b", seq_len, micro)
-            assert cfg.attention.name == "blocksparse" and cfg.device == "cuda"
-            assert attention_density(cfg.attention, seq_len) == pytest.approx(density, abs=1e-12)
+    for layout, density in expect.items():
+        cfg = hydra_compose([f"+sweep={sweep}", f"attention.layout={layout}"])
+        m = cfg.model
+        assert (m.name, m.seq_len, cfg.batch.micro_batch_size) == ("gpt-1.3b", seq_len, micro)
+        assert cfg.attention.name == "blocksparse" and cfg.device == "cuda"
+        assert attention_density(cfg.attention, seq_len) == pytest.approx(density, abs=1e-12)
     assert 0.2 < expect["local"] < 0.3

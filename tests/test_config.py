@@ -452,29 +452,3 @@ def test_a_refusal_fix_names_the_key_to_set(hydra_compose, overrides, env, fix) 
         plan(hydra_compose(overrides), env)
     message = str(exc.value)
     assert fix in message.split("Fix: ")[1] and "another" not in message.split("Fix: ")[1], message
-
-
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        (
-            ["backend=zero2", "backend.zero_stage=3"],
-            "Invalid config: backend.zero_stage=3: contradicts backend=zero2, which is ZeRO stage 2.",
-        ),
-    ],
-    ids=["zero2-stage3"],
-)
-def test_run_py_refuses_a_contradicting_zero_stage_in_one_line(
-    tmp_path: Path, overrides: list[str], message: str
-) -> None:
-    """Through ``python run.py`` as a user types it: exit 2, one line on stderr, an ``invalid``
-    record, and no worker started."""
-    from helpers import records, run_py
-
-    proc = run_py(*overrides, "device=cpu", f"hydra.run.dir={tmp_path}", timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    [line] = [x for x in proc.stderr.splitlines() if "Invalid config" in x]
-    assert line.startswith(f"flopsweep: invalid: {message}"), line
-    [record] = records(tmp_path)
-    assert record["status"] == "invalid" and record["error"]["phase"] == "config"
-    assert "launching" not in proc.stdout + proc.stderr

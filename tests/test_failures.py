@@ -23,18 +23,15 @@ import psutil
 import pytest
 import yaml
 from helpers import ROOT, RUN_PY, make_plan, run_py, validate
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from flopsweep import config as fconfig
 from flopsweep.backends import FSDPConfig
 from flopsweep.config import BackendConfig, ConfigError, FaultConfig, ModelConfig, RunConfig
+from flopsweep.files import RecordExistsError, atomic_write_json
 from flopsweep.job import ok_record, record_outcome, set_aside
 from flopsweep.launch import Outcome, collect, launch_local
 from flopsweep.layout import Layout
 from flopsweep.metrics import compute_metrics, sanity_problem
-from flopsweep.record import RecordExistsError, atomic_write_json
-from flopsweep.store import register_configs
 
 # Two gloo ranks, the smallest model, the fewest steps: seconds per job on a 2-core CPU.
 TWO_RANKS = [
@@ -321,7 +318,7 @@ def test_fewer_steps_than_asked_is_invalid(tmp_path: Path) -> None:
 
 WRITER = """
 import os, sys
-from flopsweep.record import WRITE_PAUSE_ENV, atomic_write_json
+from flopsweep.files import WRITE_PAUSE_ENV, atomic_write_json
 payload = {"values": list(range(300_000)), "n": 0}
 atomic_write_json(sys.argv[1], payload, overwrite=False)  # a whole first record
 payload["n"] = 1
@@ -330,6 +327,7 @@ atomic_write_json(sys.argv[2], payload, overwrite=sys.argv[3] == "1")  # paused 
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_killed_writer_leaves_a_whole_record_or_none(tmp_path: Path, overwrite: bool) -> None:
     """SIGKILL a writer inside its write window (a test hook pauses it there, no timing race):
@@ -577,14 +575,6 @@ def _cpu_device(overrides: list[str]) -> list[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def hydra_compose():
-    register_configs()
-    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        yield lambda overrides: OmegaConf.to_object(compose(config_name="config", overrides=overrides))
-
-
 def test_there_are_enough_bad_inputs() -> None:
     assert len(BAD_INPUTS) >= 30
     assert len(set(BAD_IDS)) == len(BAD_IDS)
@@ -693,7 +683,7 @@ def test_bad_input_exits_nonzero_naming_the_key(bad_runs, overrides: list[str], 
 def test_signal_while_the_record_is_written_waits_for_it(tmp_path: Path, sig: int, code: int) -> None:
     """SIGTERM (a scheduler's preemption) or Ctrl-C inside the write window: the record is
     finished first, and the message names it. A test hook pauses the writer in that window."""
-    from flopsweep.record import WRITE_PAUSE_ENV
+    from flopsweep.files import WRITE_PAUSE_ENV
 
     proc = subprocess.Popen(
         [sys.executable, RUN_PY, "device=cpu", f"hydra.run.dir={tmp_path}"],

@@ -26,6 +26,7 @@ def test_gpu_autocast_test_builds_its_models_on_the_meta_device(attention: str) 
         assert sum(p.numel() for p in model.parameters()) > 0
 
 
+@pytest.mark.slow
 def test_every_gpu_test_is_collected_without_cuda() -> None:
     """``pytest -m gpu --collect-only`` imports every GPU test module and builds every parameter set
     here, without a GPU: an import or parametrization error fails here rather than on the GPU."""

@@ -86,9 +86,3 @@ def test_sort_range_is_refused_with_the_list_to_write() -> None:
     message = sorted_range_problem(["batch.micro_batch_size=sort(range(1,6,2),reverse=true)"])
     assert "batch.micro_batch_size=5,3,1" in message and "hydra#3228" in message
     assert sorted_range_problem(["seed=range(3)", "model=gpt-tiny"]) is None
-
-
-def test_sort_range_refused_before_any_job(tmp_path: Path) -> None:
-    proc = run_py("-m", "seed=sort(range(0,3))", f"hydra.sweep.dir={tmp_path}", timeout=120)
-    assert proc.returncode == 2 and "seed=0,1,2" in proc.stderr
-    assert not list(tmp_path.rglob("metrics.json"))

@@ -76,6 +76,7 @@ def test_results_parameter_is_relative_to_the_notebook_folder(tmp_path):
         results_parameter([os.fsdecode(b"caf\xe9")], ".")
 
 
+@pytest.mark.slow
 def test_cli_writes_an_executed_notebook_of_the_fixture_sweep_from_another_cwd(tmp_path):
     shutil.copytree(SWEEP, tmp_path / "data" / "sweep")
     done = cli("data/sweep", "--notebook", "out/results.ipynb", cwd=tmp_path)
@@ -100,6 +101,7 @@ def test_cli_writes_an_executed_notebook_of_the_fixture_sweep_from_another_cwd(t
     assert not ABSOLUTE.search(json.dumps(nb)), "an absolute path in the notebook"
 
 
+@pytest.mark.slow
 def test_a_moved_copy_of_the_committed_notebook_runs_when_given_a_path(tmp_path):
     """Outside the repository: no checkout above it, so the kernel imports the package from
     PYTHONPATH (here this checkout, as an installed package would be)."""

@@ -101,6 +101,7 @@ def test_model_states_floor_is_below_the_estimate() -> None:
         assert model_states_floor(cfg, four) == 16 * P // 4 <= estimate(cfg, four).model_states
 
 
+@pytest.mark.slow
 def test_plan_on_the_cpu_says_whether_the_host_memory_holds_it(tmp_path: Path) -> None:
     """``plan=true device=cpu``: ``fits`` compares the estimate with the host's available memory;
     a model whose states exceed the machine is an ``invalid`` row, not a crash."""

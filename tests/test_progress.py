@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from omegaconf import OmegaConf
 
 from flopsweep.callbacks import progress_line, sweep_size
@@ -33,6 +34,7 @@ def test_log_lines_escape_control_characters() -> None:
     assert printable("model=gpt-tiny tag=ünïcode ok") == "model=gpt-tiny tag=ünïcode ok"
 
 
+@pytest.mark.slow
 def test_second_sweep_into_a_busy_directory_is_refused(tmp_path) -> None:
     """One sweep per directory: a second one (or a resume) stops at once with one line, no job run."""
     from helpers import run_py

@@ -138,6 +138,7 @@ def test_is_terminal_is_false_for_pipes_files_and_dumb_terminals(monkeypatch: py
     os.close(primary)
 
 
+@pytest.mark.slow
 def test_sweep_on_a_terminal_draws_the_bar(tmp_path: Path) -> None:
     """A real sweep (plan=true: no worker starts) with its output on a pseudo-terminal."""
     primary, secondary = os.openpty()

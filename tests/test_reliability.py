@@ -13,8 +13,8 @@ from helpers import validate
 
 from flopsweep.callbacks import count_statuses, ok_run_ids
 from flopsweep.config import RunConfig, StepsConfig
+from flopsweep.files import MAX_RECORD_BYTES
 from flopsweep.job import JobInfo, ok_record, run_job, set_aside
-from flopsweep.record import MAX_RECORD_BYTES
 
 OK = {"schema_version": 2, "status": "ok", "run": {"id": "a"}, "config": {}}
 HOSTILE: dict[str, str | bytes] = {

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "make_results.py"
 
@@ -16,6 +18,7 @@ def _make_results(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_results_doc_is_current():
     done = _make_results("--check")
     assert done.returncode == 0, (
@@ -24,6 +27,7 @@ def test_results_doc_is_current():
     )
 
 
+@pytest.mark.slow
 def test_check_reports_a_stale_file(tmp_path):
     stale = tmp_path / "RESULTS.md"
     stale.write_text((REPO / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8") + "edited\n")

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -149,39 +150,106 @@ def test_analysis_prints_one_row_per_job(cpu_sweep: Path) -> None:
     assert len(df) == 5 and (df["status"] == "ok").all() and (df["world_size"] == 2).all()
 
 
-BAD = [
-    (["model.n_embd=130"], "model.n_embd"),
-    (["backend=deepspeed", "backend.zero_stage=4"], "backend.zero_stage"),
-    (["batch.micro_batch_size=0"], "batch.micro_batch_size"),
-    (["backend=single", "nproc_per_node=2"], "backend"),
-    (["device=cuda"], "device"),
-    (["precision=fp16", "device=cpu"], "precision"),
-    (["nproc_per_node=two"], "nproc_per_node"),
-]
+@dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """One ``python run.py`` that must be refused before any worker starts (torchtitan's
+    ``OverrideDefinitions`` style: a table of command lines, one slow test runs them all).
+
+    Attributes:
+        args: the overrides (the run or sweep directory is added).
+        sweep: run with ``-m`` into ``hydra.sweep.dir`` (else ``hydra.run.dir``).
+        status: the exit status; None for any non-zero one.
+        stderr_has: each must be in stderr.
+        last_line_has: each must be in stderr's last line.
+        line_starts: the one stderr line with ``Invalid config`` starts with this.
+        every_line_has: every stderr line holds this (the refusal is all there is).
+        record: ``invalid``: one ``invalid`` record of phase ``config``, every metric null;
+            None: no ``metrics.json`` (and no sweep directory for a sweep refused before Hydra).
+    """
+
+    args: tuple[str, ...]
+    sweep: bool = False
+    status: int | None = 2
+    stderr_has: tuple[str, ...] = ()
+    last_line_has: tuple[str, ...] = ()
+    line_starts: str | None = None
+    every_line_has: str | None = None
+    record: str | None = "invalid"
 
 
-@pytest.mark.parametrize(("overrides", "key"), BAD)
-def test_bad_config_is_one_paragraph_and_starts_no_worker(
-    tmp_path: Path, overrides: list[str], key: str
-) -> None:
-    proc = run_py(*overrides, f"hydra.run.dir={tmp_path}", timeout=120)
-    assert proc.returncode == 2
+def _invalid(args: tuple[str, ...], key: str) -> Refusal:
+    return Refusal(args=args, last_line_has=(key, "Fix:"))
+
+
+def _typo(override: str) -> Refusal:
+    return Refusal(
+        args=(override,), status=None, stderr_has=(override.split("=")[0].split(".")[-1],), record=None
+    )
+
+
+REFUSALS = {
+    # validation: one paragraph, exit 2, an invalid record, no worker
+    "n_embd": _invalid(("model.n_embd=130",), "model.n_embd"),
+    "zero_stage": _invalid(("backend=deepspeed", "backend.zero_stage=4"), "backend.zero_stage"),
+    "micro_batch_0": _invalid(("batch.micro_batch_size=0",), "batch.micro_batch_size"),
+    "single_2_ranks": _invalid(("backend=single", "nproc_per_node=2"), "backend"),
+    "cuda": _invalid(("device=cuda",), "device"),
+    "fp16_cpu": _invalid(("precision=fp16", "device=cpu"), "precision"),
+    "nproc_two": _invalid(("nproc_per_node=two",), "nproc_per_node"),
+    "zero2-stage3": Refusal(
+        args=("backend=zero2", "backend.zero_stage=3", "device=cpu"),
+        line_starts="flopsweep: invalid: Invalid config: backend.zero_stage=3: contradicts backend=zero2, "
+        "which is ZeRO stage 2.",
+    ),
+    # composition: Hydra refuses a wrong type or an unknown key or option, no record
+    "typo_type": _typo("batch.micro_batch_size=abc"),
+    "typo_key": _typo("model.n_layers=3"),
+    "typo_option": _typo("backend=zero9"),
+    # before Hydra starts: one line, no job, no sweep directory
+    "sort_range": Refusal(
+        args=("seed=sort(range(0,3))",), sweep=True, stderr_has=("seed=0,1,2",), record=None
+    ),
+    "bad_objective": Refusal(
+        args=("objective=model_tflops_per_device,nope",),
+        sweep=True,
+        every_line_has="objective='nope'",
+        record=None,
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(REFUSALS.values()), ids=list(REFUSALS))
+def test_run_py_refuses_before_any_worker(tmp_path: Path, case: Refusal) -> None:
+    """Each refusal through ``python run.py`` as a user types it: its exit status and message, no
+    traceback, no worker launched, and the record (or none) it leaves."""
+    where = tmp_path / "out"
+    args = (
+        ("-m", *case.args, f"hydra.sweep.dir={where}")
+        if case.sweep
+        else (*case.args, f"hydra.run.dir={where}")
+    )
+    proc = run_py(*args, timeout=300)
+    exited = proc.returncode == case.status if case.status is not None else proc.returncode != 0
+    assert exited, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr + proc.stdout
-    message = proc.stderr.strip().splitlines()[-1]
-    assert key in message and "Fix:" in message
-    assert "launching" not in proc.stdout and "[flopsweep rank" not in proc.stdout
-    record = json.loads((tmp_path / "metrics.json").read_text())
-    assert record["status"] == "invalid" and record["error"]["phase"] == "config"
-    assert all(v is None for v in record["metrics"].values())
-
-
-@pytest.mark.parametrize("override", ["batch.micro_batch_size=abc", "model.n_layers=3", "backend=zero9"])
-def test_type_errors_and_typos_fail_at_composition(tmp_path: Path, override: str) -> None:
-    proc = run_py(override, f"hydra.run.dir={tmp_path}", timeout=120)
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr
-    assert override.split("=")[0].split(".")[-1] in proc.stderr
-    assert not (tmp_path / "metrics.json").exists()
+    assert "launching" not in proc.stdout + proc.stderr and "[flopsweep rank" not in proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert all(text in proc.stderr for text in case.stderr_has), proc.stderr[-2000:]
+    assert all(text in lines[-1] for text in case.last_line_has), lines[-1]
+    if case.line_starts is not None:
+        [line] = [x for x in lines if "Invalid config" in x]
+        assert line.startswith(case.line_starts), line
+    if case.every_line_has is not None:
+        assert lines and all(case.every_line_has in line for line in lines), lines
+    if case.record is None:
+        assert not list(tmp_path.rglob("metrics.json"))
+        if case.sweep:
+            assert not where.exists()
+    else:
+        [record] = records(tmp_path)
+        assert record["status"] == case.record and record["error"]["phase"] == "config"
+        assert all(v is None for v in record["metrics"].values())
 
 
 @pytest.mark.slow

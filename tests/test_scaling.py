@@ -11,13 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers import records, run_py
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 import analysis
 from flopsweep.config import ConfigError
 from flopsweep.plan import MAX_CPU_RANKS_PER_CORE, Environment, plan
-from flopsweep.store import register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = json.loads((ROOT / "tests/fixtures/records/v2-ok/metrics.json").read_text())
@@ -71,26 +68,17 @@ def test_one_rank_count_only_leaves_efficiency_blank(tmp_path) -> None:
     assert "two or more world sizes" in skipped["scaling"]
 
 
-def _points(overrides: list[str]) -> list:
-    register_configs()
-    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
-    OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: None, replace=True)
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return [
-            OmegaConf.to_object(compose(config_name="config", overrides=["+sweep=scaling", *o]))
-            for o in overrides
-        ]
-
-
-def test_scaling_sweep_refuses_rank_counts_above_the_visible_gpus() -> None:
+def test_scaling_sweep_refuses_rank_counts_above_the_visible_gpus(hydra_compose) -> None:
     two_gpus = Environment(cuda_available=True, gpu_count=2, bf16_supported=True, capability=(9, 0))
-    for cfg in _points([[f"backend={b}", f"nproc_per_node={n}"] for b in ("ddp", "zero3") for n in (1, 2)]):
+    points = [[f"backend={b}", f"nproc_per_node={n}"] for b in ("ddp", "zero3") for n in (1, 2)]
+    for cfg in (hydra_compose(["+sweep=scaling", *o]) for o in points):
         assert plan(cfg, two_gpus).cfg.nproc_per_node == cfg.nproc_per_node
-    for cfg in _points([["backend=fsdp", f"nproc_per_node={n}"] for n in (4, 8)]):
+    for cfg in (hydra_compose(["+sweep=scaling", "backend=fsdp", f"nproc_per_node={n}"]) for n in (4, 8)):
         with pytest.raises(ConfigError, match="more ranks than the 2 visible GPU"):
             plan(cfg, two_gpus)
 
 
+@pytest.mark.slow
 def test_scaling_sweep_on_a_machine_without_gpus_records_every_point_invalid(tmp_path) -> None:
     """No point is skipped silently: 3 backends x 4 rank counts, 12 ``invalid`` records."""
     out = run_py("-m", "+sweep=scaling", f"hydra.sweep.dir={tmp_path}", timeout=600)

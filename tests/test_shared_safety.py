@@ -16,9 +16,9 @@ from helpers import ROOT, run_py
 
 from flopsweep.callbacks import SweepBusy, lock_path, lock_sweep_dir
 from flopsweep.config import ConfigError, RunConfig
+from flopsweep.files import RecordExistsError, atomic_write_json
 from flopsweep.job import JobInfo, other_run_problem, run_job
 from flopsweep.plan import Environment, plan, validate
-from flopsweep.record import RecordExistsError, atomic_write_json
 
 SWEEP = Path(__file__).resolve().parent / "fixtures" / "sweep"
 

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT, records, run_py, validate
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from submitit.helpers import TorchDistributedEnvironment
 
@@ -31,7 +30,6 @@ from flopsweep import cluster as fcluster
 from flopsweep import config as fconfig
 from flopsweep import slurm
 from flopsweep.config import ConfigError
-from flopsweep.store import register_configs
 
 CPU_JOB = [
     "hydra/launcher=slurm",
@@ -118,18 +116,12 @@ def test_more_than_one_node_needs_slurm(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 @pytest.fixture(scope="module")
-def launcher_config():
-    register_configs()
-    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+def launcher_config(hydra_compose):
+    def _launcher(overrides: list[str]) -> dict:
+        cfg = hydra_compose.config(["hydra/launcher=slurm", *overrides], hydra=True)
+        return OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
 
-        def _launcher(overrides: list[str]) -> dict:
-            cfg = compose(
-                config_name="config", overrides=["hydra/launcher=slurm", *overrides], return_hydra_config=True
-            )
-            return OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
-
-        yield _launcher
+    return _launcher
 
 
 def test_slurm_launcher_two_nodes_of_eight_gpus(launcher_config) -> None:
@@ -201,6 +193,7 @@ def test_contradicting_launcher_fails_before_submission(
     assert not (tmp_path / "sweep").exists()  # nothing submitted, not even the sweep directory
 
 
+@pytest.mark.slow
 def test_no_controller_is_one_line(tmp_path: Path) -> None:
     """No cluster needed: a slurm.conf whose controller port is closed (or no Slurm client at all)."""
     conf = tmp_path / "slurm.conf"

@@ -159,6 +159,7 @@ def test_the_wheel_ships_the_plugin_in_the_namespace_package(tmp_path) -> None:
     } <= names
 
 
+@pytest.mark.slow
 def test_an_app_without_the_launcher_keys_is_refused_in_one_line(tmp_path) -> None:
     import subprocess
     import sys

@@ -6,13 +6,10 @@ import itertools
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
 
 from flopsweep.config import ConfigError
 from flopsweep.plan import Environment, plan
-from flopsweep.store import register_configs
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 CPU = Environment(cpu_count=2)
@@ -26,38 +23,32 @@ SWEEPS = sorted(p.stem for p in (CONF.parent / "sweep").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
-def test_every_sweep_composes_and_every_point_validates(sweep):
+def test_every_sweep_composes_and_every_point_validates(hydra_compose, sweep):
     """Expand each sweep's params as Hydra's basic sweeper does, compose every point, validate it.
 
     GPU sweeps are validated as they would resolve on one H200 (an ``Environment``, not this machine).
     """
-    register_configs()
-    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
-    OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: None, replace=True)
     h200 = Environment(cuda_available=True, gpu_count=8, bf16_supported=True, capability=(9, 0), cpu_count=16)
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        base = compose(config_name="config", overrides=[f"+sweep={sweep}"], return_hydra_config=True)
-        params = base.hydra.sweeper.get("params") or {}
-        parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
-        axes = [
-            [f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()]
-            if o.is_sweep_override()
-            else [f"{o.key_or_group}={o.value()}"]
-            for o in parsed
-        ]
-        points = list(itertools.product(*axes)) or [()]
-        assert points
-        for point in points:
-            cfg = OmegaConf.to_object(compose(config_name="config", overrides=[f"+sweep={sweep}", *point]))
-            env = CPU if cfg.device == "cpu" else h200
-            if cfg.nnodes > 1:  # a multi-node sweep is a Slurm sweep: validate it as a Slurm task would
-                env = Environment(
-                    **{**vars(env), "in_submitit": True, "under_slurm": True, "slurm_job": True}
-                )
-            try:
-                validate(cfg, env)
-            except ConfigError as exc:
-                # only refusals that a record would carry as `invalid` on purpose
-                # xformers and torchao are optional packages (the CPU install has neither)
-                expected = ("xformers", "more ranks", "torchao is not installed")
-                assert any(e in str(exc) for e in expected), (sweep, point, exc)
+    base = hydra_compose.config([f"+sweep={sweep}"], hydra=True)
+    params = base.hydra.sweeper.get("params") or {}
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+    axes = [
+        [f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()]
+        if o.is_sweep_override()
+        else [f"{o.key_or_group}={o.value()}"]
+        for o in parsed
+    ]
+    points = list(itertools.product(*axes)) or [()]
+    assert points
+    for point in points:
+        cfg = hydra_compose([f"+sweep={sweep}", *point])
+        env = CPU if cfg.device == "cpu" else h200
+        if cfg.nnodes > 1:  # a multi-node sweep is a Slurm sweep: validate it as a Slurm task would
+            env = Environment(**{**vars(env), "in_submitit": True, "under_slurm": True, "slurm_job": True})
+        try:
+            validate(cfg, env)
+        except ConfigError as exc:
+            # only refusals that a record would carry as `invalid` on purpose
+            # xformers and torchao are optional packages (the CPU install has neither)
+            expected = ("xformers", "more ranks", "torchao is not installed")
+            assert any(e in str(exc) for e in expected), (sweep, point, exc)

@@ -24,9 +24,9 @@ import pytest
 from helpers import ROOT, RUN_PY, make_plan
 
 from flopsweep.config import RunConfig, StepsConfig
+from flopsweep.files import WRITE_PAUSE_ENV, NotRecorded, RecordUnwritable, atomic_write_json, check_writable
 from flopsweep.job import JobInfo, record_outcome, run_job
 from flopsweep.launch import launch_local
-from flopsweep.record import WRITE_PAUSE_ENV, NotRecorded, RecordUnwritable, atomic_write_json, check_writable
 
 ONE_RANK = ["device=cpu", "precision=fp32", "steps.warmup=0", "steps.measure=1"]
 
@@ -167,6 +167,7 @@ def test_a_directory_replaced_by_a_file_is_named(tmp_path: Path) -> None:
     check_writable(tmp_path)  # a writable directory with room passes
 
 
+@pytest.mark.slow
 def test_a_rank_that_cannot_write_keeps_its_traceback_in_the_record(
     disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -338,7 +338,7 @@ def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: di
 
 
 def _run_id(path: Path) -> str | None:
-    from flopsweep.record import RecordError, read_json
+    from flopsweep.files import RecordError, read_json
 
     try:
         return read_json(path)["run"]["id"]

@@ -1,0 +1,380 @@
+"""Safe files where a run's output goes: the atomic writer, the bounded reader, the probes.
+
+Torch-free. Every file flopsweep writes beside records is created by :func:`create_new`
+(exclusive, never through a link) and moved into place; :func:`atomic_write_json` writes a
+``metrics.json`` whole or not at all (signals wait, :mod:`flopsweep.signals`);
+:func:`read_json` is the one reader of record files (a regular file, not a link, at most
+:data:`MAX_RECORD_BYTES`, strict JSON). A write the file system refuses raises
+:class:`RecordUnwritable`, one line with the path, the OS error and, for a full disk, the free
+space; :func:`check_writable` is the sweep's check between two jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import secrets
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+from flopsweep.record import METRICS_FILE
+from flopsweep.signals import signals_deferred
+from flopsweep.text import format_bytes
+
+MAX_RECORD_BYTES = 16 * 2**20
+"""Records larger than this are not read (a real one is a few KiB)."""
+
+
+class RecordExistsError(FileExistsError):
+    """Raised instead of writing over an existing ``metrics.json``."""
+
+
+class RecordError(ValueError):
+    """A ``metrics.json`` that cannot be read as a flopsweep record; the message says why."""
+
+
+class RecordUnwritable(OSError):
+    """A file could not be written where a run's output goes: the directory became read-only,
+    was removed or replaced, or the disk is full.
+
+    ``str()`` is one line naming the path and the OS error, and for a full disk the free space
+    (``shutil.disk_usage``); :attr:`fix` says what to do.
+    """
+
+    def __init__(self, path: Path, cause: OSError, kept: Path | None = None) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
+        self.path = Path(path)
+        full = cause.errno in (errno.ENOSPC, errno.EDQUOT)
+        where = _existing(self.path)
+        self.line = f"cannot write {path}: {cause.strerror or cause}"
+        if full:
+            self.line += f", {_free_space(where)} free on {where}"
+        if kept is not None:  # written and synced, then refused its name: nothing is lost
+            self.line += f"; the whole record is kept in {kept}"
+        self.fix = f"free space on {where}" if full else f"make {where} writable"
+
+    def __str__(self) -> str:
+        return self.line
+
+
+class NotRecorded(Exception):
+    """A job ended but its ``metrics.json`` could not be written (see :class:`RecordUnwritable`).
+    The message is the one line to print: the job, the path, why, and the fix."""
+
+
+def _existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists (``shutil.disk_usage`` needs one)."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _free_space(path: Path) -> str:
+    """The space free for this user on ``path``'s file system, as ``12.0 KiB``."""
+    try:
+        return format_bytes(shutil.disk_usage(path).free)
+    except OSError:
+        return "unknown space"
+
+
+MIN_FREE_BYTES = 2**20
+"""Free space a sweep wants before its next job: that job's Hydra files, log, tracebacks and
+record take some tens of KiB."""
+
+
+def check_writable(directory: Path) -> None:
+    """Write, sync and remove one byte in ``directory``, and find at least :data:`MIN_FREE_BYTES`
+    free there: the sweep's check, between two jobs, that the next job can be recorded (a
+    read-only, replaced or nearly full directory fails here, rather than in Hydra with a traceback).
+
+    Raises:
+        RecordUnwritable: naming the directory, the OS error and, for a full disk, the free space.
+    """
+    probe = Path(directory) / f".flopsweep-probe.{os.getpid()}.{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        usage = shutil.disk_usage(directory)
+    except OSError as exc:
+        raise RecordUnwritable(directory, exc) from None
+    finally:
+        _discard(probe)
+    if usage.total and usage.free < MIN_FREE_BYTES:  # some FUSE file systems report no sizes at all
+        low = RecordUnwritable(directory, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        need = format_bytes(MIN_FREE_BYTES)
+        low.line = f"{directory} has {format_bytes(usage.free)} free, under the {need} a job needs"
+        raise low
+
+
+def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = True) -> None:
+    """Write strict JSON to a temporary file in the same directory, fsync it, then move it in place.
+
+    A reader sees the whole file or none, also when the writer is killed mid-way
+    (at worst a hidden ``.NAME.PID.RANDOM.tmp`` file is left behind). The temporary file is
+    created by :func:`create_new` (exclusive, never through a link, an unpredictable name), so a
+    link planted in the directory is never written through. With
+    ``overwrite=False`` the file is hard-linked into place, which fails atomically
+    when ``path`` exists, so two writers can never replace each other's record.
+
+    Raises:
+        RecordExistsError: when ``overwrite`` is false and ``path`` exists.
+        RecordUnwritable: when the file system refuses the write (read-only, the directory gone
+            or replaced, a full disk); nothing is left at ``path``.
+        ValueError: when ``payload`` holds a non-finite float (use :func:`strict` first).
+    """
+    path = Path(path)
+    if not overwrite and path.exists():
+        raise RecordExistsError(exists_message(path))
+    text = json.dumps(payload, indent=2, allow_nan=False)
+    tmp = path  # nothing created yet: _discard(path) below must not remove a file of someone else
+    synced = False
+    with signals_deferred():
+        try:
+            fd, tmp = create_new(path.parent, f".{path.name}.{os.getpid()}.")
+            with open(fd, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            synced = True
+            _test_pause(tmp, path)
+            if overwrite:
+                os.replace(tmp, path)
+            else:
+                _link_no_clobber(tmp, path)
+        except RecordExistsError:
+            raise
+        except OSError as exc:
+            if tmp != path:
+                _discard(tmp)
+            raise RecordUnwritable(path, exc, kept=tmp if synced and tmp.exists() else None) from exc
+        finally:
+            if tmp != path:
+                _discard(tmp)
+        _fsync_dir(path.parent)
+
+
+def create_new(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
+    """Create a new, empty file in ``directory`` safely, for a folder that others may write to.
+
+    The name is ``prefix`` + 8 random characters + ``suffix`` (unpredictable), and the file is
+    created exclusively without following a link (``tempfile.mkstemp``: ``O_CREAT | O_EXCL |
+    O_NOFOLLOW``), so a file or a symbolic link planted under any name is never written through.
+    Its mode is what ``open(path, "w")`` would give (``0o666`` less the umask), not mkstemp's 0600.
+
+    Returns:
+        ``(fd, path)``: a descriptor open for reading and writing, which the caller closes.
+
+    Raises:
+        OSError: when the directory refuses the file (read-only, gone, full).
+    """
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+    except OSError:
+        pass  # a file system without modes (some FUSE mounts) keeps mkstemp's
+    return fd, Path(name)
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it where Linux tells it (``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _discard(tmp: Path) -> None:
+    """Remove a temporary file if the file system lets us (a read-only one keeps it)."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
+
+
+WRITE_PAUSE_ENV = "FLOPSWEEP_TEST_WRITE_PAUSE"
+"""Test hook: seconds to pause between writing a ``metrics.json``'s temporary file and moving it
+into place, after creating ``<tmp>.paused``, so that a test can signal a writer inside that
+window (signals are deferred there: the pause ends, the record is written, then they arrive)."""
+
+
+def _test_pause(tmp: Path, path: Path) -> None:
+    seconds = os.environ.get(WRITE_PAUSE_ENV)
+    if seconds and path.name == METRICS_FILE:
+        import time
+
+        Path(f"{tmp}.paused").touch()
+        time.sleep(float(seconds))
+        with contextlib.suppress(OSError):  # a test may have made the directory read-only meanwhile
+            Path(f"{tmp}.paused").unlink(missing_ok=True)
+
+
+def record_path_problem(path: Path) -> str | None:
+    """Why a run must not start that would write its record to ``path``, or None (absent, or a
+    regular file).
+
+    Links are never records where the sweep writes: ``metrics.json`` as a symbolic link (dangling,
+    looping or to a file) or a FIFO, a device, a socket or a directory is refused, checked with
+    ``lstat`` before the run (the finished record could not take its name, and the measurement
+    would be lost). The analysis skips such paths with a reason.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path} cannot be checked ({exc.strerror}); fix its directory or choose another one"
+    if stat.S_ISREG(st.st_mode):
+        return None
+    what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+    return (
+        f"{path} is {what}, not a run record: the run's record could not take its place. "
+        "Fix: remove or rename it, then run again (or choose a new hydra.sweep.dir / hydra.run.dir)"
+    )
+
+
+def exists_message(path: Path) -> str:
+    """The refusal to overwrite ``path``, naming it and the two ways out."""
+    return (
+        f"{path} already exists; refusing to overwrite a run record. Use a new output directory "
+        "(hydra.run.dir / hydra.sweep.dir), or resume=true to keep ok records and re-run the rest."
+    )
+
+
+def _link_no_clobber(tmp: Path, path: Path) -> None:
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise RecordExistsError(exists_message(path)) from None
+    except OSError:  # a file system without hard links: check, then rename (a small race)
+        if path.exists():
+            raise RecordExistsError(exists_message(path)) from None
+        os.replace(tmp, path)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename durable (best effort: not every platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` is, in words: ``regular file``, ``symbolic link``, ``FIFO``, ..."""
+    kinds = (
+        (stat.S_ISREG, "regular file"),
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "special file")
+
+
+def not_a_record(path: Path) -> str | None:
+    """Why ``path`` cannot be a record without opening it (``lstat``: links are not followed), or
+    None for a regular file: ``a symbolic link (not followed: a record is a regular file)``,
+    ``a FIFO, not a regular file``, ... Raises OSError when it cannot be examined."""
+    kind = file_kind(os.lstat(path).st_mode)
+    if kind == "regular file":
+        return None
+    if kind == "symbolic link":
+        return "a symbolic link (not followed: a record is a regular file)"
+    return f"a {kind}, not a regular file"
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit``, read without following a link
+    or blocking: ``lstat`` first (a FIFO or device is never opened), then ``open`` with
+    ``O_NOFOLLOW | O_NONBLOCK``, then ``fstat`` of what was opened (a swap between the two
+    calls is caught), then at most ``limit + 1`` bytes.
+
+    Raises:
+        RecordError: for a link, a FIFO, a device, a directory, a file over ``limit`` bytes or
+            an OS error, one phrase naming it.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        if why := not_a_record(path):
+            raise RecordError(why)
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise RecordError(f"cannot read the file: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RecordError(f"a {file_kind(st.st_mode)}, not a regular file")
+        if st.st_size > limit:
+            raise RecordError(f"{st.st_size} bytes is over the {limit} byte limit of a record")
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(limit + 1 - size, 1 << 20))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise RecordError(f"cannot read the file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise RecordError(f"over the {limit} byte limit of a record (it grew while read)")
+    return b"".join(chunks)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Parse one ``metrics.json`` safely: a regular file, not a link, size-capped, strict, an
+    object at the top.
+
+    This is the one reader of record files (the job's resume check, the callbacks and
+    the analysis use it). Links are never followed and nothing but a regular file is opened
+    (:func:`read_regular`): a record is a regular file at its own path. It does not upgrade
+    old schema versions; the analysis does (:func:`analysis.schema.read_record`).
+
+    Raises:
+        RecordError: for a file that is a link, a FIFO, a device or a directory, unreadable,
+            over :data:`MAX_RECORD_BYTES`, empty, not UTF-8, not JSON, nested too deep, or
+            not an object.
+    """
+    data = read_regular(Path(path), MAX_RECORD_BYTES)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"cannot read the file: {exc}") from None
+    if not text.strip():
+        raise RecordError("empty file")
+    try:
+        record = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise RecordError("JSON nested too deep") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"invalid JSON (truncated?): {str(exc)[:200]}") from None
+    except ValueError as exc:  # NaN/Infinity (not strict JSON), int() of a 5,000-digit number
+        raise RecordError(f"not strict JSON: {str(exc)[:200]}") from None
+    if not isinstance(record, dict):
+        raise RecordError(f"top level is a JSON {type(record).__name__}, not an object")
+    return record
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not strict JSON")

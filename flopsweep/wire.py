@@ -1,0 +1,97 @@
+"""What a rank hands the job process: its figures and, when it failed, its error.
+
+Torch-free and imports nothing of flopsweep: the worker fills these on each rank, rank 0
+gathers them into the scratch directory, and the job process (:mod:`flopsweep.metrics`,
+:mod:`flopsweep.launch`) reads them into the record (``metrics.per_rank``, ``error``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorInfo:
+    """``record.error``: why a run is not ``ok``.
+
+    Attributes:
+        type: the exception class name (``ConfigError``, ``OutOfMemoryError``, ``Timeout``...).
+        message: one paragraph.
+        phase: one of :data:`flopsweep.record.PHASES`.
+        rank: the global rank that failed first, or None (the job itself).
+        traceback: path of that rank's traceback file, or None.
+        traceback_text: that rank's traceback itself, only when the rank could not write its own
+            files (its directory read-only or full) and torch kept it instead; the key is
+            absent otherwise.
+    """
+
+    type: str
+    message: str
+    phase: str | None
+    rank: int | None = None
+    traceback: str | None = None
+    traceback_text: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if out["traceback_text"] is None:
+            del out["traceback_text"]
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankFigures:
+    """What one rank measured; rank 0 gathers one per rank, and ``metrics.per_rank`` keeps the
+    memory part of each.
+
+    Attributes:
+        rank: global rank.
+        device: ``torch.cuda.get_device_name`` or ``"cpu"``.
+        step_times_s: seconds per measured optimizer step on this rank.
+        losses: mean loss per step run (warm-up and measured), null where not finite.
+        peak_cuda_allocated_bytes, peak_cuda_reserved_bytes: since the measured steps began;
+            null on the CPU.
+        peak_host_rss_bytes: the process's peak resident set.
+        cuda_alloc_retries: times the CUDA caching allocator freed its cache and retried
+            ``cudaMalloc`` during the measured steps (``num_alloc_retries`` of
+            ``torch.cuda.memory_stats``; each retry synchronises the device); null on the CPU.
+        matmul_tflops: the measured dense GEMM rate at the run's matmul precision, TFLOP/s.
+        warmup_steps: warm-up steps run (``steps.warmup`` plus any extra).
+        fp8_layers: Linear layers converted to float8, null when the run is not fp8.
+        unsteady_steps: measured steps over 3x the median of the others.
+        breakdown: ``profile=true`` only: the profiled step's parts, seconds
+            (:class:`flopsweep.profile.StepBreakdown`).
+        profile_problem: ``profile=true`` only: why this rank has no breakdown (its trace could
+            not be written or read), else null; the record's warnings carry it.
+    """
+
+    rank: int
+    device: str
+    step_times_s: list[float]
+    losses: list[float | None]
+    peak_cuda_allocated_bytes: int | None
+    peak_cuda_reserved_bytes: int | None
+    peak_host_rss_bytes: int
+    cuda_alloc_retries: int | None = None
+    matmul_tflops: float | None = None
+    warmup_steps: int = 0
+    fp8_layers: int | None = None
+    unsteady_steps: list[int] = field(default_factory=list)
+    breakdown: dict[str, Any] | None = None
+    profile_problem: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+PER_RANK_KEYS = (
+    "rank",
+    "device",
+    "peak_cuda_allocated_bytes",
+    "peak_cuda_reserved_bytes",
+    "peak_host_rss_bytes",
+    "cuda_alloc_retries",
+    "matmul_tflops",
+)
+"""The keys of each ``metrics.per_rank`` entry (a part of :class:`RankFigures`)."""
