@@ -11,8 +11,8 @@ the group so that it is no option), which the option's YAML file extends. So a k
 to the options that declare it, a record carries only the keys of its own options, and
 every default lives in one place: the dataclass.
 
-This module imports nothing else from flopsweep. Rules live in
-:mod:`flopsweep.plan`.
+This module imports nothing else from flopsweep. Rules live in :mod:`flopsweep.plan` (one axis:
+with its registry; across axes: :mod:`flopsweep.rules`).
 """
 
 from __future__ import annotations
