@@ -10,7 +10,8 @@ than :data:`CHECK_TOLERANCE`, or that no real run can have:
 - ``iteration_time_s``: ``mean``, ``median``, ``min``, ``max``, ``std`` and ``cv`` against its
   ``values`` (the measured steps);
 - ``tokens_per_step`` = ``global_batch_size`` x ``config.model.seq_len``; ``global_batch_size`` =
-  micro batch x grad accumulation x world size;
+  micro batch x grad accumulation x data-parallel degree (``system.parallel``; the world size for
+  older records);
 - ``tokens_per_s`` = ``tokens_per_step`` / mean step; ``tokens_per_s_per_device`` = ``tokens_per_s`` /
   world size;
 - ``hardware_tflops_per_device`` = ``hardware_flops_per_iteration`` / (mean step x world size x 1e12)
@@ -118,12 +119,25 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b and math.isfinite(a) and math.isfinite(b) else None
 
 
+def _data_parallel(record: Record, world: float | None) -> float | None:
+    """The data-parallel degree, ``dp_replicate x dp_shard`` of ``system.parallel`` (tensor and
+    pipeline parallel ranks share a batch); the world size for a record without it (older records
+    were pure data parallel)."""
+    degrees = _get(record, "system", "parallel")
+    if isinstance(degrees, dict):
+        replicate, shard = _num(degrees.get("dp_replicate")), _num(degrees.get("dp_shard"))
+        if replicate and shard and replicate > 0 and shard > 0:
+            return replicate * shard
+    return world
+
+
 def _rates(record: Record) -> list[str | None]:
     m, cfg = record.get("metrics") or {}, record.get("config") or {}
     mean = _num(_get(m, "iteration_time_s", "mean"))
     mean = mean if mean and mean > 0 else None
     world = _num(_get(record, "system", "world_size"))
     world = world if world and world > 0 else None
+    dp = _data_parallel(record, world)
     tokens, batch = _num(m.get("tokens_per_step")), _num(m.get("global_batch_size"))
     mbs, accum = _num(_get(cfg, "batch", "micro_batch_size")), _num(_get(cfg, "batch", "grad_accum"))
     seq = _num(_get(cfg, "model", "seq_len"))
@@ -133,8 +147,8 @@ def _rates(record: Record) -> list[str | None]:
         _compare(
             "global_batch_size",
             batch,
-            mbs * accum * world if mbs and accum and world else None,
-            "micro batch x grad accum x world size",
+            mbs * accum * dp if mbs and accum and dp else None,
+            "micro batch x grad accum x data-parallel degree",
         ),
         _compare("tokens_per_step", tokens, batch * seq if batch and seq else None, "global batch x seq_len"),
         _compare("tokens_per_s", rate, _ratio(tokens, mean), "tokens_per_step / mean step"),

@@ -273,13 +273,37 @@ def check_kernel(cfg: AttentionConfig, *, head_dim: int, dtype: torch.dtype, dev
         raise
     except Exception as exc:  # noqa: BLE001 - whatever the kernel raises, it cannot run here
         version = f" (xformers {_xformers_version()})" if cfg.name == "xformers" else ""
-        cause = str(exc).strip().splitlines()[0][:500].rstrip(".") if str(exc).strip() else ""
+        cause = kernel_refusal_reasons(str(exc)).rstrip(".")
         raise KernelUnavailable(
             f"attention={cfg.name}{version} cannot run on {where} with {str(dtype).removeprefix('torch.')} "
             f"and head dim {head_dim} (torch {torch.__version__}, CUDA {torch.version.cuda}): "
             f"{type(exc).__name__}: {cause}. No other kernel is used instead; pick another attention, "
             "or install a build of the kernel for this torch and CUDA"
         ) from exc
+
+
+REASONS_CHARS = 1500
+"""At most this much of a kernel library's refusal goes into the record."""
+
+
+def kernel_refusal_reasons(text: str) -> str:
+    """A kernel library's refusal in one line, with its reasons and without its dump of the inputs.
+
+    xformers' ``NotImplementedError`` reads ``No operator found for `memory_efficient_attention_forward`
+    with inputs:``, then the shapes and dtypes of the inputs, then one block per operator: a line
+    `` `fa3F@...` is not supported because:`` and its indented reasons. The record keeps the first
+    line and every operator's reasons (``; `fa3F@...` is not supported because: requires device
+    with capability ...``), the inputs left out, at most :data:`REASONS_CHARS` characters. Any
+    other message is its lines joined with ``; ``, within the same bound.
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0].endswith("with inputs:"):
+        first_op = next((i for i, line in enumerate(lines) if line.startswith("`")), len(lines))
+        lines = [lines[0].removesuffix(" with inputs:"), *lines[first_op:]]
+    out = "; ".join(lines).replace(":;", ":")
+    return out if len(out) <= REASONS_CHARS else out[: REASONS_CHARS - 1] + "…"
 
 
 def _xformers_version() -> str:

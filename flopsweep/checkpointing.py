@@ -17,9 +17,10 @@ that used to be spread over the backends, the metrics and the memory estimate:
   for backward, for :mod:`flopsweep.memory`.
 
 Adding a policy (``selective``, ``every_n``, ``memory_budget``) is a spec here, its config
-subclass when it has knobs (stored as ``activation_checkpointing/base_<name>``), and one YAML
-file. This module imports torch only inside :attr:`CheckpointPolicy.apply`, so validation and
-``run.py`` can read the registry without it.
+subclass in :mod:`flopsweep.options` when it has knobs (stored as
+``schema/activation_checkpointing/base_<name>``), and one YAML file. This module imports torch
+only inside :attr:`CheckpointPolicy.apply`, so validation and ``run.py`` can read the registry
+without it.
 
 The old boolean values stay accepted on the command line: Hydra refuses a boolean as a
 config-group choice ("Config group override must be a string or a list. Got bool"), so

@@ -6,7 +6,7 @@ Metrics have :data:`flopsweep.record.METRIC_SPECS`; the knobs that define a run'
 every set-up fact from here: the column, where it is in the record, its short header and
 legend text, and, derived from the option schemas (:mod:`flopsweep.options`), its type and
 which option it belongs to (``zero_stage`` is blank for a run that is not DeepSpeed). A new
-knob is one line here (or one line in :data:`UNSHOWN_KEYS`: ``tests/test_analysis.py`` checks
+knob is one line here (or one line in :data:`UNSHOWN_KEYS`: ``tests/test_columns.py`` checks
 that every key of every schema is one or the other).
 
 Torch-free: imports :mod:`flopsweep.config` and :mod:`flopsweep.options` only.

@@ -11,8 +11,8 @@ the group so that it is no option), which the option's YAML file extends. So a k
 to the options that declare it, a record carries only the keys of its own options, and
 every default lives in one place: the dataclass.
 
-This module imports nothing else from flopsweep. Rules live in
-:mod:`flopsweep.plan`.
+This module imports nothing else from flopsweep. Rules live in :mod:`flopsweep.plan` (one axis:
+with its registry; across axes: :mod:`flopsweep.rules`).
 """
 
 from __future__ import annotations
@@ -176,8 +176,8 @@ class OptimConfig:
     """Max global gradient L2 norm."""
 
 
-FAULT_KINDS = ("none", "oom", "raise", "kill", "hang", "nan_loss")
-FAULT_PHASES = ("init", "warmup", "measure")
+FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")
+FAULT_PHASES = ("init", "warmup", "measure", "teardown")
 
 
 @dataclass(kw_only=True)
@@ -190,13 +190,16 @@ class FaultConfig:
 
     kind: str = "none"
     """``none``; ``oom`` raises ``torch.OutOfMemoryError``; ``raise`` raises ``InjectedFault``
-    (a RuntimeError); ``kill`` sends SIGKILL to the rank itself; ``hang`` blocks forever
+    (a RuntimeError); ``kill`` sends SIGKILL to the rank itself; ``abort`` calls ``os.abort()``
+    (SIGABRT, as a C++ ``std::terminate`` does); ``hang`` blocks forever
     (the job's ``timeout_s`` stops it); ``nan_loss`` makes every loss of the phase NaN
     (the run goes on and is recorded with ``loss_finite: false``)."""
     rank: int = 0
     """Global rank that fails, ``0 <= rank < world size``."""
     phase: str = "measure"
-    """``init`` (before the process group), ``warmup`` or ``measure`` (before the first step)."""
+    """``init`` (before the process group), ``warmup`` or ``measure`` (before the first step), or
+    ``teardown`` (after the rank's figures reached rank 0: a signal there leaves the run ``ok``, with
+    a ``teardown_signal`` warning)."""
 
 
 @dataclass(kw_only=True)

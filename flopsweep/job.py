@@ -23,7 +23,7 @@ from typing import Any
 
 from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
-from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, RunConfig
+from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, ParallelConfig, RunConfig
 from flopsweep.files import (
     NotRecorded,
     RecordError,
@@ -473,6 +473,24 @@ def comparable_config(config: dict[str, Any]) -> dict[str, Any]:
     batch = out.get("batch")
     if isinstance(batch, dict) and batch.get("name") == "auto":
         out["batch"] = {k: v for k, v in batch.items() if k != "micro_batch_size"}
+    return _as_of_now(out)
+
+
+_PARALLEL_DEFAULTS = asdict(ParallelConfig())
+
+
+def _as_of_now(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` in today's form, so that ``resume`` skips an ``ok`` record made before a key
+    changed shape: ``activation_checkpointing`` ``true``/``false`` is the ``full``/``none`` policy,
+    a missing ``parallel`` section is the default (pure data parallel) and a missing
+    ``batch.global_batch_size`` is null."""
+    out = dict(config)
+    ckpt = out.get("activation_checkpointing")
+    if isinstance(ckpt, bool):
+        out["activation_checkpointing"] = {"name": "full" if ckpt else "none"}
+    out.setdefault("parallel", dict(_PARALLEL_DEFAULTS))
+    if isinstance(out.get("batch"), dict):
+        out["batch"] = {"global_batch_size": None, **out["batch"]}
     return out
 
 
@@ -564,7 +582,7 @@ def record_outcome(
         layout=layout,
         device_name=device_name,
         load_start=load_start,
-        warnings=profile_warnings(outcome.ranks),
+        warnings=profile_warnings(outcome.ranks) + outcome.warnings,
     )
 
 

@@ -11,6 +11,7 @@ outcome names the cause, its rank and its phase.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import multiprocessing.connection
@@ -49,6 +50,8 @@ class Outcome:
     status: str  # "ok" | "oom" | "error" | "invalid"
     ranks: list[dict[str, Any]] | None = None
     error: dict[str, Any] | None = None
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    """Findings that do not cost the run its figures (a rank that died while tearing down)."""
 
 
 def free_port() -> int:
@@ -221,9 +224,16 @@ def collect(
         status = "oom" if first.pop("oom") else "invalid" if first["type"] in INVALID_ERRORS else "error"
         first.pop("time")
         return Outcome(status, error=first)
+    result = scratch / "rank_result.json"
+    if (
+        killed
+        and not errors
+        and result.exists()
+        and all(_phase_of(scratch, rank, raw=True) == "teardown" for rank in killed)
+    ):
+        return _died_in_teardown(scratch, ended, killed)
     if killed:
         return _killed(scratch, killed[0], -ended[killed[0]])
-    result = scratch / "rank_result.json"
     if len(ended) == nproc and not any(ended.values()) and result.exists():
         return Outcome("ok", ranks=json.loads(result.read_text())["ranks"])
     failed = sorted(rank for rank, code in ended.items() if code)
@@ -238,6 +248,29 @@ def collect(
             failed[0],
         )
     return _error("WorkerDied", "the workers exited without a result", *last_phase(scratch, nproc))
+
+
+def _died_in_teardown(scratch: Path, ended: dict[int, int], killed: list[int]) -> Outcome:
+    """``ok`` with a ``teardown_signal`` warning: every killed rank had already handed its figures
+    to rank 0, which wrote them (``rank_result.json``), and was only tearing down (its process group,
+    the backend's threads) when the signal came, so the measurement is whole. A DeepSpeed rank on
+    gloo now and then aborts there ("terminate called without an active exception": a native thread
+    destroyed while joinable); its Python stack, when faulthandler caught one, is in the rank's
+    scratch file, and its first line goes into the warning."""
+    notes = []
+    for rank in killed:
+        try:
+            name = signal.Signals(-ended[rank]).name
+        except ValueError:
+            name = f"signal {-ended[rank]}"
+        stack = (_fatal_stack(scratch, rank) or "").splitlines()
+        where = f"; {stack[0][:200]}" if stack else ""
+        notes.append(
+            f"teardown_signal: rank {rank} was killed by {name} while tearing down, after its figures "
+            f"were gathered; the measurement is whole{where}"
+        )
+    ranks = json.loads((scratch / "rank_result.json").read_text())["ranks"]
+    return Outcome("ok", ranks=ranks, warnings=notes)
 
 
 def _unreported(text: str, phase: str, rank: int) -> Outcome:
@@ -284,10 +317,11 @@ def _error(kind: str, message: str, phase: str, rank: int | None) -> Outcome:
     return Outcome("error", error=rec.error(kind, message, phase, rank))
 
 
-def _phase_of(scratch: Path, rank: int) -> str:
+def _phase_of(scratch: Path, rank: int, *, raw: bool = False) -> str:
     """The phase that ``rank`` last entered, or ``launch`` when it never started. An empty or
     unreadable file means the rank started but could not write the phase's name (a full disk):
-    ``init``, the earliest phase of a started rank."""
+    ``init``, the earliest phase of a started rank. ``teardown`` (the rank handed its figures over
+    and is tearing down) reads as ``measure`` unless ``raw``."""
     path = scratch / f"rank{rank}_phase.txt"
     if not path.exists():
         return "launch"
@@ -295,6 +329,8 @@ def _phase_of(scratch: Path, rank: int) -> str:
         text = path.read_text().strip()
     except OSError:
         text = ""
+    if text == "teardown":  # after the measured steps; a record names the phase measure
+        return text if raw else "measure"
     return text if text in ("init", "warmup", "measure") else "init"
 
 

@@ -141,7 +141,8 @@ class Phase:
 def inject_fault(kind: str, message: str) -> None:
     """Fail as ``kind`` says: ``oom`` raises ``torch.OutOfMemoryError`` (allocating past the
     memory of a CPU host is not safe), ``raise`` raises :class:`InjectedFault`, ``kill``
-    sends SIGKILL to this process, ``hang`` blocks until the launcher stops the rank."""
+    sends SIGKILL to this process, ``abort`` raises SIGABRT (``os.abort``), ``hang`` blocks until
+    the launcher stops the rank."""
     if kind == "oom":
         import torch
 
@@ -150,6 +151,8 @@ def inject_fault(kind: str, message: str) -> None:
         raise InjectedFault(message)
     if kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "abort":
+        os.abort()
     if kind == "hang":
         print(f"[flopsweep] {message}: blocking until stopped", file=sys.stderr, flush=True)
         threading.Event().wait()
@@ -226,6 +229,9 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     dist.gather_object(result, gathered, dst=0)
     if rank == 0:
         atomic_write_json(Path(spec.scratch_dir) / "rank_result.json", {"ranks": gathered})
+    # This rank's figures are with rank 0: what follows (destroying the process group, the backend's
+    # threads) cannot change them, and a signal there does not cost the run (launch.collect).
+    phase.enter("teardown")
 
 
 def _profile(

@@ -27,27 +27,9 @@ def run_py(
     )
 
 
-KNOWN_ABORT = "was killed by SIGABRT"
-"""An intermittent crash of one CPU DeepSpeed rank under gloo (stderr: "terminate called without
-an active exception"), seen in about one suite run in five on a loaded 2-core machine; not
-flopsweep's code, and not yet explained (see the closing notes)."""
-
-
 def run_sweep(sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    """``python run.py -m ARGS`` into ``sweep_dir``; when a DeepSpeed job's rank died of
-    :data:`KNOWN_ABORT`, once more with ``resume=true``, which re-runs only the jobs without an
-    ok record, as a user would. Any other failure is left for the test to see."""
-    proc = run_py("-m", *args, f"hydra.sweep.dir={sweep_dir}")
-    aborted = [
-        r
-        for r in records(sweep_dir)
-        if r["status"] == "error"
-        and r["config"]["backend"]["name"] == "deepspeed"
-        and KNOWN_ABORT in ((r.get("error") or {}).get("message") or "")
-    ]
-    if proc.returncode == 0 and aborted:
-        proc = run_py("-m", *args, f"hydra.sweep.dir={sweep_dir}", "resume=true")
-    return proc
+    """``python run.py -m ARGS`` into ``sweep_dir``."""
+    return run_py("-m", *args, f"hydra.sweep.dir={sweep_dir}")
 
 
 def records(sweep_dir: Path) -> list[dict]:

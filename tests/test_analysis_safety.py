@@ -462,3 +462,17 @@ def test_the_record_keeps_its_text_only_the_outputs_escape_it(tmp_path):
     df = load(hostile_records(tmp_path / "runs"))
     assert set(df["model"]) == {HOSTILE}
     assert df["tag"].dropna().eq("\x1b[2J").all()
+
+
+def test_the_global_batch_check_counts_data_parallel_ranks_not_tensor_parallel_ones() -> None:
+    """Tensor- and pipeline-parallel ranks share a batch: a record whose ``system.parallel`` says
+    ``dp_shard=2, tp=2`` on 4 ranks has a global batch of micro x accum x 2, and passes; the same
+    figures read as pure data parallel over 4 ranks would not (records without ``system.parallel``
+    are)."""
+    rec = ok_record()
+    world = rec["system"]["world_size"]
+    rec["system"]["parallel"] = {"dp_replicate": 1, "dp_shard": world, "tp": 1, "pp": 1, "cp": 1}
+    assert record_problems(rec) == []
+    rec["system"]["parallel"] = {"dp_replicate": 1, "dp_shard": 1, "tp": world, "pp": 1, "cp": 1}
+    problems = record_problems(rec)
+    assert any(p.startswith("global_batch_size") for p in problems), problems

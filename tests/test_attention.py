@@ -412,3 +412,31 @@ def test_gpu_sweeps_compose_with_their_densities(hydra_compose, sweep, seq_len, 
         assert cfg.attention.name == "blocksparse" and cfg.device == "cuda"
         assert attention_density(cfg.attention, seq_len) == pytest.approx(density, abs=1e-12)
     assert 0.2 < expect["local"] < 0.3
+
+
+XFORMERS_REFUSAL = """No operator found for `memory_efficient_attention_forward` with inputs:
+     query       : shape=(1, 128, 2, 64) (torch.bfloat16)
+     key         : shape=(1, 128, 2, 64) (torch.bfloat16)
+     value       : shape=(1, 128, 2, 64) (torch.bfloat16)
+     attn_bias   : <class 'xformers.ops.fmha.attn_bias.LowerTriangularMask'>
+     p           : 0.0
+`fa3F@0.0.0` is not supported because:
+    requires device with capability > (9, 0) but your GPU has capability (9, 0) (too old)
+`fa2F@2.5.7-pt` is not supported because:
+    xFormers wasn't build with CUDA support
+`cutlassF-pt` is not supported because:
+    xFormers wasn't build with CUDA support
+"""
+
+
+def test_a_kernel_refusal_keeps_every_operators_reasons_and_drops_the_inputs() -> None:
+    """An unavailable kernel's invalid record keeps the library's reasons (issue 30, class 13):
+    xformers lists why each operator was refused after its dump of the inputs."""
+    from flopsweep.attention import REASONS_CHARS, kernel_refusal_reasons
+
+    text = kernel_refusal_reasons(XFORMERS_REFUSAL)
+    assert text.startswith("No operator found for `memory_efficient_attention_forward`; `fa3F@0.0.0`")
+    assert "shape=" not in text and "\n" not in text
+    assert "too old" in text and text.count("xFormers wasn't build with CUDA support") == 2
+    assert kernel_refusal_reasons("one line only.") == "one line only."
+    assert len(kernel_refusal_reasons("x" * 10_000)) == REASONS_CHARS

@@ -85,3 +85,24 @@ def test_a_sweep_over_the_old_values_plans_both_policies(tmp_path: Path) -> None
     rows = list(csv.DictReader((tmp_path / "plan.csv").open()))
     assert [r["status"] for r in rows] == ["ok", "ok"]
     assert "activation_checkpointing=full" in proc.stdout and "activation_checkpointing=none" in proc.stdout
+
+
+def test_resume_skips_an_ok_record_made_before_the_policy_and_the_layout_existed() -> None:
+    """An ok record written before activation checkpointing became a policy (a bool) and before
+    ``parallel``/``batch.global_batch_size`` existed compares equal to today's config of the same run,
+    so ``resume=true`` skips it rather than measuring it again."""
+    import dataclasses
+    import json
+
+    from flopsweep.config import CheckpointingConfig, RunConfig
+    from flopsweep.job import comparable_config
+
+    for name, old_bool in (("full", True), ("none", False)):
+        cfg = RunConfig(activation_checkpointing=CheckpointingConfig(name=name))
+        new = json.loads(json.dumps(dataclasses.asdict(cfg)))
+        old = json.loads(json.dumps(new))
+        old["activation_checkpointing"] = old_bool
+        del old["parallel"], old["batch"]["global_batch_size"]
+        assert comparable_config(old) == comparable_config(new)
+        other = dict(old, activation_checkpointing=not old_bool)
+        assert comparable_config(other) != comparable_config(new)

@@ -35,7 +35,7 @@ class ModelFamily:
 
     Attributes:
         config: the family's schema, a :class:`~flopsweep.config.ModelConfig` subclass
-            (stored as ``model/base_<arch>``; the size options extend it).
+            (stored as ``schema/model/base_<arch>``; the size options extend it).
         build: ``(model_cfg, attention_cfg) -> nn.Module`` in fp32
             on the current default device; ``module(tokens[B, s + 1])`` returns the mean
             next-token loss and ``module.head_loss`` is the part after the last block.
@@ -55,6 +55,12 @@ class ModelFamily:
         memory: ``cfg -> {"residual", "other", "largest_layer_params"}``: activation elements per
             token and layer kept for backward (the residual-stream part separately) and the
             largest layer, for :mod:`flopsweep.memory`.
+        tensor_parallel_plan: ``(module) -> {submodule name: ParallelStyle}``, the family's plan for
+            ``torch.distributed.tensor.parallel.parallelize_module`` on the ``tp`` sub-mesh (torchtitan's
+            per-model ``sharding.py``), from the module's ``TENSOR_PARALLEL_PLAN``; None while the
+            family has none. Tensor parallelism is not built yet (``layout.check_built`` refuses
+            ``parallel.tp > 1``); the slot is here so that adding it changes the families' own files,
+            not this registry.
     """
 
     config: type[ModelConfig]
@@ -68,6 +74,7 @@ class ModelFamily:
     check: Callable[[Any], None]
     info: Callable[[Any], dict[str, Any]]
     memory: Callable[[Any], dict[str, int]]
+    tensor_parallel_plan: Callable[[Any], dict[str, Any]] | None = None
 
 
 def _spec(module: Any) -> ModelFamily:
@@ -84,6 +91,7 @@ def _spec(module: Any) -> ModelFamily:
         check=module.check,
         info=module.info,
         memory=module.memory,
+        tensor_parallel_plan=getattr(module, "TENSOR_PARALLEL_PLAN", None),
     )
 
 
