@@ -50,3 +50,40 @@ def validate(cfg, env=None):
     from flopsweep.plan import Environment, plan
 
     return plan(cfg, env or Environment.detect()).cfg
+
+
+def rescaled(record: dict, *, world: int, tokens_per_device: float) -> dict:
+    """``record`` (an ok v2 record) as if it ran on ``world`` data-parallel ranks at
+    ``tokens_per_device`` tokens/s per device, with every derived figure recomputed from its raw
+    fields, so that the analysis' plausibility checks (``analysis/checks.py``) pass it: the global
+    batch and FLOPs grow with the ranks, the measured steps all take the mean step time."""
+    import copy
+
+    r = copy.deepcopy(record)
+    r["system"]["world_size"] = world
+    r["system"]["parallel"] = {"dp_replicate": 1, "dp_shard": world, "tp": 1, "pp": 1, "cp": 1}
+    m, batch = r["metrics"], r["config"]["batch"]
+    old_tokens = m["tokens_per_step"]
+    m["global_batch_size"] = batch["micro_batch_size"] * batch["grad_accum"] * world
+    m["tokens_per_step"] = m["global_batch_size"] * r["config"]["model"]["seq_len"]
+    for key in ("model_flops_per_iteration", "hardware_flops_per_iteration"):
+        m[key] = m[key] * m["tokens_per_step"] / old_tokens
+    m["tokens_per_s_per_device"] = tokens_per_device
+    m["tokens_per_s"] = tokens_per_device * world
+    mean = m["tokens_per_step"] / m["tokens_per_s"]
+    n = len(m["iteration_time_s"]["values"])
+    m["iteration_time_s"] = {
+        "mean": mean,
+        "median": mean,
+        "min": mean,
+        "max": mean,
+        "std": 0.0,
+        "cv": 0.0,
+        "values": [mean] * n,
+    }
+    m["model_tflops_per_device"] = m["model_flops_per_iteration"] / mean / world / 1e12
+    m["hardware_tflops_per_device"] = m["hardware_flops_per_iteration"] / mean / world / 1e12
+    m["mfu"] = m["model_tflops_per_device"] / m["peak_tflops"]
+    m["hfu"] = m["hardware_tflops_per_device"] / m["peak_tflops"]
+    m["matmul_fraction"] = m["model_tflops_per_device"] / m["measured_matmul_tflops"]
+    return r

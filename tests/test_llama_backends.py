@@ -60,7 +60,7 @@ def test_every_cpu_kernel_matches_standard(attention: AttentionConfig, n_kv_head
     results = []
     for attn in (AttentionConfig(name="standard"), attention):
         torch.manual_seed(0)
-        model = Llama(cfg, attn, False)
+        model = Llama(cfg, attn)
         loss = model(tokens)
         loss.backward()
         results.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
