@@ -32,13 +32,20 @@ SHAPES = {
 }
 
 
+def build_model(shape: str, device: str) -> torch.nn.Module:
+    """The test's model of ``shape`` on ``device`` (``tests/test_gpu_tests_build.py`` builds it on
+    the meta device in CI, which has no GPU)."""
+    cls, cfg = SHAPES[shape]
+    with torch.device(device):
+        return cls(cfg, AttentionConfig(name="sdpa"))
+
+
 def _first_loss(shape: str, recipe: str | None) -> float:
     from flopsweep import fp8
 
-    cls, cfg = SHAPES[shape]
+    cfg = SHAPES[shape][1]
     torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = cls(cfg, AttentionConfig(name="sdpa"), False)
+    model = build_model(shape, "cuda")
     if recipe is not None:
         assert fp8.convert(model, recipe)  # every block linear converted
     tokens = torch.randint(

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import test_attention_gpu as attention_gpu
+import test_fp8_gpu as fp8_gpu
 import torch
 from helpers import ROOT
 
@@ -24,6 +25,14 @@ def test_gpu_autocast_test_builds_its_models_on_the_meta_device(attention: str) 
         with torch.device("meta"):
             model = GPT(attention_gpu.AUTOCAST_MODEL, option)
         assert sum(p.numel() for p in model.parameters()) > 0
+
+
+@pytest.mark.parametrize("shape", list(fp8_gpu.SHAPES))
+def test_gpu_fp8_test_builds_its_models_on_the_meta_device(shape: str) -> None:
+    """The models of ``test_fp8_gpu.py::test_fp8_first_loss_matches_bf16``, built without CUDA (the
+    GPU run of 2026-12-01 found them built with a removed argument)."""
+    model = fp8_gpu.build_model(shape, "meta")
+    assert sum(p.numel() for p in model.parameters()) > 0
 
 
 @pytest.mark.slow
