@@ -37,7 +37,7 @@ import statistics
 from typing import Any
 
 from analysis.schema import Record
-from flopsweep import cost
+from flopsweep.cost import budget, usd_per_million_tokens
 from flopsweep.record import METRIC_SPECS
 
 __all__ = ["CHECK_TOLERANCE", "record_problems"]
@@ -219,12 +219,12 @@ def _energy(record: Record) -> list[str | None]:
     if not (rate and rate > 0 and world and world > 0):
         return out
     price = _num(_get(cfg, "cost", "usd_per_gpu_hour"))
-    usd = cost.usd_per_million_tokens(price, world=int(world), tokens_per_s=rate)
+    usd = usd_per_million_tokens(price, world=int(world), tokens_per_s=rate)
     out.append(
         _compare("usd_per_million_tokens", m.get("usd_per_million_tokens"), usd, "cost.usd_per_gpu_hour")
     )
     spent = m.get("budget")
-    expected = cost.budget(
+    expected = budget(
         _num(_get(cfg, "budget", "tokens")),
         tokens_per_s=rate,
         world=int(world),
