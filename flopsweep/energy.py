@@ -247,14 +247,23 @@ class NvmlReader:
             double with the same functions.
         handle: the device's NVML handle; None: found from ``device`` (:func:`nvml_handle`).
         interval_s: the sampler's period, seconds.
+        clock: the sampler's clock, seconds (``time.perf_counter``; a test's double pairs it with
+            its counter).
     """
 
     KEYS = ENERGY_KEYS
 
     def __init__(
-        self, device: Any, *, nvml: Any = None, handle: Any = None, interval_s: float = SAMPLE_INTERVAL_S
+        self,
+        device: Any,
+        *,
+        nvml: Any = None,
+        handle: Any = None,
+        interval_s: float = SAMPLE_INTERVAL_S,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.device, self.nvml, self.handle, self.interval_s = device, nvml, handle, interval_s
+        self.clock = clock
         self.reason: str | None = None
         self.sampler: PowerSampler | None = None
         self._energy_mj: int | None = None
@@ -298,7 +307,7 @@ class NvmlReader:
         limit_mw, _ = _call(self.nvml.nvmlDeviceGetEnforcedPowerLimit, self.handle)
         self._limit_w = None if limit_mw is None else limit_mw / 1e3
         if self.sampler is None:
-            self.sampler = PowerSampler(self._sample, self.interval_s)
+            self.sampler = PowerSampler(self._sample, self.interval_s, self.clock)
         self.sampler.start()
 
     def stop(self) -> dict[str, Any]:
