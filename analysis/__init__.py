@@ -16,8 +16,8 @@ or the model code: only flopsweep's torch-free modules (:mod:`flopsweep.record`,
 
 from analysis.blanks import blank_notes, why_blank
 from analysis.display import compact, flat_pivot, for_display, legend, render, summary
-from analysis.load import COLUMNS, METRIC_COLUMNS, RANK_METRIC, TABLE_COLUMNS, load, table
-from analysis.plots import PLOTS, PlotSkipped, make_plots, png_bytes, save_plots, write_pngs
+from analysis.load import COLUMNS, ENERGY_COLUMNS, METRIC_COLUMNS, RANK_METRIC, TABLE_COLUMNS, load, table
+from analysis.plots import PLOTS, PlotSkipped, make_plots, pareto_front, png_bytes, save_plots, write_pngs
 from analysis.query import (
     SETUP_COLUMNS,
     AnalysisError,
@@ -32,6 +32,7 @@ from analysis.schema import RecordError, read_record, upgrade_v0_to_v1, upgrade_
 
 __all__ = [
     "COLUMNS",
+    "ENERGY_COLUMNS",
     "METRIC_COLUMNS",
     "PLOTS",
     "RANK_METRIC",
@@ -49,6 +50,7 @@ __all__ = [
     "legend",
     "load",
     "make_plots",
+    "pareto_front",
     "pivot",
     "png_bytes",
     "read_record",

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 import pandas as pd
 
 from analysis.load import BREAKDOWN_COLUMNS, METRIC_FIELDS, SHORT
+from analysis.sanitize import printable
 from flopsweep.text import plural
 
 MAX_NAMED = 3
@@ -46,6 +47,12 @@ METRIC_HINTS: dict[str, tuple[str, str]] = {
             "run with profile=true, or fix what its profile_failed warning names",
         )
         for name in BREAKDOWN_COLUMNS
+    },
+    "usd_per_million_tokens": ("the run had no price", "run with cost.usd_per_gpu_hour=PRICE to fill it"),
+    "budget_usd": ("the run had no price or no budget", "run with cost.usd_per_gpu_hour and budget.tokens"),
+    **{
+        name: ("the run had no token budget", "run with budget.tokens=15e12 (say) to fill it")
+        for name in ("budget_tokens", "budget_gpu_hours", "budget_days", "budget_energy_kwh")
     },
 }
 """Metric column -> (why its value is missing, what to do); ``{source}`` is the record's
@@ -108,8 +115,29 @@ def _speedup_reason(run: pd.Series, baseline: str, where: str) -> str:
     )
 
 
+ENERGY_BLANK = (
+    "energy_j",
+    "energy_sampled_j",
+    "joules_per_token",
+    "power_w_mean",
+    "sm_clock_mhz_mean",
+    "budget_energy_kwh",
+)
+"""Columns blank where the run had no GPU energy counter: the record's ``metrics.energy_reason``
+says why (a CPU run, no nvidia-ml-py, a GPU without the counter); records made before the NVML
+reader have no reason."""
+
+
 def _metric_reason(column: str) -> Callable[[pd.Series], str]:
     def reason(run: pd.Series) -> str:
+        if column in ENERGY_BLANK and not (
+            column == "budget_energy_kwh" and pd.isna(run.get("budget_tokens"))
+        ):
+            why = run.get("energy_reason")
+            why = (
+                printable(why[:120]) if isinstance(why, str) and why else "the record has no metrics.energy_j"
+            )
+            return f"{why}; run on a GPU with nvidia-ml-py (pip install -e '.[gpu]') to fill it"
         if column in METRIC_HINTS:
             why, fix = METRIC_HINTS[column]
             source = run.get("peak_tflops_source")

@@ -19,6 +19,9 @@ than :data:`CHECK_TOLERANCE`, or that no real run can have:
 - ``mfu`` and ``hfu`` = TFLOPs / ``peak_tflops``; ``mfu_fp8`` = model TFLOPs / ``peak_tflops_fp8``;
   ``matmul_fraction`` = model TFLOPs / ``measured_matmul_tflops`` (a ratio without its denominator
   is a problem too);
+- energy (issue 25): ``joules_per_token`` = ``energy_j`` / (``tokens_per_step`` x measured steps);
+  ``power_w_mean`` = ``energy_j`` / (sum of the step times x world size); ``usd_per_million_tokens``
+  and ``budget`` against :mod:`flopsweep.cost` with ``config.cost`` and ``config.budget``;
 - ``run.finished_at`` not before ``run.started_at``.
 
 A figure whose inputs are missing (older schema versions) is not checked. The analysis flags a
@@ -34,6 +37,7 @@ import statistics
 from typing import Any
 
 from analysis.schema import Record
+from flopsweep.cost import budget, usd_per_million_tokens
 from flopsweep.record import METRIC_SPECS
 
 __all__ = ["CHECK_TOLERANCE", "record_problems"]
@@ -186,6 +190,54 @@ def _fractions(metrics: dict[str, Any]) -> list[str | None]:
     return out
 
 
+def _energy(record: Record) -> list[str | None]:
+    """Energy per token, power per GPU, dollars and the budget against their raw fields, with the
+    formulas of :mod:`flopsweep.cost`."""
+    m, cfg = record.get("metrics") or {}, record.get("config") or {}
+    values = [_num(v) for v in _get(m, "iteration_time_s", "values") or []]
+    window = sum(values) if values and None not in values else None
+    world = _num(_get(record, "system", "world_size"))
+    energy, tokens, rate = (
+        _num(m.get("energy_j")),
+        _num(m.get("tokens_per_step")),
+        _num(m.get("tokens_per_s")),
+    )
+    out = [
+        _compare(
+            "joules_per_token",
+            m.get("joules_per_token"),
+            _ratio(energy, tokens * len(values) if tokens else None),
+            "energy_j / tokens measured",
+        ),
+        _compare(
+            "power_w_mean",
+            m.get("power_w_mean"),
+            _ratio(energy, window * world if window and world else None),
+            "energy_j / (measured seconds x world size)",
+        ),
+    ]
+    if not (rate and rate > 0 and world and world > 0):
+        return out
+    price = _num(_get(cfg, "cost", "usd_per_gpu_hour"))
+    usd = usd_per_million_tokens(price, world=int(world), tokens_per_s=rate)
+    out.append(
+        _compare("usd_per_million_tokens", m.get("usd_per_million_tokens"), usd, "cost.usd_per_gpu_hour")
+    )
+    spent = m.get("budget")
+    expected = budget(
+        _num(_get(cfg, "budget", "tokens")),
+        tokens_per_s=rate,
+        world=int(world),
+        joules_per_token=_num(m.get("joules_per_token")),
+        usd_per_gpu_hour=price,
+    )
+    if isinstance(spent, dict) and expected:
+        out += [
+            _compare(f"budget.{k}", spent.get(k), v, f"budget.tokens at {k}") for k, v in expected.items()
+        ]
+    return out
+
+
 def _timestamps(run: Any) -> str | None:
     def when(key: str) -> datetime.datetime | None:
         text = _get(run, key)
@@ -209,5 +261,6 @@ def record_problems(record: Record) -> list[str]:
     if record.get("status") != "ok" or not isinstance(metrics, dict):
         return []
     found = _bad_numbers(metrics) + _step_stats(metrics) + _rates(record) + _fractions(metrics)
+    found += _energy(record)
     found.append(_timestamps(record.get("run")))
     return [p for p in found if p]

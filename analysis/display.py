@@ -11,7 +11,7 @@ from collections import Counter
 
 import pandas as pd
 
-from analysis.load import DESCRIPTIONS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
+from analysis.load import DESCRIPTIONS, ENERGY_COLUMNS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
 from flopsweep.columns import SETUP_SPECS, only_for
 from flopsweep.record import STATUSES
@@ -48,17 +48,20 @@ _OPTIONAL = [
     "hfu",
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
+    *ENERGY_COLUMNS,
     *(spec.name for spec in SETUP_SPECS if only_for(spec)),
 ]
 # Dropped in this order to fit the width (those the same in every row first); a set-up column
 # that tells rows apart is never dropped (:func:`distinguishing`).
 _DROP_ORDER = [
     "error",
+    *reversed(ENERGY_COLUMNS[1:]),  # the budget and dollars first, joules per token last
     "peak_host_rss_gib",
     "peak_cuda_reserved_gib",
     "hfu",
     *(c for c in reversed(_SETUP) if _SHOW[c] != "table"),
     *(c for c in reversed(_SETUP) if _SHOW[c] == "table" and c != "model"),
+    "joules_per_token",
     "mfu",
     "peak_cuda_allocated_gib",
 ]

@@ -164,6 +164,18 @@ _TEXT_COLUMNS = (
     "run_id",
 )
 
+ENERGY_COLUMNS = [
+    "joules_per_token",
+    "power_w_mean",
+    "usd_per_million_tokens",
+    "budget_gpu_hours",
+    "budget_days",
+    "budget_energy_kwh",
+    "budget_usd",
+]
+"""The energy and cost columns of the default table, shown only where some row has a value (GPU
+runs with NVML's counter; a price, ``cost.usd_per_gpu_hour``; a budget, ``budget.tokens``)."""
+
 # The default table: what the README calls the comparison table (mean iteration time: the rates use it).
 TABLE_COLUMNS = [
     *(spec.name for spec in SETUP_SPECS if spec.show == "table"),
@@ -174,6 +186,7 @@ TABLE_COLUMNS = [
     "tokens_per_s",
     "iteration_time_s_mean",
     "scaling_efficiency",
+    *ENERGY_COLUMNS,
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
     "peak_host_rss_gib",

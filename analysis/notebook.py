@@ -222,13 +222,40 @@ analysis.for_display(analysis.flat_pivot(table))""",
     ),
     (
         "markdown",
+        "energy-doc",
+        """\
+## Energy and cost
+
+GPU joules per token (NVML's energy counter over the measured steps, all GPUs), mean power per GPU
+in watts, and, where the runs set `cost.usd_per_gpu_hour` and `budget.tokens`, US dollars per
+million tokens and what the budget costs at the measured rate (GPU-hours, days on the run's GPUs,
+kWh, dollars). The least energy per token first. CPU runs and records made before the energy reader
+have none.""",
+    ),
+    (
+        "code",
+        "energy",
+        """\
+# Energy and cost, the least joules per token first.
+energy = [c for c in analysis.ENERGY_COLUMNS if c in df and df[c].notna().any()]
+if not energy:
+    print("no run recorded its GPU energy (CPU runs and older records have none)")
+else:
+    ranked = analysis.table(df, columns=list(df.columns), metric="joules_per_token")
+    shown = analysis.compact(ranked[ranked["joules_per_token"].notna()])
+    setup = [c for c in shown.columns if c in analysis.SETUP_COLUMNS or c == "status"]
+    display(analysis.for_display(shown[[*setup, "tokens_per_s", *energy]]))""",
+    ),
+    (
+        "markdown",
         "plots-doc",
         """\
 ## Plots
 
 Model TFLOPs per device and peak GPU memory against micro batch size (a line per backend, a panel
-per model, at most nine models: the best), and tokens per second against sequence length when the
-sweep varies it. An × marks a failed run at its micro batch size.""",
+per model, at most nine models: the best), tokens per second against sequence length when the
+sweep varies it, and tokens per second against GPU joules per token with each model's Pareto front
+ringed (runs with energy only). An × marks a failed run at its micro batch size.""",
     ),
     (
         "code",

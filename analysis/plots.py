@@ -390,6 +390,86 @@ def plot_scaling(df: pd.DataFrame) -> Figure:
     return _eng_y(fig)
 
 
+def pareto_front(points: pd.DataFrame, *, x: str, y: str) -> pd.DataFrame:
+    """The rows of ``points`` that no other row beats on both ``x`` (lower is better: joules per
+    token) and ``y`` (higher is better: tokens per second), sorted by ``x``: a row is on the front
+    when every row with an ``x`` at most its own has a ``y`` below its own, or the same point.
+    Rows without both values are never on it."""
+    data = points[points[x].notna() & points[y].notna()].sort_values([x, y], ascending=[True, False])
+    keep, best = [], -math.inf
+    for index, value in data[y].items():
+        if value > best:
+            keep.append(index)
+            best = value
+    return data.loc[keep]
+
+
+def plot_tokens_vs_joules_per_token(df: pd.DataFrame) -> Figure:
+    """Tokens per second (all ranks) against GPU joules per token, a point per ok run coloured by
+    precision (other set-up columns that vary named in the label), a panel per model, and each
+    panel's Pareto front (:func:`pareto_front`: no run both faster and cheaper in energy) as a
+    line through ringed points. Raises PlotSkipped when no ok run recorded energy (CPU runs and
+    records made before the NVML reader have none)."""
+    ok = df[df["status"].eq("ok") & df["joules_per_token"].notna() & df["tokens_per_s"].notna()]
+    ok = ok[ok["model"].notna()]
+    if ok.empty:
+        raise PlotSkipped("no ok run recorded its GPU energy (CPU runs and older records have none)")
+    chosen = choose_panels(ok, "model")
+    title = "Tokens per second vs GPU joules per token (Pareto front ringed)"
+    if len(chosen) < ok["model"].nunique():
+        title += f" ({len(chosen)} of {ok['model'].nunique()} models)"
+    ok = ok[ok["model"].isin(chosen)]
+    shown = {
+        m: sub.assign(_label=series_labels(sub, x="joules_per_token", series="precision"))
+        for m, sub in ok.groupby("model")
+    }
+    labels = sorted({lbl for p in shown.values() for lbl in p["_label"]})
+    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
+    markers = {lbl: _MARKERS[i // len(_COLORS) % len(_MARKERS)] for i, lbl in enumerate(labels)}
+    fig, axes = _grid(len(shown), title + _on_device(ok), labels)
+    for ax, (name, panel) in zip(axes, shown.items(), strict=True):
+        for label, runs in panel.groupby("_label", sort=True):
+            ax.plot(
+                runs["joules_per_token"],
+                runs["tokens_per_s"],
+                linestyle="",
+                marker=markers[label],
+                color=colors[label],
+                label=label,
+            )
+        front = pareto_front(panel, x="joules_per_token", y="tokens_per_s")
+        ax.plot(front["joules_per_token"], front["tokens_per_s"], "-", color="black", linewidth=1, zorder=1)
+        ax.plot(
+            front["joules_per_token"],
+            front["tokens_per_s"],
+            linestyle="",
+            marker="o",
+            markersize=12,
+            mfc="none",
+            color="black",
+            zorder=1,
+        )
+        ax.set_xlabel("GPU joules per token (lower is better)")
+        ax.set_ylabel("tokens per second (all ranks)")
+        ax.yaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.grid(alpha=0.3)
+        ax.margins(0.15)
+        set_title(fig, short(name), ax)
+        handles = [
+            Line2D([], [], color=colors[lbl], marker=markers[lbl], linestyle="", label=lbl)
+            for lbl in sorted(set(panel["_label"]))
+        ]
+        handles.append(Line2D([], [], color="black", marker="o", mfc="none", label="Pareto front"))
+        ax.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncols=_legend_cols(labels),
+            fontsize=7,
+        )
+    return fig
+
+
 BREAKDOWN_PARTS = [
     ("breakdown_compute_s", "compute", "tab:blue"),
     ("breakdown_optimizer_s", "optimizer", "tab:green"),
@@ -438,6 +518,7 @@ PLOTS: dict[str, Callable[[pd.DataFrame], Figure]] = {
     "tokens_vs_seq_len": plot_tokens_vs_seq_len,
     "scaling": plot_scaling,
     "step_breakdown": plot_step_breakdown,
+    "tokens_vs_joules_per_token": plot_tokens_vs_joules_per_token,
 }
 """Plot name (the PNG file's stem) -> function."""
 

@@ -212,6 +212,8 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.profile",
     "config.fault",
     "config.objective",
+    "config.cost",  # prices and budgets: run controls, in the metrics they price
+    "config.budget",
 )
 """Schema keys (or whole sub-configs) that stay in the record and out of the table: each key of
 every schema is a :data:`SETUP_SPECS` path or here."""

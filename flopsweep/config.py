@@ -176,6 +176,23 @@ class OptimConfig:
     """Max global gradient L2 norm."""
 
 
+@dataclass(kw_only=True)
+class CostConfig:
+    """What a GPU-hour costs, for ``metrics.usd_per_million_tokens`` and ``metrics.budget.usd``."""
+
+    usd_per_gpu_hour: float | None = None
+    """US dollars per GPU per hour (a cloud price, or an owned GPU's cost over its life); null:
+    no dollar figures."""
+
+
+@dataclass(kw_only=True)
+class BudgetConfig:
+    """A training budget to price at the measured rate (``metrics.budget``)."""
+
+    tokens: float | None = None
+    """Tokens to train (``15e12``, Llama 3's pre-training); null: no ``metrics.budget``."""
+
+
 FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")
 FAULT_PHASES = ("init", "warmup", "measure", "teardown")
 
@@ -243,13 +260,27 @@ class RunConfig:
     ``profile/`` and ``metrics.breakdown`` (compute, optimizer, exposed communication, idle)."""
     fault: FaultConfig = field(default_factory=FaultConfig)
     """Test-only fault injection; see :class:`FaultConfig`."""
+    cost: CostConfig = field(default_factory=CostConfig)
+    """Prices for the cost figures (a run control: it changes nothing that is measured)."""
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    """A token budget to price at the measured rate (a run control)."""
     objective: str = "model_tflops_per_device"
     """The figure a job returns to Hydra as a float (NaN when the run is not ``ok``), for a
     sweeper to optimise: a figure of merit of ``flopsweep.record.METRIC_SPECS``
     (:mod:`flopsweep.objective`), whose ``better`` gives the direction."""
 
 
-RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault", "plan", "profile", "objective")
+RUN_CONTROL_KEYS = (
+    "timeout_s",
+    "resume",
+    "fail_fast",
+    "fault",
+    "plan",
+    "profile",
+    "objective",
+    "cost",
+    "budget",
+)
 """Keys that steer a run but do not change what it measures; ``resume`` ignores them
 when it compares a job's config with the config of an existing record. (An ``ok``
 record always ran without a fault: every injected fault fails its run.)"""

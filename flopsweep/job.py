@@ -24,6 +24,7 @@ from typing import Any
 from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, ParallelConfig, RunConfig
+from flopsweep.cost import power_limit_w as ranks_power_limit_w
 from flopsweep.files import (
     NotRecorded,
     RecordError,
@@ -559,6 +560,7 @@ def record_outcome(
     metrics = compute_metrics(cfg, outcome.ranks, layout)
     problem = sanity_problem(cfg, metrics, cfg.device)
     device_name = outcome.ranks[0]["device"]
+    limit = ranks_power_limit_w(outcome.ranks)
     if problem:
         error = rec.error("TimingSanity", problem, "measure")
         return _finish(
@@ -571,6 +573,7 @@ def record_outcome(
             layout=layout,
             device_name=device_name,
             load_start=load_start,
+            power_limit_w=limit,
         )
     return _finish(
         path,
@@ -582,6 +585,7 @@ def record_outcome(
         layout=layout,
         device_name=device_name,
         load_start=load_start,
+        power_limit_w=limit,
         warnings=profile_warnings(outcome.ranks) + outcome.warnings,
     )
 
@@ -598,13 +602,23 @@ def _finish(
     device_name: str | None = None,
     load_start: list[float] | None = None,
     warnings: list[str] | None = None,
+    power_limit_w: float | None = None,
 ) -> dict[str, Any]:
     """Write the record. ``layout`` is the plan's (None for a run that never launched: its
-    ``system.world_size``, ``nproc_per_node`` and ``parallel`` are null)."""
+    ``system.world_size``, ``nproc_per_node`` and ``parallel`` are null); ``power_limit_w`` the
+    GPUs' enforced power limit (W), null when no rank measured it."""
     run = {**run, "finished_at": _now()}
     world = layout.world_size if layout else None
     nproc = world // cfg.nnodes if world else None
-    system = system_info(cfg.device, world, device_name, nproc, load_start=load_start, layout=layout)
+    system = system_info(
+        cfg.device,
+        world,
+        device_name,
+        nproc,
+        load_start=load_start,
+        layout=layout,
+        power_limit_w=power_limit_w,
+    )
     record = build_record(
         cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics, warnings=warnings
     )

@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from flopsweep import checkpointing, flops
+from flopsweep import checkpointing, cost, flops
 from flopsweep.attention import executed_density
 from flopsweep.config import RunConfig
 from flopsweep.layout import Layout
@@ -147,9 +147,11 @@ def compute_metrics(
     cuda_alloc = [r["peak_cuda_allocated_bytes"] for r in ranks]
     cuda_res = [r["peak_cuda_reserved_bytes"] for r in ranks]
     retries = [r.get("cuda_alloc_retries") for r in ranks]
+    tokens_per_s = tokens / it["mean"]
+    energy = cost.energy_figures(ranks, tokens=tokens * len(steps), window_s=sum(steps), world=world)
     return {
         "iteration_time_s": it,
-        "tokens_per_s": tokens / it["mean"],
+        "tokens_per_s": tokens_per_s,
         "tokens_per_s_per_device": tokens / it["mean"] / world,
         "global_batch_size": global_batch,
         "tokens_per_step": tokens,
@@ -182,6 +184,24 @@ def compute_metrics(
         if all(r.get("breakdown") for r in ranks)
         else None,
         "flops_convention": FLOPS_CONVENTION,
+        **energy,
+        **_cost(cfg, tokens_per_s, world, energy["joules_per_token"]),
+    }
+
+
+def _cost(cfg: RunConfig, tokens_per_s: float, world: int, joules_per_token: float | None) -> dict[str, Any]:
+    """``usd_per_million_tokens`` (with ``cost.usd_per_gpu_hour``) and ``budget`` (with
+    ``budget.tokens``) at the measured rate (:mod:`flopsweep.cost`)."""
+    price = cfg.cost.usd_per_gpu_hour
+    return {
+        "usd_per_million_tokens": cost.usd_per_million_tokens(price, world=world, tokens_per_s=tokens_per_s),
+        "budget": cost.budget(
+            cfg.budget.tokens,
+            tokens_per_s=tokens_per_s,
+            world=world,
+            joules_per_token=joules_per_token,
+            usd_per_gpu_hour=price,
+        ),
     }
 
 
@@ -320,8 +340,11 @@ def system_info(
     *,
     load_start: list[float] | None = None,
     layout: Layout | None = None,
+    power_limit_w: float | None = None,
 ) -> dict[str, Any]:
-    """Host and software versions; ``device_name`` from rank 0 when it ran; ``world_size``,
+    """Host and software versions; ``power_limit_w`` the GPUs' enforced power limit (W, from the
+    ranks: :func:`flopsweep.cost.power_limit_w`; null on the CPU or for a run that never
+    measured); ``device_name`` from rank 0 when it ran; ``world_size``,
     ``nproc_per_node`` and ``parallel`` (the layout's degrees, :meth:`Layout.as_dict`) null for a
     run that never launched; ``loadavg`` at the job's start
     (``load_start``, from :func:`loadavg`) and now, so that a measurement taken on a busy host
@@ -336,6 +359,7 @@ def system_info(
         "world_size": world_size,
         "nproc_per_node": nproc_per_node,
         "parallel": None if layout is None else layout.as_dict(),
+        "power_limit_w": power_limit_w,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "deepspeed": _version("deepspeed"),

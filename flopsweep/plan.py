@@ -141,6 +141,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     _validate_sizes(cfg)
     check_built(cfg.parallel, cfg.backend.name)
     _validate_optim(cfg.optim)
+    _validate_cost(cfg)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
     objective.spec_of(cfg.objective)
@@ -256,6 +257,8 @@ MAX_BY_KEY: dict[str, float] = {
     "steps.warmup": 100_000,
     "steps.measure": 100_000,
     "steps.max_extra_warmup": 100_000,
+    "budget.tokens": 1e18,  # tokens: 15e12 is Llama 3's pre-training
+    "cost.usd_per_gpu_hour": 1e6,
 }
 """The largest value of each key that a run may ask for, checked before launch: far above any real
 run, low enough that the ranks never meet a value they cannot hold (``timeout_s=1e14`` overflowed
@@ -355,6 +358,18 @@ def _validate_global_batch(batch: BatchConfig) -> None:
             total,
             f"is not a positive multiple of batch.micro_batch_size={batch.micro_batch_size}",
             f"set batch.global_batch_size to a multiple of {batch.micro_batch_size}",
+        )
+
+
+def _validate_cost(cfg: RunConfig) -> None:
+    """``cost.usd_per_gpu_hour`` null or >= 0; ``budget.tokens`` null or > 0 (bounds:
+    :func:`check_bounds`)."""
+    price, tokens = cfg.cost.usd_per_gpu_hour, cfg.budget.tokens
+    if price is not None and price < 0:
+        raise ConfigError("cost.usd_per_gpu_hour", price, "must be >= 0 US dollars", "set e.g. 2.5, or null")
+    if tokens is not None and tokens <= 0:
+        raise ConfigError(
+            "budget.tokens", tokens, "must be a positive token count", "set e.g. 15e12, or null"
         )
 
 

@@ -34,8 +34,8 @@ class MetricSpec:
 
     Attributes:
         key: the key in ``metrics``.
-        unit: its unit (``s``, ``1/s``, ``FLOP``, ``TFLOP/s``, ``bytes``, ``1`` for a ratio, ``count``, ``""``
-            for text or structures).
+        unit: its unit (``s``, ``1/s``, ``FLOP``, ``TFLOP/s``, ``bytes``, ``J``, ``W``, ``MHz``, ``USD``,
+            ``kWh``, ``GPU h``, ``1`` for a ratio, ``count``, ``""`` for text or structures).
         better: which way is better, ``higher`` (rates, TFLOPs, MFU) or ``lower`` (times, memory),
             or ``None`` (not a figure of merit: counts, FLOPs, peaks, text). The analysis sorts
             and ranks by it: best first.
@@ -189,6 +189,91 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("recompute", "", None, "recompute", "checkpointing recompute: none, early_stop, full"),
     MetricSpec("fp8_layers", "", None, "fp8_layers", "nn.Linear layers converted to float8 (fp8 runs)"),
     MetricSpec("flops_convention", "", None, "convention", "how the FLOPs figures are counted"),
+    MetricSpec(
+        "energy_j",
+        "J",
+        None,
+        "energy_J",
+        "GPU energy over the measured window (NVML counter), sum over ranks; null on the CPU",
+    ),
+    MetricSpec(
+        "energy_sampled_j",
+        "J",
+        None,
+        "energy_smp_J",
+        "integral of the GPU power sampled every 0.1 s in the same window, sum over ranks (checks energy_J)",
+    ),
+    MetricSpec(
+        "joules_per_token",
+        "J",
+        "lower",
+        "J/token",
+        "GPU energy per token trained: energy_J / tokens measured",
+    ),
+    MetricSpec(
+        "power_w_mean", "W", "lower", "W/GPU", "mean power per GPU: energy_J / (measured seconds x GPUs)"
+    ),
+    MetricSpec("sm_clock_mhz_mean", "MHz", None, "sm_MHz", "mean sampled SM clock, mean over ranks"),
+    MetricSpec(
+        "throttle_reasons",
+        "",
+        None,
+        "throttle",
+        "clock event (throttle) reasons seen in the window: sw_power_cap, hw_slowdown, sw_thermal, ...",
+    ),
+    MetricSpec("energy_reason", "", None, "energy_why", "why the energy figures are null (CPU, no counter)"),
+    MetricSpec(
+        "usd_per_million_tokens",
+        "USD",
+        "lower",
+        "$/Mtok",
+        "US dollars per million tokens at cost.usd_per_gpu_hour",
+    ),
+    MetricSpec(
+        "budget",
+        "tokens",
+        None,
+        "budget_tok",
+        "budget.tokens: the token budget priced in the budget_* columns",
+        column="budget_tokens",
+        path=("budget", "tokens"),
+    ),
+    MetricSpec(
+        "budget",
+        "GPU h",
+        "lower",
+        "budget_GPUh",
+        "GPU-hours to train budget.tokens at the measured rate",
+        column="budget_gpu_hours",
+        path=("budget", "gpu_hours"),
+    ),
+    MetricSpec(
+        "budget",
+        "days",
+        "lower",
+        "budget_days",
+        "days to train budget.tokens on this run's world size",
+        column="budget_days",
+        path=("budget", "days"),
+    ),
+    MetricSpec(
+        "budget",
+        "kWh",
+        "lower",
+        "budget_kWh",
+        "GPU energy to train budget.tokens (joules_per_token x tokens; no host, network or cooling)",
+        column="budget_energy_kwh",
+        path=("budget", "energy_kwh"),
+    ),
+    MetricSpec(
+        "budget",
+        "USD",
+        "lower",
+        "budget_USD",
+        "US dollars to train budget.tokens at cost.usd_per_gpu_hour",
+        column="budget_usd",
+        path=("budget", "usd"),
+    ),
     MetricSpec(
         "breakdown",
         "s",

@@ -5,7 +5,8 @@ around them.
 ``time.perf_counter`` reading between steps on the CPU) and a list of :class:`WindowReader`
 counters, each read once when the window starts and once when it stops: the CUDA allocator's
 peaks and ``num_alloc_retries`` (:class:`CudaMemoryReader`) and the host's peak resident set
-(:class:`HostMemoryReader`). A later counter (NVML energy, clocks) is one more reader.
+(:class:`HostMemoryReader`), and the GPU's energy counter, power, SM clock and throttle reasons
+from NVML (:class:`flopsweep.energy.NvmlReader`).
 
 Starting a window again restarts it as a whole: the step marks and every reader begin anew,
 so that after the extra warm-up of an unsteady run (``worker.measure_steady``) the figures
@@ -173,5 +174,8 @@ class MeasuredWindow:
 
 
 def default_readers(device: Any) -> list[WindowReader]:
-    """The counters every run reads: CUDA memory (null on the CPU) and the host's peak RSS."""
-    return [CudaMemoryReader(device), HostMemoryReader()]
+    """The counters every run reads: CUDA memory (null on the CPU), the host's peak RSS, and NVML
+    energy, power, clock and throttle reasons (null with a reason on the CPU)."""
+    from flopsweep.energy import NvmlReader
+
+    return [CudaMemoryReader(device), HostMemoryReader(), NvmlReader(device)]

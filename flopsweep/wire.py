@@ -43,7 +43,7 @@ class ErrorInfo:
 @dataclass(frozen=True, kw_only=True)
 class RankFigures:
     """What one rank measured; rank 0 gathers one per rank, and ``metrics.per_rank`` keeps the
-    memory part of each.
+    memory, GEMM and energy part of each (:data:`PER_RANK_KEYS`).
 
     Attributes:
         rank: global rank.
@@ -64,6 +64,17 @@ class RankFigures:
             (:class:`flopsweep.profile.StepBreakdown`).
         profile_problem: ``profile=true`` only: why this rank has no breakdown (its trace could
             not be written or read), else null; the record's warnings carry it.
+        energy_j: the GPU's energy counter over the measured window, J (NVML,
+            :class:`flopsweep.energy.NvmlReader`); null on the CPU or without the counter.
+        energy_sampled_j: the trapezoid integral of the power sampled in the window, J.
+        energy_window_s: the window on the host's clock (first to last power sample), s.
+        power_w_sampled_mean: ``energy_sampled_j / energy_window_s``, W.
+        sm_clock_mhz_mean: mean sampled SM clock, MHz.
+        throttle_reasons: the clock event (throttle) reasons seen in the window
+            (:data:`flopsweep.energy.THROTTLE_REASONS` names).
+        power_limit_w: the enforced power limit, W.
+        power_samples: power samples taken in the window.
+        energy_reason: why ``energy_j`` is null (one line), else null.
     """
 
     rank: int
@@ -80,6 +91,15 @@ class RankFigures:
     unsteady_steps: list[int] = field(default_factory=list)
     breakdown: dict[str, Any] | None = None
     profile_problem: str | None = None
+    energy_j: float | None = None
+    energy_sampled_j: float | None = None
+    energy_window_s: float | None = None
+    power_w_sampled_mean: float | None = None
+    sm_clock_mhz_mean: float | None = None
+    throttle_reasons: list[str] | None = None
+    power_limit_w: float | None = None
+    power_samples: int | None = None
+    energy_reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,5 +113,14 @@ PER_RANK_KEYS = (
     "peak_host_rss_bytes",
     "cuda_alloc_retries",
     "matmul_tflops",
+    "energy_j",
+    "energy_sampled_j",
+    "energy_window_s",
+    "power_w_sampled_mean",
+    "sm_clock_mhz_mean",
+    "throttle_reasons",
+    "power_limit_w",
+    "power_samples",
+    "energy_reason",
 )
 """The keys of each ``metrics.per_rank`` entry (a part of :class:`RankFigures`)."""
