@@ -243,13 +243,33 @@ class RunConfig:
     ``profile/`` and ``metrics.breakdown`` (compute, optimizer, exposed communication, idle)."""
     fault: FaultConfig = field(default_factory=FaultConfig)
     """Test-only fault injection; see :class:`FaultConfig`."""
+    repeats: int = 1
+    """How many times each set-up of a sweep is measured, each time in fresh workers (1..100):
+    the sweep runs ``repeats`` rounds of its jobs, every set-up once per round (A B C A B C), the
+    round's index in ``repeat``. Needs ``-m`` and the basic sweeper."""
+    repeat: int = 0
+    """Which round of ``repeats`` this job is (0-based; the sweeper sets it). Part of what
+    ``resume`` compares (one record per round), not of the analysis's ``setup_id``."""
     objective: str = "model_tflops_per_device"
     """The figure a job returns to Hydra as a float (NaN when the run is not ``ok``), for a
     sweeper to optimise: a figure of merit of ``flopsweep.record.METRIC_SPECS``
     (:mod:`flopsweep.objective`), whose ``better`` gives the direction."""
 
 
-RUN_CONTROL_KEYS = ("timeout_s", "resume", "fail_fast", "fault", "plan", "profile", "objective")
+RUN_CONTROL_KEYS = (
+    "timeout_s",
+    "resume",
+    "fail_fast",
+    "fault",
+    "plan",
+    "profile",
+    "objective",
+    "repeats",
+)
 """Keys that steer a run but do not change what it measures; ``resume`` ignores them
 when it compares a job's config with the config of an existing record. (An ``ok``
-record always ran without a fault: every injected fault fails its run.)"""
+record always ran without a fault: every injected fault fails its run.) ``repeats`` is one:
+raising it on a resumed sweep adds rounds and keeps the records of the rounds already run."""
+
+MAX_REPEATS = 100
+"""The largest ``repeats=``."""
