@@ -40,6 +40,7 @@ from analysis.load import (
     display_path,
     find_records,
     load,
+    rankable,
     table,
 )
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
@@ -57,6 +58,7 @@ from analysis.query import (
 )
 from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
+from analysis.spread import verdict
 from flopsweep.text import plural
 
 FORMATS = ("table", "csv", "markdown", "json", "html")
@@ -326,6 +328,7 @@ def output(
     with the notes, ``blanks`` (:func:`blank_lines`) among them."""
     people = args.format in ("table", "markdown", "html")
     winners: list[str] = []
+    runs, spread = spread_lines(runs, args)
     if args.pivot:
         table = _pivot(runs, args, mark_failed=people)
         if people:
@@ -334,7 +337,9 @@ def output(
     else:
         frame = shown_columns(runs, args)
     if args.format != "html":
-        return "\n".join([render(frame, args.format, width=args.width), *winners])
+        return "\n".join(
+            [render(frame, args.format, width=args.width), *winners, *(spread if people else [])]
+        )
     figures, skipped = make_plots(select(loaded, pairs(args.filter, "--filter")))
     report = Report(
         title="flopsweep results: " + " ".join(map(display_path, args.paths)),
@@ -342,9 +347,33 @@ def output(
         tables=[(_heading(args), frame)],
         figures=figures,
         skipped=skipped,
-        notes=winners + _notes(loaded) + (blanks or []),
+        notes=winners + spread + _notes(loaded) + (blanks or []),
     )
     return render_html(report)
+
+
+CPU_NOTE = (
+    "CPU timings are indicative only: ranks share the cores with each other, the GEMM burst and other "
+    "tenants (flags noisy, load); compare set-ups on a GPU, with repeats=."
+)
+
+
+def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
+    """``runs`` with ``not_significant`` set on the best two when their 95% intervals overlap
+    (:func:`analysis.spread.verdict`; flag ``tie?``), and the lines under the table: that verdict
+    (when the table is ranked by the metric) and, once, :data:`CPU_NOTE` when a run is on the CPU."""
+    metric = _column(args.metric)
+    lines = []
+    runs = runs.copy()
+    runs["not_significant"] = False
+    ranked_by_metric = not args.pivot and (not args.sort or _column(_sort_spec(args.sort)[0]) == metric)
+    if ranked_by_metric and metric in runs:
+        tied, line = verdict(runs, metric, rankable(runs, metric))
+        runs.loc[tied, "not_significant"] = True
+        lines += [line] if line else []
+    if "device_name" in runs and runs["device_name"].fillna("").str.lower().eq("cpu").any():
+        lines.append(CPU_NOTE)
+    return runs, lines
 
 
 def say(line: str) -> None:
