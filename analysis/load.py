@@ -31,7 +31,7 @@ import pandas as pd
 from analysis.checks import record_problems
 from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
-from analysis.spread import CI_COLUMNS, CI_METRICS, pool_repeats, step_columns
+from analysis.spread import CI_COLUMNS, CI_METRICS, ci_of, overlap, pool_repeats, step_columns
 from flopsweep.columns import SETUP_SPECS, kind, only_for
 from flopsweep.config import RUN_CONTROL_KEYS
 from flopsweep.files import not_a_record
@@ -705,6 +705,15 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
     ok = df["status"].eq("ok") & df["tokens_per_s_per_device"].notna() & df["setup_id"].notna()
     ok &= df["world_size"].notna()
     single = df[ok & df["world_size"].eq(1)].groupby("setup_id")["tokens_per_s_per_device"].median()
+    for sid, ones in df[ok & df["world_size"].eq(1)].groupby("setup_id"):
+        cis = [c for _, r in ones.iterrows() if (c := ci_of(r, "tokens_per_s_per_device")) is not None]
+        if any(not overlap(a, b) for a in cis for b in cis):
+            log.warning(
+                "the one-rank runs of set-up %s disagree beyond their 95%% intervals (%s tokens/s per device): "
+                "the scaling baseline is their median, not their mean",
+                sid,
+                ", ".join(f"{v:,.0f}" for v in ones["tokens_per_s_per_device"]),
+            )
     scaled = df[ok].groupby("setup_id")["world_size"].nunique()
     base = df["setup_id"].map(single.loc[single.index.isin(scaled[scaled > 1].index)])
     df["scaling_efficiency"] = (df["tokens_per_s_per_device"] / base).where(ok).astype("float64")
