@@ -109,6 +109,7 @@ TORCH_FREE = (
     "flopsweep.columns",
     "flopsweep.options",
     "flopsweep.config",
+    "flopsweep.noise",
 )
 """The flopsweep modules the analysis may import (the metric and set-up column declarations and
 the schemas they derive from): none imports torch."""
