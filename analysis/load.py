@@ -709,7 +709,7 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
         cis = [c for _, r in ones.iterrows() if (c := ci_of(r, "tokens_per_s_per_device")) is not None]
         if any(not overlap(a, b) for a in cis for b in cis):
             log.warning(
-                "the one-rank runs of set-up %s disagree beyond their 95%% intervals (%s tokens/s per device): "
+                "one-rank runs of set-up %s disagree beyond their 95%% intervals (%s tokens/s per device): "
                 "the scaling baseline is their median, not their mean",
                 sid,
                 ", ".join(f"{v:,.0f}" for v in ones["tokens_per_s_per_device"]),
