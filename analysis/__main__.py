@@ -364,6 +364,8 @@ def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataF
     (when the table is ranked by the metric) and, once, :data:`CPU_NOTE` when a run is on the CPU."""
     metric = _column(args.metric)
     lines = []
+    if args.format not in ("table", "markdown", "html"):
+        return runs, lines  # csv and json keep the columns of load()
     runs = runs.copy()
     runs["not_significant"] = False
     ranked_by_metric = not args.pivot and (not args.sort or _column(_sort_spec(args.sort)[0]) == metric)

@@ -56,9 +56,12 @@ _OPTIONAL = [
 # that tells rows apart is never dropped (:func:`distinguishing`).
 _DROP_ORDER = [
     "error",
+    "repeats",
     "peak_host_rss_gib",
     "peak_cuda_reserved_gib",
     "hfu",
+    "model_tflops_per_device_ci_high",
+    "model_tflops_per_device_ci_low",
     *(c for c in reversed(_SETUP) if _SHOW[c] != "table"),
     *(c for c in reversed(_SETUP) if _SHOW[c] == "table" and c != "model"),
     "mfu",

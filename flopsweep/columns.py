@@ -212,6 +212,8 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.profile",
     "config.fault",
     "config.objective",
+    "config.repeats",  # run controls of repeats=: the analysis reads run.repeat, run.repeat_group
+    "config.repeat",
 )
 """Schema keys (or whole sub-configs) that stay in the record and out of the table: each key of
 every schema is a :data:`SETUP_SPECS` path or here."""

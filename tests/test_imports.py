@@ -78,6 +78,7 @@ TORCH_FREE = (
     "flopsweep.columns",
     "flopsweep.options",
     "flopsweep.config",
+    "flopsweep.noise",
 )
 """The flopsweep modules the analysis may import: none of them imports torch."""
 
