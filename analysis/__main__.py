@@ -25,6 +25,7 @@ import argparse
 import logging
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -338,7 +339,11 @@ def output(
         frame = shown_columns(runs, args)
     if args.format != "html":
         return "\n".join(
-            [render(frame, args.format, width=args.width), *winners, *(spread if people else [])]
+            [
+                render(frame, args.format, width=args.width),
+                *winners,
+                *(_wrapped(spread, args) if people else []),
+            ]
         )
     figures, skipped = make_plots(select(loaded, pairs(args.filter, "--filter")))
     report = Report(
@@ -356,6 +361,13 @@ CPU_NOTE = (
     "CPU timings are indicative only: ranks share the cores with each other, the GEMM burst and other "
     "tenants (flags noisy, load); compare set-ups on a GPU, with repeats=."
 )
+
+
+def _wrapped(lines: list[str], args: argparse.Namespace) -> list[str]:
+    """``lines`` wrapped to ``--width`` for the terminal table (markdown keeps them whole)."""
+    if args.format != "table" or args.width <= 0:
+        return lines
+    return [part for line in lines for part in textwrap.wrap(line, args.width, break_on_hyphens=False)]
 
 
 def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
