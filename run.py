@@ -220,10 +220,35 @@ def objective_problem(overrides: list[str]) -> str | None:
     return None
 
 
+def repeats_problem(overrides: list[str]) -> str | None:
+    """One line for a ``repeats=`` that cannot run: not one whole number from 1 to
+    ``MAX_REPEATS``, or over 1 without ``-m`` (the rounds are jobs of a sweep), else None."""
+    from flopsweep.config import MAX_REPEATS
+
+    multirun = "-m" in overrides or "--multirun" in overrides
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+~") != "repeats" or "${" in value:
+            continue
+        value = value.strip().strip("'\"")
+        if not value.isdigit() or not 1 <= int(value) <= MAX_REPEATS:
+            return (
+                f"Invalid config: repeats={value}: must be one whole number from 1 to {MAX_REPEATS} "
+                "(repeats is not a sweep axis). Fix: set repeats=3."
+            )
+        if int(value) > 1 and not multirun:
+            return (
+                f"Invalid config: repeats={value}: the rounds are jobs of a sweep. "
+                f"Fix: add -m (python run.py -m repeats={value} ...)."
+            )
+    return None
+
+
 def refusal(overrides: list[str]) -> str | None:
     """The one line refusing the command line before Hydra starts (exit 2), or None."""
     return (
         objective_problem(overrides)
+        or repeats_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)
@@ -269,6 +294,7 @@ def main(cfg: DictConfig) -> float:
         overrides=list(hc.overrides.task),
         job_num=hc.job.get("num"),
         choices={k: str(v) for k, v in hc.runtime.choices.items() if v is not None},
+        sweep_dir=str(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None,
     )
     try:
         run_cfg = OmegaConf.to_object(cfg)

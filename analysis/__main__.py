@@ -25,6 +25,7 @@ import argparse
 import logging
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +41,7 @@ from analysis.load import (
     display_path,
     find_records,
     load,
+    rankable,
     table,
 )
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
@@ -57,6 +59,7 @@ from analysis.query import (
 )
 from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
+from analysis.spread import verdict
 from flopsweep.text import plural
 
 FORMATS = ("table", "csv", "markdown", "json", "html")
@@ -326,6 +329,7 @@ def output(
     with the notes, ``blanks`` (:func:`blank_lines`) among them."""
     people = args.format in ("table", "markdown", "html")
     winners: list[str] = []
+    runs, spread = spread_lines(runs, args)
     if args.pivot:
         table = _pivot(runs, args, mark_failed=people)
         if people:
@@ -334,7 +338,13 @@ def output(
     else:
         frame = shown_columns(runs, args)
     if args.format != "html":
-        return "\n".join([render(frame, args.format, width=args.width), *winners])
+        return "\n".join(
+            [
+                render(frame, args.format, width=args.width),
+                *winners,
+                *(_wrapped(spread, args) if people else []),
+            ]
+        )
     figures, skipped = make_plots(select(loaded, pairs(args.filter, "--filter")))
     report = Report(
         title="flopsweep results: " + " ".join(map(display_path, args.paths)),
@@ -342,9 +352,42 @@ def output(
         tables=[(_heading(args), frame)],
         figures=figures,
         skipped=skipped,
-        notes=winners + _notes(loaded) + (blanks or []),
+        notes=winners + spread + _notes(loaded) + (blanks or []),
     )
     return render_html(report)
+
+
+CPU_NOTE = (
+    "CPU timings are indicative only: ranks share the cores with each other, the GEMM burst and other "
+    "tenants (flags noisy, load); compare set-ups on a GPU, with repeats=."
+)
+
+
+def _wrapped(lines: list[str], args: argparse.Namespace) -> list[str]:
+    """``lines`` wrapped to ``--width`` for the terminal table (markdown keeps them whole)."""
+    if args.format != "table" or args.width <= 0:
+        return lines
+    return [part for line in lines for part in textwrap.wrap(line, args.width, break_on_hyphens=False)]
+
+
+def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
+    """``runs`` with ``not_significant`` set on the best two when their 95% intervals overlap
+    (:func:`analysis.spread.verdict`; flag ``tie?``), and the lines under the table: that verdict
+    (when the table is ranked by the metric) and, once, :data:`CPU_NOTE` when a run is on the CPU."""
+    metric = _column(args.metric)
+    lines = []
+    if args.format not in ("table", "markdown", "html"):
+        return runs, lines  # csv and json keep the columns of load()
+    runs = runs.copy()
+    runs["not_significant"] = False
+    ranked_by_metric = not args.pivot and (not args.sort or _column(_sort_spec(args.sort)[0]) == metric)
+    if ranked_by_metric and metric in runs:
+        tied, line = verdict(runs, metric, rankable(runs, metric))
+        runs.loc[tied, "not_significant"] = True
+        lines += [line] if line else []
+    if "device_name" in runs and runs["device_name"].fillna("").str.lower().eq("cpu").any():
+        lines.append(CPU_NOTE)
+    return runs, lines
 
 
 def say(line: str) -> None:

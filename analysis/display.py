@@ -13,6 +13,7 @@ import pandas as pd
 
 from analysis.load import DESCRIPTIONS, ENERGY_COLUMNS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
+from analysis.spread import CI_METRICS
 from flopsweep.columns import SETUP_SPECS, only_for
 from flopsweep.record import STATUSES
 from flopsweep.text import plural
@@ -32,6 +33,7 @@ MAX_CELL = 40
 """Longest text cell (characters) in the terminal and markdown tables; longer ones end in '…'."""
 
 _UNITS = {spec.name: spec.unit for spec in METRIC_FIELDS}
+_UNITS |= {f"{m}_ci_{end}": _UNITS[m] for m in CI_METRICS for end in ("low", "high")}
 _PERCENT = {name for name, unit in _UNITS.items() if unit == "1"}  # ratios: MFU, HFU, cv, ...
 _THOUSANDS = {name for name, unit in _UNITS.items() if unit == "1/s"}  # tokens/s
 
@@ -56,9 +58,12 @@ _OPTIONAL = [
 _DROP_ORDER = [
     "error",
     *reversed(ENERGY_COLUMNS[1:]),  # the budget and dollars first, joules per token last
+    "repeats",
     "peak_host_rss_gib",
     "peak_cuda_reserved_gib",
     "hfu",
+    "model_tflops_per_device_ci_high",
+    "model_tflops_per_device_ci_low",
     *(c for c in reversed(_SETUP) if _SHOW[c] != "table"),
     *(c for c in reversed(_SETUP) if _SHOW[c] == "table" and c != "model"),
     "joules_per_token",
@@ -76,7 +81,7 @@ def _cell(column: str, value: object) -> str:
         return f"{value:,.0f}"
     if column in _PERCENT and isinstance(value, (int, float)):
         return f"{value:.1%}"
-    if column == "speedup":
+    if column.startswith("speedup"):
         return f"{value:.2f}x"
     if isinstance(value, int) and abs(value) >= 10_000:
         return f"{value:,}"
@@ -107,6 +112,10 @@ def flags(df: pd.DataFrame) -> pd.Series:
         parts.append(df["implausible"].notna().map({True: "check?", False: ""}))
     if "warnings" in df:
         parts.append(df["warnings"].notna().map({True: "warn", False: ""}))
+    if "noise" in df:
+        parts.append(df["noise"].fillna("").astype(str))
+    if "not_significant" in df:
+        parts.append(df["not_significant"].fillna(False).astype(bool).map({True: "tie?", False: ""}))
     if not parts:
         return pd.Series("", index=df.index)
     out = parts[0]

@@ -31,9 +31,11 @@ import pandas as pd
 from analysis.checks import record_problems
 from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
+from analysis.spread import CI_COLUMNS, CI_METRICS, ci_of, overlap, pool_repeats, step_columns
 from flopsweep.columns import SETUP_SPECS, kind, only_for
 from flopsweep.config import RUN_CONTROL_KEYS
 from flopsweep.files import not_a_record
+from flopsweep.noise import noisy, overloaded
 from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec
 from flopsweep.text import plural
 
@@ -82,6 +84,10 @@ different batches one step sees. A record without ``system.parallel`` (written b
 was recorded) was pure data parallel: ``dp`` is its world size (:func:`parallel_degrees`)."""
 
 DERIVED_COLUMNS = ["scaling_efficiency", "setup_id"]
+REPEAT_COLUMNS = ["repeat", "repeat_group", "repeats", "ci_over", *CI_COLUMNS, "noise"]
+"""The round of a ``repeats=`` sweep (``run.repeat``, ``run.repeat_group``), how many rounds a row
+pools (1 for one run), what its 95% intervals are over (``repeats`` or ``steps``), the intervals
+(:mod:`analysis.spread`), and its noise flags (``noisy``, ``load``: :mod:`flopsweep.noise`)."""
 """Columns computed across records (:func:`add_scaling`), after the per-record ones."""
 
 BETTER: dict[str, str] = {
@@ -111,6 +117,7 @@ COLUMNS = (
     + LOAD_COLUMNS
     + PARALLEL_COLUMNS
     + DERIVED_COLUMNS
+    + REPEAT_COLUMNS
     + ["warnings", "run_dir"]
     + _CHECK_COLUMNS
 )
@@ -122,6 +129,13 @@ SHORT: dict[str, str] = {
     "model_tflops_per_device_recomputed": "TFLOPs_recomp",
     "speedup": "speedup",
     "scaling_efficiency": "scale_eff",
+    **{
+        f"{m}_ci_{end}": f"{spec.header}_{end[:2]}95"
+        for spec in METRIC_FIELDS
+        if (m := spec.name) in CI_METRICS
+        for end in ("low", "high")
+    },
+    "repeats": "reps",
 }
 """Short header of each column (the terminal, markdown and HTML tables); csv/json keep full names."""
 
@@ -141,18 +155,30 @@ DESCRIPTIONS: dict[str, str] = {
     "scaling_efficiency": "tokens/s per device / the same set-up's tokens/s on one device (weak scaling)",
     "setup_id": "the run's config less its rank count (nproc_per_node, nnodes) and run controls, hashed",
     "flags": "dup-id: run id shared; tflops?: TFLOPs fail the recomputation (not ranked); "
-    "check?: a figure fails its raw fields (not ranked, column implausible); warn: warnings",
+    "check?: a figure fails its raw fields (not ranked, column implausible); warn: warnings; "
+    "noisy: step CV over 5%; load: the host lacked idle cores; tie?: the best two's 95% intervals overlap",
     "implausible": "the figures of the record that fail their raw fields (analysis.checks)",
+    **{
+        f"{m}_ci_low": f"low end of the 95% interval of {m} (over repeats or steps: ci_over)"
+        for m in CI_METRICS
+    },
+    **{
+        f"{m}_ci_high": f"high end of the 95% interval of {m} (over repeats or steps: ci_over)"
+        for m in CI_METRICS
+    },
+    "repeats": "rounds pooled into the row (repeats=): its figures are their median; 1 for one run",
+    "ci_over": "what the 95% intervals are over: repeats (rounds of repeats=) or steps (one run's steps)",
 }
 """One line per column for the legend under a table."""
 
 _KINDS = {spec.name: kind(spec) for spec in SETUP_SPECS}
-_INT_COLUMNS = (*(c for c, k in _KINDS.items() if k == "int"), "schema_version")
+_INT_COLUMNS = (*(c for c, k in _KINDS.items() if k == "int"), "schema_version", "repeat", "repeats")
 _FLOAT_COLUMNS = (
     *(c for c, k in _KINDS.items() if k == "float"),
     "model_tflops_per_device_recomputed",
     *LOAD_COLUMNS,
     *PARALLEL_COLUMNS,
+    *CI_COLUMNS,
 )
 _BOOL_COLUMNS = tuple(c for c, k in _KINDS.items() if k == "bool")
 _TEXT_COLUMNS = (
@@ -181,6 +207,9 @@ TABLE_COLUMNS = [
     *(spec.name for spec in SETUP_SPECS if spec.show == "table"),
     "status",
     "model_tflops_per_device",
+    "model_tflops_per_device_ci_low",
+    "model_tflops_per_device_ci_high",
+    "repeats",
     "mfu",
     "hfu",
     "tokens_per_s",
@@ -382,6 +411,10 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
         "; ".join(_text(w) or "" for w in warnings) if isinstance(warnings, list) and warnings else None
     )
     _blank_unused(out)
+    out["repeat"] = _get(record, ("run", "repeat"))
+    out["repeat_group"] = _text(_get(record, ("run", "repeat_group")))
+    step_columns(out, _get(record, ("metrics", "iteration_time_s", "values")))
+    out["noise"] = noise_flags(record, out)
     out["run_dir"] = run_dir
     out["setup_id"] = setup_id(record)
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
@@ -399,6 +432,22 @@ def _check_figures(record: Record, out: dict[str, Any], path: str) -> None:
     out["implausible"] = "; ".join(problems) or None
     if problems:
         log.warning("%s fails its checks (left out of rankings and plots): %s", path, "; ".join(problems))
+
+
+def noise_flags(record: Record, out: dict[str, Any]) -> str | None:
+    """``noisy`` (step CV over :data:`flopsweep.noise.NOISY_CV`) and ``load`` (the host lacked idle
+    cores, :func:`flopsweep.noise.overloaded`) for an ok record, comma-separated; None when neither.
+    Computed from the figures, so records written before the job's noise warnings get them too."""
+    if out.get("status") != "ok":
+        return None
+    flags = []
+    if noisy(out.get("iteration_time_s_cv")):
+        flags.append("noisy")
+    cores = _get(record, ("system", "cpu_count"))
+    ranks = _get(record, ("system", "nproc_per_node"))
+    if overloaded(out.get("loadavg_1m_start"), out.get("loadavg_1m_end"), cores, ranks):
+        flags.append("load")
+    return ",".join(flags) or None
 
 
 def _loadavg_1m(value: Any) -> tuple[Any, Any]:
@@ -591,7 +640,7 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 RANK_COUNT_KEYS = ("nproc_per_node", "nnodes")
 """Config keys that set the rank count: the only ones a scaling comparison lets differ."""
-_NOT_SETUP = (*RANK_COUNT_KEYS, "tag", *RUN_CONTROL_KEYS)
+_NOT_SETUP = (*RANK_COUNT_KEYS, "tag", "repeat", *RUN_CONTROL_KEYS)
 
 
 PARALLEL_DEFAULT = {
@@ -669,6 +718,15 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
     ok = df["status"].eq("ok") & df["tokens_per_s_per_device"].notna() & df["setup_id"].notna()
     ok &= df["world_size"].notna()
     single = df[ok & df["world_size"].eq(1)].groupby("setup_id")["tokens_per_s_per_device"].median()
+    for sid, ones in df[ok & df["world_size"].eq(1)].groupby("setup_id"):
+        cis = [c for _, r in ones.iterrows() if (c := ci_of(r, "tokens_per_s_per_device")) is not None]
+        if any(not overlap(a, b) for a in cis for b in cis):
+            log.warning(
+                "one-rank runs of set-up %s disagree beyond their 95%% intervals (%s tokens/s per device): "
+                "the scaling baseline is their median, not their mean",
+                sid,
+                ", ".join(f"{v:,.0f}" for v in ones["tokens_per_s_per_device"]),
+            )
     scaled = df[ok].groupby("setup_id")["world_size"].nunique()
     base = df["setup_id"].map(single.loc[single.index.isin(scaled[scaled > 1].index)])
     df["scaling_efficiency"] = (df["tokens_per_s_per_device"] / base).where(ok).astype("float64")
@@ -718,7 +776,8 @@ def load(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
         except RecordError as exc:
             log.warning("skipping unreadable record %s: %s", shown, exc)
             bad[shown] = str(exc)
-    df = add_scaling(flag_duplicates(_frame(rows)))
+    df = flag_duplicates(_frame(rows))
+    df = add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS))
     df.attrs["unreadable"] = bad
     df.attrs["records"] = [str(p) for p in found]  # what was read: no output may be written over it
     return df

@@ -172,11 +172,23 @@ def _x_axis(ax, values: pd.Series, label: str) -> None:
 def _draw_lines(
     ax, ok: pd.DataFrame, x: str, ys: list[tuple[str, str]], colors: dict[str, str], markers: dict[str, str]
 ) -> None:
-    """One line per label (mean of repeated ok runs at each x); ``ys`` pairs a column with a style."""
+    """One line per label (mean of repeated ok runs at each x), with the 95% interval as an error
+    bar where the column has one (``<y>_ci_low``/``_ci_high``); ``ys`` pairs a column with a style.
+    Failed runs are never drawn here: :func:`_mark_failed` puts an x on the axis, with the status."""
     for label, runs in ok.groupby("_label", sort=True):
         for y, style in ys:
             pts = runs.groupby(x)[y].mean().dropna().sort_index()
             face = colors[label] if style == "-" else "none"  # hollow markers on the secondary series
+            if f"{y}_ci_low" in runs:  # the 95% interval (analysis.spread) as an error bar
+                low = runs.groupby(x)[f"{y}_ci_low"].min().reindex(pts.index)
+                high = runs.groupby(x)[f"{y}_ci_high"].max().reindex(pts.index).clip(upper=2 * pts.max())
+                err = [
+                    (pts - low).clip(lower=0).fillna(0).values,
+                    (high - pts).clip(lower=0).fillna(0).values,
+                ]
+                ax.errorbar(
+                    pts.index.astype(float), pts.values, yerr=err, fmt="none", ecolor=colors[label], capsize=3
+                )
             ax.plot(
                 pts.index.astype(float),
                 pts.values,

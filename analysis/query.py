@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, failed_checks, rankable
+from analysis.spread import ci_of, speedup_interval
 from flopsweep.columns import IDENTITY_COLUMNS, dependents
 from flopsweep.text import plural
 
@@ -179,8 +180,27 @@ def compare(
     out = df.copy()
     ratio = ref / out[metric] if metric in LOWER_IS_BETTER else out[metric] / ref
     out["speedup"] = ratio.where(ok).astype("float64")
+    _speedup_ci(out, df, key, is_base, metric)
     out.attrs["baseline"] = ", ".join(f"{k}={v}" for k, v in baseline.items())
     return out
+
+
+def _speedup_ci(out: pd.DataFrame, df: pd.DataFrame, key: pd.Series, is_base: pd.Series, metric: str) -> None:
+    """``speedup_ci_low``/``speedup_ci_high``: each speedup's 95% interval from the run's and its
+    baseline's (:func:`analysis.spread.speedup_interval`; the baseline's interval is the widest of
+    its runs'); blank where either has none."""
+    lows, highs = [], []
+    bases = {k: rows for k, rows in df[is_base].groupby(key[is_base])}
+    for i, row in out.iterrows():
+        base = bases.get(key[i])
+        ends = None
+        if base is not None and pd.notna(row["speedup"]):
+            cis = [c for _, b in base.iterrows() if (c := ci_of(b, metric)) is not None]
+            wide = (min(c[0] for c in cis), max(c[1] for c in cis)) if len(cis) == len(base) else None
+            ends = speedup_interval(ci_of(row, metric), wide, metric in LOWER_IS_BETTER)
+        lows.append(ends[0] if ends else float("nan"))
+        highs.append(ends[1] if ends else float("nan"))
+    out["speedup_ci_low"], out["speedup_ci_high"] = lows, highs
 
 
 def pivot(

@@ -214,6 +214,8 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.objective",
     "config.cost",  # prices and budgets: run controls, in the metrics they price
     "config.budget",
+    "config.repeats",  # run controls of repeats=: the analysis reads run.repeat, run.repeat_group
+    "config.repeat",
 )
 """Schema keys (or whole sub-configs) that stay in the record and out of the table: each key of
 every schema is a :data:`SETUP_SPECS` path or here."""

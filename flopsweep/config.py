@@ -264,6 +264,13 @@ class RunConfig:
     """Prices for the cost figures (a run control: it changes nothing that is measured)."""
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     """A token budget to price at the measured rate (a run control)."""
+    repeats: int = 1
+    """How many times each set-up of a sweep is measured, each time in fresh workers (1..100):
+    the sweep runs ``repeats`` rounds of its jobs, every set-up once per round (A B C A B C), the
+    round's index in ``repeat``. Needs ``-m`` and the basic sweeper."""
+    repeat: int = 0
+    """Which round of ``repeats`` this job is (0-based; the sweeper sets it). Part of what
+    ``resume`` compares (one record per round), not of the analysis's ``setup_id``."""
     objective: str = "model_tflops_per_device"
     """The figure a job returns to Hydra as a float (NaN when the run is not ``ok``), for a
     sweeper to optimise: a figure of merit of ``flopsweep.record.METRIC_SPECS``
@@ -280,7 +287,12 @@ RUN_CONTROL_KEYS = (
     "objective",
     "cost",
     "budget",
+    "repeats",
 )
 """Keys that steer a run but do not change what it measures; ``resume`` ignores them
 when it compares a job's config with the config of an existing record. (An ``ok``
-record always ran without a fault: every injected fault fails its run.)"""
+record always ran without a fault: every injected fault fails its run.) ``repeats`` is one:
+raising it on a resumed sweep adds rounds and keeps the records of the rounds already run."""
+
+MAX_REPEATS = 100
+"""The largest ``repeats=``."""

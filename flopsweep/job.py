@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import json
 import logging
 import os
@@ -47,6 +48,7 @@ from flopsweep.metrics import (
     system_info,
 )
 from flopsweep.models import family
+from flopsweep.noise import noise_warnings
 from flopsweep.plan import Environment, Plan, fixed_nproc, plan
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
@@ -67,6 +69,8 @@ class JobInfo:
     """The option Hydra picked in each config group (``HydraConfig.get().runtime.choices``):
     validation refuses a schema node picked as an option and a ZeRO stage that contradicts
     ``backend=zero<N>`` (:func:`flopsweep.plan.check_choices`)."""
+    sweep_dir: str | None = None
+    """``hydra.sweep.dir`` of a sweep (None for a single run): it names the repeat group."""
 
 
 LAST_RECORD: dict[str, Any] = {"path": None, "status": None}
@@ -126,8 +130,10 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         "finished_at": None,
         "overrides": list(info.overrides),
         "job_num": info.job_num,
+        **repeat_fields(cfg, info),
     }
     try:
+        check_repeat_axis(cfg, info)
         p = plan(cfg, Environment.detect(), choices=info.choices)
     except ConfigError as exc:
         error = rec.error("ConfigError", str(exc), "config")
@@ -146,6 +152,36 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     if writes_record():
         set_aside(path)
     return _launch(path, p, run, info, load_start)
+
+
+def repeat_fields(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
+    """The record's ``run.repeat`` (this job's round), ``run.repeats`` (how many rounds the sweep
+    runs) and ``run.repeat_group``: with ``repeats`` over 1, a hash of the sweep directory, which
+    every round of the sweep shares and a resumed sweep keeps (null otherwise). The analysis
+    pools the records of one group and one set-up (``setup_id``, world size) into one row."""
+    group = None
+    if cfg.repeats > 1 and info.sweep_dir:
+        group = hashlib.sha256(os.path.abspath(info.sweep_dir).encode()).hexdigest()[:12]
+    return {"repeat": cfg.repeat, "repeats": cfg.repeats, "repeat_group": group}
+
+
+def check_repeat_axis(cfg: RunConfig, info: JobInfo) -> None:
+    """Refuse ``repeats`` over 1 in a job that is not one round of a repeated sweep: the rounds come
+    from the basic sweeper (``hydra_plugins.flopsweep_repeats.RepeatingSweeper``), which sets ``repeat=`` on
+    each job. Without it (``repeats`` swept as an axis, or another sweeper) the job would be
+    measured once and recorded as if repeated.
+
+    Raises:
+        ConfigError: naming ``repeats`` and the fix.
+    """
+    keys = {str(o).split("=", 1)[0].lstrip("+~") for o in info.overrides}
+    if cfg.repeats > 1 and "repeat" not in keys:
+        raise ConfigError(
+            "repeats",
+            cfg.repeats,
+            "did not expand into rounds of jobs (one value of a -m sweep, run by the basic sweeper)",
+            "give repeats= one value, with -m and without hydra/sweeper=",
+        )
 
 
 def defining_overrides(overrides: list[str]) -> list[str]:
@@ -486,6 +522,7 @@ def _as_of_now(config: dict[str, Any]) -> dict[str, Any]:
     a missing ``parallel`` section is the default (pure data parallel) and a missing
     ``batch.global_batch_size`` is null."""
     out = dict(config)
+    out.setdefault("repeat", 0)  # records from before repeats= were round 0 of 1
     ckpt = out.get("activation_checkpointing")
     if isinstance(ckpt, bool):
         out["activation_checkpointing"] = {"name": "full" if ckpt else "none"}
@@ -619,6 +656,14 @@ def _finish(
         layout=layout,
         power_limit_w=power_limit_w,
     )
+    if status == "ok" and metrics is not None:
+        warnings = list(warnings or []) + noise_warnings(
+            cv=(metrics.get("iteration_time_s") or {}).get("cv"),
+            load_start=(load_start or [None])[0],
+            load_end=((system.get("loadavg") or {}).get("end") or [None])[0],
+            cpu_count=system.get("cpu_count"),
+            ranks=nproc,
+        )
     record = build_record(
         cfg=cfg, status=status, error=error, run=run, system=system, metrics=metrics, warnings=warnings
     )

@@ -368,6 +368,7 @@ def system_info(
         "python": platform.python_version(),
         "git_sha": _git_sha(),
         "loadavg": {"start": load_start, "end": loadavg()},
+        "cpu_count": os.cpu_count(),
         "cuda_alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
         **interconnect(cuda),
     }

@@ -22,6 +22,7 @@ from flopsweep import attention, backends, checkpointing, memory, objective, pre
 from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
+    MAX_REPEATS,
     MAX_SEED,
     BatchConfig,
     ConfigError,
@@ -145,6 +146,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
     objective.spec_of(cfg.objective)
+    check_repeats(cfg)
     rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
     return cfg
 
@@ -270,6 +272,26 @@ MAX_FLOAT = 1e12
 MAX_NPROC_PER_NODE = 10**6
 """The most ranks per node ``nproc_per_node`` may name before any machine is asked (a GPU node has
 8; :func:`resolve` then caps CPU ranks at a multiple of the cores and GPU ranks at the GPUs)."""
+
+
+def check_repeats(cfg: RunConfig) -> None:
+    """``repeats`` within 1..:data:`~flopsweep.config.MAX_REPEATS` and ``repeat`` one of its rounds
+    (0 .. repeats - 1).
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    if not 1 <= cfg.repeats <= MAX_REPEATS:
+        raise ConfigError(
+            "repeats", cfg.repeats, f"must be 1 to {MAX_REPEATS}", f"set repeats=3 (at most {MAX_REPEATS})"
+        )
+    if not 0 <= cfg.repeat < cfg.repeats:
+        raise ConfigError(
+            "repeat",
+            cfg.repeat,
+            f"must be a round of repeats={cfg.repeats} (0 to {cfg.repeats - 1})",
+            "drop repeat=: the sweeper sets it from repeats=",
+        )
 
 
 def check_bounds(cfg: RunConfig) -> None:

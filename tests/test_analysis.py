@@ -110,6 +110,7 @@ TORCH_FREE = (
     "flopsweep.options",
     "flopsweep.config",
     "flopsweep.cost",
+    "flopsweep.noise",
 )
 """The flopsweep modules the analysis may import (the metric and set-up column declarations and
 the schemas they derive from): none imports torch."""

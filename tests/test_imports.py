@@ -79,6 +79,7 @@ TORCH_FREE = (
     "flopsweep.options",
     "flopsweep.config",
     "flopsweep.cost",
+    "flopsweep.noise",
 )
 """The flopsweep modules the analysis may import: none of them imports torch."""
 

@@ -1,0 +1,191 @@
+"""Spread: 95% confidence intervals of the rates, repeats pooled into one row, and whether the best
+two set-ups can be told apart.
+
+Intervals (Student-t, two-sided 95%, ``scipy.stats.t.ppf``):
+
+- **over repeats** (``ci_over="repeats"``: a set-up measured in ``repeats=N`` rounds, N >= 2 ok
+  rounds): the t-interval of the mean of the N rounds' figures (n - 1 degrees of freedom). The
+  figure shown is their median (robust to one odd round); the interval is the mean's.
+- **over steps** (``ci_over="steps"``: one run): the t-interval of the mean measured step time
+  (``metrics.iteration_time_s.values``), turned into rates. Tokens/s, TFLOPs, MFU and HFU are each
+  a constant over the mean step time, so each scales by ``mean / (mean + h)`` and
+  ``mean / (mean - h)`` (``h`` the half width; no upper bound when ``h >= mean``). Steps of one
+  run are not independent samples of the machine's state (drift within the window is shared), so
+  this interval is narrower than the one over repeats: measure with ``repeats=`` to compare.
+
+Two intervals that overlap mean the difference is not significant at this level (a conservative
+test: non-overlapping 95% intervals imply p < 0.05; overlapping ones may still differ a little).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from functools import lru_cache
+
+import pandas as pd
+
+CI_LEVEL = 0.95
+"""The confidence level of every interval."""
+
+CI_METRICS = (
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "model_tflops_per_device",
+    "hardware_tflops_per_device",
+    "mfu",
+    "hfu",
+)
+"""The rates that carry an interval (``<name>_ci_low``, ``<name>_ci_high``)."""
+
+CI_COLUMNS = [f"{m}_ci_{end}" for m in CI_METRICS for end in ("low", "high")]
+"""The interval columns, in :data:`CI_METRICS` order."""
+
+
+@lru_cache(maxsize=128)
+def t_quantile(dof: int) -> float:
+    """The two-sided :data:`CI_LEVEL` Student-t quantile for ``dof`` degrees of freedom (12.71 for 1,
+    2.776 for 4)."""
+    from scipy.stats import t  # imported when the first interval is made
+
+    return float(t.ppf(0.5 + CI_LEVEL / 2, dof))
+
+
+def half_width(values: Sequence[float]) -> tuple[float, float] | None:
+    """``(mean, h)``: the mean of ``values`` and the half width of its t-interval; None for fewer
+    than two finite values."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if len(xs) < 2:
+        return None
+    return statistics.fmean(xs), t_quantile(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+def interval(values: Sequence[float]) -> tuple[float, float] | None:
+    """The t-interval ``(low, high)`` of the mean of ``values`` (None for fewer than two)."""
+    got = half_width(values)
+    return None if got is None else (got[0] - got[1], got[0] + got[1])
+
+
+def step_factors(step_times: object) -> tuple[float, float] | None:
+    """``(low, high)`` factors that turn a rate computed from the mean of ``step_times`` (s) into
+    the ends of its interval over steps: ``mean / (mean + h)`` and ``mean / (mean - h)`` (inf when
+    ``h >= mean``). None when there are fewer than two valid step times."""
+    if not isinstance(step_times, list):
+        return None
+    try:
+        got = half_width([float(v) for v in step_times if isinstance(v, (int, float))])
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if got is None or got[0] <= 0:
+        return None
+    mean, h = got
+    return mean / (mean + h), (mean / (mean - h) if h < mean else math.inf)
+
+
+def step_columns(out: dict, step_times: object) -> None:
+    """Set ``out``'s interval columns over steps from its rates, ``ci_over`` ``steps`` (or None
+    when there is no interval) and ``repeats`` 1."""
+    factors = step_factors(step_times) if out.get("status") == "ok" else None
+    for m in CI_METRICS:
+        value = out.get(m)
+        known = factors is not None and isinstance(value, (int, float)) and value is not None
+        out[f"{m}_ci_low"] = value * factors[0] if known else None
+        out[f"{m}_ci_high"] = value * factors[1] if known else None
+    out["ci_over"] = "steps" if factors is not None else None
+    out["repeats"] = 1
+
+
+def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two intervals ``(low, high)`` share a point."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def ci_of(row: pd.Series, metric: str) -> tuple[float, float] | None:
+    """The row's interval of ``metric``, or None when it has none."""
+    low, high = row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return None
+    return float(low), float(high)
+
+
+POOL_KEYS = ["repeat_group", "setup_id", "world_size"]
+"""What makes records rounds of one measurement: the sweep's ``run.repeat_group``, the set-up
+(``setup_id``) and the world size."""
+
+
+def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) -> pd.DataFrame:
+    """``df`` with the rounds of each repeated measurement (:data:`POOL_KEYS`) as one row.
+
+    Only rows where ``pooled`` is true (ok rounds that pass their checks) are pooled; a failed
+    round keeps its own row, with its status. A pooled row is the first round's row with every
+    ``numeric`` column the median over the rounds, the :data:`CI_METRICS` intervals over the rounds
+    (``ci_over`` ``repeats``), ``repeats`` the count of rounds, ``run_dir`` every round's folder
+    (comma-separated), the load columns the highest, and the rounds' distinct warnings. A group
+    of one round keeps its interval over steps. Row order: each group at its first round.
+    """
+    key = df[POOL_KEYS].astype(object).where(df[POOL_KEYS].notna(), None)
+    eligible = pooled & key.notna().all(axis=1)
+    if not eligible.any():
+        return df
+    groups = df[eligible].groupby([df.loc[eligible, k].astype(str) for k in POOL_KEYS], sort=False)
+    keep = pd.Series(True, index=df.index)
+    out = df.copy()
+    for _, rounds in groups:
+        if len(rounds) < 2:
+            continue
+        first = rounds.index[0]
+        keep[rounds.index[1:]] = False
+        for column in numeric:
+            if column in out and pd.api.types.is_numeric_dtype(out[column]):
+                out.at[first, column] = rounds[column].median()
+        for m in CI_METRICS:
+            ends = interval(rounds[m].tolist()) if m in rounds else None
+            low, high = ends or (math.nan, math.nan)
+            out.at[first, f"{m}_ci_low"], out.at[first, f"{m}_ci_high"] = max(low, 0.0), high  # a rate >= 0
+        out.at[first, "ci_over"] = "repeats"
+        out.at[first, "repeats"] = len(rounds)
+        out.at[first, "run_dir"] = ", ".join(rounds["run_dir"])
+        for column in ("loadavg_1m_start", "loadavg_1m_end"):
+            out.at[first, column] = rounds[column].max()
+        flags = {f for fs in rounds["noise"].dropna() for f in fs.split(",")}
+        out.at[first, "noise"] = ",".join(sorted(flags)) or None
+        said = list(dict.fromkeys(w for ws in rounds["warnings"].dropna() for w in ws.split("; ")))
+        out.at[first, "warnings"] = "; ".join(said) or None
+    return out[keep].reset_index(drop=True)
+
+
+def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[int], str | None]:
+    """Whether the best two ``ranked`` rows of ``runs`` on ``metric`` can be told apart: the
+    index labels of the two when their intervals overlap (else none), and one line saying so
+    (None when ``metric`` has no interval or fewer than two rows are ranked)."""
+    if metric not in CI_METRICS:
+        return [], None
+    from analysis.load import HIGHER_IS_BETTER  # noqa: PLC0415 - load imports this module
+
+    top = runs[ranked].sort_values(metric, ascending=metric not in HIGHER_IS_BETTER, kind="stable").head(2)
+    if len(top) < 2:
+        return [], None
+    (ia, a), (ib, b) = list(top.iterrows())
+    ca, cb = ci_of(a, metric), ci_of(b, metric)
+    if ca is None or cb is None:
+        return [], f"The best two by {metric} have no 95% interval: whether they differ is unknown."
+    shown = f"{a[metric]:.4g} [{ca[0]:.4g}, {ca[1]:.4g}] and {b[metric]:.4g} [{cb[0]:.4g}, {cb[1]:.4g}]"
+    if overlap(ca, cb):
+        return [ia, ib], (
+            f"Not significant: the best two by {metric}, {shown} (95% intervals), overlap; "
+            "neither is the winner (tie?). Measure with more repeats= to tell them apart."
+        )
+    return [], f"Significant: the best by {metric}, {shown} (95% intervals), do not overlap."
+
+
+def speedup_interval(run: tuple[float, float] | None, base: tuple[float, float] | None, lower: bool):
+    """The interval of a speedup from the intervals of the run and the baseline: the extreme
+    ratios (``run_low / base_high``, ``run_high / base_low``; for a lower-is-better metric the
+    baseline over the run), a conservative bound. None when either is unknown."""
+    if run is None or base is None:
+        return None
+    num, den = (base, run) if lower else (run, base)
+    low = num[0] / den[1] if den[1] > 0 else math.nan
+    high = num[1] / den[0] if den[0] > 0 else math.inf
+    return low, high

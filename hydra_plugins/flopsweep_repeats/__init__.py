@@ -1,0 +1,37 @@
+"""The default sweeper: Hydra's basic sweeper, with ``repeats=N`` as the outermost sweep axis.
+
+``conf/hydra/sweeper/basic_batched.yaml`` names :class:`RepeatingSweeper` as its ``_target_`` (Hydra
+instantiates plugins only from the ``hydra_plugins`` namespace).
+Hydra's basic sweeper takes the product of its axes with :func:`itertools.product`, the first axis
+outermost (``BasicSweeper.split_arguments``, hydra-core 1.3), and puts ``hydra.sweeper.params``
+before the command line's axes. With ``repeats=3`` this sweeper puts ``repeat=0,1,2`` before every
+other axis, so the jobs run in rounds, every set-up once per round (A B C A B C): drift of the
+machine (clocks, power cap, other tenants) spreads over all set-ups, and each round is a job of its
+own (its directory, its record, its Slurm array element, its place in ``resume`` and
+``fail_fast``). Torch-free.
+"""
+
+from __future__ import annotations
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+REPEAT_KEY = "repeat"
+"""The config key of a job's round (:attr:`flopsweep.config.RunConfig.repeat`)."""
+
+
+def repeat_axis(repeats: object) -> list[str]:
+    """The sweep override that expands ``repeats`` rounds (``["repeat=range(0,3)"]``), or none when
+    ``repeats`` is 1 (or not a valid count: the job's validation refuses it in one line)."""
+    if isinstance(repeats, int) and not isinstance(repeats, bool) and repeats > 1:
+        return [f"{REPEAT_KEY}=range(0,{repeats})"]
+    return []
+
+
+class RepeatingSweeper(BasicSweeper):
+    """Hydra's basic sweeper; ``repeats`` (read from the composed config) adds the outermost axis
+    ``repeat`` (:func:`repeat_axis`). Batches, ``max_batch_size`` and the launcher are the basic
+    sweeper's."""
+
+    def _parse_config(self) -> list[str]:
+        repeats = self.config.get("repeats", 1) if self.config is not None else 1
+        return repeat_axis(repeats) + super()._parse_config()
