@@ -240,7 +240,8 @@ def test_every_plot_title_lies_inside_its_rendered_figure(tmp_path) -> None:
         (tmp_path / name / "metrics.json").write_text(json.dumps(rec))
     df = pd.concat([analysis.load(tmp_path), analysis.load(ROOT / "tests/fixtures/sweep")], ignore_index=True)
     figures, skipped = analysis.make_plots(df)
-    assert set(figures) == set(analysis.PLOTS), skipped
+    # every plot but the energy one (these records, like every CPU run, have no GPU energy)
+    assert set(figures) == set(analysis.PLOTS) - {"tokens_vs_joules_per_token"}, skipped
     for name, fig in figures.items():
         canvas = FigureCanvasAgg(fig)
         canvas.print_png(io.BytesIO())  # draws, and lays the figure out
