@@ -201,7 +201,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
         "J",
         None,
         "energy_smp_J",
-        "integral of the GPU power sampled every 0.1 s in the same window, sum over ranks (checks energy_J)",
+        "integral of the GPU power sampled every 0.05 s in the same window, sum over ranks (checks energy_J)",
     ),
     MetricSpec(
         "joules_per_token",
