@@ -2,23 +2,24 @@
 
 :class:`NvmlReader` is a :class:`flopsweep.window.WindowReader`. At the window's start it reads the
 GPU's energy counter (``nvmlDeviceGetTotalEnergyConsumption``, millijoules since the driver was
-loaded) and the enforced power limit (``nvmlDeviceGetEnforcedPowerLimit``, milliwatts), and starts
-a :class:`PowerSampler`: a daemon thread that every :data:`SAMPLE_INTERVAL_S` reads the power
-(the instantaneous ``NVML_FI_DEV_POWER_INSTANT`` field, milliwatts; ``nvmlDeviceGetPowerUsage``, a
+loaded) and the enforced power limit (``nvmlDeviceGetEnforcedPowerLimit``, milliwatts), and starts a
+:class:`PowerSampler`: a daemon thread that every :data:`SAMPLE_INTERVAL_S` reads the power (the
+instantaneous ``NVML_FI_DEV_POWER_INSTANT`` field, milliwatts; ``nvmlDeviceGetPowerUsage``, a
 one-second average, where the field is missing: :func:`instant_power_mw`), the SM clock
 (``nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM)``, MHz) and the clock event (throttle) reasons
-(``nvmlDeviceGetCurrentClocksEventReasons``, ``...ThrottleReasons`` before NVML 12.5), keeping running sums only (memory does not grow with
-the window). At the stop it reads the counter again; the counter's difference is ``energy_j``, the
-trapezoid integral of the sampled power over the same span is ``energy_sampled_j`` (the check
-that the counter is right: they should agree within a few percent on a steady load).
+(``nvmlDeviceGetCurrentClocksEventReasons``, ``...ThrottleReasons`` before NVML 12.5), keeping
+running sums only (memory does not grow with the window). At the stop it reads the counter again;
+the counter's difference is ``energy_j``, the trapezoid integral of the sampled power over the same
+span is ``energy_sampled_j`` (the check that the counter is right: they should agree within a few
+percent on a steady load).
 
-The bindings are NVIDIA's own ``nvidia-ml-py`` (``import pynvml``, the ``gpu`` extra), imported
-only when a window starts on a GPU. The rank's torch device is found in NVML by its UUID
+The bindings are NVIDIA's own ``nvidia-ml-py`` (``import pynvml``, the ``gpu`` extra), imported only
+when a window starts on a GPU. The rank's torch device is found in NVML by its UUID
 (``torch.cuda.get_device_properties(i).uuid``), never by index, since ``CUDA_VISIBLE_DEVICES``
 renumbers devices for torch but not for NVML; the PCI bus id is the fall-back.
 
-Nothing here costs a run: a missing library, a CPU device, or a call the GPU does not support
-leaves the figures it would give null, and ``energy_reason`` says why in one line.
+Nothing here costs a run: a missing library, a CPU device, or a call the GPU does not support leaves
+the figures it would give null, and ``energy_reason`` says why in one line.
 """
 
 from __future__ import annotations
