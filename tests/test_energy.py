@@ -435,3 +435,25 @@ def test_a_gemm_burst_energy_counter_agrees_with_the_sampled_power() -> None:
     assert counters["power_samples"] >= 10 and counters["power_limit_w"] > 0
     assert counters["energy_sampled_j"] == pytest.approx(counters["energy_j"], rel=0.03), counters
     print(f"GEMM burst: {counters}")
+
+
+def test_instant_power_is_read_from_the_field_and_falls_back_without_it() -> None:
+    """The sampler reads NVML's instantaneous power field where the bindings have it (the one-second
+    average lags the load), and None, i.e. the average, where the field or the call is missing."""
+    from types import SimpleNamespace
+
+    from flopsweep.energy import instant_power_mw
+
+    class Fields:
+        NVML_FI_DEV_POWER_INSTANT = 186
+
+        def __init__(self, ret: int) -> None:
+            self.ret = ret
+
+        def nvmlDeviceGetFieldValues(self, handle, ids):  # noqa: N802 - NVML's name
+            assert ids == [186]
+            return [SimpleNamespace(nvmlReturn=self.ret, value=SimpleNamespace(uiVal=612_345))]
+
+    assert instant_power_mw(Fields(0), object()) == 612_345.0
+    assert instant_power_mw(Fields(3), object()) is None  # NVML_ERROR_NOT_SUPPORTED
+    assert instant_power_mw(SimpleNamespace(), object()) is None  # older bindings
