@@ -74,7 +74,9 @@ def test_counted_flops_match_a_real_cpu_step(config: str, recompute: str) -> Non
         layers = hf.blocks(model)
         for i, block in enumerate(layers):
             layers[i] = checkpoint_wrapper(block, preserve_rng_state=False)
-    tokens = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len + 1), generator=torch.Generator().manual_seed(1))
+    tokens = torch.randint(
+        0, cfg.vocab_size, (2, cfg.seq_len + 1), generator=torch.Generator().manual_seed(1)
+    )
     with FlopCounterMode(display=False) as counter:
         model(tokens).backward()
     measured = counter.get_total_flops()
@@ -90,7 +92,9 @@ def test_refusals_name_model_config(tmp_path: Path) -> None:
     bad.write_text("{not json")
     bert = tmp_path / "bert"
     bert.mkdir()
-    (bert / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"]}))
+    (bert / "config.json").write_text(
+        json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"]})
+    )
     t5 = tmp_path / "t5.json"
     t5.write_text(json.dumps({"model_type": "t5"}))
     for value, words in [
