@@ -356,13 +356,19 @@ def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> Dee
         device_type=device.type,
     )
     stage3 = cfg.backend.zero_stage == 3
-    with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=stage3):
+    fam = family(cfg.model)
+    # zero_init=False (hf): built whole on the host, partitioned by deepspeed.initialize.
+    with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=stage3 and fam.zero_init):
         model = make_model(cfg, None if stage3 else device)
     model = wrap_blocks(model, cfg)
     if stage3:
         # A tied LM head uses the embedding weight outside the embedding's own forward.
-        for param in family(cfg.model).tied_parameters(model):
+        for param in fam.tied_parameters(model):
             deepspeed.zero.register_external_parameter(model, param)
+        if fam.zero3_leaf_modules is not None and (leaves := fam.zero3_leaf_modules(model)):
+            from deepspeed.utils import set_z3_leaf_modules
+
+            set_z3_leaf_modules(model, leaves)  # MoE layers: gathered whole, not per routed expert
     engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
     if cfg.backend.deepcompile:
         engine.compile()  # DeepCompile: the whole model, with ZeRO's passes in the graph

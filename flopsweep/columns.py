@@ -144,6 +144,30 @@ SETUP_SPECS: list[SetupSpec] = [
         description="grad accumulation steps per optimizer step",
         show="table",
     ),
+    S(
+        name="n_params",
+        path="model.n_params",
+        header="params",
+        description="total parameters",
+        kind="int",
+        show="distinct",
+        identity=False,
+    ),
+    S(
+        name="n_active_params",
+        path="model.n_active_params",
+        header="active",
+        description="parameters each token uses (model=hf; MoE: top-k experts, router, shared experts)",
+        kind="int",
+        show="table",
+        identity=False,
+    ),
+    S(
+        name="experts",
+        path="config.model.experts",
+        header="experts",
+        description="MoE experts implementation of model=hf (eager, grouped_mm, batched_mm)",
+    ),
     S(name="seq_len", path="config.model.seq_len", header="seq", description="sequence length (tokens)"),
     S(
         name="activation_checkpointing",
@@ -180,6 +204,7 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.model.rope_theta",
     "config.model.norm_eps",
     "config.model.tie_embeddings",
+    "config.model.config",  # model=hf: the name stands for it (the record keeps config_sha256)
     # Block-sparse layout parameters: the density column sums them up.
     "config.attention.window_blocks",
     "config.attention.global_blocks",

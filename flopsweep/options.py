@@ -58,6 +58,36 @@ class LlamaConfig(ModelConfig):
     matrix of ``vocab_size x n_embd`` parameters (Llama 3.1 8B/70B)."""
 
 
+HF_ATTENTION: dict[str, str] = {"sdpa": "sdpa", "standard": "eager", "flex": "flex_attention"}
+"""``attention=`` option -> the ``attn_implementation`` a ``transformers`` model is built with
+(``model=hf``); every other kernel is refused (``flopsweep.rules.hf_attention``)."""
+
+HF_EXPERTS = ("eager", "grouped_mm", "batched_mm")
+"""``model.experts`` values: ``transformers``' experts implementations of an MoE layer."""
+
+
+@dataclass(kw_only=True)
+class HFConfig(ModelConfig):
+    """A Hugging Face ``transformers`` causal LM built from its ``config.json`` (random weights, no
+    download; ``flopsweep.models.hf``).
+
+    ``n_layer``, ``n_embd``, ``n_head`` and ``vocab_size`` are read from the file by validation
+    (``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``vocab_size``), and ``name``
+    too when left empty (the file's ``_name_or_path``, else its stem, or its folder's name for a
+    ``config.json``); values set by hand are replaced. ``seq_len`` is the run's own.
+    """
+
+    name: str = ""
+    arch: str = "hf"
+    config: str = "qwen3-tiny"
+    """A path to a ``config.json`` or to the folder holding one, or the name of a config shipped in
+    ``flopsweep/models/hf_configs/NAME.json`` (``qwen3-1.7b``, ``qwen3-tiny``, ...)."""
+    experts: str = "eager"
+    """MoE experts implementation (:data:`HF_EXPERTS`): ``eager`` loops over the experts hit,
+    ``grouped_mm`` one grouped GEMM (CUDA, bf16), ``batched_mm`` gathers each token's expert
+    weights (memory ``tokens x top_k`` expert matrices). Ignored by dense models."""
+
+
 @dataclass(kw_only=True)
 class BlockSparseConfig(AttentionConfig):
     """``attention=blocksparse``: only the (query block, key block) pairs of ``layout`` are computed."""
@@ -159,7 +189,7 @@ GROUP_KEY: dict[str, str] = {"model": "arch"}
 """The key of a group's node that names its registry entry: ``model.arch``; ``<group>.name`` elsewhere."""
 
 OPTION_SCHEMAS: dict[str, dict[str, type]] = {
-    "model": {"gpt2": GPT2Config, "llama": LlamaConfig},
+    "model": {"gpt2": GPT2Config, "llama": LlamaConfig, "hf": HFConfig},
     "attention": {"blocksparse": BlockSparseConfig},
     "backend": {"fsdp": FSDPConfig, "deepspeed": DeepSpeedConfig},
     "precision": {"fp8": Fp8Config, "fp8-rowwise": Fp8Config},

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flopsweep.config import ConfigError, RunConfig
+from flopsweep.options import HF_ATTENTION
 from flopsweep.precision import PRECISIONS
 
 
@@ -56,7 +57,20 @@ def warmup_when_compiling(cfg: RunConfig) -> None:
         )
 
 
-RULES: list[Callable[[RunConfig], None]] = [fp8_all_gather, warmup_when_compiling]
+def hf_attention(cfg: RunConfig) -> None:
+    """``model=hf`` builds its attention by ``attn_implementation`` (:data:`HF_ATTENTION`): ``sdpa``,
+    ``standard`` (``eager``) or ``flex`` (``flex_attention``); the other kernels are flopsweep's own
+    and a ``transformers`` model cannot call them."""
+    if cfg.model.arch == "hf" and cfg.attention.name not in HF_ATTENTION:
+        raise ConfigError(
+            "attention",
+            cfg.attention.name,
+            "is not an attn_implementation of transformers models (model=hf)",
+            "pick attention=sdpa, attention=standard (eager) or attention=flex (flex_attention)",
+        )
+
+
+RULES: list[Callable[[RunConfig], None]] = [fp8_all_gather, warmup_when_compiling, hf_attention]
 """Every cross-axis rule, in the order :func:`check` runs them (the first broken one is reported)."""
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep.config import ModelConfig
-from flopsweep.models import gpt2, llama
+from flopsweep.models import gpt2, hf, llama
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ class ModelFamily:
             family has none. Tensor parallelism is not built yet (``layout.check_built`` refuses
             ``parallel.tp > 1``); the slot is here so that adding it changes the families' own files,
             not this registry.
+        zero3_leaf_modules: ``(module) -> [module classes]`` for ``deepspeed.utils.set_z3_leaf_modules``
+            under ZeRO-3 (MoE layers, whose routing calls experts data-dependently); None: none.
+        zero_init: build under ``deepspeed.zero.Init`` for ZeRO-3 (each parameter partitioned as it is
+            made). False (``hf``): build whole on the host and let ``deepspeed.initialize`` partition,
+            because ``transformers`` initialises its weights after construction, which a partitioned
+            parameter would miss (the weights would differ from the other backends').
     """
 
     config: type[ModelConfig]
@@ -75,6 +81,8 @@ class ModelFamily:
     info: Callable[[Any], dict[str, Any]]
     memory: Callable[[Any], dict[str, int]]
     tensor_parallel_plan: Callable[[Any], dict[str, Any]] | None = None
+    zero3_leaf_modules: Callable[[Any], list[type]] | None = None
+    zero_init: bool = True
 
 
 def _spec(module: Any) -> ModelFamily:
@@ -92,12 +100,15 @@ def _spec(module: Any) -> ModelFamily:
         info=module.info,
         memory=module.memory,
         tensor_parallel_plan=getattr(module, "TENSOR_PARALLEL_PLAN", None),
+        zero3_leaf_modules=getattr(module, "zero3_leaf_modules", None),
+        zero_init=getattr(module, "ZERO_INIT", True),
     )
 
 
 MODELS: dict[str, ModelFamily] = {
     "gpt2": _spec(gpt2),
     "llama": _spec(llama),
+    "hf": _spec(hf),
 }
 """Model families by ``model.arch``."""
 
