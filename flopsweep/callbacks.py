@@ -252,6 +252,11 @@ class SweepSummary(Callback):
         self.started = 0.0
         self.pid: int | None = None  # the sweep process (a Slurm task runs a pickled copy)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The state a launcher pickles with the sweep's callbacks for its tasks (submitit): all but
+        the lock, an open file that belongs to the sweep process alone."""
+        return {key: value for key, value in self.__dict__.items() if key != "lock"}
+
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         """A single run locks its directory too (a second run or a sweep there is refused)."""
         self.lock = _lock_or_exit(Path(str(config.hydra.run.dir)))

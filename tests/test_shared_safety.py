@@ -262,3 +262,16 @@ def test_ctrl_c_during_notebook_is_one_line_and_exit_130(tmp_path: Path) -> None
     assert proc.returncode == 130, err[-3000:]
     assert err.splitlines()[-1] == "python -m analysis: interrupted; out/results.ipynb not written"
     assert "Traceback" not in err and not (tmp_path / "out" / "results.ipynb").exists()
+
+
+def test_the_sweep_callback_pickles_for_a_task_without_its_lock(tmp_path: Path) -> None:
+    """submitit pickles the sweep's callbacks for each task: the held lock (an open file of the sweep
+    process) stays behind, the rest travels."""
+    import cloudpickle
+
+    from flopsweep.callbacks import SweepSummary, lock_sweep_dir
+
+    summary = SweepSummary()
+    summary.lock, summary.done = lock_sweep_dir(tmp_path / "sweep"), 3
+    copy = cloudpickle.loads(cloudpickle.dumps(summary))
+    assert copy.done == 3 and not hasattr(copy, "lock") and not summary.lock.closed
