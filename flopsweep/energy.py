@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from flopsweep.wire import ENERGY_KEYS
+
 SAMPLE_INTERVAL_S = 0.05
 """Seconds between power, clock and throttle samples (20 Hz of the instantaneous power; a sample
 costs well under a millisecond of CPU)."""
@@ -49,19 +51,6 @@ THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
 (``nvmlClocksEventReason*`` / ``nvmlClocksThrottleReason*`` of ``nvml.h``: ``SwPowerCap`` 0x4: the
 power cap; ``HwSlowdown`` 0x8; ``SwThermalSlowdown`` 0x20; ``HwThermalSlowdown`` 0x40;
 ``HwPowerBrakeSlowdown`` 0x80)."""
-
-ENERGY_KEYS = (
-    "energy_j",
-    "energy_sampled_j",
-    "energy_window_s",
-    "power_w_sampled_mean",
-    "sm_clock_mhz_mean",
-    "throttle_reasons",
-    "power_limit_w",
-    "power_samples",
-    "energy_reason",
-)
-"""What :class:`NvmlReader` reports, keyed by :class:`flopsweep.wire.RankFigures` field names."""
 
 
 def throttle_names(mask: int) -> list[str]:

@@ -105,14 +105,7 @@ class RankFigures:
         return asdict(self)
 
 
-PER_RANK_KEYS = (
-    "rank",
-    "device",
-    "peak_cuda_allocated_bytes",
-    "peak_cuda_reserved_bytes",
-    "peak_host_rss_bytes",
-    "cuda_alloc_retries",
-    "matmul_tflops",
+ENERGY_KEYS = (
     "energy_j",
     "energy_sampled_j",
     "energy_window_s",
@@ -122,5 +115,17 @@ PER_RANK_KEYS = (
     "power_limit_w",
     "power_samples",
     "energy_reason",
+)
+"""What :class:`flopsweep.energy.NvmlReader` reports, keyed by :class:`RankFigures` field names."""
+
+PER_RANK_KEYS = (
+    "rank",
+    "device",
+    "peak_cuda_allocated_bytes",
+    "peak_cuda_reserved_bytes",
+    "peak_host_rss_bytes",
+    "cuda_alloc_retries",
+    "matmul_tflops",
+    *ENERGY_KEYS,
 )
 """The keys of each ``metrics.per_rank`` entry (a part of :class:`RankFigures`)."""

@@ -100,18 +100,8 @@ def gpt2_flops(cfg: dict, world: int) -> tuple[float, float]:
 # --- the package boundary ----------------------------------------------------------------------------
 
 
-TORCH_FREE = (
-    "flopsweep.record",
-    "flopsweep.files",
-    "flopsweep.text",
-    "flopsweep.wire",
-    "flopsweep.signals",
-    "flopsweep.columns",
-    "flopsweep.options",
-    "flopsweep.config",
-    "flopsweep.cost",
-    "flopsweep.noise",
-)
+from test_imports import TORCH_FREE  # noqa: E402 - the one list of them
+
 """The flopsweep modules the analysis may import (the metric and set-up column declarations and
 the schemas they derive from): none imports torch."""
 
