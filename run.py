@@ -222,7 +222,9 @@ def objective_problem(overrides: list[str]) -> str | None:
 
 def repeats_problem(overrides: list[str]) -> str | None:
     """One line for a ``repeats=`` that cannot run: not one whole number from 1 to
-    ``MAX_REPEATS``, or over 1 without ``-m`` (the rounds are jobs of a sweep), else None."""
+    ``MAX_REPEATS``, over 1 without ``-m`` (the rounds are jobs of a sweep) or with another sweeper
+    than flopsweep's basic one (``hydra/sweeper=optuna_objective`` runs trials, not rounds), else
+    None."""
     from flopsweep.config import MAX_REPEATS
 
     multirun = "-m" in overrides or "--multirun" in overrides
@@ -240,6 +242,12 @@ def repeats_problem(overrides: list[str]) -> str | None:
             return (
                 f"Invalid config: repeats={value}: the rounds are jobs of a sweep. "
                 f"Fix: add -m (python run.py -m repeats={value} ...)."
+            )
+        sweeper = next((o.partition("=")[2] for o in overrides if o.startswith("hydra/sweeper=")), "")
+        if int(value) > 1 and sweeper and sweeper != "basic_batched":
+            return (
+                f"Invalid config: repeats={value}: the rounds come from flopsweep's basic sweeper, not "
+                f"hydra/sweeper={sweeper} (its trials are its own). Fix: drop repeats, or the sweeper."
             )
     return None
 

@@ -122,7 +122,8 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
     ``numeric`` column the median over the rounds, the :data:`CI_METRICS` intervals over the rounds
     (``ci_over`` ``repeats``), ``repeats`` the count of rounds, ``run_dir`` every round's folder
     (comma-separated), the load columns the highest, and the rounds' distinct warnings. A group
-    of one round keeps its interval over steps. Row order: each group at its first round.
+    of one round keeps its interval over steps. Rounds with the same ``run_id`` (copies of one
+    record) count once. Row order: each group at its first round.
     """
     key = df[POOL_KEYS].astype(object).where(df[POOL_KEYS].notna(), None)
     eligible = pooled & key.notna().all(axis=1)
@@ -131,7 +132,11 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
     groups = df[eligible].groupby([df.loc[eligible, k].astype(str) for k in POOL_KEYS], sort=False)
     keep = pd.Series(True, index=df.index)
     out = df.copy()
-    for _, rounds in groups:
+    for _, group in groups:
+        # a copy of a round (the same run id, e.g. a results folder copied beside its original) is
+        # one measurement: it counts once in the median and the interval (and stays out of the table)
+        rounds = group.drop_duplicates("run_id") if "run_id" in group else group
+        keep[group.index.difference(rounds.index)] = False
         if len(rounds) < 2:
             continue
         first = rounds.index[0]

@@ -99,7 +99,8 @@ def summary_line(counts: Counter) -> str:
 
 def sweep_size(config: Any) -> int | None:
     """Jobs in this multirun: the product of the sweep overrides' lengths (command line and
-    ``hydra.sweeper.params``, command line first, as Hydra's basic sweeper expands them).
+    ``hydra.sweeper.params``, command line first, as Hydra's basic sweeper expands them), times
+    ``repeats`` (the rounds that flopsweep's sweeper adds).
     None when it cannot be told (another sweeper)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -111,7 +112,7 @@ def sweep_size(config: Any) -> int | None:
         for o in by_key.values():
             if o.is_sweep_override():
                 total *= len(list(o.sweep_string_iterator()))
-        return total
+        return total * max(1, int(config.get("repeats") or 1))  # repeats=N: N rounds of the jobs
     except Exception:  # noqa: BLE001 - progress is a courtesy; never fail the sweep over it
         return None
 

@@ -40,8 +40,9 @@ from flopsweep.config import CheckpointingConfig, ConfigError
 GROUP = "activation_checkpointing"
 """The config group and the ``RunConfig`` field."""
 
-LEGACY_VALUES = {"true": "full", "false": "none"}
-"""The boolean values of the key before it became a group, and the policy each now means."""
+LEGACY_VALUES = {"true": "full", "false": "none", "1": "full", "0": "none"}
+"""The boolean values of the key before it became a group (and 1/0, which Hydra would refuse as a
+group's value with a traceback), and the policy each now means."""
 
 
 def _apply_none(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
@@ -152,7 +153,7 @@ def recompute_mode(run: Any) -> str:
 
 
 _OVERRIDE = re.compile(rf"^({GROUP})=(.*)$", re.DOTALL)
-_LEGACY = re.compile(r"\b(true|false)\b", re.IGNORECASE)
+_LEGACY = re.compile(r"\b(true|false|1|0)\b", re.IGNORECASE)
 
 
 def normalize_override(override: str) -> str:

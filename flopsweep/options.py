@@ -74,11 +74,20 @@ class HFConfig(ModelConfig):
     ``n_layer``, ``n_embd``, ``n_head`` and ``vocab_size`` are read from the file by validation
     (``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``vocab_size``), and ``name``
     too when left empty (the file's ``_name_or_path``, else its stem, or its folder's name for a
-    ``config.json``); values set by hand are replaced. ``seq_len`` is the run's own.
+    ``config.json``). A shape key set by hand that disagrees with the file is refused (the file is the
+    model: edit a copy of it instead). ``seq_len`` is the run's own.
     """
 
     name: str = ""
     arch: str = "hf"
+    n_layer: int = 0
+    """From the file's ``num_hidden_layers`` (0: not given); a value set by hand must agree with it."""
+    n_embd: int = 0
+    """From the file's ``hidden_size`` (0: not given); a value set by hand must agree with it."""
+    n_head: int = 0
+    """From the file's ``num_attention_heads`` (0: not given); a value set by hand must agree with it."""
+    vocab_size: int = 0
+    """From the file's ``vocab_size`` (0: not given); a value set by hand must agree with it."""
     config: str = "qwen3-tiny"
     """A path to a ``config.json`` or to the folder holding one, or the name of a config shipped in
     ``flopsweep/models/hf_configs/NAME.json`` (``qwen3-1.7b``, ``qwen3-tiny``, ...)."""

@@ -25,6 +25,8 @@ from flopsweep.plan import option_names, validate
         ("activation_checkpointing=true,false", "activation_checkpointing=full,none"),
         ("activation_checkpointing=choice(true, full)", "activation_checkpointing=choice(full, full)"),
         ("activation_checkpointing=full", "activation_checkpointing=full"),
+        ("activation_checkpointing=1", "activation_checkpointing=full"),  # Hydra: a traceback
+        ("activation_checkpointing=0,1", "activation_checkpointing=none,full"),
         ("compile=true", "compile=true"),
         ("tag=activation_checkpointing=true", "tag=activation_checkpointing=true"),
     ],

@@ -109,6 +109,23 @@ def test_refusals_name_model_config(tmp_path: Path) -> None:
         assert "model.config" in message and words in message and "\n" not in message
 
 
+def test_a_shape_override_that_disagrees_with_the_file_and_a_link_loop_are_refused(tmp_path: Path) -> None:
+    """model=hf takes its shape from model.config: model.n_layer=4 on a 2-layer config is refused in
+    one line (a sweep over it would run one model under several names); the file's own value passes.
+    A model.config that is a link loop is refused in one line, not a traceback."""
+    with pytest.raises(ConfigError, match=r"model.n_layer=4: .*num_hidden_layers is 2"):
+        hf.check(HFConfig(config="qwen3-tiny", n_layer=4))
+    assert checked("qwen3-tiny").n_layer == 2
+    agrees = HFConfig(config="qwen3-tiny", n_layer=2)
+    hf.check(agrees)
+    assert agrees.n_layer == 2
+    (tmp_path / "a.json").symlink_to(tmp_path / "b.json")
+    (tmp_path / "b.json").symlink_to(tmp_path / "a.json")
+    with pytest.raises(ConfigError) as err:
+        hf.check(HFConfig(config=str(tmp_path / "a.json")))
+    assert "model.config" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_attention_kernels_map_or_are_refused() -> None:
     """sdpa, standard and flex map to attn_implementation; flopsweep's own kernels are invalid."""
     for name in ("sdpa", "standard", "flex"):

@@ -87,3 +87,25 @@ def test_an_optuna_study_runs_to_its_end_and_a_failed_trial_is_nan(tmp_path: Pat
 
 def _read(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+@pytest.mark.slow
+def test_an_optuna_study_without_an_ok_trial_ends_in_one_line(tmp_path: Path) -> None:
+    """``plan=true`` under the Optuna sweeper measures nothing, so no trial completes: the study says
+    so in one line (not Optuna's ``No trials are completed yet`` traceback), and the plan table is
+    printed as for any sweep."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the optuna extra is not installed")
+    proc = run_py(
+        "-m",
+        "hydra/sweeper=optuna_objective",
+        "hydra.sweeper.n_trials=2",
+        "batch.micro_batch_size=choice(1,2)",
+        "device=cpu",
+        "plan=true",
+        f"hydra.sweep.dir={tmp_path}",
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "flopsweep: the Optuna study has no completed trial" in proc.stderr
+    assert (tmp_path / "plan.csv").is_file() and "gpt-tiny" in proc.stdout

@@ -24,6 +24,8 @@ def test_sweep_size_multiplies_command_line_and_sweep_file_axes() -> None:
     )
     assert sweep_size(config) == 2 * 2 * 2  # the command line's backend wins over the file's
     assert sweep_size(OmegaConf.create({})) is None
+    config.repeats = 3  # repeats=3: three rounds of every job
+    assert sweep_size(config) == 2 * 2 * 2 * 3
 
 
 def test_log_lines_escape_control_characters() -> None:

@@ -154,3 +154,30 @@ def test_repeats_sweep_writes_every_round_interleaved_and_pools_them(tmp_path):
     )
     assert "CPU timings are indicative only" in table.stdout
     assert "ignificant" in table.stdout
+
+
+def test_a_copied_round_counts_once_in_the_pooled_row(tmp_path):
+    """Three rounds of one set-up, and a copy of one of them in another folder (same run id): the
+    pooled row has 3 rounds, and the median and interval are those of the three."""
+    from helpers import rescaled
+
+    import analysis
+
+    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
+    rates = [1000.0, 1100.0, 1200.0]
+    for n, rate in enumerate(rates):
+        rec = rescaled(base, world=2, tokens_per_device=rate)
+        rec["run"].update(id=f"round-{n}", repeat=n, repeats=3, repeat_group="g1")
+        (tmp_path / "sweep" / str(n)).mkdir(parents=True)
+        (tmp_path / "sweep" / str(n) / "metrics.json").write_text(json.dumps(rec))
+        if n == 2:  # the same record, copied elsewhere
+            (tmp_path / "copy").mkdir()
+            (tmp_path / "copy" / "metrics.json").write_text(json.dumps(rec))
+    alone = analysis.load(tmp_path / "sweep")
+    both = analysis.load(tmp_path)
+    assert len(alone) == len(both) == 1
+    for df in (alone, both):
+        row = df.iloc[0]
+        assert row["repeats"] == 3 and row["ci_over"] == "repeats"
+        assert row["tokens_per_s_per_device"] == pytest.approx(1100.0)
+    assert both.iloc[0]["tokens_per_s_ci_low"] == pytest.approx(alone.iloc[0]["tokens_per_s_ci_low"])

@@ -215,6 +215,12 @@ REFUSALS = {
         every_line_has="objective='nope'",
         record=None,
     ),
+    "repeats_with_optuna": Refusal(
+        args=("repeats=2", "hydra/sweeper=optuna_objective", "device=cpu"),
+        sweep=True,
+        every_line_has="repeats=2: the rounds come from flopsweep's basic sweeper",
+        record=None,
+    ),
 }
 
 

@@ -64,12 +64,21 @@ class Source:
 
 def config_path(value: str) -> Path:
     """The file ``model.config=value`` names: a shipped ``NAME``, else a path (a folder means its
-    ``config.json``), resolved through links (a Hugging Face cache's snapshot links to its blobs)."""
+    ``config.json``), resolved through links (a Hugging Face cache's snapshot links to its blobs).
+
+    Raises:
+        ConfigError: naming ``model.config`` for a link loop or a path that cannot be resolved.
+    """
     shipped = SHIPPED / f"{value}.json"
     if "/" not in value and shipped.is_file():
         return shipped
-    path = Path(value).expanduser()
-    return (path / "config.json" if path.is_dir() else path).resolve()
+    try:
+        path = Path(value).expanduser()
+        return (path / "config.json" if path.is_dir() else path).resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # a link loop: ELOOP, or pathlib's "Symlink loop"
+        raise ConfigError(
+            KEY, value, f"cannot be resolved ({exc})", "give a config.json path that is no link loop"
+        ) from None
 
 
 def _shipped_names() -> str:
@@ -230,12 +239,33 @@ def zero3_leaf_modules(model: HFCausalLM) -> list[type]:
     return sorted(parents, key=lambda t: t.__name__)
 
 
+SHAPE_KEYS = {
+    "n_layer": "num_hidden_layers",
+    "n_embd": "hidden_size",
+    "n_head": "num_attention_heads",
+    "vocab_size": "vocab_size",
+}
+"""flopsweep's shape keys and the ``config.json`` keys they are read from."""
+
+
 def _set_fields(cfg: HFConfig, src: Source) -> None:
-    d = src.data
-    cfg.n_layer = int(d.get("num_hidden_layers", 0))
-    cfg.n_embd = int(d.get("hidden_size", 0))
-    cfg.n_head = int(d.get("num_attention_heads", 0))
-    cfg.vocab_size = int(d.get("vocab_size", 0))
+    """Fill the shape keys from the file; a key set by hand to another value is refused (a sweep
+    over ``model.n_layer`` would otherwise run the same model under other names)."""
+    for key, field in SHAPE_KEYS.items():
+        try:
+            value = int(src.data.get(field, 0))
+        except (TypeError, ValueError):
+            value = 0
+        given = getattr(cfg, key)
+        if given and given != value:
+            raise ConfigError(
+                f"model.{key}",
+                given,
+                f"model=hf takes the model's shape from model.config, whose {field} is {value}",
+                f"drop the model.{key} override, or give model.config a copy of the config.json with "
+                f"{field} changed",
+            )
+        setattr(cfg, key, value)
     if not cfg.name:
         cfg.name = src.label
 

@@ -15,6 +15,7 @@ start-up; without hydra-optuna-sweeper (the ``optuna`` extra) this module define
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,3 +64,20 @@ if _PluginSweeper is not None:
         def setup(self, *args: Any, **kwargs: Any) -> None:
             super().setup(*args, **kwargs)
             self.sweeper.launcher = _NaNFailsTrial(self.sweeper.launcher)
+
+        def sweep(self, arguments: list[str]) -> None:
+            """The plugin's study; one that ends with no completed trial (every run not ok, or
+            ``plan=true``, whose jobs measure nothing) says so in one line instead of Optuna's
+            ``ValueError: No trials are completed yet`` traceback, and the sweep ends normally
+            (its records are written and its summary printed)."""
+            try:
+                return super().sweep(arguments)
+            except ValueError as exc:
+                if "No trials are completed" not in str(exc):
+                    raise
+                print(
+                    "flopsweep: the Optuna study has no completed trial (no run was ok, or plan=true "
+                    "measured none), so it has no best value",
+                    file=sys.stderr,
+                )
+                return None
