@@ -64,7 +64,10 @@ def assert_executed_without_errors(nb) -> None:
     for c in (c for c in nb.cells if c.cell_type == "code"):
         assert isinstance(c.execution_count, int), c.id
         assert not [o for o in c.outputs if o.output_type == "error"], c.id
-        assert not [o for o in c.outputs if o.get("name") == "stderr"], (c.id, text_of(c))
+        # stderr may carry the analysis' own warnings about the data (a scaling baseline whose
+        # one-rank runs disagree), never a traceback or an error
+        stderr = "".join(o.get("text", "") for o in c.outputs if o.get("name") == "stderr")
+        assert "Traceback" not in stderr and "Error" not in stderr, (c.id, stderr)
         assert c.id == "parameters" or c.id == "import" or c.outputs, c.id  # every other cell shows something
 
 
