@@ -29,6 +29,8 @@ SYSTEM_KEYS = {
     "world_size",
     "nproc_per_node",
     "parallel",
+    "power_limit_w",  # the GPUs' enforced power limit (issue 25; null on the CPU)
+    "cpu_count",  # the scale of loadavg (issue 26)
     "torch",
     "cuda",
     "deepspeed",
