@@ -57,7 +57,17 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert set(record["metrics"]) == set(METRIC_KEYS)
     assert set(record["system"]) == SYSTEM_KEYS
     assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 1, "pp": 1, "cp": 1}
-    assert set(record["run"]) == {"id", "started_at", "finished_at", "overrides", "job_num"}
+    assert set(record["run"]) == {
+        "id",
+        "started_at",
+        "finished_at",
+        "overrides",
+        "job_num",
+        "repeat",
+        "repeats",
+        "repeat_group",
+    }
+    assert (record["run"]["repeat"], record["run"]["repeats"], record["run"]["repeat_group"]) == (0, 1, None)
     m = record["metrics"]
     assert m["tokens_per_s"] > 0 and m["tflops_per_device"] > 0
     assert m["model_flops_per_iteration"] == 1_610_612_736  # gpt-tiny, micro batch 4, one rank
