@@ -254,7 +254,7 @@ def test_ctrl_c_during_notebook_is_one_line_and_exit_130(tmp_path: Path) -> None
     lines = []
     for line in proc.stderr:  # bounded by the notebook's own cells before the sleeping one
         lines.append(line)
-        if "executing cell 4/9: Sleep." in line:
+        if "executing cell 4/" in line and "Sleep." in line:  # whatever the notebook's cell count
             break
     proc.send_signal(signal.SIGINT)
     _, rest = proc.communicate(timeout=300)
