@@ -307,14 +307,16 @@ def check_bounds(cfg: RunConfig) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
         if abs(value) > limit:
-            bound = f"{limit:,.0f}" if limit < 1e9 else f"{limit:.3g}"
+            bound = (
+                f"{limit:.0f}" if limit < 1e9 else f"{limit:.3g}"
+            )  # no 1,000 separators: Hydra would read a list
             raise ConfigError(key, value, f"is beyond the bound of {bound}", f"set {key} to at most {bound}")
     nproc = str(cfg.nproc_per_node)
     if nproc.isdigit() and (len(nproc) > 7 or int(nproc) > MAX_NPROC_PER_NODE):
         raise ConfigError(
             "nproc_per_node",
             nproc,
-            f"is beyond the bound of {MAX_NPROC_PER_NODE:,} ranks per node",
+            f"is beyond the bound of {MAX_NPROC_PER_NODE} ranks per node",
             "set nproc_per_node=auto or the ranks of one node",
         )
 

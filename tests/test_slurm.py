@@ -656,7 +656,7 @@ HOLD = "+hydra.launcher.additional_parameters.hold=true"
 def test_state_lines_and_scancel_while_running(tmp_path: Path, job_name: str) -> None:
     """PENDING (held), RUNNING (released), then scancel: the tasks record the SIGTERM and return."""
     phase = tmp_path / "0" / ".flopsweep" / "rank0_phase.txt"
-    with Sweep(tmp_path, job_name, "backend=ddp", "steps.measure=1000000", HOLD) as run:
+    with Sweep(tmp_path, job_name, "backend=ddp", "steps.measure=100000", HOLD) as run:
         pending = run.wait_for("): PENDING")
         _slurm("scontrol", "release", _job_id(pending))
         running = run.wait_for("): RUNNING")
@@ -695,10 +695,11 @@ def test_scancel_while_pending_gives_error_record(tmp_path: Path, job_name: str)
     assert lost["error"]["phase"] == "launch" and lost["system"]["world_size"] is None
     # Without accounting a cancelled pending array element leaves Slurm at once, with no final state.
     message = lost["error"]["message"]
-    assert message.startswith(f"slurm job {_job_id(pending)} ") and message.endswith(
-        "before it started; no task ran"
+    assert (
+        message.startswith(f"slurm job {_job_id(pending)} ") and "before it started; no task ran" in message
     )
-    assert f"flopsweep: job #0 (id {_job_id(pending)}): left the queue" in run.output
+    # unknown is not gone: the job is shown unlisted, then recorded lost after repeated looks
+    assert f"flopsweep: job #0 (id {_job_id(pending)}): not listed by the queue" in run.output
     assert lost["config"]["backend"]["name"] == "ddp" and lost["run"]["job_num"] == 0
     assert (tmp_path / "0" / ".hydra" / "overrides.yaml").exists()  # a job directory like any other
 
