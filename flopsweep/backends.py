@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
-from flopsweep import checkpointing
+from flopsweep import checkpointing, tensor_parallel
 from flopsweep import precision as fprecision
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
@@ -118,19 +118,26 @@ class TorchTrainer:
     scaler: torch.amp.GradScaler | None = None
     no_sync: Any = None  # callable(is_last: bool) -> context manager
     after_step: Callable[[], None] | None = None  # e.g. fp8 scale precompute for FSDP2
+    micro_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    """Around each micro batch's forward and backward (``loss_parallel`` under tensor parallelism)."""
+    last_grad_norm: torch.Tensor | None = None
+    """The total gradient norm of the last step, before clipping (``clip_grad_norm_``'s result)."""
 
     def step(self, micro_batches: Sequence[torch.Tensor]) -> torch.Tensor:
         n = len(micro_batches)
         total = torch.zeros((), device=micro_batches[0].device)
         for i, tokens in enumerate(micro_batches):
-            with self._sync_context(i == n - 1), self._autocast(tokens.device):
-                loss = self.model(tokens) / n
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            with self.micro_context():
+                with self._sync_context(i == n - 1), self._autocast(tokens.device):
+                    loss = self.model(tokens) / n
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
             total += loss.detach()
         with record_function(OPTIMIZER_ANNOTATION):  # profile=true: the optimizer part
             if self.scaler:
                 self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip, foreach=True)
+            self.last_grad_norm = torch.nn.utils.clip_grad_norm_(
+                self.model.parameters(), self.grad_clip, foreach=True
+            )
             if self.scaler:
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
@@ -203,28 +210,16 @@ def build_ddp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrai
 
 
 def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrainer:
-    """FSDP2: ``fully_shard`` each block, then the root, with one ``MixedPrecisionPolicy``
-    (params in the run's precision, gradients reduced in fp32), sharded over the layout's
-    ``dp_shard`` ranks."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    """FSDP2 on the layout's device mesh (:mod:`flopsweep.mesh`), torchtitan's order: tensor
+    parallelism first (:func:`parallelize`), then activation checkpointing and compile per block
+    (:func:`wrap_blocks`), then ``fully_shard`` each block and the root on the data-parallel
+    sub-mesh (1-D ``dp_shard``, or 2-D ``(dp_replicate, dp_shard)``: HSDP) with one
+    ``MixedPrecisionPolicy`` (params in the run's precision, gradients reduced in fp32)."""
+    from flopsweep import mesh as fmesh
 
-    model = build_model(cfg, device)
-    mesh = init_device_mesh(device.type, (layout.dp_shard,), mesh_dim_names=("dp_shard",))
-    dtype = DTYPES[cfg.precision.name]
-    mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
-    blocks = family(cfg.model).blocks(model)
-    for i, block in enumerate(blocks):
-        # The last block's backward runs right after forward: keeping it unsharded
-        # saves one all-gather per step (torchtitan does the same).
-        last = i == len(blocks) - 1
-        fully_shard(
-            block,
-            mesh=mesh,
-            mp_policy=mp,
-            reshard_after_forward=cfg.backend.reshard_after_forward and not last,
-        )
-    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=cfg.backend.reshard_after_forward)
+    world_mesh = fmesh.build_mesh(layout, device.type)
+    model = wrap_blocks(parallelize(make_model(cfg, device), cfg, world_mesh, layout), cfg)
+    model = shard_data_parallel(model, cfg, fmesh.dp_mesh(world_mesh, layout))
 
     @contextlib.contextmanager
     def no_sync(is_last: bool) -> Iterator[None]:
@@ -234,7 +229,41 @@ def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTra
     # FSDP2's MixedPrecisionPolicy casts the parameters itself: no autocast on top.
     trainer = _torch_trainer(model, cfg, device, autocast=False, no_sync=no_sync)
     trainer.after_step = fprecision.after_optimizer_step(model, cfg.precision)
+    trainer.micro_context = tensor_parallel.loss_context(layout.tp)
     return trainer
+
+
+def parallelize(model: nn.Module, cfg: RunConfig, world_mesh: Any, layout: Layout) -> nn.Module:
+    """The model-parallel part of the layout, before FSDP2 and before checkpointing: the family's
+    tensor-parallel plan on the ``tp`` sub-mesh when ``layout.tp > 1``
+    (:func:`flopsweep.tensor_parallel.apply`). The seam for pipeline parallelism: split the
+    model into this rank's stages here (``mesh.pp_mesh(world_mesh)``), so that FSDP2 shards the
+    stages' blocks only."""
+    from flopsweep import mesh as fmesh
+
+    if layout.tp > 1:
+        tensor_parallel.apply(model, family(cfg.model), fmesh.tp_mesh(world_mesh))
+    return model
+
+
+def shard_data_parallel(model: nn.Module, cfg: RunConfig, dp_mesh: Any) -> nn.Module:
+    """``fully_shard`` each block, then the root, over ``dp_mesh`` (FSDP2; HSDP on a 2-D mesh)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = MixedPrecisionPolicy(param_dtype=DTYPES[cfg.precision.name], reduce_dtype=torch.float32)
+    blocks = family(cfg.model).blocks(model)
+    for i, block in enumerate(blocks):
+        # The last block's backward runs right after forward: keeping it unsharded
+        # saves one all-gather per step (torchtitan does the same).
+        last = i == len(blocks) - 1
+        fully_shard(
+            block,
+            mesh=dp_mesh,
+            mp_policy=mp,
+            reshard_after_forward=cfg.backend.reshard_after_forward and not last,
+        )
+    fully_shard(model, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=cfg.backend.reshard_after_forward)
+    return model
 
 
 def deepspeed_config(

@@ -134,14 +134,15 @@ class BatchConfig:
 @dataclass(kw_only=True)
 class ParallelConfig:
     """How the world's ranks split into kinds of parallelism (torchtitan's ``ParallelDims``);
-    :class:`flopsweep.layout.Layout` is the validated form. Only data parallelism is built."""
+    :class:`flopsweep.layout.Layout` is the validated form. Pipeline and context parallelism are
+    not built yet."""
 
     dp_replicate: int = 1
-    """Data-parallel replicas (HSDP's replicate dimension); >1 not built yet."""
+    """Data-parallel replicas (HSDP's replicate dimension; ``backend=fsdp``)."""
     dp_shard: int = -1
     """Data-parallel ranks that shard the model; -1: the ranks the other degrees leave."""
     tp: int = 1
-    """Tensor-parallel degree; >1 not built yet."""
+    """Tensor-parallel degree, with sequence parallelism (``backend=fsdp``)."""
     pp: int = 1
     """Pipeline-parallel stages; >1 not built yet."""
     pp_schedule: str = "1F1B"

@@ -13,8 +13,8 @@ Everything that needs "how many data-parallel ranks" (tokens per step, the DeepS
 rank see" (the batch seed) asks the layout, never the world size.
 
 The rank order is torchtitan's mesh order ``(pp, dp_replicate, dp_shard, cp, tp)``, row-major:
-``tp`` varies fastest. Only data parallelism is built so far; :func:`check_built` refuses the rest
-before launch.
+``tp`` varies fastest. Data parallelism (FSDP2, HSDP, DDP, ZeRO) and tensor parallelism (with FSDP2)
+are built; :func:`check_built` refuses the rest before launch.
 
 This module imports nothing from flopsweep but the config schema, and no torch.
 """
@@ -32,10 +32,15 @@ MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 """Mesh dimensions from slowest to fastest varying over the global rank (torchtitan's order)."""
 PP_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe")
 """``parallel.pp_schedule`` values: ``torch.distributed.pipelining`` schedule names, less ``Schedule``."""
-BUILT = {"tp": 1, "pp": 1, "cp": 1, "dp_replicate": 1}
-"""Degrees that may not exceed these values yet (only data-parallel sharding is built)."""
-HSDP_BACKENDS = ()
-"""Backends that build HSDP (``parallel.dp_replicate > 1``); none yet."""
+BUILT = {"pp": 1, "cp": 1}
+"""Degrees that may not exceed these values yet, on any backend (pipeline and context
+parallelism are not built; the pipeline's branch lifts ``pp`` here)."""
+LAYOUT_BACKENDS = {"dp_replicate": ("fsdp",), "tp": ("fsdp",), "pp": ("fsdp",), "cp": ("fsdp",)}
+"""The backends that build each degree above 1: FSDP2 on the device mesh (HSDP, tensor parallel).
+DDP is replicate-only data parallelism and ``single`` one rank: a layout on either is refused;
+DeepSpeed stays data-parallel (ZeRO, ZeRO++)."""
+HSDP_BACKENDS = LAYOUT_BACKENDS["dp_replicate"]
+"""Backends that build HSDP (``parallel.dp_replicate > 1``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +57,7 @@ class Layout:
     """Data-parallel ranks that shard parameters, gradients and optimizer states (FSDP, ZeRO);
     for DDP, the data-parallel ranks."""
     tp: int = 1
-    """Tensor-parallel degree (reserved: not built yet)."""
+    """Tensor-parallel degree (``backend=fsdp``; :mod:`flopsweep.tensor_parallel`)."""
     pp: int = 1
     """Pipeline-parallel stages (reserved: not built yet)."""
     cp: int = 1
@@ -200,8 +205,8 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
     """Refuse, before launch, a ``parallel.*`` setting that is not built yet, and check the
     values the config alone decides.
 
-    Only data parallelism is built: ``tp``, ``pp`` and ``cp`` must be 1, and ``dp_replicate``
-    too (HSDP is not built for any backend yet, :data:`HSDP_BACKENDS`).
+    ``dp_replicate`` (HSDP) and ``tp`` above 1 run on ``backend=fsdp`` only
+    (:data:`LAYOUT_BACKENDS`); ``pp`` and ``cp`` must be 1 (:data:`BUILT`).
 
     Raises:
         ConfigError: naming the key, the value and the fix.
@@ -233,13 +238,23 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
             raise ConfigError(
                 f"parallel.{name}", value, "must be a positive integer", f"set parallel.{name}=1"
             )
-        if value > BUILT[name] and not (name == "dp_replicate" and backend in HSDP_BACKENDS):
-            what = {
-                "dp_replicate": "HSDP (replicas of sharded groups)",
-                "tp": "tensor parallelism",
-                "pp": "pipeline parallelism",
-                "cp": "context parallelism",
-            }[name]
+        what = {
+            "dp_replicate": "HSDP (replicas of sharded groups)",
+            "tp": "tensor parallelism",
+            "pp": "pipeline parallelism",
+            "cp": "context parallelism",
+        }[name]
+        if value > 1 and backend not in LAYOUT_BACKENDS[name]:
+            kind = {"single": "runs one rank", "ddp": "is replicate-only data parallelism"}.get(
+                backend, "stays data-parallel (ZeRO)"
+            )
+            raise ConfigError(
+                f"parallel.{name}",
+                value,
+                f"{what} runs on backend={'/'.join(LAYOUT_BACKENDS[name])}, and backend={backend} {kind}",
+                f"set parallel.{name}=1, or backend=fsdp",
+            )
+        if value > BUILT.get(name, value):
             raise ConfigError(f"parallel.{name}", value, f"{what} is not built yet", f"set parallel.{name}=1")
 
 

@@ -43,20 +43,29 @@ class Embedding(nn.Embedding):
 
 
 class CausalSelfAttention(nn.Module):
+    """Causal multi-head self-attention with one fused QKV projection.
+
+    The fused projection's output features are laid out head by head, ``[q_0 k_0 v_0 q_1 k_1 v_1
+    ...]`` (each ``hs`` wide), as Megatron-LM lays out its fused QKV, so that a column-wise split
+    into ``tp`` equal parts gives each tensor-parallel rank whole heads with their own q, k and v.
+    The head count is read from the projection's output, so the same code runs the local heads
+    (``n_head / tp``) under tensor parallelism.
+    """
+
     def __init__(self, cfg: GPT2Config, attention: str | AttentionConfig) -> None:
         super().__init__()
-        self.n_head = cfg.n_head
+        self.head_dim = cfg.n_embd // cfg.n_head
         self.c_attn = Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = Linear(cfg.n_embd, cfg.n_embd)
         self.attn_fn = build_attention_fn(attention)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape  # (batch, seq, n_embd)
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        # (B, T, C) -> (B, nh, T, hs)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = self.attn_fn(q, k, v)  # (B, nh, T, hs)
-        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        B, T, _ = x.shape  # (batch, seq, n_embd)
+        hs = self.head_dim
+        qkv = self.c_attn(x).view(B, T, -1, 3, hs)  # (B, T, nh_local, 3, hs)
+        q, k, v = (t.transpose(1, 2) for t in qkv.unbind(dim=3))  # each (B, nh_local, T, hs)
+        y = self.attn_fn(q, k, v)  # (B, nh_local, T, hs)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, -1))
 
 
 class MLP(nn.Module):
@@ -153,6 +162,42 @@ def blocks(model: GPT) -> nn.ModuleList:
 def tied_parameters(model: GPT) -> list[nn.Parameter]:
     """The token embedding, which the LM head also uses outside ``wte``'s forward."""
     return [model.wte.weight]
+
+
+def tensor_parallel_plan(model: GPT) -> dict[str, Any]:
+    """The tensor- and sequence-parallel plan (:mod:`flopsweep.tensor_parallel`), Megatron-LM's:
+    the fused QKV projection and ``c_fc`` column-wise (whole heads per rank: see
+    :class:`CausalSelfAttention`), ``c_proj`` row-wise, reduce-scattered to the sequence-sharded
+    residual stream; LayerNorms sequence-parallel; the token embedding vocabulary-parallel and the
+    position embedding position-parallel (their sum sequence-sharded); the tied head reads the
+    vocabulary-sharded embedding weight, so ``ln_f``'s output is gathered (replicated) first."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        PrepareModuleOutput,
+        RowwiseParallel,
+        SequenceParallel,
+    )
+
+    seq, rep = Shard(1), Replicate()
+    gather = PrepareModuleOutput(output_layouts=seq, desired_output_layouts=rep, use_local_output=False)
+    return {
+        "wte": RowwiseParallel(input_layouts=rep, output_layouts=seq),
+        "wpe": RowwiseParallel(input_layouts=rep, output_layouts=Shard(0)),  # (T, C): positions
+        "h.*.ln_1": SequenceParallel(),
+        "h.*.attn": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(rep,)),
+        "h.*.attn.c_attn": ColwiseParallel(),
+        "h.*.attn.c_proj": RowwiseParallel(output_layouts=seq),
+        "h.*.ln_2": SequenceParallel(),
+        "h.*.mlp": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(rep,)),
+        "h.*.mlp.c_fc": ColwiseParallel(),
+        "h.*.mlp.c_proj": RowwiseParallel(output_layouts=seq),
+        "ln_f": (SequenceParallel(), gather),
+    }
+
+
+TENSOR_PARALLEL_PLAN = tensor_parallel_plan
 
 
 def check(cfg: GPT2Config) -> None:

@@ -112,12 +112,13 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape  # (batch, seq, n_embd)
         hd = self.head_dim
-        q = apply_rotary(self.wq(x).view(B, T, self.n_head, hd), freqs_cis)  # (B, T, nh, hd)
-        k = apply_rotary(self.wk(x).view(B, T, self.n_kv_head, hd), freqs_cis)  # (B, T, n_kv, hd)
-        v = self.wv(x).view(B, T, self.n_kv_head, hd)
+        # -1: the local head counts (n_head / tp, n_kv_head / tp) under tensor parallelism.
+        q = apply_rotary(self.wq(x).view(B, T, -1, hd), freqs_cis)  # (B, T, nh, hd)
+        k = apply_rotary(self.wk(x).view(B, T, -1, hd), freqs_cis)  # (B, T, n_kv, hd)
+        v = self.wv(x).view(B, T, -1, hd)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, heads, T, hd)
         y = self.attn_fn(q, k, v)  # (B, nh, T, hd); the kernel shares each k/v head (GQA)
-        return self.wo(y.transpose(1, 2).reshape(B, T, self.n_head * hd))
+        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
 
 
 class FeedForward(nn.Module):
@@ -220,6 +221,53 @@ def blocks(model: Llama) -> nn.ModuleList:
 def tied_parameters(model: Llama) -> list[nn.Parameter]:
     """The token embedding when the LM head is tied (used outside ``tok_embeddings``'s forward)."""
     return [model.tok_embeddings.weight] if model.cfg.tie_embeddings else []
+
+
+def tensor_parallel_plan(model: Llama) -> dict[str, Any]:
+    """The tensor- and sequence-parallel plan (:mod:`flopsweep.tensor_parallel`), torchtitan's
+    for Llama 3: ``wq``, ``wk``, ``wv``, ``w1``, ``w3`` column-wise (each rank ``n_head / tp`` query
+    and ``n_kv_head / tp`` key/value heads, whole GQA groups), ``wo`` and ``w2`` row-wise,
+    reduce-scattered to the sequence-sharded residual stream; RMSNorms sequence-parallel; the token
+    embedding vocabulary-parallel; the separate ``output`` head column-wise over the vocabulary
+    (vocabulary-sharded logits for loss parallelism), or, when tied, ``norm``'s output gathered
+    for the head that reads the vocabulary-sharded embedding weight."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        PrepareModuleOutput,
+        RowwiseParallel,
+        SequenceParallel,
+    )
+
+    seq, rep = Shard(1), Replicate()
+    plan: dict[str, Any] = {
+        "tok_embeddings": RowwiseParallel(input_layouts=rep, output_layouts=seq),
+        "layers.*.attention_norm": SequenceParallel(),
+        "layers.*.attention": PrepareModuleInput(
+            input_layouts=(seq, None), desired_input_layouts=(rep, None)
+        ),
+        "layers.*.attention.wq": ColwiseParallel(),
+        "layers.*.attention.wk": ColwiseParallel(),
+        "layers.*.attention.wv": ColwiseParallel(),
+        "layers.*.attention.wo": RowwiseParallel(output_layouts=seq),
+        "layers.*.ffn_norm": SequenceParallel(),
+        "layers.*.feed_forward": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(rep,)),
+        "layers.*.feed_forward.w1": ColwiseParallel(),
+        "layers.*.feed_forward.w3": ColwiseParallel(),
+        "layers.*.feed_forward.w2": RowwiseParallel(output_layouts=seq),
+    }
+    if model.output is None:  # tied: F.linear(norm(x), tok_embeddings.weight) in head_loss
+        gather = PrepareModuleOutput(output_layouts=seq, desired_output_layouts=rep, use_local_output=False)
+        return {**plan, "norm": (SequenceParallel(), gather)}
+    return {
+        **plan,
+        "norm": SequenceParallel(),
+        "output": ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1), use_local_output=False),
+    }
+
+
+TENSOR_PARALLEL_PLAN = tensor_parallel_plan
 
 
 _POSITIVE = ("n_layer", "n_embd", "n_head", "n_kv_head", "ffn_dim", "seq_len", "vocab_size")
