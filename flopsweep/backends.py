@@ -310,6 +310,10 @@ def deepspeed_config(
         for key in ("stage3_max_live_parameters", "stage3_max_reuse_distance", "sub_group_size"):
             if getattr(backend, key) is not None:  # else DeepSpeed's own default
                 zero[key] = int(getattr(backend, key))
+        # ZeRO++ (Wang et al. 2023, arXiv 2306.10209): DeepSpeed's own keys, passed on as set.
+        zero["zero_hpz_partition_size"] = backend.zero_hpz_partition_size
+        zero["zero_quantized_weights"] = backend.zero_quantized_weights
+        zero["zero_quantized_gradients"] = backend.zero_quantized_gradients
     ds: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": batch.micro_batch_size,
         "gradient_accumulation_steps": batch.grad_accum,
@@ -444,6 +448,7 @@ def _whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
             "DeepCompile has ZeRO-1 and ZeRO-3 passes, not ZeRO-2",
             "set backend.zero_stage=1 or 3, or backend.deepcompile=false",
         )
+    _check_zero_plus_plus(backend)
     for key in SIZE_KEYS:
         value = getattr(backend, key)
         if value is None:
@@ -465,6 +470,32 @@ def _whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
             )
         sizes[key] = int(value)
     return dataclasses.replace(backend, **sizes)
+
+
+def _check_zero_plus_plus(backend: DeepSpeedConfig) -> None:
+    """ZeRO++'s three knobs are ZeRO-3's (hpZ and qwZ partition and gather ZeRO-3's weights);
+    ``zero_hpz_partition_size`` is at least 1 (1: off). Its divisibility into the world size is
+    checked with the world (:func:`check_support`)."""
+    if backend.zero_hpz_partition_size < 1:
+        raise ConfigError(
+            "backend.zero_hpz_partition_size",
+            backend.zero_hpz_partition_size,
+            "must be a positive number of ranks (1: off)",
+            "set backend.zero_hpz_partition_size=1, or the GPUs per node",
+        )
+    on = {
+        "zero_hpz_partition_size": backend.zero_hpz_partition_size > 1,
+        "zero_quantized_weights": backend.zero_quantized_weights,
+        "zero_quantized_gradients": backend.zero_quantized_gradients,
+    }
+    for key, enabled in on.items():
+        if enabled and backend.zero_stage != 3:
+            raise ConfigError(
+                f"backend.{key}",
+                getattr(backend, key),
+                f"is a ZeRO++ knob of ZeRO-3, and backend.zero_stage={backend.zero_stage}",
+                f"set backend.zero_stage=3 (backend=zero3), or leave backend.{key} at its default",
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -540,6 +571,14 @@ def check_support(
             precision,
             f"backend={cfg.name} does not run it (supports {', '.join(spec.precisions)})",
             f"pick backend={others} for precision={precision}, or another precision",
+        )
+    hpz = getattr(cfg, "zero_hpz_partition_size", 1)
+    if world_size % hpz:
+        raise ConfigError(
+            "backend.zero_hpz_partition_size",
+            hpz,
+            f"does not divide the world size {world_size} (nproc_per_node x nnodes)",
+            "set backend.zero_hpz_partition_size to the ranks per node (nproc_per_node), or 1",
         )
     if getattr(cfg, "deepcompile", False) and device != "cuda":
         raise ConfigError(

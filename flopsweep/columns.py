@@ -219,6 +219,9 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.backend.sub_group_size",
     "config.backend.optimizer_impl",
     "config.backend.deepcompile",
+    "config.backend.zero_hpz_partition_size",  # ZeRO++: multi-node knobs, at 1/false on one node
+    "config.backend.zero_quantized_weights",
+    "config.backend.zero_quantized_gradients",
     "config.precision.fp8_all_gather",
     "config.batch.name",
     "config.batch.max_micro_batch_size",

@@ -38,7 +38,7 @@ from flopsweep.files import (
     record_path_problem,
 )
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
-from flopsweep.layout import Layout
+from flopsweep.layout import Layout, tp_across_nodes
 from flopsweep.metrics import (
     build_record,
     compute_metrics,
@@ -260,7 +260,7 @@ def record_lost_job(
     layout = None
     if phase != "launch" and world:
         try:
-            layout = Layout.resolve(cfg.parallel, world)
+            layout = Layout.resolve(cfg.parallel, world).for_backend(cfg.backend.name)
         except ConfigError:
             layout = None  # the task refused it; the record keeps the world size unknown
     return _finish(path, cfg, run, "error", error, None, layout=layout)
@@ -451,6 +451,8 @@ def _launch(
     log.info("launching %s on %s: %s", plural(world, "rank"), cfg.device, shown)
     use_expandable_segments(cfg.device)
     warn_host_memory(p)
+    if (across := tp_across_nodes(layout, p.nproc_per_node)) is not None:
+        log.warning("%s", across)
     try:
         outcome, cfg = launch_run(p, path.parent, run)
     except (KeyboardInterrupt, Terminated) as exc:

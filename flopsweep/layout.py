@@ -25,6 +25,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
+from flopsweep.text import plural
 
 DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
 """The degree names, as ``parallel.<name>`` keys and ``system.parallel`` keys."""
@@ -161,6 +162,13 @@ class Layout:
         """Sequences per optimizer step: ``micro_batch_size x grad_accum x dp``."""
         return micro_batch_size * grad_accum * self.dp
 
+    def for_backend(self, backend: str) -> Layout:
+        """The layout as ``backend`` runs it: DDP is replicate-only data parallelism, recorded as
+        ``dp_replicate = dp, dp_shard = 1`` (torchtitan's convention); the others as resolved."""
+        if backend == "ddp":
+            return Layout(dp_replicate=self.dp, tp=self.tp, pp=self.pp, cp=self.cp)
+        return self
+
     def as_dict(self) -> dict[str, int]:
         """The integer degrees, for ``system.parallel``."""
         return asdict(self)
@@ -256,6 +264,19 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
             )
         if value > BUILT.get(name, value):
             raise ConfigError(f"parallel.{name}", value, f"{what} is not built yet", f"set parallel.{name}=1")
+
+
+def tp_across_nodes(layout: Layout, nproc_per_node: int) -> str | None:
+    """A one-line warning when the tensor-parallel groups span nodes (``parallel.tp`` above the
+    ranks per node, or not dividing them): legal, but every block's all-gathers and
+    reduce-scatters then cross the slower inter-node network. None when they stay inside a node."""
+    if layout.tp == 1 or (layout.tp <= nproc_per_node and nproc_per_node % layout.tp == 0):
+        return None
+    return (
+        f"parallel.tp={layout.tp} spans nodes of {plural(nproc_per_node, 'rank')}: tensor-parallel "
+        "collectives cross the inter-node network every block (slow); pick parallel.tp that divides "
+        "nproc_per_node to keep them inside a node"
+    )
 
 
 def grad_accum_for(batch: BatchConfig, layout: Layout) -> int:

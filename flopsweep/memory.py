@@ -66,7 +66,8 @@ def _model_states(cfg: Any, layout: Layout, n_params: int, largest_layer: int) -
             "16 P fp32 states + 2 P autocast copies (+ 4 P DDP buckets)",
         )
     if backend == "fsdp":
-        return 16 * n_params // layout.dp_shard, "16 P / W (FSDP2 shards weights, gradients, AdamW moments)"
+        shards = layout.dp_shard * layout.tp  # HSDP replicas hold copies; TP splits each shard
+        return 16 * n_params // shards, "16 P / W (FSDP2 shards weights, gradients, AdamW moments)"
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
     from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 
@@ -83,14 +84,15 @@ def _model_states(cfg: Any, layout: Layout, n_params: int, largest_layer: int) -
 def model_states_floor(cfg: Any, layout: Layout) -> int:
     """A lower bound of one rank's bytes for fp32 weights, gradients and AdamW's two moments:
     ``16 P`` for ``single`` and ``ddp`` (every rank a full replica), ``16 P / W`` for ``fsdp`` and
-    ``deepspeed`` (sharded at most ``W = layout.dp`` ways; ZeRO-1 and -2 keep more). Unlike
+    ``deepspeed`` (sharded at most ``W = dp_shard x tp`` ways; ZeRO-1 and -2 keep more). Unlike
     :func:`estimate` it needs no DeepSpeed import, so validation can afford it on every job.
 
     Args:
         cfg: a ``RunConfig``; layout: the run's parallel degrees (:class:`flopsweep.layout.Layout`).
     """
     n_params = family(cfg.model).n_params(cfg.model)
-    return 16 * n_params if cfg.backend.name in ("single", "ddp") else 16 * n_params // layout.dp
+    shards = layout.dp_shard * layout.tp  # FSDP2 (HSDP: per replica) x TP; ZeRO: dp_shard = dp
+    return 16 * n_params if cfg.backend.name in ("single", "ddp") else 16 * n_params // shards
 
 
 def activation_bytes(cfg: Any) -> tuple[int, int]:

@@ -162,6 +162,13 @@ class DeepSpeedConfig(BackendConfig):
     """DeepCompile (DeepSpeed >= 0.16.6): ``compile: {deepcompile: true}`` and ``engine.compile()``,
     which compiles the whole model with ZeRO's gathers and reductions in the graph. CUDA, ZeRO-1
     or 3; replaces ``compile=true`` (the per-block compile), so the two are not combined."""
+    zero_hpz_partition_size: int = 1
+    """ZeRO++ hpZ (ZeRO-3): ranks of each secondary partition of the weights, usually the GPUs of a
+    node, so that the backward all-gathers stay inside a node; 1: off. Must divide the world size."""
+    zero_quantized_weights: bool = False
+    """ZeRO++ qwZ (ZeRO-3): all-gather the weights quantized to int8."""
+    zero_quantized_gradients: bool = False
+    """ZeRO++ qgZ (ZeRO-3): reduce-scatter the gradients quantized to int4 (all-to-all based)."""
 
 
 @dataclass(kw_only=True)

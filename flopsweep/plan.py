@@ -463,7 +463,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     device = resolve_device(cfg.device, env)
     nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name, env)
     world = nproc * cfg.nnodes
-    layout = Layout.resolve(cfg.parallel, world)
+    layout = Layout.resolve(cfg.parallel, world).for_backend(cfg.backend.name)
     cfg = dataclasses.replace(
         cfg, batch=dataclasses.replace(cfg.batch, grad_accum=grad_accum_for(cfg.batch, layout))
     )

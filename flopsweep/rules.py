@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flopsweep.config import ConfigError, RunConfig
+from flopsweep.models import MODELS
 from flopsweep.options import HF_ATTENTION
 from flopsweep.precision import PRECISIONS
 
@@ -70,7 +71,53 @@ def hf_attention(cfg: RunConfig) -> None:
         )
 
 
-RULES: list[Callable[[RunConfig], None]] = [fp8_all_gather, warmup_when_compiling, hf_attention]
+def tensor_parallel_shapes(cfg: RunConfig) -> None:
+    """``parallel.tp > 1`` needs a family with a tensor-parallel plan (``model=hf`` has none wired),
+    and ``tp`` must divide every size the plan splits (the family's ``tensor_parallel_dims``: heads,
+    KV heads, MLP width, vocabulary, sequence), so that each rank holds whole heads and equal
+    shards; no padding is done."""
+    tp = cfg.parallel.tp
+    if tp == 1:
+        return
+    fam = MODELS[cfg.model.arch]
+    if fam.tensor_parallel_plan is None or fam.tensor_parallel_dims is None:
+        raise ConfigError(
+            "parallel.tp",
+            tp,
+            f"model.arch={cfg.model.arch} has no tensor-parallel plan (its base_model_tp_plan is not wired)",
+            "set parallel.tp=1 (FSDP or HSDP only), or pick a gpt2 or llama model",
+        )
+    for key, size in fam.tensor_parallel_dims(cfg.model).items():
+        if size % tp:
+            below = max(d for d in range(1, tp) if size % d == 0)
+            raise ConfigError(
+                "parallel.tp",
+                tp,
+                f"does not divide {key}={size} (each tensor-parallel rank takes an equal, whole share)",
+                f"set parallel.tp={below} or another divisor of {size}",
+            )
+
+
+def tensor_parallel_precision(cfg: RunConfig) -> None:
+    """fp8 under tensor parallelism needs torchao's ``Float8ColwiseParallel`` /
+    ``Float8RowwiseParallel`` styles in the plans, which are not wired: refused rather than run
+    with float8 weights that the plain styles would shard in the wrong dtype."""
+    if cfg.parallel.tp > 1 and PRECISIONS[cfg.precision.name].fp8_recipe is not None:
+        raise ConfigError(
+            "precision",
+            cfg.precision.name,
+            f"torchao float8 is not wired into the tensor-parallel plans (parallel.tp={cfg.parallel.tp})",
+            "set precision=bf16, or parallel.tp=1 for float8 with FSDP/HSDP",
+        )
+
+
+RULES: list[Callable[[RunConfig], None]] = [
+    fp8_all_gather,
+    warmup_when_compiling,
+    hf_attention,
+    tensor_parallel_shapes,
+    tensor_parallel_precision,
+]
 """Every cross-axis rule, in the order :func:`check` runs them (the first broken one is reported)."""
 
 

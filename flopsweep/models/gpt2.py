@@ -200,6 +200,18 @@ def tensor_parallel_plan(model: GPT) -> dict[str, Any]:
 TENSOR_PARALLEL_PLAN = tensor_parallel_plan
 
 
+def tensor_parallel_dims(cfg: GPT2Config) -> dict[str, int]:
+    """What the plan splits ``parallel.tp`` ways: heads, the MLP width ``4 h`` and the vocabulary
+    (the embedding's rows); ``seq_len`` too (the position embedding's rows and the sequence-parallel
+    residual stream)."""
+    return {
+        "model.n_head": cfg.n_head,
+        "model.n_embd (MLP width 4 x n_embd)": 4 * cfg.n_embd,
+        "model.vocab_size": cfg.vocab_size,
+        "model.seq_len": cfg.seq_len,
+    }
+
+
 def check(cfg: GPT2Config) -> None:
     """Raise :class:`ConfigError` unless every size is positive and ``n_head`` divides ``n_embd``."""
     for key in ("n_layer", "n_embd", "n_head", "seq_len", "vocab_size"):

@@ -270,6 +270,18 @@ def tensor_parallel_plan(model: Llama) -> dict[str, Any]:
 TENSOR_PARALLEL_PLAN = tensor_parallel_plan
 
 
+def tensor_parallel_dims(cfg: LlamaConfig) -> dict[str, int]:
+    """What the plan splits ``parallel.tp`` ways: query and key/value heads, the MLP width, the
+    vocabulary, and ``seq_len`` (the sequence-parallel residual stream)."""
+    return {
+        "model.n_head": cfg.n_head,
+        "model.n_kv_head": cfg.n_kv_head,
+        "model.ffn_dim": cfg.ffn_dim,
+        "model.vocab_size": cfg.vocab_size,
+        "model.seq_len": cfg.seq_len,
+    }
+
+
 _POSITIVE = ("n_layer", "n_embd", "n_head", "n_kv_head", "ffn_dim", "seq_len", "vocab_size")
 
 
