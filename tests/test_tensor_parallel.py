@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import records, run_sweep
 
 from flopsweep.layout import Layout
 
@@ -98,3 +99,114 @@ def test_a_layout_gives_the_first_step_of_one_rank(configs, model: str, name: st
         assert r["loss"] == pytest.approx(one["loss"], abs=1e-4), (r, one)
         assert r["grad_norm"] == pytest.approx(one["grad_norm"], abs=1e-4), (r, one)
     assert one["grad_norm"] > 0.0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "words"),
+    [
+        (["model=gpt-tiny", "parallel.tp=8"], "parallel.tp", "does not divide model.n_head=4"),
+        (["model=llama-tiny", "parallel.tp=4"], "parallel.tp", "does not divide model.n_kv_head=2"),
+        (["model=llama-tiny", "parallel.tp=2", "model.ffn_dim=385"], "parallel.tp", "model.ffn_dim=385"),
+        (["model=gpt-tiny", "parallel.tp=2", "model.vocab_size=511"], "parallel.tp", "model.vocab_size=511"),
+        (["model=hf", "model.config=qwen3-tiny", "parallel.tp=2"], "parallel.tp", "no tensor-parallel plan"),
+        (
+            ["model=gpt-tiny", "parallel.tp=2", "precision=fp8"],
+            "precision",
+            "not wired into the tensor-parallel",
+        ),
+        (["model=gpt-tiny", "parallel.tp=2", "backend=ddp"], "parallel.tp", "replicate-only"),
+        (["model=gpt-tiny", "parallel.tp=2", "backend=zero3"], "parallel.tp", "stays data-parallel"),
+        (
+            ["model=gpt-tiny", "parallel.dp_replicate=2", "backend=single"],
+            "parallel.dp_replicate",
+            "one rank",
+        ),
+    ],
+)
+def test_a_layout_that_cannot_run_is_refused_in_one_line(hydra_compose, overrides, key, words) -> None:
+    from flopsweep.config import ConfigError
+    from flopsweep.plan import validate
+
+    base = ["backend=fsdp"] if not any(o.startswith("backend=") for o in overrides) else []
+    cfg = hydra_compose([*base, *overrides])
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    message = str(err.value)
+    assert err.value.key == key and words in message, message
+    assert "Fix:" in message and "\n" not in message
+
+
+def test_a_refused_layout_is_an_invalid_record_and_starts_no_worker(hydra_compose, tmp_path: Path) -> None:
+    from flopsweep.job import JobInfo, run_job
+
+    cfg = hydra_compose(
+        ["model=llama-tiny", "backend=fsdp", "device=cpu", "nproc_per_node=4", "parallel.tp=4"]
+    )
+    record = run_job(cfg, JobInfo(job_dir=tmp_path, overrides=[]))
+    assert record["status"] == "invalid" and record["error"]["phase"] == "config"
+    assert "parallel.tp=4" in record["error"]["message"] and "model.n_kv_head=2" in record["error"]["message"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]  # no rank's scratch files
+
+
+def test_tensor_parallel_across_nodes_is_a_warning() -> None:
+    from flopsweep.layout import tp_across_nodes
+
+    assert tp_across_nodes(Layout(dp_shard=2, tp=4), 4) is None
+    assert tp_across_nodes(Layout(dp_shard=8), 4) is None
+    line = tp_across_nodes(Layout(dp_shard=1, tp=8), 4)
+    assert line is not None and "parallel.tp=8" in line and "4 ranks" in line and "\n" not in line
+    assert tp_across_nodes(Layout(dp_shard=2, tp=3), 6) is None
+    assert tp_across_nodes(Layout(dp_shard=3, tp=2), 3) is not None  # pairs straddle the nodes of 3
+
+
+def test_memory_divides_the_model_states_by_shard_and_tp(hydra_compose) -> None:
+    from flopsweep.memory import model_states_floor
+
+    cfg = hydra_compose(["model=gpt-tiny", "backend=fsdp"])
+    full = model_states_floor(cfg, Layout(dp_shard=1))
+    assert model_states_floor(cfg, Layout(dp_shard=2, tp=2)) == full // 4
+    assert model_states_floor(cfg, Layout(dp_replicate=2, dp_shard=2)) == full // 2  # replicas hold copies
+
+
+@pytest.mark.slow
+def test_layouts_write_ok_records_with_their_layout(tmp_path: Path) -> None:
+    """Through ``run.py``, four gloo ranks, profiled: FSDP 4, FSDP 2 x TP 2, HSDP 2 x 2 and
+    HSDP 2 x 1 x TP 2 on gpt-tiny, FSDP 2 x TP 2 on llama-tiny. Each writes an ``ok`` record naming
+    its layout, with the first-step loss of the pure-FSDP run (the same data on data-parallel rank 0),
+    tokens per step over the data-parallel ranks only, and a breakdown that counts communication
+    (the tensor-parallel collectives are named as such)."""
+    common = ["device=cpu", "precision=fp32", "backend=fsdp", "nproc_per_node=4", "steps.warmup=1"]
+    common += ["steps.measure=2", "profile=true"]
+    gpt = run_sweep(
+        tmp_path / "gpt", *common, "model=gpt-tiny", "parallel.tp=1,2", "parallel.dp_replicate=1,2"
+    )
+    assert gpt.returncode == 0, gpt.stderr[-3000:]
+    llama = run_sweep(tmp_path / "llama", *common, "model=llama-tiny", "parallel.tp=1,2")
+    assert llama.returncode == 0, llama.stderr[-3000:]
+    recs = records(tmp_path / "gpt") + records(tmp_path / "llama")
+    assert len(recs) == 6
+    first = {}
+    for r in recs:
+        assert r["status"] == "ok", r["error"]
+        asked = r["config"]["parallel"]
+        tp, rep = asked["tp"], asked["dp_replicate"]
+        dp = 4 // tp
+        assert r["system"]["parallel"] == {
+            "dp_replicate": rep,
+            "dp_shard": dp // rep,
+            "tp": tp,
+            "pp": 1,
+            "cp": 1,
+        }
+        assert r["system"]["world_size"] == 4
+        m, batch, seq = r["metrics"], r["config"]["batch"], r["config"]["model"]["seq_len"]
+        assert m["tokens_per_step"] == batch["micro_batch_size"] * batch["grad_accum"] * dp * seq
+        assert m["tokens_per_s_per_device"] == pytest.approx(m["tokens_per_s"] / 4)
+        assert m["breakdown"]["comm_s"] > 0
+        first.setdefault(r["config"]["model"]["name"], []).append(
+            (m["loss_first"], m["model_flops_per_iteration"] / m["tokens_per_step"])
+        )
+    for model, values in first.items():
+        losses, per_token = zip(*values, strict=True)
+        assert max(losses) - min(losses) < 1e-4, (model, losses)
+        assert max(per_token) == pytest.approx(min(per_token)), model  # model FLOPs per token: layout-free
