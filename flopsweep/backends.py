@@ -573,7 +573,7 @@ def check_support(
             f"pick backend={others} for precision={precision}, or another precision",
         )
     hpz = getattr(cfg, "zero_hpz_partition_size", 1)
-    if world_size % hpz:
+    if hpz >= 1 and world_size % hpz:
         raise ConfigError(
             "backend.zero_hpz_partition_size",
             hpz,
