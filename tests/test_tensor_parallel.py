@@ -65,9 +65,16 @@ def configs(hydra_compose):
     from flopsweep.plan import Environment
 
     base = ["device=cpu", "precision=fp32", "backend=fsdp", "nproc_per_node=1"]
+    variants = {
+        "gpt-tiny": ["model=gpt-tiny"],
+        "llama-tiny": ["model=llama-tiny"],
+        # Other axes under a layout: recompute of TP blocks, and a block-sparse kernel on local heads.
+        "llama-tiny+full": ["model=llama-tiny", "activation_checkpointing=full"],
+        "gpt-tiny+blocksparse": ["model=gpt-tiny", "attention=blocksparse", "attention.block_size=16"],
+    }
     return {
-        name: validate(hydra_compose([f"model={name}", *base]), Environment(cpu_count=4))
-        for name in ("gpt-tiny", "llama-tiny")
+        name: validate(hydra_compose([*overrides, *base]), Environment(cpu_count=4))
+        for name, overrides in variants.items()
     }
 
 
@@ -87,6 +94,8 @@ LAYOUTS = {
         ("gpt-tiny", "tp4"),  # 4 heads: one whole head (its q, k, v) per rank
         ("llama-tiny", "fsdp2xtp2"),  # 2 KV heads: one GQA group per rank
         ("llama-tiny", "hsdp2x2"),
+        ("llama-tiny+full", "fsdp2xtp2"),
+        ("gpt-tiny+blocksparse", "fsdp2xtp2"),
     ],
 )
 def test_a_layout_gives_the_first_step_of_one_rank(configs, model: str, name: str) -> None:
@@ -213,3 +222,17 @@ def test_layouts_write_ok_records_with_their_layout(tmp_path: Path) -> None:
         assert max(values) - min(values) < 1e-4, (key, values)
     for model, values in per_token.items():
         assert max(values) == pytest.approx(min(values)), model  # model FLOPs per token: layout-free
+
+
+def test_the_profile_counts_tensor_parallel_collectives_as_communication() -> None:
+    """DTensor's functional collectives (the names a CPU trace of a TP step holds) are communication."""
+    from flopsweep.profile import COMM_PATTERN
+
+    for name in (
+        "_c10d_functional::all_gather_into_tensor",
+        "_c10d_functional::reduce_scatter_tensor",
+        "_c10d_functional::all_reduce",
+        "_c10d_functional::wait_tensor",
+    ):
+        assert COMM_PATTERN.search(name), name
+    assert not COMM_PATTERN.search("aten::mm")
