@@ -210,6 +210,11 @@ REFUSALS = {
     "cuda": _invalid(("device=cuda",), "device"),
     "fp16_cpu": _invalid(("precision=fp16", "device=cpu"), "precision"),
     "nproc_two": _invalid(("nproc_per_node=two",), "nproc_per_node"),
+    # layouts (issue 23): a layout on a data-parallel backend; TP that does not split the KV heads
+    "tp_on_ddp": _invalid(("backend=ddp", "device=cpu", "nproc_per_node=2", "parallel.tp=2"), "parallel.tp"),
+    "tp_kv_heads": _invalid(
+        ("model=llama-tiny", "backend=fsdp", "device=cpu", "nproc_per_node=4", "parallel.tp=4"), "parallel.tp"
+    ),
     "zero2-stage3": Refusal(
         args=("backend=zero2", "backend.zero_stage=3", "device=cpu"),
         line_starts="flopsweep: invalid: Invalid config: backend.zero_stage=3: contradicts backend=zero2, "
