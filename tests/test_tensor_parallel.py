@@ -70,6 +70,8 @@ def configs(hydra_compose):
         "llama-tiny": ["model=llama-tiny"],
         # Other axes under a layout: recompute of TP blocks, and a block-sparse kernel on local heads.
         "llama-tiny+full": ["model=llama-tiny", "activation_checkpointing=full"],
+        # Llama 3.1's separate head: ColwiseParallel over the vocabulary, loss parallel on its output.
+        "llama-tiny+untied": ["model=llama-tiny", "model.tie_embeddings=false"],
         "gpt-tiny+blocksparse": ["model=gpt-tiny", "attention=blocksparse", "attention.block_size=16"],
     }
     return {
@@ -95,6 +97,7 @@ LAYOUTS = {
         ("llama-tiny", "fsdp2xtp2"),  # 2 KV heads: one GQA group per rank
         ("llama-tiny", "hsdp2x2"),
         ("llama-tiny+full", "fsdp2xtp2"),
+        ("llama-tiny+untied", "fsdp2xtp2"),
         ("gpt-tiny+blocksparse", "fsdp2xtp2"),
     ],
 )
