@@ -83,9 +83,16 @@ def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
     inside the compiled graph, where Inductor fuses it, instead of re-running a compiled
     forward from outside. Identical blocks share one compiled graph, and FSDP2/ZeRO-3
     hooks stay outside the compiled regions. (Outside ``deepspeed.zero.Init``: its
-    module hooks do not know the wrapper.)"""
+    module hooks do not know the wrapper.) ``memory_budget`` sets
+    ``torch._functorch.config.activation_memory_budget`` for the process instead of wrapping."""
     blocks = family(cfg.model).blocks(model)
     checkpointing.policy(cfg.activation_checkpointing).apply(blocks, cfg.activation_checkpointing)
+    # memory_budget: the partitioner reads its budget when a block compiles, at the first step; a
+    # rank is its own process, so the setting stays for the run (rules refuse it without compile)
+    for key, value in checkpointing.compiler_settings(cfg.activation_checkpointing).items():
+        import torch._functorch.config as functorch_config
+
+        setattr(functorch_config, key, value)
     if cfg.compile:
         for block in blocks:
             block.compile()

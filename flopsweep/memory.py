@@ -104,7 +104,7 @@ def activation_bytes(cfg: Any) -> tuple[int, int]:
     tokens = cfg.batch.micro_batch_size * m.seq_len
     per_layer = shape["residual"] * residual + shape["other"] * compute  # bytes per token
     saves = checkpointing.policy(cfg.activation_checkpointing).activations
-    activations = saves(tokens, m.n_layer, m.n_embd * residual, per_layer)
+    activations = saves(cfg.activation_checkpointing, tokens, m.n_layer, m.n_embd * residual, per_layer)
     return activations, LOGIT_BYTES * tokens * m.vocab_size
 
 

@@ -184,6 +184,27 @@ class AutoBatchConfig(BatchConfig):
     """The search never probes above this."""
 
 
+@dataclass(kw_only=True)
+class EveryNConfig(CheckpointingConfig):
+    """``activation_checkpointing=every_n``: ``full`` on every ``every``-th block (blocks
+    ``every - 1``, ``2 every - 1``, ... counted from 0), the others keep their activations."""
+
+    name: str = "every_n"
+    every: int = 2
+    """Checkpoint one block in ``every`` (a whole number >= 1; 1 is ``full``)."""
+
+
+@dataclass(kw_only=True)
+class MemoryBudgetConfig(CheckpointingConfig):
+    """``activation_checkpointing=memory_budget``: ``torch._functorch.config.activation_memory_budget``
+    while compiled blocks compile (``compile=true`` only)."""
+
+    name: str = "memory_budget"
+    budget: float = 0.5
+    """Share of the default partitioner's activation memory to keep, 0..1 (0: recompute all it can,
+    as full checkpointing; 1: the default, no extra recompute)."""
+
+
 GROUP_BASES: dict[str, type] = {
     "model": ModelConfig,
     "attention": AttentionConfig,
@@ -203,7 +224,7 @@ OPTION_SCHEMAS: dict[str, dict[str, type]] = {
     "backend": {"fsdp": FSDPConfig, "deepspeed": DeepSpeedConfig},
     "precision": {"fp8": Fp8Config, "fp8-rowwise": Fp8Config},
     "batch": {"auto": AutoBatchConfig},
-    "activation_checkpointing": {},
+    "activation_checkpointing": {"every_n": EveryNConfig, "memory_budget": MemoryBudgetConfig},
 }
 """Each group's registry keys whose schema is not the group's base (:data:`GROUP_BASES`): the
 options with knobs of their own. Every other option of the group has the base schema."""
