@@ -12,8 +12,9 @@ import pytest
 from helpers import run_py
 
 from flopsweep import checkpointing
-from flopsweep.config import CheckpointingConfig, ConfigError, RunConfig
+from flopsweep.config import AttentionConfig, CheckpointingConfig, ConfigError, RunConfig
 from flopsweep.memory import activation_bytes
+from flopsweep.options import EveryNConfig, MemoryBudgetConfig
 from flopsweep.plan import option_names, validate
 
 
@@ -62,8 +63,64 @@ def test_each_policy_names_its_recompute() -> None:
 
     assert [mode("none", False), mode("none", True)] == ["none", "none"]
     assert [mode("full", False), mode("full", True)] == ["early_stop", "full"]
+    assert [mode("selective", False), mode("selective", True)] == ["selective", "selective"]
+    assert [mode("every_n", False), mode("every_n", True)] == ["early_stop", "full"]
+    assert mode("memory_budget", True) == "unknown"
     assert checkpointing.POLICIES["full"].recomputes_forward
     assert not checkpointing.POLICIES["none"].recomputes_forward
+
+
+@pytest.mark.parametrize(
+    "overrides, policy",
+    [
+        (["activation_checkpointing=every_n"], EveryNConfig(every=2)),
+        (["activation_checkpointing=every_n", "activation_checkpointing.every=3"], EveryNConfig(every=3)),
+        (["activation_checkpointing=selective"], CheckpointingConfig(name="selective")),
+        (["activation_checkpointing=memory_budget", "compile=true"], MemoryBudgetConfig(budget=0.5)),
+        (
+            ["activation_checkpointing=memory_budget", "activation_checkpointing.budget=0.2", "compile=true"],
+            MemoryBudgetConfig(budget=0.2),
+        ),
+    ],
+)
+def test_the_new_policies_compose_with_their_knobs(hydra_compose, overrides, policy) -> None:
+    cfg = hydra_compose(overrides)
+    assert cfg.activation_checkpointing == policy
+    assert validate(cfg) is cfg
+
+
+@pytest.mark.parametrize(
+    "run, key, words",
+    [
+        (RunConfig(activation_checkpointing=EveryNConfig(every=0)), "activation_checkpointing.every", ">= 1"),
+        (
+            RunConfig(activation_checkpointing=MemoryBudgetConfig(budget=1.5), compile=True),
+            "activation_checkpointing.budget",
+            "0..1",
+        ),
+        (RunConfig(activation_checkpointing=MemoryBudgetConfig()), "activation_checkpointing", "compile=true"),
+        (
+            RunConfig(
+                activation_checkpointing=CheckpointingConfig(name="selective"),
+                attention=AttentionConfig(name="standard"),
+            ),
+            "activation_checkpointing",
+            "attention=sdpa",
+        ),
+    ],
+)
+def test_impossible_policy_settings_are_refused_in_one_line(run, key, words) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate(run)
+    assert err.value.key == key and words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_n_wraps_every_nth_block_counted_from_one() -> None:
+    assert checkpointing.checkpointed_blocks(EveryNConfig(every=2), 5) == [1, 3]
+    assert checkpointing.checkpointed_blocks(EveryNConfig(every=3), 7) == [2, 5]
+    assert checkpointing.checkpointed_blocks(EveryNConfig(every=1), 3) == [0, 1, 2]
+    assert checkpointing.checkpointed_blocks(CheckpointingConfig(name="none"), 3) == []
+    assert checkpointing.checkpointed_blocks(CheckpointingConfig(name="full"), 3) == [0, 1, 2]
 
 
 def test_the_memory_estimate_keeps_what_the_policy_saves() -> None:
@@ -76,6 +133,17 @@ def test_the_memory_estimate_keeps_what_the_policy_saves() -> None:
     per_layer = kept_all // (tokens * m.n_layer)
     assert kept_inputs == tokens * (m.n_layer * boundary + per_layer)
     assert logits == logits_full and kept_inputs < kept_all
+    # every_n keeps the inputs of its l // every blocks and everything of the others
+    every = dataclasses.replace(plain, activation_checkpointing=EveryNConfig(every=2))
+    k = m.n_layer // 2
+    kept_every = activation_bytes(every)[0]
+    assert kept_every == tokens * (k * boundary + (m.n_layer - k) * per_layer + per_layer)
+    # selective and a budget sit between full and none; budget 1 keeps what none keeps
+    selective = dataclasses.replace(plain, activation_checkpointing=CheckpointingConfig(name="selective"))
+    assert kept_inputs < activation_bytes(selective)[0] < kept_all
+    for budget, kept in ((1.0, kept_all), (0.0, tokens * m.n_layer * boundary)):
+        run = dataclasses.replace(plain, activation_checkpointing=MemoryBudgetConfig(budget=budget), compile=True)
+        assert activation_bytes(run)[0] == kept
 
 
 @pytest.mark.slow
