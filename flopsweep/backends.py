@@ -34,7 +34,7 @@ from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
 from flopsweep.layout import Layout
 from flopsweep.models import family
-from flopsweep.options import DeepSpeedConfig, FSDPConfig
+from flopsweep.options import OFFLOAD_DEVICES, DeepSpeedConfig, FSDPConfig
 from flopsweep.text import plural
 
 log = logging.getLogger("flopsweep")
@@ -101,7 +101,9 @@ def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
 
 
 def build_adamw(params: Any, optim: OptimConfig, device: torch.device) -> torch.optim.AdamW:
-    """``torch.optim.AdamW`` with the shared settings; fused kernel on CUDA."""
+    """``torch.optim.AdamW`` with the shared settings; fused kernel on CUDA. ``device`` is where the
+    parameters live: the host under FSDP2's ``cpu_offload`` (:func:`_optimizer_device`), where torch's
+    default (the for-loop implementation for CPU tensors) steps them."""
     return torch.optim.AdamW(
         params,
         lr=optim.lr,
@@ -174,13 +176,19 @@ class DeepSpeedTrainer:
         return total
 
 
+def _optimizer_device(cfg: RunConfig, device: torch.device) -> torch.device:
+    """Where the parameters that AdamW steps live: the host under FSDP2's ``cpu_offload``, else the rank's device."""
+    return torch.device("cpu") if getattr(cfg.backend, "cpu_offload", False) else device
+
+
 def _torch_trainer(
     model: nn.Module, cfg: RunConfig, device: torch.device, *, autocast: bool = True, no_sync: Any = None
 ) -> TorchTrainer:
     dtype = DTYPES[cfg.precision.name]
     return TorchTrainer(
         model,
-        build_adamw(model.parameters(), cfg.optim, device),
+        # FSDP2 CPU offload keeps the parameters and gradients on the host: the step runs there
+        build_adamw(model.parameters(), cfg.optim, _optimizer_device(cfg, device)),
         cfg.optim.grad_clip,
         autocast_dtype=dtype if autocast and dtype != torch.float32 else None,
         scaler=torch.amp.GradScaler(device.type) if cfg.precision.name == "fp16" else None,
@@ -220,6 +228,7 @@ def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTra
     mesh = init_device_mesh(device.type, (layout.dp_shard,), mesh_dim_names=("dp_shard",))
     dtype = DTYPES[cfg.precision.name]
     mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+    offload = _fsdp_offload(cfg.backend, device)
     blocks = family(cfg.model).blocks(model)
     for i, block in enumerate(blocks):
         # The last block's backward runs right after forward: keeping it unsharded
@@ -229,9 +238,16 @@ def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTra
             block,
             mesh=mesh,
             mp_policy=mp,
+            offload_policy=offload,
             reshard_after_forward=cfg.backend.reshard_after_forward and not last,
         )
-    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=cfg.backend.reshard_after_forward)
+    fully_shard(
+        model,
+        mesh=mesh,
+        mp_policy=mp,
+        offload_policy=offload,
+        reshard_after_forward=cfg.backend.reshard_after_forward,
+    )
 
     @contextlib.contextmanager
     def no_sync(is_last: bool) -> Iterator[None]:
@@ -242,6 +258,16 @@ def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTra
     trainer = _torch_trainer(model, cfg, device, autocast=False, no_sync=no_sync)
     trainer.after_step = fprecision.after_optimizer_step(model, cfg.precision)
     return trainer
+
+
+def _fsdp_offload(backend: FSDPConfig, device: torch.device) -> Any:
+    """FSDP2's ``CPUOffloadPolicy`` for ``backend.cpu_offload`` (pinned host memory on CUDA: a CPU-only
+    torch cannot pin), else the no-offload ``OffloadPolicy``."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
+
+    if not backend.cpu_offload:
+        return OffloadPolicy()
+    return CPUOffloadPolicy(pin_memory=device.type == "cuda")
 
 
 def deepspeed_config(
@@ -307,6 +333,7 @@ def deepspeed_config(
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }
+    zero.update(_offload_sections(backend, device_type))
     if backend.deepcompile:
         ds["compile"] = {"deepcompile": True}
     if precision == "bf16":
@@ -314,6 +341,54 @@ def deepspeed_config(
     elif precision == "fp16":
         ds["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}
     return ds
+
+
+def _offload_sections(backend: DeepSpeedConfig, device_type: str) -> dict[str, Any]:
+    """``zero_optimization.offload_optimizer`` / ``offload_param`` for ``backend.offload_*`` other than
+    ``none``: ``{"device": "cpu"}`` or ``{"device": "nvme", "nvme_path": ...}``, pinned host memory on
+    CUDA (a CPU-only torch cannot pin)."""
+    out: dict[str, Any] = {}
+    for key in ("offload_optimizer", "offload_param"):
+        where = getattr(backend, key)
+        if where == "none":
+            continue
+        section: dict[str, Any] = {"device": where, "pin_memory": device_type == "cuda"}
+        if where == "nvme":
+            section["nvme_path"] = backend.nvme_path
+        out[key] = section
+    return out
+
+
+def _check_offload(backend: DeepSpeedConfig) -> None:
+    """``backend.offload_optimizer`` and ``offload_param`` are ``none``, ``cpu`` or ``nvme``;
+    ``offload_param`` and NVMe need ZeRO-3 (DeepSpeed offloads parameters and NVMe-offloads the
+    optimizer only in stage 3: ZeRO-Infinity); ``nvme`` needs ``backend.nvme_path``.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    for key in ("offload_optimizer", "offload_param"):
+        where = getattr(backend, key)
+        if where not in OFFLOAD_DEVICES:
+            raise ConfigError(
+                f"backend.{key}", where, f"must be one of {', '.join(OFFLOAD_DEVICES)}", f"set backend.{key}=cpu"
+            )
+        if where != "none" and backend.zero_stage != 3 and (key == "offload_param" or where == "nvme"):
+            what = "parameter offload" if key == "offload_param" else "NVMe offload"
+            raise ConfigError(
+                f"backend.{key}",
+                where,
+                f"DeepSpeed has {what} in ZeRO-3 only, and backend.zero_stage={backend.zero_stage}",
+                f"set backend=zero3, or backend.{key}=none",
+            )
+        if where == "nvme" and not backend.nvme_path:
+            raise ConfigError(
+                "backend.nvme_path",
+                backend.nvme_path,
+                f"backend.{key}=nvme needs a folder on an NVMe drive",
+                "set backend.nvme_path=/local_nvme/flopsweep (a folder you own), or "
+                f"backend.{key}=cpu",
+            )
 
 
 def _default(value: float | None, default: float) -> float:
@@ -422,6 +497,7 @@ def _whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
             "DeepCompile has ZeRO-1 and ZeRO-3 passes, not ZeRO-2",
             "set backend.zero_stage=1 or 3, or backend.deepcompile=false",
         )
+    _check_offload(backend)
     for key in SIZE_KEYS:
         value = getattr(backend, key)
         if value is None:
