@@ -177,7 +177,8 @@ class DeepSpeedTrainer:
 
 
 def _optimizer_device(cfg: RunConfig, device: torch.device) -> torch.device:
-    """Where the parameters that AdamW steps live: the host under FSDP2's ``cpu_offload``, else the rank's device."""
+    """Where the parameters that AdamW steps live: the host under FSDP2's ``cpu_offload``, else the
+    rank's device."""
     return torch.device("cpu") if getattr(cfg.backend, "cpu_offload", False) else device
 
 
@@ -371,7 +372,10 @@ def _check_offload(backend: DeepSpeedConfig) -> None:
         where = getattr(backend, key)
         if where not in OFFLOAD_DEVICES:
             raise ConfigError(
-                f"backend.{key}", where, f"must be one of {', '.join(OFFLOAD_DEVICES)}", f"set backend.{key}=cpu"
+                f"backend.{key}",
+                where,
+                f"must be one of {', '.join(OFFLOAD_DEVICES)}",
+                f"set backend.{key}=cpu",
             )
         if where != "none" and backend.zero_stage != 3 and (key == "offload_param" or where == "nvme"):
             what = "parameter offload" if key == "offload_param" else "NVMe offload"
@@ -386,8 +390,7 @@ def _check_offload(backend: DeepSpeedConfig) -> None:
                 "backend.nvme_path",
                 backend.nvme_path,
                 f"backend.{key}=nvme needs a folder on an NVMe drive",
-                "set backend.nvme_path=/local_nvme/flopsweep (a folder you own), or "
-                f"backend.{key}=cpu",
+                f"set backend.nvme_path=/local_nvme/flopsweep (a folder you own), or backend.{key}=cpu",
             )
 
 

@@ -552,7 +552,8 @@ def _check_offload_host_memory(cfg: RunConfig, nproc: int, layout: Layout, host_
         value,
         f"offload puts at least {need / 2**30:.1f} GiB of model states of {plural(nproc, 'rank')} in host "
         f"memory, more than this machine's {host_bytes / 2**30:.1f} GiB",
-        "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn offload off",
+        "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn "
+        "offload off",
     )
 
 

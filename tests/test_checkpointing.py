@@ -98,7 +98,11 @@ def test_the_new_policies_compose_with_their_knobs(hydra_compose, overrides, pol
             "activation_checkpointing.budget",
             "0..1",
         ),
-        (RunConfig(activation_checkpointing=MemoryBudgetConfig()), "activation_checkpointing", "compile=true"),
+        (
+            RunConfig(activation_checkpointing=MemoryBudgetConfig()),
+            "activation_checkpointing",
+            "compile=true",
+        ),
         (
             RunConfig(
                 activation_checkpointing=CheckpointingConfig(name="selective"),
@@ -142,7 +146,9 @@ def test_the_memory_estimate_keeps_what_the_policy_saves() -> None:
     selective = dataclasses.replace(plain, activation_checkpointing=CheckpointingConfig(name="selective"))
     assert kept_inputs < activation_bytes(selective)[0] < kept_all
     for budget, kept in ((1.0, kept_all), (0.0, tokens * m.n_layer * boundary)):
-        run = dataclasses.replace(plain, activation_checkpointing=MemoryBudgetConfig(budget=budget), compile=True)
+        run = dataclasses.replace(
+            plain, activation_checkpointing=MemoryBudgetConfig(budget=budget), compile=True
+        )
         assert activation_bytes(run)[0] == kept
 
 

@@ -14,8 +14,8 @@ import dataclasses
 
 import pytest
 import torch
-from torch.utils.checkpoint import set_checkpoint_early_stop
 from helpers import cpu_sdpa_flops
+from torch.utils.checkpoint import set_checkpoint_early_stop
 from torch.utils.flop_counter import FlopCounterMode
 
 from flopsweep.attention import BlockSparseConfig, check_support, executed_density
@@ -124,7 +124,9 @@ def test_policy_hardware_flops_match_the_counter_on_cpu(policy: CheckpointingCon
     run = dataclasses.replace(_run(cfg, attention, "none"), activation_checkpointing=policy)
     torch.manual_seed(0)
     model = build_model(run, torch.device("cpu"))
-    tokens = torch.randint(0, cfg.vocab_size, (BATCH, cfg.seq_len + 1), generator=torch.Generator().manual_seed(0))
+    tokens = torch.randint(
+        0, cfg.vocab_size, (BATCH, cfg.seq_len + 1), generator=torch.Generator().manual_seed(0)
+    )
     with FlopCounterMode(display=False, custom_mapping=cpu_sdpa_flops()) as counter:
         model(tokens).backward()
     expected = run_hardware_flops(run, BATCH * cfg.seq_len, 1.0)

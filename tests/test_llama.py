@@ -159,7 +159,12 @@ def _policy_run(cfg: LlamaConfig, policy: CheckpointingConfig) -> RunConfig:
 
 @pytest.mark.parametrize(
     "policy",
-    [CheckpointingConfig(name="selective"), EveryNConfig(every=2), EveryNConfig(every=3), EveryNConfig(every=1)],
+    [
+        CheckpointingConfig(name="selective"),
+        EveryNConfig(every=2),
+        EveryNConfig(every=3),
+        EveryNConfig(every=1),
+    ],
     ids=lambda p: f"{p.name}{getattr(p, 'every', '')}",
 )
 def test_policy_flops_match_flop_counter_on_cpu(policy):

@@ -38,7 +38,9 @@ def _too_big_for_this_host(per_param: int) -> LlamaConfig:
     """A Llama whose ``per_param`` bytes per parameter (16: fp32 weights, gradients, AdamW moments;
     2: 16-bit weights) exceed this machine's memory: the 8B shape with as many layers as it takes."""
     shape = LlamaConfig(n_embd=4096, n_head=32, n_kv_head=8, ffn_dim=14336, vocab_size=128256, seq_len=256)
-    per_layer = n_params(dataclasses.replace(shape, n_layer=2)) - n_params(dataclasses.replace(shape, n_layer=1))
+    per_layer = n_params(dataclasses.replace(shape, n_layer=2)) - n_params(
+        dataclasses.replace(shape, n_layer=1)
+    )
     layers = psutil.virtual_memory().total // (per_param * per_layer) + 1
     return dataclasses.replace(shape, n_layer=int(layers))
 
@@ -56,7 +58,13 @@ def test_deepspeed_config_has_the_offload_sections() -> None:
     backend = DeepSpeedConfig(
         zero_stage=3, offload_optimizer="nvme", offload_param="cpu", nvme_path="/local_nvme/x"
     )
-    kwargs = {"batch": run.batch, "precision": "bf16", "optim": run.optim, "model": run.model, "world_size": 1}
+    kwargs = {
+        "batch": run.batch,
+        "precision": "bf16",
+        "optim": run.optim,
+        "model": run.model,
+        "world_size": 1,
+    }
     zero = deepspeed_config(backend=backend, device_type="cuda", **kwargs)["zero_optimization"]
     assert zero["offload_optimizer"] == {"device": "nvme", "nvme_path": "/local_nvme/x", "pin_memory": True}
     assert zero["offload_param"] == {"device": "cpu", "pin_memory": True}
@@ -74,7 +82,11 @@ def test_deepspeed_config_has_the_offload_sections() -> None:
             "backend.offload_optimizer",
             "ZeRO-3 only",
         ),
-        (DeepSpeedConfig(zero_stage=3, offload_optimizer="gpu"), "backend.offload_optimizer", "none, cpu, nvme"),
+        (
+            DeepSpeedConfig(zero_stage=3, offload_optimizer="gpu"),
+            "backend.offload_optimizer",
+            "none, cpu, nvme",
+        ),
     ],
 )
 def test_impossible_offload_is_refused_in_one_line(backend, key, words) -> None:
