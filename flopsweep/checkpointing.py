@@ -11,16 +11,20 @@ that used to be spread over the backends, the metrics and the memory estimate:
 - **what it recomputes** (:attr:`CheckpointPolicy.recompute`): the mode that
   ``ModelFamily.hardware_flops`` counts (``none``; ``early_stop``: eager blocks under
   non-reentrant ``torch.utils.checkpoint``, which stops once every saved tensor is back;
-  ``full``: a compiled block is one graph and re-runs whole), so hardware FLOPs, HFU and
-  ``metrics.recompute`` come from the policy;
+  ``full``: a compiled block is one graph and re-runs whole; ``selective``: the unsaved matmuls
+  backward needs; ``unknown``: the compiler's partitioner decides), on the blocks
+  :func:`checkpointed_blocks` names, so hardware FLOPs, HFU and ``metrics.recompute`` come from
+  the policy (:func:`flopsweep.metrics.hardware_flops`);
 - **what it saves** (:attr:`CheckpointPolicy.activations`): one rank's activation bytes kept
   for backward, for :mod:`flopsweep.memory`.
 
-Adding a policy (``selective``, ``every_n``, ``memory_budget``) is a spec here, its config
-subclass in :mod:`flopsweep.options` when it has knobs (stored as
-``schema/activation_checkpointing/base_<name>``), and one YAML file. This module imports torch
-only inside :attr:`CheckpointPolicy.apply`, so validation and ``run.py`` can read the registry
-without it.
+The policies: ``none``; ``full`` (every block); ``selective`` (per-operator selective
+checkpointing, torchtitan's ``SelectiveAC`` op mode); ``every_n`` (``full`` on every N-th block,
+``activation_checkpointing.every``); ``memory_budget`` (the compiler's
+``activation_memory_budget``, ``activation_checkpointing.budget``, compiled runs only). Adding a
+policy is a spec here, its config subclass in :mod:`flopsweep.options` when it has knobs (stored
+as ``schema/activation_checkpointing/base_<name>``), and one YAML file. This module imports torch
+only inside the ``apply`` functions, so validation and ``run.py`` can read the registry without it.
 
 The old boolean values stay accepted on the command line: Hydra refuses a boolean as a
 config-group choice ("Config group override must be a string or a list. Got bool"), so
@@ -253,7 +257,9 @@ class CheckpointPolicy:
         activations: ``(cfg, tokens, n_layer, boundary, layer) -> bytes`` kept for backward on
             one rank, from the bytes per token of one block's input (``boundary``) and of all it
             keeps without checkpointing (``layer``).
-        check: ``cfg -> None``; raises ``ConfigError`` for an impossible knob.
+        check: ``cfg -> None``; raises ``ConfigError`` for an impossible knob. Rules across
+            groups (``selective`` needs an SDPA kernel, ``memory_budget`` needs ``compile=true``)
+            are in :mod:`flopsweep.rules`.
     """
 
     config: type[CheckpointingConfig] = CheckpointingConfig
