@@ -142,15 +142,16 @@ def _apply_every_n(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> No
 
 def _apply_memory_budget(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
     """Nothing on the blocks: the compiler's min-cut partitioner decides what each compiled block
-    saves under ``torch._functorch.config.activation_memory_budget`` (set by
-    :func:`compiler_settings` around the compile and the steps)."""
+    saves under ``torch._functorch.config.activation_memory_budget`` (:func:`compiler_settings`,
+    which ``backends.wrap_blocks`` sets for the rank's process)."""
 
 
 def compiler_settings(cfg: CheckpointingConfig) -> dict[str, Any]:
     """``torch._functorch.config`` values the policy needs while blocks compile and run:
     ``{"activation_memory_budget": budget}`` for ``memory_budget`` (0 recomputes all it can, 1 saves
     what the default partitioner saves), else empty. torch reads the value when it compiles a graph,
-    which happens at the first step, so the worker keeps it set for the whole run."""
+    which happens at the first step, so ``backends.wrap_blocks`` sets it for the whole run of the
+    rank's process."""
     if cfg.name == "memory_budget":
         return {"activation_memory_budget": float(getattr(cfg, "budget", 0.5))}
     return {}
