@@ -139,8 +139,15 @@ def test_batch_auto_when_nothing_fits_keeps_the_probes_error_and_search(tmp_path
     assert error["message"].startswith("batch=auto: even micro_batch_size=1 does not fit: ")
     assert "injected" in error["message"].lower() or "memory" in error["message"].lower()
     search = record["run"]["batch_search"]
-    assert search["probes"] == [{"micro_batch_size": 1, "status": "oom", "peak_cuda_allocated_bytes": None}]
-    assert search["result"] is None
+    assert search["probes"] == [
+        {
+            "micro_batch_size": 1,
+            "status": "oom",
+            "peak_cuda_allocated_bytes": None,
+            "cuda_alloc_retries": None,
+        }
+    ]
+    assert search["result"] is None and search["largest_fitting"] is None
 
 
 @pytest.mark.slow
