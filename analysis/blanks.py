@@ -35,7 +35,11 @@ _PATHS = {spec.name: "metrics." + ".".join(spec.path or (spec.key,)) for spec in
 
 METRIC_HINTS: dict[str, tuple[str, str]] = {
     "mfu": ("no datasheet peak for the device and precision ({source})", "see flopsweep/peaks.py"),
-    "hfu": ("no datasheet peak for the device and precision ({source})", "see flopsweep/peaks.py"),
+    "hfu": (
+        "no datasheet peak for the device and precision ({source}), or no hardware FLOPs "
+        "(activation_checkpointing=memory_budget: the compiler decides what it recomputes)",
+        "see flopsweep/peaks.py; rank memory_budget runs on mfu",
+    ),
     "mfu_fp8": ("only fp8 runs on a GPU with an fp8 peak have it", "run precision=fp8 to fill it"),
     "peak_tflops_fp8": ("only fp8 runs on a GPU with an fp8 peak have it", "run precision=fp8 to fill it"),
     "tflops_per_device": ("eq. 3 describes GPT-2 shapes only", "rank on model_tflops_per_device"),

@@ -34,7 +34,7 @@ from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
 from flopsweep.layout import Layout
 from flopsweep.models import family
-from flopsweep.options import DeepSpeedConfig, FSDPConfig
+from flopsweep.options import OFFLOAD_DEVICES, DeepSpeedConfig, FSDPConfig
 from flopsweep.text import plural
 
 log = logging.getLogger("flopsweep")
@@ -83,9 +83,16 @@ def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
     inside the compiled graph, where Inductor fuses it, instead of re-running a compiled
     forward from outside. Identical blocks share one compiled graph, and FSDP2/ZeRO-3
     hooks stay outside the compiled regions. (Outside ``deepspeed.zero.Init``: its
-    module hooks do not know the wrapper.)"""
+    module hooks do not know the wrapper.) ``memory_budget`` sets
+    ``torch._functorch.config.activation_memory_budget`` for the process instead of wrapping."""
     blocks = family(cfg.model).blocks(model)
     checkpointing.policy(cfg.activation_checkpointing).apply(blocks, cfg.activation_checkpointing)
+    # memory_budget: the partitioner reads its budget when a block compiles, at the first step; a
+    # rank is its own process, so the setting stays for the run (rules refuse it without compile)
+    for key, value in checkpointing.compiler_settings(cfg.activation_checkpointing).items():
+        import torch._functorch.config as functorch_config
+
+        setattr(functorch_config, key, value)
     if cfg.compile:
         for block in blocks:
             block.compile()
@@ -94,7 +101,9 @@ def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
 
 
 def build_adamw(params: Any, optim: OptimConfig, device: torch.device) -> torch.optim.AdamW:
-    """``torch.optim.AdamW`` with the shared settings; fused kernel on CUDA."""
+    """``torch.optim.AdamW`` with the shared settings; fused kernel on CUDA. ``device`` is where the
+    parameters live: the host under FSDP2's ``cpu_offload`` (:func:`_optimizer_device`), where torch's
+    default (the for-loop implementation for CPU tensors) steps them."""
     return torch.optim.AdamW(
         params,
         lr=optim.lr,
@@ -174,13 +183,20 @@ class DeepSpeedTrainer:
         return total
 
 
+def _optimizer_device(cfg: RunConfig, device: torch.device) -> torch.device:
+    """Where the parameters that AdamW steps live: the host under FSDP2's ``cpu_offload``, else the
+    rank's device."""
+    return torch.device("cpu") if getattr(cfg.backend, "cpu_offload", False) else device
+
+
 def _torch_trainer(
     model: nn.Module, cfg: RunConfig, device: torch.device, *, autocast: bool = True, no_sync: Any = None
 ) -> TorchTrainer:
     dtype = DTYPES[cfg.precision.name]
     return TorchTrainer(
         model,
-        build_adamw(model.parameters(), cfg.optim, device),
+        # FSDP2 CPU offload keeps the parameters and gradients on the host: the step runs there
+        build_adamw(model.parameters(), cfg.optim, _optimizer_device(cfg, device)),
         cfg.optim.grad_clip,
         autocast_dtype=dtype if autocast and dtype != torch.float32 else None,
         scaler=torch.amp.GradScaler(device.type) if cfg.precision.name == "fp16" else None,
@@ -251,6 +267,7 @@ def shard_data_parallel(model: nn.Module, cfg: RunConfig, dp_mesh: Any) -> nn.Mo
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mp = MixedPrecisionPolicy(param_dtype=DTYPES[cfg.precision.name], reduce_dtype=torch.float32)
+    offload = _fsdp_offload(cfg.backend, dp_mesh.device_type)
     blocks = family(cfg.model).blocks(model)
     for i, block in enumerate(blocks):
         # The last block's backward runs right after forward: keeping it unsharded
@@ -260,10 +277,27 @@ def shard_data_parallel(model: nn.Module, cfg: RunConfig, dp_mesh: Any) -> nn.Mo
             block,
             mesh=dp_mesh,
             mp_policy=mp,
+            offload_policy=offload,
             reshard_after_forward=cfg.backend.reshard_after_forward and not last,
         )
-    fully_shard(model, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=cfg.backend.reshard_after_forward)
+    fully_shard(
+        model,
+        mesh=dp_mesh,
+        mp_policy=mp,
+        offload_policy=offload,
+        reshard_after_forward=cfg.backend.reshard_after_forward,
+    )
     return model
+
+
+def _fsdp_offload(backend: FSDPConfig, device_type: str) -> Any:
+    """FSDP2's ``CPUOffloadPolicy`` for ``backend.cpu_offload`` (pinned host memory on CUDA: a CPU-only
+    torch cannot pin), else the no-offload ``OffloadPolicy``."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
+
+    if not backend.cpu_offload:
+        return OffloadPolicy()
+    return CPUOffloadPolicy(pin_memory=device_type == "cuda")
 
 
 def deepspeed_config(
@@ -333,6 +367,7 @@ def deepspeed_config(
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }
+    zero.update(_offload_sections(backend, device_type))
     if backend.deepcompile:
         ds["compile"] = {"deepcompile": True}
     if precision == "bf16":
@@ -340,6 +375,56 @@ def deepspeed_config(
     elif precision == "fp16":
         ds["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}
     return ds
+
+
+def _offload_sections(backend: DeepSpeedConfig, device_type: str) -> dict[str, Any]:
+    """``zero_optimization.offload_optimizer`` / ``offload_param`` for ``backend.offload_*`` other than
+    ``none``: ``{"device": "cpu"}`` or ``{"device": "nvme", "nvme_path": ...}``, pinned host memory on
+    CUDA (a CPU-only torch cannot pin)."""
+    out: dict[str, Any] = {}
+    for key in ("offload_optimizer", "offload_param"):
+        where = getattr(backend, key)
+        if where == "none":
+            continue
+        section: dict[str, Any] = {"device": where, "pin_memory": device_type == "cuda"}
+        if where == "nvme":
+            section["nvme_path"] = backend.nvme_path
+        out[key] = section
+    return out
+
+
+def _check_offload(backend: DeepSpeedConfig) -> None:
+    """``backend.offload_optimizer`` and ``offload_param`` are ``none``, ``cpu`` or ``nvme``;
+    ``offload_param`` and NVMe need ZeRO-3 (DeepSpeed offloads parameters and NVMe-offloads the
+    optimizer only in stage 3: ZeRO-Infinity); ``nvme`` needs ``backend.nvme_path``.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    for key in ("offload_optimizer", "offload_param"):
+        where = getattr(backend, key)
+        if where not in OFFLOAD_DEVICES:
+            raise ConfigError(
+                f"backend.{key}",
+                where,
+                f"must be one of {', '.join(OFFLOAD_DEVICES)}",
+                f"set backend.{key}=cpu",
+            )
+        if where != "none" and backend.zero_stage != 3 and (key == "offload_param" or where == "nvme"):
+            what = "parameter offload" if key == "offload_param" else "NVMe offload"
+            raise ConfigError(
+                f"backend.{key}",
+                where,
+                f"DeepSpeed has {what} in ZeRO-3 only, and backend.zero_stage={backend.zero_stage}",
+                f"set backend=zero3, or backend.{key}=none",
+            )
+        if where == "nvme" and not backend.nvme_path:
+            raise ConfigError(
+                "backend.nvme_path",
+                backend.nvme_path,
+                f"backend.{key}=nvme needs a folder on an NVMe drive",
+                f"set backend.nvme_path=/local_nvme/flopsweep (a folder you own), or backend.{key}=cpu",
+            )
 
 
 def _default(value: float | None, default: float) -> float:
@@ -449,6 +534,7 @@ def _whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
             "set backend.zero_stage=1 or 3, or backend.deepcompile=false",
         )
     _check_zero_plus_plus(backend)
+    _check_offload(backend)
     for key in SIZE_KEYS:
         value = getattr(backend, key)
         if value is None:

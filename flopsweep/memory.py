@@ -95,6 +95,28 @@ def model_states_floor(cfg: Any, layout: Layout) -> int:
     return 16 * n_params if cfg.backend.name in ("single", "ddp") else 16 * n_params // shards
 
 
+def offload_host_bytes(cfg: Any, layout: Layout) -> int:
+    """One rank's bytes that offload puts in host memory (0 without offload), a lower bound:
+
+    - FSDP2 ``backend.cpu_offload``: the rank's shard of the fp32 weights, their gradients and
+      AdamW's two moments, ``16 P / W`` (``W = layout.dp_shard``);
+    - DeepSpeed ``backend.offload_optimizer=cpu``: fp32 master weights, fp32 gradients and the two
+      moments, ``16 P / W`` (``W = layout.dp``), and ``offload_param=cpu`` the 16-bit weights, ``2 P / W``:
+      the per-rank multipliers of DeepSpeed's own ``estimate_zero3_model_states_mem_needs`` with
+      ``zero_init`` (``16`` and ``18 P`` per node of one GPU), without its 1.5 buffer factor;
+    - ``nvme``: nothing here (the bytes go to the drive; its pinned staging buffers are not counted).
+
+    Args:
+        cfg: a ``RunConfig``; layout: the run's parallel degrees.
+    """
+    backend, n_params = cfg.backend, family(cfg.model).n_params(cfg.model)
+    if getattr(backend, "cpu_offload", False):
+        return 16 * n_params // layout.dp_shard
+    per_param = 16 if getattr(backend, "offload_optimizer", "none") == "cpu" else 0
+    per_param += 2 if getattr(backend, "offload_param", "none") == "cpu" else 0
+    return per_param * n_params // layout.dp
+
+
 def activation_bytes(cfg: Any) -> tuple[int, int]:
     """``(activations, logits)``: one rank's bytes kept for backward and at the loss (see the
     module docstring), for ``cfg.batch.micro_batch_size`` sequences."""
@@ -106,7 +128,7 @@ def activation_bytes(cfg: Any) -> tuple[int, int]:
     tokens = cfg.batch.micro_batch_size * m.seq_len
     per_layer = shape["residual"] * residual + shape["other"] * compute  # bytes per token
     saves = checkpointing.policy(cfg.activation_checkpointing).activations
-    activations = saves(tokens, m.n_layer, m.n_embd * residual, per_layer)
+    activations = saves(cfg.activation_checkpointing, tokens, m.n_layer, m.n_embd * residual, per_layer)
     return activations, LOGIT_BYTES * tokens * m.vocab_size
 
 

@@ -508,7 +508,10 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
     not in an ``oom`` status. A run that may fit but exceeds the free memory with its activations
     is only warned about at launch (``flopsweep.job.warn_host_memory``). A GPU run is not
     refused: its out-of-memory error becomes the ``oom`` status."""
-    if device != "cpu" or env.host_memory_bytes is None:
+    if env.host_memory_bytes is None:
+        return
+    _check_offload_host_memory(cfg, nproc, layout, env.host_memory_bytes)
+    if device != "cpu":
         return
     need = memory.model_states_floor(cfg, layout) * nproc
     if need <= env.host_memory_bytes:
@@ -524,6 +527,33 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
         f"least {need / 2**30:.1f} GiB, more than this machine's {env.host_memory_bytes / 2**30:.1f} GiB "
         "of memory",
         f"pick a smaller model (e.g. model=gpt-tiny){shard}, or run on GPUs with device=cuda",
+    )
+
+
+OFFLOAD_KEYS = ("cpu_offload", "offload_optimizer", "offload_param")
+"""The backend keys that put model states in host memory (:func:`flopsweep.memory.offload_host_bytes`)."""
+
+
+def _check_offload_host_memory(cfg: RunConfig, nproc: int, layout: Layout, host_bytes: int) -> None:
+    """Refuse, on any device, a run whose ranks on this machine offload more bytes to the host
+    (:func:`flopsweep.memory.offload_host_bytes`, a lower bound, times the ranks of the node) than the
+    machine has memory (psutil's total): it would swap or meet the OOM killer, not an ``oom`` status.
+
+    Raises:
+        ConfigError: naming the offload key that is on.
+    """
+    need = memory.offload_host_bytes(cfg, layout) * nproc
+    if need <= host_bytes:
+        return
+    key = next(k for k in OFFLOAD_KEYS if getattr(cfg.backend, k, False) in (True, "cpu"))
+    value = getattr(cfg.backend, key)
+    raise ConfigError(
+        f"backend.{key}",
+        value,
+        f"offload puts at least {need / 2**30:.1f} GiB of model states of {plural(nproc, 'rank')} in host "
+        f"memory, more than this machine's {host_bytes / 2**30:.1f} GiB",
+        "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn "
+        "offload off",
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.models import MODELS
 from flopsweep.options import HF_ATTENTION
@@ -111,12 +112,52 @@ def tensor_parallel_precision(cfg: RunConfig) -> None:
         )
 
 
+def selective_attention(cfg: RunConfig) -> None:
+    """``activation_checkpointing=selective`` saves the output of SDPA's attention ops
+    (``checkpointing.SAC_SAVED_ATTENTION``): only the kernels that run one of them
+    (:data:`~flopsweep.checkpointing.SAC_KERNELS`) have their recompute counted in the hardware FLOPs;
+    the others' attention would be recomputed uncounted. ``model=hf`` counts its FLOPs with eager
+    attention on the meta device, which selective would recompute, so it is refused too."""
+    if cfg.activation_checkpointing.name != "selective":
+        return
+    if cfg.model.arch == "hf":
+        raise ConfigError(
+            "activation_checkpointing",
+            "selective",
+            "is not counted for model=hf (its FLOPs are counted with eager attention, which selective "
+            "would recompute)",
+            "pick activation_checkpointing=full or every_n for model=hf",
+        )
+    if cfg.attention.name not in SAC_KERNELS:
+        raise ConfigError(
+            "activation_checkpointing",
+            "selective",
+            f"saves SDPA's attention output, and attention={cfg.attention.name} runs no SDPA op (its "
+            "attention would be recomputed uncounted)",
+            f"pick attention={' or '.join(SAC_KERNELS)}, or another activation_checkpointing",
+        )
+
+
+def memory_budget_compiled(cfg: RunConfig) -> None:
+    """``activation_checkpointing=memory_budget`` is a setting of the compiler's partitioner
+    (``torch._functorch.config.activation_memory_budget``): without ``compile=true`` nothing reads it."""
+    if cfg.activation_checkpointing.name == "memory_budget" and not cfg.compile:
+        raise ConfigError(
+            "activation_checkpointing",
+            "memory_budget",
+            "is the compiler's partitioner setting and compile=false runs no compiler",
+            "set compile=true, or pick activation_checkpointing=selective, every_n or full",
+        )
+
+
 RULES: list[Callable[[RunConfig], None]] = [
     fp8_all_gather,
     warmup_when_compiling,
     hf_attention,
     tensor_parallel_shapes,
     tensor_parallel_precision,
+    selective_attention,
+    memory_budget_compiled,
 ]
 """Every cross-axis rule, in the order :func:`check` runs them (the first broken one is reported)."""
 

@@ -204,6 +204,13 @@ def _typo(override: str) -> Refusal:
 REFUSALS = {
     # validation: one paragraph, exit 2, an invalid record, no worker
     "n_embd": _invalid(("model.n_embd=130",), "model.n_embd"),
+    # offload: 70B's 16 bytes per parameter (1.1 TB) on the host of two CPU ranks
+    "offload_exceeds_host": _invalid(
+        ("device=cpu", "nproc_per_node=2", "backend=fsdp", "backend.cpu_offload=true", "model=llama3.1-70b"),
+        "backend.cpu_offload",
+    ),
+    "nvme_without_path": _invalid(("backend=zero3", "backend.offload_optimizer=nvme"), "backend.nvme_path"),
+    "memory_budget_eager": _invalid(("activation_checkpointing=memory_budget",), "activation_checkpointing"),
     "zero_stage": _invalid(("backend=deepspeed", "backend.zero_stage=4"), "backend.zero_stage"),
     "micro_batch_0": _invalid(("batch.micro_batch_size=0",), "batch.micro_batch_size"),
     "single_2_ranks": _invalid(("backend=single", "nproc_per_node=2"), "backend"),

@@ -238,8 +238,10 @@ def _block_matmul_params(cfg: GPT2Config) -> int:
 # Forward matmul weights that non-reentrant torch.utils.checkpoint recomputes per block.
 # "early_stop" (torch's default) stops once every tensor saved for backward is back, so the
 # MLP out-projection, whose output nothing saves, never runs again: 12 h^2 - 4 h^2.
-# "full" recomputes everything (a compiled block is one graph and runs whole).
-_RECOMPUTED = {"none": 0, "early_stop": 8, "full": 12}
+# "full" recomputes everything (a compiled block is one graph and runs whole). "selective"
+# (flopsweep.checkpointing: the 1st and 3rd addmm saved, attention saved) recomputes only the
+# attention out-projection, whose output ln_2 needs through the residual: h^2.
+_RECOMPUTED = {"none": 0, "early_stop": 8, "full": 12, "selective": 1}
 
 
 def model_flops(cfg: GPT2Config, tokens: int, density: float = 1.0) -> float:
@@ -260,12 +262,16 @@ def hardware_flops(cfg: GPT2Config, tokens: int, density: float = 1.0, recompute
 
     ``recompute``: ``none``; ``early_stop`` (non-reentrant checkpoint's default: every
     forward matmul but the MLP out-projection, ``2 T 8 h^2`` per block, plus the attention
-    forward ``4 h s T rho``); ``full`` (``2 T 12 h^2`` per block plus the attention forward).
+    forward ``4 h s T rho``); ``full`` (``2 T 12 h^2`` per block plus the attention forward);
+    ``selective`` (``2 T h^2`` per block: the attention out-projection; attention is saved).
     """
     if recompute == "none":
         return model_flops(cfg, tokens, density)
+    if recompute not in _RECOMPUTED:
+        raise ValueError(f"unknown recompute {recompute!r}; expected one of {', '.join(_RECOMPUTED)}")
     h, s, layers = cfg.n_embd, cfg.seq_len, cfg.n_layer
-    extra = layers * (2.0 * _RECOMPUTED[recompute] * h * h * tokens + 4.0 * h * s * tokens * density)
+    attention = 0.0 if recompute == "selective" else 4.0 * h * s * tokens * density
+    extra = layers * (2.0 * _RECOMPUTED[recompute] * h * h * tokens + attention)
     return model_flops(cfg, tokens, density) + extra
 
 

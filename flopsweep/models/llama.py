@@ -362,16 +362,22 @@ def _recomputed_params(cfg: LlamaConfig, recompute: str) -> int:
     ``early_stop`` (non-reentrant checkpoint's default) stops once every tensor saved for
     backward is back. The last one saved is the input of ``w2``, saved before ``w2`` runs;
     ``w2``'s output is saved by nothing (the residual add saves nothing), so ``w2`` never runs
-    again: ``_block_matmul_params - h f``. Measured with ``FlopCounterMode`` in
-    ``tests/test_llama.py``. ``full`` recomputes every matmul (a compiled block is one graph).
+    again: ``_block_matmul_params - h f``. ``full`` recomputes every matmul (a compiled block is
+    one graph). ``selective`` (``flopsweep.checkpointing``: the 1st, 3rd, ... matmul of a block
+    saved) recomputes the even ones: ``wk`` (``h h_kv``), ``wo`` (``h h_q``, whose output the
+    second RMSNorm needs through the residual) and ``w3`` (``h f``, needed by ``w2``'s input).
+    Measured with ``FlopCounterMode`` in ``tests/test_llama.py``.
     """
+    h, hd = cfg.n_embd, cfg.n_embd // cfg.n_head
     if recompute == "none":
         return 0
     if recompute == "early_stop":
         return _block_matmul_params(cfg) - cfg.n_embd * cfg.ffn_dim
     if recompute == "full":
         return _block_matmul_params(cfg)
-    raise ValueError(f"unknown recompute {recompute!r}; expected none, early_stop or full")
+    if recompute == "selective":
+        return h * cfg.n_kv_head * hd + h * cfg.n_head * hd + h * cfg.ffn_dim
+    raise ValueError(f"unknown recompute {recompute!r}; expected none, early_stop, full or selective")
 
 
 def hardware_flops(cfg: LlamaConfig, tokens: int, density: float = 1.0, recompute: str = "none") -> float:
@@ -380,15 +386,16 @@ def hardware_flops(cfg: LlamaConfig, tokens: int, density: float = 1.0, recomput
     ``recompute``: ``none``; ``early_stop`` (non-reentrant checkpoint's default: every forward
     matmul but the MLP down-projection ``w2``, ``2 T (2 h h_q + 2 h h_kv + 2 h f)`` per block,
     plus the attention forward ``4 h_q s T rho``); ``full`` (``2 T (2 h h_q + 2 h h_kv + 3 h f)``
-    per block plus the attention forward).
+    per block plus the attention forward); ``selective`` (``2 T (h h_q + h h_kv + h f)`` per block,
+    no attention: its output is saved).
     """
     base = model_flops(cfg, tokens, density)
     weights = _recomputed_params(cfg, recompute)
     if recompute == "none":
         return base
     h_q = cfg.n_head * (cfg.n_embd // cfg.n_head)
-    extra = cfg.n_layer * (2.0 * weights * tokens + 4.0 * h_q * cfg.seq_len * tokens * density)
-    return base + extra
+    attention = 0.0 if recompute == "selective" else 4.0 * h_q * cfg.seq_len * tokens * density
+    return base + cfg.n_layer * (2.0 * weights * tokens + attention)
 
 
 def eq3_flops(cfg: LlamaConfig, global_batch: int, recompute_forward: bool) -> None:
