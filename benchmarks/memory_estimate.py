@@ -36,7 +36,10 @@ def run_config(config: dict) -> fconfig.RunConfig:
     schemas = option_schemas()
     groups = {}
     for group in schemas:
-        values = dict(config[group])
+        value = config.get(group, {})
+        if isinstance(value, bool):  # activation_checkpointing before the policy registry
+            value = {"name": "full" if value else "none"}
+        values = dict(value)
         key = values.get("arch", "gpt2") if group == "model" else values["name"]
         groups[group] = _node(schemas[group][key], values)
     top = {
