@@ -384,12 +384,16 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
         gpu_memory_gib: ``plan_gpu_memory_gib``: the memory in GiB; wins over the name's.
 
     Raises:
-        ConfigError: a name the peak table does not know, or a name of a device that comes in
-            several sizes without one.
+        ConfigError: a name the peak table does not know, a name of a device that comes in
+            several sizes without one, or a memory that is not positive.
     """
     from flopsweep.peaks import PEAK_TABLE, lookup
 
     if gpu_memory_gib is not None:
+        if gpu_memory_gib <= 0:
+            raise ConfigError(
+                "plan_gpu_memory_gib", gpu_memory_gib, "must be positive", "set e.g. plan_gpu_memory_gib=80"
+            )
         label = f"{gpu} ({gpu_memory_gib:g} GiB)" if gpu else f"{gpu_memory_gib:g} GiB"
         return int(gpu_memory_gib * GIB), label
     if not gpu:
