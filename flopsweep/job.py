@@ -496,12 +496,12 @@ def _launch(
 
 def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:
     """``metrics.predicted_peak_gib``: :func:`flopsweep.memory.estimate`'s peak allocated memory of
-    the busiest rank, in GiB (3 decimals), for the config and layout about to run; None (and a
+    the busiest rank, in GiB (6 decimals: about 1 KiB), for the config and layout about to run; None (and a
     warning) if the estimate fails, which must not stop the run."""
     from flopsweep.memory import estimate
 
     try:
-        return round(estimate(cfg, layout).total_gib, 3)
+        return round(estimate(cfg, layout).total_gib, 6)
     except Exception as exc:  # noqa: BLE001 - an estimate is no reason to lose the measurement
         log.warning("metrics.predicted_peak_gib left null: the memory estimate failed: %s", exc)
         return None

@@ -230,9 +230,13 @@ def _model_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
         block = block_params(m)
         rest = family(m).n_params(m) - m.n_layer * block
         inflight = (FSDP_INFLIGHT_BLOCKS * block + rest) * 2 * compute // layout.tp
-        return inflight, inflight, (
-            f"FSDP2 CPUOffloadPolicy: states on the host; {FSDP_INFLIGHT_BLOCKS} all-gathered blocks "
-            "and the root's embedding and head in flight (weight + gradient in the compute dtype)"
+        return (
+            inflight,
+            inflight,
+            (
+                f"FSDP2 CPUOffloadPolicy: states on the host; {FSDP_INFLIGHT_BLOCKS} all-gathered blocks "
+                "and the root's embedding and head in flight (weight + gradient in the compute dtype)"
+            ),
         )
     shard = layout.dp_shard
     return (
