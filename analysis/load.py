@@ -160,7 +160,7 @@ DESCRIPTIONS: dict[str, str] = {
     "loadavg_1m_end": "the host's 1-minute load average when the job ended",
     "speedup": "the run's ranking metric over the baseline set-up's",
     "scaling_efficiency": "tokens/s per device / the same set-up's tokens/s on one device (weak scaling)",
-    "peak_memory_error": "(predicted - measured) / measured peak allocated GPU memory (pred_GiB vs alloc_GiB)",
+    "peak_memory_error": "(predicted - measured) / measured peak allocated GPU memory (pred_GiB, alloc_GiB)",
     "setup_id": "the run's config less its rank count (nproc_per_node, nnodes) and run controls, hashed",
     "flags": "dup-id: run id shared; tflops?: TFLOPs fail the recomputation (not ranked); "
     "check?: a figure fails its raw fields (not ranked, column implausible); warn: warnings; "
@@ -415,7 +415,9 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     if out["status"] != "ok":
         out.update(dict.fromkeys(METRIC_COLUMNS))
     out["loadavg_1m_start"], out["loadavg_1m_end"] = _loadavg_1m(_get(record, ("system", "loadavg")))
-    out["peak_memory_error"] = peak_memory_error(out.get("predicted_peak_gib"), out.get("peak_cuda_allocated_gib"))
+    out["peak_memory_error"] = peak_memory_error(
+        out.get("predicted_peak_gib"), out.get("peak_cuda_allocated_gib")
+    )
     degrees = parallel_degrees(record)
     out["dp"] = degrees["dp_replicate"] * degrees["dp_shard"] if degrees else None
     warnings = record.get("warnings")

@@ -14,8 +14,9 @@ with that prediction instead. CPU only; reads the records, runs nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
-import json
+import io
 import statistics
 import sys
 from pathlib import Path
@@ -27,6 +28,10 @@ from flopsweep.files import read_json  # noqa: E402
 from flopsweep.layout import Layout  # noqa: E402
 from flopsweep.memory import estimate  # noqa: E402
 from flopsweep.plan import option_schemas  # noqa: E402
+
+with contextlib.redirect_stdout(io.StringIO()):  # DeepSpeed logs its accelerator choice to stdout
+    with contextlib.suppress(ImportError):
+        import deepspeed.runtime.zero.stage3  # noqa: F401, E402 - ZeRO-3's estimator, imported quietly
 
 GIB = 2**30
 OUTSIDE_PCT = 10.0

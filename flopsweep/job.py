@@ -491,7 +491,9 @@ def _launch(
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
         error = rec.error(type(exc).__name__, str(exc), "launch")
         return _finish(path, cfg, run, "error", error, None, layout=layout, load_start=load_start)
-    return record_outcome(path, cfg, run, outcome, layout, load_start=load_start, predicted_peak_gib=predicted)
+    return record_outcome(
+        path, cfg, run, outcome, layout, load_start=load_start, predicted_peak_gib=predicted
+    )
 
 
 def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:

@@ -34,8 +34,8 @@ class MetricSpec:
 
     Attributes:
         key: the key in ``metrics``.
-        unit: its unit (``s``, ``1/s``, ``FLOP``, ``TFLOP/s``, ``bytes``, ``GiB``, ``J``, ``W``, ``MHz``, ``USD``,
-            ``kWh``, ``GPU h``, ``1`` for a ratio, ``count``, ``""`` for text or structures).
+        unit: its unit (``s``, ``1/s``, ``FLOP``, ``TFLOP/s``, ``bytes``, ``GiB``, ``J``, ``W``, ``MHz``,
+            ``USD``, ``kWh``, ``GPU h``, ``1`` for a ratio, ``count``, ``""`` for text or structures).
         better: which way is better, ``higher`` (rates, TFLOPs, MFU) or ``lower`` (times, memory),
             or ``None`` (not a figure of merit: counts, FLOPs, peaks, text). The analysis sorts
             and ranks by it: best first.

@@ -38,7 +38,9 @@ TOKENS = MB * S
 
 
 def _cfg(backend=None, **kw) -> RunConfig:
-    cfg = dataclasses.replace(RunConfig(), model=GPT_13B, backend=backend or BackendConfig(name="single"), **kw)
+    cfg = dataclasses.replace(
+        RunConfig(), model=GPT_13B, backend=backend or BackendConfig(name="single"), **kw
+    )
     cfg.batch.micro_batch_size = MB
     return cfg
 
@@ -196,7 +198,11 @@ def test_plan_for_a_gpu_by_name_or_memory(gpu, memory, gib, label) -> None:
 @pytest.mark.parametrize(
     "gpu, memory, words",
     [
-        ("A100", None, "A100 comes in more than one memory size. Fix: name the size, e.g. plan_gpu=A100-80GB"),
+        (
+            "A100",
+            None,
+            "A100 comes in more than one memory size. Fix: name the size, e.g. plan_gpu=A100-80GB",
+        ),
         ("H1000", None, "plan_gpu='H1000': is no device of the peak table (H100-SXM"),
         (None, 0, "plan_gpu_memory_gib=0: must be positive"),
     ],
