@@ -219,11 +219,9 @@ def _model_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
         recomputes = checkpointing.policy(cfg.activation_checkpointing).recomputes_forward
         autocast_copies = 2 * held if precision != "fp32" and not recomputes else 0
         ddp = 4 * held if backend == "ddp" else 0
-        return (
-            12 * held + accumulated + autocast_copies + ddp,
-            16 * held + ddp,
-            "12 P weights and AdamW moments + 4 P gradients + 2 P autocast copies (+ 4 P DDP buckets)",
-        )
+        parts = ["12 P weights and AdamW moments", "4 P gradients at the step"]
+        parts += ["2 P autocast copies"] * bool(autocast_copies) + ["4 P DDP buckets"] * bool(ddp)
+        return 12 * held + accumulated + autocast_copies + ddp, 16 * held + ddp, " + ".join(parts)
     if _offload(cfg)[0]:
         compute = 4 if precision == "fp32" else 2
         m = cfg.model
