@@ -126,13 +126,16 @@ def test_compile_keeps_the_compiled_shapes_and_fewer_logit_bytes() -> None:
 
 
 @pytest.mark.parametrize("kernel, kept", [("standard", 6), ("sdpa-math", 4)])
-def test_a_kernel_that_materialises_the_scores_keeps_them_and_a_workspace(kernel: str, kept: int) -> None:
-    """B x h x s x s scores per layer: their bytes per token are h x s x the kept bytes; one layer's
-    fp32 score gradient on top."""
+def test_a_kernel_that_materialises_the_scores_keeps_them(kernel: str, kept: int) -> None:
+    """B x h x s x s scores per layer: their bytes per token are h x s x the kept bytes; under
+    ``full`` checkpointing the recomputed layer's scores (13 B each, the kept ones included) on top."""
     est = estimate(_cfg(attention=AttentionConfig(name=kernel)), Layout())
     assert est.activations == TOKENS * L * (2 * H * 4 + 14 * H * 2 + kept * NH * S)
-    assert est.attention_workspace == 4 * MB * NH * S * S
-    assert est.total_gib == pytest.approx({"standard": 127.4, "sdpa-math": 103.4}[kernel], abs=0.1)
+    assert est.attention_workspace == 0
+    assert est.total_gib == pytest.approx({"standard": 125.4, "sdpa-math": 101.4}[kernel], abs=0.1)
+    full = CheckpointingConfig(name="full")
+    ckpt = estimate(_cfg(attention=AttentionConfig(name=kernel), activation_checkpointing=full), Layout())
+    assert ckpt.attention_workspace == (13 - kept) * MB * NH * S * S
 
 
 def test_full_checkpointing_keeps_block_inputs_and_drops_the_autocast_copies() -> None:
