@@ -173,14 +173,17 @@ def stage_params(cfg: Any, layout: Layout) -> int:
     blocks and the parameters outside the blocks that it keeps (embedding, head, final norm),
     over ``tp``. Under ``pp > 1`` the first stage holds the embedding and the last the head: the
     larger half of the rest for an untied head, all of it for a tied one (both ends keep the
-    shared matrix)."""
+    shared matrix). ``model=hf`` (whose count comes from its file, whatever ``n_layer`` says) is
+    counted as untied, its rest the two ``V x h`` matrices."""
     m = cfg.model
     total = family(m).n_params(m)
     if layout.pp == 1:
         return math.ceil(total / layout.tp)
-    block = block_params(m)
-    rest = total - m.n_layer * block
     tied = m.arch == "gpt2" or bool(getattr(m, "tie_embeddings", False))
+    block = block_params(m)
+    if block <= 0:  # a family whose count ignores n_layer (model=hf reads its file): V h per end
+        block = max(0, total - m.vocab_size * m.n_embd * (1 if tied else 2)) // max(1, m.n_layer)
+    rest = total - m.n_layer * block
     held = math.ceil(m.n_layer / layout.pp) * block + (rest if tied else math.ceil(rest / 2))
     return math.ceil(held / layout.tp)
 
