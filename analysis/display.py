@@ -34,6 +34,7 @@ MAX_CELL = 40
 
 _UNITS = {spec.name: spec.unit for spec in METRIC_FIELDS}
 _UNITS |= {f"{m}_ci_{end}": _UNITS[m] for m in CI_METRICS for end in ("low", "high")}
+_UNITS["peak_memory_error"] = "1"  # a ratio, shown as a percentage
 _PERCENT = {name for name, unit in _UNITS.items() if unit == "1"}  # ratios: MFU, HFU, cv, ...
 _THOUSANDS = {name for name, unit in _UNITS.items() if unit == "1/s"}  # tokens/s
 
@@ -50,6 +51,8 @@ _OPTIONAL = [
     "hfu",
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
+    "predicted_peak_gib",
+    "peak_memory_error",
     *ENERGY_COLUMNS,
     *(spec.name for spec in SETUP_SPECS if only_for(spec)),
 ]
@@ -60,7 +63,9 @@ _DROP_ORDER = [
     *reversed(ENERGY_COLUMNS[1:]),  # the budget and dollars first, joules per token last
     "repeats",
     "peak_host_rss_gib",
+    "predicted_peak_gib",
     "peak_cuda_reserved_gib",
+    "peak_memory_error",
     "hfu",
     "model_tflops_per_device_ci_high",
     "model_tflops_per_device_ci_low",

@@ -83,6 +83,11 @@ PARALLEL_COLUMNS = ["dp"]
 different batches one step sees. A record without ``system.parallel`` (written before the layout
 was recorded) was pure data parallel: ``dp`` is its world size (:func:`parallel_degrees`)."""
 
+MEMORY_COLUMNS = ["peak_memory_error"]
+"""How far the plan's memory estimate was from the measured peak: ``peak_memory_error`` =
+(``predicted_peak_gib`` - ``peak_cuda_allocated_gib``) / ``peak_cuda_allocated_gib`` (blank on the
+CPU and for records without a prediction): :func:`peak_memory_error`."""
+
 DERIVED_COLUMNS = ["scaling_efficiency", "setup_id"]
 REPEAT_COLUMNS = ["repeat", "repeat_group", "repeats", "ci_over", *CI_COLUMNS, "noise"]
 """The round of a ``repeats=`` sweep (``run.repeat``, ``run.repeat_group``), how many rounds a row
@@ -116,6 +121,7 @@ COLUMNS = (
     + [name for name, _, _ in RUN_FIELDS]
     + LOAD_COLUMNS
     + PARALLEL_COLUMNS
+    + MEMORY_COLUMNS
     + DERIVED_COLUMNS
     + REPEAT_COLUMNS
     + ["warnings", "run_dir"]
@@ -129,6 +135,7 @@ SHORT: dict[str, str] = {
     "model_tflops_per_device_recomputed": "TFLOPs_recomp",
     "speedup": "speedup",
     "scaling_efficiency": "scale_eff",
+    "peak_memory_error": "mem_err",
     **{
         f"{m}_ci_{end}": f"{spec.header}_{end[:2]}95"
         for spec in METRIC_FIELDS
@@ -153,6 +160,7 @@ DESCRIPTIONS: dict[str, str] = {
     "loadavg_1m_end": "the host's 1-minute load average when the job ended",
     "speedup": "the run's ranking metric over the baseline set-up's",
     "scaling_efficiency": "tokens/s per device / the same set-up's tokens/s on one device (weak scaling)",
+    "peak_memory_error": "(predicted - measured) / measured peak allocated GPU memory (pred_GiB, alloc_GiB)",
     "setup_id": "the run's config less its rank count (nproc_per_node, nnodes) and run controls, hashed",
     "flags": "dup-id: run id shared; tflops?: TFLOPs fail the recomputation (not ranked); "
     "check?: a figure fails its raw fields (not ranked, column implausible); warn: warnings; "
@@ -178,6 +186,7 @@ _FLOAT_COLUMNS = (
     "model_tflops_per_device_recomputed",
     *LOAD_COLUMNS,
     *PARALLEL_COLUMNS,
+    *MEMORY_COLUMNS,
     *CI_COLUMNS,
 )
 _BOOL_COLUMNS = tuple(c for c, k in _KINDS.items() if k == "bool")
@@ -218,6 +227,8 @@ TABLE_COLUMNS = [
     *ENERGY_COLUMNS,
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
+    "predicted_peak_gib",
+    "peak_memory_error",
     "peak_host_rss_gib",
     "breakdown_compute_s",
     "breakdown_optimizer_s",
@@ -404,6 +415,9 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     if out["status"] != "ok":
         out.update(dict.fromkeys(METRIC_COLUMNS))
     out["loadavg_1m_start"], out["loadavg_1m_end"] = _loadavg_1m(_get(record, ("system", "loadavg")))
+    out["peak_memory_error"] = peak_memory_error(
+        out.get("predicted_peak_gib"), out.get("peak_cuda_allocated_gib")
+    )
     degrees = parallel_degrees(record)
     out["dp"] = degrees["dp_replicate"] * degrees["dp_shard"] if degrees else None
     warnings = record.get("warnings")
@@ -422,6 +436,17 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     _check_breakdown(record, out, run_dir)
     _check_figures(record, out, run_dir)
     return out
+
+
+def peak_memory_error(predicted_gib: Any, measured_gib: Any) -> float | None:
+    """``(predicted - measured) / measured``: the memory estimate's relative error (positive: it
+    predicted more than was allocated); None when either is missing or the measured peak is not
+    positive (CPU runs measure no GPU memory)."""
+    if not isinstance(predicted_gib, (int, float)) or not isinstance(measured_gib, (int, float)):
+        return None
+    if isinstance(predicted_gib, bool) or isinstance(measured_gib, bool) or not measured_gib > 0:
+        return None
+    return (predicted_gib - measured_gib) / measured_gib
 
 
 def _check_figures(record: Record, out: dict[str, Any], path: str) -> None:

@@ -256,6 +256,12 @@ class RunConfig:
     plan: bool = False
     """Validate every job and estimate its memory, world size, parameters and FLOPs; start no
     worker and write no record (``plan.csv`` in the sweep or run directory)."""
+    plan_gpu: str | None = None
+    """``plan=true`` for a GPU that is not here: a device name of the peak table
+    (``flopsweep.peaks``: ``H100``, ``H100-80GB``, ``H200``, ``A100-40GB``, ``MI300X``); ``fits``
+    compares the estimate with its memory (a size in the name, else ``flopsweep.memory.GPU_MEMORY_GIB``)."""
+    plan_gpu_memory_gib: float | None = None
+    """``plan=true`` for a GPU of this much memory (GiB, 2**30 bytes); wins over ``plan_gpu``'s."""
     profile: bool = False
     """After the measured steps, run one more step under torch.profiler: a trace per rank in
     ``profile/`` and ``metrics.breakdown`` (compute, optimizer, exposed communication, idle)."""
@@ -284,6 +290,8 @@ RUN_CONTROL_KEYS = (
     "fail_fast",
     "fault",
     "plan",
+    "plan_gpu",
+    "plan_gpu_memory_gib",
     "profile",
     "objective",
     "cost",

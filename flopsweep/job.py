@@ -289,16 +289,43 @@ PLAN_COLUMNS = (
     "model_flops_per_step",
     "est_peak_gib_per_rank",
     "fits",
+    "fits_on",
     "note",
 )
+
+
+def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, str]:
+    """``(fits, fits_on)`` of a plan row: whether the estimated peak per rank ``peak`` (bytes) fits
+    the GPU asked for (``plan_gpu``, ``plan_gpu_memory_gib``: :func:`flopsweep.memory.planned_gpu_bytes`),
+    else this machine's GPU, else (CPU) the host's available memory for every rank; blank when there
+    is nothing to compare with (a GPU job ``placed`` on a machine without GPUs)."""
+    from flopsweep.memory import planned_gpu_bytes
+
+    asked = planned_gpu_bytes(p.cfg.plan_gpu, p.cfg.plan_gpu_memory_gib)
+    if asked is not None:
+        return peak <= asked[0], asked[1]
+    if env.cuda_available and p.device == "cuda" and not placed:
+        import torch
+
+        props = torch.cuda.get_device_properties(0)
+        return peak <= props.total_memory, f"{props.name} ({props.total_memory / 2**30:.1f} GiB)"
+    if p.device == "cpu":  # every rank of this machine shares its memory
+        import psutil
+
+        free = psutil.virtual_memory().available
+        return peak * p.nproc_per_node <= free, f"host ({free / 2**30:.1f} GiB available)"
+    return "", ""
 
 
 def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """``plan=true``: validate the job and estimate it, start nothing, write no record.
 
-    On a machine without the job's GPUs, the job is placed as it would be on GPUs of compute
-    capability 9.0 with bf16 (``fits`` is then blank: nothing here to compare with). On the CPU,
-    ``fits`` compares the estimate times the ranks with the host's available memory. Under ``-m``
+    On a machine without the job's GPUs (``device=cuda``, or ``device=auto`` with ``plan_gpu`` or
+    ``plan_gpu_memory_gib``), the job is placed as it would be on GPUs of compute
+    capability 9.0 with bf16 (``fits`` is then blank, unless ``plan_gpu`` or
+    ``plan_gpu_memory_gib`` names the GPU to plan for). ``fits`` compares the estimate with that
+    GPU's memory, else this machine's GPU, else (CPU) the estimate times the ranks with the host's
+    available memory; ``fits_on`` says which. Under ``-m``
     appends one row (``model`` names the model) to ``plan.csv`` beside the job directories (the
     sweep directory, whose callback started the file afresh: :func:`start_plan_file`); a single
     run writes its ``plan.csv`` afresh, atomically.
@@ -310,6 +337,9 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
     env = Environment.detect()
     note = ""
+    asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
+    if cfg.device == "auto" and asked_gpu and not env.cuda_available:  # a GPU question on a laptop
+        cfg = dataclasses.replace(cfg, device="cuda")
     if cfg.device == "cuda" and not env.cuda_available:
         nproc = fixed_nproc(cfg.nproc_per_node) or 1
         env = dataclasses.replace(
@@ -338,14 +368,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             model_flops_per_step=f"{flops:.4g}",
             est_peak_gib_per_rank=f"{est.total / 2**30:.1f}",
         )
-        if env.cuda_available and p.device == "cuda" and not note:
-            import torch
-
-            row["fits"] = est.total <= torch.cuda.get_device_properties(0).total_memory
-        elif p.device == "cpu":  # every rank of this machine shares its memory
-            import psutil
-
-            row["fits"] = est.total * p.nproc_per_node <= psutil.virtual_memory().available
+        row["fits"], row["fits_on"] = _fits(p, est.total, env, placed=bool(note))
         row["note"] = f"{note}; {est.method}" if note else est.method
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
@@ -453,8 +476,11 @@ def _launch(
     warn_host_memory(p)
     if (across := tp_across_nodes(layout, p.nproc_per_node)) is not None:
         log.warning("%s", across)
+    predicted = predicted_peak_gib(cfg, layout)  # the plan's estimate, before any rank starts
     try:
         outcome, cfg = launch_run(p, path.parent, run)
+        if cfg.batch.micro_batch_size != p.cfg.batch.micro_batch_size:  # batch=auto chose another
+            predicted = predicted_peak_gib(cfg, layout)
     except (KeyboardInterrupt, Terminated) as exc:
         phase, _ = last_phase(path.parent / SCRATCH, world)
         what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
@@ -467,7 +493,22 @@ def _launch(
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
         error = rec.error(type(exc).__name__, str(exc), "launch")
         return _finish(path, cfg, run, "error", error, None, layout=layout, load_start=load_start)
-    return record_outcome(path, cfg, run, outcome, layout, load_start=load_start)
+    return record_outcome(
+        path, cfg, run, outcome, layout, load_start=load_start, predicted_peak_gib=predicted
+    )
+
+
+def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:
+    """``metrics.predicted_peak_gib``: :func:`flopsweep.memory.estimate`'s peak allocated memory of
+    the busiest rank, in GiB (6 decimals: about 1 KiB), for the config and layout about to run; None (and a
+    warning) if the estimate fails, which must not stop the run."""
+    from flopsweep.memory import estimate
+
+    try:
+        return round(estimate(cfg, layout).total_gib, 6)
+    except Exception as exc:  # noqa: BLE001 - an estimate is no reason to lose the measurement
+        log.warning("metrics.predicted_peak_gib left null: the memory estimate failed: %s", exc)
+        return None
 
 
 def launch_run(p: Plan, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, RunConfig]:
@@ -586,17 +627,21 @@ def record_outcome(
     layout: Layout,
     *,
     load_start: list[float] | None = None,
+    predicted_peak_gib: float | None = None,
 ) -> dict[str, Any]:
     """Compute metrics for an ok outcome (or mark it invalid) and write the record.
 
     Args:
         layout: the plan's layout (:attr:`flopsweep.plan.Plan.layout`), the record's ``system.parallel``.
+        predicted_peak_gib: the plan's memory estimate (:func:`predicted_peak_gib`), recorded as
+            ``metrics.predicted_peak_gib`` beside the measured peaks.
     """
     if outcome.status != "ok":
         return _finish(
             path, cfg, run, outcome.status, outcome.error, None, layout=layout, load_start=load_start
         )
     metrics = compute_metrics(cfg, outcome.ranks, layout)
+    metrics["predicted_peak_gib"] = predicted_peak_gib
     problem = sanity_problem(cfg, metrics, cfg.device)
     device_name = outcome.ranks[0]["device"]
     limit = ranks_power_limit_w(outcome.ranks)

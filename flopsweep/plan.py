@@ -148,6 +148,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     objective.spec_of(cfg.objective)
     check_repeats(cfg)
     rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
+    memory.planned_gpu_bytes(cfg.plan_gpu, cfg.plan_gpu_memory_gib)  # a device name plan=true knows
     return cfg
 
 
@@ -261,6 +262,7 @@ MAX_BY_KEY: dict[str, float] = {
     "steps.max_extra_warmup": 100_000,
     "budget.tokens": 1e18,  # tokens: 15e12 is Llama 3's pre-training
     "cost.usd_per_gpu_hour": 1e6,
+    "plan_gpu_memory_gib": 2**20,  # GiB: a PiB
 }
 """The largest value of each key that a run may ask for, checked before launch: far above any real
 run, low enough that the ranks never meet a value they cannot hold (``timeout_s=1e14`` overflowed
