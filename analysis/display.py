@@ -11,7 +11,14 @@ from collections import Counter
 
 import pandas as pd
 
-from analysis.load import DESCRIPTIONS, ENERGY_COLUMNS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
+from analysis.load import (
+    DESCRIPTIONS,
+    ENERGY_COLUMNS,
+    METRIC_FIELDS,
+    PREDICTION_COLUMNS,
+    SHORT,
+    TABLE_COLUMNS,
+)
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
 from analysis.spread import CI_METRICS
 from flopsweep.columns import SETUP_SPECS, only_for
@@ -50,6 +57,7 @@ _OPTIONAL = [
     "hfu",
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
+    *PREDICTION_COLUMNS,
     *ENERGY_COLUMNS,
     *(spec.name for spec in SETUP_SPECS if only_for(spec)),
 ]
@@ -58,6 +66,7 @@ _OPTIONAL = [
 _DROP_ORDER = [
     "error",
     *reversed(ENERGY_COLUMNS[1:]),  # the budget and dollars first, joules per token last
+    *PREDICTION_COLUMNS,
     "repeats",
     "peak_host_rss_gib",
     "peak_cuda_reserved_gib",

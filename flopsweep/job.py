@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from flopsweep import forecast
 from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, ParallelConfig, RunConfig
@@ -135,6 +136,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     try:
         check_repeat_axis(cfg, info)
         p = plan(cfg, Environment.detect(), choices=info.choices)
+        calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # read before the run
     except ConfigError as exc:
         error = rec.error("ConfigError", str(exc), "config")
         if writes_record():
@@ -151,7 +153,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         return done
     if writes_record():
         set_aside(path)
-    return _launch(path, p, run, info, load_start)
+    return _launch(path, p, run, info, load_start, calibrations)
 
 
 def repeat_fields(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
@@ -443,9 +445,15 @@ def warn_host_memory(p: Plan) -> None:
 
 
 def _launch(
-    path: Path, p: Plan, run: dict[str, Any], info: JobInfo, load_start: list[float] | None
+    path: Path,
+    p: Plan,
+    run: dict[str, Any],
+    info: JobInfo,
+    load_start: list[float] | None,
+    calibrations: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """Start the ranks of a validated plan and record what happened."""
+    """Start the ranks of a validated plan and record what happened; ``calibrations`` are the
+    ``predict.calibration`` records, read before the launch (:func:`flopsweep.forecast.calibration_records`)."""
     cfg, world, layout = p.cfg, p.world_size, p.layout
     shown = printable(" ".join(info.overrides)) or "defaults"
     log.info("launching %s on %s: %s", plural(world, "rank"), cfg.device, shown)
@@ -465,7 +473,7 @@ def _launch(
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
         error = rec.error(type(exc).__name__, str(exc), "launch")
         return _finish(path, cfg, run, "error", error, None, layout=layout, load_start=load_start)
-    return record_outcome(path, cfg, run, outcome, layout, load_start=load_start)
+    return record_outcome(path, cfg, run, outcome, layout, load_start=load_start, calibrations=calibrations)
 
 
 def launch_run(p: Plan, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, RunConfig]:
@@ -584,17 +592,32 @@ def record_outcome(
     layout: Layout,
     *,
     load_start: list[float] | None = None,
+    calibrations: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Compute metrics for an ok outcome (or mark it invalid) and write the record.
 
     Args:
         layout: the plan's layout (:attr:`flopsweep.plan.Plan.layout`), the record's ``system.parallel``.
+        calibrations: the ``predict.calibration`` records read before the launch; with the
+            config and the probes that every rank ran before warm-up (GEMM rate,
+            ``system.interconnect``), they make ``metrics.predicted``: nothing of the measured
+            steps enters it.
     """
     if outcome.status != "ok":
         return _finish(
             path, cfg, run, outcome.status, outcome.error, None, layout=layout, load_start=load_start
         )
     metrics = compute_metrics(cfg, outcome.ranks, layout)
+    probe = outcome.ranks[0].get("interconnect")
+    metrics["predicted"] = forecast.prediction(
+        cfg,
+        layout,
+        calibrations or [],
+        gpus_per_node=layout.world_size // cfg.nnodes,
+        device_name=outcome.ranks[0]["device"],
+        probe=probe,
+        gemm_tflops=metrics.get("measured_matmul_tflops"),
+    )
     problem = sanity_problem(cfg, metrics, cfg.device)
     device_name = outcome.ranks[0]["device"]
     limit = ranks_power_limit_w(outcome.ranks)
@@ -611,6 +634,7 @@ def record_outcome(
             device_name=device_name,
             load_start=load_start,
             power_limit_w=limit,
+            interconnect=probe,
         )
     return _finish(
         path,
@@ -624,6 +648,7 @@ def record_outcome(
         load_start=load_start,
         power_limit_w=limit,
         warnings=profile_warnings(outcome.ranks) + outcome.warnings,
+        interconnect=probe,
     )
 
 
@@ -640,10 +665,12 @@ def _finish(
     load_start: list[float] | None = None,
     warnings: list[str] | None = None,
     power_limit_w: float | None = None,
+    interconnect: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Write the record. ``layout`` is the plan's (None for a run that never launched: its
     ``system.world_size``, ``nproc_per_node`` and ``parallel`` are null); ``power_limit_w`` the
-    GPUs' enforced power limit (W), null when no rank measured it."""
+    GPUs' enforced power limit (W), null when no rank measured it; ``interconnect`` rank 0's probe
+    (``system.interconnect``; ``[]`` on one rank, null when no rank measured)."""
     run = {**run, "finished_at": _now()}
     world = layout.world_size if layout else None
     nproc = world // cfg.nnodes if world else None
@@ -656,6 +683,7 @@ def _finish(
         layout=layout,
         power_limit_w=power_limit_w,
     )
+    system["interconnect"] = interconnect
     if status == "ok" and metrics is not None:
         warnings = list(warnings or []) + noise_warnings(
             cv=(metrics.get("iteration_time_s") or {}).get("cv"),
