@@ -830,7 +830,8 @@ def load(paths: Iterable[str | Path] | str | Path, *, predict: bool = False) -> 
     df = flag_duplicates(_frame(rows))
     df = add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS))
     df["prediction_error"] = [  # again after pooling: the median prediction over the median step
-        prediction_error(p, m) for p, m in zip(df["predicted_iteration_time_s"], df["iteration_time_s_mean"])
+        prediction_error(p, m)
+        for p, m in zip(df["predicted_iteration_time_s"], df["iteration_time_s_mean"], strict=True)
     ]
     df["prediction_error"] = df["prediction_error"].astype("float64")
     df.attrs["unreadable"] = bad

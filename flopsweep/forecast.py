@@ -129,7 +129,9 @@ def prediction(
     target = workload(cfg, layout)
     key = pr.calibration_key({"config": _config_dict(cfg)})
     picked = pr.pick_calibration(key, layout.world_size, cfg.backend.name, records)
-    peak = flops.peak_tflops(device_name, cfg.precision.name)[0] if device_name else None
+    device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name
+    matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
+    peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None
     try:
         if picked:
             compute = pr.calibration_compute(target, *picked, compute_scale=cfg.predict.compute_scale)

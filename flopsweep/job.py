@@ -291,6 +291,13 @@ PLAN_COLUMNS = (
     "model_flops_per_step",
     "est_peak_gib_per_rank",
     "fits",
+    "predicted_world_size",
+    "predicted_nnodes",
+    "predicted_iteration_time_s",
+    "predicted_tokens_per_s_per_device",
+    "predicted_mfu",
+    "predicted_budget_gpu_hours",
+    "prediction_source",
     "note",
 )
 
@@ -349,6 +356,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
             row["fits"] = est.total * p.nproc_per_node <= psutil.virtual_memory().available
         row["note"] = f"{note}; {est.method}" if note else est.method
+        gpu_name = torch_device_name() if env.cuda_available and p.device == "cuda" and not note else None
+        row.update(plan_prediction(p, gpu_name))
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
         _replace_plan_file(path, [row])
@@ -356,6 +365,41 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         path = Path(info.job_dir).parent / PLAN_FILE
         _append_plan_row(path, row)
     return {"status": "plan", "plan": row, "plan_file": str(path)}
+
+
+def torch_device_name() -> str:
+    """The name of GPU 0 (``torch.cuda.get_device_name``)."""
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def plan_prediction(p: Plan, device_name: str | None) -> dict[str, Any]:
+    """``plan=true``'s predicted columns: the step time of the job on the cluster of
+    ``predict.gpus_per_node`` x ``predict.nnodes`` (each null: the job's own), with its source
+    (:func:`flopsweep.forecast.prediction`; no probe here: bandwidths from ``predict.*`` or the
+    calibration record's probe)."""
+    cfg = p.cfg
+    nodes = cfg.predict.nnodes or cfg.nnodes
+    per_node = cfg.predict.gpus_per_node or p.nproc_per_node
+    out: dict[str, Any] = {"predicted_world_size": per_node * nodes, "predicted_nnodes": nodes}
+    try:
+        layout = (
+            p.layout if per_node * nodes == p.world_size else Layout.resolve(cfg.parallel, per_node * nodes)
+        )
+        records = forecast.calibration_records(cfg.predict.calibration)
+    except ConfigError as exc:
+        return {**out, "prediction_source": f"no prediction: {exc}"}
+    made = forecast.prediction(cfg, layout, records, gpus_per_node=per_node, device_name=device_name)
+    fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
+    return {
+        **out,
+        "predicted_iteration_time_s": fmt(made["iteration_time_s"], ".4g"),
+        "predicted_tokens_per_s_per_device": fmt(made.get("tokens_per_s_per_device"), ".5g"),
+        "predicted_mfu": fmt(made.get("mfu"), ".3f"),
+        "predicted_budget_gpu_hours": fmt(made.get("budget_gpu_hours"), ".4g"),
+        "prediction_source": made["source"],
+    }
 
 
 def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
@@ -453,7 +497,8 @@ def _launch(
     calibrations: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Start the ranks of a validated plan and record what happened; ``calibrations`` are the
-    ``predict.calibration`` records, read before the launch (:func:`flopsweep.forecast.calibration_records`)."""
+    ``predict.calibration`` records, read before the launch
+    (:func:`flopsweep.forecast.calibration_records`)."""
     cfg, world, layout = p.cfg, p.world_size, p.layout
     shown = printable(" ".join(info.overrides)) or "defaults"
     log.info("launching %s on %s: %s", plural(world, "rank"), cfg.device, shown)
