@@ -262,12 +262,18 @@ def test_a_two_rank_gloo_run_is_predicted_from_its_one_rank_run_and_the_probe(tm
     two-rank record has the probe (three collectives at two sizes over 2 ranks) and a prediction
     made from the one-rank record; its error is recorded whatever it is; the analysis shows it and
     ``plan=true`` predicts 8 nodes of 8 from the same calibration."""
-    common = ["device=cpu", "backend=fsdp", "steps.warmup=1", "steps.measure=2"]
+    common = ["device=cpu", "backend=fsdp", "steps.warmup=1", "steps.measure=3"]
     one, two = tmp_path / "one", tmp_path / "two"
-    proc = run_py(*common, "nproc_per_node=1", f"hydra.run.dir={one}", timeout=600)
+    env = {"OMP_NUM_THREADS": "1"}  # one thread per rank in both runs: the same compute per rank
+    proc = run_py(*common, "nproc_per_node=1", f"hydra.run.dir={one}", timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     proc = run_py(
-        *common, "nproc_per_node=2", f"predict.calibration={one}", f"hydra.run.dir={two}", timeout=600
+        *common,
+        "nproc_per_node=2",
+        f"predict.calibration={one}",
+        f"hydra.run.dir={two}",
+        timeout=600,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     r1 = json.loads((one / "metrics.json").read_text())
