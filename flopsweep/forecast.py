@@ -128,7 +128,8 @@ def prediction(
     """
     target = workload(cfg, layout)
     key = pr.calibration_key({"config": _config_dict(cfg)})
-    picked = pr.pick_calibration(key, layout.world_size, cfg.backend.name, records)
+    own = _config_dict(cfg)["backend"]
+    picked = pr.pick_calibration(key, layout.world_size, cfg.backend.name, records, backend_config=own)
     device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
     peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None
@@ -142,7 +143,7 @@ def prediction(
         overlap = (
             (cfg.predict.overlap, "predict.overlap")
             if cfg.predict.overlap is not None
-            else pr.overlap_from_records(cfg.backend.name, records)
+            else pr.overlap_from_records(pr.backend_of({"config": {"backend": own}}), records)
         )
         result = pr.predict(
             target,

@@ -455,6 +455,14 @@ def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
+def backend_of(record: dict[str, Any]) -> str:
+    """The record's backend with its ZeRO stage (``deepspeed-3``): what overlap and bandwidth
+    calibrations group by."""
+    name = _get(record, ("config", "backend", "name"))
+    stage = _get(record, ("config", "backend", "zero_stage"))
+    return f"{name}-{stage}" if name == "deepspeed" and stage is not None else str(name)
+
+
 def calibration_key(record: dict[str, Any]) -> str:
     """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text.
     A ``bool`` checkpointing (records before the policies) reads as ``full``/``none``."""
@@ -472,12 +480,18 @@ def _world(record: dict[str, Any]) -> int | None:
 
 
 def pick_calibration(
-    key: str, world: int, backend: str | None, records: Iterable[tuple[str, dict[str, Any]]]
+    key: str,
+    world: int,
+    backend: str | None,
+    records: Iterable[tuple[str, dict[str, Any]]],
+    *,
+    backend_config: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]] | None:
     """The calibration of a run (``key`` from :func:`calibration_key`, on ``world`` ranks): an
     ``ok`` record of ``records`` (``(name, record)`` pairs) with the same key at a smaller world
-    size and a step time; the same backend first, then the largest world size, then the first
-    name. None when there is none."""
+    size and a step time; the same backend config first (``backend_config``: the ZeRO stage and
+    knobs too), then the same backend, then the largest world size, then the first name. None
+    when there is none."""
     fits = [
         (name, r)
         for name, r in records
@@ -542,7 +556,9 @@ def calibration_compute(
     optimizer = exposed = None
     if isinstance(b, dict) and (b.get("step_s") or 0) > 0:
         ratio = step / b["step_s"]
-        optimizer = None if b.get("optimizer_s") is None else b["optimizer_s"] * ratio
+        # CUDA profiles before ``optimizer_from`` undercount the optimizer: not separated then
+        split = b.get("view") != "cuda" or "optimizer_from" in b
+        optimizer = b["optimizer_s"] * ratio if split and b.get("optimizer_s") is not None else None
         exposed = (b.get("exposed_comm_s") or 0.0) * ratio
     if exposed is None and cal.world_size > 1:
         link = link_from_probe(_get(record, ("system", "interconnect")), source=name)
@@ -564,14 +580,54 @@ def calibration_compute(
 def overlap_from_records(
     backend: str, records: Iterable[tuple[str, dict[str, Any]]]
 ) -> tuple[float, str] | None:
-    """:func:`calibrated_overlap` over the ``ok`` multi-rank records of ``backend`` with a profile."""
+    """:func:`calibrated_overlap` over the ``ok`` multi-rank records with a profile whose backend
+    (:func:`backend_of`: ``fsdp``, ``deepspeed-3``; a bare ``deepspeed`` matches every stage) is
+    ``backend``."""
     return calibrated_overlap(
         (name, _get(r, ("metrics", "breakdown")))
         for name, r in records
         if r.get("status") == "ok"
         and (_world(r) or 1) > 1
-        and _get(r, ("config", "backend", "name")) == backend
+        and backend in (backend_of(r), _get(r, ("config", "backend", "name")))
     )
+
+
+def calibrated_busbw(
+    records: Iterable[tuple[str, dict[str, Any]]], *, backend: str | None = None
+) -> tuple[float, str] | None:
+    """The bus bandwidth (GB/s) that profiled multi-rank records imply: each record's data-parallel
+    bytes x factor (:func:`transfers`) over its profiled ``comm_s``, median over records; with the
+    records named. The communication of a profile runs beside compute, so this is the bandwidth
+    the collectives get inside a step, not the link's bare speed. With ``backend``, only its
+    records (:func:`backend_of`). None without such records."""
+    pairs = []
+    for name, r in records:
+        if backend is not None and backend_of(r) != backend:
+            continue
+        b = _get(r, ("metrics", "breakdown"))
+        if (
+            r.get("status") != "ok"
+            or (_world(r) or 1) < 2
+            or not isinstance(b, dict)
+            or not (b.get("comm_s") or 0) > 0
+        ):
+            continue
+        try:
+            w = workload_from_record(r)
+        except PredictionError:
+            continue
+        moved = sum(
+            x.count * x.bytes * busbw_factor(x.collective, x.group)
+            for x in transfers(w, gpus_per_node=w.world_size)
+        )
+        if moved > 0:
+            pairs.append((name, moved / b["comm_s"] / 1e9))
+    if not pairs:
+        return None
+    values = sorted(v for _, v in pairs)
+    mid = len(values) // 2
+    median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    return median, f"profiled: median of {len(pairs)} ({', '.join(n for n, _ in pairs[:3])})"
 
 
 def predict_record(
@@ -581,7 +637,9 @@ def predict_record(
     --predict``): calibrated from ``records`` (:func:`pick_calibration`, never ``name`` itself),
     else uncalibrated at its measured GEMM rate; bandwidths from its own probe
     (``system.interconnect``), else the calibration's; overlap from the profiled records of its
-    backend among ``records``, else assumed. Made from inputs that predate its measured steps.
+    backend among ``records``, else assumed; without any probe, the bandwidth that the profiled
+    records among ``records`` imply (:func:`calibrated_busbw`). Made from inputs that predate its
+    measured steps, the other records aside.
 
     Returns:
         :meth:`Prediction.as_dict`, or ``{iteration_time_s: None, tokens_per_s: None,
@@ -591,7 +649,13 @@ def predict_record(
         target = workload_from_record(record)
         world = target.world_size
         others = [(n, r) for n, r in records if n != name]
-        picked = pick_calibration(calibration_key(record), world, target.backend, others)
+        picked = pick_calibration(
+            calibration_key(record),
+            world,
+            target.backend,
+            others,
+            backend_config=_get(record, ("config", "backend")),
+        )
         metrics = record.get("metrics") or {}
         if picked:
             compute = calibration_compute(target, *picked)
@@ -603,13 +667,17 @@ def predict_record(
             link = link_from_probe(
                 _get(picked[1], ("system", "interconnect")), source="the calibration's probe"
             )
+        own_backend = backend_of(record)
+        bus = calibrated_busbw(others, backend=own_backend) or calibrated_busbw(others)
+        if not link.intra and bus:
+            link = Link(intra=dict.fromkeys(COLLECTIVES, bus[0]), source=bus[1])
         nproc = _get(record, ("system", "nproc_per_node"))
         result = predict(
             target,
             compute,
             link,
             gpus_per_node=nproc if isinstance(nproc, int) and nproc > 0 else world,
-            overlap=overlap_from_records(target.backend, others),
+            overlap=overlap_from_records(own_backend, others) or overlap_from_records(target.backend, others),
             peak_tflops=metrics.get("peak_tflops"),
         )
     except PredictionError as exc:
