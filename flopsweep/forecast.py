@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,9 @@ def prediction(
     target = workload(cfg, layout)
     key = pr.calibration_key({"config": _config_dict(cfg)})
     own = _config_dict(cfg)["backend"]
-    picked = pr.pick_calibration(key, layout.world_size, cfg.backend.name, records, backend_config=own)
+    picked = pr.pick_calibration(
+        key, layout.world_size, cfg.backend.name, records, backend_config=own, hostname=socket.gethostname()
+    )
     device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
     peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None

@@ -486,11 +486,13 @@ def pick_calibration(
     records: Iterable[tuple[str, dict[str, Any]]],
     *,
     backend_config: dict[str, Any] | None = None,
+    hostname: str | None = None,
 ) -> tuple[str, dict[str, Any]] | None:
     """The calibration of a run (``key`` from :func:`calibration_key`, on ``world`` ranks): an
     ``ok`` record of ``records`` (``(name, record)`` pairs) with the same key at a smaller world
-    size and a step time; the same backend config first (``backend_config``: the ZeRO stage and
-    knobs too), then the same backend, then the largest world size, then the first name. None
+    size and a step time; the same backend first, then the same ZeRO stage (of ``backend_config``),
+    then the same host (``hostname``: the same machine's GPUs, clocks and power limit), then the
+    same backend knobs (``backend_config``), then the largest world size, then the first name. None
     when there is none."""
     fits = [
         (name, r)
@@ -502,8 +504,16 @@ def pick_calibration(
     ]
     if not fits:
         return None
+    stage = backend_of({"config": {"backend": backend_config}}) if backend_config else backend
     fits.sort(
-        key=lambda nr: (_get(nr[1], ("config", "backend", "name")) != backend, -(_world(nr[1]) or 0), nr[0])
+        key=lambda nr: (
+            _get(nr[1], ("config", "backend", "name")) != backend,
+            backend_of(nr[1]) != stage,
+            hostname is None or _get(nr[1], ("system", "hostname")) != hostname,
+            backend_config is None or _get(nr[1], ("config", "backend")) != backend_config,
+            -(_world(nr[1]) or 0),
+            nr[0],
+        )
     )
     return fits[0]
 
@@ -655,6 +665,7 @@ def predict_record(
             target.backend,
             others,
             backend_config=_get(record, ("config", "backend")),
+            hostname=_get(record, ("system", "hostname")),
         )
         metrics = record.get("metrics") or {}
         if picked:
