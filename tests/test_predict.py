@@ -226,6 +226,7 @@ def test_analysis_predict_fills_columns_and_draws_the_plot(tmp_path: Path) -> No
     the one-rank one, ``prediction_error`` is (predicted - measured) / measured, and the plot draws."""
     from helpers import rescaled
 
+    from analysis.blanks import blank_notes
     from analysis.load import load
     from analysis.plots import PlotSkipped, plot_predicted_vs_measured
 
@@ -242,6 +243,8 @@ def test_analysis_predict_fills_columns_and_draws_the_plot(tmp_path: Path) -> No
     assert plain["predicted_iteration_time_s"].isna().all()
     with pytest.raises(PlotSkipped, match="--predict"):
         plot_predicted_vs_measured(plain)
+    (line,) = blank_notes(plain, ["prediction_error"], loaded=plain, where=str(tmp_path), baseline="")
+    assert "run python -m analysis --predict" in line
     df = load([tmp_path], predict=True).set_index("world_size")
     assert "calibrated: " in df.loc[2, "predicted_source"] and "one" in df.loc[2, "predicted_source"]
     pred, meas = df.loc[2, "predicted_iteration_time_s"], df.loc[2, "iteration_time_s_mean"]
