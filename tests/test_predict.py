@@ -329,3 +329,33 @@ def run_py_analysis(path: Path) -> list[dict]:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("predict.overlap=1.5", "predict.overlap"),
+        ("predict.gpus_per_node=0", "predict.gpus_per_node"),
+        ("predict.intra_node_gbps=-1", "predict.intra_node_gbps"),
+        ("predict.compute_scale=0", "predict.compute_scale"),
+    ],
+)
+def test_predict_keys_are_checked_before_launch(hydra_compose, override: str, key: str) -> None:
+    from flopsweep.config import ConfigError
+    from flopsweep.plan import validate
+
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate(hydra_compose([override]))
+
+
+def test_a_missing_calibration_path_is_a_config_error(tmp_path: Path) -> None:
+    from flopsweep.config import ConfigError
+    from flopsweep.forecast import calibration_records
+
+    with pytest.raises(ConfigError, match="predict.calibration"):
+        calibration_records(str(tmp_path / "nowhere"))
+    _write(tmp_path / "a" / "0", _record(1))
+    (tmp_path / "a" / "1").mkdir()
+    (tmp_path / "a" / "1" / "metrics.json").write_text("{broken")
+    found = calibration_records(str(tmp_path / "a"))
+    assert [Path(n).parent.name for n, _ in found] == ["0"]  # the unreadable one skipped
