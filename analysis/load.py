@@ -775,7 +775,10 @@ def fill_predictions(read: list[tuple[Path, Record, int]]) -> int:
             continue
         if isinstance(metrics.get("predicted"), dict) and metrics["predicted"].get("iteration_time_s"):
             continue
-        made = predict_record(name, record, named)
+        try:
+            made = predict_record(name, record, named)
+        except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError) as exc:
+            made = {"iteration_time_s": None, "tokens_per_s": None, "source": f"no prediction: {exc!r}"[:300]}
         made["source"] = f"analysis --predict: {made['source']}"
         record["metrics"] = {**metrics, "predicted": made}
         filled += made["iteration_time_s"] is not None

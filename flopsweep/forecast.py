@@ -125,8 +125,26 @@ def prediction(
 
     Returns:
         :meth:`flopsweep.predict.Prediction.as_dict`, or ``{iteration_time_s: None,
-        tokens_per_s: None, source: "no prediction: <why>"}`` when the inputs give none.
+        tokens_per_s: None, source: "no prediction: <why>"}`` when the inputs give none (or the
+        model fails: a prediction never costs a run its record).
     """
+    try:
+        return _prediction(cfg, layout, records, gpus_per_node, device_name, probe, gemm_tflops)
+    except Exception as exc:  # noqa: BLE001 - a prediction never costs a run its record
+        log.warning("no prediction: %s: %s", type(exc).__name__, exc)
+        why = f"no prediction: {type(exc).__name__}: {exc}"
+        return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
+
+
+def _prediction(
+    cfg: RunConfig,
+    layout: Layout,
+    records: Sequence[tuple[str, dict[str, Any]]],
+    gpus_per_node: int,
+    device_name: str | None,
+    probe: Sequence[dict[str, Any]] | None,
+    gemm_tflops: float | None,
+) -> dict[str, Any]:
     target = workload(cfg, layout)
     key = pr.calibration_key({"config": _config_dict(cfg)})
     own = _config_dict(cfg)["backend"]
