@@ -383,6 +383,8 @@ def plan_prediction(p: Plan, device_name: str | None) -> dict[str, Any]:
     nodes = cfg.predict.nnodes or cfg.nnodes
     per_node = cfg.predict.gpus_per_node or p.nproc_per_node
     out: dict[str, Any] = {"predicted_world_size": per_node * nodes, "predicted_nnodes": nodes}
+    if cfg.backend.name == "single" and per_node * nodes > 1:
+        return {**out, "prediction_source": "no prediction: backend=single runs one rank; pick ddp or fsdp"}
     try:
         layout = (
             p.layout if per_node * nodes == p.world_size else Layout.resolve(cfg.parallel, per_node * nodes)
