@@ -68,6 +68,10 @@ def probe_interconnect(device: Any, dtype: Any, sizes: list[int]) -> list[dict[s
                     "ran": ran,
                 }
             )
+    if getattr(device, "type", str(device)) == "cuda":  # give the buffers back before the model is built
+        import torch
+
+        torch.cuda.empty_cache()
     return out
 
 
