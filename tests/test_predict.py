@@ -359,3 +359,16 @@ def test_a_missing_calibration_path_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "a" / "1" / "metrics.json").write_text("{broken")
     found = calibration_records(str(tmp_path / "a"))
     assert [Path(n).parent.name for n, _ in found] == ["0"]  # the unreadable one skipped
+
+
+def test_the_probe_sizes_are_a_layer_of_parameters_and_an_eighth() -> None:
+    from flopsweep.collectives import MAX_BYTES, MIN_BYTES, message_sizes
+
+    block = 8_030_261_248 // 32 * 2  # Llama 3.1 8B, bf16: one layer's share
+    small, large = message_sizes(n_params=8_030_261_248, n_layer=32, param_bytes=2, device_type="cuda")
+    assert large == block // 1024 * 1024 and small == block // 8 // 1024 * 1024
+    assert (
+        message_sizes(n_params=8_030_261_248, n_layer=32, param_bytes=2, device_type="cpu")[-1]
+        == MAX_BYTES["cpu"]
+    )
+    assert message_sizes(n_params=100, n_layer=2, param_bytes=2, device_type="cpu") == [MIN_BYTES]
