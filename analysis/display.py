@@ -11,7 +11,14 @@ from collections import Counter
 
 import pandas as pd
 
-from analysis.load import DESCRIPTIONS, ENERGY_COLUMNS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
+from analysis.load import (
+    DESCRIPTIONS,
+    ENERGY_COLUMNS,
+    METRIC_FIELDS,
+    PREDICTION_COLUMNS,
+    SHORT,
+    TABLE_COLUMNS,
+)
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
 from analysis.spread import CI_METRICS
 from flopsweep.columns import SETUP_SPECS, only_for
@@ -53,6 +60,7 @@ _OPTIONAL = [
     "peak_cuda_reserved_gib",
     "predicted_peak_gib",
     "peak_memory_error",
+    *PREDICTION_COLUMNS,
     *ENERGY_COLUMNS,
     *(spec.name for spec in SETUP_SPECS if only_for(spec)),
 ]
@@ -61,6 +69,7 @@ _OPTIONAL = [
 _DROP_ORDER = [
     "error",
     *reversed(ENERGY_COLUMNS[1:]),  # the budget and dollars first, joules per token last
+    *PREDICTION_COLUMNS,
     "repeats",
     "peak_host_rss_gib",
     "predicted_peak_gib",

@@ -273,6 +273,7 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.objective",
     "config.cost",  # prices and budgets: run controls, in the metrics they price
     "config.budget",
+    "config.predict",  # the prediction's inputs (run controls); metrics.predicted names its source
     "config.repeats",  # run controls of repeats=: the analysis reads run.repeat, run.repeat_group
     "config.repeat",
 )

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from flopsweep import forecast
 from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, ParallelConfig, RunConfig
@@ -135,6 +136,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     try:
         check_repeat_axis(cfg, info)
         p = plan(cfg, Environment.detect(), choices=info.choices)
+        calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # read before the run
     except ConfigError as exc:
         error = rec.error("ConfigError", str(exc), "config")
         if writes_record():
@@ -151,7 +153,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         return done
     if writes_record():
         set_aside(path)
-    return _launch(path, p, run, info, load_start)
+    return _launch(path, p, run, info, load_start, calibrations)
 
 
 def repeat_fields(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
@@ -290,6 +292,13 @@ PLAN_COLUMNS = (
     "est_peak_gib_per_rank",
     "fits",
     "fits_on",
+    "predicted_world_size",
+    "predicted_nnodes",
+    "predicted_iteration_time_s",
+    "predicted_tokens_per_s_per_device",
+    "predicted_mfu",
+    "predicted_budget_gpu_hours",
+    "prediction_source",
     "note",
 )
 
@@ -370,6 +379,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         )
         row["fits"], row["fits_on"] = _fits(p, est.total, env, placed=bool(note))
         row["note"] = f"{note}; {est.method}" if note else est.method
+        gpu_name = torch_device_name() if env.cuda_available and p.device == "cuda" and not note else None
+        row.update(plan_prediction(p, gpu_name))
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
         _replace_plan_file(path, [row])
@@ -377,6 +388,43 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         path = Path(info.job_dir).parent / PLAN_FILE
         _append_plan_row(path, row)
     return {"status": "plan", "plan": row, "plan_file": str(path)}
+
+
+def torch_device_name() -> str:
+    """The name of GPU 0 (``torch.cuda.get_device_name``)."""
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def plan_prediction(p: Plan, device_name: str | None) -> dict[str, Any]:
+    """``plan=true``'s predicted columns: the step time of the job on the cluster of
+    ``predict.gpus_per_node`` x ``predict.nnodes`` (each null: the job's own), with its source
+    (:func:`flopsweep.forecast.prediction`; no probe here: bandwidths from ``predict.*`` or the
+    calibration record's probe)."""
+    cfg = p.cfg
+    nodes = cfg.predict.nnodes or cfg.nnodes
+    per_node = cfg.predict.gpus_per_node or p.nproc_per_node
+    out: dict[str, Any] = {"predicted_world_size": per_node * nodes, "predicted_nnodes": nodes}
+    if cfg.backend.name == "single" and per_node * nodes > 1:
+        return {**out, "prediction_source": "no prediction: backend=single runs one rank; pick ddp or fsdp"}
+    try:
+        layout = (
+            p.layout if per_node * nodes == p.world_size else Layout.resolve(cfg.parallel, per_node * nodes)
+        )
+        records = forecast.calibration_records(cfg.predict.calibration)
+    except ConfigError as exc:
+        return {**out, "prediction_source": f"no prediction: {exc}"}
+    made = forecast.prediction(cfg, layout, records, gpus_per_node=per_node, device_name=device_name)
+    fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
+    return {
+        **out,
+        "predicted_iteration_time_s": fmt(made["iteration_time_s"], ".4g"),
+        "predicted_tokens_per_s_per_device": fmt(made.get("tokens_per_s_per_device"), ".5g"),
+        "predicted_mfu": fmt(made.get("mfu"), ".3f"),
+        "predicted_budget_gpu_hours": fmt(made.get("budget_gpu_hours"), ".4g"),
+        "prediction_source": made["source"],
+    }
 
 
 def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
@@ -466,9 +514,16 @@ def warn_host_memory(p: Plan) -> None:
 
 
 def _launch(
-    path: Path, p: Plan, run: dict[str, Any], info: JobInfo, load_start: list[float] | None
+    path: Path,
+    p: Plan,
+    run: dict[str, Any],
+    info: JobInfo,
+    load_start: list[float] | None,
+    calibrations: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """Start the ranks of a validated plan and record what happened."""
+    """Start the ranks of a validated plan and record what happened; ``calibrations`` are the
+    ``predict.calibration`` records, read before the launch
+    (:func:`flopsweep.forecast.calibration_records`)."""
     cfg, world, layout = p.cfg, p.world_size, p.layout
     shown = printable(" ".join(info.overrides)) or "defaults"
     log.info("launching %s on %s: %s", plural(world, "rank"), cfg.device, shown)
@@ -494,7 +549,14 @@ def _launch(
         error = rec.error(type(exc).__name__, str(exc), "launch")
         return _finish(path, cfg, run, "error", error, None, layout=layout, load_start=load_start)
     return record_outcome(
-        path, cfg, run, outcome, layout, load_start=load_start, predicted_peak_gib=predicted
+        path,
+        cfg,
+        run,
+        outcome,
+        layout,
+        load_start=load_start,
+        predicted_peak_gib=predicted,
+        calibrations=calibrations,
     )
 
 
@@ -628,6 +690,7 @@ def record_outcome(
     *,
     load_start: list[float] | None = None,
     predicted_peak_gib: float | None = None,
+    calibrations: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Compute metrics for an ok outcome (or mark it invalid) and write the record.
 
@@ -635,6 +698,10 @@ def record_outcome(
         layout: the plan's layout (:attr:`flopsweep.plan.Plan.layout`), the record's ``system.parallel``.
         predicted_peak_gib: the plan's memory estimate (:func:`predicted_peak_gib`), recorded as
             ``metrics.predicted_peak_gib`` beside the measured peaks.
+        calibrations: the ``predict.calibration`` records read before the launch; with the
+            config and the probes that every rank ran before warm-up (GEMM rate,
+            ``system.interconnect``), they make ``metrics.predicted``: nothing of the measured
+            steps enters it.
     """
     if outcome.status != "ok":
         return _finish(
@@ -642,6 +709,16 @@ def record_outcome(
         )
     metrics = compute_metrics(cfg, outcome.ranks, layout)
     metrics["predicted_peak_gib"] = predicted_peak_gib
+    probe = outcome.ranks[0].get("interconnect")
+    metrics["predicted"] = forecast.prediction(
+        cfg,
+        layout,
+        calibrations or [],
+        gpus_per_node=layout.world_size // cfg.nnodes,
+        device_name=outcome.ranks[0]["device"],
+        probe=probe,
+        gemm_tflops=metrics.get("measured_matmul_tflops"),
+    )
     problem = sanity_problem(cfg, metrics, cfg.device)
     device_name = outcome.ranks[0]["device"]
     limit = ranks_power_limit_w(outcome.ranks)
@@ -658,6 +735,7 @@ def record_outcome(
             device_name=device_name,
             load_start=load_start,
             power_limit_w=limit,
+            interconnect=probe,
         )
     return _finish(
         path,
@@ -671,6 +749,7 @@ def record_outcome(
         load_start=load_start,
         power_limit_w=limit,
         warnings=profile_warnings(outcome.ranks) + outcome.warnings,
+        interconnect=probe,
     )
 
 
@@ -687,10 +766,12 @@ def _finish(
     load_start: list[float] | None = None,
     warnings: list[str] | None = None,
     power_limit_w: float | None = None,
+    interconnect: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Write the record. ``layout`` is the plan's (None for a run that never launched: its
     ``system.world_size``, ``nproc_per_node`` and ``parallel`` are null); ``power_limit_w`` the
-    GPUs' enforced power limit (W), null when no rank measured it."""
+    GPUs' enforced power limit (W), null when no rank measured it; ``interconnect`` rank 0's probe
+    (``system.interconnect``; ``[]`` on one rank, null when no rank measured)."""
     run = {**run, "finished_at": _now()}
     world = layout.world_size if layout else None
     nproc = world // cfg.nnodes if world else None
@@ -703,6 +784,7 @@ def _finish(
         layout=layout,
         power_limit_w=power_limit_w,
     )
+    system["interconnect"] = interconnect
     if status == "ok" and metrics is not None:
         warnings = list(warnings or []) + noise_warnings(
             cv=(metrics.get("iteration_time_s") or {}).get("cv"),

@@ -143,6 +143,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     check_built(cfg.parallel, cfg.backend.name)
     _validate_optim(cfg.optim)
     _validate_cost(cfg)
+    _validate_predict(cfg)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
     objective.spec_of(cfg.objective)
@@ -263,6 +264,11 @@ MAX_BY_KEY: dict[str, float] = {
     "budget.tokens": 1e18,  # tokens: 15e12 is Llama 3's pre-training
     "cost.usd_per_gpu_hour": 1e6,
     "plan_gpu_memory_gib": 2**20,  # GiB: a PiB
+    "predict.gpus_per_node": 1024,
+    "predict.nnodes": 1_000_000,
+    "predict.intra_node_gbps": 1e6,  # GB/s
+    "predict.inter_node_gbps": 1e6,
+    "predict.compute_scale": 1e3,
 }
 """The largest value of each key that a run may ask for, checked before launch: far above any real
 run, low enough that the ranks never meet a value they cannot hold (``timeout_s=1e14`` overflowed
@@ -397,6 +403,22 @@ def _validate_cost(cfg: RunConfig) -> None:
         raise ConfigError(
             "budget.tokens", tokens, "must be a positive token count", "set e.g. 15e12, or null"
         )
+
+
+def _validate_predict(cfg: RunConfig) -> None:
+    """``predict.*``: positive node and GPU counts and bandwidths, overlap in [0, 1], a positive
+    ``compute_scale`` (bounds: :func:`check_bounds`)."""
+    p = cfg.predict
+    for key in ("gpus_per_node", "nnodes"):
+        if (value := getattr(p, key)) is not None:
+            require_positive(f"predict.{key}", value, f"set predict.{key}=8, or null for the run's own")
+    for key in ("intra_node_gbps", "inter_node_gbps", "compute_scale"):
+        if (value := getattr(p, key)) is not None and not value > 0:
+            raise ConfigError(
+                f"predict.{key}", value, "must be a positive number", f"set e.g. predict.{key}=1"
+            )
+    if p.overlap is not None and not 0 <= p.overlap <= 1:
+        raise ConfigError("predict.overlap", p.overlap, "must be a share in [0, 1]", "set e.g. 0.8, or null")
 
 
 def _validate_optim(o: OptimConfig) -> None:

@@ -336,6 +336,33 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
         column="breakdown_comm_s",
         path=("breakdown", "comm_s"),
     ),
+    MetricSpec(
+        "predicted",
+        "s",
+        None,
+        "pred_s",
+        "step time predicted before the run (flopsweep.predict: calibration, probes, config)",
+        column="predicted_iteration_time_s",
+        path=("predicted", "iteration_time_s"),
+    ),
+    MetricSpec(
+        "predicted",
+        "1/s",
+        None,
+        "pred_tok/s",
+        "global tokens per second predicted before the run",
+        column="predicted_tokens_per_s",
+        path=("predicted", "tokens_per_s"),
+    ),
+    MetricSpec(
+        "predicted",
+        "",
+        None,
+        "pred_src",
+        "what the prediction is calibrated from (a record's path), or uncalibrated",
+        column="predicted_source",
+        path=("predicted", "source"),
+    ),
 )
 """Every metric of the record, in record order (a key may have several columns)."""
 

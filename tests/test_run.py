@@ -31,6 +31,7 @@ SYSTEM_KEYS = {
     "parallel",
     "power_limit_w",  # the GPUs' enforced power limit (issue 25; null on the CPU)
     "cpu_count",  # the scale of loadavg (issue 26)
+    "interconnect",  # the probe's bus bandwidths (issue 27; [] on one rank)
     "torch",
     "cuda",
     "deepspeed",
@@ -57,6 +58,8 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert set(record["metrics"]) == set(METRIC_KEYS)
     assert set(record["system"]) == SYSTEM_KEYS
     assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 1, "pp": 1, "cp": 1}
+    assert record["system"]["interconnect"] == []  # one rank: no link to measure
+    assert record["metrics"]["predicted"]["source"].startswith("uncalibrated")
     assert set(record["run"]) == {
         "id",
         "started_at",
