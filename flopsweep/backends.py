@@ -202,13 +202,24 @@ def build_ddp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrai
     return _torch_trainer(model, cfg, device, no_sync=no_sync)
 
 
-def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrainer:
+def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> Trainer:
     """FSDP2: ``fully_shard`` each block, then the root, with one ``MixedPrecisionPolicy``
     (params in the run's precision, gradients reduced in fp32), sharded over the layout's
-    ``dp_shard`` ranks."""
+    ``dp_shard`` ranks. With ``layout.pp > 1``, the pipeline of :mod:`flopsweep.pipeline`, each
+    stage sharded so."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    if layout.pp > 1:  # pipeline stages, each FSDP2-sharded over the data-parallel sub-mesh
+        from flopsweep import pipeline
+
+        return pipeline.build_pipeline(
+            cfg,
+            device,
+            layout,
+            build_model=lambda: build_model(cfg, device),
+            build_optimizer=lambda params: build_adamw(params, cfg.optim, device),
+        )
     model = build_model(cfg, device)
     mesh = init_device_mesh(device.type, (layout.dp_shard,), mesh_dim_names=("dp_shard",))
     dtype = DTYPES[cfg.precision.name]

@@ -134,7 +134,7 @@ class BatchConfig:
 @dataclass(kw_only=True)
 class ParallelConfig:
     """How the world's ranks split into kinds of parallelism (torchtitan's ``ParallelDims``);
-    :class:`flopsweep.layout.Layout` is the validated form. Only data parallelism is built."""
+    :class:`flopsweep.layout.Layout` is the validated form. Data parallelism and the pipeline are built."""
 
     dp_replicate: int = 1
     """Data-parallel replicas (HSDP's replicate dimension); >1 not built yet."""
@@ -143,11 +143,15 @@ class ParallelConfig:
     tp: int = 1
     """Tensor-parallel degree; >1 not built yet."""
     pp: int = 1
-    """Pipeline-parallel stages; >1 not built yet."""
+    """Pipeline-parallel ranks (``flopsweep.pipeline``; ``backend=fsdp`` only)."""
     pp_schedule: str = "1F1B"
-    """Pipeline schedule: ``1F1B``, ``Interleaved1F1B`` or ``GPipe`` (used once pp is built)."""
+    """Pipeline schedule: ``1F1B``, ``Interleaved1F1B`` or ``GPipe`` (only with ``pp > 1``)."""
     pp_microbatches: int | None = None
-    """Pipeline micro batches per step; None: the schedule's default (used once pp is built)."""
+    """Pipeline micro batches per step, splitting each step's local batch (``micro_batch_size x
+    grad_accum`` sequences); None: one per stage (``pp x pp_stages_per_rank``). Only with ``pp > 1``."""
+    pp_stages_per_rank: int | None = None
+    """Pipeline stages (virtual stages) per rank: ``Interleaved1F1B`` only; None: 2 for
+    ``Interleaved1F1B``, 1 for ``1F1B`` and ``GPipe``. Only with ``pp > 1``."""
     cp: int = 1
     """Context-parallel degree; reserved, >1 not built yet."""
 

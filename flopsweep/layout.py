@@ -13,7 +13,7 @@ Everything that needs "how many data-parallel ranks" (tokens per step, the DeepS
 rank see" (the batch seed) asks the layout, never the world size.
 
 The rank order is torchtitan's mesh order ``(pp, dp_replicate, dp_shard, cp, tp)``, row-major:
-``tp`` varies fastest. Only data parallelism is built so far; :func:`check_built` refuses the rest
+``tp`` varies fastest. Data parallelism and the pipeline (``pp``) are built; :func:`check_built` refuses the rest
 before launch.
 
 This module imports nothing from flopsweep but the config schema, and no torch.
@@ -32,8 +32,9 @@ MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 """Mesh dimensions from slowest to fastest varying over the global rank (torchtitan's order)."""
 PP_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe")
 """``parallel.pp_schedule`` values: ``torch.distributed.pipelining`` schedule names, less ``Schedule``."""
-BUILT = {"tp": 1, "pp": 1, "cp": 1, "dp_replicate": 1}
-"""Degrees that may not exceed these values yet (only data-parallel sharding is built)."""
+BUILT = {"tp": 1, "cp": 1, "dp_replicate": 1}
+"""Degrees that may not exceed these values yet (data-parallel sharding and the pipeline are
+built; ``flopsweep.pipeline.check`` has the pipeline's own rules)."""
 HSDP_BACKENDS = ()
 """Backends that build HSDP (``parallel.dp_replicate > 1``); none yet."""
 
@@ -54,7 +55,7 @@ class Layout:
     tp: int = 1
     """Tensor-parallel degree (reserved: not built yet)."""
     pp: int = 1
-    """Pipeline-parallel stages (reserved: not built yet)."""
+    """Pipeline-parallel ranks (:mod:`flopsweep.pipeline`), each holding ``pp_stages_per_rank`` stages."""
     cp: int = 1
     """Context-parallel degree (reserved: not built yet)."""
 
@@ -200,7 +201,7 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
     """Refuse, before launch, a ``parallel.*`` setting that is not built yet, and check the
     values the config alone decides.
 
-    Only data parallelism is built: ``tp``, ``pp`` and ``cp`` must be 1, and ``dp_replicate``
+    Data parallelism and the pipeline are built: ``tp`` and ``cp`` must be 1, and ``dp_replicate``
     too (HSDP is not built for any backend yet, :data:`HSDP_BACKENDS`).
 
     Raises:
@@ -233,7 +234,7 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
             raise ConfigError(
                 f"parallel.{name}", value, "must be a positive integer", f"set parallel.{name}=1"
             )
-        if value > BUILT[name] and not (name == "dp_replicate" and backend in HSDP_BACKENDS):
+        if name in BUILT and value > BUILT[name] and not (name == "dp_replicate" and backend in HSDP_BACKENDS):
             what = {
                 "dp_replicate": "HSDP (replicas of sharded groups)",
                 "tp": "tensor parallelism",

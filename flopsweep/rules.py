@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flopsweep import pipeline
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.options import HF_ATTENTION
 from flopsweep.precision import PRECISIONS
@@ -70,7 +71,12 @@ def hf_attention(cfg: RunConfig) -> None:
         )
 
 
-RULES: list[Callable[[RunConfig], None]] = [fp8_all_gather, warmup_when_compiling, hf_attention]
+RULES: list[Callable[[RunConfig], None]] = [
+    fp8_all_gather,
+    warmup_when_compiling,
+    hf_attention,
+    pipeline.check,  # parallel.pp with the backend, the model's layers, the batch keys
+]
 """Every cross-axis rule, in the order :func:`check` runs them (the first broken one is reported)."""
 
 
