@@ -13,8 +13,8 @@ Everything that needs "how many data-parallel ranks" (tokens per step, the DeepS
 rank see" (the batch seed) asks the layout, never the world size.
 
 The rank order is torchtitan's mesh order ``(pp, dp_replicate, dp_shard, cp, tp)``, row-major:
-``tp`` varies fastest. Data parallelism and the pipeline (``pp``) are built; :func:`check_built` refuses the rest
-before launch.
+``tp`` varies fastest. Data parallelism and the pipeline (``pp``) are built; :func:`check_built`
+refuses the rest before launch.
 
 This module imports nothing from flopsweep but the config schema, and no torch.
 """
@@ -234,7 +234,11 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
             raise ConfigError(
                 f"parallel.{name}", value, "must be a positive integer", f"set parallel.{name}=1"
             )
-        if name in BUILT and value > BUILT[name] and not (name == "dp_replicate" and backend in HSDP_BACKENDS):
+        if (
+            name in BUILT
+            and value > BUILT[name]
+            and not (name == "dp_replicate" and backend in HSDP_BACKENDS)
+        ):
             what = {
                 "dp_replicate": "HSDP (replicas of sharded groups)",
                 "tp": "tensor parallelism",

@@ -398,7 +398,9 @@ def build_pipeline(
     stages = [PipelineStage(m, s, n_stages, device, group=group) for m, s in zip(modules, ids, strict=True)]
     schedule_class = get_schedule_class(p.pp_schedule)
     schedule = schedule_class(
-        stages if p.pp_schedule in MULTI_STAGE else stages[0], n_microbatches=microbatches(cfg), loss_fn=loss_fn
+        stages if p.pp_schedule in MULTI_STAGE else stages[0],
+        n_microbatches=microbatches(cfg),
+        loss_fn=loss_fn,
     )
     params = [q for m in modules for q in m.parameters()]
     return PipelineTrainer(
@@ -462,4 +464,3 @@ def _after_step(modules: list[StageModule], cfg: RunConfig) -> Callable[[], None
             hook()
 
     return run
-
