@@ -80,7 +80,6 @@ def test_the_batch_a_rank_sees_comes_from_its_data_parallel_rank() -> None:
     ("override", "key"),
     [
         ({"tp": 2}, "parallel.tp"),
-        ({"pp": 2}, "parallel.pp"),
         ({"cp": 2}, "parallel.cp"),
         ({"dp_replicate": 2}, "parallel.dp_replicate"),
     ],
