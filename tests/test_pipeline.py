@@ -23,6 +23,7 @@ import pytest
 import torch
 from helpers import records, run_sweep
 
+from analysis.checks import record_problems
 from flopsweep.config import ConfigError, ParallelConfig, RunConfig
 from flopsweep.layout import Layout
 from flopsweep.options import FSDPConfig, GPT2Config, LlamaConfig
@@ -280,6 +281,7 @@ def test_pipeline_runs_write_ok_records_with_their_layout(tmp_path: Path) -> Non
         arch = r["model"]["arch"]
         ref = _reference(arch, r["config"]["parallel"]["pp_schedule"])
         assert math.isclose(m["loss_first"], ref["loss"], abs_tol=1e-4), (arch, m["loss_first"], ref)
+        assert record_problems(r) == []  # the analysis' checks count tokens over dp, not the world
 
 
 @pytest.mark.slow
@@ -315,3 +317,38 @@ def test_tp2_x_pp2_first_step_matches_one_rank(hydra_compose, tmp_path: Path) ->
         # One data-parallel rank: the one-rank model on data-parallel rank 0's batches.
         ref = _reference(r["model"]["arch"], "1F1B", dp_ranks=1)
         assert math.isclose(r["metrics"]["loss_first"], ref["loss"], abs_tol=1e-4), (r["model"]["arch"], ref)
+
+
+@pytest.mark.slow
+def test_compiled_blocks_run_in_a_pipeline(tmp_path: Path) -> None:
+    """``compile=true`` compiles each block inside its stage (``backends.wrap_blocks`` before the
+    split): a PP 2 x FSDP 2 run is ``ok`` with the one-rank model's first-step loss."""
+    from helpers import run_py
+
+    proc = run_py(
+        "device=cpu",
+        "nproc_per_node=4",
+        "backend=fsdp",
+        "precision=fp32",
+        "parallel.pp=2",
+        "compile=true",
+        "steps.warmup=2",
+        "steps.measure=1",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert record["status"] == "ok", record["error"]
+    assert record["system"]["parallel"]["pp"] == 2 and record["config"]["compile"] is True
+    from flopsweep.backends import build_model
+    from flopsweep.worker import make_batches
+
+    cfg = dataclasses.replace(_config("gpt2", "1F1B"), model=GPT2Config(name="gpt-tiny"))
+    cfg = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=4, grad_accum=1))
+    batches = [b for r in range(2) for b in make_batches(cfg, LAYOUT, r, torch.device("cpu"))]
+    model = build_model(cfg, torch.device("cpu"))
+    ref = (sum(model(b) for b in batches) / len(batches)).item()
+    assert math.isclose(record["metrics"]["loss_first"], ref, abs_tol=1e-4), (
+        record["metrics"]["loss_first"],
+        ref,
+    )
