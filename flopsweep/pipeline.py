@@ -94,7 +94,8 @@ def check(cfg: RunConfig) -> None:
     With ``parallel.pp=1`` a pipeline key is refused (the user expects it to matter). With
     ``pp > 1``: ``backend=fsdp`` only (DeepSpeed stays data-parallel, ``single``/``ddp`` have no
     stages), a family with pipeline parts, stages (``pp x pp_stages_per_rank``) that divide
-    ``model.n_layer``, more stages per rank only for ``Interleaved1F1B``, at least as many
+    ``model.n_layer``, no tensor parallelism inside the stages (not composed yet), more stages per rank
+    only for ``Interleaved1F1B``, at least as many
     micro-batches as stages (and, interleaved, a multiple of ``max(1, m // pp)``: torch's rounds),
     no fp16 (its loss scaling is not in the schedule's backward) and no ``batch=auto``.
 
@@ -123,6 +124,13 @@ def check(cfg: RunConfig) -> None:
             p.pp,
             f"model.arch={cfg.model.arch} has no pipeline split (built for {', '.join(ARCHS)})",
             "set parallel.pp=1, or pick a gpt2 or llama model",
+        )
+    if p.tp > 1:  # tensor parallelism (the layouts work) is applied in build_fsdp, not to the stages
+        raise ConfigError(
+            "parallel.tp",
+            p.tp,
+            "the pipeline's stages are not tensor-parallel yet (they are sharded with FSDP2 only)",
+            "set parallel.tp=1 with parallel.pp > 1, or parallel.pp=1",
         )
     _check_stages(cfg)
     _check_microbatches(cfg)
