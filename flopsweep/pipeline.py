@@ -32,6 +32,7 @@ dp x seq``; the model FLOPs do not depend on the layout; the bubble is idle time
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -220,16 +221,19 @@ def _check_microbatches(cfg: RunConfig) -> None:
         )
 
 
-def check_batch(cfg: RunConfig) -> None:
-    """Each step's local batch (``micro_batch_size x grad_accum`` sequences, ``grad_accum`` as
-    ``batch.global_batch_size`` set it) must split into the pipeline micro-batches; run by
-    :func:`flopsweep.plan.resolve` once ``grad_accum`` is final.
+def resolve(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with the pipeline's derived values filled in (``parallel.pp_microbatches`` and
+    ``parallel.pp_stages_per_rank``, so that the record says what ran), once ``batch.grad_accum`` is
+    final (:func:`flopsweep.plan.resolve`); unchanged without a pipeline.
 
     Raises:
-        ConfigError: naming ``parallel.pp_microbatches``, the local batch and the fix.
+        ConfigError: when each step's local batch (``micro_batch_size x grad_accum`` sequences,
+            ``grad_accum`` as ``batch.global_batch_size`` set it) does not split into the pipeline
+            micro-batches; naming ``parallel.pp_microbatches``, the local batch and the fix.
     """
-    if cfg.parallel.pp == 1:
-        return
+    p = cfg.parallel
+    if p.pp == 1:
+        return cfg
     m, b = microbatches(cfg), cfg.batch
     local = b.micro_batch_size * b.grad_accum
     if local % m:
@@ -241,6 +245,8 @@ def check_batch(cfg: RunConfig) -> None:
             f"set batch.micro_batch_size x batch.grad_accum to a multiple of {m}, or "
             "parallel.pp_microbatches to a divisor of it (at least the number of stages)",
         )
+    v = stages_per_rank(p.pp_schedule, p.pp_stages_per_rank)
+    return dataclasses.replace(cfg, parallel=dataclasses.replace(p, pp_microbatches=m, pp_stages_per_rank=v))
 
 
 class StageModule(nn.Module):

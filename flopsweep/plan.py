@@ -467,7 +467,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     cfg = dataclasses.replace(
         cfg, batch=dataclasses.replace(cfg.batch, grad_accum=grad_accum_for(cfg.batch, layout))
     )
-    pipeline.check_batch(cfg)  # the local batch splits into the pipeline micro-batches
+    cfg = pipeline.resolve(cfg)  # the local batch splits into the pipeline micro-batches
     _check_placement(cfg, device, nproc, env)
     _check_host_memory(cfg, device, nproc, layout, env)
     problem = precision.problem(

@@ -292,6 +292,9 @@ def test_pipeline_runs_write_ok_records_with_their_layout(tmp_path: Path) -> Non
         assert r["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 2, "tp": 1, "pp": 2, "cp": 1}
         m, seq = r["metrics"], r["config"]["model"]["seq_len"]
         assert m["global_batch_size"] == 2 * 2 * 2 and m["tokens_per_step"] == 8 * seq  # micro x accum x dp
+        parallel = r["config"]["parallel"]  # the derived pipeline keys, as they ran
+        per_rank = 2 if parallel["pp_schedule"] == "Interleaved1F1B" else 1
+        assert (parallel["pp_stages_per_rank"], parallel["pp_microbatches"]) == (per_rank, 2 * per_rank)
         arch = r["model"]["arch"]
         ref = _reference(arch, r["config"]["parallel"]["pp_schedule"])
         assert math.isclose(m["loss_first"], ref["loss"], abs_tol=1e-4), (arch, m["loss_first"], ref)
