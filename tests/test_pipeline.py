@@ -169,11 +169,12 @@ def test_the_pipeline_rules_on_the_config_alone() -> None:
 CASES = [(arch, schedule) for arch in ("gpt2", "llama") for schedule in SCHEDULES]
 
 
-def _config(arch: str, schedule: str) -> RunConfig:
+def _config(arch: str, schedule: str, pp: int = 2) -> RunConfig:
+    """gpt-tiny or llama-tiny at 4 layers (``llama-untied``: its LM head separate, as Llama 3.1)."""
     model = (
         GPT2Config(name="gpt-tiny", n_layer=4)
         if arch == "gpt2"
-        else LlamaConfig(name="llama-tiny", n_layer=4)
+        else LlamaConfig(name="llama-tiny", n_layer=4, tie_embeddings=arch != "llama-untied")
     )
     from flopsweep.config import BatchConfig, PrecisionConfig
 
@@ -183,11 +184,16 @@ def _config(arch: str, schedule: str) -> RunConfig:
         backend=FSDPConfig(),
         precision=PrecisionConfig(name="fp32"),
         batch=BatchConfig(micro_batch_size=2, grad_accum=2),  # 4 sequences per rank: 2 or 4 micro-batches
-        parallel=ParallelConfig(pp=2, pp_schedule=schedule),
+        parallel=ParallelConfig(pp=pp, pp_schedule=schedule),
     )
 
 
 LAYOUT = Layout(pp=2, dp_shard=2)
+PP4 = Layout(pp=4)
+"""Four stages, one data-parallel rank: middle stages, and the tied weight's own group of the
+first and the last pipeline rank (``new_group``)."""
+MORE = [("gpt2", "1F1B", PP4), ("llama-untied", "1F1B", LAYOUT)]
+"""Cases beside :data:`CASES`: (arch, schedule, layout)."""
 
 
 def _rank(rank: int, store: str, out: str) -> None:
@@ -201,12 +207,12 @@ def _rank(rank: int, store: str, out: str) -> None:
     from flopsweep.worker import make_batches
 
     results = {}
-    for arch, schedule in CASES:
-        cfg = _config(arch, schedule)
-        trainer = build_trainer(cfg, torch.device("cpu"), LAYOUT)
-        loss = trainer.step(make_batches(cfg, LAYOUT, rank, torch.device("cpu")))
+    for arch, schedule, layout in [(a, s, LAYOUT) for a, s in CASES] + MORE:
+        cfg = _config(arch, schedule, layout.pp)
+        trainer = build_trainer(cfg, torch.device("cpu"), layout)
+        loss = trainer.step(make_batches(cfg, layout, rank, torch.device("cpu")))
         tied = [p.full_tensor().sum().item() for p in trainer.tied]
-        results[f"{arch}-{schedule}"] = {
+        results[f"{arch}-{schedule}-{layout.pp}"] = {
             "loss": loss.item(),
             "grad_norm": trainer.grad_norm.item(),
             "tied": tied,
@@ -234,7 +240,8 @@ def _reference(arch: str, schedule: str, dp_ranks: int = 2) -> dict[str, float]:
 def test_pp2_x_fsdp2_first_step_matches_one_rank(tmp_path: Path) -> None:
     """PP 2 x FSDP 2 (four gloo ranks, fp32), gpt-tiny and llama-tiny at 4 layers, 1F1B, GPipe and
     Interleaved1F1B (2 stages per rank): the first-step loss and gradient norm of the one-rank model
-    within 1e-4 on every rank, and the tied weight's two copies equal after the step."""
+    within 1e-4 on every rank, and the tied weight's two copies equal after the step; the same for
+    PP 4 (middle stages) and for an untied head."""
     import torch.multiprocessing as mp
 
     sys.path.insert(0, str(TESTS))  # the spawned ranks import this module
@@ -244,7 +251,7 @@ def test_pp2_x_fsdp2_first_step_matches_one_rank(tmp_path: Path) -> None:
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(LAYOUT.world_size)]
     for arch, schedule in CASES:
         ref = _reference(arch, schedule)
-        got = [r[f"{arch}-{schedule}"] for r in ranks]
+        got = [r[f"{arch}-{schedule}-2"] for r in ranks]
         # Ranks 0, 1 (stage 0 and the first, data-parallel ranks 0 and 1), ranks 2, 3 the last stage.
         mean = (got[0]["loss"] + got[1]["loss"]) / 2
         assert got[0]["loss"] == got[2]["loss"] and got[1]["loss"] == got[3]["loss"]  # the pipeline's peers
@@ -253,6 +260,20 @@ def test_pp2_x_fsdp2_first_step_matches_one_rank(tmp_path: Path) -> None:
             assert math.isclose(g["grad_norm"], ref["grad_norm"], abs_tol=1e-4), (arch, schedule, g, ref)
             assert len(g["tied"]) == 1  # tied head: one copy on the first and one on the last stage
             assert g["tied"] == got[0]["tied"]  # after the step: the two copies are still one weight
+    # PP 4 (one data-parallel rank): every rank the loss and norm of the one-rank model on dp rank 0's
+    # batch; the tied weight on ranks 0 and 3 only, equal after the step.
+    ref = _reference("gpt2", "1F1B", dp_ranks=1)
+    got = [r["gpt2-1F1B-4"] for r in ranks]
+    for g in got:
+        assert math.isclose(g["loss"], ref["loss"], abs_tol=1e-4) and math.isclose(
+            g["grad_norm"], ref["grad_norm"], abs_tol=1e-4
+        ), (g, ref)
+    assert [len(g["tied"]) for g in got] == [1, 0, 0, 1] and got[0]["tied"] == got[3]["tied"]
+    # An untied LM head (Llama 3.1's): nothing to sum, the same loss and norm.
+    ref = _reference("llama-untied", "1F1B")
+    got = [r["llama-untied-1F1B-2"] for r in ranks]
+    assert math.isclose((got[0]["loss"] + got[1]["loss"]) / 2, ref["loss"], abs_tol=1e-4), (got, ref)
+    assert all(math.isclose(g["grad_norm"], ref["grad_norm"], abs_tol=1e-4) and g["tied"] == [] for g in got)
 
 
 @pytest.mark.slow
