@@ -25,7 +25,7 @@ import torch
 from helpers import records, run_sweep
 
 from analysis.checks import record_problems
-from flopsweep.config import ConfigError, ParallelConfig, RunConfig
+from flopsweep.config import CheckpointingConfig, ConfigError, ParallelConfig, RunConfig
 from flopsweep.layout import Layout
 from flopsweep.options import FSDPConfig, GPT2Config, LlamaConfig
 from flopsweep.pipeline import loss_fn, split_stage, stage_ids, stage_layers
@@ -200,6 +200,7 @@ def _rank(rank: int, store: str, out: str) -> None:
     """One of four ranks: every case's trainer, one step, its loss, gradient norm and the tied
     weight's full values after the step (first and last stage)."""
     import torch.distributed as dist
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=LAYOUT.world_size)
@@ -209,13 +210,17 @@ def _rank(rank: int, store: str, out: str) -> None:
     results = {}
     for arch, schedule, layout in [(a, s, LAYOUT) for a, s in CASES] + MORE:
         cfg = _config(arch, schedule, layout.pp)
+        if (arch, schedule) == ("llama", "GPipe"):  # recompute changes no value: checkpointed blocks
+            cfg = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name="full"))
         trainer = build_trainer(cfg, torch.device("cpu"), layout)
         loss = trainer.step(make_batches(cfg, layout, rank, torch.device("cpu")))
         tied = [p.full_tensor().sum().item() for p in trainer.tied]
+        blocks = [b for stage in trainer.stages for b in stage.layers.values()]
         results[f"{arch}-{schedule}-{layout.pp}"] = {
             "loss": loss.item(),
             "grad_norm": trainer.grad_norm.item(),
             "tied": tied,
+            "checkpointed": [isinstance(b, CheckpointWrapper) for b in blocks],
         }
     Path(out, f"rank{rank}.json").write_text(json.dumps(results))
     dist.destroy_process_group()
@@ -241,7 +246,8 @@ def test_pp2_x_fsdp2_first_step_matches_one_rank(tmp_path: Path) -> None:
     """PP 2 x FSDP 2 (four gloo ranks, fp32), gpt-tiny and llama-tiny at 4 layers, 1F1B, GPipe and
     Interleaved1F1B (2 stages per rank): the first-step loss and gradient norm of the one-rank model
     within 1e-4 on every rank, and the tied weight's two copies equal after the step; the same for
-    PP 4 (middle stages) and for an untied head."""
+    PP 4 (middle stages) and for an untied head. llama with GPipe runs its stages' blocks under
+    ``activation_checkpointing=full`` (wrapped before the split; the reference is not)."""
     import torch.multiprocessing as mp
 
     sys.path.insert(0, str(TESTS))  # the spawned ranks import this module
@@ -260,6 +266,8 @@ def test_pp2_x_fsdp2_first_step_matches_one_rank(tmp_path: Path) -> None:
             assert math.isclose(g["grad_norm"], ref["grad_norm"], abs_tol=1e-4), (arch, schedule, g, ref)
             assert len(g["tied"]) == 1  # tied head: one copy on the first and one on the last stage
             assert g["tied"] == got[0]["tied"]  # after the step: the two copies are still one weight
+            want = [(arch, schedule) == ("llama", "GPipe")] * 2  # 4 blocks over 2 pipeline ranks
+            assert g["checkpointed"] == want
     # PP 4 (one data-parallel rank): every rank the loss and norm of the one-rank model on dp rank 0's
     # batch; the tied weight on ranks 0 and 3 only, equal after the step.
     ref = _reference("gpt2", "1F1B", dp_ranks=1)
