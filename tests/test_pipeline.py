@@ -81,8 +81,8 @@ def test_the_stages_together_compute_the_models_loss(arch: str) -> None:
 
 # (overrides, key, words in the message): each refused in one line before any worker starts.
 REFUSALS = [
-    (["parallel.pp=2", "backend=zero3"], "parallel.pp", "DeepSpeed stays data-parallel"),
-    (["parallel.pp=2", "backend=ddp"], "parallel.pp", "backend=ddp has no pipeline stages"),
+    (["parallel.pp=2", "backend=zero3"], "parallel.pp", "stays data-parallel"),
+    (["parallel.pp=2", "backend=ddp"], "parallel.pp", "is replicate-only data parallelism"),
     (["parallel.pp=2", "backend=single"], "parallel.pp", "backend=single runs one rank"),
     (["parallel.pp=3", "backend=fsdp", "model.n_layer=4"], "parallel.pp", "does not divide model.n_layer=4"),
     (
