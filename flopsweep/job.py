@@ -50,6 +50,7 @@ from flopsweep.metrics import (
 from flopsweep.models import family
 from flopsweep.noise import noise_warnings
 from flopsweep.plan import Environment, Plan, fixed_nproc, plan
+from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
@@ -112,6 +113,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         NotRecorded: when the record cannot be written (the directory became read-only or
             full); the message is the one line to print.
     """
+    silence_known_warnings()  # before anything imports torchao (flopsweep.quiet)
     load_start = loadavg()
     job_dir = Path(info.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -319,7 +321,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     row = dict.fromkeys(PLAN_COLUMNS, "")
     row.update(
         job=info.job_num if info.job_num is not None else "",
-        model=cfg.model.name,
+        model=cfg.model.name or getattr(cfg.model, "config", ""),  # model=hf: check fills the name
         overrides=" ".join(info.overrides),
     )
     try:
@@ -333,6 +335,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
         row.update(
             status="ok",
+            model=m.name,
             world_size=p.world_size,
             n_params=family(m).n_params(m),
             model_flops_per_step=f"{flops:.4g}",
