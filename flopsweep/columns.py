@@ -186,6 +186,20 @@ SETUP_SPECS: list[SetupSpec] = [
         kind="int",
         show="table",
     ),
+    # The parallel layout (system.parallel, the resolved degrees): its label where layouts tell rows
+    # apart (a layout sweep at one world size), the degrees for filters (--filter tp=2).
+    S(
+        name="layout",
+        path="system.parallel",
+        header="layout",
+        description="parallel layout: degrees above 1, pp/schedule, dp (replicate x shard), cp, tp",
+        kind="text",
+        show="distinct",
+    ),
+    S(name="dp_replicate", path="system.parallel.dp_replicate", header="dp_rep", kind="int", show="distinct"),
+    S(name="dp_shard", path="system.parallel.dp_shard", header="dp_shard", kind="int", show="distinct"),
+    S(name="tp", path="system.parallel.tp", header="tp", kind="int", show="distinct"),
+    S(name="pp", path="system.parallel.pp", header="pp", kind="int", show="distinct"),
     S(name="device_name", path="system.device_name", header="device", kind="text"),
     S(name="seed", path="config.seed", header="seed", identity=False),
     S(name="tag", path="config.tag", header="tag", identity=False),
@@ -223,8 +237,7 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.batch.name",
     "config.batch.max_micro_batch_size",
     "config.batch.global_batch_size",  # grad_accum shows what it set
-    # The parallel degrees: the dp column (system.parallel) shows the data-parallel degree; tp, pp
-    # and cp are refused above 1 until they are built.
+    # The parallel degrees as asked (dp_shard=-1): the layout columns show them resolved (system.parallel).
     "config.parallel",
     # The same in every run of a sweep, or run controls (what resume and setup_id ignore).
     "config.steps",
