@@ -287,6 +287,7 @@ PLAN_COLUMNS = (
     "overrides",
     "status",
     "world_size",
+    "layout",
     "n_params",
     "model_flops_per_step",
     "est_peak_gib_per_rank",
@@ -301,9 +302,10 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     On a machine without the job's GPUs, the job is placed as it would be on GPUs of compute
     capability 9.0 with bf16 (``fits`` is then blank: nothing here to compare with). On the CPU,
     ``fits`` compares the estimate times the ranks with the host's available memory. Under ``-m``
-    appends one row (``model`` names the model) to ``plan.csv`` beside the job directories (the
-    sweep directory, whose callback started the file afresh: :func:`start_plan_file`); a single
-    run writes its ``plan.csv`` afresh, atomically.
+    appends one row (``model`` names the model, ``layout`` its parallel layout:
+    :meth:`flopsweep.layout.Layout.label`) to ``plan.csv`` beside the job directories (the sweep
+    directory, whose callback started the file afresh: :func:`start_plan_file`); a single run
+    writes its ``plan.csv`` afresh, atomically.
 
     Returns:
         ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``.
@@ -337,6 +339,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             status="ok",
             model=m.name,
             world_size=p.world_size,
+            layout=p.layout.label(p.cfg.parallel.pp_schedule),
             n_params=family(m).n_params(m),
             model_flops_per_step=f"{flops:.4g}",
             est_peak_gib_per_rank=f"{est.total / 2**30:.1f}",
