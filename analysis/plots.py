@@ -136,7 +136,8 @@ def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
     extras = [c for c in extras if c not in degrees or c == "layout" and _varies_per_world(df, c)]
     out = _base_label(df, series)
     for c in extras:
-        text = df[c].astype(object).map(normalize)
+        as_text = normalize if c != "layout" else lambda v: "" if pd.isna(v) else str(v)  # keeps 1F1B
+        text = df[c].astype(object).map(as_text)
         out = out + text.map(lambda v, c=c: f", {SHORT.get(c, c)}={short(v)}" if v else "")
     return out.map(lambda text: plain(shorten(text, 2 * MAX_LABEL)))
 
