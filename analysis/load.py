@@ -742,8 +742,8 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
     2. for a run with a layout (``config.parallel`` not at its defaults, so no one-rank run of its
        own ``setup_id`` can exist: ``tp=2`` needs two ranks), the median of the one-rank runs of the
        same set-up without its layout (``base_setup_id``): ``1-rank run without this layout``;
-    3. the median of the same set-up's runs at its smallest world size: ``2-rank runs`` (the
-       efficiency of going from 2 ranks on, 1.0 at 2).
+    3. the median of the same set-up's runs at its smallest world size: ``2 ranks (no 1-rank
+       run)`` (the efficiency of going from 2 ranks on, 1.0 at 2).
 
     Blank where none exists: the set-up ran at one rank count only (with its layout-free one-rank
     run, if any), or :mod:`analysis.blanks` says what to add.

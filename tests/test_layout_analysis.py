@@ -208,3 +208,12 @@ def test_plan_true_lists_every_layout_before_any_run(tmp_path: Path) -> None:
         else:
             assert row["status"] == "invalid" and "Fix:" in row["note"] and "\n" not in row["note"]
     assert rows[0]["status"] == "ok" and rows[0]["layout"] == "dp8"
+
+
+def test_a_rank_count_baseline_matches_across_the_layouts_it_resolves_to(tmp_path: Path) -> None:
+    """``--baseline world_size=1``: the one-rank run (``dp1``) is every data-parallel run's baseline,
+    although their layouts (``dp2``, ``dp4``) differ: the layout follows the rank count."""
+    for world, rate in ((1, 1000.0), (2, 900.0), (4, 800.0)):
+        _record(tmp_path / str(world), world=world, tokens_per_device=rate)
+    df = analysis.compare(analysis.load(tmp_path), {"world_size": 1}, metric="tokens_per_s_per_device")
+    assert df.set_index("run_id")["speedup"].to_dict() == pytest.approx({"1": 1.0, "2": 0.9, "4": 0.8})
