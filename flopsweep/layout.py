@@ -173,6 +173,20 @@ class Layout:
         """The integer degrees, for ``system.parallel``."""
         return asdict(self)
 
+    def label(self, pp_schedule: str | None = None) -> str:
+        """A compact name of the layout for tables, plan rows and plot legends: the degrees above 1
+        in mesh order (:data:`MESH_ORDER`), the data-parallel pair as ``replicate x shard`` (HSDP)
+        and the pipeline with its schedule. ``dp8`` (FSDP, ZeRO or DDP over 8 ranks), ``dp2x4``
+        (HSDP: 2 replicas of 4-way shards), ``dp4 tp2``, ``tp8``, ``pp2/1F1B dp4``; ``dp1`` for one
+        rank. The backend column says which data-parallel method the ``dp`` part is."""
+        parts = [f"pp{self.pp}" + (f"/{pp_schedule}" if pp_schedule else "")] if self.pp > 1 else []
+        if self.dp_replicate > 1:
+            parts.append(f"dp{self.dp_replicate}x{self.dp_shard}")
+        elif self.dp_shard > 1 or self.world_size == 1:
+            parts.append(f"dp{self.dp_shard}")
+        parts += [f"{name}{getattr(self, name)}" for name in ("cp", "tp") if getattr(self, name) > 1]
+        return " ".join(parts)
+
 
 @dataclass(frozen=True)
 class Plan:
