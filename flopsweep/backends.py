@@ -241,7 +241,9 @@ def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> Trainer:
             cfg,
             device,
             layout,
-            build_model=lambda: build_model(cfg, device),
+            build_model=lambda world_mesh: wrap_blocks(
+                parallelize(make_model(cfg, device), cfg, world_mesh, layout), cfg
+            ),
             build_optimizer=lambda params: build_adamw(params, cfg.optim, device),
         )
     world_mesh = fmesh.build_mesh(layout, device.type)

@@ -32,6 +32,7 @@ dp x seq``; the model FLOPs do not depend on the layout; the bubble is idle time
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from torch import nn
 from torch.profiler import record_function
 
 from flopsweep import precision as fprecision
+from flopsweep import tensor_parallel
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.layout import Layout
@@ -95,8 +97,7 @@ def check(cfg: RunConfig) -> None:
     With ``parallel.pp=1`` a pipeline key is refused (the user expects it to matter). With
     ``pp > 1``: ``backend=fsdp`` only (DeepSpeed stays data-parallel, ``single``/``ddp`` have no
     stages), a family with pipeline parts, stages (``pp x pp_stages_per_rank``) that divide
-    ``model.n_layer``, no tensor parallelism inside the stages (not composed yet), more stages per rank
-    only for ``Interleaved1F1B``, at least as many
+    ``model.n_layer``, more stages per rank only for ``Interleaved1F1B``, at least as many
     micro-batches as stages (and, interleaved, a multiple of ``max(1, m // pp)``: torch's rounds),
     no fp16 (its loss scaling is not in the schedule's backward) and no ``batch=auto``.
 
@@ -125,13 +126,6 @@ def check(cfg: RunConfig) -> None:
             p.pp,
             f"model.arch={cfg.model.arch} has no pipeline split (built for {', '.join(ARCHS)})",
             "set parallel.pp=1, or pick a gpt2 or llama model",
-        )
-    if p.tp > 1:  # tensor parallelism (the layouts work) is applied in build_fsdp, not to the stages
-        raise ConfigError(
-            "parallel.tp",
-            p.tp,
-            "the pipeline's stages are not tensor-parallel yet (they are sharded with FSDP2 only)",
-            "set parallel.tp=1 with parallel.pp > 1, or parallel.pp=1",
         )
     _check_stages(cfg)
     _check_microbatches(cfg)
@@ -260,30 +254,48 @@ class StageModule(nn.Module):
     """One pipeline stage of a model of :data:`ARCHS`: the embedding (first stage), the stage's
     blocks, the final norm and the LM head (last stage).
 
-    ``forward``: first stage idx LongTensor ``(B, T)``, else hidden states ``(B, T, C)``; returns
-    hidden states ``(B, T, C)``, or logits ``(B, T, V)`` on the last stage. Parameter names keep the
-    model's block index (``layers.3...``).
+    ``forward``: first stage idx LongTensor ``(B, T)``, else hidden states ``(B, T / seq_shards, C)``;
+    returns hidden states ``(B, T / seq_shards, C)``, or logits ``(B, T, V)`` on the last stage.
+    Parameter names keep the model's block index (``layers.3...``).
+
+    Under tensor parallelism (``seq_shards = tp``) the hidden states between stages are what they
+    are between blocks: the plain local tensor of this rank's sequence shard (``Shard(1)`` of the
+    sequence-parallel residual stream), so each stage sends and receives a plain tensor of a fixed
+    shape to and from the pipeline peer of the same ``tp`` coordinate, which holds the same shard.
+    The logits are then a vocabulary-sharded ``DTensor`` (``Shard(-1)``) for ``loss_parallel``.
     """
 
-    def __init__(self, model: nn.Module, layers: dict[int, nn.Module], *, first: bool, last: bool) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        layers: dict[int, nn.Module],
+        *,
+        first: bool,
+        last: bool,
+        seq_shards: int = 1,
+    ) -> None:
         super().__init__()
-        self.model, self.first, self.last = model, first, last
+        self.model, self.first, self.last, self.seq_shards = model, first, last, seq_shards
         self.layers = nn.ModuleDict({str(i): block for i, block in layers.items()})
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        seq_len = x.size(1) if self.first else x.size(1) * self.seq_shards  # the whole sequence
         if self.first:
-            x = self.model.embed(x)  # (B, T) -> (B, T, C)
-        extra = self.model.block_args(x)
+            x = self.model.embed(x)  # (B, T) -> (B, T / seq_shards, C)
+        extra = self.model.block_args(seq_len, x.device)
         for block in self.layers.values():
             x = block(x, *extra)
         return self.model.logits(x) if self.last else x
 
 
-def split_stage(model: nn.Module, blocks: Sequence[nn.Module], stage: int, n_stages: int) -> StageModule:
+def split_stage(
+    model: nn.Module, blocks: Sequence[nn.Module], stage: int, n_stages: int, *, seq_shards: int = 1
+) -> StageModule:
     """Stage ``stage`` of ``n_stages`` of ``model``, built from ``model`` itself: its blocks list is
     emptied and the children the stage does not use are dropped (the embedding but on the first
     stage, the final norm and head but on the last). ``model`` must be a fresh build per stage:
-    the stage takes its parts, it does not copy them."""
+    the stage takes its parts, it does not copy them. ``seq_shards``: ``parallel.tp`` when
+    ``model`` is tensor-parallel (its residual stream sequence-sharded), else 1."""
     first, last = stage == 0, stage == n_stages - 1
     owned = {i: blocks[i] for i in stage_layers(len(blocks), n_stages, stage)}
     keep = set(model.embedding_children if first else ()) | set(model.head_children if last else ())
@@ -292,7 +304,7 @@ def split_stage(model: nn.Module, blocks: Sequence[nn.Module], stage: int, n_sta
             setattr(model, name, nn.ModuleList())
         elif name in (*model.embedding_children, *model.head_children) and name not in keep:
             setattr(model, name, None)
-    return StageModule(model, owned, first=first, last=last)
+    return StageModule(model, owned, first=first, last=last, seq_shards=seq_shards)
 
 
 def loss_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -322,6 +334,9 @@ class PipelineTrainer:
     tie_group: Any = None
     counted: list[nn.Parameter] = field(default_factory=list)
     after_step: Callable[[], None] | None = None
+    loss_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    """Around the schedule's step (its forwards, losses and backwards): ``loss_parallel`` under
+    tensor parallelism (:func:`flopsweep.tensor_parallel.loss_context`)."""
     grad_norm: torch.Tensor | None = None
 
     @property
@@ -342,7 +357,8 @@ class PipelineTrainer:
         idx, targets = tokens[:, :-1], tokens[:, 1:]
         losses: list[torch.Tensor] = []
         args = (idx,) if self.has_first else ()
-        self.schedule.step(*args, target=targets, losses=losses, return_outputs=False)
+        with self.loss_context():
+            self.schedule.step(*args, target=targets, losses=losses, return_outputs=False)
         with record_function(OPTIMIZER_ANNOTATION):  # profile=true: the optimizer part
             self._sum_tied_grads()
             self.grad_norm = self._clip()
@@ -350,15 +366,17 @@ class PipelineTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             if self.after_step is not None:
                 self.after_step()
-        mean = torch.stack(losses).mean().detach() if self.has_last else torch.zeros((), device=idx.device)
+        if self.has_last:  # under loss_parallel each loss is a replicated DTensor: its local value
+            mean = torch.stack([_local(loss) for loss in losses]).mean().detach()
+        else:
+            mean = torch.zeros((), device=idx.device)
         dist.all_reduce(mean, group=self.pp_group)  # only the last stage's rank adds a loss
         return mean
 
     def _sum_tied_grads(self) -> None:
         """The tied weight's two copies (first and last stage) get the sum of their gradients."""
-        for param in self.tied:
-            grad = param.grad.to_local() if hasattr(param.grad, "to_local") else param.grad
-            dist.all_reduce(grad, group=self.tie_group)
+        for param in self.tied:  # the same placements on both ranks (tp and dp): shard adds to shard
+            dist.all_reduce(_local(param.grad), group=self.tie_group)
 
     def _clip(self) -> torch.Tensor:
         """Clip every gradient of this rank by the norm over all stages and data-parallel shards
@@ -375,20 +393,27 @@ class PipelineTrainer:
         return norm.detach()
 
 
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """A ``DTensor``'s local shard (a view: in-place ops write through), else ``tensor``."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
 def build_pipeline(
     cfg: RunConfig,
     device: torch.device,
     layout: Layout,
     *,
-    build_model: Callable[[], nn.Module],
+    build_model: Callable[[Any], nn.Module],
     build_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
 ) -> PipelineTrainer:
     """The pipeline of ``cfg`` on this rank: its stages (FSDP2 over the data-parallel sub-mesh), the
     schedule ``parallel.pp_schedule`` and the trainer.
 
     Args:
-        build_model: the whole model from the run's seed on ``device``, checkpointed and compiled per
-            block (:func:`flopsweep.backends.build_model`); called once per local stage.
+        build_model: ``world_mesh -> model``: the whole model from the run's seed on ``device``,
+            tensor-parallel on the mesh's ``tp`` sub-mesh when ``tp > 1``, then checkpointed and
+            compiled per block (:func:`flopsweep.backends.parallelize`, then ``wrap_blocks``); called
+            once per local stage, before the split.
         build_optimizer: AdamW over the given parameters (:func:`flopsweep.backends.build_adamw`).
     """
     from torch.distributed.pipelining import PipelineStage
@@ -404,9 +429,9 @@ def build_pipeline(
     ids = stage_ids(pipe.get_local_rank(), layout.pp, per_rank)
     modules, tied, counted = [], [], []
     for stage in ids:
-        model = build_model()
+        model = build_model(mesh)
         tied_names = _tied_names(model, cfg)
-        module = split_stage(model, family(cfg.model).blocks(model), stage, n_stages)
+        module = split_stage(model, family(cfg.model).blocks(model), stage, n_stages, seq_shards=layout.tp)
         _shard(module, dp_mesh(mesh, layout), cfg)
         modules.append(module)
         for name, param in module.named_parameters():
@@ -435,6 +460,7 @@ def build_pipeline(
         tie_group=_tie_group(mesh, layout) if tied_names else None,  # collective: every rank or none
         counted=counted,
         after_step=_after_step(modules, cfg),
+        loss_context=tensor_parallel.loss_context(layout.tp),
     )
 
 

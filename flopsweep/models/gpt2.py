@@ -144,8 +144,8 @@ class GPT(nn.Module):
         pos = torch.arange(idx.size(1), device=idx.device)
         return self.wte(idx) + self.wpe(pos)
 
-    def block_args(self, x: torch.Tensor) -> tuple:
-        """Arguments every block takes after the hidden states ``x``: none."""
+    def block_args(self, seq_len: int, device: torch.device) -> tuple:
+        """Arguments every block takes after the hidden states, for sequences of ``seq_len``: none."""
         return ()
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:

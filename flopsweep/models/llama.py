@@ -188,8 +188,8 @@ class Llama(nn.Module):
             Scalar mean cross-entropy (computed in fp32).
         """
         idx, targets = tokens[:, :-1], tokens[:, 1:]
-        x = self.embed(idx)  # (B, T, C)
-        (freqs_cis,) = self.block_args(x)  # (T, hd/2) complex
+        x = self.embed(idx)  # (B, T, C); (B, T / tp, C) local under sequence parallelism
+        (freqs_cis,) = self.block_args(idx.size(1), idx.device)  # (T, hd/2) complex
         for block in self.layers:
             x = block(x, freqs_cis)
         return self.head_loss(x, targets)
@@ -209,10 +209,12 @@ class Llama(nn.Module):
         """Token embeddings: idx LongTensor ``(B, T)`` -> ``(B, T, C)`` (RoPE acts in attention)."""
         return self.tok_embeddings(idx)
 
-    def block_args(self, x: torch.Tensor) -> tuple[torch.Tensor]:
-        """Arguments every block takes after the hidden states ``x (B, T, C)``: ``freqs_cis``,
-        complex ``(T, hd/2)``, made here (the module holds no buffers)."""
-        return (self.rope(x.size(1), x.device),)
+    def block_args(self, seq_len: int, device: torch.device) -> tuple[torch.Tensor]:
+        """Arguments every block takes after the hidden states: ``freqs_cis``, complex
+        ``(seq_len, hd/2)``, made here (the module holds no buffers). ``seq_len`` is the whole
+        sequence, not the hidden states' local shard under sequence parallelism (attention gathers
+        the sequence before it rotates)."""
+        return (self.rope(seq_len, device),)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """Final RMSNorm and LM head (tied or ``output``): ``(B, T, C)`` -> logits ``(B, T, V)``."""
