@@ -157,9 +157,7 @@ def test_the_pipeline_rules_on_the_config_alone() -> None:
     check(RunConfig())  # pp=1 with every pipeline key at its default
     cfg = RunConfig(backend=FSDPConfig(), parallel=ParallelConfig(pp=2))
     check(cfg)
-    # Tensor parallelism is not applied to the stages: refused here even once layout.check_built allows it.
-    with pytest.raises(ConfigError, match=r"parallel.tp=2: the pipeline's stages are not tensor-parallel"):
-        check(dataclasses.replace(cfg, parallel=ParallelConfig(pp=2, tp=2)))
+    check(dataclasses.replace(cfg, parallel=ParallelConfig(pp=2, tp=2)))  # tensor-parallel stages
     with pytest.raises(ConfigError, match="parallel.pp_stages_per_rank=0"):
         check(dataclasses.replace(cfg, parallel=ParallelConfig(pp=2, pp_stages_per_rank=0)))
 
@@ -330,42 +328,104 @@ def test_pipeline_runs_write_ok_records_with_their_layout(tmp_path: Path) -> Non
         assert record_problems(r) == []  # the analysis' checks count tokens over dp, not the world
 
 
-@pytest.mark.slow
-def test_tp2_x_pp2_first_step_matches_one_rank(hydra_compose, tmp_path: Path) -> None:
-    """TP 2 x PP 2 (acceptance of issue 23): runs once tensor parallelism is built (the layouts
-    branch) and applied to the pipeline's stages; until then ``parallel.tp=2`` is refused before
-    launch (``layout.check_built``, then ``pipeline.check``), and the test says which is missing."""
-    from flopsweep.plan import validate
+TP2_PP2 = Layout(pp=2, tp=2, dp_shard=1)
+TP_CASES = [(arch, schedule) for arch in ("gpt2", "llama") for schedule in SCHEDULES] + [
+    ("llama-untied", "1F1B")
+]
+"""TP 2 x PP 2 cases: both tiny models under every schedule, and llama's separate (column-wise) head."""
 
-    args = ["device=cpu", "nproc_per_node=4", "backend=fsdp", "parallel.pp=2", "parallel.tp=2"]
-    try:
-        validate(hydra_compose(args))
-    except ConfigError as exc:
-        if exc.key == "parallel.tp" and "not built yet" in str(exc):
-            pytest.skip(
-                "tensor parallelism (parallel.tp > 1) is not built on this branch: TP 2 x PP 2 needs it"
-            )
-        if exc.key == "parallel.tp" and "not tensor-parallel yet" in str(exc):
-            pytest.skip("flopsweep.pipeline does not apply tensor parallelism to its stages yet")
-        raise
+
+def _tp_rank(rank: int, store: str, out: str) -> None:
+    """One of four ranks of TP 2 x PP 2: every case of :data:`TP_CASES`, one step, its loss,
+    gradient norm, the tied weight's full values after the step, and the stages' tensor-parallel
+    state (each block weight a ``DTensor`` sharded over ``tp``, its local shard half the rows)."""
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor, Shard
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=TP2_PP2.world_size)
+    from flopsweep.backends import build_trainer
+    from flopsweep.worker import make_batches
+
+    results = {}
+    for arch, schedule in TP_CASES:
+        cfg = _config(arch, schedule)
+        trainer = build_trainer(cfg, torch.device("cpu"), TP2_PP2)
+        loss = trainer.step(make_batches(cfg, TP2_PP2, rank, torch.device("cpu")))
+        block = next(iter(trainer.stages[0].layers.values()))
+        weight = dict(block.named_parameters())[
+            "attn.c_attn.weight" if arch == "gpt2" else "attention.wq.weight"
+        ]
+        tp_dim = weight.device_mesh.mesh_dim_names.index("tp") if isinstance(weight, DTensor) else None
+        results[f"{arch}-{schedule}"] = {
+            "loss": loss.item(),
+            "grad_norm": trainer.grad_norm.item(),
+            "tied": [p.full_tensor().sum().item() for p in trainer.tied],
+            "tp_sharded": tp_dim is not None and weight.placements[tp_dim] == Shard(0),
+            "local_rows": [weight.to_local().shape[0], weight.shape[0]] if tp_dim is not None else None,
+        }
+    Path(out, f"rank{rank}.json").write_text(json.dumps(results))
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_tp2_x_pp2_first_step_matches_one_rank(tmp_path: Path) -> None:
+    """TP 2 x PP 2 (acceptance of issue 23; four gloo ranks, fp32): gpt-tiny and llama-tiny at 4
+    layers under 1F1B, GPipe and Interleaved1F1B, and llama with its separate head, give on every rank
+    the first-step loss and gradient norm of the one-rank model (one data-parallel rank: data-parallel
+    rank 0's batches) within 1e-4; the stages' blocks are tensor-parallel (half the rows per rank),
+    and the tied weight's two copies (first and last stage, vocabulary-sharded alike) equal after the step."""
+    import torch.multiprocessing as mp
+
+    sys.path.insert(0, str(TESTS))  # the spawned ranks import this module
+    mp.start_processes(
+        _tp_rank,
+        args=(str(tmp_path / "store"), str(tmp_path)),
+        nprocs=TP2_PP2.world_size,
+        start_method="spawn",
+    )
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(TP2_PP2.world_size)]
+    for arch, schedule in TP_CASES:
+        ref = _reference(arch, schedule, dp_ranks=1)
+        got = [r[f"{arch}-{schedule}"] for r in ranks]
+        for g in got:
+            assert math.isclose(g["loss"], ref["loss"], abs_tol=1e-4), (arch, schedule, g, ref)
+            assert math.isclose(g["grad_norm"], ref["grad_norm"], abs_tol=1e-4), (arch, schedule, g, ref)
+            assert g["tp_sharded"] and g["local_rows"][0] * 2 == g["local_rows"][1], g
+            assert g["tied"] == got[0]["tied"] and len(g["tied"]) == (arch != "llama-untied")
+
+
+@pytest.mark.slow
+def test_tp2_x_pp2_runs_write_ok_records_with_their_layout(tmp_path: Path) -> None:
+    """The real job path of TP 2 x PP 2: ``run.py -m`` over both tiny models (4 layers, 1F1B) on
+    four ranks; each record ``ok`` with its layout and the one-rank model's first-step loss."""
     proc = run_sweep(
         tmp_path,
         "model=gpt-tiny,llama-tiny",
         "model.n_layer=4",
+        "device=cpu",
         "precision=fp32",
+        "backend=fsdp",
+        "nproc_per_node=4",
+        "parallel.pp=2",
+        "parallel.tp=2",
         "batch.micro_batch_size=2",
         "batch.grad_accum=2",
         "steps.warmup=1",
         "steps.measure=1",
-        *args,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for r in records(tmp_path):
+    recs = records(tmp_path)
+    assert sorted(r["model"]["arch"] for r in recs) == ["gpt2", "llama"]
+    for r in recs:
         assert r["status"] == "ok", r["error"]
         assert r["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 2, "pp": 2, "cp": 1}
+        m, seq = r["metrics"], r["config"]["model"]["seq_len"]
+        assert m["tokens_per_step"] == 2 * 2 * 1 * seq  # micro x accum x dp (one data-parallel rank)
         # One data-parallel rank: the one-rank model on data-parallel rank 0's batches.
         ref = _reference(r["model"]["arch"], "1F1B", dp_ranks=1)
-        assert math.isclose(r["metrics"]["loss_first"], ref["loss"], abs_tol=1e-4), (r["model"]["arch"], ref)
+        assert math.isclose(m["loss_first"], ref["loss"], abs_tol=1e-4), (r["model"]["arch"], ref)
+        assert record_problems(r) == []
 
 
 @pytest.mark.slow
