@@ -265,9 +265,9 @@ def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> Trainer:
 def parallelize(model: nn.Module, cfg: RunConfig, world_mesh: Any, layout: Layout) -> nn.Module:
     """The model-parallel part of the layout, before FSDP2 and before checkpointing: the family's
     tensor-parallel plan on the ``tp`` sub-mesh when ``layout.tp > 1``
-    (:func:`flopsweep.tensor_parallel.apply`). The seam for pipeline parallelism: split the
-    model into this rank's stages here (``mesh.pp_mesh(world_mesh)``), so that FSDP2 shards the
-    stages' blocks only."""
+    (:func:`flopsweep.tensor_parallel.apply`). A pipeline (``layout.pp > 1``) applies it to the
+    whole model too, before :func:`flopsweep.pipeline.split_stage` keeps this rank's stages and
+    FSDP2 shards them (torchtitan's order: TP, then the split's parts, then ``fully_shard``)."""
     from flopsweep import mesh as fmesh
 
     if layout.tp > 1:

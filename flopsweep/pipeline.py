@@ -1,5 +1,5 @@
 """Pipeline parallelism (``parallel.pp > 1``) through ``torch.distributed.pipelining``, composed with
-FSDP2 on the data-parallel sub-mesh.
+FSDP2 on the data-parallel sub-mesh and tensor parallelism on the ``tp`` sub-mesh.
 
 **Split.** The model's blocks split evenly into ``S = pp x v`` stages (``v``:
 ``parallel.pp_stages_per_rank``, 2 for ``Interleaved1F1B``, else 1); the first stage also embeds, the
@@ -16,6 +16,17 @@ backward the two gradients are summed between the first and the last pipeline ra
 "embedding group"), so both copies get the gradient of the tied weight, take the same AdamW update,
 and stay equal: the model is the one-rank model, with its parameter count and FLOPs. The gradient
 norm counts the tied weight once.
+
+**Tensor-parallel stages** (``parallel.tp > 1``, torchtitan's composition): each model is
+tensor-parallel on :func:`flopsweep.mesh.tp_mesh` of the same world mesh (the family's plan,
+:func:`flopsweep.backends.parallelize`) before the split and before ``fully_shard``, so the stage's
+parameters are ``DTensor`` s on the ``(dp, tp)`` sub-mesh. Between stages flows what flows between
+blocks under sequence parallelism: the plain local tensor of this rank's sequence shard,
+``(B, T / tp, C)``, sent to the pipeline peer of the same ``tp`` coordinate (the ``pp`` sub-mesh's
+group), which holds the same shard. The last stage's logits are vocabulary-sharded and the loss
+runs under ``loss_parallel`` (the whole schedule step inside it). The tied weight is
+vocabulary-sharded alike on the first and last stage, so its two gradients add shard to shard; the
+gradient norm is the ``DTensor`` norm over ``(dp, tp)``, then summed over the pipeline group.
 
 **Batch.** Each optimizer step's local batch (``micro_batch_size x grad_accum`` sequences of this
 data-parallel rank, the ``grad_accum`` micro batches concatenated) goes through the schedule once,

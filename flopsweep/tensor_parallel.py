@@ -19,7 +19,8 @@ shares:
 A plan value may be a tuple of styles, applied one after the other to the same submodule (a norm
 that is ``SequenceParallel`` and whose output the tied head needs replicated).
 
-Only :mod:`flopsweep.backends` imports this module, on the ranks.
+Only :mod:`flopsweep.backends` and :mod:`flopsweep.pipeline` (tensor-parallel stages) use it, on the
+ranks.
 """
 
 from __future__ import annotations
