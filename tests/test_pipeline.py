@@ -340,6 +340,7 @@ def _tp_rank(rank: int, store: str, out: str) -> None:
     gradient norm, the tied weight's full values after the step, and the stages' tensor-parallel
     state (each block weight a ``DTensor`` sharded over ``tp``, its local shard half the rows)."""
     import torch.distributed as dist
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
     from torch.distributed.tensor import DTensor, Shard
 
     torch.set_num_threads(1)
@@ -350,17 +351,19 @@ def _tp_rank(rank: int, store: str, out: str) -> None:
     results = {}
     for arch, schedule in TP_CASES:
         cfg = _config(arch, schedule)
+        if (arch, schedule) == ("llama", "GPipe"):  # checkpointed tensor-parallel blocks
+            cfg = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name="full"))
         trainer = build_trainer(cfg, torch.device("cpu"), TP2_PP2)
         loss = trainer.step(make_batches(cfg, TP2_PP2, rank, torch.device("cpu")))
         block = next(iter(trainer.stages[0].layers.values()))
-        weight = dict(block.named_parameters())[
-            "attn.c_attn.weight" if arch == "gpt2" else "attention.wq.weight"
-        ]
+        name = "attn.c_attn.weight" if arch == "gpt2" else "attention.wq.weight"
+        weight = next(p for n, p in block.named_parameters() if n.endswith(name))  # wrapped or not
         tp_dim = weight.device_mesh.mesh_dim_names.index("tp") if isinstance(weight, DTensor) else None
         results[f"{arch}-{schedule}"] = {
             "loss": loss.item(),
             "grad_norm": trainer.grad_norm.item(),
             "tied": [p.full_tensor().sum().item() for p in trainer.tied],
+            "checkpointed": isinstance(block, CheckpointWrapper),
             "tp_sharded": tp_dim is not None and weight.placements[tp_dim] == Shard(0),
             "local_rows": [weight.to_local().shape[0], weight.shape[0]] if tp_dim is not None else None,
         }
@@ -373,8 +376,9 @@ def test_tp2_x_pp2_first_step_matches_one_rank(tmp_path: Path) -> None:
     """TP 2 x PP 2 (acceptance of issue 23; four gloo ranks, fp32): gpt-tiny and llama-tiny at 4
     layers under 1F1B, GPipe and Interleaved1F1B, and llama with its separate head, give on every rank
     the first-step loss and gradient norm of the one-rank model (one data-parallel rank: data-parallel
-    rank 0's batches) within 1e-4; the stages' blocks are tensor-parallel (half the rows per rank),
-    and the tied weight's two copies (first and last stage, vocabulary-sharded alike) equal after the step."""
+    rank 0's batches) within 1e-4; the stages' blocks are tensor-parallel (half the rows per rank;
+    llama with GPipe checkpointed too), and the tied weight's two copies (first and last stage,
+    vocabulary-sharded alike) equal after the step."""
     import torch.multiprocessing as mp
 
     sys.path.insert(0, str(TESTS))  # the spawned ranks import this module
@@ -393,6 +397,7 @@ def test_tp2_x_pp2_first_step_matches_one_rank(tmp_path: Path) -> None:
             assert math.isclose(g["grad_norm"], ref["grad_norm"], abs_tol=1e-4), (arch, schedule, g, ref)
             assert g["tp_sharded"] and g["local_rows"][0] * 2 == g["local_rows"][1], g
             assert g["tied"] == got[0]["tied"] and len(g["tied"]) == (arch != "llama-untied")
+            assert g["checkpointed"] == ((arch, schedule) == ("llama", "GPipe"))
 
 
 @pytest.mark.slow
