@@ -1,6 +1,6 @@
 """Pipeline parallelism (``parallel.pp > 1``, :mod:`flopsweep.pipeline`): the split into stages, the
-refusals before launch, and, on four gloo ranks (PP 2 x FSDP 2, fp32), the first step of each schedule
-against the same model on one rank: loss, gradient norm and the tied weight.
+refusals before launch, and, on four gloo ranks (PP 2 x FSDP 2 and TP 2 x PP 2, fp32), the first step of
+each schedule against the same model on one rank: loss, gradient norm and the tied weight.
 
 What is comparable with the one-rank model: the pipeline keeps GPT-2's (and llama-tiny's) LM head tied
 to the token embedding by summing the two copies' gradients (first and last stage) after the backward,
