@@ -386,6 +386,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         row["fits"], row["fits_on"] = _fits(p, est.total, env, placed=bool(note))
         row["note"] = f"{note}; {est.method}" if note else est.method
         gpu_name = torch_device_name() if env.cuda_available and p.device == "cuda" and not note else None
+        gpu_name = gpu_name or cfg.plan_gpu  # the GPU asked about: its datasheet and NVLink
         row.update(plan_prediction(p, gpu_name))
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
