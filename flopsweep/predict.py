@@ -5,7 +5,7 @@ Torch-free, one place: the job (``metrics.predicted``, made before the measured 
 --predict`` all call :func:`predict`. docs/design.md ("Prediction") states the model and its
 assumptions; in short, per optimizer step and per rank::
 
-    t_step   = t_compute x (1 + (pp-1)/(v m)) + t_optimizer + t_exposed   (v m: pipeline micro batches x stages per rank)
+    t_step   = t_compute x (1 + (pp-1)/(v m)) + t_optimizer + t_exposed   (m micro batches, v stages a rank)
     t_exposed = max(t_comm x (1 - overlap), t_comm - t_compute)       (data-parallel collectives)
               + t_tp + t_pp_send                                        (never overlapped)
     t_comm   = sum over collectives of bytes x factor / busbw          (nccl-tests' bus bandwidth)
@@ -14,9 +14,10 @@ assumptions; in short, per optimizer step and per rank::
 and micro batch measured at a smaller world size: its step time less its optimizer and exposed
 communication, scaled by the micro batches per rank and divided by ``tp x pp``), or, without one,
 from the hardware FLOPs at :data:`UNCALIBRATED_GEMM_FRACTION` of the measured GEMM rate, or at
-:data:`DATASHEET_GEMM_FRACTION` of the datasheet peak (said so in ``source``). ``factor`` is nccl-tests' bus-bandwidth factor (:func:`busbw_factor`): ``(n-1)/n``
-for all-gather and reduce-scatter, ``2(n-1)/n`` for all-reduce, with ``bytes`` the full buffer
-(the gathered output, the scattered input). Units: seconds, bytes, GB/s (1e9 bytes/s), FLOP.
+:data:`DATASHEET_GEMM_FRACTION` of the datasheet peak (said so in ``source``). ``factor`` is
+nccl-tests' bus-bandwidth factor (:func:`busbw_factor`): ``(n-1)/n`` for all-gather and
+reduce-scatter, ``2(n-1)/n`` for all-reduce, with ``bytes`` the full buffer (the gathered output,
+the scattered input). Units: seconds, bytes, GB/s (1e9 bytes/s), FLOP.
 """
 
 from __future__ import annotations
@@ -433,7 +434,8 @@ def compute_uncalibrated(target: Workload, *, gemm_tflops: float | None, what: s
     return Compute(
         compute_s=target.hardware_flops / target.world_size / rate,
         optimizer_s=0.0,
-        source=f"uncalibrated: hardware FLOPs at {share:g} x the {what} GEMM rate ({gemm_tflops:.4g} TFLOP/s)",
+        source=f"uncalibrated: hardware FLOPs at {share:g} x the {what} GEMM rate "
+        f"({gemm_tflops:.4g} TFLOP/s)",
     )
 
 
