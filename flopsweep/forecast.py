@@ -136,7 +136,8 @@ def prediction(
     gemm_tflops: float | None = None,
 ) -> dict[str, Any]:
     """``metrics.predicted`` of ``cfg`` on ``layout``: calibrated from the best of ``records``
-    (:func:`flopsweep.predict.pick_calibration`), else uncalibrated at the measured GEMM rate
+    (:func:`flopsweep.predict.pick_calibration`; of the same micro batch, else of another, its
+    compute scaled by tokens), else uncalibrated at the measured GEMM rate
     (``gemm_tflops``) or, without one, the datasheet peak of ``device_name``.
 
     Returns:
@@ -162,11 +163,19 @@ def _prediction(
     gemm_tflops: float | None,
 ) -> dict[str, Any]:
     target = workload(cfg, layout)
-    key = pr.calibration_key({"config": _config_dict(cfg)})
     own = _config_dict(cfg)["backend"]
-    picked = pr.pick_calibration(
-        key, layout.world_size, cfg.backend.name, records, backend_config=own, hostname=socket.gethostname()
-    )
+    picked = None
+    for exact in (True, False):  # the same micro batch first, else another one scaled by tokens
+        key = pr.calibration_key({"config": _config_dict(cfg)}, micro_batch=exact)
+        picked = picked or pr.pick_calibration(
+            key,
+            layout.world_size,
+            cfg.backend.name,
+            records,
+            backend_config=own,
+            hostname=socket.gethostname(),
+            micro_batch=exact,
+        )
     device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
     peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None

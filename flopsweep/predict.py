@@ -395,9 +395,11 @@ def compute_from_calibration(
     ``iteration_time_s`` less ``optimizer_s`` and ``exposed_comm_s`` (zero on one rank) is the
     calibration's forward and backward over ``calibration.grad_accum`` micro batches; the target
     runs ``target.grad_accum`` of them on ``1/(tp x pp)`` of the model, at ``compute_scale`` times the
-    speed (1: the same GPU). The optimizer (when the calibration's profile separates it, else it
-    stays inside the compute) scales with the parameters each rank updates: ``1/dp_shard`` for the
-    sharded backends, ``1/(tp x pp)`` always.
+    speed (1: the same GPU). A calibration of another micro batch scales by tokens
+    (``target.micro_batch_size / calibration.micro_batch_size``), said so in ``source``. The
+    optimizer (when the calibration's profile separates it, else it stays inside the compute)
+    scales with the parameters each rank updates: ``1/dp_shard`` for the sharded backends,
+    ``1/(tp x pp)`` always.
 
     Raises:
         PredictionError: a non-positive compute time after the subtraction.
@@ -408,10 +410,16 @@ def compute_from_calibration(
         raise PredictionError(f"calibration {source}: no compute time left ({iteration_time_s:.4g} s step)")
     per_micro = fb / calibration.grad_accum * calibration.degree("tp") * calibration.degree("pp")
     split = target.degree("tp") * target.degree("pp")
-    compute = per_micro * target.grad_accum / split / compute_scale
+    tokens = target.micro_batch_size / calibration.micro_batch_size  # 1: the same micro batch
+    compute = per_micro * tokens * target.grad_accum / split / compute_scale
     shard = lambda w: w.degree("dp_shard") if w.backend in ("fsdp", "deepspeed") else 1  # noqa: E731
     opt_target = opt * shard(calibration) / shard(target) / split / compute_scale
     how = "" if optimizer_s is not None else "; optimizer not separated (no profile): kept in compute"
+    if tokens != 1:
+        how += (
+            f"; micro batch {calibration.micro_batch_size} -> {target.micro_batch_size}: compute scaled "
+            "by tokens (a larger micro batch usually runs a little faster per token)"
+        )
     return Compute(compute_s=compute, optimizer_s=opt_target, source=f"calibrated: {source}{how}")
 
 
@@ -551,12 +559,16 @@ def backend_of(record: dict[str, Any]) -> str:
     return f"{name}-{stage}" if name == "deepspeed" and stage is not None else str(name)
 
 
-def calibration_key(record: dict[str, Any]) -> str:
-    """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text.
-    A ``bool`` checkpointing (records before the policies) reads as ``full``/``none``."""
+def calibration_key(record: dict[str, Any], *, micro_batch: bool = True) -> str:
+    """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text;
+    without the micro batch when ``micro_batch`` is False (:func:`compute_from_calibration` then
+    scales by tokens). A ``bool`` checkpointing (records before the policies) reads as
+    ``full``/``none``."""
     import json
 
     values = [_get(record, path) for path in CALIBRATION_KEYS]
+    if not micro_batch:
+        values[-1] = None
     if isinstance(values[3], bool):
         values[3] = {"name": "full" if values[3] else "none"}
     return json.dumps(values, sort_keys=True, default=str)
@@ -575,20 +587,22 @@ def pick_calibration(
     *,
     backend_config: dict[str, Any] | None = None,
     hostname: str | None = None,
+    micro_batch: bool = True,
 ) -> tuple[str, dict[str, Any]] | None:
     """The calibration of a run (``key`` from :func:`calibration_key`, on ``world`` ranks): an
     ``ok`` record of ``records`` (``(name, record)`` pairs) with the same key at a smaller world
     size and a step time; the same backend first, then the same ZeRO stage (of ``backend_config``),
     then the same host (``hostname``: the same machine's GPUs, clocks and power limit), then the
     same backend knobs (``backend_config``), then the largest world size, then the first name. None
-    when there is none."""
+    when there is none. With ``micro_batch`` False, ``key`` is one without the micro batch
+    (:func:`calibration_key`), and any micro batch matches."""
     fits = [
         (name, r)
         for name, r in records
         if r.get("status") == "ok"
         and (_world(r) or world) < world
         and isinstance(_get(r, ("metrics", "iteration_time_s", "mean")), int | float)
-        and calibration_key(r) == key
+        and calibration_key(r, micro_batch=micro_batch) == key
     ]
     if not fits:
         return None

@@ -481,3 +481,24 @@ def test_plan_predicts_every_layout_of_the_8gpu_sweep(tmp_path: Path) -> None:
             "uncalibrated: hardware FLOPs at 0.45 x the H100 datasheet GEMM rate (989.4 TFLOP/s)"
         ), row
         assert "bandwidth assumed: 0.7 x H100 SXM NVLink" in row["prediction_source"]
+
+
+def test_a_calibration_of_another_micro_batch_scales_by_tokens_and_says_so() -> None:
+    cal = workload(degrees={"dp_shard": 1}, micro_batch_size=2)
+    target = workload(micro_batch_size=4, grad_accum=2)
+    c = pr.compute_from_calibration(
+        target, calibration=cal, iteration_time_s=1.0, source="r", optimizer_s=0.0
+    )
+    assert c.compute_s == pytest.approx(1.0 * 4 / 2 * 2)
+    assert "micro batch 2 -> 4: compute scaled by tokens" in c.source
+    record = {"config": {"model": {"name": "m"}, "batch": {"micro_batch_size": 2}}}
+    other = {"config": {"model": {"name": "m"}, "batch": {"micro_batch_size": 4}}}
+    assert pr.calibration_key(record) != pr.calibration_key(other)
+    assert pr.calibration_key(record, micro_batch=False) == pr.calibration_key(other, micro_batch=False)
+
+
+@pytest.mark.slow
+def test_plan_at_another_micro_batch_is_calibrated_by_tokens(tmp_path: Path) -> None:
+    rows = _plan_rows(tmp_path, f"predict.calibration={LLAMA8B_ONE_GPU}", "batch.micro_batch_size=4")
+    ok = [row for row in rows if row["status"] == "ok"]
+    assert ok and all("micro batch 2 -> 4: compute scaled by tokens" in r["prediction_source"] for r in ok)
