@@ -52,8 +52,9 @@ bus bandwidth cannot exceed it."""
 
 ASSUMED_NVLINK_SHARE = 0.7
 """Without a probe, a configured bandwidth or profiled records, the bus bandwidth inside a node is
-assumed to be this share of :data:`NVLINK_GBPS` (nccl-tests reach 0.8-0.9 of it on an idle node;
-inside a training step the collectives share the GPU with compute): stated in ``bandwidth_source``."""
+assumed to be this share of :data:`NVLINK_GBPS` (nccl-tests reach about 0.8 of it on an idle H100
+node, 350-370 GB/s; inside a training step the collectives share the GPU with compute): stated in
+``bandwidth_source``."""
 
 DEFAULT_OVERLAP = {"ddp": 0.8, "fsdp": 0.8, "deepspeed": 0.5, "single": 0.0}
 """Share of the data-parallel communication hidden behind compute when no profiled record
