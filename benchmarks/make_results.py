@@ -1,7 +1,7 @@
 """Write ``benchmarks/RESULTS.md`` from ``benchmarks/RESULTS.in.md`` and the committed records.
 
 Usage (CPU; from anywhere; no torch but for the memory marker, whose estimate imports the model
-families and DeepSpeed's estimators)::
+families and DeepSpeed's estimators, and the plan marker's ``run.py`` subprocess)::
 
     python benchmarks/make_results.py            # write benchmarks/RESULTS.md
     python benchmarks/make_results.py --check    # exit 1 if RESULTS.md is not what it would write
