@@ -50,6 +50,7 @@ def workload(cfg: RunConfig, layout: Layout) -> pr.Workload:
         grad_accum=b.grad_accum,
         degrees=layout.as_dict(),
         pp_microbatches=cfg.parallel.pp_microbatches,
+        pp_stages_per_rank=int(getattr(cfg.parallel, "pp_stages_per_rank", None) or 1),
         reshard_after_forward=bool(getattr(cfg.backend, "reshard_after_forward", True)),
         model_flops=fam.model_flops(m, tokens, density),
         hardware_flops=fam.hardware_flops(m, tokens, density, recompute_mode(cfg)),
@@ -88,11 +89,18 @@ def calibration_records(path: str | None) -> list[tuple[str, dict[str, Any]]]:
 
 
 def link(
-    cfg: RunConfig, probe: Sequence[dict[str, Any]] | None, calibration: dict[str, Any] | None
+    cfg: RunConfig,
+    probe: Sequence[dict[str, Any]] | None,
+    calibration: dict[str, Any] | None,
+    records: Sequence[tuple[str, dict[str, Any]]] = (),
+    device_name: str | None = None,
 ) -> pr.Link:
-    """The bus bandwidths: ``predict.intra_node_gbps``/``inter_node_gbps`` when set, else the run's
-    own probe (``system.interconnect``, across nodes too when ``nnodes`` > 1), else the calibration
-    record's probe; an empty :class:`~flopsweep.predict.Link` when none is known."""
+    """The bus bandwidths, the first that is known of: ``predict.intra_node_gbps``/``inter_node_gbps``;
+    the run's own probe (``system.interconnect``, across nodes too when ``nnodes`` > 1); the
+    calibration record's probe; the bandwidth that profiled multi-rank ``records`` imply
+    (:func:`flopsweep.predict.calibrated_busbw`, the run's backend first); an assumed share of
+    ``device_name``'s NVLink (:func:`flopsweep.predict.assumed_link`). An empty
+    :class:`~flopsweep.predict.Link` when none is known. Each names itself in ``source``."""
     p = cfg.predict
     if p.intra_node_gbps or p.inter_node_gbps:
         intra = p.intra_node_gbps or p.inter_node_gbps
@@ -106,7 +114,15 @@ def link(
         return pr.Link(intra=own.intra, inter=own.intra if cfg.nnodes > 1 else {}, source=own.source)
     if calibration and calibration.get("system", {}).get("interconnect"):
         return pr.link_from_probe(calibration["system"]["interconnect"], source="the calibration's probe")
-    return pr.Link()
+    backend = pr.backend_of({"config": {"backend": _config_dict(cfg)["backend"]}})
+    bus = pr.calibrated_busbw(records, backend=backend) or pr.calibrated_busbw(records)
+    if bus:  # in a node only: the records' ranks shared one
+        return pr.Link(
+            intra=dict.fromkeys(pr.COLLECTIVES, bus[0]),
+            inter=dict.fromkeys(pr.COLLECTIVES, 0.0),
+            source=f"{bus[1]}: {bus[0]:.4g} GB/s in a node",
+        )
+    return pr.assumed_link(device_name) or pr.Link()
 
 
 def prediction(
@@ -120,7 +136,8 @@ def prediction(
     gemm_tflops: float | None = None,
 ) -> dict[str, Any]:
     """``metrics.predicted`` of ``cfg`` on ``layout``: calibrated from the best of ``records``
-    (:func:`flopsweep.predict.pick_calibration`), else uncalibrated at the measured GEMM rate
+    (:func:`flopsweep.predict.pick_calibration`; of the same micro batch, else of another, its
+    compute scaled by tokens), else uncalibrated at the measured GEMM rate
     (``gemm_tflops``) or, without one, the datasheet peak of ``device_name``.
 
     Returns:
@@ -146,11 +163,19 @@ def _prediction(
     gemm_tflops: float | None,
 ) -> dict[str, Any]:
     target = workload(cfg, layout)
-    key = pr.calibration_key({"config": _config_dict(cfg)})
     own = _config_dict(cfg)["backend"]
-    picked = pr.pick_calibration(
-        key, layout.world_size, cfg.backend.name, records, backend_config=own, hostname=socket.gethostname()
-    )
+    picked = None
+    for exact in (True, False):  # the same micro batch first, else another one scaled by tokens
+        key = pr.calibration_key({"config": _config_dict(cfg)}, micro_batch=exact)
+        picked = picked or pr.pick_calibration(
+            key,
+            layout.world_size,
+            cfg.backend.name,
+            records,
+            backend_config=own,
+            hostname=socket.gethostname(),
+            micro_batch=exact,
+        )
     device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
     peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None
@@ -160,7 +185,7 @@ def _prediction(
         elif gemm_tflops:
             compute = pr.compute_uncalibrated(target, gemm_tflops=gemm_tflops)
         else:
-            compute = pr.compute_uncalibrated(target, gemm_tflops=peak, what="datasheet")
+            compute = pr.compute_uncalibrated(target, gemm_tflops=peak, what=f"{device_name} datasheet")
         overlap = (
             (cfg.predict.overlap, "predict.overlap")
             if cfg.predict.overlap is not None
@@ -169,7 +194,7 @@ def _prediction(
         result = pr.predict(
             target,
             compute,
-            link(cfg, probe, picked[1] if picked else None),
+            link(cfg, probe, picked[1] if picked else None, records, device_name),
             gpus_per_node=gpus_per_node,
             overlap=overlap,
             peak_tflops=peak,

@@ -386,6 +386,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         row["fits"], row["fits_on"] = _fits(p, est.total, env, placed=bool(note))
         row["note"] = f"{note}; {est.method}" if note else est.method
         gpu_name = torch_device_name() if env.cuda_available and p.device == "cuda" and not note else None
+        gpu_name = gpu_name or cfg.plan_gpu  # the GPU asked about: its datasheet and NVLink
         row.update(plan_prediction(p, gpu_name))
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
@@ -406,8 +407,10 @@ def torch_device_name() -> str:
 def plan_prediction(p: Plan, device_name: str | None) -> dict[str, Any]:
     """``plan=true``'s predicted columns: the step time of the job on the cluster of
     ``predict.gpus_per_node`` x ``predict.nnodes`` (each null: the job's own), with its source
-    (:func:`flopsweep.forecast.prediction`; no probe here: bandwidths from ``predict.*`` or the
-    calibration record's probe)."""
+    (:func:`flopsweep.forecast.prediction`; no probe here: bandwidths from ``predict.*``, the
+    calibration record's probe, profiled records or the NVLink of the GPU, :func:`flopsweep.forecast.link`),
+    and the bandwidth's source after the compute's. The GPU is this machine's, else ``plan_gpu``'s, else
+    the calibration record's."""
     cfg = p.cfg
     nodes = cfg.predict.nnodes or cfg.nnodes
     per_node = cfg.predict.gpus_per_node or p.nproc_per_node
@@ -429,7 +432,12 @@ def plan_prediction(p: Plan, device_name: str | None) -> dict[str, Any]:
         "predicted_tokens_per_s_per_device": fmt(made.get("tokens_per_s_per_device"), ".5g"),
         "predicted_mfu": fmt(made.get("mfu"), ".3f"),
         "predicted_budget_gpu_hours": fmt(made.get("budget_gpu_hours"), ".4g"),
-        "prediction_source": made["source"],
+        "prediction_source": "; ".join(
+            [
+                made["source"],
+                *([f"bandwidth {made['bandwidth_source']}"] if made.get("bandwidth_source") else []),
+            ]
+        ),
     }
 
 

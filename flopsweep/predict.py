@@ -5,7 +5,7 @@ Torch-free, one place: the job (``metrics.predicted``, made before the measured 
 --predict`` all call :func:`predict`. docs/design.md ("Prediction") states the model and its
 assumptions; in short, per optimizer step and per rank::
 
-    t_step   = t_compute x (1 + bubble) + t_optimizer + t_exposed
+    t_step   = t_compute x (1 + (pp-1)/(v m)) + t_optimizer + t_exposed   (m micro batches, v stages a rank)
     t_exposed = max(t_comm x (1 - overlap), t_comm - t_compute)       (data-parallel collectives)
               + t_tp + t_pp_send                                        (never overlapped)
     t_comm   = sum over collectives of bytes x factor / busbw          (nccl-tests' bus bandwidth)
@@ -13,10 +13,11 @@ assumptions; in short, per optimizer step and per rank::
 ``t_compute`` comes from a calibration record (the same model, kernel, precision, checkpointing
 and micro batch measured at a smaller world size: its step time less its optimizer and exposed
 communication, scaled by the micro batches per rank and divided by ``tp x pp``), or, without one,
-from the hardware FLOPs at :data:`UNCALIBRATED_GEMM_FRACTION` of the measured GEMM rate (said so
-in ``source``). ``factor`` is nccl-tests' bus-bandwidth factor (:func:`busbw_factor`): ``(n-1)/n``
-for all-gather and reduce-scatter, ``2(n-1)/n`` for all-reduce, with ``bytes`` the full buffer
-(the gathered output, the scattered input). Units: seconds, bytes, GB/s (1e9 bytes/s), FLOP.
+from the hardware FLOPs at :data:`UNCALIBRATED_GEMM_FRACTION` of the measured GEMM rate, or at
+:data:`DATASHEET_GEMM_FRACTION` of the datasheet peak (said so in ``source``). ``factor`` is
+nccl-tests' bus-bandwidth factor (:func:`busbw_factor`): ``(n-1)/n`` for all-gather and
+reduce-scatter, ``2(n-1)/n`` for all-reduce, with ``bytes`` the full buffer (the gathered output,
+the scattered input). Units: seconds, bytes, GB/s (1e9 bytes/s), FLOP.
 """
 
 from __future__ import annotations
@@ -36,6 +37,24 @@ UNCALIBRATED_GEMM_FRACTION = 0.6
 GEMM rate. Our committed H200 runs reach 0.65-0.75 of the measured rate in model FLOPs (gpt-1.3b
 eager 484/670, Llama 3.1 8B compiled with full checkpointing 0.55 in hardware FLOPs): 0.6 is a
 round figure below them, stated in every uncalibrated ``source``."""
+
+DATASHEET_GEMM_FRACTION = 0.45
+"""Without a calibration record or a measured GEMM rate (``plan=true plan_gpu=H100`` on a laptop),
+compute runs at this fraction of the datasheet dense peak (:mod:`flopsweep.peaks`). Our committed
+H200 runs reach 0.43-0.52 of the 989.4 TFLOP/s peak in hardware FLOPs (HFU: Llama 3.1 8B compiled
+with full checkpointing 0.51, eager 0.43; gpt-1.3b FSDP eager 0.52): 0.45 is a round figure near
+the bottom of them, stated in every such ``source``."""
+
+NVLINK_GBPS = {"H100 SXM": 450.0, "H200 SXM": 450.0, "H800 SXM": 200.0, "B200": 900.0}
+"""NVLink bandwidth per GPU and direction, GB/s, by :mod:`flopsweep.peaks` row name: half the
+datasheets' bidirectional figure (H100/H200 SXM 900 GB/s, H800 400 GB/s, B200 1.8 TB/s). A ring's
+bus bandwidth cannot exceed it."""
+
+ASSUMED_NVLINK_SHARE = 0.7
+"""Without a probe, a configured bandwidth or profiled records, the bus bandwidth inside a node is
+assumed to be this share of :data:`NVLINK_GBPS` (nccl-tests reach about 0.8 of it on an idle H100
+node, 350-370 GB/s; inside a training step the collectives share the GPU with compute): stated in
+``bandwidth_source``."""
 
 DEFAULT_OVERLAP = {"ddp": 0.8, "fsdp": 0.8, "deepspeed": 0.5, "single": 0.0}
 """Share of the data-parallel communication hidden behind compute when no profiled record
@@ -105,6 +124,7 @@ class Workload:
         seq_len, micro_batch_size, grad_accum: the batch per rank.
         degrees: ``dp_replicate``, ``dp_shard``, ``tp``, ``pp``, ``cp`` (``system.parallel``).
         pp_microbatches: micro batches through the pipeline per step (default ``grad_accum``).
+        pp_stages_per_rank: pipeline stages each rank holds (``Interleaved1F1B``: 2 or more).
         reshard_after_forward: FSDP2 all-gathers the parameters again in backward.
         model_flops, hardware_flops: per optimizer step over every rank, FLOP.
     """
@@ -120,6 +140,7 @@ class Workload:
     grad_accum: int = 1
     degrees: dict[str, int] = field(default_factory=lambda: {"dp_replicate": 1, "dp_shard": 1})
     pp_microbatches: int | None = None
+    pp_stages_per_rank: int = 1
     reshard_after_forward: bool = True
     model_flops: float
     hardware_flops: float
@@ -138,6 +159,19 @@ class Workload:
     @property
     def tokens_per_step(self) -> int:
         return self.micro_batch_size * self.grad_accum * self.dp * self.seq_len
+
+    @property
+    def recompute_share(self) -> float:
+        """Share (0..1) of the forward that backward runs again: the hardware FLOPs above the model
+        FLOPs over the forward's third of them (1 with full checkpointing, 0 without)."""
+        if self.model_flops <= 0:
+            return 0.0
+        return max(0.0, min(1.0, 3 * (self.hardware_flops / self.model_flops - 1)))
+
+    @property
+    def pp_microbatch_sequences(self) -> float:
+        """Sequences in one pipeline micro batch: the local batch over ``pp_microbatches``."""
+        return self.micro_batch_size * self.grad_accum / (self.pp_microbatches or self.grad_accum)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,40 +225,46 @@ def busbw_factor(collective: str, n: int) -> float:
 def transfers(w: Workload, *, gpus_per_node: int) -> list[Transfer]:
     """The collectives of one optimizer step of ``w``, per rank (docs/design.md, "Prediction").
 
-    Data parallel (over ``dp`` ranks, gradients synchronised once per step, parameters per micro
-    batch for the sharded backends): DDP all-reduces ``4P`` (fp32 gradients); FSDP2 all-gathers
+    Data parallel (gradients synchronised once per step, parameters per micro batch for the
+    sharded backends): DDP all-reduces ``4P`` (fp32 gradients) over ``dp``; FSDP2 all-gathers
     ``bP`` (``b`` = :data:`PARAM_BYTES`) per micro batch in forward and again in backward
-    (``reshard_after_forward``) and reduce-scatters ``4P``; ZeRO-1/2 reduce-scatter ``bP``
-    gradients and all-gather ``bP`` updated parameters; ZeRO-3 all-gathers ``bP`` forward and
-    backward per micro batch and reduce-scatters ``bP``. ``P`` is divided by ``tp x pp`` (each
-    rank's share of the model). Tensor parallel: four all-reduces of ``micro x s x h x b`` per layer
-    per micro batch (two forward, two backward; Megatron-LM's count), never overlapped. Pipeline:
-    one send of the activations per micro batch each way at each stage boundary (a send is
-    counted as an all-gather of two ranks' worth of bytes: ``bytes x 1/2`` at the busbw).
+    (``reshard_after_forward``) and reduce-scatters ``4P``, over ``dp_shard``, and with
+    ``dp_replicate > 1`` (HSDP) all-reduces its ``4P / dp_shard`` gradient shard over
+    ``dp_replicate``; ZeRO-1/2 reduce-scatter ``bP`` gradients and all-gather ``bP`` updated
+    parameters; ZeRO-3 all-gathers ``bP`` forward and backward per micro batch and reduce-scatters
+    ``bP``. ``P`` is divided by ``tp x pp`` (each rank's share of the model). Tensor parallel
+    (sequence parallel: an all-gather and a reduce-scatter of ``micro x s x h x b`` per
+    projection pair, the volume of one all-reduce): per layer and micro batch two in forward, two
+    in backward and two more for the recomputed forward (:attr:`Workload.recompute_share`), never
+    overlapped. Pipeline: at each stage boundary one send of a pipeline micro batch's activations
+    (``s x h x b / tp`` per sequence) forward and one of its gradients backward per micro batch (a
+    send is counted as an all-gather of two ranks' worth of bytes: ``bytes x 1/2`` at the busbw).
+    The mesh is ``(pp, dp_replicate, dp_shard, cp, tp)`` with ``tp`` innermost
+    (:mod:`flopsweep.mesh`): a group spans nodes when its ranks' stride times its size passes
+    ``gpus_per_node``.
     """
     tp, pp, dp = w.degree("tp"), w.degree("pp"), w.dp
     b = PARAM_BYTES.get(w.precision, 2)
     p = w.n_params / (tp * pp)
-    micro = w.grad_accum if pp == 1 else 1  # with a pipeline, the stage all-gathers once per step
-    dp_spans = tp * dp > gpus_per_node  # the dp group is strided by tp: spans nodes past one node
     out: list[Transfer] = []
     if dp > 1:
-        out += _data_parallel(w, p=p, b=b, dp=dp, micro=micro, across=dp_spans)
+        out += _data_parallel(w, p=p, b=b, gpus_per_node=gpus_per_node)
     if tp > 1:
         act = w.micro_batch_size * w.seq_len * w.n_embd * b
+        per_layer = 4 + 2 * w.recompute_share
         out.append(
             Transfer(
-                what="tensor-parallel activation all-reduce",
+                what="tensor-parallel activation all-gather and reduce-scatter",
                 collective="all_reduce",
                 bytes=act,
-                count=4 * (w.n_layer // pp) * w.grad_accum,
+                count=round(per_layer * (w.n_layer // pp) * w.grad_accum),
                 group=tp,
                 across_nodes=tp > gpus_per_node,
                 overlappable=False,
             )
         )
     if pp > 1:
-        act = w.micro_batch_size * w.seq_len * w.n_embd * b / tp
+        act = w.pp_microbatch_sequences * w.seq_len * w.n_embd * b / tp
         m = w.pp_microbatches or w.grad_accum
         out.append(
             Transfer(
@@ -240,31 +280,53 @@ def transfers(w: Workload, *, gpus_per_node: int) -> list[Transfer]:
     return out
 
 
-def _data_parallel(w: Workload, *, p: float, b: int, dp: int, micro: int, across: bool) -> list[Transfer]:
+def _data_parallel(w: Workload, *, p: float, b: int, gpus_per_node: int) -> list[Transfer]:
+    """The data-parallel collectives of :func:`transfers` (its docstring), ``p`` parameters per rank."""
+    tp, shard, replicate = w.degree("tp"), w.degree("dp_shard"), w.degree("dp_replicate")
+    micro = w.grad_accum if w.degree("pp") == 1 else 1  # with a pipeline, the stage gathers once per step
+    sharded = w.backend == "fsdp" and replicate > 1  # HSDP: shard inside, replicate outside
+    group = shard if sharded else w.dp
+    span = tp * group  # the dp group is strided by tp
+    across = span > gpus_per_node
+
     def t(what: str, collective: str, nbytes: float, count: int) -> Transfer:
         return Transfer(
-            what=what, collective=collective, bytes=nbytes, count=count, group=dp, across_nodes=across
+            what=what, collective=collective, bytes=nbytes, count=count, group=group, across_nodes=across
         )
 
+    out: list[Transfer] = []
     if w.backend == "ddp":
-        return [t("ddp gradient all-reduce (fp32)", "all_reduce", FP32 * p, 1)]
-    if w.backend == "fsdp":
+        out = [t("ddp gradient all-reduce (fp32)", "all_reduce", FP32 * p, 1)]
+    elif w.backend == "fsdp":
         passes = 2 if w.reshard_after_forward else 1
-        return [
-            t("fsdp parameter all-gather (forward, backward)", "all_gather", b * p, passes * micro),
-            t("fsdp gradient reduce-scatter (fp32)", "reduce_scatter", FP32 * p, 1),
-        ]
-    if w.backend == "deepspeed":
+        if group > 1:
+            out = [
+                t("fsdp parameter all-gather (forward, backward)", "all_gather", b * p, passes * micro),
+                t("fsdp gradient reduce-scatter (fp32)", "reduce_scatter", FP32 * p, 1),
+            ]
+        if sharded:
+            out.append(
+                Transfer(
+                    what="hsdp gradient shard all-reduce across replicas (fp32)",
+                    collective="all_reduce",
+                    bytes=FP32 * p / shard,
+                    count=1,
+                    group=replicate,
+                    across_nodes=span * replicate > gpus_per_node,
+                )
+            )
+    elif w.backend == "deepspeed":
         if (w.zero_stage or 3) >= 3:
-            return [
+            out = [
                 t("zero-3 parameter all-gather (forward, backward)", "all_gather", b * p, 2 * micro),
                 t("zero-3 gradient reduce-scatter", "reduce_scatter", b * p, 1),
             ]
-        return [
-            t(f"zero-{w.zero_stage} gradient reduce-scatter", "reduce_scatter", b * p, 1),
-            t(f"zero-{w.zero_stage} updated parameter all-gather", "all_gather", b * p, 1),
-        ]
-    return []
+        else:
+            out = [
+                t(f"zero-{w.zero_stage} gradient reduce-scatter", "reduce_scatter", b * p, 1),
+                t(f"zero-{w.zero_stage} updated parameter all-gather", "all_gather", b * p, 1),
+            ]
+    return out
 
 
 def comm_seconds(items: Iterable[Transfer], link: Link) -> tuple[float, float]:
@@ -334,9 +396,11 @@ def compute_from_calibration(
     ``iteration_time_s`` less ``optimizer_s`` and ``exposed_comm_s`` (zero on one rank) is the
     calibration's forward and backward over ``calibration.grad_accum`` micro batches; the target
     runs ``target.grad_accum`` of them on ``1/(tp x pp)`` of the model, at ``compute_scale`` times the
-    speed (1: the same GPU). The optimizer (when the calibration's profile separates it, else it
-    stays inside the compute) scales with the parameters each rank updates: ``1/dp_shard`` for the
-    sharded backends, ``1/(tp x pp)`` always.
+    speed (1: the same GPU). A calibration of another micro batch scales by tokens
+    (``target.micro_batch_size / calibration.micro_batch_size``), said so in ``source``. The
+    optimizer (when the calibration's profile separates it, else it stays inside the compute)
+    scales with the parameters each rank updates: ``1/dp_shard`` for the sharded backends,
+    ``1/(tp x pp)`` always.
 
     Raises:
         PredictionError: a non-positive compute time after the subtraction.
@@ -347,28 +411,60 @@ def compute_from_calibration(
         raise PredictionError(f"calibration {source}: no compute time left ({iteration_time_s:.4g} s step)")
     per_micro = fb / calibration.grad_accum * calibration.degree("tp") * calibration.degree("pp")
     split = target.degree("tp") * target.degree("pp")
-    compute = per_micro * target.grad_accum / split / compute_scale
+    tokens = target.micro_batch_size / calibration.micro_batch_size  # 1: the same micro batch
+    compute = per_micro * tokens * target.grad_accum / split / compute_scale
     shard = lambda w: w.degree("dp_shard") if w.backend in ("fsdp", "deepspeed") else 1  # noqa: E731
     opt_target = opt * shard(calibration) / shard(target) / split / compute_scale
     how = "" if optimizer_s is not None else "; optimizer not separated (no profile): kept in compute"
+    if tokens != 1:
+        how += (
+            f"; micro batch {calibration.micro_batch_size} -> {target.micro_batch_size}: compute scaled "
+            "by tokens (a larger micro batch usually runs a little faster per token)"
+        )
     return Compute(compute_s=compute, optimizer_s=opt_target, source=f"calibrated: {source}{how}")
 
 
 def compute_uncalibrated(target: Workload, *, gemm_tflops: float | None, what: str = "measured") -> Compute:
     """The target's per-rank compute without a calibration: its hardware FLOPs per rank at
-    :data:`UNCALIBRATED_GEMM_FRACTION` of ``gemm_tflops`` (TFLOP/s).
+    :data:`UNCALIBRATED_GEMM_FRACTION` of a measured ``gemm_tflops`` (TFLOP/s), or at
+    :data:`DATASHEET_GEMM_FRACTION` of it when ``what`` names a datasheet peak (``H100 SXM
+    datasheet``).
 
     Raises:
         PredictionError: no GEMM rate (a CPU plan has neither a probe nor a datasheet peak).
     """
     if not gemm_tflops or gemm_tflops <= 0:
-        raise PredictionError("uncalibrated and no GEMM rate known: give predict.calibration=PATH")
-    rate = UNCALIBRATED_GEMM_FRACTION * gemm_tflops * 1e12
+        raise PredictionError(
+            "uncalibrated and no GEMM rate known: give predict.calibration=PATH (a one-GPU record of "
+            "the same set-up), or plan_gpu=NAME (e.g. H100) for its datasheet peak"
+        )
+    share = UNCALIBRATED_GEMM_FRACTION if what == "measured" else DATASHEET_GEMM_FRACTION
+    rate = share * gemm_tflops * 1e12
     return Compute(
         compute_s=target.hardware_flops / target.world_size / rate,
         optimizer_s=0.0,
-        source=f"uncalibrated: hardware FLOPs at {UNCALIBRATED_GEMM_FRACTION:g} x the {what} GEMM rate "
+        source=f"uncalibrated: hardware FLOPs at {share:g} x the {what} GEMM rate "
         f"({gemm_tflops:.4g} TFLOP/s)",
+    )
+
+
+def assumed_link(device_name: str | None) -> Link | None:
+    """The bus bandwidth assumed inside a node of ``device_name`` GPUs when nothing measured it:
+    :data:`ASSUMED_NVLINK_SHARE` of its NVLink bandwidth per direction (:data:`NVLINK_GBPS`, by
+    :mod:`flopsweep.peaks` row), for every collective; None for a device without a figure. Nothing
+    is assumed across nodes (``predict.inter_node_gbps``)."""
+    from flopsweep.peaks import lookup
+
+    row = lookup(device_name) if device_name else None
+    nvlink = NVLINK_GBPS.get(row.name) if row else None
+    if nvlink is None:
+        return None
+    bw = ASSUMED_NVLINK_SHARE * nvlink
+    return Link(
+        intra=dict.fromkeys(COLLECTIVES, bw),
+        inter=dict.fromkeys(COLLECTIVES, 0.0),  # unknown: comm_seconds asks for predict.inter_node_gbps
+        source=f"assumed: {ASSUMED_NVLINK_SHARE:g} x {row.name} NVLink {nvlink:g} GB/s per direction "
+        f"= {bw:g} GB/s busbw in a node",
     )
 
 
@@ -400,7 +496,8 @@ def predict(
     exposed = max(soft * (1 - share), soft - compute.compute_s) + hard
     pp = w.degree("pp")
     m = w.pp_microbatches or w.grad_accum
-    bubble = compute.compute_s * (pp - 1) / m if pp > 1 else 0.0  # (p-1)/(m+p-1) of the step
+    v = max(1, w.pp_stages_per_rank)  # interleaved: v stages per rank shrink the bubble v-fold
+    bubble = compute.compute_s * (pp - 1) / (v * m) if pp > 1 else 0.0  # (p-1)/(vm+p-1) of the step
     step = compute.compute_s + bubble + compute.optimizer_s + exposed
     world = w.world_size
     tokens_per_s = w.tokens_per_step / step
@@ -463,12 +560,16 @@ def backend_of(record: dict[str, Any]) -> str:
     return f"{name}-{stage}" if name == "deepspeed" and stage is not None else str(name)
 
 
-def calibration_key(record: dict[str, Any]) -> str:
-    """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text.
-    A ``bool`` checkpointing (records before the policies) reads as ``full``/``none``."""
+def calibration_key(record: dict[str, Any], *, micro_batch: bool = True) -> str:
+    """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text;
+    without the micro batch when ``micro_batch`` is False (:func:`compute_from_calibration` then
+    scales by tokens). A ``bool`` checkpointing (records before the policies) reads as
+    ``full``/``none``."""
     import json
 
     values = [_get(record, path) for path in CALIBRATION_KEYS]
+    if not micro_batch:
+        values[-1] = None
     if isinstance(values[3], bool):
         values[3] = {"name": "full" if values[3] else "none"}
     return json.dumps(values, sort_keys=True, default=str)
@@ -487,20 +588,22 @@ def pick_calibration(
     *,
     backend_config: dict[str, Any] | None = None,
     hostname: str | None = None,
+    micro_batch: bool = True,
 ) -> tuple[str, dict[str, Any]] | None:
     """The calibration of a run (``key`` from :func:`calibration_key`, on ``world`` ranks): an
     ``ok`` record of ``records`` (``(name, record)`` pairs) with the same key at a smaller world
     size and a step time; the same backend first, then the same ZeRO stage (of ``backend_config``),
     then the same host (``hostname``: the same machine's GPUs, clocks and power limit), then the
     same backend knobs (``backend_config``), then the largest world size, then the first name. None
-    when there is none."""
+    when there is none. With ``micro_batch`` False, ``key`` is one without the micro batch
+    (:func:`calibration_key`), and any micro batch matches."""
     fits = [
         (name, r)
         for name, r in records
         if r.get("status") == "ok"
         and (_world(r) or world) < world
         and isinstance(_get(r, ("metrics", "iteration_time_s", "mean")), int | float)
-        and calibration_key(r) == key
+        and calibration_key(r, micro_batch=micro_batch) == key
     ]
     if not fits:
         return None
@@ -547,6 +650,7 @@ def workload_from_record(record: dict[str, Any], *, degrees: dict[str, int] | No
         grad_accum=int(batch.get("grad_accum") or 1),
         degrees={k: int(v) for k, v in new.items() if isinstance(v, int)},
         pp_microbatches=parallel.get("pp_microbatches"),
+        pp_stages_per_rank=int(parallel.get("pp_stages_per_rank") or 1),
         reshard_after_forward=bool(backend.get("reshard_after_forward", True)),
         model_flops=float(model_flops) * scale,
         hardware_flops=float(hardware_flops) * scale,

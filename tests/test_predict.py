@@ -76,11 +76,47 @@ def test_tensor_and_pipeline_parallel_traffic_is_on_the_critical_path() -> None:
         by.setdefault(t.what.split()[0], t)  # the first of each kind
     assert by["fsdp"].bytes == 2 * P / 8  # each rank's share of the model: 1/(tp x pp)
     assert by["fsdp"].count == 2  # the pipeline stage gathers once per step, forward and backward
-    assert by["tensor-parallel"].count == 4 * 12 * 4 and not by["tensor-parallel"].overlappable
+    # full recompute (hardware FLOPs 8/6 of the model's): 2 forward, 2 backward, 2 recomputed, per layer
+    assert by["tensor-parallel"].count == 6 * 12 * 4 and not by["tensor-parallel"].overlappable
     assert by["tensor-parallel"].bytes == 4 * 2048 * 2048 * 2
     assert by["pipeline"].count == 8 and not by["pipeline"].overlappable
+    assert by["pipeline"].bytes == 2 * (4 * 4 / 4) * 2048 * 2048 * 2 / 4  # one pipeline micro batch / tp
     assert not by["fsdp"].across_nodes  # dp strided by tp: 2 x 4 ranks fit in a node of 8
     assert pr.transfers(w, gpus_per_node=4)[0].across_nodes
+
+
+def test_tensor_parallel_count_follows_the_recompute() -> None:
+    """Without checkpointing (hardware FLOPs = model FLOPs) four per layer; with full, six."""
+    plain = workload(degrees={"dp_shard": 1, "tp": 8}, hardware_flops=8 * 6 * P * 4 * 2048)
+    assert plain.recompute_share == 0
+    (tp,) = pr.transfers(plain, gpus_per_node=8)
+    assert (tp.count, tp.group, tp.collective) == (4 * 24, 8, "all_reduce")
+    assert workload().recompute_share == pytest.approx(1.0)
+
+
+def test_hsdp_shards_inside_and_all_reduces_the_shard_across_replicas() -> None:
+    w = workload(degrees={"dp_replicate": 2, "dp_shard": 4})
+    got = [(t.collective, t.bytes, t.group, t.across_nodes) for t in pr.transfers(w, gpus_per_node=4)]
+    assert got == [
+        ("all_gather", 2 * P, 4, False),
+        ("reduce_scatter", 4 * P, 4, False),
+        ("all_reduce", 4 * P / 4, 2, True),  # the replicas sit on different nodes of 4
+    ]
+    # DDP and ZeRO take dp_replicate x dp_shard as one group
+    ddp = pr.transfers(workload(backend="ddp", degrees={"dp_replicate": 2, "dp_shard": 4}), gpus_per_node=8)
+    assert [(t.collective, t.group) for t in ddp] == [("all_reduce", 8)]
+
+
+def test_tp8_is_slower_than_fsdp8_at_the_same_compute() -> None:
+    """The same compute per rank (the model's split of one calibration): TP 8's activations
+    travel on the critical path, FSDP 8's parameters mostly hide behind compute."""
+    compute = pr.Compute(compute_s=1.0, optimizer_s=0.0, source="t")
+    fsdp_w = workload(grad_accum=2, micro_batch_size=2)
+    tp_w = workload(degrees={"dp_shard": 1, "tp": 8}, grad_accum=16, micro_batch_size=2)
+    assert tp_w.tokens_per_step == fsdp_w.tokens_per_step  # one global batch
+    fsdp = pr.predict(fsdp_w, compute, LINK, gpus_per_node=8)
+    tp = pr.predict(tp_w, compute, LINK, gpus_per_node=8)
+    assert tp.iteration_time_s > fsdp.iteration_time_s and tp.exposed_comm_s == pytest.approx(tp.comm_s)
 
 
 def test_step_time_is_compute_plus_exposed_communication() -> None:
@@ -110,6 +146,33 @@ def test_pipeline_bubble_and_budget() -> None:
     )
     assert out.bubble_s == pytest.approx(2.0 * 3 / 8)  # (p-1)/(m+p-1) of the step
     assert out.budget_gpu_hours == pytest.approx(1e9 / out.tokens_per_s * 4 / 3600)
+    interleaved = pr.predict(
+        workload(degrees={"dp_shard": 1, "pp": 4}, grad_accum=8, pp_microbatches=8, pp_stages_per_rank=2),
+        pr.Compute(compute_s=2.0, optimizer_s=0.0, source="t"),
+        LINK,
+        gpus_per_node=8,
+    )
+    assert interleaved.bubble_s == pytest.approx(2.0 * 3 / 16)  # (p-1)/(vm+p-1), v = 2
+
+
+def test_without_a_calibration_the_datasheet_and_nvlink_are_stated() -> None:
+    """``plan_gpu=H100`` on a laptop: the datasheet peak at :data:`DATASHEET_GEMM_FRACTION` and
+    an assumed share of NVLink, each saying so; nothing assumed across nodes."""
+    unc = pr.compute_uncalibrated(workload(), gemm_tflops=989.4, what="H100 datasheet")
+    assert unc.compute_s == pytest.approx(
+        workload().hardware_flops / 8 / (pr.DATASHEET_GEMM_FRACTION * 989.4e12)
+    )
+    assert "0.45 x the H100 datasheet GEMM rate" in unc.source
+    link = pr.assumed_link("H100")
+    assert link is not None and link.busbw_gbps("all_gather", across_nodes=False) == pytest.approx(
+        pr.ASSUMED_NVLINK_SHARE * 450
+    )
+    assert link.source.startswith("assumed: ") and "H100 SXM NVLink" in link.source
+    assert pr.assumed_link("NVIDIA A10") is None and pr.assumed_link(None) is None
+    with pytest.raises(pr.PredictionError, match="across nodes"):
+        pr.predict(workload(), unc, link, gpus_per_node=4)
+    with pytest.raises(pr.PredictionError, match="plan_gpu="):
+        pr.compute_uncalibrated(workload(), gemm_tflops=None)
 
 
 def test_no_bandwidth_is_an_error_that_names_the_fix() -> None:
@@ -372,3 +435,78 @@ def test_the_probe_sizes_are_a_layer_of_parameters_and_an_eighth() -> None:
         == MAX_BYTES["cpu"]
     )
     assert message_sizes(n_params=100, n_layer=2, param_bytes=2, device_type="cpu") == [MIN_BYTES]
+
+
+LLAMA8B_ONE_GPU = Path(__file__).resolve().parents[1] / "benchmarks/results/h200/fp8/llama3.1-8b"
+"""Committed one-GPU H200 records of Llama 3.1 8B (bf16 and fp8, micro batch 2, compiled, full
+checkpointing): the set-up of sweep/layouts-8gpu-llama8b.yaml."""
+
+
+def _plan_rows(sweep: Path, *extra: str) -> list[dict]:
+    proc = run_py(
+        "-m", "+sweep=layouts-8gpu-llama8b", "plan=true", *extra, f"hydra.sweep.dir={sweep}", timeout=600
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "prediction_source" in proc.stdout
+    return list(csv.DictReader((sweep / "plan.csv").open()))
+
+
+@pytest.mark.slow
+def test_plan_predicts_every_layout_of_the_8gpu_sweep(tmp_path: Path) -> None:
+    """Issue 27's acceptance on a laptop: ``plan=true`` on the 8-GPU layout sweep prints a predicted
+    tokens/s and its source on every ok row, calibrated from the committed one-GPU record, and
+    without it from the H100 datasheet, said so. TP 8 is slower than FSDP 8 (its activations
+    travel on the critical path); a pipeline of 2 over 4 micro batches pays its bubble."""
+    rows = _plan_rows(tmp_path / "cal", f"predict.calibration={LLAMA8B_ONE_GPU}")
+    ok = {row["layout"]: row for row in rows if row["status"] == "ok"}
+    assert len(ok) >= 10 and "dp8" in ok
+    cal = str(LLAMA8B_ONE_GPU / "0" / "metrics.json")  # the bf16 record, not the fp8 one
+    for row in ok.values():
+        assert float(row["predicted_tokens_per_s_per_device"]) > 0, row
+        assert row["prediction_source"].startswith(f"calibrated: {cal}"), row
+        assert "bandwidth assumed: 0.7 x H200 SXM NVLink" in row["prediction_source"]
+    time = {layout: float(row["predicted_iteration_time_s"]) for layout, row in ok.items()}
+    assert time["tp8"] > time["dp4 tp2"] > time["dp8"]
+    # 1F1B and GPipe: (p-1)/(m+p-1) = 1/5 of the step idles; interleaved (2 stages a rank) 1/9
+    assert time["pp2/1F1B dp4"] == pytest.approx(time["pp2/GPipe dp4"])
+    assert time["pp2/Interleaved1F1B dp4"] < time["pp2/1F1B dp4"]
+    assert time["pp4/1F1B dp2"] > time["pp2/1F1B dp4"] > time["dp8"]
+
+    # the plain command: the sweep plans for the H200s it is written for (plan_gpu=H200), uncalibrated
+    plain = [row for row in _plan_rows(tmp_path / "plain") if row["status"] == "ok"]
+    assert len(plain) >= 10 and all(
+        row["prediction_source"].startswith("uncalibrated: hardware FLOPs at 0.45 x the H200 datasheet")
+        and float(row["predicted_tokens_per_s_per_device"]) > 0
+        for row in plain
+    )
+
+    rows = _plan_rows(tmp_path / "h100", "plan_gpu=H100")
+    ok = [row for row in rows if row["status"] == "ok"]
+    assert len(ok) >= 10
+    for row in ok:
+        assert float(row["predicted_tokens_per_s_per_device"]) > 0, row
+        assert row["prediction_source"].startswith(
+            "uncalibrated: hardware FLOPs at 0.45 x the H100 datasheet GEMM rate (989.4 TFLOP/s)"
+        ), row
+        assert "bandwidth assumed: 0.7 x H100 SXM NVLink" in row["prediction_source"]
+
+
+def test_a_calibration_of_another_micro_batch_scales_by_tokens_and_says_so() -> None:
+    cal = workload(degrees={"dp_shard": 1}, micro_batch_size=2)
+    target = workload(micro_batch_size=4, grad_accum=2)
+    c = pr.compute_from_calibration(
+        target, calibration=cal, iteration_time_s=1.0, source="r", optimizer_s=0.0
+    )
+    assert c.compute_s == pytest.approx(1.0 * 4 / 2 * 2)
+    assert "micro batch 2 -> 4: compute scaled by tokens" in c.source
+    record = {"config": {"model": {"name": "m"}, "batch": {"micro_batch_size": 2}}}
+    other = {"config": {"model": {"name": "m"}, "batch": {"micro_batch_size": 4}}}
+    assert pr.calibration_key(record) != pr.calibration_key(other)
+    assert pr.calibration_key(record, micro_batch=False) == pr.calibration_key(other, micro_batch=False)
+
+
+@pytest.mark.slow
+def test_plan_at_another_micro_batch_is_calibrated_by_tokens(tmp_path: Path) -> None:
+    rows = _plan_rows(tmp_path, f"predict.calibration={LLAMA8B_ONE_GPU}", "batch.micro_batch_size=4")
+    ok = [row for row in rows if row["status"] == "ok"]
+    assert ok and all("micro batch 2 -> 4: compute scaled by tokens" in r["prediction_source"] for r in ok)
