@@ -15,6 +15,7 @@ knob belongs to): adding a knob there adds its column here and in every table.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import glob
 import hashlib
@@ -33,7 +34,7 @@ from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpoint
 from analysis.schema import finite as _number
 from analysis.spread import CI_COLUMNS, CI_METRICS, ci_of, overlap, pool_repeats, step_columns
 from flopsweep.columns import SETUP_SPECS, kind, only_for
-from flopsweep.config import RUN_CONTROL_KEYS
+from flopsweep.config import RUN_CONTROL_KEYS, ModelSearchConfig
 from flopsweep.files import not_a_record
 from flopsweep.noise import noisy, overloaded
 from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec
@@ -643,6 +644,8 @@ RANK_COUNT_KEYS = ("nproc_per_node", "nnodes")
 _NOT_SETUP = (*RANK_COUNT_KEYS, "tag", "repeat", *RUN_CONTROL_KEYS)
 
 
+SEARCH_DEFAULT = dataclasses.asdict(ModelSearchConfig())
+"""``config.search`` of a run without the model search (left out of ``setup_id``)."""
 PARALLEL_DEFAULT = {
     "dp_replicate": 1,
     "dp_shard": -1,
@@ -678,11 +681,13 @@ _DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
 def _setup_config(config: dict[str, Any]) -> dict[str, Any]:
     """The config keys that define a set-up: less :data:`_NOT_SETUP`, and less the keys that newer
     records add at the value that older records implied (``parallel`` at pure data parallel,
-    ``batch.global_batch_size`` null), so that a set-up keeps its id across versions."""
+    ``batch.global_batch_size`` null, ``search`` off), so that a set-up keeps its id across versions."""
     kept = {k: v for k, v in config.items() if k not in _NOT_SETUP}
     parallel = kept.get("parallel")
     if isinstance(parallel, dict) and all(parallel.get(k) == v for k, v in PARALLEL_DEFAULT.items()):
         kept.pop("parallel")
+    if kept.get("search") == SEARCH_DEFAULT:  # no model search: as records from before it
+        kept.pop("search")
     batch = kept.get("batch")
     if isinstance(batch, dict) and "global_batch_size" in batch and batch["global_batch_size"] is None:
         kept["batch"] = {k: v for k, v in batch.items() if k != "global_batch_size"}

@@ -176,6 +176,18 @@ SETUP_SPECS: list[SetupSpec] = [
         description="activation checkpointing policy (old records' true/false read as full/none)",
     ),
     S(name="compile", path="config.compile", header="compile"),
+    S(
+        name="model_search",
+        path="config.search.model",
+        header="search",
+        description="model search: largest = the largest model that trains (search.model)",
+    ),
+    S(
+        name="memory_budget_gib",
+        path="config.search.memory_budget_gib",
+        header="budget_gib",
+        description="memory per rank the searches' probes may use (GiB; blank: the device's)",
+    ),
     S(name="nproc_per_node", path="config.nproc_per_node", header="nproc", show="distinct", identity=False),
     S(name="nnodes", path="config.nnodes", header="nodes", show="distinct", identity=False),
     S(
@@ -223,6 +235,9 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.batch.name",
     "config.batch.max_micro_batch_size",
     "config.batch.global_batch_size",  # grad_accum shows what it set
+    "config.search.grow",  # the model search's range: the model's name shows the blocks it found
+    "config.search.min_n_layer",
+    "config.search.max_n_layer",
     # The parallel degrees: the dp column (system.parallel) shows the data-parallel degree; tp, pp
     # and cp are refused above 1 until they are built.
     "config.parallel",
