@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.textpath import TextPath
 from matplotlib.ticker import EngFormatter
 
+from analysis.frontier import frontier_label_columns, frontier_points, searched
 from analysis.load import RANK_METRIC, SHORT, failed_checks
 from analysis.output import write_atomic
 from analysis.query import SETUP_COLUMNS, normalize
@@ -482,6 +483,57 @@ def plot_tokens_vs_joules_per_token(df: pd.DataFrame) -> Figure:
     return fig
 
 
+def _frontier_label(row: pd.Series, columns: list[str]) -> str:
+    """A frontier set-up's legend label: ``short=value`` for each column that tells set-ups apart."""
+    text = ", ".join(f"{SHORT.get(c, c)}={short(normalize(row[c])) or '-'}" for c in columns)
+    return plain(shorten(text, 2 * MAX_LABEL))
+
+
+def plot_frontier(df: pd.DataFrame) -> Figure:
+    """The memory frontier: tokens per second (all ranks) against parameters, a line per frontier
+    set-up (:mod:`analysis.frontier`: backend, checkpointing policy, offload, precision, ...; each
+    size at its best micro batch), the set-up's largest ok size starred, a panel per family
+    (``arch``). Raises PlotSkipped unless some ok run searched the largest model
+    (``search.model=largest``)."""
+    points = frontier_points(df)
+    if not searched(df) or points.empty or not points["searched"].any():
+        raise PlotSkipped("no ok run searched the largest model (search.model=largest)")
+    points = points.assign(arch=points["arch"] if "arch" in points else "")
+    label_cols = frontier_label_columns(points)
+    points["_label"] = [_frontier_label(row, label_cols) for _, row in points.iterrows()]
+    labels = sorted(set(points["_label"]))
+    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
+    markers = {lbl: _MARKERS[i // len(_COLORS) % len(_MARKERS)] for i, lbl in enumerate(labels)}
+    families = list(points.groupby("arch", dropna=False))[:MAX_PANELS]
+    title = "The memory frontier: tokens/s against parameters (largest starred)" + _on_device(points)
+    fig, axes = _grid(len(families), title, labels)
+    for ax, (family, panel) in zip(axes, families, strict=True):
+        for label, line in panel.groupby("_label", sort=True):
+            line = line.sort_values("n_params")
+            ax.plot(line["n_params"], line["tokens_per_s"], "-", marker=markers[label], color=colors[label])
+            top = line[line["largest"]]
+            star = {"linestyle": "", "marker": "*", "markersize": 16, "markeredgecolor": "black"}
+            ax.plot(top["n_params"], top["tokens_per_s"], color=colors[label], **star)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.yaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.set_xlabel("parameters")
+        ax.set_ylabel("tokens per second (all ranks)")
+        ax.grid(alpha=0.3)
+        ax.margins(0.15)
+        set_title(fig, short(family) if isinstance(family, str) and family else "", ax)
+        handles = [
+            Line2D([], [], color=colors[lbl], marker=markers[lbl], label=lbl)
+            for lbl in sorted(set(panel["_label"]))
+        ]
+        handles.append(
+            Line2D([], [], color="black", marker="*", linestyle="", markersize=10, label="largest")
+        )
+        where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2), "fontsize": 7}
+        ax.legend(handles=handles, ncols=_legend_cols(labels), **where)
+    return fig
+
+
 BREAKDOWN_PARTS = [
     ("breakdown_compute_s", "compute", "tab:blue"),
     ("breakdown_optimizer_s", "optimizer", "tab:green"),
@@ -531,6 +583,7 @@ PLOTS: dict[str, Callable[[pd.DataFrame], Figure]] = {
     "scaling": plot_scaling,
     "step_breakdown": plot_step_breakdown,
     "tokens_vs_joules_per_token": plot_tokens_vs_joules_per_token,
+    "frontier": plot_frontier,
 }
 """Plot name (the PNG file's stem) -> function."""
 

@@ -180,9 +180,9 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
             import psutil
 
             budget = psutil.virtual_memory().available // max(1, nproc)
-            what = "the host's available memory per rank"
+            what = f"the host's available memory per rank ({budget / GIB:.4g} GiB)"
         if estimated > budget:
-            return f"estimated peak {estimated / GIB:.4g} GiB per rank, over {what} ({budget / GIB:.4g} GiB)"
+            return f"estimated peak {estimated / GIB:.4g} GiB per rank, over {what}"
         return ""
     if budget is not None and peak is not None and peak > budget:
         return f"peak allocated {peak / GIB:.4g} GiB is over search.memory_budget_gib={gib}"
@@ -258,7 +258,7 @@ def find_micro_batch(plan: Plan, job_dir: Path) -> tuple[int, dict[str, Any]]:
 
     def record(size: int | None) -> dict[str, Any]:
         out = {
-            "method": "double then bisect" + (", guided by peak memory" if capacity else ""),
+            "method": search_method(cfg.device, capacity),
             "start": cfg.batch.micro_batch_size,
             "limit": cfg.batch.max_micro_batch_size,
             "probes": probes,
@@ -288,6 +288,13 @@ def find_micro_batch(plan: Plan, job_dir: Path) -> tuple[int, dict[str, Any]]:
     if size is None:
         raise NothingFits(outcomes[cfg.batch.micro_batch_size], record(None))
     return size, record(size)
+
+
+def search_method(device: str, capacity: int | None) -> str:
+    """The record's ``method`` of a search: how it probes and what memory guides it."""
+    if not capacity:
+        return "double then bisect"
+    return "double then bisect, guided by " + ("peak memory" if device == "cuda" else "the estimated peak")
 
 
 def over_budget_error(reason: str) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from flopsweep.autobatch import (
     predict_largest,
     run_probe,
     search_max,
+    search_method,
 )
 from flopsweep.launch import Outcome
 from flopsweep.models import family
@@ -99,7 +100,7 @@ def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]
     def record(n_layer: int | None) -> dict[str, Any]:
         fit = next((p for p in probes if p["n_layer"] == n_layer), None)
         return {
-            "method": "double then bisect" + (", guided by peak memory" if capacity else ""),
+            "method": search_method(cfg.device, capacity),
             "grow": search.grow,
             "start": search.min_n_layer,
             "limit": search.max_n_layer,
