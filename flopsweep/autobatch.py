@@ -120,19 +120,26 @@ class NothingFits(ProbeFailed):
 
 GIB = 2**30
 
+DOES_NOT_FIT = ("oom", "over_budget", "killed", "refused")
+"""Probe statuses that mean "too large" (a search goes on below them); any other failure ends it
+(:class:`ProbeFailed`). ``refused``: validation refused the size (the host memory that offload needs)."""
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Probe:
     """One probe run: does ``plan.cfg`` train (one warm-up and one measured step)?
 
     Attributes:
-        status: the run's status (``ok``, ``oom``, ``error``, ``invalid``), or ``over_budget``
+        status: the run's status (``ok``, ``oom``, ``error``, ``invalid``); ``over_budget``
             when it broke the memory budget (:func:`budget_problem`; on the CPU then no worker
-            started).
+            started); ``killed`` when a rank was killed by SIGKILL, most often the kernel's OOM
+            killer when offload fills the host's memory. Only ``ok`` fits; :data:`DOES_NOT_FIT`
+            let a search go on.
         outcome: the run's outcome; None when it was not launched.
         peak_cuda_allocated_bytes: the peak allocated GPU memory, max over ranks (None off CUDA
             or when it did not run to the end).
-        estimated_peak_bytes: ``flopsweep.memory.estimate``'s peak per rank (the CPU's budget rule).
+        estimated_peak_bytes: ``flopsweep.memory.estimate``'s peak per rank (the CPU's budget rule);
+            None when the size was refused before it was estimated.
         step_time_s: the measured step's time (slowest rank), seconds; None unless ``ok``.
         reason: why it does not fit, one line (empty when it fits).
     """
@@ -140,7 +147,7 @@ class Probe:
     status: str
     outcome: Outcome | None
     peak_cuda_allocated_bytes: int | None
-    estimated_peak_bytes: int
+    estimated_peak_bytes: int | None
     step_time_s: float | None
     reason: str = ""
 
@@ -220,9 +227,12 @@ def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
     peaks = [r["peak_cuda_allocated_bytes"] for r in ranks if r.get("peak_cuda_allocated_bytes")]
     peak = max(peaks) if peaks else None
     times = [r["step_times_s"][-1] for r in ranks if r.get("step_times_s")]
-    status, reason = outcome.status, "" if outcome.status == "ok" else str((outcome.error or {}).get("type"))
+    error = outcome.error or {}
+    status, reason = outcome.status, "" if outcome.status == "ok" else str(error.get("type"))
     if status == "ok" and (over := budget_problem(cfg, peak=peak, **rule)):
         status, reason = "over_budget", over
+    if error.get("type") == "WorkerKilled" and "SIGKILL" in str(error.get("message")):
+        status, reason = "killed", str(error["message"])  # most often the host's OOM killer
     return Probe(
         status=status,
         outcome=outcome,
@@ -273,13 +283,13 @@ def find_micro_batch(plan: Plan, job_dir: Path) -> tuple[int, dict[str, Any]]:
         probe_dir = Path(job_dir) / "batch_search" / f"mbs{n}"
         probe = run_probe(dataclasses.replace(plan, cfg=probe_cfg), probe_dir, budget)
         peak = probe.peak_cuda_allocated_bytes
-        outcomes[n] = probe.outcome or Outcome("oom", error=over_budget_error(probe.reason))
+        outcomes[n] = probe.outcome or unrun_outcome(probe)
         entry = {"micro_batch_size": n, "status": probe.status, "peak_cuda_allocated_bytes": peak}
         probes.append(entry | ({"reason": probe.reason} if probe.status == "over_budget" else {}))
         if probe.fits and probe.guide_bytes:
             points.append((n, probe.guide_bytes))
         log.info("batch=auto: micro batch %d -> %s", n, probe.status)
-        if probe.status not in ("ok", "oom", "over_budget"):
+        if probe.status not in ("ok", *DOES_NOT_FIT):
             raise ProbeFailed(outcomes[n], record(None))
         return probe.fits
 
@@ -297,9 +307,12 @@ def search_method(device: str, capacity: int | None) -> str:
     return "double then bisect, guided by " + ("peak memory" if device == "cuda" else "the estimated peak")
 
 
-def over_budget_error(reason: str) -> dict[str, Any]:
-    """The error of a probe that broke the memory budget (the record's ``error``)."""
-    return rec.error("OverMemoryBudget", reason, "launch")
+def unrun_outcome(probe: Probe) -> Outcome:
+    """The outcome of a probe that ran no worker: ``oom`` for a size over the budget (type
+    ``OverMemoryBudget``), ``invalid`` for one validation refused (type ``ConfigError``)."""
+    if probe.status == "refused":
+        return Outcome("invalid", error=rec.error("ConfigError", probe.reason, "config"))
+    return Outcome("oom", error=rec.error("OverMemoryBudget", probe.reason, "launch"))
 
 
 def guide_capacity(device: str, budget: int | None) -> tuple[int | None, float]:

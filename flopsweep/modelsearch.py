@@ -26,19 +26,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flopsweep.autobatch import (
+    DOES_NOT_FIT,
     NothingFits,
     Probe,
     ProbeFailed,
     budget_bytes,
     guide_capacity,
-    over_budget_error,
     predict_largest,
     run_probe,
     search_max,
     search_method,
+    unrun_outcome,
 )
+from flopsweep.config import ConfigError
 from flopsweep.launch import Outcome
 from flopsweep.models import family
+from flopsweep.plan import Environment
+from flopsweep.plan import plan as resolve_plan
 
 if TYPE_CHECKING:
     from flopsweep.layout import Plan
@@ -49,11 +53,35 @@ SEARCH_DIR = "model_search"
 """The job directory's folder of the probes, one ``L<n_layer>/`` each."""
 
 
-def at_n_layer(plan: Plan, n_layer: int, base_name: str) -> Plan:
-    """``plan`` with ``n_layer`` blocks at the same width; the model is named ``<base>-L<n>``
-    (a table must not show a 40-block model under the 16-block model's name)."""
+def at_n_layer(plan: Plan, n_layer: int, base_name: str, env: Environment) -> Plan:
+    """``plan`` with ``n_layer`` blocks at the same width, validated and resolved again on ``env``
+    (so that a size whose model states, offloaded or not, cannot fit the host is refused as a run of
+    that size would be); the model is named ``<base>-L<n>`` (a table must not show a 40-block model
+    under the 16-block model's name).
+
+    Raises:
+        ConfigError: when validation refuses the size.
+    """
+    model = dataclasses.replace(plan.cfg.model, n_layer=n_layer, name=f"{base_name}-L{n_layer}")
+    return resolve_plan(dataclasses.replace(plan.cfg, model=model), env)
+
+
+def at_n_layer_unchecked(plan: Plan, n_layer: int, base_name: str) -> Plan:
+    """:func:`at_n_layer` without validation: the size as asked, for the record of a refused probe."""
     model = dataclasses.replace(plan.cfg.model, n_layer=n_layer, name=f"{base_name}-L{n_layer}")
     return dataclasses.replace(plan, cfg=dataclasses.replace(plan.cfg, model=model))
+
+
+def refused(reason: str) -> Probe:
+    """The probe of a size that validation refused (status ``refused``; nothing ran)."""
+    return Probe(
+        status="refused",
+        outcome=None,
+        peak_cuda_allocated_bytes=None,
+        estimated_peak_bytes=None,
+        step_time_s=None,
+        reason=reason,
+    )
 
 
 def probe_entry(plan: Plan, probe: Probe) -> dict[str, Any]:
@@ -91,6 +119,7 @@ def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]
             tell whether a larger model fits.
     """
     cfg, search = plan.cfg, plan.cfg.search
+    env = Environment.detect()
     budget = budget_bytes(cfg)
     capacity, headroom = guide_capacity(cfg.device, budget)
     probes: list[dict[str, Any]] = []
@@ -112,9 +141,12 @@ def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]
         }
 
     def fits(n: int) -> bool:
-        sized = at_n_layer(plan, n, cfg.model.name)
-        probe = run_probe(sized, Path(job_dir) / SEARCH_DIR / f"L{n}", budget)
-        outcomes[n] = probe.outcome or Outcome("oom", error=over_budget_error(probe.reason))
+        try:
+            sized = at_n_layer(plan, n, cfg.model.name, env)
+            probe = run_probe(sized, Path(job_dir) / SEARCH_DIR / f"L{n}", budget)
+        except ConfigError as exc:
+            sized, probe = at_n_layer_unchecked(plan, n, cfg.model.name), refused(str(exc))
+        outcomes[n] = probe.outcome or unrun_outcome(probe)
         entry = probe_entry(sized, probe)
         probes.append(entry)
         if probe.fits and probe.guide_bytes:
@@ -127,7 +159,7 @@ def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]
             probe.status,
             f" ({probe.reason})" if probe.reason and not probe.fits else "",
         )
-        if probe.status not in ("ok", "oom", "over_budget"):
+        if probe.status not in ("ok", *DOES_NOT_FIT):
             raise ProbeFailed(outcomes[n], record(None))
         return probe.fits
 
@@ -144,4 +176,4 @@ def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]
     )
     if found == search.max_n_layer:
         log.info("search.model=largest: search.max_n_layer=%d fits; raise it to search further", found)
-    return at_n_layer(plan, found, cfg.model.name), result
+    return at_n_layer(plan, found, cfg.model.name, env), result
