@@ -93,10 +93,11 @@ def frontier_table(df: pd.DataFrame) -> pd.DataFrame:
     everything = df[df["n_params"].notna()].assign(frontier=frontier_key(df[df["n_params"].notna()]))
     largest = points[points["largest"]].copy()
     largest["sizes"] = largest["frontier"].map(points.groupby("frontier").size())
-    largest["larger_failed"] = [
+    failed = [
         _larger_failed(everything, key, n)
         for key, n in zip(largest["frontier"], largest["n_params"], strict=True)
     ]
+    largest["larger_failed"] = pd.Series(failed, index=largest.index, dtype=object)
     varied = [c for c in setup_columns(largest) if largest[c].nunique(dropna=False) > 1]
     if not varied:  # one set-up: name it by its backend
         varied = [c for c in ("backend", "activation_checkpointing") if c in largest]
