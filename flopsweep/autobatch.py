@@ -11,6 +11,11 @@ Each probe is a short run (one warm-up and one measured step, never profiled: wi
 processes, so an out-of-memory probe ends only that probe and leaves no allocator
 state behind. The search and its result are recorded in ``metrics.json`` under
 ``batch_search``; the job then measures at the size it found.
+
+The probe (:func:`run_probe`), the memory-budget rule (:func:`budget_problem`,
+``search.memory_budget_gib``) and the search itself (:func:`search_max`, :func:`predict_largest`)
+are shared with ``search.model=largest`` (:mod:`flopsweep.modelsearch`), which searches
+``model.n_layer`` the same way.
 """
 
 from __future__ import annotations
@@ -216,11 +221,15 @@ def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
     )
     estimated = estimate(cfg, plan.layout).total
     rule = {"estimated": estimated, "budget": budget, "nproc": plan.nproc_per_node}
-    if reason := budget_problem(cfg, peak=None, **rule):  # the CPU: decided before any launch
+    if cfg.device == "cpu" and (reason := budget_problem(cfg, peak=None, **rule)):  # before any launch
         return Probe(
-            status="over_budget", outcome=None, peak_cuda_allocated_bytes=None,
-            estimated_peak_bytes=estimated, step_time_s=None, reason=reason,
-        )  # fmt: skip
+            status="over_budget",
+            outcome=None,
+            peak_cuda_allocated_bytes=None,
+            estimated_peak_bytes=estimated,
+            step_time_s=None,
+            reason=reason,
+        )
     outcome = launch_local(dataclasses.replace(plan, cfg=cfg), probe_dir)
     shutil.rmtree(probe_dir / SCRATCH, ignore_errors=True)
     ranks = outcome.ranks or []
@@ -229,7 +238,7 @@ def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
     times = [r["step_times_s"][-1] for r in ranks if r.get("step_times_s")]
     error = outcome.error or {}
     status, reason = outcome.status, "" if outcome.status == "ok" else str(error.get("type"))
-    if status == "ok" and (over := budget_problem(cfg, peak=peak, **rule)):
+    if status == "ok" and cfg.device != "cpu" and (over := budget_problem(cfg, peak=peak, **rule)):
         status, reason = "over_budget", over
     if error.get("type") == "WorkerKilled" and "SIGKILL" in str(error.get("message")):
         status, reason = "killed", str(error["message"])  # most often the host's OOM killer

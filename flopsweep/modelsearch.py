@@ -115,8 +115,9 @@ def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]
 
     Raises:
         NothingFits: when even ``search.min_n_layer`` blocks do not fit (its probe's outcome).
-        ProbeFailed: when a probe ends in ``error`` or ``invalid`` (not ``oom``): the search cannot
-            tell whether a larger model fits.
+        ProbeFailed: when a probe fails otherwise than by being too large (its status is not in
+            :data:`flopsweep.autobatch.DOES_NOT_FIT`: an ``error``): the search cannot tell whether
+            a larger model fits.
     """
     cfg, search = plan.cfg, plan.cfg.search
     env = Environment.detect()
