@@ -393,6 +393,8 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     # the policy's name; an old record's bool reads as full/none
     ckpt = _get(record, ("config", "activation_checkpointing"))
     out["activation_checkpointing"] = checkpointing_name(ckpt)
+    if out.get("model_search") == "none":  # no search: blank, as in records from before the key
+        out["model_search"] = None
     for spec in METRIC_FIELDS:
         value = _get(record["metrics"], spec.path or (spec.key,))
         if spec.unit:
