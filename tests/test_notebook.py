@@ -115,7 +115,8 @@ def test_a_moved_copy_of_the_committed_notebook_runs_when_given_a_path(tmp_path)
     with pytest.raises(NotebookError) as info:  # the relative path of the committed copy is gone here
         execute(nb, moved)
     message = str(info.value)
-    assert message.startswith("notebook cell 3/9 (Load the records.) failed: FileNotFoundError: ")
+    code_cells = sum(c.cell_type == "code" for c in nb.cells)  # whatever the notebook's cell count
+    assert message.startswith(f"notebook cell 3/{code_cells} (Load the records.) failed: FileNotFoundError: ")
     assert f"{COMMITTED_RESULTS}: no such file, directory or glob match" in message
     assert "\n" not in message
 
