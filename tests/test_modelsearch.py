@@ -3,7 +3,9 @@ frontier table and plot of the analysis."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import uuid
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 from helpers import make_plan, rescaled, run_py
 
 from analysis import load
+from analysis.__main__ import main
 from analysis.frontier import frontier_points, frontier_table, searched
 from analysis.load import setup_id
 from analysis.plots import PlotSkipped, plot_frontier
@@ -144,6 +147,34 @@ def test_the_frontier_is_the_largest_ok_size_of_each_set_up(tmp_path: Path) -> N
     stars = [line for line in ax.get_lines() if line.get_marker() == "*"]
     assert sorted(float(s.get_xdata()[0]) for s in stars) == [3e9, 6e9]
     assert ax.get_xscale() == "log"
+
+
+def test_the_cli_prints_the_frontier_and_the_html_report_adds_it(tmp_path: Path, capsys) -> None:
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    records = [
+        variant(base, ckpt="none", n_params=2 * 10**9, tokens=5000.0, search=True),
+        variant(base, ckpt="full", n_params=4 * 10**9, tokens=2500.0, search=True),
+    ]
+    root = write(tmp_path / "runs", records)
+    assert main([str(root), "--frontier", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert list(rows[0])[:6] == [
+        "activation_checkpointing",
+        "model",
+        "n_params",
+        "micro_batch_size",
+        "tokens_per_s",
+        "mfu",
+    ]
+    assert [(r["activation_checkpointing"], r["n_params"]) for r in rows] == [
+        ("full", "4000000000"),
+        ("none", "2000000000"),
+    ]
+    report = tmp_path / "report.html"
+    assert main([str(root), "--format", "html", "--output", str(report)]) == 0
+    text = report.read_text()
+    assert "<h2>The largest model per set-up (search.model=largest): its tokens/s and MFU</h2>" in text
+    assert text.count("<table>") == 2
 
 
 def test_no_frontier_without_a_search(tmp_path: Path) -> None:
