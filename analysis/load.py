@@ -104,6 +104,11 @@ HIGHER_IS_BETTER = {name for name, way in BETTER.items() if way == "higher"}
 LOWER_IS_BETTER = {name for name, way in BETTER.items() if way == "lower"}
 """Columns ranked ascending (step times, memory)."""
 
+SEARCH_COLUMNS = ["search_probes"]
+"""``search.model=largest``'s probes that trained (``run.model_search.probes``): a list of
+``[n_params, tokens_per_s]``, the tokens/s of each probe's one measured step (indicative); the
+frontier plot draws them (:func:`analysis.plots.plot_frontier`). Blank without a search."""
+
 _CHECK_COLUMNS = [
     "schema_version",
     "model_tflops_per_device_recomputed",
@@ -119,6 +124,7 @@ COLUMNS = (
     + PARALLEL_COLUMNS
     + DERIVED_COLUMNS
     + REPEAT_COLUMNS
+    + SEARCH_COLUMNS
     + ["warnings", "run_dir"]
     + _CHECK_COLUMNS
 )
@@ -418,6 +424,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["repeat_group"] = _text(_get(record, ("run", "repeat_group")))
     step_columns(out, _get(record, ("metrics", "iteration_time_s", "values")))
     out["noise"] = noise_flags(record, out)
+    out["search_probes"] = search_probes(record)
     out["run_dir"] = run_dir
     out["setup_id"] = setup_id(record)
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
@@ -425,6 +432,21 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     _check_breakdown(record, out, run_dir)
     _check_figures(record, out, run_dir)
     return out
+
+
+def search_probes(record: Record) -> list[list[float]] | None:
+    """``[[n_params, tokens_per_s], ...]`` of the ok probes of the record's model search (those with
+    finite, positive figures), None without a search (:data:`SEARCH_COLUMNS`)."""
+    probes = _get(record, ("run", "model_search", "probes"))
+    if not isinstance(probes, list):
+        return None
+    points = []
+    for p in probes:
+        if isinstance(p, dict) and p.get("status") == "ok":
+            n, rate = _number(p.get("n_params")), _number(p.get("tokens_per_s"))
+            if n is not None and rate is not None and n > 0 and rate > 0:
+                points.append([float(n), float(rate)])
+    return points or None
 
 
 def _check_figures(record: Record, out: dict[str, Any], path: str) -> None:

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.textpath import TextPath
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import EngFormatter, NullFormatter
 
 from analysis.frontier import frontier_label_columns, frontier_points, searched
 from analysis.load import RANK_METRIC, SHORT, failed_checks
@@ -492,8 +492,9 @@ def _frontier_label(row: pd.Series, columns: list[str]) -> str:
 def plot_frontier(df: pd.DataFrame) -> Figure:
     """The memory frontier: tokens per second (all ranks) against parameters, a line per frontier
     set-up (:mod:`analysis.frontier`: backend, checkpointing policy, offload, precision, ...; each
-    size at its best micro batch), the set-up's largest ok size starred, a panel per family
-    (``arch``). Raises PlotSkipped unless some ok run searched the largest model
+    size at its best micro batch), the set-up's largest ok size starred, the search's probes that
+    trained hollow on a dotted line (one step each: indicative), a panel per family (``arch``).
+    Raises PlotSkipped unless some ok run searched the largest model
     (``search.model=largest``)."""
     points = frontier_points(df)
     if not searched(df) or points.empty or not points["searched"].any():
@@ -511,11 +512,18 @@ def plot_frontier(df: pd.DataFrame) -> Figure:
         for label, line in panel.groupby("_label", sort=True):
             line = line.sort_values("n_params")
             ax.plot(line["n_params"], line["tokens_per_s"], "-", marker=markers[label], color=colors[label])
+            probes = sorted(
+                p for ps in line.get("search_probes", pd.Series(dtype=object)).dropna() for p in ps
+            )
+            if probes:  # the search's own probes: one step each, drawn hollow and dotted
+                xs, ys = zip(*probes, strict=True)
+                ax.plot(xs, ys, ":", marker=markers[label], color=colors[label], mfc="none", markersize=4)
             top = line[line["largest"]]
             star = {"linestyle": "", "marker": "*", "markersize": 16, "markeredgecolor": "black"}
             ax.plot(top["n_params"], top["tokens_per_s"], color=colors[label], **star)
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.xaxis.set_minor_formatter(NullFormatter())  # the log axis's minor labels overlap
         ax.yaxis.set_major_formatter(EngFormatter(sep=""))
         ax.set_xlabel("parameters")
         ax.set_ylabel("tokens per second (all ranks)")
@@ -529,6 +537,9 @@ def plot_frontier(df: pd.DataFrame) -> Figure:
         handles.append(
             Line2D([], [], color="black", marker="*", linestyle="", markersize=10, label="largest")
         )
+        if "search_probes" in panel and panel["search_probes"].notna().any():
+            probe = {"color": "black", "marker": "o", "mfc": "none", "linestyle": ":", "markersize": 4}
+            handles.append(Line2D([], [], label="search probes (one step each)", **probe))
         where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2), "fontsize": 7}
         ax.legend(handles=handles, ncols=_legend_cols(labels), **where)
     return fig

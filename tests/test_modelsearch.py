@@ -131,7 +131,15 @@ def test_the_frontier_is_the_largest_ok_size_of_each_set_up(tmp_path: Path) -> N
         variant(base, ckpt="full", n_params=1 * 10**9, tokens=7000.0),
         variant(base, ckpt="full", n_params=6 * 10**9, tokens=2500.0, search=True),
     ]
+    records[-1]["run"]["model_search"] = {  # two probes trained, one was too large
+        "probes": [
+            {"n_layer": 4, "n_params": 2 * 10**9, "status": "ok", "tokens_per_s": 6000.0},
+            {"n_layer": 8, "n_params": 4 * 10**9, "status": "ok", "tokens_per_s": 3500.0},
+            {"n_layer": 16, "n_params": 8 * 10**9, "status": "oom", "tokens_per_s": None},
+        ]
+    }
     df = load(write(tmp_path, records))
+    assert df["search_probes"].dropna().tolist() == [[[2e9, 6000.0], [4e9, 3500.0]]]
     assert searched(df)
     points = frontier_points(df)
     assert len(points) == 4 and points["frontier"].nunique() == 2
@@ -146,6 +154,8 @@ def test_the_frontier_is_the_largest_ok_size_of_each_set_up(tmp_path: Path) -> N
     ax = fig.axes[0]
     stars = [line for line in ax.get_lines() if line.get_marker() == "*"]
     assert sorted(float(s.get_xdata()[0]) for s in stars) == [3e9, 6e9]
+    dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert [list(line.get_xdata()) for line in dotted] == [[2e9, 4e9]]
     assert ax.get_xscale() == "log"
 
 
