@@ -8,6 +8,7 @@
     python -m analysis DIR --frontier                            # the largest model per set-up
     python -m analysis DIR --format html --output report.html --plot plots/
     python -m analysis DIR --notebook results.ipynb              # a results notebook, executed
+    python -m analysis DIR --predict                             # predicted step time and its error
 
 Rankings (the default order, --best-by, --baseline, --pivot) use model TFLOPs per
 device unless --metric says otherwise, and leave out runs whose recorded TFLOPs fail
@@ -139,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write the results notebook of these records to FILE (.ipynb) and execute it; relative "
         "paths are stored relative to FILE's folder (needs the notebook or dev extra)",
+    )
+    p.add_argument(
+        "--predict",
+        action="store_true",
+        help="fill metrics.predicted for ok records that lack it, calibrated from the other records of "
+        "the paths (flopsweep.predict), and show predicted_iteration_time_s and prediction_error "
+        "((predicted - measured) / measured)",
     )
     p.add_argument("--columns", metavar="COLS", help="comma-separated columns to show, or 'all'")
     p.add_argument(
@@ -516,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     handler.setFormatter(SafeFormatter("analysis: %(levelname)s: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
-        loaded = load(args.paths)
+        loaded = load(args.paths, predict=args.predict)
         if loaded.empty:
             say(f"no readable metrics.json under {' '.join(args.paths)}; {summary(loaded)}")
             return 1

@@ -35,7 +35,11 @@ _PATHS = {spec.name: "metrics." + ".".join(spec.path or (spec.key,)) for spec in
 
 METRIC_HINTS: dict[str, tuple[str, str]] = {
     "mfu": ("no datasheet peak for the device and precision ({source})", "see flopsweep/peaks.py"),
-    "hfu": ("no datasheet peak for the device and precision ({source})", "see flopsweep/peaks.py"),
+    "hfu": (
+        "no datasheet peak for the device and precision ({source}), or no hardware FLOPs "
+        "(activation_checkpointing=memory_budget: the compiler decides what it recomputes)",
+        "see flopsweep/peaks.py; rank memory_budget runs on mfu",
+    ),
     "mfu_fp8": ("only fp8 runs on a GPU with an fp8 peak have it", "run precision=fp8 to fill it"),
     "peak_tflops_fp8": ("only fp8 runs on a GPU with an fp8 peak have it", "run precision=fp8 to fill it"),
     "tflops_per_device": ("eq. 3 describes GPT-2 shapes only", "rank on model_tflops_per_device"),
@@ -128,6 +132,11 @@ says why (a CPU run, no nvidia-ml-py, a GPU without the counter); records made b
 reader have no reason."""
 
 
+PREDICTION_BLANK = ("predicted_iteration_time_s", "predicted_tokens_per_s", "predicted_source")
+"""Columns blank where the record has no prediction (recorded before ``metrics.predicted``: ``--predict``
+fills them) or its prediction has no figure (``predicted_source`` says why: ``no prediction: ...``)."""
+
+
 def _metric_reason(column: str) -> Callable[[pd.Series], str]:
     def reason(run: pd.Series) -> str:
         if column in ENERGY_BLANK and not (
@@ -138,6 +147,11 @@ def _metric_reason(column: str) -> Callable[[pd.Series], str]:
                 printable(why[:120]) if isinstance(why, str) and why else "the record has no metrics.energy_j"
             )
             return f"{why}; run on a GPU with nvidia-ml-py (pip install -e '.[gpu]') to fill it"
+        if column in PREDICTION_BLANK:
+            source = run.get("predicted_source")
+            if isinstance(source, str) and source:  # the prediction said why it has no figure
+                return printable(source[:160])
+            return "the record has no metrics.predicted (made before it); run python -m analysis --predict"
         if column in METRIC_HINTS:
             why, fix = METRIC_HINTS[column]
             source = run.get("peak_tflops_source")
@@ -157,6 +171,8 @@ def _reasons(
         return lambda run: _speedup_reason(run, baseline, where)
     if column == "setup_id":
         return lambda run: "the record has no config section"
+    if column == "prediction_error":
+        return _metric_reason("predicted_iteration_time_s")
     if column == "model_tflops_per_device_recomputed":
         return lambda run: (
             "the record lacks metrics.model_flops_per_iteration, the mean step time or system.world_size"

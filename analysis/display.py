@@ -11,7 +11,14 @@ from collections import Counter
 
 import pandas as pd
 
-from analysis.load import DESCRIPTIONS, ENERGY_COLUMNS, METRIC_FIELDS, SHORT, TABLE_COLUMNS
+from analysis.load import (
+    DESCRIPTIONS,
+    ENERGY_COLUMNS,
+    METRIC_FIELDS,
+    PREDICTION_COLUMNS,
+    SHORT,
+    TABLE_COLUMNS,
+)
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
 from analysis.spread import CI_METRICS
 from flopsweep.columns import SETUP_SPECS, only_for
@@ -34,6 +41,7 @@ MAX_CELL = 40
 
 _UNITS = {spec.name: spec.unit for spec in METRIC_FIELDS}
 _UNITS |= {f"{m}_ci_{end}": _UNITS[m] for m in CI_METRICS for end in ("low", "high")}
+_UNITS["peak_memory_error"] = "1"  # a ratio, shown as a percentage
 _PERCENT = {name for name, unit in _UNITS.items() if unit == "1"}  # ratios: MFU, HFU, cv, ...
 _THOUSANDS = {name for name, unit in _UNITS.items() if unit == "1/s"}  # tokens/s
 
@@ -50,6 +58,9 @@ _OPTIONAL = [
     "hfu",
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
+    "predicted_peak_gib",
+    "peak_memory_error",
+    *PREDICTION_COLUMNS,
     *ENERGY_COLUMNS,
     *(spec.name for spec in SETUP_SPECS if only_for(spec)),
 ]
@@ -58,9 +69,12 @@ _OPTIONAL = [
 _DROP_ORDER = [
     "error",
     *reversed(ENERGY_COLUMNS[1:]),  # the budget and dollars first, joules per token last
+    *PREDICTION_COLUMNS,
     "repeats",
     "peak_host_rss_gib",
+    "predicted_peak_gib",
     "peak_cuda_reserved_gib",
+    "peak_memory_error",
     "hfu",
     "model_tflops_per_device_ci_high",
     "model_tflops_per_device_ci_low",

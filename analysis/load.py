@@ -37,6 +37,7 @@ from flopsweep.columns import SETUP_SPECS, kind, only_for
 from flopsweep.config import RUN_CONTROL_KEYS, ModelSearchConfig
 from flopsweep.files import not_a_record
 from flopsweep.noise import noisy, overloaded
+from flopsweep.predict import predict_record
 from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec
 from flopsweep.text import plural
 
@@ -84,7 +85,12 @@ PARALLEL_COLUMNS = ["dp"]
 different batches one step sees. A record without ``system.parallel`` (written before the layout
 was recorded) was pure data parallel: ``dp`` is its world size (:func:`parallel_degrees`)."""
 
-DERIVED_COLUMNS = ["scaling_efficiency", "setup_id"]
+MEMORY_COLUMNS = ["peak_memory_error"]
+"""How far the plan's memory estimate was from the measured peak: ``peak_memory_error`` =
+(``predicted_peak_gib`` - ``peak_cuda_allocated_gib``) / ``peak_cuda_allocated_gib`` (blank on the
+CPU and for records without a prediction): :func:`peak_memory_error`."""
+
+DERIVED_COLUMNS = ["scaling_efficiency", "setup_id", "prediction_error"]
 REPEAT_COLUMNS = ["repeat", "repeat_group", "repeats", "ci_over", *CI_COLUMNS, "noise"]
 """The round of a ``repeats=`` sweep (``run.repeat``, ``run.repeat_group``), how many rounds a row
 pools (1 for one run), what its 95% intervals are over (``repeats`` or ``steps``), the intervals
@@ -122,6 +128,7 @@ COLUMNS = (
     + [name for name, _, _ in RUN_FIELDS]
     + LOAD_COLUMNS
     + PARALLEL_COLUMNS
+    + MEMORY_COLUMNS
     + DERIVED_COLUMNS
     + REPEAT_COLUMNS
     + SEARCH_COLUMNS
@@ -136,6 +143,8 @@ SHORT: dict[str, str] = {
     "model_tflops_per_device_recomputed": "TFLOPs_recomp",
     "speedup": "speedup",
     "scaling_efficiency": "scale_eff",
+    "peak_memory_error": "mem_err",
+    "prediction_error": "pred_err",
     **{
         f"{m}_ci_{end}": f"{spec.header}_{end[:2]}95"
         for spec in METRIC_FIELDS
@@ -160,6 +169,9 @@ DESCRIPTIONS: dict[str, str] = {
     "loadavg_1m_end": "the host's 1-minute load average when the job ended",
     "speedup": "the run's ranking metric over the baseline set-up's",
     "scaling_efficiency": "tokens/s per device / the same set-up's tokens/s on one device (weak scaling)",
+    "peak_memory_error": "(predicted - measured) / measured peak allocated GPU memory (pred_GiB, alloc_GiB)",
+    "prediction_error": "(predicted - measured) / measured mean step time: above 0, the run was faster "
+    "than predicted",
     "setup_id": "the run's config less its rank count (nproc_per_node, nnodes) and run controls, hashed",
     "flags": "dup-id: run id shared; tflops?: TFLOPs fail the recomputation (not ranked); "
     "check?: a figure fails its raw fields (not ranked, column implausible); warn: warnings; "
@@ -185,7 +197,9 @@ _FLOAT_COLUMNS = (
     "model_tflops_per_device_recomputed",
     *LOAD_COLUMNS,
     *PARALLEL_COLUMNS,
+    *MEMORY_COLUMNS,
     *CI_COLUMNS,
+    "prediction_error",
 )
 _BOOL_COLUMNS = tuple(c for c, k in _KINDS.items() if k == "bool")
 _TEXT_COLUMNS = (
@@ -196,6 +210,10 @@ _TEXT_COLUMNS = (
     "error_phase",
     "run_id",
 )
+
+PREDICTION_COLUMNS = ["predicted_iteration_time_s", "prediction_error"]
+"""The prediction columns of the default table (``metrics.predicted``, ``--predict``), shown only
+where some row has a value (records from before the prediction have none)."""
 
 ENERGY_COLUMNS = [
     "joules_per_token",
@@ -222,9 +240,12 @@ TABLE_COLUMNS = [
     "tokens_per_s",
     "iteration_time_s_mean",
     "scaling_efficiency",
+    *PREDICTION_COLUMNS,
     *ENERGY_COLUMNS,
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
+    "predicted_peak_gib",
+    "peak_memory_error",
     "peak_host_rss_gib",
     "breakdown_compute_s",
     "breakdown_optimizer_s",
@@ -413,6 +434,9 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     if out["status"] != "ok":
         out.update(dict.fromkeys(METRIC_COLUMNS))
     out["loadavg_1m_start"], out["loadavg_1m_end"] = _loadavg_1m(_get(record, ("system", "loadavg")))
+    out["peak_memory_error"] = peak_memory_error(
+        out.get("predicted_peak_gib"), out.get("peak_cuda_allocated_gib")
+    )
     degrees = parallel_degrees(record)
     out["dp"] = degrees["dp_replicate"] * degrees["dp_shard"] if degrees else None
     warnings = record.get("warnings")
@@ -423,6 +447,9 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["repeat"] = _get(record, ("run", "repeat"))
     out["repeat_group"] = _text(_get(record, ("run", "repeat_group")))
     step_columns(out, _get(record, ("metrics", "iteration_time_s", "values")))
+    out["prediction_error"] = prediction_error(
+        out["predicted_iteration_time_s"], out["iteration_time_s_mean"]
+    )
     out["noise"] = noise_flags(record, out)
     out["search_probes"] = search_probes(record)
     out["run_dir"] = run_dir
@@ -447,6 +474,24 @@ def search_probes(record: Record) -> list[list[float]] | None:
             if n is not None and rate is not None and n > 0 and rate > 0:
                 points.append([float(n), float(rate)])
     return points or None
+
+
+def peak_memory_error(predicted_gib: Any, measured_gib: Any) -> float | None:
+    """``(predicted - measured) / measured``: the memory estimate's relative error (positive: it
+    predicted more than was allocated); None when either is missing or the measured peak is not
+    positive (CPU runs measure no GPU memory)."""
+    if not isinstance(predicted_gib, (int, float)) or not isinstance(measured_gib, (int, float)):
+        return None
+    if isinstance(predicted_gib, bool) or isinstance(measured_gib, bool) or not measured_gib > 0:
+        return None
+    return (predicted_gib - measured_gib) / measured_gib
+
+
+def prediction_error(predicted: Any, measured: Any) -> float | None:
+    """``(predicted - measured) / measured`` step time; None when either is missing or not positive."""
+    if not isinstance(predicted, int | float) or not isinstance(measured, int | float) or not measured > 0:
+        return None
+    return (predicted - measured) / measured
 
 
 def _check_figures(record: Record, out: dict[str, Any], path: str) -> None:
@@ -771,8 +816,35 @@ def flag_duplicates(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def load(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
+def fill_predictions(read: list[tuple[Path, Record, int]]) -> int:
+    """``--predict``: give every ``ok`` record of ``read`` without ``metrics.predicted`` (or with a
+    null step time there) the prediction :func:`flopsweep.predict.predict_record` makes from the
+    other records read (its calibrations), in place; returns how many were filled. Its ``source``
+    begins ``analysis --predict:``."""
+    named = [(display_path(path), record) for path, record, _ in read]
+    filled = 0
+    for name, record in named:
+        metrics = record.get("metrics")
+        if record.get("status") != "ok" or not isinstance(metrics, dict):
+            continue
+        if isinstance(metrics.get("predicted"), dict) and metrics["predicted"].get("iteration_time_s"):
+            continue
+        try:
+            made = predict_record(name, record, named)
+        except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError) as exc:
+            made = {"iteration_time_s": None, "tokens_per_s": None, "source": f"no prediction: {exc!r}"[:300]}
+        made["source"] = f"analysis --predict: {made['source']}"
+        record["metrics"] = {**metrics, "predicted": made}
+        filled += made["iteration_time_s"] is not None
+    return filled
+
+
+def load(paths: Iterable[str | Path] | str | Path, *, predict: bool = False) -> pd.DataFrame:
     """One row per run from every ``metrics.json`` under ``paths`` (dirs, files or globs).
+
+    With ``predict``, ok records without a prediction get one from the others first
+    (:func:`fill_predictions`); ``prediction_error`` is ``(predicted - measured) / measured``
+    mean step time wherever both exist.
 
     Columns are :data:`COLUMNS`: the set-up, ``status``, the metrics of
     :data:`flopsweep.record.METRIC_SPECS` with units in their names
@@ -797,16 +869,28 @@ def load(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
     found, bad = discover(paths)
     for shown, why in bad.items():
         log.warning("skipping unreadable record %s: %s", shown, why)
+    read: list[tuple[Path, Record, int]] = []
     for path in found:
-        shown = display_path(path)
         try:
-            record, version = read_record(path)
+            read.append((path, *read_record(path)))
+        except RecordError as exc:
+            log.warning("skipping unreadable record %s: %s", display_path(path), exc)
+            bad[display_path(path)] = str(exc)
+    if predict:
+        fill_predictions(read)
+    for path, record, version in read:
+        try:
             rows.append(row(record, display_path(path.parent), version))
         except RecordError as exc:
-            log.warning("skipping unreadable record %s: %s", shown, exc)
-            bad[shown] = str(exc)
+            log.warning("skipping unreadable record %s: %s", display_path(path), exc)
+            bad[display_path(path)] = str(exc)
     df = flag_duplicates(_frame(rows))
     df = add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS))
+    df["prediction_error"] = [  # again after pooling: the median prediction over the median step
+        prediction_error(p, m)
+        for p, m in zip(df["predicted_iteration_time_s"], df["iteration_time_s_mean"], strict=True)
+    ]
+    df["prediction_error"] = df["prediction_error"].astype("float64")
     df.attrs["unreadable"] = bad
     df.attrs["records"] = [str(p) for p in found]  # what was read: no output may be written over it
     return df

@@ -107,7 +107,7 @@ _LOAD = """\
 # Load the records.
 # One row per run, failed runs included.
 paths = [RESULTS] if isinstance(RESULTS, (str, os.PathLike)) else list(RESULTS)
-df = load_results(paths, HERE)
+df = load_results(paths, HERE, predict=True)  # runs without metrics.predicted get one (--predict)
 if df.empty:
     raise ValueError(f"no readable metrics.json under {', '.join(map(str, paths))}; {analysis.summary(df)}")
 print(f"{', '.join(map(str, paths))}: {analysis.summary(df)}")"""
@@ -117,10 +117,13 @@ NOTEBOOK_DIR_ENV = "FLOPSWEEP_NOTEBOOK_DIR"
 kernel runs elsewhere, in a private directory)."""
 
 
-def load_results(paths: Sequence[str | os.PathLike], folder: str | os.PathLike) -> Any:
+def load_results(
+    paths: Sequence[str | os.PathLike], folder: str | os.PathLike, *, predict: bool = False
+) -> Any:
     """:func:`analysis.load` of the notebook's ``RESULTS``, each relative path taken from ``folder`` (the
     notebook's), without changing the working directory; ``run_dir`` is then shown relative to
-    ``folder`` again, as the notebook stores its paths.
+    ``folder`` again, as the notebook stores its paths. ``predict``: as ``python -m analysis
+    --predict`` (:func:`analysis.load.fill_predictions`).
 
     Raises:
         FileNotFoundError: a path that neither exists nor matches a glob, naming ``folder`` and the
@@ -136,7 +139,7 @@ def load_results(paths: Sequence[str | os.PathLike], folder: str | os.PathLike) 
         magic = any(c in p for c in "*?[")
         resolved.append(p if os.path.isabs(p) else os.path.join(glob.escape(base) if magic else base, p))
     try:
-        df = load(resolved)
+        df = load(resolved, predict=predict)
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"{exc} (from {base}): set RESULTS in the parameters cell") from None
     prefix = os.path.join(base, "")  # each relative path was joined to it: take it off again
@@ -263,9 +266,35 @@ parameters, tokens per second and MFU, and the smallest larger size that did not
         """\
 # The largest model per set-up, the largest first.
 if not analysis.searched(df):
-    print("no run searched the largest model (search.model=largest; sweep/frontier-llama.yaml)")
+    print("no run searched the largest model (search.model=largest: sweep/frontier-*.yaml)")
 else:
     display(analysis.for_display(analysis.frontier_table(df)))""",
+    ),
+    (
+        "markdown",
+        "predicted-doc",
+        """\
+## Predicted against measured
+
+The step time `flopsweep.predict` gives each run before it ran (`metrics.predicted`); a run recorded
+without one gets it here from the other records (as `python -m analysis --predict`): calibrated from
+the one-GPU run of the same set-up, bandwidth and overlap from the probes and profiles among them, or
+uncalibrated (FLOPs at a stated fraction of the measured GEMM rate). `prediction_error` is
+(predicted - measured) / measured; the largest first.""",
+    ),
+    (
+        "code",
+        "predicted",
+        """\
+# Predicted against measured step time, the largest error first.
+known = df[df["prediction_error"].notna()]
+if known.empty:
+    print("no run has a prediction (no calibration, no GEMM rate among these records)")
+else:
+    known = known.loc[known["prediction_error"].abs().sort_values(ascending=False).index]
+    setup = [c for c in analysis.compact(known).columns if c in analysis.SETUP_COLUMNS and c != "world_size"]
+    figures = ["world_size", "iteration_time_s_mean", "predicted_iteration_time_s", "prediction_error"]
+    display(analysis.for_display(known[[*setup, *figures, "predicted_source"]]))""",
     ),
     (
         "markdown",
@@ -275,8 +304,9 @@ else:
 
 Model TFLOPs per device and peak GPU memory against micro batch size (a line per backend, a panel
 per model, at most nine models: the best), tokens per second against sequence length when the
-sweep varies it, and tokens per second against GPU joules per token with each model's Pareto front
-ringed (runs with energy only). An × marks a failed run at its micro batch size.""",
+sweep varies it, tokens per second against GPU joules per token with each model's Pareto front
+ringed (runs with energy only), and predicted against measured step time. An × marks a failed run
+at its micro batch size.""",
     ),
     (
         "code",

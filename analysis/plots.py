@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.textpath import TextPath
-from matplotlib.ticker import EngFormatter, NullFormatter
+from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
 
 from analysis.frontier import frontier_label_columns, frontier_points, searched
 from analysis.load import RANK_METRIC, SHORT, failed_checks
@@ -587,6 +587,54 @@ def plot_step_breakdown(df: pd.DataFrame) -> Figure:
     return fig
 
 
+def plot_predicted_vs_measured(df: pd.DataFrame) -> Figure:
+    """Predicted against measured mean step time (s), a point per ok run with both, coloured by
+    backend, on log-log axes with the line of perfect prediction and the +-10% band; the title
+    gives the median and worst absolute ``prediction_error``. Raises PlotSkipped when no ok run has
+    a prediction (records from before ``metrics.predicted``: run ``python -m analysis --predict``)."""
+    ok = df[
+        df["status"].eq("ok") & df["predicted_iteration_time_s"].notna() & df["iteration_time_s_mean"].notna()
+    ]
+    if ok.empty:
+        raise PlotSkipped("no ok run has a prediction (metrics.predicted; --predict fills older records)")
+    errors = ok["prediction_error"].abs()
+    title = (
+        f"Predicted vs measured step time: median |error| {errors.median():.1%}, worst {errors.max():.1%}"
+        + _on_device(ok)
+    )
+    labels = sorted(ok["backend"].fillna("?").astype(str).unique())
+    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
+    fig, axes = _grid(1, title, labels)
+    ax = axes[0]
+    for label, runs in ok.groupby(ok["backend"].fillna("?").astype(str), sort=True):
+        ax.plot(
+            runs["iteration_time_s_mean"],
+            runs["predicted_iteration_time_s"],
+            linestyle="",
+            marker="o",
+            color=colors[label],
+            label=plain(label),
+        )
+    low = min(ok["iteration_time_s_mean"].min(), ok["predicted_iteration_time_s"].min()) * 0.8
+    high = max(ok["iteration_time_s_mean"].max(), ok["predicted_iteration_time_s"].max()) * 1.25
+    line = [low, high]
+    ax.plot(line, line, "-", color="black", linewidth=1, label="predicted = measured")
+    ax.fill_between(line, [v * 0.9 for v in line], [v * 1.1 for v in line], color="gray", alpha=0.2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):  # plain seconds at 1, 2, 5 x 10^k; no overlapping minor labels
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_xlabel("measured mean step time (s)")
+    ax.set_ylabel("predicted step time (s); band: +-10%")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=_legend_cols(labels), fontsize=7)
+    return fig
+
+
 PLOTS: dict[str, Callable[[pd.DataFrame], Figure]] = {
     "tflops_vs_micro_batch": plot_tflops_vs_micro_batch,
     "memory_vs_micro_batch": plot_memory_vs_micro_batch,
@@ -594,6 +642,7 @@ PLOTS: dict[str, Callable[[pd.DataFrame], Figure]] = {
     "scaling": plot_scaling,
     "step_breakdown": plot_step_breakdown,
     "tokens_vs_joules_per_token": plot_tokens_vs_joules_per_token,
+    "predicted_vs_measured": plot_predicted_vs_measured,
     "frontier": plot_frontier,
 }
 """Plot name (the PNG file's stem) -> function."""

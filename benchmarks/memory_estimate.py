@@ -1,17 +1,22 @@
-"""How close ``plan=true``'s memory estimate (flopsweep.memory) comes to the measured peaks.
+"""How close the memory estimate (flopsweep.memory, ``plan=true`` and ``metrics.predicted_peak_gib``)
+comes to the measured peaks.
 
 For every ok GPU record under a results folder: the estimate for its config next to its
-``peak_cuda_allocated_bytes``, the relative error, and the median and worst errors per
-backend. CPU only; reads the records, runs nothing.
+``peak_cuda_allocated_bytes``, the relative error ((estimate - measured) / measured), and the median
+and worst absolute errors, over all records and over the set-ups the estimate models (records of
+fp8 and of ``blocksparse`` ``impl=gather``, which it does not model, are named apart with the
+reason). A record that carries ``metrics.predicted_peak_gib`` (made before its run) is compared
+with that prediction instead. CPU only; reads the records, runs nothing.
 
-    python benchmarks/memory_estimate.py benchmarks/results/h200 [--folder backends]
+    python benchmarks/memory_estimate.py benchmarks/results/h200 [--folder backends] [--summary]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
-import json
+import io
 import statistics
 import sys
 from pathlib import Path
@@ -19,11 +24,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flopsweep import config as fconfig  # noqa: E402
+from flopsweep.files import read_json  # noqa: E402
 from flopsweep.layout import Layout  # noqa: E402
 from flopsweep.memory import estimate  # noqa: E402
 from flopsweep.plan import option_schemas  # noqa: E402
 
+with contextlib.redirect_stdout(io.StringIO()):  # DeepSpeed logs its accelerator choice to stdout
+    with contextlib.suppress(ImportError):
+        import deepspeed.runtime.zero.stage3  # noqa: F401, E402 - ZeRO-3's estimator, imported quietly
+
 GIB = 2**30
+OUTSIDE_PCT = 10.0
+"""Records whose |error| exceeds this many percent are listed with their reason."""
 
 
 def _node(cls: type, values: dict) -> object:
@@ -32,50 +44,113 @@ def _node(cls: type, values: dict) -> object:
 
 
 def run_config(config: dict) -> fconfig.RunConfig:
-    """A ``RunConfig`` from a record's ``config`` (v1 or v2; keys another option owns are dropped)."""
+    """A ``RunConfig`` from a record's ``config`` (v1 or v2; keys another option owns are dropped;
+    an old boolean ``activation_checkpointing`` is the policy ``full`` or ``none``)."""
     schemas = option_schemas()
     groups = {}
     for group in schemas:
-        values = dict(config[group])
+        value = config.get(group, {})
+        if isinstance(value, bool):  # activation_checkpointing before the policy registry
+            value = {"name": "full" if value else "none"}
+        values = dict(value)
         key = values.get("arch", "gpt2") if group == "model" else values["name"]
         groups[group] = _node(schemas[group][key], values)
     top = {
         k: v
         for k, v in config.items()
-        if k not in schemas and k not in ("steps", "optim", "fault", "parallel")
+        if k not in schemas and k not in ("steps", "optim", "fault", "parallel", "cost", "budget")
     }
     return dataclasses.replace(_node(fconfig.RunConfig, top), **groups)
 
 
-def rows(root: Path, folder: str | None) -> list[tuple[str, str, float, float]]:
+def unmodelled(cfg: fconfig.RunConfig) -> str | None:
+    """Why the estimate does not model this set-up, or None."""
+    if cfg.precision.name.startswith("fp8"):
+        return "fp8: torchao keeps float8 copies of the saved activations (not modelled)"
+    if cfg.attention.name == "blocksparse" and getattr(cfg.attention, "impl", "") == "gather":
+        return "blocksparse impl=gather: its gathered key/value blocks are not modelled"
+    return None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Row:
+    """One record's comparison; sizes in GiB."""
+
+    where: str
+    backend: str
+    estimate: float
+    measured: float
+    source: str
+    """``recorded`` (``metrics.predicted_peak_gib``) or ``estimate`` (computed now)."""
+    outside: str | None
+
+    @property
+    def error(self) -> float:
+        return self.estimate / self.measured - 1
+
+
+def rows(root: Path, folder: str | None) -> list[Row]:
     out = []
     for path in sorted(root.rglob("metrics.json")):
         if folder and folder not in path.relative_to(root).parts[:1]:
             continue
-        record = json.loads(path.read_text())
-        measured = (record.get("metrics") or {}).get("peak_cuda_allocated_bytes")
+        record = read_json(path)
+        metrics = record.get("metrics") or {}
+        measured = metrics.get("peak_cuda_allocated_bytes")
         if record["status"] != "ok" or not measured:
             continue
         cfg = run_config(record["config"])
-        degrees = record["system"].get("parallel") or {"dp_shard": record["system"]["world_size"]}
-        est = estimate(cfg, Layout(**degrees))
-        out.append((str(path.relative_to(root).parent), cfg.backend.name, est.total / GIB, measured / GIB))
+        recorded = metrics.get("predicted_peak_gib")
+        if recorded is None:
+            degrees = record["system"].get("parallel") or {"dp_shard": record["system"]["world_size"]}
+            predicted, source = estimate(cfg, Layout(**degrees)).total_gib, "estimate"
+        else:
+            predicted, source = float(recorded), "recorded"
+        where = str(path.relative_to(root).parent)
+        out.append(
+            Row(
+                where=where,
+                backend=cfg.backend.name,
+                estimate=predicted,
+                measured=measured / GIB,
+                source=source,
+                outside=unmodelled(cfg),
+            )
+        )
     return out
+
+
+def summary(found: list[Row]) -> list[str]:
+    """The median and worst |error| over every record and over the modelled ones."""
+    lines = []
+    for label, subset in (("all", found), ("modelled", [r for r in found if not r.outside])):
+        errors = [abs(r.error) for r in subset]
+        if errors:
+            worst = max(subset, key=lambda r: abs(r.error))
+            lines.append(
+                f"{label}: {len(errors)} records, median |error| {statistics.median(errors):.1%}, "
+                f"worst {abs(worst.error):.1%} ({worst.where})"
+            )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
     parser.add_argument("--folder", help="only this top-level folder (e.g. backends)")
+    parser.add_argument(
+        "--summary", action="store_true", help=f"only the summary and the records over {OUTSIDE_PCT:g}%%"
+    )
     args = parser.parse_args(argv)
     found = rows(args.root, args.folder)
-    print("| record | backend | estimate GiB | measured GiB | error |\n|---|---|---:|---:|---:|")
-    for where, backend, est, measured in found:
-        print(f"| {where} | {backend} | {est:.1f} | {measured:.1f} | {est / measured - 1:+.1%} |")
-    errors = [abs(e / m - 1) for _, _, e, m in found]
-    if errors:
-        median, worst = statistics.median(errors), max(errors)
-        print(f"\n{len(errors)} records: median |error| {median:.1%}, worst {worst:.1%}")
+    shown = [r for r in found if abs(r.error) * 100 > OUTSIDE_PCT] if args.summary else found
+    print("| record | backend | estimate GiB | measured GiB | error | note |\n|---|---|---:|---:|---:|---|")
+    for r in shown:
+        note = r.outside or ("" if r.source == "estimate" else "predicted before the run")
+        print(f"| {r.where} | {r.backend} | {r.estimate:.1f} | {r.measured:.1f} | {r.error:+.1%} | {note} |")
+    print()
+    for line in summary(found):
+        print(f"- {line}")
     return 0
 
 

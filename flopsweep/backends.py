@@ -28,13 +28,13 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
-from flopsweep import checkpointing
+from flopsweep import checkpointing, tensor_parallel
 from flopsweep import precision as fprecision
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
 from flopsweep.layout import Layout
 from flopsweep.models import family
-from flopsweep.options import DeepSpeedConfig, FSDPConfig
+from flopsweep.options import OFFLOAD_DEVICES, DeepSpeedConfig, FSDPConfig
 from flopsweep.text import plural
 
 log = logging.getLogger("flopsweep")
@@ -83,9 +83,16 @@ def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
     inside the compiled graph, where Inductor fuses it, instead of re-running a compiled
     forward from outside. Identical blocks share one compiled graph, and FSDP2/ZeRO-3
     hooks stay outside the compiled regions. (Outside ``deepspeed.zero.Init``: its
-    module hooks do not know the wrapper.)"""
+    module hooks do not know the wrapper.) ``memory_budget`` sets
+    ``torch._functorch.config.activation_memory_budget`` for the process instead of wrapping."""
     blocks = family(cfg.model).blocks(model)
     checkpointing.policy(cfg.activation_checkpointing).apply(blocks, cfg.activation_checkpointing)
+    # memory_budget: the partitioner reads its budget when a block compiles, at the first step; a
+    # rank is its own process, so the setting stays for the run (rules refuse it without compile)
+    for key, value in checkpointing.compiler_settings(cfg.activation_checkpointing).items():
+        import torch._functorch.config as functorch_config
+
+        setattr(functorch_config, key, value)
     if cfg.compile:
         for block in blocks:
             block.compile()
@@ -94,7 +101,9 @@ def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
 
 
 def build_adamw(params: Any, optim: OptimConfig, device: torch.device) -> torch.optim.AdamW:
-    """``torch.optim.AdamW`` with the shared settings; fused kernel on CUDA."""
+    """``torch.optim.AdamW`` with the shared settings; fused kernel on CUDA. ``device`` is where the
+    parameters live: the host under FSDP2's ``cpu_offload`` (:func:`_optimizer_device`), where torch's
+    default (the for-loop implementation for CPU tensors) steps them."""
     return torch.optim.AdamW(
         params,
         lr=optim.lr,
@@ -118,19 +127,26 @@ class TorchTrainer:
     scaler: torch.amp.GradScaler | None = None
     no_sync: Any = None  # callable(is_last: bool) -> context manager
     after_step: Callable[[], None] | None = None  # e.g. fp8 scale precompute for FSDP2
+    micro_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    """Around each micro batch's forward and backward (``loss_parallel`` under tensor parallelism)."""
+    last_grad_norm: torch.Tensor | None = None
+    """The total gradient norm of the last step, before clipping (``clip_grad_norm_``'s result)."""
 
     def step(self, micro_batches: Sequence[torch.Tensor]) -> torch.Tensor:
         n = len(micro_batches)
         total = torch.zeros((), device=micro_batches[0].device)
         for i, tokens in enumerate(micro_batches):
-            with self._sync_context(i == n - 1), self._autocast(tokens.device):
-                loss = self.model(tokens) / n
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            with self.micro_context():
+                with self._sync_context(i == n - 1), self._autocast(tokens.device):
+                    loss = self.model(tokens) / n
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
             total += loss.detach()
         with record_function(OPTIMIZER_ANNOTATION):  # profile=true: the optimizer part
             if self.scaler:
                 self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip, foreach=True)
+            self.last_grad_norm = torch.nn.utils.clip_grad_norm_(
+                self.model.parameters(), self.grad_clip, foreach=True
+            )
             if self.scaler:
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
@@ -167,13 +183,20 @@ class DeepSpeedTrainer:
         return total
 
 
+def _optimizer_device(cfg: RunConfig, device: torch.device) -> torch.device:
+    """Where the parameters that AdamW steps live: the host under FSDP2's ``cpu_offload``, else the
+    rank's device."""
+    return torch.device("cpu") if getattr(cfg.backend, "cpu_offload", False) else device
+
+
 def _torch_trainer(
     model: nn.Module, cfg: RunConfig, device: torch.device, *, autocast: bool = True, no_sync: Any = None
 ) -> TorchTrainer:
     dtype = DTYPES[cfg.precision.name]
     return TorchTrainer(
         model,
-        build_adamw(model.parameters(), cfg.optim, device),
+        # FSDP2 CPU offload keeps the parameters and gradients on the host: the step runs there
+        build_adamw(model.parameters(), cfg.optim, _optimizer_device(cfg, device)),
         cfg.optim.grad_clip,
         autocast_dtype=dtype if autocast and dtype != torch.float32 else None,
         scaler=torch.amp.GradScaler(device.type) if cfg.precision.name == "fp16" else None,
@@ -203,28 +226,16 @@ def build_ddp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrai
 
 
 def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrainer:
-    """FSDP2: ``fully_shard`` each block, then the root, with one ``MixedPrecisionPolicy``
-    (params in the run's precision, gradients reduced in fp32), sharded over the layout's
-    ``dp_shard`` ranks."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    """FSDP2 on the layout's device mesh (:mod:`flopsweep.mesh`), torchtitan's order: tensor
+    parallelism first (:func:`parallelize`), then activation checkpointing and compile per block
+    (:func:`wrap_blocks`), then ``fully_shard`` each block and the root on the data-parallel
+    sub-mesh (1-D ``dp_shard``, or 2-D ``(dp_replicate, dp_shard)``: HSDP) with one
+    ``MixedPrecisionPolicy`` (params in the run's precision, gradients reduced in fp32)."""
+    from flopsweep import mesh as fmesh
 
-    model = build_model(cfg, device)
-    mesh = init_device_mesh(device.type, (layout.dp_shard,), mesh_dim_names=("dp_shard",))
-    dtype = DTYPES[cfg.precision.name]
-    mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
-    blocks = family(cfg.model).blocks(model)
-    for i, block in enumerate(blocks):
-        # The last block's backward runs right after forward: keeping it unsharded
-        # saves one all-gather per step (torchtitan does the same).
-        last = i == len(blocks) - 1
-        fully_shard(
-            block,
-            mesh=mesh,
-            mp_policy=mp,
-            reshard_after_forward=cfg.backend.reshard_after_forward and not last,
-        )
-    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=cfg.backend.reshard_after_forward)
+    world_mesh = fmesh.build_mesh(layout, device.type)
+    model = wrap_blocks(parallelize(make_model(cfg, device), cfg, world_mesh, layout), cfg)
+    model = shard_data_parallel(model, cfg, fmesh.dp_mesh(world_mesh, layout))
 
     @contextlib.contextmanager
     def no_sync(is_last: bool) -> Iterator[None]:
@@ -234,7 +245,59 @@ def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTra
     # FSDP2's MixedPrecisionPolicy casts the parameters itself: no autocast on top.
     trainer = _torch_trainer(model, cfg, device, autocast=False, no_sync=no_sync)
     trainer.after_step = fprecision.after_optimizer_step(model, cfg.precision)
+    trainer.micro_context = tensor_parallel.loss_context(layout.tp)
     return trainer
+
+
+def parallelize(model: nn.Module, cfg: RunConfig, world_mesh: Any, layout: Layout) -> nn.Module:
+    """The model-parallel part of the layout, before FSDP2 and before checkpointing: the family's
+    tensor-parallel plan on the ``tp`` sub-mesh when ``layout.tp > 1``
+    (:func:`flopsweep.tensor_parallel.apply`). The seam for pipeline parallelism: split the
+    model into this rank's stages here (``mesh.pp_mesh(world_mesh)``), so that FSDP2 shards the
+    stages' blocks only."""
+    from flopsweep import mesh as fmesh
+
+    if layout.tp > 1:
+        tensor_parallel.apply(model, family(cfg.model), fmesh.tp_mesh(world_mesh))
+    return model
+
+
+def shard_data_parallel(model: nn.Module, cfg: RunConfig, dp_mesh: Any) -> nn.Module:
+    """``fully_shard`` each block, then the root, over ``dp_mesh`` (FSDP2; HSDP on a 2-D mesh)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = MixedPrecisionPolicy(param_dtype=DTYPES[cfg.precision.name], reduce_dtype=torch.float32)
+    offload = _fsdp_offload(cfg.backend, dp_mesh.device_type)
+    blocks = family(cfg.model).blocks(model)
+    for i, block in enumerate(blocks):
+        # The last block's backward runs right after forward: keeping it unsharded
+        # saves one all-gather per step (torchtitan does the same).
+        last = i == len(blocks) - 1
+        fully_shard(
+            block,
+            mesh=dp_mesh,
+            mp_policy=mp,
+            offload_policy=offload,
+            reshard_after_forward=cfg.backend.reshard_after_forward and not last,
+        )
+    fully_shard(
+        model,
+        mesh=dp_mesh,
+        mp_policy=mp,
+        offload_policy=offload,
+        reshard_after_forward=cfg.backend.reshard_after_forward,
+    )
+    return model
+
+
+def _fsdp_offload(backend: FSDPConfig, device_type: str) -> Any:
+    """FSDP2's ``CPUOffloadPolicy`` for ``backend.cpu_offload`` (pinned host memory on CUDA: a CPU-only
+    torch cannot pin), else the no-offload ``OffloadPolicy``."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
+
+    if not backend.cpu_offload:
+        return OffloadPolicy()
+    return CPUOffloadPolicy(pin_memory=device_type == "cuda")
 
 
 def deepspeed_config(
@@ -281,6 +344,10 @@ def deepspeed_config(
         for key in ("stage3_max_live_parameters", "stage3_max_reuse_distance", "sub_group_size"):
             if getattr(backend, key) is not None:  # else DeepSpeed's own default
                 zero[key] = int(getattr(backend, key))
+        # ZeRO++ (Wang et al. 2023, arXiv 2306.10209): DeepSpeed's own keys, passed on as set.
+        zero["zero_hpz_partition_size"] = backend.zero_hpz_partition_size
+        zero["zero_quantized_weights"] = backend.zero_quantized_weights
+        zero["zero_quantized_gradients"] = backend.zero_quantized_gradients
     ds: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": batch.micro_batch_size,
         "gradient_accumulation_steps": batch.grad_accum,
@@ -300,6 +367,7 @@ def deepspeed_config(
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }
+    zero.update(_offload_sections(backend, device_type))
     if backend.deepcompile:
         ds["compile"] = {"deepcompile": True}
     if precision == "bf16":
@@ -307,6 +375,56 @@ def deepspeed_config(
     elif precision == "fp16":
         ds["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}
     return ds
+
+
+def _offload_sections(backend: DeepSpeedConfig, device_type: str) -> dict[str, Any]:
+    """``zero_optimization.offload_optimizer`` / ``offload_param`` for ``backend.offload_*`` other than
+    ``none``: ``{"device": "cpu"}`` or ``{"device": "nvme", "nvme_path": ...}``, pinned host memory on
+    CUDA (a CPU-only torch cannot pin)."""
+    out: dict[str, Any] = {}
+    for key in ("offload_optimizer", "offload_param"):
+        where = getattr(backend, key)
+        if where == "none":
+            continue
+        section: dict[str, Any] = {"device": where, "pin_memory": device_type == "cuda"}
+        if where == "nvme":
+            section["nvme_path"] = backend.nvme_path
+        out[key] = section
+    return out
+
+
+def _check_offload(backend: DeepSpeedConfig) -> None:
+    """``backend.offload_optimizer`` and ``offload_param`` are ``none``, ``cpu`` or ``nvme``;
+    ``offload_param`` and NVMe need ZeRO-3 (DeepSpeed offloads parameters and NVMe-offloads the
+    optimizer only in stage 3: ZeRO-Infinity); ``nvme`` needs ``backend.nvme_path``.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    for key in ("offload_optimizer", "offload_param"):
+        where = getattr(backend, key)
+        if where not in OFFLOAD_DEVICES:
+            raise ConfigError(
+                f"backend.{key}",
+                where,
+                f"must be one of {', '.join(OFFLOAD_DEVICES)}",
+                f"set backend.{key}=cpu",
+            )
+        if where != "none" and backend.zero_stage != 3 and (key == "offload_param" or where == "nvme"):
+            what = "parameter offload" if key == "offload_param" else "NVMe offload"
+            raise ConfigError(
+                f"backend.{key}",
+                where,
+                f"DeepSpeed has {what} in ZeRO-3 only, and backend.zero_stage={backend.zero_stage}",
+                f"set backend=zero3, or backend.{key}=none",
+            )
+        if where == "nvme" and not backend.nvme_path:
+            raise ConfigError(
+                "backend.nvme_path",
+                backend.nvme_path,
+                f"backend.{key}=nvme needs a folder on an NVMe drive",
+                f"set backend.nvme_path=/local_nvme/flopsweep (a folder you own), or backend.{key}=cpu",
+            )
 
 
 def _default(value: float | None, default: float) -> float:
@@ -415,6 +533,8 @@ def _whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
             "DeepCompile has ZeRO-1 and ZeRO-3 passes, not ZeRO-2",
             "set backend.zero_stage=1 or 3, or backend.deepcompile=false",
         )
+    _check_zero_plus_plus(backend)
+    _check_offload(backend)
     for key in SIZE_KEYS:
         value = getattr(backend, key)
         if value is None:
@@ -436,6 +556,32 @@ def _whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
             )
         sizes[key] = int(value)
     return dataclasses.replace(backend, **sizes)
+
+
+def _check_zero_plus_plus(backend: DeepSpeedConfig) -> None:
+    """ZeRO++'s three knobs are ZeRO-3's (hpZ and qwZ partition and gather ZeRO-3's weights);
+    ``zero_hpz_partition_size`` is at least 1 (1: off). Its divisibility into the world size is
+    checked with the world (:func:`check_support`)."""
+    if backend.zero_hpz_partition_size < 1:
+        raise ConfigError(
+            "backend.zero_hpz_partition_size",
+            backend.zero_hpz_partition_size,
+            "must be a positive number of ranks (1: off)",
+            "set backend.zero_hpz_partition_size=1, or the GPUs per node",
+        )
+    on = {
+        "zero_hpz_partition_size": backend.zero_hpz_partition_size > 1,
+        "zero_quantized_weights": backend.zero_quantized_weights,
+        "zero_quantized_gradients": backend.zero_quantized_gradients,
+    }
+    for key, enabled in on.items():
+        if enabled and backend.zero_stage != 3:
+            raise ConfigError(
+                f"backend.{key}",
+                getattr(backend, key),
+                f"is a ZeRO++ knob of ZeRO-3, and backend.zero_stage={backend.zero_stage}",
+                f"set backend.zero_stage=3 (backend=zero3), or leave backend.{key} at its default",
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -511,6 +657,14 @@ def check_support(
             precision,
             f"backend={cfg.name} does not run it (supports {', '.join(spec.precisions)})",
             f"pick backend={others} for precision={precision}, or another precision",
+        )
+    hpz = getattr(cfg, "zero_hpz_partition_size", 1)
+    if hpz >= 1 and world_size % hpz:
+        raise ConfigError(
+            "backend.zero_hpz_partition_size",
+            hpz,
+            f"does not divide the world size {world_size} (nproc_per_node x nnodes)",
+            "set backend.zero_hpz_partition_size to the ranks per node (nproc_per_node), or 1",
         )
     if getattr(cfg, "deepcompile", False) and device != "cuda":
         raise ConfigError(

@@ -11,16 +11,20 @@ that used to be spread over the backends, the metrics and the memory estimate:
 - **what it recomputes** (:attr:`CheckpointPolicy.recompute`): the mode that
   ``ModelFamily.hardware_flops`` counts (``none``; ``early_stop``: eager blocks under
   non-reentrant ``torch.utils.checkpoint``, which stops once every saved tensor is back;
-  ``full``: a compiled block is one graph and re-runs whole), so hardware FLOPs, HFU and
-  ``metrics.recompute`` come from the policy;
+  ``full``: a compiled block is one graph and re-runs whole; ``selective``: the unsaved matmuls
+  backward needs; ``unknown``: the compiler's partitioner decides), on the blocks
+  :func:`checkpointed_blocks` names, so hardware FLOPs, HFU and ``metrics.recompute`` come from
+  the policy (:func:`flopsweep.metrics.hardware_flops`);
 - **what it saves** (:attr:`CheckpointPolicy.activations`): one rank's activation bytes kept
   for backward, for :mod:`flopsweep.memory`.
 
-Adding a policy (``selective``, ``every_n``, ``memory_budget``) is a spec here, its config
-subclass in :mod:`flopsweep.options` when it has knobs (stored as
-``schema/activation_checkpointing/base_<name>``), and one YAML file. This module imports torch
-only inside :attr:`CheckpointPolicy.apply`, so validation and ``run.py`` can read the registry
-without it.
+The policies: ``none``; ``full`` (every block); ``selective`` (per-operator selective
+checkpointing, torchtitan's ``SelectiveAC`` op mode); ``every_n`` (``full`` on every N-th block,
+``activation_checkpointing.every``); ``memory_budget`` (the compiler's
+``activation_memory_budget``, ``activation_checkpointing.budget``, compiled runs only). Adding a
+policy is a spec here, its config subclass in :mod:`flopsweep.options` when it has knobs (stored
+as ``schema/activation_checkpointing/base_<name>``), and one YAML file. This module imports torch
+only inside the ``apply`` functions, so validation and ``run.py`` can read the registry without it.
 
 The old boolean values stay accepted on the command line: Hydra refuses a boolean as a
 config-group choice ("Config group override must be a string or a list. Got bool"), so
@@ -36,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep.config import CheckpointingConfig, ConfigError
+from flopsweep.options import EveryNConfig, MemoryBudgetConfig
 
 GROUP = "activation_checkpointing"
 """The config group and the ``RunConfig`` field."""
@@ -59,15 +64,132 @@ def _apply_full(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
         blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False)
 
 
-def _keep_all(tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+SAC_SAVED_ATTENTION = (
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_fused_attention_overrideable",
+    "_scaled_dot_product_flash_attention_for_cpu",
+)
+"""``selective``: the ``aten`` attention ops whose outputs are saved (torchtitan's ``SelectiveAC`` list,
+plus SDPA's CPU kernel). ``attention=sdpa``, ``sdpa-flash``, ``sdpa-efficient`` and ``sdpa-cudnn`` run one
+of them; the other kernels' attention decomposes into ops that would be recomputed uncounted, so
+``selective`` refuses them (:data:`SAC_KERNELS`)."""
+
+SAC_MATMULS = ("mm", "addmm")
+"""``selective``: the ``aten`` matmuls of which every second one is recomputed (the 1st, 3rd, ... of a
+block's forward are saved). torchtitan counts ``aten.mm`` only; GPT-2's biased ``Linear`` runs
+``aten.addmm``, so both count here."""
+
+SAC_KERNELS = ("sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn")
+"""``attention=`` options whose attention output ``selective`` saves."""
+
+
+def _sac_context_fn() -> Any:
+    """A ``context_fn`` for ``torch.utils.checkpoint``: one block's forward and its recompute each
+    count their own matmuls (the counts restart per block, as torchtitan's do), saving the attention
+    ops and every odd matmul (``MUST_SAVE``) and recomputing the rest (``PREFER_RECOMPUTE``)."""
+    from collections import defaultdict
+
+    import torch
+    from torch.utils.checkpoint import CheckpointPolicy as Decision
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    aten = torch.ops.aten
+    attention = {getattr(aten, n).default for n in SAC_SAVED_ATTENTION if hasattr(aten, n)}
+    matmuls = {getattr(aten, n).default for n in SAC_MATMULS}
+    counts: defaultdict[bool, int] = defaultdict(int)
+
+    def decide(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Decision:
+        if func in attention:
+            return Decision.MUST_SAVE
+        if func in matmuls:
+            counts[ctx.is_recompute] += 1
+            if counts[ctx.is_recompute] % 2 == 1:
+                return Decision.MUST_SAVE
+        return Decision.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(decide)
+
+
+def _apply_selective(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
+    """Wrap each block in non-reentrant ``checkpoint_wrapper`` with torch's per-operator selective
+    checkpointing (``create_selective_checkpoint_contexts``, torchtitan's ``SelectiveAC`` op mode):
+    backward recomputes only the ops that :func:`_sac_context_fn` does not save."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    for i, block in enumerate(blocks):
+        blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False, context_fn=_sac_context_fn)
+
+
+def checkpointed_blocks(cfg: CheckpointingConfig, n_layer: int) -> list[int]:
+    """The 0-based indices of the blocks ``every_n`` wraps: every ``every``-th block counted from 1
+    (blocks ``every - 1``, ``2 every - 1``, ...; torchtitan's ``selective_ac_option`` counts the same
+    way), so ``n_layer // every`` of them. Other policies: every block, or none for ``none``."""
+    if cfg.name == "none":
+        return []
+    every = getattr(cfg, "every", 1)
+    return [i for i in range(n_layer) if (i + 1) % every == 0]
+
+
+def _apply_every_n(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
+    """``full`` (non-reentrant ``checkpoint_wrapper``) on every ``every``-th block only."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    for i in checkpointed_blocks(cfg, len(blocks)):
+        blocks[i] = checkpoint_wrapper(blocks[i], preserve_rng_state=False)
+
+
+def _apply_memory_budget(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
+    """Nothing on the blocks: the compiler's min-cut partitioner decides what each compiled block
+    saves under ``torch._functorch.config.activation_memory_budget`` (:func:`compiler_settings`,
+    which ``backends.wrap_blocks`` sets for the rank's process)."""
+
+
+def compiler_settings(cfg: CheckpointingConfig) -> dict[str, Any]:
+    """``torch._functorch.config`` values the policy needs while blocks compile and run:
+    ``{"activation_memory_budget": budget}`` for ``memory_budget`` (0 recomputes all it can, 1 saves
+    what the default partitioner saves), else empty. torch reads the value when it compiles a graph,
+    which happens at the first step, so ``backends.wrap_blocks`` sets it for the whole run of the
+    rank's process."""
+    if cfg.name == "memory_budget":
+        return {"activation_memory_budget": float(getattr(cfg, "budget", 0.5))}
+    return {}
+
+
+def _keep_all(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
     """Every block keeps its activations for backward: ``tokens l a`` bytes."""
     return tokens * n_layer * layer
 
 
-def _keep_inputs(tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+def _keep_inputs(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
     """Each block keeps only its input (``tokens l b``), and backward rebuilds one block's
     activations at a time (``+ tokens a``)."""
     return tokens * (n_layer * boundary + layer)
+
+
+def _keep_selective(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+    """Each block keeps its input and the outputs it saves (attention, every second matmul): an
+    estimate of half of what it keeps beyond its input, ``tokens l (b + (a - b) / 2)``, plus the
+    recomputed half of one block while backward rebuilds it (``+ tokens (a - b) / 2``)."""
+    half = (layer - boundary) // 2
+    return tokens * (n_layer * (boundary + half) + half)
+
+
+def _keep_every_n(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+    """The ``k = l // every`` checkpointed blocks keep their input, the others everything, and
+    backward rebuilds one checkpointed block at a time: ``tokens (k b + (l - k) a + a)`` (no ``+ a``
+    when ``k`` is 0)."""
+    k = len(checkpointed_blocks(cfg, n_layer))
+    return tokens * (k * boundary + (n_layer - k) * layer + (layer if k else 0))
+
+
+def _keep_budget(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+    """An estimate: the partitioner keeps the share ``budget`` of what a block keeps beyond its input
+    (``budget`` 1: all of it, as ``none``; 0: the input only, as ``full``):
+    ``tokens l (b + budget (a - b))``. What it really keeps is the min-cut's choice per graph."""
+    budget = float(getattr(cfg, "budget", 0.5))
+    return tokens * n_layer * boundary + int(tokens * n_layer * budget * (layer - boundary))
 
 
 def _no_recompute(compiled: bool) -> str:
@@ -80,8 +202,43 @@ def _block_recompute(compiled: bool) -> str:
     return "full" if compiled else "early_stop"
 
 
+def _selective_recompute(compiled: bool) -> str:
+    """``selective``: the unsaved matmuls whose outputs backward needs, and no attention, eager
+    (early stop) or compiled (the partitioner recomputes only what backward needs) alike."""
+    return "selective"
+
+
+def _partitioner_recompute(compiled: bool) -> str:
+    """``unknown``: the compiler's partitioner picks what to recompute per graph; no formula says it."""
+    return "unknown"
+
+
 def _no_check(cfg: CheckpointingConfig) -> None:
     """A policy without knobs has nothing to check."""
+
+
+def _check_every(cfg: CheckpointingConfig) -> None:
+    """``activation_checkpointing.every`` is a whole number >= 1."""
+    every = getattr(cfg, "every", 2)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ConfigError(
+            f"{GROUP}.every",
+            every,
+            "must be a whole number >= 1 (checkpoint every N-th block; 1 is every block)",
+            f"set {GROUP}.every=2",
+        )
+
+
+def _check_budget(cfg: CheckpointingConfig) -> None:
+    """``activation_checkpointing.budget`` is within 0..1."""
+    budget = getattr(cfg, "budget", 0.5)
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0.0 <= budget <= 1.0:
+        raise ConfigError(
+            f"{GROUP}.budget",
+            budget,
+            "must be within 0..1 (the share of activation memory kept: 0 recomputes all, 1 none)",
+            f"set {GROUP}.budget=0.5",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,12 +252,15 @@ class CheckpointPolicy:
         apply: ``(blocks, cfg) -> None``: replace entries of the model's block list in place
             (before compile).
         recompute: ``compiled_blocks -> mode``: what backward re-runs, the ``recompute``
-            argument of ``ModelFamily.hardware_flops`` (``none``, ``early_stop``, ``full``).
+            argument of ``ModelFamily.hardware_flops`` (``none``, ``early_stop``, ``full``,
+            ``selective``), or ``unknown`` (the compiler decides: no hardware FLOPs).
         recomputes_forward: eq. 3 counts a recomputed forward (``f = 4``) for this policy.
-        activations: ``(tokens, n_layer, boundary, layer) -> bytes`` kept for backward on one
-            rank, from the bytes per token of one block's input (``boundary``) and of all it
+        activations: ``(cfg, tokens, n_layer, boundary, layer) -> bytes`` kept for backward on
+            one rank, from the bytes per token of one block's input (``boundary``) and of all it
             keeps without checkpointing (``layer``).
-        check: ``cfg -> None``; raises ``ConfigError`` for an impossible knob.
+        check: ``cfg -> None``; raises ``ConfigError`` for an impossible knob. Rules across
+            groups (``selective`` needs an SDPA kernel, ``memory_budget`` needs ``compile=true``)
+            are in :mod:`flopsweep.rules`.
     """
 
     config: type[CheckpointingConfig] = CheckpointingConfig
@@ -108,7 +268,7 @@ class CheckpointPolicy:
     apply: Callable[[MutableSequence[Any], CheckpointingConfig], None]
     recompute: Callable[[bool], str]
     recomputes_forward: bool
-    activations: Callable[[int, int, int, int], int]
+    activations: Callable[[CheckpointingConfig, int, int, int, int], int]
     check: Callable[[CheckpointingConfig], None] = _no_check
 
 
@@ -126,6 +286,33 @@ POLICIES: dict[str, CheckpointPolicy] = {
         recompute=_block_recompute,
         recomputes_forward=True,
         activations=_keep_inputs,
+    ),
+    "selective": CheckpointPolicy(
+        description="per-operator selective checkpointing: save attention and every second matmul, "
+        "recompute the rest (torchtitan's SelectiveAC op mode)",
+        apply=_apply_selective,
+        recompute=_selective_recompute,
+        recomputes_forward=False,
+        activations=_keep_selective,
+    ),
+    "every_n": CheckpointPolicy(
+        config=EveryNConfig,
+        description="full checkpointing on every N-th block (activation_checkpointing.every)",
+        apply=_apply_every_n,
+        recompute=_block_recompute,
+        recomputes_forward=False,
+        activations=_keep_every_n,
+        check=_check_every,
+    ),
+    "memory_budget": CheckpointPolicy(
+        config=MemoryBudgetConfig,
+        description="the compiler's activation memory budget (compile=true): its partitioner picks "
+        "what to recompute",
+        apply=_apply_memory_budget,
+        recompute=_partitioner_recompute,
+        recomputes_forward=False,
+        activations=_keep_budget,
+        check=_check_budget,
     ),
 }
 """Checkpointing policies by ``activation_checkpointing.name``."""

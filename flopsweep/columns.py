@@ -129,6 +129,24 @@ SETUP_SPECS: list[SetupSpec] = [
         header="persist_thr",
         description="ZeRO-3 persistence threshold (elements)",
     ),
+    S(
+        name="cpu_offload",
+        path="config.backend.cpu_offload",
+        header="cpu_offload",
+        description="FSDP2 CPUOffloadPolicy (states and optimizer step on the host)",
+    ),
+    S(
+        name="offload_optimizer",
+        path="config.backend.offload_optimizer",
+        header="off_optim",
+        description="DeepSpeed offload_optimizer device (none, cpu, nvme)",
+    ),
+    S(
+        name="offload_param",
+        path="config.backend.offload_param",
+        header="off_param",
+        description="DeepSpeed ZeRO-3 offload_param device (none, cpu, nvme)",
+    ),
     S(name="precision", path="config.precision.name", header="prec", description="precision", show="table"),
     S(
         name="micro_batch_size",
@@ -174,6 +192,18 @@ SETUP_SPECS: list[SetupSpec] = [
         path="config.activation_checkpointing.name",
         header="ckpt",
         description="activation checkpointing policy (old records' true/false read as full/none)",
+    ),
+    S(
+        name="ckpt_every",
+        path="config.activation_checkpointing.every",
+        header="ckpt_every",
+        description="activation_checkpointing=every_n: one block in this many is checkpointed",
+    ),
+    S(
+        name="ckpt_budget",
+        path="config.activation_checkpointing.budget",
+        header="ckpt_budget",
+        description="activation_checkpointing=memory_budget: the compiler's activation memory budget (0..1)",
     ),
     S(name="compile", path="config.compile", header="compile"),
     S(
@@ -233,6 +263,10 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.backend.sub_group_size",
     "config.backend.optimizer_impl",
     "config.backend.deepcompile",
+    "config.backend.zero_hpz_partition_size",  # ZeRO++: multi-node knobs, at 1/false on one node
+    "config.backend.zero_quantized_weights",
+    "config.backend.zero_quantized_gradients",
+    "config.backend.nvme_path",  # where nvme offload writes, not what it measures
     "config.precision.fp8_all_gather",
     "config.batch.name",
     "config.batch.max_micro_batch_size",
@@ -256,6 +290,7 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.objective",
     "config.cost",  # prices and budgets: run controls, in the metrics they price
     "config.budget",
+    "config.predict",  # the prediction's inputs (run controls); metrics.predicted names its source
     "config.repeats",  # run controls of repeats=: the analysis reads run.repeat, run.repeat_group
     "config.repeat",
 )

@@ -134,14 +134,15 @@ class BatchConfig:
 @dataclass(kw_only=True)
 class ParallelConfig:
     """How the world's ranks split into kinds of parallelism (torchtitan's ``ParallelDims``);
-    :class:`flopsweep.layout.Layout` is the validated form. Only data parallelism is built."""
+    :class:`flopsweep.layout.Layout` is the validated form. Pipeline and context parallelism are
+    not built yet."""
 
     dp_replicate: int = 1
-    """Data-parallel replicas (HSDP's replicate dimension); >1 not built yet."""
+    """Data-parallel replicas (HSDP's replicate dimension; ``backend=fsdp``)."""
     dp_shard: int = -1
     """Data-parallel ranks that shard the model; -1: the ranks the other degrees leave."""
     tp: int = 1
-    """Tensor-parallel degree; >1 not built yet."""
+    """Tensor-parallel degree, with sequence parallelism (``backend=fsdp``)."""
     pp: int = 1
     """Pipeline-parallel stages; >1 not built yet."""
     pp_schedule: str = "1F1B"
@@ -191,6 +192,34 @@ class BudgetConfig:
 
     tokens: float | None = None
     """Tokens to train (``15e12``, Llama 3's pre-training); null: no ``metrics.budget``."""
+
+
+@dataclass(kw_only=True)
+class PredictConfig:
+    """The step-time prediction (``metrics.predicted``, ``plan=true``'s predicted columns):
+    where its compute time comes from and, for ``plan=true``, a cluster that need not be here
+    (:mod:`flopsweep.predict`). Null keys take the run's own value."""
+
+    calibration: str | None = None
+    """A ``metrics.json`` or a folder searched for them (no link followed): the ok record of the same
+    model, kernel, precision, checkpointing and micro batch at a smaller world size calibrates the
+    compute time. Null: uncalibrated (FLOPs at a stated fraction of the GEMM rate)."""
+    gpus_per_node: int | None = None
+    """GPUs per node of the predicted cluster; null: ``nproc_per_node``."""
+    nnodes: int | None = None
+    """Nodes of the predicted cluster; null: ``nnodes``."""
+    intra_node_gbps: float | None = None
+    """Bus bandwidth inside a node, GB/s (nccl-tests' busbw); null: the run's probe, else the
+    calibration record's probe."""
+    inter_node_gbps: float | None = None
+    """Bus bandwidth of a collective across nodes, GB/s per GPU (400 Gb/s NICs: about 45); null:
+    the intra-node figure."""
+    overlap: float | None = None
+    """Share (0..1) of the data-parallel communication hidden behind compute; null: calibrated
+    from profiled records of the backend (``metrics.breakdown``) among the calibration files,
+    else the backend's assumed default (``flopsweep.predict.DEFAULT_OVERLAP``)."""
+    compute_scale: float = 1.0
+    """Speed of the predicted GPU's compute relative to the calibration's (1: the same GPU)."""
 
 
 FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")
@@ -282,6 +311,12 @@ class RunConfig:
     plan: bool = False
     """Validate every job and estimate its memory, world size, parameters and FLOPs; start no
     worker and write no record (``plan.csv`` in the sweep or run directory)."""
+    plan_gpu: str | None = None
+    """``plan=true`` for a GPU that is not here: a device name of the peak table
+    (``flopsweep.peaks``: ``H100``, ``H100-80GB``, ``H200``, ``A100-40GB``, ``MI300X``); ``fits``
+    compares the estimate with its memory (a size in the name, else ``flopsweep.memory.GPU_MEMORY_GIB``)."""
+    plan_gpu_memory_gib: float | None = None
+    """``plan=true`` for a GPU of this much memory (GiB, 2**30 bytes); wins over ``plan_gpu``'s."""
     profile: bool = False
     """After the measured steps, run one more step under torch.profiler: a trace per rank in
     ``profile/`` and ``metrics.breakdown`` (compute, optimizer, exposed communication, idle)."""
@@ -291,6 +326,8 @@ class RunConfig:
     """Prices for the cost figures (a run control: it changes nothing that is measured)."""
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     """A token budget to price at the measured rate (a run control)."""
+    predict: PredictConfig = field(default_factory=PredictConfig)
+    """The step-time prediction: calibration and a described cluster (a run control)."""
     repeats: int = 1
     """How many times each set-up of a sweep is measured, each time in fresh workers (1..100):
     the sweep runs ``repeats`` rounds of its jobs, every set-up once per round (A B C A B C), the
@@ -312,10 +349,13 @@ RUN_CONTROL_KEYS = (
     "fail_fast",
     "fault",
     "plan",
+    "plan_gpu",
+    "plan_gpu_memory_gib",
     "profile",
     "objective",
     "cost",
     "budget",
+    "predict",
     "repeats",
 )
 """Keys that steer a run but do not change what it measures; ``resume`` ignores them

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from flopsweep import forecast
 from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
 from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, ModelSearchConfig, ParallelConfig, RunConfig
@@ -38,7 +39,7 @@ from flopsweep.files import (
     record_path_problem,
 )
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
-from flopsweep.layout import Layout
+from flopsweep.layout import Layout, tp_across_nodes
 from flopsweep.metrics import (
     build_record,
     compute_metrics,
@@ -136,6 +137,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     try:
         check_repeat_axis(cfg, info)
         p = plan(cfg, Environment.detect(), choices=info.choices)
+        calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # read before the run
     except ConfigError as exc:
         error = rec.error("ConfigError", str(exc), "config")
         if writes_record():
@@ -152,7 +154,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         return done
     if writes_record():
         set_aside(path)
-    return _launch(path, p, run, info, load_start)
+    return _launch(path, p, run, info, load_start, calibrations)
 
 
 def repeat_fields(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
@@ -261,7 +263,7 @@ def record_lost_job(
     layout = None
     if phase != "launch" and world:
         try:
-            layout = Layout.resolve(cfg.parallel, world)
+            layout = Layout.resolve(cfg.parallel, world).for_backend(cfg.backend.name)
         except ConfigError:
             layout = None  # the task refused it; the record keeps the world size unknown
     return _finish(path, cfg, run, "error", error, None, layout=layout)
@@ -290,16 +292,50 @@ PLAN_COLUMNS = (
     "model_flops_per_step",
     "est_peak_gib_per_rank",
     "fits",
+    "fits_on",
+    "predicted_world_size",
+    "predicted_nnodes",
+    "predicted_iteration_time_s",
+    "predicted_tokens_per_s_per_device",
+    "predicted_mfu",
+    "predicted_budget_gpu_hours",
+    "prediction_source",
     "note",
 )
+
+
+def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, str]:
+    """``(fits, fits_on)`` of a plan row: whether the estimated peak per rank ``peak`` (bytes) fits
+    the GPU asked for (``plan_gpu``, ``plan_gpu_memory_gib``: :func:`flopsweep.memory.planned_gpu_bytes`),
+    else this machine's GPU, else (CPU) the host's available memory for every rank; blank when there
+    is nothing to compare with (a GPU job ``placed`` on a machine without GPUs)."""
+    from flopsweep.memory import planned_gpu_bytes
+
+    asked = planned_gpu_bytes(p.cfg.plan_gpu, p.cfg.plan_gpu_memory_gib)
+    if asked is not None:
+        return peak <= asked[0], asked[1]
+    if env.cuda_available and p.device == "cuda" and not placed:
+        import torch
+
+        props = torch.cuda.get_device_properties(0)
+        return peak <= props.total_memory, f"{props.name} ({props.total_memory / 2**30:.1f} GiB)"
+    if p.device == "cpu":  # every rank of this machine shares its memory
+        import psutil
+
+        free = psutil.virtual_memory().available
+        return peak * p.nproc_per_node <= free, f"host ({free / 2**30:.1f} GiB available)"
+    return "", ""
 
 
 def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """``plan=true``: validate the job and estimate it, start nothing, write no record.
 
-    On a machine without the job's GPUs, the job is placed as it would be on GPUs of compute
-    capability 9.0 with bf16 (``fits`` is then blank: nothing here to compare with). On the CPU,
-    ``fits`` compares the estimate times the ranks with the host's available memory. Under ``-m``
+    On a machine without the job's GPUs (``device=cuda``, or ``device=auto`` with ``plan_gpu`` or
+    ``plan_gpu_memory_gib``), the job is placed as it would be on GPUs of compute
+    capability 9.0 with bf16 (``fits`` is then blank, unless ``plan_gpu`` or
+    ``plan_gpu_memory_gib`` names the GPU to plan for). ``fits`` compares the estimate with that
+    GPU's memory, else this machine's GPU, else (CPU) the estimate times the ranks with the host's
+    available memory; ``fits_on`` says which. Under ``-m``
     appends one row (``model`` names the model) to ``plan.csv`` beside the job directories (the
     sweep directory, whose callback started the file afresh: :func:`start_plan_file`); a single
     run writes its ``plan.csv`` afresh, atomically.
@@ -311,6 +347,9 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
     env = Environment.detect()
     note = ""
+    asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
+    if cfg.device == "auto" and asked_gpu and not env.cuda_available:  # a GPU question on a laptop
+        cfg = dataclasses.replace(cfg, device="cuda")
     if cfg.device == "cuda" and not env.cuda_available:
         nproc = fixed_nproc(cfg.nproc_per_node) or 1
         env = dataclasses.replace(
@@ -339,15 +378,10 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             model_flops_per_step=f"{flops:.4g}",
             est_peak_gib_per_rank=f"{est.total / 2**30:.1f}",
         )
-        if env.cuda_available and p.device == "cuda" and not note:
-            import torch
-
-            row["fits"] = est.total <= torch.cuda.get_device_properties(0).total_memory
-        elif p.device == "cpu":  # every rank of this machine shares its memory
-            import psutil
-
-            row["fits"] = est.total * p.nproc_per_node <= psutil.virtual_memory().available
+        row["fits"], row["fits_on"] = _fits(p, est.total, env, placed=bool(note))
         row["note"] = f"{note}; {est.method}" if note else est.method
+        gpu_name = torch_device_name() if env.cuda_available and p.device == "cuda" and not note else None
+        row.update(plan_prediction(p, gpu_name))
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
         _replace_plan_file(path, [row])
@@ -355,6 +389,43 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         path = Path(info.job_dir).parent / PLAN_FILE
         _append_plan_row(path, row)
     return {"status": "plan", "plan": row, "plan_file": str(path)}
+
+
+def torch_device_name() -> str:
+    """The name of GPU 0 (``torch.cuda.get_device_name``)."""
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def plan_prediction(p: Plan, device_name: str | None) -> dict[str, Any]:
+    """``plan=true``'s predicted columns: the step time of the job on the cluster of
+    ``predict.gpus_per_node`` x ``predict.nnodes`` (each null: the job's own), with its source
+    (:func:`flopsweep.forecast.prediction`; no probe here: bandwidths from ``predict.*`` or the
+    calibration record's probe)."""
+    cfg = p.cfg
+    nodes = cfg.predict.nnodes or cfg.nnodes
+    per_node = cfg.predict.gpus_per_node or p.nproc_per_node
+    out: dict[str, Any] = {"predicted_world_size": per_node * nodes, "predicted_nnodes": nodes}
+    if cfg.backend.name == "single" and per_node * nodes > 1:
+        return {**out, "prediction_source": "no prediction: backend=single runs one rank; pick ddp or fsdp"}
+    try:
+        layout = (
+            p.layout if per_node * nodes == p.world_size else Layout.resolve(cfg.parallel, per_node * nodes)
+        )
+        records = forecast.calibration_records(cfg.predict.calibration)
+    except ConfigError as exc:
+        return {**out, "prediction_source": f"no prediction: {exc}"}
+    made = forecast.prediction(cfg, layout, records, gpus_per_node=per_node, device_name=device_name)
+    fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
+    return {
+        **out,
+        "predicted_iteration_time_s": fmt(made["iteration_time_s"], ".4g"),
+        "predicted_tokens_per_s_per_device": fmt(made.get("tokens_per_s_per_device"), ".5g"),
+        "predicted_mfu": fmt(made.get("mfu"), ".3f"),
+        "predicted_budget_gpu_hours": fmt(made.get("budget_gpu_hours"), ".4g"),
+        "prediction_source": made["source"],
+    }
 
 
 def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
@@ -444,16 +515,28 @@ def warn_host_memory(p: Plan) -> None:
 
 
 def _launch(
-    path: Path, p: Plan, run: dict[str, Any], info: JobInfo, load_start: list[float] | None
+    path: Path,
+    p: Plan,
+    run: dict[str, Any],
+    info: JobInfo,
+    load_start: list[float] | None,
+    calibrations: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """Start the ranks of a validated plan and record what happened."""
+    """Start the ranks of a validated plan and record what happened; ``calibrations`` are the
+    ``predict.calibration`` records, read before the launch
+    (:func:`flopsweep.forecast.calibration_records`)."""
     cfg, world, layout = p.cfg, p.world_size, p.layout
     shown = printable(" ".join(info.overrides)) or "defaults"
     log.info("launching %s on %s: %s", plural(world, "rank"), cfg.device, shown)
     use_expandable_segments(cfg.device)
     warn_host_memory(p)
+    if (across := tp_across_nodes(layout, p.nproc_per_node)) is not None:
+        log.warning("%s", across)
+    predicted = predicted_peak_gib(cfg, layout)  # the plan's estimate, before any rank starts
     try:
         outcome, cfg = launch_run(p, path.parent, run)
+        if cfg.batch.micro_batch_size != p.cfg.batch.micro_batch_size:  # batch=auto chose another
+            predicted = predicted_peak_gib(cfg, layout)
     except (KeyboardInterrupt, Terminated) as exc:
         phase, _ = last_phase(path.parent / SCRATCH, world)
         what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
@@ -466,7 +549,29 @@ def _launch(
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
         error = rec.error(type(exc).__name__, str(exc), "launch")
         return _finish(path, cfg, run, "error", error, None, layout=layout, load_start=load_start)
-    return record_outcome(path, cfg, run, outcome, layout, load_start=load_start)
+    return record_outcome(
+        path,
+        cfg,
+        run,
+        outcome,
+        layout,
+        load_start=load_start,
+        predicted_peak_gib=predicted,
+        calibrations=calibrations,
+    )
+
+
+def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:
+    """``metrics.predicted_peak_gib``: :func:`flopsweep.memory.estimate`'s peak allocated memory of
+    the busiest rank, in GiB (6 decimals: about 1 KiB), for the config and layout about to run; None (and a
+    warning) if the estimate fails, which must not stop the run."""
+    from flopsweep.memory import estimate
+
+    try:
+        return round(estimate(cfg, layout).total_gib, 6)
+    except Exception as exc:  # noqa: BLE001 - an estimate is no reason to lose the measurement
+        log.warning("metrics.predicted_peak_gib left null: the memory estimate failed: %s", exc)
+        return None
 
 
 def launch_run(p: Plan, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, RunConfig]:
@@ -607,17 +712,36 @@ def record_outcome(
     layout: Layout,
     *,
     load_start: list[float] | None = None,
+    predicted_peak_gib: float | None = None,
+    calibrations: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Compute metrics for an ok outcome (or mark it invalid) and write the record.
 
     Args:
         layout: the plan's layout (:attr:`flopsweep.plan.Plan.layout`), the record's ``system.parallel``.
+        predicted_peak_gib: the plan's memory estimate (:func:`predicted_peak_gib`), recorded as
+            ``metrics.predicted_peak_gib`` beside the measured peaks.
+        calibrations: the ``predict.calibration`` records read before the launch; with the
+            config and the probes that every rank ran before warm-up (GEMM rate,
+            ``system.interconnect``), they make ``metrics.predicted``: nothing of the measured
+            steps enters it.
     """
     if outcome.status != "ok":
         return _finish(
             path, cfg, run, outcome.status, outcome.error, None, layout=layout, load_start=load_start
         )
     metrics = compute_metrics(cfg, outcome.ranks, layout)
+    metrics["predicted_peak_gib"] = predicted_peak_gib
+    probe = outcome.ranks[0].get("interconnect")
+    metrics["predicted"] = forecast.prediction(
+        cfg,
+        layout,
+        calibrations or [],
+        gpus_per_node=layout.world_size // cfg.nnodes,
+        device_name=outcome.ranks[0]["device"],
+        probe=probe,
+        gemm_tflops=metrics.get("measured_matmul_tflops"),
+    )
     problem = sanity_problem(cfg, metrics, cfg.device)
     device_name = outcome.ranks[0]["device"]
     limit = ranks_power_limit_w(outcome.ranks)
@@ -634,6 +758,7 @@ def record_outcome(
             device_name=device_name,
             load_start=load_start,
             power_limit_w=limit,
+            interconnect=probe,
         )
     return _finish(
         path,
@@ -647,6 +772,7 @@ def record_outcome(
         load_start=load_start,
         power_limit_w=limit,
         warnings=profile_warnings(outcome.ranks) + outcome.warnings,
+        interconnect=probe,
     )
 
 
@@ -663,10 +789,12 @@ def _finish(
     load_start: list[float] | None = None,
     warnings: list[str] | None = None,
     power_limit_w: float | None = None,
+    interconnect: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Write the record. ``layout`` is the plan's (None for a run that never launched: its
     ``system.world_size``, ``nproc_per_node`` and ``parallel`` are null); ``power_limit_w`` the
-    GPUs' enforced power limit (W), null when no rank measured it."""
+    GPUs' enforced power limit (W), null when no rank measured it; ``interconnect`` rank 0's probe
+    (``system.interconnect``; ``[]`` on one rank, null when no rank measured)."""
     run = {**run, "finished_at": _now()}
     world = layout.world_size if layout else None
     nproc = world // cfg.nnodes if world else None
@@ -679,6 +807,7 @@ def _finish(
         layout=layout,
         power_limit_w=power_limit_w,
     )
+    system["interconnect"] = interconnect
     if status == "ok" and metrics is not None:
         warnings = list(warnings or []) + noise_warnings(
             cv=(metrics.get("iteration_time_s") or {}).get("cv"),

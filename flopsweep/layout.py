@@ -13,8 +13,8 @@ Everything that needs "how many data-parallel ranks" (tokens per step, the DeepS
 rank see" (the batch seed) asks the layout, never the world size.
 
 The rank order is torchtitan's mesh order ``(pp, dp_replicate, dp_shard, cp, tp)``, row-major:
-``tp`` varies fastest. Only data parallelism is built so far; :func:`check_built` refuses the rest
-before launch.
+``tp`` varies fastest. Data parallelism (FSDP2, HSDP, DDP, ZeRO) and tensor parallelism (with FSDP2)
+are built; :func:`check_built` refuses the rest before launch.
 
 This module imports nothing from flopsweep but the config schema, and no torch.
 """
@@ -25,6 +25,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
+from flopsweep.text import plural
 
 DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
 """The degree names, as ``parallel.<name>`` keys and ``system.parallel`` keys."""
@@ -32,10 +33,15 @@ MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 """Mesh dimensions from slowest to fastest varying over the global rank (torchtitan's order)."""
 PP_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe")
 """``parallel.pp_schedule`` values: ``torch.distributed.pipelining`` schedule names, less ``Schedule``."""
-BUILT = {"tp": 1, "pp": 1, "cp": 1, "dp_replicate": 1}
-"""Degrees that may not exceed these values yet (only data-parallel sharding is built)."""
-HSDP_BACKENDS = ()
-"""Backends that build HSDP (``parallel.dp_replicate > 1``); none yet."""
+BUILT = {"pp": 1, "cp": 1}
+"""Degrees that may not exceed these values yet, on any backend (pipeline and context
+parallelism are not built; the pipeline's branch lifts ``pp`` here)."""
+LAYOUT_BACKENDS = {"dp_replicate": ("fsdp",), "tp": ("fsdp",), "pp": ("fsdp",), "cp": ("fsdp",)}
+"""The backends that build each degree above 1: FSDP2 on the device mesh (HSDP, tensor parallel).
+DDP is replicate-only data parallelism and ``single`` one rank: a layout on either is refused;
+DeepSpeed stays data-parallel (ZeRO, ZeRO++)."""
+HSDP_BACKENDS = LAYOUT_BACKENDS["dp_replicate"]
+"""Backends that build HSDP (``parallel.dp_replicate > 1``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +58,7 @@ class Layout:
     """Data-parallel ranks that shard parameters, gradients and optimizer states (FSDP, ZeRO);
     for DDP, the data-parallel ranks."""
     tp: int = 1
-    """Tensor-parallel degree (reserved: not built yet)."""
+    """Tensor-parallel degree (``backend=fsdp``; :mod:`flopsweep.tensor_parallel`)."""
     pp: int = 1
     """Pipeline-parallel stages (reserved: not built yet)."""
     cp: int = 1
@@ -156,6 +162,13 @@ class Layout:
         """Sequences per optimizer step: ``micro_batch_size x grad_accum x dp``."""
         return micro_batch_size * grad_accum * self.dp
 
+    def for_backend(self, backend: str) -> Layout:
+        """The layout as ``backend`` runs it: DDP is replicate-only data parallelism, recorded as
+        ``dp_replicate = dp, dp_shard = 1`` (torchtitan's convention); the others as resolved."""
+        if backend == "ddp":
+            return Layout(dp_replicate=self.dp, tp=self.tp, pp=self.pp, cp=self.cp)
+        return self
+
     def as_dict(self) -> dict[str, int]:
         """The integer degrees, for ``system.parallel``."""
         return asdict(self)
@@ -200,8 +213,8 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
     """Refuse, before launch, a ``parallel.*`` setting that is not built yet, and check the
     values the config alone decides.
 
-    Only data parallelism is built: ``tp``, ``pp`` and ``cp`` must be 1, and ``dp_replicate``
-    too (HSDP is not built for any backend yet, :data:`HSDP_BACKENDS`).
+    ``dp_replicate`` (HSDP) and ``tp`` above 1 run on ``backend=fsdp`` only
+    (:data:`LAYOUT_BACKENDS`); ``pp`` and ``cp`` must be 1 (:data:`BUILT`).
 
     Raises:
         ConfigError: naming the key, the value and the fix.
@@ -233,14 +246,37 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
             raise ConfigError(
                 f"parallel.{name}", value, "must be a positive integer", f"set parallel.{name}=1"
             )
-        if value > BUILT[name] and not (name == "dp_replicate" and backend in HSDP_BACKENDS):
-            what = {
-                "dp_replicate": "HSDP (replicas of sharded groups)",
-                "tp": "tensor parallelism",
-                "pp": "pipeline parallelism",
-                "cp": "context parallelism",
-            }[name]
+        what = {
+            "dp_replicate": "HSDP (replicas of sharded groups)",
+            "tp": "tensor parallelism",
+            "pp": "pipeline parallelism",
+            "cp": "context parallelism",
+        }[name]
+        if value > 1 and backend not in LAYOUT_BACKENDS[name]:
+            kind = {"single": "runs one rank", "ddp": "is replicate-only data parallelism"}.get(
+                backend, "stays data-parallel (ZeRO)"
+            )
+            raise ConfigError(
+                f"parallel.{name}",
+                value,
+                f"{what} runs on backend={'/'.join(LAYOUT_BACKENDS[name])}, and backend={backend} {kind}",
+                f"set parallel.{name}=1, or backend=fsdp",
+            )
+        if value > BUILT.get(name, value):
             raise ConfigError(f"parallel.{name}", value, f"{what} is not built yet", f"set parallel.{name}=1")
+
+
+def tp_across_nodes(layout: Layout, nproc_per_node: int) -> str | None:
+    """A one-line warning when the tensor-parallel groups span nodes (``parallel.tp`` above the
+    ranks per node, or not dividing them): legal, but every block's all-gathers and
+    reduce-scatters then cross the slower inter-node network. None when they stay inside a node."""
+    if layout.tp == 1 or (layout.tp <= nproc_per_node and nproc_per_node % layout.tp == 0):
+        return None
+    return (
+        f"parallel.tp={layout.tp} spans nodes of {plural(nproc_per_node, 'rank')}: tensor-parallel "
+        "collectives cross the inter-node network every block (slow); pick parallel.tp that divides "
+        "nproc_per_node to keep them inside a node"
+    )
 
 
 def grad_accum_for(batch: BatchConfig, layout: Layout) -> int:

@@ -1,125 +1,447 @@
-"""Peak GPU memory per rank of a planned run, before anything runs (``plan=true``); on the CPU
-the same figures, times the ranks of the node, are host memory.
+"""Peak GPU memory per rank of a planned run, before anything runs (``plan=true``, and every run's
+``metrics.predicted_peak_gib``); on the CPU the same figures, times the ranks of the node, are host
+memory. A pure function of the resolved config and its :class:`~flopsweep.layout.Layout`: no torch,
+no device.
 
-The estimate adds four parts, in bytes per rank:
+The peak of a training step comes at one of two moments, and the estimate is the larger:
 
-- **model states**: weights, gradients and AdamW's two moments.
-  - ``single``/``ddp``: fp32 weights, gradients and moments, ``16 P``; under autocast (bf16,
-    fp16) the cached low-precision weight copies, ``2 P``; DDP's gradient buckets, ``4 P``.
-  - ``fsdp``: ``16 P / W`` (FSDP2 shards all of it; the all-gathered blocks in flight are a
-    few blocks' worth and are left out).
-  - ``deepspeed``: DeepSpeed's own estimators, without offload:
+- **the start of backward** (the usual peak): model states without gradients (the optimizer
+  step's ``zero_grad(set_to_none=True)`` freed them; a second micro batch of ``grad_accum`` finds
+  them), every activation kept for backward, and the loss's logits;
+- **the optimizer step**: every model state, gradients included; the activations are gone
+  (Llama 3.1 8B with ``full`` checkpointing peaks here, at ``16 P``).
+
+The parts, in bytes, for the rank that needs the most (the first pipeline stage, which holds the
+most in-flight micro-batches, or the last, which computes the loss):
+
+- **model states** of the parameters the rank holds, ``P_r`` (:func:`stage_params`: its stage's
+  ``ceil(n_layer / pp)`` blocks plus the embedding or head, over ``tp``):
+  - ``single``/``ddp``: fp32 weights and AdamW's two moments ``12 P_r``, fp32 gradients ``4 P_r``;
+    under autocast (bf16, fp16) the cached low-precision weight copies ``2 P_r`` (forward only:
+    autocast frees its cache on exit; not under a policy that recomputes the forward, whose
+    blocks cast again in backward: Llama 3.2 1B with ``full`` is within 3% without them, 9% over
+    with them); DDP's gradient buckets ``4 P_r``.
+  - ``fsdp``: the same ``12 + 4`` bytes over ``dp_shard`` (FSDP2 shards over the shard dimension;
+    HSDP's replicas hold copies). With ``backend.cpu_offload`` the sharded states live on the host
+    (``CPUOffloadPolicy``) and the GPU holds only the all-gathered blocks in flight:
+    :data:`FSDP_INFLIGHT_BLOCKS` blocks plus the root's embedding and head, each parameter as a
+    compute-dtype weight and gradient. Without offload those in-flight copies are left out.
+  - ``deepspeed``: DeepSpeed's own estimators, with their offload arguments
+    (``backend.offload_optimizer`` -> ``cpu_offload``, ``backend.offload_param`` ->
+    ``cpu_offload_params``; ``cpu`` and ``nvme`` alike):
     ``deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs`` for ZeRO-1
-    and -2 (``2 P + 18 P / W``) and ``stage3.estimate_zero3_model_states_mem_needs`` for ZeRO-3
-    (``4 x largest layer + 18 P / W``).
+    and -2 (``2 P + 18 P / W``, offloaded: ``2 P``) and
+    ``stage3.estimate_zero3_model_states_mem_needs`` for ZeRO-3 (``4 x largest layer + 18 P / W``;
+    offloaded optimizer: ``4 x largest layer + 2 P / W``; parameters too: ``4 x largest layer``),
+    ``W = dp`` (DeepSpeed is data parallel only). The estimators count the gradients, which
+    exist only at the optimizer step: at the start of backward ZeRO-1/2 lack the ``6 P / W`` of
+    bf16 and fp32 gradient partitions and ZeRO-3 the ``2 P / W`` of bf16 ones
+    (:data:`ZERO_GRADIENT_BYTES`; the H200 records checked this: the estimators alone are 5-14%
+    over). The estimator knows no parameter offload without optimizer offload; that case is
+    counted as no offload (an upper bound).
 - **activations** kept for backward, per token and layer, from the model family
-  (:func:`flopsweep.models.ModelFamily.memory`): the residual-stream elements in fp32 when
-  autocast runs over fp32 weights (single, DDP), else in the compute dtype, and the rest in
-  the compute dtype (4 bytes for fp32). What is kept is the checkpointing policy's
-  (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each block's input
-  only, plus one block's full activations while it is recomputed.
-- **logits**: ``6 bytes x tokens x V`` (bf16 logits, their fp32 upcast and the loss's saved
-  fp32 softmax, measured on the H200 records).
+  (:func:`flopsweep.models.ModelFamily.memory`): the ``residual`` elements (norm inputs and their
+  normalised values) in fp32 when autocast runs over fp32 weights (single, DDP), else in the
+  compute dtype, and the ``other`` elements in the compute dtype (4 bytes for fp32);
+  ``compile=true`` keeps the family's ``residual_compiled`` and ``other_compiled`` instead
+  (Inductor's partitioner recomputes the norms and pointwise activations and keeps the matmul
+  inputs). Plus what the attention kernel keeps per layer (:data:`ATTENTION_SAVED`): the
+  probabilities of a kernel that materialises the ``B x h x s x s`` scores, the ``B x h x s``
+  fp32 logsumexp of a fused (flash, memory-efficient, cuDNN, flex) kernel. What is kept is the
+  checkpointing policy's (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each
+  block's input only, plus one block's full activations while it is recomputed. The layout: the
+  first pipeline stage keeps ``ceil(n_layer / pp)`` layers for the in-flight pipeline
+  micro-batches (:func:`in_flight_microbatches`: ``1F1B`` up to ``pp``, ``GPipe`` all of them),
+  each ``micro_batch_size / pp_microbatches`` sequences; tensor parallelism with sequence
+  parallelism, and context parallelism, divide by ``tp`` and ``cp``.
+- **attention workspace**: under a policy that recomputes the forward, a materialising kernel
+  makes one layer's scores again (bf16 product, fp32 upcast, softmax, bf16 probabilities) while
+  the gradients above are live: :data:`RECOMPUTED_SCORE_BYTES` per score, what is kept included.
+  Without recompute the forward's transients pass while less is live (0 on top, measured).
+- **logits** at the start of backward: :data:`LOGIT_BYTES` per logit eager (the loss's saved
+  fp32 log-softmax, the fp32 gradient of it and of its input, the bf16 gradient), fewer compiled
+  (Inductor fuses the upcast into the log-softmax); ``tokens x V / tp`` logits (a loss-parallel
+  head), on the last stage, for one pipeline micro-batch.
 
 Not counted: the CUDA context (about 0.5 GiB, not in ``max_memory_allocated``), allocator
-fragmentation (``reserved - allocated``), ``torch.compile``'s different saved set, and
-attention kernels' scratch. ``benchmarks/memory_estimate.py`` compares the estimate with the
-``peak_cuda_allocated_bytes`` of every committed H200 record.
+fragmentation (``reserved - allocated``), fp8's smaller saved activations (torchao keeps float8
+copies), and the gathered key and value blocks of ``blocksparse`` ``impl=gather``.
+``benchmarks/memory_estimate.py`` compares the estimate with the ``peak_cuda_allocated_bytes`` of
+every committed H200 record.
+
+``plan=true`` can ask about a GPU that is not here (:func:`planned_gpu_bytes`): ``plan_gpu=``
+a device name of the peak table (:mod:`flopsweep.peaks`, ``H100``, ``H100-80GB``, ``A100-40GB``)
+or ``plan_gpu_memory_gib=``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import checkpointing
+from flopsweep.config import ConfigError
 from flopsweep.layout import Layout
 from flopsweep.models import family
 
-LOGIT_BYTES = 6
-"""Bytes per logit at the loss's peak (eager): bf16 logits, fp32 upcast, saved fp32 softmax."""
+GIB = 2**30
+
+LOGIT_BYTES = {False: 12, True: 4}
+"""Bytes per logit at the start of backward, eager (``False``) and with ``compile=true`` (``True``):
+eager keeps the fp32 log-softmax output and makes the fp32 gradients of it and of its input and the
+bf16 gradient of the logits; compiled, Inductor's fused loss keeps the bf16 logits and makes their
+bf16 gradient. Fitted to the H200 records (gpt-1.3b micro batch 8 and 16, Llama 3.2 1B and 3B)."""
+ZERO_GRADIENT_BYTES = {1: 6, 2: 6, 3: 2}
+"""Bytes per parameter (over ``W``) of gradient partitions that DeepSpeed's estimators count and
+that do not exist yet at the start of backward, by ZeRO stage (see the module docstring)."""
+
+ATTENTION_SAVED = {"standard": 6, "sdpa-math": 4}
+"""Bytes per attention score (``B x h x s x s`` per layer) that backward keeps, for the kernels that
+materialise the scores: ``standard`` (flopsweep's explicit ``softmax(QK^T)V``) keeps the fp32
+softmax output (4) and its bf16 cast (2); SDPA's math kernel about 4 (measured: gpt-1.3b, micro
+batch 4 and 8, sequence 2048, on the H200). Every other kernel keeps the fp32 logsumexp,
+:data:`LOGSUMEXP_BYTES` per query and head."""
+RECOMPUTED_SCORE_BYTES = 13
+"""Bytes per score live while one layer of a kernel of :data:`ATTENTION_SAVED` is recomputed in
+backward, what it keeps included (measured: 13.3 for ``standard`` and ``sdpa-math``, gpt-1.3b at
+sequence 8192, micro batch 1, ``full`` checkpointing, against ``sdpa``)."""
+LOGSUMEXP_BYTES = 4
+"""Bytes per query and head that a fused attention kernel saves for backward (fp32 logsumexp)."""
+FSDP_INFLIGHT_BLOCKS = 2
+"""All-gathered blocks FSDP2 holds at once: the one computing and the one prefetched."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemoryEstimate:
-    """Peak GPU memory of one rank, in bytes, by part, and where the model-state figure comes from."""
+    """Peak GPU memory of one rank, in bytes, by part, and where the model-state figures come from."""
 
     model_states: int
+    """Weights and optimizer states at the start of backward (gradients only with ``grad_accum``
+    above 1), and what offload leaves on the GPU."""
     activations: int
+    """What backward keeps (the attention kernel's saved tensors included)."""
+    attention_workspace: int
+    """One layer's attention backward workspace on top (kernels that materialise the scores)."""
     logits: int
+    """The loss's logits at the start of backward (last stage)."""
+    step_states: int
+    """Every model state at the optimizer step, gradients included (the activations are gone)."""
     method: str
+    """How the model states were estimated (formula or DeepSpeed estimator)."""
+
+    @property
+    def backward_start(self) -> int:
+        """Bytes at the start of backward: states, activations, workspace and logits."""
+        return self.model_states + self.activations + self.attention_workspace + self.logits
 
     @property
     def total(self) -> int:
-        return self.model_states + self.activations + self.logits
+        """The peak: the larger of :attr:`backward_start` and :attr:`step_states`."""
+        return max(self.backward_start, self.step_states)
+
+    @property
+    def total_gib(self) -> float:
+        """:attr:`total` in GiB (2**30 bytes), as ``metrics.predicted_peak_gib`` records it."""
+        return self.total / GIB
 
 
-def _model_states(cfg: Any, layout: Layout, n_params: int, largest_layer: int) -> tuple[int, str]:
-    """FSDP2 shards over ``layout.dp_shard`` ranks (HSDP replicas hold copies), ZeRO over all
-    ``layout.dp`` data-parallel ranks."""
-    backend, precision = cfg.backend.name, cfg.precision.name
-    autocast_copies = 2 * n_params if precision != "fp32" else 0
-    if backend in ("single", "ddp"):
-        ddp = 4 * n_params if backend == "ddp" else 0
-        return (
-            16 * n_params + autocast_copies + ddp,
-            "16 P fp32 states + 2 P autocast copies (+ 4 P DDP buckets)",
-        )
-    if backend == "fsdp":
-        return 16 * n_params // layout.dp_shard, "16 P / W (FSDP2 shards weights, gradients, AdamW moments)"
+def _offload(cfg: Any) -> tuple[bool, bool, bool]:
+    """``(fsdp_cpu_offload, offload_optimizer, offload_param)`` from the backend's knobs (absent
+    knobs: no offload)."""
+    b = cfg.backend
+    return (
+        bool(getattr(b, "cpu_offload", False)),
+        getattr(b, "offload_optimizer", "none") not in (None, "none"),
+        getattr(b, "offload_param", "none") not in (None, "none"),
+    )
+
+
+def block_params(model: Any) -> int:
+    """One block's parameters: ``n_params(n_layer=2) - n_params(n_layer=1)`` of the model's family,
+    so that every family counts its own (0 for a family whose count ignores ``n_layer``)."""
+    fam = family(model)
+    return fam.n_params(dataclasses.replace(model, n_layer=2)) - fam.n_params(
+        dataclasses.replace(model, n_layer=1)
+    )
+
+
+def stage_params(cfg: Any, layout: Layout) -> int:
+    """The parameters of the rank that holds the most: its pipeline stage's ``ceil(n_layer / pp)``
+    blocks and the parameters outside the blocks that it keeps (embedding, head, final norm),
+    over ``tp``. Under ``pp > 1`` the first stage holds the embedding and the last the head: the
+    larger half of the rest for an untied head, all of it for a tied one (both ends keep the
+    shared matrix). ``model=hf`` (whose count comes from its file, whatever ``n_layer`` says) is
+    counted as untied, its rest the two ``V x h`` matrices."""
+    m = cfg.model
+    total = family(m).n_params(m)
+    if layout.pp == 1:
+        return math.ceil(total / layout.tp)
+    tied = m.arch == "gpt2" or bool(getattr(m, "tie_embeddings", False))
+    block = block_params(m)
+    if block <= 0:  # a family whose count ignores n_layer (model=hf reads its file): V h per end
+        block = max(0, total - m.vocab_size * m.n_embd * (1 if tied else 2)) // max(1, m.n_layer)
+    rest = total - m.n_layer * block
+    held = math.ceil(m.n_layer / layout.pp) * block + (rest if tied else math.ceil(rest / 2))
+    return math.ceil(held / layout.tp)
+
+
+def _deepspeed_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
+    """``(at the start of backward, at the optimizer step, method)`` from DeepSpeed's estimators."""
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
     from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 
-    world = layout.dp
-    if cfg.backend.zero_stage == 3:
+    m = cfg.model
+    fam = family(m)
+    n_params, largest = fam.n_params(m), fam.memory(m)["largest_layer_params"]
+    _, opt, param = _offload(cfg)
+    world, stage = layout.dp, cfg.backend.zero_stage
+    if stage == 3:
         _, gpu, _ = estimate_zero3_model_states_mem_needs(
-            n_params, largest_layer, num_gpus_per_node=world, cpu_offload=False, cpu_offload_params=False
+            n_params, largest, num_gpus_per_node=world, cpu_offload=opt, cpu_offload_params=opt and param
         )
-        return gpu, "DeepSpeed estimate_zero3_model_states_mem_needs (no offload)"
-    _, gpu = estimate_zero2_model_states_mem_needs(n_params, num_gpus_per_node=world, cpu_offload=False)
-    return gpu, "DeepSpeed estimate_zero2_model_states_mem_needs (no offload; ZeRO-1 and -2)"
+        method = (
+            f"DeepSpeed estimate_zero3_model_states_mem_needs (cpu_offload={opt}, "
+            f"cpu_offload_params={opt and param})"
+        )
+    else:
+        _, gpu = estimate_zero2_model_states_mem_needs(n_params, num_gpus_per_node=world, cpu_offload=opt)
+        method = f"DeepSpeed estimate_zero2_model_states_mem_needs (cpu_offload={opt}; ZeRO-1 and -2)"
+    absent = 0 if opt or cfg.batch.grad_accum > 1 else ZERO_GRADIENT_BYTES[stage] * n_params // world
+    return gpu - absent, gpu, method
+
+
+def _model_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
+    """``(at the start of backward, at the optimizer step, method)``: the rank's model states in
+    bytes and how they were counted (see the module docstring)."""
+    backend, precision = cfg.backend.name, cfg.precision.name
+    if backend == "deepspeed":
+        return _deepspeed_states(cfg, layout)
+    held = stage_params(cfg, layout)
+    accumulated = 4 * held if cfg.batch.grad_accum > 1 else 0  # the last micro batch's gradients
+    if backend in ("single", "ddp"):
+        recomputes = checkpointing.policy(cfg.activation_checkpointing).recomputes_forward
+        autocast_copies = 2 * held if precision != "fp32" and not recomputes else 0
+        ddp = 4 * held if backend == "ddp" else 0
+        parts = ["12 P weights and AdamW moments", "4 P gradients at the step"]
+        parts += ["2 P autocast copies"] * bool(autocast_copies) + ["4 P DDP buckets"] * bool(ddp)
+        return 12 * held + accumulated + autocast_copies + ddp, 16 * held + ddp, " + ".join(parts)
+    if _offload(cfg)[0]:
+        compute = 4 if precision == "fp32" else 2
+        m = cfg.model
+        block = block_params(m)
+        rest = family(m).n_params(m) - m.n_layer * block
+        inflight = (FSDP_INFLIGHT_BLOCKS * block + rest) * 2 * compute // layout.tp
+        return (
+            inflight,
+            inflight,
+            (
+                f"FSDP2 CPUOffloadPolicy: states on the host; {FSDP_INFLIGHT_BLOCKS} all-gathered blocks "
+                "and the root's embedding and head in flight (weight + gradient in the compute dtype)"
+            ),
+        )
+    shard = layout.dp_shard
+    return (
+        (12 * held + accumulated) // shard,
+        16 * held // shard,
+        "(12 P + 4 P gradients) / dp_shard (FSDP2 shards weights, gradients, AdamW moments)",
+    )
 
 
 def model_states_floor(cfg: Any, layout: Layout) -> int:
     """A lower bound of one rank's bytes for fp32 weights, gradients and AdamW's two moments:
     ``16 P`` for ``single`` and ``ddp`` (every rank a full replica), ``16 P / W`` for ``fsdp`` and
-    ``deepspeed`` (sharded at most ``W = layout.dp`` ways; ZeRO-1 and -2 keep more). Unlike
+    ``deepspeed`` (sharded at most ``W = dp_shard x tp`` ways; ZeRO-1 and -2 keep more). Unlike
     :func:`estimate` it needs no DeepSpeed import, so validation can afford it on every job.
 
     Args:
         cfg: a ``RunConfig``; layout: the run's parallel degrees (:class:`flopsweep.layout.Layout`).
     """
     n_params = family(cfg.model).n_params(cfg.model)
-    return 16 * n_params if cfg.backend.name in ("single", "ddp") else 16 * n_params // layout.dp
+    shards = layout.dp_shard * layout.tp  # FSDP2 (HSDP: per replica) x TP; ZeRO: dp_shard = dp
+    return 16 * n_params if cfg.backend.name in ("single", "ddp") else 16 * n_params // shards
 
 
-def activation_bytes(cfg: Any) -> tuple[int, int]:
-    """``(activations, logits)``: one rank's bytes kept for backward and at the loss (see the
-    module docstring), for ``cfg.batch.micro_batch_size`` sequences."""
+def offload_host_bytes(cfg: Any, layout: Layout) -> int:
+    """One rank's bytes that offload puts in host memory (0 without offload), a lower bound:
+
+    - FSDP2 ``backend.cpu_offload``: the rank's shard of the fp32 weights, their gradients and
+      AdamW's two moments, ``16 P / W`` (``W = layout.dp_shard``);
+    - DeepSpeed ``backend.offload_optimizer=cpu``: fp32 master weights, fp32 gradients and the two
+      moments, ``16 P / W`` (``W = layout.dp``), and ``offload_param=cpu`` the 16-bit weights, ``2 P / W``:
+      the per-rank multipliers of DeepSpeed's own ``estimate_zero3_model_states_mem_needs`` with
+      ``zero_init`` (``16`` and ``18 P`` per node of one GPU), without its 1.5 buffer factor;
+    - ``nvme``: nothing here (the bytes go to the drive; its pinned staging buffers are not counted).
+
+    Args:
+        cfg: a ``RunConfig``; layout: the run's parallel degrees.
+    """
+    backend, n_params = cfg.backend, family(cfg.model).n_params(cfg.model)
+    if getattr(backend, "cpu_offload", False):
+        return 16 * n_params // layout.dp_shard
+    per_param = 16 if getattr(backend, "offload_optimizer", "none") == "cpu" else 0
+    per_param += 2 if getattr(backend, "offload_param", "none") == "cpu" else 0
+    return per_param * n_params // layout.dp
+
+
+def in_flight_microbatches(cfg: Any, layout: Layout) -> tuple[int, int]:
+    """``(in_flight, per_microbatch)``: how many pipeline micro-batches the first stage keeps
+    activations for at once, and how many sequences each has. Without a pipeline: ``(1,
+    micro_batch_size)``. ``GPipe`` runs every forward first (``pp_microbatches`` in flight);
+    ``1F1B`` (and ``Interleaved1F1B``, counted alike) at most ``pp``. ``pp_microbatches`` unset:
+    ``pp`` (the schedules' smallest sensible count)."""
+    micro = cfg.batch.micro_batch_size
+    if layout.pp == 1:
+        return 1, micro
+    n = cfg.parallel.pp_microbatches or layout.pp
+    per = max(1, micro // n)
+    return (n if cfg.parallel.pp_schedule == "GPipe" else min(n, layout.pp)), per
+
+
+def _bytes_per_token(cfg: Any) -> tuple[int, int]:
+    """``(boundary, layer)``: bytes per token of one block's input and of all it keeps for backward
+    (the attention kernel's saved tensors included), on one rank before ``tp``/``cp``."""
     m = cfg.model
     shape = family(m).memory(m)
     compute = 4 if cfg.precision.name == "fp32" else 2
-    autocast_over_fp32 = cfg.backend.name in ("single", "ddp") and compute == 2
-    residual = 4 if autocast_over_fp32 else compute
-    tokens = cfg.batch.micro_batch_size * m.seq_len
-    per_layer = shape["residual"] * residual + shape["other"] * compute  # bytes per token
+    residual = 4 if cfg.backend.name in ("single", "ddp") and compute == 2 else compute
+    kept, other = shape["residual"], shape["other"]
+    if cfg.compile:
+        kept, other = shape.get("residual_compiled", kept), shape.get("other_compiled", other)
+    attention = ATTENTION_SAVED.get(cfg.attention.name, 0) * m.n_head * m.seq_len
+    attention = attention or LOGSUMEXP_BYTES * m.n_head
+    return m.n_embd * residual, kept * residual + other * compute + attention
+
+
+def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
+    """``(activations, logits)``: the bytes one rank keeps for backward on its busiest stage and
+    at the loss (see the module docstring), for ``cfg.batch.micro_batch_size`` sequences.
+    ``layout`` None: one rank, no model parallelism.
+
+    Under ``pp > 1`` the first stage's activations (every in-flight micro-batch) and the last
+    stage's (one micro-batch, plus the logits) are both estimated; the larger total is returned
+    with its logits (0 when the first stage is the larger)."""
+    layout = layout or Layout()
+    m = cfg.model
+    boundary, layer = _bytes_per_token(cfg)
     saves = checkpointing.policy(cfg.activation_checkpointing).activations
-    activations = saves(tokens, m.n_layer, m.n_embd * residual, per_layer)
-    return activations, LOGIT_BYTES * tokens * m.vocab_size
+    layers = math.ceil(m.n_layer / layout.pp)
+    split = layout.tp * layout.cp
+    in_flight, per = in_flight_microbatches(cfg, layout)
+    tokens = per * m.seq_len
+    first = saves(cfg.activation_checkpointing, tokens * in_flight, layers, boundary, layer) // split
+    logits = LOGIT_BYTES[bool(cfg.compile)] * tokens * m.vocab_size // layout.tp
+    if layout.pp == 1:
+        return first, logits
+    last = saves(cfg.activation_checkpointing, tokens, layers, boundary, layer) // split
+    return (first, 0) if first >= last + logits else (last, logits)
+
+
+def attention_workspace_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """The scores of the layer being recomputed, on top of what the layer keeps, for the kernels
+    that materialise them (``standard``, ``sdpa-math``) under a policy that recomputes the forward:
+    ``(RECOMPUTED_SCORE_BYTES - kept) B h s^2 / (tp cp)`` bytes for the pipeline micro-batch; 0
+    for the fused kernels and without recompute."""
+    layout = layout or Layout()
+    kept = ATTENTION_SAVED.get(cfg.attention.name)
+    if kept is None or not checkpointing.policy(cfg.activation_checkpointing).recomputes_forward:
+        return 0
+    m = cfg.model
+    _, per = in_flight_microbatches(cfg, layout)
+    return (RECOMPUTED_SCORE_BYTES - kept) * per * m.n_head * m.seq_len**2 // (layout.tp * layout.cp)
 
 
 def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
-    """The peak GPU memory of one rank of the resolved config ``cfg`` laid out as ``layout``.
+    """The peak GPU memory of the busiest rank of the resolved config ``cfg`` laid out as ``layout``.
 
     Args:
         cfg: a resolved ``RunConfig`` (``flopsweep.plan.Plan.cfg``).
         layout: the plan's parallel degrees (``flopsweep.plan.Plan.layout``).
 
     Returns:
-        The estimate by part (see the module docstring for each formula).
+        The estimate by part (see the module docstring for each formula); ``.total`` is the peak.
     """
-    m = cfg.model
-    fam = family(m)
-    states, method = _model_states(cfg, layout, fam.n_params(m), fam.memory(m)["largest_layer_params"])
-    activations, logits = activation_bytes(cfg)
-    return MemoryEstimate(states, activations, logits, method)
+    states, step_states, method = _model_states(cfg, layout)
+    activations, logits = activation_bytes(cfg, layout)
+    return MemoryEstimate(
+        model_states=states,
+        activations=activations,
+        attention_workspace=attention_workspace_bytes(cfg, layout),
+        logits=logits,
+        step_states=step_states,
+        method=method,
+    )
+
+
+GPU_MEMORY_GIB = {
+    "H100 SXM": 79.6,
+    "H100 PCIe": 79.6,
+    "H100 NVL": 93.6,
+    "H200 SXM": 140.4,
+    "H200 NVL": 140.4,
+    "GH200": 94.5,
+    "H800 SXM": 79.6,
+    "B200": 179.1,
+    "GB200": 184.0,
+    "A100": None,
+    "A800": None,
+    "A10": 22.5,
+    "A10G": 22.5,
+    "L4": 22.5,
+    "L40": 45.0,
+    "L40S": 45.0,
+    "RTX 6000 Ada": 48.0,
+    "V100 SXM2": None,
+    "V100 PCIe": None,
+    "V100S PCIe": 32.0,
+    "MI300X": 192.0,
+    "MI325X": 256.0,
+}
+"""GPU memory in GiB as the driver reports it (``nvidia-smi``'s MiB / 1024; AMD: the datasheet's
+GB), by the canonical name of :data:`flopsweep.peaks.PEAK_TABLE`; None where the device comes in
+more than one size (A100 and A800 40/80 GB, V100 16/32 GB): the name must then give it
+(``A100-80GB``)."""
+_SIZE = re.compile(r"(?:^|[\s_\-])(\d+(?:\.\d+)?)\s*gb?$", re.IGNORECASE)
+
+
+def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[int, str] | None:
+    """The memory of the GPU that ``plan=true`` plans for when it is not (or not only) the one
+    here: ``(bytes, label)``, or None when neither key is set.
+
+    Args:
+        gpu: ``plan_gpu``: a device name of the peak table (:func:`flopsweep.peaks.lookup`:
+            ``H100``, ``NVIDIA H100 80GB HBM3``, ``H200``, ``A100-40GB``), its memory from a size
+            in the name (``80GB``: 80 GiB) or else :data:`GPU_MEMORY_GIB`.
+        gpu_memory_gib: ``plan_gpu_memory_gib``: the memory in GiB; wins over the name's.
+
+    Raises:
+        ConfigError: a name the peak table does not know, a name of a device that comes in
+            several sizes without one, or a memory that is not positive.
+    """
+    from flopsweep.peaks import PEAK_TABLE, lookup
+
+    if gpu_memory_gib is not None:
+        if gpu_memory_gib <= 0:
+            raise ConfigError(
+                "plan_gpu_memory_gib", gpu_memory_gib, "must be positive", "set e.g. plan_gpu_memory_gib=80"
+            )
+        label = f"{gpu} ({gpu_memory_gib:g} GiB)" if gpu else f"{gpu_memory_gib:g} GiB"
+        return int(gpu_memory_gib * GIB), label
+    if not gpu:
+        return None
+    row = lookup(gpu)
+    if row is None:
+        names = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE)
+        raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", "use one of those")
+    size = _SIZE.search(gpu.strip())
+    gib = float(size.group(1)) if size else GPU_MEMORY_GIB.get(row.name)
+    if gib is None:
+        raise ConfigError(
+            "plan_gpu",
+            gpu,
+            f"{row.name} comes in more than one memory size",
+            f"name the size, e.g. plan_gpu={row.name.split()[0]}-80GB, or set plan_gpu_memory_gib=",
+        )
+    return int(gib * GIB), f"{row.name} ({gib:g} GiB)"

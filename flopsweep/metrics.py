@@ -72,8 +72,30 @@ def recompute_mode(cfg: RunConfig) -> str:
     """What activation checkpointing recomputes, from the policy
     (:func:`flopsweep.checkpointing.recompute_mode`): ``none``; ``early_stop`` (eager blocks under
     non-reentrant ``torch.utils.checkpoint``, torch's default); ``full`` (a compiled block is one
-    graph and re-runs whole)."""
+    graph and re-runs whole); ``selective`` (per-operator selective checkpointing); ``unknown``
+    (``memory_budget``: the compiler decides)."""
     return checkpointing.recompute_mode(cfg)
+
+
+def hardware_flops(cfg: RunConfig, tokens: int, density: float) -> float | None:
+    """FLOPs of one optimizer step that run, recompute included: the family's ``hardware_flops``
+    for the policy's mode (:func:`recompute_mode`) on the share of blocks the policy checkpoints
+    (``every_n``: ``l // every`` of ``l``; recompute is per block, so the extra FLOPs scale with the
+    count). None for ``unknown`` (``memory_budget``: the compiler's partitioner decides; the record
+    says so in ``warnings``).
+
+    Args:
+        tokens: tokens per optimizer step ``T``; density: the attention's executed density.
+    """
+    mode = recompute_mode(cfg)
+    if mode == "unknown":
+        return None
+    fam, m = family(cfg.model), cfg.model
+    base = fam.hardware_flops(m, tokens, density, "none")
+    if mode == "none":
+        return base
+    share = len(checkpointing.checkpointed_blocks(cfg.activation_checkpointing, m.n_layer)) / m.n_layer
+    return base + share * (fam.hardware_flops(m, tokens, density, mode) - base)
 
 
 FLOPS_CONVENTION = (
@@ -134,11 +156,11 @@ def compute_metrics(
     density = cfg.attention.density if cfg.attention.density is not None else 1.0
     model_flops = fam.model_flops(m, tokens, density)
     executed = executed_density(cfg.attention, m.seq_len) if cfg.attention.density is not None else 1.0
-    hw_flops = fam.hardware_flops(m, tokens, executed, recompute_mode(cfg))
+    hw_flops = hardware_flops(cfg, tokens, executed)
     ckpt = checkpointing.policy(cfg.activation_checkpointing)
     eq3 = fam.eq3_flops(m, global_batch, ckpt.recomputes_forward)
     model_tflops = flops.tflops_per_device(model_flops, it["mean"], world)
-    hw_tflops = flops.tflops_per_device(hw_flops, it["mean"], world)
+    hw_tflops = None if hw_flops is None else flops.tflops_per_device(hw_flops, it["mean"], world)
     peaks = _peaks(cfg, ranks[0]["device"])
     peak = peaks["peak_tflops"]
     gemm = [r.get("matmul_tflops") for r in ranks]
@@ -161,7 +183,7 @@ def compute_metrics(
         "hardware_tflops_per_device": hw_tflops,
         "tflops_per_device": None if eq3 is None else flops.tflops_per_device(eq3, it["mean"], world),
         "mfu": model_tflops / peak if peak else None,
-        "hfu": hw_tflops / peak if peak else None,
+        "hfu": hw_tflops / peak if peak and hw_tflops is not None else None,
         **peaks,
         "mfu_fp8": model_tflops / peaks["peak_tflops_fp8"] if peaks["peak_tflops_fp8"] else None,
         "measured_matmul_tflops": gemm_rate,
@@ -241,6 +263,12 @@ def warnings_for(metrics: dict[str, Any] | None) -> list[str]:
             f"unsteady: measured steps {metrics['unsteady_steps']} were over {UNSTEADY_FACTOR}x the median "
             "of the others after the extra warm-up (CPU runs are recorded anyway)"
         )
+    if metrics and metrics.get("recompute") == "unknown":
+        out.append(
+            "recompute_unknown: the compiler's partitioner chose what to recompute "
+            "(activation_checkpointing=memory_budget), which no formula gives: "
+            "hardware_flops_per_iteration, hardware_tflops_per_device and hfu are null; mfu stands"
+        )
     if metrics and metrics.get("cuda_alloc_retries"):
         out.append(
             f"alloc_retries: the CUDA caching allocator freed its cache and retried cudaMalloc "
@@ -284,7 +312,8 @@ def sanity_problem(cfg: RunConfig, metrics: dict[str, Any], device_type: str = "
     bound, what = metrics.get("measured_matmul_tflops"), "the measured dense GEMM rate"
     if not bound:
         bound, what = metrics.get("peak_tflops"), f"the datasheet peak ({metrics.get('peak_tflops_source')})"
-    hw = metrics["hardware_tflops_per_device"]
+    # memory_budget has no hardware figure; the model FLOPs are a lower bound of what ran
+    hw = metrics["hardware_tflops_per_device"] or metrics["model_tflops_per_device"]
     if bound and hw > PLAUSIBLE_FACTOR * bound:
         return (
             f"{hw:.1f} hardware TFLOPs per device exceeds {PLAUSIBLE_FACTOR} x {what}, {bound:.1f}: "

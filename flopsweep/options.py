@@ -128,6 +128,14 @@ class FSDPConfig(BackendConfig):
     name: str = "fsdp"
     reshard_after_forward: bool = True
     """Free gathered parameters after forward (ZeRO-3-like) or keep them until backward."""
+    cpu_offload: bool = False
+    """FSDP2 ``CPUOffloadPolicy``: the sharded fp32 parameters, their gradients and the AdamW states
+    live on the host; each block's shard is copied to the device for its all-gather, and the
+    optimizer step runs on the CPU."""
+
+
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+"""Values of ``backend.offload_optimizer`` and ``backend.offload_param`` (DeepSpeed's ``device``)."""
 
 
 @dataclass(kw_only=True)
@@ -158,10 +166,26 @@ class DeepSpeedConfig(BackendConfig):
     """ZeRO-3: the optimizer steps over sub-groups of this many elements; ``None``: DeepSpeed's 1e9."""
     optimizer_impl: str = "fused"
     """``fused``: DeepSpeed's FusedAdam (CUDA); ``torch``: ``torch.optim.AdamW`` (always on the CPU)."""
+    offload_optimizer: str = "none"
+    """ZeRO-Offload (:data:`OFFLOAD_DEVICES`): ``cpu`` keeps the fp32 master weights, gradients and
+    AdamW states on the host and steps there (DeepSpeedCPUAdam, or ``torch.optim.AdamW`` with
+    ``optimizer_impl=torch``); ``nvme`` keeps them under ``nvme_path`` (ZeRO-Infinity, stage 3)."""
+    offload_param: str = "none"
+    """ZeRO-3 only (:data:`OFFLOAD_DEVICES`): the 16-bit parameter partitions on the host (``cpu``) or
+    under ``nvme_path`` (``nvme``), fetched for each gather."""
+    nvme_path: str | None = None
+    """A folder on an NVMe drive for ``nvme`` offload; required by it."""
     deepcompile: bool = False
     """DeepCompile (DeepSpeed >= 0.16.6): ``compile: {deepcompile: true}`` and ``engine.compile()``,
     which compiles the whole model with ZeRO's gathers and reductions in the graph. CUDA, ZeRO-1
     or 3; replaces ``compile=true`` (the per-block compile), so the two are not combined."""
+    zero_hpz_partition_size: int = 1
+    """ZeRO++ hpZ (ZeRO-3): ranks of each secondary partition of the weights, usually the GPUs of a
+    node, so that the backward all-gathers stay inside a node; 1: off. Must divide the world size."""
+    zero_quantized_weights: bool = False
+    """ZeRO++ qwZ (ZeRO-3): all-gather the weights quantized to int8."""
+    zero_quantized_gradients: bool = False
+    """ZeRO++ qgZ (ZeRO-3): reduce-scatter the gradients quantized to int4 (all-to-all based)."""
 
 
 @dataclass(kw_only=True)
@@ -184,6 +208,27 @@ class AutoBatchConfig(BatchConfig):
     """The search never probes above this."""
 
 
+@dataclass(kw_only=True)
+class EveryNConfig(CheckpointingConfig):
+    """``activation_checkpointing=every_n``: ``full`` on every ``every``-th block (blocks
+    ``every - 1``, ``2 every - 1``, ... counted from 0), the others keep their activations."""
+
+    name: str = "every_n"
+    every: int = 2
+    """Checkpoint one block in ``every`` (a whole number >= 1; 1 is ``full``)."""
+
+
+@dataclass(kw_only=True)
+class MemoryBudgetConfig(CheckpointingConfig):
+    """``activation_checkpointing=memory_budget``: ``torch._functorch.config.activation_memory_budget``
+    while compiled blocks compile (``compile=true`` only)."""
+
+    name: str = "memory_budget"
+    budget: float = 0.5
+    """Share of the default partitioner's activation memory to keep, 0..1 (0: recompute all it can,
+    as full checkpointing; 1: the default, no extra recompute)."""
+
+
 GROUP_BASES: dict[str, type] = {
     "model": ModelConfig,
     "attention": AttentionConfig,
@@ -203,7 +248,7 @@ OPTION_SCHEMAS: dict[str, dict[str, type]] = {
     "backend": {"fsdp": FSDPConfig, "deepspeed": DeepSpeedConfig},
     "precision": {"fp8": Fp8Config, "fp8-rowwise": Fp8Config},
     "batch": {"auto": AutoBatchConfig},
-    "activation_checkpointing": {},
+    "activation_checkpointing": {"every_n": EveryNConfig, "memory_budget": MemoryBudgetConfig},
 }
 """Each group's registry keys whose schema is not the group's base (:data:`GROUP_BASES`): the
 options with knobs of their own. Every other option of the group has the base schema."""

@@ -143,11 +143,13 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     check_built(cfg.parallel, cfg.backend.name)
     _validate_optim(cfg.optim)
     _validate_cost(cfg)
+    _validate_predict(cfg)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
     objective.spec_of(cfg.objective)
     check_repeats(cfg)
     rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
+    memory.planned_gpu_bytes(cfg.plan_gpu, cfg.plan_gpu_memory_gib)  # a device name plan=true knows
     return cfg
 
 
@@ -264,6 +266,12 @@ MAX_BY_KEY: dict[str, float] = {
     "search.memory_budget_gib": 2**20,  # GiB: a petabyte
     "budget.tokens": 1e18,  # tokens: 15e12 is Llama 3's pre-training
     "cost.usd_per_gpu_hour": 1e6,
+    "plan_gpu_memory_gib": 2**20,  # GiB: a PiB
+    "predict.gpus_per_node": 1024,
+    "predict.nnodes": 1_000_000,
+    "predict.intra_node_gbps": 1e6,  # GB/s
+    "predict.inter_node_gbps": 1e6,
+    "predict.compute_scale": 1e3,
 }
 """The largest value of each key that a run may ask for, checked before launch: far above any real
 run, low enough that the ranks never meet a value they cannot hold (``timeout_s=1e14`` overflowed
@@ -400,6 +408,22 @@ def _validate_cost(cfg: RunConfig) -> None:
         )
 
 
+def _validate_predict(cfg: RunConfig) -> None:
+    """``predict.*``: positive node and GPU counts and bandwidths, overlap in [0, 1], a positive
+    ``compute_scale`` (bounds: :func:`check_bounds`)."""
+    p = cfg.predict
+    for key in ("gpus_per_node", "nnodes"):
+        if (value := getattr(p, key)) is not None:
+            require_positive(f"predict.{key}", value, f"set predict.{key}=8, or null for the run's own")
+    for key in ("intra_node_gbps", "inter_node_gbps", "compute_scale"):
+        if (value := getattr(p, key)) is not None and not value > 0:
+            raise ConfigError(
+                f"predict.{key}", value, "must be a positive number", f"set e.g. predict.{key}=1"
+            )
+    if p.overlap is not None and not 0 <= p.overlap <= 1:
+        raise ConfigError("predict.overlap", p.overlap, "must be a share in [0, 1]", "set e.g. 0.8, or null")
+
+
 def _validate_optim(o: OptimConfig) -> None:
     """AdamW settings: finite, with lr, eps and grad_clip > 0, betas in [0, 1), weight decay >= 0."""
     checks = {
@@ -466,7 +490,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     device = resolve_device(cfg.device, env)
     nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name, env)
     world = nproc * cfg.nnodes
-    layout = Layout.resolve(cfg.parallel, world)
+    layout = Layout.resolve(cfg.parallel, world).for_backend(cfg.backend.name)
     cfg = dataclasses.replace(
         cfg, batch=dataclasses.replace(cfg.batch, grad_accum=grad_accum_for(cfg.batch, layout))
     )
@@ -511,7 +535,10 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
     not in an ``oom`` status. A run that may fit but exceeds the free memory with its activations
     is only warned about at launch (``flopsweep.job.warn_host_memory``). A GPU run is not
     refused: its out-of-memory error becomes the ``oom`` status."""
-    if device != "cpu" or env.host_memory_bytes is None:
+    if env.host_memory_bytes is None:
+        return
+    _check_offload_host_memory(cfg, nproc, layout, env.host_memory_bytes)
+    if device != "cpu":
         return
     need = memory.model_states_floor(cfg, layout) * nproc
     if need <= env.host_memory_bytes:
@@ -527,6 +554,33 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
         f"least {need / 2**30:.1f} GiB, more than this machine's {env.host_memory_bytes / 2**30:.1f} GiB "
         "of memory",
         f"pick a smaller model (e.g. model=gpt-tiny){shard}, or run on GPUs with device=cuda",
+    )
+
+
+OFFLOAD_KEYS = ("cpu_offload", "offload_optimizer", "offload_param")
+"""The backend keys that put model states in host memory (:func:`flopsweep.memory.offload_host_bytes`)."""
+
+
+def _check_offload_host_memory(cfg: RunConfig, nproc: int, layout: Layout, host_bytes: int) -> None:
+    """Refuse, on any device, a run whose ranks on this machine offload more bytes to the host
+    (:func:`flopsweep.memory.offload_host_bytes`, a lower bound, times the ranks of the node) than the
+    machine has memory (psutil's total): it would swap or meet the OOM killer, not an ``oom`` status.
+
+    Raises:
+        ConfigError: naming the offload key that is on.
+    """
+    need = memory.offload_host_bytes(cfg, layout) * nproc
+    if need <= host_bytes:
+        return
+    key = next(k for k in OFFLOAD_KEYS if getattr(cfg.backend, k, False) in (True, "cpu"))
+    value = getattr(cfg.backend, key)
+    raise ConfigError(
+        f"backend.{key}",
+        value,
+        f"offload puts at least {need / 2**30:.1f} GiB of model states of {plural(nproc, 'rank')} in host "
+        f"memory, more than this machine's {host_bytes / 2**30:.1f} GiB",
+        "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn "
+        "offload off",
     )
 
 

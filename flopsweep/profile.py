@@ -53,11 +53,13 @@ from typing import Any
 from flopsweep.annotations import OPTIMIZER_ANNOTATION, STEP_ANNOTATION
 
 COMM_PATTERN = re.compile(
-    r"nccl|gloo|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all"
-    r"|allgather_into_tensor|_reduce_scatter_base|barrier",
+    r"nccl|gloo|c10d::|c10d_functional::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter"
+    r"|broadcast|all_?to_?all|allgather_into_tensor|_reduce_scatter_base|barrier|wait_tensor",
     re.IGNORECASE,
 )
-"""Names of communication: NCCL kernels on CUDA; c10d collectives (and gloo's) on the CPU."""
+"""Names of communication: NCCL kernels on CUDA; c10d collectives (and gloo's) on the CPU; the
+functional collectives of DTensor tensor parallelism (``_c10d_functional::all_gather_into_tensor``,
+``reduce_scatter_tensor``, ``all_reduce``, ``wait_tensor``)."""
 
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 """Chrome-trace categories of work on a GPU's timeline (torch.profiler / Kineto)."""

@@ -34,8 +34,8 @@ class MetricSpec:
 
     Attributes:
         key: the key in ``metrics``.
-        unit: its unit (``s``, ``1/s``, ``FLOP``, ``TFLOP/s``, ``bytes``, ``J``, ``W``, ``MHz``, ``USD``,
-            ``kWh``, ``GPU h``, ``1`` for a ratio, ``count``, ``""`` for text or structures).
+        unit: its unit (``s``, ``1/s``, ``FLOP``, ``TFLOP/s``, ``bytes``, ``GiB``, ``J``, ``W``, ``MHz``,
+            ``USD``, ``kWh``, ``GPU h``, ``1`` for a ratio, ``count``, ``""`` for text or structures).
         better: which way is better, ``higher`` (rates, TFLOPs, MFU) or ``lower`` (times, memory),
             or ``None`` (not a figure of merit: counts, FLOPs, peaks, text). The analysis sorts
             and ranks by it: best first.
@@ -152,6 +152,14 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
         "peak allocated GPU memory, max over ranks",
         column="peak_cuda_allocated_gib",
         scale=GIB,
+    ),
+    MetricSpec(
+        "predicted_peak_gib",
+        "GiB",
+        None,
+        "pred_GiB",
+        "the plan's estimate of the peak allocated GPU memory per rank (max over ranks), made before "
+        "the run (flopsweep.memory); also on the CPU, where nothing measures it",
     ),
     MetricSpec(
         "cuda_alloc_retries",
@@ -327,6 +335,33 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
         "profiled step: all communication, overlapped or not",
         column="breakdown_comm_s",
         path=("breakdown", "comm_s"),
+    ),
+    MetricSpec(
+        "predicted",
+        "s",
+        None,
+        "pred_s",
+        "step time predicted before the run (flopsweep.predict: calibration, probes, config)",
+        column="predicted_iteration_time_s",
+        path=("predicted", "iteration_time_s"),
+    ),
+    MetricSpec(
+        "predicted",
+        "1/s",
+        None,
+        "pred_tok/s",
+        "global tokens per second predicted before the run",
+        column="predicted_tokens_per_s",
+        path=("predicted", "tokens_per_s"),
+    ),
+    MetricSpec(
+        "predicted",
+        "",
+        None,
+        "pred_src",
+        "what the prediction is calibrated from (a record's path), or uncalibrated",
+        column="predicted_source",
+        path=("predicted", "source"),
     ),
 )
 """Every metric of the record, in record order (a key may have several columns)."""

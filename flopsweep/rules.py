@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import SEARCH_GROW, SEARCH_MODES, ConfigError, RunConfig, require_choice
+from flopsweep.models import MODELS
 from flopsweep.options import HF_ATTENTION
 from flopsweep.precision import PRECISIONS
 
@@ -70,6 +72,84 @@ def hf_attention(cfg: RunConfig) -> None:
         )
 
 
+def tensor_parallel_shapes(cfg: RunConfig) -> None:
+    """``parallel.tp > 1`` needs a family with a tensor-parallel plan (``model=hf`` has none wired),
+    and ``tp`` must divide every size the plan splits (the family's ``tensor_parallel_dims``: heads,
+    KV heads, MLP width, vocabulary, sequence), so that each rank holds whole heads and equal
+    shards; no padding is done."""
+    tp = cfg.parallel.tp
+    if tp == 1:
+        return
+    fam = MODELS[cfg.model.arch]
+    if fam.tensor_parallel_plan is None or fam.tensor_parallel_dims is None:
+        raise ConfigError(
+            "parallel.tp",
+            tp,
+            f"model.arch={cfg.model.arch} has no tensor-parallel plan (its base_model_tp_plan is not wired)",
+            "set parallel.tp=1 (FSDP or HSDP only), or pick a gpt2 or llama model",
+        )
+    for key, size in fam.tensor_parallel_dims(cfg.model).items():
+        if size % tp:
+            below = max(d for d in range(1, tp) if size % d == 0)
+            raise ConfigError(
+                "parallel.tp",
+                tp,
+                f"does not divide {key}={size} (each tensor-parallel rank takes an equal, whole share)",
+                f"set parallel.tp={below} or another divisor of {size}",
+            )
+
+
+def tensor_parallel_precision(cfg: RunConfig) -> None:
+    """fp8 under tensor parallelism needs torchao's ``Float8ColwiseParallel`` /
+    ``Float8RowwiseParallel`` styles in the plans, which are not wired: refused rather than run
+    with float8 weights that the plain styles would shard in the wrong dtype."""
+    if cfg.parallel.tp > 1 and PRECISIONS[cfg.precision.name].fp8_recipe is not None:
+        raise ConfigError(
+            "precision",
+            cfg.precision.name,
+            f"torchao float8 is not wired into the tensor-parallel plans (parallel.tp={cfg.parallel.tp})",
+            "set precision=bf16, or parallel.tp=1 for float8 with FSDP/HSDP",
+        )
+
+
+def selective_attention(cfg: RunConfig) -> None:
+    """``activation_checkpointing=selective`` saves the output of SDPA's attention ops
+    (``checkpointing.SAC_SAVED_ATTENTION``): only the kernels that run one of them
+    (:data:`~flopsweep.checkpointing.SAC_KERNELS`) have their recompute counted in the hardware FLOPs;
+    the others' attention would be recomputed uncounted. ``model=hf`` counts its FLOPs with eager
+    attention on the meta device, which selective would recompute, so it is refused too."""
+    if cfg.activation_checkpointing.name != "selective":
+        return
+    if cfg.model.arch == "hf":
+        raise ConfigError(
+            "activation_checkpointing",
+            "selective",
+            "is not counted for model=hf (its FLOPs are counted with eager attention, which selective "
+            "would recompute)",
+            "pick activation_checkpointing=full or every_n for model=hf",
+        )
+    if cfg.attention.name not in SAC_KERNELS:
+        raise ConfigError(
+            "activation_checkpointing",
+            "selective",
+            f"saves SDPA's attention output, and attention={cfg.attention.name} runs no SDPA op (its "
+            "attention would be recomputed uncounted)",
+            f"pick attention={' or '.join(SAC_KERNELS)}, or another activation_checkpointing",
+        )
+
+
+def memory_budget_compiled(cfg: RunConfig) -> None:
+    """``activation_checkpointing=memory_budget`` is a setting of the compiler's partitioner
+    (``torch._functorch.config.activation_memory_budget``): without ``compile=true`` nothing reads it."""
+    if cfg.activation_checkpointing.name == "memory_budget" and not cfg.compile:
+        raise ConfigError(
+            "activation_checkpointing",
+            "memory_budget",
+            "is the compiler's partitioner setting and compile=false runs no compiler",
+            "set compile=true, or pick activation_checkpointing=selective, every_n or full",
+        )
+
+
 def model_search(cfg: RunConfig) -> None:
     """``search.*``: known values, a range of blocks that is not empty, a positive budget, and a
     model whose ``n_layer`` may change (``model=hf`` reads it from its ``config.json``)."""
@@ -99,7 +179,16 @@ def model_search(cfg: RunConfig) -> None:
         )
 
 
-RULES: list[Callable[[RunConfig], None]] = [fp8_all_gather, warmup_when_compiling, hf_attention, model_search]
+RULES: list[Callable[[RunConfig], None]] = [
+    fp8_all_gather,
+    warmup_when_compiling,
+    hf_attention,
+    tensor_parallel_shapes,
+    tensor_parallel_precision,
+    selective_attention,
+    memory_budget_compiled,
+    model_search,
+]
 """Every cross-axis rule, in the order :func:`check` runs them (the first broken one is reported)."""
 
 

@@ -57,6 +57,10 @@ class RankFigures:
             ``cudaMalloc`` during the measured steps (``num_alloc_retries`` of
             ``torch.cuda.memory_stats``; each retry synchronises the device); null on the CPU.
         matmul_tflops: the measured dense GEMM rate at the run's matmul precision, TFLOP/s.
+        interconnect: rank 0 only (null on the others): the interconnect probe's
+            ``[{collective, bytes, busbw_gbps, time_s, ranks, ran}]`` over every rank, measured
+            before warm-up (:func:`flopsweep.collectives.probe_interconnect`); ``[]`` on one rank.
+            The record's ``system.interconnect``.
         warmup_steps: warm-up steps run (``steps.warmup`` plus any extra).
         fp8_layers: Linear layers converted to float8, null when the run is not fp8.
         unsteady_steps: measured steps over 3x the median of the others.
@@ -86,6 +90,7 @@ class RankFigures:
     peak_host_rss_bytes: int
     cuda_alloc_retries: int | None = None
     matmul_tflops: float | None = None
+    interconnect: list[dict[str, Any]] | None = None
     warmup_steps: int = 0
     fp8_layers: int | None = None
     unsteady_steps: list[int] = field(default_factory=list)

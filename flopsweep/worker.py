@@ -203,6 +203,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         device=device,
     )  # KernelUnavailable: status invalid
     gemm = _matmul_rate(cfg, device)
+    links = _interconnect(cfg, device)  # before warm-up: the links, not the steps
     trainer = build_trainer(cfg, device, spec.layout)
     batches = make_batches(cfg, spec.layout, rank, device)
     log = _logger(rank)
@@ -219,6 +220,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     result = RankFigures(
         **result,
         matmul_tflops=gemm,
+        interconnect=links if rank == 0 else None,
         warmup_steps=cfg.steps.warmup + extra,
         fp8_layers=_fp8_layers(trainer),
         unsteady_steps=unsteady_steps(figures.step_times_s),
@@ -310,6 +312,28 @@ def _matmul_rate(cfg: RunConfig, device: Any) -> float:
 
     fp8 = PRECISIONS[cfg.precision.name].fp8_recipe is not None
     return measure_matmul_tflops(device, torch.float8_e4m3fn if fp8 else DTYPES[cfg.precision.name])
+
+
+def _interconnect(cfg: RunConfig, device: Any) -> list[dict[str, Any]]:
+    """``system.interconnect``: the bus bandwidth of all-gather, reduce-scatter and all-reduce over
+    every rank at the run's message sizes (:mod:`flopsweep.collectives`); ``[]`` on one rank."""
+    import torch
+
+    from flopsweep.collectives import message_sizes, probe_interconnect
+    from flopsweep.models import family
+    from flopsweep.predict import PARAM_BYTES
+
+    param_bytes = PARAM_BYTES.get(cfg.precision.name, 2)
+    sizes = message_sizes(
+        n_params=family(cfg.model).n_params(cfg.model),
+        n_layer=cfg.model.n_layer,
+        param_bytes=param_bytes,
+        device_type=device.type,
+    )
+    # The sizes are bytes; the element type only has to be one the backend reduces (gloo: fp32).
+    cuda_dtype = torch.float32 if param_bytes == 4 else torch.bfloat16
+    dtype = cuda_dtype if device.type == "cuda" else torch.float32
+    return probe_interconnect(device, dtype, sizes)
 
 
 def _fp8_layers(trainer: Any) -> int | None:

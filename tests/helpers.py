@@ -87,3 +87,30 @@ def rescaled(record: dict, *, world: int, tokens_per_device: float) -> dict:
     m["hfu"] = m["hardware_tflops_per_device"] / m["peak_tflops"]
     m["matmul_fraction"] = m["model_tflops_per_device"] / m["measured_matmul_tflops"]
     return r
+
+
+def _cpu_sdpa_forward(q, k, v, *args, out_shape=None, **kwargs) -> int:
+    """FLOPs of SDPA's CPU kernel forward, as FlopCounterMode counts the CUDA kernels: ``Q K^T`` and
+    ``P V`` over the full square, ``2 x 2 b h s_q s_k d`` (the arguments are shapes)."""
+    b, h, s_q, d = q
+    return 4 * b * h * s_q * k[2] * d
+
+
+def _cpu_sdpa_backward(grad, q, k, v, *args, out_shape=None, **kwargs) -> int:
+    """FLOPs of SDPA's CPU kernel backward: twice its forward (four matmuls of the square)."""
+    b, h, s_q, d = q
+    return 8 * b * h * s_q * k[2] * d
+
+
+def cpu_sdpa_flops() -> dict:
+    """A ``FlopCounterMode(custom_mapping=...)`` for SDPA's CPU kernel
+    (``aten._scaled_dot_product_flash_attention_for_cpu`` and its backward), which torch's counter
+    does not register; on the meta device SDPA runs its math decomposition (bmm) instead, which
+    ``activation_checkpointing=selective`` does not save, so selective is counted on the CPU."""
+    import torch
+
+    aten = torch.ops.aten
+    return {
+        aten._scaled_dot_product_flash_attention_for_cpu: _cpu_sdpa_forward,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_sdpa_backward,
+    }

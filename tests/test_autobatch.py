@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 from helpers import run_py
 
-from flopsweep.autobatch import predict_largest, search_max
+from flopsweep.autobatch import (
+    choose_micro_batch,
+    next_retry_probe,
+    predict_largest,
+    retry_bounds,
+    search_max,
+)
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h200x2"
 
 
 @pytest.mark.parametrize("start", [1, 3, 8])
@@ -101,6 +109,8 @@ def test_batch_auto_records_its_search_and_measures_at_the_result(tmp_path: Path
     assert [p["micro_batch_size"] for p in search["probes"]] == [1, 2, 4]
     assert all(p["status"] == "ok" for p in search["probes"])
     assert search["result"] == 4 and record["config"]["batch"]["micro_batch_size"] == 4
+    assert search["largest_fitting"] == 4 and "counted on CUDA only" in search["reason"]
+    assert [p["cuda_alloc_retries"] for p in search["probes"]] == [None] * 3
     assert record["status"] == "ok"
     # Each probe ran in its own directory and left no scratch files.
     assert sorted(p.name for p in (tmp_path / "batch_search").iterdir()) == ["mbs1", "mbs2", "mbs4"]
@@ -129,8 +139,15 @@ def test_batch_auto_when_nothing_fits_keeps_the_probes_error_and_search(tmp_path
     assert error["message"].startswith("batch=auto: even micro_batch_size=1 does not fit: ")
     assert "injected" in error["message"].lower() or "memory" in error["message"].lower()
     search = record["run"]["batch_search"]
-    assert search["probes"] == [{"micro_batch_size": 1, "status": "oom", "peak_cuda_allocated_bytes": None}]
-    assert search["result"] is None
+    assert search["probes"] == [
+        {
+            "micro_batch_size": 1,
+            "status": "oom",
+            "peak_cuda_allocated_bytes": None,
+            "cuda_alloc_retries": None,
+        }
+    ]
+    assert search["result"] is None and search["largest_fitting"] is None
 
 
 @pytest.mark.slow
@@ -151,3 +168,70 @@ def test_batch_auto_with_profile_profiles_only_the_measured_run(tmp_path: Path) 
     )
     assert record["metrics"]["breakdown"]["ranks"] == 1
     assert (tmp_path / "profile" / "rank0.trace.json.gz").is_file()
+
+
+def _probe(record: dict) -> dict:
+    """A probe's figures (as ``find_micro_batch`` keeps them) from a committed H200 record."""
+    m = record["metrics"]
+    return {
+        "micro_batch_size": record["config"]["batch"]["micro_batch_size"],
+        "status": record["status"],
+        "peak_cuda_allocated_bytes": m["peak_cuda_allocated_bytes"],
+        "cuda_alloc_retries": m["cuda_alloc_retries"],
+    }
+
+
+def test_the_choice_prefers_no_retries_on_the_h200_records() -> None:
+    """Llama 3.2 1B eager on FSDP2, one H200: batch=auto's search fit 4, 8 and 21 (22 ran out of
+    memory); the measured runs at 21 retried cudaMalloc 12 times (34,908 tokens/s) and at 16 not at all
+    (59,477 tokens/s). The choice steps down from 21, bisects once between 16 and 21, and never picks
+    the size that retries."""
+    search = json.loads((RESULTS / "llama-auto/l1b-fsdp-sdpa-e/0/metrics.json").read_text())["run"][
+        "batch_search"
+    ]
+    at = {n: json.loads((RESULTS / f"alloc-retries/mb{n}/0/metrics.json").read_text()) for n in (16, 21)}
+    probes = [p for p in search["probes"] if p["micro_batch_size"] != 21] + [_probe(at[21])]
+    assert (search["result"], at[21]["metrics"]["cuda_alloc_retries"]) == (21, 12)
+    assert retry_bounds(probes) == (8, 21) and next_retry_probe(probes) == 14
+    probes.append(_probe(at[16]))
+    assert retry_bounds(probes) == (16, 21) and next_retry_probe(probes) == 18
+    size, reason = choose_micro_batch(probes)
+    assert size == 16 and "without cudaMalloc retries (16)" in reason and "21" in reason
+    assert at[16]["metrics"]["tokens_per_s"] > 1.5 * at[21]["metrics"]["tokens_per_s"]
+
+
+@pytest.mark.parametrize("retries_from", [2, 9, 17, 21, 22])
+def test_bisecting_the_retries_finds_where_they_start(retries_from: int) -> None:
+    """Sizes up to 21 fit; from ``retries_from`` on the measured step retries cudaMalloc (22: never).
+    The search's probes, then the bisection, end at the largest size without retries."""
+    probes: list[dict] = []
+
+    def fits(n: int) -> bool:
+        ok = n <= 21
+        retries = (n - retries_from + 1) * 3 if ok and n >= retries_from else 0
+        probes.append({"micro_batch_size": n, "status": "ok" if ok else "oom", "cuda_alloc_retries": retries})
+        return ok
+
+    largest, _ = search_max(fits, 1, 256)
+    while (n := next_retry_probe(probes)) is not None:
+        fits(n)
+    size, reason = choose_micro_batch(probes)
+    assert largest == 21 and size == min(retries_from - 1, 21)
+    assert len({p["micro_batch_size"] for p in probes}) == len(probes)  # no size probed twice
+    assert ("retried" in reason) == (retries_from <= 21)
+
+
+def test_the_choice_when_every_size_retries_or_none_is_counted() -> None:
+    retrying = [{"micro_batch_size": n, "status": "ok", "cuda_alloc_retries": 1} for n in (1, 2)]
+    assert choose_micro_batch(retrying) == (
+        2,
+        "every size that fit retried cudaMalloc; the largest that fit (2)",
+    )
+    on_cpu = [{"micro_batch_size": n, "status": "ok", "cuda_alloc_retries": None} for n in (1, 2, 4)]
+    assert choose_micro_batch(on_cpu) == (
+        4,
+        "the largest size that fit (4); cudaMalloc retries are counted on CUDA only",
+    )
+    assert (
+        choose_micro_batch([{"micro_batch_size": 1, "status": "oom", "cuda_alloc_retries": None}])[0] is None
+    )

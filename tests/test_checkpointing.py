@@ -9,11 +9,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from helpers import run_py
+from helpers import records, run_py
 
 from flopsweep import checkpointing
-from flopsweep.config import CheckpointingConfig, ConfigError, RunConfig
+from flopsweep.config import AttentionConfig, CheckpointingConfig, ConfigError, RunConfig
 from flopsweep.memory import activation_bytes
+from flopsweep.options import EveryNConfig, MemoryBudgetConfig
 from flopsweep.plan import option_names, validate
 
 
@@ -62,8 +63,68 @@ def test_each_policy_names_its_recompute() -> None:
 
     assert [mode("none", False), mode("none", True)] == ["none", "none"]
     assert [mode("full", False), mode("full", True)] == ["early_stop", "full"]
+    assert [mode("selective", False), mode("selective", True)] == ["selective", "selective"]
+    assert [mode("every_n", False), mode("every_n", True)] == ["early_stop", "full"]
+    assert mode("memory_budget", True) == "unknown"
     assert checkpointing.POLICIES["full"].recomputes_forward
     assert not checkpointing.POLICIES["none"].recomputes_forward
+
+
+@pytest.mark.parametrize(
+    "overrides, policy",
+    [
+        (["activation_checkpointing=every_n"], EveryNConfig(every=2)),
+        (["activation_checkpointing=every_n", "activation_checkpointing.every=3"], EveryNConfig(every=3)),
+        (["activation_checkpointing=selective"], CheckpointingConfig(name="selective")),
+        (["activation_checkpointing=memory_budget", "compile=true"], MemoryBudgetConfig(budget=0.5)),
+        (
+            ["activation_checkpointing=memory_budget", "activation_checkpointing.budget=0.2", "compile=true"],
+            MemoryBudgetConfig(budget=0.2),
+        ),
+    ],
+)
+def test_the_new_policies_compose_with_their_knobs(hydra_compose, overrides, policy) -> None:
+    cfg = hydra_compose(overrides)
+    assert cfg.activation_checkpointing == policy
+    assert validate(cfg) is cfg
+
+
+@pytest.mark.parametrize(
+    "run, key, words",
+    [
+        (RunConfig(activation_checkpointing=EveryNConfig(every=0)), "activation_checkpointing.every", ">= 1"),
+        (
+            RunConfig(activation_checkpointing=MemoryBudgetConfig(budget=1.5), compile=True),
+            "activation_checkpointing.budget",
+            "0..1",
+        ),
+        (
+            RunConfig(activation_checkpointing=MemoryBudgetConfig()),
+            "activation_checkpointing",
+            "compile=true",
+        ),
+        (
+            RunConfig(
+                activation_checkpointing=CheckpointingConfig(name="selective"),
+                attention=AttentionConfig(name="standard"),
+            ),
+            "activation_checkpointing",
+            "attention=sdpa",
+        ),
+    ],
+)
+def test_impossible_policy_settings_are_refused_in_one_line(run, key, words) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate(run)
+    assert err.value.key == key and words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_n_wraps_every_nth_block_counted_from_one() -> None:
+    assert checkpointing.checkpointed_blocks(EveryNConfig(every=2), 5) == [1, 3]
+    assert checkpointing.checkpointed_blocks(EveryNConfig(every=3), 7) == [2, 5]
+    assert checkpointing.checkpointed_blocks(EveryNConfig(every=1), 3) == [0, 1, 2]
+    assert checkpointing.checkpointed_blocks(CheckpointingConfig(name="none"), 3) == []
+    assert checkpointing.checkpointed_blocks(CheckpointingConfig(name="full"), 3) == [0, 1, 2]
 
 
 def test_the_memory_estimate_keeps_what_the_policy_saves() -> None:
@@ -76,6 +137,21 @@ def test_the_memory_estimate_keeps_what_the_policy_saves() -> None:
     per_layer = kept_all // (tokens * m.n_layer)
     assert kept_inputs == tokens * (m.n_layer * boundary + per_layer)
     assert logits == logits_full and kept_inputs < kept_all
+    # every_n keeps the inputs of its l // every blocks and everything of the others
+    every = dataclasses.replace(plain, activation_checkpointing=EveryNConfig(every=2))
+    k = m.n_layer // 2
+    kept_every = activation_bytes(every)[0]
+    assert kept_every == tokens * (k * boundary + (m.n_layer - k) * per_layer + per_layer)
+    # selective and a budget sit between full and none; budget 1 keeps what none keeps
+    selective = dataclasses.replace(plain, activation_checkpointing=CheckpointingConfig(name="selective"))
+    assert kept_inputs < activation_bytes(selective)[0] < kept_all
+    # compiled blocks keep their own set (memory.py's compiled shapes): compare with compiled none
+    compiled_all = activation_bytes(dataclasses.replace(plain, compile=True))[0]
+    for budget, kept in ((1.0, compiled_all), (0.0, tokens * m.n_layer * boundary)):
+        run = dataclasses.replace(
+            plain, activation_checkpointing=MemoryBudgetConfig(budget=budget), compile=True
+        )
+        assert activation_bytes(run)[0] == kept
 
 
 @pytest.mark.slow
@@ -108,3 +184,59 @@ def test_resume_skips_an_ok_record_made_before_the_policy_and_the_layout_existed
         assert comparable_config(old) == comparable_config(new)
         other = dict(old, activation_checkpointing=not old_bool)
         assert comparable_config(other) != comparable_config(new)
+
+
+def _losses_by_policy(tmp_path: Path, *overrides: str) -> dict[tuple[str, str], list[float]]:
+    proc = run_py(
+        "-m",
+        "device=cpu",
+        "precision=fp32",
+        "backend=single",
+        "steps.warmup=1",
+        "steps.measure=2",
+        *overrides,
+        f"hydra.sweep.dir={tmp_path}",
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = records(tmp_path)
+    assert recs and all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
+    return {(r["config"]["model"]["name"], r["config"]["activation_checkpointing"]["name"]): r for r in recs}
+
+
+@pytest.mark.slow
+def test_every_eager_policy_trains_as_none_does(tmp_path: Path) -> None:
+    """A real run per policy (fp32, one rank, the same seed): the losses of every step equal those of
+    ``none`` within 1e-5, on gpt-tiny and llama-tiny; each record counts its policy's recompute."""
+    recs = _losses_by_policy(
+        tmp_path, "model=gpt-tiny,llama-tiny", "activation_checkpointing=none,full,selective,every_n"
+    )
+    assert len(recs) == 8
+    for (model, name), rec in recs.items():
+        m, ref = rec["metrics"], recs[(model, "none")]["metrics"]
+        for key in ("loss_first", "loss_last"):
+            assert m[key] == pytest.approx(ref[key], abs=1e-5), (model, name, key)
+        assert m["recompute"] == {"none": "none", "selective": "selective"}.get(name, "early_stop")
+        more = m["hardware_flops_per_iteration"] > m["model_flops_per_iteration"]
+        assert more == (name != "none")
+
+
+@pytest.mark.slow
+def test_memory_budget_trains_as_none_does_when_compiled(tmp_path: Path) -> None:
+    """``memory_budget`` (compile=true, the partitioner's default budget 0.5) against compiled ``none``: the
+    same losses within 1e-5; its hardware FLOPs are null with a warning that says why."""
+    recs = _losses_by_policy(
+        tmp_path,
+        "model=gpt-tiny",
+        "compile=true",
+        "activation_checkpointing=none,memory_budget",
+    )
+    budget, ref = recs[("gpt-tiny", "memory_budget")], recs[("gpt-tiny", "none")]
+    for key in ("loss_first", "loss_last"):
+        assert budget["metrics"][key] == pytest.approx(ref["metrics"][key], abs=1e-5)
+    assert (
+        budget["metrics"]["recompute"] == "unknown"
+        and budget["metrics"]["hardware_flops_per_iteration"] is None
+    )
+    assert any(w.startswith("recompute_unknown") for w in budget["warnings"])
+    assert budget["config"]["activation_checkpointing"] == {"name": "memory_budget", "budget": 0.5}

@@ -243,3 +243,44 @@ def test_deepspeed_builds_go_to_a_cache_of_flopsweeps_own(tmp_path, monkeypatch)
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "another-venv"))
     assert extensions_dir({"XDG_CACHE_HOME": str(tmp_path)}) != mine  # another environment: its own
     assert extensions_dir({"TORCH_EXTENSIONS_DIR": "/x/y"}) == "/x/y"
+
+
+def test_zero_plus_plus_knobs_reach_deepspeeds_config():
+    """ZeRO++ (hpZ, qwZ, qgZ) pass into ``zero_optimization`` under DeepSpeed's own names, and
+    DeepSpeed's config class reads them back."""
+    z = _ds(stage=3, zero_hpz_partition_size=2, zero_quantized_weights=True, zero_quantized_gradients=True)
+    z = z["zero_optimization"]
+    assert (z["zero_hpz_partition_size"], z["zero_quantized_weights"], z["zero_quantized_gradients"]) == (
+        2,
+        True,
+        True,
+    )
+    parsed = DeepSpeedZeroConfig(**z)
+    assert parsed.zero_hpz_partition_size == 2
+    assert parsed.zero_quantized_weights is True and parsed.zero_quantized_gradients is True
+    off = DeepSpeedZeroConfig(**_ds(stage=3)["zero_optimization"])
+    assert (off.zero_hpz_partition_size, off.zero_quantized_weights, off.zero_quantized_gradients) == (
+        1,
+        False,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("stage", "knobs", "world", "key", "words"),
+    [
+        (2, {"zero_quantized_weights": True}, 4, "backend.zero_quantized_weights", "backend.zero_stage=2"),
+        (1, {"zero_hpz_partition_size": 2}, 4, "backend.zero_hpz_partition_size", "ZeRO-3"),
+        (3, {"zero_hpz_partition_size": 3}, 4, "backend.zero_hpz_partition_size", "does not divide"),
+        (3, {"zero_hpz_partition_size": 0}, 4, "backend.zero_hpz_partition_size", "positive"),
+    ],
+)
+def test_zero_plus_plus_knobs_that_cannot_run_are_refused(stage, knobs, world, key, words):
+    from flopsweep.backends import check_support
+    from flopsweep.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        check_support(
+            ZeroOptions(zero_stage=stage, **knobs), world_size=world, device="cpu", precision="fp32"
+        )
+    assert err.value.key == key and words in str(err.value) and "\n" not in str(err.value)

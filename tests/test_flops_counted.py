@@ -14,6 +14,7 @@ import dataclasses
 
 import pytest
 import torch
+from helpers import cpu_sdpa_flops
 from torch.utils.checkpoint import set_checkpoint_early_stop
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -21,7 +22,9 @@ from flopsweep.attention import BlockSparseConfig, check_support, executed_densi
 from flopsweep.backends import build_model
 from flopsweep.checkpointing import recompute_mode
 from flopsweep.config import AttentionConfig, CheckpointingConfig, RunConfig
+from flopsweep.metrics import hardware_flops as run_hardware_flops
 from flopsweep.models.gpt2 import GPT2Config, hardware_flops, model_flops
+from flopsweep.options import EveryNConfig
 
 SHAPES = {
     "gpt-tiny": GPT2Config(),
@@ -105,3 +108,27 @@ def test_early_stop_skips_the_mlp_out_projection() -> None:
     full = _counted(cfg, attention, "full", early_stop=False)
     early = _counted(cfg, attention, "full", early_stop=True)
     assert full - early == 2 * 4 * cfg.n_embd**2 * BATCH * cfg.seq_len * cfg.n_layer
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [CheckpointingConfig(name="selective"), EveryNConfig(every=2), EveryNConfig(every=4)],
+    ids=lambda p: f"{p.name}{getattr(p, 'every', '')}",
+)
+def test_policy_hardware_flops_match_the_counter_on_cpu(policy: CheckpointingConfig) -> None:
+    """The run's figure (``metrics.hardware_flops``) against one real step on the CPU of the model
+    ``build_model`` makes, SDPA's CPU kernel counted (``helpers.cpu_sdpa_flops``): ``selective``
+    saves attention and the 1st and 3rd addmm of a block, ``every_n`` wraps ``l // every`` blocks."""
+    cfg = GPT2Config(n_layer=4)
+    attention = _attention("sdpa", cfg.seq_len)
+    run = dataclasses.replace(_run(cfg, attention, "none"), activation_checkpointing=policy)
+    torch.manual_seed(0)
+    model = build_model(run, torch.device("cpu"))
+    tokens = torch.randint(
+        0, cfg.vocab_size, (BATCH, cfg.seq_len + 1), generator=torch.Generator().manual_seed(0)
+    )
+    with FlopCounterMode(display=False, custom_mapping=cpu_sdpa_flops()) as counter:
+        model(tokens).backward()
+    expected = run_hardware_flops(run, BATCH * cfg.seq_len, 1.0)
+    assert counter.get_total_flops() == pytest.approx(expected, rel=0.005)
+    assert expected > model_flops(cfg, BATCH * cfg.seq_len, 1.0)

@@ -80,6 +80,7 @@ TORCH_FREE = (
     "flopsweep.config",
     "flopsweep.cost",
     "flopsweep.noise",
+    "flopsweep.predict",
 )
 """The flopsweep modules the analysis may import: none of them imports torch."""
 

@@ -11,11 +11,17 @@ from pathlib import Path
 import pytest
 from helpers import run_py
 
-from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
+from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ParallelConfig, RunConfig
 from flopsweep.layout import Layout, check_built, grad_accum_for
+from flopsweep.options import DeepSpeedConfig, FSDPConfig
 from flopsweep.plan import Environment, plan, validate
 
 CPU4 = Environment(cpu_count=4)
+
+
+def _backend(name: str) -> BackendConfig:
+    """The schema of ``backend=name`` at its defaults."""
+    return {"fsdp": FSDPConfig(), "deepspeed": DeepSpeedConfig()}.get(name, BackendConfig(name=name))
 
 
 def test_dp_shard_minus_one_takes_the_rest_of_the_world() -> None:
@@ -79,20 +85,45 @@ def test_the_batch_a_rank_sees_comes_from_its_data_parallel_rank() -> None:
 @pytest.mark.parametrize(
     ("override", "key"),
     [
-        ({"tp": 2}, "parallel.tp"),
         ({"pp": 2}, "parallel.pp"),
         ({"cp": 2}, "parallel.cp"),
-        ({"dp_replicate": 2}, "parallel.dp_replicate"),
     ],
 )
 def test_degrees_not_built_yet_are_refused_before_launch(override, key) -> None:
-    cfg = RunConfig(parallel=ParallelConfig(**override))
+    cfg = RunConfig(backend=_backend("fsdp"), parallel=ParallelConfig(**override))
     with pytest.raises(ConfigError) as err:
         validate(cfg)
     value = next(iter(override.values()))
     assert err.value.key == key and "not built yet" in str(err.value)
     assert f"set {key}=1" in str(err.value) and str(err.value).count("\n") == 0
     assert err.value.value == value
+
+
+@pytest.mark.parametrize("backend", ["single", "ddp", "deepspeed"])
+@pytest.mark.parametrize("degree", ["tp", "dp_replicate", "pp"])
+def test_a_layout_on_a_data_parallel_backend_is_refused(backend: str, degree: str) -> None:
+    """HSDP and tensor parallelism run on FSDP2's mesh only: single runs one rank, DDP replicates,
+    DeepSpeed stays data-parallel (ZeRO); each refusal is one line naming the key and backend=fsdp."""
+    cfg = RunConfig(backend=_backend(backend), parallel=ParallelConfig(**{degree: 2}))
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    assert err.value.key == f"parallel.{degree}" and err.value.value == 2
+    assert f"backend={backend}" in str(err.value) and "backend=fsdp" in str(err.value)
+    assert str(err.value).count("\n") == 0
+
+
+def test_hsdp_and_tensor_parallel_pass_validation_on_fsdp() -> None:
+    fsdp = _backend("fsdp")
+    for parallel in (
+        ParallelConfig(tp=2),
+        ParallelConfig(dp_replicate=2),
+        ParallelConfig(dp_replicate=2, tp=2),
+    ):
+        validate(RunConfig(backend=fsdp, parallel=parallel))
+    cfg = RunConfig(
+        device="cpu", nproc_per_node="4", backend=fsdp, parallel=ParallelConfig(dp_replicate=2, tp=2)
+    )
+    assert plan(cfg, CPU4).layout == Layout(dp_replicate=2, dp_shard=1, tp=2)
 
 
 def test_pipeline_keys_are_checked() -> None:
@@ -108,7 +139,9 @@ def test_the_plan_keeps_the_layout_and_an_int_rank_count() -> None:
         device="cpu", nproc_per_node="2", backend=dataclasses.replace(RunConfig().backend, name="ddp")
     )
     p = plan(cfg, CPU4)
-    assert (p.nproc_per_node, p.world_size, p.layout) == (2, 2, Layout(dp_shard=2))
+    # DDP is replicate-only data parallelism: dp_replicate = W, dp_shard = 1 (torchtitan's convention).
+    assert (p.nproc_per_node, p.world_size, p.layout) == (2, 2, Layout(dp_replicate=2, dp_shard=1))
+    assert p.layout.dp == 2 and [p.layout.dp_rank(r) for r in range(2)] == [0, 1]
     assert math.prod(p.layout.as_dict().values()) == p.world_size
     assert p.cfg.parallel.dp_shard == -1  # the config keeps what was asked; the layout what it means
 
@@ -160,7 +193,7 @@ def test_an_invalid_run_records_no_layout(tmp_path: Path) -> None:
     from flopsweep.job import JobInfo, run_job
 
     record = run_job(
-        RunConfig(device="cpu", parallel=ParallelConfig(tp=2)), JobInfo(job_dir=tmp_path, overrides=[])
+        RunConfig(device="cpu", parallel=ParallelConfig(pp=2)), JobInfo(job_dir=tmp_path, overrides=[])
     )
     assert record["status"] == "invalid" and record["error"]["type"] == "ConfigError"
     assert record["system"]["parallel"] is None and record["system"]["world_size"] is None

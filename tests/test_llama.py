@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from helpers import cpu_sdpa_flops
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     _CHECKPOINT_WRAPPED_MODULE,
     CheckpointWrapper,
@@ -19,8 +20,10 @@ from torch.utils.flop_counter import FlopCounterMode
 from flopsweep.backends import wrap_blocks
 from flopsweep.checkpointing import recompute_mode
 from flopsweep.config import AttentionConfig, CheckpointingConfig, ConfigError, RunConfig
+from flopsweep.metrics import hardware_flops
 from flopsweep.models import MODELS, llama
 from flopsweep.models.llama import LlamaConfig
+from flopsweep.options import EveryNConfig
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
 SIZES = ("llama-tiny", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b", "llama3.1-70b")
@@ -150,6 +153,44 @@ def test_flops_match_flop_counter_on_cpu(recompute):
     )
 
 
+def _policy_run(cfg: LlamaConfig, policy: CheckpointingConfig) -> RunConfig:
+    return RunConfig(model=cfg, attention=AttentionConfig(name="sdpa"), activation_checkpointing=policy)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        CheckpointingConfig(name="selective"),
+        EveryNConfig(every=2),
+        EveryNConfig(every=3),
+        EveryNConfig(every=1),
+    ],
+    ids=lambda p: f"{p.name}{getattr(p, 'every', '')}",
+)
+def test_policy_flops_match_flop_counter_on_cpu(policy):
+    """The run's hardware FLOPs (``metrics.hardware_flops``: the policy's mode on the share of blocks
+    it wraps) against FlopCounterMode over one real step of the model ``wrap_blocks`` made: SDPA's CPU
+    kernel (whose output ``selective`` saves), eager blocks with non-reentrant checkpoint's early stop."""
+    cfg = LlamaConfig(n_layer=6)
+    run = _policy_run(cfg, policy)
+    torch.manual_seed(0)
+    model = wrap_blocks(llama.build(cfg, run.attention), run).train()
+    tokens = _tokens(cfg, batch=2)
+    with FlopCounterMode(display=False, custom_mapping=cpu_sdpa_flops()) as counter:
+        model(tokens).backward()
+    expected = hardware_flops(run, tokens[:, 1:].numel(), 1.0)
+    assert counter.get_total_flops() == pytest.approx(expected, rel=5e-3)
+    assert expected > llama.model_flops(cfg, tokens[:, 1:].numel())  # something is recomputed
+
+
+def test_selective_recomputes_wk_wo_w3():
+    # selective recomputes the even matmuls (wk, wo, w3) and no attention: 2 T (h h_kv + h h_q + h f)
+    cfg = LlamaConfig()
+    T, h, kv = 1000, cfg.n_embd, cfg.n_kv_head * (cfg.n_embd // cfg.n_head)
+    extra = llama.hardware_flops(cfg, T, 1.0, "selective") - llama.model_flops(cfg, T)
+    assert extra == cfg.n_layer * 2 * T * (h * kv + h * h + h * cfg.ffn_dim)
+
+
 def test_early_stop_skips_only_w2():
     # The three recompute modes differ by exactly w2's forward, 2 T h f per block.
     cfg = LlamaConfig()
@@ -157,7 +198,7 @@ def test_early_stop_skips_only_w2():
     full, early = (llama.hardware_flops(cfg, T, 1.0, r) for r in ("full", "early_stop"))
     assert full - early == cfg.n_layer * 2 * T * cfg.n_embd * cfg.ffn_dim
     with pytest.raises(ValueError):
-        llama.hardware_flops(cfg, T, 1.0, "selective")
+        llama.hardware_flops(cfg, T, 1.0, "sometimes")
 
 
 # ---- the model's numbers ------------------------------------------------------------------------

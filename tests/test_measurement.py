@@ -86,3 +86,36 @@ def test_sort_range_is_refused_with_the_list_to_write() -> None:
     message = sorted_range_problem(["batch.micro_batch_size=sort(range(1,6,2),reverse=true)"])
     assert "batch.micro_batch_size=5,3,1" in message and "hydra#3228" in message
     assert sorted_range_problem(["seed=range(3)", "model=gpt-tiny"]) is None
+
+
+def test_the_policies_hardware_flops_on_an_h200_record() -> None:
+    """Per policy on an H200 (a datasheet peak): every_n adds the share of full's recompute that its
+    blocks run; memory_budget has no hardware figure, no HFU and says why, while MFU and the
+    plausibility bound (on the model TFLOPs) stand."""
+    from flopsweep.config import CheckpointingConfig
+    from flopsweep.options import EveryNConfig, MemoryBudgetConfig
+
+    base = dataclasses.replace(RunConfig(), device="cuda")
+    base.attention.density = 1.0
+    ranks = _ranks(1.0, "NVIDIA H200", 600.0)
+
+    def run(policy, compiled: bool = False) -> dict:
+        return compute_metrics(
+            dataclasses.replace(base, activation_checkpointing=policy, compile=compiled), ranks
+        )
+
+    none, full = run(CheckpointingConfig(name="none")), run(CheckpointingConfig(name="full"))
+    extra = full["hardware_flops_per_iteration"] - none["hardware_flops_per_iteration"]
+    half = run(EveryNConfig(every=2))  # gpt-tiny: 2 blocks, 1 wrapped
+    assert half["hardware_flops_per_iteration"] == pytest.approx(
+        none["hardware_flops_per_iteration"] + extra / 2
+    )
+    budget = run(MemoryBudgetConfig(budget=0.3), compiled=True)
+    assert budget["recompute"] == "unknown" and budget["mfu"] == pytest.approx(none["mfu"])
+    assert (budget["hardware_flops_per_iteration"], budget["hardware_tflops_per_device"], budget["hfu"]) == (
+        None,
+        None,
+        None,
+    )
+    assert any(w.startswith("recompute_unknown") for w in warnings_for(budget))
+    assert sanity_problem(dataclasses.replace(base, compile=True), budget, "cuda") is None

@@ -31,6 +31,7 @@ SYSTEM_KEYS = {
     "parallel",
     "power_limit_w",  # the GPUs' enforced power limit (issue 25; null on the CPU)
     "cpu_count",  # the scale of loadavg (issue 26)
+    "interconnect",  # the probe's bus bandwidths (issue 27; [] on one rank)
     "torch",
     "cuda",
     "deepspeed",
@@ -57,6 +58,8 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert set(record["metrics"]) == set(METRIC_KEYS)
     assert set(record["system"]) == SYSTEM_KEYS
     assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 1, "pp": 1, "cp": 1}
+    assert record["system"]["interconnect"] == []  # one rank: no link to measure
+    assert record["metrics"]["predicted"]["source"].startswith("uncalibrated")
     assert set(record["run"]) == {
         "id",
         "started_at",
@@ -204,12 +207,24 @@ def _typo(override: str) -> Refusal:
 REFUSALS = {
     # validation: one paragraph, exit 2, an invalid record, no worker
     "n_embd": _invalid(("model.n_embd=130",), "model.n_embd"),
+    # offload: 70B's 16 bytes per parameter (1.1 TB) on the host of two CPU ranks
+    "offload_exceeds_host": _invalid(
+        ("device=cpu", "nproc_per_node=2", "backend=fsdp", "backend.cpu_offload=true", "model=llama3.1-70b"),
+        "backend.cpu_offload",
+    ),
+    "nvme_without_path": _invalid(("backend=zero3", "backend.offload_optimizer=nvme"), "backend.nvme_path"),
+    "memory_budget_eager": _invalid(("activation_checkpointing=memory_budget",), "activation_checkpointing"),
     "zero_stage": _invalid(("backend=deepspeed", "backend.zero_stage=4"), "backend.zero_stage"),
     "micro_batch_0": _invalid(("batch.micro_batch_size=0",), "batch.micro_batch_size"),
     "single_2_ranks": _invalid(("backend=single", "nproc_per_node=2"), "backend"),
     "cuda": _invalid(("device=cuda",), "device"),
     "fp16_cpu": _invalid(("precision=fp16", "device=cpu"), "precision"),
     "nproc_two": _invalid(("nproc_per_node=two",), "nproc_per_node"),
+    # layouts (issue 23): a layout on a data-parallel backend; TP that does not split the KV heads
+    "tp_on_ddp": _invalid(("backend=ddp", "device=cpu", "nproc_per_node=2", "parallel.tp=2"), "parallel.tp"),
+    "tp_kv_heads": _invalid(
+        ("model=llama-tiny", "backend=fsdp", "device=cpu", "nproc_per_node=4", "parallel.tp=4"), "parallel.tp"
+    ),
     "zero2-stage3": Refusal(
         args=("backend=zero2", "backend.zero_stage=3", "device=cpu"),
         line_starts="flopsweep: invalid: Invalid config: backend.zero_stage=3: contradicts backend=zero2, "

@@ -245,7 +245,10 @@ def test_every_plot_title_lies_inside_its_rendered_figure(tmp_path) -> None:
             "memory_budget_gib": None,
         }
         (tmp_path / name / "metrics.json").write_text(json.dumps(rec))
-    df = pd.concat([analysis.load(tmp_path), analysis.load(ROOT / "tests/fixtures/sweep")], ignore_index=True)
+    df = pd.concat(  # --predict: the predicted-vs-measured plot is drawn too
+        [analysis.load(tmp_path, predict=True), analysis.load(ROOT / "tests/fixtures/sweep")],
+        ignore_index=True,
+    )
     figures, skipped = analysis.make_plots(df)
     # every plot but the energy one (these records, like every CPU run, have no GPU energy)
     assert set(figures) == set(analysis.PLOTS) - {"tokens_vs_joules_per_token"}, skipped

@@ -57,10 +57,12 @@ class ModelFamily:
             largest layer, for :mod:`flopsweep.memory`.
         tensor_parallel_plan: ``(module) -> {submodule name: ParallelStyle}``, the family's plan for
             ``torch.distributed.tensor.parallel.parallelize_module`` on the ``tp`` sub-mesh (torchtitan's
-            per-model ``sharding.py``), from the module's ``TENSOR_PARALLEL_PLAN``; None while the
-            family has none. Tensor parallelism is not built yet (``layout.check_built`` refuses
-            ``parallel.tp > 1``); the slot is here so that adding it changes the families' own files,
-            not this registry.
+            per-model ``parallelize.py``), from the module's ``TENSOR_PARALLEL_PLAN``; applied by
+            :mod:`flopsweep.tensor_parallel`. None: the family refuses ``parallel.tp > 1``
+            (``rules.tensor_parallel_shapes``).
+        tensor_parallel_dims: ``cfg -> {config key: size}``: the sizes that tensor parallelism splits
+            into ``parallel.tp`` equal parts (heads, KV heads, MLP width, vocabulary), for the
+            divisibility check before launch (``rules.tensor_parallel_shapes``); None with the plan.
         zero3_leaf_modules: ``(module) -> [module classes]`` for ``deepspeed.utils.set_z3_leaf_modules``
             under ZeRO-3 (MoE layers, whose routing calls experts data-dependently); None: none.
         zero_init: build under ``deepspeed.zero.Init`` for ZeRO-3 (each parameter partitioned as it is
@@ -81,6 +83,7 @@ class ModelFamily:
     info: Callable[[Any], dict[str, Any]]
     memory: Callable[[Any], dict[str, int]]
     tensor_parallel_plan: Callable[[Any], dict[str, Any]] | None = None
+    tensor_parallel_dims: Callable[[Any], dict[str, int]] | None = None
     zero3_leaf_modules: Callable[[Any], list[type]] | None = None
     zero_init: bool = True
 
@@ -100,6 +103,7 @@ def _spec(module: Any) -> ModelFamily:
         info=module.info,
         memory=module.memory,
         tensor_parallel_plan=getattr(module, "TENSOR_PARALLEL_PLAN", None),
+        tensor_parallel_dims=getattr(module, "tensor_parallel_dims", None),
         zero3_leaf_modules=getattr(module, "zero3_leaf_modules", None),
         zero_init=getattr(module, "ZERO_INIT", True),
     )

@@ -398,8 +398,9 @@ def info(cfg: HFConfig) -> dict[str, Any]:
 
 def memory(cfg: HFConfig) -> dict[str, int]:
     """Shapes for :mod:`flopsweep.memory`, as Llama's (an approximation for other layers): the two
-    norm inputs as the residual part; norm outputs, q, k, v, attention out and four SwiGLU
-    tensors of the active MLP width (``top_k + shared`` experts for MoE) as the rest."""
+    norm inputs and their normalised values as the residual part; norm outputs, q, k, v, attention
+    out and four SwiGLU tensors of the active MLP width (``top_k + shared`` experts for MoE) as the
+    rest; compiled, the norm inputs and two SwiGLU tensors fewer (see ``llama.memory``)."""
     d = _src(cfg).data
     h = cfg.n_embd
     hd = int(d.get("head_dim") or h // cfg.n_head)
@@ -410,8 +411,11 @@ def memory(cfg: HFConfig) -> dict[str, int]:
     else:
         ffn = int(d.get("intermediate_size", 4 * h))
     largest = max(cfg.vocab_size * h, _meta(_src(cfg).sha256, cfg.config)["largest"])
+    other = 3 * h + cfg.n_head * hd + 2 * kv + 4 * ffn
     return {
-        "residual": 2 * h,
-        "other": 3 * h + cfg.n_head * hd + 2 * kv + 4 * ffn,
+        "residual": 4 * h,
+        "other": other,
+        "residual_compiled": 2 * h,
+        "other_compiled": other - 2 * ffn,
         "largest_layer_params": largest,
     }

@@ -112,12 +112,13 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape  # (batch, seq, n_embd)
         hd = self.head_dim
-        q = apply_rotary(self.wq(x).view(B, T, self.n_head, hd), freqs_cis)  # (B, T, nh, hd)
-        k = apply_rotary(self.wk(x).view(B, T, self.n_kv_head, hd), freqs_cis)  # (B, T, n_kv, hd)
-        v = self.wv(x).view(B, T, self.n_kv_head, hd)
+        # -1: the local head counts (n_head / tp, n_kv_head / tp) under tensor parallelism.
+        q = apply_rotary(self.wq(x).view(B, T, -1, hd), freqs_cis)  # (B, T, nh, hd)
+        k = apply_rotary(self.wk(x).view(B, T, -1, hd), freqs_cis)  # (B, T, n_kv, hd)
+        v = self.wv(x).view(B, T, -1, hd)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, heads, T, hd)
         y = self.attn_fn(q, k, v)  # (B, nh, T, hd); the kernel shares each k/v head (GQA)
-        return self.wo(y.transpose(1, 2).reshape(B, T, self.n_head * hd))
+        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
 
 
 class FeedForward(nn.Module):
@@ -222,6 +223,65 @@ def tied_parameters(model: Llama) -> list[nn.Parameter]:
     return [model.tok_embeddings.weight] if model.cfg.tie_embeddings else []
 
 
+def tensor_parallel_plan(model: Llama) -> dict[str, Any]:
+    """The tensor- and sequence-parallel plan (:mod:`flopsweep.tensor_parallel`), torchtitan's
+    for Llama 3: ``wq``, ``wk``, ``wv``, ``w1``, ``w3`` column-wise (each rank ``n_head / tp`` query
+    and ``n_kv_head / tp`` key/value heads, whole GQA groups), ``wo`` and ``w2`` row-wise,
+    reduce-scattered to the sequence-sharded residual stream; RMSNorms sequence-parallel; the token
+    embedding vocabulary-parallel; the separate ``output`` head column-wise over the vocabulary
+    (vocabulary-sharded logits for loss parallelism), or, when tied, ``norm``'s output gathered
+    for the head that reads the vocabulary-sharded embedding weight."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        PrepareModuleOutput,
+        RowwiseParallel,
+        SequenceParallel,
+    )
+
+    seq, rep = Shard(1), Replicate()
+    plan: dict[str, Any] = {
+        "tok_embeddings": RowwiseParallel(input_layouts=rep, output_layouts=seq),
+        "layers.*.attention_norm": SequenceParallel(),
+        "layers.*.attention": PrepareModuleInput(
+            input_layouts=(seq, None), desired_input_layouts=(rep, None)
+        ),
+        "layers.*.attention.wq": ColwiseParallel(),
+        "layers.*.attention.wk": ColwiseParallel(),
+        "layers.*.attention.wv": ColwiseParallel(),
+        "layers.*.attention.wo": RowwiseParallel(output_layouts=seq),
+        "layers.*.ffn_norm": SequenceParallel(),
+        "layers.*.feed_forward": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(rep,)),
+        "layers.*.feed_forward.w1": ColwiseParallel(),
+        "layers.*.feed_forward.w3": ColwiseParallel(),
+        "layers.*.feed_forward.w2": RowwiseParallel(output_layouts=seq),
+    }
+    if model.output is None:  # tied: F.linear(norm(x), tok_embeddings.weight) in head_loss
+        gather = PrepareModuleOutput(output_layouts=seq, desired_output_layouts=rep, use_local_output=False)
+        return {**plan, "norm": (SequenceParallel(), gather)}
+    return {
+        **plan,
+        "norm": SequenceParallel(),
+        "output": ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1), use_local_output=False),
+    }
+
+
+TENSOR_PARALLEL_PLAN = tensor_parallel_plan
+
+
+def tensor_parallel_dims(cfg: LlamaConfig) -> dict[str, int]:
+    """What the plan splits ``parallel.tp`` ways: query and key/value heads, the MLP width, the
+    vocabulary, and ``seq_len`` (the sequence-parallel residual stream)."""
+    return {
+        "model.n_head": cfg.n_head,
+        "model.n_kv_head": cfg.n_kv_head,
+        "model.ffn_dim": cfg.ffn_dim,
+        "model.vocab_size": cfg.vocab_size,
+        "model.seq_len": cfg.seq_len,
+    }
+
+
 _POSITIVE = ("n_layer", "n_embd", "n_head", "n_kv_head", "ffn_dim", "seq_len", "vocab_size")
 
 
@@ -302,16 +362,22 @@ def _recomputed_params(cfg: LlamaConfig, recompute: str) -> int:
     ``early_stop`` (non-reentrant checkpoint's default) stops once every tensor saved for
     backward is back. The last one saved is the input of ``w2``, saved before ``w2`` runs;
     ``w2``'s output is saved by nothing (the residual add saves nothing), so ``w2`` never runs
-    again: ``_block_matmul_params - h f``. Measured with ``FlopCounterMode`` in
-    ``tests/test_llama.py``. ``full`` recomputes every matmul (a compiled block is one graph).
+    again: ``_block_matmul_params - h f``. ``full`` recomputes every matmul (a compiled block is
+    one graph). ``selective`` (``flopsweep.checkpointing``: the 1st, 3rd, ... matmul of a block
+    saved) recomputes the even ones: ``wk`` (``h h_kv``), ``wo`` (``h h_q``, whose output the
+    second RMSNorm needs through the residual) and ``w3`` (``h f``, needed by ``w2``'s input).
+    Measured with ``FlopCounterMode`` in ``tests/test_llama.py``.
     """
+    h, hd = cfg.n_embd, cfg.n_embd // cfg.n_head
     if recompute == "none":
         return 0
     if recompute == "early_stop":
         return _block_matmul_params(cfg) - cfg.n_embd * cfg.ffn_dim
     if recompute == "full":
         return _block_matmul_params(cfg)
-    raise ValueError(f"unknown recompute {recompute!r}; expected none, early_stop or full")
+    if recompute == "selective":
+        return h * cfg.n_kv_head * hd + h * cfg.n_head * hd + h * cfg.ffn_dim
+    raise ValueError(f"unknown recompute {recompute!r}; expected none, early_stop, full or selective")
 
 
 def hardware_flops(cfg: LlamaConfig, tokens: int, density: float = 1.0, recompute: str = "none") -> float:
@@ -320,15 +386,16 @@ def hardware_flops(cfg: LlamaConfig, tokens: int, density: float = 1.0, recomput
     ``recompute``: ``none``; ``early_stop`` (non-reentrant checkpoint's default: every forward
     matmul but the MLP down-projection ``w2``, ``2 T (2 h h_q + 2 h h_kv + 2 h f)`` per block,
     plus the attention forward ``4 h_q s T rho``); ``full`` (``2 T (2 h h_q + 2 h h_kv + 3 h f)``
-    per block plus the attention forward).
+    per block plus the attention forward); ``selective`` (``2 T (h h_q + h h_kv + h f)`` per block,
+    no attention: its output is saved).
     """
     base = model_flops(cfg, tokens, density)
     weights = _recomputed_params(cfg, recompute)
     if recompute == "none":
         return base
     h_q = cfg.n_head * (cfg.n_embd // cfg.n_head)
-    extra = cfg.n_layer * (2.0 * weights * tokens + 4.0 * h_q * cfg.seq_len * tokens * density)
-    return base + extra
+    attention = 0.0 if recompute == "selective" else 4.0 * h_q * cfg.seq_len * tokens * density
+    return base + cfg.n_layer * (2.0 * weights * tokens + attention)
 
 
 def eq3_flops(cfg: LlamaConfig, global_batch: int, recompute_forward: bool) -> None:
@@ -343,10 +410,19 @@ def info(cfg: LlamaConfig) -> dict[str, Any]:
 
 def memory(cfg: LlamaConfig) -> dict[str, int]:
     """Shapes for the memory estimate (:mod:`flopsweep.memory`), per token and layer, in elements:
-    ``residual`` (the two RMSNorm inputs) and ``other`` (the two norm outputs 2h, q h, k and v
-    2 kv-width, attention out h, and the SwiGLU's w1, w3, SiLU and product outputs 4 ffn: what
-    backward keeps), and the largest single layer's parameters."""
+    ``residual`` (the two RMSNorm inputs and their normalised values, which eager ``nn.RMSNorm``
+    keeps in the input's dtype for the weight's gradient: 4h) and ``other`` (the two norm outputs
+    2h, q h, k and v 2 kv-width, attention out h, and the SwiGLU's w1, w3, SiLU and product outputs
+    4 ffn: what backward keeps), and the largest single layer's parameters. Compiled: the two norm
+    inputs (2h) and 4h + 2 kv + 2 ffn (Inductor recomputes the normalisation, the SiLU and the
+    product; within 2% of the H200 Llama 3.2 1B and 3B records)."""
     h = cfg.n_embd
     kv = cfg.n_kv_head * (h // cfg.n_head)
     largest = max(cfg.vocab_size * h, cfg.ffn_dim * h)
-    return {"residual": 2 * h, "other": 4 * h + 2 * kv + 4 * cfg.ffn_dim, "largest_layer_params": largest}
+    return {
+        "residual": 4 * h,
+        "other": 4 * h + 2 * kv + 4 * cfg.ffn_dim,
+        "residual_compiled": 2 * h,
+        "other_compiled": 4 * h + 2 * kv + 2 * cfg.ffn_dim,
+        "largest_layer_params": largest,
+    }

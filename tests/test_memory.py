@@ -1,0 +1,286 @@
+"""The memory estimate (``flopsweep.memory``): each part's arithmetic, the layouts, offload, the GPU
+``plan=true`` plans for, the record's ``metrics.predicted_peak_gib`` and the analysis' error column.
+
+The estimate is a pure function of ``(cfg, layout)``, so layouts that validation may still refuse
+(tensor and pipeline parallelism) are tested here directly."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+from helpers import run_py
+
+from flopsweep.backends import DeepSpeedConfig, FSDPConfig
+from flopsweep.config import AttentionConfig, BackendConfig, CheckpointingConfig, ConfigError, RunConfig
+from flopsweep.layout import Layout
+from flopsweep.memory import (
+    GIB,
+    block_params,
+    estimate,
+    in_flight_microbatches,
+    planned_gpu_bytes,
+    stage_params,
+)
+from flopsweep.models.gpt2 import GPT2Config
+from flopsweep.models.llama import LlamaConfig
+
+H, L, NH, S, V = 2048, 24, 16, 2048, 50304
+GPT_13B = GPT2Config(name="gpt-1.3b", n_layer=L, n_embd=H, n_head=NH, seq_len=S, vocab_size=V)
+P = 1_315_819_520
+BLOCK = 12 * H * H + 13 * H  # eq. of DESIGN.md: N = l (12 h^2 + 13 h) + V h + s h + 2 h
+REST = V * H + S * H + 2 * H
+MB = 8
+TOKENS = MB * S
+
+
+def _cfg(backend=None, **kw) -> RunConfig:
+    cfg = dataclasses.replace(
+        RunConfig(), model=GPT_13B, backend=backend or BackendConfig(name="single"), **kw
+    )
+    cfg.batch.micro_batch_size = MB
+    return cfg
+
+
+@dataclasses.dataclass(kw_only=True)
+class OffloadFSDP(FSDPConfig):
+    """``backend.cpu_offload`` (the offload branch adds it to ``FSDPConfig``; the estimate reads it
+    by name)."""
+
+    cpu_offload: bool = True
+
+
+@dataclasses.dataclass(kw_only=True)
+class OffloadZero(DeepSpeedConfig):
+    offload_optimizer: str = "cpu"
+    offload_param: str = "none"
+
+
+def test_gpt_counts_its_block_and_the_rest() -> None:
+    assert block_params(GPT_13B) == BLOCK and L * BLOCK + REST == P
+
+
+def test_single_bf16_eager_by_part() -> None:
+    """gpt-1.3b, micro batch 8, bf16 on one GPU: 12 P weights and AdamW moments + 2 P autocast copies
+    at the start of backward, 16 P at the optimizer step; per token and layer the fp32 residual
+    stream (2h x 4 B), 14h bf16 elements and SDPA's fp32 logsumexp per head; 12 B per logit."""
+    est = estimate(_cfg(), Layout())
+    assert (est.model_states, est.step_states) == (14 * P, 16 * P)
+    assert est.activations == TOKENS * L * (2 * H * 4 + 14 * H * 2 + 4 * NH)
+    assert est.logits == 12 * TOKENS * V and est.attention_workspace == 0
+    assert est.total == est.backward_start == 14 * P + est.activations + est.logits
+    assert est.total_gib == pytest.approx(53.39, abs=0.01)  # measured on the H200: 53.64 GiB
+
+
+def test_ddp_adds_its_buckets_and_fsdp_shards_over_dp_shard_only() -> None:
+    ddp = estimate(_cfg(BackendConfig(name="ddp")), Layout())
+    assert (ddp.model_states, ddp.step_states) == (18 * P, 20 * P)
+    fsdp = estimate(_cfg(FSDPConfig()), Layout(dp_shard=8))
+    assert (fsdp.model_states, fsdp.step_states) == (12 * P // 8, 16 * P // 8)
+    hsdp = estimate(_cfg(FSDPConfig()), Layout(dp_replicate=2, dp_shard=4))  # replicas hold copies
+    assert (hsdp.model_states, hsdp.step_states) == (12 * P // 4, 16 * P // 4)
+    # FSDP2's bf16 compute: the residual stream in bf16
+    assert fsdp.activations == TOKENS * L * (2 * H * 2 + 14 * H * 2 + 4 * NH)
+
+
+def test_gradient_accumulation_keeps_the_gradients_at_the_start_of_backward() -> None:
+    cfg = _cfg()
+    cfg.batch.grad_accum = 4
+    assert estimate(cfg, Layout()).model_states == 18 * P
+
+
+def test_deepspeed_estimators_less_the_gradients_not_yet_made() -> None:
+    largest = V * H
+    zero2 = estimate(_cfg(DeepSpeedConfig(zero_stage=2)), Layout(dp_shard=4))
+    assert zero2.step_states == 2 * P + int(18 * P / 4) and "estimate_zero2" in zero2.method
+    assert zero2.model_states == zero2.step_states - 6 * P // 4
+    zero3 = estimate(_cfg(DeepSpeedConfig(zero_stage=3)), Layout(dp_shard=4))
+    assert zero3.step_states == 4 * largest + int(18 * P / 4) and "estimate_zero3" in zero3.method
+    assert zero3.model_states == zero3.step_states - 2 * P // 4
+
+
+def test_deepspeed_offload_uses_the_estimators_offload_arguments() -> None:
+    opt = estimate(_cfg(OffloadZero(zero_stage=3)), Layout(dp_shard=2))
+    assert opt.model_states == opt.step_states == 4 * V * H + int(2 * P / 2)
+    assert "cpu_offload=True, cpu_offload_params=False" in opt.method
+    both = estimate(_cfg(OffloadZero(zero_stage=3, offload_param="nvme")), Layout(dp_shard=2))
+    assert both.model_states == 4 * V * H and "cpu_offload_params=True" in both.method
+    zero2 = estimate(_cfg(OffloadZero(zero_stage=2)), Layout(dp_shard=2))
+    assert zero2.model_states == zero2.step_states == 2 * P
+
+
+def test_fsdp_cpu_offload_keeps_only_the_blocks_in_flight() -> None:
+    """Two all-gathered blocks and the root's embedding and positions, as bf16 weight and gradient."""
+    est = estimate(_cfg(OffloadFSDP()), Layout(dp_shard=2))
+    assert est.model_states == est.step_states == (2 * BLOCK + REST) * 2 * 2
+    assert "CPUOffloadPolicy" in est.method
+
+
+def test_compile_keeps_the_compiled_shapes_and_fewer_logit_bytes() -> None:
+    est = estimate(_cfg(compile=True), Layout())
+    assert est.activations == TOKENS * L * (2 * H * 4 + 12 * H * 2 + 4 * NH)
+    assert est.logits == 4 * TOKENS * V
+
+
+@pytest.mark.parametrize("kernel, kept", [("standard", 6), ("sdpa-math", 4)])
+def test_a_kernel_that_materialises_the_scores_keeps_them(kernel: str, kept: int) -> None:
+    """B x h x s x s scores per layer: their bytes per token are h x s x the kept bytes; under
+    ``full`` checkpointing the recomputed layer's scores (13 B each, the kept ones included) on top."""
+    est = estimate(_cfg(attention=AttentionConfig(name=kernel)), Layout())
+    assert est.activations == TOKENS * L * (2 * H * 4 + 14 * H * 2 + kept * NH * S)
+    assert est.attention_workspace == 0
+    assert est.total_gib == pytest.approx({"standard": 125.4, "sdpa-math": 101.4}[kernel], abs=0.1)
+    full = CheckpointingConfig(name="full")
+    ckpt = estimate(_cfg(attention=AttentionConfig(name=kernel), activation_checkpointing=full), Layout())
+    assert ckpt.attention_workspace == (13 - kept) * MB * NH * S * S
+
+
+def test_full_checkpointing_keeps_block_inputs_and_drops_the_autocast_copies() -> None:
+    est = estimate(_cfg(activation_checkpointing=CheckpointingConfig(name="full")), Layout())
+    layer = 2 * H * 4 + 14 * H * 2 + 4 * NH
+    assert est.activations == TOKENS * (L * H * 4 + layer)
+    assert est.model_states == 12 * P
+
+
+def test_tensor_parallel_divides_states_activations_and_logits() -> None:
+    one = estimate(_cfg(FSDPConfig()), Layout(dp_shard=2))
+    tp = estimate(_cfg(FSDPConfig()), Layout(dp_shard=2, tp=2))
+    assert tp.model_states == 12 * math.ceil(P / 2) // 2
+    assert tp.activations == one.activations // 2 and tp.logits == one.logits // 2
+
+
+@pytest.mark.parametrize("schedule, in_flight", [("1F1B", 2), ("GPipe", 4)])
+def test_the_first_pipeline_stage_keeps_the_in_flight_micro_batches(schedule: str, in_flight: int) -> None:
+    """pp=2, 4 pipeline micro-batches of 2 sequences: 1F1B keeps up to pp of them, GPipe all; the
+    first stage holds 12 of the 24 blocks and the tied embedding (the last stage keeps its copy)."""
+    cfg = _cfg(FSDPConfig())
+    cfg.parallel.pp_schedule, cfg.parallel.pp_microbatches = schedule, 4
+    layout = Layout(dp_shard=2, pp=2)
+    assert in_flight_microbatches(cfg, layout) == (in_flight, 2)
+    assert stage_params(cfg, layout) == 12 * BLOCK + REST
+    est = estimate(cfg, layout)
+    layer = 2 * H * 2 + 14 * H * 2 + 4 * NH
+    first = 2 * S * in_flight * 12 * layer
+    last = 2 * S * 12 * layer + 12 * 2 * S * V
+    assert est.activations + est.logits == max(first, last)
+    assert est.model_states == 12 * (12 * BLOCK + REST) // 2
+
+
+def test_an_untied_pipeline_head_splits_the_rest_between_the_ends() -> None:
+    llama = LlamaConfig(
+        name="llama-test", n_layer=4, n_embd=256, n_head=4, n_kv_head=2, ffn_dim=512, seq_len=64,
+        vocab_size=1000, tie_embeddings=False,
+    )  # fmt: skip
+    cfg = dataclasses.replace(_cfg(FSDPConfig()), model=llama)
+    total = cfg.model.n_layer * block_params(llama)
+    from flopsweep.models import family
+
+    rest = family(llama).n_params(llama) - total
+    assert stage_params(cfg, Layout(pp=2)) == 2 * block_params(llama) + math.ceil(rest / 2)
+
+
+@pytest.mark.parametrize(
+    "gpu, memory, gib, label",
+    [
+        ("H100-80GB", None, 80, "H100 SXM (80 GiB)"),
+        ("H100", None, 79.6, "H100 SXM (79.6 GiB)"),
+        ("NVIDIA H100 80GB HBM3", None, 79.6, "H100 SXM (79.6 GiB)"),
+        ("A100-40GB", None, 40, "A100 (40 GiB)"),
+        ("H200", None, 140.4, "H200 SXM (140.4 GiB)"),
+        (None, 24, 24, "24 GiB"),
+        ("H100", 94, 94, "H100 (94 GiB)"),
+    ],
+)
+def test_plan_for_a_gpu_by_name_or_memory(gpu, memory, gib, label) -> None:
+    assert planned_gpu_bytes(gpu, memory) == (int(gib * GIB), label)
+
+
+@pytest.mark.parametrize(
+    "gpu, memory, words",
+    [
+        (
+            "A100",
+            None,
+            "A100 comes in more than one memory size. Fix: name the size, e.g. plan_gpu=A100-80GB",
+        ),
+        ("H1000", None, "plan_gpu='H1000': is no device of the peak table (H100-SXM"),
+        (None, 0, "plan_gpu_memory_gib=0: must be positive"),
+    ],
+)
+def test_a_gpu_plan_cannot_plan_for_is_refused_in_one_line(gpu, memory, words) -> None:
+    with pytest.raises(ConfigError) as exc:
+        planned_gpu_bytes(gpu, memory)
+    assert words in str(exc.value) and "\n" not in str(exc.value)
+    assert planned_gpu_bytes(None, None) is None
+
+
+def test_plan_says_whether_llama_8b_fits_an_h100_from_a_machine_without_one(tmp_path: Path) -> None:
+    """``plan=true plan_gpu=H100-80GB`` on this CPU machine: the job is placed as on a GPU, and
+    ``fits`` compares the estimate with the H100's 80 GiB: Llama 3.1 8B on one GPU needs 14 P =
+    105 GiB of weights, AdamW moments and autocast copies before any activation, so it does not
+    fit; on 8 FSDP2 ranks it does."""
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.options import LlamaConfig as Llama8B
+
+    llama = Llama8B(
+        name="llama3.1-8b", n_layer=32, n_embd=4096, n_head=32, n_kv_head=8, ffn_dim=14336,
+        seq_len=2048, vocab_size=128256, tie_embeddings=False,
+    )  # fmt: skip
+    base = dataclasses.replace(RunConfig(), model=llama, plan=True, plan_gpu="H100-80GB")
+    base.batch.micro_batch_size = 1
+    for job in ("one", "eight"):
+        (tmp_path / job).mkdir()
+    one = plan_job(base, JobInfo(job_dir=tmp_path / "one", overrides=["plan_gpu=H100-80GB"]))["plan"]
+    assert (one["status"], one["fits"], one["fits_on"]) == ("ok", False, "H100 SXM (80 GiB)")
+    assert float(one["est_peak_gib_per_rank"]) > 14 * 8_030_261_248 / GIB
+    eight = dataclasses.replace(base, backend=FSDPConfig(), nproc_per_node="8")
+    row = plan_job(eight, JobInfo(job_dir=tmp_path / "eight", overrides=[]))["plan"]
+    assert (row["status"], row["fits"]) == ("ok", True), row["note"]
+    assert (tmp_path / "eight" / "plan.csv").read_text().splitlines()[0].split(",")[8:10] == ["fits", "fits_on"]
+
+
+def test_the_analysis_shows_the_memory_error_in_every_format(tmp_path: Path, capsys) -> None:
+    """A record with ``metrics.predicted_peak_gib`` gets ``peak_memory_error`` = (predicted -
+    measured) / measured; a CPU record (no measured peak) leaves it blank, and a table of CPU
+    records only does not show it."""
+    from analysis.__main__ import main
+    from analysis.load import load
+
+    fixture = Path(__file__).parent / "fixtures" / "records" / "v2-ok" / "metrics.json"
+    rec = json.loads(fixture.read_text())
+    gpu = json.loads(json.dumps(rec))
+    gpu["run"]["id"] = "run-gpu"
+    gpu["metrics"].update(predicted_peak_gib=55.0, peak_cuda_allocated_bytes=50 * GIB)
+    cpu = json.loads(json.dumps(rec))
+    cpu["run"]["id"] = "run-cpu"
+    cpu["metrics"].update(predicted_peak_gib=0.5, peak_cuda_allocated_bytes=None)
+    for name, r in (("gpu", gpu), ("cpu", cpu)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.json").write_text(json.dumps(r))
+    df = load(tmp_path).set_index("run_id")
+    assert df.loc["run-gpu", "peak_memory_error"] == pytest.approx(0.1)
+    assert math.isnan(df.loc["run-cpu", "peak_memory_error"])
+    assert df.loc["run-cpu", "predicted_peak_gib"] == 0.5
+    for fmt, shown in (("markdown", "10.0%"), ("csv", "0.1"), ("html", "10.0%"), ("json", "0.1")):
+        assert main([str(tmp_path), "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert "mem_err" in out or "peak_memory_error" in out, fmt
+        assert shown in out, fmt
+    assert main([str(tmp_path / "cpu"), "--format", "markdown"]) == 0
+    assert "mem_err" not in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_cpu_run_records_the_predicted_peak(tmp_path: Path, hydra_compose) -> None:
+    """Every run records the plan's estimate, made before launch: on the CPU it is there, and the
+    measured GPU peak is null."""
+    proc = run_py(f"hydra.run.dir={tmp_path}", "steps.warmup=1", "steps.measure=1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    cfg = dataclasses.replace(hydra_compose([]), device="cpu", nproc_per_node="1")
+    expected = round(estimate(cfg, Layout()).total / GIB, 6)
+    assert record["metrics"]["predicted_peak_gib"] == expected > 0
+    assert record["metrics"]["peak_cuda_allocated_bytes"] is None

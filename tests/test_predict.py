@@ -1,0 +1,374 @@
+"""The step-time model (``flopsweep.predict``), the interconnect probe, ``metrics.predicted``,
+``plan=true``'s predicted columns and ``python -m analysis --predict``."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+from helpers import run_py
+
+from flopsweep import predict as pr
+
+P = 1_000_000_000
+
+
+def workload(**kw) -> pr.Workload:
+    base = dict(
+        backend="fsdp",
+        precision="bf16",
+        n_params=P,
+        n_layer=24,
+        n_embd=2048,
+        seq_len=2048,
+        micro_batch_size=4,
+        grad_accum=1,
+        degrees={"dp_replicate": 1, "dp_shard": 8, "tp": 1, "pp": 1, "cp": 1},
+        model_flops=8 * 6 * P * 4 * 2048,
+        hardware_flops=8 * 8 * P * 4 * 2048,
+    )
+    return pr.Workload(**{**base, **kw})
+
+
+LINK = pr.Link(intra=dict.fromkeys(pr.COLLECTIVES, 100.0), inter=dict.fromkeys(pr.COLLECTIVES, 10.0))
+
+
+def test_bus_bandwidth_factors_are_nccl_tests() -> None:
+    assert pr.busbw_factor("all_gather", 8) == pytest.approx(7 / 8)
+    assert pr.busbw_factor("reduce_scatter", 4) == pytest.approx(3 / 4)
+    assert pr.busbw_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
+    assert pr.busbw_factor("all_reduce", 1) == 0
+    with pytest.raises(ValueError):
+        pr.busbw_factor("broadcast", 2)
+
+
+def test_communication_volume_per_backend() -> None:
+    """FSDP2: bf16 parameters gathered forward and backward per micro batch, fp32 gradients
+    reduce-scattered once; DDP: fp32 all-reduce once; ZeRO-3 like FSDP2 with bf16 gradients;
+    ZeRO-1/2: one reduce-scatter and one all-gather of bf16."""
+    fsdp = pr.transfers(workload(grad_accum=3), gpus_per_node=8)
+    assert [(t.collective, t.bytes, t.count, t.group) for t in fsdp] == [
+        ("all_gather", 2 * P, 6, 8),
+        ("reduce_scatter", 4 * P, 1, 8),
+    ]
+    once = pr.transfers(workload(reshard_after_forward=False), gpus_per_node=8)
+    assert once[0].count == 1
+    ddp = pr.transfers(workload(backend="ddp"), gpus_per_node=8)
+    assert [(t.collective, t.bytes, t.count) for t in ddp] == [("all_reduce", 4 * P, 1)]
+    z3 = pr.transfers(workload(backend="deepspeed", zero_stage=3, grad_accum=2), gpus_per_node=8)
+    assert [(t.collective, t.bytes, t.count) for t in z3] == [
+        ("all_gather", 2 * P, 4),
+        ("reduce_scatter", 2 * P, 1),
+    ]
+    z2 = pr.transfers(workload(backend="deepspeed", zero_stage=2), gpus_per_node=8)
+    assert [(t.collective, t.count) for t in z2] == [("reduce_scatter", 1), ("all_gather", 1)]
+    assert pr.transfers(workload(degrees={"dp_shard": 1}), gpus_per_node=8) == []
+
+
+def test_tensor_and_pipeline_parallel_traffic_is_on_the_critical_path() -> None:
+    w = workload(degrees={"dp_shard": 2, "tp": 4, "pp": 2}, grad_accum=4)
+    by = {}
+    for t in pr.transfers(w, gpus_per_node=8):
+        by.setdefault(t.what.split()[0], t)  # the first of each kind
+    assert by["fsdp"].bytes == 2 * P / 8  # each rank's share of the model: 1/(tp x pp)
+    assert by["fsdp"].count == 2  # the pipeline stage gathers once per step, forward and backward
+    assert by["tensor-parallel"].count == 4 * 12 * 4 and not by["tensor-parallel"].overlappable
+    assert by["tensor-parallel"].bytes == 4 * 2048 * 2048 * 2
+    assert by["pipeline"].count == 8 and not by["pipeline"].overlappable
+    assert not by["fsdp"].across_nodes  # dp strided by tp: 2 x 4 ranks fit in a node of 8
+    assert pr.transfers(w, gpus_per_node=4)[0].across_nodes
+
+
+def test_step_time_is_compute_plus_exposed_communication() -> None:
+    w = workload()
+    compute = pr.Compute(compute_s=1.0, optimizer_s=0.1, source="test")
+    out = pr.predict(w, compute, LINK, gpus_per_node=8, overlap=(0.75, "given"), peak_tflops=1000.0)
+    comm = (2 * 2 * P * 7 / 8 + 4 * P * 7 / 8) / 100e9
+    assert out.comm_s == pytest.approx(comm)
+    assert out.exposed_comm_s == pytest.approx(comm * 0.25)
+    assert out.iteration_time_s == pytest.approx(1.1 + comm * 0.25)
+    assert out.tokens_per_s == pytest.approx(8 * 4 * 2048 / out.iteration_time_s)
+    assert out.tokens_per_s_per_device == pytest.approx(out.tokens_per_s / 8)
+    assert out.mfu == pytest.approx(w.model_flops / out.iteration_time_s / 8 / 1e15)
+    assert (out.overlap_source, out.source) == ("given", "test")
+    # communication longer than compute: at least comm - compute stays exposed
+    slow = pr.predict(w, compute, pr.Link(intra=dict.fromkeys(pr.COLLECTIVES, 1.0)), gpus_per_node=8)
+    assert slow.exposed_comm_s == pytest.approx(slow.comm_s - 1.0)
+    # a cluster of 2 nodes of 4: the data-parallel group crosses nodes, at the inter-node busbw
+    across = pr.predict(w, compute, LINK, gpus_per_node=4, overlap=(0.0, "none"))
+    assert across.comm_s == pytest.approx(comm * 10)
+
+
+def test_pipeline_bubble_and_budget() -> None:
+    w = workload(degrees={"dp_shard": 1, "pp": 4}, grad_accum=8, pp_microbatches=8)
+    out = pr.predict(
+        w, pr.Compute(compute_s=2.0, optimizer_s=0.0, source="t"), LINK, gpus_per_node=8, budget_tokens=1e9
+    )
+    assert out.bubble_s == pytest.approx(2.0 * 3 / 8)  # (p-1)/(m+p-1) of the step
+    assert out.budget_gpu_hours == pytest.approx(1e9 / out.tokens_per_s * 4 / 3600)
+
+
+def test_no_bandwidth_is_an_error_that_names_the_fix() -> None:
+    with pytest.raises(pr.PredictionError, match="predict.intra_node_gbps"):
+        pr.predict(workload(), pr.Compute(compute_s=1, optimizer_s=0, source="t"), pr.Link(), gpus_per_node=8)
+
+
+def test_compute_from_a_one_rank_calibration() -> None:
+    """The calibration's step less its optimizer, per micro batch; the target's micro batches over
+    its model share; the optimizer over the sharding."""
+    cal = workload(degrees={"dp_shard": 1}, grad_accum=2)
+    target = workload(degrees={"dp_shard": 8, "tp": 2}, grad_accum=4)
+    c = pr.compute_from_calibration(
+        target, calibration=cal, iteration_time_s=2.2, source="r", optimizer_s=0.2
+    )
+    assert c.compute_s == pytest.approx(2.0 / 2 * 4 / 2)
+    assert c.optimizer_s == pytest.approx(0.2 / 8 / 2)
+    assert c.source == "calibrated: r"
+    plain = pr.compute_from_calibration(target, calibration=cal, iteration_time_s=2.2, source="r")
+    assert "optimizer not separated" in plain.source and plain.optimizer_s == 0
+    with pytest.raises(pr.PredictionError):
+        pr.compute_from_calibration(
+            target, calibration=cal, iteration_time_s=0.1, source="r", optimizer_s=0.2
+        )
+    unc = pr.compute_uncalibrated(workload(), gemm_tflops=500.0)
+    assert unc.compute_s == pytest.approx(
+        workload().hardware_flops / 8 / (pr.UNCALIBRATED_GEMM_FRACTION * 500e12)
+    )
+    assert "uncalibrated" in unc.source and f"{pr.UNCALIBRATED_GEMM_FRACTION:g}" in unc.source
+
+
+def test_overlap_is_calibrated_from_profiles() -> None:
+    b = lambda comm, exposed: {"comm_s": comm, "exposed_comm_s": exposed}  # noqa: E731
+    share, source = pr.calibrated_overlap([("a", b(1.0, 0.1)), ("b", b(1.0, 0.3)), ("c", b(0.0, 0.0))])
+    assert share == pytest.approx(0.8) and source.startswith("profiled: median of 2 (a, b")
+    assert pr.calibrated_overlap([("x", None)]) is None
+
+
+def _record(world: int, *, backend="fsdp", mbs=4, step=1.0, status="ok", **metrics) -> dict:
+    return {
+        "status": status,
+        "config": {
+            "model": {"name": "m", "n_layer": 24},
+            "attention": {"name": "sdpa"},
+            "precision": {"name": "bf16"},
+            "activation_checkpointing": {"name": "none"},
+            "compile": False,
+            "batch": {"micro_batch_size": mbs, "grad_accum": 1},
+            "backend": {"name": backend},
+        },
+        "model": {"n_params": P, "n_layer": 24, "n_embd": 2048, "seq_len": 2048},
+        "system": {"world_size": world, "nproc_per_node": world, "parallel": {"dp_shard": world}},
+        "metrics": {
+            "iteration_time_s": {"mean": step},
+            "model_flops_per_iteration": world * 6.0 * P * mbs * 2048,
+            **metrics,
+        },
+    }
+
+
+def test_the_calibration_is_the_same_setup_at_a_smaller_world() -> None:
+    target = _record(8)
+    key = pr.calibration_key(target)
+    pool = [
+        ("mbs8", _record(1, mbs=8)),
+        ("failed", _record(1, status="oom")),
+        ("same-size", _record(8)),
+        ("ddp1", _record(1, backend="ddp")),
+        ("fsdp1", _record(1)),
+        ("fsdp2", _record(2)),
+    ]
+    assert pr.pick_calibration(key, 8, "fsdp", pool)[0] == "fsdp2"
+    assert pr.pick_calibration(key, 8, "ddp", pool[:4])[0] == "ddp1"
+    assert pr.pick_calibration(key, 1, "fsdp", pool) is None
+    # a checkpointing bool (older records) reads as the policy
+    old = _record(1)
+    old["config"]["activation_checkpointing"] = False
+    assert pr.calibration_key(old) == key
+
+
+def test_the_probe_link_takes_each_collective_at_its_largest_size() -> None:
+    entries = [
+        {"collective": "all_gather", "bytes": 1024, "busbw_gbps": 1.0},
+        {"collective": "all_gather", "bytes": 4096, "busbw_gbps": 3.0},
+        {"collective": "all_reduce", "bytes": 4096, "busbw_gbps": 2.0},
+        {"collective": "all_reduce", "bytes": 8192, "busbw_gbps": None},
+    ]
+    link = pr.link_from_probe(entries, source="p")
+    assert link.intra == {"all_gather": 3.0, "all_reduce": 2.0}
+    assert link.busbw_gbps("reduce_scatter", across_nodes=False) == pytest.approx(2.5)
+
+
+def test_predict_record_from_its_one_rank_calibration() -> None:
+    probe = [{"collective": c, "bytes": 1 << 20, "busbw_gbps": 50.0} for c in pr.COLLECTIVES]
+    one = _record(1, step=1.0)
+    two = _record(2, step=1.3)
+    two["system"]["interconnect"] = probe
+    out = pr.predict_record("two", two, [("one", one), ("two", two)])
+    comm = (2 * 2 * P + 4 * P) * 0.5 / 50e9
+    assert out["source"] == "calibrated: one; optimizer not separated (no profile): kept in compute"
+    assert out["iteration_time_s"] == pytest.approx(1.0 + max(comm * 0.2, comm - 1.0))
+    assert out["bandwidth_source"] == "the run's probe"
+    alone = pr.predict_record("two", two, [("two", two)])
+    assert alone["iteration_time_s"] is None and alone["source"].startswith("no prediction: uncalibrated")
+
+
+def _write(path: Path, record: dict) -> None:
+    path.mkdir(parents=True)
+    (path / "metrics.json").write_text(json.dumps(record))
+
+
+def test_analysis_predict_fills_columns_and_draws_the_plot(tmp_path: Path) -> None:
+    """``load(predict=True)`` on committed-style records: the two-rank record gets a prediction from
+    the one-rank one, ``prediction_error`` is (predicted - measured) / measured, and the plot draws."""
+    from helpers import rescaled
+
+    from analysis.blanks import blank_notes
+    from analysis.load import load
+    from analysis.plots import PlotSkipped, plot_predicted_vs_measured
+
+    base = json.loads(Path("benchmarks/results/h200/energy/llama3.1-8b/0/metrics.json").read_text())
+    one = copy.deepcopy(base)
+    two = rescaled(base, world=2, tokens_per_device=base["metrics"]["tokens_per_s_per_device"] * 0.9)
+    two["run"]["id"] = "other"
+    two["system"]["interconnect"] = [
+        {"collective": c, "bytes": 1 << 28, "busbw_gbps": 300.0} for c in pr.COLLECTIVES
+    ]
+    _write(tmp_path / "one", one)
+    _write(tmp_path / "two", two)
+    plain = load([tmp_path])
+    assert plain["predicted_iteration_time_s"].isna().all()
+    with pytest.raises(PlotSkipped, match="--predict"):
+        plot_predicted_vs_measured(plain)
+    (line,) = blank_notes(plain, ["prediction_error"], loaded=plain, where=str(tmp_path), baseline="")
+    assert "run python -m analysis --predict" in line
+    df = load([tmp_path], predict=True).set_index("world_size")
+    assert "calibrated: " in df.loc[2, "predicted_source"] and "one" in df.loc[2, "predicted_source"]
+    pred, meas = df.loc[2, "predicted_iteration_time_s"], df.loc[2, "iteration_time_s_mean"]
+    assert df.loc[2, "prediction_error"] == pytest.approx((pred - meas) / meas)
+    assert pred > one["metrics"]["iteration_time_s"]["mean"] * 0.9  # compute plus some communication
+    fig = plot_predicted_vs_measured(df.reset_index())
+    errors = df["prediction_error"].abs()  # the one-rank run: uncalibrated, at its GEMM rate
+    assert df.loc[1, "predicted_source"].startswith("analysis --predict: uncalibrated")
+    title = fig._suptitle.get_text().replace("\n", " ")
+    assert f"median |error| {errors.median():.1%}, worst {errors.max():.1%}" in title
+    (ax,) = fig.axes
+    assert len(ax.lines[0].get_xdata()) == 2  # a point per run with a prediction
+
+
+@pytest.mark.slow
+def test_a_two_rank_gloo_run_is_predicted_from_its_one_rank_run_and_the_probe(tmp_path: Path) -> None:
+    """The acceptance on the CPU: a one-rank FSDP run, then a two-rank one calibrated from it. The
+    two-rank record has the probe (three collectives at two sizes over 2 ranks) and a prediction
+    made from the one-rank record; its error is recorded whatever it is; the analysis shows it and
+    ``plan=true`` predicts 8 nodes of 8 from the same calibration."""
+    common = ["device=cpu", "backend=fsdp", "steps.warmup=1", "steps.measure=3"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    env = {"OMP_NUM_THREADS": "1"}  # one thread per rank in both runs: the same compute per rank
+    proc = run_py(*common, "nproc_per_node=1", f"hydra.run.dir={one}", timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_py(
+        *common,
+        "nproc_per_node=2",
+        f"predict.calibration={one}",
+        f"hydra.run.dir={two}",
+        timeout=600,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r1 = json.loads((one / "metrics.json").read_text())
+    r2 = json.loads((two / "metrics.json").read_text())
+    assert r1["system"]["interconnect"] == []
+    probe = r2["system"]["interconnect"]
+    assert sorted({(e["collective"], e["ranks"]) for e in probe}) == [(c, 2) for c in sorted(pr.COLLECTIVES)]
+    assert len({e["bytes"] for e in probe}) == 2 and all(e["busbw_gbps"] > 0 for e in probe)
+    predicted = r2["metrics"]["predicted"]
+    assert predicted["source"].startswith(f"calibrated: {one / 'metrics.json'}")
+    assert predicted["bandwidth_source"] == "this run's probe" and predicted["iteration_time_s"] > 0
+    assert predicted["tokens_per_s"] == pytest.approx(
+        r2["metrics"]["tokens_per_step"] / predicted["iteration_time_s"]
+    )
+    assert r1["metrics"]["predicted"]["source"].startswith("uncalibrated")
+
+    out = run_py_analysis(tmp_path)
+    by_world = {row["world_size"]: row for row in out}
+    measured = r2["metrics"]["iteration_time_s"]["mean"]
+    error = by_world[2]["prediction_error"]
+    assert error == pytest.approx((predicted["iteration_time_s"] - measured) / measured)
+    print(f"two-rank gloo prediction error: {error:+.1%}")  # recorded, whatever it is
+
+    sweep = tmp_path / "plan"
+    proc = run_py(
+        "-m", *common, "nproc_per_node=2", "plan=true", f"predict.calibration={one}",
+        "predict.gpus_per_node=8", "predict.nnodes=8", "predict.intra_node_gbps=300",
+        "predict.inter_node_gbps=40", f"hydra.sweep.dir={sweep}", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = list(csv.DictReader((sweep / "plan.csv").open()))
+    assert (row["predicted_world_size"], row["predicted_nnodes"]) == ("64", "8")
+    assert (
+        row["prediction_source"].startswith("calibrated: ") and float(row["predicted_iteration_time_s"]) > 0
+    )
+    assert math.isfinite(float(row["predicted_tokens_per_s_per_device"]))
+    assert "predicted_tokens_per_s_per_device" in proc.stdout
+
+
+def run_py_analysis(path: Path) -> list[dict]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis", str(path), "--predict", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("predict.overlap=1.5", "predict.overlap"),
+        ("predict.gpus_per_node=0", "predict.gpus_per_node"),
+        ("predict.intra_node_gbps=-1", "predict.intra_node_gbps"),
+        ("predict.compute_scale=0", "predict.compute_scale"),
+    ],
+)
+def test_predict_keys_are_checked_before_launch(hydra_compose, override: str, key: str) -> None:
+    from flopsweep.config import ConfigError
+    from flopsweep.plan import validate
+
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate(hydra_compose([override]))
+
+
+def test_a_missing_calibration_path_is_a_config_error(tmp_path: Path) -> None:
+    from flopsweep.config import ConfigError
+    from flopsweep.forecast import calibration_records
+
+    with pytest.raises(ConfigError, match="predict.calibration"):
+        calibration_records(str(tmp_path / "nowhere"))
+    _write(tmp_path / "a" / "0", _record(1))
+    (tmp_path / "a" / "1").mkdir()
+    (tmp_path / "a" / "1" / "metrics.json").write_text("{broken")
+    found = calibration_records(str(tmp_path / "a"))
+    assert [Path(n).parent.name for n, _ in found] == ["0"]  # the unreadable one skipped
+
+
+def test_the_probe_sizes_are_a_layer_of_parameters_and_an_eighth() -> None:
+    from flopsweep.collectives import MAX_BYTES, MIN_BYTES, message_sizes
+
+    block = 8_030_261_248 // 32 * 2  # Llama 3.1 8B, bf16: one layer's share
+    small, large = message_sizes(n_params=8_030_261_248, n_layer=32, param_bytes=2, device_type="cuda")
+    assert large == block // 1024 * 1024 and small == block // 8 // 1024 * 1024
+    assert (
+        message_sizes(n_params=8_030_261_248, n_layer=32, param_bytes=2, device_type="cpu")[-1]
+        == MAX_BYTES["cpu"]
+    )
+    assert message_sizes(n_params=100, n_layer=2, param_bytes=2, device_type="cpu") == [MIN_BYTES]
