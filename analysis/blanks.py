@@ -4,7 +4,8 @@ A failed run's metrics are blank by design (its status says why), so only ``ok``
 explained. A derived column is blank when the records cannot give it:
 
 - ``scaling_efficiency``: the set-up (``setup_id``) has no ok one-rank run, or ran at one
-  world size only (:func:`analysis.load.add_scaling`);
+  world size only; a run with a layout (``tp=2``) has no 1-rank run of its set-up without the
+  layout either (:func:`analysis.load.add_scaling`);
 - ``speedup``: no ok baseline run matches the run's other set-up columns
   (:func:`analysis.query.compare`), or the run is not ranked (``tflops?``);
 - ``setup_id``, ``model_tflops_per_device_recomputed``: the record lacks their inputs.
@@ -94,6 +95,13 @@ def _scaling_reason(run: pd.Series, loaded: pd.DataFrame, where: str) -> str:
         return "the record has no system.world_size or no config"
     same = loaded[loaded["setup_id"].eq(run["setup_id"])]
     ok = same["status"].eq("ok") & same["tokens_per_s_per_device"].notna() & same["world_size"].notna()
+    with_layout = "base_setup_id" in run and run["base_setup_id"] != run["setup_id"]
+    if with_layout and same["world_size"].nunique() < 2:
+        return (
+            f"no 1-rank run of the same set-up without its layout (config.parallel){_where(where)}; add "
+            "one with nproc_per_node=1 and the parallel.* keys at their defaults, or run this layout "
+            "at two or more world sizes"
+        )
     one = _ranks(same).eq(1).fillna(False).astype(bool)
     if (ok & one).any():
         return (

@@ -50,6 +50,7 @@ _SHOW = {spec.name: spec.show for spec in SETUP_SPECS}
 # Columns shown only when some row has a value: metrics, and the knobs of some options (zero_stage).
 _OPTIONAL = [
     "scaling_efficiency",
+    "scaling_baseline",
     "breakdown_compute_s",
     "breakdown_optimizer_s",
     "breakdown_exposed_comm_s",

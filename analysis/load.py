@@ -34,8 +34,9 @@ from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpoint
 from analysis.schema import finite as _number
 from analysis.spread import CI_COLUMNS, CI_METRICS, ci_of, overlap, pool_repeats, step_columns
 from flopsweep.columns import SETUP_SPECS, kind, only_for
-from flopsweep.config import RUN_CONTROL_KEYS, ModelSearchConfig
+from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, ModelSearchConfig
 from flopsweep.files import not_a_record
+from flopsweep.layout import Layout
 from flopsweep.noise import noisy, overloaded
 from flopsweep.predict import predict_record
 from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec
@@ -90,7 +91,7 @@ MEMORY_COLUMNS = ["peak_memory_error"]
 (``predicted_peak_gib`` - ``peak_cuda_allocated_gib``) / ``peak_cuda_allocated_gib`` (blank on the
 CPU and for records without a prediction): :func:`peak_memory_error`."""
 
-DERIVED_COLUMNS = ["scaling_efficiency", "setup_id", "prediction_error"]
+DERIVED_COLUMNS = ["scaling_efficiency", "scaling_baseline", "setup_id", "base_setup_id", "prediction_error"]
 REPEAT_COLUMNS = ["repeat", "repeat_group", "repeats", "ci_over", *CI_COLUMNS, "noise"]
 """The round of a ``repeats=`` sweep (``run.repeat``, ``run.repeat_group``), how many rounds a row
 pools (1 for one run), what its 95% intervals are over (``repeats`` or ``steps``), the intervals
@@ -145,6 +146,7 @@ SHORT: dict[str, str] = {
     "scaling_efficiency": "scale_eff",
     "peak_memory_error": "mem_err",
     "prediction_error": "pred_err",
+    "scaling_baseline": "scale_base",
     **{
         f"{m}_ci_{end}": f"{spec.header}_{end[:2]}95"
         for spec in METRIC_FIELDS
@@ -172,7 +174,9 @@ DESCRIPTIONS: dict[str, str] = {
     "peak_memory_error": "(predicted - measured) / measured peak allocated GPU memory (pred_GiB, alloc_GiB)",
     "prediction_error": "(predicted - measured) / measured mean step time: above 0, the run was faster "
     "than predicted",
+    "scaling_baseline": "what scale_eff divides by when not the same set-up's 1-rank runs (blank)",
     "setup_id": "the run's config less its rank count (nproc_per_node, nnodes) and run controls, hashed",
+    "base_setup_id": "setup_id without the parallel layout (config.parallel)",
     "flags": "dup-id: run id shared; tflops?: TFLOPs fail the recomputation (not ranked); "
     "check?: a figure fails its raw fields (not ranked, column implausible); warn: warnings; "
     "noisy: step CV over 5%; load: the host lacked idle cores; tie?: the best two's 95% intervals overlap",
@@ -241,6 +245,7 @@ TABLE_COLUMNS = [
     "iteration_time_s_mean",
     "scaling_efficiency",
     *PREDICTION_COLUMNS,
+    "scaling_baseline",
     *ENERGY_COLUMNS,
     "peak_cuda_allocated_gib",
     "peak_cuda_reserved_gib",
@@ -437,8 +442,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["peak_memory_error"] = peak_memory_error(
         out.get("predicted_peak_gib"), out.get("peak_cuda_allocated_gib")
     )
-    degrees = parallel_degrees(record)
-    out["dp"] = degrees["dp_replicate"] * degrees["dp_shard"] if degrees else None
+    _layout_columns(out, record)
     warnings = record.get("warnings")
     out["warnings"] = (
         "; ".join(_text(w) or "" for w in warnings) if isinstance(warnings, list) and warnings else None
@@ -454,6 +458,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["search_probes"] = search_probes(record)
     out["run_dir"] = run_dir
     out["setup_id"] = setup_id(record)
+    out["base_setup_id"] = setup_id(record, layout=False)
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
     _check_tflops(record, out, run_dir)
     _check_breakdown(record, out, run_dir)
@@ -747,6 +752,22 @@ def parallel_degrees(record: Record) -> dict[str, int] | None:
 _DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
 
 
+def _layout_columns(out: dict[str, Any], record: Record) -> None:
+    """``dp`` (replicate x shard), the degrees ``dp_replicate``, ``dp_shard``, ``tp``, ``pp`` and
+    the ``layout`` label (:meth:`flopsweep.layout.Layout.label`, the pipeline schedule from
+    ``config.parallel.pp_schedule``) from :func:`parallel_degrees`; blank when it has none."""
+    degrees = parallel_degrees(record)
+    try:
+        layout = Layout(**degrees) if degrees else None
+    except ConfigError:  # a degree below 1: no layout to name
+        layout = None
+    out["dp"] = layout.dp if layout else None
+    for name in ("dp_replicate", "dp_shard", "tp", "pp"):
+        out[name] = getattr(layout, name) if layout else None
+    schedule = _get(record, ("config", "parallel", "pp_schedule"))
+    out["layout"] = layout.label(schedule if isinstance(schedule, str) else None) if layout else None
+
+
 def _setup_config(config: dict[str, Any]) -> dict[str, Any]:
     """The config keys that define a set-up: less :data:`_NOT_SETUP`, and less the keys that newer
     records add at the value that older records implied (``parallel`` at pure data parallel,
@@ -767,7 +788,7 @@ def _setup_config(config: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def setup_id(record: Record) -> str | None:
+def setup_id(record: Record, *, layout: bool = True) -> str | None:
     """A short hash of everything that defines the run's set-up except its rank count: the
     config less :data:`RANK_COUNT_KEYS`, the tag and the run controls, plus the device name.
     Runs with the same id differ only in how many ranks they ran on. A ``parallel`` section at
@@ -777,34 +798,69 @@ def setup_id(record: Record) -> str | None:
     if not isinstance(config, dict):
         return None
     kept = _setup_config(config)
+    if not layout:  # base_setup_id: the same set-up whatever its parallel layout
+        kept.pop("parallel", None)
     system = record.get("system") if isinstance(record.get("system"), dict) else {}
     text = json.dumps([kept, system.get("device_name")], sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
 def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
-    """Set ``scaling_efficiency``: each ok run's tokens/s per device over the median tokens/s of
-    the ok one-rank runs of the same ``setup_id`` (weak scaling, fixed micro batch per rank).
-    Per-device figures divide by every rank (``world_size``), whatever the layout: a set-up
-    with another layout (``config.parallel``) has another ``setup_id``.
-    Blank where the set-up has no ok one-rank run or ran at one rank count only; 1.0 for the
-    one-rank runs themselves."""
+    """Set ``scaling_efficiency``: each ok run's tokens/s per device over a baseline's (weak scaling,
+    fixed micro batch per rank), and ``scaling_baseline``, which names the baseline when it is not
+    the usual one. Per-device figures divide by every rank (``world_size``), whatever the layout.
+
+    The baseline, the first of these that exists, among set-ups run at two or more world sizes:
+
+    1. the median of the ok one-rank runs of the same ``setup_id`` (``scaling_baseline`` blank);
+    2. for a run with a layout (``config.parallel`` not at its defaults, so no one-rank run of its
+       own ``setup_id`` can exist: ``tp=2`` needs two ranks), the median of the one-rank runs of the
+       same set-up without its layout (``base_setup_id``): ``1-rank run without this layout``;
+    3. the median of the same set-up's runs at its smallest world size: ``2 ranks (no 1-rank
+       run)`` (the efficiency of going from 2 ranks on, 1.0 at 2).
+
+    Blank where none exists: the set-up ran at one rank count only (with its layout-free one-rank
+    run, if any), or :mod:`analysis.blanks` says what to add.
+    """
     ok = df["status"].eq("ok") & df["tokens_per_s_per_device"].notna() & df["setup_id"].notna()
     ok &= df["world_size"].notna()
-    single = df[ok & df["world_size"].eq(1)].groupby("setup_id")["tokens_per_s_per_device"].median()
-    for sid, ones in df[ok & df["world_size"].eq(1)].groupby("setup_id"):
-        cis = [c for _, r in ones.iterrows() if (c := ci_of(r, "tokens_per_s_per_device")) is not None]
+    _warn_disagreeing_baselines(df[ok & df["world_size"].eq(1)])
+    rate = df["tokens_per_s_per_device"]
+    one = df[ok & df["world_size"].eq(1)]
+    worlds = df[ok].groupby("setup_id")["world_size"].nunique()
+    single = one.groupby("setup_id")["tokens_per_s_per_device"].median()
+    own = df["setup_id"].map(single.loc[single.index.isin(worlds[worlds > 1].index)])
+    base_worlds = df[ok].groupby("base_setup_id")["world_size"].nunique()
+    base_single = one.groupby("base_setup_id")["tokens_per_s_per_device"].median()
+    base_single = base_single.loc[base_single.index.isin(base_worlds[base_worlds > 1].index)]
+    with_layout = df["setup_id"].ne(df["base_setup_id"])
+    free = df["base_setup_id"].map(base_single).where(with_layout | df["world_size"].eq(1))
+    smallest = df[ok].groupby("setup_id")["world_size"].min()
+    at_smallest = df[ok & df["world_size"].eq(df["setup_id"].map(smallest))]
+    low = at_smallest.groupby("setup_id")["tokens_per_s_per_device"].median()
+    low = df["setup_id"].map(low.loc[low.index.isin(worlds[worlds > 1].index)])
+    base = own.fillna(free).fillna(low)
+    df["scaling_efficiency"] = (rate / base).where(ok).astype("float64")
+    label = pd.Series(None, index=df.index, dtype=object)
+    label[own.isna() & free.notna() & with_layout] = "1-rank run without this layout"
+    fewest = df["setup_id"].map(smallest)
+    from_low = own.isna() & free.isna() & low.notna()
+    label[from_low] = fewest[from_low].map(lambda n: f"{plural(int(n), 'rank')} (no 1-rank run)")
+    df["scaling_baseline"] = label.where(ok & df["scaling_efficiency"].notna())
+    return df
+
+
+def _warn_disagreeing_baselines(ones: pd.DataFrame) -> None:
+    """Warn, per set-up, when its one-rank runs disagree beyond their 95% intervals."""
+    for sid, runs in ones.groupby("setup_id"):
+        cis = [c for _, r in runs.iterrows() if (c := ci_of(r, "tokens_per_s_per_device")) is not None]
         if any(not overlap(a, b) for a in cis for b in cis):
             log.warning(
                 "one-rank runs of set-up %s disagree beyond their 95%% intervals (%s tokens/s per device): "
                 "the scaling baseline is their median, not their mean",
                 sid,
-                ", ".join(f"{v:,.0f}" for v in ones["tokens_per_s_per_device"]),
+                ", ".join(f"{v:,.0f}" for v in runs["tokens_per_s_per_device"]),
             )
-    scaled = df[ok].groupby("setup_id")["world_size"].nunique()
-    base = df["setup_id"].map(single.loc[single.index.isin(scaled[scaled > 1].index)])
-    df["scaling_efficiency"] = (df["tokens_per_s_per_device"] / base).where(ok).astype("float64")
-    return df
 
 
 def flag_duplicates(df: pd.DataFrame) -> pd.DataFrame:

@@ -131,11 +131,24 @@ def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
     ``short=value`` for every other set-up column that varies within ``df`` (one panel)."""
     fixed = {"model", x, series, "zero_stage" if series == "backend" else series}
     extras = [c for c in SETUP_COLUMNS if c in df and c not in fixed and df[c].nunique(dropna=False) > 1]
+    # The layout label (not its degrees) names a line where it tells apart runs of one world size
+    # (a layout sweep); in a data-parallel scaling sweep it only follows the world size (dp1, dp2).
+    degrees = ("layout", "dp_replicate", "dp_shard", "tp", "pp")
+    extras = [c for c in extras if c not in degrees or c == "layout" and _varies_per_world(df, c)]
     out = _base_label(df, series)
     for c in extras:
-        text = df[c].astype(object).map(normalize)
+        as_text = normalize if c != "layout" else lambda v: "" if pd.isna(v) else str(v)  # keeps 1F1B
+        text = df[c].astype(object).map(as_text)
         out = out + text.map(lambda v, c=c: f", {SHORT.get(c, c)}={short(v)}" if v else "")
     return out.map(lambda text: plain(shorten(text, 2 * MAX_LABEL)))
+
+
+def _varies_per_world(df: pd.DataFrame, column: str) -> bool:
+    """Whether ``column`` takes two values (a blank counts) among the rows of one world size."""
+    if "world_size" not in df:
+        return df[column].nunique(dropna=False) > 1
+    text = df[column].astype(object).map(lambda v: "" if pd.isna(v) else str(v))
+    return bool(text.groupby(df["world_size"].astype(object).map(str)).nunique().gt(1).any())
 
 
 def _legend_cols(labels: list[str]) -> int:

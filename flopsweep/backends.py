@@ -225,14 +225,25 @@ def build_ddp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrai
     return _torch_trainer(model, cfg, device, no_sync=no_sync)
 
 
-def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrainer:
+def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> Trainer:
     """FSDP2 on the layout's device mesh (:mod:`flopsweep.mesh`), torchtitan's order: tensor
     parallelism first (:func:`parallelize`), then activation checkpointing and compile per block
     (:func:`wrap_blocks`), then ``fully_shard`` each block and the root on the data-parallel
     sub-mesh (1-D ``dp_shard``, or 2-D ``(dp_replicate, dp_shard)``: HSDP) with one
-    ``MixedPrecisionPolicy`` (params in the run's precision, gradients reduced in fp32)."""
+    ``MixedPrecisionPolicy`` (params in the run's precision, gradients reduced in fp32). With
+    ``layout.pp > 1``, the pipeline of :mod:`flopsweep.pipeline`, each stage sharded so."""
     from flopsweep import mesh as fmesh
 
+    if layout.pp > 1:  # pipeline stages, each FSDP2-sharded over the data-parallel sub-mesh
+        from flopsweep import pipeline
+
+        return pipeline.build_pipeline(
+            cfg,
+            device,
+            layout,
+            build_model=lambda: build_model(cfg, device),
+            build_optimizer=lambda params: build_adamw(params, cfg.optim, device),
+        )
     world_mesh = fmesh.build_mesh(layout, device.type)
     model = wrap_blocks(parallelize(make_model(cfg, device), cfg, world_mesh, layout), cfg)
     model = shard_data_parallel(model, cfg, fmesh.dp_mesh(world_mesh, layout))

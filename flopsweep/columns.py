@@ -230,6 +230,20 @@ SETUP_SPECS: list[SetupSpec] = [
         kind="int",
         show="table",
     ),
+    # The parallel layout (system.parallel, the resolved degrees): its label where layouts tell rows
+    # apart (a layout sweep at one world size), the degrees for filters (--filter tp=2).
+    S(
+        name="layout",
+        path="system.parallel",
+        header="layout",
+        description="parallel layout: degrees above 1, pp/schedule, dp (replicate x shard), cp, tp",
+        kind="text",
+        show="distinct",
+    ),
+    *(
+        S(name=n, path=f"system.parallel.{n}", header=h, kind="int", show="distinct", identity=False)
+        for n, h in (("dp_replicate", "dp_rep"), ("dp_shard", "dp_shard"), ("tp", "tp"), ("pp", "pp"))
+    ),
     S(name="device_name", path="system.device_name", header="device", kind="text"),
     S(name="seed", path="config.seed", header="seed", identity=False),
     S(name="tag", path="config.tag", header="tag", identity=False),
@@ -274,8 +288,7 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.search.grow",  # the model search's range: the model's name shows the blocks it found
     "config.search.min_n_layer",
     "config.search.max_n_layer",
-    # The parallel degrees: the dp column (system.parallel) shows the data-parallel degree; tp, pp
-    # and cp are refused above 1 until they are built.
+    # The parallel degrees as asked (dp_shard=-1): the layout columns show them resolved (system.parallel).
     "config.parallel",
     # The same in every run of a sweep, or run controls (what resume and setup_id ignore).
     "config.steps",
@@ -296,6 +309,11 @@ UNSHOWN_KEYS: tuple[str, ...] = (
 )
 """Schema keys (or whole sub-configs) that stay in the record and out of the table: each key of
 every schema is a :data:`SETUP_SPECS` path or here."""
+
+LAYOUT_COLUMNS = ("layout", "dp_replicate", "dp_shard", "tp", "pp")
+"""The columns of ``system.parallel``: the resolved layout, which follows the rank count."""
+RANK_COUNT_COLUMNS = ("world_size", "nproc_per_node", "nnodes")
+"""The columns that set the rank count: :func:`dependents` gives them the layout columns."""
 
 SETUP_COLUMNS: list[str] = [spec.name for spec in SETUP_SPECS]
 """The set-up columns, in order."""
@@ -374,7 +392,10 @@ def only_for(spec: SetupSpec) -> tuple[str, tuple[str, ...]] | None:
 def dependents(column: str) -> list[str]:
     """The columns that mean nothing once ``column`` is fixed to another value: the other columns
     of its config group when ``column`` names the group's option or model (``backend`` ->
-    ``zero_stage``, ``reshard_after_forward``, ...; ``model`` -> ``arch``, ``seq_len``)."""
+    ``zero_stage``, ``reshard_after_forward``, ...; ``model`` -> ``arch``, ``seq_len``); the
+    layout columns for a rank count (``world_size=1`` as a baseline: ``dp1`` against ``dp8``)."""
+    if column in RANK_COUNT_COLUMNS:  # the resolved layout follows the rank count (dp_shard=-1)
+        return list(LAYOUT_COLUMNS)
     spec = next((s for s in SETUP_SPECS if s.name == column), None)
     group = group_of(spec) if spec else None
     if group is None or spec.keys[2] not in ("name", GROUP_KEY.get(group, "name")):

@@ -134,8 +134,8 @@ class BatchConfig:
 @dataclass(kw_only=True)
 class ParallelConfig:
     """How the world's ranks split into kinds of parallelism (torchtitan's ``ParallelDims``);
-    :class:`flopsweep.layout.Layout` is the validated form. Pipeline and context parallelism are
-    not built yet."""
+    :class:`flopsweep.layout.Layout` is the validated form. Data parallelism (HSDP included), tensor
+    parallelism and the pipeline are built; context parallelism is not."""
 
     dp_replicate: int = 1
     """Data-parallel replicas (HSDP's replicate dimension; ``backend=fsdp``)."""
@@ -144,11 +144,15 @@ class ParallelConfig:
     tp: int = 1
     """Tensor-parallel degree, with sequence parallelism (``backend=fsdp``)."""
     pp: int = 1
-    """Pipeline-parallel stages; >1 not built yet."""
+    """Pipeline-parallel ranks (``flopsweep.pipeline``; ``backend=fsdp`` only)."""
     pp_schedule: str = "1F1B"
-    """Pipeline schedule: ``1F1B``, ``Interleaved1F1B`` or ``GPipe`` (used once pp is built)."""
+    """Pipeline schedule: ``1F1B``, ``Interleaved1F1B`` or ``GPipe`` (only with ``pp > 1``)."""
     pp_microbatches: int | None = None
-    """Pipeline micro batches per step; None: the schedule's default (used once pp is built)."""
+    """Pipeline micro batches per step, splitting each step's local batch (``micro_batch_size x
+    grad_accum`` sequences); None: one per stage (``pp x pp_stages_per_rank``). Only with ``pp > 1``."""
+    pp_stages_per_rank: int | None = None
+    """Pipeline stages (virtual stages) per rank: ``Interleaved1F1B`` only; None: 2 for
+    ``Interleaved1F1B``, 1 for ``1F1B`` and ``GPipe``. Only with ``pp > 1``."""
     cp: int = 1
     """Context-parallel degree; reserved, >1 not built yet."""
 

@@ -52,6 +52,7 @@ from flopsweep.models import family
 from flopsweep.modelsearch import find_largest_model
 from flopsweep.noise import noise_warnings
 from flopsweep.plan import Environment, Plan, fixed_nproc, plan
+from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
@@ -114,6 +115,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         NotRecorded: when the record cannot be written (the directory became read-only or
             full); the message is the one line to print.
     """
+    silence_known_warnings()  # before anything imports torchao (flopsweep.quiet)
     load_start = loadavg()
     job_dir = Path(info.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -288,6 +290,7 @@ PLAN_COLUMNS = (
     "overrides",
     "status",
     "world_size",
+    "layout",
     "n_params",
     "model_flops_per_step",
     "est_peak_gib_per_rank",
@@ -336,7 +339,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     ``plan_gpu_memory_gib`` names the GPU to plan for). ``fits`` compares the estimate with that
     GPU's memory, else this machine's GPU, else (CPU) the estimate times the ranks with the host's
     available memory; ``fits_on`` says which. Under ``-m``
-    appends one row (``model`` names the model) to ``plan.csv`` beside the job directories (the
+    appends one row (``model`` names the model, ``layout`` its parallel layout:
+    :meth:`flopsweep.layout.Layout.label`) to ``plan.csv`` beside the job directories (the
     sweep directory, whose callback started the file afresh: :func:`start_plan_file`); a single
     run writes its ``plan.csv`` afresh, atomically.
 
@@ -359,7 +363,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     row = dict.fromkeys(PLAN_COLUMNS, "")
     row.update(
         job=info.job_num if info.job_num is not None else "",
-        model=cfg.model.name,
+        model=cfg.model.name or getattr(cfg.model, "config", ""),  # model=hf: check fills the name
         overrides=" ".join(info.overrides),
     )
     try:
@@ -373,7 +377,9 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
         row.update(
             status="ok",
+            model=m.name,
             world_size=p.world_size,
+            layout=p.layout.label(p.cfg.parallel.pp_schedule),
             n_params=family(m).n_params(m),
             model_flops_per_step=f"{flops:.4g}",
             est_peak_gib_per_rank=f"{est.total / 2**30:.1f}",

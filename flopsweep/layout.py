@@ -13,8 +13,8 @@ Everything that needs "how many data-parallel ranks" (tokens per step, the DeepS
 rank see" (the batch seed) asks the layout, never the world size.
 
 The rank order is torchtitan's mesh order ``(pp, dp_replicate, dp_shard, cp, tp)``, row-major:
-``tp`` varies fastest. Data parallelism (FSDP2, HSDP, DDP, ZeRO) and tensor parallelism (with FSDP2)
-are built; :func:`check_built` refuses the rest before launch.
+``tp`` varies fastest. Data parallelism (FSDP2, HSDP, DDP, ZeRO), tensor parallelism and the
+pipeline (with FSDP2) are built; :func:`check_built` refuses the rest before launch.
 
 This module imports nothing from flopsweep but the config schema, and no torch.
 """
@@ -33,9 +33,9 @@ MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 """Mesh dimensions from slowest to fastest varying over the global rank (torchtitan's order)."""
 PP_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe")
 """``parallel.pp_schedule`` values: ``torch.distributed.pipelining`` schedule names, less ``Schedule``."""
-BUILT = {"pp": 1, "cp": 1}
-"""Degrees that may not exceed these values yet, on any backend (pipeline and context
-parallelism are not built; the pipeline's branch lifts ``pp`` here)."""
+BUILT = {"cp": 1}
+"""Degrees that may not exceed these values yet, on any backend (context parallelism is not
+built; ``flopsweep.pipeline.check`` has the pipeline's own rules)."""
 LAYOUT_BACKENDS = {"dp_replicate": ("fsdp",), "tp": ("fsdp",), "pp": ("fsdp",), "cp": ("fsdp",)}
 """The backends that build each degree above 1: FSDP2 on the device mesh (HSDP, tensor parallel).
 DDP is replicate-only data parallelism and ``single`` one rank: a layout on either is refused;
@@ -60,7 +60,7 @@ class Layout:
     tp: int = 1
     """Tensor-parallel degree (``backend=fsdp``; :mod:`flopsweep.tensor_parallel`)."""
     pp: int = 1
-    """Pipeline-parallel stages (reserved: not built yet)."""
+    """Pipeline-parallel ranks (:mod:`flopsweep.pipeline`), each holding ``pp_stages_per_rank`` stages."""
     cp: int = 1
     """Context-parallel degree (reserved: not built yet)."""
 
@@ -173,6 +173,20 @@ class Layout:
         """The integer degrees, for ``system.parallel``."""
         return asdict(self)
 
+    def label(self, pp_schedule: str | None = None) -> str:
+        """A compact name of the layout for tables, plan rows and plot legends: the degrees above 1
+        in mesh order (:data:`MESH_ORDER`), the data-parallel pair as ``replicate x shard`` (HSDP)
+        and the pipeline with its schedule. ``dp8`` (FSDP, ZeRO or DDP over 8 ranks), ``dp2x4``
+        (HSDP: 2 replicas of 4-way shards), ``dp4 tp2``, ``tp8``, ``pp2/1F1B dp4``; ``dp1`` for one
+        rank. The backend column says which data-parallel method the ``dp`` part is."""
+        parts = [f"pp{self.pp}" + (f"/{pp_schedule}" if pp_schedule else "")] if self.pp > 1 else []
+        if self.dp_replicate > 1:
+            parts.append(f"dp{self.dp_replicate}x{self.dp_shard}")
+        elif self.dp_shard > 1 or self.world_size == 1:
+            parts.append(f"dp{self.dp_shard}")
+        parts += [f"{name}{getattr(self, name)}" for name in ("cp", "tp") if getattr(self, name) > 1]
+        return " ".join(parts)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -213,8 +227,8 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
     """Refuse, before launch, a ``parallel.*`` setting that is not built yet, and check the
     values the config alone decides.
 
-    ``dp_replicate`` (HSDP) and ``tp`` above 1 run on ``backend=fsdp`` only
-    (:data:`LAYOUT_BACKENDS`); ``pp`` and ``cp`` must be 1 (:data:`BUILT`).
+    ``dp_replicate`` (HSDP), ``tp`` and ``pp`` above 1 run on ``backend=fsdp`` only
+    (:data:`LAYOUT_BACKENDS`); ``cp`` must be 1 (:data:`BUILT`).
 
     Raises:
         ConfigError: naming the key, the value and the fix.

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from flopsweep import attention, backends, checkpointing, memory, objective, precision, rules
+from flopsweep import attention, backends, checkpointing, memory, objective, pipeline, precision, rules
 from flopsweep.config import (
     FAULT_KINDS,
     FAULT_PHASES,
@@ -494,6 +494,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     cfg = dataclasses.replace(
         cfg, batch=dataclasses.replace(cfg.batch, grad_accum=grad_accum_for(cfg.batch, layout))
     )
+    cfg = pipeline.resolve(cfg)  # the local batch splits into the pipeline micro-batches
     _check_placement(cfg, device, nproc, env)
     _check_host_memory(cfg, device, nproc, layout, env)
     problem = precision.problem(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flopsweep import pipeline
 from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import SEARCH_GROW, SEARCH_MODES, ConfigError, RunConfig, require_choice
 from flopsweep.models import MODELS
@@ -187,6 +188,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     tensor_parallel_precision,
     selective_attention,
     memory_budget_compiled,
+    pipeline.check,  # parallel.pp with the backend, the model's layers, the batch keys
     model_search,
 ]
 """Every cross-axis rule, in the order :func:`check` runs them (the first broken one is reported)."""

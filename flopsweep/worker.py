@@ -26,6 +26,7 @@ from typing import Any
 from flopsweep.config import FaultConfig, RunConfig
 from flopsweep.files import atomic_write_json
 from flopsweep.layout import Layout
+from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import error as record_error
 from flopsweep.text import plural
 from flopsweep.window import MeasuredWindow, WindowFigures
@@ -171,6 +172,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     os.environ.setdefault("DS_ACCELERATOR", cfg.device)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed")
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+    silence_known_warnings()  # torchao's per-rank import lines (flopsweep.quiet)
     import torch
     import torch.distributed as dist
 

@@ -81,6 +81,7 @@ TORCH_FREE = (
     "flopsweep.cost",
     "flopsweep.noise",
     "flopsweep.predict",
+    "flopsweep.layout",
 )
 """The flopsweep modules the analysis may import: none of them imports torch."""
 

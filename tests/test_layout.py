@@ -85,7 +85,6 @@ def test_the_batch_a_rank_sees_comes_from_its_data_parallel_rank() -> None:
 @pytest.mark.parametrize(
     ("override", "key"),
     [
-        ({"pp": 2}, "parallel.pp"),
         ({"cp": 2}, "parallel.cp"),
     ],
 )

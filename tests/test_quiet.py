@@ -166,3 +166,57 @@ def test_sweep_on_a_terminal_draws_the_bar(tmp_path: Path) -> None:
     output = b"".join(chunks).decode()
     assert re.search(r"flopsweep: job 1/2 done \|█{10} {10}\| \d+:\d\d elapsed, about ", output), output
     assert re.search(r"flopsweep: job 2/2 done \|█{20}\| \d+:\d\d elapsed, about 0:00 left", output), output
+
+
+def test_known_import_lines_are_dropped_at_their_loggers_and_nothing_else() -> None:
+    """``flopsweep.quiet``: torchao's "Failed to load" of an optional extension, its "no triton" line
+    and torch's pytree deprecation for torchao's enums are dropped; the same loggers' other warnings,
+    and the pytree line for another package's enum, still pass."""
+    import enum
+    import logging
+
+    from flopsweep.quiet import silence_known_warnings
+
+    class Mine(enum.Enum):
+        A = 1
+
+    class KernelPreference(enum.Enum):
+        AUTO = 1
+
+    KernelPreference.__module__ = "torchao.quantization.quantize_.common.kernel_preference"
+    silence_known_warnings()
+    silence_known_warnings()  # idempotent: one filter per logger
+    kept: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record.getMessage())
+
+    so = "/x/site-packages/torchao/_C_mxfp8.cpython-310-x86_64-linux-gnu.so"
+    enum_line = (
+        "%s is an Enum subclass and is now natively supported by torch.compile as an opaque value type. "
+        "Calling register_constant() on Enum subclasses is deprecated and will be an error in a future "
+        "release."
+    )
+    lines = [
+        ("torchao", f"Failed to load {so}: Could not load this library: {so}", ()),
+        ("torchao", "Failed to load the tokenizer: it is missing", ()),  # not an extension: kept
+        (
+            "torchao.kernel.intmm",
+            "Warning: Detected no triton, on systems without Triton certain kernels will not work",
+            (),
+        ),
+        ("torch.utils._pytree", enum_line, (KernelPreference,)),
+        ("torch.utils._pytree", enum_line, (Mine,)),  # another package's enum: kept
+    ]
+    handler = Keep()
+    for name, _, _ in lines:
+        logging.getLogger(name).addHandler(handler)
+        assert len([f for f in logging.getLogger(name).filters if type(f).__name__ == "_Drop"]) == 1
+    try:
+        for name, msg, args in lines:
+            logging.getLogger(name).warning(msg, *args)
+    finally:
+        for name, _, _ in lines:
+            logging.getLogger(name).removeHandler(handler)
+    assert kept == ["Failed to load the tokenizer: it is missing", enum_line % (Mine,)]

@@ -50,5 +50,6 @@ def test_every_sweep_composes_and_every_point_validates(hydra_compose, sweep):
         except ConfigError as exc:
             # only refusals that a record would carry as `invalid` on purpose
             # xformers and torchao are optional packages (the CPU install has neither)
-            expected = ("xformers", "more ranks", "torchao is not installed")
+            # layouts-8gpu-llama8b: the degrees other branches build (HSDP, TP, PP) until they land
+            expected = ("xformers", "more ranks", "torchao is not installed", "is not built yet")
             assert any(e in str(exc) for e in expected), (sweep, point, exc)

@@ -127,12 +127,30 @@ class GPT(nn.Module):
             Scalar mean cross-entropy (computed in fp32).
         """
         idx, targets = tokens[:, :-1], tokens[:, 1:]
-        T = idx.size(1)
-        pos = torch.arange(T, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
+        x = self.embed(idx)  # (B, T, C)
         for block in self.h:
             x = block(x)
         return self.head_loss(x, targets)
+
+    # The parts of forward, for pipeline stages (flopsweep.pipeline): the first stage embeds, every
+    # stage runs its blocks with ``block_args``, the last stage computes the logits.
+    embedding_children: tuple[str, ...] = ("wte", "wpe")
+    """Children the embedding uses (the first pipeline stage keeps them)."""
+    head_children: tuple[str, ...] = ("ln_f", "wte")
+    """Children the LM head uses (the last pipeline stage keeps them): the tied token embedding."""
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token plus learned position embeddings: idx LongTensor ``(B, T)`` -> ``(B, T, C)``."""
+        pos = torch.arange(idx.size(1), device=idx.device)
+        return self.wte(idx) + self.wpe(pos)
+
+    def block_args(self, x: torch.Tensor) -> tuple:
+        """Arguments every block takes after the hidden states ``x``: none."""
+        return ()
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Final LayerNorm and tied LM head: ``(B, T, C)`` -> logits ``(B, T, V)``."""
+        return F.linear(self.ln_f(x), self.wte.weight)
 
     def head_loss(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Final LayerNorm, tied LM head and cross-entropy in fp32.
@@ -145,7 +163,7 @@ class GPT(nn.Module):
             Inductor fuse the fp32 upcast into the log-softmax instead of
             materialising fp32 logits ``(B, T, V)``.
         """
-        logits = F.linear(self.ln_f(x), self.wte.weight)  # tied LM head: (B, T, V)
+        logits = self.logits(x)  # tied LM head: (B, T, V)
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 

@@ -4,8 +4,9 @@
 no download (``AutoConfig.for_model`` + ``AutoModelForCausalLM.from_config``); ``trust_remote_code``
 is never passed, so only the architectures ``transformers`` ships run. ``model.config`` is a
 path to a ``config.json`` (or the folder holding one) or the name of a file shipped in
-``hf_configs/`` beside this module (``qwen3-1.7b``, ``mistral-7b-v0.3``, ``qwen3-30b-a3b``,
-``moonlight-16b-a3b``, ``llama3.2-1b`` and a CPU-sized ``*-tiny`` of each kind).
+``hf_configs/`` beside this module (``qwen3-1.7b``, ``mistral-7b-v0.1``, ``mistral-7b-v0.3``,
+``qwen3-30b-a3b``, ``moonlight-16b-a3b``, ``olmoe-1b-7b``, ``llama3.2-1b`` and a CPU-sized
+``*-tiny`` of each kind).
 
 The module (:class:`HFCausalLM`) keeps the built-ins' contract: ``forward(tokens[B, s + 1])``
 returns the mean next-token loss, and ``head_loss`` is the part after the decoder's final norm
@@ -407,7 +408,8 @@ def memory(cfg: HFConfig) -> dict[str, int]:
     kv = int(d.get("num_key_value_heads") or cfg.n_head) * hd
     if "num_experts_per_tok" in d:
         shared = int(d.get("n_shared_experts") or 0)
-        ffn = int(d.get("moe_intermediate_size", 0)) * (int(d["num_experts_per_tok"]) + shared)
+        expert = d.get("moe_intermediate_size") or d.get("intermediate_size", 4 * h)  # OLMoE: the latter
+        ffn = int(expert) * (int(d["num_experts_per_tok"]) + shared)
     else:
         ffn = int(d.get("intermediate_size", 4 * h))
     largest = max(cfg.vocab_size * h, _meta(_src(cfg).sha256, cfg.config)["largest"])

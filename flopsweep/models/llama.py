@@ -188,11 +188,36 @@ class Llama(nn.Module):
             Scalar mean cross-entropy (computed in fp32).
         """
         idx, targets = tokens[:, :-1], tokens[:, 1:]
-        freqs_cis = self.rope(idx.size(1), idx.device)  # (T, hd/2) complex
-        x = self.tok_embeddings(idx)  # (B, T, C)
+        x = self.embed(idx)  # (B, T, C)
+        (freqs_cis,) = self.block_args(x)  # (T, hd/2) complex
         for block in self.layers:
             x = block(x, freqs_cis)
         return self.head_loss(x, targets)
+
+    # The parts of forward, for pipeline stages (flopsweep.pipeline): the first stage embeds, every
+    # stage runs its blocks with ``block_args``, the last stage computes the logits.
+    embedding_children: tuple[str, ...] = ("tok_embeddings",)
+    """Children the embedding uses (the first pipeline stage keeps them)."""
+
+    @property
+    def head_children(self) -> tuple[str, ...]:
+        """Children the LM head uses (the last pipeline stage keeps them): ``norm`` and ``output``,
+        or the token embedding when tied."""
+        return ("norm", "output") if self.output is not None else ("norm", "tok_embeddings")
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token embeddings: idx LongTensor ``(B, T)`` -> ``(B, T, C)`` (RoPE acts in attention)."""
+        return self.tok_embeddings(idx)
+
+    def block_args(self, x: torch.Tensor) -> tuple[torch.Tensor]:
+        """Arguments every block takes after the hidden states ``x (B, T, C)``: ``freqs_cis``,
+        complex ``(T, hd/2)``, made here (the module holds no buffers)."""
+        return (self.rope(x.size(1), x.device),)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Final RMSNorm and LM head (tied or ``output``): ``(B, T, C)`` -> logits ``(B, T, V)``."""
+        x = self.norm(x)
+        return self.output(x) if self.output is not None else F.linear(x, self.tok_embeddings.weight)
 
     def head_loss(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Final RMSNorm, LM head (tied or ``output``) and cross-entropy in fp32.
@@ -203,8 +228,7 @@ class Llama(nn.Module):
         Returns:
             Scalar mean loss (see :meth:`flopsweep.models.gpt2.GPT.head_loss` on compiling it).
         """
-        x = self.norm(x)
-        logits = self.output(x) if self.output is not None else F.linear(x, self.tok_embeddings.weight)
+        logits = self.logits(x)  # (B, T, V)
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 

@@ -1,0 +1,487 @@
+"""Pipeline parallelism (``parallel.pp > 1``) through ``torch.distributed.pipelining``, composed with
+FSDP2 on the data-parallel sub-mesh.
+
+**Split.** The model's blocks split evenly into ``S = pp x v`` stages (``v``:
+``parallel.pp_stages_per_rank``, 2 for ``Interleaved1F1B``, else 1); the first stage also embeds, the
+last also applies the final norm and the LM head. Stage ``s`` lives on pipeline rank ``s mod pp``
+(torch's "loop" placement, :func:`stage_ids`). Every rank builds the whole model from the run's seed
+(the same weights as every other backend, as ``build_fsdp`` does), then each of its stages keeps only
+its own blocks and parts (torchtitan's ``pipeline_module_split``, without a deep copy: the rest is
+dropped and freed). Each stage module is ``fully_shard``-ed as :func:`flopsweep.backends.build_fsdp`
+shards the whole model: each block, then the stage, over :func:`flopsweep.mesh.dp_mesh`.
+
+**Tied LM head.** GPT-2 and the Llama 3.2 sizes tie the LM head to the token embedding, which the
+first stage needs and the last stage needs too. Both keep a copy (same initial values); after the
+backward the two gradients are summed between the first and the last pipeline rank (Megatron-LM's
+"embedding group"), so both copies get the gradient of the tied weight, take the same AdamW update,
+and stay equal: the model is the one-rank model, with its parameter count and FLOPs. The gradient
+norm counts the tied weight once.
+
+**Batch.** Each optimizer step's local batch (``micro_batch_size x grad_accum`` sequences of this
+data-parallel rank, the ``grad_accum`` micro batches concatenated) goes through the schedule once,
+split into ``parallel.pp_microbatches`` pipeline micro-batches (default ``S``), so a step fills and
+drains the pipeline once. FSDP2 reduces the gradients once per step (the schedule's last backward).
+
+**Loss.** The last stage computes the fp32 cross-entropy of each pipeline micro-batch; the step
+returns their mean, all-reduced over the pipeline group so that every rank returns it (the worker
+averages the ranks' losses).
+
+Counting is unchanged (docs/design.md, "Layout"): tokens per step are ``micro batch x grad accum x
+dp x seq``; the model FLOPs do not depend on the layout; the bubble is idle time, not FLOPs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.profiler import record_function
+
+from flopsweep import precision as fprecision
+from flopsweep.annotations import OPTIMIZER_ANNOTATION
+from flopsweep.config import ConfigError, RunConfig
+from flopsweep.layout import Layout
+from flopsweep.models import family
+
+ARCHS = ("gpt2", "llama")
+"""Model families whose modules have the pipeline parts (``embed``, ``block_args``, ``logits``,
+``embedding_children``, ``head_children``)."""
+MULTI_STAGE = ("Interleaved1F1B",)
+"""Schedules that run several stages per rank."""
+INTERLEAVED_STAGES_PER_RANK = 2
+"""``parallel.pp_stages_per_rank`` when null for ``Interleaved1F1B`` (torchtitan's default)."""
+
+
+def stages_per_rank(pp_schedule: str, pp_stages_per_rank: int | None) -> int:
+    """Stages each pipeline rank holds: the key, else 2 for ``Interleaved1F1B`` and 1 otherwise."""
+    if pp_stages_per_rank is not None:
+        return pp_stages_per_rank
+    return INTERLEAVED_STAGES_PER_RANK if pp_schedule in MULTI_STAGE else 1
+
+
+def microbatches(cfg: RunConfig) -> int:
+    """Pipeline micro-batches per optimizer step: ``parallel.pp_microbatches``, else one per stage."""
+    p = cfg.parallel
+    return p.pp_microbatches or p.pp * stages_per_rank(p.pp_schedule, p.pp_stages_per_rank)
+
+
+def stage_ids(pp_rank: int, pp: int, per_rank: int) -> list[int]:
+    """The stages of pipeline rank ``pp_rank``: ``pp_rank, pp_rank + pp, ...`` (torch's loop
+    placement, ``generate_stage_to_rank_mapping(style="loop")``)."""
+    return [pp_rank + k * pp for k in range(per_rank)]
+
+
+def stage_layers(n_layer: int, n_stages: int, stage: int) -> range:
+    """The block indices of ``stage`` in an even split of ``n_layer`` blocks into ``n_stages``.
+
+    Raises:
+        ValueError: when ``n_stages`` does not divide ``n_layer`` (validation refuses that first).
+    """
+    if n_layer % n_stages:
+        raise ValueError(f"{n_stages} stages do not divide {n_layer} layers")
+    per = n_layer // n_stages
+    return range(stage * per, (stage + 1) * per)
+
+
+def check(cfg: RunConfig) -> None:
+    """The pipeline's rules on the config alone (a cross-axis rule of :data:`flopsweep.rules.RULES`).
+
+    With ``parallel.pp=1`` a pipeline key is refused (the user expects it to matter). With
+    ``pp > 1``: ``backend=fsdp`` only (DeepSpeed stays data-parallel, ``single``/``ddp`` have no
+    stages), a family with pipeline parts, stages (``pp x pp_stages_per_rank``) that divide
+    ``model.n_layer``, no tensor parallelism inside the stages (not composed yet), more stages per rank
+    only for ``Interleaved1F1B``, at least as many
+    micro-batches as stages (and, interleaved, a multiple of ``max(1, m // pp)``: torch's rounds),
+    no fp16 (its loss scaling is not in the schedule's backward) and no ``batch=auto``.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    p = cfg.parallel
+    if p.pp == 1:
+        _check_unused(cfg)
+        return
+    if cfg.backend.name != "fsdp":
+        why = {
+            "deepspeed": "DeepSpeed stays data-parallel (ZeRO) here",
+            "single": "backend=single runs one rank",
+            "ddp": "backend=ddp has no pipeline stages",
+        }.get(cfg.backend.name, f"backend={cfg.backend.name} has no pipeline stages")
+        raise ConfigError(
+            "parallel.pp",
+            p.pp,
+            f"pipeline parallelism is built on backend=fsdp (FSDP2 within each stage); {why}",
+            "set backend=fsdp, or parallel.pp=1",
+        )
+    if cfg.model.arch not in ARCHS:
+        raise ConfigError(
+            "parallel.pp",
+            p.pp,
+            f"model.arch={cfg.model.arch} has no pipeline split (built for {', '.join(ARCHS)})",
+            "set parallel.pp=1, or pick a gpt2 or llama model",
+        )
+    if p.tp > 1:  # tensor parallelism (the layouts work) is applied in build_fsdp, not to the stages
+        raise ConfigError(
+            "parallel.tp",
+            p.tp,
+            "the pipeline's stages are not tensor-parallel yet (they are sharded with FSDP2 only)",
+            "set parallel.tp=1 with parallel.pp > 1, or parallel.pp=1",
+        )
+    _check_stages(cfg)
+    _check_microbatches(cfg)
+    if cfg.precision.name == "fp16":
+        raise ConfigError(
+            "precision",
+            "fp16",
+            "fp16 loss scaling is not built into the pipeline schedule's backward",
+            "set precision=bf16 (no loss scaling), or parallel.pp=1",
+        )
+    if getattr(cfg.backend, "cpu_offload", False):
+        raise ConfigError(
+            "backend.cpu_offload",
+            True,
+            "FSDP2's CPU offload is not built into the pipeline's stages",
+            "set backend.cpu_offload=false, or parallel.pp=1",
+        )
+    if cfg.batch.name == "auto":
+        raise ConfigError(
+            "batch",
+            "auto",
+            "the micro-batch search is not built for pipeline runs",
+            "set batch=fixed with batch.micro_batch_size, or parallel.pp=1",
+        )
+
+
+def _check_unused(cfg: RunConfig) -> None:
+    p = cfg.parallel
+    unused = {
+        "pp_schedule": p.pp_schedule if p.pp_schedule != "1F1B" else None,
+        "pp_microbatches": p.pp_microbatches,
+        "pp_stages_per_rank": p.pp_stages_per_rank,
+    }
+    for key, value in unused.items():
+        if value is not None:
+            raise ConfigError(
+                f"parallel.{key}",
+                value,
+                "only matters for a pipeline, and parallel.pp=1 runs none",
+                f"set parallel.pp=2 or more, or leave parallel.{key} out",
+            )
+
+
+def _check_stages(cfg: RunConfig) -> None:
+    p, n_layer = cfg.parallel, cfg.model.n_layer
+    v = stages_per_rank(p.pp_schedule, p.pp_stages_per_rank)
+    if v < 1:
+        raise ConfigError(
+            "parallel.pp_stages_per_rank", v, "must be a positive integer", "leave it out (null)"
+        )
+    if v > 1 and p.pp_schedule not in MULTI_STAGE:
+        raise ConfigError(
+            "parallel.pp_stages_per_rank",
+            v,
+            f"parallel.pp_schedule={p.pp_schedule} runs one stage per rank",
+            "set parallel.pp_schedule=Interleaved1F1B, or leave parallel.pp_stages_per_rank out",
+        )
+    if n_layer % p.pp:
+        raise ConfigError(
+            "parallel.pp",
+            p.pp,
+            f"does not divide model.n_layer={n_layer} into equal stages",
+            f"pick parallel.pp dividing {n_layer}, or set model.n_layer to a multiple of {p.pp}",
+        )
+    if n_layer % (p.pp * v):
+        raise ConfigError(
+            "parallel.pp_stages_per_rank",
+            v,
+            f"{p.pp} pipeline ranks x {v} stages per rank = {p.pp * v} stages do not divide "
+            f"model.n_layer={n_layer}",
+            f"set parallel.pp_stages_per_rank to a divisor of {n_layer // p.pp}, or model.n_layer to a "
+            f"multiple of {p.pp * v}",
+        )
+
+
+def _check_microbatches(cfg: RunConfig) -> None:
+    p = cfg.parallel
+    stages = p.pp * stages_per_rank(p.pp_schedule, p.pp_stages_per_rank)
+    m = microbatches(cfg)
+    if m < stages:
+        raise ConfigError(
+            "parallel.pp_microbatches",
+            m,
+            f"is fewer pipeline micro-batches than the {stages} stages (some stage would idle a whole step)",
+            f"set parallel.pp_microbatches={stages} or more, or leave it out ({stages})",
+        )
+    rounds = max(1, m // p.pp)
+    if p.pp_schedule in MULTI_STAGE and m % rounds:
+        raise ConfigError(
+            "parallel.pp_microbatches",
+            m,
+            f"Interleaved1F1B runs max(1, micro-batches // pp) = {rounds} rounds, which must divide it",
+            f"set parallel.pp_microbatches to a multiple of parallel.pp={p.pp}",
+        )
+
+
+def resolve(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with the pipeline's derived values filled in (``parallel.pp_microbatches`` and
+    ``parallel.pp_stages_per_rank``, so that the record says what ran), once ``batch.grad_accum`` is
+    final (:func:`flopsweep.plan.resolve`); unchanged without a pipeline.
+
+    Raises:
+        ConfigError: when each step's local batch (``micro_batch_size x grad_accum`` sequences,
+            ``grad_accum`` as ``batch.global_batch_size`` set it) does not split into the pipeline
+            micro-batches; naming ``parallel.pp_microbatches``, the local batch and the fix.
+    """
+    p = cfg.parallel
+    if p.pp == 1:
+        return cfg
+    m, b = microbatches(cfg), cfg.batch
+    local = b.micro_batch_size * b.grad_accum
+    if local % m:
+        raise ConfigError(
+            "parallel.pp_microbatches",
+            m,
+            f"does not split the local batch batch.micro_batch_size x batch.grad_accum = "
+            f"{b.micro_batch_size} x {b.grad_accum} = {local} sequences into equal pipeline micro-batches",
+            f"set batch.micro_batch_size x batch.grad_accum to a multiple of {m}, or "
+            "parallel.pp_microbatches to a divisor of it (at least the number of stages)",
+        )
+    v = stages_per_rank(p.pp_schedule, p.pp_stages_per_rank)
+    return dataclasses.replace(cfg, parallel=dataclasses.replace(p, pp_microbatches=m, pp_stages_per_rank=v))
+
+
+class StageModule(nn.Module):
+    """One pipeline stage of a model of :data:`ARCHS`: the embedding (first stage), the stage's
+    blocks, the final norm and the LM head (last stage).
+
+    ``forward``: first stage idx LongTensor ``(B, T)``, else hidden states ``(B, T, C)``; returns
+    hidden states ``(B, T, C)``, or logits ``(B, T, V)`` on the last stage. Parameter names keep the
+    model's block index (``layers.3...``).
+    """
+
+    def __init__(self, model: nn.Module, layers: dict[int, nn.Module], *, first: bool, last: bool) -> None:
+        super().__init__()
+        self.model, self.first, self.last = model, first, last
+        self.layers = nn.ModuleDict({str(i): block for i, block in layers.items()})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.first:
+            x = self.model.embed(x)  # (B, T) -> (B, T, C)
+        extra = self.model.block_args(x)
+        for block in self.layers.values():
+            x = block(x, *extra)
+        return self.model.logits(x) if self.last else x
+
+
+def split_stage(model: nn.Module, blocks: Sequence[nn.Module], stage: int, n_stages: int) -> StageModule:
+    """Stage ``stage`` of ``n_stages`` of ``model``, built from ``model`` itself: its blocks list is
+    emptied and the children the stage does not use are dropped (the embedding but on the first
+    stage, the final norm and head but on the last). ``model`` must be a fresh build per stage:
+    the stage takes its parts, it does not copy them."""
+    first, last = stage == 0, stage == n_stages - 1
+    owned = {i: blocks[i] for i in stage_layers(len(blocks), n_stages, stage)}
+    keep = set(model.embedding_children if first else ()) | set(model.head_children if last else ())
+    for name, child in list(model.named_children()):
+        if child is blocks:
+            setattr(model, name, nn.ModuleList())
+        elif name in (*model.embedding_children, *model.head_children) and name not in keep:
+            setattr(model, name, None)
+    return StageModule(model, owned, first=first, last=last)
+
+
+def loss_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The models' loss (``head_loss``'s): mean cross-entropy in fp32. logits ``(B, T, V)``,
+    targets LongTensor ``(B, T)``."""
+    return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+
+
+@dataclass
+class PipelineTrainer:
+    """Step loop for a pipeline (a :class:`~flopsweep.backends.Trainer`): one schedule step over
+    the concatenated micro batches, the tied weight's gradient summed between its two stages, the
+    gradient norm over every stage (clipping), AdamW.
+
+    Attributes:
+        grad_norm: the last step's total gradient norm before clipping (0-d fp32 tensor; every
+            rank holds it).
+    """
+
+    schedule: Any
+    stages: list[StageModule]
+    optimizer: torch.optim.Optimizer
+    grad_clip: float
+    pp_group: Any
+    model: nn.Module
+    tied: list[nn.Parameter] = field(default_factory=list)
+    tie_group: Any = None
+    counted: list[nn.Parameter] = field(default_factory=list)
+    after_step: Callable[[], None] | None = None
+    grad_norm: torch.Tensor | None = None
+
+    @property
+    def has_first(self) -> bool:
+        return any(s.first for s in self.stages)
+
+    @property
+    def has_last(self) -> bool:
+        return any(s.last for s in self.stages)
+
+    def step(self, micro_batches: Sequence[torch.Tensor]) -> torch.Tensor:
+        """One optimizer step over ``micro_batches`` (each ``[micro_batch_size, seq_len + 1]``).
+
+        Returns:
+            The step's mean loss (0-d, detached), the same on every rank of the pipeline.
+        """
+        tokens = torch.cat(list(micro_batches))  # the local batch [micro x accum, s + 1]
+        idx, targets = tokens[:, :-1], tokens[:, 1:]
+        losses: list[torch.Tensor] = []
+        args = (idx,) if self.has_first else ()
+        self.schedule.step(*args, target=targets, losses=losses, return_outputs=False)
+        with record_function(OPTIMIZER_ANNOTATION):  # profile=true: the optimizer part
+            self._sum_tied_grads()
+            self.grad_norm = self._clip()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.after_step is not None:
+                self.after_step()
+        mean = torch.stack(losses).mean().detach() if self.has_last else torch.zeros((), device=idx.device)
+        dist.all_reduce(mean, group=self.pp_group)  # only the last stage's rank adds a loss
+        return mean
+
+    def _sum_tied_grads(self) -> None:
+        """The tied weight's two copies (first and last stage) get the sum of their gradients."""
+        for param in self.tied:
+            grad = param.grad.to_local() if hasattr(param.grad, "to_local") else param.grad
+            dist.all_reduce(grad, group=self.tie_group)
+
+    def _clip(self) -> torch.Tensor:
+        """Clip every gradient of this rank by the norm over all stages and data-parallel shards
+        (torchtitan's ``clip_grad_norm_`` with a pipeline); returns that norm."""
+        grads = [p.grad for p in self.counted if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()  # the data-parallel shards' norm
+        squared = norm.float() ** 2
+        dist.all_reduce(squared, group=self.pp_group)  # every stage's share
+        norm = squared.sqrt()
+        params = [p for s in self.stages for p in s.parameters()]
+        torch.nn.utils.clip_grads_with_norm_(params, self.grad_clip, norm, foreach=True)
+        return norm.detach()
+
+
+def build_pipeline(
+    cfg: RunConfig,
+    device: torch.device,
+    layout: Layout,
+    *,
+    build_model: Callable[[], nn.Module],
+    build_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
+) -> PipelineTrainer:
+    """The pipeline of ``cfg`` on this rank: its stages (FSDP2 over the data-parallel sub-mesh), the
+    schedule ``parallel.pp_schedule`` and the trainer.
+
+    Args:
+        build_model: the whole model from the run's seed on ``device``, checkpointed and compiled per
+            block (:func:`flopsweep.backends.build_model`); called once per local stage.
+        build_optimizer: AdamW over the given parameters (:func:`flopsweep.backends.build_adamw`).
+    """
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import get_schedule_class
+
+    from flopsweep.mesh import build_mesh, dp_mesh, pp_mesh
+
+    mesh = build_mesh(layout, device.type)
+    pipe = pp_mesh(mesh)
+    p = cfg.parallel
+    per_rank = stages_per_rank(p.pp_schedule, p.pp_stages_per_rank)
+    n_stages = layout.pp * per_rank
+    ids = stage_ids(pipe.get_local_rank(), layout.pp, per_rank)
+    modules, tied, counted = [], [], []
+    for stage in ids:
+        model = build_model()
+        tied_names = _tied_names(model, cfg)
+        module = split_stage(model, family(cfg.model).blocks(model), stage, n_stages)
+        _shard(module, dp_mesh(mesh, layout), cfg)
+        modules.append(module)
+        for name, param in module.named_parameters():
+            shared = name.removeprefix("model.") in tied_names
+            if shared and (module.first or module.last) and n_stages > 1:
+                tied.append(param)
+            if not (shared and module.last and not module.first):
+                counted.append(param)  # the tied weight counts once, on the first stage
+    group = pipe.get_group()
+    stages = [PipelineStage(m, s, n_stages, device, group=group) for m, s in zip(modules, ids, strict=True)]
+    schedule_class = get_schedule_class(p.pp_schedule)
+    schedule = schedule_class(
+        stages if p.pp_schedule in MULTI_STAGE else stages[0],
+        n_microbatches=microbatches(cfg),
+        loss_fn=loss_fn,
+    )
+    params = [q for m in modules for q in m.parameters()]
+    return PipelineTrainer(
+        schedule=schedule,
+        stages=modules,
+        optimizer=build_optimizer(params),
+        grad_clip=cfg.optim.grad_clip,
+        pp_group=group,
+        model=modules[0].model,
+        tied=tied,
+        tie_group=_tie_group(mesh, layout) if tied_names else None,  # collective: every rank or none
+        counted=counted,
+        after_step=_after_step(modules, cfg),
+    )
+
+
+def _tied_names(model: nn.Module, cfg: RunConfig) -> set[str]:
+    """Names of the family's tied parameters in ``model`` (``wte.weight``)."""
+    tied = family(cfg.model).tied_parameters(model)
+    return {name for name, param in model.named_parameters() if any(param is t for t in tied)}
+
+
+def _shard(module: StageModule, mesh: Any, cfg: RunConfig) -> None:
+    """``fully_shard`` each block of the stage, then the stage, as ``backends.build_fsdp`` does for
+    the whole model (params in the run's precision, gradients reduced in fp32)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = MixedPrecisionPolicy(param_dtype=fprecision.DTYPES[cfg.precision.name], reduce_dtype=torch.float32)
+    reshard = cfg.backend.reshard_after_forward
+    blocks = list(module.layers.values())
+    for i, block in enumerate(blocks):
+        last = i == len(blocks) - 1  # its backward runs right after forward (as build_fsdp)
+        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard and not last)
+    fully_shard(module, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+
+
+def _tie_group(mesh: Any, layout: Layout) -> Any:
+    """The process group of this rank and its peer that holds the other copy of the tied weight:
+    the first and the last pipeline rank of the same data-parallel (and other) coordinates. Every
+    rank makes every such group (``new_group`` is collective)."""
+    if layout.pp == 2:
+        return mesh["pp"].get_group()
+    grid = mesh.mesh.reshape(layout.pp, -1)  # (pp, every other coordinate)
+    mine = None
+    for column in range(grid.shape[1]):
+        ranks = [int(grid[0, column]), int(grid[-1, column])]
+        group = dist.new_group(ranks)
+        if dist.get_rank() in ranks:
+            mine = group
+    return mine
+
+
+def _after_step(modules: list[StageModule], cfg: RunConfig) -> Callable[[], None] | None:
+    """Each stage's after-step hook (fp8 all-gather's scale precompute), or None."""
+    hooks = [h for m in modules if (h := fprecision.after_optimizer_step(m, cfg.precision)) is not None]
+    if not hooks:
+        return None
+
+    def run() -> None:
+        for hook in hooks:
+            hook()
+
+    return run

@@ -1,0 +1,74 @@
+"""Known harmless log lines of the libraries a run imports, dropped at the loggers that emit them.
+
+Torch-free and imports nothing of flopsweep. ``import torchao`` (which ``transformers`` does for a
+``model=hf`` run, and :mod:`flopsweep.fp8` for ``precision=fp8``) logs, in every process and on
+every rank:
+
+- ``torchao``: ``Failed to load .../torchao/_C_mxfp8....so: Could not load this library`` for each
+  optional compiled extension that does not fit the installed torch, Python or GPU (torchao 0.18's
+  ``__init__``: ``logger.warning(f"Failed to load {file}: {e}")``). flopsweep uses torchao's float8
+  training only (``torchao.float8``: ``torch._scaled_mm``), none of these kernels.
+- ``torchao.kernel.intmm``: ``Warning: Detected no triton, ...`` on a machine without Triton (the
+  CPU); its int8 matmuls are never called.
+- ``torch.utils._pytree``: ``<enum 'KernelPreference'> is an Enum subclass and is now natively
+  supported by torch.compile ... register_constant() on Enum subclasses is deprecated`` for torchao's
+  enums (``torchao.utils.register_as_pytree_constant``; torch 2.13 deprecates the call, torchao
+  has not caught up). The same warning for another package's enum still shows.
+
+Each filter matches one logger, the WARNING level and the message's own words; every other line of
+those loggers passes. These are Python ``logging`` records, not ``warnings``, so
+``warnings.filterwarnings`` cannot drop them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+_TORCHAO_SO = re.compile(r"Failed to load \S*torchao[/\\]_C[^/\\\s]*\.so: ")
+_NO_TRITON = "Warning: Detected no triton, on systems without Triton certain kernels will not work"
+_ENUM_CONSTANT = "%s is an Enum subclass and is now natively supported by torch.compile"
+
+
+def _torchao_extension(record: logging.LogRecord) -> bool:
+    return record.levelno == logging.WARNING and bool(_TORCHAO_SO.match(record.getMessage()))
+
+
+def _no_triton(record: logging.LogRecord) -> bool:
+    return record.levelno == logging.WARNING and record.getMessage() == _NO_TRITON
+
+
+def _torchao_enum_constant(record: logging.LogRecord) -> bool:
+    if record.levelno != logging.WARNING or not str(record.msg).startswith(_ENUM_CONSTANT):
+        return False
+    args = record.args if isinstance(record.args, tuple) else ()
+    return bool(args) and str(getattr(args[0], "__module__", "")).startswith("torchao")
+
+
+KNOWN = {
+    "torchao": _torchao_extension,
+    "torchao.kernel.intmm": _no_triton,
+    "torch.utils._pytree": _torchao_enum_constant,
+}
+"""Logger name -> the predicate of the records dropped there (see the module docstring)."""
+
+
+class _Drop(logging.Filter):
+    """Drops the records ``known`` matches; a marker class, so that installing twice adds nothing."""
+
+    def __init__(self, known: object) -> None:
+        super().__init__()
+        self.known = known
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.known(record)  # type: ignore[operator]
+
+
+def silence_known_warnings() -> None:
+    """Install the :data:`KNOWN` filters on their loggers (idempotent). Call it before the library is
+    imported: the loggers exist from ``logging.getLogger`` on, and keep their filters when the library
+    later takes them."""
+    for name, known in KNOWN.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _Drop) for f in logger.filters):
+            logger.addFilter(_Drop(known))
