@@ -5,6 +5,7 @@
     python -m analysis DIR --best-by model                       # best ok run per model
     python -m analysis DIR --baseline backend=fsdp               # adds speedup vs FSDP
     python -m analysis DIR --pivot model:backend:model_tflops_per_device
+    python -m analysis DIR --frontier                            # the largest model per set-up
     python -m analysis DIR --format html --output report.html --plot plots/
     python -m analysis DIR --notebook results.ipynb              # a results notebook, executed
     python -m analysis DIR --predict                             # predicted step time and its error
@@ -33,6 +34,7 @@ import pandas as pd
 
 from analysis.blanks import blank_notes
 from analysis.display import SHORT, compact, flat_pivot, render, summary
+from analysis.frontier import frontier_table, searched
 from analysis.load import (
     COLUMNS,
     HIGHER_IS_BETTER,
@@ -104,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--pivot",
         metavar="INDEX:COLUMNS:VALUES",
         help="lay VALUES of ok runs out INDEX x COLUMNS, e.g. model:backend:model_tflops_per_device",
+    )
+    p.add_argument(
+        "--frontier",
+        action="store_true",
+        help="the memory frontier instead of the runs: the largest model each set-up trained "
+        "(search.model=largest), its tokens/s and MFU",
     )
     p.add_argument(
         "--agg",
@@ -265,6 +273,8 @@ def _heading(args: argparse.Namespace) -> str:
         )
     if args.best_by:
         return f"Best ok run per {args.best_by} by {args.metric}"
+    if args.frontier:
+        return FRONTIER_HEADING
     return "Runs" + (f" (speedup vs {', '.join(args.baseline)})" if args.baseline else "")
 
 
@@ -343,6 +353,8 @@ def output(
         if people:
             table, winners = mark_winners(table, runs, args)
         frame = flat_pivot(table)
+    elif args.frontier:
+        frame = frontier_table(runs)
     else:
         frame = shown_columns(runs, args)
     if args.format != "html":
@@ -357,12 +369,23 @@ def output(
     report = Report(
         title="flopsweep results: " + " ".join(map(display_path, args.paths)),
         summary=summary(loaded),
-        tables=[(_heading(args), frame)],
+        tables=[(_heading(args), frame), *frontier_tables(runs, args)],
         figures=figures,
         skipped=skipped,
         notes=winners + spread + _notes(loaded) + (blanks or []),
     )
     return render_html(report)
+
+
+FRONTIER_HEADING = "The largest model per set-up (search.model=largest): its tokens/s and MFU"
+
+
+def frontier_tables(runs: pd.DataFrame, args: argparse.Namespace) -> list[tuple[str, pd.DataFrame]]:
+    """The HTML report's frontier table (:func:`analysis.frontier.frontier_table`) under the runs,
+    when some run searched the largest model and the main table is not the frontier already."""
+    if args.frontier or not searched(runs):
+        return []
+    return [(FRONTIER_HEADING, frontier_table(runs))]
 
 
 CPU_NOTE = (

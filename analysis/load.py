@@ -15,6 +15,7 @@ knob belongs to): adding a knob there adds its column here and in every table.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import glob
 import hashlib
@@ -33,7 +34,7 @@ from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpoint
 from analysis.schema import finite as _number
 from analysis.spread import CI_COLUMNS, CI_METRICS, ci_of, overlap, pool_repeats, step_columns
 from flopsweep.columns import SETUP_SPECS, kind, only_for
-from flopsweep.config import RUN_CONTROL_KEYS, ConfigError
+from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, ModelSearchConfig
 from flopsweep.files import not_a_record
 from flopsweep.layout import Layout
 from flopsweep.noise import noisy, overloaded
@@ -110,6 +111,11 @@ HIGHER_IS_BETTER = {name for name, way in BETTER.items() if way == "higher"}
 LOWER_IS_BETTER = {name for name, way in BETTER.items() if way == "lower"}
 """Columns ranked ascending (step times, memory)."""
 
+SEARCH_COLUMNS = ["search_probes"]
+"""``search.model=largest``'s probes that trained (``run.model_search.probes``): a list of
+``[n_params, tokens_per_s]``, the tokens/s of each probe's one measured step (indicative); the
+frontier plot draws them (:func:`analysis.plots.plot_frontier`). Blank without a search."""
+
 _CHECK_COLUMNS = [
     "schema_version",
     "model_tflops_per_device_recomputed",
@@ -126,6 +132,7 @@ COLUMNS = (
     + MEMORY_COLUMNS
     + DERIVED_COLUMNS
     + REPEAT_COLUMNS
+    + SEARCH_COLUMNS
     + ["warnings", "run_dir"]
     + _CHECK_COLUMNS
 )
@@ -418,6 +425,8 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     # the policy's name; an old record's bool reads as full/none
     ckpt = _get(record, ("config", "activation_checkpointing"))
     out["activation_checkpointing"] = checkpointing_name(ckpt)
+    if out.get("model_search") == "none":  # no search: blank, as in records from before the key
+        out["model_search"] = None
     for spec in METRIC_FIELDS:
         value = _get(record["metrics"], spec.path or (spec.key,))
         if spec.unit:
@@ -446,6 +455,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
         out["predicted_iteration_time_s"], out["iteration_time_s_mean"]
     )
     out["noise"] = noise_flags(record, out)
+    out["search_probes"] = search_probes(record)
     out["run_dir"] = run_dir
     out["setup_id"] = setup_id(record)
     out["base_setup_id"] = setup_id(record, layout=False)
@@ -454,6 +464,21 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     _check_breakdown(record, out, run_dir)
     _check_figures(record, out, run_dir)
     return out
+
+
+def search_probes(record: Record) -> list[list[float]] | None:
+    """``[[n_params, tokens_per_s], ...]`` of the ok probes of the record's model search (those with
+    finite, positive figures), None without a search (:data:`SEARCH_COLUMNS`)."""
+    probes = _get(record, ("run", "model_search", "probes"))
+    if not isinstance(probes, list):
+        return None
+    points = []
+    for p in probes:
+        if isinstance(p, dict) and p.get("status") == "ok":
+            n, rate = _number(p.get("n_params")), _number(p.get("tokens_per_s"))
+            if n is not None and rate is not None and n > 0 and rate > 0:
+                points.append([float(n), float(rate)])
+    return points or None
 
 
 def peak_memory_error(predicted_gib: Any, measured_gib: Any) -> float | None:
@@ -693,6 +718,8 @@ RANK_COUNT_KEYS = ("nproc_per_node", "nnodes")
 _NOT_SETUP = (*RANK_COUNT_KEYS, "tag", "repeat", *RUN_CONTROL_KEYS)
 
 
+SEARCH_DEFAULT = dataclasses.asdict(ModelSearchConfig())
+"""``config.search`` of a run without the model search (left out of ``setup_id``)."""
 PARALLEL_DEFAULT = {
     "dp_replicate": 1,
     "dp_shard": -1,
@@ -744,11 +771,13 @@ def _layout_columns(out: dict[str, Any], record: Record) -> None:
 def _setup_config(config: dict[str, Any]) -> dict[str, Any]:
     """The config keys that define a set-up: less :data:`_NOT_SETUP`, and less the keys that newer
     records add at the value that older records implied (``parallel`` at pure data parallel,
-    ``batch.global_batch_size`` null), so that a set-up keeps its id across versions."""
+    ``batch.global_batch_size`` null, ``search`` off), so that a set-up keeps its id across versions."""
     kept = {k: v for k, v in config.items() if k not in _NOT_SETUP}
     parallel = kept.get("parallel")
     if isinstance(parallel, dict) and all(parallel.get(k) == v for k, v in PARALLEL_DEFAULT.items()):
         kept.pop("parallel")
+    if kept.get("search") == SEARCH_DEFAULT:  # no model search: as records from before it
+        kept.pop("search")
     batch = kept.get("batch")
     if isinstance(batch, dict) and "global_batch_size" in batch and batch["global_batch_size"] is None:
         kept["batch"] = {k: v for k, v in batch.items() if k != "global_batch_size"}

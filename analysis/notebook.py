@@ -251,6 +251,27 @@ else:
     ),
     (
         "markdown",
+        "frontier-doc",
+        """\
+## The memory frontier
+
+The largest model each set-up trained (backend, checkpointing policy, offload, precision, ...; runs
+with `search.model=largest`, and any other size of the same set-up), at its best micro batch: its
+parameters, tokens per second and MFU, and the smallest larger size that did not train. The
+`frontier` plot draws every size of each set-up, the largest starred.""",
+    ),
+    (
+        "code",
+        "frontier",
+        """\
+# The largest model per set-up, the largest first.
+if not analysis.searched(df):
+    print("no run searched the largest model (search.model=largest: sweep/frontier-*.yaml)")
+else:
+    display(analysis.for_display(analysis.frontier_table(df)))""",
+    ),
+    (
+        "markdown",
         "predicted-doc",
         """\
 ## Predicted against measured

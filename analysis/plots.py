@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.textpath import TextPath
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
 
+from analysis.frontier import frontier_label_columns, frontier_points, searched
 from analysis.load import RANK_METRIC, SHORT, failed_checks
 from analysis.output import write_atomic
 from analysis.query import SETUP_COLUMNS, normalize
@@ -495,6 +496,68 @@ def plot_tokens_vs_joules_per_token(df: pd.DataFrame) -> Figure:
     return fig
 
 
+def _frontier_label(row: pd.Series, columns: list[str]) -> str:
+    """A frontier set-up's legend label: ``short=value`` for each column that tells set-ups apart."""
+    text = ", ".join(f"{SHORT.get(c, c)}={short(normalize(row[c])) or '-'}" for c in columns)
+    return plain(shorten(text, 2 * MAX_LABEL))
+
+
+def plot_frontier(df: pd.DataFrame) -> Figure:
+    """The memory frontier: tokens per second (all ranks) against parameters, a line per frontier
+    set-up (:mod:`analysis.frontier`: backend, checkpointing policy, offload, precision, ...; each
+    size at its best micro batch), the set-up's largest ok size starred, the search's probes that
+    trained hollow on a dotted line (one step each: indicative), a panel per family (``arch``).
+    Raises PlotSkipped unless some ok run searched the largest model
+    (``search.model=largest``)."""
+    points = frontier_points(df)
+    if not searched(df) or points.empty or not points["searched"].any():
+        raise PlotSkipped("no ok run searched the largest model (search.model=largest)")
+    points = points.assign(arch=points["arch"] if "arch" in points else "")
+    label_cols = frontier_label_columns(points)
+    points["_label"] = [_frontier_label(row, label_cols) for _, row in points.iterrows()]
+    labels = sorted(set(points["_label"]))
+    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
+    markers = {lbl: _MARKERS[i // len(_COLORS) % len(_MARKERS)] for i, lbl in enumerate(labels)}
+    families = list(points.groupby("arch", dropna=False))[:MAX_PANELS]
+    title = "The memory frontier: tokens/s against parameters (largest starred)" + _on_device(points)
+    fig, axes = _grid(len(families), title, labels)
+    for ax, (family, panel) in zip(axes, families, strict=True):
+        for label, line in panel.groupby("_label", sort=True):
+            line = line.sort_values("n_params")
+            ax.plot(line["n_params"], line["tokens_per_s"], "-", marker=markers[label], color=colors[label])
+            probes = sorted(
+                p for ps in line.get("search_probes", pd.Series(dtype=object)).dropna() for p in ps
+            )
+            if probes:  # the search's own probes: one step each, drawn hollow and dotted
+                xs, ys = zip(*probes, strict=True)
+                ax.plot(xs, ys, ":", marker=markers[label], color=colors[label], mfc="none", markersize=4)
+            top = line[line["largest"]]
+            star = {"linestyle": "", "marker": "*", "markersize": 16, "markeredgecolor": "black"}
+            ax.plot(top["n_params"], top["tokens_per_s"], color=colors[label], **star)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.xaxis.set_minor_formatter(NullFormatter())  # the log axis's minor labels overlap
+        ax.yaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.set_xlabel("parameters")
+        ax.set_ylabel("tokens per second (all ranks)")
+        ax.grid(alpha=0.3)
+        ax.margins(0.15)
+        set_title(fig, short(family) if isinstance(family, str) and family else "", ax)
+        handles = [
+            Line2D([], [], color=colors[lbl], marker=markers[lbl], label=lbl)
+            for lbl in sorted(set(panel["_label"]))
+        ]
+        handles.append(
+            Line2D([], [], color="black", marker="*", linestyle="", markersize=10, label="largest")
+        )
+        if "search_probes" in panel and panel["search_probes"].notna().any():
+            probe = {"color": "black", "marker": "o", "mfc": "none", "linestyle": ":", "markersize": 4}
+            handles.append(Line2D([], [], label="search probes (one step each)", **probe))
+        where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2), "fontsize": 7}
+        ax.legend(handles=handles, ncols=_legend_cols(labels), **where)
+    return fig
+
+
 BREAKDOWN_PARTS = [
     ("breakdown_compute_s", "compute", "tab:blue"),
     ("breakdown_optimizer_s", "optimizer", "tab:green"),
@@ -593,6 +656,7 @@ PLOTS: dict[str, Callable[[pd.DataFrame], Figure]] = {
     "step_breakdown": plot_step_breakdown,
     "tokens_vs_joules_per_token": plot_tokens_vs_joules_per_token,
     "predicted_vs_measured": plot_predicted_vs_measured,
+    "frontier": plot_frontier,
 }
 """Plot name (the PNG file's stem) -> function."""
 

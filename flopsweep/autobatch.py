@@ -16,6 +16,11 @@ slower than it need be: the search bisects between the largest size without retr
 smallest with them, and measures at the largest without (every size retrying: the largest that
 fit). The search, the largest size that fit, the choice and its reason are recorded in
 ``metrics.json`` under ``batch_search``; the job then measures at the size chosen.
+
+The probe (:func:`run_probe`), the memory-budget rule (:func:`budget_problem`,
+``search.memory_budget_gib``) and the search itself (:func:`search_max`, :func:`predict_largest`)
+are shared with ``search.model=largest`` (:mod:`flopsweep.modelsearch`), which searches
+``model.n_layer`` the same way.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flopsweep import record as rec
 from flopsweep.launch import SCRATCH, Outcome, launch_local
 
 if TYPE_CHECKING:
@@ -171,9 +177,139 @@ class NothingFits(ProbeFailed):
     """Even the starting micro batch ran out of memory; ``outcome`` is that probe's."""
 
 
+GIB = 2**30
+
+DOES_NOT_FIT = ("oom", "over_budget", "killed", "refused")
+"""Probe statuses that mean "too large" (a search goes on below them); any other failure ends it
+(:class:`ProbeFailed`). ``refused``: validation refused the size (the host memory that offload needs)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Probe:
+    """One probe run: does ``plan.cfg`` train (one warm-up and one measured step)?
+
+    Attributes:
+        status: the run's status (``ok``, ``oom``, ``error``, ``invalid``); ``over_budget``
+            when it broke the memory budget (:func:`budget_problem`; on the CPU then no worker
+            started); ``killed`` when a rank was killed by SIGKILL, most often the kernel's OOM
+            killer when offload fills the host's memory. Only ``ok`` fits; :data:`DOES_NOT_FIT`
+            let a search go on.
+        outcome: the run's outcome; None when it was not launched.
+        peak_cuda_allocated_bytes: the peak allocated GPU memory, max over ranks (None off CUDA
+            or when it did not run to the end).
+        estimated_peak_bytes: ``flopsweep.memory.estimate``'s peak per rank (the CPU's budget rule);
+            None when the size was refused before it was estimated.
+        step_time_s: the measured step's time (slowest rank), seconds; None unless ``ok``.
+        reason: why it does not fit, one line (empty when it fits).
+    """
+
+    status: str
+    outcome: Outcome | None
+    peak_cuda_allocated_bytes: int | None
+    estimated_peak_bytes: int | None
+    step_time_s: float | None
+    reason: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def guide_bytes(self) -> int | None:
+        """The memory that guides the search: the measured peak on CUDA, else the estimate."""
+        if self.outcome is None or self.outcome.ranks is None:
+            return None
+        return self.peak_cuda_allocated_bytes or self.estimated_peak_bytes
+
+
+def budget_bytes(cfg: Any) -> int | None:
+    """``search.memory_budget_gib`` in bytes: the memory per rank that probes treat as the
+    device's capacity (None: the device's own)."""
+    gib = cfg.search.memory_budget_gib
+    return int(gib * GIB) if gib else None
+
+
+def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | None, nproc: int) -> str:
+    """Why a probe of ``cfg`` breaks the memory budget, or ``""``.
+
+    On CUDA the rule is the measured ``peak`` allocated memory (bytes, max over ranks) against
+    ``budget`` (bytes per rank; None: no rule, the GPU's own out-of-memory error decides). On
+    the CPU, which counts no device memory, it is the ``estimated`` peak per rank
+    (``flopsweep.memory.estimate``), deterministic, so that a CPU search finds the same size every
+    time; without a budget a CPU probe is held to the host's available memory shared by its
+    ``nproc`` ranks, so that a search never makes the machine swap or the OOM killer end it.
+    """
+    gib = cfg.search.memory_budget_gib
+    if cfg.device == "cpu":
+        what = f"search.memory_budget_gib={gib}"
+        if budget is None:
+            import psutil
+
+            budget = psutil.virtual_memory().available // max(1, nproc)
+            what = f"the host's available memory per rank ({budget / GIB:.4g} GiB)"
+        if estimated > budget:
+            return f"estimated peak {estimated / GIB:.4g} GiB per rank, over {what}"
+        return ""
+    if budget is not None and peak is not None and peak > budget:
+        return f"peak allocated {peak / GIB:.4g} GiB is over search.memory_budget_gib={gib}"
+    return ""
+
+
+def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
+    """Run ``plan.cfg`` for one warm-up and one measured step in fresh workers in ``probe_dir``
+    (never profiled: a probe asks only "does it fit"), unless the CPU's budget rule refuses it
+    first; the scratch files are removed after.
+
+    Args:
+        budget: bytes per rank the probe may use (:func:`budget_bytes`), None: the device's.
+
+    Returns:
+        The :class:`Probe`; its ``status`` is the run's, or ``over_budget``.
+    """
+    from flopsweep.memory import estimate
+
+    cfg = dataclasses.replace(
+        plan.cfg,
+        steps=dataclasses.replace(plan.cfg.steps, warmup=1, measure=1),
+        profile=False,  # a probe asks only "does it fit"; the measured run profiles
+    )
+    estimated = estimate(cfg, plan.layout).total
+    rule = {"estimated": estimated, "budget": budget, "nproc": plan.nproc_per_node}
+    if cfg.device == "cpu" and (reason := budget_problem(cfg, peak=None, **rule)):  # before any launch
+        return Probe(
+            status="over_budget",
+            outcome=None,
+            peak_cuda_allocated_bytes=None,
+            estimated_peak_bytes=estimated,
+            step_time_s=None,
+            reason=reason,
+        )
+    outcome = launch_local(dataclasses.replace(plan, cfg=cfg), probe_dir)
+    shutil.rmtree(probe_dir / SCRATCH, ignore_errors=True)
+    ranks = outcome.ranks or []
+    peaks = [r["peak_cuda_allocated_bytes"] for r in ranks if r.get("peak_cuda_allocated_bytes")]
+    peak = max(peaks) if peaks else None
+    times = [r["step_times_s"][-1] for r in ranks if r.get("step_times_s")]
+    error = outcome.error or {}
+    status, reason = outcome.status, "" if outcome.status == "ok" else str(error.get("type"))
+    if status == "ok" and cfg.device != "cpu" and (over := budget_problem(cfg, peak=peak, **rule)):
+        status, reason = "over_budget", over
+    if error.get("type") == "WorkerKilled" and "SIGKILL" in str(error.get("message")):
+        status, reason = "killed", str(error["message"])  # most often the host's OOM killer
+    return Probe(
+        status=status,
+        outcome=outcome,
+        peak_cuda_allocated_bytes=peak,
+        estimated_peak_bytes=estimated,
+        step_time_s=max(times) if times and status == "ok" else None,
+        reason=reason,
+    )
+
+
 def find_micro_batch(plan: Plan, job_dir: Path) -> tuple[int, dict[str, Any]]:
-    """Search the largest ``micro_batch_size`` for ``plan.cfg`` (validated, ``batch.name == "auto"``);
-    each probe runs on the plan's layout.
+    """Search the largest ``micro_batch_size`` for ``plan.cfg`` (validated, ``batch.name == "auto"``),
+    then the largest without ``cudaMalloc`` retries (:func:`choose_micro_batch`); each probe runs on
+    the plan's layout (:func:`run_probe`), within ``search.memory_budget_gib`` when that is set.
 
     Probes start at ``batch.micro_batch_size`` and stop at ``batch.max_micro_batch_size``.
     Each runs in ``job_dir/batch_search/mbs<N>/`` with ``profile=false``.
@@ -183,20 +319,19 @@ def find_micro_batch(plan: Plan, job_dir: Path) -> tuple[int, dict[str, Any]]:
         memory, for ``metrics.json["run"]["batch_search"]``.
 
     Raises:
-        NothingFits: when even ``batch.micro_batch_size`` runs out of memory.
+        NothingFits: when even ``batch.micro_batch_size`` runs out of memory (or over the budget).
         ProbeFailed: when a probe ends in ``error`` or ``invalid`` (not ``oom``).
     """
     cfg = plan.cfg
-    capacity = cuda_capacity(cfg.device)
+    budget = budget_bytes(cfg)
+    capacity, headroom = guide_capacity(cfg.device, budget)
     probes: list[dict[str, Any]] = []
     points: list[tuple[int, int]] = []  # (size, peak allocated bytes) of the probes that fit
     outcomes: dict[int, Outcome] = {}
 
     def record(size: int | None, largest: int | None = None, reason: str | None = None) -> dict[str, Any]:
-        return {
-            "method": "double then bisect"
-            + (", guided by peak memory" if capacity else "")
-            + ", then the largest without cudaMalloc retries",
+        out = {
+            "method": search_method(cfg.device, capacity) + ", then the largest without cudaMalloc retries",
             "start": cfg.batch.micro_batch_size,
             "limit": cfg.batch.max_micro_batch_size,
             "probes": probes,
@@ -204,38 +339,32 @@ def find_micro_batch(plan: Plan, job_dir: Path) -> tuple[int, dict[str, Any]]:
             "reason": reason,
             "result": size,
         }
+        if budget is not None:
+            out["memory_budget_gib"] = cfg.search.memory_budget_gib
+        return out
 
     def fits(n: int) -> bool:
-        probe_cfg = dataclasses.replace(
-            cfg,
-            batch=dataclasses.replace(cfg.batch, micro_batch_size=n),
-            steps=dataclasses.replace(cfg.steps, warmup=1, measure=1),
-            profile=False,  # a probe asks only "does it fit"; the measured run profiles
-        )
+        probe_cfg = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=n))
         probe_dir = Path(job_dir) / "batch_search" / f"mbs{n}"
-        outcome = outcomes[n] = launch_local(dataclasses.replace(plan, cfg=probe_cfg), probe_dir)
-        shutil.rmtree(probe_dir / SCRATCH, ignore_errors=True)
-        peaks = [
-            r["peak_cuda_allocated_bytes"] for r in outcome.ranks or [] if r["peak_cuda_allocated_bytes"]
-        ]
-        peak = max(peaks) if peaks else None
-        retries = [r.get("cuda_alloc_retries") for r in outcome.ranks or []]
-        probes.append(
-            {
-                "micro_batch_size": n,
-                "status": outcome.status,
-                "peak_cuda_allocated_bytes": peak,
-                "cuda_alloc_retries": None if None in retries or not retries else max(retries),
-            }
-        )
-        if outcome.status == "ok" and peak:
-            points.append((n, peak))
-        log.info("batch=auto: micro batch %d -> %s", n, outcome.status)
-        if outcome.status not in ("ok", "oom"):
-            raise ProbeFailed(outcome, record(None))
-        return outcome.status == "ok"
+        probe = run_probe(dataclasses.replace(plan, cfg=probe_cfg), probe_dir, budget)
+        outcomes[n] = probe.outcome or unrun_outcome(probe)
+        ranks = (probe.outcome.ranks if probe.outcome else None) or []
+        retries = [r.get("cuda_alloc_retries") for r in ranks]
+        entry = {
+            "micro_batch_size": n,
+            "status": probe.status,
+            "peak_cuda_allocated_bytes": probe.peak_cuda_allocated_bytes,
+            "cuda_alloc_retries": None if None in retries or not retries else max(retries),
+        }
+        probes.append(entry | ({"reason": probe.reason} if probe.status == "over_budget" else {}))
+        if probe.fits and probe.guide_bytes:
+            points.append((n, probe.guide_bytes))
+        log.info("batch=auto: micro batch %d -> %s", n, probe.status)
+        if probe.status not in ("ok", *DOES_NOT_FIT):
+            raise ProbeFailed(outcomes[n], record(None))
+        return probe.fits
 
-    predict = (lambda: predict_largest(points, capacity)) if capacity else None
+    predict = (lambda: predict_largest(points, capacity, headroom)) if capacity else None
     largest, _ = search_max(fits, cfg.batch.micro_batch_size, cfg.batch.max_micro_batch_size, predict)
     if largest is None:
         raise NothingFits(outcomes[cfg.batch.micro_batch_size], record(None))
@@ -244,6 +373,30 @@ def find_micro_batch(plan: Plan, job_dir: Path) -> tuple[int, dict[str, Any]]:
     size, reason = choose_micro_batch(probes)
     log.info("batch=auto: micro batch %d: %s", size, reason)
     return size, record(size, largest, reason)
+
+
+def search_method(device: str, capacity: int | None) -> str:
+    """The record's ``method`` of a search: how it probes and what memory guides it."""
+    if not capacity:
+        return "double then bisect"
+    return "double then bisect, guided by " + ("peak memory" if device == "cuda" else "the estimated peak")
+
+
+def unrun_outcome(probe: Probe) -> Outcome:
+    """The outcome of a probe that ran no worker: ``oom`` for a size over the budget (type
+    ``OverMemoryBudget``), ``invalid`` for one validation refused (type ``ConfigError``)."""
+    if probe.status == "refused":
+        return Outcome("invalid", error=rec.error("ConfigError", probe.reason, "config"))
+    return Outcome("oom", error=rec.error("OverMemoryBudget", probe.reason, "launch"))
+
+
+def guide_capacity(device: str, budget: int | None) -> tuple[int | None, float]:
+    """The memory a line through the probes' peaks is extrapolated to, and the share of it they
+    may reach (:func:`predict_largest`): the budget, whole; else the GPU's memory at 99%; None
+    off CUDA without a budget."""
+    if budget is not None:
+        return budget, 1.0
+    return cuda_capacity(device), 0.99
 
 
 def cuda_capacity(device: str) -> int | None:

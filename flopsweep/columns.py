@@ -206,6 +206,20 @@ SETUP_SPECS: list[SetupSpec] = [
         description="activation_checkpointing=memory_budget: the compiler's activation memory budget (0..1)",
     ),
     S(name="compile", path="config.compile", header="compile"),
+    S(
+        name="model_search",
+        path="config.search.model",
+        header="search",
+        description="model search: largest = the largest model that trains (search.model)",
+        kind="text",
+    ),
+    S(
+        name="memory_budget_gib",
+        path="config.search.memory_budget_gib",
+        header="budget_gib",
+        description="memory per rank the searches' probes may use (GiB; blank: the device's)",
+        kind="float",
+    ),
     S(name="nproc_per_node", path="config.nproc_per_node", header="nproc", show="distinct", identity=False),
     S(name="nnodes", path="config.nnodes", header="nodes", show="distinct", identity=False),
     S(
@@ -271,6 +285,9 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.batch.name",
     "config.batch.max_micro_batch_size",
     "config.batch.global_batch_size",  # grad_accum shows what it set
+    "config.search.grow",  # the model search's range: the model's name shows the blocks it found
+    "config.search.min_n_layer",
+    "config.search.max_n_layer",
     # The parallel degrees as asked (dp_shard=-1): the layout columns show them resolved (system.parallel).
     "config.parallel",
     # The same in every run of a sweep, or run controls (what resume and setup_id ignore).

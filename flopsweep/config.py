@@ -230,6 +230,33 @@ FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")
 FAULT_PHASES = ("init", "warmup", "measure", "teardown")
 
 
+SEARCH_MODES = ("none", "largest")
+"""``search.model`` values: no search, or the largest model that trains (``flopsweep.modelsearch``)."""
+SEARCH_GROW = ("n_layer",)
+"""``search.grow`` values: how the search makes the model larger (the layers at the family's width)."""
+
+
+@dataclass(kw_only=True)
+class ModelSearchConfig:
+    """``search.model=largest``: before measuring, find the largest model of the family that trains
+    on this set-up, by probe runs in fresh workers (``flopsweep.modelsearch``); then
+    ``batch=auto`` (if picked) finds the micro batch at that size, and the run is measured there."""
+
+    model: str = "none"
+    """``none``: measure the model as configured; ``largest``: search the largest that trains."""
+    grow: str = "n_layer"
+    """What grows: ``n_layer``, the blocks at the family's width (``model.n_embd``, heads, MLP)."""
+    min_n_layer: int = 1
+    """Where the search starts (blocks); the result is at least this or nothing fits."""
+    max_n_layer: int = 256
+    """The search never probes more blocks than this."""
+    memory_budget_gib: float | None = None
+    """Memory per rank (GiB, 2^30 bytes) that the probes of the search and of ``batch=auto`` treat
+    as the device's capacity: on CUDA a probe whose peak allocated memory exceeds it does not fit;
+    on the CPU one whose estimated peak (``flopsweep.memory.estimate``) exceeds it does not (and is
+    not run). null: the GPU's memory (on the CPU, the host's available memory per rank)."""
+
+
 @dataclass(kw_only=True)
 class FaultConfig:
     """Test-only fault injection: make one rank fail on purpose at the start of a phase.
@@ -312,6 +339,8 @@ class RunConfig:
     repeat: int = 0
     """Which round of ``repeats`` this job is (0-based; the sweeper sets it). Part of what
     ``resume`` compares (one record per round), not of the analysis's ``setup_id``."""
+    search: ModelSearchConfig = field(default_factory=ModelSearchConfig)
+    """The largest-model search (``search.model=largest``); off by default."""
     objective: str = "model_tflops_per_device"
     """The figure a job returns to Hydra as a float (NaN when the run is not ``ok``), for a
     sweeper to optimise: a figure of merit of ``flopsweep.record.METRIC_SPECS``

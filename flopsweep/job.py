@@ -25,7 +25,7 @@ from typing import Any
 from flopsweep import forecast
 from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
-from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, ParallelConfig, RunConfig
+from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, ModelSearchConfig, ParallelConfig, RunConfig
 from flopsweep.cost import power_limit_w as ranks_power_limit_w
 from flopsweep.files import (
     NotRecorded,
@@ -49,6 +49,7 @@ from flopsweep.metrics import (
     system_info,
 )
 from flopsweep.models import family
+from flopsweep.modelsearch import find_largest_model
 from flopsweep.noise import noise_warnings
 from flopsweep.plan import Environment, Plan, fixed_nproc, plan
 from flopsweep.quiet import silence_known_warnings
@@ -588,13 +589,28 @@ def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:
 
 
 def launch_run(p: Plan, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, RunConfig]:
-    """Launch the measured run of plan ``p``; with ``batch=auto`` search the micro batch first.
+    """Launch the measured run of plan ``p``; with ``search.model=largest`` search the largest model
+    first (:func:`flopsweep.modelsearch.find_largest_model`), then with ``batch=auto`` the micro batch.
 
-    The search goes in ``run["batch_search"]``; the returned config carries the size found.
+    The searches go in ``run["model_search"]`` and ``run["batch_search"]``; the returned config
+    carries the sizes found.
     """
     cfg = p.cfg
     if inside_submitit_task():  # this task is one rank; validation refused batch=auto here
         return launch_slurm_task(p, job_dir), cfg
+    if cfg.search.model == "largest":
+        try:
+            p, run["model_search"] = find_largest_model(p, job_dir)
+        except NothingFits as exc:
+            run["model_search"] = exc.record
+            error = dict(exc.outcome.error or {})
+            least = f"n_layer={cfg.search.min_n_layer}"
+            error["message"] = f"search.model=largest: even {least} does not fit: {error.get('message')}"
+            return Outcome(exc.outcome.status, error=error), cfg
+        except ProbeFailed as exc:
+            run["model_search"] = exc.record
+            return exc.outcome, cfg
+        cfg = p.cfg
     if cfg.batch.name != "auto":
         return launch_local(p, job_dir), cfg
     try:
@@ -623,12 +639,16 @@ def comparable_config(config: dict[str, Any]) -> dict[str, Any]:
     """A record's ``config`` without the keys that do not change what a run measures.
 
     Under ``batch=auto`` the record holds the size the search found, the new config
-    the size it starts from: neither is compared (the search decides it again).
+    the size it starts from: neither is compared (the search decides it again); so with the
+    model's ``n_layer`` and ``name`` under ``search.model=largest``.
     """
     out = {key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS}
     batch = out.get("batch")
     if isinstance(batch, dict) and batch.get("name") == "auto":
         out["batch"] = {k: v for k, v in batch.items() if k != "micro_batch_size"}
+    model = out.get("model")
+    if (out.get("search") or {}).get("model") == "largest" and isinstance(model, dict):
+        out["model"] = {k: v for k, v in model.items() if k not in ("n_layer", "name")}  # found again
     return _as_of_now(out)
 
 
@@ -646,6 +666,7 @@ def _as_of_now(config: dict[str, Any]) -> dict[str, Any]:
     if isinstance(ckpt, bool):
         out["activation_checkpointing"] = {"name": "full" if ckpt else "none"}
     out.setdefault("parallel", dict(_PARALLEL_DEFAULTS))
+    out.setdefault("search", asdict(ModelSearchConfig()))  # records from before the model search
     if isinstance(out.get("batch"), dict):
         out["batch"] = {"global_batch_size": None, **out["batch"]}
     return out
@@ -665,7 +686,8 @@ def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
 def set_aside(path: Path) -> Path | None:
     """Rename an existing record to ``metrics.<status>-<run id>.json``, the job's
     ``traceback_rank<N>.txt`` files to ``traceback_rank<N>.<status>-<run id>.txt`` and a
-    ``batch=auto`` search's ``batch_search/`` to ``batch_search.<status>-<run id>/``.
+    ``batch=auto`` search's ``batch_search/`` to ``batch_search.<status>-<run id>/`` (so
+    ``search.model=largest``'s ``model_search/``).
 
     The analysis reads only files named ``metrics.json``, so a record set aside
     leaves the tables but stays on disk. Returns the new path, or None when there
@@ -688,9 +710,10 @@ def set_aside(path: Path) -> Path | None:
     os.rename(path, aside)
     for tb in sorted(path.parent.glob("traceback_rank*.txt")):
         tb.rename(tb.with_name(f"{tb.stem}.{label}.txt"))
-    search = path.parent / "batch_search"  # batch=auto's probes and their tracebacks
-    if search.is_dir():
-        search.rename(search.with_name(f"batch_search.{label}"))
+    for name in ("batch_search", "model_search"):  # the searches' probes and their tracebacks
+        search = path.parent / name
+        if search.is_dir():
+            search.rename(search.with_name(f"{name}.{label}"))
     log.warning("moved the previous record aside: %s", aside)
     return aside
 

@@ -261,6 +261,9 @@ MAX_BY_KEY: dict[str, float] = {
     "steps.warmup": 100_000,
     "steps.measure": 100_000,
     "steps.max_extra_warmup": 100_000,
+    "search.min_n_layer": 1024,  # blocks, as model.n_layer
+    "search.max_n_layer": 1024,
+    "search.memory_budget_gib": 2**20,  # GiB: a petabyte
     "budget.tokens": 1e18,  # tokens: 15e12 is Llama 3's pre-training
     "cost.usd_per_gpu_hour": 1e6,
     "plan_gpu_memory_gib": 2**20,  # GiB: a PiB
@@ -610,6 +613,13 @@ def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) 
             "auto",
             "the micro-batch search spawns local probe workers, which a Slurm task cannot",
             "find the size with a local run first, then set batch=fixed batch.micro_batch_size=N",
+        )
+    if cfg.search.model != "none" and env.in_submitit:
+        raise ConfigError(
+            "search.model",
+            cfg.search.model,
+            "the model search spawns local probe workers, which a Slurm task cannot",
+            "find the size with a local run first, then set model.n_layer=N search.model=none",
         )
     if device == "cuda":
         if not env.cuda_available:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from flopsweep import pipeline
 from flopsweep.checkpointing import SAC_KERNELS
-from flopsweep.config import ConfigError, RunConfig
+from flopsweep.config import SEARCH_GROW, SEARCH_MODES, ConfigError, RunConfig, require_choice
 from flopsweep.models import MODELS
 from flopsweep.options import HF_ATTENTION
 from flopsweep.precision import PRECISIONS
@@ -151,6 +151,35 @@ def memory_budget_compiled(cfg: RunConfig) -> None:
         )
 
 
+def model_search(cfg: RunConfig) -> None:
+    """``search.*``: known values, a range of blocks that is not empty, a positive budget, and a
+    model whose ``n_layer`` may change (``model=hf`` reads it from its ``config.json``)."""
+    s = cfg.search
+    require_choice("search.model", s.model, SEARCH_MODES, "search.model")
+    require_choice("search.grow", s.grow, SEARCH_GROW, "search.grow")
+    if s.min_n_layer < 1 or s.max_n_layer < s.min_n_layer:
+        raise ConfigError(
+            "search.max_n_layer",
+            s.max_n_layer,
+            f"the search needs 1 <= search.min_n_layer <= search.max_n_layer (min is {s.min_n_layer})",
+            "set search.min_n_layer=1 and search.max_n_layer to the most blocks to try, such as 256",
+        )
+    if s.memory_budget_gib is not None and s.memory_budget_gib <= 0:
+        raise ConfigError(
+            "search.memory_budget_gib",
+            s.memory_budget_gib,
+            "must be a positive number of GiB",
+            "set it such as search.memory_budget_gib=80, or null for the device's memory",
+        )
+    if s.model == "largest" and cfg.model.arch == "hf":
+        raise ConfigError(
+            "search.model",
+            "largest",
+            "model=hf takes n_layer from its config.json, so the search cannot grow it",
+            "search a flopsweep family (model=llama3.2-1b, gpt-1.3b), or set search.model=none",
+        )
+
+
 RULES: list[Callable[[RunConfig], None]] = [
     fp8_all_gather,
     warmup_when_compiling,
@@ -160,6 +189,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     selective_attention,
     memory_budget_compiled,
     pipeline.check,  # parallel.pp with the backend, the model's layers, the batch keys
+    model_search,
 ]
 """Every cross-axis rule, in the order :func:`check` runs them (the first broken one is reported)."""
 

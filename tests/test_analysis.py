@@ -804,12 +804,14 @@ def image_shape(path: Path) -> tuple[int, ...]:
 def test_plots_of_the_sweep_are_pngs_of_reasonable_size(tmp_path):
     paths, skipped = save_plots(load(SWEEP), tmp_path)
     # the fixture sweep runs one world size, no profiled step (tests/test_scaling.py has those) and
-    # has no energy (tests/test_energy.py has that) nor predictions (tests/test_predict.py has those)
+    # has no energy (tests/test_energy.py has that) nor predictions (tests/test_predict.py has those),
+    # no model search (tests/test_modelsearch.py)
     assert set(skipped) == {
         "scaling",
         "step_breakdown",
         "tokens_vs_joules_per_token",
         "predicted_vs_measured",
+        "frontier",
     }
     assert set(paths) == set(PLOTS) - set(skipped)
     for path in paths.values():
@@ -845,8 +847,8 @@ def test_html_report_is_self_contained(capsys, tmp_path):
     code, _, _ = cli(capsys, SWEEP, RECORDS, "--format", "html", "--output", report)
     text = report.read_text()
     assert code == 0 and text.startswith("<!DOCTYPE html>")
-    # no scaling, no profiled step, no energy
-    assert text.count('src="data:image/png;base64,') == len(PLOTS) - 4  # no energy, profile, prediction
+    # no scaling, no profiled step, no energy, no prediction, no model search
+    assert text.count('src="data:image/png;base64,') == len(PLOTS) - 5
     assert "Skipped scaling: no set-up was run at two or more world sizes" in text
     assert f"<th>{SHORT[RANK_METRIC]}</th>" in text and "<th>iter_s(mean)</th>" in text
     assert '<tr class="failed">' in text and '<p class="legend">Legend: ' in text

@@ -31,7 +31,7 @@ def _leaves(cls: type, prefix: str) -> set[str]:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         path, hint = f"{prefix}.{f.name}", hints[f.name]
-        if f.name in GROUP_BASES:
+        if prefix == "config" and f.name in GROUP_BASES:  # a group (search.model is a plain key)
             for schema in (GROUP_BASES[f.name], *OPTION_SCHEMAS[f.name].values()):
                 out |= _leaves(schema, path)
         elif dataclasses.is_dataclass(hint):

@@ -112,7 +112,13 @@ def test_validation_imports_neither_the_launcher_nor_the_worker() -> None:
     graph = _graph("flopsweep")
     closure = _closure(graph, "flopsweep.plan")
     assert "flopsweep.config" in closure and "flopsweep.models" in closure  # the scan sees plan's imports
-    processes = {"flopsweep.launch", "flopsweep.worker", "flopsweep.autobatch", "flopsweep.job"}
+    processes = {
+        "flopsweep.launch",
+        "flopsweep.worker",
+        "flopsweep.autobatch",
+        "flopsweep.modelsearch",
+        "flopsweep.job",
+    }
     assert not closure & processes, closure
 
 

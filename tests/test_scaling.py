@@ -237,6 +237,13 @@ def test_every_plot_title_lies_inside_its_rendered_figure(tmp_path) -> None:
         rec = json.loads((tmp_path / name / "metrics.json").read_text())
         rec["config"]["model"]["name"] = LONG_MODEL  # a panel title wider than its panel
         rec["metrics"]["breakdown"] = _breakdown(rec["metrics"]["iteration_time_s"]["mean"])
+        rec["config"]["search"] = {
+            "model": "largest",
+            "grow": "n_layer",
+            "min_n_layer": 1,
+            "max_n_layer": 256,
+            "memory_budget_gib": None,
+        }
         (tmp_path / name / "metrics.json").write_text(json.dumps(rec))
     df = pd.concat(  # --predict: the predicted-vs-measured plot is drawn too
         [analysis.load(tmp_path, predict=True), analysis.load(ROOT / "tests/fixtures/sweep")],

@@ -1,0 +1,112 @@
+"""The memory frontier: the largest model each set-up trains, and its throughput.
+
+A frontier set-up is every identity column of the set-up (:data:`flopsweep.columns.IDENTITY_COLUMNS`:
+backend, ZeRO stage, checkpointing policy, offload, precision, attention, family, sequence, device,
+world size, memory budget, ...) less the model's size and the micro batch (:data:`SIZE_COLUMNS`):
+the runs of one set-up at several sizes, searched (``search.model=largest``) or not, are its points,
+parameters against tokens/s, each at its best micro batch. Its largest ok size is the set-up's
+frontier. The table and the plot are made when some run searched the largest model.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.load import rankable
+from analysis.query import SETUP_COLUMNS, normalize
+from flopsweep.columns import IDENTITY_COLUMNS
+
+SIZE_COLUMNS = ("model", "n_params", "n_active_params", "micro_batch_size", "grad_accum", "model_search")
+"""Identity columns that are not part of a frontier set-up: what the frontier varies (the model's
+size) and what is chosen at each size (the micro batch), and whether the size was searched."""
+
+FRONTIER_COLUMNS = [
+    "model",
+    "n_params",
+    "micro_batch_size",
+    "tokens_per_s",
+    "mfu",
+    "model_tflops_per_device",
+    "peak_cuda_allocated_gib",
+    "sizes",
+    "larger_failed",
+]
+"""The figures of a set-up's largest ok size in :func:`frontier_table`, after the set-up's columns:
+``sizes`` counts the sizes that trained, ``larger_failed`` names the smallest larger size that did not
+(``llama3.1-70b: oom``)."""
+
+SEARCHED = "largest"
+"""``model_search`` of a run that searched the largest model (``search.model=largest``)."""
+
+
+def setup_columns(df: pd.DataFrame) -> list[str]:
+    """The frontier set-up's columns present in ``df``: identity columns less :data:`SIZE_COLUMNS`."""
+    return [c for c in IDENTITY_COLUMNS if c in df and c not in SIZE_COLUMNS]
+
+
+def frontier_key(df: pd.DataFrame) -> pd.Series:
+    """One text key per row naming its frontier set-up (blank cells included, so that a missing
+    column never merges two set-ups)."""
+    cols = setup_columns(df)
+    if not cols:
+        return pd.Series("", index=df.index)
+    return df[cols].astype(object).apply(lambda r: "|".join(normalize(v) for v in r), axis=1)
+
+
+def searched(df: pd.DataFrame) -> bool:
+    """Whether some run of ``df`` searched the largest model (the frontier is then shown)."""
+    return "model_search" in df and df["model_search"].eq(SEARCHED).any()
+
+
+def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
+    """The best ok run (most tokens/s) of each set-up at each size (``n_params``), with
+    ``frontier`` (its key), ``largest`` (the set-up's largest ok size) and ``searched`` (the
+    size came from ``search.model=largest``). Runs that fail their checks are left out."""
+    ok = df[rankable(df, "tokens_per_s") & df["n_params"].notna()].copy()
+    if ok.empty:
+        return ok.assign(frontier=[], largest=[], searched=[])
+    ok["frontier"] = frontier_key(ok)
+    ok["searched"] = ok["model_search"].eq(SEARCHED) if "model_search" in ok else False
+    ok = ok.sort_values("tokens_per_s", ascending=False, kind="stable")
+    best = ok.drop_duplicates(["frontier", "n_params"]).copy()
+    top = best.groupby("frontier")["n_params"].transform("max")
+    best["largest"] = best["n_params"].eq(top)
+    return best.sort_values(["frontier", "n_params"], kind="stable")
+
+
+def _larger_failed(df: pd.DataFrame, key: str, n_params: float) -> str | None:
+    """``model: status`` of the smallest run of set-up ``key`` above ``n_params`` parameters that was
+    not ok (an ``oom`` at the next size of a ladder), or None."""
+    failed = df[df["frontier"].eq(key) & df["status"].ne("ok") & df["n_params"].gt(n_params)]
+    if failed.empty:
+        return None
+    first = failed.sort_values("n_params", kind="stable").iloc[0]
+    return f"{first['model']}: {first['status']}"
+
+
+def frontier_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per frontier set-up: its columns that vary among the set-ups, then the largest ok
+    size's :data:`FRONTIER_COLUMNS`; the largest models first. Empty when no run trained."""
+    points = frontier_points(df)
+    if points.empty:
+        return pd.DataFrame(columns=[*setup_columns(df), *FRONTIER_COLUMNS])
+    everything = df[df["n_params"].notna()].assign(frontier=frontier_key(df[df["n_params"].notna()]))
+    largest = points[points["largest"]].copy()
+    largest["sizes"] = largest["frontier"].map(points.groupby("frontier").size())
+    failed = [
+        _larger_failed(everything, key, n)
+        for key, n in zip(largest["frontier"], largest["n_params"], strict=True)
+    ]
+    largest["larger_failed"] = pd.Series(failed, index=largest.index, dtype=object)
+    varied = [c for c in setup_columns(largest) if largest[c].nunique(dropna=False) > 1]
+    if not varied:  # one set-up: name it by its backend
+        varied = [c for c in ("backend", "activation_checkpointing") if c in largest]
+    shown = [c for c in FRONTIER_COLUMNS if c in largest]
+    out = largest.sort_values(["n_params", "tokens_per_s"], ascending=False, kind="stable")
+    return out[[*varied, *shown]].reset_index(drop=True)
+
+
+def frontier_label_columns(points: pd.DataFrame) -> list[str]:
+    """The set-up columns that tell the frontier set-ups of ``points`` apart (for legends)."""
+    cols = [c for c in setup_columns(points) if c in SETUP_COLUMNS]
+    return [c for c in cols if points[c].nunique(dropna=False) > 1] or ["backend"]

@@ -1,0 +1,247 @@
+"""search.model=largest: its checks, its memory rule, a real CPU search through run.py, and the
+frontier table and plot of the analysis."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from helpers import make_plan, rescaled, run_py
+
+from analysis import load
+from analysis.__main__ import main
+from analysis.frontier import frontier_points, frontier_table, searched
+from analysis.load import setup_id
+from analysis.plots import PlotSkipped, plot_frontier
+from flopsweep.autobatch import GIB, budget_problem
+from flopsweep.config import ConfigError
+from flopsweep.job import comparable_config
+from flopsweep.memory import estimate
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "records"
+TINY = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["search.model=biggest"], "search.model='biggest'"),
+        (["search.grow=n_embd"], "search.grow='n_embd'"),
+        (["search.min_n_layer=9", "search.max_n_layer=8"], "search.max_n_layer=8"),
+        (["search.memory_budget_gib=0"], "search.memory_budget_gib=0"),
+        (["search.max_n_layer=5000"], "search.max_n_layer=5000"),
+        (["model=hf", "search.model=largest"], "search.model='largest'"),
+    ],
+)
+def test_a_bad_search_is_refused_in_one_line_naming_the_key(hydra_compose, overrides, key) -> None:
+    cfg = hydra_compose(["device=cpu", *overrides])
+    with pytest.raises(ConfigError) as err:
+        make_plan(cfg)
+    assert key in str(err.value) and "Fix: " in str(err.value) and "\n" not in str(err.value)
+
+
+def sized(plan, n_layer: int):
+    return dataclasses.replace(plan.cfg, model=dataclasses.replace(plan.cfg.model, n_layer=n_layer))
+
+
+def test_the_cpu_rule_is_the_estimated_peak_and_the_cuda_rule_the_measured_one(hydra_compose) -> None:
+    plan = make_plan(hydra_compose([*TINY, "search.memory_budget_gib=0.02"]))
+    budget = int(0.02 * GIB)
+    sizes = {n: estimate(sized(plan, n), plan.layout).total for n in range(1, 12)}
+    fitting = [n for n, est in sizes.items() if est <= budget]
+    assert fitting and fitting == list(range(1, max(fitting) + 1)) and max(fitting) < 11  # monotone
+    for n, est in sizes.items():
+        problem = budget_problem(sized(plan, n), estimated=est, peak=None, budget=budget, nproc=1)
+        assert bool(problem) == (n > max(fitting)), (n, problem)
+    assert "search.memory_budget_gib=0.02" in budget_problem(
+        sized(plan, 11), estimated=sizes[11], peak=None, budget=budget, nproc=1
+    )
+    gpu = dataclasses.replace(plan.cfg, device="cuda")
+    assert budget_problem(gpu, estimated=10 * budget, peak=budget, budget=budget, nproc=1) == ""
+    assert "peak allocated" in budget_problem(gpu, estimated=0, peak=budget + 1, budget=budget, nproc=1)
+    assert budget_problem(gpu, estimated=0, peak=10 * budget, budget=None, nproc=1) == ""  # the GPU's own OOM
+
+
+def test_resume_and_setup_id_see_a_search_by_its_set_up_not_its_size() -> None:
+    record = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    config = record["config"]
+    searching = {
+        **config,
+        "search": {
+            "model": "largest",
+            "grow": "n_layer",
+            "min_n_layer": 1,
+            "max_n_layer": 256,
+            "memory_budget_gib": None,
+        },
+    }
+    found = {**searching, "model": {**config["model"], "n_layer": 40, "name": "llama3.2-1b-L40"}}
+    assert comparable_config(found) == comparable_config(searching)  # resume: the search decides again
+    assert comparable_config({**config, "model": found["model"]}) != comparable_config(config)
+    off = {**config, "search": {**searching["search"], "model": "none"}}
+    assert comparable_config(off) == comparable_config(config)  # a record from before the search
+    assert setup_id({**record, "config": off}) == setup_id(record)  # keeps its set-up id
+    assert setup_id({**record, "config": searching}) != setup_id(record)
+
+
+def variant(base: dict, *, ckpt: str, n_params: int, tokens: float, status: str = "ok", search: bool = False):
+    """The llama fixture as a run of another size and set-up (its figures consistent)."""
+    r = rescaled(base, world=1, tokens_per_device=tokens if status == "ok" else 1.0)
+    r["run"]["id"] = uuid.uuid4().hex
+    r["config"]["activation_checkpointing"] = {"name": ckpt}
+    r["config"]["search"] = {
+        "model": "largest" if search else "none",
+        "grow": "n_layer",
+        "min_n_layer": 1,
+        "max_n_layer": 256,
+        "memory_budget_gib": None,
+    }
+    r["model"]["n_params"] = n_params
+    r["model"]["name"] = r["config"]["model"]["name"] = f"llama-{n_params // 10**9}b"
+    if status != "ok":
+        r["status"], r["metrics"] = status, dict.fromkeys(r["metrics"])  # a failed run's figures are null
+        r["error"] = {
+            "type": "OutOfMemoryError",
+            "message": "CUDA out of memory",
+            "phase": "warmup",
+            "rank": 0,
+        }
+    return r
+
+
+def write(root: Path, records: list[dict]) -> Path:
+    for i, r in enumerate(records):
+        (root / str(i)).mkdir(parents=True)
+        (root / str(i) / "metrics.json").write_text(json.dumps(r))
+    return root
+
+
+def test_the_frontier_is_the_largest_ok_size_of_each_set_up(tmp_path: Path) -> None:
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    records = [
+        variant(base, ckpt="none", n_params=1 * 10**9, tokens=9000.0),
+        variant(base, ckpt="none", n_params=3 * 10**9, tokens=5000.0, search=True),
+        variant(base, ckpt="none", n_params=3 * 10**9, tokens=4000.0),  # slower at the same size
+        variant(base, ckpt="none", n_params=8 * 10**9, tokens=0.0, status="oom"),
+        variant(base, ckpt="full", n_params=1 * 10**9, tokens=7000.0),
+        variant(base, ckpt="full", n_params=6 * 10**9, tokens=2500.0, search=True),
+    ]
+    records[-1]["run"]["model_search"] = {  # two probes trained, one was too large
+        "probes": [
+            {"n_layer": 4, "n_params": 2 * 10**9, "status": "ok", "tokens_per_s": 6000.0},
+            {"n_layer": 8, "n_params": 4 * 10**9, "status": "ok", "tokens_per_s": 3500.0},
+            {"n_layer": 16, "n_params": 8 * 10**9, "status": "oom", "tokens_per_s": None},
+        ]
+    }
+    df = load(write(tmp_path, records))
+    assert df["search_probes"].dropna().tolist() == [[[2e9, 6000.0], [4e9, 3500.0]]]
+    assert searched(df)
+    points = frontier_points(df)
+    assert len(points) == 4 and points["frontier"].nunique() == 2
+    table = frontier_table(df)
+    assert table["activation_checkpointing"].tolist() == ["full", "none"]  # the largest first
+    assert table["n_params"].tolist() == [6 * 10**9, 3 * 10**9]
+    assert table["tokens_per_s"].tolist() == [2500.0, 5000.0]  # the best run at the size
+    assert table["sizes"].tolist() == [2, 2]
+    assert table["larger_failed"].tolist() == [None, "llama-8b: oom"]
+    assert table["mfu"].notna().all()
+    fig = plot_frontier(df)
+    ax = fig.axes[0]
+    stars = [line for line in ax.get_lines() if line.get_marker() == "*"]
+    assert sorted(float(s.get_xdata()[0]) for s in stars) == [3e9, 6e9]
+    dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert [list(line.get_xdata()) for line in dotted] == [[2e9, 4e9]]
+    assert ax.get_xscale() == "log"
+
+
+def test_the_cli_prints_the_frontier_and_the_html_report_adds_it(tmp_path: Path, capsys) -> None:
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    records = [
+        variant(base, ckpt="none", n_params=2 * 10**9, tokens=5000.0, search=True),
+        variant(base, ckpt="full", n_params=4 * 10**9, tokens=2500.0, search=True),
+    ]
+    root = write(tmp_path / "runs", records)
+    assert main([str(root), "--frontier", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert list(rows[0])[:6] == [
+        "activation_checkpointing",
+        "model",
+        "n_params",
+        "micro_batch_size",
+        "tokens_per_s",
+        "mfu",
+    ]
+    assert [(r["activation_checkpointing"], r["n_params"]) for r in rows] == [
+        ("full", "4000000000"),
+        ("none", "2000000000"),
+    ]
+    report = tmp_path / "report.html"
+    assert main([str(root), "--format", "html", "--output", str(report)]) == 0
+    text = report.read_text()
+    assert "<h2>The largest model per set-up (search.model=largest): its tokens/s and MFU</h2>" in text
+    assert text.count("<table>") == 2
+
+
+def test_no_frontier_without_a_search(tmp_path: Path) -> None:
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    df = load(write(tmp_path, [variant(base, ckpt="none", n_params=10**9, tokens=9000.0)]))
+    assert not searched(df)
+    with pytest.raises(PlotSkipped, match="search.model=largest"):
+        plot_frontier(df)
+
+
+def search_run(run_dir: Path, *overrides: str) -> tuple[dict, str]:
+    proc = run_py(
+        *TINY,
+        "search.model=largest",
+        "steps.warmup=1",
+        "steps.measure=1",
+        f"hydra.run.dir={run_dir}",
+        *overrides,
+        timeout=900,
+    )
+    return json.loads((run_dir / "metrics.json").read_text()), proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_cpu_search_finds_the_largest_n_layer_under_the_budget(hydra_compose, tmp_path: Path) -> None:
+    """The budget lies between the estimated peaks of 5 and 6 blocks: the search finds 5, by real
+    probes, and one more block does not fit by the same rule; batch=auto then keeps micro batch 1
+    (2 is over the budget at 5 blocks)."""
+    plan = make_plan(hydra_compose(TINY))
+    est = {n: estimate(sized(plan, n), plan.layout).total for n in (5, 6)}
+    budget_gib = (est[5] + est[6]) / 2 / GIB
+    assert budget_problem(sized(plan, 6), estimated=est[6], peak=None, budget=int(budget_gib * GIB), nproc=1)
+    record, log = search_run(
+        tmp_path, f"search.memory_budget_gib={budget_gib:.9f}", "batch=auto", "batch.max_micro_batch_size=4"
+    )
+    assert record["status"] == "ok", record["error"]
+    search = record["run"]["model_search"]
+    assert search["result"] == 5 and record["model"]["n_layer"] == 5
+    assert record["model"]["name"] == "llama-tiny-L5" and search["n_params"] == record["model"]["n_params"]
+    probes = {p["n_layer"]: p for p in search["probes"]}
+    assert all(p["status"] == "ok" for n, p in probes.items() if n <= 5)
+    assert all(p["status"] == "over_budget" for n, p in probes.items() if n > 5) and 6 in probes
+    assert probes[6]["estimated_peak_bytes"] == est[6] and probes[6]["tokens_per_s"] is None
+    assert all(p["tokens_per_s"] > 0 for n, p in probes.items() if n <= 5)
+    assert search["method"] == "double then bisect, guided by the estimated peak"
+    assert list(probes) == [1, 2, 5, 6]  # two points predict the size, one more block confirms it
+    batch = record["run"]["batch_search"]
+    assert batch["result"] == 1 and [p["status"] for p in batch["probes"]] == ["ok", "over_budget"]
+    assert log.count("search.model=largest: probe ") == 4
+    assert sorted(p.name for p in (tmp_path / "model_search").iterdir()) == ["L1", "L2", "L5"]  # 6 never ran
+
+
+@pytest.mark.slow
+def test_a_search_where_nothing_fits_records_why_and_runs_nothing(tmp_path: Path) -> None:
+    record, _ = search_run(tmp_path, "search.memory_budget_gib=0.000001")
+    assert record["status"] == "oom" and record["error"]["type"] == "OverMemoryBudget"
+    assert record["error"]["message"].startswith("search.model=largest: even n_layer=1 does not fit: ")
+    assert [p["status"] for p in record["run"]["model_search"]["probes"]] == ["over_budget"]
+    assert record["run"]["model_search"]["result"] is None
+    assert not (tmp_path / "model_search").exists()
