@@ -33,7 +33,7 @@ FRONTIER_COLUMNS = [
 ]
 """The figures of a set-up's largest ok size in :func:`frontier_table`, after the set-up's columns:
 ``sizes`` counts the sizes that trained, ``larger_failed`` names the smallest larger size that did not
-(``llama3.1-70b: oom``)."""
+(``llama3.1-70b: oom``; for a searched run, its own search's probe: ``n_layer=37 (9.12 B): oom``)."""
 
 SEARCHED = "largest"
 """``model_search`` of a run that searched the largest model (``search.model=largest``)."""
@@ -93,9 +93,10 @@ def frontier_table(df: pd.DataFrame) -> pd.DataFrame:
     everything = df[df["n_params"].notna()].assign(frontier=frontier_key(df[df["n_params"].notna()]))
     largest = points[points["largest"]].copy()
     largest["sizes"] = largest["frontier"].map(points.groupby("frontier").size())
+    probes = largest["search_failed"] if "search_failed" in largest else pd.Series(None, index=largest.index)
     failed = [
-        _larger_failed(everything, key, n)
-        for key, n in zip(largest["frontier"], largest["n_params"], strict=True)
+        _larger_failed(everything, key, n) or (probe if isinstance(probe, str) else None)
+        for key, n, probe in zip(largest["frontier"], largest["n_params"], probes, strict=True)
     ]
     largest["larger_failed"] = pd.Series(failed, index=largest.index, dtype=object)
     varied = [c for c in setup_columns(largest) if largest[c].nunique(dropna=False) > 1]

@@ -111,7 +111,7 @@ HIGHER_IS_BETTER = {name for name, way in BETTER.items() if way == "higher"}
 LOWER_IS_BETTER = {name for name, way in BETTER.items() if way == "lower"}
 """Columns ranked ascending (step times, memory)."""
 
-SEARCH_COLUMNS = ["search_probes"]
+SEARCH_COLUMNS = ["search_probes", "search_failed"]
 """``search.model=largest``'s probes that trained (``run.model_search.probes``): a list of
 ``[n_params, tokens_per_s]``, the tokens/s of each probe's one measured step (indicative); the
 frontier plot draws them (:func:`analysis.plots.plot_frontier`). Blank without a search."""
@@ -456,6 +456,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     )
     out["noise"] = noise_flags(record, out)
     out["search_probes"] = search_probes(record)
+    out["search_failed"] = search_failed(record)
     out["run_dir"] = run_dir
     out["setup_id"] = setup_id(record)
     out["base_setup_id"] = setup_id(record, layout=False)
@@ -479,6 +480,29 @@ def search_probes(record: Record) -> list[list[float]] | None:
             if n is not None and rate is not None and n > 0 and rate > 0:
                 points.append([float(n), float(rate)])
     return points or None
+
+
+def search_failed(record: Record) -> str | None:
+    """``n_layer=37 (9.12 B): oom``: the smallest probe of the record's model search above the size it
+    found that did not train (what bounds the frontier), None without one (:data:`SEARCH_COLUMNS`)."""
+    search = _get(record, ("run", "model_search"))
+    if not isinstance(search, dict) or not isinstance(search.get("probes"), list):
+        return None
+    found = _number(search.get("result"))
+    failed = [
+        p
+        for p in search["probes"]
+        if isinstance(p, dict)
+        and p.get("status") != "ok"
+        and _number(p.get("n_layer")) is not None
+        and (found is None or _number(p.get("n_layer")) > found)
+    ]
+    if not failed:
+        return None
+    first = min(failed, key=lambda p: _number(p.get("n_layer")))
+    n = _number(first.get("n_params"))
+    size = f" ({n / 1e9:.3g} B)" if n else ""
+    return f"n_layer={int(_number(first['n_layer']))}{size}: {first.get('status')}"
 
 
 def peak_memory_error(predicted_gib: Any, measured_gib: Any) -> float | None:

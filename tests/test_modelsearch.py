@@ -132,6 +132,7 @@ def test_the_frontier_is_the_largest_ok_size_of_each_set_up(tmp_path: Path) -> N
         variant(base, ckpt="full", n_params=6 * 10**9, tokens=2500.0, search=True),
     ]
     records[-1]["run"]["model_search"] = {  # two probes trained, one was too large
+        "result": 12,
         "probes": [
             {"n_layer": 4, "n_params": 2 * 10**9, "status": "ok", "tokens_per_s": 6000.0},
             {"n_layer": 8, "n_params": 4 * 10**9, "status": "ok", "tokens_per_s": 3500.0},
@@ -148,7 +149,8 @@ def test_the_frontier_is_the_largest_ok_size_of_each_set_up(tmp_path: Path) -> N
     assert table["n_params"].tolist() == [6 * 10**9, 3 * 10**9]
     assert table["tokens_per_s"].tolist() == [2500.0, 5000.0]  # the best run at the size
     assert table["sizes"].tolist() == [2, 2]
-    assert table["larger_failed"].tolist() == [None, "llama-8b: oom"]
+    # a searched run's own probe bounds its frontier; a ladder's failed run bounds the other
+    assert table["larger_failed"].tolist() == ["n_layer=16 (8 B): oom", "llama-8b: oom"]
     assert table["mfu"].notna().all()
     fig = plot_frontier(df)
     ax = fig.axes[0]
