@@ -178,12 +178,15 @@ def check_launcher(
             f"set hydra.launcher.tasks_per_node={nproc_per_node}, or drop the override "
             "(slurm.yaml sets it to ${nproc_per_node})",
         )
-    if nodes * tasks != nproc_per_node * nnodes or (local and nodes != 1):
-        fix = (
-            "set nnodes=1 (submitit_local runs on this machine)"
-            if local
-            else f"set hydra.launcher.nodes={nnodes}, or nnodes={nodes}"
+    if local and nodes != 1:
+        raise ConfigError(
+            "hydra.launcher.nodes",
+            nodes,
+            "hydra/launcher=slurm_local (submitit_local) runs every task on this machine, one node",
+            f"set nnodes=1 with nproc_per_node={nproc_per_node * nnodes}, or hydra/launcher=slurm",
         )
+    if nodes * tasks != nproc_per_node * nnodes:
+        fix = f"set hydra.launcher.nodes={nnodes}, or nnodes={nodes}"
         raise ConfigError(
             "hydra.launcher.nodes",
             nodes,

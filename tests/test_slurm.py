@@ -165,6 +165,17 @@ def test_check_launcher_names_the_key_to_set(launcher: dict, run: tuple, key: st
     assert info.value.key == key
 
 
+def test_slurm_local_refuses_two_nodes_and_says_why() -> None:
+    """submitit_local runs one machine: two nodes are refused naming that, not a task count."""
+    with pytest.raises(ConfigError) as info:
+        slurm.check_launcher(
+            {"tasks_per_node": 2, "nodes": 2}, nproc_per_node=2, nnodes=2, device="cpu", local=True
+        )
+    message = str(info.value)
+    assert info.value.key == "hydra.launcher.nodes" and "one node" in message
+    assert "set nnodes=1 with nproc_per_node=4" in message and message.count("\n") == 0
+
+
 def test_check_launcher_accepts_one_gpu_per_task() -> None:
     slurm.check_launcher(
         {"tasks_per_node": 8, "nodes": 2, "gpus_per_task": 1}, nproc_per_node=8, nnodes=2, device="cuda"
@@ -550,6 +561,20 @@ def test_two_point_sweep_two_tasks_per_job(tmp_path: Path, job_name: str) -> Non
         assert not (tmp_path / job / ".flopsweep").exists()
     assert len(list((tmp_path / ".submitit").glob("*/*_1_result.pkl"))) == 2  # task 1 of each job ran
     assert sum(line.endswith("): done") for line in proc.stdout.splitlines()) == 2  # one state line each
+
+
+@pytest.mark.slurm
+def test_a_tensor_parallel_layout_runs_across_the_tasks_of_a_node(tmp_path: Path, job_name: str) -> None:
+    """Issue 23's layout under Slurm: TP 2 over the two tasks of one node (the private cluster has one
+    node), FSDP2 on the mesh, each task one gloo rank; the record names the layout."""
+    proc = sweep(
+        tmp_path, job_name, "backend=fsdp", "model=llama-tiny", "parallel.tp=2", "parallel.dp_shard=1"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (record,) = records(tmp_path)
+    assert record["status"] == "ok", record["error"]
+    assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 2, "pp": 1, "cp": 1}
+    assert record["metrics"]["loss_finite"] is True
 
 
 @pytest.mark.slurm
