@@ -130,6 +130,24 @@ SETUP_SPECS: list[SetupSpec] = [
         description="ZeRO-3 persistence threshold (elements)",
     ),
     S(
+        name="zero_hpz_partition_size",
+        path="config.backend.zero_hpz_partition_size",
+        header="hpz",
+        description="ZeRO++ hpZ: secondary partition size (1: off)",
+    ),
+    S(
+        name="zero_quantized_weights",
+        path="config.backend.zero_quantized_weights",
+        header="qwz",
+        description="ZeRO++ qwZ: quantized weight all-gather",
+    ),
+    S(
+        name="zero_quantized_gradients",
+        path="config.backend.zero_quantized_gradients",
+        header="qgz",
+        description="ZeRO++ qgZ: quantized gradient reduce-scatter",
+    ),
+    S(
         name="cpu_offload",
         path="config.backend.cpu_offload",
         header="cpu_offload",
@@ -277,9 +295,6 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.backend.sub_group_size",
     "config.backend.optimizer_impl",
     "config.backend.deepcompile",
-    "config.backend.zero_hpz_partition_size",  # ZeRO++: multi-node knobs, at 1/false on one node
-    "config.backend.zero_quantized_weights",
-    "config.backend.zero_quantized_gradients",
     "config.backend.nvme_path",  # where nvme offload writes, not what it measures
     "config.precision.fp8_all_gather",
     "config.batch.name",
