@@ -137,7 +137,7 @@ def test_the_frontier_is_the_largest_ok_size_of_each_set_up(tmp_path: Path) -> N
             {"n_layer": 4, "n_params": 2 * 10**9, "status": "ok", "tokens_per_s": 6000.0},
             {"n_layer": 8, "n_params": 4 * 10**9, "status": "ok", "tokens_per_s": 3500.0},
             {"n_layer": 16, "n_params": 8 * 10**9, "status": "oom", "tokens_per_s": None},
-        ]
+        ],
     }
     df = load(write(tmp_path, records))
     assert df["search_probes"].dropna().tolist() == [[[2e9, 6000.0], [4e9, 3500.0]]]
