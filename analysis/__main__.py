@@ -66,7 +66,9 @@ from analysis.spread import verdict
 from flopsweep.text import plural
 
 FORMATS = ("table", "csv", "markdown", "json", "html")
-_LONG = {short: long for long, short in SHORT.items()}
+_LONG = {short: long for long, short in SHORT.items() if short == long or short not in SHORT}
+"""Short header -> column name, for options that take either; a short header that is also a column's
+own name (``layout``) means that column."""
 
 
 def _headers(names: set[str]) -> str:

@@ -440,6 +440,33 @@ def _check_offload(backend: DeepSpeedConfig) -> None:
             )
 
 
+def _check_nvme(cfg: BackendConfig, device: str) -> None:
+    """NVMe offload (ZeRO-Infinity) runs DeepSpeed's ``async_io`` op, which is built for CUDA (and
+    libaio) only, and writes into ``backend.nvme_path``, which must be an existing folder.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    keys = [k for k in ("offload_optimizer", "offload_param") if getattr(cfg, k, "none") == "nvme"]
+    if not keys or cfg.zero_stage != 3 or not cfg.nvme_path:
+        return  # _check_offload names the stage and the missing path
+    if device != "cuda":
+        raise ConfigError(
+            f"backend.{keys[0]}",
+            "nvme",
+            f"NVMe offload runs DeepSpeed's async_io op, which is built for CUDA, not device={device}",
+            f"set backend.{keys[0]}=cpu, or device=cuda",
+        )
+    path = cfg.nvme_path
+    if not os.path.isdir(path):
+        raise ConfigError(
+            "backend.nvme_path",
+            path,
+            "is not an existing folder (NVMe offload writes its swap files there)",
+            "create the folder on an NVMe drive first, or set backend.nvme_path to one",
+        )
+
+
 def _default(value: float | None, default: float) -> float:
     return default if value is None else value
 
@@ -679,6 +706,7 @@ def check_support(
             f"does not divide the world size {world_size} (nproc_per_node x nnodes)",
             "set backend.zero_hpz_partition_size to the ranks per node (nproc_per_node), or 1",
         )
+    _check_nvme(cfg, device)
     if getattr(cfg, "deepcompile", False) and device != "cuda":
         raise ConfigError(
             "backend.deepcompile", True, "DeepCompile runs on CUDA only", "set backend.deepcompile=false"

@@ -82,7 +82,7 @@ SETUP_SPECS: list[SetupSpec] = [
     S(
         name="attention_layout",
         path="config.attention.layout",
-        header="layout",
+        header="attn_layout",
         description="block-sparse layout",
     ),
     S(

@@ -139,6 +139,23 @@ def selective_attention(cfg: RunConfig) -> None:
         )
 
 
+def every_n_within_the_layers(cfg: RunConfig) -> None:
+    """``activation_checkpointing=every_n`` with ``every`` above ``model.n_layer`` checkpoints no block:
+    the run would be ``none`` recorded as ``every_n``. A model search grows ``n_layer``, so it is
+    let through there."""
+    ac = cfg.activation_checkpointing
+    every = getattr(ac, "every", None)
+    if ac.name != "every_n" or not isinstance(every, int) or cfg.search.model == "largest":
+        return
+    if cfg.model.arch != "hf" and every > cfg.model.n_layer:
+        raise ConfigError(
+            "activation_checkpointing.every",
+            every,
+            f"is more than model.n_layer={cfg.model.n_layer}, so no block would be checkpointed",
+            f"set activation_checkpointing.every={cfg.model.n_layer} or less, or pick another policy",
+        )
+
+
 def memory_budget_compiled(cfg: RunConfig) -> None:
     """``activation_checkpointing=memory_budget`` is a setting of the compiler's partitioner
     (``torch._functorch.config.activation_memory_budget``): without ``compile=true`` nothing reads it."""
@@ -187,6 +204,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     tensor_parallel_shapes,
     tensor_parallel_precision,
     selective_attention,
+    every_n_within_the_layers,
     memory_budget_compiled,
     pipeline.check,  # parallel.pp with the backend, the model's layers, the batch keys
     model_search,

@@ -74,7 +74,10 @@ def test_each_policy_names_its_recompute() -> None:
     "overrides, policy",
     [
         (["activation_checkpointing=every_n"], EveryNConfig(every=2)),
-        (["activation_checkpointing=every_n", "activation_checkpointing.every=3"], EveryNConfig(every=3)),
+        (
+            ["activation_checkpointing=every_n", "activation_checkpointing.every=3", "model.n_layer=4"],
+            EveryNConfig(every=3),
+        ),
         (["activation_checkpointing=selective"], CheckpointingConfig(name="selective")),
         (["activation_checkpointing=memory_budget", "compile=true"], MemoryBudgetConfig(budget=0.5)),
         (

@@ -217,3 +217,14 @@ def test_a_rank_count_baseline_matches_across_the_layouts_it_resolves_to(tmp_pat
         _record(tmp_path / str(world), world=world, tokens_per_device=rate)
     df = analysis.compare(analysis.load(tmp_path), {"world_size": 1}, metric="tokens_per_s_per_device")
     assert df.set_index("run_id")["speedup"].to_dict() == pytest.approx({"1": 1.0, "2": 0.9, "4": 0.8})
+
+
+def test_layout_in_an_option_means_the_parallel_layout_not_the_attention_one() -> None:
+    """``--columns layout``, ``--filter layout=...`` and ``--pivot`` take a column's name or its short
+    header; ``layout`` is the parallel layout's own name, so it wins over the block-sparse attention
+    layout, whose header is ``attn_layout``."""
+    from analysis.__main__ import _column
+
+    assert _column("layout") == "layout"
+    assert _column("attn_layout") == "attention_layout"
+    assert _column("attention_layout") == "attention_layout"

@@ -76,6 +76,11 @@ def test_deepspeed_config_has_the_offload_sections() -> None:
     "backend, key, words",
     [
         (DeepSpeedConfig(zero_stage=3, offload_optimizer="nvme"), "backend.nvme_path", "needs a folder"),
+        (
+            DeepSpeedConfig(zero_stage=3, offload_optimizer="nvme", nvme_path="/nonexistent/flopsweep-nvme"),
+            "backend.nvme_path",
+            "not an existing folder",
+        ),
         (DeepSpeedConfig(zero_stage=2, offload_param="cpu"), "backend.offload_param", "ZeRO-3 only"),
         (
             DeepSpeedConfig(zero_stage=2, offload_optimizer="nvme", nvme_path="/x"),
@@ -93,6 +98,16 @@ def test_impossible_offload_is_refused_in_one_line(backend, key, words) -> None:
     with pytest.raises(ConfigError) as err:
         resolve(_run(backend), H200_HOST)
     assert err.value.key == key and words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_nvme_offload_on_the_cpu_is_refused_before_launch(tmp_path: Path) -> None:
+    """DeepSpeed's async_io op (NVMe offload) is built for CUDA: on the CPU it would fail after launch."""
+    cpu_host = dataclasses.replace(H200_HOST, cuda_available=False, gpu_count=0, capability=None)
+    backend = DeepSpeedConfig(zero_stage=3, offload_param="nvme", nvme_path=str(tmp_path))
+    with pytest.raises(ConfigError) as err:
+        resolve(dataclasses.replace(_run(backend), device="cpu"), cpu_host)
+    assert err.value.key == "backend.offload_param" and "device=cpu" in str(err.value)
+    assert "set backend.offload_param=cpu" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_offloaded_states_are_counted_per_rank() -> None:

@@ -39,3 +39,13 @@ def test_compiling_without_warmup_is_refused(hydra_compose) -> None:
     with pytest.raises(ConfigError) as err:
         rules.check(cfg)
     assert err.value.key == "steps.warmup"
+
+
+def test_every_n_beyond_the_layers_is_refused_and_within_them_passes(hydra_compose) -> None:
+    """gpt-tiny has 2 blocks: every=3 would checkpoint none of them (a `none` run named every_n)."""
+    cfg = hydra_compose(["activation_checkpointing=every_n", "activation_checkpointing.every=3"])
+    with pytest.raises(ConfigError) as err:
+        rules.check(cfg)
+    assert err.value.key == "activation_checkpointing.every" and err.value.value == 3
+    assert "model.n_layer=2" in str(err.value) and "\n" not in str(err.value)
+    rules.check(hydra_compose(["activation_checkpointing=every_n", "activation_checkpointing.every=2"]))
