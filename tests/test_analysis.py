@@ -934,6 +934,9 @@ def test_cpu_sweep_then_html_report_and_plots(tmp_path):
     assert h >= 300 and w >= 400
     text = report.read_text()
     assert "<table>" in text and "<td>gpt-tiny</td>" in text and "<td>invalid</td>" in text
-    assert text.count('src="data:image/png;base64,') == 1  # TFLOPs; no GPU memory, one seq_len
+    # TFLOPs, and predicted against measured (every ok run records metrics.predicted); no GPU
+    # memory, one seq_len
+    assert text.count('src="data:image/png;base64,') == 2
+    assert (plots / "predicted_vs_measured.png").exists()
     df = load(sweep)
     assert (df.schema_version == SCHEMA_VERSION).all() and df[df.status.eq("ok")][RANK_METRIC].notna().all()

@@ -239,10 +239,8 @@ def test_plan_says_whether_llama_8b_fits_an_h100_from_a_machine_without_one(tmp_
     eight = dataclasses.replace(base, backend=FSDPConfig(), nproc_per_node="8")
     row = plan_job(eight, JobInfo(job_dir=tmp_path / "eight", overrides=[]))["plan"]
     assert (row["status"], row["fits"]) == ("ok", True), row["note"]
-    assert (tmp_path / "eight" / "plan.csv").read_text().splitlines()[0].split(",")[8:10] == [
-        "fits",
-        "fits_on",
-    ]
+    header = (tmp_path / "eight" / "plan.csv").read_text().splitlines()[0].split(",")
+    assert header[header.index("fits") + 1] == "fits_on"
 
 
 def test_the_analysis_shows_the_memory_error_in_every_format(tmp_path: Path, capsys) -> None:
