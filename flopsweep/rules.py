@@ -174,7 +174,14 @@ def model_search(cfg: RunConfig) -> None:
     s = cfg.search
     require_choice("search.model", s.model, SEARCH_MODES, "search.model")
     require_choice("search.grow", s.grow, SEARCH_GROW, "search.grow")
-    if s.min_n_layer < 1 or s.max_n_layer < s.min_n_layer:
+    if s.min_n_layer < 1:
+        raise ConfigError(
+            "search.min_n_layer",
+            s.min_n_layer,
+            "the search starts at a model of at least one block",
+            "set search.min_n_layer=1",
+        )
+    if s.max_n_layer < s.min_n_layer:
         raise ConfigError(
             "search.max_n_layer",
             s.max_n_layer,
@@ -187,6 +194,14 @@ def model_search(cfg: RunConfig) -> None:
             s.memory_budget_gib,
             "must be a positive number of GiB",
             "set it such as search.memory_budget_gib=80, or null for the device's memory",
+        )
+    if s.model == "largest" and cfg.parallel.pp > 1:
+        raise ConfigError(
+            "search.model",
+            "largest",
+            f"grows n_layer one block at a time, and parallel.pp={cfg.parallel.pp} needs a multiple of "
+            "its stages",
+            "search without a pipeline (parallel.pp=1), then plan the pipeline at the size found",
         )
     if s.model == "largest" and cfg.model.arch == "hf":
         raise ConfigError(

@@ -36,6 +36,11 @@ TINY = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch
         (["search.memory_budget_gib=0"], "search.memory_budget_gib=0"),
         (["search.max_n_layer=5000"], "search.max_n_layer=5000"),
         (["model=hf", "search.model=largest"], "search.model='largest'"),
+        (["search.min_n_layer=0"], "search.min_n_layer=0"),
+        (
+            ["search.model=largest", "backend=fsdp", "nproc_per_node=2", "parallel.pp=2", "model.n_layer=4"],
+            "search.model='largest'",
+        ),
     ],
 )
 def test_a_bad_search_is_refused_in_one_line_naming_the_key(hydra_compose, overrides, key) -> None:
