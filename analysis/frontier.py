@@ -61,12 +61,15 @@ def searched(df: pd.DataFrame) -> bool:
 def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
     """The best ok run (most tokens/s) of each set-up at each size (``n_params``), with
     ``frontier`` (its key), ``largest`` (the set-up's largest ok size) and ``searched`` (the
-    size came from ``search.model=largest``). Runs that fail their checks are left out."""
+    size came from ``search.model=largest``). Runs that fail their checks are left out; when some run
+    searched, so are the set-ups without a searched run (a size ladder is a frontier only alone)."""
     ok = df[rankable(df, "tokens_per_s") & df["n_params"].notna()].copy()
     if ok.empty:
         return ok.assign(frontier=[], largest=[], searched=[])
     ok["frontier"] = frontier_key(ok)
     ok["searched"] = ok["model_search"].eq(SEARCHED) if "model_search" in ok else False
+    if ok["searched"].any():  # a search's set-ups only: the other runs of the inputs are no frontier
+        ok = ok[ok["frontier"].isin(ok.loc[ok["searched"], "frontier"])]
     ok = ok.sort_values("tokens_per_s", ascending=False, kind="stable")
     best = ok.drop_duplicates(["frontier", "n_params"]).copy()
     top = best.groupby("frontier")["n_params"].transform("max")

@@ -154,7 +154,7 @@ def test_a_bad_directory_or_option_is_one_line_and_non_zero(
 
 def test_the_committed_notebook_is_executed_current_and_holds_no_absolute_path():
     text = COMMITTED.read_text(encoding="utf-8")
-    assert len(text.encode()) < 3_000_000  # 2.2 MB with the energy and repeats records of 2026-12-01
+    assert len(text.encode()) < 3_000_000  # 2.9 MB with the records of 2026-12-01 (session 7)
     assert str(ROOT) not in text and not ABSOLUTE.search(text), ABSOLUTE.search(text)
     nb = nbformat.read(COMMITTED, as_version=4)
     assert_executed_without_errors(nb)
