@@ -549,7 +549,7 @@ def _launch(
     predicted = predicted_peak_gib(cfg, layout)  # the plan's estimate, before any rank starts
     try:
         outcome, cfg = launch_run(p, path.parent, run)
-        if cfg.batch.micro_batch_size != p.cfg.batch.micro_batch_size:  # batch=auto chose another
+        if cfg != p.cfg:  # batch=auto chose another micro batch, or the search another model
             predicted = predicted_peak_gib(cfg, layout)
     except (KeyboardInterrupt, Terminated) as exc:
         phase, _ = last_phase(path.parent / SCRATCH, world)

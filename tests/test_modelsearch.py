@@ -235,6 +235,8 @@ def test_a_cpu_search_finds_the_largest_n_layer_under_the_budget(hydra_compose, 
     assert all(p["status"] == "ok" for n, p in probes.items() if n <= 5)
     assert all(p["status"] == "over_budget" for n, p in probes.items() if n > 5) and 6 in probes
     assert probes[6]["estimated_peak_bytes"] == est[6] and probes[6]["tokens_per_s"] is None
+    # the prediction recorded is the found model's (5 blocks), not the configured one's
+    assert record["metrics"]["predicted_peak_gib"] == round(est[5] / GIB, 6)
     assert all(p["tokens_per_s"] > 0 for n, p in probes.items() if n <= 5)
     assert search["method"] == "double then bisect, guided by the estimated peak"
     assert list(probes) == [1, 2, 5, 6]  # two points predict the size, one more block confirms it
