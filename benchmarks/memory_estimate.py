@@ -5,10 +5,12 @@ For every ok GPU record under a results folder: the estimate for its config next
 ``peak_cuda_allocated_bytes``, the relative error ((estimate - measured) / measured), and the median
 and worst absolute errors, over all records and over the set-ups the estimate models (records of
 fp8 and of ``blocksparse`` ``impl=gather``, which it does not model, are named apart with the
-reason). A record that carries ``metrics.predicted_peak_gib`` (made before its run) is compared
-with that prediction instead. CPU only; reads the records, runs nothing.
+reason). Every record is re-estimated from its config with the current code; a record that carries
+``metrics.predicted_peak_gib`` (made before its run, by the code of its day) shows that prediction
+in its own column, and ``--recorded`` compares with it instead. The summary gives the median and
+worst per backend too. CPU only; reads the records, runs nothing.
 
-    python benchmarks/memory_estimate.py benchmarks/results/h200 [--folder backends] [--summary]
+    python benchmarks/memory_estimate.py benchmarks/results/h200 [--folder backends] [--summary] [--recorded]
 """
 
 from __future__ import annotations
@@ -83,13 +85,18 @@ class Row:
     source: str
     """``recorded`` (``metrics.predicted_peak_gib``) or ``estimate`` (computed now)."""
     outside: str | None
+    recorded: float | None = None
+    """``metrics.predicted_peak_gib``, the prediction made before the run (None before the key)."""
 
     @property
     def error(self) -> float:
         return self.estimate / self.measured - 1
 
 
-def rows(root: Path, folder: str | None) -> list[Row]:
+def rows(root: Path, folder: str | None, use_recorded: bool = False) -> list[Row]:
+    """One :class:`Row` per ok record with a measured peak under ``root`` (only the top-level
+    ``folder`` when given): the estimate computed now from its config and layout, or with
+    ``use_recorded`` its ``metrics.predicted_peak_gib`` where it has one."""
     out = []
     for path in sorted(root.rglob("metrics.json")):
         if folder and folder not in path.relative_to(root).parts[:1]:
@@ -101,7 +108,7 @@ def rows(root: Path, folder: str | None) -> list[Row]:
             continue
         cfg = run_config(record["config"])
         recorded = metrics.get("predicted_peak_gib")
-        if recorded is None:
+        if recorded is None or not use_recorded:
             degrees = record["system"].get("parallel") or {"dp_shard": record["system"]["world_size"]}
             predicted, source = estimate(cfg, Layout(**degrees)).total_gib, "estimate"
         else:
@@ -115,15 +122,22 @@ def rows(root: Path, folder: str | None) -> list[Row]:
                 measured=measured / GIB,
                 source=source,
                 outside=unmodelled(cfg),
+                recorded=None if recorded is None else float(recorded),
             )
         )
     return out
 
 
 def summary(found: list[Row]) -> list[str]:
-    """The median and worst |error| over every record and over the modelled ones."""
+    """The median and worst |error| over every record, over the modelled ones, and over the
+    modelled ones of each backend."""
     lines = []
-    for label, subset in (("all", found), ("modelled", [r for r in found if not r.outside])):
+    modelled = [r for r in found if not r.outside]
+    groups = [("all", found), ("modelled", modelled)]
+    groups += [
+        (f"modelled {b}", [r for r in modelled if r.backend == b]) for b in sorted({r.backend for r in found})
+    ]
+    for label, subset in groups:
         errors = [abs(r.error) for r in subset]
         if errors:
             worst = max(subset, key=lambda r: abs(r.error))
@@ -141,13 +155,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--summary", action="store_true", help=f"only the summary and the records over {OUTSIDE_PCT:g}%%"
     )
+    parser.add_argument(
+        "--recorded",
+        action="store_true",
+        help="compare with metrics.predicted_peak_gib where a record has it (predicted before the run)",
+    )
     args = parser.parse_args(argv)
-    found = rows(args.root, args.folder)
+    found = rows(args.root, args.folder, use_recorded=args.recorded)
     shown = [r for r in found if abs(r.error) * 100 > OUTSIDE_PCT] if args.summary else found
-    print("| record | backend | estimate GiB | measured GiB | error | note |\n|---|---|---:|---:|---:|---|")
+    print(
+        "| record | backend | estimate GiB | measured GiB | error | recorded GiB | note |\n"
+        "|---|---|---:|---:|---:|---:|---|"
+    )
     for r in shown:
         note = r.outside or ("" if r.source == "estimate" else "predicted before the run")
-        print(f"| {r.where} | {r.backend} | {r.estimate:.1f} | {r.measured:.1f} | {r.error:+.1%} | {note} |")
+        before = "" if r.recorded is None else f"{r.recorded:.1f}"
+        print(
+            f"| {r.where} | {r.backend} | {r.estimate:.1f} | {r.measured:.1f} | {r.error:+.1%} "
+            f"| {before} | {note} |"
+        )
     print()
     for line in summary(found):
         print(f"- {line}")

@@ -112,6 +112,9 @@ LOGSUMEXP_BYTES = 4
 """Bytes per query and head that a fused attention kernel saves for backward (fp32 logsumexp)."""
 FSDP_INFLIGHT_BLOCKS = 2
 """All-gathered blocks FSDP2 holds at once: the one computing and the one prefetched."""
+REDUCE_BYTES = 4
+"""Bytes per gradient element that FSDP2 reduce-scatters: ``MixedPrecisionPolicy(reduce_dtype=
+torch.float32)`` (:func:`flopsweep.backends.shard_data_parallel`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +134,9 @@ class MemoryEstimate:
     """Every model state at the optimizer step, gradients included (the activations are gone)."""
     method: str
     """How the model states were estimated (formula or DeepSpeed estimator)."""
+    reduce_buffers: int = 0
+    """FSDP2's gradient reduce-scatter buffers at the end of backward, on top of
+    :attr:`step_states` (:func:`fsdp_reduce_bytes`); 0 for other backends."""
 
     @property
     def backward_start(self) -> int:
@@ -138,9 +144,15 @@ class MemoryEstimate:
         return self.model_states + self.activations + self.attention_workspace + self.logits
 
     @property
+    def end_of_backward(self) -> int:
+        """Bytes at the end of backward and the optimizer step: every model state and the
+        gradient reduce-scatter buffers (the activations are gone)."""
+        return self.step_states + self.reduce_buffers
+
+    @property
     def total(self) -> int:
-        """The peak: the larger of :attr:`backward_start` and :attr:`step_states`."""
-        return max(self.backward_start, self.step_states)
+        """The peak: the larger of :attr:`backward_start` and :attr:`end_of_backward`."""
+        return max(self.backward_start, self.end_of_backward)
 
     @property
     def total_gib(self) -> float:
@@ -228,25 +240,80 @@ def _model_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
         parts = ["12 P weights and AdamW moments", "4 P gradients at the step"]
         parts += ["2 P autocast copies"] * bool(autocast_copies) + ["4 P DDP buckets"] * bool(ddp)
         return 12 * held + accumulated + autocast_copies + ddp, 16 * held + ddp, " + ".join(parts)
+    shard, gathered = layout.dp_shard, fsdp_gathered_bytes(cfg, layout)
+    # FSDP2 without gradient sync (grad_accum's earlier micro batches) keeps unsharded fp32
+    # gradients (FSDPParam.to_accumulated_grad_if_needed): not divided by dp_shard.
     if _offload(cfg)[0]:
-        compute = 4 if precision == "fp32" else 2
-        m = cfg.model
-        block = block_params(m)
-        rest = family(m).n_params(m) - m.n_layer * block
-        inflight = (FSDP_INFLIGHT_BLOCKS * block + rest) * 2 * compute // layout.tp
         return (
-            inflight,
-            inflight,
-            (
-                f"FSDP2 CPUOffloadPolicy: states on the host; {FSDP_INFLIGHT_BLOCKS} all-gathered blocks "
-                "and the root's embedding and head in flight (weight + gradient in the compute dtype)"
-            ),
+            gathered + accumulated,
+            0,
+            "FSDP2 CPUOffloadPolicy: states on the host; the root's group (embedding, head, final norm) "
+            f"and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered in the compute dtype",
         )
-    shard = layout.dp_shard
     return (
-        (12 * held + accumulated) // shard,
+        12 * held // shard + accumulated + gathered,
         16 * held // shard,
-        "(12 P + 4 P gradients) / dp_shard (FSDP2 shards weights, gradients, AdamW moments)",
+        "(12 P + 4 P gradients) / dp_shard (FSDP2 shards weights, gradients, AdamW moments), plus the root's "
+        f"group and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered, and the fp32 reduce-scatter buffers",
+    )
+
+
+def _fsdp_groups(cfg: Any, layout: Layout) -> tuple[int, int]:
+    """``(block, root)``: the parameters of one block and of the root's parameter group (embedding,
+    output head, final norm: what :func:`stage_params` holds outside the blocks), on one rank
+    before sharding over ``dp_shard``, over ``tp``. ``model=hf``: the blocks' mean from
+    :func:`stage_params`'s split."""
+    m = cfg.model
+    block = block_params(m)
+    if block <= 0:  # a family whose count ignores n_layer (model=hf reads its file): V h per end
+        tied = m.arch == "gpt2" or bool(getattr(m, "tie_embeddings", False))
+        total = family(m).n_params(m)
+        block = max(0, total - m.vocab_size * m.n_embd * (1 if tied else 2)) // max(1, m.n_layer)
+    root = stage_params(cfg, layout) * layout.tp - math.ceil(m.n_layer / layout.pp) * block
+    return math.ceil(block / layout.tp), math.ceil(max(0, root) / layout.tp)
+
+
+def fsdp_gathered_bytes(cfg: Any, layout: Layout) -> int:
+    """Bytes of unsharded (all-gathered) FSDP2 weights at the start of backward: the root's group,
+    which FSDP2 does not reshard after forward (``FSDPState._lazy_init``: the root's
+    ``post_forward_mesh_info = None``), and :data:`FSDP_INFLIGHT_BLOCKS` blocks (the last block,
+    ``reshard_after_forward=False``, and the one prefetched for backward), in the compute dtype
+    (``MixedPrecisionPolicy.param_dtype``). 0 for other backends."""
+    if cfg.backend.name != "fsdp":
+        return 0
+    block, root = _fsdp_groups(cfg, layout)
+    compute = 4 if cfg.precision.name == "fp32" else 2
+    return compute * (root + FSDP_INFLIGHT_BLOCKS * block)
+
+
+def fsdp_reduce_bytes(cfg: Any, layout: Layout) -> int:
+    """Bytes on top of :attr:`MemoryEstimate.step_states` at the end of backward, when FSDP2
+    reduce-scatters a parameter group's gradients (``foreach_reduce``): the unsharded gradients in
+    the compute dtype ``c`` are copied into an fp32 reduce-scatter input (``reduce_dtype``,
+    :data:`REDUCE_BYTES` per element, the whole unsharded group), freed, and the output shard
+    becomes the sharded gradient. The larger of two moments, for ``W = dp_shard``:
+
+    - the root's group ``R`` (reduced last, after every block's gradient shard exists; its
+      weights resharded first): ``max(c R + 4 R, 4 R + 4 R / W)``, less its own shard ``4 R / W``
+      that :attr:`~MemoryEstimate.step_states` counts (Llama 3.1 8B on one H200: ``16 P + 4 R``,
+      123.6 GiB measured, 119.7 without this);
+    - a block ``B``: its weights and gradients, the next block's prefetched weights and the
+      previous block's reduce-scatter input, ``(3 c + 4) B``, less its own shard ``4 B / W``.
+
+    With ``backend.cpu_offload`` the shards go to the host and the output shard is on the GPU
+    until copied (nothing subtracted). 0 for other backends.
+    """
+    if cfg.backend.name != "fsdp":
+        return 0
+    block, root = _fsdp_groups(cfg, layout)
+    compute, w = (4 if cfg.precision.name == "fp32" else 2), layout.dp_shard
+    counted = 0 if _offload(cfg)[0] else 1  # the output shard is a model state (step_states)
+    root_moment = max(compute * root + REDUCE_BYTES * root, REDUCE_BYTES * root * (1 + 1 / w))
+    block_moment = (3 * compute + REDUCE_BYTES) * block
+    return int(
+        max(
+            root_moment - counted * REDUCE_BYTES * root / w, block_moment - counted * REDUCE_BYTES * block / w
+        )
     )
 
 
@@ -372,6 +439,7 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         logits=logits,
         step_states=step_states,
         method=method,
+        reduce_buffers=fsdp_reduce_bytes(cfg, layout),
     )
 
 
