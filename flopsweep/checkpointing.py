@@ -162,10 +162,31 @@ def _keep_all(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int
     return tokens * n_layer * layer
 
 
+def _keep_blocks(tokens: int, n_layer: int, checkpointed: list[int], boundary: int, layer: int) -> int:
+    """Block checkpointing (``full``, ``every_n``): each checkpointed block keeps its input ``b``, the
+    others all ``a`` they save. The peak is the larger of two moments: the start of backward (all
+    kept) and backward rebuilding the topmost checkpointed block ``j``, when the blocks above it
+    have freed theirs: ``sum_{i<j} kept_i + a`` (the rebuilt block's ``a`` includes its input).
+    So ``full`` is ``(l - 1) b + a`` and ``every_n`` lies between it and ``none``'s ``l a``.
+
+    Args:
+        tokens: tokens of the micro batch; n_layer: blocks; checkpointed: their 0-based indices
+            (:func:`checkpointed_blocks`); boundary, layer: bytes per token of a block's input and
+            of all it keeps.
+
+    Returns:
+        Bytes kept for backward at the peak.
+    """
+    ckpt = set(checkpointed)
+    kept = [boundary if i in ckpt else layer for i in range(n_layer)]
+    rebuild = sum(kept[: max(ckpt)]) + layer if ckpt else 0
+    return tokens * max(sum(kept), rebuild)
+
+
 def _keep_inputs(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
-    """Each block keeps only its input (``tokens l b``), and backward rebuilds one block's
-    activations at a time (``+ tokens a``)."""
-    return tokens * (n_layer * boundary + layer)
+    """Each block keeps only its input, and backward rebuilds one block's activations at a time:
+    ``tokens ((l - 1) b + a)`` (:func:`_keep_blocks`)."""
+    return _keep_blocks(tokens, n_layer, list(range(n_layer)), boundary, layer)
 
 
 def _keep_selective(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
@@ -178,10 +199,9 @@ def _keep_selective(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundar
 
 def _keep_every_n(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
     """The ``k = l // every`` checkpointed blocks keep their input, the others everything, and
-    backward rebuilds one checkpointed block at a time: ``tokens (k b + (l - k) a + a)`` (no ``+ a``
-    when ``k`` is 0)."""
-    k = len(checkpointed_blocks(cfg, n_layer))
-    return tokens * (k * boundary + (n_layer - k) * layer + (layer if k else 0))
+    backward rebuilds the checkpointed ones one at a time (:func:`_keep_blocks`): between ``full``
+    and ``none``, equal to ``none`` when the only checkpointed block is the top one."""
+    return _keep_blocks(tokens, n_layer, checkpointed_blocks(cfg, n_layer), boundary, layer)
 
 
 def _keep_budget(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:

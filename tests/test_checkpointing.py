@@ -138,13 +138,24 @@ def test_the_memory_estimate_keeps_what_the_policy_saves() -> None:
     tokens, boundary = 4 * 128, m.n_embd * 4
     (kept_all, logits), (kept_inputs, logits_full) = activation_bytes(plain), activation_bytes(full)
     per_layer = kept_all // (tokens * m.n_layer)
-    assert kept_inputs == tokens * (m.n_layer * boundary + per_layer)
+    # full: every block's input, and backward rebuilds the top block (its input among what it keeps)
+    assert kept_inputs == tokens * ((m.n_layer - 1) * boundary + per_layer)
     assert logits == logits_full and kept_inputs < kept_all
-    # every_n keeps the inputs of its l // every blocks and everything of the others
+    # every_n on gpt-tiny's 2 blocks checkpoints only the top one: rebuilding it in backward, once
+    # the blocks above are gone, keeps what none keeps (never more)
     every = dataclasses.replace(plain, activation_checkpointing=EveryNConfig(every=2))
-    k = m.n_layer // 2
-    kept_every = activation_bytes(every)[0]
-    assert kept_every == tokens * (k * boundary + (m.n_layer - k) * per_layer + per_layer)
+    assert activation_bytes(every)[0] == kept_all
+    # 6 blocks, every 2nd (1, 3, 5) checkpointed: start of backward 3 b + 3 a, rebuilding block 5
+    # (blocks 0-4 kept: 2 b + 3 a, plus its a) 2 b + 4 a, the larger
+    six = dataclasses.replace(every, model=dataclasses.replace(m, n_layer=6))
+    none6 = dataclasses.replace(six, activation_checkpointing=CheckpointingConfig(name="none"))
+    full6 = dataclasses.replace(six, activation_checkpointing=CheckpointingConfig(name="full"))
+    kept6 = activation_bytes(six)[0]
+    assert kept6 == tokens * (2 * boundary + 4 * per_layer)
+    assert activation_bytes(full6)[0] < kept6 < activation_bytes(none6)[0]
+    # every=1 checkpoints every block: the same as full
+    one = dataclasses.replace(plain, activation_checkpointing=EveryNConfig(every=1))
+    assert activation_bytes(one)[0] == kept_inputs
     # selective and a budget sit between full and none; budget 1 keeps what none keeps
     selective = dataclasses.replace(plain, activation_checkpointing=CheckpointingConfig(name="selective"))
     assert kept_inputs < activation_bytes(selective)[0] < kept_all

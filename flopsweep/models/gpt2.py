@@ -311,7 +311,8 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
     """Shapes for the memory estimate (:mod:`flopsweep.memory`), per token and layer, in elements:
     ``residual`` (the two LayerNorm inputs, fp32 under autocast) and ``other`` (ln_1 out h, QKV 3h,
     attention out h, ln_2 out h, c_fc out 4h, GELU out 4h: what backward keeps), and the largest
-    single layer's parameters (the token embedding at these vocabularies). Compiled
+    single layer's parameters, as DeepSpeed's ``model_to_params`` counts a module's own (the token
+    embedding at these vocabularies; else the position embedding or ``c_fc`` with its bias). Compiled
     (``residual_compiled``, ``other_compiled``): Inductor keeps the block input and 12h in the
     compute dtype (the matmul inputs and attention tensors, 10h, and the bf16 copies of the norm
     inputs; fitted to the H200 gpt-1.3b records, micro batch 8 and 16, within 1%)."""
@@ -321,5 +322,5 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
         "other": 14 * h,
         "residual_compiled": 2 * h,
         "other_compiled": 12 * h,
-        "largest_layer_params": max(cfg.vocab_size * h, 4 * h * h),
+        "largest_layer_params": max(cfg.vocab_size * h, cfg.seq_len * h, 4 * h * h + 4 * h),
     }
