@@ -497,6 +497,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     cfg = pipeline.resolve(cfg)  # the local batch splits into the pipeline micro-batches
     _check_placement(cfg, device, nproc, env)
     _check_host_memory(cfg, device, nproc, layout, env)
+    _check_search_budget(cfg, layout)
     problem = precision.problem(
         cfg.precision, device=device, capability=env.capability, bf16=env.bf16_supported
     )
@@ -527,6 +528,31 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         cfg, device=device, nproc_per_node=str(nproc), attention=attn, backend=backend
     )
     return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, layout=layout)
+
+
+def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
+    """Refuse ``search.model=largest`` under a ``search.memory_budget_gib`` below the estimated peak
+    per rank (:func:`flopsweep.memory.estimate`) of the smallest size it would try
+    (``search.min_n_layer`` blocks): nothing can fit, so nothing is launched (status ``invalid``,
+    not the ``oom`` of a probe). The fix names that estimate, rounded up to the MiB.
+
+    Raises:
+        ConfigError: naming ``search.memory_budget_gib``, its value and the smallest estimate.
+    """
+    search = cfg.search
+    if search.model != "largest" or search.memory_budget_gib is None:
+        return
+    smallest = dataclasses.replace(cfg.model, n_layer=search.min_n_layer)
+    need = memory.estimate(dataclasses.replace(cfg, model=smallest), layout).total / memory.GIB
+    if search.memory_budget_gib < need:
+        least = math.ceil(need * 1024) / 1024
+        raise ConfigError(
+            "search.memory_budget_gib",
+            search.memory_budget_gib,
+            f"is below the estimated peak of the smallest model searched, n_layer={search.min_n_layer} "
+            f"({need:.4g} GiB per rank): nothing can fit",
+            f"set search.memory_budget_gib={least:g} or more, or null for the device's memory",
+        )
 
 
 def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, env: Environment) -> None:

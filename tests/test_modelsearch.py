@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import io
 import json
+import math
 import uuid
 from pathlib import Path
 
@@ -246,11 +247,35 @@ def test_a_cpu_search_finds_the_largest_n_layer_under_the_budget(hydra_compose, 
     assert sorted(p.name for p in (tmp_path / "model_search").iterdir()) == ["L1", "L2", "L5"]  # 6 never ran
 
 
+def test_a_budget_below_the_smallest_size_is_refused_before_launch(hydra_compose) -> None:
+    """``search.memory_budget_gib`` under the estimated peak of ``search.min_n_layer`` blocks: a
+    ConfigError at planning, naming the key, its value and the smallest size's estimate as the fix;
+    a budget at that estimate plans."""
+    cfg = hydra_compose([*TINY, "search.model=largest", "search.memory_budget_gib=0.000001"])
+    with pytest.raises(ConfigError) as err:
+        make_plan(cfg)
+    plan = make_plan(hydra_compose(TINY))
+    need = estimate(sized(plan, 1), plan.layout).total / GIB
+    least = math.ceil(need * 1024) / 1024
+    message = str(err.value)
+    assert message.startswith("Invalid config: search.memory_budget_gib=1e-06: ") and "\n" not in message
+    assert f"n_layer=1 ({need:.4g} GiB per rank)" in message
+    assert f"Fix: set search.memory_budget_gib={least:g} or more" in message
+    assert make_plan(hydra_compose([*TINY, "search.model=largest", f"search.memory_budget_gib={least}"]))
+    # min_n_layer is the smallest size: 3 blocks need more than 1
+    three = hydra_compose(
+        [*TINY, "search.model=largest", "search.min_n_layer=3", f"search.memory_budget_gib={least}"]
+    )
+    with pytest.raises(ConfigError, match="n_layer=3"):
+        make_plan(three)
+
+
 @pytest.mark.slow
-def test_a_search_where_nothing_fits_records_why_and_runs_nothing(tmp_path: Path) -> None:
+def test_a_search_where_nothing_fits_is_invalid_and_runs_nothing(tmp_path: Path) -> None:
+    """A budget below the smallest size's estimate: refused before launch (``invalid``, a
+    ConfigError naming the budget), no probe and no search folder."""
     record, _ = search_run(tmp_path, "search.memory_budget_gib=0.000001")
-    assert record["status"] == "oom" and record["error"]["type"] == "OverMemoryBudget"
-    assert record["error"]["message"].startswith("search.model=largest: even n_layer=1 does not fit: ")
-    assert [p["status"] for p in record["run"]["model_search"]["probes"]] == ["over_budget"]
-    assert record["run"]["model_search"]["result"] is None
+    assert record["status"] == "invalid" and record["error"]["type"] == "ConfigError"
+    assert "search.memory_budget_gib=1e-06" in record["error"]["message"]
+    assert "n_layer=1" in record["error"]["message"]
     assert not (tmp_path / "model_search").exists()
