@@ -8,8 +8,9 @@ The peak of a training step comes at one of two moments, and the estimate is the
 - **the start of backward** (the usual peak): model states without gradients (the optimizer
   step's ``zero_grad(set_to_none=True)`` freed them; a second micro batch of ``grad_accum`` finds
   them), every activation kept for backward, and the loss's logits;
-- **the optimizer step**: every model state, gradients included; the activations are gone
-  (Llama 3.1 8B with ``full`` checkpointing peaks here, at ``16 P``).
+- **the end of backward and the optimizer step**: every model state, gradients included, and
+  FSDP2's gradient reduce-scatter buffers; the activations are gone (Llama 3.1 8B with ``full``
+  checkpointing peaks here: ``16 P`` on one GPU alone, ``16 P + 4 R`` under FSDP2).
 
 The parts, in bytes, for the rank that needs the most (the first pipeline stage, which holds the
 most in-flight micro-batches, or the last, which computes the loss):
@@ -18,14 +19,21 @@ most in-flight micro-batches, or the last, which computes the loss):
   ``ceil(n_layer / pp)`` blocks plus the embedding or head, over ``tp``):
   - ``single``/``ddp``: fp32 weights and AdamW's two moments ``12 P_r``, fp32 gradients ``4 P_r``;
     under autocast (bf16, fp16) the cached low-precision weight copies ``2 P_r`` (forward only:
-    autocast frees its cache on exit; not under a policy that recomputes the forward, whose
-    blocks cast again in backward: Llama 3.2 1B with ``full`` is within 3% without them, 9% over
-    with them); DDP's gradient buckets ``4 P_r``.
+    autocast frees its cache on exit; not for blocks that recompute their forward, which cast
+    again in backward: none under ``full``, ``every_n``'s checkpointed share; Llama 3.2 1B with
+    ``full`` is within 3% without them, 9% over with them); DDP's gradient buckets ``4 P_r``.
   - ``fsdp``: the same ``12 + 4`` bytes over ``dp_shard`` (FSDP2 shards over the shard dimension;
-    HSDP's replicas hold copies). With ``backend.cpu_offload`` the sharded states live on the host
-    (``CPUOffloadPolicy``) and the GPU holds only the all-gathered blocks in flight:
-    :data:`FSDP_INFLIGHT_BLOCKS` blocks plus the root's embedding and head, each parameter as a
-    compute-dtype weight and gradient. Without offload those in-flight copies are left out.
+    HSDP's replicas hold copies), plus what FSDP2 holds unsharded (:func:`fsdp_gathered_bytes`,
+    :func:`fsdp_reduce_bytes`; ``R`` the root's parameter group, embedding, output head and final
+    norm, ``B`` a block, ``c`` the compute dtype's bytes, ``W = dp_shard``): at the start of
+    backward the root's group, which FSDP2 does not reshard after forward, and
+    :data:`FSDP_INFLIGHT_BLOCKS` blocks, ``c (R + 2 B)``; at the end of backward the fp32
+    reduce-scatter input of the root's gradients (``reduce_dtype``), ``4 R`` (Llama 3.1 8B on one
+    H200: 123.57 GiB against 123.64 measured, 119.66 without it), or a block's moment if larger.
+    With ``grad_accum`` > 1 FSDP2 keeps unsharded fp32 gradients between micro batches, ``4 P_r``
+    (not over ``W``). With ``backend.cpu_offload`` the sharded states live on the host
+    (``CPUOffloadPolicy``, :func:`offload_host_bytes`: ``16 P / W``) and the GPU holds only the
+    gathered weights and the reduce-scatter buffers.
   - ``deepspeed``: DeepSpeed's own estimators, with their offload arguments
     (``backend.offload_optimizer`` -> ``cpu_offload``, ``backend.offload_param`` ->
     ``cpu_offload_params``; ``cpu`` and ``nvme`` alike):
@@ -38,7 +46,11 @@ most in-flight micro-batches, or the last, which computes the loss):
     bf16 and fp32 gradient partitions and ZeRO-3 the ``2 P / W`` of bf16 ones
     (:data:`ZERO_GRADIENT_BYTES`; the H200 records checked this: the estimators alone are 5-14%
     over). The estimator knows no parameter offload without optimizer offload; that case is
-    counted as no offload (an upper bound).
+    counted as no offload (an upper bound). These are the functions behind DeepSpeed's printing
+    ``estimate_zero3_model_states_mem_needs_all_live`` and ``estimate_zero2_..._all_live``,
+    which read ``(total, largest layer)`` from a built model (``model_to_params``); the estimate
+    takes them from the family (``ModelFamily.n_params``, ``largest_layer_params``: the same
+    numbers, tests/test_memory.py) without building one, so it stays a pure function.
 - **activations** kept for backward, per token and layer, from the model family
   (:func:`flopsweep.models.ModelFamily.memory`): the ``residual`` elements (norm inputs and their
   normalised values) in fp32 when autocast runs over fp32 weights (single, DDP), else in the
@@ -49,7 +61,8 @@ most in-flight micro-batches, or the last, which computes the loss):
   probabilities of a kernel that materialises the ``B x h x s x s`` scores, the ``B x h x s``
   fp32 logsumexp of a fused (flash, memory-efficient, cuDNN, flex) kernel. What is kept is the
   checkpointing policy's (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each
-  block's input only, plus one block's full activations while it is recomputed. The layout: the
+  block's input only, and the top block's full activations (its input among them) while it is
+  recomputed; ``every_n`` between the two. The layout: the
   first pipeline stage keeps ``ceil(n_layer / pp)`` layers for the in-flight pipeline
   micro-batches (:func:`in_flight_microbatches`: ``1F1B`` up to ``pp``, ``GPipe`` all of them),
   each ``micro_batch_size / pp_microbatches`` sequences; tensor parallelism with sequence
