@@ -32,16 +32,18 @@ def _batches(cfg) -> list[torch.Tensor]:
     return [tokens] * STEPS
 
 
-def _train(cfg, layout: Layout, rank: int = 0) -> tuple[list[float], list[torch.Tensor], object]:
+def _train(
+    cfg, layout: Layout, rank: int = 0, device: str = "cpu"
+) -> tuple[list[float], list[torch.Tensor], object]:
     """``STEPS`` steps of ``cfg``'s trainer on this data-parallel rank's share of each batch:
     ``(losses, the full weights after them, the trainer)``."""
     from flopsweep.backends import build_trainer
 
-    trainer = build_trainer(cfg, torch.device("cpu"), layout)
+    trainer = build_trainer(cfg, torch.device(device), layout)
     per = BATCH // layout.dp
     losses = []
     for tokens in _batches(cfg):
-        losses.append(trainer.step([tokens[rank * per : (rank + 1) * per]]))
+        losses.append(trainer.step([tokens[rank * per : (rank + 1) * per].to(device)]))
     weights = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in trainer.model.parameters()]
     return [float(x) for x in losses], [w.detach().clone() for w in weights], trainer
 
@@ -138,7 +140,11 @@ def _fsdp_rank(rank: int, world: int, cfgs: dict, init: str, out: str) -> None:
         for name, cfg in cfgs.items():
             losses, weights, trainer = _train(cfg, Layout(dp_shard=world), rank)
             left = [p.grad is not None for p in trainer.model.parameters()]
-            result = {"losses": losses, "weights": [w.flatten()[:64].tolist() for w in weights], "grads": left}
+            result = {
+                "losses": losses,
+                "weights": [w.flatten()[:64].tolist() for w in weights],
+                "grads": left,
+            }
             (Path(out) / f"{name}-{rank}.json").write_text(json.dumps(result))
     finally:
         dist.destroy_process_group()
@@ -169,3 +175,39 @@ def test_fsdp2_in_backward_trains_as_the_usual_step(hydra_compose) -> None:
         for w, r in zip(fused["weights"], usual["weights"], strict=True):
             assert w == pytest.approx(r, abs=1e-6)
         assert not any(fused["grads"])  # every gradient was freed in backward
+
+
+def _host_syncs(trainer, tokens: torch.Tensor) -> int:
+    """How many synchronising CUDA calls one training step makes (``torch.cuda.set_sync_debug_mode``
+    warns once per call)."""
+    import warnings
+
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            trainer.step([tokens])
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_in_backward_trains_as_the_usual_step_without_a_host_sync(hydra_compose) -> None:
+    """On a GPU (bf16 autocast, fused AdamW per parameter): the usual step's losses (1e-3), and a
+    step that synchronises the host no more often than the usual one (``python -m pytest -m gpu
+    tests/test_optim_in_backward.py``)."""
+    from helpers import validate
+
+    args = [*BASE, "backend=single", "device=cuda", "precision=bf16", "nproc_per_node=1"]
+    args = [a for a in args if a not in ("device=cpu", "precision=fp32")]
+    usual = validate(hydra_compose(args))
+    fused = validate(hydra_compose([*args, "optim.in_backward=true"]))
+    ref_losses, _, ref_trainer = _train(usual, Layout(), device="cuda")
+    losses, _, trainer = _train(fused, Layout(), device="cuda")
+    assert losses == pytest.approx(ref_losses, abs=1e-3)
+    assert ref_losses[-1] < ref_losses[0] - 0.1
+    tokens = _batches(fused)[0].cuda()
+    assert _host_syncs(trainer, tokens) <= _host_syncs(ref_trainer, tokens)
