@@ -211,3 +211,18 @@ def test_cuda_in_backward_trains_as_the_usual_step_without_a_host_sync(hydra_com
     assert ref_losses[-1] < ref_losses[0] - 0.1
     tokens = _batches(fused)[0].cuda()
     assert _host_syncs(trainer, tokens) <= _host_syncs(ref_trainer, tokens)
+
+
+def test_the_analysis_tells_the_fused_step_apart_and_keeps_older_set_ups() -> None:
+    """A record without the key and one with ``optim.in_backward: false`` are one set-up; ``true`` is
+    another, shown in the ``optim_in_backward`` column."""
+    from analysis.load import setup_id
+
+    from flopsweep.columns import SETUP_SPECS, kind
+
+    old = {"config": {"model": {"name": "llama-tiny"}, "optim": {"lr": 1e-4, "grad_clip": 0.0}}}
+    usual = {"config": {**old["config"], "optim": {**old["config"]["optim"], "in_backward": False}}}
+    fused = {"config": {**old["config"], "optim": {**old["config"]["optim"], "in_backward": True}}}
+    assert setup_id(usual) == setup_id(old) != setup_id(fused)
+    spec = next(s for s in SETUP_SPECS if s.path == "config.optim.in_backward")
+    assert kind(spec) == "bool" and spec.identity
