@@ -217,7 +217,6 @@ def test_the_analysis_tells_the_fused_step_apart_and_keeps_older_set_ups() -> No
     """A record without the key and one with ``optim.in_backward: false`` are one set-up; ``true`` is
     another, shown in the ``optim_in_backward`` column."""
     from analysis.load import setup_id
-
     from flopsweep.columns import SETUP_SPECS, kind
 
     old = {"config": {"model": {"name": "llama-tiny"}, "optim": {"lr": 1e-4, "grad_clip": 0.0}}}
