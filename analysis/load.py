@@ -795,13 +795,17 @@ def _layout_columns(out: dict[str, Any], record: Record) -> None:
 def _setup_config(config: dict[str, Any]) -> dict[str, Any]:
     """The config keys that define a set-up: less :data:`_NOT_SETUP`, and less the keys that newer
     records add at the value that older records implied (``parallel`` at pure data parallel,
-    ``batch.global_batch_size`` null, ``search`` off), so that a set-up keeps its id across versions."""
+    ``batch.global_batch_size`` null, ``search`` off, ``optim.in_backward`` false), so that a set-up
+    keeps its id across versions."""
     kept = {k: v for k, v in config.items() if k not in _NOT_SETUP}
     parallel = kept.get("parallel")
     if isinstance(parallel, dict) and all(parallel.get(k) == v for k, v in PARALLEL_DEFAULT.items()):
         kept.pop("parallel")
     if kept.get("search") == SEARCH_DEFAULT:  # no model search: as records from before it
         kept.pop("search")
+    optim = kept.get("optim")
+    if isinstance(optim, dict) and optim.get("in_backward") is False:  # the usual step, as before the key
+        kept["optim"] = {k: v for k, v in optim.items() if k != "in_backward"}
     batch = kept.get("batch")
     if isinstance(batch, dict) and "global_batch_size" in batch and batch["global_batch_size"] is None:
         kept["batch"] = {k: v for k, v in batch.items() if k != "global_batch_size"}

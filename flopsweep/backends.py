@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
-from flopsweep import checkpointing, tensor_parallel
+from flopsweep import checkpointing, optim_in_backward, tensor_parallel
 from flopsweep import precision as fprecision
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
@@ -114,14 +114,26 @@ def build_adamw(params: Any, optim: OptimConfig, device: torch.device) -> torch.
     )
 
 
+def build_optimizer(
+    params: Any, optim: OptimConfig, device: torch.device
+) -> torch.optim.Optimizer | optim_in_backward.OptimizerInBackward:
+    """The run's AdamW (:func:`build_adamw`), or with ``optim.in_backward`` one per parameter, stepped
+    in backward by its post-accumulate-grad hook (:mod:`flopsweep.optim_in_backward`)."""
+    if optim.in_backward:
+        return optim_in_backward.attach(params, lambda one: build_adamw(one, optim, device))
+    return build_adamw(params, optim, device)
+
+
 @dataclass
 class TorchTrainer:
     """Step loop for ``single``, ``ddp`` and ``fsdp``: autocast or FSDP2 mixed precision,
     grad accumulation without gradient sync on all but the last micro batch, a
-    ``GradScaler`` for fp16, clipping, AdamW."""
+    ``GradScaler`` for fp16, clipping (``grad_clip`` 0: none), AdamW; or, with an
+    :class:`~flopsweep.optim_in_backward.OptimizerInBackward` (``optim.in_backward``), AdamW stepped
+    per parameter inside backward, and no clip, step or ``zero_grad`` after it."""
 
     model: nn.Module
-    optimizer: torch.optim.Optimizer
+    optimizer: torch.optim.Optimizer | optim_in_backward.OptimizerInBackward
     grad_clip: float
     autocast_dtype: torch.dtype | None = None
     scaler: torch.amp.GradScaler | None = None
@@ -130,7 +142,8 @@ class TorchTrainer:
     micro_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
     """Around each micro batch's forward and backward (``loss_parallel`` under tensor parallelism)."""
     last_grad_norm: torch.Tensor | None = None
-    """The total gradient norm of the last step, before clipping (``clip_grad_norm_``'s result)."""
+    """The total gradient norm of the last step, before clipping (``clip_grad_norm_``'s result); None
+    without clipping (``grad_clip`` 0, and so ``optim.in_backward``: no gradient outlives backward)."""
 
     def step(self, micro_batches: Sequence[torch.Tensor]) -> torch.Tensor:
         n = len(micro_batches)
@@ -141,12 +154,17 @@ class TorchTrainer:
                     loss = self.model(tokens) / n
                 (self.scaler.scale(loss) if self.scaler else loss).backward()
             total += loss.detach()
+        if isinstance(self.optimizer, optim_in_backward.OptimizerInBackward):  # stepped in backward
+            if self.after_step is not None:
+                self.after_step()
+            return total
         with record_function(OPTIMIZER_ANNOTATION):  # profile=true: the optimizer part
             if self.scaler:
                 self.scaler.unscale_(self.optimizer)
-            self.last_grad_norm = torch.nn.utils.clip_grad_norm_(
-                self.model.parameters(), self.grad_clip, foreach=True
-            )
+            if self.grad_clip > 0:  # 0: no clipping
+                self.last_grad_norm = torch.nn.utils.clip_grad_norm_(
+                    self.model.parameters(), self.grad_clip, foreach=True
+                )
             if self.scaler:
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
@@ -196,7 +214,7 @@ def _torch_trainer(
     return TorchTrainer(
         model,
         # FSDP2 CPU offload keeps the parameters and gradients on the host: the step runs there
-        build_adamw(model.parameters(), cfg.optim, _optimizer_device(cfg, device)),
+        build_optimizer(model.parameters(), cfg.optim, _optimizer_device(cfg, device)),
         cfg.optim.grad_clip,
         autocast_dtype=dtype if autocast and dtype != torch.float32 else None,
         scaler=torch.amp.GradScaler(device.type) if cfg.precision.name == "fp16" else None,

@@ -165,6 +165,12 @@ SETUP_SPECS: list[SetupSpec] = [
         header="off_param",
         description="DeepSpeed ZeRO-3 offload_param device (none, cpu, nvme)",
     ),
+    S(
+        name="optim_in_backward",
+        path="config.optim.in_backward",
+        header="opt_bwd",
+        description="optimizer step fused into backward (optim.in_backward)",
+    ),
     S(name="precision", path="config.precision.name", header="prec", description="precision", show="table"),
     S(
         name="micro_batch_size",
@@ -349,7 +355,8 @@ def _annotation_kind(hint: object) -> str:
 
 def schema_field(spec: SetupSpec) -> tuple[type, str] | None:
     """``(schema class, key)`` of a ``config.*`` column: the class that declares the key (a group's
-    base or an option's own schema), or None for a path outside the config.
+    base, an option's own schema, or a plain sub-config such as ``OptimConfig``), or None for a path
+    outside the config.
 
     Raises:
         KeyError: for a ``config.*`` path that no schema has.
@@ -361,6 +368,8 @@ def schema_field(spec: SetupSpec) -> tuple[type, str] | None:
         classes, key = [RunConfig], keys[1]
     elif len(keys) == 3 and keys[1] in GROUP_BASES:
         classes, key = _schemas(keys[1]), keys[2]
+    elif len(keys) == 3 and dataclasses.is_dataclass(hint := typing.get_type_hints(RunConfig).get(keys[1])):
+        classes, key = [hint], keys[2]  # a plain sub-config, no group: optim.in_backward
     else:
         raise KeyError(f"{spec.name}: path {spec.path} is not config.<key> or config.<group>.<key>")
     for cls in classes:

@@ -178,7 +178,14 @@ class OptimConfig:
     eps: float = 1e-8
     weight_decay: float = 0.1
     grad_clip: float = 1.0
-    """Max global gradient L2 norm."""
+    """Max global gradient L2 norm; 0: no clipping."""
+    in_backward: bool = False
+    """Step the optimizer inside the backward pass (PyTorch's "fusing the optimizer step into the
+    backward pass", torchtitan's ``optimizer.early_step_in_backward``): one AdamW per parameter,
+    stepped by its post-accumulate-grad hook, which then frees the gradient, so that at most about
+    one parameter's fp32 gradient (4 bytes per parameter of the largest) is live instead of all
+    (4 bytes per parameter). Needs ``optim.grad_clip=0`` and ``batch.grad_accum=1``; ``single`` and
+    ``fsdp`` only (:func:`flopsweep.rules.optimizer_in_backward`)."""
 
 
 @dataclass(kw_only=True)

@@ -10,7 +10,9 @@ The peak of a training step comes at one of two moments, and the estimate is the
   them), every activation kept for backward, and the loss's logits;
 - **the end of backward and the optimizer step**: every model state, gradients included, and
   FSDP2's gradient reduce-scatter buffers; the activations are gone (Llama 3.1 8B with ``full``
-  checkpointing peaks here: ``16 P`` on one GPU alone, ``16 P + 4 R`` under FSDP2).
+  checkpointing peaks here: ``16 P`` on one GPU alone, ``16 P + 4 R`` under FSDP2). With
+  ``optim.in_backward`` (the step fused into backward) only the largest parameter's gradient, or
+  one FSDP2 unit's, is live instead of every gradient (:func:`in_backward_gradient_bytes`).
 
 The parts, in bytes, for the rank that needs the most (the first pipeline stage, which holds the
 most in-flight micro-batches, or the last, which computes the loss):
@@ -447,6 +449,31 @@ def attention_workspace_bytes(cfg: Any, layout: Layout | None = None) -> int:
     return (RECOMPUTED_SCORE_BYTES - kept) * per * m.n_head * m.seq_len**2 // (layout.tp * layout.cp)
 
 
+def in_backward_gradient_bytes(cfg: Any, layout: Layout) -> tuple[int, int, str]:
+    """``(every, live, what)``: the rank's fp32 gradient bytes at the optimizer step (``4 P_r``,
+    ``4 P_r / dp_shard`` under FSDP2), and the most that ``optim.in_backward`` keeps live at once
+    (:mod:`flopsweep.optim_in_backward`), which replaces them in :attr:`MemoryEstimate.step_states`:
+
+    - ``single``: the largest parameter's gradient, ``4 x largest_layer_params`` (the family's; Llama
+      3.1 8B: the ``V x h`` embedding or head, 2.0 GiB instead of 29.9 GiB);
+    - ``fsdp``: one FSDP2 unit's sharded gradients, ``4 max(block, rest) / dp_shard``: FSDP2 assigns a
+      unit's gradients as views of one reduce-scatter output, freed when the last is stepped (the
+      root unit's ``rest``: embedding, head and final norm).
+
+    Args:
+        cfg: a resolved ``RunConfig`` (``single`` or ``fsdp``, ``pp = tp = 1``: the rules refuse the
+            rest); layout: its parallel degrees.
+    """
+    m = cfg.model
+    held = stage_params(cfg, layout)
+    if cfg.backend.name == "fsdp":
+        block = block_params(m)
+        rest = family(m).n_params(m) - m.n_layer * block
+        unit = "4 x largest FSDP2 unit (a block, or the root's embedding and head) / dp_shard"
+        return 4 * held // layout.dp_shard, 4 * max(block, rest) // layout.dp_shard, unit
+    return 4 * held, 4 * family(m).memory(m)["largest_layer_params"], "4 x largest parameter gradient"
+
+
 def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
     """The peak GPU memory of the busiest rank of the resolved config ``cfg`` laid out as ``layout``.
 
@@ -458,6 +485,10 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         The estimate by part (see the module docstring for each formula); ``.total`` is the peak.
     """
     states, step_states, method = _model_states(cfg, layout)
+    if getattr(cfg.optim, "in_backward", False):  # each gradient is freed as soon as it is stepped
+        every, live, what = in_backward_gradient_bytes(cfg, layout)
+        step_states += live - every
+        method += f"; optim.in_backward: {what} instead of every gradient"
     activations, logits = activation_bytes(cfg, layout)
     return MemoryEstimate(
         model_states=states,

@@ -399,8 +399,9 @@ class PipelineTrainer:
         squared = norm.float() ** 2
         dist.all_reduce(squared, group=self.pp_group)  # every stage's share
         norm = squared.sqrt()
-        params = [p for s in self.stages for p in s.parameters()]
-        torch.nn.utils.clip_grads_with_norm_(params, self.grad_clip, norm, foreach=True)
+        if self.grad_clip > 0:  # 0: no clipping (the norm is still computed)
+            params = [p for s in self.stages for p in s.parameters()]
+            torch.nn.utils.clip_grads_with_norm_(params, self.grad_clip, norm, foreach=True)
         return norm.detach()
 
 

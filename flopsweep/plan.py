@@ -425,11 +425,12 @@ def _validate_predict(cfg: RunConfig) -> None:
 
 
 def _validate_optim(o: OptimConfig) -> None:
-    """AdamW settings: finite, with lr, eps and grad_clip > 0, betas in [0, 1), weight decay >= 0."""
+    """AdamW settings: finite, with lr and eps > 0, grad_clip >= 0 (0: no clipping), betas in [0, 1),
+    weight decay >= 0."""
     checks = {
         "lr": (o.lr > 0, "1e-4"),
         "eps": (o.eps > 0, "1e-8"),
-        "grad_clip": (o.grad_clip > 0, "1.0"),
+        "grad_clip": (o.grad_clip >= 0, "1.0"),
         "beta1": (0 <= o.beta1 < 1, "0.9"),
         "beta2": (0 <= o.beta2 < 1, "0.95"),
         "weight_decay": (o.weight_decay >= 0, "0.1"),
@@ -440,7 +441,7 @@ def _validate_optim(o: OptimConfig) -> None:
             raise ConfigError(
                 f"optim.{key}",
                 value,
-                "is out of range for AdamW (lr, eps, grad_clip > 0; betas in [0, 1); "
+                "is out of range for AdamW (lr, eps > 0; grad_clip >= 0; betas in [0, 1); "
                 "weight_decay >= 0; all finite)",
                 f"set e.g. optim.{key}={example}",
             )
@@ -494,6 +495,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     cfg = dataclasses.replace(
         cfg, batch=dataclasses.replace(cfg.batch, grad_accum=grad_accum_for(cfg.batch, layout))
     )
+    rules.optimizer_in_backward(cfg)  # again: batch.global_batch_size may have set grad_accum
     cfg = pipeline.resolve(cfg)  # the local batch splits into the pipeline micro-batches
     _check_placement(cfg, device, nproc, env)
     _check_host_memory(cfg, device, nproc, layout, env)

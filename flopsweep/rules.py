@@ -212,6 +212,87 @@ def model_search(cfg: RunConfig) -> None:
         )
 
 
+IN_BACKWARD_BACKENDS = ("single", "fsdp")
+"""Backends whose optimizer step ``optim.in_backward`` can move into backward: ``single`` (autograd
+fires each parameter's post-accumulate-grad hook) and ``fsdp`` (FSDP2's ``foreach_reduce`` fires the
+hooks of each sharded parameter after its reduce-scatter, ``torch/distributed/fsdp/_fully_shard/
+_fsdp_collectives.py``). DDP's buckets all-reduce after the hooks, and DeepSpeed's engine owns its
+step."""
+
+
+def optimizer_in_backward(cfg: RunConfig) -> None:
+    """``optim.in_backward`` steps each parameter as soon as its gradient is accumulated, so it needs
+    no step that sees every gradient at once: no global-norm clip (``optim.grad_clip=0``), no
+    ``GradScaler`` (fp16), one micro batch per step (also after ``batch.global_batch_size`` sets
+    ``grad_accum``: :func:`flopsweep.plan.resolve` runs this rule again), no pipeline (torchtitan
+    refuses it too), and a backend of :data:`IN_BACKWARD_BACKENDS` on the layouts tested (FSDP2 over
+    ``dp_shard``; tensor parallelism, HSDP and CPU offload are untested and refused)."""
+    o = cfg.optim
+    if not o.in_backward:
+        return
+    fix = "or set optim.in_backward=false"
+    if o.grad_clip > 0:
+        raise ConfigError(
+            "optim.grad_clip",
+            o.grad_clip,
+            "a global-norm clip needs every gradient at once, and optim.in_backward=true frees each "
+            "gradient as soon as its parameter is stepped",
+            f"set optim.grad_clip=0, {fix}",
+        )
+    if cfg.backend.name not in IN_BACKWARD_BACKENDS:
+        raise ConfigError(
+            "optim.in_backward",
+            True,
+            f"backend={cfg.backend.name} steps the optimizer itself after backward (DDP's buckets "
+            "all-reduce after the gradient hooks; DeepSpeed's engine owns the step)",
+            f"pick backend={' or backend='.join(IN_BACKWARD_BACKENDS)}, {fix}",
+        )
+    if cfg.precision.name == "fp16":
+        raise ConfigError(
+            "optim.in_backward",
+            True,
+            "precision=fp16's GradScaler unscales and checks every gradient for inf before one step",
+            f"pick precision=bf16 or fp32, {fix}",
+        )
+    _in_backward_layout(cfg)
+
+
+def _in_backward_layout(cfg: RunConfig) -> None:
+    """The batch and layout part of :func:`optimizer_in_backward`."""
+    fix = "or set optim.in_backward=false"
+    accum = cfg.batch.grad_accum
+    if accum > 1:
+        source = f" (from batch.global_batch_size={cfg.batch.global_batch_size})" * (
+            cfg.batch.global_batch_size is not None
+        )
+        raise ConfigError(
+            "batch.grad_accum",
+            accum,
+            f"optim.in_backward=true steps the optimizer in every micro batch's backward{source}, so it "
+            "cannot accumulate gradients",
+            f"set batch.grad_accum=1 (a larger batch.micro_batch_size, or a global batch of one micro "
+            f"batch per data-parallel rank), {fix}",
+        )
+    p = cfg.parallel
+    untested = {
+        "parallel.pp": (p.pp, "the pipeline schedule runs one backward per pipeline micro batch"),
+        "parallel.tp": (p.tp, "tensor parallelism is untested with it"),
+        "parallel.dp_replicate": (p.dp_replicate, "HSDP is untested with it"),
+    }
+    for key, (value, why) in untested.items():
+        if value > 1:
+            raise ConfigError(
+                key, value, f"optim.in_backward=true is refused here: {why}", f"set {key}=1, {fix}"
+            )
+    if getattr(cfg.backend, "cpu_offload", False):
+        raise ConfigError(
+            "backend.cpu_offload",
+            True,
+            "optim.in_backward=true is untested with FSDP2's CPUOffloadPolicy",
+            f"set backend.cpu_offload=false, {fix}",
+        )
+
+
 RULES: list[Callable[[RunConfig], None]] = [
     fp8_all_gather,
     warmup_when_compiling,
@@ -223,6 +304,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     memory_budget_compiled,
     pipeline.check,  # parallel.pp with the backend, the model's layers, the batch keys
     model_search,
+    optimizer_in_backward,
 ]
 """Every cross-axis rule, in the order :func:`check` runs them (the first broken one is reported)."""
 

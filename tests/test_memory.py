@@ -102,6 +102,30 @@ def test_ddp_adds_its_buckets_and_fsdp_shards_over_dp_shard_only() -> None:
     assert fsdp.activations == TOKENS * L * (2 * H * 2 + 14 * H * 2 + 4 * NH)
 
 
+def test_in_backward_keeps_one_gradient_at_the_step_instead_of_all() -> None:
+    """``optim.in_backward`` (gpt-1.3b, one GPU, micro batch 1, full checkpointing, so that the step
+    is the peak): the step holds the 12 P states and the largest parameter's gradient, the tied
+    ``V x h`` embedding, not 4 P; the start of backward is unchanged and becomes the peak. FSDP2: the
+    largest unit's shard (the root's rest)."""
+    full = CheckpointingConfig(name="full")
+    cfg = _cfg(activation_checkpointing=full)
+    cfg.optim.grad_clip, cfg.optim.in_backward = 0.0, True
+    base_cfg = _cfg(activation_checkpointing=full)
+    base_cfg.batch.micro_batch_size = cfg.batch.micro_batch_size = 1
+    base, fused = estimate(base_cfg, Layout()), estimate(cfg, Layout())
+    assert base.step_states - fused.step_states == 4 * P - 4 * V * H  # 4.90 GiB - 0.38 GiB
+    assert fused.step_states == 12 * P + 4 * V * H and "largest parameter" in fused.method
+    assert fused.backward_start == base.backward_start
+    assert base.total == base.step_states == 16 * P
+    assert fused.total == fused.backward_start == 12 * P + fused.activations + fused.logits
+    assert base.total - fused.total == 4 * P - fused.activations - fused.logits
+    assert (base.total - fused.total) / GIB == pytest.approx(3.25, abs=0.01)
+    fsdp = _cfg(FSDPConfig(), activation_checkpointing=full)
+    fsdp.optim.grad_clip, fsdp.optim.in_backward = 0.0, True
+    sharded = estimate(fsdp, Layout(dp_shard=8))
+    assert sharded.step_states == 12 * P // 8 + 4 * max(BLOCK, REST) // 8 and REST > BLOCK
+
+
 def test_gradient_accumulation_keeps_the_gradients_at_the_start_of_backward() -> None:
     cfg = _cfg()
     cfg.batch.grad_accum = 4

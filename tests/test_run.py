@@ -225,6 +225,12 @@ REFUSALS = {
     "tp_kv_heads": _invalid(
         ("model=llama-tiny", "backend=fsdp", "device=cpu", "nproc_per_node=4", "parallel.tp=4"), "parallel.tp"
     ),
+    # optim.in_backward: a global-norm clip needs every gradient at once; DDP steps after its buckets
+    "in_backward_clip": _invalid(("device=cpu", "optim.in_backward=true"), "optim.grad_clip"),
+    "in_backward_ddp": _invalid(
+        ("device=cpu", "backend=ddp", "nproc_per_node=2", "optim.in_backward=true", "optim.grad_clip=0"),
+        "optim.in_backward",
+    ),
     "zero2-stage3": Refusal(
         args=("backend=zero2", "backend.zero_stage=3", "device=cpu"),
         line_starts="flopsweep: invalid: Invalid config: backend.zero_stage=3: contradicts backend=zero2, "
