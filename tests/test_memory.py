@@ -289,6 +289,9 @@ def test_full_checkpointing_keeps_block_inputs_and_drops_the_autocast_copies() -
     layer = 2 * H * 4 + 14 * H * 2 + 4 * NH
     assert est.activations == TOKENS * ((L - 1) * H * 4 + layer)  # the rebuilt top block keeps its input
     assert est.model_states == 12 * P
+    # selective's per-operator checkpoint recomputes the casts too: no copies either
+    selective = estimate(_cfg(activation_checkpointing=CheckpointingConfig(name="selective")), Layout())
+    assert selective.model_states == 12 * P
 
 
 def test_tensor_parallel_divides_states_activations_and_logits() -> None:
