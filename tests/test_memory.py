@@ -252,6 +252,13 @@ def test_deepspeed_offload_uses_the_estimators_offload_arguments() -> None:
     assert both.model_states == 4 * V * H and "cpu_offload_params=True" in both.method
     zero2 = estimate(_cfg(OffloadZero(zero_stage=2)), Layout(dp_shard=2))
     assert zero2.model_states == zero2.step_states == 2 * P
+    # one GPU, ZeRO-3 with offload_optimizer=cpu: the GPU keeps the bf16 parameters (2 P) and the
+    # estimator's 4 x largest layer beside the activations; the host the fp32 master weights,
+    # gradients and AdamW moments (16 P)
+    one = estimate(_cfg(OffloadZero(zero_stage=3)), Layout())
+    assert one.model_states == 4 * V * H + 2 * P and one.lowest_block == one.reduce_buffers == 0
+    assert one.total == one.backward_start == one.model_states + one.activations + one.logits
+    assert offload_host_bytes(_cfg(OffloadZero(zero_stage=3)), Layout()) == 16 * P
 
 
 def test_fsdp_cpu_offload_keeps_only_the_blocks_in_flight() -> None:
