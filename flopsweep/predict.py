@@ -921,7 +921,10 @@ def predict_record(
         )
         metrics = record.get("metrics") or {}
         if picked:
-            compute = calibration_compute(target, *picked)
+            family = optimizer_family(picked[1])
+            compute = calibration_compute(
+                target, *picked, rate=optimizer_rate(others, family) if family else None
+            )
         else:
             compute = compute_uncalibrated(target, gemm_tflops=metrics.get("measured_matmul_tflops"))
         own = _get(record, ("system", "interconnect"))
