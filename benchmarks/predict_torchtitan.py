@@ -210,7 +210,11 @@ def predict_two_gpu(record: dict, ones: list, gpt: list, records: list) -> dict:
     named, never counted."""
     w = pr.workload_from_record(record)
     backend = pr.backend_of(record)
-    kwargs = dict(backend_config=record["config"]["backend"], hostname=record["system"].get("hostname"))
+    kwargs = dict(
+        backend_config=record["config"]["backend"],
+        hostname=record["system"].get("hostname"),
+        started_at=record["run"].get("started_at"),
+    )
     key = pr.calibration_key(record)
     picked = pr.pick_calibration(key, 2, w.backend, ones, same_backend=True, **kwargs)
     borrowed = picked is None

@@ -644,16 +644,19 @@ def pick_calibration(
     hostname: str | None = None,
     micro_batch: bool = True,
     same_backend: bool = False,
+    started_at: str | None = None,
 ) -> tuple[str, dict[str, Any]] | None:
     """The calibration of a run (``key`` from :func:`calibration_key`, on ``world`` ranks): an
     ``ok`` record of ``records`` (``(name, record)`` pairs) with the same key at a smaller world
     size and a step time; the same backend first, then the same ZeRO stage (of ``backend_config``),
     then the same host (``hostname``: the same machine's GPUs, clocks and power limit), then the
-    same backend knobs (``backend_config``), then the largest world size, then the first name. None
-    when there is none. With ``micro_batch`` False, ``key`` is one without the micro batch
-    (:func:`calibration_key`), and any micro batch matches. With ``same_backend``, only a record
-    of the same backend, stage and knobs (:func:`backend_differences` empty against
-    ``backend_config``) counts: the strict calibration of the two-GPU check."""
+    same backend knobs (``backend_config``), then the largest world size, then the nearest in time
+    to ``started_at`` (ISO 8601, the run's ``run.started_at``: the same lease of a machine whose
+    lent copies share one hostname), then the first name. None when there is none. With
+    ``micro_batch`` False, ``key`` is one without the micro batch (:func:`calibration_key`), and
+    any micro batch matches. With ``same_backend``, only a record of the same backend, stage and
+    knobs (:func:`backend_differences` empty against ``backend_config``) counts: the strict
+    calibration of the two-GPU check."""
     fits = [
         (name, r)
         for name, r in records
@@ -676,10 +679,23 @@ def pick_calibration(
             backend_config is None or bool(backend_differences(own, nr[1])),
             _get(nr[1], ("config", "backend")) != backend_config,  # knobs it predates: after
             -(_world(nr[1]) or 0),
+            _seconds_apart(_get(nr[1], ("run", "started_at")), started_at),
             nr[0],
         )
     )
     return fits[0]
+
+
+def _seconds_apart(a: Any, b: str | None) -> float:
+    """Seconds between two ISO 8601 times; 0 without ``b``, infinite for an unreadable ``a``."""
+    from datetime import datetime
+
+    if b is None:
+        return 0.0
+    try:
+        return abs((datetime.fromisoformat(str(a)) - datetime.fromisoformat(b)).total_seconds())
+    except (TypeError, ValueError):
+        return math.inf
 
 
 def workload_from_record(record: dict[str, Any], *, degrees: dict[str, int] | None = None) -> Workload:
@@ -918,6 +934,7 @@ def predict_record(
             others,
             backend_config=_get(record, ("config", "backend")),
             hostname=_get(record, ("system", "hostname")),
+            started_at=_get(record, ("run", "started_at")),
         )
         metrics = record.get("metrics") or {}
         if picked:
