@@ -11,9 +11,12 @@ between nodes, local batch 2 x 8192 tokens, selective activation checkpointing) 
 one-GPU H200 Llama 3.1 8B records, with every assumption in :data:`ASSUMPTIONS`, printed under the
 table. A sanity check, not a target.
 
-``two-gpu``: each ok two-GPU gpt-1.3b and Llama record under ``benchmarks/results/h200`` predicted from
-its one-GPU record, the overlap calibrated on the gpt-1.3b records only (their profiles), median and
-worst absolute error per backend.
+``two-gpu``: each ok two-GPU gpt-1.3b and Llama record under ``benchmarks/results/h200x2`` predicted
+from the one-GPU record of the same set-up (model, kernel, precision, checkpointing, compile, micro
+batch, backend and its knobs; ``results/h200`` or ``h200x2``), the overlap and bus bandwidth fitted
+per backend on the profiled gpt-1.3b records only and checked on the Llama ones, median and worst
+absolute error per backend; a pair without such a one-GPU record is uncalibrated, listed apart with
+what differs, and not counted.
 """
 
 from __future__ import annotations
@@ -204,7 +207,8 @@ def fitted(backend: str, gpt: list) -> dict:
 def predict_two_gpu(record: dict, ones: list, gpt: list, records: list) -> dict:
     """One two-GPU record from the one-GPU record of the same set-up (``ones``: same model, kernel,
     precision, checkpointing, compile, micro batch, backend and knobs), with the bus bandwidth and
-    overlap fitted on the profiled two-GPU gpt-1.3b records of its backend (``gpt``) and the
+    overlap fitted on the profiled two-GPU gpt-1.3b records of its backend (``gpt``; the run's own
+    probe, ``system.interconnect``, for the bandwidth when it has one) and the
     optimizer's rate from every record that separates it (``records``). Without such a one-GPU
     record the pair is uncalibrated: predicted from the nearest one (``borrowed``) and what differs
     named, never counted."""
@@ -226,10 +230,13 @@ def predict_two_gpu(record: dict, ones: list, gpt: list, records: list) -> dict:
     fit = fitted(backend, gpt)
     family = pr.optimizer_family(picked[1])
     rate = pr.optimizer_rate(records, family) if family else None  # records: the check set left out
+    link = pr.link_from_probe(record["system"].get("interconnect"), source="the run's probe")
+    if not link.intra:  # records before the probe: the bandwidth the gpt-1.3b profiles imply
+        link = pr.Link(intra=dict.fromkeys(pr.COLLECTIVES, fit["busbw"][0]), source=fit["busbw"][1])
     out = pr.predict(
         w,
         pr.calibration_compute(w, *picked, rate=rate),
-        pr.Link(intra=dict.fromkeys(pr.COLLECTIVES, fit["busbw"][0]), source=fit["busbw"][1]),
+        link,
         gpus_per_node=2,
         overlap=fit["overlap"],
         peak_tflops=record["metrics"].get("peak_tflops"),
