@@ -618,7 +618,9 @@ def calibration_differences(record: dict[str, Any], calibration: dict[str, Any])
     for path in CALIBRATION_KEYS:
         mine, theirs = (json.loads(calibration_key(r, only=path)) for r in (record, calibration))
         if mine != theirs:
-            out.append(f"{'.'.join(path[1:])} {_short(mine)} vs {_short(theirs)}")
+            a, b = _short(mine), _short(theirs)
+            a, b = (a, b) if a != b else (json.dumps(mine, default=str), json.dumps(theirs, default=str))
+            out.append(f"{'.'.join(path[1:])} {a} vs {b}")
     return out + backend_differences(record, calibration)
 
 

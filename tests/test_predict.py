@@ -531,6 +531,11 @@ def test_a_calibration_of_other_backend_knobs_is_borrowed() -> None:
         "backend.reduce_bucket_size 1000000000.0 vs None",
     ]
     assert pr.calibration_differences(target, same) == []
+    dense = copy.deepcopy(same)
+    dense["config"]["attention"]["density"] = 1.0  # the same kernel name: the whole setting shown
+    assert pr.calibration_differences(target, dense) == [
+        'attention {"name": "sdpa"} vs {"density": 1.0, "name": "sdpa"}'
+    ]
     other = _record(1, mbs=8)
     other["config"]["compile"] = True
     assert pr.calibration_differences(target, other) == [
@@ -636,3 +641,33 @@ def test_a_calibration_that_matches_no_job_is_a_warning_naming_what_differs(
     assert "model " in line and "compile False vs True" in line and line.endswith("predicted uncalibrated")
     assert "micro_batch" not in line  # another micro batch alone would have been scaled
     assert "matches nothing" in made["source"]
+
+
+@pytest.mark.slow
+def test_a_calibration_matching_nothing_is_the_same_warning_in_a_run_and_in_a_plan(tmp_path: Path) -> None:
+    """A two-rank gloo run and its ``plan=true`` row, calibrated by a folder whose one record is of
+    another model and compiled: both warn on stderr naming it and what differs, and both predict
+    uncalibrated (the plan on the CPU, with no GEMM rate, predicts nothing), the source saying so
+    (the log line on the console: stdout or stderr)."""
+    cal = tmp_path / "cal"
+    other = _record(1)  # model m
+    other["config"]["compile"] = True
+    _write(cal / "0", other)
+    args = ["device=cpu", "backend=fsdp", "nproc_per_node=2", "steps.warmup=1", "steps.measure=2"]
+    args.append(f"predict.calibration={cal}")
+    run = run_py(*args, f"hydra.run.dir={tmp_path / 'run'}", timeout=600, env={"OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    plan = run_py("-m", *args, "plan=true", f"hydra.sweep.dir={tmp_path / 'plan'}", timeout=600)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    made = json.loads((tmp_path / "run" / "metrics.json").read_text())["metrics"]["predicted"]
+    (row,) = csv.DictReader((tmp_path / "plan" / "plan.csv").open())
+    nearest = (
+        f"predict.calibration={cal} matches nothing: the nearest, {cal / '0' / 'metrics.json'}, differs in"
+    )
+    for source, proc in ((made["source"], run), (row["prediction_source"], plan)):
+        assert "uncalibrated" in source and nearest in source, source  # the CPU plan: no GEMM rate
+        assert "compile False vs True" in source and "model " in source, source
+        assert (
+            f"{nearest} " in proc.stdout + proc.stderr
+            and "predicted uncalibrated" in proc.stdout + proc.stderr
+        )
