@@ -11,9 +11,12 @@ between nodes, local batch 2 x 8192 tokens, selective activation checkpointing) 
 one-GPU H200 Llama 3.1 8B records, with every assumption in :data:`ASSUMPTIONS`, printed under the
 table. A sanity check, not a target.
 
-``two-gpu``: each ok two-GPU gpt-1.3b and Llama record under ``benchmarks/results/h200`` predicted from
-its one-GPU record, the overlap calibrated on the gpt-1.3b records only (their profiles), median and
-worst absolute error per backend.
+``two-gpu``: each ok two-GPU gpt-1.3b and Llama record under ``benchmarks/results/h200x2`` predicted
+from the one-GPU record of the same set-up (model, kernel, precision, checkpointing, compile, micro
+batch, backend and its knobs; ``results/h200`` or ``h200x2``), the overlap and bus bandwidth fitted
+per backend on the profiled gpt-1.3b records only and checked on the Llama ones, median and worst
+absolute error per backend; a pair without such a one-GPU record is uncalibrated, listed apart with
+what differs, and not counted.
 """
 
 from __future__ import annotations
@@ -190,77 +193,111 @@ def _world(record: dict) -> int | None:
     return (record.get("system") or {}).get("world_size")
 
 
-def predict_two_gpu(name: str, record: dict, ones: list, gpt: list) -> dict:
-    """One two-GPU record from its one-GPU record (``ones``), with the bus bandwidth and overlap
-    that the profiled two-GPU gpt-1.3b records imply (``gpt``, the record itself left out)."""
+def fitted(backend: str, gpt: list) -> dict:
+    """The bus bandwidth and overlap of ``backend`` (:func:`flopsweep.predict.backend_of`) fitted on
+    the profiled two-GPU gpt-1.3b records of that backend (``gpt``), each ``(value, source)`` or
+    None; the backend's ZeRO-less name (``deepspeed``) when the stage has none."""
+    plain = backend.split("-")[0]
+    return {
+        "busbw": pr.calibrated_busbw(gpt, backend=backend) or pr.calibrated_busbw(gpt),
+        "overlap": pr.overlap_from_records(backend, gpt) or pr.overlap_from_records(plain, gpt),
+    }
+
+
+def predict_two_gpu(record: dict, ones: list, gpt: list, records: list) -> dict:
+    """One two-GPU record from the one-GPU record of the same set-up (``ones``: same model, kernel,
+    precision, checkpointing, compile, micro batch, backend and knobs), with the bus bandwidth and
+    overlap fitted on the profiled two-GPU gpt-1.3b records of its backend (``gpt``; the run's own
+    probe, ``system.interconnect``, for the bandwidth when it has one) and the
+    optimizer's rate from every record that separates it (``records``). Without such a one-GPU
+    record the pair is uncalibrated: predicted from the nearest one (``borrowed``) and what differs
+    named, never counted."""
     w = pr.workload_from_record(record)
     backend = pr.backend_of(record)
-    picked = pr.pick_calibration(
-        pr.calibration_key(record),
-        2,
-        w.backend,
-        ones,
+    kwargs = dict(
         backend_config=record["config"]["backend"],
         hostname=record["system"].get("hostname"),
+        started_at=record["run"].get("started_at"),
     )
+    key = pr.calibration_key(record)
+    picked = pr.pick_calibration(key, 2, w.backend, ones, same_backend=True, **kwargs)
+    borrowed = picked is None
+    if borrowed:
+        loose = pr.calibration_key(record, micro_batch=False)
+        picked = pr.pick_calibration(loose, 2, w.backend, ones, micro_batch=False, **kwargs)
     if picked is None:
-        return {"iteration_time_s": None, "source": "no one-GPU record of the same set-up"}
-    pool = [(n, r) for n, r in gpt if n != name]
-    bus = pr.calibrated_busbw(pool, backend=backend) or pr.calibrated_busbw(pool)
-    overlap = pr.overlap_from_records(backend, pool) or pr.overlap_from_records(w.backend, pool)
+        return {"iteration_time_s": None, "source": "no one-GPU record of the model", "borrowed": True}
+    fit = fitted(backend, gpt)
+    family = pr.optimizer_family(picked[1])
+    rate = pr.optimizer_rate(records, family) if family else None  # records: the check set left out
+    link = pr.link_from_probe(record["system"].get("interconnect"), source="the run's probe")
+    if not link.intra:  # records before the probe: the bandwidth the gpt-1.3b profiles imply
+        link = pr.Link(intra=dict.fromkeys(pr.COLLECTIVES, fit["busbw"][0]), source=fit["busbw"][1])
     out = pr.predict(
         w,
-        pr.calibration_compute(w, *picked),
-        pr.Link(intra=dict.fromkeys(pr.COLLECTIVES, bus[0]), source=bus[1]),
+        pr.calibration_compute(w, *picked, rate=rate),
+        link,
         gpus_per_node=2,
-        overlap=overlap,
+        overlap=fit["overlap"],
         peak_tflops=record["metrics"].get("peak_tflops"),
     ).as_dict()
-    out["calibration"] = picked[0]
+    differs = pr.calibration_differences(record, picked[1])
+    out.update(calibration=picked[0], borrowed=borrowed, differs=differs)
     return out
 
 
-def two_gpu_table() -> str:
-    """Each ok two-GPU gpt-1.3b or Llama record from its one-GPU record, bandwidth and overlap from
-    the gpt-1.3b profiles only; the error per backend, calibration set and check set apart."""
+def _records_of_two_gpu() -> tuple[list, list, list, list]:
+    """``(every record but the check set's, the one-GPU ok records, the ok two-GPU gpt-1.3b records
+    (the fit set), the ok two-GPU gpt-1.3b and Llama records to predict)``."""
     records = _records()
-    ones = [(n, r) for n, r in records if r.get("status") == "ok" and _world(r) == 1]
-    gpt = [
-        (n, r)
-        for n, r in records
-        if r.get("status") == "ok" and _world(r) == 2 and r["model"].get("name") == "gpt-1.3b"
-    ]
-    wanted = [
-        (n, r)
-        for n, r in records
-        if r.get("status") == "ok"
-        and _world(r) == 2
-        and str(r["model"].get("name", "")).startswith(("gpt-1.3b", "llama"))
-    ]
+    ok = [(n, r) for n, r in records if r.get("status") == "ok"]
+    ones = [(n, r) for n, r in ok if _world(r) == 1]
+    two = [(n, r) for n, r in ok if _world(r) == 2]
+    gpt = [(n, r) for n, r in two if r["model"].get("name") == "gpt-1.3b"]
+    wanted = [(n, r) for n, r in two if str(r["model"].get("name", "")).startswith(("gpt-1.3b", "llama"))]
+    checks = {n for n, r in wanted if r["model"].get("name") != "gpt-1.3b"}
+    return [(n, r) for n, r in records if n not in checks], ones, gpt, wanted
+
+
+def two_gpu_table() -> str:
+    """Each ok two-GPU gpt-1.3b or Llama record from its one-GPU record, bandwidth and overlap fitted
+    per backend on the gpt-1.3b profiles only; the error per backend, fit set and check set apart;
+    the uncalibrated pairs apart, not counted."""
+    records, ones, gpt, wanted = _records_of_two_gpu()
     if not wanted:
         return f"No committed two-GPU record ({len(ones)} one-GPU records): only one-GPU machines were lent."
     errors: dict[tuple[str, str], list[float]] = {}
-    lines = [
-        "| record | backend | measured (s) | predicted (s) | error | calibration (one GPU) |",
-        "|---|---|---:|---:|---:|---|",
+    head = [
+        "| record | backend | measured (s) | predicted (s) | error | optimizer (s) | exposed comm (s) "
+        "| calibration (one GPU) |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
+    lines, loose = (
+        list(head),
+        [
+            "| record | backend | measured (s) | predicted (s) | error | borrowed record | what differs |",
+            "|---|---|---:|---:|---:|---|---|",
+        ],
+    )
     for name, r in wanted:
-        pred = predict_two_gpu(name, r, ones, gpt)
+        pred = predict_two_gpu(r, ones, gpt, records)
         measured = r["metrics"]["iteration_time_s"]["mean"]
         backend = pr.backend_of(r)
         if pred["iteration_time_s"] is None:
-            lines.append(f"| {name} | {backend} | {measured:.4f} | | | {pred['source']} |")
+            loose.append(f"| {name} | {backend} | {measured:.4f} | | | | {pred['source']} |")
             continue
         err = (pred["iteration_time_s"] - measured) / measured
-        group = (
-            "gpt-1.3b (calibration set, leave-one-out)"
-            if r["model"]["name"] == "gpt-1.3b"
-            else "Llama (check)"
-        )
+        if pred["borrowed"]:
+            loose.append(
+                f"| {name} | {backend} | {measured:.4f} | {pred['iteration_time_s']:.4f} | {err:+.1%} | "
+                f"{pred['calibration']} | {'; '.join(pred['differs'])} |"
+            )
+            continue
+        group = "gpt-1.3b (fit set)" if r["model"]["name"] == "gpt-1.3b" else "Llama (check set)"
         errors.setdefault((group, backend), []).append(abs(err))
         lines.append(
             f"| {name} | {backend} | {measured:.4f} | {pred['iteration_time_s']:.4f} | {err:+.1%} | "
-            f"{pred['calibration']} |"
+            f"{pred['optimizer_s']:.4f} | {pred['exposed_comm_s']:.4f} | {pred['calibration']} |"
         )
     lines += ["", "| records | backend | n | median abs error | worst |", "|---|---|---:|---:|---:|"]
     lines += [
@@ -268,7 +305,24 @@ def two_gpu_table() -> str:
         for (g, b), e in sorted(errors.items())
     ]
     every = [v for e in errors.values() for v in e]
-    lines += ["", f"All {len(every)}: median {statistics.median(every):.1%}, worst {max(every):.1%}."]
+    summary = f"median {statistics.median(every):.1%}, worst {max(every):.1%}"
+    lines += ["", f"All {len(every)} calibrated: {summary}."]
+    lines += ["", fit_table(gpt, records)]
+    lines += ["", f"Uncalibrated ({len(loose) - 2}: no one-GPU record of the same set-up; not counted):", ""]
+    return "\n".join(lines + loose)
+
+
+def fit_table(gpt: list, records: list) -> str:
+    """Per backend: the overlap and bus bandwidth fitted on the gpt-1.3b two-GPU profiles, and the
+    optimizer's rate per optimizer family."""
+    lines = ["| backend | fitted overlap | fitted busbw (GB/s) | fitted on |", "|---|---:|---:|---|"]
+    for backend in sorted({pr.backend_of(r) for _, r in gpt}):
+        fit = fitted(backend, gpt)
+        lines.append(f"| {backend} | {fit['overlap'][0]:.3f} | {fit['busbw'][0]:.1f} | {fit['overlap'][1]} |")
+    lines += ["", "| optimizer | seconds per parameter a rank updates | from |", "|---|---:|---|"]
+    for family in ("torch", "deepspeed-fused", "deepspeed-torch"):
+        rate = pr.optimizer_rate(records, family)
+        lines.append(f"| {family} | {rate[0]:.3g} | {rate[1]} |" if rate else f"| {family} | | no profile |")
     return "\n".join(lines)
 
 

@@ -57,23 +57,37 @@ def workload(cfg: RunConfig, layout: Layout) -> pr.Workload:
     )
 
 
+CALIBRATION_FIX = "give a run's metrics.json or a sweep folder that holds some, or null"
+"""The fix every ``predict.calibration`` error names."""
+
+
 def calibration_records(path: str | None) -> list[tuple[str, dict[str, Any]]]:
     """``(path, record)`` of every readable ``metrics.json`` at ``path`` (a file, or a folder walked
-    without following links, at most :data:`MAX_CALIBRATION_FILES`); unreadable ones are logged
-    and skipped (:func:`flopsweep.files.read_json`: regular files only, size-capped).
+    without following links, at most :data:`MAX_CALIBRATION_FILES`); in a folder, unreadable ones
+    are logged and skipped (:func:`flopsweep.files.read_json`: regular files only, size-capped).
+    The job (before it launches) and ``plan=true`` (each row) both read it here, so that each
+    problem is the same one-line error in both: the run's record and the plan's row are
+    ``invalid``.
 
     Raises:
-        ConfigError: ``path`` does not exist.
+        ConfigError: naming ``predict.calibration``, the value and :data:`CALIBRATION_FIX`, when
+            ``path`` does not exist, is a file that is not a record (unreadable, not JSON, not a
+            run's record), or is a folder that holds no readable record.
     """
     if not path:
         return []
     root = Path(path).expanduser()
     if not os.path.lexists(root):
-        raise ConfigError(
-            "predict.calibration", path, "does not exist", "give a metrics.json or a sweep folder, or null"
-        )
-    found = [root] if not root.is_dir() else []
-    for folder, dirs, files in os.walk(root) if root.is_dir() else ():
+        raise ConfigError("predict.calibration", path, "does not exist", CALIBRATION_FIX)
+    if not root.is_dir():
+        try:
+            return [(str(root), _record(root))]
+        except (RecordError, OSError) as exc:
+            raise ConfigError(
+                "predict.calibration", path, f"is not a record ({exc})", CALIBRATION_FIX
+            ) from None
+    found = []
+    for folder, dirs, files in os.walk(root):
         dirs.sort()
         if METRICS_FILE in files:
             found.append(Path(folder) / METRICS_FILE)
@@ -82,10 +96,58 @@ def calibration_records(path: str | None) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for file in found:
         try:
-            out.append((str(file), read_json(file)))
+            out.append((str(file), _record(file)))
         except (RecordError, OSError) as exc:
             log.warning("predict.calibration: skipping %s: %s", file, exc)
+    if not out:
+        what = (
+            f"holds no readable {METRICS_FILE} ({len(found)} unreadable)"
+            if found
+            else f"holds no {METRICS_FILE}"
+        )
+        raise ConfigError("predict.calibration", path, what, CALIBRATION_FIX)
     return out
+
+
+def _record(path: Path) -> dict[str, Any]:
+    """A record read by :func:`flopsweep.files.read_json` that has a run's ``config`` and ``status``.
+
+    Raises:
+        RecordError: not a record (the message says why).
+    """
+    record = read_json(path)
+    if not isinstance(record.get("config"), dict) or "status" not in record:
+        raise RecordError("a JSON object without a run's config and status")
+    return record
+
+
+def unmatched(cfg: RunConfig, world: int, records: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """Why none of the ``predict.calibration`` records calibrates ``cfg`` on ``world`` ranks: the
+    nearest record (the fewest differences, :func:`flopsweep.predict.calibration_differences`,
+    micro batch aside: another one would have been scaled) and what it does not share, or that
+    none has a smaller world size, or is ok with a step time."""
+    mine = {"config": _config_dict(cfg)}
+    usable = [
+        (n, r)
+        for n, r in records
+        if r.get("status") == "ok"
+        and isinstance(pr._get(r, ("metrics", "iteration_time_s", "mean")), int | float)
+    ]
+    if not usable:
+        return f"none of its {len(records)} records is ok with a step time"
+    smaller = [(n, r) for n, r in usable if (pr._world(r) or world) < world]
+    if not smaller:
+        return f"none of its {len(usable)} ok records ran on fewer than {world} ranks"
+
+    def differs(r: dict[str, Any]) -> list[str]:
+        return [
+            d
+            for d in pr.calibration_differences(mine, r)
+            if not d.startswith(("batch.micro_batch_size", "backend."))
+        ]
+
+    name, record = min(smaller, key=lambda nr: (len(differs(nr[1])), nr[0]))
+    return f"the nearest, {name}, differs in {'; '.join(differs(record))}"
 
 
 def link(
@@ -176,12 +238,21 @@ def _prediction(
             hostname=socket.gethostname(),
             micro_batch=exact,
         )
+    missed = ""
+    if records and not picked:
+        why = unmatched(cfg, layout.world_size, records)
+        missed = f"predict.calibration={cfg.predict.calibration} matches nothing: {why}"
+        log.warning("%s; predicted uncalibrated", missed)
     device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
     peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None
     try:
         if picked:
-            compute = pr.calibration_compute(target, *picked, compute_scale=cfg.predict.compute_scale)
+            family = pr.optimizer_family(picked[1])
+            rate = pr.optimizer_rate(records, family) if family else None
+            compute = pr.calibration_compute(
+                target, *picked, compute_scale=cfg.predict.compute_scale, rate=rate
+            )
         elif gemm_tflops:
             compute = pr.compute_uncalibrated(target, gemm_tflops=gemm_tflops)
         else:
@@ -201,8 +272,12 @@ def _prediction(
             budget_tokens=cfg.budget.tokens,
         )
     except pr.PredictionError as exc:
-        return {"iteration_time_s": None, "tokens_per_s": None, "source": f"no prediction: {exc}"}
-    return result.as_dict()
+        why = f"no prediction: {exc}" + (f"; {missed}" if missed else "")
+        return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
+    made = result.as_dict()
+    if missed:
+        made["source"] += f"; {missed}"
+    return made
 
 
 def _config_dict(cfg: RunConfig) -> dict[str, Any]:

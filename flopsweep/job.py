@@ -368,6 +368,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     )
     try:
         p = plan(cfg, env, choices=info.choices)
+        calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # as a run reads them
     except ConfigError as exc:
         row.update(status="invalid", note=str(exc))
     else:
@@ -388,7 +389,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         row["note"] = f"{note}; {est.method}" if note else est.method
         gpu_name = torch_device_name() if env.cuda_available and p.device == "cuda" and not note else None
         gpu_name = gpu_name or cfg.plan_gpu  # the GPU asked about: its datasheet and NVLink
-        row.update(plan_prediction(p, gpu_name))
+        row.update(plan_prediction(p, gpu_name, calibrations))
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
         _replace_plan_file(path, [row])
@@ -405,13 +406,16 @@ def torch_device_name() -> str:
     return torch.cuda.get_device_name(0)
 
 
-def plan_prediction(p: Plan, device_name: str | None) -> dict[str, Any]:
+def plan_prediction(
+    p: Plan, device_name: str | None, records: list[tuple[str, dict[str, Any]]] | None = None
+) -> dict[str, Any]:
     """``plan=true``'s predicted columns: the step time of the job on the cluster of
     ``predict.gpus_per_node`` x ``predict.nnodes`` (each null: the job's own), with its source
     (:func:`flopsweep.forecast.prediction`; no probe here: bandwidths from ``predict.*``, the
     calibration record's probe, profiled records or the NVLink of the GPU, :func:`flopsweep.forecast.link`),
     and the bandwidth's source after the compute's. The GPU is this machine's, else ``plan_gpu``'s, else
-    the calibration record's."""
+    the calibration record's. ``records``: the ``predict.calibration`` records already read (the
+    plan row reads them as a run does, :func:`flopsweep.forecast.calibration_records`); None reads them."""
     cfg = p.cfg
     nodes = cfg.predict.nnodes or cfg.nnodes
     per_node = cfg.predict.gpus_per_node or p.nproc_per_node
@@ -422,7 +426,7 @@ def plan_prediction(p: Plan, device_name: str | None) -> dict[str, Any]:
         layout = (
             p.layout if per_node * nodes == p.world_size else Layout.resolve(cfg.parallel, per_node * nodes)
         )
-        records = forecast.calibration_records(cfg.predict.calibration)
+        records = forecast.calibration_records(cfg.predict.calibration) if records is None else records
     except ConfigError as exc:
         return {**out, "prediction_source": f"no prediction: {exc}"}
     made = forecast.prediction(cfg, layout, records, gpus_per_node=per_node, device_name=device_name)

@@ -413,8 +413,7 @@ def compute_from_calibration(
     split = target.degree("tp") * target.degree("pp")
     tokens = target.micro_batch_size / calibration.micro_batch_size  # 1: the same micro batch
     compute = per_micro * tokens * target.grad_accum / split / compute_scale
-    shard = lambda w: w.degree("dp_shard") if w.backend in ("fsdp", "deepspeed") else 1  # noqa: E731
-    opt_target = opt * shard(calibration) / shard(target) / split / compute_scale
+    opt_target = opt * _shard(calibration) / _shard(target) / split / compute_scale
     how = "" if optimizer_s is not None else "; optimizer not separated (no profile): kept in compute"
     if tokens != 1:
         how += (
@@ -560,11 +559,13 @@ def backend_of(record: dict[str, Any]) -> str:
     return f"{name}-{stage}" if name == "deepspeed" and stage is not None else str(name)
 
 
-def calibration_key(record: dict[str, Any], *, micro_batch: bool = True) -> str:
+def calibration_key(
+    record: dict[str, Any], *, micro_batch: bool = True, only: tuple[str, ...] | None = None
+) -> str:
     """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text;
     without the micro batch when ``micro_batch`` is False (:func:`compute_from_calibration` then
-    scales by tokens). A ``bool`` checkpointing (records before the policies) reads as
-    ``full``/``none``."""
+    scales by tokens); with ``only`` (one of the keys), that one value. A ``bool`` checkpointing
+    (records before the policies) reads as ``full``/``none``."""
     import json
 
     values = [_get(record, path) for path in CALIBRATION_KEYS]
@@ -572,7 +573,62 @@ def calibration_key(record: dict[str, Any], *, micro_batch: bool = True) -> str:
         values[-1] = None
     if isinstance(values[3], bool):
         values[3] = {"name": "full" if values[3] else "none"}
+    if only is not None:
+        return json.dumps(values[CALIBRATION_KEYS.index(only)], sort_keys=True, default=str)
     return json.dumps(values, sort_keys=True, default=str)
+
+
+def backend_differences(record: dict[str, Any], calibration: dict[str, Any]) -> list[str]:
+    """The backend settings (``config.backend``) in which ``calibration`` differs from ``record``:
+    the name (alone when it differs), the ZeRO stage and every knob (a knob that a record
+    predates reads as its schema's default, :data:`flopsweep.options.OPTION_SCHEMAS`: the
+    behaviour it ran with), as
+    ``"backend.KEY VALUE vs CALIBRATION'S"`` texts; empty when they agree."""
+    a = _backend_knobs(_get(record, ("config", "backend")) or {})
+    b = _backend_knobs(_get(calibration, ("config", "backend")) or {})
+    if a.get("name") != b.get("name"):  # another backend: its knobs are not comparable
+        return [f"backend.name {a.get('name')} vs {b.get('name')}"]
+    keys = sorted((a.keys() | b.keys()) - {"name"})
+    return [f"backend.{k} {a.get(k)} vs {b.get(k)}" for k in keys if a.get(k) != b.get(k)]
+
+
+def _backend_knobs(backend: dict[str, Any]) -> dict[str, Any]:
+    """``config.backend`` with the knobs it lacks filled from its option's schema defaults."""
+    import dataclasses
+
+    from flopsweep.options import OPTION_SCHEMAS
+
+    schema = OPTION_SCHEMAS["backend"].get(str(backend.get("name")))
+    defaults = {
+        f.name: f.default
+        for f in (dataclasses.fields(schema) if schema else ())
+        if f.default is not dataclasses.MISSING
+    }
+    return defaults | dict(backend)
+
+
+def calibration_differences(record: dict[str, Any], calibration: dict[str, Any]) -> list[str]:
+    """What a calibration record does not share with the run it would calibrate: each of
+    :data:`CALIBRATION_KEYS` (model, attention, precision, checkpointing, compile, micro batch) and
+    :func:`backend_differences`, as ``"KEY VALUE vs CALIBRATION'S"`` texts. Empty: a calibration
+    of the same set-up; anything else is a borrowed record, not a calibration."""
+    import json
+
+    out = []
+    for path in CALIBRATION_KEYS:
+        mine, theirs = (json.loads(calibration_key(r, only=path)) for r in (record, calibration))
+        if mine != theirs:
+            a, b = _short(mine), _short(theirs)
+            a, b = (a, b) if a != b else (json.dumps(mine, default=str), json.dumps(theirs, default=str))
+            out.append(f"{'.'.join(path[1:])} {a} vs {b}")
+    return out + backend_differences(record, calibration)
+
+
+def _short(value: Any) -> str:
+    """A config value for a one-line message (a policy dict by its name)."""
+    if isinstance(value, dict):
+        value = value.get("name", value)
+    return str(value)
 
 
 def _world(record: dict[str, Any]) -> int | None:
@@ -589,14 +645,20 @@ def pick_calibration(
     backend_config: dict[str, Any] | None = None,
     hostname: str | None = None,
     micro_batch: bool = True,
+    same_backend: bool = False,
+    started_at: str | None = None,
 ) -> tuple[str, dict[str, Any]] | None:
     """The calibration of a run (``key`` from :func:`calibration_key`, on ``world`` ranks): an
     ``ok`` record of ``records`` (``(name, record)`` pairs) with the same key at a smaller world
     size and a step time; the same backend first, then the same ZeRO stage (of ``backend_config``),
     then the same host (``hostname``: the same machine's GPUs, clocks and power limit), then the
-    same backend knobs (``backend_config``), then the largest world size, then the first name. None
-    when there is none. With ``micro_batch`` False, ``key`` is one without the micro batch
-    (:func:`calibration_key`), and any micro batch matches."""
+    same backend knobs (``backend_config``), then the largest world size, then the nearest in time
+    to ``started_at`` (ISO 8601, the run's ``run.started_at``: the same lease of a machine whose
+    lent copies share one hostname), then the first name. None when there is none. With
+    ``micro_batch`` False, ``key`` is one without the micro batch (:func:`calibration_key`), and
+    any micro batch matches. With ``same_backend``, only a record of the same backend, stage and
+    knobs (:func:`backend_differences` empty against ``backend_config``) counts: the strict
+    calibration of the two-GPU check."""
     fits = [
         (name, r)
         for name, r in records
@@ -605,20 +667,37 @@ def pick_calibration(
         and isinstance(_get(r, ("metrics", "iteration_time_s", "mean")), int | float)
         and calibration_key(r, micro_batch=micro_batch) == key
     ]
+    own = {"config": {"backend": backend_config}}
+    if same_backend:
+        fits = [(n, r) for n, r in fits if backend_config and not backend_differences(own, r)]
     if not fits:
         return None
-    stage = backend_of({"config": {"backend": backend_config}}) if backend_config else backend
+    stage = backend_of(own) if backend_config else backend
     fits.sort(
         key=lambda nr: (
             _get(nr[1], ("config", "backend", "name")) != backend,
             backend_of(nr[1]) != stage,
             hostname is None or _get(nr[1], ("system", "hostname")) != hostname,
-            backend_config is None or _get(nr[1], ("config", "backend")) != backend_config,
+            backend_config is None or bool(backend_differences(own, nr[1])),
+            _get(nr[1], ("config", "backend")) != backend_config,  # knobs it predates: after
             -(_world(nr[1]) or 0),
+            _seconds_apart(_get(nr[1], ("run", "started_at")), started_at),
             nr[0],
         )
     )
     return fits[0]
+
+
+def _seconds_apart(a: Any, b: str | None) -> float:
+    """Seconds between two ISO 8601 times; 0 without ``b``, infinite for an unreadable ``a``."""
+    from datetime import datetime
+
+    if b is None:
+        return 0.0
+    try:
+        return abs((datetime.fromisoformat(str(a)) - datetime.fromisoformat(b)).total_seconds())
+    except (TypeError, ValueError):
+        return math.inf
 
 
 def workload_from_record(record: dict[str, Any], *, degrees: dict[str, int] | None = None) -> Workload:
@@ -657,23 +736,110 @@ def workload_from_record(record: dict[str, Any], *, degrees: dict[str, int] | No
     )
 
 
+def optimizer_family(record: dict[str, Any]) -> str | None:
+    """Which optimizer a record's step runs, for :func:`optimizer_rate`: ``torch`` (``AdamW`` of
+    ``single``, ``ddp``, ``fsdp``), ``deepspeed-fused`` or ``deepspeed-torch``
+    (``backend.optimizer_impl``; a record before the key ran the fused one); None when it steps on
+    the host (``cpu_offload``, ``offload_optimizer``), which no GPU rate describes."""
+    backend = _get(record, ("config", "backend")) or {}
+    if backend.get("cpu_offload") or backend.get("offload_optimizer") not in (None, "none"):
+        return None
+    if backend.get("name") == "deepspeed":
+        return f"deepspeed-{backend.get('optimizer_impl') or 'fused'}"
+    return "torch"
+
+
+def _separates_optimizer(b: Any) -> bool:
+    """A profile whose ``optimizer_s`` is the optimizer's whole work: CUDA profiles before
+    ``optimizer_from`` undercount it (docs/design.md, "Profiling")."""
+    return (
+        isinstance(b, dict)
+        and (b.get("step_s") or 0) > 0
+        and b.get("optimizer_s") is not None
+        and (b.get("view") != "cuda" or "optimizer_from" in b)
+    )
+
+
+def _shard(w: Workload) -> int:
+    """The ranks that split the optimizer's states (FSDP2 and ZeRO), 1 for DDP and one rank."""
+    return w.degree("dp_shard") if w.backend in ("fsdp", "deepspeed") else 1
+
+
+def optimizer_rate(records: Iterable[tuple[str, dict[str, Any]]], family: str) -> tuple[float, str] | None:
+    """Seconds of optimizer step per parameter a rank updates, for ``family``
+    (:func:`optimizer_family`): each ok record's profiled ``optimizer_s`` (scaled to its mean step)
+    over its parameters per rank (``n_params / (tp x pp x shard)``), median over the records whose
+    profile separates the optimizer (:func:`_separates_optimizer`); without any, over the CUDA
+    profiles before ``optimizer_from``, which undercount it (``lower bound`` in the source); with
+    the records named. A memory-bound step: it does not depend on the model or the world size, only
+    on the GPU and the optimizer. None without a profiled record of ``family``."""
+    for whole in (True, False):
+        found = _optimizer_rates(records, family, whole=whole)
+        if found:
+            names = ", ".join(n for n, _ in found[:3])
+            what = "median" if whole else "lower bound (profiles before optimizer_from): median"
+            return _median([v for _, v in found]), f"{what} of {len(found)} ({names})"
+    return None
+
+
+def _optimizer_rates(
+    records: Iterable[tuple[str, dict[str, Any]]], family: str, *, whole: bool
+) -> list[tuple[str, float]]:
+    """:func:`optimizer_rate`'s ``(name, seconds per parameter)`` pairs; ``whole``: only profiles
+    that separate the optimizer, else only those that undercount it."""
+    pairs = []
+    for name, r in records:
+        b = _get(r, ("metrics", "breakdown"))
+        step = _get(r, ("metrics", "iteration_time_s", "mean"))
+        if r.get("status") != "ok" or optimizer_family(r) != family or not isinstance(b, dict):
+            continue
+        if (b.get("step_s") or 0) <= 0 or not (b.get("optimizer_s") or 0) > 0:
+            continue
+        if _separates_optimizer(b) != whole:
+            continue
+        try:
+            w = workload_from_record(r)
+        except PredictionError:
+            continue
+        per_rank = w.n_params / (w.degree("tp") * w.degree("pp") * _shard(w))
+        if isinstance(step, int | float) and per_rank > 0:
+            pairs.append((name, b["optimizer_s"] * step / b["step_s"] / per_rank))
+    return pairs
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def calibration_compute(
-    target: Workload, name: str, record: dict[str, Any], *, compute_scale: float = 1.0
+    target: Workload,
+    name: str,
+    record: dict[str, Any],
+    *,
+    compute_scale: float = 1.0,
+    rate: tuple[float, str] | None = None,
 ) -> Compute:
     """:func:`compute_from_calibration` from a calibration record: its mean step time; its
     optimizer and exposed communication from its profile (``metrics.breakdown``, scaled to the mean
-    step) when it has one; without a profile, a multi-rank calibration's exposed communication is
-    the model's own, at its probe's bandwidths."""
+    step) when it has one; an optimizer that the record's profile does not separate is ``rate``
+    (seconds per parameter a rank updates, :func:`optimizer_rate`, and its source) times the
+    calibration's parameters per rank, else it stays in the compute; without a profile, a
+    multi-rank calibration's exposed communication is the model's own, at its probe's
+    bandwidths."""
     cal = workload_from_record(record)
     step = float(_get(record, ("metrics", "iteration_time_s", "mean")))
     b = _get(record, ("metrics", "breakdown"))
     optimizer = exposed = None
+    how = ""
     if isinstance(b, dict) and (b.get("step_s") or 0) > 0:
         ratio = step / b["step_s"]
-        # CUDA profiles before ``optimizer_from`` undercount the optimizer: not separated then
-        split = b.get("view") != "cuda" or "optimizer_from" in b
-        optimizer = b["optimizer_s"] * ratio if split and b.get("optimizer_s") is not None else None
+        optimizer = b["optimizer_s"] * ratio if _separates_optimizer(b) else None
         exposed = (b.get("exposed_comm_s") or 0.0) * ratio
+    if optimizer is None and rate is not None:
+        optimizer = rate[0] * cal.n_params / (cal.degree("tp") * cal.degree("pp") * _shard(cal))
+        how = f" (optimizer {rate[0] * 1e12:.3g} ps per parameter a rank updates: {rate[1]})"
     if exposed is None and cal.world_size > 1:
         link = link_from_probe(_get(record, ("system", "interconnect")), source=name)
         soft, hard = comm_seconds(transfers(cal, gpus_per_node=cal.world_size), link)
@@ -684,7 +850,7 @@ def calibration_compute(
         target,
         calibration=cal,
         iteration_time_s=step,
-        source=name,
+        source=name + how,
         optimizer_s=optimizer,
         exposed_comm_s=exposed or 0.0,
         compute_scale=compute_scale,
@@ -770,10 +936,14 @@ def predict_record(
             others,
             backend_config=_get(record, ("config", "backend")),
             hostname=_get(record, ("system", "hostname")),
+            started_at=_get(record, ("run", "started_at")),
         )
         metrics = record.get("metrics") or {}
         if picked:
-            compute = calibration_compute(target, *picked)
+            family = optimizer_family(picked[1])
+            compute = calibration_compute(
+                target, *picked, rate=optimizer_rate(others, family) if family else None
+            )
         else:
             compute = compute_uncalibrated(target, gemm_tflops=metrics.get("measured_matmul_tflops"))
         own = _get(record, ("system", "interconnect"))

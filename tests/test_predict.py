@@ -510,3 +510,164 @@ def test_plan_at_another_micro_batch_is_calibrated_by_tokens(tmp_path: Path) -> 
     rows = _plan_rows(tmp_path, f"predict.calibration={LLAMA8B_ONE_GPU}", "batch.micro_batch_size=4")
     ok = [row for row in rows if row["status"] == "ok"]
     assert ok and all("micro batch 2 -> 4: compute scaled by tokens" in r["prediction_source"] for r in ok)
+
+
+def test_a_calibration_of_other_backend_knobs_is_borrowed() -> None:
+    """ZeRO knobs are part of the set-up: the strict pick refuses a record of other buckets, and
+    the differences name each knob; a knob a record predates reads as the schema's default."""
+    target = _record(2, backend="deepspeed")
+    target["config"]["backend"] |= {"zero_stage": 3, "reduce_bucket_size": 1e9, "optimizer_impl": "torch"}
+    default = _record(1, backend="deepspeed")
+    default["config"]["backend"]["zero_stage"] = 3  # predates optimizer_impl: ran the fused one
+    same = copy.deepcopy(target)
+    same["system"] |= {"world_size": 1, "parallel": {"dp_shard": 1}}
+    key, own = pr.calibration_key(target), target["config"]["backend"]
+    assert pr.pick_calibration(key, 2, "deepspeed", [("d", default)], backend_config=own)[0] == "d"
+    strict = dict(backend_config=own, same_backend=True)
+    assert pr.pick_calibration(key, 2, "deepspeed", [("d", default)], **strict) is None
+    assert pr.pick_calibration(key, 2, "deepspeed", [("d", default), ("s", same)], **strict)[0] == "s"
+    assert pr.calibration_differences(target, default) == [
+        "backend.optimizer_impl torch vs fused",
+        "backend.reduce_bucket_size 1000000000.0 vs None",
+    ]
+    assert pr.calibration_differences(target, same) == []
+    dense = copy.deepcopy(same)
+    dense["config"]["attention"]["density"] = 1.0  # the same kernel name: the whole setting shown
+    assert pr.calibration_differences(target, dense) == [
+        'attention {"name": "sdpa"} vs {"density": 1.0, "name": "sdpa"}'
+    ]
+    other = _record(1, mbs=8)
+    other["config"]["compile"] = True
+    assert pr.calibration_differences(target, other) == [
+        "compile False vs True",
+        "batch.micro_batch_size 4 vs 8",
+        "backend.name deepspeed vs fsdp",
+    ]
+
+
+def test_an_unprofiled_calibration_separates_its_optimizer_at_the_measured_rate() -> None:
+    """The one-rank step holds the whole optimizer; two FSDP2 ranks each update half the
+    parameters: the step drops by half the optimizer, at the rate (seconds per parameter a rank
+    updates) of the records whose profile separates it; older CUDA profiles give a lower bound."""
+    whole = {"step_s": 2.0, "optimizer_s": 0.02, "view": "cuda", "optimizer_from": "launch"}
+    profiled = _record(1, step=1.0, breakdown=whole)  # 0.01 s of the 1 s mean, P parameters
+    rate = pr.optimizer_rate([("p", profiled)], "torch")
+    assert rate[0] == pytest.approx(0.01 / P) and rate[1] == "median of 1 (p)"
+    before = {k: v for k, v in whole.items() if k != "optimizer_from"}  # recorded before the key
+    old = _record(2, step=1.0, breakdown=before)
+    low = pr.optimizer_rate([("o", old)], "torch")
+    assert low[0] == pytest.approx(0.01 / (P / 2)) and low[1].startswith("lower bound")
+    assert pr.optimizer_rate([("p", profiled)], "deepspeed-fused") is None
+    target = pr.workload_from_record(_record(2))
+    c = pr.calibration_compute(target, "one", _record(1, step=0.5), rate=(1e-11, "r"))
+    assert c.compute_s == pytest.approx(0.5 - 1e-11 * P)
+    assert c.optimizer_s == pytest.approx(1e-11 * P / 2)
+    assert "optimizer 10 ps per parameter a rank updates: r" in c.source
+    ddp = pr.workload_from_record(_record(2, backend="ddp"))
+    assert pr.calibration_compute(
+        ddp, "one", _record(1, backend="ddp", step=0.5), rate=(1e-11, "r")
+    ).optimizer_s == (pytest.approx(1e-11 * P))  # DDP does not shard the optimizer
+    offload = _record(1)
+    offload["config"]["backend"]["cpu_offload"] = True
+    assert pr.optimizer_family(offload) is None
+
+
+def _bad_calibrations(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """A missing path, a file that is not a record and an empty folder, each with its message."""
+    text = tmp_path / "notes.txt"
+    text.write_text("not json")
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    return {
+        "missing": (tmp_path / "nowhere", "does not exist"),
+        "not a record": (text, "is not a record"),
+        "empty": (empty, "holds no metrics.json"),
+    }
+
+
+def test_each_bad_calibration_path_is_one_config_error(tmp_path: Path) -> None:
+    from flopsweep.config import ConfigError
+    from flopsweep.forecast import CALIBRATION_FIX, calibration_records
+
+    not_a_run = tmp_path / "other.json"
+    not_a_run.write_text('{"hello": 1}')
+    cases = {**_bad_calibrations(tmp_path), "json, no run": (not_a_run, "is not a record")}
+    for path, what in cases.values():
+        with pytest.raises(ConfigError) as err:
+            calibration_records(str(path))
+        line = str(err.value)
+        assert "\n" not in line and "predict.calibration" in line and str(path) in line, line
+        assert what in line and CALIBRATION_FIX in line, line
+
+
+@pytest.mark.slow
+def test_a_bad_calibration_path_is_the_same_error_in_a_run_and_in_a_plan(tmp_path: Path) -> None:
+    """The run's record is ``invalid`` with the ConfigError (no rank starts), and so is the plan's
+    row, with the same line."""
+    cases = _bad_calibrations(tmp_path)
+    values = ",".join(str(path) for path, _ in cases.values())
+    args = ["-m", "device=cpu", "backend=single", f"predict.calibration={values}"]
+    proc = run_py(*args, f"hydra.sweep.dir={tmp_path / 'runs'}", timeout=600)
+    runs = sorted((tmp_path / "runs").glob("*/metrics.json"), key=lambda p: int(p.parent.name))
+    errors = [json.loads(p.read_text()) for p in runs]
+    assert [r["status"] for r in errors] == ["invalid"] * 3, proc.stderr[-2000:]
+    proc = run_py(*args, "plan=true", f"hydra.sweep.dir={tmp_path / 'plan'}", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = sorted(csv.DictReader((tmp_path / "plan" / "plan.csv").open()), key=lambda r: int(r["job"]))
+    for record, row, (path, what) in zip(errors, rows, cases.values(), strict=True):
+        assert row["status"] == "invalid" and what in row["note"] and str(path) in row["note"], row
+        assert record["error"]["message"] == row["note"]
+
+
+def test_a_calibration_that_matches_no_job_is_a_warning_naming_what_differs(
+    hydra_compose, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The job and ``plan=true`` share :func:`flopsweep.forecast.prediction`: a warning line naming
+    the nearest record and what it does not share, the prediction uncalibrated and saying so."""
+    from flopsweep.forecast import prediction
+    from flopsweep.layout import Layout
+    from flopsweep.plan import validate
+
+    cfg = validate(hydra_compose(["device=cpu", "backend=fsdp", "nproc_per_node=2", "predict.calibration=x"]))
+    other = _record(1, mbs=8)  # model m, another micro batch, compiled
+    other["config"]["compile"] = True
+    layout = Layout.resolve(cfg.parallel, 2)
+    with caplog.at_level("WARNING", logger="flopsweep.forecast"):
+        made = prediction(cfg, layout, [("cal/metrics.json", other)], gpus_per_node=2, device_name=None)
+    (line,) = [r.getMessage() for r in caplog.records if "matches nothing" in r.getMessage()]
+    assert line.startswith(
+        "predict.calibration=x matches nothing: the nearest, cal/metrics.json, differs in "
+    )
+    assert "model " in line and "compile False vs True" in line and line.endswith("predicted uncalibrated")
+    assert "micro_batch" not in line  # another micro batch alone would have been scaled
+    assert "matches nothing" in made["source"]
+
+
+@pytest.mark.slow
+def test_a_calibration_matching_nothing_is_the_same_warning_in_a_run_and_in_a_plan(tmp_path: Path) -> None:
+    """A two-rank gloo run and its ``plan=true`` row, calibrated by a folder whose one record is of
+    another model and compiled: both warn on stderr naming it and what differs, and both predict
+    uncalibrated (the plan on the CPU, with no GEMM rate, predicts nothing), the source saying so
+    (the log line on the console: stdout or stderr)."""
+    cal = tmp_path / "cal"
+    other = _record(1)  # model m
+    other["config"]["compile"] = True
+    _write(cal / "0", other)
+    args = ["device=cpu", "backend=fsdp", "nproc_per_node=2", "steps.warmup=1", "steps.measure=2"]
+    args.append(f"predict.calibration={cal}")
+    run = run_py(*args, f"hydra.run.dir={tmp_path / 'run'}", timeout=600, env={"OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    plan = run_py("-m", *args, "plan=true", f"hydra.sweep.dir={tmp_path / 'plan'}", timeout=600)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    made = json.loads((tmp_path / "run" / "metrics.json").read_text())["metrics"]["predicted"]
+    (row,) = csv.DictReader((tmp_path / "plan" / "plan.csv").open())
+    nearest = (
+        f"predict.calibration={cal} matches nothing: the nearest, {cal / '0' / 'metrics.json'}, differs in"
+    )
+    for source, proc in ((made["source"], run), (row["prediction_source"], plan)):
+        assert "uncalibrated" in source and nearest in source, source  # the CPU plan: no GEMM rate
+        assert "compile False vs True" in source and "model " in source, source
+        assert (
+            f"{nearest} " in proc.stdout + proc.stderr
+            and "predicted uncalibrated" in proc.stdout + proc.stderr
+        )
