@@ -106,10 +106,11 @@ def check(cfg: RunConfig) -> None:
     """The pipeline's rules on the config alone (a cross-axis rule of :data:`flopsweep.rules.RULES`).
 
     With ``parallel.pp=1`` a pipeline key is refused (the user expects it to matter). With
-    ``pp > 1``: ``backend=fsdp`` only (DeepSpeed stays data-parallel, ``single``/``ddp`` have no
-    stages), a family with pipeline parts, stages (``pp x pp_stages_per_rank``) that divide
-    ``model.n_layer``, more stages per rank only for ``Interleaved1F1B``, at least as many
-    micro-batches as stages (and, interleaved, a multiple of ``max(1, m // pp)``: torch's rounds),
+    ``pp > 1`` (``backend=fsdp`` only: :func:`flopsweep.layout.check_built`, which runs first, is the
+    one place that refuses the other backends): a family with pipeline parts, stages
+    (``pp x pp_stages_per_rank``) that divide ``model.n_layer``, more stages per rank only for
+    ``Interleaved1F1B``, at least as many micro-batches as stages (and, interleaved, a multiple of
+    ``max(1, m // pp)``: torch's rounds),
     no fp16 (its loss scaling is not in the schedule's backward) and no ``batch=auto``.
 
     Raises:
@@ -119,18 +120,6 @@ def check(cfg: RunConfig) -> None:
     if p.pp == 1:
         _check_unused(cfg)
         return
-    if cfg.backend.name != "fsdp":
-        why = {
-            "deepspeed": "DeepSpeed stays data-parallel (ZeRO) here",
-            "single": "backend=single runs one rank",
-            "ddp": "backend=ddp has no pipeline stages",
-        }.get(cfg.backend.name, f"backend={cfg.backend.name} has no pipeline stages")
-        raise ConfigError(
-            "parallel.pp",
-            p.pp,
-            f"pipeline parallelism is built on backend=fsdp (FSDP2 within each stage); {why}",
-            "set backend=fsdp, or parallel.pp=1",
-        )
     if cfg.model.arch not in ARCHS:
         raise ConfigError(
             "parallel.pp",

@@ -25,9 +25,9 @@ import torch
 from helpers import records, run_sweep
 
 from analysis.checks import record_problems
-from flopsweep.config import CheckpointingConfig, ConfigError, ParallelConfig, RunConfig
+from flopsweep.config import BackendConfig, CheckpointingConfig, ConfigError, ParallelConfig, RunConfig
 from flopsweep.layout import Layout
-from flopsweep.options import FSDPConfig, GPT2Config, LlamaConfig
+from flopsweep.options import DeepSpeedConfig, FSDPConfig, GPT2Config, LlamaConfig
 from flopsweep.pipeline import loss_fn, split_stage, stage_ids, stage_layers
 from flopsweep.profile import COMM_PATTERN
 
@@ -160,6 +160,22 @@ def test_the_pipeline_rules_on_the_config_alone() -> None:
     check(dataclasses.replace(cfg, parallel=ParallelConfig(pp=2, tp=2)))  # tensor-parallel stages
     with pytest.raises(ConfigError, match="parallel.pp_stages_per_rank=0"):
         check(dataclasses.replace(cfg, parallel=ParallelConfig(pp=2, pp_stages_per_rank=0)))
+
+
+@pytest.mark.parametrize(
+    "backend", [DeepSpeedConfig(), BackendConfig(name="ddp"), BackendConfig(name="single")]
+)
+def test_one_place_refuses_a_pipeline_on_another_backend(backend: BackendConfig) -> None:
+    """``layout.check_built`` (which ``validate`` runs before the cross-axis rules) is the one place
+    that refuses ``parallel.pp > 1`` off ``backend=fsdp``; ``pipeline.check`` keeps only the
+    pipeline's own rules."""
+    from flopsweep.layout import check_built
+    from flopsweep.pipeline import check
+
+    cfg = RunConfig(backend=backend, parallel=ParallelConfig(pp=2))
+    check(cfg)  # no second copy of the backend rule
+    with pytest.raises(ConfigError, match=f"parallel.pp=2: .*backend={backend.name} "):
+        check_built(cfg.parallel, backend.name)
 
 
 # --- four gloo ranks: the pipeline's first step against the one-rank model --------------------------
