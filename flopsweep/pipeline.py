@@ -59,7 +59,7 @@ from flopsweep import precision as fprecision
 from flopsweep import tensor_parallel
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.layout import Layout
+from flopsweep.layout import Layout, pipeline_keys, smaller_degree, stated_world_size
 from flopsweep.models import family
 
 ARCHS = ("gpt2", "llama")
@@ -184,20 +184,25 @@ def _check_stages(cfg: RunConfig) -> None:
             "set parallel.pp_schedule=Interleaved1F1B, or leave parallel.pp_stages_per_rank out",
         )
     if n_layer % p.pp:
+        # A pp whose stages (pp x v) divide n_layer; pp=1 only when no pipeline key is set.
+        keys = pipeline_keys(p)
+        world = stated_world_size(cfg.nproc_per_node, cfg.nnodes)
+        sizes = [n_layer // v] if n_layer % v == 0 else [n_layer]
+        fix = smaller_degree("pp", p, world, sizes, least=2 if keys else 1)
         raise ConfigError(
             "parallel.pp",
             p.pp,
             f"does not divide model.n_layer={n_layer} into equal stages",
-            f"pick parallel.pp dividing {n_layer}, or set model.n_layer to a multiple of {p.pp}",
+            f"{fix + ', or ' if fix else ''}set model.n_layer to a multiple of {p.pp * v}",
         )
     if n_layer % (p.pp * v):
+        fewer = max(d for d in range(1, v) if n_layer % (p.pp * d) == 0)  # 1 at least: pp divides n_layer
         raise ConfigError(
             "parallel.pp_stages_per_rank",
             v,
             f"{p.pp} pipeline ranks x {v} stages per rank = {p.pp * v} stages do not divide "
             f"model.n_layer={n_layer}",
-            f"set parallel.pp_stages_per_rank to a divisor of {n_layer // p.pp}, or model.n_layer to a "
-            f"multiple of {p.pp * v}",
+            f"set parallel.pp_stages_per_rank={fewer}, or model.n_layer to a multiple of {p.pp * v}",
         )
 
 
@@ -214,11 +219,12 @@ def _check_microbatches(cfg: RunConfig) -> None:
         )
     rounds = max(1, m // p.pp)
     if p.pp_schedule in MULTI_STAGE and m % rounds:
+        near = p.pp * (m // p.pp)  # k x pp runs k rounds; >= the stages (a multiple of pp, <= m)
         raise ConfigError(
             "parallel.pp_microbatches",
             m,
             f"Interleaved1F1B runs max(1, micro-batches // pp) = {rounds} rounds, which must divide it",
-            f"set parallel.pp_microbatches to a multiple of parallel.pp={p.pp}",
+            f"set parallel.pp_microbatches={near} (a multiple of parallel.pp={p.pp})",
         )
 
 
