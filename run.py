@@ -302,7 +302,8 @@ def env_in_tag_warning(overrides: list[str]) -> str | None:
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
     """One job. Returns its ``objective`` as a float for the sweeper (NaN when not ``ok``)."""
-    from flopsweep.job import JobInfo, plan_table, run_job  # torch: only once Hydra has composed
+    # torch: only once Hydra has composed
+    from flopsweep.job import JobInfo, plan_invalid_line, plan_table, run_job
 
     hc = HydraConfig.get()
     info = JobInfo(
@@ -338,7 +339,9 @@ def main(cfg: DictConfig) -> float:
     status = record["status"]
     if status == "plan":
         if hc.mode != RunMode.MULTIRUN:
-            print(plan_table(record["plan_file"]))
+            print(plan_table(record["plan_file"]), flush=True)
+            if line := plan_invalid_line(record["plan_file"]):
+                print(line, file=sys.stderr)
         return objective.value(record, run_cfg.objective)
     if status != "ok":
         message = f"flopsweep: {status}: {record['error']['message']}"

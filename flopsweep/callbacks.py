@@ -291,9 +291,11 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         plan = Path(str(config.hydra.sweep.dir)) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
-            from flopsweep.job import plan_table
+            from flopsweep.job import plan_invalid_line, plan_table
 
             print(plan_table(str(plan)), flush=True)
+            if line := plan_invalid_line(str(plan)):  # still exit 0: a plan is a report
+                print(line, file=sys.stderr, flush=True)
             return
         self._print(config, "")
 

@@ -497,6 +497,19 @@ def plan_table(path: str) -> str:
     return f"{table}\n(plan: no worker started, no record written; {path})"
 
 
+def plan_invalid_line(path: str) -> str | None:
+    """The last line a plan prints (to stderr) when some of its rows are ``invalid``: ``N of M jobs
+    are invalid: see the status column``; None when every row is ``ok``. A plan is a report, so it
+    still exits 0; this line keeps its refusals from passing unseen below a long table."""
+    import pandas as pd
+
+    status = pd.read_csv(path, keep_default_na=False)["status"]
+    invalid = int((status == "invalid").sum())
+    return (
+        f"flopsweep: {invalid} of {len(status)} jobs are invalid: see the status column" if invalid else None
+    )
+
+
 def warn_host_memory(p: Plan) -> None:
     """On the CPU, warn in one line when the ranks of this machine need more than its free host
     memory: each rank's fp32 weights, gradients and AdamW states
