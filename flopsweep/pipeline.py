@@ -153,20 +153,14 @@ def check(cfg: RunConfig) -> None:
 
 
 def _check_unused(cfg: RunConfig) -> None:
-    p = cfg.parallel
-    unused = {
-        "pp_schedule": p.pp_schedule if p.pp_schedule != "1F1B" else None,
-        "pp_microbatches": p.pp_microbatches,
-        "pp_stages_per_rank": p.pp_stages_per_rank,
-    }
-    for key, value in unused.items():
-        if value is not None:
-            raise ConfigError(
-                f"parallel.{key}",
-                value,
-                "only matters for a pipeline, and parallel.pp=1 runs none",
-                f"set parallel.pp=2 or more, or leave parallel.{key} out",
-            )
+    if keys := pipeline_keys(cfg.parallel):
+        key = keys[0]  # the first one set
+        raise ConfigError(
+            key,
+            getattr(cfg.parallel, key.removeprefix("parallel.")),
+            "only matters for a pipeline, and parallel.pp=1 runs none",
+            f"set parallel.pp=2 or more, or leave {key} out",
+        )
 
 
 def _check_stages(cfg: RunConfig) -> None:
