@@ -98,7 +98,8 @@ def sorted_range_problem(overrides: list[str]) -> str | None:
 
 def foreign_option_keys(overrides: list[str]) -> str | None:
     """One line for an override such as ``attention.window_blocks=0`` whose key belongs only to
-    other options than the ones the command line picks (``attention=sdpa``), else None.
+    other options than one the command line picks (``attention=sdpa``; in a sweep over several,
+    ``backend=ddp,fsdp backend.cpu_offload=true``, any of them), else None.
 
     Hydra would refuse it too, but with "Key 'window_blocks' not in 'AttentionConfig'" and a
     hint to add '+'; this names the option the key belongs to. Only command-line choices are
@@ -109,6 +110,8 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
 
     from flopsweep.options import GROUP_BASES, owners
 
+    # Hydra's flags (``-m``, ``--config-name NAME``) are not overrides: the parser would refuse them.
+    overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:  # noqa: BLE001 - Hydra reports its own syntax errors
@@ -125,13 +128,18 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
         if o.is_add() or o.is_force_add() or group not in GROUP_BASES or not key or "." in key:
             continue
         own = owners(group, key)
-        picked = chosen.get(group)
-        if own and picked and not {_option_kind(group, str(p)) for p in picked} & set(own):
+        others = [str(p) for p in chosen.get(group) or [] if _option_kind(group, str(p)) not in own]
+        if own and others:
             names = " or ".join(f"{group}={name}" for name in own)
+            # A sweep over several options sets the key in every job: Hydra would stop the sweep at
+            # the first job whose option lacks it (after the jobs before it ran).
+            mixed = len(others) < len(chosen[group])
+            fix = f"sweep only {names} with it, or run the others without it" if mixed else f"pick {names}"
             return (
                 f"Invalid config: {o.key_or_group}: belongs to {names}, "
-                f"not to {group}={','.join(map(str, picked))}. "
-                f"Fix: drop the override, or pick {names}."
+                f"not to {group}={','.join(others)}"
+                f"{' (a command-line override applies to every job of the sweep)' if mixed else ''}. "
+                f"Fix: drop the override, or {fix}."
             )
     return None
 
@@ -294,7 +302,8 @@ def env_in_tag_warning(overrides: list[str]) -> str | None:
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
     """One job. Returns its ``objective`` as a float for the sweeper (NaN when not ``ok``)."""
-    from flopsweep.job import JobInfo, plan_table, run_job  # torch: only once Hydra has composed
+    # torch: only once Hydra has composed
+    from flopsweep.job import JobInfo, plan_invalid_line, plan_table, run_job
 
     hc = HydraConfig.get()
     info = JobInfo(
@@ -330,7 +339,9 @@ def main(cfg: DictConfig) -> float:
     status = record["status"]
     if status == "plan":
         if hc.mode != RunMode.MULTIRUN:
-            print(plan_table(record["plan_file"]))
+            print(plan_table(record["plan_file"]), flush=True)
+            if line := plan_invalid_line(record["plan_file"]):
+                print(line, file=sys.stderr)
         return objective.value(record, run_cfg.objective)
     if status != "ok":
         message = f"flopsweep: {status}: {record['error']['message']}"

@@ -677,11 +677,26 @@ def make_plots(df: pd.DataFrame) -> tuple[dict[str, Figure], dict[str, str]]:
     return figures, skipped
 
 
-def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
-    """The figure as PNG bytes (Agg, ``dpi`` dots per inch: pixels = figure inches x dpi)."""
+def png_bytes(fig: Figure, dpi: int = DPI, *, palette: bool = False) -> bytes:
+    """The figure as PNG bytes (Agg, ``dpi`` dots per inch: pixels = figure inches x dpi).
+
+    ``palette=True`` stores it with a 256-colour adaptive palette (Pillow's median cut, which
+    matplotlib already depends on) instead of 8-bit RGBA: a plot's flat colours and antialiased
+    edges look the same, in about a third of the bytes (the notebook's H200 plots: 1.64 MB of
+    RGBA PNGs, 0.57 MB as palette PNGs). The figure's white background is kept; transparency is not.
+    """
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()
+    if not palette:
+        return buf.getvalue()
+    from PIL import Image
+
+    buf.seek(0)
+    with Image.open(buf) as image:
+        quantized = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    out = io.BytesIO()
+    quantized.save(out, format="PNG", optimize=True)
+    return out.getvalue()
 
 
 def data_uri(fig: Figure) -> str:

@@ -228,6 +228,63 @@ def _lock_holder(st: os.stat_result) -> str:
     return "another process"
 
 
+MULTIRUN_FILE = "multirun.yaml"
+"""The sweep's composed config, which Hydra's sweeper writes into the sweep directory (and rewrites
+on every multirun there)."""
+MAX_MULTIRUN_BYTES = 16 * 2**20
+
+
+def _sweep_identity(hydra: Any) -> dict[str, Any]:
+    """What makes a sweep the same sweep: its primary config, its defining command-line overrides
+    (:func:`flopsweep.job.defining_overrides`: ``resume``, ``fault``, ``hydra.*`` ... aside) and its
+    sweeper's ``params`` (a ``+sweep=`` file's axes)."""
+    from flopsweep.job import defining_overrides
+
+    params = hydra.get("sweeper", {}).get("params") or {}
+    return {
+        "config": hydra.get("job", {}).get("config_name"),
+        "overrides": defining_overrides([str(o) for o in hydra.get("overrides", {}).get("task") or []]),
+        "params": defining_overrides([f"{k}={v}" for k, v in dict(params).items()]),
+    }
+
+
+def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
+    """The one-line refusal of ``resume=true`` into a sweep directory whose ``multirun.yaml`` is
+    another sweep's (other config, overrides or sweeper params than ``hydra``, this sweep's
+    ``hydra`` node as a mapping): Hydra would overwrite it before the first job. None when there is
+    no such file or it is this sweep's. A ``multirun.yaml`` that is a link, a FIFO or not YAML is
+    refused too (Hydra would write through it, or block on it). Read with
+    :func:`flopsweep.files.read_regular` (no link followed, bounded)."""
+    import yaml
+
+    from flopsweep.files import read_regular
+
+    path = Path(sweep_dir) / MULTIRUN_FILE
+    if not os.path.lexists(path):
+        return None
+    fix = "Fix: choose a new hydra.sweep.dir, or resume with the command line that started this sweep"
+    try:
+        old = yaml.safe_load(read_regular(path, MAX_MULTIRUN_BYTES)) or {}
+        theirs = _sweep_identity(old["hydra"])
+    except (RecordError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
+        why = str(exc).splitlines()[0] if isinstance(exc, RecordError) else "not a sweep's config"
+        return f"{path} is unreadable ({why}); resume=true continues only the sweep that wrote it. {fix}"
+    ours = _sweep_identity(hydra)
+    differ = [
+        f"{key} {_shown(theirs[key])} there, {_shown(ours[key])} here"
+        for key in ours
+        if theirs[key] != ours[key]
+    ]
+    if not differ:
+        return None
+    return f"{path} belongs to another sweep ({'; '.join(differ)}); resume=true would overwrite it. {fix}"
+
+
+def _shown(value: Any) -> str:
+    text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
+    return repr(text[:200]) if text else "none"
+
+
 def _lock_or_exit(run_dir: Path) -> Any:
     """:func:`lock_sweep_dir`, or the refusal's one line and exit status 1 (Hydra turns a
     callback's exceptions into warnings, so a raise would let the run go on)."""
@@ -264,6 +321,13 @@ class SweepSummary(Callback):
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         self.lock = _lock_or_exit(Path(str(config.hydra.sweep.dir)))
+        if config.get("resume"):  # before Hydra's sweeper rewrites multirun.yaml
+            from omegaconf import OmegaConf
+
+            hydra = OmegaConf.to_container(config.hydra, resolve=False)
+            if problem := other_sweep_problem(Path(str(config.hydra.sweep.dir)), hydra):
+                print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
+                raise SystemExit(1)
         if config.get("plan"):  # plan=true: a fresh table per sweep, never the last one's rows
             from flopsweep.job import start_plan_file
 
@@ -291,9 +355,11 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         plan = Path(str(config.hydra.sweep.dir)) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
-            from flopsweep.job import plan_table
+            from flopsweep.job import plan_invalid_line, plan_table
 
             print(plan_table(str(plan)), flush=True)
+            if line := plan_invalid_line(str(plan)):  # still exit 0: a plan is a report
+                print(line, file=sys.stderr, flush=True)
             return
         self._print(config, "")
 

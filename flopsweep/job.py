@@ -35,6 +35,7 @@ from flopsweep.files import (
     atomic_write_json,
     create_new,
     exists_message,
+    file_kind,
     read_json,
     record_path_problem,
 )
@@ -102,12 +103,14 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     Returns:
         The record (schema v1): the one written, or the existing one when the job
         was skipped. Its ``status`` is ``invalid`` when validation failed
-        (``error.phase == "config"``, no worker started).
+        (``error.phase == "config"``, no worker started), and ``error`` (type ``NotARecord``, the
+        job not run) when ``metrics.json`` was a FIFO, socket, device or directory, which is set
+        aside (:func:`_special_file_error`).
 
     Raises:
         RecordExistsError: before any worker starts, when the job directory already holds a
             ``metrics.json`` and ``cfg.resume`` is false; when ``metrics.json`` there is a
-            symbolic link (dangling, looping or not) or not a regular file
+            symbolic link (dangling, looping or not) or cannot be examined
             (:func:`flopsweep.files.record_path_problem`: the record could not take its place);
             and, with ``cfg.resume``, when it is the record of another sweep's job
             (:func:`other_run_problem`).
@@ -122,9 +125,10 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     if cfg.plan:
         return plan_job(cfg, info)
     path = job_dir / METRICS_FILE
-    if writes_record() and (problem := record_path_problem(path)):
-        raise RecordExistsError(problem)  # a link or a FIFO there: refused before anything runs
-    if path.exists() and not cfg.resume and writes_record():
+    problem = record_path_problem(path) if writes_record() else None
+    if problem and (os.path.islink(path) or not os.path.lexists(path)):
+        raise RecordExistsError(problem)  # a link (or no lstat): refused before anything runs, nothing moved
+    if path.exists() and not cfg.resume and writes_record() and not problem:
         raise RecordExistsError(exists_message(path))
     if cfg.resume and writes_record() and (other := other_run_problem(path, info.overrides)):
         raise RecordExistsError(other)
@@ -136,6 +140,8 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         "job_num": info.job_num,
         **repeat_fields(cfg, info),
     }
+    if problem:  # a FIFO, socket, device or directory: this job's error alone, the sweep goes on
+        return _special_file_error(path, cfg, run, load_start)
     try:
         check_repeat_axis(cfg, info)
         p = plan(cfg, Environment.detect(), choices=info.choices)
@@ -157,6 +163,24 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     if writes_record():
         set_aside(path)
     return _launch(path, p, run, info, load_start, calibrations)
+
+
+def _special_file_error(
+    path: Path, cfg: RunConfig, run: dict[str, Any], load_start: list[float] | None
+) -> dict[str, Any]:
+    """The ``error`` record (type ``NotARecord``, phase ``config``) of a job whose ``metrics.json``
+    is a FIFO, a socket, a device or a directory: that file is set aside unopened, as a corrupt
+    record is (:func:`set_aside`: ``metrics.unreadable-<hex>.json``), this record takes its name,
+    and the job does not run; the sweep's other jobs go on. ``resume=true`` runs it again."""
+    kind = file_kind(os.lstat(path).st_mode)
+    aside = set_aside(path)
+    name = aside.name if aside else "?"
+    message = (
+        f"{path} was a {kind}, not a run record; it is set aside as {name} and this job did not run. "
+        f"Fix: remove {name} if nothing needs it, then run the sweep again with resume=true"
+    )
+    error = rec.error("NotARecord", message, "config")
+    return _finish(path, cfg, run, "error", error, None, layout=None, load_start=load_start)
 
 
 def repeat_fields(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
@@ -499,6 +523,19 @@ def plan_table(path: str) -> str:
 
     table = pd.read_csv(path, keep_default_na=False).to_markdown(index=False)
     return f"{table}\n(plan: no worker started, no record written; {path})"
+
+
+def plan_invalid_line(path: str) -> str | None:
+    """The last line a plan prints (to stderr) when some of its rows are ``invalid``: ``N of M jobs
+    are invalid: see the status column``; None when every row is ``ok``. A plan is a report, so it
+    still exits 0; this line keeps its refusals from passing unseen below a long table."""
+    import pandas as pd
+
+    status = pd.read_csv(path, keep_default_na=False)["status"]
+    invalid = int((status == "invalid").sum())
+    return (
+        f"flopsweep: {invalid} of {len(status)} jobs are invalid: see the status column" if invalid else None
+    )
 
 
 def warn_host_memory(p: Plan) -> None:

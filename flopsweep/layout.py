@@ -21,7 +21,9 @@ This module imports nothing from flopsweep but the config schema, and no torch.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
@@ -101,7 +103,7 @@ class Layout:
                     _shown(others),
                     f"the product of these degrees, {rest}, does not divide the world size {world_size} "
                     "(nproc_per_node x nnodes)",
-                    f"pick degrees whose product divides {world_size}, or change nproc_per_node",
+                    f"{_fix_for_world(parallel, world_size)}, or change nproc_per_node",
                 )
             shard = world_size // rest
         elif shard < 1:
@@ -117,8 +119,7 @@ class Layout:
                 _shown({**others, "dp_shard": shard}),
                 f"the product of the degrees is {rest * shard}, not the world size {world_size} "
                 "(nproc_per_node x nnodes)",
-                "set parallel.dp_shard=-1 (the rest of the world), or degrees whose product is the "
-                "world size",
+                _fix_for_world(parallel, world_size),
             )
         return cls(dp_shard=shard, **others)
 
@@ -217,6 +218,64 @@ class Plan:
     def world_size(self) -> int:
         """``nproc_per_node * nnodes``, the product of the layout's degrees."""
         return self.nproc_per_node * self.nnodes
+
+
+def stated_world_size(nproc_per_node: str, nnodes: int) -> int | None:
+    """The world size the config states (``nproc_per_node x nnodes``); None while ``nproc_per_node``
+    is ``auto`` (the machine decides, :func:`flopsweep.plan.resolve`)."""
+    return int(nproc_per_node) * nnodes if str(nproc_per_node).isdigit() else None
+
+
+def smaller_degree(
+    name: str, parallel: ParallelConfig, world_size: int | None, sizes: Iterable[int] = (), *, least: int = 1
+) -> str | None:
+    """The fix ``set parallel.NAME=D`` for a refused degree: the largest ``D`` below the value that
+    divides every one of ``sizes`` (the model sizes the degree splits) and whose layout resolves on
+    ``world_size`` (:meth:`Layout.resolve`, with ``parallel.dp_shard=-1``, which the fix then sets
+    too when ``dp_shard`` was fixed); any ``D`` when the world is not known yet. A suggestion is
+    thus one that validation accepts. ``D`` is at least ``least``. None when no ``D`` does."""
+    sizes = list(sizes)
+    free = dataclasses.replace(parallel, dp_shard=-1)
+    for d in range(getattr(parallel, name) - 1, least - 1, -1):
+        if any(size % d for size in sizes):
+            continue
+        if world_size is not None:
+            try:
+                Layout.resolve(dataclasses.replace(free, **{name: d}), world_size)
+            except ConfigError:
+                continue
+        shard = " and parallel.dp_shard=-1" if parallel.dp_shard != -1 and world_size is not None else ""
+        return f"set parallel.{name}={d}{shard}"
+    return None
+
+
+def _fix_for_world(parallel: ParallelConfig, world_size: int) -> str:
+    """A fix for degrees whose product is not ``world_size``: ``dp_shard=-1`` when the other degrees
+    divide the world, else one degree made smaller (a divisor of its value, so the model still
+    splits evenly), else every degree 1."""
+    rest = math.prod(getattr(parallel, n) for n in DEGREES if n != "dp_shard")
+    if parallel.dp_shard != -1 and world_size % rest == 0:
+        return f"set parallel.dp_shard=-1 (the rest of the world: {world_size // rest})"
+    keys = pipeline_keys(parallel)
+    for name in ("tp", "pp", "dp_replicate", "cp"):
+        value = getattr(parallel, name)
+        least = 2 if name == "pp" and keys else 1  # pp=1 would refuse the pipeline keys set
+        fix = smaller_degree(name, parallel, world_size, [value], least=least) if value > 1 else None
+        if fix:
+            return fix
+    keys_out = f", leaving {' and '.join(keys)} out" if keys else ""
+    return f"set the degrees to 1 with parallel.dp_shard=-1 (all {world_size} ranks data-parallel){keys_out}"
+
+
+def pipeline_keys(parallel: ParallelConfig) -> list[str]:
+    """The pipeline keys set (``parallel.pp_schedule`` other than 1F1B, ``pp_microbatches``,
+    ``pp_stages_per_rank``), which ``parallel.pp=1`` refuses (:func:`flopsweep.pipeline.check`)."""
+    given = {
+        "pp_schedule": parallel.pp_schedule != "1F1B",
+        "pp_microbatches": parallel.pp_microbatches is not None,
+        "pp_stages_per_rank": parallel.pp_stages_per_rank is not None,
+    }
+    return [f"parallel.{key}" for key, value in given.items() if value]
 
 
 def _shown(degrees: dict[str, int]) -> str:

@@ -59,7 +59,7 @@ from flopsweep import precision as fprecision
 from flopsweep import tensor_parallel
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.layout import Layout
+from flopsweep.layout import Layout, pipeline_keys, smaller_degree, stated_world_size
 from flopsweep.models import family
 
 ARCHS = ("gpt2", "llama")
@@ -106,10 +106,11 @@ def check(cfg: RunConfig) -> None:
     """The pipeline's rules on the config alone (a cross-axis rule of :data:`flopsweep.rules.RULES`).
 
     With ``parallel.pp=1`` a pipeline key is refused (the user expects it to matter). With
-    ``pp > 1``: ``backend=fsdp`` only (DeepSpeed stays data-parallel, ``single``/``ddp`` have no
-    stages), a family with pipeline parts, stages (``pp x pp_stages_per_rank``) that divide
-    ``model.n_layer``, more stages per rank only for ``Interleaved1F1B``, at least as many
-    micro-batches as stages (and, interleaved, a multiple of ``max(1, m // pp)``: torch's rounds),
+    ``pp > 1`` (``backend=fsdp`` only: :func:`flopsweep.layout.check_built`, which runs first, is the
+    one place that refuses the other backends): a family with pipeline parts, stages
+    (``pp x pp_stages_per_rank``) that divide ``model.n_layer``, more stages per rank only for
+    ``Interleaved1F1B``, at least as many micro-batches as stages (and, interleaved, a multiple of
+    ``max(1, m // pp)``: torch's rounds),
     no fp16 (its loss scaling is not in the schedule's backward) and no ``batch=auto``.
 
     Raises:
@@ -119,18 +120,6 @@ def check(cfg: RunConfig) -> None:
     if p.pp == 1:
         _check_unused(cfg)
         return
-    if cfg.backend.name != "fsdp":
-        why = {
-            "deepspeed": "DeepSpeed stays data-parallel (ZeRO) here",
-            "single": "backend=single runs one rank",
-            "ddp": "backend=ddp has no pipeline stages",
-        }.get(cfg.backend.name, f"backend={cfg.backend.name} has no pipeline stages")
-        raise ConfigError(
-            "parallel.pp",
-            p.pp,
-            f"pipeline parallelism is built on backend=fsdp (FSDP2 within each stage); {why}",
-            "set backend=fsdp, or parallel.pp=1",
-        )
     if cfg.model.arch not in ARCHS:
         raise ConfigError(
             "parallel.pp",
@@ -164,20 +153,14 @@ def check(cfg: RunConfig) -> None:
 
 
 def _check_unused(cfg: RunConfig) -> None:
-    p = cfg.parallel
-    unused = {
-        "pp_schedule": p.pp_schedule if p.pp_schedule != "1F1B" else None,
-        "pp_microbatches": p.pp_microbatches,
-        "pp_stages_per_rank": p.pp_stages_per_rank,
-    }
-    for key, value in unused.items():
-        if value is not None:
-            raise ConfigError(
-                f"parallel.{key}",
-                value,
-                "only matters for a pipeline, and parallel.pp=1 runs none",
-                f"set parallel.pp=2 or more, or leave parallel.{key} out",
-            )
+    if keys := pipeline_keys(cfg.parallel):
+        key = keys[0]  # the first one set
+        raise ConfigError(
+            key,
+            getattr(cfg.parallel, key.removeprefix("parallel.")),
+            "only matters for a pipeline, and parallel.pp=1 runs none",
+            f"set parallel.pp=2 or more, or leave {key} out",
+        )
 
 
 def _check_stages(cfg: RunConfig) -> None:
@@ -195,20 +178,25 @@ def _check_stages(cfg: RunConfig) -> None:
             "set parallel.pp_schedule=Interleaved1F1B, or leave parallel.pp_stages_per_rank out",
         )
     if n_layer % p.pp:
+        # A pp whose stages (pp x v) divide n_layer; pp=1 only when no pipeline key is set.
+        keys = pipeline_keys(p)
+        world = stated_world_size(cfg.nproc_per_node, cfg.nnodes)
+        sizes = [n_layer // v] if n_layer % v == 0 else [n_layer]
+        fix = smaller_degree("pp", p, world, sizes, least=2 if keys else 1)
         raise ConfigError(
             "parallel.pp",
             p.pp,
             f"does not divide model.n_layer={n_layer} into equal stages",
-            f"pick parallel.pp dividing {n_layer}, or set model.n_layer to a multiple of {p.pp}",
+            f"{fix + ', or ' if fix else ''}set model.n_layer to a multiple of {p.pp * v}",
         )
     if n_layer % (p.pp * v):
+        fewer = max(d for d in range(1, v) if n_layer % (p.pp * d) == 0)  # 1 at least: pp divides n_layer
         raise ConfigError(
             "parallel.pp_stages_per_rank",
             v,
             f"{p.pp} pipeline ranks x {v} stages per rank = {p.pp * v} stages do not divide "
             f"model.n_layer={n_layer}",
-            f"set parallel.pp_stages_per_rank to a divisor of {n_layer // p.pp}, or model.n_layer to a "
-            f"multiple of {p.pp * v}",
+            f"set parallel.pp_stages_per_rank={fewer}, or model.n_layer to a multiple of {p.pp * v}",
         )
 
 
@@ -225,11 +213,12 @@ def _check_microbatches(cfg: RunConfig) -> None:
         )
     rounds = max(1, m // p.pp)
     if p.pp_schedule in MULTI_STAGE and m % rounds:
+        near = p.pp * (m // p.pp)  # k x pp runs k rounds; >= the stages (a multiple of pp, <= m)
         raise ConfigError(
             "parallel.pp_microbatches",
             m,
             f"Interleaved1F1B runs max(1, micro-batches // pp) = {rounds} rounds, which must divide it",
-            f"set parallel.pp_microbatches to a multiple of parallel.pp={p.pp}",
+            f"set parallel.pp_microbatches={near} (a multiple of parallel.pp={p.pp})",
         )
 
 

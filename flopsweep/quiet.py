@@ -15,19 +15,39 @@ every rank:
   enums (``torchao.utils.register_as_pytree_constant``; torch 2.13 deprecates the call, torchao
   has not caught up). The same warning for another package's enum still shows.
 
+- ``torch.distributed.tensor._redistribute``: ``While redistributing from (_NormPartial(2.0),
+  _NormPartial(2.0)) to (Replicate(), Replicate()), 2 sequential all_reduce operations will be
+  performed. This is suboptimal: ...`` on every rank of a tensor-parallel run (torch 2.13's
+  ``_warn_flatten_issue``, ``logger.warning``): the gradient norm (``clip_grad_norm_``, a scalar)
+  is reduced over the 2-D ``(dp_shard, tp)`` mesh in two all-reduces instead of one on a flattened
+  mesh; one scalar, so nothing to gain. The same warning for any other placement still shows.
+
 Each filter matches one logger, the WARNING level and the message's own words; every other line of
 those loggers passes. These are Python ``logging`` records, not ``warnings``, so
 ``warnings.filterwarnings`` cannot drop them.
+
+One ``warnings.warn`` is dropped with ``warnings.filterwarnings`` (:data:`KNOWN_WARNINGS`):
+
+- FSDP2's ``FSDP2-wrapped module (FSDPGPT) returned a view tensor. An in-place op on this view ...``
+  (torch 2.13, ``_fsdp_state.py``, ``UserWarning``), on every rank and step of a tensor-parallel
+  run: the root model's output is its loss, which :func:`flopsweep.tensor_parallel.apply` turns from
+  a replicated ``DTensor`` into a plain tensor (``full_tensor()``, a view), and the trainers never
+  change the loss in place. Only the roots ``FSDPGPT`` and ``FSDPLlama`` match: a block that returns
+  a view still warns.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import warnings
 
 _TORCHAO_SO = re.compile(r"Failed to load \S*torchao[/\\]_C[^/\\\s]*\.so: ")
 _NO_TRITON = "Warning: Detected no triton, on systems without Triton certain kernels will not work"
 _ENUM_CONSTANT = "%s is an Enum subclass and is now natively supported by torch.compile"
+_SEQUENTIAL_REDISTRIBUTE = (
+    "While redistributing from %s to %s, %d sequential %s operations will be performed."
+)
 
 
 def _torchao_extension(record: logging.LogRecord) -> bool:
@@ -45,12 +65,31 @@ def _torchao_enum_constant(record: logging.LogRecord) -> bool:
     return bool(args) and str(getattr(args[0], "__module__", "")).startswith("torchao")
 
 
+def _norm_partial_redistribute(record: logging.LogRecord) -> bool:
+    """torch's two-all-reduce note for a gradient norm: every source placement a ``_NormPartial``."""
+    if record.levelno != logging.WARNING or not str(record.msg).startswith(_SEQUENTIAL_REDISTRIBUTE):
+        return False
+    args = record.args if isinstance(record.args, tuple) else ()
+    source = args[0] if args else ()
+    return bool(source) and all(type(p).__name__ == "_NormPartial" for p in source)
+
+
 KNOWN = {
     "torchao": _torchao_extension,
     "torchao.kernel.intmm": _no_triton,
     "torch.utils._pytree": _torchao_enum_constant,
+    "torch.distributed.tensor._redistribute": _norm_partial_redistribute,
 }
 """Logger name -> the predicate of the records dropped there (see the module docstring)."""
+
+KNOWN_WARNINGS = [
+    (
+        r"FSDP2-wrapped module \(FSDP(GPT|Llama)\) returned a view tensor\. An in-place op on this view ",
+        UserWarning,
+        r"torch\.distributed\.fsdp\._fully_shard\._fsdp_state",
+    ),
+]
+"""``(message regex, category, module regex)`` of each ``warnings.warn`` dropped (module docstring)."""
 
 
 class _Drop(logging.Filter):
@@ -65,10 +104,13 @@ class _Drop(logging.Filter):
 
 
 def silence_known_warnings() -> None:
-    """Install the :data:`KNOWN` filters on their loggers (idempotent). Call it before the library is
+    """Install the :data:`KNOWN` filters on their loggers and the :data:`KNOWN_WARNINGS` filters
+    (idempotent). Call it before the library is
     imported: the loggers exist from ``logging.getLogger`` on, and keep their filters when the library
     later takes them."""
     for name, known in KNOWN.items():
         logger = logging.getLogger(name)
         if not any(isinstance(f, _Drop) for f in logger.filters):
             logger.addFilter(_Drop(known))
+    for message, category, module in KNOWN_WARNINGS:  # an identical filter replaces itself
+        warnings.filterwarnings("ignore", message=message, category=category, module=module)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from flopsweep import pipeline
 from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import SEARCH_GROW, SEARCH_MODES, ConfigError, RunConfig, require_choice
+from flopsweep.layout import smaller_degree, stated_world_size
 from flopsweep.models import MODELS
 from flopsweep.options import HF_ATTENTION
 from flopsweep.precision import PRECISIONS
@@ -89,14 +90,17 @@ def tensor_parallel_shapes(cfg: RunConfig) -> None:
             f"model.arch={cfg.model.arch} has no tensor-parallel plan (its base_model_tp_plan is not wired)",
             "set parallel.tp=1 (FSDP or HSDP only), or pick a gpt2 or llama model",
         )
-    for key, size in fam.tensor_parallel_dims(cfg.model).items():
+    dims = fam.tensor_parallel_dims(cfg.model)
+    for key, size in dims.items():
         if size % tp:
-            below = max(d for d in range(1, tp) if size % d == 0)
+            world = stated_world_size(cfg.nproc_per_node, cfg.nnodes)
+            fix = smaller_degree("tp", cfg.parallel, world, dims.values()) or "set parallel.tp=1"
+            splits = ", ".join(f"{k}={v}" for k, v in dims.items())
             raise ConfigError(
                 "parallel.tp",
                 tp,
                 f"does not divide {key}={size} (each tensor-parallel rank takes an equal, whole share)",
-                f"set parallel.tp={below} or another divisor of {size}",
+                f"{fix} (it divides every size the plan splits: {splits})",
             )
 
 

@@ -19,6 +19,9 @@ shares:
 A plan value may be a tuple of styles, applied one after the other to the same submodule (a norm
 that is ``SequenceParallel`` and whose output the tied head needs replicated).
 
+The families build their plans with :func:`sequence_parallel_plan` from their submodule names
+(:class:`Sublayer`), so the styles and layouts above are written once, here.
+
 Only :mod:`flopsweep.backends` and :mod:`flopsweep.pipeline` (tensor-parallel stages) use it, on the
 ranks.
 """
@@ -26,13 +29,88 @@ ranks.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from flopsweep.models import ModelFamily
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sublayer:
+    """One pre-norm residual branch of a block, ``x + module(norm(x))``, by submodule names relative
+    to the block: the module's inputs are all-gathered over the sequence, its column-wise
+    projections come first and its row-wise ones last (Megatron-LM's pairing, one all-gather and
+    one reduce-scatter per branch)."""
+
+    norm: str
+    """The branch's norm (LayerNorm, RMSNorm), run ``SequenceParallel``."""
+    module: str
+    """The branch (attention, MLP), whose first input arrives sequence-sharded and is gathered."""
+    colwise: tuple[str, ...]
+    """Its input projections, split ``ColwiseParallel`` (output features: heads, MLP width)."""
+    rowwise: tuple[str, ...]
+    """Its output projections, split ``RowwiseParallel`` and reduce-scattered to ``Shard(1)``."""
+    extra_inputs: int = 0
+    """Positional inputs after ``x`` that pass as they are (Llama's ``freqs_cis``)."""
+
+
+def sequence_parallel_plan(
+    *,
+    embedding: str,
+    blocks: str,
+    sublayers: Sequence[Sublayer],
+    norm: str,
+    head: str | None,
+    positions: str | None = None,
+) -> dict[str, Any]:
+    """A family's tensor- and sequence-parallel plan from its submodule names (the module docstring
+    says what each part does), in the order ``parallelize_module`` applies it.
+
+    Args:
+        embedding: the token embedding, vocabulary-parallel (``RowwiseParallel``, replicated token
+            ids in, the sequence-sharded residual stream ``(B, T, C)`` ``Shard(1)`` out).
+        blocks: the blocks' names with a wildcard, e.g. ``"h.*"``.
+        sublayers: each block's residual branches, in order.
+        norm: the final norm, ``SequenceParallel``.
+        head: the separate LM head, column-wise over the vocabulary (vocabulary-sharded logits
+            ``Shard(-1)`` for loss parallelism); None for a tied head, which reads the
+            vocabulary-sharded embedding weight, so the final norm's output is gathered (replicated).
+        positions: a learned position embedding ``(T, C)`` (GPT-2's ``wpe``), position-parallel
+            (its rows ``Shard(0)``, added to the sequence-sharded token embedding); None for none.
+    """
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        PrepareModuleOutput,
+        RowwiseParallel,
+        SequenceParallel,
+    )
+
+    seq, rep = Shard(1), Replicate()
+    plan: dict[str, Any] = {embedding: RowwiseParallel(input_layouts=rep, output_layouts=seq)}
+    if positions is not None:
+        plan[positions] = RowwiseParallel(input_layouts=rep, output_layouts=Shard(0))
+    for sub in sublayers:
+        rest = (None,) * sub.extra_inputs
+        plan[f"{blocks}.{sub.norm}"] = SequenceParallel()
+        plan[f"{blocks}.{sub.module}"] = PrepareModuleInput(
+            input_layouts=(seq, *rest), desired_input_layouts=(rep, *rest)
+        )
+        plan.update({f"{blocks}.{sub.module}.{name}": ColwiseParallel() for name in sub.colwise})
+        plan.update(
+            {f"{blocks}.{sub.module}.{name}": RowwiseParallel(output_layouts=seq) for name in sub.rowwise}
+        )
+    if head is None:
+        gather = PrepareModuleOutput(output_layouts=seq, desired_output_layouts=rep, use_local_output=False)
+        return {**plan, norm: (SequenceParallel(), gather)}
+    plan[norm] = SequenceParallel()
+    plan[head] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1), use_local_output=False)
+    return plan
 
 
 def apply(model: nn.Module, fam: ModelFamily, tp_mesh: Any) -> nn.Module:

@@ -37,6 +37,27 @@ def records(sweep_dir: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(Path(sweep_dir).rglob("metrics.json"))]
 
 
+LLAMA_TINY_TWO_RANKS = (
+    "model=llama-tiny",
+    "device=cpu",
+    "precision=fp32",
+    "nproc_per_node=2",
+    "steps.warmup=1",
+    "steps.measure=2",
+)
+"""llama-tiny on two gloo ranks, fp32, one warm-up and two measured steps: the backend tests' sweep."""
+
+
+def ok_sweep(sweep_dir: Path, *args: str) -> list[dict]:
+    """``python run.py -m ARGS`` into ``sweep_dir`` that must exit 0 with every record ``ok``; the
+    records, in path order."""
+    proc = run_sweep(sweep_dir, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = records(sweep_dir)
+    assert recs and all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
+    return recs
+
+
 def make_plan(cfg, env=None):
     """The plan a job would launch: ``flopsweep.plan.plan`` on ``env`` (this machine when None)."""
     from flopsweep.plan import Environment, plan

@@ -615,6 +615,30 @@ def test_bad_input_in_process(hydra_compose, overrides: list[str], key: str, whe
     assert info.value.key == key and "Fix:" in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        (["-m", "backend=ddp,fsdp", "backend.cpu_offload=true"], "backend=ddp (a command-line"),
+        (["-m", "backend=fsdp,zero3", "backend.cpu_offload=true"], "backend=zero3 (a command-line"),
+        (["-m", "backend=zero2,zero3", "backend.offload_optimizer=cpu"], None),  # both DeepSpeed
+        (["-m", "backend=fsdp", "backend.cpu_offload=true"], None),
+    ],
+)
+def test_a_sweep_over_options_refuses_a_key_that_one_of_them_lacks(
+    overrides: list[str], refused: str | None
+) -> None:
+    """Before, ``backend=ddp,fsdp backend.cpu_offload=true`` passed the check (fsdp has the key) and
+    Hydra stopped the sweep at the ddp job with a multi-line error; now one line before any job."""
+    from run import foreign_option_keys
+
+    message = foreign_option_keys(overrides)
+    if refused is None:
+        assert message is None
+        return
+    assert message.startswith("Invalid config: backend.") and "belongs to backend=" in message
+    assert f"not to {refused}" in message and "Fix: drop the override" in message and "\n" not in message
+
+
 def test_deepspeed_sizes_resolve_to_int_before_launch(hydra_compose) -> None:
     """``5e8`` is a whole number: validate() hands DeepSpeed an int, not a float it would reject."""
     cfg = hydra_compose(

@@ -261,3 +261,50 @@ def test_old_records_read_as_pure_data_parallel() -> None:
     assert setup_id(new) == setup_id(old)  # the same set-up, before and after the keys existed
     tp = {**new, "config": {**new_cfg, "parallel": {**new_cfg["parallel"], "tp": 2}}}
     assert setup_id(tp) != setup_id(old)
+
+
+# (overrides, key refused): each refusal's Fix names values (``set parallel.X=D``) that, fed back,
+# the whole of validation (``plan.plan``: validate, then the layout on the world) accepts.
+SUGGESTING = [
+    (["model=gpt-tiny", "parallel.tp=8"], "parallel.tp"),  # n_head 4: tp=4, which the world holds
+    (["model=gpt-tiny", "model.n_head=6", "model.n_embd=96", "parallel.tp=4"], "parallel.tp"),  # not 3
+    (["model=llama-tiny", "parallel.tp=4"], "parallel.tp"),  # n_kv_head 2
+    (["model=gpt-tiny", "parallel.dp_replicate=3"], "parallel"),  # 3 does not divide 4
+    (["model=gpt-tiny", "parallel.dp_shard=3"], "parallel"),
+    (["model=gpt-tiny", "parallel.tp=2", "parallel.dp_shard=4"], "parallel"),
+    (["model=gpt-tiny", "model.n_layer=4", "parallel.pp=3"], "parallel.pp"),  # not 1: 2 divides both
+    (["model=gpt-tiny", "model.n_layer=6", "parallel.pp=3", "parallel.tp=2"], "parallel"),
+    (["model=gpt-tiny", "model.n_layer=4", "parallel.pp=3", "parallel.pp_schedule=GPipe"], "parallel.pp"),
+    (
+        ["model=gpt-tiny", "model.n_layer=4", "parallel.pp=4", "parallel.tp=2", "parallel.pp_schedule=GPipe"],
+        "parallel",
+    ),
+    (
+        ["model=gpt-tiny", "model.n_layer=4", "parallel.pp=2", "parallel.pp_schedule=Interleaved1F1B"]
+        + ["parallel.pp_stages_per_rank=3"],
+        "parallel.pp_stages_per_rank",
+    ),
+    (
+        ["model=gpt-tiny", "model.n_layer=4", "parallel.pp=2", "parallel.pp_schedule=Interleaved1F1B"]
+        + ["parallel.pp_microbatches=5", "batch.grad_accum=4"],
+        "parallel.pp_microbatches",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key"), SUGGESTING, ids=lambda v: str(v)[:70])
+def test_a_refusals_suggested_values_pass_validation(hydra_compose, overrides: list[str], key: str) -> None:
+    """Before, ``parallel.tp=4`` on 6 heads and 4 ranks suggested ``parallel.tp=3`` (refused: 3 does
+    not divide the world), and the layout refusals named no value; now each suggestion runs."""
+    import re
+
+    base = ["device=cpu", "backend=fsdp", "nproc_per_node=4", "precision=fp32"]
+    env = Environment(cpu_count=4)
+    with pytest.raises(ConfigError) as err:
+        plan(hydra_compose([*base, *overrides]), env)
+    assert err.value.key == key, str(err.value)
+    fix = str(err.value).split("Fix: ", 1)[1].split(", or ")[0]
+    suggested = re.findall(r"(parallel\.\w+)=(-?\d+)", fix)
+    assert suggested, str(err.value)
+    fed_back = [*overrides, *(f"{k}={v}" for k, v in suggested)]
+    plan(hydra_compose([*base, *fed_back]), env)  # no ConfigError

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import records, run_sweep
+from helpers import LLAMA_TINY_TWO_RANKS, ok_sweep
 
 from flopsweep.attention import BlockSparseConfig, check_support
 from flopsweep.config import AttentionConfig
@@ -17,20 +17,8 @@ from flopsweep.models.llama import Llama, LlamaConfig
 def test_llama_tiny_first_step_loss_is_the_same_on_every_backend(tmp_path: Path) -> None:
     """Same seed, same data: DDP, FSDP2 and ZeRO 1-3 (tied embedding registered for ZeRO-3)
     give the same first-step loss within 1e-4."""
-    proc = run_sweep(
-        tmp_path,
-        "model=llama-tiny",
-        "device=cpu",
-        "precision=fp32",
-        "nproc_per_node=2",
-        "backend=ddp,fsdp,zero1,zero2,zero3",
-        "steps.warmup=1",
-        "steps.measure=2",
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    recs = records(tmp_path)
+    recs = ok_sweep(tmp_path, *LLAMA_TINY_TWO_RANKS, "backend=ddp,fsdp,zero1,zero2,zero3")
     assert len(recs) == 5
-    assert all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
     losses = [r["metrics"]["loss_first"] for r in recs]
     assert max(losses) - min(losses) < 1e-4, losses
     for r in recs:

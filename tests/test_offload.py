@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import records, run_sweep
+from helpers import LLAMA_TINY_TWO_RANKS, ok_sweep
 
 from flopsweep.backends import deepspeed_config
 from flopsweep.config import ConfigError, RunConfig
@@ -143,19 +143,7 @@ def test_offload_that_exceeds_this_hosts_memory_is_refused_before_launch(backend
 
 
 def _first_losses(tmp_path: Path, *overrides: str) -> dict[str, float]:
-    proc = run_sweep(
-        tmp_path,
-        "model=llama-tiny",
-        "device=cpu",
-        "precision=fp32",
-        "nproc_per_node=2",
-        "steps.warmup=1",
-        "steps.measure=2",
-        *overrides,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    recs = records(tmp_path)
-    assert recs and all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
+    recs = ok_sweep(tmp_path, *LLAMA_TINY_TWO_RANKS, *overrides)
     return {str(sorted(r["config"]["backend"].items())): r["metrics"]["loss_first"] for r in recs}
 
 

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import records, run_sweep
+from helpers import ok_sweep
 
 from analysis.checks import record_problems
-from flopsweep.config import CheckpointingConfig, ConfigError, ParallelConfig, RunConfig
+from flopsweep.config import BackendConfig, CheckpointingConfig, ConfigError, ParallelConfig, RunConfig
 from flopsweep.layout import Layout
-from flopsweep.options import FSDPConfig, GPT2Config, LlamaConfig
+from flopsweep.options import DeepSpeedConfig, FSDPConfig, GPT2Config, LlamaConfig
 from flopsweep.pipeline import loss_fn, split_stage, stage_ids, stage_layers
 from flopsweep.profile import COMM_PATTERN
 
@@ -162,6 +162,22 @@ def test_the_pipeline_rules_on_the_config_alone() -> None:
         check(dataclasses.replace(cfg, parallel=ParallelConfig(pp=2, pp_stages_per_rank=0)))
 
 
+@pytest.mark.parametrize(
+    "backend", [DeepSpeedConfig(), BackendConfig(name="ddp"), BackendConfig(name="single")]
+)
+def test_one_place_refuses_a_pipeline_on_another_backend(backend: BackendConfig) -> None:
+    """``layout.check_built`` (which ``validate`` runs before the cross-axis rules) is the one place
+    that refuses ``parallel.pp > 1`` off ``backend=fsdp``; ``pipeline.check`` keeps only the
+    pipeline's own rules."""
+    from flopsweep.layout import check_built
+    from flopsweep.pipeline import check
+
+    cfg = RunConfig(backend=backend, parallel=ParallelConfig(pp=2))
+    check(cfg)  # no second copy of the backend rule
+    with pytest.raises(ConfigError, match=f"parallel.pp=2: .*backend={backend.name} "):
+        check_built(cfg.parallel, backend.name)
+
+
 # --- four gloo ranks: the pipeline's first step against the one-rank model --------------------------
 
 CASES = [(arch, schedule) for arch in ("gpt2", "llama") for schedule in SCHEDULES]
@@ -282,30 +298,29 @@ def test_pp2_x_fsdp2_first_step_matches_one_rank(tmp_path: Path) -> None:
     assert all(math.isclose(g["grad_norm"], ref["grad_norm"], abs_tol=1e-4) and g["tied"] == [] for g in got)
 
 
+PIPELINE_SWEEP = (
+    "model=gpt-tiny,llama-tiny",
+    "model.n_layer=4",
+    "device=cpu",
+    "precision=fp32",
+    "backend=fsdp",
+    "nproc_per_node=4",
+    "parallel.pp=2",
+    "batch.micro_batch_size=2",
+    "batch.grad_accum=2",
+    "steps.warmup=1",
+)
+"""The pipeline runs through ``run.py``: both tiny models at 4 layers, PP 2 on four gloo ranks."""
+
+
 @pytest.mark.slow
 def test_pipeline_runs_write_ok_records_with_their_layout(tmp_path: Path) -> None:
     """The real job path: ``run.py -m`` over both tiny models (4 layers) and the three schedules on
     four ranks; each record ``ok`` with ``system.parallel.pp=2``, tokens per step counted over the two
     data-parallel ranks, the first-step loss of the one-rank model, and (``profile=true``) the stages'
     sends and receives counted as communication in the breakdown."""
-    proc = run_sweep(
-        tmp_path,
-        "model=gpt-tiny,llama-tiny",
-        "model.n_layer=4",
-        "device=cpu",
-        "precision=fp32",
-        "backend=fsdp",
-        "nproc_per_node=4",
-        "parallel.pp=2",
-        "parallel.pp_schedule=1F1B,GPipe,Interleaved1F1B",
-        "batch.micro_batch_size=2",
-        "batch.grad_accum=2",
-        "steps.warmup=1",
-        "steps.measure=2",
-        "profile=true",
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    recs = records(tmp_path)
+    schedules = "parallel.pp_schedule=1F1B,GPipe,Interleaved1F1B"
+    recs = ok_sweep(tmp_path, *PIPELINE_SWEEP, schedules, "steps.measure=2", "profile=true")
     assert len(recs) == 6
     # profile=true: the pipeline's sends and receives are in the trace, and counted as communication.
     trace = next(tmp_path.rglob("rank0.trace.json.gz"))
@@ -404,23 +419,7 @@ def test_tp2_x_pp2_first_step_matches_one_rank(tmp_path: Path) -> None:
 def test_tp2_x_pp2_runs_write_ok_records_with_their_layout(tmp_path: Path) -> None:
     """The real job path of TP 2 x PP 2: ``run.py -m`` over both tiny models (4 layers, 1F1B) on
     four ranks; each record ``ok`` with its layout and the one-rank model's first-step loss."""
-    proc = run_sweep(
-        tmp_path,
-        "model=gpt-tiny,llama-tiny",
-        "model.n_layer=4",
-        "device=cpu",
-        "precision=fp32",
-        "backend=fsdp",
-        "nproc_per_node=4",
-        "parallel.pp=2",
-        "parallel.tp=2",
-        "batch.micro_batch_size=2",
-        "batch.grad_accum=2",
-        "steps.warmup=1",
-        "steps.measure=1",
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    recs = records(tmp_path)
+    recs = ok_sweep(tmp_path, *PIPELINE_SWEEP, "parallel.tp=2", "steps.measure=1")
     assert sorted(r["model"]["arch"] for r in recs) == ["gpt2", "llama"]
     for r in recs:
         assert r["status"] == "ok", r["error"]

@@ -132,3 +132,28 @@ def test_the_host_memory_refusal_suggests_sharding_only_where_it_helps() -> None
     with pytest.raises(ConfigError) as one:  # one copy alone is over 16 GiB
         resolve(ddp2, Environment(cpu_count=2, host_memory_bytes=16 * 2**30))
     assert "fsdp" not in str(one.value) and "pick a smaller model" in str(one.value)
+
+
+def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> None:
+    """``plan=true`` is a report (exit 0), but its last line, on stderr, counts the invalid rows;
+    a plan whose rows are all ``ok`` prints no such line."""
+    proc = run_py(
+        "-m",
+        "model=gpt-tiny",
+        "device=cpu",
+        "nproc_per_node=1",
+        "batch.micro_batch_size=1,0",  # 0: refused, an invalid row
+        "plan=true",
+        f"hydra.sweep.dir={tmp_path}",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = list(csv.DictReader((tmp_path / "plan.csv").open()))
+    assert [r["status"] for r in rows] == ["ok", "invalid"]
+    assert proc.stderr.strip().splitlines()[-1] == "flopsweep: 1 of 2 jobs are invalid: see the status column"
+
+    from flopsweep.job import plan_invalid_line
+
+    ok = tmp_path / "ok.csv"
+    ok.write_text("job,status\n0,ok\n1,ok\n")
+    assert plan_invalid_line(str(ok)) is None

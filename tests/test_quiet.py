@@ -220,3 +220,59 @@ def test_known_import_lines_are_dropped_at_their_loggers_and_nothing_else() -> N
         for name, _, _ in lines:
             logging.getLogger(name).removeHandler(handler)
     assert kept == ["Failed to load the tokenizer: it is missing", enum_line % (Mine,)]
+
+
+def test_tensor_parallel_noise_is_dropped_and_nothing_else(tmp_path: Path) -> None:
+    """torch's own calls, for real: the two-all-reduce note for a ``_NormPartial`` gradient norm
+    (logged) and FSDP2's view-tensor warning for the root ``GPT`` (one gloo rank) are dropped; the
+    same note for a sharded tensor, and the view warning of a block, still show."""
+    import logging
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Replicate, Shard, _redistribute
+    from torch.distributed.tensor._ops._math_ops import _NormPartial
+
+    from flopsweep.quiet import silence_known_warnings
+
+    silence_known_warnings()
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger(_redistribute.__name__)
+    logger.addHandler(handler)
+    try:
+        for source in [(_NormPartial(2.0), _NormPartial(2.0)), (Shard(0), Shard(1))]:
+            mesh = type("Mesh", (), {"mesh_dim_names": ("dp_shard", "tp")})()  # a new hash: warned anew
+            _redistribute._warn_flatten_optimization_not_possible(
+                mesh, (0, 1), source, (Replicate(), Replicate()), 2, "all_reduce", "no_flattened_mesh"
+            )
+    finally:
+        logger.removeHandler(handler)
+    assert len(seen) == 1 and "(Shard(dim=0), Shard(dim=1))" in seen[0], seen
+
+    class GPT(torch.nn.Module):  # the root's name as FSDP2 reports it: FSDPGPT
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x).sum().view(1)  # a view, as the tensor-parallel loss is
+
+    class Block(GPT):
+        pass
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        shown = []
+        for cls in (GPT, Block):
+            model = fully_shard(cls())
+            with warnings.catch_warnings(record=True) as caught:
+                silence_known_warnings()  # catch_warnings restores the filters on exit
+                model(torch.ones(2, 4))
+            shown += [str(w.message) for w in caught if "returned a view tensor" in str(w.message)]
+    finally:
+        dist.destroy_process_group()
+    assert len(shown) == 1 and shown[0].startswith("FSDP2-wrapped module (FSDPBlock)"), shown

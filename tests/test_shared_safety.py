@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -96,12 +97,12 @@ def _umask() -> int:
     return mask
 
 
-# --- class 5: a link or a FIFO where the record goes is refused before the run -----------------
+# --- class 5: a link where the record goes is refused before the run; a FIFO is the job's error ---
 
 
-@pytest.mark.parametrize("kind", ["dangling", "loop", "to-a-record", "fifo"])
+@pytest.mark.parametrize("kind", ["dangling", "loop", "to-a-record"])
 @pytest.mark.parametrize("resume", [False, True])
-def test_a_record_path_that_is_a_link_or_fifo_is_refused_before_the_job_runs(
+def test_a_record_path_that_is_a_link_is_refused_before_the_job_runs(
     tmp_path: Path, kind: str, resume: bool
 ) -> None:
     path = tmp_path / "metrics.json"
@@ -109,19 +110,42 @@ def test_a_record_path_that_is_a_link_or_fifo_is_refused_before_the_job_runs(
         path.symlink_to(tmp_path / "nowhere.json")
     elif kind == "loop":
         path.symlink_to(path)
-    elif kind == "to-a-record":
+    else:
         (tmp_path / "real.json").write_text("{}")
         path.symlink_to(tmp_path / "real.json")
-    else:
-        os.mkfifo(path)
     with pytest.raises(RecordExistsError) as info:
         run_job(RunConfig(device="cpu", resume=resume), JobInfo(job_dir=tmp_path, overrides=[]))
     message = str(info.value)
-    what = "not a regular file" if kind == "fifo" else "a symbolic link"
-    assert message.startswith(f"{path} is {what}, not a run record") and "Fix: remove or rename it" in message
+    assert (
+        message.startswith(f"{path} is a symbolic link, not a run record")
+        and "Fix: remove or rename it" in message
+    )
     assert "resume=true" not in message and "\n" not in message
     assert os.path.lexists(path) and not list(tmp_path.glob("metrics.*.json"))  # nothing set aside
     assert {p.name for p in tmp_path.iterdir()} <= {"metrics.json", "nowhere.json", "real.json"}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_fifo_at_the_record_path_is_that_jobs_error_set_aside_unopened(
+    tmp_path: Path, kind: str, resume: bool
+) -> None:
+    """Before, a FIFO at one job's ``metrics.json`` raised, and the sweep stopped at that job. Now the
+    FIFO (or a directory) is set aside as a corrupt record is, unopened, and this job's ``error``
+    record takes its name; the job does not run (no worker, no world)."""
+    path = tmp_path / "metrics.json"
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    record = run_job(RunConfig(device="cpu", resume=resume), JobInfo(job_dir=tmp_path, overrides=[]))
+    assert record["status"] == "error" and record["system"]["world_size"] is None
+    error = record["error"]
+    assert (error["type"], error["phase"]) == ("NotARecord", "config")
+    what = "FIFO" if kind == "fifo" else "directory"
+    assert error["message"].startswith(f"{path} was a {what}, not a run record; it is set aside as metrics.")
+    assert "resume=true" in error["message"] and "\n" not in error["message"]
+    (aside,) = tmp_path.glob("metrics.unreadable-*.json")
+    assert stat.S_ISFIFO(os.lstat(aside).st_mode) if kind == "fifo" else aside.is_dir()
+    assert aside.name in error["message"]
+    assert json.loads(path.read_text())["error"]["type"] == "NotARecord"  # a regular file now
 
 
 # --- class 6: one lock per real directory, single runs too; resume keeps to its own sweep ---------
@@ -275,3 +299,48 @@ def test_the_sweep_callback_pickles_for_a_task_without_its_lock(tmp_path: Path) 
     summary.lock, summary.done = lock_sweep_dir(tmp_path / "sweep"), 3
     copy = cloudpickle.loads(cloudpickle.dumps(summary))
     assert copy.done == 3 and not hasattr(copy, "lock") and not summary.lock.closed
+
+
+def test_resume_into_another_sweeps_folder_keeps_its_multirun_yaml(tmp_path: Path) -> None:
+    """Before, ``resume=true`` into another sweep's folder let Hydra overwrite its ``multirun.yaml``
+    (the jobs were refused one by one afterwards). Now the sweep stops first, in one line; the same
+    sweep resumes (``resume``, ``hydra.*`` and run controls aside). ``plan=true``: nothing runs."""
+    first = ["-m", "model=gpt-tiny", "seed=1,2", "device=cpu", "plan=true", f"hydra.sweep.dir={tmp_path}"]
+    assert run_py(*first, timeout=300).returncode == 0
+    saved = (tmp_path / "multirun.yaml").read_bytes()
+    other = run_py(*[a.replace("seed=1,2", "seed=3") for a in first], "resume=true", timeout=300)
+    assert other.returncode == 1, other.stderr[-2000:]
+    line = other.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"flopsweep: {tmp_path / 'multirun.yaml'} belongs to another sweep (overrides ")
+    assert (
+        "'device=cpu model=gpt-tiny seed=1,2' there, 'device=cpu model=gpt-tiny seed=3' here" in line
+        and "Fix: choose a new" in line
+    )
+    assert (tmp_path / "multirun.yaml").read_bytes() == saved
+    same = run_py(*first, "resume=true", "timeout_s=600", timeout=300)
+    assert same.returncode == 0, same.stderr[-2000:]
+
+
+def test_a_multirun_yaml_that_is_a_fifo_is_refused_unopened(tmp_path: Path) -> None:
+    from flopsweep.callbacks import other_sweep_problem
+
+    os.mkfifo(tmp_path / "multirun.yaml")
+    hydra = {"job": {"config_name": "config"}, "overrides": {"task": ["seed=1"]}, "sweeper": {"params": None}}
+    problem = other_sweep_problem(tmp_path, hydra)
+    assert problem.startswith(f"{tmp_path / 'multirun.yaml'} is unreadable (a FIFO, not a regular file)")
+    assert other_sweep_problem(tmp_path / "absent", hydra) is None
+
+
+@pytest.mark.slow
+def test_a_fifo_at_one_jobs_record_does_not_stop_the_sweep(tmp_path: Path) -> None:
+    """Job 0's ``metrics.json`` is a FIFO: that job is an ``error`` record, job 1 runs ``ok``."""
+    (tmp_path / "0").mkdir()
+    os.mkfifo(tmp_path / "0" / "metrics.json")
+    proc = run_py(
+        "-m", "seed=1,2", "model=gpt-tiny", "device=cpu", "precision=fp32", "steps.warmup=1",
+        "steps.measure=1", f"hydra.sweep.dir={tmp_path}", timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    statuses = [json.loads((tmp_path / str(j) / "metrics.json").read_text())["status"] for j in (0, 1)]
+    assert statuses == ["error", "ok"]
+    assert "flopsweep summary: 1 ok, 0 oom, 1 error, 0 invalid, 0 skipped" in proc.stdout + proc.stderr

@@ -239,3 +239,49 @@ def test_the_profile_counts_tensor_parallel_collectives_as_communication() -> No
     ):
         assert COMM_PATTERN.search(name), name
     assert not COMM_PATTERN.search("aten::mm")
+
+
+def test_the_families_plans_come_from_one_helper() -> None:
+    """``sequence_parallel_plan`` writes the styles once: GPT-2's plan (tied head, learned positions)
+    and Llama's (tied or separate head, ``freqs_cis`` passed through) hold its values."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        PrepareModuleOutput,
+        RowwiseParallel,
+        SequenceParallel,
+    )
+
+    from flopsweep.models import gpt2, llama
+    from flopsweep.tensor_parallel import Sublayer, sequence_parallel_plan
+
+    branch = Sublayer(norm="n", module="m", colwise=("a", "b"), rowwise=("o",))
+    small = sequence_parallel_plan(embedding="e", blocks="x.*", sublayers=[branch], norm="f", head="out")
+    assert list(small) == ["e", "x.*.n", "x.*.m", "x.*.m.a", "x.*.m.b", "x.*.m.o", "f", "out"]
+    plan = gpt2.TENSOR_PARALLEL_PLAN(None)
+    assert list(plan)[:3] == ["wte", "wpe", "h.*.ln_1"] and list(plan)[-1] == "ln_f"
+    assert plan["wpe"].output_layouts == (Shard(0),) and plan["wte"].output_layouts == (Shard(1),)
+    assert isinstance(plan["h.*.mlp.c_fc"], ColwiseParallel) and isinstance(
+        plan["h.*.ln_2"], SequenceParallel
+    )
+    assert plan["h.*.attn.c_proj"].output_layouts == (Shard(1),) and isinstance(
+        plan["h.*.attn.c_proj"], RowwiseParallel
+    )
+    norm, gather = plan["ln_f"]  # tied head: the final norm's output gathered
+    assert isinstance(norm, SequenceParallel) and isinstance(gather, PrepareModuleOutput)
+    assert gather.desired_output_layouts == (Replicate(),)
+
+    tied = llama.TENSOR_PARALLEL_PLAN(type("Tied", (), {"output": None}))
+    untied = llama.TENSOR_PARALLEL_PLAN(type("Untied", (), {"output": object()}))
+    attention = untied["layers.*.attention"]
+    assert isinstance(attention, PrepareModuleInput)
+    assert attention.input_layouts == (Shard(1), None) and attention.desired_input_layouts == (
+        Replicate(),
+        None,
+    )
+    assert isinstance(tied["norm"], tuple) and "output" not in tied
+    assert isinstance(untied["norm"], SequenceParallel) and untied["output"].output_layouts == (Shard(-1),)
+    assert [k for k in untied if k.startswith("layers.*.feed_forward.")] == [
+        f"layers.*.feed_forward.{w}" for w in ("w1", "w3", "w2")
+    ]

@@ -189,30 +189,19 @@ def tensor_parallel_plan(model: GPT) -> dict[str, Any]:
     residual stream; LayerNorms sequence-parallel; the token embedding vocabulary-parallel and the
     position embedding position-parallel (their sum sequence-sharded); the tied head reads the
     vocabulary-sharded embedding weight, so ``ln_f``'s output is gathered (replicated) first."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        PrepareModuleInput,
-        PrepareModuleOutput,
-        RowwiseParallel,
-        SequenceParallel,
-    )
+    from flopsweep.tensor_parallel import Sublayer, sequence_parallel_plan
 
-    seq, rep = Shard(1), Replicate()
-    gather = PrepareModuleOutput(output_layouts=seq, desired_output_layouts=rep, use_local_output=False)
-    return {
-        "wte": RowwiseParallel(input_layouts=rep, output_layouts=seq),
-        "wpe": RowwiseParallel(input_layouts=rep, output_layouts=Shard(0)),  # (T, C): positions
-        "h.*.ln_1": SequenceParallel(),
-        "h.*.attn": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(rep,)),
-        "h.*.attn.c_attn": ColwiseParallel(),
-        "h.*.attn.c_proj": RowwiseParallel(output_layouts=seq),
-        "h.*.ln_2": SequenceParallel(),
-        "h.*.mlp": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(rep,)),
-        "h.*.mlp.c_fc": ColwiseParallel(),
-        "h.*.mlp.c_proj": RowwiseParallel(output_layouts=seq),
-        "ln_f": (SequenceParallel(), gather),
-    }
+    return sequence_parallel_plan(
+        embedding="wte",
+        positions="wpe",
+        blocks="h.*",
+        sublayers=[
+            Sublayer(norm="ln_1", module="attn", colwise=("c_attn",), rowwise=("c_proj",)),
+            Sublayer(norm="ln_2", module="mlp", colwise=("c_fc",), rowwise=("c_proj",)),
+        ],
+        norm="ln_f",
+        head=None,  # tied to wte
+    )
 
 
 TENSOR_PARALLEL_PLAN = tensor_parallel_plan

@@ -257,40 +257,24 @@ def tensor_parallel_plan(model: Llama) -> dict[str, Any]:
     embedding vocabulary-parallel; the separate ``output`` head column-wise over the vocabulary
     (vocabulary-sharded logits for loss parallelism), or, when tied, ``norm``'s output gathered
     for the head that reads the vocabulary-sharded embedding weight."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        PrepareModuleInput,
-        PrepareModuleOutput,
-        RowwiseParallel,
-        SequenceParallel,
-    )
+    from flopsweep.tensor_parallel import Sublayer, sequence_parallel_plan
 
-    seq, rep = Shard(1), Replicate()
-    plan: dict[str, Any] = {
-        "tok_embeddings": RowwiseParallel(input_layouts=rep, output_layouts=seq),
-        "layers.*.attention_norm": SequenceParallel(),
-        "layers.*.attention": PrepareModuleInput(
-            input_layouts=(seq, None), desired_input_layouts=(rep, None)
-        ),
-        "layers.*.attention.wq": ColwiseParallel(),
-        "layers.*.attention.wk": ColwiseParallel(),
-        "layers.*.attention.wv": ColwiseParallel(),
-        "layers.*.attention.wo": RowwiseParallel(output_layouts=seq),
-        "layers.*.ffn_norm": SequenceParallel(),
-        "layers.*.feed_forward": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(rep,)),
-        "layers.*.feed_forward.w1": ColwiseParallel(),
-        "layers.*.feed_forward.w3": ColwiseParallel(),
-        "layers.*.feed_forward.w2": RowwiseParallel(output_layouts=seq),
-    }
-    if model.output is None:  # tied: F.linear(norm(x), tok_embeddings.weight) in head_loss
-        gather = PrepareModuleOutput(output_layouts=seq, desired_output_layouts=rep, use_local_output=False)
-        return {**plan, "norm": (SequenceParallel(), gather)}
-    return {
-        **plan,
-        "norm": SequenceParallel(),
-        "output": ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1), use_local_output=False),
-    }
+    return sequence_parallel_plan(
+        embedding="tok_embeddings",
+        blocks="layers.*",
+        sublayers=[
+            Sublayer(
+                norm="attention_norm",
+                module="attention",
+                colwise=("wq", "wk", "wv"),
+                rowwise=("wo",),
+                extra_inputs=1,  # freqs_cis
+            ),
+            Sublayer(norm="ffn_norm", module="feed_forward", colwise=("w1", "w3"), rowwise=("w2",)),
+        ],
+        norm="norm",
+        head=None if model.output is None else "output",  # tied: F.linear(norm(x), tok_embeddings.weight)
+    )
 
 
 TENSOR_PARALLEL_PLAN = tensor_parallel_plan
