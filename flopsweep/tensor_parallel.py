@@ -36,8 +36,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from flopsweep.models import ModelFamily
-
 
 @dataclass(frozen=True, kw_only=True)
 class Sublayer:
@@ -113,8 +111,10 @@ def sequence_parallel_plan(
     return plan
 
 
-def apply(model: nn.Module, fam: ModelFamily, tp_mesh: Any) -> nn.Module:
-    """Parallelize ``model`` in place with its family's plan over ``tp_mesh`` (1-D).
+def apply(model: nn.Module, fam: Any, tp_mesh: Any) -> nn.Module:
+    """Parallelize ``model`` in place with its family's plan over ``tp_mesh`` (1-D); ``fam`` is its
+    :class:`flopsweep.models.ModelFamily` (not imported here: the families import this module's
+    plan helpers).
 
     The model's output (its loss, a replicated ``DTensor`` under loss parallelism) comes back as a
     plain tensor, so that the trainers see what they see without tensor parallelism.
