@@ -31,12 +31,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
-from flopsweep.models import ModelFamily
+
+class PlannedFamily(Protocol):
+    """What :func:`apply` needs of a :class:`flopsweep.models.ModelFamily` (a protocol, so that this
+    module, which the families' plans import, does not import :mod:`flopsweep.models` back)."""
+
+    tensor_parallel_plan: Callable[[Any], dict[str, Any]] | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +118,7 @@ def sequence_parallel_plan(
     return plan
 
 
-def apply(model: nn.Module, fam: ModelFamily, tp_mesh: Any) -> nn.Module:
+def apply(model: nn.Module, fam: PlannedFamily, tp_mesh: Any) -> nn.Module:
     """Parallelize ``model`` in place with its family's plan over ``tp_mesh`` (1-D).
 
     The model's output (its loss, a replicated ``DTensor`` under loss parallelism) comes back as a
