@@ -31,10 +31,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
+
+
+class PlannedFamily(Protocol):
+    """What :func:`apply` needs of a :class:`flopsweep.models.ModelFamily` (a protocol, so that this
+    module, which the families' plans import, does not import :mod:`flopsweep.models` back)."""
+
+    tensor_parallel_plan: Callable[[Any], dict[str, Any]] | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,10 +118,8 @@ def sequence_parallel_plan(
     return plan
 
 
-def apply(model: nn.Module, fam: Any, tp_mesh: Any) -> nn.Module:
-    """Parallelize ``model`` in place with its family's plan over ``tp_mesh`` (1-D); ``fam`` is its
-    :class:`flopsweep.models.ModelFamily` (not imported here: the families import this module's
-    plan helpers).
+def apply(model: nn.Module, fam: PlannedFamily, tp_mesh: Any) -> nn.Module:
+    """Parallelize ``model`` in place with its family's plan over ``tp_mesh`` (1-D).
 
     The model's output (its loss, a replicated ``DTensor`` under loss parallelism) comes back as a
     plain tensor, so that the trainers see what they see without tensor parallelism.
