@@ -179,7 +179,8 @@ def test_fsdp2_in_backward_trains_as_the_usual_step(hydra_compose) -> None:
 
 def _host_syncs(trainer, tokens: torch.Tensor) -> int:
     """How many synchronising CUDA calls one training step makes (``torch.cuda.set_sync_debug_mode``
-    warns once per call)."""
+    warns once per synchronising call; its own once-per-process notice,
+    "... is a prototype feature and does not yet detect all synchronizing operations", is not one)."""
     import warnings
 
     torch.cuda.synchronize()
@@ -190,7 +191,7 @@ def _host_syncs(trainer, tokens: torch.Tensor) -> int:
             trainer.step([tokens])
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message) for w in caught)
+    return sum("synchroniz" in str(w.message) and "prototype" not in str(w.message) for w in caught)
 
 
 @pytest.mark.gpu
