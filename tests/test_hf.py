@@ -264,3 +264,52 @@ def test_batch_auto_searches_an_hf_moe_model_and_prints_no_known_import_lines(tm
     output = proc.stdout + proc.stderr
     for line in ("Failed to load", "is an Enum subclass", "Detected no triton"):
         assert line not in output, output[-3000:]
+
+
+def _variant(tmp_path: Path, name: str, **changes: object) -> str:
+    """A copy of qwen3-tiny's config.json with ``changes``; its path."""
+    data = json.loads((hf.SHIPPED / "qwen3-tiny.json").read_text())
+    data.update(changes)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"num_hidden_layers": 10**12}, "num_hidden_layers"),
+        ({"num_hidden_layers": 100000}, "num_hidden_layers"),
+        ({"hidden_size": 10**9}, "hidden_size"),
+        ({"intermediate_size": 10**15}, "intermediate_size"),
+        ({"num_hidden_layers": "2"}, "num_hidden_layers"),
+        ({"num_hidden_layers": 2.5}, "num_hidden_layers"),
+        ({"num_hidden_layers": True}, "num_hidden_layers"),
+        ({"head_dim": None, "num_attention_heads": 3}, "head_dim"),
+        ({"rms_norm_eps": "small"}, "rms_norm_eps"),
+    ],
+)
+def test_raw_json_values_are_refused_before_transformers_builds_anything(
+    tmp_path: Path, changes: dict, field: str
+) -> None:
+    """A num_hidden_layers of 10^12 hung (transformers filled per-layer lists) and a string, a fraction
+    or a null field gave huggingface_hub's StrictDataclassFieldValidationError as a traceback: each is
+    one ConfigError line naming model.config and the JSON field, the fix naming the field too."""
+    with pytest.raises(ConfigError) as err:
+        hf.check(HFConfig(config=_variant(tmp_path, "bad", **changes)))
+    message = str(err.value)
+    assert message.startswith("Invalid config: model.config=") and "\n" not in message, message
+    assert field in message.split("Fix:")[1], message
+    assert "model.n_layer" not in message
+
+
+def test_a_bad_field_type_is_an_invalid_record_with_exit_2(tmp_path: Path) -> None:
+    """run.py with a config.json whose num_hidden_layers is "2": exit 2, one line, an invalid record."""
+    config = _variant(tmp_path, "str", num_hidden_layers="2")
+    proc = run_py(
+        "model=hf", f"model.config={config}", "device=cpu", f"hydra.run.dir={tmp_path / 'out'}", timeout=300
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "num_hidden_layers" in proc.stderr
+    (record,) = records(tmp_path / "out")
+    assert record["status"] == "invalid"
