@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -313,3 +314,31 @@ def test_a_bad_field_type_is_an_invalid_record_with_exit_2(tmp_path: Path) -> No
     assert "Traceback" not in proc.stderr and "num_hidden_layers" in proc.stderr
     (record,) = records(tmp_path / "out")
     assert record["status"] == "invalid"
+
+
+def _plan_row(hydra_compose, tmp_path: Path, overrides: list[str]) -> dict:
+    job = tmp_path / str(len(list(tmp_path.iterdir())))
+    job.mkdir()
+    return plan_job(hydra_compose(overrides), JobInfo(job_dir=job, overrides=overrides, job_num=None))["plan"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["activation_checkpointing=memory_budget"], "activation_checkpointing"),
+        (["attention=flex"], "attention"),
+    ],
+)
+def test_every_fix_suggested_for_hf_passes_for_hf(hydra_compose, tmp_path: Path, overrides, key) -> None:
+    """memory_budget without compile suggested selective, and flex on the CPU sdpa-math: both refused
+    for model=hf. Every option a fix names now plans ok for model=hf."""
+    base = ["model=hf", "device=cpu"]
+    refused = _plan_row(hydra_compose, tmp_path, [*base, *overrides])
+    assert refused["status"] == "invalid", refused
+    fix = refused["note"].split("Fix:")[1]
+    listed = re.search(rf"{key}=([\w-]+(?:(?:, | or )[\w-]+)*)", fix).group(1)  # "every_n or full"
+    picks = re.split(r", | or ", listed)
+    assert picks and "selective" not in picks and "sdpa-math" not in picks, fix
+    for pick in picks:
+        row = _plan_row(hydra_compose, tmp_path, [*base, f"{key}={pick}"])
+        assert row["status"] == "ok", (pick, row["note"])
