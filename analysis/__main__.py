@@ -40,6 +40,7 @@ from analysis.load import (
     HIGHER_IS_BETTER,
     LOWER_IS_BETTER,
     METRIC_COLUMNS,
+    PREDICTION_COLUMNS,
     RANK_METRIC,
     display_path,
     find_records,
@@ -364,7 +365,7 @@ def output(
     if args.format != "html":
         return "\n".join(
             [
-                render(frame, args.format, width=args.width),
+                render(frame, args.format, width=args.width, keep=PREDICTION_COLUMNS if args.predict else ()),
                 *winners,
                 *(_wrapped(spread, args) if people else []),
             ]

@@ -723,3 +723,22 @@ def test_every_n_predicts_its_share_of_the_recompute_and_memory_budget_says_why_
     two = Layout.data_parallel(2)
     made = forecast.prediction(cfgs["budget"], two, [("cal", record)], gpus_per_node=8, device_name="H100")
     assert made["iteration_time_s"] and made["source"].startswith("calibrated: cal"), made
+
+
+def test_the_predict_table_keeps_its_prediction_columns_at_120_characters(tmp_path: Path, capsys) -> None:
+    """--predict hid pred_s and pred_err "to fit 120 columns": they are what it was asked for, so other
+    columns are dropped first."""
+    from helpers import rescaled
+
+    from analysis.__main__ import main
+
+    base = json.loads(Path("benchmarks/results/h200/energy/llama3.1-8b/0/metrics.json").read_text())
+    two = rescaled(base, world=2, tokens_per_device=base["metrics"]["tokens_per_s_per_device"] * 0.9)
+    two["run"]["id"] = "other"
+    _write(tmp_path / "one", base)
+    _write(tmp_path / "two", two)
+    assert main([str(tmp_path), "--predict"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    assert "pred_s" in header and "pred_err" in header, out
+    assert max(len(line) for line in out.splitlines()[:3]) <= 120, out
