@@ -112,6 +112,7 @@ def test_plan_rows_name_the_model_and_say_which_full_size_configs_fit_one_h200(
     info = JobInfo(job_dir=tmp_path / "0", overrides=overrides, job_num=None)
     row = plan_job(hydra_compose(overrides), info)["plan"]
     assert row["status"] == "ok", row["note"]
+    assert row["seq_len"] == 2048  # the plan shows it: model=hf's default is 128
     assert row["model"] == json.loads((hf.SHIPPED / f"{config}.json").read_text())["_name_or_path"]
     assert (float(row["est_peak_gib_per_rank"]) * 2**30 < H200_BYTES) is fits, row
     bad = JobInfo(job_dir=tmp_path / "1", overrides=["model.config=nope"], job_num=None)
