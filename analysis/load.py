@@ -982,9 +982,11 @@ def load(paths: Iterable[str | Path] | str | Path, *, predict: bool = False) -> 
 
 def flag_scaling(df: pd.DataFrame) -> pd.DataFrame:
     """Add :func:`analysis.checks.scaling_problem` to ``implausible`` (``check?``) for each row whose
-    ``scaling_efficiency`` cannot be real, warning once per row; returns ``df``."""
+    ``scaling_efficiency`` cannot be real on its GPU (CPU runs are not flagged), warning once per row;
+    returns ``df``."""
+    devices = df["device_name"] if "device_name" in df else pd.Series(None, index=df.index)
     for i, efficiency in df["scaling_efficiency"].items():
-        if problem := scaling_problem(efficiency):
+        if problem := scaling_problem(efficiency, devices[i]):
             before = df.at[i, "implausible"]
             df.at[i, "implausible"] = f"{before}; {problem}" if isinstance(before, str) else problem
             log.warning(

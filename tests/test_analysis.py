@@ -969,3 +969,6 @@ def test_a_scaling_efficiency_far_above_one_is_flagged_and_named(tmp_path: Path,
     )
     assert main([str(tmp_path / "fast")]) == 0
     assert "check?" in capsys.readouterr().out
+    from analysis.checks import scaling_problem
+
+    assert scaling_problem(6.5, "cpu") is None  # a loaded machine's one-rank CPU baseline: not flagged
