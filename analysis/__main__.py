@@ -34,12 +34,13 @@ import pandas as pd
 
 from analysis.blanks import blank_notes
 from analysis.display import SHORT, compact, flat_pivot, render, summary
-from analysis.frontier import frontier_table, searched
+from analysis.frontier import frontier_table, no_frontier, searched
 from analysis.load import (
     COLUMNS,
     HIGHER_IS_BETTER,
     LOWER_IS_BETTER,
     METRIC_COLUMNS,
+    PREDICTION_COLUMNS,
     RANK_METRIC,
     display_path,
     find_records,
@@ -356,13 +357,15 @@ def output(
             table, winners = mark_winners(table, runs, args)
         frame = flat_pivot(table)
     elif args.frontier:
-        frame = frontier_table(runs)
+        if args.format in ("table", "markdown") and (why := no_frontier(runs)):
+            return why  # one line, not every ok run nor an empty frame
+        frame = frontier_table(runs) if searched(runs) else frontier_table(runs).iloc[:0]
     else:
         frame = shown_columns(runs, args)
     if args.format != "html":
         return "\n".join(
             [
-                render(frame, args.format, width=args.width),
+                render(frame, args.format, width=args.width, keep=PREDICTION_COLUMNS if args.predict else ()),
                 *winners,
                 *(_wrapped(spread, args) if people else []),
             ]

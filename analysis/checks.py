@@ -22,7 +22,9 @@ than :data:`CHECK_TOLERANCE`, or that no real run can have:
 - energy (issue 25): ``joules_per_token`` = ``energy_j`` / (``tokens_per_step`` x measured steps);
   ``power_w_mean`` = ``energy_j`` / (sum of the step times x world size); ``usd_per_million_tokens``
   and ``budget`` against :mod:`flopsweep.cost` with ``config.cost`` and ``config.budget``;
-- ``run.finished_at`` not before ``run.started_at``.
+- ``run.finished_at`` not before ``run.started_at``;
+- across records (:func:`scaling_problem`, after :func:`analysis.load.add_scaling`): a
+  ``scaling_efficiency`` above :data:`MAX_SCALING_EFFICIENCY`.
 
 A figure whose inputs are missing (older schema versions) is not checked. The analysis flags a
 failing row ``check?``, names what failed in its ``implausible`` column and a warning, and leaves
@@ -40,10 +42,15 @@ from analysis.schema import Record
 from flopsweep.cost import budget, usd_per_million_tokens
 from flopsweep.record import METRIC_SPECS
 
-__all__ = ["CHECK_TOLERANCE", "record_problems"]
+__all__ = ["CHECK_TOLERANCE", "MAX_SCALING_EFFICIENCY", "record_problems", "scaling_problem"]
 
 CHECK_TOLERANCE = 0.01
 """Largest relative difference between a recorded figure and the one recomputed from its raw fields."""
+
+MAX_SCALING_EFFICIENCY = 1.2
+"""Largest plausible weak-scaling efficiency (tokens/s per device over the baseline's): more ranks
+never make a device much faster; 1.1 or so is cache and clock noise, 14.77 is a bad baseline or a
+bad record."""
 
 _NUMERIC_PATHS = [spec.path or (spec.key,) for spec in METRIC_SPECS if spec.unit]
 
@@ -264,3 +271,17 @@ def record_problems(record: Record) -> list[str]:
     found += _energy(record)
     found.append(_timestamps(record.get("run")))
     return [p for p in found if p]
+
+
+def scaling_problem(efficiency: Any, device_name: Any = None) -> str | None:
+    """The phrase naming a GPU run's ``scaling_efficiency`` above :data:`MAX_SCALING_EFFICIENCY` (a
+    row's ``implausible``), None for a plausible, blank or non-numeric one, and for a CPU run
+    (``device_name`` ``cpu``: its ranks share the cores with whatever else the machine runs, so a
+    one-rank baseline can be several times slower; measured 6.5 on a loaded 2-core machine)."""
+    value = _num(efficiency)
+    if value is None or not value > MAX_SCALING_EFFICIENCY or device_name == "cpu":  # NaN: no baseline
+        return None
+    return (
+        f"scaling_efficiency {_fmt(value)} above {MAX_SCALING_EFFICIENCY}: a device cannot be that much "
+        "faster with more ranks (check the baseline's record)"
+    )

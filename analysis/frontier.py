@@ -53,6 +53,20 @@ def frontier_key(df: pd.DataFrame) -> pd.Series:
     return df[cols].astype(object).apply(lambda r: "|".join(normalize(v) for v in r), axis=1)
 
 
+NO_SEARCH = "no run searched the largest model (search.model=largest: sweep/frontier-*.yaml)"
+"""What ``--frontier`` prints when no run searched (a list of runs is no frontier), as the notebook."""
+NO_OK_RUN = "no ok run trained a model, so no set-up has a frontier"
+"""What ``--frontier`` prints when a search ran but no run trained (only failed or invalid records)."""
+
+
+def no_frontier(df: pd.DataFrame) -> str | None:
+    """The one line ``--frontier`` prints instead of the table (:data:`NO_SEARCH`,
+    :data:`NO_OK_RUN`), or None when ``df`` has a frontier to show."""
+    if not searched(df):
+        return NO_SEARCH
+    return NO_OK_RUN if frontier_points(df).empty else None
+
+
 def searched(df: pd.DataFrame) -> bool:
     """Whether some run of ``df`` searched the largest model (the frontier is then shown)."""
     return "model_search" in df and df["model_search"].eq(SEARCHED).any()

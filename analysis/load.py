@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.checks import record_problems
+from analysis.checks import record_problems, scaling_problem
 from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
 from analysis.spread import CI_COLUMNS, CI_METRICS, ci_of, overlap, pool_repeats, step_columns
@@ -969,7 +969,7 @@ def load(paths: Iterable[str | Path] | str | Path, *, predict: bool = False) -> 
             log.warning("skipping unreadable record %s: %s", display_path(path), exc)
             bad[display_path(path)] = str(exc)
     df = flag_duplicates(_frame(rows))
-    df = add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS))
+    df = flag_scaling(add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS)))
     df["prediction_error"] = [  # again after pooling: the median prediction over the median step
         prediction_error(p, m)
         for p, m in zip(df["predicted_iteration_time_s"], df["iteration_time_s_mean"], strict=True)
@@ -977,6 +977,21 @@ def load(paths: Iterable[str | Path] | str | Path, *, predict: bool = False) -> 
     df["prediction_error"] = df["prediction_error"].astype("float64")
     df.attrs["unreadable"] = bad
     df.attrs["records"] = [str(p) for p in found]  # what was read: no output may be written over it
+    return df
+
+
+def flag_scaling(df: pd.DataFrame) -> pd.DataFrame:
+    """Add :func:`analysis.checks.scaling_problem` to ``implausible`` (``check?``) for each row whose
+    ``scaling_efficiency`` cannot be real on its GPU (CPU runs are not flagged), warning once per row;
+    returns ``df``."""
+    devices = df["device_name"] if "device_name" in df else pd.Series(None, index=df.index)
+    for i, efficiency in df["scaling_efficiency"].items():
+        if problem := scaling_problem(efficiency, devices[i]):
+            before = df.at[i, "implausible"]
+            df.at[i, "implausible"] = f"{before}; {problem}" if isinstance(before, str) else problem
+            log.warning(
+                "%s fails its checks (left out of rankings and plots): %s", df.at[i, "run_dir"], problem
+            )
     return df
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -418,8 +418,18 @@ KERNELS: dict[str, KernelSpec] = {
 """Attention kernels by ``attention.name``."""
 
 
-def check_support(cfg: AttentionConfig, *, device: str, precision: str, run_seed: int, seq_len: int):
+def check_support(
+    cfg: AttentionConfig,
+    *,
+    device: str,
+    precision: str,
+    run_seed: int,
+    seq_len: int,
+    kernels: Collection[str] | None = None,
+):
     """Check that ``cfg``'s kernel can run on ``device`` at ``precision`` and resolve its options.
+    ``kernels``: those the model takes (``model=hf``: ``options.HF_ATTENTION``; None: all), the only
+    ones a fix names.
 
     Returns:
         ``cfg`` with the option's run-dependent values and ``density`` filled in.
@@ -429,7 +439,9 @@ def check_support(cfg: AttentionConfig, *, device: str, precision: str, run_seed
     """
     spec = KERNELS[cfg.name]
     if device not in spec.devices:
-        cpu_ok = [name for name, k in KERNELS.items() if "cpu" in k.devices]
+        cpu_ok = [
+            name for name, k in KERNELS.items() if "cpu" in k.devices and (not kernels or name in kernels)
+        ]
         raise ConfigError(
             "attention",
             cfg.name,
@@ -437,7 +449,11 @@ def check_support(cfg: AttentionConfig, *, device: str, precision: str, run_seed
             f"use attention={' or '.join(cpu_ok[:3])} on the CPU, or run with device=cuda",
         )
     if spec.precisions is not None and precision not in spec.precisions:
-        others = [n for n, k in KERNELS.items() if device in k.devices and k.precisions is None][:3]
+        others = [
+            n
+            for n, k in KERNELS.items()
+            if device in k.devices and k.precisions is None and (not kernels or n in kernels)
+        ][:3]
         raise ConfigError(
             "attention",
             cfg.name,

@@ -17,6 +17,7 @@ from typing import Any
 
 from flopsweep import flops
 from flopsweep import predict as pr
+from flopsweep.checkpointing import recompute_mode
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.files import RecordError, read_json
 from flopsweep.layout import Layout
@@ -31,13 +32,18 @@ MAX_CALIBRATION_FILES = 10_000
 
 def workload(cfg: RunConfig, layout: Layout) -> pr.Workload:
     """The :class:`~flopsweep.predict.Workload` of ``cfg`` on ``layout``, counted by its model
-    family (parameters, model and hardware FLOPs of one step)."""
-    from flopsweep.checkpointing import recompute_mode
+    family (parameters, model and hardware FLOPs of one step). The hardware FLOPs are the record's
+    (:func:`flopsweep.metrics.hardware_flops`: ``every_n`` recomputes only its share of the blocks);
+    where no formula gives them (``memory_budget``: the compiler decides) they are the model FLOPs, as
+    :func:`flopsweep.predict.workload_from_record` reads such a record (:func:`_prediction` then
+    predicts only from a calibration of the same policy and budget)."""
+    from flopsweep.metrics import hardware_flops
 
     m, b = cfg.model, cfg.batch
     fam = family(m)
     tokens = layout.global_batch(b.micro_batch_size, b.grad_accum) * m.seq_len
     density = cfg.attention.density if cfg.attention.density is not None else 1.0
+    model_flops = fam.model_flops(m, tokens, density)
     return pr.Workload(
         backend=cfg.backend.name,
         zero_stage=getattr(cfg.backend, "zero_stage", None),
@@ -52,8 +58,8 @@ def workload(cfg: RunConfig, layout: Layout) -> pr.Workload:
         pp_microbatches=cfg.parallel.pp_microbatches,
         pp_stages_per_rank=int(getattr(cfg.parallel, "pp_stages_per_rank", None) or 1),
         reshard_after_forward=bool(getattr(cfg.backend, "reshard_after_forward", True)),
-        model_flops=fam.model_flops(m, tokens, density),
-        hardware_flops=fam.hardware_flops(m, tokens, density, recompute_mode(cfg)),
+        model_flops=model_flops,
+        hardware_flops=hardware_flops(cfg, tokens, density) or model_flops,
     )
 
 
@@ -238,6 +244,12 @@ def _prediction(
             hostname=socket.gethostname(),
             micro_batch=exact,
         )
+    if not picked and recompute_mode(cfg) == "unknown":
+        why = (
+            f"no prediction: {cfg.activation_checkpointing.name}: the compiler decides the recompute; "
+            "give predict.calibration a record of the same policy and budget"
+        )
+        return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
     missed = ""
     if records and not picked:
         why = unmatched(cfg, layout.world_size, records)

@@ -315,6 +315,7 @@ PLAN_COLUMNS = (
     "status",
     "world_size",
     "layout",
+    "seq_len",
     "n_params",
     "model_flops_per_step",
     "est_peak_gib_per_rank",
@@ -405,6 +406,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             model=m.name,
             world_size=p.world_size,
             layout=p.layout.label(p.cfg.parallel.pp_schedule),
+            seq_len=m.seq_len,  # model=hf's default is 128, not its config.json's context
             n_params=family(m).n_params(m),
             model_flops_per_step=f"{flops:.4g}",
             est_peak_gib_per_rank=f"{est.total / 2**30:.1f}",

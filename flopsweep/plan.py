@@ -33,7 +33,7 @@ from flopsweep.config import (
 )
 from flopsweep.layout import Layout, Plan, check_built, grad_accum_for
 from flopsweep.models import MODELS
-from flopsweep.options import AutoBatchConfig, owners
+from flopsweep.options import HF_ATTENTION, AutoBatchConfig, owners
 from flopsweep.text import plural
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -511,6 +511,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         precision=cfg.precision.name,
         run_seed=cfg.seed,
         seq_len=cfg.model.seq_len,
+        kernels=HF_ATTENTION if cfg.model.arch == "hf" else None,
     )
     backend = backends.check_support(
         cfg.backend,

@@ -168,7 +168,8 @@ def memory_budget_compiled(cfg: RunConfig) -> None:
             "activation_checkpointing",
             "memory_budget",
             "is the compiler's partitioner setting and compile=false runs no compiler",
-            "set compile=true, or pick activation_checkpointing=selective, every_n or full",
+            "set compile=true, or pick activation_checkpointing="
+            + ("every_n or full" if cfg.model.arch == "hf" else "selective, every_n or full"),
         )
 
 

@@ -940,3 +940,35 @@ def test_cpu_sweep_then_html_report_and_plots(tmp_path):
     assert (plots / "predicted_vs_measured.png").exists()
     df = load(sweep)
     assert (df.schema_version == SCHEMA_VERSION).all() and df[df.status.eq("ok")][RANK_METRIC].notna().all()
+
+
+def test_a_scaling_efficiency_far_above_one_is_flagged_and_named(tmp_path: Path, capsys) -> None:
+    """A two-rank run at 14.77x the one-rank run's tokens/s per device was shown unflagged: a
+    scaling_efficiency above 1.2 is now check? (named in implausible, left out of rankings); 1.1 is not."""
+    from helpers import rescaled
+
+    from analysis.checks import MAX_SCALING_EFFICIENCY
+
+    base = json.loads((FIXTURES / "records" / "llama" / "metrics.json").read_text())
+    rate = base["metrics"]["tokens_per_s_per_device"]
+    for name, factor in (("fast", 14.77), ("fine", 1.1)):
+        root = tmp_path / name
+        for world, rel in ((1, 1.0), (2, factor)):
+            r = rescaled(base, world=world, tokens_per_device=rate * rel)
+            r["run"]["id"] = f"{name}-{world}"
+            (root / str(world)).mkdir(parents=True)
+            (root / str(world) / "metrics.json").write_text(json.dumps(r))
+        df = load(root).set_index("world_size")
+        assert df.loc[2, "scaling_efficiency"] == pytest.approx(factor, rel=1e-3)
+        flagged = isinstance(df.loc[2, "implausible"], str)
+        assert flagged is (factor > MAX_SCALING_EFFICIENCY)
+        assert not isinstance(df.loc[1, "implausible"], str)
+    assert (
+        "scaling_efficiency 14.77 above 1.2"
+        in load(tmp_path / "fast").set_index("world_size").loc[2, "implausible"]
+    )
+    assert main([str(tmp_path / "fast")]) == 0
+    assert "check?" in capsys.readouterr().out
+    from analysis.checks import scaling_problem
+
+    assert scaling_problem(6.5, "cpu") is None  # a loaded machine's one-rank CPU baseline: not flagged

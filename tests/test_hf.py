@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,7 @@ def test_plan_rows_name_the_model_and_say_which_full_size_configs_fit_one_h200(
     info = JobInfo(job_dir=tmp_path / "0", overrides=overrides, job_num=None)
     row = plan_job(hydra_compose(overrides), info)["plan"]
     assert row["status"] == "ok", row["note"]
+    assert row["seq_len"] == 2048  # the plan shows it: model=hf's default is 128
     assert row["model"] == json.loads((hf.SHIPPED / f"{config}.json").read_text())["_name_or_path"]
     assert (float(row["est_peak_gib_per_rank"]) * 2**30 < H200_BYTES) is fits, row
     bad = JobInfo(job_dir=tmp_path / "1", overrides=["model.config=nope"], job_num=None)
@@ -264,3 +266,80 @@ def test_batch_auto_searches_an_hf_moe_model_and_prints_no_known_import_lines(tm
     output = proc.stdout + proc.stderr
     for line in ("Failed to load", "is an Enum subclass", "Detected no triton"):
         assert line not in output, output[-3000:]
+
+
+def _variant(tmp_path: Path, name: str, **changes: object) -> str:
+    """A copy of qwen3-tiny's config.json with ``changes``; its path."""
+    data = json.loads((hf.SHIPPED / "qwen3-tiny.json").read_text())
+    data.update(changes)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"num_hidden_layers": 10**12}, "num_hidden_layers"),
+        ({"num_hidden_layers": 100000}, "num_hidden_layers"),
+        ({"hidden_size": 10**9}, "hidden_size"),
+        ({"intermediate_size": 10**15}, "intermediate_size"),
+        ({"num_hidden_layers": "2"}, "num_hidden_layers"),
+        ({"num_hidden_layers": 2.5}, "num_hidden_layers"),
+        ({"num_hidden_layers": True}, "num_hidden_layers"),
+        ({"head_dim": None, "num_attention_heads": 3}, "head_dim"),
+        ({"rms_norm_eps": "small"}, "rms_norm_eps"),
+    ],
+)
+def test_raw_json_values_are_refused_before_transformers_builds_anything(
+    tmp_path: Path, changes: dict, field: str
+) -> None:
+    """A num_hidden_layers of 10^12 hung (transformers filled per-layer lists) and a string, a fraction
+    or a null field gave huggingface_hub's StrictDataclassFieldValidationError as a traceback: each is
+    one ConfigError line naming model.config and the JSON field, the fix naming the field too."""
+    with pytest.raises(ConfigError) as err:
+        hf.check(HFConfig(config=_variant(tmp_path, "bad", **changes)))
+    message = str(err.value)
+    assert message.startswith("Invalid config: model.config=") and "\n" not in message, message
+    assert field in message.split("Fix:")[1], message
+    assert "model.n_layer" not in message
+
+
+def test_a_bad_field_type_is_an_invalid_record_with_exit_2(tmp_path: Path) -> None:
+    """run.py with a config.json whose num_hidden_layers is "2": exit 2, one line, an invalid record."""
+    config = _variant(tmp_path, "str", num_hidden_layers="2")
+    proc = run_py(
+        "model=hf", f"model.config={config}", "device=cpu", f"hydra.run.dir={tmp_path / 'out'}", timeout=300
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "num_hidden_layers" in proc.stderr
+    (record,) = records(tmp_path / "out")
+    assert record["status"] == "invalid"
+
+
+def _plan_row(hydra_compose, tmp_path: Path, overrides: list[str]) -> dict:
+    job = tmp_path / str(len(list(tmp_path.iterdir())))
+    job.mkdir()
+    return plan_job(hydra_compose(overrides), JobInfo(job_dir=job, overrides=overrides, job_num=None))["plan"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["activation_checkpointing=memory_budget"], "activation_checkpointing"),
+        (["attention=flex"], "attention"),
+    ],
+)
+def test_every_fix_suggested_for_hf_passes_for_hf(hydra_compose, tmp_path: Path, overrides, key) -> None:
+    """memory_budget without compile suggested selective, and flex on the CPU sdpa-math: both refused
+    for model=hf. Every option a fix names now plans ok for model=hf."""
+    base = ["model=hf", "device=cpu"]
+    refused = _plan_row(hydra_compose, tmp_path, [*base, *overrides])
+    assert refused["status"] == "invalid", refused
+    fix = refused["note"].split("Fix:")[1]
+    listed = re.search(rf"{key}=([\w-]+(?:(?:, | or )[\w-]+)*)", fix).group(1)  # "every_n or full"
+    picks = re.split(r", | or ", listed)
+    assert picks and "selective" not in picks and "sdpa-math" not in picks, fix
+    for pick in picks:
+        row = _plan_row(hydra_compose, tmp_path, [*base, f"{key}={pick}"])
+        assert row["status"] == "ok", (pick, row["note"])

@@ -16,7 +16,7 @@ from helpers import make_plan, rescaled, run_py
 
 from analysis import load
 from analysis.__main__ import main
-from analysis.frontier import frontier_points, frontier_table, searched
+from analysis.frontier import NO_OK_RUN, NO_SEARCH, frontier_points, frontier_table, searched
 from analysis.load import setup_id
 from analysis.plots import PlotSkipped, plot_frontier
 from flopsweep.autobatch import GIB, budget_problem
@@ -201,6 +201,24 @@ def test_no_frontier_without_a_search(tmp_path: Path) -> None:
     assert not searched(df)
     with pytest.raises(PlotSkipped, match="search.model=largest"):
         plot_frontier(df)
+
+
+def test_the_cli_frontier_without_a_search_or_an_ok_run_is_one_line(tmp_path: Path, capsys) -> None:
+    """--frontier listed every ok run as a frontier row when no run searched, and printed pandas'
+    "Empty DataFrame" for a folder of invalid records: each is now one line and nothing else (csv:
+    the header only)."""
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    plain = write(
+        tmp_path / "plain", [variant(base, ckpt=c, n_params=10**9, tokens=9e3) for c in ("none", "full")]
+    )
+    assert main([str(plain), "--frontier"]) == 0
+    assert capsys.readouterr().out.strip() == NO_SEARCH
+    assert main([str(plain), "--frontier", "--format", "csv"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 1  # the header
+    bad = [variant(base, ckpt="none", n_params=10**9, tokens=0.0, status="invalid", search=True)]
+    assert main([str(write(tmp_path / "bad", bad)), "--frontier", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == NO_OK_RUN and "Empty DataFrame" not in out
 
 
 def search_run(run_dir: Path, *overrides: str) -> tuple[dict, str]:

@@ -671,3 +671,74 @@ def test_a_calibration_matching_nothing_is_the_same_warning_in_a_run_and_in_a_pl
             f"{nearest} " in proc.stdout + proc.stderr
             and "predicted uncalibrated" in proc.stdout + proc.stderr
         )
+
+
+def test_every_n_predicts_its_share_of_the_recompute_and_memory_budget_says_why_not(hydra_compose) -> None:
+    """Llama 3.2 1B on one planned H100: every_n (every second block) runs the hardware FLOPs the record
+    would give (metrics.hardware_flops: half of full's recompute), so its predicted step lies between
+    none's and full's (it was full's). memory_budget has no formula: without a calibration the source
+    says why in one plain phrase (it was 'ValueError: unknown recompute'); a calibration of the same
+    policy and budget predicts."""
+    from flopsweep import forecast, metrics
+    from flopsweep.layout import Layout
+
+    layout = Layout.data_parallel(1)
+    common = ["model=llama3.2-1b", "device=cuda", "precision=bf16", "batch.micro_batch_size=1"]
+    cfgs = {
+        name: hydra_compose([*common, *extra])
+        for name, extra in {
+            "none": ["activation_checkpointing=none"],
+            "every_n": ["activation_checkpointing=every_n", "activation_checkpointing.every=2"],
+            "full": ["activation_checkpointing=full"],
+            "budget": ["activation_checkpointing=memory_budget", "compile=true"],
+        }.items()
+    }
+    work = {name: forecast.workload(cfg, layout) for name, cfg in cfgs.items()}
+    tokens = cfgs["every_n"].model.seq_len
+    assert work["every_n"].hardware_flops == pytest.approx(
+        metrics.hardware_flops(cfgs["every_n"], tokens, 1.0)
+    )
+    assert work["none"].hardware_flops < work["every_n"].hardware_flops < work["full"].hardware_flops
+    time = {
+        name: forecast.prediction(cfg, layout, [], gpus_per_node=8, device_name="H100")["iteration_time_s"]
+        for name, cfg in cfgs.items()
+    }
+    assert time["none"] < time["every_n"] < time["full"], time
+    budget = forecast.prediction(cfgs["budget"], layout, [], gpus_per_node=8, device_name="H100")
+    assert budget["iteration_time_s"] is None
+    assert budget["source"] == (
+        "no prediction: memory_budget: the compiler decides the recompute; "
+        "give predict.calibration a record of the same policy and budget"
+    )
+    record = {
+        "status": "ok",
+        "config": forecast._config_dict(cfgs["budget"]),
+        "model": {"n_params": work["budget"].n_params, "n_layer": 16, "n_embd": 2048, "seq_len": tokens},
+        "system": {"world_size": 1, "parallel": {"dp_shard": 1}, "device_name": "H100"},
+        "metrics": {
+            "iteration_time_s": {"mean": 0.5},
+            "model_flops_per_iteration": work["budget"].model_flops,
+        },
+    }
+    two = Layout.data_parallel(2)
+    made = forecast.prediction(cfgs["budget"], two, [("cal", record)], gpus_per_node=8, device_name="H100")
+    assert made["iteration_time_s"] and made["source"].startswith("calibrated: cal"), made
+
+
+def test_the_predict_table_keeps_its_prediction_columns_at_120_characters(tmp_path: Path, capsys) -> None:
+    """--predict hid pred_s and pred_err "to fit 120 columns": they are what it was asked for, so other
+    columns are dropped first."""
+    from helpers import rescaled
+
+    from analysis.__main__ import main
+
+    base = json.loads(Path("benchmarks/results/h200/energy/llama3.1-8b/0/metrics.json").read_text())
+    two = rescaled(base, world=2, tokens_per_device=base["metrics"]["tokens_per_s_per_device"] * 0.9)
+    two["run"]["id"] = "other"
+    _write(tmp_path / "one", base)
+    _write(tmp_path / "two", two)
+    assert main([str(tmp_path), "--predict"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    assert "pred_s" in header and "pred_err" in header, out
+    assert max(len(line) for line in out.splitlines()[:3]) <= 120, out

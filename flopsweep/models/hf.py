@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,7 @@ def load(value: str) -> Source:
         raise ConfigError(KEY, value, f"cannot be read ({exc})", "give a readable config.json") from None
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an int over 4300 digits
         raise ConfigError(KEY, value, f"is not valid JSON ({exc})", "give a model's config.json") from None
     if not isinstance(data, dict):
         raise ConfigError(KEY, value, "is JSON but not an object", "give a model's config.json")
@@ -146,14 +147,67 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
             "give the config.json of a *ForCausalLM model (Llama, Qwen3, Mistral, Mixtral, DeepSeek-V3, ...)",
         )
     keys = {k: v for k, v in src.data.items() if k not in ("model_type", "torch_dtype", "dtype", "auto_map")}
+    check_raw(src)
+    from huggingface_hub.errors import StrictDataclassError
+
     try:
         cfg = AutoConfig.for_model(model_type, **keys)
+    except StrictDataclassError as exc:  # the config class's own field and class validators
+        raise _field_error(value, exc) from None
     except (ValueError, TypeError, KeyError) as exc:
         raise ConfigError(KEY, value, f"is refused by transformers: {exc}", "fix the config.json") from None
     cfg.use_cache = False
     cfg._experts_implementation = experts
     cfg._attn_implementation = attn
     return cfg
+
+
+def _field_error(value: str, exc: Exception) -> ConfigError:
+    """One line for a validation error of ``huggingface_hub``'s strict dataclasses (transformers' config
+    classes): ``Validation error for field 'head_dim': TypeError: ...``, the field named in the fix."""
+    text = " ".join(str(exc).split())
+    field = re.search(r"field '(\w+)'", text)
+    where = f"its {field.group(1)} field" if field else "the field it names"
+    return ConfigError(
+        KEY, value, f"is refused by transformers: {text}", f"correct {where} in the config.json (or drop it)"
+    )
+
+
+def _raw_bounds() -> dict[str, float]:
+    """The largest value of each integer field of a ``config.json``: the shape fields take their
+    flopsweep key's bound (``plan.MAX_BY_KEY``: ``num_hidden_layers`` that of ``model.n_layer``)."""
+    from flopsweep.plan import MAX_BY_KEY  # plan imports the model registry, which imports this module
+
+    return {field: MAX_BY_KEY[f"model.{key}"] for key, field in SHAPE_KEYS.items()}
+
+
+def check_raw(src: Source) -> None:
+    """The file's numbers before transformers builds anything from them (a ``num_hidden_layers`` of
+    10^12 made transformers fill per-layer lists until memory ran out): each shape field
+    (:data:`SHAPE_KEYS`) a whole number (no bool, string or fraction) within its flopsweep key's bound,
+    every other whole number within ``plan.MAX_INT``.
+
+    Raises:
+        ConfigError: naming ``model.config``, the JSON field, its value and the fix.
+    """
+    from flopsweep.plan import MAX_INT
+
+    bounds = _raw_bounds()
+    value = str(src.path)
+    for field, raw in src.data.items():
+        if field in bounds and raw is not None and (isinstance(raw, bool) or not isinstance(raw, int)):
+            raise ConfigError(
+                KEY, value, f"has {field}={raw!r}, not a whole number", f"write {field} as a JSON integer"
+            )
+        if isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) > bounds.get(field, MAX_INT):
+            bound = int(bounds.get(field, MAX_INT))
+            shown = str(raw) if len(str(raw)) <= 20 else f"{str(raw)[:12]}...({len(str(raw))} digits)"
+            raise ConfigError(
+                KEY,
+                value,
+                f"has {field}={shown}, beyond the bound of {bound}",
+                f"give model.config a config.json with {field} at most {bound}",
+            )
 
 
 def _from_config(src: Source, attn: str, experts: str) -> nn.Module:
