@@ -158,11 +158,14 @@ def test_refusals_name_model_config(tmp_path: Path) -> None:
     )
     t5 = tmp_path / "t5.json"
     t5.write_text(json.dumps({"model_type": "t5"}))
+    gpt2 = tmp_path / "gpt2.json"  # a causal LM, but its class is GPT2LMHeadModel: the message says so
+    gpt2.write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
     for value, words in [
         (str(tmp_path / "nope.json"), "does not exist"),
         (str(bad), "not valid JSON"),
-        (str(bert), "not a causal language model"),
+        (str(bert), "builds *ForCausalLM classes only"),
         (str(t5), "not a causal language model"),
+        (str(gpt2), "builds *ForCausalLM classes only"),
     ]:
         with pytest.raises(ConfigError) as err:
             hf.check(HFConfig(config=value))

@@ -130,7 +130,8 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
     """The ``transformers`` config of ``src`` (no cache; ``experts`` for MoE layers).
 
     Raises:
-        ConfigError: naming ``model.config`` when it is no causal LM ``transformers`` builds natively.
+        ConfigError: naming ``model.config`` when it is no causal LM ``transformers`` builds natively,
+            or its ``architectures`` are not all ``*ForCausalLM`` (e.g. GPT-2's ``GPT2LMHeadModel``).
     """
     from transformers import AutoConfig
 
@@ -138,13 +139,19 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
     model_type = src.data.get("model_type")
     known = _causal_lm_types()
     archs = src.data.get("architectures") or []
-    if model_type not in known or not all(str(a).endswith("ForCausalLM") for a in archs):
+    fix = "give the config.json of a *ForCausalLM model (Llama, Qwen3, Mistral, Mixtral, DeepSeek-V3, ...)"
+    if model_type not in known:
         what = f"model_type {model_type!r}" + (f", architectures {archs}" if archs else "")
+        raise ConfigError(
+            KEY, value, f"is not a causal language model transformers builds natively ({what})", fix
+        )
+    if not all(str(a).endswith("ForCausalLM") for a in archs):
         raise ConfigError(
             KEY,
             value,
-            f"is not a causal language model transformers builds natively ({what})",
-            "give the config.json of a *ForCausalLM model (Llama, Qwen3, Mistral, Mixtral, DeepSeek-V3, ...)",
+            f"names architectures {archs}: flopsweep builds *ForCausalLM classes only "
+            f"(a masked LM, or GPT-2's *LMHeadModel, is not supported)",
+            fix,
         )
     keys = {k: v for k, v in src.data.items() if k not in ("model_type", "torch_dtype", "dtype", "auto_map")}
     check_raw(src)
