@@ -21,6 +21,42 @@ from dataclasses import dataclass, field
 
 MAX_SEED = 2**32
 
+MAX_BY_KEY: dict[str, float] = {
+    "timeout_s": 7 * 24 * 3600,  # seconds: a week
+    "seed": MAX_SEED - 1,
+    "attention.seed": MAX_SEED - 1,
+    "nnodes": 1024,
+    "model.n_layer": 1024,
+    "model.n_embd": 2**16,
+    "model.n_head": 1024,
+    "model.seq_len": 2**20,  # tokens
+    "model.vocab_size": 2**22,
+    "batch.micro_batch_size": 2**16,
+    "batch.max_micro_batch_size": 2**16,
+    "batch.grad_accum": 2**16,
+    "steps.warmup": 100_000,
+    "steps.measure": 100_000,
+    "steps.max_extra_warmup": 100_000,
+    "search.min_n_layer": 1024,  # blocks, as model.n_layer
+    "search.max_n_layer": 1024,
+    "search.memory_budget_gib": 2**20,  # GiB: a petabyte
+    "budget.tokens": 1e18,  # tokens: 15e12 is Llama 3's pre-training
+    "cost.usd_per_gpu_hour": 1e6,
+    "plan_gpu_memory_gib": 2**20,  # GiB: a PiB
+    "predict.gpus_per_node": 1024,
+    "predict.nnodes": 1_000_000,
+    "predict.intra_node_gbps": 1e6,  # GB/s
+    "predict.inter_node_gbps": 1e6,
+    "predict.compute_scale": 1e3,
+}
+"""The largest value of each key that a run may ask for, checked before launch: far above any real
+run, low enough that the ranks never meet a value they cannot hold (``timeout_s=1e14`` overflowed
+the launcher's clock, a 400-digit ``model.n_layer`` failed in the ranks)."""
+MAX_INT = 2**31 - 1
+"""The largest value of any other integer key (a C ``int``, which torch and the launchers take)."""
+MAX_FLOAT = 1e12
+"""The largest magnitude of any other number (``model.rope_theta`` is 5e5)."""
+
 
 class ConfigError(ValueError):
     """An impossible or inconsistent config value.

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from flopsweep.config import AttentionConfig, ConfigError
+from flopsweep.config import MAX_BY_KEY, MAX_INT, AttentionConfig, ConfigError
 from flopsweep.files import RecordError, read_regular
 from flopsweep.options import HF_ATTENTION, HF_EXPERTS, HFConfig
 
@@ -182,8 +182,7 @@ def _field_error(value: str, exc: Exception) -> ConfigError:
 
 def _raw_bounds() -> dict[str, float]:
     """The largest value of each integer field of a ``config.json``: the shape fields take their
-    flopsweep key's bound (``plan.MAX_BY_KEY``: ``num_hidden_layers`` that of ``model.n_layer``)."""
-    from flopsweep.plan import MAX_BY_KEY  # plan imports the model registry, which imports this module
+    flopsweep key's bound (``config.MAX_BY_KEY``: ``num_hidden_layers`` that of ``model.n_layer``)."""
 
     return {field: MAX_BY_KEY[f"model.{key}"] for key, field in SHAPE_KEYS.items()}
 
@@ -192,12 +191,11 @@ def check_raw(src: Source) -> None:
     """The file's numbers before transformers builds anything from them (a ``num_hidden_layers`` of
     10^12 made transformers fill per-layer lists until memory ran out): each shape field
     (:data:`SHAPE_KEYS`) a whole number (no bool, string or fraction) within its flopsweep key's bound,
-    every other whole number within ``plan.MAX_INT``.
+    every other whole number within ``config.MAX_INT``.
 
     Raises:
         ConfigError: naming ``model.config``, the JSON field, its value and the fix.
     """
-    from flopsweep.plan import MAX_INT
 
     bounds = _raw_bounds()
     value = str(src.path)
