@@ -243,9 +243,9 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
     if cfg.device == "cpu":
         what = f"search.memory_budget_gib={gib}"
         if budget is None:
-            import psutil
+            from flopsweep import hostmem
 
-            budget = psutil.virtual_memory().available // max(1, nproc)
+            budget = hostmem.available_bytes() // max(1, nproc)
             what = f"the host's available memory per rank ({budget / GIB:.4g} GiB)"
         if estimated > budget:
             return f"estimated peak {estimated / GIB:.4g} GiB per rank, over {what}"

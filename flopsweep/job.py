@@ -348,9 +348,9 @@ def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, s
         props = torch.cuda.get_device_properties(0)
         return peak <= props.total_memory, f"{props.name} ({props.total_memory / 2**30:.1f} GiB)"
     if p.device == "cpu":  # every rank of this machine shares its memory
-        import psutil
+        from flopsweep import hostmem
 
-        free = psutil.virtual_memory().available
+        free = hostmem.available_bytes()
         return peak * p.nproc_per_node <= free, f"host ({free / 2**30:.1f} GiB available)"
     return "", ""
 
@@ -550,13 +550,12 @@ def warn_host_memory(p: Plan) -> None:
     cfg = p.cfg
     if cfg.device != "cpu":
         return
-    import psutil
-
+    from flopsweep import hostmem
     from flopsweep.memory import activation_bytes, model_states_floor
 
     nproc = p.nproc_per_node
     need = nproc * (model_states_floor(cfg, p.layout) + sum(activation_bytes(cfg)))
-    free = psutil.virtual_memory().available
+    free = hostmem.available_bytes()
     if need > free:
         log.warning(
             "model=%s on the CPU: %s need%s at least %.1f GiB for weights, gradients, AdamW "

@@ -18,7 +18,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from flopsweep import attention, backends, checkpointing, memory, objective, pipeline, precision, rules
+from flopsweep import (
+    attention,
+    backends,
+    checkpointing,
+    hostmem,
+    memory,
+    objective,
+    pipeline,
+    precision,
+    rules,
+)
 from flopsweep.config import (  # the bounds live in config, which the model families may import
     FAULT_KINDS,
     FAULT_PHASES,
@@ -89,11 +99,12 @@ class Environment:
     which GPUs and cores it sees, so the GPU count and the CPU-rank cap are not checked here. An
     ``salloc`` shell (``SLURM_JOB_ID`` alone) is not one: the limits hold there."""
     host_memory_bytes: int | None = None
-    """This machine's physical memory (``psutil.virtual_memory().total``); None: not checked."""
+    """The host memory this process may use (:func:`flopsweep.hostmem.total_bytes`: the machine's,
+    or its cgroup's limit when smaller, as in a container or a Slurm job with ``--mem``); None: not
+    checked."""
 
     @classmethod
     def detect(cls) -> Environment:
-        import psutil
         import torch
 
         cuda = torch.cuda.is_available()
@@ -106,7 +117,7 @@ class Environment:
             in_submitit=bool(os.environ.get("SUBMITIT_EXECUTOR")),
             under_slurm=os.environ.get("SUBMITIT_EXECUTOR") == "slurm",
             slurm_job=launcher_task(os.environ),
-            host_memory_bytes=psutil.virtual_memory().total,
+            host_memory_bytes=hostmem.total_bytes(),
         )
 
 
@@ -562,7 +573,8 @@ OFFLOAD_KEYS = ("cpu_offload", "offload_optimizer", "offload_param")
 def _check_offload_host_memory(cfg: RunConfig, nproc: int, layout: Layout, host_bytes: int) -> None:
     """Refuse, on any device, a run whose ranks on this machine offload more bytes to the host
     (:func:`flopsweep.memory.offload_host_bytes`, a lower bound, times the ranks of the node) than the
-    machine has memory (psutil's total): it would swap or meet the OOM killer, not an ``oom`` status.
+    machine may use (:func:`flopsweep.hostmem.total_bytes`): it would swap or meet the OOM killer,
+    not an ``oom`` status.
 
     Raises:
         ConfigError: naming the offload key that is on.
@@ -576,7 +588,8 @@ def _check_offload_host_memory(cfg: RunConfig, nproc: int, layout: Layout, host_
         f"backend.{key}",
         value,
         f"offload puts at least {need / 2**30:.1f} GiB of model states of {plural(nproc, 'rank')} in host "
-        f"memory, more than this machine's {host_bytes / 2**30:.1f} GiB",
+        f"memory, more than the {host_bytes / 2**30:.1f} GiB this machine lets a process use (its "
+        "memory, or its cgroup's limit if smaller)",
         "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn "
         "offload off",
     )

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import psutil
 import pytest
 from helpers import LLAMA_TINY_TWO_RANKS, ok_sweep
 
+from flopsweep import hostmem
 from flopsweep.backends import deepspeed_config
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.layout import Layout
@@ -25,9 +25,9 @@ H200_HOST = Environment(
     bf16_supported=True,
     capability=(9, 0),
     cpu_count=16,
-    host_memory_bytes=psutil.virtual_memory().total,
+    host_memory_bytes=hostmem.total_bytes(),
 )
-"""One GPU, and this machine's own memory (psutil's total), as ``Environment.detect`` reads it."""
+"""One GPU, and the host memory a process here may use, as ``Environment.detect`` reads it."""
 
 
 def _run(backend, model: LlamaConfig | None = None) -> RunConfig:
@@ -41,7 +41,7 @@ def _too_big_for_this_host(per_param: int) -> LlamaConfig:
     per_layer = n_params(dataclasses.replace(shape, n_layer=2)) - n_params(
         dataclasses.replace(shape, n_layer=1)
     )
-    layers = psutil.virtual_memory().total // (per_param * per_layer) + 1
+    layers = hostmem.total_bytes() // (per_param * per_layer) + 1
     return dataclasses.replace(shape, n_layer=int(layers))
 
 
@@ -130,7 +130,8 @@ def test_offloaded_states_are_counted_per_rank() -> None:
 )
 def test_offload_that_exceeds_this_hosts_memory_is_refused_before_launch(backend, key, per_param) -> None:
     """A GPU run is otherwise never refused for memory; with offload, the states it puts on the host
-    are checked against psutil's total, and a model whose states exceed it is refused in one line."""
+    are checked against the host memory a process may use, and a model whose states exceed it is
+    refused in one line."""
     big = _too_big_for_this_host(per_param)
     with pytest.raises(ConfigError) as err:
         resolve(_run(backend, big), H200_HOST)

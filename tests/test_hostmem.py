@@ -1,0 +1,93 @@
+"""The host memory limit of a cgroup (flopsweep.hostmem): read from real files laid out as the
+kernel's cgroup v2 and v1 mounts lay them out, and used by the offload check before launch."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from flopsweep import hostmem
+from flopsweep.config import ConfigError, RunConfig
+from flopsweep.models.llama import LlamaConfig
+from flopsweep.options import FSDPConfig
+from flopsweep.plan import Environment, resolve
+
+GIB = 2**30
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_cgroup_v2_takes_the_smallest_limit_of_the_process_cgroup_and_its_ancestors(tmp_path: Path) -> None:
+    proc = tmp_path / "proc_cgroup"
+    proc.write_text("0::/slurm/uid_1/job_7/step_0\n")
+    _tree(
+        tmp_path / "cg",
+        {
+            "slurm/memory.max": "max\n",
+            "slurm/uid_1/job_7/memory.max": f"{64 * GIB}\n",
+            "slurm/uid_1/job_7/step_0/memory.max": "max\n",
+            "slurm/uid_1/job_7/step_0/memory.current": f"{GIB}\n",
+        },
+    )
+    assert hostmem.cgroup_limit_bytes(tmp_path / "cg", proc) == 64 * GIB
+    assert hostmem._cgroup_usage_bytes(tmp_path / "cg", proc) == GIB
+
+
+def test_cgroup_v1_memory_controller_and_its_no_limit_value(tmp_path: Path) -> None:
+    proc = tmp_path / "proc_cgroup"
+    proc.write_text("4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n")
+    root = tmp_path / "cg"
+    _tree(root, {"memory/docker/abc/memory.limit_in_bytes": "9223372036854771712\n"})
+    assert hostmem.cgroup_limit_bytes(root, proc) is None  # v1's "unlimited"
+    _tree(root, {"memory/docker/memory.limit_in_bytes": f"{24 * GIB}\n"})
+    assert hostmem.cgroup_limit_bytes(root, proc) == 24 * GIB
+    _tree(root, {"memory/docker/abc/memory.usage_in_bytes": f"{3 * GIB}\n"})
+    assert hostmem._cgroup_usage_bytes(root, proc) == 3 * GIB
+
+
+def test_unreadable_or_odd_cgroup_files_mean_no_limit(tmp_path: Path) -> None:
+    """A missing proc file, a link in place of memory.max, garbage and a FIFO: never followed or
+    blocked on, each read as no limit."""
+    root, proc = tmp_path / "cg", tmp_path / "proc_cgroup"
+    assert hostmem.cgroup_limit_bytes(root, proc) is None
+    proc.write_text("0::/a\n")
+    _tree(root, {"a/memory.max": "lots\n", "elsewhere": f"{GIB}\n"})
+    assert hostmem.cgroup_limit_bytes(root, proc) is None
+    (root / "a/memory.max").unlink()
+    (root / "a/memory.max").symlink_to(root / "elsewhere")
+    assert hostmem.cgroup_limit_bytes(root, proc) is None
+    (root / "a/memory.max").unlink()
+    os.mkfifo(root / "a/memory.max")
+    assert hostmem.cgroup_limit_bytes(root, proc) is None
+    proc.write_text("0::/../../etc\n")  # no climbing out of the mount
+    assert hostmem.cgroup_limit_bytes(root, proc) is None
+
+
+def test_the_host_memory_used_here_is_never_more_than_psutil_reports() -> None:
+    import psutil
+
+    assert 0 < hostmem.total_bytes() <= psutil.virtual_memory().total
+    assert 0 <= hostmem.available_bytes() <= psutil.virtual_memory().available + GIB
+
+
+def test_a_cgroup_limit_below_the_offloaded_states_refuses_the_run_in_one_line() -> None:
+    """The offload check uses the environment's host memory, which is the cgroup's limit where one
+    is set: 16 bytes per parameter of a 1.2 B Llama (19.6 GiB) do not fit a 16 GiB job."""
+    llama = LlamaConfig(n_layer=16, n_embd=2048, n_head=32, n_kv_head=8, ffn_dim=8192, vocab_size=128256)
+    cfg = dataclasses.replace(RunConfig(), model=llama, backend=FSDPConfig(cpu_offload=True), device="cuda")
+    host = Environment(cuda_available=True, gpu_count=1, bf16_supported=True, capability=(9, 0), cpu_count=8)
+    with pytest.raises(ConfigError) as err:
+        resolve(cfg, dataclasses.replace(host, host_memory_bytes=16 * GIB))
+    assert err.value.key == "backend.cpu_offload" and "16.0 GiB this machine lets a process use" in str(
+        err.value
+    )
+    assert "\n" not in str(err.value)
+    assert resolve(cfg, dataclasses.replace(host, host_memory_bytes=64 * GIB)).device == "cuda"
