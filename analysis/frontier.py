@@ -33,7 +33,7 @@ FRONTIER_COLUMNS = [
 ]
 """The figures of a set-up's largest ok size in :func:`frontier_table`, after the set-up's columns:
 ``sizes`` counts the sizes that trained, ``larger_failed`` names the smallest larger size that did not
-(``llama3.1-70b: oom``; for a searched run, its own search's probe: ``n_layer=37 (9.12 B): oom``)."""
+(``llama3.1-70b: oom``; for a searched run, its own search's probe: ``n_layer=37 (9.12B): oom``)."""
 
 SEARCHED = "largest"
 """``model_search`` of a run that searched the largest model (``search.model=largest``)."""

@@ -17,12 +17,13 @@ from helpers import make_plan, rescaled, run_py
 from analysis import load
 from analysis.__main__ import main
 from analysis.frontier import NO_OK_RUN, NO_SEARCH, frontier_points, frontier_table, searched
-from analysis.load import setup_id
+from analysis.load import search_failed, setup_id
 from analysis.plots import PlotSkipped, plot_frontier
 from flopsweep.autobatch import GIB, budget_problem
 from flopsweep.config import ConfigError
 from flopsweep.job import comparable_config
 from flopsweep.memory import estimate
+from flopsweep.text import format_count
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "records"
 TINY = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"]
@@ -156,7 +157,7 @@ def test_the_frontier_is_the_largest_ok_size_of_each_set_up(tmp_path: Path) -> N
     assert table["tokens_per_s"].tolist() == [2500.0, 5000.0]  # the best run at the size
     assert table["sizes"].tolist() == [2, 2]
     # a searched run's own probe bounds its frontier; a ladder's failed run bounds the other
-    assert table["larger_failed"].tolist() == ["n_layer=16 (8 B): oom", "llama-8b: oom"]
+    assert table["larger_failed"].tolist() == ["n_layer=16 (8B): oom", "llama-8b: oom"]
     assert table["mfu"].notna().all()
     fig = plot_frontier(df)
     ax = fig.axes[0]
@@ -262,6 +263,8 @@ def test_a_cpu_search_finds_the_largest_n_layer_under_the_budget(hydra_compose, 
     batch = record["run"]["batch_search"]
     assert batch["result"] == 1 and [p["status"] for p in batch["probes"]] == ["ok", "over_budget"]
     assert log.count("search.model=largest: probe ") == 4
+    size = format_count(search["n_params"])  # llama-tiny's blocks: thousands, not "0.000263 B"
+    assert size.endswith(("K", "M")) and f"has n_layer=5 ({size} parameters)" in log, log[-3000:]
     assert sorted(p.name for p in (tmp_path / "model_search").iterdir()) == ["L1", "L2", "L5"]  # 6 never ran
 
 
@@ -297,3 +300,16 @@ def test_a_search_where_nothing_fits_is_invalid_and_runs_nothing(tmp_path: Path)
     assert "search.memory_budget_gib=1e-06" in record["error"]["message"]
     assert "n_layer=1" in record["error"]["message"]
     assert not (tmp_path / "model_search").exists()
+
+
+def test_parameter_counts_are_written_with_a_suffix_to_three_significant_figures() -> None:
+    """The search's progress and the frontier's ``larger_failed`` wrote a tiny model as ``0.000263 B``:
+    counts are written ``263K``, ``12.4M``, ``8.03B`` (rounded before the suffix is picked)."""
+    counts = (0, 263, 263_000, 999_999, 12_400_000, 8_030_261_248, 1.2e12)
+    assert [format_count(n) for n in counts] == ["0", "263", "263K", "1M", "12.4M", "8.03B", "1.2T"]
+    record = {
+        "run": {
+            "model_search": {"result": 2, "probes": [{"n_layer": 3, "n_params": 263_456, "status": "oom"}]}
+        }
+    }
+    assert search_failed(record) == "n_layer=3 (263K): oom"
