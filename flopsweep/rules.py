@@ -144,19 +144,25 @@ def selective_attention(cfg: RunConfig) -> None:
 
 
 def every_n_within_the_layers(cfg: RunConfig) -> None:
-    """``activation_checkpointing=every_n`` with ``every`` above ``model.n_layer`` checkpoints no block:
-    the run would be ``none`` recorded as ``every_n``. A model search grows ``n_layer``, so it is
-    let through there."""
+    """``activation_checkpointing=every_n`` with ``every`` above ``model.n_layer`` checkpoints no block
+    (:func:`flopsweep.checkpointing.checkpointed_blocks`): the run would be ``none`` recorded as
+    ``every_n``. A model search grows ``n_layer`` up to ``search.max_n_layer``, so there ``every`` is
+    held to that. ``model=hf``'s ``n_layer`` is its config.json's, read by the model's check before
+    this rule (0: not read yet, not checked)."""
     ac = cfg.activation_checkpointing
     every = getattr(ac, "every", None)
-    if ac.name != "every_n" or not isinstance(every, int) or cfg.search.model == "largest":
+    if ac.name != "every_n" or not isinstance(every, int):
         return
-    if cfg.model.arch != "hf" and every > cfg.model.n_layer:
+    if cfg.search.model == "largest":
+        key, most = "search.max_n_layer", cfg.search.max_n_layer
+    else:
+        key, most = "model.n_layer", cfg.model.n_layer
+    if 0 < most < every:
         raise ConfigError(
             "activation_checkpointing.every",
             every,
-            f"is more than model.n_layer={cfg.model.n_layer}, so no block would be checkpointed",
-            f"set activation_checkpointing.every={cfg.model.n_layer} or less, or pick another policy",
+            f"is more than {key}={most}, so no block would be checkpointed",
+            f"set activation_checkpointing.every={most} or less, or pick another policy",
         )
 
 
