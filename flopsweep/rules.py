@@ -180,8 +180,9 @@ def memory_budget_compiled(cfg: RunConfig) -> None:
 
 
 def model_search(cfg: RunConfig) -> None:
-    """``search.*``: known values, a range of blocks that is not empty, a positive budget, and a
-    model whose ``n_layer`` may change (``model=hf`` reads it from its ``config.json``)."""
+    """``search.*``: known values, a range of blocks that is not empty, a positive budget read by a
+    search (``search.model=largest`` or ``batch=auto``: nothing else reads it), and a model whose
+    ``n_layer`` may change (``model=hf`` reads it from its ``config.json``)."""
     s = cfg.search
     require_choice("search.model", s.model, SEARCH_MODES, "search.model")
     require_choice("search.grow", s.grow, SEARCH_GROW, "search.grow")
@@ -205,6 +206,14 @@ def model_search(cfg: RunConfig) -> None:
             s.memory_budget_gib,
             "must be a positive number of GiB",
             "set it such as search.memory_budget_gib=80, or null for the device's memory",
+        )
+    if s.memory_budget_gib is not None and s.model != "largest" and cfg.batch.name != "auto":
+        raise ConfigError(
+            "search.memory_budget_gib",
+            s.memory_budget_gib,
+            "is the budget of the probes of search.model=largest and batch=auto, and this run searches "
+            "neither",
+            "add search.model=largest or batch=auto, or drop search.memory_budget_gib (null)",
         )
     if s.model == "largest" and cfg.parallel.pp > 1:
         raise ConfigError(

@@ -52,12 +52,24 @@ def test_a_bad_search_is_refused_in_one_line_naming_the_key(hydra_compose, overr
     assert key in str(err.value) and "Fix: " in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_memory_budget_without_a_search_to_read_it_is_refused(hydra_compose) -> None:
+    """search.memory_budget_gib is read only by the probes of search.model=largest and batch=auto: set
+    without either it did nothing, silently; now one line names the key and both fixes."""
+    with pytest.raises(ConfigError) as err:
+        make_plan(hydra_compose([*TINY, "search.memory_budget_gib=1"]))
+    message = str(err.value)
+    assert message.startswith("Invalid config: search.memory_budget_gib=1.0: ") and "\n" not in message
+    assert "Fix: add search.model=largest or batch=auto, or drop search.memory_budget_gib" in message
+    for searching in (["batch=auto"], ["search.model=largest"]):
+        assert make_plan(hydra_compose([*TINY, *searching, "search.memory_budget_gib=1"]))
+
+
 def sized(plan, n_layer: int):
     return dataclasses.replace(plan.cfg, model=dataclasses.replace(plan.cfg.model, n_layer=n_layer))
 
 
 def test_the_cpu_rule_is_the_estimated_peak_and_the_cuda_rule_the_measured_one(hydra_compose) -> None:
-    plan = make_plan(hydra_compose([*TINY, "search.memory_budget_gib=0.02"]))
+    plan = make_plan(hydra_compose([*TINY, "search.model=largest", "search.memory_budget_gib=0.02"]))
     budget = int(0.02 * GIB)
     sizes = {n: estimate(sized(plan, n), plan.layout).total for n in range(1, 12)}
     fitting = [n for n, est in sizes.items() if est <= budget]
