@@ -91,6 +91,13 @@ def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
     return best.sort_values(["frontier", "n_params"], kind="stable")
 
 
+def frontier_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The runs whose figures :func:`frontier_table` shows, one per set-up (the best run of its largest
+    ok size), for the lines under the table to speak of them only; empty when no run searched."""
+    points = frontier_points(df) if searched(df) else df.iloc[:0]
+    return points[points["largest"]] if not points.empty else points
+
+
 def _larger_failed(df: pd.DataFrame, key: str, n_params: float) -> str | None:
     """``model: status`` of the smallest run of set-up ``key`` above ``n_params`` parameters that was
     not ok (an ``oom`` at the next size of a ladder), or None."""

@@ -208,6 +208,33 @@ def test_the_cli_prints_the_frontier_and_the_html_report_adds_it(tmp_path: Path,
     assert text.count("<table>") == 2
 
 
+def test_the_frontier_footer_speaks_only_of_the_rows_shown(tmp_path: Path, capsys) -> None:
+    """Under --frontier the footer judged the best two runs by the metric (runs the table does not show)
+    and gave the CPU note for a CPU run outside the table, and counted runs as shown: now no verdict
+    (the table is ranked by size), the CPU note only for a row shown, and the set-ups counted."""
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    records = [
+        variant(base, ckpt="none", n_params=1 * 10**9, tokens=9000.0),  # faster, smaller: not shown
+        variant(base, ckpt="none", n_params=3 * 10**9, tokens=5000.0, search=True),
+        variant(base, ckpt="full", n_params=6 * 10**9, tokens=2500.0, search=True),
+        variant(base, ckpt="selective", n_params=2 * 10**9, tokens=8000.0),  # no search: no frontier
+    ]
+    records[-1]["system"]["device_name"] = "cpu"
+    assert main([str(write(tmp_path / "gpu", records)), "--frontier"]) == 0
+    out, err = capsys.readouterr()
+    assert [line.split()[0] for line in out.splitlines()[1:3]] == ["full", "none"]
+    assert "ignificant" not in out + err and "CPU timings" not in out + err and "selective" not in out
+    assert err.strip().splitlines()[-1] == "4 runs (4 ok); 2 set-ups shown (the largest model of each)"
+    shown_on_cpu = [
+        *records[:3],
+        variant(base, ckpt="selective", n_params=2 * 10**9, tokens=8000.0, search=True),
+    ]
+    shown_on_cpu[-1]["system"]["device_name"] = "cpu"
+    assert main([str(write(tmp_path / "cpu", shown_on_cpu)), "--frontier"]) == 0
+    out, err = capsys.readouterr()
+    assert "CPU timings are indicative only" in out and "3 set-ups shown" in err
+
+
 def test_no_frontier_without_a_search(tmp_path: Path) -> None:
     base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
     df = load(write(tmp_path, [variant(base, ckpt="none", n_params=10**9, tokens=9000.0)]))
