@@ -34,7 +34,7 @@ import pandas as pd
 
 from analysis.blanks import blank_notes
 from analysis.display import SHORT, compact, flat_pivot, render, summary
-from analysis.frontier import frontier_table, no_frontier, searched
+from analysis.frontier import frontier_rows, frontier_table, no_frontier, searched
 from analysis.load import (
     COLUMNS,
     HIGHER_IS_BETTER,
@@ -327,7 +327,10 @@ def _notes(loaded: pd.DataFrame) -> list[str]:
 def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
     """Lines saying why a column is blank for ok runs (:func:`analysis.blanks.blank_notes`), and
     what to run to fill it: for the columns named by ``--columns`` and ``--sort``, and for the
-    derived ones (``scale_eff``, ``speedup``) that the default table shows."""
+    derived ones (``scale_eff``, ``speedup``) that the default table shows. None for ``--frontier``,
+    whose table has its own columns (``--columns`` and ``--sort`` do not apply to it)."""
+    if args.frontier:
+        return []
     asked = [] if args.columns in (None, "all") else [_column(c.strip()) for c in args.columns.split(",")]
     if args.sort:
         asked.append(_column(_sort_spec(args.sort)[0]))
@@ -409,11 +412,15 @@ def _wrapped(lines: list[str], args: argparse.Namespace) -> list[str]:
 def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
     """``runs`` with ``not_significant`` set on the best two when their 95% intervals overlap
     (:func:`analysis.spread.verdict`; flag ``tie?``), and the lines under the table: that verdict
-    (when the table is ranked by the metric) and, once, :data:`CPU_NOTE` when a run is on the CPU."""
+    (when the table is ranked by the metric) and, once, :data:`CPU_NOTE` when a run is on the CPU.
+    ``--frontier`` ranks set-ups by size and shows one run each (:func:`analysis.frontier.frontier_rows`):
+    no verdict, and the CPU note only when a run shown is on the CPU."""
     metric = _column(args.metric)
     lines = []
     if args.format not in ("table", "markdown", "html"):
         return runs, lines  # csv and json keep the columns of load()
+    if args.frontier:  # ranked by size, not by the metric: only the CPU note, of the runs shown
+        return runs, [CPU_NOTE] if on_cpu(frontier_rows(runs)) else []
     runs = runs.copy()
     runs["not_significant"] = False
     ranked_by_metric = not args.pivot and (not args.sort or _column(_sort_spec(args.sort)[0]) == metric)
@@ -421,9 +428,23 @@ def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataF
         tied, line = verdict(runs, metric, rankable(runs, metric))
         runs.loc[tied, "not_significant"] = True
         lines += [line] if line else []
-    if "device_name" in runs and runs["device_name"].fillna("").str.lower().eq("cpu").any():
+    if on_cpu(runs):
         lines.append(CPU_NOTE)
     return runs, lines
+
+
+def on_cpu(runs: pd.DataFrame) -> bool:
+    """Whether some run of ``runs`` ran on the CPU (``device_name`` ``cpu``): :data:`CPU_NOTE` is due."""
+    return "device_name" in runs and bool(runs["device_name"].fillna("").str.lower().eq("cpu").any())
+
+
+def shown_note(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -> str:
+    """The end of the footer's summary: how many runs the table shows when filters left some out;
+    with ``--frontier``, how many set-ups (one row each) when there is a frontier."""
+    if args.frontier:
+        rows = len(frontier_rows(runs))
+        return f"; {plural(rows, 'set-up')} shown (the largest model of each)" if rows else ""
+    return f"; {len(runs)} shown" if len(runs) != len(loaded) else ""
 
 
 def say(line: str) -> None:
@@ -554,8 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()  # the table before the footer when both go to one terminal
     for line in [*(excluded_note(loaded) or "").splitlines(), *blanks]:
         say(line)
-    shown = f"; {len(runs)} shown" if len(runs) != len(loaded) else ""
-    say(summary(loaded) + shown)
+    say(summary(loaded) + shown_note(loaded, runs, args))
     return 0
 
 

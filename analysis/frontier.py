@@ -33,7 +33,7 @@ FRONTIER_COLUMNS = [
 ]
 """The figures of a set-up's largest ok size in :func:`frontier_table`, after the set-up's columns:
 ``sizes`` counts the sizes that trained, ``larger_failed`` names the smallest larger size that did not
-(``llama3.1-70b: oom``; for a searched run, its own search's probe: ``n_layer=37 (9.12 B): oom``)."""
+(``llama3.1-70b: oom``; for a searched run, its own search's probe: ``n_layer=37 (9.12B): oom``)."""
 
 SEARCHED = "largest"
 """``model_search`` of a run that searched the largest model (``search.model=largest``)."""
@@ -89,6 +89,13 @@ def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
     top = best.groupby("frontier")["n_params"].transform("max")
     best["largest"] = best["n_params"].eq(top)
     return best.sort_values(["frontier", "n_params"], kind="stable")
+
+
+def frontier_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The runs whose figures :func:`frontier_table` shows, one per set-up (the best run of its largest
+    ok size), for the lines under the table to speak of them only; empty when no run searched."""
+    points = frontier_points(df) if searched(df) else df.iloc[:0]
+    return points[points["largest"]] if not points.empty else points
 
 
 def _larger_failed(df: pd.DataFrame, key: str, n_params: float) -> str | None:

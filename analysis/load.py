@@ -40,7 +40,7 @@ from flopsweep.layout import Layout
 from flopsweep.noise import noisy, overloaded
 from flopsweep.predict import predict_record
 from flopsweep.record import METRIC_SPECS, METRICS_FILE, MetricSpec
-from flopsweep.text import plural
+from flopsweep.text import format_count, plural
 
 log = logging.getLogger("analysis")
 
@@ -483,7 +483,7 @@ def search_probes(record: Record) -> list[list[float]] | None:
 
 
 def search_failed(record: Record) -> str | None:
-    """``n_layer=37 (9.12 B): oom``: the smallest probe of the record's model search above the size it
+    """``n_layer=37 (9.12B): oom``: the smallest probe of the record's model search above the size it
     found that did not train (what bounds the frontier), None without one (:data:`SEARCH_COLUMNS`)."""
     search = _get(record, ("run", "model_search"))
     if not isinstance(search, dict) or not isinstance(search.get("probes"), list):
@@ -501,7 +501,7 @@ def search_failed(record: Record) -> str | None:
         return None
     first = min(failed, key=lambda p: _number(p.get("n_layer")))
     n = _number(first.get("n_params"))
-    size = f" ({n / 1e9:.3g} B)" if n else ""
+    size = f" ({format_count(n)})" if n else ""
     return f"n_layer={int(_number(first['n_layer']))}{size}: {first.get('status')}"
 
 

@@ -25,7 +25,14 @@ from typing import Any
 from flopsweep import forecast
 from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
-from flopsweep.config import RUN_CONTROL_KEYS, ConfigError, ModelSearchConfig, ParallelConfig, RunConfig
+from flopsweep.config import (
+    RUN_CONTROL_KEYS,
+    BatchConfig,
+    ConfigError,
+    ModelSearchConfig,
+    ParallelConfig,
+    RunConfig,
+)
 from flopsweep.cost import power_limit_w as ranks_power_limit_w
 from flopsweep.files import (
     NotRecorded,
@@ -57,7 +64,7 @@ from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
-from flopsweep.text import plural
+from flopsweep.text import plural, significant
 
 log = logging.getLogger("flopsweep")
 
@@ -409,10 +416,10 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             seq_len=m.seq_len,  # model=hf's default is 128, not its config.json's context
             n_params=family(m).n_params(m),
             model_flops_per_step=f"{flops:.4g}",
-            est_peak_gib_per_rank=f"{est.total / 2**30:.1f}",
+            est_peak_gib_per_rank=significant(est.total / 2**30),  # a tiny model's 0.0123, not 0.0
         )
         row["fits"], row["fits_on"] = _fits(p, est.total, env, placed=bool(note))
-        row["note"] = f"{note}; {est.method}" if note else est.method
+        row["note"] = "; ".join(n for n in (note, auto_batch_note(p.cfg.batch), est.method) if n)
         gpu_name = torch_device_name() if env.cuda_available and p.device == "cuda" and not note else None
         gpu_name = gpu_name or cfg.plan_gpu  # the GPU asked about: its datasheet and NVLink
         row.update(plan_prediction(p, gpu_name, calibrations))
@@ -423,6 +430,15 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         path = Path(info.job_dir).parent / PLAN_FILE
         _append_plan_row(path, row)
     return {"status": "plan", "plan": row, "plan_file": str(path)}
+
+
+def auto_batch_note(batch: BatchConfig) -> str:
+    """What a ``batch=auto`` plan row is estimated at: the search's first micro batch
+    (``batch.micro_batch_size``), since the size measured is found only by running; ``""`` for
+    ``batch=fixed``."""
+    if batch.name != "auto":
+        return ""
+    return f"batch=auto: estimated at micro batch {batch.micro_batch_size}, the search's start"
 
 
 def torch_device_name() -> str:

@@ -43,6 +43,7 @@ from flopsweep.launch import Outcome
 from flopsweep.models import family
 from flopsweep.plan import Environment
 from flopsweep.plan import plan as resolve_plan
+from flopsweep.text import format_count
 
 if TYPE_CHECKING:
     from flopsweep.layout import Plan
@@ -153,10 +154,10 @@ def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]
         if probe.fits and probe.guide_bytes:
             points.append((n, probe.guide_bytes))
         log.info(
-            "search.model=largest: probe %d: n_layer=%d (%.3g B parameters) -> %s%s",
+            "search.model=largest: probe %d: n_layer=%d (%s parameters) -> %s%s",
             len(probes),
             n,
-            entry["n_params"] / 1e9,
+            format_count(entry["n_params"]),
             probe.status,
             f" ({probe.reason})" if probe.reason and not probe.fits else "",
         )
@@ -170,9 +171,9 @@ def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]
         raise NothingFits(outcomes[search.min_n_layer], record(None))
     result = record(found)
     log.info(
-        "search.model=largest: the largest that trains has n_layer=%d (%.3g B parameters), after %d probes",
+        "search.model=largest: the largest that trains has n_layer=%d (%s parameters), after %d probes",
         found,
-        result["n_params"] / 1e9,
+        format_count(result["n_params"]),
         len(probes),
     )
     if found == search.max_n_layer:

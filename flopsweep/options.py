@@ -94,7 +94,8 @@ class HFConfig(ModelConfig):
     experts: str = "eager"
     """MoE experts implementation (:data:`HF_EXPERTS`): ``eager`` loops over the experts hit,
     ``grouped_mm`` one grouped GEMM (CUDA, bf16), ``batched_mm`` gathers each token's expert
-    weights (memory ``tokens x top_k`` expert matrices). Ignored by dense models."""
+    weights (memory ``tokens x top_k`` expert matrices). A dense model (no ``num_experts_per_tok``) takes
+    only the default: validation refuses another, which nothing would run."""
 
 
 @dataclass(kw_only=True)

@@ -144,19 +144,25 @@ def selective_attention(cfg: RunConfig) -> None:
 
 
 def every_n_within_the_layers(cfg: RunConfig) -> None:
-    """``activation_checkpointing=every_n`` with ``every`` above ``model.n_layer`` checkpoints no block:
-    the run would be ``none`` recorded as ``every_n``. A model search grows ``n_layer``, so it is
-    let through there."""
+    """``activation_checkpointing=every_n`` with ``every`` above ``model.n_layer`` checkpoints no block
+    (:func:`flopsweep.checkpointing.checkpointed_blocks`): the run would be ``none`` recorded as
+    ``every_n``. A model search grows ``n_layer`` up to ``search.max_n_layer``, so there ``every`` is
+    held to that. ``model=hf``'s ``n_layer`` is its config.json's, read by the model's check before
+    this rule (0: not read yet, not checked)."""
     ac = cfg.activation_checkpointing
     every = getattr(ac, "every", None)
-    if ac.name != "every_n" or not isinstance(every, int) or cfg.search.model == "largest":
+    if ac.name != "every_n" or not isinstance(every, int):
         return
-    if cfg.model.arch != "hf" and every > cfg.model.n_layer:
+    if cfg.search.model == "largest":
+        key, most = "search.max_n_layer", cfg.search.max_n_layer
+    else:
+        key, most = "model.n_layer", cfg.model.n_layer
+    if 0 < most < every:
         raise ConfigError(
             "activation_checkpointing.every",
             every,
-            f"is more than model.n_layer={cfg.model.n_layer}, so no block would be checkpointed",
-            f"set activation_checkpointing.every={cfg.model.n_layer} or less, or pick another policy",
+            f"is more than {key}={most}, so no block would be checkpointed",
+            f"set activation_checkpointing.every={most} or less, or pick another policy",
         )
 
 
@@ -174,8 +180,9 @@ def memory_budget_compiled(cfg: RunConfig) -> None:
 
 
 def model_search(cfg: RunConfig) -> None:
-    """``search.*``: known values, a range of blocks that is not empty, a positive budget, and a
-    model whose ``n_layer`` may change (``model=hf`` reads it from its ``config.json``)."""
+    """``search.*``: known values, a range of blocks that is not empty, a positive budget read by a
+    search (``search.model=largest`` or ``batch=auto``: nothing else reads it), and a model whose
+    ``n_layer`` may change (``model=hf`` reads it from its ``config.json``)."""
     s = cfg.search
     require_choice("search.model", s.model, SEARCH_MODES, "search.model")
     require_choice("search.grow", s.grow, SEARCH_GROW, "search.grow")
@@ -199,6 +206,14 @@ def model_search(cfg: RunConfig) -> None:
             s.memory_budget_gib,
             "must be a positive number of GiB",
             "set it such as search.memory_budget_gib=80, or null for the device's memory",
+        )
+    if s.memory_budget_gib is not None and s.model != "largest" and cfg.batch.name != "auto":
+        raise ConfigError(
+            "search.memory_budget_gib",
+            s.memory_budget_gib,
+            "is the budget of the probes of search.model=largest and batch=auto, and this run searches "
+            "neither",
+            "add search.model=largest or batch=auto, or drop search.memory_budget_gib (null)",
         )
     if s.model == "largest" and cfg.parallel.pp > 1:
         raise ConfigError(

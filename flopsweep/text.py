@@ -1,11 +1,14 @@
 """Messages: how the sweep and the analysis write counts and sizes.
 
 Torch-free and imports nothing of flopsweep: the job, the launchers, the Hydra callbacks and the
-analysis all use it, so that every message writes a count with its noun (``1 run``, ``2 runs``) and
-a size in bytes (``12.0 KiB``) the same way.
+analysis all use it, so that every message writes a count with its noun (``1 run``, ``2 runs``), a
+size in bytes (``12.0 KiB``), a parameter count (``12.4M``) and a figure to three significant
+figures (``0.0123``) the same way.
 """
 
 from __future__ import annotations
+
+import math
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
@@ -27,3 +30,30 @@ def format_bytes(n: float) -> str:
             break
         n /= 1024
     return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+
+
+COUNT_SUFFIXES = ("", "K", "M", "B", "T")
+"""Thousands, millions, billions, trillions: the suffixes of parameter counts (``124M``, ``8B``)."""
+
+
+def significant(x: float, digits: int = 3) -> str:
+    """``x`` rounded to ``digits`` significant figures, in plain decimal notation (no exponent):
+    ``0.0123``, ``12.3``, ``1.00``, ``1230``, ``0``. A figure too small for a column rounded to 0.1
+    (a tiny model's 0.0123 GiB) keeps its digits."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    rounded = float(f"{x:.{digits}g}")  # first, so 0.9996 is 1.00, not 1.000
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
+    return f"{rounded:.{decimals}f}"
+
+
+def format_count(n: float) -> str:
+    """A count (parameters) to three significant figures with its suffix (:data:`COUNT_SUFFIXES`):
+    ``263``, ``263K``, ``12.4M``, ``8.03B``, ``1.2T``."""
+    x = float(f"{n:.3g}")  # rounded first, so 999_999 is 1M, not 1000K
+    suffix = ""
+    for suffix in COUNT_SUFFIXES:
+        if abs(x) < 1000 or suffix == COUNT_SUFFIXES[-1]:
+            break
+        x /= 1000
+    return f"{x:.3g}{suffix}" if abs(x) < 1000 else f"{x:.0f}{suffix}"

@@ -190,6 +190,26 @@ def test_a_shape_override_that_disagrees_with_the_file_and_a_link_loop_are_refus
     assert "model.config" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_an_experts_implementation_on_a_dense_model_is_refused() -> None:
+    """model.experts picks how an MoE layer runs: on a dense config (qwen3-tiny) nothing reads it, and
+    a sweep over it would measure one model under several names; refused in one line. The default
+    passes on a dense model, and every implementation on an MoE one."""
+    for experts in ("grouped_mm", "batched_mm"):
+        with pytest.raises(ConfigError) as err:
+            hf.check(HFConfig(config="qwen3-tiny", experts=experts))
+        message = str(err.value)
+        assert message.startswith(f"Invalid config: model.experts='{experts}': ") and "\n" not in message
+        assert "qwen3-tiny is a dense model" in message and "Fix: drop model.experts" in message
+    hf.check(HFConfig(config="qwen3-tiny", experts="eager"))
+    for experts in ("eager", "grouped_mm", "batched_mm"):
+        hf.check(HFConfig(config="qwen3-moe-tiny", experts=experts))
+    assert [hf.is_moe(hf.load(c).data) for c in ("qwen3-tiny", "olmoe-tiny", "moonlight-tiny")] == [
+        False,
+        True,
+        True,
+    ]
+
+
 def test_attention_kernels_map_or_are_refused() -> None:
     """sdpa, standard and flex map to attn_implementation; flopsweep's own kernels are invalid."""
     for name in ("sdpa", "standard", "flex"):

@@ -17,12 +17,13 @@ from helpers import make_plan, rescaled, run_py
 from analysis import load
 from analysis.__main__ import main
 from analysis.frontier import NO_OK_RUN, NO_SEARCH, frontier_points, frontier_table, searched
-from analysis.load import setup_id
+from analysis.load import search_failed, setup_id
 from analysis.plots import PlotSkipped, plot_frontier
 from flopsweep.autobatch import GIB, budget_problem
 from flopsweep.config import ConfigError
 from flopsweep.job import comparable_config
 from flopsweep.memory import estimate
+from flopsweep.text import format_count
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "records"
 TINY = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"]
@@ -51,12 +52,24 @@ def test_a_bad_search_is_refused_in_one_line_naming_the_key(hydra_compose, overr
     assert key in str(err.value) and "Fix: " in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_memory_budget_without_a_search_to_read_it_is_refused(hydra_compose) -> None:
+    """search.memory_budget_gib is read only by the probes of search.model=largest and batch=auto: set
+    without either it did nothing, silently; now one line names the key and both fixes."""
+    with pytest.raises(ConfigError) as err:
+        make_plan(hydra_compose([*TINY, "search.memory_budget_gib=1"]))
+    message = str(err.value)
+    assert message.startswith("Invalid config: search.memory_budget_gib=1.0: ") and "\n" not in message
+    assert "Fix: add search.model=largest or batch=auto, or drop search.memory_budget_gib" in message
+    for searching in (["batch=auto"], ["search.model=largest"]):
+        assert make_plan(hydra_compose([*TINY, *searching, "search.memory_budget_gib=1"]))
+
+
 def sized(plan, n_layer: int):
     return dataclasses.replace(plan.cfg, model=dataclasses.replace(plan.cfg.model, n_layer=n_layer))
 
 
 def test_the_cpu_rule_is_the_estimated_peak_and_the_cuda_rule_the_measured_one(hydra_compose) -> None:
-    plan = make_plan(hydra_compose([*TINY, "search.memory_budget_gib=0.02"]))
+    plan = make_plan(hydra_compose([*TINY, "search.model=largest", "search.memory_budget_gib=0.02"]))
     budget = int(0.02 * GIB)
     sizes = {n: estimate(sized(plan, n), plan.layout).total for n in range(1, 12)}
     fitting = [n for n, est in sizes.items() if est <= budget]
@@ -156,7 +169,7 @@ def test_the_frontier_is_the_largest_ok_size_of_each_set_up(tmp_path: Path) -> N
     assert table["tokens_per_s"].tolist() == [2500.0, 5000.0]  # the best run at the size
     assert table["sizes"].tolist() == [2, 2]
     # a searched run's own probe bounds its frontier; a ladder's failed run bounds the other
-    assert table["larger_failed"].tolist() == ["n_layer=16 (8 B): oom", "llama-8b: oom"]
+    assert table["larger_failed"].tolist() == ["n_layer=16 (8B): oom", "llama-8b: oom"]
     assert table["mfu"].notna().all()
     fig = plot_frontier(df)
     ax = fig.axes[0]
@@ -193,6 +206,33 @@ def test_the_cli_prints_the_frontier_and_the_html_report_adds_it(tmp_path: Path,
     text = report.read_text()
     assert "<h2>The largest model per set-up (search.model=largest): its tokens/s and MFU</h2>" in text
     assert text.count("<table>") == 2
+
+
+def test_the_frontier_footer_speaks_only_of_the_rows_shown(tmp_path: Path, capsys) -> None:
+    """Under --frontier the footer judged the best two runs by the metric (runs the table does not show)
+    and gave the CPU note for a CPU run outside the table, and counted runs as shown: now no verdict
+    (the table is ranked by size), the CPU note only for a row shown, and the set-ups counted."""
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    records = [
+        variant(base, ckpt="none", n_params=1 * 10**9, tokens=9000.0),  # faster, smaller: not shown
+        variant(base, ckpt="none", n_params=3 * 10**9, tokens=5000.0, search=True),
+        variant(base, ckpt="full", n_params=6 * 10**9, tokens=2500.0, search=True),
+        variant(base, ckpt="selective", n_params=2 * 10**9, tokens=8000.0),  # no search: no frontier
+    ]
+    records[-1]["system"]["device_name"] = "cpu"
+    assert main([str(write(tmp_path / "gpu", records)), "--frontier"]) == 0
+    out, err = capsys.readouterr()
+    assert [line.split()[0] for line in out.splitlines()[1:3]] == ["full", "none"]
+    assert "ignificant" not in out + err and "CPU timings" not in out + err and "selective" not in out
+    assert err.strip().splitlines()[-1] == "4 runs (4 ok); 2 set-ups shown (the largest model of each)"
+    shown_on_cpu = [
+        *records[:3],
+        variant(base, ckpt="selective", n_params=2 * 10**9, tokens=8000.0, search=True),
+    ]
+    shown_on_cpu[-1]["system"]["device_name"] = "cpu"
+    assert main([str(write(tmp_path / "cpu", shown_on_cpu)), "--frontier"]) == 0
+    out, err = capsys.readouterr()
+    assert "CPU timings are indicative only" in out and "3 set-ups shown" in err
 
 
 def test_no_frontier_without_a_search(tmp_path: Path) -> None:
@@ -262,6 +302,8 @@ def test_a_cpu_search_finds_the_largest_n_layer_under_the_budget(hydra_compose, 
     batch = record["run"]["batch_search"]
     assert batch["result"] == 1 and [p["status"] for p in batch["probes"]] == ["ok", "over_budget"]
     assert log.count("search.model=largest: probe ") == 4
+    size = format_count(search["n_params"])  # llama-tiny's blocks: thousands, not "0.000263 B"
+    assert size.endswith(("K", "M")) and f"has n_layer=5 ({size} parameters)" in log, log[-3000:]
     assert sorted(p.name for p in (tmp_path / "model_search").iterdir()) == ["L1", "L2", "L5"]  # 6 never ran
 
 
@@ -297,3 +339,16 @@ def test_a_search_where_nothing_fits_is_invalid_and_runs_nothing(tmp_path: Path)
     assert "search.memory_budget_gib=1e-06" in record["error"]["message"]
     assert "n_layer=1" in record["error"]["message"]
     assert not (tmp_path / "model_search").exists()
+
+
+def test_parameter_counts_are_written_with_a_suffix_to_three_significant_figures() -> None:
+    """The search's progress and the frontier's ``larger_failed`` wrote a tiny model as ``0.000263 B``:
+    counts are written ``263K``, ``12.4M``, ``8.03B`` (rounded before the suffix is picked)."""
+    counts = (0, 263, 263_000, 999_999, 12_400_000, 8_030_261_248, 1.2e12)
+    assert [format_count(n) for n in counts] == ["0", "263", "263K", "1M", "12.4M", "8.03B", "1.2T"]
+    record = {
+        "run": {
+            "model_search": {"result": 2, "probes": [{"n_layer": 3, "n_params": 263_456, "status": "oom"}]}
+        }
+    }
+    assert search_failed(record) == "n_layer=3 (263K): oom"

@@ -157,3 +157,46 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
     ok = tmp_path / "ok.csv"
     ok.write_text("job,status\n0,ok\n1,ok\n")
     assert plan_invalid_line(str(ok)) is None
+
+
+def test_a_tiny_models_plan_row_shows_its_peak_to_three_significant_figures(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """gpt-tiny's estimated peak is a few MiB: rounded to 0.1 GiB it read 0.0; the column stays GiB,
+    to 3 significant figures, and a ``batch=fixed`` row says nothing of ``batch=auto``."""
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.text import significant
+
+    cfg = hydra_compose(["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"])
+    row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    gib = float(row["est_peak_gib_per_rank"])
+    assert 0 < gib < 0.1 and len(row["est_peak_gib_per_rank"].lstrip("0.")) == 3, row
+    assert row["est_peak_gib_per_rank"] == significant(gib)
+    assert "batch=auto" not in row["note"]
+    assert [significant(x) for x in (0.012345, 12.345, 0.99951, 1234.5, 0.0)] == [
+        "0.0123",
+        "12.3",
+        "1.00",
+        "1230",
+        "0",
+    ]
+
+
+def test_a_batch_auto_plan_row_says_it_is_estimated_at_the_searchs_start(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """``batch=auto`` finds its micro batch only by running: the row is estimated at the search's first
+    size (``batch.micro_batch_size``), and its note says so."""
+    from flopsweep.job import JobInfo, plan_job
+
+    cfg = hydra_compose(["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto"])
+    row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=["batch=auto"]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    assert row["note"].startswith("batch=auto: estimated at micro batch 1, the search's start; "), row
+    two = hydra_compose(
+        ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto", "batch.micro_batch_size=2"]
+    )
+    row2 = plan_job(two, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert "estimated at micro batch 2, the search's start" in row2["note"]
+    assert float(row2["est_peak_gib_per_rank"]) > float(row["est_peak_gib_per_rank"])

@@ -49,3 +49,25 @@ def test_every_n_beyond_the_layers_is_refused_and_within_them_passes(hydra_compo
     assert err.value.key == "activation_checkpointing.every" and err.value.value == 3
     assert "model.n_layer=2" in str(err.value) and "\n" not in str(err.value)
     rules.check(hydra_compose(["activation_checkpointing=every_n", "activation_checkpointing.every=2"]))
+
+
+def test_every_n_beyond_the_layers_is_refused_for_model_hf_and_beyond_a_searchs_largest_size(
+    hydra_compose,
+) -> None:
+    """model=hf's n_layer comes from its config.json (qwen3-tiny: 2 blocks), read by validation before
+    the rule; a search grows n_layer up to search.max_n_layer, so every above that checkpoints nothing."""
+    every = ["device=cpu", "activation_checkpointing=every_n"]
+    with pytest.raises(ConfigError) as hf:
+        validate(hydra_compose(["model=hf", *every, "activation_checkpointing.every=3"]))
+    assert (hf.value.key, hf.value.value) == ("activation_checkpointing.every", 3)
+    assert "model.n_layer=2" in str(hf.value) and "every=2 or less" in str(hf.value)
+    assert (
+        validate(hydra_compose(["model=hf", *every, "activation_checkpointing.every=2"])).model.n_layer == 2
+    )
+    search = ["model=llama-tiny", "search.model=largest", "search.max_n_layer=8", *every]
+    with pytest.raises(ConfigError) as big:
+        rules.check(hydra_compose([*search, "activation_checkpointing.every=9"]))
+    assert "search.max_n_layer=8" in str(big.value) and "\n" not in str(big.value)
+    rules.check(
+        hydra_compose([*search, "activation_checkpointing.every=8"])
+    )  # above llama-tiny's 2: searched

@@ -330,12 +330,19 @@ def _set_fields(cfg: HFConfig, src: Source) -> None:
         cfg.name = src.label
 
 
+def is_moe(data: dict[str, Any]) -> bool:
+    """Whether a config.json's ``data`` is a mixture of experts: it routes each token to
+    ``num_experts_per_tok`` experts (Qwen3-MoE, OLMoE, DeepSeek-V3, Mixtral)."""
+    return bool(data.get("num_experts_per_tok"))
+
+
 def check(cfg: HFConfig) -> None:
     """Read ``model.config`` and refuse what cannot be built; fill ``n_layer``, ``n_embd``,
     ``n_head``, ``vocab_size`` (and an empty ``name``) from it (see :class:`HFConfig`).
 
     Raises:
-        ConfigError: a missing path, malformed JSON, no causal LM, no transformers, a bad ``model.experts``.
+        ConfigError: a missing path, malformed JSON, no causal LM, no transformers, a bad ``model.experts``
+            (unknown, or other than the default on a dense model).
     """
     if cfg.experts not in HF_EXPERTS:
         raise ConfigError(
@@ -343,6 +350,15 @@ def check(cfg: HFConfig) -> None:
         )
     src = load(cfg.config)
     hf_config(src)
+    if cfg.experts != HFConfig.experts and not is_moe(src.data):
+        raise ConfigError(
+            "model.experts",
+            cfg.experts,
+            f"picks an MoE experts implementation, and {src.label} is a dense model (no "
+            "num_experts_per_tok in its config.json): nothing would run it",
+            f"drop model.experts (the default, {HFConfig.experts}), or pick an MoE config such as "
+            "model.config=qwen3-moe-tiny",
+        )
     _set_fields(cfg, src)
     for key in ("n_layer", "n_embd", "n_head", "vocab_size"):
         if getattr(cfg, key) <= 0:
@@ -465,7 +481,7 @@ def memory(cfg: HFConfig) -> dict[str, int]:
     h = cfg.n_embd
     hd = int(d.get("head_dim") or h // cfg.n_head)
     kv = int(d.get("num_key_value_heads") or cfg.n_head) * hd
-    if "num_experts_per_tok" in d:
+    if is_moe(d):
         shared = int(d.get("n_shared_experts") or 0)
         expert = d.get("moe_intermediate_size") or d.get("intermediate_size", 4 * h)  # OLMoE: the latter
         ffn = int(expert) * (int(d["num_experts_per_tok"]) + shared)
