@@ -243,7 +243,128 @@ def _deepspeed_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
         _, gpu = estimate_zero2_model_states_mem_needs(n_params, num_gpus_per_node=world, cpu_offload=opt)
         method = f"DeepSpeed estimate_zero2_model_states_mem_needs (cpu_offload={opt}; ZeRO-1 and -2)"
     absent = 0 if opt or cfg.batch.grad_accum > 1 else ZERO_GRADIENT_BYTES[stage] * n_params // world
-    return gpu - absent, gpu, method
+    if stage != 3:
+        return gpu - absent, gpu, method
+    buffers = zero3_buffer_bytes(cfg, layout)
+    method += f"; {buffers.method}"
+    return gpu - absent + buffers.backward_start, gpu + buffers.step, method
+
+
+@dataclass(frozen=True, kw_only=True)
+class Zero3Buffers:
+    """ZeRO-3's GPU buffers that ``estimate_zero3_model_states_mem_needs`` does not count, in bytes
+    (:func:`zero3_buffer_bytes`)."""
+
+    reduce_bucket: int
+    """The gradient reduce bucket: ``reduce_bucket_size`` elements of the communication dtype."""
+    persistent: int
+    """Parameters kept gathered for the whole run (``stage3_param_persistence_threshold``)."""
+    retained: int
+    """Parameters gathered in forward and kept for backward (``stage3_max_live_parameters``,
+    ``stage3_max_reuse_distance``; prefetching needs ``stage3_prefetch_bucket_size`` > 0)."""
+    method: str
+    """The knobs as resolved, for :attr:`MemoryEstimate.method`."""
+
+    @property
+    def backward_start(self) -> int:
+        """Bytes at the start of backward: the bucket and every gathered parameter."""
+        return self.reduce_bucket + self.persistent + self.retained
+
+    @property
+    def step(self) -> int:
+        """Bytes at the optimizer step: the bucket and the persistent parameters (the others are
+        released as backward passes them)."""
+        return self.reduce_bucket + self.persistent
+
+
+def zero3_knobs(cfg: Any, layout: Layout) -> Any:
+    """The ZeRO-3 knobs the run gets, as DeepSpeed resolves them: flopsweep's config dict
+    (:func:`flopsweep.backends.deepspeed_config`: a ``None`` bucket is 5e8 elements on CUDA, ``h^2``
+    on the CPU, the persistence threshold ``10 h``) read by DeepSpeed's own
+    ``deepspeed.runtime.zero.config.DeepSpeedZeroConfig``, which fills what is left unset
+    (DeepSpeed 0.19.8: ``stage3_max_live_parameters`` and ``stage3_max_reuse_distance`` 1e9,
+    ``stage3_model_persistence_threshold`` unbounded). Returns that ``DeepSpeedZeroConfig``."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    from flopsweep.backends import deepspeed_config
+
+    ds = deepspeed_config(
+        backend=cfg.backend,
+        batch=cfg.batch,
+        precision=cfg.precision.name,
+        optim=cfg.optim,
+        model=cfg.model,
+        world_size=layout.dp,
+        device_type="cpu" if cfg.device == "cpu" else "cuda",
+    )
+    return DeepSpeedZeroConfig(**ds["zero_optimization"])
+
+
+def parameter_numels(cfg: Any) -> list[int]:
+    """Every parameter tensor's element count, in ``named_parameters`` order (a tied one once), from
+    the family's module built on the meta device (no memory, no weights)."""
+    import torch
+
+    with torch.device("meta"):
+        module = family(cfg.model).build(cfg.model, cfg.attention)
+    return [p.numel() for p in module.parameters()]
+
+
+def zero3_buffer_bytes(cfg: Any, layout: Layout) -> Zero3Buffers:
+    """What ZeRO-3 holds on the GPU beyond ``estimate_zero3_model_states_mem_needs`` (``4 x largest
+    layer + 18 P / W``), from DeepSpeed 0.19.8's code, with ``c`` the bytes of the 16-bit (or fp32)
+    parameters and of the communication dtype and ``W = dp``:
+
+    - **reduce bucket**: ``c x reduce_bucket_size`` with ``contiguous_gradients``, allocated once
+      and kept (``stage3.py``, ``DeepSpeedZeroOptimizer_Stage3.__init__``: ``bucket.buffer =
+      torch.empty(self.reduce_bucket_size, dtype=...)``, one ``IPGBucketZ3`` per communication
+      dtype); ZeRO-3 has no second bucket for ``overlap_comm`` (its reduction only runs on another
+      stream: the H200 ``overlap-off`` record peaks as the default does);
+    - **persistent parameters**: every tensor of at most ``stage3_param_persistence_threshold``
+      elements (up to ``stage3_model_persistence_threshold`` in all) stays gathered, in full
+      (``parameter_offload.py``, ``DeepSpeedZeRoOffload.mark_persistent_parameters``; the coordinator
+      never releases ``ds_persist`` ones, ``partitioned_param_coordinator.py`` ``__params_to_release``);
+    - **retained parameters**: the other gathered parameters that forward keeps for backward,
+      ``min(P - persistent, max(max_live, max_reuse / 2))``: the prefetcher gathers ahead
+      (``_fetch_sub_module_impl``: ``min(max_live_parameters - n_available, prefetch_bucket_size)``)
+      and marks the later uses of the gathered parameters it passes, which are then not released
+      (``__params_to_release``: ``__most_recent_step_id_param_fetched_for``), until
+      ``stage3_max_live_parameters`` are gathered; a parameter whose next use is within
+      ``stage3_max_reuse_distance`` elements of the trace is not released either (the top blocks:
+      their backward follows the layers above them twice, forward and backward). No prefetch
+      bucket: only the reuse distance. gpt-1.3b on two H200s keeps 18 of its 24 blocks and the
+      tied embedding, 1.01e9 elements at the default 1e9 (``results/h200x2/zero3-tuning``: all
+      of them with ``persist-2e7`` or ``live-3e9``, +0.57 GiB, as here).
+
+    Gathered parameters cost nothing when ``W = 1`` without parameter offload: DeepSpeed's
+    ``_no_gather_coalesced`` views the rank's own partition (``NoGatherHandle``); with
+    ``offload_param`` they are copied to the GPU and counted as above.
+
+    Args:
+        cfg: a resolved ``RunConfig`` with ``backend.zero_stage == 3``; layout: its degrees.
+    """
+    knobs = zero3_knobs(cfg, layout)
+    c = 4 if cfg.precision.name == "fp32" else 2
+    bucket = c * knobs.reduce_bucket_size if knobs.contiguous_gradients else 0
+    numels = parameter_numels(cfg)
+    persistent = 0
+    for n in numels:  # mark_persistent_parameters: in named_parameters order, up to the model's cap
+        if n <= knobs.param_persistence_threshold and persistent + n <= knobs.model_persistence_threshold:
+            persistent += n
+    live = knobs.max_live_parameters if knobs.prefetch_bucket_size > 0 else 0
+    retained = min(sum(numels) - persistent, max(live, knobs.max_reuse_distance // 2))
+    costs = layout.dp > 1 or _offload(cfg)[2]
+    method = (
+        f"ZeRO-3 reduce bucket {knobs.reduce_bucket_size:.3g} x {c} B, gathered parameters "
+        f"{persistent:.3g} persistent + {retained:.3g} retained (max_live {knobs.max_live_parameters:.3g}, "
+        f"max_reuse {knobs.max_reuse_distance:.3g}) x {c} B" + ("" if costs else ": free at W = 1")
+    )
+    return Zero3Buffers(
+        reduce_bucket=bucket,
+        persistent=c * persistent if costs else 0,
+        retained=c * retained if costs else 0,
+        method=method,
+    )
 
 
 def _model_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
