@@ -126,7 +126,8 @@ def rows(root: Path, folder: str | None, use_recorded: bool = False) -> list[Row
         measured = metrics.get("peak_cuda_allocated_bytes")
         if record["status"] != "ok" or not measured:
             continue
-        cfg = buckets_of_its_day(run_config(record["config"]), (record.get("run") or {}).get("started_at", ""))
+        started = (record.get("run") or {}).get("started_at", "")
+        cfg = buckets_of_its_day(run_config(record["config"]), started)
         recorded = metrics.get("predicted_peak_gib")
         if recorded is None or not use_recorded:
             degrees = record["system"].get("parallel") or {"dp_shard": record["system"]["world_size"]}

@@ -300,14 +300,22 @@ def zero3_knobs(cfg: Any, layout: Layout) -> Any:
     return DeepSpeedZeroConfig(**ds["zero_optimization"])
 
 
-def parameter_numels(cfg: Any) -> list[int]:
-    """Every parameter tensor's element count, in ``named_parameters`` order (a tied one once), from
-    the family's module built on the meta device (no memory, no weights)."""
-    import torch
+_NUMELS: dict[str, tuple[int, ...]] = {}
+""":func:`parameter_numels` by ``repr((model, attention))`` (a plan estimates every job)."""
 
-    with torch.device("meta"):
-        module = family(cfg.model).build(cfg.model, cfg.attention)
-    return [p.numel() for p in module.parameters()]
+
+def parameter_numels(cfg: Any) -> tuple[int, ...]:
+    """Every parameter tensor's element count, in ``named_parameters`` order (a tied one once), from
+    the family's module built on the meta device (no memory, no weights), as DeepSpeed's
+    ``mark_persistent_parameters`` walks them."""
+    key = repr((cfg.model, cfg.attention))
+    if key not in _NUMELS:
+        import torch
+
+        with torch.device("meta"):
+            module = family(cfg.model).build(cfg.model, cfg.attention)
+        _NUMELS[key] = tuple(p.numel() for p in module.parameters())
+    return _NUMELS[key]
 
 
 def zero3_buffer_bytes(cfg: Any, layout: Layout) -> Zero3Buffers:
