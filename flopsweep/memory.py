@@ -1,7 +1,8 @@
 """Peak GPU memory per rank of a planned run, before anything runs (``plan=true``, and every run's
 ``metrics.predicted_peak_gib``); on the CPU the same figures, times the ranks of the node, are host
-memory. A pure function of the resolved config and its :class:`~flopsweep.layout.Layout`: no torch,
-no device.
+memory. A pure function of the resolved config and its :class:`~flopsweep.layout.Layout`: no
+device, no weights (DeepSpeed's estimators import torch, and ZeRO-3's buffers count the parameter
+tensors of a meta-device build).
 
 The peak of a training step comes at one of two moments, and the estimate is the larger:
 
@@ -51,7 +52,14 @@ most in-flight micro-batches, or the last, which computes the loss):
     bf16 and fp32 gradient partitions and ZeRO-3 the ``2 P / W`` of bf16 ones
     (:data:`ZERO_GRADIENT_BYTES`; the H200 records checked this: the estimators alone are 5-14%
     over). The estimator knows no parameter offload without optimizer offload; that case is
-    counted as no offload (an upper bound). These are the functions behind DeepSpeed's printing
+    counted as no offload (an upper bound). ZeRO-3 holds more than its estimator counts
+    (:func:`zero3_buffer_bytes`, from DeepSpeed's code): the reduce bucket, ``c x
+    reduce_bucket_size``; the persistent parameters (tensors of at most
+    ``stage3_param_persistence_threshold`` elements) and, at the start of backward, those forward
+    keeps for backward, ``min(P - persistent, max(max_live, max_reuse / 2))``, ``c`` bytes each
+    when ``W > 1`` (one rank's gathered parameters are views of its partition); ``overlap_comm``
+    and ``stage3_prefetch_bucket_size`` size nothing more (the two-H200 ``zero3-tuning`` records:
+    within 0.4%, were 3.8-7.6% under). These are the functions behind DeepSpeed's printing
     ``estimate_zero3_model_states_mem_needs_all_live`` and ``estimate_zero2_..._all_live``,
     which read ``(total, largest layer)`` from a built model (``model_to_params``); the estimate
     takes them from the family (``ModelFamily.n_params``, ``largest_layer_params``: the same
@@ -339,10 +347,15 @@ def zero3_buffer_bytes(cfg: Any, layout: Layout) -> Zero3Buffers:
       (``__params_to_release``: ``__most_recent_step_id_param_fetched_for``), until
       ``stage3_max_live_parameters`` are gathered; a parameter whose next use is within
       ``stage3_max_reuse_distance`` elements of the trace is not released either (the top blocks:
-      their backward follows the layers above them twice, forward and backward). No prefetch
-      bucket: only the reuse distance. gpt-1.3b on two H200s keeps 18 of its 24 blocks and the
-      tied embedding, 1.01e9 elements at the default 1e9 (``results/h200x2/zero3-tuning``: all
-      of them with ``persist-2e7`` or ``live-3e9``, +0.57 GiB, as here).
+      between their two uses the trace passes the layers above them twice, forward and
+      backward). No prefetch bucket: only the reuse distance. gpt-1.3b on two H200s keeps 18 of
+      its 24 blocks and the tied embedding, 1.01e9 elements at the default 1e9
+      (``results/h200x2/zero3-tuning``: ``persist-2e7`` and ``live-3e9``, which keep every
+      parameter, peak 0.57 GiB higher, the other six blocks' weights and ``wpe``, to 0.05%; the
+      bucket records move by the bucket's bytes alone, prefetch bucket 3.8e6 to 1e9 alike). On
+      the CPU a small copy with ``max_reuse`` 0 kept fewer than ``max_live``
+      (tests/test_memory.py: one MLP matrix of 60,000 elements): there the term is an upper
+      bound.
 
     Gathered parameters cost nothing when ``W = 1`` without parameter offload: DeepSpeed's
     ``_no_gather_coalesced`` views the rank's own partition (``NoGatherHandle``); with
