@@ -65,6 +65,26 @@ def run_config(config: dict) -> fconfig.RunConfig:
     return dataclasses.replace(_node(fconfig.RunConfig, top), **groups)
 
 
+CUDA_BUCKET_SINCE = "2026-11-30T19:51:25+00:00"
+"""When ZeRO-3's unset buckets became 5e8 elements on CUDA (commit 5cb0efe,
+``flopsweep.backends.CUDA_BUCKET``); a record started before it ran with the sizes of its day."""
+
+
+def buckets_of_its_day(cfg: fconfig.RunConfig, started_at: str) -> fconfig.RunConfig:
+    """``cfg`` with the ZeRO-3 bucket sizes its run got: a record started before
+    :data:`CUDA_BUCKET_SINCE` with ``reduce_bucket_size`` or ``stage3_prefetch_bucket_size`` unset
+    ran with ``h^2`` and ``int(0.9 h^2)`` elements (``backends.deepspeed_config`` of that day), not
+    today's 5e8; the record keeps ``null``, so the re-estimate fills them in."""
+    b = cfg.backend
+    if b.name != "deepspeed" or b.zero_stage != 3 or not started_at or started_at >= CUDA_BUCKET_SINCE:
+        return cfg
+    h = cfg.model.n_embd
+    reduce = h * h if b.reduce_bucket_size is None else b.reduce_bucket_size
+    prefetch = int(0.9 * h * h) if b.stage3_prefetch_bucket_size is None else b.stage3_prefetch_bucket_size
+    backend = dataclasses.replace(b, reduce_bucket_size=reduce, stage3_prefetch_bucket_size=prefetch)
+    return dataclasses.replace(cfg, backend=backend)
+
+
 def unmodelled(cfg: fconfig.RunConfig) -> str | None:
     """Why the estimate does not model this set-up, or None."""
     if cfg.precision.name.startswith("fp8"):
@@ -106,7 +126,8 @@ def rows(root: Path, folder: str | None, use_recorded: bool = False) -> list[Row
         measured = metrics.get("peak_cuda_allocated_bytes")
         if record["status"] != "ok" or not measured:
             continue
-        cfg = run_config(record["config"])
+        started = (record.get("run") or {}).get("started_at", "")
+        cfg = buckets_of_its_day(run_config(record["config"]), started)
         recorded = metrics.get("predicted_peak_gib")
         if recorded is None or not use_recorded:
             degrees = record["system"].get("parallel") or {"dp_shard": record["system"]["world_size"]}

@@ -1,7 +1,8 @@
 """Peak GPU memory per rank of a planned run, before anything runs (``plan=true``, and every run's
 ``metrics.predicted_peak_gib``); on the CPU the same figures, times the ranks of the node, are host
-memory. A pure function of the resolved config and its :class:`~flopsweep.layout.Layout`: no torch,
-no device.
+memory. A pure function of the resolved config and its :class:`~flopsweep.layout.Layout`: no
+device, no weights (DeepSpeed's estimators import torch, and ZeRO-3's buffers count the parameter
+tensors of a meta-device build).
 
 The peak of a training step comes at one of two moments, and the estimate is the larger:
 
@@ -51,7 +52,14 @@ most in-flight micro-batches, or the last, which computes the loss):
     bf16 and fp32 gradient partitions and ZeRO-3 the ``2 P / W`` of bf16 ones
     (:data:`ZERO_GRADIENT_BYTES`; the H200 records checked this: the estimators alone are 5-14%
     over). The estimator knows no parameter offload without optimizer offload; that case is
-    counted as no offload (an upper bound). These are the functions behind DeepSpeed's printing
+    counted as no offload (an upper bound). ZeRO-3 holds more than its estimator counts
+    (:func:`zero3_buffer_bytes`, from DeepSpeed's code): the reduce bucket, ``c x
+    reduce_bucket_size``; the persistent parameters (tensors of at most
+    ``stage3_param_persistence_threshold`` elements) and, at the start of backward, those forward
+    keeps for backward, ``min(P - persistent, max(max_live, max_reuse / 2))``, ``c`` bytes each
+    when ``W > 1`` (one rank's gathered parameters are views of its partition); ``overlap_comm``
+    and ``stage3_prefetch_bucket_size`` size nothing more (the two-H200 ``zero3-tuning`` records:
+    within 0.4%, were 3.8-7.6% under). These are the functions behind DeepSpeed's printing
     ``estimate_zero3_model_states_mem_needs_all_live`` and ``estimate_zero2_..._all_live``,
     which read ``(total, largest layer)`` from a built model (``model_to_params``); the estimate
     takes them from the family (``ModelFamily.n_params``, ``largest_layer_params``: the same
@@ -243,7 +251,141 @@ def _deepspeed_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
         _, gpu = estimate_zero2_model_states_mem_needs(n_params, num_gpus_per_node=world, cpu_offload=opt)
         method = f"DeepSpeed estimate_zero2_model_states_mem_needs (cpu_offload={opt}; ZeRO-1 and -2)"
     absent = 0 if opt or cfg.batch.grad_accum > 1 else ZERO_GRADIENT_BYTES[stage] * n_params // world
-    return gpu - absent, gpu, method
+    if stage != 3:
+        return gpu - absent, gpu, method
+    buffers = zero3_buffer_bytes(cfg, layout)
+    method += f"; {buffers.method}"
+    return gpu - absent + buffers.backward_start, gpu + buffers.step, method
+
+
+@dataclass(frozen=True, kw_only=True)
+class Zero3Buffers:
+    """ZeRO-3's GPU buffers that ``estimate_zero3_model_states_mem_needs`` does not count, in bytes
+    (:func:`zero3_buffer_bytes`)."""
+
+    reduce_bucket: int
+    """The gradient reduce bucket: ``reduce_bucket_size`` elements of the communication dtype."""
+    persistent: int
+    """Parameters kept gathered for the whole run (``stage3_param_persistence_threshold``)."""
+    retained: int
+    """Parameters gathered in forward and kept for backward (``stage3_max_live_parameters``,
+    ``stage3_max_reuse_distance``; prefetching needs ``stage3_prefetch_bucket_size`` > 0)."""
+    method: str
+    """The knobs as resolved, for :attr:`MemoryEstimate.method`."""
+
+    @property
+    def backward_start(self) -> int:
+        """Bytes at the start of backward: the bucket and every gathered parameter."""
+        return self.reduce_bucket + self.persistent + self.retained
+
+    @property
+    def step(self) -> int:
+        """Bytes at the optimizer step: the bucket and the persistent parameters (the others are
+        released as backward passes them)."""
+        return self.reduce_bucket + self.persistent
+
+
+def zero3_knobs(cfg: Any, layout: Layout) -> Any:
+    """The ZeRO-3 knobs the run gets, as DeepSpeed resolves them: flopsweep's config dict
+    (:func:`flopsweep.backends.deepspeed_config`: a ``None`` bucket is 5e8 elements on CUDA, ``h^2``
+    on the CPU, the persistence threshold ``10 h``) read by DeepSpeed's own
+    ``deepspeed.runtime.zero.config.DeepSpeedZeroConfig``, which fills what is left unset
+    (DeepSpeed 0.19.8: ``stage3_max_live_parameters`` and ``stage3_max_reuse_distance`` 1e9,
+    ``stage3_model_persistence_threshold`` unbounded). Returns that ``DeepSpeedZeroConfig``."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    from flopsweep.backends import deepspeed_config
+
+    ds = deepspeed_config(
+        backend=cfg.backend,
+        batch=cfg.batch,
+        precision=cfg.precision.name,
+        optim=cfg.optim,
+        model=cfg.model,
+        world_size=layout.dp,
+        device_type="cpu" if cfg.device == "cpu" else "cuda",
+    )
+    return DeepSpeedZeroConfig(**ds["zero_optimization"])
+
+
+_NUMELS: dict[str, tuple[int, ...]] = {}
+""":func:`parameter_numels` by ``repr((model, attention))`` (a plan estimates every job)."""
+
+
+def parameter_numels(cfg: Any) -> tuple[int, ...]:
+    """Every parameter tensor's element count, in ``named_parameters`` order (a tied one once), from
+    the family's module built on the meta device (no memory, no weights), as DeepSpeed's
+    ``mark_persistent_parameters`` walks them."""
+    key = repr((cfg.model, cfg.attention))
+    if key not in _NUMELS:
+        import torch
+
+        with torch.device("meta"):
+            module = family(cfg.model).build(cfg.model, cfg.attention)
+        _NUMELS[key] = tuple(p.numel() for p in module.parameters())
+    return _NUMELS[key]
+
+
+def zero3_buffer_bytes(cfg: Any, layout: Layout) -> Zero3Buffers:
+    """What ZeRO-3 holds on the GPU beyond ``estimate_zero3_model_states_mem_needs`` (``4 x largest
+    layer + 18 P / W``), from DeepSpeed 0.19.8's code, with ``c`` the bytes of the 16-bit (or fp32)
+    parameters and of the communication dtype and ``W = dp``:
+
+    - **reduce bucket**: ``c x reduce_bucket_size`` with ``contiguous_gradients``, allocated once
+      and kept (``stage3.py``, ``DeepSpeedZeroOptimizer_Stage3.__init__``: ``bucket.buffer =
+      torch.empty(self.reduce_bucket_size, dtype=...)``, one ``IPGBucketZ3`` per communication
+      dtype); ZeRO-3 has no second bucket for ``overlap_comm`` (its reduction only runs on another
+      stream: the H200 ``overlap-off`` record peaks as the default does);
+    - **persistent parameters**: every tensor of at most ``stage3_param_persistence_threshold``
+      elements (up to ``stage3_model_persistence_threshold`` in all) stays gathered, in full
+      (``parameter_offload.py``, ``DeepSpeedZeRoOffload.mark_persistent_parameters``; the coordinator
+      never releases ``ds_persist`` ones, ``partitioned_param_coordinator.py`` ``__params_to_release``);
+    - **retained parameters**: the other gathered parameters that forward keeps for backward,
+      ``min(P - persistent, max(max_live, max_reuse / 2))``: the prefetcher gathers ahead
+      (``_fetch_sub_module_impl``: ``min(max_live_parameters - n_available, prefetch_bucket_size)``)
+      and marks the later uses of the gathered parameters it passes, which are then not released
+      (``__params_to_release``: ``__most_recent_step_id_param_fetched_for``), until
+      ``stage3_max_live_parameters`` are gathered; a parameter whose next use is within
+      ``stage3_max_reuse_distance`` elements of the trace is not released either (the top blocks:
+      between their two uses the trace passes the layers above them twice, forward and
+      backward). No prefetch bucket: only the reuse distance. gpt-1.3b on two H200s keeps 18 of
+      its 24 blocks and the tied embedding, 1.01e9 elements at the default 1e9
+      (``results/h200x2/zero3-tuning``: ``persist-2e7`` and ``live-3e9``, which keep every
+      parameter, peak 0.57 GiB higher, the other six blocks' weights and ``wpe``, to 0.05%; the
+      bucket records move by the bucket's bytes alone, prefetch bucket 3.8e6 to 1e9 alike). On
+      the CPU a small copy with ``max_reuse`` 0 kept fewer than ``max_live``
+      (tests/test_memory.py: one MLP matrix of 60,000 elements): there the term is an upper
+      bound.
+
+    Gathered parameters cost nothing when ``W = 1`` without parameter offload: DeepSpeed's
+    ``_no_gather_coalesced`` views the rank's own partition (``NoGatherHandle``); with
+    ``offload_param`` they are copied to the GPU and counted as above.
+
+    Args:
+        cfg: a resolved ``RunConfig`` with ``backend.zero_stage == 3``; layout: its degrees.
+    """
+    knobs = zero3_knobs(cfg, layout)
+    c = 4 if cfg.precision.name == "fp32" else 2
+    bucket = c * knobs.reduce_bucket_size if knobs.contiguous_gradients else 0
+    numels = parameter_numels(cfg)
+    persistent = 0
+    for n in numels:  # mark_persistent_parameters: in named_parameters order, up to the model's cap
+        if n <= knobs.param_persistence_threshold and persistent + n <= knobs.model_persistence_threshold:
+            persistent += n
+    live = knobs.max_live_parameters if knobs.prefetch_bucket_size > 0 else 0
+    retained = min(sum(numels) - persistent, max(live, knobs.max_reuse_distance // 2))
+    costs = layout.dp > 1 or _offload(cfg)[2]
+    method = (
+        f"ZeRO-3 reduce bucket {knobs.reduce_bucket_size:.3g} x {c} B, gathered parameters "
+        f"{persistent:.3g} persistent + {retained:.3g} retained (max_live {knobs.max_live_parameters:.3g}, "
+        f"max_reuse {knobs.max_reuse_distance:.3g}) x {c} B" + ("" if costs else ": free at W = 1")
+    )
+    return Zero3Buffers(
+        reduce_bucket=bucket,
+        persistent=c * persistent if costs else 0,
+        retained=c * retained if costs else 0,
+        method=method,
+    )
 
 
 def _model_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:

@@ -15,9 +15,16 @@ import pytest
 import yaml
 from helpers import run_py
 
-from flopsweep.backends import DeepSpeedConfig, FSDPConfig
+from flopsweep.backends import CUDA_BUCKET, DeepSpeedConfig, FSDPConfig
 from flopsweep.checkpointing import EveryNConfig
-from flopsweep.config import AttentionConfig, BackendConfig, CheckpointingConfig, ConfigError, RunConfig
+from flopsweep.config import (
+    AttentionConfig,
+    BackendConfig,
+    CheckpointingConfig,
+    ConfigError,
+    PrecisionConfig,
+    RunConfig,
+)
 from flopsweep.layout import Layout
 from flopsweep.memory import (
     GIB,
@@ -29,6 +36,7 @@ from flopsweep.memory import (
     offload_host_bytes,
     planned_gpu_bytes,
     stage_params,
+    zero3_buffer_bytes,
 )
 from flopsweep.models import family
 from flopsweep.models.gpt2 import GPT2Config
@@ -44,6 +52,12 @@ TOKENS = MB * S
 GATHERED = 2 * (REST + 2 * BLOCK)
 """FSDP2's bf16 all-gathered weights at the start of backward: the root's group, two blocks."""
 CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
+ZERO3_SMALL = L * 13 * H + 2 * H
+"""gpt-1.3b's tensors of at most ``10 h`` elements (flopsweep's ZeRO-3 persistence threshold): per
+block the two LayerNorms' weights and biases and the four linear biases, ``13 h``; ``ln_f``, ``2 h``."""
+ZERO3_EXTRA = 2 * CUDA_BUCKET + 2 * ZERO3_SMALL + 2 * 10**9
+"""ZeRO-3's buffers beyond DeepSpeed's estimator for gpt-1.3b on two GPUs at the CUDA defaults, bf16:
+the 5e8-element reduce bucket, the persistent tensors and 1e9 retained parameters (max_live)."""
 
 
 def _llama(name: str) -> LlamaConfig:
@@ -240,23 +254,81 @@ def test_deepspeed_estimators_less_the_gradients_not_yet_made() -> None:
     assert zero2.step_states == 2 * P + int(18 * P / 4) and "estimate_zero2" in zero2.method
     assert zero2.model_states == zero2.step_states - 6 * P // 4
     zero3 = estimate(_cfg(DeepSpeedConfig(zero_stage=3)), Layout(dp_shard=4))
-    assert zero3.step_states == 4 * largest + int(18 * P / 4) and "estimate_zero3" in zero3.method
-    assert zero3.model_states == zero3.step_states - 2 * P // 4
+    bucket_and_persistent = 2 * CUDA_BUCKET + 2 * ZERO3_SMALL  # zero3_buffer_bytes
+    step = 4 * largest + int(18 * P / 4) + bucket_and_persistent
+    assert zero3.step_states == step and "estimate_zero3" in zero3.method
+    assert zero3.model_states == zero3.step_states - 2 * P // 4 + 2 * 10**9  # the retained parameters
+
+
+def _zero3(precision: str = "bf16", world: int = 2, **knobs):
+    cfg = _cfg(DeepSpeedConfig(zero_stage=3, **knobs), precision=PrecisionConfig(name=precision))
+    return zero3_buffer_bytes(cfg, Layout(dp_shard=world))
+
+
+def test_zero3_knobs_size_its_buffers_as_deepspeed_allocates_them() -> None:
+    """gpt-1.3b on two GPUs, bf16, at flopsweep's CUDA defaults (buckets 5e8, persistence 10 h) and
+    DeepSpeed's (max_live and max_reuse 1e9), then one knob at a time: the amounts
+    ``zero3_buffer_bytes`` documents, in bytes."""
+    base = _zero3()
+    assert (base.reduce_bucket, base.persistent, base.retained) == (
+        2 * CUDA_BUCKET,
+        2 * ZERO3_SMALL,
+        2 * 10**9,
+    )
+    assert base.backward_start == ZERO3_EXTRA and base.step == ZERO3_EXTRA - 2 * 10**9
+    # the reduce bucket: reduce_bucket_size bf16 elements; the prefetch bucket sizes no buffer
+    bigger = _zero3(reduce_bucket_size=10**9, stage3_prefetch_bucket_size=10**9)
+    assert bigger.backward_start - base.backward_start == 2 * (10**9 - CUDA_BUCKET)
+    # persistence 2e7: every tensor but the V x h embedding stays gathered; forward keeps that too
+    persist = _zero3(stage3_param_persistence_threshold=2 * 10**7)
+    assert (persist.persistent, persist.retained) == (2 * (P - V * H), 2 * V * H)
+    # max_live and max_reuse 3e9: every parameter is kept for backward, as with persistence
+    live = _zero3(stage3_max_live_parameters=3 * 10**9, stage3_max_reuse_distance=3 * 10**9)
+    assert live.persistent + live.retained == persist.persistent + persist.retained == 2 * P
+    # the reuse distance counts the layers above twice (forward, then backward): half of it
+    assert _zero3(stage3_max_reuse_distance=24 * 10**8).retained == 2 * 12 * 10**8
+    # no prefetch bucket, no prefetcher: only the reuse distance keeps parameters
+    assert _zero3(stage3_prefetch_bucket_size=0).retained == 2 * 5 * 10**8
+    # ZeRO-3 has one reduce bucket with or without overlap_comm
+    assert _zero3(overlap_comm=False).backward_start == base.backward_start
+    # one rank: a gathered parameter is a view of the rank's own partition; the bucket stays
+    one = _zero3(world=1)
+    assert (one.reduce_bucket, one.persistent, one.retained) == (2 * CUDA_BUCKET, 0, 0)
+    # fp32: 4 bytes per element
+    assert _zero3("fp32").backward_start == 2 * base.backward_start
+
+
+def test_zero3_buffers_move_the_estimate_by_what_they_add() -> None:
+    """The estimate's ZeRO-3 model states are DeepSpeed's estimator's plus :func:`zero3_buffer_bytes`:
+    a larger reduce bucket raises the peak by exactly its bytes, persistence by the parameters it
+    adds to those gathered."""
+    base = estimate(_cfg(DeepSpeedConfig(zero_stage=3)), Layout(dp_shard=2))
+    assert base.model_states == 4 * V * H + int(18 * P / 2) - 2 * P // 2 + ZERO3_EXTRA
+    assert "reduce bucket 5e+08" in base.method
+    bucket = estimate(_cfg(DeepSpeedConfig(zero_stage=3, reduce_bucket_size=10**9)), Layout(dp_shard=2))
+    assert bucket.total - base.total == 2 * (10**9 - CUDA_BUCKET)
+    persist = DeepSpeedConfig(zero_stage=3, stage3_param_persistence_threshold=2 * 10**7)
+    gathered = estimate(_cfg(persist), Layout(dp_shard=2)).total - base.total
+    assert gathered == 2 * P - 2 * (ZERO3_SMALL + 10**9)
 
 
 def test_deepspeed_offload_uses_the_estimators_offload_arguments() -> None:
+    # plus ZeRO-3's buffers (zero3_buffer_bytes): the retained parameters only before backward
     opt = estimate(_cfg(OffloadZero(zero_stage=3)), Layout(dp_shard=2))
-    assert opt.model_states == opt.step_states == 4 * V * H + int(2 * P / 2)
+    assert opt.model_states == 4 * V * H + int(2 * P / 2) + ZERO3_EXTRA
+    assert opt.step_states == opt.model_states - 2 * 10**9
     assert "cpu_offload=True, cpu_offload_params=False" in opt.method
     both = estimate(_cfg(OffloadZero(zero_stage=3, offload_param="nvme")), Layout(dp_shard=2))
-    assert both.model_states == 4 * V * H and "cpu_offload_params=True" in both.method
+    assert both.model_states == 4 * V * H + ZERO3_EXTRA and "cpu_offload_params=True" in both.method
     zero2 = estimate(_cfg(OffloadZero(zero_stage=2)), Layout(dp_shard=2))
     assert zero2.model_states == zero2.step_states == 2 * P
-    # one GPU, ZeRO-3 with offload_optimizer=cpu: the GPU keeps the bf16 parameters (2 P) and the
-    # estimator's 4 x largest layer beside the activations; the host the fp32 master weights,
+    # one GPU, ZeRO-3 with offload_optimizer=cpu: the GPU keeps the bf16 parameters (2 P), the
+    # estimator's 4 x largest layer and the 5e8-element reduce bucket beside the activations (the
+    # gathered parameters are views of its own partition); the host the fp32 master weights,
     # gradients and AdamW moments (16 P)
     one = estimate(_cfg(OffloadZero(zero_stage=3)), Layout())
-    assert one.model_states == 4 * V * H + 2 * P and one.lowest_block == one.reduce_buffers == 0
+    assert one.model_states == 4 * V * H + 2 * P + 2 * CUDA_BUCKET
+    assert one.lowest_block == one.reduce_buffers == 0
     assert one.total == one.backward_start == one.model_states + one.activations + one.logits
     assert offload_host_bytes(_cfg(OffloadZero(zero_stage=3)), Layout()) == 16 * P
 
@@ -443,3 +515,90 @@ def test_a_cpu_run_records_the_predicted_peak(tmp_path: Path, hydra_compose) -> 
     expected = round(estimate(cfg, Layout()).total / GIB, 6)
     assert record["metrics"]["predicted_peak_gib"] == expected > 0
     assert record["metrics"]["peak_cuda_allocated_bytes"] is None
+
+
+TINY_ZERO3 = GPT2Config(name="tiny-zero3", n_layer=4, n_embd=64, n_head=4, seq_len=16, vocab_size=512)
+"""A GPT small enough for two gloo ranks, with an embedding (V h = 32768) larger than its blocks'
+largest tensor (the MLP's 4 h^2 = 16384), as gpt-1.3b's is."""
+
+
+def _zero3_tiny(**knobs) -> RunConfig:
+    backend = DeepSpeedConfig(zero_stage=3, reduce_bucket_size=3000, **knobs)
+    cfg = dataclasses.replace(RunConfig(), model=TINY_ZERO3, backend=backend, device="cpu")
+    cfg.batch.micro_batch_size = 2
+    return cfg
+
+
+def _zero3_rank(rank: int, world: int, cfgs: dict, init: str, out: str) -> None:
+    """One ZeRO-3 rank: per config, DeepSpeed's reduce bucket, its persistent elements and the
+    elements gathered at the start of backward of each of four steps, to ``out/<name>-<rank>.json``."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+    from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
+
+    from flopsweep.backends import build_deepspeed
+
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world))  # zero.Init reads them
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        torch.set_num_threads(1)
+        for name, cfg in cfgs.items():
+            engine = build_deepspeed(cfg, torch.device("cpu"), Layout(dp_shard=world)).engine
+            params = list(engine.module.parameters())
+            gathered = []
+            for _ in range(4):  # the first step records the module trace, the second uses it
+                tokens = torch.randint(0, TINY_ZERO3.vocab_size, (2, TINY_ZERO3.seq_len + 1))
+                loss = engine(tokens)
+                gathered.append(sum(p.ds_numel for p in params if p.ds_status == ZeroParamStatus.AVAILABLE))
+                engine.backward(loss)
+                engine.step()
+            result = {
+                "bucket": [b.buffer.numel() for b in engine.optimizer.ipg_buckets.values()],
+                "persistent": sum(p.ds_numel for p in params if p.ds_persist),
+                "gathered": gathered,
+            }
+            (Path(out) / f"{name}-{rank}.json").write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_zero3_buffers_are_what_deepspeed_holds_on_two_ranks() -> None:
+    """Two gloo ranks, real DeepSpeed ZeRO-3 (flopsweep's ``build_deepspeed``): the reduce bucket it
+    allocates, the elements it marks persistent and those gathered at the start of backward are
+    :func:`zero3_buffer_bytes`' (over the 2 bytes of bf16), at the defaults (max_live 1e9: every
+    parameter is kept), with the persistence threshold over the blocks' tensors, with a small
+    ``stage3_max_live_parameters`` and the reuse distance over the model (all kept), and, where
+    ``stage3_max_live_parameters`` binds, more than none and at most its figure and one tensor more
+    (the prefetcher stops after passing it; here one MLP matrix of its 60,000, so an upper bound)."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    live = 60_000  # a third of the parameters
+    cfgs = {
+        "defaults": _zero3_tiny(),
+        "persist": _zero3_tiny(stage3_param_persistence_threshold=16384),
+        "live": _zero3_tiny(stage3_max_live_parameters=live, stage3_max_reuse_distance=0),
+        "reuse": _zero3_tiny(stage3_max_live_parameters=live),  # max_reuse 1e9 keeps them all
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(_zero3_rank, args=(2, cfgs, f"file://{tmp}/store", tmp), nprocs=2, join=True)
+        got = {f.stem: json.loads(f.read_text()) for f in Path(tmp).glob("*.json")}
+    p = family(TINY_ZERO3).n_params(TINY_ZERO3)
+    largest = max(4 * 64 * 64, 512 * 64)
+    for name, cfg in cfgs.items():
+        want = zero3_buffer_bytes(cfg, Layout(dp_shard=2))
+        for rank in (0, 1):
+            seen = got[f"{name}-{rank}"]
+            assert seen["bucket"] == [want.reduce_bucket // 2] == [3000], (name, seen)
+            assert seen["persistent"] == want.persistent // 2, (name, seen)
+            kept = seen["gathered"][2:]  # once the trace is complete
+            formula = (want.persistent + want.retained) // 2
+            if name == "live":
+                assert formula == want.persistent // 2 + live
+                assert all(0 < k - want.persistent // 2 <= live + largest for k in kept), (name, seen)
+            else:
+                assert formula == p and kept == [p, p], (name, seen)
