@@ -76,14 +76,16 @@ def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
     """The best ok run (most tokens/s) of each set-up at each size (``n_params``), with
     ``frontier`` (its key), ``largest`` (the set-up's largest ok size) and ``searched`` (the
     size came from ``search.model=largest``). Runs that fail their checks are left out; when some run
-    searched, so are the set-ups without a searched run (a size ladder is a frontier only alone)."""
+    searched, so are the set-ups without a searched run (a size ladder is a frontier only alone). A
+    search counts whatever its own status: a search whose measured run was cut short still found the
+    set-up's size, which a plain run of that size then measures."""
     ok = df[rankable(df, "tokens_per_s") & df["n_params"].notna()].copy()
     if ok.empty:
         return ok.assign(frontier=[], largest=[], searched=[])
     ok["frontier"] = frontier_key(ok)
     ok["searched"] = ok["model_search"].eq(SEARCHED) if "model_search" in ok else False
-    if ok["searched"].any():  # a search's set-ups only: the other runs of the inputs are no frontier
-        ok = ok[ok["frontier"].isin(ok.loc[ok["searched"], "frontier"])]
+    if searched(df):  # a search's set-ups only: the other runs of the inputs are no frontier
+        ok = ok[ok["frontier"].isin(set(frontier_key(df[df["model_search"].eq(SEARCHED)])))]
     ok = ok.sort_values("tokens_per_s", ascending=False, kind="stable")
     best = ok.drop_duplicates(["frontier", "n_params"]).copy()
     top = best.groupby("frontier")["n_params"].transform("max")
@@ -99,9 +101,19 @@ def frontier_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _larger_failed(df: pd.DataFrame, key: str, n_params: float) -> str | None:
-    """``model: status`` of the smallest run of set-up ``key`` above ``n_params`` parameters that was
-    not ok (an ``oom`` at the next size of a ladder), or None."""
-    failed = df[df["frontier"].eq(key) & df["status"].ne("ok") & df["n_params"].gt(n_params)]
+    """What failed above the set-up ``key``'s largest size ``n_params``: a search's own probe
+    (``search_failed`` of a searched run of the set-up, whatever that run's status: ``n_layer=30
+    (7.59B): killed``), else ``model: status`` of the smallest unsearched run above ``n_params``
+    that was not ok (an ``oom`` at the next size of a ladder), else None. A searched run's own
+    status says nothing of size (its ``n_params`` is the configured model's, and a run cut short is
+    an ``error``), so it is never read as a size that failed."""
+    mine = df[df["frontier"].eq(key)]
+    searches = mine[mine["model_search"].eq(SEARCHED)] if "model_search" in mine else mine.iloc[:0]
+    probes = [t for t in searches.get("search_failed", pd.Series(dtype=object)) if isinstance(t, str)]
+    if probes:
+        return probes[0]
+    failed = mine.drop(searches.index)
+    failed = failed[failed["status"].ne("ok") & failed["n_params"].gt(n_params)]
     if failed.empty:
         return None
     first = failed.sort_values("n_params", kind="stable").iloc[0]
@@ -119,7 +131,7 @@ def frontier_table(df: pd.DataFrame) -> pd.DataFrame:
     largest["sizes"] = largest["frontier"].map(points.groupby("frontier").size())
     probes = largest["search_failed"] if "search_failed" in largest else pd.Series(None, index=largest.index)
     failed = [
-        _larger_failed(everything, key, n) or (probe if isinstance(probe, str) else None)
+        probe if isinstance(probe, str) else _larger_failed(everything, key, n)
         for key, n, probe in zip(largest["frontier"], largest["n_params"], probes, strict=True)
     ]
     largest["larger_failed"] = pd.Series(failed, index=largest.index, dtype=object)

@@ -180,6 +180,32 @@ def test_the_frontier_is_the_largest_ok_size_of_each_set_up(tmp_path: Path) -> N
     assert ax.get_xscale() == "log"
 
 
+def test_a_search_cut_short_keeps_its_set_up_and_its_failed_probe(tmp_path: Path) -> None:
+    """A search whose measured run was stopped (status ``error``, its ``n_params`` the configured
+    model's) still admits its set-up: a plain run at the size it found is that set-up's frontier,
+    bounded by the search's own failed probe, never by the stopped run's status."""
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    cut = variant(base, ckpt="full", n_params=8 * 10**9, tokens=0.0, status="error", search=True)
+    cut["run"]["model_search"] = {
+        "result": 29,
+        "probes": [
+            {"n_layer": 28, "n_params": 7 * 10**9, "status": "ok", "tokens_per_s": 112.0},
+            {"n_layer": 30, "n_params": 7.6 * 10**9, "status": "killed", "tokens_per_s": None},
+            {"n_layer": 29, "n_params": 7.4 * 10**9, "status": "ok", "tokens_per_s": 111.0},
+        ],
+    }
+    records = [
+        cut,
+        variant(base, ckpt="full", n_params=int(7.4 * 10**9), tokens=115.0),  # measured at 29 blocks
+        variant(base, ckpt="none", n_params=2 * 10**9, tokens=900.0),  # no search: no frontier
+    ]
+    df = load(write(tmp_path, records))
+    table = frontier_table(df)
+    assert table["n_params"].tolist() == [int(7.4 * 10**9)]
+    assert table["tokens_per_s"].tolist() == [115.0]
+    assert table["larger_failed"].tolist() == ["n_layer=30 (7.6B): killed"]
+
+
 def test_the_cli_prints_the_frontier_and_the_html_report_adds_it(tmp_path: Path, capsys) -> None:
     base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
     records = [
