@@ -331,6 +331,20 @@ def _fsdp_offload(backend: FSDPConfig, device_type: str) -> Any:
     return CPUOffloadPolicy(pin_memory=device_type == "cuda")
 
 
+def run_deepspeed_config(cfg: RunConfig, layout: Layout, device_type: str) -> dict[str, Any]:
+    """:func:`deepspeed_config` of a ``RunConfig`` on its layout (world size ``layout.dp``) and a
+    device type (``cuda`` or ``cpu``): what the engine gets, and what the memory estimate reads."""
+    return deepspeed_config(
+        backend=cfg.backend,
+        batch=cfg.batch,
+        precision=cfg.precision.name,
+        optim=cfg.optim,
+        model=cfg.model,
+        world_size=layout.dp,
+        device_type=device_type,
+    )
+
+
 def deepspeed_config(
     *,
     backend: DeepSpeedConfig,
@@ -522,15 +536,7 @@ def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> Dee
         deepspeed.init_distributed()  # adopts the process group the worker already made
     for line in chatter.getvalue().splitlines():
         log.debug("%s", line)
-    ds_config = deepspeed_config(
-        backend=cfg.backend,
-        batch=cfg.batch,
-        precision=cfg.precision.name,
-        optim=cfg.optim,
-        model=cfg.model,
-        world_size=layout.dp,
-        device_type=device.type,
-    )
+    ds_config = run_deepspeed_config(cfg, layout, device.type)
     stage3 = cfg.backend.zero_stage == 3
     fam = family(cfg.model)
     # zero_init=False (hf): built whole on the host, partitioned by deepspeed.initialize.

@@ -294,17 +294,9 @@ def zero3_knobs(cfg: Any, layout: Layout) -> Any:
     ``stage3_model_persistence_threshold`` unbounded). Returns that ``DeepSpeedZeroConfig``."""
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
 
-    from flopsweep.backends import deepspeed_config
+    from flopsweep.backends import run_deepspeed_config
 
-    ds = deepspeed_config(
-        backend=cfg.backend,
-        batch=cfg.batch,
-        precision=cfg.precision.name,
-        optim=cfg.optim,
-        model=cfg.model,
-        world_size=layout.dp,
-        device_type="cpu" if cfg.device == "cpu" else "cuda",
-    )
+    ds = run_deepspeed_config(cfg, layout, "cpu" if cfg.device == "cpu" else "cuda")
     return DeepSpeedZeroConfig(**ds["zero_optimization"])
 
 
