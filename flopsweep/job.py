@@ -362,6 +362,22 @@ def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, s
     return "", ""
 
 
+def offload_host_note(p: Plan) -> str:
+    """For a plan of GPUs that are not here (``plan_gpu``, ``plan_gpu_memory_gib``), whose hosts'
+    memory this machine cannot know: the host memory the offloaded states need per node
+    (:func:`flopsweep.memory.offload_host_bytes` times the node's ranks, a lower bound), stated
+    instead of checked; empty without offload."""
+    from flopsweep.memory import offload_host_bytes
+
+    need = offload_host_bytes(p.cfg, p.layout) * p.nproc_per_node
+    if not need:
+        return ""
+    return (
+        f"offload needs at least {need / 2**30:.1f} GiB of host memory per node (not checked: the "
+        "planned GPUs' hosts are not this machine)"
+    )
+
+
 def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """``plan=true``: validate the job and estimate it, start nothing, write no record.
 
@@ -392,6 +408,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             env, cuda_available=True, gpu_count=nproc, bf16_supported=True, capability=(9, 0)
         )
         note = "no GPU here: placed as on a GPU of capability 9.0"
+    if asked_gpu:  # the target's hosts are not this one: their memory is not known here
+        env = dataclasses.replace(env, host_memory_bytes=None)
     row = dict.fromkeys(PLAN_COLUMNS, "")
     row.update(
         job=info.job_num if info.job_num is not None else "",
@@ -419,7 +437,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             est_peak_gib_per_rank=significant(est.total / 2**30),  # a tiny model's 0.0123, not 0.0
         )
         row["fits"], row["fits_on"] = _fits(p, est.total, env, placed=bool(note))
-        row["note"] = "; ".join(n for n in (note, auto_batch_note(p.cfg.batch), est.method) if n)
+        host = offload_host_note(p) if asked_gpu else ""
+        row["note"] = "; ".join(n for n in (note, auto_batch_note(p.cfg.batch), est.method, host) if n)
         gpu_name = torch_device_name() if env.cuda_available and p.device == "cuda" and not note else None
         gpu_name = gpu_name or cfg.plan_gpu  # the GPU asked about: its datasheet and NVLink
         row.update(plan_prediction(p, gpu_name, calibrations))

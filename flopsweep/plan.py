@@ -546,7 +546,7 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
     refused: its out-of-memory error becomes the ``oom`` status."""
     if env.host_memory_bytes is None:
         return
-    _check_offload_host_memory(cfg, nproc, layout, env.host_memory_bytes)
+    _check_offload_host_memory(cfg, nproc, layout, env.host_memory_bytes, device=device)
     if device != "cpu":
         return
     need = memory.model_states_floor(cfg, layout) * nproc
@@ -560,8 +560,7 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
         "model",
         cfg.model.name,
         f"on the CPU the fp32 weights, gradients and AdamW states of {plural(nproc, 'rank')} take at "
-        f"least {need / 2**30:.1f} GiB, more than this machine's {env.host_memory_bytes / 2**30:.1f} GiB "
-        "of memory",
+        f"least {need / 2**30:.1f} GiB, more than {_host_phrase(env.host_memory_bytes)}",
         f"pick a smaller model (e.g. model=gpt-tiny){shard}, or run on GPUs with device=cuda",
     )
 
@@ -570,7 +569,18 @@ OFFLOAD_KEYS = ("cpu_offload", "offload_optimizer", "offload_param")
 """The backend keys that put model states in host memory (:func:`flopsweep.memory.offload_host_bytes`)."""
 
 
-def _check_offload_host_memory(cfg: RunConfig, nproc: int, layout: Layout, host_bytes: int) -> None:
+def _host_phrase(host_bytes: int) -> str:
+    """``the N GiB this machine lets a process use (...)``: the host memory of the checks, which is
+    the cgroup's limit where that is smaller (:func:`flopsweep.hostmem.total_bytes`)."""
+    return (
+        f"the {host_bytes / 2**30:.1f} GiB this machine lets a process use (its memory, or its cgroup's "
+        "limit if smaller)"
+    )
+
+
+def _check_offload_host_memory(
+    cfg: RunConfig, nproc: int, layout: Layout, host_bytes: int, *, device: str = "cuda"
+) -> None:
     """Refuse, on any device, a run whose ranks on this machine offload more bytes to the host
     (:func:`flopsweep.memory.offload_host_bytes`, a lower bound, times the ranks of the node) than the
     machine may use (:func:`flopsweep.hostmem.total_bytes`): it would swap or meet the OOM killer,
@@ -588,9 +598,11 @@ def _check_offload_host_memory(cfg: RunConfig, nproc: int, layout: Layout, host_
         f"backend.{key}",
         value,
         f"offload puts at least {need / 2**30:.1f} GiB of model states of {plural(nproc, 'rank')} in host "
-        f"memory, more than the {host_bytes / 2**30:.1f} GiB this machine lets a process use (its "
-        "memory, or its cgroup's limit if smaller)",
-        "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn "
+        f"memory, more than {_host_phrase(host_bytes)}",
+        "pick a smaller model, or run on GPUs with device=cuda (offloading on the CPU moves the states "
+        "nowhere)"
+        if device == "cpu"
+        else "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn "
         "offload off",
     )
 

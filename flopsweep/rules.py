@@ -146,23 +146,27 @@ def selective_attention(cfg: RunConfig) -> None:
 def every_n_within_the_layers(cfg: RunConfig) -> None:
     """``activation_checkpointing=every_n`` with ``every`` above ``model.n_layer`` checkpoints no block
     (:func:`flopsweep.checkpointing.checkpointed_blocks`): the run would be ``none`` recorded as
-    ``every_n``. A model search grows ``n_layer`` up to ``search.max_n_layer``, so there ``every`` is
-    held to that. ``model=hf``'s ``n_layer`` is its config.json's, read by the model's check before
-    this rule (0: not read yet, not checked)."""
+    ``every_n``. A model search probes every size from ``search.min_n_layer`` up, and may settle on
+    any of them, so there ``every`` is held to the smallest (a search settling below ``every`` would
+    record ``none`` as ``every_n``). ``model=hf``'s ``n_layer`` is its config.json's, read by the
+    model's check before this rule (0: not read yet, not checked)."""
     ac = cfg.activation_checkpointing
     every = getattr(ac, "every", None)
     if ac.name != "every_n" or not isinstance(every, int):
         return
     if cfg.search.model == "largest":
-        key, most = "search.max_n_layer", cfg.search.max_n_layer
+        key, most = "search.min_n_layer", cfg.search.min_n_layer
+        fix = f"set search.min_n_layer={every} or more, or activation_checkpointing.every={most} or less"
     else:
         key, most = "model.n_layer", cfg.model.n_layer
+        fix = f"set activation_checkpointing.every={most} or less, or pick another policy"
     if 0 < most < every:
+        what = "a size the search may settle on" if key.startswith("search") else "the model"
         raise ConfigError(
             "activation_checkpointing.every",
             every,
-            f"is more than {key}={most}, so no block would be checkpointed",
-            f"set activation_checkpointing.every={most} or less, or pick another policy",
+            f"is more than {key}={most}, so no block of {what} would be checkpointed",
+            fix,
         )
 
 

@@ -3,11 +3,13 @@ kernel's cgroup v2 and v1 mounts lay them out, and used by the offload check bef
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import os
 from pathlib import Path
 
 import pytest
+from helpers import run_py
 
 from flopsweep import hostmem
 from flopsweep.config import ConfigError, RunConfig
@@ -91,3 +93,36 @@ def test_a_cgroup_limit_below_the_offloaded_states_refuses_the_run_in_one_line()
     )
     assert "\n" not in str(err.value)
     assert resolve(cfg, dataclasses.replace(host, host_memory_bytes=64 * GIB)).device == "cuda"
+
+
+def test_on_the_cpu_the_offload_refusal_suggests_only_what_runs_there() -> None:
+    """On the CPU, offload to nvme is refused and turning offload off keeps the states on the same
+    host: the fix names a smaller model or device=cuda only."""
+    llama = LlamaConfig(n_layer=16, n_embd=2048, n_head=32, n_kv_head=8, ffn_dim=8192, vocab_size=128256)
+    cfg = dataclasses.replace(RunConfig(), model=llama, backend=FSDPConfig(cpu_offload=True), device="cpu")
+    host = Environment(cpu_count=8, host_memory_bytes=16 * GIB)
+    with pytest.raises(ConfigError) as err:
+        resolve(cfg, host)
+    message = str(err.value)
+    assert err.value.key == "backend.cpu_offload" and "device=cuda" in message
+    assert "nvme" not in message and "offload off" not in message
+
+
+@pytest.mark.slow
+def test_a_plan_for_gpus_not_here_states_the_offload_host_memory_instead_of_refusing(tmp_path: Path) -> None:
+    """plan_gpu plans another machine, whose hosts' memory is not this one's: an offload that would not
+    fit here is planned, and its note gives the host memory it needs per node."""
+    proc = run_py(
+        "plan=true",
+        "model=llama3.1-8b",
+        "backend=fsdp",
+        "backend.cpu_offload=true",
+        "plan_gpu=H100",
+        "nproc_per_node=1",
+        f"hydra.run.dir={tmp_path}",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    row = next(csv.DictReader((tmp_path / "plan.csv").open()))
+    assert row["status"] == "ok", row["note"]
+    assert "offload needs at least 119.7 GiB of host memory per node (not checked" in row["note"]

@@ -73,7 +73,9 @@ def test_a_cpu_run_whose_model_states_exceed_host_memory_is_refused() -> None:
         "take at least 19.6 GiB"
     ), message
     assert (
-        "this machine's 16.0 GiB" in message and "Fix: pick a smaller model (e.g. model=gpt-tiny)" in message
+        "the 16.0 GiB this machine lets a process use (its memory, or its cgroup's limit if smaller)"
+        in message
+        and "Fix: pick a smaller model (e.g. model=gpt-tiny)" in message
     )
     assert "\n" not in message
     assert resolve(dataclasses.replace(big, model=GPT2Config()), host).device == "cpu"
@@ -116,7 +118,7 @@ def test_plan_on_the_cpu_says_whether_the_host_memory_holds_it(tmp_path: Path) -
     rows = list(csv.DictReader((tmp_path / "plan.csv").open()))
     assert (rows[0]["status"], rows[0]["fits"]) == ("ok", "True")
     if big:
-        assert rows[1]["status"] == "invalid" and "more than this machine's" in rows[1]["note"]
+        assert rows[1]["status"] == "invalid" and "this machine lets a process use" in rows[1]["note"]
 
 
 def test_the_host_memory_refusal_suggests_sharding_only_where_it_helps() -> None:

@@ -51,11 +51,12 @@ def test_every_n_beyond_the_layers_is_refused_and_within_them_passes(hydra_compo
     rules.check(hydra_compose(["activation_checkpointing=every_n", "activation_checkpointing.every=2"]))
 
 
-def test_every_n_beyond_the_layers_is_refused_for_model_hf_and_beyond_a_searchs_largest_size(
+def test_every_n_beyond_the_layers_is_refused_for_model_hf_and_beyond_a_searchs_smallest_size(
     hydra_compose,
 ) -> None:
     """model=hf's n_layer comes from its config.json (qwen3-tiny: 2 blocks), read by validation before
-    the rule; a search grows n_layer up to search.max_n_layer, so every above that checkpoints nothing."""
+    the rule; a search may settle on any size from search.min_n_layer up, so every above that would
+    record a `none` run as every_n (a fresh-user trial found a search settle on 5 blocks, every=8)."""
     every = ["device=cpu", "activation_checkpointing=every_n"]
     with pytest.raises(ConfigError) as hf:
         validate(hydra_compose(["model=hf", *every, "activation_checkpointing.every=3"]))
@@ -64,10 +65,18 @@ def test_every_n_beyond_the_layers_is_refused_for_model_hf_and_beyond_a_searchs_
     assert (
         validate(hydra_compose(["model=hf", *every, "activation_checkpointing.every=2"])).model.n_layer == 2
     )
-    search = ["model=llama-tiny", "search.model=largest", "search.max_n_layer=8", *every]
+    search = [
+        "model=llama-tiny",
+        "search.model=largest",
+        "search.min_n_layer=4",
+        "search.max_n_layer=64",
+        *every,
+    ]
     with pytest.raises(ConfigError) as big:
-        rules.check(hydra_compose([*search, "activation_checkpointing.every=9"]))
-    assert "search.max_n_layer=8" in str(big.value) and "\n" not in str(big.value)
+        rules.check(hydra_compose([*search, "activation_checkpointing.every=5"]))
+    message = str(big.value)
+    assert "search.min_n_layer=4" in message and "\n" not in message
+    assert "set search.min_n_layer=5 or more, or activation_checkpointing.every=4 or less" in message
     rules.check(
-        hydra_compose([*search, "activation_checkpointing.every=8"])
+        hydra_compose([*search, "activation_checkpointing.every=4"])
     )  # above llama-tiny's 2: searched
