@@ -165,7 +165,9 @@ def link(
 ) -> pr.Link:
     """The bus bandwidths, the first that is known of: ``predict.intra_node_gbps``/``inter_node_gbps``;
     the run's own probe (``system.interconnect``, across nodes too when ``nnodes`` > 1); the
-    calibration record's probe; the bandwidth that profiled multi-rank ``records`` imply
+    calibration record's probe; the probe of another of ``records`` (the one of most ranks: a
+    one-rank calibration beside a two-rank run of the same folder; in a node only); the bandwidth
+    that profiled multi-rank ``records`` imply
     (:func:`flopsweep.predict.calibrated_busbw`, the run's backend first); an assumed share of
     ``device_name``'s NVLink (:func:`flopsweep.predict.assumed_link`). An empty
     :class:`~flopsweep.predict.Link` when none is known. Each names itself in ``source``."""
@@ -182,6 +184,11 @@ def link(
         return pr.Link(intra=own.intra, inter=own.intra if cfg.nnodes > 1 else {}, source=own.source)
     if calibration and calibration.get("system", {}).get("interconnect"):
         return pr.link_from_probe(calibration["system"]["interconnect"], source="the calibration's probe")
+    probed = [(n, r) for n, r in records if (r.get("system") or {}).get("interconnect")]
+    if probed:  # another record's probe (a multi-rank run of predict.calibration): its ranks' node
+        name, rec = max(probed, key=lambda nr: (nr[1]["system"].get("world_size") or 0, nr[0]))
+        own = pr.link_from_probe(rec["system"]["interconnect"], source=f"the probe of {name}")
+        return pr.Link(intra=own.intra, inter={}, source=own.source)
     backend = pr.backend_of({"config": {"backend": _config_dict(cfg)["backend"]}})
     bus = pr.calibrated_busbw(records, backend=backend) or pr.calibrated_busbw(records)
     if bus:  # in a node only: the records' ranks shared one

@@ -742,3 +742,22 @@ def test_the_predict_table_keeps_its_prediction_columns_at_120_characters(tmp_pa
     header = out.splitlines()[0].split()
     assert "pred_s" in header and "pred_err" in header, out
     assert max(len(line) for line in out.splitlines()[:3]) <= 120, out
+
+
+def test_a_plan_takes_the_bandwidth_from_a_probed_record_of_its_calibration(hydra_compose) -> None:
+    """A trial planned 2 ranks from a folder with a 1-rank and a probed 2-rank record: the 1-rank
+    record calibrates the compute (it has no probe), and the 2-rank record's probe gives the bus
+    bandwidth (it said "no bus bandwidth ... the probe measures it")."""
+    from flopsweep.forecast import link
+    from flopsweep.plan import validate
+
+    cfg = validate(hydra_compose(["device=cpu", "backend=fsdp", "nproc_per_node=2"]))
+    one, two = _record(1), _record(2)
+    two["system"]["interconnect"] = [
+        {"collective": c, "bytes": 1 << 20, "busbw_gbps": 2.5} for c in pr.COLLECTIVES
+    ]
+    made = link(cfg, None, one, [("cal/1/metrics.json", one), ("cal/2/metrics.json", two)])
+    assert made.source == "the probe of cal/2/metrics.json"
+    assert set(made.intra) == set(pr.COLLECTIVES) and all(v == 2.5 for v in made.intra.values())
+    assert not made.inter
+    assert link(cfg, None, one, [("cal/1/metrics.json", one)]).source != made.source  # nothing probed
