@@ -438,7 +438,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         )
         row["fits"], row["fits_on"] = _fits(p, est.total, env, placed=bool(note))
         host = offload_host_note(p) if asked_gpu else ""
-        row["note"] = "; ".join(n for n in (note, auto_batch_note(p.cfg.batch), est.method, host) if n)
+        notes = (note, auto_batch_note(p.cfg.batch), model_search_note(p.cfg), est.method, host)
+        row["note"] = "; ".join(n for n in notes if n)
         gpu_name = torch_device_name() if env.cuda_available and p.device == "cuda" and not note else None
         gpu_name = gpu_name or cfg.plan_gpu  # the GPU asked about: its datasheet and NVLink
         row.update(plan_prediction(p, gpu_name, calibrations))
@@ -458,6 +459,19 @@ def auto_batch_note(batch: BatchConfig) -> str:
     if batch.name != "auto":
         return ""
     return f"batch=auto: estimated at micro batch {batch.micro_batch_size}, the search's start"
+
+
+def model_search_note(cfg: RunConfig) -> str:
+    """What a ``search.model=largest`` plan row is estimated at: the configured ``model.n_layer``,
+    while the search probes from ``search.min_n_layer`` to ``search.max_n_layer`` blocks and the size
+    it measures is found only by running; ``""`` without a search."""
+    s = cfg.search
+    if s.model != "largest":
+        return ""
+    return (
+        f"search.model=largest: estimated at model.n_layer={cfg.model.n_layer}; the search probes "
+        f"{s.min_n_layer} to {s.max_n_layer} blocks"
+    )
 
 
 def torch_device_name() -> str:

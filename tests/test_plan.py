@@ -202,3 +202,18 @@ def test_a_batch_auto_plan_row_says_it_is_estimated_at_the_searchs_start(
     row2 = plan_job(two, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert "estimated at micro batch 2, the search's start" in row2["note"]
     assert float(row2["est_peak_gib_per_rank"]) > float(row["est_peak_gib_per_rank"])
+
+
+def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(hydra_compose, tmp_path: Path) -> None:
+    """``search.model=largest`` finds its size only by running: the row is the configured model's, and
+    its note names that size and the range the search probes (a trial read it as the searched size)."""
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "search.model=largest"]
+    cfg = hydra_compose([*args, "search.min_n_layer=3", "search.max_n_layer=40"])
+    row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    expected = "search.model=largest: estimated at model.n_layer=2; the search probes 3 to 40 blocks"
+    assert expected in row["note"], row["note"]
+    plain = plan_job(hydra_compose(args[:3]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert "search.model" not in plain["note"]
