@@ -813,6 +813,14 @@ def _median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+HOST_BOUND = 0.2
+"""The share of a calibration's profiled step in which the GPU idles (``breakdown.idle_s / step_s``)
+above which its prediction's source says it is host-bound: the model has no host term, so the
+idle is carried over as compute. The H200 records: DDP and FSDP2 one-GPU calibrations idle 2-4%
+and predict within 5%; DeepSpeed's idle 27-50% on one GPU against 10-35% on two, and its pairs miss
+by 9-40% (benchmarks/RESULTS.md, "Predicted step time")."""
+
+
 def calibration_compute(
     target: Workload,
     name: str,
@@ -840,6 +848,15 @@ def calibration_compute(
     if optimizer is None and rate is not None:
         optimizer = rate[0] * cal.n_params / (cal.degree("tp") * cal.degree("pp") * _shard(cal))
         how = f" (optimizer {rate[0] * 1e12:.3g} ps per parameter a rank updates: {rate[1]})"
+    if (
+        isinstance(b, dict)
+        and (b.get("step_s") or 0) > 0
+        and (b.get("idle_s") or 0) / b["step_s"] > HOST_BOUND
+    ):
+        how += (
+            f"; host-bound: the GPU idles {b['idle_s'] / b['step_s']:.0%} of its profiled step, carried "
+            "over unchanged (no host term)"
+        )
     if exposed is None and cal.world_size > 1:
         link = link_from_probe(_get(record, ("system", "interconnect")), source=name)
         soft, hard = comm_seconds(transfers(cal, gpus_per_node=cal.world_size), link)

@@ -761,3 +761,17 @@ def test_a_plan_takes_the_bandwidth_from_a_probed_record_of_its_calibration(hydr
     assert set(made.intra) == set(pr.COLLECTIVES) and all(v == 2.5 for v in made.intra.values())
     assert not made.inter
     assert link(cfg, None, one, [("cal/1/metrics.json", one)]).source != made.source  # nothing probed
+
+
+def test_a_host_bound_calibration_says_so_in_its_source() -> None:
+    """A calibration whose profile has the GPU idle for more than pr.HOST_BOUND of its step (DeepSpeed on
+    one H200: 27-50%) names the share in the prediction's source; a busy one (DDP, FSDP2: 2-4%) does not."""
+    busy = {"step_s": 1.0, "compute_s": 0.97, "optimizer_s": 0.02, "exposed_comm_s": 0.0, "idle_s": 0.03}
+    idle = {**busy, "compute_s": 0.6, "idle_s": 0.38}
+    target = pr.workload_from_record(_record(2))
+    for breakdown, said in ((busy, False), (idle, True)):
+        cal = _record(1, breakdown={**breakdown, "view": "cuda", "optimizer_from": "launch"})
+        compute = pr.calibration_compute(target, "cal/metrics.json", cal)
+        assert ("host-bound: the GPU idles 38% of its profiled step" in compute.source) is said, (
+            compute.source
+        )
