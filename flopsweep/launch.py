@@ -16,6 +16,7 @@ import json
 import logging
 import multiprocessing.connection
 import os
+import random
 import signal
 import socket
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flopsweep import record as rec
+from flopsweep.files import RecordError, read_regular
 from flopsweep.worker import RankSpec, spawned_main
 
 if TYPE_CHECKING:
@@ -54,8 +56,42 @@ class Outcome:
     """Findings that do not cost the run its figures (a rank that died while tearing down)."""
 
 
-def free_port() -> int:
-    """A TCP port that was free a moment ago, for the rendezvous on 127.0.0.1."""
+LOWEST_PORT = 20000
+"""The lowest rendezvous port drawn (submitit's ``TorchDistributedEnvironment`` draws from 20000 up)."""
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""Linux's range of ephemeral ports (``32768 60999`` by default): the kernel hands these to every
+outgoing connection, so a rendezvous port drawn from it can be taken between the draw and the bind
+by any other process's connection (two test suites side by side lost one run in ~1,400 to it)."""
+
+
+def ephemeral_low(path: Path = EPHEMERAL_RANGE) -> int:
+    """The lowest ephemeral port of this machine (``ip_local_port_range``, a bounded read), 32768
+    when it cannot be read or makes no sense."""
+    try:
+        low = int(read_regular(path, 256).split()[0])
+    except (RecordError, ValueError, IndexError):
+        return 32768
+    return low if LOWEST_PORT + 1000 <= low <= 65535 else 32768
+
+
+def rendezvous_port(seed: int | str | None = None) -> int:
+    """A TCP port for the rendezvous, drawn below the ephemeral range (:data:`EPHEMERAL_RANGE`), so
+    that no other process's outgoing connection takes it. ``seed`` (a Slurm job id): every task of
+    the job draws the same port, unchecked (the tasks cannot compare). Without it, the port is one
+    that 127.0.0.1 could bind a moment ago (at most 64 draws, then any free port the kernel gives).
+    """
+    high = ephemeral_low() - 1
+    rng = random.Random(seed)
+    if seed is not None:
+        return rng.randint(LOWEST_PORT, high)
+    for _ in range(64):
+        port = rng.randint(LOWEST_PORT, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -83,7 +119,7 @@ def launch_local(plan: Plan, job_dir: Path) -> Outcome:
         job_dir=str(job_dir),
         scratch_dir=str(scratch),
         master_addr="127.0.0.1",
-        master_port=free_port(),
+        master_port=rendezvous_port(),
         nproc_per_node=nproc,
         layout=plan.layout,
         verbose=logging.getLogger("flopsweep").isEnabledFor(logging.DEBUG),

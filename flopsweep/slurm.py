@@ -8,7 +8,9 @@ the job number. Inside a task, :func:`launch_slurm_task` spawns no worker: the t
 rank. Its place comes from ``submitit.helpers.TorchDistributedEnvironment`` (``SLURM_PROCID``,
 ``SLURM_LOCALID``, ``SLURM_NTASKS``, the first host of ``SLURM_JOB_NODELIST``), exported as
 ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``
-(``MASTER_PORT`` from the environment if set, else drawn from the job id).
+(``MASTER_PORT`` from the environment if set, else drawn from the job id below the ephemeral
+ports, :func:`flopsweep.launch.rendezvous_port`: submitit's own draw, 20000-60000, overlaps
+Linux's ephemeral 32768-60999, where any process's outgoing connection can hold it).
 
 GPUs: ``CUDA_VISIBLE_DEVICES`` is left as Slurm or submitit set it (``export`` is called with
 ``set_cuda_visible_devices=False``). A task that sees exactly one GPU (Slurm bound one GPU to each
@@ -45,7 +47,7 @@ from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
 
 from flopsweep import record as rec
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.launch import SCRATCH, Outcome, collect
+from flopsweep.launch import SCRATCH, Outcome, collect, rendezvous_port
 from flopsweep.record import METRICS_FILE
 from flopsweep.text import plural
 from flopsweep.worker import RankSpec, run_rank
@@ -228,8 +230,11 @@ def launch_slurm_task(plan: Plan, job_dir: Path) -> Outcome:
         job_dir: the Hydra job directory, shared by every task of the job; scratch files go to
             ``job_dir/.flopsweep``.
     """
+    from submitit import JobEnvironment
     from submitit.helpers import TorchDistributedEnvironment
 
+    if "MASTER_PORT" not in os.environ:  # every task of the job draws the same, below the ephemeral ports
+        os.environ["MASTER_PORT"] = str(rendezvous_port(JobEnvironment().job_id))
     env = TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
     cfg, world = plan.cfg, plan.world_size
     if env.world_size != world:
