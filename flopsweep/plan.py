@@ -599,8 +599,8 @@ def _check_offload_host_memory(
         value,
         f"offload puts at least {need / 2**30:.1f} GiB of model states of {plural(nproc, 'rank')} in host "
         f"memory, more than {_host_phrase(host_bytes)}",
-        "pick a smaller model, or run on GPUs with device=cuda (offloading on the CPU moves the states "
-        "nowhere)"
+        "pick a smaller model (e.g. model=gpt-tiny); to ask whether it fits GPUs that are not here, "
+        "add plan=true plan_gpu=H100 (offloading on the CPU moves the states nowhere)"
         if device == "cpu"
         else "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn "
         "offload off",

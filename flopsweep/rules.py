@@ -156,10 +156,12 @@ def every_n_within_the_layers(cfg: RunConfig) -> None:
         return
     if cfg.search.model == "largest":
         key, most = "search.min_n_layer", cfg.search.min_n_layer
-        fix = f"set search.min_n_layer={every} or more, or activation_checkpointing.every={most} or less"
+        fix = f"set search.min_n_layer={every} or more" + (
+            f", or activation_checkpointing.every between 1 and {most}" if most > 1 else ""
+        )
     else:
         key, most = "model.n_layer", cfg.model.n_layer
-        fix = f"set activation_checkpointing.every={most} or less, or pick another policy"
+        fix = f"set activation_checkpointing.every between 1 and {most}, or pick another policy"
     if 0 < most < every:
         what = "a size the search may settle on" if key.startswith("search") else "the model"
         raise ConfigError(

@@ -104,7 +104,8 @@ def test_on_the_cpu_the_offload_refusal_suggests_only_what_runs_there() -> None:
     with pytest.raises(ConfigError) as err:
         resolve(cfg, host)
     message = str(err.value)
-    assert err.value.key == "backend.cpu_offload" and "device=cuda" in message
+    assert err.value.key == "backend.cpu_offload" and "model=gpt-tiny" in message
+    assert "plan=true plan_gpu=H100" in message and "device=cuda" not in message
     assert "nvme" not in message and "offload off" not in message
 
 

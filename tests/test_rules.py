@@ -61,7 +61,7 @@ def test_every_n_beyond_the_layers_is_refused_for_model_hf_and_beyond_a_searchs_
     with pytest.raises(ConfigError) as hf:
         validate(hydra_compose(["model=hf", *every, "activation_checkpointing.every=3"]))
     assert (hf.value.key, hf.value.value) == ("activation_checkpointing.every", 3)
-    assert "model.n_layer=2" in str(hf.value) and "every=2 or less" in str(hf.value)
+    assert "model.n_layer=2" in str(hf.value) and "every between 1 and 2" in str(hf.value)
     assert (
         validate(hydra_compose(["model=hf", *every, "activation_checkpointing.every=2"])).model.n_layer == 2
     )
@@ -76,7 +76,16 @@ def test_every_n_beyond_the_layers_is_refused_for_model_hf_and_beyond_a_searchs_
         rules.check(hydra_compose([*search, "activation_checkpointing.every=5"]))
     message = str(big.value)
     assert "search.min_n_layer=4" in message and "\n" not in message
-    assert "set search.min_n_layer=5 or more, or activation_checkpointing.every=4 or less" in message
+    assert "set search.min_n_layer=5 or more, or activation_checkpointing.every between 1 and 4" in message
     rules.check(
         hydra_compose([*search, "activation_checkpointing.every=4"])
     )  # above llama-tiny's 2: searched
+
+
+def test_every_n_under_a_search_from_one_block_suggests_only_raising_the_start(hydra_compose) -> None:
+    """With search.min_n_layer=1 no every above 1 passes, so the fix does not offer one (a trial
+    followed "every=1 or less" to 0, which is refused too)."""
+    args = ["model=llama-tiny", "device=cpu", "search.model=largest", "activation_checkpointing=every_n"]
+    with pytest.raises(ConfigError) as err:
+        rules.check(hydra_compose(args))  # every=2 by default
+    assert str(err.value).endswith("Fix: set search.min_n_layer=2 or more."), str(err.value)
