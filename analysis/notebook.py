@@ -465,6 +465,13 @@ def execute(
             progress(current["n"], total, label(cell))
 
     private = tempfile.mkdtemp(prefix="flopsweep-kernel-")
+    # The kernel process's own stderr (not a cell's: that reaches the notebook over zmq) goes to a
+    # file in the private folder, shown only when the kernel fails: after the last cell, libzmq can
+    # abort a kernel that is shutting down ("Assertion failed: pfd.revents & POLLIN", zeromq/libzmq
+    # #1307), a line that says nothing about the notebook, which was executed and is written.
+    from flopsweep.files import create_new
+
+    log_fd, _ = create_new(Path(private), "kernel-", ".log")
     client = NotebookClient(
         nb,
         timeout=timeout,
@@ -478,25 +485,43 @@ def execute(
         on_cell_execute=started,
     )
     try:
-        _run_client(client, kernel_env(notebook_dir), stopped)
+        _run_client(client, kernel_env(notebook_dir), stopped, stderr=log_fd)
     except CellExecutionError as exc:
         why = f"{exc.ename}: {str(exc.evalue).strip().splitlines()[0] if str(exc.evalue).strip() else ''}"
         raise _cell_error(current["cell"], current["n"], total, why.rstrip(": ")) from None
     except (CellTimeoutError, DeadKernelError) as exc:
+        said = _last_line(log_fd)
         if current["cell"] is None:
-            raise NotebookError(f"the {KERNEL} kernel died before any cell ran: {exc}") from None
+            raise NotebookError(f"the {KERNEL} kernel died before any cell ran: {exc}{said}") from None
         why = f"no result within {timeout} s" if isinstance(exc, CellTimeoutError) else "the kernel died"
-        raise _cell_error(current["cell"], current["n"], total, why) from None
+        raise _cell_error(current["cell"], current["n"], total, why + said) from None
     except NoSuchKernel:
         raise NotebookError(f'no Jupyter kernel named {KERNEL}: pip install -e ".[notebook]"') from None
     except RuntimeError as exc:  # the kernel did not start or answer (nbclient's own RuntimeError)
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if current["cell"] is None:
-            raise NotebookError(f"the {KERNEL} kernel did not start: {why}") from None
-        raise _cell_error(current["cell"], current["n"], total, why) from None
+            raise NotebookError(f"the {KERNEL} kernel did not start: {why}{_last_line(log_fd)}") from None
+        raise _cell_error(current["cell"], current["n"], total, why + _last_line(log_fd)) from None
     finally:
+        os.close(log_fd)
         shutil.rmtree(private, ignore_errors=True)
     return nb
+
+
+KERNEL_LOG_TAIL_BYTES = 4096
+"""The most of the kernel's own stderr read back for an error message (its end)."""
+
+
+def _last_line(fd: int) -> str:
+    """``"; the kernel said: LINE"``: the last non-empty line of the kernel's stderr file ``fd``
+    (of its last :data:`KERNEL_LOG_TAIL_BYTES`), 200 characters at most; ``""`` when it said nothing."""
+    try:
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, KERNEL_LOG_TAIL_BYTES, max(0, size - KERNEL_LOG_TAIL_BYTES))
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.decode("utf-8", "replace").splitlines() if line.strip()]
+    return f"; the kernel said: {lines[-1][:200]}" if lines else ""
 
 
 class NotebookInterrupted(KeyboardInterrupt):
@@ -504,8 +529,8 @@ class NotebookInterrupted(KeyboardInterrupt):
     written. ``python -m analysis`` prints one line and exits 130."""
 
 
-def _run_client(client: Any, env: dict[str, str], stopped: list[int]) -> None:
-    """``client.execute(env=env)`` in a worker thread, with the main thread taking SIGINT and SIGTERM.
+def _run_client(client: Any, env: dict[str, str], stopped: list[int], stderr: int | None = None) -> None:
+    """``client.execute(env=env, stderr=stderr)`` in a worker thread, with the main thread taking SIGINT and SIGTERM.
 
     On the main thread nbclient installs its own signal handlers, which shut the kernel down under
     the running cell and end in some 70 lines of asyncio and zmq tracebacks. Here a signal is
@@ -534,14 +559,14 @@ def _run_client(client: Any, env: dict[str, str], stopped: list[int]) -> None:
 
     def work() -> None:
         try:
-            client.execute(env=env)
+            client.execute(env=env, stderr=stderr)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             outcome["error"] = exc
 
     try:
         previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     except ValueError:  # not the main thread
-        client.execute(env=env)
+        client.execute(env=env, stderr=stderr)
         return
     try:
         worker = threading.Thread(target=work, name="nbclient", daemon=True)

@@ -132,6 +132,26 @@ def test_a_moved_copy_of_the_committed_notebook_runs_when_given_a_path(tmp_path)
     assert f"{SWEEP}: {summary(load(SWEEP))}" in text_of(cell(nb, "load"))
 
 
+@pytest.mark.slow
+def test_the_kernels_own_stderr_is_shown_only_when_it_dies(tmp_path, capfd):
+    """What the kernel process writes to its stderr (not a cell's output, which reaches the notebook)
+    stays out of the terminal while the notebook runs (libzmq can print an assertion as the kernel
+    shuts down) and is named, by its last line, when the kernel dies."""
+    new = nbformat.v4.new_code_cell
+    quiet = nbformat.v4.new_notebook(cells=[new("import os\nos.write(2, b'said by the kernel process\\n')")])
+    execute(quiet, tmp_path)
+    assert_executed_without_errors(quiet)
+    assert "said by the kernel process" not in capfd.readouterr().err
+
+    dies = nbformat.v4.new_notebook(cells=[new("1"), new("import os\nos.write(2, b'first\\nlast words\\n')\nos._exit(3)")])
+    with pytest.raises(NotebookError) as info:
+        execute(dies, tmp_path)
+    message = str(info.value)
+    assert message.startswith("notebook cell 2/2 (import os) failed: the kernel died")
+    assert message.endswith("; the kernel said: last words") and "\n" not in message
+    assert "last words" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
