@@ -530,7 +530,8 @@ class NotebookInterrupted(KeyboardInterrupt):
 
 
 def _run_client(client: Any, env: dict[str, str], stopped: list[int], stderr: int | None = None) -> None:
-    """``client.execute(env=env, stderr=stderr)`` in a worker thread, with the main thread taking SIGINT and SIGTERM.
+    """``client.execute(env=env, stderr=stderr)`` (``stderr``: the kernel process's, a descriptor) in a
+    worker thread, with the main thread taking SIGINT and SIGTERM.
 
     On the main thread nbclient installs its own signal handlers, which shut the kernel down under
     the running cell and end in some 70 lines of asyncio and zmq tracebacks. Here a signal is

@@ -143,7 +143,9 @@ def test_the_kernels_own_stderr_is_shown_only_when_it_dies(tmp_path, capfd):
     assert_executed_without_errors(quiet)
     assert "said by the kernel process" not in capfd.readouterr().err
 
-    dies = nbformat.v4.new_notebook(cells=[new("1"), new("import os\nos.write(2, b'first\\nlast words\\n')\nos._exit(3)")])
+    dies = nbformat.v4.new_notebook(
+        cells=[new("1"), new("import os\nos.write(2, b'first\\nlast words\\n')\nos._exit(3)")]
+    )
     with pytest.raises(NotebookError) as info:
         execute(dies, tmp_path)
     message = str(info.value)
