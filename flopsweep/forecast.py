@@ -131,7 +131,7 @@ def unmatched(cfg: RunConfig, world: int, records: Sequence[tuple[str, dict[str,
     """Why none of the ``predict.calibration`` records calibrates ``cfg`` on ``world`` ranks: the
     nearest record (the fewest differences, :func:`flopsweep.predict.calibration_differences`,
     micro batch aside: another one would have been scaled) and what it does not share, or that
-    none has a smaller world size, or is ok with a step time."""
+    none ran on ``world`` ranks or fewer, or is ok with a step time."""
     mine = {"config": _config_dict(cfg)}
     usable = [
         (n, r)
@@ -141,9 +141,9 @@ def unmatched(cfg: RunConfig, world: int, records: Sequence[tuple[str, dict[str,
     ]
     if not usable:
         return f"none of its {len(records)} records is ok with a step time"
-    smaller = [(n, r) for n, r in usable if (pr._world(r) or world) < world]
+    smaller = [(n, r) for n, r in usable if pr.calibrates_world(pr._world(r), world, same_world=True)]
     if not smaller:
-        return f"none of its {len(usable)} ok records ran on fewer than {world} ranks"
+        return f"none of its {len(usable)} ok records ran on {world} ranks or fewer"
 
     def differs(r: dict[str, Any]) -> list[str]:
         return [
@@ -250,6 +250,7 @@ def _prediction(
             backend_config=own,
             hostname=socket.gethostname(),
             micro_batch=exact,
+            same_world=True,  # a record of the set-up itself, the best calibration there is
         )
     if not picked and recompute_mode(cfg) == "unknown":
         why = (
