@@ -23,6 +23,7 @@ from flopsweep.files import RecordError, read_json
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.record import METRICS_FILE
+from flopsweep.text import plural
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ def unmatched(cfg: RunConfig, world: int, records: Sequence[tuple[str, dict[str,
         return f"none of its {len(records)} records is ok with a step time"
     smaller = [(n, r) for n, r in usable if pr.calibrates_world(pr._world(r), world, same_world=True)]
     if not smaller:
-        return f"none of its {len(usable)} ok records ran on {world} ranks or fewer"
+        return f"none of its {len(usable)} ok records ran on {plural(world, 'rank')} or fewer"
 
     def differs(r: dict[str, Any]) -> list[str]:
         return [

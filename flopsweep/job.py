@@ -521,7 +521,7 @@ def search_size(p: Plan, env: Environment) -> tuple[Plan, str]:
     if s.min_n_layer <= n <= s.max_n_layer:
         return p, f"search.model=largest: estimated at model.n_layer={n}; the search probes {span}"
     size = min(max(n, s.min_n_layer), s.max_n_layer)
-    which = "the search's first probe" if size == s.min_n_layer else "the most the search probes"
+    which = "the search's first probe" if n < s.min_n_layer else "the most the search probes"
     note = (
         f"search.model=largest: estimated at n_layer={size}, {which} (model.n_layer={n} is outside "
         f"the {span} it probes)"

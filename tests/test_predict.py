@@ -253,6 +253,21 @@ def test_the_calibration_is_the_same_setup_at_a_smaller_world() -> None:
     assert pr.calibration_key(old) == key
 
 
+def test_a_record_at_the_same_world_calibrates_only_when_asked() -> None:
+    """The job and plan=true (``same_world``) take a record of the set-up at their own world size, first
+    as the largest; the analysis does not, so that its predictions test the model rather than repeat a
+    measurement of the same world size."""
+    target = _record(8)
+    key = pr.calibration_key(target)
+    pool = [("fsdp2", _record(2)), ("same-size", _record(8)), ("larger", _record(16))]
+    assert pr.pick_calibration(key, 8, "fsdp", pool)[0] == "fsdp2"
+    assert pr.pick_calibration(key, 8, "fsdp", pool, same_world=True)[0] == "same-size"
+    assert pr.pick_calibration(key, 1, "fsdp", [("one", _record(1))]) is None
+    assert pr.pick_calibration(key, 1, "fsdp", [("one", _record(1))], same_world=True)[0] == "one"
+    assert pr.pick_calibration(key, 8, "fsdp", pool[2:], same_world=True) is None
+    assert [pr.calibrates_world(w, 2, same_world=True) for w in (1, 2, 3, None)] == [True, True, False, True]
+
+
 def test_the_probe_link_takes_each_collective_at_its_largest_size() -> None:
     entries = [
         {"collective": "all_gather", "bytes": 1024, "busbw_gbps": 1.0},
