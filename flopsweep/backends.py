@@ -472,9 +472,10 @@ def _check_offload(backend: DeepSpeedConfig) -> None:
             )
 
 
-def _check_nvme(cfg: BackendConfig, device: str) -> None:
+def _check_nvme(cfg: BackendConfig, device: str, *, path_here: bool = True) -> None:
     """NVMe offload (ZeRO-Infinity) runs DeepSpeed's ``async_io`` op, which is built for CUDA (and
-    libaio) only, and writes into ``backend.nvme_path``, which must be an existing folder.
+    libaio) only, and writes into ``backend.nvme_path``, which must be an existing folder (checked
+    only when ``path_here``: a plan for GPUs that are not here leaves it to the run's launch).
 
     Raises:
         ConfigError: naming the key, the value and the fix.
@@ -490,7 +491,7 @@ def _check_nvme(cfg: BackendConfig, device: str) -> None:
             f"set backend.{keys[0]}=cpu, or device=cuda",
         )
     path = cfg.nvme_path
-    if not os.path.isdir(path):
+    if path_here and not os.path.isdir(path):
         raise ConfigError(
             "backend.nvme_path",
             path,
@@ -687,9 +688,16 @@ BACKENDS: dict[str, BackendSpec] = {
 
 
 def check_support(
-    cfg: BackendConfig, *, world_size: int, device: str, precision: str, compile_blocks: bool = False
+    cfg: BackendConfig,
+    *,
+    world_size: int,
+    device: str,
+    precision: str,
+    compile_blocks: bool = False,
+    paths_here: bool = True,
 ) -> BackendConfig:
-    """Check that ``cfg``'s backend runs ``world_size`` ranks on ``device`` at ``precision``.
+    """Check that ``cfg``'s backend runs ``world_size`` ranks on ``device`` at ``precision``;
+    ``paths_here`` False leaves ``backend.nvme_path`` unchecked (a plan for another machine).
 
     Returns:
         ``cfg`` after the option's own rules (DeepSpeed sizes made ``int``).
@@ -730,7 +738,7 @@ def check_support(
             f"does not divide the world size {world_size} (nproc_per_node x nnodes)",
             "set backend.zero_hpz_partition_size to the ranks per node (nproc_per_node), or 1",
         )
-    _check_nvme(cfg, device)
+    _check_nvme(cfg, device, path_here=paths_here)
     if getattr(cfg, "deepcompile", False) and device != "cuda":
         raise ConfigError(
             "backend.deepcompile", True, "DeepCompile runs on CUDA only", "set backend.deepcompile=false"

@@ -23,6 +23,7 @@ from flopsweep.files import RecordError, read_json
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.record import METRICS_FILE
+from flopsweep.text import plural
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def unmatched(cfg: RunConfig, world: int, records: Sequence[tuple[str, dict[str,
     """Why none of the ``predict.calibration`` records calibrates ``cfg`` on ``world`` ranks: the
     nearest record (the fewest differences, :func:`flopsweep.predict.calibration_differences`,
     micro batch aside: another one would have been scaled) and what it does not share, or that
-    none has a smaller world size, or is ok with a step time."""
+    none ran on ``world`` ranks or fewer, or is ok with a step time."""
     mine = {"config": _config_dict(cfg)}
     usable = [
         (n, r)
@@ -141,9 +142,9 @@ def unmatched(cfg: RunConfig, world: int, records: Sequence[tuple[str, dict[str,
     ]
     if not usable:
         return f"none of its {len(records)} records is ok with a step time"
-    smaller = [(n, r) for n, r in usable if (pr._world(r) or world) < world]
+    smaller = [(n, r) for n, r in usable if pr.calibrates_world(pr._world(r), world, same_world=True)]
     if not smaller:
-        return f"none of its {len(usable)} ok records ran on fewer than {world} ranks"
+        return f"none of its {len(usable)} ok records ran on {plural(world, 'rank')} or fewer"
 
     def differs(r: dict[str, Any]) -> list[str]:
         return [
@@ -250,6 +251,7 @@ def _prediction(
             backend_config=own,
             hostname=socket.gethostname(),
             micro_batch=exact,
+            same_world=True,  # a record of the set-up itself, the best calibration there is
         )
     if not picked and recompute_mode(cfg) == "unknown":
         why = (

@@ -57,7 +57,7 @@ from flopsweep.metrics import (
     system_info,
 )
 from flopsweep.models import family
-from flopsweep.modelsearch import find_largest_model
+from flopsweep.modelsearch import at_n_layer, find_largest_model
 from flopsweep.noise import noise_warnings
 from flopsweep.plan import Environment, Plan, fixed_nproc, plan
 from flopsweep.quiet import silence_known_warnings
@@ -378,27 +378,19 @@ def offload_host_note(p: Plan) -> str:
     )
 
 
-def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
-    """``plan=true``: validate the job and estimate it, start nothing, write no record.
+def plan_environment(cfg: RunConfig, env: Environment) -> tuple[RunConfig, Environment, list[str]]:
+    """Where ``plan=true`` places ``cfg``: ``env`` (this machine) changed to the machine the job is
+    planned for, with a note for each change.
 
-    On a machine without the job's GPUs (``device=cuda``, or ``device=auto`` with ``plan_gpu`` or
-    ``plan_gpu_memory_gib``), the job is placed as it would be on GPUs of compute
-    capability 9.0 with bf16 (``fits`` is then blank, unless ``plan_gpu`` or
-    ``plan_gpu_memory_gib`` names the GPU to plan for). ``fits`` compares the estimate with that
-    GPU's memory, else this machine's GPU, else (CPU) the estimate times the ranks with the host's
-    available memory; ``fits_on`` says which. Under ``-m``
-    appends one row (``model`` names the model, ``layout`` its parallel layout:
-    :meth:`flopsweep.layout.Layout.label`) to ``plan.csv`` beside the job directories (the
-    sweep directory, whose callback started the file afresh: :func:`start_plan_file`); a single
-    run writes its ``plan.csv`` afresh, atomically.
-
-    Returns:
-        ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``.
+    - A GPU job on a machine without GPUs (``device=cuda``, or ``device=auto`` with ``plan_gpu`` or
+      ``plan_gpu_memory_gib``) is placed as on GPUs of compute capability 9.0 with bf16.
+    - A plan for GPUs that are not here (``plan_gpu``, ``plan_gpu_memory_gib``) checks neither this
+      host's memory nor its paths (``backend.nvme_path``): they are the target's
+      (:func:`offload_host_note`, :func:`nvme_path_note` say so in the row).
+    - ``nnodes`` > 1 outside Slurm is placed as the Slurm task it must run as (a run needs
+      ``hydra/launcher=slurm``; the job's nodes like this one, or ``plan_gpu``'s).
     """
-    from flopsweep.memory import estimate
-
-    env = Environment.detect()
-    note = ""
+    notes = []
     asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
     if cfg.device == "auto" and asked_gpu and not env.cuda_available:  # a GPU question on a laptop
         cfg = dataclasses.replace(cfg, device="cuda")
@@ -407,9 +399,36 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         env = dataclasses.replace(
             env, cuda_available=True, gpu_count=nproc, bf16_supported=True, capability=(9, 0)
         )
-        note = "no GPU here: placed as on a GPU of capability 9.0"
-    if asked_gpu:  # the target's hosts are not this one: their memory is not known here
-        env = dataclasses.replace(env, host_memory_bytes=None)
+        notes.append(NO_GPU_NOTE)
+    if asked_gpu:  # the target's hosts are not this one: their memory and paths are not known here
+        env = dataclasses.replace(env, host_memory_bytes=None, paths_here=False)
+    if cfg.nnodes > 1 and not env.under_slurm:
+        env = dataclasses.replace(env, in_submitit=True, under_slurm=True, slurm_job=True)
+        notes.append(f"nnodes={cfg.nnodes}: planned as a Slurm job (a run needs hydra/launcher=slurm)")
+    return cfg, env, notes
+
+
+NO_GPU_NOTE = "no GPU here: placed as on a GPU of capability 9.0"
+"""The plan row's note for a GPU job placed on a machine without GPUs (:func:`plan_environment`)."""
+
+
+def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
+    """``plan=true``: validate the job and estimate it, start nothing, write no record.
+
+    The job is placed on the machine it is planned for (:func:`plan_environment`: GPUs that are not
+    here, several nodes). ``fits`` compares the estimate with ``plan_gpu``'s or
+    ``plan_gpu_memory_gib``'s memory, else this machine's GPU, else (CPU) the estimate times the
+    ranks with the host's available memory; blank for a GPU job placed on a machine without GPUs;
+    ``fits_on`` says which. A ``search.model=largest`` job is estimated at a size the search may
+    measure (:func:`search_size`). Under ``-m`` appends one row (``model`` names the model,
+    ``layout`` its parallel layout: :meth:`flopsweep.layout.Layout.label`) to ``plan.csv`` beside
+    the job directories (the sweep directory, whose callback started the file afresh:
+    :func:`start_plan_file`); a single run writes its ``plan.csv`` afresh, atomically.
+
+    Returns:
+        ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``.
+    """
+    cfg, env, placed = plan_environment(cfg, Environment.detect())
     row = dict.fromkeys(PLAN_COLUMNS, "")
     row.update(
         job=info.job_num if info.job_num is not None else "",
@@ -417,31 +436,18 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         overrides=" ".join(info.overrides),
     )
     try:
-        p = plan(cfg, env, choices=info.choices)
+        p, searched = search_size(plan(cfg, env, choices=info.choices), env)
         calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # as a run reads them
     except ConfigError as exc:
         row.update(status="invalid", note=str(exc))
     else:
-        m = p.cfg.model
-        est = estimate(p.cfg, p.layout)
-        tokens = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum) * m.seq_len
-        flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
-        row.update(
-            status="ok",
-            model=m.name,
-            world_size=p.world_size,
-            layout=p.layout.label(p.cfg.parallel.pp_schedule),
-            seq_len=m.seq_len,  # model=hf's default is 128, not its config.json's context
-            n_params=family(m).n_params(m),
-            model_flops_per_step=f"{flops:.4g}",
-            est_peak_gib_per_rank=significant(est.total / 2**30),  # a tiny model's 0.0123, not 0.0
-        )
-        row["fits"], row["fits_on"] = _fits(p, est.total, env, placed=bool(note))
-        host = offload_host_note(p) if asked_gpu else ""
-        notes = (note, auto_batch_note(p.cfg.batch), model_search_note(p.cfg), est.method, host)
+        row.update(plan_estimate(p, env, placed=NO_GPU_NOTE in placed))
+        asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
+        other_hosts = (offload_host_note(p), nvme_path_note(p.cfg)) if asked_gpu else ()
+        notes = (*placed, auto_batch_note(p.cfg.batch), searched, row["note"], *other_hosts)
         row["note"] = "; ".join(n for n in notes if n)
-        gpu_name = torch_device_name() if env.cuda_available and p.device == "cuda" and not note else None
-        gpu_name = gpu_name or cfg.plan_gpu  # the GPU asked about: its datasheet and NVLink
+        here = env.cuda_available and p.device == "cuda" and NO_GPU_NOTE not in placed
+        gpu_name = (torch_device_name() if here else None) or cfg.plan_gpu  # its datasheet and NVLink
         row.update(plan_prediction(p, gpu_name, calibrations))
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
@@ -450,6 +456,41 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         path = Path(info.job_dir).parent / PLAN_FILE
         _append_plan_row(path, row)
     return {"status": "plan", "plan": row, "plan_file": str(path)}
+
+
+def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
+    """The estimated columns of an ``ok`` plan row (status, model, world size, layout, counts, the
+    peak per rank, ``fits``), and in ``note`` the estimate's method (:func:`flopsweep.memory.estimate`)."""
+    from flopsweep.memory import estimate
+
+    m = p.cfg.model
+    est = estimate(p.cfg, p.layout)
+    tokens = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum) * m.seq_len
+    flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
+    fits, fits_on = _fits(p, est.total, env, placed=placed)
+    return dict(
+        status="ok",
+        model=m.name,
+        world_size=p.world_size,
+        layout=p.layout.label(p.cfg.parallel.pp_schedule),
+        seq_len=m.seq_len,  # model=hf's default is 128, not its config.json's context
+        n_params=family(m).n_params(m),
+        model_flops_per_step=f"{flops:.4g}",
+        est_peak_gib_per_rank=significant(est.total / 2**30),  # a tiny model's 0.0123, not 0.0
+        fits=fits,
+        fits_on=fits_on,
+        note=est.method,
+    )
+
+
+def nvme_path_note(cfg: RunConfig) -> str:
+    """For a plan of GPUs that are not here: that ``backend.nvme_path`` of an NVMe offload is the
+    target machine's, checked when the run launches; empty without NVMe offload."""
+    nvme = any(getattr(cfg.backend, k, "none") == "nvme" for k in ("offload_optimizer", "offload_param"))
+    path = getattr(cfg.backend, "nvme_path", None)
+    if not (nvme and path):
+        return ""
+    return f"backend.nvme_path={path} is checked when the run launches (not here: another machine's path)"
 
 
 def auto_batch_note(batch: BatchConfig) -> str:
@@ -461,17 +502,31 @@ def auto_batch_note(batch: BatchConfig) -> str:
     return f"batch=auto: estimated at micro batch {batch.micro_batch_size}, the search's start"
 
 
-def model_search_note(cfg: RunConfig) -> str:
-    """What a ``search.model=largest`` plan row is estimated at: the configured ``model.n_layer``,
-    while the search probes from ``search.min_n_layer`` to ``search.max_n_layer`` blocks and the size
-    it measures is found only by running; ``""`` without a search."""
-    s = cfg.search
+def search_size(p: Plan, env: Environment) -> tuple[Plan, str]:
+    """A ``search.model=largest`` plan at the size its row is estimated at, and the note that says
+    so; ``(p, "")`` without a search. The search probes ``search.min_n_layer`` to
+    ``search.max_n_layer`` blocks (:mod:`flopsweep.modelsearch`, from the first) and the size it
+    measures is found only by running: a configured ``model.n_layer`` in that range is kept, one
+    outside it is clamped into it (below: the search's first probe; above: the most it probes),
+    validated again at that size and named ``<model>-L<n>`` as the search's probes are
+    (:func:`flopsweep.modelsearch.at_n_layer`).
+
+    Raises:
+        ConfigError: when validation refuses the clamped size (the search's probe would be refused).
+    """
+    s, n = p.cfg.search, p.cfg.model.n_layer
     if s.model != "largest":
-        return ""
-    return (
-        f"search.model=largest: estimated at model.n_layer={cfg.model.n_layer}; the search probes "
-        f"{s.min_n_layer} to {s.max_n_layer} blocks"
+        return p, ""
+    span = f"{s.min_n_layer} to {s.max_n_layer} blocks"
+    if s.min_n_layer <= n <= s.max_n_layer:
+        return p, f"search.model=largest: estimated at model.n_layer={n}; the search probes {span}"
+    size = min(max(n, s.min_n_layer), s.max_n_layer)
+    which = "the search's first probe" if n < s.min_n_layer else "the most the search probes"
+    note = (
+        f"search.model=largest: estimated at n_layer={size}, {which} (model.n_layer={n} is outside "
+        f"the {span} it probes)"
     )
+    return at_n_layer(p, size, p.cfg.model.name, env), note
 
 
 def torch_device_name() -> str:

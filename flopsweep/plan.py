@@ -102,6 +102,10 @@ class Environment:
     """The host memory this process may use (:func:`flopsweep.hostmem.total_bytes`: the machine's,
     or its cgroup's limit when smaller, as in a container or a Slurm job with ``--mem``); None: not
     checked."""
+    paths_here: bool = True
+    """The config's paths (``backend.nvme_path``) are on this machine and are checked here; False
+    for a plan of GPUs that are not here (``plan_gpu``): the path is the target machine's, checked
+    when the run launches there."""
 
     @classmethod
     def detect(cls) -> Environment:
@@ -498,6 +502,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         device=device,
         precision=cfg.precision.name,
         compile_blocks=cfg.compile,
+        paths_here=env.paths_here,
     )
     if cfg.fault.kind != "none" and not 0 <= cfg.fault.rank < world:
         raise ConfigError(
@@ -627,7 +632,8 @@ def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) 
             "nnodes",
             cfg.nnodes,
             "only a Slurm job spans nodes; a local run has one",
-            "set nnodes=1, or run the sweep with hydra/launcher=slurm",
+            "set nnodes=1, or run the sweep with hydra/launcher=slurm; to plan it here add plan=true "
+            "(predict.nnodes= and predict.gpus_per_node= predict its step on another cluster)",
         )
     if cfg.batch.name == "auto" and env.in_submitit:
         raise ConfigError(

@@ -11,8 +11,9 @@ assumptions; in short, per optimizer step and per rank::
     t_comm   = sum over collectives of bytes x factor / busbw          (nccl-tests' bus bandwidth)
 
 ``t_compute`` comes from a calibration record (the same model, kernel, precision, checkpointing
-and micro batch measured at a smaller world size: its step time less its optimizer and exposed
-communication, scaled by the micro batches per rank and divided by ``tp x pp``), or, without one,
+and micro batch measured at a smaller world size, or for the job and ``plan=true`` at the same
+one: its step time less its optimizer and exposed communication, scaled by the micro batches per
+rank and divided by ``tp x pp``), or, without one,
 from the hardware FLOPs at :data:`UNCALIBRATED_GEMM_FRACTION` of the measured GEMM rate, or at
 :data:`DATASHEET_GEMM_FRACTION` of the datasheet peak (said so in ``source``). ``factor`` is
 nccl-tests' bus-bandwidth factor (:func:`busbw_factor`): ``(n-1)/n`` for all-gather and
@@ -647,6 +648,7 @@ def pick_calibration(
     micro_batch: bool = True,
     same_backend: bool = False,
     started_at: str | None = None,
+    same_world: bool = False,
 ) -> tuple[str, dict[str, Any]] | None:
     """The calibration of a run (``key`` from :func:`calibration_key`, on ``world`` ranks): an
     ``ok`` record of ``records`` (``(name, record)`` pairs) with the same key at a smaller world
@@ -658,12 +660,15 @@ def pick_calibration(
     ``micro_batch`` False, ``key`` is one without the micro batch (:func:`calibration_key`), and
     any micro batch matches. With ``same_backend``, only a record of the same backend, stage and
     knobs (:func:`backend_differences` empty against ``backend_config``) counts: the strict
-    calibration of the two-GPU check."""
+    calibration of the two-GPU check. With ``same_world``, a record on ``world`` ranks counts too
+    (then first, as the largest): the job and ``plan=true`` predict from the best record there is,
+    and a measured step of the set-up itself is that; the analysis keeps to smaller world sizes,
+    whose predictions test the model rather than repeat a measurement."""
     fits = [
         (name, r)
         for name, r in records
         if r.get("status") == "ok"
-        and (_world(r) or world) < world
+        and calibrates_world(_world(r), world, same_world=same_world)
         and isinstance(_get(r, ("metrics", "iteration_time_s", "mean")), int | float)
         and calibration_key(r, micro_batch=micro_batch) == key
     ]
@@ -686,6 +691,14 @@ def pick_calibration(
         )
     )
     return fits[0]
+
+
+def calibrates_world(calibration: int | None, world: int, *, same_world: bool = False) -> bool:
+    """Whether a record on ``calibration`` ranks (None: unknown, read as ``world``) may calibrate a
+    run on ``world``: a smaller world size, or with ``same_world`` also the same one
+    (:func:`pick_calibration`)."""
+    ranks = calibration or world
+    return ranks <= world if same_world else ranks < world
 
 
 def _seconds_apart(a: Any, b: str | None) -> float:

@@ -205,15 +205,118 @@ def test_a_batch_auto_plan_row_says_it_is_estimated_at_the_searchs_start(
 
 
 def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(hydra_compose, tmp_path: Path) -> None:
-    """``search.model=largest`` finds its size only by running: the row is the configured model's, and
-    its note names that size and the range the search probes (a trial read it as the searched size)."""
+    """``search.model=largest`` finds its size only by running: a configured ``model.n_layer`` inside
+    the range it probes is the row's size, and its note names that size and the range (a trial read
+    it as the searched size). One outside the range, which the search never probes, is clamped into
+    it (a trial found a row estimated at 2 blocks for a search of 3 to 40): below, the search's first
+    probe; above, the most it probes; the model named ``<model>-L<n>`` as the probes are."""
     from flopsweep.job import JobInfo, plan_job
+    from flopsweep.models import family
 
-    args = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "search.model=largest"]
-    cfg = hydra_compose([*args, "search.min_n_layer=3", "search.max_n_layer=40"])
-    row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
-    assert row["status"] == "ok", row["note"]
-    expected = "search.model=largest: estimated at model.n_layer=2; the search probes 3 to 40 blocks"
-    assert expected in row["note"], row["note"]
+    args = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "search.model=largest"]  # 2 blocks
+
+    def row(*extra: str) -> dict:
+        out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert out["status"] == "ok", out["note"]
+        return out
+
+    inside = row("search.min_n_layer=1", "search.max_n_layer=40")
+    expected = "search.model=largest: estimated at model.n_layer=2; the search probes 1 to 40 blocks"
+    assert expected in inside["note"] and inside["model"] == "llama-tiny", inside
+    below = row("search.min_n_layer=3", "search.max_n_layer=40")
+    expected = (
+        "search.model=largest: estimated at n_layer=3, the search's first probe (model.n_layer=2 is outside "
+        "the 3 to 40 blocks it probes)"
+    )
+    assert expected in below["note"] and below["model"] == "llama-tiny-L3", below
+    three = dataclasses.replace(hydra_compose(args).model, n_layer=3)
+    assert int(below["n_params"]) == family(three).n_params(three) > int(inside["n_params"])
+    assert float(below["est_peak_gib_per_rank"]) > float(inside["est_peak_gib_per_rank"])
+    above = row("search.min_n_layer=1", "search.max_n_layer=1")
+    assert "estimated at n_layer=1, the most the search probes (model.n_layer=2 is outside" in above["note"]
+    assert above["model"] == "llama-tiny-L1" and int(above["n_params"]) < int(inside["n_params"])
     plain = plan_job(hydra_compose(args[:3]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert "search.model" not in plain["note"]
+
+
+def test_a_plan_for_gpus_not_here_leaves_the_nvme_path_to_the_launch(hydra_compose, tmp_path: Path) -> None:
+    """Under ``plan_gpu`` the ZeRO-3 NVMe offload's ``backend.nvme_path`` is the target machine's: a
+    path missing here is no refusal (a trial's plan was refused on the laptop's folders), and the row
+    says it is checked when the run launches. Without ``plan_gpu`` the plan is of this machine and
+    refuses the missing folder, as the run would."""
+    from flopsweep.job import JobInfo, plan_job
+
+    missing = tmp_path / "absent"
+    args = ["model=gpt-tiny", "nproc_per_node=1", "backend=zero3", "backend.offload_optimizer=nvme"]
+    args += [f"backend.nvme_path={missing}", "plan=true"]
+    row = plan_job(hydra_compose([*args, "plan_gpu=H100"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok" and row["fits_on"].startswith("H100"), row["note"]
+    assert f"backend.nvme_path={missing} is checked when the run launches" in row["note"]
+    here = plan_job(hydra_compose([*args, "device=cuda"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert here["status"] == "invalid" and here["note"].startswith(
+        f"Invalid config: backend.nvme_path='{missing}': is not an existing folder"
+    ), here
+    assert not missing.exists()
+
+
+def test_a_plan_of_several_nodes_is_placed_as_the_slurm_job_it_needs(hydra_compose, tmp_path: Path) -> None:
+    """``plan=true nnodes=2`` plans the two-node job (a trial was sent to the Slurm launcher to plan):
+    world size and memory of 2 nodes, the note saying a run needs the Slurm launcher, and what a
+    Slurm task refuses refused (``batch=auto`` probes locally). A run of several nodes outside Slurm
+    is refused in one line that keeps the launcher and names the planning keys."""
+    from flopsweep.config import ConfigError
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.plan import Environment, resolve
+
+    args = ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "backend=fsdp", "nnodes=2"]
+    row = plan_job(hydra_compose([*args, "plan=true"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    assert (row["world_size"], row["predicted_nnodes"], row["predicted_world_size"]) == (2, 2, 2)
+    assert "nnodes=2: planned as a Slurm job (a run needs hydra/launcher=slurm)" in row["note"]
+    one = plan_job(hydra_compose([*args[:4], "plan=true"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert float(row["est_peak_gib_per_rank"]) < float(one["est_peak_gib_per_rank"])  # FSDP shards over 2
+    auto = plan_job(
+        hydra_compose([*args, "plan=true", "batch=auto"]), JobInfo(job_dir=tmp_path, overrides=[])
+    )
+    assert auto["plan"]["status"] == "invalid" and "a Slurm task cannot" in auto["plan"]["note"]
+    with pytest.raises(ConfigError) as err:
+        resolve(hydra_compose(args), Environment(cpu_count=2))
+    message = str(err.value)
+    assert err.value.key == "nnodes" and "run the sweep with hydra/launcher=slurm" in message
+    assert "add plan=true" in message and "predict.nnodes=" in message and "predict.gpus_per_node=" in message
+    assert "\n" not in message
+
+
+def test_a_calibration_at_the_plans_own_world_size_is_its_prediction(hydra_compose, tmp_path: Path) -> None:
+    """A record of the set-up itself, at the plan's own world size, is the best calibration there is: the
+    plan predicts its step time (a trial's was refused with a message asking for what it gave). A
+    record of more ranks still calibrates nothing, and the source says which world sizes would."""
+    import json
+
+    from flopsweep import forecast
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.models import family
+    from flopsweep.plan import Environment, plan
+
+    args = ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "plan=true"]
+    cfg = plan(hydra_compose(args), Environment(cpu_count=2)).cfg  # resolved, as a run records it
+    work = forecast.workload(cfg, Layout.data_parallel(1))
+    record = {
+        "status": "ok",
+        "config": json.loads(json.dumps(dataclasses.asdict(cfg), default=str)),
+        "model": {"n_params": family(cfg.model).n_params(cfg.model)},
+        "system": {"world_size": 1, "nproc_per_node": 1, "parallel": {"dp_shard": 1}},
+        "metrics": {"iteration_time_s": {"mean": 0.25}, "model_flops_per_iteration": work.model_flops},
+    }
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "metrics.json").write_text(json.dumps(record))
+    calibrated = [*args, f"predict.calibration={tmp_path / 'cal'}"]
+    row = plan_job(hydra_compose(calibrated), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    assert row["prediction_source"].startswith(f"calibrated: {tmp_path / 'cal' / 'metrics.json'}"), row
+    assert float(row["predicted_iteration_time_s"]) == pytest.approx(0.25)
+    record["system"] = {"world_size": 2, "nproc_per_node": 2, "parallel": {"dp_shard": 2}}
+    (tmp_path / "cal" / "metrics.json").write_text(json.dumps(record))
+    row = plan_job(hydra_compose(calibrated), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert "none of its 1 ok records ran on 1 rank or fewer" in row["prediction_source"], row
+    assert row["predicted_iteration_time_s"] == ""

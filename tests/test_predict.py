@@ -253,6 +253,21 @@ def test_the_calibration_is_the_same_setup_at_a_smaller_world() -> None:
     assert pr.calibration_key(old) == key
 
 
+def test_a_record_at_the_same_world_calibrates_only_when_asked() -> None:
+    """The job and plan=true (``same_world``) take a record of the set-up at their own world size, first
+    as the largest; the analysis does not, so that its predictions test the model rather than repeat a
+    measurement of the same world size."""
+    target = _record(8)
+    key = pr.calibration_key(target)
+    pool = [("fsdp2", _record(2)), ("same-size", _record(8)), ("larger", _record(16))]
+    assert pr.pick_calibration(key, 8, "fsdp", pool)[0] == "fsdp2"
+    assert pr.pick_calibration(key, 8, "fsdp", pool, same_world=True)[0] == "same-size"
+    assert pr.pick_calibration(key, 1, "fsdp", [("one", _record(1))]) is None
+    assert pr.pick_calibration(key, 1, "fsdp", [("one", _record(1))], same_world=True)[0] == "one"
+    assert pr.pick_calibration(key, 8, "fsdp", pool[2:], same_world=True) is None
+    assert [pr.calibrates_world(w, 2, same_world=True) for w in (1, 2, 3, None)] == [True, True, False, True]
+
+
 def test_the_probe_link_takes_each_collective_at_its_largest_size() -> None:
     entries = [
         {"collective": "all_gather", "bytes": 1024, "busbw_gbps": 1.0},
@@ -472,8 +487,9 @@ def test_plan_predicts_every_layout_of_the_8gpu_sweep(tmp_path: Path) -> None:
     assert time["pp2/Interleaved1F1B dp4"] < time["pp2/1F1B dp4"]
     assert time["pp4/1F1B dp2"] > time["pp2/1F1B dp4"] > time["dp8"]
 
-    # the plain command: the sweep plans for the H200s it is written for (plan_gpu=H200), uncalibrated
-    plain = [row for row in _plan_rows(tmp_path / "plain") if row["status"] == "ok"]
+    # uncalibrated, for the H200s the sweep is written for (plan_gpu=H200: a sweep cannot set it, as
+    # a run is refused it)
+    plain = [row for row in _plan_rows(tmp_path / "plain", "plan_gpu=H200") if row["status"] == "ok"]
     assert len(plain) >= 10 and all(
         row["prediction_source"].startswith("uncalibrated: hardware FLOPs at 0.45 x the H200 datasheet")
         and float(row["predicted_tokens_per_s_per_device"]) > 0

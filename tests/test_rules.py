@@ -89,3 +89,18 @@ def test_every_n_under_a_search_from_one_block_suggests_only_raising_the_start(h
     with pytest.raises(ConfigError) as err:
         rules.check(hydra_compose(args))  # every=2 by default
     assert str(err.value).endswith("Fix: set search.min_n_layer=2 or more."), str(err.value)
+
+
+@pytest.mark.parametrize("key, value", [("plan_gpu", "H100"), ("plan_gpu_memory_gib", 80)])
+def test_a_planned_gpu_without_plan_true_is_refused(hydra_compose, key: str, value) -> None:
+    """``plan_gpu`` and ``plan_gpu_memory_gib`` name the GPU that plan=true plans for: a run given one
+    without plan=true trained on this machine's device in silence (a fresh-user trial). It is
+    refused in one line naming the key, the value and both fixes; with plan=true it passes."""
+    cfg = hydra_compose(["model=gpt-tiny", f"{key}={value}"])
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    message = str(err.value)
+    assert (err.value.key, err.value.value) == (key, value)
+    assert message.startswith(f"Invalid config: {key}=") and "\n" not in message
+    assert f"Fix: add plan=true to plan for it, or drop {key} to train here" in message
+    assert validate(hydra_compose(["model=gpt-tiny", f"{key}={value}", "plan=true"])).plan is True
