@@ -644,6 +644,32 @@ def plan_invalid_line(path: str) -> str | None:
     )
 
 
+def warn_plan_gpu(cfg: RunConfig, device_name: str | None) -> str | None:
+    """The one-line warning for a run (``plan=false``) given ``plan_gpu`` or ``plan_gpu_memory_gib``,
+    which only ``plan=true`` reads; None when neither is set, when ``plan=true``, or when
+    ``device_name`` (this machine's GPU, ``torch.cuda.get_device_name``; None on the CPU) is the GPU
+    named (its model, ``H200`` of ``H200-141GB``, in the name, case ignored). A sweep file may name
+    the GPUs it is written for (``layouts-8gpu-llama8b``: ``plan_gpu: H200``), so a run on them says
+    nothing; elsewhere the run goes ahead on this machine's device and the line says so (a run given
+    ``plan_gpu=H100`` trained on the local device in silence: a fresh-user trial)."""
+    if cfg.plan:
+        return None
+    here = device_name or "this machine's CPU"
+    if cfg.plan_gpu is not None:
+        if device_name and str(cfg.plan_gpu).split("-")[0].upper() in device_name.upper():
+            return None
+        return (
+            f"plan_gpu={cfg.plan_gpu} is read by plan=true only; this run measures {here}, not a "
+            f"{cfg.plan_gpu} (add plan=true to plan for it)"
+        )
+    if cfg.plan_gpu_memory_gib is not None:
+        return (
+            f"plan_gpu_memory_gib={cfg.plan_gpu_memory_gib} is read by plan=true only; this run measures "
+            f"{here} (add plan=true to plan for that memory)"
+        )
+    return None
+
+
 def warn_host_memory(p: Plan) -> None:
     """On the CPU, warn in one line when the ranks of this machine need more than its free host
     memory: each rank's fp32 weights, gradients and AdamW states
@@ -690,6 +716,12 @@ def _launch(
     log.info("launching %s on %s: %s", plural(world, "rank"), cfg.device, shown)
     use_expandable_segments(cfg.device)
     warn_host_memory(p)
+    if cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None:
+        import torch
+
+        name = torch.cuda.get_device_name(0) if cfg.device == "cuda" and torch.cuda.is_available() else None
+        if (line := warn_plan_gpu(cfg, name)) is not None:
+            log.warning("%s", line)
     if (across := tp_across_nodes(layout, p.nproc_per_node)) is not None:
         log.warning("%s", across)
     predicted = predicted_peak_gib(cfg, layout)  # the plan's estimate, before any rank starts

@@ -238,23 +238,6 @@ def model_search(cfg: RunConfig) -> None:
         )
 
 
-def plan_gpu_needs_plan(cfg: RunConfig) -> None:
-    """``plan_gpu`` and ``plan_gpu_memory_gib`` name the GPU that ``plan=true`` plans for; a run
-    (``plan=false``) trains on this machine's device and reads neither: without this rule a run
-    given ``plan_gpu=H100`` trained on whatever was here, in silence (a fresh-user trial)."""
-    if cfg.plan:
-        return
-    for key in ("plan_gpu", "plan_gpu_memory_gib"):
-        if (value := getattr(cfg, key)) is not None:
-            raise ConfigError(
-                key,
-                value,
-                "names the GPU that plan=true plans for, and this run (plan=false) would train on this "
-                "machine's device instead",
-                f"add plan=true to plan for it, or drop {key} to train here",
-            )
-
-
 IN_BACKWARD_BACKENDS = ("single", "fsdp")
 """Backends whose optimizer step ``optim.in_backward`` can move into backward: ``single`` (autograd
 fires each parameter's post-accumulate-grad hook) and ``fsdp`` (FSDP2's ``foreach_reduce`` fires the
@@ -337,7 +320,6 @@ def _in_backward_layout(cfg: RunConfig) -> None:
 
 
 RULES: list[Callable[[RunConfig], None]] = [
-    plan_gpu_needs_plan,
     fp8_all_gather,
     warmup_when_compiling,
     hf_attention,

@@ -91,16 +91,21 @@ def test_every_n_under_a_search_from_one_block_suggests_only_raising_the_start(h
     assert str(err.value).endswith("Fix: set search.min_n_layer=2 or more."), str(err.value)
 
 
-@pytest.mark.parametrize("key, value", [("plan_gpu", "H100"), ("plan_gpu_memory_gib", 80)])
-def test_a_planned_gpu_without_plan_true_is_refused(hydra_compose, key: str, value) -> None:
+@pytest.mark.parametrize("key, value", [("plan_gpu", "H100-80GB"), ("plan_gpu_memory_gib", 80.0)])
+def test_a_planned_gpu_in_a_run_is_warned_about_unless_it_is_here(hydra_compose, key: str, value) -> None:
     """``plan_gpu`` and ``plan_gpu_memory_gib`` name the GPU that plan=true plans for: a run given one
-    without plan=true trained on this machine's device in silence (a fresh-user trial). It is
-    refused in one line naming the key, the value and both fixes; with plan=true it passes."""
-    cfg = hydra_compose(["model=gpt-tiny", f"{key}={value}"])
-    with pytest.raises(ConfigError) as err:
-        validate(cfg)
-    message = str(err.value)
-    assert (err.value.key, err.value.value) == (key, value)
-    assert message.startswith(f"Invalid config: {key}=") and "\n" not in message
-    assert f"Fix: add plan=true to plan for it, or drop {key} to train here" in message
-    assert validate(hydra_compose(["model=gpt-tiny", f"{key}={value}", "plan=true"])).plan is True
+    without plan=true trained on this machine's device in silence (a fresh-user trial). It warns in
+    one line naming the key, the value, what it measures instead and the fix; not under plan=true,
+    and not on the GPU named (a sweep file names the GPUs it is written for)."""
+    from flopsweep.job import warn_plan_gpu
+
+    cfg = validate(hydra_compose(["model=gpt-tiny", f"{key}={value}"]))
+    line = warn_plan_gpu(cfg, None)
+    assert line is not None and line.startswith(f"{key}={value} is read by plan=true only; ")
+    assert "this run measures this machine's CPU" in line and "add plan=true" in line and "\n" not in line
+    assert "this run measures NVIDIA A100-SXM4-40GB" in warn_plan_gpu(cfg, "NVIDIA A100-SXM4-40GB")
+    here = warn_plan_gpu(cfg, "NVIDIA H100 80GB HBM3")
+    assert (here is None) == (key == "plan_gpu")  # a memory size names no GPU: always warned
+    planned = validate(hydra_compose(["model=gpt-tiny", f"{key}={value}", "plan=true"]))
+    assert warn_plan_gpu(planned, None) is None
+    assert warn_plan_gpu(validate(hydra_compose(["model=gpt-tiny"])), None) is None
