@@ -11,7 +11,8 @@ from flopsweep.callbacks import progress_line, sweep_size
 def test_progress_line_estimates_from_the_mean_job() -> None:
     assert progress_line(3, 12, 151) == "flopsweep: job 3/12 done, 2:31 elapsed, about 7:33 left"
     assert progress_line(2, None, 3725) == "flopsweep: job 2 done, 1:02:05 elapsed"
-    assert progress_line(3, 12, 151, status="ok") == "flopsweep: job 3/12 done: ok, 2:31 elapsed, about 7:33 left"
+    with_status = progress_line(3, 12, 151, status="ok")
+    assert with_status == "flopsweep: job 3/12 done: ok, 2:31 elapsed, about 7:33 left"
     assert progress_line(2, None, 65, status="skipped") == "flopsweep: job 2 done: skipped, 1:05 elapsed"
 
 
