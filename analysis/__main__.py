@@ -34,7 +34,7 @@ import pandas as pd
 
 from analysis.blanks import blank_notes
 from analysis.display import SHORT, compact, flat_pivot, render, summary
-from analysis.frontier import frontier_rows, frontier_table, no_frontier, searched
+from analysis.frontier import frontier_drop_order, frontier_rows, frontier_table, no_frontier, searched
 from analysis.load import (
     COLUMNS,
     HIGHER_IS_BETTER,
@@ -366,9 +366,11 @@ def output(
     else:
         frame = shown_columns(runs, args)
     if args.format != "html":
+        keep = PREDICTION_COLUMNS if args.predict else ()
+        order = frontier_drop_order(frame) if args.frontier else None  # its size and tokens/s stay
         return "\n".join(
             [
-                render(frame, args.format, width=args.width, keep=PREDICTION_COLUMNS if args.predict else ()),
+                render(frame, args.format, width=args.width, keep=keep, order=order),
                 *winners,
                 *(_wrapped(spread, args) if people else []),
             ]

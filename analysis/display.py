@@ -229,19 +229,25 @@ def to_csv(df: pd.DataFrame) -> str:
 
 
 def fit_width(
-    shown: pd.DataFrame, width: int, runs: pd.DataFrame | None = None, keep: Sequence[str] = ()
+    shown: pd.DataFrame,
+    width: int,
+    runs: pd.DataFrame | None = None,
+    keep: Sequence[str] = (),
+    order: Sequence[str] | None = None,
 ) -> tuple[str, list[str]]:
     """Render ``shown`` (text cells, short headers) no wider than ``width`` characters by dropping
-    columns in :data:`_DROP_ORDER`, those with one value in every row first; returns the text
-    and the dropped headers. With ``runs`` (the rows of ``shown`` with full column names, in the
-    same order), a set-up column is never dropped while it tells apart rows that the remaining
-    set-up columns leave identical: the table may then stay wider than ``width``. The columns of
-    ``keep`` (full names: what the command asked for, ``--predict``'s) are never dropped."""
+    columns in ``order`` (full names; default :data:`_DROP_ORDER`; a column not in it is never
+    dropped), those with one value in every row first; returns the text and the dropped headers.
+    With ``runs`` (the rows of ``shown`` with full column names, in the same order), a set-up column
+    is never dropped while it tells apart rows that the remaining set-up columns leave identical:
+    the table may then stay wider than ``width``. The columns of ``keep`` (full names: what the
+    command asked for, ``--predict``'s) are never dropped."""
     dropped: list[str] = []
     text = shown.to_string(index=False)
     full = dict(zip(shown.columns, runs.columns, strict=True)) if runs is not None else {}
     kept = {SHORT.get(c, c) for c in keep}
-    order = [c for c in (SHORT.get(c, c) for c in _DROP_ORDER) if c not in kept]
+    names = (SHORT.get(c, c) for c in (_DROP_ORDER if order is None else order))
+    order = [c for c in names if c not in kept]
     same = [c for c in order if c in shown.columns and shown[c].nunique(dropna=False) <= 1]
     # Columns that are the same in every row go first: a column that varies (the world size of
     # a scaling sweep) is what tells the rows apart.
@@ -260,12 +266,18 @@ def fit_width(
     return text, dropped
 
 
-def render(df: pd.DataFrame, fmt: str, width: int = 120, keep: Sequence[str] = ()) -> str:
+def render(
+    df: pd.DataFrame,
+    fmt: str,
+    width: int = 120,
+    keep: Sequence[str] = (),
+    order: Sequence[str] | None = None,
+) -> str:
     """The table as text in ``fmt`` (``table``, ``markdown``, ``csv``, ``json``).
 
     ``table`` is at most ``width`` characters wide (0: no limit); columns that did not
-    fit are named in a line under it, never a set-up column that tells rows apart nor one of
-    ``keep`` (:func:`fit_width`). ``table`` and
+    fit, dropped in ``order`` (default: the runs table's), are named in a line under it, never a
+    set-up column that tells rows apart nor one of ``keep`` (:func:`fit_width`). ``table`` and
     ``markdown`` end with a legend of the short metric headers shown. csv and json keep full
     column names and raw values (csv with formula-like text cells defused, :func:`csv_safe`).
     """
@@ -279,7 +291,7 @@ def render(df: pd.DataFrame, fmt: str, width: int = 120, keep: Sequence[str] = (
         text = shown.to_markdown(index=False, disable_numparse=True)
         note = legend(list(df.columns))
         return text + ("\n\n" + note if note else "")
-    text, dropped = fit_width(shown, width, df, keep)
+    text, dropped = fit_width(shown, width, df, keep, order)
     if dropped:
         note = f"(hidden to fit {width} columns: {', '.join(dropped)}; see --columns, --width)"
         text += "\n" + "\n".join(textwrap.wrap(note, width, break_on_hyphens=False) if width > 0 else [note])

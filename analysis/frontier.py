@@ -10,6 +10,8 @@ frontier. The table and the plot are made when some run searched the largest mod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
 from analysis.load import rankable
@@ -136,14 +138,63 @@ def frontier_table(df: pd.DataFrame) -> pd.DataFrame:
     ]
     largest["larger_failed"] = pd.Series(failed, index=largest.index, dtype=object)
     varied = [c for c in setup_columns(largest) if largest[c].nunique(dropna=False) > 1]
-    if not varied:  # one set-up: name it by its backend
-        varied = [c for c in ("backend", "activation_checkpointing") if c in largest]
+    if not varied:  # one set-up: name it by its backend (never dropped: frontier_drop_order)
+        varied = [c for c in ONE_SETUP_COLUMNS if c in largest]
     shown = [c for c in FRONTIER_COLUMNS if c in largest]
     out = largest.sort_values(["n_params", "tokens_per_s"], ascending=False, kind="stable")
     return out[[*varied, *shown]].reset_index(drop=True)
 
 
+def telling_columns(rows: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The columns of ``columns`` that tell the ``rows`` (set-ups) apart, in their order: each that
+    takes two set values among the rows (blanks aside: a ZeRO++ key at one value, blank for the
+    FSDP set-ups, says nothing that the backend does not), then any other that tells apart rows the
+    chosen ones leave identical (a blank then counts as a value). Values are compared as
+    :func:`analysis.query.normalize` writes them (None, NaN and ``""`` are all blank)."""
+    text = {c: rows[c].map(normalize) for c in columns if c in rows}
+    chosen = [c for c, cells in text.items() if cells[cells.ne("")].nunique() > 1]
+    for c, cells in text.items():
+        if c in chosen or rows.empty:
+            continue
+        key = pd.Series("", index=rows.index)
+        for other in chosen:
+            key = key + "|" + text[other]
+        if (cells.groupby(key).nunique() > 1).any():
+            chosen.append(c)
+    return [c for c in text if c in chosen]
+
+
+ONE_SETUP_COLUMNS = ("backend", "activation_checkpointing")
+"""The set-up columns :func:`frontier_table` shows when there is one set-up (nothing varies)."""
+
+FRONTIER_DROP_ORDER = [
+    "micro_batch_size",
+    "model_tflops_per_device",
+    "peak_cuda_allocated_gib",
+    "sizes",
+    "mfu",
+    "larger_failed",
+    "model",
+]
+"""The frontier table's figures in the order a narrow terminal drops them, after the set-up columns
+that tell no set-up apart (:func:`frontier_drop_order`); ``n_params`` and ``tokens_per_s`` (the
+frontier's point) are never dropped."""
+
+
+def frontier_drop_order(table: pd.DataFrame) -> list[str]:
+    """The columns of a :func:`frontier_table` that ``--frontier`` may drop to fit the terminal, first
+    to last (for :func:`analysis.display.render`): the set-up columns that tell no set-up apart
+    (:func:`telling_columns`; blank for most set-ups, such as the ZeRO++ keys), last declared first,
+    then :data:`FRONTIER_DROP_ORDER`. Never dropped: the set-up columns that tell the rows apart
+    (:data:`ONE_SETUP_COLUMNS` for one set-up), ``n_params`` and ``tokens_per_s``."""
+    setup = setup_columns(table)
+    kept = telling_columns(table, setup) or [c for c in ONE_SETUP_COLUMNS if c in table]
+    return [c for c in reversed(setup) if c not in kept] + FRONTIER_DROP_ORDER
+
+
 def frontier_label_columns(points: pd.DataFrame) -> list[str]:
-    """The set-up columns that tell the frontier set-ups of ``points`` apart (for legends)."""
+    """The set-up columns that tell the frontier set-ups of ``points`` apart (for legends:
+    :func:`telling_columns` over one row per set-up); ``["backend"]`` when there is one set-up."""
     cols = [c for c in setup_columns(points) if c in SETUP_COLUMNS]
-    return [c for c in cols if points[c].nunique(dropna=False) > 1] or ["backend"]
+    setups = points.drop_duplicates("frontier") if "frontier" in points else points
+    return telling_columns(setups, cols) or ["backend"]

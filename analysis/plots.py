@@ -497,8 +497,14 @@ def plot_tokens_vs_joules_per_token(df: pd.DataFrame) -> Figure:
 
 
 def _frontier_label(row: pd.Series, columns: list[str]) -> str:
-    """A frontier set-up's legend label: ``short=value`` for each column that tells set-ups apart."""
-    text = ", ".join(f"{SHORT.get(c, c)}={short(normalize(row[c])) or '-'}" for c in columns)
+    """A frontier set-up's legend label: ``short=value`` for each column that tells set-ups apart
+    (:func:`analysis.frontier.frontier_label_columns`) and that this set-up sets: a key it leaves
+    blank (a ZeRO++ key of an FSDP set-up) is left out, never shown as ``-`` or ``None``; the backend
+    when it sets none of them."""
+    values = [(c, short(normalize(row[c]))) for c in columns]
+    text = ", ".join(f"{SHORT.get(c, c)}={v}" for c, v in values if v)
+    if not text:
+        text = f"backend={short(normalize(row.get('backend'))) or '?'}"
     return plain(shorten(text, 2 * MAX_LABEL))
 
 

@@ -80,13 +80,21 @@ def count_statuses(sweep_dir: Path, kept: dict[str, str] | None = None) -> Count
             (:func:`ok_run_ids`); a record still holding its old run id counts as
             ``skipped``. Unreadable records count as ``unreadable``.
     """
-    kept = kept or {}
-    counts: Counter = Counter()
-    for path in sorted(Path(sweep_dir).rglob(METRICS_FILE)):
-        status, run_id = _read_status(path)
-        skipped = run_id is not None and kept.get(str(path)) == run_id
-        counts["skipped" if skipped else status] += 1
-    return counts
+    return Counter(_counted(path, kept or {}) for path in sorted(Path(sweep_dir).rglob(METRICS_FILE)))
+
+
+def _counted(path: Path, kept: dict[str, str]) -> str:
+    """The status under which the summary counts the record at ``path`` (:func:`count_statuses`)."""
+    status, run_id = _read_status(path)
+    return "skipped" if run_id is not None and kept.get(str(path)) == run_id else status
+
+
+def job_status(job_dir: Path, kept: dict[str, str] | None = None) -> str | None:
+    """The status of the record in ``job_dir`` as the sweep summary counts it (``ok``, ``oom``,
+    ``error``, ``invalid``, ``skipped`` or ``unreadable``: :func:`count_statuses`); None when the job
+    left no record there (its record could not be written)."""
+    path = Path(job_dir) / METRICS_FILE
+    return _counted(path, kept or {}) if os.path.lexists(path) else None
 
 
 def summary_line(counts: Counter) -> str:
@@ -117,14 +125,18 @@ def sweep_size(config: Any) -> int | None:
         return None
 
 
-def progress_line(done: int, total: int | None, elapsed_s: float, *, bar: bool = False) -> str:
-    """``flopsweep: job 3/12 done, 2:31 elapsed, about 7:33 left`` (the estimate: the mean job so far).
+def progress_line(
+    done: int, total: int | None, elapsed_s: float, *, status: str | None = None, bar: bool = False
+) -> str:
+    """``flopsweep: job 3/12 done: ok, 2:31 elapsed, about 7:33 left`` (the estimate: the mean job so
+    far). ``status``: the job's record's (:func:`job_status`); None leaves out ``: <status>``.
 
-    With ``bar`` (a terminal), tqdm draws a 20-character bar after ``done``:
-    ``flopsweep: job 3/12 done |█████               | 2:31 elapsed, about 7:33 left``.
+    With ``bar`` (a terminal), tqdm draws a 20-character bar after the status:
+    ``flopsweep: job 3/12 done: ok |█████               | 2:31 elapsed, about 7:33 left``.
     """
+    shown = f": {status}" if status else ""
     if total is None or total < done:
-        return f"flopsweep: job {done} done, {_clock(elapsed_s)} elapsed"
+        return f"flopsweep: job {done} done{shown}, {_clock(elapsed_s)} elapsed"
     left = elapsed_s / done * (total - done)
     drawn = ""
     if bar:
@@ -132,7 +144,7 @@ def progress_line(done: int, total: int | None, elapsed_s: float, *, bar: bool =
 
         drawn = f" |{tqdm.format_meter(done, total, elapsed_s, bar_format='{bar:20}')}|"
     times = f"{_clock(elapsed_s)} elapsed, about {_clock(left)} left"
-    return f"flopsweep: job {done}/{total} done{drawn + ' ' if drawn else ', '}{times}"
+    return f"flopsweep: job {done}/{total} done{shown}{drawn + ' ' if drawn else ', '}{times}"
 
 
 def is_terminal(stream: Any) -> bool:
@@ -336,11 +348,22 @@ class SweepSummary(Callback):
         self.total = sweep_size(config)
         self.done, self.started, self.pid = 0, time.monotonic(), os.getpid()
 
+    def job_done(self, job_dir: Path | None) -> None:
+        """Count one more job of the multirun as done and print the progress line with the status of
+        its record in ``job_dir`` (None: unknown, left out). Only in the sweep process, where the
+        count lives: a Slurm or submitit task runs a pickled copy whose line nobody would see and
+        whose count starts again (those launchers call this in the sweep process as each job ends,
+        ``hydra_plugins.flopsweep_slurm``). A single run has no sweep progress."""
+        if not self.started or os.getpid() != self.pid:
+            return
+        self.done += 1
+        status = job_status(job_dir, self.kept) if job_dir is not None else None
+        elapsed = time.monotonic() - self.started
+        line = progress_line(self.done, self.total, elapsed, status=status, bar=is_terminal(sys.stdout))
+        print(line, flush=True)
+
     def on_job_end(self, config: Any, job_return: JobReturn, **kwargs: Any) -> None:
-        if self.started:  # a multirun (a single run has no sweep progress)
-            self.done += 1
-            elapsed = time.monotonic() - self.started
-            print(progress_line(self.done, self.total, elapsed, bar=is_terminal(sys.stdout)), flush=True)
+        self.job_done(Path(str(config.hydra.runtime.output_dir)))
         stop = job_return._return_value if job_return.status == JobStatus.FAILED else None
         if isinstance(stop, SweepStopped):
             self._print(config, " (stopped early by fail_fast)")

@@ -584,6 +584,9 @@ class JobWatch:
         jobs: ``(hydra job number, submitit job)`` pairs.
         states: job ids -> state by id, or None when it cannot be told (:class:`SlurmStates`).
         show: called with each state line, e.g. ``job #0 (id 12_0): RUNNING``.
+        finished: called with each job as it gets a result (outcome ``result`` or ``partial``), at
+            once, before the other jobs end (the sweep's progress line; a lost job's record is
+            written after the wait).
         cancel: cancels a submitit job; None when done, else why not (:func:`scancel`).
     """
 
@@ -593,6 +596,7 @@ class JobWatch:
         states: Callable[[list[str]], Mapping[str, str] | None],
         *,
         show: Callable[[str], None] = log.info,
+        finished: Callable[[Watched], None] = lambda w: None,
         cancel: Callable[[Any], str | None] = lambda job: scancel(job.job_id),
         grace_s: float = RESULT_GRACE_S,
         clock: Callable[[], float] = time.monotonic,
@@ -600,7 +604,7 @@ class JobWatch:
     ) -> None:
         self.jobs = [Watched(num, job) for num, job in jobs]
         self.states, self.show, self.grace_s, self.clock, self.sleep = states, show, grace_s, clock, sleep
-        self.cancel = cancel
+        self.cancel, self.finished = cancel, finished
         self.unanswered = 0
 
     def wait(self) -> list[Watched]:
@@ -623,6 +627,7 @@ class JobWatch:
             if w.outcome is None and all(result_files(w.job)):
                 w.outcome = "result"
                 self._show(w, "done")
+                self.finished(w)
 
     def look_at_states(self) -> None:
         waiting = [w for w in self.jobs if w.outcome is None]
@@ -650,6 +655,7 @@ class JobWatch:
             if now - w.ended_since >= self.grace_s and gone:
                 if result_files(w.job)[0]:
                     w.outcome = "partial"
+                    self.finished(w)
                 else:
                     self._lose(w)
 

@@ -937,6 +937,7 @@ def record_outcome(
     problem = sanity_problem(cfg, metrics, cfg.device)
     device_name = outcome.ranks[0]["device"]
     limit = ranks_power_limit_w(outcome.ranks)
+    threads = outcome.ranks[0].get("cpu_threads")
     if problem:
         error = rec.error("TimingSanity", problem, "measure")
         return _finish(
@@ -951,6 +952,7 @@ def record_outcome(
             load_start=load_start,
             power_limit_w=limit,
             interconnect=probe,
+            cpu_threads=threads,
         )
     return _finish(
         path,
@@ -965,6 +967,7 @@ def record_outcome(
         power_limit_w=limit,
         warnings=profile_warnings(outcome.ranks) + outcome.warnings,
         interconnect=probe,
+        cpu_threads=threads,
     )
 
 
@@ -982,11 +985,13 @@ def _finish(
     warnings: list[str] | None = None,
     power_limit_w: float | None = None,
     interconnect: list[dict[str, Any]] | None = None,
+    cpu_threads: int | None = None,
 ) -> dict[str, Any]:
     """Write the record. ``layout`` is the plan's (None for a run that never launched: its
     ``system.world_size``, ``nproc_per_node`` and ``parallel`` are null); ``power_limit_w`` the
     GPUs' enforced power limit (W), null when no rank measured it; ``interconnect`` rank 0's probe
-    (``system.interconnect``; ``[]`` on one rank, null when no rank measured)."""
+    (``system.interconnect``; ``[]`` on one rank, null when no rank measured); ``cpu_threads`` rank
+    0's intra-op threads (``system.cpu_threads``; null when no rank measured)."""
     run = {**run, "finished_at": _now()}
     world = layout.world_size if layout else None
     nproc = world // cfg.nnodes if world else None
@@ -1000,6 +1005,7 @@ def _finish(
         power_limit_w=power_limit_w,
     )
     system["interconnect"] = interconnect
+    system["cpu_threads"] = cpu_threads
     if status == "ok" and metrics is not None:
         warnings = list(warnings or []) + noise_warnings(
             cv=(metrics.get("iteration_time_s") or {}).get("cv"),

@@ -48,6 +48,9 @@ class RankFigures:
     Attributes:
         rank: global rank.
         device: ``torch.cuda.get_device_name`` or ``"cpu"``.
+        cpu_threads: this rank's intra-op threads (``torch.get_num_threads()``: ``OMP_NUM_THREADS``
+            when set, else :func:`flopsweep.worker.cpu_threads` on the CPU); rank 0's is the record's
+            ``system.cpu_threads``.
         step_times_s: seconds per measured optimizer step on this rank.
         losses: mean loss per step run (warm-up and measured), null where not finite.
         peak_cuda_allocated_bytes, peak_cuda_reserved_bytes: since the measured steps began;
@@ -88,6 +91,7 @@ class RankFigures:
     peak_cuda_allocated_bytes: int | None
     peak_cuda_reserved_bytes: int | None
     peak_host_rss_bytes: int
+    cpu_threads: int | None = None
     cuda_alloc_retries: int | None = None
     matmul_tflops: float | None = None
     interconnect: list[dict[str, Any]] | None = None

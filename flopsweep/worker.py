@@ -166,6 +166,25 @@ def _destroy_process_group() -> None:
         dist.destroy_process_group()
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (``os.sched_getaffinity``: what a
+    cgroup cpuset, ``taskset`` or Slurm's binding leaves it), ``os.cpu_count()`` where the OS has
+    no affinity call. Workers inherit it from the job process."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # macOS has no sched_getaffinity
+        return os.cpu_count() or 1
+
+
+def cpu_threads(nproc_per_node: int) -> int:
+    """Intra-op threads for each CPU rank when ``OMP_NUM_THREADS`` is not set: the usable cores
+    (:func:`usable_cores`) shared among the node's ``nproc_per_node`` ranks, at least 1 (torchrun sets
+    ``OMP_NUM_THREADS=1`` for several ranks per node; torch's own default, every core of the machine,
+    oversubscribes a process confined to fewer). The record keeps what rank 0 used
+    (``system.cpu_threads``)."""
+    return max(1, usable_cores() // max(1, nproc_per_node))
+
+
 def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     cfg = spec.cfg
     # DeepSpeed picks its accelerator at import; make it match the run's device.
@@ -185,8 +204,8 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
     else:
-        if not os.environ.get("OMP_NUM_THREADS"):  # a user's setting wins
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.nproc_per_node))
+        if not os.environ.get("OMP_NUM_THREADS"):  # a user's setting wins (torch read it at import)
+            torch.set_num_threads(cpu_threads(spec.nproc_per_node))
         device = torch.device("cpu")
     # The collective timeout outlasts the job's: the launcher's timeout_s must fire
     # first and stop every rank, rather than one rank's watchdog aborting it alone.
@@ -431,6 +450,7 @@ def _rank_figures(rank: int, device: Any, figures: WindowFigures, losses: list) 
     return {
         "rank": rank,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "cpu_threads": torch.get_num_threads(),
         "step_times_s": figures.step_times_s,
         "losses": [v if math.isfinite(v) else None for v in values],
         **figures.counters,

@@ -16,7 +16,14 @@ from helpers import make_plan, rescaled, run_py
 
 from analysis import load
 from analysis.__main__ import main
-from analysis.frontier import NO_OK_RUN, NO_SEARCH, frontier_points, frontier_table, searched
+from analysis.frontier import (
+    NO_OK_RUN,
+    NO_SEARCH,
+    frontier_points,
+    frontier_table,
+    searched,
+    telling_columns,
+)
 from analysis.load import search_failed, setup_id
 from analysis.plots import PlotSkipped, plot_frontier
 from flopsweep.autobatch import GIB, budget_problem
@@ -26,6 +33,8 @@ from flopsweep.memory import estimate
 from flopsweep.text import format_count
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "records"
+H200_FRONTIER = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h200" / "frontier"
+"""The committed H200 frontier: FSDP2 (full and no checkpointing, CPU offload) and ZeRO-3 set-ups."""
 TINY = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"]
 
 
@@ -285,6 +294,59 @@ def test_the_cli_frontier_without_a_search_or_an_ok_run_is_one_line(tmp_path: Pa
     assert main([str(write(tmp_path / "bad", bad)), "--frontier", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.strip() == NO_OK_RUN and "Empty DataFrame" not in out
+
+
+@pytest.mark.parametrize("width", [120, 60])
+def test_the_frontier_table_keeps_params_tokens_and_the_set_up_at_any_width(capsys, width: int) -> None:
+    """At the default width --frontier hid ``params`` (the frontier's point) while it showed the
+    blank ZeRO++ columns of the FSDP2 set-ups: now the set-up columns that tell no set-up apart go
+    first, then the other figures, and the set-up, the size and tokens/s always stay."""
+    assert main([str(H200_FRONTIER), "--frontier", "--width", str(width)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    header, rows = out[0].split(), out[1:5]
+    assert {"backend", "cpu_offload", "ckpt", "params", "tokens/s"} <= set(header)
+    assert [row.split()[0] for row in rows] == ["fsdp", "fsdp", "deepspeed", "fsdp"]
+    assert "8,902,709,248" in rows[0] and "3,190" in rows[0]  # params and tokens/s of the largest
+    assert all(len(line) <= width for line in out[:5]), out[:5]
+    hidden = " ".join(out[5:]).split("columns: ")[1].split(";")[0].split(", ")
+    assert {"hpz", "qwz", "qgz", "reshard", "mbs"} <= set(hidden)
+    if width == 120:  # the figures stay as long as they fit
+        assert {"zero", "model", "MFU", "larger_failed"} <= set(header) and "hpz" not in header
+    else:
+        assert header == ["backend", "cpu_offload", "ckpt", "params", "tokens/s"]
+
+
+def test_the_frontier_legend_names_only_the_keys_that_tell_set_ups_apart() -> None:
+    """The legend labelled FSDP2 set-ups ``hpz=-, qwz=-, ...`` (DeepSpeed's ZeRO++ keys, blank for
+    them) and the ZeRO-3 one ``reshard=-``: a set-up is now named by the keys that tell the set-ups
+    apart, and only those it sets."""
+    fig = plot_frontier(load(H200_FRONTIER))
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[:4] == [
+        "backend=deepspeed, ckpt=full",
+        "backend=fsdp, cpu_offload=false, ckpt=full",
+        "backend=fsdp, cpu_offload=false, ckpt=none",
+        "backend=fsdp, cpu_offload=true, ckpt=full",
+    ]
+
+
+def test_telling_columns_takes_set_values_then_what_tells_rows_apart() -> None:
+    import pandas as pd
+
+    rows = pd.DataFrame(
+        {
+            "backend": ["fsdp", "fsdp", "deepspeed", "deepspeed"],
+            "hpz": [None, None, 1, 1],  # one set value: the backend says it already
+            "qwz": ["", None, "false", "true"],  # blank, None and "" alike; two set values
+            "ckpt": ["full", "none", "full", "full"],
+            "seed": [1, 1, 1, 1],
+        }
+    )
+    assert telling_columns(rows, list(rows)) == ["backend", "qwz", "ckpt"]
+    # A column set for one row only still counts when nothing else tells two rows apart.
+    alone = pd.DataFrame({"backend": ["fsdp", "fsdp"], "offload": [None, "cpu"]})
+    assert telling_columns(alone, ["backend", "offload"]) == ["offload"]
+    assert telling_columns(alone.iloc[:1], ["backend", "offload"]) == []
 
 
 def search_run(run_dir: Path, *overrides: str) -> tuple[dict, str]:

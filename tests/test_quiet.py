@@ -48,7 +48,8 @@ def test_sweep_prints_summary_progress_and_invalid_once(deepspeed_sweep: tuple[P
     assert output.count("flopsweep summary: ") == 1
     assert f"flopsweep summary: 1 ok, 0 oom, 0 error, 1 invalid, 0 skipped ({sweep_dir})" in output
     assert output.count(INVALID) == 1, output
-    assert output.count("flopsweep: job 1/2 done, ") == 1 and output.count("flopsweep: job 2/2 done, ") == 1
+    assert output.count("flopsweep: job 1/2 done: invalid, ") == 1
+    assert output.count("flopsweep: job 2/2 done: ok, ") == 1
     assert "█" not in output  # captured output is not a terminal: plain lines, no bar
     # The launched job logs its warm-up step with the step time, once (rank 0 only).
     assert len(re.findall(r"\[flopsweep rank 0\] warm-up step 1/1: \d+\.\d{3} s\n", output)) == 1
@@ -125,6 +126,8 @@ def test_progress_bar_only_adds_a_bar_to_the_plain_line() -> None:
     assert plain == "flopsweep: job 3/12 done, 2:31 elapsed, about 7:33 left"
     assert drawn == "flopsweep: job 3/12 done |█████               | 2:31 elapsed, about 7:33 left"
     assert progress_line(2, None, 65, bar=True) == "flopsweep: job 2 done, 1:05 elapsed"  # no total: no bar
+    with_status = progress_line(3, 12, 151, status="oom", bar=True)
+    assert with_status == "flopsweep: job 3/12 done: oom |█████               | 2:31 elapsed, about 7:33 left"
 
 
 def test_is_terminal_is_false_for_pipes_files_and_dumb_terminals(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +34,7 @@ SYSTEM_KEYS = {
     "power_limit_w",  # the GPUs' enforced power limit (issue 25; null on the CPU)
     "cpu_count",  # the scale of loadavg (issue 26)
     "interconnect",  # the probe's bus bandwidths (issue 27; [] on one rank)
+    "cpu_threads",  # rank 0's intra-op threads (torch.get_num_threads())
     "torch",
     "cuda",
     "deepspeed",
@@ -42,6 +45,37 @@ SYSTEM_KEYS = {
     "loadavg",
     "cuda_alloc_conf",
 }
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or not shutil.which("taskset") or (os.cpu_count() or 1) < 2,
+    reason="needs Linux's taskset and two cores",
+)
+def test_a_cpu_rank_uses_the_cores_it_may_run_on_or_omp_num_threads(tmp_path: Path) -> None:
+    """A one-rank CPU run confined to one core (``taskset``, as a cgroup cpuset or Slurm's binding
+    would) ran ``os.cpu_count()`` threads on it; it now runs one, and ``OMP_NUM_THREADS`` set by the
+    user still wins. The record keeps the count (``system.cpu_threads``)."""
+    base = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    one_core = ["taskset", "-c", str(min(os.sched_getaffinity(0))), sys.executable, "run.py"]
+    one_core += ["device=cpu", "steps.warmup=1", "steps.measure=1"]
+    threads = {}
+    for omp in (None, "2"):  # torch takes at most the machine's cores from OMP_NUM_THREADS
+        run_dir = tmp_path / f"omp-{omp}"
+        env = base if omp is None else {**base, "OMP_NUM_THREADS": omp}
+        proc = subprocess.run(
+            [*one_core, f"hydra.run.dir={run_dir}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        record = json.loads((run_dir / "metrics.json").read_text())
+        assert record["status"] == "ok", record["error"]
+        threads[omp] = record["system"]["cpu_threads"]
+    assert threads == {None: 1, "2": 2}
 
 
 @pytest.mark.slow
@@ -59,6 +93,7 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert set(record["system"]) == SYSTEM_KEYS
     assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 1, "pp": 1, "cp": 1}
     assert record["system"]["interconnect"] == []  # one rank: no link to measure
+    assert isinstance(record["system"]["cpu_threads"], int) and record["system"]["cpu_threads"] >= 1
     assert record["metrics"]["predicted"]["source"].startswith("uncalibrated")
     assert set(record["run"]) == {
         "id",

@@ -437,16 +437,18 @@ def test_job_watch_shows_states_and_ends_jobs_without_result(tmp_path: Path) -> 
         (9, lambda: states.update({"7_0": "CANCELLED"})),  # scancel while pending: no task ever started
         (9, lambda: states.update({"7_2": "FAILED"})),  # its tasks were killed: no result will come
     ]
-    clock, lines = _Timeline(events), []
+    clock, lines, finished = _Timeline(events), [], []
     watch = fcluster.JobWatch(
         [(0, held), (1, ran), (2, killed)],
         lambda ids: {i: states[i] for i in ids},
         show=lines.append,
+        finished=lambda w: finished.append((w.num, w.outcome, clock.now)),
         clock=lambda: clock.now,
         sleep=clock.sleep,
     )
     watched = watch.wait()
     assert [w.outcome for w in watched] == ["lost", "result", "lost"]
+    assert finished == [(1, "result", 6)]  # told as the job's results appeared, not at the wait's end
     assert lines[:3] == [
         "flopsweep: job #0 (id 7_0): PENDING",
         "flopsweep: job #1 (id 7_1): PENDING",
@@ -483,6 +485,40 @@ def test_submitit_local_runs_each_task_as_one_rank(tmp_path: Path) -> None:
     assert record["system"]["world_size"] == 2
     assert [r["rank"] for r in record["metrics"]["per_rank"]] == [0, 1]
     assert "slurm task: rank 1 of 2" in (tmp_path / "0" / "run.log").read_text()
+
+
+@pytest.mark.slow
+def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path) -> None:
+    """As a local sweep does, slurm_local prints ``job i/N done: <status>`` once per job, in the sweep's
+    output, as each job ends: for a job that gave its result (ok, oom: the task ran the callbacks, out
+    of sight) and for one whose task was killed (its error record written by the sweep process)."""
+    one_rank = ["hydra/launcher=slurm_local", "device=cpu", "nproc_per_node=1", "precision=fp32"]
+    proc = run_py(
+        "-m",
+        *one_rank,
+        "steps.warmup=1",
+        "steps.measure=1",
+        "fault.kind=none,kill,oom",
+        f"hydra.sweep.dir={tmp_path}",
+        timeout=300,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    ok, lost, oom = records(tmp_path)
+    assert (ok["status"], lost["status"], oom["status"]) == ("ok", "error", "oom")
+    assert lost["error"]["type"] == "JobLost"  # SIGKILL took the task: no result, the sweep recorded it
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("flopsweep: job ") and "/" in line]
+    assert [line.split(",")[0] for line in lines] == [
+        "flopsweep: job 1/3 done: ok",
+        "flopsweep: job 2/3 done: error",
+        "flopsweep: job 3/3 done: oom",
+    ], output[-3000:]
+    # Each line comes after its job's end and before the next job starts.
+    assert proc.stdout.index("job #0 (id") < proc.stdout.index(lines[0]) < proc.stdout.index("job #1 (id")
+    assert proc.stdout.index(lines[1]) < proc.stdout.index("job #2 (id")
+    assert "flopsweep summary: 1 ok, 1 oom, 1 error, 0 invalid, 0 skipped" in proc.stdout
+    task_logs = "".join(p.read_text() for p in (tmp_path / ".submitit").rglob("*_log.out"))
+    assert "launching 1 rank" in task_logs and "flopsweep: job " not in task_logs  # tasks print none
 
 
 # --- against a real Slurm (python -m pytest -m slurm, after bash .ci/slurm-up.sh) --------------

@@ -189,7 +189,9 @@ class WatchingLauncher(BaseSubmititLauncher):
     ) -> list[JobReturn]:
         jobs = self._submit(job_overrides, initial_job_idx)
         nums = range(initial_job_idx, initial_job_idx + len(jobs))
-        watch = cluster.JobWatch(zip(nums, jobs, strict=True), self._states(jobs), cancel=self._cancel)
+        watch = cluster.JobWatch(
+            zip(nums, jobs, strict=True), self._states(jobs), finished=self._finished, cancel=self._cancel
+        )
         returns = []
         for watched, overrides in zip(watch.wait(), job_overrides, strict=True):
             if watched.outcome != "lost":
@@ -201,6 +203,22 @@ class WatchingLauncher(BaseSubmititLauncher):
 
     def _wave(self, count: int) -> int:
         return count
+
+    def _finished(self, watched: cluster.Watched) -> None:
+        """The sweep's progress line for a job that gave its result, printed here in the sweep
+        process as the job ends (:meth:`flopsweep.callbacks.SweepSummary.job_done`: the callback's
+        own ``on_job_end`` ran in the task, out of sight). A lost job gets its line when its record
+        is written (:meth:`_record_lost` runs the callbacks here)."""
+        from flopsweep.callbacks import SweepSummary
+
+        try:
+            job_return = watched.job.task(0).result()
+            job_dir = Path(str(job_return.hydra_cfg.hydra.runtime.output_dir))
+        except Exception:  # noqa: BLE001 - the line without a status; the wait reports the failure
+            job_dir = None
+        for callback in getattr(self.hydra_context.callbacks, "callbacks", []):
+            if isinstance(callback, SweepSummary):
+                callback.job_done(job_dir)
 
     def _states(self, jobs: Sequence[Any]) -> Any:
         return cluster.SlurmStates()
