@@ -539,10 +539,13 @@ CALIBRATION_KEYS = (
     ("config", "precision", "name"),
     ("config", "activation_checkpointing"),
     ("config", "compile"),
+    ("config", "device"),
     ("config", "batch", "micro_batch_size"),
 )
 """What a calibration record shares with the run it calibrates: the model, the attention kernel,
-the precision, the checkpointing policy, compilation and the micro batch."""
+the precision, the checkpointing policy, compilation, the device type (``cuda`` or ``cpu``: a CPU
+record's step says nothing of a GPU's; ``predict.compute_scale`` scales between two GPUs) and the
+micro batch (last: :func:`calibration_key` drops it to match another)."""
 
 
 def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -610,7 +613,7 @@ def _backend_knobs(backend: dict[str, Any]) -> dict[str, Any]:
 
 def calibration_differences(record: dict[str, Any], calibration: dict[str, Any]) -> list[str]:
     """What a calibration record does not share with the run it would calibrate: each of
-    :data:`CALIBRATION_KEYS` (model, attention, precision, checkpointing, compile, micro batch) and
+    :data:`CALIBRATION_KEYS` (model, attention, precision, checkpointing, compile, device, micro batch) and
     :func:`backend_differences`, as ``"KEY VALUE vs CALIBRATION'S"`` texts. Empty: a calibration
     of the same set-up; anything else is a borrowed record, not a calibration."""
     import json

@@ -320,3 +320,49 @@ def test_a_calibration_at_the_plans_own_world_size_is_its_prediction(hydra_compo
     row = plan_job(hydra_compose(calibrated), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert "none of its 1 ok records ran on 1 rank or fewer" in row["prediction_source"], row
     assert row["predicted_iteration_time_s"] == ""
+
+
+def test_a_cpu_record_does_not_calibrate_a_plan_for_gpus(hydra_compose, tmp_path: Path) -> None:
+    """A CPU record's step says nothing of an H100's: a trial's ``plan_gpu=H100`` plan was
+    "calibrated" by a one-rank CPU record and predicted the CPU's own step. The device type is part
+    of the calibration's match (``predict.CALIBRATION_KEYS``): the plan is predicted uncalibrated, from
+    the H100 datasheet, and its source names the device the record ran on."""
+    import json
+
+    from flopsweep import forecast
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.models import family
+    from flopsweep.plan import Environment, plan
+
+    args = ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "plan=true"]
+    cfg = plan(hydra_compose(args), Environment(cpu_count=2)).cfg
+    record = {
+        "status": "ok",
+        "config": json.loads(json.dumps(dataclasses.asdict(cfg), default=str)),
+        "model": {"n_params": family(cfg.model).n_params(cfg.model)},
+        "system": {"world_size": 1, "nproc_per_node": 1, "parallel": {"dp_shard": 1}},
+        "metrics": {
+            "iteration_time_s": {"mean": 1.5},
+            "model_flops_per_iteration": forecast.workload(cfg, Layout.data_parallel(1)).model_flops,
+        },
+    }
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "metrics.json").write_text(json.dumps(record))
+    gpu = [
+        "model=gpt-tiny",
+        "nproc_per_node=1",
+        "plan=true",
+        "plan_gpu=H100",
+        f"predict.calibration={tmp_path / 'cal'}",
+    ]
+    row = plan_job(hydra_compose(gpu), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    source = row["prediction_source"]
+    assert source.startswith("uncalibrated: ") and "H100" in source, source
+    assert "device cuda vs cpu" in source, source
+    assert float(row["predicted_iteration_time_s"]) < 1.5
+    cpu = plan_job(
+        hydra_compose([*args, f"predict.calibration={tmp_path / 'cal'}"]),
+        JobInfo(job_dir=tmp_path, overrides=[]),
+    )
+    assert cpu["plan"]["prediction_source"].startswith("calibrated: "), cpu["plan"]
