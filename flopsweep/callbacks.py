@@ -97,6 +97,16 @@ def job_status(job_dir: Path, kept: dict[str, str] | None = None) -> str | None:
     return _counted(path, kept or {}) if os.path.lexists(path) else None
 
 
+def _failure(path: Path) -> str:
+    """The failed record's line at ``path`` (:func:`flopsweep.job.failure_line`), or what kept it."""
+    from flopsweep.job import failure_line
+
+    try:
+        return failure_line(read_json(path), path)
+    except (RecordError, OSError, ValueError) as exc:
+        return f"the record {path} cannot be read: {exc}"
+
+
 def summary_line(counts: Counter) -> str:
     """``"6 ok, 2 oom, 1 error, 0 invalid, 3 skipped"`` (plus any unreadable records)."""
     parts = [f"{counts.get(s, 0)} {s}" for s in (*STATUSES, "skipped")]
@@ -348,17 +358,22 @@ class SweepSummary(Callback):
         self.total = sweep_size(config)
         self.done, self.started, self.pid = 0, time.monotonic(), os.getpid()
 
-    def job_done(self, job_dir: Path | None) -> None:
+    def job_done(self, job_dir: Path | None, *, elsewhere: bool = False) -> None:
         """Count one more job of the multirun as done and print the progress line with the status of
         its record in ``job_dir`` (None: unknown, left out). Only in the sweep process, where the
         count lives: a Slurm or submitit task runs a pickled copy whose line nobody would see and
         whose count starts again (those launchers call this in the sweep process as each job ends,
-        ``hydra_plugins.flopsweep_slurm``). A single run has no sweep progress."""
+        ``hydra_plugins.flopsweep_slurm``). A single run has no sweep progress. ``elsewhere``: the
+        job ran in another process (a Slurm task), whose log line of a failure is out of sight, so
+        a failed record's line (:func:`flopsweep.job.failure_line`) is printed here first, on stderr,
+        as the job itself logs it under the basic launcher."""
         if not self.started or os.getpid() != self.pid:
             return
         self.done += 1
         status = job_status(job_dir, self.kept) if job_dir is not None else None
         elapsed = time.monotonic() - self.started
+        if elsewhere and job_dir is not None and status in ("oom", "error", "invalid"):
+            print(f"flopsweep: {_failure(Path(job_dir) / METRICS_FILE)}", file=sys.stderr, flush=True)
         line = progress_line(self.done, self.total, elapsed, status=status, bar=is_terminal(sys.stdout))
         print(line, flush=True)
 

@@ -1057,12 +1057,17 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
     elif record["run"]["job_num"] is None:  # a single run: run.py prints the message, once, on stderr
         log.warning("%s in %s -> %s", record["status"], err["phase"], path)
     else:
-        log.warning(
-            "%s in %s%s: %s: %s -> %s",
-            record["status"],
-            err["phase"],
-            "" if err["rank"] is None else f" (rank {err['rank']})",
-            err["type"],
-            printable(err["message"]),
-            path,
-        )
+        log.warning("%s", failure_line(record, path))
+
+
+def failure_line(record: dict[str, Any], path: Path | str) -> str:
+    """``"error in measure (rank 0): InjectedFault: <message> -> PATH"``: a failed record's one line
+    (its status, phase, rank, exception type and message, control characters escaped), as a sweep
+    job logs it; a Slurm sweep prints it in the sweep process too
+    (:meth:`flopsweep.callbacks.SweepSummary.job_done`), where the task's log is out of sight."""
+    err = record.get("error") or {}
+    rank = err.get("rank")
+    return (
+        f"{record.get('status')} in {err.get('phase')}{'' if rank is None else f' (rank {rank})'}: "
+        f"{err.get('type')}: {printable(str(err.get('message')))} -> {printable(str(path))}"
+    )

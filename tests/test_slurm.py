@@ -519,6 +519,16 @@ def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path)
     assert "flopsweep summary: 1 ok, 1 oom, 1 error, 0 invalid, 0 skipped" in proc.stdout
     task_logs = "".join(p.read_text() for p in (tmp_path / ".submitit").rglob("*_log.out"))
     assert "launching 1 rank" in task_logs and "flopsweep: job " not in task_logs  # tasks print none
+    # each failed job's cause (the task's own log is out of sight; a lost job's record is the sweep's)
+    failed = [
+        line
+        for line in proc.stderr.splitlines()
+        if line.startswith(("flopsweep: oom in ", "flopsweep: error in "))
+    ]
+    assert len(failed) == 2, proc.stderr[-3000:]
+    assert ": JobLost: " in failed[0] and failed[0].endswith(f"-> {tmp_path / '1' / 'metrics.json'}"), failed
+    assert ": OutOfMemoryError: injected fault: oom on rank 0 in measure -> " in failed[1], failed
+    assert failed[1].endswith(f"-> {tmp_path / '2' / 'metrics.json'}"), failed
 
 
 # --- against a real Slurm (python -m pytest -m slurm, after bash .ci/slurm-up.sh) --------------

@@ -218,7 +218,7 @@ class WatchingLauncher(BaseSubmititLauncher):
             job_dir = None
         for callback in getattr(self.hydra_context.callbacks, "callbacks", []):
             if isinstance(callback, SweepSummary):
-                callback.job_done(job_dir)
+                callback.job_done(job_dir, elsewhere=True)
 
     def _states(self, jobs: Sequence[Any]) -> Any:
         return cluster.SlurmStates()
@@ -335,7 +335,7 @@ def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: di
     job's objective as ``run.py`` does (NaN unless a task's ``ok`` record was found)."""
     from flopsweep import objective
     from flopsweep.callbacks import SweepStopped
-    from flopsweep.job import JobInfo, record_lost_job
+    from flopsweep.job import JobInfo, failure_line, record_lost_job
 
     hc = HydraConfig.get()
     run_cfg = OmegaConf.to_object(cfg)
@@ -348,6 +348,12 @@ def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: di
     previous = before.get(str(Path(info.job_dir) / "metrics.json"))
     record = record_lost_job(run_cfg, info, message, submitted_at=submitted_at, previous_run_id=previous)
     status = record["status"]
+    if status != "ok":  # the sweep's console names the cause, as a task's own log would
+        print(
+            f"flopsweep: {failure_line(record, Path(info.job_dir) / 'metrics.json')}",
+            file=sys.stderr,
+            flush=True,
+        )
     if status != "ok" and run_cfg.fail_fast:
         raise SweepStopped(
             f"flopsweep: {status}: {message} [recorded in {info.job_dir}]; fail_fast=true stopped the sweep"
