@@ -624,11 +624,15 @@ def _append_plan_row(path: Path, row: dict[str, Any]) -> None:
 
 
 def plan_table(path: str) -> str:
-    """``plan.csv`` as one table (pandas' markdown through tabulate), with the file's path."""
+    """``plan.csv`` as one table (pandas' markdown through tabulate), with the file's path; control
+    characters in a cell (an override's value, a note quoting it) escaped (:func:`printable`), so a
+    row stays one line and writes nothing but text to the terminal. The CSV keeps the exact values."""
     import pandas as pd
 
-    table = pd.read_csv(path, keep_default_na=False).to_markdown(index=False)
-    return f"{table}\n(plan: no worker started, no record written; {path})"
+    frame = pd.read_csv(path, keep_default_na=False)
+    escaped = frame.apply(lambda column: column.map(lambda v: printable(v) if isinstance(v, str) else v))
+    table = escaped.to_markdown(index=False)
+    return f"{table}\n(plan: no worker started, no record written; {printable(path)})"
 
 
 def plan_invalid_line(path: str) -> str | None:
@@ -659,8 +663,8 @@ def warn_plan_gpu(cfg: RunConfig, device_name: str | None) -> str | None:
         if device_name and str(cfg.plan_gpu).split("-")[0].upper() in device_name.upper():
             return None
         return (
-            f"plan_gpu={cfg.plan_gpu} is read by plan=true only; this run measures {here}, not a "
-            f"{cfg.plan_gpu} (add plan=true to plan for it)"
+            f"plan_gpu={cfg.plan_gpu} is read by plan=true only; this run measures {here}, not the "
+            f"{cfg.plan_gpu} it names (add plan=true to plan for it)"
         )
     if cfg.plan_gpu_memory_gib is not None:
         return (

@@ -366,3 +366,24 @@ def test_a_cpu_record_does_not_calibrate_a_plan_for_gpus(hydra_compose, tmp_path
         JobInfo(job_dir=tmp_path, overrides=[]),
     )
     assert cpu["plan"]["prediction_source"].startswith("calibrated: "), cpu["plan"]
+
+
+def test_the_plan_table_escapes_control_characters(tmp_path: Path) -> None:
+    """A cell holding an escape sequence or a newline (an override's value, a note quoting a path)
+    reaches the terminal escaped, one row per line (a trial saw a raw ESC and a row split in two);
+    the CSV keeps the exact value."""
+    import csv
+
+    from flopsweep.job import plan_table
+
+    path = tmp_path / "plan.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["job", "overrides", "status", "note"])
+        writer.writerow([0, "backend.nvme_path=/a\x1b[31mred", "ok", "tag a\nb"])
+        writer.writerow([1, "model=gpt-tiny", "ok", ""])
+    table = plan_table(str(path))
+    assert "\x1b" not in table and "/a\\x1b[31mred" in table and "tag a\\nb" in table
+    assert len(table.splitlines()) == 2 + 2 + 1  # header, rule, two rows, the footer
+    with path.open(newline="") as f:
+        assert list(csv.reader(f))[1][3] == "tag a\nb"
