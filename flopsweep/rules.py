@@ -246,6 +246,23 @@ _fsdp_collectives.py``). DDP's buckets all-reduce after the hooks, and DeepSpeed
 step."""
 
 
+def planned_gpu_on_the_cpu(cfg: RunConfig) -> None:
+    """``plan_gpu`` (or ``plan_gpu_memory_gib``) plans for GPUs, and ``device=cpu`` places the ranks
+    on the host: together they made a half-GPU, half-CPU plan (the GPU's memory and datasheet, the
+    CPU's estimate and refusals: a trial). ``device=auto`` (the default) or ``cuda`` plans as on the
+    GPUs named. A run (``plan=false``) reads neither key and only warns
+    (:func:`flopsweep.job.warn_plan_gpu`)."""
+    for key in ("plan_gpu", "plan_gpu_memory_gib"):
+        if (value := getattr(cfg, key)) is not None and cfg.device == "cpu" and cfg.plan:
+            raise ConfigError(
+                key,
+                value,
+                "plans for GPUs, and device=cpu places the ranks on this machine's CPU",
+                f"drop device=cpu (device=auto, the default, plans as on the GPUs named), or drop {key} "
+                "to plan for the CPU",
+            )
+
+
 def optimizer_in_backward(cfg: RunConfig) -> None:
     """``optim.in_backward`` steps each parameter as soon as its gradient is accumulated, so it needs
     no step that sees every gradient at once: no global-norm clip (``optim.grad_clip=0``), no
@@ -320,6 +337,7 @@ def _in_backward_layout(cfg: RunConfig) -> None:
 
 
 RULES: list[Callable[[RunConfig], None]] = [
+    planned_gpu_on_the_cpu,
     fp8_all_gather,
     warmup_when_compiling,
     hf_attention,

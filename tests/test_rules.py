@@ -109,3 +109,15 @@ def test_a_planned_gpu_in_a_run_is_warned_about_unless_it_is_here(hydra_compose,
     planned = validate(hydra_compose(["model=gpt-tiny", f"{key}={value}", "plan=true"]))
     assert warn_plan_gpu(planned, None) is None
     assert warn_plan_gpu(validate(hydra_compose(["model=gpt-tiny"])), None) is None
+
+
+@pytest.mark.parametrize("key, value", [("plan_gpu", "H100"), ("plan_gpu_memory_gib", 80.0)])
+def test_a_planned_gpu_with_device_cpu_is_refused(hydra_compose, key: str, value) -> None:
+    """``plan_gpu`` with ``device=cpu`` gave a plan half for the GPU (its memory and datasheet) and
+    half for the CPU (its estimate and refusals); refused in one line, and ``device=auto`` plans it."""
+    with pytest.raises(ConfigError) as err:
+        validate(hydra_compose(["model=gpt-tiny", "plan=true", "device=cpu", f"{key}={value}"]))
+    assert (err.value.key, err.value.value) == (key, value) and "\n" not in str(err.value)
+    assert "Fix: drop device=cpu (device=auto, the default, plans as on the GPUs named)" in str(err.value)
+    assert validate(hydra_compose(["model=gpt-tiny", "plan=true", f"{key}={value}"])).device == "auto"
+    assert validate(hydra_compose(["model=gpt-tiny", "device=cpu", f"{key}={value}"])).plan is False  # a run
