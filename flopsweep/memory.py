@@ -247,6 +247,11 @@ def _deepspeed_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
             f"DeepSpeed estimate_zero3_model_states_mem_needs (cpu_offload={opt}, "
             f"cpu_offload_params={opt and param})"
         )
+        if param and not opt:
+            method += (
+                "; backend.offload_param without offload_optimizer: the estimator knows no such case, "
+                "counted as no offload (an upper bound)"
+            )
     else:
         _, gpu = estimate_zero2_model_states_mem_needs(n_params, num_gpus_per_node=world, cpu_offload=opt)
         method = f"DeepSpeed estimate_zero2_model_states_mem_needs (cpu_offload={opt}; ZeRO-1 and -2)"

@@ -322,6 +322,16 @@ def test_deepspeed_offload_uses_the_estimators_offload_arguments() -> None:
     assert both.model_states == 4 * V * H + ZERO3_EXTRA and "cpu_offload_params=True" in both.method
     zero2 = estimate(_cfg(OffloadZero(zero_stage=2)), Layout(dp_shard=2))
     assert zero2.model_states == zero2.step_states == 2 * P
+    # parameters alone: the estimator knows no such case; counted as no offload, and said so
+    params = estimate(
+        _cfg(OffloadZero(zero_stage=3, offload_optimizer="none", offload_param="cpu")), Layout(dp_shard=2)
+    )
+    plain = estimate(_cfg(OffloadZero(zero_stage=3, offload_optimizer="none")), Layout(dp_shard=2))
+    assert (
+        params.model_states == plain.model_states
+        and "counted as no offload (an upper bound)" in params.method
+    )
+    assert "an upper bound" not in plain.method
     # one GPU, ZeRO-3 with offload_optimizer=cpu: the GPU keeps the bf16 parameters (2 P), the
     # estimator's 4 x largest layer and the 5e8-element reduce bucket beside the activations (the
     # gathered parameters are views of its own partition); the host the fp32 master weights,
