@@ -154,11 +154,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--columns", metavar="COLS", help="comma-separated columns to show, or 'all'")
     p.add_argument(
         "--width",
-        type=int,
-        default=120,
-        help="widest terminal table in characters; columns are hidden to fit (0: no limit)",
+        type=_width,
+        default=None,
+        help="widest terminal table in characters; columns are hidden to fit (0: no limit; default: the "
+        "terminal's width, COLUMNS honoured, when the output is a terminal, else 120)",
     )
     return p
+
+
+DEFAULT_WIDTH = 120
+"""The table width when the output is not a terminal (a pipe, a file, a test's capture)."""
+
+
+def _width(text: str) -> int:
+    """``--width``'s value: 0 (no limit) or a positive number of characters (argparse's one-line
+    error, exit 2, names anything else)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{value} is negative: give 0 (no limit) or the characters a line may take"
+        )
+    return value
+
+
+def default_width() -> int:
+    """The terminal's columns (``shutil.get_terminal_size``: ``COLUMNS`` first) when standard output
+    is a terminal, else :data:`DEFAULT_WIDTH`: a table piped to a file keeps one width everywhere."""
+    import shutil
+
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    return DEFAULT_WIDTH
 
 
 def _column(name: str) -> str:
@@ -546,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     bad option or path)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.width is None:
+        args.width = default_width()
     if args.notebook is not None:
         return notebook(args, parser)
     handler = logging.StreamHandler()
