@@ -577,6 +577,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.width is None:
         args.width = default_width()
+    if args.plot is not None and os.path.lexists(args.plot) and not args.plot.is_dir():
+        from flopsweep.files import file_kind
+
+        kind = file_kind(os.lstat(args.plot).st_mode)
+        parser.error(
+            f"--plot {printable(str(args.plot))}: a {kind}, not a folder; "
+            "give a folder for the PNGs (made if missing)"
+        )
     if args.notebook is not None:
         return notebook(args, parser)
     handler = logging.StreamHandler()

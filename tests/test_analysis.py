@@ -639,6 +639,30 @@ def test_the_table_fits_the_terminal_it_is_shown_in(capsys):
     assert info.value.code == 2 and "--width: -5 is negative: give 0 (no limit)" in err
 
 
+def test_a_plot_path_that_is_a_file_is_refused_before_anything_is_written(capsys, tmp_path: Path):
+    """``--plot FILE`` said "cannot write FILE: File exists" after the HTML was written (a trial)."""
+    (tmp_path / "a-file").write_text("kept")
+    with pytest.raises(SystemExit) as info:
+        main(
+            [
+                str(RECORDS),
+                "--format",
+                "html",
+                "--output",
+                str(tmp_path / "r.html"),
+                "--plot",
+                str(tmp_path / "a-file"),
+            ]
+        )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code == 2 and err[0].startswith("usage: ")  # argparse's usage, then the error
+    assert err[-1].endswith(
+        f"--plot {tmp_path / 'a-file'}: a regular file, not a folder; "
+        "give a folder for the PNGs (made if missing)"
+    )
+    assert not (tmp_path / "r.html").exists() and (tmp_path / "a-file").read_text() == "kept"
+
+
 def test_cli_legend_explains_the_short_set_up_headers(capsys):
     """Every short header of the default table is in the legend: set-up (``world``, ``accum``) and metrics."""
     _, out, _ = cli(capsys, RECORDS, SWEEP, "--width", "0")
