@@ -373,8 +373,8 @@ def offload_host_note(p: Plan) -> str:
     if not need:
         return ""
     return (
-        f"offload needs at least {need / 2**30:.1f} GiB of host memory per node (not checked: the "
-        "planned GPUs' hosts are not this machine)"
+        f"offload needs at least {significant(need / 2**30, 4)} GiB of host memory per node (not "
+        "checked: the planned GPUs' hosts are not this machine)"
     )
 
 
