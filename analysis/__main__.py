@@ -575,8 +575,6 @@ def main(argv: list[str] | None = None) -> int:
     bad option or path)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.width is None:
-        args.width = default_width()
     if args.plot is not None and os.path.lexists(args.plot) and not args.plot.is_dir():
         from flopsweep.files import file_kind
 
@@ -587,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.notebook is not None:
         return notebook(args, parser)
+    if args.width is None:  # after --notebook, which takes no table option
+        args.width = default_width()
     handler = logging.StreamHandler()
     handler.setFormatter(SafeFormatter("analysis: %(levelname)s: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
