@@ -44,14 +44,22 @@ CPU_JOB = [
 
 # --- rank arithmetic: SLURM_* variables of 2 nodes x 8 tasks (data, not a mock) ---------------
 
+DISTRIBUTED_KEYS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+DISTRIBUTED_AT_IMPORT = {k: os.environ.get(k) for k in DISTRIBUTED_KEYS}
+
 
 @pytest.mark.parametrize(("node", "local_rank"), [(0, 0), (0, 7), (1, 0), (1, 3), (1, 7)])
 def test_two_nodes_of_eight_tasks_map_to_global_rank(
     monkeypatch: pytest.MonkeyPatch, node: int, local_rank: int
 ) -> None:
     """Slurm's block distribution: task ``SLURM_PROCID = node * 8 + SLURM_LOCALID``."""
-    for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
-        monkeypatch.delenv(key, raising=False)  # restored (removed) after the test
+    for key in DISTRIBUTED_KEYS:
+        # setenv first: monkeypatch then restores the key's absence, so what export() writes below
+        # (MASTER_PORT=42455, from job 4242) does not leak into later tests' subprocesses; a bare
+        # delenv of an absent key records nothing, and every later slurm_local job of the suite
+        # rendezvoused on 42455 (two side-by-side suites collided on it)
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
     monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
     for key, value in {
         "SLURM_JOB_ID": "4242",
@@ -76,6 +84,12 @@ def test_two_nodes_of_eight_tasks_map_to_global_rank(
     # Every task of the job draws the same port from the job id.
     assert os.environ["MASTER_PORT"] == str(TorchDistributedEnvironment().master_port)
     assert slurm.writes_record() is (node == 0 and local_rank == 0)
+
+
+def test_the_rank_arithmetic_leaves_the_environment_as_it_found_it() -> None:
+    """Run after the test above: ``export()`` writes ``MASTER_PORT`` and the rank variables into this
+    process's environment, and a leak sent every later ``slurm_local`` job of the suite to one port."""
+    assert {k: os.environ.get(k) for k in DISTRIBUTED_KEYS} == DISTRIBUTED_AT_IMPORT
 
 
 @pytest.mark.parametrize(
