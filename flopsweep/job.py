@@ -721,9 +721,7 @@ def _launch(
     use_expandable_segments(cfg.device)
     warn_host_memory(p)
     if cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None:
-        import torch
-
-        name = torch.cuda.get_device_name(0) if cfg.device == "cuda" and torch.cuda.is_available() else None
+        name = torch_device_name() if cfg.device == "cuda" else None  # the plan checked a GPU is here
         if (line := warn_plan_gpu(cfg, name)) is not None:
             log.warning("%s", line)
     if (across := tp_across_nodes(layout, p.nproc_per_node)) is not None:
