@@ -27,6 +27,40 @@ def run_py(
     )
 
 
+def on_a_terminal(
+    argv: list[str], *, env: dict[str, str], columns: int | None = None, timeout: float = 300
+) -> tuple[int, str]:
+    """Run ``argv`` (from the checkout) with its stdout and stderr on a pseudo-terminal (``columns``
+    wide when given): ``(exit code, what it wrote there)``, read until it closes the terminal, each
+    wait for output at most ``timeout`` s (a guard against a hung child, not a timing)."""
+    import fcntl
+    import select
+    import struct
+    import termios
+
+    primary, secondary = os.openpty()
+    if columns is not None:
+        fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=secondary, stderr=secondary, env=env)
+    os.close(secondary)
+    chunks = []
+    try:
+        while select.select([primary], [], [], timeout)[0]:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(primary)
+        if proc.poll() is None:  # still running: it hung
+            proc.kill()
+    code = proc.wait(timeout=60)
+    return code, b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+
+
 def run_sweep(sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:
     """``python run.py -m ARGS`` into ``sweep_dir``."""
     return run_py("-m", *args, f"hydra.sweep.dir={sweep_dir}")

@@ -10,13 +10,11 @@ from __future__ import annotations
 import io
 import os
 import re
-import select
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, RUN_PY, records, run_py
+from helpers import RUN_PY, on_a_terminal, records, run_py
 
 from flopsweep.callbacks import is_terminal, progress_line
 
@@ -144,29 +142,17 @@ def test_is_terminal_is_false_for_pipes_files_and_dumb_terminals(monkeypatch: py
 @pytest.mark.slow
 def test_sweep_on_a_terminal_draws_the_bar(tmp_path: Path) -> None:
     """A real sweep (plan=true: no worker starts) with its output on a pseudo-terminal."""
-    primary, secondary = os.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, RUN_PY, "-m", "seed=1,2", "device=cpu", "plan=true", f"hydra.sweep.dir={tmp_path}"],
-        cwd=ROOT,
-        stdout=secondary,
-        stderr=secondary,
-        env={**os.environ, "TERM": "xterm"},
-    )
-    os.close(secondary)
-    chunks = []
-    while select.select([primary], [], [], 300)[0]:  # a guard against a hung child, not a timing
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(primary)
-    if proc.poll() is None:  # still running: it hung
-        proc.kill()
-    assert proc.wait(timeout=60) == 0
-    output = b"".join(chunks).decode()
+    argv = [
+        sys.executable,
+        RUN_PY,
+        "-m",
+        "seed=1,2",
+        "device=cpu",
+        "plan=true",
+        f"hydra.sweep.dir={tmp_path}",
+    ]
+    code, output = on_a_terminal(argv, env={**os.environ, "TERM": "xterm"})
+    assert code == 0
     assert re.search(r"flopsweep: job 1/2 done \|█{10} {10}\| \d+:\d\d elapsed, about ", output), output
     assert re.search(r"flopsweep: job 2/2 done \|█{20}\| \d+:\d\d elapsed, about 0:00 left", output), output
 
