@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="add a speedup column vs this set-up, matched on the other set-up columns; repeatable",
     )
-    p.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots to DIR")
+    p.add_argument("--plot", type=_folder, metavar="DIR", help="write PNG plots to DIR")
     p.add_argument(
         "--notebook",
         type=Path,
@@ -188,6 +188,27 @@ def default_width() -> int:
     if sys.stdout.isatty():
         return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
     return DEFAULT_WIDTH
+
+
+def _folder(text: str) -> Path:
+    """``--plot``'s value: a path, not an empty one (``Path("")`` is this folder, unasked)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path: give a folder for the PNGs (made if missing)")
+    return Path(text)
+
+
+def plot_folder_problem(path: Path) -> str | None:
+    """Why ``--plot PATH`` cannot be a folder, checked before anything is written: the path itself
+    or its nearest existing parent is not a folder (``a-file`` or ``a-file/sub``). None when it can be."""
+    from flopsweep.files import file_kind
+
+    for place in (path, *path.parents):
+        if os.path.lexists(place):
+            if place.is_dir():
+                return None
+            what = file_kind(os.lstat(place).st_mode)
+            return f"a {what}, not a folder" if place == path else f"{place} is a {what}, not a folder"
+    return None
 
 
 def _column(name: str) -> str:
@@ -575,13 +596,9 @@ def main(argv: list[str] | None = None) -> int:
     bad option or path)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.plot is not None and os.path.lexists(args.plot) and not args.plot.is_dir():
-        from flopsweep.files import file_kind
-
-        kind = file_kind(os.lstat(args.plot).st_mode)
+    if args.plot is not None and (why := plot_folder_problem(args.plot)):
         parser.error(
-            f"--plot {printable(str(args.plot))}: a {kind}, not a folder; "
-            "give a folder for the PNGs (made if missing)"
+            f"--plot {printable(str(args.plot))}: {why}; give a folder for the PNGs (made if missing)"
         )
     if args.notebook is not None:
         return notebook(args, parser)

@@ -263,7 +263,9 @@ def _prediction(
     if records and not picked:
         why = unmatched(cfg, layout.world_size, records)
         missed = f"predict.calibration={cfg.predict.calibration} matches nothing: {why}"
-        log.warning("%s; predicted uncalibrated", missed)
+        from flopsweep.job import printable  # the path is the user's: one honest log line
+
+        log.warning("%s; predicted uncalibrated", printable(missed))
     device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
     peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None

@@ -660,8 +660,9 @@ def warn_plan_gpu(cfg: RunConfig, device_name: str | None) -> str | None:
         return None
     here = device_name or "this machine's CPU"
     if cfg.plan_gpu is not None:
-        if device_name and str(cfg.plan_gpu).split("-")[0].upper() in device_name.upper():
-            return None
+        model = str(cfg.plan_gpu).split("-")[0].strip()
+        if device_name and model and re.search(rf"\b{re.escape(model)}\b", device_name, re.IGNORECASE):
+            return None  # a whole word of the name: H200 is not GH200's, A10 not A100's
         return (
             f"plan_gpu={cfg.plan_gpu} is read by plan=true only; this run measures {here}, not the "
             f"{cfg.plan_gpu} it names (add plan=true to plan for it)"

@@ -632,6 +632,17 @@ def test_a_plot_path_that_is_a_file_is_refused_before_anything_is_written(capsys
         "give a folder for the PNGs (made if missing)"
     )
     assert not (tmp_path / "r.html").exists() and (tmp_path / "a-file").read_text() == "kept"
+    for bad, said in (
+        (
+            tmp_path / "a-file" / "sub",
+            f"--plot {tmp_path / 'a-file' / 'sub'}: {tmp_path / 'a-file'} is a regular file",
+        ),
+        ("", "argument --plot: an empty path"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            main([str(RECORDS), "--format", "html", "--output", str(tmp_path / "r.html"), "--plot", str(bad)])
+        assert info.value.code == 2 and said in capsys.readouterr().err
+        assert not (tmp_path / "r.html").exists()
 
 
 def test_cli_legend_explains_the_short_set_up_headers(capsys):

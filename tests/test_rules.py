@@ -106,6 +106,19 @@ def test_a_planned_gpu_in_a_run_is_warned_about_unless_it_is_here(hydra_compose,
     assert "this run measures NVIDIA A100-SXM4-40GB" in warn_plan_gpu(cfg, "NVIDIA A100-SXM4-40GB")
     here = warn_plan_gpu(cfg, "NVIDIA H100 80GB HBM3")
     assert (here is None) == (key == "plan_gpu")  # a memory size names no GPU: always warned
+    if key == "plan_gpu":  # a whole word of the name only: H200 is not GH200's, A10 not A100's
+        assert warn_plan_gpu(
+            validate(hydra_compose(["model=gpt-tiny", "plan_gpu=H200"])), "NVIDIA GH200 480GB"
+        )
+        assert warn_plan_gpu(
+            validate(hydra_compose(["model=gpt-tiny", "plan_gpu=A10"])), "NVIDIA A100-SXM4-80GB"
+        )
+        assert (
+            warn_plan_gpu(
+                validate(hydra_compose(["model=gpt-tiny", "plan_gpu=A100-80GB"])), "NVIDIA A100-SXM4-80GB"
+            )
+            is None
+        )
     planned = validate(hydra_compose(["model=gpt-tiny", f"{key}={value}", "plan=true"]))
     assert warn_plan_gpu(planned, None) is None
     assert warn_plan_gpu(validate(hydra_compose(["model=gpt-tiny"])), None) is None
