@@ -23,7 +23,7 @@ from flopsweep.files import RecordError, read_json
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.record import METRICS_FILE
-from flopsweep.text import plural
+from flopsweep.text import plural, printable
 
 log = logging.getLogger(__name__)
 
@@ -263,8 +263,6 @@ def _prediction(
     if records and not picked:
         why = unmatched(cfg, layout.world_size, records)
         missed = f"predict.calibration={cfg.predict.calibration} matches nothing: {why}"
-        from flopsweep.job import printable  # the path is the user's: one honest log line
-
         log.warning("%s; predicted uncalibrated", printable(missed))
     device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks

@@ -64,7 +64,7 @@ from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
-from flopsweep.text import plural, significant
+from flopsweep.text import plural, printable, significant
 
 log = logging.getLogger("flopsweep")
 
@@ -87,12 +87,6 @@ class JobInfo:
 LAST_RECORD: dict[str, Any] = {"path": None, "status": None}
 """The last record this process wrote (its path and status): what ``run.py`` may truthfully
 say when a signal stops it."""
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters escaped (``\\n``, ``\\x1b``), for one honest log line:
-    a newline in a ``tag`` must not forge another line. Records keep the exact value."""
-    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text)
 
 
 def _now() -> str:

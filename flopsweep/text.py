@@ -57,3 +57,9 @@ def format_count(n: float) -> str:
             break
         x /= 1000
     return f"{x:.3g}{suffix}" if abs(x) < 1000 else f"{x:.0f}{suffix}"
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\x1b``), for one honest log line:
+    a newline in a ``tag`` must not forge another line. Records keep the exact value."""
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text)
