@@ -9,13 +9,15 @@ tag, an error message, a path) is hostile until shown otherwise:
   terminal, retitle its window, add a line to a log or hide text. Applied to every table cell,
   header, log line and footer line the analysis prints.
 - :func:`markdown_cell`: a ``|`` cannot open a column, ``<`` cannot open HTML.
-- :func:`csv_cell`: a text cell a spreadsheet would run as a formula gets a leading apostrophe
-  (OWASP, "CSV Injection": cells beginning with ``=``, ``+``, ``-``, ``@``, tab or carriage
-  return; ASVS 5.0 1.2.10 adds NUL); leading white space is looked through, and so are the
-  full-width forms of the four signs. Carriage returns inside a cell become line feeds, and
-  every text cell is quoted (:data:`csv.QUOTE_NONNUMERIC`), so a cell can never end a row.
-  ``|`` and ``%`` are not formula triggers on their own (OWASP lists neither): a DDE payload
-  such as ``=cmd|' /C calc'!A0`` needs one of the leading signs, which is defused.
+- :func:`csv_cell` (:func:`flopsweep.text.csv_cell`, the one guard of every CSV the project
+  writes, ``plan=true``'s ``plan.csv`` too): a text cell a spreadsheet would run as a formula gets
+  a leading apostrophe (OWASP, "CSV Injection": cells beginning with ``=``, ``+``, ``-``, ``@``,
+  tab or carriage return; ASVS 5.0 1.2.10 adds NUL); leading white space is looked through, and
+  so are the full-width forms of the four signs; a plain decimal number (``-0.5``) stays a number.
+  Carriage returns inside a cell become line feeds, and every text cell is quoted
+  (:data:`csv.QUOTE_NONNUMERIC`), so a cell can never end a row. ``|`` and ``%`` are not formula
+  triggers on their own (OWASP lists neither): a DDE payload such as ``=cmd|' /C calc'!A0`` needs
+  one of the leading signs, which is defused.
 - :func:`label`: a plot label at most :data:`MAX_LABEL` characters (matplotlib's layout of a
   long label costs far more than linear time, and a long legend entry asks for a huge canvas).
 """
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import logging
 import re
+
+from flopsweep.text import CSV_FORMULA_PREFIXES, csv_cell
 
 __all__ = [
     "CSV_FORMULA_PREFIXES",
@@ -42,11 +46,6 @@ MAX_LABEL = 60
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 """C0 controls (ESC, CR, LF, TAB, ...), DEL, C1 controls (CSI U+009B, OSC U+009D, ...), zero-width
 characters, line/paragraph separators and the bidirectional embeddings, overrides and isolates."""
-
-CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\0", "\uff1d", "\uff0b", "\uff0d", "\uff20")
-"""First characters that make a spreadsheet read a CSV cell as a formula: OWASP's ``=``, ``+``,
-``-``, ``@``, tab and carriage return, ASVS's NUL, and the full-width ``=``, ``+``, ``-``, ``@``
-that some spreadsheets normalise to them."""
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -75,19 +74,6 @@ def markdown_cell(text: str) -> str:
     """A markdown table cell that stays one cell: ``|`` escaped as ``\\|``, ``<`` and ``>`` as
     entities (no raw HTML), control characters escaped (:func:`printable`: no new row)."""
     return printable(text).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def csv_cell(value: object) -> object:
-    """A CSV cell that no spreadsheet runs: a text value whose first character after any leading
-    white space is in :data:`CSV_FORMULA_PREFIXES` gets a leading apostrophe, and its carriage
-    returns become line feeds (a bare CR ends a row for some readers). Numbers, booleans and
-    blanks are returned as they are."""
-    if not isinstance(value, str):
-        return value
-    text = value.replace("\r\n", "\n").replace("\r", "\n")
-    if value.lstrip(" \n\x0b\x0c\u00a0\u3000").startswith(CSV_FORMULA_PREFIXES):
-        return "'" + text
-    return text
 
 
 class SafeFormatter(logging.Formatter):

@@ -141,6 +141,10 @@ def plan_table(args: str) -> str:
 
     import pandas as pd
 
+    if str(REPO) not in sys.path:  # run from anywhere
+        sys.path.insert(0, str(REPO))
+    from flopsweep.text import csv_text
+
     what = f"python run.py -m {args} plan=true"
     with tempfile.TemporaryDirectory(prefix="make_results_plan.") as tmp:
         sweep = Path(tmp) / "sweep"
@@ -160,7 +164,8 @@ def plan_table(args: str) -> str:
             raise MarkerError(f"{what}: exit status {proc.returncode}; {proc.stderr.strip()[-2000:]}")
         df = pd.read_csv(sweep / "plan.csv", keep_default_na=False)
     df["prediction_source"] = df["prediction_source"].where(df["prediction_source"] != "", df["note"])
-    df["layout"] = df["layout"].where(df["layout"] != "", df["overrides"].str.split().str[0])  # invalid
+    first = df["overrides"].map(csv_text).str.split().str[0]  # csv_text: without the CSV guard's apostrophe
+    df["layout"] = df["layout"].where(df["layout"] != "", first)  # invalid
     return df[list(PLAN_COLUMNS)].to_markdown(index=False)
 
 

@@ -64,7 +64,7 @@ from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
-from flopsweep.text import plural, printable, significant
+from flopsweep.text import csv_cell, csv_text, plural, printable, significant
 
 log = logging.getLogger("flopsweep")
 
@@ -571,6 +571,9 @@ def plan_prediction(
 
 
 def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
+    """``rows`` as ``plan.csv``'s lines, every cell through the project's one CSV-injection guard
+    (:func:`flopsweep.text.csv_cell`: a ``tag=`` value, a model name or an override that begins with
+    ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading apostrophe; numbers stay numbers)."""
     import csv
     import io
 
@@ -578,7 +581,7 @@ def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
     writer = csv.DictWriter(out, fieldnames=PLAN_COLUMNS)
     if header:
         writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({key: csv_cell(value) for key, value in row.items()} for row in rows)
     return out.getvalue()
 
 
@@ -617,14 +620,25 @@ def _append_plan_row(path: Path, row: dict[str, Any]) -> None:
         os.close(fd)
 
 
+def plan_cell(cell: object) -> object:
+    """A cell of ``plan.csv`` as the plan table shows it: the CSV guard's apostrophe removed
+    (:func:`flopsweep.text.csv_text`: ``+sweep=x`` reads as typed), control characters escaped
+    (:func:`printable`: the row stays one line and writes nothing but text to the terminal) and
+    ``|`` escaped as ``\\|`` (a ``tag=a|b`` must not open a column of the markdown table); numbers
+    as they are."""
+    if not isinstance(cell, str):
+        return cell
+    return printable(csv_text(cell)).replace("|", "\\|")
+
+
 def plan_table(path: str) -> str:
-    """``plan.csv`` as one table (pandas' markdown through tabulate), with the file's path; control
-    characters in a cell (an override's value, a note quoting it) escaped (:func:`printable`), so a
-    row stays one line and writes nothing but text to the terminal. The CSV keeps the exact values."""
+    """``plan.csv`` as one table (pandas' markdown through tabulate), with the file's path; each
+    text cell (an override's value, a note quoting it) as :func:`plan_cell` shows it. The CSV keeps
+    the values (guarded against spreadsheet formulas: :func:`_csv_text`)."""
     import pandas as pd
 
     frame = pd.read_csv(path, keep_default_na=False)
-    escaped = frame.apply(lambda column: column.map(lambda v: printable(v) if isinstance(v, str) else v))
+    escaped = frame.apply(lambda column: column.map(plan_cell))
     table = escaped.to_markdown(index=False)
     return f"{table}\n(plan: no worker started, no record written; {printable(path)})"
 

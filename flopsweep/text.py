@@ -1,14 +1,17 @@
-"""Messages: how the sweep and the analysis write counts and sizes.
+"""Messages: how the sweep and the analysis write counts and sizes, and the one CSV-injection guard.
 
 Torch-free and imports nothing of flopsweep: the job, the launchers, the Hydra callbacks and the
 analysis all use it, so that every message writes a count with its noun (``1 run``, ``2 runs``), a
 size in bytes (``12.0 KiB``), a parameter count (``12.4M``) and a figure to three significant
-figures (``0.0123``) the same way.
+figures (``0.0123``) the same way, and so that every CSV the project writes (``plan=true``'s
+``plan.csv``, ``python -m analysis --format csv``) defuses spreadsheet formulas the same way
+(:func:`csv_cell`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
@@ -63,3 +66,45 @@ def printable(text: str) -> str:
     """``text`` with control characters escaped (``\\n``, ``\\x1b``), for one honest log line:
     a newline in a ``tag`` must not forge another line. Records keep the exact value."""
     return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text)
+
+
+CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\0", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+"""First characters that make a spreadsheet read a CSV cell as a formula: OWASP's ``=``, ``+``,
+``-``, ``@``, tab and carriage return ("CSV Injection"), ASVS 5.0 1.2.10's NUL, and the full-width
+``=``, ``+``, ``-``, ``@`` that some spreadsheets normalise to them."""
+
+_CSV_LEADING_SPACE = " \n\x0b\x0c\u00a0\u3000"
+"""White space a spreadsheet skips before it looks for a formula sign (tab and CR are signs)."""
+
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+"""A plain decimal number (``-0.5``, ``1.611e+09``): a spreadsheet reads it as that number, never
+as a formula, so :func:`csv_cell` leaves it a number."""
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell that no spreadsheet runs: a text value whose first character after any leading
+    white space is in :data:`CSV_FORMULA_PREFIXES` gets a leading apostrophe (OWASP's defence), and
+    its carriage returns become line feeds (a bare CR ends a row for some readers). ``|`` and ``%``
+    are not triggers on their own (OWASP lists neither: a DDE payload such as ``=cmd|' /C calc'!A0``
+    needs a leading sign, which is defused). Numbers, booleans, blanks and a text that is a plain
+    decimal number (``"-0.5"``, ``"1.6e+09"``: :data:`_DECIMAL`) are returned as they are.
+
+    ``"=HYPERLINK(1)"`` -> ``"'=HYPERLINK(1)"``; ``"  @SUM(A1)"`` -> ``"'  @SUM(A1)"``;
+    ``"-2+3"`` -> ``"'-2+3"``; ``"-2"`` -> ``"-2"``; ``-1.5`` -> ``-1.5``.
+    """
+    if not isinstance(value, str) or _DECIMAL.fullmatch(value):
+        return value
+    text = value.replace("\r\n", "\n").replace("\r", "\n")
+    if value.lstrip(_CSV_LEADING_SPACE).startswith(CSV_FORMULA_PREFIXES):
+        return "'" + text
+    return text
+
+
+def csv_text(cell: str) -> str:
+    """A cell of a CSV that :func:`csv_cell` guarded, as text to show (a table in the terminal):
+    the apostrophe it put before a formula sign removed (``"'+sweep=x"`` -> ``"+sweep=x"``), any
+    other text as it is. (A value that itself began with an apostrophe and a sign shows without
+    that apostrophe; the file keeps it.)"""
+    if cell.startswith("'") and cell[1:].lstrip(_CSV_LEADING_SPACE).startswith(CSV_FORMULA_PREFIXES):
+        return cell[1:]
+    return cell

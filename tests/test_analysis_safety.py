@@ -111,6 +111,7 @@ def test_csv_harmless_text_pipes_and_percent_are_left_alone():
     assert csv_cell("gpt-1.3b") == "gpt-1.3b"
     assert csv_cell("a|b") == "a|b" and csv_cell("50%") == "50%"  # not triggers on their own (OWASP)
     assert csv_cell(-1.5) == -1.5 and csv_cell(None) is None
+    assert csv_cell("-1.5") == "-1.5" and csv_cell("+2e-3") == "+2e-3"  # a number as text stays a number
 
 
 def test_csv_cli_defuses_every_owasp_prefix_and_a_bare_cr_never_splits_a_row(tmp_path, capsys):

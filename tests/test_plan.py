@@ -387,3 +387,41 @@ def test_the_plan_table_escapes_control_characters(tmp_path: Path) -> None:
     assert len(table.splitlines()) == 2 + 2 + 1  # header, rule, two rows, the footer
     with path.open(newline="") as f:
         assert list(csv.reader(f))[1][3] == "tag a\nb"
+
+
+def test_plan_csv_defuses_spreadsheet_formulas_and_keeps_numbers(hydra_compose, tmp_path: Path) -> None:
+    """``plan.csv`` goes through the project's one CSV-injection guard (:func:`flopsweep.text.csv_cell`,
+    the analysis CSV's too): a model name or an override that begins with ``=``, ``+``, ``-``, ``@``,
+    tab or CR gets a leading apostrophe (a trial found them written raw); the counts and the formatted
+    figures stay numbers. The plan table shows the values as typed, ``|`` escaped."""
+    import pandas as pd
+
+    from analysis.sanitize import csv_cell as analysis_guard
+    from flopsweep.job import JobInfo, plan_job, plan_table
+    from flopsweep.text import csv_cell
+
+    assert analysis_guard is csv_cell  # one guard, not two
+    cfg = hydra_compose(["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"])
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name="=HYPERLINK(1)"))
+    overrides = ["+sweep=x", "tag=a|b"]
+    plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=overrides))
+    with (tmp_path / "plan.csv").open(newline="") as f:
+        row = next(csv.DictReader(f))
+    assert row["status"] == "ok", row["note"]
+    assert row["model"] == "'=HYPERLINK(1)" and row["overrides"] == "'+sweep=x tag=a|b", row
+    assert row["world_size"] == "1" and int(row["n_params"]) > 0
+    assert not row["model_flops_per_step"].startswith("'") and float(row["model_flops_per_step"]) > 0
+    frame = pd.read_csv(tmp_path / "plan.csv", keep_default_na=False)
+    assert frame["world_size"].dtype.kind == "i" and frame["est_peak_gib_per_rank"].dtype.kind == "f"
+
+    table = plan_table(str(tmp_path / "plan.csv"))
+    header, _, line = table.splitlines()[:3]
+    assert "| =HYPERLINK(1) " in line and "| +sweep=x tag=a\\|b " in line, line
+    assert line.replace("\\|", "").count("|") == header.count("|")  # one column per cell
+    assert [csv_cell(v) for v in ("-0.5", "1.611e+09", "-2+3", "@SUM(A1)", -3)] == [
+        "-0.5",
+        "1.611e+09",
+        "'-2+3",
+        "'@SUM(A1)",
+        -3,
+    ]
