@@ -361,7 +361,9 @@ class RunConfig:
     plan_gpu: str | None = None
     """``plan=true`` for a GPU that is not here: a device name of the peak table
     (``flopsweep.peaks``: ``H100``, ``H100-80GB``, ``H200``, ``A100-40GB``, ``MI300X``); ``fits``
-    compares the estimate with its memory (a size in the name, else ``flopsweep.memory.GPU_MEMORY_GIB``)."""
+    compares the estimate with its memory as the driver reports it
+    (``flopsweep.memory.GPU_MEMORY_GIB``; a size in the name picks one of a device's sizes). Empty
+    (``plan_gpu=''``, ``plan_gpu=$UNSET_VAR``) is unset, as ``null`` is."""
     plan_gpu_memory_gib: float | None = None
     """``plan=true`` for a GPU of this much memory (GiB, 2**30 bytes); wins over ``plan_gpu``'s."""
     profile: bool = False
@@ -388,6 +390,12 @@ class RunConfig:
     """The figure a job returns to Hydra as a float (NaN when the run is not ``ok``), for a
     sweeper to optimise: a figure of merit of ``flopsweep.record.METRIC_SPECS``
     (:mod:`flopsweep.objective`), whose ``better`` gives the direction."""
+
+    def __post_init__(self) -> None:
+        # An empty plan_gpu is no GPU name: unset, as null is (a shell's plan_gpu=$GPU with GPU unset,
+        # or a sweep's blank cell). Half read as set, it placed a CPU plan on GPUs of no memory.
+        if self.plan_gpu is not None and not str(self.plan_gpu).strip():
+            self.plan_gpu = None
 
 
 RUN_CONTROL_KEYS = (

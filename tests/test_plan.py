@@ -425,3 +425,20 @@ def test_plan_csv_defuses_spreadsheet_formulas_and_keeps_numbers(hydra_compose, 
         "'@SUM(A1)",
         -3,
     ]
+
+
+@pytest.mark.parametrize("empty", ["plan_gpu=''", "plan_gpu=", "plan_gpu=' '"])
+def test_an_empty_plan_gpu_is_unset(hydra_compose, tmp_path: Path, empty: str) -> None:
+    """``plan_gpu=''`` (a shell's ``plan_gpu=$GPU`` with ``GPU`` unset) is unset, as ``null`` is: it was
+    half applied (a trial): the plan was placed on GPUs (``device=auto``) with no GPU memory to compare,
+    ``device=cpu`` refused it, and a run warned of "the  it names". Now the plan is this machine's."""
+    from flopsweep.job import JobInfo, plan_job, warn_plan_gpu
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "batch.micro_batch_size=1", "plan=true", empty]
+    cfg = hydra_compose(args)
+    assert cfg.plan_gpu is None and RunConfig(plan_gpu="").plan_gpu is None
+    for extra in ([], ["device=cpu"]):
+        row = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert row["status"] == "ok" and row["fits"] in (True, False) and row["fits_on"], row
+        assert "no GPU here" not in row["note"], row["note"]
+    assert warn_plan_gpu(dataclasses.replace(cfg, plan=False), None) is None
