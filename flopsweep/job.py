@@ -57,7 +57,7 @@ from flopsweep.metrics import (
     system_info,
 )
 from flopsweep.models import family
-from flopsweep.modelsearch import at_n_layer, find_largest_model
+from flopsweep.modelsearch import at_n_layer, at_n_layer_unchecked, find_largest_model
 from flopsweep.noise import noise_warnings
 from flopsweep.plan import Environment, Plan, fixed_nproc, plan
 from flopsweep.quiet import silence_known_warnings
@@ -501,9 +501,9 @@ def search_size(p: Plan, env: Environment) -> tuple[Plan, str]:
     so; ``(p, "")`` without a search. The search probes ``search.min_n_layer`` to
     ``search.max_n_layer`` blocks (:mod:`flopsweep.modelsearch`, from the first) and the size it
     measures is found only by running: a configured ``model.n_layer`` in that range is kept, one
-    outside it is clamped into it (below: the search's first probe; above: the most it probes),
-    validated again at that size and named ``<model>-L<n>`` as the search's probes are
-    (:func:`flopsweep.modelsearch.at_n_layer`).
+    outside it is clamped into it (below: the search's first probe; above: the most it probes) and
+    validated again at that size. Either way the row's model is named ``<model>-L<n>``, as the
+    search's probes and the run's record name it (:func:`flopsweep.modelsearch.at_n_layer`).
 
     Raises:
         ConfigError: when validation refuses the clamped size (the search's probe would be refused).
@@ -512,8 +512,9 @@ def search_size(p: Plan, env: Environment) -> tuple[Plan, str]:
     if s.model != "largest":
         return p, ""
     span = f"{s.min_n_layer} to {s.max_n_layer} blocks"
-    if s.min_n_layer <= n <= s.max_n_layer:
-        return p, f"search.model=largest: estimated at model.n_layer={n}; the search probes {span}"
+    if s.min_n_layer <= n <= s.max_n_layer:  # p is validated at n: only the name changes
+        note = f"search.model=largest: estimated at model.n_layer={n}; the search probes {span}"
+        return at_n_layer_unchecked(p, n, p.cfg.model.name), note
     size = min(max(n, s.min_n_layer), s.max_n_layer)
     which = "the search's first probe" if n < s.min_n_layer else "the most the search probes"
     note = (

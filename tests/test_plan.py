@@ -209,7 +209,8 @@ def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(hydra_compos
     the range it probes is the row's size, and its note names that size and the range (a trial read
     it as the searched size). One outside the range, which the search never probes, is clamped into
     it (a trial found a row estimated at 2 blocks for a search of 3 to 40): below, the search's first
-    probe; above, the most it probes; the model named ``<model>-L<n>`` as the probes are."""
+    probe; above, the most it probes. In range or clamped, the model is named ``<model>-L<n>``, as the
+    probes and the run's record are (a trial found only the clamped rows renamed)."""
     from flopsweep.job import JobInfo, plan_job
     from flopsweep.models import family
 
@@ -222,7 +223,7 @@ def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(hydra_compos
 
     inside = row("search.min_n_layer=1", "search.max_n_layer=40")
     expected = "search.model=largest: estimated at model.n_layer=2; the search probes 1 to 40 blocks"
-    assert expected in inside["note"] and inside["model"] == "llama-tiny", inside
+    assert expected in inside["note"] and inside["model"] == "llama-tiny-L2", inside
     below = row("search.min_n_layer=3", "search.max_n_layer=40")
     expected = (
         "search.model=largest: estimated at n_layer=3, the search's first probe (model.n_layer=2 is outside "
