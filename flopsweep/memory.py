@@ -96,15 +96,14 @@ copies), and the gathered key and value blocks of ``blocksparse`` ``impl=gather`
 every committed H200 record.
 
 ``plan=true`` can ask about a GPU that is not here (:func:`planned_gpu_bytes`): ``plan_gpu=``
-a device name of the peak table (:mod:`flopsweep.peaks`, ``H100``, ``H100-80GB``, ``A100-40GB``)
-or ``plan_gpu_memory_gib=``.
+a device name of the peak table (:mod:`flopsweep.peaks`, ``H100``, ``H100-80GB``, ``A100-40GB``),
+whose memory is the driver's (:data:`GPU_MEMORY_GIB`), or ``plan_gpu_memory_gib=``, as given.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -685,35 +684,35 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
     )
 
 
-GPU_MEMORY_GIB = {
-    "H100 SXM": 79.6,
-    "H100 PCIe": 79.6,
-    "H100 NVL": 93.6,
-    "H200 SXM": 140.4,
-    "H200 NVL": 140.4,
-    "GH200": 94.5,
-    "H800 SXM": 79.6,
-    "B200": 179.1,
-    "GB200": 184.0,
-    "A100": None,
-    "A800": None,
-    "A10": 22.5,
-    "A10G": 22.5,
-    "L4": 22.5,
-    "L40": 45.0,
-    "L40S": 45.0,
-    "RTX 6000 Ada": 48.0,
-    "V100 SXM2": None,
-    "V100 PCIe": None,
-    "V100S PCIe": 32.0,
-    "MI300X": 192.0,
-    "MI325X": 256.0,
+GPU_MEMORY_GIB: dict[str, dict[float, float]] = {
+    "H100 SXM": {80: 79.6},
+    "H100 PCIe": {80: 79.6},
+    "H100 NVL": {94: 93.6},
+    "H200 SXM": {141: 140.4},
+    "H200 NVL": {141: 140.4},
+    "GH200": {96: 94.5, 480: 94.5},  # 480 GB: the superchip's name (torch: "NVIDIA GH200 480GB")
+    "H800 SXM": {80: 79.6},
+    "B200": {180: 179.1, 192: 179.1},  # 192 GB: the launch announcement's size
+    "GB200": {186: 184.0, 192: 184.0},
+    "A100": {40: 40.0, 80: 80.0},
+    "A800": {40: 40.0, 80: 80.0},
+    "A10": {24: 22.5},
+    "A10G": {24: 22.5},
+    "L4": {24: 22.5},
+    "L40": {48: 45.0},
+    "L40S": {48: 45.0},
+    "RTX 6000 Ada": {48: 48.0},
+    "V100 SXM2": {16: 15.8, 32: 31.7},
+    "V100 PCIe": {16: 15.8, 32: 31.7},
+    "V100S PCIe": {32: 32.0},
+    "MI300X": {192: 192.0},
+    "MI325X": {256: 256.0},
 }
-"""GPU memory in GiB as the driver reports it (``nvidia-smi``'s MiB / 1024; AMD: the datasheet's
-GB), by the canonical name of :data:`flopsweep.peaks.PEAK_TABLE`; None where the device comes in
-more than one size (A100 and A800 40/80 GB, V100 16/32 GB): the name must then give it
-(``A100-80GB``)."""
-_SIZE = re.compile(r"(?:^|[\s_\-])(\d+(?:\.\d+)?)\s*gb?$", re.IGNORECASE)
+"""GPU memory by the canonical name of :data:`flopsweep.peaks.PEAK_TABLE`: ``{nominal GB: GiB}``, the
+size the vendor names the device by (``H100 80GB``, ``A100-SXM4-40GB``) and the memory in GiB as the
+driver reports it (``nvidia-smi``'s MiB / 1024: an H100's 80 GB is 81,559 MiB, 79.6 GiB; AMD: the
+datasheet's GB). A device sold in several sizes (A100 and A800 40/80 GB, V100 16/32 GB) has one
+entry per size, and ``plan_gpu`` must name one (``A100-80GB``)."""
 
 
 def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[int, str] | None:
@@ -722,15 +721,19 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
 
     Args:
         gpu: ``plan_gpu``: a device name of the peak table (:func:`flopsweep.peaks.lookup`:
-            ``H100``, ``NVIDIA H100 80GB HBM3``, ``H200``, ``A100-40GB``), its memory from a size
-            in the name (``80GB``: 80 GiB) or else :data:`GPU_MEMORY_GIB`.
-        gpu_memory_gib: ``plan_gpu_memory_gib``: the memory in GiB; wins over the name's.
+            ``H100``, ``NVIDIA H100 80GB HBM3``, ``H200``, ``A100-40GB``); its memory is the
+            table's (:data:`GPU_MEMORY_GIB`: what the driver reports, ``H100`` and ``H100-80GB``
+            alike 79.6 GiB), a size in the name (nominal GB, as vendors name devices) picking one
+            of the sizes the device is sold in. Label: ``H100 SXM (79.6 GiB)``,
+            ``A100 40 GB (40 GiB)``.
+        gpu_memory_gib: ``plan_gpu_memory_gib``: the memory in GiB, as given; wins over the name's.
 
     Raises:
-        ConfigError: a name the peak table does not know, a name of a device that comes in
-            several sizes without one, or a memory that is not positive.
+        ConfigError: a name the peak table does not know, a size in the name the device is not sold
+            in (``H100-94GB``), a name of a device that comes in several sizes without one, or a
+            memory that is not positive.
     """
-    from flopsweep.peaks import PEAK_TABLE, lookup
+    from flopsweep.peaks import PEAK_TABLE, lookup, memory_sizes_gb
 
     if gpu_memory_gib is not None:
         if gpu_memory_gib <= 0:
@@ -745,13 +748,36 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
     if row is None:
         names = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE)
         raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", "use one of those")
-    size = _SIZE.search(gpu.strip())
-    gib = float(size.group(1)) if size else GPU_MEMORY_GIB.get(row.name)
-    if gib is None:
-        raise ConfigError(
-            "plan_gpu",
-            gpu,
-            f"{row.name} comes in more than one memory size",
-            f"name the size, e.g. plan_gpu={row.name.split()[0]}-80GB, or set plan_gpu_memory_gib=",
+    sizes = GPU_MEMORY_GIB[row.name]
+    several = len(set(sizes.values())) > 1
+    named = memory_sizes_gb(gpu)
+    size = next((gb for gb in named if gb not in sizes), None)  # a size it is not sold in
+    if size is not None or (several and not named):
+        raise ConfigError("plan_gpu", gpu, *_size_refusal(row.name, sizes, size))
+    gb = named[0] if named else next(iter(sizes))
+    gib = sizes[gb]
+    return int(gib * GIB), f"{row.name} {gb:g} GB ({gib:g} GiB)" if several else f"{row.name} ({gib:g} GiB)"
+
+
+def _size_refusal(name: str, sizes: dict[float, float], size: float | None) -> tuple[str, str]:
+    """``(problem, fix)`` of :func:`planned_gpu_bytes`'s refusal of ``plan_gpu`` naming the device
+    ``name`` (canonical) sold in ``sizes`` (:data:`GPU_MEMORY_GIB`): with a ``size`` it is not sold in
+    (nominal GB; the fix names a variant of the same family that is, ``H100-94GB``: ``H100-NVL``), or
+    (``size`` None) without a size though it comes in several."""
+    first = {gib: gb for gb, gib in reversed(sizes.items())}  # one size per memory (GH200: 96, not 480)
+    sold = " or ".join(f"{gb:g} GB ({gib:g} GiB)" for gib, gb in reversed(first.items()))
+    other = "or set plan_gpu_memory_gib= (GiB) for another memory"
+    if size is None:
+        return f"{name} comes in more than one memory size ({sold})", (
+            f"name the size, e.g. plan_gpu={name.replace(' ', '-')}-{list(sizes)[-1]:g}GB, {other}"
         )
-    return int(gib * GIB), f"{row.name} ({gib:g} GiB)"
+    family = [n for n, s in GPU_MEMORY_GIB.items() if size in s and n.split()[0] == name.split()[0]]
+    variant = "".join(f"plan_gpu={n.replace(' ', '-')} ({size:g} GB), " for n in family)
+    if len(first) > 1:
+        return (
+            f"names {size:g} GB; the {name} is sold with {sold}",
+            f"name one of those sizes, {variant}{other}",
+        )
+    return f"names {size:g} GB; the {name} has {sold}", (
+        f"drop the size (plan_gpu={name.replace(' ', '-')}), {variant}{other}"
+    )

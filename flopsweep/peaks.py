@@ -312,6 +312,13 @@ def normalize_device_name(device_name: str) -> str:
     "Tesla V100-PCIE-16GB" -> "v100 pcie"; "AMD Instinct MI300X" -> "mi300x";
     "NVIDIA RTX A1000" -> "rtx a1000".
     """
+    tokens = [t for t in _tokens(device_name) if not _MEMORY_SIZE.match(t) and t not in _MEMORY_TYPES]
+    return " ".join(tokens)
+
+
+def _tokens(device_name: str) -> list[str]:
+    """The words of a device name, lower-cased, split at white space, ``-`` and ``_``, without the
+    leading vendor words of :data:`_VENDOR_PREFIXES`."""
     s = re.sub(r"[\s_\-]+", " ", device_name.strip().lower()).strip()
     stripped = True
     while stripped:
@@ -320,8 +327,14 @@ def normalize_device_name(device_name: str) -> str:
             if s.startswith(prefix):
                 s = s[len(prefix) :].strip()
                 stripped = True
-    tokens = [t for t in s.split(" ") if t and not _MEMORY_SIZE.match(t) and t not in _MEMORY_TYPES]
-    return " ".join(tokens)
+    return [t for t in s.split(" ") if t]
+
+
+def memory_sizes_gb(device_name: str) -> tuple[float, ...]:
+    """The memory sizes a device name gives, in the vendor's nominal GB, in order: the tokens that
+    :func:`normalize_device_name` drops as sizes. ``"A100-SXM4-80GB"`` -> ``(80.0,)``;
+    ``"NVIDIA GH200 480GB"`` -> ``(480.0,)``; ``"H100"`` -> ``()``."""
+    return tuple(float(t.rstrip("gb")) for t in _tokens(device_name) if _MEMORY_SIZE.match(t))
 
 
 _BY_ALIAS: Mapping[str, PeakRow] = MappingProxyType(

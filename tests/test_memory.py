@@ -425,17 +425,36 @@ def test_an_untied_pipeline_head_splits_the_rest_between_the_ends() -> None:
 @pytest.mark.parametrize(
     "gpu, memory, gib, label",
     [
-        ("H100-80GB", None, 80, "H100 SXM (80 GiB)"),
+        ("H100-80GB", None, 79.6, "H100 SXM (79.6 GiB)"),  # nominal GB, not GiB: as plan_gpu=H100
         ("H100", None, 79.6, "H100 SXM (79.6 GiB)"),
         ("NVIDIA H100 80GB HBM3", None, 79.6, "H100 SXM (79.6 GiB)"),
-        ("A100-40GB", None, 40, "A100 (40 GiB)"),
+        ("H100-NVL-94GB", None, 93.6, "H100 NVL (93.6 GiB)"),
+        ("A100-40GB", None, 40, "A100 40 GB (40 GiB)"),
+        ("NVIDIA A100-SXM4-80GB", None, 80, "A100 80 GB (80 GiB)"),
+        ("Tesla V100-SXM2-32GB", None, 31.7, "V100 SXM2 32 GB (31.7 GiB)"),
         ("H200", None, 140.4, "H200 SXM (140.4 GiB)"),
+        ("H200-141GB", None, 140.4, "H200 SXM (140.4 GiB)"),
+        ("NVIDIA GH200 480GB", None, 94.5, "GH200 (94.5 GiB)"),  # the superchip's name, as torch gives it
         (None, 24, 24, "24 GiB"),
+        (None, 80, 80, "80 GiB"),  # a bare memory stays as given
         ("H100", 94, 94, "H100 (94 GiB)"),
     ],
 )
 def test_plan_for_a_gpu_by_name_or_memory(gpu, memory, gib, label) -> None:
+    """A name in the peak table plans for the memory the driver reports (:data:`GPU_MEMORY_GIB`):
+    ``plan_gpu=H100`` and ``plan_gpu=H100-80GB`` planned 79.6 and 80 GiB (a trial), since the size in
+    the name was read as GiB where vendors give nominal GB; a size picks one of the sizes a device is
+    sold in. ``plan_gpu_memory_gib`` stays as given."""
     assert planned_gpu_bytes(gpu, memory) == (int(gib * GIB), label)
+
+
+def test_every_gpu_of_the_peak_table_has_its_memory() -> None:
+    from flopsweep.memory import GPU_MEMORY_GIB
+    from flopsweep.peaks import PEAK_TABLE
+
+    assert set(GPU_MEMORY_GIB) == {row.name for row in PEAK_TABLE}
+    for name, sizes in GPU_MEMORY_GIB.items():  # the driver's memory is a little below the name's
+        assert all(0.9 * gb < gib <= gb for gb, gib in sizes.items() if gb != 480), (name, sizes)
 
 
 @pytest.mark.parametrize(
@@ -444,9 +463,18 @@ def test_plan_for_a_gpu_by_name_or_memory(gpu, memory, gib, label) -> None:
         (
             "A100",
             None,
-            "A100 comes in more than one memory size. Fix: name the size, e.g. plan_gpu=A100-80GB",
+            "A100 comes in more than one memory size (40 GB (40 GiB) or 80 GB (80 GiB)). Fix: name the size, "
+            "e.g. plan_gpu=A100-80GB",
         ),
         ("H1000", None, "plan_gpu='H1000': is no device of the peak table (H100-SXM"),
+        (
+            "H100-94GB",
+            None,
+            "plan_gpu='H100-94GB': names 94 GB; the H100 SXM has 80 GB (79.6 GiB). Fix: drop the size "
+            "(plan_gpu=H100-SXM), plan_gpu=H100-NVL (94 GB), or set plan_gpu_memory_gib=",
+        ),
+        ("A100-48GB", None, "names 48 GB; the A100 is sold with 40 GB (40 GiB) or 80 GB (80 GiB). Fix: "),
+        ("V100-SXM2", None, "e.g. plan_gpu=V100-SXM2-32GB"),  # a name the peak table knows
         (None, 0, "plan_gpu_memory_gib=0: must be positive"),
     ],
 )
@@ -459,7 +487,7 @@ def test_a_gpu_plan_cannot_plan_for_is_refused_in_one_line(gpu, memory, words) -
 
 def test_plan_says_whether_llama_8b_fits_an_h100_from_a_machine_without_one(tmp_path: Path) -> None:
     """``plan=true plan_gpu=H100-80GB`` on this CPU machine: the job is placed as on a GPU, and
-    ``fits`` compares the estimate with the H100's 80 GiB: Llama 3.1 8B on one GPU needs 14 P =
+    ``fits`` compares the estimate with the H100's 79.6 GiB: Llama 3.1 8B on one GPU needs 14 P =
     105 GiB of weights, AdamW moments and autocast copies before any activation, so it does not
     fit; on 8 FSDP2 ranks it does."""
     from flopsweep.job import JobInfo, plan_job
@@ -474,7 +502,7 @@ def test_plan_says_whether_llama_8b_fits_an_h100_from_a_machine_without_one(tmp_
     for job in ("one", "eight"):
         (tmp_path / job).mkdir()
     one = plan_job(base, JobInfo(job_dir=tmp_path / "one", overrides=["plan_gpu=H100-80GB"]))["plan"]
-    assert (one["status"], one["fits"], one["fits_on"]) == ("ok", False, "H100 SXM (80 GiB)")
+    assert (one["status"], one["fits"], one["fits_on"]) == ("ok", False, "H100 SXM (79.6 GiB)")
     assert float(one["est_peak_gib_per_rank"]) > 14 * 8_030_261_248 / GIB
     eight = dataclasses.replace(base, backend=FSDPConfig(), nproc_per_node="8")
     row = plan_job(eight, JobInfo(job_dir=tmp_path / "eight", overrides=[]))["plan"]
