@@ -34,7 +34,14 @@ import pandas as pd
 
 from analysis.blanks import blank_notes
 from analysis.display import SHORT, compact, flat_pivot, render, summary
-from analysis.frontier import frontier_drop_order, frontier_rows, frontier_table, no_frontier, searched
+from analysis.frontier import (
+    frontier_drop_order,
+    frontier_rows,
+    frontier_table,
+    no_frontier,
+    searched,
+    unmeasured_lines,
+)
 from analysis.load import (
     COLUMNS,
     HIGHER_IS_BETTER,
@@ -466,13 +473,14 @@ def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataF
     (:func:`analysis.spread.verdict`; flag ``tie?``), and the lines under the table: that verdict
     (when the table is ranked by the metric) and, once, :data:`CPU_NOTE` when a run is on the CPU.
     ``--frontier`` ranks set-ups by size and shows one run each (:func:`analysis.frontier.frontier_rows`):
-    no verdict, and the CPU note only when a run shown is on the CPU."""
+    no verdict, the searches whose size no ok run measured (:func:`analysis.frontier.unmeasured_lines`),
+    and the CPU note only when a run shown is on the CPU."""
     metric = _column(args.metric)
     lines = []
     if args.format not in ("table", "markdown", "html"):
         return runs, lines  # csv and json keep the columns of load()
     if args.frontier:  # ranked by size, not by the metric: only the CPU note, of the runs shown
-        return runs, [CPU_NOTE] if on_cpu(frontier_rows(runs)) else []
+        return runs, unmeasured_lines(runs) + ([CPU_NOTE] if on_cpu(frontier_rows(runs)) else [])
     runs = runs.copy()
     runs["not_significant"] = False
     ranked_by_metric = not args.pivot and (not args.sort or _column(_sort_spec(args.sort)[0]) == metric)

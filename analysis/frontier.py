@@ -17,6 +17,7 @@ import pandas as pd
 from analysis.load import rankable
 from analysis.query import SETUP_COLUMNS, normalize
 from flopsweep.columns import IDENTITY_COLUMNS
+from flopsweep.text import format_count
 
 SIZE_COLUMNS = ("model", "n_params", "n_active_params", "micro_batch_size", "grad_accum", "model_search")
 """Identity columns that are not part of a frontier set-up: what the frontier varies (the model's
@@ -120,6 +121,43 @@ def _larger_failed(df: pd.DataFrame, key: str, n_params: float) -> str | None:
         return None
     first = failed.sort_values("n_params", kind="stable").iloc[0]
     return f"{first['model']}: {first['status']}"
+
+
+def unmeasured_lines(df: pd.DataFrame) -> list[str]:
+    """One line per search whose largest size that trained no ok run measured (its own measured
+    run cut short or failed, and no plain run of that size): the frontier table leaves the set-up
+    out or shows a smaller size, and this line says what the search found, from its largest ok
+    probe (``search_probes``: one measured step, indicative), and what bounded it::
+
+        not measured: backend=deepspeed activation_checkpointing=none: the search found 8.25B
+        (its probe: 1,661 tokens/s over one step); its own run ended error, and no ok run
+        measured that size; above it n_layer=34 (8.47B): oom
+
+    Empty when no run searched. The set-up is named by the columns that tell the searched
+    set-ups apart (:func:`telling_columns`), those it leaves blank aside."""
+    if not searched(df) or "search_probes" not in df:
+        return []
+    searches = df[df["model_search"].eq(SEARCHED)].copy()
+    searches["frontier"] = frontier_key(searches)
+    points = frontier_points(df)
+    cols = [c for c in setup_columns(searches) if c in SETUP_COLUMNS]
+    label = telling_columns(searches.drop_duplicates("frontier"), cols) or ["backend"]
+    lines = []
+    for _, run in searches.iterrows():
+        probes = run["search_probes"]
+        if not isinstance(probes, list) or not probes:
+            continue
+        n, rate = max(probes)
+        mine = points[points["frontier"].eq(run["frontier"])] if not points.empty else points
+        if not mine.empty and mine["n_params"].max() >= n:
+            continue
+        name = " ".join(f"{c}={normalize(run[c])}" for c in label if c in run and normalize(run[c]))
+        above = f"; above it {run['search_failed']}" if isinstance(run.get("search_failed"), str) else ""
+        lines.append(
+            f"not measured: {name}: the search found {format_count(n)} (its probe: {rate:,.0f} tokens/s "
+            f"over one step); its own run ended {run['status']}, and no ok run measured that size{above}"
+        )
+    return lines
 
 
 def frontier_table(df: pd.DataFrame) -> pd.DataFrame:

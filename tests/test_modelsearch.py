@@ -23,6 +23,7 @@ from analysis.frontier import (
     frontier_table,
     searched,
     telling_columns,
+    unmeasured_lines,
 )
 from analysis.load import search_failed, setup_id
 from analysis.plots import PlotSkipped, plot_frontier
@@ -213,6 +214,35 @@ def test_a_search_cut_short_keeps_its_set_up_and_its_failed_probe(tmp_path: Path
     assert table["n_params"].tolist() == [int(7.4 * 10**9)]
     assert table["tokens_per_s"].tolist() == [115.0]
     assert table["larger_failed"].tolist() == ["n_layer=30 (7.6B): killed"]
+    assert unmeasured_lines(df) == []  # the plain run measured the size the search found
+
+
+def test_a_search_whose_size_no_run_measured_is_named_under_the_frontier(tmp_path: Path, capsys) -> None:
+    """A search cut short after it found its size, with no plain run of that size, vanished from
+    --frontier (only ok runs are points): the H200's ZeRO-3 ``none`` and ``selective`` searches. A
+    line under the table now says what it found, from its largest ok probe, and what bounded it; a
+    set-up whose ok run measured the size gets none."""
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    cut = variant(base, ckpt="none", n_params=8 * 10**9, tokens=0.0, status="error", search=True)
+    cut["run"]["model_search"] = {
+        "result": 33,
+        "probes": [
+            {"n_layer": 28, "n_params": 7.16 * 10**9, "status": "ok", "tokens_per_s": 1599.0},
+            {"n_layer": 34, "n_params": 8.47 * 10**9, "status": "oom", "tokens_per_s": None},
+            {"n_layer": 33, "n_params": 8.25 * 10**9, "status": "ok", "tokens_per_s": 1660.8},
+        ],
+    }
+    measured = variant(base, ckpt="full", n_params=6 * 10**9, tokens=2500.0, search=True)
+    df = load(write(tmp_path / "runs", [cut, measured]))
+    assert frontier_table(df)["activation_checkpointing"].tolist() == ["full"]
+    assert unmeasured_lines(df) == [
+        "not measured: activation_checkpointing=none: the search found 8.25B (its probe: 1,661 tokens/s "
+        "over one step); its own run ended error, and no ok run measured that size; above it "
+        "n_layer=34 (8.47B): oom"
+    ]
+    assert main([str(tmp_path / "runs"), "--frontier", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "not measured: activation_checkpointing=none: the search found 8.25B" in out
 
 
 def test_the_cli_prints_the_frontier_and_the_html_report_adds_it(tmp_path: Path, capsys) -> None:
@@ -303,15 +333,16 @@ def test_the_frontier_table_keeps_params_tokens_and_the_set_up_at_any_width(caps
     first, then the other figures, and the set-up, the size and tokens/s always stay."""
     assert main([str(H200_FRONTIER), "--frontier", "--width", str(width)]) == 0
     out = capsys.readouterr().out.splitlines()
-    header, rows = out[0].split(), out[1:5]
+    header, rows = out[0].split(), out[1:6]
     assert {"backend", "cpu_offload", "ckpt", "params", "tokens/s"} <= set(header)
-    assert [row.split()[0] for row in rows] == ["fsdp", "fsdp", "deepspeed", "fsdp"]
+    assert [row.split()[0] for row in rows] == ["fsdp", "fsdp", "fsdp", "deepspeed", "fsdp"]
     assert "8,902,709,248" in rows[0] and "3,190" in rows[0]  # params and tokens/s of the largest
-    assert all(len(line) <= width for line in out[:5]), out[:5]
-    hidden = " ".join(out[5:]).split("columns: ")[1].split(";")[0].split(", ")
+    assert all(len(line) <= width for line in out[:6]), out[:6]
+    hidden = " ".join(out[6:]).split("columns: ")[1].split(";")[0].split(", ")
     assert {"hpz", "qwz", "qgz", "reshard", "mbs"} <= set(hidden)
     if width == 120:  # the figures stay as long as they fit
-        assert {"zero", "model", "MFU", "larger_failed"} <= set(header) and "hpz" not in header
+        assert {"model", "MFU", "larger_failed"} <= set(header) and "hpz" not in header
+        assert "zero" in hidden  # backend=deepspeed tells it already
     else:
         assert header == ["backend", "cpu_offload", "ckpt", "params", "tokens/s"]
 
@@ -322,10 +353,11 @@ def test_the_frontier_legend_names_only_the_keys_that_tell_set_ups_apart() -> No
     apart, and only those it sets."""
     fig = plot_frontier(load(H200_FRONTIER))
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert labels[:4] == [
+    assert labels[:5] == [
         "backend=deepspeed, ckpt=full",
         "backend=fsdp, cpu_offload=false, ckpt=full",
         "backend=fsdp, cpu_offload=false, ckpt=none",
+        "backend=fsdp, cpu_offload=false, ckpt=selective",
         "backend=fsdp, cpu_offload=true, ckpt=full",
     ]
 
