@@ -64,7 +64,7 @@ from analysis.query import (
 from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
 from analysis.spread import verdict
-from flopsweep.text import plural
+from flopsweep.text import OneLineParser, plural
 
 FORMATS = ("table", "csv", "markdown", "json", "html")
 _LONG = {short: long for long, short in SHORT.items() if short == long or short not in SHORT}
@@ -88,8 +88,9 @@ def sort_help() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: paths, then the options of the module doc."""
-    p = argparse.ArgumentParser(
+    """The command line: paths, then the options of the module doc; a refused option is one line
+    (:class:`flopsweep.text.OneLineParser`, exit 2)."""
+    p = OneLineParser(
         prog="python -m analysis", description="Comparison tables and plots of flopsweep runs (metrics.json)."
     )
     p.add_argument(

@@ -3,12 +3,15 @@
 Torch-free and imports nothing of flopsweep: the job, the launchers, the Hydra callbacks and the
 analysis all use it, so that every message writes a count with its noun (``1 run``, ``2 runs``), a
 size in bytes (``12.0 KiB``), a parameter count (``12.4M``) and a figure to three significant
-figures (``0.0123``) the same way.
+figures (``0.0123``) the same way. :class:`OneLineParser` is the argparse parser of every command
+line (``python -m analysis``, ``benchmarks/*.py``): a refused option is one line, not the usage block.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+from typing import NoReturn
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
@@ -63,3 +66,15 @@ def printable(text: str) -> str:
     """``text`` with control characters escaped (``\\n``, ``\\x1b``), for one honest log line:
     a newline in a ``tag`` must not forge another line. Records keep the exact value."""
     return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``argparse.ArgumentParser`` whose refusals are one line on stderr, exit status 2 (argparse's
+    convention): ``PROG: error: MESSAGE; see PROG --help``, control characters escaped
+    (:func:`printable`), where argparse prints its usage block first. ``--help`` is unchanged."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` (argparse's, or a caller's refusal naming the option, the value and the
+        fix) as one line to stderr and exit with status 2."""
+        line = f"{self.prog}: error: {printable(str(message))}; see {self.prog} --help"
+        self.exit(2, line + "\n")

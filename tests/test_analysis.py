@@ -626,10 +626,10 @@ def test_a_plot_path_that_is_a_file_is_refused_before_anything_is_written(capsys
             ]
         )
     err = capsys.readouterr().err.strip().splitlines()
-    assert info.value.code == 2 and err[0].startswith("usage: ")  # argparse's usage, then the error
-    assert err[-1].endswith(
+    assert info.value.code == 2 and len(err) == 1, err  # one line, no usage block
+    assert err[0].endswith(
         f"--plot {tmp_path / 'a-file'}: a regular file, not a folder; "
-        "give a folder for the PNGs (made if missing)"
+        "give a folder for the PNGs (made if missing); see python -m analysis --help"
     )
     assert not (tmp_path / "r.html").exists() and (tmp_path / "a-file").read_text() == "kept"
     for bad, said in (
@@ -643,6 +643,43 @@ def test_a_plot_path_that_is_a_file_is_refused_before_anything_is_written(capsys
             main([str(RECORDS), "--format", "html", "--output", str(tmp_path / "r.html"), "--plot", str(bad)])
         assert info.value.code == 2 and said in capsys.readouterr().err
         assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "the following arguments are required: paths"),
+        ((RECORDS, "--format", "nope"), "argument --format: invalid choice: 'nope'"),
+        ((RECORDS, "--width", "wide"), "argument --width: 'wide' is not a whole number of characters"),
+        ((RECORDS, "--filter", "backend"), "--filter 'backend': expected KEY=VALUE"),
+        ((RECORDS, "--no-such-option"), "unrecognized arguments: --no-such-option"),
+    ],
+)
+def test_a_refused_option_is_one_line_naming_the_fix_exit_2(capsys, args, said: str):
+    """argparse printed its usage block before the refusal (a trial): one line now, with the fix."""
+    with pytest.raises(SystemExit) as info:
+        main([str(a) for a in args])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "usage:" not in err, err
+    assert err.startswith(f"python -m analysis: error: {said}") and err.endswith(
+        "; see python -m analysis --help\n"
+    )
+
+
+def test_the_benchmark_command_lines_refuse_in_one_line_too(tmp_path: Path):
+    """The benchmarks' parsers are the analysis's (:class:`flopsweep.text.OneLineParser`): a run of
+    ``benchmarks/kernel_table.py`` without its traces is one line, exit 2."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "kernel_table.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2 and done.stderr == (
+        "kernel_table.py: error: the following arguments are required: LABEL=TRACE; "
+        "see kernel_table.py --help\n"
+    ), done.stderr
 
 
 def test_cli_legend_explains_the_short_set_up_headers(capsys):
