@@ -71,7 +71,7 @@ from analysis.query import (
 from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
 from analysis.spread import verdict
-from flopsweep.text import plural
+from flopsweep.text import OneLineParser, plural
 
 FORMATS = ("table", "csv", "markdown", "json", "html")
 _LONG = {short: long for long, short in SHORT.items() if short == long or short not in SHORT}
@@ -95,8 +95,9 @@ def sort_help() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: paths, then the options of the module doc."""
-    p = argparse.ArgumentParser(
+    """The command line: paths, then the options of the module doc; a refused option is one line
+    (:class:`flopsweep.text.OneLineParser`, exit 2)."""
+    p = OneLineParser(
         prog="python -m analysis", description="Comparison tables and plots of flopsweep runs (metrics.json)."
     )
     p.add_argument(
@@ -311,12 +312,20 @@ def mark_winners(
     return table, lines
 
 
+def asked_columns(args: argparse.Namespace) -> list[str]:
+    """The columns ``--columns`` names (full names; none for ``all`` or without it): the terminal
+    table never hides them to fit the width, blank or not."""
+    if args.columns in (None, "all"):
+        return []
+    return [_column(c.strip()) for c in args.columns.split(",")]
+
+
 def shown_columns(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     """The columns to print: --columns, else compact ones for people and all for csv/json."""
     if args.columns == "all" or (not args.columns and args.format in ("csv", "json")):
         return df
     if args.columns:
-        cols = [_column(c.strip()) for c in args.columns.split(",")]
+        cols = asked_columns(args)
         check_columns(df, cols, "--columns")
         return df[cols]
     out = compact(df)
@@ -388,7 +397,7 @@ def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespa
     whose table has its own columns (``--columns`` and ``--sort`` do not apply to it)."""
     if args.frontier:
         return []
-    asked = [] if args.columns in (None, "all") else [_column(c.strip()) for c in args.columns.split(",")]
+    asked = asked_columns(args)
     if args.sort:
         asked.append(_column(_sort_spec(args.sort)[0]))
     people = args.format in ("table", "markdown", "html")
@@ -423,7 +432,7 @@ def output(
     else:
         frame = shown_columns(runs, args)
     if args.format != "html":
-        keep = PREDICTION_COLUMNS if args.predict else ()
+        keep = [*(PREDICTION_COLUMNS if args.predict else ()), *asked_columns(args)]
         order = frontier_drop_order(frame) if args.frontier else None  # its size and tokens/s stay
         return "\n".join(
             [

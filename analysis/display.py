@@ -228,6 +228,32 @@ def to_csv(df: pd.DataFrame) -> str:
     return csv_safe(df).to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
 
 
+MIN_ERROR = 16
+"""Fewest characters an ``error`` cell is cut to (the last an ellipsis) before the column is hidden to
+fit the width: ``CUDA out of me…`` still says why a run failed."""
+
+
+def _widest(text: str) -> int:
+    return max(map(len, text.splitlines()), default=0)
+
+
+def drop_order(
+    shown: pd.DataFrame, order: Sequence[str] | None = None, keep: Sequence[str] = ()
+) -> list[str]:
+    """The headers of ``shown`` (text cells, short headers) that :func:`fit_width` may hide, first to
+    last: those blank in every row (any column: they say nothing), then those of ``order`` (full
+    names; default :data:`_DROP_ORDER`) with one value in every row, then the rest of ``order``, and
+    last ``error`` when some row has one (why a run failed is what its row tells). The columns of
+    ``keep`` (full names) are never hidden."""
+    kept = {SHORT.get(c, c) for c in keep}
+    names = [SHORT.get(c, c) for c in (_DROP_ORDER if order is None else order)]
+    names = [c for c in dict.fromkeys(names) if c in shown.columns and c not in kept]
+    blank = [c for c in shown.columns if c not in kept and shown[c].eq("").all()]
+    telling = [c for c in names if c == "error" and c not in blank]
+    same = [c for c in names if c not in blank + telling and shown[c].nunique(dropna=False) <= 1]
+    return blank + same + [c for c in names if c not in blank + telling + same] + telling
+
+
 def fit_width(
     shown: pd.DataFrame,
     width: int,
@@ -235,35 +261,51 @@ def fit_width(
     keep: Sequence[str] = (),
     order: Sequence[str] | None = None,
 ) -> tuple[str, list[str]]:
-    """Render ``shown`` (text cells, short headers) no wider than ``width`` characters by dropping
-    columns in ``order`` (full names; default :data:`_DROP_ORDER`; a column not in it is never
-    dropped), those with one value in every row first; returns the text and the dropped headers.
+    """Render ``shown`` (text cells, short headers) no wider than ``width`` characters (0: no limit)
+    by hiding columns in :func:`drop_order`; returns the text and the hidden headers. The ``error``
+    column, last, is first cut to the room left (at least :data:`MIN_ERROR` characters) and hidden
+    only when that is too little. A column not in ``order`` is hidden only when blank in every row.
     With ``runs`` (the rows of ``shown`` with full column names, in the same order), a set-up column
-    is never dropped while it tells apart rows that the remaining set-up columns leave identical:
-    the table may then stay wider than ``width``. The columns of ``keep`` (full names: what the
-    command asked for, ``--predict``'s) are never dropped."""
+    is never hidden while it tells apart rows that the remaining set-up columns leave identical. The
+    text may stay wider than ``width`` when the columns left cannot be hidden (:func:`render` says so)."""
     dropped: list[str] = []
     text = shown.to_string(index=False)
     full = dict(zip(shown.columns, runs.columns, strict=True)) if runs is not None else {}
-    kept = {SHORT.get(c, c) for c in keep}
-    names = (SHORT.get(c, c) for c in (_DROP_ORDER if order is None else order))
-    order = [c for c in names if c not in kept]
-    same = [c for c in order if c in shown.columns and shown[c].nunique(dropna=False) <= 1]
-    # Columns that are the same in every row go first: a column that varies (the world size of
-    # a scaling sweep) is what tells the rows apart.
-    for col in same + [c for c in order if c not in same]:
-        if width <= 0 or max(map(len, text.splitlines()), default=0) <= width:
+    for col in drop_order(shown, order, keep):
+        if width <= 0 or _widest(text) <= width:
             break
-        if col not in shown.columns:
-            continue
         if full.get(col) in _SETUP:
             rest = [full[c] for c in shown.columns if c != col and full[c] in _SETUP]
             if _tells_apart(runs, rest, full[col]):
                 continue
-        shown = shown.drop(columns=col)
-        dropped.append(col)
+        room = width - (_widest(text) - _widest(shown[[col]].to_string(index=False)))
+        if col == "error" and room >= MIN_ERROR:
+            shown = shown.assign(error=[shorten(cell, room) for cell in shown["error"]])
+        else:
+            shown = shown.drop(columns=col)
+            dropped.append(col)
         text = shown.to_string(index=False)
     return text, dropped
+
+
+def width_note(width: int, dropped: list[str], needs: int) -> str | None:
+    """The line under a terminal table of ``needs`` characters that had to fit ``width`` (0: no
+    limit): the columns hidden, and, when the table is still wider, how wide it is and why (the columns
+    left are never hidden: the set-up columns that tell rows apart, status, the headline figures, those
+    asked for). None when nothing was hidden and the table fits."""
+    if width <= 0 or (not dropped and needs <= width):
+        return None
+    parts = []
+    if needs > width:
+        parts.append(
+            f"the table needs {needs} columns, more than the {width} it may take: the columns left "
+            "cannot be hidden (they tell the rows apart or are the table's point)"
+        )
+    if dropped:
+        parts.append(
+            ("hidden: " if needs > width else f"hidden to fit {width} columns: ") + ", ".join(dropped)
+        )
+    return "(" + "; ".join([*parts, "see --columns, --width"]) + ")"
 
 
 def render(
@@ -276,8 +318,11 @@ def render(
     """The table as text in ``fmt`` (``table``, ``markdown``, ``csv``, ``json``).
 
     ``table`` is at most ``width`` characters wide (0: no limit); columns that did not
-    fit, dropped in ``order`` (default: the runs table's), are named in a line under it, never a
-    set-up column that tells rows apart nor one of ``keep`` (:func:`fit_width`). ``table`` and
+    fit, hidden in ``order`` (default: the runs table's) after those blank in every row, are named in
+    a line under it, never a set-up column that tells rows apart nor one of ``keep``; ``error`` is
+    cut before it is hidden (:func:`fit_width`). When the columns left are still wider than
+    ``width``, that line says so and how wide the table is (:func:`width_note`): the minimum
+    depends on the rows, so a ``--width`` below it is not refused, and the table is still shown. ``table`` and
     ``markdown`` end with a legend of the short metric headers shown. csv and json keep full
     column names and raw values (csv with formula-like text cells defused, :func:`csv_safe`).
     """
@@ -292,9 +337,9 @@ def render(
         note = legend(list(df.columns))
         return text + ("\n\n" + note if note else "")
     text, dropped = fit_width(shown, width, df, keep, order)
-    if dropped:
-        note = f"(hidden to fit {width} columns: {', '.join(dropped)}; see --columns, --width)"
-        text += "\n" + "\n".join(textwrap.wrap(note, width, break_on_hyphens=False) if width > 0 else [note])
+    needs = _widest(text)
+    if note := width_note(width, dropped, needs):  # wrapped to the table, which may be wider
+        text += "\n" + "\n".join(textwrap.wrap(note, max(width, needs), break_on_hyphens=False))
     kept = [c for c in df.columns if SHORT.get(c, c) not in dropped]
     note = legend(kept, width)
     return text + ("\n" + note if note else "")

@@ -15,7 +15,6 @@ suite: a timing, not an assert.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import io
@@ -32,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from analysis import load  # noqa: E402
 from analysis.__main__ import main as analysis_main  # noqa: E402
 from analysis.schema import upgrade_v1_to_v2  # noqa: E402
+from flopsweep.text import OneLineParser  # noqa: E402
 
 TEMPLATE = ROOT / "benchmarks" / "results" / "h200" / "backends" / "2" / "metrics.json"
 BACKENDS = ["single", "ddp", "fsdp", "deepspeed"]
@@ -83,7 +83,7 @@ def time_report(root: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--models", type=int, default=0, help="distinct model names (0: the template's)")
     parser.add_argument("--repeat", type=int, default=3)

@@ -16,7 +16,6 @@ multiply-add, backward twice the forward): the dense convention of
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -35,6 +34,7 @@ from flopsweep.attention import (  # noqa: E402
     check_kernel,
 )
 from flopsweep.config import AttentionConfig  # noqa: E402
+from flopsweep.text import OneLineParser  # noqa: E402
 
 DENSE = ["standard", "sdpa", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "flex", "xformers"]
 WINDOW_TOKENS = 512
@@ -109,7 +109,7 @@ def measure(label, cfg, q, k, v, args) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--seq", type=int, default=4096)

@@ -23,7 +23,6 @@ Used by ``benchmarks/peer_profile.sh`` to explain the gap between flopsweep and 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -33,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # flopsweep.profile: no torch at import
 from flopsweep.profile import DEVICE_CATEGORIES, launched_ids, read_trace  # noqa: E402
+from flopsweep.text import OneLineParser  # noqa: E402
 
 FAMILIES: list[tuple[str, re.Pattern[str]]] = [
     ("communication (NCCL)", re.compile(r"nccl", re.I)),
@@ -157,7 +157,7 @@ def table(summaries: dict[str, dict[str, Any]], top: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("traces", nargs="+", metavar="LABEL=TRACE")
     parser.add_argument("--top", type=int, default=12, help="kernels listed per trace (12)")
     parser.add_argument("--out", type=Path, help="also write the report to this file")

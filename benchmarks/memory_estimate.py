@@ -15,7 +15,6 @@ worst per backend too. CPU only; reads the records, runs nothing.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import io
@@ -30,6 +29,7 @@ from flopsweep.files import read_json  # noqa: E402
 from flopsweep.layout import Layout  # noqa: E402
 from flopsweep.memory import estimate  # noqa: E402
 from flopsweep.plan import option_schemas  # noqa: E402
+from flopsweep.text import OneLineParser  # noqa: E402
 
 with contextlib.redirect_stdout(io.StringIO()):  # DeepSpeed logs its accelerator choice to stdout
     with contextlib.suppress(ImportError):
@@ -170,7 +170,7 @@ def summary(found: list[Row]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
     parser.add_argument("--folder", help="only this top-level folder (e.g. backends)")
     parser.add_argument(

@@ -21,7 +21,6 @@ what differs, and not counted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -35,6 +34,7 @@ if str(REPO) not in sys.path:
 
 from flopsweep import predict as pr  # noqa: E402
 from flopsweep.files import read_json  # noqa: E402
+from flopsweep.text import OneLineParser  # noqa: E402
 
 RESULTS = HERE / "results" / "h200"
 CALIBRATIONS = {
@@ -327,7 +327,7 @@ def fit_table(gpt: list, records: list) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = OneLineParser(description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=("torchtitan", "two-gpu"))
     p.add_argument("--format", choices=("markdown", "json"), default="markdown")
     args = p.parse_args(argv)

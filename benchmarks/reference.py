@@ -28,6 +28,7 @@ from flopsweep import checkpointing  # noqa: E402
 from flopsweep.config import CheckpointingConfig  # noqa: E402
 from flopsweep.models.gpt2 import GPT  # noqa: E402
 from flopsweep.models.gpt2 import GPT2Config as ModelConfig  # noqa: E402
+from flopsweep.text import OneLineParser  # noqa: E402
 
 ADAMW = dict(lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
@@ -154,7 +155,7 @@ def add_loop_args(p: argparse.ArgumentParser, steps: int = 10) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser(description=__doc__.splitlines()[0])
     add_loop_args(p)
     args = p.parse_args()
     mcfg = load_model_config(args.model)

@@ -259,6 +259,7 @@ def record_lost_job(
     aside (:func:`set_aside`). The new record is ``error`` with type ``JobLost``, ``message``, and the
     phase the least advanced rank reached (``launch`` when none started; ``world_size`` and
     ``parallel`` null then, and ``parallel`` also when the config's degrees do not fit the world).
+    Its line (:func:`failure_line`) is not logged: the caller prints it, once.
 
     Args:
         submitted_at: the submission time, seconds since the epoch (``time.time()``): ``run.started_at``.
@@ -293,7 +294,9 @@ def record_lost_job(
             layout = Layout.resolve(cfg.parallel, world).for_backend(cfg.backend.name)
         except ConfigError:
             layout = None  # the task refused it; the record keeps the world size unknown
-    return _finish(path, cfg, run, "error", error, None, layout=layout)
+    # Not logged: the sweep process's logger is Hydra's, whose handler would echo the line with its
+    # [HYDRA] prefix after the caller's own (hydra_plugins.flopsweep_slurm._lost_task prints it once).
+    return _finish(path, cfg, run, "error", error, None, layout=layout, log_result=False)
 
 
 ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
@@ -998,12 +1001,14 @@ def _finish(
     power_limit_w: float | None = None,
     interconnect: list[dict[str, Any]] | None = None,
     cpu_threads: int | None = None,
+    log_result: bool = True,
 ) -> dict[str, Any]:
     """Write the record. ``layout`` is the plan's (None for a run that never launched: its
     ``system.world_size``, ``nproc_per_node`` and ``parallel`` are null); ``power_limit_w`` the
     GPUs' enforced power limit (W), null when no rank measured it; ``interconnect`` rank 0's probe
     (``system.interconnect``; ``[]`` on one rank, null when no rank measured); ``cpu_threads`` rank
-    0's intra-op threads (``system.cpu_threads``; null when no rank measured)."""
+    0's intra-op threads (``system.cpu_threads``; null when no rank measured). ``log_result``:
+    log the record's line (:func:`_log_result`); False where the caller prints it itself."""
     run = {**run, "finished_at": _now()}
     world = layout.world_size if layout else None
     nproc = world // cfg.nnodes if world else None
@@ -1038,7 +1043,8 @@ def _finish(
             raise NotRecorded(not_recorded_line(run, status, exc)) from None
         LAST_RECORD.update(path=str(path), status=status)
     shutil.rmtree(path.parent / SCRATCH, ignore_errors=True)
-    _log_result(record, path)
+    if log_result:
+        _log_result(record, path)
     return record
 
 

@@ -5,13 +5,16 @@ analysis all use it, so that every message writes a count with its noun (``1 run
 size in bytes (``12.0 KiB``), a parameter count (``12.4M``) and a figure to three significant
 figures (``0.0123``) the same way, and so that every CSV the project writes (``plan=true``'s
 ``plan.csv``, ``python -m analysis --format csv``) defuses spreadsheet formulas the same way
-(:func:`csv_cell`).
+(:func:`csv_cell`). :class:`OneLineParser` is the argparse parser of every command line
+(``python -m analysis``, ``benchmarks/*.py``): a refused option is one line, not the usage block.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
+from typing import NoReturn
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
@@ -108,3 +111,15 @@ def csv_text(cell: str) -> str:
     if cell.startswith("'") and cell[1:].lstrip(_CSV_LEADING_SPACE).startswith(CSV_FORMULA_PREFIXES):
         return cell[1:]
     return cell
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``argparse.ArgumentParser`` whose refusals are one line on stderr, exit status 2 (argparse's
+    convention): ``PROG: error: MESSAGE; see PROG --help``, control characters escaped
+    (:func:`printable`), where argparse prints its usage block first. ``--help`` is unchanged."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` (argparse's, or a caller's refusal naming the option, the value and the
+        fix) as one line to stderr and exit with status 2."""
+        line = f"{self.prog}: error: {printable(str(message))}; see {self.prog} --help"
+        self.exit(2, line + "\n")

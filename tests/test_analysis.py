@@ -610,6 +610,67 @@ def test_the_table_fits_the_terminal_it_is_shown_in(capsys):
     assert info.value.code == 2 and "--width: -5 is negative: give 0 (no limit)" in err
 
 
+def _table_lines(out: str) -> list[str]:
+    """The lines of a terminal table, before its width note or legend."""
+    lines = out.splitlines()
+    return lines[: next(i for i, line in enumerate(lines) if line.startswith(("(", "Legend:")))]
+
+
+def test_at_80_columns_a_failed_runs_error_stays_and_blank_columns_go_first(capsys):
+    """A trial's 80-column table hid ``error`` while TFLOPs, tokens/s and iter_s, blank for every
+    failed run, stayed: blank columns are hidden first, ``error`` last."""
+    code, out, _ = cli(capsys, RECORDS, SWEEP, "--filter", "status=oom,error,invalid", "--width", "80")
+    lines = _table_lines(out)
+    header = lines[0].split()
+    assert code == 0 and "error" in header and "status" in header, out
+    assert not {"TFLOPs", "tokens/s", "iter_s(mean)"} & set(header), header
+    assert "worker rank 1 exited with SIGKILL" in out and all(len(line) <= 80 for line in lines), out
+    note = " ".join(out[out.index("(hidden") :].split())
+    assert note.startswith("(hidden to fit 80 columns: active, TFLOPs, TFLOPs_lo95, TFLOPs_hi95, tokens/s,")
+
+
+def test_the_error_column_is_cut_to_the_room_left_before_it_is_hidden():
+    from analysis.display import MIN_ERROR, fit_width
+
+    error = "CUDA out of memory. Tried to allocate 3.00 GiB"
+    shown = pd.DataFrame({"model": ["gpt-1.3b", "gpt-125m"], "status": ["oom", "ok"], "error": [error, ""]})
+    text, dropped = fit_width(shown, 40, order=["error"])
+    assert dropped == [] and max(map(len, text.splitlines())) == 40, text
+    assert text.splitlines()[1].endswith(error[: 40 - len("gpt-1.3b status ") - 1] + "…"), text
+    narrow = len("gpt-1.3b status ") + MIN_ERROR - 1  # room for 15 characters: too little, hidden
+    text, dropped = fit_width(shown, narrow, order=["error"])
+    assert dropped == ["error"] and "CUDA" not in text
+
+
+def test_a_width_below_what_the_table_needs_says_so(capsys):
+    """``--width 40`` said "hidden to fit 40 columns" under a 108-column table: the note now says
+    how wide the table is and that the columns left cannot be hidden."""
+    code, out, _ = cli(capsys, RECORDS, SWEEP, "--width", "40")
+    needs = max(map(len, _table_lines(out)))
+    note = " ".join(out[out.index("(the table needs") :].split())
+    assert code == 0 and needs > 40 and "hidden to fit" not in out
+    assert note.startswith(
+        f"(the table needs {needs} columns, more than the 40 it may take: the columns left "
+    )
+    assert "; hidden: " in note and "error" in note.split("; hidden: ")[1]
+    code, out, _ = cli(capsys, RECORDS, "--columns", "model,status", "--width", "5")
+    assert code == 0 and "(the table needs " in out and "hidden:" not in out  # nothing to hide
+
+
+def test_columns_named_by_columns_are_never_hidden_to_fit(capsys):
+    """Blank in every failed run, ``tokens/s`` is still shown when ``--columns`` asks for it."""
+    asked = "model,status,tokens_per_s,iteration_time_s_mean,error"
+    code, out, _ = cli(capsys, RECORDS, "--filter", "status=oom", "--columns", asked, "--width", "30")
+    assert code == 0 and _table_lines(out)[0].split() == [
+        "model",
+        "status",
+        "tokens/s",
+        "iter_s(mean)",
+        "error",
+    ]
+    assert "(the table needs " in out
+
+
 def test_a_plot_path_that_is_a_file_is_refused_before_anything_is_written(capsys, tmp_path: Path):
     """``--plot FILE`` said "cannot write FILE: File exists" after the HTML was written (a trial)."""
     (tmp_path / "a-file").write_text("kept")
@@ -626,10 +687,10 @@ def test_a_plot_path_that_is_a_file_is_refused_before_anything_is_written(capsys
             ]
         )
     err = capsys.readouterr().err.strip().splitlines()
-    assert info.value.code == 2 and err[0].startswith("usage: ")  # argparse's usage, then the error
-    assert err[-1].endswith(
+    assert info.value.code == 2 and len(err) == 1, err  # one line, no usage block
+    assert err[0].endswith(
         f"--plot {tmp_path / 'a-file'}: a regular file, not a folder; "
-        "give a folder for the PNGs (made if missing)"
+        "give a folder for the PNGs (made if missing); see python -m analysis --help"
     )
     assert not (tmp_path / "r.html").exists() and (tmp_path / "a-file").read_text() == "kept"
     for bad, said in (
@@ -643,6 +704,43 @@ def test_a_plot_path_that_is_a_file_is_refused_before_anything_is_written(capsys
             main([str(RECORDS), "--format", "html", "--output", str(tmp_path / "r.html"), "--plot", str(bad)])
         assert info.value.code == 2 and said in capsys.readouterr().err
         assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "the following arguments are required: paths"),
+        ((RECORDS, "--format", "nope"), "argument --format: invalid choice: 'nope'"),
+        ((RECORDS, "--width", "wide"), "argument --width: 'wide' is not a whole number of characters"),
+        ((RECORDS, "--filter", "backend"), "--filter 'backend': expected KEY=VALUE"),
+        ((RECORDS, "--no-such-option"), "unrecognized arguments: --no-such-option"),
+    ],
+)
+def test_a_refused_option_is_one_line_naming_the_fix_exit_2(capsys, args, said: str):
+    """argparse printed its usage block before the refusal (a trial): one line now, with the fix."""
+    with pytest.raises(SystemExit) as info:
+        main([str(a) for a in args])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "usage:" not in err, err
+    assert err.startswith(f"python -m analysis: error: {said}") and err.endswith(
+        "; see python -m analysis --help\n"
+    )
+
+
+def test_the_benchmark_command_lines_refuse_in_one_line_too(tmp_path: Path):
+    """The benchmarks' parsers are the analysis's (:class:`flopsweep.text.OneLineParser`): a run of
+    ``benchmarks/kernel_table.py`` without its traces is one line, exit 2."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "kernel_table.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2 and done.stderr == (
+        "kernel_table.py: error: the following arguments are required: LABEL=TRACE; "
+        "see kernel_table.py --help\n"
+    ), done.stderr
 
 
 def test_cli_legend_explains_the_short_set_up_headers(capsys):

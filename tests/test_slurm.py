@@ -505,7 +505,8 @@ def test_submitit_local_runs_each_task_as_one_rank(tmp_path: Path) -> None:
 def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path) -> None:
     """As a local sweep does, slurm_local prints ``job i/N done: <status>`` once per job, in the sweep's
     output, as each job ends: for a job that gave its result (ok, oom: the task ran the callbacks, out
-    of sight) and for one whose task was killed (its error record written by the sweep process)."""
+    of sight) and for one whose task was killed (its error record written by the sweep process); and
+    each failed job's line once."""
     one_rank = ["hydra/launcher=slurm_local", "device=cpu", "nproc_per_node=1", "precision=fp32"]
     proc = run_py(
         "-m",
@@ -543,6 +544,11 @@ def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path)
     assert ": JobLost: " in failed[0] and failed[0].endswith(f"-> {tmp_path / '1' / 'metrics.json'}"), failed
     assert ": OutOfMemoryError: injected fault: oom on rank 0 in measure -> " in failed[1], failed
     assert failed[1].endswith(f"-> {tmp_path / '2' / 'metrics.json'}"), failed
+    # each once: a lost job's line was printed, then logged again by the sweep process, whose
+    # logger is Hydra's ("[HYDRA] error in ...": a trial)
+    for line in failed:
+        assert output.count(line.removeprefix("flopsweep: ")) == 1, output[-3000:]
+    assert "[HYDRA] error in " not in proc.stdout and "[HYDRA] oom in " not in proc.stdout
 
 
 # --- against a real Slurm (python -m pytest -m slurm, after bash .ci/slurm-up.sh) --------------
