@@ -59,7 +59,7 @@ from flopsweep.metrics import (
 from flopsweep.models import family
 from flopsweep.modelsearch import at_n_layer, at_n_layer_unchecked, find_largest_model
 from flopsweep.noise import noise_warnings
-from flopsweep.plan import Environment, Plan, fixed_nproc, plan
+from flopsweep.plan import OFFLOAD_KEYS, Environment, Plan, fixed_nproc, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
@@ -364,14 +364,16 @@ def offload_host_note(p: Plan) -> str:
     memory this machine cannot know: the host memory the offloaded states need per node
     (:func:`flopsweep.memory.offload_host_bytes` times the node's ranks, a lower bound), stated
     instead of checked; empty without offload."""
-    from flopsweep.memory import offload_host_bytes
+    from flopsweep.memory import offload_host_bytes, offload_host_held_bytes
 
     need = offload_host_bytes(p.cfg, p.layout) * p.nproc_per_node
     if not need:
         return ""
+    held = offload_host_held_bytes(p.cfg, p.layout) * p.nproc_per_node
     return (
-        f"offload needs at least {significant(need / 2**30, 4)} GiB of host memory per node (not "
-        "checked: the planned GPUs' hosts are not this machine)"
+        f"offload needs at least {significant(need / 2**30, 4)} GiB of host memory per node, about "
+        f"{significant(held / 2**30, 4)} GiB as measured on the H200's host (not checked: the planned "
+        "GPUs' hosts are not this machine)"
     )
 
 
@@ -696,6 +698,7 @@ def warn_host_memory(p: Plan) -> None:
     machine's memory)."""
     cfg = p.cfg
     if cfg.device != "cpu":
+        warn_offload_host_memory(p)
         return
     from flopsweep import hostmem
     from flopsweep.memory import activation_bytes, model_states_floor
@@ -715,6 +718,32 @@ def warn_host_memory(p: Plan) -> None:
             need / 2**30,
             free / 2**30,
         )
+
+
+def warn_offload_host_memory(p: Plan) -> None:
+    """On GPUs with offload, warn in one line when the host memory the offloading ranks of this
+    machine are expected to hold (:func:`flopsweep.memory.offload_host_held_bytes`: the lower bound
+    times what the H200 runs held over it) is more than is free. Validation refused a run whose
+    lower bound alone exceeds the machine's memory; above the lower bound the run still goes ahead,
+    and an OOM kill becomes the ``killed`` status (``search.model=largest`` probes on below it)."""
+    from flopsweep import hostmem
+    from flopsweep.memory import offload_host_bytes, offload_host_held_bytes
+
+    held = offload_host_held_bytes(p.cfg, p.layout) * p.nproc_per_node
+    free = hostmem.available_bytes()
+    if not held or held <= free:
+        return
+    key = next(k for k in OFFLOAD_KEYS if getattr(p.cfg.backend, k, False) in (True, "cpu"))
+    log.warning(
+        "backend.%s=%s: offload holds about %.1f GiB of host memory (%.1f GiB of model states, plus "
+        "what the H200 runs held over them), and %.1f GiB is free; expect an out-of-memory kill (pick a "
+        "smaller model, or turn offload off)",
+        key,
+        getattr(p.cfg.backend, key),
+        held / 2**30,
+        offload_host_bytes(p.cfg, p.layout) * p.nproc_per_node / 2**30,
+        free / 2**30,
+    )
 
 
 def _launch(

@@ -530,6 +530,29 @@ def offload_host_bytes(cfg: Any, layout: Layout) -> int:
     return per_param * n_params // layout.dp
 
 
+OFFLOAD_HOST_HELD = {"fsdp": 1.10, "deepspeed": 1.25}
+"""How much more host memory an offloading run held than :func:`offload_host_bytes` counts (the
+lower bound validation refuses at), measured on the H200 host (125.8 GiB usable, 16 cores), bf16,
+Llama 3.1 8B's width, micro batch 1, one rank (``benchmarks/results/h200/frontier/``):
+
+- FSDP2 ``cpu_offload``: the host trace peaked at 117 GiB at 28 blocks (106.7 counted) and 120 GiB at
+  29 (110.0): 1.09-1.10x (``fsdp-full-offload-host-memory.txt``);
+- ZeRO-3 ``offload_optimizer=cpu``: 26 blocks (6.72 B, 100.1 GiB counted) trained and 27 (6.94 B,
+  103.4 GiB) was killed by the OOM killer, so it held between 125.8 / 103.4 = 1.22x and
+  125.8 / 100.1 = 1.26x (``zero3-full-offload-25.log``, ``zero3-full-offload-27/``); DeepSpeed's own
+  ``estimate_zero3_model_states_mem_needs`` allows 1.5x (its ``additional_buffer_factor``).
+
+The CUDA context, the libraries, the first copy of the model and pinned staging buffers, which the
+count leaves out. Only a warning uses it (:func:`offload_host_held_bytes`): one host, one model."""
+
+
+def offload_host_held_bytes(cfg: Any, layout: Layout) -> int:
+    """One rank's host memory an offloading run is expected to hold: :func:`offload_host_bytes`
+    times :data:`OFFLOAD_HOST_HELD` of its backend (0 without offload). An estimate from one host's
+    runs, for a warning; validation refuses at the lower bound only."""
+    return int(offload_host_bytes(cfg, layout) * OFFLOAD_HOST_HELD.get(cfg.backend.name, 1.0))
+
+
 def lowest_block_bytes(cfg: Any, layout: Layout) -> int:
     """Bytes on top of :attr:`MemoryEstimate.step_states` while backward runs through the lowest
     block, when every other gradient exists: that block's activations (kept, or rebuilt under

@@ -126,4 +126,37 @@ def test_a_plan_for_gpus_not_here_states_the_offload_host_memory_instead_of_refu
     assert proc.returncode == 0, proc.stderr[-2000:]
     row = next(csv.DictReader((tmp_path / "plan.csv").open()))
     assert row["status"] == "ok", row["note"]
-    assert "offload needs at least 119.7 GiB of host memory per node (not checked" in row["note"]
+    assert (
+        "offload needs at least 119.7 GiB of host memory per node, about 131.6 GiB as measured on the "
+        "H200's host (not checked" in row["note"]
+    )
+
+
+def test_offload_over_the_free_host_memory_is_warned_about_and_one_that_fits_is_not(caplog) -> None:
+    """On the H200, ZeRO-Offload passed the lower-bound check (16 bytes per parameter) at 6.94 B
+    parameters and was killed by the OOM killer: the launch now warns in one line when what such
+    runs held (the lower bound times memory.OFFLOAD_HOST_HELD) exceeds the free host memory, and
+    says nothing for a model whose offload fits."""
+    from flopsweep.job import warn_offload_host_memory
+    from flopsweep.memory import offload_host_bytes, offload_host_held_bytes
+    from flopsweep.options import DeepSpeedConfig
+    from flopsweep.plan import plan
+
+    big = LlamaConfig(n_layer=800, n_embd=16384, n_head=128, n_kv_head=8, ffn_dim=53248, vocab_size=128256)
+    backend = DeepSpeedConfig(zero_stage=3, offload_optimizer="cpu")
+    cfg = dataclasses.replace(RunConfig(), model=big, backend=backend, device="cuda", nproc_per_node=1)
+    gpu = Environment(cuda_available=True, gpu_count=1, bf16_supported=True, capability=(9, 0), cpu_count=8)
+    huge = plan(cfg, dataclasses.replace(gpu, host_memory_bytes=1 << 60))  # passes the lower bound
+    lower, held = offload_host_bytes(huge.cfg, huge.layout), offload_host_held_bytes(huge.cfg, huge.layout)
+    assert held == int(lower * 1.25) and held > hostmem.available_bytes()  # 12 TiB of states
+    with caplog.at_level("WARNING", logger="flopsweep"):
+        warn_offload_host_memory(huge)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("backend.offload_optimizer=cpu: offload holds about ") and "\n" not in line
+    assert f"{lower / GIB:.1f} GiB of model states" in line and "expect an out-of-memory kill" in line
+    caplog.clear()
+    small = LlamaConfig(n_layer=2, n_embd=64, n_head=4, n_kv_head=2, ffn_dim=128, vocab_size=256)
+    tiny = plan(dataclasses.replace(cfg, model=small), dataclasses.replace(gpu, host_memory_bytes=1 << 60))
+    with caplog.at_level("WARNING", logger="flopsweep"):
+        warn_offload_host_memory(tiny)
+    assert caplog.records == []
