@@ -448,7 +448,7 @@ def output(
         tables=[(_heading(args), frame), *frontier_tables(runs, args)],
         figures=figures,
         skipped=skipped,
-        notes=winners + spread + _notes(loaded) + (blanks or []),
+        notes=winners + spread + frontier_notes(runs, args) + _notes(loaded) + (blanks or []),
     )
     return render_html(report)
 
@@ -462,6 +462,13 @@ def frontier_tables(runs: pd.DataFrame, args: argparse.Namespace) -> list[tuple[
     if args.frontier or not searched(runs):
         return []
     return [(FRONTIER_HEADING, frontier_table(runs))]
+
+
+def frontier_notes(runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
+    """The lines under the HTML report's frontier table (:func:`frontier_tables`): the searches whose
+    size no ok run measured (:func:`analysis.frontier.unmeasured_lines`); ``--frontier`` has them
+    already (:func:`spread_lines`)."""
+    return [] if args.frontier else unmeasured_lines(runs)
 
 
 CPU_NOTE = (
