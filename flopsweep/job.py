@@ -19,6 +19,7 @@ import shutil
 import sys
 import uuid
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -767,15 +768,18 @@ def launch_run(p: Plan, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, Ru
     """Launch the measured run of plan ``p``; with ``search.model=largest`` search the largest model
     first (:func:`flopsweep.modelsearch.find_largest_model`), then with ``batch=auto`` the micro batch.
 
-    The searches go in ``run["model_search"]`` and ``run["batch_search"]``; the returned config
-    carries the sizes found.
+    The searches go in ``run["model_search"]`` and ``run["batch_search"]``, each held there after
+    every probe (result null until the search ends), so that a run interrupted during a search
+    keeps the probes that finished; the returned config carries the sizes found.
     """
     cfg = p.cfg
     if inside_submitit_task():  # this task is one rank; validation refused batch=auto here
         return launch_slurm_task(p, job_dir), cfg
     if cfg.search.model == "largest":
         try:
-            p, run["model_search"] = find_largest_model(p, job_dir)
+            p, run["model_search"] = find_largest_model(
+                p, job_dir, on_probe=partial(run.__setitem__, "model_search")
+            )
         except NothingFits as exc:
             run["model_search"] = exc.record
             error = dict(exc.outcome.error or {})
@@ -789,7 +793,9 @@ def launch_run(p: Plan, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, Ru
     if cfg.batch.name != "auto":
         return launch_local(p, job_dir), cfg
     try:
-        size, run["batch_search"] = find_micro_batch(p, job_dir)
+        size, run["batch_search"] = find_micro_batch(
+            p, job_dir, on_probe=partial(run.__setitem__, "batch_search")
+        )
     except NothingFits as exc:
         run["batch_search"] = exc.record
         error = dict(exc.outcome.error or {})
