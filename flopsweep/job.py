@@ -730,7 +730,8 @@ def _launch(
     except (KeyboardInterrupt, Terminated) as exc:
         phase, _ = last_phase(path.parent / SCRATCH, world)
         what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
-        error = rec.error(type(exc).__name__, f"interrupted by {what}; every worker was stopped", phase)
+        stopped = f"interrupted by {what}{search_cut_short(run)}; every worker was stopped"
+        error = rec.error(type(exc).__name__, stopped, phase)
         try:
             _finish(path, cfg, run, "error", error, None, layout=layout, load_start=load_start)
         except NotRecorded as lost:  # the signal's own message follows; say this one first
@@ -749,6 +750,18 @@ def _launch(
         predicted_peak_gib=predicted,
         calibrations=calibrations,
     )
+
+
+def search_cut_short(run: dict[str, Any]) -> str:
+    """`` during search.model=largest (2 probes finished, in run.model_search)`` when ``run`` holds a
+    search without its result (the searches hold themselves there after every probe: an interrupt
+    landed in it), else ``""``; for an interrupted run's error message."""
+    for key, name in (("batch_search", "batch=auto"), ("model_search", "search.model=largest")):
+        search = run.get(key)
+        if isinstance(search, dict) and search.get("result") is None:
+            finished = plural(len(search.get("probes") or []), "probe")
+            return f" during {name} ({finished} finished, in run.{key})"
+    return ""
 
 
 def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:

@@ -138,6 +138,7 @@ def test_a_batch_search_interrupted_keeps_its_finished_probes_in_the_record(tmp_
     assert [p["micro_batch_size"] for p in search["probes"]] == logged != []
     assert search["probes"][0]["micro_batch_size"] == 1 and search["probes"][0]["status"] == "ok"
     assert (search["start"], search["limit"]) == (1, 8)
+    assert "interrupted by SIGTERM during batch=auto (" in record["error"]["message"]
     assert "batch=auto: measuring at" not in log  # it was stopped during the search
 
 

@@ -29,7 +29,7 @@ from analysis.load import search_failed, setup_id
 from analysis.plots import PlotSkipped, plot_frontier
 from flopsweep.autobatch import GIB, budget_problem
 from flopsweep.config import ConfigError
-from flopsweep.job import comparable_config
+from flopsweep.job import comparable_config, search_cut_short
 from flopsweep.memory import estimate
 from flopsweep.text import format_count
 
@@ -466,6 +466,9 @@ def test_a_search_interrupted_keeps_its_finished_probes_in_the_record(tmp_path: 
     search = record["run"]["model_search"]
     assert search["result"] is None and search["n_params"] is None
     assert [p["n_layer"] for p in search["probes"]] == probes_logged(log) != []
+    finished = f"{len(search['probes'])} probe{'s' if len(search['probes']) > 1 else ''} finished"
+    stopped = f"interrupted by SIGTERM during search.model=largest ({finished}, in run.model_search); "
+    assert record["error"]["message"] == stopped + "every worker was stopped"
     first = search["probes"][0]
     assert first["n_layer"] == 1 and first["status"] == "ok" and first["tokens_per_s"] > 0
     assert (search["start"], search["limit"], search["micro_batch_size"]) == (1, 4, 1)
@@ -491,3 +494,18 @@ def test_a_measured_run_interrupted_after_the_search_keeps_the_search(tmp_path: 
     search = record["run"]["model_search"]
     assert search["result"] == 2 and [p["n_layer"] for p in search["probes"]] == [1, 2] == probes_logged(log)
     assert all(p["status"] == "ok" for p in search["probes"])
+    assert record["error"]["message"] == "interrupted by SIGTERM; every worker was stopped"  # not in a search
+
+
+def test_an_interrupt_names_the_search_it_cut_short() -> None:
+    """The interrupted run's error message says which search held the run (one without a result),
+    how many probes finished and where they are; nothing once both searches ended."""
+    done = {"result": 3, "probes": [{}, {}]}
+    assert search_cut_short({}) == search_cut_short({"model_search": done}) == ""
+    assert search_cut_short({"model_search": done, "batch_search": {"result": 2, "probes": [{}]}}) == ""
+    cut = {"result": None, "probes": [{}]}
+    assert search_cut_short({"model_search": cut}) == (
+        " during search.model=largest (1 probe finished, in run.model_search)"
+    )
+    both = {"model_search": done, "batch_search": {"result": None, "probes": [{}, {}]}}
+    assert search_cut_short(both) == " during batch=auto (2 probes finished, in run.batch_search)"
