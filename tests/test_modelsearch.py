@@ -478,11 +478,12 @@ def test_a_search_interrupted_keeps_its_finished_probes_in_the_record(tmp_path: 
 @pytest.mark.slow
 def test_a_measured_run_interrupted_after_the_search_keeps_the_search(tmp_path: Path) -> None:
     """SIGTERM once the measured run at the size found has started (its first warm-up step of two;
-    a probe has one): the error record keeps the whole search, its result and every probe."""
+    a probe has one): the error record keeps the whole search, its result and every probe, and
+    names the model measured (3 blocks), not the configured one (llama-tiny's 2)."""
     code, log = run_py_signalled(
         *TINY,
         "search.model=largest",
-        "search.max_n_layer=2",
+        "search.max_n_layer=3",
         "steps.warmup=2",
         "steps.measure=50",
         f"hydra.run.dir={tmp_path}",
@@ -492,9 +493,13 @@ def test_a_measured_run_interrupted_after_the_search_keeps_the_search(tmp_path: 
     record = json.loads((tmp_path / "metrics.json").read_text())
     assert record["status"] == "error" and record["error"]["type"] == "Terminated", record["error"]
     search = record["run"]["model_search"]
-    assert search["result"] == 2 and [p["n_layer"] for p in search["probes"]] == [1, 2] == probes_logged(log)
+    assert search["result"] == 3 and [p["n_layer"] for p in search["probes"]] == [1, 2, 3] == probes_logged(
+        log
+    )
     assert all(p["status"] == "ok" for p in search["probes"])
     assert record["error"]["message"] == "interrupted by SIGTERM; every worker was stopped"  # not in a search
+    assert record["model"]["n_layer"] == record["config"]["model"]["n_layer"] == 3
+    assert record["model"]["name"] == "llama-tiny-L3" and record["model"]["n_params"] == search["n_params"]
 
 
 def test_an_interrupt_names_the_search_it_cut_short() -> None:
