@@ -306,13 +306,20 @@ def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
     )
 
 
-def find_micro_batch(plan: Plan, job_dir: Path) -> tuple[int, dict[str, Any]]:
+def find_micro_batch(
+    plan: Plan, job_dir: Path, *, on_probe: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[int, dict[str, Any]]:
     """Search the largest ``micro_batch_size`` for ``plan.cfg`` (validated, ``batch.name == "auto"``),
     then the largest without ``cudaMalloc`` retries (:func:`choose_micro_batch`); each probe runs on
     the plan's layout (:func:`run_probe`), within ``search.memory_budget_gib`` when that is set.
 
     Probes start at ``batch.micro_batch_size`` and stop at ``batch.max_micro_batch_size``.
     Each runs in ``job_dir/batch_search/mbs<N>/`` with ``profile=false``.
+
+    Args:
+        on_probe: called after every probe with the record of the search so far (``result``,
+            ``largest_fitting`` and ``reason`` null), before the search goes on: what a run
+            interrupted during the search (SIGTERM, Ctrl-C) records.
 
     Returns:
         ``(size, record)`` where the record lists every probe with its status and peak
@@ -357,6 +364,8 @@ def find_micro_batch(plan: Plan, job_dir: Path) -> tuple[int, dict[str, Any]]:
             "cuda_alloc_retries": None if None in retries or not retries else max(retries),
         }
         probes.append(entry | ({"reason": probe.reason} if probe.status == "over_budget" else {}))
+        if on_probe is not None:
+            on_probe(record(None))
         if probe.fits and probe.guide_bytes:
             points.append((n, probe.guide_bytes))
         log.info("batch=auto: micro batch %d -> %s", n, probe.status)

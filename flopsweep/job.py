@@ -18,7 +18,9 @@ import re
 import shutil
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -769,16 +771,18 @@ def _launch(
     if (across := tp_across_nodes(layout, p.nproc_per_node)) is not None:
         log.warning("%s", across)
     predicted = predicted_peak_gib(cfg, layout)  # the plan's estimate, before any rank starts
+    measured = [cfg]  # the config of the measured run, once the searches have sized it
     try:
-        outcome, cfg = launch_run(p, path.parent, run)
+        outcome, cfg = launch_run(p, path.parent, run, on_measure=measured.append)
         if cfg != p.cfg:  # batch=auto chose another micro batch, or the search another model
             predicted = predicted_peak_gib(cfg, layout)
     except (KeyboardInterrupt, Terminated) as exc:
         phase, _ = last_phase(path.parent / SCRATCH, world)
         what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
-        error = rec.error(type(exc).__name__, f"interrupted by {what}; every worker was stopped", phase)
-        try:
-            _finish(path, cfg, run, "error", error, None, layout=layout, load_start=load_start)
+        stopped = f"interrupted by {what}{search_cut_short(run)}; every worker was stopped"
+        error = rec.error(type(exc).__name__, stopped, phase)
+        try:  # a measured run at the sizes found is recorded at those sizes
+            _finish(path, measured[-1], run, "error", error, None, layout=layout, load_start=load_start)
         except NotRecorded as lost:  # the signal's own message follows; say this one first
             print(f"flopsweep: {lost}", file=sys.stderr, flush=True)
         raise
@@ -797,6 +801,18 @@ def _launch(
     )
 
 
+def search_cut_short(run: dict[str, Any]) -> str:
+    """`` during search.model=largest (2 probes finished, in run.model_search)`` when ``run`` holds a
+    search without its result (the searches hold themselves there after every probe: an interrupt
+    landed in it), else ``""``; for an interrupted run's error message."""
+    for key, name in (("batch_search", "batch=auto"), ("model_search", "search.model=largest")):
+        search = run.get(key)
+        if isinstance(search, dict) and search.get("result") is None:
+            finished = plural(len(search.get("probes") or []), "probe")
+            return f" during {name} ({finished} finished, in run.{key})"
+    return ""
+
+
 def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:
     """``metrics.predicted_peak_gib``: :func:`flopsweep.memory.estimate`'s peak allocated memory of
     the busiest rank, in GiB (6 decimals: about 1 KiB), for the config and layout about to run; None (and a
@@ -810,19 +826,26 @@ def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:
         return None
 
 
-def launch_run(p: Plan, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, RunConfig]:
+def launch_run(
+    p: Plan, job_dir: Path, run: dict[str, Any], *, on_measure: Callable[[RunConfig], None] | None = None
+) -> tuple[Outcome, RunConfig]:
     """Launch the measured run of plan ``p``; with ``search.model=largest`` search the largest model
     first (:func:`flopsweep.modelsearch.find_largest_model`), then with ``batch=auto`` the micro batch.
 
-    The searches go in ``run["model_search"]`` and ``run["batch_search"]``; the returned config
-    carries the sizes found.
+    The searches go in ``run["model_search"]`` and ``run["batch_search"]``, each held there after
+    every probe (result null until the search ends), so that a run interrupted during a search
+    keeps the probes that finished; the returned config carries the sizes found. ``on_measure``
+    gets that config when a searched run starts its measured run (before the workers launch),
+    so that an interrupt there is recorded at the sizes measured.
     """
     cfg = p.cfg
     if inside_submitit_task():  # this task is one rank; validation refused batch=auto here
         return launch_slurm_task(p, job_dir), cfg
     if cfg.search.model == "largest":
         try:
-            p, run["model_search"] = find_largest_model(p, job_dir)
+            p, run["model_search"] = find_largest_model(
+                p, job_dir, on_probe=partial(run.__setitem__, "model_search")
+            )
         except NothingFits as exc:
             run["model_search"] = exc.record
             error = dict(exc.outcome.error or {})
@@ -834,9 +857,13 @@ def launch_run(p: Plan, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, Ru
             return exc.outcome, cfg
         cfg = p.cfg
     if cfg.batch.name != "auto":
+        if on_measure is not None:
+            on_measure(cfg)
         return launch_local(p, job_dir), cfg
     try:
-        size, run["batch_search"] = find_micro_batch(p, job_dir)
+        size, run["batch_search"] = find_micro_batch(
+            p, job_dir, on_probe=partial(run.__setitem__, "batch_search")
+        )
     except NothingFits as exc:
         run["batch_search"] = exc.record
         error = dict(exc.outcome.error or {})
@@ -854,6 +881,8 @@ def launch_run(p: Plan, job_dir: Path, run: dict[str, Any]) -> tuple[Outcome, Ru
             size,
         )
     log.info("batch=auto: measuring at micro batch %d", size)
+    if on_measure is not None:
+        on_measure(cfg)
     return launch_local(dataclasses.replace(p, cfg=cfg), job_dir), cfg
 
 

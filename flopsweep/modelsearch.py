@@ -15,13 +15,16 @@ result. The model keeps its family's name with the blocks found (``llama3.2-1b-L
 The job (:func:`flopsweep.job.launch_run`) then runs ``batch=auto``'s micro-batch search at that
 size when ``batch=auto`` is picked, and measures there. The record keeps the search under
 ``run.model_search``: every probe (blocks, parameters, status, peak and estimated memory, the
-probe's tokens/s), the result and the budget.
+probe's tokens/s), the result and the budget. The job holds the search so far after every probe
+(``on_probe``, result null), so that a run interrupted during the search (SIGTERM, Ctrl-C, a Slurm
+time limit) keeps in its error record every probe that finished.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,11 +106,18 @@ def probe_entry(plan: Plan, probe: Probe) -> dict[str, Any]:
     return entry
 
 
-def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]:
+def find_largest_model(
+    plan: Plan, job_dir: Path, *, on_probe: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[Plan, dict[str, Any]]:
     """The largest ``model.n_layer`` of ``plan.cfg`` (validated, ``search.model == "largest"``) that
     trains at the start micro batch on the plan's layout, and the record of the search.
 
     Probes run in ``job_dir/model_search/L<n>/``; each prints one progress line.
+
+    Args:
+        on_probe: called after every probe with the record of the search so far (``result`` and
+            ``n_params`` null), before the search goes on, and with the whole record once it has
+            found its size: what a run interrupted before this returns records.
 
     Returns:
         ``(plan at the size found, record)``; the record is ``metrics.json["run"]["model_search"]``:
@@ -151,6 +161,8 @@ def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]
         outcomes[n] = probe.outcome or unrun_outcome(probe)
         entry = probe_entry(sized, probe)
         probes.append(entry)
+        if on_probe is not None:
+            on_probe(record(None))
         if probe.fits and probe.guide_bytes:
             points.append((n, probe.guide_bytes))
         log.info(
@@ -170,6 +182,8 @@ def find_largest_model(plan: Plan, job_dir: Path) -> tuple[Plan, dict[str, Any]]
     if found is None:
         raise NothingFits(outcomes[search.min_n_layer], record(None))
     result = record(found)
+    if on_probe is not None:
+        on_probe(result)
     log.info(
         "search.model=largest: the largest that trains has n_layer=%d (%s parameters), after %d probes",
         found,

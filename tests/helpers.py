@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +27,42 @@ def run_py(
         check=False,
         env={**os.environ, **(env or {})},
     )
+
+
+def run_py_signalled(
+    *args: str, when: str, sig: int = signal.SIGTERM, timeout: float = 900
+) -> tuple[int, str]:
+    """``python run.py ARGS`` in a subprocess, sent ``sig`` as soon as a line of its output (stdout
+    and stderr together) contains ``when`` (a log line, never a guess of the time): ``(exit code,
+    its whole output)``. ``timeout`` (s) guards against a hung child: it is killed and the test
+    fails with what it wrote; a child that ends before printing ``when`` fails the test too."""
+    proc = subprocess.Popen(
+        [sys.executable, RUN_PY, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    guard = threading.Timer(timeout, proc.kill)
+    guard.start()
+    lines: list[str] = []
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if when in line:
+                proc.send_signal(sig)
+                break
+        lines.extend(proc.stdout)  # type: ignore[arg-type]
+        code = proc.wait()
+    finally:
+        guard.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = "".join(lines)
+    assert any(when in line for line in lines), f"never printed {when!r}:\n{output[-3000:]}"
+    assert code != -signal.SIGKILL, f"killed after {timeout} s:\n{output[-3000:]}"
+    return code, output
 
 
 def on_a_terminal(

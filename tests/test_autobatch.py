@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
-from helpers import run_py
+from helpers import run_py, run_py_signalled
 
 from flopsweep.autobatch import (
     choose_micro_batch,
@@ -115,6 +116,30 @@ def test_batch_auto_records_its_search_and_measures_at_the_result(tmp_path: Path
     # Each probe ran in its own directory and left no scratch files.
     assert sorted(p.name for p in (tmp_path / "batch_search").iterdir()) == ["mbs1", "mbs2", "mbs4"]
     assert not list((tmp_path / "batch_search").rglob(".flopsweep"))
+
+
+@pytest.mark.slow
+def test_a_batch_search_interrupted_keeps_its_finished_probes_in_the_record(tmp_path: Path) -> None:
+    """SIGTERM once the first probe is logged: the error record written on the way out has
+    ``run.batch_search`` with every probe that finished and no result (it used to have none)."""
+    code, log = run_py_signalled(
+        "batch=auto",
+        "device=cpu",
+        "batch.max_micro_batch_size=8",  # probes 1, 2, 4, 8: the signal lands in the second
+        f"hydra.run.dir={tmp_path}",
+        when="batch=auto: micro batch 1 -> ",
+    )
+    assert code == 143, log[-3000:]
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert record["status"] == "error" and record["error"]["type"] == "Terminated", record["error"]
+    search = record["run"]["batch_search"]
+    assert search["result"] is None and search["largest_fitting"] is None and search["reason"] is None
+    logged = [int(n) for n in re.findall(r"batch=auto: micro batch (\d+) -> ", log)]
+    assert [p["micro_batch_size"] for p in search["probes"]] == logged != []
+    assert search["probes"][0]["micro_batch_size"] == 1 and search["probes"][0]["status"] == "ok"
+    assert (search["start"], search["limit"]) == (1, 8)
+    assert "interrupted by SIGTERM during batch=auto (" in record["error"]["message"]
+    assert "batch=auto: measuring at" not in log  # it was stopped during the search
 
 
 @pytest.mark.slow

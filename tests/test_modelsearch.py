@@ -8,11 +8,12 @@ import dataclasses
 import io
 import json
 import math
+import re
 import uuid
 from pathlib import Path
 
 import pytest
-from helpers import make_plan, rescaled, run_py
+from helpers import make_plan, rescaled, run_py, run_py_signalled
 
 from analysis import load
 from analysis.__main__ import main
@@ -29,7 +30,7 @@ from analysis.load import search_failed, setup_id
 from analysis.plots import PlotSkipped, plot_frontier
 from flopsweep.autobatch import GIB, budget_problem
 from flopsweep.config import ConfigError
-from flopsweep.job import comparable_config
+from flopsweep.job import comparable_config, search_cut_short
 from flopsweep.memory import estimate
 from flopsweep.text import format_count
 
@@ -475,3 +476,76 @@ def test_parameter_counts_are_written_with_a_suffix_to_three_significant_figures
         }
     }
     assert search_failed(record) == "n_layer=3 (263K): oom"
+
+
+def probes_logged(log: str) -> list[int]:
+    """The ``n_layer`` of every ``search.model=largest: probe K: n_layer=N ...`` line, in order."""
+    return [int(n) for n in re.findall(r"search\.model=largest: probe \d+: n_layer=(\d+) ", log)]
+
+
+@pytest.mark.slow
+def test_a_search_interrupted_keeps_its_finished_probes_in_the_record(tmp_path: Path) -> None:
+    """SIGTERM once the first probe is logged (a Slurm time limit, ``timeout``): the error record
+    written on the way out has ``run.model_search`` with every probe that finished (the first one
+    trained, with its tokens/s) and no result, where it used to have no ``model_search`` at all."""
+    code, log = run_py_signalled(
+        *TINY,
+        "search.model=largest",
+        "search.max_n_layer=4",  # probes 1, 2, 4: the signal lands in the second
+        f"hydra.run.dir={tmp_path}",
+        when="search.model=largest: probe 1: ",
+    )
+    assert code == 143, log[-3000:]
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert record["status"] == "error" and record["error"]["type"] == "Terminated", record["error"]
+    search = record["run"]["model_search"]
+    assert search["result"] is None and search["n_params"] is None
+    assert [p["n_layer"] for p in search["probes"]] == probes_logged(log) != []
+    finished = f"{len(search['probes'])} probe{'s' if len(search['probes']) > 1 else ''} finished"
+    stopped = f"interrupted by SIGTERM during search.model=largest ({finished}, in run.model_search); "
+    assert record["error"]["message"] == stopped + "every worker was stopped"
+    first = search["probes"][0]
+    assert first["n_layer"] == 1 and first["status"] == "ok" and first["tokens_per_s"] > 0
+    assert (search["start"], search["limit"], search["micro_batch_size"]) == (1, 4, 1)
+    assert "has n_layer=" not in log  # it was stopped during the search
+
+
+@pytest.mark.slow
+def test_a_measured_run_interrupted_after_the_search_keeps_the_search(tmp_path: Path) -> None:
+    """SIGTERM once the measured run at the size found has started (its first warm-up step of two;
+    a probe has one): the error record keeps the whole search, its result and every probe, and
+    names the model measured (3 blocks), not the configured one (llama-tiny's 2)."""
+    code, log = run_py_signalled(
+        *TINY,
+        "search.model=largest",
+        "search.max_n_layer=3",
+        "steps.warmup=2",
+        "steps.measure=50",
+        f"hydra.run.dir={tmp_path}",
+        when="[flopsweep rank 0] warm-up step 1/2",
+    )
+    assert code == 143, log[-3000:]
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert record["status"] == "error" and record["error"]["type"] == "Terminated", record["error"]
+    search = record["run"]["model_search"]
+    assert search["result"] == 3 and [p["n_layer"] for p in search["probes"]] == [1, 2, 3] == probes_logged(
+        log
+    )
+    assert all(p["status"] == "ok" for p in search["probes"])
+    assert record["error"]["message"] == "interrupted by SIGTERM; every worker was stopped"  # not in a search
+    assert record["model"]["n_layer"] == record["config"]["model"]["n_layer"] == 3
+    assert record["model"]["name"] == "llama-tiny-L3" and record["model"]["n_params"] == search["n_params"]
+
+
+def test_an_interrupt_names_the_search_it_cut_short() -> None:
+    """The interrupted run's error message says which search held the run (one without a result),
+    how many probes finished and where they are; nothing once both searches ended."""
+    done = {"result": 3, "probes": [{}, {}]}
+    assert search_cut_short({}) == search_cut_short({"model_search": done}) == ""
+    assert search_cut_short({"model_search": done, "batch_search": {"result": 2, "probes": [{}]}}) == ""
+    cut = {"result": None, "probes": [{}]}
+    assert search_cut_short({"model_search": cut}) == (
+        " during search.model=largest (1 probe finished, in run.model_search)"
+    )
+    both = {"model_search": done, "batch_search": {"result": None, "probes": [{}, {}]}}
+    assert search_cut_short(both) == " during batch=auto (2 probes finished, in run.batch_search)"
