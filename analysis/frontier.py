@@ -126,10 +126,11 @@ def _larger_failed(df: pd.DataFrame, key: str, n_params: float) -> str | None:
 def unmeasured_lines(df: pd.DataFrame) -> list[str]:
     """One line per search whose largest size that trained no ok run measured (its own measured
     run cut short or failed, and no plain run of that size): the frontier table leaves the set-up
-    out or shows a smaller size, and this line says what the search found, from its largest ok
-    probe (``search_probes``: one measured step, indicative), and what bounded it::
+    out or shows a smaller size, and this line says how far the search trained, from its largest ok
+    probe (``search_probes``: one measured step, indicative; a search interrupted before its end
+    keeps the probes that finished), and what bounded it::
 
-        not measured: backend=deepspeed activation_checkpointing=none: the search found 8.25B
+        not measured: backend=deepspeed activation_checkpointing=none: its search trained up to 8.25B
         (its probe: 1,661 tokens/s over one step); its own run ended error, and no ok run
         measured that size; above it n_layer=34 (8.47B): oom
 
@@ -154,8 +155,9 @@ def unmeasured_lines(df: pd.DataFrame) -> list[str]:
         name = " ".join(f"{c}={normalize(run[c])}" for c in label if c in run and normalize(run[c]))
         above = f"; above it {run['search_failed']}" if isinstance(run.get("search_failed"), str) else ""
         lines.append(
-            f"not measured: {name}: the search found {format_count(n)} (its probe: {rate:,.0f} tokens/s "
-            f"over one step); its own run ended {run['status']}, and no ok run measured that size{above}"
+            f"not measured: {name}: its search trained up to {format_count(n)} (its probe: {rate:,.0f} "
+            f"tokens/s over one step); its own run ended {run['status']}, and no ok run measured that "
+            f"size{above}"
         )
     return lines
 

@@ -237,16 +237,16 @@ def test_a_search_whose_size_no_run_measured_is_named_under_the_frontier(tmp_pat
     df = load(write(tmp_path / "runs", [cut, measured]))
     assert frontier_table(df)["activation_checkpointing"].tolist() == ["full"]
     assert unmeasured_lines(df) == [
-        "not measured: activation_checkpointing=none: the search found 8.25B (its probe: 1,661 tokens/s "
-        "over one step); its own run ended error, and no ok run measured that size; above it "
+        "not measured: activation_checkpointing=none: its search trained up to 8.25B (its probe: 1,661 "
+        "tokens/s over one step); its own run ended error, and no ok run measured that size; above it "
         "n_layer=34 (8.47B): oom"
     ]
     assert main([str(tmp_path / "runs"), "--frontier", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
-    assert "not measured: activation_checkpointing=none: the search found 8.25B" in out
+    assert "not measured: activation_checkpointing=none: its search trained up to 8.25B" in out
     report = tmp_path / "report.html"
     assert main([str(tmp_path / "runs"), "--format", "html", "--output", str(report)]) == 0
-    assert "not measured: activation_checkpointing=none: the search found 8.25B" in report.read_text()
+    assert "not measured: activation_checkpointing=none: its search trained up to 8.25B" in report.read_text()
 
 
 def test_the_cli_prints_the_frontier_and_the_html_report_adds_it(tmp_path: Path, capsys) -> None:
