@@ -552,6 +552,8 @@ def test_compare_errors_name_the_problem():
         compare(df, baseline={"backend": "single"})
     with pytest.raises(ColumnError, match="unknown column 'backnd'.*valid columns: model, arch, attention"):
         compare(df, baseline={"backnd": "fsdp"})
+    with pytest.raises(ColumnError, match="unknown column 'backnd' in .*; did you mean 'backend'\\?; valid"):
+        compare(df, baseline={"backnd": "fsdp"})
 
 
 def test_pivot_lays_out_ok_runs_and_marks_failed_cells():
