@@ -188,9 +188,13 @@ def test_a_tiny_models_plan_row_shows_its_peak_to_three_significant_figures(
 def test_a_batch_auto_plan_row_says_it_is_estimated_at_the_searchs_start(
     hydra_compose, tmp_path: Path
 ) -> None:
-    """``batch=auto`` finds its micro batch only by running: the row is estimated at the search's first
-    size (``batch.micro_batch_size``), and its note says so."""
+    """``batch=auto`` finds its micro batch only by running: with no GPU memory to size it against (a
+    CPU plan without ``search.memory_budget_gib``) the row is estimated at the search's first size
+    (``batch.micro_batch_size``), and its note says so. With a budget, the one rule of a CPU probe
+    (its estimate against the budget), the row is at the largest size within it, as the search's."""
     from flopsweep.job import JobInfo, plan_job
+    from flopsweep.plan import Environment, plan
+    from flopsweep.text import significant
 
     cfg = hydra_compose(["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto"])
     row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=["batch=auto"]))["plan"]
@@ -202,6 +206,22 @@ def test_a_batch_auto_plan_row_says_it_is_estimated_at_the_searchs_start(
     row2 = plan_job(two, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert "estimated at micro batch 2, the search's start" in row2["note"]
     assert float(row2["est_peak_gib_per_rank"]) > float(row["est_peak_gib_per_rank"])
+    held = ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto"]
+    p = plan(hydra_compose(held), Environment(cpu_count=2))
+
+    def peak(n: int) -> int:
+        cfg = dataclasses.replace(p.cfg, batch=dataclasses.replace(p.cfg.batch, micro_batch_size=n))
+        return estimate(cfg, p.layout).total
+
+    budget = (peak(3) + peak(4)) / 2 / 2**30
+    row3 = plan_job(
+        hydra_compose([*held, f"search.memory_budget_gib={budget}"]), JobInfo(job_dir=tmp_path, overrides=[])
+    )["plan"]
+    assert (
+        f"batch=auto: predicted at micro batch 3, the largest the estimate fits in {significant(budget)} GiB "
+        "(search.memory_budget_gib)"
+    ) in row3["note"], row3["note"]
+    assert float(row3["est_peak_gib_per_rank"]) == float(significant(peak(3) / 2**30))
 
 
 def test_a_batch_auto_plan_for_a_gpu_is_predicted_at_the_largest_micro_batch_the_estimate_fits(
