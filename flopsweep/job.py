@@ -431,7 +431,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     ``plan_gpu_memory_gib``'s memory, else this machine's GPU, else (CPU) the estimate times the
     ranks with the host's available memory; blank for a GPU job placed on a machine without GPUs;
     ``fits_on`` says which. A ``search.model=largest`` job is estimated at a size the search may
-    measure (:func:`search_size`). Under ``-m`` appends one row (``model`` names the model,
+    measure (:func:`search_size`), a ``batch=auto`` job at the micro batch the memory estimate fits
+    (:func:`auto_batch_size`). Under ``-m`` appends one row (``model`` names the model,
     ``layout`` its parallel layout: :meth:`flopsweep.layout.Layout.label`) to ``plan.csv`` beside
     the job directories (the sweep directory, whose callback started the file afresh:
     :func:`start_plan_file`); a single run writes its ``plan.csv`` afresh, atomically.
