@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import make_plan, run_py, run_py_signalled
 
-from flopsweep.autobatch import GIB, NothingFits
+from flopsweep.autobatch import GIB, NothingFits, find_micro_batch
 from flopsweep.memory import estimate
 from flopsweep.modelsearch import find_largest_model
 from flopsweep.reuse import Machine, Resumed, reusable_probes
@@ -189,3 +189,42 @@ def test_a_resumed_search_does_not_probe_again_what_the_interrupted_one_probed(t
         (p["n_layer"], p["status"]) for p in whole_search["probes"]
     ]
     assert search["n_params"] == whole_search["n_params"] and record["model"]["name"] == "llama-tiny-L4"
+
+
+def test_a_micro_batch_search_takes_over_its_probes_too(hydra_compose, tmp_path: Path, caplog) -> None:
+    """``batch=auto``'s probes, handed back for every size (a budget between the estimates of micro
+    batch 2 and 3): nothing runs (no ``batch_search/``), it chooses 2, as the probes bound it, and
+    lists them as reused; the record names the model size it searched at (``n_layer``), which a
+    resumed search compares."""
+    plan = make_plan(hydra_compose([*TINY, "batch=auto", "batch.max_micro_batch_size=4"]))
+    est = {
+        n: estimate(
+            dataclasses.replace(plan.cfg, batch=dataclasses.replace(plan.cfg.batch, micro_batch_size=n)),
+            plan.layout,
+        ).total
+        for n in range(1, 5)
+    }
+    budget = (est[2] + est[3]) / 2 / GIB
+    plan = make_plan(
+        hydra_compose(
+            [*TINY, "batch=auto", "batch.max_micro_batch_size=4", f"search.memory_budget_gib={budget:.9f}"]
+        )
+    )
+    reuse = {
+        n: {
+            "micro_batch_size": n,
+            "status": "ok" if n <= 2 else "over_budget",
+            "peak_cuda_allocated_bytes": None,
+            "cuda_alloc_retries": None,
+        }
+        for n in range(1, 5)
+    }
+    with caplog.at_level(logging.INFO, logger="flopsweep"):
+        size, record = find_micro_batch(plan, tmp_path, reuse=reuse)
+    assert size == record["result"] == record["largest_fitting"] == 2
+    assert record["n_layer"] == plan.cfg.model.n_layer and record["gpu_memory_bytes"] is None
+    assert all(p.pop("reused") is True for p in record["probes"])
+    assert record["probes"] == [reuse[n] for n in [p["micro_batch_size"] for p in record["probes"]]]
+    assert {p["micro_batch_size"] for p in record["probes"]} >= {2, 3}  # the fit and the bound
+    assert not (tmp_path / "batch_search").exists()
+    assert sum("(reused: resume=true)" in m for m in caplog.messages) == len(record["probes"])
