@@ -108,7 +108,8 @@ def reusable_probes(
 
     Returns:
         ``{size: probe entry}`` of the statuses in :data:`REUSED_STATUSES`; empty without a
-        resumed record (``here`` None then) or search, on another machine (:func:`machine_difference`) or set-up.
+        resumed record (``here`` None then) or search, on another machine
+        (:func:`machine_difference`) or set-up.
     """
     if resumed is None or here is None:
         return {}
