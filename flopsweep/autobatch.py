@@ -307,7 +307,11 @@ def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
 
 
 def find_micro_batch(
-    plan: Plan, job_dir: Path, *, on_probe: Callable[[dict[str, Any]], None] | None = None
+    plan: Plan,
+    job_dir: Path,
+    *,
+    on_probe: Callable[[dict[str, Any]], None] | None = None,
+    reuse: dict[int, dict[str, Any]] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Search the largest ``micro_batch_size`` for ``plan.cfg`` (validated, ``batch.name == "auto"``),
     then the largest without ``cudaMalloc`` retries (:func:`choose_micro_batch`); each probe runs on
@@ -320,6 +324,10 @@ def find_micro_batch(
         on_probe: called after every probe with the record of the search so far (``result``,
             ``largest_fitting`` and ``reason`` null), before the search goes on: what a run
             interrupted during the search (SIGTERM, Ctrl-C) records.
+        reuse: probes of the record that ``resume=true`` runs again, by micro batch
+            (:func:`flopsweep.reuse.reusable_probes`): such a size is not probed again; its entry
+            is taken over with ``"reused": true`` and its outcome stands (an ``ok`` one without a
+            measured peak guides by its estimate, computed again).
 
     Returns:
         ``(size, record)`` where the record lists every probe with its status and peak
@@ -332,6 +340,7 @@ def find_micro_batch(
     cfg = plan.cfg
     budget = budget_bytes(cfg)
     capacity, headroom = guide_capacity(cfg.device, budget)
+    gpu_memory, job_dir = cuda_capacity(cfg.device), Path(job_dir)
     probes: list[dict[str, Any]] = []
     points: list[tuple[int, int]] = []  # (size, peak allocated bytes) of the probes that fit
     outcomes: dict[int, Outcome] = {}
@@ -341,6 +350,8 @@ def find_micro_batch(
             "method": search_method(cfg.device, capacity) + ", then the largest without cudaMalloc retries",
             "start": cfg.batch.micro_batch_size,
             "limit": cfg.batch.max_micro_batch_size,
+            "n_layer": cfg.model.n_layer,
+            "gpu_memory_bytes": gpu_memory,
             "probes": probes,
             "largest_fitting": largest,
             "reason": reason,
@@ -352,23 +363,28 @@ def find_micro_batch(
 
     def fits(n: int) -> bool:
         probe_cfg = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=n))
-        probe_dir = Path(job_dir) / "batch_search" / f"mbs{n}"
-        probe = run_probe(dataclasses.replace(plan, cfg=probe_cfg), probe_dir, budget)
+        if n in (reuse or {}):
+            entry, probe = (
+                {**reuse[n], "reused": True},
+                reused_probe(reuse[n], reused_estimate(plan, probe_cfg)),
+            )
+        else:
+            probe = run_probe(
+                dataclasses.replace(plan, cfg=probe_cfg), job_dir / "batch_search" / f"mbs{n}", budget
+            )
+            entry = batch_probe_entry(n, probe)
         outcomes[n] = probe.outcome or unrun_outcome(probe)
-        ranks = (probe.outcome.ranks if probe.outcome else None) or []
-        retries = [r.get("cuda_alloc_retries") for r in ranks]
-        entry = {
-            "micro_batch_size": n,
-            "status": probe.status,
-            "peak_cuda_allocated_bytes": probe.peak_cuda_allocated_bytes,
-            "cuda_alloc_retries": None if None in retries or not retries else max(retries),
-        }
-        probes.append(entry | ({"reason": probe.reason} if probe.status == "over_budget" else {}))
+        probes.append(entry)
         if on_probe is not None:
             on_probe(record(None))
         if probe.fits and probe.guide_bytes:
             points.append((n, probe.guide_bytes))
-        log.info("batch=auto: micro batch %d -> %s", n, probe.status)
+        log.info(
+            "batch=auto: micro batch %d -> %s%s",
+            n,
+            probe.status,
+            " (reused: resume=true)" if reuse and n in reuse else "",
+        )
         if probe.status not in ("ok", *DOES_NOT_FIT):
             raise ProbeFailed(outcomes[n], record(None))
         return probe.fits
@@ -411,6 +427,32 @@ def estimated_largest(cfg: Any, layout: Any, capacity: int) -> int | None:
     return largest
 
 
+def batch_probe_entry(n: int, probe: Probe) -> dict[str, Any]:
+    """One probe of ``run.batch_search.probes``: the micro batch ``n``, status, peak allocated memory
+    (bytes, max over ranks), ``cuda_alloc_retries`` (the most over the ranks; null off CUDA) and,
+    over the budget, the reason."""
+    ranks = (probe.outcome.ranks if probe.outcome else None) or []
+    retries = [r.get("cuda_alloc_retries") for r in ranks]
+    entry = {
+        "micro_batch_size": n,
+        "status": probe.status,
+        "peak_cuda_allocated_bytes": probe.peak_cuda_allocated_bytes,
+        "cuda_alloc_retries": None if None in retries or not retries else max(retries),
+    }
+    return entry | ({"reason": probe.reason} if probe.status == "over_budget" else {})
+
+
+def reused_estimate(plan: Plan, cfg: Any) -> int | None:
+    """:func:`flopsweep.memory.estimate`'s peak per rank (bytes) of ``cfg`` on ``plan``'s layout: what
+    guides a CPU search, which a reused ``batch_search`` probe does not keep; None when it fails."""
+    from flopsweep.memory import estimate
+
+    try:
+        return estimate(cfg, plan.layout).total
+    except Exception:  # noqa: BLE001 - a guide only: without it the search doubles instead
+        return None
+
+
 def search_method(device: str, capacity: int | None) -> str:
     """The record's ``method`` of a search: how it probes and what memory guides it."""
     if not capacity:
@@ -424,6 +466,37 @@ def unrun_outcome(probe: Probe) -> Outcome:
     if probe.status == "refused":
         return Outcome("invalid", error=rec.error("ConfigError", probe.reason, "config"))
     return Outcome("oom", error=rec.error("OverMemoryBudget", probe.reason, "launch"))
+
+
+REUSED_ERROR_TYPES = {"oom": "OutOfMemoryError", "over_budget": "OverMemoryBudget", "killed": "WorkerKilled"}
+"""The ``error.type`` of a reused probe that did not fit, by its status (what
+:class:`flopsweep.autobatch.NothingFits` records when it is the smallest size)."""
+
+
+def reused_probe(entry: dict[str, Any], estimated_peak_bytes: int | None = None) -> Probe:
+    """The :class:`Probe` of a reused probe ``entry`` (a status of
+    :data:`flopsweep.reuse.REUSED_STATUSES`): an ``ok`` one fits, with its measured peak (bytes) or its
+    ``estimated_peak_bytes`` (the entry's, else this argument) to guide the search; one too large
+    has an outcome whose error says it was reused (what ``NothingFits`` records for the smallest
+    size). Its step time is not kept (the entry has tokens/s)."""
+    status = entry["status"]
+    reason = str(entry.get("reason") or "")
+    if status == "ok":
+        outcome = Outcome("ok", ranks=[])
+    else:
+        message = (
+            f"a probe of the run resumed (reused, not run again): {status}{f': {reason}' if reason else ''}"
+        )
+        error = rec.error(REUSED_ERROR_TYPES[status], message, "launch")
+        outcome = Outcome("oom" if status in ("oom", "over_budget") else "error", error=error)
+    return Probe(
+        status=status,
+        outcome=outcome,
+        peak_cuda_allocated_bytes=entry.get("peak_cuda_allocated_bytes"),
+        estimated_peak_bytes=entry.get("estimated_peak_bytes") or estimated_peak_bytes,
+        step_time_s=None,
+        reason=reason,
+    )
 
 
 def guide_capacity(device: str, budget: int | None) -> tuple[int | None, float]:

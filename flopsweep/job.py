@@ -63,6 +63,7 @@ from flopsweep.noise import noise_warnings
 from flopsweep.plan import OFFLOAD_KEYS, Environment, Plan, fixed_nproc, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
+from flopsweep.reuse import Machine, Resumed, reusable_probes
 from flopsweep.signals import signals_deferred
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
 from flopsweep.text import csv_cell, csv_text, plural, printable, significant
@@ -162,9 +163,10 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             done["run"]["id"],
         )
         return done
-    if writes_record():
-        set_aside(path)
-    return _launch(path, p, run, info, load_start, calibrations)
+    previous = resumed_record(path, cfg) if cfg.resume and writes_record() else None
+    aside = set_aside(path) if writes_record() else None
+    resumed = Resumed(record=previous, name=aside.name) if previous is not None and aside else None
+    return _launch(path, p, run, info, load_start, calibrations, resumed)
 
 
 def _special_file_error(
@@ -799,10 +801,12 @@ def _launch(
     info: JobInfo,
     load_start: list[float] | None,
     calibrations: list[tuple[str, dict[str, Any]]] | None = None,
+    resumed: Resumed | None = None,
 ) -> dict[str, Any]:
     """Start the ranks of a validated plan and record what happened; ``calibrations`` are the
     ``predict.calibration`` records, read before the launch
-    (:func:`flopsweep.forecast.calibration_records`)."""
+    (:func:`flopsweep.forecast.calibration_records`); ``resumed`` the record ``resume=true`` runs
+    again (:func:`resumed_record`), whose searches' probes the searches take over."""
     cfg, world, layout = p.cfg, p.world_size, p.layout
     shown = printable(" ".join(info.overrides)) or "defaults"
     log.info("launching %s on %s: %s", plural(world, "rank"), cfg.device, shown)
@@ -817,7 +821,7 @@ def _launch(
     predicted = predicted_peak_gib(cfg, layout)  # the plan's estimate, before any rank starts
     measured = [cfg]  # the config of the measured run, once the searches have sized it
     try:
-        outcome, cfg = launch_run(p, path.parent, run, on_measure=measured.append)
+        outcome, cfg = launch_run(p, path.parent, run, on_measure=measured.append, resumed=resumed)
         if cfg != p.cfg:  # batch=auto chose another micro batch, or the search another model
             predicted = predicted_peak_gib(cfg, layout)
     except (KeyboardInterrupt, Terminated) as exc:
@@ -871,7 +875,12 @@ def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:
 
 
 def launch_run(
-    p: Plan, job_dir: Path, run: dict[str, Any], *, on_measure: Callable[[RunConfig], None] | None = None
+    p: Plan,
+    job_dir: Path,
+    run: dict[str, Any],
+    *,
+    on_measure: Callable[[RunConfig], None] | None = None,
+    resumed: Resumed | None = None,
 ) -> tuple[Outcome, RunConfig]:
     """Launch the measured run of plan ``p``; with ``search.model=largest`` search the largest model
     first (:func:`flopsweep.modelsearch.find_largest_model`), then with ``batch=auto`` the micro batch.
@@ -880,15 +889,22 @@ def launch_run(
     every probe (result null until the search ends), so that a run interrupted during a search
     keeps the probes that finished; the returned config carries the sizes found. ``on_measure``
     gets that config when a searched run starts its measured run (before the workers launch),
-    so that an interrupt there is recorded at the sizes measured.
+    so that an interrupt there is recorded at the sizes measured. With ``resumed`` (the record
+    ``resume=true`` runs again) each search takes over the probes that record's search of the same
+    set-up finished on this kind of machine (:func:`flopsweep.reuse.reusable_probes`).
     """
     cfg = p.cfg
     if inside_submitit_task():  # this task is one rank; validation refused batch=auto here
         return launch_slurm_task(p, job_dir), cfg
+    here = Machine.here(cfg.device, p.world_size) if resumed is not None else None
     if cfg.search.model == "largest":
+        same = {"grow": cfg.search.grow, "micro_batch_size": cfg.batch.micro_batch_size}
+        reuse = reusable_probes(
+            resumed, "model_search", "n_layer", here=here, same=same, what="search.model=largest"
+        )
         try:
             p, run["model_search"] = find_largest_model(
-                p, job_dir, on_probe=partial(run.__setitem__, "model_search")
+                p, job_dir, on_probe=partial(run.__setitem__, "model_search"), reuse=reuse
             )
         except NothingFits as exc:
             run["model_search"] = exc.record
@@ -904,9 +920,13 @@ def launch_run(
         if on_measure is not None:
             on_measure(cfg)
         return launch_local(p, job_dir), cfg
+    same = {"n_layer": cfg.model.n_layer}  # the size the model search found, or the configured one
+    reuse = reusable_probes(
+        resumed, "batch_search", "micro_batch_size", here=here, same=same, what="batch=auto"
+    )
     try:
         size, run["batch_search"] = find_micro_batch(
-            p, job_dir, on_probe=partial(run.__setitem__, "batch_search")
+            p, job_dir, on_probe=partial(run.__setitem__, "batch_search"), reuse=reuse
         )
     except NothingFits as exc:
         run["batch_search"] = exc.record
@@ -928,6 +948,18 @@ def launch_run(
     if on_measure is not None:
         on_measure(cfg)
     return launch_local(dataclasses.replace(p, cfg=cfg), job_dir), cfg
+
+
+def resumed_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
+    """The record at ``path`` that ``resume=true`` runs again, when its searches may be taken over:
+    readable, not ``ok``, made with the same (validated) config as ``cfg`` by
+    :func:`comparable_config` (the sizes the searches find aside); else None."""
+    try:
+        record = read_json(Path(path))
+        same = comparable_config(record["config"]) == comparable_config(json.loads(json.dumps(asdict(cfg))))
+        return record if record["status"] != "ok" and same and isinstance(record.get("run"), dict) else None
+    except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def comparable_config(config: dict[str, Any]) -> dict[str, Any]:

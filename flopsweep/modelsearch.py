@@ -17,7 +17,8 @@ size when ``batch=auto`` is picked, and measures there. The record keeps the sea
 ``run.model_search``: every probe (blocks, parameters, status, peak and estimated memory, the
 probe's tokens/s), the result and the budget. The job holds the search so far after every probe
 (``on_probe``, result null), so that a run interrupted during the search (SIGTERM, Ctrl-C, a Slurm
-time limit) keeps in its error record every probe that finished.
+time limit) keeps in its error record every probe that finished, and a rerun with ``resume=true``
+takes them over (``reuse``, :mod:`flopsweep.reuse`): a size probed already is not probed again.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from flopsweep.autobatch import (
     Probe,
     ProbeFailed,
     budget_bytes,
+    cuda_capacity,
     guide_capacity,
     predict_largest,
+    reused_probe,
     run_probe,
     search_max,
     search_method,
@@ -107,7 +110,11 @@ def probe_entry(plan: Plan, probe: Probe) -> dict[str, Any]:
 
 
 def find_largest_model(
-    plan: Plan, job_dir: Path, *, on_probe: Callable[[dict[str, Any]], None] | None = None
+    plan: Plan,
+    job_dir: Path,
+    *,
+    on_probe: Callable[[dict[str, Any]], None] | None = None,
+    reuse: dict[int, dict[str, Any]] | None = None,
 ) -> tuple[Plan, dict[str, Any]]:
     """The largest ``model.n_layer`` of ``plan.cfg`` (validated, ``search.model == "largest"``) that
     trains at the start micro batch on the plan's layout, and the record of the search.
@@ -118,11 +125,15 @@ def find_largest_model(
         on_probe: called after every probe with the record of the search so far (``result`` and
             ``n_params`` null), before the search goes on, and with the whole record once it has
             found its size: what a run interrupted before this returns records.
+        reuse: probes of the record that ``resume=true`` runs again, by ``n_layer``
+            (:func:`flopsweep.reuse.reusable_probes`): such a size is not probed again; its entry
+            is taken over with ``"reused": true`` and its outcome stands.
 
     Returns:
         ``(plan at the size found, record)``; the record is ``metrics.json["run"]["model_search"]``:
-        ``{method, grow, start, limit, micro_batch_size, memory_budget_gib, probes, result,
-        n_params}``.
+        ``{method, grow, start, limit, micro_batch_size, memory_budget_gib, gpu_memory_bytes, probes,
+        result, n_params}`` (``gpu_memory_bytes``: the first GPU's, null off CUDA; what a resumed
+        search compares before it reuses the probes).
 
     Raises:
         NothingFits: when even ``search.min_n_layer`` blocks do not fit (its probe's outcome).
@@ -134,6 +145,7 @@ def find_largest_model(
     env = Environment.detect()
     budget = budget_bytes(cfg)
     capacity, headroom = guide_capacity(cfg.device, budget)
+    gpu_memory = cuda_capacity(cfg.device)
     probes: list[dict[str, Any]] = []
     points: list[tuple[int, int]] = []  # (n_layer, memory) of the probes that fit
     outcomes: dict[int, Outcome] = {}
@@ -147,31 +159,36 @@ def find_largest_model(
             "limit": search.max_n_layer,
             "micro_batch_size": cfg.batch.micro_batch_size,
             "memory_budget_gib": search.memory_budget_gib,
+            "gpu_memory_bytes": gpu_memory,
             "probes": probes,
             "result": n_layer,
             "n_params": fit["n_params"] if fit else None,
         }
 
     def fits(n: int) -> bool:
-        try:
-            sized = at_n_layer(plan, n, cfg.model.name, env)
-            probe = run_probe(sized, Path(job_dir) / SEARCH_DIR / f"L{n}", budget)
-        except ConfigError as exc:
-            sized, probe = at_n_layer_unchecked(plan, n, cfg.model.name), refused(str(exc))
+        if n in (reuse or {}):
+            entry, probe = {**reuse[n], "reused": True}, reused_probe(reuse[n])
+        else:
+            try:
+                sized = at_n_layer(plan, n, cfg.model.name, env)
+                probe = run_probe(sized, Path(job_dir) / SEARCH_DIR / f"L{n}", budget)
+            except ConfigError as exc:
+                sized, probe = at_n_layer_unchecked(plan, n, cfg.model.name), refused(str(exc))
+            entry = probe_entry(sized, probe)
         outcomes[n] = probe.outcome or unrun_outcome(probe)
-        entry = probe_entry(sized, probe)
         probes.append(entry)
         if on_probe is not None:
             on_probe(record(None))
         if probe.fits and probe.guide_bytes:
             points.append((n, probe.guide_bytes))
         log.info(
-            "search.model=largest: probe %d: n_layer=%d (%s parameters) -> %s%s",
+            "search.model=largest: probe %d: n_layer=%d (%s parameters) -> %s%s%s",
             len(probes),
             n,
             format_count(entry["n_params"]),
             probe.status,
             f" ({probe.reason})" if probe.reason and not probe.fits else "",
+            " (reused: resume=true)" if entry.get("reused") else "",
         )
         if probe.status not in ("ok", *DOES_NOT_FIT):
             raise ProbeFailed(outcomes[n], record(None))
