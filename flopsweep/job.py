@@ -474,7 +474,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         p, searched = search_size(plan(cfg, env, choices=info.choices), env)
         calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # as a run reads them
     except ConfigError as exc:  # the run's one line, then where it was planned (the GPU's capability)
-        row.update(status="invalid", note="; ".join([str(exc).removesuffix("."), *placed]))
+        line = str(exc)
+        row.update(status="invalid", note="; ".join([line.removesuffix("."), *placed]) if placed else line)
     else:
         row.update(plan_estimate(p, env, placed=elsewhere))
         asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
