@@ -580,9 +580,10 @@ def plan_prediction(
     ``predict.gpus_per_node`` x ``predict.nnodes`` (each null: the job's own), with its source
     (:func:`flopsweep.forecast.prediction`; no probe here: bandwidths from ``predict.*``, the
     calibration record's probe, profiled records or the NVLink of the GPU, :func:`flopsweep.forecast.link`),
-    and the bandwidth's source after the compute's. The GPU is this machine's, else ``plan_gpu``'s, else
-    the calibration record's. ``records``: the ``predict.calibration`` records already read (the
-    plan row reads them as a run does, :func:`flopsweep.forecast.calibration_records`); None reads them."""
+    and the bandwidth's source after the compute's. The GPU is ``plan_gpu``'s when it is not this
+    machine's, else this machine's, else the calibration record's. ``records``: the
+    ``predict.calibration`` records already read (the plan row reads them as a run does,
+    :func:`flopsweep.forecast.calibration_records`); None reads them."""
     cfg = p.cfg
     nodes = cfg.predict.nnodes or cfg.nnodes
     per_node = cfg.predict.gpus_per_node or p.nproc_per_node
