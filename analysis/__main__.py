@@ -434,13 +434,10 @@ def output(
     if args.format != "html":
         keep = [*(PREDICTION_COLUMNS if args.predict else ()), *asked_columns(args)]
         order = frontier_drop_order(frame) if args.frontier else None  # its size and tokens/s stay
-        return "\n".join(
-            [
-                render(frame, args.format, width=args.width, keep=keep, order=order),
-                *winners,
-                *(_wrapped(spread, args) if people else []),
-            ]
-        )
+        notes = [*winners, *(_wrapped(spread, args) if people else [])]
+        if args.format == "markdown":  # each note its own paragraph, not run on after the legend
+            return "\n\n".join([render(frame, args.format, width=args.width, keep=keep, order=order), *notes])
+        return "\n".join([render(frame, args.format, width=args.width, keep=keep, order=order), *notes])
     figures, skipped = make_plots(select(loaded, pairs(args.filter, "--filter")))
     report = Report(
         title="flopsweep results: " + " ".join(map(display_path, args.paths)),
@@ -615,6 +612,19 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
+def frontier_conflict(args: argparse.Namespace) -> str | None:
+    """The option that ``--frontier`` would silently override or be overridden by (``--pivot``,
+    ``--best-by``, ``--baseline``), None when there is none."""
+    for option, value in (
+        ("--pivot", args.pivot),
+        ("--best-by", args.best_by),
+        ("--baseline", args.baseline),
+    ):
+        if value:
+            return option
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 no readable record or a failed notebook; 2 for a
     bad option or path)."""
@@ -623,6 +633,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot is not None and (why := plot_folder_problem(args.plot)):
         parser.error(
             f"--plot {printable(str(args.plot))}: {why}; give a folder for the PNGs (made if missing)"
+        )
+    if args.frontier and (other := frontier_conflict(args)):
+        parser.error(
+            f"--frontier with {other}: the frontier is one row per set-up, its largest size; drop {other}"
         )
     if args.notebook is not None:
         return notebook(args, parser)

@@ -125,14 +125,15 @@ def _larger_failed(df: pd.DataFrame, key: str, n_params: float) -> str | None:
 
 def unmeasured_lines(df: pd.DataFrame) -> list[str]:
     """One line per search whose largest size that trained no ok run measured (its own measured
-    run cut short or failed, and no plain run of that size): the frontier table leaves the set-up
-    out or shows a smaller size, and this line says how far the search trained, from its largest ok
-    probe (``search_probes``: one measured step, indicative; a search interrupted before its end
-    keeps the probes that finished), and what bounded it::
+    run cut short or failed, and no plain run of that size), or that trained no size at all: the
+    frontier table leaves the set-up out or shows a smaller size, and this line says how far the
+    search trained, from its largest ok probe (``search_probes``: one measured step, indicative; a
+    search interrupted before its end keeps the probes that finished), how its own run ended and
+    what bounded it::
 
         not measured: backend=deepspeed activation_checkpointing=none: its search trained up to 8.25B
-        (its probe: 1,661 tokens/s over one step); its own run ended error, and no ok run
-        measured that size; above it n_layer=34 (8.47B): oom
+        (its probe: 1,661 tokens/s over one step); its own run ended error (Terminated), and no ok
+        run measured that size; above it n_layer=34 (8.47B): oom
 
     Empty when no run searched. The set-up is named by the columns that tell the searched
     set-ups apart (:func:`telling_columns`), those it leaves blank aside."""
@@ -145,20 +146,23 @@ def unmeasured_lines(df: pd.DataFrame) -> list[str]:
     label = telling_columns(searches.drop_duplicates("frontier"), cols) or ["backend"]
     lines = []
     for _, run in searches.iterrows():
-        probes = run["search_probes"]
-        if not isinstance(probes, list) or not probes:
-            continue
-        n, rate = max(probes)
+        probes = run["search_probes"] if isinstance(run["search_probes"], list) else []
+        n = max(probes)[0] if probes else 0
         mine = points[points["frontier"].eq(run["frontier"])] if not points.empty else points
         if not mine.empty and mine["n_params"].max() >= n:
             continue
         name = " ".join(f"{c}={normalize(run[c])}" for c in label if c in run and normalize(run[c]))
+        why = run.get("error_type") if isinstance(run.get("error_type"), str) else ""
+        ended = f"its own run ended {run['status']}" + (f" ({why})" if why else "")
         above = f"; above it {run['search_failed']}" if isinstance(run.get("search_failed"), str) else ""
-        lines.append(
-            f"not measured: {name}: its search trained up to {format_count(n)} (its probe: {rate:,.0f} "
-            f"tokens/s over one step); its own run ended {run['status']}, and no ok run measured that "
-            f"size{above}"
-        )
+        if probes:
+            rate = max(probes)[1]
+            found = (
+                f"its search trained up to {format_count(n)} (its probe: {rate:,.0f} tokens/s over one step)"
+            )
+            lines.append(f"not measured: {name}: {found}; {ended}, and no ok run measured that size{above}")
+        else:
+            lines.append(f"not measured: {name}: its search trained no size it recorded; {ended}{above}")
     return lines
 
 

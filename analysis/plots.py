@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -573,6 +574,10 @@ BREAKDOWN_PARTS = [
 """The parts of a profiled step (``profile=true``), in stacking order: column, label, colour."""
 
 
+BAR_LABEL_CHARS = 48
+"""Characters per line of a bar's label in :func:`plot_step_breakdown` (longer labels wrap)."""
+
+
 def plot_step_breakdown(df: pd.DataFrame) -> Figure:
     """One stacked horizontal bar per profiled ok run (``profile=true``): the share of the
     profiled step spent in compute, the optimizer, exposed communication and idle, with the
@@ -583,11 +588,12 @@ def plot_step_breakdown(df: pd.DataFrame) -> Figure:
         raise PlotSkipped("no ok run has a readable step breakdown (run with profile=true)")
     runs = runs.sort_values(["model", "backend", "world_size"], kind="stable").head(MAX_BARS)
     labels = series_labels(runs, x="world_size", series="backend")
-    labels = [
-        plain(f"{short(m)} {lbl} x{'' if pd.isna(w) else int(w)}")
+    labels = [  # wrapped: a set-up named by many knobs (ZeRO-3's buckets) left the bars no width
+        textwrap.fill(plain(f"{short(m)} {lbl} x{'' if pd.isna(w) else int(w)}"), BAR_LABEL_CHARS)
         for m, lbl, w in zip(runs["model"], labels, runs["world_size"], strict=True)
     ]
-    fig = Figure(figsize=(9, 1.6 + 0.35 * len(runs)), dpi=DPI, layout="constrained")
+    lines = sum(label.count("\n") + 1 for label in labels)
+    fig = Figure(figsize=(9, 1.6 + 0.2 * lines + 0.15 * len(runs)), dpi=DPI, layout="constrained")
     ax = fig.subplots()
     rows = list(range(len(runs)))
     left = [0.0] * len(runs)

@@ -41,10 +41,17 @@ class ColumnError(AnalysisError, KeyError):
 
 
 def check_columns(df: pd.DataFrame, names: Iterable[str], what: str = "column") -> None:
-    """Raise :class:`ColumnError` naming the first of ``names`` not in ``df``, with the valid ones."""
+    """Raise :class:`ColumnError` naming the first of ``names`` not in ``df``, the nearest names
+    (``difflib.get_close_matches``: ``did you mean 'tokens_per_s'?``) and the valid ones."""
+    import difflib
+
     for name in names:
         if name not in df.columns:
-            raise ColumnError(f"unknown column {name!r} in {what}; valid columns: {', '.join(df.columns)}")
+            near = difflib.get_close_matches(str(name), [str(c) for c in df.columns], n=3)
+            hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
+            raise ColumnError(
+                f"unknown column {name!r} in {what}{hint}; valid columns: {', '.join(df.columns)}"
+            )
 
 
 def normalize(value: Any) -> str:

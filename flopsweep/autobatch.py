@@ -384,6 +384,33 @@ def find_micro_batch(
     return size, record(size, largest, reason)
 
 
+def estimated_largest(cfg: Any, layout: Any, capacity: int) -> int | None:
+    """The micro batch ``batch=auto`` should reach by the memory estimate: the largest size from
+    ``batch.micro_batch_size`` to ``batch.max_micro_batch_size`` whose estimated peak per rank
+    (:func:`flopsweep.memory.estimate`) is within ``capacity``, searched as the probes are
+    (:func:`search_max`, doubling then bisecting) under the rule a CPU probe is held to
+    (:func:`budget_problem`: the estimate against the budget, whole). ``plan=true`` predicts a
+    ``batch=auto`` job there (:func:`flopsweep.job.auto_batch_size`); the run's probes, which measure,
+    decide what it measures.
+
+    Args:
+        cfg: a resolved ``RunConfig`` with ``batch.name == "auto"``.
+        layout: its parallel degrees (:attr:`flopsweep.layout.Plan.layout`).
+        capacity: bytes per rank: the GPU's memory, or ``search.memory_budget_gib``'s when smaller.
+
+    Returns:
+        The size, or None when even ``batch.micro_batch_size`` is estimated over ``capacity``.
+    """
+    from flopsweep.memory import estimate
+
+    def fits(n: int) -> bool:
+        sized = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=n))
+        return estimate(sized, layout).total <= capacity
+
+    largest, _ = search_max(fits, cfg.batch.micro_batch_size, cfg.batch.max_micro_batch_size)
+    return largest
+
+
 def search_method(device: str, capacity: int | None) -> str:
     """The record's ``method`` of a search: how it probes and what memory guides it."""
     if not capacity:

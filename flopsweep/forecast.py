@@ -277,7 +277,8 @@ def _prediction(
         elif gemm_tflops:
             compute = pr.compute_uncalibrated(target, gemm_tflops=gemm_tflops)
         else:
-            compute = pr.compute_uncalibrated(target, gemm_tflops=peak, what=f"{device_name} datasheet")
+            what = f"{' '.join(device_name.split())} datasheet" if device_name else "measured"
+            compute = pr.compute_uncalibrated(target, gemm_tflops=peak, what=what)
         overlap = (
             (cfg.predict.overlap, "predict.overlap")
             if cfg.predict.overlap is not None

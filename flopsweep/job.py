@@ -26,10 +26,9 @@ from typing import Any
 
 from flopsweep import forecast
 from flopsweep import record as rec
-from flopsweep.autobatch import NothingFits, ProbeFailed, find_micro_batch
+from flopsweep.autobatch import NothingFits, ProbeFailed, budget_bytes, estimated_largest, find_micro_batch
 from flopsweep.config import (
     RUN_CONTROL_KEYS,
-    BatchConfig,
     ConfigError,
     ModelSearchConfig,
     ParallelConfig,
@@ -341,25 +340,36 @@ PLAN_COLUMNS = (
 
 def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, str]:
     """``(fits, fits_on)`` of a plan row: whether the estimated peak per rank ``peak`` (bytes) fits
-    the GPU asked for (``plan_gpu``, ``plan_gpu_memory_gib``: :func:`flopsweep.memory.planned_gpu_bytes`),
-    else this machine's GPU, else (CPU) the host's available memory for every rank; blank when there
-    is nothing to compare with (a GPU job ``placed`` on a machine without GPUs)."""
-    from flopsweep.memory import planned_gpu_bytes
-
-    asked = planned_gpu_bytes(p.cfg.plan_gpu, p.cfg.plan_gpu_memory_gib)
-    if asked is not None:
-        return peak <= asked[0], asked[1]
-    if env.cuda_available and p.device == "cuda" and not placed:
-        import torch
-
-        props = torch.cuda.get_device_properties(0)
-        return peak <= props.total_memory, f"{props.name} ({props.total_memory / 2**30:.1f} GiB)"
+    the GPU's memory (:func:`plan_gpu_capacity`), else (CPU) the host's available memory for every
+    rank; blank when there is nothing to compare with (a GPU job ``placed`` on a machine without
+    GPUs)."""
+    gpu = plan_gpu_capacity(p, env, placed=placed)
+    if gpu is not None:
+        return peak <= gpu[0], gpu[1]
     if p.device == "cpu":  # every rank of this machine shares its memory
         from flopsweep import hostmem
 
         free = hostmem.available_bytes()
         return peak * p.nproc_per_node <= free, f"host ({free / 2**30:.1f} GiB available)"
     return "", ""
+
+
+def plan_gpu_capacity(p: Plan, env: Environment, *, placed: bool) -> tuple[int, str] | None:
+    """The GPU memory a plan row is compared with, ``(bytes, label)`` (the label is ``fits_on``):
+    the GPU asked for (``plan_gpu``, ``plan_gpu_memory_gib``:
+    :func:`flopsweep.memory.planned_gpu_bytes`), else this machine's GPU 0; None for a CPU job and
+    for a GPU job ``placed`` on a machine without GPUs (:func:`plan_environment`)."""
+    from flopsweep.memory import planned_gpu_bytes
+
+    asked = planned_gpu_bytes(p.cfg.plan_gpu, p.cfg.plan_gpu_memory_gib)
+    if asked is not None:
+        return asked
+    if env.cuda_available and p.device == "cuda" and not placed:
+        import torch
+
+        props = torch.cuda.get_device_properties(0)
+        return props.total_memory, f"{props.name} ({props.total_memory / 2**30:.1f} GiB)"
+    return None
 
 
 def offload_host_note(p: Plan) -> str:
@@ -453,7 +463,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     ``plan_gpu_memory_gib``'s memory, else this machine's GPU, else (CPU) the estimate times the
     ranks with the host's available memory; blank for a GPU job placed on a machine without GPUs;
     ``fits_on`` says which. A ``search.model=largest`` job is estimated at a size the search may
-    measure (:func:`search_size`). Under ``-m`` appends one row (``model`` names the model,
+    measure (:func:`search_size`), a ``batch=auto`` job at the micro batch the memory estimate fits
+    (:func:`auto_batch_size`). Under ``-m`` appends one row (``model`` names the model,
     ``layout`` its parallel layout: :meth:`flopsweep.layout.Layout.label`) to ``plan.csv`` beside
     the job directories (the sweep directory, whose callback started the file afresh:
     :func:`start_plan_file`); a single run writes its ``plan.csv`` afresh, atomically.
@@ -472,6 +483,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     )
     try:
         p, searched = search_size(plan(cfg, env, choices=info.choices), env)
+        p, batched = auto_batch_size(p, env, placed=elsewhere)
         calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # as a run reads them
     except ConfigError as exc:  # the run's one line, then where it was planned (the GPU's capability)
         line = str(exc)
@@ -480,7 +492,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         row.update(plan_estimate(p, env, placed=elsewhere))
         asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
         other_hosts = (offload_host_note(p), nvme_path_note(p.cfg)) if asked_gpu else ()
-        notes = (*placed, auto_batch_note(p.cfg.batch), searched, row["note"], *other_hosts)
+        notes = (*placed, batched, searched, row["note"], *other_hosts)
         row["note"] = "; ".join(n for n in notes if n)
         here = env.cuda_available and p.device == "cuda" and not elsewhere
         gpu_name = (torch_device_name() if here else None) or cfg.plan_gpu  # its datasheet and NVLink
@@ -529,13 +541,45 @@ def nvme_path_note(cfg: RunConfig) -> str:
     return f"backend.nvme_path={path} is checked when the run launches (not here: another machine's path)"
 
 
-def auto_batch_note(batch: BatchConfig) -> str:
-    """What a ``batch=auto`` plan row is estimated at: the search's first micro batch
-    (``batch.micro_batch_size``), since the size measured is found only by running; ``""`` for
-    ``batch=fixed``."""
+def auto_batch_size(p: Plan, env: Environment, *, placed: bool) -> tuple[Plan, str]:
+    """A ``batch=auto`` plan at the micro batch its row is estimated and predicted at, and the note
+    that says so; ``(p, "")`` for ``batch=fixed``.
+
+    The search measures the largest micro batch that fits (without ``cudaMalloc`` retries), found
+    only by running; the row takes the largest that the memory estimate fits
+    (:func:`flopsweep.autobatch.estimated_largest`, at most ``batch.max_micro_batch_size``) in the
+    GPU's memory (:func:`plan_gpu_capacity`), or in ``search.memory_budget_gib`` when that is smaller
+    (the probes' budget; on the CPU the only memory known). Without either (a CPU plan without a
+    budget, a GPU job placed on a machine without GPUs), or when even the search's first size
+    (``batch.micro_batch_size``) is estimated over it, the row stays at that first size.
+    """
+    batch = p.cfg.batch
     if batch.name != "auto":
-        return ""
-    return f"batch=auto: estimated at micro batch {batch.micro_batch_size}, the search's start"
+        return p, ""
+    start = f"batch=auto: estimated at micro batch {batch.micro_batch_size}, the search's start"
+    limits = []
+    if (gpu := plan_gpu_capacity(p, env, placed=placed)) is not None:
+        limits.append((gpu[0], ""))
+    if (budget := budget_bytes(p.cfg)) is not None:
+        limits.append((budget, " (search.memory_budget_gib)"))
+    if not limits:
+        return p, start
+    capacity, which = min(limits)
+    memory = f"{significant(capacity / 2**30)} GiB{which}"
+    size = estimated_largest(p.cfg, p.layout, capacity)
+    if size is None:
+        return p, f"{start}; even that is estimated over {memory}"
+    cfg = dataclasses.replace(p.cfg, batch=dataclasses.replace(batch, micro_batch_size=size))
+    largest = (
+        "batch.max_micro_batch_size, which the estimate fits"
+        if size == batch.max_micro_batch_size
+        else "the largest the estimate fits"
+    )
+    note = (
+        f"batch=auto: predicted at micro batch {size}, {largest} in {memory}; the run measures the "
+        "largest its probes fit without cudaMalloc retries"
+    )
+    return dataclasses.replace(p, cfg=cfg), note
 
 
 def search_size(p: Plan, env: Environment) -> tuple[Plan, str]:

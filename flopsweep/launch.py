@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from flopsweep import record as rec
 from flopsweep.files import RecordError, read_regular
-from flopsweep.worker import RankSpec, spawned_main
+from flopsweep.worker import RankSpec, injected_file, spawned_main
 
 if TYPE_CHECKING:
     from flopsweep.layout import Plan
@@ -325,13 +325,27 @@ def _killed(scratch: Path, rank: int, signum: int) -> Outcome:
     except ValueError:
         name = f"signal {signum}"
     message = f"rank {rank} was killed by {name}"
-    if name == "SIGKILL":
+    if injected := _injected(scratch, rank):
+        message += f" ({injected})"
+    elif name == "SIGKILL":
         message += " (often the kernel's OOM killer: check host memory)"
     stack = _fatal_stack(scratch, rank)
     if stack:
         message += "; its Python stack is in the record's error.traceback_text"
     error = rec.error("WorkerKilled", message, _phase_of(scratch, rank), rank, traceback_text=stack)
     return Outcome("error", error=error)
+
+
+def _injected(scratch: Path, rank: int) -> str | None:
+    """The message of the signal fault ``rank`` injected into itself (``fault.kind=kill``/``abort``:
+    :func:`flopsweep.worker.injected_file`), read bounded and without following a link; None
+    when it injected none."""
+    try:
+        payload = json.loads(read_regular(scratch / injected_file(rank), 4096))
+    except (RecordError, ValueError):
+        return None
+    message = payload.get("message") if isinstance(payload, dict) else None
+    return message if isinstance(message, str) else None
 
 
 STACK_BYTES = 64 * 1024

@@ -434,6 +434,11 @@ def compute_uncalibrated(target: Workload, *, gemm_tflops: float | None, what: s
         PredictionError: no GEMM rate (a CPU plan has neither a probe nor a datasheet peak).
     """
     if not gemm_tflops or gemm_tflops <= 0:
+        if what != "measured":  # plan_gpu named a device whose datasheet has no peak for this precision
+            raise PredictionError(
+                f"uncalibrated and the {' '.join(what.split())} gives no peak for this precision: give "
+                "predict.calibration=PATH (a one-GPU record of the same set-up)"
+            )
         raise PredictionError(
             "uncalibrated and no GEMM rate known: give predict.calibration=PATH (a one-GPU record of "
             "the same set-up), or plan_gpu=NAME (e.g. H100) for its datasheet peak"

@@ -76,8 +76,10 @@ CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\0", "\uff1d", "\uff0b"
 ``-``, ``@``, tab and carriage return ("CSV Injection"), ASVS 5.0 1.2.10's NUL, and the full-width
 ``=``, ``+``, ``-``, ``@`` that some spreadsheets normalise to them."""
 
-_CSV_LEADING_SPACE = " \n\x0b\x0c\u00a0\u3000"
-"""White space a spreadsheet skips before it looks for a formula sign (tab and CR are signs)."""
+_CSV_LEADING_SPACE = " \n\x0b\x0c\u00a0\u3000\ufeff\u200b\u200c\u200d\u2060"
+"""White space a spreadsheet may skip before it looks for a formula sign (tab and CR are signs),
+and the invisible characters a reader may drop there: a byte-order mark, zero-width spaces and
+joiners, the word joiner."""
 
 _DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 """A plain decimal number (``-0.5``, ``1.611e+09``): a spreadsheet reads it as that number, never

@@ -119,6 +119,17 @@ def run_rank(spec: RankSpec, *, rank: int, local_rank: int, report: bool = True)
         _destroy_process_group()
 
 
+SIGNAL_FAULTS = ("kill", "abort")
+"""The fault kinds that end the rank by a signal, leaving no error file: the rank first writes
+:func:`injected_file`, so that the record says the signal was injected."""
+
+
+def injected_file(rank: int) -> str:
+    """``rank{N}_injected.json`` in the run's scratch folder: ``{"message": ...}`` of a signal fault
+    that ``rank`` injected into itself (:data:`SIGNAL_FAULTS`)."""
+    return f"rank{rank}_injected.json"
+
+
 class InjectedFault(RuntimeError):
     """The error that ``fault.kind=raise`` raises (test-only)."""
 
@@ -136,7 +147,10 @@ class Phase:
         self.name = name
         self.path.write_text(name)
         if self.fault.kind != "none" and self.fault.phase == name and self.fault.rank == self.rank:
-            inject_fault(self.fault.kind, f"injected fault: {self.fault.kind} on rank {self.rank} in {name}")
+            message = f"injected fault: {self.fault.kind} on rank {self.rank} in {name}"
+            if self.fault.kind in SIGNAL_FAULTS:  # the job names the injection, not the OOM killer
+                atomic_write_json(self.path.parent / injected_file(self.rank), {"message": message})
+            inject_fault(self.fault.kind, message)
 
 
 def inject_fault(kind: str, message: str) -> None:

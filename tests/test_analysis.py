@@ -552,6 +552,8 @@ def test_compare_errors_name_the_problem():
         compare(df, baseline={"backend": "single"})
     with pytest.raises(ColumnError, match="unknown column 'backnd'.*valid columns: model, arch, attention"):
         compare(df, baseline={"backnd": "fsdp"})
+    with pytest.raises(ColumnError, match="unknown column 'backnd' in .*; did you mean 'backend'\\?; valid"):
+        compare(df, baseline={"backnd": "fsdp"})
 
 
 def test_pivot_lays_out_ok_runs_and_marks_failed_cells():
@@ -1127,3 +1129,23 @@ def test_a_scaling_efficiency_far_above_one_is_flagged_and_named(tmp_path: Path,
     from analysis.checks import scaling_problem
 
     assert scaling_problem(6.5, "cpu") is None  # a loaded machine's one-rank CPU baseline: not flagged
+
+
+def test_the_step_breakdown_of_the_committed_records_draws_without_a_layout_warning() -> None:
+    """With session 11's Llama ZeRO-3 record every bar's label named ``arch=`` and the ZeRO-3 knobs (up
+    to 132 characters): the labels took the figure's width, constrained_layout collapsed the axes and
+    warned, and the warning (with this checkout's path) went into the committed notebook. The labels
+    now wrap, and the figure grows with their lines."""
+    import warnings
+
+    from analysis import png_bytes
+    from analysis.plots import BAR_LABEL_CHARS, plot_step_breakdown
+
+    fig = plot_step_breakdown(load(H200))
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert len(labels) >= 11 and any("\n" in label for label in labels)
+    assert all(len(line) <= BAR_LABEL_CHARS for label in labels for line in label.splitlines())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # constrained_layout's "axes sizes collapsed to zero"
+        assert png_bytes(fig, dpi=72).startswith(b"\x89PNG")
+    assert fig.axes[0].get_position().width > 0.3  # the bars keep most of the width

@@ -97,6 +97,8 @@ FORMULAS = {
     "nul": "\x00=1",
     "full_width_equals": "\uff1dHYPERLINK(1)",
     "newline_then_equals": "\n=1+1",
+    "byte_order_mark_then_equals": "\ufeff=1+1",
+    "zero_width_space_then_equals": "\u200b=1+1",
 }
 
 

@@ -96,6 +96,8 @@ def test_failure_sweep_records_every_job(failure_sweep: tuple[Path, subprocess.C
         assert (e["type"], e["phase"], e["rank"]) == (kind, phase, rank), (num, e)
     errors = [record(sweep_dir / str(num))["error"] for num in range(len(FAULTS))]
     assert "SIGKILL" in errors[3]["message"]
+    assert "(injected fault: kill on rank 1 in warmup)" in errors[3]["message"]  # not the OOM killer
+    assert "OOM killer" not in errors[3]["message"]
     aborted = record(sweep_dir / "6")  # measured whole: ok, with the rank's signal as a warning
     assert aborted["metrics"]["tokens_per_s"] > 0
     assert any(w.startswith("teardown_signal: rank 1 was killed by SIGABRT") for w in aborted["warnings"])
@@ -250,6 +252,25 @@ def test_a_signal_names_the_killed_rank_not_the_peer_that_failed_after(tmp_path:
     assert outcome.status == "error" and outcome.error["type"] == "WorkerKilled"
     assert outcome.error["rank"] == 1 and outcome.error["phase"] == "warmup"
     assert "SIGKILL" in outcome.error["message"]
+
+
+def test_an_injected_kill_is_named_and_a_real_one_points_at_the_oom_killer(tmp_path: Path) -> None:
+    """A rank killed by fault.kind=kill was reported as "often the kernel's OOM killer": the rank now
+    leaves a note of its injection in the scratch folder, which the record's message names."""
+    from flopsweep.files import atomic_write_json
+    from flopsweep.worker import injected_file
+
+    scratch = _scratch(tmp_path, {0: "measure", 1: "warmup"}, {})
+    real = collect(scratch, {0: 1, 1: -signal.SIGKILL}, 2)
+    assert real.error["message"].startswith("rank 1 was killed by SIGKILL (often the kernel's OOM killer")
+    atomic_write_json(scratch / injected_file(1), {"message": "injected fault: kill on rank 1 in warmup"})
+    injected = collect(scratch, {0: 1, 1: -signal.SIGKILL}, 2)
+    assert (
+        injected.error["message"] == "rank 1 was killed by SIGKILL (injected fault: kill on rank 1 in warmup)"
+    )
+    (scratch / injected_file(1)).unlink()
+    (scratch / injected_file(1)).symlink_to(tmp_path / "elsewhere")  # never followed
+    assert "OOM killer" in collect(scratch, {0: 1, 1: -signal.SIGKILL}, 2).error["message"]
 
 
 def test_timeout_and_silent_exits(tmp_path: Path) -> None:
@@ -775,3 +796,15 @@ def test_the_readme_names_every_fault_kind_and_phase_the_config_takes_each_teste
     tests = "\n".join(path.read_text() for path in sorted((ROOT / "tests").glob("test_*.py")))
     for kind in FAULT_KINDS[1:]:
         assert re.search(rf"kind:{kind}\b|fault\.kind={kind}\b|kind=\"{kind}\"", tests), kind
+
+
+@pytest.mark.parametrize("phase", ["init", "teardown"])
+def test_a_nan_loss_fault_in_a_phase_without_a_loss_is_refused(phase: str) -> None:
+    """fault.kind=nan_loss at init or teardown did nothing (no step runs there) and the run was ok with
+    finite losses: it is refused in one line naming the phases that have a loss."""
+    cfg = dataclasses.replace(RunConfig(), device="cpu", fault=FaultConfig(kind="nan_loss", phase=phase))
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    assert err.value.key == "fault.phase" and "fault.phase=warmup or fault.phase=measure" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert validate(dataclasses.replace(cfg, fault=FaultConfig(kind="nan_loss", phase="measure")))

@@ -238,9 +238,19 @@ def test_a_search_whose_size_no_run_measured_is_named_under_the_frontier(tmp_pat
     assert frontier_table(df)["activation_checkpointing"].tolist() == ["full"]
     assert unmeasured_lines(df) == [
         "not measured: activation_checkpointing=none: its search trained up to 8.25B (its probe: 1,661 "
-        "tokens/s over one step); its own run ended error, and no ok run measured that size; above it "
-        "n_layer=34 (8.47B): oom"
+        "tokens/s over one step); its own run ended error (OutOfMemoryError), and no ok run measured that "
+        "size; above it n_layer=34 (8.47B): oom"
     ]
+    killed = variant(base, ckpt="selective", n_params=8 * 10**9, tokens=0.0, status="error", search=True)
+    killed["run"]["model_search"] = {  # the H200's ZeRO-Offload: its one probe was killed
+        "result": None,
+        "probes": [{"n_layer": 27, "n_params": 6.94 * 10**9, "status": "killed", "tokens_per_s": None}],
+    }
+    df = load(write(tmp_path / "more", [cut, measured, killed]))
+    assert unmeasured_lines(df)[1] == (
+        "not measured: activation_checkpointing=selective: its search trained no size it recorded; its own "
+        "run ended error (OutOfMemoryError); above it n_layer=27 (6.94B): killed"
+    )
     assert main([str(tmp_path / "runs"), "--frontier", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert "not measured: activation_checkpointing=none: its search trained up to 8.25B" in out
@@ -549,3 +559,16 @@ def test_an_interrupt_names_the_search_it_cut_short() -> None:
     )
     both = {"model_search": done, "batch_search": {"result": None, "probes": [{}, {}]}}
     assert search_cut_short(both) == " during batch=auto (2 probes finished, in run.batch_search)"
+
+
+@pytest.mark.parametrize(
+    "other", [["--pivot", "model"], ["--best-by", "model"], ["--baseline", "backend=fsdp"]]
+)
+def test_the_frontier_with_an_option_it_would_override_is_refused_in_one_line(capsys, other) -> None:
+    """--frontier --pivot printed a pivot and --frontier --best-by model dropped set-ups without a word:
+    the combinations are refused in one line naming the other option."""
+    with pytest.raises(SystemExit) as exit_:
+        main([str(H200_FRONTIER), "--frontier", *other])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--frontier with {other[0]}" in err and f"drop {other[0]}" in err

@@ -188,9 +188,13 @@ def test_a_tiny_models_plan_row_shows_its_peak_to_three_significant_figures(
 def test_a_batch_auto_plan_row_says_it_is_estimated_at_the_searchs_start(
     hydra_compose, tmp_path: Path
 ) -> None:
-    """``batch=auto`` finds its micro batch only by running: the row is estimated at the search's first
-    size (``batch.micro_batch_size``), and its note says so."""
+    """``batch=auto`` finds its micro batch only by running: with no GPU memory to size it against (a
+    CPU plan without ``search.memory_budget_gib``) the row is estimated at the search's first size
+    (``batch.micro_batch_size``), and its note says so. With a budget, the one rule of a CPU probe
+    (its estimate against the budget), the row is at the largest size within it, as the search's."""
     from flopsweep.job import JobInfo, plan_job
+    from flopsweep.plan import Environment, plan
+    from flopsweep.text import significant
 
     cfg = hydra_compose(["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto"])
     row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=["batch=auto"]))["plan"]
@@ -202,6 +206,90 @@ def test_a_batch_auto_plan_row_says_it_is_estimated_at_the_searchs_start(
     row2 = plan_job(two, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert "estimated at micro batch 2, the search's start" in row2["note"]
     assert float(row2["est_peak_gib_per_rank"]) > float(row["est_peak_gib_per_rank"])
+    held = ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto"]
+    p = plan(hydra_compose(held), Environment(cpu_count=2))
+
+    def peak(n: int) -> int:
+        cfg = dataclasses.replace(p.cfg, batch=dataclasses.replace(p.cfg.batch, micro_batch_size=n))
+        return estimate(cfg, p.layout).total
+
+    budget = (peak(3) + peak(4)) / 2 / 2**30
+    row3 = plan_job(
+        hydra_compose([*held, f"search.memory_budget_gib={budget}"]), JobInfo(job_dir=tmp_path, overrides=[])
+    )["plan"]
+    assert (
+        f"batch=auto: predicted at micro batch 3, the largest the estimate fits in {significant(budget)} GiB "
+        "(search.memory_budget_gib)"
+    ) in row3["note"], row3["note"]
+    assert float(row3["est_peak_gib_per_rank"]) == float(significant(peak(3) / 2**30))
+
+
+def test_a_batch_auto_plan_for_a_gpu_is_predicted_at_the_largest_micro_batch_the_estimate_fits(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """A ``batch=auto`` run measures the largest micro batch that fits (often 8-22 on an H200); a plan
+    row at the search's first size (1) predicted far too few tokens/s. With the GPU's memory known
+    (``plan_gpu=H100``), the row is estimated and predicted at the largest size whose estimated peak
+    fits it (found here by trying every size), says so in its note, and predicts what a
+    ``batch=fixed`` plan at that size does: more tokens/s than at micro batch 1, where the
+    all-gathers hide behind less compute. ``batch.max_micro_batch_size`` caps it;
+    ``search.memory_budget_gib``, when smaller, is the memory it fits in."""
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.memory import GIB, planned_gpu_bytes
+    from flopsweep.models import family
+    from flopsweep.plan import Environment, plan
+    from flopsweep.text import significant
+
+    args = ["model=llama3.2-1b", "backend=fsdp", "precision=bf16", "device=cuda", "nproc_per_node=2"]
+    args += ["plan=true", "plan_gpu=H100"]
+
+    def row(*extra: str) -> dict:
+        out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert out["status"] == "ok", out["note"]
+        return out
+
+    gpus = Environment(cuda_available=True, gpu_count=2, bf16_supported=True, capability=(9, 0), cpu_count=2)
+    p = plan(hydra_compose([*args, "batch=auto"]), dataclasses.replace(gpus, paths_here=False))
+    capacity = planned_gpu_bytes("H100", None)[0]
+
+    def peak(n: int) -> int:
+        cfg = dataclasses.replace(p.cfg, batch=dataclasses.replace(p.cfg.batch, micro_batch_size=n))
+        return estimate(cfg, p.layout).total
+
+    fitting = [n for n in range(1, 65) if peak(n) <= capacity]
+    size = max(fitting)
+    assert fitting == list(range(1, size + 1)) and 4 < size < 64, fitting
+    auto = row("batch=auto")
+    assert (
+        f"batch=auto: predicted at micro batch {size}, the largest the estimate fits in 79.6 GiB; the run "
+        "measures the largest its probes fit without cudaMalloc retries; "
+    ) in auto["note"], auto["note"]
+    assert auto["est_peak_gib_per_rank"] == significant(peak(size) / GIB) and auto["fits"] is True
+    m = p.cfg.model
+    flops = family(m).model_flops(m, size * 2 * m.seq_len, 1.0)  # micro batch x dp x seq_len tokens
+    assert auto["model_flops_per_step"] == f"{flops:.4g}"
+    fixed = row(f"batch.micro_batch_size={size}")
+    one = row("batch.micro_batch_size=1")
+    assert auto["predicted_tokens_per_s_per_device"] == fixed["predicted_tokens_per_s_per_device"]
+    assert float(auto["predicted_tokens_per_s_per_device"]) > float(one["predicted_tokens_per_s_per_device"])
+    assert float(auto["predicted_iteration_time_s"]) > float(one["predicted_iteration_time_s"])
+
+    capped = row("batch=auto", "batch.max_micro_batch_size=4")
+    assert (
+        "batch=auto: predicted at micro batch 4, batch.max_micro_batch_size, which the estimate fits in "
+        "79.6 GiB; "
+    ) in capped["note"], capped["note"]
+    budget = (peak(3) + peak(4)) / 2 / GIB
+    held = row("batch=auto", f"search.memory_budget_gib={budget}")
+    assert (
+        f"batch=auto: predicted at micro batch 3, the largest the estimate fits in {significant(budget)} GiB "
+        "(search.memory_budget_gib)"
+    ) in held["note"], held["note"]
+    over = row("batch=auto", "model.seq_len=131072")  # even micro batch 1 is estimated over 79.6 GiB
+    assert (
+        "batch=auto: estimated at micro batch 1, the search's start; even that is estimated over 79.6 GiB; "
+    ) in over["note"], over["note"]
+    assert over["fits"] is False
 
 
 def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(hydra_compose, tmp_path: Path) -> None:

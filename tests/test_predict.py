@@ -173,6 +173,10 @@ def test_without_a_calibration_the_datasheet_and_nvlink_are_stated() -> None:
         pr.predict(workload(), unc, link, gpus_per_node=4)
     with pytest.raises(pr.PredictionError, match="plan_gpu="):
         pr.compute_uncalibrated(workload(), gemm_tflops=None)
+    with pytest.raises(pr.PredictionError) as named:  # plan_gpu given: do not ask for it again
+        pr.compute_uncalibrated(workload(), gemm_tflops=None, what="V100  SXM2 datasheet")
+    assert "the V100 SXM2 datasheet gives no peak for this precision" in str(named.value)
+    assert "plan_gpu=" not in str(named.value)
 
 
 def test_no_bandwidth_is_an_error_that_names_the_fix() -> None:
