@@ -330,6 +330,12 @@ class KernelSpec:
         why_not_cpu: the reason given when it is asked for on the CPU.
         resolve: ``(cfg, device, run_seed, seq_len) -> cfg``: option rules and defaults
             that depend on the run (``blocksparse``'s impl and seed); raises ``ConfigError``.
+        min_capability: the oldest NVIDIA compute capability it runs on (torch's
+            ``sdp_utils.cpp``: flash and cuDNN attention need sm80 to sm121), None: any.
+        nvidia_only: it exists only on NVIDIA GPUs (cuDNN), not on AMD's (ROCm).
+
+    ``min_capability`` and ``nvidia_only`` are checked for a GPU that ``plan=true`` plans for
+    (:func:`hardware_problem`); on this machine's GPU the start-up probe (``probe``) finds them.
     """
 
     build: Callable[[Any], AttentionFn]
@@ -340,6 +346,8 @@ class KernelSpec:
     probe: bool = False
     why_not_cpu: str = "this SDPA kernel exists only on CUDA"
     resolve: Callable[[Any, str, int, int], Any] | None = None
+    min_capability: tuple[int, int] | None = None
+    nvidia_only: bool = False
 
 
 def _resolve_blocksparse(a: BlockSparseConfig, device: str, run_seed: int, seq_len: int) -> BlockSparseConfig:
@@ -395,9 +403,14 @@ KERNELS: dict[str, KernelSpec] = {
         devices=("cuda",),
         precisions=("bf16", "fp16", "fp8", "fp8-rowwise"),
         probe=True,
+        min_capability=(8, 0),
     ),
     "sdpa-cudnn": KernelSpec(
-        build=lambda cfg: _pinned(SDPBackend.CUDNN_ATTENTION, gqa=False), devices=("cuda",), probe=True
+        build=lambda cfg: _pinned(SDPBackend.CUDNN_ATTENTION, gqa=False),
+        devices=("cuda",),
+        probe=True,
+        min_capability=(8, 0),
+        nvidia_only=True,
     ),
     "sdpa-efficient": KernelSpec(
         build=lambda cfg: _pinned(SDPBackend.EFFICIENT_ATTENTION, gqa=False), devices=("cuda",), probe=True
@@ -416,6 +429,23 @@ KERNELS: dict[str, KernelSpec] = {
     ),
 }
 """Attention kernels by ``attention.name``."""
+
+
+def hardware_problem(name: str, *, capability: tuple[int, int], vendor: str, gpu: str) -> str | None:
+    """Why the kernel ``attention=name`` cannot run on the GPU ``gpu`` (its name, for the message)
+    of compute ``capability`` and ``vendor`` (``"nvidia"``, ``"amd"``: :data:`flopsweep.peaks.VENDORS`),
+    in one line, or None: :attr:`KernelSpec.nvidia_only`, and on NVIDIA :attr:`KernelSpec.min_capability`
+    (an AMD GPU's capability is its gfx architecture, which these bounds do not speak of)."""
+    spec = KERNELS[name]
+    if spec.nvidia_only and vendor != "nvidia":
+        return f"runs on NVIDIA GPUs only (cuDNN); the {gpu} is an {vendor.upper()} GPU (ROCm)"
+    low = spec.min_capability
+    if vendor == "nvidia" and low is not None and tuple(capability) < low:
+        return (
+            f"needs an NVIDIA GPU of compute capability {low[0]}.{low[1]} or newer (torch's kernel: "
+            f"sm{low[0]}{low[1]} and up); the {gpu} is {capability[0]}.{capability[1]}"
+        )
+    return None
 
 
 def check_support(

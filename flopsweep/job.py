@@ -60,6 +60,7 @@ from flopsweep.metrics import (
 from flopsweep.models import family
 from flopsweep.modelsearch import at_n_layer, at_n_layer_unchecked, find_largest_model
 from flopsweep.noise import noise_warnings
+from flopsweep.peaks import PeakRow, lookup
 from flopsweep.plan import OFFLOAD_KEYS, Environment, Plan, fixed_nproc, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
@@ -391,12 +392,21 @@ def offload_host_note(p: Plan) -> str:
     )
 
 
-def plan_environment(cfg: RunConfig, env: Environment) -> tuple[RunConfig, Environment, list[str]]:
-    """Where ``plan=true`` places ``cfg``: ``env`` (this machine) changed to the machine the job is
-    planned for, with a note for each change.
+def plan_environment(
+    cfg: RunConfig, env: Environment, here_gpu: str | None = None
+) -> tuple[RunConfig, Environment, list[str]]:
+    """Where ``plan=true`` places ``cfg``: ``env`` (this machine, whose GPU is ``here_gpu``:
+    :func:`torch_device_name`, None without one) changed to the machine the job is planned for,
+    with a note for each change.
 
-    - A GPU job on a machine without GPUs (``device=cuda``, or ``device=auto`` with ``plan_gpu`` or
-      ``plan_gpu_memory_gib``) is placed as on GPUs of compute capability 9.0 with bf16.
+    - A GPU job for ``plan_gpu``, a GPU of the peak table that is not this machine's (``device=cuda``
+      or ``auto``; ``auto`` with ``plan_gpu`` or ``plan_gpu_memory_gib`` and no GPU here plans as on
+      GPUs) is placed as on that GPU: its compute capability, bf16 support and vendor
+      (:class:`flopsweep.peaks.PeakRow`, :attr:`Environment.planned_gpu`), so that the run's own
+      rules refuse what it cannot run (fp8 below 8.9, bf16 on a V100, cuDNN on an AMD GPU). A plan of
+      this machine's own GPU is this machine's.
+    - A GPU job on a machine without GPUs and no such name (``plan_gpu_memory_gib`` alone,
+      ``device=cuda``) is placed as on GPUs of compute capability 9.0 with bf16 (:data:`NO_GPU_NOTE`).
     - A plan for GPUs that are not here (``plan_gpu``, ``plan_gpu_memory_gib``) checks neither this
       host's memory nor its paths (``backend.nvme_path``): they are the target's
       (:func:`offload_host_note`, :func:`nvme_path_note` say so in the row).
@@ -407,7 +417,14 @@ def plan_environment(cfg: RunConfig, env: Environment) -> tuple[RunConfig, Envir
     asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
     if cfg.device == "auto" and asked_gpu and not env.cuda_available:  # a GPU question on a laptop
         cfg = dataclasses.replace(cfg, device="cuda")
-    if cfg.device == "cuda" and not env.cuda_available:
+    row = lookup(cfg.plan_gpu) if cfg.plan_gpu and cfg.device != "cpu" else None  # unknown: validate says
+    if row is not None and (here_gpu is None or lookup(here_gpu) is not row):
+        if not env.cuda_available:
+            nproc = fixed_nproc(cfg.nproc_per_node) or 1
+            env = dataclasses.replace(env, cuda_available=True, gpu_count=nproc)
+        env = dataclasses.replace(env, bf16_supported=row.bf16, capability=row.capability, planned_gpu=row)
+        notes.append(placed_note(row, here_gpu))
+    elif cfg.device == "cuda" and not env.cuda_available:
         nproc = fixed_nproc(cfg.nproc_per_node) or 1
         env = dataclasses.replace(
             env, cuda_available=True, gpu_count=nproc, bf16_supported=True, capability=(9, 0)
@@ -421,8 +438,23 @@ def plan_environment(cfg: RunConfig, env: Environment) -> tuple[RunConfig, Envir
     return cfg, env, notes
 
 
-NO_GPU_NOTE = "no GPU here: placed as on a GPU of capability 9.0"
-"""The plan row's note for a GPU job placed on a machine without GPUs (:func:`plan_environment`)."""
+NO_GPU_NOTE = (
+    "no GPU here: placed as on a GPU of capability 9.0 with bf16 (plan_gpu= names a GPU to plan for its "
+    "capability)"
+)
+"""The plan row's note for a GPU job placed on a machine without GPUs and without a ``plan_gpu`` of
+the peak table (:func:`plan_environment`)."""
+
+
+def placed_note(row: PeakRow, here_gpu: str | None) -> str:
+    """The plan row's note for a job placed on the GPU ``row`` (``plan_gpu``) that is not this
+    machine's ``here_gpu``: ``placed as an A100 (capability 8.0, bf16)``, ``placed as a V100 SXM2
+    (capability 7.0, no bf16)``, ``placed as an MI300X (AMD, capability 9.4, bf16)``."""
+    article = "an" if row.name[0] in "AEFHILMNORSX" else "a"  # as the letter is said: an H100, a V100
+    cap = f"capability {row.capability[0]}.{row.capability[1]}"
+    cap = f"AMD, {cap}" if row.vendor == "amd" else cap
+    where = "no GPU here" if here_gpu is None else f"not this machine's {here_gpu}"
+    return f"{where}: placed as {article} {row.name} ({cap}, {'bf16' if row.bf16 else 'no bf16'})"
 
 
 def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
@@ -442,7 +474,9 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     Returns:
         ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``.
     """
-    cfg, env, placed = plan_environment(cfg, Environment.detect())
+    env = Environment.detect()
+    cfg, env, placed = plan_environment(cfg, env, torch_device_name() if env.cuda_available else None)
+    elsewhere = NO_GPU_NOTE in placed or env.planned_gpu is not None  # not this machine's GPU
     row = dict.fromkeys(PLAN_COLUMNS, "")
     row.update(
         job=info.job_num if info.job_num is not None else "",
@@ -451,17 +485,18 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     )
     try:
         p, searched = search_size(plan(cfg, env, choices=info.choices), env)
-        p, batched = auto_batch_size(p, env, placed=NO_GPU_NOTE in placed)
+        p, batched = auto_batch_size(p, env, placed=elsewhere)
         calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # as a run reads them
-    except ConfigError as exc:
-        row.update(status="invalid", note=str(exc))
+    except ConfigError as exc:  # the run's one line, then where it was planned (the GPU's capability)
+        line = str(exc)
+        row.update(status="invalid", note="; ".join([line.removesuffix("."), *placed]) if placed else line)
     else:
-        row.update(plan_estimate(p, env, placed=NO_GPU_NOTE in placed))
+        row.update(plan_estimate(p, env, placed=elsewhere))
         asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
         other_hosts = (offload_host_note(p), nvme_path_note(p.cfg)) if asked_gpu else ()
         notes = (*placed, batched, searched, row["note"], *other_hosts)
         row["note"] = "; ".join(n for n in notes if n)
-        here = env.cuda_available and p.device == "cuda" and NO_GPU_NOTE not in placed
+        here = env.cuda_available and p.device == "cuda" and not elsewhere
         gpu_name = (torch_device_name() if here else None) or cfg.plan_gpu  # its datasheet and NVLink
         row.update(plan_prediction(p, gpu_name, calibrations))
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
@@ -591,9 +626,10 @@ def plan_prediction(
     ``predict.gpus_per_node`` x ``predict.nnodes`` (each null: the job's own), with its source
     (:func:`flopsweep.forecast.prediction`; no probe here: bandwidths from ``predict.*``, the
     calibration record's probe, profiled records or the NVLink of the GPU, :func:`flopsweep.forecast.link`),
-    and the bandwidth's source after the compute's. The GPU is this machine's, else ``plan_gpu``'s, else
-    the calibration record's. ``records``: the ``predict.calibration`` records already read (the
-    plan row reads them as a run does, :func:`flopsweep.forecast.calibration_records`); None reads them."""
+    and the bandwidth's source after the compute's. The GPU is ``plan_gpu``'s when it is not this
+    machine's, else this machine's, else the calibration record's. ``records``: the
+    ``predict.calibration`` records already read (the plan row reads them as a run does,
+    :func:`flopsweep.forecast.calibration_records`); None reads them."""
     cfg = p.cfg
     nodes = cfg.predict.nnodes or cfg.nnodes
     per_node = cfg.predict.gpus_per_node or p.nproc_per_node

@@ -19,6 +19,14 @@ Precisions (keys of :attr:`PeakRow.peaks`):
 A precision a device has no tensor-core path for (bf16 on V100, fp8 on Ampere) is absent
 from its row, so :func:`peak_tflops` answers ``None`` rather than a guess.
 
+Compute capability (:attr:`PeakRow.capability`): NVIDIA's list "CUDA GPUs - Compute
+Capability" (https://developer.nvidia.com/cuda-gpus): H100, H200, GH200, H800 9.0; B200,
+GB200 10.0; A100, A800 8.0; A10, A10G 8.6; L4, L40, L40S, RTX 6000 Ada 8.9; V100, V100S 7.0.
+AMD: torch on ROCm reports the GPU's architecture ``gfx<major><minor>`` as its capability;
+MI300X and MI325X are gfx942 (ROCm's "GPU hardware specifications",
+https://rocm.docs.amd.com/en/latest/reference/gpu-arch-specs.html), so 9.4. bf16 tensor cores
+come with capability 8.0 (:attr:`PeakRow.bf16`; :func:`_check_table` holds the rows to it).
+
 Matching: :func:`normalize_device_name` turns ``torch.cuda.get_device_name()`` into a
 canonical spelling (case, vendor prefix, memory-size suffix, dashes), and that spelling
 must equal one of a row's aliases EXACTLY. There is no substring matching, so "NVIDIA RTX
@@ -45,6 +53,11 @@ class PeakRow:
         peaks: precision -> dense peak TFLOP/s of one device.
         url: vendor datasheet / specification page the numbers come from.
         source: short note: which document, and how a printed sparse figure was halved.
+        capability: ``(major, minor)``, what ``torch.cuda.get_device_capability()`` reports on
+            the device (see "Compute capability" in the module docstring); ``plan=true
+            plan_gpu=`` plans with it (:func:`flopsweep.job.plan_environment`).
+        vendor: ``"nvidia"`` (CUDA) or ``"amd"`` (ROCm, where torch's CUDA API runs on HIP and
+            NVIDIA-only libraries such as cuDNN do not exist).
     """
 
     name: str
@@ -52,10 +65,26 @@ class PeakRow:
     peaks: Mapping[str, float]
     url: str
     source: str
+    capability: tuple[int, int]
+    vendor: str = "nvidia"
+
+    @property
+    def bf16(self) -> bool:
+        """Whether the device has bf16 tensor (matrix) cores: a bf16 peak in its row (NVIDIA from
+        capability 8.0, CDNA3); not V100 (7.0), which torch runs bf16 on only by emulation."""
+        return "bf16" in self.peaks
 
 
-def _row(name: str, aliases: tuple[str, ...], url: str, source: str, **peaks: float) -> PeakRow:
-    return PeakRow(name, aliases, MappingProxyType(dict(peaks)), url, source)
+def _row(
+    name: str,
+    aliases: tuple[str, ...],
+    capability: tuple[int, int],
+    url: str,
+    source: str,
+    vendor: str = "nvidia",
+    **peaks: float,
+) -> PeakRow:
+    return PeakRow(name, aliases, MappingProxyType(dict(peaks)), url, source, capability, vendor)
 
 
 _HOPPER_SXM = dict(bf16=989.4, fp16=989.4, fp32=66.9, fp8=1978.9)
@@ -77,6 +106,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "H100 SXM",
         ("h100", "h100 sxm", "h100 sxm5"),
+        (9, 0),
         _H100_URL,
         "NVIDIA H100 datasheet, SXM: BF16/FP16 1,979*, FP8 3,958* (*sparse, halved), FP32 67 "
         "(66.9 = 132 SMs x 128 x 2 x 1.98 GHz)",
@@ -85,6 +115,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "H100 PCIe",
         ("h100 pcie",),
+        (9, 0),
         _H100_URL,
         "NVIDIA H100 datasheet, PCIe: BF16/FP16 1,513*, FP8 3,026* (*sparse, halved), FP32 51",
         bf16=756.5,
@@ -95,6 +126,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "H100 NVL",
         ("h100 nvl",),
+        (9, 0),
         _H100_URL,
         "NVIDIA H100 datasheet, NVL (94 GB, one GPU): BF16/FP16 1,671*, FP8 3,341* (*sparse, "
         "halved), FP32 60",
@@ -103,6 +135,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "H200 SXM",
         ("h200", "h200 sxm"),
+        (9, 0),
         _H200_URL,
         "NVIDIA H200 datasheet, SXM: BF16/FP16 1,979*, FP8 3,958* (*sparse, halved), FP32 67; "
         "the H100 SXM's compute with HBM3e",
@@ -111,6 +144,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "H200 NVL",
         ("h200 nvl",),
+        (9, 0),
         _H200_URL,
         "NVIDIA H200 datasheet, NVL: BF16/FP16 1,671*, FP8 3,341* (*sparse, halved), FP32 60",
         **_HOPPER_NVL,
@@ -118,6 +152,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "GH200",
         ("gh200",),
+        (9, 0),
         "https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/",
         "NVIDIA GH200 Grace Hopper Superchip datasheet, its Hopper GPU: BF16/FP16 1,979*, "
         "FP8 3,958* (*sparse, halved), FP32 67",
@@ -126,6 +161,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "H800 SXM",
         ("h800", "h800 sxm", "h800 sxm5"),
+        (9, 0),
         _H100_URL,
         "H800 SXM5 (export variant, NVLink 400 GB/s, FP64 cut): NVIDIA's own H800 page is "
         "withdrawn; OEM sheets print the H100 SXM tensor rates (BF16 1,979*, FP8 3,958*, "
@@ -136,6 +172,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "B200",
         ("b200",),
+        (10, 0),
         _HGX_URL,
         "NVIDIA HGX B200 spec, per GPU (8-GPU totals / 8): FP16/BF16 4.5 PF*, FP8 9 PF* "
         "(*sparse, halved), FP32 75",
@@ -147,6 +184,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "GB200",
         ("gb200",),
+        (10, 0),
         "https://www.nvidia.com/en-us/data-center/gb200-nvl72/",
         "NVIDIA GB200 NVL72 spec, per Blackwell GPU: FP16/BF16 5 PF*, FP8 10 PF* (*sparse, halved), FP32 80",
         bf16=2500.0,
@@ -158,6 +196,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "A100",
         ("a100", "a100 sxm4", "a100 sxm", "a100 pcie"),
+        (8, 0),
         _A100_URL,
         "NVIDIA A100 datasheet (40/80 GB, SXM4 and PCIe alike): BF16/FP16 312 | 624*, FP32 19.5; no FP8",
         **_AMPERE_GA100,
@@ -165,6 +204,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "A800",
         ("a800", "a800 sxm4", "a800 pcie"),
+        (8, 0),
         _A100_URL,
         "A800 (export variant of A100, NVLink cut to 400 GB/s, GA100 compute unchanged): "
         "NVIDIA's A800 data-center page is withdrawn, the A100 datasheet figures are used; no FP8",
@@ -173,6 +213,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "A10",
         ("a10",),
+        (8, 6),
         "https://www.nvidia.com/en-us/data-center/products/a10-gpu/",
         "NVIDIA A10 datasheet: BF16/FP16 125 | 250*, FP32 31.2; no FP8",
         bf16=125.0,
@@ -182,6 +223,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "A10G",
         ("a10g",),
+        (8, 6),
         "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/",
         "A10G (AWS G5 only; NVIDIA publishes no A10G datasheet): BF16/FP16 70, FP32 35 as "
         "tabulated from AWS/NVIDIA figures by Baseten, consistent with 80 SMs x 1.71 GHz at "
@@ -194,6 +236,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "L4",
         ("l4",),
+        (8, 9),
         "https://www.nvidia.com/en-us/data-center/l4/",
         "NVIDIA L4 datasheet: BF16/FP16 242*, FP8 485* (*sparse, halved), FP32 30.3",
         bf16=121.0,
@@ -204,6 +247,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "L40",
         ("l40",),
+        (8, 9),
         "https://www.nvidia.com/en-us/data-center/l40/",
         "NVIDIA L40 datasheet: BF16/FP16 181.05 | 362.1*, FP8 362 | 724*, FP32 90.5",
         bf16=181.05,
@@ -214,6 +258,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "L40S",
         ("l40s",),
+        (8, 9),
         "https://www.nvidia.com/en-us/data-center/l40s/",
         "NVIDIA L40S datasheet: BF16/FP16 362.05 | 733*, FP8 733 | 1,466*, FP32 91.6 (the printed "
         "dense 362.05 is used; the sheet's own 733* would halve to 366.5)",
@@ -225,6 +270,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "RTX 6000 Ada",
         ("rtx 6000 ada generation", "rtx 6000 ada"),
+        (8, 9),
         "https://www.nvidia.com/en-us/design-visualization/rtx-6000/",
         "NVIDIA RTX 6000 Ada datasheet: tensor 1,457 (FP8*, sparse, halved), FP32 91.1; "
         "BF16/FP16 = half the FP8 rate (Ada whitepaper: 364.2 dense, full-rate FP32 accumulate)",
@@ -237,6 +283,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "V100 SXM2",
         ("v100 sxm2",),
+        (7, 0),
         _V100_URL,
         "NVIDIA V100 datasheet, SXM2 (16/32 GB): tensor (FP16) 125, FP32 15.7; no BF16, no FP8",
         fp16=125.0,
@@ -245,6 +292,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "V100 PCIe",
         ("v100 pcie",),
+        (7, 0),
         _V100_URL,
         "NVIDIA V100 datasheet, PCIe (16/32 GB): tensor (FP16) 112, FP32 14; no BF16, no FP8",
         fp16=112.0,
@@ -253,6 +301,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "V100S PCIe",
         ("v100s pcie",),
+        (7, 0),
         _V100_URL,
         "NVIDIA V100 datasheet, V100S PCIe 32 GB: tensor (FP16) 130, FP32 16.4; no BF16, no FP8",
         fp16=130.0,
@@ -262,17 +311,21 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
     _row(
         "MI300X",
         ("mi300x", "mi300x vf"),
+        (9, 4),
         "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html",
         "AMD Instinct MI300X spec: BF16/FP16 1,307.4, FP8 2,614.9 (without sparsity), "
         "FP32 vector and matrix 163.4",
+        vendor="amd",
         **_CDNA3,
     ),
     _row(
         "MI325X",
         ("mi325x", "mi325x vf"),
+        (9, 4),
         "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html",
         "AMD Instinct MI325X spec (the MI300X's CDNA3 compute with HBM3E): BF16/FP16 1,307.4, "
         "FP8 2,614.9 (without sparsity), FP32 163.4",
+        vendor="amd",
         **_CDNA3,
     ),
 )
@@ -293,6 +346,9 @@ PRECISION_ALIASES: Mapping[str, str] = MappingProxyType(
 )
 """Precision names :func:`peak_tflops` accepts -> table column. ``fp8`` (tensorwise
 scaling in flopsweep) and ``fp8-rowwise`` both use the FP8 tensor-core rate."""
+
+VENDORS = ("nvidia", "amd")
+"""The vendors of :attr:`PeakRow.vendor`."""
 
 _VENDOR_PREFIXES = ("nvidia ", "tesla ", "amd instinct ", "amd ", "instinct ")
 _MEMORY_SIZE = re.compile(r"^\d+(?:\.\d+)?(?:gb|g)$")  # "80gb", "40gb", "480gb", "144g"
@@ -354,6 +410,10 @@ def _check_table() -> None:
         unknown = set(row.peaks) - set(PRECISION_ALIASES.values())
         if unknown:
             raise AssertionError(f"{row.name}: unknown precisions {sorted(unknown)}")
+        if row.vendor not in VENDORS:
+            raise AssertionError(f"{row.name}: vendor {row.vendor!r} is not one of {VENDORS}")
+        if row.vendor == "nvidia" and row.bf16 != (row.capability >= (8, 0)):
+            raise AssertionError(f"{row.name}: a bf16 peak goes with capability >= 8.0, not {row.capability}")
 
 
 _check_table()

@@ -47,6 +47,7 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
 from flopsweep.layout import Layout, Plan, check_built, grad_accum_for
 from flopsweep.models import MODELS
 from flopsweep.options import HF_ATTENTION, AutoBatchConfig, owners
+from flopsweep.peaks import PeakRow
 from flopsweep.text import plural
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -106,6 +107,12 @@ class Environment:
     """The config's paths (``backend.nvme_path``) are on this machine and are checked here; False
     for a plan of GPUs that are not here (``plan_gpu``): the path is the target machine's, checked
     when the run launches there."""
+    planned_gpu: PeakRow | None = None
+    """The peak-table row of the GPU ``plan=true`` places the job on instead of this machine's
+    (``plan_gpu``: :func:`flopsweep.job.plan_environment`, which sets ``capability`` and
+    ``bf16_supported`` from it); its attention kernels' hardware rules are checked here
+    (:func:`flopsweep.attention.hardware_problem`). None: this machine's GPU, whose start-up probe
+    checks them."""
 
     @classmethod
     def detect(cls) -> Environment:
@@ -507,6 +514,8 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         seq_len=cfg.model.seq_len,
         kernels=HF_ATTENTION if cfg.model.arch == "hf" else None,
     )
+    if device == "cuda" and env.planned_gpu is not None:
+        _check_planned_kernel(cfg, env.planned_gpu)
     backend = backends.check_support(
         cfg.backend,
         world_size=world,
@@ -621,6 +630,28 @@ def _check_offload_host_memory(
         else "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn "
         "offload off",
     )
+
+
+def _check_planned_kernel(cfg: RunConfig, gpu: PeakRow) -> None:
+    """Refuse an attention kernel that the GPU ``plan=true`` plans for cannot run
+    (:func:`flopsweep.attention.hardware_problem`: flash and cuDNN attention below capability 8.0,
+    cuDNN on AMD), which a run there would find in its start-up probe.
+
+    Raises:
+        ConfigError: naming ``attention``, the kernel, the GPU and the kernels that run on it.
+    """
+    where = dict(capability=gpu.capability, vendor=gpu.vendor, gpu=gpu.name)
+    problem = attention.hardware_problem(cfg.attention.name, **where)
+    if problem is None:
+        return
+    kernels = HF_ATTENTION if cfg.model.arch == "hf" else attention.KERNELS
+    runs = [
+        n
+        for n in kernels
+        if "cuda" in attention.KERNELS[n].devices and not attention.hardware_problem(n, **where)
+    ]
+    picks = " or ".join(f"attention={n}" for n in runs[:3])
+    raise ConfigError("attention", cfg.attention.name, problem, f"pick {picks} for the {gpu.name}")
 
 
 def _precision_fix(device: str, env: Environment) -> str:

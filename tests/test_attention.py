@@ -440,3 +440,20 @@ def test_a_kernel_refusal_keeps_every_operators_reasons_and_drops_the_inputs() -
     assert "too old" in text and text.count("xFormers wasn't build with CUDA support") == 2
     assert kernel_refusal_reasons("one line only.") == "one line only."
     assert len(kernel_refusal_reasons("x" * 10_000)) == REASONS_CHARS
+
+
+def test_the_hardware_rules_of_a_planned_gpu():
+    """``attention.hardware_problem`` (``plan=true plan_gpu=``): flash and cuDNN need NVIDIA
+    capability 8.0 (torch's ``sdp_utils.cpp``: sm80 to sm121), cuDNN an NVIDIA GPU; the memory-efficient
+    kernel runs on a V100, and an AMD GPU's capability (its gfx architecture) is not held to NVIDIA's."""
+    from flopsweep.attention import KERNELS, hardware_problem
+
+    v100 = dict(capability=(7, 0), vendor="nvidia", gpu="V100 SXM2")
+    mi300x = dict(capability=(9, 4), vendor="amd", gpu="MI300X")
+    a100 = dict(capability=(8, 0), vendor="nvidia", gpu="A100")
+    assert "capability 8.0 or newer" in hardware_problem("sdpa-flash", **v100)
+    assert "the V100 SXM2 is 7.0" in hardware_problem("sdpa-cudnn", **v100)
+    assert hardware_problem("sdpa-efficient", **v100) is None and hardware_problem("sdpa", **v100) is None
+    assert "NVIDIA GPUs only" in hardware_problem("sdpa-cudnn", **mi300x)
+    assert hardware_problem("sdpa-flash", **mi300x) is None
+    assert all(hardware_problem(name, **a100) is None for name in KERNELS)

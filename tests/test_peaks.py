@@ -204,3 +204,28 @@ def test_measure_matmul_tflops_cuda_below_datasheet():
     assert measured > 0
     if peak is not None:
         assert measured < 1.05 * peak
+
+
+CAPABILITIES = {
+    (9, 0): ("H100 SXM", "H100 PCIe", "H100 NVL", "H200 SXM", "H200 NVL", "GH200", "H800 SXM"),
+    (10, 0): ("B200", "GB200"),
+    (8, 0): ("A100", "A800"),
+    (8, 6): ("A10", "A10G"),
+    (8, 9): ("L4", "L40", "L40S", "RTX 6000 Ada"),
+    (7, 0): ("V100 SXM2", "V100 PCIe", "V100S PCIe"),
+    (9, 4): ("MI300X", "MI325X"),  # gfx942, as torch on ROCm reports it
+}
+"""NVIDIA's "CUDA GPUs - Compute Capability" list (developer.nvidia.com/cuda-gpus); ROCm's gfx942."""
+
+
+def test_every_row_has_its_vendors_compute_capability_and_bf16_from_8_0():
+    """``plan=true plan_gpu=`` plans with a row's capability and bf16 (a trial's A100 was planned as
+    9.0, so fp8 was ok there): NVIDIA's list, bf16 tensor cores from 8.0, AMD's CDNA3 as ROCm's torch
+    reports it."""
+    by_capability = {name: cap for cap, names in CAPABILITIES.items() for name in names}
+    assert sorted(by_capability) == sorted(row.name for row in PEAK_TABLE)
+    for row in PEAK_TABLE:
+        assert row.capability == by_capability[row.name], row.name
+        assert row.vendor == ("amd" if row.name.startswith("MI") else "nvidia"), row.name
+        assert row.bf16 == (row.capability >= (8, 0)), row.name
+    assert not lookup("V100-SXM2-32GB").bf16 and lookup("A100-80GB").bf16

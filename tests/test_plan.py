@@ -531,3 +531,77 @@ def test_an_empty_plan_gpu_is_unset(hydra_compose, tmp_path: Path, empty: str) -
         assert row["status"] == "ok" and row["fits"] in (True, False) and row["fits_on"], row
         assert "no GPU here" not in row["note"], row["note"]
     assert warn_plan_gpu(dataclasses.replace(cfg, plan=False), None) is None
+
+
+@pytest.mark.parametrize(
+    ("gpu", "setup", "says"),
+    [
+        (
+            "A100-80GB",
+            ["precision=fp8"],
+            "precision='fp8': fp8 needs a CUDA GPU of compute capability 8.9 or newer (Ada, Hopper, "
+            "Blackwell); this GPU is 8.0 (sm_80)",
+        ),
+        ("V100-SXM2-32GB", ["precision=bf16"], "precision='bf16': this GPU has no bf16 support"),
+        (
+            "V100-SXM2-32GB",
+            ["precision=fp16", "attention=sdpa-flash"],
+            "attention='sdpa-flash': needs an NVIDIA GPU of compute capability 8.0 or newer",
+        ),
+        ("MI300X", ["attention=sdpa-cudnn"], "attention='sdpa-cudnn': runs on NVIDIA GPUs only (cuDNN)"),
+    ],
+    ids=["a100-fp8", "v100-bf16", "v100-flash", "mi300x-cudnn"],
+)
+def test_a_plan_for_a_named_gpu_refuses_what_that_gpu_cannot_run(
+    hydra_compose, tmp_path: Path, gpu: str, setup: list[str], says: str
+) -> None:
+    """``plan=true plan_gpu=`` plans with the named GPU's compute capability, bf16 and vendor (the peak
+    table's), not as a 9.0 GPU (a trial's A100 plan said ok to fp8, its V100 plan to bf16, its MI300X
+    plan to cuDNN): the row is ``invalid`` with the run's one line and says what it was placed as. The
+    same set-up for an H100 is ok."""
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.peaks import lookup
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "plan=true", *setup]
+    row = plan_job(hydra_compose([*args, f"plan_gpu={gpu}"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "invalid" and row["note"].startswith(f"Invalid config: {says}"), row["note"]
+    placed = lookup(gpu)
+    assert f"placed as a{'n' if gpu[0] in 'AM' else ''} {placed.name} (" in row["note"], row["note"]
+    assert (
+        f"capability {placed.capability[0]}.{placed.capability[1]}" in row["note"] and "\n" not in row["note"]
+    )
+    h100 = plan_job(hydra_compose([*args, "plan_gpu=H100"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert h100["status"] == "ok" and "placed as an H100 SXM (capability 9.0, bf16)" in h100["note"], h100
+
+
+def test_a_plan_without_a_gpu_name_is_placed_at_9_0_and_of_this_gpu_is_this_machines(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """``plan_gpu_memory_gib`` alone names no GPU: on a machine without one the job is placed as on a
+    GPU of capability 9.0 with bf16, and the row says so (fp8 is ok there). On a GPU machine a plan
+    of its own GPU is this machine's; of another GPU, that GPU's capability, and the note says so."""
+    from flopsweep.job import NO_GPU_NOTE, JobInfo, plan_environment, plan_job
+    from flopsweep.plan import Environment
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "plan=true", "precision=fp8", "plan_gpu_memory_gib=80"]
+    cfg = hydra_compose(args)
+    _, env, notes = plan_environment(cfg, Environment(cpu_count=2))
+    assert (env.capability, env.bf16_supported, env.planned_gpu, notes) == ((9, 0), True, None, [NO_GPU_NOTE])
+    assert "capability 9.0 with bf16" in NO_GPU_NOTE
+    row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    if not Environment.detect().cuda_available:
+        assert row["status"] == "ok" and row["note"].startswith(NO_GPU_NOTE), row["note"]
+    h200 = Environment(cuda_available=True, gpu_count=8, bf16_supported=True, capability=(9, 0), cpu_count=16)
+    own = hydra_compose([*args[:4], "plan_gpu=H200"])
+    assert plan_environment(own, h200, "NVIDIA H200")[1:] == (
+        dataclasses.replace(h200, host_memory_bytes=None, paths_here=False),
+        [],
+    )
+    _, a100, notes = plan_environment(hydra_compose([*args[:4], "plan_gpu=A100-80GB"]), h200, "NVIDIA H200")
+    assert (a100.capability, a100.bf16_supported, a100.gpu_count, a100.planned_gpu.name) == (
+        (8, 0),
+        True,
+        8,
+        "A100",
+    )
+    assert notes == ["not this machine's NVIDIA H200: placed as an A100 (capability 8.0, bf16)"]
