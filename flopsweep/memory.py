@@ -770,7 +770,11 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
     row = lookup(gpu)
     if row is None:
         names = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE)
-        raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", "use one of those")
+        size = gpu.strip().lower().removesuffix("gib").removesuffix("gb").strip()
+        fix = "use one of those"
+        if size.replace(".", "", 1).isdigit():  # a memory size given as a name
+            fix = f"use one of those, or plan_gpu_memory_gib={size} for a memory size in GiB"
+        raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", fix)
     sizes = GPU_MEMORY_GIB[row.name]
     several = len(set(sizes.values())) > 1
     named = memory_sizes_gb(gpu)

@@ -467,6 +467,8 @@ def test_every_gpu_of_the_peak_table_has_its_memory() -> None:
             "e.g. plan_gpu=A100-80GB",
         ),
         ("H1000", None, "plan_gpu='H1000': is no device of the peak table (H100-SXM"),
+        ("80", None, "Fix: use one of those, or plan_gpu_memory_gib=80 for a memory size in GiB"),
+        ("80GB", None, "or plan_gpu_memory_gib=80 for a memory size in GiB"),
         (
             "H100-94GB",
             None,
