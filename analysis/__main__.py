@@ -427,7 +427,7 @@ def output(
         frame = flat_pivot(table)
     elif args.frontier:
         if args.format in ("table", "markdown") and (why := no_frontier(runs)):
-            return why  # one line, not every ok run nor an empty frame
+            return "\n".join([why, *unmeasured_lines(runs)])  # not every ok run nor an empty frame
         frame = frontier_table(runs) if searched(runs) else frontier_table(runs).iloc[:0]
     else:
         frame = shown_columns(runs, args)

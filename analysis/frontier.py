@@ -125,7 +125,7 @@ def _larger_failed(df: pd.DataFrame, key: str, n_params: float) -> str | None:
 
 def unmeasured_lines(df: pd.DataFrame) -> list[str]:
     """One line per search whose largest size that trained no ok run measured (its own measured
-    run cut short or failed, and no plain run of that size), or that trained no size at all: the
+    run cut short or failed, and no plain run of that size), or whose probes all failed: the
     frontier table leaves the set-up out or shows a smaller size, and this line says how far the
     search trained, from its largest ok probe (``search_probes``: one measured step, indicative; a
     search interrupted before its end keeps the probes that finished), how its own run ended and
@@ -147,6 +147,8 @@ def unmeasured_lines(df: pd.DataFrame) -> list[str]:
     lines = []
     for _, run in searches.iterrows():
         probes = run["search_probes"] if isinstance(run["search_probes"], list) else []
+        if not probes and not isinstance(run.get("search_failed"), str):
+            continue  # no probe recorded: refused before its search, or from before probes were kept
         n = max(probes)[0] if probes else 0
         mine = points[points["frontier"].eq(run["frontier"])] if not points.empty else points
         if not mine.empty and mine["n_params"].max() >= n:

@@ -109,7 +109,8 @@ def reusable_probes(
     Returns:
         ``{size: probe entry}`` of the statuses in :data:`REUSED_STATUSES`; empty without a
         resumed record (``here`` None then) or search, on another machine
-        (:func:`machine_difference`) or set-up.
+        (:func:`machine_difference`) or set-up, or when the old run injected a fault
+        (``fault.kind``: its probes failed by design, not by size).
     """
     if resumed is None or here is None:
         return {}
@@ -125,6 +126,16 @@ def reusable_probes(
             run_id,
             resumed.name,
             differs,
+        )
+        return {}
+    fault = ((old.get("config") or {}).get("fault") or {}).get("kind", "none")
+    if fault != "none":  # an injected fault decided its probes, not the size
+        log.info(
+            "%s: resume=true: the probes of run %s (%s) are not reused: it injected fault.kind=%s",
+            what,
+            run_id,
+            resumed.name,
+            fault,
         )
         return {}
     if changed := [k for k, v in same.items() if search.get(k, ...) != v]:

@@ -338,6 +338,14 @@ def test_the_cli_frontier_without_a_search_or_an_ok_run_is_one_line(tmp_path: Pa
     assert main([str(write(tmp_path / "bad", bad)), "--frontier", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.strip() == NO_OK_RUN and "Empty DataFrame" not in out
+    cut = variant(base, ckpt="none", n_params=10**9, tokens=0.0, status="error", search=True)
+    cut["run"]["model_search"] = {
+        "result": None,
+        "probes": [{"n_layer": 4, "n_params": 5 * 10**8, "status": "ok", "tokens_per_s": 118.0}],
+    }
+    assert main([str(write(tmp_path / "cut", [cut])), "--frontier"]) == 0  # only an interrupted search
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == NO_OK_RUN and out[1].startswith("not measured: ") and "trained up to 500M" in out[1]
 
 
 @pytest.mark.parametrize("width", [120, 60])

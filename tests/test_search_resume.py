@@ -228,3 +228,32 @@ def test_a_micro_batch_search_takes_over_its_probes_too(hydra_compose, tmp_path:
     assert {p["micro_batch_size"] for p in record["probes"]} >= {2, 3}  # the fit and the bound
     assert not (tmp_path / "batch_search").exists()
     assert sum("(reused: resume=true)" in m for m in caplog.messages) == len(record["probes"])
+
+
+def test_the_probes_of_a_run_that_injected_a_fault_are_not_reused(caplog) -> None:
+    """A trial resumed, without the fault, a search whose every probe ``fault.kind=kill`` had killed:
+    the killed probe was reused as "too large", and the directory could never find a size. A run
+    that injected a fault now hands over no probe, and one line says why."""
+    probes = [entry(1, "killed"), entry(2, "ok", 10)]
+    record = old_record(probes) | {"config": {"fault": {"kind": "kill", "rank": 0, "phase": "warmup"}}}
+    same = {"grow": "n_layer", "micro_batch_size": 1}
+    with caplog.at_level(logging.INFO, logger="flopsweep"):
+        taken = reusable_probes(
+            Resumed(record=record, name="metrics.error-abc123.json"),
+            "model_search",
+            "n_layer",
+            here=CPU,
+            same=same,
+            what="search.model=largest",
+        )
+    assert taken == {}
+    assert caplog.messages == [
+        "search.model=largest: resume=true: the probes of run abc123 (metrics.error-abc123.json) are not "
+        "reused: it injected fault.kind=kill"
+    ]
+    clean = old_record(probes) | {"config": {"fault": {"kind": "none"}}}
+    assert sorted(
+        reusable_probes(
+            Resumed(record=clean, name="x"), "model_search", "n_layer", here=CPU, same=same, what="s"
+        )
+    ) == [1, 2]
