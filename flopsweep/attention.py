@@ -456,10 +456,12 @@ def check_support(
     run_seed: int,
     seq_len: int,
     kernels: Collection[str] | None = None,
+    installed_here: bool = True,
 ):
     """Check that ``cfg``'s kernel can run on ``device`` at ``precision`` and resolve its options.
     ``kernels``: those the model takes (``model=hf``: ``options.HF_ATTENTION``; None: all), the only
-    ones a fix names.
+    ones a fix names. ``installed_here`` False (a plan of GPUs that are not here, ``plan_gpu``):
+    the kernel's package is the target machine's, not checked on this one.
 
     Returns:
         ``cfg`` with the option's run-dependent values and ``density`` filled in.
@@ -490,7 +492,7 @@ def check_support(
             f"supports only precision {', '.join(spec.precisions)}",
             f"set precision={spec.precisions[0]}, or pick attention={' or '.join(others)}",
         )
-    if spec.package is not None:
+    if spec.package is not None and installed_here:
         import importlib.util
 
         if importlib.util.find_spec(spec.package) is None:

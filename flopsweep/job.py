@@ -493,7 +493,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     else:
         row.update(plan_estimate(p, env, placed=elsewhere))
         asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
-        other_hosts = (offload_host_note(p), nvme_path_note(p.cfg)) if asked_gpu else ()
+        other_hosts = (offload_host_note(p), nvme_path_note(p.cfg), package_note(p.cfg)) if asked_gpu else ()
         notes = (*placed, batched, searched, row["note"], *other_hosts)
         row["note"] = "; ".join(n for n in notes if n)
         here = env.cuda_available and p.device == "cuda" and not elsewhere
@@ -541,6 +541,19 @@ def nvme_path_note(cfg: RunConfig) -> str:
     if not (nvme and path):
         return ""
     return f"backend.nvme_path={path} is checked when the run launches (not here: another machine's path)"
+
+
+def package_note(cfg: RunConfig) -> str:
+    """For a plan of GPUs that are not here: that the attention kernel's package (``xformers``) is
+    the target machine's, checked when the run launches; empty for a kernel of torch itself."""
+    from flopsweep.attention import KERNELS
+
+    package = KERNELS[cfg.attention.name].package
+    if package is None:
+        return ""
+    return (
+        f"attention={cfg.attention.name}: the {package} package is checked when the run launches (not here)"
+    )
 
 
 def auto_batch_size(p: Plan, env: Environment, *, placed: bool) -> tuple[Plan, str]:

@@ -513,6 +513,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         run_seed=cfg.seed,
         seq_len=cfg.model.seq_len,
         kernels=HF_ATTENTION if cfg.model.arch == "hf" else None,
+        installed_here=env.paths_here,  # plan_gpu: the target's packages, not this machine's
     )
     if device == "cuda" and env.planned_gpu is not None:
         _check_planned_kernel(cfg, env.planned_gpu)

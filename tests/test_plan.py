@@ -348,6 +348,29 @@ def test_a_plan_for_gpus_not_here_leaves_the_nvme_path_to_the_launch(hydra_compo
     assert not missing.exists()
 
 
+def test_a_plan_for_gpus_not_here_leaves_the_kernels_package_to_the_launch(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """A trial's ``plan_gpu=H100 attention=xformers`` was refused because xformers is not installed on
+    the laptop: the package is the target machine's, checked when the run launches, as the row says.
+    (Where xformers is missing here, the same plan of this machine is refused, as the run would be.)"""
+    import importlib.util
+
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "attention=xformers", "plan=true"]
+    row = plan_job(hydra_compose([*args, "plan_gpu=H100"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    assert (
+        "attention=xformers: the xformers package is checked when the run launches (not here)" in row["note"]
+    )
+    if importlib.util.find_spec("xformers") is None:
+        here = plan_job(hydra_compose([*args, "device=cuda"]), JobInfo(job_dir=tmp_path, overrides=[]))[
+            "plan"
+        ]
+        assert here["status"] == "invalid" and "the xformers package is not installed" in here["note"]
+
+
 def test_a_plan_of_several_nodes_is_placed_as_the_slurm_job_it_needs(hydra_compose, tmp_path: Path) -> None:
     """``plan=true nnodes=2`` plans the two-node job (a trial was sent to the Slurm launcher to plan):
     world size and memory of 2 nodes, the note saying a run needs the Slurm launcher, and what a
