@@ -171,13 +171,6 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     _validate_predict(cfg)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
-    if cfg.fault.kind == "nan_loss" and cfg.fault.phase not in LOSS_PHASES:
-        raise ConfigError(
-            "fault.phase",
-            cfg.fault.phase,
-            "has no loss to make NaN (fault.kind=nan_loss acts on the steps' losses)",
-            "set fault.phase=warmup or fault.phase=measure",
-        )
     objective.spec_of(cfg.objective)
     check_repeats(cfg)
     rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
@@ -339,10 +332,6 @@ def _numbers(node: object, prefix: str = "") -> list[tuple[str, int | float]]:
         elif isinstance(value, int | float) and not isinstance(value, bool):
             found.append((f"{prefix}{f.name}", value))
     return found
-
-
-LOSS_PHASES = ("warmup", "measure")
-"""The phases that run training steps: the only ones where ``fault.kind=nan_loss`` has a loss."""
 
 
 def _validate_sizes(cfg: RunConfig) -> None:

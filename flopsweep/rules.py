@@ -336,6 +336,22 @@ def _in_backward_layout(cfg: RunConfig) -> None:
         )
 
 
+LOSS_PHASES = ("warmup", "measure")
+"""The phases that run training steps: the only ones where ``fault.kind=nan_loss`` has a loss."""
+
+
+def nan_loss_phase(cfg: RunConfig) -> None:
+    """``fault.kind=nan_loss`` makes the losses of its phase NaN: ``init`` and ``teardown`` run no
+    step, so the fault would do nothing and the run would look clean."""
+    if cfg.fault.kind == "nan_loss" and cfg.fault.phase not in LOSS_PHASES:
+        raise ConfigError(
+            "fault.phase",
+            cfg.fault.phase,
+            "has no loss to make NaN (fault.kind=nan_loss acts on the steps' losses)",
+            "set fault.phase=warmup or fault.phase=measure",
+        )
+
+
 RULES: list[Callable[[RunConfig], None]] = [
     planned_gpu_on_the_cpu,
     fp8_all_gather,
@@ -349,6 +365,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     pipeline.check,  # parallel.pp with the backend, the model's layers, the batch keys
     model_search,
     optimizer_in_backward,
+    nan_loss_phase,
 ]
 """Every cross-axis rule, in the order :func:`check` runs them (the first broken one is reported)."""
 
