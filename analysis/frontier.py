@@ -19,7 +19,15 @@ from analysis.query import SETUP_COLUMNS, normalize
 from flopsweep.columns import IDENTITY_COLUMNS
 from flopsweep.text import format_count
 
-SIZE_COLUMNS = ("model", "n_params", "n_active_params", "micro_batch_size", "grad_accum", "model_search")
+SIZE_COLUMNS = (
+    "model",
+    "n_layer",
+    "n_params",
+    "n_active_params",
+    "micro_batch_size",
+    "grad_accum",
+    "model_search",
+)
 """Identity columns that are not part of a frontier set-up: what the frontier varies (the model's
 size) and what is chosen at each size (the micro batch), and whether the size was searched."""
 
@@ -86,6 +94,8 @@ def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return ok.assign(frontier=[], largest=[], searched=[])
     ok["frontier"] = frontier_key(ok)
+    if "n_layer" in ok:
+        ok["model"] = [sized_name(m, n) for m, n in zip(ok["model"], ok["n_layer"], strict=True)]
     ok["searched"] = ok["model_search"].eq(SEARCHED) if "model_search" in ok else False
     if searched(df):  # a search's set-ups only: the other runs of the inputs are no frontier
         ok = ok[ok["frontier"].isin(set(frontier_key(df[df["model_search"].eq(SEARCHED)])))]
@@ -94,6 +104,17 @@ def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
     top = best.groupby("frontier")["n_params"].transform("max")
     best["largest"] = best["n_params"].eq(top)
     return best.sort_values(["frontier", "n_params"], kind="stable")
+
+
+def sized_name(model: object, n_layer: object) -> object:
+    """``llama3.1-8b-L33``: the model's name with its block count, as ``search.model=largest`` names
+    the sizes it finds (:func:`flopsweep.modelsearch.at_n_layer`), so that a run of
+    ``model.n_layer=33`` is not shown as the 32-block model its name stands for. A name that already
+    ends in ``-L<n_layer>``, a blank name and a blank count are kept as they are."""
+    if not isinstance(model, str) or pd.isna(n_layer):
+        return model
+    suffix = f"-L{int(n_layer)}"
+    return model if model.endswith(suffix) else model + suffix
 
 
 def frontier_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -196,6 +196,15 @@ SETUP_SPECS: list[SetupSpec] = [
         identity=False,
     ),
     S(
+        name="n_layer",
+        path="config.model.n_layer",
+        header="blocks",
+        description="transformer blocks (the frontier labels a model <name>-L<blocks>)",
+        kind="int",
+        show="distinct",
+        identity=False,
+    ),
+    S(
         name="n_active_params",
         path="model.n_active_params",
         header="active",
@@ -277,7 +286,6 @@ del S
 
 UNSHOWN_KEYS: tuple[str, ...] = (
     # Sizes other than the sequence: the model's name stands for them.
-    "config.model.n_layer",
     "config.model.n_embd",
     "config.model.n_head",
     "config.model.vocab_size",

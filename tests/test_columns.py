@@ -66,7 +66,7 @@ def test_types_options_and_dependents_come_from_the_schemas() -> None:
     )
     assert owners["seq_len"] is None and owners["precision"] is None
     assert {"zero_stage", "reshard_after_forward"} <= set(dependents("backend"))
-    assert dependents("model") == ["arch", "experts", "seq_len"] and dependents("precision") == []
+    assert dependents("model") == ["arch", "n_layer", "experts", "seq_len"] and dependents("precision") == []
     assert owners["experts"] == ("arch", ("hf",))
     assert [c for c in COLUMNS if c in SETUP_COLUMNS] == SETUP_COLUMNS
     assert all(SHORT.get(s.name, s.name) == s.header for s in SETUP_SPECS)

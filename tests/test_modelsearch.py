@@ -12,6 +12,7 @@ import re
 import uuid
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from helpers import make_plan, rescaled, run_py, run_py_signalled
 
@@ -23,6 +24,7 @@ from analysis.frontier import (
     frontier_points,
     frontier_table,
     searched,
+    sized_name,
     telling_columns,
     unmeasured_lines,
 )
@@ -210,12 +212,22 @@ def test_a_search_cut_short_keeps_its_set_up_and_its_failed_probe(tmp_path: Path
         variant(base, ckpt="full", n_params=int(7.4 * 10**9), tokens=115.0),  # measured at 29 blocks
         variant(base, ckpt="none", n_params=2 * 10**9, tokens=900.0),  # no search: no frontier
     ]
+    records[1]["config"]["model"]["n_layer"] = 29  # model.n_layer=29: named by its blocks, as a search's
     df = load(write(tmp_path, records))
     table = frontier_table(df)
+    assert table["model"].tolist() == ["llama-7b-L29"]
     assert table["n_params"].tolist() == [int(7.4 * 10**9)]
     assert table["tokens_per_s"].tolist() == [115.0]
     assert table["larger_failed"].tolist() == ["n_layer=30 (7.6B): killed"]
     assert unmeasured_lines(df) == []  # the plain run measured the size the search found
+
+
+def test_a_frontier_row_names_its_blocks_once() -> None:
+    assert sized_name("llama3.1-8b", 33) == "llama3.1-8b-L33"
+    assert sized_name("llama3.1-8b-L36", 36.0) == "llama3.1-8b-L36"  # a search's name, kept
+    assert sized_name("llama3.1-8b-L36", 33) == "llama3.1-8b-L36-L33"  # not silently taken for 33
+    assert sized_name("llama3.1-8b", pd.NA) == "llama3.1-8b"
+    assert sized_name(None, 33) is None
 
 
 def test_a_search_whose_size_no_run_measured_is_named_under_the_frontier(tmp_path: Path, capsys) -> None:
@@ -348,25 +360,26 @@ def test_the_cli_frontier_without_a_search_or_an_ok_run_is_one_line(tmp_path: Pa
     assert out[0] == NO_OK_RUN and out[1].startswith("not measured: ") and "trained up to 500M" in out[1]
 
 
-@pytest.mark.parametrize("width", [120, 60])
+@pytest.mark.parametrize("width", [120, 64])
 def test_the_frontier_table_keeps_params_tokens_and_the_set_up_at_any_width(capsys, width: int) -> None:
     """At the default width --frontier hid ``params`` (the frontier's point) while it showed the
     blank ZeRO++ columns of the FSDP2 set-ups: now the set-up columns that tell no set-up apart go
     first, then the other figures, and the set-up, the size and tokens/s always stay."""
     assert main([str(H200_FRONTIER), "--frontier", "--width", str(width)]) == 0
     out = capsys.readouterr().out.splitlines()
-    header, rows = out[0].split(), out[1:6]
+    header, rows = out[0].split(), out[1:9]
     assert {"backend", "cpu_offload", "ckpt", "params", "tokens/s"} <= set(header)
-    assert [row.split()[0] for row in rows] == ["fsdp", "fsdp", "fsdp", "deepspeed", "fsdp"]
+    backends = ["fsdp"] * 3 + ["deepspeed"] * 3 + ["fsdp", "deepspeed"]  # the largest models first
+    assert [row.split()[0] for row in rows] == backends
     assert "8,902,709,248" in rows[0] and "3,190" in rows[0]  # params and tokens/s of the largest
-    assert all(len(line) <= width for line in out[:6]), out[:6]
-    hidden = " ".join(out[6:]).split("columns: ")[1].split(";")[0].split(", ")
+    assert all(len(line) <= width for line in out[:9]), out[:9]
+    hidden = " ".join(out[9:]).split("columns: ")[1].split(";")[0].split(", ")
     assert {"hpz", "qwz", "qgz", "reshard", "mbs"} <= set(hidden)
     if width == 120:  # the figures stay as long as they fit
         assert {"model", "MFU", "larger_failed"} <= set(header) and "hpz" not in header
         assert "zero" in hidden  # backend=deepspeed tells it already
     else:
-        assert header == ["backend", "cpu_offload", "ckpt", "params", "tokens/s"]
+        assert header == ["backend", "cpu_offload", "off_optim", "ckpt", "params", "tokens/s"]
 
 
 def test_the_frontier_legend_names_only_the_keys_that_tell_set_ups_apart() -> None:
@@ -375,8 +388,11 @@ def test_the_frontier_legend_names_only_the_keys_that_tell_set_ups_apart() -> No
     apart, and only those it sets."""
     fig = plot_frontier(load(H200_FRONTIER))
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert labels[:5] == [
-        "backend=deepspeed, ckpt=full",
+    assert labels[:8] == [
+        "backend=deepspeed, off_optim=cpu, ckpt=full",
+        "backend=deepspeed, off_optim=none, ckpt=full",
+        "backend=deepspeed, off_optim=none, ckpt=none",
+        "backend=deepspeed, off_optim=none, ckpt=selective",
         "backend=fsdp, cpu_offload=false, ckpt=full",
         "backend=fsdp, cpu_offload=false, ckpt=none",
         "backend=fsdp, cpu_offload=false, ckpt=selective",
