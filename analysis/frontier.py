@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from analysis.load import rankable
+from analysis.load import rankable, sized_name
 from analysis.query import SETUP_COLUMNS, normalize
 from flopsweep.columns import IDENTITY_COLUMNS
 from flopsweep.text import format_count
@@ -104,17 +104,6 @@ def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
     top = best.groupby("frontier")["n_params"].transform("max")
     best["largest"] = best["n_params"].eq(top)
     return best.sort_values(["frontier", "n_params"], kind="stable")
-
-
-def sized_name(model: object, n_layer: object) -> object:
-    """``llama3.1-8b-L33``: the model's name with its block count, as ``search.model=largest`` names
-    the sizes it finds (:func:`flopsweep.modelsearch.at_n_layer`), so that a run of
-    ``model.n_layer=33`` is not shown as the 32-block model its name stands for. A name that already
-    ends in ``-L<n_layer>``, a blank name and a blank count are kept as they are."""
-    if not isinstance(model, str) or pd.isna(n_layer):
-        return model
-    suffix = f"-L{int(n_layer)}"
-    return model if model.endswith(suffix) else model + suffix
 
 
 def frontier_rows(df: pd.DataFrame) -> pd.DataFrame:

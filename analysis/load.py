@@ -923,6 +923,33 @@ def fill_predictions(read: list[tuple[Path, Record, int]]) -> int:
     return filled
 
 
+def sized_name(model: object, n_layer: object) -> object:
+    """``llama3.1-8b-L33``: the model's name with its block count, as ``search.model=largest`` names
+    the sizes it finds (:func:`flopsweep.modelsearch.at_n_layer`), so that a run of
+    ``model.n_layer=33`` is not shown as the 32-block model its name stands for. A name that already
+    ends in ``-L<n_layer>``, a blank name and a blank count are kept as they are. The frontier names
+    every point so; :func:`load` names so the runs whose model name stands for two block counts."""
+    if not isinstance(model, str) or pd.isna(n_layer):
+        return model
+    suffix = f"-L{int(n_layer)}"
+    return model if model.endswith(suffix) else model + suffix
+
+
+def name_sizes(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the ``model`` of every run whose model name other runs of ``df`` share at another
+    ``n_layer`` (``model.n_layer=33`` beside the 32-block default) named by :func:`sized_name`, so that
+    no table shows two sizes under one name or pools their repeats. Other names are kept."""
+    if df.empty or "n_layer" not in df:
+        return df
+    counts = df.groupby("model", dropna=True)["n_layer"].nunique(dropna=True)
+    mask = df["model"].isin(set(counts[counts > 1].index))
+    if mask.any():
+        df.loc[mask, "model"] = [
+            sized_name(m, n) for m, n in zip(df.loc[mask, "model"], df.loc[mask, "n_layer"], strict=True)
+        ]
+    return df
+
+
 def load(paths: Iterable[str | Path] | str | Path, *, predict: bool = False) -> pd.DataFrame:
     """One row per run from every ``metrics.json`` under ``paths`` (dirs, files or globs).
 
@@ -968,7 +995,7 @@ def load(paths: Iterable[str | Path] | str | Path, *, predict: bool = False) -> 
         except RecordError as exc:
             log.warning("skipping unreadable record %s: %s", display_path(path), exc)
             bad[display_path(path)] = str(exc)
-    df = flag_duplicates(_frame(rows))
+    df = flag_duplicates(name_sizes(_frame(rows)))
     df = flag_scaling(add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS)))
     df["prediction_error"] = [  # again after pooling: the median prediction over the median step
         prediction_error(p, m)

@@ -24,11 +24,10 @@ from analysis.frontier import (
     frontier_points,
     frontier_table,
     searched,
-    sized_name,
     telling_columns,
     unmeasured_lines,
 )
-from analysis.load import search_failed, setup_id
+from analysis.load import search_failed, setup_id, sized_name
 from analysis.plots import PlotSkipped, plot_frontier
 from flopsweep.autobatch import GIB, budget_problem
 from flopsweep.config import ConfigError
@@ -228,6 +227,25 @@ def test_a_frontier_row_names_its_blocks_once() -> None:
     assert sized_name("llama3.1-8b-L36", 33) == "llama3.1-8b-L36-L33"  # not silently taken for 33
     assert sized_name("llama3.1-8b", pd.NA) == "llama3.1-8b"
     assert sized_name(None, 33) is None
+
+
+def test_load_names_by_its_blocks_a_model_name_that_stands_for_two_sizes(tmp_path: Path) -> None:
+    """``model.n_layer=33`` keeps the model's name in the record: beside a run of the named size the
+    table showed two sizes as one model (and pooled them as repeats)."""
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    default = variant(base, ckpt="none", n_params=8 * 10**9, tokens=900.0)
+    deeper = variant(base, ckpt="none", n_params=9 * 10**9, tokens=800.0)
+    other = variant(base, ckpt="none", n_params=1 * 10**9, tokens=5000.0)
+    for record, name, blocks in (
+        (default, "llama-8b", 32),
+        (deeper, "llama-8b", 33),
+        (other, "llama-1b", 16),
+    ):
+        record["model"]["name"] = record["config"]["model"]["name"] = name
+        record["config"]["model"]["n_layer"] = blocks
+    df = load(write(tmp_path, [default, deeper, other])).sort_values("n_layer")
+    assert df["model"].tolist() == ["llama-1b", "llama-8b-L32", "llama-8b-L33"]
+    assert df["n_layer"].tolist() == [16, 32, 33]
 
 
 def test_a_search_whose_size_no_run_measured_is_named_under_the_frontier(tmp_path: Path, capsys) -> None:
