@@ -274,8 +274,10 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
     """The one-line refusal of ``resume=true`` into a sweep directory whose ``multirun.yaml`` is
     another sweep's (other config, overrides or sweeper params than ``hydra``, this sweep's
     ``hydra`` node as a mapping): Hydra would overwrite it before the first job. None when there is
-    no such file or it is this sweep's. A ``multirun.yaml`` that is a link, a FIFO or not YAML is
-    refused too (Hydra would write through it, or block on it). Read with
+    no such file or it is this sweep's (overrides and params compared by key and parsed value,
+    :func:`flopsweep.job.same_overrides`: ``lr=0.035,0.07`` is ``lr=0.0350,0.07``). A
+    ``multirun.yaml`` that is a link, a FIFO or not YAML is refused too (Hydra would write through
+    it, or block on it). Read with
     :func:`flopsweep.files.read_regular` (no link followed, bounded)."""
     import yaml
 
@@ -291,11 +293,13 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
     except (RecordError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
         why = str(exc).splitlines()[0] if isinstance(exc, RecordError) else "not a sweep's config"
         return f"{path} is unreadable ({why}); resume=true continues only the sweep that wrote it. {fix}"
+    from flopsweep.job import same_overrides
+
     ours = _sweep_identity(hydra)
     differ = [
         f"{key} {_shown(theirs[key])} there, {_shown(ours[key])} here"
         for key in ours
-        if theirs[key] != ours[key]
+        if not (theirs[key] == ours[key] or (key != "config" and same_overrides(theirs[key], ours[key])))
     ]
     if not differ:
         return None

@@ -229,9 +229,58 @@ def defining_overrides(overrides: list[str]) -> list[str]:
     return sorted(kept)
 
 
+def same_overrides(theirs: list[str], ours: list[str]) -> bool:
+    """Whether two lists of overrides set the same keys to the same values, in any order: equal as
+    text, or equal as parsed by Hydra's override grammar (``optim.lr=0.035``, ``optim.lr=0.0350`` and
+    ``optim.lr=3.5e-2`` are one float; ``true`` and ``True`` one bool). A key keeps its prefix and
+    package (``+a``, ``++a``, ``~a``, ``a@pkg`` are different keys); values compare with their type
+    (``1``, ``1.0``, ``true`` and ``'1'`` differ), a list in order, a dict in any key order, a sweep
+    by what it sweeps (``a=1,2`` is ``a=choice(1,2)``). When either list does not parse, only the
+    text comparison counts. Order never counts, as in :func:`defining_overrides` (which sorts), also
+    between two overrides of one key, of which Hydra applies the last."""
+    if sorted(map(str, theirs)) == sorted(map(str, ours)):
+        return True
+    parsed = [_parsed_overrides(theirs), _parsed_overrides(ours)]
+    return None not in parsed and parsed[0] == parsed[1]
+
+
+def _parsed_overrides(overrides: list[str]) -> list[tuple[str, Any]] | None:
+    """``(key element, canonical value)`` of each override, sorted (see :func:`same_overrides`);
+    None when Hydra's grammar refuses one of them."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
+    except (HydraException, ValueError, TypeError):
+        return None
+    pairs = [(o.get_key_element(), _canonical_value(o.value())) for o in parsed]
+    return sorted(pairs, key=repr)
+
+
+def _canonical_value(value: Any) -> Any:
+    """A parsed override value as a comparable, hashable tree tagged with its type: a float by its
+    shortest ``repr`` (so ``nan`` equals ``nan``; ``True == 1`` and ``1 == 1.0`` in Python, not here)."""
+    if isinstance(value, float):
+        return ("float", repr(value))
+    if value is None or isinstance(value, (bool, int, str)):
+        return (type(value).__name__, value)
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_canonical_value(v) for v in value))
+    if isinstance(value, (set, frozenset)):
+        return ("set", tuple(sorted(map(repr, value))))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((repr(k), _canonical_value(v)) for k, v in value.items())))
+    if dataclasses.is_dataclass(value):  # a sweep: ChoiceSweep, RangeSweep, IntervalSweep, Glob
+        fields = [f.name for f in dataclasses.fields(value) if f.name != "simple_form"]  # a,b is choice(a,b)
+        return (type(value).__name__, tuple((f, _canonical_value(getattr(value, f))) for f in fields))
+    return (type(value).__name__, repr(value))
+
+
 def other_run_problem(path: Path, overrides: list[str]) -> str | None:
     """The refusal of ``resume=true`` when ``path`` holds the record of another sweep's job (or
-    another single run): its :func:`defining_overrides` differ from this job's. Resuming would
+    another single run): its :func:`defining_overrides` differ from this job's in a key or a value
+    (:func:`same_overrides`: ``lr=0.035`` is ``lr=0.0350``, in any order). Resuming would
     move that record aside, where the analysis never reads it. None when there is no readable
     record, or it is this job's (a failed or changed run of it is set aside and run again)."""
     try:
@@ -240,7 +289,7 @@ def other_run_problem(path: Path, overrides: list[str]) -> str | None:
     except (RecordError, OSError, ValueError, KeyError, TypeError):
         return None  # unreadable: set aside and re-run, as before
     ours = defining_overrides(list(overrides))
-    if theirs is None or theirs == ours:
+    if theirs is None or same_overrides(theirs, ours):
         return None
     shown = printable(" ".join(theirs)[:300]) or "defaults"
     return (

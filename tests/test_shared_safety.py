@@ -195,6 +195,41 @@ def test_resume_into_another_sweeps_directory_is_refused_and_moves_nothing(tmp_p
     assert json.loads(path.read_text()) == record
 
 
+def test_resume_compares_overrides_by_parsed_value_not_text(tmp_path: Path) -> None:
+    """Before, a record of ``optim.lr=0.0350`` was refused as another sweep's to a rerun that wrote
+    ``optim.lr=0.035``. Overrides now compare by key and value in Hydra's grammar, in any order;
+    a different value (or type, or key) is still refused, and text that does not parse compares as text."""
+    written = ["optim.lr=0.0350", "compile=True", "model=gpt-tiny", "resume=true"]
+    record = {"status": "ok", "run": {"id": "abc", "overrides": written}}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(record))
+    for same in (
+        ["model=gpt-tiny", "compile=true", "optim.lr=0.035"],
+        ["optim.lr=3.5e-2", "model='gpt-tiny'", "compile=True", "timeout_s=60"],
+    ):
+        assert other_run_problem(path, same) is None, same
+    for other in (
+        ["model=gpt-tiny", "compile=true", "optim.lr=0.036"],  # another value
+        ["model=gpt-tiny", "compile=true", "optim.lr=1"],  # another type (int, not float)
+        ["model=gpt-tiny", "compile=1", "optim.lr=0.035"],  # 1 is not true
+        ["+model=gpt-tiny", "compile=true", "optim.lr=0.035"],  # another key element
+        ["model=gpt-tiny", "compile=true"],  # a key missing
+    ):
+        assert other_run_problem(path, other) is not None, other
+    with pytest.raises(RecordExistsError) as info:
+        run_job(
+            RunConfig(device="cpu", resume=True),
+            JobInfo(job_dir=tmp_path, overrides=["compile=true", "optim.lr=0.035", "model=gpt-small"]),
+        )
+    message = str(info.value)
+    assert "another sweep or run (compile=True model=gpt-tiny optim.lr=0.0350; this job: " in message
+    assert "\n" not in message and json.loads(path.read_text()) == record
+    unparsed = {"status": "ok", "run": {"id": "abc", "overrides": ["seed=((", "optim.lr=0.0350"]}}
+    path.write_text(json.dumps(unparsed))
+    assert other_run_problem(path, ["optim.lr=0.0350", "seed=(("]) is None  # unparsed: equal text
+    assert other_run_problem(path, ["optim.lr=0.035", "seed=(("]) is not None  # unparsed: text differs
+
+
 # --- class 7: only the launcher's task lifts the limits; every number bounded --------------------
 
 
@@ -329,6 +364,32 @@ def test_a_multirun_yaml_that_is_a_fifo_is_refused_unopened(tmp_path: Path) -> N
     problem = other_sweep_problem(tmp_path, hydra)
     assert problem.startswith(f"{tmp_path / 'multirun.yaml'} is unreadable (a FIFO, not a regular file)")
     assert other_sweep_problem(tmp_path / "absent", hydra) is None
+
+
+def test_a_multirun_yaml_of_the_same_values_written_otherwise_is_this_sweeps(tmp_path: Path) -> None:
+    """Before, ``optim.lr=0.0350,0.07`` in ``multirun.yaml`` stopped a rerun that wrote
+    ``optim.lr=0.035,0.07``; overrides and sweeper params now compare by parsed value, in any order."""
+    import yaml
+
+    from flopsweep.callbacks import other_sweep_problem
+
+    def hydra(task: list[str], params: dict[str, str]) -> dict:
+        return {"job": {"config_name": "config"}, "overrides": {"task": task}, "sweeper": {"params": params}}
+
+    saved = hydra(["optim.lr=0.0350,0.07", "compile=True"], {"seed": "1,2", "optim.beta1": "0.90"})
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": saved}))
+    same = hydra(
+        ["compile=true", "optim.lr=3.5e-2,0.07", "resume=true"], {"optim.beta1": "0.9", "seed": "1,2"}
+    )
+    assert other_sweep_problem(tmp_path, same) is None
+    other = hydra(["compile=true", "optim.lr=0.035,0.08"], {"seed": "choice(1,2)", "optim.beta1": "0.9"})
+    problem = other_sweep_problem(tmp_path, other)
+    assert problem == (
+        f"{tmp_path / 'multirun.yaml'} belongs to another sweep (overrides "
+        "'compile=True optim.lr=0.0350,0.07' there, 'compile=true optim.lr=0.035,0.08' here); "
+        "resume=true would overwrite it. Fix: choose a new "
+        "hydra.sweep.dir, or resume with the command line that started this sweep"
+    )
 
 
 @pytest.mark.slow
