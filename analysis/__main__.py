@@ -16,7 +16,8 @@ the recomputation from their stored FLOPs (a note says which). --sort puts the b
 run first by each metric's direction (:data:`analysis.load.BETTER`). The footer (run
 counts, unreadable records, flags, notes, and one line per column that ok runs leave
 blank, saying why and what to run: :mod:`analysis.blanks`) goes to stderr, so csv and
-json on stdout stay clean; the terminal and markdown tables end with a legend of their short headers.
+json on stdout stay clean (``--frontier``'s "not measured: ..." lines too, for csv and json);
+the terminal and markdown tables end with a legend of their short headers.
 --notebook writes the notebook of :mod:`analysis.notebook` for the paths and executes it
 (a progress line per cell on stderr); each failure is one line on stderr and a non-zero exit.
 """
@@ -502,6 +503,17 @@ def frontier_notes(runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
     return [] if args.frontier else unmeasured_lines(runs)
 
 
+def frontier_stderr_lines(runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
+    """The lines the terminal, markdown and HTML frontier print with it, for ``--frontier`` in csv
+    or json, whose stdout stays machine-readable (json is an array of rows: no field to hold them):
+    why there is no frontier (:func:`analysis.frontier.no_frontier`) and the searches whose size no
+    ok run measured (:func:`analysis.frontier.unmeasured_lines`). They go to stderr with the footer."""
+    if not args.frontier or args.format not in ("csv", "json"):
+        return []
+    why = no_frontier(runs)
+    return [*([why] if why else []), *unmeasured_lines(runs)]
+
+
 CPU_NOTE = (
     "CPU timings are indicative only: ranks share the cores with each other, the GEMM burst and other "
     "tenants (flags noisy, load); compare set-ups on a GPU, with repeats=."
@@ -710,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{parser.prog}: error: cannot write {shown}: {exc.strerror or exc}{kept}")
         return 1
     sys.stdout.flush()  # the table before the footer when both go to one terminal
-    for line in [*(excluded_note(loaded) or "").splitlines(), *blanks]:
+    for line in [*frontier_stderr_lines(runs, args), *(excluded_note(loaded) or "").splitlines(), *blanks]:
         say(line)
     say(summary(loaded) + shown_note(loaded, runs, args))
     return 0
