@@ -16,7 +16,8 @@ the recomputation from their stored FLOPs (a note says which). --sort puts the b
 run first by each metric's direction (:data:`analysis.load.BETTER`). The footer (run
 counts, unreadable records, flags, notes, and one line per column that ok runs leave
 blank, saying why and what to run: :mod:`analysis.blanks`) goes to stderr, so csv and
-json on stdout stay clean; the terminal and markdown tables end with a legend of their short headers.
+json on stdout stay clean (``--frontier``'s "not measured: ..." lines too, for csv and json);
+the terminal and markdown tables end with a legend of their short headers.
 --notebook writes the notebook of :mod:`analysis.notebook` for the paths and executes it
 (a progress line per cell on stderr); each failure is one line on stderr and a non-zero exit.
 """
@@ -60,6 +61,7 @@ from analysis.output import OutputError, check_not_a_record, write_atomic
 from analysis.plots import make_plots, write_pngs
 from analysis.query import (
     AnalysisError,
+    ColumnError,
     best,
     check_columns,
     compare,
@@ -105,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     p.add_argument("--output", type=Path, metavar="FILE", help="write here instead of stdout")
-    p.add_argument("--sort", metavar="COL[:asc|:desc]", help=sort_help())
+    p.add_argument("--sort", type=_sort_arg, metavar="COL[:asc|:desc]", help=sort_help())
     p.add_argument(
         "--filter",
         action="append",
@@ -164,8 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--width",
         type=_width,
         default=None,
-        help="widest terminal table in characters; columns are hidden to fit (0: no limit; default: the "
-        "terminal's width, COLUMNS honoured, when the output is a terminal, else 120)",
+        help=f"widest terminal table in characters, at least {MIN_WIDTH}; columns are hidden to fit (0: no "
+        "limit; default: the terminal's width, COLUMNS honoured, when the output is a terminal, else 120)",
     )
     return p
 
@@ -173,28 +175,40 @@ def build_parser() -> argparse.ArgumentParser:
 DEFAULT_WIDTH = 120
 """The table width when the output is not a terminal (a pipe, a file, a test's capture)."""
 
+MIN_WIDTH = 40
+"""The narrowest ``--width`` (characters) the table can honour: its notes and legend wrap without
+cutting a column name (``stage3_prefetch_bucket_size``, 27) or the default metric
+(``model_tflops_per_device``, 23) in two, and the columns never hidden (model, status, a figure)
+take about that much. Below it the table came out wider than asked anyway, its notes in shreds."""
+
 
 def _width(text: str) -> int:
-    """``--width``'s value: 0 (no limit) or a positive number of characters (argparse's one-line
-    error, exit 2, names anything else)."""
+    """``--width``'s value: 0 (no limit) or at least :data:`MIN_WIDTH` characters (argparse's
+    one-line error, exit 2, names anything else, the value and the minimum)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
     if value < 0:
         raise argparse.ArgumentTypeError(
-            f"{value} is negative: give 0 (no limit) or the characters a line may take"
+            f"{value} is negative: give 0 (no limit) or at least {MIN_WIDTH} characters"
+        )
+    if 0 < value < MIN_WIDTH:
+        raise argparse.ArgumentTypeError(
+            f"{value} is below the minimum of {MIN_WIDTH} characters the table and its notes fit in: "
+            f"give {MIN_WIDTH} or more, or 0 for no limit"
         )
     return value
 
 
 def default_width() -> int:
-    """The terminal's columns (``shutil.get_terminal_size``: ``COLUMNS`` first) when standard output
-    is a terminal, else :data:`DEFAULT_WIDTH`: a table piped to a file keeps one width everywhere."""
+    """The terminal's columns (``shutil.get_terminal_size``: ``COLUMNS`` first), at least
+    :data:`MIN_WIDTH`, when standard output is a terminal, else :data:`DEFAULT_WIDTH`: a table piped
+    to a file keeps one width everywhere."""
     import shutil
 
     if sys.stdout.isatty():
-        return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+        return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
     return DEFAULT_WIDTH
 
 
@@ -245,10 +259,31 @@ def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
     return out
 
 
+SORT_DIRECTIONS = ("asc", "desc")
+"""The directions ``--sort COL:DIRECTION`` takes; without one, the best first for a metric."""
+
+
+def _sort_arg(text: str) -> str:
+    """``--sort``'s value, kept as given: ``COL``, ``COL:asc`` or ``COL:desc`` (argparse's one-line
+    error, exit 2, names an empty column or a direction other than :data:`SORT_DIRECTIONS`; an
+    unknown column is refused once the records are loaded, with the nearest names)."""
+    name, sep, order = text.rpartition(":")
+    name = name if sep else text
+    if not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} names no column: give COL, COL:asc or COL:desc")
+    if sep and order not in SORT_DIRECTIONS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: unknown direction {order!r}, expected asc or desc; give {name}:asc, {name}:desc, "
+            f"or {name} for the best first"
+        )
+    return text
+
+
 def _sort_spec(spec: str) -> tuple[str, str]:
-    """``"COL:desc"`` -> ``("COL", "desc")``; ``"COL"`` -> ``("COL", "")``."""
-    name, _, order = spec.rpartition(":") if spec.endswith((":asc", ":desc")) else (spec, "", "")
-    return name, order
+    """``"COL:desc"`` -> ``("COL", "desc")``; ``"COL"`` -> ``("COL", "")`` (``spec`` checked by
+    :func:`_sort_arg`)."""
+    name, sep, order = spec.rpartition(":")
+    return (name, order) if sep else (spec, "")
 
 
 def _sort(df: pd.DataFrame, spec: str | None, metric: str = RANK_METRIC) -> pd.DataFrame:
@@ -468,6 +503,17 @@ def frontier_notes(runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
     return [] if args.frontier else unmeasured_lines(runs)
 
 
+def frontier_stderr_lines(runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
+    """The lines the terminal, markdown and HTML frontier print with it, for ``--frontier`` in csv
+    or json, whose stdout stays machine-readable (json is an array of rows: no field to hold them):
+    why there is no frontier (:func:`analysis.frontier.no_frontier`) and the searches whose size no
+    ok run measured (:func:`analysis.frontier.unmeasured_lines`). They go to stderr with the footer."""
+    if not args.frontier or args.format not in ("csv", "json"):
+        return []
+    why = no_frontier(runs)
+    return [*([why] if why else []), *unmeasured_lines(runs)]
+
+
 CPU_NOTE = (
     "CPU timings are indicative only: ranks share the cores with each other, the GEMM burst and other "
     "tenants (flags noisy, load); compare set-ups on a GPU, with repeats=."
@@ -625,6 +671,11 @@ def frontier_conflict(args: argparse.Namespace) -> str | None:
     return None
 
 
+ALL_COLUMNS_HINT = "every column: the header of --format csv --columns all"
+"""Where an unknown column's one-line error (:func:`analysis.query.check_columns`) sends for the
+full list of the records' columns (some 140)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 no readable record or a failed notebook; 2 for a
     bad option or path)."""
@@ -658,6 +709,8 @@ def main(argv: list[str] | None = None) -> int:
     except OutputError as exc:
         say(f"{parser.prog}: error: {exc}")
         return 2
+    except ColumnError as exc:
+        parser.error(f"{printable(exc)}; {ALL_COLUMNS_HINT}")
     except (FileNotFoundError, AnalysisError) as exc:
         parser.error(printable(exc))
     try:
@@ -669,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{parser.prog}: error: cannot write {shown}: {exc.strerror or exc}{kept}")
         return 1
     sys.stdout.flush()  # the table before the footer when both go to one terminal
-    for line in [*(excluded_note(loaded) or "").splitlines(), *blanks]:
+    for line in [*frontier_stderr_lines(runs, args), *(excluded_note(loaded) or "").splitlines(), *blanks]:
         say(line)
     say(summary(loaded) + shown_note(loaded, runs, args))
     return 0

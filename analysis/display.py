@@ -322,7 +322,8 @@ def render(
     a line under it, never a set-up column that tells rows apart nor one of ``keep``; ``error`` is
     cut before it is hidden (:func:`fit_width`). When the columns left are still wider than
     ``width``, that line says so and how wide the table is (:func:`width_note`): the minimum
-    depends on the rows, so a ``--width`` below it is not refused, and the table is still shown. ``table`` and
+    depends on the rows, so a ``--width`` below it is not refused (only one below
+    ``analysis.__main__.MIN_WIDTH``, when parsed), and the table is still shown. ``table`` and
     ``markdown`` end with a legend of the short metric headers shown. csv and json keep full
     column names and raw values (csv with formula-like text cells defused, :func:`csv_safe`).
     """

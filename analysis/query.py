@@ -34,24 +34,32 @@ class AnalysisError(ValueError):
 
 
 class ColumnError(AnalysisError, KeyError):
-    """An unknown column name; the message lists the valid ones."""
+    """An unknown column name; the message names the nearest and the first valid ones
+    (:func:`check_columns`)."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.args[0]
 
 
+LISTED_COLUMNS = 6
+"""How many valid columns (the first, set-up ones) a :class:`ColumnError` names: a record has some 140,
+too many for a one-line message; the did-you-mean names the nearest ones."""
+
+
 def check_columns(df: pd.DataFrame, names: Iterable[str], what: str = "column") -> None:
     """Raise :class:`ColumnError` naming the first of ``names`` not in ``df``, the nearest names
-    (``difflib.get_close_matches``: ``did you mean 'tokens_per_s'?``) and the valid ones."""
+    (``difflib.get_close_matches``: ``did you mean 'tokens_per_s'?``), the first
+    :data:`LISTED_COLUMNS` valid ones and how many there are in all (one line)."""
     import difflib
 
+    columns = [str(c) for c in df.columns]
     for name in names:
         if name not in df.columns:
-            near = difflib.get_close_matches(str(name), [str(c) for c in df.columns], n=3)
+            near = difflib.get_close_matches(str(name), columns, n=3)
             hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
-            raise ColumnError(
-                f"unknown column {name!r} in {what}{hint}; valid columns: {', '.join(df.columns)}"
-            )
+            listed = ", ".join(columns[:LISTED_COLUMNS])
+            more = f", ... ({len(columns)} in all)" if len(columns) > LISTED_COLUMNS else ""
+            raise ColumnError(f"unknown column {name!r} in {what}{hint}; valid columns: {listed}{more}")
 
 
 def normalize(value: Any) -> str:

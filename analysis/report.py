@@ -18,7 +18,7 @@ from analysis.sanitize import printable
 
 
 def _text(value: object) -> str:
-    """Text for the page: control characters escaped as visible ``\\xNN`` (:func:`printable`),
+    """Text for the page: control characters escaped as visible ``\\x1b``, ``\\n`` (:func:`printable`),
     then HTML-escaped (cells come escaped from :func:`analysis.display.for_display`)."""
     return html.escape(printable(value))
 

@@ -3,11 +3,12 @@
 A record is written by whoever could write its folder, so every text in it (a model name, a
 tag, an error message, a path) is hostile until shown otherwise:
 
-- :func:`printable`: terminal control sequences (ESC and every other C0 and C1 control, DEL,
-  and the Unicode bidirectional overrides that reorder what a reader sees) become visible
-  ``\\xNN`` / ``\\uNNNN`` escapes, so that a name cannot move the cursor, recolour the
-  terminal, retitle its window, add a line to a log or hide text. Applied to every table cell,
-  header, log line and footer line the analysis prints.
+- :func:`printable` (:func:`flopsweep.text.printable`, re-exported: the one escaper of the
+  project): terminal control sequences (ESC and every other C0 and C1 control, DEL, the Unicode
+  bidirectional marks and overrides that reorder what a reader sees, zero-width and other
+  invisible characters) become visible escapes (``\\n``, ``\\x1b``, ``\\u202e``), so that a name
+  cannot move the cursor, recolour the terminal, retitle its window, add a line to a log or hide
+  text. Applied to every table cell, header, log line and footer line the analysis prints.
 - :func:`markdown_cell`: a ``|`` cannot open a column, ``<`` cannot open HTML.
 - :func:`csv_cell` (:func:`flopsweep.text.csv_cell`, the one guard of every CSV the project
   writes, ``plan=true``'s ``plan.csv`` too): a text cell a spreadsheet would run as a formula gets
@@ -25,9 +26,8 @@ tag, an error message, a path) is hostile until shown otherwise:
 from __future__ import annotations
 
 import logging
-import re
 
-from flopsweep.text import CSV_FORMULA_PREFIXES, csv_cell
+from flopsweep.text import CSV_FORMULA_PREFIXES, csv_cell, printable
 
 __all__ = [
     "CSV_FORMULA_PREFIXES",
@@ -42,22 +42,6 @@ __all__ = [
 
 MAX_LABEL = 60
 """Longest text (characters) from a record in a plot title, tick or legend entry; longer ends in '…'."""
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-"""C0 controls (ESC, CR, LF, TAB, ...), DEL, C1 controls (CSI U+009B, OSC U+009D, ...), zero-width
-characters, line/paragraph separators and the bidirectional embeddings, overrides and isolates."""
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(text: object) -> str:
-    """``text`` with every control character (:data:`_CONTROL`: ESC, CR, LF, tab, DEL, C1, bidi
-    overrides) replaced by its visible escape: ``"\\x1b[31mred"`` -> ``"\\\\x1b[31mred"``. One line
-    in, one line out; other text, non-ASCII letters included, is kept."""
-    return _CONTROL.sub(_escape, str(text))
 
 
 def shorten(text: str, limit: int) -> str:

@@ -65,9 +65,20 @@ def format_count(n: float) -> str:
     return f"{x:.3g}{suffix}" if abs(x) < 1000 else f"{x:.0f}{suffix}"
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters escaped (``\\n``, ``\\x1b``), for one honest log line:
-    a newline in a ``tag`` must not forge another line. Records keep the exact value."""
+def printable(text: object) -> str:
+    """``str(text)`` with every character :meth:`str.isprintable` refuses, but the space, written as
+    Python's visible escape (``\\n``, ``\\r``, ``\\t``, ``\\x1b``, ``\\x9b``, ``\\u202e``,
+    ``\\U000e0001``): C0 and C1 controls (ESC, CR, LF, tab, CSI U+009B, OSC U+009D), DEL, the
+    bidirectional marks, embeddings, overrides and isolates (U+061C, U+200E-F, U+202A-E, U+2066-9),
+    zero-width characters, the byte-order mark, line and paragraph separators, spaces other than
+    U+0020 (no-break, ideographic), private-use, unassigned and surrogate code points. A name from
+    a record then cannot move the cursor, recolour or retitle the terminal, forge a log line, or
+    reorder or hide text. One line in, one line out; other text, non-ASCII letters included, is kept:
+    ``"tag=a\\n\\x1b[31m"`` -> ``"tag=a\\\\n\\\\x1b[31m"``. The one escaper of the project
+    (:mod:`analysis.sanitize` re-exports it); records keep the exact value."""
+    text = str(text)
+    if text.isprintable():  # the common case, at C speed: a table applies this to every cell
+        return text
     return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text)
 
 

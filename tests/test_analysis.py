@@ -10,6 +10,7 @@ come from the records themselves, :data:`flopsweep.record.METRIC_SPECS` and the 
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import math
@@ -655,14 +656,39 @@ def test_a_width_below_what_the_table_needs_says_so(capsys):
         f"(the table needs {needs} columns, more than the 40 it may take: the columns left "
     )
     assert "; hidden: " in note and "error" in note.split("; hidden: ")[1]
-    code, out, _ = cli(capsys, RECORDS, "--columns", "model,status", "--width", "5")
+    code, out, _ = cli(capsys, RECORDS, "--columns", "model,status,error", "--width", "40")
     assert code == 0 and "(the table needs " in out and "hidden:" not in out  # nothing to hide
+
+
+@pytest.mark.parametrize(
+    "width, message",
+    [
+        ("3", "argument --width: 3 is below the minimum of 40 characters"),
+        ("39", "argument --width: 39 is below the minimum of 40 characters"),
+        ("-1", "argument --width: -1 is negative: give 0 (no limit) or at least 40 characters"),
+    ],
+)
+def test_a_width_below_the_minimum_is_refused_in_one_line(capsys, width, message):
+    """``--width 3`` was taken and the table printed wider anyway, its notes cut into 3-character
+    shreds: below MIN_WIDTH the option is refused, naming the value and the minimum."""
+    with pytest.raises(SystemExit) as info:
+        main([str(RECORDS), "--width", width])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and message in err, err
+    assert len(err.splitlines()) == 1 and "usage:" not in err
+
+
+def test_width_zero_is_no_limit_and_the_minimum_is_taken(capsys):
+    code, out, _ = cli(capsys, RECORDS, "--width", "0")
+    assert code == 0 and "hidden" not in out and "the table needs" not in out
+    code, out, _ = cli(capsys, RECORDS, "--width", "40")
+    assert code == 0 and "hidden" in out
 
 
 def test_columns_named_by_columns_are_never_hidden_to_fit(capsys):
     """Blank in every failed run, ``tokens/s`` is still shown when ``--columns`` asks for it."""
     asked = "model,status,tokens_per_s,iteration_time_s_mean,error"
-    code, out, _ = cli(capsys, RECORDS, "--filter", "status=oom", "--columns", asked, "--width", "30")
+    code, out, _ = cli(capsys, RECORDS, "--filter", "status=oom", "--columns", asked, "--width", "40")
     assert code == 0 and _table_lines(out)[0].split() == [
         "model",
         "status",
@@ -779,6 +805,41 @@ def test_cli_unknown_column_names_it_and_lists_valid_ones(capsys, option, value,
     assert exc.value.code == 2
     assert f"unknown column '{column}'" in err and "valid columns: model, arch, attention" in err
     assert "Traceback" not in err
+    # one line, not the ~140 columns: the first few, the count and where the rest are listed
+    assert len(err.splitlines()) == 1 and len(err) < 400 and "tokens_per_s_ci_low" not in err, err
+    count = int(
+        re.search(r", \.\.\. \((\d+) in all\); every column: the header of --format csv --columns all", err)[
+            1
+        ]
+    )
+    assert count >= len(load(SWEEP).columns)  # the table's own columns (speedup, tie?) too
+
+
+def test_cli_sort_with_an_unknown_direction_says_so_in_one_line(capsys):
+    """``--sort tokens_per_s:bad`` said "unknown column 'tokens_per_s:bad'" and listed every column:
+    the column is known, the direction is not."""
+    with pytest.raises(SystemExit) as exc:
+        main([str(SWEEP), "--sort", "tokens_per_s:bad"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and "unknown column" not in err
+    assert (
+        "argument --sort: 'tokens_per_s:bad': unknown direction 'bad', expected asc or desc; "
+        "give tokens_per_s:asc, tokens_per_s:desc, or tokens_per_s for the best first"
+    ) in err
+    with pytest.raises(SystemExit) as exc:
+        main([str(SWEEP), "--sort", ":desc"])
+    assert exc.value.code == 2 and "':desc' names no column" in capsys.readouterr().err
+
+
+def test_cli_sort_directions_order_the_rows(capsys):
+    for spec, descending in (
+        ("tokens_per_s", True),
+        ("tokens_per_s:desc", True),
+        ("tokens_per_s:asc", False),
+    ):
+        code, out, _ = cli(capsys, SWEEP, "--sort", spec, "--format", "csv")
+        values = pd.read_csv(io.StringIO(out))["tokens_per_s"].dropna().tolist()
+        assert code == 0 and values == sorted(values, reverse=descending) and len(set(values)) > 1
 
 
 def test_cli_bad_option_values_exit_2_with_a_message(capsys):

@@ -415,8 +415,18 @@ def hostile_records(root: Path) -> Path:
 
 
 def test_printable_escapes_every_control_sequence():
-    assert printable("\x1b[31mred\x07\r\n\x9b\u202e") == "\\x1b[31mred\\x07\\x0d\\x0a\\x9b\\u202e"
+    assert printable("\x1b[31mred\x07\r\n\x9b\u202e") == "\\x1b[31mred\\x07\\r\\n\\x9b\\u202e"
     assert printable("gpt-1.3b ü") == "gpt-1.3b ü"
+    # the Arabic letter mark (bidi), soft hyphen, no-break space, a tag character: invisible or reordering
+    assert printable("a\u061cb\u00adc\u00a0d\U000e0041") == "a\\u061cb\\xadc\\xa0d\\U000e0041"
+    assert printable(ValueError("x\ny")) == "x\\ny"  # any object, as str() writes it
+
+
+def test_one_escaper_for_the_sweep_and_the_analysis():
+    """analysis.sanitize re-exports flopsweep.text's escaper: log lines and tables escape alike."""
+    from flopsweep import text
+
+    assert printable is text.printable
     assert markdown_cell("a|b<i>") == "a\\|b&lt;i&gt;"
 
 

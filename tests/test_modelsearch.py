@@ -289,6 +289,28 @@ def test_a_search_whose_size_no_run_measured_is_named_under_the_frontier(tmp_pat
     assert "not measured: activation_checkpointing=none: its search trained up to 8.25B" in report.read_text()
 
 
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_csv_and_json_frontiers_say_what_was_not_measured_on_stderr(tmp_path: Path, capsys, fmt: str) -> None:
+    """--frontier --format csv/json dropped the "not measured" lines the other formats show: they now
+    go to stderr, and stdout stays a CSV or a JSON array of the frontier's rows."""
+    base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
+    cut = variant(base, ckpt="none", n_params=8 * 10**9, tokens=0.0, status="error", search=True)
+    cut["run"]["model_search"] = {
+        "result": 33,
+        "probes": [{"n_layer": 33, "n_params": 8.25 * 10**9, "status": "ok", "tokens_per_s": 1660.8}],
+    }
+    measured = variant(base, ckpt="full", n_params=6 * 10**9, tokens=2500.0, search=True)
+    assert main([str(write(tmp_path / "runs", [cut, measured])), "--frontier", "--format", fmt]) == 0
+    out, err = capsys.readouterr()
+    rows = json.loads(out) if fmt == "json" else list(csv.DictReader(io.StringIO(out)))
+    assert [row["activation_checkpointing"] for row in rows] == ["full"] and "not measured" not in out
+    assert "not measured: activation_checkpointing=none: its search trained up to 8.25B" in err
+    plain = write(tmp_path / "plain", [variant(base, ckpt="none", n_params=10**9, tokens=9e3)])
+    assert main([str(plain), "--frontier", "--format", fmt]) == 0
+    out, err = capsys.readouterr()
+    assert NO_SEARCH in err and NO_SEARCH not in out
+
+
 def test_the_cli_prints_the_frontier_and_the_html_report_adds_it(tmp_path: Path, capsys) -> None:
     base = json.loads((FIXTURES / "llama" / "metrics.json").read_text())
     records = [
