@@ -461,19 +461,29 @@ def plan_environment(
       (:func:`offload_host_note`, :func:`nvme_path_note` say so in the row).
     - ``nnodes`` > 1 outside Slurm is placed as the Slurm task it must run as (a run needs
       ``hydra/launcher=slurm``; the job's nodes like this one, or ``plan_gpu``'s).
+    - A GPU that validation refuses (:func:`flopsweep.memory.planned_gpu_bytes`: ``plan_gpu=A100``
+      without its memory size, a size it is not sold in, a memory that is not positive) places
+      nothing and notes nothing: the row is ``invalid`` with that refusal alone.
     """
+    from flopsweep.memory import planned_gpu_bytes
+
     notes = []
     asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
+    try:
+        planned_gpu_bytes(cfg.plan_gpu, cfg.plan_gpu_memory_gib)
+        refused = False
+    except ConfigError:  # validate refuses the GPU asked for: it is placed nowhere
+        refused = True
     if cfg.device == "auto" and asked_gpu and not env.cuda_available:  # a GPU question on a laptop
         cfg = dataclasses.replace(cfg, device="cuda")
-    row = lookup(cfg.plan_gpu) if cfg.plan_gpu and cfg.device != "cpu" else None  # unknown: validate says
+    row = lookup(cfg.plan_gpu) if cfg.plan_gpu and cfg.device != "cpu" and not refused else None
     if row is not None and (here_gpu is None or lookup(here_gpu) is not row):
         if not env.cuda_available:
             nproc = fixed_nproc(cfg.nproc_per_node) or 1
             env = dataclasses.replace(env, cuda_available=True, gpu_count=nproc)
         env = dataclasses.replace(env, bf16_supported=row.bf16, capability=row.capability, planned_gpu=row)
         notes.append(placed_note(row, here_gpu))
-    elif cfg.device == "cuda" and not env.cuda_available:
+    elif cfg.device == "cuda" and not env.cuda_available and not refused:
         nproc = fixed_nproc(cfg.nproc_per_node) or 1
         env = dataclasses.replace(
             env, cuda_available=True, gpu_count=nproc, bf16_supported=True, capability=(9, 0)

@@ -597,6 +597,37 @@ def test_a_plan_for_a_named_gpu_refuses_what_that_gpu_cannot_run(
     assert h100["status"] == "ok" and "placed as an H100 SXM (capability 9.0, bf16)" in h100["note"], h100
 
 
+@pytest.mark.parametrize(
+    ("asked", "says"),
+    [
+        (["plan_gpu=A100"], "plan_gpu='A100': A100 comes in more than one memory size (40 GB (40 GiB) or 80"),
+        (["plan_gpu=H100-94GB"], "plan_gpu='H100-94GB': names 94 GB; the H100 SXM has 80 GB"),
+        (["plan_gpu=H100", "plan_gpu_memory_gib=-1"], "plan_gpu_memory_gib=-1.0: must be positive"),
+    ],
+    ids=["a100-no-size", "h100-94gb", "negative-memory"],
+)
+def test_a_refused_plan_gpu_is_placed_nowhere(
+    hydra_compose, tmp_path: Path, asked: list[str], says: str
+) -> None:
+    """A ``plan_gpu`` that validation refuses (a trial's ``plan_gpu=A100``, which comes in 40 and 80 GB)
+    places the job on no GPU: the invalid row's note is the refusal alone, without the "placed as an
+    A100 (capability 8.0, bf16)" a trial found after it, and :func:`plan_environment` changes nothing
+    of the machine but what a plan for other hosts always changes (their memory and paths)."""
+    from flopsweep.job import JobInfo, plan_environment, plan_job
+    from flopsweep.plan import Environment
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "plan=true", "device=cuda", *asked]
+    row = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "invalid" and row["note"].startswith(f"Invalid config: {says}"), row["note"]
+    assert "placed as" not in row["note"] and "no GPU here" not in row["note"], row["note"]
+    laptop = Environment(cpu_count=2)
+    _, env, notes = plan_environment(hydra_compose(args), laptop)
+    assert (env, notes) == (dataclasses.replace(laptop, host_memory_bytes=None, paths_here=False), [])
+    h200 = Environment(cuda_available=True, gpu_count=8, bf16_supported=True, capability=(9, 0), cpu_count=16)
+    _, env, notes = plan_environment(hydra_compose(args), h200, "NVIDIA H200")
+    assert (env.planned_gpu, env.capability, notes) == (None, (9, 0), [])
+
+
 def test_a_plan_without_a_gpu_name_is_placed_at_9_0_and_of_this_gpu_is_this_machines(
     hydra_compose, tmp_path: Path
 ) -> None:
