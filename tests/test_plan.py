@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -626,6 +627,35 @@ def test_a_refused_plan_gpu_is_placed_nowhere(
     h200 = Environment(cuda_available=True, gpu_count=8, bf16_supported=True, capability=(9, 0), cpu_count=16)
     _, env, notes = plan_environment(hydra_compose(args), h200, "NVIDIA H200")
     assert (env.planned_gpu, env.capability, notes) == (None, (9, 0), [])
+
+
+def test_an_fp8_plan_predicted_from_a_datasheet_says_it_is_predicted_as_bf16(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """fp8 is not modelled from a datasheet: an uncalibrated fp8 row is predicted at the bf16 peak, the
+    same step as the bf16 row (a trial read the two identical rows as fp8 bringing nothing), and its
+    source says so; the bf16 row's does not, nor does an fp8 row calibrated from an fp8 record (the
+    committed H200 one), whose measured step models it."""
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=llama3.1-8b", "device=cuda", "nproc_per_node=1", "plan=true", "plan_gpu=H200"]
+    setup = ["compile=true", "activation_checkpointing=full", "model.seq_len=2048", "batch.micro_batch_size=2"]
+
+    def row(*extra: str) -> dict:
+        out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert out["status"] == "ok" and out["predicted_iteration_time_s"], out
+        return out
+
+    fp8, bf16 = row("precision=fp8"), row("precision=bf16")
+    says = "fp8 predicted as bf16: fp8 GEMM speed-up not modelled"
+    assert fp8["prediction_source"].startswith("uncalibrated: ") and says in fp8["prediction_source"], fp8
+    assert "predicted as bf16" not in bf16["prediction_source"], bf16["prediction_source"]
+    assert fp8["predicted_iteration_time_s"] == bf16["predicted_iteration_time_s"]
+    record = Path(__file__).resolve().parents[1] / "benchmarks/results/h200/fp8/llama3.1-8b/1/metrics.json"
+    assert json.loads(record.read_text())["config"]["precision"]["name"] == "fp8"
+    calibrated = row("precision=fp8", *setup, f"predict.calibration={record}")
+    assert calibrated["prediction_source"].startswith(f"calibrated: {record}"), calibrated
+    assert "predicted as bf16" not in calibrated["prediction_source"]
 
 
 def test_a_plan_without_a_gpu_name_is_placed_at_9_0_and_of_this_gpu_is_this_machines(
