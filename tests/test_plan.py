@@ -329,6 +329,47 @@ def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(hydra_compos
     assert "search.model" not in plain["note"]
 
 
+def test_a_model_search_plan_row_is_estimated_at_the_largest_size_within_its_budget(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """Under ``search.memory_budget_gib`` (or a GPU's memory), as ``batch=auto``'s row is, a
+    ``search.model=largest`` row is estimated at the largest ``n_layer`` whose estimate fits the smaller
+    of the two, and its note names that memory: a trial's row of a 32-block Llama 8B under a 40 GiB
+    budget was estimated at 70.8 GiB, ``fits`` true against the GPU, the budget unsaid. A configured
+    ``model.n_layer`` over the budget is not the row's size; one under it grows to what the search would
+    reach. A GPU memory below the first probe's estimate leaves the row there, said so."""
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=llama-tiny", "nproc_per_node=1", "search.model=largest", "search.max_n_layer=40"]
+    cfg = hydra_compose([*args, "device=cpu"])  # model.n_layer=2
+
+    def peak(n: int) -> int:
+        sized = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n))
+        return estimate(sized, Layout()).total
+
+    def row(*extra: str) -> dict:
+        out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert out["status"] == "ok", out["note"]
+        return out
+
+    for n in (1, 6):  # a budget between the estimates of n and n + 1 blocks: below and above n_layer=2
+        gib = (peak(n) + peak(n + 1)) / 2 / 2**30
+        under = row("device=cpu", f"search.memory_budget_gib={gib}")
+        said = f"search.model=largest: estimated at n_layer={n}, the largest the estimate fits in "
+        assert said in under["note"] and "GiB (search.memory_budget_gib)" in under["note"], under["note"]
+        assert under["model"] == f"llama-tiny-L{n}" and float(under["est_peak_gib_per_rank"]) <= gib, under
+    roomy = row("device=cpu", "search.memory_budget_gib=1000")
+    assert "estimated at n_layer=40, search.max_n_layer, which the estimate fits in 1000 GiB" in roomy["note"]
+    gpu = (peak(3) + peak(4)) / 2 / 2**30  # a GPU's memory alone bounds it too; the smaller one wins
+    for extra in ([], [f"search.memory_budget_gib={gpu * 2}"]):
+        on_gpu = row("device=cuda", f"plan_gpu_memory_gib={gpu}", *extra)
+        assert on_gpu["model"] == "llama-tiny-L3" and on_gpu["fits"] is True, on_gpu
+        assert "(search.memory_budget_gib)" not in on_gpu["note"], on_gpu["note"]
+    tiny = row("device=cuda", f"plan_gpu_memory_gib={peak(1) / 2 / 2**30}")
+    assert "estimated at n_layer=1, the search's first probe; even that is estimated over" in tiny["note"]
+    assert tiny["model"] == "llama-tiny-L1" and tiny["fits"] is False, tiny
+
+
 def test_a_plan_for_gpus_not_here_leaves_the_nvme_path_to_the_launch(hydra_compose, tmp_path: Path) -> None:
     """Under ``plan_gpu`` the ZeRO-3 NVMe offload's ``backend.nvme_path`` is the target machine's: a
     path missing here is no refusal (a trial's plan was refused on the laptop's folders), and the row
@@ -639,7 +680,8 @@ def test_an_fp8_plan_predicted_from_a_datasheet_says_it_is_predicted_as_bf16(
     from flopsweep.job import JobInfo, plan_job
 
     args = ["model=llama3.1-8b", "device=cuda", "nproc_per_node=1", "plan=true", "plan_gpu=H200"]
-    setup = ["compile=true", "activation_checkpointing=full", "model.seq_len=2048", "batch.micro_batch_size=2"]
+    setup = ["compile=true", "activation_checkpointing=full", "model.seq_len=2048"]
+    setup.append("batch.micro_batch_size=2")  # the committed record's set-up
 
     def row(*extra: str) -> dict:
         out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
