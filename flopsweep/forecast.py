@@ -214,7 +214,8 @@ def prediction(
     """``metrics.predicted`` of ``cfg`` on ``layout``: calibrated from the best of ``records``
     (:func:`flopsweep.predict.pick_calibration`; of the same micro batch, else of another, its
     compute scaled by tokens), else uncalibrated at the measured GEMM rate
-    (``gemm_tflops``) or, without one, the datasheet peak of ``device_name``.
+    (``gemm_tflops``) or, without one, the datasheet peak of ``device_name`` (bf16's for an fp8 run:
+    its source says so, :data:`FP8_AS_BF16`).
 
     Returns:
         :meth:`flopsweep.predict.Prediction.as_dict`, or ``{iteration_time_s: None,
@@ -297,9 +298,17 @@ def _prediction(
         why = f"no prediction: {exc}" + (f"; {missed}" if missed else "")
         return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
     made = result.as_dict()
+    if matmul != cfg.precision.name and not picked and not gemm_tflops:  # a datasheet's bf16 peak
+        made["source"] += f"; {FP8_AS_BF16.format(precision=cfg.precision.name)}"
     if missed:
         made["source"] += f"; {missed}"
     return made
+
+
+FP8_AS_BF16 = "{precision} predicted as bf16: fp8 GEMM speed-up not modelled"
+"""What an uncalibrated prediction of an fp8 run from a datasheet says in its source: its compute is
+the bf16 peak's (as MFU's peak is), the fp8 GEMMs' speed-up unmodelled. A calibration record of the
+same precision, or the run's own GEMM rate (measured in float8), models it and says nothing."""
 
 
 def _config_dict(cfg: RunConfig) -> dict[str, Any]:

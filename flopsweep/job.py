@@ -461,19 +461,29 @@ def plan_environment(
       (:func:`offload_host_note`, :func:`nvme_path_note` say so in the row).
     - ``nnodes`` > 1 outside Slurm is placed as the Slurm task it must run as (a run needs
       ``hydra/launcher=slurm``; the job's nodes like this one, or ``plan_gpu``'s).
+    - A GPU that validation refuses (:func:`flopsweep.memory.planned_gpu_bytes`: ``plan_gpu=A100``
+      without its memory size, a size it is not sold in, a memory that is not positive) places
+      nothing and notes nothing: the row is ``invalid`` with that refusal alone.
     """
+    from flopsweep.memory import planned_gpu_bytes
+
     notes = []
     asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
+    try:
+        planned_gpu_bytes(cfg.plan_gpu, cfg.plan_gpu_memory_gib)
+        refused = False
+    except ConfigError:  # validate refuses the GPU asked for: it is placed nowhere
+        refused = True
     if cfg.device == "auto" and asked_gpu and not env.cuda_available:  # a GPU question on a laptop
         cfg = dataclasses.replace(cfg, device="cuda")
-    row = lookup(cfg.plan_gpu) if cfg.plan_gpu and cfg.device != "cpu" else None  # unknown: validate says
+    row = lookup(cfg.plan_gpu) if cfg.plan_gpu and cfg.device != "cpu" and not refused else None
     if row is not None and (here_gpu is None or lookup(here_gpu) is not row):
         if not env.cuda_available:
             nproc = fixed_nproc(cfg.nproc_per_node) or 1
             env = dataclasses.replace(env, cuda_available=True, gpu_count=nproc)
         env = dataclasses.replace(env, bf16_supported=row.bf16, capability=row.capability, planned_gpu=row)
         notes.append(placed_note(row, here_gpu))
-    elif cfg.device == "cuda" and not env.cuda_available:
+    elif cfg.device == "cuda" and not env.cuda_available and not refused:
         nproc = fixed_nproc(cfg.nproc_per_node) or 1
         env = dataclasses.replace(
             env, cuda_available=True, gpu_count=nproc, bf16_supported=True, capability=(9, 0)
@@ -513,8 +523,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     here, several nodes). ``fits`` compares the estimate with ``plan_gpu``'s or
     ``plan_gpu_memory_gib``'s memory, else this machine's GPU, else (CPU) the estimate times the
     ranks with the host's available memory; blank for a GPU job placed on a machine without GPUs;
-    ``fits_on`` says which. A ``search.model=largest`` job is estimated at a size the search may
-    measure (:func:`search_size`), a ``batch=auto`` job at the micro batch the memory estimate fits
+    ``fits_on`` says which. A ``search.model=largest`` job is estimated at the blocks the memory estimate
+    fits (:func:`search_size`), a ``batch=auto`` job at the micro batch it fits
     (:func:`auto_batch_size`). Under ``-m`` appends one row (``model`` names the model,
     ``layout`` its parallel layout: :meth:`flopsweep.layout.Layout.label`) to ``plan.csv`` beside
     the job directories (the sweep directory, whose callback started the file afresh:
@@ -533,7 +543,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         overrides=" ".join(info.overrides),
     )
     try:
-        p, searched = search_size(plan(cfg, env, choices=info.choices), env)
+        p, searched = search_size(plan(cfg, env, choices=info.choices), env, placed=elsewhere)
         p, batched = auto_batch_size(p, env, placed=elsewhere)
         calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # as a run reads them
     except ConfigError as exc:  # the run's one line, then where it was planned (the GPU's capability)
@@ -646,31 +656,66 @@ def auto_batch_size(p: Plan, env: Environment, *, placed: bool) -> tuple[Plan, s
     return dataclasses.replace(p, cfg=cfg), note
 
 
-def search_size(p: Plan, env: Environment) -> tuple[Plan, str]:
+def search_size(p: Plan, env: Environment, *, placed: bool = False) -> tuple[Plan, str]:
     """A ``search.model=largest`` plan at the size its row is estimated at, and the note that says
     so; ``(p, "")`` without a search. The search probes ``search.min_n_layer`` to
     ``search.max_n_layer`` blocks (:mod:`flopsweep.modelsearch`, from the first) and the size it
-    measures is found only by running: a configured ``model.n_layer`` in that range is kept, one
-    outside it is clamped into it (below: the search's first probe; above: the most it probes) and
-    validated again at that size. Either way the row's model is named ``<model>-L<n>``, as the
+    measures is found only by running. As :func:`auto_batch_size` treats a micro batch, the row takes
+    the largest size the memory estimate fits
+    (:func:`flopsweep.modelsearch.estimated_largest_n_layer`) in the GPU's memory
+    (:func:`plan_gpu_capacity`, blank for a GPU job ``placed`` on a machine without GPUs), or in
+    ``search.memory_budget_gib`` when that is smaller (the probes' budget; on the CPU the only memory
+    known); when even ``search.min_n_layer`` is estimated over it, that first probe. Without either
+    memory a configured ``model.n_layer`` in that range is kept, one outside it is clamped into it
+    (below: the search's first probe; above: the most it probes). A size other than ``model.n_layer``
+    is validated again at that size. Either way the row's model is named ``<model>-L<n>``, as the
     search's probes and the run's record name it (:func:`flopsweep.modelsearch.at_n_layer`).
 
     Raises:
-        ConfigError: when validation refuses the clamped size (the search's probe would be refused).
+        ConfigError: when validation refuses the size (the search's probe would be refused).
     """
+    from flopsweep.modelsearch import estimated_largest_n_layer
+
     s, n = p.cfg.search, p.cfg.model.n_layer
     if s.model != "largest":
         return p, ""
     span = f"{s.min_n_layer} to {s.max_n_layer} blocks"
-    if s.min_n_layer <= n <= s.max_n_layer:  # p is validated at n: only the name changes
-        note = f"search.model=largest: estimated at model.n_layer={n}; the search probes {span}"
+    limits = []
+    if (gpu := plan_gpu_capacity(p, env, placed=placed)) is not None:
+        limits.append((gpu[0], ""))
+    if (budget := budget_bytes(p.cfg)) is not None:
+        limits.append((budget, " (search.memory_budget_gib)"))
+    if limits:
+        capacity, which = min(limits)
+        memory = f"{significant(capacity / 2**30)} GiB{which}"
+        size = estimated_largest_n_layer(p.cfg, p.layout, capacity)
+        if size is None:
+            size = s.min_n_layer
+            note = (
+                f"search.model=largest: estimated at n_layer={size}, the search's first probe; even that "
+                f"is estimated over {memory}"
+            )
+        else:
+            largest = (
+                "search.max_n_layer, which the estimate fits"
+                if size == s.max_n_layer
+                else "the largest the estimate fits"
+            )
+            note = (
+                f"search.model=largest: estimated at n_layer={size}, {largest} in {memory}; the search "
+                f"probes {span} and measures the largest that fits"
+            )
+    elif s.min_n_layer <= n <= s.max_n_layer:  # p is validated at n: only the name changes
+        size, note = n, f"search.model=largest: estimated at model.n_layer={n}; the search probes {span}"
+    else:
+        size = min(max(n, s.min_n_layer), s.max_n_layer)
+        which = "the search's first probe" if n < s.min_n_layer else "the most the search probes"
+        note = (
+            f"search.model=largest: estimated at n_layer={size}, {which} (model.n_layer={n} is outside "
+            f"the {span} it probes)"
+        )
+    if size == n:
         return at_n_layer_unchecked(p, n, p.cfg.model.name), note
-    size = min(max(n, s.min_n_layer), s.max_n_layer)
-    which = "the search's first probe" if n < s.min_n_layer else "the most the search probes"
-    note = (
-        f"search.model=largest: estimated at n_layer={size}, {which} (model.n_layer={n} is outside "
-        f"the {span} it probes)"
-    )
     return at_n_layer(p, size, p.cfg.model.name, env), note
 
 

@@ -79,6 +79,28 @@ def at_n_layer_unchecked(plan: Plan, n_layer: int, base_name: str) -> Plan:
     return dataclasses.replace(plan, cfg=dataclasses.replace(plan.cfg, model=model))
 
 
+def estimated_largest_n_layer(cfg: Any, layout: Any, capacity: int) -> int | None:
+    """The blocks the search should reach by the memory estimate: the largest ``model.n_layer`` from
+    ``search.min_n_layer`` to ``search.max_n_layer`` whose estimated peak per rank
+    (:func:`flopsweep.memory.estimate`, at the probes' micro batch ``batch.micro_batch_size``) is within
+    ``capacity`` (bytes per rank: the GPU's memory, or ``search.memory_budget_gib``'s when smaller),
+    searched as the probes are (:func:`flopsweep.autobatch.search_max`). ``plan=true`` estimates a
+    ``search.model=largest`` job there (:func:`flopsweep.job.search_size`), as it predicts ``batch=auto``
+    at :func:`flopsweep.autobatch.estimated_largest`; the run's probes, which measure, decide.
+
+    Returns:
+        The blocks, or None when even ``search.min_n_layer`` is estimated over ``capacity``.
+    """
+    from flopsweep.memory import estimate
+
+    def fits(n: int) -> bool:
+        sized = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n))
+        return estimate(sized, layout).total <= capacity
+
+    largest, _ = search_max(fits, cfg.search.min_n_layer, cfg.search.max_n_layer)
+    return largest
+
+
 def refused(reason: str) -> Probe:
     """The probe of a size that validation refused (status ``refused``; nothing ran)."""
     return Probe(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -328,6 +329,47 @@ def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(hydra_compos
     assert "search.model" not in plain["note"]
 
 
+def test_a_model_search_plan_row_is_estimated_at_the_largest_size_within_its_budget(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """Under ``search.memory_budget_gib`` (or a GPU's memory), as ``batch=auto``'s row is, a
+    ``search.model=largest`` row is estimated at the largest ``n_layer`` whose estimate fits the smaller
+    of the two, and its note names that memory: a trial's row of a 32-block Llama 8B under a 40 GiB
+    budget was estimated at 70.8 GiB, ``fits`` true against the GPU, the budget unsaid. A configured
+    ``model.n_layer`` over the budget is not the row's size; one under it grows to what the search would
+    reach. A GPU memory below the first probe's estimate leaves the row there, said so."""
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=llama-tiny", "nproc_per_node=1", "search.model=largest", "search.max_n_layer=40"]
+    cfg = hydra_compose([*args, "device=cpu"])  # model.n_layer=2
+
+    def peak(n: int) -> int:
+        sized = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n))
+        return estimate(sized, Layout()).total
+
+    def row(*extra: str) -> dict:
+        out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert out["status"] == "ok", out["note"]
+        return out
+
+    for n in (1, 6):  # a budget between the estimates of n and n + 1 blocks: below and above n_layer=2
+        gib = (peak(n) + peak(n + 1)) / 2 / 2**30
+        under = row("device=cpu", f"search.memory_budget_gib={gib}")
+        said = f"search.model=largest: estimated at n_layer={n}, the largest the estimate fits in "
+        assert said in under["note"] and "GiB (search.memory_budget_gib)" in under["note"], under["note"]
+        assert under["model"] == f"llama-tiny-L{n}" and float(under["est_peak_gib_per_rank"]) <= gib, under
+    roomy = row("device=cpu", "search.memory_budget_gib=1000")
+    assert "estimated at n_layer=40, search.max_n_layer, which the estimate fits in 1000 GiB" in roomy["note"]
+    gpu = (peak(3) + peak(4)) / 2 / 2**30  # a GPU's memory alone bounds it too; the smaller one wins
+    for extra in ([], [f"search.memory_budget_gib={gpu * 2}"]):
+        on_gpu = row("device=cuda", f"plan_gpu_memory_gib={gpu}", *extra)
+        assert on_gpu["model"] == "llama-tiny-L3" and on_gpu["fits"] is True, on_gpu
+        assert "(search.memory_budget_gib)" not in on_gpu["note"], on_gpu["note"]
+    tiny = row("device=cuda", f"plan_gpu_memory_gib={peak(1) / 2 / 2**30}")
+    assert "estimated at n_layer=1, the search's first probe; even that is estimated over" in tiny["note"]
+    assert tiny["model"] == "llama-tiny-L1" and tiny["fits"] is False, tiny
+
+
 def test_a_plan_for_gpus_not_here_leaves_the_nvme_path_to_the_launch(hydra_compose, tmp_path: Path) -> None:
     """Under ``plan_gpu`` the ZeRO-3 NVMe offload's ``backend.nvme_path`` is the target machine's: a
     path missing here is no refusal (a trial's plan was refused on the laptop's folders), and the row
@@ -595,6 +637,67 @@ def test_a_plan_for_a_named_gpu_refuses_what_that_gpu_cannot_run(
     )
     h100 = plan_job(hydra_compose([*args, "plan_gpu=H100"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert h100["status"] == "ok" and "placed as an H100 SXM (capability 9.0, bf16)" in h100["note"], h100
+
+
+@pytest.mark.parametrize(
+    ("asked", "says"),
+    [
+        (["plan_gpu=A100"], "plan_gpu='A100': A100 comes in more than one memory size (40 GB (40 GiB) or 80"),
+        (["plan_gpu=H100-94GB"], "plan_gpu='H100-94GB': names 94 GB; the H100 SXM has 80 GB"),
+        (["plan_gpu=H100", "plan_gpu_memory_gib=-1"], "plan_gpu_memory_gib=-1.0: must be positive"),
+    ],
+    ids=["a100-no-size", "h100-94gb", "negative-memory"],
+)
+def test_a_refused_plan_gpu_is_placed_nowhere(
+    hydra_compose, tmp_path: Path, asked: list[str], says: str
+) -> None:
+    """A ``plan_gpu`` that validation refuses (a trial's ``plan_gpu=A100``, which comes in 40 and 80 GB)
+    places the job on no GPU: the invalid row's note is the refusal alone, without the "placed as an
+    A100 (capability 8.0, bf16)" a trial found after it, and :func:`plan_environment` changes nothing
+    of the machine but what a plan for other hosts always changes (their memory and paths)."""
+    from flopsweep.job import JobInfo, plan_environment, plan_job
+    from flopsweep.plan import Environment
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "plan=true", "device=cuda", *asked]
+    row = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "invalid" and row["note"].startswith(f"Invalid config: {says}"), row["note"]
+    assert "placed as" not in row["note"] and "no GPU here" not in row["note"], row["note"]
+    laptop = Environment(cpu_count=2)
+    _, env, notes = plan_environment(hydra_compose(args), laptop)
+    assert (env, notes) == (dataclasses.replace(laptop, host_memory_bytes=None, paths_here=False), [])
+    h200 = Environment(cuda_available=True, gpu_count=8, bf16_supported=True, capability=(9, 0), cpu_count=16)
+    _, env, notes = plan_environment(hydra_compose(args), h200, "NVIDIA H200")
+    assert (env.planned_gpu, env.capability, notes) == (None, (9, 0), [])
+
+
+def test_an_fp8_plan_predicted_from_a_datasheet_says_it_is_predicted_as_bf16(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """fp8 is not modelled from a datasheet: an uncalibrated fp8 row is predicted at the bf16 peak, the
+    same step as the bf16 row (a trial read the two identical rows as fp8 bringing nothing), and its
+    source says so; the bf16 row's does not, nor does an fp8 row calibrated from an fp8 record (the
+    committed H200 one), whose measured step models it."""
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=llama3.1-8b", "device=cuda", "nproc_per_node=1", "plan=true", "plan_gpu=H200"]
+    setup = ["compile=true", "activation_checkpointing=full", "model.seq_len=2048"]
+    setup.append("batch.micro_batch_size=2")  # the committed record's set-up
+
+    def row(*extra: str) -> dict:
+        out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert out["status"] == "ok" and out["predicted_iteration_time_s"], out
+        return out
+
+    fp8, bf16 = row("precision=fp8"), row("precision=bf16")
+    says = "fp8 predicted as bf16: fp8 GEMM speed-up not modelled"
+    assert fp8["prediction_source"].startswith("uncalibrated: ") and says in fp8["prediction_source"], fp8
+    assert "predicted as bf16" not in bf16["prediction_source"], bf16["prediction_source"]
+    assert fp8["predicted_iteration_time_s"] == bf16["predicted_iteration_time_s"]
+    record = Path(__file__).resolve().parents[1] / "benchmarks/results/h200/fp8/llama3.1-8b/1/metrics.json"
+    assert json.loads(record.read_text())["config"]["precision"]["name"] == "fp8"
+    calibrated = row("precision=fp8", *setup, f"predict.calibration={record}")
+    assert calibrated["prediction_source"].startswith(f"calibrated: {record}"), calibrated
+    assert "predicted as bf16" not in calibrated["prediction_source"]
 
 
 def test_a_plan_without_a_gpu_name_is_placed_at_9_0_and_of_this_gpu_is_this_machines(
