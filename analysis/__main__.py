@@ -660,11 +660,14 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def frontier_conflict(args: argparse.Namespace) -> str | None:
     """The option that ``--frontier`` would silently override or be overridden by (``--pivot``,
-    ``--best-by``, ``--baseline``), None when there is none."""
+    ``--best-by``, ``--baseline``; ``--columns`` and ``--sort``: the frontier has its own columns and
+    order, largest model first), None when there is none."""
     for option, value in (
         ("--pivot", args.pivot),
         ("--best-by", args.best_by),
         ("--baseline", args.baseline),
+        ("--columns", args.columns),
+        ("--sort", args.sort),
     ):
         if value:
             return option

@@ -626,7 +626,14 @@ def test_an_interrupt_names_the_search_it_cut_short() -> None:
 
 
 @pytest.mark.parametrize(
-    "other", [["--pivot", "model"], ["--best-by", "model"], ["--baseline", "backend=fsdp"]]
+    "other",
+    [
+        ["--pivot", "model"],
+        ["--best-by", "model"],
+        ["--baseline", "backend=fsdp"],
+        ["--columns", "model,predicted_peak_gib"],  # a fresh-user trial: both were ignored in silence
+        ["--sort", "tokens_per_s"],
+    ],
 )
 def test_the_frontier_with_an_option_it_would_override_is_refused_in_one_line(capsys, other) -> None:
     """--frontier --pivot printed a pivot and --frontier --best-by model dropped set-ups without a word:
