@@ -235,9 +235,10 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
     On CUDA the rule is the measured ``peak`` allocated memory (bytes, max over ranks) against
     ``budget`` (bytes per rank; None: no rule, the GPU's own out-of-memory error decides). On
     the CPU, which counts no device memory, it is the ``estimated`` peak per rank
-    (``flopsweep.memory.peak_bytes``: on the CPU the offloaded states too), deterministic, so that a CPU search finds the same size every
-    time; without a budget a CPU probe is held to the host's available memory shared by its
-    ``nproc`` ranks, so that a search never makes the machine swap or the OOM killer end it.
+    (``flopsweep.memory.peak_bytes``: the offloaded states too), deterministic, so that a CPU
+    search finds the same size every time; without a budget a CPU probe is held to the host's
+    available memory shared by its ``nproc`` ranks, so that a search never makes the machine swap
+    or the OOM killer end it.
     """
     gib = cfg.search.memory_budget_gib
     if cfg.device == "cpu":
