@@ -197,7 +197,7 @@ class Probe:
         outcome: the run's outcome; None when it was not launched.
         peak_cuda_allocated_bytes: the peak allocated GPU memory, max over ranks (None off CUDA
             or when it did not run to the end).
-        estimated_peak_bytes: ``flopsweep.memory.estimate``'s peak per rank (the CPU's budget rule);
+        estimated_peak_bytes: ``flopsweep.memory.peak_bytes`` per rank (the CPU's budget rule);
             None when the size was refused before it was estimated.
         step_time_s: the measured step's time (slowest rank), seconds; None unless ``ok``.
         reason: why it does not fit, one line (empty when it fits).
@@ -235,9 +235,10 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
     On CUDA the rule is the measured ``peak`` allocated memory (bytes, max over ranks) against
     ``budget`` (bytes per rank; None: no rule, the GPU's own out-of-memory error decides). On
     the CPU, which counts no device memory, it is the ``estimated`` peak per rank
-    (``flopsweep.memory.estimate``), deterministic, so that a CPU search finds the same size every
-    time; without a budget a CPU probe is held to the host's available memory shared by its
-    ``nproc`` ranks, so that a search never makes the machine swap or the OOM killer end it.
+    (``flopsweep.memory.peak_bytes``: the offloaded states too), deterministic, so that a CPU
+    search finds the same size every time; without a budget a CPU probe is held to the host's
+    available memory shared by its ``nproc`` ranks, so that a search never makes the machine swap
+    or the OOM killer end it.
     """
     gib = cfg.search.memory_budget_gib
     if cfg.device == "cpu":
@@ -266,14 +267,14 @@ def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
     Returns:
         The :class:`Probe`; its ``status`` is the run's, or ``over_budget``.
     """
-    from flopsweep.memory import estimate
+    from flopsweep.memory import peak_bytes
 
     cfg = dataclasses.replace(
         plan.cfg,
         steps=dataclasses.replace(plan.cfg.steps, warmup=1, measure=1),
         profile=False,  # a probe asks only "does it fit"; the measured run profiles
     )
-    estimated = estimate(cfg, plan.layout).total
+    estimated = peak_bytes(cfg, plan.layout)
     rule = {"estimated": estimated, "budget": budget, "nproc": plan.nproc_per_node}
     if cfg.device == "cpu" and (reason := budget_problem(cfg, peak=None, **rule)):  # before any launch
         return Probe(
@@ -403,7 +404,7 @@ def find_micro_batch(
 def estimated_largest(cfg: Any, layout: Any, capacity: int) -> int | None:
     """The micro batch ``batch=auto`` should reach by the memory estimate: the largest size from
     ``batch.micro_batch_size`` to ``batch.max_micro_batch_size`` whose estimated peak per rank
-    (:func:`flopsweep.memory.estimate`) is within ``capacity``, searched as the probes are
+    (:func:`flopsweep.memory.peak_bytes`) is within ``capacity``, searched as the probes are
     (:func:`search_max`, doubling then bisecting) under the rule a CPU probe is held to
     (:func:`budget_problem`: the estimate against the budget, whole). ``plan=true`` predicts a
     ``batch=auto`` job there (:func:`flopsweep.job.auto_batch_size`); the run's probes, which measure,
@@ -417,11 +418,11 @@ def estimated_largest(cfg: Any, layout: Any, capacity: int) -> int | None:
     Returns:
         The size, or None when even ``batch.micro_batch_size`` is estimated over ``capacity``.
     """
-    from flopsweep.memory import estimate
+    from flopsweep.memory import peak_bytes
 
     def fits(n: int) -> bool:
         sized = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=n))
-        return estimate(sized, layout).total <= capacity
+        return peak_bytes(sized, layout) <= capacity
 
     largest, _ = search_max(fits, cfg.batch.micro_batch_size, cfg.batch.max_micro_batch_size)
     return largest
@@ -443,12 +444,12 @@ def batch_probe_entry(n: int, probe: Probe) -> dict[str, Any]:
 
 
 def reused_estimate(plan: Plan, cfg: Any) -> int | None:
-    """:func:`flopsweep.memory.estimate`'s peak per rank (bytes) of ``cfg`` on ``plan``'s layout: what
+    """:func:`flopsweep.memory.peak_bytes` per rank (bytes) of ``cfg`` on ``plan``'s layout: what
     guides a CPU search, which a reused ``batch_search`` probe does not keep; None when it fails."""
-    from flopsweep.memory import estimate
+    from flopsweep.memory import peak_bytes
 
     try:
-        return estimate(cfg, plan.layout).total
+        return peak_bytes(cfg, plan.layout)
     except Exception:  # noqa: BLE001 - a guide only: without it the search doubles instead
         return None
 

@@ -569,14 +569,17 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
 def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
     """The estimated columns of an ``ok`` plan row (status, model, world size, layout, counts, the
-    peak per rank, ``fits``), and in ``note`` the estimate's method (:func:`flopsweep.memory.estimate`)."""
-    from flopsweep.memory import estimate
+    peak per rank, ``fits``), and in ``note`` the estimate's method (:func:`flopsweep.memory.estimate`).
+    The peak is :func:`flopsweep.memory.peak_bytes` (on the CPU the offloaded states too), the
+    figure the launch refuses a CPU run by (:func:`check_free_host_memory`)."""
+    from flopsweep.memory import estimate, peak_bytes
 
     m = p.cfg.model
     est = estimate(p.cfg, p.layout)
+    peak = peak_bytes(p.cfg, p.layout)
     tokens = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum) * m.seq_len
     flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
-    fits, fits_on = _fits(p, est.total, env, placed=placed)
+    fits, fits_on = _fits(p, peak, env, placed=placed)
     return dict(
         status="ok",
         model=m.name,
@@ -585,7 +588,7 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
         seq_len=m.seq_len,  # model=hf's default is 128, not its config.json's context
         n_params=family(m).n_params(m),
         model_flops_per_step=f"{flops:.4g}",
-        est_peak_gib_per_rank=significant(est.total / 2**30),  # a tiny model's 0.0123, not 0.0
+        est_peak_gib_per_rank=significant(peak / 2**30),  # a tiny model's 0.0123, not 0.0
         fits=fits,
         fits_on=fits_on,
         note=est.method,
@@ -880,60 +883,96 @@ def warn_plan_gpu(cfg: RunConfig, device_name: str | None) -> str | None:
     return None
 
 
-def warn_host_memory(p: Plan) -> None:
-    """On the CPU, warn in one line when the ranks of this machine need more than its free host
-    memory: each rank's fp32 weights, gradients and AdamW states
-    (:func:`flopsweep.memory.model_states_floor`) plus its activations and logits
-    (:func:`flopsweep.memory.activation_bytes`), as when a GPU sweep is run with ``device=cpu``.
-    The run still goes ahead (validation already refused one whose states alone exceed the
-    machine's memory)."""
+def check_free_host_memory(p: Plan) -> str | None:
+    """Refuse, before any worker starts, a run that cannot fit the host memory free now
+    (:func:`flopsweep.hostmem.available_bytes`), which would swap the machine or meet the kernel's OOM
+    killer (a SIGKILL, not an ``oom`` status) and take other users' memory with it:
+
+    - on the CPU, when the ranks of this machine need more than is free: each rank's
+      :func:`flopsweep.memory.peak_bytes` (``plan=true``'s ``est_peak_gib_per_rank``: weights,
+      gradients, AdamW states, activations and logits, offloaded states too) times ``nproc_per_node``;
+    - on GPUs with offload, when the lower bound of what the node's ranks offload
+      (:func:`flopsweep.memory.offload_host_bytes`) is more than is free; above that, when what such
+      runs held (:func:`flopsweep.memory.offload_host_held_bytes`) is more, the run goes ahead and
+      the returned warning goes in the log and the record's ``warnings``.
+
+    Not checked in a Slurm task (each task is one rank: one refusing alone would leave the others
+    waiting) nor where a search sizes the run: ``search.model=largest``, and ``batch=auto`` on the
+    CPU, whose probes are each held to the free memory before they launch
+    (:func:`flopsweep.autobatch.budget_problem`).
+
+    Returns:
+        The warning (``host_memory: ...``), or None.
+
+    Raises:
+        ConfigError: naming ``model`` (CPU) or the offload key, the need, the free memory and the fix.
+    """
     cfg = p.cfg
-    if cfg.device != "cpu":
-        warn_offload_host_memory(p)
-        return
+    if inside_submitit_task() or cfg.search.model == "largest":
+        return None
+    if cfg.device == "cpu":
+        return None if cfg.batch.name == "auto" else _refuse_cpu_host_memory(p)
+    return _check_offload_free_memory(p)
+
+
+def _refuse_cpu_host_memory(p: Plan) -> str | None:
+    """On the CPU, refuse a run whose ranks' estimated peak exceeds the free host memory (see
+    :func:`check_free_host_memory`); raises ConfigError naming ``model``. Returns None, or the
+    warning that the estimate failed and the memory went unchecked (an estimate's bug is no reason
+    to lose the measurement)."""
     from flopsweep import hostmem
-    from flopsweep.memory import activation_bytes, model_states_floor
+    from flopsweep.memory import peak_bytes
 
-    nproc = p.nproc_per_node
-    need = nproc * (model_states_floor(cfg, p.layout) + sum(activation_bytes(cfg)))
-    free = hostmem.available_bytes()
-    if need > free:
-        log.warning(
-            "model=%s on the CPU: %s need%s at least %.1f GiB for weights, gradients, AdamW "
-            "states and activations, and %.1f GiB of host memory is free; expect swapping or an "
-            "out-of-memory kill (a GPU sweep? set device=cuda, or pick a smaller model= or "
-            "batch.micro_batch_size=)",
-            cfg.model.name,
-            plural(nproc, "rank"),
-            "s" if nproc == 1 else "",
-            need / 2**30,
-            free / 2**30,
-        )
+    cfg, nproc = p.cfg, p.nproc_per_node
+    try:
+        per_rank = peak_bytes(cfg, p.layout)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        return f"host_memory: the free host memory was not checked: the memory estimate failed: {exc}"
+    need, free = per_rank * nproc, hostmem.available_bytes()
+    if need <= free:
+        return None
+    ranks = f"{plural(nproc, 'rank')} need{'s' if nproc == 1 else ''}"
+    example = " (e.g. model=gpt-tiny)" if cfg.model.name != "gpt-tiny" else ""
+    fewer = ", fewer ranks (nproc_per_node=1)" if nproc > 1 else ""
+    raise ConfigError(
+        "model",
+        cfg.model.name,
+        f"on the CPU {ranks} about {need / 2**30:.1f} GiB of host memory ({need / nproc / 2**30:.1f} GiB "
+        f"per rank, plan=true's est_peak_gib_per_rank), and {free / 2**30:.1f} GiB is free now; it "
+        "would swap or be killed by the OOM killer",
+        f"pick a smaller model{example}, a smaller batch.micro_batch_size{fewer}, or set device=cuda "
+        "for a GPU sweep",
+    )
 
 
-def warn_offload_host_memory(p: Plan) -> None:
-    """On GPUs with offload, warn in one line when the host memory the offloading ranks of this
-    machine are expected to hold (:func:`flopsweep.memory.offload_host_held_bytes`: the lower bound
-    times what the H200 runs held over it) is more than is free. Validation refused a run whose
-    lower bound alone exceeds the machine's memory; above the lower bound the run still goes ahead,
-    and an OOM kill becomes the ``killed`` status (``search.model=largest`` probes on below it)."""
+def _check_offload_free_memory(p: Plan) -> str | None:
+    """On GPUs with offload, refuse a run whose node's ranks offload more than the free host memory
+    (the lower bound), and return a warning when what such runs held is more (see
+    :func:`check_free_host_memory`); None without offload or when it fits."""
     from flopsweep import hostmem
     from flopsweep.memory import offload_host_bytes, offload_host_held_bytes
 
+    lower = offload_host_bytes(p.cfg, p.layout) * p.nproc_per_node
     held = offload_host_held_bytes(p.cfg, p.layout) * p.nproc_per_node
     free = hostmem.available_bytes()
     if not held or held <= free:
-        return
+        return None
     key = next(k for k in OFFLOAD_KEYS if getattr(p.cfg.backend, k, False) in (True, "cpu"))
-    log.warning(
-        "backend.%s=%s: offload holds about %.1f GiB of host memory (%.1f GiB of model states, plus "
-        "what the H200 runs held over them), and %.1f GiB is free; expect an out-of-memory kill (pick a "
-        "smaller model, or turn offload off)",
-        key,
-        getattr(p.cfg.backend, key),
-        held / 2**30,
-        offload_host_bytes(p.cfg, p.layout) * p.nproc_per_node / 2**30,
-        free / 2**30,
+    value = getattr(p.cfg.backend, key)
+    if lower > free:
+        raise ConfigError(
+            f"backend.{key}",
+            value,
+            f"offload puts at least {lower / 2**30:.1f} GiB of model states of "
+            f"{plural(p.nproc_per_node, 'rank')} in host memory, and {free / 2**30:.1f} GiB is free now",
+            "pick a smaller model, fewer nproc_per_node, offload to nvme (DeepSpeed ZeRO-3), turn offload "
+            "off, or wait for the host's memory to be free",
+        )
+    return (
+        f"host_memory: backend.{key}={value}: offload holds about {held / 2**30:.1f} GiB of host memory "
+        f"({lower / 2**30:.1f} GiB of model states, plus what the H200 runs held over them), and "
+        f"{free / 2**30:.1f} GiB is free; expect an out-of-memory kill (pick a smaller model, or turn "
+        "offload off)"
     )
 
 
@@ -951,10 +990,16 @@ def _launch(
     (:func:`flopsweep.forecast.calibration_records`); ``resumed`` the record ``resume=true`` runs
     again (:func:`resumed_record`), whose searches' probes the searches take over."""
     cfg, world, layout = p.cfg, p.world_size, p.layout
+    try:
+        host_warning = check_free_host_memory(p)
+    except ConfigError as exc:  # refused as validation refuses: no worker started
+        error = rec.error("ConfigError", str(exc), "config")
+        return _finish(path, cfg, run, "invalid", error, None, layout=None, load_start=load_start)
     shown = printable(" ".join(info.overrides)) or "defaults"
     log.info("launching %s on %s: %s", plural(world, "rank"), cfg.device, shown)
     use_expandable_segments(cfg.device)
-    warn_host_memory(p)
+    if host_warning is not None:
+        log.warning("%s", host_warning)
     if cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None:
         name = torch_device_name() if cfg.device == "cuda" else None  # the plan checked a GPU is here
         if (line := warn_plan_gpu(cfg, name)) is not None:
@@ -989,6 +1034,7 @@ def _launch(
         load_start=load_start,
         predicted_peak_gib=predicted,
         calibrations=calibrations,
+        launch_warnings=[host_warning] if host_warning else [],
     )
 
 
@@ -1198,6 +1244,7 @@ def record_outcome(
     load_start: list[float] | None = None,
     predicted_peak_gib: float | None = None,
     calibrations: list[tuple[str, dict[str, Any]]] | None = None,
+    launch_warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """Compute metrics for an ok outcome (or mark it invalid) and write the record.
 
@@ -1209,10 +1256,21 @@ def record_outcome(
             config and the probes that every rank ran before warm-up (GEMM rate,
             ``system.interconnect``), they make ``metrics.predicted``: nothing of the measured
             steps enters it.
+        launch_warnings: what the launch warned about before any worker started
+            (:func:`check_free_host_memory`), first in the record's ``warnings`` whatever the status.
     """
+    launched = list(launch_warnings or [])
     if outcome.status != "ok":
         return _finish(
-            path, cfg, run, outcome.status, outcome.error, None, layout=layout, load_start=load_start
+            path,
+            cfg,
+            run,
+            outcome.status,
+            outcome.error,
+            None,
+            layout=layout,
+            load_start=load_start,
+            warnings=launched,
         )
     metrics = compute_metrics(cfg, outcome.ranks, layout)
     metrics["predicted_peak_gib"] = predicted_peak_gib
@@ -1242,6 +1300,7 @@ def record_outcome(
             layout=layout,
             device_name=device_name,
             load_start=load_start,
+            warnings=launched,
             power_limit_w=limit,
             interconnect=probe,
             cpu_threads=threads,
@@ -1257,7 +1316,7 @@ def record_outcome(
         device_name=device_name,
         load_start=load_start,
         power_limit_w=limit,
-        warnings=profile_warnings(outcome.ranks) + outcome.warnings,
+        warnings=launched + profile_warnings(outcome.ranks) + outcome.warnings,
         interconnect=probe,
         cpu_threads=threads,
     )

@@ -553,6 +553,26 @@ def offload_host_held_bytes(cfg: Any, layout: Layout) -> int:
     return int(offload_host_bytes(cfg, layout) * OFFLOAD_HOST_HELD.get(cfg.backend.name, 1.0))
 
 
+def peak_bytes(cfg: Any, layout: Layout) -> int:
+    """The peak memory of one rank on its device, in bytes: :func:`estimate`'s ``total``, and on the
+    CPU (``cfg.device == "cpu"``, resolved) also what offload puts in host memory
+    (:func:`offload_host_bytes`): :func:`estimate` leaves the offloaded states out, as a GPU does not
+    hold them, but on the CPU the device's memory is the host's and offloading moves them nowhere.
+
+    What ``plan=true`` shows (``est_peak_gib_per_rank``, ``fits``), what the CPU's budget rule of
+    ``batch=auto`` and ``search.model=largest`` holds each probe to, and what the launch refuses a
+    CPU run by (:func:`flopsweep.job.check_free_host_memory`, times the ranks of the machine).
+
+    Args:
+        cfg: a resolved ``RunConfig``; layout: its parallel degrees.
+
+    Raises:
+        Whatever :func:`estimate` raises (DeepSpeed's estimators are imported for ``deepspeed``).
+    """
+    peak = estimate(cfg, layout).total
+    return peak + offload_host_bytes(cfg, layout) if cfg.device == "cpu" else peak
+
+
 def lowest_block_bytes(cfg: Any, layout: Layout) -> int:
     """Bytes on top of :attr:`MemoryEstimate.step_states` while backward runs through the lowest
     block, when every other gradient exists: that block's activations (kept, or rebuilt under

@@ -556,9 +556,10 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
     """On the CPU, refuse a run whose ranks on this machine hold more fp32 weights, gradients and
     AdamW states alone (:func:`flopsweep.memory.model_states_floor`, a lower bound) than the machine
     has memory: it cannot fit, and trying swaps the machine or ends in the OOM killer's SIGKILL,
-    not in an ``oom`` status. A run that may fit but exceeds the free memory with its activations
-    is only warned about at launch (``flopsweep.job.warn_host_memory``). A GPU run is not
-    refused: its out-of-memory error becomes the ``oom`` status."""
+    not in an ``oom`` status. A run that may fit the machine but whose estimated peak
+    (:func:`flopsweep.memory.peak_bytes`) exceeds the memory free now is refused at launch, before
+    any worker starts (``flopsweep.job.check_free_host_memory``). A GPU run is not refused here:
+    its out-of-memory error becomes the ``oom`` status."""
     if env.host_memory_bytes is None:
         return
     _check_offload_host_memory(cfg, nproc, layout, env.host_memory_bytes, device=device)

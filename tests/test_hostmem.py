@@ -132,31 +132,82 @@ def test_a_plan_for_gpus_not_here_states_the_offload_host_memory_instead_of_refu
     )
 
 
-def test_offload_over_the_free_host_memory_is_warned_about_and_one_that_fits_is_not(caplog) -> None:
-    """On the H200, ZeRO-Offload passed the lower-bound check (16 bytes per parameter) at 6.94 B
-    parameters and was killed by the OOM killer: the launch now warns in one line when what such
-    runs held (the lower bound times memory.OFFLOAD_HOST_HELD) exceeds the free host memory, and
-    says nothing for a model whose offload fits."""
-    from flopsweep.job import warn_offload_host_memory
+def test_gpu_offload_over_the_free_host_memory_is_refused_warned_about_or_let_go(tmp_path: Path) -> None:
+    """On GPUs with offload, the launch (job.check_free_host_memory) refuses a run whose lower bound
+    of offloaded states (16 bytes per parameter) exceeds the host memory free now; between that and
+    what the H200's runs held (the lower bound times memory.OFFLOAD_HOST_HELD: ZeRO-Offload passed
+    the lower bound at 6.94 B parameters and was killed by the OOM killer) it warns, and the warning
+    lands first in the record's warnings; a model whose offload fits is let go."""
+    from flopsweep import record as rec
+    from flopsweep.job import check_free_host_memory, record_outcome
+    from flopsweep.launch import Outcome
     from flopsweep.memory import offload_host_bytes, offload_host_held_bytes
     from flopsweep.options import DeepSpeedConfig
     from flopsweep.plan import plan
 
-    big = LlamaConfig(n_layer=800, n_embd=16384, n_head=128, n_kv_head=8, ffn_dim=53248, vocab_size=128256)
     backend = DeepSpeedConfig(zero_stage=3, offload_optimizer="cpu")
-    cfg = dataclasses.replace(RunConfig(), model=big, backend=backend, device="cuda", nproc_per_node=1)
+    cfg = dataclasses.replace(RunConfig(), backend=backend, device="cuda", nproc_per_node=1)
     gpu = Environment(cuda_available=True, gpu_count=1, bf16_supported=True, capability=(9, 0), cpu_count=8)
-    huge = plan(cfg, dataclasses.replace(gpu, host_memory_bytes=1 << 60))  # passes the lower bound
-    lower, held = offload_host_bytes(huge.cfg, huge.layout), offload_host_held_bytes(huge.cfg, huge.layout)
-    assert held == int(lower * 1.25) and held > hostmem.available_bytes()  # 12 TiB of states
-    with caplog.at_level("WARNING", logger="flopsweep"):
-        warn_offload_host_memory(huge)
-    (line,) = [r.getMessage() for r in caplog.records]
-    assert line.startswith("backend.offload_optimizer=cpu: offload holds about ") and "\n" not in line
-    assert f"{lower / GIB:.1f} GiB of model states" in line and "expect an out-of-memory kill" in line
-    caplog.clear()
-    small = LlamaConfig(n_layer=2, n_embd=64, n_head=4, n_kv_head=2, ffn_dim=128, vocab_size=256)
-    tiny = plan(dataclasses.replace(cfg, model=small), dataclasses.replace(gpu, host_memory_bytes=1 << 60))
-    with caplog.at_level("WARNING", logger="flopsweep"):
-        warn_offload_host_memory(tiny)
-    assert caplog.records == []
+    gpu = dataclasses.replace(gpu, host_memory_bytes=1 << 60)  # validation passes: the launch checks
+
+    def planned(n_layer: int, n_embd: int = 16384):
+        width = dict(n_embd=n_embd, n_head=max(8, n_embd // 128), n_kv_head=8, ffn_dim=n_embd * 13 // 4)
+        return plan(
+            dataclasses.replace(cfg, model=LlamaConfig(n_layer=n_layer, vocab_size=256, **width)), gpu
+        )
+
+    huge = planned(800)  # 12 TiB of states
+    assert offload_host_bytes(huge.cfg, huge.layout) > hostmem.available_bytes()
+    with pytest.raises(ConfigError) as err:
+        check_free_host_memory(huge)
+    message = str(err.value)
+    assert err.value.key == "backend.offload_optimizer" and "\n" not in message
+    assert "GiB is free now" in message and "offload off" in message
+    assert check_free_host_memory(planned(2, n_embd=128)) is None
+    # Between: 16 P at 0.89 of the free memory, 20 P (ZeRO's 1.25) at 1.11 of it.
+    per_layer = offload_host_bytes(planned(2, 1024).cfg, planned(2, 1024).layout) - offload_host_bytes(
+        planned(1, 1024).cfg, planned(1, 1024).layout
+    )
+    between = planned(max(1, int(hostmem.available_bytes() / 1.125 / per_layer)), 1024)
+    lower, held = (
+        offload_host_bytes(between.cfg, between.layout),
+        offload_host_held_bytes(between.cfg, between.layout),
+    )
+    assert held == int(lower * 1.25)
+    warning = check_free_host_memory(between)
+    assert warning is not None and warning.startswith(
+        "host_memory: backend.offload_optimizer=cpu: offload holds "
+    )
+    assert f"{lower / GIB:.1f} GiB of model states" in warning and "expect an out-of-memory kill" in warning
+    run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": None}
+    killed = Outcome(
+        status="error", error=rec.error("WorkerKilled", "rank 0 was killed by SIGKILL", "measure")
+    )
+    record = record_outcome(
+        tmp_path / "metrics.json", between.cfg, run, killed, between.layout, launch_warnings=[warning]
+    )
+    assert record["status"] == "error" and record["warnings"][0] == warning
+
+
+def test_on_the_cpu_the_peak_counts_the_offloaded_states_in_the_same_memory() -> None:
+    """The fresh-user trial: gpt-1.3b, FSDP2 cpu_offload, 2 CPU ranks. plan=true showed 17.0 GiB per
+    rank (memory.estimate leaves the offloaded states out, as a GPU does not hold them) and the
+    launch warned of 52.8 GiB (16 P / 2 per rank plus activations, without the gathered weights);
+    on the CPU the offloaded states are in the same memory, so plan=true and the launch now both
+    use memory.peak_bytes: the estimate plus 16 P / 2, 26.8 GiB per rank."""
+    from flopsweep.config import ModelConfig
+    from flopsweep.memory import estimate, offload_host_bytes, peak_bytes
+    from flopsweep.plan import plan
+
+    host = Environment(cpu_count=8, host_memory_bytes=1 << 60)
+    gpt = ModelConfig(name="gpt-1.3b", n_layer=24, n_embd=2048, n_head=16, seq_len=2048, vocab_size=50304)
+    cfg = dataclasses.replace(
+        RunConfig(), model=gpt, backend=FSDPConfig(cpu_offload=True), device="cpu", nproc_per_node="2"
+    )
+    p = plan(cfg, host)
+    est, states = estimate(p.cfg, p.layout), offload_host_bytes(p.cfg, p.layout)
+    assert states == 16 * 1_315_819_520 // 2
+    assert round(est.total / GIB, 1) == 17.0 and peak_bytes(p.cfg, p.layout) == est.total + states
+    assert round(peak_bytes(p.cfg, p.layout) / GIB, 1) == 26.8
+    on_gpu = dataclasses.replace(p.cfg, device="cuda")
+    assert peak_bytes(on_gpu, p.layout) == estimate(on_gpu, p.layout).total  # the GPU holds no states

@@ -247,6 +247,17 @@ REFUSALS = {
         ("device=cpu", "nproc_per_node=2", "backend=fsdp", "backend.cpu_offload=true", "model=llama3.1-70b"),
         "backend.cpu_offload",
     ),
+    # the free host memory (at launch, by plan=true's estimate): gpt-tiny's ~3.8 TiB of activations per rank
+    "over_free_host_memory": Refusal(
+        args=(
+            "device=cpu",
+            "nproc_per_node=2",
+            "backend=fsdp",
+            "batch.micro_batch_size=65536",
+            "model.seq_len=8192",
+        ),
+        last_line_has=("model='gpt-tiny'", "2 ranks need about", "GiB is free now", "Fix:", "device=cuda"),
+    ),
     "nvme_without_path": _invalid(("backend=zero3", "backend.offload_optimizer=nvme"), "backend.nvme_path"),
     "memory_budget_eager": _invalid(("activation_checkpointing=memory_budget",), "activation_checkpointing"),
     "zero_stage": _invalid(("backend=deepspeed", "backend.zero_stage=4"), "backend.zero_stage"),
@@ -361,20 +372,39 @@ def test_a_signalled_job_is_recorded_and_stops_its_workers(tmp_path: Path, sig: 
     assert all(v is None for v in record["metrics"].values())
 
 
-def test_a_cpu_run_too_big_for_host_memory_is_warned_about(caplog):
-    from flopsweep.config import ModelConfig, RunConfig
-    from flopsweep.job import warn_host_memory
-    from flopsweep.layout import Layout
-    from flopsweep.plan import Plan
+def test_a_cpu_run_over_the_free_host_memory_is_refused_by_the_plans_estimate() -> None:
+    """On the CPU the launch refuses a run whose ranks need more than the host memory free now, by
+    the figure plan=true shows (memory.peak_bytes), in one line naming the need, the free memory
+    and the fix; a tiny model goes ahead. gpt-tiny at micro batch 65536 and 8192 tokens keeps about
+    3.8 TiB of activations per rank: over any machine's free memory, while its weights (16 MiB)
+    pass validation's check against the machine's memory."""
+    import dataclasses
 
-    def one_rank(cfg: RunConfig) -> Plan:
-        return Plan(cfg=cfg, device=cfg.device, nproc_per_node=1, nnodes=1, layout=Layout.data_parallel(1))
+    from flopsweep import hostmem
+    from flopsweep.config import ConfigError, RunConfig
+    from flopsweep.job import check_free_host_memory, plan_estimate
+    from flopsweep.memory import peak_bytes
+    from flopsweep.options import FSDPConfig
+    from flopsweep.plan import Environment, plan
+    from flopsweep.text import significant
 
-    big = ModelConfig(name="gpt-13b", n_layer=40, n_embd=5120, n_head=40, seq_len=2048, vocab_size=50304)
-    with caplog.at_level("WARNING", logger="flopsweep"):
-        warn_host_memory(one_rank(RunConfig(device="cpu", nproc_per_node="1", model=big)))  # 13 B x 16 B
-        assert "model=gpt-13b on the CPU" in caplog.text and "device=cuda" in caplog.text
-        caplog.clear()
-        warn_host_memory(one_rank(RunConfig(device="cpu", nproc_per_node="1")))  # gpt-tiny
-        warn_host_memory(one_rank(RunConfig(device="cuda", nproc_per_node="1", model=big)))  # not host
-    assert caplog.text == ""
+    host = Environment(cpu_count=8, host_memory_bytes=hostmem.total_bytes())
+    tiny = plan(RunConfig(device="cpu", nproc_per_node="2", backend=FSDPConfig()), host)
+    assert check_free_host_memory(tiny) is None
+    base = RunConfig(device="cpu", nproc_per_node="2", backend=FSDPConfig())
+    cfg = dataclasses.replace(
+        base,
+        model=dataclasses.replace(base.model, seq_len=8192),
+        batch=dataclasses.replace(base.batch, micro_batch_size=65536),
+    )
+    big = plan(cfg, host)  # validation passes: the states are tiny
+    per_rank = peak_bytes(big.cfg, big.layout)
+    assert per_rank > 2**40  # about 3.8 TiB
+    assert plan_estimate(big, host, placed=False)["est_peak_gib_per_rank"] == significant(per_rank / 2**30)
+    with pytest.raises(ConfigError) as err:
+        check_free_host_memory(big)
+    message = str(err.value)
+    assert err.value.key == "model" and "\n" not in message
+    assert f"2 ranks need about {2 * per_rank / 2**30:.1f} GiB of host memory" in message
+    assert "GiB is free now" in message and "batch.micro_batch_size" in message
+    assert "nproc_per_node=1" in message and "device=cuda" in message
