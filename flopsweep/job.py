@@ -883,7 +883,7 @@ def warn_plan_gpu(cfg: RunConfig, device_name: str | None) -> str | None:
     return None
 
 
-def check_free_host_memory(p: Plan) -> str | None:
+def check_free_host_memory(p: Plan, free: int | None = None) -> str | None:
     """Refuse, before any worker starts, a run that cannot fit the host memory free now
     (:func:`flopsweep.hostmem.available_bytes`), which would swap the machine or meet the kernel's OOM
     killer (a SIGKILL, not an ``oom`` status) and take other users' memory with it:
@@ -901,6 +901,9 @@ def check_free_host_memory(p: Plan) -> str | None:
     CPU, whose probes are each held to the free memory before they launch
     (:func:`flopsweep.autobatch.budget_problem`).
 
+    Args:
+        free: the free host memory, bytes; None (the launch): read now.
+
     Returns:
         The warning (``host_memory: ...``), or None.
 
@@ -910,17 +913,20 @@ def check_free_host_memory(p: Plan) -> str | None:
     cfg = p.cfg
     if inside_submitit_task() or cfg.search.model == "largest":
         return None
+    if free is None:
+        from flopsweep import hostmem
+
+        free = hostmem.available_bytes()
     if cfg.device == "cpu":
-        return None if cfg.batch.name == "auto" else _refuse_cpu_host_memory(p)
-    return _check_offload_free_memory(p)
+        return None if cfg.batch.name == "auto" else _refuse_cpu_host_memory(p, free)
+    return _check_offload_free_memory(p, free)
 
 
-def _refuse_cpu_host_memory(p: Plan) -> str | None:
+def _refuse_cpu_host_memory(p: Plan, free: int) -> str | None:
     """On the CPU, refuse a run whose ranks' estimated peak exceeds the free host memory (see
     :func:`check_free_host_memory`); raises ConfigError naming ``model``. Returns None, or the
     warning that the estimate failed and the memory went unchecked (an estimate's bug is no reason
     to lose the measurement)."""
-    from flopsweep import hostmem
     from flopsweep.memory import peak_bytes
 
     cfg, nproc = p.cfg, p.nproc_per_node
@@ -928,7 +934,7 @@ def _refuse_cpu_host_memory(p: Plan) -> str | None:
         per_rank = peak_bytes(cfg, p.layout)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         return f"host_memory: the free host memory was not checked: the memory estimate failed: {exc}"
-    need, free = per_rank * nproc, hostmem.available_bytes()
+    need = per_rank * nproc
     if need <= free:
         return None
     ranks = f"{plural(nproc, 'rank')} need{'s' if nproc == 1 else ''}"
@@ -945,16 +951,14 @@ def _refuse_cpu_host_memory(p: Plan) -> str | None:
     )
 
 
-def _check_offload_free_memory(p: Plan) -> str | None:
+def _check_offload_free_memory(p: Plan, free: int) -> str | None:
     """On GPUs with offload, refuse a run whose node's ranks offload more than the free host memory
     (the lower bound), and return a warning when what such runs held is more (see
     :func:`check_free_host_memory`); None without offload or when it fits."""
-    from flopsweep import hostmem
     from flopsweep.memory import offload_host_bytes, offload_host_held_bytes
 
     lower = offload_host_bytes(p.cfg, p.layout) * p.nproc_per_node
     held = offload_host_held_bytes(p.cfg, p.layout) * p.nproc_per_node
-    free = hostmem.available_bytes()
     if not held or held <= free:
         return None
     key = next(k for k in OFFLOAD_KEYS if getattr(p.cfg.backend, k, False) in (True, "cpu"))

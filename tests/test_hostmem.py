@@ -168,13 +168,14 @@ def test_gpu_offload_over_the_free_host_memory_is_refused_warned_about_or_let_go
     per_layer = offload_host_bytes(planned(2, 1024).cfg, planned(2, 1024).layout) - offload_host_bytes(
         planned(1, 1024).cfg, planned(1, 1024).layout
     )
-    between = planned(max(1, int(hostmem.available_bytes() / 1.125 / per_layer)), 1024)
+    free = hostmem.available_bytes()  # read once: the check is given it, so load cannot move it
+    between = planned(max(1, int(free / 1.125 / per_layer)), 1024)
     lower, held = (
         offload_host_bytes(between.cfg, between.layout),
         offload_host_held_bytes(between.cfg, between.layout),
     )
     assert held == int(lower * 1.25)
-    warning = check_free_host_memory(between)
+    warning = check_free_host_memory(between, free)
     assert warning is not None and warning.startswith(
         "host_memory: backend.offload_optimizer=cpu: offload holds "
     )
