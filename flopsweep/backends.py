@@ -441,7 +441,8 @@ def _offload_sections(backend: DeepSpeedConfig, device_type: str) -> dict[str, A
 def _check_offload(backend: DeepSpeedConfig) -> None:
     """``backend.offload_optimizer`` and ``offload_param`` are ``none``, ``cpu`` or ``nvme``;
     ``offload_param`` and NVMe need ZeRO-3 (DeepSpeed offloads parameters and NVMe-offloads the
-    optimizer only in stage 3: ZeRO-Infinity); ``nvme`` needs ``backend.nvme_path``.
+    optimizer only in stage 3: ZeRO-Infinity); ``nvme`` needs ``backend.nvme_path``, and
+    ``backend.nvme_path`` needs an ``nvme`` (nothing else reads it).
 
     Raises:
         ConfigError: naming the key, the value and the fix.
@@ -470,6 +471,16 @@ def _check_offload(backend: DeepSpeedConfig) -> None:
                 f"backend.{key}=nvme needs a folder on an NVMe drive",
                 f"set backend.nvme_path=/local_nvme/flopsweep (a folder you own), or backend.{key}=cpu",
             )
+    if backend.nvme_path and "nvme" not in (backend.offload_optimizer, backend.offload_param):
+        raise ConfigError(
+            "backend.nvme_path",
+            backend.nvme_path,
+            "is where NVMe offload writes, and neither backend.offload_optimizer "
+            f"({backend.offload_optimizer}) nor backend.offload_param ({backend.offload_param}) is nvme, "
+            "so nothing reads it",
+            "set backend.offload_optimizer=nvme or backend.offload_param=nvme (ZeRO-3), "
+            "or drop backend.nvme_path (null)",
+        )
 
 
 def _check_nvme(cfg: BackendConfig, device: str, *, path_here: bool = True) -> None:

@@ -87,6 +87,12 @@ def test_deepspeed_config_has_the_offload_sections() -> None:
             "backend.offload_optimizer",
             "ZeRO-3 only",
         ),
+        (DeepSpeedConfig(zero_stage=3, nvme_path="/tmp"), "backend.nvme_path", "nothing reads it"),
+        (
+            DeepSpeedConfig(zero_stage=3, offload_optimizer="cpu", offload_param="cpu", nvme_path="/tmp"),
+            "backend.nvme_path",
+            "or drop backend.nvme_path",
+        ),
         (
             DeepSpeedConfig(zero_stage=3, offload_optimizer="gpu"),
             "backend.offload_optimizer",

@@ -248,6 +248,7 @@ REFUSALS = {
         "backend.cpu_offload",
     ),
     "nvme_without_path": _invalid(("backend=zero3", "backend.offload_optimizer=nvme"), "backend.nvme_path"),
+    "path_without_nvme": _invalid(("backend=zero3", "backend.nvme_path=/tmp"), "backend.nvme_path"),
     "memory_budget_eager": _invalid(("activation_checkpointing=memory_budget",), "activation_checkpointing"),
     "zero_stage": _invalid(("backend=deepspeed", "backend.zero_stage=4"), "backend.zero_stage"),
     "micro_batch_0": _invalid(("batch.micro_batch_size=0",), "batch.micro_batch_size"),
