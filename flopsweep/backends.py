@@ -810,8 +810,10 @@ def _torch_implementation(optimizer: Any) -> tuple[bool | None, bool | None]:
         return None, None
     fused, foreach = group["fused"], group["foreach"]
     if fused is None and foreach is None:
-        from torch.optim.optimizer import _default_to_fused_or_foreach
-
+        try:  # torch's private helper: a torch without it leaves foreach unknown, not the run failed
+            from torch.optim.optimizer import _default_to_fused_or_foreach
+        except ImportError:
+            return False, None
         stepped = [p for g in groups for p in g["params"]]
         stepped = stepped or [t for t in getattr(optimizer, "state", {}) if isinstance(t, torch.Tensor)]
         if not stepped:
