@@ -441,7 +441,8 @@ def _offload_sections(backend: DeepSpeedConfig, device_type: str) -> dict[str, A
 def _check_offload(backend: DeepSpeedConfig) -> None:
     """``backend.offload_optimizer`` and ``offload_param`` are ``none``, ``cpu`` or ``nvme``;
     ``offload_param`` and NVMe need ZeRO-3 (DeepSpeed offloads parameters and NVMe-offloads the
-    optimizer only in stage 3: ZeRO-Infinity); ``nvme`` needs ``backend.nvme_path``.
+    optimizer only in stage 3: ZeRO-Infinity); ``nvme`` needs ``backend.nvme_path``, and
+    ``backend.nvme_path`` needs an ``nvme`` (nothing else reads it).
 
     Raises:
         ConfigError: naming the key, the value and the fix.
@@ -470,6 +471,16 @@ def _check_offload(backend: DeepSpeedConfig) -> None:
                 f"backend.{key}=nvme needs a folder on an NVMe drive",
                 f"set backend.nvme_path=/local_nvme/flopsweep (a folder you own), or backend.{key}=cpu",
             )
+    if backend.nvme_path and "nvme" not in (backend.offload_optimizer, backend.offload_param):
+        raise ConfigError(
+            "backend.nvme_path",
+            backend.nvme_path,
+            "is where NVMe offload writes, and neither backend.offload_optimizer "
+            f"({backend.offload_optimizer}) nor backend.offload_param ({backend.offload_param}) is nvme, "
+            "so nothing reads it",
+            "set backend.offload_optimizer=nvme or backend.offload_param=nvme (ZeRO-3), "
+            "or drop backend.nvme_path (null)",
+        )
 
 
 def _check_nvme(cfg: BackendConfig, device: str, *, path_here: bool = True) -> None:
@@ -751,6 +762,68 @@ def check_support(
             "set compile=false (DeepCompile) or backend.deepcompile=false (per-block compile)",
         )
     return spec.check(cfg) if spec.check is not None else cfg
+
+
+def optimizer_facts(trainer: Any) -> dict[str, Any] | None:
+    """``system.optimizer``: the optimizer that steps, read from the built trainer, not the config.
+
+    Returns:
+        ``{class, fused, foreach, in_backward}``: ``class`` the qualified name of the optimizer's
+        class (``torch.optim.adamw.AdamW``; under DeepSpeed its basic optimizer, the one its ZeRO
+        wrapper steps: ``deepspeed.ops.adam.fused_adam.FusedAdam``,
+        ``deepspeed.ops.adam.cpu_adam.DeepSpeedCPUAdam`` or torch's AdamW); ``fused`` and ``foreach``
+        the implementation a torch optimizer runs (a flag left None resolved as torch resolves it at
+        its step, from its parameters' devices), null for an optimizer without those flags;
+        ``in_backward`` true for ``optim.in_backward``'s one optimizer per parameter (the first one's
+        class and flags). None when the trainer holds no optimizer. Read after the measured steps:
+        ``foreach`` may depend on the tensors a step put into the optimizer.
+    """
+    engine = getattr(trainer, "engine", None)  # DeepSpeedTrainer
+    source, name = (trainer, "optimizer") if engine is None else (engine, "basic_optimizer")
+    optimizer = getattr(source, name, None)
+    in_backward = isinstance(optimizer, optim_in_backward.OptimizerInBackward)
+    if in_backward:
+        optimizer = optimizer.optimizers[0] if optimizer.optimizers else None
+    if optimizer is None:
+        return None
+    kind = type(optimizer)
+    fused, foreach = _torch_implementation(optimizer)
+    return {
+        "class": f"{kind.__module__}.{kind.__qualname__}",
+        "fused": fused,
+        "foreach": foreach,
+        "in_backward": in_backward,
+    }
+
+
+def _torch_implementation(optimizer: Any) -> tuple[bool | None, bool | None]:
+    """``(fused, foreach)`` that a torch optimizer's step runs, over its first parameter group: its
+    flags, or when both are None, torch's default for the tensors it steps
+    (``torch.optim.optimizer._default_to_fused_or_foreach``: for-each on CUDA, the for-loop on the
+    CPU). Those are the group's parameters, or where a wrapper empties the group between steps
+    (DeepSpeed ZeRO-3 puts each flat fp32 partition in only for its step) the tensors that hold
+    its state; ``foreach`` is None when neither is there yet (no step taken). ``(None, None)`` for
+    an optimizer without those flags (DeepSpeed's own)."""
+    groups = getattr(optimizer, "param_groups", None) or [{}]
+    group = groups[0]
+    if "fused" not in group or "foreach" not in group:
+        return None, None
+    fused, foreach = group["fused"], group["foreach"]
+    if fused is None and foreach is None:
+        try:  # torch's private helper: a torch without it leaves foreach unknown, not the run failed
+            from torch.optim.optimizer import _default_to_fused_or_foreach
+        except ImportError:
+            return False, None
+        stepped = [p for g in groups for p in g["params"]]
+        stepped = stepped or [t for t in getattr(optimizer, "state", {}) if isinstance(t, torch.Tensor)]
+        if not stepped:
+            return False, None
+        differentiable = bool(group.get("differentiable", False))
+        _, foreach = _default_to_fused_or_foreach(stepped, differentiable, use_fused=False)
+        lr = group.get("lr")
+        if foreach and isinstance(lr, torch.Tensor) and not group.get("capturable", False):
+            foreach = False  # as torch.optim.adam.adam decides
+    return bool(fused), bool(foreach)
 
 
 def build_trainer(cfg: RunConfig, device: torch.device, layout: Layout) -> Trainer:

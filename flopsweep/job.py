@@ -1292,6 +1292,7 @@ def record_outcome(
     device_name = outcome.ranks[0]["device"]
     limit = ranks_power_limit_w(outcome.ranks)
     threads = outcome.ranks[0].get("cpu_threads")
+    optimizer = outcome.ranks[0].get("optimizer")
     if problem:
         error = rec.error("TimingSanity", problem, "measure")
         return _finish(
@@ -1308,6 +1309,7 @@ def record_outcome(
             power_limit_w=limit,
             interconnect=probe,
             cpu_threads=threads,
+            optimizer=optimizer,
         )
     return _finish(
         path,
@@ -1323,6 +1325,7 @@ def record_outcome(
         warnings=launched + profile_warnings(outcome.ranks) + outcome.warnings,
         interconnect=probe,
         cpu_threads=threads,
+        optimizer=optimizer,
     )
 
 
@@ -1341,13 +1344,16 @@ def _finish(
     power_limit_w: float | None = None,
     interconnect: list[dict[str, Any]] | None = None,
     cpu_threads: int | None = None,
+    optimizer: dict[str, Any] | None = None,
     log_result: bool = True,
 ) -> dict[str, Any]:
     """Write the record. ``layout`` is the plan's (None for a run that never launched: its
     ``system.world_size``, ``nproc_per_node`` and ``parallel`` are null); ``power_limit_w`` the
     GPUs' enforced power limit (W), null when no rank measured it; ``interconnect`` rank 0's probe
     (``system.interconnect``; ``[]`` on one rank, null when no rank measured); ``cpu_threads`` rank
-    0's intra-op threads (``system.cpu_threads``; null when no rank measured). ``log_result``:
+    0's intra-op threads (``system.cpu_threads``; null when no rank measured); ``optimizer`` rank 0's
+    optimizer as built (``system.optimizer``, :func:`flopsweep.backends.optimizer_facts`; null when no
+    rank measured). ``log_result``:
     log the record's line (:func:`_log_result`); False where the caller prints it itself."""
     run = {**run, "finished_at": _now()}
     world = layout.world_size if layout else None
@@ -1363,6 +1369,7 @@ def _finish(
     )
     system["interconnect"] = interconnect
     system["cpu_threads"] = cpu_threads
+    system["optimizer"] = optimizer
     if status == "ok" and metrics is not None:
         warnings = list(warnings or []) + noise_warnings(
             cv=(metrics.get("iteration_time_s") or {}).get("cv"),

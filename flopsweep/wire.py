@@ -66,6 +66,9 @@ class RankFigures:
             The record's ``system.interconnect``.
         warmup_steps: warm-up steps run (``steps.warmup`` plus any extra).
         fp8_layers: Linear layers converted to float8, null when the run is not fp8.
+        optimizer: the optimizer that steps on this rank, read from the built trainer
+            (:func:`flopsweep.backends.optimizer_facts`: ``{class, fused, foreach, in_backward}``);
+            rank 0's is the record's ``system.optimizer``.
         unsteady_steps: measured steps over 3x the median of the others.
         breakdown: ``profile=true`` only: the profiled step's parts, seconds
             (:class:`flopsweep.profile.StepBreakdown`).
@@ -97,6 +100,7 @@ class RankFigures:
     interconnect: list[dict[str, Any]] | None = None
     warmup_steps: int = 0
     fp8_layers: int | None = None
+    optimizer: dict[str, Any] | None = None
     unsteady_steps: list[int] = field(default_factory=list)
     breakdown: dict[str, Any] | None = None
     profile_problem: str | None = None

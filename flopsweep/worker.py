@@ -210,7 +210,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     import torch.distributed as dist
 
     from flopsweep.attention import check_kernel
-    from flopsweep.backends import build_trainer
+    from flopsweep.backends import build_trainer, optimizer_facts
     from flopsweep.metrics import unsteady_steps
     from flopsweep.precision import DTYPES
 
@@ -258,6 +258,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         interconnect=links if rank == 0 else None,
         warmup_steps=cfg.steps.warmup + extra,
         fp8_layers=_fp8_layers(trainer),
+        optimizer=optimizer_facts(trainer),
         unsteady_steps=unsteady_steps(figures.step_times_s),
         breakdown=breakdown,
         profile_problem=profile_problem,

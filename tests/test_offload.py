@@ -87,6 +87,12 @@ def test_deepspeed_config_has_the_offload_sections() -> None:
             "backend.offload_optimizer",
             "ZeRO-3 only",
         ),
+        (DeepSpeedConfig(zero_stage=3, nvme_path="/tmp"), "backend.nvme_path", "nothing reads it"),
+        (
+            DeepSpeedConfig(zero_stage=3, offload_optimizer="cpu", offload_param="cpu", nvme_path="/tmp"),
+            "backend.nvme_path",
+            "or drop backend.nvme_path",
+        ),
         (
             DeepSpeedConfig(zero_stage=3, offload_optimizer="gpu"),
             "backend.offload_optimizer",
@@ -143,8 +149,20 @@ def test_offload_that_exceeds_this_hosts_memory_is_refused_before_launch(backend
     assert resolve(_run(no_offload, big), H200_HOST).device == "cuda"  # the GPU's own OOM decides
 
 
+TORCH_ADAMW_ON_CPU = {
+    "class": "torch.optim.adamw.AdamW",
+    "fused": False,
+    "foreach": False,
+    "in_backward": False,
+}
+"""``system.optimizer`` of a CPU run: torch's AdamW, its for-loop implementation (CPU tensors)."""
+
+
 def _first_losses(tmp_path: Path, *overrides: str) -> dict[str, float]:
+    """The first-step loss of each record, by its backend config; every record ran torch's AdamW on
+    the CPU (``system.optimizer``, read from the live optimizer; DeepSpeed's ``torch_adam``)."""
     recs = ok_sweep(tmp_path, *LLAMA_TINY_TWO_RANKS, *overrides)
+    assert [r["system"]["optimizer"] for r in recs] == [TORCH_ADAMW_ON_CPU] * len(recs)
     return {str(sorted(r["config"]["backend"].items())): r["metrics"]["loss_first"] for r in recs}
 
 
@@ -173,10 +191,11 @@ def test_deepspeed_cpu_adam_builds_and_steps_as_torch_adamw() -> None:
     build took 12 minutes on a loaded 2-core CPU box, then it is cached). It builds here and takes
     the same AdamW step as ``torch.optim.AdamW`` (fp32, 1e-6)."""
     import os
+    from types import SimpleNamespace
 
     import torch
 
-    from flopsweep.backends import extensions_dir
+    from flopsweep.backends import DeepSpeedTrainer, extensions_dir, optimizer_facts
 
     os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
     from deepspeed.ops.adam import DeepSpeedCPUAdam
@@ -195,3 +214,11 @@ def test_deepspeed_cpu_adam_builds_and_steps_as_torch_adamw() -> None:
             opt.step()
     torch.testing.assert_close(params[0].detach(), params[1].detach(), atol=1e-6, rtol=1e-5)
     assert not torch.equal(params[0].detach(), start)
+    # system.optimizer names DeepSpeed's class (the engine's basic optimizer); it has no torch flags
+    facts = optimizer_facts(DeepSpeedTrainer(SimpleNamespace(basic_optimizer=optimizers[0])))
+    assert facts == {
+        "class": "deepspeed.ops.adam.cpu_adam.DeepSpeedCPUAdam",
+        "fused": None,
+        "foreach": None,
+        "in_backward": False,
+    }

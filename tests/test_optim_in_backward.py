@@ -53,13 +53,18 @@ def test_single_in_backward_trains_as_the_usual_step(hydra_compose) -> None:
     losses (1e-5) and weights (1e-6); after each step no gradient is left and nothing is clipped."""
     from helpers import validate
 
+    from flopsweep.backends import optimizer_facts
     from flopsweep.optim_in_backward import OptimizerInBackward
 
     usual = validate(hydra_compose([*BASE, "backend=single"]))
     fused = validate(hydra_compose([*BASE, "backend=single", "optim.in_backward=true"]))
-    ref_losses, ref_weights, _ = _train(usual, Layout())
+    ref_losses, ref_weights, ref_trainer = _train(usual, Layout())
     losses, weights, trainer = _train(fused, Layout())
     assert isinstance(trainer.optimizer, OptimizerInBackward)
+    # system.optimizer: torch's AdamW, its for-loop on CPU tensors (foreach resolved as torch does)
+    adamw = {"class": "torch.optim.adamw.AdamW", "fused": False, "foreach": False}
+    assert optimizer_facts(ref_trainer) == {**adamw, "in_backward": False}
+    assert optimizer_facts(trainer) == {**adamw, "in_backward": True}
     n = len(list(trainer.model.parameters()))
     assert len(trainer.optimizer.optimizers) == len(trainer.optimizer.handles) == n
     assert losses == pytest.approx(ref_losses, abs=1e-5)

@@ -35,6 +35,7 @@ SYSTEM_KEYS = {
     "cpu_count",  # the scale of loadavg (issue 26)
     "interconnect",  # the probe's bus bandwidths (issue 27; [] on one rank)
     "cpu_threads",  # rank 0's intra-op threads (torch.get_num_threads())
+    "optimizer",  # rank 0's optimizer as built: {class, fused, foreach, in_backward}
     "torch",
     "cuda",
     "deepspeed",
@@ -94,6 +95,12 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 1, "pp": 1, "cp": 1}
     assert record["system"]["interconnect"] == []  # one rank: no link to measure
     assert isinstance(record["system"]["cpu_threads"], int) and record["system"]["cpu_threads"] >= 1
+    assert record["system"]["optimizer"] == {
+        "class": "torch.optim.adamw.AdamW",
+        "fused": record["system"]["device_name"] != "cpu",  # build_adamw: fused on CUDA
+        "foreach": False,
+        "in_backward": False,
+    }
     assert record["metrics"]["predicted"]["source"].startswith("uncalibrated")
     assert set(record["run"]) == {
         "id",
@@ -259,6 +266,7 @@ REFUSALS = {
         last_line_has=("model='gpt-tiny'", "2 ranks need about", "GiB is free now", "Fix:", "device=cuda"),
     ),
     "nvme_without_path": _invalid(("backend=zero3", "backend.offload_optimizer=nvme"), "backend.nvme_path"),
+    "path_without_nvme": _invalid(("backend=zero3", "backend.nvme_path=/tmp"), "backend.nvme_path"),
     "memory_budget_eager": _invalid(("activation_checkpointing=memory_budget",), "activation_checkpointing"),
     "zero_stage": _invalid(("backend=deepspeed", "backend.zero_stage=4"), "backend.zero_stage"),
     "micro_batch_0": _invalid(("batch.micro_batch_size=0",), "batch.micro_batch_size"),
