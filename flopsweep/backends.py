@@ -819,7 +819,10 @@ def _torch_implementation(optimizer: Any) -> tuple[bool | None, bool | None]:
         if not stepped:
             return False, None
         differentiable = bool(group.get("differentiable", False))
-        _, foreach = _default_to_fused_or_foreach(stepped, differentiable, use_fused=False)
+        try:  # private: another torch's signature leaves foreach unknown, never fails the run
+            _, foreach = _default_to_fused_or_foreach(stepped, differentiable, use_fused=False)
+        except (TypeError, ValueError, RuntimeError):
+            return False, None
         lr = group.get("lr")
         if foreach and isinstance(lr, torch.Tensor) and not group.get("capturable", False):
             foreach = False  # as torch.optim.adam.adam decides
