@@ -461,8 +461,9 @@ def plan_environment(
       (:func:`offload_host_note`, :func:`nvme_path_note` say so in the row).
     - ``nnodes`` > 1 outside Slurm is placed as the Slurm task it must run as (a run needs
       ``hydra/launcher=slurm``; the job's nodes like this one, or ``plan_gpu``'s).
-    - A GPU that validation refuses (:func:`flopsweep.memory.planned_gpu_bytes`: ``plan_gpu=A100``
-      without its memory size, a size it is not sold in, a memory that is not positive) places
+    - A GPU that validation refuses (:func:`flopsweep.memory.planned_gpu_bytes`: a name the peak
+      table does not know, with ``plan_gpu_memory_gib`` or without, ``plan_gpu=A100`` without its
+      memory size, a size it is not sold in, a memory that is not positive) places
       nothing and notes nothing: the row is ``invalid`` with that refusal alone.
     """
     from flopsweep.memory import planned_gpu_bytes

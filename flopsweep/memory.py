@@ -772,12 +772,20 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
         gpu_memory_gib: ``plan_gpu_memory_gib``: the memory in GiB, as given; wins over the name's.
 
     Raises:
-        ConfigError: a name the peak table does not know, a size in the name the device is not sold
-            in (``H100-94GB``), a name of a device that comes in several sizes without one, or a
-            memory that is not positive.
+        ConfigError: a name the peak table does not know (with or without ``gpu_memory_gib``), a
+            memory that is not positive, or, without ``gpu_memory_gib``, a size in the name the device
+            is not sold in (``H100-94GB``) or a name of a device that comes in several sizes without one.
     """
     from flopsweep.peaks import PEAK_TABLE, lookup, memory_sizes_gb
 
+    row = lookup(gpu) if gpu else None
+    if gpu and row is None:  # with or without a memory: the name also places the job (its capability)
+        names = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE)
+        size = gpu.strip().lower().removesuffix("gib").removesuffix("gb").strip()
+        fix = "use one of those"
+        if size.replace(".", "", 1).isdigit():  # a memory size given as a name
+            fix = f"use one of those, or plan_gpu_memory_gib={size} for a memory size in GiB"
+        raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", fix)
     if gpu_memory_gib is not None:
         if gpu_memory_gib <= 0:
             raise ConfigError(
@@ -785,16 +793,8 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
             )
         label = f"{gpu} ({gpu_memory_gib:g} GiB)" if gpu else f"{gpu_memory_gib:g} GiB"
         return int(gpu_memory_gib * GIB), label
-    if not gpu:
-        return None
-    row = lookup(gpu)
     if row is None:
-        names = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE)
-        size = gpu.strip().lower().removesuffix("gib").removesuffix("gb").strip()
-        fix = "use one of those"
-        if size.replace(".", "", 1).isdigit():  # a memory size given as a name
-            fix = f"use one of those, or plan_gpu_memory_gib={size} for a memory size in GiB"
-        raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", fix)
+        return None
     sizes = GPU_MEMORY_GIB[row.name]
     several = len(set(sizes.values())) > 1
     named = memory_sizes_gb(gpu)

@@ -645,8 +645,9 @@ def test_a_plan_for_a_named_gpu_refuses_what_that_gpu_cannot_run(
         (["plan_gpu=A100"], "plan_gpu='A100': A100 comes in more than one memory size (40 GB (40 GiB) or 80"),
         (["plan_gpu=H100-94GB"], "plan_gpu='H100-94GB': names 94 GB; the H100 SXM has 80 GB"),
         (["plan_gpu=H100", "plan_gpu_memory_gib=-1"], "plan_gpu_memory_gib=-1.0: must be positive"),
+        (["plan_gpu=NOTAGPU", "plan_gpu_memory_gib=40"], "plan_gpu='NOTAGPU': is no device of the peak table"),
     ],
-    ids=["a100-no-size", "h100-94gb", "negative-memory"],
+    ids=["a100-no-size", "h100-94gb", "negative-memory", "unknown-with-memory"],
 )
 def test_a_refused_plan_gpu_is_placed_nowhere(
     hydra_compose, tmp_path: Path, asked: list[str], says: str
@@ -668,6 +669,30 @@ def test_a_refused_plan_gpu_is_placed_nowhere(
     h200 = Environment(cuda_available=True, gpu_count=8, bf16_supported=True, capability=(9, 0), cpu_count=16)
     _, env, notes = plan_environment(hydra_compose(args), h200, "NVIDIA H200")
     assert (env.planned_gpu, env.capability, notes) == (None, (9, 0), [])
+
+
+def test_an_unknown_plan_gpu_is_refused_whatever_plan_gpu_memory_gib_says(hydra_compose, tmp_path: Path) -> None:
+    """``plan_gpu_memory_gib`` wins over the name's memory, not over the name: a trial's
+    ``plan_gpu=NOTAGPU plan_gpu_memory_gib=40`` passed validation (the name was never looked up). It is
+    refused in the same line as without the memory, and a known name with a memory keeps planning
+    for that memory, placed as the named GPU (``plan_gpu=A100`` needs no size then)."""
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=llama3.1-8b", "nproc_per_node=1", "plan=true", "device=cuda", "plan_gpu=NOTAGPU"]
+
+    def note(*extra: str) -> str:
+        row = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert row["status"] == "invalid" and "\n" not in row["note"], row
+        return row["note"]
+
+    alone = note()
+    assert alone.startswith("Invalid config: plan_gpu='NOTAGPU': is no device of the peak table (H100-SXM")
+    assert note("plan_gpu_memory_gib=40") == note("plan_gpu_memory_gib=0.5") == alone
+    args[-1] = "plan_gpu=A100"
+    known = plan_job(hydra_compose([*args, "plan_gpu_memory_gib=40"]), JobInfo(job_dir=tmp_path, overrides=[]))
+    row = known["plan"]
+    assert row["status"] == "ok" and row["fits_on"] == "A100 (40 GiB)", row
+    assert "placed as an A100 (capability 8.0, bf16)" in row["note"], row["note"]
 
 
 def test_an_fp8_plan_predicted_from_a_datasheet_says_it_is_predicted_as_bf16(
