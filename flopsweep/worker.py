@@ -205,7 +205,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     os.environ.setdefault("DS_ACCELERATOR", cfg.device)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed")
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
-    silence_known_warnings()  # torchao's per-rank import lines (flopsweep.quiet)
+    silence_known_warnings(rank)  # torchao's import lines; inductor's note on rank 0 only (flopsweep.quiet)
     import torch
     import torch.distributed as dist
 

@@ -22,6 +22,7 @@ ONE_RANK = ["device=cpu", "precision=fp32", "steps.warmup=1", "steps.measure=1"]
 DEEPSPEED = ["backend=deepspeed", "nproc_per_node=2", *ONE_RANK]
 BUILT = "built successfully"  # DeepSpeed's print() from deepspeed.comm.torch.build_shm_op
 INVALID = "Invalid config: backend.zero_stage=4"
+CPU_ACCELERATOR = "Setting accelerator to CPU."  # DeepSpeed's real_accelerator on a machine without GPUs
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,7 @@ def test_deepspeed_build_chatter_is_not_printed(deepspeed_sweep: tuple[Path, str
     sweep_dir, output = deepspeed_sweep
     assert [r["status"] for r in records(sweep_dir)] == ["invalid", "ok"]
     assert output.count(BUILT) == 0, output[-3000:]
+    assert output.count(CPU_ACCELERATOR) == 0, output[-3000:]  # the job process's import deepspeed
 
 
 @pytest.mark.slow
@@ -158,9 +160,10 @@ def test_sweep_on_a_terminal_draws_the_bar(tmp_path: Path) -> None:
 
 
 def test_known_import_lines_are_dropped_at_their_loggers_and_nothing_else() -> None:
-    """``flopsweep.quiet``: torchao's "Failed to load" of an optional extension, its "no triton" line
-    and torch's pytree deprecation for torchao's enums are dropped; the same loggers' other warnings,
-    and the pytree line for another package's enum, still pass."""
+    """``flopsweep.quiet``: torchao's "Failed to load" of an optional extension, its "no triton" line,
+    torch's pytree deprecation for torchao's enums and DeepSpeed's "Setting accelerator to CPU" are
+    dropped; the same loggers' other warnings, and the pytree line for another package's enum, still
+    pass."""
     import enum
     import logging
 
@@ -197,6 +200,12 @@ def test_known_import_lines_are_dropped_at_their_loggers_and_nothing_else() -> N
         ),
         ("torch.utils._pytree", enum_line, (KernelPreference,)),
         ("torch.utils._pytree", enum_line, (Mine,)),  # another package's enum: kept
+        (
+            "DeepSpeed",
+            "Setting accelerator to CPU. If you have GPU or other accelerator, we were unable to detect it.",
+            (),
+        ),
+        ("DeepSpeed", "Setting accelerator to CPU for the offload", ()),  # other words: kept
     ]
     handler = Keep()
     for name, _, _ in lines:
@@ -208,7 +217,41 @@ def test_known_import_lines_are_dropped_at_their_loggers_and_nothing_else() -> N
     finally:
         for name, _, _ in lines:
             logging.getLogger(name).removeHandler(handler)
-    assert kept == ["Failed to load the tokenizer: it is missing", enum_line % (Mine,)]
+    assert kept == [
+        "Failed to load the tokenizer: it is missing",
+        enum_line % (Mine,),
+        "Setting accelerator to CPU for the offload",
+    ]
+
+
+def test_inductor_complex_note_is_shown_once_on_rank_0_and_on_no_other_rank() -> None:
+    """torch inductor's note on complex operators (a compiled Llama on the CPU), emitted for real by
+    its own function: a trial saw it once per rank. Rank 0 (and the job process) shows it once, however
+    often it is emitted; any other rank drops it; another inductor warning still shows."""
+    import warnings
+
+    from torch._inductor import lowering
+
+    from flopsweep.quiet import silence_known_warnings
+
+    emit = lowering._warn_complex_not_supported.__wrapped__  # the real warnings.warn, uncached
+    once = dict(warnings.onceregistry)
+    shown = {}
+    try:
+        for rank in (0, 1):
+            warnings.onceregistry.clear()  # a fresh process's registry
+            with warnings.catch_warnings(record=True) as caught:
+                silence_known_warnings(rank)
+                emit()
+                emit()
+                warnings.warn_explicit("another note", UserWarning, lowering.__file__, 1, lowering.__name__)
+            shown[rank] = [str(w.message) for w in caught]
+    finally:
+        warnings.onceregistry.clear()
+        warnings.onceregistry.update(once)
+    note = "Torchinductor does not support code generation for complex operators. Performance may be worse "
+    note += "than eager."
+    assert shown == {0: [note, "another note"], 1: ["another note"]}, shown
 
 
 def test_tensor_parallel_noise_is_dropped_and_nothing_else(tmp_path: Path) -> None:
