@@ -940,7 +940,8 @@ def _refuse_cpu_host_memory(p: Plan, free: int) -> str | None:
         return None
     ranks = f"{plural(nproc, 'rank')} need{'s' if nproc == 1 else ''}"
     example = " (e.g. model=gpt-tiny)" if cfg.model.name != "gpt-tiny" else ""
-    fewer = ", fewer ranks (nproc_per_node=1)" if nproc > 1 else ""
+    # fewer ranks only where one rank's need fits: sharded states grow per rank as ranks go (trial 12b)
+    fewer = ", fewer ranks (nproc_per_node=1)" if nproc > 1 and per_rank <= free else ""
     raise ConfigError(
         "model",
         cfg.model.name,

@@ -773,7 +773,8 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
 
     Raises:
         ConfigError: a name the peak table does not know (with or without ``gpu_memory_gib``), a
-            memory that is not positive, or, without ``gpu_memory_gib``, a size in the name the device
+            memory that is not positive or finite or is over ``MAX_BY_KEY``'s bound, or,
+            without ``gpu_memory_gib``, a size in the name the device
             is not sold in (``H100-94GB``) or a name of a device that comes in several sizes without one.
     """
     from flopsweep.peaks import PEAK_TABLE, lookup, memory_sizes_gb
@@ -787,9 +788,15 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
             fix = f"use one of those, or plan_gpu_memory_gib={size} for a memory size in GiB"
         raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", fix)
     if gpu_memory_gib is not None:
-        if gpu_memory_gib <= 0:
+        from flopsweep.config import MAX_BY_KEY
+
+        most = MAX_BY_KEY["plan_gpu_memory_gib"]
+        if not 0 < gpu_memory_gib <= most:  # nan and inf too: a plan row, not a traceback (trial 12b)
             raise ConfigError(
-                "plan_gpu_memory_gib", gpu_memory_gib, "must be positive", "set e.g. plan_gpu_memory_gib=80"
+                "plan_gpu_memory_gib",
+                gpu_memory_gib,
+                f"must be a positive number of GiB, at most {most:g}",
+                "set e.g. plan_gpu_memory_gib=80",
             )
         label = f"{gpu} ({gpu_memory_gib:g} GiB)" if gpu else f"{gpu_memory_gib:g} GiB"
         return int(gpu_memory_gib * GIB), label

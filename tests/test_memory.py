@@ -477,7 +477,10 @@ def test_every_gpu_of_the_peak_table_has_its_memory() -> None:
         ),
         ("A100-48GB", None, "names 48 GB; the A100 is sold with 40 GB (40 GiB) or 80 GB (80 GiB). Fix: "),
         ("V100-SXM2", None, "e.g. plan_gpu=V100-SXM2-32GB"),  # a name the peak table knows
-        (None, 0, "plan_gpu_memory_gib=0: must be positive"),
+        (None, 0, "plan_gpu_memory_gib=0: must be a positive number of GiB"),
+        (None, float("nan"), "plan_gpu_memory_gib=nan: must be a positive number of GiB"),  # was a traceback
+        (None, float("inf"), "plan_gpu_memory_gib=inf: must be a positive number of GiB"),
+        ("H100", 1e300, "at most 1.04858e+06. Fix: set e.g. plan_gpu_memory_gib=80"),
     ],
 )
 def test_a_gpu_plan_cannot_plan_for_is_refused_in_one_line(gpu, memory, words) -> None:

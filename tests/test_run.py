@@ -415,4 +415,5 @@ def test_a_cpu_run_over_the_free_host_memory_is_refused_by_the_plans_estimate() 
     assert err.value.key == "model" and "\n" not in message
     assert f"2 ranks need about {2 * per_rank / 2**30:.1f} GiB of host memory" in message
     assert "GiB is free now" in message and "batch.micro_batch_size" in message
-    assert "nproc_per_node=1" in message and "device=cuda" in message
+    # one rank needs more than is free: fewer ranks is no fix (a fresh-user trial took it and grew)
+    assert "nproc_per_node=1" not in message and "device=cuda" in message
