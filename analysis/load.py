@@ -938,7 +938,8 @@ def sized_name(model: object, n_layer: object) -> object:
 def name_sizes(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with the ``model`` of every run whose model name other runs of ``df`` share at another
     ``n_layer`` (``model.n_layer=33`` beside the 32-block default) named by :func:`sized_name`, so that
-    no table shows two sizes under one name or pools their repeats. Other names are kept."""
+    no table or pivot shows two sizes under one name (repeats pool by ``setup_id``, which tells them
+    apart already). Other names are kept; other size keys (``model.n_embd``) are not named so."""
     if df.empty or "n_layer" not in df:
         return df
     counts = df.groupby("model", dropna=True)["n_layer"].nunique(dropna=True)

@@ -418,13 +418,26 @@ def estimated_largest(cfg: Any, layout: Any, capacity: int) -> int | None:
     Returns:
         The size, or None when even ``batch.micro_batch_size`` is estimated over ``capacity``.
     """
+    return largest_within(
+        lambda n: dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=n)),
+        layout,
+        capacity,
+        cfg.batch.micro_batch_size,
+        cfg.batch.max_micro_batch_size,
+    )
+
+
+def largest_within(
+    sized: Callable[[int], Any], layout: Any, capacity: int, low: int, high: int
+) -> int | None:
+    """The largest ``n`` from ``low`` to ``high`` whose config ``sized(n)`` has an estimated peak per
+    rank (:func:`flopsweep.memory.peak_bytes`, the figure a CPU probe is held to) within ``capacity``
+    bytes, searched as the probes are (:func:`search_max`); None when even ``low`` is over it. The
+    one search of :func:`estimated_largest` (micro batch) and
+    :func:`flopsweep.modelsearch.estimated_largest_n_layer` (blocks)."""
     from flopsweep.memory import peak_bytes
 
-    def fits(n: int) -> bool:
-        sized = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=n))
-        return peak_bytes(sized, layout) <= capacity
-
-    largest, _ = search_max(fits, cfg.batch.micro_batch_size, cfg.batch.max_micro_batch_size)
+    largest, _ = search_max(lambda n: peak_bytes(sized(n), layout) <= capacity, low, high)
     return largest
 
 

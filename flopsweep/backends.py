@@ -787,7 +787,10 @@ def optimizer_facts(trainer: Any) -> dict[str, Any] | None:
     if optimizer is None:
         return None
     kind = type(optimizer)
-    fused, foreach = _torch_implementation(optimizer)
+    try:  # a fact of the record: an optimizer of unexpected shape leaves it unknown, never fails the run
+        fused, foreach = _torch_implementation(optimizer)
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError):
+        fused, foreach = None, None
     return {
         "class": f"{kind.__module__}.{kind.__qualname__}",
         "fused": fused,

@@ -299,7 +299,7 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
     differ = [
         f"{key} {_shown(theirs[key])} there, {_shown(ours[key])} here"
         for key in ours
-        if not (theirs[key] == ours[key] or (key != "config" and same_overrides(theirs[key], ours[key])))
+        if not (theirs[key] == ours[key] if key == "config" else same_overrides(theirs[key], ours[key]))
     ]
     if not differ:
         return None

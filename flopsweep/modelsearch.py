@@ -37,6 +37,7 @@ from flopsweep.autobatch import (
     budget_bytes,
     cuda_capacity,
     guide_capacity,
+    largest_within,
     predict_largest,
     reused_probe,
     run_probe,
@@ -82,23 +83,23 @@ def at_n_layer_unchecked(plan: Plan, n_layer: int, base_name: str) -> Plan:
 def estimated_largest_n_layer(cfg: Any, layout: Any, capacity: int) -> int | None:
     """The blocks the search should reach by the memory estimate: the largest ``model.n_layer`` from
     ``search.min_n_layer`` to ``search.max_n_layer`` whose estimated peak per rank
-    (:func:`flopsweep.memory.estimate`, at the probes' micro batch ``batch.micro_batch_size``) is within
+    (:func:`flopsweep.memory.peak_bytes`, at the probes' micro batch ``batch.micro_batch_size``; on the
+    CPU with the offloaded states, as the probes are held to) is within
     ``capacity`` (bytes per rank: the GPU's memory, or ``search.memory_budget_gib``'s when smaller),
-    searched as the probes are (:func:`flopsweep.autobatch.search_max`). ``plan=true`` estimates a
+    searched as the probes are (:func:`flopsweep.autobatch.largest_within`). ``plan=true`` estimates a
     ``search.model=largest`` job there (:func:`flopsweep.job.search_size`), as it predicts ``batch=auto``
     at :func:`flopsweep.autobatch.estimated_largest`; the run's probes, which measure, decide.
 
     Returns:
         The blocks, or None when even ``search.min_n_layer`` is estimated over ``capacity``.
     """
-    from flopsweep.memory import estimate
-
-    def fits(n: int) -> bool:
-        sized = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n))
-        return estimate(sized, layout).total <= capacity
-
-    largest, _ = search_max(fits, cfg.search.min_n_layer, cfg.search.max_n_layer)
-    return largest
+    return largest_within(
+        lambda n: dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n)),
+        layout,
+        capacity,
+        cfg.search.min_n_layer,
+        cfg.search.max_n_layer,
+    )
 
 
 def refused(reason: str) -> Probe:

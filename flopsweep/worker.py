@@ -258,7 +258,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         interconnect=links if rank == 0 else None,
         warmup_steps=cfg.steps.warmup + extra,
         fp8_layers=_fp8_layers(trainer),
-        optimizer=optimizer_facts(trainer),
+        optimizer=optimizer_facts(trainer) if rank == 0 else None,  # the record keeps rank 0's
         unsteady_steps=unsteady_steps(figures.step_times_s),
         breakdown=breakdown,
         profile_problem=profile_problem,

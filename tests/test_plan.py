@@ -368,6 +368,10 @@ def test_a_model_search_plan_row_is_estimated_at_the_largest_size_within_its_bud
     tiny = row("device=cuda", f"plan_gpu_memory_gib={peak(1) / 2 / 2**30}")
     assert "estimated at n_layer=1, the search's first probe; even that is estimated over" in tiny["note"]
     assert tiny["model"] == "llama-tiny-L1" and tiny["fits"] is False, tiny
+    # On the CPU offloaded states share the memory: the size is the largest whose shown peak fits
+    # (a review found L23 at 0.118 GiB under a 0.05 GiB budget: sized by the estimate without them).
+    offload = row("device=cpu", "backend=fsdp", "backend.cpu_offload=true", "search.memory_budget_gib=0.05")
+    assert float(offload["est_peak_gib_per_rank"]) <= 0.05 and offload["fits"] is True, offload
 
 
 def test_a_plan_for_gpus_not_here_leaves_the_nvme_path_to_the_launch(hydra_compose, tmp_path: Path) -> None:
