@@ -405,6 +405,22 @@ def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, s
     return "", ""
 
 
+def plan_search_capacity(p: Plan, env: Environment, *, placed: bool) -> tuple[int, str] | None:
+    """The memory per rank a plan row's ``batch=auto`` or ``search.model=largest`` size is estimated
+    within, ``(bytes, "N GiB" label)``: the GPU's (:func:`plan_gpu_capacity`) or
+    ``search.memory_budget_gib``'s when smaller (the probes' budget; on the CPU the only memory
+    known, labelled ``(search.memory_budget_gib)``); None when neither is known."""
+    limits = []
+    if (gpu := plan_gpu_capacity(p, env, placed=placed)) is not None:
+        limits.append((gpu[0], ""))
+    if (budget := budget_bytes(p.cfg)) is not None:
+        limits.append((budget, " (search.memory_budget_gib)"))
+    if not limits:
+        return None
+    capacity, which = min(limits)
+    return capacity, f"{significant(capacity / 2**30)} GiB{which}"
+
+
 def plan_gpu_capacity(p: Plan, env: Environment, *, placed: bool) -> tuple[int, str] | None:
     """The GPU memory a plan row is compared with, ``(bytes, label)`` (the label is ``fits_on``):
     the GPU asked for (``plan_gpu``, ``plan_gpu_memory_gib``:
@@ -577,7 +593,7 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
 
     m = p.cfg.model
     est = estimate(p.cfg, p.layout)
-    peak = peak_bytes(p.cfg, p.layout)
+    peak = peak_bytes(p.cfg, p.layout, est)
     tokens = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum) * m.seq_len
     flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
     fits, fits_on = _fits(p, peak, env, placed=placed)
@@ -635,15 +651,9 @@ def auto_batch_size(p: Plan, env: Environment, *, placed: bool) -> tuple[Plan, s
     if batch.name != "auto":
         return p, ""
     start = f"batch=auto: estimated at micro batch {batch.micro_batch_size}, the search's start"
-    limits = []
-    if (gpu := plan_gpu_capacity(p, env, placed=placed)) is not None:
-        limits.append((gpu[0], ""))
-    if (budget := budget_bytes(p.cfg)) is not None:
-        limits.append((budget, " (search.memory_budget_gib)"))
-    if not limits:
+    if (limit := plan_search_capacity(p, env, placed=placed)) is None:
         return p, start
-    capacity, which = min(limits)
-    memory = f"{significant(capacity / 2**30)} GiB{which}"
+    capacity, memory = limit
     size = estimated_largest(p.cfg, p.layout, capacity)
     if size is None:
         return p, f"{start}; even that is estimated over {memory}"
@@ -684,14 +694,8 @@ def search_size(p: Plan, env: Environment, *, placed: bool = False) -> tuple[Pla
     if s.model != "largest":
         return p, ""
     span = f"{s.min_n_layer} to {s.max_n_layer} blocks"
-    limits = []
-    if (gpu := plan_gpu_capacity(p, env, placed=placed)) is not None:
-        limits.append((gpu[0], ""))
-    if (budget := budget_bytes(p.cfg)) is not None:
-        limits.append((budget, " (search.memory_budget_gib)"))
-    if limits:
-        capacity, which = min(limits)
-        memory = f"{significant(capacity / 2**30)} GiB{which}"
+    if (limit := plan_search_capacity(p, env, placed=placed)) is not None:
+        capacity, memory = limit
         size = estimated_largest_n_layer(p.cfg, p.layout, capacity)
         if size is None:
             size = s.min_n_layer

@@ -553,7 +553,7 @@ def offload_host_held_bytes(cfg: Any, layout: Layout) -> int:
     return int(offload_host_bytes(cfg, layout) * OFFLOAD_HOST_HELD.get(cfg.backend.name, 1.0))
 
 
-def peak_bytes(cfg: Any, layout: Layout) -> int:
+def peak_bytes(cfg: Any, layout: Layout, est: MemoryEstimate | None = None) -> int:
     """The peak memory of one rank on its device, in bytes: :func:`estimate`'s ``total``, and on the
     CPU (``cfg.device == "cpu"``, resolved) also what offload puts in host memory
     (:func:`offload_host_bytes`): :func:`estimate` leaves the offloaded states out, as a GPU does not
@@ -565,11 +565,12 @@ def peak_bytes(cfg: Any, layout: Layout) -> int:
 
     Args:
         cfg: a resolved ``RunConfig``; layout: its parallel degrees.
+        est: :func:`estimate` of the same ``cfg`` and ``layout`` when the caller has it (not made again).
 
     Raises:
         Whatever :func:`estimate` raises (DeepSpeed's estimators are imported for ``deepspeed``).
     """
-    peak = estimate(cfg, layout).total
+    peak = (est or estimate(cfg, layout)).total
     return peak + offload_host_bytes(cfg, layout) if cfg.device == "cpu" else peak
 
 
