@@ -25,14 +25,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flopsweep import blocksparse as bsp  # noqa: E402
-from flopsweep.attention import (  # noqa: E402
-    BlockSparseConfig,
-    FlexAttention,
-    attention_density,
-    build_attention_fn,
-    check_kernel,
-)
+from flopsweep import blocksparse_kernels as bsp  # noqa: E402
+from flopsweep.attention import BlockSparseConfig, attention_density  # noqa: E402
+from flopsweep.attention_kernels import FlexAttention, build_attention_fn, check_kernel  # noqa: E402
 from flopsweep.config import AttentionConfig  # noqa: E402
 from flopsweep.text import OneLineParser  # noqa: E402
 

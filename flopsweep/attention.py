@@ -1,38 +1,27 @@
-"""Causal attention kernels, each a callable ``(q, k, v) -> y``.
+"""Attention options, torch-free: the registry ``KERNELS`` and the checks of each ``attention=``.
 
-All tensors are ``(B, nh, T, hs)``: batch, heads, sequence, head dim. ``standard``
-is the explicit reference; the ``sdpa-*`` options pin one kernel of
-``torch.nn.functional.scaled_dot_product_attention`` with
-``torch.nn.attention.sdpa_kernel``, so that a row of a sweep measures the kernel
-its label names: when that kernel cannot run, SDPA raises instead of falling
-back to another one. ``flex`` and ``blocksparse`` use FlexAttention (compiled to
-Triton kernels) or, for ``blocksparse impl=gather``, plain PyTorch
-(:mod:`flopsweep.blocksparse`). ``xformers`` is imported only when chosen.
+``KERNELS`` holds one :class:`KernelSpec` per option, with the devices, precisions and package it
+needs, its schema and the import path of its kernel (``flopsweep.attention_kernels:build_*``,
+loaded on the rank by :func:`flopsweep.attention_kernels.build_attention_fn`). The kernels
+themselves, ``(q, k, v) -> y`` on ``(B, nh, T, hs)`` tensors, are in
+:mod:`flopsweep.attention_kernels`: ``standard`` (the explicit reference), the ``sdpa-*`` pins of
+one SDPA kernel (no silent fallback), ``flex``, ``blocksparse`` and ``xformers``. Validation, the
+estimators and the metrics read this module without torch; the density of a ``blocksparse``
+layout is counted here without building it (:func:`flopsweep.blocksparse.row_counts`).
 
 A kernel that cannot run on this machine raises :class:`KernelUnavailable`; the
-job records such a run as ``invalid`` (never a silent fallback).
-
-``KERNELS`` is the registry: one :class:`KernelSpec` per ``attention=`` option,
-with the devices, precisions and package it needs. Adding a kernel is a function
-here, one ``KERNELS`` line and one YAML file under ``conf/attention/``.
-
-Grouped-query attention: ``k`` and ``v`` may carry fewer heads than ``q`` (a whole
-divisor). Kernels with ``gqa=True`` take them as they are (SDPA's ``enable_gqa``,
-FlexAttention's ``enable_gqa``); the others get the KV heads repeated first.
+job records such a run as ``invalid`` (never a silent fallback). Adding a kernel is a
+``build_*`` function in :mod:`flopsweep.attention_kernels`, one ``KERNELS`` line here and one
+YAML file under ``conf/attention/``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
+import importlib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
-
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from flopsweep import blocksparse
 from flopsweep.config import MAX_SEED, AttentionConfig, ConfigError, require_choice, require_positive
@@ -40,7 +29,8 @@ from flopsweep.options import BlockSparseConfig
 
 BLOCKSPARSE_IMPLS = ("auto", "flex", "gather")
 
-AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+KERNEL_MODULE = "flopsweep.attention_kernels"
+"""The module (torch) of every kernel's ``build_*`` function."""
 
 
 class KernelUnavailable(RuntimeError):
@@ -48,113 +38,16 @@ class KernelUnavailable(RuntimeError):
     torch/CUDA, or not for this dtype or head dim). The run's status is ``invalid``."""
 
 
-def repeat_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``k``, ``v`` with each of their heads repeated ``q.size(1) // k.size(1)`` times (GQA);
-    ``(B, n_kv, T, hs) -> (B, nh, T, hs)``, a no-op when the head counts already match."""
-    groups = q.size(1) // k.size(1)
-    if groups == 1:
-        return k, v
-    return k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-
-
-def _gqa(q: torch.Tensor, k: torch.Tensor) -> dict[str, bool]:
-    """``enable_gqa=True`` for SDPA/flex only when the KV heads are fewer (GQA)."""
-    return {"enable_gqa": True} if k.size(1) != q.size(1) else {}
-
-
-def reference_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
-) -> torch.Tensor:
-    """Explicit ``softmax(Q K^T / sqrt(d) + mask) V``: the reference of every kernel.
-
-    Args:
-        q, k, v: ``(B, nh, T, hs)``.
-        mask: BoolTensor ``[T, T]``, true where query ``t`` may see key ``u``; every
-            row must keep at least one key.
-    """
-    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))  # (B, nh, T, T)
-    att = att.masked_fill(~mask, float("-inf"))
-    att = F.softmax(att.float(), dim=-1).to(q.dtype)
-    return att @ v  # (B, nh, T, hs)
-
-
-def standard_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Explicit ``softmax(Q K^T / sqrt(d) + causal mask) V``; materialises the (T, T) scores."""
-    T = q.size(-2)
-    k, v = repeat_kv(q, k, v)
-    return reference_attention(q, k, v, torch.ones(T, T, dtype=torch.bool, device=q.device).tril())
-
-
-def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """``scaled_dot_product_attention(is_causal=True)``; PyTorch picks the kernel."""
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, **_gqa(q, k))
-
-
-def _pinned(backend: SDPBackend, gqa: bool) -> AttentionFn:
-    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        if not gqa:
-            k, v = repeat_kv(q, k, v)
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, **_gqa(q, k))
-
-    attention.__name__ = f"sdpa_{backend.name.lower()}"
-    return attention
-
-
-@functools.cache
-def _compiled_flex() -> Callable[..., torch.Tensor]:
-    from torch.nn.attention.flex_attention import flex_attention
-
-    # Without torch.compile, flex_attention runs an unfused path that materialises
-    # the (T, T) scores: compiling is what gives the fused Triton kernel.
-    return torch.compile(flex_attention, dynamic=False)
-
-
-def _causal(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
-    return q_idx >= kv_idx
-
-
-class FlexAttention:
-    """``torch.compile(flex_attention)`` with a ``BlockMask`` made once per (seq_len, device).
-
-    Args:
-        make_mask: ``(seq_len, device) -> BlockMask``.
-    """
-
-    def __init__(self, make_mask: Callable[[int, torch.device], Any]) -> None:
-        self.make_mask = make_mask
-        self._masks: dict[tuple[int, torch.device], Any] = {}
-
-    def block_mask(self, seq_len: int, device: torch.device) -> Any:
-        key = (seq_len, device)
-        if key not in self._masks:
-            self._masks[key] = self.make_mask(seq_len, device)
-        return self._masks[key]
-
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        mask = self.block_mask(q.size(-2), q.device)
-        # q, k, v already carry the run's dtype; autocast has nothing to add inside the kernel.
-        with torch.autocast(q.device.type, enabled=False):
-            return _compiled_flex()(q, k, v, block_mask=mask, **_gqa(q, k))
-
-
-def flex_causal() -> FlexAttention:
-    """FlexAttention with a causal ``BlockMask`` (default 128-token blocks)."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    return FlexAttention(lambda T, device: create_block_mask(_causal, None, None, T, T, device=device))
-
-
-def layout_of(cfg: BlockSparseConfig, seq_len: int) -> torch.Tensor:
-    """The block layout ``[n_blocks, n_blocks]`` of a ``blocksparse`` config at ``seq_len``."""
-    return blocksparse.block_layout(
+def _row_counts(cfg: BlockSparseConfig, seq_len: int) -> list[int]:
+    """Key blocks kept per query block of a ``blocksparse`` config at ``seq_len``
+    (:func:`flopsweep.blocksparse.row_counts`; no torch)."""
+    return blocksparse.row_counts(
         blocksparse.n_blocks(seq_len, cfg.block_size),
         layout=cfg.layout,
         window_blocks=cfg.window_blocks,
         global_blocks=cfg.global_blocks,
         random_blocks=cfg.random_blocks,
         stride_blocks=cfg.stride_blocks,
-        seed=cfg.seed or 0,
     )
 
 
@@ -163,7 +56,7 @@ def attention_density(cfg: AttentionConfig, seq_len: int) -> float:
     ``blocksparse``, 1.0 for every dense kernel (the published convention, causal or not)."""
     if not isinstance(cfg, BlockSparseConfig):
         return 1.0
-    return blocksparse.density(layout_of(cfg, seq_len))
+    return blocksparse.counts_density(_row_counts(cfg, seq_len))
 
 
 def executed_density(cfg: AttentionConfig, seq_len: int) -> float:
@@ -176,110 +69,9 @@ def executed_density(cfg: AttentionConfig, seq_len: int) -> float:
     """
     if not isinstance(cfg, BlockSparseConfig) or cfg.impl != "gather":
         return attention_density(cfg, seq_len)
-    layout = layout_of(cfg, seq_len)
-    n, k_max = layout.size(0), int(layout.sum(1).max())
+    counts = _row_counts(cfg, seq_len)
+    n, k_max = len(counts), max(counts)
     return n * k_max * cfg.block_size**2 / seq_len**2
-
-
-class BlockSparseAttention:
-    """``blocksparse``: only the blocks of the layout are computed, by ``impl`` ``flex``
-    (a FlexAttention ``BlockMask``) or ``gather`` (plain PyTorch). ``impl=auto`` takes
-    flex on CUDA and gather on the CPU (validation resolves it for a run)."""
-
-    def __init__(self, cfg: BlockSparseConfig) -> None:
-        self.cfg = cfg
-        self.flex = FlexAttention(self._flex_mask)
-        self._plans: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def _flex_mask(self, seq_len: int, device: torch.device) -> Any:
-        return blocksparse.flex_block_mask(layout_of(self.cfg, seq_len), seq_len, self.cfg.block_size, device)
-
-    def impl(self, device: torch.device) -> str:
-        if self.cfg.impl != "auto":
-            return self.cfg.impl
-        return "flex" if device.type == "cuda" else "gather"
-
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        if self.impl(q.device) == "flex":
-            return self.flex(q, k, v)
-        key = (q.size(-2), q.device)
-        if key not in self._plans:
-            # Planned on the CPU (it reads sizes back), then moved: the meta device works too.
-            plan = blocksparse.gather_plan(layout_of(self.cfg, q.size(-2)), self.cfg.block_size)
-            self._plans[key] = tuple(t.to(q.device) for t in plan)
-        kv_index, allowed = self._plans[key]
-        k, v = repeat_kv(q, k, v)
-        return blocksparse.gather_attention(
-            q, k, v, kv_index=kv_index, allowed=allowed, block_size=self.cfg.block_size
-        )
-
-
-def xformers_attention_fn() -> AttentionFn:
-    """``xformers.ops.memory_efficient_attention`` with a causal ``LowerTriangularMask``.
-
-    Raises:
-        KernelUnavailable: when xformers cannot be imported.
-    """
-    try:
-        import xformers.ops as xops
-    except Exception as exc:  # noqa: BLE001 - an ImportError or a broken build alike
-        raise KernelUnavailable(f"xformers cannot be imported: {type(exc).__name__}: {exc}") from exc
-
-    def xformers_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        k, v = repeat_kv(q, k, v)
-        # xformers takes (B, T, nh, hs): the transposes are views, no copies.
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        y = xops.memory_efficient_attention(q, k, v, attn_bias=xops.LowerTriangularMask())
-        return y.transpose(1, 2)  # (B, nh, T, hs)
-
-    return xformers_attention
-
-
-def build_attention_fn(attention: str | AttentionConfig) -> AttentionFn:
-    """Attention callable for an ``attention=`` option (a name takes the option's defaults).
-
-    Raises:
-        ValueError: for an unknown name (validation catches it first).
-        KernelUnavailable: for ``xformers`` when it cannot be imported.
-    """
-    name = attention if isinstance(attention, str) else attention.name
-    if name not in KERNELS:
-        raise ValueError(f"unknown attention {name!r}; the kernels are {', '.join(KERNELS)}")
-    spec = KERNELS[name]
-    cfg = spec.config() if isinstance(attention, str) else attention
-    return spec.build(cfg)
-
-
-def check_kernel(cfg: AttentionConfig, *, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
-    """Run the pinned SDPA kernels and xformers once, forward and backward, on a tiny input
-    of the run's head dim and dtype, so that a kernel that cannot run here ends the run as
-    ``invalid`` at start-up rather than as a crash (the other options need no probe).
-
-    Raises:
-        KernelUnavailable: naming the kernel, the device, the dtype, the cause and a fix.
-    """
-    if cfg.name not in KERNELS:
-        raise ValueError(f"unknown attention {cfg.name!r}; the kernels are {', '.join(KERNELS)}")
-    if not KERNELS[cfg.name].probe:
-        return
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    try:
-        fn = build_attention_fn(cfg)
-        q, k, v = (
-            torch.randn(1, 2, 128, head_dim, device=device, dtype=dtype, requires_grad=True) for _ in range(3)
-        )
-        fn(q, k, v).sum().backward()
-    except torch.OutOfMemoryError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - whatever the kernel raises, it cannot run here
-        version = f" (xformers {_xformers_version()})" if cfg.name == "xformers" else ""
-        cause = kernel_refusal_reasons(str(exc)).rstrip(".")
-        raise KernelUnavailable(
-            f"attention={cfg.name}{version} cannot run on {where} with {str(dtype).removeprefix('torch.')} "
-            f"and head dim {head_dim} (torch {torch.__version__}, CUDA {torch.version.cuda}): "
-            f"{type(exc).__name__}: {cause}. No other kernel is used instead; pick another attention, "
-            "or install a build of the kernel for this torch and CUDA"
-        ) from exc
 
 
 REASONS_CHARS = 1500
@@ -306,21 +98,13 @@ def kernel_refusal_reasons(text: str) -> str:
     return out if len(out) <= REASONS_CHARS else out[: REASONS_CHARS - 1] + "…"
 
 
-def _xformers_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("xformers")
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 @dataclass(frozen=True, kw_only=True)
 class KernelSpec:
     """One ``attention=`` option.
 
     Attributes:
-        build: ``cfg -> (q, k, v) -> y`` with ``q (B, nh, T, hs)``, ``k, v (B, n_kv, T, hs)``.
+        build: the name of its builder in :data:`KERNEL_MODULE` (torch), ``cfg -> (q, k, v) -> y``
+            with ``q (B, nh, T, hs)``, ``k, v (B, n_kv, T, hs)``; loaded by :meth:`builder`.
         config: the option's schema (``AttentionConfig`` or a subclass with its knobs).
         devices: where it runs (``cuda``, ``cpu``); ``cpu`` needs a backward pass there.
         precisions: run precisions it supports (None: all).
@@ -338,7 +122,7 @@ class KernelSpec:
     (:func:`hardware_problem`); on this machine's GPU the start-up probe (``probe``) finds them.
     """
 
-    build: Callable[[Any], AttentionFn]
+    build: str
     config: type[AttentionConfig] = AttentionConfig
     devices: tuple[str, ...] = ("cuda", "cpu")
     precisions: tuple[str, ...] | None = None
@@ -348,6 +132,10 @@ class KernelSpec:
     resolve: Callable[[Any, str, int, int], Any] | None = None
     min_capability: tuple[int, int] | None = None
     nvidia_only: bool = False
+
+    def builder(self) -> Callable[[Any], Any]:
+        """The kernel's builder, from :data:`KERNEL_MODULE` (imports torch)."""
+        return getattr(importlib.import_module(KERNEL_MODULE), self.build)
 
 
 def _resolve_blocksparse(a: BlockSparseConfig, device: str, run_seed: int, seq_len: int) -> BlockSparseConfig:
@@ -396,32 +184,30 @@ def _resolve_blocksparse(a: BlockSparseConfig, device: str, run_seed: int, seq_l
 _FLEX_CPU = "FlexAttention has no backward pass on the CPU (torch 2.13)"
 
 KERNELS: dict[str, KernelSpec] = {
-    "standard": KernelSpec(build=lambda cfg: standard_attention),
-    "sdpa": KernelSpec(build=lambda cfg: sdpa_attention),
+    "standard": KernelSpec(build="build_standard"),
+    "sdpa": KernelSpec(build="build_sdpa"),
     "sdpa-flash": KernelSpec(
-        build=lambda cfg: _pinned(SDPBackend.FLASH_ATTENTION, gqa=True),
+        build="build_sdpa_flash",
         devices=("cuda",),
         precisions=("bf16", "fp16", "fp8", "fp8-rowwise"),
         probe=True,
         min_capability=(8, 0),
     ),
     "sdpa-cudnn": KernelSpec(
-        build=lambda cfg: _pinned(SDPBackend.CUDNN_ATTENTION, gqa=False),
+        build="build_sdpa_cudnn",
         devices=("cuda",),
         probe=True,
         min_capability=(8, 0),
         nvidia_only=True,
     ),
-    "sdpa-efficient": KernelSpec(
-        build=lambda cfg: _pinned(SDPBackend.EFFICIENT_ATTENTION, gqa=False), devices=("cuda",), probe=True
-    ),
-    "sdpa-math": KernelSpec(build=lambda cfg: _pinned(SDPBackend.MATH, gqa=True), probe=True),
-    "flex": KernelSpec(build=lambda cfg: flex_causal(), devices=("cuda",), why_not_cpu=_FLEX_CPU),
+    "sdpa-efficient": KernelSpec(build="build_sdpa_efficient", devices=("cuda",), probe=True),
+    "sdpa-math": KernelSpec(build="build_sdpa_math", probe=True),
+    "flex": KernelSpec(build="build_flex", devices=("cuda",), why_not_cpu=_FLEX_CPU),
     "blocksparse": KernelSpec(
-        build=BlockSparseAttention, config=BlockSparseConfig, resolve=_resolve_blocksparse
+        build="build_blocksparse", config=BlockSparseConfig, resolve=_resolve_blocksparse
     ),
     "xformers": KernelSpec(
-        build=lambda cfg: xformers_attention_fn(),
+        build="build_xformers",
         devices=("cuda",),
         package="xformers",
         probe=True,

@@ -4,7 +4,8 @@
 (``conf/activation_checkpointing/<name>.yaml``), and each policy owns the three facts
 that used to be spread over the backends, the metrics and the memory estimate:
 
-- **how it is applied** (:attr:`CheckpointPolicy.apply`): it replaces entries of the
+- **how it is applied** (:meth:`CheckpointPolicy.apply`, code in
+  :mod:`flopsweep.checkpointing_apply`): it replaces entries of the
   model family's block list (``ModelFamily.blocks``) in place, before
   :func:`flopsweep.backends.wrap_blocks` compiles each block, so that the recompute sits
   inside the compiled graph (as torchtitan does);
@@ -22,9 +23,10 @@ The policies: ``none``; ``full`` (every block); ``selective`` (per-operator sele
 checkpointing, torchtitan's ``SelectiveAC`` op mode); ``every_n`` (``full`` on every N-th block,
 ``activation_checkpointing.every``); ``memory_budget`` (the compiler's
 ``activation_memory_budget``, ``activation_checkpointing.budget``, compiled runs only). Adding a
-policy is a spec here, its config subclass in :mod:`flopsweep.options` when it has knobs (stored
-as ``schema/activation_checkpointing/base_<name>``), and one YAML file. This module imports torch
-only inside the ``apply`` functions, so validation and ``run.py`` can read the registry without it.
+policy is a spec here, its ``apply_*`` function in :mod:`flopsweep.checkpointing_apply` (torch,
+loaded on the rank), its config subclass in :mod:`flopsweep.options` when it has knobs (stored
+as ``schema/activation_checkpointing/base_<name>``), and one YAML file. This module imports no
+torch, so validation, the estimators and ``run.py`` read the registry without it.
 
 The old boolean values stay accepted on the command line: Hydra refuses a boolean as a
 config-group choice ("Config group override must be a string or a list. Got bool"), so
@@ -34,6 +36,7 @@ config-group choice ("Config group override must be a string or a list. Got bool
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
@@ -48,20 +51,6 @@ GROUP = "activation_checkpointing"
 LEGACY_VALUES = {"true": "full", "false": "none", "1": "full", "0": "none"}
 """The boolean values of the key before it became a group (and 1/0, which Hydra would refuse as a
 group's value with a traceback), and the policy each now means."""
-
-
-def _apply_none(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
-    """Keep every block as it is."""
-
-
-def _apply_full(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
-    """Wrap each block in torch's non-reentrant ``checkpoint_wrapper``: backward re-runs the
-    block's forward from its saved input. ``preserve_rng_state=False``: no block draws random
-    numbers (no dropout), and saving the RNG state costs a device sync per block."""
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-
-    for i, block in enumerate(blocks):
-        blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False)
 
 
 SAC_SAVED_ATTENTION = (
@@ -85,43 +74,6 @@ SAC_KERNELS = ("sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn")
 """``attention=`` options whose attention output ``selective`` saves."""
 
 
-def _sac_context_fn() -> Any:
-    """A ``context_fn`` for ``torch.utils.checkpoint``: one block's forward and its recompute each
-    count their own matmuls (the counts restart per block, as torchtitan's do), saving the attention
-    ops and every odd matmul (``MUST_SAVE``) and recomputing the rest (``PREFER_RECOMPUTE``)."""
-    from collections import defaultdict
-
-    import torch
-    from torch.utils.checkpoint import CheckpointPolicy as Decision
-    from torch.utils.checkpoint import create_selective_checkpoint_contexts
-
-    aten = torch.ops.aten
-    attention = {getattr(aten, n).default for n in SAC_SAVED_ATTENTION if hasattr(aten, n)}
-    matmuls = {getattr(aten, n).default for n in SAC_MATMULS}
-    counts: defaultdict[bool, int] = defaultdict(int)
-
-    def decide(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Decision:
-        if func in attention:
-            return Decision.MUST_SAVE
-        if func in matmuls:
-            counts[ctx.is_recompute] += 1
-            if counts[ctx.is_recompute] % 2 == 1:
-                return Decision.MUST_SAVE
-        return Decision.PREFER_RECOMPUTE
-
-    return create_selective_checkpoint_contexts(decide)
-
-
-def _apply_selective(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
-    """Wrap each block in non-reentrant ``checkpoint_wrapper`` with torch's per-operator selective
-    checkpointing (``create_selective_checkpoint_contexts``, torchtitan's ``SelectiveAC`` op mode):
-    backward recomputes only the ops that :func:`_sac_context_fn` does not save."""
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-
-    for i, block in enumerate(blocks):
-        blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False, context_fn=_sac_context_fn)
-
-
 def checkpointed_blocks(cfg: CheckpointingConfig, n_layer: int) -> list[int]:
     """The 0-based indices of the blocks ``every_n`` wraps: every ``every``-th block counted from 1
     (blocks ``every - 1``, ``2 every - 1``, ...; torchtitan's ``selective_ac_option`` counts the same
@@ -130,20 +82,6 @@ def checkpointed_blocks(cfg: CheckpointingConfig, n_layer: int) -> list[int]:
         return []
     every = getattr(cfg, "every", 1)
     return [i for i in range(n_layer) if (i + 1) % every == 0]
-
-
-def _apply_every_n(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
-    """``full`` (non-reentrant ``checkpoint_wrapper``) on every ``every``-th block only."""
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-
-    for i in checkpointed_blocks(cfg, len(blocks)):
-        blocks[i] = checkpoint_wrapper(blocks[i], preserve_rng_state=False)
-
-
-def _apply_memory_budget(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
-    """Nothing on the blocks: the compiler's min-cut partitioner decides what each compiled block
-    saves under ``torch._functorch.config.activation_memory_budget`` (:func:`compiler_settings`,
-    which ``backends.wrap_blocks`` sets for the rank's process)."""
 
 
 def compiler_settings(cfg: CheckpointingConfig) -> dict[str, Any]:
@@ -261,6 +199,10 @@ def _check_budget(cfg: CheckpointingConfig) -> None:
         )
 
 
+APPLY_MODULE = "flopsweep.checkpointing_apply"
+"""The module (torch) of every policy's ``apply_*`` function."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class CheckpointPolicy:
     """One ``activation_checkpointing=`` option.
@@ -269,8 +211,9 @@ class CheckpointPolicy:
         config: its schema, :class:`~flopsweep.config.CheckpointingConfig` or a subclass with
             the policy's knobs.
         description: one line for the README and ``plan.csv`` readers.
-        apply: ``(blocks, cfg) -> None``: replace entries of the model's block list in place
-            (before compile).
+        apply_fn: the name of its ``(blocks, cfg) -> None`` in :data:`APPLY_MODULE` (torch), which
+            replaces entries of the model's block list in place (before compile); called through
+            :meth:`apply`, which loads it on the rank.
         recompute: ``compiled_blocks -> mode``: what backward re-runs, the ``recompute``
             argument of ``ModelFamily.hardware_flops`` (``none``, ``early_stop``, ``full``,
             ``selective``), or ``unknown`` (the compiler decides: no hardware FLOPs).
@@ -285,24 +228,29 @@ class CheckpointPolicy:
 
     config: type[CheckpointingConfig] = CheckpointingConfig
     description: str
-    apply: Callable[[MutableSequence[Any], CheckpointingConfig], None]
+    apply_fn: str
     recompute: Callable[[bool], str]
     recomputes_forward: bool
     activations: Callable[[CheckpointingConfig, int, int, int, int], int]
     check: Callable[[CheckpointingConfig], None] = _no_check
 
+    def apply(self, blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
+        """Wrap ``blocks`` (the family's block list, in place) for ``cfg``, with :attr:`apply_fn`
+        of :data:`APPLY_MODULE` (imports torch)."""
+        getattr(importlib.import_module(APPLY_MODULE), self.apply_fn)(blocks, cfg)
+
 
 POLICIES: dict[str, CheckpointPolicy] = {
     "none": CheckpointPolicy(
         description="keep every activation for backward",
-        apply=_apply_none,
+        apply_fn="apply_none",
         recompute=_no_recompute,
         recomputes_forward=False,
         activations=_keep_all,
     ),
     "full": CheckpointPolicy(
         description="recompute each block's forward in backward (non-reentrant checkpoint_wrapper)",
-        apply=_apply_full,
+        apply_fn="apply_full",
         recompute=_block_recompute,
         recomputes_forward=True,
         activations=_keep_inputs,
@@ -310,7 +258,7 @@ POLICIES: dict[str, CheckpointPolicy] = {
     "selective": CheckpointPolicy(
         description="per-operator selective checkpointing: save attention and every second matmul, "
         "recompute the rest (torchtitan's SelectiveAC op mode)",
-        apply=_apply_selective,
+        apply_fn="apply_selective",
         recompute=_selective_recompute,
         recomputes_forward=False,
         activations=_keep_selective,
@@ -318,7 +266,7 @@ POLICIES: dict[str, CheckpointPolicy] = {
     "every_n": CheckpointPolicy(
         config=EveryNConfig,
         description="full checkpointing on every N-th block (activation_checkpointing.every)",
-        apply=_apply_every_n,
+        apply_fn="apply_every_n",
         recompute=_block_recompute,
         recomputes_forward=False,
         activations=_keep_every_n,
@@ -328,7 +276,7 @@ POLICIES: dict[str, CheckpointPolicy] = {
         config=MemoryBudgetConfig,
         description="the compiler's activation memory budget (compile=true): its partitioner picks "
         "what to recompute",
-        apply=_apply_memory_budget,
+        apply_fn="apply_memory_budget",
         recompute=_partitioner_recompute,
         recomputes_forward=False,
         activations=_keep_budget,

@@ -83,7 +83,7 @@ def tensor_parallel_shapes(cfg: RunConfig) -> None:
     if tp == 1:
         return
     fam = MODELS[cfg.model.arch]
-    if fam.tensor_parallel_plan is None or fam.tensor_parallel_dims is None:
+    if fam.parallelize is None or fam.tensor_parallel_dims is None:
         raise ConfigError(
             "parallel.tp",
             tp,

@@ -209,7 +209,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     import torch
     import torch.distributed as dist
 
-    from flopsweep.attention import check_kernel
+    from flopsweep.attention_kernels import check_kernel
     from flopsweep.backends import build_trainer, optimizer_facts
     from flopsweep.metrics import unsteady_steps
     from flopsweep.precision import DTYPES

@@ -15,12 +15,10 @@ import pytest
 import torch
 from helpers import validate
 
-from flopsweep import blocksparse as bsp
-from flopsweep.attention import (
+from flopsweep import blocksparse_kernels as bsp
+from flopsweep.attention import BlockSparseConfig, KernelUnavailable, attention_density
+from flopsweep.attention_kernels import (
     BlockSparseAttention,
-    BlockSparseConfig,
-    KernelUnavailable,
-    attention_density,
     build_attention_fn,
     check_kernel,
     layout_of,

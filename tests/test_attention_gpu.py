@@ -14,15 +14,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from flopsweep import blocksparse as bsp
-from flopsweep.attention import (
-    BlockSparseConfig,
-    KernelUnavailable,
-    build_attention_fn,
-    check_kernel,
-    layout_of,
-    reference_attention,
-)
+from flopsweep import blocksparse_kernels as bsp
+from flopsweep.attention import BlockSparseConfig, KernelUnavailable
+from flopsweep.attention_kernels import build_attention_fn, check_kernel, layout_of, reference_attention
 from flopsweep.config import AttentionConfig, ModelConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

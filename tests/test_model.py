@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import _CHECKPOINT_WRAPPED_MODULE
 
-from flopsweep.attention import build_attention_fn
+from flopsweep.attention_kernels import build_attention_fn
 from flopsweep.backends import build_model, wrap_blocks
 from flopsweep.config import CheckpointingConfig, ModelConfig, RunConfig
 from flopsweep.flops import n_params

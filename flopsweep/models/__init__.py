@@ -1,9 +1,14 @@
-"""Model families: each owns its shape schema, its module, its parameter count and its FLOPs.
+"""Model families: each a torch-free shape (schema, weights, counts, FLOPs) and a torch module.
 
-``MODELS`` maps ``model.arch`` to a :class:`ModelFamily` (as torchtitan's model
-specs do). Backends, metrics and the job ask the family; nothing outside this
-package knows a family's field names. Adding a family is one module here, one
-line in ``MODELS`` and one YAML file per size under ``conf/model/``.
+``MODELS`` maps ``model.arch`` to a :class:`ModelFamily` (as torchtitan's ``ModelSpec`` does). The
+family holds its arithmetic as callables of its shape module (``gpt2``, ``llama``, ``hf``: no torch),
+and its torch code as an import path (``gpt2_nn``, ``llama_nn``, ``hf_nn``, built from the shared
+decoder parts of :mod:`flopsweep.models.layers`), loaded on the rank the first time a backend asks
+for ``build``, ``blocks``, ``tied_parameters``, the tensor-parallel plan or the ZeRO-3 leaves. So the
+estimators, the metrics and validation import this package without torch. Backends, metrics and the
+job ask the family; nothing outside this package knows a family's field names. Adding a family is a
+shape module and a torch module here, one line in ``MODELS`` and one YAML file per size under
+``conf/model/``.
 
 FLOPs conventions (docs/design.md, "FLOPs"), for ``T`` tokens per optimizer step:
 
@@ -21,32 +26,30 @@ benchmarked (they are memory-bound, which is why they still cost time).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from flopsweep.config import ModelConfig
 from flopsweep.models import gpt2, hf, llama
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelFamily:
-    """What the rest of flopsweep needs from a model family.
+    """What the rest of flopsweep needs from a model family: torch-free arithmetic, and the import
+    path of its torch code.
 
-    Attributes:
+    Attributes (torch-free, callables of the shape module):
         config: the family's schema, a :class:`~flopsweep.config.ModelConfig` subclass
             (stored as ``schema/model/base_<arch>``; the size options extend it).
-        build: ``(model_cfg, attention_cfg) -> nn.Module`` in fp32
-            on the current default device; ``module(tokens[B, s + 1])`` returns the mean
-            next-token loss and ``module.head_loss`` is the part after the last block.
-        blocks: the repeated transformer blocks of a built module, in order (FSDP2
-            ``fully_shard`` units, :mod:`flopsweep.checkpointing` and compile regions).
-        tied_parameters: parameters used outside their own module's forward (ZeRO-3
-            ``register_external_parameter``), e.g. a tied LM head.
         n_params: ``cfg -> int``, the module's own parameter count.
+        n_active_params: ``cfg -> int``, the parameters one token uses (MoE: its top-k experts);
+            ``n_params`` for a dense family.
         model_flops: ``(cfg, tokens, density) -> float`` FLOPs per optimizer step.
         hardware_flops: ``(cfg, tokens, density, recompute) -> float``: model FLOPs plus
-            the recompute of ``recompute`` (``"none"``, ``"early_stop"``, ``"full"``).
+            the recompute of ``recompute`` (``"none"``, ``"early_stop"``, ``"full"``, ``"selective"``).
         eq3_flops: ``(cfg, global_batch, recompute_forward) -> float | None``:
             Narayanan et al. eq. 3 (``f = 4`` when the checkpointing policy recomputes the
             forward) where the family is GPT-shaped, else None.
@@ -55,57 +58,91 @@ class ModelFamily:
         memory: ``cfg -> {"residual", "other", "largest_layer_params"}``: activation elements per
             token and layer kept for backward (the residual-stream part separately) and the
             largest layer, for :mod:`flopsweep.memory`.
-        tensor_parallel_plan: ``(module) -> {submodule name: ParallelStyle}``, the family's plan for
-            ``torch.distributed.tensor.parallel.parallelize_module`` on the ``tp`` sub-mesh (torchtitan's
-            per-model ``parallelize.py``), from the module's ``TENSOR_PARALLEL_PLAN``; applied by
-            :mod:`flopsweep.tensor_parallel`. None: the family refuses ``parallel.tp > 1``
-            (``rules.tensor_parallel_shapes``).
         tensor_parallel_dims: ``cfg -> {config key: size}``: the sizes that tensor parallelism splits
             into ``parallel.tp`` equal parts (heads, KV heads, MLP width, vocabulary), for the
-            divisibility check before launch (``rules.tensor_parallel_shapes``); None with the plan.
-        zero3_leaf_modules: ``(module) -> [module classes]`` for ``deepspeed.utils.set_z3_leaf_modules``
-            under ZeRO-3 (MoE layers, whose routing calls experts data-dependently); None: none.
+            divisibility check before launch (``rules.tensor_parallel_shapes``); None with no plan.
+        torch_module: the import path of the family's torch module (``build``, ``blocks``,
+            ``tied_parameters``, the plan, optionally ``zero3_leaf_modules``), loaded by :meth:`torch`.
+        parallelize: the name of the tensor-parallel plan in ``torch_module`` (torchtitan's
+            ``ModelSpec.parallelize_fn``), or None: the family refuses ``parallel.tp > 1``
+            (``rules.tensor_parallel_shapes``), decided without importing torch.
         zero_init: build under ``deepspeed.zero.Init`` for ZeRO-3 (each parameter partitioned as it is
             made). False (``hf``): build whole on the host and let ``deepspeed.initialize`` partition,
             because ``transformers`` initialises its weights after construction, which a partitioned
             parameter would miss (the weights would differ from the other backends').
+
+    Torch callables (properties, each loading ``torch_module`` on first use, on the rank):
+        build: ``(model_cfg, attention_cfg) -> nn.Module`` in fp32 on the current default device;
+            ``module(tokens[B, s + 1])`` returns the mean next-token loss and ``module.head_loss``
+            is the part after the last block.
+        blocks: the repeated transformer blocks of a built module, in order (FSDP2 ``fully_shard``
+            units, :mod:`flopsweep.checkpointing` and compile regions).
+        tied_parameters: parameters used outside their own module's forward (ZeRO-3
+            ``register_external_parameter``), e.g. a tied LM head.
+        tensor_parallel_plan: ``(module) -> {submodule name: ParallelStyle}`` for
+            ``torch.distributed.tensor.parallel.parallelize_module`` on the ``tp`` sub-mesh, applied
+            by :mod:`flopsweep.tensor_parallel`; None when ``parallelize`` is None.
+        zero3_leaf_modules: ``(module) -> [module classes]`` for ``deepspeed.utils.set_z3_leaf_modules``
+            under ZeRO-3 (MoE layers, whose routing calls experts data-dependently); None: none.
     """
 
     config: type[ModelConfig]
-    build: Callable[..., Any]
-    blocks: Callable[[Any], Sequence[Any]]
-    tied_parameters: Callable[[Any], list[Any]]
     n_params: Callable[[Any], int]
+    n_active_params: Callable[[Any], int]
     model_flops: Callable[[Any, int, float], float]
     hardware_flops: Callable[[Any, int, float, str], float]
     eq3_flops: Callable[[Any, int, bool], float | None]
     check: Callable[[Any], None]
     info: Callable[[Any], dict[str, Any]]
     memory: Callable[[Any], dict[str, int]]
-    tensor_parallel_plan: Callable[[Any], dict[str, Any]] | None = None
+    torch_module: str
+    parallelize: str | None = None
     tensor_parallel_dims: Callable[[Any], dict[str, int]] | None = None
-    zero3_leaf_modules: Callable[[Any], list[type]] | None = None
     zero_init: bool = True
 
+    def torch(self) -> ModuleType:
+        """The family's torch module (imports torch; :mod:`importlib` caches it)."""
+        return importlib.import_module(self.torch_module)
 
-def _spec(module: Any) -> ModelFamily:
-    """A family from a model module's public names (see :class:`ModelFamily`)."""
+    @property
+    def build(self) -> Callable[..., Any]:
+        return self.torch().build
+
+    @property
+    def blocks(self) -> Callable[[Any], Sequence[Any]]:
+        return self.torch().blocks
+
+    @property
+    def tied_parameters(self) -> Callable[[Any], list[Any]]:
+        return self.torch().tied_parameters
+
+    @property
+    def tensor_parallel_plan(self) -> Callable[[Any], dict[str, Any]] | None:
+        return None if self.parallelize is None else getattr(self.torch(), self.parallelize)
+
+    @property
+    def zero3_leaf_modules(self) -> Callable[[Any], list[type]] | None:
+        return getattr(self.torch(), "zero3_leaf_modules", None)
+
+
+def _spec(module: ModuleType) -> ModelFamily:
+    """A family from a shape module's public names (see :class:`ModelFamily`); optional names are
+    read from the module's own namespace, never through its lazy ``__getattr__`` (which imports torch)."""
+    own = vars(module)
     return ModelFamily(
         config=module.CONFIG,
-        build=module.build,
-        blocks=module.blocks,
-        tied_parameters=module.tied_parameters,
         n_params=module.n_params,
+        n_active_params=own.get("n_active_params", module.n_params),
         model_flops=module.model_flops,
         hardware_flops=module.hardware_flops,
         eq3_flops=module.eq3_flops,
         check=module.check,
         info=module.info,
         memory=module.memory,
-        tensor_parallel_plan=getattr(module, "TENSOR_PARALLEL_PLAN", None),
-        tensor_parallel_dims=getattr(module, "tensor_parallel_dims", None),
-        zero3_leaf_modules=getattr(module, "zero3_leaf_modules", None),
-        zero_init=getattr(module, "ZERO_INIT", True),
+        torch_module=module.TORCH_MODULE,
+        parallelize=module.PARALLELIZE,
+        tensor_parallel_dims=own.get("tensor_parallel_dims"),
+        zero_init=own.get("ZERO_INIT", True),
     )
 
 

@@ -1,10 +1,9 @@
-"""The GPT-2 family (``model.arch=gpt2``): its schema, module, parameter count and FLOPs.
+"""The GPT-2 family's shape (``model.arch=gpt2``), torch-free: schema, weights, parameters, FLOPs.
 
 Learned positions, pre-LayerNorm blocks, a GELU MLP of 4h, and an LM head tied
-to the token embedding. Weights are initialised inside each leaf module's
-``reset_parameters`` so that construction under ``deepspeed.zero.Init`` (which
-partitions each module right after its ``__init__``) gives the same weights as
-plain construction from the same seed.
+to the token embedding. The module itself is :mod:`flopsweep.models.gpt2_nn`
+(:data:`TORCH_MODULE`), built from the shared parts of :mod:`flopsweep.models.layers`
+and loaded on the rank.
 """
 
 from __future__ import annotations
@@ -12,199 +11,44 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
 from flopsweep import flops
-from flopsweep.attention import build_attention_fn
-from flopsweep.config import AttentionConfig, ConfigError, require_positive
+from flopsweep.config import ConfigError, require_positive
 from flopsweep.options import GPT2Config
 
 CONFIG = GPT2Config
 
-INIT_STD = 0.02  # GPT-2's N(0, 0.02) for every weight matrix and embedding
+TORCH_MODULE = "flopsweep.models.gpt2_nn"
+"""The module (torch) that builds the GPT: ``build``, ``blocks``, ``tied_parameters``, the plan."""
+PARALLELIZE = "tensor_parallel_plan"
+"""The tensor-parallel plan's name in :data:`TORCH_MODULE` (torchtitan's ``parallelize_fn``)."""
 
 
-class Linear(nn.Linear):
-    """``nn.Linear`` with GPT-2 initialisation: weights N(0, 0.02), bias 0."""
+def __getattr__(name: str) -> Any:
+    """The torch names (``GPT``, ``build``, ``blocks``, ``TENSOR_PARALLEL_PLAN``, ...) from
+    :data:`TORCH_MODULE`, imported on first use: importing this module imports no torch."""
+    import importlib
 
-    def reset_parameters(self) -> None:
-        nn.init.normal_(self.weight, mean=0.0, std=INIT_STD)
-        if self.bias is not None:
-            nn.init.zeros_(self.bias)
-
-
-class Embedding(nn.Embedding):
-    """``nn.Embedding`` with GPT-2 initialisation N(0, 0.02)."""
-
-    def reset_parameters(self) -> None:
-        nn.init.normal_(self.weight, mean=0.0, std=INIT_STD)
+    module = importlib.import_module(TORCH_MODULE)
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
-class CausalSelfAttention(nn.Module):
-    """Causal multi-head self-attention with one fused QKV projection.
-
-    The fused projection's output features are laid out head by head, ``[q_0 k_0 v_0 q_1 k_1 v_1
-    ...]`` (each ``hs`` wide), as Megatron-LM lays out its fused QKV, so that a column-wise split
-    into ``tp`` equal parts gives each tensor-parallel rank whole heads with their own q, k and v.
-    The head count is read from the projection's output, so the same code runs the local heads
-    (``n_head / tp``) under tensor parallelism.
-    """
-
-    def __init__(self, cfg: GPT2Config, attention: str | AttentionConfig) -> None:
-        super().__init__()
-        self.head_dim = cfg.n_embd // cfg.n_head
-        self.c_attn = Linear(cfg.n_embd, 3 * cfg.n_embd)
-        self.c_proj = Linear(cfg.n_embd, cfg.n_embd)
-        self.attn_fn = build_attention_fn(attention)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, _ = x.shape  # (batch, seq, n_embd)
-        hs = self.head_dim
-        qkv = self.c_attn(x).view(B, T, -1, 3, hs)  # (B, T, nh_local, 3, hs)
-        q, k, v = (t.transpose(1, 2) for t in qkv.unbind(dim=3))  # each (B, nh_local, T, hs)
-        y = self.attn_fn(q, k, v)  # (B, nh_local, T, hs)
-        return self.c_proj(y.transpose(1, 2).reshape(B, T, -1))
-
-
-class MLP(nn.Module):
-    def __init__(self, cfg: GPT2Config) -> None:
-        super().__init__()
-        self.c_fc = Linear(cfg.n_embd, 4 * cfg.n_embd)
-        self.c_proj = Linear(4 * cfg.n_embd, cfg.n_embd)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
-
-
-class Block(nn.Module):
-    """Pre-LayerNorm transformer block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
-
-    def __init__(self, cfg: GPT2Config, attention: str | AttentionConfig) -> None:
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(cfg.n_embd)
-        self.attn = CausalSelfAttention(cfg, attention)
-        self.ln_2 = nn.LayerNorm(cfg.n_embd)
-        self.mlp = MLP(cfg)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    """GPT of DESIGN.md; ``forward(tokens)`` returns the mean next-token cross-entropy.
-
-    Args:
-        cfg: sizes ``n_layer``, ``n_embd``, ``n_head``, ``seq_len``, ``vocab_size``.
-        attention: attention option, a name or an ``AttentionConfig`` (``flopsweep.attention``).
-
-    Activation checkpointing is applied from outside, to :func:`blocks`
-    (:mod:`flopsweep.checkpointing`).
-    """
-
-    def __init__(
-        self,
-        cfg: GPT2Config,
-        attention: str | AttentionConfig = "sdpa",
-    ) -> None:
-        super().__init__()
-        self.cfg = cfg
-        self.wte = Embedding(cfg.vocab_size, cfg.n_embd)
-        self.wpe = Embedding(cfg.seq_len, cfg.n_embd)
-        self.h = nn.ModuleList(Block(cfg, attention) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.n_embd)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Loss of one micro batch.
-
-        Args:
-            tokens: LongTensor ``[batch, seq_len + 1]``; inputs are ``tokens[:, :-1]``
-                and targets ``tokens[:, 1:]``.
-
-        Returns:
-            Scalar mean cross-entropy (computed in fp32).
-        """
-        idx, targets = tokens[:, :-1], tokens[:, 1:]
-        x = self.embed(idx)  # (B, T, C)
-        for block in self.h:
-            x = block(x)
-        return self.head_loss(x, targets)
-
-    # The parts of forward, for pipeline stages (flopsweep.pipeline): the first stage embeds, every
-    # stage runs its blocks with ``block_args``, the last stage computes the logits.
-    embedding_children: tuple[str, ...] = ("wte", "wpe")
-    """Children the embedding uses (the first pipeline stage keeps them)."""
-    head_children: tuple[str, ...] = ("ln_f", "wte")
-    """Children the LM head uses (the last pipeline stage keeps them): the tied token embedding."""
-
-    def embed(self, idx: torch.Tensor) -> torch.Tensor:
-        """Token plus learned position embeddings: idx LongTensor ``(B, T)`` -> ``(B, T, C)``."""
-        pos = torch.arange(idx.size(1), device=idx.device)
-        return self.wte(idx) + self.wpe(pos)
-
-    def block_args(self, seq_len: int, device: torch.device) -> tuple:
-        """Arguments every block takes after the hidden states, for sequences of ``seq_len``: none."""
-        return ()
-
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Final LayerNorm and tied LM head: ``(B, T, C)`` -> logits ``(B, T, V)``."""
-        return F.linear(self.ln_f(x), self.wte.weight)
-
-    def head_loss(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Final LayerNorm, tied LM head and cross-entropy in fp32.
-
-        Args:
-            x: hidden states ``(B, T, C)``; targets: LongTensor ``(B, T)``.
-
-        Returns:
-            Scalar mean loss. Compiled with the blocks when ``compile=true``, which lets
-            Inductor fuse the fp32 upcast into the log-softmax instead of
-            materialising fp32 logits ``(B, T, V)``.
-        """
-        logits = self.logits(x)  # tied LM head: (B, T, V)
-        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
-
-
-def build(cfg: GPT2Config, attention: AttentionConfig) -> GPT:
-    """The GPT in fp32 on the current default device (see :class:`GPT`)."""
-    return GPT(cfg, attention)
-
-
-def blocks(model: GPT) -> nn.ModuleList:
-    """The transformer blocks, in order."""
-    return model.h
-
-
-def tied_parameters(model: GPT) -> list[nn.Parameter]:
-    """The token embedding, which the LM head also uses outside ``wte``'s forward."""
-    return [model.wte.weight]
-
-
-def tensor_parallel_plan(model: GPT) -> dict[str, Any]:
-    """The tensor- and sequence-parallel plan (:mod:`flopsweep.tensor_parallel`), Megatron-LM's:
-    the fused QKV projection and ``c_fc`` column-wise (whole heads per rank: see
-    :class:`CausalSelfAttention`), ``c_proj`` row-wise, reduce-scattered to the sequence-sharded
-    residual stream; LayerNorms sequence-parallel; the token embedding vocabulary-parallel and the
-    position embedding position-parallel (their sum sequence-sharded); the tied head reads the
-    vocabulary-sharded embedding weight, so ``ln_f``'s output is gathered (replicated) first."""
-    from flopsweep.tensor_parallel import Sublayer, sequence_parallel_plan
-
-    return sequence_parallel_plan(
-        embedding="wte",
-        positions="wpe",
-        blocks="h.*",
-        sublayers=[
-            Sublayer(norm="ln_1", module="attn", colwise=("c_attn",), rowwise=("c_proj",)),
-            Sublayer(norm="ln_2", module="mlp", colwise=("c_fc",), rowwise=("c_proj",)),
-        ],
-        norm="ln_f",
-        head=None,  # tied to wte
-    )
-
-
-TENSOR_PARALLEL_PLAN = tensor_parallel_plan
+def inventory(cfg: GPT2Config) -> dict[str, int]:
+    """The weights, by where they sit (elements): ``block_matmul`` (one block's QKV ``3 h^2``,
+    projection ``h^2`` and MLP ``8 h^2``), ``block_other`` (its biases ``9 h`` and LayerNorms ``4 h``),
+    ``embedding`` (token ``V h``, also the tied head), ``positions`` (``s h``), ``final_norm`` (``2 h``)
+    and ``head_matmul`` (the tied LM head's ``V h`` matmul, no parameters of its own)."""
+    h = cfg.n_embd
+    return {
+        "block_matmul": 12 * h * h,
+        "block_other": 13 * h,
+        "embedding": cfg.vocab_size * h,
+        "positions": cfg.seq_len * h,
+        "final_norm": 2 * h,
+        "head_matmul": cfg.vocab_size * h,
+    }
 
 
 def tensor_parallel_dims(cfg: GPT2Config) -> dict[str, int]:
@@ -239,7 +83,7 @@ def n_params(cfg: GPT2Config) -> int:
 
 def _block_matmul_params(cfg: GPT2Config) -> int:
     """Weights of one block's matmuls: QKV ``3 h^2``, projection ``h^2``, MLP ``8 h^2``."""
-    return 12 * cfg.n_embd**2
+    return inventory(cfg)["block_matmul"]
 
 
 # Forward matmul weights that non-reentrant torch.utils.checkpoint recomputes per block.
@@ -260,7 +104,7 @@ def model_flops(cfg: GPT2Config, tokens: int, density: float = 1.0) -> float:
     gpt-tiny (l 2, h 128, s 128, V 512) at 512 tokens: 1,610,612,736.
     """
     h, s, layers = cfg.n_embd, cfg.seq_len, cfg.n_layer
-    weights = layers * _block_matmul_params(cfg) + cfg.vocab_size * h
+    weights = layers * _block_matmul_params(cfg) + inventory(cfg)["head_matmul"]
     return 6.0 * weights * tokens + 12.0 * layers * h * s * tokens * density
 
 

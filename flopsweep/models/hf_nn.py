@@ -1,0 +1,149 @@
+"""The ``model=hf`` module (torch, ``transformers``): :class:`HFCausalLM` and the meta-device counts.
+
+Loaded on the rank through ``ModelFamily.torch_module``, and by :mod:`flopsweep.models.hf` when it
+counts parameters and FLOPs (``FlopCounterMode`` on the meta device; see that module's docstring).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch import nn
+
+from flopsweep.config import AttentionConfig
+from flopsweep.models.hf_files import Source, hf_config, load
+from flopsweep.models.layers import next_token_loss
+from flopsweep.options import HF_ATTENTION, HFConfig
+
+
+def _from_config(src: Source, attn: str, experts: str) -> nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    cfg = hf_config(src, attn=attn, experts=experts)
+    return AutoModelForCausalLM.from_config(cfg, attn_implementation=attn, dtype=torch.float32)
+
+
+class HFCausalLM(nn.Module):
+    """A ``transformers`` ``*ForCausalLM`` behind the built-ins' contract.
+
+    ``forward(tokens)`` runs the base model (``hf.base_model``: embeddings, decoder layers, final
+    norm) and :meth:`head_loss` (the output embeddings and the cross-entropy in fp32).
+    """
+
+    def __init__(self, hf: nn.Module) -> None:
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Loss of one micro batch.
+
+        Args:
+            tokens: LongTensor ``[batch, seq_len + 1]``; inputs ``tokens[:, :-1]``, targets ``tokens[:, 1:]``.
+            attention_mask: None (causal, as runs use it), or a ready 4-D additive mask
+                ``[batch, 1, s, s]`` (the FLOP count on the meta device, where transformers cannot
+                build one).
+
+        Returns:
+            Scalar mean cross-entropy (fp32).
+        """
+        idx, targets = tokens[:, :-1], tokens[:, 1:]
+        out = self.hf.base_model(input_ids=idx, attention_mask=attention_mask, use_cache=False)
+        return self.head_loss(out.last_hidden_state, targets)
+
+    def head_loss(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """LM head (tied or not) and cross-entropy in fp32; ``x``: ``(B, T, C)`` after the final norm."""
+        return next_token_loss(self.hf.get_output_embeddings()(x), targets)
+
+
+def build(cfg: HFConfig, attention: AttentionConfig) -> HFCausalLM:
+    """The model in fp32 on the current default device, ``attention`` as its ``attn_implementation``."""
+    return HFCausalLM(_from_config(load(cfg.config), HF_ATTENTION[attention.name], cfg.experts))
+
+
+def blocks(model: HFCausalLM) -> nn.ModuleList:
+    """The decoder layers: the first ``ModuleList`` whose children are all of the model's
+    ``_no_split_modules`` classes."""
+    names = set(model.hf._no_split_modules or ())
+    for module in model.modules():
+        if isinstance(module, nn.ModuleList) and len(module) and all(_name(m) in names for m in module):
+            return module
+    raise ValueError(f"{type(model.hf).__name__} has no ModuleList of its _no_split_modules {sorted(names)}")
+
+
+def _name(module: nn.Module) -> str:
+    """The class name, looking through ``checkpoint_wrapper`` and ``torch.compile``."""
+    inner = getattr(module, "_checkpoint_wrapped_module", module)
+    return type(getattr(inner, "_orig_mod", inner)).__name__
+
+
+def tied_parameters(model: HFCausalLM) -> list[nn.Parameter]:
+    """The input embedding's weight when the LM head shares it (used outside the embedding)."""
+    inp, out = model.hf.get_input_embeddings(), model.hf.get_output_embeddings()
+    return [inp.weight] if out is not None and out.weight is inp.weight else []
+
+
+def experts_modules(model: nn.Module) -> list[nn.Module]:
+    """The MoE experts modules: ``transformers`` 5's ``*Experts``, every expert's weights in 3-D tensors."""
+    return [
+        m
+        for m in model.modules()
+        if type(m).__name__.endswith("Experts") and any(p.dim() == 3 for p in m.parameters(recurse=False))
+    ]
+
+
+def zero3_leaf_modules(model: HFCausalLM) -> list[type]:
+    """The MoE layers' classes (each experts module's parent), for ``deepspeed.utils.set_z3_leaf_modules``:
+    ZeRO-3 gathers a leaf's parameters once, not per expert the data-dependent routing calls."""
+    experts = {id(m) for m in experts_modules(model)}
+    parents = {type(p) for p in model.modules() if any(id(c) in experts for c in p.children())}
+    return sorted(parents, key=lambda t: t.__name__)
+
+
+@functools.lru_cache(maxsize=16)
+def meta_counts(sha256: str, value: str) -> dict[str, Any]:
+    """Counts of the model built on the meta device: parameters, active parameters, largest tensor."""
+    with torch.device("meta"):
+        model = _from_config(load(value), "eager", "batched_mm")
+    total = sum(p.numel() for p in model.parameters())
+    data = load(value).data
+    k = data.get("num_experts_per_tok")
+    inactive = 0
+    for m in experts_modules(model):
+        n_experts = next(p.shape[0] for p in m.parameters(recurse=False) if p.dim() == 3)
+        params = sum(p.numel() for p in m.parameters())
+        inactive += params - params * int(k) // n_experts
+    largest = max(p.numel() for p in model.parameters())
+    return {"n_params": total, "n_active_params": total - inactive, "largest": largest}
+
+
+@functools.lru_cache(maxsize=64)
+def counted_flops(sha256: str, value: str, seq_len: int, recompute: str) -> int:
+    """FLOPs of one forward and backward of one sequence of ``seq_len`` tokens, counted by
+    ``FlopCounterMode`` on the meta device (see the module docstring), with the recompute of
+    ``recompute``: ``none``; ``early_stop`` (each block in non-reentrant ``checkpoint_wrapper``, as
+    ``activation_checkpointing=full`` runs eager blocks); ``full`` (the base model's forward
+    once more: a compiled block re-runs whole)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from flopsweep import checkpointing
+    from flopsweep.config import CheckpointingConfig
+
+    with torch.device("meta"):
+        model = HFCausalLM(_from_config(load(value), "eager", "batched_mm"))
+        tokens = torch.zeros(1, seq_len + 1, dtype=torch.long)
+        mask = torch.zeros(1, 1, seq_len, seq_len)
+    if recompute == "early_stop":
+        full = CheckpointingConfig(name="full")
+        checkpointing.policy(full).apply(blocks(model), full)
+    elif recompute not in ("none", "full"):
+        raise ValueError(f"unknown recompute {recompute!r}; expected none, early_stop or full")
+    with FlopCounterMode(display=False) as counter:
+        model(tokens, attention_mask=mask).backward()
+    total = counter.get_total_flops()
+    if recompute == "full":
+        with FlopCounterMode(display=False) as fwd, torch.no_grad():
+            model.hf.base_model(input_ids=tokens[:, :-1], attention_mask=mask, use_cache=False)
+        total += fwd.get_total_flops()
+    return int(total)

@@ -1,0 +1,194 @@
+"""Shared decoder parts of the built-in families (torch): what ``gpt2_nn`` and ``llama_nn`` build from.
+
+torchtitan's ``models/common/`` in small: an initialised ``Linear`` and ``Embedding``, the two MLPs
+(GELU and SwiGLU), the norm, a self-attention base that owns the kernel call, a pre-norm block and
+a causal-LM base that owns ``forward``, the LM head's loss and the pipeline parts. A family keeps
+only what differs: its projections (fused QKV or GQA with RoPE), its submodule names (which its
+tensor-parallel plan, fp8's LM-head exclusion and checkpoints key on) and its embeddings.
+
+Weights are initialised inside each leaf module's ``reset_parameters`` (N(0, 0.02), biases 0), so
+that construction under ``deepspeed.zero.Init`` (which partitions each module right after its
+``__init__``) gives the same weights as plain construction from the same seed. Parts are built in
+the order the family passes them, which is the order of the random draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+INIT_STD = 0.02  # GPT-2's N(0, 0.02) for every weight matrix and embedding (Llama's too, here)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` with weights N(0, 0.02) and a zero bias (``bias=False``: none)."""
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, mean=0.0, std=INIT_STD)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+
+class Embedding(nn.Embedding):
+    """``nn.Embedding`` with weights N(0, 0.02)."""
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, mean=0.0, std=INIT_STD)
+
+
+def norm(kind: str, dim: int, eps: float | None = None) -> nn.Module:
+    """``layernorm`` (``nn.LayerNorm(dim)``, weight and bias) or ``rmsnorm`` (``nn.RMSNorm(dim, eps)``,
+    weight only).
+
+    Raises:
+        ValueError: for another kind.
+    """
+    if kind == "layernorm":
+        return nn.LayerNorm(dim)
+    if kind == "rmsnorm":
+        return nn.RMSNorm(dim, eps=eps)
+    raise ValueError(f"unknown norm {kind!r}; expected layernorm or rmsnorm")
+
+
+class GeluMLP(nn.Module):
+    """GPT-2's MLP ``c_proj(gelu_tanh(c_fc x))``: ``dim -> hidden -> dim``, biased."""
+
+    def __init__(self, dim: int, hidden: int, *, bias: bool = True) -> None:
+        super().__init__()
+        self.c_fc = Linear(dim, hidden, bias=bias)
+        self.c_proj = Linear(hidden, dim, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class SwiGLU(nn.Module):
+    """SwiGLU MLP (Shazeer 2020), Llama's: ``w2(silu(w1 x) * w3 x)``; no biases."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = Linear(dim, hidden, bias=False)  # gate
+        self.w3 = Linear(dim, hidden, bias=False)  # up
+        self.w2 = Linear(hidden, dim, bias=False)  # down
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class SelfAttention(nn.Module):
+    """Causal self-attention around a kernel of :mod:`flopsweep.attention_kernels`.
+
+    A family's subclass builds its projections and ``attn_fn`` and implements :meth:`project`;
+    :attr:`OUTPUT` names its output projection. Head counts are read from the projections'
+    outputs (``-1`` in the views), so the same code runs the local heads (``n_head / tp``) under
+    tensor parallelism.
+    """
+
+    OUTPUT = "c_proj"
+    """The output projection's attribute name."""
+    attn_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+    def project(self, x: torch.Tensor, *args: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``q (B, T, nh, hd)``, ``k, v (B, T, n_kv, hd)`` of ``x (B, T, C)``."""
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor, *args: Any) -> torch.Tensor:
+        B, T, _ = x.shape  # (batch, seq, n_embd)
+        q, k, v = (t.transpose(1, 2) for t in self.project(x, *args))  # (B, heads, T, hd)
+        y = self.attn_fn(q, k, v)  # (B, nh, T, hd); a GQA kernel shares each k/v head
+        return getattr(self, self.OUTPUT)(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class PreNormBlock(nn.Module):
+    """Pre-norm transformer block: ``x + attention(norm_1(x), *args)``, then ``x + mlp(norm_2(x))``.
+
+    :attr:`NAMES` gives the four parts' attribute names (the family's: its tensor-parallel plan and
+    checkpoints use them), registered in that order.
+    """
+
+    NAMES: tuple[str, str, str, str] = ("ln_1", "attn", "ln_2", "mlp")
+
+    def __init__(self, norm_1: nn.Module, attention: nn.Module, norm_2: nn.Module, mlp: nn.Module) -> None:
+        super().__init__()
+        for name, part in zip(self.NAMES, (norm_1, attention, norm_2, mlp), strict=True):
+            setattr(self, name, part)
+
+    def forward(self, x: torch.Tensor, *args: Any) -> torch.Tensor:
+        norm_1, attention, norm_2, mlp = (getattr(self, n) for n in self.NAMES)
+        x = x + attention(norm_1(x), *args)
+        return x + mlp(norm_2(x))
+
+
+def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits (B, T, V)`` against LongTensor ``targets (B, T)``, in fp32.
+
+    Compiled with the blocks when ``compile=true``, which lets Inductor fuse the fp32 upcast into
+    the log-softmax instead of materialising fp32 logits ``(B, T, V)``.
+    """
+    return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+
+
+class CausalLM(nn.Module):
+    """A decoder-only LM: ``forward(tokens)`` returns the mean next-token cross-entropy.
+
+    Subclasses set :attr:`BLOCKS` (the attribute holding the ``nn.ModuleList`` of blocks),
+    ``embedding_children`` and ``head_children`` (what the first and last pipeline stages keep,
+    :mod:`flopsweep.pipeline`), and implement :meth:`embed`, :meth:`block_args` and :meth:`logits`.
+    Activation checkpointing is applied from outside, to the blocks (:mod:`flopsweep.checkpointing`).
+    """
+
+    BLOCKS = "h"
+    embedding_children: tuple[str, ...] = ()
+
+    @property
+    def head_children(self) -> tuple[str, ...]:
+        """Children the LM head uses (the last pipeline stage keeps them)."""
+        raise NotImplementedError
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Loss of one micro batch.
+
+        Args:
+            tokens: LongTensor ``[batch, seq_len + 1]``; inputs are ``tokens[:, :-1]``
+                and targets ``tokens[:, 1:]``.
+
+        Returns:
+            Scalar mean cross-entropy (computed in fp32).
+        """
+        idx, targets = tokens[:, :-1], tokens[:, 1:]
+        x = self.embed(idx)  # (B, T, C); (B, T / tp, C) local under sequence parallelism
+        args = self.block_args(idx.size(1), idx.device)
+        for block in self.block_list():
+            x = block(x, *args)
+        return self.head_loss(x, targets)
+
+    def block_list(self) -> Sequence[nn.Module]:
+        """The transformer blocks, in order."""
+        return getattr(self, self.BLOCKS)
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """idx LongTensor ``(B, T)`` -> hidden states ``(B, T, C)``."""
+        raise NotImplementedError
+
+    def block_args(self, seq_len: int, device: torch.device) -> tuple:
+        """Arguments every block takes after the hidden states, for sequences of ``seq_len``."""
+        return ()
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Final norm and LM head: ``(B, T, C)`` -> logits ``(B, T, V)``."""
+        raise NotImplementedError
+
+    def head_loss(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Final norm, LM head and cross-entropy in fp32 (:func:`next_token_loss`).
+
+        Args:
+            x: hidden states ``(B, T, C)``; targets: LongTensor ``(B, T)``.
+
+        Returns:
+            Scalar mean loss.
+        """
+        return next_token_loss(self.logits(x), targets)
