@@ -455,3 +455,19 @@ def test_the_hardware_rules_of_a_planned_gpu():
     assert "NVIDIA GPUs only" in hardware_problem("sdpa-cudnn", **mi300x)
     assert hardware_problem("sdpa-flash", **mi300x) is None
     assert all(hardware_problem(name, **a100) is None for name in KERNELS)
+
+
+@pytest.mark.parametrize("layout", bsp.LAYOUTS)
+def test_torch_free_row_counts_equal_the_layout(layout):
+    """``blocksparse.row_counts`` (validation's and the metrics' density, no torch) counts the blocks
+    of every row of ``block_layout`` (the kernels'), bigbird's random blocks included, so the density
+    and the gather padding are the same numbers either way."""
+    from flopsweep import blocksparse
+
+    for n in (1, 2, 5, 13, 40):
+        for w, g, r, s in ((1, 0, 0, 1), (2, 1, 1, 2), (4, 3, 5, 4), (7, 1, 2, 5)):
+            kw = {"window_blocks": w, "global_blocks": g, "random_blocks": r, "stride_blocks": s}
+            tensor = bsp.block_layout(n, layout=layout, seed=n, **kw)
+            counts = blocksparse.row_counts(n, layout=layout, **kw)
+            assert tensor.sum(1).tolist() == counts, (n, kw)
+            assert blocksparse.counts_density(counts) == bsp.density(tensor)

@@ -1,0 +1,89 @@
+"""The estimators, the metrics' record building, validation's registries and the option specs import
+no torch (and no transformers): each module imported alone in a fresh interpreter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TORCH_FREE = [
+    "flopsweep.memory",
+    "flopsweep.predict",
+    "flopsweep.metrics",
+    "flopsweep.config",
+    "flopsweep.layout",
+    "flopsweep.columns",
+    "flopsweep.forecast",
+    "flopsweep.models",
+    "flopsweep.models.gpt2",
+    "flopsweep.models.llama",
+    "flopsweep.models.hf",
+    "flopsweep.models.hf_files",
+    "flopsweep.attention",
+    "flopsweep.blocksparse",
+    "flopsweep.checkpointing",
+    "flopsweep.precision",
+    "flopsweep.fp8",
+    "flopsweep.flops",
+]
+"""Modules that must import without torch. ``flopsweep.rules`` and ``flopsweep.plan`` are not here
+yet: ``rules`` imports ``flopsweep.pipeline`` (torch) for ``pipeline.check``, ``plan`` imports
+``flopsweep.backends``."""
+
+
+def _imports(module: str, code: str = "") -> list[str]:
+    """The heavy packages loaded after ``import module`` (and ``code``) in a fresh interpreter."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = (
+        f"import sys, {module}\n{code}\nprint([m for m in ('torch', 'transformers') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return eval(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("module", TORCH_FREE)
+def test_module_imports_no_torch(module):
+    assert _imports(module) == []
+
+
+def test_family_arithmetic_and_record_building_need_no_torch():
+    """Counting, FLOPs, memory shapes and the record's model section of the built-in families, the
+    policies' recompute and the blocksparse density all run without torch; the torch module loads
+    only when a backend asks the family for its module."""
+    code = """
+from flopsweep.attention import attention_density, executed_density
+from flopsweep.checkpointing import POLICIES
+from flopsweep.config import CheckpointingConfig
+from flopsweep.models import MODELS
+from flopsweep.options import BlockSparseConfig, GPT2Config, LlamaConfig
+for arch, cfg in (("gpt2", GPT2Config()), ("llama", LlamaConfig())):
+    fam = MODELS[arch]
+    fam.check(cfg), fam.info(cfg), fam.memory(cfg), fam.tensor_parallel_dims(cfg)
+    fam.model_flops(cfg, 4096, 1.0), fam.hardware_flops(cfg, 4096, 1.0, "selective")
+    assert fam.parallelize == "tensor_parallel_plan"
+assert MODELS["hf"].parallelize is None
+sparse = BlockSparseConfig(name="blocksparse", layout="bigbird", impl="gather", block_size=64)
+attention_density(sparse, 1024), executed_density(sparse, 1024)
+[p.recompute(True) for p in POLICIES.values()]
+from flopsweep.config import RunConfig
+from flopsweep.metrics import build_record, compute_metrics
+run = RunConfig()
+rank = dict(step_times_s=[0.5, 0.5], losses=[5.0, 4.0, 3.0], peak_cuda_allocated_bytes=None,
+            peak_cuda_reserved_bytes=None, peak_host_rss_bytes=1, device="cpu", rank=0)
+metrics = compute_metrics(run, [rank])
+record = build_record(cfg=run, status="ok", error=None, run={}, system={}, metrics=metrics)
+assert record["metrics"]["model_flops_per_iteration"] > 0 and record["model"]["n_params"] > 0
+"""
+    assert _imports("flopsweep.metrics", code) == []
+    assert _imports("flopsweep.models", "from flopsweep.models import MODELS; MODELS['gpt2'].build") == [
+        "torch"
+    ]
