@@ -22,6 +22,7 @@ SHA-256 and the sequence length. ``tests/test_hf.py`` checks them against a real
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from flopsweep.config import ConfigError
@@ -51,8 +52,6 @@ def __getattr__(name: str) -> Any:
     """The torch names (``HFCausalLM``, ``build``, ``blocks``, ``counted_flops``, ...) from
     :data:`TORCH_MODULE`, imported on first use: importing this module imports neither torch nor
     ``transformers``."""
-    import importlib
-
     module = importlib.import_module(TORCH_MODULE)
     try:
         return getattr(module, name)
@@ -61,16 +60,16 @@ def __getattr__(name: str) -> Any:
 
 
 def _counts(cfg: HFConfig) -> dict[str, Any]:
-    """Parameters, active parameters and the largest tensor, counted on the meta device (torch)."""
-    from flopsweep.models import hf_nn
-
-    return hf_nn.meta_counts(_src(cfg).sha256, cfg.config)
+    """Parameters, active parameters and the largest tensor, counted on the meta device by
+    :data:`TORCH_MODULE` (which imports torch and ``transformers`` then; cached per config)."""
+    return importlib.import_module(TORCH_MODULE).meta_counts(_src(cfg).sha256, cfg.config)
 
 
 def _counted_flops(cfg: HFConfig, recompute: str) -> int:
-    from flopsweep.models import hf_nn
-
-    return hf_nn.counted_flops(_src(cfg).sha256, cfg.config, cfg.seq_len, recompute)
+    """FLOPs of one sequence counted by :data:`TORCH_MODULE` (``hf_nn.counted_flops``)."""
+    return importlib.import_module(TORCH_MODULE).counted_flops(
+        _src(cfg).sha256, cfg.config, cfg.seq_len, recompute
+    )
 
 
 def _set_fields(cfg: HFConfig, src: Source) -> None:
