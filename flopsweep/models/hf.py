@@ -1,4 +1,9 @@
-"""Any Hugging Face causal LM from its ``config.json`` (``model=hf``): schema, module, counts, FLOPs.
+"""Any Hugging Face causal LM from its ``config.json`` (``model=hf``): the torch-free shape.
+
+This module imports neither torch nor ``transformers``: the file is read by :mod:`.hf_files`
+(plain ``json``), and the module, its parameter counts and its FLOPs come from :mod:`.hf_nn`
+(:data:`TORCH_MODULE`), imported the first time they are asked for (``check`` imports
+``transformers``' config classes, which import torch).
 
 ``transformers`` (the ``hf`` extra) builds the model from the file alone, with random weights and
 no download (``AutoConfig.for_model`` + ``AutoModelForCausalLM.from_config``); ``trust_remote_code``
@@ -8,7 +13,7 @@ path to a ``config.json`` (or the folder holding one) or the name of a file ship
 ``qwen3-30b-a3b``, ``moonlight-16b-a3b``, ``olmoe-1b-7b``, ``llama3.2-1b`` and a CPU-sized
 ``*-tiny`` of each kind).
 
-The module (:class:`HFCausalLM`) keeps the built-ins' contract: ``forward(tokens[B, s + 1])``
+The module (``hf_nn.HFCausalLM``) keeps the built-ins' contract: ``forward(tokens[B, s + 1])``
 returns the mean next-token loss, and ``head_loss`` is the part after the decoder's final norm
 (the LM head and the fp32 cross-entropy). The blocks are the decoder layers, found from the
 model's own ``_no_split_modules`` class names (the units ``transformers`` never splits).
