@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from flopsweep.config import RunConfig
     from flopsweep.launch import Outcome
     from flopsweep.layout import Layout, Plan
-    from flopsweep.reuse import Resumed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,8 +82,10 @@ class JobResult:
     """planned: the validated plan, as configured (before the searches)."""
     calibrations: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
     """planned: the ``predict.calibration`` records, read before the launch."""
-    resumed: Resumed | None = None
-    """planned: the record ``resume=true`` runs again, whose searches' probes are taken over."""
+    resumed: Any = None
+    """planned: the record ``resume=true`` runs again, whose searches' probes are taken over (a
+    :class:`flopsweep.reuse.Resumed`; typed loosely so that the record assembly, which the sweep
+    process imports, does not import the searches)."""
     layout: Layout | None = None
     """The plan's layout once the launch's checks passed (``system.parallel``); None: never launched."""
     launch_warnings: list[str] = dataclasses.field(default_factory=list)
