@@ -271,7 +271,7 @@ def unrun_outcome(probe: Probe) -> Outcome:
 
 REUSED_ERROR_TYPES = {"oom": "OutOfMemoryError", "over_budget": "OverMemoryBudget", "killed": "WorkerKilled"}
 """The ``error.type`` of a reused probe that did not fit, by its status (what
-:class:`flopsweep.autobatch.NothingFits` records when it is the smallest size)."""
+:class:`NothingFits` records when it is the smallest size)."""
 
 
 def reused_probe(entry: dict[str, Any], estimated_peak_bytes: int | None = None) -> Probe:

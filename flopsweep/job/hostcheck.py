@@ -29,7 +29,7 @@ def check_free_host_memory(p: Plan, free: int | None = None) -> str | None:
     Not checked in a Slurm task (each task is one rank: one refusing alone would leave the others
     waiting) nor where a search sizes the run: ``search.model=largest``, and ``batch=auto`` on the
     CPU, whose probes are each held to the free memory before they launch
-    (:func:`flopsweep.autobatch.budget_problem`).
+    (:func:`flopsweep.sizesearch.budget_problem`).
 
     Args:
         free: the free host memory, bytes; None (the launch): read now.
