@@ -332,8 +332,36 @@ class SizeAxis(Protocol):
     size_key: str
     """A probe entry's size: ``micro_batch_size``, ``n_layer``."""
 
+    def wanted(self, cfg: RunConfig) -> bool:
+        """Whether ``cfg`` asks for this search (``batch=auto``, ``search.model=largest``)."""
+        ...
+
     def bounds(self, cfg: RunConfig) -> tuple[int, int]:
         """The first size probed and the most probed, from the config."""
+        ...
+
+    def least(self, cfg: RunConfig) -> str:
+        """The first size as a message names it (``n_layer=1``): ``even <least> does not fit``."""
+        ...
+
+    def same(self, cfg: RunConfig) -> dict[str, Any]:
+        """The keys of a resumed record's search that must equal this one's before its probes are
+        taken over (:func:`flopsweep.reuse.reusable_probes`)."""
+        ...
+
+    def find(
+        self,
+        plan: Plan,
+        job_dir: Path,
+        *,
+        on_probe: Callable[[dict[str, Any]], None] | None = None,
+        reuse: dict[int, dict[str, Any]] | None = None,
+    ) -> tuple[Plan, dict[str, Any]]:
+        """The search run to its end: ``plan`` at the size found, and the search's record.
+
+        Raises:
+            NothingFits, ProbeFailed: see :meth:`SizeSearch.largest`.
+        """
         ...
 
     def at(self, cfg: RunConfig, n: int) -> RunConfig:
