@@ -1,20 +1,21 @@
 """``search.model=largest``: the largest model of a family that trains on a set-up.
 
 The search grows the blocks at the family's width (``model.n_layer``; ``search.grow=n_layer``)
-with :func:`flopsweep.autobatch.search_max`, the search of ``batch=auto``: from
-``search.min_n_layer`` it doubles, then bisects, up to ``search.max_n_layer``. Each probe is
-:func:`flopsweep.autobatch.run_probe` at the start micro batch (``batch.micro_batch_size``): one
-warm-up and one measured step in fresh workers, an out-of-memory probe recorded as ``oom``. The
-memory of the probes that fit guides it (:func:`flopsweep.autobatch.predict_largest`: a line
-through the two largest, peak memory being linear in the blocks): on CUDA their measured peak
-allocated memory against the GPU's memory (or ``search.memory_budget_gib``); on the CPU their
-estimated peak (``flopsweep.memory.estimate``) against the budget, which is then also the rule
-of what fits, so that a CPU search is deterministic. A wrong prediction costs probes, never the
-result. The model keeps its family's name with the blocks found (``llama3.2-1b-L40``).
+along :data:`N_LAYER` with :class:`flopsweep.sizesearch.SizeSearch`, the one search of
+``batch=auto`` too: from ``search.min_n_layer`` it doubles, then bisects, up to
+``search.max_n_layer``. Each probe is :func:`flopsweep.sizesearch.run_probe` at the start micro batch
+(``batch.micro_batch_size``): one warm-up and one measured step in fresh workers, an out-of-memory
+probe recorded as ``oom``. The memory of the probes that fit guides it
+(:func:`flopsweep.sizesearch.predict_largest`: a line through the two largest, peak memory being
+linear in the blocks): on CUDA their measured peak allocated memory against the GPU's memory (or
+``search.memory_budget_gib``); on the CPU their estimated peak (``flopsweep.memory.estimate``)
+against the budget, which is then also the rule of what fits, so that a CPU search is
+deterministic. A wrong prediction costs probes, never the result. The model keeps its family's
+name with the blocks found (``llama3.2-1b-L40``).
 
-The job (:func:`flopsweep.job.launch_run`) then runs ``batch=auto``'s micro-batch search at that
-size when ``batch=auto`` is picked, and measures there. The record keeps the search under
-``run.model_search``: every probe (blocks, parameters, status, peak and estimated memory, the
+The job's sized step (:func:`flopsweep.job.lifecycle.sized`) then runs ``batch=auto``'s micro-batch
+search at that size when ``batch=auto`` is picked, and measures there. The record keeps the search
+under ``run.model_search``: every probe (blocks, parameters, status, peak and estimated memory, the
 probe's tokens/s), the result and the budget. The job holds the search so far after every probe
 (``on_probe``, result null), so that a run interrupted during the search (SIGTERM, Ctrl-C, a Slurm
 time limit) keeps in its error record every probe that finished, and a rerun with ``resume=true``
@@ -29,30 +30,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flopsweep.autobatch import (
-    DOES_NOT_FIT,
-    NothingFits,
-    Probe,
-    ProbeFailed,
-    budget_bytes,
-    cuda_capacity,
-    guide_capacity,
-    largest_within,
-    predict_largest,
-    reused_probe,
-    run_probe,
-    search_max,
-    search_method,
-    unrun_outcome,
-)
 from flopsweep.config import ConfigError
-from flopsweep.launch import Outcome
 from flopsweep.models import family
 from flopsweep.plan import Environment
 from flopsweep.plan import plan as resolve_plan
+from flopsweep.sizesearch import Probe, SizeSearch, run_probe
+from flopsweep.sizesearch import estimated_largest as estimated_size
 from flopsweep.text import format_count
 
 if TYPE_CHECKING:
+    from flopsweep.config import RunConfig
     from flopsweep.layout import Plan
 
 log = logging.getLogger("flopsweep")
@@ -86,20 +73,15 @@ def estimated_largest_n_layer(cfg: Any, layout: Any, capacity: int) -> int | Non
     (:func:`flopsweep.memory.peak_bytes`, at the probes' micro batch ``batch.micro_batch_size``; on the
     CPU with the offloaded states, as the probes are held to) is within
     ``capacity`` (bytes per rank: the GPU's memory, or ``search.memory_budget_gib``'s when smaller),
-    searched as the probes are (:func:`flopsweep.autobatch.largest_within`). ``plan=true`` estimates a
-    ``search.model=largest`` job there (:func:`flopsweep.job.search_size`), as it predicts ``batch=auto``
-    at :func:`flopsweep.autobatch.estimated_largest`; the run's probes, which measure, decide.
+    searched as the probes are (:func:`flopsweep.sizesearch.estimated_largest`). ``plan=true``
+    estimates a ``search.model=largest`` job there (:func:`flopsweep.job.dryrun.search_size`), as it
+    predicts ``batch=auto`` at :func:`flopsweep.autobatch.estimated_largest`; the run's probes, which
+    measure, decide.
 
     Returns:
         The blocks, or None when even ``search.min_n_layer`` is estimated over ``capacity``.
     """
-    return largest_within(
-        lambda n: dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n)),
-        layout,
-        capacity,
-        cfg.search.min_n_layer,
-        cfg.search.max_n_layer,
-    )
+    return estimated_size(N_LAYER, cfg, layout, capacity)
 
 
 def refused(reason: str) -> Probe:
@@ -132,6 +114,89 @@ def probe_entry(plan: Plan, probe: Probe) -> dict[str, Any]:
     return entry
 
 
+@dataclasses.dataclass(frozen=True)
+class NLayer:
+    """The blocks as :class:`flopsweep.sizesearch.SizeAxis`: probes from ``search.min_n_layer`` to
+    ``search.max_n_layer`` at the start micro batch, each validated at its size on ``env``
+    (:func:`at_n_layer`, this machine's when None; a size validation refuses is ``refused``) and run
+    in ``model_search/L<n>/``."""
+
+    env: Environment | None = None
+
+    name = "search.model=largest"
+    key = SEARCH_DIR
+    size_key = "n_layer"
+
+    def wanted(self, cfg: RunConfig) -> bool:
+        return cfg.search.model == "largest"
+
+    def bounds(self, cfg: RunConfig) -> tuple[int, int]:
+        return cfg.search.min_n_layer, cfg.search.max_n_layer
+
+    def least(self, cfg: RunConfig) -> str:
+        return f"n_layer={cfg.search.min_n_layer}"
+
+    def same(self, cfg: RunConfig) -> dict[str, Any]:
+        """What a resumed record's search must share to lend its probes: how it grew the model and
+        the micro batch it probed at."""
+        return {"grow": cfg.search.grow, "micro_batch_size": cfg.batch.micro_batch_size}
+
+    def at(self, cfg: RunConfig, n: int) -> RunConfig:
+        return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n))
+
+    def probe(self, plan: Plan, n: int, probe_dir: Path, budget: int | None) -> tuple[dict[str, Any], Probe]:
+        name = plan.cfg.model.name
+        try:
+            sized = at_n_layer(plan, n, name, self.env or Environment.detect())
+            probe = run_probe(sized, probe_dir / f"L{n}", budget)
+        except ConfigError as exc:
+            sized, probe = at_n_layer_unchecked(plan, n, name), refused(str(exc))
+        return probe_entry(sized, probe), probe
+
+    def reused_estimate(self, plan: Plan, n: int) -> int | None:
+        return None  # a model search's entries keep their estimate
+
+    def probe_line(self, count: int, n: int, entry: dict[str, Any], probe: Probe) -> str:
+        return (
+            f"search.model=largest: probe {count}: n_layer={n} ({format_count(entry['n_params'])} "
+            f"parameters) -> {probe.status}{f' ({probe.reason})' if probe.reason and not probe.fits else ''}"
+            f"{' (reused: resume=true)' if entry.get('reused') else ''}"
+        )
+
+    def record(self, search: SizeSearch, result: int | None, **found: Any) -> dict[str, Any]:
+        """``run.model_search``: ``{method, grow, start, limit, micro_batch_size, memory_budget_gib,
+        gpu_memory_bytes, probes, result, n_params}``."""
+        cfg = search.plan.cfg
+        fit = next((p for p in search.probes if p["n_layer"] == result), None)
+        return {
+            "method": search.method,
+            "grow": cfg.search.grow,
+            "start": cfg.search.min_n_layer,
+            "limit": cfg.search.max_n_layer,
+            "micro_batch_size": cfg.batch.micro_batch_size,
+            "memory_budget_gib": cfg.search.memory_budget_gib,
+            "gpu_memory_bytes": search.gpu_memory,
+            "probes": search.probes,
+            "result": result,
+            "n_params": fit["n_params"] if fit else None,
+        }
+
+    def find(
+        self,
+        plan: Plan,
+        job_dir: Path,
+        *,
+        on_probe: Callable[[dict[str, Any]], None] | None = None,
+        reuse: dict[int, dict[str, Any]] | None = None,
+    ) -> tuple[Plan, dict[str, Any]]:
+        """:func:`find_largest_model`."""
+        return find_largest_model(plan, job_dir, on_probe=on_probe, reuse=reuse)
+
+
+N_LAYER = NLayer()
+"""``search.model=largest``'s axis of :class:`flopsweep.sizesearch.SizeSearch`."""
+
+
 def find_largest_model(
     plan: Plan,
     job_dir: Path,
@@ -161,75 +226,21 @@ def find_largest_model(
     Raises:
         NothingFits: when even ``search.min_n_layer`` blocks do not fit (its probe's outcome).
         ProbeFailed: when a probe fails otherwise than by being too large (its status is not in
-            :data:`flopsweep.autobatch.DOES_NOT_FIT`: an ``error``): the search cannot tell whether
+            :data:`flopsweep.sizesearch.DOES_NOT_FIT`: an ``error``): the search cannot tell whether
             a larger model fits.
     """
-    cfg, search = plan.cfg, plan.cfg.search
     env = Environment.detect()
-    budget = budget_bytes(cfg)
-    capacity, headroom = guide_capacity(cfg.device, budget)
-    gpu_memory = cuda_capacity(cfg.device)
-    probes: list[dict[str, Any]] = []
-    points: list[tuple[int, int]] = []  # (n_layer, memory) of the probes that fit
-    outcomes: dict[int, Outcome] = {}
-
-    def record(n_layer: int | None) -> dict[str, Any]:
-        fit = next((p for p in probes if p["n_layer"] == n_layer), None)
-        return {
-            "method": search_method(cfg.device, capacity),
-            "grow": search.grow,
-            "start": search.min_n_layer,
-            "limit": search.max_n_layer,
-            "micro_batch_size": cfg.batch.micro_batch_size,
-            "memory_budget_gib": search.memory_budget_gib,
-            "gpu_memory_bytes": gpu_memory,
-            "probes": probes,
-            "result": n_layer,
-            "n_params": fit["n_params"] if fit else None,
-        }
-
-    def fits(n: int) -> bool:
-        if n in (reuse or {}):
-            entry, probe = {**reuse[n], "reused": True}, reused_probe(reuse[n])
-        else:
-            try:
-                sized = at_n_layer(plan, n, cfg.model.name, env)
-                probe = run_probe(sized, Path(job_dir) / SEARCH_DIR / f"L{n}", budget)
-            except ConfigError as exc:
-                sized, probe = at_n_layer_unchecked(plan, n, cfg.model.name), refused(str(exc))
-            entry = probe_entry(sized, probe)
-        outcomes[n] = probe.outcome or unrun_outcome(probe)
-        probes.append(entry)
-        if on_probe is not None:
-            on_probe(record(None))
-        if probe.fits and probe.guide_bytes:
-            points.append((n, probe.guide_bytes))
-        log.info(
-            "search.model=largest: probe %d: n_layer=%d (%s parameters) -> %s%s%s",
-            len(probes),
-            n,
-            format_count(entry["n_params"]),
-            probe.status,
-            f" ({probe.reason})" if probe.reason and not probe.fits else "",
-            " (reused: resume=true)" if entry.get("reused") else "",
-        )
-        if probe.status not in ("ok", *DOES_NOT_FIT):
-            raise ProbeFailed(outcomes[n], record(None))
-        return probe.fits
-
-    predict = (lambda: predict_largest(points, capacity, headroom)) if capacity else None
-    found, _ = search_max(fits, search.min_n_layer, search.max_n_layer, predict)
-    if found is None:
-        raise NothingFits(outcomes[search.min_n_layer], record(None))
-    result = record(found)
+    search = SizeSearch.start(NLayer(env), plan, job_dir, on_probe=on_probe, reuse=reuse)
+    found = search.largest()
+    result = search.record(found)
     if on_probe is not None:
         on_probe(result)
     log.info(
         "search.model=largest: the largest that trains has n_layer=%d (%s parameters), after %d probes",
         found,
         format_count(result["n_params"]),
-        len(probes),
+        len(search.probes),
     )
-    if found == search.max_n_layer:
+    if found == plan.cfg.search.max_n_layer:
         log.info("search.model=largest: search.max_n_layer=%d fits; raise it to search further", found)
-    return at_n_layer(plan, found, cfg.model.name, env), result
+    return at_n_layer(plan, found, plan.cfg.model.name, env), result

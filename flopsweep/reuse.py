@@ -9,7 +9,7 @@ probe costs minutes, so the searches of the new run start from them
 guides the next size, one too large bounds the search) and the new record lists it with
 ``"reused": true``.
 
-Only a record of the same set-up is read (:func:`flopsweep.job.comparable_config`, as ``resume``
+Only a record of the same set-up is read (:func:`flopsweep.job.resume.comparable_config`, as ``resume``
 decides which records to skip), and only when its probes ran on this kind of machine
 (:class:`Machine`: the device name, the first GPU's memory, the world size, and on the CPU the host,
 whose available memory is the budget there): a probe's fit is the machine's, not the config's.
@@ -23,14 +23,14 @@ import logging
 import socket
 from typing import Any
 
-from flopsweep.autobatch import cuda_capacity
+from flopsweep.sizesearch import cuda_capacity
 from flopsweep.text import plural
 
 log = logging.getLogger("flopsweep")
 
 REUSED_STATUSES = ("ok", "oom", "over_budget", "killed")
 """Probe statuses a resumed search takes over: the fit (``ok``) and the "too large" of
-:data:`flopsweep.autobatch.DOES_NOT_FIT` that cost a launch; ``refused`` is validation's, free to
+:data:`flopsweep.sizesearch.DOES_NOT_FIT` that cost a launch; ``refused`` is validation's, free to
 decide again, and an ``error`` may not happen twice."""
 
 
@@ -51,7 +51,7 @@ class Machine:
     device_name: str
     """``system.device_name``: the GPU's name (``torch.cuda.get_device_name(0)``), ``cpu`` off CUDA."""
     gpu_memory_bytes: int | None
-    """The first visible GPU's memory, bytes (:func:`flopsweep.autobatch.cuda_capacity`); None off CUDA.
+    """The first visible GPU's memory, bytes (:func:`flopsweep.sizesearch.cuda_capacity`); None off CUDA.
     A search's record keeps it as ``gpu_memory_bytes`` (older records lack it: not reused on CUDA)."""
     world_size: int
     """The ranks the probes run on (``nproc_per_node=auto`` may differ between machines)."""

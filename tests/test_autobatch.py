@@ -10,13 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import run_py, run_py_signalled
 
-from flopsweep.autobatch import (
-    choose_micro_batch,
-    next_retry_probe,
-    predict_largest,
-    retry_bounds,
-    search_max,
-)
+from flopsweep.autobatch import choose_micro_batch, next_retry_probe, retry_bounds
+from flopsweep.sizesearch import predict_largest, search_max
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h200x2"
 

@@ -29,7 +29,9 @@ from flopsweep import config as fconfig
 from flopsweep.backends import FSDPConfig
 from flopsweep.config import BackendConfig, ConfigError, FaultConfig, ModelConfig, RunConfig
 from flopsweep.files import RecordExistsError, atomic_write_json
-from flopsweep.job import ok_record, record_outcome, set_aside
+from flopsweep.job import ok_record, set_aside
+from flopsweep.job.records import measured, recorded
+from flopsweep.job.result import JobResult
 from flopsweep.launch import Outcome, collect, launch_local
 from flopsweep.layout import Layout
 from flopsweep.metrics import compute_metrics, sanity_problem
@@ -315,9 +317,11 @@ def _h200_cfg(measure: int = 2) -> RunConfig:
 
 def _outcome_record(tmp_path: Path, cfg: RunConfig, ranks: list[dict]) -> dict:
     run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": None}
-    return record_outcome(
-        tmp_path / "metrics.json", cfg, run, Outcome("ok", ranks=ranks), Layout.data_parallel(2)
+    outcome = Outcome("ok", ranks=ranks)
+    job = JobResult(
+        path=tmp_path / "metrics.json", cfg=cfg, run=run, layout=Layout.data_parallel(2), outcome=outcome
     )
+    return recorded(measured(job))
 
 
 def test_plausible_h200_step_is_ok(tmp_path: Path) -> None:

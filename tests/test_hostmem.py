@@ -139,7 +139,9 @@ def test_gpu_offload_over_the_free_host_memory_is_refused_warned_about_or_let_go
     the lower bound at 6.94 B parameters and was killed by the OOM killer) it warns, and the warning
     lands first in the record's warnings; a model whose offload fits is let go."""
     from flopsweep import record as rec
-    from flopsweep.job import check_free_host_memory, record_outcome
+    from flopsweep.job import check_free_host_memory
+    from flopsweep.job.records import measured, recorded
+    from flopsweep.job.result import JobResult
     from flopsweep.launch import Outcome
     from flopsweep.memory import offload_host_bytes, offload_host_held_bytes
     from flopsweep.options import DeepSpeedConfig
@@ -184,9 +186,15 @@ def test_gpu_offload_over_the_free_host_memory_is_refused_warned_about_or_let_go
     killed = Outcome(
         status="error", error=rec.error("WorkerKilled", "rank 0 was killed by SIGKILL", "measure")
     )
-    record = record_outcome(
-        tmp_path / "metrics.json", between.cfg, run, killed, between.layout, launch_warnings=[warning]
+    job = JobResult(
+        path=tmp_path / "metrics.json",
+        cfg=between.cfg,
+        run=run,
+        layout=between.layout,
+        outcome=killed,
+        launch_warnings=[warning],
     )
+    record = recorded(measured(job))
     assert record["status"] == "error" and record["warnings"][0] == warning
 
 

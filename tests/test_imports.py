@@ -117,9 +117,41 @@ def test_validation_imports_neither_the_launcher_nor_the_worker() -> None:
         "flopsweep.worker",
         "flopsweep.autobatch",
         "flopsweep.modelsearch",
+        "flopsweep.sizesearch",
         "flopsweep.job",
     }
-    assert not closure & processes, closure
+    assert not {m for m in closure if m.startswith("flopsweep.job.")} and not closure & processes, closure
+
+
+RUN_PATH = {
+    "flopsweep.job",
+    "flopsweep.job.lifecycle",
+    "flopsweep.job.dryrun",
+    "flopsweep.sizesearch",
+    "flopsweep.autobatch",
+    "flopsweep.modelsearch",
+}
+"""The job's orchestrator: its steps and searches (the package's face loads them on demand)."""
+
+
+def test_the_callbacks_and_the_plugins_import_none_of_the_orchestrator() -> None:
+    """The sweep process's parts (the callback, the Hydra plug-ins) import the parts of the job they
+    need (the record assembly, the plan table, the overrides), never its run path: by the module
+    graph (lazy imports too) and as Python loads them."""
+    graph = _graph("flopsweep")
+    starts = {"flopsweep.callbacks"}
+    for path in (ROOT / "hydra_plugins").rglob("*.py"):
+        starts |= {m for m in _imports(path, "flopsweep") if m in graph}
+    for start in sorted(starts):
+        reached = _closure(graph, start) | {start}
+        assert not reached & RUN_PATH, (start, reached & RUN_PATH)
+    code = (
+        "import sys, flopsweep.callbacks, flopsweep.job.records, flopsweep.job.plantable, "
+        "flopsweep.job.result; "
+        f"loaded = {sorted(RUN_PATH - {'flopsweep.job'})!r}; "
+        "assert not [m for m in loaded if m in sys.modules], [m for m in loaded if m in sys.modules]"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
 def test_the_training_step_and_the_metrics_do_not_import_the_profiler() -> None:

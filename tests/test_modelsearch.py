@@ -29,10 +29,10 @@ from analysis.frontier import (
 )
 from analysis.load import search_failed, setup_id, sized_name
 from analysis.plots import PlotSkipped, plot_frontier
-from flopsweep.autobatch import GIB, budget_problem
 from flopsweep.config import ConfigError
 from flopsweep.job import comparable_config, search_cut_short
 from flopsweep.memory import estimate
+from flopsweep.sizesearch import GIB, budget_problem
 from flopsweep.text import format_count
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "records"

@@ -53,7 +53,7 @@ def test_sweep_size_multiplies_command_line_and_sweep_file_axes() -> None:
 
 def test_log_lines_escape_control_characters() -> None:
     """A newline in a tag cannot forge a log line; the record keeps the exact value elsewhere."""
-    from flopsweep.job import printable
+    from flopsweep.text import printable
 
     assert printable("tag=a\n[INFO] forged\x1b[31m") == "tag=a\\n[INFO] forged\\x1b[31m"
     assert printable("model=gpt-tiny tag=ünïcode ok") == "model=gpt-tiny tag=ünïcode ok"

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from helpers import make_plan, run_py, run_py_signalled
 
-from flopsweep.autobatch import GIB, NothingFits, find_micro_batch
+from flopsweep.autobatch import find_micro_batch
 from flopsweep.memory import estimate
 from flopsweep.modelsearch import find_largest_model
 from flopsweep.reuse import Machine, Resumed, reusable_probes
+from flopsweep.sizesearch import GIB, NothingFits
 
 TINY = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"]
 CPU = Machine(device_name="cpu", gpu_memory_bytes=None, world_size=1, hostname=socket.gethostname())

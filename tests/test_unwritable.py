@@ -25,7 +25,9 @@ from helpers import ROOT, RUN_PY, make_plan
 
 from flopsweep.config import RunConfig, StepsConfig
 from flopsweep.files import WRITE_PAUSE_ENV, NotRecorded, RecordUnwritable, atomic_write_json, check_writable
-from flopsweep.job import JobInfo, record_outcome, run_job
+from flopsweep.job import JobInfo, run_job
+from flopsweep.job.records import measured, recorded
+from flopsweep.job.result import JobResult
 from flopsweep.launch import launch_local
 
 ONE_RANK = ["device=cpu", "precision=fp32", "steps.warmup=0", "steps.measure=1"]
@@ -193,7 +195,8 @@ def test_a_rank_that_cannot_write_keeps_its_traceback_in_the_record(
     assert 'phase.enter("init")' in text and "rank0_error.json" in text  # the cause, then the error file
     assert not list(private_tmp.iterdir())  # read, then removed
     run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": None}
-    record = record_outcome(tmp_path / "metrics.json", p.cfg, run, outcome, p.layout)
+    job = JobResult(path=tmp_path / "metrics.json", cfg=p.cfg, run=run, layout=p.layout, outcome=outcome)
+    record = recorded(measured(job))
     assert json.loads((tmp_path / "metrics.json").read_text())["error"]["traceback_text"] == text
     assert record["error"]["traceback_text"] == text
 

@@ -335,7 +335,8 @@ def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: di
     job's objective as ``run.py`` does (NaN unless a task's ``ok`` record was found)."""
     from flopsweep import objective
     from flopsweep.callbacks import SweepStopped
-    from flopsweep.job import JobInfo, failure_line, record_lost_job
+    from flopsweep.job.records import failure_line, record_lost_job
+    from flopsweep.job.result import JobInfo
 
     hc = HydraConfig.get()
     run_cfg = OmegaConf.to_object(cfg)

@@ -1,0 +1,365 @@
+"""What the config alone decides, checked before anything else: :func:`validate`.
+
+Choices, sizes, bounds, which keys belong to which option, and the cross-axis rules
+(:mod:`flopsweep.rules`); nothing of the machine (that is :func:`flopsweep.plan.resolve`). Each
+registry is asked whether the option exists and its schema is the node's:
+``flopsweep.models.MODELS``, ``flopsweep.attention.KERNELS``, ``flopsweep.backends.BACKENDS``,
+``flopsweep.precision.PRECISIONS`` and ``flopsweep.checkpointing.POLICIES``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from flopsweep import (
+    attention,
+    backends,
+    checkpointing,
+    memory,
+    objective,
+    precision,
+    rules,
+)
+from flopsweep.config import (  # the bounds live in config, which the model families may import
+    FAULT_KINDS,
+    FAULT_PHASES,
+    MAX_BY_KEY,
+    MAX_FLOAT,
+    MAX_INT,
+    MAX_REPEATS,
+    MAX_SEED,
+    BatchConfig,
+    ConfigError,
+    OptimConfig,
+    RunConfig,
+    require_choice,
+    require_positive,
+)
+from flopsweep.layout import check_built
+from flopsweep.models import MODELS
+from flopsweep.options import AutoBatchConfig, owners
+
+DEVICES = ("auto", "cuda", "cpu")
+BATCHES = {"fixed": BatchConfig, "auto": AutoBatchConfig}
+"""Batch options by ``batch.name`` and their schemas."""
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+"""The checkout's Hydra config directory: one YAML file per option of each group."""
+
+
+def option_names(group: str) -> list[str]:
+    """The options a user picks for ``group`` (``model`` -> ``gpt-1.3b``, ..., ``gpt-tiny``, ...):
+    the YAML files of ``conf/<group>/``, sorted. The schema nodes ``<group>/base_<option>`` that
+    those files extend (:mod:`flopsweep.store`) are not options."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def option_schemas() -> dict[str, dict[str, type]]:
+    """Every group's options and their schema classes, from the registries (which import torch;
+    :data:`flopsweep.options.OPTION_SCHEMAS` is the torch-free list of those with knobs of their own)."""
+    return {
+        "model": {arch: fam.config for arch, fam in MODELS.items()},
+        "attention": {name: spec.config for name, spec in attention.KERNELS.items()},
+        "backend": {name: spec.config for name, spec in backends.BACKENDS.items()},
+        "precision": {name: spec.config for name, spec in precision.PRECISIONS.items()},
+        "batch": dict(BATCHES),
+        "activation_checkpointing": {name: spec.config for name, spec in checkpointing.POLICIES.items()},
+    }
+
+
+def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunConfig:
+    """Check every value and combination that the config alone decides.
+
+    Depends on nothing but ``cfg`` and Hydra's ``choices`` (no torch, no environment). Returns
+    ``cfg`` unchanged.
+
+    Args:
+        choices: the option picked in each config group, as Hydra records it
+            (``HydraConfig.get().runtime.choices``: ``{"backend": "zero2", ...}``); the typed config
+            keeps only the option's registry key (``backend.name=deepspeed``). None when unknown.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    check_choices(cfg, choices or {})
+    _reject_unknown_keys(cfg)
+    _check_options(cfg)
+    MODELS[cfg.model.arch].check(cfg.model)
+    checkpointing.policy(cfg.activation_checkpointing).check(cfg.activation_checkpointing)
+    require_choice("device", cfg.device, DEVICES, "device")
+    check_bounds(cfg)
+    _validate_sizes(cfg)
+    check_built(cfg.parallel, cfg.backend.name)
+    _validate_optim(cfg.optim)
+    _validate_cost(cfg)
+    _validate_predict(cfg)
+    require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
+    require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
+    objective.spec_of(cfg.objective)
+    check_repeats(cfg)
+    rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
+    memory.planned_gpu_bytes(cfg.plan_gpu, cfg.plan_gpu_memory_gib)  # a device name plan=true knows
+    return cfg
+
+
+def check_choices(cfg: RunConfig, choices: Mapping[str, str]) -> None:
+    """The options Hydra composed say what the config holds. (A schema node is no option: it is
+    stored outside the group, :mod:`flopsweep.store`, so Hydra refuses ``model=base_gpt2`` itself.)
+
+    - ``backend=zero1``/``zero2``/``zero3`` fix the ZeRO stage
+      (:data:`flopsweep.backends.ZERO_SHORTHANDS`); a ``backend.zero_stage`` that differs would
+      run another stage under the option's name. ``backend=deepspeed`` leaves it free.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    choice = str(choices.get("backend") or "")
+    stage = backends.ZERO_SHORTHANDS.get(choice)
+    value = getattr(cfg.backend, "zero_stage", stage)
+    if stage is not None and value != stage:
+        other = f"backend=zero{value}, or " if f"zero{value}" in backends.ZERO_SHORTHANDS else ""
+        raise ConfigError(
+            "backend.zero_stage",
+            value,
+            f"contradicts backend={choice}, which is ZeRO stage {stage}",
+            f"drop the backend.zero_stage override (backend={choice} sets it), or pick {other}"
+            f"backend=deepspeed backend.zero_stage={value}",
+        )
+
+
+def _check_options(cfg: RunConfig) -> None:
+    """Each group's option exists, and the config node has that option's schema.
+
+    A node of another option's schema means the name was changed by hand
+    (``attention.name=blocksparse`` on ``attention=sdpa``): the option's knobs and
+    defaults would be missing, so the option must be picked as a group option.
+    """
+    groups = option_schemas()
+    for group, key in (("model", "arch"), ("attention", "name"), ("backend", "name")):
+        value = getattr(getattr(cfg, group), key)
+        require_choice(f"{group}.{key}", value, list(groups[group]), group if key == "name" else None)
+    require_choice("precision.name", cfg.precision.name, list(groups["precision"]))
+    require_choice("batch.name", cfg.batch.name, list(groups["batch"]))
+    ac = cfg.activation_checkpointing.name
+    require_choice("activation_checkpointing.name", ac, list(groups["activation_checkpointing"]))
+    for group in groups:
+        node = getattr(cfg, group)
+        value = node.arch if group == "model" else node.name
+        own = {f.name for f in dataclasses.fields(groups[group][value])}
+        missing = sorted(own - {f.name for f in dataclasses.fields(node)})
+        if missing:
+            key = "arch" if group == "model" else "name"
+            pick = (
+                "a model option of that family, e.g. model=llama3.2-1b"
+                if group == "model"
+                else f"{group}={value}"
+            )
+            raise ConfigError(
+                f"{group}.{key}",
+                value,
+                f"was set by hand on an option of another kind, so its own keys ({', '.join(missing)}) "
+                "and their defaults are missing",
+                f"pick the option itself: {pick}",
+            )
+
+
+def _reject_unknown_keys(node: object, prefix: str = "") -> None:
+    """Refuse attributes that are not fields of the node's schema.
+
+    Hydra's ``+key=value`` and ``++key=value`` add keys past the schema's struct
+    check, and ``OmegaConf.to_object`` then sets them as plain attributes: a typo
+    such as ``+model.n_layers=3`` would be ignored in silence, and a
+    ``+model._target_=...`` would ride along. A key of another option
+    (``+attention.window_blocks=2`` on ``attention=sdpa``) names that option.
+    """
+    names = [f.name for f in dataclasses.fields(node)]
+    for key, value in vars(node).items():
+        if key not in names:
+            group = prefix.rstrip(".")
+            if group in option_schemas() and owners(group, key):
+                own = " or ".join(f"{group}={o}" for o in owners(group, key))
+                raise ConfigError(
+                    f"{prefix}{key}",
+                    value,
+                    f"belongs to {own}, not to {group}={getattr(node, 'name', getattr(node, 'arch', '?'))}",
+                    f"drop the override, or pick {own}",
+                )
+            raise ConfigError(
+                f"{prefix}{key}",
+                value,
+                "is not a key of the config schema (a '+' override adds keys without checking them)",
+                f"remove it; the keys here are {', '.join(names)}",
+            )
+        if dataclasses.is_dataclass(value):
+            _reject_unknown_keys(value, f"{prefix}{key}.")
+
+
+MAX_NPROC_PER_NODE = 10**6
+"""The most ranks per node ``nproc_per_node`` may name before any machine is asked (a GPU node has
+8; :func:`flopsweep.plan.resolve` then caps CPU ranks at a multiple of the cores and GPU ranks at
+the GPUs)."""
+
+
+def check_repeats(cfg: RunConfig) -> None:
+    """``repeats`` within 1..:data:`~flopsweep.config.MAX_REPEATS` and ``repeat`` one of its rounds
+    (0 .. repeats - 1).
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    if not 1 <= cfg.repeats <= MAX_REPEATS:
+        raise ConfigError(
+            "repeats", cfg.repeats, f"must be 1 to {MAX_REPEATS}", f"set repeats=3 (at most {MAX_REPEATS})"
+        )
+    if not 0 <= cfg.repeat < cfg.repeats:
+        raise ConfigError(
+            "repeat",
+            cfg.repeat,
+            f"must be a round of repeats={cfg.repeats} (0 to {cfg.repeats - 1})",
+            "drop repeat=: the sweeper sets it from repeats=",
+        )
+
+
+def check_bounds(cfg: RunConfig) -> None:
+    """Every number of the config within bounds: :data:`MAX_BY_KEY` for the keys it names,
+    :data:`MAX_INT` or :data:`MAX_FLOAT` (and finite) for the others; ``nproc_per_node`` at most
+    :data:`MAX_NPROC_PER_NODE`. Lower bounds stay with each key's own check.
+
+    Raises:
+        ConfigError: naming the key, the value (shortened when long), the bound and the fix.
+    """
+    for key, value in _numbers(cfg):
+        limit = MAX_BY_KEY.get(key, MAX_INT if isinstance(value, int) else MAX_FLOAT)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
+        if abs(value) > limit:
+            bound = (
+                f"{limit:.0f}" if limit < 1e9 else f"{limit:.3g}"
+            )  # no 1,000 separators: Hydra would read a list
+            raise ConfigError(key, value, f"is beyond the bound of {bound}", f"set {key} to at most {bound}")
+    nproc = str(cfg.nproc_per_node)
+    if nproc.isdigit() and (len(nproc) > 7 or int(nproc) > MAX_NPROC_PER_NODE):
+        raise ConfigError(
+            "nproc_per_node",
+            nproc,
+            f"is beyond the bound of {MAX_NPROC_PER_NODE} ranks per node",
+            "set nproc_per_node=auto or the ranks of one node",
+        )
+
+
+def _numbers(node: object, prefix: str = "") -> list[tuple[str, int | float]]:
+    """``(key, value)`` of every int and float field of ``node`` and its sub-configs (not bools)."""
+    found: list[tuple[str, int | float]] = []
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if dataclasses.is_dataclass(value):
+            found.extend(_numbers(value, f"{prefix}{f.name}."))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            found.append((f"{prefix}{f.name}", value))
+    return found
+
+
+def _validate_sizes(cfg: RunConfig) -> None:
+    require_positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
+    require_positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
+    _validate_global_batch(cfg.batch)
+    limit = getattr(cfg.batch, "max_micro_batch_size", None)
+    if limit is not None and limit < cfg.batch.micro_batch_size:
+        raise ConfigError(
+            "batch.max_micro_batch_size",
+            limit,
+            f"is below batch.micro_batch_size={cfg.batch.micro_batch_size}",
+            "raise batch.max_micro_batch_size or lower batch.micro_batch_size",
+        )
+    require_positive("steps.measure", cfg.steps.measure, "set steps.measure>=1")
+    require_positive("nnodes", cfg.nnodes, "set nnodes=1")
+    for key in ("warmup", "max_extra_warmup"):
+        if getattr(cfg.steps, key) < 0:
+            raise ConfigError(
+                f"steps.{key}", getattr(cfg.steps, key), "must be >= 0", f"set steps.{key}=0 or more"
+            )
+    if not (cfg.timeout_s > 0 and math.isfinite(cfg.timeout_s)):
+        raise ConfigError(
+            "timeout_s", cfg.timeout_s, "must be a finite number of seconds > 0", "set e.g. timeout_s=1800"
+        )
+    if not 0 <= cfg.seed < MAX_SEED:
+        raise ConfigError(
+            "seed", cfg.seed, "must be in [0, 2**32) (it seeds torch generators)", "set e.g. seed=0"
+        )
+
+
+def _validate_global_batch(batch: BatchConfig) -> None:
+    """``batch.global_batch_size`` is positive and divides by the micro batch (the data-parallel
+    degree is checked by :func:`flopsweep.plan.resolve`), and needs ``batch=fixed``: ``batch=auto``
+    changes the micro batch after validation."""
+    total = batch.global_batch_size
+    if total is None:
+        return
+    if batch.name == "auto":
+        raise ConfigError(
+            "batch.global_batch_size",
+            total,
+            "batch=auto searches the micro batch after validation, so grad_accum cannot be set from it",
+            "use batch=fixed with batch.micro_batch_size, or drop batch.global_batch_size",
+        )
+    if total < 1 or total % batch.micro_batch_size:
+        raise ConfigError(
+            "batch.global_batch_size",
+            total,
+            f"is not a positive multiple of batch.micro_batch_size={batch.micro_batch_size}",
+            f"set batch.global_batch_size to a multiple of {batch.micro_batch_size}",
+        )
+
+
+def _validate_cost(cfg: RunConfig) -> None:
+    """``cost.usd_per_gpu_hour`` null or >= 0; ``budget.tokens`` null or > 0 (bounds:
+    :func:`check_bounds`)."""
+    price, tokens = cfg.cost.usd_per_gpu_hour, cfg.budget.tokens
+    if price is not None and price < 0:
+        raise ConfigError("cost.usd_per_gpu_hour", price, "must be >= 0 US dollars", "set e.g. 2.5, or null")
+    if tokens is not None and tokens <= 0:
+        raise ConfigError(
+            "budget.tokens", tokens, "must be a positive token count", "set e.g. 15e12, or null"
+        )
+
+
+def _validate_predict(cfg: RunConfig) -> None:
+    """``predict.*``: positive node and GPU counts and bandwidths, overlap in [0, 1], a positive
+    ``compute_scale`` (bounds: :func:`check_bounds`)."""
+    p = cfg.predict
+    for key in ("gpus_per_node", "nnodes"):
+        if (value := getattr(p, key)) is not None:
+            require_positive(f"predict.{key}", value, f"set predict.{key}=8, or null for the run's own")
+    for key in ("intra_node_gbps", "inter_node_gbps", "compute_scale"):
+        if (value := getattr(p, key)) is not None and not value > 0:
+            raise ConfigError(
+                f"predict.{key}", value, "must be a positive number", f"set e.g. predict.{key}=1"
+            )
+    if p.overlap is not None and not 0 <= p.overlap <= 1:
+        raise ConfigError("predict.overlap", p.overlap, "must be a share in [0, 1]", "set e.g. 0.8, or null")
+
+
+def _validate_optim(o: OptimConfig) -> None:
+    """AdamW settings: finite, with lr and eps > 0, grad_clip >= 0 (0: no clipping), betas in [0, 1),
+    weight decay >= 0."""
+    checks = {
+        "lr": (o.lr > 0, "1e-4"),
+        "eps": (o.eps > 0, "1e-8"),
+        "grad_clip": (o.grad_clip >= 0, "1.0"),
+        "beta1": (0 <= o.beta1 < 1, "0.9"),
+        "beta2": (0 <= o.beta2 < 1, "0.95"),
+        "weight_decay": (o.weight_decay >= 0, "0.1"),
+    }
+    for key, (ok, example) in checks.items():
+        value = getattr(o, key)
+        if not (ok and math.isfinite(value)):
+            raise ConfigError(
+                f"optim.{key}",
+                value,
+                "is out of range for AdamW (lr, eps > 0; grad_clip >= 0; betas in [0, 1); "
+                "weight_decay >= 0; all finite)",
+                f"set e.g. optim.{key}={example}",
+            )

@@ -1,0 +1,293 @@
+"""``plan=true``, the dry run: validate the job and estimate it, start nothing, write no record;
+one row of ``plan.csv`` (:mod:`flopsweep.job.plantable`) per job.
+
+A searched job (``batch=auto``, ``search.model=largest``) is estimated at the size its search
+should reach by the memory estimate (:func:`flopsweep.sizesearch.estimated_largest`, the search
+the probes make, over the estimate); the run's probes, which measure, decide what it measures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from flopsweep import forecast
+from flopsweep.autobatch import estimated_largest
+from flopsweep.config import ConfigError, RunConfig
+from flopsweep.job.placement import (
+    NO_GPU_NOTE,
+    nvme_path_note,
+    offload_host_note,
+    package_note,
+    plan_environment,
+    torch_device_name,
+)
+from flopsweep.job.plantable import PLAN_COLUMNS, PLAN_FILE, append_plan_row, replace_plan_file
+from flopsweep.job.result import JobInfo
+from flopsweep.layout import Layout, Plan
+from flopsweep.models import family
+from flopsweep.modelsearch import at_n_layer, at_n_layer_unchecked, estimated_largest_n_layer
+from flopsweep.plan import Environment, plan
+from flopsweep.sizesearch import budget_bytes
+from flopsweep.text import significant
+
+
+def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
+    """``plan=true``: validate the job and estimate it, start nothing, write no record.
+
+    The job is placed on the machine it is planned for (:func:`plan_environment`: GPUs that are not
+    here, several nodes). ``fits`` compares the estimate with ``plan_gpu``'s or
+    ``plan_gpu_memory_gib``'s memory, else this machine's GPU, else (CPU) the estimate times the
+    ranks with the host's available memory; blank for a GPU job placed on a machine without GPUs;
+    ``fits_on`` says which. A ``search.model=largest`` job is estimated at the blocks the memory estimate
+    fits (:func:`search_size`), a ``batch=auto`` job at the micro batch it fits
+    (:func:`auto_batch_size`). Under ``-m`` appends one row (``model`` names the model,
+    ``layout`` its parallel layout: :meth:`flopsweep.layout.Layout.label`) to ``plan.csv`` beside
+    the job directories (the sweep directory, whose callback started the file afresh:
+    :func:`flopsweep.job.plantable.start_plan_file`); a single run writes its ``plan.csv`` afresh, atomically.
+
+    Returns:
+        ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``.
+    """
+    env = Environment.detect()
+    cfg, env, placed = plan_environment(cfg, env, torch_device_name() if env.cuda_available else None)
+    elsewhere = NO_GPU_NOTE in placed or env.planned_gpu is not None  # not this machine's GPU
+    row = dict.fromkeys(PLAN_COLUMNS, "")
+    row.update(
+        job=info.job_num if info.job_num is not None else "",
+        model=cfg.model.name or getattr(cfg.model, "config", ""),  # model=hf: check fills the name
+        overrides=" ".join(info.overrides),
+    )
+    try:
+        p, searched = search_size(plan(cfg, env, choices=info.choices), env, placed=elsewhere)
+        p, batched = auto_batch_size(p, env, placed=elsewhere)
+        calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # as a run reads them
+    except ConfigError as exc:  # the run's one line, then where it was planned (the GPU's capability)
+        line = str(exc)
+        row.update(status="invalid", note="; ".join([line.removesuffix("."), *placed]) if placed else line)
+    else:
+        row.update(plan_estimate(p, env, placed=elsewhere))
+        asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
+        other_hosts = (offload_host_note(p), nvme_path_note(p.cfg), package_note(p.cfg)) if asked_gpu else ()
+        notes = (*placed, batched, searched, row["note"], *other_hosts)
+        row["note"] = "; ".join(n for n in notes if n)
+        here = env.cuda_available and p.device == "cuda" and not elsewhere
+        gpu_name = (torch_device_name() if here else None) or cfg.plan_gpu  # its datasheet and NVLink
+        row.update(plan_prediction(p, gpu_name, calibrations))
+    if info.job_num is None:  # a single run: its one row, replacing the last plan's
+        path = Path(info.job_dir) / PLAN_FILE
+        replace_plan_file(path, [row])
+    else:
+        path = Path(info.job_dir).parent / PLAN_FILE
+        append_plan_row(path, row)
+    return {"status": "plan", "plan": row, "plan_file": str(path)}
+
+
+def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
+    """The estimated columns of an ``ok`` plan row (status, model, world size, layout, counts, the
+    peak per rank, ``fits``), and in ``note`` the estimate's method (:func:`flopsweep.memory.estimate`).
+    The peak is :func:`flopsweep.memory.peak_bytes` (on the CPU the offloaded states too), the
+    figure the launch refuses a CPU run by (:func:`flopsweep.job.hostcheck.check_free_host_memory`)."""
+    from flopsweep.memory import estimate, peak_bytes
+
+    m = p.cfg.model
+    est = estimate(p.cfg, p.layout)
+    peak = peak_bytes(p.cfg, p.layout, est)
+    tokens = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum) * m.seq_len
+    flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
+    fits, fits_on = _fits(p, peak, env, placed=placed)
+    return dict(
+        status="ok",
+        model=m.name,
+        world_size=p.world_size,
+        layout=p.layout.label(p.cfg.parallel.pp_schedule),
+        seq_len=m.seq_len,  # model=hf's default is 128, not its config.json's context
+        n_params=family(m).n_params(m),
+        model_flops_per_step=f"{flops:.4g}",
+        est_peak_gib_per_rank=significant(peak / 2**30),  # a tiny model's 0.0123, not 0.0
+        fits=fits,
+        fits_on=fits_on,
+        note=est.method,
+    )
+
+
+def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, str]:
+    """``(fits, fits_on)`` of a plan row: whether the estimated peak per rank ``peak`` (bytes) fits
+    the GPU's memory (:func:`plan_gpu_capacity`), else (CPU) the host's available memory for every
+    rank; blank when there is nothing to compare with (a GPU job ``placed`` on a machine without
+    GPUs)."""
+    gpu = plan_gpu_capacity(p, env, placed=placed)
+    if gpu is not None:
+        return peak <= gpu[0], gpu[1]
+    if p.device == "cpu":  # every rank of this machine shares its memory
+        from flopsweep import hostmem
+
+        free = hostmem.available_bytes()
+        return peak * p.nproc_per_node <= free, f"host ({free / 2**30:.1f} GiB available)"
+    return "", ""
+
+
+def plan_search_capacity(p: Plan, env: Environment, *, placed: bool) -> tuple[int, str] | None:
+    """The memory per rank a plan row's ``batch=auto`` or ``search.model=largest`` size is estimated
+    within, ``(bytes, "N GiB" label)``: the GPU's (:func:`plan_gpu_capacity`) or
+    ``search.memory_budget_gib``'s when smaller (the probes' budget; on the CPU the only memory
+    known, labelled ``(search.memory_budget_gib)``); None when neither is known."""
+    limits = []
+    if (gpu := plan_gpu_capacity(p, env, placed=placed)) is not None:
+        limits.append((gpu[0], ""))
+    if (budget := budget_bytes(p.cfg)) is not None:
+        limits.append((budget, " (search.memory_budget_gib)"))
+    if not limits:
+        return None
+    capacity, which = min(limits)
+    return capacity, f"{significant(capacity / 2**30)} GiB{which}"
+
+
+def plan_gpu_capacity(p: Plan, env: Environment, *, placed: bool) -> tuple[int, str] | None:
+    """The GPU memory a plan row is compared with, ``(bytes, label)`` (the label is ``fits_on``):
+    the GPU asked for (``plan_gpu``, ``plan_gpu_memory_gib``:
+    :func:`flopsweep.memory.planned_gpu_bytes`), else this machine's GPU 0; None for a CPU job and
+    for a GPU job ``placed`` on a machine without GPUs (:func:`plan_environment`)."""
+    from flopsweep.memory import planned_gpu_bytes
+
+    asked = planned_gpu_bytes(p.cfg.plan_gpu, p.cfg.plan_gpu_memory_gib)
+    if asked is not None:
+        return asked
+    if env.cuda_available and p.device == "cuda" and not placed:
+        import torch
+
+        props = torch.cuda.get_device_properties(0)
+        return props.total_memory, f"{props.name} ({props.total_memory / 2**30:.1f} GiB)"
+    return None
+
+
+def auto_batch_size(p: Plan, env: Environment, *, placed: bool) -> tuple[Plan, str]:
+    """A ``batch=auto`` plan at the micro batch its row is estimated and predicted at, and the note
+    that says so; ``(p, "")`` for ``batch=fixed``.
+
+    The search measures the largest micro batch that fits (without ``cudaMalloc`` retries), found
+    only by running; the row takes the largest that the memory estimate fits
+    (:func:`flopsweep.autobatch.estimated_largest`, at most ``batch.max_micro_batch_size``) in the
+    GPU's memory (:func:`plan_gpu_capacity`), or in ``search.memory_budget_gib`` when that is smaller
+    (the probes' budget; on the CPU the only memory known). Without either (a CPU plan without a
+    budget, a GPU job placed on a machine without GPUs), or when even the search's first size
+    (``batch.micro_batch_size``) is estimated over it, the row stays at that first size.
+    """
+    batch = p.cfg.batch
+    if batch.name != "auto":
+        return p, ""
+    start = f"batch=auto: estimated at micro batch {batch.micro_batch_size}, the search's start"
+    if (limit := plan_search_capacity(p, env, placed=placed)) is None:
+        return p, start
+    capacity, memory = limit
+    size = estimated_largest(p.cfg, p.layout, capacity)
+    if size is None:
+        return p, f"{start}; even that is estimated over {memory}"
+    cfg = dataclasses.replace(p.cfg, batch=dataclasses.replace(batch, micro_batch_size=size))
+    largest = (
+        "batch.max_micro_batch_size, which the estimate fits"
+        if size == batch.max_micro_batch_size
+        else "the largest the estimate fits"
+    )
+    note = (
+        f"batch=auto: predicted at micro batch {size}, {largest} in {memory}; the run measures the "
+        "largest its probes fit without cudaMalloc retries"
+    )
+    return dataclasses.replace(p, cfg=cfg), note
+
+
+def search_size(p: Plan, env: Environment, *, placed: bool = False) -> tuple[Plan, str]:
+    """A ``search.model=largest`` plan at the size its row is estimated at, and the note that says
+    so; ``(p, "")`` without a search. The search probes ``search.min_n_layer`` to
+    ``search.max_n_layer`` blocks (:mod:`flopsweep.modelsearch`, from the first) and the size it
+    measures is found only by running. As :func:`auto_batch_size` treats a micro batch, the row takes
+    the largest size the memory estimate fits
+    (:func:`flopsweep.modelsearch.estimated_largest_n_layer`) in the GPU's memory
+    (:func:`plan_gpu_capacity`, blank for a GPU job ``placed`` on a machine without GPUs), or in
+    ``search.memory_budget_gib`` when that is smaller (the probes' budget; on the CPU the only memory
+    known); when even ``search.min_n_layer`` is estimated over it, that first probe. Without either
+    memory a configured ``model.n_layer`` in that range is kept, one outside it is clamped into it
+    (below: the search's first probe; above: the most it probes). A size other than ``model.n_layer``
+    is validated again at that size. Either way the row's model is named ``<model>-L<n>``, as the
+    search's probes and the run's record name it (:func:`flopsweep.modelsearch.at_n_layer`).
+
+    Raises:
+        ConfigError: when validation refuses the size (the search's probe would be refused).
+    """
+    s, n = p.cfg.search, p.cfg.model.n_layer
+    if s.model != "largest":
+        return p, ""
+    span = f"{s.min_n_layer} to {s.max_n_layer} blocks"
+    if (limit := plan_search_capacity(p, env, placed=placed)) is not None:
+        capacity, memory = limit
+        size = estimated_largest_n_layer(p.cfg, p.layout, capacity)
+        if size is None:
+            size = s.min_n_layer
+            note = (
+                f"search.model=largest: estimated at n_layer={size}, the search's first probe; even that "
+                f"is estimated over {memory}"
+            )
+        else:
+            largest = (
+                "search.max_n_layer, which the estimate fits"
+                if size == s.max_n_layer
+                else "the largest the estimate fits"
+            )
+            note = (
+                f"search.model=largest: estimated at n_layer={size}, {largest} in {memory}; the search "
+                f"probes {span} and measures the largest that fits"
+            )
+    elif s.min_n_layer <= n <= s.max_n_layer:  # p is validated at n: only the name changes
+        size, note = n, f"search.model=largest: estimated at model.n_layer={n}; the search probes {span}"
+    else:
+        size = min(max(n, s.min_n_layer), s.max_n_layer)
+        which = "the search's first probe" if n < s.min_n_layer else "the most the search probes"
+        note = (
+            f"search.model=largest: estimated at n_layer={size}, {which} (model.n_layer={n} is outside "
+            f"the {span} it probes)"
+        )
+    if size == n:
+        return at_n_layer_unchecked(p, n, p.cfg.model.name), note
+    return at_n_layer(p, size, p.cfg.model.name, env), note
+
+
+def plan_prediction(
+    p: Plan, device_name: str | None, records: list[tuple[str, dict[str, Any]]] | None = None
+) -> dict[str, Any]:
+    """``plan=true``'s predicted columns: the step time of the job on the cluster of
+    ``predict.gpus_per_node`` x ``predict.nnodes`` (each null: the job's own), with its source
+    (:func:`flopsweep.forecast.prediction`; no probe here: bandwidths from ``predict.*``, the
+    calibration record's probe, profiled records or the NVLink of the GPU, :func:`flopsweep.forecast.link`),
+    and the bandwidth's source after the compute's. The GPU is ``plan_gpu``'s when it is not this
+    machine's, else this machine's, else the calibration record's. ``records``: the
+    ``predict.calibration`` records already read (the plan row reads them as a run does,
+    :func:`flopsweep.forecast.calibration_records`); None reads them."""
+    cfg = p.cfg
+    nodes = cfg.predict.nnodes or cfg.nnodes
+    per_node = cfg.predict.gpus_per_node or p.nproc_per_node
+    out: dict[str, Any] = {"predicted_world_size": per_node * nodes, "predicted_nnodes": nodes}
+    if cfg.backend.name == "single" and per_node * nodes > 1:
+        return {**out, "prediction_source": "no prediction: backend=single runs one rank; pick ddp or fsdp"}
+    try:
+        layout = (
+            p.layout if per_node * nodes == p.world_size else Layout.resolve(cfg.parallel, per_node * nodes)
+        )
+        records = forecast.calibration_records(cfg.predict.calibration) if records is None else records
+    except ConfigError as exc:
+        return {**out, "prediction_source": f"no prediction: {exc}"}
+    made = forecast.prediction(cfg, layout, records, gpus_per_node=per_node, device_name=device_name)
+    fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
+    return {
+        **out,
+        "predicted_iteration_time_s": fmt(made["iteration_time_s"], ".4g"),
+        "predicted_tokens_per_s_per_device": fmt(made.get("tokens_per_s_per_device"), ".5g"),
+        "predicted_mfu": fmt(made.get("mfu"), ".3f"),
+        "predicted_budget_gpu_hours": fmt(made.get("budget_gpu_hours"), ".4g"),
+        "prediction_source": "; ".join(
+            [
+                made["source"],
+                *([f"bandwidth {made['bandwidth_source']}"] if made.get("bandwidth_source") else []),
+            ]
+        ),
+    }

@@ -1,0 +1,123 @@
+"""The launch's checks of the host, before any worker starts: the free host memory a run needs
+(:func:`check_free_host_memory`) and the CUDA allocator's setting (:func:`use_expandable_segments`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from flopsweep.config import ConfigError
+from flopsweep.layout import Plan
+from flopsweep.plan import OFFLOAD_KEYS
+from flopsweep.slurm import inside_submitit_task
+from flopsweep.text import plural
+
+
+def check_free_host_memory(p: Plan, free: int | None = None) -> str | None:
+    """Refuse, before any worker starts, a run that cannot fit the host memory free now
+    (:func:`flopsweep.hostmem.available_bytes`), which would swap the machine or meet the kernel's OOM
+    killer (a SIGKILL, not an ``oom`` status) and take other users' memory with it:
+
+    - on the CPU, when the ranks of this machine need more than is free: each rank's
+      :func:`flopsweep.memory.peak_bytes` (``plan=true``'s ``est_peak_gib_per_rank``: weights,
+      gradients, AdamW states, activations and logits, offloaded states too) times ``nproc_per_node``;
+    - on GPUs with offload, when the lower bound of what the node's ranks offload
+      (:func:`flopsweep.memory.offload_host_bytes`) is more than is free; above that, when what such
+      runs held (:func:`flopsweep.memory.offload_host_held_bytes`) is more, the run goes ahead and
+      the returned warning goes in the log and the record's ``warnings``.
+
+    Not checked in a Slurm task (each task is one rank: one refusing alone would leave the others
+    waiting) nor where a search sizes the run: ``search.model=largest``, and ``batch=auto`` on the
+    CPU, whose probes are each held to the free memory before they launch
+    (:func:`flopsweep.sizesearch.budget_problem`).
+
+    Args:
+        free: the free host memory, bytes; None (the launch): read now.
+
+    Returns:
+        The warning (``host_memory: ...``), or None.
+
+    Raises:
+        ConfigError: naming ``model`` (CPU) or the offload key, the need, the free memory and the fix.
+    """
+    cfg = p.cfg
+    if inside_submitit_task() or cfg.search.model == "largest":
+        return None
+    if free is None:
+        from flopsweep import hostmem
+
+        free = hostmem.available_bytes()
+    if cfg.device == "cpu":
+        return None if cfg.batch.name == "auto" else _refuse_cpu_host_memory(p, free)
+    return _check_offload_free_memory(p, free)
+
+
+def _refuse_cpu_host_memory(p: Plan, free: int) -> str | None:
+    """On the CPU, refuse a run whose ranks' estimated peak exceeds the free host memory (see
+    :func:`check_free_host_memory`); raises ConfigError naming ``model``. Returns None, or the
+    warning that the estimate failed and the memory went unchecked (an estimate's bug is no reason
+    to lose the measurement)."""
+    from flopsweep.memory import peak_bytes
+
+    cfg, nproc = p.cfg, p.nproc_per_node
+    try:
+        per_rank = peak_bytes(cfg, p.layout)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        return f"host_memory: the free host memory was not checked: the memory estimate failed: {exc}"
+    need = per_rank * nproc
+    if need <= free:
+        return None
+    ranks = f"{plural(nproc, 'rank')} need{'s' if nproc == 1 else ''}"
+    example = " (e.g. model=gpt-tiny)" if cfg.model.name != "gpt-tiny" else ""
+    # fewer ranks only where one rank's need fits: sharded states grow per rank as ranks go (trial 12b)
+    fewer = ", fewer ranks (nproc_per_node=1)" if nproc > 1 and per_rank <= free else ""
+    raise ConfigError(
+        "model",
+        cfg.model.name,
+        f"on the CPU {ranks} about {need / 2**30:.1f} GiB of host memory ({need / nproc / 2**30:.1f} GiB "
+        f"per rank, plan=true's est_peak_gib_per_rank), and {free / 2**30:.1f} GiB is free now; it "
+        "would swap or be killed by the OOM killer",
+        f"pick a smaller model{example}, a smaller batch.micro_batch_size{fewer}, or set device=cuda "
+        "for a GPU sweep",
+    )
+
+
+def _check_offload_free_memory(p: Plan, free: int) -> str | None:
+    """On GPUs with offload, refuse a run whose node's ranks offload more than the free host memory
+    (the lower bound), and return a warning when what such runs held is more (see
+    :func:`check_free_host_memory`); None without offload or when it fits."""
+    from flopsweep.memory import offload_host_bytes, offload_host_held_bytes
+
+    lower = offload_host_bytes(p.cfg, p.layout) * p.nproc_per_node
+    held = offload_host_held_bytes(p.cfg, p.layout) * p.nproc_per_node
+    if not held or held <= free:
+        return None
+    key = next(k for k in OFFLOAD_KEYS if getattr(p.cfg.backend, k, False) in (True, "cpu"))
+    value = getattr(p.cfg.backend, key)
+    if lower > free:
+        raise ConfigError(
+            f"backend.{key}",
+            value,
+            f"offload puts at least {lower / 2**30:.1f} GiB of model states of "
+            f"{plural(p.nproc_per_node, 'rank')} in host memory, and {free / 2**30:.1f} GiB is free now",
+            "pick a smaller model, fewer nproc_per_node, offload to nvme (DeepSpeed ZeRO-3), turn offload "
+            "off, or wait for the host's memory to be free",
+        )
+    return (
+        f"host_memory: backend.{key}={value}: offload holds about {held / 2**30:.1f} GiB of host memory "
+        f"({lower / 2**30:.1f} GiB of model states, plus what the H200 runs held over them), and "
+        f"{free / 2**30:.1f} GiB is free; expect an out-of-memory kill (pick a smaller model, or turn "
+        "offload off)"
+    )
+
+
+ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+
+
+def use_expandable_segments(device: str) -> None:
+    """On CUDA, run the ranks with ``PYTORCH_ALLOC_CONF=expandable_segments:True`` (as torchtitan
+    does), unless the user set either allocator variable: near a full GPU, fixed-size segments
+    fragment and the allocator frees and retries inside the measured steps. The record keeps
+    the setting in ``system.cuda_alloc_conf``."""
+    if device == "cuda" and not any(os.environ.get(v) for v in ALLOC_CONF_VARS):
+        os.environ["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"

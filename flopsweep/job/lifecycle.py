@@ -1,0 +1,336 @@
+"""One sweep job's lifecycle: planned -> sized -> launched -> measured -> recorded.
+
+``run.py`` calls :func:`run_job` once per Hydra job with the typed config. Each step takes the
+job's one :class:`~flopsweep.job.result.JobResult` and fills in what it finds:
+
+- :func:`planned`: validated and placed on this machine (:func:`flopsweep.plan.plan`), the
+  ``resume=true`` decision (:mod:`flopsweep.job.resume`), the launch's checks of the host
+  (:mod:`flopsweep.job.hostcheck`);
+- :func:`sized`: ``search.model=largest``, then ``batch=auto``, each one
+  :class:`flopsweep.sizesearch.SizeSearch` along its axis;
+- :func:`launched`: the measured run's ranks (local, or this Slurm task's one rank);
+- :func:`flopsweep.job.records.measured`: metrics, or the outcome's status;
+- :func:`flopsweep.job.records.recorded`: ``metrics.json``, for every outcome.
+
+A step that ends the job sets its status; the steps after it but the record do nothing.
+``plan=true`` runs none of them: :func:`flopsweep.job.dryrun.plan_job`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from flopsweep import forecast
+from flopsweep import record as rec
+from flopsweep.autobatch import MICRO_BATCH
+from flopsweep.config import ConfigError, RunConfig
+from flopsweep.files import (
+    NotRecorded,
+    RecordExistsError,
+    exists_message,
+    file_kind,
+    record_path_problem,
+)
+from flopsweep.job.dryrun import plan_job
+from flopsweep.job.hostcheck import check_free_host_memory, use_expandable_segments
+from flopsweep.job.placement import torch_device_name, warn_plan_gpu
+from flopsweep.job.records import measured, now, predicted_peak_gib, recorded
+from flopsweep.job.result import JobInfo, JobResult
+from flopsweep.job.resume import ok_record, other_run_problem, resumed_record, set_aside
+from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
+from flopsweep.layout import tp_across_nodes
+from flopsweep.metrics import loadavg
+from flopsweep.modelsearch import N_LAYER
+from flopsweep.plan import Environment, plan
+from flopsweep.quiet import silence_known_warnings
+from flopsweep.record import METRICS_FILE
+from flopsweep.reuse import Machine, Resumed, reusable_probes
+from flopsweep.sizesearch import NothingFits, ProbeFailed
+from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
+from flopsweep.text import plural, printable
+
+log = logging.getLogger("flopsweep")
+
+SEARCHES = (N_LAYER, MICRO_BATCH)
+"""The searched axes in the order :func:`sized` runs them: the model's blocks at the start micro
+batch, then the micro batch at the blocks found."""
+
+
+def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
+    """Run one sweep point and write its record to ``info.job_dir/metrics.json``.
+
+    With ``cfg.resume``, an ``ok`` record of the same config (ignoring
+    :data:`~flopsweep.config.RUN_CONTROL_KEYS`) already in the job directory means
+    the job is skipped; any other record there is moved aside first (see
+    :func:`~flopsweep.job.resume.set_aside`), so that nothing is lost.
+
+    Returns:
+        The record (schema v1): the one written, or the existing one when the job
+        was skipped. Its ``status`` is ``invalid`` when validation failed
+        (``error.phase == "config"``, no worker started), and ``error`` (type ``NotARecord``, the
+        job not run) when ``metrics.json`` was a FIFO, socket, device or directory, which is set
+        aside (:func:`special_file`). With ``cfg.plan``: the plan row
+        (:func:`flopsweep.job.dryrun.plan_job`).
+
+    Raises:
+        RecordExistsError: before any worker starts, when the job directory already holds a
+            ``metrics.json`` and ``cfg.resume`` is false; when ``metrics.json`` there is a
+            symbolic link (dangling, looping or not) or cannot be examined
+            (:func:`flopsweep.files.record_path_problem`: the record could not take its place);
+            and, with ``cfg.resume``, when it is the record of another sweep's job
+            (:func:`~flopsweep.job.resume.other_run_problem`).
+        KeyboardInterrupt, Terminated: after recording the interrupted run as an error.
+        NotRecorded: when the record cannot be written (the directory became read-only or
+            full); the message is the one line to print.
+    """
+    silence_known_warnings()  # before anything imports torchao (flopsweep.quiet)
+    load_start = loadavg()
+    job_dir = Path(info.job_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.plan:
+        return plan_job(cfg, info)
+    path = job_dir / METRICS_FILE
+    problem = refuse_existing(path, cfg, info)
+    job = JobResult(path=path, cfg=cfg, run=new_run(cfg, info), load_start=load_start)
+    if problem:  # a FIFO, socket, device or directory: this job's error alone, the sweep goes on
+        return recorded(special_file(job))
+    kept = planned(job, info)
+    if kept is not None:
+        return kept
+    if job.status is None:
+        with failures_recorded(job):
+            sized(job)
+            launched(job)
+    if job.status is None:
+        measured(job)
+    return recorded(job)
+
+
+def refuse_existing(path: Path, cfg: RunConfig, info: JobInfo) -> str | None:
+    """Refuse, before anything runs, a ``metrics.json`` that must not be replaced (see
+    :func:`run_job`'s ``RecordExistsError``); return the problem of one that is no regular file
+    (:func:`flopsweep.files.record_path_problem`), which :func:`special_file` records."""
+    problem = record_path_problem(path) if writes_record() else None
+    if problem and (os.path.islink(path) or not os.path.lexists(path)):
+        raise RecordExistsError(problem)  # a link (or no lstat): refused before anything runs, nothing moved
+    if path.exists() and not cfg.resume and writes_record() and not problem:
+        raise RecordExistsError(exists_message(path))
+    if cfg.resume and writes_record() and (other := other_run_problem(path, info.overrides)):
+        raise RecordExistsError(other)
+    return problem
+
+
+def new_run(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
+    """The record's ``run`` as the job starts: a new id, the start time, the overrides, the job
+    number and the repeat fields (:func:`repeat_fields`)."""
+    return {
+        "id": uuid.uuid4().hex,
+        "started_at": now(),
+        "finished_at": None,
+        "overrides": list(info.overrides),
+        "job_num": info.job_num,
+        **repeat_fields(cfg, info),
+    }
+
+
+def special_file(job: JobResult) -> JobResult:
+    """The ``error`` (type ``NotARecord``, phase ``config``) of a job whose ``metrics.json``
+    is a FIFO, a socket, a device or a directory: that file is set aside unopened, as a corrupt
+    record is (:func:`~flopsweep.job.resume.set_aside`: ``metrics.unreadable-<hex>.json``), this
+    record takes its name, and the job does not run; the sweep's other jobs go on. ``resume=true``
+    runs it again."""
+    path = job.path
+    kind = file_kind(os.lstat(path).st_mode)
+    aside = set_aside(path)
+    name = aside.name if aside else "?"
+    message = (
+        f"{path} was a {kind}, not a run record; it is set aside as {name} and this job did not run. "
+        f"Fix: remove {name} if nothing needs it, then run the sweep again with resume=true"
+    )
+    return job.fail("error", rec.error("NotARecord", message, "config"))
+
+
+def repeat_fields(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
+    """The record's ``run.repeat`` (this job's round), ``run.repeats`` (how many rounds the sweep
+    runs) and ``run.repeat_group``: with ``repeats`` over 1, a hash of the sweep directory, which
+    every round of the sweep shares and a resumed sweep keeps (null otherwise). The analysis
+    pools the records of one group and one set-up (``setup_id``, world size) into one row."""
+    group = None
+    if cfg.repeats > 1 and info.sweep_dir:
+        group = hashlib.sha256(os.path.abspath(info.sweep_dir).encode()).hexdigest()[:12]
+    return {"repeat": cfg.repeat, "repeats": cfg.repeats, "repeat_group": group}
+
+
+def check_repeat_axis(cfg: RunConfig, info: JobInfo) -> None:
+    """Refuse ``repeats`` over 1 in a job that is not one round of a repeated sweep: the rounds come
+    from the basic sweeper (``hydra_plugins.flopsweep_repeats.RepeatingSweeper``), which sets ``repeat=`` on
+    each job. Without it (``repeats`` swept as an axis, or another sweeper) the job would be
+    measured once and recorded as if repeated.
+
+    Raises:
+        ConfigError: naming ``repeats`` and the fix.
+    """
+    keys = {str(o).split("=", 1)[0].lstrip("+~") for o in info.overrides}
+    if cfg.repeats > 1 and "repeat" not in keys:
+        raise ConfigError(
+            "repeats",
+            cfg.repeats,
+            "did not expand into rounds of jobs (one value of a -m sweep, run by the basic sweeper)",
+            "give repeats= one value, with -m and without hydra/sweeper=",
+        )
+
+
+def planned(job: JobResult, info: JobInfo) -> dict[str, Any] | None:
+    """-> planned: validate and place the job (:func:`flopsweep.plan.plan`; ``invalid`` when refused,
+    any record there set aside), read ``predict.calibration``'s records, and decide ``resume=true``:
+    an ``ok`` record of this config is returned (the job is skipped, nothing else runs); any other
+    record is set aside, and one of the same set-up lends its searches' probes
+    (:attr:`JobResult.resumed`). Then the launch's checks (:func:`ready`)."""
+    path = job.path
+    try:
+        check_repeat_axis(job.cfg, info)
+        p = plan(job.cfg, Environment.detect(), choices=info.choices)
+        calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # read before the run
+    except ConfigError as exc:
+        if writes_record():
+            set_aside(path)
+        job.fail("invalid", rec.error("ConfigError", str(exc), "config"))
+        return None
+    job.plan, job.cfg, job.calibrations = p, p.cfg, calibrations
+    done = ok_record(path, p.cfg)
+    if done is not None:
+        log.info(
+            "skipped (resume=true): %s already holds an ok record of this config (run %s)",
+            path,
+            done["run"]["id"],
+        )
+        return done
+    previous = resumed_record(path, p.cfg) if p.cfg.resume and writes_record() else None
+    aside = set_aside(path) if writes_record() else None
+    job.resumed = Resumed(record=previous, name=aside.name) if previous is not None and aside else None
+    ready(job, info)
+    return None
+
+
+def ready(job: JobResult, info: JobInfo) -> JobResult:
+    """The launch's checks and notes, before any worker starts: the free host memory
+    (:func:`~flopsweep.job.hostcheck.check_free_host_memory`: ``invalid`` as validation refuses, or a
+    warning kept for the record), the launch's log line, the CUDA allocator's setting, a
+    ``plan_gpu`` the run does not read, tensor parallelism across nodes, and the memory estimate
+    (``metrics.predicted_peak_gib``)."""
+    p, cfg = job.plan, job.cfg
+    try:
+        host_warning = check_free_host_memory(p)
+    except ConfigError as exc:  # refused as validation refuses: no worker started
+        return job.fail("invalid", rec.error("ConfigError", str(exc), "config"))
+    job.layout = p.layout
+    job.launch_warnings = [host_warning] if host_warning else []
+    shown = printable(" ".join(info.overrides)) or "defaults"
+    log.info("launching %s on %s: %s", plural(p.world_size, "rank"), cfg.device, shown)
+    use_expandable_segments(cfg.device)
+    if host_warning is not None:
+        log.warning("%s", host_warning)
+    if cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None:
+        name = torch_device_name() if cfg.device == "cuda" else None  # the plan checked a GPU is here
+        if (line := warn_plan_gpu(cfg, name)) is not None:
+            log.warning("%s", line)
+    if (across := tp_across_nodes(p.layout, p.nproc_per_node)) is not None:
+        log.warning("%s", across)
+    job.predicted_peak_gib = predicted_peak_gib(cfg, p.layout)  # the plan's estimate, before any rank starts
+    return job
+
+
+def sized(job: JobResult) -> JobResult:
+    """planned -> sized: run the searches the config asks for (:data:`SEARCHES`), each
+    :class:`~flopsweep.sizesearch.SizeSearch` on the plan the one before sized.
+
+    Each search holds itself in ``job.run[axis.key]`` after every probe (result null until it
+    ends), so that a run interrupted during a search keeps the probes that finished. With
+    ``job.resumed`` each search takes over the probes that record's search of the same set-up
+    finished on this kind of machine (:func:`flopsweep.reuse.reusable_probes`). A search that
+    fails ends the job with its probe's outcome (:attr:`JobResult.outcome`; ``even <first size>
+    does not fit`` when nothing fits), at the sizes reached."""
+    p = job.plan
+    if inside_submitit_task():  # this task is one rank; validation refused the searches here
+        job.sized = p
+        return job
+    here = Machine.here(p.cfg.device, p.world_size) if job.resumed is not None else None
+    for axis in SEARCHES:
+        if not axis.wanted(p.cfg):
+            continue
+        same = axis.same(p.cfg)
+        reuse = reusable_probes(job.resumed, axis.key, axis.size_key, here=here, same=same, what=axis.name)
+        hold = partial(job.run.__setitem__, axis.key)
+        try:
+            p, job.run[axis.key] = axis.find(p, job.path.parent, on_probe=hold, reuse=reuse)
+        except NothingFits as exc:
+            job.run[axis.key] = exc.record
+            error = dict(exc.outcome.error or {})
+            error["message"] = f"{axis.name}: even {axis.least(p.cfg)} does not fit: {error.get('message')}"
+            job.outcome, job.cfg = Outcome(exc.outcome.status, error=error), p.cfg
+            return job
+        except ProbeFailed as exc:
+            job.run[axis.key] = exc.record
+            job.outcome, job.cfg = exc.outcome, p.cfg
+            return job
+    job.sized, job.cfg = p, p.cfg
+    return job
+
+
+def launched(job: JobResult) -> JobResult:
+    """sized -> launched: start the measured run's ranks at the sizes found (this Slurm task's one
+    rank under Slurm) and keep their outcome; nothing when a search already ended the job."""
+    if job.outcome is not None:  # a search failed: its probe's outcome is the job's
+        return job
+    p = job.sized
+    if inside_submitit_task():
+        job.outcome = launch_slurm_task(p, job.path.parent)
+        return job
+    job.measuring = p.cfg  # an interrupt from here on is recorded at the sizes measured
+    job.outcome = launch_local(p, job.path.parent)
+    return job
+
+
+@contextmanager
+def failures_recorded(job: JobResult) -> Iterator[None]:
+    """Around :func:`sized` and :func:`launched`: an interrupt (Ctrl-C, SIGTERM) is recorded as an
+    ``error`` in the phase the ranks reached (:func:`search_cut_short` names a search it cut short),
+    at the sizes measured (as configured during a search), then raised again; any other exception
+    (the launcher itself broke) ends the job as an ``error`` in phase ``launch``."""
+    try:
+        yield
+    except (KeyboardInterrupt, Terminated) as exc:
+        phase, _ = last_phase(job.path.parent / SCRATCH, job.plan.world_size)
+        what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
+        stopped = f"interrupted by {what}{search_cut_short(job.run)}; every worker was stopped"
+        job.cfg = job.measuring or job.plan.cfg
+        job.fail("error", rec.error(type(exc).__name__, stopped, phase))
+        try:  # a measured run at the sizes found is recorded at those sizes
+            recorded(job)
+        except NotRecorded as lost:  # the signal's own message follows; say this one first
+            print(f"flopsweep: {lost}", file=sys.stderr, flush=True)
+        raise
+    except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
+        job.cfg = job.plan.cfg
+        job.fail("error", rec.error(type(exc).__name__, str(exc), "launch"))
+
+
+def search_cut_short(run: dict[str, Any]) -> str:
+    """`` during search.model=largest (2 probes finished, in run.model_search)`` when ``run`` holds a
+    search without its result (the searches hold themselves there after every probe: an interrupt
+    landed in it), else ``""``; for an interrupted run's error message."""
+    for key, name in (("batch_search", "batch=auto"), ("model_search", "search.model=largest")):
+        search = run.get(key)
+        if isinstance(search, dict) and search.get("result") is None:
+            finished = plural(len(search.get("probes") or []), "probe")
+            return f" during {name} ({finished} finished, in run.{key})"
+    return ""

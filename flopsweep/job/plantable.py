@@ -1,0 +1,126 @@
+"""``plan.csv``: the rows of ``plan=true`` (:data:`PLAN_COLUMNS`), written by the dry run
+(:func:`flopsweep.job.dryrun.plan_job`) and shown as one table by ``run.py`` and the sweep callback
+(:func:`plan_table`, :func:`plan_invalid_line`). Free of the job's run path: the callback imports it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from flopsweep.files import create_new
+from flopsweep.text import csv_cell, csv_text, printable
+
+PLAN_FILE = "plan.csv"
+
+
+PLAN_COLUMNS = (
+    "job",
+    "model",
+    "overrides",
+    "status",
+    "world_size",
+    "layout",
+    "seq_len",
+    "n_params",
+    "model_flops_per_step",
+    "est_peak_gib_per_rank",
+    "fits",
+    "fits_on",
+    "predicted_world_size",
+    "predicted_nnodes",
+    "predicted_iteration_time_s",
+    "predicted_tokens_per_s_per_device",
+    "predicted_mfu",
+    "predicted_budget_gpu_hours",
+    "prediction_source",
+    "note",
+)
+
+
+def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
+    """``rows`` as ``plan.csv``'s lines, every cell through the project's one CSV-injection guard
+    (:func:`flopsweep.text.csv_cell`: a ``tag=`` value, a model name or an override that begins with
+    ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading apostrophe; numbers stay numbers)."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=PLAN_COLUMNS)
+    if header:
+        writer.writeheader()
+    writer.writerows({key: csv_cell(value) for key, value in row.items()} for row in rows)
+    return out.getvalue()
+
+
+def replace_plan_file(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write ``plan.csv`` afresh, atomically (a new file of an unpredictable name, then a rename)."""
+    fd, tmp = create_new(path.parent, f".{path.name}.")
+    try:
+        with open(fd, "w", newline="") as fh:
+            fh.write(_csv_text(rows, header=True))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def start_plan_file(sweep_dir: Path) -> None:
+    """``plan=true`` under ``-m``: start the sweep's ``plan.csv`` afresh (the header only), so that
+    a second plan into one directory shows its own jobs, not the last plan's rows as well. Called
+    by the sweep callback before any job; each job then appends its row
+    (:func:`flopsweep.job.dryrun.plan_job`)."""
+    Path(sweep_dir).mkdir(parents=True, exist_ok=True)
+    replace_plan_file(Path(sweep_dir) / PLAN_FILE, [])
+
+
+def append_plan_row(path: Path, row: dict[str, Any]) -> None:
+    """Append one row to a sweep's ``plan.csv`` in one ``write`` (``O_APPEND``: jobs in parallel
+    tasks do not interleave), never through a link; a missing file is created with its header."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)
+        text = _csv_text([row], header=True)
+    except FileExistsError:
+        fd = os.open(path, flags)
+        text = _csv_text([row], header=False)
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def plan_cell(cell: object) -> object:
+    """A cell of ``plan.csv`` as the plan table shows it: the CSV guard's apostrophe removed
+    (:func:`flopsweep.text.csv_text`: ``+sweep=x`` reads as typed), control characters escaped
+    (:func:`printable`: the row stays one line and writes nothing but text to the terminal) and
+    ``|`` escaped as ``\\|`` (a ``tag=a|b`` must not open a column of the markdown table); numbers
+    as they are."""
+    if not isinstance(cell, str):
+        return cell
+    return printable(csv_text(cell)).replace("|", "\\|")
+
+
+def plan_table(path: str) -> str:
+    """``plan.csv`` as one table (pandas' markdown through tabulate), with the file's path; each
+    text cell (an override's value, a note quoting it) as :func:`plan_cell` shows it. The CSV keeps
+    the values (guarded against spreadsheet formulas: :func:`_csv_text`)."""
+    import pandas as pd
+
+    frame = pd.read_csv(path, keep_default_na=False)
+    escaped = frame.apply(lambda column: column.map(plan_cell))
+    table = escaped.to_markdown(index=False)
+    return f"{table}\n(plan: no worker started, no record written; {printable(path)})"
+
+
+def plan_invalid_line(path: str) -> str | None:
+    """The last line a plan prints (to stderr) when some of its rows are ``invalid``: ``N of M jobs
+    are invalid: see the status column``; None when every row is ``ok``. A plan is a report, so it
+    still exits 0; this line keeps its refusals from passing unseen below a long table."""
+    import pandas as pd
+
+    status = pd.read_csv(path, keep_default_na=False)["status"]
+    invalid = int((status == "invalid").sum())
+    return (
+        f"flopsweep: {invalid} of {len(status)} jobs are invalid: see the status column" if invalid else None
+    )

@@ -1,0 +1,259 @@
+"""The record assembly: from a :class:`~flopsweep.job.result.JobResult` to ``metrics.json``, in
+one place. :func:`measured` turns the ranks' reports into metrics (or an ``invalid`` status),
+:func:`recorded` writes the record of every outcome, :func:`record_lost_job` the record of a Slurm
+job that gave the sweep nothing. Free of the run path: the Slurm launcher's sweep process and the
+sweep callback import it.
+
+This process, not rank 0, writes the record, so that a run whose workers die still leaves one.
+Under Slurm (and submitit_local) each task is one rank and only the task that
+:func:`flopsweep.slurm.writes_record` names (global rank 0) writes it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from flopsweep import forecast
+from flopsweep import record as rec
+from flopsweep.config import ConfigError, RunConfig
+from flopsweep.files import NotRecorded, RecordError, RecordUnwritable, atomic_write_json, read_json
+from flopsweep.job.result import JobInfo, JobResult, RankFacts
+from flopsweep.job.resume import set_aside
+from flopsweep.launch import SCRATCH, last_phase
+from flopsweep.layout import Layout
+from flopsweep.metrics import build_record, compute_metrics, profile_warnings, sanity_problem, system_info
+from flopsweep.noise import noise_warnings
+from flopsweep.plan import fixed_nproc
+from flopsweep.record import METRICS_FILE
+from flopsweep.signals import signals_deferred
+from flopsweep.slurm import writes_record
+from flopsweep.text import printable
+
+log = logging.getLogger("flopsweep")
+
+
+LAST_RECORD: dict[str, Any] = {"path": None, "status": None}
+"""The last record this process wrote (its path and status): what ``run.py`` may truthfully
+say when a signal stops it."""
+
+
+def now() -> str:
+    """The time now, UTC, to the second (ISO 8601): ``run.started_at``, ``run.finished_at``."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def measured(job: JobResult) -> JobResult:
+    """launched -> measured: the metrics of an ``ok`` outcome, checked for plausibility
+    (:func:`flopsweep.metrics.sanity_problem`: ``invalid``, type ``TimingSanity``), or the outcome's
+    own status and error.
+
+    ``metrics.predicted_peak_gib`` is the plan's memory estimate (again at the sizes the searches
+    found); ``metrics.predicted`` the prediction from the config, the ``predict.calibration``
+    records read before the launch and the probes every rank ran before warm-up (GEMM rate,
+    ``system.interconnect``): nothing of the measured steps enters it. The record's ``warnings``
+    start with the launch's (:attr:`JobResult.launch_warnings`), whatever the status.
+    """
+    cfg, layout, outcome = job.cfg, job.layout, job.outcome
+    if (
+        job.plan is not None and cfg != job.plan.cfg
+    ):  # batch=auto chose another micro batch, or the search another model
+        job.predicted_peak_gib = predicted_peak_gib(cfg, layout)
+    job.warnings = list(job.launch_warnings)
+    if outcome.status != "ok":
+        return job.fail(outcome.status, outcome.error)
+    metrics = compute_metrics(cfg, outcome.ranks, layout)
+    metrics["predicted_peak_gib"] = job.predicted_peak_gib
+    job.facts = RankFacts.of(outcome.ranks)
+    metrics["predicted"] = forecast.prediction(
+        cfg,
+        layout,
+        job.calibrations,
+        gpus_per_node=layout.world_size // cfg.nnodes,
+        device_name=job.facts.device_name,
+        probe=job.facts.interconnect,
+        gemm_tflops=metrics.get("measured_matmul_tflops"),
+    )
+    if problem := sanity_problem(cfg, metrics, cfg.device):
+        return job.fail("invalid", rec.error("TimingSanity", problem, "measure"))
+    job.status, job.metrics = "ok", metrics
+    job.warnings += profile_warnings(outcome.ranks) + outcome.warnings
+    return job
+
+
+def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:
+    """``metrics.predicted_peak_gib``: :func:`flopsweep.memory.estimate`'s peak allocated memory of
+    the busiest rank, in GiB (6 decimals: about 1 KiB), for the config and layout about to run; None (and a
+    warning) if the estimate fails, which must not stop the run."""
+    from flopsweep.memory import estimate
+
+    try:
+        return round(estimate(cfg, layout).total_gib, 6)
+    except Exception as exc:  # noqa: BLE001 - an estimate is no reason to lose the measurement
+        log.warning("metrics.predicted_peak_gib left null: the memory estimate failed: %s", exc)
+        return None
+
+
+def recorded(job: JobResult) -> dict[str, Any]:
+    """-> recorded: build the record of ``job`` (its ``status`` decided) and write it to ``job.path``.
+
+    ``system.world_size``, ``nproc_per_node`` and ``parallel`` come from ``job.layout`` (null for a
+    run that never launched); ``system.device_name``, ``power_limit_w``, ``interconnect``,
+    ``cpu_threads`` and ``optimizer`` from what the ranks measured (:class:`RankFacts`, null when no
+    rank measured). An ``ok`` record adds the noise warnings (:func:`flopsweep.noise.noise_warnings`).
+    Only the task that writes records writes it (:func:`flopsweep.slurm.writes_record`); the job's
+    scratch files are removed after, and its line is logged unless ``job.log_result`` is False.
+
+    Returns:
+        The record (also when another task writes it).
+
+    Raises:
+        NotRecorded: when the record cannot be written; the message is the one line to print.
+    """
+    cfg, layout, facts = job.cfg, job.layout, job.facts or RankFacts()
+    run = {**job.run, "finished_at": now()}
+    world = layout.world_size if layout else None
+    nproc = world // cfg.nnodes if world else None
+    system = system_info(
+        cfg.device,
+        world,
+        facts.device_name,
+        nproc,
+        load_start=job.load_start,
+        layout=layout,
+        power_limit_w=facts.power_limit_w,
+    )
+    system["interconnect"] = facts.interconnect
+    system["cpu_threads"] = facts.cpu_threads
+    system["optimizer"] = facts.optimizer
+    warnings = list(job.warnings)
+    if job.status == "ok" and job.metrics is not None:
+        warnings += noise_warnings(
+            cv=(job.metrics.get("iteration_time_s") or {}).get("cv"),
+            load_start=(job.load_start or [None])[0],
+            load_end=((system.get("loadavg") or {}).get("end") or [None])[0],
+            cpu_count=system.get("cpu_count"),
+            ranks=nproc,
+        )
+    record = build_record(
+        cfg=cfg,
+        status=job.status,
+        error=job.error,
+        run=run,
+        system=system,
+        metrics=job.metrics,
+        warnings=warnings,
+    )
+    if not writes_record():  # another task of this Slurm job writes the record
+        return record
+    path = job.path
+    with signals_deferred():  # SIGINT/SIGTERM wait until the record is written and known
+        try:
+            atomic_write_json(path, record, overwrite=False)
+        except RecordUnwritable as exc:
+            raise NotRecorded(not_recorded_line(run, job.status, exc)) from None
+        LAST_RECORD.update(path=str(path), status=job.status)
+    shutil.rmtree(path.parent / SCRATCH, ignore_errors=True)
+    if job.log_result:
+        _log_result(record, path)
+    return record
+
+
+def record_lost_job(
+    cfg: RunConfig, info: JobInfo, message: str, *, submitted_at: float, previous_run_id: str | None
+) -> dict[str, Any]:
+    """The record of a submitted job that gave the sweep no result: Slurm cancelled it (``scancel``,
+    also while it was pending), it failed, timed out or never started. Written by the sweep process
+    (:class:`flopsweep.cluster.JobWatch` saw the job end), so that the sweep goes on.
+
+    A record that a task of this job wrote (its run id is not ``previous_run_id``, the one found in
+    the job directory at submission) is kept and returned, and so is, under ``resume=true``, the
+    previous record when it is ``ok`` (the job would have skipped itself). Any other record is set
+    aside (:func:`set_aside`). The new record is ``error`` with type ``JobLost``, ``message``, and the
+    phase the least advanced rank reached (``launch`` when none started; ``world_size`` and
+    ``parallel`` null then, and ``parallel`` also when the config's degrees do not fit the world).
+    Its line (:func:`failure_line`) is not logged: the caller prints it, once.
+
+    Args:
+        submitted_at: the submission time, seconds since the epoch (``time.time()``): ``run.started_at``.
+    """
+    job_dir = Path(info.job_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    path = job_dir / METRICS_FILE
+    try:
+        old = read_json(path) if path.exists() else None
+        if old is not None and (
+            old["run"]["id"] != previous_run_id or (cfg.resume and old["status"] == "ok")
+        ):
+            return old
+    except (RecordError, OSError, ValueError, KeyError, TypeError):
+        pass  # unreadable: set aside below
+    set_aside(path)
+    nproc = fixed_nproc(cfg.nproc_per_node)
+    world = nproc * cfg.nnodes if nproc else None
+    phase, rank = last_phase(job_dir / SCRATCH, world or 1)
+    started = datetime.datetime.fromtimestamp(submitted_at, datetime.timezone.utc)
+    run = {
+        "id": uuid.uuid4().hex,
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": None,
+        "overrides": list(info.overrides),
+        "job_num": info.job_num,
+    }
+    layout = None
+    if phase != "launch" and world:
+        try:
+            layout = Layout.resolve(cfg.parallel, world).for_backend(cfg.backend.name)
+        except ConfigError:
+            layout = None  # the task refused it; the record keeps the world size unknown
+    # Not logged: the sweep process's logger is Hydra's, whose handler would echo the line with its
+    # [HYDRA] prefix after the caller's own (hydra_plugins.flopsweep_slurm._lost_task prints it once).
+    job = JobResult(path=path, cfg=cfg, run=run, layout=layout, log_result=False)
+    return recorded(job.fail("error", rec.error("JobLost", message, phase, rank)))
+
+
+def not_recorded_line(run: dict[str, Any], status: str, exc: RecordUnwritable) -> str:
+    """``job 3 (seed=2) was not recorded: cannot write ...: Read-only file system (the run ended ok).
+    Fix: ...``: one line naming the job, the path, why, and what to do."""
+    if run.get("job_num") is None:
+        return f"the run was not recorded: {exc} (it ended {status}). Fix: {exc.fix}, then run it again."
+    shown = printable(" ".join(run.get("overrides") or [])) or "defaults"
+    return (
+        f"job {run['job_num']} ({shown}) was not recorded: {exc} (it ended {status}). "
+        f"Fix: {exc.fix}, then re-run the sweep with resume=true (it keeps the ok records)."
+    )
+
+
+def _log_result(record: dict[str, Any], path: Path) -> None:
+    m, err = record["metrics"], record["error"]
+    if record["status"] == "ok":
+        log.info(
+            "ok: %.3f s/iter (mean), %.4g model TFLOPs/device, %.0f tokens/s -> %s",
+            m["iteration_time_s"]["mean"],
+            m["model_tflops_per_device"],
+            m["tokens_per_s"],
+            path,
+        )
+        for warning in record["warnings"]:
+            log.warning("%s", warning)
+    elif record["run"]["job_num"] is None:  # a single run: run.py prints the message, once, on stderr
+        log.warning("%s in %s -> %s", record["status"], err["phase"], path)
+    else:
+        log.warning("%s", failure_line(record, path))
+
+
+def failure_line(record: dict[str, Any], path: Path | str) -> str:
+    """``"error in measure (rank 0): InjectedFault: <message> -> PATH"``: a failed record's one line
+    (its status, phase, rank, exception type and message, control characters escaped), as a sweep
+    job logs it; a Slurm sweep prints it in the sweep process too
+    (:meth:`flopsweep.callbacks.SweepSummary.job_done`), where the task's log is out of sight."""
+    err = record.get("error") or {}
+    rank = err.get("rank")
+    return (
+        f"{record.get('status')} in {err.get('phase')}{'' if rank is None else f' (rank {rank})'}: "
+        f"{err.get('type')}: {printable(str(err.get('message')))} -> {printable(str(path))}"
+    )

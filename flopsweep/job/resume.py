@@ -1,0 +1,142 @@
+"""``resume=true``: which record in a job directory is kept (an ``ok`` one of the same config),
+which is run again and lends its searches' probes, and how the others are set aside (never lost).
+
+"The same config" is :func:`comparable_config`: the record's config without the run-control keys
+and the sizes the searches find, in today's form.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from flopsweep import record as rec
+from flopsweep.config import RUN_CONTROL_KEYS, ModelSearchConfig, ParallelConfig, RunConfig
+from flopsweep.files import RecordError, RecordExistsError, exists_message, read_json
+from flopsweep.overrides import defining_overrides, same_overrides
+from flopsweep.text import printable
+
+log = logging.getLogger("flopsweep")
+
+
+def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
+    """The record at ``path`` when it is ``ok`` and was made with the same (validated)
+    config as ``cfg``, else None (also when it is missing or unreadable)."""
+    try:
+        record = read_json(Path(path))
+        same = comparable_config(record["config"]) == comparable_config(json.loads(json.dumps(asdict(cfg))))
+        return record if record["status"] == "ok" and same else None
+    except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def resumed_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
+    """The record at ``path`` that ``resume=true`` runs again, when its searches may be taken over:
+    readable, not ``ok``, made with the same (validated) config as ``cfg`` by
+    :func:`comparable_config` (the sizes the searches find aside); else None."""
+    try:
+        record = read_json(Path(path))
+        same = comparable_config(record["config"]) == comparable_config(json.loads(json.dumps(asdict(cfg))))
+        return record if record["status"] != "ok" and same and isinstance(record.get("run"), dict) else None
+    except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def comparable_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A record's ``config`` without the keys that do not change what a run measures.
+
+    Under ``batch=auto`` the record holds the size the search found, the new config
+    the size it starts from: neither is compared (the search decides it again); so with the
+    model's ``n_layer`` and ``name`` under ``search.model=largest``.
+    """
+    out = {key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS}
+    batch = out.get("batch")
+    if isinstance(batch, dict) and batch.get("name") == "auto":
+        out["batch"] = {k: v for k, v in batch.items() if k != "micro_batch_size"}
+    model = out.get("model")
+    if (out.get("search") or {}).get("model") == "largest" and isinstance(model, dict):
+        out["model"] = {k: v for k, v in model.items() if k not in ("n_layer", "name")}  # found again
+    return _as_of_now(out)
+
+
+_PARALLEL_DEFAULTS = asdict(ParallelConfig())
+
+
+def _as_of_now(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` in today's form, so that ``resume`` skips an ``ok`` record made before a key
+    changed shape: ``activation_checkpointing`` ``true``/``false`` is the ``full``/``none`` policy,
+    a missing ``parallel`` section is the default (pure data parallel) and a missing
+    ``batch.global_batch_size`` is null."""
+    out = dict(config)
+    out.setdefault("repeat", 0)  # records from before repeats= were round 0 of 1
+    ckpt = out.get("activation_checkpointing")
+    if isinstance(ckpt, bool):
+        out["activation_checkpointing"] = {"name": "full" if ckpt else "none"}
+    out.setdefault("parallel", dict(_PARALLEL_DEFAULTS))
+    out.setdefault("search", asdict(ModelSearchConfig()))  # records from before the model search
+    if isinstance(out.get("batch"), dict):
+        out["batch"] = {"global_batch_size": None, **out["batch"]}
+    return out
+
+
+def set_aside(path: Path) -> Path | None:
+    """Rename an existing record to ``metrics.<status>-<run id>.json``, the job's
+    ``traceback_rank<N>.txt`` files to ``traceback_rank<N>.<status>-<run id>.txt`` and a
+    ``batch=auto`` search's ``batch_search/`` to ``batch_search.<status>-<run id>/`` (so
+    ``search.model=largest``'s ``model_search/``).
+
+    The analysis reads only files named ``metrics.json``, so a record set aside
+    leaves the tables but stays on disk. Returns the new path, or None when there
+    was no record. An unreadable record is set aside as ``metrics.unreadable-<hex>.json``.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        record = read_json(path)
+        status, run_id = record["status"], str(record["run"]["id"])
+        if status not in rec.STATUSES or not re.fullmatch(r"[\w-]{1,64}", run_id, re.ASCII):  # a safe name
+            raise ValueError(f"not a record's status and run id: {status!r}, {run_id!r}")
+        label = f"{status}-{run_id}"
+    except (RecordError, OSError, ValueError, KeyError, TypeError):
+        label = f"unreadable-{uuid.uuid4().hex[:12]}"
+    aside = path.with_name(f"metrics.{label}.json")
+    if aside.exists():
+        raise RecordExistsError(exists_message(aside))
+    os.rename(path, aside)
+    for tb in sorted(path.parent.glob("traceback_rank*.txt")):
+        tb.rename(tb.with_name(f"{tb.stem}.{label}.txt"))
+    for name in ("batch_search", "model_search"):  # the searches' probes and their tracebacks
+        search = path.parent / name
+        if search.is_dir():
+            search.rename(search.with_name(f"{name}.{label}"))
+    log.warning("moved the previous record aside: %s", aside)
+    return aside
+
+
+def other_run_problem(path: Path, overrides: list[str]) -> str | None:
+    """The refusal of ``resume=true`` when ``path`` holds the record of another sweep's job (or
+    another single run): its :func:`defining_overrides` differ from this job's in a key or a value
+    (:func:`same_overrides`: ``lr=0.035`` is ``lr=0.0350``, in any order). Resuming would
+    move that record aside, where the analysis never reads it. None when there is no readable
+    record, or it is this job's (a failed or changed run of it is set aside and run again)."""
+    try:
+        old = read_json(path) if path.is_file() else None
+        theirs = defining_overrides(list(old["run"]["overrides"])) if old is not None else None
+    except (RecordError, OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable: set aside and re-run, as before
+    ours = defining_overrides(list(overrides))
+    if theirs is None or same_overrides(theirs, ours):
+        return None
+    shown = printable(" ".join(theirs)[:300]) or "defaults"
+    return (
+        f"{path} is the record of another sweep or run ({shown}; this job: "
+        f"{printable(' '.join(ours)[:300]) or 'defaults'}); resume=true continues only the sweep that "
+        "wrote it. Fix: choose a new hydra.sweep.dir (hydra.run.dir for a single run)"
+    )
