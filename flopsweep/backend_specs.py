@@ -242,7 +242,8 @@ class FSDPSpec(BackendSpec):
     def model_states(self, t: Any) -> tuple[int, int, str]:
         """``(12 P + 4 P) / dp_shard``, the root's group and :data:`FSDP_INFLIGHT_BLOCKS` blocks
         all-gathered; with ``grad_accum`` > 1 unsharded fp32 gradients (``FSDPParam.
-        to_accumulated_grad_if_needed``: not over ``dp_shard``); with ``cpu_offload`` the states on the host."""
+        to_accumulated_grad_if_needed``: not over ``dp_shard``); with ``cpu_offload`` the states on
+        the host."""
         shard, gathered = t.layout.dp_shard, self.gathered_bytes(t)
         if t.offload.states:
             return (
@@ -254,8 +255,9 @@ class FSDPSpec(BackendSpec):
         return (
             STATE_BYTES * t.held // shard + t.accumulated + gathered,
             (STATE_BYTES + GRADIENT_BYTES) * t.held // shard,
-            "(12 P + 4 P gradients) / dp_shard (FSDP2 shards weights, gradients, AdamW moments), plus the root's "
-            f"group and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered, and the fp32 reduce-scatter buffers",
+            "(12 P + 4 P gradients) / dp_shard (FSDP2 shards weights, gradients, AdamW moments), "
+            f"plus the root's group and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered, "
+            "and the fp32 reduce-scatter buffers",
         )
 
     def gathered_bytes(self, t: Any) -> int:

@@ -1,8 +1,8 @@
 """Peak GPU memory per rank of a planned run, before anything runs (``plan=true``, and every run's
 ``metrics.predicted_peak_gib``); on the CPU the same figures, times the ranks of the node, are host
 memory. A pure function of the resolved config and its :class:`~flopsweep.layout.Layout`: no
-device, no weights (DeepSpeed's estimators import torch, and ZeRO-3's buffers count the parameter
-tensors of a meta-device build).
+device, no weights (for ``deepspeed`` its estimators import torch, and ZeRO-3's buffers count the
+parameter tensors of a meta-device build: :mod:`flopsweep.zero_memory`).
 
 The peak of a training step comes at one of two moments, and the estimate is the larger:
 
@@ -33,37 +33,24 @@ most in-flight micro-batches, or the last, which computes the loss):
     :func:`fsdp_reduce_bytes`; ``R`` the root's parameter group, embedding, output head and final
     norm, ``B`` a block, ``c`` the compute dtype's bytes, ``W = dp_shard``): at the start of
     backward the root's group, which FSDP2 does not reshard after forward, and
-    :data:`FSDP_INFLIGHT_BLOCKS` blocks, ``c (R + 2 B)``; at the end of backward the fp32
-    reduce-scatter input of the root's gradients (``reduce_dtype``), ``4 R`` (Llama 3.1 8B on one
-    H200: 123.57 GiB against 123.64 measured, 119.66 without it), or a block's moment if larger.
+    :data:`~flopsweep.backend_specs.FSDP_INFLIGHT_BLOCKS` blocks, ``c (R + 2 B)``; at the end of
+    backward the fp32 reduce-scatter input of the root's gradients (``reduce_dtype``), ``4 R``
+    (Llama 3.1 8B on one H200: 123.57 GiB against 123.64 measured, 119.66 without it), or a
+    block's moment if larger.
     With ``grad_accum`` > 1 FSDP2 keeps unsharded fp32 gradients between micro batches, ``4 P_r``
     (not over ``W``). With ``backend.cpu_offload`` the sharded states live on the host
     (``CPUOffloadPolicy``, :func:`offload_host_bytes`: ``16 P / W``) and the GPU holds only the
     gathered weights and the reduce-scatter buffers.
-  - ``deepspeed``: DeepSpeed's own estimators, with their offload arguments
-    (``backend.offload_optimizer`` -> ``cpu_offload``, ``backend.offload_param`` ->
-    ``cpu_offload_params``; ``cpu`` and ``nvme`` alike):
-    ``deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs`` for ZeRO-1
-    and -2 (``2 P + 18 P / W``, offloaded: ``2 P``) and
-    ``stage3.estimate_zero3_model_states_mem_needs`` for ZeRO-3 (``4 x largest layer + 18 P / W``;
-    offloaded optimizer: ``4 x largest layer + 2 P / W``; parameters too: ``4 x largest layer``),
-    ``W = dp`` (DeepSpeed is data parallel only). The estimators count the gradients, which
-    exist only at the optimizer step: at the start of backward ZeRO-1/2 lack the ``6 P / W`` of
-    bf16 and fp32 gradient partitions and ZeRO-3 the ``2 P / W`` of bf16 ones
-    (:data:`ZERO_GRADIENT_BYTES`; the H200 records checked this: the estimators alone are 5-14%
-    over). The estimator knows no parameter offload without optimizer offload; that case is
-    counted as no offload (an upper bound). ZeRO-3 holds more than its estimator counts
-    (:func:`zero3_buffer_bytes`, from DeepSpeed's code): the reduce bucket, ``c x
-    reduce_bucket_size``; the persistent parameters (tensors of at most
-    ``stage3_param_persistence_threshold`` elements) and, at the start of backward, those forward
-    keeps for backward, ``min(P - persistent, max(max_live, max_reuse / 2))``, ``c`` bytes each
-    when ``W > 1`` (one rank's gathered parameters are views of its partition); ``overlap_comm``
-    and ``stage3_prefetch_bucket_size`` size nothing more (the two-H200 ``zero3-tuning`` records:
-    within 0.4%, were 3.8-7.6% under). These are the functions behind DeepSpeed's printing
-    ``estimate_zero3_model_states_mem_needs_all_live`` and ``estimate_zero2_..._all_live``,
-    which read ``(total, largest layer)`` from a built model (``model_to_params``); the estimate
-    takes them from the family (``ModelFamily.n_params``, ``largest_layer_params``: the same
-    numbers, tests/test_memory.py) without building one, so it stays a pure function.
+  - ``deepspeed``: DeepSpeed's own estimators (:mod:`flopsweep.zero_memory`, the spec's
+    ``estimator``): ``2 P + 18 P / W`` for ZeRO-1 and -2, ``4 x largest layer + 18 P / W`` for
+    ZeRO-3, ``W = dp``, less the gradient partitions that do not exist yet at the start of
+    backward (:data:`flopsweep.backend_specs.ZERO_GRADIENT_BYTES`), plus ZeRO-3's reduce bucket
+    and gathered parameters (:func:`flopsweep.zero_memory.zero3_buffer_bytes`, from DeepSpeed's
+    code).
+
+  Each backend's terms are its spec's (:mod:`flopsweep.backend_specs`: which degree shards its
+  states, its buckets, what it holds unsharded, where offload puts the states); this module
+  computes the rank's counts (``_Terms``) and asks the spec, never the backend's name.
 - **activations** kept for backward, per token and layer, from the model family
   (:func:`flopsweep.models.ModelFamily.memory`): the ``residual`` elements (norm inputs and their
   normalised values) in fp32 when autocast runs over fp32 weights (single, DDP), else in the
@@ -95,9 +82,10 @@ copies), and the gathered key and value blocks of ``blocksparse`` ``impl=gather`
 ``benchmarks/memory_estimate.py`` compares the estimate with the ``peak_cuda_allocated_bytes`` of
 every committed H200 record.
 
-``plan=true`` can ask about a GPU that is not here (:func:`planned_gpu_bytes`): ``plan_gpu=``
-a device name of the peak table (:mod:`flopsweep.peaks`, ``H100``, ``H100-80GB``, ``A100-40GB``),
-whose memory is the driver's (:data:`GPU_MEMORY_GIB`), or ``plan_gpu_memory_gib=``, as given.
+``plan=true`` can ask about a GPU that is not here (:func:`flopsweep.gpu_memory.planned_gpu_bytes`,
+re-exported here): ``plan_gpu=`` a device name of the GPU table (:mod:`flopsweep.peaks`, ``H100``,
+``H100-80GB``, ``A100-40GB``), whose memory is its row's (what the driver reports), or
+``plan_gpu_memory_gib=``, as given.
 """
 
 from __future__ import annotations

@@ -455,7 +455,8 @@ def test_every_gpu_of_the_peak_table_has_its_memory() -> None:
 
     for row in PEAK_TABLE:  # the driver's memory is a little below the name's
         sizes = row.memory_gib
-        assert sizes and all(0.9 * gb < gib <= gb for gb, gib in sizes.items() if gb != 480), (row.name, sizes)
+        assert sizes, row.name
+        assert all(0.9 * gb < gib <= gb for gb, gib in sizes.items() if gb != 480), (row.name, sizes)
 
 
 @pytest.mark.parametrize(
