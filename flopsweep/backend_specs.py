@@ -1,7 +1,8 @@
 """One torch-free spec per ``backend=`` option: what the estimators, validation and the rank know of it.
 
 A :class:`BackendSpec` owns its option's schema name and schema class, the checks that depend on
-the backend alone (ranks, devices, precisions, a package), the degrees it builds, the import path
+the backend alone (ranks, devices, precisions, a package), the degrees it builds (as the degree
+table of :mod:`flopsweep.layout` names it), the import path
 of its torch code (``flopsweep.backends:build_fsdp``, imported only on the rank), and its terms for
 the two estimators:
 
@@ -28,7 +29,7 @@ block's and the root group's parameters over ``tp``; ``t.head``: the output head
 ``t.accumulated``: fp32 gradients kept between micro batches; ``t.autocast_copies``; ``t.largest``:
 the largest parameter; ``t.rest``: the parameters outside the blocks; ``t.layout``; ``t.offload``).
 The communication methods read a :class:`flopsweep.predict.Workload` ``w``. Neither module is
-imported here, so the specs import nothing of flopsweep but the option schemas.
+imported here, so the specs import nothing of flopsweep but the option schemas and the layout.
 
 Adding a backend: a spec here (a subclass where its terms differ) and an entry in
 :data:`BACKEND_SPECS`, its torch code under the import path it names, its schema in
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep.config import BackendConfig
+from flopsweep.layout import DEGREES, LAYOUT_BACKENDS
 from flopsweep.options import DeepSpeedConfig, FSDPConfig
 
 STATE_BYTES = 12
@@ -114,9 +116,6 @@ class BackendSpec:
     """A package it imports, checked before launch."""
     precisions: tuple[str, ...] | None = None
     """Run precisions it supports (None: all)."""
-    degrees: tuple[str, ...] = ()
-    """The layout degrees above 1 it builds (:data:`flopsweep.layout.DEGREES`); ``dp_shard`` is the
-    data-parallel ranks of every multi-rank backend."""
     state_degree: str | None = None
     """The :class:`flopsweep.layout.Layout` degree its model states are sharded over; None: every
     rank holds every state."""
@@ -138,6 +137,17 @@ class BackendSpec:
     """What it is, for a refusal of a degree it does not build."""
 
     # -- validation ---------------------------------------------------------------------------
+    @property
+    def degrees(self) -> tuple[str, ...]:
+        """The layout degrees it builds above 1, in :data:`flopsweep.layout.DEGREES` order: ``dp_shard``
+        (the data-parallel ranks) for a backend of more than one rank, and the degrees whose row of
+        the degree table names it (:data:`flopsweep.layout.LAYOUT_BACKENDS`, which owns them)."""
+        return tuple(
+            d
+            for d in DEGREES
+            if (d == "dp_shard" and self.max_ranks != 1) or self.name in LAYOUT_BACKENDS.get(d, ())
+        )
+
     def load(self) -> Any:
         """Its torch code (:attr:`torch`), imported now (on the rank)."""
         return load(self.torch)
@@ -398,7 +408,6 @@ BACKEND_SPECS: dict[str, BackendSpec] = {
     "ddp": DDPSpec(
         name="ddp",
         torch="flopsweep.backends:build_ddp",
-        degrees=("dp_shard",),
         gradient_buckets=4,
         default_overlap=0.8,
         describe="is replicate-only data parallelism",
@@ -407,7 +416,6 @@ BACKEND_SPECS: dict[str, BackendSpec] = {
         name="fsdp",
         schema=FSDPConfig,
         torch="flopsweep.backends:build_fsdp",
-        degrees=("dp_replicate", "dp_shard", "tp", "pp", "cp"),
         state_degree="dp_shard",
         autocast_fp32_weights=False,
         default_overlap=0.8,
@@ -420,7 +428,6 @@ BACKEND_SPECS: dict[str, BackendSpec] = {
         torch="flopsweep.backends:build_deepspeed",
         package="deepspeed",
         precisions=("bf16", "fp16", "fp32"),
-        degrees=("dp_shard",),
         state_degree="dp",
         autocast_fp32_weights=False,
         default_overlap=0.5,

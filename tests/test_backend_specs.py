@@ -16,7 +16,7 @@ from flopsweep import forecast, memory
 from flopsweep import predict as pr
 from flopsweep.backend_specs import BACKEND_SPECS, DDPSpec, backend_spec
 from flopsweep.config import BackendConfig, RunConfig
-from flopsweep.layout import DEGREES, LAYOUT_BACKENDS, Layout
+from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.models.gpt2 import GPT2Config
 from flopsweep.options import OPTION_SCHEMAS, DeepSpeedConfig, FSDPConfig
@@ -51,7 +51,8 @@ def test_every_spec_names_torch_code_that_exists() -> None:
 
 def test_the_specs_agree_with_the_torch_registry_the_schemas_and_the_layout() -> None:
     """Until :data:`flopsweep.backends.BACKENDS` reads its checks from the specs, the two say the same:
-    ranks, devices, package, precisions and schema; the degrees each builds are the layout's."""
+    ranks, devices, package, precisions and schema. The degrees each builds (the degree table's):
+    FSDP2 every one, DDP and ZeRO data parallelism, ``single`` none."""
     from flopsweep.backends import BACKENDS
 
     assert set(BACKEND_SPECS) == set(BACKENDS)
@@ -66,11 +67,9 @@ def test_the_specs_agree_with_the_torch_registry_the_schemas_and_the_layout() ->
             torch_side.config,
         )
         assert spec.schema is OPTION_SCHEMAS["backend"].get(name, BackendConfig)
-    for degree in DEGREES:
-        if degree != "dp_shard":
-            assert {n for n, s in BACKEND_SPECS.items() if degree in s.degrees} == set(
-                LAYOUT_BACKENDS[degree]
-            )
+    degrees = {name: spec.degrees for name, spec in BACKEND_SPECS.items()}
+    assert degrees["single"] == () and degrees["ddp"] == degrees["deepspeed"] == ("dp_shard",)
+    assert {"dp_replicate", "dp_shard", "tp", "pp", "cp"} <= set(degrees["fsdp"])
 
 
 def test_offload_and_calibration_groups_come_from_the_spec() -> None:
