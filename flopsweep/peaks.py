@@ -1,7 +1,7 @@
 """The GPU table: one row per accelerator (dense peaks per precision, memory, compute capability,
 NVLink bandwidth), matched by exact device name (pure Python, no torch). Adding a GPU is one
 :func:`_row` in :data:`PEAK_TABLE`; the estimators read every figure from the row
-(:func:`flopsweep.memory.estimate`'s ``plan_gpu`` memory, :func:`planned_gpu_bytes`;
+(``plan_gpu``'s memory, :func:`flopsweep.gpu_memory.planned_gpu_bytes`;
 :func:`flopsweep.predict.assumed_link`'s NVLink; MFU's peak, :func:`peak_tflops`).
 
 Units: every number here is TFLOP/s (1e12 floating-point operations per second, a
