@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from flopsweep.predict import COLLECTIVES, busbw_factor
+from flopsweep.steptime import COLLECTIVES, busbw_factor
 
 MAX_BYTES = {"cuda": 1 << 30, "cpu": 16 << 20}
 """Largest probed buffer per device type: 1 GiB on a GPU (a 70B model's layer in bf16 is ~1.7 GB),

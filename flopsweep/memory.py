@@ -1,8 +1,8 @@
 """Peak GPU memory per rank of a planned run, before anything runs (``plan=true``, and every run's
 ``metrics.predicted_peak_gib``); on the CPU the same figures, times the ranks of the node, are host
 memory. A pure function of the resolved config and its :class:`~flopsweep.layout.Layout`: no
-device, no weights (DeepSpeed's estimators import torch, and ZeRO-3's buffers count the parameter
-tensors of a meta-device build).
+device, no weights (for ``deepspeed`` its estimators import torch, and ZeRO-3's buffers count the
+parameter tensors of a meta-device build: :mod:`flopsweep.zero_memory`).
 
 The peak of a training step comes at one of two moments, and the estimate is the larger:
 
@@ -33,37 +33,24 @@ most in-flight micro-batches, or the last, which computes the loss):
     :func:`fsdp_reduce_bytes`; ``R`` the root's parameter group, embedding, output head and final
     norm, ``B`` a block, ``c`` the compute dtype's bytes, ``W = dp_shard``): at the start of
     backward the root's group, which FSDP2 does not reshard after forward, and
-    :data:`FSDP_INFLIGHT_BLOCKS` blocks, ``c (R + 2 B)``; at the end of backward the fp32
-    reduce-scatter input of the root's gradients (``reduce_dtype``), ``4 R`` (Llama 3.1 8B on one
-    H200: 123.57 GiB against 123.64 measured, 119.66 without it), or a block's moment if larger.
+    :data:`~flopsweep.backend_specs.FSDP_INFLIGHT_BLOCKS` blocks, ``c (R + 2 B)``; at the end of
+    backward the fp32 reduce-scatter input of the root's gradients (``reduce_dtype``), ``4 R``
+    (Llama 3.1 8B on one H200: 123.57 GiB against 123.64 measured, 119.66 without it), or a
+    block's moment if larger.
     With ``grad_accum`` > 1 FSDP2 keeps unsharded fp32 gradients between micro batches, ``4 P_r``
     (not over ``W``). With ``backend.cpu_offload`` the sharded states live on the host
     (``CPUOffloadPolicy``, :func:`offload_host_bytes`: ``16 P / W``) and the GPU holds only the
     gathered weights and the reduce-scatter buffers.
-  - ``deepspeed``: DeepSpeed's own estimators, with their offload arguments
-    (``backend.offload_optimizer`` -> ``cpu_offload``, ``backend.offload_param`` ->
-    ``cpu_offload_params``; ``cpu`` and ``nvme`` alike):
-    ``deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs`` for ZeRO-1
-    and -2 (``2 P + 18 P / W``, offloaded: ``2 P``) and
-    ``stage3.estimate_zero3_model_states_mem_needs`` for ZeRO-3 (``4 x largest layer + 18 P / W``;
-    offloaded optimizer: ``4 x largest layer + 2 P / W``; parameters too: ``4 x largest layer``),
-    ``W = dp`` (DeepSpeed is data parallel only). The estimators count the gradients, which
-    exist only at the optimizer step: at the start of backward ZeRO-1/2 lack the ``6 P / W`` of
-    bf16 and fp32 gradient partitions and ZeRO-3 the ``2 P / W`` of bf16 ones
-    (:data:`ZERO_GRADIENT_BYTES`; the H200 records checked this: the estimators alone are 5-14%
-    over). The estimator knows no parameter offload without optimizer offload; that case is
-    counted as no offload (an upper bound). ZeRO-3 holds more than its estimator counts
-    (:func:`zero3_buffer_bytes`, from DeepSpeed's code): the reduce bucket, ``c x
-    reduce_bucket_size``; the persistent parameters (tensors of at most
-    ``stage3_param_persistence_threshold`` elements) and, at the start of backward, those forward
-    keeps for backward, ``min(P - persistent, max(max_live, max_reuse / 2))``, ``c`` bytes each
-    when ``W > 1`` (one rank's gathered parameters are views of its partition); ``overlap_comm``
-    and ``stage3_prefetch_bucket_size`` size nothing more (the two-H200 ``zero3-tuning`` records:
-    within 0.4%, were 3.8-7.6% under). These are the functions behind DeepSpeed's printing
-    ``estimate_zero3_model_states_mem_needs_all_live`` and ``estimate_zero2_..._all_live``,
-    which read ``(total, largest layer)`` from a built model (``model_to_params``); the estimate
-    takes them from the family (``ModelFamily.n_params``, ``largest_layer_params``: the same
-    numbers, tests/test_memory.py) without building one, so it stays a pure function.
+  - ``deepspeed``: DeepSpeed's own estimators (:mod:`flopsweep.zero_memory`, the spec's
+    ``estimator``): ``2 P + 18 P / W`` for ZeRO-1 and -2, ``4 x largest layer + 18 P / W`` for
+    ZeRO-3, ``W = dp``, less the gradient partitions that do not exist yet at the start of
+    backward (:data:`flopsweep.backend_specs.ZERO_GRADIENT_BYTES`), plus ZeRO-3's reduce bucket
+    and gathered parameters (:func:`flopsweep.zero_memory.zero3_buffer_bytes`, from DeepSpeed's
+    code).
+
+  Each backend's terms are its spec's (:mod:`flopsweep.backend_specs`: which degree shards its
+  states, its buckets, what it holds unsharded, where offload puts the states); this module
+  computes the rank's counts (``_Terms``) and asks the spec, never the backend's name.
 - **activations** kept for backward, per token and layer, from the model family
   (:func:`flopsweep.models.ModelFamily.memory`): the ``residual`` elements (norm inputs and their
   normalised values) in fp32 when autocast runs over fp32 weights (single, DDP), else in the
@@ -95,22 +82,26 @@ copies), and the gathered key and value blocks of ``blocksparse`` ``impl=gather`
 ``benchmarks/memory_estimate.py`` compares the estimate with the ``peak_cuda_allocated_bytes`` of
 every committed H200 record.
 
-``plan=true`` can ask about a GPU that is not here (:func:`planned_gpu_bytes`): ``plan_gpu=``
-a device name of the peak table (:mod:`flopsweep.peaks`, ``H100``, ``H100-80GB``, ``A100-40GB``),
-whose memory is the driver's (:data:`GPU_MEMORY_GIB`), or ``plan_gpu_memory_gib=``, as given.
+``plan=true`` can ask about a GPU that is not here (:func:`flopsweep.gpu_memory.planned_gpu_bytes`,
+re-exported here): ``plan_gpu=`` a device name of the GPU table (:mod:`flopsweep.peaks`, ``H100``,
+``H100-80GB``, ``A100-40GB``), whose memory is its row's (what the driver reports), or
+``plan_gpu_memory_gib=``, as given.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import checkpointing
-from flopsweep.config import ConfigError
+from flopsweep.backend_specs import BACKEND_SPECS, load
+from flopsweep.gpu_memory import planned_gpu_bytes  # noqa: F401 - memory.planned_gpu_bytes, as callers use it
 from flopsweep.layout import Layout
 from flopsweep.models import family
+from flopsweep.peaks import GPU_MEMORY_GIB  # noqa: F401 - memory.GPU_MEMORY_GIB, as config's docstring names it
 
 GIB = 2**30
 
@@ -119,10 +110,6 @@ LOGIT_BYTES = {False: 12, True: 4}
 eager keeps the fp32 log-softmax output and makes the fp32 gradients of it and of its input and the
 bf16 gradient of the logits; compiled, Inductor's fused loss keeps the bf16 logits and makes their
 bf16 gradient. Fitted to the H200 records (gpt-1.3b micro batch 8 and 16, Llama 3.2 1B and 3B)."""
-ZERO_GRADIENT_BYTES = {1: 6, 2: 6, 3: 2}
-"""Bytes per parameter (over ``W``) of gradient partitions that DeepSpeed's estimators count and
-that do not exist yet at the start of backward, by ZeRO stage (see the module docstring)."""
-
 ATTENTION_SAVED = {"standard": 6, "sdpa-math": 4}
 """Bytes per attention score (``B x h x s x s`` per layer) that backward keeps, for the kernels that
 materialise the scores: ``standard`` (flopsweep's explicit ``softmax(QK^T)V``) keeps the fp32
@@ -135,11 +122,6 @@ backward, what it keeps included (measured: 13.3 for ``standard`` and ``sdpa-mat
 sequence 8192, micro batch 1, ``full`` checkpointing, against ``sdpa``)."""
 LOGSUMEXP_BYTES = 4
 """Bytes per query and head that a fused attention kernel saves for backward (fp32 logsumexp)."""
-FSDP_INFLIGHT_BLOCKS = 2
-"""All-gathered blocks FSDP2 holds at once: the one computing and the one prefetched."""
-REDUCE_BYTES = 4
-"""Bytes per gradient element that FSDP2 reduce-scatters: ``MixedPrecisionPolicy(reduce_dtype=
-torch.float32)`` (:func:`flopsweep.backends.shard_data_parallel`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,15 +170,68 @@ class MemoryEstimate:
         return self.total / GIB
 
 
-def _offload(cfg: Any) -> tuple[bool, bool, bool]:
-    """``(fsdp_cpu_offload, offload_optimizer, offload_param)`` from the backend's knobs (absent
-    knobs: no offload)."""
-    b = cfg.backend
-    return (
-        bool(getattr(b, "cpu_offload", False)),
-        getattr(b, "offload_optimizer", "none") not in (None, "none"),
-        getattr(b, "offload_param", "none") not in (None, "none"),
-    )
+class _Terms:
+    """The counts of one rank that the backend specs' memory terms read
+    (:mod:`flopsweep.backend_specs`), each computed on first use."""
+
+    def __init__(self, cfg: Any, layout: Layout) -> None:
+        self.cfg, self.layout = cfg, layout
+        self.spec = BACKEND_SPECS[cfg.backend.name]
+
+    @functools.cached_property
+    def offload(self) -> Any:
+        return self.spec.offload(self.cfg.backend)
+
+    @functools.cached_property
+    def held(self) -> int:
+        return stage_params(self.cfg, self.layout)
+
+    @functools.cached_property
+    def accumulated(self) -> int:  # the last micro batch's fp32 gradients
+        return 4 * self.held if self.cfg.batch.grad_accum > 1 else 0
+
+    @functools.cached_property
+    def autocast_copies(self) -> int:
+        return 2 * _autocast_cached(self.cfg, self.layout) if self.cfg.precision.name != "fp32" else 0
+
+    @functools.cached_property
+    def compute(self) -> int:
+        return 4 if self.cfg.precision.name == "fp32" else 2
+
+    @functools.cached_property
+    def _groups(self) -> tuple[int, int]:
+        return _fsdp_groups(self.cfg, self.layout)
+
+    @property
+    def block(self) -> int:
+        return self._groups[0]
+
+    @property
+    def root(self) -> int:
+        return self._groups[1]
+
+    @property
+    def head(self) -> int:
+        return math.ceil(self.cfg.model.vocab_size * self.cfg.model.n_embd / self.layout.tp)
+
+    @functools.cached_property
+    def activations(self) -> int:  # the lowest block's, one pipeline micro-batch
+        _, layer = _bytes_per_token(self.cfg)
+        _, per = in_flight_microbatches(self.cfg, self.layout)
+        return per * self.cfg.model.seq_len * layer // (self.layout.tp * self.layout.cp)
+
+    @functools.cached_property
+    def model_block(self) -> int:
+        return block_params(self.cfg.model)
+
+    @property
+    def rest(self) -> int:
+        m = self.cfg.model
+        return family(m).n_params(m) - m.n_layer * self.model_block
+
+    @property
+    def largest(self) -> int:
+        return family(self.cfg.model).memory(self.cfg.model)["largest_layer_params"]
 
 
 def block_params(model: Any) -> int:
@@ -228,192 +263,14 @@ def stage_params(cfg: Any, layout: Layout) -> int:
     return math.ceil(held / layout.tp)
 
 
-def _deepspeed_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
-    """``(at the start of backward, at the optimizer step, method)`` from DeepSpeed's estimators."""
-    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
-    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
-
-    m = cfg.model
-    fam = family(m)
-    n_params, largest = fam.n_params(m), fam.memory(m)["largest_layer_params"]
-    _, opt, param = _offload(cfg)
-    world, stage = layout.dp, cfg.backend.zero_stage
-    if stage == 3:
-        _, gpu, _ = estimate_zero3_model_states_mem_needs(
-            n_params, largest, num_gpus_per_node=world, cpu_offload=opt, cpu_offload_params=opt and param
-        )
-        method = (
-            f"DeepSpeed estimate_zero3_model_states_mem_needs (cpu_offload={opt}, "
-            f"cpu_offload_params={opt and param})"
-        )
-        if param and not opt:
-            method += (
-                "; backend.offload_param without offload_optimizer: the estimator knows no such case, "
-                "counted as no offload (an upper bound)"
-            )
-    else:
-        _, gpu = estimate_zero2_model_states_mem_needs(n_params, num_gpus_per_node=world, cpu_offload=opt)
-        method = f"DeepSpeed estimate_zero2_model_states_mem_needs (cpu_offload={opt}; ZeRO-1 and -2)"
-    absent = 0 if opt or cfg.batch.grad_accum > 1 else ZERO_GRADIENT_BYTES[stage] * n_params // world
-    if stage != 3:
-        return gpu - absent, gpu, method
-    buffers = zero3_buffer_bytes(cfg, layout)
-    method += f"; {buffers.method}"
-    return gpu - absent + buffers.backward_start, gpu + buffers.step, method
-
-
-@dataclass(frozen=True, kw_only=True)
-class Zero3Buffers:
-    """ZeRO-3's GPU buffers that ``estimate_zero3_model_states_mem_needs`` does not count, in bytes
-    (:func:`zero3_buffer_bytes`)."""
-
-    reduce_bucket: int
-    """The gradient reduce bucket: ``reduce_bucket_size`` elements of the communication dtype."""
-    persistent: int
-    """Parameters kept gathered for the whole run (``stage3_param_persistence_threshold``)."""
-    retained: int
-    """Parameters gathered in forward and kept for backward (``stage3_max_live_parameters``,
-    ``stage3_max_reuse_distance``; prefetching needs ``stage3_prefetch_bucket_size`` > 0)."""
-    method: str
-    """The knobs as resolved, for :attr:`MemoryEstimate.method`."""
-
-    @property
-    def backward_start(self) -> int:
-        """Bytes at the start of backward: the bucket and every gathered parameter."""
-        return self.reduce_bucket + self.persistent + self.retained
-
-    @property
-    def step(self) -> int:
-        """Bytes at the optimizer step: the bucket and the persistent parameters (the others are
-        released as backward passes them)."""
-        return self.reduce_bucket + self.persistent
-
-
-def zero3_knobs(cfg: Any, layout: Layout) -> Any:
-    """The ZeRO-3 knobs the run gets, as DeepSpeed resolves them: flopsweep's config dict
-    (:func:`flopsweep.backends.deepspeed_config`: a ``None`` bucket is 5e8 elements on CUDA, ``h^2``
-    on the CPU, the persistence threshold ``10 h``) read by DeepSpeed's own
-    ``deepspeed.runtime.zero.config.DeepSpeedZeroConfig``, which fills what is left unset
-    (DeepSpeed 0.19.8: ``stage3_max_live_parameters`` and ``stage3_max_reuse_distance`` 1e9,
-    ``stage3_model_persistence_threshold`` unbounded). Returns that ``DeepSpeedZeroConfig``."""
-    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
-
-    from flopsweep.backends import run_deepspeed_config
-
-    ds = run_deepspeed_config(cfg, layout, "cpu" if cfg.device == "cpu" else "cuda")
-    return DeepSpeedZeroConfig(**ds["zero_optimization"])
-
-
-_NUMELS: dict[str, tuple[int, ...]] = {}
-""":func:`parameter_numels` by ``repr((model, attention))`` (a plan estimates every job)."""
-
-
-def parameter_numels(cfg: Any) -> tuple[int, ...]:
-    """Every parameter tensor's element count, in ``named_parameters`` order (a tied one once), from
-    the family's module built on the meta device (no memory, no weights), as DeepSpeed's
-    ``mark_persistent_parameters`` walks them."""
-    key = repr((cfg.model, cfg.attention))
-    if key not in _NUMELS:
-        import torch
-
-        with torch.device("meta"):
-            module = family(cfg.model).build(cfg.model, cfg.attention)
-        _NUMELS[key] = tuple(p.numel() for p in module.parameters())
-    return _NUMELS[key]
-
-
-def zero3_buffer_bytes(cfg: Any, layout: Layout) -> Zero3Buffers:
-    """What ZeRO-3 holds on the GPU beyond ``estimate_zero3_model_states_mem_needs`` (``4 x largest
-    layer + 18 P / W``), from DeepSpeed 0.19.8's code, with ``c`` the bytes of the 16-bit (or fp32)
-    parameters and of the communication dtype and ``W = dp``:
-
-    - **reduce bucket**: ``c x reduce_bucket_size`` with ``contiguous_gradients``, allocated once
-      and kept (``stage3.py``, ``DeepSpeedZeroOptimizer_Stage3.__init__``: ``bucket.buffer =
-      torch.empty(self.reduce_bucket_size, dtype=...)``, one ``IPGBucketZ3`` per communication
-      dtype); ZeRO-3 has no second bucket for ``overlap_comm`` (its reduction only runs on another
-      stream: the H200 ``overlap-off`` record peaks as the default does);
-    - **persistent parameters**: every tensor of at most ``stage3_param_persistence_threshold``
-      elements (up to ``stage3_model_persistence_threshold`` in all) stays gathered, in full
-      (``parameter_offload.py``, ``DeepSpeedZeRoOffload.mark_persistent_parameters``; the coordinator
-      never releases ``ds_persist`` ones, ``partitioned_param_coordinator.py`` ``__params_to_release``);
-    - **retained parameters**: the other gathered parameters that forward keeps for backward,
-      ``min(P - persistent, max(max_live, max_reuse / 2))``: the prefetcher gathers ahead
-      (``_fetch_sub_module_impl``: ``min(max_live_parameters - n_available, prefetch_bucket_size)``)
-      and marks the later uses of the gathered parameters it passes, which are then not released
-      (``__params_to_release``: ``__most_recent_step_id_param_fetched_for``), until
-      ``stage3_max_live_parameters`` are gathered; a parameter whose next use is within
-      ``stage3_max_reuse_distance`` elements of the trace is not released either (the top blocks:
-      between their two uses the trace passes the layers above them twice, forward and
-      backward). No prefetch bucket: only the reuse distance. gpt-1.3b on two H200s keeps 18 of
-      its 24 blocks and the tied embedding, 1.01e9 elements at the default 1e9
-      (``results/h200x2/zero3-tuning``: ``persist-2e7`` and ``live-3e9``, which keep every
-      parameter, peak 0.57 GiB higher, the other six blocks' weights and ``wpe``, to 0.05%; the
-      bucket records move by the bucket's bytes alone, prefetch bucket 3.8e6 to 1e9 alike). On
-      the CPU a small copy with ``max_reuse`` 0 kept fewer than ``max_live``
-      (tests/test_memory.py: one MLP matrix of 60,000 elements): there the term is an upper
-      bound.
-
-    Gathered parameters cost nothing when ``W = 1`` without parameter offload: DeepSpeed's
-    ``_no_gather_coalesced`` views the rank's own partition (``NoGatherHandle``); with
-    ``offload_param`` they are copied to the GPU and counted as above.
-
-    Args:
-        cfg: a resolved ``RunConfig`` with ``backend.zero_stage == 3``; layout: its degrees.
-    """
-    knobs = zero3_knobs(cfg, layout)
-    c = 4 if cfg.precision.name == "fp32" else 2
-    bucket = c * knobs.reduce_bucket_size if knobs.contiguous_gradients else 0
-    numels = parameter_numels(cfg)
-    persistent = 0
-    for n in numels:  # mark_persistent_parameters: in named_parameters order, up to the model's cap
-        if n <= knobs.param_persistence_threshold and persistent + n <= knobs.model_persistence_threshold:
-            persistent += n
-    live = knobs.max_live_parameters if knobs.prefetch_bucket_size > 0 else 0
-    retained = min(sum(numels) - persistent, max(live, knobs.max_reuse_distance // 2))
-    costs = layout.dp > 1 or _offload(cfg)[2]
-    method = (
-        f"ZeRO-3 reduce bucket {knobs.reduce_bucket_size:.3g} x {c} B, gathered parameters "
-        f"{persistent:.3g} persistent + {retained:.3g} retained (max_live {knobs.max_live_parameters:.3g}, "
-        f"max_reuse {knobs.max_reuse_distance:.3g}) x {c} B" + ("" if costs else ": free at W = 1")
-    )
-    return Zero3Buffers(
-        reduce_bucket=bucket,
-        persistent=c * persistent if costs else 0,
-        retained=c * retained if costs else 0,
-        method=method,
-    )
-
-
 def _model_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
     """``(at the start of backward, at the optimizer step, method)``: the rank's model states in
-    bytes and how they were counted (see the module docstring)."""
-    backend, precision = cfg.backend.name, cfg.precision.name
-    if backend == "deepspeed":
-        return _deepspeed_states(cfg, layout)
-    held = stage_params(cfg, layout)
-    accumulated = 4 * held if cfg.batch.grad_accum > 1 else 0  # the last micro batch's gradients
-    if backend in ("single", "ddp"):
-        autocast_copies = 2 * _autocast_cached(cfg, layout) if precision != "fp32" else 0
-        ddp = 4 * held if backend == "ddp" else 0
-        parts = ["12 P weights and AdamW moments", "4 P gradients at the step"]
-        parts += ["2 P autocast copies"] * bool(autocast_copies) + ["4 P DDP buckets"] * bool(ddp)
-        return 12 * held + accumulated + autocast_copies + ddp, 16 * held + ddp, " + ".join(parts)
-    shard, gathered = layout.dp_shard, fsdp_gathered_bytes(cfg, layout)
-    # FSDP2 without gradient sync (grad_accum's earlier micro batches) keeps unsharded fp32
-    # gradients (FSDPParam.to_accumulated_grad_if_needed): not divided by dp_shard.
-    if _offload(cfg)[0]:
-        return (
-            gathered + accumulated,
-            0,
-            "FSDP2 CPUOffloadPolicy: states on the host; the root's group (embedding, head, final norm) "
-            f"and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered in the compute dtype",
-        )
-    return (
-        12 * held // shard + accumulated + gathered,
-        16 * held // shard,
-        "(12 P + 4 P gradients) / dp_shard (FSDP2 shards weights, gradients, AdamW moments), plus the root's "
-        f"group and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered, and the fp32 reduce-scatter buffers",
-    )
+    bytes and how they were counted: the backend spec's estimator, else its
+    :meth:`~flopsweep.backend_specs.BackendSpec.model_states`."""
+    spec = BACKEND_SPECS[cfg.backend.name]
+    if spec.estimator:
+        return load(spec.estimator)(cfg, layout)
+    return spec.model_states(_Terms(cfg, layout))
 
 
 def _autocast_cached(cfg: Any, layout: Layout) -> int:
@@ -453,22 +310,19 @@ def _fsdp_groups(cfg: Any, layout: Layout) -> tuple[int, int]:
 def fsdp_gathered_bytes(cfg: Any, layout: Layout) -> int:
     """Bytes of unsharded (all-gathered) FSDP2 weights at the start of backward: the root's group,
     which FSDP2 does not reshard after forward (``FSDPState._lazy_init``: the root's
-    ``post_forward_mesh_info = None``), and :data:`FSDP_INFLIGHT_BLOCKS` blocks (the last block,
-    ``reshard_after_forward=False``, and the one prefetched for backward), in the compute dtype
-    (``MixedPrecisionPolicy.param_dtype``). 0 for other backends."""
-    if cfg.backend.name != "fsdp":
-        return 0
-    block, root = _fsdp_groups(cfg, layout)
-    compute = 4 if cfg.precision.name == "fp32" else 2
-    return compute * (root + FSDP_INFLIGHT_BLOCKS * block)
+    ``post_forward_mesh_info = None``), and :data:`~flopsweep.backend_specs.FSDP_INFLIGHT_BLOCKS`
+    blocks (the last block, ``reshard_after_forward=False``, and the one prefetched for backward), in
+    the compute dtype (``MixedPrecisionPolicy.param_dtype``). 0 for other backends
+    (:meth:`~flopsweep.backend_specs.BackendSpec.gathered_bytes`)."""
+    return BACKEND_SPECS[cfg.backend.name].gathered_bytes(_Terms(cfg, layout))
 
 
 def fsdp_reduce_bytes(cfg: Any, layout: Layout) -> int:
     """Bytes on top of :attr:`MemoryEstimate.step_states` at the end of backward, when FSDP2
     reduce-scatters a parameter group's gradients (``foreach_reduce``): the unsharded gradients in
     the compute dtype ``c`` are copied into an fp32 reduce-scatter input (``reduce_dtype``,
-    :data:`REDUCE_BYTES` per element, the whole unsharded group), freed, and the output shard
-    becomes the sharded gradient. The larger of two moments, for ``W = dp_shard``:
+    :data:`~flopsweep.backend_specs.REDUCE_BYTES` per element, the whole unsharded group), freed,
+    and the output shard becomes the sharded gradient. The larger of two moments, for ``W = dp_shard``:
 
     - the root's group ``R`` (reduced last, after every block's gradient shard exists; its
       weights resharded first): ``max(c R + 4 R, 4 R + 4 R / W)``, less its own shard ``4 R / W``
@@ -478,20 +332,10 @@ def fsdp_reduce_bytes(cfg: Any, layout: Layout) -> int:
       previous block's reduce-scatter input, ``(3 c + 4) B``, less its own shard ``4 B / W``.
 
     With ``backend.cpu_offload`` the shards go to the host and the output shard is on the GPU
-    until copied (nothing subtracted). 0 for other backends.
+    until copied (nothing subtracted). 0 for other backends
+    (:meth:`~flopsweep.backend_specs.BackendSpec.reduce_bytes`).
     """
-    if cfg.backend.name != "fsdp":
-        return 0
-    block, root = _fsdp_groups(cfg, layout)
-    compute, w = (4 if cfg.precision.name == "fp32" else 2), layout.dp_shard
-    counted = 0 if _offload(cfg)[0] else 1  # the output shard is a model state (step_states)
-    root_moment = max(compute * root + REDUCE_BYTES * root, REDUCE_BYTES * root * (1 + 1 / w))
-    block_moment = (3 * compute + REDUCE_BYTES) * block
-    return int(
-        max(
-            root_moment - counted * REDUCE_BYTES * root / w, block_moment - counted * REDUCE_BYTES * block / w
-        )
-    )
+    return BACKEND_SPECS[cfg.backend.name].reduce_bytes(_Terms(cfg, layout))
 
 
 def model_states_floor(cfg: Any, layout: Layout) -> int:
@@ -503,9 +347,8 @@ def model_states_floor(cfg: Any, layout: Layout) -> int:
     Args:
         cfg: a ``RunConfig``; layout: the run's parallel degrees (:class:`flopsweep.layout.Layout`).
     """
-    n_params = family(cfg.model).n_params(cfg.model)
-    shards = layout.dp_shard * layout.tp  # FSDP2 (HSDP: per replica) x TP; ZeRO: dp_shard = dp
-    return 16 * n_params if cfg.backend.name in ("single", "ddp") else 16 * n_params // shards
+    n_params = family(cfg.model).n_params(cfg.model)  # FSDP2 (HSDP: per replica) x TP; ZeRO: dp_shard = dp
+    return BACKEND_SPECS[cfg.backend.name].floor_bytes(n_params, layout)
 
 
 def offload_host_bytes(cfg: Any, layout: Layout) -> int:
@@ -522,18 +365,15 @@ def offload_host_bytes(cfg: Any, layout: Layout) -> int:
     Args:
         cfg: a ``RunConfig``; layout: the run's parallel degrees.
     """
-    backend, n_params = cfg.backend, family(cfg.model).n_params(cfg.model)
-    if getattr(backend, "cpu_offload", False):
-        return 16 * n_params // layout.dp_shard
-    per_param = 16 if getattr(backend, "offload_optimizer", "none") == "cpu" else 0
-    per_param += 2 if getattr(backend, "offload_param", "none") == "cpu" else 0
-    return per_param * n_params // layout.dp
+    n_params = family(cfg.model).n_params(cfg.model)
+    return BACKEND_SPECS[cfg.backend.name].host_bytes(cfg.backend, n_params, layout)
 
 
-OFFLOAD_HOST_HELD = {"fsdp": 1.10, "deepspeed": 1.25}
+OFFLOAD_HOST_HELD = {name: spec.host_held for name, spec in BACKEND_SPECS.items() if spec.host_held != 1.0}
 """How much more host memory an offloading run held than :func:`offload_host_bytes` counts (the
-lower bound validation refuses at), measured on the H200 host (125.8 GiB usable, 16 cores), bf16,
-Llama 3.1 8B's width, micro batch 1, one rank (``benchmarks/results/h200/frontier/``):
+lower bound validation refuses at), by backend (:attr:`flopsweep.backend_specs.BackendSpec.host_held`),
+measured on the H200 host (125.8 GiB usable, 16 cores), bf16, Llama 3.1 8B's width, micro batch 1,
+one rank (``benchmarks/results/h200/frontier/``):
 
 - FSDP2 ``cpu_offload``: the host trace peaked at 117 GiB at 28 blocks (106.7 counted) and 120 GiB at
   29 (110.0): 1.09-1.10x (``fsdp-full-offload-host-memory.txt``);
@@ -550,7 +390,7 @@ def offload_host_held_bytes(cfg: Any, layout: Layout) -> int:
     """One rank's host memory an offloading run is expected to hold: :func:`offload_host_bytes`
     times :data:`OFFLOAD_HOST_HELD` of its backend (0 without offload). An estimate from one host's
     runs, for a warning; validation refuses at the lower bound only."""
-    return int(offload_host_bytes(cfg, layout) * OFFLOAD_HOST_HELD.get(cfg.backend.name, 1.0))
+    return int(offload_host_bytes(cfg, layout) * BACKEND_SPECS[cfg.backend.name].host_held)
 
 
 def peak_bytes(cfg: Any, layout: Layout, est: MemoryEstimate | None = None) -> int:
@@ -591,21 +431,7 @@ def lowest_block_bytes(cfg: Any, layout: Layout) -> int:
     115.3 GiB, 16 P + 7.4 GiB, growing 0.45 GiB per sequence. 0 for DeepSpeed (its estimators
     count ZeRO's own buffers).
     """
-    backend = cfg.backend.name
-    if backend == "deepspeed":
-        return 0
-    m = cfg.model
-    _, layer = _bytes_per_token(cfg)
-    _, per = in_flight_microbatches(cfg, layout)
-    activations = per * m.seq_len * layer // (layout.tp * layout.cp)
-    block, root = _fsdp_groups(cfg, layout)
-    compute = 4 if cfg.precision.name == "fp32" else 2
-    if backend in ("single", "ddp"):
-        return max(0, activations + compute * block - 4 * block)
-    head = math.ceil(m.vocab_size * m.n_embd / layout.tp)
-    unsharded = 2 * compute * block + REDUCE_BYTES * block + compute * (root + head)
-    own = 0 if _offload(cfg)[0] else REDUCE_BYTES * (block + root) // layout.dp_shard
-    return max(0, activations + unsharded - own)
+    return BACKEND_SPECS[cfg.backend.name].lowest_block_bytes(_Terms(cfg, layout))
 
 
 def in_flight_microbatches(cfg: Any, layout: Layout) -> tuple[int, int]:
@@ -628,7 +454,7 @@ def _bytes_per_token(cfg: Any) -> tuple[int, int]:
     m = cfg.model
     shape = family(m).memory(m)
     compute = 4 if cfg.precision.name == "fp32" else 2
-    residual = 4 if cfg.backend.name in ("single", "ddp") and compute == 2 else compute
+    residual = 4 if BACKEND_SPECS[cfg.backend.name].autocast_fp32_weights and compute == 2 else compute
     kept, other = shape["residual"], shape["other"]
     if cfg.compile:
         kept, other = shape.get("residual_compiled", kept), shape.get("other_compiled", other)
@@ -690,14 +516,7 @@ def in_backward_gradient_bytes(cfg: Any, layout: Layout) -> tuple[int, int, str]
         cfg: a resolved ``RunConfig`` (``single`` or ``fsdp``, ``pp = tp = 1``: the rules refuse the
             rest); layout: its parallel degrees.
     """
-    m = cfg.model
-    held = stage_params(cfg, layout)
-    if cfg.backend.name == "fsdp":
-        block = block_params(m)
-        rest = family(m).n_params(m) - m.n_layer * block
-        unit = "4 x largest FSDP2 unit (a block, or the root's embedding and head) / dp_shard"
-        return 4 * held // layout.dp_shard, 4 * max(block, rest) // layout.dp_shard, unit
-    return 4 * held, 4 * family(m).memory(m)["largest_layer_params"], "4 x largest parameter gradient"
+    return BACKEND_SPECS[cfg.backend.name].in_backward_gradients(_Terms(cfg, layout))
 
 
 def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
@@ -725,114 +544,4 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         method=method,
         reduce_buffers=fsdp_reduce_bytes(cfg, layout),
         lowest_block=lowest_block_bytes(cfg, layout),
-    )
-
-
-GPU_MEMORY_GIB: dict[str, dict[float, float]] = {
-    "H100 SXM": {80: 79.6},
-    "H100 PCIe": {80: 79.6},
-    "H100 NVL": {94: 93.6},
-    "H200 SXM": {141: 140.4},
-    "H200 NVL": {141: 140.4},
-    "GH200": {96: 94.5, 480: 94.5},  # 480 GB: the superchip's name (torch: "NVIDIA GH200 480GB")
-    "H800 SXM": {80: 79.6},
-    "B200": {180: 179.1, 192: 179.1},  # 192 GB: the launch announcement's size
-    "GB200": {186: 184.0, 192: 184.0},
-    "A100": {40: 40.0, 80: 80.0},
-    "A800": {40: 40.0, 80: 80.0},
-    "A10": {24: 22.5},
-    "A10G": {24: 22.5},
-    "L4": {24: 22.5},
-    "L40": {48: 45.0},
-    "L40S": {48: 45.0},
-    "RTX 6000 Ada": {48: 48.0},
-    "V100 SXM2": {16: 15.8, 32: 31.7},
-    "V100 PCIe": {16: 15.8, 32: 31.7},
-    "V100S PCIe": {32: 32.0},
-    "MI300X": {192: 192.0},
-    "MI325X": {256: 256.0},
-}
-"""GPU memory by the canonical name of :data:`flopsweep.peaks.PEAK_TABLE`: ``{nominal GB: GiB}``, the
-size the vendor names the device by (``H100 80GB``, ``A100-SXM4-40GB``) and the memory in GiB as the
-driver reports it (``nvidia-smi``'s MiB / 1024: an H100's 80 GB is 81,559 MiB, 79.6 GiB; AMD: the
-datasheet's GB). A device sold in several sizes (A100 and A800 40/80 GB, V100 16/32 GB) has one
-entry per size, and ``plan_gpu`` must name one (``A100-80GB``)."""
-
-
-def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[int, str] | None:
-    """The memory of the GPU that ``plan=true`` plans for when it is not (or not only) the one
-    here: ``(bytes, label)``, or None when neither key is set.
-
-    Args:
-        gpu: ``plan_gpu``: a device name of the peak table (:func:`flopsweep.peaks.lookup`:
-            ``H100``, ``NVIDIA H100 80GB HBM3``, ``H200``, ``A100-40GB``); its memory is the
-            table's (:data:`GPU_MEMORY_GIB`: what the driver reports, ``H100`` and ``H100-80GB``
-            alike 79.6 GiB), a size in the name (nominal GB, as vendors name devices) picking one
-            of the sizes the device is sold in. Label: ``H100 SXM (79.6 GiB)``,
-            ``A100 40 GB (40 GiB)``.
-        gpu_memory_gib: ``plan_gpu_memory_gib``: the memory in GiB, as given; wins over the name's.
-
-    Raises:
-        ConfigError: a name the peak table does not know (with or without ``gpu_memory_gib``), a
-            memory that is not positive or finite or is over ``MAX_BY_KEY``'s bound, or,
-            without ``gpu_memory_gib``, a size in the name the device
-            is not sold in (``H100-94GB``) or a name of a device that comes in several sizes without one.
-    """
-    from flopsweep.peaks import PEAK_TABLE, lookup, memory_sizes_gb
-
-    row = lookup(gpu) if gpu else None
-    if gpu and row is None:  # with or without a memory: the name also places the job (its capability)
-        names = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE)
-        size = gpu.strip().lower().removesuffix("gib").removesuffix("gb").strip()
-        fix = "use one of those"
-        if size.replace(".", "", 1).isdigit():  # a memory size given as a name
-            fix = f"use one of those, or plan_gpu_memory_gib={size} for a memory size in GiB"
-        raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", fix)
-    if gpu_memory_gib is not None:
-        from flopsweep.config import MAX_BY_KEY
-
-        most = MAX_BY_KEY["plan_gpu_memory_gib"]
-        if not 0 < gpu_memory_gib <= most:  # nan and inf too: a plan row, not a traceback (trial 12b)
-            raise ConfigError(
-                "plan_gpu_memory_gib",
-                gpu_memory_gib,
-                f"must be a positive number of GiB, at most {most:g}",
-                "set e.g. plan_gpu_memory_gib=80",
-            )
-        label = f"{gpu} ({gpu_memory_gib:g} GiB)" if gpu else f"{gpu_memory_gib:g} GiB"
-        return int(gpu_memory_gib * GIB), label
-    if row is None:
-        return None
-    sizes = GPU_MEMORY_GIB[row.name]
-    several = len(set(sizes.values())) > 1
-    named = memory_sizes_gb(gpu)
-    size = next((gb for gb in named if gb not in sizes), None)  # a size it is not sold in
-    if size is not None or (several and not named):
-        raise ConfigError("plan_gpu", gpu, *_size_refusal(row.name, sizes, size))
-    gb = named[0] if named else next(iter(sizes))
-    gib = sizes[gb]
-    return int(gib * GIB), f"{row.name} {gb:g} GB ({gib:g} GiB)" if several else f"{row.name} ({gib:g} GiB)"
-
-
-def _size_refusal(name: str, sizes: dict[float, float], size: float | None) -> tuple[str, str]:
-    """``(problem, fix)`` of :func:`planned_gpu_bytes`'s refusal of ``plan_gpu`` naming the device
-    ``name`` (canonical) sold in ``sizes`` (:data:`GPU_MEMORY_GIB`): with a ``size`` it is not sold in
-    (nominal GB; the fix names a variant of the same family that is, ``H100-94GB``: ``H100-NVL``), or
-    (``size`` None) without a size though it comes in several."""
-    first = {gib: gb for gb, gib in reversed(sizes.items())}  # one size per memory (GH200: 96, not 480)
-    sold = " or ".join(f"{gb:g} GB ({gib:g} GiB)" for gib, gb in reversed(first.items()))
-    other = "or set plan_gpu_memory_gib= (GiB) for another memory"
-    if size is None:
-        return f"{name} comes in more than one memory size ({sold})", (
-            f"name the size, e.g. plan_gpu={name.replace(' ', '-')}-{list(sizes)[-1]:g}GB, {other}"
-        )
-    family = [n for n, s in GPU_MEMORY_GIB.items() if size in s and n.split()[0] == name.split()[0]]
-    variant = "".join(f"plan_gpu={n.replace(' ', '-')} ({size:g} GB), " for n in family)
-    if len(first) > 1:
-        return (
-            f"names {size:g} GB; the {name} is sold with {sold}",
-            f"name one of those sizes, {variant}{other}",
-        )
-    return f"names {size:g} GB; the {name} has {sold}", (
-        f"drop the size (plan_gpu={name.replace(' ', '-')}), {variant}{other}"
     )

@@ -1,4 +1,8 @@
-"""Dense peak TFLOP/s of accelerators, matched by exact device name (pure Python, no torch).
+"""The GPU table: one row per accelerator (dense peaks per precision, memory, compute capability,
+NVLink bandwidth), matched by exact device name (pure Python, no torch). Adding a GPU is one
+:func:`_row` in :data:`PEAK_TABLE`; the estimators read every figure from the row
+(``plan_gpu``'s memory, :func:`flopsweep.gpu_memory.planned_gpu_bytes`;
+:func:`flopsweep.predict.assumed_link`'s NVLink; MFU's peak, :func:`peak_tflops`).
 
 Units: every number here is TFLOP/s (1e12 floating-point operations per second, a
 multiply-add counting 2) of ONE device, DENSE: vendor datasheets print the 2:4
@@ -38,7 +42,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 
@@ -58,6 +62,14 @@ class PeakRow:
             plan_gpu=`` plans with it (:func:`flopsweep.job.plan_environment`).
         vendor: ``"nvidia"`` (CUDA) or ``"amd"`` (ROCm, where torch's CUDA API runs on HIP and
             NVIDIA-only libraries such as cuDNN do not exist).
+        memory_gib: ``{nominal GB: GiB}``: the size the vendor names the device by (``H100 80GB``,
+            ``A100-SXM4-40GB``) and its memory in GiB as the driver reports it (``nvidia-smi``'s
+            MiB / 1024: an H100's 80 GB is 81,559 MiB, 79.6 GiB; AMD: the datasheet's GB). A
+            device sold in several sizes (A100 and A800 40/80 GB, V100 16/32 GB) has one entry
+            per size, and ``plan_gpu`` must name one (``A100-80GB``).
+        nvlink_gbps: NVLink bandwidth per GPU and direction, GB/s: half the datasheet's
+            bidirectional figure (H100/H200 SXM 900 GB/s, H800 400 GB/s, B200 1.8 TB/s); a ring's
+            bus bandwidth cannot exceed it. None where not stated (PCIe parts, AMD).
     """
 
     name: str
@@ -67,6 +79,8 @@ class PeakRow:
     source: str
     capability: tuple[int, int]
     vendor: str = "nvidia"
+    memory_gib: Mapping[float, float] = field(default_factory=lambda: MappingProxyType({}))
+    nvlink_gbps: float | None = None
 
     @property
     def bf16(self) -> bool:
@@ -79,12 +93,24 @@ def _row(
     name: str,
     aliases: tuple[str, ...],
     capability: tuple[int, int],
+    memory_gib: dict[float, float],
     url: str,
     source: str,
     vendor: str = "nvidia",
+    nvlink_gbps: float | None = None,
     **peaks: float,
 ) -> PeakRow:
-    return PeakRow(name, aliases, MappingProxyType(dict(peaks)), url, source, capability, vendor)
+    return PeakRow(
+        name,
+        aliases,
+        MappingProxyType(dict(peaks)),
+        url,
+        source,
+        capability,
+        vendor,
+        MappingProxyType(dict(memory_gib)),
+        nvlink_gbps,
+    )
 
 
 _HOPPER_SXM = dict(bf16=989.4, fp16=989.4, fp32=66.9, fp8=1978.9)
@@ -107,15 +133,18 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "H100 SXM",
         ("h100", "h100 sxm", "h100 sxm5"),
         (9, 0),
+        {80: 79.6},
         _H100_URL,
         "NVIDIA H100 datasheet, SXM: BF16/FP16 1,979*, FP8 3,958* (*sparse, halved), FP32 67 "
         "(66.9 = 132 SMs x 128 x 2 x 1.98 GHz)",
         **_HOPPER_SXM,
+        nvlink_gbps=450.0,
     ),
     _row(
         "H100 PCIe",
         ("h100 pcie",),
         (9, 0),
+        {80: 79.6},
         _H100_URL,
         "NVIDIA H100 datasheet, PCIe: BF16/FP16 1,513*, FP8 3,026* (*sparse, halved), FP32 51",
         bf16=756.5,
@@ -127,6 +156,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "H100 NVL",
         ("h100 nvl",),
         (9, 0),
+        {94: 93.6},
         _H100_URL,
         "NVIDIA H100 datasheet, NVL (94 GB, one GPU): BF16/FP16 1,671*, FP8 3,341* (*sparse, "
         "halved), FP32 60",
@@ -136,15 +166,18 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "H200 SXM",
         ("h200", "h200 sxm"),
         (9, 0),
+        {141: 140.4},
         _H200_URL,
         "NVIDIA H200 datasheet, SXM: BF16/FP16 1,979*, FP8 3,958* (*sparse, halved), FP32 67; "
         "the H100 SXM's compute with HBM3e",
         **_HOPPER_SXM,
+        nvlink_gbps=450.0,
     ),
     _row(
         "H200 NVL",
         ("h200 nvl",),
         (9, 0),
+        {141: 140.4},
         _H200_URL,
         "NVIDIA H200 datasheet, NVL: BF16/FP16 1,671*, FP8 3,341* (*sparse, halved), FP32 60",
         **_HOPPER_NVL,
@@ -153,6 +186,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "GH200",
         ("gh200",),
         (9, 0),
+        {96: 94.5, 480: 94.5},  # 480 GB: the superchip's name (torch: "NVIDIA GH200 480GB")
         "https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/",
         "NVIDIA GH200 Grace Hopper Superchip datasheet, its Hopper GPU: BF16/FP16 1,979*, "
         "FP8 3,958* (*sparse, halved), FP32 67",
@@ -162,17 +196,20 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "H800 SXM",
         ("h800", "h800 sxm", "h800 sxm5"),
         (9, 0),
+        {80: 79.6},
         _H100_URL,
         "H800 SXM5 (export variant, NVLink 400 GB/s, FP64 cut): NVIDIA's own H800 page is "
         "withdrawn; OEM sheets print the H100 SXM tensor rates (BF16 1,979*, FP8 3,958*, "
         "*sparse, halved) and FP32 67, so the H100 SXM datasheet figures are used",
         **_HOPPER_SXM,
+        nvlink_gbps=200.0,
     ),
     # --- Blackwell ----------------------------------------------------------------------
     _row(
         "B200",
         ("b200",),
         (10, 0),
+        {180: 179.1, 192: 179.1},  # 192 GB: the launch announcement's size
         _HGX_URL,
         "NVIDIA HGX B200 spec, per GPU (8-GPU totals / 8): FP16/BF16 4.5 PF*, FP8 9 PF* "
         "(*sparse, halved), FP32 75",
@@ -180,11 +217,13 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp16=2250.0,
         fp32=75.0,
         fp8=4500.0,
+        nvlink_gbps=900.0,
     ),
     _row(
         "GB200",
         ("gb200",),
         (10, 0),
+        {186: 184.0, 192: 184.0},
         "https://www.nvidia.com/en-us/data-center/gb200-nvl72/",
         "NVIDIA GB200 NVL72 spec, per Blackwell GPU: FP16/BF16 5 PF*, FP8 10 PF* (*sparse, halved), FP32 80",
         bf16=2500.0,
@@ -197,6 +236,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "A100",
         ("a100", "a100 sxm4", "a100 sxm", "a100 pcie"),
         (8, 0),
+        {40: 40.0, 80: 80.0},
         _A100_URL,
         "NVIDIA A100 datasheet (40/80 GB, SXM4 and PCIe alike): BF16/FP16 312 | 624*, FP32 19.5; no FP8",
         **_AMPERE_GA100,
@@ -205,6 +245,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "A800",
         ("a800", "a800 sxm4", "a800 pcie"),
         (8, 0),
+        {40: 40.0, 80: 80.0},
         _A100_URL,
         "A800 (export variant of A100, NVLink cut to 400 GB/s, GA100 compute unchanged): "
         "NVIDIA's A800 data-center page is withdrawn, the A100 datasheet figures are used; no FP8",
@@ -214,6 +255,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "A10",
         ("a10",),
         (8, 6),
+        {24: 22.5},
         "https://www.nvidia.com/en-us/data-center/products/a10-gpu/",
         "NVIDIA A10 datasheet: BF16/FP16 125 | 250*, FP32 31.2; no FP8",
         bf16=125.0,
@@ -224,6 +266,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "A10G",
         ("a10g",),
         (8, 6),
+        {24: 22.5},
         "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/",
         "A10G (AWS G5 only; NVIDIA publishes no A10G datasheet): BF16/FP16 70, FP32 35 as "
         "tabulated from AWS/NVIDIA figures by Baseten, consistent with 80 SMs x 1.71 GHz at "
@@ -237,6 +280,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "L4",
         ("l4",),
         (8, 9),
+        {24: 22.5},
         "https://www.nvidia.com/en-us/data-center/l4/",
         "NVIDIA L4 datasheet: BF16/FP16 242*, FP8 485* (*sparse, halved), FP32 30.3",
         bf16=121.0,
@@ -248,6 +292,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "L40",
         ("l40",),
         (8, 9),
+        {48: 45.0},
         "https://www.nvidia.com/en-us/data-center/l40/",
         "NVIDIA L40 datasheet: BF16/FP16 181.05 | 362.1*, FP8 362 | 724*, FP32 90.5",
         bf16=181.05,
@@ -259,6 +304,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "L40S",
         ("l40s",),
         (8, 9),
+        {48: 45.0},
         "https://www.nvidia.com/en-us/data-center/l40s/",
         "NVIDIA L40S datasheet: BF16/FP16 362.05 | 733*, FP8 733 | 1,466*, FP32 91.6 (the printed "
         "dense 362.05 is used; the sheet's own 733* would halve to 366.5)",
@@ -271,6 +317,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "RTX 6000 Ada",
         ("rtx 6000 ada generation", "rtx 6000 ada"),
         (8, 9),
+        {48: 48.0},
         "https://www.nvidia.com/en-us/design-visualization/rtx-6000/",
         "NVIDIA RTX 6000 Ada datasheet: tensor 1,457 (FP8*, sparse, halved), FP32 91.1; "
         "BF16/FP16 = half the FP8 rate (Ada whitepaper: 364.2 dense, full-rate FP32 accumulate)",
@@ -284,6 +331,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "V100 SXM2",
         ("v100 sxm2",),
         (7, 0),
+        {16: 15.8, 32: 31.7},
         _V100_URL,
         "NVIDIA V100 datasheet, SXM2 (16/32 GB): tensor (FP16) 125, FP32 15.7; no BF16, no FP8",
         fp16=125.0,
@@ -293,6 +341,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "V100 PCIe",
         ("v100 pcie",),
         (7, 0),
+        {16: 15.8, 32: 31.7},
         _V100_URL,
         "NVIDIA V100 datasheet, PCIe (16/32 GB): tensor (FP16) 112, FP32 14; no BF16, no FP8",
         fp16=112.0,
@@ -302,6 +351,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "V100S PCIe",
         ("v100s pcie",),
         (7, 0),
+        {32: 32.0},
         _V100_URL,
         "NVIDIA V100 datasheet, V100S PCIe 32 GB: tensor (FP16) 130, FP32 16.4; no BF16, no FP8",
         fp16=130.0,
@@ -312,6 +362,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "MI300X",
         ("mi300x", "mi300x vf"),
         (9, 4),
+        {192: 192.0},
         "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html",
         "AMD Instinct MI300X spec: BF16/FP16 1,307.4, FP8 2,614.9 (without sparsity), "
         "FP32 vector and matrix 163.4",
@@ -322,6 +373,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "MI325X",
         ("mi325x", "mi325x vf"),
         (9, 4),
+        {256: 256.0},
         "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html",
         "AMD Instinct MI325X spec (the MI300X's CDNA3 compute with HBM3E): BF16/FP16 1,307.4, "
         "FP8 2,614.9 (without sparsity), FP32 163.4",
@@ -412,11 +464,18 @@ def _check_table() -> None:
             raise AssertionError(f"{row.name}: unknown precisions {sorted(unknown)}")
         if row.vendor not in VENDORS:
             raise AssertionError(f"{row.name}: vendor {row.vendor!r} is not one of {VENDORS}")
+        if not row.memory_gib or any(gib > gb for gb, gib in row.memory_gib.items()):
+            raise AssertionError(f"{row.name}: memory_gib must map nominal GB to the driver's GiB (below it)")
         if row.vendor == "nvidia" and row.bf16 != (row.capability >= (8, 0)):
             raise AssertionError(f"{row.name}: a bf16 peak goes with capability >= 8.0, not {row.capability}")
 
 
 _check_table()
+
+GPU_MEMORY_GIB: Mapping[str, Mapping[float, float]] = MappingProxyType(
+    {row.name: row.memory_gib for row in PEAK_TABLE}
+)
+""":attr:`PeakRow.memory_gib` by row name (a view of :data:`PEAK_TABLE`)."""
 
 
 def lookup(device_name: str) -> PeakRow | None:

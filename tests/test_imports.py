@@ -71,6 +71,9 @@ def test_config_imports_nothing_of_flopsweep() -> None:
 
 TORCH_FREE = (
     "flopsweep.record",
+    "flopsweep.steptime",  # through flopsweep.predict
+    "flopsweep.backend_specs",
+    "flopsweep.peaks",
     "flopsweep.files",
     "flopsweep.text",
     "flopsweep.wire",

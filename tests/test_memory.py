@@ -37,11 +37,11 @@ from flopsweep.memory import (
     offload_host_bytes,
     planned_gpu_bytes,
     stage_params,
-    zero3_buffer_bytes,
 )
 from flopsweep.models import family
 from flopsweep.models.gpt2 import GPT2Config
 from flopsweep.models.llama import LlamaConfig
+from flopsweep.zero_memory import zero3_buffer_bytes
 
 H, L, NH, S, V = 2048, 24, 16, 2048, 50304
 GPT_13B = GPT2Config(name="gpt-1.3b", n_layer=L, n_embd=H, n_head=NH, seq_len=S, vocab_size=V)
@@ -450,12 +450,13 @@ def test_plan_for_a_gpu_by_name_or_memory(gpu, memory, gib, label) -> None:
 
 
 def test_every_gpu_of_the_peak_table_has_its_memory() -> None:
-    from flopsweep.memory import GPU_MEMORY_GIB
+    """Each GPU row carries its memory (one row per GPU: adding one is one edit)."""
     from flopsweep.peaks import PEAK_TABLE
 
-    assert set(GPU_MEMORY_GIB) == {row.name for row in PEAK_TABLE}
-    for name, sizes in GPU_MEMORY_GIB.items():  # the driver's memory is a little below the name's
-        assert all(0.9 * gb < gib <= gb for gb, gib in sizes.items() if gb != 480), (name, sizes)
+    for row in PEAK_TABLE:  # the driver's memory is a little below the name's
+        sizes = row.memory_gib
+        assert sizes, row.name
+        assert all(0.9 * gb < gib <= gb for gb, gib in sizes.items() if gb != 480), (row.name, sizes)
 
 
 @pytest.mark.parametrize(

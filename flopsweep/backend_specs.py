@@ -1,0 +1,453 @@
+"""One torch-free spec per ``backend=`` option: what the estimators, validation and the rank know of it.
+
+A :class:`BackendSpec` owns its option's schema name and schema class, the checks that depend on
+the backend alone (ranks, devices, precisions, a package), the degrees it builds (as the degree
+table of :mod:`flopsweep.layout` names it), the import path
+of its torch code (``flopsweep.backends:build_fsdp``, imported only on the rank), and its terms for
+the two estimators:
+
+- **memory** (:mod:`flopsweep.memory` asks the spec, never the name): over which layout degree its
+  model states are sharded (:attr:`BackendSpec.state_degree`: none for ``single``/``ddp``,
+  ``dp_shard`` for FSDP2, ``dp`` for ZeRO), the bytes per parameter of its weights, AdamW moments
+  and gradients (:data:`STATE_BYTES`, :data:`GRADIENT_BYTES`), DDP's gradient buckets, whether
+  autocast runs over fp32 weights (its bf16 weight copies and an fp32 residual stream), what it
+  holds unsharded (FSDP2's gathered groups and reduce-scatter buffers), the lowest block's
+  backward, ``optim.in_backward``'s live gradients, and where offload puts the states
+  (:class:`Offload`, host bytes per parameter, the measured host share :attr:`BackendSpec.host_held`).
+  A backend whose states come from its own estimator names it (:attr:`BackendSpec.estimator`,
+  ZeRO: :func:`flopsweep.zero_memory.deepspeed_states`, DeepSpeed's estimators).
+- **communication per step** (:mod:`flopsweep.predict`): the data-parallel collectives of one
+  optimizer step (:meth:`BackendSpec.collectives`: what it all-gathers, reduce-scatters and
+  all-reduces, the bytes per call and the calls), over which group (:meth:`BackendSpec.dp_group`),
+  the share hidden behind compute without a profile (:attr:`BackendSpec.default_overlap`), whether
+  the optimizer's work is split over ``dp_shard``, and the optimizer family of its records.
+
+The memory methods read their counts from ``t``, the rank's terms that :mod:`flopsweep.memory`
+computes on first use (``t.held``: the rank's parameters ``P_r``; ``t.block``, ``t.root``: one
+block's and the root group's parameters over ``tp``; ``t.head``: the output head's ``V h / tp``;
+``t.compute``: bytes of the compute dtype; ``t.activations``: the lowest block's kept activations;
+``t.accumulated``: fp32 gradients kept between micro batches; ``t.autocast_copies``; ``t.largest``:
+the largest parameter; ``t.rest``: the parameters outside the blocks; ``t.layout``; ``t.offload``).
+The communication methods read a :class:`flopsweep.predict.Workload` ``w``. Neither module is
+imported here, so the specs import nothing of flopsweep but the option schemas and the layout.
+
+Adding a backend: a spec here (a subclass where its terms differ) and an entry in
+:data:`BACKEND_SPECS`, its torch code under the import path it names, its schema in
+:mod:`flopsweep.options` and its ``conf/backend/<name>.yaml`` (docs/design.md, "How to add").
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from flopsweep.config import BackendConfig
+from flopsweep.layout import DEGREES, LAYOUT_BACKENDS
+from flopsweep.options import DeepSpeedConfig, FSDPConfig
+
+STATE_BYTES = 12
+"""Bytes per parameter of the fp32 weights and AdamW's two fp32 moments."""
+GRADIENT_BYTES = 4
+"""Bytes per parameter of an fp32 gradient (also FSDP2's fp32 ``reduce_dtype`` and DDP's all-reduce)."""
+FSDP_INFLIGHT_BLOCKS = 2
+"""All-gathered blocks FSDP2 holds at once: the one computing and the one prefetched."""
+REDUCE_BYTES = 4
+"""Bytes per gradient element that FSDP2 reduce-scatters: ``MixedPrecisionPolicy(reduce_dtype=
+torch.float32)`` (:func:`flopsweep.backends.shard_data_parallel`)."""
+ZERO_GRADIENT_BYTES = {1: 6, 2: 6, 3: 2}
+"""Bytes per parameter (over ``W``) of gradient partitions that DeepSpeed's estimators count and
+that do not exist yet at the start of backward, by ZeRO stage (:mod:`flopsweep.memory`)."""
+
+
+def knob(backend: Any, key: str, default: Any = None) -> Any:
+    """A backend knob of a config (``cfg.backend``, attribute) or a record (``config.backend``, dict)."""
+    return backend.get(key, default) if isinstance(backend, dict) else getattr(backend, key, default)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offload:
+    """Where a backend's knobs put the model states (all False: every state on the GPU)."""
+
+    states: bool = False
+    """Every sharded state (fp32 weights, gradients, AdamW moments) lives on the host (FSDP2's
+    ``CPUOffloadPolicy``, ``backend.cpu_offload``)."""
+    optimizer: bool = False
+    """The optimizer's states step off the GPU (ZeRO-Offload, ``backend.offload_optimizer`` cpu or nvme)."""
+    param: bool = False
+    """The 16-bit parameter partitions live off the GPU (``backend.offload_param`` cpu or nvme)."""
+    host_bytes_per_param: int = 0
+    """Bytes per parameter in host memory, over the spec's :attr:`BackendSpec.state_degree` (``nvme``: 0)."""
+
+    @property
+    def steps_on_host(self) -> bool:
+        """The optimizer step runs off the GPU, so no GPU optimizer rate describes it."""
+        return self.states or self.optimizer
+
+
+@dataclass(frozen=True, kw_only=True)
+class Collective:
+    """One data-parallel collective of an optimizer step, per rank (:class:`flopsweep.predict.Transfer`)."""
+
+    what: str
+    collective: str
+    """``all_gather``, ``reduce_scatter`` or ``all_reduce``."""
+    bytes: float
+    """The full buffer of one call: gathered output, scattered input."""
+    count: int
+    across_replicas: bool = False
+    """Over ``dp_replicate`` (HSDP's all-reduce of shards), not the spec's :meth:`BackendSpec.dp_group`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendSpec:
+    """One ``backend=`` option: the replicated case (``single``); subclasses override their terms."""
+
+    name: str
+    """``backend.name``, the registry key."""
+    schema: type[BackendConfig] = BackendConfig
+    """The option's schema (:data:`flopsweep.options.OPTION_SCHEMAS`)."""
+    torch: str
+    """``module:function`` of its torch code, ``(cfg, device, layout) -> Trainer``, imported on the rank."""
+    max_ranks: int | None = None
+    """The most ranks (world size) it runs on; None for any."""
+    devices: tuple[str, ...] = ("cuda", "cpu")
+    package: str | None = None
+    """A package it imports, checked before launch."""
+    precisions: tuple[str, ...] | None = None
+    """Run precisions it supports (None: all)."""
+    state_degree: str | None = None
+    """The :class:`flopsweep.layout.Layout` degree its model states are sharded over; None: every
+    rank holds every state."""
+    autocast_fp32_weights: bool = True
+    """It runs ``torch.autocast`` over fp32 weights: autocast caches bf16 weight copies, and the
+    residual stream's kept norm inputs are fp32 (FSDP2 and DeepSpeed compute in the compute dtype)."""
+    gradient_buckets: int = 0
+    """Bytes per parameter of gradient buckets beside ``.grad`` (DDP's ``4 P``)."""
+    default_overlap: float = 0.0
+    """Share of the data-parallel communication hidden behind compute when no profiled record of
+    the backend calibrates it (:func:`flopsweep.predict.predict`, ``overlap_source: assumed``)."""
+    host_held: float = 1.0
+    """How much more host memory an offloading run held than :meth:`host_bytes` counts (measured;
+    :func:`flopsweep.memory.offload_host_held_bytes`, a warning only)."""
+    estimator: str | None = None
+    """``module:function`` ``(cfg, layout) -> (backward start, step, method)`` of its model states
+    when they come from its own estimator; None: :meth:`model_states`."""
+    describe: str = "runs one rank"
+    """What it is, for a refusal of a degree it does not build."""
+
+    # -- validation ---------------------------------------------------------------------------
+    @property
+    def degrees(self) -> tuple[str, ...]:
+        """The layout degrees it builds above 1, in :data:`flopsweep.layout.DEGREES` order: ``dp_shard``
+        (the data-parallel ranks) for a backend of more than one rank, and the degrees whose row of
+        the degree table names it (:data:`flopsweep.layout.LAYOUT_BACKENDS`, which owns them)."""
+        return tuple(
+            d
+            for d in DEGREES
+            if (d == "dp_shard" and self.max_ranks != 1) or self.name in LAYOUT_BACKENDS.get(d, ())
+        )
+
+    def load(self) -> Any:
+        """Its torch code (:attr:`torch`), imported now (on the rank)."""
+        return load(self.torch)
+
+    def calibration_group(self, backend: Any) -> str:
+        """The name that overlap and bandwidth calibrations group its records by (``deepspeed-3``)."""
+        return self.name
+
+    # -- memory -------------------------------------------------------------------------------
+    def offload(self, backend: Any) -> Offload:
+        """Where ``backend``'s knobs put its states (:class:`Offload`)."""
+        return Offload()
+
+    def shards(self, layout: Any) -> int:
+        """Ranks its model states are split over on ``layout`` (1: replicated)."""
+        return getattr(layout, self.state_degree) if self.state_degree else 1
+
+    def model_states(self, t: Any) -> tuple[int, int, str]:
+        """``(at the start of backward, at the optimizer step, method)`` in bytes: ``12 P_r`` fp32
+        weights and AdamW moments, the last micro batch's gradients with ``grad_accum`` > 1, autocast's
+        bf16 copies and DDP's buckets; at the step every gradient, ``16 P_r``."""
+        held = t.held
+        buckets = self.gradient_buckets * held
+        copies = t.autocast_copies if self.autocast_fp32_weights else 0
+        parts = ["12 P weights and AdamW moments", "4 P gradients at the step"]
+        parts += ["2 P autocast copies"] * bool(copies) + ["4 P DDP buckets"] * bool(buckets)
+        start = STATE_BYTES * held + t.accumulated + copies + buckets
+        return start, (STATE_BYTES + GRADIENT_BYTES) * held + buckets, " + ".join(parts)
+
+    def gathered_bytes(self, t: Any) -> int:
+        """Unsharded weights held at the start of backward beyond the model states (0: none)."""
+        return 0
+
+    def reduce_bytes(self, t: Any) -> int:
+        """Gradient reduction buffers at the end of backward, on top of the step's states (0: none)."""
+        return 0
+
+    def lowest_block_bytes(self, t: Any) -> int:
+        """The lowest block's backward on top of the step's states: its activations and its gradients
+        in the compute dtype, less its fp32 gradients not made yet (``c B - 4 B``)."""
+        return max(0, t.activations + t.compute * t.block - GRADIENT_BYTES * t.block)
+
+    def in_backward_gradients(self, t: Any) -> tuple[int, int, str]:
+        """``(every, live, what)``: fp32 gradient bytes at the step, and the most ``optim.in_backward``
+        keeps live at once: the largest parameter's gradient."""
+        return 4 * t.held, 4 * t.largest, "4 x largest parameter gradient"
+
+    def floor_bytes(self, n_params: int, layout: Any) -> int:
+        """A lower bound of fp32 weights, gradients and AdamW moments: ``16 P``, or ``16 P / (dp_shard
+        x tp)`` for a sharding backend (:func:`flopsweep.memory.model_states_floor`)."""
+        if self.state_degree is None:
+            return 16 * n_params
+        return 16 * n_params // (layout.dp_shard * layout.tp)
+
+    def host_bytes(self, backend: Any, n_params: int, layout: Any) -> int:
+        """One rank's bytes that offload puts in host memory (0 without offload), a lower bound."""
+        per_param = self.offload(backend).host_bytes_per_param
+        return per_param * n_params // self.shards(layout) if per_param else 0
+
+    # -- communication ------------------------------------------------------------------------
+    def dp_group(self, w: Any) -> int:
+        """Ranks of its data-parallel collectives (``dp``)."""
+        return w.dp
+
+    def collectives(self, w: Any, *, p: float, b: int, micro: int) -> list[Collective]:
+        """The data-parallel collectives of one optimizer step with ``p`` parameters per rank, ``b``
+        bytes per communicated parameter and ``micro`` gathers per step (none for one rank)."""
+        return []
+
+    def optimizer_shards(self, w: Any) -> int:
+        """Ranks that split the optimizer's work (its states): ``dp_shard`` when it shards them, else 1."""
+        return w.degree("dp_shard") if self.state_degree else 1
+
+    def optimizer_family(self, backend: Any) -> str | None:
+        """Which optimizer its step runs (:func:`flopsweep.predict.optimizer_family`); None on the host."""
+        return None if self.offload(backend).steps_on_host else "torch"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DDPSpec(BackendSpec):
+    """DDP: replicas, ``4 P`` gradient buckets, the fp32 gradients all-reduced over ``dp``."""
+
+    def collectives(self, w: Any, *, p: float, b: int, micro: int) -> list[Collective]:
+        return [
+            Collective(
+                what="ddp gradient all-reduce (fp32)",
+                collective="all_reduce",
+                bytes=GRADIENT_BYTES * p,
+                count=1,
+            )
+        ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FSDPSpec(BackendSpec):
+    """FSDP2 ``fully_shard`` per block, then the root: states over ``dp_shard``, HSDP replicas."""
+
+    def offload(self, backend: Any) -> Offload:
+        on = bool(knob(backend, "cpu_offload", False))
+        return Offload(states=on, host_bytes_per_param=16 if on else 0)
+
+    def model_states(self, t: Any) -> tuple[int, int, str]:
+        """``(12 P + 4 P) / dp_shard``, the root's group and :data:`FSDP_INFLIGHT_BLOCKS` blocks
+        all-gathered; with ``grad_accum`` > 1 unsharded fp32 gradients (``FSDPParam.
+        to_accumulated_grad_if_needed``: not over ``dp_shard``); with ``cpu_offload`` the states on
+        the host."""
+        shard, gathered = t.layout.dp_shard, self.gathered_bytes(t)
+        if t.offload.states:
+            return (
+                gathered + t.accumulated,
+                0,
+                "FSDP2 CPUOffloadPolicy: states on the host; the root's group (embedding, head, final norm) "
+                f"and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered in the compute dtype",
+            )
+        return (
+            STATE_BYTES * t.held // shard + t.accumulated + gathered,
+            (STATE_BYTES + GRADIENT_BYTES) * t.held // shard,
+            "(12 P + 4 P gradients) / dp_shard (FSDP2 shards weights, gradients, AdamW moments), "
+            f"plus the root's group and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered, "
+            "and the fp32 reduce-scatter buffers",
+        )
+
+    def gathered_bytes(self, t: Any) -> int:
+        """The root's group (not resharded after forward) and :data:`FSDP_INFLIGHT_BLOCKS` blocks,
+        in the compute dtype: ``c (R + 2 B)`` (:func:`flopsweep.memory.fsdp_gathered_bytes`)."""
+        return t.compute * (t.root + FSDP_INFLIGHT_BLOCKS * t.block)
+
+    def reduce_bytes(self, t: Any) -> int:
+        """The larger of the root's and a block's reduce-scatter moment, less the output shard that
+        the step's states count (none with ``cpu_offload``) (:func:`flopsweep.memory.fsdp_reduce_bytes`)."""
+        block, root, compute, w = t.block, t.root, t.compute, t.layout.dp_shard
+        counted = 0 if t.offload.states else 1  # the output shard is a model state (step_states)
+        root_moment = max(compute * root + REDUCE_BYTES * root, REDUCE_BYTES * root * (1 + 1 / w))
+        block_moment = (3 * compute + REDUCE_BYTES) * block
+        return int(
+            max(
+                root_moment - counted * REDUCE_BYTES * root / w,
+                block_moment - counted * REDUCE_BYTES * block / w,
+            )
+        )
+
+    def lowest_block_bytes(self, t: Any) -> int:
+        """Its gathered weights and compute-dtype gradients ``2 c B``, the block above's fp32
+        reduce-scatter input ``4 B``, the root's weights and the head's gradient ``c (R + V h)``, less
+        its own and the root's gradient shards not made yet ``4 (B + R) / W`` (none with ``cpu_offload``)."""
+        block, root, compute = t.block, t.root, t.compute
+        unsharded = 2 * compute * block + REDUCE_BYTES * block + compute * (root + t.head)
+        own = 0 if t.offload.states else REDUCE_BYTES * (block + root) // t.layout.dp_shard
+        return max(0, t.activations + unsharded - own)
+
+    def in_backward_gradients(self, t: Any) -> tuple[int, int, str]:
+        """One FSDP2 unit's sharded gradients, ``4 max(block, rest) / dp_shard``."""
+        unit = "4 x largest FSDP2 unit (a block, or the root's embedding and head) / dp_shard"
+        shard = t.layout.dp_shard
+        return 4 * t.held // shard, 4 * max(t.model_block, t.rest) // shard, unit
+
+    def dp_group(self, w: Any) -> int:
+        """``dp_shard`` under HSDP (``dp_replicate`` > 1), else ``dp``."""
+        return w.degree("dp_shard") if w.degree("dp_replicate") > 1 else w.dp
+
+    def collectives(self, w: Any, *, p: float, b: int, micro: int) -> list[Collective]:
+        """``b P`` all-gathered per micro batch in forward and (``reshard_after_forward``) backward,
+        ``4 P`` reduce-scattered; under HSDP the ``4 P / dp_shard`` shard all-reduced over replicas."""
+        passes = 2 if w.reshard_after_forward else 1
+        out = []
+        if self.dp_group(w) > 1:
+            out = [
+                Collective(
+                    what="fsdp parameter all-gather (forward, backward)",
+                    collective="all_gather",
+                    bytes=b * p,
+                    count=passes * micro,
+                ),
+                Collective(
+                    what="fsdp gradient reduce-scatter (fp32)",
+                    collective="reduce_scatter",
+                    bytes=GRADIENT_BYTES * p,
+                    count=1,
+                ),
+            ]
+        if w.degree("dp_replicate") > 1:
+            out.append(
+                Collective(
+                    what="hsdp gradient shard all-reduce across replicas (fp32)",
+                    collective="all_reduce",
+                    bytes=GRADIENT_BYTES * p / w.degree("dp_shard"),
+                    count=1,
+                    across_replicas=True,
+                )
+            )
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeepSpeedSpec(BackendSpec):
+    """DeepSpeed ZeRO (stage ``backend.zero_stage``): data parallel only, states over ``dp``."""
+
+    def calibration_group(self, backend: Any) -> str:
+        stage = knob(backend, "zero_stage")
+        return f"{self.name}-{stage}" if stage is not None else self.name
+
+    def offload(self, backend: Any) -> Offload:
+        """``offload_optimizer=cpu``: fp32 master weights, gradients and moments ``16 P / W`` on the
+        host; ``offload_param=cpu``: the 16-bit weights ``2 P / W``; ``nvme``: on the drive."""
+        opt, param = knob(backend, "offload_optimizer", "none"), knob(backend, "offload_param", "none")
+        per_param = (16 if opt == "cpu" else 0) + (2 if param == "cpu" else 0)
+        return Offload(
+            optimizer=opt not in (None, "none"),
+            param=param not in (None, "none"),
+            host_bytes_per_param=per_param,
+        )
+
+    def lowest_block_bytes(self, t: Any) -> int:
+        """0: DeepSpeed's estimators count ZeRO's own buffers."""
+        return 0
+
+    def collectives(self, w: Any, *, p: float, b: int, micro: int) -> list[Collective]:
+        """ZeRO-3: ``b P`` all-gathered forward and backward per micro batch and ``b P`` gradients
+        reduce-scattered; ZeRO-1/2: ``b P`` gradients reduce-scattered and ``b P`` updated
+        parameters all-gathered, once per step."""
+        if (w.zero_stage or 3) >= 3:
+            return [
+                Collective(
+                    what="zero-3 parameter all-gather (forward, backward)",
+                    collective="all_gather",
+                    bytes=b * p,
+                    count=2 * micro,
+                ),
+                Collective(
+                    what="zero-3 gradient reduce-scatter", collective="reduce_scatter", bytes=b * p, count=1
+                ),
+            ]
+        return [
+            Collective(
+                what=f"zero-{w.zero_stage} gradient reduce-scatter",
+                collective="reduce_scatter",
+                bytes=b * p,
+                count=1,
+            ),
+            Collective(
+                what=f"zero-{w.zero_stage} updated parameter all-gather",
+                collective="all_gather",
+                bytes=b * p,
+                count=1,
+            ),
+        ]
+
+    def optimizer_family(self, backend: Any) -> str | None:
+        """``deepspeed-fused`` or ``deepspeed-torch`` (``backend.optimizer_impl``; a record before the
+        key ran the fused one); None when it steps on the host."""
+        if self.offload(backend).steps_on_host:
+            return None
+        return f"deepspeed-{knob(backend, 'optimizer_impl') or 'fused'}"
+
+
+BACKEND_SPECS: dict[str, BackendSpec] = {
+    "single": BackendSpec(name="single", torch="flopsweep.backends:build_single", max_ranks=1),
+    "ddp": DDPSpec(
+        name="ddp",
+        torch="flopsweep.backends:build_ddp",
+        gradient_buckets=4,
+        default_overlap=0.8,
+        describe="is replicate-only data parallelism",
+    ),
+    "fsdp": FSDPSpec(
+        name="fsdp",
+        schema=FSDPConfig,
+        torch="flopsweep.backends:build_fsdp",
+        state_degree="dp_shard",
+        autocast_fp32_weights=False,
+        default_overlap=0.8,
+        host_held=1.10,
+        describe="shards over the device mesh",
+    ),
+    "deepspeed": DeepSpeedSpec(
+        name="deepspeed",
+        schema=DeepSpeedConfig,
+        torch="flopsweep.backends:build_deepspeed",
+        package="deepspeed",
+        precisions=("bf16", "fp16", "fp32"),
+        state_degree="dp",
+        autocast_fp32_weights=False,
+        default_overlap=0.5,
+        host_held=1.25,
+        estimator="flopsweep.zero_memory:deepspeed_states",
+        describe="stays data-parallel (ZeRO)",
+    ),
+}
+"""Every ``backend=`` option's spec by ``backend.name``. Default overlaps: DDP buckets and FSDP2's
+prefetching hide most of the communication; DeepSpeed ZeRO's hooks less (our ZeRO-3 profiles show
+host-bound gaps). Host shares (:attr:`BackendSpec.host_held`): the H200 host's offload runs
+(docs/design.md, "Memory estimate")."""
+
+
+def backend_spec(name: str | None) -> BackendSpec | None:
+    """The spec of ``backend.name`` (a record's may be any text); None for a name no spec has."""
+    return BACKEND_SPECS.get(str(name))
+
+
+def load(path: str) -> Any:
+    """The object a ``module:attribute`` path names, imported now."""
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)

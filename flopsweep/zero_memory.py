@@ -1,0 +1,189 @@
+"""ZeRO's model states on the GPU, from DeepSpeed's own estimators and code: the ``deepspeed`` backend's
+:attr:`~flopsweep.backend_specs.BackendSpec.estimator` (:func:`deepspeed_states`), which
+:func:`flopsweep.memory.estimate` calls for it. Torch-free to import; the functions import DeepSpeed
+(and ZeRO-3's buffers build the model on the meta device).
+
+DeepSpeed's estimators, with their offload arguments (``backend.offload_optimizer`` ->
+``cpu_offload``, ``backend.offload_param`` -> ``cpu_offload_params``; ``cpu`` and ``nvme`` alike):
+``deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs`` for ZeRO-1 and -2
+(``2 P + 18 P / W``, offloaded: ``2 P``) and ``stage3.estimate_zero3_model_states_mem_needs`` for
+ZeRO-3 (``4 x largest layer + 18 P / W``; offloaded optimizer: ``4 x largest layer + 2 P / W``;
+parameters too: ``4 x largest layer``), ``W = dp`` (DeepSpeed is data parallel only). The
+estimators count the gradients, which exist only at the optimizer step: at the start of backward
+ZeRO-1/2 lack the ``6 P / W`` of bf16 and fp32 gradient partitions and ZeRO-3 the ``2 P / W`` of
+bf16 ones (:data:`flopsweep.backend_specs.ZERO_GRADIENT_BYTES`; the H200 records checked this: the
+estimators alone are 5-14% over). The estimator knows no parameter offload without optimizer
+offload; that case is counted as no offload (an upper bound). ZeRO-3 holds more than its
+estimator counts (:func:`zero3_buffer_bytes`). These are the functions behind DeepSpeed's printing
+``estimate_zero3_model_states_mem_needs_all_live`` and ``estimate_zero2_..._all_live``, which read
+``(total, largest layer)`` from a built model (``model_to_params``); the estimate takes them from
+the family (``ModelFamily.n_params``, ``largest_layer_params``: the same numbers,
+tests/test_memory.py) without building one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flopsweep.backend_specs import ZERO_GRADIENT_BYTES, backend_spec
+from flopsweep.layout import Layout
+from flopsweep.models import family
+
+
+def deepspeed_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
+    """``(at the start of backward, at the optimizer step, method)``: the rank's ZeRO model states in
+    bytes from DeepSpeed's estimators (module docstring), and ZeRO-3's buffers."""
+    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+    m = cfg.model
+    fam = family(m)
+    n_params, largest = fam.n_params(m), fam.memory(m)["largest_layer_params"]
+    offload = backend_spec(cfg.backend.name).offload(cfg.backend)
+    opt, param = offload.optimizer, offload.param
+    world, stage = layout.dp, cfg.backend.zero_stage
+    if stage == 3:
+        _, gpu, _ = estimate_zero3_model_states_mem_needs(
+            n_params, largest, num_gpus_per_node=world, cpu_offload=opt, cpu_offload_params=opt and param
+        )
+        method = (
+            f"DeepSpeed estimate_zero3_model_states_mem_needs (cpu_offload={opt}, "
+            f"cpu_offload_params={opt and param})"
+        )
+        if param and not opt:
+            method += (
+                "; backend.offload_param without offload_optimizer: the estimator knows no such case, "
+                "counted as no offload (an upper bound)"
+            )
+    else:
+        _, gpu = estimate_zero2_model_states_mem_needs(n_params, num_gpus_per_node=world, cpu_offload=opt)
+        method = f"DeepSpeed estimate_zero2_model_states_mem_needs (cpu_offload={opt}; ZeRO-1 and -2)"
+    absent = 0 if opt or cfg.batch.grad_accum > 1 else ZERO_GRADIENT_BYTES[stage] * n_params // world
+    if stage != 3:
+        return gpu - absent, gpu, method
+    buffers = zero3_buffer_bytes(cfg, layout)
+    method += f"; {buffers.method}"
+    return gpu - absent + buffers.backward_start, gpu + buffers.step, method
+
+
+@dataclass(frozen=True, kw_only=True)
+class Zero3Buffers:
+    """ZeRO-3's GPU buffers that ``estimate_zero3_model_states_mem_needs`` does not count, in bytes
+    (:func:`zero3_buffer_bytes`)."""
+
+    reduce_bucket: int
+    """The gradient reduce bucket: ``reduce_bucket_size`` elements of the communication dtype."""
+    persistent: int
+    """Parameters kept gathered for the whole run (``stage3_param_persistence_threshold``)."""
+    retained: int
+    """Parameters gathered in forward and kept for backward (``stage3_max_live_parameters``,
+    ``stage3_max_reuse_distance``; prefetching needs ``stage3_prefetch_bucket_size`` > 0)."""
+    method: str
+    """The knobs as resolved, for :attr:`MemoryEstimate.method`."""
+
+    @property
+    def backward_start(self) -> int:
+        """Bytes at the start of backward: the bucket and every gathered parameter."""
+        return self.reduce_bucket + self.persistent + self.retained
+
+    @property
+    def step(self) -> int:
+        """Bytes at the optimizer step: the bucket and the persistent parameters (the others are
+        released as backward passes them)."""
+        return self.reduce_bucket + self.persistent
+
+
+def zero3_knobs(cfg: Any, layout: Layout) -> Any:
+    """The ZeRO-3 knobs the run gets, as DeepSpeed resolves them: flopsweep's config dict
+    (:func:`flopsweep.backends.deepspeed_config`: a ``None`` bucket is 5e8 elements on CUDA, ``h^2``
+    on the CPU, the persistence threshold ``10 h``) read by DeepSpeed's own
+    ``deepspeed.runtime.zero.config.DeepSpeedZeroConfig``, which fills what is left unset
+    (DeepSpeed 0.19.8: ``stage3_max_live_parameters`` and ``stage3_max_reuse_distance`` 1e9,
+    ``stage3_model_persistence_threshold`` unbounded). Returns that ``DeepSpeedZeroConfig``."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    from flopsweep.backends import run_deepspeed_config
+
+    ds = run_deepspeed_config(cfg, layout, "cpu" if cfg.device == "cpu" else "cuda")
+    return DeepSpeedZeroConfig(**ds["zero_optimization"])
+
+
+_NUMELS: dict[str, tuple[int, ...]] = {}
+""":func:`parameter_numels` by ``repr((model, attention))`` (a plan estimates every job)."""
+
+
+def parameter_numels(cfg: Any) -> tuple[int, ...]:
+    """Every parameter tensor's element count, in ``named_parameters`` order (a tied one once), from
+    the family's module built on the meta device (no memory, no weights), as DeepSpeed's
+    ``mark_persistent_parameters`` walks them."""
+    key = repr((cfg.model, cfg.attention))
+    if key not in _NUMELS:
+        import torch
+
+        with torch.device("meta"):
+            module = family(cfg.model).build(cfg.model, cfg.attention)
+        _NUMELS[key] = tuple(p.numel() for p in module.parameters())
+    return _NUMELS[key]
+
+
+def zero3_buffer_bytes(cfg: Any, layout: Layout) -> Zero3Buffers:
+    """What ZeRO-3 holds on the GPU beyond ``estimate_zero3_model_states_mem_needs`` (``4 x largest
+    layer + 18 P / W``), from DeepSpeed 0.19.8's code, with ``c`` the bytes of the 16-bit (or fp32)
+    parameters and of the communication dtype and ``W = dp``:
+
+    - **reduce bucket**: ``c x reduce_bucket_size`` with ``contiguous_gradients``, allocated once
+      and kept (``stage3.py``, ``DeepSpeedZeroOptimizer_Stage3.__init__``: ``bucket.buffer =
+      torch.empty(self.reduce_bucket_size, dtype=...)``, one ``IPGBucketZ3`` per communication
+      dtype); ZeRO-3 has no second bucket for ``overlap_comm`` (its reduction only runs on another
+      stream: the H200 ``overlap-off`` record peaks as the default does);
+    - **persistent parameters**: every tensor of at most ``stage3_param_persistence_threshold``
+      elements (up to ``stage3_model_persistence_threshold`` in all) stays gathered, in full
+      (``parameter_offload.py``, ``DeepSpeedZeRoOffload.mark_persistent_parameters``; the coordinator
+      never releases ``ds_persist`` ones, ``partitioned_param_coordinator.py`` ``__params_to_release``);
+    - **retained parameters**: the other gathered parameters that forward keeps for backward,
+      ``min(P - persistent, max(max_live, max_reuse / 2))``: the prefetcher gathers ahead
+      (``_fetch_sub_module_impl``: ``min(max_live_parameters - n_available, prefetch_bucket_size)``)
+      and marks the later uses of the gathered parameters it passes, which are then not released
+      (``__params_to_release``: ``__most_recent_step_id_param_fetched_for``), until
+      ``stage3_max_live_parameters`` are gathered; a parameter whose next use is within
+      ``stage3_max_reuse_distance`` elements of the trace is not released either (the top blocks:
+      between their two uses the trace passes the layers above them twice, forward and
+      backward). No prefetch bucket: only the reuse distance. gpt-1.3b on two H200s keeps 18 of
+      its 24 blocks and the tied embedding, 1.01e9 elements at the default 1e9
+      (``results/h200x2/zero3-tuning``: ``persist-2e7`` and ``live-3e9``, which keep every
+      parameter, peak 0.57 GiB higher, the other six blocks' weights and ``wpe``, to 0.05%; the
+      bucket records move by the bucket's bytes alone, prefetch bucket 3.8e6 to 1e9 alike). On
+      the CPU a small copy with ``max_reuse`` 0 kept fewer than ``max_live``
+      (tests/test_memory.py: one MLP matrix of 60,000 elements): there the term is an upper
+      bound.
+
+    Gathered parameters cost nothing when ``W = 1`` without parameter offload: DeepSpeed's
+    ``_no_gather_coalesced`` views the rank's own partition (``NoGatherHandle``); with
+    ``offload_param`` they are copied to the GPU and counted as above.
+
+    Args:
+        cfg: a resolved ``RunConfig`` with ``backend.zero_stage == 3``; layout: its degrees.
+    """
+    knobs = zero3_knobs(cfg, layout)
+    c = 4 if cfg.precision.name == "fp32" else 2
+    bucket = c * knobs.reduce_bucket_size if knobs.contiguous_gradients else 0
+    numels = parameter_numels(cfg)
+    persistent = 0
+    for n in numels:  # mark_persistent_parameters: in named_parameters order, up to the model's cap
+        if n <= knobs.param_persistence_threshold and persistent + n <= knobs.model_persistence_threshold:
+            persistent += n
+    live = knobs.max_live_parameters if knobs.prefetch_bucket_size > 0 else 0
+    retained = min(sum(numels) - persistent, max(live, knobs.max_reuse_distance // 2))
+    costs = layout.dp > 1 or backend_spec(cfg.backend.name).offload(cfg.backend).param
+    method = (
+        f"ZeRO-3 reduce bucket {knobs.reduce_bucket_size:.3g} x {c} B, gathered parameters "
+        f"{persistent:.3g} persistent + {retained:.3g} retained (max_live {knobs.max_live_parameters:.3g}, "
+        f"max_reuse {knobs.max_reuse_distance:.3g}) x {c} B" + ("" if costs else ": free at W = 1")
+    )
+    return Zero3Buffers(
+        reduce_bucket=bucket,
+        persistent=c * persistent if costs else 0,
+        retained=c * retained if costs else 0,
+        method=method,
+    )
