@@ -171,7 +171,8 @@ class BatchConfig:
 class ParallelConfig:
     """How the world's ranks split into kinds of parallelism (torchtitan's ``ParallelDims``);
     :class:`flopsweep.layout.Layout` is the validated form. Data parallelism (HSDP included), tensor
-    parallelism and the pipeline are built; context parallelism is not."""
+    parallelism and the pipeline are built; context and expert parallelism are not
+    (:data:`flopsweep.layout.DEGREE_SPECS` lists the degrees)."""
 
     dp_replicate: int = 1
     """Data-parallel replicas (HSDP's replicate dimension; ``backend=fsdp``)."""
@@ -191,6 +192,9 @@ class ParallelConfig:
     ``Interleaved1F1B``, 1 for ``1F1B`` and ``GPipe``. Only with ``pp > 1``."""
     cp: int = 1
     """Context-parallel degree; reserved, >1 not built yet."""
+    ep: int = 1
+    """Expert-parallel degree: ranks of ``dp_shard x cp x tp`` that split an MoE layer's experts
+    (torchtitan's ``expert_parallel_degree``); reserved, >1 not built yet."""
 
 
 @dataclass(kw_only=True)

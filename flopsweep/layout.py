@@ -1,12 +1,20 @@
-"""The parallel layout of a run: how its ranks split into data, tensor, pipeline and context parallel.
+"""The parallel layout of a run: how its ranks split into data, tensor, pipeline, context and expert parallel.
 
 A :class:`Layout` names the degree of each kind of parallelism, as torchtitan's ``ParallelDims``
 (``torchtitan/distributed/parallel_dims.py``) does: ``dp_replicate`` (replicas that all-reduce
 gradients, as DDP), ``dp_shard`` (ranks that shard parameters, as FSDP/ZeRO), ``cp`` (context),
-``tp`` (tensor) and ``pp`` (pipeline). Their product is the world size. It is built once, from the
-``parallel.*`` keys (:class:`flopsweep.config.ParallelConfig`) and the world size, by
-:func:`flopsweep.plan.resolve`, which keeps it in the :class:`~flopsweep.plan.Plan`; the plan
-carries it to every rank, and the record writes it as ``system.parallel``.
+``tp`` (tensor), ``pp`` (pipeline) and ``ep`` (expert). The product of the mesh degrees
+(:data:`MESH_ORDER`: all but ``ep``) is the world size; ``ep`` borrows ranks from
+``dp_shard x cp x tp`` for the experts of an MoE layer (torchtitan's ``efsdp x ep``, expert tensor
+parallel 1), so it is no factor of its own. It is built once, from the ``parallel.*`` keys
+(:class:`flopsweep.config.ParallelConfig`) and the world size, by :func:`flopsweep.plan.resolve`,
+which keeps it in the :class:`~flopsweep.plan.Plan`; the plan carries it to every rank, and the
+record writes it as ``system.parallel``.
+
+:data:`DEGREE_SPECS` is the one table of the degrees: their names (:data:`DEGREES`, the
+``parallel.<name>`` and ``system.parallel`` keys), what each is called in a message, the backends
+that build it above 1, whether it is built yet, and its column header. Everything that lists the
+degrees (the checks here, the mesh, the record, the columns) derives from it.
 
 Everything that needs "how many data-parallel ranks" (tokens per step, the DeepSpeed
 ``train_batch_size``, the memory estimate, ``batch.global_batch_size``) or "which batch does this
@@ -14,7 +22,7 @@ rank see" (the batch seed) asks the layout, never the world size.
 
 The rank order is torchtitan's mesh order ``(pp, dp_replicate, dp_shard, cp, tp)``, row-major:
 ``tp`` varies fastest. Data parallelism (FSDP2, HSDP, DDP, ZeRO), tensor parallelism and the
-pipeline (with FSDP2) are built; :func:`check_built` refuses the rest before launch.
+pipeline (with FSDP2) are built; :func:`check_built` refuses the rest (``cp``, ``ep``) before launch.
 
 This module imports nothing from flopsweep but the config schema, and no torch.
 """
@@ -29,16 +37,53 @@ from dataclasses import asdict, dataclass
 from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
 from flopsweep.text import plural
 
-DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
+
+@dataclass(frozen=True, kw_only=True)
+class DegreeSpec:
+    """One kind of parallelism: a ``parallel.<name>`` key, a ``system.parallel`` key, a
+    :class:`Layout` field."""
+
+    name: str
+    """The key: ``parallel.<name>`` in the config, ``system.parallel.<name>`` in the record."""
+    what: str
+    """What it is called in a message (``tensor parallelism``)."""
+    backends: tuple[str, ...] | None = ("fsdp",)
+    """The backends that build it above 1; None: every backend (data parallelism)."""
+    built: bool = True
+    """False: a value above 1 is refused before launch, on any backend (:func:`check_built`)."""
+    mesh: bool = True
+    """A dimension of the world mesh (:data:`MESH_ORDER`), a factor of the world size; ``ep``
+    borrows the ranks of others instead."""
+    header: str = ""
+    """Its column header in the analysis tables (the name when empty)."""
+
+
+DEGREE_SPECS: tuple[DegreeSpec, ...] = (
+    DegreeSpec(name="dp_replicate", what="HSDP (replicas of sharded groups)", header="dp_rep"),
+    DegreeSpec(name="dp_shard", what="data parallelism", backends=None),
+    DegreeSpec(name="tp", what="tensor parallelism"),
+    DegreeSpec(name="pp", what="pipeline parallelism"),
+    DegreeSpec(name="cp", what="context parallelism", built=False),
+    DegreeSpec(name="ep", what="expert parallelism", built=False, mesh=False),
+)
+"""The degrees, in ``system.parallel``'s key order. A new degree is one line here, one
+:class:`Layout` field and one :class:`~flopsweep.config.ParallelConfig` key."""
+DEGREE = {spec.name: spec for spec in DEGREE_SPECS}
+""":data:`DEGREE_SPECS` by name."""
+DEGREES = tuple(spec.name for spec in DEGREE_SPECS)
 """The degree names, as ``parallel.<name>`` keys and ``system.parallel`` keys."""
+MESH_DEGREES = tuple(spec.name for spec in DEGREE_SPECS if spec.mesh)
+"""The degrees whose product is the world size (all but ``ep``), in :data:`DEGREES` order."""
 MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
-"""Mesh dimensions from slowest to fastest varying over the global rank (torchtitan's order)."""
+""":data:`MESH_DEGREES` as mesh dimensions, from slowest to fastest varying over the global rank
+(torchtitan's order)."""
+assert sorted(MESH_ORDER) == sorted(MESH_DEGREES), "MESH_ORDER orders every mesh degree"
 PP_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe")
 """``parallel.pp_schedule`` values: ``torch.distributed.pipelining`` schedule names, less ``Schedule``."""
-BUILT = {"cp": 1}
-"""Degrees that may not exceed these values yet, on any backend (context parallelism is not
-built; ``flopsweep.pipeline.check`` has the pipeline's own rules)."""
-LAYOUT_BACKENDS = {"dp_replicate": ("fsdp",), "tp": ("fsdp",), "pp": ("fsdp",), "cp": ("fsdp",)}
+BUILT = {spec.name: 1 for spec in DEGREE_SPECS if not spec.built}
+"""Degrees that may not exceed these values yet, on any backend (context and expert parallelism
+are not built; ``flopsweep.pipeline.check`` has the pipeline's own rules)."""
+LAYOUT_BACKENDS = {spec.name: spec.backends for spec in DEGREE_SPECS if spec.backends is not None}
 """The backends that build each degree above 1: FSDP2 on the device mesh (HSDP, tensor parallel).
 DDP is replicate-only data parallelism and ``single`` one rank: a layout on either is refused;
 DeepSpeed stays data-parallel (ZeRO, ZeRO++)."""
@@ -65,6 +110,9 @@ class Layout:
     """Pipeline-parallel ranks (:mod:`flopsweep.pipeline`), each holding ``pp_stages_per_rank`` stages."""
     cp: int = 1
     """Context-parallel degree (reserved: not built yet)."""
+    ep: int = 1
+    """Expert-parallel degree (reserved: not built yet): the ranks of ``dp_shard x cp x tp`` that
+    split an MoE layer's experts among them; not a factor of the world size."""
 
     def __post_init__(self) -> None:
         for name in DEGREES:
@@ -82,18 +130,20 @@ class Layout:
     @classmethod
     def resolve(cls, parallel: ParallelConfig, world_size: int) -> Layout:
         """The layout of ``parallel`` on ``world_size`` ranks; ``dp_shard=-1`` takes the ranks
-        that the other degrees leave (``world_size // (dp_replicate x tp x pp x cp)``).
+        that the other mesh degrees leave (``world_size // (dp_replicate x tp x pp x cp)``).
 
         Raises:
-            ConfigError: a degree below 1 (other than ``dp_shard=-1``), or degrees whose product
-                is not the world size; the message names the key, the value and the fix.
+            ConfigError: a degree below 1 (other than ``dp_shard=-1``), mesh degrees whose product
+                is not the world size, or an ``ep`` that does not divide ``dp_shard x cp x tp``; the
+                message names the key, the value and the fix.
         """
-        others = {name: getattr(parallel, name) for name in DEGREES if name != "dp_shard"}
-        for name, value in others.items():
-            if value < 1:
+        for name in DEGREES:
+            value = getattr(parallel, name)
+            if name != "dp_shard" and value < 1:
                 raise ConfigError(
                     f"parallel.{name}", value, "must be a positive integer", f"set parallel.{name}=1"
                 )
+        others = {name: getattr(parallel, name) for name in MESH_DEGREES if name != "dp_shard"}
         rest = math.prod(others.values())
         shard = parallel.dp_shard
         if shard == -1:
@@ -121,12 +171,20 @@ class Layout:
                 "(nproc_per_node x nnodes)",
                 _fix_for_world(parallel, world_size),
             )
-        return cls(dp_shard=shard, **others)
+        borrowed = shard * others["cp"] * others["tp"]
+        if borrowed % parallel.ep:
+            raise ConfigError(
+                "parallel.ep",
+                parallel.ep,
+                f"does not divide the dp_shard x cp x tp = {borrowed} ranks that expert parallelism splits",
+                "set parallel.ep to a divisor of them, or 1",
+            )
+        return cls(dp_shard=shard, ep=parallel.ep, **others)
 
     @property
     def world_size(self) -> int:
-        """Ranks in the run: the product of the degrees."""
-        return math.prod(getattr(self, name) for name in DEGREES)
+        """Ranks in the run: the product of the mesh degrees (:data:`MESH_ORDER`; ``ep`` borrows)."""
+        return math.prod(getattr(self, name) for name in MESH_DEGREES)
 
     @property
     def dp(self) -> int:
@@ -167,7 +225,7 @@ class Layout:
         """The layout as ``backend`` runs it: DDP is replicate-only data parallelism, recorded as
         ``dp_replicate = dp, dp_shard = 1`` (torchtitan's convention); the others as resolved."""
         if backend == "ddp":
-            return Layout(dp_replicate=self.dp, tp=self.tp, pp=self.pp, cp=self.cp)
+            return dataclasses.replace(self, dp_replicate=self.dp, dp_shard=1)
         return self
 
     def as_dict(self) -> dict[str, int]:
@@ -177,15 +235,16 @@ class Layout:
     def label(self, pp_schedule: str | None = None) -> str:
         """A compact name of the layout for tables, plan rows and plot legends: the degrees above 1
         in mesh order (:data:`MESH_ORDER`), the data-parallel pair as ``replicate x shard`` (HSDP)
-        and the pipeline with its schedule. ``dp8`` (FSDP, ZeRO or DDP over 8 ranks), ``dp2x4``
-        (HSDP: 2 replicas of 4-way shards), ``dp4 tp2``, ``tp8``, ``pp2/1F1B dp4``; ``dp1`` for one
-        rank. The backend column says which data-parallel method the ``dp`` part is."""
+        and the pipeline with its schedule, then ``cp``, ``tp`` and ``ep``. ``dp8`` (FSDP, ZeRO or DDP
+        over 8 ranks), ``dp2x4`` (HSDP: 2 replicas of 4-way shards), ``dp4 tp2``, ``tp8``,
+        ``pp2/1F1B dp4``; ``dp1`` for one rank. The backend column says which data-parallel method
+        the ``dp`` part is."""
         parts = [f"pp{self.pp}" + (f"/{pp_schedule}" if pp_schedule else "")] if self.pp > 1 else []
         if self.dp_replicate > 1:
             parts.append(f"dp{self.dp_replicate}x{self.dp_shard}")
         elif self.dp_shard > 1 or self.world_size == 1:
             parts.append(f"dp{self.dp_shard}")
-        parts += [f"{name}{getattr(self, name)}" for name in ("cp", "tp") if getattr(self, name) > 1]
+        parts += [f"{name}{getattr(self, name)}" for name in ("cp", "tp", "ep") if getattr(self, name) > 1]
         return " ".join(parts)
 
 
@@ -253,7 +312,7 @@ def _fix_for_world(parallel: ParallelConfig, world_size: int) -> str:
     """A fix for degrees whose product is not ``world_size``: ``dp_shard=-1`` when the other degrees
     divide the world, else one degree made smaller (a divisor of its value, so the model still
     splits evenly), else every degree 1."""
-    rest = math.prod(getattr(parallel, n) for n in DEGREES if n != "dp_shard")
+    rest = math.prod(getattr(parallel, n) for n in MESH_DEGREES if n != "dp_shard")
     if parallel.dp_shard != -1 and world_size % rest == 0:
         return f"set parallel.dp_shard=-1 (the rest of the world: {world_size // rest})"
     keys = pipeline_keys(parallel)
@@ -287,7 +346,7 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
     values the config alone decides.
 
     ``dp_replicate`` (HSDP), ``tp`` and ``pp`` above 1 run on ``backend=fsdp`` only
-    (:data:`LAYOUT_BACKENDS`); ``cp`` must be 1 (:data:`BUILT`).
+    (:data:`LAYOUT_BACKENDS`); ``cp`` and ``ep`` must be 1 (:data:`BUILT`).
 
     Raises:
         ConfigError: naming the key, the value and the fix.
@@ -313,26 +372,23 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
             "must be a positive integer, or -1 for the ranks the other degrees leave",
             "set parallel.dp_shard=-1",
         )
-    for name in ("dp_replicate", "tp", "pp", "cp"):
+    for spec in DEGREE_SPECS:
+        name, what = spec.name, spec.what
+        if spec.backends is None:  # dp_shard: its own rules above
+            continue
         value = getattr(parallel, name)
         if value < 1:
             raise ConfigError(
                 f"parallel.{name}", value, "must be a positive integer", f"set parallel.{name}=1"
             )
-        what = {
-            "dp_replicate": "HSDP (replicas of sharded groups)",
-            "tp": "tensor parallelism",
-            "pp": "pipeline parallelism",
-            "cp": "context parallelism",
-        }[name]
-        if value > 1 and backend not in LAYOUT_BACKENDS[name]:
+        if value > 1 and backend not in spec.backends:
             kind = {"single": "runs one rank", "ddp": "is replicate-only data parallelism"}.get(
                 backend, "stays data-parallel (ZeRO)"
             )
             raise ConfigError(
                 f"parallel.{name}",
                 value,
-                f"{what} runs on backend={'/'.join(LAYOUT_BACKENDS[name])}, and backend={backend} {kind}",
+                f"{what} runs on backend={'/'.join(spec.backends)}, and backend={backend} {kind}",
                 f"set parallel.{name}=1, or backend=fsdp",
             )
         if value > BUILT.get(name, value):

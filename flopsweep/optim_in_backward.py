@@ -1,7 +1,7 @@
 """``optim.in_backward``: the optimizer step fused into the backward pass.
 
 One optimizer per parameter (the run's AdamW, the same hyper-parameters and fused/for-each choice,
-:func:`flopsweep.backends.build_adamw`), stepped by the parameter's post-accumulate-grad hook
+:func:`flopsweep.trainers.build_adamw`), stepped by the parameter's post-accumulate-grad hook
 (``Tensor.register_post_accumulate_grad_hook``), which then sets its gradient to None. The fp32
 gradients then never exist all at once: a training step holds the largest parameter's gradient
 (``single``) or one FSDP2 unit's reduce-scatter output (``fsdp``: FSDP2's ``foreach_reduce`` calls

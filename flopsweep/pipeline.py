@@ -7,8 +7,9 @@ last also applies the final norm and the LM head. Stage ``s`` lives on pipeline 
 (torch's "loop" placement, :func:`stage_ids`). Every rank builds the whole model from the run's seed
 (the same weights as every other backend, as ``build_fsdp`` does), then each of its stages keeps only
 its own blocks and parts (torchtitan's ``pipeline_module_split``, without a deep copy: the rest is
-dropped and freed). Each stage module is ``fully_shard``-ed as :func:`flopsweep.backends.build_fsdp`
-shards the whole model: each block, then the stage, over :func:`flopsweep.mesh.dp_mesh`.
+dropped and freed). Each stage module is ``fully_shard``-ed as :func:`flopsweep.parallelize.fsdp`
+shards the whole model: each block, then the stage, over :func:`flopsweep.mesh.dp_mesh`. The split
+is the pipeline step of :func:`flopsweep.parallelize.parallelize`, after compile and before FSDP2.
 
 **Tied LM head.** GPT-2 and the Llama 3.2 sizes tie the LM head to the token embedding, which the
 first stage needs and the last stage needs too. Both keep a copy (same initial values); after the
@@ -19,9 +20,9 @@ norm counts the tied weight once.
 
 **Tensor-parallel stages** (``parallel.tp > 1``, torchtitan's composition): each model is
 tensor-parallel on :func:`flopsweep.mesh.tp_mesh` of the same world mesh (the family's plan,
-:func:`flopsweep.backends.parallelize`) before the split and before ``fully_shard``, so the stage's
-parameters are ``DTensor`` s on the ``(dp, tp)`` sub-mesh. Between stages flows what flows between
-blocks under sequence parallelism: the plain local tensor of this rank's sequence shard,
+:func:`flopsweep.parallelize.apply_tensor_parallel`) before the split and before ``fully_shard``,
+so the stage's parameters are ``DTensor`` s on the ``(dp, tp)`` sub-mesh. Between stages flows what
+flows between blocks under sequence parallelism: the plain local tensor of this rank's sequence shard,
 ``(B, T / tp, C)``, sent to the pipeline peer of the same ``tp`` coordinate (the ``pp`` sub-mesh's
 group), which holds the same shard. The last stage's logits are vocabulary-sharded and the loss
 runs under ``loss_parallel`` (the whole schedule step inside it). The tied weight is
@@ -315,7 +316,7 @@ def loss_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class PipelineTrainer:
-    """Step loop for a pipeline (a :class:`~flopsweep.backends.Trainer`): one schedule step over
+    """Step loop for a pipeline (a :class:`~flopsweep.trainers.Trainer`): one schedule step over
     the concatenated micro batches, the tied weight's gradient summed between its two stages, the
     gradient norm over every stage (clipping), AdamW.
 
@@ -403,26 +404,27 @@ def build_pipeline(
     cfg: RunConfig,
     device: torch.device,
     layout: Layout,
+    mesh: Any,
     *,
-    build_model: Callable[[Any], nn.Module],
+    build_stage: Callable[[Callable[[nn.Module], StageModule]], StageModule],
     build_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
 ) -> PipelineTrainer:
     """The pipeline of ``cfg`` on this rank: its stages (FSDP2 over the data-parallel sub-mesh), the
     schedule ``parallel.pp_schedule`` and the trainer.
 
     Args:
-        build_model: ``world_mesh -> model``: the whole model from the run's seed on ``device``,
-            tensor-parallel on the mesh's ``tp`` sub-mesh when ``tp > 1``, then checkpointed and
-            compiled per block (:func:`flopsweep.backends.parallelize`, then ``wrap_blocks``); called
-            once per local stage, before the split.
-        build_optimizer: AdamW over the given parameters (:func:`flopsweep.backends.build_adamw`).
+        mesh: the world mesh (:func:`flopsweep.mesh.build_mesh` of ``layout``).
+        build_stage: ``split -> stage``: :func:`flopsweep.parallelize.parallelize` of a whole model
+            built from the run's seed on ``device``, with ``split`` (this module's, which cuts one
+            stage, :func:`split_stage`) as its pipeline step and FSDP2 as its data-parallel step;
+            called once per local stage.
+        build_optimizer: AdamW over the given parameters (:func:`flopsweep.trainers.build_adamw`).
     """
     from torch.distributed.pipelining import PipelineStage
     from torch.distributed.pipelining.schedules import get_schedule_class
 
-    from flopsweep.mesh import build_mesh, dp_mesh, pp_mesh
+    from flopsweep.mesh import pp_mesh
 
-    mesh = build_mesh(layout, device.type)
     pipe = pp_mesh(mesh)
     p = cfg.parallel
     per_rank = stages_per_rank(p.pp_schedule, p.pp_stages_per_rank)
@@ -430,10 +432,13 @@ def build_pipeline(
     ids = stage_ids(pipe.get_local_rank(), layout.pp, per_rank)
     modules, tied, counted = [], [], []
     for stage in ids:
-        model = build_model(mesh)
-        tied_names = _tied_names(model, cfg)
-        module = split_stage(model, family(cfg.model).blocks(model), stage, n_stages, seq_shards=layout.tp)
-        _shard(module, dp_mesh(mesh, layout), cfg)
+        tied_names: set[str] = set()
+
+        def split(model: nn.Module, stage: int = stage, tied_names: set[str] = tied_names) -> StageModule:
+            tied_names |= _tied_names(model, cfg)  # named on the whole model, before the cut
+            return split_stage(model, family(cfg.model).blocks(model), stage, n_stages, seq_shards=layout.tp)
+
+        module = build_stage(split)
         modules.append(module)
         for name, param in module.named_parameters():
             shared = name.removeprefix("model.") in tied_names
@@ -469,20 +474,6 @@ def _tied_names(model: nn.Module, cfg: RunConfig) -> set[str]:
     """Names of the family's tied parameters in ``model`` (``wte.weight``)."""
     tied = family(cfg.model).tied_parameters(model)
     return {name for name, param in model.named_parameters() if any(param is t for t in tied)}
-
-
-def _shard(module: StageModule, mesh: Any, cfg: RunConfig) -> None:
-    """``fully_shard`` each block of the stage, then the stage, as ``backends.build_fsdp`` does for
-    the whole model (params in the run's precision, gradients reduced in fp32)."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-    mp = MixedPrecisionPolicy(param_dtype=fprecision.DTYPES[cfg.precision.name], reduce_dtype=torch.float32)
-    reshard = cfg.backend.reshard_after_forward
-    blocks = list(module.layers.values())
-    for i, block in enumerate(blocks):
-        last = i == len(blocks) - 1  # its backward runs right after forward (as build_fsdp)
-        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard and not last)
-    fully_shard(module, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
 
 
 def _tie_group(mesh: Any, layout: Layout) -> Any:

@@ -210,9 +210,10 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     import torch.distributed as dist
 
     from flopsweep.attention_kernels import check_kernel
-    from flopsweep.backends import build_trainer, optimizer_facts
+    from flopsweep.backends import build_trainer
     from flopsweep.metrics import unsteady_steps
     from flopsweep.precision import DTYPES
+    from flopsweep.trainers import optimizer_facts
 
     if cfg.device == "cuda":
         torch.cuda.set_device(local_rank)

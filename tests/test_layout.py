@@ -12,7 +12,7 @@ import pytest
 from helpers import run_py
 
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ParallelConfig, RunConfig
-from flopsweep.layout import Layout, check_built, grad_accum_for
+from flopsweep.layout import DEGREE_SPECS, DEGREES, MESH_ORDER, Layout, check_built, grad_accum_for
 from flopsweep.options import DeepSpeedConfig, FSDPConfig
 from flopsweep.plan import Environment, plan, validate
 
@@ -30,7 +30,7 @@ def test_dp_shard_minus_one_takes_the_rest_of_the_world() -> None:
     assert (lay.dp_replicate, lay.dp_shard, lay.tp, lay.pp, lay.cp) == (2, 2, 2, 1, 1)
     assert (lay.world_size, lay.dp, lay.non_data_parallel_size) == (8, 4, 2)
     assert Layout.resolve(ParallelConfig(), 1).as_dict() == dict.fromkeys(
-        ("dp_replicate", "dp_shard", "tp", "pp", "cp"), 1
+        ("dp_replicate", "dp_shard", "tp", "pp", "cp", "ep"), 1
     )
 
 
@@ -48,6 +48,25 @@ def test_degrees_that_do_not_make_the_world_are_refused(parallel, world, key, wo
         Layout.resolve(parallel, world)
     assert err.value.key == key and words in str(err.value) and "Fix:" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_the_degrees_are_one_list_that_the_schema_and_the_layout_follow() -> None:
+    """Every degree of :data:`DEGREE_SPECS` is a ``parallel.*`` key and a :class:`Layout` field, in
+    ``system.parallel``'s order; the mesh degrees (all but ``ep``) multiply to the world size."""
+    fields = [f.name for f in dataclasses.fields(Layout)]
+    assert fields == list(DEGREES) == [s.name for s in DEGREE_SPECS]
+    assert set(DEGREES) <= {f.name for f in dataclasses.fields(ParallelConfig)}
+    assert set(DEGREES) - set(MESH_ORDER) == {"ep"}
+    assert Layout(dp_shard=4, tp=2, ep=4).world_size == 8
+
+
+def test_expert_parallel_borrows_data_and_tensor_parallel_ranks() -> None:
+    """``ep`` splits ``dp_shard x cp x tp`` (torchtitan's ``efsdp x ep``): a divisor of them
+    resolves, anything else is refused naming ``parallel.ep``."""
+    assert Layout.resolve(ParallelConfig(tp=2, ep=4), 8) == Layout(dp_shard=4, tp=2, ep=4)
+    with pytest.raises(ConfigError) as err:
+        Layout.resolve(ParallelConfig(pp=2, ep=4), 4)
+    assert err.value.key == "parallel.ep" and "dp_shard x cp x tp = 2" in str(err.value)
 
 
 def test_a_layout_of_a_degree_below_one_cannot_be_made() -> None:
@@ -86,6 +105,7 @@ def test_the_batch_a_rank_sees_comes_from_its_data_parallel_rank() -> None:
     ("override", "key"),
     [
         ({"cp": 2}, "parallel.cp"),
+        ({"ep": 2}, "parallel.ep"),
     ],
 )
 def test_degrees_not_built_yet_are_refused_before_launch(override, key) -> None:
@@ -219,7 +239,7 @@ def test_a_two_rank_run_records_its_layout(tmp_path: Path) -> None:
     record = json.loads((tmp_path / "metrics.json").read_text())
     assert record["status"] == "ok", record["error"]
     parallel = record["system"]["parallel"]
-    assert parallel == {"dp_replicate": 1, "dp_shard": 2, "tp": 1, "pp": 1, "cp": 1}
+    assert parallel == {"dp_replicate": 1, "dp_shard": 2, "tp": 1, "pp": 1, "cp": 1, "ep": 1}
     assert all(type(v) is int for v in parallel.values())
     assert math.prod(parallel.values()) == record["system"]["world_size"] == 2
     assert record["config"]["batch"]["grad_accum"] == 2
@@ -240,7 +260,7 @@ def test_a_lost_slurm_job_records_the_layout_its_ranks_reached(tmp_path: Path) -
     info = JobInfo(job_dir=tmp_path / "started", overrides=[], job_num=0)
     record = record_lost_job(cfg, info, "cancelled", submitted_at=0.0, previous_run_id=None)
     assert record["error"]["phase"] == "measure" and record["system"]["world_size"] == 2
-    assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 2, "tp": 1, "pp": 1, "cp": 1}
+    assert record["system"]["parallel"] == dict.fromkeys(DEGREES, 1) | {"dp_shard": 2}
     info = JobInfo(job_dir=tmp_path / "never", overrides=[], job_num=1)
     record = record_lost_job(cfg, info, "cancelled", submitted_at=0.0, previous_run_id=None)
     assert record["error"]["phase"] == "launch" and record["system"]["parallel"] is None

@@ -331,7 +331,14 @@ def test_pipeline_runs_write_ok_records_with_their_layout(tmp_path: Path) -> Non
     assert all(r["metrics"]["breakdown"]["comm_s"] > 0 for r in recs)
     for r in recs:
         assert r["status"] == "ok", r["error"]
-        assert r["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 2, "tp": 1, "pp": 2, "cp": 1}
+        assert r["system"]["parallel"] == {
+            "dp_replicate": 1,
+            "dp_shard": 2,
+            "tp": 1,
+            "pp": 2,
+            "cp": 1,
+            "ep": 1,
+        }
         m, seq = r["metrics"], r["config"]["model"]["seq_len"]
         assert m["global_batch_size"] == 2 * 2 * 2 and m["tokens_per_step"] == 8 * seq  # micro x accum x dp
         parallel = r["config"]["parallel"]  # the derived pipeline keys, as they ran
@@ -423,7 +430,14 @@ def test_tp2_x_pp2_runs_write_ok_records_with_their_layout(tmp_path: Path) -> No
     assert sorted(r["model"]["arch"] for r in recs) == ["gpt2", "llama"]
     for r in recs:
         assert r["status"] == "ok", r["error"]
-        assert r["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 2, "pp": 2, "cp": 1}
+        assert r["system"]["parallel"] == {
+            "dp_replicate": 1,
+            "dp_shard": 1,
+            "tp": 2,
+            "pp": 2,
+            "cp": 1,
+            "ep": 1,
+        }
         m, seq = r["metrics"], r["config"]["model"]["seq_len"]
         assert m["tokens_per_step"] == 2 * 2 * 1 * seq  # micro x accum x dp (one data-parallel rank)
         # One data-parallel rank: the one-rank model on data-parallel rank 0's batches.

@@ -92,7 +92,14 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert all(w.startswith(noise) for w in record["warnings"]), record["warnings"]
     assert set(record["metrics"]) == set(METRIC_KEYS)
     assert set(record["system"]) == SYSTEM_KEYS
-    assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 1, "pp": 1, "cp": 1}
+    assert record["system"]["parallel"] == {
+        "dp_replicate": 1,
+        "dp_shard": 1,
+        "tp": 1,
+        "pp": 1,
+        "cp": 1,
+        "ep": 1,
+    }
     assert record["system"]["interconnect"] == []  # one rank: no link to measure
     assert isinstance(record["system"]["cpu_threads"], int) and record["system"]["cpu_threads"] >= 1
     assert record["system"]["optimizer"] == {

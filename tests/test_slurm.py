@@ -639,7 +639,14 @@ def test_a_tensor_parallel_layout_runs_across_the_tasks_of_a_node(tmp_path: Path
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record,) = records(tmp_path)
     assert record["status"] == "ok", record["error"]
-    assert record["system"]["parallel"] == {"dp_replicate": 1, "dp_shard": 1, "tp": 2, "pp": 1, "cp": 1}
+    assert record["system"]["parallel"] == {
+        "dp_replicate": 1,
+        "dp_shard": 1,
+        "tp": 2,
+        "pp": 1,
+        "cp": 1,
+        "ep": 1,
+    }
     assert record["metrics"]["loss_finite"] is True
 
 

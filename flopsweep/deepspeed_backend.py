@@ -1,0 +1,100 @@
+"""``backend=deepspeed``: the ZeRO engine (stages 1-3, ZeRO++, offload, DeepCompile) as the last
+step of :func:`flopsweep.parallelize.parallelize`, and where DeepSpeed's JIT-built ops live.
+
+Its config dict comes from :func:`flopsweep.deepspeed_config.run_deepspeed_config` (torch-free).
+DeepSpeed stays data-parallel: the layout's model-parallel steps are no-ops here (validation
+refuses ``parallel.tp``, ``pp``, ``dp_replicate``, ``cp`` and ``ep`` above 1 for it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from flopsweep.config import RunConfig
+from flopsweep.deepspeed_config import run_deepspeed_config
+from flopsweep.layout import Layout
+from flopsweep.models import family
+from flopsweep.parallelize import DataParallel, make_model, parallelize
+from flopsweep.trainers import DeepSpeedTrainer
+
+log = logging.getLogger("flopsweep")
+
+
+def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> DeepSpeedTrainer:
+    """DeepSpeed ZeRO engine; under ZeRO-3 the model is built inside ``deepspeed.zero.Init``
+    so that each rank only ever holds its partition. Its JIT-built ops go to :func:`extensions_dir`."""
+    os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
+    import deepspeed
+
+    # init_distributed print()s "DeepSpeed ... built successfully" on every rank of every job, even
+    # when the op is cached: kept for the debug log (hydra.verbose=flopsweep shows it).
+    with contextlib.redirect_stdout(io.StringIO()) as chatter:
+        deepspeed.init_distributed()  # adopts the process group the worker already made
+    for line in chatter.getvalue().splitlines():
+        log.debug("%s", line)
+    ds_config = run_deepspeed_config(cfg, layout, device.type)
+    stage3 = cfg.backend.zero_stage == 3
+    # zero_init=False (hf): built whole on the host, partitioned by deepspeed.initialize.
+    with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=stage3 and family(cfg.model).zero_init):
+        model = make_model(cfg, None if stage3 else device)
+    engine = parallelize(model, cfg, layout, data_parallel=zero(cfg, ds_config))
+    return DeepSpeedTrainer(engine)
+
+
+def zero(cfg: RunConfig, ds_config: dict[str, Any]) -> DataParallel:
+    """The data-parallel step of ``backend=deepspeed``: ``deepspeed.initialize`` with ``ds_config``
+    (after checkpointing and compile, outside ``deepspeed.zero.Init``); under ZeRO-3 the tied
+    parameters are registered as external and the family's leaf modules (MoE layers) are gathered
+    whole. ``backend.deepcompile`` then compiles the whole engine. The step returns the engine
+    (an ``nn.Module``)."""
+    import deepspeed
+
+    fam = family(cfg.model)
+
+    def initialize(model: nn.Module) -> nn.Module:
+        if cfg.backend.zero_stage == 3:
+            # A tied LM head uses the embedding weight outside the embedding's own forward.
+            for param in fam.tied_parameters(model):
+                deepspeed.zero.register_external_parameter(model, param)
+            if fam.zero3_leaf_modules is not None and (leaves := fam.zero3_leaf_modules(model)):
+                from deepspeed.utils import set_z3_leaf_modules
+
+                set_z3_leaf_modules(model, leaves)  # MoE layers: gathered whole, not per routed expert
+        engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+        if cfg.backend.deepcompile:
+            engine.compile()  # DeepCompile: the whole model, with ZeRO's passes in the graph
+        return engine
+
+    return initialize
+
+
+def extensions_dir(environ: Mapping[str, str] = os.environ) -> str:
+    """Where DeepSpeed's JIT-built ops (the CPU ``deepspeed_shm_comm``, ...) are built and cached:
+    the user's ``TORCH_EXTENSIONS_DIR`` when set, else a directory of flopsweep's own under
+    ``$XDG_CACHE_HOME`` (``~/.cache``), keyed on Python, torch, DeepSpeed and the environment's
+    prefix. torch's default (``~/.cache/torch_extensions/py311_cpu``) is shared by every environment
+    of the machine: two of them with other torch or DeepSpeed versions rebuild each other's ops
+    on every run (minutes each). Created private (0700)."""
+    if environ.get("TORCH_EXTENSIONS_DIR"):
+        return environ["TORCH_EXTENSIONS_DIR"]
+    from importlib.metadata import version
+
+    ds = version("deepspeed")
+    key = "|".join([sys.prefix, sys.version, torch.__version__, str(torch.version.cuda), ds])
+    name = f"py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}-ds{ds}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    path = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flopsweep" / "torch_extensions"
+    path = path / f"{name}-{digest}"
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return str(path)

@@ -1,0 +1,229 @@
+"""The step loops every backend returns, and the run's optimizer.
+
+A :class:`Trainer` takes one optimizer step over a list of micro batches (grad accumulation).
+:class:`TorchTrainer` is the loop of ``single``, ``ddp`` and ``fsdp`` (autocast or FSDP2's mixed
+precision, ``no_sync`` on all but the last micro batch, a ``GradScaler`` for fp16, clipping,
+AdamW); :class:`DeepSpeedTrainer` drives a DeepSpeed engine; the pipeline has its own
+(:class:`flopsweep.pipeline.PipelineTrainer`). Every backend steps the same AdamW
+(:func:`build_adamw`, ``OptimConfig``), so that a sweep compares strategies, not recipes.
+:func:`optimizer_facts` reads the optimizer that stepped for ``system.optimizer``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+from torch.profiler import record_function
+
+from flopsweep import optim_in_backward
+from flopsweep import precision as fprecision
+from flopsweep.annotations import OPTIMIZER_ANNOTATION
+from flopsweep.config import OptimConfig, RunConfig
+
+DTYPES = fprecision.DTYPES
+
+
+class Trainer(Protocol):
+    def step(self, micro_batches: Sequence[torch.Tensor]) -> torch.Tensor:
+        """One optimizer step over ``len(micro_batches)`` micro batches (grad accumulation).
+
+        Returns the mean loss as a detached 0-d tensor on the device (no host sync).
+        """
+
+
+def build_adamw(params: Any, optim: OptimConfig, device: torch.device) -> torch.optim.AdamW:
+    """``torch.optim.AdamW`` with the shared settings; fused kernel on CUDA. ``device`` is where the
+    parameters live: the host under FSDP2's ``cpu_offload`` (:func:`_optimizer_device`), where torch's
+    default (the for-loop implementation for CPU tensors) steps them."""
+    return torch.optim.AdamW(
+        params,
+        lr=optim.lr,
+        betas=(optim.beta1, optim.beta2),
+        eps=optim.eps,
+        weight_decay=optim.weight_decay,
+        fused=device.type == "cuda",
+    )
+
+
+def build_optimizer(
+    params: Any, optim: OptimConfig, device: torch.device
+) -> torch.optim.Optimizer | optim_in_backward.OptimizerInBackward:
+    """The run's AdamW (:func:`build_adamw`), or with ``optim.in_backward`` one per parameter, stepped
+    in backward by its post-accumulate-grad hook (:mod:`flopsweep.optim_in_backward`)."""
+    if optim.in_backward:
+        return optim_in_backward.attach(params, lambda one: build_adamw(one, optim, device))
+    return build_adamw(params, optim, device)
+
+
+@dataclass
+class TorchTrainer:
+    """Step loop for ``single``, ``ddp`` and ``fsdp``: autocast or FSDP2 mixed precision,
+    grad accumulation without gradient sync on all but the last micro batch, a
+    ``GradScaler`` for fp16, clipping (``grad_clip`` 0: none), AdamW; or, with an
+    :class:`~flopsweep.optim_in_backward.OptimizerInBackward` (``optim.in_backward``), AdamW stepped
+    per parameter inside backward, and no clip, step or ``zero_grad`` after it."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer | optim_in_backward.OptimizerInBackward
+    grad_clip: float
+    autocast_dtype: torch.dtype | None = None
+    scaler: torch.amp.GradScaler | None = None
+    no_sync: Any = None  # callable(is_last: bool) -> context manager
+    after_step: Callable[[], None] | None = None  # e.g. fp8 scale precompute for FSDP2
+    micro_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    """Around each micro batch's forward and backward (``loss_parallel`` under tensor parallelism)."""
+    last_grad_norm: torch.Tensor | None = None
+    """The total gradient norm of the last step, before clipping (``clip_grad_norm_``'s result); None
+    without clipping (``grad_clip`` 0, and so ``optim.in_backward``: no gradient outlives backward)."""
+
+    def step(self, micro_batches: Sequence[torch.Tensor]) -> torch.Tensor:
+        n = len(micro_batches)
+        total = torch.zeros((), device=micro_batches[0].device)
+        for i, tokens in enumerate(micro_batches):
+            with self.micro_context():
+                with self._sync_context(i == n - 1), self._autocast(tokens.device):
+                    loss = self.model(tokens) / n
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
+            total += loss.detach()
+        if isinstance(self.optimizer, optim_in_backward.OptimizerInBackward):  # stepped in backward
+            if self.after_step is not None:
+                self.after_step()
+            return total
+        with record_function(OPTIMIZER_ANNOTATION):  # profile=true: the optimizer part
+            if self.scaler:
+                self.scaler.unscale_(self.optimizer)
+            if self.grad_clip > 0:  # 0: no clipping
+                self.last_grad_norm = torch.nn.utils.clip_grad_norm_(
+                    self.model.parameters(), self.grad_clip, foreach=True
+                )
+            if self.scaler:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.after_step is not None:
+                self.after_step()
+        return total
+
+    def _sync_context(self, is_last: bool) -> contextlib.AbstractContextManager:
+        return self.no_sync(is_last) if self.no_sync else contextlib.nullcontext()
+
+    def _autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=self.autocast_dtype)
+
+
+@dataclass
+class DeepSpeedTrainer:
+    """Step loop for a DeepSpeed engine; the engine owns accumulation, scaling and clipping."""
+
+    engine: Any
+
+    def step(self, micro_batches: Sequence[torch.Tensor]) -> torch.Tensor:
+        total = torch.zeros((), device=micro_batches[0].device)
+        for tokens in micro_batches:
+            loss = self.engine(tokens)
+            self.engine.backward(loss)  # scales by 1/grad_accum
+            with record_function(OPTIMIZER_ANNOTATION):
+                self.engine.step()  # steps the optimizer at the accumulation boundary only
+            total += loss.detach().float() / len(micro_batches)
+        return total
+
+
+def _optimizer_device(cfg: RunConfig, device: torch.device) -> torch.device:
+    """Where the parameters that AdamW steps live: the host under FSDP2's ``cpu_offload``, else the
+    rank's device."""
+    return torch.device("cpu") if getattr(cfg.backend, "cpu_offload", False) else device
+
+
+def torch_trainer(
+    model: nn.Module, cfg: RunConfig, device: torch.device, *, autocast: bool = True, no_sync: Any = None
+) -> TorchTrainer:
+    """A :class:`TorchTrainer` of ``model`` with the run's optimizer (on the host under FSDP2's
+    ``cpu_offload``), clip, precision (autocast unless ``autocast`` is False: FSDP2 casts itself)
+    and fp16 ``GradScaler``; ``no_sync(is_last)`` gives each micro batch's sync context."""
+    dtype = DTYPES[cfg.precision.name]
+    return TorchTrainer(
+        model,
+        # FSDP2 CPU offload keeps the parameters and gradients on the host: the step runs there
+        build_optimizer(model.parameters(), cfg.optim, _optimizer_device(cfg, device)),
+        cfg.optim.grad_clip,
+        autocast_dtype=dtype if autocast and dtype != torch.float32 else None,
+        scaler=torch.amp.GradScaler(device.type) if cfg.precision.name == "fp16" else None,
+        no_sync=no_sync,
+    )
+
+
+def optimizer_facts(trainer: Any) -> dict[str, Any] | None:
+    """``system.optimizer``: the optimizer that steps, read from the built trainer, not the config.
+
+    Returns:
+        ``{class, fused, foreach, in_backward}``: ``class`` the qualified name of the optimizer's
+        class (``torch.optim.adamw.AdamW``; under DeepSpeed its basic optimizer, the one its ZeRO
+        wrapper steps: ``deepspeed.ops.adam.fused_adam.FusedAdam``,
+        ``deepspeed.ops.adam.cpu_adam.DeepSpeedCPUAdam`` or torch's AdamW); ``fused`` and ``foreach``
+        the implementation a torch optimizer runs (a flag left None resolved as torch resolves it at
+        its step, from its parameters' devices), null for an optimizer without those flags;
+        ``in_backward`` true for ``optim.in_backward``'s one optimizer per parameter (the first one's
+        class and flags). None when the trainer holds no optimizer. Read after the measured steps:
+        ``foreach`` may depend on the tensors a step put into the optimizer.
+    """
+    engine = getattr(trainer, "engine", None)  # DeepSpeedTrainer
+    source, name = (trainer, "optimizer") if engine is None else (engine, "basic_optimizer")
+    optimizer = getattr(source, name, None)
+    in_backward = isinstance(optimizer, optim_in_backward.OptimizerInBackward)
+    if in_backward:
+        optimizer = optimizer.optimizers[0] if optimizer.optimizers else None
+    if optimizer is None:
+        return None
+    kind = type(optimizer)
+    try:  # a fact of the record: an optimizer of unexpected shape leaves it unknown, never fails the run
+        fused, foreach = _torch_implementation(optimizer)
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError):
+        fused, foreach = None, None
+    return {
+        "class": f"{kind.__module__}.{kind.__qualname__}",
+        "fused": fused,
+        "foreach": foreach,
+        "in_backward": in_backward,
+    }
+
+
+def _torch_implementation(optimizer: Any) -> tuple[bool | None, bool | None]:
+    """``(fused, foreach)`` that a torch optimizer's step runs, over its first parameter group: its
+    flags, or when both are None, torch's default for the tensors it steps
+    (``torch.optim.optimizer._default_to_fused_or_foreach``: for-each on CUDA, the for-loop on the
+    CPU). Those are the group's parameters, or where a wrapper empties the group between steps
+    (DeepSpeed ZeRO-3 puts each flat fp32 partition in only for its step) the tensors that hold
+    its state; ``foreach`` is None when neither is there yet (no step taken). ``(None, None)`` for
+    an optimizer without those flags (DeepSpeed's own)."""
+    groups = getattr(optimizer, "param_groups", None) or [{}]
+    group = groups[0]
+    if "fused" not in group or "foreach" not in group:
+        return None, None
+    fused, foreach = group["fused"], group["foreach"]
+    if fused is None and foreach is None:
+        try:  # torch's private helper: a torch without it leaves foreach unknown, not the run failed
+            from torch.optim.optimizer import _default_to_fused_or_foreach
+        except ImportError:
+            return False, None
+        stepped = [p for g in groups for p in g["params"]]
+        stepped = stepped or [t for t in getattr(optimizer, "state", {}) if isinstance(t, torch.Tensor)]
+        if not stepped:
+            return False, None
+        differentiable = bool(group.get("differentiable", False))
+        try:  # private: another torch's signature leaves foreach unknown, never fails the run
+            _, foreach = _default_to_fused_or_foreach(stepped, differentiable, use_fused=False)
+        except (TypeError, ValueError, RuntimeError):
+            return False, None
+        lr = group.get("lr")
+        if foreach and isinstance(lr, torch.Tensor) and not group.get("capturable", False):
+            foreach = False  # as torch.optim.adam.adam decides
+    return bool(fused), bool(foreach)
