@@ -18,12 +18,11 @@ YAML file under ``conf/attention/``.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import blocksparse
+from flopsweep import blocksparse, lazy
 from flopsweep.config import MAX_SEED, AttentionConfig, ConfigError, require_choice, require_positive
 from flopsweep.options import BlockSparseConfig
 
@@ -135,7 +134,7 @@ class KernelSpec:
 
     def builder(self) -> Callable[[Any], Any]:
         """The kernel's builder, from :data:`KERNEL_MODULE` (imports torch)."""
-        return getattr(importlib.import_module(KERNEL_MODULE), self.build)
+        return getattr(lazy.module(KERNEL_MODULE), self.build)
 
 
 def _resolve_blocksparse(a: BlockSparseConfig, device: str, run_seed: int, seq_len: int) -> BlockSparseConfig:

@@ -38,10 +38,10 @@ Adding a backend: a spec here (a subclass where its terms differ) and an entry i
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from flopsweep import lazy
 from flopsweep.config import BackendConfig
 from flopsweep.layout import DEGREES, LAYOUT_BACKENDS
 from flopsweep.options import DeepSpeedConfig, FSDPConfig
@@ -449,5 +449,4 @@ def backend_spec(name: str | None) -> BackendSpec | None:
 
 def load(path: str) -> Any:
     """The object a ``module:attribute`` path names, imported now."""
-    module, _, attribute = path.partition(":")
-    return getattr(importlib.import_module(module), attribute)
+    return lazy.resolve(path)

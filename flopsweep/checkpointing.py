@@ -36,12 +36,12 @@ config-group choice ("Config group override must be a string or a list. Got bool
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
 from typing import Any
 
+from flopsweep import lazy
 from flopsweep.config import CheckpointingConfig, ConfigError
 from flopsweep.options import EveryNConfig, MemoryBudgetConfig
 
@@ -237,7 +237,7 @@ class CheckpointPolicy:
     def apply(self, blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
         """Wrap ``blocks`` (the family's block list, in place) for ``cfg``, with :attr:`apply_fn`
         of :data:`APPLY_MODULE` (imports torch)."""
-        getattr(importlib.import_module(APPLY_MODULE), self.apply_fn)(blocks, cfg)
+        getattr(lazy.module(APPLY_MODULE), self.apply_fn)(blocks, cfg)
 
 
 POLICIES: dict[str, CheckpointPolicy] = {

@@ -15,11 +15,11 @@ for the backends on the rank) is made on first use, importing torch then.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flopsweep import lazy
 from flopsweep.config import PrecisionConfig
 from flopsweep.options import Fp8Config
 
@@ -52,7 +52,7 @@ class PrecisionSpec:
     def converter(self) -> Any:
         """The :attr:`convert_module` (the spec has one)."""
         assert self.convert_module is not None
-        return importlib.import_module(self.convert_module)
+        return lazy.module(self.convert_module)
 
 
 PRECISIONS: dict[str, PrecisionSpec] = {

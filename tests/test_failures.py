@@ -500,19 +500,37 @@ FORBIDDEN_MODULES = {"pickle", "marshal", "dill", "shelve", "hydra.utils"}
 
 @pytest.mark.parametrize("package", ["flopsweep", "analysis"])
 def test_no_code_path_evaluates_or_instantiates_config(package: str) -> None:
-    """No eval/exec, no hydra.utils.instantiate, no pickle; the only ``load``/``loads`` is JSON's."""
-    for path in sorted((ROOT / package).glob("*.py")):
+    """No eval/exec, no hydra.utils.instantiate, no pickle; the only ``load``/``loads`` is JSON's; the
+    only import by name is :mod:`flopsweep.lazy`'s, which loads modules of flopsweep alone."""
+    lazy = ROOT / "flopsweep" / "lazy.py"
+    for path in sorted((ROOT / package).rglob("*.py")):
+        forbidden = FORBIDDEN_CALLS - {"import_module"} if path == lazy else FORBIDDEN_CALLS
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 names = {a.name for a in node.names} | {getattr(node, "module", None) or ""}
                 assert not names & FORBIDDEN_MODULES, (path, names)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                assert node.func.id not in FORBIDDEN_CALLS, (path, ast.unparse(node))
+                assert node.func.id not in forbidden, (path, ast.unparse(node))
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 where = f"{path.name}: {ast.unparse(node)}"
-                assert node.func.attr not in FORBIDDEN_CALLS - {"compile"}, where  # model.compile() is fine
+                assert node.func.attr not in forbidden - {"compile"}, where  # model.compile() is fine
                 if node.func.attr in ("load", "loads"):
                     assert ast.unparse(node.func.value) == "json", where
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["os", "json", "tests.conftest", "multiprocessing.spawn", "flopsweep_evil", "flopsweep.x;y", ".models"],
+)
+def test_lazy_loads_only_modules_of_flopsweep(path: str) -> None:
+    """A spec's torch path outside the package (or not a dotted name) is refused before any import."""
+    from flopsweep import lazy, text
+
+    before = set(sys.modules)
+    with pytest.raises(ValueError, match="only modules of the flopsweep package"):
+        lazy.resolve(path + ":x")
+    assert set(sys.modules) - before == set()
+    assert lazy.resolve("flopsweep.text:printable") is text.printable
 
 
 # ------------------------------------------------------------- bad input

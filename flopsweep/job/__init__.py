@@ -17,8 +17,9 @@ needs (``flopsweep.job.records``, ``flopsweep.job.plantable``) without the run p
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from flopsweep import lazy
 
 if TYPE_CHECKING:
     from flopsweep.job.dryrun import plan_estimate, plan_job
@@ -82,4 +83,4 @@ def __getattr__(name: str) -> Any:
     part = PARTS.get(name)
     if part is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{part}"), name)
+    return getattr(lazy.module(f"{__name__}.{part}"), name)

@@ -26,12 +26,12 @@ benchmarked (they are memory-bound, which is why they still cost time).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from flopsweep import lazy
 from flopsweep.config import ModelConfig
 from flopsweep.models import gpt2, hf, llama
 
@@ -102,7 +102,7 @@ class ModelFamily:
 
     def torch(self) -> ModuleType:
         """The family's torch module (imports torch; :mod:`importlib` caches it)."""
-        return importlib.import_module(self.torch_module)
+        return lazy.module(self.torch_module)
 
     @property
     def build(self) -> Callable[..., Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from flopsweep import flops
+from flopsweep import flops, lazy
 from flopsweep.config import ConfigError, require_positive
 from flopsweep.options import GPT2Config
 
@@ -26,9 +26,7 @@ PARALLELIZE = "tensor_parallel_plan"
 def __getattr__(name: str) -> Any:
     """The torch names (``GPT``, ``build``, ``blocks``, ``TENSOR_PARALLEL_PLAN``, ...) from
     :data:`TORCH_MODULE`, imported on first use: importing this module imports no torch."""
-    import importlib
-
-    module = importlib.import_module(TORCH_MODULE)
+    module = lazy.module(TORCH_MODULE)
     try:
         return getattr(module, name)
     except AttributeError:

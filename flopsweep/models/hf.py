@@ -27,9 +27,9 @@ SHA-256 and the sequence length. ``tests/test_hf.py`` checks them against a real
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from flopsweep import lazy
 from flopsweep.config import ConfigError
 from flopsweep.models.hf_files import (  # noqa: F401 - the names callers use as hf.*
     KEY,
@@ -57,7 +57,7 @@ def __getattr__(name: str) -> Any:
     """The torch names (``HFCausalLM``, ``build``, ``blocks``, ``counted_flops``, ...) from
     :data:`TORCH_MODULE`, imported on first use: importing this module imports neither torch nor
     ``transformers``."""
-    module = importlib.import_module(TORCH_MODULE)
+    module = lazy.module(TORCH_MODULE)
     try:
         return getattr(module, name)
     except AttributeError:
@@ -67,12 +67,12 @@ def __getattr__(name: str) -> Any:
 def _counts(cfg: HFConfig) -> dict[str, Any]:
     """Parameters, active parameters and the largest tensor, counted on the meta device by
     :data:`TORCH_MODULE` (which imports torch and ``transformers`` then; cached per config)."""
-    return importlib.import_module(TORCH_MODULE).meta_counts(_src(cfg).sha256, cfg.config)
+    return lazy.module(TORCH_MODULE).meta_counts(_src(cfg).sha256, cfg.config)
 
 
 def _counted_flops(cfg: HFConfig, recompute: str) -> int:
     """FLOPs of one sequence counted by :data:`TORCH_MODULE` (``hf_nn.counted_flops``)."""
-    return importlib.import_module(TORCH_MODULE).counted_flops(
+    return lazy.module(TORCH_MODULE).counted_flops(
         _src(cfg).sha256, cfg.config, cfg.seq_len, recompute
     )
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from flopsweep import lazy
 from flopsweep.config import ConfigError, require_positive
 from flopsweep.options import LlamaConfig
 
@@ -46,9 +47,8 @@ PARALLELIZE = "tensor_parallel_plan"
 def __getattr__(name: str) -> Any:
     """The torch names (``Llama``, ``RotaryEmbedding``, ``build``, ``blocks``, ...) from
     :data:`TORCH_MODULE`, imported on first use: importing this module imports no torch."""
-    import importlib
 
-    module = importlib.import_module(TORCH_MODULE)
+    module = lazy.module(TORCH_MODULE)
     try:
         return getattr(module, name)
     except AttributeError:
