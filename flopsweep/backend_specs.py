@@ -14,8 +14,8 @@ the two estimators:
   holds unsharded (FSDP2's gathered groups and reduce-scatter buffers), the lowest block's
   backward, ``optim.in_backward``'s live gradients, and where offload puts the states
   (:class:`Offload`, host bytes per parameter, the measured host share :attr:`BackendSpec.host_held`).
-  A backend whose states come from its own estimator names it (:attr:`BackendSpec.estimator`,
-  ZeRO: :func:`flopsweep.zero_memory.deepspeed_states`, DeepSpeed's estimators).
+  ZeRO's states come from DeepSpeed's estimators (:func:`flopsweep.zero_memory.deepspeed_states`,
+  imported by its :meth:`~DeepSpeedSpec.model_states` when called).
 - **communication per step** (:mod:`flopsweep.predict`): the data-parallel collectives of one
   optimizer step (:meth:`BackendSpec.collectives`: what it all-gathers, reduce-scatters and
   all-reduces, the bytes per call and the calls), over which group (:meth:`BackendSpec.dp_group`),
@@ -41,7 +41,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import lazy
 from flopsweep.config import BackendConfig
 from flopsweep.layout import DEGREES, LAYOUT_BACKENDS
 from flopsweep.options import DeepSpeedConfig, FSDPConfig
@@ -55,9 +54,6 @@ FSDP_INFLIGHT_BLOCKS = 2
 REDUCE_BYTES = 4
 """Bytes per gradient element that FSDP2 reduce-scatters: ``MixedPrecisionPolicy(reduce_dtype=
 torch.float32)`` (:func:`flopsweep.backends.shard_data_parallel`)."""
-ZERO_GRADIENT_BYTES = {1: 6, 2: 6, 3: 2}
-"""Bytes per parameter (over ``W``) of gradient partitions that DeepSpeed's estimators count and
-that do not exist yet at the start of backward, by ZeRO stage (:mod:`flopsweep.memory`)."""
 
 
 def knob(backend: Any, key: str, default: Any = None) -> Any:
@@ -108,7 +104,8 @@ class BackendSpec:
     schema: type[BackendConfig] = BackendConfig
     """The option's schema (:data:`flopsweep.options.OPTION_SCHEMAS`)."""
     torch: str
-    """``module:function`` of its torch code, ``(cfg, device, layout) -> Trainer``, imported on the rank."""
+    """``module:function`` of its torch code, ``(cfg, device, layout) -> Trainer``, imported on the
+    rank (nothing here imports it; ``tests/test_backend_specs.py`` checks that it exists)."""
     max_ranks: int | None = None
     """The most ranks (world size) it runs on; None for any."""
     devices: tuple[str, ...] = ("cuda", "cpu")
@@ -130,9 +127,6 @@ class BackendSpec:
     host_held: float = 1.0
     """How much more host memory an offloading run held than :meth:`host_bytes` counts (measured;
     :func:`flopsweep.memory.offload_host_held_bytes`, a warning only)."""
-    estimator: str | None = None
-    """``module:function`` ``(cfg, layout) -> (backward start, step, method)`` of its model states
-    when they come from its own estimator; None: :meth:`model_states`."""
     describe: str = "runs one rank"
     """What it is, for a refusal of a degree it does not build."""
 
@@ -147,10 +141,6 @@ class BackendSpec:
             for d in DEGREES
             if (d == "dp_shard" and self.max_ranks != 1) or self.name in LAYOUT_BACKENDS.get(d, ())
         )
-
-    def load(self) -> Any:
-        """Its torch code (:attr:`torch`), imported now (on the rank)."""
-        return load(self.torch)
 
     def calibration_group(self, backend: Any) -> str:
         """The name that overlap and bandwidth calibrations group its records by (``deepspeed-3``)."""
@@ -360,6 +350,13 @@ class DeepSpeedSpec(BackendSpec):
             host_bytes_per_param=per_param,
         )
 
+    def model_states(self, t: Any) -> tuple[int, int, str]:
+        """DeepSpeed's own estimators and ZeRO-3's buffers (:func:`flopsweep.zero_memory.deepspeed_states`,
+        which imports DeepSpeed)."""
+        from flopsweep.zero_memory import deepspeed_states
+
+        return deepspeed_states(t.cfg, t.layout, t.offload)
+
     def lowest_block_bytes(self, t: Any) -> int:
         """0: DeepSpeed's estimators count ZeRO's own buffers."""
         return 0
@@ -432,7 +429,6 @@ BACKEND_SPECS: dict[str, BackendSpec] = {
         autocast_fp32_weights=False,
         default_overlap=0.5,
         host_held=1.25,
-        estimator="flopsweep.zero_memory:deepspeed_states",
         describe="stays data-parallel (ZeRO)",
     ),
 }
@@ -445,8 +441,3 @@ host-bound gaps). Host shares (:attr:`BackendSpec.host_held`): the H200 host's o
 def backend_spec(name: str | None) -> BackendSpec | None:
     """The spec of ``backend.name`` (a record's may be any text); None for a name no spec has."""
     return BACKEND_SPECS.get(str(name))
-
-
-def load(path: str) -> Any:
-    """The object a ``module:attribute`` path names, imported now."""
-    return lazy.resolve(path)

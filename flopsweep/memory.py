@@ -41,10 +41,10 @@ most in-flight micro-batches, or the last, which computes the loss):
     (not over ``W``). With ``backend.cpu_offload`` the sharded states live on the host
     (``CPUOffloadPolicy``, :func:`offload_host_bytes`: ``16 P / W``) and the GPU holds only the
     gathered weights and the reduce-scatter buffers.
-  - ``deepspeed``: DeepSpeed's own estimators (:mod:`flopsweep.zero_memory`, the spec's
-    ``estimator``): ``2 P + 18 P / W`` for ZeRO-1 and -2, ``4 x largest layer + 18 P / W`` for
+  - ``deepspeed``: DeepSpeed's own estimators (:mod:`flopsweep.zero_memory`, which its spec's
+    ``model_states`` calls): ``2 P + 18 P / W`` for ZeRO-1 and -2, ``4 x largest layer + 18 P / W`` for
     ZeRO-3, ``W = dp``, less the gradient partitions that do not exist yet at the start of
-    backward (:data:`flopsweep.backend_specs.ZERO_GRADIENT_BYTES`), plus ZeRO-3's reduce bucket
+    backward (:data:`flopsweep.zero_memory.ZERO_GRADIENT_BYTES`), plus ZeRO-3's reduce bucket
     and gathered parameters (:func:`flopsweep.zero_memory.zero3_buffer_bytes`, from DeepSpeed's
     code).
 
@@ -97,7 +97,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import checkpointing
-from flopsweep.backend_specs import BACKEND_SPECS, load
+from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.gpu_memory import planned_gpu_bytes  # noqa: F401 - memory.planned_gpu_bytes, as callers use it
 from flopsweep.layout import Layout
 from flopsweep.models import family
@@ -265,12 +265,9 @@ def stage_params(cfg: Any, layout: Layout) -> int:
 
 def _model_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
     """``(at the start of backward, at the optimizer step, method)``: the rank's model states in
-    bytes and how they were counted: the backend spec's estimator, else its
-    :meth:`~flopsweep.backend_specs.BackendSpec.model_states`."""
-    spec = BACKEND_SPECS[cfg.backend.name]
-    if spec.estimator:
-        return load(spec.estimator)(cfg, layout)
-    return spec.model_states(_Terms(cfg, layout))
+    bytes and how they were counted: the backend spec's
+    :meth:`~flopsweep.backend_specs.BackendSpec.model_states` (ZeRO: DeepSpeed's estimators)."""
+    return BACKEND_SPECS[cfg.backend.name].model_states(_Terms(cfg, layout))
 
 
 def _autocast_cached(cfg: Any, layout: Layout) -> int:

@@ -1,7 +1,7 @@
-"""ZeRO's model states on the GPU, from DeepSpeed's own estimators and code: the ``deepspeed`` backend's
-:attr:`~flopsweep.backend_specs.BackendSpec.estimator` (:func:`deepspeed_states`), which
-:func:`flopsweep.memory.estimate` calls for it. Torch-free to import; the functions import DeepSpeed
-(and ZeRO-3's buffers build the model on the meta device).
+"""ZeRO's model states on the GPU, from DeepSpeed's own estimators and code: what the ``deepspeed``
+backend's spec (:meth:`flopsweep.backend_specs.DeepSpeedSpec.model_states`) answers
+:func:`flopsweep.memory.estimate` with (:func:`deepspeed_states`). Torch-free to import; the
+functions import DeepSpeed (and ZeRO-3's buffers build the model on the meta device).
 
 DeepSpeed's estimators, with their offload arguments (``backend.offload_optimizer`` ->
 ``cpu_offload``, ``backend.offload_param`` -> ``cpu_offload_params``; ``cpu`` and ``nvme`` alike):
@@ -11,7 +11,7 @@ ZeRO-3 (``4 x largest layer + 18 P / W``; offloaded optimizer: ``4 x largest lay
 parameters too: ``4 x largest layer``), ``W = dp`` (DeepSpeed is data parallel only). The
 estimators count the gradients, which exist only at the optimizer step: at the start of backward
 ZeRO-1/2 lack the ``6 P / W`` of bf16 and fp32 gradient partitions and ZeRO-3 the ``2 P / W`` of
-bf16 ones (:data:`flopsweep.backend_specs.ZERO_GRADIENT_BYTES`; the H200 records checked this: the
+bf16 ones (:data:`ZERO_GRADIENT_BYTES`; the H200 records checked this: the
 estimators alone are 5-14% over). The estimator knows no parameter offload without optimizer
 offload; that case is counted as no offload (an upper bound). ZeRO-3 holds more than its
 estimator counts (:func:`zero3_buffer_bytes`). These are the functions behind DeepSpeed's printing
@@ -26,12 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep.backend_specs import ZERO_GRADIENT_BYTES, backend_spec
 from flopsweep.layout import Layout
 from flopsweep.models import family
 
+ZERO_GRADIENT_BYTES = {1: 6, 2: 6, 3: 2}
+"""Bytes per parameter (over ``W``) of gradient partitions that DeepSpeed's estimators count and
+that do not exist yet at the start of backward, by ZeRO stage (the module docstring)."""
 
-def deepspeed_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
+
+def deepspeed_states(cfg: Any, layout: Layout, offload: Any) -> tuple[int, int, str]:
     """``(at the start of backward, at the optimizer step, method)``: the rank's ZeRO model states in
     bytes from DeepSpeed's estimators (module docstring), and ZeRO-3's buffers."""
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
@@ -40,7 +43,6 @@ def deepspeed_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
     m = cfg.model
     fam = family(m)
     n_params, largest = fam.n_params(m), fam.memory(m)["largest_layer_params"]
-    offload = backend_spec(cfg.backend.name).offload(cfg.backend)
     opt, param = offload.optimizer, offload.param
     world, stage = layout.dp, cfg.backend.zero_stage
     if stage == 3:
@@ -62,7 +64,7 @@ def deepspeed_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
     absent = 0 if opt or cfg.batch.grad_accum > 1 else ZERO_GRADIENT_BYTES[stage] * n_params // world
     if stage != 3:
         return gpu - absent, gpu, method
-    buffers = zero3_buffer_bytes(cfg, layout)
+    buffers = zero3_buffer_bytes(cfg, layout, offload_param=param)
     method += f"; {buffers.method}"
     return gpu - absent + buffers.backward_start, gpu + buffers.step, method
 
@@ -127,7 +129,7 @@ def parameter_numels(cfg: Any) -> tuple[int, ...]:
     return _NUMELS[key]
 
 
-def zero3_buffer_bytes(cfg: Any, layout: Layout) -> Zero3Buffers:
+def zero3_buffer_bytes(cfg: Any, layout: Layout, *, offload_param: bool | None = None) -> Zero3Buffers:
     """What ZeRO-3 holds on the GPU beyond ``estimate_zero3_model_states_mem_needs`` (``4 x largest
     layer + 18 P / W``), from DeepSpeed 0.19.8's code, with ``c`` the bytes of the 16-bit (or fp32)
     parameters and of the communication dtype and ``W = dp``:
@@ -175,7 +177,9 @@ def zero3_buffer_bytes(cfg: Any, layout: Layout) -> Zero3Buffers:
             persistent += n
     live = knobs.max_live_parameters if knobs.prefetch_bucket_size > 0 else 0
     retained = min(sum(numels) - persistent, max(live, knobs.max_reuse_distance // 2))
-    costs = layout.dp > 1 or backend_spec(cfg.backend.name).offload(cfg.backend).param
+    if offload_param is None:  # as DeepSpeedSpec.offload reads backend.offload_param
+        offload_param = getattr(cfg.backend, "offload_param", "none") not in (None, "none")
+    costs = layout.dp > 1 or offload_param
     method = (
         f"ZeRO-3 reduce bucket {knobs.reduce_bucket_size:.3g} x {c} B, gathered parameters "
         f"{persistent:.3g} persistent + {retained:.3g} retained (max_live {knobs.max_live_parameters:.3g}, "
