@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from analysis.load import display_path
+from analysis.discover import display_path
 
 __all__ = [
     "CELL_TIMEOUT_S",
