@@ -154,6 +154,14 @@ SPECS: dict[str, ColumnSpec] = _specs()
 """Every column's spec, merged (module doc): set-up, run fields, metrics, intervals, the analysis' own."""
 
 SETUP_NAMES = [spec.name for spec in SETUP_SPECS]
+
+
+def header(column: object) -> object:
+    """The column's short header (its spec's); a column outside the catalogue keeps its name."""
+    spec = SPECS.get(column) if isinstance(column, str) else None
+    return spec.header if spec else column
+
+
 SHORT: dict[str, str] = {name: spec.header for name, spec in SPECS.items()}
 """Short header of each column (the terminal, markdown and HTML tables); csv/json keep full names."""
 DESCRIPTIONS: dict[str, str] = {name: spec.description for name, spec in SPECS.items() if spec.description}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.catalogue import DROP_ORDER, OPTIONAL, SETUP_NAMES, SHORT, SPECS, TABLE_COLUMNS
+from analysis.catalogue import DROP_ORDER, OPTIONAL, SETUP_NAMES, SHORT, SPECS, TABLE_COLUMNS, header
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
 from flopsweep.columns import SETUP_SPECS, ColumnSpec
 from flopsweep.record import STATUSES
@@ -242,8 +242,8 @@ def drop_order(
     names; default :data:`_DROP_ORDER`) with one value in every row, then the rest of ``order``, and
     last ``error`` when some row has one (why a run failed is what its row tells). The columns of
     ``keep`` (full names) are never hidden."""
-    kept = {SHORT.get(c, c) for c in keep}
-    names = [SHORT.get(c, c) for c in (_DROP_ORDER if order is None else order)]
+    kept = {header(c) for c in keep}
+    names = [header(c) for c in (_DROP_ORDER if order is None else order)]
     names = [c for c in dict.fromkeys(names) if c in shown.columns and c not in kept]
     blank = [c for c in shown.columns if c not in kept and shown[c].eq("").all()]
     telling = [c for c in names if c == "error" and c not in blank]
@@ -338,7 +338,7 @@ def render(
     needs = _widest(text)
     if note := width_note(width, dropped, needs):  # wrapped to the table, which may be wider
         text += "\n" + "\n".join(textwrap.wrap(note, max(width, needs), break_on_hyphens=False))
-    kept = [c for c in df.columns if SHORT.get(c, c) not in dropped]
+    kept = [c for c in df.columns if header(c) not in dropped]
     note = legend(kept, width)
     return text + ("\n" + note if note else "")
 

@@ -19,7 +19,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.textpath import TextPath
 
-from analysis.catalogue import RANK_METRIC, SHORT
+from analysis.catalogue import RANK_METRIC, header
 from analysis.query import SETUP_COLUMNS, normalize
 from analysis.sanitize import MAX_LABEL, printable, shorten
 from analysis.sanitize import label as _bounded
@@ -126,7 +126,7 @@ def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
     for c in extras:
         as_text = normalize if c != "layout" else lambda v: "" if pd.isna(v) else str(v)  # keeps 1F1B
         text = df[c].astype(object).map(as_text)
-        out = out + text.map(lambda v, c=c: f", {SHORT.get(c, c)}={short(v)}" if v else "")
+        out = out + text.map(lambda v, c=c: f", {header(c)}={short(v)}" if v else "")
     return out.map(lambda text: plain(shorten(text, 2 * MAX_LABEL)))
 
 
@@ -292,9 +292,7 @@ def line_figure(
     names = data[facet].drop_duplicates()
     chosen = choose_panels(data, facet)
     if len(chosen) < len(names):
-        title += (
-            f" ({len(chosen)} of {len(names)} {facet}s, best {SHORT.get(RANK_METRIC, RANK_METRIC)} first)"
-        )
+        title += f" ({len(chosen)} of {len(names)} {facet}s, best {header(RANK_METRIC)} first)"
     data = data[data[facet].isin(chosen)]
     shown = {
         name: sub.assign(_label=series_labels(sub, x=x, series=series)) for name, sub in data.groupby(facet)

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
 
+from analysis.catalogue import RANK_METRIC, header
 from analysis.drawing import (  # noqa: F401 - the kit's public names stay importable from analysis.plots
     _COLORS,
     _MARKERS,
@@ -48,7 +49,7 @@ from analysis.drawing import (  # noqa: F401 - the kit's public names stay impor
     wrap_to_width,
 )
 from analysis.frontier import frontier_label_columns, frontier_points, searched
-from analysis.load import RANK_METRIC, SHORT, failed_checks
+from analysis.load import failed_checks
 from analysis.output import write_atomic
 from analysis.query import normalize
 from analysis.sanitize import MAX_LABEL, shorten
@@ -222,7 +223,7 @@ def _frontier_label(row: pd.Series, columns: list[str]) -> str:
     blank (a ZeRO++ key of an FSDP set-up) is left out, never shown as ``-`` or ``None``; the backend
     when it sets none of them."""
     values = [(c, short(normalize(row[c]))) for c in columns]
-    text = ", ".join(f"{SHORT.get(c, c)}={v}" for c, v in values if v)
+    text = ", ".join(f"{header(c)}={v}" for c, v in values if v)
     if not text:
         text = f"backend={short(normalize(row.get('backend'))) or '?'}"
     return plain(shorten(text, 2 * MAX_LABEL))
