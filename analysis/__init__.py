@@ -3,8 +3,9 @@
 The JSON records are the only input: nothing here parses directory names or logs.
 The TFLOPs figures are read from the records; :func:`load` recomputes the model
 TFLOPs from each record's stored FLOPs only to flag records that disagree with
-themselves (left out of rankings). Columns, units, short headers and which way is
-better come from :data:`flopsweep.record.METRIC_SPECS`. Nothing here imports torch
+themselves (left out of rankings). Columns, units, short headers, formats and which way
+is better come from one spec per column (:mod:`analysis.catalogue`, from
+:data:`flopsweep.record.METRIC_SPECS` and :mod:`flopsweep.columns`). Nothing here imports torch
 or the model code: only flopsweep's torch-free modules (:mod:`flopsweep.record`,
 :mod:`flopsweep.files`, :mod:`flopsweep.text`, :mod:`flopsweep.columns`).
 

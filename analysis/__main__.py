@@ -34,7 +34,18 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.blanks import blank_notes
-from analysis.display import SHORT, compact, flat_pivot, render, summary
+from analysis.cli import (  # noqa: F401 - build_parser, _column and MIN_WIDTH are imported from here
+    DEFAULT_WIDTH,
+    FORMATS,
+    MIN_WIDTH,
+    _column,
+    _sort_spec,
+    build_parser,
+    default_width,
+    pairs,
+    plot_folder_problem,
+)
+from analysis.display import compact, flat_pivot, render, summary
 from analysis.frontier import (
     frontier_drop_order,
     frontier_rows,
@@ -44,9 +55,6 @@ from analysis.frontier import (
     unmeasured_lines,
 )
 from analysis.load import (
-    COLUMNS,
-    HIGHER_IS_BETTER,
-    LOWER_IS_BETTER,
     METRIC_COLUMNS,
     PREDICTION_COLUMNS,
     RANK_METRIC,
@@ -73,180 +81,7 @@ from analysis.query import (
 from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
 from analysis.spread import verdict
-from flopsweep.text import OneLineParser, plural
-
-FORMATS = ("table", "csv", "markdown", "json", "html")
-_LONG = {short: long for long, short in SHORT.items() if short == long or short not in SHORT}
-"""Short header -> column name, for options that take either; a short header that is also a column's
-own name (``layout``) means that column."""
-
-
-def _headers(names: set[str]) -> str:
-    return ", ".join(SHORT.get(c, c) for c in [*COLUMNS, "speedup"] if c in names)
-
-
-def sort_help() -> str:
-    """The --sort help: the direction rule, with the columns of each direction
-    (:data:`analysis.load.BETTER`) by their short headers."""
-    return (
-        "sort rows by a column (full name or short header), best first for a metric: descending where "
-        f"higher is better ({_headers(HIGHER_IS_BETTER)}), ascending where lower is better "
-        f"({_headers(LOWER_IS_BETTER)}); other columns ascending; blanks last. "
-        ":asc or :desc overrides, e.g. --sort scale_eff:asc"
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The command line: paths, then the options of the module doc; a refused option is one line
-    (:class:`flopsweep.text.OneLineParser`, exit 2)."""
-    p = OneLineParser(
-        prog="python -m analysis", description="Comparison tables and plots of flopsweep runs (metrics.json)."
-    )
-    p.add_argument(
-        "paths", nargs="+", help="sweep/run directories (searched recursively), metrics.json files or globs"
-    )
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    p.add_argument("--output", type=Path, metavar="FILE", help="write here instead of stdout")
-    p.add_argument("--sort", type=_sort_arg, metavar="COL[:asc|:desc]", help=sort_help())
-    p.add_argument(
-        "--filter",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="keep rows whose KEY equals VALUE (VALUE may be a comma list); repeatable",
-    )
-    p.add_argument(
-        "--pivot",
-        metavar="INDEX:COLUMNS:VALUES",
-        help="lay VALUES of ok runs out INDEX x COLUMNS, e.g. model:backend:model_tflops_per_device",
-    )
-    p.add_argument(
-        "--frontier",
-        action="store_true",
-        help="the memory frontier instead of the runs: the largest model each set-up trained "
-        "(search.model=largest), its tokens/s and MFU",
-    )
-    p.add_argument(
-        "--agg",
-        default="max",
-        choices=("max", "mean", "median", "min"),
-        help="how --pivot combines repeated runs of a cell (default: max)",
-    )
-    p.add_argument("--best-by", metavar="COLS", help="best ok run per group of these comma-separated columns")
-    p.add_argument(
-        "--metric",
-        default=RANK_METRIC,
-        help=f"metric for --best-by, --baseline and the default order (default: {RANK_METRIC}: model "
-        "FLOPs, attention counted at the blocks computed, no recompute)",
-    )
-    p.add_argument(
-        "--baseline",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="add a speedup column vs this set-up, matched on the other set-up columns; repeatable",
-    )
-    p.add_argument("--plot", type=_folder, metavar="DIR", help="write PNG plots to DIR")
-    p.add_argument(
-        "--notebook",
-        type=Path,
-        metavar="FILE",
-        help="write the results notebook of these records to FILE (.ipynb) and execute it; relative "
-        "paths are stored relative to FILE's folder (needs the notebook or dev extra)",
-    )
-    p.add_argument(
-        "--predict",
-        action="store_true",
-        help="fill metrics.predicted for ok records that lack it, calibrated from the other records of "
-        "the paths (flopsweep.predict), and show predicted_iteration_time_s and prediction_error "
-        "((predicted - measured) / measured)",
-    )
-    p.add_argument("--columns", metavar="COLS", help="comma-separated columns to show, or 'all'")
-    p.add_argument(
-        "--width",
-        type=_width,
-        default=None,
-        help=f"widest terminal table in characters, at least {MIN_WIDTH}; columns are hidden to fit (0: no "
-        "limit; default: the terminal's width, COLUMNS honoured, when the output is a terminal, else 120)",
-    )
-    return p
-
-
-DEFAULT_WIDTH = 120
-"""The table width when the output is not a terminal (a pipe, a file, a test's capture)."""
-
-MIN_WIDTH = 40
-"""The narrowest ``--width`` (characters) the table can honour: its notes and legend wrap without
-cutting a column name (``stage3_prefetch_bucket_size``, 27) or the default metric
-(``model_tflops_per_device``, 23) in two, and the columns never hidden (model, status, a figure)
-take about that much. Below it the table came out wider than asked anyway, its notes in shreds."""
-
-
-def _width(text: str) -> int:
-    """``--width``'s value: 0 (no limit) or at least :data:`MIN_WIDTH` characters (argparse's
-    one-line error, exit 2, names anything else, the value and the minimum)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(
-            f"{value} is negative: give 0 (no limit) or at least {MIN_WIDTH} characters"
-        )
-    if 0 < value < MIN_WIDTH:
-        raise argparse.ArgumentTypeError(
-            f"{value} is below the minimum of {MIN_WIDTH} characters the table and its notes fit in: "
-            f"give {MIN_WIDTH} or more, or 0 for no limit"
-        )
-    return value
-
-
-def default_width() -> int:
-    """The terminal's columns (``shutil.get_terminal_size``: ``COLUMNS`` first), at least
-    :data:`MIN_WIDTH`, when standard output is a terminal, else :data:`DEFAULT_WIDTH`: a table piped
-    to a file keeps one width everywhere."""
-    import shutil
-
-    if sys.stdout.isatty():
-        return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
-    return DEFAULT_WIDTH
-
-
-def _folder(text: str) -> Path:
-    """``--plot``'s value: a path, not an empty one (``Path("")`` is this folder, unasked)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path: give a folder for the PNGs (made if missing)")
-    return Path(text)
-
-
-def plot_folder_problem(path: Path) -> str | None:
-    """Why ``--plot PATH`` cannot be a folder, checked before anything is written: the path itself
-    or its nearest existing parent is not a folder (``a-file`` or ``a-file/sub``). None when it can be."""
-    from flopsweep.files import file_kind
-
-    for place in (path, *path.parents):
-        if os.path.lexists(place):
-            if place.is_dir():
-                return None
-            what = file_kind(os.lstat(place).st_mode)
-            return f"a {what}, not a folder" if place == path else f"{place} is a {what}, not a folder"
-    return None
-
-
-def _column(name: str) -> str:
-    return _LONG.get(name, name)
-
-
-def pairs(items: list[str], option: str) -> dict[str, str | list[str]]:
-    """``["backend=fsdp,ddp"]`` -> ``{"backend": ["fsdp", "ddp"]}``; raises AnalysisError without '='."""
-    out: dict[str, str | list[str]] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise AnalysisError(f"{option} {item!r}: expected KEY=VALUE, e.g. {option} backend=fsdp")
-        values = [v.strip() for v in value.split(",")]
-        out[_column(key.strip())] = values if len(values) > 1 else values[0]
-    return out
+from flopsweep.text import plural
 
 
 def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
@@ -257,33 +92,6 @@ def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
             "no run matches --filter; values present: " + "; ".join(f"{k}: {v}" for k, v in seen.items())
         )
     return out
-
-
-SORT_DIRECTIONS = ("asc", "desc")
-"""The directions ``--sort COL:DIRECTION`` takes; without one, the best first for a metric."""
-
-
-def _sort_arg(text: str) -> str:
-    """``--sort``'s value, kept as given: ``COL``, ``COL:asc`` or ``COL:desc`` (argparse's one-line
-    error, exit 2, names an empty column or a direction other than :data:`SORT_DIRECTIONS`; an
-    unknown column is refused once the records are loaded, with the nearest names)."""
-    name, sep, order = text.rpartition(":")
-    name = name if sep else text
-    if not name.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} names no column: give COL, COL:asc or COL:desc")
-    if sep and order not in SORT_DIRECTIONS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: unknown direction {order!r}, expected asc or desc; give {name}:asc, {name}:desc, "
-            f"or {name} for the best first"
-        )
-    return text
-
-
-def _sort_spec(spec: str) -> tuple[str, str]:
-    """``"COL:desc"`` -> ``("COL", "desc")``; ``"COL"`` -> ``("COL", "")`` (``spec`` checked by
-    :func:`_sort_arg`)."""
-    name, sep, order = spec.rpartition(":")
-    return (name, order) if sep else (spec, "")
 
 
 def _sort(df: pd.DataFrame, spec: str | None, metric: str = RANK_METRIC) -> pd.DataFrame:

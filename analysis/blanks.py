@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 
 import pandas as pd
 
-from analysis.load import BREAKDOWN_COLUMNS, METRIC_FIELDS, SHORT
+from analysis.catalogue import BREAKDOWN_COLUMNS, METRIC_FIELDS, header
 from analysis.sanitize import printable
 from flopsweep.text import plural
 
@@ -215,7 +215,7 @@ def _line(runs: pd.DataFrame, columns: list[str], blanks: Blanks) -> str:
     """The one line of :func:`why_blank` for ``columns`` that share ``blanks``."""
     by_reason, n_blank, n_ok = blanks
     ok = runs[runs["status"].eq("ok")].reset_index(drop=True)
-    names = ", ".join(SHORT.get(c, c) for c in columns)
+    names = ", ".join(header(c) for c in columns)
     head = f"{names} {'is' if len(columns) == 1 else 'are'} blank"
     if n_blank < n_ok:
         head += f" for {n_blank} of {plural(n_ok, 'ok run')}"

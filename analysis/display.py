@@ -1,5 +1,9 @@
-"""Text forms of a runs DataFrame: short headers, compact columns, the footer, csv/json/markdown.
+"""Text forms of a runs DataFrame: the view, compact columns, the footer, csv/json/markdown.
 
+Every output draws one :class:`View`: the columns with their specs (:data:`analysis.catalogue.SPECS`:
+short header, legend line, number format) and the rows. The terminal and markdown tables
+(:func:`render`), the HTML report (:mod:`analysis.report`) and the notebook's tables show its text
+cells under its headers with its legend; csv and json write its rows under the full column names.
 Blank cells stand for missing values: a failed run's metrics are blank, never 0.
 """
 
@@ -9,26 +13,20 @@ import csv
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.load import (
-    DESCRIPTIONS,
-    ENERGY_COLUMNS,
-    METRIC_FIELDS,
-    PREDICTION_COLUMNS,
-    SHORT,
-    TABLE_COLUMNS,
-)
+from analysis.catalogue import DROP_ORDER, OPTIONAL, SETUP_NAMES, SHORT, SPECS, TABLE_COLUMNS, header
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
-from analysis.spread import CI_METRICS
-from flopsweep.columns import SETUP_SPECS, only_for
+from flopsweep.columns import SETUP_SPECS, ColumnSpec
 from flopsweep.record import STATUSES
 from flopsweep.text import plural
 
 __all__ = [
     "CSV_FORMULA_PREFIXES",
     "SHORT",
+    "View",
     "compact",
     "flat_pivot",
     "for_display",
@@ -40,64 +38,29 @@ __all__ = [
 MAX_CELL = 40
 """Longest text cell (characters) in the terminal and markdown tables; longer ones end in '…'."""
 
-_UNITS = {spec.name: spec.unit for spec in METRIC_FIELDS}
-_UNITS |= {f"{m}_ci_{end}": _UNITS[m] for m in CI_METRICS for end in ("low", "high")}
-_UNITS["peak_memory_error"] = "1"  # a ratio, shown as a percentage
-_PERCENT = {name for name, unit in _UNITS.items() if unit == "1"}  # ratios: MFU, HFU, cv, ...
-_THOUSANDS = {name for name, unit in _UNITS.items() if unit == "1/s"}  # tokens/s
-
-_SETUP = [spec.name for spec in SETUP_SPECS]
+_SETUP = SETUP_NAMES
 _SHOW = {spec.name: spec.show for spec in SETUP_SPECS}
-# Columns shown only when some row has a value: metrics, and the knobs of some options (zero_stage).
-_OPTIONAL = [
-    "scaling_efficiency",
-    "scaling_baseline",
-    "breakdown_compute_s",
-    "breakdown_optimizer_s",
-    "breakdown_exposed_comm_s",
-    "breakdown_idle_s",
-    "mfu",
-    "hfu",
-    "peak_cuda_allocated_gib",
-    "peak_cuda_reserved_gib",
-    "predicted_peak_gib",
-    "peak_memory_error",
-    *PREDICTION_COLUMNS,
-    *ENERGY_COLUMNS,
-    *(spec.name for spec in SETUP_SPECS if only_for(spec)),
-]
-# Dropped in this order to fit the width (those the same in every row first); a set-up column
-# that tells rows apart is never dropped (:func:`distinguishing`).
-_DROP_ORDER = [
-    "error",
-    *reversed(ENERGY_COLUMNS[1:]),  # the budget and dollars first, joules per token last
-    *PREDICTION_COLUMNS,
-    "repeats",
-    "peak_host_rss_gib",
-    "predicted_peak_gib",
-    "peak_cuda_reserved_gib",
-    "peak_memory_error",
-    "hfu",
-    "model_tflops_per_device_ci_high",
-    "model_tflops_per_device_ci_low",
-    *(c for c in reversed(_SETUP) if _SHOW[c] != "table"),
-    *(c for c in reversed(_SETUP) if _SHOW[c] == "table" and c != "model"),
-    "joules_per_token",
-    "mfu",
-    "peak_cuda_allocated_gib",
-]
+_OPTIONAL = OPTIONAL  # shown only when some row has a value: metrics, the knobs of some options
+_DROP_ORDER = DROP_ORDER  # hidden in this order to fit the width (ColumnSpec.hide)
 
 
-def _cell(column: str, value: object) -> str:
+def spec_of(column: object) -> ColumnSpec:
+    """The column's spec (:data:`analysis.catalogue.SPECS`); a column outside the catalogue (a pivot's
+    model names, ``flags``) is shown under its own name, formatted by its values."""
+    name = column if isinstance(column, str) else str(column)
+    return SPECS.get(name) or ColumnSpec(name=name, header=name)
+
+
+def _cell(spec: ColumnSpec, value: object) -> str:
     if value is None or (not isinstance(value, (list, dict)) and pd.isna(value)):
         return ""  # a failed run's metrics stay blank, never 0
     if isinstance(value, bool):
         return str(value)
-    if column in _THOUSANDS and isinstance(value, (int, float)):
+    if spec.format == "thousands" and isinstance(value, (int, float)):
         return f"{value:,.0f}"
-    if column in _PERCENT and isinstance(value, (int, float)):
+    if spec.format == "percent" and isinstance(value, (int, float)):
         return f"{value:.1%}"
-    if column.startswith("speedup"):
+    if spec.format == "times":
         return f"{value:.2f}x"
     if isinstance(value, int) and abs(value) >= 10_000:
         return f"{value:,}"
@@ -106,13 +69,52 @@ def _cell(column: str, value: object) -> str:
     return shorten(printable(value), MAX_CELL)  # no control sequence or line break from a record
 
 
+@dataclass(frozen=True)
+class View:
+    """One table as every output draws it: ``rows`` (raw values, full column names) and the spec of
+    each of its columns (header, legend line, format: :data:`analysis.catalogue.SPECS`)."""
+
+    rows: pd.DataFrame
+
+    @property
+    def specs(self) -> list[ColumnSpec]:
+        """The spec of each column of :attr:`rows`, in order."""
+        return [spec_of(c) for c in self.rows.columns]
+
+    def headers(self) -> list[object]:
+        """The short headers, control characters escaped and cut to :data:`MAX_CELL`; a column named
+        by something other than text (a pivot's) keeps its name."""
+        return [
+            shorten(printable(spec.header), MAX_CELL) if isinstance(c, str) else c
+            for c, spec in zip(self.rows.columns, self.specs, strict=True)
+        ]
+
+    def cells(self) -> pd.DataFrame:
+        """Text cells (:func:`_cell`: blank for missing, the spec's format, text escaped and cut to
+        :data:`MAX_CELL`) under :meth:`headers`: the terminal, markdown, HTML and notebook tables."""
+        cells = {
+            c: [_cell(spec, v) for v in self.rows[c].astype(object)]
+            for c, spec in zip(self.rows.columns, self.specs, strict=True)
+        }
+        return pd.DataFrame(cells, dtype=object).set_axis(self.headers(), axis=1)
+
+    def legend(self, width: int = 0, columns: Sequence[object] | None = None) -> str:
+        """``Legend: HEADER = description; ...`` for ``columns`` (default: every column) whose spec has
+        a description, wrapped to ``width`` (0: one line); empty when none."""
+        names = list(self.rows.columns) if columns is None else list(columns)
+        items = [f"{s.header} = {s.description}" for s in map(spec_of, names) if s.description]
+        if not items:
+            return ""
+        text = "Legend: " + "; ".join(items)
+        return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) if width > 0 else text
+
+
 def for_display(df: pd.DataFrame) -> pd.DataFrame:
     """Text cells with short headers (:data:`SHORT`) for the terminal, markdown and HTML tables;
     control characters in cells and headers (a pivot's are model names) escaped
-    (:func:`analysis.sanitize.printable`), long ones cut to :data:`MAX_CELL` characters."""
-    shown = pd.DataFrame({c: [_cell(c, v) for v in df[c].astype(object)] for c in df.columns}, dtype=object)
-    heads = [shorten(printable(SHORT.get(c, c)), MAX_CELL) if isinstance(c, str) else c for c in df.columns]
-    return shown.set_axis(heads, axis=1)
+    (:func:`analysis.sanitize.printable`), long ones cut to :data:`MAX_CELL` characters:
+    :meth:`View.cells`."""
+    return View(df).cells()
 
 
 def flags(df: pd.DataFrame) -> pd.Series:
@@ -200,14 +202,9 @@ def _same(a: pd.Series, b: pd.Series) -> bool:
 
 
 def legend(columns: list[str], width: int = 0) -> str:
-    """``Legend: HEADER = description; ...`` for the columns with a short header and a
-    description (:data:`flopsweep.record.METRIC_SPECS`), wrapped to ``width`` (0: one line);
-    empty when none."""
-    items = [f"{SHORT.get(c, c)} = {DESCRIPTIONS[c]}" for c in columns if c in DESCRIPTIONS]
-    if not items:
-        return ""
-    text = "Legend: " + "; ".join(items)
-    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) if width > 0 else text
+    """``Legend: HEADER = description; ...`` for the columns with a description (their specs:
+    :data:`analysis.catalogue.SPECS`), wrapped to ``width`` (0: one line); empty when none."""
+    return View(pd.DataFrame()).legend(width, columns)
 
 
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
@@ -245,8 +242,8 @@ def drop_order(
     names; default :data:`_DROP_ORDER`) with one value in every row, then the rest of ``order``, and
     last ``error`` when some row has one (why a run failed is what its row tells). The columns of
     ``keep`` (full names) are never hidden."""
-    kept = {SHORT.get(c, c) for c in keep}
-    names = [SHORT.get(c, c) for c in (_DROP_ORDER if order is None else order)]
+    kept = {header(c) for c in keep}
+    names = [header(c) for c in (_DROP_ORDER if order is None else order)]
     names = [c for c in dict.fromkeys(names) if c in shown.columns and c not in kept]
     blank = [c for c in shown.columns if c not in kept and shown[c].eq("").all()]
     telling = [c for c in names if c == "error" and c not in blank]
@@ -341,7 +338,7 @@ def render(
     needs = _widest(text)
     if note := width_note(width, dropped, needs):  # wrapped to the table, which may be wider
         text += "\n" + "\n".join(textwrap.wrap(note, max(width, needs), break_on_hyphens=False))
-    kept = [c for c in df.columns if SHORT.get(c, c) not in dropped]
+    kept = [c for c in df.columns if header(c) not in dropped]
     note = legend(kept, width)
     return text + ("\n" + note if note else "")
 

@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from analysis.discover import display_path
+
 __all__ = ["OutputError", "check_not_a_record", "write_atomic"]
 
 
@@ -41,8 +43,6 @@ def check_not_a_record(output: str | Path, records: Iterable[str | Path], option
         OutputError: ``--output runs/a/metrics.json is the record runs/a/metrics.json being read;
             name another file``.
     """
-    from analysis.load import display_path
-
     for record in records:
         if _same_file(output, record):
             raise OutputError(

@@ -26,21 +26,12 @@ from functools import lru_cache
 
 import pandas as pd
 
+from analysis.catalogue import CI_COLUMNS, CI_METRICS, HIGHER_IS_BETTER
+
+__all__ = ["CI_COLUMNS", "CI_LEVEL", "CI_METRICS", "ci_of", "overlap", "pool_repeats", "verdict"]
+
 CI_LEVEL = 0.95
 """The confidence level of every interval."""
-
-CI_METRICS = (
-    "tokens_per_s",
-    "tokens_per_s_per_device",
-    "model_tflops_per_device",
-    "hardware_tflops_per_device",
-    "mfu",
-    "hfu",
-)
-"""The rates that carry an interval (``<name>_ci_low``, ``<name>_ci_high``)."""
-
-CI_COLUMNS = [f"{m}_ci_{end}" for m in CI_METRICS for end in ("low", "high")]
-"""The interval columns, in :data:`CI_METRICS` order."""
 
 
 @lru_cache(maxsize=128)
@@ -166,8 +157,6 @@ def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[in
     (None when ``metric`` has no interval or fewer than two rows are ranked)."""
     if metric not in CI_METRICS:
         return [], None
-    from analysis.load import HIGHER_IS_BETTER  # noqa: PLC0415 - load imports this module
-
     top = runs[ranked].sort_values(metric, ascending=metric not in HIGHER_IS_BETTER, kind="stable").head(2)
     if len(top) < 2:
         return [], None

@@ -166,3 +166,48 @@ def test_pivot_says_which_set_up_won_a_cell(tmp_path: Path, capsys: pytest.Captu
     assert f"{best:.4g} [1]" in out
     assert "[1] gpt-1.3b / fsdp: precision=fp8 (max of 2 runs; the others ran precision bf16)" in out
     assert pivot_winners(df, "model", ["backend", "precision"], "model_tflops_per_device") == []
+
+
+def test_every_column_spec_names_a_column_and_a_known_presentation() -> None:
+    """Each ``ColumnSpec`` line is a column the analysis has (or adds: ``speedup``, ``flags``), with a
+    format, a table place and a unique hide rank of the declared kinds."""
+    from flopsweep.columns import COLUMN_SPECS, FORMATS, TABLE
+
+    added = {"speedup", "speedup_ci_low", "speedup_ci_high", "flags"}
+    for spec in COLUMN_SPECS:
+        assert spec.name in COLUMNS or spec.name in added, spec.name
+        assert spec.format in FORMATS and spec.table in TABLE, spec
+        assert spec.kind is None or spec.kind in KINDS, spec
+    ranks = [s.hide for s in COLUMN_SPECS if s.hide is not None]
+    assert len(ranks) == len(set(ranks))
+    assert len({s.name for s in COLUMN_SPECS}) == len(COLUMN_SPECS)
+
+
+def test_one_spec_drives_the_header_format_and_legend_of_every_output(monkeypatch) -> None:
+    """Changing a column's spec in the catalogue changes the terminal and markdown tables, the HTML
+    report and the notebook's cells alike (they all draw the one view); csv keeps the full name."""
+    import dataclasses as dc
+
+    from analysis import catalogue, display
+    from analysis.report import Report, render_html
+
+    df = pd.DataFrame({"model": ["gpt-a"], "mfu": [0.5], "tokens_per_s": [12345.0]})
+    assert list(display.View(df).headers()) == ["model", "MFU", "tokens/s"]
+    assert display.for_display(df).iloc[0].tolist() == ["gpt-a", "50.0%", "12,345"]
+    changed = dc.replace(catalogue.SPECS["mfu"], header="MFU!", format="", description="changed")
+    monkeypatch.setitem(catalogue.SPECS, "mfu", changed)
+    for text in (render(df, "table"), render(df, "markdown")):
+        assert "MFU!" in text and "50.0%" not in text and "0.5" in text and "MFU! = changed" in text, text
+    html = render_html(Report(title="t", summary="1 run", tables=[("runs", df)]))
+    assert "<th>MFU!</th>" in html and "MFU! = changed" in html
+    assert render(df, "csv").splitlines()[0] == '"model","mfu","tokens_per_s"'
+
+
+def test_the_catalogue_imports_no_other_analysis_module() -> None:
+    """analysis.catalogue is the bottom of the analysis (spread and load import it): no circle."""
+    import ast
+
+    tree = ast.parse((Path(__file__).parents[1] / "analysis" / "catalogue.py").read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m and m.startswith("analysis")], imported

@@ -302,8 +302,8 @@ def test_a_second_plan_into_one_folder_shows_only_its_own_jobs_and_names_the_mod
 def test_ctrl_c_during_notebook_is_one_line_and_exit_130(tmp_path: Path) -> None:
     """A cell that sleeps is added to the notebook's cells; SIGINT arrives while it runs."""
     script = (
-        "import sys, analysis.notebook as n\n"
-        "n._CELLS.insert(4, ('code', 'slow', '# Sleep.\\nimport time\\ntime.sleep(600)'))\n"
+        "import sys, analysis.notebook_cells as n\n"
+        "n.CELLS.insert(4, ('code', 'slow', '# Sleep.\\nimport time\\ntime.sleep(600)'))\n"
         "from analysis.__main__ import main\n"
         f"sys.exit(main([{str(SWEEP)!r}, '--notebook', 'out/results.ipynb']))\n"
     )

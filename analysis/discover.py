@@ -1,0 +1,156 @@
+"""Find ``metrics.json`` records under the paths a user names, and print paths safely.
+
+How links are treated (once, for the sweep, resume and the analysis): a record is a regular file
+at its own path, never a link; a directory named on the command line (or matched by a glob) may
+be a link, a directory link met inside a walk is not followed (:func:`discover`). Nothing here
+opens a record: :func:`analysis.schema.read_record` does.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from flopsweep.files import not_a_record
+from flopsweep.record import METRICS_FILE
+
+log = logging.getLogger("analysis")
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` as printable text: bytes that are not UTF-8 (a directory name from another
+    locale) become ``\\xNN`` escapes, so that no output stream or file write fails on them."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _walk(root: Path, skipped: dict[str, str]) -> list[Path]:
+    """The ``metrics.json`` regular files under the directory ``root``. No link met on the way is
+    followed (``os.walk(followlinks=False)``: a link loop ends the walk of its branch); a linked
+    directory is logged as not followed, and a ``metrics.json`` that is a link, a FIFO, a device
+    or a directory goes into ``skipped`` with the reason."""
+    found = []
+
+    def unreadable(exc: OSError) -> None:
+        skipped[display_path(exc.filename or root)] = f"cannot list the directory: {exc.strerror or exc}"
+
+    for top, dirs, files in os.walk(root, onerror=unreadable, followlinks=False):
+        dirs.sort()
+        for name in (d for d in dirs if d != METRICS_FILE and os.path.islink(os.path.join(top, d))):
+            shown = display_path(Path(top, name))
+            log.warning("not following the directory link %s (name it to read it)", shown)
+        if METRICS_FILE in files or METRICS_FILE in dirs:
+            _keep(Path(top, METRICS_FILE), found, skipped)
+    return sorted(found)
+
+
+def _keep(path: Path, found: list[Path], skipped: dict[str, str]) -> None:
+    """Add ``path`` to ``found`` when it is a regular file (not a link); else its reason to ``skipped``."""
+    try:
+        why = not_a_record(path)
+    except OSError as exc:
+        why = f"cannot read the file: {exc.strerror or exc}"
+    if why is None:
+        found.append(path)
+    else:
+        skipped[display_path(path)] = why
+
+
+def _entries(base: Path, part: str, dirs_only: bool) -> list[Path]:
+    """The entries of ``base`` whose names match the wildcard ``part`` (hidden ones only when
+    ``part`` starts with a dot, as :mod:`glob`); with ``dirs_only``, directories (or links to one)."""
+    try:
+        with os.scandir(base) as it:
+            entries = list(it)
+    except OSError:
+        return []
+    hidden = part.startswith(".")
+    return [
+        base / e.name
+        for e in entries
+        if fnmatch.fnmatchcase(e.name, part)
+        and (hidden or not e.name.startswith("."))
+        and (not dirs_only or e.is_dir())
+    ]
+
+
+def _dirs_below(base: Path) -> list[Path]:
+    """``base`` and every directory under it, for ``**``: no link is followed below ``base``."""
+    return [Path(top) for top, _, _ in os.walk(base, followlinks=False)]
+
+
+def _glob(pattern: str) -> list[Path]:
+    """Paths matching ``pattern`` (``*``, ``?``, ``[...]``, ``**``), expanded one component at a time:
+    ``**`` walks without following links (a link loop is never entered), a literal last component
+    is matched when the path exists even as a dangling or looping link (so that it is skipped with
+    its reason, not silently); ``[]`` when none match."""
+    parts = Path(pattern).parts
+    first = next((i for i, part in enumerate(parts) if glob.has_magic(part)), None)
+    if first is None:
+        return []
+    current = [Path(*parts[:first]) if first else Path()]
+    for i, part in enumerate(parts[first:], start=first):
+        last = i == len(parts) - 1
+        found: list[Path] = []
+        for base in current:
+            if part == "**":
+                found += _dirs_below(base)
+            elif glob.has_magic(part):
+                found += _entries(base, part, dirs_only=not last)
+            elif os.path.lexists(base / part) if last else (base / part).is_dir():
+                found.append(base / part)
+        current = found
+    return sorted(set(current))
+
+
+def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool = True) -> None:
+    """Records of one path: a directory walked (it may be a link the user named), any other path
+    kept if it is a regular file, a glob expanded."""
+    if p.is_dir():
+        found.extend(_walk(p, skipped))
+    elif os.path.lexists(p):
+        _keep(p, found, skipped)
+    elif spelled and (matches := _glob(str(p))):
+        for match in matches:
+            _expand(match, found, skipped, spelled=False)
+    else:
+        raise FileNotFoundError(f"{display_path(p)}: no such file, directory or glob match")
+
+
+def discover(paths: Iterable[str | Path]) -> tuple[list[Path], dict[str, str]]:
+    """``(records, skipped)`` under ``paths``: ``metrics.json`` regular files (directories walked
+    without following links, files as given, globs expanded, each found once, in path order), and
+    the paths that were passed over with the reason for each: a link, a FIFO, a device, a
+    directory that cannot be listed. Nothing is opened here.
+
+    How links are treated (once, for the sweep, resume and the analysis): a record is a regular
+    file at its own path, never a link; a directory named on the command line (or matched by a
+    glob) may be a link, a directory link met inside a walk is not followed.
+
+    Raises:
+        FileNotFoundError: when a path neither exists nor matches a glob.
+    """
+    found: list[Path] = []
+    skipped: dict[str, str] = {}
+    for p in paths:
+        _expand(Path(p), found, skipped)
+    seen: set[str] = set()
+    unique = []
+    for path in found:
+        key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            unique.append(path)
+    return unique, skipped
+
+
+def find_records(paths: Iterable[str | Path]) -> list[Path]:
+    """The ``metrics.json`` regular files under ``paths`` (:func:`discover`, less what it skipped).
+
+    Raises:
+        FileNotFoundError: when a path neither exists nor matches a glob.
+    """
+    return discover(paths)[0]

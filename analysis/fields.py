@@ -1,0 +1,318 @@
+"""The cells of one record's row that take more than a lookup: the recomputed TFLOPs and their
+check, the profiler breakdown's checks, the model search's probes, the memory and step-time
+prediction errors, the noise flags, the load averages, the parallel layout, and the knobs an
+option does not use (blanked).
+
+Each function reads one record (:data:`analysis.schema.Record`, current version) or the row being
+built (``out``) and never fails on a damaged record: a value that cannot be read is blank (None),
+and a check that fails is logged once with the record's path.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from analysis.catalogue import BREAKDOWN_COLUMNS
+from analysis.checks import record_problems
+from analysis.schema import Record, RecordError
+from analysis.schema import finite as _number
+from flopsweep.columns import SETUP_SPECS, only_for
+from flopsweep.config import ConfigError
+from flopsweep.layout import Layout
+from flopsweep.noise import noisy, overloaded
+from flopsweep.text import format_count, plural
+
+log = logging.getLogger("analysis")
+
+MISMATCH_TOLERANCE = 0.01
+"""Relative difference between recorded and recomputed model TFLOPs that sets ``tflops_mismatch``."""
+
+
+def _get(record: Record, path: tuple[str, ...]) -> Any:
+    value: Any = record
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _scalar(value: Any) -> Any:
+    """A value a cell can hold: scalars as they are, a list of scalars (``unsteady_steps``) as a
+    list, any other structure as a short placeholder (never a deep nest)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value):
+        return value
+    return f"<JSON {'object' if isinstance(value, dict) else 'array'}>"
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A whole number that fits an Int64 column (``8`` or ``8.0``), else None."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63:
+        return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return str(_scalar(value))
+
+
+def recompute_tflops(record: Record) -> float | None:
+    """Model TFLOPs per device recomputed from the record's stored FLOPs:
+    ``metrics.model_flops_per_iteration / (metrics.iteration_time_s.mean x system.world_size x 1e12)``.
+
+    Returns:
+        None when a needed value is missing, not positive or not a number.
+
+    Raises:
+        RecordError: when the inputs are numbers but the result overflows a float.
+    """
+    flops = _number(_get(record, ("metrics", "model_flops_per_iteration")))
+    t = _number(_get(record, ("metrics", "iteration_time_s", "mean")))
+    world = _get(record, ("system", "world_size"))
+    if flops is None or t is None or t <= 0 or not isinstance(world, int) or isinstance(world, bool):
+        return None
+    if world <= 0:
+        return None
+    try:
+        out = flops / (t * world * 1e12)
+    except (OverflowError, ZeroDivisionError):
+        out = math.inf
+    if not math.isfinite(out):
+        raise RecordError(
+            f"recomputed model TFLOPs overflow: model_flops_per_iteration {flops:.4g} over "
+            f"{t:.4g} s x {plural(world, 'device')}"
+        )
+    return out
+
+
+def _differs(recorded: Any, expected: float | None) -> bool:
+    recorded = _number(recorded)
+    if recorded is None or expected is None:
+        return False
+    return abs(recorded - expected) > MISMATCH_TOLERANCE * abs(expected)
+
+
+def _fmt(value: Any) -> str:
+    number = _number(value)
+    return "null" if number is None else f"{number:.4g}"
+
+
+def _check_tflops(record: Record, out: dict[str, Any], path: str) -> None:
+    expected = recompute_tflops(record) if out["status"] == "ok" else None
+    out["model_tflops_per_device_recomputed"] = expected
+    bad = _differs(out["model_tflops_per_device"], expected)
+    out["tflops_mismatch"] = bad
+    if bad:
+        log.warning(
+            "TFLOPs mismatch in %s: the record says %s model TFLOPs per device; its "
+            "model_flops_per_iteration, mean iteration time and world size give %.4g, more than %.0f%% "
+            "apart (left out of rankings)",
+            path,
+            _fmt(out["model_tflops_per_device"]),
+            expected,
+            100 * MISMATCH_TOLERANCE,
+        )
+
+
+BREAKDOWN_PARTS = ("compute_s", "optimizer_s", "exposed_comm_s", "idle_s")
+BREAKDOWN_TOLERANCE = 0.05
+"""How far the parts of ``metrics.breakdown`` may sum from its ``step_s`` (relative)."""
+
+
+def breakdown_problem(value: Any) -> str | None:
+    """Why a record's ``metrics.breakdown`` cannot be shown, or None when it can (or is absent):
+    it must be an object whose ``step_s`` and four parts are finite numbers >= 0 that sum to
+    ``step_s`` within 5%."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"is a {type(value).__name__}, not an object"
+    numbers = {k: _number(value.get(k)) for k in ("step_s", *BREAKDOWN_PARTS)}
+    bad = [k for k, v in numbers.items() if v is None or v < 0]
+    if bad:
+        return f"{', '.join(bad)} missing, not a number or negative"
+    total, step = sum(numbers[k] for k in BREAKDOWN_PARTS), numbers["step_s"]
+    if step <= 0 or abs(total - step) > BREAKDOWN_TOLERANCE * step:
+        return f"its parts sum to {total:.4g} s, not its step_s {step:.4g} s"
+    return None
+
+
+def _check_breakdown(record: Record, out: dict[str, Any], path: str) -> None:
+    """Blank the breakdown columns of a record whose ``metrics.breakdown`` is damaged, and say so
+    in its warnings and the log (never shown as if it were measured)."""
+    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    why = breakdown_problem(metrics.get("breakdown"))
+    if why is None:
+        _check_optimizer_split(metrics.get("breakdown"), out, path)
+        return
+    for name in BREAKDOWN_COLUMNS:
+        out[name] = None
+    note = f"breakdown?: metrics.breakdown {why}; not shown"
+    out["warnings"] = f"{out['warnings']}; {note}" if out.get("warnings") else note
+    log.warning("%s: metrics.breakdown %s; its columns are left blank", path, why)
+
+
+def _check_optimizer_split(breakdown: Any, out: dict[str, Any], path: str) -> None:
+    """Blank ``compute_s`` and ``optimizer_s`` of a CUDA breakdown without ``optimizer_from``.
+
+    Those were recorded before 2026-12-01, when the optimizer was the GPU-side span of its
+    annotation, which Kineto cuts short where torch's own ``Optimizer.step`` span begins
+    (Llama 8B on an H200: 27 of 93 ms); the rest was counted as compute. Their step, exposed
+    communication and idle time are unaffected and stay."""
+    if not isinstance(breakdown, dict) or breakdown.get("view") != "cuda" or "optimizer_from" in breakdown:
+        return
+    out["breakdown_compute_s"] = out["breakdown_optimizer_s"] = None
+    note = "breakdown?: compute/optimizer split not shown (recorded before the optimizer was found by launch)"
+    out["warnings"] = f"{out['warnings']}; {note}" if out.get("warnings") else note
+    log.info("%s: metrics.breakdown has no optimizer_from; compute_s and optimizer_s left blank", path)
+
+
+def search_probes(record: Record) -> list[list[float]] | None:
+    """``[[n_params, tokens_per_s], ...]`` of the ok probes of the record's model search (those with
+    finite, positive figures), None without a search (:data:`SEARCH_COLUMNS`)."""
+    probes = _get(record, ("run", "model_search", "probes"))
+    if not isinstance(probes, list):
+        return None
+    points = []
+    for p in probes:
+        if isinstance(p, dict) and p.get("status") == "ok":
+            n, rate = _number(p.get("n_params")), _number(p.get("tokens_per_s"))
+            if n is not None and rate is not None and n > 0 and rate > 0:
+                points.append([float(n), float(rate)])
+    return points or None
+
+
+def search_failed(record: Record) -> str | None:
+    """``n_layer=37 (9.12B): oom``: the smallest probe of the record's model search above the size it
+    found that did not train (what bounds the frontier), None without one (:data:`SEARCH_COLUMNS`)."""
+    search = _get(record, ("run", "model_search"))
+    if not isinstance(search, dict) or not isinstance(search.get("probes"), list):
+        return None
+    found = _number(search.get("result"))
+    failed = [
+        p
+        for p in search["probes"]
+        if isinstance(p, dict)
+        and p.get("status") != "ok"
+        and _number(p.get("n_layer")) is not None
+        and (found is None or _number(p.get("n_layer")) > found)
+    ]
+    if not failed:
+        return None
+    first = min(failed, key=lambda p: _number(p.get("n_layer")))
+    n = _number(first.get("n_params"))
+    size = f" ({format_count(n)})" if n else ""
+    return f"n_layer={int(_number(first['n_layer']))}{size}: {first.get('status')}"
+
+
+def peak_memory_error(predicted_gib: Any, measured_gib: Any) -> float | None:
+    """``(predicted - measured) / measured``: the memory estimate's relative error (positive: it
+    predicted more than was allocated); None when either is missing or the measured peak is not
+    positive (CPU runs measure no GPU memory)."""
+    if not isinstance(predicted_gib, (int, float)) or not isinstance(measured_gib, (int, float)):
+        return None
+    if isinstance(predicted_gib, bool) or isinstance(measured_gib, bool) or not measured_gib > 0:
+        return None
+    return (predicted_gib - measured_gib) / measured_gib
+
+
+def prediction_error(predicted: Any, measured: Any) -> float | None:
+    """``(predicted - measured) / measured`` step time; None when either is missing or not positive."""
+    if not isinstance(predicted, int | float) or not isinstance(measured, int | float) or not measured > 0:
+        return None
+    return (predicted - measured) / measured
+
+
+def _check_figures(record: Record, out: dict[str, Any], path: str) -> None:
+    """Set ``implausible``: what of an ok record fails :func:`analysis.checks.record_problems`
+    (its derived figures against its raw fields, negative or non-finite figures, timestamps out
+    of order), None when nothing does; warn once naming it (the row is left out of rankings)."""
+    problems = record_problems(record)
+    out["implausible"] = "; ".join(problems) or None
+    if problems:
+        log.warning("%s fails its checks (left out of rankings and plots): %s", path, "; ".join(problems))
+
+
+def noise_flags(record: Record, out: dict[str, Any]) -> str | None:
+    """``noisy`` (step CV over :data:`flopsweep.noise.NOISY_CV`) and ``load`` (the host lacked idle
+    cores, :func:`flopsweep.noise.overloaded`) for an ok record, comma-separated; None when neither.
+    Computed from the figures, so records written before the job's noise warnings get them too."""
+    if out.get("status") != "ok":
+        return None
+    flags = []
+    if noisy(out.get("iteration_time_s_cv")):
+        flags.append("noisy")
+    cores = _get(record, ("system", "cpu_count"))
+    ranks = _get(record, ("system", "nproc_per_node"))
+    if overloaded(out.get("loadavg_1m_start"), out.get("loadavg_1m_end"), cores, ranks):
+        flags.append("load")
+    return ",".join(flags) or None
+
+
+def _loadavg_1m(value: Any) -> tuple[Any, Any]:
+    """(start, end) 1-minute load averages of ``system.loadavg``: ``{"start": [1m, 5m, 15m], "end":
+    [...]}``, or one list taken at the end (older records)."""
+
+    def first(v: Any) -> Any:
+        return v[0] if isinstance(v, list) and v else None
+
+    if isinstance(value, dict):
+        return first(value.get("start")), first(value.get("end"))
+    return None, first(value)
+
+
+_ONLY_FOR = {spec.name: where for spec in SETUP_SPECS if (where := only_for(spec))}
+"""column -> (option column, options): blank in other rows, where the knob does nothing (v1 records
+carry every key), from the option schemas (:func:`flopsweep.columns.only_for`)."""
+
+
+def _blank_unused(out: dict[str, Any]) -> None:
+    """Blank the knobs of a backend or attention the run did not use (v1 records carry every key)."""
+    for column, (setup, options) in _ONLY_FOR.items():
+        if out.get(setup) not in options:
+            out[column] = None
+    if out.get("tag") == "":
+        out["tag"] = None
+
+
+def parallel_degrees(record: Record) -> dict[str, int] | None:
+    """The record's ``system.parallel`` degrees; for a record without them (older ones), pure
+    data parallel over ``system.world_size`` (``dp_shard`` = the world size, every other degree
+    1); None when neither is known (a run that never launched)."""
+    system = record.get("system") if isinstance(record.get("system"), dict) else {}
+    degrees = system.get("parallel")
+    if isinstance(degrees, dict) and all(
+        isinstance(degrees.get(k), int) and not isinstance(degrees.get(k), bool) for k in _DEGREES
+    ):
+        return {k: degrees[k] for k in _DEGREES}
+    world = system.get("world_size")
+    if isinstance(world, int) and not isinstance(world, bool) and world > 0:
+        return {"dp_replicate": 1, "dp_shard": world, "tp": 1, "pp": 1, "cp": 1}
+    return None
+
+
+_DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
+
+
+def _layout_columns(out: dict[str, Any], record: Record) -> None:
+    """``dp`` (replicate x shard), the degrees ``dp_replicate``, ``dp_shard``, ``tp``, ``pp`` and
+    the ``layout`` label (:meth:`flopsweep.layout.Layout.label`, the pipeline schedule from
+    ``config.parallel.pp_schedule``) from :func:`parallel_degrees`; blank when it has none."""
+    degrees = parallel_degrees(record)
+    try:
+        layout = Layout(**degrees) if degrees else None
+    except ConfigError:  # a degree below 1: no layout to name
+        layout = None
+    out["dp"] = layout.dp if layout else None
+    for name in ("dp_replicate", "dp_shard", "tp", "pp"):
+        out[name] = getattr(layout, name) if layout else None
+    schedule = _get(record, ("config", "parallel", "pp_schedule"))
+    out["layout"] = layout.label(schedule if isinstance(schedule, str) else None) if layout else None
