@@ -258,9 +258,9 @@ MAX_MULTIRUN_BYTES = 16 * 2**20
 
 def _sweep_identity(hydra: Any) -> dict[str, Any]:
     """What makes a sweep the same sweep: its primary config, its defining command-line overrides
-    (:func:`flopsweep.job.defining_overrides`: ``resume``, ``fault``, ``hydra.*`` ... aside) and its
+    (:func:`flopsweep.identity.defining_overrides`: ``resume``, ``fault``, ``hydra.*`` ... aside) and its
     sweeper's ``params`` (a ``+sweep=`` file's axes)."""
-    from flopsweep.job import defining_overrides
+    from flopsweep.identity import defining_overrides
 
     params = hydra.get("sweeper", {}).get("params") or {}
     return {
@@ -275,7 +275,7 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
     another sweep's (other config, overrides or sweeper params than ``hydra``, this sweep's
     ``hydra`` node as a mapping): Hydra would overwrite it before the first job. None when there is
     no such file or it is this sweep's (overrides and params compared by key and parsed value,
-    :func:`flopsweep.job.same_overrides`: ``lr=0.035,0.07`` is ``lr=0.0350,0.07``). A
+    :func:`flopsweep.identity.same_overrides`: ``lr=0.035,0.07`` is ``lr=0.0350,0.07``). A
     ``multirun.yaml`` that is a link, a FIFO or not YAML is refused too (Hydra would write through
     it, or block on it). Read with
     :func:`flopsweep.files.read_regular` (no link followed, bounded)."""
@@ -293,7 +293,7 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
     except (RecordError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
         why = str(exc).splitlines()[0] if isinstance(exc, RecordError) else "not a sweep's config"
         return f"{path} is unreadable ({why}); resume=true continues only the sweep that wrote it. {fix}"
-    from flopsweep.job import same_overrides
+    from flopsweep.identity import same_overrides
 
     ours = _sweep_identity(hydra)
     differ = [

@@ -24,14 +24,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from flopsweep import forecast
+from flopsweep import forecast, identity
 from flopsweep import record as rec
 from flopsweep.autobatch import NothingFits, ProbeFailed, budget_bytes, estimated_largest, find_micro_batch
 from flopsweep.config import (
-    RUN_CONTROL_KEYS,
     ConfigError,
-    ModelSearchConfig,
-    ParallelConfig,
     RunConfig,
 )
 from flopsweep.cost import power_limit_w as ranks_power_limit_w
@@ -219,62 +216,15 @@ def check_repeat_axis(cfg: RunConfig, info: JobInfo) -> None:
 
 
 def defining_overrides(overrides: list[str]) -> list[str]:
-    """The overrides that decide what a job measures, sorted: without those of
-    :data:`~flopsweep.config.RUN_CONTROL_KEYS` (``resume``, ``fault``, ``timeout_s``...) and ``hydra.*``."""
-    kept = []
-    for line in overrides:
-        key = str(line).split("=", 1)[0].lstrip("+~")
-        if key.split(".")[0] not in RUN_CONTROL_KEYS and not key.startswith("hydra."):
-            kept.append(str(line))
-    return sorted(kept)
+    """The overrides that decide what a job measures, sorted
+    (:func:`flopsweep.identity.defining_overrides`)."""
+    return identity.defining_overrides(overrides)
 
 
 def same_overrides(theirs: list[str], ours: list[str]) -> bool:
-    """Whether two lists of overrides set the same keys to the same values, in any order: equal as
-    text, or equal as parsed by Hydra's override grammar (``optim.lr=0.035``, ``optim.lr=0.0350`` and
-    ``optim.lr=3.5e-2`` are one float; ``true`` and ``True`` one bool). A key keeps its prefix and
-    package (``+a``, ``++a``, ``~a``, ``a@pkg`` are different keys); values compare with their type
-    (``1``, ``1.0``, ``true`` and ``'1'`` differ), a list in order, a dict in any key order, a sweep
-    by what it sweeps (``a=1,2`` is ``a=choice(1,2)``). When either list does not parse, only the
-    text comparison counts. Order never counts, as in :func:`defining_overrides` (which sorts), also
-    between two overrides of one key, of which Hydra applies the last."""
-    if sorted(map(str, theirs)) == sorted(map(str, ours)):
-        return True
-    parsed = [_parsed_overrides(theirs), _parsed_overrides(ours)]
-    return None not in parsed and parsed[0] == parsed[1]
-
-
-def _parsed_overrides(overrides: list[str]) -> list[tuple[str, Any]] | None:
-    """``(key element, canonical value)`` of each override, sorted (see :func:`same_overrides`);
-    None when Hydra's grammar refuses one of them."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    try:
-        parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
-    except (HydraException, ValueError, TypeError):
-        return None
-    pairs = [(o.get_key_element(), _canonical_value(o.value())) for o in parsed]
-    return sorted(pairs, key=repr)
-
-
-def _canonical_value(value: Any) -> Any:
-    """A parsed override value as a comparable, hashable tree tagged with its type: a float by its
-    shortest ``repr`` (so ``nan`` equals ``nan``; ``True == 1`` and ``1 == 1.0`` in Python, not here)."""
-    if isinstance(value, float):
-        return ("float", repr(value))
-    if value is None or isinstance(value, (bool, int, str)):
-        return (type(value).__name__, value)
-    if isinstance(value, (list, tuple)):
-        return ("list", tuple(_canonical_value(v) for v in value))
-    if isinstance(value, (set, frozenset)):
-        return ("set", tuple(sorted(map(repr, value))))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((repr(k), _canonical_value(v)) for k, v in value.items())))
-    if dataclasses.is_dataclass(value):  # a sweep: ChoiceSweep, RangeSweep, IntervalSweep, Glob
-        fields = [f.name for f in dataclasses.fields(value) if f.name != "simple_form"]  # a,b is choice(a,b)
-        return (type(value).__name__, tuple((f, _canonical_value(getattr(value, f))) for f in fields))
-    return (type(value).__name__, repr(value))
+    """Whether two lists of overrides set the same keys to the same values, in any order
+    (:func:`flopsweep.identity.same_overrides`)."""
+    return identity.same_overrides(theirs, ours)
 
 
 def other_run_problem(path: Path, overrides: list[str]) -> str | None:
@@ -1155,47 +1105,16 @@ def resumed_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
     :func:`comparable_config` (the sizes the searches find aside); else None."""
     try:
         record = read_json(Path(path))
-        same = comparable_config(record["config"]) == comparable_config(json.loads(json.dumps(asdict(cfg))))
+        same = identity.same_job(record, json.loads(json.dumps(asdict(cfg))))
         return record if record["status"] != "ok" and same and isinstance(record.get("run"), dict) else None
     except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def comparable_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A record's ``config`` without the keys that do not change what a run measures.
-
-    Under ``batch=auto`` the record holds the size the search found, the new config
-    the size it starts from: neither is compared (the search decides it again); so with the
-    model's ``n_layer`` and ``name`` under ``search.model=largest``.
-    """
-    out = {key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS}
-    batch = out.get("batch")
-    if isinstance(batch, dict) and batch.get("name") == "auto":
-        out["batch"] = {k: v for k, v in batch.items() if k != "micro_batch_size"}
-    model = out.get("model")
-    if (out.get("search") or {}).get("model") == "largest" and isinstance(model, dict):
-        out["model"] = {k: v for k, v in model.items() if k not in ("n_layer", "name")}  # found again
-    return _as_of_now(out)
-
-
-_PARALLEL_DEFAULTS = asdict(ParallelConfig())
-
-
-def _as_of_now(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` in today's form, so that ``resume`` skips an ``ok`` record made before a key
-    changed shape: ``activation_checkpointing`` ``true``/``false`` is the ``full``/``none`` policy,
-    a missing ``parallel`` section is the default (pure data parallel) and a missing
-    ``batch.global_batch_size`` is null."""
-    out = dict(config)
-    out.setdefault("repeat", 0)  # records from before repeats= were round 0 of 1
-    ckpt = out.get("activation_checkpointing")
-    if isinstance(ckpt, bool):
-        out["activation_checkpointing"] = {"name": "full" if ckpt else "none"}
-    out.setdefault("parallel", dict(_PARALLEL_DEFAULTS))
-    out.setdefault("search", asdict(ModelSearchConfig()))  # records from before the model search
-    if isinstance(out.get("batch"), dict):
-        out["batch"] = {"global_batch_size": None, **out["batch"]}
-    return out
+    """A record's ``config`` in today's form without the keys that do not change what a run
+    measures (:func:`flopsweep.identity.comparable_config`: what ``identity.job_key`` hashes)."""
+    return identity.comparable_config(config)
 
 
 def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
@@ -1203,7 +1122,7 @@ def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
     config as ``cfg``, else None (also when it is missing or unreadable)."""
     try:
         record = read_json(Path(path))
-        same = comparable_config(record["config"]) == comparable_config(json.loads(json.dumps(asdict(cfg))))
+        same = identity.same_job(record, json.loads(json.dumps(asdict(cfg))))
         return record if record["status"] == "ok" and same else None
     except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

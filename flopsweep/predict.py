@@ -28,7 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from flopsweep import cost
+from flopsweep import cost, identity
+from flopsweep.identity import CALIBRATION_KEYS  # re-exported: the calibration's match
 
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
 """The collectives the probe measures and the model counts (``system.interconnect[].collective``)."""
@@ -538,20 +539,6 @@ def predict(
 
 # Records: the calibration side (the job, ``plan=true`` and ``analysis --predict`` share it).
 
-CALIBRATION_KEYS = (
-    ("config", "model"),
-    ("config", "attention"),
-    ("config", "precision", "name"),
-    ("config", "activation_checkpointing"),
-    ("config", "compile"),
-    ("config", "device"),
-    ("config", "batch", "micro_batch_size"),
-)
-"""What a calibration record shares with the run it calibrates: the model, the attention kernel,
-the precision, the checkpointing policy, compilation, the device type (``cuda`` or ``cpu``: a CPU
-record's step says nothing of a GPU's; ``predict.compute_scale`` scales between two GPUs) and the
-micro batch (last: :func:`calibration_key` drops it to match another)."""
-
 
 def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
     value: Any = record
@@ -571,20 +558,10 @@ def backend_of(record: dict[str, Any]) -> str:
 def calibration_key(
     record: dict[str, Any], *, micro_batch: bool = True, only: tuple[str, ...] | None = None
 ) -> str:
-    """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text;
-    without the micro batch when ``micro_batch`` is False (:func:`compute_from_calibration` then
-    scales by tokens); with ``only`` (one of the keys), that one value. A ``bool`` checkpointing
-    (records before the policies) reads as ``full``/``none``."""
-    import json
-
-    values = [_get(record, path) for path in CALIBRATION_KEYS]
-    if not micro_batch:
-        values[-1] = None
-    if isinstance(values[3], bool):
-        values[3] = {"name": "full" if values[3] else "none"}
-    if only is not None:
-        return json.dumps(values[CALIBRATION_KEYS.index(only)], sort_keys=True, default=str)
-    return json.dumps(values, sort_keys=True, default=str)
+    """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text
+    (:func:`flopsweep.identity.calibration_key`); without the micro batch when ``micro_batch`` is
+    False; with ``only`` (one of the keys), that one value."""
+    return identity.calibration_key(record, micro_batch=micro_batch, only=only)
 
 
 def backend_differences(record: dict[str, Any], calibration: dict[str, Any]) -> list[str]:
