@@ -98,8 +98,11 @@ def test_baseline_gives_ddp_and_zero3_a_speedup_against_fsdp(tmp_path):
 
 def test_cli_baseline_has_no_blank_speedup(tmp_path, capsys):
     sweep = _sweep_with_layouts(tmp_path)
-    assert analysis_main([str(sweep), "--baseline", "backend=fsdp", "--format", "csv"]) == 0
+    assert (
+        analysis_main([str(sweep), "--baseline", "backend=fsdp", "--columns", "backend,layout,speedup"]) == 0
+    )
     out, err = capsys.readouterr()
+    assert "speedup" in out and "dp2x1" in out
     assert "speedup is blank" not in out + err
     assert "add the backend=fsdp run" not in out + err
 
@@ -325,9 +328,12 @@ def test_sweep_ddp_fsdp_zero3_every_row_has_a_speedup(tmp_path, capsys):
     recs = ok_sweep(tmp_path, *LLAMA_TINY_TWO_RANKS, "backend=ddp,fsdp,zero3")
     assert {r["system"]["parallel"]["dp_replicate"] for r in recs} == {1, 2}  # DDP's dp2x1 among them
     assert all(r["run"]["setup_key"] == identity.setup_key(_without_keys(r)) for r in recs)
-    assert analysis_main([str(tmp_path), "--baseline", "backend=fsdp", "--format", "csv"]) == 0
+    assert (
+        analysis_main([str(tmp_path), "--baseline", "backend=fsdp", "--columns", "backend,layout,speedup"])
+        == 0
+    )
     out, err = capsys.readouterr()
-    assert "speedup is blank" not in out + err
+    assert "dp2x1" in out and "speedup is blank" not in out + err
     df = analysis.compare(analysis.load(tmp_path), baseline={"backend": "fsdp"})
     assert len(df) == 3 and df["speedup"].notna().all(), df[["backend", "layout", "speedup"]]
 
