@@ -29,9 +29,9 @@ The job writes ``run.setup_key``, ``run.job_key`` and ``run.identity_version``
 ``identity_version`` is :data:`IDENTITY_VERSION` and computes them from the upgraded record
 otherwise (every record written before the keys), so old and new records compare alike.
 
-The upgrade chain is :mod:`flopsweep.identity.versions` (re-exported here). Torch-free: imports
-:mod:`flopsweep.config`, :mod:`flopsweep.files`, :mod:`flopsweep.record` (and Hydra's override
-parser, lazily).
+The upgrade chain is :mod:`flopsweep.identity.versions` (its :func:`upgrade` re-exported here).
+Torch-free: imports :mod:`flopsweep.config`, :mod:`flopsweep.files`, :mod:`flopsweep.record` (and
+Hydra's override parser, lazily).
 """
 
 from __future__ import annotations
@@ -50,18 +50,24 @@ __all__ = [
     "ADDED_LATER",
     "CALIBRATION_KEYS",
     "IDENTITY_VERSION",
+    "LAYOUT_ROW_KEYS",
+    "NOT_SETUP",
+    "PARALLEL_DEFAULT",
+    "RANK_COUNT_KEYS",
+    "REPLICATE_ONLY",
     "Record",
+    "SEARCH_DEFAULT",
     "calibration_key",
     "comparable_config",
     "compared_layout",
     "current_config",
     "defining_overrides",
     "job_key",
-    "LAYOUT_ROW_KEYS",
     "machine_difference",
     "record_keys",
     "same_job",
     "same_overrides",
+    "setup_config",
     "setup_key",
     "upgrade",
 ]
