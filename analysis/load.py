@@ -18,9 +18,6 @@ ranked table (:func:`table`); the names it used to hold are re-exported here.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -83,10 +80,10 @@ from analysis.fields import (  # noqa: F401 - re-exported
     search_failed,
     search_probes,
 )
-from analysis.schema import CHECKPOINTING_BOOLS, Record, RecordError, checkpointing_name, read_record
+from analysis.schema import Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
 from analysis.spread import ci_of, overlap, pool_repeats, step_columns
-from flopsweep.config import RUN_CONTROL_KEYS, ModelSearchConfig
+from flopsweep.identity import RANK_COUNT_KEYS, setup_key  # noqa: F401 - RANK_COUNT_KEYS re-exported
 from flopsweep.predict import predict_record
 from flopsweep.text import plural
 
@@ -183,65 +180,13 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
-RANK_COUNT_KEYS = ("nproc_per_node", "nnodes")
-"""Config keys that set the rank count: the only ones a scaling comparison lets differ."""
-_NOT_SETUP = (*RANK_COUNT_KEYS, "tag", "repeat", *RUN_CONTROL_KEYS)
-
-
-SEARCH_DEFAULT = dataclasses.asdict(ModelSearchConfig())
-"""``config.search`` of a run without the model search (left out of ``setup_id``)."""
-PARALLEL_DEFAULT = {
-    "dp_replicate": 1,
-    "dp_shard": -1,
-    "tp": 1,
-    "pp": 1,
-    "pp_schedule": "1F1B",
-    "pp_microbatches": None,
-    "cp": 1,
-}
-"""``config.parallel`` as every record had it before the key existed (pure data parallel over
-the world), with ``pp_microbatches`` and ``cp`` at their defaults too."""
-
-
-def _setup_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The config keys that define a set-up: less :data:`_NOT_SETUP`, and less the keys that newer
-    records add at the value that older records implied (``parallel`` at pure data parallel,
-    ``batch.global_batch_size`` null, ``search`` off, ``optim.in_backward`` false), so that a set-up
-    keeps its id across versions."""
-    kept = {k: v for k, v in config.items() if k not in _NOT_SETUP}
-    parallel = kept.get("parallel")
-    if isinstance(parallel, dict) and all(parallel.get(k) == v for k, v in PARALLEL_DEFAULT.items()):
-        kept.pop("parallel")
-    if kept.get("search") == SEARCH_DEFAULT:  # no model search: as records from before it
-        kept.pop("search")
-    optim = kept.get("optim")
-    if isinstance(optim, dict) and optim.get("in_backward") is False:  # the usual step, as before the key
-        kept["optim"] = {k: v for k, v in optim.items() if k != "in_backward"}
-    batch = kept.get("batch")
-    if isinstance(batch, dict) and "global_batch_size" in batch and batch["global_batch_size"] is None:
-        kept["batch"] = {k: v for k, v in batch.items() if k != "global_batch_size"}
-    # full/none hash as the bool of older records, so that a set-up keeps its id across the change
-    ckpt = kept.get("activation_checkpointing")
-    if isinstance(ckpt, dict) and set(ckpt) == {"name"} and ckpt["name"] in CHECKPOINTING_BOOLS.values():
-        kept["activation_checkpointing"] = ckpt["name"] == "full"
-    return kept
-
-
 def setup_id(record: Record, *, layout: bool = True) -> str | None:
-    """A short hash of everything that defines the run's set-up except its rank count: the
-    config less :data:`RANK_COUNT_KEYS`, the tag and the run controls, plus the device name.
-    Runs with the same id differ only in how many ranks they ran on. A ``parallel`` section at
-    its defaults (``dp_shard=-1``: data parallel over whatever world) is left out, as older
-    records have none (:func:`_setup_config`)."""
-    config = record.get("config")
-    if not isinstance(config, dict):
-        return None
-    kept = _setup_config(config)
-    if not layout:  # base_setup_id: the same set-up whatever its parallel layout
-        kept.pop("parallel", None)
-    system = record.get("system") if isinstance(record.get("system"), dict) else {}
-    text = json.dumps([kept, system.get("device_name")], sort_keys=True, default=str)
-    return hashlib.sha1(text.encode()).hexdigest()[:10]
+    """A short hash of everything that defines the run's set-up except its rank count
+    (:func:`flopsweep.identity.setup_key`: the config less the rank count, the tag and the run
+    controls, plus the device name; ``run.setup_key`` when the record holds it). Runs with the same
+    id differ only in how many ranks they ran on. ``layout=False``: ``base_setup_id``, the same
+    whatever ``config.parallel``."""
+    return setup_key(record, layout=layout)
 
 
 def add_scaling(df: pd.DataFrame) -> pd.DataFrame:

@@ -20,6 +20,7 @@ import pandas as pd
 from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, failed_checks, rankable
 from analysis.spread import ci_of, speedup_interval
 from flopsweep.columns import IDENTITY_COLUMNS, dependents
+from flopsweep.identity import LAYOUT_ROW_KEYS, compared_layout
 from flopsweep.text import plural
 
 log = logging.getLogger("analysis")
@@ -171,7 +172,9 @@ def compare(
     A run is matched to the ``ok`` baseline runs (``baseline``, e.g. ``{"backend": "fsdp"}``)
     that agree with it on every set-up column ``on`` (default: :data:`SETUP_COLUMNS` less
     the baseline keys and the keys of their option, such as ``zero_stage`` for ``backend``:
-    :func:`flopsweep.columns.dependents`); repeated baseline runs are averaged. ``speedup`` is a
+    :func:`flopsweep.columns.dependents`), the layout columns as
+    :func:`flopsweep.identity.compared_layout` gives them (DDP's ``dp2x1`` is FSDP2's ``dp2``);
+    repeated baseline runs are averaged. ``speedup`` is a
     ratio (>1 faster when higher is better; for a time or memory metric, baseline over run). It is NaN for
     failed runs, runs with no baseline and runs flagged ``tflops_mismatch`` (which are
     never a baseline either). ``df.attrs["baseline"]`` records the baseline.
@@ -189,7 +192,7 @@ def compare(
     if not is_base.any():
         shown = ", ".join(f"{k}={v}" for k, v in baseline.items())
         raise AnalysisError(f"no ok run matches the baseline {shown}")
-    key = setup_key(df, keys)
+    key = setup_key(_compared(df), keys)
     base = df.loc[is_base, metric].groupby(key[is_base]).mean()
     ref = key.map(base)
     out = df.copy()
@@ -198,6 +201,14 @@ def compare(
     _speedup_ci(out, df, key, is_base, metric)
     out.attrs["baseline"] = ", ".join(f"{k}={v}" for k, v in baseline.items())
     return out
+
+
+def _compared(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its layout columns as a baseline matches them (:func:`flopsweep.identity.compared_layout`:
+    DDP's ``dp2x1`` is FSDP2's and ZeRO's ``dp2``)."""
+    cols = [c for c in LAYOUT_ROW_KEYS if c in df.columns]
+    rows = [compared_layout(r) for r in df[cols].to_dict("records")]
+    return df.assign(**pd.DataFrame(rows, index=df.index, dtype=object)) if rows and rows[0] else df
 
 
 def _speedup_ci(out: pd.DataFrame, df: pd.DataFrame, key: pd.Series, is_base: pd.Series, metric: str) -> None:

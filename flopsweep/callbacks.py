@@ -98,8 +98,8 @@ def job_status(job_dir: Path, kept: dict[str, str] | None = None) -> str | None:
 
 
 def _failure(path: Path) -> str:
-    """The failed record's line at ``path`` (:func:`flopsweep.job.records.failure_line`), or what kept it."""
-    from flopsweep.job.records import failure_line
+    """The failed record's line at ``path`` (:func:`flopsweep.job.failure_line`), or what kept it."""
+    from flopsweep.job import failure_line
 
     try:
         return failure_line(read_json(path), path)
@@ -258,9 +258,9 @@ MAX_MULTIRUN_BYTES = 16 * 2**20
 
 def _sweep_identity(hydra: Any) -> dict[str, Any]:
     """What makes a sweep the same sweep: its primary config, its defining command-line overrides
-    (:func:`flopsweep.overrides.defining_overrides`: ``resume``, ``fault``, ``hydra.*`` ... aside) and its
+    (:func:`flopsweep.identity.defining_overrides`: ``resume``, ``fault``, ``hydra.*`` ... aside) and its
     sweeper's ``params`` (a ``+sweep=`` file's axes)."""
-    from flopsweep.overrides import defining_overrides
+    from flopsweep.identity import defining_overrides
 
     params = hydra.get("sweeper", {}).get("params") or {}
     return {
@@ -275,7 +275,7 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
     another sweep's (other config, overrides or sweeper params than ``hydra``, this sweep's
     ``hydra`` node as a mapping): Hydra would overwrite it before the first job. None when there is
     no such file or it is this sweep's (overrides and params compared by key and parsed value,
-    :func:`flopsweep.overrides.same_overrides`: ``lr=0.035,0.07`` is ``lr=0.0350,0.07``). A
+    :func:`flopsweep.identity.same_overrides`: ``lr=0.035,0.07`` is ``lr=0.0350,0.07``). A
     ``multirun.yaml`` that is a link, a FIFO or not YAML is refused too (Hydra would write through
     it, or block on it). Read with
     :func:`flopsweep.files.read_regular` (no link followed, bounded)."""
@@ -293,7 +293,7 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
     except (RecordError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
         why = str(exc).splitlines()[0] if isinstance(exc, RecordError) else "not a sweep's config"
         return f"{path} is unreadable ({why}); resume=true continues only the sweep that wrote it. {fix}"
-    from flopsweep.overrides import same_overrides
+    from flopsweep.identity import same_overrides
 
     ours = _sweep_identity(hydra)
     differ = [
@@ -355,7 +355,7 @@ class SweepSummary(Callback):
                 print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
                 raise SystemExit(1)
         if config.get("plan"):  # plan=true: a fresh table per sweep, never the last one's rows
-            from flopsweep.job.plantable import start_plan_file
+            from flopsweep.job import start_plan_file
 
             start_plan_file(Path(str(config.hydra.sweep.dir)))
         self.kept = ok_run_ids(Path(str(config.hydra.sweep.dir)))
@@ -369,7 +369,7 @@ class SweepSummary(Callback):
         whose count starts again (those launchers call this in the sweep process as each job ends,
         ``hydra_plugins.flopsweep_slurm``). A single run has no sweep progress. ``elsewhere``: the
         job ran in another process (a Slurm task), whose log line of a failure is out of sight, so
-        a failed record's line (:func:`flopsweep.job.records.failure_line`) is printed here first, on stderr,
+        a failed record's line (:func:`flopsweep.job.failure_line`) is printed here first, on stderr,
         as the job itself logs it under the basic launcher."""
         if not self.started or os.getpid() != self.pid:
             return
@@ -397,7 +397,7 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         plan = Path(str(config.hydra.sweep.dir)) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
-            from flopsweep.job.plantable import plan_invalid_line, plan_table
+            from flopsweep.job import plan_invalid_line, plan_table
 
             print(plan_table(str(plan)), flush=True)
             if line := plan_invalid_line(str(plan)):  # still exit 0: a plan is a report

@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from flopsweep import checkpointing, cost, flops
+from flopsweep import checkpointing, cost, flops, identity
 from flopsweep.attention import executed_density
 from flopsweep.config import RunConfig
 from flopsweep.layout import Layout
@@ -455,7 +455,8 @@ def build_record(
     metrics: dict[str, Any] | None,
     warnings: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The schema v2 record; ``metrics=None`` gives every metric key as null.
+    """The schema v2 record; ``metrics=None`` gives every metric key as null. ``run`` gains
+    ``setup_key``, ``job_key`` and ``identity_version`` (:func:`flopsweep.identity.record_keys`).
 
     Non-finite metric values become null, and each is named in ``warnings``, after those of
     :func:`warnings_for` and the given ``warnings`` (e.g. :func:`profile_warnings`).
@@ -471,7 +472,7 @@ def build_record(
         model = model_info(cfg)
     except Exception:  # noqa: BLE001 - an invalid config (unknown arch) still gets a record
         model = {"name": getattr(cfg.model, "name", None)}
-    return {
+    record = {
         "schema_version": SCHEMA_VERSION,
         "status": status,
         "error": strict(error),
@@ -482,3 +483,5 @@ def build_record(
         "system": strict(system),
         "metrics": values,
     }
+    record["run"] = {**run, **identity.record_keys(record)}  # run.setup_key, run.job_key
+    return record

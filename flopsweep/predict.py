@@ -15,7 +15,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from flopsweep import identity
 from flopsweep.backend_specs import backend_spec
+from flopsweep.identity import CALIBRATION_KEYS  # re-exported: the calibration's match
 from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every caller uses them
     ASSUMED_NVLINK_SHARE,
     COLLECTIVES,
@@ -47,20 +49,6 @@ from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every c
 
 # Records: the calibration side (the job, ``plan=true`` and ``analysis --predict`` share it).
 
-CALIBRATION_KEYS = (
-    ("config", "model"),
-    ("config", "attention"),
-    ("config", "precision", "name"),
-    ("config", "activation_checkpointing"),
-    ("config", "compile"),
-    ("config", "device"),
-    ("config", "batch", "micro_batch_size"),
-)
-"""What a calibration record shares with the run it calibrates: the model, the attention kernel,
-the precision, the checkpointing policy, compilation, the device type (``cuda`` or ``cpu``: a CPU
-record's step says nothing of a GPU's; ``predict.compute_scale`` scales between two GPUs) and the
-micro batch (last: :func:`calibration_key` drops it to match another)."""
-
 
 def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
     value: Any = record
@@ -81,20 +69,10 @@ def backend_of(record: dict[str, Any]) -> str:
 def calibration_key(
     record: dict[str, Any], *, micro_batch: bool = True, only: tuple[str, ...] | None = None
 ) -> str:
-    """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text;
-    without the micro batch when ``micro_batch`` is False (:func:`compute_from_calibration` then
-    scales by tokens); with ``only`` (one of the keys), that one value. A ``bool`` checkpointing
-    (records before the policies) reads as ``full``/``none``."""
-    import json
-
-    values = [_get(record, path) for path in CALIBRATION_KEYS]
-    if not micro_batch:
-        values[-1] = None
-    if isinstance(values[3], bool):
-        values[3] = {"name": "full" if values[3] else "none"}
-    if only is not None:
-        return json.dumps(values[CALIBRATION_KEYS.index(only)], sort_keys=True, default=str)
-    return json.dumps(values, sort_keys=True, default=str)
+    """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text
+    (:func:`flopsweep.identity.calibration_key`); without the micro batch when ``micro_batch`` is
+    False; with ``only`` (one of the keys), that one value."""
+    return identity.calibration_key(record, micro_batch=micro_batch, only=only)
 
 
 def backend_differences(record: dict[str, Any], calibration: dict[str, Any]) -> list[str]:

@@ -9,7 +9,7 @@ probe costs minutes, so the searches of the new run start from them
 guides the next size, one too large bounds the search) and the new record lists it with
 ``"reused": true``.
 
-Only a record of the same set-up is read (:func:`flopsweep.job.resume.comparable_config`, as ``resume``
+Only a record of the same set-up is read (:func:`flopsweep.identity.same_job`, as ``resume``
 decides which records to skip), and only when its probes ran on this kind of machine
 (:class:`Machine`: the device name, the first GPU's memory, the world size, and on the CPU the host,
 whose available memory is the budget there): a probe's fit is the machine's, not the config's.
@@ -23,6 +23,7 @@ import logging
 import socket
 from typing import Any
 
+from flopsweep import identity
 from flopsweep.sizesearch import cuda_capacity
 from flopsweep.text import plural
 
@@ -76,16 +77,8 @@ class Machine:
 def machine_difference(record: dict[str, Any], search: dict[str, Any], here: Machine) -> str:
     """How the machine of ``record`` (its ``system``, and its ``search``'s ``gpu_memory_bytes``)
     differs from ``here``, as ``"NAME THEIRS, this run's OURS"`` texts joined by ``"; "``; ``""``
-    when it is the same kind of machine."""
-    system = record.get("system") or {}
-    theirs = {
-        "device_name": system.get("device_name"),
-        "gpu_memory_bytes": search.get("gpu_memory_bytes"),
-        "world_size": system.get("world_size"),
-        "hostname": system.get("hostname") if here.hostname is not None else None,
-    }
-    ours = dataclasses.asdict(here)
-    return "; ".join(f"{k} {theirs[k]}, this run's {ours[k]}" for k in theirs if theirs[k] != ours[k])
+    when it is the same kind of machine (:func:`flopsweep.identity.machine_difference`)."""
+    return identity.machine_difference(record, search, dataclasses.asdict(here))
 
 
 def reusable_probes(

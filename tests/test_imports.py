@@ -85,6 +85,8 @@ TORCH_FREE = (
     "flopsweep.noise",
     "flopsweep.predict",
     "flopsweep.layout",
+    "flopsweep.identity",
+    "flopsweep.identity.versions",
 )
 """The flopsweep modules the analysis may import: none of them imports torch."""
 

@@ -118,6 +118,9 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
         "repeat",
         "repeats",
         "repeat_group",
+        "setup_key",
+        "job_key",
+        "identity_version",
     }
     assert (record["run"]["repeat"], record["run"]["repeats"], record["run"]["repeat_group"]) == (0, 1, None)
     m = record["metrics"]

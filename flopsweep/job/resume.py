@@ -1,8 +1,8 @@
 """``resume=true``: which record in a job directory is kept (an ``ok`` one of the same config),
 which is run again and lends its searches' probes, and how the others are set aside (never lost).
 
-"The same config" is :func:`comparable_config`: the record's config without the run-control keys
-and the sizes the searches find, in today's form.
+"The same config" is :func:`flopsweep.identity.same_job`: the record's config without the run-control
+keys and the sizes the searches find, in today's form (:func:`comparable_config`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from flopsweep import identity
 from flopsweep import record as rec
-from flopsweep.config import RUN_CONTROL_KEYS, ModelSearchConfig, ParallelConfig, RunConfig
+from flopsweep.config import RunConfig
 from flopsweep.files import RecordError, RecordExistsError, exists_message, read_json
-from flopsweep.overrides import defining_overrides, same_overrides
+from flopsweep.identity import defining_overrides, same_overrides
 from flopsweep.text import printable
 
 log = logging.getLogger("flopsweep")
@@ -30,7 +31,7 @@ def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
     config as ``cfg``, else None (also when it is missing or unreadable)."""
     try:
         record = read_json(Path(path))
-        same = comparable_config(record["config"]) == comparable_config(json.loads(json.dumps(asdict(cfg))))
+        same = identity.same_job(record, json.loads(json.dumps(asdict(cfg))))
         return record if record["status"] == "ok" and same else None
     except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -42,47 +43,16 @@ def resumed_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
     :func:`comparable_config` (the sizes the searches find aside); else None."""
     try:
         record = read_json(Path(path))
-        same = comparable_config(record["config"]) == comparable_config(json.loads(json.dumps(asdict(cfg))))
+        same = identity.same_job(record, json.loads(json.dumps(asdict(cfg))))
         return record if record["status"] != "ok" and same and isinstance(record.get("run"), dict) else None
     except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def comparable_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A record's ``config`` without the keys that do not change what a run measures.
-
-    Under ``batch=auto`` the record holds the size the search found, the new config
-    the size it starts from: neither is compared (the search decides it again); so with the
-    model's ``n_layer`` and ``name`` under ``search.model=largest``.
-    """
-    out = {key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS}
-    batch = out.get("batch")
-    if isinstance(batch, dict) and batch.get("name") == "auto":
-        out["batch"] = {k: v for k, v in batch.items() if k != "micro_batch_size"}
-    model = out.get("model")
-    if (out.get("search") or {}).get("model") == "largest" and isinstance(model, dict):
-        out["model"] = {k: v for k, v in model.items() if k not in ("n_layer", "name")}  # found again
-    return _as_of_now(out)
-
-
-_PARALLEL_DEFAULTS = asdict(ParallelConfig())
-
-
-def _as_of_now(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` in today's form, so that ``resume`` skips an ``ok`` record made before a key
-    changed shape: ``activation_checkpointing`` ``true``/``false`` is the ``full``/``none`` policy,
-    a missing ``parallel`` section is the default (pure data parallel) and a missing
-    ``batch.global_batch_size`` is null."""
-    out = dict(config)
-    out.setdefault("repeat", 0)  # records from before repeats= were round 0 of 1
-    ckpt = out.get("activation_checkpointing")
-    if isinstance(ckpt, bool):
-        out["activation_checkpointing"] = {"name": "full" if ckpt else "none"}
-    out.setdefault("parallel", dict(_PARALLEL_DEFAULTS))
-    out.setdefault("search", asdict(ModelSearchConfig()))  # records from before the model search
-    if isinstance(out.get("batch"), dict):
-        out["batch"] = {"global_batch_size": None, **out["batch"]}
-    return out
+    """A record's ``config`` without the keys that do not change what a run measures, in today's
+    form (:func:`flopsweep.identity.comparable_config`)."""
+    return identity.comparable_config(config)
 
 
 def set_aside(path: Path) -> Path | None:

@@ -1,0 +1,417 @@
+"""What makes two runs "the same": one answer for resume, reuse, calibration, callbacks and the analysis.
+
+Every comparison of records goes through here, in this order: the record is brought to the
+current schema (:func:`upgrade`, the v0 -> v1 -> v2 chain), its config to today's form
+(:func:`current_config`: the keys added later at the value older records implied, listed once
+in :data:`ADDED_LATER`), and then one of these keys is taken:
+
+- the **job key** (:func:`job_key`, ``run.job_key``): what ``resume=true`` must match to skip an
+  ``ok`` record or take over a failed one's probes: the whole config less the run controls
+  (:data:`flopsweep.config.RUN_CONTROL_KEYS`: ``timeout_s``, ``resume``, ``fault``, ``repeats``...)
+  and less the sizes a search finds again (``batch=auto``'s micro batch, ``search.model=largest``'s
+  ``n_layer`` and name). :func:`comparable_config` is what it hashes.
+- the **set-up key** (:func:`setup_key`, ``run.setup_key``; the analysis's ``setup_id``): what the
+  analysis pools repeats by and scales against: the config less the rank count (``nproc_per_node``,
+  ``nnodes``), the ``tag``, ``repeat`` and the run controls, plus ``system.device_name``; the keys
+  of :data:`ADDED_LATER` at their old value and a ``full``/``none`` checkpointing policy hash as
+  older records did (so committed records keep their ids). ``layout=False``: ``base_setup_id``.
+- the **compared layout** (:func:`compared_layout`): the layout columns a ``--baseline``
+  matches on. DDP records its ``N`` data-parallel ranks as ``dp_replicate=N, dp_shard=1``
+  (``dpNx1``), FSDP2 and ZeRO as ``dp_shard=N`` (``dpN``); the backend column says which method
+  it is, so they compare as the same data-parallel degree ``N``.
+- the **calibration key** (:func:`calibration_key`) of :mod:`flopsweep.predict`, the **machine**
+  of a resumed search's probes (:func:`machine_difference`) and the **sweep's overrides**
+  (:func:`defining_overrides`, :func:`same_overrides`) that ``resume=true`` and the sweep callback
+  compare.
+
+The job writes ``run.setup_key``, ``run.job_key`` and ``run.identity_version``
+(:func:`record_keys`) into every record; a reader takes the stored keys when the record's
+``identity_version`` is :data:`IDENTITY_VERSION` and computes them from the upgraded record
+otherwise (every record written before the keys), so old and new records compare alike.
+
+The upgrade chain is :mod:`flopsweep.identity.versions` (its :func:`upgrade` re-exported here).
+Torch-free: imports :mod:`flopsweep.config`, :mod:`flopsweep.files`, :mod:`flopsweep.record` (and
+Hydra's override parser, lazily).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from flopsweep.config import RUN_CONTROL_KEYS, ModelSearchConfig, ParallelConfig
+from flopsweep.identity.versions import CHECKPOINTING_BOOLS, Record, upgrade
+from flopsweep.record import SCHEMA_VERSION
+
+__all__ = [
+    "ADDED_LATER",
+    "CALIBRATION_KEYS",
+    "IDENTITY_VERSION",
+    "LAYOUT_ROW_KEYS",
+    "NOT_SETUP",
+    "PARALLEL_DEFAULT",
+    "RANK_COUNT_KEYS",
+    "REPLICATE_ONLY",
+    "Record",
+    "SEARCH_DEFAULT",
+    "calibration_key",
+    "comparable_config",
+    "compared_layout",
+    "current_config",
+    "defining_overrides",
+    "job_key",
+    "machine_difference",
+    "record_keys",
+    "same_job",
+    "same_overrides",
+    "setup_config",
+    "setup_key",
+    "upgrade",
+]
+
+
+# --- today's config: the keys added later ---------------------------------------------------------------
+
+IDENTITY_VERSION = 1
+"""The version of the keys :func:`record_keys` writes (``run.identity_version``). A record of
+another version, or of none, has its keys computed again from its config."""
+
+PARALLEL_DEFAULT = {
+    "dp_replicate": 1,
+    "dp_shard": -1,
+    "tp": 1,
+    "pp": 1,
+    "pp_schedule": "1F1B",
+    "pp_microbatches": None,
+    "cp": 1,
+}
+"""``config.parallel`` as every record had it before the key existed (pure data parallel over
+the world), with ``pp_microbatches`` and ``cp`` at their defaults too."""
+SEARCH_DEFAULT = dataclasses.asdict(ModelSearchConfig())
+"""``config.search`` of a run without the model search."""
+
+ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("repeat",), 0),  # before repeats=: round 0 of 1
+    (("parallel",), dataclasses.asdict(ParallelConfig())),  # before layouts: data parallel over the world
+    (("search",), SEARCH_DEFAULT),  # before search.model=largest
+    (("batch", "global_batch_size"), None),  # grad_accum as given
+    (("optim", "in_backward"), False),  # the optimizer step after backward
+    (("parallel", "ep"), 1),  # before expert parallel: every rank holds every expert
+)
+"""Config keys that records made before them lack, each with the value those records ran with:
+``(path, value)``. :func:`current_config` fills them in; :func:`setup_config` leaves them out at
+that value, so a set-up keeps its :func:`setup_key` across versions. A new config key whose default
+keeps the old behaviour is one line here."""
+
+RANK_COUNT_KEYS = ("nproc_per_node", "nnodes")
+"""Config keys that set the rank count: the only ones a scaling comparison lets differ."""
+NOT_SETUP = (*RANK_COUNT_KEYS, "tag", "repeat", *RUN_CONTROL_KEYS)
+"""Config keys outside the set-up key: the rank count, the ``tag``, the round, the run controls."""
+
+
+def current_config(config: Mapping[str, Any]) -> Record:
+    """``config`` (a record's) in today's form, a new dict: a boolean ``activation_checkpointing``
+    is the ``{"name": "full"|"none"}`` policy, and every key of :data:`ADDED_LATER` that it lacks
+    (under a section it has) is set to the value older records ran with."""
+    out = dict(config)
+    ckpt = out.get("activation_checkpointing")
+    if isinstance(ckpt, bool):
+        out["activation_checkpointing"] = {"name": CHECKPOINTING_BOOLS[ckpt]}
+    for path, value in ADDED_LATER:
+        node: Any = out
+        for part in path[:-1]:
+            if not isinstance(node.get(part), dict):
+                node = None
+                break
+            node[part] = dict(node[part])
+            node = node[part]
+        if node is not None and path[-1] not in node:
+            node[path[-1]] = json.loads(json.dumps(value))  # a copy
+    return out
+
+
+def _upgraded(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``record`` at :data:`SCHEMA_VERSION` (one without ``schema_version``, such as
+    ``{"config": ...}`` of a config about to run, counts as current).
+
+    Raises:
+        RecordError: an unknown ``schema_version`` (see :func:`upgrade`)."""
+    version = record.get("schema_version", SCHEMA_VERSION)
+    return record if version == SCHEMA_VERSION and not isinstance(version, bool) else upgrade(dict(record))
+
+
+def _stored(record: Mapping[str, Any], name: str) -> str | None:
+    """``run.<name>`` when the record's ``run.identity_version`` is :data:`IDENTITY_VERSION`."""
+    run = record.get("run")
+    if isinstance(run, dict) and type(run.get("identity_version")) is int:
+        if run["identity_version"] == IDENTITY_VERSION and isinstance(run.get(name), str):
+            return run[name]
+    return None
+
+
+def _digest(value: Any, size: int) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:size]
+
+
+# --- the job key (resume) -------------------------------------------------------------------------------
+
+
+def comparable_config(config: Mapping[str, Any]) -> Record:
+    """A record's ``config`` in today's form (:func:`current_config`) without the keys that do not
+    change what a run measures: the run controls (:data:`~flopsweep.config.RUN_CONTROL_KEYS`),
+    ``batch=auto``'s ``micro_batch_size`` (the record holds the size the search found, the new config
+    the size it starts from: the search decides it again) and, under ``search.model=largest``, the
+    model's ``n_layer`` and ``name`` (found again)."""
+    out = current_config({key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS})
+    batch = out.get("batch")
+    if isinstance(batch, dict) and batch.get("name") == "auto":
+        out["batch"] = {k: v for k, v in batch.items() if k != "micro_batch_size"}
+    model = out.get("model")
+    if (out.get("search") or {}).get("model") == "largest" and isinstance(model, dict):
+        out["model"] = {k: v for k, v in model.items() if k not in ("n_layer", "name")}
+    return out
+
+
+def job_key(record: Mapping[str, Any]) -> str | None:
+    """16 hex digits naming what ``resume=true`` must match: :func:`comparable_config` of the
+    upgraded record's config (``run.job_key`` when stored at :data:`IDENTITY_VERSION`); None
+    without a config.
+
+    Raises:
+        RecordError: an unknown ``schema_version``, or a v1 record whose FLOPs overflow."""
+    if stored := _stored(record, "job_key"):
+        return stored
+    config = _upgraded(record).get("config")
+    return _digest(comparable_config(config), 16) if isinstance(config, dict) else None
+
+
+def same_job(record: Mapping[str, Any], config: Mapping[str, Any]) -> bool:
+    """Whether ``record`` was made by the job that ``config`` (the new run's config as JSON:
+    ``json.loads(json.dumps(asdict(cfg)))``) describes: equal :func:`job_key`. A record from
+    before ``optim.in_backward`` (or any key of :data:`ADDED_LATER`) is the same job as today's
+    config at the old value."""
+    theirs = job_key(record)
+    return theirs is not None and theirs == job_key({"config": dict(config)})
+
+
+# --- the set-up key (analysis) --------------------------------------------------------------------------
+
+
+def setup_config(config: Mapping[str, Any]) -> Record:
+    """The config keys that define a set-up: less :data:`NOT_SETUP`, and less the keys of
+    :data:`ADDED_LATER` at their old value (``parallel`` at :data:`PARALLEL_DEFAULT`, ``search``
+    off, ``batch.global_batch_size`` null, ``optim.in_backward`` false); a ``full``/``none``
+    checkpointing policy as the boolean of older records. So a set-up keeps its id across versions."""
+    kept = {k: v for k, v in current_config(config).items() if k not in NOT_SETUP}
+    for section, key, old in (
+        ("optim", "in_backward", False),
+        ("batch", "global_batch_size", None),
+        ("parallel", "ep", 1),
+    ):
+        node = kept.get(section)
+        if isinstance(node, dict) and key in node and type(node[key]) is type(old) and node[key] == old:
+            kept[section] = {k: v for k, v in node.items() if k != key}
+    parallel = kept.get("parallel")
+    if isinstance(parallel, dict) and all(parallel.get(k) == v for k, v in PARALLEL_DEFAULT.items()):
+        if "ep" not in parallel:  # expert parallel at 1 was dropped above
+            kept.pop("parallel")
+    if kept.get("search") == SEARCH_DEFAULT:
+        kept.pop("search")
+    ckpt = kept.get("activation_checkpointing")
+    if isinstance(ckpt, dict) and set(ckpt) == {"name"} and ckpt["name"] in CHECKPOINTING_BOOLS.values():
+        kept["activation_checkpointing"] = ckpt["name"] == "full"
+    return kept
+
+
+def setup_key(record: Mapping[str, Any], *, layout: bool = True) -> str | None:
+    """10 hex digits naming the run's set-up whatever its rank count (the analysis's ``setup_id``):
+    :func:`setup_config` of the upgraded record's config plus ``system.device_name``
+    (``run.setup_key`` when stored at :data:`IDENTITY_VERSION`). Runs with the same key differ only
+    in how many ranks they ran on. ``layout=False`` leaves ``config.parallel`` out too
+    (``base_setup_id``: the same set-up whatever its layout). None without a config.
+
+    Raises:
+        RecordError: an unknown ``schema_version``, or a v1 record whose FLOPs overflow."""
+    if layout and (stored := _stored(record, "setup_key")):
+        return stored
+    record = _upgraded(record)
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return None
+    kept = setup_config(config)
+    if not layout:
+        kept.pop("parallel", None)
+    system = record.get("system") if isinstance(record.get("system"), dict) else {}
+    return _digest([kept, system.get("device_name")], 10)
+
+
+def record_keys(record: Mapping[str, Any]) -> Record:
+    """``{setup_key, job_key, identity_version}``, computed from ``record`` (its ``config`` and
+    ``system``), for the record's ``run`` section (:func:`flopsweep.metrics.build_record`)."""
+    computed = {k: v for k, v in record.items() if k != "run"}
+    return {
+        "setup_key": setup_key(computed),
+        "job_key": job_key(computed),
+        "identity_version": IDENTITY_VERSION,
+    }
+
+
+# --- the layout a baseline compares ---------------------------------------------------------------------
+
+REPLICATE_ONLY = ("ddp",)
+"""Backends whose data parallelism only replicates (:meth:`flopsweep.layout.Layout.for_backend`
+records it as ``dp_replicate = dp, dp_shard = 1``)."""
+LAYOUT_ROW_KEYS = ("backend", "dp_replicate", "dp_shard", "layout")
+"""The analysis columns :func:`compared_layout` reads."""
+
+
+def compared_layout(row: Mapping[str, Any]) -> Record:
+    """The layout columns of an analysis row (``dp_replicate``, ``dp_shard``, ``layout``, those it
+    has) as a baseline matches them: for a :data:`REPLICATE_ONLY` backend (DDP over ``N`` ranks,
+    ``dp_replicate=N, dp_shard=1``, ``dpNx1``) the data-parallel degree as FSDP2 and ZeRO record it
+    (``dp_replicate=1, dp_shard=N``, ``dpN``): the backend column says how. Others as they are; a
+    blank degree stays blank."""
+    out = {k: row[k] for k in ("dp_replicate", "dp_shard", "layout") if k in row}
+    replicas, shard = row.get("dp_replicate"), row.get("dp_shard")
+    if row.get("backend") not in REPLICATE_ONLY or not all(_integer(v) for v in (replicas, shard)):
+        return out
+    if int(shard) == 1 and int(replicas) > 1:
+        out.update(dp_replicate=1, dp_shard=int(replicas))
+        if isinstance(row.get("layout"), str):
+            out["layout"] = " ".join(
+                f"dp{int(replicas)}" if t == f"dp{int(replicas)}x1" else t for t in row["layout"].split()
+            )
+    return out
+
+
+def _integer(value: Any) -> bool:
+    try:
+        return not isinstance(value, bool) and value == int(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+# --- the calibration key (flopsweep.predict) ------------------------------------------------------------
+
+CALIBRATION_KEYS = (
+    ("config", "model"),
+    ("config", "attention"),
+    ("config", "precision", "name"),
+    ("config", "activation_checkpointing"),
+    ("config", "compile"),
+    ("config", "device"),
+    ("config", "batch", "micro_batch_size"),
+)
+"""What a calibration record shares with the run it calibrates: the model, the attention kernel,
+the precision, the checkpointing policy, compilation, the device type (``cuda`` or ``cpu``: a CPU
+record's step says nothing of a GPU's; ``predict.compute_scale`` scales between two GPUs) and the
+micro batch (last: :func:`calibration_key` drops it to match another)."""
+
+
+def _get(record: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = record
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def calibration_key(
+    record: Mapping[str, Any], *, micro_batch: bool = True, only: tuple[str, ...] | None = None
+) -> str:
+    """The :data:`CALIBRATION_KEYS` of a record (or of ``{"config": asdict(cfg)}``) as one text;
+    without the micro batch when ``micro_batch`` is False (:func:`flopsweep.predict.compute_from_calibration`
+    then scales by tokens); with ``only`` (one of the keys), that one value. A ``bool`` checkpointing
+    (records before the policies) reads as ``full``/``none`` (:func:`current_config`)."""
+    config = record.get("config")
+    shaped = {**record, "config": current_config(config)} if isinstance(config, dict) else record
+    values = [_get(shaped, path) for path in CALIBRATION_KEYS]
+    if not micro_batch:
+        values[-1] = None
+    if only is not None:
+        return json.dumps(values[CALIBRATION_KEYS.index(only)], sort_keys=True, default=str)
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+# --- the machine of a resumed search's probes (flopsweep.reuse) -----------------------------------------
+
+
+def machine_difference(record: Mapping[str, Any], search: Mapping[str, Any], here: Mapping[str, Any]) -> str:
+    """How the machine of ``record`` (its ``system``, and its ``search``'s ``gpu_memory_bytes``)
+    differs from ``here`` (:class:`flopsweep.reuse.Machine` as a dict: ``device_name``,
+    ``gpu_memory_bytes``, ``world_size``, ``hostname``; the host counts only when ``here`` names
+    one: on the CPU), as ``"NAME THEIRS, this run's OURS"`` texts joined by ``"; "``; ``""`` when
+    it is the same kind of machine."""
+    system = record.get("system") or {}
+    theirs = {
+        "device_name": system.get("device_name"),
+        "gpu_memory_bytes": search.get("gpu_memory_bytes"),
+        "world_size": system.get("world_size"),
+        "hostname": system.get("hostname") if here.get("hostname") is not None else None,
+    }
+    return "; ".join(f"{k} {theirs[k]}, this run's {here.get(k)}" for k in theirs if theirs[k] != here.get(k))
+
+
+# --- the sweep's overrides (resume=true, flopsweep.callbacks) -------------------------------------------
+
+
+def defining_overrides(overrides: list[str]) -> list[str]:
+    """The overrides that decide what a job measures, sorted: without those of
+    :data:`~flopsweep.config.RUN_CONTROL_KEYS` (``resume``, ``fault``, ``timeout_s``...) and ``hydra.*``."""
+    kept = []
+    for line in overrides:
+        key = str(line).split("=", 1)[0].lstrip("+~")
+        if key.split(".")[0] not in RUN_CONTROL_KEYS and not key.startswith("hydra."):
+            kept.append(str(line))
+    return sorted(kept)
+
+
+def same_overrides(theirs: list[str], ours: list[str]) -> bool:
+    """Whether two lists of overrides set the same keys to the same values, in any order: equal as
+    text, or equal as parsed by Hydra's override grammar (``optim.lr=0.035``, ``optim.lr=0.0350`` and
+    ``optim.lr=3.5e-2`` are one float; ``true`` and ``True`` one bool). A key keeps its prefix and
+    package (``+a``, ``++a``, ``~a``, ``a@pkg`` are different keys); values compare with their type
+    (``1``, ``1.0``, ``true`` and ``'1'`` differ), a list in order, a dict in any key order, a sweep
+    by what it sweeps (``a=1,2`` is ``a=choice(1,2)``). When either list does not parse, only the
+    text comparison counts. Order never counts, as in :func:`defining_overrides` (which sorts), also
+    between two overrides of one key, of which Hydra applies the last."""
+    if sorted(map(str, theirs)) == sorted(map(str, ours)):
+        return True
+    parsed = [_parsed_overrides(theirs), _parsed_overrides(ours)]
+    return None not in parsed and parsed[0] == parsed[1]
+
+
+def _parsed_overrides(overrides: list[str]) -> list[tuple[str, Any]] | None:
+    """``(key element, canonical value)`` of each override, sorted (see :func:`same_overrides`);
+    None when Hydra's grammar refuses one of them."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
+    except (HydraException, ValueError, TypeError):
+        return None
+    pairs = [(o.get_key_element(), _canonical_value(o.value())) for o in parsed]
+    return sorted(pairs, key=repr)
+
+
+def _canonical_value(value: Any) -> Any:
+    """A parsed override value as a comparable, hashable tree tagged with its type: a float by its
+    shortest ``repr`` (so ``nan`` equals ``nan``; ``True == 1`` and ``1 == 1.0`` in Python, not here)."""
+    if isinstance(value, float):
+        return ("float", repr(value))
+    if value is None or isinstance(value, (bool, int, str)):
+        return (type(value).__name__, value)
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_canonical_value(v) for v in value))
+    if isinstance(value, (set, frozenset)):
+        return ("set", tuple(sorted(map(repr, value))))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((repr(k), _canonical_value(v)) for k, v in value.items())))
+    if dataclasses.is_dataclass(value):  # a sweep: ChoiceSweep, RangeSweep, IntervalSweep, Glob
+        fields = [f.name for f in dataclasses.fields(value) if f.name != "simple_form"]  # a,b is choice(a,b)
+        return (type(value).__name__, tuple((f, _canonical_value(getattr(value, f))) for f in fields))
+    return (type(value).__name__, repr(value))
