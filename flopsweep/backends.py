@@ -1,14 +1,16 @@
-"""Distributed backends: the registry of ``backend=`` options; each builds this rank's module and
+"""Distributed backends, torch side: each ``backend=`` option's builder makes this rank's module and
 returns a :class:`~flopsweep.trainers.Trainer`.
 
 Every backend trains the same model from the same seed with the same AdamW settings
 (``OptimConfig``) and gradient clipping, so that a sweep compares strategies, not recipes.
-``build_trainer`` is the only entry point the worker uses. ``BACKENDS`` is the registry: one
-:class:`BackendSpec` per ``backend=`` option, with its schema (knobs), the ranks and devices it
-supports and its builder. A builder makes the model (:func:`flopsweep.parallelize.make_model`),
-runs :func:`flopsweep.parallelize.parallelize` with its data-parallel step (none, DDP, FSDP2 or
-HSDP, DeepSpeed's engine) and wraps the result in a trainer (:mod:`flopsweep.trainers`). Adding a
-backend is a builder, one ``BACKENDS`` line and one YAML file under ``conf/backend/``.
+``build_trainer`` is the only entry point the worker uses. The registry is torch-free:
+:data:`flopsweep.backend_specs.BACKEND_SPECS` (re-exported here as ``BACKENDS``), one spec per option
+with its schema, ranks, devices, checks and memory and communication terms, naming its builder here by
+import path (``flopsweep.backends:build_<name>``). A builder makes the model
+(:func:`flopsweep.parallelize.make_model`), runs :func:`flopsweep.parallelize.parallelize` with its
+data-parallel step (none, DDP, FSDP2 or HSDP, DeepSpeed's engine) and wraps the result in a trainer
+(:mod:`flopsweep.trainers`). Adding a backend is a builder here, one spec in
+:mod:`flopsweep.backend_specs` and one YAML file under ``conf/backend/``.
 
 The names that lived here before the split stay importable from here: the trainers
 (:mod:`flopsweep.trainers`), the model steps (:mod:`flopsweep.parallelize`), DeepSpeed's config
@@ -18,25 +20,22 @@ The names that lived here before the split stay importable from here: the traine
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
 import torch
 
 from flopsweep import mesh as fmesh
 from flopsweep import precision as fprecision
 from flopsweep import tensor_parallel
-from flopsweep.config import BackendConfig, ConfigError, RunConfig
+from flopsweep.backend_specs import BACKEND_SPECS, check_support
+from flopsweep.config import RunConfig
 from flopsweep.deepspeed_backend import build_deepspeed, extensions_dir
 from flopsweep.deepspeed_config import (
     CUDA_BUCKET,
     SIZE_KEYS,
     ZERO_SHORTHANDS,
-    check_nvme,
     deepspeed_config,
     run_deepspeed_config,
-    whole_deepspeed_sizes,
 )
 from flopsweep.layout import Layout
 from flopsweep.options import DeepSpeedConfig, FSDPConfig
@@ -49,7 +48,6 @@ from flopsweep.parallelize import (
     shard_data_parallel,
     wrap_blocks,
 )
-from flopsweep.text import plural
 from flopsweep.trainers import (
     DTYPES,
     DeepSpeedTrainer,
@@ -67,7 +65,6 @@ __all__ = [  # the names callers import from here (the ones moved out included)
     "DTYPES",
     "SIZE_KEYS",
     "ZERO_SHORTHANDS",
-    "BackendSpec",
     "DeepSpeedConfig",
     "DeepSpeedTrainer",
     "FSDPConfig",
@@ -143,111 +140,12 @@ def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> Trainer:
     return trainer
 
 
-@dataclass(frozen=True, kw_only=True)
-class BackendSpec:
-    """One ``backend=`` option.
-
-    Attributes:
-        build: ``(cfg, device, layout) -> Trainer`` on this rank, after the process group exists.
-        config: the option's schema (``BackendConfig`` or a subclass with its knobs).
-        max_ranks: the most ranks (world size) it runs on; None for any.
-        devices: where it runs.
-        package: a package it imports, checked before launch.
-        check: ``backend_cfg -> backend_cfg``: option rules (raises ``ConfigError``).
-        precisions: run precisions it supports (None: all); fp8 needs torchao's modules.
-    """
-
-    build: Callable[[RunConfig, torch.device, Layout], Trainer]
-    config: type[BackendConfig] = BackendConfig
-    max_ranks: int | None = None
-    devices: tuple[str, ...] = ("cuda", "cpu")
-    package: str | None = None
-    check: Callable[[Any], Any] | None = None
-    precisions: tuple[str, ...] | None = None
-
-
-BACKENDS: dict[str, BackendSpec] = {
-    "single": BackendSpec(build=build_single, max_ranks=1),
-    "ddp": BackendSpec(build=build_ddp),
-    "fsdp": BackendSpec(build=build_fsdp, config=FSDPConfig),
-    "deepspeed": BackendSpec(
-        build=build_deepspeed,
-        config=DeepSpeedConfig,
-        package="deepspeed",
-        check=whole_deepspeed_sizes,
-        precisions=("bf16", "fp16", "fp32"),
-    ),
-}
-"""Distributed backends by ``backend.name``."""
-
-
-def check_support(
-    cfg: BackendConfig,
-    *,
-    world_size: int,
-    device: str,
-    precision: str,
-    compile_blocks: bool = False,
-    paths_here: bool = True,
-) -> BackendConfig:
-    """Check that ``cfg``'s backend runs ``world_size`` ranks on ``device`` at ``precision``;
-    ``paths_here`` False leaves ``backend.nvme_path`` unchecked (a plan for another machine).
-
-    Returns:
-        ``cfg`` after the option's own rules (DeepSpeed sizes made ``int``).
-
-    Raises:
-        ConfigError: naming the key, the value and the fix.
-    """
-    spec = BACKENDS[cfg.name]
-    if spec.max_ranks is not None and world_size > spec.max_ranks:
-        others = ", ".join(name for name, b in BACKENDS.items() if b.max_ranks is None)
-        raise ConfigError(
-            "backend",
-            cfg.name,
-            f"runs at most {plural(spec.max_ranks, 'rank')} but nproc_per_node x nnodes = {world_size}",
-            f"set nproc_per_node={spec.max_ranks}, or pick backend={others}",
-        )
-    if device not in spec.devices:
-        here = " or ".join(f"backend={name}" for name, b in BACKENDS.items() if device in b.devices)
-        raise ConfigError(
-            "backend",
-            cfg.name,
-            f"runs only on {', '.join(spec.devices)}, not on {device}",
-            f"pick {here}, or set device={spec.devices[0]}",
-        )
-    if spec.precisions is not None and precision not in spec.precisions:
-        others = ", ".join(name for name, b in BACKENDS.items() if b.precisions is None)
-        raise ConfigError(
-            "precision",
-            precision,
-            f"backend={cfg.name} does not run it (supports {', '.join(spec.precisions)})",
-            f"pick backend={others} for precision={precision}, or another precision",
-        )
-    hpz = getattr(cfg, "zero_hpz_partition_size", 1)
-    if hpz >= 1 and world_size % hpz:
-        raise ConfigError(
-            "backend.zero_hpz_partition_size",
-            hpz,
-            f"does not divide the world size {world_size} (nproc_per_node x nnodes)",
-            "set backend.zero_hpz_partition_size to the ranks per node (nproc_per_node), or 1",
-        )
-    check_nvme(cfg, device, path_here=paths_here)
-    if getattr(cfg, "deepcompile", False) and device != "cuda":
-        raise ConfigError(
-            "backend.deepcompile", True, "DeepCompile runs on CUDA only", "set backend.deepcompile=false"
-        )
-    if getattr(cfg, "deepcompile", False) and compile_blocks:
-        raise ConfigError(
-            "compile",
-            True,
-            "backend.deepcompile=true compiles the whole model itself",
-            "set compile=false (DeepCompile) or backend.deepcompile=false (per-block compile)",
-        )
-    return spec.check(cfg) if spec.check is not None else cfg
+BACKENDS = BACKEND_SPECS
+"""The ``backend=`` registry: :data:`flopsweep.backend_specs.BACKEND_SPECS` (one torch-free spec per
+option, naming its builder here by import path)."""
 
 
 def build_trainer(cfg: RunConfig, device: torch.device, layout: Layout) -> Trainer:
     """Build the backend named by ``cfg.backend.name`` on this rank's ``device``, laid out as the
     plan's ``layout`` (:class:`flopsweep.layout.Layout`)."""
-    return BACKENDS[cfg.backend.name].build(cfg, device, layout)
+    return BACKEND_SPECS[cfg.backend.name].build()(cfg, device, layout)

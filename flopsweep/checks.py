@@ -3,7 +3,7 @@
 Choices, sizes, bounds, which keys belong to which option, and the cross-axis rules
 (:mod:`flopsweep.rules`); nothing of the machine (that is :func:`flopsweep.plan.resolve`). Each
 registry is asked whether the option exists and its schema is the node's:
-``flopsweep.models.MODELS``, ``flopsweep.attention.KERNELS``, ``flopsweep.backends.BACKENDS``,
+``flopsweep.models.MODELS``, ``flopsweep.attention.KERNELS``, ``flopsweep.backend_specs.BACKEND_SPECS``,
 ``flopsweep.precision.PRECISIONS`` and ``flopsweep.checkpointing.POLICIES``.
 """
 
@@ -16,13 +16,13 @@ from pathlib import Path
 
 from flopsweep import (
     attention,
-    backends,
     checkpointing,
     memory,
     objective,
     precision,
     rules,
 )
+from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.config import (  # the bounds live in config, which the model families may import
     FAULT_KINDS,
     FAULT_PHASES,
@@ -38,6 +38,7 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
     require_choice,
     require_positive,
 )
+from flopsweep.deepspeed_config import ZERO_SHORTHANDS
 from flopsweep.layout import check_built
 from flopsweep.models import MODELS
 from flopsweep.options import AutoBatchConfig, owners
@@ -63,7 +64,7 @@ def option_schemas() -> dict[str, dict[str, type]]:
     return {
         "model": {arch: fam.config for arch, fam in MODELS.items()},
         "attention": {name: spec.config for name, spec in attention.KERNELS.items()},
-        "backend": {name: spec.config for name, spec in backends.BACKENDS.items()},
+        "backend": {name: spec.schema for name, spec in BACKEND_SPECS.items()},
         "precision": {name: spec.config for name, spec in precision.PRECISIONS.items()},
         "batch": dict(BATCHES),
         "activation_checkpointing": {name: spec.config for name, spec in checkpointing.POLICIES.items()},
@@ -110,17 +111,17 @@ def check_choices(cfg: RunConfig, choices: Mapping[str, str]) -> None:
     stored outside the group, :mod:`flopsweep.store`, so Hydra refuses ``model=base_gpt2`` itself.)
 
     - ``backend=zero1``/``zero2``/``zero3`` fix the ZeRO stage
-      (:data:`flopsweep.backends.ZERO_SHORTHANDS`); a ``backend.zero_stage`` that differs would
+      (:data:`flopsweep.deepspeed_config.ZERO_SHORTHANDS`); a ``backend.zero_stage`` that differs would
       run another stage under the option's name. ``backend=deepspeed`` leaves it free.
 
     Raises:
         ConfigError: naming the key, the value and the fix.
     """
     choice = str(choices.get("backend") or "")
-    stage = backends.ZERO_SHORTHANDS.get(choice)
+    stage = ZERO_SHORTHANDS.get(choice)
     value = getattr(cfg.backend, "zero_stage", stage)
     if stage is not None and value != stage:
-        other = f"backend=zero{value}, or " if f"zero{value}" in backends.ZERO_SHORTHANDS else ""
+        other = f"backend=zero{value}, or " if f"zero{value}" in ZERO_SHORTHANDS else ""
         raise ConfigError(
             "backend.zero_stage",
             value,

@@ -4,7 +4,7 @@
 belong to which option) and depends on nothing else. :func:`resolve` adds the
 machine (:class:`Environment`: GPUs, compute capability, Slurm) and asks each
 registry whether its option can run there: ``flopsweep.models.MODELS``,
-``flopsweep.attention.KERNELS``, ``flopsweep.backends.BACKENDS`` and
+``flopsweep.attention.KERNELS``, ``flopsweep.backend_specs.BACKEND_SPECS`` and
 ``flopsweep.precision.PRECISIONS``. It returns a :class:`Plan` with the device
 and rank counts as ints, which launch, worker and metrics take. :func:`plan` is both.
 """
@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 from flopsweep import (
     attention,
-    backends,
     hostmem,
     memory,
-    pipeline,
+    pipeline_plan,
     precision,
     rules,
 )
+from flopsweep.backend_specs import BACKEND_SPECS, check_support
 from flopsweep.checks import (  # re-exported: validation's names, as callers import them from plan
     BATCHES,
     CONF_DIR,
@@ -157,7 +157,7 @@ def resolve_nproc(nproc_per_node: str, device: str, backend: str, env: Environme
     """
     fix = "set nproc_per_node=auto or a positive integer such as 2"
     if nproc_per_node == "auto":
-        one_rank = backends.BACKENDS[backend].max_ranks == 1
+        one_rank = BACKEND_SPECS[backend].max_ranks == 1
         return max(1, env.gpu_count) if device == "cuda" and not one_rank else 1
     try:
         n = int(nproc_per_node)
@@ -181,7 +181,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         cfg, batch=dataclasses.replace(cfg.batch, grad_accum=grad_accum_for(cfg.batch, layout))
     )
     rules.optimizer_in_backward(cfg)  # again: batch.global_batch_size may have set grad_accum
-    cfg = pipeline.resolve(cfg)  # the local batch splits into the pipeline micro-batches
+    cfg = pipeline_plan.resolve(cfg)  # the local batch splits into the pipeline micro-batches
     _check_placement(cfg, device, nproc, env)
     _check_host_memory(cfg, device, nproc, layout, env)
     _check_search_budget(cfg, layout)
@@ -201,7 +201,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     )
     if device == "cuda" and env.planned_gpu is not None:
         _check_planned_kernel(cfg, env.planned_gpu)
-    backend = backends.check_support(
+    backend = check_support(
         cfg.backend,
         world_size=world,
         device=device,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flopsweep import pipeline
+from flopsweep import pipeline_plan
 from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import SEARCH_GROW, SEARCH_MODES, ConfigError, RunConfig, require_choice
 from flopsweep.layout import smaller_degree, stated_world_size
@@ -362,7 +362,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     selective_attention,
     every_n_within_the_layers,
     memory_budget_compiled,
-    pipeline.check,  # parallel.pp with the backend, the model's layers, the batch keys
+    pipeline_plan.check,  # parallel.pp with the backend, the model's layers, the batch keys
     model_search,
     optimizer_in_backward,
     nan_loss_phase,

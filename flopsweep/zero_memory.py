@@ -105,7 +105,7 @@ def zero3_knobs(cfg: Any, layout: Layout) -> Any:
     ``stage3_model_persistence_threshold`` unbounded). Returns that ``DeepSpeedZeroConfig``."""
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
 
-    from flopsweep.backends import run_deepspeed_config
+    from flopsweep.deepspeed_config import run_deepspeed_config
 
     ds = run_deepspeed_config(cfg, layout, "cpu" if cfg.device == "cpu" else "cuda")
     return DeepSpeedZeroConfig(**ds["zero_optimization"])

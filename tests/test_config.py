@@ -351,7 +351,7 @@ def test_cpu_ranks_capped_at_a_multiple_of_the_cores():
 @pytest.mark.parametrize("backend", ["single", "ddp", "fsdp", "deepspeed"])
 def test_auto_resolves_to_cpu_and_one_rank(backend):
     cfg = dataclasses.replace(
-        RunConfig(), device="auto", nproc_per_node="auto", backend=BACKENDS[backend].config()
+        RunConfig(), device="auto", nproc_per_node="auto", backend=BACKENDS[backend].schema()
     )
     assert cfg.device == "auto" and cfg.nproc_per_node == "auto"
     out = validate(cfg)

@@ -3,6 +3,7 @@ no torch (and no transformers): each module imported alone in a fresh interprete
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -31,23 +32,30 @@ TORCH_FREE = [
     "flopsweep.precision",
     "flopsweep.fp8",
     "flopsweep.flops",
+    "flopsweep.steptime",
+    "flopsweep.backend_specs",
+    "flopsweep.deepspeed_config",
+    "flopsweep.pipeline_plan",
+    "flopsweep.identity",
+    "flopsweep.lazy",
+    "flopsweep.rules",
+    "flopsweep.checks",
+    "flopsweep.plan",
 ]
-"""Modules that must import without torch. ``flopsweep.rules`` and ``flopsweep.plan`` are not here
-yet: ``rules`` imports ``flopsweep.pipeline`` (torch) for ``pipeline.check``, ``plan`` imports
-``flopsweep.backends``."""
+"""Modules that must import without torch: the estimators, record building, identity and the whole of
+validation (``checks``, ``rules``, ``plan``); each option's torch code is loaded by path on the rank."""
 
 
 def _imports(module: str, code: str = "") -> list[str]:
     """The heavy packages loaded after ``import module`` (and ``code``) in a fresh interpreter."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    script = (
-        f"import sys, {module}\n{code}\nprint([m for m in ('torch', 'transformers') if m in sys.modules])"
-    )
+    heavy = "('torch', 'transformers', 'deepspeed')"
+    script = f"import sys, {module}\n{code}\nprint([m for m in {heavy} if m in sys.modules])"
     out = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    return eval(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"'))
 
 
 @pytest.mark.parametrize("module", TORCH_FREE)
@@ -87,3 +95,27 @@ assert record["metrics"]["model_flops_per_iteration"] > 0 and record["model"]["n
     assert _imports("flopsweep.models", "from flopsweep.models import MODELS; MODELS['gpt2'].build") == [
         "torch"
     ]
+
+
+def test_validation_and_the_plan_of_every_backend_run_without_torch():
+    """``checks.validate`` and ``plan.resolve`` (the launch's own checks: ranks, devices, the backend's
+    option rules) for each backend and a layout, in an interpreter that never imports torch."""
+    code = """
+import dataclasses
+from flopsweep.checks import validate
+from flopsweep.config import RunConfig, ParallelConfig
+from flopsweep.options import DeepSpeedConfig, FSDPConfig
+from flopsweep.config import BackendConfig
+from flopsweep.plan import Environment, resolve
+env = Environment(cpu_count=8)
+for backend, n in ((BackendConfig(name="single"), 1), (BackendConfig(name="ddp"), 2), (FSDPConfig(), 2),
+                   (DeepSpeedConfig(zero_stage=3, reduce_bucket_size=5e7), 2)):
+    cfg = validate(RunConfig(device="cpu", nproc_per_node=n, backend=backend))
+    p = resolve(cfg, env)
+    assert p.nproc_per_node == n and p.layout.world_size == n, p
+    if backend.name == "deepspeed":
+        size = p.cfg.backend.reduce_bucket_size
+        assert size == 50_000_000 and isinstance(size, int), size
+cfg = validate(RunConfig(device="cpu", nproc_per_node=4, backend=FSDPConfig(), parallel=ParallelConfig(tp=2)))
+"""
+    assert _imports("flopsweep.plan", code) == []
