@@ -23,6 +23,7 @@ from analysis.catalogue import RANK_METRIC, header
 from analysis.query import SETUP_COLUMNS, normalize
 from analysis.sanitize import MAX_LABEL, printable, shorten
 from analysis.sanitize import label as _bounded
+from flopsweep.columns import LAYOUT_COLUMNS
 
 DPI = 100
 MAX_PANELS = 9
@@ -120,7 +121,7 @@ def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
     extras = [c for c in SETUP_COLUMNS if c in df and c not in fixed and df[c].nunique(dropna=False) > 1]
     # The layout label (not its degrees) names a line where it tells apart runs of one world size
     # (a layout sweep); in a data-parallel scaling sweep it only follows the world size (dp1, dp2).
-    degrees = ("layout", "dp_replicate", "dp_shard", "tp", "pp")
+    degrees = LAYOUT_COLUMNS
     extras = [c for c in extras if c not in degrees or c == "layout" and _varies_per_world(df, c)]
     out = _base_label(df, series)
     for c in extras:

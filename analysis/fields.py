@@ -20,7 +20,7 @@ from analysis.schema import Record, RecordError
 from analysis.schema import finite as _number
 from flopsweep.columns import SETUP_SPECS, only_for
 from flopsweep.config import ConfigError
-from flopsweep.layout import Layout
+from flopsweep.layout import COLUMN_DEGREES, MESH_DEGREES, Layout
 from flopsweep.noise import noisy, overloaded
 from flopsweep.text import format_count, plural
 
@@ -295,11 +295,11 @@ def parallel_degrees(record: Record) -> dict[str, int] | None:
         return {k: degrees[k] for k in _DEGREES}
     world = system.get("world_size")
     if isinstance(world, int) and not isinstance(world, bool) and world > 0:
-        return {"dp_replicate": 1, "dp_shard": world, "tp": 1, "pp": 1, "cp": 1}
+        return {**dict.fromkeys(_DEGREES, 1), "dp_shard": world}
     return None
 
 
-_DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
+_DEGREES = MESH_DEGREES  # ep (not a world-size factor) reads as 1 where a record predates it
 
 
 def _layout_columns(out: dict[str, Any], record: Record) -> None:
@@ -312,7 +312,7 @@ def _layout_columns(out: dict[str, Any], record: Record) -> None:
     except ConfigError:  # a degree below 1: no layout to name
         layout = None
     out["dp"] = layout.dp if layout else None
-    for name in ("dp_replicate", "dp_shard", "tp", "pp"):
+    for name in COLUMN_DEGREES:
         out[name] = getattr(layout, name) if layout else None
     schedule = _get(record, ("config", "parallel", "pp_schedule"))
     out["layout"] = layout.label(schedule if isinstance(schedule, str) else None) if layout else None

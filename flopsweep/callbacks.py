@@ -98,8 +98,8 @@ def job_status(job_dir: Path, kept: dict[str, str] | None = None) -> str | None:
 
 
 def _failure(path: Path) -> str:
-    """The failed record's line at ``path`` (:func:`flopsweep.job.failure_line`), or what kept it."""
-    from flopsweep.job import failure_line
+    """The failed record's line at ``path`` (:func:`flopsweep.job.records.failure_line`), or what kept it."""
+    from flopsweep.job.records import failure_line
 
     try:
         return failure_line(read_json(path), path)
@@ -355,7 +355,7 @@ class SweepSummary(Callback):
                 print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
                 raise SystemExit(1)
         if config.get("plan"):  # plan=true: a fresh table per sweep, never the last one's rows
-            from flopsweep.job import start_plan_file
+            from flopsweep.job.plantable import start_plan_file
 
             start_plan_file(Path(str(config.hydra.sweep.dir)))
         self.kept = ok_run_ids(Path(str(config.hydra.sweep.dir)))
@@ -369,7 +369,7 @@ class SweepSummary(Callback):
         whose count starts again (those launchers call this in the sweep process as each job ends,
         ``hydra_plugins.flopsweep_slurm``). A single run has no sweep progress. ``elsewhere``: the
         job ran in another process (a Slurm task), whose log line of a failure is out of sight, so
-        a failed record's line (:func:`flopsweep.job.failure_line`) is printed here first, on stderr,
+        a failed record's line (:func:`flopsweep.job.records.failure_line`) is printed here first, on stderr,
         as the job itself logs it under the basic launcher."""
         if not self.started or os.getpid() != self.pid:
             return
@@ -397,7 +397,7 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         plan = Path(str(config.hydra.sweep.dir)) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
-            from flopsweep.job import plan_invalid_line, plan_table
+            from flopsweep.job.plantable import plan_invalid_line, plan_table
 
             print(plan_table(str(plan)), flush=True)
             if line := plan_invalid_line(str(plan)):  # still exit 0: a plan is a report

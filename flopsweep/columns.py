@@ -22,6 +22,7 @@ import typing
 from dataclasses import dataclass
 
 from flopsweep.config import RunConfig
+from flopsweep.layout import COLUMN_DEGREES, DEGREE_SPECS
 from flopsweep.options import GROUP_BASES, GROUP_KEY, OPTION_SCHEMAS, base_keys, owners
 
 SHOW = ("table", "varied", "distinct")
@@ -277,7 +278,7 @@ SETUP_SPECS: list[SetupSpec] = [
     ),
     *(
         S(name=n, path=f"system.parallel.{n}", header=h, kind="int", show="distinct", identity=False)
-        for n, h in (("dp_replicate", "dp_rep"), ("dp_shard", "dp_shard"), ("tp", "tp"), ("pp", "pp"))
+        for n, h in ((d.name, d.short) for d in DEGREE_SPECS if d.column)
     ),
     S(name="device_name", path="system.device_name", header="device", kind="text"),
     S(name="seed", path="config.seed", header="seed", identity=False),
@@ -341,7 +342,7 @@ UNSHOWN_KEYS: tuple[str, ...] = (
 """Schema keys (or whole sub-configs) that stay in the record and out of the table: each key of
 every schema is a :data:`SETUP_SPECS` path or here."""
 
-LAYOUT_COLUMNS = ("layout", "dp_replicate", "dp_shard", "tp", "pp")
+LAYOUT_COLUMNS = ("layout", *COLUMN_DEGREES)
 """The columns of ``system.parallel``: the resolved layout, which follows the rank count."""
 RANK_COUNT_COLUMNS = ("world_size", "nproc_per_node", "nnodes")
 """The columns that set the rank count: :func:`dependents` gives them the layout columns."""

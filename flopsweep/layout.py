@@ -56,6 +56,13 @@ class DegreeSpec:
     borrows the ranks of others instead."""
     header: str = ""
     """Its column header in the analysis tables (the name when empty)."""
+    column: bool = True
+    """An analysis column of its own (:data:`COLUMN_DEGREES`); the degrees not built yet are not."""
+
+    @property
+    def short(self) -> str:
+        """The column header: :attr:`header`, else the name."""
+        return self.header or self.name
 
 
 DEGREE_SPECS: tuple[DegreeSpec, ...] = (
@@ -63,8 +70,8 @@ DEGREE_SPECS: tuple[DegreeSpec, ...] = (
     DegreeSpec(name="dp_shard", what="data parallelism", backends=None),
     DegreeSpec(name="tp", what="tensor parallelism"),
     DegreeSpec(name="pp", what="pipeline parallelism"),
-    DegreeSpec(name="cp", what="context parallelism", built=False),
-    DegreeSpec(name="ep", what="expert parallelism", built=False, mesh=False),
+    DegreeSpec(name="cp", what="context parallelism", built=False, column=False),
+    DegreeSpec(name="ep", what="expert parallelism", built=False, mesh=False, column=False),
 )
 """The degrees, in ``system.parallel``'s key order. A new degree is one line here, one
 :class:`Layout` field and one :class:`~flopsweep.config.ParallelConfig` key."""
@@ -74,6 +81,8 @@ DEGREES = tuple(spec.name for spec in DEGREE_SPECS)
 """The degree names, as ``parallel.<name>`` keys and ``system.parallel`` keys."""
 MESH_DEGREES = tuple(spec.name for spec in DEGREE_SPECS if spec.mesh)
 """The degrees whose product is the world size (all but ``ep``), in :data:`DEGREES` order."""
+COLUMN_DEGREES = tuple(spec.name for spec in DEGREE_SPECS if spec.column)
+"""The degrees the analysis shows as columns (``flopsweep.columns``, ``analysis.fields``)."""
 MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 """:data:`MESH_DEGREES` as mesh dimensions, from slowest to fastest varying over the global rank
 (torchtitan's order)."""

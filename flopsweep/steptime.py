@@ -31,6 +31,7 @@ from typing import Any
 
 from flopsweep import cost
 from flopsweep.backend_specs import BACKEND_SPECS, backend_spec
+from flopsweep.layout import MESH_DEGREES
 from flopsweep.peaks import PEAK_TABLE, lookup
 
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
@@ -163,7 +164,7 @@ class Workload:
 
     @property
     def world_size(self) -> int:
-        return math.prod(self.degree(d) for d in ("dp_replicate", "dp_shard", "tp", "pp", "cp"))
+        return math.prod(self.degree(d) for d in MESH_DEGREES)
 
     @property
     def dp(self) -> int:

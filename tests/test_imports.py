@@ -73,6 +73,8 @@ TORCH_FREE = (
     "flopsweep.record",
     "flopsweep.steptime",  # through flopsweep.predict
     "flopsweep.backend_specs",
+    "flopsweep.deepspeed_config",  # through backend_specs: DeepSpeed's option check, torch-free
+    "flopsweep.lazy",  # through backend_specs: the builder's path, loaded only on the rank
     "flopsweep.peaks",
     "flopsweep.files",
     "flopsweep.text",

@@ -29,7 +29,13 @@ if TYPE_CHECKING:
     from flopsweep.job.plantable import plan_invalid_line, plan_table, start_plan_file
     from flopsweep.job.records import LAST_RECORD, failure_line, record_lost_job
     from flopsweep.job.result import JobInfo, JobResult
-    from flopsweep.job.resume import comparable_config, ok_record, other_run_problem, set_aside
+    from flopsweep.job.resume import (
+        comparable_config,
+        ok_record,
+        other_run_problem,
+        resumed_record,
+        set_aside,
+    )
 
 PARTS = {
     "run_job": "lifecycle",
@@ -42,6 +48,7 @@ PARTS = {
     "comparable_config": "resume",
     "ok_record": "resume",
     "other_run_problem": "resume",
+    "resumed_record": "resume",
     "set_aside": "resume",
     "plan_job": "dryrun",
     "plan_estimate": "dryrun",
@@ -65,6 +72,7 @@ __all__ = [
     "failure_line",
     "ok_record",
     "other_run_problem",
+    "resumed_record",
     "plan_environment",
     "plan_estimate",
     "plan_invalid_line",
