@@ -12,6 +12,7 @@ shared-machine rule: never import code found in a folder). Torch-free.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -41,3 +42,21 @@ def resolve(path: str) -> Any:
     name, sep, attribute = path.partition(":")
     loaded = module(name)
     return getattr(loaded, attribute) if sep else loaded
+
+
+def attributes_of(path: str, owner: str) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) for the torch-free module ``owner`` that hands on the names
+    of its torch module ``path``, imported on first use (``flopsweep.models.gpt2.GPT`` is
+    ``gpt2_nn.GPT``): importing ``owner`` imports no torch.
+
+    Raises (from the returned function):
+        AttributeError: neither module has the name.
+    """
+
+    def __getattr__(name: str) -> Any:
+        try:
+            return getattr(module(path), name)
+        except AttributeError:
+            raise AttributeError(f"module {owner!r} has no attribute {name!r}") from None
+
+    return __getattr__

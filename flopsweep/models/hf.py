@@ -53,15 +53,9 @@ PARALLELIZE = None
 """No tensor-parallel plan: ``parallel.tp > 1`` is refused (``rules.tensor_parallel_shapes``)."""
 
 
-def __getattr__(name: str) -> Any:
-    """The torch names (``HFCausalLM``, ``build``, ``blocks``, ``counted_flops``, ...) from
-    :data:`TORCH_MODULE`, imported on first use: importing this module imports neither torch nor
-    ``transformers``."""
-    module = lazy.module(TORCH_MODULE)
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = lazy.attributes_of(TORCH_MODULE, __name__)
+"""The torch names (``HFCausalLM``, ``build``, ``blocks``, ``counted_flops``, ...) of
+:data:`TORCH_MODULE` (torch, ``transformers``)."""
 
 
 def _counts(cfg: HFConfig) -> dict[str, Any]:
@@ -72,9 +66,7 @@ def _counts(cfg: HFConfig) -> dict[str, Any]:
 
 def _counted_flops(cfg: HFConfig, recompute: str) -> int:
     """FLOPs of one sequence counted by :data:`TORCH_MODULE` (``hf_nn.counted_flops``)."""
-    return lazy.module(TORCH_MODULE).counted_flops(
-        _src(cfg).sha256, cfg.config, cfg.seq_len, recompute
-    )
+    return lazy.module(TORCH_MODULE).counted_flops(_src(cfg).sha256, cfg.config, cfg.seq_len, recompute)
 
 
 def _set_fields(cfg: HFConfig, src: Source) -> None:

@@ -44,15 +44,8 @@ PARALLELIZE = "tensor_parallel_plan"
 """The tensor-parallel plan's name in :data:`TORCH_MODULE` (torchtitan's ``parallelize_fn``)."""
 
 
-def __getattr__(name: str) -> Any:
-    """The torch names (``Llama``, ``RotaryEmbedding``, ``build``, ``blocks``, ...) from
-    :data:`TORCH_MODULE`, imported on first use: importing this module imports no torch."""
-
-    module = lazy.module(TORCH_MODULE)
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = lazy.attributes_of(TORCH_MODULE, __name__)
+"""The torch names (``Llama``, ``RotaryEmbedding``, ``build``, ``blocks``, ...) of :data:`TORCH_MODULE`."""
 
 
 def inventory(cfg: LlamaConfig) -> dict[str, int]:
