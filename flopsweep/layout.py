@@ -390,6 +390,8 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
             raise ConfigError(
                 f"parallel.{name}", value, "must be a positive integer", f"set parallel.{name}=1"
             )
+        if value > BUILT.get(name, value):
+            raise ConfigError(f"parallel.{name}", value, f"{what} is not built yet", f"set parallel.{name}=1")
         if value > 1 and backend not in spec.backends:
             kind = {"single": "runs one rank", "ddp": "is replicate-only data parallelism"}.get(
                 backend, "stays data-parallel (ZeRO)"
@@ -400,8 +402,6 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
                 f"{what} runs on backend={'/'.join(spec.backends)}, and backend={backend} {kind}",
                 f"set parallel.{name}=1, or backend=fsdp",
             )
-        if value > BUILT.get(name, value):
-            raise ConfigError(f"parallel.{name}", value, f"{what} is not built yet", f"set parallel.{name}=1")
 
 
 def tp_across_nodes(layout: Layout, nproc_per_node: int) -> str | None:

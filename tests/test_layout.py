@@ -108,13 +108,17 @@ def test_the_batch_a_rank_sees_comes_from_its_data_parallel_rank() -> None:
         ({"ep": 2}, "parallel.ep"),
     ],
 )
-def test_degrees_not_built_yet_are_refused_before_launch(override, key) -> None:
-    cfg = RunConfig(backend=_backend("fsdp"), parallel=ParallelConfig(**override))
+@pytest.mark.parametrize("backend", ["fsdp", "single", "ddp", "deepspeed"])
+def test_degrees_not_built_yet_are_refused_before_launch(override, key, backend) -> None:
+    """On every backend the one fix is the degree at 1 (no backend builds it yet: the refusal never
+    sends the user to ``backend=fsdp``, which would refuse it next)."""
+    cfg = RunConfig(backend=_backend(backend), parallel=ParallelConfig(**override))
     with pytest.raises(ConfigError) as err:
         validate(cfg)
     value = next(iter(override.values()))
     assert err.value.key == key and "not built yet" in str(err.value)
     assert f"set {key}=1" in str(err.value) and str(err.value).count("\n") == 0
+    assert "backend=" not in str(err.value)
     assert err.value.value == value
 
 
