@@ -210,6 +210,7 @@ def test_layouts_write_ok_records_with_their_layout(tmp_path: Path) -> None:
             "tp": tp,
             "pp": 1,
             "cp": 1,
+            "ep": 1,
         }
         assert r["system"]["world_size"] == 4
         m, batch, seq = r["metrics"], r["config"]["batch"], r["config"]["model"]["seq_len"]
