@@ -97,6 +97,24 @@ def rendezvous_port(seed: int | str | None = None) -> int:
         return s.getsockname()[1]
 
 
+STORE_GRACE_S = 300
+"""The agent store outlives the job's ``timeout_s`` by this much, as the ranks' collectives do."""
+
+
+def agent_store(timeout_s: float) -> Any:
+    """The rendezvous store of one local launch, served by this process as torchrun's agent serves
+    its workers' (``TORCHELASTIC_USE_AGENT_STORE``): a ``TCPStore`` bound to a port the kernel picks
+    (port 0) and held open until the ranks are done, so no other process can take the port between
+    choosing and binding it. Rank 0 connects as a client like every other rank
+    (``torch.distributed.rendezvous._create_c10d_store``). Its ``.port`` is the ``MASTER_PORT``."""
+    import datetime
+
+    from torch.distributed import TCPStore
+
+    timeout = datetime.timedelta(seconds=timeout_s + STORE_GRACE_S)
+    return TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timeout)
+
+
 def launch_local(plan: Plan, job_dir: Path) -> Outcome:
     """Run ``plan.cfg`` on ``plan.nproc_per_node`` spawned ranks and wait for them; each rank
     gets the plan's layout.
@@ -114,22 +132,27 @@ def launch_local(plan: Plan, job_dir: Path) -> Outcome:
 
     cfg, nproc = plan.cfg, plan.nproc_per_node
     scratch = prepare_scratch(job_dir)
+    store = agent_store(cfg.timeout_s)
     spec = RankSpec(
         cfg=cfg,
         job_dir=str(job_dir),
         scratch_dir=str(scratch),
         master_addr="127.0.0.1",
-        master_port=rendezvous_port(),
+        master_port=store.port,
         nproc_per_node=nproc,
         layout=plan.layout,
         verbose=logging.getLogger("flopsweep").isEnabledFor(logging.DEBUG),
+        agent_store=True,
     )
-    context = mp.start_processes(spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn")
     try:
-        ended, timed_out = supervise(context.processes, scratch, cfg.timeout_s)
+        context = mp.start_processes(spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn")
+        try:
+            ended, timed_out = supervise(context.processes, scratch, cfg.timeout_s)
+        finally:
+            stop_all(context.processes)
+            kept = take_torch_errors(context.error_files)
     finally:
-        stop_all(context.processes)
-        kept = take_torch_errors(context.error_files)
+        del store  # closes the listening socket
     return collect(scratch, ended, nproc, timeout_s=cfg.timeout_s if timed_out else None, torch_errors=kept)
 
 

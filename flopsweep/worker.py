@@ -51,6 +51,9 @@ class RankSpec:
     ranks in all."""
     node_rank: int = 0
     verbose: bool = False  # the job logs at debug level (hydra.verbose): so does the rank
+    agent_store: bool = False
+    """The launcher serves the rendezvous store at ``master_port`` (:func:`flopsweep.launch.agent_store`):
+    rank 0 joins it as a client (``TORCHELASTIC_USE_AGENT_STORE``) instead of binding the port."""
 
     @property
     def world_size(self) -> int:
@@ -68,6 +71,7 @@ def spawned_main(local_rank: int, spec: RankSpec) -> None:
         LOCAL_RANK=str(local_rank),
         WORLD_SIZE=str(spec.world_size),
         LOCAL_WORLD_SIZE=str(spec.nproc_per_node),
+        TORCHELASTIC_USE_AGENT_STORE=str(spec.agent_store),
     )
     if spec.verbose:  # a spawned process starts with no logging set up
         handler = logging.StreamHandler(sys.stdout)

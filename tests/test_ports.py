@@ -36,3 +36,24 @@ def test_an_unseeded_port_is_bindable_and_skips_one_in_use() -> None:
         s.listen()
         others = {launch.rendezvous_port() for _ in range(20)}
     assert port not in others and all(launch.LOWEST_PORT <= p < low for p in others)
+
+
+def test_the_agent_store_holds_its_port_and_serves_clients() -> None:
+    """A local launch's rendezvous store (launch.agent_store) is bound before any rank starts and held:
+    another bind of its port fails, and a client (as every rank is, rank 0 included) reads what the
+    server wrote."""
+    import datetime
+
+    from torch.distributed import TCPStore
+
+    store = launch.agent_store(timeout_s=30)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", store.port))
+        except OSError as e:
+            assert e.errno == 98  # EADDRINUSE: nobody can take it
+        else:
+            raise AssertionError(f"port {store.port} was free while the store held it")
+    store.set("k", "v")
+    client = TCPStore("127.0.0.1", store.port, is_master=False, timeout=datetime.timedelta(seconds=30))
+    assert client.get("k") == b"v"
