@@ -145,7 +145,9 @@ def launch_local(plan: Plan, job_dir: Path) -> Outcome:
         agent_store=True,
     )
     try:
-        context = mp.start_processes(spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn")
+        context = mp.start_processes(
+            spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn"
+        )
         try:
             ended, timed_out = supervise(context.processes, scratch, cfg.timeout_s)
         finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import records, run_py, run_sweep
+from helpers import records, run_py
 from torch.utils.flop_counter import FlopCounterMode
 
 from flopsweep import rules
