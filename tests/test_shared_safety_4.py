@@ -199,6 +199,35 @@ def test_a_hydra_folder_that_is_a_link_or_a_fifo_refuses_the_job_in_one_line(tmp
     assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
 
 
+def test_the_scratch_and_trace_folders_never_follow_a_planted_link(tmp_path: Path) -> None:
+    """The ranks' scratch folder planted as a link to another folder, a FIFO or a folder of stale
+    files: it becomes an empty real folder of this run (mode 0700), the other folder untouched (it
+    was emptied before). A profile folder that is a link is refused with its reason, nothing written."""
+    from flopsweep.launch import SCRATCH, prepare_scratch
+    from flopsweep.profile import trace_dir_problem
+
+    _, victim_dir = _victims(tmp_path)
+    for kind in ("link", "fifo", "stale"):
+        job = tmp_path / kind
+        job.mkdir()
+        if kind == "link":
+            (job / SCRATCH).symlink_to(victim_dir)
+        elif kind == "fifo":
+            os.mkfifo(job / SCRATCH)
+        else:
+            (job / SCRATCH / "old").mkdir(parents=True)
+            (job / SCRATCH / "rank0_error.json").write_text("{}")
+        scratch = prepare_scratch(job)
+        st = os.lstat(scratch)
+        assert stat.S_ISDIR(st.st_mode) and st.st_mode & 0o777 == 0o700 and not list(scratch.iterdir())
+    (tmp_path / "job" / "profile").parent.mkdir()
+    (tmp_path / "job" / "profile").symlink_to(victim_dir)
+    assert "is a symbolic link, not a directory of this run" in trace_dir_problem(
+        tmp_path / "job" / "profile"
+    )
+    assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
+
+
 def test_an_output_subdir_override_is_refused_before_hydra_writes_there() -> None:
     from run import refusal
 
