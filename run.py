@@ -163,8 +163,9 @@ def _probe_makedirs(path: str) -> None:
 
 def output_dir_problem(overrides: list[str]) -> str | None:
     """One line refusing an output directory that would put records where they do not belong:
-    an empty ``hydra.run.dir`` (the current directory, often the repository) or a
-    ``hydra.sweep.subdir`` that leaves the sweep directory (``../x``, an absolute path)."""
+    an empty ``hydra.run.dir`` (the current directory, often the repository), a
+    ``hydra.sweep.subdir`` that leaves the sweep directory (``../x``, an absolute path), or a
+    ``hydra.output_subdir`` (Hydra's own ``.hydra/`` writes follow links: :mod:`flopsweep.hydrafiles`)."""
     for override in overrides:
         key, _, value = override.lstrip("+~").partition("=")
         value = value.strip().strip("'\"")
@@ -182,6 +183,12 @@ def output_dir_problem(overrides: list[str]) -> str | None:
             return (
                 f"Invalid config: {key}='': an empty directory writes the records into the current "
                 f"directory. Fix: name a directory, e.g. {key}=outputs/my-run."
+            )
+        if key == "hydra.output_subdir" and value.lower() not in ("null", "~"):
+            return (
+                f"Invalid config: {key}={value}: Hydra would write the job's config files there through "
+                "any link planted in the directory; flopsweep writes them itself, into .hydra/ "
+                "(flopsweep.hydrafiles). Fix: drop the override."
             )
         if key == "hydra.sweep.subdir" and (not value or os.path.isabs(value) or ".." in value.split("/")):
             return (
@@ -303,6 +310,7 @@ def env_in_tag_warning(overrides: list[str]) -> str | None:
 def main(cfg: DictConfig) -> float:
     """One job. Returns its ``objective`` as a float for the sweeper (NaN when not ``ok``)."""
     # torch: only once Hydra has composed
+    from flopsweep.hydrafiles import hydra_files
     from flopsweep.job import JobInfo, plan_invalid_line, plan_table, run_job
 
     hc = HydraConfig.get()
@@ -312,6 +320,8 @@ def main(cfg: DictConfig) -> float:
         job_num=hc.job.get("num"),
         choices={k: str(v) for k, v in hc.runtime.choices.items() if v is not None},
         sweep_dir=str(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None,
+        # hydra.output_subdir is null: the job writes its .hydra/ files itself (flopsweep.hydrafiles)
+        hydra_files=hydra_files(cfg, HydraConfig.instance().cfg, hc.overrides.task),
     )
     try:
         run_cfg = OmegaConf.to_object(cfg)

@@ -3,6 +3,7 @@ two errors with which a job stops a sweep on purpose."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import stat
@@ -181,7 +182,7 @@ def lock_path(run_dir: Path) -> Path:
     """``<parent>/.<name>.flopsweep-lock`` beside the *real* directory (links and ``..`` resolved, as
     far as the path exists), so that every spelling of one directory shares one lock."""
     real = Path(os.path.realpath(run_dir))
-    return real.parent / f".{real.name}.flopsweep-lock"
+    return real.parent / f".{real.name}{LOCK_SUFFIX}"
 
 
 def lock_sweep_dir(sweep_dir: Path) -> Any:
@@ -201,6 +202,7 @@ def lock_sweep_dir(sweep_dir: Path) -> Any:
     import fcntl
 
     path = lock_path(sweep_dir)
+    _refuse_nested(sweep_dir)  # before anything is made
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = _open_lock(path, sweep_dir)
     try:
@@ -212,7 +214,80 @@ def lock_sweep_dir(sweep_dir: Path) -> Any:
             f"another sweep or run ({holder}) is writing into {sweep_dir}; wait for it to finish, or "
             "choose another hydra.sweep.dir (hydra.run.dir for a single run)"
         ) from None
+    try:  # again, holding ours: of two that start at once, the later one sees the other's lock
+        _refuse_nested(sweep_dir)
+    except SweepBusy:
+        os.close(fd)
+        raise
     return open(fd, "rb", buffering=0)  # noqa: SIM115 - held for the life of the process
+
+
+LOCK_SUFFIX = ".flopsweep-lock"
+MAX_SCANNED = 200_000
+"""At most this many entries of a directory's tree are looked at for the locks of runs inside it."""
+
+
+def _refuse_nested(run_dir: Path) -> None:
+    """Raise :class:`SweepBusy` when a flopsweep lock is held on a directory above ``run_dir`` (a
+    sweep whose job directory it is) or inside it (a run in one of its job directories): the two
+    would share, and wipe, files. Nothing is made or written; a lock is only tried, shared and
+    at once released (:func:`_held`)."""
+    real = Path(os.path.realpath(run_dir))
+    above = ((d, "above", lock_path(d)) for d in real.parents if d.parent != d)
+    inside = ((_locked_dir(lock), "inside", lock) for lock in _locks_inside(real))
+    found = next(((f, w, h) for f, w, lock in itertools.chain(above, inside) if (h := _held(lock))), None)
+    if found is None:
+        return
+    folder, where, holder = found
+    raise SweepBusy(
+        f"another sweep or run ({holder}) is writing into {folder}, {where} {run_dir}; wait for it to "
+        "finish, or choose a hydra.sweep.dir (hydra.run.dir for a single run) outside it"
+    )
+
+
+def _held(path: Path) -> str | None:
+    """The holder (``pid 1234``, :func:`_lock_holder`) of the flopsweep lock file ``path`` when a
+    process holds it, else None (no such file, not a regular file, or free). The file is opened
+    without following a link or blocking, locked shared without waiting, and closed at once."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return _lock_holder(st)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _locks_inside(root: Path) -> Any:
+    """The flopsweep lock files (``.<name>.flopsweep-lock``) in ``root``'s tree, links not followed,
+    at most :data:`MAX_SCANNED` entries looked at (a loop, not recursion: any depth)."""
+    stack, seen = [root], 0
+    while stack and seen < MAX_SCANNED:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.name.startswith(".") and entry.name.endswith(LOCK_SUFFIX):
+                        yield Path(entry.path)
+                    elif entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+        except OSError:  # gone, or not ours to read
+            continue
+
+
+def _locked_dir(lock: Path) -> Path:
+    """The directory whose lock file is ``lock`` (:func:`lock_path`)."""
+    return lock.parent / lock.name[1 : -len(LOCK_SUFFIX)]
 
 
 def _open_lock(path: Path, run_dir: Path) -> int:

@@ -186,6 +186,70 @@ def create_new(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int,
     return fd, Path(name)
 
 
+def replace_text(path: Path, text: str) -> None:
+    """Put ``text`` at ``path`` as a new regular file: written to a file of an unpredictable name in
+    the same folder (:func:`create_new`), then renamed over ``path``. Whatever was at ``path`` (a
+    symbolic link, a FIFO, a file hard-linked elsewhere) is replaced, never opened or written
+    through, and a reader sees the old file or the new one whole. Not synced (scratch files, Hydra's
+    ``.hydra/*.yaml``: :func:`atomic_write_json` syncs a record).
+
+    Raises:
+        RecordUnwritable: when the folder refuses the file, or ``path`` is a folder; nothing is left
+            behind.
+    """
+    path = Path(path)
+    tmp = None
+    try:
+        fd, tmp = create_new(path.parent, f".{path.name}.")
+        with open(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise RecordUnwritable(path, exc) from None
+    finally:
+        if tmp is not None:
+            _discard(tmp)
+
+
+def own_folder(path: Path, *, fresh: bool = False) -> Path:
+    """``path`` as a real folder of this run: made when missing (mode 0700 when ``fresh``), kept when
+    it is a folder already, its contents removed first when ``fresh``. A symbolic link (to a folder
+    or not), a FIFO or any other file at ``path`` is never followed: with ``fresh`` (a scratch
+    folder, whose name is the run's own) it is removed and the folder made in its place; else it
+    is refused.
+
+    Raises:
+        RecordUnwritable: one line naming ``path`` and what it is, or the OS error.
+    """
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise RecordUnwritable(path, exc) from None
+    try:
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            if not fresh:
+                problem = RecordUnwritable(path, OSError(errno.EEXIST, "exists"))
+                problem.line = (
+                    f"{path} is a {file_kind(st.st_mode)}, not a folder flopsweep made; it is never "
+                    "followed or written through"
+                )
+                problem.fix = f"remove {path}, or choose another directory"
+                raise problem
+            os.unlink(path)  # the link or file itself, never what it points to
+        elif st is not None and fresh:
+            shutil.rmtree(path)  # a real folder: rmtree never follows the links inside
+        if st is None or fresh:
+            path.mkdir(mode=0o700 if fresh else 0o777)
+    except RecordUnwritable:
+        raise
+    except OSError as exc:
+        raise RecordUnwritable(path, exc) from None
+    return path
+
+
 def _umask() -> int:
     """This process's umask, read without changing it where Linux tells it (``/proc/self/status``)."""
     try:

@@ -17,15 +17,19 @@ import logging
 import multiprocessing.connection
 import os
 import random
+import shutil
 import signal
 import socket
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flopsweep import record as rec
-from flopsweep.files import RecordError, read_regular
+from flopsweep.files import RecordError, own_folder, read_regular
 from flopsweep.worker import RankSpec, injected_file, spawned_main
 
 if TYPE_CHECKING:
@@ -131,6 +135,7 @@ def launch_local(plan: Plan, job_dir: Path) -> Outcome:
     import torch.multiprocessing as mp
 
     cfg, nproc = plan.cfg, plan.nproc_per_node
+    job_dir = Path(job_dir).absolute()  # the ranks start in a folder of their own (isolated_start)
     scratch = prepare_scratch(job_dir)
     store = agent_store(cfg.timeout_s)
     spec = RankSpec(
@@ -145,17 +150,58 @@ def launch_local(plan: Plan, job_dir: Path) -> Outcome:
         agent_store=True,
     )
     try:
-        context = mp.start_processes(
-            spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn"
-        )
+        with isolated_start() as private:
+            context = mp.start_processes(
+                spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn"
+            )
         try:
             ended, timed_out = supervise(context.processes, scratch, cfg.timeout_s)
         finally:
             stop_all(context.processes)
             kept = take_torch_errors(context.error_files)
+            shutil.rmtree(private, ignore_errors=True)
     finally:
         del store  # closes the listening socket
     return collect(scratch, ended, nproc, timeout_s=cfg.timeout_s if timed_out else None, torch_errors=kept)
+
+
+SAFE_PATH_ENV = "PYTHONSAFEPATH"
+"""Set to 1 in every rank's environment (and so in the processes a rank starts): Python 3.11+ then
+puts no folder of its own choosing (the working directory of ``-c``, a script's folder) on
+``sys.path``, as ``python -P`` does."""
+
+
+@contextlib.contextmanager
+def isolated_start() -> Iterator[Path]:
+    """While ranks are started: this process works in a new private folder (``tempfile.mkdtemp``:
+    mode 0700, empty, an unpredictable name), has ``PYTHONSAFEPATH=1`` (:data:`SAFE_PATH_ENV`) in its
+    environment and no ``''`` (the working directory) on ``sys.path``; all three are restored on
+    exit. Yields the private folder, which the caller removes once the ranks have ended.
+
+    ``multiprocessing``'s spawn starts each rank, and the resource tracker with the first one, as
+    ``python -c ...`` in this process's working directory and environment, and a rank then takes
+    this process's ``sys.path`` and working directory. So a ``multiprocessing/`` package, a
+    ``torch.py`` or a ``flopsweep/`` planted in the folder a sweep is started from would run in
+    every rank (the folder comes first on the path of ``-c``). Here no such folder is on their path:
+    the rank's working directory is the private folder, and its path is the one this process
+    imported from (``run.py``'s folder, or the console script's), never the working directory.
+    """
+    private = Path(tempfile.mkdtemp(prefix="flopsweep-ranks-"))
+    here = os.open(".", os.O_RDONLY | os.O_CLOEXEC)  # the way back, even to a folder renamed meanwhile
+    saved_env, saved_path = os.environ.get(SAFE_PATH_ENV), list(sys.path)
+    try:
+        os.environ[SAFE_PATH_ENV] = "1"
+        sys.path[:] = [entry for entry in sys.path if entry != ""]
+        os.chdir(private)
+        yield private
+    finally:
+        os.fchdir(here)
+        os.close(here)
+        sys.path[:] = saved_path
+        if saved_env is None:
+            os.environ.pop(SAFE_PATH_ENV, None)
+        else:
+            os.environ[SAFE_PATH_ENV] = saved_env
 
 
 TORCH_ERROR_BYTES = 2**20
@@ -217,12 +263,15 @@ def supervise(
 
 
 def prepare_scratch(job_dir: Path) -> Path:
-    """An empty ``job_dir/.flopsweep`` for the ranks' phase, error and result files."""
-    scratch = Path(job_dir) / SCRATCH
-    scratch.mkdir(parents=True, exist_ok=True)
-    for stale in scratch.iterdir():
-        stale.unlink()
-    return scratch
+    """An empty ``job_dir/.flopsweep`` of this run (mode 0700) for the ranks' phase, error and result
+    files: a folder there is emptied, and a link or file planted at that name is removed (never
+    followed: :func:`flopsweep.files.own_folder`), so no rank writes or removes anything elsewhere.
+
+    Raises:
+        RecordUnwritable: when it cannot be made (one line naming the path).
+    """
+    Path(job_dir).mkdir(parents=True, exist_ok=True)
+    return own_folder(Path(job_dir) / SCRATCH, fresh=True)
 
 
 def stop_all(processes: list[Any], grace_s: float = 5.0) -> None:

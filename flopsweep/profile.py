@@ -266,9 +266,26 @@ def trace_dir_problem(directory: Path) -> str | None:
         if directory.exists() and not directory.is_dir():
             return f"{directory} is a file, not a directory, so no trace can be written there"
         return f"cannot make {directory} ({exc.strerror or exc})"
+    if os.path.islink(directory):  # a link planted there: never followed
+        return f"{directory} is a symbolic link, not a directory of this run, so no trace is written there"
     if not os.access(directory, os.W_OK | os.X_OK):
         return f"{directory} is not writable"
     return None
+
+
+def export_trace(prof: Any, trace_path: Path) -> None:
+    """``prof.export_chrome_trace`` into a new file of an unpredictable name beside ``trace_path``
+    (:func:`flopsweep.files.create_new`; gzip from its ``.gz`` suffix), then renamed to
+    ``trace_path``: a link or FIFO planted at ``trace_path`` is replaced, never written through."""
+    from flopsweep.files import create_new
+
+    fd, tmp = create_new(trace_path.parent, f".{trace_path.name}.", suffix=".tmp.json.gz")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(str(tmp))
+        os.replace(tmp, trace_path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 KINETO_LINE = re.compile(r"^(VERBOSE|INFO|WARNING|ERROR|STAGE|USDT):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
@@ -346,7 +363,7 @@ def profile_step(
                     torch.cuda.synchronize(device)
                 wall = time.perf_counter() - start
         try:
-            prof.export_chrome_trace(str(trace_path))
+            export_trace(prof, trace_path)
             return replace(step_breakdown(read_trace(trace_path), cuda=cuda), wall_s=wall)
         except Exception as exc:  # noqa: BLE001 - the step ran; only its trace is lost
             raise TraceProblem(f"the trace {trace_path} could not be written or read: {exc}") from exc

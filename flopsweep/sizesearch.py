@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flopsweep import record as rec
+from flopsweep.files import own_folder
 from flopsweep.launch import SCRATCH, Outcome, launch_local
 
 if TYPE_CHECKING:
@@ -213,6 +214,10 @@ def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
 
     Returns:
         The :class:`Probe`; its ``status`` is the run's, or ``over_budget``.
+
+    Raises:
+        RecordUnwritable: ``probe_dir`` or its parent (``batch_search/``, ``model_search/``) is a
+            link or a file (never followed), or cannot be made.
     """
     from flopsweep.memory import peak_bytes
 
@@ -232,6 +237,8 @@ def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
             step_time_s=None,
             reason=reason,
         )
+    for folder in (probe_dir.parent, probe_dir):  # real folders, never a link planted there
+        own_folder(folder)
     outcome = launch_local(dataclasses.replace(plan, cfg=cfg), probe_dir)
     shutil.rmtree(probe_dir / SCRATCH, ignore_errors=True)
     ranks = outcome.ranks or []

@@ -47,6 +47,7 @@ from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
 
 from flopsweep import record as rec
 from flopsweep.config import ConfigError, RunConfig
+from flopsweep.files import replace_text
 from flopsweep.launch import SCRATCH, Outcome, collect, rendezvous_port
 from flopsweep.record import METRICS_FILE
 from flopsweep.text import plural
@@ -426,7 +427,7 @@ class TaskWatch:
         while True:
             count += 1
             with contextlib.suppress(OSError):  # the record writer removes the scratch directory
-                path.write_text(str(count))
+                replace_text(path, str(count))  # never through a link planted there
             if self._stop.wait(HEARTBEAT_S):
                 return
 

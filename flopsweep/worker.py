@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.config import FaultConfig, RunConfig
-from flopsweep.files import atomic_write_json
+from flopsweep.files import atomic_write_json, replace_text
 from flopsweep.layout import Layout
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import error as record_error
@@ -149,7 +149,7 @@ class Phase:
 
     def enter(self, name: str) -> None:
         self.name = name
-        self.path.write_text(name)
+        replace_text(self.path, name)  # never through a link planted in the scratch folder
         if self.fault.kind != "none" and self.fault.phase == name and self.fault.rank == self.rank:
             message = f"injected fault: {self.fault.kind} on rank {self.rank} in {name}"
             if self.fault.kind in SIGNAL_FAULTS:  # the job names the injection, not the OOM killer
@@ -502,7 +502,7 @@ def _write_error(spec: RankSpec, rank: int, phase: str, exc: BaseException, *, r
     when = time.time()
     tb_path = Path(spec.job_dir) / f"traceback_rank{rank}.txt"
     try:
-        tb_path.write_text("".join(traceback.format_exception(exc)))
+        replace_text(tb_path, "".join(traceback.format_exception(exc)))  # never through a planted link
     except OSError:
         tb_path = None
     # The record's error (flopsweep.wire.ErrorInfo) plus what the launcher needs to pick the

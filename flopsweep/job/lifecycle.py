@@ -36,10 +36,12 @@ from flopsweep.config import ConfigError, RunConfig
 from flopsweep.files import (
     NotRecorded,
     RecordExistsError,
+    RecordUnwritable,
     exists_message,
     file_kind,
     record_path_problem,
 )
+from flopsweep.hydrafiles import write_hydra_files
 from flopsweep.job.dryrun import plan_job
 from flopsweep.job.hostcheck import check_free_host_memory, use_expandable_segments
 from flopsweep.job.placement import torch_device_name, warn_plan_gpu
@@ -97,9 +99,12 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     job_dir = Path(info.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     if cfg.plan:
+        hydra_files_written(job_dir, info)
         return plan_job(cfg, info)
     path = job_dir / METRICS_FILE
     problem = refuse_existing(path, cfg, info)
+    if writes_record():  # after the checks: a refused run leaves the directory's .hydra/ as it was
+        hydra_files_written(job_dir, info)
     job = JobResult(path=path, cfg=cfg, run=new_run(cfg, info), load_start=load_start)
     if problem:  # a FIFO, socket, device or directory: this job's error alone, the sweep goes on
         return recorded(special_file(job))
@@ -127,6 +132,20 @@ def refuse_existing(path: Path, cfg: RunConfig, info: JobInfo) -> str | None:
     if cfg.resume and writes_record() and (other := other_run_problem(path, info.overrides)):
         raise RecordExistsError(other)
     return problem
+
+
+def hydra_files_written(job_dir: Path, info: JobInfo) -> None:
+    """Write the job's ``.hydra/`` files (:func:`flopsweep.hydrafiles.write_hydra_files`: never through
+    a link, never opening a FIFO).
+
+    Raises:
+        RecordExistsError: one line, when ``.hydra`` is not a folder (a link, a FIFO) or a file there
+            cannot be written; nothing has run.
+    """
+    try:
+        write_hydra_files(job_dir, info.hydra_files)
+    except RecordUnwritable as exc:
+        raise RecordExistsError(f"{exc}. Fix: {exc.fix}, then run again") from None
 
 
 def new_run(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:

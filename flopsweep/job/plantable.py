@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +78,22 @@ def start_plan_file(sweep_dir: Path) -> None:
 
 def append_plan_row(path: Path, row: dict[str, Any]) -> None:
     """Append one row to a sweep's ``plan.csv`` in one ``write`` (``O_APPEND``: jobs in parallel
-    tasks do not interleave), never through a link; a missing file is created with its header."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    tasks do not interleave), never through a link and never blocking (``O_NONBLOCK``: a FIFO there
+    is not waited on); a missing file is created with its header.
+
+    Raises:
+        OSError: ``plan.csv`` is a link, a FIFO or no regular file (``ELOOP``, ``ENXIO``, ``EINVAL``).
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)
         text = _csv_text([row], header=True)
     except FileExistsError:
         fd = os.open(path, flags)
         text = _csv_text([row], header=False)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{path} is not a regular file")
     try:
         os.write(fd, text.encode("utf-8"))
     finally:

@@ -31,6 +31,9 @@ class JobInfo:
     ``backend=zero<N>`` (:func:`flopsweep.plan.check_choices`)."""
     sweep_dir: str | None = None
     """``hydra.sweep.dir`` of a sweep (None for a single run): it names the repeat group."""
+    hydra_files: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The job's ``.hydra/`` files, name -> text (:func:`flopsweep.hydrafiles.hydra_files`), which
+    :func:`flopsweep.job.lifecycle.run_job` writes once its checks pass; empty: none."""
 
 
 @dataclass(frozen=True, kw_only=True)

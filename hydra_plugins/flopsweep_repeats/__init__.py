@@ -8,12 +8,20 @@ before the command line's axes. With ``repeats=3`` this sweeper puts ``repeat=0,
 other axis, so the jobs run in rounds, every set-up once per round (A B C A B C): drift of the
 machine (clocks, power cap, other tenants) spreads over all set-ups, and each round is a job of its
 own (its directory, its record, its Slurm array element, its place in ``resume`` and
-``fail_fast``). Torch-free.
+``fail_fast``). It writes ``multirun.yaml`` never through a link (:func:`RepeatingSweeper.sweep`).
+Torch-free.
 """
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from flopsweep.files import RecordUnwritable
+from flopsweep.hydrafiles import write_multirun
 
 REPEAT_KEY = "repeat"
 """The config key of a job's round (:attr:`flopsweep.config.RunConfig.repeat`)."""
@@ -35,3 +43,28 @@ class RepeatingSweeper(BasicSweeper):
     def _parse_config(self) -> list[str]:
         repeats = self.config.get("repeats", 1) if self.config is not None else 1
         return repeat_axis(repeats) + super()._parse_config()
+
+    def sweep(self, arguments: list[str]) -> Any:
+        """Hydra's ``BasicSweeper.sweep`` (hydra-core 1.3), but ``multirun.yaml`` is written by
+        :func:`flopsweep.hydrafiles.write_multirun` (a new file renamed into place: a link or FIFO
+        planted there is replaced, never written through or opened); one that cannot be written
+        stops the sweep with one line, exit 1, before any job."""
+        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
+        params_conf = self._parse_config() + list(arguments)
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        self.overrides = self.split_arguments(parser.parse_overrides(params_conf), self.max_batch_size)
+        try:
+            write_multirun(self.config)
+        except RecordUnwritable as exc:
+            print(f"flopsweep: {exc}. Fix: {exc.fix}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
+        returns, initial_job_idx = [], 0
+        while not self.is_done():
+            batch = self.get_job_batch()
+            self.validate_batch_is_legal(batch)  # composition errors before any job of the batch
+            results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+            for r in results:
+                _ = r.return_value  # raises the error of a job that failed, as Hydra's sweeper does
+            initial_job_idx += len(batch)
+            returns.append(results)
+        return returns

@@ -281,7 +281,8 @@ class WatchingLauncher(BaseSubmititLauncher):
         before: dict[str, str | None],
     ) -> JobReturn:
         """Write (or find) the record of a job that gave no result, in the sweep process, through
-        Hydra's ``run_job`` as the task would: same job directory, ``.hydra/`` files and callbacks."""
+        Hydra's ``run_job`` as the task would: same job directory, ``.hydra/`` files (written by
+        :func:`_lost_task`) and callbacks."""
         config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         with open_dict(config.hydra.job):
             config.hydra.job.id = watched.job.job_id
@@ -335,6 +336,8 @@ def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: di
     job's objective as ``run.py`` does (NaN unless a task's ``ok`` record was found)."""
     from flopsweep import objective
     from flopsweep.callbacks import SweepStopped
+    from flopsweep.files import RecordUnwritable
+    from flopsweep.hydrafiles import hydra_files, write_hydra_files
     from flopsweep.job.records import failure_line, record_lost_job
     from flopsweep.job.result import JobInfo
 
@@ -346,6 +349,10 @@ def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: di
         job_num=hc.job.num,
         choices={k: str(v) for k, v in hc.runtime.choices.items() if v is not None},
     )
+    try:  # the job's .hydra/ as a task writes it (hydra.output_subdir is null: Hydra writes none)
+        write_hydra_files(Path(info.job_dir), hydra_files(cfg, HydraConfig.instance().cfg, hc.overrides.task))
+    except RecordUnwritable as exc:
+        print(f"flopsweep: {exc}. Fix: {exc.fix}", file=sys.stderr, flush=True)
     previous = before.get(str(Path(info.job_dir) / "metrics.json"))
     record = record_lost_job(run_cfg, info, message, submitted_at=submitted_at, previous_run_id=previous)
     status = record["status"]

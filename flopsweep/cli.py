@@ -1,0 +1,57 @@
+"""The console scripts (``[project.scripts]`` in ``pyproject.toml``): ``flopsweep`` runs ``run.py``
+of the checkout the package was installed from, ``flopsweep-analysis`` is ``python -m analysis``
+(:func:`analysis.__main__.main`).
+
+Both start with no folder of the user's on ``sys.path``: a console script's own folder comes first
+(the environment's ``bin/``), not the working directory as with ``python -m``, so a ``pandas.py``
+or an ``analysis/`` in the folder where the command is typed is never imported. Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+"""The folder of the ``flopsweep`` package: with ``pip install -e .``, the checkout, which holds
+``run.py``, ``conf/`` and ``hydra_plugins/``."""
+
+
+def checkout_problem(checkout: Path = CHECKOUT) -> str | None:
+    """One line when ``checkout`` lacks ``run.py`` or ``conf/`` (a wheel install ships neither), else
+    None."""
+    missing = [name for name in ("run.py", "conf") if not os.path.exists(checkout / name)]
+    if not missing:
+        return None
+    return (
+        f"flopsweep: {' and '.join(missing)} not found beside the installed package ({checkout}). "
+        "Fix: install from a checkout with pip install -e ., or run python run.py there"
+    )
+
+
+def run() -> None:
+    """``flopsweep [overrides]``: ``python run.py [overrides]`` of the checkout, from any folder.
+
+    As ``python run.py`` does, the checkout comes first on ``sys.path``: Hydra then finds the
+    project's plug-ins (``hydra_plugins/flopsweep_*``: the default sweeper, the Slurm launchers),
+    which an editable install alone hides from Hydra's plug-in scan (setuptools maps the
+    ``hydra_plugins`` namespace through an import hook, which ``pkgutil`` does not list). The
+    config folder is ``conf/`` beside ``run.py`` (its ``@hydra.main``). Exits as ``run.py`` does;
+    2 with one line when the checkout is not there.
+    """
+    if problem := checkout_problem():
+        print(problem, file=sys.stderr)
+        raise SystemExit(2)
+    if str(CHECKOUT) not in sys.path:
+        sys.path.insert(0, str(CHECKOUT))
+    sys.argv[0] = str(CHECKOUT / "run.py")
+    runpy.run_path(str(CHECKOUT / "run.py"), run_name="__main__")
+
+
+def analysis() -> None:
+    """``flopsweep-analysis DIR... [options]``: ``python -m analysis`` (same options, exit status)."""
+    from analysis.__main__ import main
+
+    raise SystemExit(main())

@@ -1,0 +1,348 @@
+"""Issue 40, safe on a shared machine (round four): no code from the folder a run starts in, not in
+a rank nor in the resource tracker, and console scripts that find the project's plug-ins (class 1);
+Hydra's own files never written through a link nor blocking on a FIFO (2); locks that nested
+directories meet (3); a refused ``resume=true`` single run leaves ``.hydra/`` as it was (12)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, run_py
+
+from flopsweep.callbacks import SweepBusy, lock_sweep_dir
+from flopsweep.config import RunConfig
+from flopsweep.files import RecordExistsError, RecordUnwritable
+from flopsweep.hydrafiles import JobLogHandler, write_hydra_files
+from flopsweep.job import JobInfo, run_job
+
+HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
+
+# --- planted code (class 1) ----------------------------------------------------------------------
+
+PLANTED = """import importlib, os, sys
+open({marker!r}, "a").write(__name__ + " " + str(os.getpid()) + "\\n")
+_here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+del sys.modules[__name__]
+sys.modules[__name__] = importlib.import_module(__name__)
+"""
+"""A planted module: it notes that it ran, then hands on the real module, so that a run that imports
+it still ends ok (as the issue found: ``ok``, and the planted code ran in every rank)."""
+
+
+def plant_code(folder: Path, marker: Path) -> None:
+    """Packages and modules that a Python started in ``folder`` with it on its path would import."""
+    code = PLANTED.format(marker=str(marker))
+    for package in ("multiprocessing", "flopsweep", "analysis", "hydra_plugins"):
+        (folder / package).mkdir(parents=True)
+        (folder / package / "__init__.py").write_text(code)
+    for module in ("torch", "hydra", "omegaconf", "pandas", "numpy", "yaml", "json", "run"):
+        (folder / f"{module}.py").write_text(code)
+
+
+def console_scripts(bin_dir: Path) -> dict[str, Path]:
+    """The ``[project.scripts]`` of pyproject.toml, each as the file pip writes into ``bin/``."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    bin_dir.mkdir()
+    made = {}
+    for name, target in scripts.items():
+        module, _, function = target.partition(":")
+        made[name] = bin_dir / name
+        made[name].write_text(
+            f"import re\nimport sys\nfrom {module} import {function}\n"
+            'if __name__ == "__main__":\n'
+            '    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])\n'
+            f"    sys.exit({function}())\n"
+        )
+    return made
+
+
+def installed_packages(folder: Path) -> Path:
+    """A folder holding only the packages an install puts on the path (``flopsweep``, ``analysis``:
+    links to the checkout's), not the checkout: as with ``pip install -e .``, whose import hook
+    hides ``hydra_plugins/flopsweep_*`` from Hydra's plug-in scan."""
+    folder.mkdir()
+    for package in ("flopsweep", "analysis"):
+        (folder / package).symlink_to(ROOT / package)
+    return folder
+
+
+def plant_files(job_dir: Path, victim: Path, victim_dir: Path) -> None:
+    """Links (to a file, dangling), FIFOs and a link to a folder at every path Hydra or the job
+    writes in a job directory."""
+    hydra = job_dir / ".hydra"
+    hydra.mkdir(parents=True)
+    (hydra / "config.yaml").symlink_to(victim)
+    (hydra / "hydra.yaml").symlink_to(job_dir / "nowhere.yaml")
+    os.mkfifo(hydra / "overrides.yaml")
+    os.mkfifo(job_dir / "run.log")
+    (job_dir / ".flopsweep").symlink_to(victim_dir)
+
+
+@pytest.mark.slow
+def test_console_scripts_and_ranks_run_no_code_planted_in_the_start_folder(tmp_path: Path) -> None:
+    """``flopsweep -m backend=ddp nproc_per_node=2`` started in a folder holding a ``multiprocessing/``
+    package, a ``torch.py``, a ``flopsweep/`` ... (each notes that it ran, then hands on the real
+    module), with the packages installed without the checkout on the path: the sweep's plug-ins are
+    found, the run is ok, and no planted module ran: not in the sweep, a rank or the resource
+    tracker. Its job directory holds links and FIFOs at Hydra's paths and the scratch folder's:
+    the victims are byte-identical. Then ``flopsweep-analysis`` from the same folder tables it."""
+    start, marker = tmp_path / "start", tmp_path / "PLANTED_CODE_RAN"
+    plant_code(start, marker)
+    victim, victim_dir = tmp_path / "victim.txt", tmp_path / "victim_dir"
+    victim.write_text("precious")
+    victim_dir.mkdir()
+    (victim_dir / "keep.txt").write_text("kept")
+    sweep = tmp_path / "sweep"
+    plant_files(sweep / "0", victim, victim_dir)
+    (sweep / "multirun.yaml").symlink_to(victim)
+    scripts = console_scripts(tmp_path / "bin")
+    env = {**os.environ, "PYTHONPATH": str(installed_packages(tmp_path / "site"))}
+    args = ["-m", "backend=ddp", "device=cpu", "nproc_per_node=2", "precision=fp32", "steps.warmup=1"]
+    cmd = [sys.executable, str(scripts["flopsweep"]), *args, "steps.measure=1", f"hydra.sweep.dir={sweep}"]
+    done = subprocess.run(cmd, cwd=start, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not marker.exists(), marker.read_text()
+    record = json.loads((sweep / "0" / "metrics.json").read_text())
+    assert record["status"] == "ok" and record["system"]["world_size"] == 2
+    assert victim.read_text() == "precious" and [p.name for p in victim_dir.iterdir()] == ["keep.txt"]
+    for path in [sweep / "multirun.yaml", sweep / "0" / "run.log", *(sweep / "0" / ".hydra").iterdir()]:
+        assert stat.S_ISREG(os.lstat(path).st_mode), path
+    assert "seed" in (sweep / "0" / ".hydra" / "config.yaml").read_text()
+    assert "backend=ddp" in (sweep / "0" / ".hydra" / "overrides.yaml").read_text()
+    assert "output_subdir: .hydra" in (sweep / "multirun.yaml").read_text()  # as Hydra wrote it
+    table = [sys.executable, str(scripts["flopsweep-analysis"]), str(sweep), "--format", "csv"]
+    done = subprocess.run(table, cwd=start, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "ddp" in done.stdout, done.stderr[-2000:]
+    assert not marker.exists(), marker.read_text()
+
+
+def test_the_run_script_says_in_one_line_when_no_checkout_is_beside_the_package(tmp_path: Path) -> None:
+    from flopsweep.cli import checkout_problem
+
+    assert checkout_problem() is None
+    line = checkout_problem(tmp_path)
+    assert line.startswith(f"flopsweep: run.py and conf not found beside the installed package ({tmp_path})")
+    assert "Fix: install from a checkout with pip install -e ." in line and "\n" not in line
+
+
+# --- Hydra's files (class 2) ---------------------------------------------------------------------
+
+
+def _victims(tmp_path: Path) -> tuple[Path, Path]:
+    victim, victim_dir = tmp_path / "victim.txt", tmp_path / "victim_dir"
+    victim.write_text("precious")
+    victim_dir.mkdir()
+    (victim_dir / "config.yaml").write_text("theirs")
+    return victim, victim_dir
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo", "hard-link"])
+def test_hydra_files_and_the_job_log_replace_what_is_planted_never_writing_through(
+    tmp_path: Path, kind: str
+) -> None:
+    """Each of ``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml`` and the job log planted as a
+    link to a victim file, a dangling link, a FIFO or a hard link of the victim: the job's files are
+    written, each a regular file of one link, without blocking, and the victim is byte-identical."""
+    victim, _ = _victims(tmp_path)
+    job = tmp_path / "job"
+    (job / ".hydra").mkdir(parents=True)
+    paths = [job / ".hydra" / name for name in HYDRA_FILES] + [job / "run.log"]
+    for path in paths:
+        if kind == "link":
+            path.symlink_to(victim)
+        elif kind == "dangling":
+            path.symlink_to(tmp_path / "made-by-nobody")
+        elif kind == "fifo":
+            os.mkfifo(path)
+        else:
+            os.link(victim, path)
+    write_hydra_files(job, {name: f"{name}: written\n" for name in HYDRA_FILES})
+    handler = JobLogHandler(str(job / "run.log"))
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.emit(logging.makeLogRecord({"msg": "a log line"}))
+    handler.close()
+    for path in paths:
+        st = os.lstat(path)
+        assert stat.S_ISREG(st.st_mode) and st.st_nlink == 1, path
+    assert [(job / ".hydra" / n).read_text() for n in HYDRA_FILES] == [f"{n}: written\n" for n in HYDRA_FILES]
+    assert (job / "run.log").read_text() == "a log line\n"
+    assert victim.read_text() == "precious" and not (tmp_path / "made-by-nobody").exists()
+
+
+def test_a_hydra_folder_that_is_a_link_or_a_fifo_refuses_the_job_in_one_line(tmp_path: Path) -> None:
+    """``.hydra`` as a link to another folder, or a FIFO: the job is refused before it runs (one line
+    naming the path, what it is and the fix); nothing is written in the other folder."""
+    _, victim_dir = _victims(tmp_path)
+    files = {name: "x: 1\n" for name in HYDRA_FILES}
+    for kind in ("link", "fifo"):
+        job = tmp_path / kind
+        job.mkdir()
+        os.mkfifo(job / ".hydra") if kind == "fifo" else (job / ".hydra").symlink_to(victim_dir)
+        with pytest.raises(RecordUnwritable) as info:
+            write_hydra_files(job, files)
+        what = "FIFO" if kind == "fifo" else "symbolic link"
+        assert str(info.value).startswith(f"{job / '.hydra'} is a {what}, not a folder flopsweep made")
+        with pytest.raises(RecordExistsError) as info:
+            run_job(RunConfig(device="cpu"), JobInfo(job_dir=job, overrides=[], hydra_files=files))
+        line = str(info.value)
+        assert "never followed or written through. Fix: remove " in line and "\n" not in line
+        assert not (job / "metrics.json").exists()
+    assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
+
+
+def test_the_scratch_and_trace_folders_never_follow_a_planted_link(tmp_path: Path) -> None:
+    """The ranks' scratch folder planted as a link to another folder, a FIFO or a folder of stale
+    files: it becomes an empty real folder of this run (mode 0700), the other folder untouched (it
+    was emptied before). A profile folder that is a link is refused with its reason, nothing written."""
+    from flopsweep.launch import SCRATCH, prepare_scratch
+    from flopsweep.profile import trace_dir_problem
+
+    _, victim_dir = _victims(tmp_path)
+    for kind in ("link", "fifo", "stale"):
+        job = tmp_path / kind
+        job.mkdir()
+        if kind == "link":
+            (job / SCRATCH).symlink_to(victim_dir)
+        elif kind == "fifo":
+            os.mkfifo(job / SCRATCH)
+        else:
+            (job / SCRATCH / "old").mkdir(parents=True)
+            (job / SCRATCH / "rank0_error.json").write_text("{}")
+        scratch = prepare_scratch(job)
+        st = os.lstat(scratch)
+        assert stat.S_ISDIR(st.st_mode) and st.st_mode & 0o777 == 0o700 and not list(scratch.iterdir())
+    (tmp_path / "job" / "profile").parent.mkdir()
+    (tmp_path / "job" / "profile").symlink_to(victim_dir)
+    assert "is a symbolic link, not a directory of this run" in trace_dir_problem(
+        tmp_path / "job" / "profile"
+    )
+    assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
+
+
+def test_an_output_subdir_override_is_refused_before_hydra_writes_there() -> None:
+    from run import refusal
+
+    line = refusal(["hydra.output_subdir=.hydra", "device=cpu"])
+    assert line.startswith("Invalid config: hydra.output_subdir=.hydra: Hydra would write")
+    assert line.endswith("Fix: drop the override.")
+    assert refusal(["hydra.output_subdir=null", "device=cpu"]) is None
+
+
+@pytest.mark.slow
+def test_a_single_run_and_a_sweep_write_no_hydra_file_through_a_planted_link(tmp_path: Path) -> None:
+    """``plan=true`` (no rank starts; the same Hydra files): a single run into a directory and a sweep
+    into another, with links, dangling links and FIFOs at ``.hydra/*.yaml``, the job log,
+    ``multirun.yaml`` and ``plan.csv``: both end 0, without hanging, and every victim is byte-identical."""
+    victim, victim_dir = _victims(tmp_path)
+    run_dir, sweep = tmp_path / "run", tmp_path / "sweep"
+    plant_files(run_dir, victim, victim_dir)
+    for job in ("0", "1"):
+        plant_files(sweep / job, victim, victim_dir)
+    (sweep / "1" / "run.log").unlink()
+    (sweep / "1" / "run.log").symlink_to(victim)
+    os.mkfifo(sweep / "multirun.yaml")
+    (sweep / "plan.csv").symlink_to(victim)
+    single = run_py("plan=true", "device=cpu", f"hydra.run.dir={run_dir}", timeout=300)
+    assert single.returncode == 0, single.stderr[-2000:]
+    multi = run_py("-m", "plan=true", "device=cpu", "seed=1,2", f"hydra.sweep.dir={sweep}", timeout=300)
+    assert multi.returncode == 0, multi.stderr[-2000:]
+    written = [sweep / "multirun.yaml", sweep / "plan.csv"]
+    for job in (run_dir, sweep / "0", sweep / "1"):
+        written += [job / "run.log", *[job / ".hydra" / name for name in HYDRA_FILES]]
+    for path in written:
+        assert stat.S_ISREG(os.lstat(path).st_mode), path
+    assert "seed=2" in (sweep / "1" / ".hydra" / "overrides.yaml").read_text()
+    assert victim.read_text() == "precious"
+    assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
+
+
+# --- locks that nested directories meet (class 3) ------------------------------------------------
+
+
+def test_a_lock_inside_or_above_a_held_one_is_refused_and_makes_nothing(tmp_path: Path) -> None:
+    """A sweep holds S: a run into S/0, S/0/deeper or a linked spelling of S/3 is refused in one line
+    naming the holder, making nothing (no directory, no lock file). A run holds S/0/x: a sweep into S
+    or its parent is refused. Siblings and unrelated directories still lock."""
+    sweep = tmp_path / "S"
+    sweep.mkdir()
+    (tmp_path / "alias").symlink_to(sweep, target_is_directory=True)
+    held = lock_sweep_dir(sweep)
+    try:
+        for run_dir in (sweep / "0", sweep / "0" / "deeper" / "still", tmp_path / "alias" / "3"):
+            with pytest.raises(SweepBusy) as info:
+                lock_sweep_dir(run_dir)
+            line = str(info.value)
+            assert line.startswith(
+                f"another sweep or run (pid {os.getpid()}) is writing into {sweep}, above "
+            )
+            assert "choose a hydra.sweep.dir (hydra.run.dir for a single run) outside it" in line
+        assert [p.name for p in sweep.iterdir()] == []  # made nothing, not even a lock file
+    finally:
+        held.close()
+    inner = lock_sweep_dir(sweep / "0" / "x")
+    try:
+        for outer in (sweep, tmp_path):
+            with pytest.raises(SweepBusy) as info:
+                lock_sweep_dir(outer)
+            assert f"is writing into {sweep / '0' / 'x'}, inside {outer};" in str(info.value)
+        lock_sweep_dir(sweep / "1").close()  # a sibling
+    finally:
+        inner.close()
+    lock_sweep_dir(sweep).close()  # all released: the sweep locks
+
+
+@pytest.mark.slow
+def test_a_run_into_a_running_sweeps_job_and_a_sweep_over_a_running_run_are_refused(tmp_path: Path) -> None:
+    """This test process holds the locks a running sweep (on S) and a running run (on T/0) hold. A
+    single run into S/0 and a sweep into T each exit 1 with one line, before Hydra writes anything:
+    the job's scratch file, ``.hydra/`` and record are byte-identical, and T has no ``multirun.yaml``."""
+    sweep, other = tmp_path / "S", tmp_path / "T"
+    for job in (sweep / "0", other / "0"):
+        (job / ".flopsweep").mkdir(parents=True)
+        (job / ".flopsweep" / "rank0_phase.txt").write_text("measure")
+        (job / ".hydra").mkdir()
+        (job / ".hydra" / "overrides.yaml").write_text("- seed=1\n")
+    held = [lock_sweep_dir(sweep), lock_sweep_dir(other / "0")]
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    try:
+        single = run_py("device=cpu", "resume=true", f"hydra.run.dir={sweep / '0'}", timeout=300)
+        multi = run_py("-m", "device=cpu", "seed=1,2", f"hydra.sweep.dir={other}", timeout=300)
+    finally:
+        for lock in held:
+            lock.close()
+    for done, busy, where in ((single, sweep, "above"), (multi, other / "0", "inside")):
+        assert done.returncode == 1, done.stderr[-2000:]
+        line = done.stderr.strip().splitlines()[-1]
+        holder = f"another sweep or run (pid {os.getpid()})"
+        assert line.startswith(f"flopsweep: {holder} is writing into {busy}, {where} "), line
+        assert "Traceback" not in done.stderr
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+# --- a refused resume=true leaves .hydra/ as it was (class 12) -----------------------------------
+
+
+def test_resume_into_another_runs_directory_leaves_its_hydra_files_as_they_were(tmp_path: Path) -> None:
+    record = {"status": "ok", "run": {"id": "abc", "overrides": ["seed=1"]}}
+    (tmp_path / "metrics.json").write_text(json.dumps(record))
+    (tmp_path / ".hydra").mkdir()
+    for name in HYDRA_FILES:
+        (tmp_path / ".hydra" / name).write_text(f"theirs: {name}\n")
+    mine = {name: f"mine: {name}\n" for name in HYDRA_FILES}
+    with pytest.raises(RecordExistsError, match="is the record of another sweep or run"):
+        run_job(
+            RunConfig(device="cpu", resume=True),
+            JobInfo(job_dir=tmp_path, overrides=["seed=2", "resume=true"], hydra_files=mine),
+        )
+    assert [(tmp_path / ".hydra" / n).read_text() for n in HYDRA_FILES] == [
+        f"theirs: {n}\n" for n in HYDRA_FILES
+    ]
