@@ -535,3 +535,30 @@ def test_analysis_predict_calibrates_from_the_honest_record_not_the_liar(tmp_pat
     df = load(tmp_path, predict=True).set_index("run_id")
     source = df.loc["two", "predicted_source"]
     assert "calibrated: " in source and "b-honest" in source and "a-liar" not in source, source
+
+
+# --- class 12: a moved sweep, resumed, pools with its earlier rounds -----------------------------------
+
+
+def test_a_moved_sweep_resumed_pools_with_its_earlier_rounds(tmp_path):
+    """Rounds 0 and 1 ran in S (their repeat_group is S's hash), the sweep was moved to T and
+    resumed, round 2 ran there (T's hash): one pooled row of 3 rounds. Another sweep U of the same
+    set-up keeps its own row, and a copy of a round elsewhere still counts once."""
+    from helpers import rescaled
+
+    for n, (rate, group) in enumerate(
+        [(1000.0, "f00-from-s"), (1100.0, "f00-from-s"), (1200.0, "0ab-from-t")]
+    ):
+        rec = rescaled(ok_record(), world=2, tokens_per_device=rate)
+        rec["run"].update(id=f"t-{n}", repeat=n, repeats=3, repeat_group=group)
+        put(tmp_path / "T" / str(n), rec)
+        if n == 0:
+            put(tmp_path / "copy", rec)
+    for n in range(2):
+        rec = rescaled(ok_record(), world=2, tokens_per_device=900.0 + n)
+        rec["run"].update(id=f"u-{n}", repeat=n, repeats=2, repeat_group="u-group")
+        put(tmp_path / "U" / str(n), rec)
+    df = load(tmp_path).set_index("run_id")
+    assert df["repeats"].to_dict() == {"t-0": 3, "u-0": 2}
+    assert df.loc["t-0", "tokens_per_s_per_device"] == 1100.0  # the median of the three rounds
+    assert df.loc["t-0", "repeat_group"] == "0ab-from-t"
