@@ -526,7 +526,6 @@ def main(argv: list[str] | None = None) -> int:
     handler.setFormatter(SafeFormatter("analysis: %(levelname)s: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
-        check_outputs(args, ())  # before reading: a refused output costs no load
         loaded = load(args.paths, predict=args.predict)
         if loaded.empty:
             say(f"no readable metrics.json under {' '.join(args.paths)}; {summary(loaded)}")

@@ -1,8 +1,9 @@
 """Where the analysis writes: never over a record, never half a file.
 
 No output replaces a record, whether it is read or not (:func:`check_output`, for ``--output``,
-``--notebook`` and each PNG of ``--plot``, before anything is computed; :func:`write_atomic` and the
-notebook's writer check again just before the rename): refused is a path that is, or resolves to
+``--notebook`` and each PNG of ``--plot``, once the records are found, before anything is written
+or a kernel started; :func:`write_atomic` and the notebook's writer check again just before the
+rename): refused is a path that is, or resolves to
 (through links, or as a hard link), one of the records being read; a path named as a record is
 (``metrics.json``, or a record set aside by ``resume=true``, ``metrics.<status>-<id>.json``; in any
 case), itself or where its links lead; and a path whose present file, or the file its links lead
