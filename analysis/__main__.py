@@ -65,8 +65,8 @@ from analysis.load import (
     table,
 )
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
-from analysis.output import OutputError, check_not_a_record, write_atomic
-from analysis.plots import make_plots, write_pngs
+from analysis.output import OutputError, check_output, write_atomic
+from analysis.plots import PLOTS, make_plots, write_pngs
 from analysis.query import (
     AnalysisError,
     ColumnError,
@@ -81,6 +81,7 @@ from analysis.query import (
 from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
 from analysis.spread import verdict
+from flopsweep.budget import BudgetError
 from flopsweep.text import plural
 
 
@@ -415,6 +416,20 @@ def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> 
         plots(select(loaded, pairs(args.filter, "--filter")), args.plot)
 
 
+def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> None:
+    """Refuse ``--output`` and each PNG ``--plot`` would write when writing it would replace a
+    record, among ``records`` (being read) or any other (:func:`analysis.output.check_output`).
+
+    Raises:
+        OutputError: one line naming the option, the path and the fix.
+    """
+    if args.output:
+        check_output(args.output, records, "--output")
+    if args.plot is not None:
+        for name in PLOTS:
+            check_output(args.plot / f"{name}.png", records, "--plot")
+
+
 def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``--notebook FILE``: build, execute and write the results notebook of ``args.paths``.
 
@@ -440,7 +455,7 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"{parser.prog}: error: no metrics.json under {' '.join(args.paths)}", file=sys.stderr)
         return 1
     try:
-        check_not_a_record(args.notebook, found, "--notebook")
+        check_output(args.notebook, found, "--notebook")
     except OutputError as exc:
         say(f"{parser.prog}: error: {exc}")
         return 2
@@ -455,6 +470,9 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except NotebookError as exc:
         print(f"{parser.prog}: error: {exc}; {shown} not written", file=sys.stderr)
         return 1
+    except OutputError as exc:  # a record put at FILE while the kernel ran
+        say(f"{parser.prog}: error: --notebook {exc}; not written")
+        return 2
     except KeyboardInterrupt:  # Ctrl-C: the kernel is stopped; one line, the shell's 128 + SIGINT
         print(f"{parser.prog}: interrupted; {shown} not written", file=sys.stderr)
         return 130
@@ -512,8 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         if loaded.empty:
             say(f"no readable metrics.json under {' '.join(args.paths)}; {summary(loaded)}")
             return 1
-        if args.output:
-            check_not_a_record(args.output, loaded.attrs["records"], "--output")
+        check_outputs(args, loaded.attrs["records"])
         runs = select_runs(loaded, args)
         blanks = blank_lines(loaded, runs, args)
         text = output(loaded, runs, args, blanks)
@@ -522,10 +539,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ColumnError as exc:
         parser.error(f"{printable(exc)}; {ALL_COLUMNS_HINT}")
-    except (FileNotFoundError, AnalysisError) as exc:
+    except (FileNotFoundError, AnalysisError, BudgetError) as exc:
         parser.error(printable(exc))
     try:
         write_outputs(loaded, text, args)
+    except OutputError as exc:  # a record put at an output path since the check
+        say(f"{parser.prog}: error: {exc}")
+        return 2
     except OSError as exc:  # --output or --plot names a place that cannot be written, or is full
         where = exc.filename or args.output or args.plot
         shown = display_path(where) if isinstance(where, (str, bytes, Path)) else where

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from flopsweep.files import not_a_record
 from flopsweep.record import METRICS_FILE
+from flopsweep.tree import find, folders
 
 log = logging.getLogger("analysis")
 
@@ -28,22 +29,19 @@ def display_path(path: str | Path) -> str:
 
 
 def _walk(root: Path, skipped: dict[str, str]) -> list[Path]:
-    """The ``metrics.json`` regular files under the directory ``root``. No link met on the way is
-    followed (``os.walk(followlinks=False)``: a link loop ends the walk of its branch); a linked
-    directory is logged as not followed, and a ``metrics.json`` that is a link, a FIFO, a device
-    or a directory goes into ``skipped`` with the reason."""
-    found = []
+    """The ``metrics.json`` regular files under the directory ``root``
+    (:func:`flopsweep.tree.find`: iterative, at most :data:`flopsweep.tree.MAX_DEPTH` levels deep,
+    no link met on the way followed). A linked directory is logged as not followed; a
+    ``metrics.json`` that is a link, a FIFO, a device or a directory, a folder that cannot be listed
+    and one whose sub-folders are nested too deep go into ``skipped`` with the reason."""
+    found: list[Path] = []
 
-    def unreadable(exc: OSError) -> None:
-        skipped[display_path(exc.filename or root)] = f"cannot list the directory: {exc.strerror or exc}"
+    def linked(path: Path) -> None:
+        if path.name != METRICS_FILE:
+            log.warning("not following the directory link %s (name it to read it)", display_path(path))
 
-    for top, dirs, files in os.walk(root, onerror=unreadable, followlinks=False):
-        dirs.sort()
-        for name in (d for d in dirs if d != METRICS_FILE and os.path.islink(os.path.join(top, d))):
-            shown = display_path(Path(top, name))
-            log.warning("not following the directory link %s (name it to read it)", shown)
-        if METRICS_FILE in files or METRICS_FILE in dirs:
-            _keep(Path(top, METRICS_FILE), found, skipped)
+    for path in find(root, METRICS_FILE, skipped, on_link=linked):
+        _keep(path, found, skipped)
     return sorted(found)
 
 
@@ -77,12 +75,13 @@ def _entries(base: Path, part: str, dirs_only: bool) -> list[Path]:
     ]
 
 
-def _dirs_below(base: Path) -> list[Path]:
-    """``base`` and every directory under it, for ``**``: no link is followed below ``base``."""
-    return [Path(top) for top, _, _ in os.walk(base, followlinks=False)]
+def _dirs_below(base: Path, skipped: dict[str, str]) -> list[Path]:
+    """``base`` and every directory under it, for ``**`` (:func:`flopsweep.tree.folders`: no link
+    followed below ``base``, at most :data:`flopsweep.tree.MAX_DEPTH` levels deep)."""
+    return folders(base, skipped)
 
 
-def _glob(pattern: str) -> list[Path]:
+def _glob(pattern: str, skipped: dict[str, str]) -> list[Path]:
     """Paths matching ``pattern`` (``*``, ``?``, ``[...]``, ``**``), expanded one component at a time:
     ``**`` walks without following links (a link loop is never entered), a literal last component
     is matched when the path exists even as a dangling or looping link (so that it is skipped with
@@ -97,7 +96,7 @@ def _glob(pattern: str) -> list[Path]:
         found: list[Path] = []
         for base in current:
             if part == "**":
-                found += _dirs_below(base)
+                found += _dirs_below(base, skipped)
             elif glob.has_magic(part):
                 found += _entries(base, part, dirs_only=not last)
             elif os.path.lexists(base / part) if last else (base / part).is_dir():
@@ -113,7 +112,7 @@ def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool =
         found.extend(_walk(p, skipped))
     elif os.path.lexists(p):
         _keep(p, found, skipped)
-    elif spelled and (matches := _glob(str(p))):
+    elif spelled and (matches := _glob(str(p), skipped)):
         for match in matches:
             _expand(match, found, skipped, spelled=False)
     else:
@@ -124,7 +123,9 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], dict[str, str]]:
     """``(records, skipped)`` under ``paths``: ``metrics.json`` regular files (directories walked
     without following links, files as given, globs expanded, each found once, in path order), and
     the paths that were passed over with the reason for each: a link, a FIFO, a device, a
-    directory that cannot be listed. Nothing is opened here.
+    directory that cannot be listed or nested too deep. Nothing is opened here. A file reached
+    under two names (a directory named twice, a hard link: the same device and inode) is found
+    once, under the first name found, and read once.
 
     How links are treated (once, for the sweep, resume and the analysis): a record is a regular
     file at its own path, never a link; a directory named on the command line (or matched by a
@@ -137,10 +138,14 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], dict[str, str]]:
     skipped: dict[str, str] = {}
     for p in paths:
         _expand(Path(p), found, skipped)
-    seen: set[str] = set()
+    seen: set[object] = set()
     unique = []
     for path in found:
-        key = os.path.realpath(path)
+        try:
+            st = os.lstat(path)
+            key: object = (st.st_dev, st.st_ino)
+        except OSError:
+            key = os.path.realpath(path)
         if key not in seen:
             seen.add(key)
             unique.append(path)

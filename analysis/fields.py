@@ -15,19 +15,16 @@ import math
 from typing import Any
 
 from analysis.catalogue import BREAKDOWN_COLUMNS
-from analysis.checks import record_problems
-from analysis.schema import Record, RecordError
+from analysis.schema import Record
 from analysis.schema import finite as _number
 from flopsweep.columns import SETUP_SPECS, only_for
 from flopsweep.config import ConfigError
 from flopsweep.layout import COLUMN_DEGREES, MESH_DEGREES, Layout
 from flopsweep.noise import noisy, overloaded
-from flopsweep.text import format_count, plural
+from flopsweep.plausible import MISMATCH_TOLERANCE, recompute_tflops, record_problems  # noqa: F401 - re-exported
+from flopsweep.text import format_count
 
 log = logging.getLogger("analysis")
-
-MISMATCH_TOLERANCE = 0.01
-"""Relative difference between recorded and recomputed model TFLOPs that sets ``tflops_mismatch``."""
 
 
 def _get(record: Record, path: tuple[str, ...]) -> Any:
@@ -62,35 +59,6 @@ def _text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     return str(_scalar(value))
-
-
-def recompute_tflops(record: Record) -> float | None:
-    """Model TFLOPs per device recomputed from the record's stored FLOPs:
-    ``metrics.model_flops_per_iteration / (metrics.iteration_time_s.mean x system.world_size x 1e12)``.
-
-    Returns:
-        None when a needed value is missing, not positive or not a number.
-
-    Raises:
-        RecordError: when the inputs are numbers but the result overflows a float.
-    """
-    flops = _number(_get(record, ("metrics", "model_flops_per_iteration")))
-    t = _number(_get(record, ("metrics", "iteration_time_s", "mean")))
-    world = _get(record, ("system", "world_size"))
-    if flops is None or t is None or t <= 0 or not isinstance(world, int) or isinstance(world, bool):
-        return None
-    if world <= 0:
-        return None
-    try:
-        out = flops / (t * world * 1e12)
-    except (OverflowError, ZeroDivisionError):
-        out = math.inf
-    if not math.isfinite(out):
-        raise RecordError(
-            f"recomputed model TFLOPs overflow: model_flops_per_iteration {flops:.4g} over "
-            f"{t:.4g} s x {plural(world, 'device')}"
-        )
-    return out
 
 
 def _differs(recorded: Any, expected: float | None) -> bool:
@@ -232,7 +200,7 @@ def prediction_error(predicted: Any, measured: Any) -> float | None:
 
 
 def _check_figures(record: Record, out: dict[str, Any], path: str) -> None:
-    """Set ``implausible``: what of an ok record fails :func:`analysis.checks.record_problems`
+    """Set ``implausible``: what of an ok record fails :func:`flopsweep.plausible.record_problems`
     (its derived figures against its raw fields, negative or non-finite figures, timestamps out
     of order), None when nothing does; warn once naming it (the row is left out of rankings)."""
     problems = record_problems(record)

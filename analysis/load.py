@@ -83,8 +83,10 @@ from analysis.fields import (  # noqa: F401 - re-exported
 from analysis.schema import Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
 from analysis.spread import ci_of, overlap, pool_repeats, step_columns
+from flopsweep.budget import ReadBudget
 from flopsweep.identity import RANK_COUNT_KEYS, setup_key  # noqa: F401 - RANK_COUNT_KEYS re-exported
-from flopsweep.predict import predict_record
+from flopsweep.plausible import calibration_problems
+from flopsweep.predict import calibration_view, predict_record
 from flopsweep.text import plural
 
 log = logging.getLogger("analysis")
@@ -107,13 +109,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["activation_checkpointing"] = checkpointing_name(ckpt)
     if out.get("model_search") == "none":  # no search: blank, as in records from before the key
         out["model_search"] = None
-    for spec in METRIC_FIELDS:
-        value = _get(record["metrics"], spec.path or (spec.key,))
-        if spec.unit:
-            value = _number(value)
-            out[spec.name] = value / spec.scale if spec.scale and value is not None else value
-        else:
-            out[spec.name] = _scalar(value)
+    _metric_cells(out, record["metrics"], METRIC_FIELDS)
     for name in TEXT_COLUMNS:
         out[name] = _text(out[name])
     if out["status"] != "ok":
@@ -145,6 +141,22 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     _check_breakdown(record, out, run_dir)
     _check_figures(record, out, run_dir)
     return out
+
+
+def _metric_cells(out: dict[str, Any], metrics: dict[str, Any], specs: Iterable[Any]) -> None:
+    """The cells of ``specs`` (:data:`METRIC_FIELDS`) from a record's ``metrics``: numbers with a unit
+    scaled (bytes to GiB), others as :func:`analysis.fields._scalar` keeps them."""
+    for spec in specs:
+        value = _get(metrics, spec.path or (spec.key,))
+        if spec.unit:
+            value = _number(value)
+            out[spec.name] = value / spec.scale if spec.scale and value is not None else value
+        else:
+            out[spec.name] = _scalar(value)
+
+
+PREDICTED_FIELDS = [spec for spec in METRIC_FIELDS if (spec.path or (spec.key,))[0] == "predicted"]
+"""The cells of ``metrics.predicted`` (``--predict`` sets them after the rows are built)."""
 
 
 def _typed(values: pd.Series) -> pd.Series:
@@ -256,27 +268,39 @@ def flag_duplicates(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def fill_predictions(read: list[tuple[Path, Record, int]]) -> int:
-    """``--predict``: give every ``ok`` record of ``read`` without ``metrics.predicted`` (or with a
-    null step time there) the prediction :func:`flopsweep.predict.predict_record` makes from the
-    other records read (its calibrations), in place; returns how many were filled. Its ``source``
-    begins ``analysis --predict:``."""
-    named = [(display_path(path), record) for path, record, _ in read]
-    filled = 0
-    for name, record in named:
+def fill_predictions(named: list[tuple[str, Record, bool]]) -> dict[str, dict[str, Any]]:
+    """``--predict``: the prediction :func:`flopsweep.predict.predict_record` makes for every ``ok``
+    record of ``named`` (``(name, record or its calibration view, may it calibrate)``) without
+    ``metrics.predicted`` (or with a null step time there), from the others that may calibrate
+    (:func:`flopsweep.plausible.calibration_problems` empty: a record the analysis flags never
+    calibrates); set in place, and returned by name. Its ``source`` begins ``analysis --predict:``."""
+    calibrations = [(name, record) for name, record, usable in named if usable]
+    filled = {}
+    for name, record, _ in named:
         metrics = record.get("metrics")
         if record.get("status") != "ok" or not isinstance(metrics, dict):
             continue
         if isinstance(metrics.get("predicted"), dict) and metrics["predicted"].get("iteration_time_s"):
             continue
         try:
-            made = predict_record(name, record, named)
+            made = predict_record(name, record, calibrations)
         except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError) as exc:
             made = {"iteration_time_s": None, "tokens_per_s": None, "source": f"no prediction: {exc!r}"[:300]}
         made["source"] = f"analysis --predict: {made['source']}"
         record["metrics"] = {**metrics, "predicted": made}
-        filled += made["iteration_time_s"] is not None
+        filled[name] = made
     return filled
+
+
+def _set_prediction(out: dict[str, Any], made: dict[str, Any]) -> None:
+    """The row ``out``'s cells of ``metrics.predicted`` (:data:`PREDICTED_FIELDS`) from ``made``."""
+    _metric_cells(out, {"predicted": made}, PREDICTED_FIELDS)
+    for spec in PREDICTED_FIELDS:
+        if spec.name in TEXT_COLUMNS:
+            out[spec.name] = _text(out[spec.name])
+    out["prediction_error"] = prediction_error(
+        out["predicted_iteration_time_s"], out["iteration_time_s_mean"]
+    )
 
 
 def sized_name(model: object, n_layer: object) -> object:
@@ -307,7 +331,9 @@ def name_sizes(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def load(paths: Iterable[str | Path] | str | Path, *, predict: bool = False) -> pd.DataFrame:
+def load(
+    paths: Iterable[str | Path] | str | Path, *, predict: bool = False, budget: ReadBudget | None = None
+) -> pd.DataFrame:
     """One row per run from every ``metrics.json`` under ``paths`` (dirs, files or globs).
 
     With ``predict``, ok records without a prediction get one from the others first
@@ -327,31 +353,28 @@ def load(paths: Iterable[str | Path] | str | Path, *, predict: bool = False) -> 
     version, missing required key, a set-up name that is not text, numbers too large
     for a float; a link, a FIFO, a device where a record should be: :func:`discover`) are
     logged once each by path and skipped; ``df.attrs["unreadable"]`` maps each path to the reason.
+    Memory is bounded: each file is read once (hard links too), under ``budget``
+    (:class:`flopsweep.budget.ReadBudget`, default :func:`flopsweep.budget.budget_bytes`: the bytes
+    read and the rows kept), and only its row is kept (with ``predict``, its calibration view too,
+    :func:`flopsweep.predict.calibration_view`); a record past the budget is skipped with the reason.
 
     Raises:
         FileNotFoundError: when a path does not exist.
+        BudgetError: when :data:`flopsweep.budget.BUDGET_ENV` is set to no budget (one line).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    rows = []
     found, bad = discover(paths)
     for shown, why in bad.items():
         log.warning("skipping unreadable record %s: %s", shown, why)
-    read: list[tuple[Path, Record, int]] = []
-    for path in found:
-        try:
-            read.append((path, *read_record(path)))
-        except RecordError as exc:
-            log.warning("skipping unreadable record %s: %s", display_path(path), exc)
-            bad[display_path(path)] = str(exc)
+    rows, named = _read_rows(found, bad, predict, budget or ReadBudget())
     if predict:
-        fill_predictions(read)
-    for path, record, version in read:
-        try:
-            rows.append(row(record, display_path(path.parent), version))
-        except RecordError as exc:
-            log.warning("skipping unreadable record %s: %s", display_path(path), exc)
-            bad[display_path(path)] = str(exc)
+        made = fill_predictions(named)
+        for out in rows:
+            if out["_name"] in made:
+                _set_prediction(out, made[out["_name"]])
+    for out in rows:
+        del out["_name"]
     df = flag_duplicates(name_sizes(_frame(rows)))
     df = flag_scaling(add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS)))
     df["prediction_error"] = [  # again after pooling: the median prediction over the median step
@@ -362,6 +385,31 @@ def load(paths: Iterable[str | Path] | str | Path, *, predict: bool = False) -> 
     df.attrs["unreadable"] = bad
     df.attrs["records"] = [str(p) for p in found]  # what was read: no output may be written over it
     return df
+
+
+def _read_rows(
+    found: list[Path], bad: dict[str, str], predict: bool, budget: ReadBudget
+) -> tuple[list[dict[str, Any]], list[tuple[str, Record, bool]]]:
+    """The row of each record of ``found`` (with its name under ``_name``), built as it is read and
+    kept in its place, and with ``predict`` its calibration view
+    (:func:`flopsweep.predict.calibration_view`) and whether it may calibrate; read and kept under
+    ``budget``. What cannot be read, or is past the budget, goes into ``bad`` with the reason."""
+    rows, named = [], []
+    for path in found:
+        shown = display_path(path)
+        try:
+            record, version = read_record(path, budget)
+            out = budget.keep(row(record, display_path(path.parent), version), "its table row")
+            if predict:
+                view = budget.keep(calibration_view(record), "its calibration view")
+                named.append((shown, view, not calibration_problems(record)))
+        except RecordError as exc:
+            log.warning("skipping unreadable record %s: %s", shown, exc)
+            bad[shown] = str(exc)
+            continue
+        out["_name"] = shown
+        rows.append(out)
+    return rows, named
 
 
 def flag_scaling(df: pd.DataFrame) -> pd.DataFrame:

@@ -330,8 +330,11 @@ def write(nb: Any, path: str | os.PathLike) -> None:
     link (:func:`flopsweep.files.create_new`): a link planted in the folder is never written through.
 
     Raises:
+        OutputError: when ``path`` is, or has become, a record
+            (:func:`analysis.output.record_problem`); nothing is written.
         OSError: when ``path`` cannot be written.
     """
+    from analysis.output import FIX, OutputError, record_problem
     from flopsweep.files import create_new
 
     nbformat = _import_nbformat()
@@ -341,6 +344,8 @@ def write(nb: Any, path: str | os.PathLike) -> None:
     try:
         with open(fd, "w", encoding="utf-8") as f:
             nbformat.write(nb, f)
+        if why := record_problem(path):  # checked before the kernel; a record put there since stays
+            raise OutputError(f"{path} {why}: {FIX}")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -1,8 +1,15 @@
-"""Where the analysis writes: never over a record it reads, never half a file.
+"""Where the analysis writes: never over a record, never half a file.
 
-:func:`check_not_a_record` refuses an output path (``--output``, ``--notebook``) that is, or
-resolves to (through links, or as a hard link), one of the records being read: writing the
-report there would destroy a measurement. :func:`write_atomic` writes a whole file or leaves the
+No output replaces a record, whether it is read or not (:func:`check_output`, for ``--output``,
+``--notebook`` and each PNG of ``--plot``, once the records are found, before anything is written
+or a kernel started; :func:`write_atomic` and the notebook's writer check again just before the
+rename): refused is a path that is, or resolves to
+(through links, or as a hard link), one of the records being read; a path named as a record is
+(``metrics.json``, or a record set aside by ``resume=true``, ``metrics.<status>-<id>.json``; in any
+case), itself or where its links lead; and a path whose present file, or the file its links lead
+to, is a flopsweep record under any name (a JSON object with a ``status`` and a ``run``,
+``config`` or ``metrics``: a record renamed or hard-linked) or cannot be read to tell. Writing
+beside a record (``RUN/report.md``) is allowed. :func:`write_atomic` writes a whole file or leaves the
 previous one as it was: the bytes go to a temporary file created in the same folder with an
 exclusive, non-following open and an unpredictable name (:func:`tempfile.mkstemp`), are synced,
 and replace the target with :func:`os.replace`; a link planted at the target is replaced, its
@@ -14,13 +21,31 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from analysis.discover import display_path
+from flopsweep.files import RecordError, read_json
 
-__all__ = ["OutputError", "check_not_a_record", "write_atomic"]
+__all__ = [
+    "OutputError",
+    "RECORD_NAME",
+    "check_not_a_record",
+    "check_output",
+    "record_problem",
+    "write_atomic",
+]
+
+RECORD_NAME = re.compile(r"metrics(\..+)?\.json", re.IGNORECASE | re.DOTALL)
+"""File names no output takes: a run's record (``metrics.json``) and one set aside by
+``resume=true`` (``metrics.<status>-<run id>.json``), in any case (a case-insensitive file system
+takes ``METRICS.JSON`` for the record)."""
+
+FIX = "no output of the analysis replaces a record: name another file (e.g. report.md)"
+"""The fix every refusal of :func:`check_output` names."""
 
 
 class OutputError(ValueError):
@@ -51,6 +76,57 @@ def check_not_a_record(output: str | Path, records: Iterable[str | Path], option
             )
 
 
+def _holds_record(path: Path) -> str | None:
+    """What ``path`` holds when it is a record (``a flopsweep record (status ok)``), or that it
+    cannot be read to tell; None for a missing file, another kind of file, or another content."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if not os.access(path, os.R_OK):
+        return "is a file that cannot be read to tell whether it is a record"
+    try:
+        record = read_json(path)
+    except RecordError:
+        return None  # not JSON, over the records' size cap: no reader takes it for a record
+    if "status" in record and any(isinstance(record.get(k), dict) for k in ("run", "config", "metrics")):
+        return f"holds a flopsweep record (status {str(record['status'])[:20]})"
+    return None
+
+
+def record_problem(path: str | Path) -> str | None:
+    """Why writing ``path`` would replace a record (module doc), as a phrase, or None."""
+    path = Path(path)
+    places = list(dict.fromkeys([path, Path(os.path.realpath(path))]))
+    for place in places:
+        if RECORD_NAME.fullmatch(place.name):
+            through = "" if place == path else f" (through links, {display_path(place)})"
+            return f"is named as a run's record is ({place.name}){through}"
+    for place in places:
+        if why := _holds_record(place):
+            return (
+                why
+                if place == path
+                else f"resolves to {display_path(place)}, which {why.removeprefix('is ')}"
+            )
+    return None
+
+
+def check_output(output: str | Path, records: Iterable[str | Path], option: str) -> None:
+    """Refuse ``output`` when writing it would replace a record: one of ``records`` (being read,
+    :func:`check_not_a_record`) or any other (:func:`record_problem`).
+
+    Raises:
+        OutputError: ``--output B/metrics.json is named as a run's record is (metrics.json): no
+            output of the analysis replaces a record: name another file (e.g. report.md)``.
+    """
+    check_not_a_record(output, records, option)
+    if why := record_problem(output):
+        raise OutputError(f"{option} {display_path(output)} {why}: {FIX}")
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -62,10 +138,14 @@ def write_atomic(path: str | Path, data: bytes) -> None:
     file would (0666 less the umask).
 
     Raises:
+        OutputError: when ``path`` is, or has become, a record (:func:`record_problem`); nothing
+            is written.
         OSError: when the folder or the file system refuses (its ``filename`` is ``path``); the
             previous file at ``path`` is kept as it was and the temporary file is removed.
     """
     path = Path(path)
+    if why := record_problem(path):
+        raise OutputError(f"{display_path(path)} {why}: {FIX}")
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
@@ -79,7 +159,13 @@ def write_atomic(path: str | Path, data: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        if why := record_problem(path):  # a record put there meanwhile is not replaced either
+            raise OutputError(f"{display_path(path)} {why}: {FIX}")
         os.replace(tmp, path)
+    except OutputError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from flopsweep.budget import ReadBudget
 from flopsweep.files import RecordError, read_json
 from flopsweep.identity.versions import (  # the chain, re-exported: callers import it from here
     CHECKPOINTING_BOOLS,
@@ -146,8 +147,9 @@ def _json_type(value: Any) -> str:
     )
 
 
-def read_record(path: Path) -> tuple[Record, int]:
-    """Parse (with :func:`flopsweep.files.read_json`), upgrade and check one ``metrics.json``.
+def read_record(path: Path, budget: ReadBudget | None = None) -> tuple[Record, int]:
+    """Parse (with :func:`flopsweep.files.read_json`, through ``budget`` when given:
+    :meth:`flopsweep.budget.ReadBudget.read_json`), upgrade and check one ``metrics.json``.
 
     Returns:
         ``(record, version)``: the record in the current schema, and the
@@ -156,9 +158,10 @@ def read_record(path: Path) -> tuple[Record, int]:
     Raises:
         RecordError: for an unreadable, empty, oversized, truncated, too deeply nested or
             non-object file, an unknown ``schema_version``, a missing required key, a
-            set-up name that is not text, or an integer too large for a float.
+            set-up name that is not text, or an integer too large for a float; a file read
+            already under another name (a hard link), or past ``budget``.
     """
-    record = read_json(Path(path))
+    record = budget.read_json(Path(path)) if budget is not None else read_json(Path(path))
     version = record.get("schema_version")
     check_numbers(record)
     record = upgrade(record)

@@ -20,6 +20,7 @@ test: non-overlapping 95% intervals imply p < 0.05; overlapping ones may still d
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections.abc import Sequence
 from functools import lru_cache
@@ -105,6 +106,34 @@ POOL_KEYS = ["repeat_group", "setup_id", "world_size"]
 (``setup_id``) and the world size."""
 
 
+def join_moved_sweeps(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with one ``repeat_group`` for the rounds of a sweep that was moved, then resumed.
+
+    A round's ``run.repeat_group`` is a hash of its sweep folder's path when it ran
+    (``flopsweep.job.lifecycle.repeat_fields``): after ``mv S T`` and ``resume=true`` in ``T``, the
+    earlier rounds carry the hash of ``S`` and the new ones that of ``T``, and did not pool. Groups
+    whose rounds lie in one sweep folder (the parent of their job folders, ``T/0``, ``T/1``) are one
+    group, named by the smallest id; a group copied elsewhere keeps joining by its id."""
+    if "repeat_group" not in df or df["repeat_group"].notna().sum() < 2:
+        return df
+    root: dict[str, str] = {}
+
+    def find(group: str) -> str:
+        while root.setdefault(group, group) != group:
+            group = root[group]
+        return group
+
+    have = df["repeat_group"].notna()
+    folders = df.loc[have, "run_dir"].astype(str).map(os.path.dirname)
+    for _, groups in df.loc[have, "repeat_group"].astype(str).groupby(folders):
+        first, *others = sorted({find(g) for g in groups})
+        for other in others:
+            root[other] = first
+    df = df.copy()
+    df["repeat_group"] = df["repeat_group"].map(lambda g: find(str(g)) if pd.notna(g) else g)
+    return df
+
+
 def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) -> pd.DataFrame:
     """``df`` with the rounds of each repeated measurement (:data:`POOL_KEYS`) as one row.
 
@@ -114,8 +143,10 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
     (``ci_over`` ``repeats``), ``repeats`` the count of rounds, ``run_dir`` every round's folder
     (comma-separated), the load columns the highest, and the rounds' distinct warnings. A group
     of one round keeps its interval over steps. Rounds with the same ``run_id`` (copies of one
-    record) count once. Row order: each group at its first round.
+    record) count once. Row order: each group at its first round. The rounds of a sweep moved and
+    then resumed are one group (:func:`join_moved_sweeps`).
     """
+    df = join_moved_sweeps(df)
     key = df[POOL_KEYS].astype(object).where(df[POOL_KEYS].notna(), None)
     eligible = pooled & key.notna().all(axis=1)
     if not eligible.any():

@@ -17,6 +17,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 
+from flopsweep import tree
 from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_json
 from flopsweep.record import METRICS_FILE, STATUSES
 
@@ -66,7 +67,7 @@ def _read_status(path: Path) -> tuple[str, str | None]:
 def ok_run_ids(sweep_dir: Path) -> dict[str, str]:
     """Run id by path of the ``ok`` records under ``sweep_dir`` (the ones a resumed sweep skips)."""
     found = {}
-    for path in sorted(Path(sweep_dir).rglob(METRICS_FILE)):
+    for path in sorted(tree.find(sweep_dir, METRICS_FILE)):
         status, run_id = _read_status(path)
         if status == "ok" and run_id is not None:
             found[str(path)] = run_id
@@ -81,7 +82,7 @@ def count_statuses(sweep_dir: Path, kept: dict[str, str] | None = None) -> Count
             (:func:`ok_run_ids`); a record still holding its old run id counts as
             ``skipped``. Unreadable records count as ``unreadable``.
     """
-    return Counter(_counted(path, kept or {}) for path in sorted(Path(sweep_dir).rglob(METRICS_FILE)))
+    return Counter(_counted(path, kept or {}) for path in sorted(tree.find(sweep_dir, METRICS_FILE)))
 
 
 def _counted(path: Path, kept: dict[str, str]) -> str:

@@ -49,6 +49,43 @@ from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every c
 
 # Records: the calibration side (the job, ``plan=true`` and ``analysis --predict`` share it).
 
+VIEW_SYSTEM_KEYS = ("world_size", "nproc_per_node", "parallel", "hostname", "device_name", "interconnect")
+"""The ``system`` keys a prediction reads of a record (:func:`calibration_view`)."""
+
+
+def _scalars(tree: Any) -> dict[str, Any]:
+    """The keys of a dict whose values are JSON scalars (text, numbers, bools, null)."""
+    if not isinstance(tree, dict):
+        return {}
+    return {k: v for k, v in tree.items() if v is None or isinstance(v, str | int | float | bool)}
+
+
+def calibration_view(record: dict[str, Any]) -> dict[str, Any]:
+    """What the prediction reads of a record, to keep in place of the whole parsed file
+    (``predict.calibration=`` and ``python -m analysis --predict`` hold every record at once):
+    ``status``, ``schema_version``, ``run.id`` and ``run.started_at``, the ``config`` and ``model``
+    sections, :data:`VIEW_SYSTEM_KEYS` of ``system``, and of ``metrics`` its scalars,
+    ``iteration_time_s`` without its ``values`` (one per measured step), ``breakdown`` and
+    ``predicted``. A prediction from views equals the prediction from the records
+    (``tests/test_analysis_safety_4.py``)."""
+    system, run = record.get("system"), record.get("run")
+    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    kept = _scalars(metrics)
+    if isinstance(metrics.get("iteration_time_s"), dict):
+        kept["iteration_time_s"] = _scalars(metrics["iteration_time_s"])
+    for key in ("breakdown", "predicted"):
+        if isinstance(metrics.get(key), dict):
+            kept[key] = metrics[key]
+    return {
+        "schema_version": record.get("schema_version"),
+        "status": record.get("status"),
+        "run": {k: run[k] for k in ("id", "started_at") if k in run} if isinstance(run, dict) else {},
+        "config": record.get("config"),
+        "model": record.get("model"),
+        "system": {k: system[k] for k in VIEW_SYSTEM_KEYS if k in system} if isinstance(system, dict) else {},
+        "metrics": kept,
+    }
+
 
 def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
     value: Any = record

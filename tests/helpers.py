@@ -145,11 +145,26 @@ def validate(cfg, env=None):
     return plan(cfg, env or Environment.detect()).cfg
 
 
+def fit_clock(record: dict) -> dict:
+    """``record`` with ``run.finished_at`` moved, when its measured steps would not fit between
+    ``run.started_at`` and it, to 10 s after they end: the analysis flags a run whose steps take
+    longer than the run (:mod:`flopsweep.plausible`)."""
+    import datetime
+
+    run, values = record["run"], record["metrics"]["iteration_time_s"].get("values") or []
+    start = datetime.datetime.fromisoformat(run["started_at"])
+    end = datetime.datetime.fromisoformat(run["finished_at"])
+    if (end - start).total_seconds() < sum(values) + 10:
+        run["finished_at"] = (start + datetime.timedelta(seconds=sum(values) + 10)).isoformat()
+    return record
+
+
 def rescaled(record: dict, *, world: int, tokens_per_device: float) -> dict:
     """``record`` (an ok v2 record) as if it ran on ``world`` data-parallel ranks at
     ``tokens_per_device`` tokens/s per device, with every derived figure recomputed from its raw
     fields, so that the analysis' plausibility checks (``analysis/checks.py``) pass it: the global
-    batch and FLOPs grow with the ranks, the measured steps all take the mean step time."""
+    batch and FLOPs grow with the ranks, the measured steps all take the mean step time (and the
+    run's clock as long as they need, :func:`fit_clock`)."""
     import copy
 
     r = copy.deepcopy(record)
@@ -179,7 +194,7 @@ def rescaled(record: dict, *, world: int, tokens_per_device: float) -> dict:
     m["mfu"] = m["model_tflops_per_device"] / m["peak_tflops"]
     m["hfu"] = m["hardware_tflops_per_device"] / m["peak_tflops"]
     m["matmul_fraction"] = m["model_tflops_per_device"] / m["measured_matmul_tflops"]
-    return r
+    return fit_clock(r)
 
 
 def _cpu_sdpa_forward(q, k, v, *args, out_shape=None, **kwargs) -> int:

@@ -89,6 +89,9 @@ TORCH_FREE = (
     "flopsweep.layout",
     "flopsweep.identity",
     "flopsweep.identity.versions",
+    "flopsweep.budget",  # the read budget of the analysis and predict.calibration
+    "flopsweep.tree",  # the one walk for records
+    "flopsweep.plausible",  # the checks of a record, shared with predict.calibration
 )
 """The flopsweep modules the analysis may import: none of them imports torch."""
 

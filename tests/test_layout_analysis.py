@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import rescaled, run_py
+from helpers import fit_clock, rescaled, run_py
 
 import analysis
 from analysis.plots import series_labels
@@ -76,7 +76,7 @@ def _record(
     r["config"]["parallel"] = {**DEFAULT, **parallel}
     r["run"]["id"] = path.name
     path.mkdir(parents=True)
-    (path / "metrics.json").write_text(json.dumps(r))
+    (path / "metrics.json").write_text(json.dumps(fit_clock(r)))
 
 
 def _layout_sweep(root: Path) -> None:

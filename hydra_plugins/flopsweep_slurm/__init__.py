@@ -43,7 +43,7 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
 )
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from flopsweep import cluster, slurm
+from flopsweep import cluster, slurm, tree
 from flopsweep.config import ConfigError
 
 
@@ -171,7 +171,7 @@ class WatchingLauncher(BaseSubmititLauncher):
         """Submit the jobs in waves of :meth:`_wave` jobs (Slurm: all at once, as one array) and
         wait for each wave before the next."""
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        before = {str(p): _run_id(p) for p in sweep_dir.rglob("metrics.json")} if sweep_dir.exists() else {}
+        before = {str(p): _run_id(p) for p in tree.find(sweep_dir, "metrics.json")}  # none: not a folder yet
         submitted_at = time.time()
         returns: list[JobReturn] = []
         size = max(1, self._wave(len(job_overrides)))
