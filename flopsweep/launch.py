@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from flopsweep import record as rec
 from flopsweep.files import RecordError, read_regular
+from flopsweep.models.hf_files import validated_bytes
 from flopsweep.worker import RankSpec, injected_file, spawned_main
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ def launch_local(plan: Plan, job_dir: Path) -> Outcome:
         nproc_per_node=nproc,
         layout=plan.layout,
         verbose=logging.getLogger("flopsweep").isEnabledFor(logging.DEBUG),
+        model_file=validated_bytes(cfg.model),
     )
     context = mp.start_processes(spawned_main, args=(spec,), nprocs=nproc, join=False, start_method="spawn")
     try:
