@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from flopsweep import record as rec
 from flopsweep.files import RecordError, own_folder, read_regular
+from flopsweep.models.hf_files import validated_bytes
 from flopsweep.worker import RankSpec, injected_file, spawned_main
 
 if TYPE_CHECKING:
@@ -148,6 +149,7 @@ def launch_local(plan: Plan, job_dir: Path) -> Outcome:
         layout=plan.layout,
         verbose=logging.getLogger("flopsweep").isEnabledFor(logging.DEBUG),
         agent_store=True,
+        model_file=validated_bytes(cfg.model),
     )
     try:
         with isolated_start() as private:

@@ -76,6 +76,10 @@ most in-flight micro-batches, or the last, which computes the loss):
   (Inductor fuses the upcast into the log-softmax); ``tokens x V / tp`` logits (a loss-parallel
   head), on the last stage, for one pipeline micro-batch.
 
+- **registered buffers** of the module (:attr:`MemoryEstimate.buffers`), at both moments: the
+  family's ``buffer_bytes`` (``model=hf`` measures them on its meta-device build: a GPT-Neo of
+  ``max_position_embeddings`` 32768 keeps a 1 GiB causal mask per layer).
+
 Not counted: the CUDA context (about 0.5 GiB, not in ``max_memory_allocated``), allocator
 fragmentation (``reserved - allocated``), fp8's smaller saved activations (torchao keeps float8
 copies), and the gathered key and value blocks of ``blocksparse`` ``impl=gather``.
@@ -147,17 +151,21 @@ class MemoryEstimate:
     lowest_block: int = 0
     """The lowest block's backward, on top of :attr:`step_states` (:func:`lowest_block_bytes`):
     its activations and what is unsharded then, less its own gradients not yet made."""
+    buffers: int = 0
+    """The module's registered buffers, whole on every rank (FSDP2 and ZeRO shard parameters
+    only): the family's ``buffer_bytes`` (``model=hf``: measured on the meta-device build, e.g.
+    GPT-Neo's ``max_position_embeddings^2`` causal masks); 0 for the built-in families."""
 
     @property
     def backward_start(self) -> int:
-        """Bytes at the start of backward: states, activations, workspace and logits."""
-        return self.model_states + self.activations + self.attention_workspace + self.logits
+        """Bytes at the start of backward: states, activations, workspace, logits and buffers."""
+        return self.model_states + self.activations + self.attention_workspace + self.logits + self.buffers
 
     @property
     def end_of_backward(self) -> int:
-        """Bytes at the end of backward and the optimizer step: every model state, and the larger
-        of the gradient reduce-scatter buffers and the lowest block's backward."""
-        return self.step_states + max(self.reduce_buffers, self.lowest_block)
+        """Bytes at the end of backward and the optimizer step: every model state, the larger
+        of the gradient reduce-scatter buffers and the lowest block's backward, and the buffers."""
+        return self.step_states + max(self.reduce_buffers, self.lowest_block) + self.buffers
 
     @property
     def total(self) -> int:
@@ -380,13 +388,15 @@ one rank (``benchmarks/results/h200/frontier/``):
   ``estimate_zero3_model_states_mem_needs`` allows 1.5x (its ``additional_buffer_factor``).
 
 The CUDA context, the libraries, the first copy of the model and pinned staging buffers, which the
-count leaves out. Only a warning uses it (:func:`offload_host_held_bytes`): one host, one model."""
+count leaves out. The launch refuses by it (:func:`offload_host_held_bytes`, against the free host
+memory: ``flopsweep.job.hostcheck``); validation, against the host's total, by the lower bound."""
 
 
 def offload_host_held_bytes(cfg: Any, layout: Layout) -> int:
     """One rank's host memory an offloading run is expected to hold: :func:`offload_host_bytes`
     times :data:`OFFLOAD_HOST_HELD` of its backend (0 without offload). An estimate from one host's
-    runs, for a warning; validation refuses at the lower bound only."""
+    runs: the launch refuses a run whose estimate exceeds the free host memory
+    (:func:`flopsweep.job.check_free_host_memory`)."""
     return int(offload_host_bytes(cfg, layout) * BACKEND_SPECS[cfg.backend.name].host_held)
 
 
@@ -541,4 +551,5 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         method=method,
         reduce_buffers=fsdp_reduce_bytes(cfg, layout),
         lowest_block=lowest_block_bytes(cfg, layout),
+        buffers=family(cfg.model).memory(cfg.model).get("buffer_bytes", 0),
     )

@@ -75,7 +75,8 @@ class HFConfig(ModelConfig):
     (``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``vocab_size``), and ``name``
     too when left empty (the file's ``_name_or_path``, else its stem, or its folder's name for a
     ``config.json``). A shape key set by hand that disagrees with the file is refused (the file is the
-    model: edit a copy of it instead). ``seq_len`` is the run's own.
+    model: edit a copy of it instead). ``seq_len`` is the run's own. ``config_sha256`` is filled
+    from the file too.
     """
 
     name: str = ""
@@ -96,6 +97,11 @@ class HFConfig(ModelConfig):
     ``grouped_mm`` one grouped GEMM (CUDA, bf16), ``batched_mm`` gathers each token's expert
     weights (memory ``tokens x top_k`` expert matrices). A dense model (no ``num_experts_per_tok``) takes
     only the default: validation refuses another, which nothing would run."""
+    config_sha256: str = ""
+    """The SHA-256 (hex) of the ``config.json`` bytes validation read; filled by validation (empty:
+    not yet read). Set by hand, the file must have that hash. Validation reads the file once: the
+    ranks build from those bytes, and the job key and set-up key (``flopsweep.identity``) include
+    the hash, so ``resume=true`` runs a changed file again."""
 
 
 @dataclass(kw_only=True)

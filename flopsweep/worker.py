@@ -54,6 +54,10 @@ class RankSpec:
     agent_store: bool = False
     """The launcher serves the rendezvous store at ``master_port`` (:func:`flopsweep.launch.agent_store`):
     rank 0 joins it as a client (``TORCHELASTIC_USE_AGENT_STORE``) instead of binding the port."""
+    model_file: bytes | None = None
+    """The ``config.json`` bytes validation read for ``model=hf``
+    (:func:`flopsweep.models.hf_files.validated_bytes`): the rank builds from them, never from the
+    path again (a file swapped after validation is not what runs). None for other families."""
 
     @property
     def world_size(self) -> int:
@@ -205,6 +209,10 @@ def cpu_threads(nproc_per_node: int) -> int:
 
 def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     cfg = spec.cfg
+    if spec.model_file is not None:  # the file its job validated, kept for hf_files.source
+        from flopsweep.models.hf_files import pin
+
+        pin(spec.model_file, cfg.model.config, Path(cfg.model.config))  # the path is not read
     # DeepSpeed picks its accelerator at import; make it match the run's device.
     os.environ.setdefault("DS_ACCELERATOR", cfg.device)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed")

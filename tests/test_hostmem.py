@@ -132,17 +132,14 @@ def test_a_plan_for_gpus_not_here_states_the_offload_host_memory_instead_of_refu
     )
 
 
-def test_gpu_offload_over_the_free_host_memory_is_refused_warned_about_or_let_go(tmp_path: Path) -> None:
-    """On GPUs with offload, the launch (job.check_free_host_memory) refuses a run whose lower bound
-    of offloaded states (16 bytes per parameter) exceeds the host memory free now; between that and
-    what the H200's runs held (the lower bound times memory.OFFLOAD_HOST_HELD: ZeRO-Offload passed
-    the lower bound at 6.94 B parameters and was killed by the OOM killer) it warns, and the warning
-    lands first in the record's warnings; a model whose offload fits is let go."""
-    from flopsweep import record as rec
+def test_gpu_offload_over_the_free_host_memory_by_its_estimate_is_refused_or_let_go() -> None:
+    """On GPUs with offload, the launch (job.check_free_host_memory) refuses a run whose estimate of
+    host memory (the offloaded states, 16 bytes per parameter, times what the H200's runs held over
+    them: memory.OFFLOAD_HOST_HELD, 1.25 for ZeRO-Offload, which passed the lower bound at 6.94 B
+    parameters and was killed by the OOM killer) exceeds the host memory free now, also where the
+    lower bound alone would fit (issue 40: it was only warned about); a model whose estimate fits is
+    let go."""
     from flopsweep.job import check_free_host_memory
-    from flopsweep.job.records import measured, recorded
-    from flopsweep.job.result import JobResult
-    from flopsweep.launch import Outcome
     from flopsweep.memory import offload_host_bytes, offload_host_held_bytes
     from flopsweep.options import DeepSpeedConfig
     from flopsweep.plan import plan
@@ -166,7 +163,7 @@ def test_gpu_offload_over_the_free_host_memory_is_refused_warned_about_or_let_go
     assert err.value.key == "backend.offload_optimizer" and "\n" not in message
     assert "GiB is free now" in message and "offload off" in message
     assert check_free_host_memory(planned(2, n_embd=128)) is None
-    # Between: 16 P at 0.89 of the free memory, 20 P (ZeRO's 1.25) at 1.11 of it.
+    # Between: 16 P at 0.89 of the free memory, 20 P (ZeRO's 1.25) at 1.11 of it: refused.
     per_layer = offload_host_bytes(planned(2, 1024).cfg, planned(2, 1024).layout) - offload_host_bytes(
         planned(1, 1024).cfg, planned(1, 1024).layout
     )
@@ -176,26 +173,13 @@ def test_gpu_offload_over_the_free_host_memory_is_refused_warned_about_or_let_go
         offload_host_bytes(between.cfg, between.layout),
         offload_host_held_bytes(between.cfg, between.layout),
     )
-    assert held == int(lower * 1.25)
-    warning = check_free_host_memory(between, free)
-    assert warning is not None and warning.startswith(
-        "host_memory: backend.offload_optimizer=cpu: offload holds "
-    )
-    assert f"{lower / GIB:.1f} GiB of model states" in warning and "expect an out-of-memory kill" in warning
-    run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": None}
-    killed = Outcome(
-        status="error", error=rec.error("WorkerKilled", "rank 0 was killed by SIGKILL", "measure")
-    )
-    job = JobResult(
-        path=tmp_path / "metrics.json",
-        cfg=between.cfg,
-        run=run,
-        layout=between.layout,
-        outcome=killed,
-        launch_warnings=[warning],
-    )
-    record = recorded(measured(job))
-    assert record["status"] == "error" and record["warnings"][0] == warning
+    assert held == int(lower * 1.25) and lower < free < held
+    with pytest.raises(ConfigError) as err:
+        check_free_host_memory(between, free)
+    message = str(err.value)
+    assert err.value.key == "backend.offload_optimizer" and "expected to hold about" in message
+    assert f"{lower / GIB:.1f} GiB of model states" in message and "OOM killer" in message
+    assert check_free_host_memory(between, held + GIB) is None
 
 
 def test_on_the_cpu_the_peak_counts_the_offloaded_states_in_the_same_memory() -> None:

@@ -3,7 +3,8 @@
 Every comparison of records goes through here, in this order: the record is brought to the
 current schema (:func:`upgrade`, the v0 -> v1 -> v2 chain), its config to today's form
 (:func:`current_config`: the keys added later at the value older records implied, listed once
-in :data:`ADDED_LATER`), and then one of these keys is taken:
+in :data:`ADDED_LATER`; ``model=hf``'s config hash from its ``model`` section,
+:func:`with_config_hash`), and then one of these keys is taken:
 
 - the **job key** (:func:`job_key`, ``run.job_key``): what ``resume=true`` must match to skip an
   ``ok`` record or take over a failed one's probes: the whole config less the run controls
@@ -70,14 +71,24 @@ __all__ = [
     "setup_config",
     "setup_key",
     "upgrade",
+    "with_config_hash",
 ]
 
 
 # --- today's config: the keys added later ---------------------------------------------------------------
 
-IDENTITY_VERSION = 1
+IDENTITY_VERSION = 2
 """The version of the keys :func:`record_keys` writes (``run.identity_version``). A record of
-another version, or of none, has its keys computed again from its config."""
+another version, or of none, has its keys computed again from its config; but the keys of a
+version-1 record of a built-in family, which version 2 computes alike, are taken as stored.
+
+- 1: the keys as first written.
+- 2: ``model=hf``'s ``config.model.config_sha256`` (the hash of the ``config.json`` bytes validation
+  read) is in the config, so the job key and the set-up key change when the file does
+  (``resume=true`` runs it again; the analysis does not pool two files under one name). A record
+  from before carries the hash in its ``model`` section only, which :func:`with_config_hash` copies
+  in: an unchanged file is the same job and set-up as before, and such a record's set-up id changes
+  once, to include the hash."""
 
 PARALLEL_DEFAULT = {
     "dp_replicate": 1,
@@ -133,21 +144,41 @@ def current_config(config: Mapping[str, Any]) -> Record:
     return out
 
 
+def with_config_hash(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``record`` with ``config.model.config_sha256`` for ``model=hf`` (identity version 2): a record
+    written before the key has the file's hash in its ``model`` section only, copied in here (a new
+    dict); any other record as it is (one without a hash anywhere keeps none: it matches no validated
+    config, whose hash validation fills)."""
+    config, model = record.get("config"), record.get("model")
+    m = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(m, dict) or m.get("arch") != "hf" or "config_sha256" in m:
+        return record
+    sha = model.get("config_sha256") if isinstance(model, dict) else None
+    if not isinstance(sha, str):
+        return record
+    return {**record, "config": {**config, "model": {**m, "config_sha256": sha}}}
+
+
 def _upgraded(record: Mapping[str, Any]) -> Mapping[str, Any]:
     """``record`` at :data:`SCHEMA_VERSION` (one without ``schema_version``, such as
-    ``{"config": ...}`` of a config about to run, counts as current).
+    ``{"config": ...}`` of a config about to run, counts as current), ``model=hf``'s config hash
+    in its config (:func:`with_config_hash`).
 
     Raises:
         RecordError: an unknown ``schema_version`` (see :func:`upgrade`)."""
     version = record.get("schema_version", SCHEMA_VERSION)
-    return record if version == SCHEMA_VERSION and not isinstance(version, bool) else upgrade(dict(record))
+    current = record if version == SCHEMA_VERSION and not isinstance(version, bool) else upgrade(dict(record))
+    return with_config_hash(current)
 
 
 def _stored(record: Mapping[str, Any], name: str) -> str | None:
-    """``run.<name>`` when the record's ``run.identity_version`` is :data:`IDENTITY_VERSION`."""
-    run = record.get("run")
-    if isinstance(run, dict) and type(run.get("identity_version")) is int:
-        if run["identity_version"] == IDENTITY_VERSION and isinstance(run.get(name), str):
+    """``run.<name>`` when the record's ``run.identity_version`` is :data:`IDENTITY_VERSION`, or 1
+    and the record is not ``model=hf``'s (version 2 changed the keys of ``model=hf`` only)."""
+    run, config = record.get("run"), record.get("config")
+    model = config.get("model") if isinstance(config, dict) else None
+    hf = not isinstance(model, dict) or model.get("arch") == "hf"
+    if isinstance(run, dict) and type(run.get("identity_version")) is int and isinstance(run.get(name), str):
+        if run["identity_version"] == IDENTITY_VERSION or (run["identity_version"] == 1 and not hf):
             return run[name]
     return None
 
@@ -326,6 +357,7 @@ def calibration_key(
     without the micro batch when ``micro_batch`` is False (:func:`flopsweep.predict.compute_from_calibration`
     then scales by tokens); with ``only`` (one of the keys), that one value. A ``bool`` checkpointing
     (records before the policies) reads as ``full``/``none`` (:func:`current_config`)."""
+    record = with_config_hash(record)
     config = record.get("config")
     shaped = {**record, "config": current_config(config)} if isinstance(config, dict) else record
     values = [_get(shaped, path) for path in CALIBRATION_KEYS]

@@ -57,7 +57,8 @@ class ModelFamily:
         info: ``cfg -> dict``: the record's ``model`` section.
         memory: ``cfg -> {"residual", "other", "largest_layer_params"}``: activation elements per
             token and layer kept for backward (the residual-stream part separately) and the
-            largest layer, for :mod:`flopsweep.memory`.
+            largest layer, for :mod:`flopsweep.memory`; optionally ``buffer_bytes``, the module's
+            registered buffers in bytes (``hf``: measured on the meta device).
         tensor_parallel_dims: ``cfg -> {config key: size}``: the sizes that tensor parallelism splits
             into ``parallel.tp`` equal parts (heads, KV heads, MLP width, vocabulary), for the
             divisibility check before launch (``rules.tensor_parallel_shapes``); None with no plan.

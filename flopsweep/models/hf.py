@@ -27,21 +27,26 @@ SHA-256 and the sequence length. ``tests/test_hf.py`` checks them against a real
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from flopsweep import lazy
-from flopsweep.config import ConfigError
+from flopsweep.config import MAX_BY_KEY, ConfigError
 from flopsweep.models.hf_files import (  # noqa: F401 - the names callers use as hf.*
     KEY,
     MAX_CONFIG_BYTES,
+    SHA_KEY,
     SHAPE_KEYS,
     SHIPPED,
     Source,
     check_raw,
     config_path,
+    error_line,
     hf_config,
     is_moe,
     load,
+    source,
+    validated_bytes,
 )
 from flopsweep.options import HF_EXPERTS, HFConfig
 
@@ -59,23 +64,25 @@ __getattr__ = lazy.attributes_of(TORCH_MODULE, __name__)
 
 
 def _counts(cfg: HFConfig) -> dict[str, Any]:
-    """Parameters, active parameters and the largest tensor, counted on the meta device by
-    :data:`TORCH_MODULE` (which imports torch and ``transformers`` then; cached per config)."""
-    return lazy.module(TORCH_MODULE).meta_counts(_src(cfg).sha256, cfg.config)
+    """Parameters, active parameters, the largest tensor and the registered buffers' bytes, counted
+    on the meta device by :data:`TORCH_MODULE` (which imports torch and ``transformers`` then; cached
+    per file content)."""
+    return lazy.module(TORCH_MODULE).meta_counts(source(cfg))
 
 
 def _counted_flops(cfg: HFConfig, recompute: str) -> int:
     """FLOPs of one sequence counted by :data:`TORCH_MODULE` (``hf_nn.counted_flops``)."""
-    return lazy.module(TORCH_MODULE).counted_flops(_src(cfg).sha256, cfg.config, cfg.seq_len, recompute)
+    return lazy.module(TORCH_MODULE).counted_flops(source(cfg), cfg.seq_len, recompute)
 
 
-def _set_fields(cfg: HFConfig, src: Source) -> None:
-    """Fill the shape keys from the file; a key set by hand to another value is refused (a sweep
-    over ``model.n_layer`` would otherwise run the same model under other names)."""
+def _set_fields(cfg: HFConfig, src: Source, built: Any) -> None:
+    """Fill the shape keys from the file as transformers reads it (``built``, its config: aliases such
+    as GPT-Neo's ``num_layers`` and the class's defaults applied); a key set by hand to another value is
+    refused (a sweep over ``model.n_layer`` would otherwise run the same model under other names)."""
     for key, field in SHAPE_KEYS.items():
         try:
-            value = int(src.data.get(field, 0))
-        except (TypeError, ValueError):
+            value = int(getattr(built, field, 0) or 0)
+        except (TypeError, ValueError, OverflowError):
             value = 0
         given = getattr(cfg, key)
         if given and given != value:
@@ -92,19 +99,29 @@ def _set_fields(cfg: HFConfig, src: Source) -> None:
 
 
 def check(cfg: HFConfig) -> None:
-    """Read ``model.config`` and refuse what cannot be built; fill ``n_layer``, ``n_embd``,
-    ``n_head``, ``vocab_size`` (and an empty ``name``) from it (see :class:`HFConfig`).
+    """Read ``model.config`` once and refuse what cannot be built; fill ``n_layer``, ``n_embd``,
+    ``n_head``, ``vocab_size`` (and an empty ``name``) from it (see :class:`HFConfig`) and
+    ``config_sha256`` (the bytes kept: :func:`flopsweep.models.hf_files.source`).
+
+    The file's own checks come first (``hf_files.parse``, ``check_raw``, ``check_built``), then the
+    model is built once on the meta device (no memory) and runs one forward and backward of one
+    sequence there (:func:`_built`): what transformers cannot build or run is refused here.
 
     Raises:
         ConfigError: a missing path, malformed JSON, no causal LM, no transformers, a bad ``model.experts``
-            (unknown, or other than the default on a dense model).
+            (unknown, or other than the default on a dense model), a ``model.config_sha256`` that is not
+            the file's, any value transformers or the meta-device build refuses (naming ``model.config``).
     """
     if cfg.experts not in HF_EXPERTS:
         raise ConfigError(
             "model.experts", cfg.experts, "is no experts implementation", f"pick one of {HF_EXPERTS}"
         )
-    src = load(cfg.config)
-    hf_config(src)
+    if cfg.config_sha256 and not re.fullmatch(r"[0-9a-f]{64}", str(cfg.config_sha256)):
+        raise ConfigError(
+            SHA_KEY, cfg.config_sha256, "is not a SHA-256 (64 lower-case hex digits)", "leave it unset"
+        )
+    src = source(cfg)
+    built = hf_config(src)
     if cfg.experts != HFConfig.experts and not is_moe(src.data):
         raise ConfigError(
             "model.experts",
@@ -114,16 +131,42 @@ def check(cfg: HFConfig) -> None:
             f"drop model.experts (the default, {HFConfig.experts}), or pick an MoE config such as "
             "model.config=qwen3-moe-tiny",
         )
-    _set_fields(cfg, src)
+    _set_fields(cfg, src, built)
     for key in ("n_layer", "n_embd", "n_head", "vocab_size"):
         if getattr(cfg, key) <= 0:
             raise ConfigError(
                 KEY, cfg.config, f"gives model.{key}={getattr(cfg, key)}", "give a complete config.json"
             )
+    cfg.config_sha256 = src.sha256
+    _built(cfg, src)
 
 
-def _src(cfg: HFConfig) -> Source:
-    return load(cfg.config)
+def _built(cfg: HFConfig, src: Source) -> None:
+    """Build the model of ``src`` on the meta device and count one forward and backward of one
+    sequence there (``hf_nn.meta_counts``, ``hf_nn.counted_flops``: what the estimates and the record
+    take anyway, cached), at ``cfg.seq_len`` when that is within its bound (else 8 tokens: the bound
+    is refused by ``checks.check_bounds``, naming ``model.seq_len``).
+
+    Raises:
+        ConfigError: naming ``model.config`` and the exception, on one line, for anything that fails:
+            a negative or zero size, heads that do not fit the width, an unknown activation or RoPE
+            type, a padding index past the vocabulary, shapes that do not meet in the forward.
+    """
+    seq_len = cfg.seq_len if 0 < cfg.seq_len <= MAX_BY_KEY["model.seq_len"] else 8
+    nn_module = lazy.module(TORCH_MODULE)
+    try:
+        nn_module.meta_counts(src)
+        nn_module.counted_flops(src, seq_len, "none")
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever transformers raises is this file's fault
+        raise ConfigError(
+            KEY,
+            cfg.config,
+            f"cannot be built and run by transformers on the meta device ({error_line(exc)})",
+            "correct the value the error names in the config.json (a size, a count, an activation or "
+            "RoPE type), or give the config.json of a model transformers builds",
+        ) from None
 
 
 def n_params(cfg: HFConfig) -> int:
@@ -157,7 +200,7 @@ def eq3_flops(cfg: HFConfig, global_batch: int, recompute_forward: bool) -> None
 def info(cfg: HFConfig) -> dict[str, Any]:
     """The record's ``model`` section: ``arch`` ``hf``, the name, the config's value and its
     architecture and SHA-256, the shape read from it, ``n_params`` and ``n_active_params``."""
-    src = _src(cfg)
+    src = source(cfg)
     archs = src.data.get("architectures") or [src.data.get("model_type", "")]
     return {
         "name": cfg.name,
@@ -179,18 +222,21 @@ def memory(cfg: HFConfig) -> dict[str, int]:
     """Shapes for :mod:`flopsweep.memory`, as Llama's (an approximation for other layers): the two
     norm inputs and their normalised values as the residual part; norm outputs, q, k, v, attention
     out and four SwiGLU tensors of the active MLP width (``top_k + shared`` experts for MoE) as the
-    rest; compiled, the norm inputs and two SwiGLU tensors fewer (see ``llama.memory``)."""
-    d = _src(cfg).data
+    rest; compiled, the norm inputs and two SwiGLU tensors fewer (see ``llama.memory``). Plus
+    ``buffer_bytes``: every registered buffer of the module (persistent or not: GPT-Neo's causal
+    masks, ``max_position_embeddings^2`` bytes per layer; rotary ``inv_freq``), measured on the
+    meta-device build, in bytes."""
+    d = source(cfg).data
     h = cfg.n_embd
-    hd = int(d.get("head_dim") or h // cfg.n_head)
-    kv = int(d.get("num_key_value_heads") or cfg.n_head) * hd
+    hd = _whole(d, "head_dim", default=h // cfg.n_head)
+    kv = _whole(d, "num_key_value_heads", default=cfg.n_head) * hd
+    ffn = _whole(d, "intermediate_size", default=4 * h)
     if is_moe(d):
-        shared = int(d.get("n_shared_experts") or 0)
-        expert = d.get("moe_intermediate_size") or d.get("intermediate_size", 4 * h)  # OLMoE: the latter
-        ffn = int(expert) * (int(d["num_experts_per_tok"]) + shared)
-    else:
-        ffn = int(d.get("intermediate_size", 4 * h))
-    largest = max(cfg.vocab_size * h, _counts(cfg)["largest"])
+        shared = _whole(d, "n_shared_experts", default=0)
+        expert = _whole(d, "moe_intermediate_size", default=ffn)  # OLMoE: intermediate_size
+        ffn = expert * (_whole(d, "num_experts_per_tok", default=1) + shared)
+    counts = _counts(cfg)
+    largest = max(cfg.vocab_size * h, counts["largest"])
     other = 3 * h + cfg.n_head * hd + 2 * kv + 4 * ffn
     return {
         "residual": 4 * h,
@@ -198,4 +244,11 @@ def memory(cfg: HFConfig) -> dict[str, int]:
         "residual_compiled": 2 * h,
         "other_compiled": other - 2 * ffn,
         "largest_layer_params": largest,
+        "buffer_bytes": counts["buffer_bytes"],
     }
+
+
+def _whole(data: dict[str, Any], key: str, *, default: int) -> int:
+    """``data[key]`` when it is a positive whole number, else ``default``."""
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default

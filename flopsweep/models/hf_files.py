@@ -2,36 +2,59 @@
 
 ``model.config`` is a path to a ``config.json`` (or the folder holding one) or the name of a file
 shipped in ``hf_configs/`` beside this module. Plain ``json``: neither ``transformers`` nor torch is
-imported here, except ``transformers``' config classes inside :func:`hf_config` (its checks).
+imported here, except ``transformers``' config classes inside :func:`hf_config` and
+:func:`check_raw` (their checks and field aliases).
+
+The file is read once per validation (:func:`load`) and kept, by its SHA-256, in this process
+(:func:`pin`, at most :data:`MAX_PINNED` files); validation writes the hash into
+``model.config_sha256`` and everything after it (the estimates, the record, the ranks, which receive
+the bytes: :func:`validated_bytes`) takes the file it validated (:func:`source`), never the path
+again: a file swapped after validation is not what runs.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
+import math
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flopsweep.config import MAX_BY_KEY, MAX_INT, ConfigError
 from flopsweep.files import RecordError, read_regular
+from flopsweep.text import printable
 
 SHIPPED = Path(__file__).parent / "hf_configs"
 """The shipped configs, ``NAME.json`` each (written from the public model cards; no weights)."""
 MAX_CONFIG_BYTES = 1 << 20
 """The largest ``config.json`` read (1 MiB; real ones are a few KiB)."""
+MAX_DEPTH = 16
+"""The deepest nesting of objects and arrays taken (real configs: 4; a 5,000-deep array made
+``json.loads`` raise ``RecursionError``)."""
+MAX_PINNED = 32
+"""Validated files kept in one process (each at most :data:`MAX_CONFIG_BYTES`)."""
 KEY = "model.config"
+SHA_KEY = "model.config_sha256"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class Source:
-    """One ``config.json``: where it is, its bytes' SHA-256 (hex) and its parsed keys."""
+    """One ``config.json``: where it is, its bytes, their SHA-256 (hex) and its parsed keys. Equal
+    (and hashed) by the SHA-256: one content builds one model, wherever it lies."""
 
     path: Path
     sha256: str
     data: dict[str, Any]
+    raw: bytes
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Source) and other.sha256 == self.sha256
+
+    def __hash__(self) -> int:
+        return hash(self.sha256)
 
     @property
     def label(self) -> str:
@@ -39,6 +62,10 @@ class Source:
         if name := self.data.get("_name_or_path"):
             return str(name)
         return self.path.parent.name if self.path.name == "config.json" else self.path.stem
+
+
+_PINNED: OrderedDict[tuple[str, str], Source] = OrderedDict()
+"""The validated files of this process by ``(model.config, SHA-256)``, the newest last."""
 
 
 def config_path(value: str) -> Path:
@@ -54,7 +81,7 @@ def config_path(value: str) -> Path:
     try:
         path = Path(value).expanduser()
         return (path / "config.json" if path.is_dir() else path).resolve(strict=False)
-    except (OSError, RuntimeError) as exc:  # a link loop: ELOOP, or pathlib's "Symlink loop"
+    except (OSError, RuntimeError, ValueError) as exc:  # a link loop (ELOOP, "Symlink loop"), a NUL
         raise ConfigError(
             KEY, value, f"cannot be resolved ({exc})", "give a config.json path that is no link loop"
         ) from None
@@ -64,12 +91,13 @@ def _shipped_names() -> str:
     return ", ".join(sorted(p.stem for p in SHIPPED.glob("*.json")))
 
 
-@functools.lru_cache(maxsize=64)
 def load(value: str) -> Source:
-    """Read and parse ``model.config=value`` (at most :data:`MAX_CONFIG_BYTES`).
+    """Read and parse ``model.config=value`` now (at most :data:`MAX_CONFIG_BYTES`; :func:`parse`),
+    and keep it (:func:`pin`).
 
     Raises:
-        ConfigError: naming ``model.config`` for a missing or unreadable file or malformed JSON.
+        ConfigError: naming ``model.config`` for a missing or unreadable file, or what :func:`parse`
+            refuses.
     """
     path = config_path(value)
     if not path.exists():
@@ -83,13 +111,106 @@ def load(value: str) -> Source:
         raw = read_regular(path, MAX_CONFIG_BYTES)
     except RecordError as exc:
         raise ConfigError(KEY, value, f"cannot be read ({exc})", "give a readable config.json") from None
+    return pin(raw, value, path)
+
+
+def pin(raw: bytes, value: str, path: Path | None = None) -> Source:
+    """The :class:`Source` of the bytes ``raw`` of ``model.config=value`` (:func:`parse`d), kept in
+    this process for :func:`source` (a rank pins the bytes its job validated: :func:`validated_bytes`).
+
+    Raises:
+        ConfigError: what :func:`parse` refuses.
+    """
+    sha = hashlib.sha256(raw).hexdigest()
+    src = Source(path=path or config_path(value), sha256=sha, data=parse(raw, value), raw=raw)
+    _PINNED[(value, sha)] = src
+    _PINNED.move_to_end((value, sha))
+    while len(_PINNED) > MAX_PINNED:
+        _PINNED.popitem(last=False)
+    return src
+
+
+def source(cfg: Any) -> Source:
+    """The file of ``cfg`` (an ``HFConfig``): the one validation read when ``cfg.config_sha256`` is
+    set and this process holds it (:func:`pin`), else the file read now (:func:`load`), which must
+    then have that hash.
+
+    Raises:
+        ConfigError: naming ``model.config_sha256`` when the file's hash is another now (it changed
+            after validation, or the hash was set by hand), or what :func:`load` raises.
+    """
+    if cfg.config_sha256 and (kept := _PINNED.get((cfg.config, cfg.config_sha256))) is not None:
+        return kept
+    src = load(cfg.config)
+    if cfg.config_sha256 and src.sha256 != cfg.config_sha256:
+        raise ConfigError(
+            SHA_KEY,
+            cfg.config_sha256,
+            f"is not the hash of model.config={cfg.config}, which is {src.sha256} now: the file changed "
+            "after this job was validated (or the hash was set by hand)",
+            "leave model.config_sha256 unset (validation fills it from the file), or restore the file",
+        )
+    return src
+
+
+def validated_bytes(model: Any) -> bytes | None:
+    """The bytes of the ``config.json`` validation read for ``model`` (an ``HFConfig`` that went
+    through validation), for the ranks (``RankSpec.model_file``); None for another family."""
+    if getattr(model, "arch", None) != "hf" or not getattr(model, "config_sha256", ""):
+        return None
+    return source(model).raw
+
+
+def parse(raw: bytes, value: str) -> dict[str, Any]:
+    """The JSON object of ``raw``: nested at most :data:`MAX_DEPTH` deep, every number finite
+    (``NaN``, ``Infinity`` and ``1e999`` refused) and every whole number within ``config.MAX_INT``.
+
+    Raises:
+        ConfigError: naming ``model.config``, what is wrong and where.
+    """
     try:
         data = json.loads(raw)
+    except RecursionError:
+        problem = f"nests arrays or objects deeper than Python's JSON parser goes (at most {MAX_DEPTH})"
+        raise ConfigError(KEY, value, problem, "give a model's config.json") from None
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an int over 4300 digits
         raise ConfigError(KEY, value, f"is not valid JSON ({exc})", "give a model's config.json") from None
     if not isinstance(data, dict):
         raise ConfigError(KEY, value, "is JSON but not an object", "give a model's config.json")
-    return Source(path=path, sha256=hashlib.sha256(raw).hexdigest(), data=data)
+    if found := _walk(data):
+        field, problem = found
+        raise ConfigError(KEY, value, problem, f"give a model's config.json with {field} corrected")
+    return data
+
+
+def _walk(data: dict[str, Any]) -> tuple[str, str] | None:
+    """``(field, problem)`` of the first value :func:`parse` refuses in ``data``, walked without
+    recursion (``rope_scaling.factor``, ``x.0.1`` in a list); None."""
+    stack: list[tuple[str, Any, int]] = [("", data, 1)]
+    while stack:
+        where, node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth > MAX_DEPTH:
+                return where, f"nests objects and arrays {depth} deep at {where} (at most {MAX_DEPTH})"
+            items = node.items() if isinstance(node, dict) else enumerate(node)
+            stack.extend((f"{where}.{_label(k)}" if where else _label(k), v, depth + 1) for k, v in items)
+        elif isinstance(node, float) and not math.isfinite(node):
+            return where, f"has {where}={node}, not a finite number"
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
+            return where, f"has {where}={_shown(node)}, beyond the bound of {MAX_INT}"
+    return None
+
+
+def _label(key: object) -> str:
+    """A JSON key as a message shows it: controls escaped (:func:`flopsweep.text.printable`), at most
+    40 characters."""
+    text = printable(key)
+    return text if len(text) <= 40 else f"{text[:32]}...({len(text)} characters)"
+
+
+def _shown(raw: int) -> str:
+    text = str(raw)
+    return text if len(text) <= 20 else f"{text[:12]}...({len(text)} digits)"
 
 
 def _causal_lm_types() -> dict[str, str]:
@@ -104,29 +225,33 @@ def _causal_lm_types() -> dict[str, str]:
 
 
 def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any:
-    """The ``transformers`` config of ``src`` (no cache; ``experts`` for MoE layers).
+    """The ``transformers`` config of ``src`` (no cache; ``experts`` for MoE layers), after
+    :func:`check_raw`; then :func:`check_built` of it.
 
     Raises:
         ConfigError: naming ``model.config`` when it is no causal LM ``transformers`` builds natively,
-            or its ``architectures`` are not all ``*ForCausalLM`` (e.g. GPT-2's ``GPT2LMHeadModel``).
+            or its ``architectures`` are not all ``*ForCausalLM`` (e.g. GPT-2's ``GPT2LMHeadModel``),
+            or what :func:`check_raw`, ``transformers`` or :func:`check_built` refuse.
     """
     from transformers import AutoConfig
 
     value = str(src.path)
     model_type = src.data.get("model_type")
-    known = _causal_lm_types()
     archs = src.data.get("architectures") or []
     fix = "give the config.json of a *ForCausalLM model (Llama, Qwen3, Mistral, Mixtral, DeepSeek-V3, ...)"
-    if model_type not in known:
-        what = f"model_type {model_type!r}" + (f", architectures {archs}" if archs else "")
+    if not isinstance(model_type, str) or not isinstance(archs, list):
+        what = f"model_type {_brief(model_type)} and architectures {_brief(archs)}"
+        raise ConfigError(KEY, value, f"has {what}: a string and a list of class names are needed", fix)
+    if model_type not in _causal_lm_types():
+        what = f"model_type {model_type!r}" + (f", architectures {_brief(archs)}" if archs else "")
         raise ConfigError(
             KEY, value, f"is not a causal language model transformers builds natively ({what})", fix
         )
-    if not all(str(a).endswith("ForCausalLM") for a in archs):
+    if not all(isinstance(a, str) and a.endswith("ForCausalLM") for a in archs):
         raise ConfigError(
             KEY,
             value,
-            f"names architectures {archs}: flopsweep builds *ForCausalLM classes only "
+            f"names architectures {_brief(archs)}: flopsweep builds *ForCausalLM classes only "
             f"(a masked LM, or GPT-2's *LMHeadModel, is not supported)",
             fix,
         )
@@ -138,58 +263,38 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
         cfg = AutoConfig.for_model(model_type, **keys)
     except StrictDataclassError as exc:  # the config class's own field and class validators
         raise _field_error(value, exc) from None
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ConfigError(KEY, value, f"is refused by transformers: {exc}", "fix the config.json") from None
+    except Exception as exc:  # noqa: BLE001 - any refusal of the config class is this file's fault
+        raise ConfigError(
+            KEY, value, f"is refused by transformers: {error_line(exc)}", "fix the config.json"
+        ) from None
+    check_built(cfg, value)
     cfg.use_cache = False
     cfg._experts_implementation = experts
     cfg._attn_implementation = attn
     return cfg
 
 
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:48]}...({len(text)} characters)"
+
+
+def error_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of ``exc`` on one line (white space runs made one space, controls escaped:
+    :func:`flopsweep.text.printable`), at most ``limit`` characters of the message."""
+    text = printable(" ".join(str(exc).split())) or "(no message)"
+    return f"{type(exc).__name__}: {text[:limit]}{'...' if len(text) > limit else ''}"
+
+
 def _field_error(value: str, exc: Exception) -> ConfigError:
     """One line for a validation error of ``huggingface_hub``'s strict dataclasses (transformers' config
     classes): ``Validation error for field 'head_dim': TypeError: ...``, the field named in the fix."""
-    text = " ".join(str(exc).split())
+    text = printable(" ".join(str(exc).split()))
     field = re.search(r"field '(\w+)'", text)
     where = f"its {field.group(1)} field" if field else "the field it names"
     return ConfigError(
         KEY, value, f"is refused by transformers: {text}", f"correct {where} in the config.json (or drop it)"
     )
-
-
-def _raw_bounds() -> dict[str, float]:
-    """The largest value of each integer field of a ``config.json``: the shape fields take their
-    flopsweep key's bound (``config.MAX_BY_KEY``: ``num_hidden_layers`` that of ``model.n_layer``)."""
-
-    return {field: MAX_BY_KEY[f"model.{key}"] for key, field in SHAPE_KEYS.items()}
-
-
-def check_raw(src: Source) -> None:
-    """The file's numbers before transformers builds anything from them (a ``num_hidden_layers`` of
-    10^12 made transformers fill per-layer lists until memory ran out): each shape field
-    (:data:`SHAPE_KEYS`) a whole number (no bool, string or fraction) within its flopsweep key's bound,
-    every other whole number within ``config.MAX_INT``.
-
-    Raises:
-        ConfigError: naming ``model.config``, the JSON field, its value and the fix.
-    """
-
-    bounds = _raw_bounds()
-    value = str(src.path)
-    for field, raw in src.data.items():
-        if field in bounds and raw is not None and (isinstance(raw, bool) or not isinstance(raw, int)):
-            raise ConfigError(
-                KEY, value, f"has {field}={raw!r}, not a whole number", f"write {field} as a JSON integer"
-            )
-        if isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) > bounds.get(field, MAX_INT):
-            bound = int(bounds.get(field, MAX_INT))
-            shown = str(raw) if len(str(raw)) <= 20 else f"{str(raw)[:12]}...({len(str(raw))} digits)"
-            raise ConfigError(
-                KEY,
-                value,
-                f"has {field}={shown}, beyond the bound of {bound}",
-                f"give model.config a config.json with {field} at most {bound}",
-            )
 
 
 SHAPE_KEYS = {
@@ -198,7 +303,174 @@ SHAPE_KEYS = {
     "n_head": "num_attention_heads",
     "vocab_size": "vocab_size",
 }
-"""flopsweep's shape keys and the ``config.json`` keys they are read from."""
+"""flopsweep's shape keys and the ``config.json`` keys they are read from (through the config class's
+aliases: GPT-Neo's ``num_layers`` is its ``num_hidden_layers``)."""
+MAX_POSITIONS = 2**24
+"""The largest ``max_position_embeddings`` taken (16,777,216; Llama 4 Scout has 10,485,760). Some
+models allocate buffers by it (GPT-Neo: a ``max_position_embeddings^2`` mask per layer), which the
+memory estimate counts; this bounds the meta-device build that counts them."""
+MAX_EXPERTS = 2**14
+"""The most experts per MoE layer taken (16,384; DeepSeek-V3 has 256, Qwen3-Next 512)."""
+EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts")
+"""The names the config classes give the number of experts of an MoE layer."""
+POSITIVE = (
+    *SHAPE_KEYS.values(),
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "max_position_embeddings",
+    *EXPERT_COUNTS,
+    "num_experts_per_tok",
+    "decoder_sparse_step",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "n_group",
+    "topk_group",
+    "sliding_window",
+    "window_size",
+)
+"""Sizes and counts that must be at least 1 where the file gives them as whole numbers (null: the
+config class's default; other types are the config class's to refuse)."""
+
+
+POSITIVE_NUMBERS = ("rope_theta", "factor")
+"""Numbers that must be above 0 where given, at the top or in ``rope_scaling``/``rope_parameters``
+(a negative RoPE base or scaling factor builds, and trains on NaN), with every ``*_eps``/``*_epsilon``."""
+NONNEGATIVE_NUMBERS = ("initializer_range",)
+"""Numbers that must not be below 0: a negative ``initializer_range`` builds on the meta device and
+fails only in the rank's real initialisation (``normal expects std >= 0.0``)."""
+
+
+def _bounds() -> dict[str, float]:
+    """The largest value of each bounded integer field: the shape fields take their flopsweep key's
+    bound (``config.MAX_BY_KEY``: ``num_hidden_layers`` that of ``model.n_layer``), then
+    :data:`MAX_POSITIONS` and :data:`MAX_EXPERTS`; every other whole number ``config.MAX_INT``."""
+    bounds = {field: MAX_BY_KEY[f"model.{key}"] for key, field in SHAPE_KEYS.items()}
+    bounds["max_position_embeddings"] = MAX_POSITIONS
+    bounds.update(dict.fromkeys((*EXPERT_COUNTS, "num_experts_per_tok"), MAX_EXPERTS))
+    return bounds
+
+
+def _aliases(model_type: str) -> dict[str, set[str]]:
+    """``{json key: the names it stands for}`` from the config class's ``attribute_map`` (GPT-Neo's
+    ``num_layers`` is ``num_hidden_layers``, Mixtral's ``num_local_experts`` also ``num_experts``):
+    each key stands for itself and every name mapped to it."""
+    try:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        mapping = dict(getattr(CONFIG_MAPPING[model_type], "attribute_map", {}) or {})
+    except Exception:  # noqa: BLE001 - no class (hf_config refuses the type): no aliases
+        mapping = {}
+    out: dict[str, set[str]] = {}
+    for name, stored in mapping.items():
+        if isinstance(name, str) and isinstance(stored, str):
+            out.setdefault(stored, {stored}).add(name)
+            out.setdefault(name, {name}).add(stored)
+    return out
+
+
+def check_raw(src: Source) -> None:
+    """The file's numbers before transformers builds anything from them (a ``num_hidden_layers`` of
+    10^12 made transformers fill per-layer lists until memory ran out), each field under every name
+    it stands for (:func:`_aliases`): a shape field (:data:`SHAPE_KEYS`) a whole number (no bool,
+    string or fraction); a whole number of :data:`POSITIVE` at least 1; every whole number within
+    its bound (:func:`_bounds`); a ``*_eps``/``*_epsilon`` and :data:`POSITIVE_NUMBERS` above 0,
+    :data:`NONNEGATIVE_NUMBERS` at least 0.
+
+    Raises:
+        ConfigError: naming ``model.config``, the JSON field, its value and the fix.
+    """
+    bounds, value = _bounds(), str(src.path)
+    aliases = _aliases(str(src.data.get("model_type")))
+    for key, raw in src.data.items():
+        names, field = aliases.get(key, {key}), _label(key)
+        whole = isinstance(raw, int) and not isinstance(raw, bool)
+        if names & set(SHAPE_KEYS.values()) and raw is not None and not whole:
+            raise ConfigError(
+                KEY,
+                value,
+                f"has {field}={_brief(raw)}, not a whole number",
+                f"write {field} as a JSON integer",
+            )
+        bound = int(min((bounds[n] for n in names if n in bounds), default=MAX_INT))
+        if whole and abs(raw) > bound:
+            raise ConfigError(
+                KEY,
+                value,
+                f"has {field}={_shown(raw)}, beyond the bound of {bound}",
+                f"give model.config a config.json with {field} at most {bound}",
+            )
+        if whole and raw < 1 and names & set(POSITIVE):
+            raise ConfigError(
+                KEY,
+                value,
+                f"has {field}={raw}, and it is a size",
+                f"give {field} a whole number of at least 1",
+            )
+    for field, raw in _numbers(src.data):
+        name = field.rsplit(".", 1)[-1]
+        if (name in POSITIVE_NUMBERS or name.endswith(("_eps", "_epsilon"))) and not raw > 0:
+            raise ConfigError(
+                KEY, value, f"has {field}={raw}, not above 0", f"give {field} a positive number"
+            )
+        if name in NONNEGATIVE_NUMBERS and raw < 0:
+            raise ConfigError(
+                KEY, value, f"has {field}={raw}, below 0", f"give {field} a number of at least 0"
+            )
+
+
+def _numbers(data: dict[str, Any]) -> list[tuple[str, float]]:
+    """``(field, number)`` of the top level and of ``rope_scaling``/``rope_parameters`` (as
+    ``rope_scaling.factor``), bools left out."""
+    found = [(_label(k), v) for k, v in data.items()]
+    for section in ("rope_scaling", "rope_parameters"):
+        if isinstance(data.get(section), dict):
+            found += [(f"{section}.{_label(k)}", v) for k, v in data[section].items()]
+    return [(k, v) for k, v in found if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def check_built(cfg: Any, value: str) -> None:
+    """What the built ``transformers`` config (``cfg``; the file's values, its class's defaults and
+    aliases) must hold before a model is made from it: the key-value heads divide the heads, an MoE's
+    ``num_experts_per_tok`` is at most its experts, and ``pad_token_id`` is within the vocabulary.
+
+    Raises:
+        ConfigError: naming ``model.config``, the fields and the fix.
+    """
+    heads, kv = getattr(cfg, "num_attention_heads", None), getattr(cfg, "num_key_value_heads", None)
+    if _whole(heads) and _whole(kv) and kv > 0 and heads % kv:
+        raise ConfigError(
+            KEY,
+            value,
+            f"has num_key_value_heads={kv}, which does not divide num_attention_heads={heads}",
+            "give num_key_value_heads a divisor of num_attention_heads",
+        )
+    top_k = getattr(cfg, "num_experts_per_tok", None)
+    experts = next((getattr(cfg, n) for n in EXPERT_COUNTS if _whole(getattr(cfg, n, None))), None)
+    if _whole(top_k) and experts is not None and top_k > experts:
+        raise ConfigError(
+            KEY,
+            value,
+            f"routes each token to num_experts_per_tok={top_k} experts of {experts}",
+            f"give num_experts_per_tok at most {experts}",
+        )
+    pad, vocab = getattr(cfg, "pad_token_id", None), getattr(cfg, "vocab_size", None)
+    if _whole(pad) and _whole(vocab) and not -vocab <= pad < vocab:
+        raise ConfigError(
+            KEY,
+            value,
+            f"has pad_token_id={pad}, outside the vocabulary of vocab_size={vocab}",
+            f"give pad_token_id below {vocab}, or null",
+        )
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_moe(data: dict[str, Any]) -> bool:

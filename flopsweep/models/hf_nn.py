@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from flopsweep.config import AttentionConfig
-from flopsweep.models.hf_files import Source, hf_config, load
+from flopsweep.models.hf_files import Source, hf_config, source
 from flopsweep.models.layers import next_token_loss
 from flopsweep.options import HF_ATTENTION, HFConfig
 
@@ -58,8 +58,9 @@ class HFCausalLM(nn.Module):
 
 
 def build(cfg: HFConfig, attention: AttentionConfig) -> HFCausalLM:
-    """The model in fp32 on the current default device, ``attention`` as its ``attn_implementation``."""
-    return HFCausalLM(_from_config(load(cfg.config), HF_ATTENTION[attention.name], cfg.experts))
+    """The model in fp32 on the current default device, ``attention`` as its ``attn_implementation``,
+    from the file validation read (``hf_files.source``: on a rank, the bytes its job sent)."""
+    return HFCausalLM(_from_config(source(cfg), HF_ATTENTION[attention.name], cfg.experts))
 
 
 def blocks(model: HFCausalLM) -> nn.ModuleList:
@@ -102,25 +103,33 @@ def zero3_leaf_modules(model: HFCausalLM) -> list[type]:
 
 
 @functools.lru_cache(maxsize=16)
-def meta_counts(sha256: str, value: str) -> dict[str, Any]:
-    """Counts of the model built on the meta device: parameters, active parameters, largest tensor."""
+def meta_counts(src: Source) -> dict[str, Any]:
+    """Counts of the model of ``src`` built on the meta device (cached by its SHA-256): parameters,
+    active parameters, the largest tensor (elements), and ``buffer_bytes``, the bytes of every
+    registered buffer (persistent or not, each once) as the fp32 build makes them."""
     with torch.device("meta"):
-        model = _from_config(load(value), "eager", "batched_mm")
+        model = _from_config(src, "eager", "batched_mm")
     total = sum(p.numel() for p in model.parameters())
-    data = load(value).data
-    k = data.get("num_experts_per_tok")
+    k = src.data.get("num_experts_per_tok")
     inactive = 0
     for m in experts_modules(model):
         n_experts = next(p.shape[0] for p in m.parameters(recurse=False) if p.dim() == 3)
         params = sum(p.numel() for p in m.parameters())
         inactive += params - params * int(k) // n_experts
     largest = max(p.numel() for p in model.parameters())
-    return {"n_params": total, "n_active_params": total - inactive, "largest": largest}
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    return {
+        "n_params": total,
+        "n_active_params": total - inactive,
+        "largest": largest,
+        "buffer_bytes": buffers,
+    }
 
 
 @functools.lru_cache(maxsize=64)
-def counted_flops(sha256: str, value: str, seq_len: int, recompute: str) -> int:
-    """FLOPs of one forward and backward of one sequence of ``seq_len`` tokens, counted by
+def counted_flops(src: Source, seq_len: int, recompute: str) -> int:
+    """FLOPs of one forward and backward of one sequence of ``seq_len`` tokens of the model of ``src``
+    (cached by its SHA-256), counted by
     ``FlopCounterMode`` on the meta device (see the module docstring), with the recompute of
     ``recompute``: ``none``; ``early_stop`` (each block in non-reentrant ``checkpoint_wrapper``, as
     ``activation_checkpointing=full`` runs eager blocks); ``full`` (the base model's forward
@@ -131,7 +140,7 @@ def counted_flops(sha256: str, value: str, seq_len: int, recompute: str) -> int:
     from flopsweep.config import CheckpointingConfig
 
     with torch.device("meta"):
-        model = HFCausalLM(_from_config(load(value), "eager", "batched_mm"))
+        model = HFCausalLM(_from_config(src, "eager", "batched_mm"))
         tokens = torch.zeros(1, seq_len + 1, dtype=torch.long)
         mask = torch.zeros(1, 1, seq_len, seq_len)
     if recompute == "early_stop":
