@@ -55,7 +55,7 @@ class DegreeSpec:
     """Its ranks see different batches (data parallelism: :attr:`Layout.dp`); the other mesh degrees
     split the work of one batch (:attr:`Layout.non_data_parallel_size`)."""
     fsdp: str | None = None
-    """Its place in FSDP2's mesh (:func:`flopsweep.mesh.fsdp_mesh`): ``replicate`` (HSDP's replicas),
+    """Its place in FSDP2's mesh (:attr:`flopsweep.mesh.WorldMesh.fsdp`): ``replicate`` (HSDP's replicas),
     ``shard`` (the model states are sharded over it: ``dp_shard``, and ``cp``, whose ranks hold the
     same parameters, torchtitan's ``dp_shard_cp``), or None (not in it)."""
     splits_weights: bool = False

@@ -3,7 +3,7 @@
 Each model family states its plan (``ModelFamily.tensor_parallel_plan``, the module's
 ``TENSOR_PARALLEL_PLAN``: submodule name, ``*`` wildcards allowed, to a ``ParallelStyle`` of
 ``torch.distributed.tensor.parallel``), as torchtitan's per-model ``parallelize.py`` does; this
-module applies it on the ``tp`` sub-mesh (:func:`flopsweep.mesh.tp_mesh`) and owns what every plan
+module applies it on the ``tp`` sub-mesh of the world mesh (:mod:`flopsweep.mesh`) and owns what every plan
 shares:
 
 - the residual stream between blocks is sharded on the sequence dimension (``Shard(1)``), the norms
