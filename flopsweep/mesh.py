@@ -9,8 +9,9 @@ Beside it, it keeps the sub-meshes the specs declare, by name (:class:`WorldMesh
 - FSDP2's mesh (:attr:`WorldMesh.fsdp`): the ``shard`` degrees above 1 flattened into one
   dimension (torchtitan's ``dp_shard_cp``; ``dp_shard`` alone while ``cp`` is 1), after the
   ``replicate`` degrees above 1 (HSDP: 2-D);
-- a borrowing degree's mesh (``ep`` above 1): the ranks of the degrees it borrows, flattened and
-  split into ``(<name>_rest, <name>)``, the degree fastest.
+- a borrowing degree's meshes (``ep`` above 1): the ranks of the degrees it borrows, flattened and
+  split into ``(<name>_rest, <name>)``, the degree fastest (``mesh["ep"]``, and ``mesh["ep_rest"]``,
+  the ranks it leaves: torchtitan's ``efsdp``, over which the experts are sharded).
 
 A flattened or split dimension is made only where two degrees above 1 share it, so a layout that
 needs none makes no process group beyond ``init_device_mesh``'s. Nothing here names a degree: a new
@@ -108,9 +109,9 @@ def build_mesh(layout: Any, device_type: str) -> WorldMesh:
         size = _size(layout, spec.name)
         if spec.borrows and size > 1:  # its ranks split the borrowed ones, the degree fastest
             dims = tuple(d for d in order if d in spec.borrows)
-            named[spec.name] = _flattened(mesh, dims, ((f"{spec.name}_rest", None), (spec.name, size)))[
-                spec.name
-            ]
+            rest = f"{spec.name}_rest"  # the ranks it leaves (torchtitan's efsdp for the experts)
+            split = _flattened(mesh, dims, ((rest, None), (spec.name, size)))
+            named[spec.name], named[rest] = split[spec.name], split[rest]
     return WorldMesh(world=mesh, fsdp=fsdp, named=named)
 
 

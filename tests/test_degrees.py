@@ -259,7 +259,7 @@ def _mesh_rank(rank: int, world: int, store: str, out: str) -> None:
             "fsdp": mesh.fsdp.mesh.tolist(),
             "fsdp_dims": list(mesh.fsdp.mesh_dim_names),
             **{d: mesh[d].mesh.tolist() for d in ("tp", "pp", "dp_shard", "cp")},
-            **({"ep": mesh["ep"].mesh.tolist()} if layout.ep > 1 else {}),
+            **({d: mesh[d].mesh.tolist() for d in ("ep", "ep_rest")} if layout.ep > 1 else {}),
         }
     Path(out, f"rank{rank}.json").write_text(json.dumps(found))
     dist.destroy_process_group()
@@ -302,6 +302,7 @@ def test_the_mesh_builds_the_sub_meshes_the_specs_declare(world: int, tmp_path: 
                 borrowed = _peers(layout, rank, ("dp_shard", "cp", "tp"))
                 at = borrowed.index(rank) // layout.ep * layout.ep
                 assert got["ep"] == borrowed[at : at + layout.ep], name
+                assert got["ep_rest"] == borrowed[borrowed.index(rank) % layout.ep :: layout.ep], name
         if world == 4:
             assert found["dp2xcp2"]["fsdp_dims"] == ["dp_shard_cp"]
             assert found["fsdp2xtp2"]["fsdp_dims"] == ["dp_shard"]
