@@ -117,8 +117,9 @@ class BackendSpec:
     precisions: tuple[str, ...] | None = None
     """Run precisions it supports (None: all)."""
     state_degree: str | None = None
-    """The :class:`flopsweep.layout.Layout` degree its model states are sharded over; None: every
-    rank holds every state."""
+    """The :class:`flopsweep.layout.Layout` degree its model states are sharded over (``dp``, or
+    ``state_shards``: FSDP2's shard degrees, :data:`flopsweep.degrees.STATE_SHARD_DEGREES`); None:
+    every rank holds every state."""
     autocast_fp32_weights: bool = True
     """It runs ``torch.autocast`` over fp32 weights: autocast caches bf16 weight copies, and the
     residual stream's kept norm inputs are fp32 (FSDP2 and DeepSpeed compute in the compute dtype)."""
@@ -223,8 +224,9 @@ class BackendSpec:
         return []
 
     def optimizer_shards(self, w: Any) -> int:
-        """Ranks that split the optimizer's work (its states): ``dp_shard`` when it shards them, else 1."""
-        return w.degree("dp_shard") if self.state_degree else 1
+        """Ranks that split the optimizer's work (its states): the state shards (``dp_shard x cp``)
+        when it shards them, else 1."""
+        return w.state_shards if self.state_degree else 1
 
     def optimizer_family(self, backend: Any) -> str | None:
         """Which optimizer its step runs (:func:`flopsweep.predict.optimizer_family`); None on the host."""
@@ -248,7 +250,8 @@ class DDPSpec(BackendSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class FSDPSpec(BackendSpec):
-    """FSDP2 ``fully_shard`` per block, then the root: states over ``dp_shard``, HSDP replicas."""
+    """FSDP2 ``fully_shard`` per block, then the root: states over its shard degrees
+    (``layout.state_shards``: ``dp_shard x cp``, ``W`` below), HSDP replicas."""
 
     def offload(self, backend: Any) -> Offload:
         on = bool(knob(backend, "cpu_offload", False))
@@ -259,7 +262,7 @@ class FSDPSpec(BackendSpec):
         all-gathered; with ``grad_accum`` > 1 unsharded fp32 gradients (``FSDPParam.
         to_accumulated_grad_if_needed``: not over ``dp_shard``); with ``cpu_offload`` the states on
         the host."""
-        shard, gathered = t.layout.dp_shard, self.gathered_bytes(t)
+        shard, gathered = t.layout.state_shards, self.gathered_bytes(t)
         if t.offload.states:
             return (
                 gathered + t.accumulated,
@@ -283,7 +286,7 @@ class FSDPSpec(BackendSpec):
     def reduce_bytes(self, t: Any) -> int:
         """The larger of the root's and a block's reduce-scatter moment, less the output shard that
         the step's states count (none with ``cpu_offload``) (:func:`flopsweep.memory.fsdp_reduce_bytes`)."""
-        block, root, compute, w = t.block, t.root, t.compute, t.layout.dp_shard
+        block, root, compute, w = t.block, t.root, t.compute, t.layout.state_shards
         counted = 0 if t.offload.states else 1  # the output shard is a model state (step_states)
         root_moment = max(compute * root + REDUCE_BYTES * root, REDUCE_BYTES * root * (1 + 1 / w))
         block_moment = (3 * compute + REDUCE_BYTES) * block
@@ -300,18 +303,19 @@ class FSDPSpec(BackendSpec):
         its own and the root's gradient shards not made yet ``4 (B + R) / W`` (none with ``cpu_offload``)."""
         block, root, compute = t.block, t.root, t.compute
         unsharded = 2 * compute * block + REDUCE_BYTES * block + compute * (root + t.head)
-        own = 0 if t.offload.states else REDUCE_BYTES * (block + root) // t.layout.dp_shard
+        own = 0 if t.offload.states else REDUCE_BYTES * (block + root) // t.layout.state_shards
         return max(0, t.activations + unsharded - own)
 
     def in_backward_gradients(self, t: Any) -> tuple[int, int, str]:
         """One FSDP2 unit's sharded gradients, ``4 max(block, rest) / dp_shard``."""
         unit = "4 x largest FSDP2 unit (a block, or the root's embedding and head) / dp_shard"
-        shard = t.layout.dp_shard
+        shard = t.layout.state_shards
         return 4 * t.held // shard, 4 * max(t.model_block, t.rest) // shard, unit
 
     def dp_group(self, w: Any) -> int:
-        """``dp_shard`` under HSDP (``dp_replicate`` > 1), else ``dp``."""
-        return w.degree("dp_shard") if w.degree("dp_replicate") > 1 else w.dp
+        """Its shard group, ``dp_shard x cp`` (``w.state_shards``; under HSDP the replicas are the
+        separate all-reduce's)."""
+        return w.state_shards
 
     def collectives(self, w: Any, *, p: float, b: int, micro: int) -> list[Collective]:
         """``b P`` all-gathered per micro batch in forward and (``reshard_after_forward``) backward,
@@ -333,12 +337,12 @@ class FSDPSpec(BackendSpec):
                     count=1,
                 ),
             ]
-        if w.degree("dp_replicate") > 1:
+        if w.replicas > 1:
             out.append(
                 Collective(
                     what="hsdp gradient shard all-reduce across replicas (fp32)",
                     collective="all_reduce",
-                    bytes=GRADIENT_BYTES * p / w.degree("dp_shard"),
+                    bytes=GRADIENT_BYTES * p / w.state_shards,
                     count=1,
                     across_replicas=True,
                 )
@@ -432,7 +436,7 @@ BACKEND_SPECS: dict[str, BackendSpec] = {
         name="fsdp",
         schema=FSDPConfig,
         torch="flopsweep.backends:build_fsdp",
-        state_degree="dp_shard",
+        state_degree="state_shards",
         autocast_fp32_weights=False,
         default_overlap=0.8,
         host_held=1.10,

@@ -26,7 +26,6 @@ import torch
 
 from flopsweep import mesh as fmesh
 from flopsweep import precision as fprecision
-from flopsweep import tensor_parallel
 from flopsweep.backend_specs import BACKEND_SPECS, check_support
 from flopsweep.config import RunConfig
 from flopsweep.deepspeed_backend import build_deepspeed, extensions_dir
@@ -92,7 +91,7 @@ __all__ = [  # the names callers import from here (the ones moved out included)
 
 def build_single(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrainer:
     """One rank, fp32 master weights, ``torch.autocast`` for bf16/fp16."""
-    return torch_trainer(parallelize(make_model(cfg, device), cfg, layout), cfg, device)
+    return torch_trainer(parallelize(make_model(cfg, device), cfg, layout), cfg, device, layout=layout)
 
 
 def build_ddp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrainer:
@@ -102,17 +101,19 @@ def build_ddp(cfg: RunConfig, device: torch.device, layout: Layout) -> TorchTrai
     def no_sync(is_last: bool) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext() if is_last else model.no_sync()
 
-    return torch_trainer(model, cfg, device, no_sync=no_sync)
+    return torch_trainer(model, cfg, device, no_sync=no_sync, layout=layout)
 
 
 def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> Trainer:
     """FSDP2 on the layout's device mesh (:mod:`flopsweep.mesh`), every step of
     :func:`flopsweep.parallelize.parallelize` in its order, ending with ``fully_shard`` each block
-    and the root on the data-parallel sub-mesh (1-D ``dp_shard``, or 2-D ``(dp_replicate,
-    dp_shard)``: HSDP). With ``layout.pp > 1``, the pipeline of :mod:`flopsweep.pipeline`: each of
-    this rank's stages is split from its own whole model (the pipeline step), then sharded so."""
+    and the root on FSDP2's mesh (:attr:`flopsweep.mesh.WorldMesh.fsdp`: 1-D ``dp_shard``, or 2-D
+    ``(dp_replicate, dp_shard)``: HSDP). With ``layout.pp > 1``, the pipeline of
+    :mod:`flopsweep.pipeline`: each of this rank's stages is split from its own whole model (the
+    pipeline step), then sharded so. Each micro batch runs in the degrees' hooks
+    (:func:`flopsweep.trainers.micro_context`)."""
     world_mesh = fmesh.build_mesh(layout, device.type)
-    shard = fsdp(cfg, fmesh.dp_mesh(world_mesh, layout))
+    shard = fsdp(cfg, world_mesh.fsdp)
     if layout.pp > 1:  # pipeline stages, each FSDP2-sharded over the data-parallel sub-mesh
         from flopsweep import pipeline
 
@@ -134,9 +135,10 @@ def build_fsdp(cfg: RunConfig, device: torch.device, layout: Layout) -> Trainer:
         yield
 
     # FSDP2's MixedPrecisionPolicy casts the parameters itself: no autocast on top.
-    trainer = torch_trainer(model, cfg, device, autocast=False, no_sync=no_sync)
+    trainer = torch_trainer(
+        model, cfg, device, autocast=False, no_sync=no_sync, layout=layout, mesh=world_mesh
+    )
     trainer.after_step = fprecision.after_optimizer_step(model, cfg.precision)
-    trainer.micro_context = tensor_parallel.loss_context(layout.tp)
     return trainer
 
 

@@ -11,10 +11,12 @@ parallel 1), so it is no factor of its own. It is built once, from the ``paralle
 which keeps it in the :class:`~flopsweep.plan.Plan`; the plan carries it to every rank, and the
 record writes it as ``system.parallel``.
 
-:data:`DEGREE_SPECS` is the one table of the degrees: their names (:data:`DEGREES`, the
-``parallel.<name>`` and ``system.parallel`` keys), what each is called in a message, the backends
-that build it above 1, whether it is built yet, and its column header. Everything that lists the
-degrees (the checks here, the mesh, the record, the columns) derives from it.
+:data:`DEGREE_SPECS` (:mod:`flopsweep.degrees`, re-exported here) is the one table of the
+degrees: their names (:data:`DEGREES`, the ``parallel.<name>`` and ``system.parallel`` keys), what
+each is called in a message, the backends that build it above 1, whether it is built yet, its
+place in the mesh, and the paths of its applier, step-time term and micro-batch hook. Everything
+that lists the degrees (the checks here, the mesh, ``parallelize``, the trainers, the step-time
+model, the record, the columns) derives from it.
 
 Everything that needs "how many data-parallel ranks" (tokens per step, the DeepSpeed
 ``train_batch_size``, the memory estimate, ``batch.global_batch_size``) or "which batch does this
@@ -24,7 +26,7 @@ The rank order is torchtitan's mesh order ``(pp, dp_replicate, dp_shard, cp, tp)
 ``tp`` varies fastest. Data parallelism (FSDP2, HSDP, DDP, ZeRO), tensor parallelism and the
 pipeline (with FSDP2) are built; :func:`check_built` refuses the rest (``cp``, ``ep``) before launch.
 
-This module imports nothing from flopsweep but the config schema, and no torch.
+This module imports nothing from flopsweep but the config schema and the degree table, and no torch.
 """
 
 from __future__ import annotations
@@ -35,69 +37,31 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
+from flopsweep.degrees import (  # noqa: F401 - the degree table, re-exported
+    BUILT,
+    COLUMN_DEGREES,
+    DATA_DEGREES,
+    DEGREE,
+    DEGREE_SPECS,
+    DEGREES,
+    HSDP_BACKENDS,
+    LAYOUT_BACKENDS,
+    MESH_DEGREES,
+    MESH_ORDER,
+    PHASES,
+    REPLICA_DEGREES,
+    SAME_BATCH_DEGREES,
+    STATE_SHARD_DEGREES,
+    WEIGHT_SPLIT_DEGREES,
+    DegreeSpec,
+    mesh_order,
+    product,
+    span,
+)
 from flopsweep.text import plural
 
-
-@dataclass(frozen=True, kw_only=True)
-class DegreeSpec:
-    """One kind of parallelism: a ``parallel.<name>`` key, a ``system.parallel`` key, a
-    :class:`Layout` field."""
-
-    name: str
-    """The key: ``parallel.<name>`` in the config, ``system.parallel.<name>`` in the record."""
-    what: str
-    """What it is called in a message (``tensor parallelism``)."""
-    backends: tuple[str, ...] | None = ("fsdp",)
-    """The backends that build it above 1; None: every backend (data parallelism)."""
-    built: bool = True
-    """False: a value above 1 is refused before launch, on any backend (:func:`check_built`)."""
-    mesh: bool = True
-    """A dimension of the world mesh (:data:`MESH_ORDER`), a factor of the world size; ``ep``
-    borrows the ranks of others instead."""
-    header: str = ""
-    """Its column header in the analysis tables (the name when empty)."""
-    column: bool = True
-    """An analysis column of its own (:data:`COLUMN_DEGREES`); the degrees not built yet are not."""
-
-    @property
-    def short(self) -> str:
-        """The column header: :attr:`header`, else the name."""
-        return self.header or self.name
-
-
-DEGREE_SPECS: tuple[DegreeSpec, ...] = (
-    DegreeSpec(name="dp_replicate", what="HSDP (replicas of sharded groups)", header="dp_rep"),
-    DegreeSpec(name="dp_shard", what="data parallelism", backends=None),
-    DegreeSpec(name="tp", what="tensor parallelism"),
-    DegreeSpec(name="pp", what="pipeline parallelism"),
-    DegreeSpec(name="cp", what="context parallelism", built=False, column=False),
-    DegreeSpec(name="ep", what="expert parallelism", built=False, mesh=False, column=False),
-)
-"""The degrees, in ``system.parallel``'s key order. A new degree is one line here, one
-:class:`Layout` field and one :class:`~flopsweep.config.ParallelConfig` key."""
-DEGREE = {spec.name: spec for spec in DEGREE_SPECS}
-""":data:`DEGREE_SPECS` by name."""
-DEGREES = tuple(spec.name for spec in DEGREE_SPECS)
-"""The degree names, as ``parallel.<name>`` keys and ``system.parallel`` keys."""
-MESH_DEGREES = tuple(spec.name for spec in DEGREE_SPECS if spec.mesh)
-"""The degrees whose product is the world size (all but ``ep``), in :data:`DEGREES` order."""
-COLUMN_DEGREES = tuple(spec.name for spec in DEGREE_SPECS if spec.column)
-"""The degrees the analysis shows as columns (``flopsweep.columns``, ``analysis.fields``)."""
-MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
-""":data:`MESH_DEGREES` as mesh dimensions, from slowest to fastest varying over the global rank
-(torchtitan's order)."""
-assert sorted(MESH_ORDER) == sorted(MESH_DEGREES), "MESH_ORDER orders every mesh degree"
 PP_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe")
 """``parallel.pp_schedule`` values: ``torch.distributed.pipelining`` schedule names, less ``Schedule``."""
-BUILT = {spec.name: 1 for spec in DEGREE_SPECS if not spec.built}
-"""Degrees that may not exceed these values yet, on any backend (context and expert parallelism
-are not built; ``flopsweep.pipeline.check`` has the pipeline's own rules)."""
-LAYOUT_BACKENDS = {spec.name: spec.backends for spec in DEGREE_SPECS if spec.backends is not None}
-"""The backends that build each degree above 1: FSDP2 on the device mesh (HSDP, tensor parallel).
-DDP is replicate-only data parallelism and ``single`` one rank: a layout on either is refused;
-DeepSpeed stays data-parallel (ZeRO, ZeRO++)."""
-HSDP_BACKENDS = LAYOUT_BACKENDS["dp_replicate"]
-"""Backends that build HSDP (``parallel.dp_replicate > 1``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,15 +144,18 @@ class Layout:
                 "(nproc_per_node x nnodes)",
                 _fix_for_world(parallel, world_size),
             )
-        borrowed = shard * others["cp"] * others["tp"]
-        if borrowed % parallel.ep:
-            raise ConfigError(
-                "parallel.ep",
-                parallel.ep,
-                f"does not divide the dp_shard x cp x tp = {borrowed} ranks that expert parallelism splits",
-                "set parallel.ep to a divisor of them, or 1",
-            )
-        return cls(dp_shard=shard, ep=parallel.ep, **others)
+        mesh = {**others, "dp_shard": shard}
+        for spec in DEGREE_SPECS:
+            if spec.borrows and product(mesh, spec.borrows) % getattr(parallel, spec.name):
+                raise ConfigError(
+                    f"parallel.{spec.name}",
+                    getattr(parallel, spec.name),
+                    f"does not divide the {' x '.join(spec.borrows)} = {product(mesh, spec.borrows)} ranks "
+                    f"that {spec.what} splits",
+                    f"set parallel.{spec.name} to a divisor of them, or 1",
+                )
+        borrowing = {s.name: getattr(parallel, s.name) for s in DEGREE_SPECS if not s.mesh}
+        return cls(**mesh, **borrowing)
 
     @property
     def world_size(self) -> int:
@@ -197,14 +164,19 @@ class Layout:
 
     @property
     def dp(self) -> int:
-        """The data-parallel degree ``dp_replicate x dp_shard``: how many different batches one
-        optimizer step sees."""
-        return self.dp_replicate * self.dp_shard
+        """The data-parallel degree ``dp_replicate x dp_shard`` (:data:`DATA_DEGREES`): how many
+        different batches one optimizer step sees."""
+        return product(self, DATA_DEGREES)
 
     @property
     def non_data_parallel_size(self) -> int:
-        """Ranks that see the same batch: ``cp x tp x pp`` (torchtitan's name)."""
-        return self.cp * self.tp * self.pp
+        """Ranks that see the same batch: ``cp x tp x pp`` (:data:`SAME_BATCH_DEGREES`; torchtitan's name)."""
+        return product(self, SAME_BATCH_DEGREES)
+
+    @property
+    def state_shards(self) -> int:
+        """Ranks FSDP2 shards the model states over: ``dp_shard x cp`` (:data:`STATE_SHARD_DEGREES`)."""
+        return product(self, STATE_SHARD_DEGREES)
 
     def coordinates(self, rank: int) -> dict[str, int]:
         """The index of global ``rank`` along each mesh dimension (:data:`MESH_ORDER`, row-major).
@@ -224,7 +196,10 @@ class Layout:
         with the same data-parallel rank (its tensor, pipeline and context peers) see the same
         batch."""
         c = self.coordinates(rank)
-        return c["dp_replicate"] * self.dp_shard + c["dp_shard"]
+        index = 0
+        for name in (n for n in MESH_ORDER if n in DATA_DEGREES):  # row-major over the data degrees
+            index = index * getattr(self, name) + c[name]
+        return index
 
     def global_batch(self, micro_batch_size: int, grad_accum: int) -> int:
         """Sequences per optimizer step: ``micro_batch_size x grad_accum x dp``."""

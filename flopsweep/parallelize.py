@@ -2,17 +2,19 @@
 
 torchtitan's ``parallelize_llama`` (``torchtitan/models/llama3/infra/parallelize.py``) applies tensor
 parallel, context parallel, activation checkpointing, ``torch.compile`` and FSDP, in that order, each
-step a function of its own config slice. :func:`parallelize` does the same for every backend:
+step a function of its own config slice. :func:`parallelize` does the same for every backend, the
+degrees' steps read from the degree table (:data:`flopsweep.degrees.DEGREE_SPECS`: each spec names
+its applier and its phase), so that this module names no degree:
 
-1. tensor parallel (:func:`apply_tensor_parallel`: the family's plan on the ``tp`` sub-mesh);
-2. context parallel (:func:`apply_context_parallel`: not built, ``parallel.cp > 1`` is refused before launch);
-3. expert parallel (:func:`apply_expert_parallel`: not built, ``parallel.ep > 1`` is refused before launch);
-4. activation checkpointing (:func:`apply_checkpointing`: the policy wraps each block);
-5. compile (:func:`apply_compile`: each wrapped block, and the loss head);
-6. the pipeline split (``parallel.pp > 1``: this rank's stage, :func:`flopsweep.pipeline.split_stage`);
-7. data parallel: the backend's wrapper (:func:`fsdp` each block then the root, HSDP on a 2-D mesh;
-   :func:`ddp`; DeepSpeed's engine, :func:`flopsweep.deepspeed_backend.build_deepspeed`; none for
-   ``single``).
+1. the ``model`` phase, each degree's applier in table order: tensor parallel
+   (:func:`flopsweep.tensor_parallel.apply_degree`: the family's plan on the ``tp`` sub-mesh), context
+   parallel and expert parallel (no applier yet: above 1 they stop here, and are refused before launch);
+2. activation checkpointing (:func:`apply_checkpointing`: the policy wraps each block);
+3. compile (:func:`apply_compile`: each wrapped block, and the loss head);
+4. the ``split`` phase: the pipeline (:func:`flopsweep.pipeline.apply_split`: this rank's stage);
+5. the ``data`` phase: data parallel (:func:`apply_data_parallel`: the backend's wrapper, :func:`fsdp`
+   each block then the root on FSDP2's mesh, HSDP on a 2-D one; :func:`ddp`; DeepSpeed's engine,
+   :func:`flopsweep.deepspeed_backend.build_deepspeed`; none for ``single``).
 
 Why this order: the tensor-parallel plan names the whole model's submodules, so it comes first
 (torchtitan's too); checkpointing wraps the blocks the plan made, so that the recompute re-runs
@@ -22,28 +24,57 @@ data-parallel wrapper comes last. The pipeline split comes after compile and bef
 splits first): every stage is cut from a whole model built from the run's seed, tensor-parallel with
 the whole model's plan, so each stage holds the same weights and shards as the one-rank model.
 
-Each step takes the slice of the config or layout it needs, and a step whose degree is 1 leaves the
-model as it is. A new degree is one more step here (and a :data:`flopsweep.layout.DEGREE_SPECS` line).
+An applier takes the model and a :class:`DegreeStep` (the run's config, layout, mesh and family,
+the backend's split and data-parallel step, and its own spec) and returns the model; at degree 1
+it leaves it as it is. A new degree is a :data:`~flopsweep.degrees.DEGREE_SPECS` line naming its
+applier; nothing here changes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from flopsweep import checkpointing, tensor_parallel
+from flopsweep import checkpointing
+from flopsweep import degrees as fdegrees
 from flopsweep import precision as fprecision
 from flopsweep.config import CheckpointingConfig, RunConfig
+from flopsweep.degrees import DegreeSpec
 from flopsweep.layout import Layout
 from flopsweep.models import ModelFamily, family
 from flopsweep.options import FSDPConfig
 
 DataParallel = Callable[[nn.Module], nn.Module]
 """The last step: a backend's data-parallel wrapper, ``module -> module``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DegreeStep:
+    """What a degree's applier gets beside the model: the run, the layout, the world mesh, the
+    family, the backend's pipeline split and data-parallel step, and its own spec."""
+
+    cfg: RunConfig
+    layout: Layout
+    mesh: Any = None
+    """The world mesh (:class:`flopsweep.mesh.WorldMesh`); None for a backend without one."""
+    family: ModelFamily
+    split: Callable[[nn.Module], nn.Module] | None = None
+    """The pipeline step, ``model -> this rank's stage``; None: no pipeline."""
+    data_parallel: DataParallel | None = None
+    """The backend's data-parallel wrapper; None: none (``single``)."""
+    spec: DegreeSpec | None = None
+    """The degree being applied."""
+
+    @property
+    def size(self) -> int:
+        """This degree's value in the layout (1 for a degree the layout has no field for)."""
+        return int(getattr(self.layout, self.spec.name, 1)) if self.spec else 1
 
 
 def parallelize(
@@ -58,22 +89,44 @@ def parallelize(
     """``model`` (built by :func:`make_model`) with every step of the module docstring applied, in order.
 
     Args:
-        layout: the run's degrees; ``tp``, ``cp`` and ``ep`` pick the model-parallel steps.
-        mesh: the world mesh (:func:`flopsweep.mesh.build_mesh`); needed when ``layout.tp > 1``.
+        layout: the run's degrees; each degree's applier reads its own.
+        mesh: the world mesh (:func:`flopsweep.mesh.build_mesh`); needed when a model-parallel
+            degree is above 1.
         split: the pipeline step, ``model -> this rank's stage`` (``layout.pp > 1``); None: no pipeline.
         data_parallel: the backend's data-parallel wrapper (:func:`fsdp`, :func:`ddp`); None: none.
 
     Returns:
         The module this rank trains (or its pipeline stage), possibly ``model`` itself.
+
+    Raises:
+        NotImplementedError: a degree above 1 that is not built (validation refuses it first).
     """
-    fam = family(cfg.model)
-    model = apply_tensor_parallel(model, fam, mesh, tp=layout.tp)
-    model = apply_context_parallel(model, cp=layout.cp)
-    model = apply_expert_parallel(model, ep=layout.ep)
+    step = DegreeStep(
+        cfg=cfg, layout=layout, mesh=mesh, family=family(cfg.model), split=split, data_parallel=data_parallel
+    )
+    model = apply_phase("model", model, step)
     model = wrap_blocks(model, cfg)
-    if split is not None:
-        model = split(model)
-    return data_parallel(model) if data_parallel is not None else model
+    model = apply_phase("split", model, step)
+    return apply_phase("data", model, step)
+
+
+def apply_phase(phase: str, model: nn.Module, step: DegreeStep) -> nn.Module:
+    """Every degree of ``phase`` (:data:`flopsweep.degrees.PHASES`) applied to ``model``, in the
+    order of :data:`flopsweep.degrees.DEGREE_SPECS` as it is now.
+
+    Raises:
+        NotImplementedError: a degree of the phase above 1 that is not built.
+    """
+    for spec in fdegrees.DEGREE_SPECS:
+        if spec.phase != phase:
+            continue
+        here = dataclasses.replace(step, spec=spec)
+        if not spec.built and here.size > 1:
+            raise NotImplementedError(f"{spec.what} (parallel.{spec.name} > 1) is not built")
+        applier = spec.resolve("apply")
+        if applier is not None:
+            model = applier(model, here)
+    return model
 
 
 def make_model(cfg: RunConfig, device: torch.device | None) -> nn.Module:
@@ -96,49 +149,15 @@ def build_model(cfg: RunConfig, device: torch.device | None) -> nn.Module:
 
 
 def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
-    """Steps 4 and 5: :func:`apply_checkpointing`, then :func:`apply_compile`, on the family's blocks
+    """Steps 2 and 3: :func:`apply_checkpointing`, then :func:`apply_compile`, on the family's blocks
     as found before the policy wraps them (``hf`` finds its blocks by their class)."""
     blocks = family(cfg.model).blocks(model)
     apply_checkpointing(blocks, cfg.activation_checkpointing)
     return apply_compile(model, blocks, enabled=cfg.compile)
 
 
-def apply_tensor_parallel(model: nn.Module, fam: ModelFamily, mesh: Any, *, tp: int) -> nn.Module:
-    """Step 1: the family's tensor- and sequence-parallel plan on ``mesh["tp"]`` when ``tp > 1``
-    (:func:`flopsweep.tensor_parallel.apply`); ``model`` unchanged otherwise."""
-    if tp == 1:
-        return model
-    from flopsweep import mesh as fmesh
-
-    return tensor_parallel.apply(model, fam, fmesh.tp_mesh(mesh))
-
-
-def apply_context_parallel(model: nn.Module, *, cp: int) -> nn.Module:
-    """Step 2: context parallelism, not built (``parallel.cp > 1`` is refused before launch,
-    :func:`flopsweep.layout.check_built`).
-
-    Raises:
-        NotImplementedError: when ``cp > 1`` reaches a rank anyway.
-    """
-    if cp > 1:
-        raise NotImplementedError("context parallelism (parallel.cp > 1) is not built")
-    return model
-
-
-def apply_expert_parallel(model: nn.Module, *, ep: int) -> nn.Module:
-    """Step 3: expert parallelism, not built (``parallel.ep > 1`` is refused before launch,
-    :func:`flopsweep.layout.check_built`).
-
-    Raises:
-        NotImplementedError: when ``ep > 1`` reaches a rank anyway.
-    """
-    if ep > 1:
-        raise NotImplementedError("expert parallelism (parallel.ep > 1) is not built")
-    return model
-
-
 def apply_checkpointing(blocks: Any, policy: CheckpointingConfig) -> None:
-    """Step 4: the activation checkpointing policy wraps ``blocks``, the family's ``ModuleList``
+    """Step 2: the activation checkpointing policy wraps ``blocks``, the family's ``ModuleList``
     (:mod:`flopsweep.checkpointing`; ``full``: non-reentrant ``checkpoint_wrapper`` per block).
     ``memory_budget`` sets ``torch._functorch.config.activation_memory_budget`` for the process
     instead of wrapping: the
@@ -152,7 +171,7 @@ def apply_checkpointing(blocks: Any, policy: CheckpointingConfig) -> None:
 
 
 def apply_compile(model: nn.Module, blocks: Any, *, enabled: bool) -> nn.Module:
-    """Step 5 (``compile=true``): ``torch.compile`` each of ``blocks``, as wrapped by step 4, and the loss
+    """Step 3 (``compile=true``): ``torch.compile`` each of ``blocks``, as wrapped by step 2, and the loss
     head, as torchtitan does: the recompute sits inside the compiled graph, identical blocks share
     one compiled graph, and FSDP2/ZeRO-3 hooks stay outside the compiled regions. (Outside
     ``deepspeed.zero.Init``: its module hooks do not know the wrapper.)"""
@@ -164,9 +183,17 @@ def apply_compile(model: nn.Module, blocks: Any, *, enabled: bool) -> nn.Module:
     return model
 
 
+def apply_data_parallel(model: nn.Module, step: DegreeStep) -> nn.Module:
+    """Step 5, ``dp_shard``'s applier: the backend's data-parallel wrapper (``step.data_parallel``),
+    at every degree (FSDP2 shards a tensor-parallel model over one data-parallel rank too); none
+    for ``single``."""
+    return step.data_parallel(model) if step.data_parallel is not None else model
+
+
 def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
-    """Step 7 of ``backend=fsdp``: ``fully_shard`` each block, then the root, over ``dp_mesh`` (1-D
-    ``dp_shard``, or 2-D ``(dp_replicate, dp_shard)``: HSDP) with one ``MixedPrecisionPolicy``
+    """Step 5 of ``backend=fsdp``: ``fully_shard`` each block, then the root, over ``dp_mesh``
+    (FSDP2's mesh, :attr:`flopsweep.mesh.WorldMesh.fsdp`: 1-D over the state-shard degrees, or 2-D
+    ``(dp_replicate, dp_shard)``: HSDP) with one ``MixedPrecisionPolicy``
     (params in the run's precision, gradients reduced in fp32) and ``backend.cpu_offload``'s policy.
     The blocks are the family's, or a pipeline stage's own (:class:`flopsweep.pipeline.StageModule`)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -213,7 +240,7 @@ def _fsdp_offload(backend: FSDPConfig, device_type: str) -> Any:
 
 
 def ddp(device: torch.device) -> DataParallel:
-    """Step 7 of ``backend=ddp``: ``DistributedDataParallel`` over every rank (gradient buckets as
+    """Step 5 of ``backend=ddp``: ``DistributedDataParallel`` over every rank (gradient buckets as
     views of the gradients); the trainer adds ``no_sync`` on all but the last micro batch."""
     from torch.nn.parallel import DistributedDataParallel
 

@@ -8,8 +8,10 @@ last also applies the final norm and the LM head. Stage ``s`` lives on pipeline 
 (the same weights as every other backend, as ``build_fsdp`` does), then each of its stages keeps only
 its own blocks and parts (torchtitan's ``pipeline_module_split``, without a deep copy: the rest is
 dropped and freed). Each stage module is ``fully_shard``-ed as :func:`flopsweep.parallelize.fsdp`
-shards the whole model: each block, then the stage, over :func:`flopsweep.mesh.dp_mesh`. The split
-is the pipeline step of :func:`flopsweep.parallelize.parallelize`, after compile and before FSDP2.
+shards the whole model: each block, then the stage, over FSDP2's mesh
+(:attr:`flopsweep.mesh.WorldMesh.fsdp`). The split is the ``pp`` degree's applier
+(:func:`apply_split`, the ``split`` phase of :func:`flopsweep.parallelize.parallelize`), after
+compile and before FSDP2.
 
 **Tied LM head.** GPT-2 and the Llama 3.2 sizes tie the LM head to the token embedding, which the
 first stage needs and the last stage needs too. Both keep a copy (same initial values); after the
@@ -19,13 +21,14 @@ and stay equal: the model is the one-rank model, with its parameter count and FL
 norm counts the tied weight once.
 
 **Tensor-parallel stages** (``parallel.tp > 1``, torchtitan's composition): each model is
-tensor-parallel on :func:`flopsweep.mesh.tp_mesh` of the same world mesh (the family's plan,
-:func:`flopsweep.parallelize.apply_tensor_parallel`) before the split and before ``fully_shard``,
+tensor-parallel on the ``tp`` sub-mesh of the same world mesh (the family's plan,
+:func:`flopsweep.tensor_parallel.apply_degree`) before the split and before ``fully_shard``,
 so the stage's parameters are ``DTensor`` s on the ``(dp, tp)`` sub-mesh. Between stages flows what
 flows between blocks under sequence parallelism: the plain local tensor of this rank's sequence shard,
 ``(B, T / tp, C)``, sent to the pipeline peer of the same ``tp`` coordinate (the ``pp`` sub-mesh's
 group), which holds the same shard. The last stage's logits are vocabulary-sharded and the loss
-runs under ``loss_parallel`` (the whole schedule step inside it). The tied weight is
+runs under ``loss_parallel`` (the whole schedule step inside the degrees' micro-batch hooks,
+:func:`flopsweep.trainers.micro_context`). The tied weight is
 vocabulary-sharded alike on the first and last stage, so its two gradients add shard to shard; the
 gradient norm is the ``DTensor`` norm over ``(dp, tp)``, then summed over the pipeline group.
 
@@ -56,7 +59,7 @@ from torch import nn
 from torch.profiler import record_function
 
 from flopsweep import precision as fprecision
-from flopsweep import tensor_parallel
+from flopsweep import trainers
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import RunConfig
 from flopsweep.layout import Layout
@@ -104,9 +107,10 @@ class StageModule(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         seq_len = x.size(1) if self.first else x.size(1) * self.seq_shards  # the whole sequence
+        positions = self.model.positions(seq_len, x.device)
         if self.first:
-            x = self.model.embed(x)  # (B, T) -> (B, T / seq_shards, C)
-        extra = self.model.block_args(seq_len, x.device)
+            x = self.model.embed(x, positions)  # (B, T) -> (B, T / seq_shards, C)
+        extra = self.model.block_args(positions)
         for block in self.layers.values():
             x = block(x, *extra)
         return self.model.logits(x) if self.last else x
@@ -158,9 +162,10 @@ class PipelineTrainer:
     tie_group: Any = None
     counted: list[nn.Parameter] = field(default_factory=list)
     after_step: Callable[[], None] | None = None
-    loss_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
-    """Around the schedule's step (its forwards, losses and backwards): ``loss_parallel`` under
-    tensor parallelism (:func:`flopsweep.tensor_parallel.loss_context`)."""
+    loss_context: Callable[[Any], contextlib.AbstractContextManager] = contextlib.nullcontext
+    """Around the schedule's step (its forwards, losses and backwards), given the step's local
+    batch (a :class:`flopsweep.trainers.MicroBatch`): the degrees' micro-batch hooks
+    (:func:`flopsweep.trainers.micro_context`; ``loss_parallel`` under tensor parallelism)."""
     grad_norm: torch.Tensor | None = None
 
     @property
@@ -181,7 +186,7 @@ class PipelineTrainer:
         idx, targets = tokens[:, :-1], tokens[:, 1:]
         losses: list[torch.Tensor] = []
         args = (idx,) if self.has_first else ()
-        with self.loss_context():
+        with self.loss_context(trainers.MicroBatch(tokens)):
             self.schedule.step(*args, target=targets, losses=losses, return_outputs=False)
         with record_function(OPTIMIZER_ANNOTATION):  # profile=true: the optimizer part
             self._sum_tied_grads()
@@ -223,6 +228,13 @@ def _local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
+def apply_split(model: nn.Module, step: Any) -> nn.Module:
+    """The ``pp`` degree's applier (:class:`flopsweep.parallelize.DegreeStep` ``step``): this rank's
+    stage of ``model``, cut by the split :func:`build_pipeline` hands ``parallelize``
+    (:func:`split_stage`); ``model`` as it is without one (no pipeline)."""
+    return step.split(model) if step.split is not None else model
+
+
 def build_pipeline(
     cfg: RunConfig,
     device: torch.device,
@@ -236,7 +248,8 @@ def build_pipeline(
     schedule ``parallel.pp_schedule`` and the trainer.
 
     Args:
-        mesh: the world mesh (:func:`flopsweep.mesh.build_mesh` of ``layout``).
+        mesh: the world mesh (:func:`flopsweep.mesh.build_mesh` of ``layout``, a
+            :class:`~flopsweep.mesh.WorldMesh`).
         build_stage: ``split -> stage``: :func:`flopsweep.parallelize.parallelize` of a whole model
             built from the run's seed on ``device``, with ``split`` (this module's, which cuts one
             stage, :func:`split_stage`) as its pipeline step and FSDP2 as its data-parallel step;
@@ -246,9 +259,7 @@ def build_pipeline(
     from torch.distributed.pipelining import PipelineStage
     from torch.distributed.pipelining.schedules import get_schedule_class
 
-    from flopsweep.mesh import pp_mesh
-
-    pipe = pp_mesh(mesh)
+    pipe = mesh["pp"]
     p = cfg.parallel
     per_rank = stages_per_rank(p.pp_schedule, p.pp_stages_per_rank)
     n_stages = layout.pp * per_rank
@@ -289,7 +300,7 @@ def build_pipeline(
         tie_group=_tie_group(mesh, layout) if tied_names else None,  # collective: every rank or none
         counted=counted,
         after_step=_after_step(modules, cfg),
-        loss_context=tensor_parallel.loss_context(layout.tp),
+        loss_context=trainers.micro_context(layout, mesh),
     )
 
 

@@ -2,12 +2,14 @@
 :data:`flopsweep.rules.RULES`), the batch split it resolves before launch (:func:`resolve`, in
 ``plan.resolve``) and the stage arithmetic (:func:`stage_ids`, :func:`stage_layers`). The stages,
 the schedule and the trainer are :mod:`flopsweep.pipeline` (torch), which re-exports these names.
-Validation imports this module, never :mod:`flopsweep.pipeline`.
+Validation imports this module, never :mod:`flopsweep.pipeline`; the step-time model loads the
+``pp`` degree's communication term from here (:func:`transfers`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.layout import pipeline_keys, smaller_degree, stated_world_size
@@ -50,6 +52,31 @@ def stage_layers(n_layer: int, n_stages: int, stage: int) -> range:
         raise ValueError(f"{n_stages} stages do not divide {n_layer} layers")
     per = n_layer // n_stages
     return range(stage * per, (stage + 1) * per)
+
+
+def transfers(w: Any, *, gpus_per_node: int) -> list[Any]:
+    """The ``pp`` degree's communication per optimizer step (:func:`flopsweep.steptime.transfers`),
+    none at ``pp`` 1: at each stage boundary one send of a pipeline micro batch's activations
+    (``s x h x b / tp`` per sequence) forward and one of its gradients backward per micro batch,
+    never overlapped; a send counts as an all-gather of two ranks' worth of bytes (``bytes x 1/2`` at
+    the bus bandwidth). The pipeline's group reaches every rank of the mesh (``pp`` varies slowest)."""
+    from flopsweep.degrees import span
+    from flopsweep.steptime import Transfer
+
+    if w.degree("pp") == 1:
+        return []
+    act = w.pp_microbatch_sequences * w.seq_len * w.n_embd * w.param_bytes / w.degree("tp")
+    return [
+        Transfer(
+            what="pipeline activation send (forward and backward)",
+            collective="all_gather",
+            bytes=2 * act,
+            count=2 * (w.pp_microbatches or w.grad_accum),
+            group=2,
+            across_nodes=span(w.degrees, "pp") > gpus_per_node,
+            overlappable=False,
+        )
+    ]
 
 
 def check(cfg: RunConfig) -> None:

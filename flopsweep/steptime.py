@@ -14,7 +14,7 @@ assumptions; in short, per optimizer step and per rank::
 ``t_compute`` comes from a calibration record (the same model, kernel, precision, checkpointing
 and micro batch measured at a smaller world size, or for the job and ``plan=true`` at the same
 one: its step time less its optimizer and exposed communication, scaled by the micro batches per
-rank and divided by ``tp x pp``), or, without one,
+rank and divided by the ranks that share a batch, ``cp x tp x pp``), or, without one,
 from the hardware FLOPs at :data:`UNCALIBRATED_GEMM_FRACTION` of the measured GEMM rate, or at
 :data:`DATASHEET_GEMM_FRACTION` of the datasheet peak (said so in ``source``). ``factor`` is
 nccl-tests' bus-bandwidth factor (:func:`busbw_factor`): ``(n-1)/n`` for all-gather and
@@ -24,14 +24,23 @@ the scattered input). Units: seconds, bytes, GB/s (1e9 bytes/s), FLOP.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from flopsweep import cost
+from flopsweep import degrees as fdegrees
 from flopsweep.backend_specs import BACKEND_SPECS, backend_spec
-from flopsweep.layout import MESH_DEGREES
+from flopsweep.degrees import (
+    DATA_DEGREES,
+    MESH_DEGREES,
+    REPLICA_DEGREES,
+    SAME_BATCH_DEGREES,
+    STATE_SHARD_DEGREES,
+    WEIGHT_SPLIT_DEGREES,
+    product,
+    span,
+)
 from flopsweep.peaks import PEAK_TABLE, lookup
 
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
@@ -164,11 +173,37 @@ class Workload:
 
     @property
     def world_size(self) -> int:
-        return math.prod(self.degree(d) for d in MESH_DEGREES)
+        return product(self.degrees, MESH_DEGREES)
 
     @property
     def dp(self) -> int:
-        return self.degree("dp_replicate") * self.degree("dp_shard")
+        """Ranks that see different batches (:data:`flopsweep.degrees.DATA_DEGREES`)."""
+        return product(self.degrees, DATA_DEGREES)
+
+    @property
+    def state_shards(self) -> int:
+        """Ranks FSDP2 shards the model states over (:data:`flopsweep.degrees.STATE_SHARD_DEGREES`)."""
+        return product(self.degrees, STATE_SHARD_DEGREES)
+
+    @property
+    def replicas(self) -> int:
+        """HSDP's replicas (:data:`flopsweep.degrees.REPLICA_DEGREES`)."""
+        return product(self.degrees, REPLICA_DEGREES)
+
+    @property
+    def weight_split(self) -> int:
+        """Parts the weights are split into, each rank holding one (``tp x pp``)."""
+        return product(self.degrees, WEIGHT_SPLIT_DEGREES)
+
+    @property
+    def work_split(self) -> int:
+        """Ranks that share one batch's forward and backward (``cp x tp x pp``)."""
+        return product(self.degrees, SAME_BATCH_DEGREES)
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes per communicated parameter element (:data:`PARAM_BYTES`)."""
+        return PARAM_BYTES.get(self.precision, 2)
 
     @property
     def tokens_per_step(self) -> int:
@@ -237,74 +272,46 @@ def busbw_factor(collective: str, n: int) -> float:
 
 
 def transfers(w: Workload, *, gpus_per_node: int) -> list[Transfer]:
-    """The collectives of one optimizer step of ``w``, per rank (docs/design.md, "Prediction").
+    """The collectives of one optimizer step of ``w``, per rank (docs/design.md, "Prediction"): every
+    degree's term (:attr:`flopsweep.degrees.DegreeSpec.transfers`, in the table's order), summed.
 
-    Data parallel (gradients synchronised once per step, parameters per micro batch for the
-    sharded backends): DDP all-reduces ``4P`` (fp32 gradients) over ``dp``; FSDP2 all-gathers
-    ``bP`` (``b`` = :data:`PARAM_BYTES`) per micro batch in forward and again in backward
-    (``reshard_after_forward``) and reduce-scatters ``4P``, over ``dp_shard``, and with
-    ``dp_replicate > 1`` (HSDP) all-reduces its ``4P / dp_shard`` gradient shard over
-    ``dp_replicate``; ZeRO-1/2 reduce-scatter ``bP`` gradients and all-gather ``bP`` updated
-    parameters; ZeRO-3 all-gathers ``bP`` forward and backward per micro batch and reduce-scatters
-    ``bP``. ``P`` is divided by ``tp x pp`` (each rank's share of the model). Tensor parallel
-    (sequence parallel: an all-gather and a reduce-scatter of ``micro x s x h x b`` per
-    projection pair, the volume of one all-reduce): per layer and micro batch two in forward, two
-    in backward and two more for the recomputed forward (:attr:`Workload.recompute_share`), never
-    overlapped. Pipeline: at each stage boundary one send of a pipeline micro batch's activations
-    (``s x h x b / tp`` per sequence) forward and one of its gradients backward per micro batch (a
-    send is counted as an all-gather of two ranks' worth of bytes: ``bytes x 1/2`` at the busbw).
-    The mesh is ``(pp, dp_replicate, dp_shard, cp, tp)`` with ``tp`` innermost
-    (:mod:`flopsweep.mesh`): a group spans nodes when its ranks' stride times its size passes
-    ``gpus_per_node``.
+    Data parallel (``dp_shard``'s term, :func:`data_parallel_transfers`: the backend spec's
+    collectives). Tensor parallel (:func:`flopsweep.tensor_parallel.transfers`: sequence parallel's
+    all-gathers and reduce-scatters of activations, per layer and micro batch, never overlapped).
+    Pipeline (:func:`flopsweep.pipeline_plan.transfers`: a pipeline micro batch's activations sent
+    forward and its gradients backward at each stage boundary, never overlapped). The mesh is
+    ``(pp, dp_replicate, dp_shard, cp, tp)`` with ``tp`` innermost (:mod:`flopsweep.mesh`): a group
+    spans nodes when the ranks it reaches (:func:`flopsweep.degrees.span`) pass ``gpus_per_node``.
     """
-    tp, pp, dp = w.degree("tp"), w.degree("pp"), w.dp
-    b = PARAM_BYTES.get(w.precision, 2)
-    p = w.n_params / (tp * pp)
     out: list[Transfer] = []
-    if dp > 1:
-        out += _data_parallel(w, p=p, b=b, gpus_per_node=gpus_per_node)
-    if tp > 1:
-        act = w.micro_batch_size * w.seq_len * w.n_embd * b
-        per_layer = 4 + 2 * w.recompute_share
-        out.append(
-            Transfer(
-                what="tensor-parallel activation all-gather and reduce-scatter",
-                collective="all_reduce",
-                bytes=act,
-                count=round(per_layer * (w.n_layer // pp) * w.grad_accum),
-                group=tp,
-                across_nodes=tp > gpus_per_node,
-                overlappable=False,
-            )
-        )
-    if pp > 1:
-        act = w.pp_microbatch_sequences * w.seq_len * w.n_embd * b / tp
-        m = w.pp_microbatches or w.grad_accum
-        out.append(
-            Transfer(
-                what="pipeline activation send (forward and backward)",
-                collective="all_gather",
-                bytes=2 * act,
-                count=2 * m,
-                group=2,
-                across_nodes=tp * dp * pp > gpus_per_node,
-                overlappable=False,
-            )
-        )
+    for spec in fdegrees.DEGREE_SPECS:
+        term = spec.resolve("transfers")
+        if term is not None:
+            out += term(w, gpus_per_node=gpus_per_node)
     return out
 
 
-def _data_parallel(w: Workload, *, p: float, b: int, gpus_per_node: int) -> list[Transfer]:
-    """The data-parallel collectives of :func:`transfers` (its docstring), ``p`` parameters per rank:
-    the backend spec's (:meth:`flopsweep.backend_specs.BackendSpec.collectives`), over its group
-    (:meth:`~flopsweep.backend_specs.BackendSpec.dp_group`), or over ``dp_replicate``."""
+def data_parallel_transfers(w: Workload, *, gpus_per_node: int) -> list[Transfer]:
+    """The data-parallel collectives of one step (``dp_shard``'s term; none on one data-parallel
+    rank): the backend spec's (:meth:`flopsweep.backend_specs.BackendSpec.collectives`) over its group
+    (:meth:`~flopsweep.backend_specs.BackendSpec.dp_group`), or over the replicas.
+
+    DDP all-reduces ``4P`` (fp32 gradients) over ``dp``; FSDP2 all-gathers ``bP`` (``b`` =
+    :data:`PARAM_BYTES`) per micro batch in forward and again in backward (``reshard_after_forward``)
+    and reduce-scatters ``4P``, over its shard group, and with ``dp_replicate > 1`` (HSDP) all-reduces
+    its ``4P / shards`` gradient shard over the replicas; ZeRO-1/2 reduce-scatter ``bP`` gradients and
+    all-gather ``bP`` updated parameters; ZeRO-3 all-gathers ``bP`` forward and backward per micro
+    batch and reduce-scatters ``bP``. ``P`` is the parameters of one rank's part of the weights
+    (over ``tp x pp``); under a pipeline a stage gathers once per step."""
     spec = backend_spec(w.backend)
-    if spec is None:
+    if spec is None or w.dp <= 1:
         return []
+    p = w.n_params / w.weight_split
     micro = w.grad_accum if w.degree("pp") == 1 else 1  # with a pipeline, the stage gathers once per step
     group = spec.dp_group(w)
-    span = w.degree("tp") * group  # the dp group is strided by tp
-    replicate = w.degree("dp_replicate")
+    inner = STATE_SHARD_DEGREES[-1]  # the shard group is strided by the dimensions inside it
+    stride = span(w.degrees, inner) // w.degree(inner)
+    replicate = w.replicas
     return [
         Transfer(
             what=c.what,
@@ -312,9 +319,9 @@ def _data_parallel(w: Workload, *, p: float, b: int, gpus_per_node: int) -> list
             bytes=c.bytes,
             count=c.count,
             group=replicate if c.across_replicas else group,
-            across_nodes=(span * replicate if c.across_replicas else span) > gpus_per_node,
+            across_nodes=stride * group * (replicate if c.across_replicas else 1) > gpus_per_node,
         )
-        for c in spec.collectives(w, p=p, b=b, micro=micro)
+        for c in spec.collectives(w, p=p, b=w.param_bytes, micro=micro)
     ]
 
 
@@ -384,12 +391,13 @@ def compute_from_calibration(
 
     ``iteration_time_s`` less ``optimizer_s`` and ``exposed_comm_s`` (zero on one rank) is the
     calibration's forward and backward over ``calibration.grad_accum`` micro batches; the target
-    runs ``target.grad_accum`` of them on ``1/(tp x pp)`` of the model, at ``compute_scale`` times the
+    runs ``target.grad_accum`` of them, each rank ``1/(cp x tp x pp)`` of the work
+    (:attr:`Workload.work_split`), at ``compute_scale`` times the
     speed (1: the same GPU). A calibration of another micro batch scales by tokens
     (``target.micro_batch_size / calibration.micro_batch_size``), said so in ``source``. The
     optimizer (when the calibration's profile separates it, else it stays inside the compute)
-    scales with the parameters each rank updates: ``1/dp_shard`` for the sharded backends,
-    ``1/(tp x pp)`` always.
+    scales with the parameters each rank updates: ``1/(dp_shard x cp)`` for the sharded backends,
+    ``1/(tp x pp)`` always (:attr:`Workload.weight_split`).
 
     Raises:
         PredictionError: a non-positive compute time after the subtraction.
@@ -398,11 +406,10 @@ def compute_from_calibration(
     fb = iteration_time_s - opt - exposed_comm_s
     if not fb > 0:
         raise PredictionError(f"calibration {source}: no compute time left ({iteration_time_s:.4g} s step)")
-    per_micro = fb / calibration.grad_accum * calibration.degree("tp") * calibration.degree("pp")
-    split = target.degree("tp") * target.degree("pp")
+    per_micro = fb / calibration.grad_accum * calibration.work_split
     tokens = target.micro_batch_size / calibration.micro_batch_size  # 1: the same micro batch
-    compute = per_micro * tokens * target.grad_accum / split / compute_scale
-    opt_target = opt * _shard(calibration) / _shard(target) / split / compute_scale
+    compute = per_micro * tokens * target.grad_accum / target.work_split / compute_scale
+    opt_target = opt * _shard(calibration) / _shard(target) / target.weight_split / compute_scale
     how = "" if optimizer_s is not None else "; optimizer not separated (no profile): kept in compute"
     if tokens != 1:
         how += (

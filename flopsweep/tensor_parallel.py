@@ -3,7 +3,7 @@
 Each model family states its plan (``ModelFamily.tensor_parallel_plan``, the module's
 ``TENSOR_PARALLEL_PLAN``: submodule name, ``*`` wildcards allowed, to a ``ParallelStyle`` of
 ``torch.distributed.tensor.parallel``), as torchtitan's per-model ``parallelize.py`` does; this
-module applies it on the ``tp`` sub-mesh (:func:`flopsweep.mesh.tp_mesh`) and owns what every plan
+module applies it on the ``tp`` sub-mesh of the world mesh (:mod:`flopsweep.mesh`) and owns what every plan
 shares:
 
 - the residual stream between blocks is sharded on the sequence dimension (``Shard(1)``), the norms
@@ -22,8 +22,11 @@ that is ``SequenceParallel`` and whose output the tied head needs replicated).
 The families build their plans with :func:`sequence_parallel_plan` from their submodule names
 (:class:`Sublayer`), so the styles and layouts above are written once, here.
 
-Only :mod:`flopsweep.backends` and :mod:`flopsweep.pipeline` (tensor-parallel stages) use it, on the
-ranks.
+It is the ``tp`` degree's module (:data:`flopsweep.degrees.DEGREE_SPECS` names its three functions):
+its applier :func:`apply_degree` (step 1 of :func:`flopsweep.parallelize.parallelize`), its
+micro-batch hook :func:`micro_context` (``loss_parallel``) and its step-time term :func:`transfers`.
+Torch is imported inside the functions that use it, so that the step-time model (and the analysis's
+``--predict``) can load the term without torch.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
-from torch import nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 
 class PlannedFamily(Protocol):
@@ -151,6 +155,49 @@ def _plain_output(module: nn.Module, args: Any, output: Any) -> Any:
     from torch.distributed.tensor import DTensor
 
     return output.full_tensor() if isinstance(output, DTensor) else output
+
+
+def apply_degree(model: nn.Module, step: Any) -> nn.Module:
+    """The ``tp`` degree's applier (:class:`flopsweep.parallelize.DegreeStep` ``step``): the family's
+    plan on the mesh's ``tp`` sub-mesh (:func:`apply`) when ``tp > 1``; ``model`` as it is otherwise."""
+    if step.size == 1:
+        return model
+    return apply(model, step.family, step.mesh[step.spec.name])
+
+
+def micro_context(layout: Any, mesh: Any) -> Callable[[Any], contextlib.AbstractContextManager] | None:
+    """The ``tp`` degree's micro-batch hook: ``loss_parallel()`` around each micro batch's forward and
+    backward when ``layout.tp > 1`` (:func:`loss_context`), else None."""
+    if layout.tp == 1:
+        return None
+    context = loss_context(layout.tp)
+    return lambda batch: context()
+
+
+def transfers(w: Any, *, gpus_per_node: int) -> list[Any]:
+    """The ``tp`` degree's communication per optimizer step (:func:`flopsweep.steptime.transfers`), none
+    at ``tp`` 1: sequence parallelism's all-gather and reduce-scatter of ``micro x s x h x b`` per
+    projection pair (the volume of one all-reduce), per layer and micro batch two in forward, two in
+    backward and two more for the recomputed forward (Megatron-LM's count;
+    :attr:`~flopsweep.steptime.Workload.recompute_share`), never overlapped."""
+    from flopsweep.degrees import span
+    from flopsweep.steptime import Transfer
+
+    tp = w.degree("tp")
+    if tp == 1:
+        return []
+    per_layer = 4 + 2 * w.recompute_share
+    return [
+        Transfer(
+            what="tensor-parallel activation all-gather and reduce-scatter",
+            collective="all_reduce",
+            bytes=w.micro_batch_size * w.seq_len * w.n_embd * w.param_bytes,
+            count=round(per_layer * (w.n_layer // w.degree("pp")) * w.grad_accum),
+            group=tp,
+            across_nodes=span(w.degrees, "tp") > gpus_per_node,
+            overlappable=False,
+        )
+    ]
 
 
 def loss_context(tp: int) -> Callable[[], contextlib.AbstractContextManager]:

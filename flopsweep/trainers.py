@@ -6,6 +6,9 @@ precision, ``no_sync`` on all but the last micro batch, a ``GradScaler`` for fp1
 AdamW); :class:`DeepSpeedTrainer` drives a DeepSpeed engine; the pipeline has its own
 (:class:`flopsweep.pipeline.PipelineTrainer`). Every backend steps the same AdamW
 (:func:`build_adamw`, ``OptimConfig``), so that a sweep compares strategies, not recipes.
+Each micro batch's forward and backward run inside the degrees' micro-batch hooks
+(:func:`micro_context`, from :data:`flopsweep.degrees.DEGREE_SPECS`: ``loss_parallel`` under tensor
+parallelism), given the micro batch as a :class:`MicroBatch` whose ``args`` a hook may replace.
 :func:`optimizer_facts` reads the optimizer that stepped for ``system.optimizer``.
 """
 
@@ -13,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 from torch import nn
 from torch.profiler import record_function
 
+from flopsweep import degrees as fdegrees
 from flopsweep import optim_in_backward
 from flopsweep import precision as fprecision
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
@@ -34,6 +38,57 @@ class Trainer(Protocol):
 
         Returns the mean loss as a detached 0-d tensor on the device (no host sync).
         """
+
+
+@dataclass
+class MicroBatch:
+    """One micro batch as the model gets it: ``model(*args)``. ``args`` is ``(tokens,)`` (the model
+    cuts inputs and targets itself) unless a degree's micro-batch hook replaces it inside its context
+    (context parallel: this rank's shard of :meth:`whole`)."""
+
+    tokens: torch.Tensor
+    """LongTensor ``[B, T + 1]``: inputs ``tokens[:, :-1]``, targets ``tokens[:, 1:]``."""
+    args: tuple = field(default=())
+    """What the model is called with (``CausalLM.forward``'s ``tokens, targets, positions``)."""
+
+    def __post_init__(self) -> None:
+        self.args = self.args or (self.tokens,)
+
+    def whole(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(inputs, targets, positions)`` of the whole sequence, each a contiguous tensor a hook may
+        shard along the sequence (``[B, T]``, ``[B, T]``, ``[T]``): ``model(*batch.whole())`` is
+        ``model(batch.tokens)``."""
+        inputs, targets = self.tokens[:, :-1].contiguous(), self.tokens[:, 1:].contiguous()
+        return inputs, targets, torch.arange(inputs.size(1), device=inputs.device)
+
+
+Hook = Callable[[MicroBatch], contextlib.AbstractContextManager]
+"""A degree's micro-batch hook: the context one micro batch's forward and backward run in."""
+
+
+def micro_context(layout: Any, mesh: Any = None) -> Hook:
+    """The context of each micro batch on ``layout`` (and the world ``mesh``): every degree's hook
+    (:attr:`flopsweep.degrees.DegreeSpec.micro_context`, in the table's order, the first outermost)
+    that is not None on this layout; ``nullcontext`` when none is."""
+    hooks = [
+        hook
+        for spec in fdegrees.DEGREE_SPECS
+        if (factory := spec.resolve("micro_context")) is not None
+        and (hook := factory(layout, mesh)) is not None
+    ]
+    if not hooks:
+        return contextlib.nullcontext
+    if len(hooks) == 1:
+        return hooks[0]
+
+    @contextlib.contextmanager
+    def run(batch: MicroBatch) -> Any:
+        with contextlib.ExitStack() as stack:
+            for hook in hooks:
+                stack.enter_context(hook(batch))
+            yield
+
+    return run
 
 
 def build_adamw(params: Any, optim: OptimConfig, device: torch.device) -> torch.optim.AdamW:
@@ -75,8 +130,9 @@ class TorchTrainer:
     scaler: torch.amp.GradScaler | None = None
     no_sync: Any = None  # callable(is_last: bool) -> context manager
     after_step: Callable[[], None] | None = None  # e.g. fp8 scale precompute for FSDP2
-    micro_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
-    """Around each micro batch's forward and backward (``loss_parallel`` under tensor parallelism)."""
+    micro_context: Hook = contextlib.nullcontext
+    """Around each micro batch's forward and backward, given the :class:`MicroBatch`: the degrees'
+    hooks (:func:`micro_context`; ``loss_parallel`` under tensor parallelism)."""
     last_grad_norm: torch.Tensor | None = None
     """The total gradient norm of the last step, before clipping (``clip_grad_norm_``'s result); None
     without clipping (``grad_clip`` 0, and so ``optim.in_backward``: no gradient outlives backward)."""
@@ -85,9 +141,10 @@ class TorchTrainer:
         n = len(micro_batches)
         total = torch.zeros((), device=micro_batches[0].device)
         for i, tokens in enumerate(micro_batches):
-            with self.micro_context():
+            batch = MicroBatch(tokens)
+            with self.micro_context(batch):
                 with self._sync_context(i == n - 1), self._autocast(tokens.device):
-                    loss = self.model(tokens) / n
+                    loss = self.model(*batch.args) / n
                 (self.scaler.scale(loss) if self.scaler else loss).backward()
             total += loss.detach()
         if isinstance(self.optimizer, optim_in_backward.OptimizerInBackward):  # stepped in backward
@@ -144,11 +201,19 @@ def _optimizer_device(cfg: RunConfig, device: torch.device) -> torch.device:
 
 
 def torch_trainer(
-    model: nn.Module, cfg: RunConfig, device: torch.device, *, autocast: bool = True, no_sync: Any = None
+    model: nn.Module,
+    cfg: RunConfig,
+    device: torch.device,
+    *,
+    autocast: bool = True,
+    no_sync: Any = None,
+    layout: Any = None,
+    mesh: Any = None,
 ) -> TorchTrainer:
     """A :class:`TorchTrainer` of ``model`` with the run's optimizer (on the host under FSDP2's
     ``cpu_offload``), clip, precision (autocast unless ``autocast`` is False: FSDP2 casts itself)
-    and fp16 ``GradScaler``; ``no_sync(is_last)`` gives each micro batch's sync context."""
+    and fp16 ``GradScaler``; ``no_sync(is_last)`` gives each micro batch's sync context, and the
+    degrees of ``layout`` on ``mesh`` its micro-batch hooks (:func:`micro_context`)."""
     dtype = DTYPES[cfg.precision.name]
     return TorchTrainer(
         model,
@@ -158,6 +223,7 @@ def torch_trainer(
         autocast_dtype=dtype if autocast and dtype != torch.float32 else None,
         scaler=torch.amp.GradScaler(device.type) if cfg.precision.name == "fp16" else None,
         no_sync=no_sync,
+        micro_context=micro_context(layout, mesh) if layout is not None else contextlib.nullcontext,
     )
 
 

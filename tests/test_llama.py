@@ -223,7 +223,7 @@ def _rope_reference(x: torch.Tensor, theta: float) -> torch.Tensor:
 
 def _rotary(x: torch.Tensor, theta: float) -> torch.Tensor:
     """The model's RoPE on ``(B, nh, T, hd)`` (it takes ``(B, T, nh, hd)``)."""
-    freqs = llama.RotaryEmbedding(x.size(-1), theta)(x.size(-2), x.device)
+    freqs = llama.RotaryEmbedding(x.size(-1), theta)(torch.arange(x.size(-2), device=x.device))
     return llama.apply_rotary(x.transpose(1, 2), freqs).transpose(1, 2)
 
 

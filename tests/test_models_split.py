@@ -67,8 +67,9 @@ def test_the_loss_is_the_shared_fp32_cross_entropy():
     tokens = torch.randint(0, 128, (2, 33))
     for cfg in (GPT_TINY, LLAMA_TINY):
         model = MODELS[cfg.arch].build(cfg, AttentionConfig(name="sdpa"))
-        x = model.embed(tokens[:, :-1])
-        args = model.block_args(32, x.device)
+        positions = torch.arange(32)
+        x = model.embed(tokens[:, :-1], positions)
+        args = model.block_args(positions)
         for block in model.block_list():
             x = block(x, *args)
         logits = model.logits(x)

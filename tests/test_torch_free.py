@@ -19,6 +19,8 @@ TORCH_FREE = [
     "flopsweep.metrics",
     "flopsweep.config",
     "flopsweep.layout",
+    "flopsweep.degrees",
+    "flopsweep.tensor_parallel",
     "flopsweep.columns",
     "flopsweep.forecast",
     "flopsweep.models",
@@ -43,7 +45,8 @@ TORCH_FREE = [
     "flopsweep.plan",
 ]
 """Modules that must import without torch: the estimators, record building, identity and the whole of
-validation (``checks``, ``rules``, ``plan``); each option's torch code is loaded by path on the rank."""
+validation (``checks``, ``rules``, ``plan``), and the modules holding a degree's step-time term
+(``tensor_parallel``, ``pipeline_plan``); each option's torch code is loaded by path on the rank."""
 
 
 def _imports(module: str, code: str = "") -> list[str]:
@@ -119,3 +122,19 @@ for backend, n in ((BackendConfig(name="single"), 1), (BackendConfig(name="ddp")
 cfg = validate(RunConfig(device="cpu", nproc_per_node=4, backend=FSDPConfig(), parallel=ParallelConfig(tp=2)))
 """
     assert _imports("flopsweep.plan", code) == []
+
+
+def test_every_degrees_step_time_term_loads_without_torch():
+    """The step-time model sums each degree's term (``DegreeSpec.transfers``, loaded by path from the
+    degree's module): a prediction over data, tensor and pipeline parallel imports no torch."""
+    code = """
+from flopsweep.degrees import DEGREE_SPECS
+from flopsweep.steptime import Workload, transfers
+w = Workload(backend="fsdp", n_params=10**9, n_layer=8, n_embd=1024, seq_len=1024, micro_batch_size=2,
+             grad_accum=2, degrees={"dp_replicate": 2, "dp_shard": 2, "tp": 2, "pp": 2}, model_flops=1.0,
+             hardware_flops=1.0)
+kinds = {t.what.split()[0] for t in transfers(w, gpus_per_node=8)}
+assert kinds == {"fsdp", "hsdp", "tensor-parallel", "pipeline"}, kinds
+assert all(s.resolve("transfers") is not None for s in DEGREE_SPECS if s.transfers)
+"""
+    assert _imports("flopsweep.steptime", code) == []

@@ -78,10 +78,10 @@ class GPT(CausalLM):
         self.h = nn.ModuleList(Block(cfg, attention) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd)
 
-    def embed(self, idx: torch.Tensor) -> torch.Tensor:
-        """Token plus learned position embeddings: idx LongTensor ``(B, T)`` -> ``(B, T, C)``."""
-        pos = torch.arange(idx.size(1), device=idx.device)
-        return self.wte(idx) + self.wpe(pos)
+    def embed(self, idx: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Token plus learned position embeddings: idx LongTensor ``(B, T)`` at ``positions`` ``(T,)``
+        -> ``(B, T, C)``."""
+        return self.wte(idx) + self.wpe(positions)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """Final LayerNorm and tied LM head: ``(B, T, C)`` -> logits ``(B, T, V)``."""

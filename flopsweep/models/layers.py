@@ -138,7 +138,10 @@ class CausalLM(nn.Module):
     Subclasses set :attr:`BLOCKS` (the attribute holding the ``nn.ModuleList`` of blocks),
     ``embedding_children`` and ``head_children`` (what the first and last pipeline stages keep,
     :mod:`flopsweep.pipeline`), and implement :meth:`embed`, :meth:`block_args` and :meth:`logits`.
-    Activation checkpointing is applied from outside, to the blocks (:mod:`flopsweep.checkpointing`).
+    Positions (learned or RoPE) come from the position tensor ``forward`` is given, so a rank that
+    holds a part of the sequence (context parallel's shard) passes that part's positions and
+    targets, and no family changes. Activation checkpointing is applied from outside, to the
+    blocks (:mod:`flopsweep.checkpointing`).
     """
 
     BLOCKS = "h"
@@ -149,19 +152,28 @@ class CausalLM(nn.Module):
         """Children the LM head uses (the last pipeline stage keeps them)."""
         raise NotImplementedError
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Loss of one micro batch.
+    def forward(
+        self, tokens: torch.Tensor, targets: torch.Tensor | None = None, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Loss of one micro batch (or of this rank's part of its sequence).
 
         Args:
-            tokens: LongTensor ``[batch, seq_len + 1]``; inputs are ``tokens[:, :-1]``
-                and targets ``tokens[:, 1:]``.
+            tokens: LongTensor ``[batch, seq_len + 1]``, whose inputs are ``tokens[:, :-1]`` and
+                targets ``tokens[:, 1:]``; or, with ``targets``, the inputs ``[batch, T]`` themselves.
+            targets: LongTensor ``[batch, T]``, the next token of each input; None: cut from ``tokens``.
+            positions: LongTensor ``[T]``, each input's position in the whole sequence; None:
+                ``0 .. T-1`` (:meth:`positions`).
 
         Returns:
             Scalar mean cross-entropy (computed in fp32).
         """
-        idx, targets = tokens[:, :-1], tokens[:, 1:]
-        x = self.embed(idx)  # (B, T, C); (B, T / tp, C) local under sequence parallelism
-        args = self.block_args(idx.size(1), idx.device)
+        idx = tokens
+        if targets is None:
+            idx, targets = tokens[:, :-1], tokens[:, 1:]
+        if positions is None:
+            positions = self.positions(idx.size(1), idx.device)
+        x = self.embed(idx, positions)  # (B, T, C); (B, T / tp, C) local under sequence parallelism
+        args = self.block_args(positions)
         for block in self.block_list():
             x = block(x, *args)
         return self.head_loss(x, targets)
@@ -170,12 +182,18 @@ class CausalLM(nn.Module):
         """The transformer blocks, in order."""
         return getattr(self, self.BLOCKS)
 
-    def embed(self, idx: torch.Tensor) -> torch.Tensor:
-        """idx LongTensor ``(B, T)`` -> hidden states ``(B, T, C)``."""
+    @staticmethod
+    def positions(seq_len: int, device: torch.device) -> torch.Tensor:
+        """The positions of a whole sequence of ``seq_len``: LongTensor ``0 .. seq_len - 1``."""
+        return torch.arange(seq_len, device=device)
+
+    def embed(self, idx: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """idx LongTensor ``(B, T)`` at ``positions`` ``(T,)`` -> hidden states ``(B, T, C)``."""
         raise NotImplementedError
 
-    def block_args(self, seq_len: int, device: torch.device) -> tuple:
-        """Arguments every block takes after the hidden states, for sequences of ``seq_len``."""
+    def block_args(self, positions: torch.Tensor) -> tuple:
+        """Arguments every block takes after the hidden states, for inputs at ``positions`` ``(T,)``
+        (the whole sequence's under sequence parallelism: attention gathers it before it rotates)."""
         return ()
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:

@@ -30,8 +30,8 @@ FeedForward = SwiGLU
 class RotaryEmbedding(nn.Module):
     """RoPE rotations (Su et al. 2021, "RoFormer"), no parameters and no buffers.
 
-    ``forward(seq_len, device) -> freqs_cis``: complex64 ``(seq_len, hd/2)``, the unit
-    rotation ``exp(i t theta^(-2j/hd))`` of position ``t`` for the channel pair
+    ``forward(positions) -> freqs_cis``: complex64 ``(T, hd/2)`` for LongTensor ``positions``
+    ``(T,)``, the unit rotation ``exp(i t theta^(-2j/hd))`` of position ``t`` for the channel pair
     ``(2j, 2j + 1)``, as Meta's reference and torchtitan compute it.
     """
 
@@ -39,10 +39,11 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.head_dim, self.theta = head_dim, theta
 
-    def forward(self, seq_len: int, device: torch.device) -> torch.Tensor:
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        device = positions.device
         exponent = torch.arange(0, self.head_dim, 2, device=device, dtype=torch.float32) / self.head_dim
         inv_freq = 1.0 / (self.theta**exponent)  # (hd/2,)
-        pos = torch.arange(seq_len, device=device, dtype=torch.float32)
+        pos = positions.to(torch.float32)
         angles = torch.outer(pos, inv_freq)  # (T, hd/2)
         return torch.polar(torch.ones_like(angles), angles)
 
@@ -135,16 +136,17 @@ class Llama(CausalLM):
         or the token embedding when tied."""
         return ("norm", "output") if self.output is not None else ("norm", "tok_embeddings")
 
-    def embed(self, idx: torch.Tensor) -> torch.Tensor:
-        """Token embeddings: idx LongTensor ``(B, T)`` -> ``(B, T, C)`` (RoPE acts in attention)."""
+    def embed(self, idx: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Token embeddings: idx LongTensor ``(B, T)`` -> ``(B, T, C)`` (RoPE acts in attention, at
+        :meth:`block_args`' positions)."""
         return self.tok_embeddings(idx)
 
-    def block_args(self, seq_len: int, device: torch.device) -> tuple[torch.Tensor]:
-        """Arguments every block takes after the hidden states: ``freqs_cis``, complex
-        ``(seq_len, hd/2)``, made here (the module holds no buffers). ``seq_len`` is the whole
-        sequence, not the hidden states' local shard under sequence parallelism (attention gathers
-        the sequence before it rotates)."""
-        return (self.rope(seq_len, device),)
+    def block_args(self, positions: torch.Tensor) -> tuple[torch.Tensor]:
+        """Arguments every block takes after the hidden states: ``freqs_cis``, complex ``(T, hd/2)``
+        of ``positions`` ``(T,)``, made here (the module holds no buffers). Under sequence
+        parallelism they are the whole sequence's, not the hidden states' local shard (attention
+        gathers the sequence before it rotates)."""
+        return (self.rope(positions),)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """Final RMSNorm and LM head (tied or ``output``): ``(B, T, C)`` -> logits ``(B, T, V)``."""
