@@ -22,6 +22,7 @@ from flopsweep.config import MAX_BY_KEY, MAX_INT, BatchConfig, ConfigError, Para
 from flopsweep.job import JobInfo, plan_job
 from flopsweep.layout import Layout, divisors, grad_accum_for, smaller_degree
 from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
+from flopsweep.overrides import option_kind
 from flopsweep.plan import Environment, option_names, plan
 
 CONTEXTS: dict[str, list[str]] = {
@@ -82,9 +83,7 @@ def option_keys() -> list[tuple[str, str, str]]:
 def _option_of(group: str, kind: str) -> str:
     """A YAML option of ``group`` whose registry key is ``kind`` (``model``: the smallest such model,
     a ``*-tiny`` where there is one)."""
-    from run import _option_kind
-
-    mine = [name for name in option_names(group) if _option_kind(group, name) == kind]
+    mine = [name for name in option_names(group) if option_kind(group, name) == kind]
     assert mine, (group, kind)
     return next((name for name in mine if name.endswith("tiny")), mine[0])
 
