@@ -33,6 +33,8 @@ from flopsweep.checkpointing import normalize_overrides
 from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.launch import Terminated, raise_terminated
+from flopsweep.overrides import group_choice_problem, preset_option_keys, sweeper_extra_problem
+from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.store import register_configs
 
 # Unique per sweep process, so that two sweeps started in the same second never
@@ -47,23 +49,6 @@ register_configs()
 # Nothing above imports torch (the job does, in main), so that a refusal, Hydra's included, is quick.
 
 EXIT_CODES = {"ok": 0, "oom": 1, "error": 1, "invalid": 2}
-
-
-def _option_kind(group: str, option: str) -> str:
-    """The registry key behind a YAML option (``backend/zero3`` -> ``deepspeed``, ``model/gpt-tiny``
-    -> ``gpt2``): its schema node's ``base_<kind>`` (``/schema/<group>/base_<kind>@_here_``), the
-    option it extends, or its ``name``."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", group, f"{option}.yaml")
-    if not os.path.exists(path):
-        return option
-    node = OmegaConf.load(path)
-    for entry in node.get("defaults", []):
-        name = entry.partition("@")[0].rpartition("/")[2] if isinstance(entry, str) else ""
-        if name.startswith("base_"):
-            return name.removeprefix("base_")
-        if isinstance(entry, str) and entry != "_self_":
-            return _option_kind(group, entry)
-    return str(node.get("name", option))
 
 
 _SORT_RANGE = re.compile(r"sort\(\s*range\(([^)]*)\)\s*(?:,\s*reverse\s*=\s*(\w+))?\s*\)", re.IGNORECASE)
@@ -275,6 +260,9 @@ def refusal(overrides: list[str]) -> str | None:
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)
+        or group_choice_problem(overrides)
+        or sweeper_extra_problem(overrides)
+        or preset_option_keys(overrides)
         or foreign_option_keys(overrides)
     )
 

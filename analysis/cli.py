@@ -179,14 +179,19 @@ def _column(name: str) -> str:
 
 
 def pairs(items: list[str], option: str) -> dict[str, str | list[str]]:
-    """``["backend=fsdp,ddp"]`` -> ``{"backend": ["fsdp", "ddp"]}``; raises AnalysisError without '='."""
+    """``["backend=fsdp,ddp"]`` -> ``{"backend": ["fsdp", "ddp"]}``; raises AnalysisError without '=',
+    or for a key given twice (``--filter backend=fsdp --filter backend=ddp``: the last would win)."""
     out: dict[str, str | list[str]] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise AnalysisError(f"{option} {item!r}: expected KEY=VALUE, e.g. {option} backend=fsdp")
         values = [v.strip() for v in value.split(",")]
-        out[_column(key.strip())] = values if len(values) > 1 else values[0]
+        column = _column(key.strip())
+        if column in out:  # the last would win in silence
+            once = "one value" if option == "--baseline" else f"its values once, comma-separated ({key}=a,b)"
+            raise AnalysisError(f"{option} {key.strip()}: given twice; give {once}")
+        out[column] = values if len(values) > 1 else values[0]
     return out
 
 

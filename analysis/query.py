@@ -180,10 +180,18 @@ def compare(
     never a baseline either). ``df.attrs["baseline"]`` records the baseline.
 
     Raises:
-        ColumnError: for an unknown column; AnalysisError when no ok run is a baseline.
+        ColumnError: for an unknown column; AnalysisError when no ok run is a baseline, or a key of
+            ``baseline`` has several values (``{"backend": ["fsdp", "ddp"]}``: no one set-up).
     """
     if not baseline:
         raise AnalysisError("empty baseline: give at least one key=value, e.g. backend=fsdp")
+    for k, v in baseline.items():
+        if isinstance(v, list | tuple | set) and len(v) != 1:  # speedup over an average of set-ups
+            shown = ",".join(map(str, v))
+            raise AnalysisError(
+                f"baseline {k}={shown}: a baseline is one set-up, one value per key; give one, e.g. "
+                f"{k}={next(iter(v), 'VALUE')} (for a speedup over each, run the analysis once per value)"
+            )
     check_columns(df, [*baseline, metric, *(on or [])], "baseline")
     drop = set(baseline).union(*(dependents(k) for k in baseline))
     keys = [c for c in (on or SETUP_COLUMNS) if c in df.columns and c not in drop]

@@ -121,10 +121,14 @@ def sweep_size(config: Any) -> int | None:
     """Jobs in this multirun: the product of the sweep overrides' lengths (command line and
     ``hydra.sweeper.params``, command line first, as Hydra's basic sweeper expands them), times
     ``repeats`` (the rounds that flopsweep's sweeper adds).
+    An Optuna study (``hydra/sweeper=optuna_objective``) runs ``hydra.sweeper.n_trials`` jobs, whatever
+    its search space holds (``range(1,33)`` is a distribution to draw from, not 32 jobs).
     None when it cannot be told (another sweeper)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
+        if config.hydra.sweeper.get("n_trials") is not None:
+            return int(config.hydra.sweeper.n_trials)
         params = dict(config.hydra.sweeper.get("params") or {})
         lines = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
         by_key = {o.key_or_group: o for o in OverridesParser.create().parse_overrides(lines)}

@@ -88,10 +88,11 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     check_choices(cfg, choices or {})
     _reject_unknown_keys(cfg)
     _check_options(cfg)
+    check_bounds(cfg)  # the values given, by their own names, before any rule relates them
     MODELS[cfg.model.arch].check(cfg.model)
     checkpointing.policy(cfg.activation_checkpointing).check(cfg.activation_checkpointing)
     require_choice("device", cfg.device, DEVICES, "device")
-    check_bounds(cfg)
+    check_bounds(cfg)  # again: model=hf's check fills its shape from the file
     _validate_sizes(cfg)
     check_built(cfg.parallel, cfg.backend.name)
     _validate_optim(cfg.optim)
@@ -237,10 +238,9 @@ def check_bounds(cfg: RunConfig) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
         if abs(value) > limit:
-            bound = (
-                f"{limit:.0f}" if limit < 1e9 else f"{limit:.3g}"
-            )  # no 1,000 separators: Hydra would read a list
-            raise ConfigError(key, value, f"is beyond the bound of {bound}", f"set {key} to at most {bound}")
+            bound = _bound_text(limit, whole=isinstance(value, int))
+            side = f"to at most {bound}" if value > 0 else f"to at least -{bound}"
+            raise ConfigError(key, value, f"is beyond the bound of {bound}", f"set {key} {side}")
     nproc = str(cfg.nproc_per_node)
     if nproc.isdigit() and (len(nproc) > 7 or int(nproc) > MAX_NPROC_PER_NODE):
         raise ConfigError(
@@ -249,6 +249,16 @@ def check_bounds(cfg: RunConfig) -> None:
             f"is beyond the bound of {MAX_NPROC_PER_NODE} ranks per node",
             "set nproc_per_node=auto or the ranks of one node",
         )
+
+
+def _bound_text(limit: float, *, whole: bool) -> str:
+    """``limit`` as a fix may quote it: every digit for an integer key (``2147483647``: ``2.15e+09``
+    would be past it), else 3 significant figures when they do not round above it (``1e+12``). No
+    1,000 separators: Hydra would read a list."""
+    if whole or limit < 1e9:
+        return f"{limit:.0f}"
+    short = f"{limit:.3g}"
+    return short if float(short) <= limit else f"{limit:.0f}"
 
 
 def _numbers(node: object, prefix: str = "") -> list[tuple[str, int | float]]:
@@ -264,6 +274,8 @@ def _numbers(node: object, prefix: str = "") -> list[tuple[str, int | float]]:
 
 
 def _validate_sizes(cfg: RunConfig) -> None:
+    # Every family's, model=hf's too (its shape comes from the file; the sequence is the run's own).
+    require_positive("model.seq_len", cfg.model.seq_len, "set model.seq_len to a positive number of tokens")
     require_positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
     require_positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
     _validate_global_batch(cfg.batch)

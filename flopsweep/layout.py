@@ -36,7 +36,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
+from flopsweep.config import MAX_BY_KEY, BatchConfig, ConfigError, ParallelConfig, RunConfig
 from flopsweep.degrees import (  # noqa: F401 - the degree table, re-exported
     BUILT,
     COLUMN_DEGREES,
@@ -269,6 +269,13 @@ def stated_world_size(nproc_per_node: str, nnodes: int) -> int | None:
     return int(nproc_per_node) * nnodes if str(nproc_per_node).isdigit() else None
 
 
+def divisors(n: int) -> list[int]:
+    """The positive divisors of ``n >= 1``, ascending, by trial division up to ``sqrt(n)`` (46,341
+    steps for ``2**31 - 1``, the largest value a degree may take); ``[]`` for ``n < 1``."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0] if n >= 1 else []
+    return low + [n // d for d in reversed(low) if d * d != n]
+
+
 def smaller_degree(
     name: str, parallel: ParallelConfig, world_size: int | None, sizes: Iterable[int] = (), *, least: int = 1
 ) -> str | None:
@@ -276,12 +283,24 @@ def smaller_degree(
     divides every one of ``sizes`` (the model sizes the degree splits) and whose layout resolves on
     ``world_size`` (:meth:`Layout.resolve`, with ``parallel.dp_shard=-1``, which the fix then sets
     too when ``dp_shard`` was fixed); any ``D`` when the world is not known yet. A suggestion is
-    thus one that validation accepts. ``D`` is at least ``least``. None when no ``D`` does."""
-    sizes = list(sizes)
+    thus one that validation accepts. ``D`` is at least ``least``. None when no ``D`` does.
+
+    Such a ``D`` divides the greatest common divisor of ``sizes`` and of the ranks the other mesh
+    degrees leave, so only that number's divisors are tried (:func:`divisors`): a degree near
+    ``2**31`` is answered at once, not by a walk down to 1."""
+    value = getattr(parallel, name)
     free = dataclasses.replace(parallel, dp_shard=-1)
-    for d in range(getattr(parallel, name) - 1, least - 1, -1):
-        if any(size % d for size in sizes):
-            continue
+    common = 0  # gcd(0, x) = x: no constraint yet
+    for size in sizes:
+        common = math.gcd(common, size)
+    if world_size is not None:
+        others = math.prod(getattr(free, n) for n in MESH_DEGREES if n not in (name, "dp_shard"))
+        if others < 1 or world_size % others:
+            return None  # no D: the other degrees alone do not divide the world
+        common = math.gcd(common, world_size // others)
+    if not common:  # no size and no world to divide: any D, so the next smaller one
+        return f"set parallel.{name}={value - 1}" if value - 1 >= least else None
+    for d in reversed([d for d in divisors(common) if least <= d < value]):
         if world_size is not None:
             try:
                 Layout.resolve(dataclasses.replace(free, **{name: d}), world_size)
@@ -397,32 +416,64 @@ def grad_accum_for(batch: BatchConfig, layout: Layout) -> int:
     ``global_batch_size / (micro_batch_size x dp)``; ``batch.grad_accum`` itself when
     ``global_batch_size`` is null.
 
-    ``batch.grad_accum`` left at its default 1 is replaced; any other value must agree.
+    ``batch.grad_accum`` left at its default 1 is replaced; any other value must agree. The result
+    stays within ``batch.grad_accum``'s own bound (:data:`flopsweep.config.MAX_BY_KEY`): a global batch
+    of 2**31 sequences would otherwise run 536,870,912 micro batches per step until ``timeout_s``.
 
     Raises:
-        ConfigError: when the global batch does not divide by ``micro_batch_size x dp``, or an
-            explicit ``batch.grad_accum`` other than 1 gives another global batch.
+        ConfigError: when the global batch does not divide by ``micro_batch_size x dp``, needs more
+            micro batches per step than ``batch.grad_accum`` may take, or an explicit
+            ``batch.grad_accum`` other than 1 gives another global batch; the fix names a global
+            batch that passes.
     """
     total = batch.global_batch_size
     if total is None:
         return batch.grad_accum
     per_step = batch.micro_batch_size * layout.dp
+    most = int(MAX_BY_KEY["batch.grad_accum"])
+    shown = (
+        f"batch.micro_batch_size x data-parallel ranks = {batch.micro_batch_size} x {layout.dp} = {per_step}"
+    )
     if total < 1 or total % per_step:
         raise ConfigError(
             "batch.global_batch_size",
             total,
-            f"is not a positive multiple of batch.micro_batch_size x data-parallel ranks = "
-            f"{batch.micro_batch_size} x {layout.dp} = {per_step}",
-            f"set batch.global_batch_size to a multiple of {per_step}, "
-            f"e.g. {per_step * max(1, total // per_step)}",
+            f"is not a positive multiple of {shown}",
+            _global_batch_fix(batch, per_step, most),
         )
     accum = total // per_step
+    if accum > most:
+        raise ConfigError(
+            "batch.global_batch_size",
+            total,
+            f"needs batch.grad_accum={accum} micro batches per step ({shown}), beyond that key's bound "
+            f"of {most}",
+            f"set batch.global_batch_size to at most {per_step * most} (a multiple of {per_step}), or "
+            "raise batch.micro_batch_size",
+        )
     if batch.grad_accum not in (1, accum):
         raise ConfigError(
             "batch.grad_accum",
             batch.grad_accum,
             f"contradicts batch.global_batch_size={total}, which needs grad_accum={accum} "
             f"(micro batch {batch.micro_batch_size} x {layout.dp} data-parallel ranks)",
-            "drop one of the two overrides (batch.global_batch_size sets batch.grad_accum)",
+            f"drop one of the two overrides (batch.global_batch_size sets batch.grad_accum), or set "
+            f"batch.global_batch_size={per_step * batch.grad_accum} for batch.grad_accum={batch.grad_accum}",
         )
     return accum
+
+
+def _global_batch_fix(batch: BatchConfig, per_step: int, most: int) -> str:
+    """The fix for a global batch that ``per_step`` (micro batch x data-parallel ranks) does not
+    divide: the one global batch an explicit ``batch.grad_accum`` allows, else the multiples of
+    ``per_step`` on either side of the value asked for, at least one micro batch per rank and at
+    most ``most`` of them."""
+    if batch.grad_accum != 1 and batch.grad_accum <= most:
+        return (
+            f"set batch.global_batch_size={per_step * batch.grad_accum} (batch.grad_accum="
+            f"{batch.grad_accum} x {per_step}), or drop batch.grad_accum and set a multiple of {per_step}"
+        )
+    below = min(max(1, batch.global_batch_size // per_step), most)
+    near = sorted({below, min(below + 1, most)})
+    shown = " or ".join(str(per_step * k) for k in near)
+    return f"set batch.global_batch_size to a multiple of {per_step}, e.g. {shown}"

@@ -9,6 +9,7 @@ Validation imports this module, never :mod:`flopsweep.pipeline`; the step-time m
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from flopsweep.config import ConfigError, RunConfig
@@ -167,7 +168,9 @@ def _check_stages(cfg: RunConfig) -> None:
             f"{fix + ', or ' if fix else ''}set model.n_layer to a multiple of {p.pp * v}",
         )
     if n_layer % (p.pp * v):
-        fewer = max(d for d in range(1, v) if n_layer % (p.pp * d) == 0)  # 1 at least: pp divides n_layer
+        # pp x d stages divide n_layer, so d <= n_layer / pp: a bounded search for any v (1 at least,
+        # as pp divides n_layer)
+        fewer = max(d for d in range(1, min(v, n_layer // p.pp + 1)) if n_layer % (p.pp * d) == 0)
         raise ConfigError(
             "parallel.pp_stages_per_rank",
             v,
@@ -215,13 +218,21 @@ def resolve(cfg: RunConfig) -> RunConfig:
     m, b = microbatches(cfg), cfg.batch
     local = b.micro_batch_size * b.grad_accum
     if local % m:
+        if b.global_batch_size is not None:  # it set grad_accum: the fix is a global batch
+            dp = b.global_batch_size // local  # the data-parallel ranks: global = local x dp
+            step = dp * math.lcm(b.micro_batch_size, m)
+            change = (
+                f"set batch.global_batch_size to a multiple of {step} (data-parallel ranks {dp} x "
+                f"lcm(batch.micro_batch_size, {m}))"
+            )
+        else:
+            change = f"set batch.micro_batch_size x batch.grad_accum to a multiple of {m}"
         raise ConfigError(
             "parallel.pp_microbatches",
             m,
             f"does not split the local batch batch.micro_batch_size x batch.grad_accum = "
             f"{b.micro_batch_size} x {b.grad_accum} = {local} sequences into equal pipeline micro-batches",
-            f"set batch.micro_batch_size x batch.grad_accum to a multiple of {m}, or "
-            "parallel.pp_microbatches to a divisor of it (at least the number of stages)",
+            f"{change}, or parallel.pp_microbatches to a divisor of {local} (at least the number of stages)",
         )
     v = stages_per_rank(p.pp_schedule, p.pp_stages_per_rank)
     return dataclasses.replace(cfg, parallel=dataclasses.replace(p, pp_microbatches=m, pp_stages_per_rank=v))
