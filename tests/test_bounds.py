@@ -334,7 +334,6 @@ def test_hf_flops_counted_by_layer_kind_equal_the_count_of_every_layer(
     count exactly as when every layer runs; the cached model keeps its own layers afterwards."""
     pytest.importorskip("transformers")
     from flopsweep.models import hf_nn
-
     from flopsweep.models.hf_files import load
 
     value = _hf_config(tmp_path, shipped, **changes)
