@@ -58,6 +58,11 @@ MAX_FLOAT = 1e12
 """The largest magnitude of any other number (``model.rope_theta`` is 5e5)."""
 
 
+MAX_SHOWN = 256
+"""A value whose ``repr`` is longer is shown cut in a :class:`ConfigError` (its first 16 characters
+and its length); a path of up to this many characters is shown whole, so the line names it."""
+
+
 class ConfigError(ValueError):
     """An impossible or inconsistent config value.
 
@@ -68,7 +73,7 @@ class ConfigError(ValueError):
     def __init__(self, key: str, value: object, problem: str, fix: str) -> None:
         self.key, self.value = key, value
         shown = repr(value)
-        if len(shown) > 80:  # a 400-digit number: one readable line still
+        if len(shown) > MAX_SHOWN:  # a 400-digit number: one readable line still
             shown = f"{shown[:16]}...({len(shown)} characters)"
         super().__init__(f"Invalid config: {key}={shown}: {problem}. Fix: {fix}.")
 

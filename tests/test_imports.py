@@ -87,6 +87,7 @@ TORCH_FREE = (
     "flopsweep.noise",
     "flopsweep.predict",
     "flopsweep.layout",
+    "flopsweep.degrees",  # through layout: the degree table, torch-free
     "flopsweep.identity",
     "flopsweep.identity.versions",
     "flopsweep.budget",  # the read budget of the analysis and predict.calibration
