@@ -106,6 +106,15 @@ HOSTILE = {
     "negative initializer_range": ({**QWEN, "initializer_range": -1.0}, "initializer_range"),
     "dropout over 1": ({**QWEN, "attention_dropout": 2.0}, "dropout"),
     "layer_types of another length": ({**QWEN, "layer_types": ["full_attention"]}, "layer_types"),
+    "bool rope_theta": ({**QWEN, "rope_theta": True}, "rope_theta=True"),
+    "bool eps": ({**QWEN, "rms_norm_eps": False}, "rms_norm_eps=False"),
+    "bool rope factor": ({**QWEN, "rope_scaling": {"rope_type": "linear", "factor": True}}, "factor"),
+    "an encoder's LM head (bert)": ({**QWEN, "model_type": "bert"}, "BertLMHeadModel"),
+    "GPT-2's LMHeadModel": ({**QWEN, "model_type": "gpt2", "architectures": []}, "GPT2LMHeadModel"),
+    "architectures not the class built": (
+        {**QWEN, "architectures": ["NoSuchForCausalLM"]},
+        "Qwen3ForCausalLM",
+    ),
 }
 """Hostile ``config.json`` files, each beside the line that refuses it (issue 40 names 9 of them)."""
 

@@ -242,18 +242,25 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
     if not isinstance(model_type, str) or not isinstance(archs, list):
         what = f"model_type {_brief(model_type)} and architectures {_brief(archs)}"
         raise ConfigError(KEY, value, f"has {what}: a string and a list of class names are needed", fix)
-    if model_type not in _causal_lm_types():
+    built = _causal_lm_types().get(model_type)
+    if built is None or not built.endswith("ForCausalLM"):
         what = f"model_type {model_type!r}" + (f", architectures {_brief(archs)}" if archs else "")
-        raise ConfigError(
-            KEY, value, f"is not a causal language model transformers builds natively ({what})", fix
-        )
-    if not all(isinstance(a, str) and a.endswith("ForCausalLM") for a in archs):
+        what += f", which transformers builds as {built}" if built else ""
         raise ConfigError(
             KEY,
             value,
-            f"names architectures {_brief(archs)}: flopsweep builds *ForCausalLM classes only "
-            f"(a masked LM, or GPT-2's *LMHeadModel, is not supported)",
+            f"is not a causal language model transformers builds natively as *ForCausalLM ({what}); "
+            f"flopsweep builds *ForCausalLM classes only (an encoder's or GPT-2's *LMHeadModel is not "
+            f"supported)",
             fix,
+        )
+    if any(a != built for a in archs):
+        raise ConfigError(
+            KEY,
+            value,
+            f"names architectures {_brief(archs)}, but transformers builds {built} for model_type "
+            f"{model_type!r} (the record would name a model that did not run)",
+            f'give "architectures": ["{built}"], or leave it out',
         )
     keys = {k: v for k, v in src.data.items() if k not in ("model_type", "torch_dtype", "dtype", "auto_map")}
     check_raw(src)
@@ -412,8 +419,12 @@ def check_raw(src: Source) -> None:
                 f"has {field}={raw}, and it is a size",
                 f"give {field} a whole number of at least 1",
             )
-    for field, raw in _numbers(src.data):
+    for field, raw in _numbers(src.data, bools=True):
         name = field.rsplit(".", 1)[-1]
+        if isinstance(raw, bool):
+            if name in POSITIVE_NUMBERS + NONNEGATIVE_NUMBERS or name.endswith(("_eps", "_epsilon")):
+                raise ConfigError(KEY, value, f"has {field}={_shown(raw)}, a bool", f"give {field} a number")
+            continue
         if (name in POSITIVE_NUMBERS or name.endswith(("_eps", "_epsilon"))) and not raw > 0:
             raise ConfigError(
                 KEY, value, f"has {field}={raw}, not above 0", f"give {field} a positive number"
@@ -424,14 +435,14 @@ def check_raw(src: Source) -> None:
             )
 
 
-def _numbers(data: dict[str, Any]) -> list[tuple[str, float]]:
+def _numbers(data: dict[str, Any], bools: bool = False) -> list[tuple[str, float]]:
     """``(field, number)`` of the top level and of ``rope_scaling``/``rope_parameters`` (as
-    ``rope_scaling.factor``), bools left out."""
+    ``rope_scaling.factor``), bools left out unless ``bools``."""
     found = [(_label(k), v) for k, v in data.items()]
     for section in ("rope_scaling", "rope_parameters"):
         if isinstance(data.get(section), dict):
             found += [(f"{section}.{_label(k)}", v) for k, v in data[section].items()]
-    return [(k, v) for k, v in found if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return [(k, v) for k, v in found if isinstance(v, (int, float)) and (bools or not isinstance(v, bool))]
 
 
 def check_built(cfg: Any, value: str) -> None:
