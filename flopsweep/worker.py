@@ -8,6 +8,7 @@ directory) before it exits non-zero. The job process turns these into the record
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import faulthandler
 import logging
@@ -153,6 +154,10 @@ class Phase:
 
     def enter(self, name: str) -> None:
         self.name = name
+        # An empty file first (an inode, no data block: it is made on a full disk too), so that the
+        # launcher knows the rank started (launch._phase_of: empty reads as init) if the write fails.
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         replace_text(self.path, name)  # never through a link planted in the scratch folder
         if self.fault.kind != "none" and self.fault.phase == name and self.fault.rank == self.rank:
             message = f"injected fault: {self.fault.kind} on rank {self.rank} in {name}"
