@@ -37,7 +37,8 @@ def _safe(fn: Any, *args: Any, **kw: Any) -> Any:
 
 
 def _models() -> list[Any]:
-    from flopsweep.options import GPT2Config, LlamaConfig
+    from flopsweep.models.gpt2 import GPT2Config
+    from flopsweep.models.llama import LlamaConfig
 
     return [
         GPT2Config(name="gpt-1.3b", n_layer=24, n_embd=2048, n_head=16, seq_len=2048, vocab_size=50304),

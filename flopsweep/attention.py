@@ -244,7 +244,7 @@ def check_support(
     installed_here: bool = True,
 ):
     """Check that ``cfg``'s kernel can run on ``device`` at ``precision`` and resolve its options.
-    ``kernels``: those the model takes (``model=hf``: ``options.HF_ATTENTION``; None: all), the only
+    ``kernels``: those the model takes (``model=hf``: ``models.hf.HF_ATTENTION``; None: all), the only
     ones a fix names. ``installed_here`` False (a plan of GPUs that are not here, ``plan_gpu``):
     the kernel's package is the target machine's, not checked on this one.
 

@@ -9,9 +9,12 @@ every set-up fact from here: the column, where it is in the record, its short he
 legend text, and, derived from the option schemas (:mod:`flopsweep.options`), its type and
 which option it belongs to (``zero_stage`` is blank for a run that is not DeepSpeed). A new
 knob is one line here (or one line in :data:`UNSHOWN_KEYS`: ``tests/test_columns.py`` checks
-that every key of every schema is one or the other).
+that every key of every schema is one or the other), except a model family's own knobs, which
+its shape module declares beside its schema (``COLUMNS``, ``UNSHOWN_KEYS``: ``model.experts`` in
+:mod:`flopsweep.models.hf`), taken in from :data:`flopsweep.models.MODELS`.
 
-Torch-free: imports :mod:`flopsweep.config` and :mod:`flopsweep.options` only.
+Torch-free: imports :mod:`flopsweep.config`, :mod:`flopsweep.options`, :mod:`flopsweep.layout` and the
+families' shape modules (:mod:`flopsweep.models`) only.
 """
 
 from __future__ import annotations
@@ -23,47 +26,9 @@ from dataclasses import dataclass
 
 from flopsweep.config import RunConfig
 from flopsweep.layout import COLUMN_DEGREES, DEGREE_SPECS
+from flopsweep.models import MODELS
 from flopsweep.options import GROUP_BASES, GROUP_KEY, OPTION_SCHEMAS, base_keys, owners
-
-SHOW = ("table", "varied", "distinct")
-"""Where a set-up column is shown (:attr:`SetupSpec.show`)."""
-KINDS = ("int", "float", "bool", "text")
-"""Column types: ``Int64``, ``float64``, ``boolean``, text (``object``); blank is missing, never 0."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class SetupSpec:
-    """One set-up column of the analysis.
-
-    Attributes:
-        name: the column (``zero_stage``).
-        path: dotted path into the record (``config.backend.zero_stage``, ``system.device_name``).
-        header: short header in the terminal, markdown and HTML tables (``zero``).
-        description: the legend's text for the header; empty: no legend entry.
-        kind: one of :data:`KINDS`; None (a ``config.*`` path): from the schema field's type.
-        show: where the default table shows it (``analysis.display.compact``): ``table``
-            always (unless blank in every row); ``varied`` when it takes two values among the
-            rows shown; ``distinct`` only when it tells apart rows that every other shown
-            set-up column leaves identical (``nnodes``: the world size shows the rank count).
-            Any column that tells such rows apart is shown, whatever its ``show``.
-        identity: part of what tells one set-up from another: ``compare`` matches runs on it
-            and ``--pivot`` names it when a cell's runs differ in it. False for repeats'
-            labels (``seed``, ``tag``) and for the rank count's parts (``world_size`` has it).
-    """
-
-    name: str
-    path: str
-    header: str
-    description: str = ""
-    kind: str | None = None
-    show: str = "varied"
-    identity: bool = True
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """:attr:`path` split at its dots."""
-        return tuple(self.path.split("."))
-
+from flopsweep.setup_spec import KINDS, SHOW, SetupSpec  # noqa: F401 - re-exported
 
 S = SetupSpec
 SETUP_SPECS: list[SetupSpec] = [
@@ -216,12 +181,7 @@ SETUP_SPECS: list[SetupSpec] = [
         show="table",
         identity=False,
     ),
-    S(
-        name="experts",
-        path="config.model.experts",
-        header="experts",
-        description="MoE experts implementation of model=hf (eager, grouped_mm, batched_mm)",
-    ),
+    *(spec for family in MODELS.values() for spec in family.columns),  # each family's own knobs
     S(name="seq_len", path="config.model.seq_len", header="seq", description="sequence length (tokens)"),
     S(
         name="activation_checkpointing",
@@ -292,12 +252,7 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.model.n_embd",
     "config.model.n_head",
     "config.model.vocab_size",
-    "config.model.n_kv_head",
-    "config.model.ffn_dim",
-    "config.model.rope_theta",
-    "config.model.norm_eps",
-    "config.model.tie_embeddings",
-    "config.model.config",  # model=hf: the name stands for it (the record keeps config_sha256)
+    *(key for family in MODELS.values() for key in family.unshown),  # each family's own knobs
     # Block-sparse layout parameters: the density column sums them up.
     "config.attention.window_blocks",
     "config.attention.global_blocks",

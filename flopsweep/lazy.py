@@ -47,13 +47,17 @@ def resolve(path: str) -> Any:
 def attributes_of(path: str, owner: str) -> Callable[[str], Any]:
     """A module ``__getattr__`` (PEP 562) for the torch-free module ``owner`` that hands on the names
     of its torch module ``path``, imported on first use (``flopsweep.models.gpt2.GPT`` is
-    ``gpt2_nn.GPT``): importing ``owner`` imports no torch.
+    ``gpt2_nn.GPT``): importing ``owner`` imports no torch. A dunder name (``__path__``, which
+    ``from owner import NAME`` asks for, ``__wrapped__``, ...) is never handed on: asking for it
+    imports nothing.
 
     Raises (from the returned function):
-        AttributeError: neither module has the name.
+        AttributeError: neither module has the name, or it is a dunder name ``owner`` lacks.
     """
 
     def __getattr__(name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(f"module {owner!r} has no attribute {name!r}")
         try:
             return getattr(module(path), name)
         except AttributeError:

@@ -2,14 +2,19 @@
 
 An option with knobs of its own (``attention=blocksparse``, ``backend=fsdp``, ...) has a
 schema here that subclasses its group's base class (:mod:`flopsweep.config`); the registries
-(``flopsweep.models.MODELS``, ``flopsweep.attention.KERNELS``, ``flopsweep.backends.BACKENDS``,
-``flopsweep.precision.PRECISIONS``, ``flopsweep.plan.BATCHES``) name these classes as their
-spec's ``config``, and :data:`OPTION_SCHEMAS` lists them by group and registry key, so that
+(``flopsweep.attention.KERNELS``, ``flopsweep.backends.BACKENDS``, ``flopsweep.precision.PRECISIONS``,
+``flopsweep.plan.BATCHES``) name these classes as their spec's ``config``, and
+:data:`OPTION_SCHEMAS` lists them by group and registry key, so that
 what needs only the schema (Hydra's ConfigStore, ``run.py``'s refusals, the analysis's
 column declaration :mod:`flopsweep.columns`) never imports torch. ``tests/test_config.py``
 checks that :data:`OPTION_SCHEMAS` is exactly what the registries name.
 
-This module imports nothing of flopsweep but :mod:`flopsweep.config`.
+A model family declares its schema in its own torch-free shape module (``GPT2Config`` in
+:mod:`flopsweep.models.gpt2`, ``LlamaConfig``, ``HFConfig``): the ``model`` group's line here is read
+from :data:`flopsweep.models.MODELS`, so a new family edits nothing here.
+
+This module imports nothing of flopsweep but :mod:`flopsweep.config` and the torch-free
+:mod:`flopsweep.models` (the families' shape modules).
 """
 
 from __future__ import annotations
@@ -25,83 +30,7 @@ from flopsweep.config import (
     ModelConfig,
     PrecisionConfig,
 )
-
-
-@dataclass(kw_only=True)
-class GPT2Config(ModelConfig):
-    """GPT-2 shape (DESIGN.md): learned positions, pre-LayerNorm, GELU MLP of 4h, tied LM head."""
-
-    arch: str = "gpt2"
-
-
-@dataclass(kw_only=True)
-class LlamaConfig(ModelConfig):
-    """Llama 3 shape: RoPE, pre-RMSNorm, GQA, SwiGLU MLP, optionally tied LM head.
-
-    The defaults are ``llama-tiny`` (``n_layer`` 2, ``n_embd`` 128, ``n_head`` 4,
-    ``seq_len`` 128, ``vocab_size`` 512 from :class:`ModelConfig`), seconds on a CPU.
-    """
-
-    name: str = "llama-tiny"
-    arch: str = "llama"
-    n_kv_head: int = 2
-    """Key/value heads (GQA); must divide ``n_head``. ``n_head`` is multi-head attention,
-    1 is multi-query attention. Key and value projections are ``n_embd x n_kv_head * hd``."""
-    ffn_dim: int = 384
-    """SwiGLU hidden size ``f`` (``w1``, ``w3``: ``n_embd -> f``; ``w2``: ``f -> n_embd``)."""
-    rope_theta: float = 500000.0
-    """RoPE base ``theta``: channel pair ``i`` of a head turns by ``pos * theta^(-2i/hd)`` radians."""
-    norm_eps: float = 1e-5
-    """RMSNorm epsilon, added to the mean square (dimensionless)."""
-    tie_embeddings: bool = True
-    """Use the token embedding as the LM head (Llama 3.2 1B/3B); false: a separate ``output``
-    matrix of ``vocab_size x n_embd`` parameters (Llama 3.1 8B/70B)."""
-
-
-HF_ATTENTION: dict[str, str] = {"sdpa": "sdpa", "standard": "eager", "flex": "flex_attention"}
-"""``attention=`` option -> the ``attn_implementation`` a ``transformers`` model is built with
-(``model=hf``); every other kernel is refused (``flopsweep.rules.hf_attention``)."""
-
-HF_EXPERTS = ("eager", "grouped_mm", "batched_mm")
-"""``model.experts`` values: ``transformers``' experts implementations of an MoE layer."""
-
-
-@dataclass(kw_only=True)
-class HFConfig(ModelConfig):
-    """A Hugging Face ``transformers`` causal LM built from its ``config.json`` (random weights, no
-    download; ``flopsweep.models.hf``).
-
-    ``n_layer``, ``n_embd``, ``n_head`` and ``vocab_size`` are read from the file by validation
-    (``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``vocab_size``), and ``name``
-    too when left empty (the file's ``_name_or_path``, else its stem, or its folder's name for a
-    ``config.json``). A shape key set by hand that disagrees with the file is refused (the file is the
-    model: edit a copy of it instead). ``seq_len`` is the run's own. ``config_sha256`` is filled
-    from the file too.
-    """
-
-    name: str = ""
-    arch: str = "hf"
-    n_layer: int = 0
-    """From the file's ``num_hidden_layers`` (0: not given); a value set by hand must agree with it."""
-    n_embd: int = 0
-    """From the file's ``hidden_size`` (0: not given); a value set by hand must agree with it."""
-    n_head: int = 0
-    """From the file's ``num_attention_heads`` (0: not given); a value set by hand must agree with it."""
-    vocab_size: int = 0
-    """From the file's ``vocab_size`` (0: not given); a value set by hand must agree with it."""
-    config: str = "qwen3-tiny"
-    """A path to a ``config.json`` or to the folder holding one, or the name of a config shipped in
-    ``flopsweep/models/hf_configs/NAME.json`` (``qwen3-1.7b``, ``qwen3-tiny``, ...)."""
-    experts: str = "eager"
-    """MoE experts implementation (:data:`HF_EXPERTS`): ``eager`` loops over the experts hit,
-    ``grouped_mm`` one grouped GEMM (CUDA, bf16), ``batched_mm`` gathers each token's expert
-    weights (memory ``tokens x top_k`` expert matrices). A dense model (no ``num_experts_per_tok``) takes
-    only the default: validation refuses another, which nothing would run."""
-    config_sha256: str = ""
-    """The SHA-256 (hex) of the ``config.json`` bytes validation read; filled by validation (empty:
-    not yet read). Set by hand, the file must have that hash. Validation reads the file once: the
-    ranks build from those bytes, and the job key and set-up key (``flopsweep.identity``) include
-    the hash, so ``resume=true`` runs a changed file again."""
+from flopsweep.models import MODELS
 
 
 @dataclass(kw_only=True)
@@ -250,7 +179,7 @@ GROUP_KEY: dict[str, str] = {"model": "arch"}
 """The key of a group's node that names its registry entry: ``model.arch``; ``<group>.name`` elsewhere."""
 
 OPTION_SCHEMAS: dict[str, dict[str, type]] = {
-    "model": {"gpt2": GPT2Config, "llama": LlamaConfig, "hf": HFConfig},
+    "model": {arch: family.config for arch, family in MODELS.items()},  # each family declares its own
     "attention": {"blocksparse": BlockSparseConfig},
     "backend": {"fsdp": FSDPConfig, "deepspeed": DeepSpeedConfig},
     "precision": {"fp8": Fp8Config, "fp8-rowwise": Fp8Config},

@@ -40,7 +40,7 @@ from flopsweep.checks import (  # re-exported: validation's names, as callers im
 )
 from flopsweep.config import ConfigError, RunConfig, require_positive
 from flopsweep.layout import Layout, Plan, grad_accum_for
-from flopsweep.options import HF_ATTENTION
+from flopsweep.models.hf import HF_ATTENTION
 from flopsweep.peaks import PeakRow
 from flopsweep.text import plural
 

@@ -18,7 +18,7 @@ from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import SEARCH_GROW, SEARCH_MODES, ConfigError, RunConfig, require_choice
 from flopsweep.layout import smaller_degree, stated_world_size
 from flopsweep.models import MODELS
-from flopsweep.options import HF_ATTENTION
+from flopsweep.models.hf import HF_ATTENTION
 from flopsweep.precision import PRECISIONS
 
 

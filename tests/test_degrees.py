@@ -166,7 +166,8 @@ def test_a_registered_degree_hook_runs_around_each_micro_batch(monkeypatch) -> N
 def test_the_model_takes_the_positions_it_is_given(arch: str) -> None:
     """Learned positions and RoPE read the position tensor: the default is ``0 .. T-1``; other
     distances change the loss (a shard of a longer sequence passes its own positions)."""
-    from flopsweep.options import GPT2Config, LlamaConfig
+    from flopsweep.models.gpt2 import GPT2Config
+    from flopsweep.models.llama import LlamaConfig
     from flopsweep.trainers import MicroBatch
 
     model_cfg = GPT2Config(name="gpt-tiny") if arch == "gpt2" else LlamaConfig(name="llama-tiny")

@@ -15,7 +15,8 @@ from flopsweep import rules
 from flopsweep.config import AttentionConfig, ConfigError, RunConfig
 from flopsweep.job import JobInfo, plan_job
 from flopsweep.models import hf, llama
-from flopsweep.options import HFConfig, LlamaConfig
+from flopsweep.models.hf import HFConfig
+from flopsweep.models.llama import LlamaConfig
 
 pytest.importorskip("transformers")
 

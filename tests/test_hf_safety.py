@@ -20,7 +20,7 @@ from flopsweep import hostmem
 from flopsweep.checks import validate
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.models import hf
-from flopsweep.options import HFConfig
+from flopsweep.models.hf import HFConfig
 
 pytest.importorskip("transformers")
 

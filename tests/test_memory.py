@@ -498,7 +498,7 @@ def test_plan_says_whether_llama_8b_fits_an_h100_from_a_machine_without_one(tmp_
     105 GiB of weights, AdamW moments and autocast copies before any activation, so it does not
     fit; on 8 FSDP2 ranks it does."""
     from flopsweep.job import JobInfo, plan_job
-    from flopsweep.options import LlamaConfig as Llama8B
+    from flopsweep.models.llama import LlamaConfig as Llama8B
 
     llama = Llama8B(
         name="llama3.1-8b", n_layer=32, n_embd=4096, n_head=32, n_kv_head=8, ffn_dim=14336,

@@ -10,7 +10,8 @@ from torch import nn
 from flopsweep import flops
 from flopsweep.config import AttentionConfig
 from flopsweep.models import MODELS, gpt2, layers, llama
-from flopsweep.options import GPT2Config, LlamaConfig
+from flopsweep.models.gpt2 import GPT2Config
+from flopsweep.models.llama import LlamaConfig
 
 GPT_TINY = GPT2Config(n_layer=2, n_embd=64, n_head=4, seq_len=32, vocab_size=128)
 LLAMA_TINY = LlamaConfig(n_layer=2, n_embd=64, n_head=4, n_kv_head=2, ffn_dim=96, seq_len=32, vocab_size=128)

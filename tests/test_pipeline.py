@@ -27,7 +27,9 @@ from helpers import ok_sweep
 from analysis.checks import record_problems
 from flopsweep.config import BackendConfig, CheckpointingConfig, ConfigError, ParallelConfig, RunConfig
 from flopsweep.layout import Layout
-from flopsweep.options import DeepSpeedConfig, FSDPConfig, GPT2Config, LlamaConfig
+from flopsweep.models.gpt2 import GPT2Config
+from flopsweep.models.llama import LlamaConfig
+from flopsweep.options import DeepSpeedConfig, FSDPConfig
 from flopsweep.pipeline import loss_fn, split_stage, stage_ids, stage_layers
 from flopsweep.profile import COMM_PATTERN
 

@@ -75,7 +75,9 @@ from flopsweep.attention import attention_density, executed_density
 from flopsweep.checkpointing import POLICIES
 from flopsweep.config import CheckpointingConfig
 from flopsweep.models import MODELS
-from flopsweep.options import BlockSparseConfig, GPT2Config, LlamaConfig
+from flopsweep.options import BlockSparseConfig
+from flopsweep.models.gpt2 import GPT2Config
+from flopsweep.models.llama import LlamaConfig
 for arch, cfg in (("gpt2", GPT2Config()), ("llama", LlamaConfig())):
     fam = MODELS[arch]
     fam.check(cfg), fam.info(cfg), fam.memory(cfg), fam.tensor_parallel_dims(cfg)
@@ -138,3 +140,12 @@ assert kinds == {"fsdp", "hsdp", "tensor-parallel", "pipeline"}, kinds
 assert all(s.resolve("transfers") is not None for s in DEGREE_SPECS if s.transfers)
 """
     assert _imports("flopsweep.steptime", code) == []
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "hf"])
+def test_from_import_of_a_shape_module_imports_no_torch(family):
+    """``from flopsweep.models.<family> import NAME`` asks the module for ``__path__``; its lazy
+    ``__getattr__`` must not hand that (or any dunder) to the torch module, so importing a family's
+    schema by name stays torch-free (``rules`` imports ``HF_ATTENTION`` so)."""
+    schema = {"gpt2": "GPT2Config", "llama": "LlamaConfig", "hf": "HFConfig"}[family]
+    assert _imports("flopsweep.config", f"from flopsweep.models.{family} import CONFIG, {schema}") == []

@@ -6,9 +6,11 @@ and its torch code as an import path (``gpt2_nn``, ``llama_nn``, ``hf_nn``, buil
 decoder parts of :mod:`flopsweep.models.layers`), loaded on the rank the first time a backend asks
 for ``build``, ``blocks``, ``tied_parameters``, the tensor-parallel plan or the ZeRO-3 leaves. So the
 estimators, the metrics and validation import this package without torch. Backends, metrics and the
-job ask the family; nothing outside this package knows a family's field names. Adding a family is a
-shape module and a torch module here, one line in ``MODELS`` and one YAML file per size under
-``conf/model/``.
+job ask the family; nothing outside this package knows a family's field names. A shape module
+declares the family's schema (``CONFIG``, a :class:`~flopsweep.config.ModelConfig` subclass) and
+its knobs' analysis columns (``COLUMNS``, ``UNSHOWN_KEYS``), which :mod:`flopsweep.options` and
+:mod:`flopsweep.columns` read from :data:`MODELS`. So adding a family is a shape module and a torch
+module here, one line in ``MODELS`` and one YAML file per size under ``conf/model/``.
 
 FLOPs conventions (docs/design.md, "FLOPs"), for ``T`` tokens per optimizer step:
 
@@ -34,6 +36,7 @@ from typing import Any
 from flopsweep import lazy
 from flopsweep.config import ModelConfig
 from flopsweep.models import gpt2, hf, llama
+from flopsweep.setup_spec import SetupSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +70,11 @@ class ModelFamily:
         parallelize: the name of the tensor-parallel plan in ``torch_module`` (torchtitan's
             ``ModelSpec.parallelize_fn``), or None: the family refuses ``parallel.tp > 1``
             (``rules.tensor_parallel_shapes``), decided without importing torch.
+        columns: the family's own set-up columns (:class:`~flopsweep.setup_spec.SetupSpec`, the shape
+            module's ``COLUMNS``), placed in :data:`flopsweep.columns.SETUP_SPECS` after the shared
+            model columns (``hf``: ``experts``).
+        unshown: record paths of the family's knobs that no column shows (``UNSHOWN_KEYS``: the
+            model's name stands for them), for :data:`flopsweep.columns.UNSHOWN_KEYS`.
         zero_init: build under ``deepspeed.zero.Init`` for ZeRO-3 (each parameter partitioned as it is
             made). False (``hf``): build whole on the host and let ``deepspeed.initialize`` partition,
             because ``transformers`` initialises its weights after construction, which a partitioned
@@ -100,6 +108,8 @@ class ModelFamily:
     parallelize: str | None = None
     tensor_parallel_dims: Callable[[Any], dict[str, int]] | None = None
     zero_init: bool = True
+    columns: tuple[SetupSpec, ...] = ()
+    unshown: tuple[str, ...] = ()
 
     def torch(self) -> ModuleType:
         """The family's torch module (imports torch; :mod:`importlib` caches it)."""
@@ -144,6 +154,8 @@ def _spec(module: ModuleType) -> ModelFamily:
         parallelize=module.PARALLELIZE,
         tensor_parallel_dims=own.get("tensor_parallel_dims"),
         zero_init=own.get("ZERO_INIT", True),
+        columns=tuple(own.get("COLUMNS", ())),
+        unshown=tuple(own.get("UNSHOWN_KEYS", ())),
     )
 
 

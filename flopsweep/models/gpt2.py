@@ -9,11 +9,19 @@ and loaded on the rank.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import flops, lazy
-from flopsweep.config import ConfigError, require_positive
-from flopsweep.options import GPT2Config
+from flopsweep.config import ConfigError, ModelConfig, require_positive
+
+
+@dataclass(kw_only=True)
+class GPT2Config(ModelConfig):
+    """GPT-2 shape (DESIGN.md): learned positions, pre-LayerNorm, GELU MLP of 4h, tied LM head."""
+
+    arch: str = "gpt2"
+
 
 CONFIG = GPT2Config
 

@@ -14,8 +14,8 @@ from torch import nn
 
 from flopsweep.attention_kernels import build_attention_fn
 from flopsweep.config import AttentionConfig
+from flopsweep.models.gpt2 import GPT2Config
 from flopsweep.models.layers import CausalLM, Embedding, GeluMLP, Linear, PreNormBlock, SelfAttention
-from flopsweep.options import GPT2Config
 
 INIT_STD = 0.02
 MLP = GeluMLP

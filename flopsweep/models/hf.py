@@ -28,10 +28,11 @@ SHA-256 and the sequence length. ``tests/test_hf.py`` checks them against a real
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import lazy
-from flopsweep.config import MAX_BY_KEY, ConfigError
+from flopsweep.config import MAX_BY_KEY, ConfigError, ModelConfig
 from flopsweep.models.hf_files import (  # noqa: F401 - the names callers use as hf.*
     KEY,
     MAX_CONFIG_BYTES,
@@ -48,9 +49,66 @@ from flopsweep.models.hf_files import (  # noqa: F401 - the names callers use as
     source,
     validated_bytes,
 )
-from flopsweep.options import HF_EXPERTS, HFConfig
+from flopsweep.setup_spec import SetupSpec
+
+HF_ATTENTION: dict[str, str] = {"sdpa": "sdpa", "standard": "eager", "flex": "flex_attention"}
+"""``attention=`` option -> the ``attn_implementation`` a ``transformers`` model is built with
+(``model=hf``); every other kernel is refused (``flopsweep.rules.hf_attention``)."""
+
+HF_EXPERTS = ("eager", "grouped_mm", "batched_mm")
+"""``model.experts`` values: ``transformers``' experts implementations of an MoE layer."""
+
+
+@dataclass(kw_only=True)
+class HFConfig(ModelConfig):
+    """A Hugging Face ``transformers`` causal LM built from its ``config.json`` (random weights, no
+    download; ``flopsweep.models.hf``).
+
+    ``n_layer``, ``n_embd``, ``n_head`` and ``vocab_size`` are read from the file by validation
+    (``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``vocab_size``), and ``name``
+    too when left empty (the file's ``_name_or_path``, else its stem, or its folder's name for a
+    ``config.json``). A shape key set by hand that disagrees with the file is refused (the file is the
+    model: edit a copy of it instead). ``seq_len`` is the run's own. ``config_sha256`` is filled
+    from the file too.
+    """
+
+    name: str = ""
+    arch: str = "hf"
+    n_layer: int = 0
+    """From the file's ``num_hidden_layers`` (0: not given); a value set by hand must agree with it."""
+    n_embd: int = 0
+    """From the file's ``hidden_size`` (0: not given); a value set by hand must agree with it."""
+    n_head: int = 0
+    """From the file's ``num_attention_heads`` (0: not given); a value set by hand must agree with it."""
+    vocab_size: int = 0
+    """From the file's ``vocab_size`` (0: not given); a value set by hand must agree with it."""
+    config: str = "qwen3-tiny"
+    """A path to a ``config.json`` or to the folder holding one, or the name of a config shipped in
+    ``flopsweep/models/hf_configs/NAME.json`` (``qwen3-1.7b``, ``qwen3-tiny``, ...)."""
+    experts: str = "eager"
+    """MoE experts implementation (:data:`HF_EXPERTS`): ``eager`` loops over the experts hit,
+    ``grouped_mm`` one grouped GEMM (CUDA, bf16), ``batched_mm`` gathers each token's expert
+    weights (memory ``tokens x top_k`` expert matrices). A dense model (no ``num_experts_per_tok``) takes
+    only the default: validation refuses another, which nothing would run."""
+    config_sha256: str = ""
+    """The SHA-256 (hex) of the ``config.json`` bytes validation read; filled by validation (empty:
+    not yet read). Set by hand, the file must have that hash. Validation reads the file once: the
+    ranks build from those bytes, and the job key and set-up key (``flopsweep.identity``) include
+    the hash, so ``resume=true`` runs a changed file again."""
+
 
 CONFIG = HFConfig
+COLUMNS = (
+    SetupSpec(
+        name="experts",
+        path="config.model.experts",
+        header="experts",
+        description="MoE experts implementation of model=hf (eager, grouped_mm, batched_mm)",
+    ),
+)
+"""The family's own set-up columns (:data:`flopsweep.columns.SETUP_SPECS` takes them in)."""
+UNSHOWN_KEYS = ("config.model.config", "config.model.config_sha256")
+"""The knobs no column shows: the model's name stands for the file (the record keeps its hash)."""
 ZERO_INIT = False  # see ModelFamily.zero_init
 TORCH_MODULE = "flopsweep.models.hf_nn"
 """The module (torch, ``transformers``) that builds the model and counts it on the meta device."""

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from flopsweep.config import AttentionConfig
+from flopsweep.models.hf import HF_ATTENTION, HFConfig
 from flopsweep.models.hf_files import Source, hf_config, source
 from flopsweep.models.layers import next_token_loss
-from flopsweep.options import HF_ATTENTION, HFConfig
 
 
 def _from_config(src: Source, attn: str, experts: str) -> nn.Module:

@@ -30,13 +30,42 @@ Attention kernels get ``q (B, n_head, T, hd)`` and ``k, v (B, n_kv_head, T, hd)`
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import lazy
-from flopsweep.config import ConfigError, require_positive
-from flopsweep.options import LlamaConfig
+from flopsweep.config import ConfigError, ModelConfig, require_positive
+
+
+@dataclass(kw_only=True)
+class LlamaConfig(ModelConfig):
+    """Llama 3 shape: RoPE, pre-RMSNorm, GQA, SwiGLU MLP, optionally tied LM head.
+
+    The defaults are ``llama-tiny`` (``n_layer`` 2, ``n_embd`` 128, ``n_head`` 4,
+    ``seq_len`` 128, ``vocab_size`` 512 from :class:`ModelConfig`), seconds on a CPU.
+    """
+
+    name: str = "llama-tiny"
+    arch: str = "llama"
+    n_kv_head: int = 2
+    """Key/value heads (GQA); must divide ``n_head``. ``n_head`` is multi-head attention,
+    1 is multi-query attention. Key and value projections are ``n_embd x n_kv_head * hd``."""
+    ffn_dim: int = 384
+    """SwiGLU hidden size ``f`` (``w1``, ``w3``: ``n_embd -> f``; ``w2``: ``f -> n_embd``)."""
+    rope_theta: float = 500000.0
+    """RoPE base ``theta``: channel pair ``i`` of a head turns by ``pos * theta^(-2i/hd)`` radians."""
+    norm_eps: float = 1e-5
+    """RMSNorm epsilon, added to the mean square (dimensionless)."""
+    tie_embeddings: bool = True
+    """Use the token embedding as the LM head (Llama 3.2 1B/3B); false: a separate ``output``
+    matrix of ``vocab_size x n_embd`` parameters (Llama 3.1 8B/70B)."""
+
 
 CONFIG = LlamaConfig
+UNSHOWN_KEYS = tuple(
+    f"config.model.{k}" for k in ("n_kv_head", "ffn_dim", "rope_theta", "norm_eps", "tie_embeddings")
+)
+"""The knobs no column shows (the model's name stands for them; :data:`flopsweep.columns.UNSHOWN_KEYS`)."""
 
 TORCH_MODULE = "flopsweep.models.llama_nn"
 """The module (torch) that builds the Llama: ``build``, ``blocks``, ``tied_parameters``, the plan."""

@@ -21,7 +21,7 @@ from torch import nn
 from flopsweep.attention_kernels import build_attention_fn
 from flopsweep.config import AttentionConfig
 from flopsweep.models.layers import CausalLM, Embedding, Linear, PreNormBlock, SelfAttention, SwiGLU, norm
-from flopsweep.options import LlamaConfig
+from flopsweep.models.llama import LlamaConfig
 
 INIT_STD = 0.02
 FeedForward = SwiGLU
