@@ -60,9 +60,10 @@ def run_config(config: dict) -> fconfig.RunConfig:
     top = {
         k: v
         for k, v in config.items()
-        if k not in schemas and k not in ("steps", "optim", "fault", "parallel", "cost", "budget")
+        if k not in schemas and k not in ("steps", "optim", "fault", "parallel", "cost", "budget", "loss")
     }
-    return dataclasses.replace(_node(fconfig.RunConfig, top), **groups)
+    loss = _node(fconfig.LossConfig, dict(config.get("loss") or {}))  # absent before loss.chunk_tokens
+    return dataclasses.replace(_node(fconfig.RunConfig, top), loss=loss, **groups)
 
 
 CUDA_BUCKET_SINCE = "2026-11-30T19:51:25+00:00"

@@ -139,6 +139,12 @@ SETUP_SPECS: list[SetupSpec] = [
         header="opt_bwd",
         description="optimizer step fused into backward (optim.in_backward)",
     ),
+    S(
+        name="loss_chunk_tokens",
+        path="config.loss.chunk_tokens",
+        header="loss_chunk",
+        description="tokens per chunk of the LM head fused with its loss (0: the whole logits)",
+    ),
     S(name="precision", path="config.precision.name", header="prec", description="precision", show="table"),
     S(
         name="micro_batch_size",

@@ -34,6 +34,7 @@ MAX_BY_KEY: dict[str, float] = {
     "batch.micro_batch_size": 2**16,
     "batch.max_micro_batch_size": 2**16,
     "batch.grad_accum": 2**16,
+    "loss.chunk_tokens": 2**26,  # tokens per chunk: 64 Mi, far above any micro batch
     "steps.warmup": 100_000,
     "steps.measure": 100_000,
     "steps.max_extra_warmup": 100_000,
@@ -234,6 +235,22 @@ class OptimConfig:
 
 
 @dataclass(kw_only=True)
+class LossConfig:
+    """The LM head's cross-entropy (the last part of the forward, the first of the backward)."""
+
+    chunk_tokens: int = 0
+    """0: the head makes the whole ``(tokens, vocab_size)`` logits and the loss reads them (the
+    default). N > 0: a fused linear cross-entropy over chunks of N tokens
+    (:func:`flopsweep.models.layers.chunked_linear_cross_entropy`, the technique of Liger Kernel's
+    ``FusedLinearCrossEntropy``): each chunk's logits are made, turned into the loss and into the
+    gradients of the hidden states and of the head's weight, and freed, so the full logits never
+    exist (Llama 3's 128,256-token vocabulary at 3 x 2,048 tokens: about 9 GiB in fp32 and its
+    gradients). The same FLOPs, no recompute; the head's weight gradient (``vocab_size x n_embd``,
+    fp32) is held from the forward to the backward instead. Needs ``parallel.tp=1`` and
+    ``parallel.pp=1``, and ``model`` gpt2 or llama (:func:`flopsweep.rules.chunked_loss`)."""
+
+
+@dataclass(kw_only=True)
 class CostConfig:
     """What a GPU-hour costs, for ``metrics.usd_per_million_tokens`` and ``metrics.budget.usd``."""
 
@@ -343,6 +360,7 @@ class RunConfig:
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     steps: StepsConfig = field(default_factory=StepsConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
     nproc_per_node: str = "auto"
     """Ranks per node: an int, or ``auto`` (the GPU count, else 1). The plan holds it as an int."""
     nnodes: int = 1

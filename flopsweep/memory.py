@@ -74,7 +74,10 @@ most in-flight micro-batches, or the last, which computes the loss):
 - **logits** at the start of backward: :data:`LOGIT_BYTES` per logit eager (the loss's saved
   fp32 log-softmax, the fp32 gradient of it and of its input, the bf16 gradient), fewer compiled
   (Inductor fuses the upcast into the log-softmax); ``tokens x V / tp`` logits (a loss-parallel
-  head), on the last stage, for one pipeline micro-batch.
+  head), on the last stage, for one pipeline micro-batch. With ``loss.chunk_tokens`` (the head
+  fused with its loss, :func:`flopsweep.models.layers.chunked_linear_cross_entropy`) instead: one
+  chunk's logits at :data:`CHUNK_LOGIT_BYTES`, the hidden states' gradient (fp32, ``tokens x C``)
+  and the head weight's (fp32, ``V x C``), which the fused loss keeps from forward to backward.
 
 - **registered buffers** of the module (:attr:`MemoryEstimate.buffers`), at both moments: the
   family's ``buffer_bytes`` (``model=hf`` measures them on its meta-device build: a GPT-Neo of
@@ -114,6 +117,10 @@ LOGIT_BYTES = {False: 12, True: 4}
 eager keeps the fp32 log-softmax output and makes the fp32 gradients of it and of its input and the
 bf16 gradient of the logits; compiled, Inductor's fused loss keeps the bf16 logits and makes their
 bf16 gradient. Fitted to the H200 records (gpt-1.3b micro batch 8 and 16, Llama 3.2 1B and 3B)."""
+CHUNK_LOGIT_BYTES = 10
+"""Bytes per logit of one chunk of the fused head and loss (``loss.chunk_tokens``): the fp32 logits,
+made into the softmax in place (4), its bf16 copy for the two gradient matmuls (2), and the fp32
+log-sum-exp's and gather's transients (4, an upper bound)."""
 ATTENTION_SAVED = {"standard": 6, "sdpa-math": 4}
 """Bytes per attention score (``B x h x s x s`` per layer) that backward keeps, for the kernels that
 materialise the scores: ``standard`` (flopsweep's explicit ``softmax(QK^T)V``) keeps the fp32
@@ -488,6 +495,10 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     tokens = per * m.seq_len
     first = saves(cfg.activation_checkpointing, tokens * in_flight, layers, boundary, layer) // split
     logits = LOGIT_BYTES[bool(cfg.compile)] * tokens * m.vocab_size // layout.tp
+    if chunk := cfg.loss.chunk_tokens:  # the fused head (rules.chunked_loss: tp = pp = 1)
+        logits = (
+            CHUNK_LOGIT_BYTES * min(chunk, tokens) + 4 * m.n_embd
+        ) * m.vocab_size + 4 * tokens * m.n_embd
     if layout.pp == 1:
         return first, logits
     last = saves(cfg.activation_checkpointing, tokens, layers, boundary, layer) // split

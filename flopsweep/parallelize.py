@@ -138,6 +138,8 @@ def make_model(cfg: RunConfig, device: torch.device | None) -> nn.Module:
     torch.manual_seed(cfg.seed)
     with device if device is not None else contextlib.nullcontext():
         model = family(cfg.model).build(cfg.model, cfg.attention)
+    if cfg.loss.chunk_tokens:  # the head fused with its loss (rules.chunked_loss: a CausalLM family)
+        model.loss_chunk_tokens = cfg.loss.chunk_tokens
     fprecision.prepare_model(model, cfg.precision)
     return model
 
@@ -179,7 +181,8 @@ def apply_compile(model: nn.Module, blocks: Any, *, enabled: bool) -> nn.Module:
         return model
     for block in blocks:
         block.compile()
-    model.head_loss = torch.compile(model.head_loss)
+    if not getattr(model, "loss_chunk_tokens", 0):  # the fused head and loss stay eager
+        model.head_loss = torch.compile(model.head_loss)
     return model
 
 

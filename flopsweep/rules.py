@@ -352,6 +352,43 @@ def nan_loss_phase(cfg: RunConfig) -> None:
         )
 
 
+CHUNKED_LOSS_FAMILIES = ("gpt2", "llama")
+"""Families whose head :func:`flopsweep.models.layers.chunked_linear_cross_entropy` can fuse: those
+built from :class:`flopsweep.models.layers.CausalLM` (``hf`` computes its loss inside ``transformers``)."""
+
+
+def chunked_loss(cfg: RunConfig) -> None:
+    """``loss.chunk_tokens > 0`` fuses the LM head with its loss over chunks of tokens
+    (:class:`flopsweep.config.LossConfig`). It needs the whole head weight on the rank and the loss
+    computed where the head is: no tensor parallelism (its head is vocabulary-sharded, its loss
+    ``loss_parallel``'s), no pipeline (the schedule's ``loss_fn`` takes the last stage's logits), and a
+    family built from flopsweep's own decoder parts (:data:`CHUNKED_LOSS_FAMILIES`)."""
+    n = cfg.loss.chunk_tokens
+    if n == 0:
+        return
+    fix = "or set loss.chunk_tokens=0 (the whole logits)"
+    if n < 0:
+        raise ConfigError("loss.chunk_tokens", n, "is negative", "set a chunk of tokens, e.g. 4096, " + fix)
+    if cfg.model.arch not in CHUNKED_LOSS_FAMILIES:
+        raise ConfigError(
+            "loss.chunk_tokens",
+            n,
+            f"model={cfg.model.arch} computes its loss inside its own forward, from the whole logits",
+            f"pick model={' or model='.join(CHUNKED_LOSS_FAMILIES)}, {fix}",
+        )
+    for degree, why in (
+        ("tp", "the head is split over the vocabulary and its loss is loss_parallel's"),
+        ("pp", "the pipeline schedule computes the loss from the last stage's logits"),
+    ):
+        if (value := getattr(cfg.parallel, degree)) > 1:
+            raise ConfigError(
+                "loss.chunk_tokens",
+                n,
+                f"needs the whole LM head on a rank, and parallel.{degree}={value}: {why}",
+                f"set parallel.{degree}=1, {fix}",
+            )
+
+
 RULES: list[Callable[[RunConfig], None]] = [
     planned_gpu_on_the_cpu,
     fp8_all_gather,
@@ -365,6 +402,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     pipeline_plan.check,  # parallel.pp with the backend, the model's layers, the batch keys
     model_search,
     optimizer_in_backward,
+    chunked_loss,
     nan_loss_phase,
 ]
 """Every cross-axis rule, in the order :func:`check` runs them (the first broken one is reported)."""

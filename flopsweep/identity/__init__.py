@@ -111,6 +111,7 @@ ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("batch", "global_batch_size"), None),  # grad_accum as given
     (("optim", "in_backward"), False),  # the optimizer step after backward
     (("parallel", "ep"), 1),  # before expert parallel: every rank holds every expert
+    (("loss",), {"chunk_tokens": 0}),  # before loss.chunk_tokens: the whole logits
 )
 """Config keys that records made before them lack, each with the value those records ran with:
 ``(path, value)``. :func:`current_config` fills them in; :func:`setup_config` leaves them out at
@@ -238,20 +239,18 @@ def setup_config(config: Mapping[str, Any]) -> Record:
     off, ``batch.global_batch_size`` null, ``optim.in_backward`` false); a ``full``/``none``
     checkpointing policy as the boolean of older records. So a set-up keeps its id across versions."""
     kept = {k: v for k, v in current_config(config).items() if k not in NOT_SETUP}
-    for section, key, old in (
-        ("optim", "in_backward", False),
-        ("batch", "global_batch_size", None),
-        ("parallel", "ep", 1),
-    ):
-        node = kept.get(section)
-        if isinstance(node, dict) and key in node and type(node[key]) is type(old) and node[key] == old:
-            kept[section] = {k: v for k, v in node.items() if k != key}
+    for path, old in ADDED_LATER:  # a key inside a section (optim.in_backward, parallel.ep, ...)
+        if len(path) == 2 and isinstance(node := kept.get(path[0]), dict):
+            key = path[1]
+            if key in node and type(node[key]) is type(old) and node[key] == old:
+                kept[path[0]] = {k: v for k, v in node.items() if k != key}
     parallel = kept.get("parallel")
     if isinstance(parallel, dict) and all(parallel.get(k) == v for k, v in PARALLEL_DEFAULT.items()):
         if "ep" not in parallel:  # expert parallel at 1 was dropped above
             kept.pop("parallel")
-    if kept.get("search") == SEARCH_DEFAULT:
-        kept.pop("search")
+    for path, old in ADDED_LATER:  # a whole section (search, loss) at the value older records ran
+        if len(path) == 1 and path[0] != "parallel" and kept.get(path[0]) == old:
+            kept.pop(path[0])
     ckpt = kept.get("activation_checkpointing")
     if isinstance(ckpt, dict) and set(ckpt) == {"name"} and ckpt["name"] in CHECKPOINTING_BOOLS.values():
         kept["activation_checkpointing"] = ckpt["name"] == "full"

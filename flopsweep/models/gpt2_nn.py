@@ -83,6 +83,14 @@ class GPT(CausalLM):
         -> ``(B, T, C)``."""
         return self.wte(idx) + self.wpe(positions)
 
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The final LayerNorm ``ln_f``."""
+        return self.ln_f(x)
+
+    def head_weight(self) -> torch.Tensor:
+        """The tied LM head: the token embedding ``wte.weight`` ``(V, C)``."""
+        return self.wte.weight
+
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """Final LayerNorm and tied LM head: ``(B, T, C)`` -> logits ``(B, T, V)``."""
         return F.linear(self.ln_f(x), self.wte.weight)

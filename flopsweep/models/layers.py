@@ -132,6 +132,70 @@ def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
+class _ChunkedLinearCrossEntropy(torch.autograd.Function):
+    """The LM head and its mean cross-entropy over chunks of tokens, gradients made in the forward
+    (see :func:`chunked_linear_cross_entropy`)."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int
+    ) -> torch.Tensor:
+        device = h.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
+        n = h.size(0)
+        grad_h = torch.empty_like(h)
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        total = torch.zeros((), dtype=torch.float32, device=h.device)
+        with torch.autocast(device, enabled=False):
+            w = weight.to(dtype)
+            for start in range(0, n, chunk):
+                hc = h[start : start + chunk].to(dtype)
+                tc = targets[start : start + chunk]
+                logits = (hc @ w.t()).float()  # (c, V) fp32: the chunk's only copy
+                lse = torch.logsumexp(logits, dim=-1)
+                total += (lse - logits.gather(1, tc[:, None]).squeeze(1)).sum()
+                grad = logits.sub_(lse[:, None]).exp_()  # softmax, in place: d(sum of losses)/d logits
+                grad[torch.arange(tc.numel(), device=h.device), tc] -= 1
+                grad = grad.to(dtype)
+                grad_h[start : start + chunk] = grad @ w
+                grad_w += grad.t() @ hc  # each chunk's product in the compute dtype, summed in fp32
+        ctx.save_for_backward(grad_h, grad_w)
+        ctx.n, ctx.weight_dtype = n, weight.dtype
+        return total / n
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None]:
+        grad_h, grad_w = ctx.saved_tensors
+        scale = grad_out / ctx.n
+        return (grad_h * scale).to(grad_h.dtype), (grad_w * scale).to(ctx.weight_dtype), None, None
+
+
+def chunked_linear_cross_entropy(
+    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int
+) -> torch.Tensor:
+    """Mean cross-entropy of the logits ``h @ weight.T`` against ``targets``, ``chunk`` tokens at a
+    time, without the whole logits (``loss.chunk_tokens``; the technique of Liger Kernel's fused
+    linear cross-entropy, Hsu et al. 2024, arXiv:2410.10989).
+
+    Each chunk's logits ``(chunk, V)`` are made in the autocast dtype (fp32 without autocast),
+    upcast to fp32 for the log-sum-exp, turned into the chunk's loss and into the gradients of its
+    hidden states and of the weight (``softmax - onehot``), and freed. The gradients are kept for
+    the backward, which scales them by the incoming gradient: ``6 x tokens x V x C`` FLOPs as the
+    unfused head (forward ``2``, input gradient ``2``, weight gradient ``2``), none recomputed. Live
+    at once: one chunk's fp32 logits, the hidden states' gradient (``h``'s shape and dtype) and the
+    weight's (``V x C``, fp32). Eager: ``compile=true`` compiles the blocks, not this head
+    (:func:`flopsweep.parallelize.apply_compile`).
+
+    Args:
+        h: the final norm's output ``(N, C)``; weight: the LM head ``(V, C)``; targets: LongTensor
+            ``(N,)`` in ``[0, V)``; chunk: tokens per chunk, > 0.
+
+    Returns:
+        Scalar fp32 mean loss over the ``N`` tokens.
+    """
+    return _ChunkedLinearCrossEntropy.apply(h, weight, targets, chunk)
+
+
 class CausalLM(nn.Module):
     """A decoder-only LM: ``forward(tokens)`` returns the mean next-token cross-entropy.
 
@@ -146,6 +210,9 @@ class CausalLM(nn.Module):
 
     BLOCKS = "h"
     embedding_children: tuple[str, ...] = ()
+    loss_chunk_tokens = 0
+    """``loss.chunk_tokens``, set on the built module (:func:`flopsweep.parallelize.make_model`):
+    > 0 fuses the head with the loss in chunks (:func:`chunked_linear_cross_entropy`)."""
 
     @property
     def head_children(self) -> tuple[str, ...]:
@@ -196,12 +263,23 @@ class CausalLM(nn.Module):
         (the whole sequence's under sequence parallelism: attention gathers it before it rotates)."""
         return ()
 
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The norm before the LM head: ``(B, T, C)`` -> ``(B, T, C)``."""
+        raise NotImplementedError
+
+    def head_weight(self) -> torch.Tensor:
+        """The LM head's weight ``(V, C)`` (the token embedding's when tied), read outside the head's
+        own forward (ZeRO-3 gathers it as an external parameter: the family's ``tied_parameters``)."""
+        raise NotImplementedError
+
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Final norm and LM head: ``(B, T, C)`` -> logits ``(B, T, V)``."""
+        """Final norm and LM head: ``(B, T, C)`` -> logits ``(B, T, V)`` (through the head module's
+        forward, so tensor parallelism's and fp8's hooks on it run)."""
         raise NotImplementedError
 
     def head_loss(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Final norm, LM head and cross-entropy in fp32 (:func:`next_token_loss`).
+        """Final norm, LM head and cross-entropy in fp32 (:func:`next_token_loss`), or, with
+        :attr:`loss_chunk_tokens`, the head and loss fused in chunks (:func:`chunked_linear_cross_entropy`).
 
         Args:
             x: hidden states ``(B, T, C)``; targets: LongTensor ``(B, T)``.
@@ -209,4 +287,9 @@ class CausalLM(nn.Module):
         Returns:
             Scalar mean loss.
         """
+        if self.loss_chunk_tokens > 0:
+            h = self.final_norm(x)
+            return chunked_linear_cross_entropy(
+                h.reshape(-1, h.size(-1)), self.head_weight(), targets.reshape(-1), self.loss_chunk_tokens
+            )
         return next_token_loss(self.logits(x), targets)

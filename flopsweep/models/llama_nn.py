@@ -148,6 +148,14 @@ class Llama(CausalLM):
         gathers the sequence before it rotates)."""
         return (self.rope(positions),)
 
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The final RMSNorm ``norm``."""
+        return self.norm(x)
+
+    def head_weight(self) -> torch.Tensor:
+        """The LM head ``(V, C)``: ``output.weight``, or the token embedding's when tied."""
+        return self.output.weight if self.output is not None else self.tok_embeddings.weight
+
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """Final RMSNorm and LM head (tied or ``output``): ``(B, T, C)`` -> logits ``(B, T, V)``."""
         x = self.norm(x)
@@ -165,8 +173,11 @@ def blocks(model: Llama) -> nn.ModuleList:
 
 
 def tied_parameters(model: Llama) -> list[nn.Parameter]:
-    """The token embedding when the LM head is tied (used outside ``tok_embeddings``'s forward)."""
-    return [model.tok_embeddings.weight] if model.cfg.tie_embeddings else []
+    """The parameters used outside their own module's forward: the token embedding when the LM head
+    is tied, and ``output.weight`` when the head is fused with the loss (``loss.chunk_tokens``)."""
+    if model.cfg.tie_embeddings:
+        return [model.tok_embeddings.weight]
+    return [model.output.weight] if model.loss_chunk_tokens > 0 else []
 
 
 def tensor_parallel_plan(model: Any) -> dict[str, Any]:
