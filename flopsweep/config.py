@@ -268,8 +268,9 @@ class PredictConfig:
     """Bus bandwidth inside a node, GB/s (nccl-tests' busbw); null: the run's probe, else the
     calibration record's probe."""
     inter_node_gbps: float | None = None
-    """Bus bandwidth of a collective across nodes, GB/s per GPU (400 Gb/s NICs: about 45); null:
-    the intra-node figure."""
+    """Bus bandwidth of a collective across nodes, GB/s per GPU (400 Gb/s NICs: about 45); only a
+    collective whose group crosses nodes runs at it, never one inside a node. Null:
+    ``intra_node_gbps`` when given, else the run's probe (of its nodes)."""
     overlap: float | None = None
     """Share (0..1) of the data-parallel communication hidden behind compute; null: calibrated
     from profiled records of the backend (``metrics.breakdown``) among the calibration files,

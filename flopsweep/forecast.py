@@ -183,22 +183,43 @@ def link(
     records: Sequence[tuple[str, dict[str, Any]]] = (),
     device_name: str | None = None,
 ) -> pr.Link:
-    """The bus bandwidths, the first that is known of: ``predict.intra_node_gbps``/``inter_node_gbps``;
-    the run's own probe (``system.interconnect``, across nodes too when ``nnodes`` > 1); the
-    calibration record's probe; the probe of another of ``records`` (the one of most ranks: a
-    one-rank calibration beside a two-rank run of the same folder; in a node only); the bandwidth
-    that profiled multi-rank ``records`` imply
-    (:func:`flopsweep.predict.calibrated_busbw`, the run's backend first); an assumed share of
-    ``device_name``'s NVLink (:func:`flopsweep.predict.assumed_link`). An empty
-    :class:`~flopsweep.predict.Link` when none is known. Each names itself in ``source``."""
+    """The bus bandwidths: :func:`found_link`'s, with ``predict.intra_node_gbps`` in place of its
+    figures inside a node and ``predict.inter_node_gbps`` in place of those across nodes, each only
+    where given. ``predict.intra_node_gbps`` alone serves across nodes too (its documented default);
+    ``predict.inter_node_gbps`` alone never changes a collective inside a node (issue 41: it once set
+    both, so a one-node prediction moved with it). ``source`` names what each side comes from."""
     p = cfg.predict
-    if p.intra_node_gbps or p.inter_node_gbps:
-        intra = p.intra_node_gbps or p.inter_node_gbps
-        return pr.Link(
-            intra=dict.fromkeys(pr.COLLECTIVES, intra),
-            inter=dict.fromkeys(pr.COLLECTIVES, p.inter_node_gbps or intra),
-            source="predict.intra_node_gbps/inter_node_gbps",
-        )
+    if not (p.intra_node_gbps or p.inter_node_gbps):
+        return found_link(cfg, probe, calibration, records, device_name)
+    if p.intra_node_gbps:
+        intra, where = dict.fromkeys(pr.COLLECTIVES, p.intra_node_gbps), "predict.intra_node_gbps in a node"
+    else:
+        found = found_link(cfg, probe, calibration, records, device_name)
+        intra, where = found.intra, found.source
+        where += "" if "in a node" in where else " in a node"
+    across = p.inter_node_gbps or p.intra_node_gbps
+    what = "predict.inter_node_gbps" if p.inter_node_gbps else "predict.intra_node_gbps"
+    return pr.Link(
+        intra=intra,
+        inter=dict.fromkeys(pr.COLLECTIVES, across),
+        source=f"{where}; {what} across nodes",
+    )
+
+
+def found_link(
+    cfg: RunConfig,
+    probe: Sequence[dict[str, Any]] | None,
+    calibration: dict[str, Any] | None,
+    records: Sequence[tuple[str, dict[str, Any]]] = (),
+    device_name: str | None = None,
+) -> pr.Link:
+    """The bus bandwidths measured or assumed, the first that is known of: the run's own probe
+    (``system.interconnect``, across nodes too when ``nnodes`` > 1); the calibration record's probe;
+    the probe of another of ``records`` (the one of most ranks: a one-rank calibration beside a
+    two-rank run of the same folder; in a node only); the bandwidth that profiled multi-rank
+    ``records`` imply (:func:`flopsweep.predict.calibrated_busbw`, the run's backend first); an
+    assumed share of ``device_name``'s NVLink (:func:`flopsweep.predict.assumed_link`). An empty
+    :class:`~flopsweep.predict.Link` when none is known. Each names itself in ``source``."""
     if probe:
         own = pr.link_from_probe(probe, source="this run's probe")
         return pr.Link(intra=own.intra, inter=own.intra if cfg.nnodes > 1 else {}, source=own.source)
