@@ -277,6 +277,12 @@ class PredictConfig:
     else the backend's assumed default (``flopsweep.predict.DEFAULT_OVERLAP``)."""
     compute_scale: float = 1.0
     """Speed of the predicted GPU's compute relative to the calibration's (1: the same GPU)."""
+    probe: bool = False
+    """Time the run's pieces before warm-up (:mod:`flopsweep.compute_probe`, every rank, about 5-10 s:
+    one block's forward and backward, the embedding, head and loss's, the optimizer step) and predict
+    the compute from them (``metrics.predicted.compute_source: probe``, the pieces under
+    ``metrics.predicted.probe``), ahead of any calibration; a probe that cannot run falls back to the
+    calibration or FLOPs estimate and says why. False: no probe (no time spent)."""
 
 
 FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")

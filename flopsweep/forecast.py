@@ -250,8 +250,12 @@ def prediction(
     device_name: str | None,
     probe: Sequence[dict[str, Any]] | None = None,
     gemm_tflops: float | None = None,
+    compute_probe: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``metrics.predicted`` of ``cfg`` on ``layout``: calibrated from the best of ``records``
+    """``metrics.predicted`` of ``cfg`` on ``layout``: with ``predict.probe``, from the compute probe's
+    pieces (``compute_probe``, :func:`flopsweep.predict.compute_from_probe`; kept under ``probe``;
+    a probe that fell back names why in ``source``, and the rest below is used), else calibrated from
+    the best of ``records``
     (:func:`flopsweep.predict.pick_calibration`; of the same micro batch, else of another, its
     compute scaled by tokens), else uncalibrated at the measured GEMM rate
     (``gemm_tflops``) or, without one, the datasheet peak of ``device_name`` (bf16's for an fp8 run:
@@ -262,12 +266,27 @@ def prediction(
         tokens_per_s: None, source: "no prediction: <why>"}`` when the inputs give none (or the
         model fails: a prediction never costs a run its record).
     """
+    pieces = (compute_probe or {"fallback": "no rank ran the compute probe"}) if cfg.predict.probe else None
     try:
-        return _prediction(cfg, layout, records, gpus_per_node, device_name, probe, gemm_tflops)
+        made = _prediction(cfg, layout, records, gpus_per_node, device_name, probe, gemm_tflops, pieces)
     except Exception as exc:  # noqa: BLE001 - a prediction never costs a run its record
         log.warning("no prediction: %s: %s", type(exc).__name__, exc)
         why = f"no prediction: {type(exc).__name__}: {exc}"
-        return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
+        made = {"iteration_time_s": None, "tokens_per_s": None, "source": why}
+    return made if pieces is None else {**made, "probe": pieces}
+
+
+def _probed(target: pr.Workload, pieces: dict[str, Any] | None) -> tuple[pr.Compute | None, str]:
+    """The compute from the probe's ``pieces`` (None without ``predict.probe``), or None and why it
+    fell back (``"compute probe fell back: ..."``, for the source of the estimate used instead)."""
+    if pieces is None:
+        return None, ""
+    if pieces.get("fallback"):
+        return None, f"compute probe fell back: {pieces['fallback']}"
+    try:
+        return pr.compute_from_probe(target, pr.ProbeTimes.of(pieces)), ""
+    except pr.PredictionError as exc:
+        return None, f"compute probe fell back: {exc}"
 
 
 def _prediction(
@@ -278,8 +297,10 @@ def _prediction(
     device_name: str | None,
     probe: Sequence[dict[str, Any]] | None,
     gemm_tflops: float | None,
+    pieces: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     target = workload(cfg, layout)
+    probed, fell_back = _probed(target, pieces)
     own = _config_dict(cfg)["backend"]
     picked = None
     for exact in (True, False):  # the same micro batch first, else another one scaled by tokens
@@ -294,7 +315,7 @@ def _prediction(
             micro_batch=exact,
             same_world=True,  # a record of the set-up itself, the best calibration there is
         )
-    if not picked and recompute_mode(cfg) == "unknown":
+    if not picked and not probed and recompute_mode(cfg) == "unknown":
         why = (
             f"no prediction: {cfg.activation_checkpointing.name}: the compiler decides the recompute; "
             "give predict.calibration a record of the same policy and budget"
@@ -309,7 +330,9 @@ def _prediction(
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
     peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None
     try:
-        if picked:
+        if probed:
+            compute = probed
+        elif picked:
             family = pr.optimizer_family(picked[1])
             rate = pr.optimizer_rate(records, family) if family else None
             compute = pr.calibration_compute(
@@ -338,7 +361,11 @@ def _prediction(
         why = f"no prediction: {exc}" + (f"; {missed}" if missed else "")
         return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
     made = result.as_dict()
-    if matmul != cfg.precision.name and not picked and not gemm_tflops:  # a datasheet's bf16 peak
+    if fell_back:
+        made["source"] += f"; {fell_back}"
+    if (
+        matmul != cfg.precision.name and not probed and not picked and not gemm_tflops
+    ):  # a datasheet's bf16 peak
         made["source"] += f"; {FP8_AS_BF16.format(precision=cfg.precision.name)}"
     if missed:
         made["source"] += f"; {missed}"

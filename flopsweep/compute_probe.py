@@ -1,0 +1,197 @@
+"""The compute probe (``predict.probe=true``): the run's pieces timed at the run's shapes, torch side.
+
+The step-time model (:func:`flopsweep.steptime.compute_from_probe`, torch-free) composes a step from
+these pieces; this module measures them on the rank's device, before warm-up, in a few seconds:
+
+- one decoder block's forward and backward of one micro batch (``[micro_batch_size, seq_len]``),
+  built by the family's torch module with the run's attention kernel, precision (autocast, fp8
+  conversion), checkpointing policy and compile setting (:func:`flopsweep.parallelize.wrap_blocks`);
+- the embedding, head and loss forward and backward of the same micro batch;
+- the run's AdamW step (:func:`flopsweep.trainers.build_adamw`, fused on CUDA, with the gradient
+  clip) over that block's parameters and over the embedding and head's, on the device where the
+  run steps them (the host under FSDP2's ``cpu_offload``).
+
+Each piece: :data:`WARMUP_REPS` untimed calls (compilation, autotuning, allocator), then up to
+:data:`MAX_REPS` timed ones until its share of ``budget_s`` is spent (at least one), each between two
+``torch.cuda.synchronize`` on a GPU; the median. The model is a one-block copy of the run's (the
+embedding and head whole), so the probe holds one block's and the head's weights, gradients and
+optimizer states. A probe that would not fit (its weights and states over the free memory, or an
+out-of-memory error) or a family without a separable block (``hf``) returns ``fallback``, the
+reason, and the prediction falls back to the FLOPs estimate (or a calibration), naming it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from flopsweep.config import RunConfig
+from flopsweep.models import family
+
+WARMUP_REPS = 2
+"""Untimed calls of each piece: the first compiles (``compile=true``) and autotunes, the second
+runs at the steady state of the allocator."""
+
+MAX_REPS = 5
+"""Timed calls of each piece at most; the median is kept."""
+
+BUDGET_S = 8.0
+"""Seconds of timed calls over the four pieces (a quarter each), warm-up aside."""
+
+PROBED_FAMILIES = ("gpt2", "llama")
+"""Families whose blocks take the hidden states and :meth:`CausalLM.block_args` alone, so that one
+block runs by itself; ``hf``'s decoder layers take family-specific arguments."""
+
+ADAMW_BYTES = 16
+"""Bytes per parameter the probe holds: fp32 weight, gradient and AdamW's two moments."""
+
+
+class ProbeUnfit(RuntimeError):
+    """The probe cannot run here (it would not fit, or the family has no separable block)."""
+
+
+def probe_compute(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) -> dict[str, Any]:
+    """Time the run's pieces on ``device`` (module docstring).
+
+    Returns:
+        ``{block_s, head_s, block_optimizer_s, head_optimizer_s, reps, wall_s, fallback: None}``,
+        seconds per micro batch (the optimizer: per step over the piece's parameters) and the
+        probe's own wall time; or ``{fallback: why, wall_s}`` when it could not run (it never
+        raises for a probe that does not fit: the run goes on and the prediction names why).
+    """
+    start = time.perf_counter()
+    try:
+        out = _measure(cfg, torch.device(device), budget_s)
+    except ProbeUnfit as exc:
+        out = {"fallback": str(exc)}
+    except (torch.OutOfMemoryError, RuntimeError) as exc:
+        if not isinstance(exc, torch.OutOfMemoryError) and "out of memory" not in str(exc).lower():
+            raise
+        out = {"fallback": f"the compute probe did not fit: {type(exc).__name__}: {str(exc)[:200]}"}
+    finally:
+        gc.collect()
+        if torch.device(device).type == "cuda":
+            torch.cuda.empty_cache()
+    return {**out, "fallback": out.get("fallback"), "wall_s": time.perf_counter() - start}
+
+
+def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str, Any]:
+    from flopsweep.parallelize import make_model, wrap_blocks
+    from flopsweep.precision import DTYPES
+    from flopsweep.trainers import _optimizer_device
+
+    if cfg.model.arch not in PROBED_FAMILIES:
+        raise ProbeUnfit(f"model.arch {cfg.model.arch}: no separable block to probe")
+    one = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=1))
+    _check_fits(one, device)
+    model = wrap_blocks(make_model(one, device), one)
+    dtype = DTYPES[cfg.precision.name]
+
+    def autocast() -> contextlib.AbstractContextManager:
+        on = dtype != torch.float32
+        return torch.autocast(device.type, dtype=dtype) if on else contextlib.nullcontext()
+
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    shape = (cfg.batch.micro_batch_size, cfg.model.seq_len + 1)
+    tokens = torch.randint(0, cfg.model.vocab_size, shape, generator=gen, device=device)
+    idx, targets = tokens[:, :-1], tokens[:, 1:]  # (B, T) each
+    positions = model.positions(idx.size(1), device)
+    args = model.block_args(positions)
+    (block,) = family(one.model).blocks(model)
+    with autocast():
+        x = model.embed(idx, positions).detach().requires_grad_()  # (B, T, C)
+        grad = torch.randn_like(block(x, *args))  # the gradient that reaches the last block
+
+    def block_step() -> None:
+        with autocast():
+            y = block(x, *args)
+        y.backward(grad)
+
+    def head_step() -> None:
+        with autocast():
+            loss = model.head_loss(model.embed(idx, positions), targets)
+        loss.backward()
+
+    share = budget_s / 4
+    block_s, reps = timed(block_step, device, budget_s=share)
+    head_s, _ = timed(head_step, device, budget_s=share)
+    mine = {id(p) for p in block.parameters()}
+    where = _optimizer_device(cfg, device)
+    block_opt = _optimizer_step(list(block.parameters()), cfg, where)
+    head_opt = _optimizer_step([p for p in model.parameters() if id(p) not in mine], cfg, where)
+    return {
+        "block_s": block_s,
+        "head_s": head_s,
+        "block_optimizer_s": timed(block_opt, where, budget_s=share)[0],
+        "head_optimizer_s": timed(head_opt, where, budget_s=share)[0],
+        "reps": reps,
+    }
+
+
+def _check_fits(one: RunConfig, device: torch.device) -> None:
+    """Raise :class:`ProbeUnfit` when the one-block model's weights, gradients and AdamW states
+    (:data:`ADAMW_BYTES` a parameter) would take more than the device's free memory (CUDA only)."""
+    if device.type != "cuda":
+        return
+    need = family(one.model).n_params(one.model) * ADAMW_BYTES
+    free, _ = torch.cuda.mem_get_info(device)
+    if need > free:
+        raise ProbeUnfit(
+            f"the compute probe would not fit: one block with the embedding and head needs "
+            f"{need / 2**30:.1f} GiB of weights, gradients and AdamW states, {free / 2**30:.1f} GiB free"
+        )
+
+
+def _optimizer_step(
+    params: list[torch.nn.Parameter], cfg: RunConfig, where: torch.device
+) -> Callable[[], None]:
+    """One optimizer step of the run's AdamW (and clip) over ``params`` with their gradients, on
+    ``where`` (a host copy when the run steps on the host)."""
+    from flopsweep.trainers import build_adamw
+
+    if params and params[0].device != where:
+        copies = [torch.nn.Parameter(p.detach().to(where)) for p in params]
+        for c, p in zip(copies, params, strict=True):
+            c.grad = p.grad.to(where) if p.grad is not None else torch.zeros_like(c)
+        params = copies
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    optimizer = build_adamw(params, cfg.optim, where)
+
+    def step() -> None:
+        if cfg.optim.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip, foreach=True)
+        optimizer.step()
+
+    return step
+
+
+def timed(fn: Callable[[], None], device: Any, *, budget_s: float) -> tuple[float, int]:
+    """The median seconds of ``fn`` over its timed calls (module docstring), and how many ran."""
+    dev = torch.device(device)
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    for _ in range(WARMUP_REPS):
+        fn()
+    sync()
+    times: list[float] = []
+    begun = time.perf_counter()
+    while len(times) < MAX_REPS:
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+        if time.perf_counter() - begun >= budget_s:
+            break
+    return statistics.median(times), len(times)
