@@ -4,8 +4,10 @@ The step-time model (:func:`flopsweep.steptime.compute_from_probe`, torch-free) 
 these pieces; this module measures them on the rank's device, before warm-up, in a few seconds:
 
 - one decoder block's forward and backward of one micro batch (``[micro_batch_size, seq_len]``),
-  built by the family's torch module with the run's attention kernel, precision (autocast, fp8
-  conversion), checkpointing policy and compile setting (:func:`flopsweep.parallelize.wrap_blocks`);
+  built by the family's torch module with the run's attention kernel, precision (autocast over fp32
+  weights for ``single`` and DDP, the weights cast to the dtype for FSDP2 and DeepSpeed, as their
+  mixed precision does; fp8 conversion), checkpointing policy and compile setting
+  (:func:`flopsweep.parallelize.wrap_blocks`);
 - the embedding, head and loss forward and backward of the same micro batch;
 - the run's AdamW step (:func:`flopsweep.trainers.build_adamw`, fused on CUDA, with the gradient
   clip) over that block's parameters and over the embedding and head's, on the device where the
@@ -83,6 +85,7 @@ def probe_compute(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) ->
 
 
 def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str, Any]:
+    from flopsweep.backend_specs import backend_spec
     from flopsweep.parallelize import make_model, wrap_blocks
     from flopsweep.precision import DTYPES
     from flopsweep.trainers import _optimizer_device
@@ -91,11 +94,16 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
         raise ProbeUnfit(f"model.arch {cfg.model.arch}: no separable block to probe")
     one = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=1))
     _check_fits(one, device)
-    model = wrap_blocks(make_model(one, device), one)
     dtype = DTYPES[cfg.precision.name]
+    spec = backend_spec(cfg.backend.name)
+    cast = dtype != torch.float32 and spec is not None and not spec.autocast_fp32_weights
+    model = make_model(one, device)
+    if cast:  # FSDP2's MixedPrecisionPolicy, DeepSpeed's bf16/fp16: the weights themselves in dtype
+        model = model.to(dtype)
+    model = wrap_blocks(model, one)
 
     def autocast() -> contextlib.AbstractContextManager:
-        on = dtype != torch.float32
+        on = dtype != torch.float32 and not cast
         return torch.autocast(device.type, dtype=dtype) if on else contextlib.nullcontext()
 
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
@@ -153,13 +161,14 @@ def _optimizer_step(
     params: list[torch.nn.Parameter], cfg: RunConfig, where: torch.device
 ) -> Callable[[], None]:
     """One optimizer step of the run's AdamW (and clip) over ``params`` with their gradients, on
-    ``where`` (a host copy when the run steps on the host)."""
+    ``where``, in fp32: copies when the run steps on the host or the probe's weights are cast (the
+    run's optimizer steps fp32 master weights)."""
     from flopsweep.trainers import build_adamw
 
-    if params and params[0].device != where:
-        copies = [torch.nn.Parameter(p.detach().to(where)) for p in params]
+    if params and (params[0].device != where or params[0].dtype != torch.float32):
+        copies = [torch.nn.Parameter(p.detach().to(where, torch.float32)) for p in params]
         for c, p in zip(copies, params, strict=True):
-            c.grad = p.grad.to(where) if p.grad is not None else torch.zeros_like(c)
+            c.grad = p.grad.to(where, torch.float32) if p.grad is not None else torch.zeros_like(c)
         params = copies
     for p in params:
         if p.grad is None:
