@@ -11,7 +11,8 @@ these pieces; this module measures them on the rank's device, before warm-up, in
 - the embedding, head and loss forward and backward of the same micro batch;
 - the run's AdamW step (:func:`flopsweep.trainers.build_adamw`, fused on CUDA, with the gradient
   clip) over that block's parameters and over the embedding and head's, on the device where the
-  run steps them (the host under FSDP2's ``cpu_offload``).
+  run steps them (the host under FSDP2's ``cpu_offload`` and ZeRO-Offload; DeepSpeed's own
+  optimizers are stood in for by torch's AdamW, said so in ``optimizer_note``).
 
 Each piece: :data:`WARMUP_REPS` untimed calls (compilation, autotuning, allocator), then up to
 :data:`MAX_REPS` timed ones until its share of ``budget_s`` is spent (at least one), each between two
@@ -63,7 +64,8 @@ def probe_compute(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) ->
     """Time the run's pieces on ``device`` (module docstring).
 
     Returns:
-        ``{block_s, head_s, block_optimizer_s, head_optimizer_s, reps, wall_s, fallback: None}``,
+        ``{block_s, head_s, block_optimizer_s, head_optimizer_s, reps, optimizer_note, wall_s,
+        fallback: None}``,
         seconds per micro batch (the optimizer: per step over the piece's parameters) and the
         probe's own wall time; or ``{fallback: why, wall_s}`` when it could not run (it never
         raises for a probe that does not fit: the run goes on and the prediction names why).
@@ -88,7 +90,6 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
     from flopsweep.backend_specs import backend_spec
     from flopsweep.parallelize import make_model, wrap_blocks
     from flopsweep.precision import DTYPES
-    from flopsweep.trainers import _optimizer_device
 
     if cfg.model.arch not in PROBED_FAMILIES:
         raise ProbeUnfit(f"model.arch {cfg.model.arch}: no separable block to probe")
@@ -131,7 +132,8 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
     block_s, reps = timed(block_step, device, budget_s=share)
     head_s, _ = timed(head_step, device, budget_s=share)
     mine = {id(p) for p in block.parameters()}
-    where = _optimizer_device(cfg, device)
+    host = spec is not None and spec.offload(cfg.backend).steps_on_host
+    where = torch.device("cpu") if host else device
     block_opt = _optimizer_step(list(block.parameters()), cfg, where)
     head_opt = _optimizer_step([p for p in model.parameters() if id(p) not in mine], cfg, where)
     return {
@@ -140,7 +142,17 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
         "block_optimizer_s": timed(block_opt, where, budget_s=share)[0],
         "head_optimizer_s": timed(head_opt, where, budget_s=share)[0],
         "reps": reps,
+        "optimizer_note": _stand_in(cfg, where),
     }
+
+
+def _stand_in(cfg: RunConfig, where: torch.device) -> str | None:
+    """What the optimizer probe timed in place of the run's own optimizer, or None when it is the
+    run's (torch's AdamW as the trainer builds it)."""
+    if cfg.backend.name != "deepspeed":
+        return None
+    place = "on the host" if where.type == "cpu" and cfg.device != "cpu" else f"on {where.type}"
+    return f"DeepSpeed's optimizer timed as torch's AdamW {place}"
 
 
 def _check_fits(one: RunConfig, device: torch.device) -> None:

@@ -8,6 +8,7 @@ named by ``predict.calibration``. It imports no torch.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -284,9 +285,11 @@ def _probed(target: pr.Workload, pieces: dict[str, Any] | None) -> tuple[pr.Comp
     if pieces.get("fallback"):
         return None, f"compute probe fell back: {pieces['fallback']}"
     try:
-        return pr.compute_from_probe(target, pr.ProbeTimes.of(pieces)), ""
+        made = pr.compute_from_probe(target, pr.ProbeTimes.of(pieces))
     except pr.PredictionError as exc:
         return None, f"compute probe fell back: {exc}"
+    note = pieces.get("optimizer_note")
+    return (dataclasses.replace(made, source=f"{made.source}; {note}") if note else made), ""
 
 
 def _prediction(
@@ -379,7 +382,6 @@ same precision, or the run's own GEMM rate (measured in float8), models it and s
 
 
 def _config_dict(cfg: RunConfig) -> dict[str, Any]:
-    import dataclasses
     import json
 
     return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))

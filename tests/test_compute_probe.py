@@ -112,6 +112,8 @@ def test_the_job_predicts_from_the_probe_and_names_a_fallback(hydra_compose) -> 
     made = prediction(cfg, Layout(), [], **here, compute_probe=pieces)
     assert made["compute_source"] == "probe" and made["probe"] == pieces
     assert made["iteration_time_s"] == pytest.approx(2 * 0.01 + 0.004 + 2 * 0.001 + 0.001)
+    noted = prediction(cfg, Layout(), [], **here, compute_probe={**pieces, "optimizer_note": "stood in"})
+    assert noted["source"].endswith("a micro batch; stood in")  # what the optimizer probe timed instead
     fell = prediction(cfg, Layout(), [], **here, compute_probe={"fallback": "too big", "wall_s": 0.1})
     assert fell["compute_source"] == "flops" and fell["source"].startswith("uncalibrated: ")
     assert fell["source"].endswith("; compute probe fell back: too big")
