@@ -21,6 +21,10 @@ embedding and head whole), so the probe holds one block's and the head's weights
 optimizer states. A probe that would not fit (its weights and states over the free memory, or an
 out-of-memory error) or a family without a separable block (``hf``) returns ``fallback``, the
 reason, and the prediction falls back to the FLOPs estimate (or a calibration), naming it.
+
+:func:`cached_probe` (what the worker calls) keeps each successful probe in a folder
+(:data:`CACHE_ENV`) keyed by the machine and the set-up (:func:`probe_key`), and a later run of the
+same reads it back in place of probing again (``cached``: the file).
 """
 
 from __future__ import annotations
@@ -28,9 +32,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import hashlib
+import json
+import os
+import socket
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -216,3 +225,82 @@ def timed(fn: Callable[[], None], device: Any, *, budget_s: float) -> tuple[floa
         if time.perf_counter() - begun >= budget_s:
             break
     return statistics.median(times), len(times)
+
+
+CACHE_ENV = "FLOPSWEEP_PROBE_CACHE"
+"""A folder for the probes of this machine (one JSON file per :func:`probe_key`), or ``off``. Unset:
+``$XDG_CACHE_HOME/flopsweep/probes`` (``~/.cache``) on a GPU, none on the CPU (whose timings move
+with the host's other loads)."""
+
+
+def probe_key(cfg: RunConfig, device: Any) -> dict[str, Any]:
+    """What a probe's times depend on: the host, the device and torch, the model, kernel,
+    precision, checkpointing, compile, micro batch and optimizer settings, and how the backend runs
+    them (cast weights, an optimizer on the host; intra-op threads on the CPU)."""
+    from flopsweep.backend_specs import backend_spec
+
+    dev = torch.device(device)
+    spec = backend_spec(cfg.backend.name)
+    return {
+        "host": socket.gethostname(),
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "threads": torch.get_num_threads() if dev.type == "cpu" else None,
+        "torch": torch.__version__,
+        "setup": json.loads(
+            json.dumps(
+                {
+                    "model": dataclasses.asdict(cfg.model),
+                    "attention": dataclasses.asdict(cfg.attention),
+                    "precision": dataclasses.asdict(cfg.precision),
+                    "checkpointing": dataclasses.asdict(cfg.activation_checkpointing),
+                    "compile": cfg.compile,
+                    "micro_batch_size": cfg.batch.micro_batch_size,
+                    "optim": dataclasses.asdict(cfg.optim),
+                    "cast": bool(spec and not spec.autocast_fp32_weights),
+                    "host_step": bool(spec and spec.offload(cfg.backend).steps_on_host),
+                    "deepspeed": cfg.backend.name == "deepspeed",
+                },
+                default=str,
+            )
+        ),
+    }
+
+
+def cache_folder(device: Any) -> Path | None:
+    """Where probes are kept (:data:`CACHE_ENV`); None: not kept."""
+    value = os.environ.get(CACHE_ENV)
+    if value == "off" or (value is None and torch.device(device).type != "cuda"):
+        return None
+    return (
+        Path(value)
+        if value
+        else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flopsweep" / "probes"
+    )
+
+
+def cached_probe(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) -> dict[str, Any]:
+    """:func:`probe_compute`, or the probe kept for this machine and set-up (:func:`cache_folder`),
+    with ``cached`` the file it came from (None: measured now). A probe measured now that did not
+    fall back is kept; a cache that cannot be read or written is ignored."""
+    from flopsweep.files import RecordError, atomic_write_json, read_json
+
+    start = time.perf_counter()
+    folder, key = cache_folder(device), probe_key(cfg, device)
+    path = None
+    if folder is not None:
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+        path = folder / f"{digest}.json"
+        try:
+            kept = read_json(path)
+            if kept.get("key") == key and isinstance(kept.get("probe"), dict):
+                return {**kept["probe"], "wall_s": time.perf_counter() - start, "cached": str(path)}
+        except (RecordError, OSError):
+            pass  # none kept yet (or unreadable): probe now
+    out = probe_compute(cfg, device, budget_s=budget_s)
+    if path is not None and out.get("fallback") is None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, {"key": key, "probe": out})
+        except (OSError, RecordError):
+            pass  # a cache that cannot be written costs the next run a probe, nothing else
+    return {**out, "cached": None}

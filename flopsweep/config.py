@@ -282,7 +282,8 @@ class PredictConfig:
     one block's forward and backward, the embedding, head and loss's, the optimizer step) and predict
     the compute from them (``metrics.predicted.compute_source: probe``, the pieces under
     ``metrics.predicted.probe``), ahead of any calibration; a probe that cannot run falls back to the
-    calibration or FLOPs estimate and says why. False: no probe (no time spent)."""
+    calibration or FLOPs estimate and says why; a GPU's probes are kept per machine and set-up
+    (``FLOPSWEEP_PROBE_CACHE``). False: no probe (no time spent)."""
 
 
 FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")

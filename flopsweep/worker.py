@@ -371,12 +371,12 @@ def _matmul_rate(cfg: RunConfig, device: Any) -> float:
 
 
 def _compute_probe(cfg: RunConfig, device: Any) -> dict[str, Any]:
-    """``predict.probe=true``: the run's pieces timed on this rank's device
-    (:func:`flopsweep.compute_probe.probe_compute`); every rank runs it, at once, so that each
-    measures beside the others as the steps will run, and rank 0's is recorded."""
-    from flopsweep.compute_probe import probe_compute
+    """``predict.probe=true``: the run's pieces timed on this rank's device, or read back from this
+    machine's probes (:func:`flopsweep.compute_probe.cached_probe`); every rank runs it, at once,
+    so that each measures beside the others as the steps will run, and rank 0's is recorded."""
+    from flopsweep.compute_probe import cached_probe
 
-    return probe_compute(cfg, device)
+    return cached_probe(cfg, device)
 
 
 def _interconnect(cfg: RunConfig, device: Any) -> list[dict[str, Any]]:

@@ -88,6 +88,30 @@ def test_the_probe_times_the_real_pieces_on_the_cpu(hydra_compose, model: str) -
     assert got["wall_s"] > 0
 
 
+def test_a_probe_is_kept_per_machine_and_setup(hydra_compose, tmp_path: Path, monkeypatch) -> None:
+    """With ``FLOPSWEEP_PROBE_CACHE`` a folder, a probe is measured once and read back for the same
+    set-up (``cached`` names the file); another micro batch is another set-up, measured anew; ``off``
+    keeps nothing, and the CPU keeps nothing by default."""
+    from flopsweep import compute_probe as cp
+    from flopsweep.plan import validate
+
+    monkeypatch.setenv(cp.CACHE_ENV, str(tmp_path))
+    cfg = validate(hydra_compose(["model=gpt-tiny", "device=cpu", "batch.micro_batch_size=1"]))
+    first = cp.cached_probe(cfg, "cpu", budget_s=0.1)
+    assert first["cached"] is None and first["fallback"] is None
+    (kept,) = tmp_path.glob("*.json")
+    again = cp.cached_probe(cfg, "cpu", budget_s=0.1)
+    assert again["cached"] == str(kept) and again["block_s"] == first["block_s"]
+    other = validate(hydra_compose(["model=gpt-tiny", "device=cpu", "batch.micro_batch_size=2"]))
+    assert cp.probe_key(other, "cpu") != cp.probe_key(cfg, "cpu")
+    assert cp.cached_probe(other, "cpu", budget_s=0.1)["cached"] is None
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    monkeypatch.setenv(cp.CACHE_ENV, "off")
+    assert cp.cache_folder("cpu") is None
+    monkeypatch.delenv(cp.CACHE_ENV)
+    assert cp.cache_folder("cpu") is None and cp.cache_folder("cuda") is not None
+
+
 def test_a_family_without_a_separable_block_falls_back_and_says_why(hydra_compose) -> None:
     from flopsweep.compute_probe import probe_compute
     from flopsweep.plan import validate
