@@ -361,7 +361,7 @@ def _prediction(
             budget_tokens=cfg.budget.tokens,
         )
     except pr.PredictionError as exc:
-        why = f"no prediction: {exc}" + (f"; {missed}" if missed else "")
+        why = "; ".join([f"no prediction: {exc}", *(t for t in (missed, fell_back) if t)])
         return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
     made = result.as_dict()
     if fell_back:
