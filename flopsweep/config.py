@@ -285,14 +285,22 @@ class PredictConfig:
     """Bus bandwidth inside a node, GB/s (nccl-tests' busbw); null: the run's probe, else the
     calibration record's probe."""
     inter_node_gbps: float | None = None
-    """Bus bandwidth of a collective across nodes, GB/s per GPU (400 Gb/s NICs: about 45); null:
-    the intra-node figure."""
+    """Bus bandwidth of a collective across nodes, GB/s per GPU (400 Gb/s NICs: about 45); only a
+    collective whose group crosses nodes runs at it, never one inside a node. Null:
+    ``intra_node_gbps`` when given, else the run's probe (of its nodes)."""
     overlap: float | None = None
     """Share (0..1) of the data-parallel communication hidden behind compute; null: calibrated
     from profiled records of the backend (``metrics.breakdown``) among the calibration files,
     else the backend's assumed default (``flopsweep.predict.DEFAULT_OVERLAP``)."""
     compute_scale: float = 1.0
     """Speed of the predicted GPU's compute relative to the calibration's (1: the same GPU)."""
+    probe: bool = False
+    """Time the run's pieces before warm-up (:mod:`flopsweep.compute_probe`, every rank, about 5-10 s:
+    one block's forward and backward, the embedding, head and loss's, the optimizer step) and predict
+    the compute from them (``metrics.predicted.compute_source: probe``, the pieces under
+    ``metrics.predicted.probe``), ahead of any calibration; a probe that cannot run falls back to the
+    calibration or FLOPs estimate and says why; a GPU's probes are kept per machine and set-up
+    (``FLOPSWEEP_PROBE_CACHE``). False: no probe (no time spent)."""
 
 
 FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")

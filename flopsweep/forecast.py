@@ -8,6 +8,7 @@ named by ``predict.calibration``. It imports no torch.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -183,22 +184,43 @@ def link(
     records: Sequence[tuple[str, dict[str, Any]]] = (),
     device_name: str | None = None,
 ) -> pr.Link:
-    """The bus bandwidths, the first that is known of: ``predict.intra_node_gbps``/``inter_node_gbps``;
-    the run's own probe (``system.interconnect``, across nodes too when ``nnodes`` > 1); the
-    calibration record's probe; the probe of another of ``records`` (the one of most ranks: a
-    one-rank calibration beside a two-rank run of the same folder; in a node only); the bandwidth
-    that profiled multi-rank ``records`` imply
-    (:func:`flopsweep.predict.calibrated_busbw`, the run's backend first); an assumed share of
-    ``device_name``'s NVLink (:func:`flopsweep.predict.assumed_link`). An empty
-    :class:`~flopsweep.predict.Link` when none is known. Each names itself in ``source``."""
+    """The bus bandwidths: :func:`found_link`'s, with ``predict.intra_node_gbps`` in place of its
+    figures inside a node and ``predict.inter_node_gbps`` in place of those across nodes, each only
+    where given. ``predict.intra_node_gbps`` alone serves across nodes too (its documented default);
+    ``predict.inter_node_gbps`` alone never changes a collective inside a node (issue 41: it once set
+    both, so a one-node prediction moved with it). ``source`` names what each side comes from."""
     p = cfg.predict
-    if p.intra_node_gbps or p.inter_node_gbps:
-        intra = p.intra_node_gbps or p.inter_node_gbps
-        return pr.Link(
-            intra=dict.fromkeys(pr.COLLECTIVES, intra),
-            inter=dict.fromkeys(pr.COLLECTIVES, p.inter_node_gbps or intra),
-            source="predict.intra_node_gbps/inter_node_gbps",
-        )
+    if not (p.intra_node_gbps or p.inter_node_gbps):
+        return found_link(cfg, probe, calibration, records, device_name)
+    if p.intra_node_gbps:
+        intra, where = dict.fromkeys(pr.COLLECTIVES, p.intra_node_gbps), "predict.intra_node_gbps in a node"
+    else:
+        found = found_link(cfg, probe, calibration, records, device_name)
+        intra, where = found.intra, found.source
+        where += "" if "in a node" in where else " in a node"
+    across = p.inter_node_gbps or p.intra_node_gbps
+    what = "predict.inter_node_gbps" if p.inter_node_gbps else "predict.intra_node_gbps"
+    return pr.Link(
+        intra=intra,
+        inter=dict.fromkeys(pr.COLLECTIVES, across),
+        source=f"{where}; {what} across nodes",
+    )
+
+
+def found_link(
+    cfg: RunConfig,
+    probe: Sequence[dict[str, Any]] | None,
+    calibration: dict[str, Any] | None,
+    records: Sequence[tuple[str, dict[str, Any]]] = (),
+    device_name: str | None = None,
+) -> pr.Link:
+    """The bus bandwidths measured or assumed, the first that is known of: the run's own probe
+    (``system.interconnect``, across nodes too when ``nnodes`` > 1); the calibration record's probe;
+    the probe of another of ``records`` (the one of most ranks: a one-rank calibration beside a
+    two-rank run of the same folder; in a node only); the bandwidth that profiled multi-rank
+    ``records`` imply (:func:`flopsweep.predict.calibrated_busbw`, the run's backend first); an
+    assumed share of ``device_name``'s NVLink (:func:`flopsweep.predict.assumed_link`). An empty
+    :class:`~flopsweep.predict.Link` when none is known. Each names itself in ``source``."""
     if probe:
         own = pr.link_from_probe(probe, source="this run's probe")
         return pr.Link(intra=own.intra, inter=own.intra if cfg.nnodes > 1 else {}, source=own.source)
@@ -229,8 +251,12 @@ def prediction(
     device_name: str | None,
     probe: Sequence[dict[str, Any]] | None = None,
     gemm_tflops: float | None = None,
+    compute_probe: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``metrics.predicted`` of ``cfg`` on ``layout``: calibrated from the best of ``records``
+    """``metrics.predicted`` of ``cfg`` on ``layout``: with ``predict.probe``, from the compute probe's
+    pieces (``compute_probe``, :func:`flopsweep.predict.compute_from_probe`; kept under ``probe``;
+    a probe that fell back names why in ``source``, and the rest below is used), else calibrated from
+    the best of ``records``
     (:func:`flopsweep.predict.pick_calibration`; of the same micro batch, else of another, its
     compute scaled by tokens), else uncalibrated at the measured GEMM rate
     (``gemm_tflops``) or, without one, the datasheet peak of ``device_name`` (bf16's for an fp8 run:
@@ -241,12 +267,29 @@ def prediction(
         tokens_per_s: None, source: "no prediction: <why>"}`` when the inputs give none (or the
         model fails: a prediction never costs a run its record).
     """
+    pieces = (compute_probe or {"fallback": "no rank ran the compute probe"}) if cfg.predict.probe else None
     try:
-        return _prediction(cfg, layout, records, gpus_per_node, device_name, probe, gemm_tflops)
+        made = _prediction(cfg, layout, records, gpus_per_node, device_name, probe, gemm_tflops, pieces)
     except Exception as exc:  # noqa: BLE001 - a prediction never costs a run its record
         log.warning("no prediction: %s: %s", type(exc).__name__, exc)
         why = f"no prediction: {type(exc).__name__}: {exc}"
-        return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
+        made = {"iteration_time_s": None, "tokens_per_s": None, "source": why}
+    return made if pieces is None else {**made, "probe": pieces}
+
+
+def _probed(target: pr.Workload, pieces: dict[str, Any] | None) -> tuple[pr.Compute | None, str]:
+    """The compute from the probe's ``pieces`` (None without ``predict.probe``), or None and why it
+    fell back (``"compute probe fell back: ..."``, for the source of the estimate used instead)."""
+    if pieces is None:
+        return None, ""
+    if pieces.get("fallback"):
+        return None, f"compute probe fell back: {pieces['fallback']}"
+    try:
+        made = pr.compute_from_probe(target, pr.ProbeTimes.of(pieces))
+    except pr.PredictionError as exc:
+        return None, f"compute probe fell back: {exc}"
+    note = pieces.get("optimizer_note")
+    return (dataclasses.replace(made, source=f"{made.source}; {note}") if note else made), ""
 
 
 def _prediction(
@@ -257,8 +300,10 @@ def _prediction(
     device_name: str | None,
     probe: Sequence[dict[str, Any]] | None,
     gemm_tflops: float | None,
+    pieces: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     target = workload(cfg, layout)
+    probed, fell_back = _probed(target, pieces)
     own = _config_dict(cfg)["backend"]
     picked = None
     for exact in (True, False):  # the same micro batch first, else another one scaled by tokens
@@ -273,7 +318,7 @@ def _prediction(
             micro_batch=exact,
             same_world=True,  # a record of the set-up itself, the best calibration there is
         )
-    if not picked and recompute_mode(cfg) == "unknown":
+    if not picked and not probed and recompute_mode(cfg) == "unknown":
         why = (
             f"no prediction: {cfg.activation_checkpointing.name}: the compiler decides the recompute; "
             "give predict.calibration a record of the same policy and budget"
@@ -288,7 +333,9 @@ def _prediction(
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
     peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None
     try:
-        if picked:
+        if probed:
+            compute = probed
+        elif picked:
             family = pr.optimizer_family(picked[1])
             rate = pr.optimizer_rate(records, family) if family else None
             compute = pr.calibration_compute(
@@ -314,10 +361,14 @@ def _prediction(
             budget_tokens=cfg.budget.tokens,
         )
     except pr.PredictionError as exc:
-        why = f"no prediction: {exc}" + (f"; {missed}" if missed else "")
+        why = "; ".join([f"no prediction: {exc}", *(t for t in (missed, fell_back) if t)])
         return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
     made = result.as_dict()
-    if matmul != cfg.precision.name and not picked and not gemm_tflops:  # a datasheet's bf16 peak
+    if fell_back:
+        made["source"] += f"; {fell_back}"
+    if (
+        matmul != cfg.precision.name and not probed and not picked and not gemm_tflops
+    ):  # a datasheet's bf16 peak
         made["source"] += f"; {FP8_AS_BF16.format(precision=cfg.precision.name)}"
     if missed:
         made["source"] += f"; {missed}"
@@ -331,7 +382,6 @@ same precision, or the run's own GEMM rate (measured in float8), models it and s
 
 
 def _config_dict(cfg: RunConfig) -> dict[str, Any]:
-    import dataclasses
     import json
 
     return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))

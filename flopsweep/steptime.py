@@ -11,15 +11,16 @@ assumptions; in short, per optimizer step and per rank::
               + t_tp + t_pp_send                                        (never overlapped)
     t_comm   = sum over collectives of bytes x factor / busbw          (nccl-tests' bus bandwidth)
 
-``t_compute`` comes from a calibration record (the same model, kernel, precision, checkpointing
-and micro batch measured at a smaller world size, or for the job and ``plan=true`` at the same
-one: its step time less its optimizer and exposed communication, scaled by the micro batches per
-rank and divided by the ranks that share a batch, ``cp x tp x pp``), or, without one,
-from the hardware FLOPs at :data:`UNCALIBRATED_GEMM_FRACTION` of the measured GEMM rate, or at
-:data:`DATASHEET_GEMM_FRACTION` of the datasheet peak (said so in ``source``). ``factor`` is
-nccl-tests' bus-bandwidth factor (:func:`busbw_factor`): ``(n-1)/n`` for all-gather and
-reduce-scatter, ``2(n-1)/n`` for all-reduce, with ``bytes`` the full buffer (the gathered output,
-the scattered input). Units: seconds, bytes, GB/s (1e9 bytes/s), FLOP.
+``t_compute`` comes from the compute probe (``predict.probe``, :func:`compute_from_probe`), else a
+calibration record (the same model, kernel, precision, checkpointing and micro batch measured at a
+smaller world size, or for the job and ``plan=true`` at the same one: its step time less its
+optimizer and exposed communication, scaled by the micro batches per rank and divided by the ranks
+that share a batch, ``cp x tp x pp``), or, without one, from the hardware FLOPs at
+:data:`UNCALIBRATED_GEMM_FRACTION` of the measured GEMM rate, or at :data:`DATASHEET_GEMM_FRACTION`
+of the datasheet peak (said so in ``source``). ``factor`` is nccl-tests' bus-bandwidth factor
+(:func:`busbw_factor`): ``(n-1)/n`` for all-gather and reduce-scatter, ``2(n-1)/n`` for all-reduce,
+with ``bytes`` the full buffer (the gathered output, the scattered input). Units: seconds, bytes,
+GB/s (1e9 bytes/s), FLOP.
 """
 
 from __future__ import annotations
@@ -230,6 +231,59 @@ class Compute:
     compute_s: float
     optimizer_s: float
     source: str
+    kind: str = "flops"
+    """What the compute time comes from: ``probe``, ``calibration`` or ``flops``
+    (``metrics.predicted.compute_source``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeTimes:
+    """The compute probe's times (:mod:`flopsweep.compute_probe`), seconds, at the run's shapes on one
+    GPU, unsplit: ``block_s`` one decoder block's forward and backward of one micro batch (the run's
+    kernel, precision, checkpointing and compile), ``head_s`` the embedding, head and loss's, and
+    ``block_optimizer_s``/``head_optimizer_s`` the run's AdamW step (with its clip) over one block's
+    parameters and over the embedding and head's."""
+
+    block_s: float
+    head_s: float
+    block_optimizer_s: float
+    head_optimizer_s: float
+
+    @classmethod
+    def of(cls, probe: dict[str, Any]) -> ProbeTimes:
+        """From the probe's dict (``metrics.predicted.probe``).
+
+        Raises:
+            PredictionError: a time missing, not positive or not finite.
+        """
+        names = ("block_s", "head_s", "block_optimizer_s", "head_optimizer_s")
+        bad = [
+            n for n in names if not isinstance(probe.get(n), int | float) or not 0 < probe[n] < float("inf")
+        ]
+        if bad:
+            raise PredictionError(f"the compute probe has no usable {', '.join(bad)}")
+        return cls(**{n: float(probe[n]) for n in names})
+
+
+def compute_from_probe(w: Workload, probe: ProbeTimes, *, source: str = "probe") -> Compute:
+    """The per-rank compute of ``w`` from probed pieces (docs/design.md, "Prediction")::
+
+        t_c   = accum x (l / pp x t_block + t_head) / (tp x cp)        (the pipeline's last stage)
+        t_opt = (l x t_block_opt + t_head_opt) / (tp x pp x shards)
+
+    ``accum`` micro batches a rank runs, ``l`` blocks, ``shards`` the ranks that split the optimizer
+    states (:func:`_shard`). As with a calibration, tensor and context parallelism split each piece
+    evenly (their smaller GEMMs are slower), and the bubble follows from ``t_c`` (:func:`predict`)."""
+    split = w.degree("tp") * w.degree("cp")
+    stage = w.n_layer / w.degree("pp") * probe.block_s + probe.head_s
+    opt = (w.n_layer * probe.block_optimizer_s + probe.head_optimizer_s) / (w.weight_split * _shard(w))
+    return Compute(
+        compute_s=w.grad_accum * stage / split,
+        optimizer_s=opt,
+        source=f"{source}: {w.n_layer} x block {probe.block_s * 1e3:.4g} ms + head "
+        f"{probe.head_s * 1e3:.4g} ms a micro batch",
+        kind="probe",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,6 +306,8 @@ class Prediction:
     world_size: int
     budget_gpu_hours: float | None = None
     budget_days: float | None = None
+    compute_source: str = "flops"
+    """:attr:`Compute.kind`: ``probe``, ``calibration`` or ``flops``."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -416,7 +472,9 @@ def compute_from_calibration(
             f"; micro batch {calibration.micro_batch_size} -> {target.micro_batch_size}: compute scaled "
             "by tokens (a larger micro batch usually runs a little faster per token)"
         )
-    return Compute(compute_s=compute, optimizer_s=opt_target, source=f"calibrated: {source}{how}")
+    return Compute(
+        compute_s=compute, optimizer_s=opt_target, source=f"calibrated: {source}{how}", kind="calibration"
+    )
 
 
 def compute_uncalibrated(target: Workload, *, gemm_tflops: float | None, what: str = "measured") -> Compute:
@@ -526,6 +584,7 @@ def predict(
         world_size=world,
         budget_gpu_hours=gpu_hours,
         budget_days=days,
+        compute_source=compute.kind,
     )
 
 

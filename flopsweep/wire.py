@@ -60,6 +60,8 @@ class RankFigures:
             ``cudaMalloc`` during the measured steps (``num_alloc_retries`` of
             ``torch.cuda.memory_stats``; each retry synchronises the device); null on the CPU.
         matmul_tflops: the measured dense GEMM rate at the run's matmul precision, TFLOP/s.
+        compute_probe: ``predict.probe=true``, rank 0 only: the compute probe's pieces, seconds
+            (:func:`flopsweep.compute_probe.probe_compute`), measured before warm-up; else null.
         interconnect: rank 0 only (null on the others): the interconnect probe's
             ``[{collective, bytes, busbw_gbps, time_s, ranks, ran}]`` over every rank, measured
             before warm-up (:func:`flopsweep.collectives.probe_interconnect`); ``[]`` on one rank.
@@ -98,6 +100,7 @@ class RankFigures:
     cuda_alloc_retries: int | None = None
     matmul_tflops: float | None = None
     interconnect: list[dict[str, Any]] | None = None
+    compute_probe: dict[str, Any] | None = None
     warmup_steps: int = 0
     fp8_layers: int | None = None
     optimizer: dict[str, Any] | None = None

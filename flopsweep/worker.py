@@ -257,6 +257,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     )  # KernelUnavailable: status invalid
     gemm = _matmul_rate(cfg, device)
     links = _interconnect(cfg, device)  # before warm-up: the links, not the steps
+    pieces = _compute_probe(cfg, device) if cfg.predict.probe else None  # before the trainer's memory
     trainer = build_trainer(cfg, device, spec.layout)
     batches = make_batches(cfg, spec.layout, rank, device)
     log = _logger(rank)
@@ -274,6 +275,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         **result,
         matmul_tflops=gemm,
         interconnect=links if rank == 0 else None,
+        compute_probe=pieces if rank == 0 else None,
         warmup_steps=cfg.steps.warmup + extra,
         fp8_layers=_fp8_layers(trainer),
         optimizer=optimizer_facts(trainer) if rank == 0 else None,  # the record keeps rank 0's
@@ -366,6 +368,15 @@ def _matmul_rate(cfg: RunConfig, device: Any) -> float:
 
     fp8 = PRECISIONS[cfg.precision.name].fp8_recipe is not None
     return measure_matmul_tflops(device, torch.float8_e4m3fn if fp8 else DTYPES[cfg.precision.name])
+
+
+def _compute_probe(cfg: RunConfig, device: Any) -> dict[str, Any]:
+    """``predict.probe=true``: the run's pieces timed on this rank's device, or read back from this
+    machine's probes (:func:`flopsweep.compute_probe.cached_probe`); every rank runs it, at once,
+    so that each measures beside the others as the steps will run, and rank 0's is recorded."""
+    from flopsweep.compute_probe import cached_probe
+
+    return cached_probe(cfg, device)
 
 
 def _interconnect(cfg: RunConfig, device: Any) -> list[dict[str, Any]]:

@@ -794,3 +794,33 @@ def test_a_host_bound_calibration_says_so_in_its_source() -> None:
         assert ("host-bound: the GPU idles 38% of its profiled step" in compute.source) is said, (
             compute.source
         )
+
+
+def test_inter_node_bandwidth_alone_leaves_the_node_bandwidth_alone(hydra_compose) -> None:
+    """Issue 41, item 3: ``predict.inter_node_gbps`` alone set the in-node bandwidth too, so a one-node
+    prediction of 8 H200s changed (0.583 s -> 1.405 s a step) with no warning. Inter-node bandwidth
+    applies only to collectives that cross nodes: the one-node prediction is the same with it or
+    without, and a two-node one reads it for the groups that cross."""
+    from flopsweep.forecast import link, prediction
+    from flopsweep.layout import Layout
+    from flopsweep.plan import validate
+
+    base = ["device=cpu", "backend=fsdp", "model=gpt-1.3b", "nproc_per_node=8"]
+    plain = validate(hydra_compose(base))
+    inter = validate(hydra_compose([*base, "predict.inter_node_gbps=40"]))
+    h200 = "NVIDIA H200"
+    assumed = link(plain, None, None, [], h200)
+    made = link(inter, None, None, [], h200)
+    assert made.intra == assumed.intra  # the NVLink share, not 40
+    assert made.busbw_gbps("all_gather", across_nodes=True) == 40
+    assert "predict.inter_node_gbps" in made.source and "NVLink" in made.source
+    one_node = {"gpus_per_node": 8, "device_name": h200, "gemm_tflops": 670.0}
+    a = prediction(plain, Layout(dp_shard=8), [], **one_node)
+    b = prediction(inter, Layout(dp_shard=8), [], **one_node)
+    assert a["iteration_time_s"] is not None and a["iteration_time_s"] == b["iteration_time_s"]
+    two_nodes = prediction(inter, Layout(dp_shard=16), [], **one_node)  # 2 nodes of 8: across at 40
+    assert two_nodes["comm_s"] > a["comm_s"] * 2
+    # predict.intra_node_gbps alone still serves both (its documented default across nodes)
+    intra = link(validate(hydra_compose([*base, "predict.intra_node_gbps=300"])), None, None, [], h200)
+    assert intra.busbw_gbps("all_gather", across_nodes=False) == 300
+    assert intra.busbw_gbps("all_gather", across_nodes=True) == 300

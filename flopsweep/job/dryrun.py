@@ -276,7 +276,10 @@ def plan_prediction(
         records = forecast.calibration_records(cfg.predict.calibration) if records is None else records
     except ConfigError as exc:
         return {**out, "prediction_source": f"no prediction: {exc}"}
-    made = forecast.prediction(cfg, layout, records, gpus_per_node=per_node, device_name=device_name)
+    unprobed = {"fallback": "plan=true runs no compute probe (a run with predict.probe=true does)"}
+    made = forecast.prediction(
+        cfg, layout, records, gpus_per_node=per_node, device_name=device_name, compute_probe=unprobed
+    )
     fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
     return {
         **out,

@@ -53,10 +53,11 @@ def measured(job: JobResult) -> JobResult:
     own status and error.
 
     ``metrics.predicted_peak_gib`` is the plan's memory estimate (again at the sizes the searches
-    found); ``metrics.predicted`` the prediction from the config, the ``predict.calibration``
-    records read before the launch and the probes every rank ran before warm-up (GEMM rate,
-    ``system.interconnect``): nothing of the measured steps enters it. The record's ``warnings``
-    start with the launch's (:attr:`JobResult.launch_warnings`), whatever the status.
+    found); ``metrics.predicted`` the prediction from the config, the ``predict.calibration`` records
+    read before the launch and the probes every rank ran before warm-up (GEMM rate,
+    ``system.interconnect``, with ``predict.probe`` the compute probe): nothing of the measured steps
+    enters it. The record's ``warnings`` start with the launch's (:attr:`JobResult.launch_warnings`),
+    whatever the status.
     """
     cfg, layout, outcome = job.cfg, job.layout, job.outcome
     if (
@@ -77,6 +78,7 @@ def measured(job: JobResult) -> JobResult:
         device_name=job.facts.device_name,
         probe=job.facts.interconnect,
         gemm_tflops=metrics.get("measured_matmul_tflops"),
+        compute_probe=job.facts.compute_probe,
     )
     if problem := sanity_problem(cfg, metrics, cfg.device):
         return job.fail("invalid", rec.error("TimingSanity", problem, "measure"))

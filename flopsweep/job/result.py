@@ -49,6 +49,8 @@ class RankFacts:
     """``system.interconnect``: rank 0's probe of the links (``[]`` on one rank)."""
     cpu_threads: int | None = None
     """``system.cpu_threads``: rank 0's intra-op threads."""
+    compute_probe: dict[str, Any] | None = None
+    """``predict.probe=true``: rank 0's compute probe (``metrics.predicted.probe``); else None."""
     optimizer: dict[str, Any] | None = None
     """``system.optimizer``: rank 0's optimizer as built (:func:`flopsweep.backends.optimizer_facts`)."""
 
@@ -61,6 +63,7 @@ class RankFacts:
             power_limit_w=ranks_power_limit_w(ranks),
             interconnect=first.get("interconnect"),
             cpu_threads=first.get("cpu_threads"),
+            compute_probe=first.get("compute_probe"),
             optimizer=first.get("optimizer"),
         )
 
