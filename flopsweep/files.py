@@ -42,7 +42,8 @@ class RecordUnwritable(OSError):
     was removed or replaced, or the disk is full.
 
     ``str()`` is one line naming the path and the OS error, and for a full disk the free space
-    (``shutil.disk_usage``); :attr:`fix` says what to do.
+    (``shutil.disk_usage``); :attr:`fix` says what to do (for a directory where the file goes,
+    ``EISDIR``: remove it).
     """
 
     def __init__(self, path: Path, cause: OSError, kept: Path | None = None) -> None:
@@ -53,9 +54,14 @@ class RecordUnwritable(OSError):
         self.line = f"cannot write {path}: {cause.strerror or cause}"
         if full:
             self.line += f", {_free_space(where)} free on {where}"
+        folder = cause.errno == errno.EISDIR  # a folder sits where the file goes
+        if folder:
+            self.line = f"cannot write {path}: it is a directory, where flopsweep writes a file"
         if kept is not None:  # written and synced, then refused its name: nothing is lost
             self.line += f"; the whole record is kept in {kept}"
         self.fix = f"free space on {where}" if full else f"make {where} writable"
+        if folder:
+            self.fix = f"remove the directory {path} if nothing in it is needed, or choose another directory"
 
     def __str__(self) -> str:
         return self.line

@@ -199,6 +199,40 @@ def test_a_hydra_folder_that_is_a_link_or_a_fifo_refuses_the_job_in_one_line(tmp
     assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
 
 
+def test_a_directory_where_a_hydra_file_goes_is_refused_with_the_fix_to_remove_it(tmp_path: Path) -> None:
+    """A directory at ``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml`` or ``multirun.yaml``
+    (any file written by :func:`flopsweep.files.replace_text`): one line saying it is a directory,
+    whose fix says to remove it; the directory and what it holds are kept."""
+    from flopsweep.files import replace_text
+
+    for name in (*HYDRA_FILES, "multirun.yaml"):
+        job = tmp_path / name
+        target = job / ".hydra" / name if name in HYDRA_FILES else job / name
+        (target / "inside").mkdir(parents=True)
+        with pytest.raises(RecordUnwritable) as info:
+            if name in HYDRA_FILES:
+                write_hydra_files(job, {n: "x: 1\n" for n in HYDRA_FILES})
+            else:
+                replace_text(target, "x: 1\n")
+        assert str(info.value) == f"cannot write {target}: it is a directory, where flopsweep writes a file"
+        assert info.value.fix.startswith(f"remove the directory {target} ")
+        assert (target / "inside").is_dir()
+
+
+@pytest.mark.slow
+def test_a_run_whose_hydra_file_is_a_directory_says_to_remove_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra" / "config.yaml").mkdir(parents=True)
+    done = run_py("plan=true", "device=cpu", f"hydra.run.dir={run_dir}", timeout=300)
+    line = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    target = run_dir / ".hydra" / "config.yaml"
+    assert line.startswith(
+        f"flopsweep: cannot write {target}: it is a directory, where flopsweep writes a file"
+    )
+    assert f"Fix: remove the directory {target} " in line
+
+
 def test_the_scratch_and_trace_folders_never_follow_a_planted_link(tmp_path: Path) -> None:
     """The ranks' scratch folder planted as a link to another folder, a FIFO or a folder of stale
     files: it becomes an empty real folder of this run (mode 0700), the other folder untouched (it
