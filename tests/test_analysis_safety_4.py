@@ -143,6 +143,9 @@ def _run_file(tmp: Path, how: str) -> Path:
     put(job, "[log] a line\n", "run.log")
     put(job / ".flopsweep", "measure", "rank0_phase.txt")
     put(sweep, "job,model\n", "plan.csv")
+    put(job / "profile", "{}", "rank0.trace.json")
+    put(sweep / ".submitit" / "4242", "pickle", "4242_submitted.pkl")
+    put(tmp, "", ".S.flopsweep-lock")
     if how in ("config.yaml", "hydra.yaml", "overrides.yaml"):
         return job / ".hydra" / how
     if how == "new name in .hydra":
@@ -155,6 +158,12 @@ def _run_file(tmp: Path, how: str) -> Path:
         return sweep / how
     if how == "job log":
         return job / "run.log"
+    if how == "profile trace":
+        return job / "profile" / "rank0.trace.json"
+    if how == "submitit pickle":
+        return sweep / ".submitit" / "4242" / "4242_submitted.pkl"
+    if how == "lock file":
+        return tmp / ".S.flopsweep-lock"
     if how == "link to config.yaml":
         (tmp / "report.md").symlink_to(job / ".hydra" / "config.yaml")
         return tmp / "report.md"
@@ -174,6 +183,9 @@ RUN_FILES = [
     "MULTIRUN.YAML",
     "plan.csv",
     "job log",
+    "profile trace",
+    "submitit pickle",
+    "lock file",
     "link to config.yaml",
     "linked run folder",
 ]
