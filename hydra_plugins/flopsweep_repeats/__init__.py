@@ -75,6 +75,8 @@ class RepeatingSweeper(BasicSweeper):
             try:
                 results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
             except (FileExistsError, NotADirectoryError) as exc:  # Hydra's mkdir of a job's folder
+                if not exc.filename:
+                    raise
                 print(f"flopsweep: {job_folder_line(exc)}", file=sys.stderr, flush=True)
                 raise SystemExit(1) from None
             for r in results:
