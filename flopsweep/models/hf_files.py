@@ -375,10 +375,10 @@ MAX_NUMBERS = {
 ``rope_scaling``/``rope_parameters``; finite but absurd values (a ``factor`` or ``rope_theta`` of
 1e308) build on the meta device and train on inf and NaN. ``rope_theta`` must also be above 1 (at or
 below it the rotary frequencies no longer fall; a tiny base overflows them), the factors and eps
-above 0 as before. Each bound is far above what released
-models use: the RoPE base ``rope_theta`` 10^4 (GPT-NeoX) to 10^7 (Qwen2.5-1M), at most 10^12; a RoPE
-scaling ``factor`` 2 to 64 (Llama 3.1: 8, DeepSeek-V3: 40), other factors 0.25 to 4, at most 10^4; a
-norm's ``*_eps`` 10^-12 to 10^-5, at most 1; ``initializer_range`` 0.02, at most 10. Every other
+above 0 as before. Each bound is far above what released models use: the RoPE base ``rope_theta``
+10^4 (GPT-NeoX) to 10^7 (Qwen2.5-1M), at most 10^12; a RoPE scaling ``factor`` 2 to 64 (Llama 3.1:
+8, DeepSeek-V3: 40), other factors 0.25 to 4, at most 10^4; a norm's ``*_eps`` 10^-12 to 10^-5, at
+most 1; ``initializer_range`` 0.02, at most 10. Every other
 number of a RoPE section (``beta_fast`` 32, ``mscale`` 1, ``original_max_position_embeddings``) is
 at least 0 and at most :data:`MAX_POSITIONS`."""
 
