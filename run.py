@@ -149,11 +149,18 @@ def _probe_makedirs(path: str) -> None:
 def output_dir_problem(overrides: list[str]) -> str | None:
     """One line refusing an output directory that would put records where they do not belong:
     an empty ``hydra.run.dir`` (the current directory, often the repository), a
-    ``hydra.sweep.subdir`` that leaves the sweep directory (``../x``, an absolute path), or a
+    ``hydra.sweep.subdir`` that leaves the sweep directory (``../x``, an absolute path), a
+    ``hydra.run.dir`` that is a symbolic link (never followed: :func:`flopsweep.files.job_folder`), or a
     ``hydra.output_subdir`` (Hydra's own ``.hydra/`` writes follow links: :mod:`flopsweep.hydrafiles`)."""
     for override in overrides:
         key, _, value = override.lstrip("+~").partition("=")
         value = value.strip().strip("'\"")
+        if key == "hydra.run.dir" and value and os.path.islink(value.rstrip("/") or "/"):
+            return (
+                f"Invalid config: {key}={value}: is a symbolic link, not a folder of this run; it is never "
+                "followed (the record, the log and Hydra's files would go where it leads). "
+                "Fix: remove the link, or choose another directory."
+            )
         if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
             try:
                 _probe_makedirs(value)

@@ -8,7 +8,12 @@ rename): refused is a path that is, or resolves to
 (``metrics.json``, or a record set aside by ``resume=true``, ``metrics.<status>-<id>.json``; in any
 case), itself or where its links lead; and a path whose present file, or the file its links lead
 to, is a flopsweep record under any name (a JSON object with a ``status`` and a ``run``,
-``config`` or ``metrics``: a record renamed or hard-linked) or cannot be read to tell. Writing
+``config`` or ``metrics``: a record renamed or hard-linked) or cannot be read to tell. Nor does an
+output replace another file a sweep or run wrote in its folders (:func:`run_file_problem`):
+Hydra's ``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml`` (anything in a ``.hydra``,
+``.flopsweep`` or ``.submitit`` folder), a lock file (``*.flopsweep-lock``), a sweep's
+``multirun.yaml``, a run folder's job log (``*.log``) and ``plan.csv``, and its profile traces
+(``profile/``), by name (in any case) or where links lead. Writing
 beside a record (``RUN/report.md``) is allowed. :func:`write_atomic` writes a whole file or leaves the
 previous one as it was: the bytes go to a temporary file created in the same folder with an
 exclusive, non-following open and an unpredictable name (:func:`tempfile.mkstemp`), are synced,
@@ -36,6 +41,7 @@ __all__ = [
     "check_not_a_record",
     "check_output",
     "record_problem",
+    "run_file_problem",
     "write_atomic",
 ]
 
@@ -44,8 +50,26 @@ RECORD_NAME = re.compile(r"metrics(\..+)?\.json", re.IGNORECASE | re.DOTALL)
 ``resume=true`` (``metrics.<status>-<run id>.json``), in any case (a case-insensitive file system
 takes ``METRICS.JSON`` for the record)."""
 
-FIX = "no output of the analysis replaces a record: name another file (e.g. report.md)"
+FIX = "no output of the analysis replaces a record or a run's own file: name another file (e.g. report.md)"
 """The fix every refusal of :func:`check_output` names."""
+
+RUN_FOLDERS = (".hydra", ".flopsweep", ".submitit")
+"""Folders of a run or sweep whose every file it wrote: Hydra's files (``config.yaml``,
+``hydra.yaml``, ``overrides.yaml``: :mod:`flopsweep.hydrafiles`), the ranks' scratch files and
+submitit's pickles and logs (``.submitit/<job id>/``: the folder above counts too)."""
+TRACE_DIR = "profile"
+"""A run's folder of profile traces (``flopsweep.metrics.TRACE_DIR``; not imported: the analysis
+imports only torch-free modules of flopsweep)."""
+LOCK_SUFFIX = ".flopsweep-lock"
+"""The name ending of a sweep's or run's lock file, beside its folder (:mod:`flopsweep.callbacks`)."""
+SWEEP_FILE = "multirun.yaml"
+"""The sweep's composed config, in its folder (:func:`flopsweep.hydrafiles.write_multirun`)."""
+RUN_FOLDER_MARKS = (*RUN_FOLDERS, "metrics.json", SWEEP_FILE)
+"""What marks a folder as a run's or a sweep's: its record, its Hydra folder, its scratch folder or
+its ``multirun.yaml``."""
+RUN_FOLDER_FILES = (".log", "plan.csv")
+"""Name endings of the files a run or sweep writes in such a folder: the job log
+(``<job name>.log``) and ``plan=true``'s ``plan.csv``."""
 
 
 class OutputError(ValueError):
@@ -96,14 +120,39 @@ def _holds_record(path: Path) -> str | None:
     return None
 
 
+def _run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a run's or a sweep's (:data:`RUN_FOLDER_MARKS`)."""
+    return any(os.path.lexists(folder / mark) for mark in RUN_FOLDER_MARKS)
+
+
+def run_file_problem(place: Path) -> str | None:
+    """What file of a run or sweep ``place`` is (module doc; names compared in any case), as a
+    phrase (``is a file of the run's .hydra folder``), or None."""
+    name, folder = place.name.casefold(), place.parent
+    if folder.name.casefold() in RUN_FOLDERS or folder.parent.name.casefold() == ".submitit":
+        return f"is a file of a run's {folder.name} folder ({place.name})"
+    if name.endswith(LOCK_SUFFIX):
+        return "is the lock file of a sweep or run"
+    if name == SWEEP_FILE:
+        return f"is a sweep's {SWEEP_FILE}"
+    if name.endswith(RUN_FOLDER_FILES) and _run_folder(folder):
+        return f"is a file a run wrote in its folder ({place.name})"
+    if folder.name == TRACE_DIR and _run_folder(folder.parent):
+        return f"is a profile trace of a run ({place.name})"
+    return None
+
+
 def record_problem(path: str | Path) -> str | None:
-    """Why writing ``path`` would replace a record (module doc), as a phrase, or None."""
+    """Why writing ``path`` would replace a record or another file of a run (module doc), as a
+    phrase, or None."""
     path = Path(path)
     places = list(dict.fromkeys([path, Path(os.path.realpath(path))]))
     for place in places:
+        through = "" if place == path else f" (through links, {display_path(place)})"
         if RECORD_NAME.fullmatch(place.name):
-            through = "" if place == path else f" (through links, {display_path(place)})"
             return f"is named as a run's record is ({place.name}){through}"
+        if why := run_file_problem(place):
+            return f"{why}{through}"
     for place in places:
         if why := _holds_record(place):
             return (

@@ -426,7 +426,18 @@ class SweepSummary(Callback):
         self.lock = _lock_or_exit(Path(str(config.hydra.run.dir)))
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        from flopsweep.files import RecordUnwritable
+        from flopsweep.hydrafiles import submitit_folder, sweeper_problem
+
+        if problem := sweeper_problem(config):  # before anything is made
+            print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
+            raise SystemExit(1)
         self.lock = _lock_or_exit(Path(str(config.hydra.sweep.dir)))
+        try:
+            submitit_folder(config.hydra.get("launcher"))
+        except RecordUnwritable as exc:
+            print(f"flopsweep: {exc}. Fix: {exc.fix}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
         if config.get("resume"):  # before Hydra's sweeper rewrites multirun.yaml
             from omegaconf import OmegaConf
 

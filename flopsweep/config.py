@@ -64,6 +64,12 @@ MAX_SHOWN = 256
 and its length); a path of up to this many characters is shown whole, so the line names it."""
 
 
+def cut(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` whole when it has at most ``limit`` characters, else its first 16 and its length
+    (``'aaaaaaaaaaaaaaa...(100002 characters)``): how a line shows a value it did not choose."""
+    return text if len(text) <= limit else f"{text[:16]}...({len(text)} characters)"
+
+
 class ConfigError(ValueError):
     """An impossible or inconsistent config value.
 
@@ -73,9 +79,7 @@ class ConfigError(ValueError):
 
     def __init__(self, key: str, value: object, problem: str, fix: str) -> None:
         self.key, self.value = key, value
-        shown = repr(value)
-        if len(shown) > MAX_SHOWN:  # a 400-digit number: one readable line still
-            shown = f"{shown[:16]}...({len(shown)} characters)"
+        shown = cut(repr(value))  # a 400-digit number: one readable line still
         super().__init__(f"Invalid config: {key}={shown}: {problem}. Fix: {fix}.")
 
 

@@ -42,7 +42,8 @@ class RecordUnwritable(OSError):
     was removed or replaced, or the disk is full.
 
     ``str()`` is one line naming the path and the OS error, and for a full disk the free space
-    (``shutil.disk_usage``); :attr:`fix` says what to do.
+    (``shutil.disk_usage``); :attr:`fix` says what to do (for a directory where the file goes,
+    ``EISDIR``: remove it).
     """
 
     def __init__(self, path: Path, cause: OSError, kept: Path | None = None) -> None:
@@ -53,9 +54,14 @@ class RecordUnwritable(OSError):
         self.line = f"cannot write {path}: {cause.strerror or cause}"
         if full:
             self.line += f", {_free_space(where)} free on {where}"
+        folder = cause.errno == errno.EISDIR  # a folder sits where the file goes
+        if folder:
+            self.line = f"cannot write {path}: it is a directory, where flopsweep writes a file"
         if kept is not None:  # written and synced, then refused its name: nothing is lost
             self.line += f"; the whole record is kept in {kept}"
         self.fix = f"free space on {where}" if full else f"make {where} writable"
+        if folder:
+            self.fix = f"remove the directory {path} if nothing in it is needed, or choose another directory"
 
     def __str__(self) -> str:
         return self.line
@@ -248,6 +254,100 @@ def own_folder(path: Path, *, fresh: bool = False) -> Path:
     except OSError as exc:
         raise RecordUnwritable(path, exc) from None
     return path
+
+
+def job_folder(path: Path) -> Path:
+    """A job's folder (``hydra.run.dir``, ``hydra.sweep.dir/N``) as a real folder: its parents made
+    when missing, then :func:`own_folder` (made when missing, kept when a folder). A symbolic link
+    planted at its name (to another user's folder, or dangling), a FIFO or a file is refused, never
+    followed: the job's record, log and Hydra files would go where the link leads.
+
+    Raises:
+        RecordUnwritable: one line naming ``path`` and what it is, or the OS error.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RecordUnwritable(path.parent, exc) from None
+    return own_folder(path)
+
+
+def private_folder(path: Path) -> Path:
+    """``path`` as a folder no other user can write to, for files written by others' code with plain
+    opens (submitit's pickles and logs: a pickle planted there would run as this user's job). Made
+    when missing (its parents as ``mkdir -p`` does) with mode 0700, exclusively (``mkdir`` never
+    follows a link); kept when it is a real folder of this user that holds only this user's regular
+    files and folders (two levels: :func:`_planted`), its group and other write bits cleared
+    (``chmod``).
+
+    Raises:
+        RecordUnwritable: one line when ``path`` is a symbolic link, a FIFO or a file (never followed),
+            a folder of another user, holds a link, a FIFO or another user's file, or cannot be made.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+            if planted := _planted(path):
+                problem = RecordUnwritable(planted, OSError(errno.EEXIST, "exists"))
+                problem.line = (
+                    f"{planted} is {_what(os.lstat(planted))} in {path}, which must hold only this "
+                    "user's files and folders; it is never followed or written through"
+                )
+                problem.fix = f"remove {planted} (or {path}), or choose another directory"
+                raise problem
+            if st.st_mode & 0o022:
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022, follow_symlinks=False)
+            return path
+    except RecordUnwritable:
+        raise
+    except OSError as exc:
+        raise RecordUnwritable(path, exc) from None
+    problem = RecordUnwritable(path, OSError(errno.EEXIST, "exists"))
+    problem.line = (
+        f"{path} is {_what(st)}, not a private folder of this user; it is never followed or written through"
+    )
+    problem.fix = f"remove {path}, or choose another directory"
+    raise problem
+
+
+MAX_PRIVATE_ENTRIES = 100_000
+"""The most entries :func:`private_folder` looks at in a folder it keeps (submitit writes about five
+per job)."""
+
+
+def _what(st: os.stat_result) -> str:
+    """``a symbolic link``, ``a FIFO``, ``a folder of another user``, ``a file of another user``."""
+    kind = file_kind(st.st_mode)
+    if kind in ("directory", "regular file") and st.st_uid != os.geteuid():
+        return f"a {'folder' if kind == 'directory' else 'file'} of another user"
+    return f"a {kind}"
+
+
+def _planted(folder: Path) -> Path | None:
+    """The first entry of ``folder`` or of its folders (two levels, at most
+    :data:`MAX_PRIVATE_ENTRIES`, links never followed) that is not a regular file or folder of this
+    user (a link, a FIFO, another user's file), else None."""
+    me, seen, pending = os.geteuid(), 0, [(folder, 1)]
+    while pending:
+        where, depth = pending.pop()
+        with os.scandir(where) as entries:
+            for entry in entries:
+                seen += 1
+                if seen > MAX_PRIVATE_ENTRIES:
+                    return None
+                st = entry.stat(follow_symlinks=False)
+                if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)) or st.st_uid != me:
+                    return Path(entry.path)
+                if stat.S_ISDIR(st.st_mode) and depth < 2:
+                    pending.append((Path(entry.path), depth + 1))
+    return None
 
 
 def _umask() -> int:

@@ -9,19 +9,29 @@ writes no ``.hydra/``), ``hydra/job_logging: flopsweep`` (the log through :class
 its sweeper writes ``multirun.yaml`` with :func:`write_multirun`. The job writes its ``.hydra/``
 files with :func:`write_hydra_files` once its checks have passed (a run refused there leaves
 another run's ``.hydra/`` as it was). The files hold what Hydra wrote there before, word for word.
+
+The rest of the sweep folder, checked where the sweep starts (:class:`flopsweep.callbacks.SweepSummary`):
+only flopsweep's sweepers run (:func:`sweeper_problem`: Hydra's own ``basic`` and the plugin's own
+``optuna`` write ``multirun.yaml`` and ``optimization_results.yaml`` with plain opens;
+``optuna_objective`` writes the latter through :func:`saved_safely`), and a submitit launcher's
+``submitit_folder`` is a private folder of this user (:func:`submitit_folder`). A job folder that is a
+link is refused, never followed (:func:`flopsweep.files.job_folder`; the log: :class:`JobLogHandler`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from flopsweep.files import RecordUnwritable, own_folder, replace_text
+from flopsweep.files import RecordUnwritable, own_folder, private_folder, replace_text
 
 HYDRA_DIR = ".hydra"
 """The job's folder of Hydra files (Hydra's default ``hydra.output_subdir``)."""
@@ -63,11 +73,12 @@ def write_hydra_files(job_dir: Path, files: dict[str, str]) -> None:
     never followed or opened). Nothing when ``files`` is empty.
 
     Raises:
-        RecordUnwritable: ``.hydra`` is not a folder (a link, a FIFO: never followed), or a file
-            cannot be written; one line naming the path.
+        RecordUnwritable: ``job_dir`` or ``.hydra`` is not a folder (a link, a FIFO: never
+            followed), or a file cannot be written; one line naming the path.
     """
     if not files:
         return
+    own_folder(Path(job_dir))  # a job folder that is a link: refused, never followed
     folder = own_folder(Path(job_dir) / HYDRA_DIR)
     for name, text in files.items():
         replace_text(folder / name, text)
@@ -88,12 +99,87 @@ def write_multirun(config: Any) -> None:
     replace_text(sweep_dir / MULTIRUN_FILE, OmegaConf.to_yaml(_as_hydra_wrote(config)))
 
 
+SAFE_SWEEPERS = (
+    "hydra_plugins.flopsweep_repeats.RepeatingSweeper",
+    "hydra_plugins.flopsweep_optuna.OptunaSweeper",
+)
+"""The sweepers that write their files in the sweep folder never through a link: ``basic_batched``
+(the default: Hydra's basic sweeper, ``multirun.yaml`` by :func:`write_multirun`) and
+``optuna_objective`` (``optimization_results.yaml`` by :func:`saved_safely`)."""
+
+
+def sweeper_problem(config: Any) -> str | None:
+    """One line refusing the sweep of ``config`` (the composed config) when its sweeper is not one of
+    :data:`SAFE_SWEEPERS`: Hydra's own ``hydra/sweeper=basic`` writes ``multirun.yaml``, the plugin's
+    own ``optuna`` ``optimization_results.yaml``, with a plain ``open`` that follows a link planted
+    there (another file becomes YAML) and blocks on a FIFO; else None."""
+    target = str(config.hydra.sweeper.get("_target_", ""))
+    if target in SAFE_SWEEPERS:
+        return None
+    choice = config.hydra.runtime.choices.get("hydra/sweeper")
+    return (
+        f"hydra/sweeper={choice} ({target}) writes its files in the sweep folder (multirun.yaml, "
+        "optimization_results.yaml) with a plain open, through any link planted there. Fix: drop "
+        "hydra/sweeper= (the default, basic_batched, is Hydra's basic sweeper writing them safely), "
+        "or use hydra/sweeper=optuna_objective for an Optuna study"
+    )
+
+
+def submitit_folder(launcher: Any) -> Path | None:
+    """The folder a submitit launcher (``hydra/launcher=submitit_local``, ``slurm``, ...) writes its
+    pickles and logs in, made private (:func:`flopsweep.files.private_folder`): the part of
+    ``hydra.launcher.submitit_folder`` before its first ``%`` pattern (``S/.submitit`` of
+    ``S/.submitit/%j``); None for a launcher without one. submitit writes there with plain opens and
+    its tasks unpickle what they find, so no other user may write in it.
+
+    Raises:
+        RecordUnwritable: the folder is a link, a FIFO, a file or another user's (one line).
+    """
+    folder = launcher.get("submitit_folder") if launcher is not None else None
+    if not folder:
+        return None
+    parts = Path(str(folder)).parts
+    kept = next((i for i, part in enumerate(parts) if "%" in part), len(parts))
+    return private_folder(Path(*parts[:kept])) if kept else None
+
+
+class _SafeSave:
+    """``OmegaConf`` as a plug-in module sees it, but whose ``save`` writes through
+    :func:`flopsweep.files.replace_text` (a new file renamed into place)."""
+
+    def __init__(self, omegaconf: Any) -> None:
+        self._omegaconf = omegaconf
+
+    def save(self, config: Any, f: Any, resolve: bool = False) -> None:
+        if not isinstance(f, (str, os.PathLike)):
+            return self._omegaconf.save(config, f, resolve=resolve)  # an open file: the caller's
+        replace_text(Path(f), self._omegaconf.to_yaml(config, resolve=resolve))
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._omegaconf, name)
+
+
+@contextlib.contextmanager
+def saved_safely(module: ModuleType) -> Iterator[None]:
+    """While in the block, ``OmegaConf.save`` called by ``module`` (hydra-optuna-sweeper's ``_impl``,
+    which saves ``optimization_results.yaml`` with a plain ``open``) writes a new file renamed into
+    place: a link or FIFO planted at the path is replaced, never written through or opened."""
+    plain = module.OmegaConf
+    module.OmegaConf = _SafeSave(plain)
+    try:
+        yield
+    finally:
+        module.OmegaConf = plain
+
+
 class JobLogHandler(logging.FileHandler):
     """Hydra's job log (``hydra/job_logging: flopsweep``, its ``default`` otherwise), appended to
     as ``logging.FileHandler`` does, but opened without following a link or blocking
     (``O_NOFOLLOW | O_NONBLOCK``). Whatever is at the path and is not a regular file of one link (a
     symbolic link, a FIFO, a device, a file hard-linked elsewhere) is first replaced by an empty file
-    (:func:`flopsweep.files.replace_text`), never opened. When even that fails (a folder there) the
+    (:func:`flopsweep.files.replace_text`), never opened. When even that fails (a folder there), or
+    the job's folder is itself a link (the job refuses it: :func:`flopsweep.files.job_folder`), the
     log goes to the console only, after one line on stderr saying so.
     """
 
@@ -101,6 +187,8 @@ class JobLogHandler(logging.FileHandler):
         path = Path(self.baseFilename)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
+            if os.path.islink(path.parent):
+                raise OSError(f"{path.parent} is a symbolic link, not a folder of this job; never followed")
             if not _plain_file(path):
                 replace_text(path, "")
             fd = os.open(path, flags, 0o666)

@@ -133,6 +133,89 @@ def test_no_output_replaces_a_record_that_is_not_read(tmp_path, capsys, how, opt
     assert snapshot(tmp_path) == before
 
 
+def _run_file(tmp: Path, how: str) -> Path:
+    """A file a sweep wrote in ``tmp/S`` (job ``0``), under the name ``how`` says, or a path to it."""
+    sweep, job = tmp / "S", tmp / "S" / "0"
+    put(job, ok_record())
+    put(sweep, "hydra: {}\n", "multirun.yaml")
+    for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
+        put(job / ".hydra", f"{name}: mine\n", name)
+    put(job, "[log] a line\n", "run.log")
+    put(job / ".flopsweep", "measure", "rank0_phase.txt")
+    put(sweep, "job,model\n", "plan.csv")
+    put(job / "profile", "{}", "rank0.trace.json")
+    put(sweep / ".submitit" / "4242", "pickle", "4242_submitted.pkl")
+    put(tmp, "", ".S.flopsweep-lock")
+    if how in ("config.yaml", "hydra.yaml", "overrides.yaml"):
+        return job / ".hydra" / how
+    if how == "new name in .hydra":
+        return job / ".hydra" / "report.md"
+    if how == "scratch":
+        return job / ".flopsweep" / "rank0_phase.txt"
+    if how == "MULTIRUN.YAML":
+        return sweep / how
+    if how in ("multirun.yaml", "plan.csv"):
+        return sweep / how
+    if how == "job log":
+        return job / "run.log"
+    if how == "profile trace":
+        return job / "profile" / "rank0.trace.json"
+    if how == "submitit pickle":
+        return sweep / ".submitit" / "4242" / "4242_submitted.pkl"
+    if how == "lock file":
+        return tmp / ".S.flopsweep-lock"
+    if how == "link to config.yaml":
+        (tmp / "report.md").symlink_to(job / ".hydra" / "config.yaml")
+        return tmp / "report.md"
+    if how == "linked run folder":
+        (tmp / "L").symlink_to(job)
+        return tmp / "L" / ".hydra" / "hydra.yaml"
+    raise AssertionError(how)
+
+
+RUN_FILES = [
+    "config.yaml",
+    "hydra.yaml",
+    "overrides.yaml",
+    "new name in .hydra",
+    "scratch",
+    "multirun.yaml",
+    "MULTIRUN.YAML",
+    "plan.csv",
+    "job log",
+    "profile trace",
+    "submitit pickle",
+    "lock file",
+    "link to config.yaml",
+    "linked run folder",
+]
+
+
+@pytest.mark.parametrize("option", ["--output", "--notebook"])
+@pytest.mark.parametrize("how", RUN_FILES)
+def test_no_output_replaces_a_file_a_run_wrote(tmp_path, capsys, how, option):
+    """``--output RUN/.hydra/config.yaml`` (a run's composed config), ``multirun.yaml``, a job's log,
+    ``plan.csv``, a scratch file, also through links: refused in one line, exit 2, nothing written;
+    the records read are the sweep's own."""
+    target = _run_file(tmp_path, how)
+    before = snapshot(tmp_path)
+    code, out, err = cli(capsys, tmp_path / "S", option, target)
+    assert code == 2 and out == "", err
+    assert err.count("\n") == 1 and f"{option} " in err and "a run's own file" in err, err
+    assert snapshot(tmp_path) == before
+
+
+def test_a_log_or_csv_outside_run_folders_is_written(tmp_path, capsys):
+    """The rule names a run's files, not every ``.log``: a table to ``out/table.log`` or
+    ``out/plan.csv`` in a folder of no run is written."""
+    put(tmp_path / "A" / "run", ok_record())
+    for name in ("table.log", "plan.csv"):
+        target = tmp_path / "out" / name
+        target.parent.mkdir(exist_ok=True)
+        code, _, err = cli(capsys, tmp_path / "A", "--format", "csv", "--output", target)
+        assert code == 0 and "run-ok" in target.read_text(), err
+
+
 def test_plot_files_that_are_records_are_refused_before_anything_is_written(tmp_path, capsys):
     """A record renamed as one of the PNGs, or a link there to a record: refused before any plot."""
     put(tmp_path / "A" / "run", ok_record())

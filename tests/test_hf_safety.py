@@ -115,6 +115,37 @@ HOSTILE = {
         {**QWEN, "architectures": ["NoSuchForCausalLM"]},
         "Qwen3ForCausalLM",
     ),
+    # finite but absurd floats: in their plausible range (hf_files.MAX_NUMBERS), else one line
+    "rope factor 1e308": (
+        {**QWEN, "rope_scaling": {"rope_type": "linear", "factor": 1e308}},
+        "factor=1e+308",
+    ),
+    "yarn factor 1e5": ({**QWEN, "rope_scaling": {"rope_type": "yarn", "factor": 1e5}}, "at most 10000"),
+    "negative linear factor": (
+        {**QWEN, "rope_scaling": {"rope_type": "linear", "factor": -0.5}},
+        "factor=-0.5",
+    ),
+    "rope_theta 1e308": ({**QWEN, "rope_theta": 1e308}, "rope_theta=1e+308"),
+    "rope_theta 1e-300": ({**QWEN, "rope_theta": 1e-300}, "not above 1"),
+    "rms_norm_eps 1e308": ({**QWEN, "rms_norm_eps": 1e308}, "rms_norm_eps=1e+308"),
+    "gpt-neo layer_norm_epsilon 1e308": ({**NEO, "layer_norm_epsilon": 1e308}, "layer_norm_epsilon"),
+    "initializer_range 1e308": ({**QWEN, "initializer_range": 1e308}, "initializer_range=1e+308"),
+    "llama3 low_freq_factor 1e300": (
+        {**LLAMA, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1e300}},
+        "low_freq_factor",
+    ),
+    "yarn beta_fast 1e308": (
+        {**QWEN, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 1e308}},
+        "beta_fast",
+    ),
+    # strings transformers echoes, 100,000 characters: refused in a line of bounded length
+    "100k-char model_type": ({**QWEN, "model_type": "m" * 100_000}, "a string of 100000 characters"),
+    "100k-char rope_type": (
+        {**QWEN, "rope_scaling": {"rope_type": "r" * 100_000, "factor": 2.0}},
+        "rope_type",
+    ),
+    "100k-char hidden_act": ({**QWEN, "hidden_act": "h" * 100_000}, "hidden_act"),
+    "100k-char architectures": ({**QWEN, "architectures": ["A" * 100_000]}, "architectures.0"),
 }
 """Hostile ``config.json`` files, each beside the line that refuses it (issue 40 names 9 of them)."""
 
@@ -130,6 +161,7 @@ def test_a_hostile_config_json_is_one_line_naming_model_config(tmp_path: Path, n
     message = str(err.value)
     assert message.startswith("Invalid config: model.config=") and "\n" not in message, message
     assert words in message and "Fix:" in message, message
+    assert len(message) < 1000, message[:2000]  # no value of the file is shown whole past MAX_SHOWN
 
 
 def test_the_shipped_configs_and_gpt_neo_in_its_own_field_names_pass(tmp_path: Path) -> None:
@@ -142,6 +174,35 @@ def test_the_shipped_configs_and_gpt_neo_in_its_own_field_names_pass(tmp_path: P
     neo = HFConfig(config=_file(tmp_path, "neo", NEO))
     hf.check(neo)
     assert (neo.n_layer, neo.n_head, neo.n_embd, neo.vocab_size) == (2, 4, 64, 256)
+
+
+def test_floats_in_their_range_and_a_yarn_truncate_flag_pass(tmp_path: Path) -> None:
+    """The bounds of the float fields take released models' values (Llama 3.1's rope scaling, YaRN's
+    ``beta_fast``/``truncate``, a 10^7 base, a 10^-12 eps) and their ends."""
+    llama31 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    yarn = {"rope_type": "yarn", "factor": 1e4, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False}
+    for i, content in enumerate(
+        (
+            {**LLAMA, "rope_scaling": {**llama31, "original_max_position_embeddings": 8192}},
+            {**QWEN, "rope_scaling": yarn, "rope_theta": 1e7, "rms_norm_eps": 1e-12},
+            {**QWEN, "rope_theta": 1e12, "rms_norm_eps": 1.0, "initializer_range": 0.0},
+        )
+    ):
+        validate(RunConfig(device="cpu", model=HFConfig(config=_file(tmp_path, f"c{i}", content))))
+
+
+def test_a_100k_character_name_is_shown_cut_in_the_plan(hydra_compose, tmp_path: Path) -> None:
+    """``_name_or_path`` of 100,000 characters (and controls): the model's name, the plan row and the
+    plan table show it cut (``flopsweep.config.cut``), every line under 2,000 characters."""
+    from flopsweep.job import JobInfo, plan_table, run_job
+
+    path = _file(tmp_path, "config", {**QWEN, "_name_or_path": "\x1b[31m" + "n" * 100_000})
+    overrides = ["model=hf", f"model.config={path}", "device=cpu", "plan=true"]
+    record = run_job(hydra_compose(overrides), JobInfo(job_dir=tmp_path / "run", overrides=overrides))
+    table = plan_table(record["plan_file"])
+    assert "...(100008 characters)" in table and "\x1b" not in table, table[:500]
+    assert max(len(line) for line in table.splitlines()) < 2000
+    assert len(Path(record["plan_file"]).read_text()) < 4000
 
 
 def test_a_hostile_config_is_an_invalid_record_of_the_job(hydra_compose, tmp_path: Path) -> None:

@@ -199,6 +199,40 @@ def test_a_hydra_folder_that_is_a_link_or_a_fifo_refuses_the_job_in_one_line(tmp
     assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
 
 
+def test_a_directory_where_a_hydra_file_goes_is_refused_with_the_fix_to_remove_it(tmp_path: Path) -> None:
+    """A directory at ``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml`` or ``multirun.yaml``
+    (any file written by :func:`flopsweep.files.replace_text`): one line saying it is a directory,
+    whose fix says to remove it; the directory and what it holds are kept."""
+    from flopsweep.files import replace_text
+
+    for name in (*HYDRA_FILES, "multirun.yaml"):
+        job = tmp_path / name
+        target = job / ".hydra" / name if name in HYDRA_FILES else job / name
+        (target / "inside").mkdir(parents=True)
+        with pytest.raises(RecordUnwritable) as info:
+            if name in HYDRA_FILES:
+                write_hydra_files(job, {n: "x: 1\n" for n in HYDRA_FILES})
+            else:
+                replace_text(target, "x: 1\n")
+        assert str(info.value) == f"cannot write {target}: it is a directory, where flopsweep writes a file"
+        assert info.value.fix.startswith(f"remove the directory {target} ")
+        assert (target / "inside").is_dir()
+
+
+@pytest.mark.slow
+def test_a_run_whose_hydra_file_is_a_directory_says_to_remove_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra" / "config.yaml").mkdir(parents=True)
+    done = run_py("plan=true", "device=cpu", f"hydra.run.dir={run_dir}", timeout=300)
+    line = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    target = run_dir / ".hydra" / "config.yaml"
+    assert line.startswith(
+        f"flopsweep: cannot write {target}: it is a directory, where flopsweep writes a file"
+    )
+    assert f"Fix: remove the directory {target} " in line
+
+
 def test_the_scratch_and_trace_folders_never_follow_a_planted_link(tmp_path: Path) -> None:
     """The ranks' scratch folder planted as a link to another folder, a FIFO or a folder of stale
     files: it becomes an empty real folder of this run (mode 0700), the other folder untouched (it
@@ -346,3 +380,197 @@ def test_resume_into_another_runs_directory_leaves_its_hydra_files_as_they_were(
     assert [(tmp_path / ".hydra" / n).read_text() for n in HYDRA_FILES] == [
         f"theirs: {n}\n" for n in HYDRA_FILES
     ]
+
+
+# --- every sweeper, launcher and job folder of a sweep (class 2, continued) ----------------------
+
+
+@pytest.mark.slow
+def test_hydras_own_basic_sweeper_is_refused_before_it_writes_multirun_yaml(tmp_path: Path) -> None:
+    """``hydra/sweeper=basic`` (Hydra's own, whose ``multirun.yaml`` is a plain open) with a link
+    planted at ``multirun.yaml``: one line naming the sweeper and the fix, exit 1, nothing made or
+    written; the default sweeper writes it as a regular file."""
+    victim, _ = _victims(tmp_path)
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").symlink_to(victim)
+    done = run_py(
+        "-m", "hydra/sweeper=basic", "plan=true", "device=cpu", "seed=1", f"hydra.sweep.dir={sweep}"
+    )
+    line = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert line.startswith(
+        "flopsweep: hydra/sweeper=basic (hydra._internal.core_plugins.basic_sweeper.BasicSweeper)"
+    )
+    assert "Fix: drop hydra/sweeper=" in line
+    assert victim.read_text() == "precious" and [p.name for p in sweep.iterdir()] == ["multirun.yaml"]
+
+
+def test_only_flopsweeps_sweepers_pass(hydra_compose) -> None:
+    from flopsweep.hydrafiles import SAFE_SWEEPERS, sweeper_problem
+
+    config = hydra_compose.config(["device=cpu"], hydra=True)
+    assert str(config.hydra.sweeper._target_) in SAFE_SWEEPERS and sweeper_problem(config) is None
+    assert "hydra_plugins.flopsweep_optuna.OptunaSweeper" in SAFE_SWEEPERS
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_optimization_results_are_saved_never_through_a_planted_file(tmp_path: Path, kind: str) -> None:
+    """hydra-optuna-sweeper's ``_impl`` ends its study with ``OmegaConf.save(..., SWEEP/
+    optimization_results.yaml)``, a plain open: under :func:`saved_safely` (how ``optuna_objective``
+    runs it) the same call writes a new regular file; a link's victim is byte-identical, a FIFO
+    never blocks. Outside the block the module's ``OmegaConf`` is the real one again."""
+    import types
+
+    from omegaconf import OmegaConf
+
+    from flopsweep.hydrafiles import saved_safely
+
+    victim, _ = _victims(tmp_path)
+    impl = types.ModuleType("stand_in_impl")  # the plugin's module as the sweep sees it
+    impl.OmegaConf = OmegaConf
+    exec(  # the plugin's own lines (hydra-optuna-sweeper 1.2, _impl.py, end of sweep)
+        "def finish(sweep_dir):\n"
+        "    OmegaConf.save(OmegaConf.create({'name': 'optuna', 'best_value': 1.5}),"
+        " f'{sweep_dir}/optimization_results.yaml')\n",
+        impl.__dict__,
+    )
+    path = tmp_path / "optimization_results.yaml"
+    if kind == "link":
+        path.symlink_to(victim)
+    elif kind == "dangling":
+        path.symlink_to(tmp_path / "made-by-nobody")
+    else:
+        os.mkfifo(path)
+    with saved_safely(impl):
+        impl.finish(tmp_path)
+    assert impl.OmegaConf is OmegaConf
+    st = os.lstat(path)
+    assert stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+    assert OmegaConf.load(path).best_value == 1.5
+    assert victim.read_text() == "precious" and not (tmp_path / "made-by-nobody").exists()
+
+
+def test_the_optuna_objective_sweeper_saves_its_results_safely() -> None:
+    """Where the plugin is installed: its ``_impl`` module saves through ``OmegaConf`` (the name
+    :func:`saved_safely` replaces), and the sweeper's ``sweep`` enters the block."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper._impl")
+    import inspect
+
+    from hydra_plugins.hydra_optuna_sweeper import _impl
+
+    from hydra_plugins.flopsweep_optuna import OptunaSweeper
+
+    assert "OmegaConf.save(" in inspect.getsource(_impl) and hasattr(_impl, "OmegaConf")
+    assert "saved_safely(_impl)" in inspect.getsource(OptunaSweeper.sweep)
+
+
+def test_a_job_folder_that_is_a_link_is_refused_never_followed(tmp_path: Path) -> None:
+    """The job's folder itself planted as a link to another folder (or a dangling one, or a FIFO):
+    run_job refuses it in one line before anything is written; the log handler writes nothing
+    there; the other folder stays empty."""
+    _, victim_dir = _victims(tmp_path)
+    for kind in ("link", "dangling", "fifo"):
+        job = tmp_path / kind
+        if kind == "link":
+            job.symlink_to(victim_dir)
+        elif kind == "dangling":
+            job.symlink_to(tmp_path / "made-by-nobody")
+        else:
+            os.mkfifo(job)
+        files = {name: "x: 1\n" for name in HYDRA_FILES}
+        with pytest.raises(RecordExistsError) as info:
+            run_job(RunConfig(device="cpu"), JobInfo(job_dir=job, overrides=[], hydra_files=files))
+        line = str(info.value)
+        assert line.startswith(f"{job} is a ") and "never followed or written through. Fix: remove" in line
+        handler = JobLogHandler(str(job / "run.log"))
+        handler.emit(logging.makeLogRecord({"msg": "a log line"}))
+        handler.close()
+    assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
+    assert not (tmp_path / "made-by-nobody").exists()
+
+
+@pytest.mark.slow
+def test_sweep_and_run_folders_planted_as_links_are_refused_in_one_line(tmp_path: Path) -> None:
+    """A sweep whose job folder ``S/0`` is a link to another folder, one whose ``S/1`` is a dangling
+    link, and a single run whose ``hydra.run.dir`` is a link: each ends 1 or 2 with one line naming
+    the folder and no traceback; the other folder is byte-identical, nothing is made where the
+    dangling link leads."""
+    _, victim_dir = _victims(tmp_path)
+    linked, dangling, run_dir = tmp_path / "S", tmp_path / "D", tmp_path / "R"
+    linked.mkdir()
+    (linked / "0").symlink_to(victim_dir)
+    dangling.mkdir()
+    (dangling / "1").symlink_to(tmp_path / "made-by-nobody")
+    run_dir.symlink_to(victim_dir)
+    for sweep, job in ((linked, "0"), (dangling, "1")):
+        done = run_py("-m", "plan=true", "device=cpu", "seed=1,2", f"hydra.sweep.dir={sweep}", timeout=300)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        line = done.stderr.strip().splitlines()[-1]
+        assert str(sweep / job) in line and "never followed" in line and "Fix: remove" in line, line
+    single = run_py("plan=true", "device=cpu", f"hydra.run.dir={run_dir}", timeout=300)
+    assert single.returncode == 2 and "Traceback" not in single.stderr, single.stderr[-2000:]
+    assert f"hydra.run.dir={run_dir}: is a symbolic link" in single.stderr.strip().splitlines()[-1]
+    assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
+    assert not (tmp_path / "made-by-nobody").exists()
+
+
+def test_a_private_folder_is_made_0700_and_refuses_what_was_planted(tmp_path: Path) -> None:
+    """:func:`flopsweep.files.private_folder` (submitit's folder): made with mode 0700; a link, a
+    FIFO or a file at its name, or a link or FIFO inside (two levels) refuses it in one line; a
+    group-writable folder of this user is kept and made private."""
+    from flopsweep.files import private_folder
+
+    _, victim_dir = _victims(tmp_path)
+    fresh = private_folder(tmp_path / "sweep" / ".submitit")
+    assert stat.S_IMODE(os.lstat(fresh).st_mode) == 0o700
+    for kind in ("link", "fifo", "file", "link inside", "fifo inside", "link two levels down"):
+        folder = tmp_path / kind / ".submitit"
+        folder.parent.mkdir()
+        if kind == "link":
+            folder.symlink_to(victim_dir)
+        elif kind == "fifo":
+            os.mkfifo(folder)
+        elif kind == "file":
+            folder.write_text("x")
+        else:
+            (folder / "4242").mkdir(parents=True)
+            inner = folder / "4242" if "two levels" in kind else folder
+            os.mkfifo(inner / "x_submitted.pkl") if "fifo" in kind else (
+                inner / "x_submitted.pkl"
+            ).symlink_to(victim_dir / "config.yaml")
+        with pytest.raises(RecordUnwritable) as info:
+            private_folder(folder)
+        line = str(info.value)
+        assert "never followed or written through" in line and "\n" not in line, (kind, line)
+        assert str(folder) in line and info.value.fix.startswith("remove "), (kind, line)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    (shared / "1_submitted.pkl").write_bytes(b"mine")
+    assert private_folder(shared) == shared and stat.S_IMODE(os.lstat(shared).st_mode) == 0o755
+    assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
+
+
+@pytest.mark.slow
+def test_submitit_local_refuses_a_planted_submitit_folder_and_makes_a_private_one(tmp_path: Path) -> None:
+    """``hydra/launcher=submitit_local``: ``S/.submitit`` planted as a link to another folder, or
+    holding a link where a job's pickle goes, is refused in one line, exit 1, before submitit writes
+    anything; a fresh sweep makes it 0700 and runs."""
+    _, victim_dir = _victims(tmp_path)
+    linked, inner, fresh = tmp_path / "S", tmp_path / "I", tmp_path / "F"
+    linked.mkdir()
+    (linked / ".submitit").symlink_to(victim_dir)
+    (inner / ".submitit").mkdir(parents=True)
+    (inner / ".submitit" / "123_submitted.pkl").symlink_to(victim_dir / "config.yaml")
+    args = ("-m", "hydra/launcher=submitit_local", "plan=true", "device=cpu", "seed=1")
+    for sweep in (linked, inner):
+        done = run_py(*args, f"hydra.sweep.dir={sweep}", timeout=300)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        line = done.stderr.strip().splitlines()[-1]
+        assert line.startswith(f"flopsweep: {sweep / '.submitit'}") and "never followed" in line, line
+    done = run_py(*args, f"hydra.sweep.dir={fresh}", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert stat.S_IMODE(os.lstat(fresh / ".submitit").st_mode) == 0o700
+    assert (fresh / "plan.csv").is_file()
+    assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]

@@ -39,6 +39,7 @@ from flopsweep.files import (
     RecordUnwritable,
     exists_message,
     file_kind,
+    job_folder,
     record_path_problem,
 )
 from flopsweep.hydrafiles import write_hydra_files
@@ -84,7 +85,8 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         (:func:`flopsweep.job.dryrun.plan_job`).
 
     Raises:
-        RecordExistsError: before any worker starts, when the job directory already holds a
+        RecordExistsError: before any worker starts, when the job directory is a symbolic link,
+            FIFO or file (:func:`flopsweep.files.job_folder`: never followed), or already holds a
             ``metrics.json`` and ``cfg.resume`` is false; when ``metrics.json`` there is a
             symbolic link (dangling, looping or not) or cannot be examined
             (:func:`flopsweep.files.record_path_problem`: the record could not take its place);
@@ -97,7 +99,10 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     silence_known_warnings()  # before anything imports torchao (flopsweep.quiet)
     load_start = loadavg()
     job_dir = Path(info.job_dir)
-    job_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        job_folder(job_dir)  # a link planted at the job's folder: refused, never followed
+    except RecordUnwritable as exc:
+        raise RecordExistsError(f"{exc}. Fix: {exc.fix}, then run again") from None
     if cfg.plan:
         hydra_files_written(job_dir, info)
         return plan_job(cfg, info)

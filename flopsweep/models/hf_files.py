@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopsweep.config import MAX_BY_KEY, MAX_INT, ConfigError
+from flopsweep.config import MAX_BY_KEY, MAX_INT, MAX_SHOWN, ConfigError, cut
 from flopsweep.files import RecordError, read_regular
 from flopsweep.text import printable
 
@@ -58,10 +58,12 @@ class Source:
 
     @property
     def label(self) -> str:
-        """``_name_or_path``, else the file's stem (its folder's name for ``config.json``)."""
+        """``_name_or_path``, else the file's stem (its folder's name for ``config.json``), as a line
+        shows it: controls escaped, at most :data:`flopsweep.config.MAX_SHOWN` characters
+        (:func:`flopsweep.config.cut`; a 100,000-character name made a 100 KB plan line)."""
         if name := self.data.get("_name_or_path"):
-            return str(name)
-        return self.path.parent.name if self.path.name == "config.json" else self.path.stem
+            return cut(printable(name))
+        return cut(printable(self.path.parent.name if self.path.name == "config.json" else self.path.stem))
 
 
 _PINNED: OrderedDict[tuple[str, str], Source] = OrderedDict()
@@ -163,7 +165,10 @@ def validated_bytes(model: Any) -> bytes | None:
 
 def parse(raw: bytes, value: str) -> dict[str, Any]:
     """The JSON object of ``raw``: nested at most :data:`MAX_DEPTH` deep, every number finite
-    (``NaN``, ``Infinity`` and ``1e999`` refused) and every whole number within ``config.MAX_INT``.
+    (``NaN``, ``Infinity`` and ``1e999`` refused), every whole number within ``config.MAX_INT``, and
+    every string but ``_name_or_path`` (shown cut: :attr:`Source.label`) at most
+    :data:`flopsweep.config.MAX_SHOWN` characters (``transformers`` echoes a ``model_type``,
+    ``rope_type`` or ``hidden_act`` whole in its own log lines and errors; real ones are a few words).
 
     Raises:
         ConfigError: naming ``model.config``, what is wrong and where.
@@ -198,6 +203,9 @@ def _walk(data: dict[str, Any]) -> tuple[str, str] | None:
             return where, f"has {where}={node}, not a finite number"
         elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
             return where, f"has {where}={_shown(node)}, beyond the bound of {MAX_INT}"
+        elif isinstance(node, str) and len(node) > MAX_SHOWN and where != "_name_or_path":
+            shown = f"{_brief(node)}, a string of {len(node)} characters"
+            return where, f"has {where}={shown} (at most {MAX_SHOWN} are taken)"
     return None
 
 
@@ -244,7 +252,7 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
         raise ConfigError(KEY, value, f"has {what}: a string and a list of class names are needed", fix)
     built = _causal_lm_types().get(model_type)
     if built is None or not built.endswith("ForCausalLM"):
-        what = f"model_type {model_type!r}" + (f", architectures {_brief(archs)}" if archs else "")
+        what = f"model_type {_brief(model_type)}" + (f", architectures {_brief(archs)}" if archs else "")
         what += f", which transformers builds as {built}" if built else ""
         raise ConfigError(
             KEY,
@@ -259,7 +267,7 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
             KEY,
             value,
             f"names architectures {_brief(archs)}, but transformers builds {built} for model_type "
-            f"{model_type!r} (the record would name a model that did not run)",
+            f"{_brief(model_type)} (the record would name a model that did not run)",
             f'give "architectures": ["{built}"], or leave it out',
         )
     keys = {k: v for k, v in src.data.items() if k not in ("model_type", "torch_dtype", "dtype", "auto_map")}
@@ -282,6 +290,7 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
 
 
 def _brief(value: Any) -> str:
+    """``repr(value)`` (controls escaped by ``repr``), at most 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:48]}...({len(text)} characters)"
 
@@ -296,7 +305,7 @@ def error_line(exc: BaseException, limit: int = 300) -> str:
 def _field_error(value: str, exc: Exception) -> ConfigError:
     """One line for a validation error of ``huggingface_hub``'s strict dataclasses (transformers' config
     classes): ``Validation error for field 'head_dim': TypeError: ...``, the field named in the fix."""
-    text = printable(" ".join(str(exc).split()))
+    text = error_line(exc).partition(": ")[2]  # at most 300 characters of the message
     field = re.search(r"field '(\w+)'", text)
     where = f"its {field.group(1)} field" if field else "the field it names"
     return ConfigError(
@@ -351,6 +360,57 @@ POSITIVE_NUMBERS = ("rope_theta", "factor")
 NONNEGATIVE_NUMBERS = ("initializer_range",)
 """Numbers that must not be below 0: a negative ``initializer_range`` builds on the meta device and
 fails only in the rank's real initialisation (``normal expects std >= 0.0``)."""
+EPS = ("_eps", "_epsilon")
+"""Name endings of a normalisation's epsilon (``rms_norm_eps``, ``layer_norm_epsilon``)."""
+MAX_NUMBERS = {
+    "rope_theta": 1e12,
+    "factor": 1e4,
+    "_factor": 1e4,
+    "_eps": 1.0,
+    "_epsilon": 1.0,
+    "initializer_range": 10.0,
+}
+"""The largest value taken of each float field, by its name or its name's ending (``_factor``:
+``low_freq_factor``, ``partial_rotary_factor``, ``routed_scaling_factor``), at the top or in
+``rope_scaling``/``rope_parameters``; finite but absurd values (a ``factor`` or ``rope_theta`` of
+1e308) build on the meta device and train on inf and NaN. ``rope_theta`` must also be above 1 (at or
+below it the rotary frequencies no longer fall; a tiny base overflows them), the factors and eps
+above 0 as before. Each bound is far above what released models use: the RoPE base ``rope_theta``
+10^4 (GPT-NeoX) to 10^7 (Qwen2.5-1M), at most 10^12; a RoPE scaling ``factor`` 2 to 64 (Llama 3.1:
+8, DeepSeek-V3: 40), other factors 0.25 to 4, at most 10^4; a norm's ``*_eps`` 10^-12 to 10^-5, at
+most 1; ``initializer_range`` 0.02, at most 10. Every other
+number of a RoPE section (``beta_fast`` 32, ``mscale`` 1, ``original_max_position_embeddings``) is
+at least 0 and at most :data:`MAX_POSITIONS`."""
+
+
+def _number_range(field: str) -> tuple[float, float, bool]:
+    """``(low, high, low_taken)`` of the number ``field`` (as :func:`_numbers` names it): the range
+    its value must fall in (module constants above), ``low`` itself taken when ``low_taken``;
+    ``(-inf, inf, True)`` for a field left unbounded (the config class's to check)."""
+    name = field.rsplit(".", 1)[-1]
+    if name == "rope_theta":  # at or below 1 the frequencies theta^(-2i/d) no longer fall
+        return 1.0, MAX_NUMBERS[name], False
+    high = next((v for k, v in MAX_NUMBERS.items() if name == k or (k[0] == "_" and name.endswith(k))), None)
+    if name in POSITIVE_NUMBERS or name.endswith(EPS):
+        return 0.0, high or math.inf, False
+    if name in NONNEGATIVE_NUMBERS or high is not None:
+        return 0.0, high or math.inf, True
+    if field.startswith(("rope_scaling.", "rope_parameters.")):
+        return 0.0, float(MAX_POSITIONS), True
+    return -math.inf, math.inf, True
+
+
+def _range_text(low: float, high: float, low_taken: bool) -> str:
+    """``above 0 and at most 10000``, ``from 0 to 10``, as the fix of an out-of-range number says it."""
+    top = _num(high) if high < math.inf else ""
+    if low_taken:
+        return f"from {_num(low)} to {top}" if top else f"of at least {_num(low)}"
+    return f"above {_num(low)} and at most {top}" if top else f"above {_num(low)}"
+
+
+def _num(x: float) -> str:
+    """A bound as a message writes it: ``16777216``, ``10000``, ``1e+12``, ``0.5``."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e9 else f"{x:g}"
 
 
 def _bounds() -> dict[str, float]:
@@ -387,7 +447,8 @@ def check_raw(src: Source) -> None:
     it stands for (:func:`_aliases`): a shape field (:data:`SHAPE_KEYS`) a whole number (no bool,
     string or fraction); a whole number of :data:`POSITIVE` at least 1; every whole number within
     its bound (:func:`_bounds`); a ``*_eps``/``*_epsilon`` and :data:`POSITIVE_NUMBERS` above 0,
-    :data:`NONNEGATIVE_NUMBERS` at least 0.
+    :data:`NONNEGATIVE_NUMBERS` at least 0, each float field within its range (:data:`MAX_NUMBERS`,
+    :func:`_number_range`).
 
     Raises:
         ConfigError: naming ``model.config``, the JSON field, its value and the fix.
@@ -421,17 +482,26 @@ def check_raw(src: Source) -> None:
             )
     for field, raw in _numbers(src.data, bools=True):
         name = field.rsplit(".", 1)[-1]
+        low, high, low_taken = _number_range(field)
         if isinstance(raw, bool):
-            if name in POSITIVE_NUMBERS + NONNEGATIVE_NUMBERS or name.endswith(("_eps", "_epsilon")):
+            if name in POSITIVE_NUMBERS + NONNEGATIVE_NUMBERS or name.endswith((*EPS, "_factor")):
                 raise ConfigError(KEY, value, f"has {field}={_shown(raw)}, a bool", f"give {field} a number")
             continue
-        if (name in POSITIVE_NUMBERS or name.endswith(("_eps", "_epsilon"))) and not raw > 0:
+        span = _range_text(low, high, low_taken)
+        if not low_taken and not raw > low:
             raise ConfigError(
-                KEY, value, f"has {field}={raw}, not above 0", f"give {field} a positive number"
+                KEY, value, f"has {field}={raw}, not above {_num(low)}", f"give {field} a number {span}"
             )
-        if name in NONNEGATIVE_NUMBERS and raw < 0:
+        if low_taken and raw < low:
             raise ConfigError(
-                KEY, value, f"has {field}={raw}, below 0", f"give {field} a number of at least 0"
+                KEY, value, f"has {field}={raw}, below {_num(low)}", f"give {field} a number {span}"
+            )
+        if raw > high:
+            raise ConfigError(
+                KEY,
+                value,
+                f"has {field}={raw:g}, beyond the bound of {_num(high)}",
+                f"give {field} a number {span}",
             )
 
 

@@ -69,9 +69,20 @@ if _PluginSweeper is not None:
             """The plugin's study; one that ends with no completed trial (every run not ok, or
             ``plan=true``, whose jobs measure nothing) says so in one line instead of Optuna's
             ``ValueError: No trials are completed yet`` traceback, and the sweep ends normally
-            (its records are written and its summary printed)."""
+            (its records are written and its summary printed). ``optimization_results.yaml`` is
+            written as a new file renamed into place (:func:`flopsweep.hydrafiles.saved_safely`): a
+            link or FIFO planted there is replaced, never written through."""
+            from hydra_plugins.hydra_optuna_sweeper import _impl
+
+            from flopsweep.files import RecordUnwritable
+            from flopsweep.hydrafiles import saved_safely
+
             try:
-                return super().sweep(arguments)
+                with saved_safely(_impl):  # optimization_results.yaml: never through a link
+                    return super().sweep(arguments)
+            except RecordUnwritable as exc:
+                print(f"flopsweep: {exc}. Fix: {exc.fix}", file=sys.stderr)
+                raise SystemExit(1) from None
             except ValueError as exc:
                 if "No trials are completed" not in str(exc):
                     raise

@@ -35,6 +35,15 @@ def repeat_axis(repeats: object) -> list[str]:
     return []
 
 
+def job_folder_line(exc: OSError) -> str:
+    """The line for a job folder that Hydra's ``mkdir`` refused (a dangling link, a file, a FIFO
+    planted at its name): never followed or replaced."""
+    return (
+        f"cannot make the job folder {exc.filename}: {exc.strerror} (a link, FIFO or file is there; "
+        f"it is never followed or replaced). Fix: remove {exc.filename}, then run again with resume=true"
+    )
+
+
 class RepeatingSweeper(BasicSweeper):
     """Hydra's basic sweeper; ``repeats`` (read from the composed config) adds the outermost axis
     ``repeat`` (:func:`repeat_axis`). Batches, ``max_batch_size`` and the launcher are the basic
@@ -48,7 +57,8 @@ class RepeatingSweeper(BasicSweeper):
         """Hydra's ``BasicSweeper.sweep`` (hydra-core 1.3), but ``multirun.yaml`` is written by
         :func:`flopsweep.hydrafiles.write_multirun` (a new file renamed into place: a link or FIFO
         planted there is replaced, never written through or opened); one that cannot be written
-        stops the sweep with one line, exit 1, before any job."""
+        stops the sweep with one line, exit 1, before any job. A job folder Hydra cannot make (a
+        dangling link or a file planted at its name) stops it with one line too (:func:`job_folder_line`)."""
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         params_conf = self._parse_config() + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
@@ -62,7 +72,13 @@ class RepeatingSweeper(BasicSweeper):
         while not self.is_done():
             batch = self.get_job_batch()
             self.validate_batch_is_legal(batch)  # composition errors before any job of the batch
-            results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+            try:
+                results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+            except (FileExistsError, NotADirectoryError) as exc:  # Hydra's mkdir of a job's folder
+                if not exc.filename:
+                    raise
+                print(f"flopsweep: {job_folder_line(exc)}", file=sys.stderr, flush=True)
+                raise SystemExit(1) from None
             for r in results:
                 _ = r.return_value  # raises the error of a job that failed, as Hydra's sweeper does
             initial_job_idx += len(batch)
