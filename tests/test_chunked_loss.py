@@ -133,3 +133,23 @@ def test_runs_train_the_same_losses_fused_and_unfused(tmp_path) -> None:
         assert fused["loss_first"] == pytest.approx(whole["loss_first"], abs=1e-4), backend
         assert fused["loss_last"] == pytest.approx(whole["loss_last"], abs=1e-3), backend
         assert fused["predicted_peak_gib"] != whole["predicted_peak_gib"], backend
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_fused_loss_on_cuda_under_bf16_autocast_matches_the_unfused_one() -> None:
+    """On the GPU, bf16 autocast: the fused loss and the head weight's gradient are the unfused
+    ones within bf16's rounding (the chunk's products are bf16, summed in fp32)."""
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        whole = MODELS["llama"].build(LlamaConfig(tie_embeddings=False, vocab_size=4096), AttentionConfig())
+    fused = copy.deepcopy(whole)
+    fused.loss_chunk_tokens = 100
+    tokens = torch.randint(0, 4096, (4, 129), device="cuda", generator=torch.Generator("cuda").manual_seed(3))
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        expected, got = whole(tokens), fused(tokens)
+    expected.backward()
+    got.backward()
+    assert got.item() == pytest.approx(expected.item(), rel=2e-3)
+    g_whole, g_fused = whole.output.weight.grad, fused.output.weight.grad
+    assert (g_fused - g_whole).norm() <= 0.02 * g_whole.norm()
