@@ -143,9 +143,18 @@ def run_file_problem(place: Path) -> str | None:
 
 
 def record_problem(path: str | Path) -> str | None:
-    """Why writing ``path`` would replace a record or another file of a run (module doc), as a
-    phrase, or None."""
+    """Why writing ``path`` would replace a record or another file of a run (module doc), or anything
+    but a regular file or a link to one (``--output /dev/null`` once renamed a file over the device,
+    ``/dev/stdout`` over its link to a pipe), as a phrase, or None. A link to a file, or a dangling
+    one, is replaced, never written through."""
     path = Path(path)
+    for follow in (False, True):  # the path itself, then what a link there leads to (if anything)
+        with contextlib.suppress(OSError):
+            mode = os.stat(path, follow_symlinks=follow).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                kind = "a directory" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
+                where = " (through a link)" if follow else ""
+                return f"is {kind}{where}, not a regular file (an output replaces only a file or a link)"
     places = list(dict.fromkeys([path, Path(os.path.realpath(path))]))
     for place in places:
         through = "" if place == path else f" (through links, {display_path(place)})"

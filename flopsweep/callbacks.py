@@ -438,6 +438,11 @@ class SweepSummary(Callback):
         except RecordUnwritable as exc:
             print(f"flopsweep: {exc}. Fix: {exc.fix}", file=sys.stderr, flush=True)
             raise SystemExit(1) from None
+        target = str((config.hydra.get("launcher") or {}).get("_target_", ""))
+        if "submitit" in target or "flopsweep_slurm" in target:
+            # submitit starts each task as `python -m submitit.core._submit` in the folder the sweep was
+            # started from (sbatch exports this environment): never with that folder on its path
+            os.environ["PYTHONSAFEPATH"] = "1"
         if config.get("resume"):  # before Hydra's sweeper rewrites multirun.yaml
             from omegaconf import OmegaConf
 

@@ -374,7 +374,7 @@ def chunked_loss(cfg: RunConfig) -> None:
             "loss.chunk_tokens",
             n,
             f"model={cfg.model.arch} computes its loss inside its own forward, from the whole logits",
-            f"pick model={' or model='.join(CHUNKED_LOSS_FAMILIES)}, {fix}",
+            "pick a model of the gpt2 or llama family (model=gpt-tiny, llama-tiny, llama3.1-8b, ...), " + fix,
         )
     for degree, why in (
         ("tp", "the head is split over the vocabulary and its loss is loss_parallel's"),

@@ -645,3 +645,29 @@ def test_a_moved_sweep_resumed_pools_with_its_earlier_rounds(tmp_path):
     assert df["repeats"].to_dict() == {"t-0": 3, "u-0": 2}
     assert df.loc["t-0", "tokens_per_s_per_device"] == 1100.0  # the median of the three rounds
     assert df.loc["t-0", "repeat_group"] == "0ab-from-t"
+
+
+@pytest.mark.parametrize("planted", ["link to the null device", "fifo", "link to a fifo", "directory"])
+@pytest.mark.parametrize("option", ["--output", "--notebook"])
+def test_an_output_never_replaces_what_is_not_a_regular_file(tmp_path, capsys, planted, option):
+    """``--output /dev/null`` once renamed its new file over the device (and ``/dev/stdout`` over its
+    link to a pipe): an output path that holds a FIFO, a device or a directory, or a link to one,
+    is refused in one line, exit 2, and left as it was. (Planted here as a link to the
+    null device, never the device itself: a regression must not clobber the machine's.)"""
+    put(tmp_path / "A" / "run", ok_record())
+    target = tmp_path / "out" / "report.md"
+    target.parent.mkdir()
+    if planted == "link to the null device":
+        target.symlink_to(os.devnull)
+    elif planted == "fifo":
+        os.mkfifo(target)
+    elif planted == "link to a fifo":
+        os.mkfifo(tmp_path / "pipe")
+        target.symlink_to(tmp_path / "pipe")
+    else:
+        target.mkdir()
+    before = os.lstat(target)
+    code, out, err = cli(capsys, tmp_path / "A", option, target)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "not a regular file" in err, err
+    after = os.lstat(target)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)

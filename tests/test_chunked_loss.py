@@ -63,7 +63,7 @@ def test_fused_loss_under_bf16_autocast_is_close_to_the_unfused_one() -> None:
 REFUSED = {
     "tp": (["parallel.tp=2", "backend=fsdp", "nproc_per_node=2"], "parallel.tp=1"),
     "pp": (["parallel.pp=2", "backend=fsdp", "nproc_per_node=2", "model.n_layer=2"], "parallel.pp=1"),
-    "hf": (["model=hf"], "model=gpt2 or model=llama"),
+    "hf": (["model=hf"], "model=gpt-tiny, llama-tiny, llama3.1-8b"),
     "negative": (["loss.chunk_tokens=-4"], "e.g. 4096"),
 }
 

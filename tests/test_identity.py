@@ -202,7 +202,8 @@ def test_setup_key_ignores_rank_count_and_tag_not_backend(hydra_compose):
 
 def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     """``analysis.load.setup_id`` as it was before :mod:`flopsweep.identity` (at 657cf0d), and the one
-    change since: a ``model=hf`` set-up includes its config.json's hash (identity version 2)."""
+    changes since: a ``model=hf`` set-up includes its config.json's hash (identity version 2), and
+    ``loss.chunk_tokens`` at 0 is left out as a key added later."""
     config = record.get("config")
     if not isinstance(config, dict):
         return None
@@ -222,6 +223,8 @@ def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     ckpt = kept.get("activation_checkpointing")
     if isinstance(ckpt, dict) and set(ckpt) == {"name"} and ckpt["name"] in ("full", "none"):
         kept["activation_checkpointing"] = ckpt["name"] == "full"
+    if kept.get("loss") == {"chunk_tokens": 0}:  # added later (session 15): the whole logits, as before
+        kept.pop("loss")
     model, sha = kept.get("model"), (record.get("model") or {}).get("config_sha256")
     if isinstance(model, dict) and model.get("arch") == "hf" and sha:  # identity version 2: its file's hash
         kept["model"] = {**model, "config_sha256": sha}

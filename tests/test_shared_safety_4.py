@@ -574,3 +574,32 @@ def test_submitit_local_refuses_a_planted_submitit_folder_and_makes_a_private_on
     assert stat.S_IMODE(os.lstat(fresh / ".submitit").st_mode) == 0o700
     assert (fresh / "plan.csv").is_file()
     assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["submitit_local", "slurm_local"])
+def test_submitit_tasks_run_no_code_planted_in_the_start_folder(tmp_path: Path, launcher: str) -> None:
+    """``hydra/launcher=submitit_local`` and ``slurm_local`` started in a folder holding planted
+    modules (``socket.py``, ``json.py``, ``multiprocessing/``, ...): submitit's task process (``python -m
+    submitit.core._submit``) ran them until the sweep set ``PYTHONSAFEPATH``; now none runs and
+    the run is ok."""
+    start, marker = tmp_path / "start", tmp_path / "PLANTED_CODE_RAN"
+    plant_code(start, marker)
+    for module in ("socket", "signal", "pickle"):
+        (start / f"{module}.py").write_text(PLANTED.format(marker=str(marker)))
+    env = {**os.environ, "PYTHONPATH": str(installed_packages(tmp_path / "site"))}
+    env.pop("PYTHONSAFEPATH", None)
+    sweep = tmp_path / "sweep"
+    args = [
+        "-m",
+        f"hydra/launcher={launcher}",
+        "device=cpu",
+        "nproc_per_node=1",
+        "precision=fp32",
+        "steps.warmup=1",
+    ]
+    cmd = [sys.executable, str(ROOT / "run.py"), *args, "steps.measure=1", f"hydra.sweep.dir={sweep}"]
+    done = subprocess.run(cmd, cwd=start, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not marker.exists(), marker.read_text()
+    assert json.loads((sweep / "0" / "metrics.json").read_text())["status"] == "ok"
