@@ -433,12 +433,12 @@ class SweepSummary(Callback):
             print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
             raise SystemExit(1)
         self.lock = _lock_or_exit(Path(str(config.hydra.sweep.dir)))
-        try:
-            submitit_folder(config.hydra.get("launcher"))
+        target = str((config.hydra.get("launcher") or {}).get("_target_", ""))
+        try:  # flopsweep's Slurm launchers make it when they submit, after their own refusals
+            submitit_folder(config.hydra.get("launcher"), make="flopsweep_slurm" not in target)
         except RecordUnwritable as exc:
             print(f"flopsweep: {exc}. Fix: {exc.fix}", file=sys.stderr, flush=True)
             raise SystemExit(1) from None
-        target = str((config.hydra.get("launcher") or {}).get("_target_", ""))
         if "submitit" in target or "flopsweep_slurm" in target:
             # submitit starts each task as `python -m submitit.core._submit` in the folder the sweep was
             # started from (sbatch exports this environment): never with that folder on its path

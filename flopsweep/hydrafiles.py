@@ -125,12 +125,14 @@ def sweeper_problem(config: Any) -> str | None:
     )
 
 
-def submitit_folder(launcher: Any) -> Path | None:
+def submitit_folder(launcher: Any, *, make: bool = True) -> Path | None:
     """The folder a submitit launcher (``hydra/launcher=submitit_local``, ``slurm``, ...) writes its
     pickles and logs in, made private (:func:`flopsweep.files.private_folder`): the part of
     ``hydra.launcher.submitit_folder`` before its first ``%`` pattern (``S/.submitit`` of
     ``S/.submitit/%j``); None for a launcher without one. submitit writes there with plain opens and
-    its tasks unpickle what they find, so no other user may write in it.
+    its tasks unpickle what they find, so no other user may write in it. ``make=False``: checked only
+    when something is there already, made by nobody (flopsweep's Slurm launchers make it when they
+    submit, after their refusals, so a refused sweep leaves no folder).
 
     Raises:
         RecordUnwritable: the folder is a link, a FIFO, a file or another user's (one line).
@@ -140,7 +142,9 @@ def submitit_folder(launcher: Any) -> Path | None:
         return None
     parts = Path(str(folder)).parts
     kept = next((i for i, part in enumerate(parts) if "%" in part), len(parts))
-    return private_folder(Path(*parts[:kept])) if kept else None
+    if not kept or not (make or os.path.lexists(Path(*parts[:kept]))):
+        return None
+    return private_folder(Path(*parts[:kept]))
 
 
 class _SafeSave:

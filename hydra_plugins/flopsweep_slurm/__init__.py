@@ -45,6 +45,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from flopsweep import cluster, slurm, tree
 from flopsweep.config import ConfigError
+from flopsweep.files import RecordUnwritable
+from flopsweep.hydrafiles import submitit_folder
 
 
 def register_resolvers() -> None:
@@ -234,6 +236,10 @@ class WatchingLauncher(BaseSubmititLauncher):
 
         params = dict(self.params)
         parallel = params.pop("parallel_jobs", 1)
+        try:  # private (0700), never a planted link: made only now, after the refusals
+            submitit_folder(self.config.hydra.launcher)
+        except RecordUnwritable as exc:
+            refuse(f"{exc}. Fix: {exc.fix}")
         init = {"folder": params.pop("submitit_folder")}
         if "max_num_timeout" in params:
             init[f"{self._EXECUTOR}_max_num_timeout"] = params.pop("max_num_timeout")
