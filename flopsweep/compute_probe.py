@@ -15,12 +15,14 @@ these pieces; this module measures them on the rank's device, before warm-up, in
   optimizers are stood in for by torch's AdamW, said so in ``optimizer_note``).
 
 Each piece: :data:`WARMUP_REPS` untimed calls (compilation, autotuning, allocator), then up to
-:data:`MAX_REPS` timed ones until its share of ``budget_s`` is spent (at least one), each between two
-``torch.cuda.synchronize`` on a GPU; the median. The model is a one-block copy of the run's (the
-embedding and head whole), so the probe holds one block's and the head's weights, gradients and
-optimizer states. A probe that would not fit (its weights and states over the free memory, or an
-out-of-memory error) or a family without a separable block (``hf``) returns ``fallback``, the
-reason, and the prediction falls back to the FLOPs estimate (or a calibration), naming it.
+:data:`MAX_REPS` timed rounds of :data:`BACK_TO_BACK` calls until its share of ``budget_s`` is spent
+(at least one), each round between two ``torch.cuda.synchronize`` on a GPU; the median round over
+its calls. Under FSDP2 on one rank the block is sharded as the run's are (:func:`_shard_alone`). The
+model is a one-block copy of the run's (the embedding and head whole), so the probe holds one
+block's and the head's weights, gradients and optimizer states. A probe that would not fit (its
+weights and states over the free memory, or an out-of-memory error) or a family without a separable
+block (``hf``) returns ``fallback``, the reason, and the prediction falls back to the FLOPs estimate
+(or a calibration), naming it.
 
 :func:`cached_probe` (what the worker calls) keeps each successful probe in a folder
 (:data:`CACHE_ENV`) keyed by the machine and the set-up (:func:`probe_key`), and a later run of the
@@ -52,7 +54,13 @@ WARMUP_REPS = 2
 runs at the steady state of the allocator."""
 
 MAX_REPS = 5
-"""Timed calls of each piece at most; the median is kept."""
+"""Timed rounds of each piece at most; the median round is kept."""
+
+BACK_TO_BACK = 4
+"""Calls of a piece in one timed round, with no synchronisation between them: a step launches its
+blocks back to back, so the host launches the next call's kernels while the device runs this
+one's (a call timed alone between two synchronisations adds the launch latency of its first
+kernels, a few percent of a small block's time)."""
 
 BUDGET_S = 8.0
 """Seconds of timed calls over the four pieces (a quarter each), warm-up aside."""
@@ -60,6 +68,10 @@ BUDGET_S = 8.0
 PROBED_FAMILIES = ("gpt2", "llama")
 """Families whose blocks take the hidden states and :meth:`CausalLM.block_args` alone, so that one
 block runs by itself; ``hf``'s decoder layers take family-specific arguments."""
+
+METHOD = 2
+"""The probe's method, part of its cache key: 2 times rounds of calls back to back and shards the
+block under FSDP2 on one rank (1 timed calls one at a time over a cast block)."""
 
 ADAMW_BYTES = 16
 """Bytes per parameter the probe holds: fp32 weight, gradient and AdamW's two moments."""
@@ -106,14 +118,15 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
     _check_fits(one, device)
     dtype = DTYPES[cfg.precision.name]
     spec = backend_spec(cfg.backend.name)
-    cast = dtype != torch.float32 and spec is not None and not spec.autocast_fp32_weights
-    model = make_model(one, device)
-    if cast:  # FSDP2's MixedPrecisionPolicy, DeepSpeed's bf16/fp16: the weights themselves in dtype
+    model = wrap_blocks(make_model(one, device), one)
+    (block,) = family(one.model).blocks(model)
+    sharded = _shard_alone(block, cfg, device)
+    cast = dtype != torch.float32 and spec is not None and not spec.autocast_fp32_weights and not sharded
+    if cast:  # DeepSpeed's bf16/fp16 (and FSDP2 over several ranks): the weights themselves in dtype
         model = model.to(dtype)
-    model = wrap_blocks(model, one)
 
     def autocast() -> contextlib.AbstractContextManager:
-        on = dtype != torch.float32 and not cast
+        on = dtype != torch.float32 and not cast  # FSDP2's block casts itself; its head runs here
         return torch.autocast(device.type, dtype=dtype) if on else contextlib.nullcontext()
 
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
@@ -122,7 +135,6 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
     idx, targets = tokens[:, :-1], tokens[:, 1:]  # (B, T) each
     positions = model.positions(idx.size(1), device)
     args = model.block_args(positions)
-    (block,) = family(one.model).blocks(model)
     with autocast():
         x = model.embed(idx, positions).detach().requires_grad_()  # (B, T, C)
         grad = torch.randn_like(block(x, *args))  # the gradient that reaches the last block
@@ -153,6 +165,26 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
         "reps": reps,
         "optimizer_note": _stand_in(cfg, where),
     }
+
+
+def _shard_alone(block: torch.nn.Module, cfg: RunConfig, device: torch.device) -> bool:
+    """FSDP2 on one rank: ``fully_shard`` the probe's block as the run shards its middle blocks
+    (:func:`flopsweep.parallelize.fully_shard_one`, resharded after forward), over a one-rank mesh,
+    so that its timing holds what FSDP2 adds to each block on a GPU of its own: the cast of the fp32
+    shard to the compute dtype and the copies in and out of the all-gather and reduce-scatter
+    buffers, twice with resharding, the fp32 gradient, the hooks, and ``cpu_offload``'s transfers.
+    Over several ranks those copies overlap with the collectives that the communication model
+    counts, and the block is cast once instead. Returns whether it sharded."""
+    import torch.distributed as dist
+
+    if cfg.backend.name != "fsdp" or not dist.is_initialized() or dist.get_world_size() != 1:
+        return False
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from flopsweep.parallelize import fully_shard_one
+
+    fully_shard_one(block, cfg, init_device_mesh(device.type, (1,)))
+    return True
 
 
 def _stand_in(cfg: RunConfig, where: torch.device) -> str | None:
@@ -219,12 +251,13 @@ def timed(fn: Callable[[], None], device: Any, *, budget_s: float) -> tuple[floa
     begun = time.perf_counter()
     while len(times) < MAX_REPS:
         t0 = time.perf_counter()
-        fn()
+        for _ in range(BACK_TO_BACK):
+            fn()
         sync()
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0) / BACK_TO_BACK)
         if time.perf_counter() - begun >= budget_s:
             break
-    return statistics.median(times), len(times)
+    return statistics.median(times), len(times) * BACK_TO_BACK
 
 
 CACHE_ENV = "FLOPSWEEP_PROBE_CACHE"
@@ -236,12 +269,16 @@ with the host's other loads)."""
 def probe_key(cfg: RunConfig, device: Any) -> dict[str, Any]:
     """What a probe's times depend on: the host, the device and torch, the model, kernel,
     precision, checkpointing, compile, micro batch and optimizer settings, and how the backend runs
-    them (cast weights, an optimizer on the host; intra-op threads on the CPU)."""
+    them (cast weights, an optimizer on the host, FSDP2's policy on one rank; intra-op threads on the
+    CPU), and the probe's :data:`METHOD`."""
     from flopsweep.backend_specs import backend_spec
 
     dev = torch.device(device)
     spec = backend_spec(cfg.backend.name)
+    import torch.distributed as dist
+
     return {
+        "method": METHOD,
         "host": socket.gethostname(),
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
         "threads": torch.get_num_threads() if dev.type == "cpu" else None,
@@ -259,6 +296,9 @@ def probe_key(cfg: RunConfig, device: Any) -> dict[str, Any]:
                     "cast": bool(spec and not spec.autocast_fp32_weights),
                     "host_step": bool(spec and spec.offload(cfg.backend).steps_on_host),
                     "deepspeed": cfg.backend.name == "deepspeed",
+                    "fsdp_alone": dataclasses.asdict(cfg.backend)
+                    if cfg.backend.name == "fsdp" and dist.is_initialized() and dist.get_world_size() == 1
+                    else None,
                 },
                 default=str,
             )

@@ -8,9 +8,11 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import run_py
 
 from flopsweep import predict as pr
+from flopsweep.compute_probe import BACK_TO_BACK, MAX_REPS
 
 P = 1_000_000_000
 PROBE = pr.ProbeTimes(block_s=0.010, head_s=0.004, block_optimizer_s=0.002, head_optimizer_s=0.001)
@@ -84,8 +86,44 @@ def test_the_probe_times_the_real_pieces_on_the_cpu(hydra_compose, model: str) -
     got = probe_compute(cfg, "cpu", budget_s=0.5)
     assert got["fallback"] is None, got
     times = pr.ProbeTimes.of(got)  # positive and finite, or it raises
-    assert times.block_s > 0 and times.head_s > 0 and 1 <= got["reps"] <= 5
+    assert times.block_s > 0 and times.head_s > 0
+    assert got["reps"] % BACK_TO_BACK == 0 and BACK_TO_BACK <= got["reps"] <= MAX_REPS * BACK_TO_BACK
     assert got["wall_s"] > 0
+
+
+def test_fsdp_on_one_rank_probes_a_block_sharded_as_the_run_shards_it(hydra_compose, tmp_path: Path) -> None:
+    """Under FSDP2 on one rank the probe's block is ``fully_shard``-ed with the run's policy (its
+    weights become one-rank DTensors, cast per call by FSDP2's mixed precision), and the probe times
+    it; ``single`` (and FSDP2 with no one-rank process group) is left as it is."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FSDPModule
+
+    from flopsweep.compute_probe import _shard_alone, probe_compute, probe_key
+    from flopsweep.models import family
+    from flopsweep.parallelize import make_model
+    from flopsweep.plan import validate
+
+    fsdp = validate(hydra_compose(["model=llama-tiny", "device=cpu", "backend=fsdp", "precision=bf16"]))
+    single = validate(hydra_compose(["model=llama-tiny", "device=cpu", "precision=bf16"]))
+
+    def block(cfg):
+        return family(cfg.model).blocks(make_model(cfg, torch.device("cpu")))[0]
+
+    assert not _shard_alone(block(fsdp), fsdp, torch.device("cpu"))  # no process group yet
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        one = block(fsdp)
+        assert _shard_alone(one, fsdp, torch.device("cpu")) and isinstance(one, FSDPModule)
+        assert all(type(p).__name__ == "DTensor" for p in one.parameters())
+        other = block(single)
+        assert not _shard_alone(other, single, torch.device("cpu")) and not isinstance(other, FSDPModule)
+        assert probe_key(fsdp, "cpu")["setup"]["fsdp_alone"] is not None
+        got = probe_compute(fsdp, "cpu", budget_s=0.5)
+        assert got["fallback"] is None, got
+        assert pr.ProbeTimes.of(got).block_optimizer_s > 0
+    finally:
+        dist.destroy_process_group()
+    assert probe_key(fsdp, "cpu")["setup"]["fsdp_alone"] is None
 
 
 def test_a_probe_is_kept_per_machine_and_setup(hydra_compose, tmp_path: Path, monkeypatch) -> None:
