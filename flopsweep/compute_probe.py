@@ -17,12 +17,12 @@ these pieces; this module measures them on the rank's device, before warm-up, in
 Each piece: :data:`WARMUP_REPS` untimed calls (compilation, autotuning, allocator), then up to
 :data:`MAX_REPS` timed rounds of :data:`BACK_TO_BACK` calls until its share of ``budget_s`` is spent
 (at least one), each round between two ``torch.cuda.synchronize`` on a GPU; the median round over
-its calls. Under FSDP2 on one rank the block is sharded as the run's are (:func:`_shard_alone`). The
-model is a one-block copy of the run's (the embedding and head whole), so the probe holds one
-block's and the head's weights, gradients and optimizer states. A probe that would not fit (its
-weights and states over the free memory, or an out-of-memory error) or a family without a separable
-block (``hf``) returns ``fallback``, the reason, and the prediction falls back to the FLOPs estimate
-(or a calibration), naming it.
+its calls. The weights are cast as :func:`casts_weights` says. The model is a one-block copy of the
+run's (the embedding and head whole), so the probe holds one block's and the head's weights,
+gradients and optimizer states. A probe that would not fit (its weights and states over the free
+memory, or an out-of-memory error) or a family without a separable block (``hf``) returns
+``fallback``, the reason, and the prediction falls back to the FLOPs estimate (or a calibration),
+naming it.
 
 :func:`cached_probe` (what the worker calls) keeps each successful probe in a folder
 (:data:`CACHE_ENV`) keyed by the machine and the set-up (:func:`probe_key`), and a later run of the
@@ -70,8 +70,9 @@ PROBED_FAMILIES = ("gpt2", "llama")
 block runs by itself; ``hf``'s decoder layers take family-specific arguments."""
 
 METHOD = 2
-"""The probe's method, part of its cache key: 2 times rounds of calls back to back and shards the
-block under FSDP2 on one rank (1 timed calls one at a time over a cast block)."""
+"""The probe's method, part of its cache key: 2 times rounds of calls back to back and probes one
+rank under autocast on every backend (:func:`casts_weights`); 1 timed calls one at a time and cast
+FSDP2's and DeepSpeed's weights on one rank too."""
 
 ADAMW_BYTES = 16
 """Bytes per parameter the probe holds: fp32 weight, gradient and AdamW's two moments."""
@@ -120,13 +121,12 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
     spec = backend_spec(cfg.backend.name)
     model = wrap_blocks(make_model(one, device), one)
     (block,) = family(one.model).blocks(model)
-    sharded = _shard_alone(block, cfg, device)
-    cast = dtype != torch.float32 and spec is not None and not spec.autocast_fp32_weights and not sharded
-    if cast:  # DeepSpeed's bf16/fp16 (and FSDP2 over several ranks): the weights themselves in dtype
+    cast = casts_weights(cfg)
+    if cast:  # FSDP2's and DeepSpeed's compute dtype over several ranks: the weights themselves in dtype
         model = model.to(dtype)
 
     def autocast() -> contextlib.AbstractContextManager:
-        on = dtype != torch.float32 and not cast  # FSDP2's block casts itself; its head runs here
+        on = dtype != torch.float32 and not cast
         return torch.autocast(device.type, dtype=dtype) if on else contextlib.nullcontext()
 
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
@@ -167,24 +167,23 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
     }
 
 
-def _shard_alone(block: torch.nn.Module, cfg: RunConfig, device: torch.device) -> bool:
-    """FSDP2 on one rank: ``fully_shard`` the probe's block as the run shards its middle blocks
-    (:func:`flopsweep.parallelize.fully_shard_one`, resharded after forward), over a one-rank mesh,
-    so that its timing holds what FSDP2 adds to each block on a GPU of its own: the cast of the fp32
-    shard to the compute dtype and the copies in and out of the all-gather and reduce-scatter
-    buffers, twice with resharding, the fp32 gradient, the hooks, and ``cpu_offload``'s transfers.
-    Over several ranks those copies overlap with the collectives that the communication model
-    counts, and the block is cast once instead. Returns whether it sharded."""
+def casts_weights(cfg: RunConfig) -> bool:
+    """Whether the probe casts its weights to the compute dtype once (FSDP2's and DeepSpeed's mixed
+    precision over several ranks, where the per-block cast sits in the all-gather that the
+    communication model counts) rather than running ``torch.autocast`` over fp32 weights, which casts
+    each weight at each call. On one rank every backend is probed under autocast: there FSDP2 and
+    ZeRO still cast (or copy) the weights of every block at every step, and on one H200 (session 16,
+    ``benchmarks/results/h200/session16/probe-1``) autocast's cast predicted FSDP2's steps better than
+    a block sharded alone, whose copies the run overlaps with the previous block's compute and the
+    probe cannot."""
     import torch.distributed as dist
 
-    if cfg.backend.name != "fsdp" or not dist.is_initialized() or dist.get_world_size() != 1:
+    from flopsweep.backend_specs import backend_spec
+
+    spec = backend_spec(cfg.backend.name)
+    if cfg.precision.name == "fp32" or spec is None or spec.autocast_fp32_weights:
         return False
-    from torch.distributed.device_mesh import init_device_mesh
-
-    from flopsweep.parallelize import fully_shard_one
-
-    fully_shard_one(block, cfg, init_device_mesh(device.type, (1,)))
-    return True
+    return not (dist.is_initialized() and dist.get_world_size() == 1)
 
 
 def _stand_in(cfg: RunConfig, where: torch.device) -> str | None:
@@ -269,14 +268,12 @@ with the host's other loads)."""
 def probe_key(cfg: RunConfig, device: Any) -> dict[str, Any]:
     """What a probe's times depend on: the host, the device and torch, the model, kernel,
     precision, checkpointing, compile, micro batch and optimizer settings, and how the backend runs
-    them (cast weights, an optimizer on the host, FSDP2's policy on one rank; intra-op threads on the
-    CPU), and the probe's :data:`METHOD`."""
+    them (cast weights, an optimizer on the host; intra-op threads on the CPU), and the probe's
+    :data:`METHOD`."""
     from flopsweep.backend_specs import backend_spec
 
     dev = torch.device(device)
     spec = backend_spec(cfg.backend.name)
-    import torch.distributed as dist
-
     return {
         "method": METHOD,
         "host": socket.gethostname(),
@@ -293,12 +290,9 @@ def probe_key(cfg: RunConfig, device: Any) -> dict[str, Any]:
                     "compile": cfg.compile,
                     "micro_batch_size": cfg.batch.micro_batch_size,
                     "optim": dataclasses.asdict(cfg.optim),
-                    "cast": bool(spec and not spec.autocast_fp32_weights),
+                    "cast": casts_weights(cfg),
                     "host_step": bool(spec and spec.offload(cfg.backend).steps_on_host),
                     "deepspeed": cfg.backend.name == "deepspeed",
-                    "fsdp_alone": dataclasses.asdict(cfg.backend)
-                    if cfg.backend.name == "fsdp" and dist.is_initialized() and dist.get_world_size() == 1
-                    else None,
                 },
                 default=str,
             )

@@ -199,7 +199,13 @@ def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
     ``(dp_replicate, dp_shard)``: HSDP) with one ``MixedPrecisionPolicy``
     (params in the run's precision, gradients reduced in fp32) and ``backend.cpu_offload``'s policy.
     The blocks are the family's, or a pipeline stage's own (:class:`flopsweep.pipeline.StageModule`)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
     from flopsweep.pipeline import StageModule
+
+    mp = MixedPrecisionPolicy(param_dtype=fprecision.DTYPES[cfg.precision.name], reduce_dtype=torch.float32)
+    offload = _fsdp_offload(cfg.backend, dp_mesh.device_type)
+    reshard = cfg.backend.reshard_after_forward
 
     def shard(model: nn.Module) -> nn.Module:
         stage = isinstance(model, StageModule)
@@ -207,26 +213,18 @@ def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
         for i, block in enumerate(blocks):
             # The last block's backward runs right after forward: keeping it unsharded
             # saves one all-gather per step (torchtitan does the same).
-            fully_shard_one(block, cfg, dp_mesh, last=i == len(blocks) - 1)
-        fully_shard_one(model, cfg, dp_mesh)
+            last = i == len(blocks) - 1
+            fully_shard(
+                block,
+                mesh=dp_mesh,
+                mp_policy=mp,
+                offload_policy=offload,
+                reshard_after_forward=reshard and not last,
+            )
+        fully_shard(model, mesh=dp_mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard)
         return model
 
     return shard
-
-
-def fully_shard_one(module: nn.Module, cfg: RunConfig, dp_mesh: Any, *, last: bool = False) -> nn.Module:
-    """``fully_shard`` one module as :func:`fsdp` does: the run's ``MixedPrecisionPolicy`` (params in
-    its precision, gradients reduced in fp32), ``backend.cpu_offload``'s policy, and
-    ``backend.reshard_after_forward`` unless ``last`` (the last block stays unsharded). The compute
-    probe shards its one block with this too (:mod:`flopsweep.compute_probe`)."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-    mp = MixedPrecisionPolicy(param_dtype=fprecision.DTYPES[cfg.precision.name], reduce_dtype=torch.float32)
-    offload = _fsdp_offload(cfg.backend, dp_mesh.device_type)
-    reshard = cfg.backend.reshard_after_forward and not last
-    return fully_shard(
-        module, mesh=dp_mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard
-    )
 
 
 def shard_data_parallel(model: nn.Module, cfg: RunConfig, dp_mesh: Any) -> nn.Module:

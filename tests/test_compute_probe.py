@@ -8,7 +8,6 @@ import math
 from pathlib import Path
 
 import pytest
-import torch
 from helpers import run_py
 
 from flopsweep import predict as pr
@@ -91,39 +90,32 @@ def test_the_probe_times_the_real_pieces_on_the_cpu(hydra_compose, model: str) -
     assert got["wall_s"] > 0
 
 
-def test_fsdp_on_one_rank_probes_a_block_sharded_as_the_run_shards_it(hydra_compose, tmp_path: Path) -> None:
-    """Under FSDP2 on one rank the probe's block is ``fully_shard``-ed with the run's policy (its
-    weights become one-rank DTensors, cast per call by FSDP2's mixed precision), and the probe times
-    it; ``single`` (and FSDP2 with no one-rank process group) is left as it is."""
+def test_one_rank_probes_under_autocast_and_several_cast_the_weights(hydra_compose, tmp_path: Path) -> None:
+    """FSDP2 and ZeRO in bf16 cast the probe's weights once when the ranks are several (their
+    per-block cast is in the all-gather) and probe under autocast, as ``single`` and DDP do, on one
+    rank; fp32 never casts. The decision is part of the probe's cache key."""
     import torch.distributed as dist
-    from torch.distributed.fsdp import FSDPModule
 
-    from flopsweep.compute_probe import _shard_alone, probe_compute, probe_key
-    from flopsweep.models import family
-    from flopsweep.parallelize import make_model
+    from flopsweep.compute_probe import casts_weights, probe_compute, probe_key
     from flopsweep.plan import validate
 
-    fsdp = validate(hydra_compose(["model=llama-tiny", "device=cpu", "backend=fsdp", "precision=bf16"]))
-    single = validate(hydra_compose(["model=llama-tiny", "device=cpu", "precision=bf16"]))
+    def cfg(*over: str):
+        return validate(hydra_compose(["model=llama-tiny", "device=cpu", *over]))
 
-    def block(cfg):
-        return family(cfg.model).blocks(make_model(cfg, torch.device("cpu")))[0]
-
-    assert not _shard_alone(block(fsdp), fsdp, torch.device("cpu"))  # no process group yet
+    fsdp, zero3, single = cfg("backend=fsdp"), cfg("backend=zero3"), cfg("backend=ddp")
+    fp32 = cfg("backend=fsdp", "precision=fp32")
+    assert not dist.is_initialized()
+    assert [casts_weights(c) for c in (fsdp, zero3, single, fp32)] == [True, True, False, False]
+    cast_key = probe_key(fsdp, "cpu")["setup"]["cast"]
     dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
     try:
-        one = block(fsdp)
-        assert _shard_alone(one, fsdp, torch.device("cpu")) and isinstance(one, FSDPModule)
-        assert all(type(p).__name__ == "DTensor" for p in one.parameters())
-        other = block(single)
-        assert not _shard_alone(other, single, torch.device("cpu")) and not isinstance(other, FSDPModule)
-        assert probe_key(fsdp, "cpu")["setup"]["fsdp_alone"] is not None
+        assert [casts_weights(c) for c in (fsdp, zero3, single, fp32)] == [False] * 4
+        assert probe_key(fsdp, "cpu")["setup"]["cast"] is False and cast_key is True
         got = probe_compute(fsdp, "cpu", budget_s=0.5)
         assert got["fallback"] is None, got
         assert pr.ProbeTimes.of(got).block_optimizer_s > 0
     finally:
         dist.destroy_process_group()
-    assert probe_key(fsdp, "cpu")["setup"]["fsdp_alone"] is None
 
 
 def test_a_probe_is_kept_per_machine_and_setup(hydra_compose, tmp_path: Path, monkeypatch) -> None:
