@@ -67,6 +67,7 @@ from analysis.load import (
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
 from analysis.output import OutputError, check_output, write_atomic
 from analysis.plots import PLOTS, make_plots, write_pngs
+from analysis.prediction_error import error_summary, render_summary
 from analysis.query import (
     AnalysisError,
     ColumnError,
@@ -262,8 +263,11 @@ def output(
     """The text to write: the table (or pivot) in ``args.format``; HTML embeds the plots and ends
     with the notes, ``blanks`` (:func:`blank_lines`) among them."""
     people = args.format in ("table", "markdown", "html")
+    if args.prediction_errors:
+        return render_summary(error_summary(runs), args.format)
     winners: list[str] = []
     runs, spread = spread_lines(runs, args)
+    errors = [render_summary(error_summary(runs), args.format)] if args.predict and people else []
     if args.pivot:
         table = _pivot(runs, args, mark_failed=people)
         if people:
@@ -278,7 +282,7 @@ def output(
     if args.format != "html":
         keep = [*(PREDICTION_COLUMNS if args.predict else ()), *asked_columns(args)]
         order = frontier_drop_order(frame) if args.frontier else None  # its size and tokens/s stay
-        notes = [*winners, *(_wrapped(spread, args) if people else [])]
+        notes = [*winners, *(_wrapped(spread, args) if people else []), *errors]
         if args.format == "markdown":  # each note its own paragraph, not run on after the legend
             return "\n\n".join([render(frame, args.format, width=args.width, keep=keep, order=order), *notes])
         return "\n".join([render(frame, args.format, width=args.width, keep=keep, order=order), *notes])
@@ -286,12 +290,20 @@ def output(
     report = Report(
         title="flopsweep results: " + " ".join(map(display_path, args.paths)),
         summary=summary(loaded),
-        tables=[(_heading(args), frame), *frontier_tables(runs, args)],
+        tables=[(_heading(args), frame), *frontier_tables(runs, args), *_error_tables(runs, args)],
         figures=figures,
         skipped=skipped,
         notes=winners + spread + frontier_notes(runs, args) + _notes(loaded) + (blanks or []),
     )
     return render_html(report)
+
+
+def _error_tables(runs: pd.DataFrame, args: argparse.Namespace) -> list[tuple[str, pd.DataFrame]]:
+    """The HTML report's prediction-error table (:mod:`analysis.prediction_error`) with ``--predict``."""
+    summary = error_summary(runs)
+    if not args.predict or summary.empty:
+        return []
+    return [("Step time predicted before each run: error per backend and source", summary)]
 
 
 FRONTIER_HEADING = "The largest model per set-up (search.model=largest): its tokens/s and MFU"

@@ -102,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the paths (flopsweep.predict), and show predicted_iteration_time_s and prediction_error "
         "((predicted - measured) / measured)",
     )
+    p.add_argument(
+        "--prediction-errors",
+        action="store_true",
+        help="only the error of the step time predicted before each run, per backend and source of "
+        "the prediction: median, 90th percentile and worst (analysis.prediction_error); --predict "
+        "ends its table with it",
+    )
     p.add_argument("--columns", metavar="COLS", help="comma-separated columns to show, or 'all'")
     p.add_argument(
         "--width",

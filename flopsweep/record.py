@@ -363,6 +363,16 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
         column="predicted_source",
         path=("predicted", "source"),
     ),
+    MetricSpec(
+        "predicted",
+        "",
+        None,
+        "pred_from",
+        "what the predicted compute came from: probe (timed pieces), calibration (a record) or flops "
+        "(hardware FLOPs at a fraction of the measured GEMM rate)",
+        column="predicted_compute_source",
+        path=("predicted", "compute_source"),
+    ),
 )
 """Every metric of the record, in record order (a key may have several columns)."""
 
