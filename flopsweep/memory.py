@@ -462,6 +462,21 @@ def in_flight_microbatches(cfg: Any, layout: Layout) -> tuple[int, int]:
     return (n if cfg.parallel.pp_schedule == "GPipe" else min(n, layout.pp)), per
 
 
+def scores_kernel(cfg: Any) -> str:
+    """The attention kernel that runs, as far as what backward keeps goes: ``cfg.attention.name``,
+    except ``sdpa`` in fp32 with GQA (``n_kv_head < n_head``) on CUDA, which is ``sdpa-math``:
+    SDPA's flash kernel takes no fp32 and its memory-efficient kernel no ``enable_gqa``, so SDPA
+    falls back to its math kernel and keeps the scores (measured: Llama 3.2 1B fp32 ``single``,
+    micro batch 4, ``benchmarks/results/h200/session16/probe-1/prec/0``: 81.7 GiB, 3.9 bytes a
+    score above the fused kernel's estimate of 50.1)."""
+    name = cfg.attention.name
+    m = cfg.model
+    gqa = 0 < (getattr(m, "n_kv_head", None) or m.n_head) < m.n_head
+    if name == "sdpa" and cfg.precision.name == "fp32" and gqa and cfg.device == "cuda":
+        return "sdpa-math"
+    return name
+
+
 def _bytes_per_token(cfg: Any) -> tuple[int, int]:
     """``(boundary, layer)``: bytes per token of one block's input and of all it keeps for backward
     (the attention kernel's saved tensors included), on one rank before ``tp``/``cp``."""
@@ -472,7 +487,7 @@ def _bytes_per_token(cfg: Any) -> tuple[int, int]:
     kept, other = shape["residual"], shape["other"]
     if cfg.compile:
         kept, other = shape.get("residual_compiled", kept), shape.get("other_compiled", other)
-    attention = ATTENTION_SAVED.get(cfg.attention.name, 0) * m.n_head * m.seq_len
+    attention = ATTENTION_SAVED.get(scores_kernel(cfg), 0) * m.n_head * m.seq_len
     attention = attention or LOGSUMEXP_BYTES * m.n_head
     return m.n_embd * residual, kept * residual + other * compute + attention
 
@@ -511,7 +526,7 @@ def attention_workspace_bytes(cfg: Any, layout: Layout | None = None) -> int:
     ``(RECOMPUTED_SCORE_BYTES - kept) B h s^2 / (tp cp)`` bytes for the pipeline micro-batch; 0
     for the fused kernels and without recompute."""
     layout = layout or Layout()
-    kept = ATTENTION_SAVED.get(cfg.attention.name)
+    kept = ATTENTION_SAVED.get(scores_kernel(cfg))
     if kept is None or not checkpointing.policy(cfg.activation_checkpointing).recomputes_forward:
         return 0
     m = cfg.model

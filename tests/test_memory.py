@@ -106,6 +106,29 @@ def test_single_bf16_eager_by_part() -> None:
     assert est.total_gib == pytest.approx(53.39, abs=0.01)  # measured on the H200: 53.64 GiB
 
 
+def test_sdpa_in_fp32_with_gqa_on_cuda_keeps_the_scores_of_its_math_kernel() -> None:
+    """SDPA has no fp32 flash kernel and no memory-efficient kernel with ``enable_gqa``: a Llama (GQA)
+    in fp32 on CUDA runs the math kernel and keeps about 4 bytes a score (measured on the H200:
+    Llama 3.2 1B fp32 single, micro batch 4, 81.7 GiB); GPT-2 (no GQA), bf16 and the CPU do not."""
+    from flopsweep.memory import scores_kernel
+
+    llama = LlamaConfig(name="l", n_layer=2, n_embd=256, n_head=8, n_kv_head=2, seq_len=512, vocab_size=1000)
+
+    def cfg(model, precision, device="cuda"):
+        return dataclasses.replace(
+            _cfg(), model=model, precision=PrecisionConfig(name=precision), device=device
+        )
+
+    fp32 = cfg(llama, "fp32")
+    assert scores_kernel(fp32) == "sdpa-math"
+    assert [
+        scores_kernel(c) for c in (cfg(llama, "bf16"), cfg(GPT_13B, "fp32"), cfg(llama, "fp32", "cpu"))
+    ] == ["sdpa"] * 3
+    scores = MB * 8 * 512**2 * 2  # two layers
+    gained = estimate(fp32, Layout()).activations - estimate(cfg(llama, "fp32", "cpu"), Layout()).activations
+    assert gained == 4 * scores - 4 * MB * 512 * 8 * 2  # the scores in place of the logsumexp
+
+
 def test_ddp_adds_its_buckets_and_fsdp_shards_over_dp_shard_only() -> None:
     ddp = estimate(_cfg(BackendConfig(name="ddp")), Layout())
     assert (ddp.model_states, ddp.step_states) == (18 * P, 20 * P)
