@@ -114,7 +114,15 @@ def calibration_records(
                 "predict.calibration", path, f"is not a record that may calibrate ({exc})", CALIBRATION_FIX
             ) from None
     unsearched: dict[str, str] = {}
-    found = tree.find(root, METRICS_FILE, unsearched, limit=MAX_CALIBRATION_FILES)
+    found, duplicates = tree.unique_files(
+        tree.find(root, METRICS_FILE, unsearched, limit=MAX_CALIBRATION_FILES)
+    )
+    if duplicates:  # one line, however many names a file has
+        log.warning(
+            "predict.calibration: %d %s to records found already skipped (each file is read once)",
+            duplicates,
+            "name (a hard link)" if duplicates == 1 else "names (hard links)",
+        )
     out, skipped = [], {}
     for file in found:
         try:
