@@ -5,11 +5,13 @@ written; a sweep whose job folder was planted is refused before its first job ru
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
-from helpers import run_py
+from helpers import run_py, validate
 
+from flopsweep.config import MAX_BY_KEY, ConfigError
 from flopsweep.hydrafiles import output_folder_problem
 
 
@@ -148,3 +150,71 @@ def test_a_planted_job_folder_is_refused_before_the_first_job_and_its_progress(
     assert line.startswith(f"flopsweep: {sweep / '1'} is a ") and "where job 1 of this sweep goes" in line
     assert "Fix: remove" in line and "flopsweep: job" not in done.stdout, done.stdout
     assert sorted(p.name for p in sweep.iterdir()) == ["1"] and list(victim.iterdir()) == []
+
+
+# --- a fix proposes only values inside every bound (item 4) -------------------------------------------
+
+FIX_CASES = {
+    # name: (overrides, the key refused)
+    "pp near 2^31": (["parallel.pp=2147483647"], "parallel.pp"),
+    "pp over the layer cap": (["parallel.pp=2048"], "parallel.pp"),
+    "stages per rank over the layer cap": (
+        ["parallel.pp=2", "parallel.pp_schedule=Interleaved1F1B", "parallel.pp_stages_per_rank=1000",
+         "model.n_layer=4", "nproc_per_node=2"],
+        "parallel.pp_stages_per_rank",
+    ),
+    "pipeline micro-batches near 2^31": (
+        ["parallel.pp=2", "parallel.pp_microbatches=2147483647", "nproc_per_node=2"],
+        "parallel.pp_microbatches",
+    ),
+    "tp near 2^31": (["parallel.tp=2147483647"], "parallel.tp"),
+    "dp_replicate near 2^31": (["parallel.dp_replicate=2147483647"], "parallel"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(FIX_CASES))
+def test_a_fix_proposes_only_values_inside_every_bound(hydra_compose, name: str) -> None:
+    """Each refusal's fix names no number past the bound of what it proposes to set (the layer cap
+    of 1,024 for ``model.n_layer``, 65,536 for a batch factor): a huge degree is never echoed back as
+    a size to reach."""
+    overrides, key = FIX_CASES[name]
+    with pytest.raises(ConfigError) as err:
+        validate(hydra_compose(["device=cpu", "backend=fsdp", *overrides]))
+    message = str(err.value)
+    assert message.startswith(f"Invalid config: {key}="), message
+    fix = message.split("Fix: ", 1)[1]
+    layers = re.findall(r"model\.n_layer to a multiple of (\d+)", fix)
+    assert all(int(n) <= MAX_BY_KEY["model.n_layer"] for n in layers), fix
+    assert all(int(n) <= MAX_BY_KEY["batch.grad_accum"] for n in re.findall(r"\d+", fix)), fix
+
+
+# --- a compute probe that fell back says so on the console (item 7) -----------------------------------
+
+
+@pytest.mark.slow
+def test_a_probe_that_fell_back_says_so_on_the_console(hydra_compose, tmp_path: Path, caplog) -> None:
+    """``model=hf predict.probe=true``: the probe has no separable block to time and falls back; the
+    job logs one line naming why and what the prediction used, as the record keeps it."""
+    from flopsweep.job import JobInfo, run_job
+
+    overrides = ["model=hf", "model.config=qwen3-tiny", "device=cpu", "predict.probe=true"]
+    overrides += ["steps.warmup=1", "steps.measure=1"]
+    with caplog.at_level("WARNING", logger="flopsweep"):
+        record = run_job(hydra_compose(overrides), JobInfo(job_dir=tmp_path / "run", overrides=overrides))
+    assert record["status"] == "ok", record["error"]
+    predicted = record["metrics"]["predicted"]
+    why = predicted["probe"]["fallback"]
+    assert why and "no separable block" in why
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("predict.probe:")]
+    used = predicted["source"].split("; compute probe fell back: ")[0]
+    assert lines == [f"predict.probe: the compute probe fell back ({why}); predicted from: {used}"]
+
+
+def test_no_probe_line_without_a_fallback() -> None:
+    from flopsweep.forecast import probe_fallback_line
+
+    assert probe_fallback_line({"source": "calibrated from x", "probe": {"fallback": None}}) is None
+    assert probe_fallback_line({"source": "uncalibrated"}) is None
+    assert probe_fallback_line(None) is None
+    line = probe_fallback_line({"source": "no prediction: y; compute probe fell back: too big"})
+    assert line == "predict.probe: the compute probe fell back (too big); predicted from: no prediction: y"
