@@ -59,7 +59,7 @@ def output_folder_problem(key: str, value: str) -> str | None:
     fix = "Fix: choose another directory"
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # missing, or under a file: making it says why
         st = None
     except OSError as exc:
         return f"Invalid config: {key}={value}: cannot be checked ({exc.strerror or exc}). {fix}."
