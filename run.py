@@ -32,6 +32,7 @@ from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
 from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
+from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.overrides import group_choice_problem, preset_option_keys, sweeper_extra_problem
 from flopsweep.overrides import option_kind as _option_kind
@@ -149,19 +150,17 @@ def _probe_makedirs(path: str) -> None:
 def output_dir_problem(overrides: list[str]) -> str | None:
     """One line refusing an output directory that would put records where they do not belong:
     an empty ``hydra.run.dir`` (the current directory, often the repository), a
-    ``hydra.sweep.subdir`` that leaves the sweep directory (``../x``, an absolute path), a
-    ``hydra.run.dir`` that is a symbolic link (never followed: :func:`flopsweep.files.job_folder`), or a
+    ``hydra.sweep.subdir`` that leaves the sweep directory (``../x``, an absolute path) or enters a run's
+    own files, a ``hydra.run.dir`` or ``hydra.sweep.dir`` that is a symbolic link, a FIFO or a file
+    (never followed) or lies inside a run's own files
+    (:func:`flopsweep.hydrafiles.output_folder_problem`), or a
     ``hydra.output_subdir`` (Hydra's own ``.hydra/`` writes follow links: :mod:`flopsweep.hydrafiles`)."""
     for override in overrides:
         key, _, value = override.lstrip("+~").partition("=")
         value = value.strip().strip("'\"")
-        if key == "hydra.run.dir" and value and os.path.islink(value.rstrip("/") or "/"):
-            return (
-                f"Invalid config: {key}={value}: is a symbolic link, not a folder of this run; it is never "
-                "followed (the record, the log and Hydra's files would go where it leads). "
-                "Fix: remove the link, or choose another directory."
-            )
         if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
+            if problem := output_folder_problem(key, value):  # a link, a FIFO, inside .hydra/
+                return problem
             try:
                 _probe_makedirs(value)
             except RecordUnwritable as exc:  # made, but read-only or full
@@ -182,12 +181,18 @@ def output_dir_problem(overrides: list[str]) -> str | None:
                 "any link planted in the directory; flopsweep writes them itself, into .hydra/ "
                 "(flopsweep.hydrafiles). Fix: drop the override."
             )
-        if key == "hydra.sweep.subdir" and (not value or os.path.isabs(value) or ".." in value.split("/")):
+        parts = value.split("/")
+        if key == "hydra.sweep.subdir" and (not value or os.path.isabs(value) or ".." in parts):
             return (
                 f"Invalid config: {key}={value!r}: each job's directory must stay inside hydra.sweep.dir "
                 "(no '..', not absolute), or the summary and resume=true lose its record. "
                 "Fix: drop the override (default ${hydra.job.num}), or use a relative name "
                 "such as job-${hydra.job.num}."
+            )
+        if key == "hydra.sweep.subdir" and (inside := set(parts) & set(RUN_FILES_FOLDERS)):
+            return (
+                f"Invalid config: {key}={value!r}: {min(inside)} is a run's own files; each job's "
+                "directory must not lie among them. Fix: drop the override (default ${hydra.job.num})."
             )
     return None
 

@@ -84,6 +84,7 @@ from analysis.sanitize import SafeFormatter, printable
 from analysis.spread import verdict
 from flopsweep.budget import BudgetError
 from flopsweep.text import plural
+from flopsweep.tree import folder_skipped
 
 
 def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
@@ -226,7 +227,10 @@ def implausible_note(loaded: pd.DataFrame) -> str | None:
 
 def _notes(loaded: pd.DataFrame) -> list[str]:
     unreadable = loaded.attrs.get("unreadable", {})
-    notes = [f"Unreadable, skipped: {path} ({why})" for path, why in unreadable.items()]
+    notes = [
+        f"{'Folder not searched' if folder_skipped(why) else 'Unreadable, skipped'}: {path} ({why})"
+        for path, why in unreadable.items()
+    ]
     notes += [
         f"Run id shared with another record: {d}" for d in loaded.loc[loaded["duplicate_run_id"], "run_dir"]
     ]

@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
         "paths", nargs="+", help="sweep/run directories (searched recursively), metrics.json files or globs"
     )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    p.add_argument("--output", type=Path, metavar="FILE", help="write here instead of stdout")
+    p.add_argument(
+        "--output", type=_output, metavar="FILE", help="write here instead of stdout ('-': stdout)"
+    )
     p.add_argument("--sort", type=_sort_arg, metavar="COL[:asc|:desc]", help=sort_help())
     p.add_argument(
         "--filter",
@@ -158,6 +160,12 @@ def default_width() -> int:
     if sys.stdout.isatty():
         return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
     return DEFAULT_WIDTH
+
+
+def _output(text: str) -> Path | None:
+    """``--output``'s value: a path; ``-`` is standard output (None), as Unix tools read it, never a
+    file named ``-`` (write ``./-`` for that)."""
+    return None if text == "-" else Path(text)
 
 
 def _folder(text: str) -> Path:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from flopsweep.files import not_a_record
 from flopsweep.record import METRICS_FILE
-from flopsweep.tree import find, folders
+from flopsweep.tree import find, folders, unique_files
 
 log = logging.getLogger("analysis")
 
@@ -138,18 +138,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], dict[str, str]]:
     skipped: dict[str, str] = {}
     for p in paths:
         _expand(Path(p), found, skipped)
-    seen: set[object] = set()
-    unique = []
-    for path in found:
-        try:
-            st = os.lstat(path)
-            key: object = (st.st_dev, st.st_ino)
-        except OSError:
-            key = os.path.realpath(path)
-        if key not in seen:
-            seen.add(key)
-            unique.append(path)
-    return unique, skipped
+    return unique_files(found)[0], skipped
 
 
 def find_records(paths: Iterable[str | Path]) -> list[Path]:

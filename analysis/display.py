@@ -22,6 +22,7 @@ from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, pri
 from flopsweep.columns import SETUP_SPECS, ColumnSpec
 from flopsweep.record import STATUSES
 from flopsweep.text import plural
+from flopsweep.tree import MAX_DEPTH, UNLISTED, folder_skipped
 
 __all__ = [
     "CSV_FORMULA_PREFIXES",
@@ -360,8 +361,14 @@ def summary(df: pd.DataFrame) -> str:
     if counts:
         parts[0] += " (" + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]) + ")"
     bad = df.attrs.get("unreadable", {})
-    if bad:
-        parts.append(f"{plural(len(bad), 'unreadable record')} skipped")
+    unlisted = sum(why.startswith(UNLISTED) for why in bad.values())
+    deep = sum(folder_skipped(why) for why in bad.values()) - unlisted
+    if len(bad) > deep + unlisted:
+        parts.append(f"{plural(len(bad) - deep - unlisted, 'unreadable record')} skipped")
+    if deep:  # a folder whose sub-folders lie past the walk's limit: not searched, no record
+        parts.append(f"{plural(deep, 'folder')} nested deeper than the {MAX_DEPTH}-level limit skipped")
+    if unlisted:
+        parts.append(f"{plural(unlisted, 'folder')} that cannot be listed skipped")
     if "duplicate_run_id" in df and (n := int(df["duplicate_run_id"].sum())):
         parts.append(f"{plural(n, 'row')} share{'s' if n == 1 else ''} a run id (dup-id)")
     if "tflops_mismatch" in df and (n := int(df["tflops_mismatch"].sum())):

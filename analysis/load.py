@@ -88,6 +88,7 @@ from flopsweep.identity import RANK_COUNT_KEYS, setup_key  # noqa: F401 - RANK_C
 from flopsweep.plausible import calibration_problems
 from flopsweep.predict import calibration_view, predict_record
 from flopsweep.text import plural
+from flopsweep.tree import folder_skipped
 
 log = logging.getLogger("analysis")
 
@@ -366,7 +367,10 @@ def load(
         paths = [paths]
     found, bad = discover(paths)
     for shown, why in bad.items():
-        log.warning("skipping unreadable record %s: %s", shown, why)
+        if folder_skipped(why):  # a folder nested past the walk's limit, or unlistable: no record
+            log.warning("skipping the folder %s: %s", shown, why)
+        else:
+            log.warning("skipping unreadable record %s: %s", shown, why)
     rows, named = _read_rows(found, bad, predict, budget or ReadBudget())
     if predict:
         made = fill_predictions(named)

@@ -12,12 +12,14 @@ better comes from :data:`analysis.load.BETTER` (``MetricSpec.better`` of
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, failed_checks, rankable
+from analysis.sanitize import printable
 from analysis.spread import ci_of, speedup_interval
 from flopsweep.columns import IDENTITY_COLUMNS, dependents
 from flopsweep.identity import LAYOUT_ROW_KEYS, compared_layout
@@ -161,6 +163,23 @@ def setup_key(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     return key
 
 
+MAX_LISTED = 12
+"""The most values of a column a message lists (:func:`_present`)."""
+
+
+def _present(ok_runs: pd.DataFrame, baseline: Mapping[str, Any]) -> str:
+    """What the ok runs hold for the keys of ``baseline``, as a fix: ``the ok runs have
+    backend=ddp,fsdp; give one of those`` (at most :data:`MAX_LISTED` values a key, in order)."""
+    if ok_runs.empty:
+        return "no run is ok, so none can be a baseline"
+    held = []
+    for k in baseline:
+        values = sorted({printable(v) for v in ok_runs[k] if not (isinstance(v, float) and math.isnan(v))})
+        more = f",... ({len(values)} values)" if len(values) > MAX_LISTED else ""
+        held.append(f"{k}={','.join(values[:MAX_LISTED])}{more}" if values else f"{k} blank")
+    return f"the ok runs have {'; '.join(held)}: give one of those values"
+
+
 def compare(
     df: pd.DataFrame,
     baseline: Mapping[str, Any],
@@ -199,7 +218,7 @@ def compare(
     is_base = ok & mask(df, baseline, "baseline")
     if not is_base.any():
         shown = ", ".join(f"{k}={v}" for k, v in baseline.items())
-        raise AnalysisError(f"no ok run matches the baseline {shown}")
+        raise AnalysisError(f"no ok run matches the baseline {shown}; {_present(df[ok], baseline)}")
     key = setup_key(_compared(df), keys)
     base = df.loc[is_base, metric].groupby(key[is_base]).mean()
     ref = key.map(base)

@@ -391,14 +391,63 @@ def _shown(value: Any) -> str:
     return repr(text[:200]) if text else "none"
 
 
-def _lock_or_exit(run_dir: Path) -> Any:
+def _lock_or_exit(run_dir: Path, key: str) -> Any:
     """:func:`lock_sweep_dir`, or the refusal's one line and exit status 1 (Hydra turns a
-    callback's exceptions into warnings, so a raise would let the run go on)."""
+    callback's exceptions into warnings, so a raise would let the run go on). First, ``run_dir``
+    (the value of ``key``, ``hydra.run.dir`` or ``hydra.sweep.dir``, also when a config file set it)
+    must be a folder or missing, outside a run's own files
+    (:func:`flopsweep.hydrafiles.output_folder_problem`)."""
+    from flopsweep.hydrafiles import output_folder_problem
+
+    if problem := output_folder_problem(key, str(run_dir)):
+        print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
+        raise SystemExit(1)
     try:
         return lock_sweep_dir(run_dir)
     except SweepBusy as exc:
         print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
+
+
+MAX_JOB_FOLDERS = 100_000
+"""At most this many entries of a sweep folder are looked at for job folders planted before it
+starts (:func:`job_folders_problem`)."""
+
+
+def job_folders_problem(config: Any) -> str | None:
+    """The one-line refusal of a sweep one of whose job folders (``hydra.sweep.dir/N``, Hydra's
+    default ``hydra.sweep.subdir``, N below the sweep's job count, :func:`sweep_size`) is already
+    there and is not a folder (a symbolic link, dangling or not, a FIFO, a file): the job would be
+    refused after the jobs before it ran (:func:`flopsweep.files.job_folder`), so the sweep is
+    refused at its start. None when there is none, or the jobs' folders cannot be told (another
+    ``hydra.sweep.subdir``: each job still refuses its own). At most :data:`MAX_JOB_FOLDERS`
+    entries are looked at, links never followed."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.files import file_kind
+
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+    total = sweep_size(config)
+    if subdir != "${hydra.job.num}" or total is None:
+        return None
+    try:
+        with os.scandir(sweep_dir) as entries:
+            for entry in itertools.islice(entries, MAX_JOB_FOLDERS):
+                if (
+                    entry.name.isdigit()
+                    and int(entry.name) < total
+                    and not entry.is_dir(follow_symlinks=False)
+                ):
+                    kind = file_kind(entry.stat(follow_symlinks=False).st_mode)
+                    return (
+                        f"{entry.path} is a {kind}, not a folder flopsweep made, where job {entry.name} "
+                        f"of this sweep goes; it is never followed or written through. Fix: remove "
+                        f"{entry.path}, or choose another hydra.sweep.dir"
+                    )
+    except OSError:  # missing (a new sweep), or unreadable: each job checks its own folder
+        return None
+    return None
 
 
 class SweepSummary(Callback):
@@ -423,7 +472,7 @@ class SweepSummary(Callback):
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         """A single run locks its directory too (a second run or a sweep there is refused)."""
-        self.lock = _lock_or_exit(Path(str(config.hydra.run.dir)))
+        self.lock = _lock_or_exit(Path(str(config.hydra.run.dir)), "hydra.run.dir")
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         from flopsweep.files import RecordUnwritable
@@ -432,7 +481,10 @@ class SweepSummary(Callback):
         if problem := sweeper_problem(config):  # before anything is made
             print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
             raise SystemExit(1)
-        self.lock = _lock_or_exit(Path(str(config.hydra.sweep.dir)))
+        if problem := job_folders_problem(config):  # before the first job: refused first, not after one ran
+            print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
+            raise SystemExit(1)
+        self.lock = _lock_or_exit(Path(str(config.hydra.sweep.dir)), "hydra.sweep.dir")
         target = str((config.hydra.get("launcher") or {}).get("_target_", ""))
         try:  # flopsweep's Slurm launchers make it when they submit, after their own refusals
             submitit_folder(config.hydra.get("launcher"), make="flopsweep_slurm" not in target)
@@ -478,8 +530,9 @@ class SweepSummary(Callback):
         print(line, flush=True)
 
     def on_job_end(self, config: Any, job_return: JobReturn, **kwargs: Any) -> None:
-        self.job_done(Path(str(config.hydra.runtime.output_dir)))
         stop = job_return._return_value if job_return.status == JobStatus.FAILED else None
+        if not isinstance(stop, RecordRefused):  # a refused job did not run: its line, no progress
+            self.job_done(Path(str(config.hydra.runtime.output_dir)))
         if isinstance(stop, SweepStopped):
             self._print(config, " (stopped early by fail_fast)")
         if isinstance(stop, SweepStopped | RecordRefused) and os.getpid() == self.pid:

@@ -114,7 +114,15 @@ def calibration_records(
                 "predict.calibration", path, f"is not a record that may calibrate ({exc})", CALIBRATION_FIX
             ) from None
     unsearched: dict[str, str] = {}
-    found = tree.find(root, METRICS_FILE, unsearched, limit=MAX_CALIBRATION_FILES)
+    found, duplicates = tree.unique_files(
+        tree.find(root, METRICS_FILE, unsearched, limit=MAX_CALIBRATION_FILES)
+    )
+    if duplicates:  # one line, however many names a file has
+        log.warning(
+            "predict.calibration: %d %s to records found already skipped (each file is read once)",
+            duplicates,
+            "name (a hard link)" if duplicates == 1 else "names (hard links)",
+        )
     out, skipped = [], {}
     for file in found:
         try:
@@ -277,17 +285,37 @@ def prediction(
     return made if pieces is None else {**made, "probe": pieces}
 
 
+FELL_BACK = "compute probe fell back: "
+"""How a prediction's ``source`` names a compute probe that fell back (:func:`_probed`)."""
+
+
+def probe_fallback_line(predicted: dict[str, Any] | None) -> str | None:
+    """The console line of a run's ``metrics.predicted`` whose compute probe (``predict.probe=true``)
+    fell back, naming why and what the prediction used instead; None when it did not (or there was
+    no probe). The record keeps the same under ``metrics.predicted.probe.fallback`` and ``source``."""
+    predicted = predicted or {}
+    source = str(predicted.get("source") or "")
+    why = (predicted.get("probe") or {}).get("fallback")
+    if not why and FELL_BACK in source:
+        why = source.split(FELL_BACK, 1)[1]
+    if not why:
+        return None
+    used = source.split(f"; {FELL_BACK}", 1)[0] if source and not source.startswith(FELL_BACK) else "none"
+    why = printable(str(why))[:300]
+    return f"predict.probe: the compute probe fell back ({why}); predicted from: {printable(used)[:300]}"
+
+
 def _probed(target: pr.Workload, pieces: dict[str, Any] | None) -> tuple[pr.Compute | None, str]:
     """The compute from the probe's ``pieces`` (None without ``predict.probe``), or None and why it
     fell back (``"compute probe fell back: ..."``, for the source of the estimate used instead)."""
     if pieces is None:
         return None, ""
     if pieces.get("fallback"):
-        return None, f"compute probe fell back: {pieces['fallback']}"
+        return None, f"{FELL_BACK}{pieces['fallback']}"
     try:
         made = pr.compute_from_probe(target, pr.ProbeTimes.of(pieces))
     except pr.PredictionError as exc:
-        return None, f"compute probe fell back: {exc}"
+        return None, f"{FELL_BACK}{exc}"
     note = pieces.get("optimizer_note")
     return (dataclasses.replace(made, source=f"{made.source}; {note}") if note else made), ""
 

@@ -36,6 +36,61 @@ from flopsweep.files import RecordUnwritable, own_folder, private_folder, replac
 HYDRA_DIR = ".hydra"
 """The job's folder of Hydra files (Hydra's default ``hydra.output_subdir``)."""
 MULTIRUN_FILE = "multirun.yaml"
+RUN_FILES_FOLDERS = (HYDRA_DIR, ".submitit", ".flopsweep")
+"""A run's own files (Hydra's ``.hydra/``, submitit's pickles and logs, flopsweep's scratch folder,
+:data:`flopsweep.launch.SCRATCH`): no run or sweep directory may lie inside one of them (its record,
+log and Hydra files would be written among another run's files, and replaced with them)."""
+
+
+def output_folder_problem(key: str, value: str) -> str | None:
+    """One line refusing ``value`` as ``key`` (``hydra.run.dir``, ``hydra.sweep.dir``) before
+    anything is made or written, else None (missing, or a real folder):
+
+    - something there that is not a folder: a symbolic link (to a folder, a file, dangling or
+      looping: never followed, the records and Hydra's files would go where it leads), a FIFO, a
+      file, a socket, a device;
+    - a path inside a run's own files (:data:`RUN_FILES_FOLDERS`), as written or once its links are
+      resolved (``R/.hydra``, ``S/0/.flopsweep/x``, ``S/.submitit/1``).
+
+    The value is taken as Hydra takes it: relative to the current directory, ``.`` and ``..`` and a
+    trailing ``/`` as ``os.path.normpath`` reads them.
+    """
+    path = os.path.normpath(os.path.abspath(os.path.expanduser(value)))
+    fix = "Fix: choose another directory"
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):  # missing, or under a file: making it says why
+        st = None
+    except OSError as exc:
+        return f"Invalid config: {key}={value}: cannot be checked ({exc.strerror or exc}). {fix}."
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        what = _not_a_folder(path, st)
+        return (
+            f"Invalid config: {key}={value}: is {what}, not a folder of this run; it is never followed "
+            f"or written through (the records, the log and Hydra's files would go there). "
+            f"Fix: remove {path} if it is yours, or choose another directory."
+        )
+    parts = Path(path).parts + Path(os.path.realpath(path)).parts
+    if inside := next((part for part in parts if part in RUN_FILES_FOLDERS), None):
+        return (
+            f"Invalid config: {key}={value}: is inside a {inside} folder, a run's own files; the "
+            f"records and Hydra's files would be written among them. {fix}, outside any "
+            f"{', '.join(RUN_FILES_FOLDERS)} folder."
+        )
+    return None
+
+
+def _not_a_folder(path: str, st: os.stat_result) -> str:
+    """``a symbolic link to /x``, ``a dangling symbolic link to /x``, ``a FIFO``, ``a regular file``."""
+    from flopsweep.files import file_kind
+
+    if not stat.S_ISLNK(st.st_mode):
+        return f"a {file_kind(st.st_mode)}"
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return f"a {'' if os.path.exists(path) else 'dangling '}symbolic link (to {target})"
 
 
 def _as_hydra_wrote(hydra_root: Any) -> Any:

@@ -219,10 +219,12 @@ class Layout:
     def label(self, pp_schedule: str | None = None) -> str:
         """A compact name of the layout for tables, plan rows and plot legends: the degrees above 1
         in mesh order (:data:`MESH_ORDER`), the data-parallel pair as ``replicate x shard`` (HSDP)
-        and the pipeline with its schedule, then ``cp``, ``tp`` and ``ep``. ``dp8`` (FSDP, ZeRO or DDP
-        over 8 ranks), ``dp2x4`` (HSDP: 2 replicas of 4-way shards), ``dp4 tp2``, ``tp8``,
-        ``pp2/1F1B dp4``; ``dp1`` for one rank. The backend column says which data-parallel method
-        the ``dp`` part is."""
+        and the pipeline with its schedule, then ``cp``, ``tp`` and ``ep``. ``dp8`` (FSDP or ZeRO
+        over 8 ranks), ``dp8x1`` (DDP over 8 ranks, recorded as 8 replicas of unsharded weights,
+        :meth:`for_backend`; an FSDP2 run with ``parallel.dp_replicate=8`` alike), ``dp2x4`` (HSDP: 2
+        replicas of 4-way shards), ``dp4 tp2``, ``tp8``, ``pp2/1F1B dp4``; ``dp1`` for one rank. The
+        backend column says which data-parallel method the ``dp`` part is (``--baseline`` compares
+        DDP's ``dpNx1`` with FSDP2's ``dpN``: :func:`flopsweep.identity.compared_layout`)."""
         parts = [f"pp{self.pp}" + (f"/{pp_schedule}" if pp_schedule else "")] if self.pp > 1 else []
         if self.dp_replicate > 1:
             parts.append(f"dp{self.dp_replicate}x{self.dp_shard}")

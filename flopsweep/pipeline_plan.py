@@ -12,7 +12,7 @@ import dataclasses
 import math
 from typing import Any
 
-from flopsweep.config import ConfigError, RunConfig
+from flopsweep.config import MAX_BY_KEY, MAX_INT, ConfigError, RunConfig
 from flopsweep.layout import pipeline_keys, smaller_degree, stated_world_size
 
 ARCHS = ("gpt2", "llama")
@@ -161,11 +161,12 @@ def _check_stages(cfg: RunConfig) -> None:
         world = stated_world_size(cfg.nproc_per_node, cfg.nnodes)
         sizes = [n_layer // v] if n_layer % v == 0 else [n_layer]
         fix = smaller_degree("pp", p, world, sizes, least=2 if keys else 1)
+        fixes = [fix, _n_layer_fix("set model.n_layer", p.pp * v)]
         raise ConfigError(
             "parallel.pp",
             p.pp,
             f"does not divide model.n_layer={n_layer} into equal stages",
-            f"{fix + ', or ' if fix else ''}set model.n_layer to a multiple of {p.pp * v}",
+            ", or ".join(f for f in fixes if f) or f"set parallel.pp to a divisor of {n_layer}",
         )
     if n_layer % (p.pp * v):
         # pp x d stages divide n_layer, so d <= n_layer / pp: a bounded search for any v (1 at least,
@@ -176,8 +177,18 @@ def _check_stages(cfg: RunConfig) -> None:
             v,
             f"{p.pp} pipeline ranks x {v} stages per rank = {p.pp * v} stages do not divide "
             f"model.n_layer={n_layer}",
-            f"set parallel.pp_stages_per_rank={fewer}, or model.n_layer to a multiple of {p.pp * v}",
+            ", or ".join(
+                f
+                for f in (f"set parallel.pp_stages_per_rank={fewer}", _n_layer_fix("model.n_layer", p.pp * v))
+                if f
+            ),
         )
+
+
+def _n_layer_fix(verb: str, stages: int) -> str:
+    """``"<verb> to a multiple of <stages>"`` when such an ``model.n_layer`` is inside its bound
+    (:data:`flopsweep.config.MAX_BY_KEY`), else "" (a fix must propose only values a run may ask for)."""
+    return f"{verb} to a multiple of {stages}" if stages <= MAX_BY_KEY["model.n_layer"] else ""
 
 
 def _check_microbatches(cfg: RunConfig) -> None:
@@ -225,14 +236,17 @@ def resolve(cfg: RunConfig) -> RunConfig:
                 f"set batch.global_batch_size to a multiple of {step} (data-parallel ranks {dp} x "
                 f"lcm(batch.micro_batch_size, {m}))"
             )
-        else:
+            change = change if step <= MAX_INT else ""
+        else:  # grad_accum=m (or a multiple of m) makes one: offered only where it is in bounds
             change = f"set batch.micro_batch_size x batch.grad_accum to a multiple of {m}"
+            change = change if m <= MAX_BY_KEY["batch.grad_accum"] else ""
         raise ConfigError(
             "parallel.pp_microbatches",
             m,
             f"does not split the local batch batch.micro_batch_size x batch.grad_accum = "
             f"{b.micro_batch_size} x {b.grad_accum} = {local} sequences into equal pipeline micro-batches",
-            f"{change}, or parallel.pp_microbatches to a divisor of {local} (at least the number of stages)",
+            f"{change + ', or ' if change else 'set '}parallel.pp_microbatches to a divisor of {local} "
+            "(at least the number of stages)",
         )
     v = stages_per_rank(p.pp_schedule, p.pp_stages_per_rank)
     return dataclasses.replace(cfg, parallel=dataclasses.replace(p, pp_microbatches=m, pp_stages_per_rank=v))

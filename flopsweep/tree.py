@@ -23,8 +23,19 @@ MAX_DEPTH = 32
 levels down (``S/0/metrics.json``, ``S/0/batch_search/mbs4/metrics.json``), a folder of dated sweeps
 adds two (``multirun/DATE/TIME/``); 32 leaves room for any real tree and stops a planted chain."""
 
-DEEPER = "folders below it not searched: nested more than {depth} levels below {root}"
+DEEPER = (
+    "folders below it not searched: nested more than {depth} levels below {root} (flopsweep's limit of "
+    "a walk)"
+)
 """The reason a walk names a folder whose sub-folders it did not enter (:data:`MAX_DEPTH`)."""
+UNLISTED = "cannot list the directory: "
+"""The start of the reason a walk names a folder it could not list."""
+
+
+def folder_skipped(why: str) -> bool:
+    """True when ``why`` is a walk's reason for a folder (:data:`DEEPER`, :data:`UNLISTED`), not a
+    file's: such a path is a folder not searched, never an unreadable record."""
+    return why.startswith((DEEPER.split("{", 1)[0], UNLISTED))
 
 
 def _shown(path: str | Path) -> str:
@@ -52,7 +63,7 @@ def walk(
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            skipped[_shown(folder)] = f"cannot list the directory: {exc.strerror or exc}"
+            skipped[_shown(folder)] = f"{UNLISTED}{exc.strerror or exc}"
             continue
         yield folder, entries
         below = []
@@ -104,3 +115,23 @@ def folders(root: str | Path, skipped: dict[str, str], *, max_depth: int = MAX_D
     """``root`` and every folder below it (:func:`walk`: no link followed below ``root``), for a
     ``**`` in a glob."""
     return [folder for folder, _ in walk(root, skipped, max_depth=max_depth)]
+
+
+def unique_files(paths: list[Path]) -> tuple[list[Path], int]:
+    """``(paths, duplicates)``: ``paths`` less each that names a file met already under another
+    name (a hard link, or the same path twice: the same device and inode, by ``lstat``; a path that
+    cannot be examined by its real path), in order; ``duplicates`` is how many were left out. So a
+    file is read once, whatever number of names it has (the analysis' :func:`analysis.discover.discover`
+    and ``predict.calibration``, :func:`flopsweep.forecast.calibration_records`)."""
+    seen: set[object] = set()
+    unique = []
+    for path in paths:
+        try:
+            st = os.lstat(path)
+            key: object = (st.st_dev, st.st_ino)
+        except OSError:
+            key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            unique.append(path)
+    return unique, len(paths) - len(unique)

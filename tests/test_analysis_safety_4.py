@@ -671,3 +671,53 @@ def test_an_output_never_replaces_what_is_not_a_regular_file(tmp_path, capsys, p
     assert code == 2 and out == "" and err.count("\n") == 1 and "not a regular file" in err, err
     after = os.lstat(target)
     assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+
+
+# --- round five: what a fresh user still met ---------------------------------------------------------
+
+
+def test_a_too_deep_folder_is_a_folder_skipped_not_an_unreadable_record(deep_sweep, capsys, caplog):
+    """The 3,000-level chain beside a record: the footer says a folder nested past the walk's limit
+    was skipped (never "unreadable record"), the warning names a folder and flopsweep's limit."""
+    code, out, err = cli(capsys, deep_sweep)
+    assert code == 0
+    footer = f"1 run (1 ok); 1 folder nested deeper than the {tree.MAX_DEPTH}-level limit skipped"
+    assert footer in (out + err).splitlines(), out + err
+    assert "unreadable record" not in out + err + caplog.text
+    assert "skipping the folder " in caplog.text and "flopsweep's limit of a walk" in caplog.text
+
+
+def test_output_dash_writes_to_stdout_and_no_file_named_dash(tmp_path, capsys, monkeypatch):
+    put(tmp_path / "runs" / "0", ok_record())
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, tmp_path / "runs", "--output", "-", "--format", "csv")
+    assert code == 0, err
+    assert out.startswith('"model",') and "wrote" not in err
+    assert not (tmp_path / "-").exists()
+
+
+def test_a_baseline_no_run_matches_lists_the_values_present(tmp_path, capsys):
+    rec = ok_record()
+    put(tmp_path / "runs" / "0", rec)
+    backend = rec["config"]["backend"]["name"]
+    code, out, err = cli(capsys, tmp_path / "runs", "--baseline", "backend=zero3")
+    line = err.strip().splitlines()[-1]
+    assert code != 0 and "no ok run matches the baseline backend=zero3" in line, err
+    assert f"the ok runs have backend={backend}: give one of those values" in line
+
+
+def test_hard_links_in_a_calibration_folder_are_one_warning(tmp_path, caplog):
+    """300 hard links to one record in a calibration folder: one record read, and one warning saying
+    how many names were skipped (not 300)."""
+    first = put(tmp_path / "runs" / "000", ok_record())
+    for i in range(1, 301):
+        (tmp_path / "runs" / f"{i:03d}").mkdir()
+        os.link(first, tmp_path / "runs" / f"{i:03d}" / "metrics.json")
+    with caplog.at_level("WARNING"):
+        views = calibration_records(str(tmp_path / "runs"))
+    assert [name for name, _ in views] == [str(first)]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        "predict.calibration: 300 names (hard links) to records found already skipped "
+        "(each file is read once)"
+    ]

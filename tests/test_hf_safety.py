@@ -61,8 +61,39 @@ def _file(tmp_path: Path, name: str, content: dict | str) -> str:
 QWEN_TEXT = json.dumps(QWEN)[:-1]  # the object without its closing brace: raw JSON text appended
 HOSTILE = {
     # name: (the file: a dict, or raw text; words the one line holds)
-    "5000-deep array": ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "nests"),
-    "20-deep object": ({**QWEN, "extra": json.loads('{"a":' * 20 + "1" + "}" * 20)}, "deep"),
+    "5000-deep array": ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "at most 16 levels, flopsweep's limit"),
+    "20-deep object": (
+        {**QWEN, "extra": json.loads('{"a":' * 20 + "1" + "}" * 20)},
+        "flopsweep reads at most 16 levels",
+    ),
+    # a number past MAX_INT names the bound of its field, not MAX_INT
+    "hidden_size 10^12": (
+        {**QWEN, "hidden_size": 10**12},
+        "hidden_size=1000000000000, beyond the bound of 65536",
+    ),
+    "gpt-neo num_layers 10^12": ({**NEO, "num_layers": 10**12}, "beyond the bound of 1024"),
+    "max_position_embeddings 10^10": (
+        {**QWEN, "max_position_embeddings": 10**10},
+        "beyond the bound of 16777216",
+    ),
+    "num_experts 10^11": ({**MOE, "num_experts": 10**11}, "beyond the bound of 16384"),
+    # quantised weights: flopsweep measures unquantised training
+    "bitsandbytes quantization_config": (
+        {**QWEN, "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True}},
+        "has quantization_config (quant_method 'bitsandbytes'): it describes quantised weights",
+    ),
+    "fp8 quantization_config": (
+        {**QWEN, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}},
+        "quant_method 'fp8'",
+    ),
+    "quantization_config without a method": (
+        {**QWEN, "quantization_config": {"bits": 4}},
+        "quantization_config",
+    ),
+    "quantization_config in text_config": (
+        {**QWEN, "text_config": {"quantization_config": {"quant_method": "awq"}}},
+        "text_config.quantization_config",
+    ),
     "top-level array": ("[1, 2]", "not an object"),
     "head_dim 0": ({**QWEN, "head_dim": 0}, "head_dim=0"),
     "head_dim -1": ({**QWEN, "head_dim": -1}, "head_dim=-1"),

@@ -80,6 +80,8 @@ def measured(job: JobResult) -> JobResult:
         gemm_tflops=metrics.get("measured_matmul_tflops"),
         compute_probe=job.facts.compute_probe,
     )
+    if line := forecast.probe_fallback_line(metrics["predicted"]):  # the console says it too
+        log.warning("%s", line)
     if problem := sanity_problem(cfg, metrics, cfg.device):
         return job.fail("invalid", rec.error("TimingSanity", problem, "measure"))
     job.status, job.metrics = "ok", metrics

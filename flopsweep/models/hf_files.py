@@ -176,33 +176,38 @@ def parse(raw: bytes, value: str) -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except RecursionError:
-        problem = f"nests arrays or objects deeper than Python's JSON parser goes (at most {MAX_DEPTH})"
+        problem = (
+            f"nests arrays or objects deeper than flopsweep reads a config.json (at most {MAX_DEPTH} "
+            "levels, flopsweep's limit)"
+        )
         raise ConfigError(KEY, value, problem, "give a model's config.json") from None
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an int over 4300 digits
         raise ConfigError(KEY, value, f"is not valid JSON ({exc})", "give a model's config.json") from None
     if not isinstance(data, dict):
         raise ConfigError(KEY, value, "is JSON but not an object", "give a model's config.json")
-    if found := _walk(data):
+    if found := _walk(data, _bound_of(data)):
         field, problem = found
         raise ConfigError(KEY, value, problem, f"give a model's config.json with {field} corrected")
     return data
 
 
-def _walk(data: dict[str, Any]) -> tuple[str, str] | None:
+def _walk(data: dict[str, Any], bound_of: Any) -> tuple[str, str] | None:
     """``(field, problem)`` of the first value :func:`parse` refuses in ``data``, walked without
-    recursion (``rope_scaling.factor``, ``x.0.1`` in a list); None."""
+    recursion (``rope_scaling.factor``, ``x.0.1`` in a list); None. A whole number past ``MAX_INT`` is
+    named with the bound that applies to its field (``bound_of(field)``: ``hidden_size`` 65536)."""
     stack: list[tuple[str, Any, int]] = [("", data, 1)]
     while stack:
         where, node, depth = stack.pop()
         if isinstance(node, (dict, list)):
             if depth > MAX_DEPTH:
-                return where, f"nests objects and arrays {depth} deep at {where} (at most {MAX_DEPTH})"
+                limit = f"flopsweep reads at most {MAX_DEPTH} levels"
+                return where, f"nests objects and arrays {depth} deep at {where} ({limit})"
             items = node.items() if isinstance(node, dict) else enumerate(node)
             stack.extend((f"{where}.{_label(k)}" if where else _label(k), v, depth + 1) for k, v in items)
         elif isinstance(node, float) and not math.isfinite(node):
             return where, f"has {where}={node}, not a finite number"
         elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
-            return where, f"has {where}={_shown(node)}, beyond the bound of {MAX_INT}"
+            return where, f"has {where}={_shown(node)}, beyond the bound of {bound_of(where)}"
         elif isinstance(node, str) and len(node) > MAX_SHOWN and where != "_name_or_path":
             shown = f"{_brief(node)}, a string of {len(node)} characters"
             return where, f"has {where}={shown} (at most {MAX_SHOWN} are taken)"
@@ -423,6 +428,21 @@ def _bounds() -> dict[str, float]:
     return bounds
 
 
+def _field_bound(names: set[str], bounds: dict[str, float]) -> int:
+    """The bound of a field that stands for ``names`` (:func:`_aliases`): the least of theirs in
+    ``bounds`` (:func:`_bounds`), else ``config.MAX_INT``."""
+    return int(min((bounds[n] for n in names if n in bounds), default=MAX_INT))
+
+
+def _bound_of(data: dict[str, Any]) -> Any:
+    """``field -> bound`` for the top-level fields of ``data`` as :func:`check_raw` bounds them (a
+    nested field, ``rope_scaling.factor``: ``config.MAX_INT``)."""
+    bounds = _bounds()
+    model_type = data.get("model_type")
+    aliases = _aliases(model_type) if isinstance(model_type, str) else {}
+    return lambda field: _field_bound(aliases.get(field, {field}), bounds) if "." not in field else MAX_INT
+
+
 def _aliases(model_type: str) -> dict[str, set[str]]:
     """``{json key: the names it stands for}`` from the config class's ``attribute_map`` (GPT-Neo's
     ``num_layers`` is ``num_hidden_layers``, Mixtral's ``num_local_experts`` also ``num_experts``):
@@ -441,6 +461,37 @@ def _aliases(model_type: str) -> dict[str, set[str]]:
     return out
 
 
+QUANTIZATION_KEYS = ("quantization_config", "quantization")
+"""The fields with which a ``config.json`` describes quantised weights (``transformers``'
+``quantization_config``: bitsandbytes, GPTQ, AWQ, FP8 ...; ``quantization`` in some exports)."""
+
+
+def quantized_problem(src: Source) -> None:
+    """Refuse a ``config.json`` that describes quantised weights (a :data:`QUANTIZATION_KEYS` field,
+    at the top or in a nested ``text_config``): flopsweep builds the model from the config alone and
+    measures unquantised training (bf16/fp32 weights, full gradients), so the record would claim the
+    quantised model it names while another ran.
+
+    Raises:
+        ConfigError: naming ``model.config``, the field (and its ``quant_method``) and the fix.
+    """
+    for where, node in (("", src.data), ("text_config.", src.data.get("text_config"))):
+        if not isinstance(node, dict):
+            continue
+        key = next((k for k in QUANTIZATION_KEYS if node.get(k) is not None), None)
+        if key is None:
+            continue
+        method = node[key].get("quant_method") if isinstance(node[key], dict) else None
+        shown = f" (quant_method {_brief(method)})" if method is not None else ""
+        raise ConfigError(
+            KEY,
+            str(src.path),
+            f"has {where}{key}{shown}: it describes quantised weights, and flopsweep measures "
+            "unquantised training (the record would claim the quantised model)",
+            f"give the config.json of the unquantised model, or remove {where}{key} from a copy of it",
+        )
+
+
 def check_raw(src: Source) -> None:
     """The file's numbers before transformers builds anything from them (a ``num_hidden_layers`` of
     10^12 made transformers fill per-layer lists until memory ran out), each field under every name
@@ -454,6 +505,7 @@ def check_raw(src: Source) -> None:
         ConfigError: naming ``model.config``, the JSON field, its value and the fix.
     """
     bounds, value = _bounds(), str(src.path)
+    quantized_problem(src)
     aliases = _aliases(str(src.data.get("model_type")))
     for key, raw in src.data.items():
         names, field = aliases.get(key, {key}), _label(key)
@@ -465,7 +517,7 @@ def check_raw(src: Source) -> None:
                 f"has {field}={_brief(raw)}, not a whole number",
                 f"write {field} as a JSON integer",
             )
-        bound = int(min((bounds[n] for n in names if n in bounds), default=MAX_INT))
+        bound = _field_bound(names, bounds)
         if whole and abs(raw) > bound:
             raise ConfigError(
                 KEY,
