@@ -209,6 +209,8 @@ class ParallelConfig:
 
 @dataclass(kw_only=True)
 class StepsConfig:
+    """How many optimizer steps run: unmeasured warm-up first, then the measured ones."""
+
     warmup: int = 2
     """Unmeasured optimizer steps (compilation, allocator warm-up)."""
     measure: int = 5
@@ -223,10 +225,15 @@ class OptimConfig:
     """AdamW settings, the same for every backend."""
 
     lr: float = 1e-4
+    """Learning rate, constant over the run (no schedule: a few steps are measured)."""
     beta1: float = 0.9
+    """AdamW's first-moment decay ``beta_1``."""
     beta2: float = 0.95
+    """AdamW's second-moment decay ``beta_2``."""
     eps: float = 1e-8
+    """AdamW's ``eps``, added to the root of the second moment."""
     weight_decay: float = 0.1
+    """AdamW's decoupled weight decay, applied to every parameter."""
     grad_clip: float = 1.0
     """Max global gradient L2 norm; 0: no clipping."""
     in_backward: bool = False
@@ -365,14 +372,23 @@ class RunConfig:
     """One sweep point: the root of the Hydra config (``conf/config.yaml``)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
+    """The model's family and shape (``model=gpt-1.3b``: ``conf/model/``)."""
     attention: AttentionConfig = field(default_factory=AttentionConfig)
+    """How attention is computed (``attention=sdpa``: ``conf/attention/``)."""
     backend: BackendConfig = field(default_factory=BackendConfig)
+    """The distributed strategy (``backend=fsdp``: ``conf/backend/``)."""
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    """The mixed-precision policy (``precision=bf16``: ``conf/precision/``)."""
     batch: BatchConfig = field(default_factory=BatchConfig)
+    """The per-rank batch (``batch=fixed``: ``conf/batch/``)."""
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    """The parallel layout: how the world's ranks split into degrees."""
     steps: StepsConfig = field(default_factory=StepsConfig)
+    """Warm-up and measured optimizer steps."""
     optim: OptimConfig = field(default_factory=OptimConfig)
+    """The AdamW optimizer."""
     loss: LossConfig = field(default_factory=LossConfig)
+    """The LM head's cross-entropy."""
     nproc_per_node: str = "auto"
     """Ranks per node: an int, or ``auto`` (the GPU count, else 1). The plan holds it as an int."""
     nnodes: int = 1
