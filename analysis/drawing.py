@@ -432,7 +432,7 @@ BAR_LABEL_WIDTH = 34
 """Characters per line of a set-up's label beside its bar (:func:`bar_figure`; longer labels wrap)."""
 
 
-def _bar_rows(panel: pd.DataFrame, y: str) -> pd.DataFrame:
+def _bar_rows(panel: pd.DataFrame, y: str, mark: str | None = None) -> pd.DataFrame:
     """One row per set-up label of ``panel``: the mean ``y`` of its ok runs with the widest 95%
     interval among them (``lo``, ``hi``; NaN without one), and the status of a failed set-up (one
     with no ok run), best first, failed set-ups last."""
@@ -442,19 +442,30 @@ def _bar_rows(panel: pd.DataFrame, y: str) -> pd.DataFrame:
         lo = ok[f"{y}_ci_low"].min() if f"{y}_ci_low" in ok else math.nan
         hi = ok[f"{y}_ci_high"].max() if f"{y}_ci_high" in ok else math.nan
         status = "ok" if not ok.empty else str(runs["status"].iloc[0])
-        rows.append({"label": label, "value": ok[y].mean(), "lo": lo, "hi": hi, "status": status})
+        marked = ok[mark].mean() if mark and mark in ok else math.nan
+        rows.append(
+            {"label": label, "value": ok[y].mean(), "lo": lo, "hi": hi, "status": status, "mark": marked}
+        )
     out = pd.DataFrame(rows)
     return out.sort_values("value", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
 
 
 def bar_figure(
-    df: pd.DataFrame, *, y: str, series: str, title: str, xlabel: str, facet: str = "model"
+    df: pd.DataFrame,
+    *,
+    y: str,
+    series: str,
+    title: str,
+    xlabel: str,
+    facet: str = "model",
+    mark: tuple[str, str] | None = None,
 ) -> Figure:
     """One horizontal bar per set-up (its mean ``y`` over ok runs, the 95% interval as an error bar
     where the column has one), the best on top, one panel per ``facet`` value (at most
     :data:`MAX_PANELS`, :func:`choose_panels`). A set-up is named by ``series`` and the knobs that
     differ between the set-ups of the whole figure (:func:`series_labels`), wrapped beside its bar, so
     labels never overlap; a set-up with no ok run gets an empty bar and its status (``oom``).
+    ``mark``: ``(column, name)`` drawn as a black tick on each bar (reserved beside allocated memory).
 
     Raises:
         PlotSkipped: when no ok run has ``y``.
@@ -468,7 +479,7 @@ def bar_figure(
         title += f" ({len(chosen)} of {len(names)} {facet}s, best {header(RANK_METRIC)} first)"
     data = data[data[facet].isin(chosen)]
     data = data.assign(_label=series_labels(data, x=None, series=series, series_always=False))
-    panels = {name: _bar_rows(sub, y) for name, sub in data.groupby(facet)}
+    panels = {name: _bar_rows(sub, y, mark[0] if mark else None) for name, sub in data.groupby(facet)}
     wrapped = {
         lbl: textwrap.fill(lbl, BAR_LABEL_WIDTH, break_long_words=False)
         for p in panels.values()
@@ -481,6 +492,11 @@ def bar_figure(
     set_title(fig, title + _on_device(data))
     for ax, (name, bars) in zip(axes, panels.items(), strict=True):
         _draw_bars(ax, bars, wrapped)
+        if mark and bars["mark"].notna().any():
+            ax.plot(
+                bars["mark"], bars.index, "|", color="black", markersize=16, mew=2.5, label=plain(mark[1])
+            )
+            ax.legend(loc="lower right", fontsize=7)
         ax.set_xlabel(xlabel)
         set_title(fig, short(name), ax)
     return fig
@@ -497,11 +513,11 @@ def _draw_bars(ax, bars: pd.DataFrame, wrapped: dict[str, str]) -> None:
         ci = bars[has_ci]
         err = [(ci["value"] - ci["lo"]).clip(lower=0), (ci["hi"] - ci["value"]).clip(lower=0)]
         ax.errorbar(ci["value"], ci.index, xerr=err, fmt="none", ecolor="black", capsize=3)
-    top = float(bars["hi"].where(has_ci, bars["value"]).max())
-    ends = bars["hi"].where(has_ci, bars["value"]).fillna(0.0)  # the text starts past the interval
-    for row, (value, end, status) in enumerate(zip(bars["value"], ends, bars["status"], strict=True)):
-        text = f"{value:.4g}" if status == "ok" else plain(short(status))
-        ax.text(end, row, f"  {text}", va="center", fontsize=8)
+    top = float(pd.concat([bars["hi"].where(has_ci, bars["value"]), bars["mark"]]).max())
+    for row, (value, status) in enumerate(zip(bars["value"], bars["status"], strict=True)):
+        # the figure inside its bar, at the base: clear of the interval and of a mark at the end
+        text, color = (f"{value:.4g}", "white") if status == "ok" else (plain(short(status)), "black")
+        ax.text(0.01 * top, row, text, va="center", fontsize=8, color=color, fontweight="bold")
     ax.set_yticks(rows, [wrapped[lbl] for lbl in bars["label"]], fontsize=8)  # labels are plain()
     ax.invert_yaxis()  # the best on top
     ax.set_xlim(0, 1.18 * top if top > 0 else 1)

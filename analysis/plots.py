@@ -85,10 +85,21 @@ def plot_tflops_vs_micro_batch(df: pd.DataFrame) -> Figure:
 
 def plot_memory_vs_micro_batch(df: pd.DataFrame) -> Figure:
     """Peak GPU memory per rank (GiB; allocated solid, reserved dashed) vs micro batch size, a
-    line per backend, a panel per model. Raises PlotSkipped when no run recorded GPU memory."""
+    line per backend, a panel per model; one bar per set-up (allocated, reserved as a tick) when
+    every set-up has one micro batch (:func:`analysis.drawing.chart_kind`).
+    Raises PlotSkipped when no run recorded GPU memory."""
     if not df["peak_cuda_allocated_gib"].notna().any():
         raise PlotSkipped("no run recorded peak GPU memory (CPU runs record none)")
     df = df[df["device_name"].fillna("").str.lower() != "cpu"]  # their × would mean nothing here
+    if chart_kind(df[df["status"].ne("ok") | df["peak_cuda_allocated_gib"].notna()]) == "bar":
+        return bar_figure(
+            df,
+            y="peak_cuda_allocated_gib",
+            series="backend",
+            title="Peak GPU memory allocated per rank by set-up (tick: reserved)",
+            xlabel="peak GPU memory per rank (GiB)",
+            mark=("peak_cuda_reserved_gib", "reserved"),
+        )
     ys = [("peak_cuda_allocated_gib", "-", "allocated"), ("peak_cuda_reserved_gib", "--", "reserved")]
     return line_figure(
         df,
