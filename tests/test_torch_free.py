@@ -43,6 +43,7 @@ TORCH_FREE = [
     "flopsweep.rules",
     "flopsweep.checks",
     "flopsweep.plan",
+    "flopsweep.jit_ops",
 ]
 """Modules that must import without torch: the estimators, record building, identity and the whole of
 validation (``checks``, ``rules``, ``plan``), and the modules holding a degree's step-time term
