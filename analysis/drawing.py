@@ -480,6 +480,7 @@ def bar_figure(
     data = data[data[facet].isin(chosen)]
     data = data.assign(_label=series_labels(data, x=None, series=series, series_always=False))
     panels = {name: _bar_rows(sub, y, mark[0] if mark else None) for name, sub in data.groupby(facet)}
+    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(sorted(set(data["_label"])))}
     wrapped = {
         lbl: textwrap.fill(lbl, BAR_LABEL_WIDTH, break_long_words=False)
         for p in panels.values()
@@ -491,7 +492,7 @@ def bar_figure(
     axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights).ravel().tolist()
     set_title(fig, title + _on_device(data))
     for ax, (name, bars) in zip(axes, panels.items(), strict=True):
-        _draw_bars(ax, bars, wrapped)
+        _draw_bars(ax, bars, wrapped, colors)
         if mark and bars["mark"].notna().any():
             ax.plot(
                 bars["mark"], bars.index, "|", color="black", markersize=16, mew=2.5, label=plain(mark[1])
@@ -502,12 +503,14 @@ def bar_figure(
     return fig
 
 
-def _draw_bars(ax, bars: pd.DataFrame, wrapped: dict[str, str]) -> None:
-    """The bars of :func:`bar_figure`'s panel: values, intervals, the value (or status) at each end."""
+def _draw_bars(ax, bars: pd.DataFrame, wrapped: dict[str, str], colors: dict[str, str]) -> None:
+    """The bars of :func:`bar_figure`'s panel: values, intervals, the value (or status) at each base;
+    a set-up keeps its colour (``colors``, by label) in every panel and every bar figure of a report."""
     rows = list(range(len(bars)))
     values = bars["value"].fillna(0.0)
-    colors = [_COLORS[i % len(_COLORS)] if s == "ok" else "white" for i, s in enumerate(bars["status"])]
-    ax.barh(rows, values, color=colors, edgecolor="black", linewidth=0.5)
+    pairs = zip(bars["label"], bars["status"], strict=True)
+    faces = [colors[lbl] if status == "ok" else "white" for lbl, status in pairs]
+    ax.barh(rows, values, color=faces, edgecolor="black", linewidth=0.5)
     has_ci = bars["lo"].notna() & bars["hi"].notna()
     if has_ci.any():
         ci = bars[has_ci]
