@@ -17,14 +17,19 @@ from analysis.spread import ci_of, overlap
 __all__ = ["headline", "setup_names"]
 
 
-def setup_names(runs: pd.DataFrame) -> pd.Series:
-    """A name per row of ``runs`` made of what tells the set-ups apart: the model when several are
-    shown, the backend (with its ZeRO stage) unless all share it, and each other knob that differs
-    (:func:`analysis.drawing.series_labels`), e.g. ``fsdp``, ``deepspeed ZeRO-3`` or ``layout=dp2 tp2``."""
-    names = series_labels(runs, x=None, series="backend", series_always=False)
-    if "model" in runs and runs["model"].nunique() > 1:
+def setup_names(runs: pd.DataFrame, *, model: bool = False) -> pd.Series:
+    """A name per row of ``runs`` made of what tells its rows apart: the model when several are shown
+    (or ``model``), the backend (with its ZeRO stage), and each other knob that differs
+    (:func:`analysis.drawing.series_labels`), e.g. ``fsdp``, ``deepspeed ZeRO-3`` or
+    ``fsdp, layout=dp2 tp2``; rows that no shown knob tells apart get their ``run_dir`` too."""
+    names = series_labels(runs, x=None, series="backend")
+    if "model" in runs and (model or runs["model"].nunique() > 1):
         names = runs["model"].map(short) + ": " + names
-    return names.where(names.ne(""), "the only set-up")
+    names = names.str.rstrip(": ").where(names.str.rstrip(": ").ne(""), "the only set-up")
+    if "run_dir" in runs and names.duplicated(keep=False).any() and runs["run_dir"].nunique() > 1:
+        alike = names.duplicated(keep=False)
+        names = names.where(~alike, names + " (" + runs["run_dir"].astype(str) + ")")
+    return names
 
 
 def _figure(row: pd.Series, metric: str) -> str:
@@ -54,7 +59,9 @@ def headline(runs: pd.DataFrame, metric: str = RANK_METRIC) -> list[str]:
         return [f"No verdict: no ok run has {metric} (every run failed, or none passed the checks)."]
     better = "higher" if metric in HIGHER_IS_BETTER else "lower"
     order = ranked.sort_values(metric, ascending=better == "lower", kind="stable")
-    names = setup_names(order)
+    # the winner and the runner-up named by what tells the two apart (every knob that differs among
+    # a hundred runs would make a paragraph of each name); the model whenever several were run
+    names = setup_names(order.head(2), model="model" in order and order["model"].nunique() > 1)
     win = order.iloc[0]
     lines = [f"Winner by {metric} ({better} is better): {names.iloc[0]}, {_figure(win, metric)}."]
     if len(order) < 2:

@@ -123,10 +123,10 @@ at several. Set-ups are named by the knobs that differ between them.""",
 # 72 dots per inch, a 256-colour palette (a third of the bytes of RGBA, the same picture): the
 # nine-panel plots of the H200 records are 1555 x 4099 pixels, about 0.25 MB each here.
 print("\\n".join(analysis.headline(df)))
-figures, skipped = analysis.make_plots(df)
-first = next(iter(figures), None)
+charts, skipped = analysis.make_plots(df)  # name -> figure, in analysis.PLOTS' order
+first = next(iter(charts), None)
 if first is not None:
-    display(Image(analysis.png_bytes(figures[first], dpi=72, palette=True), metadata={"alt": first}))""",
+    display(Image(analysis.png_bytes(charts[first], dpi=72, palette=True), metadata={"alt": first}))""",
     ),
     (
         "markdown",
@@ -289,7 +289,7 @@ time. An × marks a failed run at its micro batch size.""",
         "plots",
         """\
 # The other plots (PNG, as the verdict's chart), each under its name.
-for name, fig in list(figures.items())[1:]:
+for name, fig in list(charts.items())[1:]:
     png = analysis.png_bytes(fig, dpi=72, palette=True)
     display(Markdown(f"### {name}"), Image(png, metadata={"alt": name}))
 for name, reason in skipped.items():

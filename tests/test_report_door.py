@@ -140,7 +140,8 @@ def test_the_verdict_names_the_winner_its_interval_and_whether_it_beats_the_runn
         "level (a tie?). Measure with more repeats= to tell them apart.",
     ]
     layouts = headline(load(LAYOUTS))
-    assert layouts[0].startswith("Winner by model_tflops_per_device (higher is better): layout=dp4, 0.002434")
+    assert layouts[0].startswith("Winner by model_tflops_per_device (higher is better): fsdp, layout=dp4, ")
+    assert layouts[1].startswith("Runner-up: fsdp, layout=dp2x2, 0.002332 (95% interval [0.001925, 0.002956]")
     apart = load(BACKENDS)
     apart = apart[apart["backend"].isin(["fsdp", "deepspeed"]) & apart["zero_stage"].fillna(0).ne(3)]
     assert headline(apart)[1].startswith("Runner-up: deepspeed ZeRO-1, 443.1 (95% interval [437.1, 449.3]")
