@@ -18,6 +18,7 @@ or the model code: only flopsweep's torch-free modules (:mod:`flopsweep.record`,
 from analysis.blanks import blank_notes, why_blank
 from analysis.display import compact, flat_pivot, for_display, legend, render, summary
 from analysis.frontier import frontier_points, frontier_table, searched
+from analysis.headline import headline
 from analysis.load import COLUMNS, ENERGY_COLUMNS, METRIC_COLUMNS, RANK_METRIC, TABLE_COLUMNS, load, table
 from analysis.plots import PLOTS, PlotSkipped, make_plots, pareto_front, png_bytes, save_plots, write_pngs
 from analysis.query import (
@@ -49,6 +50,7 @@ __all__ = [
     "flat_pivot",
     "frontier_points",
     "frontier_table",
+    "headline",
     "compare",
     "for_display",
     "legend",

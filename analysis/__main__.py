@@ -54,6 +54,7 @@ from analysis.frontier import (
     searched,
     unmeasured_lines,
 )
+from analysis.headline import headline
 from analysis.load import (
     METRIC_COLUMNS,
     PREDICTION_COLUMNS,
@@ -291,7 +292,13 @@ def output(
             return "\n\n".join([render(frame, args.format, width=args.width, keep=keep, order=order), *notes])
         return "\n".join([render(frame, args.format, width=args.width, keep=keep, order=order), *notes])
     figures, skipped = make_plots(select(loaded, pairs(args.filter, "--filter")))
+    metric = _column(args.metric)
+    opening = [] if args.frontier else headline(runs, metric)
+    if opening and metric in runs:  # the verdict opens the page: its one-line form is not repeated below
+        said = verdict(runs, metric, rankable(runs, metric))[1]
+        spread = [line for line in spread if line != said]
     report = Report(
+        verdict=opening,
         title="flopsweep results: " + " ".join(map(display_path, args.paths)),
         summary=summary(loaded),
         tables=[(_heading(args), frame), *frontier_tables(runs, args), *_error_tables(runs, args)],

@@ -11,6 +11,9 @@ from __future__ import annotations
 import base64
 import io
 import math
+import textwrap
+from collections.abc import Sequence
+from typing import Literal
 
 import pandas as pd
 from matplotlib import rcParams
@@ -114,21 +117,72 @@ def _base_label(df: pd.DataFrame, column: str) -> pd.Series:
     return text
 
 
-def series_labels(df: pd.DataFrame, *, x: str, series: str) -> pd.Series:
-    """One legend label per row: the ``series`` value (``backend`` with its ZeRO stage), plus
-    ``short=value`` for every other set-up column that varies within ``df`` (one panel)."""
+def differing_columns(df: pd.DataFrame, *, x: str | None, series: str) -> list[str]:
+    """The set-up columns (:data:`analysis.query.SETUP_COLUMNS`) that tell the rows of ``df`` apart,
+    beside ``model``, ``x`` and ``series`` (``backend`` brings its ZeRO stage): a column counts when
+    the rows that set it (a blank is a knob the set-up does not have: FSDP's ZeRO++ keys) take two or
+    more values, so a DeepSpeed-only knob that every DeepSpeed row sets alike names no one. The layout
+    degrees never count; the layout label counts where it tells apart rows of one world size (a layout
+    sweep), not where it only follows the world size (a data-parallel scaling sweep: dp1, dp2)."""
     fixed = {"model", x, series, "zero_stage" if series == "backend" else series}
-    extras = [c for c in SETUP_COLUMNS if c in df and c not in fixed and df[c].nunique(dropna=False) > 1]
-    # The layout label (not its degrees) names a line where it tells apart runs of one world size
-    # (a layout sweep); in a data-parallel scaling sweep it only follows the world size (dp1, dp2).
-    degrees = LAYOUT_COLUMNS
-    extras = [c for c in extras if c not in degrees or c == "layout" and _varies_per_world(df, c)]
+    out = []
+    for c in SETUP_COLUMNS:
+        if c not in df or c in fixed or (c in LAYOUT_COLUMNS and c != "layout"):
+            continue
+        if c == "layout":
+            if _varies_per_world(df, c):
+                out.append(c)
+        elif df[c].dropna().astype(str).nunique() > 1:
+            out.append(c)
+    return out
+
+
+def series_labels(
+    df: pd.DataFrame, *, x: str | None, series: str, keep: Sequence[str] = (), series_always: bool = True
+) -> pd.Series:
+    """One legend label per row: the ``series`` value (``backend`` with its ZeRO stage), plus
+    ``short=value`` for every set-up column that tells the rows of ``df`` apart
+    (:func:`differing_columns`): only the knobs that differ, never every knob a backend has.
+    ``keep``: columns named wherever a row sets them (the layout of a figure whose other panels
+    differ in it: a panel of pipeline runs alone still says it is one). ``series_always=False``
+    leaves the ``series`` value out when every row shares it and some knob differs (a layout sweep
+    of FSDP: ``layout=dp4``, not ``fsdp, layout=dp4``)."""
     out = _base_label(df, series)
-    for c in extras:
+    named = differing_columns(df, x=x, series=series)
+    if not series_always and named and out.nunique() == 1:
+        out = pd.Series("", index=df.index)  # one backend for all: the knobs that differ name them
+    for c in [*named, *(k for k in keep if k in df and k not in named)]:
         as_text = normalize if c != "layout" else lambda v: "" if pd.isna(v) else str(v)  # keeps 1F1B
         text = df[c].astype(object).map(as_text)
         out = out + text.map(lambda v, c=c: f", {header(c)}={short(v)}" if v else "")
-    return out.map(lambda text: plain(shorten(text, 2 * MAX_LABEL)))
+    return out.map(lambda text: plain(shorten(text.strip(", "), 2 * MAX_LABEL)))
+
+
+ChartKind = Literal["bar", "line"]
+
+FOLLOWS_X: dict[str, tuple[str, ...]] = {
+    "micro_batch_size": ("grad_accum",),
+    "world_size": LAYOUT_COLUMNS,
+}
+"""Set-up columns that follow the x axis rather than name a set-up: the grad accumulation that a
+global batch sets from the micro batch, the layout that follows the rank count."""
+
+
+def chart_kind(df: pd.DataFrame, x: str = "micro_batch_size") -> ChartKind:
+    """The chart a sweep calls for: ``"line"`` when some set-up (rows alike on every set-up column
+    but ``x`` and what follows it, :data:`FOLLOWS_X`) was run at two or more values of the numeric
+    axis ``x`` (a micro batch sweep), ``"bar"`` when every set-up has one ``x`` (the swept axes are
+    categories: backend=ddp,fsdp,zero3, a layout sweep): one bar per set-up, not a stack of points
+    on one vertical line. Only rows with an ``x`` count; failed runs count (their × sits at their x)."""
+    rows = df[df[x].notna()] if x in df else df.iloc[:0]
+    if rows.empty:
+        return "bar"
+    keys = [c for c in SETUP_COLUMNS if c in rows and c != x and c not in FOLLOWS_X.get(x, ())]
+    if not keys:
+        return "line" if rows[x].nunique() > 1 else "bar"
+    named = rows[keys].astype(object).map(lambda v: "" if pd.isna(v) else str(v))
+    per_setup = rows[x].groupby([named[c] for c in keys], sort=False).nunique()
+    return "line" if bool(per_setup.gt(1).any()) else "bar"
 
 
 def _varies_per_world(df: pd.DataFrame, column: str) -> bool:
@@ -161,11 +215,36 @@ def _grid(n: int, title: str, labels: list[str]) -> tuple[Figure, list]:
     return fig, axes[:n]
 
 
+TICK_GAP = 1 / 14
+"""Least distance between two labelled x ticks, as a share of the axis span (log or linear as drawn):
+a tick closer to the last labelled one keeps its mark without a label, so ``25 2728`` never happens."""
+
+
+def spaced_ticks(xs: Sequence[float], *, log: bool) -> list[bool]:
+    """Which of the sorted ticks ``xs`` get a label: the first, then each at least :data:`TICK_GAP` of
+    the span (in log2 on a log axis) from the last labelled one; the last tick is labelled in place of
+    a too-close one before it."""
+    pos = [math.log2(v) for v in xs] if log else [float(v) for v in xs]
+    if len(pos) < 2:
+        return [True] * len(pos)
+    gap = TICK_GAP * (pos[-1] - pos[0])
+    shown, last = [True], pos[0]
+    for p in pos[1:]:
+        shown.append(p - last >= gap)
+        last = p if shown[-1] else last
+    if not shown[-1]:  # the largest value is labelled; the closest labelled one before it gives way
+        k = max(i for i in range(len(pos) - 1) if shown[i])  # never the first: the span is >= gap
+        shown[k], shown[-1] = False, True
+    return shown
+
+
 def _x_axis(ax, values: pd.Series, label: str) -> None:
     xs = sorted({float(v) for v in values.dropna()})
-    if xs and xs[0] > 0 and xs[-1] / xs[0] >= 4:
+    log = bool(xs and xs[0] > 0 and xs[-1] / xs[0] >= 4)
+    if log:
         ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, [plain(f"{v:g}") for v in xs])
+    shown = spaced_ticks(xs, log=log)
+    ax.set_xticks(xs, [plain(f"{v:g}") if s else "" for v, s in zip(xs, shown, strict=True)])
     ax.minorticks_off()
     ax.margins(x=0.1)  # room for the status text beside an × at the last x
     ax.set_xlabel(label)
@@ -295,8 +374,10 @@ def line_figure(
     if len(chosen) < len(names):
         title += f" ({len(chosen)} of {len(names)} {facet}s, best {header(RANK_METRIC)} first)"
     data = data[data[facet].isin(chosen)]
+    keep = [c for c in ("layout",) if c in differing_columns(data, x=x, series=series)]
     shown = {
-        name: sub.assign(_label=series_labels(sub, x=x, series=series)) for name, sub in data.groupby(facet)
+        name: sub.assign(_label=series_labels(sub, x=x, series=series, keep=keep))
+        for name, sub in data.groupby(facet)
     }
     labels = sorted({lbl for p in shown.values() for lbl in p["_label"]})
     colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
@@ -345,3 +426,102 @@ def png_bytes(fig: Figure, dpi: int = DPI, *, palette: bool = False) -> bytes:
 def data_uri(fig: Figure) -> str:
     """``data:image/png;base64,...`` for an ``<img src>`` in a self-contained HTML file."""
     return "data:image/png;base64," + base64.b64encode(png_bytes(fig)).decode("ascii")
+
+
+BAR_LABEL_WIDTH = 34
+"""Characters per line of a set-up's label beside its bar (:func:`bar_figure`; longer labels wrap)."""
+
+
+def _bar_rows(panel: pd.DataFrame, y: str, mark: str | None = None) -> pd.DataFrame:
+    """One row per set-up label of ``panel``: the mean ``y`` of its ok runs with the widest 95%
+    interval among them (``lo``, ``hi``; NaN without one), and the status of a failed set-up (one
+    with no ok run), best first, failed set-ups last."""
+    rows = []
+    for label, runs in panel.groupby("_label", sort=False):
+        ok = runs[runs["status"].eq("ok") & runs[y].notna()]
+        lo = ok[f"{y}_ci_low"].min() if f"{y}_ci_low" in ok else math.nan
+        hi = ok[f"{y}_ci_high"].max() if f"{y}_ci_high" in ok else math.nan
+        status = "ok" if not ok.empty else str(runs["status"].iloc[0])
+        marked = ok[mark].mean() if mark and mark in ok else math.nan
+        rows.append(
+            {"label": label, "value": ok[y].mean(), "lo": lo, "hi": hi, "status": status, "mark": marked}
+        )
+    out = pd.DataFrame(rows)
+    return out.sort_values("value", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
+
+
+def bar_figure(
+    df: pd.DataFrame,
+    *,
+    y: str,
+    series: str,
+    title: str,
+    xlabel: str,
+    facet: str = "model",
+    mark: tuple[str, str] | None = None,
+) -> Figure:
+    """One horizontal bar per set-up (its mean ``y`` over ok runs, the 95% interval as an error bar
+    where the column has one), the best on top, one panel per ``facet`` value (at most
+    :data:`MAX_PANELS`, :func:`choose_panels`). A set-up is named by ``series`` and the knobs that
+    differ between the set-ups of the whole figure (:func:`series_labels`), wrapped beside its bar, so
+    labels never overlap; a set-up with no ok run gets an empty bar and its status (``oom``).
+    ``mark``: ``(column, name)`` drawn as a black tick on each bar (reserved beside allocated memory).
+
+    Raises:
+        PlotSkipped: when no ok run has ``y``.
+    """
+    data = df[df[facet].notna() & (df["status"].ne("ok") | df[y].notna())]
+    if _ok(data, y).empty:
+        raise PlotSkipped(f"no ok run has {y}")
+    names = data[facet].drop_duplicates()
+    chosen = choose_panels(data, facet)
+    if len(chosen) < len(names):
+        title += f" ({len(chosen)} of {len(names)} {facet}s, best {header(RANK_METRIC)} first)"
+    data = data[data[facet].isin(chosen)]
+    data = data.assign(_label=series_labels(data, x=None, series=series, series_always=False))
+    panels = {name: _bar_rows(sub, y, mark[0] if mark else None) for name, sub in data.groupby(facet)}
+    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(sorted(set(data["_label"])))}
+    wrapped = {
+        lbl: textwrap.fill(lbl, BAR_LABEL_WIDTH, break_long_words=False)
+        for p in panels.values()
+        for lbl in p["label"]
+    }
+    lines = [sum(wrapped[lbl].count("\n") + 1 for lbl in p["label"]) for p in panels.values()]
+    heights = [0.9 + 0.3 * max(n, len(p)) for n, p in zip(lines, panels.values(), strict=True)]
+    fig = Figure(figsize=(9, sum(heights) + 0.9), dpi=DPI, layout="constrained")
+    axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights).ravel().tolist()
+    set_title(fig, title + _on_device(data))
+    for ax, (name, bars) in zip(axes, panels.items(), strict=True):
+        _draw_bars(ax, bars, wrapped, colors)
+        if mark and bars["mark"].notna().any():
+            ax.plot(
+                bars["mark"], bars.index, "|", color="black", markersize=16, mew=2.5, label=plain(mark[1])
+            )
+            ax.legend(loc="lower right", fontsize=7)
+        ax.set_xlabel(xlabel)
+        set_title(fig, short(name), ax)
+    return fig
+
+
+def _draw_bars(ax, bars: pd.DataFrame, wrapped: dict[str, str], colors: dict[str, str]) -> None:
+    """The bars of :func:`bar_figure`'s panel: values, intervals, the value (or status) at each base;
+    a set-up keeps its colour (``colors``, by label) in every panel and every bar figure of a report."""
+    rows = list(range(len(bars)))
+    values = bars["value"].fillna(0.0)
+    pairs = zip(bars["label"], bars["status"], strict=True)
+    faces = [colors[lbl] if status == "ok" else "white" for lbl, status in pairs]
+    ax.barh(rows, values, color=faces, edgecolor="black", linewidth=0.5)
+    has_ci = bars["lo"].notna() & bars["hi"].notna()
+    if has_ci.any():
+        ci = bars[has_ci]
+        err = [(ci["value"] - ci["lo"]).clip(lower=0), (ci["hi"] - ci["value"]).clip(lower=0)]
+        ax.errorbar(ci["value"], ci.index, xerr=err, fmt="none", ecolor="black", capsize=3)
+    top = float(pd.concat([bars["hi"].where(has_ci, bars["value"]), bars["mark"]]).max())
+    for row, (value, status) in enumerate(zip(bars["value"], bars["status"], strict=True)):
+        # the figure inside its bar, at the base: clear of the interval and of a mark at the end
+        text, color = (f"{value:.4g}", "white") if status == "ok" else (plain(short(status)), "black")
+        ax.text(0.01 * top, row, text, va="center", fontsize=8, color=color, fontweight="bold")
+    ax.set_yticks(rows, [wrapped[lbl] for lbl in bars["label"]], fontsize=8)  # labels are plain()
+    ax.invert_yaxis()  # the best on top
+    ax.set_xlim(0, 1.18 * top if top > 0 else 1)
+    ax.grid(axis="x", alpha=0.3)

@@ -106,6 +106,30 @@ CELLS: list[tuple[str, str, str]] = [
     ("code", "load", _LOAD),
     (
         "markdown",
+        "verdict-doc",
+        """\
+## Verdict
+
+The winning set-up by model TFLOPs per device, its 95% interval, the runner-up, and whether the
+winner beats it (their intervals do not overlap); then the chart the sweep calls for: a bar per
+set-up when each was run at one micro batch (a backend or layout sweep), lines when a set-up was run
+at several. Set-ups are named by the knobs that differ between them.""",
+    ),
+    (
+        "code",
+        "verdict",
+        """\
+# The verdict, then the chart of the set-ups (the first plot; the others are at the end).
+# 72 dots per inch, a 256-colour palette (a third of the bytes of RGBA, the same picture): the
+# nine-panel plots of the H200 records are 1555 x 4099 pixels, about 0.25 MB each here.
+print("\\n".join(analysis.headline(df)))
+charts, skipped = analysis.make_plots(df)  # name -> figure, in analysis.PLOTS' order
+first = next(iter(charts), None)
+if first is not None:
+    display(Image(analysis.png_bytes(charts[first], dpi=72, palette=True), metadata={"alt": first}))""",
+    ),
+    (
+        "markdown",
         "runs-doc",
         """\
 ## All runs
@@ -254,21 +278,18 @@ else:
         """\
 ## Plots
 
-Model TFLOPs per device and peak GPU memory against micro batch size (a line per backend, a panel
-per model, at most nine models: the best), tokens per second against sequence length when the
-sweep varies it, tokens per second against GPU joules per token with each model's Pareto front
-ringed (runs with energy only), and predicted against measured step time. An × marks a failed run
-at its micro batch size.""",
+Peak GPU memory against micro batch size (a line per backend, a panel per model, at most nine
+models: the best; a bar per set-up when each has one micro batch), tokens per second against
+sequence length when the sweep varies it, tokens per second against GPU joules per token with
+each model's Pareto front ringed (runs with energy only), and predicted against measured step
+time. An × marks a failed run at its micro batch size.""",
     ),
     (
         "code",
         "plots",
         """\
-# Plots (PNG).
-# 72 dots per inch, a 256-colour palette (a third of the bytes of RGBA, the same picture): the
-# nine-panel plots of the H200 records are 1555 x 4099 pixels, about 0.25 MB each here.
-figures, skipped = analysis.make_plots(df)
-for name, fig in figures.items():
+# The other plots (PNG, as the verdict's chart), each under its name.
+for name, fig in list(charts.items())[1:]:
     png = analysis.png_bytes(fig, dpi=72, palette=True)
     display(Markdown(f"### {name}"), Image(png, metadata={"alt": name}))
 for name, reason in skipped.items():

@@ -38,8 +38,11 @@ from analysis.drawing import (  # noqa: F401 - the kit's public names stay impor
     _legend_cols,
     _mark_failed,
     _on_device,
+    bar_figure,
+    chart_kind,
     choose_panels,
     data_uri,
+    differing_columns,
     line_figure,
     plain,
     png_bytes,
@@ -56,8 +59,19 @@ from analysis.sanitize import MAX_LABEL, shorten
 
 
 def plot_tflops_vs_micro_batch(df: pd.DataFrame) -> Figure:
-    """Model TFLOPs per device (:data:`analysis.load.RANK_METRIC`, 1e12 FLOP/s) vs micro batch
-    size, a line per backend, a panel per model. Raises PlotSkipped when no ok run has them."""
+    """Model TFLOPs per device (:data:`analysis.load.RANK_METRIC`, 1e12 FLOP/s), the chart the sweep
+    calls for (:func:`analysis.drawing.chart_kind`): against micro batch size, a line per set-up, a
+    panel per model, when a set-up was run at several micro batches; else one bar per set-up (a
+    backend or layout sweep), the best on top with its 95% interval. Raises PlotSkipped when no ok
+    run has them."""
+    if chart_kind(df[df["status"].ne("ok") | df[RANK_METRIC].notna()], "micro_batch_size") == "bar":
+        return bar_figure(
+            df,
+            y=RANK_METRIC,
+            series="backend",
+            title="Model TFLOPs per device by set-up (best on top; bars: 95% intervals)",
+            xlabel="model TFLOPs per device (10¹² FLOP/s)",
+        )
     return line_figure(
         df,
         x="micro_batch_size",
@@ -71,10 +85,21 @@ def plot_tflops_vs_micro_batch(df: pd.DataFrame) -> Figure:
 
 def plot_memory_vs_micro_batch(df: pd.DataFrame) -> Figure:
     """Peak GPU memory per rank (GiB; allocated solid, reserved dashed) vs micro batch size, a
-    line per backend, a panel per model. Raises PlotSkipped when no run recorded GPU memory."""
+    line per backend, a panel per model; one bar per set-up (allocated, reserved as a tick) when
+    every set-up has one micro batch (:func:`analysis.drawing.chart_kind`).
+    Raises PlotSkipped when no run recorded GPU memory."""
     if not df["peak_cuda_allocated_gib"].notna().any():
         raise PlotSkipped("no run recorded peak GPU memory (CPU runs record none)")
     df = df[df["device_name"].fillna("").str.lower() != "cpu"]  # their × would mean nothing here
+    if chart_kind(df[df["status"].ne("ok") | df["peak_cuda_allocated_gib"].notna()]) == "bar":
+        return bar_figure(
+            df,
+            y="peak_cuda_allocated_gib",
+            series="backend",
+            title="Peak GPU memory allocated per rank by set-up (tick: reserved)",
+            xlabel="peak GPU memory per rank (GiB)",
+            mark=("peak_cuda_reserved_gib", "reserved"),
+        )
     ys = [("peak_cuda_allocated_gib", "-", "allocated"), ("peak_cuda_reserved_gib", "--", "reserved")]
     return line_figure(
         df,

@@ -31,6 +31,8 @@ th { background: #f0f0f0; }
 tr.failed td { color: #a00; background: #fff4f4; }
 p.footer { color: #555; }
 p.legend { color: #555; font-size: 12px; max-width: 70em; }
+section#verdict { background: #f4f8ff; border: 1px solid #9bb; padding: 0.2em 1em; max-width: 70em; }
+section#verdict p { margin: 0.4em 0; }
 img { max-width: 100%; border: 1px solid #ddd; margin-bottom: 1em; }
 """
 
@@ -47,6 +49,9 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
     """Plot name -> why it was skipped."""
     notes: list[str] = field(default_factory=list)
+    verdict: list[str] = field(default_factory=list)
+    """The lines the page opens with (:func:`analysis.headline.headline`): the winner, its 95%
+    interval, the runner-up, whether the winner beats it; above the first figure."""
 
 
 def html_table(df: pd.DataFrame) -> str:
@@ -62,24 +67,46 @@ def html_table(df: pd.DataFrame) -> str:
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
 
 
-def _plots_html(report: Report) -> list[str]:
-    out = ["<h2>Plots</h2>"] if report.figures or report.skipped else []
-    for name, fig in report.figures.items():
-        out.append(f'<figure><img alt="{_text(name)}" src="{data_uri(fig)}"></figure>')
+def _figure_html(name: str, fig: Figure) -> str:
+    return f'<figure><img alt="{_text(name)}" src="{data_uri(fig)}"></figure>'
+
+
+def _plots_html(report: Report, skip: str | None) -> list[str]:
+    """The Plots section: every figure but ``skip`` (the one drawn under the verdict), the skip reasons."""
+    figures = {name: fig for name, fig in report.figures.items() if name != skip}
+    out = ["<h2>Plots</h2>"] if figures or report.skipped else []
+    for name, fig in figures.items():
+        out.append(_figure_html(name, fig))
     for name, reason in report.skipped.items():
         out.append(f"<p>Skipped {_text(name)}: {_text(reason)}.</p>")
     return out
 
 
+def _verdict_html(report: Report) -> tuple[list[str], str | None]:
+    """The opening: the verdict's lines, then the first figure (the chart of the set-ups); the name of
+    that figure, so that the Plots section does not draw it twice."""
+    out = []
+    if report.verdict:
+        lines = "\n".join(f"<p>{_text(line)}</p>" for line in report.verdict)
+        out.append(f'<section id="verdict">\n<h2>Verdict</h2>\n{lines}\n</section>')
+    lead = next(iter(report.figures), None)
+    if lead is not None:
+        out.append(_figure_html(lead, report.figures[lead]))
+    return out, lead
+
+
 def render_html(report: Report) -> str:
-    """The whole report as one HTML document (UTF-8 text)."""
+    """The whole report as one HTML document (UTF-8 text): the title, the verdict (the winner, its
+    interval, whether it beats the runner-up) and the first figure, then the tables, the other
+    figures and the notes."""
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    parts = [f"<h1>{_text(report.title)}</h1>"]
+    opening, lead = _verdict_html(report)
+    parts = [f"<h1>{_text(report.title)}</h1>", *opening]
     for heading, frame in report.tables:
         parts += [f"<h2>{_text(heading)}</h2>", html_table(frame)]
         if note := legend(list(frame.columns)):
             parts.append(f'<p class="legend">{_text(note)}</p>')
-    parts += _plots_html(report)
+    parts += _plots_html(report, lead)
     parts += [f'<p class="footer">{_text(n)}</p>' for n in report.notes]
     footer = f"{report.summary}. Generated {when} by python -m analysis."
     parts.append(f'<p class="footer">{_text(footer)}</p>')

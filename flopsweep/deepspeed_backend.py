@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from flopsweep import jit_ops
 from flopsweep.config import RunConfig
 from flopsweep.deepspeed_config import run_deepspeed_config
 from flopsweep.layout import Layout
@@ -37,6 +38,8 @@ def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> Dee
     os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
     import deepspeed
 
+    announce_builds(cfg, device.type, os.environ["TORCH_EXTENSIONS_DIR"])
+
     # init_distributed print()s "DeepSpeed ... built successfully" on every rank of every job, even
     # when the op is cached: kept for the debug log (hydra.verbose=flopsweep shows it).
     with contextlib.redirect_stdout(io.StringIO()) as chatter:
@@ -50,6 +53,31 @@ def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> Dee
         model = make_model(cfg, None if stage3 else device)
     engine = parallelize(model, cfg, layout, data_parallel=zero(cfg, ds_config))
     return DeepSpeedTrainer(engine)
+
+
+def announce_builds(cfg: RunConfig, device_type: str, where: str, stream=None) -> str | None:
+    """On rank 0, one line (to ``stream``, stderr by default) before DeepSpeed JIT-builds an op this
+    run needs and ``where`` has not cached (:func:`flopsweep.jit_ops.build_notice`): what, roughly how
+    long, once per machine. The line, or None when nothing is to be built or on another rank."""
+    import deepspeed.ops
+    from deepspeed.git_version_info import installed_ops
+
+    if torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:
+        return None
+    backend = cfg.backend
+    ops = jit_ops.ops_needed(
+        device_type=device_type,
+        offload_optimizer=getattr(backend, "offload_optimizer", "none"),
+        optimizer_impl=getattr(backend, "optimizer_impl", "fused"),
+    )
+    compatible = getattr(deepspeed.ops, "__compatible_ops__", {})
+    # DeepSpeed loads an installed op prebuilt, and builds none it finds incompatible here
+    available = {op.name: True for op in ops if installed_ops.get(op.name)}
+    available |= {op.name: False for op in ops if op.name not in available and not compatible.get(op.name)}
+    line = jit_ops.build_notice(jit_ops.ops_to_build(ops, where, available), where)
+    if line is not None:
+        print(f"[flopsweep rank 0] {line}", file=stream or sys.stderr, flush=True)
+    return line
 
 
 def zero(cfg: RunConfig, ds_config: dict[str, Any]) -> DataParallel:

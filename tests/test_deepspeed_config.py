@@ -284,3 +284,44 @@ def test_zero_plus_plus_knobs_that_cannot_run_are_refused(stage, knobs, world, k
             ZeroOptions(zero_stage=stage, **knobs), world_size=world, device="cpu", precision="fp32"
         )
     assert err.value.key == key and words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_ops_a_deepspeed_run_builds_are_those_its_cache_lacks(tmp_path) -> None:
+    """Issue 46, item 6: which JIT ops a run compiles before its first step: the CPU shared-memory comm
+    op on CPU ranks, CPU Adam when the optimizer is offloaded, fused Adam on CUDA; none once its
+    ``.so`` is in the cache, none that DeepSpeed installed prebuilt or cannot build here."""
+    from flopsweep.jit_ops import CPU_ADAM, FUSED_ADAM, SHM_COMM, ops_needed, ops_to_build
+
+    cpu = ops_needed(device_type="cpu", offload_optimizer="none", optimizer_impl="fused")
+    assert cpu == [SHM_COMM]
+    assert ops_needed(device_type="cuda", offload_optimizer="none", optimizer_impl="fused") == [FUSED_ADAM]
+    assert ops_needed(device_type="cuda", offload_optimizer="none", optimizer_impl="torch") == []
+    assert ops_needed(device_type="cuda", offload_optimizer="cpu", optimizer_impl="fused") == [CPU_ADAM]
+    assert ops_to_build(cpu, tmp_path, {}) == [SHM_COMM]  # an empty cache: built
+    assert ops_to_build(cpu, tmp_path, {SHM_COMM.name: True}) == []  # installed prebuilt
+    assert ops_to_build(cpu, tmp_path, {SHM_COMM.name: False}) == []  # not buildable here: skipped
+    (tmp_path / SHM_COMM.name).mkdir()
+    assert ops_to_build(cpu, tmp_path, {}) == [SHM_COMM]  # a folder of a build that stopped half-way
+    (tmp_path / SHM_COMM.name / f"{SHM_COMM.name}.so").write_bytes(b"\x7fELF")
+    assert ops_to_build(cpu, tmp_path, {}) == []  # cached
+
+
+def test_a_first_deepspeed_job_says_it_builds_its_extension(hydra_compose, tmp_path) -> None:
+    """Issue 46, item 6: before DeepSpeed compiles its CPU comm op (minutes, silent), rank 0 prints one
+    line: what it builds, roughly how long, once per machine, where it is cached; nothing once it is
+    cached. Real DeepSpeed decides what is installed or buildable; nothing is compiled here."""
+    import io
+
+    from flopsweep.deepspeed_backend import announce_builds
+
+    cfg = hydra_compose(["backend=zero2", "device=cpu", "nproc_per_node=2"])
+    out = io.StringIO()
+    line = announce_builds(cfg, "cpu", str(tmp_path), stream=out)
+    assert line is not None and out.getvalue() == f"[flopsweep rank 0] {line}\n"
+    assert "building its extension" in line and "once per machine" in line
+    assert "deepspeed_shm_comm" in line and "2 to 4 minutes on a 2-core CPU" in line
+    assert str(tmp_path) in line
+    (tmp_path / "deepspeed_shm_comm").mkdir()
+    (tmp_path / "deepspeed_shm_comm" / "deepspeed_shm_comm.so").write_bytes(b"\x7fELF")
+    out = io.StringIO()
+    assert announce_builds(cfg, "cpu", str(tmp_path), stream=out) is None and out.getvalue() == ""

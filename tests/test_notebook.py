@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import best, for_display, load, make_plots, summary
+from analysis import best, for_display, headline, load, make_plots, summary
 from analysis.__main__ import main
 from analysis.load import RANK_METRIC, SHORT
 from analysis.notebook import NotebookError, build, execute, results_parameter
@@ -103,7 +103,16 @@ def test_cli_writes_an_executed_notebook_of_the_fixture_sweep_from_another_cwd(t
         assert f"<td>{row['model']}</td>" in tops and f"<td>{row[SHORT[RANK_METRIC]]}</td>" in tops
         assert f"<td>{row[SHORT[RANK_METRIC]]}</td>" in runs
     assert runs.count("<tr>") == len(df)  # a row per run (the header's <tr> has a style)
-    pngs = [o for o in cell(nb, "plots").outputs if "image/png" in o.get("data", {})]
+    # the notebook opens with the verdict (issue 46, item 7): the winner, its interval, the runner-up,
+    # whether it beats it; then the first chart, before every table of runs and every other plot
+    first = next(
+        i
+        for i, c in enumerate(nb.cells)
+        if any("image/png" in o.get("data", {}) for o in c.get("outputs", []))
+    )
+    assert nb.cells[first].id == "verdict" and nb.cells.index(cell(nb, "runs")) > first
+    assert text_of(cell(nb, "verdict")).splitlines()[:3] == headline(df)
+    pngs = [o for c in ("verdict", "plots") for o in cell(nb, c).outputs if "image/png" in o.get("data", {})]
     assert len(pngs) == len(make_plots(df)[0]) == 3
     assert not ABSOLUTE.search(json.dumps(nb)), "an absolute path in the notebook"
 

@@ -44,6 +44,7 @@ TORCH_FREE = [
     "flopsweep.checks",
     "flopsweep.plan",
     "flopsweep.reference",
+    "flopsweep.jit_ops",
 ]
 """Modules that must import without torch: the estimators, record building, identity and the whole of
 validation (``checks``, ``rules``, ``plan``), and the modules holding a degree's step-time term

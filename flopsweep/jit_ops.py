@@ -1,0 +1,76 @@
+"""DeepSpeed's JIT-built ops: which ones a run will compile before its first step, and the one line
+that says so (torch-free).
+
+DeepSpeed compiles some of its C++/CUDA ops the first time a process loads them (``OpBuilder.load``:
+``torch.utils.cpp_extension.load`` with ninja), into ``TORCH_EXTENSIONS_DIR/<op>/<op>.so``
+(flopsweep's own folder: :func:`flopsweep.deepspeed_backend.extensions_dir`). A later run on the
+machine loads the ``.so`` in a second. The first one waits minutes with nothing on the screen unless
+someone says why: :func:`build_notice`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class JitOp:
+    """One op DeepSpeed builds on first use."""
+
+    name: str
+    """DeepSpeed's ``OpBuilder.NAME``: the folder and the ``.so`` under ``TORCH_EXTENSIONS_DIR``."""
+    what: str
+    """What it is, for the notice."""
+    takes: str
+    """How long its build took, measured (ninja's log of the build), for the notice."""
+
+
+SHM_COMM = JitOp(
+    "deepspeed_shm_comm",
+    "its shared-memory communication op for CPU ranks",
+    # ninja's log on the project's 2-core machine: 2 min 2 s of compile at low load; 3 min 38 s in the
+    # first smoke sweep of a new user (issue 46) with other jobs on the cores
+    "2 to 4 minutes on a 2-core CPU",
+)
+CPU_ADAM = JitOp(
+    "cpu_adam",
+    "its CPU Adam for optimizer offload",
+    "about 17 minutes on a 2-core CPU under load (ninja's log: 1,024 s)",
+)
+FUSED_ADAM = JitOp("fused_adam", "its fused CUDA Adam", "minutes (nvcc; not measured by flopsweep)")
+
+
+def ops_needed(*, device_type: str, offload_optimizer: str, optimizer_impl: str) -> list[JitOp]:
+    """The JIT ops a ``backend=deepspeed`` run loads: the shared-memory communication op on CPU ranks
+    (``deepspeed.comm``'s ``build_shm_op``), DeepSpeed's CPU Adam when the optimizer is offloaded
+    (``backend.offload_optimizer`` ``cpu`` or ``nvme``), its fused Adam on CUDA with
+    ``backend.optimizer_impl=fused`` (flopsweep's DeepSpeed config sets ``torch_adam`` otherwise)."""
+    ops = [SHM_COMM] if device_type == "cpu" else []
+    if offload_optimizer in ("cpu", "nvme"):
+        ops.append(CPU_ADAM)
+    elif device_type == "cuda" and optimizer_impl == "fused":
+        ops.append(FUSED_ADAM)
+    return ops
+
+
+def ops_to_build(ops: list[JitOp], extensions_dir: str | Path, available: Mapping[str, bool]) -> list[JitOp]:
+    """The ops of ``ops`` that the run will compile: those DeepSpeed did not install prebuilt and can
+    build here (``available``: op name -> True when DeepSpeed loads it from its installed ops, False
+    when it cannot build it on this machine, absent when it will JIT-build it), whose
+    ``extensions_dir/<name>/<name>.so`` is not there yet."""
+    root = Path(extensions_dir)
+    return [op for op in ops if op.name not in available and not (root / op.name / f"{op.name}.so").is_file()]
+
+
+def build_notice(ops: list[JitOp], extensions_dir: str | Path) -> str | None:
+    """One line before the first build: what DeepSpeed is building, roughly how long it takes, and that
+    it happens once per machine, cached in ``extensions_dir``; None when nothing is to be built."""
+    if not ops:
+        return None
+    parts = "; ".join(f"{op.name} ({op.what}): {op.takes}" for op in ops)
+    return (
+        f"DeepSpeed is building its extension before the first step, once per machine: {parts}. "
+        f"Later runs load it from the cache, {extensions_dir}."
+    )
