@@ -1,5 +1,5 @@
 """analysis/: loading, upgrades, checks, comparisons, the CLI, plots and the HTML report (the notebook:
-tests/test_notebook.py).
+tests/unit/test_notebook.py).
 
 Fixture records live in tests/fixtures/ (written by ``python -m tests.fixtures.make_fixtures``
 with the real record builder): ``records/NAME`` holds one case each (v2 records, the same runs

@@ -1,6 +1,6 @@
 """The activation checkpointing policies (flopsweep.checkpointing): the config group, the old
 boolean values, and what each policy recomputes and keeps. The FLOPs each policy's wrap really
-runs are counted in tests/test_flops_counted.py and tests/test_llama.py."""
+runs are counted in tests/unit/test_flops_counted.py and tests/unit/test_llama.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Real training on the CPU (llama-tiny, fp32): the fused-into-backward path gives the losses and
 weights of the usual step (both without clipping) on ``single`` and on FSDP2 over two gloo ranks;
-every refusal names its key; the memory figures are in ``tests/test_memory.py``.
+every refusal names its key; the memory figures are in ``tests/unit/test_memory.py``.
 """
 
 from __future__ import annotations

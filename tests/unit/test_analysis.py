@@ -1,5 +1,5 @@
 """analysis/: loading, upgrades, checks, comparisons, the CLI, plots and the HTML report (the notebook:
-tests/test_notebook.py).
+tests/unit/test_notebook.py).
 
 Fixture records live in tests/fixtures/ (written by ``python -m tests.fixtures.make_fixtures``
 with the real record builder): ``records/NAME`` holds one case each (v2 records, the same runs
@@ -825,7 +825,7 @@ def _ok_values(out: str, column: str) -> list:
 @pytest.mark.parametrize("column, descending", BEST_FIRST.items())
 def test_cli_sort_puts_the_best_run_first_by_the_metrics_direction(capsys, column, descending):
     """Issue: ``--sort scaling_efficiency`` put the worst first. Each metric sorts best first, by its
-    full name or its short header; ``:asc``/``:desc`` override (tests/test_scaling.py: scale_eff)."""
+    full name or its short header; ``:asc``/``:desc`` override (tests/unit/test_scaling.py: scale_eff)."""
     for name in (column, SHORT[column]):
         _, out, _ = cli(capsys, SWEEP, "--sort", name, "--format", "json")
         values = _ok_values(out, column)
@@ -948,9 +948,9 @@ def image_shape(path: Path) -> tuple[int, ...]:
 
 def test_plots_of_the_sweep_are_pngs_of_reasonable_size(tmp_path):
     paths, skipped = save_plots(load(SWEEP), tmp_path)
-    # the fixture sweep runs one world size, no profiled step (tests/test_scaling.py has those) and
-    # has no energy (tests/test_energy.py has that) nor predictions (tests/test_predict.py has those),
-    # no model search (tests/test_modelsearch.py)
+    # the fixture sweep runs one world size, no profiled step (tests/unit/test_scaling.py has those)
+    # and has no energy (tests/unit/test_energy.py has that) nor predictions
+    # (tests/unit/test_predict.py has those), no model search (tests/unit/test_modelsearch.py)
     assert set(skipped) == {
         "scaling",
         "step_breakdown",

@@ -1,6 +1,6 @@
 """Attention kernels on a CUDA GPU in bf16 against the fp32 reference on the same mask.
 
-Run on the GPU machine: ``python -m pytest -m gpu tests/test_attention_gpu.py``.
+Run on the GPU machine: ``python -m pytest -m gpu tests/unit/test_attention_gpu.py``.
 
 Tolerance: a bf16 kernel cannot match fp32 to 1e-5. Each kernel's largest error against
 the fp32 reference (on the bf16 inputs upcast) must stay within twice the error of the
@@ -123,7 +123,7 @@ def test_xformers_runs_or_is_reported_unavailable():
 
 AUTOCAST_MODEL = ModelConfig(name="small", n_layer=2, n_embd=256, n_head=2, seq_len=300, vocab_size=1000)
 """The GPT of :func:`test_model_trains_under_autocast` (its construction is checked on the CPU too:
-tests/test_gpu_tests_build.py)."""
+tests/unit/test_gpu_tests_build.py)."""
 
 
 def autocast_options(attention: str) -> list:

@@ -1,4 +1,5 @@
-"""fp8 numerics on a GPU of compute capability >= 8.9 (``python -m pytest -m gpu tests/test_fp8_gpu.py``).
+"""fp8 numerics on a GPU of compute capability >= 8.9
+(``python -m pytest -m gpu tests/unit/test_fp8_gpu.py``).
 
 The first-step loss of an fp8 model (torchao float8 training, tensorwise or rowwise) is within
 1e-2 of the bf16 model's from the same seed and data: fp8 changes the arithmetic, not the model.
@@ -33,7 +34,7 @@ SHAPES = {
 
 
 def build_model(shape: str, device: str) -> torch.nn.Module:
-    """The test's model of ``shape`` on ``device`` (``tests/test_gpu_tests_build.py`` builds it on
+    """The test's model of ``shape`` on ``device`` (``tests/unit/test_gpu_tests_build.py`` builds it on
     the meta device in CI, which has no GPU)."""
     cls, cfg = SHAPES[shape]
     with torch.device(device):

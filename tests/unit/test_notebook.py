@@ -2,7 +2,7 @@
 ``notebooks/results.ipynb``.
 
 Execution starts a real ipykernel through nbclient (a few seconds each on a 2-core CPU) on the
-committed fixture records (tests/fixtures, see tests/test_analysis.py); no worker runs. Expected
+committed fixture records (tests/fixtures, see tests/unit/test_analysis.py); no worker runs. Expected
 values come from the same records through the analysis API. Each cell may take
 :data:`analysis.notebook.CELL_TIMEOUT_S` (600 s): nothing here depends on timing.
 """

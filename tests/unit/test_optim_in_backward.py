@@ -2,7 +2,7 @@
 
 Real training on the CPU (llama-tiny, fp32): the fused-into-backward path gives the losses and
 weights of the usual step (both without clipping) on ``single`` and on FSDP2 over two gloo ranks;
-every refusal names its key; the memory figures are in ``tests/test_memory.py``.
+every refusal names its key; the memory figures are in ``tests/unit/test_memory.py``.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def _host_syncs(trainer, tokens: torch.Tensor) -> int:
 def test_cuda_in_backward_trains_as_the_usual_step_without_a_host_sync(hydra_compose) -> None:
     """On a GPU (bf16 autocast, fused AdamW per parameter): the usual step's losses (1e-3), and a
     step that synchronises the host no more often than the usual one (``python -m pytest -m gpu
-    tests/test_optim_in_backward.py``)."""
+    tests/unit/test_optim_in_backward.py``)."""
     from helpers import validate
 
     args = [*BASE, "backend=single", "device=cuda", "precision=bf16", "nproc_per_node=1"]

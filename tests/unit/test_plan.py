@@ -29,7 +29,8 @@ def _cfg(backend, **kw) -> RunConfig:
 
 def test_model_states_follow_the_backend() -> None:
     single = estimate(_cfg(BackendConfig(name="single")), Layout.data_parallel(1))
-    assert single.step_states == 16 * P  # fp32 weights, grads, AdamW moments (tests/test_memory.py: the rest)
+    # fp32 weights, grads, AdamW moments (tests/unit/test_memory.py: the rest)
+    assert single.step_states == 16 * P
     assert estimate(_cfg(BackendConfig(name="ddp")), Layout.data_parallel(1)).step_states == 20 * P
     assert estimate(_cfg(FSDPConfig()), Layout.data_parallel(8)).step_states == 16 * P // 8
     zero2 = estimate(_cfg(DeepSpeedConfig(zero_stage=2)), Layout.data_parallel(4))
