@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from unit.test_analysis import RECORDS, ROOT, SWEEP, image_shape  # shared with the unit tier
 
 from analysis import load
 from analysis.__main__ import main
@@ -24,19 +25,6 @@ from analysis.load import (
     RANK_METRIC,
 )
 from flopsweep.record import SCHEMA_VERSION
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-RECORDS = FIXTURES / "records"
-
-
-SWEEP = FIXTURES / "sweep"
-
-
 from integration.test_imports import LOADED_THROUGH_COLUMNS, TORCH_FREE  # noqa: E402 - the one list of them
 
 """The flopsweep modules the analysis may import (the metric and set-up column declarations and
@@ -94,12 +82,6 @@ def test_the_benchmark_command_lines_refuse_in_one_line_too(tmp_path: Path):
         "kernel_table.py: error: the following arguments are required: LABEL=TRACE; "
         "see kernel_table.py --help\n"
     ), done.stderr
-
-
-def image_shape(path: Path) -> tuple[int, ...]:
-    import matplotlib.image
-
-    return matplotlib.image.imread(path).shape
 
 
 @pytest.mark.slow

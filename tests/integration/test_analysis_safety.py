@@ -11,35 +11,22 @@ fails it instead of hanging the suite; no test asserts a speed.
 from __future__ import annotations
 
 import io
-import json
 import os
 import resource
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "records"
-
-
-ESC = "\x1b"
-
-
-def ok_record() -> dict:
-    return json.loads((RECORDS / "v2-ok" / "metrics.json").read_text())
-
-
-def put(directory: Path, rec: dict | str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "metrics.json"
-    path.write_text(rec if isinstance(rec, str) else json.dumps(rec))
-    return path
+from unit.test_analysis_safety import (  # shared with the unit tier
+    ESC,
+    ROOT,
+    hostile_records,
+    hostile_tree,
+    ok_record,
+    put,
+)
 
 
 def run_module(*args, timeout: float = 300, preexec=None, env=None) -> subprocess.CompletedProcess:
@@ -79,29 +66,6 @@ def test_a_write_that_fails_midway_keeps_the_previous_output_whole_in_one_line(t
     assert os.listdir(report.parent) == ["report.csv"]  # no temporary file left behind
 
 
-def hostile_tree(root: Path) -> Path:
-    """Two real records, and beside them a FIFO, a link to /dev/zero, a self-looping link, a
-    dangling link, a link to a real record, and directory links that loop."""
-    put(root / "a", ok_record())
-    rec = ok_record()
-    rec["run"]["id"] = "run-b"
-    put(root / "sub" / "b", rec)
-    os.mkfifo(root / "sub" / "fifo")  # a directory name would hide it; the file name counts
-    (root / "fifo").mkdir()
-    os.mkfifo(root / "fifo" / "metrics.json")
-    (root / "zero").mkdir()
-    (root / "zero" / "metrics.json").symlink_to("/dev/zero")
-    (root / "self").mkdir()
-    (root / "self" / "metrics.json").symlink_to("metrics.json")
-    (root / "dangling").mkdir()
-    (root / "dangling" / "metrics.json").symlink_to(root / "nowhere")
-    (root / "linked").mkdir()
-    (root / "linked" / "metrics.json").symlink_to(root / "a" / "metrics.json")
-    (root / "sub" / "up").symlink_to("..")
-    (root / "sub" / "here").symlink_to(".")
-    return root
-
-
 @pytest.mark.slow
 def test_cli_on_fifos_links_and_dev_zero_finishes_with_each_skip_named(tmp_path):
     root = hostile_tree(tmp_path / "runs")
@@ -111,24 +75,6 @@ def test_cli_on_fifos_links_and_dev_zero_finishes_with_each_skip_named(tmp_path)
     assert "skipping unreadable record /dev/zero: a character device, not a regular file" in done.stderr
     assert f"skipping unreadable record {root / 'fifo' / 'metrics.json'}: a FIFO" in done.stderr
     assert f"not following the directory link {root / 'sub' / 'up'}" in done.stderr
-
-
-HOSTILE = ("\x1b[31mred\x1b[0m \x1b]0;pwned\x07 \x9b2J |col| <b>x</b>\nnew row\r " * 12)[:400]
-
-
-def hostile_records(root: Path) -> Path:
-    for mbs in (4, 8):
-        rec = ok_record()
-        rec["run"]["id"] = f"run-{mbs}"
-        rec["config"]["model"]["name"] = HOSTILE
-        rec["config"]["batch"]["micro_batch_size"] = mbs
-        rec["config"]["tag"] = "\x1b[2J"
-        put(root / f"mbs{mbs}", rec)
-    err = json.loads((RECORDS / "v2-error" / "metrics.json").read_text())
-    err["config"]["model"]["name"] = HOSTILE
-    err["error"]["message"] = "\x1b[31mboom\x1b[0m | x\nforged line"
-    put(root / "err", err)
-    return root
 
 
 @pytest.mark.slow

@@ -7,16 +7,9 @@ from pathlib import Path
 
 import pytest
 from helpers import records, run_py
-
-from flopsweep.models import hf
+from unit.test_hf import MOE, TINY, _variant  # shared with the unit tier
 
 pytest.importorskip("transformers")
-
-
-TINY = ["qwen3-tiny", "mistral-tiny", "qwen3-moe-tiny", "moonlight-tiny", "olmoe-tiny"]
-
-
-MOE = {"qwen3-moe-tiny", "moonlight-tiny", "olmoe-tiny"}
 
 
 @pytest.mark.slow
@@ -83,15 +76,6 @@ def test_batch_auto_searches_an_hf_moe_model_and_prints_no_known_import_lines(tm
     output = proc.stdout + proc.stderr
     for line in ("Failed to load", "is an Enum subclass", "Detected no triton"):
         assert line not in output, output[-3000:]
-
-
-def _variant(tmp_path: Path, name: str, **changes: object) -> str:
-    """A copy of qwen3-tiny's config.json with ``changes``; its path."""
-    data = json.loads((hf.SHIPPED / "qwen3-tiny.json").read_text())
-    data.update(changes)
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(data))
-    return str(path)
 
 
 def test_a_bad_field_type_is_an_invalid_record_with_exit_2(tmp_path: Path) -> None:

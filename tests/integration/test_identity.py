@@ -7,31 +7,16 @@ DDP run a speedup (DDP's layout is recorded ``dp2x1``, FSDP2's ``dp2``).
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 
 import pytest
+from unit.test_identity import _before_in_backward, _without_keys  # shared with the unit tier
 
 import analysis
 from analysis.__main__ import main as analysis_main
 from flopsweep import identity
 from tests.helpers import LLAMA_TINY_TWO_RANKS, ok_sweep, records, run_py
-
-
-def _without_keys(record: dict) -> dict:
-    """``record`` as written before the keys: no ``run.setup_key``, ``job_key``, ``identity_version``."""
-    out = copy.deepcopy(record)
-    for key in ("setup_key", "job_key", "identity_version"):
-        out["run"].pop(key, None)
-    return out
-
-
-def _before_in_backward(record: dict) -> dict:
-    """``record`` as a flopsweep from before ``optim.in_backward`` wrote it."""
-    out = _without_keys(record)
-    del out["config"]["optim"]["in_backward"]
-    return out
 
 
 def test_identity_is_torch_free():

@@ -3,23 +3,17 @@ frontier table and plot of the analysis."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
 from helpers import make_plan, run_py, run_py_signalled
+from unit.test_modelsearch import TINY, sized  # shared with the unit tier
 
 from flopsweep.memory import estimate
 from flopsweep.sizesearch import GIB, budget_problem
 from flopsweep.text import format_count
-
-TINY = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"]
-
-
-def sized(plan, n_layer: int):
-    return dataclasses.replace(plan.cfg, model=dataclasses.replace(plan.cfg.model, n_layer=n_layer))
 
 
 def search_run(run_dir: Path, *overrides: str) -> tuple[dict, str]:

@@ -13,42 +13,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from unit.test_optim_in_backward import BASE, _train  # shared with the unit tier
 
 from flopsweep.layout import Layout
-
-STEPS = 4
-
-
-BATCH = 4
-"""Sequences per step over every data-parallel rank."""
-
-
-BASE = ["model=llama-tiny", "device=cpu", "precision=fp32", "optim.grad_clip=0", "optim.lr=1e-2"]
-"""A learning rate large enough that the weights and losses move visibly in four steps."""
-
-
-def _batches(cfg) -> list[torch.Tensor]:
-    """``STEPS`` times one fixed batch ``[BATCH, seq_len + 1]`` of token ids (memorised: the loss
-    falls, so that equal losses show equal steps)."""
-    gen = torch.Generator().manual_seed(1234)
-    tokens = torch.randint(0, cfg.model.vocab_size, (BATCH, cfg.model.seq_len + 1), generator=gen)
-    return [tokens] * STEPS
-
-
-def _train(
-    cfg, layout: Layout, rank: int = 0, device: str = "cpu"
-) -> tuple[list[float], list[torch.Tensor], object]:
-    """``STEPS`` steps of ``cfg``'s trainer on this data-parallel rank's share of each batch:
-    ``(losses, the full weights after them, the trainer)``."""
-    from flopsweep.backends import build_trainer
-
-    trainer = build_trainer(cfg, torch.device(device), layout)
-    per = BATCH // layout.dp
-    losses = []
-    for tokens in _batches(cfg):
-        losses.append(trainer.step([tokens[rank * per : (rank + 1) * per].to(device)]))
-    weights = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in trainer.model.parameters()]
-    return [float(x) for x in losses], [w.detach().clone() for w in weights], trainer
 
 
 def _fsdp_rank(rank: int, world: int, cfgs: dict, init: str, out: str) -> None:

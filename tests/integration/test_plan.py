@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 from helpers import run_py
-
-P = 1_315_819_520
+from unit.test_plan import P  # shared with the unit tier
 
 
 @pytest.mark.slow

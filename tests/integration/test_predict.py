@@ -10,37 +10,9 @@ from pathlib import Path
 
 import pytest
 from helpers import run_py
+from unit.test_predict import _bad_calibrations, _record, _write  # shared with the unit tier
 
 from flopsweep import predict as pr
-
-P = 1_000_000_000
-
-
-def _record(world: int, *, backend="fsdp", mbs=4, step=1.0, status="ok", **metrics) -> dict:
-    return {
-        "status": status,
-        "config": {
-            "model": {"name": "m", "n_layer": 24},
-            "attention": {"name": "sdpa"},
-            "precision": {"name": "bf16"},
-            "activation_checkpointing": {"name": "none"},
-            "compile": False,
-            "batch": {"micro_batch_size": mbs, "grad_accum": 1},
-            "backend": {"name": backend},
-        },
-        "model": {"n_params": P, "n_layer": 24, "n_embd": 2048, "seq_len": 2048},
-        "system": {"world_size": world, "nproc_per_node": world, "parallel": {"dp_shard": world}},
-        "metrics": {
-            "iteration_time_s": {"mean": step},
-            "model_flops_per_iteration": world * 6.0 * P * mbs * 2048,
-            **metrics,
-        },
-    }
-
-
-def _write(path: Path, record: dict) -> None:
-    path.mkdir(parents=True)
-    (path / "metrics.json").write_text(json.dumps(record))
 
 
 @pytest.mark.slow
@@ -174,19 +146,6 @@ def test_plan_at_another_micro_batch_is_calibrated_by_tokens(tmp_path: Path) -> 
     rows = _plan_rows(tmp_path, f"predict.calibration={LLAMA8B_ONE_GPU}", "batch.micro_batch_size=4")
     ok = [row for row in rows if row["status"] == "ok"]
     assert ok and all("micro batch 2 -> 4: compute scaled by tokens" in r["prediction_source"] for r in ok)
-
-
-def _bad_calibrations(tmp_path: Path) -> dict[str, tuple[Path, str]]:
-    """A missing path, a file that is not a record and an empty folder, each with its message."""
-    text = tmp_path / "notes.txt"
-    text.write_text("not json")
-    empty = tmp_path / "empty"
-    (empty / "sub").mkdir(parents=True)
-    return {
-        "missing": (tmp_path / "nowhere", "does not exist"),
-        "not a record": (text, "is not a record"),
-        "empty": (empty, "holds no metrics.json"),
-    }
 
 
 @pytest.mark.slow

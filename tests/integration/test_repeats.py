@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from unit.test_repeats import REPO  # shared with the unit tier
 
 
 @pytest.mark.slow

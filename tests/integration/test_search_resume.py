@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers import run_py, run_py_signalled
-
-TINY = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"]
+from unit.test_search_resume import TINY  # shared with the unit tier
 
 
 def probe_lines(log: str) -> list[tuple[int, bool]]:

@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT, run_py
+from unit.test_shared_safety_4 import HYDRA_FILES, _victims  # shared with the unit tier
 
 from flopsweep.callbacks import lock_sweep_dir
-
-HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
-
 
 PLANTED = """import importlib, os, sys
 open({marker!r}, "a").write(__name__ + " " + str(os.getpid()) + "\\n")
@@ -117,14 +115,6 @@ def test_console_scripts_and_ranks_run_no_code_planted_in_the_start_folder(tmp_p
     done = subprocess.run(table, cwd=start, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "ddp" in done.stdout, done.stderr[-2000:]
     assert not marker.exists(), marker.read_text()
-
-
-def _victims(tmp_path: Path) -> tuple[Path, Path]:
-    victim, victim_dir = tmp_path / "victim.txt", tmp_path / "victim_dir"
-    victim.write_text("precious")
-    victim_dir.mkdir()
-    (victim_dir / "config.yaml").write_text("theirs")
-    return victim, victim_dir
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT, validate
+from integration.test_failures import BAD_INPUTS, _cpu_device, _has_gpu  # shared with the integration tier
 
 from flopsweep.config import ConfigError, FaultConfig, RunConfig
 from flopsweep.files import RecordExistsError, atomic_write_json
@@ -207,98 +208,8 @@ def test_lazy_loads_only_modules_of_flopsweep(path: str) -> None:
     assert lazy.resolve("flopsweep.text:printable") is text.printable
 
 
-# (overrides, key named in the message, where it is refused: "compose": Hydra (exit 1); "invalid":
-# validate, with an invalid record (exit 2); "option": run.py, a key of another option (exit 2);
-# "refused": run.py before Hydra starts, no record (exit 2))
-BAD_INPUTS = [
-    # wrong types
-    (["batch.micro_batch_size=abc"], "batch.micro_batch_size", "compose"),
-    (["model.n_layer=2.5"], "model.n_layer", "compose"),
-    (["steps.measure=true"], "steps.measure", "compose"),
-    (["activation_checkpointing=maybe"], "activation_checkpointing", "compose"),
-    (["timeout_s=soon"], "timeout_s", "compose"),
-    (["backend=deepspeed", "backend.zero_stage=[1,2]"], "backend.zero_stage", "compose"),
-    (["backend.zero_stage=2"], "backend.zero_stage", "option"),  # a key of backend=deepspeed only
-    (["attention.window_blocks=0"], "attention.window_blocks", "option"),
-    (
-        ["batch.micro_batch_size=300", "batch.max_micro_batch_size=400"],
-        "batch.max_micro_batch_size",
-        "option",
-    ),
-    (["optim.lr=fast"], "optim.lr", "compose"),
-    (["resume=perhaps"], "resume", "compose"),
-    (["nproc_per_node=two"], "nproc_per_node", "invalid"),
-    # out of range
-    (["model.n_embd=130"], "model.n_embd", "invalid"),
-    (["model.n_head=0"], "model.n_head", "invalid"),
-    (["backend=deepspeed", "backend.zero_stage=4"], "backend.zero_stage", "invalid"),
-    (["batch.micro_batch_size=0"], "batch.micro_batch_size", "invalid"),
-    (["batch.grad_accum=-1"], "batch.grad_accum", "invalid"),
-    (["steps.measure=0"], "steps.measure", "invalid"),
-    (["steps.warmup=-2"], "steps.warmup", "invalid"),
-    (["timeout_s=0"], "timeout_s", "invalid"),
-    (["timeout_s=inf"], "timeout_s", "invalid"),
-    (["optim.lr=-0.1"], "optim.lr", "invalid"),
-    (["optim.beta2=1.5"], "optim.beta2", "invalid"),
-    (["optim.eps=nan"], "optim.eps", "invalid"),
-    (["seed=-1"], "seed", "invalid"),
-    (["backend=ddp", "nproc_per_node=0"], "nproc_per_node", "invalid"),
-    (["nnodes=2"], "nnodes", "invalid"),
-    (["backend=deepspeed", "backend.reduce_bucket_size=1.5"], "backend.reduce_bucket_size", "invalid"),
-    (
-        ["backend=deepspeed", "backend.stage3_prefetch_bucket_size=-1"],
-        "backend.stage3_prefetch_bucket_size",
-        "invalid",
-    ),
-    (["fault.kind=segfault"], "fault.kind", "invalid"),
-    (["fault.kind=raise", "fault.phase=shutdown"], "fault.phase", "invalid"),
-    (["fault.kind=raise", "fault.rank=5"], "fault.rank", "invalid"),
-    # unknown group options and keys
-    (["model=gpt-42b"], "model", "compose"),
-    (["backend=zero9"], "backend", "compose"),
-    (["attention=flash3"], "attention", "compose"),
-    (["precision=fp4"], "precision", "compose"),
-    (["+sweep=nope"], "sweep", "compose"),
-    (["model.n_layers=3"], "n_layers", "compose"),
-    (["++model.n_layers=3"], "model.n_layers", "invalid"),
-    (["+model._target_=os.system"], "model._target_", "invalid"),
-    (["+_target_=builtins.exec"], "_target_", "invalid"),
-    # inconsistent combinations
-    (["backend=single", "nproc_per_node=2"], "backend", "invalid"),
-    (["precision=fp16"], "precision", "invalid"),
-    (["attention=sdpa-flash"], "attention", "invalid"),
-    (["device=cuda"], "device", "invalid"),
-    # commas, quotes and spaces
-    (["nproc_per_node=1,2"], "nproc_per_node", "compose"),
-    (["tag=a,b"], "tag", "compose"),
-    (['model.n_layer="2, 3"'], "model.n_layer", "compose"),
-    (['device="cpu, cuda"'], "device", "invalid"),
-    (["attention.name='sdpa flash'"], "attention.name", "invalid"),
-    (["backend=ddp", 'nproc_per_node="2 3"'], "nproc_per_node", "invalid"),
-    (["precision.name='bf16\"'"], "precision.name", "invalid"),
-    (['backend.name="ddp, fsdp"'], "backend.name", "invalid"),
-    # issue 14: interpolations, output directories, rank counts (classes 7, 8, 11, 12, 13)
-    (["tag=${oc.env:FLOPSWEEP_SURELY_UNSET_VAR}"], "tag", "refused"),
-    (["tag=${tag}"], "tag", "refused"),
-    (["hydra.run.dir=/proc/flopsweep-nope"], "hydra.run.dir", "refused"),
-    (["hydra.run.dir=/dev/null"], "hydra.run.dir", "refused"),
-    (["hydra.run.dir="], "hydra.run.dir", "refused"),
-    (["hydra.sweep.subdir=../x"], "hydra.sweep.subdir", "refused"),
-    (["batch.micro_batch_size=sort(range(1,6,2),reverse=true)"], "batch.micro_batch_size", "refused"),
-    (["backend=ddp", "nproc_per_node=100000"], "nproc_per_node", "invalid"),
-]
-
-
 # Every row but device=cuda runs on the CPU; that row needs a machine without a GPU.
 BAD_IDS = [" ".join(overrides) for overrides, _, _ in BAD_INPUTS]
-
-
-def _cpu_device(overrides: list[str]) -> list[str]:
-    return (
-        overrides
-        if any(o.lstrip("+").startswith(("device=", "device.")) for o in overrides)
-        else [*overrides, "device=cpu"]
-    )
 
 
 def test_there_are_enough_bad_inputs() -> None:
@@ -371,12 +282,6 @@ def test_deepspeed_sizes_resolve_to_int_before_launch(hydra_compose) -> None:
     assert backend.reduce_bucket_size == 500_000_000 and type(backend.reduce_bucket_size) is int
     assert type(backend.stage3_param_persistence_threshold) is int
     assert backend.stage3_prefetch_bucket_size is None
-
-
-def _has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 @pytest.mark.parametrize("where", ["/proc/flopsweep-nope", "/dev/null", "FILE/sub"])

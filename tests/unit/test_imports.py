@@ -3,34 +3,10 @@ included), and the analysis imports neither torch nor flopsweep's formulas."""
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path, package: str) -> set[str]:
-    """Every flopsweep module that ``path`` imports, at any depth of the file (lazy imports too)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return {name for name in found if name.split(".")[0] == package}
-
-
-def _graph(package: str) -> dict[str, set[str]]:
-    files = {_module_name(p): p for p in (ROOT / package).rglob("*.py")}
-    return {
-        mod: {m for m in _imports(path, package) if m in files and m != mod} for mod, path in files.items()
-    }
+from integration.test_imports import (  # shared with the integration tier
+    _closure,
+    _graph,
+)
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -63,16 +39,6 @@ def test_no_import_cycle_among_flopsweep_modules() -> None:
 
 def test_config_imports_nothing_of_flopsweep() -> None:
     assert _graph("flopsweep")["flopsweep.config"] == set()
-
-
-def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
-    """Every module ``start`` imports, directly or through others (lazy imports too)."""
-    seen, todo = set(), [start]
-    while todo:
-        for nxt in graph[todo.pop()] - seen:
-            seen.add(nxt)
-            todo.append(nxt)
-    return seen
 
 
 def test_validation_imports_neither_the_launcher_nor_the_worker() -> None:

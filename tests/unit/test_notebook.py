@@ -10,17 +10,23 @@ values come from the same records through the analysis API. Each cell may take
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 
 import pytest
+from integration.test_notebook import (  # shared with the integration tier
+    ABSOLUTE,
+    COMMITTED,
+    COMMITTED_RESULTS,
+    ROOT,
+    SWEEP,
+    assert_executed_without_errors,
+    cell,
+    nbformat,
+    text_of,
+)
 
 from analysis import load, make_plots, summary
 from analysis.__main__ import main
 from analysis.notebook import NotebookError, build, results_parameter
-
-nbformat = pytest.importorskip("nbformat")
-
 
 pytest.importorskip("nbclient")
 
@@ -28,51 +34,8 @@ pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-SWEEP = FIXTURES / "sweep"
-
-
-COMMITTED = ROOT / "notebooks" / "results.ipynb"
-
-
-COMMITTED_RESULTS = "../benchmarks/results/h200"  # as `python -m analysis benchmarks/results/h200 --notebook
-
-
 # notebooks/results.ipynb` stores it, from the repository root
 H200 = ROOT / "benchmarks" / "results" / "h200"
-
-
-# What an absolute path of this machine looks like in a notebook's text.
-ABSOLUTE = re.compile(r"(/work/|/home/|/root/|/tmp/|/usr/|site-packages)")
-
-
-def cell(nb, cell_id: str):
-    return next(c for c in nb.cells if c.get("id") == cell_id)
-
-
-def text_of(c) -> str:
-    """Everything a cell printed or displayed, as text (stream text, text/plain, text/html)."""
-    parts = []
-    for o in c.get("outputs", []):
-        parts.append(o.get("text", ""))
-        parts += [o.get("data", {}).get(kind, "") for kind in ("text/plain", "text/html")]
-    return "\n".join(parts)
-
-
-def assert_executed_without_errors(nb) -> None:
-    for c in (c for c in nb.cells if c.cell_type == "code"):
-        assert isinstance(c.execution_count, int), c.id
-        assert not [o for o in c.outputs if o.output_type == "error"], c.id
-        # stderr may carry the analysis' own warnings about the data (a scaling baseline whose
-        # one-rank runs disagree), never a traceback or an error
-        stderr = "".join(o.get("text", "") for o in c.outputs if o.get("name") == "stderr")
-        assert "Traceback" not in stderr and "Error" not in stderr, (c.id, stderr)
-        assert c.id == "parameters" or c.id == "import" or c.outputs, c.id  # every other cell shows something
 
 
 def test_results_parameter_is_relative_to_the_notebook_folder(tmp_path):
