@@ -305,7 +305,7 @@ def test_the_readme_names_every_fault_kind_and_phase_the_config_takes_each_teste
     readme = (ROOT / "README.md").read_text()
     assert re.search(r"`fault\.kind=([a-z_|]+)`", readme).group(1).split("|") == list(FAULT_KINDS)
     assert re.search(r"`fault\.phase=([a-z_|]+)`", readme).group(1).split("|") == list(FAULT_PHASES)
-    tests = "\n".join(path.read_text() for path in sorted((ROOT / "tests").glob("test_*.py")))
+    tests = "\n".join(path.read_text() for path in sorted((ROOT / "tests").glob("*/test_*.py")))
     for kind in FAULT_KINDS[1:]:
         assert re.search(rf"kind:{kind}\b|fault\.kind={kind}\b|kind=\"{kind}\"", tests), kind
 
