@@ -7,7 +7,7 @@
 # /etc/slurm/slurm.conf are never used, written or stopped (the file is only read for the marker
 # line of an older version of this script, which wrote it). Slurm's commands reach this cluster only
 # with SLURM_CONF=$FLOPSWEEP_SLURM_DIR/slurm.conf: the script prints that export line, and the
-# slurm tests (tests/test_slurm.py) set it themselves when that file exists, so that submitit's
+# slurm tests (tests/integration/test_slurm.py) set it themselves when that file exists, so that submitit's
 # sbatch/squeue/scancel calls inherit it. .ci/slurm-down.sh stops the daemons and removes that file.
 #
 # Everything is checked before any daemon starts: root, no earlier start still running, the

@@ -108,7 +108,7 @@ class BackendSpec:
     """The option's schema (:data:`flopsweep.options.OPTION_SCHEMAS`)."""
     torch: str
     """``module:function`` of its torch code, ``(cfg, device, layout) -> Trainer``, imported on the
-    rank (nothing here imports it; ``tests/test_backend_specs.py`` checks that it exists)."""
+    rank (nothing here imports it; ``tests/unit/test_backend_specs.py`` checks that it exists)."""
     max_ranks: int | None = None
     """The most ranks (world size) it runs on; None for any."""
     devices: tuple[str, ...] = ("cuda", "cpu")

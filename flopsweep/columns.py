@@ -8,7 +8,7 @@ in), with the columns the analysis makes (``speedup``); the knobs that define a 
 every set-up fact from here: the column, where it is in the record, its short header and
 legend text, and, derived from the option schemas (:mod:`flopsweep.options`), its type and
 which option it belongs to (``zero_stage`` is blank for a run that is not DeepSpeed). A new
-knob is one line here (or one line in :data:`UNSHOWN_KEYS`: ``tests/test_columns.py`` checks
+knob is one line here (or one line in :data:`UNSHOWN_KEYS`: ``tests/unit/test_columns.py`` checks
 that every key of every schema is one or the other), except a model family's own knobs, which
 its shape module declares beside its schema (``COLUMNS``, ``UNSHOWN_KEYS``: ``model.experts`` in
 :mod:`flopsweep.models.hf`), taken in from :data:`flopsweep.models.MODELS`.

@@ -6,7 +6,7 @@ schema here that subclasses its group's base class (:mod:`flopsweep.config`); th
 ``flopsweep.plan.BATCHES``) name these classes as their spec's ``config``, and
 :data:`OPTION_SCHEMAS` lists them by group and registry key, so that
 what needs only the schema (Hydra's ConfigStore, ``run.py``'s refusals, the analysis's
-column declaration :mod:`flopsweep.columns`) never imports torch. ``tests/test_config.py``
+column declaration :mod:`flopsweep.columns`) never imports torch. ``tests/unit/test_config.py``
 checks that :data:`OPTION_SCHEMAS` is exactly what the registries name.
 
 A model family declares its schema in its own torch-free shape module (``GPT2Config`` in

@@ -69,7 +69,7 @@ def calibration_view(record: dict[str, Any]) -> dict[str, Any]:
     sections, :data:`VIEW_SYSTEM_KEYS` of ``system``, and of ``metrics`` its scalars,
     ``iteration_time_s`` without its ``values`` (one per measured step), ``breakdown`` and
     ``predicted``. A prediction from views equals the prediction from the records
-    (``tests/test_analysis_safety_4.py``)."""
+    (``tests/unit/test_analysis_safety_4.py``)."""
     system, run = record.get("system"), record.get("run")
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     kept = _scalars(metrics)

@@ -18,7 +18,7 @@ estimator counts (:func:`zero3_buffer_bytes`). These are the functions behind De
 ``estimate_zero3_model_states_mem_needs_all_live`` and ``estimate_zero2_..._all_live``, which read
 ``(total, largest layer)`` from a built model (``model_to_params``); the estimate takes them from
 the family (``ModelFamily.n_params``, ``largest_layer_params``: the same numbers,
-tests/test_memory.py) without building one.
+tests/unit/test_memory.py) without building one.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def zero3_buffer_bytes(cfg: Any, layout: Layout, *, offload_param: bool | None =
       parameter, peak 0.57 GiB higher, the other six blocks' weights and ``wpe``, to 0.05%; the
       bucket records move by the bucket's bytes alone, prefetch bucket 3.8e6 to 1e9 alike). On
       the CPU a small copy with ``max_reuse`` 0 kept fewer than ``max_live``
-      (tests/test_memory.py: one MLP matrix of 60,000 elements): there the term is an upper
+      (tests/unit/test_memory.py: one MLP matrix of 60,000 elements): there the term is an upper
       bound.
 
     Gathered parameters cost nothing when ``W = 1`` without parameter offload: DeepSpeed's

@@ -22,7 +22,7 @@ FLOPs are counted, not derived: ``FlopCounterMode`` over one forward and backwar
 sequence on the meta device (no memory), with ``eager`` attention (the full ``s x s`` square of
 the convention) and, for MoE, the ``batched_mm`` experts (each token's top-k experts, exactly the
 active parameters; the router and shared experts are ordinary layers). Cached by the config's
-SHA-256 and the sequence length. ``tests/test_hf.py`` checks them against a real CPU step.
+SHA-256 and the sequence length. ``tests/unit/test_hf.py`` checks them against a real CPU step.
 """
 
 from __future__ import annotations

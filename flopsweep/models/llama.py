@@ -189,7 +189,7 @@ def _recomputed_params(cfg: LlamaConfig, recompute: str) -> int:
     one graph). ``selective`` (``flopsweep.checkpointing``: the 1st, 3rd, ... matmul of a block
     saved) recomputes the even ones: ``wk`` (``h h_kv``), ``wo`` (``h h_q``, whose output the
     second RMSNorm needs through the residual) and ``w3`` (``h f``, needed by ``w2``'s input).
-    Measured with ``FlopCounterMode`` in ``tests/test_llama.py``.
+    Measured with ``FlopCounterMode`` in ``tests/unit/test_llama.py``.
     """
     h, hd = cfg.n_embd, cfg.n_embd // cfg.n_head
     if recompute == "none":

@@ -1,0 +1,78 @@
+"""The activation checkpointing policies (flopsweep.checkpointing): the config group, the old
+boolean values, and what each policy recomputes and keeps. The FLOPs each policy's wrap really
+runs are counted in tests/unit/test_flops_counted.py and tests/unit/test_llama.py."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from helpers import records, run_py
+
+
+@pytest.mark.slow
+def test_a_sweep_over_the_old_values_plans_both_policies(tmp_path: Path) -> None:
+    proc = run_py(
+        "-m", "activation_checkpointing=true,false", "plan=true", f"hydra.sweep.dir={tmp_path}", timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = list(csv.DictReader((tmp_path / "plan.csv").open()))
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert "activation_checkpointing=full" in proc.stdout and "activation_checkpointing=none" in proc.stdout
+
+
+def _losses_by_policy(tmp_path: Path, *overrides: str) -> dict[tuple[str, str], list[float]]:
+    proc = run_py(
+        "-m",
+        "device=cpu",
+        "precision=fp32",
+        "backend=single",
+        "steps.warmup=1",
+        "steps.measure=2",
+        *overrides,
+        f"hydra.sweep.dir={tmp_path}",
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = records(tmp_path)
+    assert recs and all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
+    return {(r["config"]["model"]["name"], r["config"]["activation_checkpointing"]["name"]): r for r in recs}
+
+
+@pytest.mark.slow
+def test_every_eager_policy_trains_as_none_does(tmp_path: Path) -> None:
+    """A real run per policy (fp32, one rank, the same seed): the losses of every step equal those of
+    ``none`` within 1e-5, on gpt-tiny and llama-tiny; each record counts its policy's recompute."""
+    recs = _losses_by_policy(
+        tmp_path, "model=gpt-tiny,llama-tiny", "activation_checkpointing=none,full,selective,every_n"
+    )
+    assert len(recs) == 8
+    for (model, name), rec in recs.items():
+        m, ref = rec["metrics"], recs[(model, "none")]["metrics"]
+        for key in ("loss_first", "loss_last"):
+            assert m[key] == pytest.approx(ref[key], abs=1e-5), (model, name, key)
+        assert m["recompute"] == {"none": "none", "selective": "selective"}.get(name, "early_stop")
+        more = m["hardware_flops_per_iteration"] > m["model_flops_per_iteration"]
+        assert more == (name != "none")
+
+
+@pytest.mark.slow
+def test_memory_budget_trains_as_none_does_when_compiled(tmp_path: Path) -> None:
+    """``memory_budget`` (compile=true, the partitioner's default budget 0.5) against compiled ``none``: the
+    same losses within 1e-5; its hardware FLOPs are null with a warning that says why."""
+    recs = _losses_by_policy(
+        tmp_path,
+        "model=gpt-tiny",
+        "compile=true",
+        "activation_checkpointing=none,memory_budget",
+    )
+    budget, ref = recs[("gpt-tiny", "memory_budget")], recs[("gpt-tiny", "none")]
+    for key in ("loss_first", "loss_last"):
+        assert budget["metrics"][key] == pytest.approx(ref["metrics"][key], abs=1e-5)
+    assert (
+        budget["metrics"]["recompute"] == "unknown"
+        and budget["metrics"]["hardware_flops_per_iteration"] is None
+    )
+    assert any(w.startswith("recompute_unknown") for w in budget["warnings"])
+    assert budget["config"]["activation_checkpointing"] == {"name": "memory_budget", "budget": 0.5}

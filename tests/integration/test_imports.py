@@ -1,0 +1,180 @@
+"""The module graph: no import cycle among flopsweep modules (lazy, function-level imports
+included), and the analysis imports neither torch nor flopsweep's formulas."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """Every flopsweep module that ``path`` imports, at any depth of the file (lazy imports too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in found if name.split(".")[0] == package}
+
+
+def _graph(package: str) -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in (ROOT / package).rglob("*.py")}
+    return {
+        mod: {m for m in _imports(path, package) if m in files and m != mod} for mod, path in files.items()
+    }
+
+
+TORCH_FREE = (
+    "flopsweep.record",
+    "flopsweep.steptime",  # through flopsweep.predict
+    "flopsweep.backend_specs",
+    "flopsweep.deepspeed_config",  # through backend_specs: DeepSpeed's option check, torch-free
+    "flopsweep.lazy",  # through backend_specs: the builder's path, loaded only on the rank
+    "flopsweep.peaks",
+    "flopsweep.files",
+    "flopsweep.text",
+    "flopsweep.wire",
+    "flopsweep.signals",
+    "flopsweep.columns",
+    "flopsweep.options",
+    "flopsweep.config",
+    "flopsweep.cost",
+    "flopsweep.noise",
+    "flopsweep.predict",
+    "flopsweep.layout",
+    "flopsweep.degrees",  # through layout: the degree table, torch-free
+    "flopsweep.identity",
+    "flopsweep.identity.versions",
+    "flopsweep.budget",  # the read budget of the analysis and predict.calibration
+    "flopsweep.tree",  # the one walk for records
+    "flopsweep.plausible",  # the checks of a record, shared with predict.calibration
+)
+"""The flopsweep modules the analysis may import: none of them imports torch."""
+
+
+LOADED_THROUGH_COLUMNS = (
+    "flopsweep.setup_spec",
+    "flopsweep.models",
+    "flopsweep.models.gpt2",
+    "flopsweep.models.llama",
+    "flopsweep.models.hf",
+    "flopsweep.models.hf_files",
+    "flopsweep.flops",
+    "flopsweep.peaks",
+)
+"""Loaded, never imported by an analysis file: the model families' shape modules declare their schema
+and their knobs' columns, which ``columns`` and ``options`` read from ``flopsweep.models.MODELS``. The
+analysis calls none of their formulas (no analysis file imports them: the static check below)."""
+
+
+def test_analysis_imports_neither_torch_nor_the_formulas() -> None:
+    allowed = {f"{m}.{n}" for m in TORCH_FREE for n in dir(__import__(m, fromlist=["x"]))}
+    for path in (ROOT / "analysis").rglob("*.py"):
+        assert _imports(path, "flopsweep") <= set(TORCH_FREE) | allowed, path
+        assert not _imports(path, "torch"), path
+    code = (
+        "import sys, analysis, flopsweep.store, flopsweep.objective; "
+        "assert not {'torch', 'transformers', 'deepspeed'} & set(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others (lazy imports too)."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+RUN_PATH = {
+    "flopsweep.job",
+    "flopsweep.job.lifecycle",
+    "flopsweep.job.dryrun",
+    "flopsweep.sizesearch",
+    "flopsweep.autobatch",
+    "flopsweep.modelsearch",
+}
+"""The job's orchestrator: its steps and searches (the package's face loads them on demand)."""
+
+
+def test_the_callbacks_and_the_plugins_import_none_of_the_orchestrator() -> None:
+    """The sweep process's parts (the callback, the Hydra plug-ins) import the parts of the job they
+    need (the record assembly, the plan table, the overrides), never its run path: by the module
+    graph (lazy imports too) and as Python loads them."""
+    graph = _graph("flopsweep")
+    starts = {"flopsweep.callbacks"}
+    for path in (ROOT / "hydra_plugins").rglob("*.py"):
+        starts |= {m for m in _imports(path, "flopsweep") if m in graph}
+    for start in sorted(starts):
+        reached = _closure(graph, start) | {start}
+        assert not reached & RUN_PATH, (start, reached & RUN_PATH)
+    code = (
+        "import sys, flopsweep.callbacks, flopsweep.job.records, flopsweep.job.plantable, "
+        "flopsweep.job.result; "
+        f"loaded = {sorted(RUN_PATH - {'flopsweep.job'})!r}; "
+        "assert not [m for m in loaded if m in sys.modules], [m for m in loaded if m in sys.modules]"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+_RUN_MAIN = """
+import runpy, sys
+sys.argv = ["run.py", *sys.argv[1:]]
+try:
+    runpy.run_path("run.py", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print("torch imported:", "torch" in sys.modules)
+sys.exit(code)
+"""
+
+
+@pytest.mark.slow
+def test_run_py_refuses_without_importing_torch(tmp_path: Path) -> None:
+    """Hydra's refusal of an unknown option (its list names only the YAML options, no schema node)
+    and flopsweep's one line for a key of another option come before any torch import."""
+    unknown = subprocess.run(
+        [sys.executable, "-c", _RUN_MAIN, "model=nope", f"hydra.run.dir={tmp_path / 'a'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert unknown.returncode == 1, unknown.stderr[-2000:]
+    assert "torch imported: False" in unknown.stdout, unknown.stdout + unknown.stderr[-2000:]
+    assert "Could not find 'model/nope'" in unknown.stderr
+    listed = unknown.stderr.split("Available options in 'model':")[1].split("Config search path")[0].split()
+    assert listed == sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml")), listed
+    foreign = subprocess.run(
+        [sys.executable, "-c", _RUN_MAIN, "attention.block_size=64", "attention=sdpa"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert foreign.returncode == 2, foreign.stderr[-2000:]
+    assert "torch imported: False" in foreign.stdout, foreign.stdout + foreign.stderr[-2000:]
+    assert foreign.stderr.strip() == (
+        "flopsweep: Invalid config: attention.block_size: belongs to attention=blocksparse, not to "
+        "attention=sdpa. Fix: drop the override, or pick attention=blocksparse."
+    )

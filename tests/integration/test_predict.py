@@ -1,0 +1,197 @@
+"""The step-time model (``flopsweep.predict``), the interconnect probe, ``metrics.predicted``,
+``plan=true``'s predicted columns and ``python -m analysis --predict``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+from helpers import run_py
+from unit.test_predict import _bad_calibrations, _record, _write  # shared with the unit tier
+
+from flopsweep import predict as pr
+
+
+@pytest.mark.slow
+def test_a_two_rank_gloo_run_is_predicted_from_its_one_rank_run_and_the_probe(tmp_path: Path) -> None:
+    """The acceptance on the CPU: a one-rank FSDP run, then a two-rank one calibrated from it. The
+    two-rank record has the probe (three collectives at two sizes over 2 ranks) and a prediction
+    made from the one-rank record; its error is recorded whatever it is; the analysis shows it and
+    ``plan=true`` predicts 8 nodes of 8 from the same calibration."""
+    common = ["device=cpu", "backend=fsdp", "steps.warmup=1", "steps.measure=3"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    env = {"OMP_NUM_THREADS": "1"}  # one thread per rank in both runs: the same compute per rank
+    proc = run_py(*common, "nproc_per_node=1", f"hydra.run.dir={one}", timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_py(
+        *common,
+        "nproc_per_node=2",
+        f"predict.calibration={one}",
+        f"hydra.run.dir={two}",
+        timeout=600,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r1 = json.loads((one / "metrics.json").read_text())
+    r2 = json.loads((two / "metrics.json").read_text())
+    assert r1["system"]["interconnect"] == []
+    probe = r2["system"]["interconnect"]
+    assert sorted({(e["collective"], e["ranks"]) for e in probe}) == [(c, 2) for c in sorted(pr.COLLECTIVES)]
+    assert len({e["bytes"] for e in probe}) == 2 and all(e["busbw_gbps"] > 0 for e in probe)
+    predicted = r2["metrics"]["predicted"]
+    assert predicted["source"].startswith(f"calibrated: {one / 'metrics.json'}")
+    assert predicted["bandwidth_source"] == "this run's probe" and predicted["iteration_time_s"] > 0
+    assert predicted["tokens_per_s"] == pytest.approx(
+        r2["metrics"]["tokens_per_step"] / predicted["iteration_time_s"]
+    )
+    assert r1["metrics"]["predicted"]["source"].startswith("uncalibrated")
+
+    out = run_py_analysis(tmp_path)
+    by_world = {row["world_size"]: row for row in out}
+    measured = r2["metrics"]["iteration_time_s"]["mean"]
+    error = by_world[2]["prediction_error"]
+    assert error == pytest.approx((predicted["iteration_time_s"] - measured) / measured)
+    print(f"two-rank gloo prediction error: {error:+.1%}")  # recorded, whatever it is
+
+    sweep = tmp_path / "plan"
+    proc = run_py(
+        "-m", *common, "nproc_per_node=2", "plan=true", f"predict.calibration={one}",
+        "predict.gpus_per_node=8", "predict.nnodes=8", "predict.intra_node_gbps=300",
+        "predict.inter_node_gbps=40", f"hydra.sweep.dir={sweep}", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = list(csv.DictReader((sweep / "plan.csv").open()))
+    assert (row["predicted_world_size"], row["predicted_nnodes"]) == ("64", "8")
+    assert (
+        row["prediction_source"].startswith("calibrated: ") and float(row["predicted_iteration_time_s"]) > 0
+    )
+    assert math.isfinite(float(row["predicted_tokens_per_s_per_device"]))
+    assert "predicted_tokens_per_s_per_device" in proc.stdout
+
+
+def run_py_analysis(path: Path) -> list[dict]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis", str(path), "--predict", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+LLAMA8B_ONE_GPU = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/fp8/llama3.1-8b"
+"""Committed one-GPU H200 records of Llama 3.1 8B (bf16 and fp8, micro batch 2, compiled, full
+checkpointing): the set-up of sweep/layouts-8gpu-llama8b.yaml."""
+
+
+def _plan_rows(sweep: Path, *extra: str) -> list[dict]:
+    proc = run_py(
+        "-m", "+sweep=layouts-8gpu-llama8b", "plan=true", *extra, f"hydra.sweep.dir={sweep}", timeout=600
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "prediction_source" in proc.stdout
+    return list(csv.DictReader((sweep / "plan.csv").open()))
+
+
+@pytest.mark.slow
+def test_plan_predicts_every_layout_of_the_8gpu_sweep(tmp_path: Path) -> None:
+    """Issue 27's acceptance on a laptop: ``plan=true`` on the 8-GPU layout sweep prints a predicted
+    tokens/s and its source on every ok row, calibrated from the committed one-GPU record, and
+    without it from the H100 datasheet, said so. TP 8 is slower than FSDP 8 (its activations
+    travel on the critical path); a pipeline of 2 over 4 micro batches pays its bubble."""
+    rows = _plan_rows(tmp_path / "cal", f"predict.calibration={LLAMA8B_ONE_GPU}")
+    ok = {row["layout"]: row for row in rows if row["status"] == "ok"}
+    assert len(ok) >= 10 and "dp8" in ok
+    cal = str(LLAMA8B_ONE_GPU / "0" / "metrics.json")  # the bf16 record, not the fp8 one
+    for row in ok.values():
+        assert float(row["predicted_tokens_per_s_per_device"]) > 0, row
+        assert row["prediction_source"].startswith(f"calibrated: {cal}"), row
+        assert "bandwidth assumed: 0.7 x H200 SXM NVLink" in row["prediction_source"]
+    time = {layout: float(row["predicted_iteration_time_s"]) for layout, row in ok.items()}
+    assert time["tp8"] > time["dp4 tp2"] > time["dp8"]
+    # 1F1B and GPipe: (p-1)/(m+p-1) = 1/5 of the step idles; interleaved (2 stages a rank) 1/9
+    assert time["pp2/1F1B dp4"] == pytest.approx(time["pp2/GPipe dp4"])
+    assert time["pp2/Interleaved1F1B dp4"] < time["pp2/1F1B dp4"]
+    assert time["pp4/1F1B dp2"] > time["pp2/1F1B dp4"] > time["dp8"]
+
+    # uncalibrated, for the H200s the sweep is written for (it sets plan_gpu=H200)
+    plain = [row for row in _plan_rows(tmp_path / "plain") if row["status"] == "ok"]
+    assert len(plain) >= 10 and all(
+        row["prediction_source"].startswith("uncalibrated: hardware FLOPs at 0.45 x the H200 datasheet")
+        and float(row["predicted_tokens_per_s_per_device"]) > 0
+        for row in plain
+    )
+
+    rows = _plan_rows(tmp_path / "h100", "plan_gpu=H100")
+    ok = [row for row in rows if row["status"] == "ok"]
+    assert len(ok) >= 10
+    for row in ok:
+        assert float(row["predicted_tokens_per_s_per_device"]) > 0, row
+        assert row["prediction_source"].startswith(
+            "uncalibrated: hardware FLOPs at 0.45 x the H100 datasheet GEMM rate (989.4 TFLOP/s)"
+        ), row
+        assert "bandwidth assumed: 0.7 x H100 SXM NVLink" in row["prediction_source"]
+
+
+@pytest.mark.slow
+def test_plan_at_another_micro_batch_is_calibrated_by_tokens(tmp_path: Path) -> None:
+    rows = _plan_rows(tmp_path, f"predict.calibration={LLAMA8B_ONE_GPU}", "batch.micro_batch_size=4")
+    ok = [row for row in rows if row["status"] == "ok"]
+    assert ok and all("micro batch 2 -> 4: compute scaled by tokens" in r["prediction_source"] for r in ok)
+
+
+@pytest.mark.slow
+def test_a_bad_calibration_path_is_the_same_error_in_a_run_and_in_a_plan(tmp_path: Path) -> None:
+    """The run's record is ``invalid`` with the ConfigError (no rank starts), and so is the plan's
+    row, with the same line."""
+    cases = _bad_calibrations(tmp_path)
+    values = ",".join(str(path) for path, _ in cases.values())
+    args = ["-m", "device=cpu", "backend=single", f"predict.calibration={values}"]
+    proc = run_py(*args, f"hydra.sweep.dir={tmp_path / 'runs'}", timeout=600)
+    runs = sorted((tmp_path / "runs").glob("*/metrics.json"), key=lambda p: int(p.parent.name))
+    errors = [json.loads(p.read_text()) for p in runs]
+    assert [r["status"] for r in errors] == ["invalid"] * 3, proc.stderr[-2000:]
+    proc = run_py(*args, "plan=true", f"hydra.sweep.dir={tmp_path / 'plan'}", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = sorted(csv.DictReader((tmp_path / "plan" / "plan.csv").open()), key=lambda r: int(r["job"]))
+    for record, row, (path, what) in zip(errors, rows, cases.values(), strict=True):
+        assert row["status"] == "invalid" and what in row["note"] and str(path) in row["note"], row
+        assert record["error"]["message"] == row["note"]
+
+
+@pytest.mark.slow
+def test_a_calibration_matching_nothing_is_the_same_warning_in_a_run_and_in_a_plan(tmp_path: Path) -> None:
+    """A two-rank gloo run and its ``plan=true`` row, calibrated by a folder whose one record is of
+    another model and compiled: both warn on stderr naming it and what differs, and both predict
+    uncalibrated (the plan on the CPU, with no GEMM rate, predicts nothing), the source saying so
+    (the log line on the console: stdout or stderr)."""
+    cal = tmp_path / "cal"
+    other = _record(1)  # model m
+    other["config"]["compile"] = True
+    _write(cal / "0", other)
+    args = ["device=cpu", "backend=fsdp", "nproc_per_node=2", "steps.warmup=1", "steps.measure=2"]
+    args.append(f"predict.calibration={cal}")
+    run = run_py(*args, f"hydra.run.dir={tmp_path / 'run'}", timeout=600, env={"OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    plan = run_py("-m", *args, "plan=true", f"hydra.sweep.dir={tmp_path / 'plan'}", timeout=600)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    made = json.loads((tmp_path / "run" / "metrics.json").read_text())["metrics"]["predicted"]
+    (row,) = csv.DictReader((tmp_path / "plan" / "plan.csv").open())
+    nearest = (
+        f"predict.calibration={cal} matches nothing: the nearest, {cal / '0' / 'metrics.json'}, differs in"
+    )
+    for source, proc in ((made["source"], run), (row["prediction_source"], plan)):
+        assert "uncalibrated" in source and nearest in source, source  # the CPU plan: no GEMM rate
+        assert "compile False vs True" in source and "model " in source, source
+        assert (
+            f"{nearest} " in proc.stdout + proc.stderr
+            and "predicted uncalibrated" in proc.stdout + proc.stderr
+        )

@@ -1,0 +1,36 @@
+"""benchmarks/RESULTS.md is what benchmarks/make_results.py makes of its template and the records."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "make_results.py"
+
+
+def _make_results(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.slow
+def test_results_doc_is_current():
+    done = _make_results("--check")
+    assert done.returncode == 0, (
+        "benchmarks/RESULTS.md is stale or a table failed; run python benchmarks/make_results.py\n"
+        + done.stderr[-3000:]
+    )
+
+
+@pytest.mark.slow
+def test_check_reports_a_stale_file(tmp_path):
+    stale = tmp_path / "RESULTS.md"
+    stale.write_text((REPO / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8") + "edited\n")
+    done = _make_results("--check", "--output", str(stale))
+    assert done.returncode == 1
+    assert "stale" in done.stderr

@@ -1,0 +1,103 @@
+"""Numbers that cannot mislead: strict records for a diverged loss, steady steps only,
+plausibility against the measured GEMM rate, sweep values that are the values run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from flopsweep.config import RunConfig
+from flopsweep.metrics import PLAUSIBLE_FACTOR, compute_metrics, sanity_problem, unsteady_steps, warnings_for
+
+
+def test_unsteady_steps_finds_a_compile_step() -> None:
+    assert unsteady_steps([0.1, 0.1, 0.1, 0.1]) == []
+    assert unsteady_steps([2.0, 0.1, 0.11, 0.1]) == [0]
+    assert unsteady_steps([0.1, 0.1]) == []  # too few steps to judge
+
+
+def _ranks(step_s: float, device: str, gemm: float | None) -> list[dict]:
+    return [
+        {
+            "rank": 0,
+            "device": device,
+            "step_times_s": [step_s] * 5,
+            "losses": [6.0] * 7,
+            "peak_cuda_allocated_bytes": None,
+            "peak_cuda_reserved_bytes": None,
+            "peak_host_rss_bytes": 1,
+            "matmul_tflops": gemm,
+        }
+    ]
+
+
+def test_faster_than_the_measured_gemm_rate_is_invalid_even_on_an_unknown_gpu() -> None:
+    cfg = dataclasses.replace(RunConfig(), device="cuda")
+    cfg.attention.density = 1.0
+    flops = compute_metrics(cfg, _ranks(1.0, "NVIDIA Imaginary X1", 1.0))["hardware_flops_per_iteration"]
+    rate = flops / 1e12  # TFLOP/s of a one-second step
+    slow = compute_metrics(cfg, _ranks(1.0, "NVIDIA Imaginary X1", rate * 2))
+    assert slow["peak_tflops"] is None and sanity_problem(cfg, slow, "cuda") is None
+    fast = compute_metrics(cfg, _ranks(1.0, "NVIDIA Imaginary X1", rate / (PLAUSIBLE_FACTOR + 0.1)))
+    assert "measured dense GEMM rate" in sanity_problem(cfg, fast, "cuda")
+    assert fast["matmul_fraction"] == pytest.approx(
+        fast["model_tflops_per_device"] / fast["measured_matmul_tflops"]
+    )
+
+
+def test_alloc_retries_are_the_max_over_ranks_and_a_warning() -> None:
+    """A rank whose caching allocator retried cudaMalloc is flagged; CPU ranks record none."""
+    cfg = dataclasses.replace(RunConfig(), device="cuda")
+    cfg.attention.density = 1.0
+    ranks = _ranks(1.0, "NVIDIA H200", 600.0) * 2
+    ranks = [{**ranks[0], "cuda_alloc_retries": 0}, {**ranks[1], "rank": 1, "cuda_alloc_retries": 7}]
+    m = compute_metrics(cfg, ranks)
+    assert m["cuda_alloc_retries"] == 7 and [r["cuda_alloc_retries"] for r in m["per_rank"]] == [0, 7]
+    [warning] = [w for w in warnings_for(m) if w.startswith("alloc_retries")]
+    assert "7 times" in warning and "batch.micro_batch_size" in warning
+    calm = compute_metrics(cfg, [{**r, "cuda_alloc_retries": 0} for r in ranks])
+    assert calm["cuda_alloc_retries"] == 0 and not [w for w in warnings_for(calm) if w.startswith("alloc")]
+    cpu = compute_metrics(RunConfig(), _ranks(1.0, "cpu", None))
+    assert cpu["cuda_alloc_retries"] is None
+
+
+def test_sort_range_is_refused_with_the_list_to_write() -> None:
+    from run import sorted_range_problem
+
+    message = sorted_range_problem(["batch.micro_batch_size=sort(range(1,6,2),reverse=true)"])
+    assert "batch.micro_batch_size=5,3,1" in message and "hydra#3228" in message
+    assert sorted_range_problem(["seed=range(3)", "model=gpt-tiny"]) is None
+
+
+def test_the_policies_hardware_flops_on_an_h200_record() -> None:
+    """Per policy on an H200 (a datasheet peak): every_n adds the share of full's recompute that its
+    blocks run; memory_budget has no hardware figure, no HFU and says why, while MFU and the
+    plausibility bound (on the model TFLOPs) stand."""
+    from flopsweep.config import CheckpointingConfig
+    from flopsweep.options import EveryNConfig, MemoryBudgetConfig
+
+    base = dataclasses.replace(RunConfig(), device="cuda")
+    base.attention.density = 1.0
+    ranks = _ranks(1.0, "NVIDIA H200", 600.0)
+
+    def run(policy, compiled: bool = False) -> dict:
+        return compute_metrics(
+            dataclasses.replace(base, activation_checkpointing=policy, compile=compiled), ranks
+        )
+
+    none, full = run(CheckpointingConfig(name="none")), run(CheckpointingConfig(name="full"))
+    extra = full["hardware_flops_per_iteration"] - none["hardware_flops_per_iteration"]
+    half = run(EveryNConfig(every=2))  # gpt-tiny: 2 blocks, 1 wrapped
+    assert half["hardware_flops_per_iteration"] == pytest.approx(
+        none["hardware_flops_per_iteration"] + extra / 2
+    )
+    budget = run(MemoryBudgetConfig(budget=0.3), compiled=True)
+    assert budget["recompute"] == "unknown" and budget["mfu"] == pytest.approx(none["mfu"])
+    assert (budget["hardware_flops_per_iteration"], budget["hardware_tflops_per_device"], budget["hfu"]) == (
+        None,
+        None,
+        None,
+    )
+    assert any(w.startswith("recompute_unknown") for w in warnings_for(budget))
+    assert sanity_problem(dataclasses.replace(base, compile=True), budget, "cuda") is None

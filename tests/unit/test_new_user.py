@@ -1,0 +1,210 @@
+"""Issue #40, class 12 and the new-user trial: command lines whose answer was a traceback, a message
+that did not say what to do, a wrong count, or a silent choice.
+
+- a config group given ``null`` or a list (``backend=null``: Hydra's ValueError traceback);
+- ``hydra/sweeper=optuna_objective`` without the ``optuna`` extra (Hydra: "Could not load
+  'hydra/sweeper/optuna'"), and an Optuna study's progress counted as its search space (``job 1/32``
+  for 4 trials);
+- a ready-made sweep with another option of a group it sets knobs of (``+sweep=hf-1gpu batch=fixed``
+  did not compose);
+- ``python -m analysis --baseline`` with several values (a speedup over an average of set-ups) or a
+  key given twice (the last won in silence).
+
+All in this process (the refusals are the functions ``run.py`` calls before Hydra starts) but one
+``run.py`` start per refusal kind, marked slow.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig, OmegaConf
+
+from flopsweep.callbacks import sweep_size
+from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
+from flopsweep.overrides import (
+    CONF,
+    group_choice_problem,
+    option_kind,
+    preset_option_keys,
+    sweeper_extra_problem,
+)
+from flopsweep.plan import option_names
+
+SWEEP_DIR = Path(CONF) / "sweep"
+
+
+PRESETS = sorted(p.stem for p in SWEEP_DIR.glob("*.yaml"))
+
+
+GROUPS = [*GROUP_BASES, "hydra/sweeper"]
+
+
+def _one_line(line: str | None) -> str:
+    assert line is not None
+    assert line.startswith("Invalid config: ") and "\n" not in line and line.endswith("."), line
+    return line
+
+
+@pytest.mark.parametrize("group", GROUPS)
+@pytest.mark.parametrize("value", ["null", "[a,b]", "{first},null", "{first},[a,b]"])
+def test_a_group_given_null_or_a_list_is_refused_in_one_line(hydra_compose, group: str, value: str) -> None:
+    """Every group, a sweep's values too; the fix's example is an option that composes."""
+    options = sorted(p.stem for p in (Path(CONF) / group).glob("*.yaml"))
+    override = f"{group}={value.format(first=options[0])}"
+    line = _one_line(group_choice_problem(["-m", override]))
+    assert line.startswith(f"Invalid config: {override}: ") and f"no option of {group}" in line
+    example = line.split(", e.g. ", 1)[1].split()[0].rstrip(".")
+    assert example.partition("=")[2] in options
+    if not group.startswith("hydra/"):
+        assert hydra_compose([example]) is not None
+
+
+@pytest.mark.parametrize(
+    "override", ["backend=fsdp", "~backend", "-m", "backend=fsdp,ddp", "seed=null", "tag=[a]"]
+)
+def test_an_option_a_sweep_or_a_plain_key_is_no_group_problem(override: str) -> None:
+    assert group_choice_problem([override]) is None
+
+
+def test_the_optuna_sweeper_without_its_package_names_the_extra() -> None:
+    """Refused, with the install command, exactly when hydra-optuna-sweeper cannot be found."""
+    installed = importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is not None
+    for sweeper in ("optuna_objective", "optuna"):
+        line = sweeper_extra_problem(["-m", f"hydra/sweeper={sweeper}", "plan=true"])
+        if installed:
+            assert line is None
+        else:
+            assert "pip install -e '.[optuna]'" in _one_line(line) and "hydra-optuna-sweeper" in line
+    assert sweeper_extra_problem(["-m", "hydra/sweeper=basic_batched"]) is None
+
+
+def test_an_optuna_studys_progress_counts_its_trials() -> None:
+    """``range(1,33)`` is what Optuna draws from; the study runs ``n_trials`` jobs (the basic sweeper,
+    with no ``n_trials``, still runs every value)."""
+    space = {"batch.micro_batch_size": "range(1,33)", "backend": "fsdp,ddp"}
+    optuna = OmegaConf.create(
+        {"hydra": {"sweeper": {"n_trials": 4, "n_jobs": 2, "params": space}, "overrides": {"task": []}}}
+    )
+    assert sweep_size(optuna) == 4
+    basic = OmegaConf.create({"hydra": {"sweeper": {"params": space}, "overrides": {"task": []}}})
+    assert sweep_size(basic) == 32 * 2
+
+
+def _one_option_per_schema(group: str) -> list[str]:
+    """One YAML option of ``group`` for each schema its options have (composition depends on it)."""
+    seen: dict[type, str] = {}
+    for name in option_names(group):
+        schema = OPTION_SCHEMAS.get(group, {}).get(option_kind(group, name), GROUP_BASES[group])
+        seen.setdefault(schema, name)
+    return list(seen.values())
+
+
+def _preset_cases() -> list[tuple[str, str]]:
+    """``(preset, group=option)`` for each group a preset sets keys of (its body or its sweeper's
+    params), with one option of each schema of that group."""
+    cases = []
+    for preset in PRESETS:
+        node = OmegaConf.load(SWEEP_DIR / f"{preset}.yaml")
+        params = OmegaConf.select(node, "hydra.sweeper.params") or {}
+        groups = {g for g in GROUP_BASES if isinstance(node.get(g), DictConfig)}
+        groups |= {str(k).partition(".")[0] for k in params if str(k).partition(".")[0] in GROUP_BASES}
+        cases += [(preset, f"{g}={o}") for g in sorted(groups) for o in _one_option_per_schema(g)]
+    return cases
+
+
+PRESET_CASES = _preset_cases()
+
+
+def _first_point(preset: str, choice: str) -> list[str]:
+    """The overrides of the first job of ``+sweep=P choice``: the sweeper's params (their first value)
+    that the command line does not set, as Hydra's basic sweeper gives them to each job."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    node = OmegaConf.load(SWEEP_DIR / f"{preset}.yaml")
+    params = OmegaConf.select(node, "hydra.sweeper.params") or {}
+    lines = [f"{k}={v}" for k, v in params.items() if str(k) != choice.partition("=")[0]]
+    parsed = OverridesParser.create().parse_overrides(lines)
+    return [
+        f"{o.key_or_group}={next(iter(o.sweep_string_iterator())) if o.is_sweep_override() else o.value()}"
+        for o in parsed
+    ]
+
+
+@pytest.mark.parametrize(("preset", "choice"), PRESET_CASES, ids=[f"{p}+{c}" for p, c in PRESET_CASES])
+def test_a_preset_with_another_option_composes_or_is_refused_in_one_line(
+    hydra_compose, preset: str, choice: str
+) -> None:
+    """``+sweep=P group=O``: its jobs compose (the sweep file, its params' first values, the command
+    line) and ``run.py`` lets it through; or ``run.py`` refuses it in one line naming the first key of
+    the sweep file that belongs to another option (Hydra would stop the sweep with "Key '...' not in
+    '...Config'", at composition or at its first job)."""
+    line = preset_option_keys(["-m", f"+sweep={preset}", choice])
+    try:
+        hydra_compose.config([f"+sweep={preset}", *_first_point(preset, choice), choice])
+    except Exception as exc:  # noqa: BLE001 - Hydra's composition error, the class under test
+        assert line is not None, (preset, choice, str(exc).splitlines()[:2])
+        found = re.search(r"Key '([^']+)' not in|Could not override '[^'.]+\.([^'.]+)'", str(exc))
+        assert found, str(exc)
+        key = found.group(1) or found.group(2)
+        group = choice.partition("=")[0]
+        assert _one_line(line).startswith(f"Invalid config: +sweep={preset} {choice}: the sweep file sets ")
+        assert f"{group}.{key}" in line, line
+    else:
+        assert line is None, line
+
+
+def test_the_sweeps_with_a_micro_batch_cap_compose_with_batch_fixed_and_keep_their_caps(
+    hydra_compose,
+) -> None:
+    """The caps the sweep files set before (records keep the same config) now live in ``batch=auto/maxN``
+    options, which ``batch=fixed`` replaces whole."""
+    caps = {"fp8": 32, "frontier-fsdp": 16, "frontier-zero3": 16, "hf-1gpu": 64, "llama": 32}
+    for preset, cap in caps.items():
+        auto = hydra_compose([f"+sweep={preset}"]).batch
+        assert (auto.name, auto.max_micro_batch_size) == ("auto", cap)
+        fixed = hydra_compose([f"+sweep={preset}", "batch=fixed"]).batch
+        assert fixed.name == "fixed" and not hasattr(fixed, "max_micro_batch_size")
+        assert fixed.micro_batch_size == auto.micro_batch_size  # the sweep's micro batch, fixed
+    assert hydra_compose(["batch=auto/max16"]).batch.max_micro_batch_size == 16
+    assert option_kind("batch", "auto/max16") == "auto"
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--baseline", "backend=fsdp,ddp"], "a baseline is one set-up, one value per key"),
+        (["--baseline", "backend=fsdp", "--baseline", "backend=ddp"], "--baseline backend: given twice"),
+        (["--filter", "backend=fsdp", "--filter", "backend=ddp"], "--filter backend: given twice"),
+    ],
+)
+def test_a_baseline_of_several_values_is_refused_in_one_line(capsys, args: list[str], words: str) -> None:
+    from analysis.__main__ import main
+
+    with pytest.raises(SystemExit) as done:  # argparse's error: one line, exit 2
+        main([str(FIXTURE), *args])
+    assert done.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and "\n" not in err and "Traceback" not in err, err
+
+
+def test_a_baseline_of_one_value_per_key_still_compares(capsys) -> None:
+    from analysis import compare, load
+    from analysis.__main__ import main
+    from analysis.query import AnalysisError
+
+    assert (
+        main([str(FIXTURE), "--baseline", "backend=fsdp", "--baseline", "precision=bf16", "--format", "csv"])
+        == 0
+    )
+    assert "speedup" in capsys.readouterr().out.splitlines()[0]
+    df = load(FIXTURE)
+    assert compare(df, {"backend": ["fsdp"]})["speedup"].notna().any()  # one value in a list: one set-up
+    with pytest.raises(AnalysisError, match="one value per key"):
+        compare(df, {"backend": ["fsdp", "ddp"]})

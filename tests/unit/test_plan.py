@@ -1,0 +1,712 @@
+"""``plan=true``: every job validated and estimated, no worker started, no record written."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from flopsweep.backends import DeepSpeedConfig, FSDPConfig
+from flopsweep.config import BackendConfig, CheckpointingConfig, RunConfig
+from flopsweep.layout import Layout
+from flopsweep.memory import estimate, model_states_floor
+from flopsweep.models.gpt2 import GPT2Config
+
+GPT_13B = GPT2Config(name="gpt-1.3b", n_layer=24, n_embd=2048, n_head=16, seq_len=2048, vocab_size=50304)
+
+
+P = 1_315_819_520
+
+
+def _cfg(backend, **kw) -> RunConfig:
+    cfg = dataclasses.replace(RunConfig(), model=GPT_13B, backend=backend, device="cuda", **kw)
+    cfg.batch.micro_batch_size = 8
+    return cfg
+
+
+def test_model_states_follow_the_backend() -> None:
+    single = estimate(_cfg(BackendConfig(name="single")), Layout.data_parallel(1))
+    # fp32 weights, grads, AdamW moments (tests/unit/test_memory.py: the rest)
+    assert single.step_states == 16 * P
+    assert estimate(_cfg(BackendConfig(name="ddp")), Layout.data_parallel(1)).step_states == 20 * P
+    assert estimate(_cfg(FSDPConfig()), Layout.data_parallel(8)).step_states == 16 * P // 8
+    zero2 = estimate(_cfg(DeepSpeedConfig(zero_stage=2)), Layout.data_parallel(4))
+    assert zero2.step_states == 2 * P + int(18 * P / 4) and "estimate_zero2" in zero2.method
+    assert "estimate_zero3" in estimate(_cfg(DeepSpeedConfig(zero_stage=3)), Layout.data_parallel(4)).method
+
+
+def test_checkpointing_keeps_only_block_inputs() -> None:
+    plain = estimate(_cfg(BackendConfig(name="single")), Layout.data_parallel(1))
+    ckpt = estimate(
+        _cfg(BackendConfig(name="single"), activation_checkpointing=CheckpointingConfig(name="full")),
+        Layout.data_parallel(1),
+    )
+    assert ckpt.activations < plain.activations / 4 and ckpt.logits == plain.logits
+
+
+def test_a_cpu_run_whose_model_states_exceed_host_memory_is_refused() -> None:
+    """On the CPU the ranks share the machine's memory: when their fp32 weights, gradients and AdamW
+    states alone (16 bytes per parameter per replica) exceed it, the run is refused in one line
+    naming the model, the bytes and the fix. A tiny model passes, and a GPU run is not refused
+    (its out-of-memory error is a status)."""
+    from flopsweep.config import ConfigError
+    from flopsweep.plan import Environment, resolve
+
+    host = Environment(cpu_count=2, host_memory_bytes=16 * 2**30)
+    big = dataclasses.replace(_cfg(BackendConfig(name="single")), device="cpu", nproc_per_node="1")
+    with pytest.raises(ConfigError) as exc:
+        resolve(big, host)
+    message = str(exc.value)
+    assert message.startswith(
+        "Invalid config: model='gpt-1.3b': on the CPU the fp32 weights, gradients and AdamW states of 1 rank "
+        "take at least 19.6 GiB"
+    ), message
+    assert (
+        "the 16.0 GiB this machine lets a process use (its memory, or its cgroup's limit if smaller)"
+        in message
+        and "Fix: pick a smaller model (e.g. model=gpt-tiny)" in message
+    )
+    assert "\n" not in message
+    assert resolve(dataclasses.replace(big, model=GPT2Config()), host).device == "cpu"
+    assert resolve(big, dataclasses.replace(host, host_memory_bytes=32 * 2**30)).device == "cpu"
+    assert resolve(big, Environment(cpu_count=2)).device == "cpu"  # memory unknown: not checked
+    gpu = Environment(
+        cuda_available=True, gpu_count=1, bf16_supported=True, capability=(9, 0), host_memory_bytes=1
+    )
+    assert resolve(dataclasses.replace(big, device="cuda"), gpu).device == "cuda"
+
+
+def test_model_states_floor_is_below_the_estimate() -> None:
+    """The refusal's floor never exceeds the estimate it stands in for (so it refuses only what
+    the estimate would too), for every backend; sharded backends divide it by the world size."""
+    for backend, world in (
+        (BackendConfig(name="single"), Layout.data_parallel(1)),
+        (BackendConfig(name="ddp"), Layout.data_parallel(4)),
+        (FSDPConfig(), Layout.data_parallel(8)),
+    ):
+        cfg = _cfg(backend)
+        assert model_states_floor(cfg, world) <= estimate(cfg, world).step_states
+    four = Layout.data_parallel(4)
+    for stage in (1, 2, 3):
+        cfg = _cfg(DeepSpeedConfig(zero_stage=stage))
+        assert model_states_floor(cfg, four) == 16 * P // 4 <= estimate(cfg, four).step_states
+
+
+def test_the_host_memory_refusal_suggests_sharding_only_where_it_helps() -> None:
+    """All CPU ranks share one host: FSDP helps when DDP's copies overflow and one copy fits, never
+    when one copy alone is too large."""
+    from flopsweep.config import ConfigError
+    from flopsweep.plan import Environment, resolve
+
+    ddp2 = dataclasses.replace(_cfg(BackendConfig(name="ddp")), device="cpu", nproc_per_node="2")
+    with pytest.raises(ConfigError) as copies:  # two 19.6 GiB copies, one fits in 32 GiB
+        resolve(ddp2, Environment(cpu_count=2, host_memory_bytes=32 * 2**30))
+    assert "backend=fsdp to shard it over the ranks" in str(copies.value)
+    with pytest.raises(ConfigError) as one:  # one copy alone is over 16 GiB
+        resolve(ddp2, Environment(cpu_count=2, host_memory_bytes=16 * 2**30))
+    assert "fsdp" not in str(one.value) and "pick a smaller model" in str(one.value)
+
+
+def test_a_tiny_models_plan_row_shows_its_peak_to_three_significant_figures(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """gpt-tiny's estimated peak is a few MiB: rounded to 0.1 GiB it read 0.0; the column stays GiB,
+    to 3 significant figures, and a ``batch=fixed`` row says nothing of ``batch=auto``."""
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.text import significant
+
+    cfg = hydra_compose(["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"])
+    row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    gib = float(row["est_peak_gib_per_rank"])
+    assert 0 < gib < 0.1 and len(row["est_peak_gib_per_rank"].lstrip("0.")) == 3, row
+    assert row["est_peak_gib_per_rank"] == significant(gib)
+    assert "batch=auto" not in row["note"]
+    assert [significant(x) for x in (0.012345, 12.345, 0.99951, 1234.5, 0.0)] == [
+        "0.0123",
+        "12.3",
+        "1.00",
+        "1230",
+        "0",
+    ]
+
+
+def test_a_batch_auto_plan_row_says_it_is_estimated_at_the_searchs_start(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """``batch=auto`` finds its micro batch only by running: with no GPU memory to size it against (a
+    CPU plan without ``search.memory_budget_gib``) the row is estimated at the search's first size
+    (``batch.micro_batch_size``), and its note says so. With a budget, the one rule of a CPU probe
+    (its estimate against the budget), the row is at the largest size within it, as the search's."""
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.plan import Environment, plan
+    from flopsweep.text import significant
+
+    cfg = hydra_compose(["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto"])
+    row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=["batch=auto"]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    assert row["note"].startswith("batch=auto: estimated at micro batch 1, the search's start; "), row
+    two = hydra_compose(
+        ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto", "batch.micro_batch_size=2"]
+    )
+    row2 = plan_job(two, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert "estimated at micro batch 2, the search's start" in row2["note"]
+    assert float(row2["est_peak_gib_per_rank"]) > float(row["est_peak_gib_per_rank"])
+    held = ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto"]
+    p = plan(hydra_compose(held), Environment(cpu_count=2))
+
+    def peak(n: int) -> int:
+        cfg = dataclasses.replace(p.cfg, batch=dataclasses.replace(p.cfg.batch, micro_batch_size=n))
+        return estimate(cfg, p.layout).total
+
+    budget = (peak(3) + peak(4)) / 2 / 2**30
+    row3 = plan_job(
+        hydra_compose([*held, f"search.memory_budget_gib={budget}"]), JobInfo(job_dir=tmp_path, overrides=[])
+    )["plan"]
+    assert (
+        f"batch=auto: predicted at micro batch 3, the largest the estimate fits in {significant(budget)} GiB "
+        "(search.memory_budget_gib)"
+    ) in row3["note"], row3["note"]
+    assert float(row3["est_peak_gib_per_rank"]) == float(significant(peak(3) / 2**30))
+
+
+def test_a_batch_auto_plan_for_a_gpu_is_predicted_at_the_largest_micro_batch_the_estimate_fits(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """A ``batch=auto`` run measures the largest micro batch that fits (often 8-22 on an H200); a plan
+    row at the search's first size (1) predicted far too few tokens/s. With the GPU's memory known
+    (``plan_gpu=H100``), the row is estimated and predicted at the largest size whose estimated peak
+    fits it (found here by trying every size), says so in its note, and predicts what a
+    ``batch=fixed`` plan at that size does: more tokens/s than at micro batch 1, where the
+    all-gathers hide behind less compute. ``batch.max_micro_batch_size`` caps it;
+    ``search.memory_budget_gib``, when smaller, is the memory it fits in."""
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.memory import GIB, planned_gpu_bytes
+    from flopsweep.models import family
+    from flopsweep.plan import Environment, plan
+    from flopsweep.text import significant
+
+    args = ["model=llama3.2-1b", "backend=fsdp", "precision=bf16", "device=cuda", "nproc_per_node=2"]
+    args += ["plan=true", "plan_gpu=H100"]
+
+    def row(*extra: str) -> dict:
+        out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert out["status"] == "ok", out["note"]
+        return out
+
+    gpus = Environment(cuda_available=True, gpu_count=2, bf16_supported=True, capability=(9, 0), cpu_count=2)
+    p = plan(hydra_compose([*args, "batch=auto"]), dataclasses.replace(gpus, paths_here=False))
+    capacity = planned_gpu_bytes("H100", None)[0]
+
+    def peak(n: int) -> int:
+        cfg = dataclasses.replace(p.cfg, batch=dataclasses.replace(p.cfg.batch, micro_batch_size=n))
+        return estimate(cfg, p.layout).total
+
+    fitting = [n for n in range(1, 65) if peak(n) <= capacity]
+    size = max(fitting)
+    assert fitting == list(range(1, size + 1)) and 4 < size < 64, fitting
+    auto = row("batch=auto")
+    assert (
+        f"batch=auto: predicted at micro batch {size}, the largest the estimate fits in 79.6 GiB; the run "
+        "measures the largest its probes fit without cudaMalloc retries; "
+    ) in auto["note"], auto["note"]
+    assert auto["est_peak_gib_per_rank"] == significant(peak(size) / GIB) and auto["fits"] is True
+    m = p.cfg.model
+    flops = family(m).model_flops(m, size * 2 * m.seq_len, 1.0)  # micro batch x dp x seq_len tokens
+    assert auto["model_flops_per_step"] == f"{flops:.4g}"
+    fixed = row(f"batch.micro_batch_size={size}")
+    one = row("batch.micro_batch_size=1")
+    assert auto["predicted_tokens_per_s_per_device"] == fixed["predicted_tokens_per_s_per_device"]
+    assert float(auto["predicted_tokens_per_s_per_device"]) > float(one["predicted_tokens_per_s_per_device"])
+    assert float(auto["predicted_iteration_time_s"]) > float(one["predicted_iteration_time_s"])
+
+    capped = row("batch=auto", "batch.max_micro_batch_size=4")
+    assert (
+        "batch=auto: predicted at micro batch 4, batch.max_micro_batch_size, which the estimate fits in "
+        "79.6 GiB; "
+    ) in capped["note"], capped["note"]
+    budget = (peak(3) + peak(4)) / 2 / GIB
+    held = row("batch=auto", f"search.memory_budget_gib={budget}")
+    assert (
+        f"batch=auto: predicted at micro batch 3, the largest the estimate fits in {significant(budget)} GiB "
+        "(search.memory_budget_gib)"
+    ) in held["note"], held["note"]
+    over = row("batch=auto", "model.seq_len=131072")  # even micro batch 1 is estimated over 79.6 GiB
+    assert (
+        "batch=auto: estimated at micro batch 1, the search's start; even that is estimated over 79.6 GiB; "
+    ) in over["note"], over["note"]
+    assert over["fits"] is False
+
+
+def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(hydra_compose, tmp_path: Path) -> None:
+    """``search.model=largest`` finds its size only by running: a configured ``model.n_layer`` inside
+    the range it probes is the row's size, and its note names that size and the range (a trial read
+    it as the searched size). One outside the range, which the search never probes, is clamped into
+    it (a trial found a row estimated at 2 blocks for a search of 3 to 40): below, the search's first
+    probe; above, the most it probes. In range or clamped, the model is named ``<model>-L<n>``, as the
+    probes and the run's record are (a trial found only the clamped rows renamed)."""
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.models import family
+
+    args = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "search.model=largest"]  # 2 blocks
+
+    def row(*extra: str) -> dict:
+        out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert out["status"] == "ok", out["note"]
+        return out
+
+    inside = row("search.min_n_layer=1", "search.max_n_layer=40")
+    expected = "search.model=largest: estimated at model.n_layer=2; the search probes 1 to 40 blocks"
+    assert expected in inside["note"] and inside["model"] == "llama-tiny-L2", inside
+    below = row("search.min_n_layer=3", "search.max_n_layer=40")
+    expected = (
+        "search.model=largest: estimated at n_layer=3, the search's first probe (model.n_layer=2 is outside "
+        "the 3 to 40 blocks it probes)"
+    )
+    assert expected in below["note"] and below["model"] == "llama-tiny-L3", below
+    three = dataclasses.replace(hydra_compose(args).model, n_layer=3)
+    assert int(below["n_params"]) == family(three).n_params(three) > int(inside["n_params"])
+    assert float(below["est_peak_gib_per_rank"]) > float(inside["est_peak_gib_per_rank"])
+    above = row("search.min_n_layer=1", "search.max_n_layer=1")
+    assert "estimated at n_layer=1, the most the search probes (model.n_layer=2 is outside" in above["note"]
+    assert above["model"] == "llama-tiny-L1" and int(above["n_params"]) < int(inside["n_params"])
+    plain = plan_job(hydra_compose(args[:3]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert "search.model" not in plain["note"]
+
+
+def test_a_model_search_plan_row_is_estimated_at_the_largest_size_within_its_budget(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """Under ``search.memory_budget_gib`` (or a GPU's memory), as ``batch=auto``'s row is, a
+    ``search.model=largest`` row is estimated at the largest ``n_layer`` whose estimate fits the smaller
+    of the two, and its note names that memory: a trial's row of a 32-block Llama 8B under a 40 GiB
+    budget was estimated at 70.8 GiB, ``fits`` true against the GPU, the budget unsaid. A configured
+    ``model.n_layer`` over the budget is not the row's size; one under it grows to what the search would
+    reach. A GPU memory below the first probe's estimate leaves the row there, said so."""
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=llama-tiny", "nproc_per_node=1", "search.model=largest", "search.max_n_layer=40"]
+    cfg = hydra_compose([*args, "device=cpu"])  # model.n_layer=2
+
+    def peak(n: int) -> int:
+        sized = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n))
+        return estimate(sized, Layout()).total
+
+    def row(*extra: str) -> dict:
+        out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert out["status"] == "ok", out["note"]
+        return out
+
+    for n in (1, 6):  # a budget between the estimates of n and n + 1 blocks: below and above n_layer=2
+        gib = (peak(n) + peak(n + 1)) / 2 / 2**30
+        under = row("device=cpu", f"search.memory_budget_gib={gib}")
+        said = f"search.model=largest: estimated at n_layer={n}, the largest the estimate fits in "
+        assert said in under["note"] and "GiB (search.memory_budget_gib)" in under["note"], under["note"]
+        assert under["model"] == f"llama-tiny-L{n}" and float(under["est_peak_gib_per_rank"]) <= gib, under
+    roomy = row("device=cpu", "search.memory_budget_gib=1000")
+    assert "estimated at n_layer=40, search.max_n_layer, which the estimate fits in 1000 GiB" in roomy["note"]
+    gpu = (peak(3) + peak(4)) / 2 / 2**30  # a GPU's memory alone bounds it too; the smaller one wins
+    for extra in ([], [f"search.memory_budget_gib={gpu * 2}"]):
+        on_gpu = row("device=cuda", f"plan_gpu_memory_gib={gpu}", *extra)
+        assert on_gpu["model"] == "llama-tiny-L3" and on_gpu["fits"] is True, on_gpu
+        assert "(search.memory_budget_gib)" not in on_gpu["note"], on_gpu["note"]
+    tiny = row("device=cuda", f"plan_gpu_memory_gib={peak(1) / 2 / 2**30}")
+    assert "estimated at n_layer=1, the search's first probe; even that is estimated over" in tiny["note"]
+    assert tiny["model"] == "llama-tiny-L1" and tiny["fits"] is False, tiny
+    # On the CPU offloaded states share the memory: the size is the largest whose shown peak fits
+    # (a review found L23 at 0.118 GiB under a 0.05 GiB budget: sized by the estimate without them).
+    offload = row("device=cpu", "backend=fsdp", "backend.cpu_offload=true", "search.memory_budget_gib=0.05")
+    assert float(offload["est_peak_gib_per_rank"]) <= 0.05 and offload["fits"] is True, offload
+
+
+def test_a_plan_for_gpus_not_here_leaves_the_nvme_path_to_the_launch(hydra_compose, tmp_path: Path) -> None:
+    """Under ``plan_gpu`` the ZeRO-3 NVMe offload's ``backend.nvme_path`` is the target machine's: a
+    path missing here is no refusal (a trial's plan was refused on the laptop's folders), and the row
+    says it is checked when the run launches. Without ``plan_gpu`` the plan is of this machine and
+    refuses the missing folder, as the run would."""
+    from flopsweep.job import JobInfo, plan_job
+
+    missing = tmp_path / "absent"
+    args = ["model=gpt-tiny", "nproc_per_node=1", "backend=zero3", "backend.offload_optimizer=nvme"]
+    args += [f"backend.nvme_path={missing}", "plan=true"]
+    row = plan_job(hydra_compose([*args, "plan_gpu=H100"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok" and row["fits_on"].startswith("H100"), row["note"]
+    assert f"backend.nvme_path={missing} is checked when the run launches" in row["note"]
+    here = plan_job(hydra_compose([*args, "device=cuda"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert here["status"] == "invalid" and here["note"].startswith(
+        f"Invalid config: backend.nvme_path='{missing}': is not an existing folder"
+    ), here
+    assert not missing.exists()
+
+
+def test_a_plan_for_gpus_not_here_leaves_the_kernels_package_to_the_launch(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """A trial's ``plan_gpu=H100 attention=xformers`` was refused because xformers is not installed on
+    the laptop: the package is the target machine's, checked when the run launches, as the row says.
+    (Where xformers is missing here, the same plan of this machine is refused, as the run would be.)"""
+    import importlib.util
+
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "attention=xformers", "plan=true"]
+    row = plan_job(hydra_compose([*args, "plan_gpu=H100"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    assert (
+        "attention=xformers: the xformers package is checked when the run launches (not here)" in row["note"]
+    )
+    if importlib.util.find_spec("xformers") is None:
+        here = plan_job(hydra_compose([*args, "device=cuda"]), JobInfo(job_dir=tmp_path, overrides=[]))[
+            "plan"
+        ]
+        assert here["status"] == "invalid" and "the xformers package is not installed" in here["note"]
+
+
+def test_a_plan_of_several_nodes_is_placed_as_the_slurm_job_it_needs(hydra_compose, tmp_path: Path) -> None:
+    """``plan=true nnodes=2`` plans the two-node job (a trial was sent to the Slurm launcher to plan):
+    world size and memory of 2 nodes, the note saying a run needs the Slurm launcher, and what a
+    Slurm task refuses refused (``batch=auto`` probes locally). A run of several nodes outside Slurm
+    is refused in one line that keeps the launcher and names the planning keys."""
+    from flopsweep.config import ConfigError
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.plan import Environment, resolve
+
+    args = ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "backend=fsdp", "nnodes=2"]
+    row = plan_job(hydra_compose([*args, "plan=true"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    assert (row["world_size"], row["predicted_nnodes"], row["predicted_world_size"]) == (2, 2, 2)
+    assert "nnodes=2: planned as a Slurm job (a run needs hydra/launcher=slurm)" in row["note"]
+    one = plan_job(hydra_compose([*args[:4], "plan=true"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert float(row["est_peak_gib_per_rank"]) < float(one["est_peak_gib_per_rank"])  # FSDP shards over 2
+    auto = plan_job(
+        hydra_compose([*args, "plan=true", "batch=auto"]), JobInfo(job_dir=tmp_path, overrides=[])
+    )
+    assert auto["plan"]["status"] == "invalid" and "a Slurm task cannot" in auto["plan"]["note"]
+    with pytest.raises(ConfigError) as err:
+        resolve(hydra_compose(args), Environment(cpu_count=2))
+    message = str(err.value)
+    assert err.value.key == "nnodes" and "run the sweep with hydra/launcher=slurm" in message
+    assert "add plan=true" in message and "predict.nnodes=" in message and "predict.gpus_per_node=" in message
+    assert "\n" not in message
+
+
+def test_a_calibration_at_the_plans_own_world_size_is_its_prediction(hydra_compose, tmp_path: Path) -> None:
+    """A record of the set-up itself, at the plan's own world size, is the best calibration there is: the
+    plan predicts its step time (a trial's was refused with a message asking for what it gave). A
+    record of more ranks still calibrates nothing, and the source says which world sizes would."""
+    import json
+
+    from flopsweep import forecast
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.models import family
+    from flopsweep.plan import Environment, plan
+
+    args = ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "plan=true"]
+    cfg = plan(hydra_compose(args), Environment(cpu_count=2)).cfg  # resolved, as a run records it
+    work = forecast.workload(cfg, Layout.data_parallel(1))
+    record = {
+        "status": "ok",
+        "config": json.loads(json.dumps(dataclasses.asdict(cfg), default=str)),
+        "model": {"n_params": family(cfg.model).n_params(cfg.model)},
+        "system": {"world_size": 1, "nproc_per_node": 1, "parallel": {"dp_shard": 1}},
+        "metrics": {"iteration_time_s": {"mean": 0.25}, "model_flops_per_iteration": work.model_flops},
+    }
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "metrics.json").write_text(json.dumps(record))
+    calibrated = [*args, f"predict.calibration={tmp_path / 'cal'}"]
+    row = plan_job(hydra_compose(calibrated), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    assert row["prediction_source"].startswith(f"calibrated: {tmp_path / 'cal' / 'metrics.json'}"), row
+    assert float(row["predicted_iteration_time_s"]) == pytest.approx(0.25)
+    record["system"] = {"world_size": 2, "nproc_per_node": 2, "parallel": {"dp_shard": 2}}
+    (tmp_path / "cal" / "metrics.json").write_text(json.dumps(record))
+    row = plan_job(hydra_compose(calibrated), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert "none of its 1 ok records ran on 1 rank or fewer" in row["prediction_source"], row
+    assert row["predicted_iteration_time_s"] == ""
+
+
+def test_a_cpu_record_does_not_calibrate_a_plan_for_gpus(hydra_compose, tmp_path: Path) -> None:
+    """A CPU record's step says nothing of an H100's: a trial's ``plan_gpu=H100`` plan was
+    "calibrated" by a one-rank CPU record and predicted the CPU's own step. The device type is part
+    of the calibration's match (``predict.CALIBRATION_KEYS``): the plan is predicted uncalibrated, from
+    the H100 datasheet, and its source names the device the record ran on."""
+    import json
+
+    from flopsweep import forecast
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.models import family
+    from flopsweep.plan import Environment, plan
+
+    args = ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "plan=true"]
+    cfg = plan(hydra_compose(args), Environment(cpu_count=2)).cfg
+    record = {
+        "status": "ok",
+        "config": json.loads(json.dumps(dataclasses.asdict(cfg), default=str)),
+        "model": {"n_params": family(cfg.model).n_params(cfg.model)},
+        "system": {"world_size": 1, "nproc_per_node": 1, "parallel": {"dp_shard": 1}},
+        "metrics": {
+            "iteration_time_s": {"mean": 1.5},
+            "model_flops_per_iteration": forecast.workload(cfg, Layout.data_parallel(1)).model_flops,
+        },
+    }
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "metrics.json").write_text(json.dumps(record))
+    gpu = [
+        "model=gpt-tiny",
+        "nproc_per_node=1",
+        "plan=true",
+        "plan_gpu=H100",
+        f"predict.calibration={tmp_path / 'cal'}",
+    ]
+    row = plan_job(hydra_compose(gpu), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok", row["note"]
+    source = row["prediction_source"]
+    assert source.startswith("uncalibrated: ") and "H100" in source, source
+    assert "device cuda vs cpu" in source, source
+    assert float(row["predicted_iteration_time_s"]) < 1.5
+    cpu = plan_job(
+        hydra_compose([*args, f"predict.calibration={tmp_path / 'cal'}"]),
+        JobInfo(job_dir=tmp_path, overrides=[]),
+    )
+    assert cpu["plan"]["prediction_source"].startswith("calibrated: "), cpu["plan"]
+
+
+def test_the_plan_table_escapes_control_characters(tmp_path: Path) -> None:
+    """A cell holding an escape sequence or a newline (an override's value, a note quoting a path)
+    reaches the terminal escaped, one row per line (a trial saw a raw ESC and a row split in two);
+    the CSV keeps the exact value."""
+    import csv
+
+    from flopsweep.job import plan_table
+
+    path = tmp_path / "plan.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["job", "overrides", "status", "note"])
+        writer.writerow([0, "backend.nvme_path=/a\x1b[31mred", "ok", "tag a\nb"])
+        writer.writerow([1, "model=gpt-tiny", "ok", ""])
+    table = plan_table(str(path))
+    assert "\x1b" not in table and "/a\\x1b[31mred" in table and "tag a\\nb" in table
+    assert len(table.splitlines()) == 2 + 2 + 1  # header, rule, two rows, the footer
+    with path.open(newline="") as f:
+        assert list(csv.reader(f))[1][3] == "tag a\nb"
+
+
+def test_plan_csv_defuses_spreadsheet_formulas_and_keeps_numbers(hydra_compose, tmp_path: Path) -> None:
+    """``plan.csv`` goes through the project's one CSV-injection guard (:func:`flopsweep.text.csv_cell`,
+    the analysis CSV's too): a model name or an override that begins with ``=``, ``+``, ``-``, ``@``,
+    tab or CR gets a leading apostrophe (a trial found them written raw); the counts and the formatted
+    figures stay numbers. The plan table shows the values as typed, ``|`` escaped."""
+    import pandas as pd
+
+    from analysis.sanitize import csv_cell as analysis_guard
+    from flopsweep.job import JobInfo, plan_job, plan_table
+    from flopsweep.text import csv_cell
+
+    assert analysis_guard is csv_cell  # one guard, not two
+    cfg = hydra_compose(["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch.micro_batch_size=1"])
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name="=HYPERLINK(1)"))
+    overrides = ["+sweep=x", "tag=a|b"]
+    plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=overrides))
+    with (tmp_path / "plan.csv").open(newline="") as f:
+        row = next(csv.DictReader(f))
+    assert row["status"] == "ok", row["note"]
+    assert row["model"] == "'=HYPERLINK(1)" and row["overrides"] == "'+sweep=x tag=a|b", row
+    assert row["world_size"] == "1" and int(row["n_params"]) > 0
+    assert not row["model_flops_per_step"].startswith("'") and float(row["model_flops_per_step"]) > 0
+    frame = pd.read_csv(tmp_path / "plan.csv", keep_default_na=False)
+    assert frame["world_size"].dtype.kind == "i" and frame["est_peak_gib_per_rank"].dtype.kind == "f"
+
+    table = plan_table(str(tmp_path / "plan.csv"))
+    header, _, line = table.splitlines()[:3]
+    assert "| =HYPERLINK(1) " in line and "| +sweep=x tag=a\\|b " in line, line
+    assert line.replace("\\|", "").count("|") == header.count("|")  # one column per cell
+    assert [csv_cell(v) for v in ("-0.5", "1.611e+09", "-2+3", "@SUM(A1)", -3)] == [
+        "-0.5",
+        "1.611e+09",
+        "'-2+3",
+        "'@SUM(A1)",
+        -3,
+    ]
+
+
+@pytest.mark.parametrize("empty", ["plan_gpu=''", "plan_gpu=", "plan_gpu=' '"])
+def test_an_empty_plan_gpu_is_unset(hydra_compose, tmp_path: Path, empty: str) -> None:
+    """``plan_gpu=''`` (a shell's ``plan_gpu=$GPU`` with ``GPU`` unset) is unset, as ``null`` is: it was
+    half applied (a trial): the plan was placed on GPUs (``device=auto``) with no GPU memory to compare,
+    ``device=cpu`` refused it, and a run warned of "the  it names". Now the plan is this machine's."""
+    from flopsweep.job import JobInfo, plan_job, warn_plan_gpu
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "batch.micro_batch_size=1", "plan=true", empty]
+    cfg = hydra_compose(args)
+    assert cfg.plan_gpu is None and RunConfig(plan_gpu="").plan_gpu is None
+    for extra in ([], ["device=cpu"]):
+        row = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert row["status"] == "ok" and row["fits"] in (True, False) and row["fits_on"], row
+        assert "no GPU here" not in row["note"], row["note"]
+    assert warn_plan_gpu(dataclasses.replace(cfg, plan=False), None) is None
+
+
+@pytest.mark.parametrize(
+    ("gpu", "setup", "says"),
+    [
+        (
+            "A100-80GB",
+            ["precision=fp8"],
+            "precision='fp8': fp8 needs a CUDA GPU of compute capability 8.9 or newer (Ada, Hopper, "
+            "Blackwell); this GPU is 8.0 (sm_80)",
+        ),
+        ("V100-SXM2-32GB", ["precision=bf16"], "precision='bf16': this GPU has no bf16 support"),
+        (
+            "V100-SXM2-32GB",
+            ["precision=fp16", "attention=sdpa-flash"],
+            "attention='sdpa-flash': needs an NVIDIA GPU of compute capability 8.0 or newer",
+        ),
+        ("MI300X", ["attention=sdpa-cudnn"], "attention='sdpa-cudnn': runs on NVIDIA GPUs only (cuDNN)"),
+    ],
+    ids=["a100-fp8", "v100-bf16", "v100-flash", "mi300x-cudnn"],
+)
+def test_a_plan_for_a_named_gpu_refuses_what_that_gpu_cannot_run(
+    hydra_compose, tmp_path: Path, gpu: str, setup: list[str], says: str
+) -> None:
+    """``plan=true plan_gpu=`` plans with the named GPU's compute capability, bf16 and vendor (the peak
+    table's), not as a 9.0 GPU (a trial's A100 plan said ok to fp8, its V100 plan to bf16, its MI300X
+    plan to cuDNN): the row is ``invalid`` with the run's one line and says what it was placed as. The
+    same set-up for an H100 is ok."""
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.peaks import lookup
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "plan=true", *setup]
+    row = plan_job(hydra_compose([*args, f"plan_gpu={gpu}"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "invalid" and row["note"].startswith(f"Invalid config: {says}"), row["note"]
+    placed = lookup(gpu)
+    assert f"placed as a{'n' if gpu[0] in 'AM' else ''} {placed.name} (" in row["note"], row["note"]
+    assert (
+        f"capability {placed.capability[0]}.{placed.capability[1]}" in row["note"] and "\n" not in row["note"]
+    )
+    h100 = plan_job(hydra_compose([*args, "plan_gpu=H100"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert h100["status"] == "ok" and "placed as an H100 SXM (capability 9.0, bf16)" in h100["note"], h100
+
+
+@pytest.mark.parametrize(
+    ("asked", "says"),
+    [
+        (["plan_gpu=A100"], "plan_gpu='A100': A100 comes in more than one memory size (40 GB (40 GiB) or 80"),
+        (["plan_gpu=H100-94GB"], "plan_gpu='H100-94GB': names 94 GB; the H100 SXM has 80 GB"),
+        (["plan_gpu=H100", "plan_gpu_memory_gib=-1"], "plan_gpu_memory_gib=-1.0: must be a positive number"),
+        (["plan_gpu=NOTAGPU", "plan_gpu_memory_gib=40"], "plan_gpu='NOTAGPU': is no device of the peak"),
+    ],
+    ids=["a100-no-size", "h100-94gb", "negative-memory", "unknown-with-memory"],
+)
+def test_a_refused_plan_gpu_is_placed_nowhere(
+    hydra_compose, tmp_path: Path, asked: list[str], says: str
+) -> None:
+    """A ``plan_gpu`` that validation refuses (a trial's ``plan_gpu=A100``, which comes in 40 and 80 GB)
+    places the job on no GPU: the invalid row's note is the refusal alone, without the "placed as an
+    A100 (capability 8.0, bf16)" a trial found after it, and :func:`plan_environment` changes nothing
+    of the machine but what a plan for other hosts always changes (their memory and paths)."""
+    from flopsweep.job import JobInfo, plan_environment, plan_job
+    from flopsweep.plan import Environment
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "plan=true", "device=cuda", *asked]
+    row = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "invalid" and row["note"].startswith(f"Invalid config: {says}"), row["note"]
+    assert "placed as" not in row["note"] and "no GPU here" not in row["note"], row["note"]
+    laptop = Environment(cpu_count=2)
+    _, env, notes = plan_environment(hydra_compose(args), laptop)
+    assert (env, notes) == (dataclasses.replace(laptop, host_memory_bytes=None, paths_here=False), [])
+    h200 = Environment(cuda_available=True, gpu_count=8, bf16_supported=True, capability=(9, 0), cpu_count=16)
+    _, env, notes = plan_environment(hydra_compose(args), h200, "NVIDIA H200")
+    assert (env.planned_gpu, env.capability, notes) == (None, (9, 0), [])
+
+
+def test_an_unknown_plan_gpu_is_refused_whatever_plan_gpu_memory_gib_says(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """``plan_gpu_memory_gib`` wins over the name's memory, not over the name: a trial's
+    ``plan_gpu=NOTAGPU plan_gpu_memory_gib=40`` passed validation (the name was never looked up). It is
+    refused in the same line as without the memory, and a known name with a memory keeps planning
+    for that memory, placed as the named GPU (``plan_gpu=A100`` needs no size then)."""
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=llama3.1-8b", "nproc_per_node=1", "plan=true", "device=cuda", "plan_gpu=NOTAGPU"]
+
+    def note(*extra: str) -> str:
+        row = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert row["status"] == "invalid" and "\n" not in row["note"], row
+        return row["note"]
+
+    alone = note()
+    assert alone.startswith("Invalid config: plan_gpu='NOTAGPU': is no device of the peak table (H100-SXM")
+    assert note("plan_gpu_memory_gib=40") == note("plan_gpu_memory_gib=0.5") == alone
+    args[-1] = "plan_gpu=A100"
+    known = hydra_compose([*args, "plan_gpu_memory_gib=40"])
+    row = plan_job(known, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    assert row["status"] == "ok" and row["fits_on"] == "A100 (40 GiB)", row
+    assert "placed as an A100 (capability 8.0, bf16)" in row["note"], row["note"]
+
+
+def test_an_fp8_plan_predicted_from_a_datasheet_says_it_is_predicted_as_bf16(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """fp8 is not modelled from a datasheet: an uncalibrated fp8 row is predicted at the bf16 peak, the
+    same step as the bf16 row (a trial read the two identical rows as fp8 bringing nothing), and its
+    source says so; the bf16 row's does not, nor does an fp8 row calibrated from an fp8 record (the
+    committed H200 one), whose measured step models it."""
+    from flopsweep.job import JobInfo, plan_job
+
+    args = ["model=llama3.1-8b", "device=cuda", "nproc_per_node=1", "plan=true", "plan_gpu=H200"]
+    setup = ["compile=true", "activation_checkpointing=full", "model.seq_len=2048"]
+    setup.append("batch.micro_batch_size=2")  # the committed record's set-up
+
+    def row(*extra: str) -> dict:
+        out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert out["status"] == "ok" and out["predicted_iteration_time_s"], out
+        return out
+
+    fp8, bf16 = row("precision=fp8"), row("precision=bf16")
+    says = "fp8 predicted as bf16: fp8 GEMM speed-up not modelled"
+    assert fp8["prediction_source"].startswith("uncalibrated: ") and says in fp8["prediction_source"], fp8
+    assert "predicted as bf16" not in bf16["prediction_source"], bf16["prediction_source"]
+    assert fp8["predicted_iteration_time_s"] == bf16["predicted_iteration_time_s"]
+    record = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/fp8/llama3.1-8b/1/metrics.json"
+    assert json.loads(record.read_text())["config"]["precision"]["name"] == "fp8"
+    calibrated = row("precision=fp8", *setup, f"predict.calibration={record}")
+    assert calibrated["prediction_source"].startswith(f"calibrated: {record}"), calibrated
+    assert "predicted as bf16" not in calibrated["prediction_source"]
+
+
+def test_a_plan_without_a_gpu_name_is_placed_at_9_0_and_of_this_gpu_is_this_machines(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """``plan_gpu_memory_gib`` alone names no GPU: on a machine without one the job is placed as on a
+    GPU of capability 9.0 with bf16, and the row says so (fp8 is ok there). On a GPU machine a plan
+    of its own GPU is this machine's; of another GPU, that GPU's capability, and the note says so."""
+    from flopsweep.job import NO_GPU_NOTE, JobInfo, plan_environment, plan_job
+    from flopsweep.plan import Environment
+
+    args = ["model=gpt-tiny", "nproc_per_node=1", "plan=true", "precision=fp8", "plan_gpu_memory_gib=80"]
+    cfg = hydra_compose(args)
+    _, env, notes = plan_environment(cfg, Environment(cpu_count=2))
+    assert (env.capability, env.bf16_supported, env.planned_gpu, notes) == ((9, 0), True, None, [NO_GPU_NOTE])
+    assert "capability 9.0 with bf16" in NO_GPU_NOTE
+    row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    if not Environment.detect().cuda_available:
+        assert row["status"] == "ok" and row["note"].startswith(NO_GPU_NOTE), row["note"]
+    h200 = Environment(cuda_available=True, gpu_count=8, bf16_supported=True, capability=(9, 0), cpu_count=16)
+    own = hydra_compose([*args[:4], "plan_gpu=H200"])
+    assert plan_environment(own, h200, "NVIDIA H200")[1:] == (
+        dataclasses.replace(h200, host_memory_bytes=None, paths_here=False),
+        [],
+    )
+    _, a100, notes = plan_environment(hydra_compose([*args[:4], "plan_gpu=A100-80GB"]), h200, "NVIDIA H200")
+    assert (a100.capability, a100.bf16_supported, a100.gpu_count, a100.planned_gpu.name) == (
+        (8, 0),
+        True,
+        8,
+        "A100",
+    )
+    assert notes == ["not this machine's NVIDIA H200: placed as an A100 (capability 8.0, bf16)"]

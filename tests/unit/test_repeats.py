@@ -1,0 +1,126 @@
+"""repeats=: rounds interleaved across set-ups, 95% intervals, and the best-two verdict."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.spread import interval, overlap, speedup_interval, step_factors, t_quantile, verdict
+from flopsweep.config import ConfigError, RunConfig
+from flopsweep.noise import noise_warnings, noisy, overloaded
+from flopsweep.plan import check_repeats
+from hydra_plugins.flopsweep_repeats import repeat_axis
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_t_quantiles_are_the_tables():
+    assert t_quantile(1) == pytest.approx(12.706, abs=1e-3)
+    assert t_quantile(4) == pytest.approx(2.776, abs=1e-3)
+
+
+def test_interval_over_repeats_is_student_t_on_the_mean():
+    low, high = interval([1.0, 2.0, 3.0])  # mean 2, s 1, n 3: 2 +- 4.303 / sqrt(3)
+    assert (low, high) == pytest.approx((2 - 4.3027 / math.sqrt(3), 2 + 4.3027 / math.sqrt(3)), abs=1e-3)
+    assert interval([5.0]) is None
+
+
+def test_step_factors_turn_the_time_interval_into_rate_factors():
+    low, high = step_factors([1.0, 1.0, 1.0, 1.0])
+    assert (low, high) == (1.0, 1.0)  # no spread: the rate is exact
+    low, high = step_factors([0.9, 1.1])  # mean 1, h = 12.706 * 0.1414 / 1.414 = 1.27 >= mean
+    assert low == pytest.approx(1 / 2.2706, abs=1e-3) and high == math.inf
+    assert step_factors([1.0]) is None and step_factors(None) is None
+
+
+def _runs(a: tuple[float, float, float], b: tuple[float, float, float]) -> pd.DataFrame:
+    rows = [
+        {
+            "backend": n,
+            "status": "ok",
+            "model_tflops_per_device": v,
+            "model_tflops_per_device_ci_low": lo,
+            "model_tflops_per_device_ci_high": hi,
+        }
+        for n, (v, lo, hi) in (("fsdp", a), ("single", b))
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_verdict_not_significant_when_the_intervals_overlap():
+    runs = _runs((100.0, 95.0, 105.0), (98.0, 93.0, 103.0))
+    tied, line = verdict(runs, "model_tflops_per_device", runs["status"].eq("ok"))
+    assert tied == [0, 1] and line.startswith("Not significant")
+
+
+def test_verdict_significant_when_they_do_not():
+    runs = _runs((100.0, 99.0, 101.0), (90.0, 89.0, 91.0))
+    tied, line = verdict(runs, "model_tflops_per_device", runs["status"].eq("ok"))
+    assert tied == [] and line.startswith("Significant: the best by model_tflops_per_device, 100")
+
+
+def test_verdict_says_nothing_for_a_metric_without_interval():
+    runs = _runs((100.0, 99.0, 101.0), (90.0, 89.0, 91.0))
+    assert verdict(runs, "peak_cuda_allocated_gib", runs["status"].eq("ok")) == ([], None)
+
+
+def test_speedup_interval_is_the_extreme_ratios():
+    assert speedup_interval((90.0, 110.0), (45.0, 55.0), lower=False) == pytest.approx((90 / 55, 110 / 45))
+    assert speedup_interval((1.0, 2.0), (4.0, 8.0), lower=True) == pytest.approx((4 / 2, 8 / 1))
+    assert overlap((1, 2), (2, 3)) and not overlap((1, 2), (2.1, 3))
+
+
+def test_repeats_bounds_refused_in_one_line():
+    check_repeats(RunConfig(repeats=3, repeat=2))
+    for cfg, key in (
+        (RunConfig(repeats=0), "repeats=0"),
+        (RunConfig(repeats=101), "repeats=101"),
+        (RunConfig(repeats=2, repeat=2), "repeat=2"),
+    ):
+        with pytest.raises(ConfigError, match=f"Invalid config: {key}:"):
+            check_repeats(cfg)
+
+
+def test_the_repeat_axis_only_when_repeated():
+    assert repeat_axis(1) == [] and repeat_axis(True) == [] and repeat_axis("3") == []
+    assert repeat_axis(3) == ["repeat=range(0,3)"]
+
+
+def test_noise_thresholds():
+    assert noisy(0.06) and not noisy(0.05) and not noisy(None)
+    assert overloaded(1.5, 1.0, 2, 1) and overloaded(0.0, 2.5, 2, 1) and not overloaded(0.2, 1.1, 16, 8)
+    assert not overloaded(50.0, 50.0, None, 1)  # no core count: no verdict
+    assert [
+        w.split(":")[0] for w in noise_warnings(cv=0.2, load_start=3.0, load_end=3.0, cpu_count=2, ranks=1)
+    ] == ["noisy_steps", "host_load"]
+
+
+def test_a_copied_round_counts_once_in_the_pooled_row(tmp_path):
+    """Three rounds of one set-up, and a copy of one of them in another folder (same run id): the
+    pooled row has 3 rounds, and the median and interval are those of the three."""
+    from helpers import rescaled
+
+    import analysis
+
+    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
+    rates = [1000.0, 1100.0, 1200.0]
+    for n, rate in enumerate(rates):
+        rec = rescaled(base, world=2, tokens_per_device=rate)
+        rec["run"].update(id=f"round-{n}", repeat=n, repeats=3, repeat_group="g1")
+        (tmp_path / "sweep" / str(n)).mkdir(parents=True)
+        (tmp_path / "sweep" / str(n) / "metrics.json").write_text(json.dumps(rec))
+        if n == 2:  # the same record, copied elsewhere
+            (tmp_path / "copy").mkdir()
+            (tmp_path / "copy" / "metrics.json").write_text(json.dumps(rec))
+    alone = analysis.load(tmp_path / "sweep")
+    both = analysis.load(tmp_path)
+    assert len(alone) == len(both) == 1
+    for df in (alone, both):
+        row = df.iloc[0]
+        assert row["repeats"] == 3 and row["ci_over"] == "repeats"
+        assert row["tokens_per_s_per_device"] == pytest.approx(1100.0)
+    assert both.iloc[0]["tokens_per_s_ci_low"] == pytest.approx(alone.iloc[0]["tokens_per_s_ci_low"])
