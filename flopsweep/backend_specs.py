@@ -33,7 +33,7 @@ imported here, so the specs import nothing of flopsweep but the option schemas a
 
 Adding a backend: a spec here (a subclass where its terms differ) and an entry in
 :data:`BACKEND_SPECS`, its torch code under the import path it names, its schema in
-:mod:`flopsweep.options` and its ``conf/backend/<name>.yaml`` (docs/design.md, "How to add").
+:mod:`flopsweep.options` and its ``conf/backend/<name>.yaml`` (docs/extending.md, "How to add").
 """
 
 from __future__ import annotations
@@ -458,7 +458,7 @@ BACKEND_SPECS: dict[str, BackendSpec] = {
 """Every ``backend=`` option's spec by ``backend.name``. Default overlaps: DDP buckets and FSDP2's
 prefetching hide most of the communication; DeepSpeed ZeRO's hooks less (our ZeRO-3 profiles show
 host-bound gaps). Host shares (:attr:`BackendSpec.host_held`): the H200 host's offload runs
-(docs/design.md, "Memory estimate")."""
+(docs/memory.md, "The memory estimate")."""
 
 
 def backend_spec(name: str | None) -> BackendSpec | None:

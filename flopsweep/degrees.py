@@ -147,7 +147,7 @@ DEGREE_SPECS: tuple[DegreeSpec, ...] = (
 """The degrees, in ``system.parallel``'s key order. A new degree is one line here (naming its
 applier, step-time term and micro-batch hook, which live in its own module), one :class:`Layout`
 field and one :class:`~flopsweep.config.ParallelConfig` key: ``parallelize``, the mesh, the trainers
-and the step-time model read this table, never a degree's name (docs/design.md, "What a change
+and the step-time model read this table, never a degree's name (docs/extending.md, "What a change
 costs")."""
 DEGREE = {spec.name: spec for spec in DEGREE_SPECS}
 """:data:`DEGREE_SPECS` by name."""

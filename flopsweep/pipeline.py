@@ -41,7 +41,7 @@ drains the pipeline once. FSDP2 reduces the gradients once per step (the schedul
 returns their mean, all-reduced over the pipeline group so that every rank returns it (the worker
 averages the ranks' losses).
 
-Counting is unchanged (docs/design.md, "Layout"): tokens per step are ``micro batch x grad accum x
+Counting is unchanged (docs/layouts.md): tokens per step are ``micro batch x grad accum x
 dp x seq``; the model FLOPs do not depend on the layout; the bubble is idle time, not FLOPs.
 """
 

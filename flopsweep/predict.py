@@ -1,7 +1,7 @@
 """The step-time model's calibration from records, and the model's one public face.
 
-The model itself (:class:`Workload`, :func:`transfers`, :func:`predict`: docs/design.md,
-"Prediction") is :mod:`flopsweep.steptime`, re-exported here, so that ``flopsweep.predict.X`` is
+The model itself (:class:`Workload`, :func:`transfers`, :func:`predict`: docs/prediction.md)
+is :mod:`flopsweep.steptime`, re-exported here, so that ``flopsweep.predict.X`` is
 every name of the two. This module holds the side that reads records (the job, ``plan=true`` and
 ``python -m analysis --predict`` share it): which record calibrates a run
 (:func:`pick_calibration`, :func:`calibration_key`), the :class:`Workload` of a record, the
@@ -296,7 +296,7 @@ def optimizer_family(record: dict[str, Any]) -> str | None:
 
 def _separates_optimizer(b: Any) -> bool:
     """A profile whose ``optimizer_s`` is the optimizer's whole work: CUDA profiles before
-    ``optimizer_from`` undercount it (docs/design.md, "Profiling")."""
+    ``optimizer_from`` undercount it (docs/metrics.md, "Profiling")."""
     return (
         isinstance(b, dict)
         and (b.get("step_s") or 0) > 0

@@ -1,7 +1,7 @@
 """The ``metrics.json`` record: schema constants, metric specs, and the builders of its parts.
 
 Torch-free: the job, the Hydra callbacks and the analysis all import it. The
-record is the only contract between a run and the analysis; docs/design.md lists
+record is the only contract between a run and the analysis; docs/metrics.md lists
 every key. Metric values of a run that is not ``ok`` are null, never 0. A record
 is strict JSON: a non-finite number is written as null (with a flag), never as
 ``NaN``.

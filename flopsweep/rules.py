@@ -1,6 +1,6 @@
 """Cross-axis rules: combinations of two or more config groups that cannot run.
 
-The validation convention (docs/design.md, "Validation"): a rule is a function of the typed
+The validation convention (docs/architecture.md, "Validation"): a rule is a function of the typed
 config that returns nothing and raises :class:`~flopsweep.config.ConfigError` naming the key,
 the value and the fix. A rule about one option's own knobs lives with its registry (the
 family's ``check``, the policy's ``check``, ...); a rule that needs two axes lives here, in

@@ -3,7 +3,7 @@
 Torch-free, one place (its calibration from records: :mod:`flopsweep.predict`, which re-exports
 every name here): the job (``metrics.predicted``, made before the measured steps), ``plan=true``
 (a row per job, on this machine or a cluster described by ``predict.*``) and ``python -m analysis
---predict`` all call :func:`predict`. docs/design.md ("Prediction") states the model and its
+--predict`` all call :func:`predict`. docs/prediction.md states the model and its
 assumptions; in short, per optimizer step and per rank::
 
     t_step   = t_compute x (1 + (pp-1)/(v m)) + t_optimizer + t_exposed   (m micro batches, v stages a rank)
@@ -266,7 +266,7 @@ class ProbeTimes:
 
 
 def compute_from_probe(w: Workload, probe: ProbeTimes, *, source: str = "probe") -> Compute:
-    """The per-rank compute of ``w`` from probed pieces (docs/design.md, "Prediction")::
+    """The per-rank compute of ``w`` from probed pieces (docs/prediction.md)::
 
         t_c   = accum x (l / pp x t_block + t_head) / (tp x cp)        (the pipeline's last stage)
         t_opt = (l x t_block_opt + t_head_opt) / (tp x pp x shards)
@@ -328,7 +328,7 @@ def busbw_factor(collective: str, n: int) -> float:
 
 
 def transfers(w: Workload, *, gpus_per_node: int) -> list[Transfer]:
-    """The collectives of one optimizer step of ``w``, per rank (docs/design.md, "Prediction"): every
+    """The collectives of one optimizer step of ``w``, per rank (docs/prediction.md): every
     degree's term (:attr:`flopsweep.degrees.DegreeSpec.transfers`, in the table's order), summed.
 
     Data parallel (``dp_shard``'s term, :func:`data_parallel_transfers`: the backend spec's

@@ -12,7 +12,7 @@ its knobs' analysis columns (``COLUMNS``, ``UNSHOWN_KEYS``), which :mod:`flopswe
 :mod:`flopsweep.columns` read from :data:`MODELS`. So adding a family is a shape module and a torch
 module here, one line in ``MODELS`` and one YAML file per size under ``conf/model/``.
 
-FLOPs conventions (docs/design.md, "FLOPs"), for ``T`` tokens per optimizer step:
+FLOPs conventions (docs/metrics.md, "FLOPs"), for ``T`` tokens per optimizer step:
 
 - **model FLOPs**: ``6 * P_matmul * T`` for every weight matmul, forward and backward,
   the LM head included, plus the attention scores ``12 * l * h_attn * s * T * density``

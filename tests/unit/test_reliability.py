@@ -1,6 +1,6 @@
 """Issue 14's classes that had no test of their own: resume among hostile files (5), a legal
 micro batch above 256 (10), an environment value in a tag (16), the load average of each job (17).
-The README's reliability table maps every class to its test."""
+The reliability page (docs/reliability.md) maps every class to its test."""
 
 from __future__ import annotations
 
@@ -67,14 +67,16 @@ def test_a_tag_from_the_environment_resolves_with_a_warning(hydra_compose, monke
     assert env_in_tag_warning(["tag=plain"]) is None
 
 
-def test_the_readme_names_an_existing_test_for_every_class() -> None:
-    """The reliability table lists its classes from 1 (at least 40 rows), each with tests that exist."""
+def test_the_reliability_page_names_an_existing_test_for_every_class() -> None:
+    """The reliability page lists its classes from 1 (at least 40 rows), each with tests that exist."""
     from helpers import ROOT
 
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("### Reliability") : readme.index("## Slurm")]
+    table = (ROOT / "docs" / "reliability.md").read_text()
     alias = {"t_f": "test_failures.py", "t_u": "test_unwritable.py", "t_r": "test_reliability.py"}
-    rows = {int(m.group(1)): m.group(0) for m in re.finditer(r"^\| (\d+) \|.*$", table, re.MULTILINE)}
+    rows = {
+        int(m.group(1)): m.group(0)
+        for m in re.finditer(r"^- \*\*(\d+)\.\*\*.*?(?=^- \*\*|\Z)", table, re.MULTILINE | re.DOTALL)
+    }
     assert sorted(rows) == list(range(1, len(rows) + 1)) and len(rows) >= 40
     for number, line in rows.items():
         named = re.findall(r"`(?:tests/)?(?:unit/|integration/)?([\w.]+)::(test_\w+|Test\w+)`", line)
