@@ -288,7 +288,7 @@ time. An × marks a failed run at its micro batch size.""",
         "code",
         "plots",
         """\
-# The other plots (PNG, as the verdict's chart), each under its name.
+# Plots (PNG). The first one is drawn under the verdict.
 for name, fig in list(charts.items())[1:]:
     png = analysis.png_bytes(fig, dpi=72, palette=True)
     display(Markdown(f"### {name}"), Image(png, metadata={"alt": name}))
