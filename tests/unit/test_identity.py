@@ -196,7 +196,7 @@ def test_setup_key_ignores_rank_count_and_tag_not_backend(hydra_compose):
 def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     """``analysis.load.setup_id`` as it was before :mod:`flopsweep.identity` (at 657cf0d), and the one
     changes since: a ``model=hf`` set-up includes its config.json's hash (identity version 2), and
-    ``loss.chunk_tokens`` at 0 is left out as a key added later."""
+    ``parallel.ep`` at 1 and ``loss.chunk_tokens`` at 0 are left out as keys added later."""
     config = record.get("config")
     if not isinstance(config, dict):
         return None
@@ -210,6 +210,8 @@ def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     optim = kept.get("optim")
     if isinstance(optim, dict) and optim.get("in_backward") is False:
         kept["optim"] = {k: v for k, v in optim.items() if k != "in_backward"}
+    if isinstance(parallel, dict) and parallel.get("ep") == 1 and "parallel" in kept:  # added later
+        kept["parallel"] = {k: v for k, v in parallel.items() if k != "ep"}
     batch = kept.get("batch")
     if isinstance(batch, dict) and "global_batch_size" in batch and batch["global_batch_size"] is None:
         kept["batch"] = {k: v for k, v in batch.items() if k != "global_batch_size"}
