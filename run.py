@@ -310,7 +310,7 @@ def env_in_tag_warning(overrides: list[str]) -> str | None:
 def main(cfg: DictConfig) -> float:
     """One job. Returns its ``objective`` as a float for the sweeper (NaN when not ``ok``)."""
     # torch: only once Hydra has composed
-    from flopsweep.hydrafiles import hydra_files
+    from flopsweep.hydrafiles import hydra_files, sweep_dir
     from flopsweep.job import JobInfo, plan_invalid_line, plan_table, run_job
 
     hc = HydraConfig.get()
@@ -319,7 +319,7 @@ def main(cfg: DictConfig) -> float:
         overrides=list(hc.overrides.task),
         job_num=hc.job.get("num"),
         choices={k: str(v) for k, v in hc.runtime.choices.items() if v is not None},
-        sweep_dir=str(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None,
+        sweep_dir=str(sweep_dir(hc)) if hc.mode == RunMode.MULTIRUN else None,
         # hydra.output_subdir is null: the job writes its .hydra/ files itself (flopsweep.hydrafiles)
         hydra_files=hydra_files(cfg, HydraConfig.instance().cfg, hc.overrides.task),
     )

@@ -450,7 +450,7 @@ def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> N
         check_output(args.output, records, "--output")
     if args.plot is not None:
         for name in PLOTS:
-            check_output(args.plot / f"{name}.png", records, "--plot")
+            check_output(args.plot / f"{name}.png", records, "--plot", folder=True)
 
 
 def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -40,8 +40,10 @@ def sort_help() -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The command line: paths, then the options of the module doc; a refused option is one line
     (:class:`flopsweep.text.OneLineParser`, exit 2)."""
-    p = OneLineParser(
-        prog="python -m analysis", description="Comparison tables and plots of flopsweep runs (metrics.json)."
+    script = os.path.basename(sys.argv[0]) if sys.argv else ""
+    p = OneLineParser(  # the name the user typed: the console script, or python -m analysis
+        prog=script if script == "flopsweep-analysis" else "python -m analysis",
+        description="Comparison tables and plots of flopsweep runs (metrics.json).",
     )
     p.add_argument(
         "paths", nargs="+", help="sweep/run directories (searched recursively), metrics.json files or globs"

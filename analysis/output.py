@@ -51,6 +51,10 @@ RECORD_NAME = re.compile(r"metrics(\..+)?\.json", re.IGNORECASE | re.DOTALL)
 takes ``METRICS.JSON`` for the record)."""
 
 FIX = "no output of the analysis replaces a record or a run's own file: name another file (e.g. report.md)"
+FOLDER_FIX = (
+    "no output of the analysis replaces a record or a run's own file: name another folder (e.g. plots), "
+    "outside every run's .hydra, .submitit and .flopsweep folders"
+)
 """The fix every refusal of :func:`check_output` names."""
 
 RUN_FOLDERS = (".hydra", ".flopsweep", ".submitit")
@@ -172,9 +176,12 @@ def record_problem(path: str | Path) -> str | None:
     return None
 
 
-def check_output(output: str | Path, records: Iterable[str | Path], option: str) -> None:
+def check_output(
+    output: str | Path, records: Iterable[str | Path], option: str, *, folder: bool = False
+) -> None:
     """Refuse ``output`` when writing it would replace a record: one of ``records`` (being read,
-    :func:`check_not_a_record`) or any other (:func:`record_problem`).
+    :func:`check_not_a_record`) or any other (:func:`record_problem`). ``folder``: ``output`` is a
+    file the option writes into the folder it names (``--plot DIR``), so the fix names a folder.
 
     Raises:
         OutputError: ``--output B/metrics.json is named as a run's record is (metrics.json): no
@@ -182,7 +189,7 @@ def check_output(output: str | Path, records: Iterable[str | Path], option: str)
     """
     check_not_a_record(output, records, option)
     if why := record_problem(output):
-        raise OutputError(f"{option} {display_path(output)} {why}: {FIX}")
+        raise OutputError(f"{option} {display_path(output)} {why}: {FOLDER_FIX if folder else FIX}")
 
 
 def _umask() -> int:

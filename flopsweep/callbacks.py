@@ -19,6 +19,7 @@ from hydra.experimental.callback import Callback
 
 from flopsweep import tree
 from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_json
+from flopsweep.hydrafiles import sweep_dir as sweep_dir_of
 from flopsweep.record import METRICS_FILE, STATUSES
 
 log = logging.getLogger("flopsweep")
@@ -426,7 +427,7 @@ def job_folders_problem(config: Any) -> str | None:
 
     from flopsweep.files import file_kind
 
-    sweep_dir = Path(str(config.hydra.sweep.dir))
+    sweep_dir = sweep_dir_of(config)
     subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
     total = sweep_size(config)
     if subdir != "${hydra.job.num}" or total is None:
@@ -484,7 +485,7 @@ class SweepSummary(Callback):
         if problem := job_folders_problem(config):  # before the first job: refused first, not after one ran
             print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
             raise SystemExit(1)
-        self.lock = _lock_or_exit(Path(str(config.hydra.sweep.dir)), "hydra.sweep.dir")
+        self.lock = _lock_or_exit(sweep_dir_of(config), "hydra.sweep.dir")
         target = str((config.hydra.get("launcher") or {}).get("_target_", ""))
         try:  # flopsweep's Slurm launchers make it when they submit, after their own refusals
             submitit_folder(config.hydra.get("launcher"), make="flopsweep_slurm" not in target)
@@ -499,14 +500,14 @@ class SweepSummary(Callback):
             from omegaconf import OmegaConf
 
             hydra = OmegaConf.to_container(config.hydra, resolve=False)
-            if problem := other_sweep_problem(Path(str(config.hydra.sweep.dir)), hydra):
+            if problem := other_sweep_problem(sweep_dir_of(config), hydra):
                 print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
                 raise SystemExit(1)
         if config.get("plan"):  # plan=true: a fresh table per sweep, never the last one's rows
             from flopsweep.job.plantable import start_plan_file
 
-            start_plan_file(Path(str(config.hydra.sweep.dir)))
-        self.kept = ok_run_ids(Path(str(config.hydra.sweep.dir)))
+            start_plan_file(sweep_dir_of(config))
+        self.kept = ok_run_ids(sweep_dir_of(config))
         self.total = sweep_size(config)
         self.done, self.started, self.pid = 0, time.monotonic(), os.getpid()
 
@@ -544,7 +545,7 @@ class SweepSummary(Callback):
         self._stop_if_unwritable(config, job_return)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        plan = Path(str(config.hydra.sweep.dir)) / "plan.csv"
+        plan = sweep_dir_of(config) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
             from flopsweep.job.plantable import plan_invalid_line, plan_table
 
@@ -569,7 +570,7 @@ class SweepSummary(Callback):
             line, note = str(job_return._return_value), f"job {config.hydra.job.num} was not recorded"
         elif self.started and (self.total is None or self.done < self.total):
             try:
-                check_writable(Path(str(config.hydra.sweep.dir)))
+                check_writable(sweep_dir_of(config))
             except RecordUnwritable as exc:
                 note = "the sweep directory cannot be written"
                 line = (
@@ -583,7 +584,7 @@ class SweepSummary(Callback):
         raise SystemExit(1)  # Hydra turns a callback's exceptions into warnings
 
     def _print(self, config: Any, note: str) -> None:
-        sweep_dir = Path(str(config.hydra.sweep.dir))
+        sweep_dir = sweep_dir_of(config)
         line = summary_line(count_statuses(sweep_dir, self.kept))
         # Printed only: a log line as well showed it twice under hydra.verbose.
         print(f"flopsweep summary: {line}{note} ({sweep_dir})", flush=True)

@@ -80,6 +80,20 @@ def output_folder_problem(key: str, value: str) -> str | None:
     return None
 
 
+def sweep_dir(hydra: Any) -> Path:
+    """The sweep's directory, absolute: ``hydra.sweep.dir`` of ``hydra`` (a config's ``hydra``
+    node, or its root, which has one), joined to ``hydra.runtime.cwd`` (the folder the sweep was
+    started from) when relative. With ``hydra.job.chdir=true`` each job runs, and Hydra calls the
+    job-end callbacks, inside the job's folder, where a relative ``S`` (Hydra's default
+    ``multirun/<date>/<time>`` is one) would name ``S/0/S``."""
+    hydra = hydra.hydra if "hydra" in hydra else hydra
+    path = Path(str(hydra.sweep.dir))
+    if path.is_absolute():
+        return path
+    cwd = hydra.runtime.get("cwd") if "runtime" in hydra else None
+    return Path(str(cwd)) / path if cwd else Path(os.path.abspath(path))
+
+
 def _not_a_folder(path: str, st: os.stat_result) -> str:
     """``a symbolic link to /x``, ``a dangling symbolic link to /x``, ``a FIFO``, ``a regular file``."""
     from flopsweep.files import file_kind
@@ -149,9 +163,9 @@ def write_multirun(config: Any) -> None:
     """
     from omegaconf import OmegaConf
 
-    sweep_dir = Path(str(config.hydra.sweep.dir))
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    replace_text(sweep_dir / MULTIRUN_FILE, OmegaConf.to_yaml(_as_hydra_wrote(config)))
+    folder = sweep_dir(config)
+    folder.mkdir(parents=True, exist_ok=True)
+    replace_text(folder / MULTIRUN_FILE, OmegaConf.to_yaml(_as_hydra_wrote(config)))
 
 
 SAFE_SWEEPERS = (

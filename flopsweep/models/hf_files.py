@@ -209,7 +209,7 @@ def _walk(data: dict[str, Any], bound_of: Any) -> tuple[str, str] | None:
         elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
             return where, f"has {where}={_shown(node)}, beyond the bound of {bound_of(where)}"
         elif isinstance(node, str) and len(node) > MAX_SHOWN and where != "_name_or_path":
-            shown = f"{_brief(node)}, a string of {len(node)} characters"
+            shown = f"{brief(node)}, a string of {len(node)} characters"
             return where, f"has {where}={shown} (at most {MAX_SHOWN} are taken)"
     return None
 
@@ -253,11 +253,11 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
     archs = src.data.get("architectures") or []
     fix = "give the config.json of a *ForCausalLM model (Llama, Qwen3, Mistral, Mixtral, DeepSeek-V3, ...)"
     if not isinstance(model_type, str) or not isinstance(archs, list):
-        what = f"model_type {_brief(model_type)} and architectures {_brief(archs)}"
+        what = f"model_type {brief(model_type)} and architectures {brief(archs)}"
         raise ConfigError(KEY, value, f"has {what}: a string and a list of class names are needed", fix)
     built = _causal_lm_types().get(model_type)
     if built is None or not built.endswith("ForCausalLM"):
-        what = f"model_type {_brief(model_type)}" + (f", architectures {_brief(archs)}" if archs else "")
+        what = f"model_type {brief(model_type)}" + (f", architectures {brief(archs)}" if archs else "")
         what += f", which transformers builds as {built}" if built else ""
         raise ConfigError(
             KEY,
@@ -271,8 +271,8 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
         raise ConfigError(
             KEY,
             value,
-            f"names architectures {_brief(archs)}, but transformers builds {built} for model_type "
-            f"{_brief(model_type)} (the record would name a model that did not run)",
+            f"names architectures {brief(archs)}, but transformers builds {built} for model_type "
+            f"{brief(model_type)} (the record would name a model that did not run)",
             f'give "architectures": ["{built}"], or leave it out',
         )
     keys = {k: v for k, v in src.data.items() if k not in ("model_type", "torch_dtype", "dtype", "auto_map")}
@@ -294,7 +294,7 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
     return cfg
 
 
-def _brief(value: Any) -> str:
+def brief(value: Any) -> str:
     """``repr(value)`` (controls escaped by ``repr``), at most 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:48]}...({len(text)} characters)"
@@ -482,7 +482,7 @@ def quantized_problem(src: Source) -> None:
         if key is None:
             continue
         method = node[key].get("quant_method") if isinstance(node[key], dict) else None
-        shown = f" (quant_method {_brief(method)})" if method is not None else ""
+        shown = f" (quant_method {brief(method)})" if method is not None else ""
         raise ConfigError(
             KEY,
             str(src.path),
@@ -514,7 +514,7 @@ def check_raw(src: Source) -> None:
             raise ConfigError(
                 KEY,
                 value,
-                f"has {field}={_brief(raw)}, not a whole number",
+                f"has {field}={brief(raw)}, not a whole number",
                 f"write {field} as a JSON integer",
             )
         bound = _field_bound(names, bounds)
@@ -531,6 +531,13 @@ def check_raw(src: Source) -> None:
                 value,
                 f"has {field}={raw}, and it is a size",
                 f"give {field} a whole number of at least 1",
+            )
+    for field, raw in _fields(src.data):
+        name = field.rsplit(".", 1)[-1]
+        numeric = name in POSITIVE_NUMBERS + NONNEGATIVE_NUMBERS or name.endswith((*EPS, "_factor"))
+        if numeric and raw is not None and not isinstance(raw, (int, float)):
+            raise ConfigError(
+                KEY, value, f"has {field}={brief(raw)}, not a number", f"give {field} a JSON number"
             )
     for field, raw in _numbers(src.data, bools=True):
         name = field.rsplit(".", 1)[-1]
@@ -557,13 +564,19 @@ def check_raw(src: Source) -> None:
             )
 
 
-def _numbers(data: dict[str, Any], bools: bool = False) -> list[tuple[str, float]]:
-    """``(field, number)`` of the top level and of ``rope_scaling``/``rope_parameters`` (as
-    ``rope_scaling.factor``), bools left out unless ``bools``."""
+def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``(field, value)`` of the top level and of ``rope_scaling``/``rope_parameters`` (as
+    ``rope_scaling.factor``), every value whatever its type."""
     found = [(_label(k), v) for k, v in data.items()]
     for section in ("rope_scaling", "rope_parameters"):
         if isinstance(data.get(section), dict):
             found += [(f"{section}.{_label(k)}", v) for k, v in data[section].items()]
+    return found
+
+
+def _numbers(data: dict[str, Any], bools: bool = False) -> list[tuple[str, float]]:
+    """The numbers of :func:`_fields`, bools left out unless ``bools``."""
+    found = _fields(data)
     return [(k, v) for k, v in found if isinstance(v, (int, float)) and (bools or not isinstance(v, bool))]
 
 

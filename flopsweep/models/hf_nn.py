@@ -12,9 +12,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from flopsweep.config import AttentionConfig
+from flopsweep.config import AttentionConfig, ConfigError
 from flopsweep.models.hf import HF_ATTENTION, HFConfig
-from flopsweep.models.hf_files import Source, hf_config, source
+from flopsweep.models.hf_files import Source, brief, hf_config, source
 from flopsweep.models.layers import next_token_loss
 
 
@@ -102,6 +102,31 @@ def zero3_leaf_modules(model: HFCausalLM) -> list[type]:
     return sorted(parents, key=lambda t: t.__name__)
 
 
+ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function")
+"""config.json fields that name an activation by its key in ``transformers.activations.ACT2CLS``."""
+
+
+def check_activations(src: Source) -> None:
+    """Each activation field of ``src`` (:data:`ACTIVATION_KEYS`, where given) names one of
+    ``transformers.activations.ACT2CLS`` (transformers builds the MLP's activation as
+    ``ACT2FN[name]``, a ``KeyError`` with no field named, otherwise).
+
+    Raises:
+        ConfigError: naming ``model.config``, the field, its value and the names transformers knows.
+    """
+    from transformers.activations import ACT2CLS
+
+    for key in ACTIVATION_KEYS:
+        value = src.data.get(key)
+        if value is not None and (not isinstance(value, str) or value not in ACT2CLS):
+            raise ConfigError(
+                "model.config",
+                str(src.path),
+                f"has {key}={brief(value)}, an activation transformers does not know",
+                f"give {key} one of {', '.join(sorted(ACT2CLS))}",
+            )
+
+
 @functools.lru_cache(maxsize=2)
 def _meta_model(src: Source) -> HFCausalLM:
     """The model of ``src`` on the meta device (``eager`` attention, ``batched_mm`` experts), built
@@ -116,6 +141,7 @@ def meta_counts(src: Source) -> dict[str, Any]:
     """Counts of the model of ``src`` built on the meta device (cached by its SHA-256): parameters,
     active parameters, the largest tensor (elements), and ``buffer_bytes``, the bytes of every
     registered buffer (persistent or not, each once) as the fp32 build makes them."""
+    check_activations(src)
     model = _meta_model(src).hf
     total = sum(p.numel() for p in model.parameters())
     k = src.data.get("num_experts_per_tok")

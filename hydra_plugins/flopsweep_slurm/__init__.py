@@ -47,6 +47,7 @@ from flopsweep import cluster, slurm, tree
 from flopsweep.config import ConfigError
 from flopsweep.files import RecordUnwritable
 from flopsweep.hydrafiles import submitit_folder
+from flopsweep.hydrafiles import sweep_dir as sweep_dir_of
 
 
 def register_resolvers() -> None:
@@ -172,7 +173,7 @@ class WatchingLauncher(BaseSubmititLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         """Submit the jobs in waves of :meth:`_wave` jobs (Slurm: all at once, as one array) and
         wait for each wave before the next."""
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir = sweep_dir_of(self.config)
         before = {str(p): _run_id(p) for p in tree.find(sweep_dir, "metrics.json")}  # none: not a folder yet
         submitted_at = time.time()
         returns: list[JobReturn] = []
@@ -249,7 +250,7 @@ class WatchingLauncher(BaseSubmititLauncher):
             **{k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in params.items()}
         )
         log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {self.config.hydra.sweep.dir}")
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir = sweep_dir_of(self.config)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if "mode" in self.config.hydra.sweep:
             os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))

@@ -205,6 +205,17 @@ def test_no_output_replaces_a_file_a_run_wrote(tmp_path, capsys, how, option):
     assert snapshot(tmp_path) == before
 
 
+def test_plots_into_a_runs_hydra_folder_are_refused_naming_a_folder(tmp_path, capsys):
+    """``--plot RUN/.hydra`` names a folder: refused in one line whose fix asks for another folder
+    (not "another file (e.g. report.md)"), nothing written."""
+    target = _run_file(tmp_path, "new name in .hydra").parent
+    before = snapshot(tmp_path)
+    code, out, err = cli(capsys, tmp_path / "S", "--plot", target)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "--plot " in err and "name another folder (e.g. plots)" in err and "report.md" not in err, err
+    assert snapshot(tmp_path) == before
+
+
 def test_a_log_or_csv_outside_run_folders_is_written(tmp_path, capsys):
     """The rule names a run's files, not every ``.log``: a table to ``out/table.log`` or
     ``out/plan.csv`` in a folder of no run is written."""

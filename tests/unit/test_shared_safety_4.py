@@ -319,3 +319,17 @@ def test_a_private_folder_is_made_0700_and_refuses_what_was_planted(tmp_path: Pa
     (shared / "1_submitted.pkl").write_bytes(b"mine")
     assert private_folder(shared) == shared and stat.S_IMODE(os.lstat(shared).st_mode) == 0o755
     assert [(p.name, p.read_text()) for p in victim_dir.iterdir()] == [("config.yaml", "theirs")]
+
+
+def test_the_sweep_dir_is_absolute_from_the_folder_the_sweep_started_in(tmp_path) -> None:
+    """``hydrafiles.sweep_dir``: a relative ``hydra.sweep.dir`` joins ``hydra.runtime.cwd`` (not the
+    job folder a ``hydra.job.chdir=true`` job runs in); an absolute one is kept; a root config or its
+    ``hydra`` node alike."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.hydrafiles import sweep_dir
+
+    root = OmegaConf.create({"hydra": {"sweep": {"dir": "multirun/x"}, "runtime": {"cwd": str(tmp_path)}}})
+    assert sweep_dir(root) == sweep_dir(root.hydra) == tmp_path / "multirun" / "x"
+    root.hydra.sweep.dir = "/abs/S"
+    assert sweep_dir(root) == Path("/abs/S")
