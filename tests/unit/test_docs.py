@@ -43,3 +43,19 @@ def test_ci_installs_and_tests_as_the_readme_says() -> None:
         assert command in ci, f".ci/run does not run {command!r}"
     fast = re.search(r"^python -m pytest tests/unit\b", readme, re.MULTILINE)
     assert fast, "the README gives the fast tier, python -m pytest tests/unit"
+
+
+def test_every_test_file_the_docs_name_exists() -> None:
+    """A ``tests/<tier>/test_x.py`` (or ``tests/*/test_x.py``, both tiers) named in the README or a page
+    exists, with the test it names after ``::``; docs that still say ``tests/test_x.py`` (before the
+    tiers) or name a removed test fail."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    stale = []
+    for page in pages:
+        for path, name in re.findall(r"(tests/(?:[\w*]+/)?test_\w+\.py)(?:::(\w+))?", page.read_text()):
+            if path.endswith("/test_x.py"):  # the placeholder of docs/testing.md
+                continue
+            files = sorted(ROOT.glob(path))
+            if not files or (name and not any(re.search(rf"\b{name}\b", f.read_text()) for f in files)):
+                stale.append(f"{page.relative_to(ROOT)}: {path}{'::' + name if name else ''}")
+    assert not stale, f"docs name tests that do not exist: {stale}"
