@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# Start a private one-node Slurm on this machine for the slurm-marked tests (root, Debian's packages).
+# Start a private two-node Slurm on this machine for the slurm-marked tests (root, Debian's packages).
+#
+# Two nodes on one host: two slurmd (`slurmd -N NODE`), each with its own port, spool, PID file and log
+# (Slurm's %n), named by two host names that resolve here (this host's short name and `localhost`),
+# so a job's first node name is a usable MASTER_ADDR. Each node offers the whole machine's CPUs and
+# memory: the tests' gloo ranks share the cores, as they do outside Slurm.
 #
 # Private: everything lives in $FLOPSWEEP_SLURM_DIR (default /tmp/flopsweep-slurm): its own
 # slurm.conf, munged with its own key and socket (given to Slurm as AuthInfo=socket=...), state,
@@ -12,7 +17,7 @@
 #
 # Everything is checked before any daemon starts: root, no earlier start still running, the
 # packages (slurmctld, slurmd, slurm-client, munge; installed with apt-get when missing), the munge
-# user, a short hostname that resolves (the job's MASTER_ADDR) and two free ports.
+# user, a short hostname that resolves (the job's MASTER_ADDR) and three free ports.
 #   bash .ci/slurm-up.sh && python -m pytest -m slurm; bash .ci/slurm-down.sh $?
 set -euo pipefail
 state=${FLOPSWEEP_SLURM_DIR:-/tmp/flopsweep-slurm}
@@ -61,10 +66,12 @@ check_host() {
   host=$(hostname -s)
   [[ $host =~ ^[A-Za-z0-9][A-Za-z0-9-]*$ ]] || fail "hostname -s gives '$host', not a Slurm node name. Fix: set a plain host name"
   getent hosts "$host" >/dev/null || fail "the host name $host does not resolve (each job's MASTER_ADDR). Fix: add '127.0.1.1 $host' to /etc/hosts"
+  [ "$host" != localhost ] || fail "the host is named localhost, and the second node takes that name. Fix: set another host name"
+  getent hosts localhost >/dev/null || fail "localhost does not resolve (the second node's name). Fix: add '127.0.0.1 localhost' to /etc/hosts"
   id munge >/dev/null 2>&1 || fail "no user munge (munged must not run as root). Fix: apt-get install --reinstall munge"
 }
 
-free_ports() {  # prints two free TCP ports of 16817-16999, for slurmctld and slurmd
+free_ports() {  # prints three free TCP ports of 16817-16999, for slurmctld and the two slurmd
   python3 - <<'EOF'
 import socket
 found = []
@@ -75,7 +82,7 @@ for port in range(16817, 17000):
         except OSError:
             continue
     found.append(port)
-    if len(found) == 2:
+    if len(found) == 3:
         break
 print(*found)
 EOF
@@ -102,7 +109,7 @@ start_munge() {
   fail "munged did not come up: $(tail -n 3 "$state/munged.out" "$munge_dir/munged.log" 2>/dev/null | tr '\n' ' ')"
 }
 
-write_conf() {  # ctld_port d_port
+write_conf() {  # ctld_port d_port d2_port
   local node mem_mb cpus
   # slurmd -C prints this machine's topology (CPUs, sockets, cores, threads, RealMemory); it needs
   # no config, and SLURM_CONF keeps it away from the system's.
@@ -110,23 +117,22 @@ write_conf() {  # ctld_port d_port
   cpus=$(sed -E 's/.* CPUs=([0-9]+).*/\1/' <<<"$node")
   mem_mb=$(( $(sed -E 's/.*RealMemory=([0-9]+).*/\1/' <<<"$node") * 9 / 10 ))
   node=$(sed -E "s/RealMemory=[0-9]+/RealMemory=$mem_mb/" <<<"$node")
-  mkdir -p "$state/ctld" "$state/d"
+  mkdir -p "$state/ctld" "$state/d/$host" "$state/d/localhost"
   cat >"$conf" <<EOF
-# flopsweep .ci/slurm-up.sh: a private one-node test cluster (SLURM_CONF=$conf)
+# flopsweep .ci/slurm-up.sh: a private two-node test cluster on one host (SLURM_CONF=$conf)
 ClusterName=flopsweep-ci
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$1
-SlurmdPort=$2
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket=$socket
 StateSaveLocation=$state/ctld
-SlurmdSpoolDir=$state/d
+SlurmdSpoolDir=$state/d/%n
 SlurmctldPidFile=$state/slurmctld.pid
-SlurmdPidFile=$state/slurmd.pid
+SlurmdPidFile=$state/slurmd-%n.pid
 SlurmctldLogFile=$state/slurmctld.log
-SlurmdLogFile=$state/slurmd.log
+SlurmdLogFile=$state/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -138,22 +144,24 @@ MpiDefault=none
 ReturnToService=2
 # Without DefMemPerCPU a job gets all of the node's memory and jobs run one at a time.
 DefMemPerCPU=$(( mem_mb / cpus ))
-$node NodeAddr=127.0.0.1 State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+# A job that loses a node ends NODE_FAIL; it is not requeued (flopsweep's launcher submits --no-requeue).
+$(sed -E "s/NodeName=[^ ]+/NodeName=$host/" <<<"$node") NodeHostname=$host NodeAddr=127.0.0.1 Port=$2 State=UNKNOWN
+$(sed -E "s/NodeName=[^ ]+/NodeName=localhost/" <<<"$node") NodeHostname=$host NodeAddr=127.0.0.1 Port=$3 State=UNKNOWN
+PartitionName=debug Nodes=$host,localhost Default=YES MaxTime=INFINITE State=UP
 EOF
 }
 
 wait_idle() {
   for _ in $(seq 150); do
-    if sinfo -h -N -o '%T' 2>/dev/null | grep -qx idle; then
+    if [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -cx idle)" -eq 2 ]; then
       sinfo
       return
     fi
     sleep 0.2
   done
-  echo "slurm-up: the Slurm node did not become idle within 30 s:" >&2
+  echo "slurm-up: the two Slurm nodes did not become idle within 30 s:" >&2
   sinfo -N -l >&2 || true
-  tail -n 20 "$state/slurmctld.log" "$state/slurmd.log" >&2 || true
+  tail -n 20 "$state/slurmctld.log" "$state"/slurmd-*.log >&2 || true
   exit 1
 }
 
@@ -163,23 +171,26 @@ mkdir -p "$state"
 check_earlier_start
 install_packages
 check_host
-read -r ctld_port d_port <<<"$(free_ports)"
-[ -n "${d_port:-}" ] || fail "no two free TCP ports in 16817-16999. Fix: free some, or stop other test clusters"
+read -r ctld_port d_port d2_port <<<"$(free_ports)"
+[ -n "${d2_port:-}" ] || fail "no three free TCP ports in 16817-16999. Fix: free some, or stop other test clusters"
 # Checked; now start: munged, the config, slurmctld, slurmd (each PID to $state/pids).
 : >"$state/pids"
 start_munge
-write_conf "$ctld_port" "$d_port"
+write_conf "$ctld_port" "$d_port" "$d2_port"
 export SLURM_CONF=$conf
 slurmctld -D -c -f "$conf" >"$state/slurmctld.out" 2>&1 &
 started+=(slurmctld)
 echo "slurmctld $!" >>"$state/pids"
-slurmd -D -f "$conf" >"$state/slurmd.out" 2>&1 &
-started+=(slurmd)
-echo "slurmd $!" >>"$state/pids"
+for node_name in "$host" localhost; do
+  slurmd -D -N "$node_name" -f "$conf" >"$state/slurmd-$node_name.out" 2>&1 &
+  started+=(slurmd)
+  echo "slurmd-$node_name $!" >>"$state/pids"
+done
 wait_idle
 if grep -qF "# written by flopsweep .ci/slurm-up.sh" /etc/slurm/slurm.conf 2>/dev/null; then
   echo "note: /etc/slurm/slurm.conf was written by an older .ci/slurm-up.sh; nothing uses it now"
 fi
 echo "Slurm is up after $(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $start}") s" \
-  "(slurmctld port $ctld_port, slurmd port $d_port; PIDs in $state/pids). For Slurm commands by hand:"
+  "(nodes $host and localhost; slurmctld port $ctld_port, slurmd ports $d_port and $d2_port; PIDs in $state/pids)." \
+  "For Slurm commands by hand:"
 echo "export SLURM_CONF=$conf"

@@ -360,6 +360,42 @@ ENDED_WHY = {
 """The usual cause of each final state, for the record's message."""
 
 
+NODE_FAILED = "NodeFailed"
+"""``error.type`` of a record whose job Slurm ended ``NODE_FAIL``: a node of the job went down (the
+ranks on the other nodes were stopped by SIGTERM and wrote the record)."""
+
+
+def no_requeue(additional: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``hydra.launcher.additional_parameters`` with ``no_requeue`` (``sbatch --no-requeue``) unless it
+    says ``requeue`` or ``no_requeue`` itself: Slurm requeues a batch job whose node failed (or that
+    was preempted) by default, and a requeued flopsweep job would measure again after its sweep
+    reported it, over its record."""
+    extra = dict(additional or {})
+    if not {"requeue", "no_requeue", "no-requeue"} & set(extra):
+        extra["no_requeue"] = True
+    return extra
+
+
+def ended_record(record: Mapping[str, Any], job_id: str, state: str | None) -> dict[str, Any] | None:
+    """``record`` (a ``metrics.json`` a task wrote) with the end Slurm gave its job, or None when
+    there is nothing to add: a record that is not ``error``, a state that is not one of
+    :data:`ENDED_WHY`'s failures, or a record that already says it. A job that ended ``NODE_FAIL``
+    gets ``error.type`` :data:`NODE_FAILED`; every such record's ``error.message`` ends with
+    ``Slurm ended job ID STATE (why)``. The ranks that wrote it saw only SIGTERM."""
+    name = (state or "").upper().split(" ")[0].rstrip("+")
+    error = record.get("error")
+    if record.get("status") != "error" or not isinstance(error, dict) or name not in ENDED_WHY:
+        return None
+    if name in ("COMPLETED", "FINISHED", "FAILED"):  # the tasks' own end: their record says it
+        return None
+    note = f"Slurm ended job {job_id} {name} ({ENDED_WHY[name]})"
+    message = str(error.get("message") or "")
+    if note in message:
+        return None
+    kind = NODE_FAILED if name == "NODE_FAIL" else error.get("type")
+    return {**record, "error": {**error, "type": kind, "message": f"{message}; {note}" if message else note}}
+
+
 def lost_message(w: Watched) -> str:
     """The ``error.message`` of a job that ended without a result, e.g. ``job 12_0 ended CANCELLED
     (scancel, or an administrator) before it started; no task ran``. A job that neither squeue nor

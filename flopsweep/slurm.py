@@ -258,11 +258,13 @@ def launch_slurm_task(plan: Plan, job_dir: Path) -> Outcome:
     )
     device_index = cuda_device_index(env.local_rank)
     log.info(
-        "slurm task: rank %d of %d (local rank %d, device index %d), master %s:%d",
+        "slurm task: rank %d of %d (local rank %d, device index %d) on node %s (node rank %d), master %s:%d",
         env.rank,
         world,
         env.local_rank,
         device_index,
+        os.environ.get("SLURMD_NODENAME", "?"),
+        spec.node_rank,
         env.master_addr,
         env.master_port,
     )

@@ -196,7 +196,9 @@ class WatchingLauncher(BaseSubmititLauncher):
             zip(nums, jobs, strict=True), self._states(jobs), finished=self._finished, cancel=self._cancel
         )
         returns = []
-        for watched, overrides in zip(watch.wait(), job_overrides, strict=True):
+        watched_jobs = watch.wait()
+        self._note_slurm_ends(watched_jobs)
+        for watched, overrides in zip(watched_jobs, job_overrides, strict=True):
             if watched.outcome != "lost":
                 returns.append(watched.job.task(0).result())
                 continue
@@ -206,6 +208,33 @@ class WatchingLauncher(BaseSubmititLauncher):
 
     def _wave(self, count: int) -> int:
         return count
+
+    def _note_slurm_ends(self, watched_jobs: Sequence[cluster.Watched]) -> None:
+        """Add to each ``error`` record a task wrote the end Slurm gave its job
+        (:func:`flopsweep.cluster.ended_record`: ``NODE_FAIL`` becomes ``NodeFailed``): the ranks
+        saw only SIGTERM. Slurm is asked once more for the jobs that gave a result (squeue keeps a
+        finished job for ``MinJobAge``); a state it does not give leaves the record as it is."""
+        from flopsweep.files import atomic_write_json, read_json
+
+        done = [w for w in watched_jobs if w.outcome in ("result", "partial")]
+        if not done:
+            return
+        states = self._states([w.job for w in done])([w.job.job_id for w in done]) or {}
+        for w in done:
+            state = states.get(w.job.job_id) or w.state
+            try:
+                job_return = w.job.task(0).result()
+                path = Path(str(job_return.hydra_cfg.hydra.runtime.output_dir)) / "metrics.json"
+                record = read_json(path)
+            except Exception:  # noqa: BLE001 - no result or no readable record: nothing to add to
+                continue
+            if (amended := cluster.ended_record(record, w.job.job_id, state)) is not None:
+                try:
+                    atomic_write_json(path, amended)
+                except RecordUnwritable as exc:
+                    log.warning("flopsweep: %s: the record keeps SIGTERM as its cause", exc)
+                    continue
+                print(f"flopsweep: {w.label}: {amended['error']['message']}", file=sys.stderr, flush=True)
 
     def _finished(self, watched: cluster.Watched) -> None:
         """The sweep's progress line for a job that gave its result, printed here in the sweep
@@ -237,6 +266,8 @@ class WatchingLauncher(BaseSubmititLauncher):
 
         params = dict(self.params)
         parallel = params.pop("parallel_jobs", 1)
+        if self._EXECUTOR == "slurm":  # a requeued job would measure again, over its record
+            params["additional_parameters"] = cluster.no_requeue(params.get("additional_parameters"))
         try:  # private (0700), never a planted link: made only now, after the refusals
             submitit_folder(self.config.hydra.launcher)
         except RecordUnwritable as exc:

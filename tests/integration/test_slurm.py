@@ -1,6 +1,6 @@
 """Slurm: rank arithmetic, launcher config and checks everywhere; real jobs with ``-m slurm``.
 
-The ``slurm``-marked tests submit to a running cluster: the private one-node cluster of
+The ``slurm``-marked tests submit to a running cluster: the private two-node cluster of
 ``bash .ci/slurm-up.sh`` when its ``slurm.conf`` exists in ``$FLOPSWEEP_SLURM_DIR`` (default
 ``/tmp/flopsweep-slurm``; the ``cluster`` fixture then sets ``SLURM_CONF`` for every command the tests
 start), else the cluster that the environment names. A selected slurm test that skips fails
@@ -222,8 +222,8 @@ def test_two_point_sweep_two_tasks_per_job(tmp_path: Path, job_name: str) -> Non
 
 @pytest.mark.slurm
 def test_a_tensor_parallel_layout_runs_across_the_tasks_of_a_node(tmp_path: Path, job_name: str) -> None:
-    """Issue 23's layout under Slurm: TP 2 over the two tasks of one node (the private cluster has one
-    node), FSDP2 on the mesh, each task one gloo rank; the record names the layout."""
+    """Issue 23's layout under Slurm: TP 2 over the two tasks of one node (``nnodes=1``), FSDP2 on the
+    mesh, each task one gloo rank; the record names the layout."""
     proc = sweep(
         tmp_path, job_name, "backend=fsdp", "model=llama-tiny", "parallel.tp=2", "parallel.dp_shard=1"
     )

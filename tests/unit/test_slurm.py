@@ -421,3 +421,47 @@ def test_job_watch_shows_states_and_ends_jobs_without_result(tmp_path: Path) -> 
     assert fcluster.lost_message(watched[2]).startswith(
         "job 7_2 ended FAILED (the batch script or a task failed)"
     )
+
+
+def test_jobs_are_submitted_without_requeue_unless_the_user_says_otherwise() -> None:
+    """A node failure or a preemption requeues a batch job by default; a requeued flopsweep job would
+    measure again over its record, so ``--no-requeue`` is added, and a user's own choice is kept."""
+    from flopsweep.cluster import no_requeue
+
+    assert no_requeue(None) == {"no_requeue": True}
+    assert no_requeue({"hold": True}) == {"hold": True, "no_requeue": True}
+    for theirs in ({"requeue": True}, {"no_requeue": False}, {"no-requeue": True}):
+        assert no_requeue(theirs) == theirs
+
+
+def test_an_error_record_gets_the_end_slurm_gave_its_job() -> None:
+    """``NODE_FAIL`` turns the SIGTERM the surviving ranks saw into ``NodeFailed``; other ends
+    (TIMEOUT, CANCELLED, PREEMPTED) are added to the message; nothing is added to an ok record, to
+    a job whose tasks ended by themselves, or twice."""
+    from flopsweep.cluster import NODE_FAILED, ended_record
+
+    sigterm = {"type": "Terminated", "message": "SIGTERM: Slurm is stopping the job", "phase": "measure"}
+    record = {"status": "error", "error": sigterm, "run": {"id": "r"}}
+    failed = ended_record(record, "12_0", "NODE_FAIL")
+    assert (
+        failed is not None
+        and failed["error"]["type"] == NODE_FAILED
+        and failed["error"]["phase"] == "measure"
+    )
+    assert (
+        failed["error"]["message"]
+        == f"{sigterm['message']}; Slurm ended job 12_0 NODE_FAIL (its node failed)"
+    )
+    assert record["error"] is sigterm and sigterm["type"] == "Terminated"  # the input is not changed
+    assert ended_record(failed, "12_0", "NODE_FAIL") is None
+    timeout = ended_record(record, "7", "TIMEOUT")
+    assert timeout is not None and timeout["error"]["type"] == "Terminated"
+    assert timeout["error"]["message"].endswith(
+        "Slurm ended job 7 TIMEOUT (the time limit, hydra.launcher.timeout_min)"
+    )
+    assert ended_record(record, "7", "CANCELLED by 0")["error"]["message"].endswith(
+        "7 CANCELLED (scancel, or an administrator)"
+    )
+    for state in ("COMPLETED", "FAILED", "RUNNING", None, ""):
+        assert ended_record(record, "7", state) is None, state
+    assert ended_record({"status": "ok", "error": None}, "7", "NODE_FAIL") is None
