@@ -334,6 +334,10 @@ def main(cfg: DictConfig) -> float:
             raise SweepStopped(message) from None
         print(f"flopsweep: {message}", file=sys.stderr)
         sys.exit(2)
+    if hc.job.get("chdir"):  # relative file paths name files of the folder the user started in
+        from flopsweep.hydrafiles import from_start_folder
+
+        from_start_folder(run_cfg, hc.runtime.cwd)
     try:
         record = run_job(run_cfg, info)
     except RecordExistsError as exc:

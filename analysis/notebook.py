@@ -334,7 +334,7 @@ def write(nb: Any, path: str | os.PathLike) -> None:
             (:func:`analysis.output.record_problem`); nothing is written.
         OSError: when ``path`` cannot be written.
     """
-    from analysis.output import FIX, OutputError, record_problem
+    from analysis.output import OutputError, fix_for, record_problem
     from flopsweep.files import create_new
 
     nbformat = _import_nbformat()
@@ -345,7 +345,7 @@ def write(nb: Any, path: str | os.PathLike) -> None:
         with open(fd, "w", encoding="utf-8") as f:
             nbformat.write(nb, f)
         if why := record_problem(path):  # checked before the kernel; a record put there since stays
-            raise OutputError(f"{path} {why}: {FIX}")
+            raise OutputError(f"{path} {why}: {fix_for('--notebook')}")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

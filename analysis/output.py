@@ -50,12 +50,27 @@ RECORD_NAME = re.compile(r"metrics(\..+)?\.json", re.IGNORECASE | re.DOTALL)
 ``resume=true`` (``metrics.<status>-<run id>.json``), in any case (a case-insensitive file system
 takes ``METRICS.JSON`` for the record)."""
 
-FIX = "no output of the analysis replaces a record or a run's own file: name another file (e.g. report.md)"
+FIX = (
+    "no output of the analysis replaces a record or a run's own file: name a file outside every run's "
+    ".hydra, .submitit and .flopsweep folders, not a record, log or multirun.yaml (e.g. report.md)"
+)
+"""The fix of a refused output file (``--output``; :func:`fix_for` names the others' examples)."""
 FOLDER_FIX = (
     "no output of the analysis replaces a record or a run's own file: name another folder (e.g. plots), "
     "outside every run's .hydra, .submitit and .flopsweep folders"
 )
-"""The fix every refusal of :func:`check_output` names."""
+"""The fix of a refused ``--plot DIR`` (a folder the PNGs go into)."""
+EXAMPLES = {"--notebook": "report.ipynb", "--output": "report.md"}
+"""A file name that fits each file option, for its fix."""
+
+
+def fix_for(option: str, *, folder: bool = False) -> str:
+    """The fix a refusal of ``option`` names: :data:`FOLDER_FIX` for a folder option, else
+    :data:`FIX` with the example that fits the option (``report.ipynb`` for ``--notebook``)."""
+    if folder:
+        return FOLDER_FIX
+    return FIX.replace("(e.g. report.md)", f"(e.g. {EXAMPLES.get(option, 'report.md')})")
+
 
 RUN_FOLDERS = (".hydra", ".flopsweep", ".submitit")
 """Folders of a run or sweep whose every file it wrote: Hydra's files (``config.yaml``,
@@ -89,8 +104,11 @@ def _same_file(a: str | Path, b: str | Path) -> bool:
     return False
 
 
-def check_not_a_record(output: str | Path, records: Iterable[str | Path], option: str) -> None:
-    """Refuse ``output`` when it is, or resolves to, one of ``records``.
+def check_not_a_record(
+    output: str | Path, records: Iterable[str | Path], option: str, *, folder: bool = False
+) -> None:
+    """Refuse ``output`` when it is, or resolves to, one of ``records`` (``folder``: as
+    :func:`check_output`).
 
     Raises:
         OutputError: ``--output runs/a/metrics.json is the record runs/a/metrics.json being read;
@@ -100,7 +118,7 @@ def check_not_a_record(output: str | Path, records: Iterable[str | Path], option
         if _same_file(output, record):
             raise OutputError(
                 f"{option} {display_path(output)} is the record {display_path(record)} being read; "
-                "writing there would destroy it: name another file"
+                f"writing there would destroy it: {fix_for(option, folder=folder)}"
             )
 
 
@@ -133,8 +151,10 @@ def run_file_problem(place: Path) -> str | None:
     """What file of a run or sweep ``place`` is (module doc; names compared in any case), as a
     phrase (``is a file of the run's .hydra folder``), or None."""
     name, folder = place.name.casefold(), place.parent
-    if folder.name.casefold() in RUN_FOLDERS or folder.parent.name.casefold() == ".submitit":
-        return f"is a file of a run's {folder.name} folder ({place.name})"
+    for above in place.parents:  # at any depth: .hydra/sub/x, .submitit/<job id>/sub/x
+        if above.name.casefold() in RUN_FOLDERS:
+            inside = "" if above == folder else f", inside {display_path(above)}"
+            return f"is a file of a run's {above.name} folder ({place.name}{inside})"
     if name.endswith(LOCK_SUFFIX):
         return "is the lock file of a sweep or run"
     if name == SWEEP_FILE:
@@ -187,9 +207,9 @@ def check_output(
         OutputError: ``--output B/metrics.json is named as a run's record is (metrics.json): no
             output of the analysis replaces a record: name another file (e.g. report.md)``.
     """
-    check_not_a_record(output, records, option)
+    check_not_a_record(output, records, option, folder=folder)
     if why := record_problem(output):
-        raise OutputError(f"{option} {display_path(output)} {why}: {FOLDER_FIX if folder else FIX}")
+        raise OutputError(f"{option} {display_path(output)} {why}: {fix_for(option, folder=folder)}")
 
 
 def _umask() -> int:

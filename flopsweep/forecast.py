@@ -96,7 +96,8 @@ def calibration_records(
         return []
     root = Path(path).expanduser()
     if not os.path.lexists(root):
-        raise ConfigError("predict.calibration", path, "does not exist", CALIBRATION_FIX)
+        where = "" if root.is_absolute() else f" ({os.path.abspath(root)})"
+        raise ConfigError("predict.calibration", path, f"does not exist{where}", CALIBRATION_FIX)
     try:
         budget = budget or ReadBudget()
     except ValueError:

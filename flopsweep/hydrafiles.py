@@ -94,6 +94,23 @@ def sweep_dir(hydra: Any) -> Path:
     return Path(str(cwd)) / path if cwd else Path(os.path.abspath(path))
 
 
+def from_start_folder(run_cfg: Any, start: str | os.PathLike[str]) -> None:
+    """Make the relative file paths of ``run_cfg`` (a ``RunConfig``) absolute from ``start``, the
+    folder the run or sweep was started from (``hydra.runtime.cwd``), as Hydra's
+    ``hydra.utils.to_absolute_path`` does: ``predict.calibration``, and ``model.config`` of
+    ``model=hf`` unless it is a shipped name. Under ``hydra.job.chdir=true`` the job runs inside its
+    own folder, where ``cfgs/m.json`` would name ``S/0/cfgs/m.json``. In place."""
+    from flopsweep.models.hf_files import is_shipped
+
+    calibration = getattr(run_cfg.predict, "calibration", None)
+    if calibration and not os.path.isabs(os.path.expanduser(calibration)):
+        run_cfg.predict.calibration = os.path.join(start, calibration)
+    config = getattr(run_cfg.model, "config", None)
+    if isinstance(config, str) and config and not is_shipped(config):
+        if not os.path.isabs(os.path.expanduser(config)):
+            run_cfg.model.config = os.path.join(start, config)
+
+
 def _not_a_folder(path: str, st: os.stat_result) -> str:
     """``a symbolic link to /x``, ``a dangling symbolic link to /x``, ``a FIFO``, ``a regular file``."""
     from flopsweep.files import file_kind

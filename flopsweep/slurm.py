@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
 
 from flopsweep import record as rec
-from flopsweep.config import ConfigError, RunConfig
+from flopsweep.config import ConfigError
 from flopsweep.files import replace_text
 from flopsweep.launch import SCRATCH, Outcome, collect, rendezvous_port
 from flopsweep.record import METRICS_FILE
@@ -57,14 +57,6 @@ if TYPE_CHECKING:
     from flopsweep.layout import Plan
 
 log = logging.getLogger("flopsweep")
-
-TEST_RAISE_ENV = "FLOPSWEEP_TEST_RAISE_RANK"
-"""Tests only. ``FLOPSWEEP_TEST_RAISE_RANK=R``: global rank R builds its model with the attention
-name ``FLOPSWEEP_TEST_RAISE_RANK``, which ``flopsweep.attention.build_attention_fn`` rejects with
-ValueError after the process group is up, while the other ranks wait for it in a collective.
-``R:rendezvous``: rank R gets a MASTER_PORT that is not a number, so its ``init_process_group``
-raises ValueError and the other ranks wait in the rendezvous for a rank that never comes.
-``R:kill``: rank R's task kills itself with SIGKILL, as the OOM killer would."""
 
 POLL_S = 0.5
 """Seconds between two looks of the main thread at the rank and the scratch files."""
@@ -247,7 +239,7 @@ def launch_slurm_task(plan: Plan, job_dir: Path) -> Outcome:
     scratch = Path(job_dir) / SCRATCH
     scratch.mkdir(parents=True, exist_ok=True)
     spec = RankSpec(
-        cfg=_with_test_hook(cfg, env.rank),
+        cfg=cfg,
         job_dir=str(job_dir),
         scratch_dir=str(scratch),
         master_addr=env.master_addr,
@@ -311,19 +303,6 @@ def _taken_over(outcome: Outcome, rank: int) -> Outcome:
     )
     phase = outcome.error["phase"] if outcome.error else "measure"
     return Outcome("error", error=rec.error("TaskDied", message, phase, 0))
-
-
-def _with_test_hook(cfg: RunConfig, rank: int) -> RunConfig:
-    target, _, when = os.environ.get(TEST_RAISE_ENV, "").partition(":")
-    if target != str(rank):
-        return cfg
-    log.warning("%s: rank %d will raise (test hook)", TEST_RAISE_ENV, rank)
-    if when == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    if when == "rendezvous":
-        os.environ["MASTER_PORT"] = TEST_RAISE_ENV
-        return cfg
-    return dataclasses.replace(cfg, attention=dataclasses.replace(cfg.attention, name=TEST_RAISE_ENV))
 
 
 class TaskWatch:

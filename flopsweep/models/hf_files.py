@@ -77,9 +77,8 @@ def config_path(value: str) -> Path:
     Raises:
         ConfigError: naming ``model.config`` for a link loop or a path that cannot be resolved.
     """
-    shipped = SHIPPED / f"{value}.json"
-    if "/" not in value and shipped.is_file():
-        return shipped
+    if is_shipped(value):
+        return SHIPPED / f"{value}.json"
     try:
         path = Path(value).expanduser()
         return (path / "config.json" if path.is_dir() else path).resolve(strict=False)
@@ -87,6 +86,12 @@ def config_path(value: str) -> Path:
         raise ConfigError(
             KEY, value, f"cannot be resolved ({exc})", "give a config.json path that is no link loop"
         ) from None
+
+
+def is_shipped(value: str) -> bool:
+    """Whether ``model.config=value`` names a shipped config (``NAME``: no ``/``, a file of
+    ``flopsweep/models/hf_configs``) rather than a path."""
+    return "/" not in value and (SHIPPED / f"{value}.json").is_file()
 
 
 def _shipped_names() -> str:

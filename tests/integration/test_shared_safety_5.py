@@ -242,3 +242,35 @@ def test_a_relative_sweep_dir_with_chdir_runs_every_job_and_resumes(tmp_path: Pa
     again = run_py(*args, "resume=true", cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "0 ok, 0 oom, 0 error, 0 invalid, 4 skipped" in again.stdout
+
+
+def test_relative_input_paths_under_chdir_name_files_of_the_start_folder(tmp_path: Path) -> None:
+    """``model.config=cfgs/m.json predict.calibration=cal`` with ``hydra.job.chdir=true``: the job
+    runs inside ``S/0`` and read ``S/0/cfgs/m.json`` (every job ``invalid``); now both name files of
+    the folder the sweep started in (Hydra's ``to_absolute_path``), and the record says which."""
+    import json
+    import shutil
+
+    from flopsweep.models.hf_files import SHIPPED
+
+    (tmp_path / "cfgs").mkdir()
+    shutil.copy(SHIPPED / "mistral-tiny.json", tmp_path / "cfgs" / "m.json")
+    (tmp_path / "cal").mkdir()
+    done = run_py(
+        "-m", "model=hf", "model.config=cfgs/m.json", "model.seq_len=64", "device=cpu", "steps.warmup=1",
+        "steps.measure=1", "predict.calibration=cal", "hydra.sweep.dir=S", "hydra.job.chdir=true",
+        cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    record = json.loads((tmp_path / "S" / "0" / "metrics.json").read_text())
+    # an empty calibration folder is refused: the line names the start folder's cal, not S/0/cal
+    assert record["status"] == "invalid" and "predict.calibration" in record["error"]["message"], done.stderr
+    message = record["error"]["message"]
+    assert f"'{tmp_path / 'cal'}'" in message and "S/0/cal" not in message, message
+    again = run_py(
+        "-m", "model=hf", "model.config=cfgs/m.json", "model.seq_len=64", "device=cpu", "steps.warmup=1",
+        "steps.measure=1", "hydra.sweep.dir=T", "hydra.job.chdir=true", cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    record = json.loads((tmp_path / "T" / "0" / "metrics.json").read_text())
+    assert record["status"] == "ok", record["error"]
+    assert record["config"]["model"]["config"] == str(tmp_path / "cfgs" / "m.json")

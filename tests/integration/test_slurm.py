@@ -25,7 +25,6 @@ import pytest
 from helpers import ROOT, records, run_py
 
 from flopsweep import cluster as fcluster
-from flopsweep import slurm
 
 CPU_JOB = [
     "hydra/launcher=slurm",
@@ -243,24 +242,27 @@ def test_a_tensor_parallel_layout_runs_across_the_tasks_of_a_node(tmp_path: Path
 
 @pytest.mark.slurm
 def test_rank_that_raises_gives_error_record(tmp_path: Path, job_name: str) -> None:
-    proc = sweep(tmp_path, job_name, "backend=ddp", env={slurm.TEST_RAISE_ENV: "1"})
+    """``fault=`` under Slurm as on one machine: rank 1 raises at the start of its warm-up, after the
+    process group is up, while rank 0 waits for it in a collective."""
+    proc = sweep(tmp_path, job_name, "backend=ddp", "fault.kind=raise", "fault.rank=1", "fault.phase=warmup")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "flopsweep summary: 0 ok, 0 oom, 1 error, 0 invalid" in proc.stdout
     (record,) = records(tmp_path)
     assert record["status"] == "error"
-    assert record["error"]["rank"] == 1 and record["error"]["phase"] == "init"
-    assert record["error"]["type"] == "ValueError" and slurm.TEST_RAISE_ENV in record["error"]["message"]
+    assert record["error"]["rank"] == 1 and record["error"]["phase"] == "warmup"
+    assert record["error"]["type"] == "InjectedFault", record["error"]
     assert all(value is None for value in record["metrics"].values())
 
 
 @pytest.mark.slurm
 def test_rank_that_never_joins_gives_error_record(tmp_path: Path, job_name: str) -> None:
-    """Rank 0 waits in the rendezvous for rank 1, which raised: its task gives up PEER_GRACE_S later."""
-    proc = sweep(tmp_path, job_name, "backend=ddp", env={slurm.TEST_RAISE_ENV: "1:rendezvous"})
+    """Rank 0 waits in the rendezvous for rank 1, which raised before it joined (``fault.phase=init``):
+    its task gives up PEER_GRACE_S later."""
+    proc = sweep(tmp_path, job_name, "backend=ddp", "fault.kind=raise", "fault.rank=1", "fault.phase=init")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record,) = records(tmp_path)
     assert record["status"] == "error" and record["error"]["rank"] == 1
-    assert record["error"]["type"] == "ValueError" and record["error"]["phase"] == "init"
+    assert record["error"]["type"] == "InjectedFault" and record["error"]["phase"] == "init", record["error"]
     assert "rank 1 failed and rank 0 still waited for it" in (tmp_path / "0" / "run.log").read_text()
 
 
@@ -268,7 +270,8 @@ def test_rank_that_never_joins_gives_error_record(tmp_path: Path, job_name: str)
 def test_killed_rank_zero_task_leaves_record_by_rank_one(tmp_path: Path, job_name: str) -> None:
     """Rank 0's task dies by SIGKILL: rank 1's task writes the record STALE_S later. submitit gets no
     result from task 0; the launcher sees the job end without it, keeps the record, and goes on."""
-    proc = sweep(tmp_path, job_name, "backend=ddp", env={slurm.TEST_RAISE_ENV: "0:kill"}, timeout=360)
+    kill = ("fault.kind=kill", "fault.rank=0", "fault.phase=init")
+    proc = sweep(tmp_path, job_name, "backend=ddp", *kill, timeout=360)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "flopsweep summary: 0 ok, 0 oom, 1 error, 0 invalid" in proc.stdout
     (record,) = records(tmp_path)

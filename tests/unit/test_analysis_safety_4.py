@@ -216,6 +216,43 @@ def test_plots_into_a_runs_hydra_folder_are_refused_naming_a_folder(tmp_path, ca
     assert snapshot(tmp_path) == before
 
 
+NESTED = {
+    "sub of .hydra": ("0", ".hydra", "sub"),
+    "sub of .flopsweep": ("0", ".flopsweep", "sub"),
+    "sub of a submitit job": (".submitit", "4242", "sub"),
+    "deep under .submitit": (".submitit", "new", "a", "b"),
+}
+
+
+@pytest.mark.parametrize("option", ["--output", "--notebook", "--plot"])
+@pytest.mark.parametrize("where", sorted(NESTED))
+def test_no_output_goes_anywhere_under_a_runs_own_folders(tmp_path, capsys, where, option):
+    """A folder at any depth under a run's ``.hydra``, ``.flopsweep`` or ``.submitit`` is the run's:
+    refused in one line whose fix fits the option (a folder for ``--plot``, a notebook name for
+    ``--notebook``), nothing written."""
+    _run_file(tmp_path, "config.yaml")
+    folder = tmp_path.joinpath("S", *NESTED[where])
+    target = folder if option == "--plot" else folder / ("r.ipynb" if option == "--notebook" else "r.md")
+    before = snapshot(tmp_path)
+    code, out, err = cli(capsys, tmp_path / "S", option, target)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"{option} " in err and "a run's own file" in err, err
+    fix = err.split("a run's own file: ", 1)[1]
+    example = {"--plot": "name another folder (e.g. plots)", "--notebook": "(e.g. report.ipynb)"}
+    assert example.get(option, "(e.g. report.md)") in fix and "outside every run's .hydra" in fix, err
+    assert snapshot(tmp_path) == before
+
+
+def test_a_plot_linked_to_a_record_being_read_asks_for_another_folder(tmp_path, capsys):
+    """``--plot P`` where ``P/tflops_vs_micro_batch.png`` links to a record being read: the fix
+    names a folder, as every ``--plot`` refusal does."""
+    record = put(tmp_path / "S" / "0", ok_record())
+    (tmp_path / "P").mkdir()
+    (tmp_path / "P" / "tflops_vs_micro_batch.png").symlink_to(record)
+    code, _, err = cli(capsys, tmp_path / "S", "--plot", tmp_path / "P")
+    assert code == 2 and "being read" in err and "name another folder (e.g. plots)" in err, err
+
+
 def test_a_log_or_csv_outside_run_folders_is_written(tmp_path, capsys):
     """The rule names a run's files, not every ``.log``: a table to ``out/table.log`` or
     ``out/plan.csv`` in a folder of no run is written."""
