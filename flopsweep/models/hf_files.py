@@ -317,7 +317,11 @@ def _field_error(value: str, exc: Exception) -> ConfigError:
     classes): ``Validation error for field 'head_dim': TypeError: ...``, the field named in the fix."""
     text = error_line(exc).partition(": ")[2]  # at most 300 characters of the message
     field = re.search(r"field '(\w+)'", text)
+    validator = re.search(r"validator 'validate_(\w+)'", text)
     where = f"its {field.group(1)} field" if field else "the field it names"
+    if not field and validator:  # a class validator names no field: validate_rope checks the RoPE section
+        section = "rope_scaling or rope_parameters" if validator.group(1) == "rope" else validator.group(1)
+        where = f"the {section} fields it checks"
     return ConfigError(
         KEY, value, f"is refused by transformers: {text}", f"correct {where} in the config.json (or drop it)"
     )
@@ -364,9 +368,37 @@ POSITIVE = (
 config class's default; other types are the config class's to refuse)."""
 
 
-POSITIVE_NUMBERS = ("rope_theta", "factor")
+POSITIVE_NUMBERS = ("rope_theta", "rotary_emb_base", "factor")
 """Numbers that must be above 0 where given, at the top or in ``rope_scaling``/``rope_parameters``
 (a negative RoPE base or scaling factor builds, and trains on NaN), with every ``*_eps``/``*_epsilon``."""
+NOT_NULL = (
+    "rope_theta",
+    "rotary_emb_base",
+    "factor",
+    "low_freq_factor",
+    "high_freq_factor",
+    "original_max_position_embeddings",
+    "partial_rotary_factor",
+    "rotary_pct",
+)
+"""Numbers that may not be null where given (transformers fills in no default for them and fails in
+the RoPE arithmetic: ``None ** Tensor``)."""
+FRACTIONS = ("rotary_pct",)
+"""Shares that must be above 0 and at most 1 (GPT-NeoX's share of each head that RoPE turns)."""
+PROBABILITY = ("dropout", "_pdrop")
+"""Names containing (or ending in, for GPT-2's ``resid_pdrop``) these are dropout probabilities,
+from 0 to 1 (``nn.Dropout`` refuses others only once the model is built)."""
+ROPE_SECTIONS = ("rope_scaling", "rope_parameters")
+"""The config.json sections that parameterise RoPE (older and newer transformers)."""
+ROPE_NOT_NUMBERS: dict[str, type] = {
+    "rope_type": str,
+    "type": str,
+    "truncate": bool,
+    "short_factor": list,
+    "long_factor": list,
+}
+"""Fields of a RoPE section that are not one number: the type's name, YaRN's ``truncate`` flag, and
+LongRoPE's per-frequency factor lists (each of numbers). Every other field of the section is a number."""
 NONNEGATIVE_NUMBERS = ("initializer_range",)
 """Numbers that must not be below 0: a negative ``initializer_range`` builds on the meta device and
 fails only in the rank's real initialisation (``normal expects std >= 0.0``)."""
@@ -374,6 +406,7 @@ EPS = ("_eps", "_epsilon")
 """Name endings of a normalisation's epsilon (``rms_norm_eps``, ``layer_norm_epsilon``)."""
 MAX_NUMBERS = {
     "rope_theta": 1e12,
+    "rotary_emb_base": 1e12,
     "factor": 1e4,
     "_factor": 1e4,
     "_eps": 1.0,
@@ -398,8 +431,12 @@ def _number_range(field: str) -> tuple[float, float, bool]:
     its value must fall in (module constants above), ``low`` itself taken when ``low_taken``;
     ``(-inf, inf, True)`` for a field left unbounded (the config class's to check)."""
     name = field.rsplit(".", 1)[-1]
-    if name == "rope_theta":  # at or below 1 the frequencies theta^(-2i/d) no longer fall
+    if name in ("rope_theta", "rotary_emb_base"):  # at or below 1 theta^(-2i/d) no longer falls
         return 1.0, MAX_NUMBERS[name], False
+    if name in FRACTIONS:
+        return 0.0, 1.0, False
+    if _is_probability(name):
+        return 0.0, 1.0, True
     high = next((v for k, v in MAX_NUMBERS.items() if name == k or (k[0] == "_" and name.endswith(k))), None)
     if name in POSITIVE_NUMBERS or name.endswith(EPS):
         return 0.0, high or math.inf, False
@@ -408,6 +445,47 @@ def _number_range(field: str) -> tuple[float, float, bool]:
     if field.startswith(("rope_scaling.", "rope_parameters.")):
         return 0.0, float(MAX_POSITIONS), True
     return -math.inf, math.inf, True
+
+
+def _is_probability(name: str) -> bool:
+    return "dropout" in name or name.endswith("_pdrop")
+
+
+def _numeric(field: str) -> bool:
+    """Whether ``field`` (as :func:`_fields` names it) must hold a number (or, where
+    :data:`NOT_NULL` allows, null): the RoPE base and factors, a norm's epsilon, a dropout, a share,
+    and every field of a RoPE section but :data:`ROPE_NOT_NUMBERS`."""
+    name, section = field.rsplit(".", 1)[-1], field.rsplit(".", 1)[0] if "." in field else ""
+    if section.rsplit(".", 1)[-1] in ROPE_SECTIONS:
+        return name not in ROPE_NOT_NUMBERS
+    return (
+        name in POSITIVE_NUMBERS + NONNEGATIVE_NUMBERS + FRACTIONS
+        or name.endswith((*EPS, "_factor"))
+        or _is_probability(name)
+    )
+
+
+def _type_problem(field: str, raw: Any) -> tuple[str, str] | None:
+    """``(what is wrong, the fix)`` of ``field``'s value ``raw`` by its type, or None."""
+    name = field.rsplit(".", 1)[-1]
+    in_rope = "." in field and field.rsplit(".", 1)[0].rsplit(".", 1)[-1] in ROPE_SECTIONS
+    if in_rope and name in ROPE_NOT_NUMBERS:
+        kind = ROPE_NOT_NUMBERS[name]
+        if raw is None or isinstance(raw, kind) and not (kind is str and isinstance(raw, bool)):
+            if kind is list and not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in raw):
+                return "a list that is not all numbers", f"give {field} a list of JSON numbers"
+            return None
+        what = {str: "a string", bool: "true or false", list: "a list of numbers"}[kind]
+        return f"not {what}", f"give {field} {what}"
+    if not _numeric(field):
+        return None
+    if raw is None:
+        if name in NOT_NULL:
+            return "null, and transformers fills in no default for it", f"give {field} a JSON number"
+        return None
+    if not isinstance(raw, (int, float)):
+        return "not a number", f"give {field} a JSON number"
+    return None
 
 
 def _range_text(low: float, high: float, low_taken: bool) -> str:
@@ -537,13 +615,17 @@ def check_raw(src: Source) -> None:
                 f"has {field}={raw}, and it is a size",
                 f"give {field} a whole number of at least 1",
             )
+    if "text_config" in src.data and not isinstance(src.data["text_config"], dict):
+        raise ConfigError(
+            KEY,
+            value,
+            f"has text_config={brief(src.data['text_config'])}, not an object",
+            "give text_config an object of the text model's fields, or drop it",
+        )
     for field, raw in _fields(src.data):
-        name = field.rsplit(".", 1)[-1]
-        numeric = name in POSITIVE_NUMBERS + NONNEGATIVE_NUMBERS or name.endswith((*EPS, "_factor"))
-        if numeric and raw is not None and not isinstance(raw, (int, float)):
-            raise ConfigError(
-                KEY, value, f"has {field}={brief(raw)}, not a number", f"give {field} a JSON number"
-            )
+        if problem := _type_problem(field, raw):
+            what, fix = problem
+            raise ConfigError(KEY, value, f"has {field}={brief(raw)}, {what}", fix)
     for field, raw in _numbers(src.data, bools=True):
         name = field.rsplit(".", 1)[-1]
         low, high, low_taken = _number_range(field)
@@ -573,9 +655,11 @@ def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
     """``(field, value)`` of the top level and of ``rope_scaling``/``rope_parameters`` (as
     ``rope_scaling.factor``), every value whatever its type."""
     found = [(_label(k), v) for k, v in data.items()]
-    for section in ("rope_scaling", "rope_parameters"):
+    for section in ROPE_SECTIONS:
         if isinstance(data.get(section), dict):
             found += [(f"{section}.{_label(k)}", v) for k, v in data[section].items()]
+    if isinstance(text := data.get("text_config"), dict):  # a multimodal config's text model
+        found += [(f"text_config.{field}", v) for field, v in _fields({**text, "text_config": None})]
     return found
 
 

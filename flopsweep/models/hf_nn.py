@@ -109,13 +109,28 @@ ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function")
 def check_activations(src: Source) -> None:
     """Each activation field of ``src`` (:data:`ACTIVATION_KEYS`, where given) names one of
     ``transformers.activations.ACT2CLS`` (transformers builds the MLP's activation as
-    ``ACT2FN[name]``, a ``KeyError`` with no field named, otherwise).
+    ``ACT2FN[name]``, a ``KeyError`` with no field named, otherwise), and each RoPE type
+    (``rope_scaling``/``rope_parameters``' ``rope_type`` or ``type``) one of
+    ``transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS`` or ``default``.
 
     Raises:
         ConfigError: naming ``model.config``, the field, its value and the names transformers knows.
     """
     from transformers.activations import ACT2CLS
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
+    rope_types = {"default", *ROPE_INIT_FUNCTIONS}
+    for section in ("rope_scaling", "rope_parameters"):
+        node = src.data.get(section)
+        for key in ("rope_type", "type") if isinstance(node, dict) else ():
+            value = node.get(key)
+            if value is not None and (not isinstance(value, str) or value not in rope_types):
+                raise ConfigError(
+                    "model.config",
+                    str(src.path),
+                    f"has {section}.{key}={brief(value)}, a RoPE type transformers does not know",
+                    f"give {section}.{key} one of {', '.join(sorted(rope_types))}",
+                )
     for key in ACTIVATION_KEYS:
         value = src.data.get(key)
         if value is not None and (not isinstance(value, str) or value not in ACT2CLS):

@@ -44,6 +44,16 @@ LLAMA = {
 }
 
 
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+"""Llama 3.1's RoPE scaling (its config.json)."""
+
+
 NEO = {
     "model_type": "gpt_neo",
     "architectures": ["GPTNeoForCausalLM"],
@@ -127,7 +137,10 @@ HOSTILE = {
     ),
     "null hidden_act": ({**QWEN, "hidden_act": None}, "hidden_act"),
     "unknown rope_type": ({**QWEN, "rope_scaling": {"rope_type": "spiral", "factor": 2.0}}, "spiral"),
-    "list as rope_type": ({**QWEN, "rope_parameters": {"rope_type": ["yarn"]}}, "TypeError"),
+    "list as rope_type": (
+        {**QWEN, "rope_parameters": {"rope_type": ["yarn"]}},
+        "rope_type=['yarn'], not a string",
+    ),
     "string rope factor": (
         {**QWEN, "rope_scaling": {"rope_type": "linear", "factor": "x"}},
         "rope_scaling.factor='x', not a number",
@@ -195,6 +208,55 @@ HOSTILE = {
         {**QWEN, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 1e308}},
         "beta_fast",
     ),
+    # the trial's second round (issue 40): the field named, never a meta-device error
+    "null rope_theta": ({**QWEN, "rope_theta": None}, "rope_theta=None, null"),
+    "null rope_parameters.rope_theta": (
+        {**QWEN, "rope_parameters": {"rope_type": "default", "rope_theta": None}},
+        "rope_parameters.rope_theta=None, null",
+    ),
+    "unknown rope_scaling.rope_type": (
+        {**QWEN, "rope_scaling": {"rope_type": "nope", "factor": 2.0}},
+        "rope_scaling.rope_type='nope', a RoPE type transformers does not know",
+    ),
+    "unknown legacy rope_scaling.type": (
+        {**QWEN, "rope_scaling": {"type": "nope", "factor": 2.0}},
+        "='nope', a RoPE type transformers does not know",
+    ),
+    "null linear factor": (
+        {**QWEN, "rope_scaling": {"rope_type": "linear", "factor": None}},
+        "rope_scaling.factor=None, null",
+    ),
+    "null llama3 factor": (
+        {**LLAMA, "rope_scaling": {**LLAMA3_ROPE, "factor": None}},
+        "rope_scaling.factor=None, null",
+    ),
+    "string rotary_emb_base": ({**QWEN, "rotary_emb_base": "x"}, "rotary_emb_base='x', not a number"),
+    "rotary_pct over 1": ({**QWEN, "rotary_pct": 5.0}, "rotary_pct=5"),
+    "list rotary_pct": ({**QWEN, "rotary_pct": [0.25]}, "rotary_pct=[0.25], not a number"),
+    "string original_max_position_embeddings": (
+        {**LLAMA, "rope_scaling": {**LLAMA3_ROPE, "original_max_position_embeddings": "8192"}},
+        "rope_scaling.original_max_position_embeddings='8192', not a number",
+    ),
+    "string yarn beta_fast": (
+        {**QWEN, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": "x"}},
+        "rope_scaling.beta_fast='x', not a number",
+    ),
+    "string yarn mscale": (
+        {**QWEN, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "mscale": "x"}},
+        "rope_scaling.mscale='x', not a number",
+    ),
+    "longrope short_factor of strings": (
+        {**QWEN, "rope_scaling": {"rope_type": "longrope", "short_factor": ["a"], "long_factor": [1.0]}},
+        "rope_scaling.short_factor=['a'], a list that is not all numbers",
+    ),
+    "string text_config": ({**QWEN, "text_config": "x"}, "text_config='x', not an object"),
+    "text_config with a string rope_theta": (
+        {**QWEN, "text_config": {"rope_theta": "big"}},
+        "text_config.rope_theta='big', not a number",
+    ),
+    "attention_dropout 5": ({**QWEN, "attention_dropout": 5.0}, "attention_dropout=5"),
+    "negative resid_pdrop": ({**QWEN, "resid_pdrop": -1}, "resid_pdrop=-1"),
+    "string attention_dropout": ({**QWEN, "attention_dropout": "x"}, "attention_dropout='x', not a number"),
     # strings transformers echoes, 100,000 characters: refused in a line of bounded length
     "100k-char model_type": ({**QWEN, "model_type": "m" * 100_000}, "a string of 100000 characters"),
     "100k-char rope_type": (
