@@ -104,12 +104,12 @@ def check(cfg: RunConfig) -> None:
         )
     spec = KERNELS[cfg.attention.name]
     if not spec.context_parallel:
-        takes = [n for n, k in KERNELS.items() if k.context_parallel and "cpu" in k.devices][:3]
+        takes = sorted((n for n, k in KERNELS.items() if k.context_parallel), key=lambda n: n != "sdpa")
         raise ConfigError(
             "attention",
             cfg.attention.name,
             f"does not take context parallel (parallel.cp={cp}): {spec.why_not_cp}",
-            f"pick attention={' or '.join(takes)}, or {one}",
+            f"pick {' or '.join(f'attention={n}' for n in takes[:3])}, or {one}",
         )
     if cfg.parallel.pp > 1:
         raise ConfigError(
