@@ -140,7 +140,10 @@ def test_a_cp_run_writes_an_ok_record_with_its_layout(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "words"),
     [
-        (["attention=blocksparse", "attention.block_size=16"], ["attention='blocksparse'", "parallel.cp=1", "attention=sdpa"]),
+        (
+            ["attention=blocksparse", "attention.block_size=16"],
+            ["attention='blocksparse'", "parallel.cp=1", "attention=sdpa"],
+        ),
         (["parallel.cp=3", "nproc_per_node=3"], ["parallel.cp=3", "model.n_head=4"]),
     ],
 )
