@@ -118,3 +118,25 @@ def test_the_step_time_counts_the_all_to_alls(hydra_compose) -> None:
     assert comm_seconds([a2a], link)[1] == pytest.approx(a2a.count * a2a.bytes * 0.5 / 20e9)
     one = dataclasses.replace(w, degrees={**w.degrees, "cp": 1, "dp_shard": 2})
     assert not [t for t in transfers(one, gpus_per_node=8) if t.collective == "all_to_all"]
+
+
+def test_the_analysis_shows_the_cp_column_and_layout_label(tmp_path) -> None:
+    """A record of CP 2 x FSDP 2 on four ranks: ``cp`` 2, ``dp`` 2 and the label ``dp2 cp2``,
+    read from ``system.parallel``."""
+    import json
+    from pathlib import Path
+
+    from helpers import fit_clock, rescaled
+
+    import analysis
+
+    root = Path(__file__).resolve().parents[2]
+    base = json.loads((root / "tests/fixtures/records/v2-ok/metrics.json").read_text())
+    r = rescaled(base, world=4, tokens_per_device=800.0)
+    r["system"]["parallel"] = Layout(dp_shard=2, cp=2).as_dict()
+    r["config"]["backend"]["name"] = "fsdp"
+    r["config"]["parallel"] = {**r["config"].get("parallel", {}), "cp": 2}
+    (tmp_path / "cp").mkdir()
+    (tmp_path / "cp" / "metrics.json").write_text(json.dumps(fit_clock(r)))
+    row = analysis.load(tmp_path).iloc[0]
+    assert (row["cp"], row["dp"], row["layout"]) == (2, 2, "dp2 cp2")
