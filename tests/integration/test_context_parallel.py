@@ -74,9 +74,15 @@ def configs(hydra_compose):
     from flopsweep.plan import Environment
 
     base = ["device=cpu", "precision=fp32", "backend=fsdp", "nproc_per_node=1", "model.seq_len=64"]
+    variants = {
+        "gpt-tiny": ["model=gpt-tiny"],
+        "llama-tiny": ["model=llama-tiny"],
+        # the recompute re-runs each block's all-to-alls in backward
+        "llama-tiny+full": ["model=llama-tiny", "activation_checkpointing=full"],
+    }
     return {
-        name: validate(hydra_compose([f"model={name}", *base]), Environment(cpu_count=4))
-        for name in ("gpt-tiny", "llama-tiny")
+        name: validate(hydra_compose([*overrides, *base]), Environment(cpu_count=4))
+        for name, overrides in variants.items()
     }
 
 
@@ -91,7 +97,7 @@ def _same_as_one_rank(cfg, layout: Layout) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["gpt-tiny", "llama-tiny"])
+@pytest.mark.parametrize("model", ["gpt-tiny", "llama-tiny", "llama-tiny+full"])
 def test_cp2_gives_the_steps_of_one_rank(configs, model: str) -> None:
     """CP 2 on two ranks (FSDP2 over the cp ranks): one rank's losses of two steps and gradient norm.
     llama-tiny's 2 key/value heads are split, one per rank."""
