@@ -320,6 +320,7 @@ def _in_backward_layout(cfg: RunConfig) -> None:
     untested = {
         "parallel.pp": (p.pp, "the pipeline schedule runs one backward per pipeline micro batch"),
         "parallel.tp": (p.tp, "tensor parallelism is untested with it"),
+        "parallel.cp": (p.cp, "context parallelism is untested with it"),
         "parallel.dp_replicate": (p.dp_replicate, "HSDP is untested with it"),
     }
     for key, (value, why) in untested.items():

@@ -79,6 +79,8 @@ def configs(hydra_compose):
         "llama-tiny": ["model=llama-tiny"],
         # the recompute re-runs each block's all-to-alls in backward
         "llama-tiny+full": ["model=llama-tiny", "activation_checkpointing=full"],
+        # the head fused with its loss over the rank's own tokens, in chunks
+        "gpt-tiny+chunked": ["model=gpt-tiny", "loss.chunk_tokens=24"],
     }
     return {
         name: validate(hydra_compose([*overrides, *base]), Environment(cpu_count=4))
@@ -97,7 +99,7 @@ def _same_as_one_rank(cfg, layout: Layout) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["gpt-tiny", "llama-tiny", "llama-tiny+full"])
+@pytest.mark.parametrize("model", ["gpt-tiny", "llama-tiny", "llama-tiny+full", "gpt-tiny+chunked"])
 def test_cp2_gives_the_steps_of_one_rank(configs, model: str) -> None:
     """CP 2 on two ranks (FSDP2 over the cp ranks): one rank's losses of two steps and gradient norm.
     llama-tiny's 2 key/value heads are split, one per rank."""
