@@ -116,6 +116,9 @@ class KernelSpec:
         min_capability: the oldest NVIDIA compute capability it runs on (torch's
             ``sdp_utils.cpp``: flash and cuDNN attention need sm80 to sm121), None: any.
         nvidia_only: it exists only on NVIDIA GPUs (cuDNN), not on AMD's (ROCm).
+        context_parallel: it runs under ``parallel.cp > 1`` (:mod:`flopsweep.context_parallel`:
+            the all-to-all over heads gives it whole causal sequences of fewer heads);
+            ``why_not_cp`` says why not, in the one-line refusal.
 
     ``min_capability`` and ``nvidia_only`` are checked for a GPU that ``plan=true`` plans for
     (:func:`hardware_problem`); on this machine's GPU the start-up probe (``probe``) finds them.
@@ -131,6 +134,8 @@ class KernelSpec:
     resolve: Callable[[Any, str, int, int], Any] | None = None
     min_capability: tuple[int, int] | None = None
     nvidia_only: bool = False
+    context_parallel: bool = True
+    why_not_cp: str = ""
 
     def builder(self) -> Callable[[Any], Any]:
         """The kernel's builder, from :data:`KERNEL_MODULE` (imports torch)."""
@@ -203,7 +208,11 @@ KERNELS: dict[str, KernelSpec] = {
     "sdpa-math": KernelSpec(build="build_sdpa_math", probe=True),
     "flex": KernelSpec(build="build_flex", devices=("cuda",), why_not_cpu=_FLEX_CPU),
     "blocksparse": KernelSpec(
-        build="build_blocksparse", config=BlockSparseConfig, resolve=_resolve_blocksparse
+        build="build_blocksparse",
+        config=BlockSparseConfig,
+        resolve=_resolve_blocksparse,
+        context_parallel=False,
+        why_not_cp="its block layout is not verified against one rank under the all-to-all over heads",
     ),
     "xformers": KernelSpec(
         build="build_xformers",

@@ -181,7 +181,7 @@ class BatchConfig:
 class ParallelConfig:
     """How the world's ranks split into kinds of parallelism (torchtitan's ``ParallelDims``);
     :class:`flopsweep.layout.Layout` is the validated form. Data parallelism (HSDP included), tensor
-    parallelism and the pipeline are built; context and expert parallelism are not
+    parallelism, the pipeline and context parallelism are built; expert parallelism is not
     (:data:`flopsweep.layout.DEGREE_SPECS` lists the degrees)."""
 
     dp_replicate: int = 1
@@ -201,7 +201,10 @@ class ParallelConfig:
     """Pipeline stages (virtual stages) per rank: ``Interleaved1F1B`` only; None: 2 for
     ``Interleaved1F1B``, 1 for ``1F1B`` and ``GPipe``. Only with ``pp > 1``."""
     cp: int = 1
-    """Context-parallel degree; reserved, >1 not built yet."""
+    """Context-parallel degree (``backend=fsdp``): each micro batch's sequence split over ``cp`` ranks
+    (chunks ``i`` and ``2 cp - 1 - i``), attention by all-to-all over heads (Ulysses;
+    ``flopsweep.context_parallel``); ``model.seq_len`` a multiple of ``2 cp``, ``model.n_head`` of
+    ``tp x cp``."""
     ep: int = 1
     """Expert-parallel degree: ranks of ``dp_shard x cp x tp`` that split an MoE layer's experts
     (torchtitan's ``expert_parallel_degree``); reserved, >1 not built yet."""

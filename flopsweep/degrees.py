@@ -138,7 +138,13 @@ DEGREE_SPECS: tuple[DegreeSpec, ...] = (
         transfers="flopsweep.pipeline_plan:transfers",
     ),
     DegreeSpec(
-        name="cp", what="context parallelism", built=False, column=False, mesh_position=3, fsdp="shard"
+        name="cp",
+        what="context parallelism",
+        mesh_position=3,
+        fsdp="shard",
+        apply="flopsweep.context_parallel:apply_degree",
+        transfers="flopsweep.context_parallel:transfers",
+        micro_context="flopsweep.context_parallel:micro_context",
     ),
     DegreeSpec(
         name="ep", what="expert parallelism", built=False, column=False, borrows=("dp_shard", "cp", "tp")
@@ -198,8 +204,8 @@ def span(degrees: Mapping[str, Any] | Any, outermost: str) -> int:
 
 
 BUILT = {spec.name: 1 for spec in DEGREE_SPECS if not spec.built}
-"""Degrees that may not exceed these values yet, on any backend (context and expert parallelism
-are not built; ``flopsweep.pipeline.check`` has the pipeline's own rules)."""
+"""Degrees that may not exceed these values yet, on any backend (expert parallelism is not built;
+``flopsweep.pipeline.check`` has the pipeline's own rules)."""
 LAYOUT_BACKENDS = {spec.name: spec.backends for spec in DEGREE_SPECS if spec.backends is not None}
 """The backends that build each degree above 1: FSDP2 on the device mesh (HSDP, tensor parallel).
 DDP is replicate-only data parallelism and ``single`` one rank: a layout on either is refused;

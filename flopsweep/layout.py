@@ -23,8 +23,9 @@ Everything that needs "how many data-parallel ranks" (tokens per step, the DeepS
 rank see" (the batch seed) asks the layout, never the world size.
 
 The rank order is torchtitan's mesh order ``(pp, dp_replicate, dp_shard, cp, tp)``, row-major:
-``tp`` varies fastest. Data parallelism (FSDP2, HSDP, DDP, ZeRO), tensor parallelism and the
-pipeline (with FSDP2) are built; :func:`check_built` refuses the rest (``cp``, ``ep``) before launch.
+``tp`` varies fastest. Data parallelism (FSDP2, HSDP, DDP, ZeRO), tensor parallelism, the
+pipeline and context parallelism (with FSDP2) are built; :func:`check_built` refuses the rest
+(``ep``) before launch.
 
 This module imports nothing from flopsweep but the config schema and the degree table, and no torch.
 """
@@ -82,7 +83,8 @@ class Layout:
     pp: int = 1
     """Pipeline-parallel ranks (:mod:`flopsweep.pipeline`), each holding ``pp_stages_per_rank`` stages."""
     cp: int = 1
-    """Context-parallel degree (reserved: not built yet)."""
+    """Context-parallel degree (``backend=fsdp``; :mod:`flopsweep.context_parallel`): ranks that split
+    one batch's sequence; FSDP2 shards the model states over ``dp_shard x cp``."""
     ep: int = 1
     """Expert-parallel degree (reserved: not built yet): the ranks of ``dp_shard x cp x tp`` that
     split an MoE layer's experts among them; not a factor of the world size."""
@@ -351,7 +353,7 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
     values the config alone decides.
 
     ``dp_replicate`` (HSDP), ``tp`` and ``pp`` above 1 run on ``backend=fsdp`` only
-    (:data:`LAYOUT_BACKENDS`); ``cp`` and ``ep`` must be 1 (:data:`BUILT`).
+    (:data:`LAYOUT_BACKENDS`), and ``cp`` too; ``ep`` must be 1 (:data:`BUILT`).
 
     Raises:
         ConfigError: naming the key, the value and the fix.

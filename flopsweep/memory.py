@@ -73,10 +73,11 @@ most in-flight micro-batches, or the last, which computes the loss):
   Without recompute the forward's transients pass while less is live (0 on top, measured).
 - **logits** at the start of backward: :data:`LOGIT_BYTES` per logit eager (the loss's saved
   fp32 log-softmax, the fp32 gradient of it and of its input, the bf16 gradient), fewer compiled
-  (Inductor fuses the upcast into the log-softmax); ``tokens x V / tp`` logits (a loss-parallel
-  head), on the last stage, for one pipeline micro-batch. With ``loss.chunk_tokens`` (the head
-  fused with its loss, :func:`flopsweep.models.layers.chunked_linear_cross_entropy`) instead: one
-  chunk's logits at :data:`CHUNK_LOGIT_BYTES`, the hidden states' gradient (fp32, ``tokens x C``)
+  (Inductor fuses the upcast into the log-softmax); ``tokens x V / (tp cp)`` logits (a loss-parallel
+  head; a context-parallel rank's own tokens), on the last stage, for one pipeline micro-batch.
+  With ``loss.chunk_tokens`` (the head fused with its loss,
+  :func:`flopsweep.models.layers.chunked_linear_cross_entropy`) instead: one chunk's logits at
+  :data:`CHUNK_LOGIT_BYTES`, the hidden states' gradient (fp32, ``tokens x C``)
   and the head weight's (fp32, ``V x C``), which the fused loss keeps from forward to backward.
 
 - **registered buffers** of the module (:attr:`MemoryEstimate.buffers`), at both moments: the
@@ -509,11 +510,12 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     in_flight, per = in_flight_microbatches(cfg, layout)
     tokens = per * m.seq_len
     first = saves(cfg.activation_checkpointing, tokens * in_flight, layers, boundary, layer) // split
-    logits = LOGIT_BYTES[bool(cfg.compile)] * tokens * m.vocab_size // layout.tp
+    local = tokens // layout.cp  # the tokens whose loss this rank computes (context parallel's shard)
+    logits = LOGIT_BYTES[bool(cfg.compile)] * local * m.vocab_size // layout.tp
     if chunk := cfg.loss.chunk_tokens:  # the fused head (rules.chunked_loss: tp = pp = 1)
         logits = (
-            CHUNK_LOGIT_BYTES * min(chunk, tokens) + 4 * m.n_embd
-        ) * m.vocab_size + 4 * tokens * m.n_embd
+            CHUNK_LOGIT_BYTES * min(chunk, local) + 4 * m.n_embd
+        ) * m.vocab_size + 4 * local * m.n_embd
     if layout.pp == 1:
         return first, logits
     last = saves(cfg.activation_checkpointing, tokens, layers, boundary, layer) // split

@@ -8,7 +8,9 @@ its applier and its phase), so that this module names no degree:
 
 1. the ``model`` phase, each degree's applier in table order: tensor parallel
    (:func:`flopsweep.tensor_parallel.apply_degree`: the family's plan on the ``tp`` sub-mesh), context
-   parallel and expert parallel (no applier yet: above 1 they stop here, and are refused before launch);
+   parallel (:func:`flopsweep.context_parallel.apply_degree`: each attention's kernel between
+   all-to-alls over the ``cp`` group), and expert parallel (no applier yet: above 1 it stops here,
+   and is refused before launch);
 2. activation checkpointing (:func:`apply_checkpointing`: the policy wraps each block);
 3. compile (:func:`apply_compile`: each wrapped block, and the loss head);
 4. the ``split`` phase: the pipeline (:func:`flopsweep.pipeline.apply_split`: this rank's stage);

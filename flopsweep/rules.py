@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flopsweep import pipeline_plan
+from flopsweep import context_parallel, pipeline_plan
 from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import SEARCH_GROW, SEARCH_MODES, ConfigError, RunConfig, require_choice
 from flopsweep.layout import smaller_degree, stated_world_size
@@ -320,6 +320,7 @@ def _in_backward_layout(cfg: RunConfig) -> None:
     untested = {
         "parallel.pp": (p.pp, "the pipeline schedule runs one backward per pipeline micro batch"),
         "parallel.tp": (p.tp, "tensor parallelism is untested with it"),
+        "parallel.cp": (p.cp, "context parallelism is untested with it"),
         "parallel.dp_replicate": (p.dp_replicate, "HSDP is untested with it"),
     }
     for key, (value, why) in untested.items():
@@ -400,6 +401,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     every_n_within_the_layers,
     memory_budget_compiled,
     pipeline_plan.check,  # parallel.pp with the backend, the model's layers, the batch keys
+    context_parallel.check,  # parallel.cp with the family, the kernel, the pipeline, heads and sequence
     model_search,
     optimizer_in_backward,
     chunked_loss,

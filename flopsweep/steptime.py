@@ -46,6 +46,9 @@ from flopsweep.peaks import PEAK_TABLE, lookup
 
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
 """The collectives the probe measures and the model counts (``system.interconnect[].collective``)."""
+MODELLED = (*COLLECTIVES, "all_to_all")
+"""The collectives a :class:`Transfer` may name: the probed ones and context parallel's all-to-all,
+whose bandwidth a :class:`Link` takes as the mean of the probed ones (:meth:`Link.busbw_gbps`)."""
 
 UNCALIBRATED_GEMM_FRACTION = 0.6
 """Without a calibration record, compute runs at this fraction of the measured (or datasheet) dense
@@ -315,13 +318,13 @@ class Prediction:
 
 def busbw_factor(collective: str, n: int) -> float:
     """nccl-tests' bus-bandwidth factor (``doc/PERFORMANCE.md``): busbw = algbw x factor, so the
-    time of a call of ``bytes`` is ``bytes x factor / busbw``. ``(n-1)/n`` for all-gather and
-    reduce-scatter, ``2(n-1)/n`` for all-reduce; 0 for one rank.
+    time of a call of ``bytes`` is ``bytes x factor / busbw``. ``(n-1)/n`` for all-gather,
+    reduce-scatter and all-to-all (:data:`MODELLED`), ``2(n-1)/n`` for all-reduce; 0 for one rank.
 
     Raises:
         ValueError: an unknown collective or ``n < 1``.
     """
-    if collective not in COLLECTIVES or n < 1:
+    if collective not in MODELLED or n < 1:
         raise ValueError(f"busbw_factor: collective {collective!r} over {n} ranks")
     base = (n - 1) / n
     return 2 * base if collective == "all_reduce" else base

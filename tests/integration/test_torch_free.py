@@ -21,6 +21,7 @@ TORCH_FREE = [
     "flopsweep.layout",
     "flopsweep.degrees",
     "flopsweep.tensor_parallel",
+    "flopsweep.context_parallel",
     "flopsweep.columns",
     "flopsweep.forecast",
     "flopsweep.models",
@@ -48,7 +49,8 @@ TORCH_FREE = [
 ]
 """Modules that must import without torch: the estimators, record building, identity and the whole of
 validation (``checks``, ``rules``, ``plan``), and the modules holding a degree's step-time term
-(``tensor_parallel``, ``pipeline_plan``); each option's torch code is loaded by path on the rank."""
+(``tensor_parallel``, ``pipeline_plan``, ``context_parallel``); each option's torch code is loaded
+by path on the rank."""
 
 
 def _imports(module: str, code: str = "") -> list[str]:

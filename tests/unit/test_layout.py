@@ -101,7 +101,6 @@ def test_the_batch_a_rank_sees_comes_from_its_data_parallel_rank() -> None:
 @pytest.mark.parametrize(
     ("override", "key"),
     [
-        ({"cp": 2}, "parallel.cp"),
         ({"ep": 2}, "parallel.ep"),
     ],
 )
@@ -120,7 +119,7 @@ def test_degrees_not_built_yet_are_refused_before_launch(override, key, backend)
 
 
 @pytest.mark.parametrize("backend", ["single", "ddp", "deepspeed"])
-@pytest.mark.parametrize("degree", ["tp", "dp_replicate", "pp"])
+@pytest.mark.parametrize("degree", ["tp", "dp_replicate", "pp", "cp"])
 def test_a_layout_on_a_data_parallel_backend_is_refused(backend: str, degree: str) -> None:
     """HSDP and tensor parallelism run on FSDP2's mesh only: single runs one rank, DDP replicates,
     DeepSpeed stays data-parallel (ZeRO); each refusal is one line naming the key and backend=fsdp."""

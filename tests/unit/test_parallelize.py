@@ -47,7 +47,7 @@ def test_without_steps_the_model_is_the_one_rank_model() -> None:
         assert torch.equal(a, b), name
 
 
-@pytest.mark.parametrize(("degree", "words"), [("cp", "context parallelism"), ("ep", "expert parallelism")])
+@pytest.mark.parametrize(("degree", "words"), [("ep", "expert parallelism")])
 def test_a_degree_not_built_stops_on_the_rank(degree: str, words: str) -> None:
     """Validation refuses it first (test_layout.py); a layout that reaches a rank anyway raises."""
     cfg = RunConfig()

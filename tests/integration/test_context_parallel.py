@@ -1,0 +1,168 @@
+"""Context parallelism (Ulysses all-to-all over heads, load-balanced causal split) against one rank.
+
+Gloo ranks on the CPU, fp32, real FSDP2 over ``dp_shard x cp`` and real all-to-alls: CP 2 on two
+ranks and CP 2 x FSDP 2 (and CP 2 x TP 2) on four give the first-step loss and gradient norm of the
+same model trained on one rank over the same global batch, within 1e-4, and the same loss at the
+second step (the gradients of the first step, as applied by AdamW, are the one rank's); through
+``run.py`` a CP 2 run writes an ``ok`` record with its layout; a refused kernel and a bad degree
+end as ``invalid`` records before any rank starts.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from helpers import records, run_sweep
+
+from flopsweep.layout import Layout
+
+GLOBAL_BATCH = 2
+"""Sequences of each step: the one rank's micro batch, split over the data-parallel ranks."""
+
+
+def _rank(rank: int, world: int, cfg, layout: Layout, init: str, out: str) -> None:
+    """One rank: two steps of ``cfg`` on ``layout`` over this rank's share of the global batch;
+    writes the mean losses of both and the first step's gradient norm to ``out/rank<R>.json``."""
+    import torch
+    import torch.distributed as dist
+
+    from flopsweep.backends import build_trainer
+    from flopsweep.tensor_parallel import grad_norm
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        torch.set_num_threads(1)
+        gen = torch.Generator().manual_seed(1234)
+        steps = [
+            torch.randint(0, cfg.model.vocab_size, (GLOBAL_BATCH, cfg.model.seq_len + 1), generator=gen)
+            for _ in range(2)
+        ]
+        per_rank = GLOBAL_BATCH // layout.dp
+        d = layout.dp_rank(rank)
+        trainer = build_trainer(cfg, torch.device("cpu"), layout)
+        result: dict = {"loss": []}
+        for i, tokens in enumerate(steps):
+            loss = trainer.step([tokens[d * per_rank : (d + 1) * per_rank]])
+            dist.all_reduce(loss)  # every rank's loss is its batch's (the cp ranks' mean): mean over all
+            result["loss"].append(loss.item() / layout.world_size)
+            if i == 0:
+                result["grad_norm"] = grad_norm(trainer.last_grad_norm)
+        (Path(out) / f"rank{rank}.json").write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()
+
+
+def _steps(cfg, layout: Layout) -> list[dict]:
+    """Every rank's ``{loss: [first, second], grad_norm}`` over two steps of ``cfg`` on ``layout``."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        init = f"file://{tmp}/store"
+        mp.spawn(_rank, args=(layout.world_size, cfg, layout, init, tmp), nprocs=layout.world_size, join=True)
+        return [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(layout.world_size)]
+
+
+@pytest.fixture(scope="module")
+def configs(hydra_compose):
+    """The resolved fp32 CPU configs of ``gpt-tiny`` and ``llama-tiny`` (``backend=fsdp``), a
+    sequence of 64 tokens (two layers, seconds per step)."""
+    from helpers import validate
+
+    from flopsweep.plan import Environment
+
+    base = ["device=cpu", "precision=fp32", "backend=fsdp", "nproc_per_node=1", "model.seq_len=64"]
+    variants = {
+        "gpt-tiny": ["model=gpt-tiny"],
+        "llama-tiny": ["model=llama-tiny"],
+        # the recompute re-runs each block's all-to-alls in backward
+        "llama-tiny+full": ["model=llama-tiny", "activation_checkpointing=full"],
+        # the head fused with its loss over the rank's own tokens, in chunks
+        "gpt-tiny+chunked": ["model=gpt-tiny", "loss.chunk_tokens=24"],
+    }
+    return {
+        name: validate(hydra_compose([*overrides, *base]), Environment(cpu_count=4))
+        for name, overrides in variants.items()
+    }
+
+
+def _same_as_one_rank(cfg, layout: Layout) -> None:
+    (one,) = _steps(cfg, Layout())
+    ranks = _steps(cfg, layout)
+    for r in ranks:
+        for got, want in zip(r["loss"], one["loss"], strict=True):
+            assert got == pytest.approx(want, abs=1e-4), (r, one)
+        assert r["grad_norm"] == pytest.approx(one["grad_norm"], abs=1e-4), (r, one)
+    assert one["grad_norm"] > 0.0 and one["loss"][0] != one["loss"][1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gpt-tiny", "llama-tiny", "llama-tiny+full", "gpt-tiny+chunked"])
+def test_cp2_gives_the_steps_of_one_rank(configs, model: str) -> None:
+    """CP 2 on two ranks (FSDP2 over the cp ranks): one rank's losses of two steps and gradient norm.
+    llama-tiny's 2 key/value heads are split, one per rank."""
+    _same_as_one_rank(configs[model], Layout(dp_shard=1, cp=2))
+
+
+@pytest.mark.slow
+def test_cp2_x_fsdp2_gives_the_steps_of_one_rank(configs) -> None:
+    """CP 2 x FSDP 2 on four ranks: FSDP2 shards over ``dp_shard x cp`` (torchtitan's ``dp_shard_cp``)."""
+    _same_as_one_rank(configs["llama-tiny"], Layout(dp_shard=2, cp=2))
+
+
+@pytest.mark.slow
+def test_cp2_x_tp2_gives_the_steps_of_one_rank(configs) -> None:
+    """CP 2 x TP 2 on four ranks: each tensor-parallel rank's 2 query heads split over cp, its one
+    key/value head repeated to them first (fewer key/value heads than cp ranks)."""
+    _same_as_one_rank(configs["llama-tiny"], Layout(dp_shard=1, cp=2, tp=2))
+
+
+@pytest.mark.slow
+def test_a_cp_run_writes_an_ok_record_with_its_layout(tmp_path: Path) -> None:
+    """Through ``run.py``: gpt-tiny on two ranks with ``parallel.cp=2`` writes an ``ok`` record whose
+    ``system.parallel`` has ``cp: 2``, tokens per step of one data-parallel rank, and the
+    prediction's all-to-all among its transfers."""
+    result = run_sweep(
+        tmp_path,
+        "model=gpt-tiny",
+        "model.seq_len=64",
+        "device=cpu",
+        "precision=fp32",
+        "backend=fsdp",
+        "nproc_per_node=2",
+        "parallel.cp=2",
+        "steps.warmup=1",
+        "steps.measure=1",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (record,) = records(tmp_path)
+    assert record["status"] == "ok", record["error"]
+    parallel = record["system"]["parallel"]
+    assert parallel == {"dp_replicate": 1, "dp_shard": 1, "tp": 1, "pp": 1, "cp": 2, "ep": 1}
+    m, batch = record["metrics"], record["config"]["batch"]
+    assert m["tokens_per_step"] == batch["micro_batch_size"] * batch["grad_accum"] * 64
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        (
+            ["attention=blocksparse", "attention.block_size=16"],
+            ["attention='blocksparse'", "parallel.cp=1", "attention=sdpa"],
+        ),
+        (["parallel.cp=3", "nproc_per_node=3"], ["parallel.cp=3", "model.n_head=4"]),
+    ],
+)
+def test_a_refused_cp_run_is_an_invalid_record_and_starts_no_worker(
+    hydra_compose, tmp_path: Path, overrides: list[str], words: list[str]
+) -> None:
+    from flopsweep.job import JobInfo, run_job
+
+    base = ["model=llama-tiny", "backend=fsdp", "device=cpu", "nproc_per_node=2", "parallel.cp=2"]
+    record = run_job(hydra_compose([*base, *overrides]), JobInfo(job_dir=tmp_path, overrides=[]))
+    assert record["status"] == "invalid" and record["error"]["phase"] == "config"
+    message = record["error"]["message"]
+    assert "\n" not in message and all(w in message for w in words), message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]  # no rank's scratch files
