@@ -99,7 +99,7 @@ def pool_devices(
         SLOTS_KEY,
         None,
         f"no GPU was found to pool (device={device})",
-        f"give the pool's devices, e.g. {SLOTS_KEY}=[0,1] (on device=cpu each job still gets slots of its own)",
+        f"give the pool's devices, e.g. {SLOTS_KEY}=[0,1] (device=cpu: each job gets slots of its own)",
     )
 
 
@@ -203,7 +203,8 @@ def simulate(needs: Sequence[int], devices: Sequence[str], ends: Sequence[int]) 
 def start_line(num: int, devices: Sequence[str], *, running: int, waiting: int) -> str:
     """``flopsweep: pool: job 3 started on device 0 (2 running, 5 waiting)``."""
     word = "device" if len(devices) == 1 else "devices"
-    return f"flopsweep: pool: job {num} started on {word} {','.join(devices)} ({running} running, {waiting} waiting)"
+    shown = ",".join(devices)
+    return f"flopsweep: pool: job {num} started on {word} {shown} ({running} running, {waiting} waiting)"
 
 
 def end_line(num: int, devices: Sequence[str], how: str, *, running: int, waiting: int) -> str:

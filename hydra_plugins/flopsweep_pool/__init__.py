@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
+from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -137,15 +137,21 @@ class PoolLauncher(Launcher):
         devices = OmegaConf.to_container(self.devices) if OmegaConf.is_config(self.devices) else self.devices
         visible = os.environ.get(pool.VISIBLE)
         ask = slots is None and devices is None and visible is None and device != "cpu"
-        asked_count = isinstance(slots, int) and not isinstance(slots, bool) and visible is None and device != "cpu"
+        asked_count = (
+            isinstance(slots, int) and not isinstance(slots, bool) and visible is None and device != "cpu"
+        )
         detected = detect_gpus() if ask or asked_count else None
         try:
-            return pool.pool_devices(slots, device=device, visible=visible, detected=detected, devices=devices)
+            return pool.pool_devices(
+                slots, device=device, visible=visible, detected=detected, devices=devices
+            )
         except ConfigError as exc:
             refuse(f"flopsweep: {exc}")
             raise  # unreachable: refuse exits
 
-    def _compose(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, size: int) -> list[PoolJob]:
+    def _compose(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, size: int
+    ) -> list[PoolJob]:
         """Each job's config as Hydra's basic launcher composes it, and its need."""
         jobs = []
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
@@ -173,7 +179,9 @@ class PoolLauncher(Launcher):
         assert self.config is not None and self.hydra_context is not None
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         devices = self.pool_devices()
-        log.info(f"Launching {len(job_overrides)} jobs on a pool of {len(devices)} devices ({','.join(devices)})")
+        log.info(
+            f"Launching {len(job_overrides)} jobs on a pool of {len(devices)} devices ({','.join(devices)})"
+        )
         jobs = self._compose(job_overrides, initial_job_idx, len(devices))
         if problem := pool.too_big_problem([(j.num, j.need) for j in jobs], devices):
             refuse(problem)
@@ -278,7 +286,9 @@ class PoolLauncher(Launcher):
                 if code is not None and code >= 0
                 else f"its process was killed by signal {-(code or 0)}"
             )
-            return self._record_lost(job, f"hydra/launcher=pool: job {job.num} on devices {','.join(job.devices)}: {why}", before)
+            return self._record_lost(
+                job, f"hydra/launcher=pool: job {job.num} on devices {','.join(job.devices)}: {why}", before
+            )
         for callback in _summaries(self.hydra_context):
             callback.on_job_end(config=result.hydra_cfg, job_return=result)
         return result
@@ -309,7 +319,9 @@ class PoolLauncher(Launcher):
         for job in running:
             _signal_group(job.proc, signal.SIGTERM)
         deadline = time.monotonic() + self.grace_s
-        while time.monotonic() < deadline and any(j.proc is not None and j.proc.poll() is None for j in running):
+        while time.monotonic() < deadline and any(
+            j.proc is not None and j.proc.poll() is None for j in running
+        ):
             time.sleep(POLL_S)
         for job in running:
             _signal_group(job.proc, signal.SIGKILL)
@@ -368,4 +380,3 @@ def _run_id(path: Path) -> str | None:
     from hydra_plugins.flopsweep_slurm import _run_id as run_id
 
     return run_id(path)
-

@@ -28,14 +28,20 @@ def test_the_sweeps_own_cuda_visible_devices_bounds_the_pool() -> None:
     assert pool.pool_devices(None, device="cuda", visible="4,5,6", detected=3) == ["4", "5", "6"]
     assert pool.pool_devices(2, device="cuda", visible="4,5,6") == ["4", "5"]
     assert pool.pool_devices([5], device="cuda", visible="4,5,6") == ["5"]
-    with pytest.raises(ConfigError, match=r"hydra\.launcher\.slots.*names 0, outside .*CUDA_VISIBLE_DEVICES=4,5"):
+    with pytest.raises(
+        ConfigError, match=r"hydra\.launcher\.slots.*names 0, outside .*CUDA_VISIBLE_DEVICES=4,5"
+    ):
         pool.pool_devices([0, 5], device="cuda", visible="4,5")
 
 
 @pytest.mark.parametrize(
     ("slots", "kw", "says"),
     [
-        (None, {"device": "cpu"}, r"slots=None: no GPU was found to pool \(device=cpu\).*Fix: .*slots=\[0,1\]"),
+        (
+            None,
+            {"device": "cpu"},
+            r"slots=None: no GPU was found to pool \(device=cpu\).*Fix: .*slots=\[0,1\]",
+        ),
         (None, {"device": "cuda", "detected": 0}, r"no GPU was found"),
         ([0, 0], {"device": "cpu"}, r"names a device twice"),
         ([], {"device": "cpu"}, r"is not a list of device ids"),
