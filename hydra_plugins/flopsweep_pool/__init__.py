@@ -126,6 +126,9 @@ class PoolLauncher(Launcher):
                 f"flopsweep: Invalid config: hydra.launcher.timeout_min={self.timeout_min:g}: each job's "
                 "deadline must be positive. Fix: set hydra.launcher.timeout_min=60"
             )
+        devices = self.pool_devices()  # a bad pool, and a job too big for it, before the sweep starts
+        if problem := pool.too_big_problem([(-1, n) for n in swept_nproc(config)], devices):
+            refuse(problem.replace("job -1 ", "a job of this sweep ", 1))
 
     # -- the pool
 
@@ -234,6 +237,7 @@ class PoolLauncher(Launcher):
                     packer.give(job.devices)
                     code = job.proc.returncode if job.proc is not None else None
                     how = f"exit {code}" if code is not None and code >= 0 else f"signal {-(code or 0)}"
+                    how = f"{job.killed}: {how}" if job.killed else how
                     print(
                         pool.end_line(job.num, job.devices, how, running=len(running), waiting=len(waiting)),
                         flush=True,
@@ -328,6 +332,27 @@ class PoolLauncher(Launcher):
             if job.proc is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     job.proc.wait(timeout=10)
+
+
+def swept_nproc(config: DictConfig) -> list[int]:
+    """The whole-number values that the sweep gives ``nproc_per_node`` (its command line and
+    ``hydra.sweeper.params``, the command line last, as :func:`flopsweep.callbacks.sweep_size` reads
+    them), so that a job too big for the pool is refused before the first batch runs (a sweep under
+    ``fail_fast`` comes one job per batch). Empty when it cannot be told; each batch checks its own
+    jobs again (:func:`flopsweep.pool.too_big_problem`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        params = dict(config.hydra.sweeper.get("params") or {})
+        lines = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+        by_key = {o.key_or_group: o for o in OverridesParser.create().parse_overrides(lines)}
+        found = by_key.get("nproc_per_node")
+        if found is None:
+            return []
+        values = list(found.sweep_string_iterator()) if found.is_sweep_override() else [found.value()]
+    except Exception:  # noqa: BLE001 - only an early check; the batch's own check follows
+        return []
+    return [int(v) for v in map(str, values) if v.strip().isdigit()]
 
 
 def _signal_group(proc: subprocess.Popen | None, sig: int) -> None:

@@ -121,8 +121,10 @@ def test_a_job_bigger_than_the_pool_and_a_cpu_pool_without_slots_are_refused_bef
     )
     assert proc.returncode == 1
     line = proc.stderr.strip().splitlines()[-1]
-    assert "job 1 needs 4 devices (nproc_per_node=4); the pool has 2 (0,1). Fix:" in line, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr and records(sweep) == []
+    assert "a job of this sweep needs 4 devices (nproc_per_node=4); the pool has 2 (0,1). Fix:" in line, (
+        proc.stderr[-2000:]
+    )
+    assert "Traceback" not in proc.stderr and not sweep.exists()  # refused before the sweep began
     assert "pool: job" not in proc.stdout  # nothing started
 
     proc = run_sweep(tmp_path / "other", "hydra/launcher=pool", *TINY, "seed=0,1")
@@ -181,3 +183,23 @@ def test_sigterm_stops_every_running_job_and_leaves_no_process(tmp_path: Path) -
     recs = records(sweep)
     assert len(recs) == 2 and all(r["status"] == "error" for r in recs), [r["error"] for r in recs]
     assert sorted(r["system"]["visible_devices"][0] for r in recs) == ["0", "1"]
+
+
+@pytest.mark.slow
+def test_a_job_past_the_pools_deadline_is_stopped_and_recorded(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = run_sweep(
+        sweep,
+        "hydra/launcher=pool",
+        "hydra.launcher.slots=[0]",
+        "hydra.launcher.timeout_min=0.2",  # 12 s: the job's own timeout_s would wait 10 minutes
+        "hydra.launcher.grace_s=10",
+        *TINY,
+        "fault.kind=hang",
+        "timeout_s=600",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "job 0 ended (past its deadline, hydra.launcher.timeout_min=0.2: exit 143)" in proc.stdout
+    [rec] = records(sweep)
+    assert rec["status"] == "error" and rec["system"]["visible_devices"] == ["0"]
+    assert "flopsweep summary: 0 ok, 0 oom, 1 error" in proc.stdout
