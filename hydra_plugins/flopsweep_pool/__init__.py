@@ -7,7 +7,7 @@ fit in sweep order, :func:`flopsweep.pool.next_fit`), not in waves. A job of ``n
 takes k devices; one that needs more than the pool has refuses the sweep in one line before any job
 runs.
 
-Each job runs in a process of its own (``python -m hydra_plugins.flopsweep_pool.task``: Hydra's
+Each job runs in a process of its own (:data:`BOOT`, then ``task.main``: Hydra's
 ``run_job`` is not thread-safe), exactly as Hydra's basic launcher would run it in the sweep process:
 the same composed config (``load_sweep_config``, ``hydra.job.num``/``id``), job directory, ``.hydra/``
 files, job log and record, so ``resume=true``, ``repeats=``, the sweep summary and the analysis see
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import pickle
@@ -50,6 +51,12 @@ from flopsweep.config import ConfigError
 log = logging.getLogger("flopsweep")
 
 TASK_MODULE = "hydra_plugins.flopsweep_pool.task"
+BOOT = (
+    "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+    f"from {TASK_MODULE} import main; sys.exit(main())"
+)
+"""The job process's first line: the sweep process's own ``sys.path`` (so that it imports the very
+code the sweep imported: run.py's folder, not the current one), then :func:`task.main`."""
 RESULT_FILE = "result.pkl"
 MAX_RESULT_BYTES = 256 * 2**20
 POLL_S = 0.2
@@ -262,9 +269,10 @@ class PoolLauncher(Launcher):
                 "result": str(job.folder / RESULT_FILE),
             }
         )
+        # PYTHONSAFEPATH: the current folder is never on the job's path (BOOT sets the sweep's)
         env = {**os.environ, pool.VISIBLE: ",".join(job.devices), "PYTHONSAFEPATH": "1"}
         job.proc = subprocess.Popen(  # noqa: S603 - this interpreter, a module of this package
-            [sys.executable, "-m", TASK_MODULE],
+            [sys.executable, "-c", BOOT, json.dumps(sys.path)],
             stdin=subprocess.PIPE,
             env=env,
             start_new_session=True,

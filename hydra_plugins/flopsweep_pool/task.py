@@ -1,4 +1,5 @@
-"""One job of a pool sweep, in a process of its own: ``python -m hydra_plugins.flopsweep_pool.task``.
+"""One job of a pool sweep, in a process of its own (``python -c BOOT SYS_PATH``:
+:data:`hydra_plugins.flopsweep_pool.BOOT` takes the sweep process's ``sys.path``, then calls :func:`main`).
 
 Started by :class:`hydra_plugins.flopsweep_pool.PoolLauncher` with ``CUDA_VISIBLE_DEVICES`` set to the
 job's devices. It reads the pickled Hydra state, context, task function and composed config from

@@ -25,14 +25,28 @@ def _span(record: dict) -> tuple[float, float]:
     return start, end
 
 
-def _most_at_once(recs: list[dict]) -> int:
-    """The most jobs whose [start, end) intervals share an instant."""
-    events = sorted((t, d) for r in recs for t, d in zip(_span(r), (1, -1), strict=True))
+def _peak(recs: list[dict], weight=lambda r: 1) -> int:
+    """The most of ``weight`` (1: jobs; a job's device count: devices) held at one instant, from the
+    records' [start, end) intervals; at one time an end counts before a start."""
+    events = []
+    for r in recs:
+        start, end = _span(r)
+        events += [(start, weight(r)), (end, -weight(r))]
     now = peak = 0
-    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):  # an end before a start at one time
+    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):
         now += delta
         peak = max(peak, now)
     return peak
+
+
+def _most_at_once(recs: list[dict]) -> int:
+    """The most jobs running at one instant."""
+    return _peak(recs)
+
+
+def _most_devices_at_once(recs: list[dict]) -> int:
+    """The most devices held at one instant."""
+    return _peak(recs, lambda r: len(r["system"]["visible_devices"]))
 
 
 def _no_device_shared(recs: list[dict]) -> None:
@@ -92,7 +106,9 @@ def test_one_device_jobs_run_two_at_a_time_on_two_slots_and_a_failure_leaves_the
 
 
 @pytest.mark.slow
-def test_two_device_jobs_on_three_slots_run_one_at_a_time(tmp_path: Path) -> None:
+def test_two_device_jobs_on_three_slots_run_one_at_a_time_and_one_device_jobs_fill_the_third(
+    tmp_path: Path,
+) -> None:
     sweep = tmp_path / "sweep"
     proc = run_sweep(
         sweep,
@@ -100,16 +116,20 @@ def test_two_device_jobs_on_three_slots_run_one_at_a_time(tmp_path: Path) -> Non
         "hydra.launcher.slots=3",
         *TINY,
         "backend=ddp",
-        "nproc_per_node=2",
+        "nproc_per_node=2,1",
         "seed=0,1",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    recs = records(sweep)
-    assert [r["status"] for r in recs] == ["ok", "ok"]
-    assert [r["system"]["visible_devices"] for r in recs] == [["0", "1"], ["0", "1"]]
-    assert [r["system"]["world_size"] for r in recs] == [2, 2]
-    assert _most_at_once(recs) == 1
-    assert "job 1 started on devices 0,1 (1 running, 0 waiting)" in proc.stdout
+    recs = records(sweep)  # jobs 0, 1: two ranks; jobs 2, 3: one
+    assert [r["status"] for r in recs] == ["ok"] * 4
+    assert [r["system"]["world_size"] for r in recs] == [2, 2, 1, 1]
+    assert [len(r["system"]["visible_devices"]) for r in recs] == [2, 2, 1, 1]
+    assert all(set(r["system"]["visible_devices"]) <= {"0", "1", "2"} for r in recs)
+    _no_device_shared(recs)
+    assert _most_at_once(recs[:2]) == 1  # two 2-device jobs never fit together in 3 devices
+    assert _most_devices_at_once(recs) <= 3
+    # first fit: while job 0 holds two devices, job 1 waits and job 2 takes the third
+    assert "job 2 started on device 2 (2 running, 2 waiting)" in proc.stdout
 
 
 def test_a_job_bigger_than_the_pool_and_a_cpu_pool_without_slots_are_refused_before_any_job(
