@@ -165,6 +165,7 @@ def test_fail_fast_stops_a_pool_sweep_after_the_failed_job(tmp_path: Path) -> No
         *TINY,
         "fail_fast=true",
         "fault.kind=raise,none",
+        "fault.phase=init",
     )
     assert proc.returncode == 1
     assert "fail_fast=true stopped the sweep after job 0" in proc.stderr, proc.stderr[-2000:]
