@@ -58,6 +58,7 @@ BOOT = (
 """The job process's first line: the sweep process's own ``sys.path`` (so that it imports the very
 code the sweep imported: run.py's folder, not the current one), then :func:`task.main`."""
 RESULT_FILE = "result.pkl"
+JOB_FILE = "job.pkl"
 MAX_RESULT_BYTES = 256 * 2**20
 POLL_S = 0.2
 
@@ -269,22 +270,20 @@ class PoolLauncher(Launcher):
                 "result": str(job.folder / RESULT_FILE),
             }
         )
+        job_file = job.folder / JOB_FILE  # a new file in this user's 0700 folder, never through a link
+        fd = os.open(job_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
         # PYTHONSAFEPATH: the current folder is never on the job's path (BOOT sets the sweep's)
         env = {**os.environ, pool.VISIBLE: ",".join(job.devices), "PYTHONSAFEPATH": "1"}
         job.proc = subprocess.Popen(  # noqa: S603 - this interpreter, a module of this package
-            [sys.executable, "-c", BOOT, json.dumps(sys.path)],
-            stdin=subprocess.PIPE,
+            [sys.executable, "-c", BOOT, json.dumps(sys.path), str(job_file)],
+            stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
         )
         job.started_at = time.time()
         job.deadline = time.monotonic() + self.timeout_min * 60
-        assert job.proc.stdin is not None
-        try:
-            job.proc.stdin.write(payload)
-            job.proc.stdin.close()
-        except BrokenPipeError:  # the process died at once: no result, recorded as lost
-            pass
 
     def _finish(self, job: PoolJob, before: dict[str, str | None]) -> JobReturn:
         """The job's ``JobReturn`` (its process's, or a lost job's record written here), after the

@@ -1,16 +1,17 @@
-"""One job of a pool sweep, in a process of its own (``python -c BOOT SYS_PATH``:
+"""One job of a pool sweep, in a process of its own (``python -c BOOT SYS_PATH JOB_FILE``:
 :data:`hydra_plugins.flopsweep_pool.BOOT` takes the sweep process's ``sys.path``, then calls :func:`main`).
 
 Started by :class:`hydra_plugins.flopsweep_pool.PoolLauncher` with ``CUDA_VISIBLE_DEVICES`` set to the
 job's devices. It reads the pickled Hydra state, context, task function and composed config from
-stdin (cloudpickle, as submitit hands a job to its task), runs the job through Hydra's ``run_job`` as
-the basic launcher would, and writes the pickled ``JobReturn`` to the file named in the payload (a new
-file in the launcher's private folder, created exclusively). The sweep's summary callback is left to
-the sweep process, which calls it with the result. SIGTERM unwinds the job as it does a ``run.py``
-job (the running job records itself as interrupted); the process also gets SIGTERM when the sweep
-process dies (Linux ``PR_SET_PDEATHSIG``).
+``JOB_FILE`` (cloudpickle, as submitit hands a job to its task; the file lies in the sweep process's
+private folder), runs the job through Hydra's ``run_job`` as the basic launcher would, and writes the
+pickled ``JobReturn`` to the file named in it (a new file in the same folder, created exclusively).
+The sweep's summary callback is left to the sweep process, which calls it with the result. SIGTERM
+unwinds the job as it does a ``run.py`` job (the running job records itself as interrupted); the
+process also gets SIGTERM when the sweep process dies (Linux ``PR_SET_PDEATHSIG``).
 
-Exit status: 0 with a result written; 143 on SIGTERM, 130 on SIGINT (no result).
+Exit status: 0 with a result written; 143 on SIGTERM, 130 on SIGINT, 1 when the job file cannot be
+read (no result).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import pickle
 import signal
 import sys
+from pathlib import Path
 
 MAX_PAYLOAD_BYTES = 256 * 2**20
 
@@ -45,9 +47,12 @@ def main() -> int:
     logging.raiseExceptions = False  # as run.py: a log line that cannot be written is no traceback
     signal.signal(signal.SIGTERM, raise_terminated)
     die_with_parent()
-    payload = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        print("flopsweep: pool task: the job's payload is over its size limit", file=sys.stderr)
+    from flopsweep.files import RecordError, read_regular
+
+    try:  # in the sweep process's private (0700) folder; read without following a link, bounded
+        payload = read_regular(Path(sys.argv[2]), MAX_PAYLOAD_BYTES)
+    except (RecordError, IndexError) as exc:
+        print(f"flopsweep: pool task: the job's file cannot be read: {exc}", file=sys.stderr)
         return 1
     job = pickle.loads(payload)  # noqa: S301 - written by the sweep process that started this one
 
