@@ -24,6 +24,7 @@ from flopsweep.attention import executed_density
 from flopsweep.config import RunConfig
 from flopsweep.layout import Layout
 from flopsweep.models import family
+from flopsweep.pool import visible_devices
 from flopsweep.precision import PRECISIONS
 from flopsweep.record import SCHEMA_VERSION, STATUSES, null_metrics, strict
 from flopsweep.text import plural
@@ -399,6 +400,7 @@ def system_info(
         "loadavg": {"start": load_start, "end": loadavg()},
         "cpu_count": os.cpu_count(),
         "cuda_alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+        "visible_devices": visible_devices(),  # the devices the job was pinned to (hydra/launcher=pool)
         **interconnect(cuda),
     }
 

@@ -499,6 +499,11 @@ SYSTEM_KEYS: dict[str, tuple[str, str]] = {
     "loadavg": ("object", "the host's [1, 5, 15 min] load average at the job's start and end"),
     "cpu_count": ("int", "os.cpu_count(): the scale of loadavg"),
     "cuda_alloc_conf": ("text or null", "PYTORCH_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) of the job"),
+    "visible_devices": (
+        "list or null",
+        "the job's CUDA_VISIBLE_DEVICES entries (`[\"0\", \"1\"]`): the devices hydra/launcher=pool "
+        "pinned it to; null when unset",
+    ),
     "nccl": ("text or null", "the NCCL version torch reports (CUDA only)"),
     "gpu_topology": ("text or null", "the text of `nvidia-smi topo -m` (CUDA only)"),
     "nccl_env": ("object", "every NCCL_* variable of the job"),

@@ -47,6 +47,7 @@ SYSTEM_KEYS = {
     "git_sha",
     "loadavg",
     "cuda_alloc_conf",
+    "visible_devices",  # the devices hydra/launcher=pool pinned the job to (issue 44)
 }
 
 
