@@ -513,9 +513,7 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     local = tokens // layout.cp  # the tokens whose loss this rank computes (context parallel's shard)
     logits = LOGIT_BYTES[bool(cfg.compile)] * local * m.vocab_size // layout.tp
     if chunk := cfg.loss.chunk_tokens:  # the fused head (rules.chunked_loss: tp = pp = 1)
-        logits = (
-            CHUNK_LOGIT_BYTES * min(chunk, local) + 4 * m.n_embd
-        ) * m.vocab_size + 4 * local * m.n_embd
+        logits = (CHUNK_LOGIT_BYTES * min(chunk, local) + 4 * m.n_embd) * m.vocab_size + 4 * local * m.n_embd
     if layout.pp == 1:
         return first, logits
     last = saves(cfg.activation_checkpointing, tokens, layers, boundary, layer) // split

@@ -501,7 +501,7 @@ SYSTEM_KEYS: dict[str, tuple[str, str]] = {
     "cuda_alloc_conf": ("text or null", "PYTORCH_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) of the job"),
     "visible_devices": (
         "list or null",
-        "the job's CUDA_VISIBLE_DEVICES entries (`[\"0\", \"1\"]`): the devices hydra/launcher=pool "
+        'the job\'s CUDA_VISIBLE_DEVICES entries (`["0", "1"]`): the devices hydra/launcher=pool '
         "pinned it to; null when unset",
     ),
     "nccl": ("text or null", "the NCCL version torch reports (CUDA only)"),
