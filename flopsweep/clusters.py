@@ -46,23 +46,22 @@ NETWORKS: dict[str, Network] = {
     "ib800": Network(
         name="ib800",
         inter_node_gbps=80.0,
-        source="one 800 Gb/s NIC per GPU (HGX B200 with ConnectX-8): 100 GB/s line rate, 80% reached",
+        source="one 800 Gb/s NIC per GPU (HGX B200, ConnectX-8), 80% of 100 GB/s",
     ),
     "ib400": Network(
         name="ib400",
         inter_node_gbps=40.0,
-        source="one 400 Gb/s NIC per GPU (HGX H100/H200 reference, torchtitan's Grand Teton): 50 GB/s line "
-        "rate, 80% reached",
+        source="one 400 Gb/s NIC per GPU (HGX H100/H200, torchtitan's hosts), 80% of 50 GB/s",
     ),
     "ib200": Network(
         name="ib200",
         inter_node_gbps=20.0,
-        source="one 200 Gb/s NIC per GPU (DGX A100): 25 GB/s line rate, 80% reached",
+        source="one 200 Gb/s NIC per GPU (DGX A100), 80% of 25 GB/s",
     ),
     "eth100": Network(
         name="eth100",
         inter_node_gbps=1.25,
-        source="one 100 Gb/s Ethernet port per node of 8 GPUs: 12.5 GB/s line rate over 8 GPUs, 80% reached",
+        source="one 100 Gb/s Ethernet port per node of 8 GPUs, 80% of 12.5 GB/s over 8",
     ),
 }
 """Named networks. A ring across nodes reaches about 80% of the NIC's line rate (the figure

@@ -47,9 +47,16 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     the job directories (the sweep directory, whose callback started the file afresh:
     :func:`flopsweep.job.plantable.start_plan_file`); a single run writes its ``plan.csv`` afresh, atomically.
 
+    With ``plan_clusters``: :func:`flopsweep.job.plandecide.decide_job` (every set-up of ``space``
+    on each named cluster, ranked by ``objective``).
+
     Returns:
         ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``.
     """
+    if cfg.plan_clusters:  # the plan that decides: every set-up of space on each named cluster
+        from flopsweep.job.plandecide import decide_job
+
+        return decide_job(cfg, info)
     env = Environment.detect()
     cfg, env, placed = plan_environment(cfg, env, torch_device_name() if env.cuda_available else None)
     elsewhere = NO_GPU_NOTE in placed or env.planned_gpu is not None  # not this machine's GPU

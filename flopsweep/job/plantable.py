@@ -41,7 +41,7 @@ PLAN_COLUMNS = (
 )
 
 
-def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
+def _csv_text(rows: list[dict[str, Any]], *, header: bool, columns: tuple[str, ...] = PLAN_COLUMNS) -> str:
     """``rows`` as ``plan.csv``'s lines, every cell through the project's one CSV-injection guard
     (:func:`flopsweep.text.csv_cell`: a ``tag=`` value, a model name or an override that begins with
     ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading apostrophe; numbers stay numbers)."""
@@ -49,19 +49,22 @@ def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
     import io
 
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=PLAN_COLUMNS)
+    writer = csv.DictWriter(out, fieldnames=columns)
     if header:
         writer.writeheader()
     writer.writerows({key: csv_cell(value) for key, value in row.items()} for row in rows)
     return out.getvalue()
 
 
-def replace_plan_file(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write ``plan.csv`` afresh, atomically (a new file of an unpredictable name, then a rename)."""
+def replace_plan_file(
+    path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS
+) -> None:
+    """Write ``plan.csv`` afresh, atomically (a new file of an unpredictable name, then a rename);
+    ``columns``: :data:`PLAN_COLUMNS`, or :data:`flopsweep.plan_space.COLUMNS` under ``plan_clusters``."""
     fd, tmp = create_new(path.parent, f".{path.name}.")
     try:
         with open(fd, "w", newline="") as fh:
-            fh.write(_csv_text(rows, header=True))
+            fh.write(_csv_text(rows, header=True, columns=columns))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -134,3 +137,19 @@ def plan_invalid_line(path: str) -> str | None:
     return (
         f"flopsweep: {invalid} of {len(status)} jobs are invalid: see the status column" if invalid else None
     )
+
+
+def plan_output(path: str, fmt: str) -> str:
+    """What ``plan=true`` prints for ``plan_format=fmt``: ``table`` (:func:`plan_table`), ``csv``
+    (the file's text) or ``json`` (a list of its rows, each a dict of its columns; blanks as null)."""
+    if fmt == "table":
+        return plan_table(path)
+    import pandas as pd
+
+    frame = pd.read_csv(path, keep_default_na=False)
+    if fmt == "csv":
+        return frame.to_csv(index=False).rstrip("\n")
+    import json
+
+    rows = [{k: (None if v == "" else v) for k, v in row.items()} for row in frame.to_dict("records")]
+    return json.dumps(rows, indent=1, default=str)
