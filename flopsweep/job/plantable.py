@@ -36,6 +36,10 @@ PLAN_COLUMNS = (
     "predicted_tokens_per_s_per_device",
     "predicted_mfu",
     "predicted_budget_gpu_hours",
+    "predicted_budget_days",
+    "predicted_budget_usd",
+    "predicted_usd_per_million_tokens",
+    "rank",
     "prediction_source",
     "note",
 )
@@ -123,7 +127,8 @@ def plan_table(path: str) -> str:
     frame = pd.read_csv(path, keep_default_na=False)
     escaped = frame.apply(lambda column: column.map(plan_cell))
     table = escaped.to_markdown(index=False)
-    return f"{table}\n(plan: no worker started, no record written; {printable(path)})"
+    hint = "to rank set-ups on the clusters you could rent: plan_clusters=[H100:1x8,H100:8x8] (docs/plan.md)"
+    return f"{table}\n(plan: no worker started, no record written; {printable(path)})\n{hint}"
 
 
 def plan_invalid_line(path: str) -> str | None:
@@ -153,3 +158,41 @@ def plan_output(path: str, fmt: str) -> str:
 
     rows = [{k: (None if v == "" else v) for k, v in row.items()} for row in frame.to_dict("records")]
     return json.dumps(rows, indent=1, default=str)
+
+
+RANKED_BY = {
+    "predicted_iteration_time_s": "predicted_iteration_time_s",
+    "predicted_tokens_per_s_per_gpu": "predicted_tokens_per_s_per_device",
+    "predicted_mfu": "predicted_mfu",
+    "est_peak_gib_per_rank": "est_peak_gib_per_rank",
+    "predicted_usd_per_million_tokens": "predicted_usd_per_million_tokens",
+    "budget_gpu_hours": "predicted_budget_gpu_hours",
+    "budget_days": "predicted_budget_days",
+    "budget_usd": "predicted_budget_usd",
+}
+"""A :data:`flopsweep.objective.PLANNED` column -> the ``plan.csv`` column of one row per job that
+:func:`rank_plan_file` ranks by; another (J/token, model TFLOPs, global tokens/s) ranks by tokens/s
+per GPU."""
+
+
+def rank_plan_file(path: str, objective_name: str) -> None:
+    """Number the rows of a sweep's ``plan.csv`` (one per job) by ``objective_name``: ``rank`` 1 =
+    best, among the ``ok`` rows that do not fail ``fits`` and have a value; the others blank. The
+    file is rewritten afresh, atomically. An objective a plan cannot predict ranks by tokens/s per GPU."""
+    import pandas as pd
+
+    from flopsweep import objective
+    from flopsweep.config import ConfigError
+
+    try:
+        column, better = objective.planned(objective_name)
+    except ConfigError:
+        column, better = "predicted_tokens_per_s_per_gpu", "higher"
+    column = RANKED_BY.get(column, "predicted_tokens_per_s_per_device")
+    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    values = pd.to_numeric(frame.get(column, pd.Series(dtype=str)), errors="coerce")
+    usable = (frame["status"] == "ok") & (frame["fits"] != "False") & values.notna()
+    order = values[usable].rank(method="first", ascending=better == "lower")
+    frame["rank"] = ""
+    frame.loc[usable, "rank"] = order.astype(int).astype(str)
+    replace_plan_file(Path(path), frame.to_dict("records"), columns=tuple(frame.columns))
