@@ -127,8 +127,8 @@ def plan_table(path: str) -> str:
     frame = pd.read_csv(path, keep_default_na=False)
     escaped = frame.apply(lambda column: column.map(plan_cell))
     table = escaped.to_markdown(index=False)
-    hint = "to rank set-ups on the clusters you could rent: plan_clusters=[H100:1x8,H100:8x8] (docs/plan.md)"
-    return f"{table}\n(plan: no worker started, no record written; {printable(path)})\n{hint}"
+    hint = "plan_clusters=[H100:1x8,H100:8x8] ranks set-ups on clusters: docs/plan.md"
+    return f"{table}\n(plan: no worker started, no record written; {printable(path)}; {hint})"
 
 
 def plan_invalid_line(path: str) -> str | None:
