@@ -243,7 +243,10 @@ def defaults_used(
         out.append(f"objective={cfg.objective}")
     if cfg.batch.global_batch_size is None:
         out.append("batch.global_batch_size=null: global batch = micro batch x data-parallel degree")
-    out.append(f"model.seq_len={cfg.model.seq_len}, attention={cfg.attention.name}, compile={cfg.compile}")
+    out.append(
+        f"kept from the job: model.seq_len={cfg.model.seq_len}, attention={cfg.attention.name}, "
+        f"compile={cfg.compile}"
+    )
     for c in {c.row.name: c for c in clusters if not c.network_named and c.nnodes > 1}.values():
         net = c.network
         out.append(
