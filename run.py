@@ -30,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
+from flopsweep.clusters import command_line_problem as plan_problem
 from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
@@ -276,6 +277,7 @@ def refusal(overrides: list[str]) -> str | None:
         or sweeper_extra_problem(overrides)
         or preset_option_keys(overrides)
         or foreign_option_keys(overrides)
+        or plan_problem(overrides)
     )
 
 

@@ -266,3 +266,38 @@ def cluster_from_keys(cfg) -> Cluster | None:
         return parse_cluster(f"{cfg.plan_gpu}:{nodes}x{per_node}{net}".replace(" ", "-"))
     except ConfigError as exc:
         raise ConfigError("plan_gpu", cfg.plan_gpu, *_parts(exc)) from None
+
+
+def command_line_problem(overrides: list[str]) -> str | None:
+    """The one line ``run.py`` refuses a plan's keys with before Hydra starts (whose own messages
+    are several lines), or None: ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number,
+    ``plan_clusters`` given as one name instead of a list."""
+    for override in overrides:
+        key, eq, value = override.lstrip("+~").partition("=")
+        if not eq:
+            continue
+        if key in ("cost.usd_per_gpu_hour", "budget.tokens") and value.strip().lower() not in (
+            "null",
+            "none",
+            "",
+        ):
+            try:
+                float(value)
+            except ValueError:
+                if not any(c in value for c in "[](){}$,"):  # a sweep or an interpolation: Hydra's
+                    example = "2.5" if key.startswith("cost") else "15e12"
+                    return str(
+                        ConfigError(key, value, "is not a number", f"set e.g. {key}={example}, or {key}=null")
+                    )
+        if (
+            key == "plan_clusters"
+            and not value.strip().startswith("[")
+            and "," not in value
+            and "$" not in value
+        ):
+            return str(
+                ConfigError(
+                    key, value, "is one name, not a list", f"write a list: plan_clusters=[{value.strip()}]"
+                )
+            )
+    return None

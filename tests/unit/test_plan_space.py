@@ -248,3 +248,27 @@ def test_bad_keys_are_one_line(hydra_compose, tmp_path: Path, extra: list[str], 
 
 def test_networks_named() -> None:
     assert set(NETWORKS) >= {"ib400", "ib200"} and all(n.source for n in NETWORKS.values())
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("cost.usd_per_gpu_hour=abc", "Invalid config: cost.usd_per_gpu_hour='abc': is not a number."),
+        ("budget.tokens=lots", "Invalid config: budget.tokens='lots': is not a number."),
+        ("plan_clusters=H100:8", "Fix: write a list: plan_clusters=[H100:8]."),
+    ],
+)
+def test_run_py_refuses_a_bad_price_or_cluster_list_in_one_line(override: str, said: str) -> None:
+    """What Hydra would refuse in several lines, ``run.py`` refuses first in one
+    (:func:`flopsweep.clusters.command_line_problem`, in ``run.refusal``)."""
+    from flopsweep.clusters import command_line_problem
+
+    line = command_line_problem(["plan=true", override])
+    assert line is not None and said in line and "\n" not in line
+    ok = [
+        "cost.usd_per_gpu_hour=2.5",
+        "budget.tokens=15e12",
+        "plan_clusters=[H100:8]",
+        "cost.usd_per_gpu_hour=null",
+    ]
+    assert command_line_problem(ok) is None
