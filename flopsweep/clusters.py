@@ -184,7 +184,7 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
         name, count = here or this_machine()
         if count < 1:
             raise ConfigError("plan_clusters", text, "this machine has no GPU", "name the GPU: e.g. H100:1x8")
-        gpu, per_node = name, count
+        gpu, per_node = name.removeprefix("NVIDIA ").removeprefix("AMD "), count
         nnodes = int(size.split("x")[0]) if size else 1
         if size and "x" in size:
             per_node = int(size.split("x")[1])

@@ -272,3 +272,14 @@ def test_run_py_refuses_a_bad_price_or_cluster_list_in_one_line(override: str, s
         "cost.usd_per_gpu_hour=null",
     ]
     assert command_line_problem(ok) is None
+
+
+def test_here_is_this_machine_named_like_any_cluster() -> None:
+    """``here`` is this machine's GPU (the name torch reports) and GPU count, one node; ``here:NxG``
+    more nodes like it; a machine without a GPU is one line."""
+    one = parse_cluster("here", here=("NVIDIA H200", 1))
+    assert (one.label, one.row.name, one.world_size) == ("H200:1x1:ib400", "H200 SXM", 1)
+    more = parse_cluster("here:2x8", here=("NVIDIA A100-SXM4-80GB", 8))
+    assert (more.label, more.world_size, more.network.name) == ("A100-SXM4-80GB:2x8:ib200", 16, "ib200")
+    with pytest.raises(ConfigError, match="this machine has no GPU"):
+        parse_cluster("here", here=("", 0))
