@@ -283,3 +283,31 @@ def test_here_is_this_machine_named_like_any_cluster() -> None:
     assert (more.label, more.world_size, more.network.name) == ("A100-SXM4-80GB:2x8:ib200", 16, "ib200")
     with pytest.raises(ConfigError, match="this machine has no GPU"):
         parse_cluster("here", here=("", 0))
+
+
+def test_a_sweeps_plan_csv_is_ranked_by_the_objective(tmp_path: Path) -> None:
+    """One row per job (``plan=true -m``): the callback numbers the ok rows that fit by ``objective=``
+    in its direction (:func:`flopsweep.job.plantable.rank_plan_file`); the others get no rank."""
+    from flopsweep.job.plantable import PLAN_COLUMNS, rank_plan_file, replace_plan_file
+
+    def job(n: int, status: str, fits: str, tps: str, usd: str) -> dict:
+        row = dict.fromkeys(PLAN_COLUMNS, "")
+        row.update(job=n, status=status, fits=fits, predicted_tokens_per_s_per_device=tps)
+        row.update(predicted_usd_per_million_tokens=usd)
+        return row
+
+    path = tmp_path / "plan.csv"
+    rows = [
+        job(0, "ok", "True", "100", "3"),
+        job(1, "ok", "True", "300", "1"),
+        job(2, "ok", "False", "900", "0.1"),
+    ]
+    rows += [job(3, "invalid", "", "", ""), job(4, "ok", "True", "200", "2")]
+    for objective, ranks in (
+        ("tokens_per_s_per_device", ["3", "1", "", "", "2"]),
+        ("usd_per_million_tokens", ["3", "1", "", "", "2"]),
+        ("model_tflops_per_device", ["3", "1", "", "", "2"]),  # no column of its own: tokens/s per GPU
+    ):
+        replace_plan_file(path, rows)
+        rank_plan_file(str(path), objective)
+        assert [r["rank"] for r in csv.DictReader(path.open())] == ranks
