@@ -30,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
+from flopsweep.clusters import command_line_problem as plan_problem
 from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
@@ -276,6 +277,7 @@ def refusal(overrides: list[str]) -> str | None:
         or sweeper_extra_problem(overrides)
         or preset_option_keys(overrides)
         or foreign_option_keys(overrides)
+        or plan_problem(overrides)
     )
 
 
@@ -311,7 +313,8 @@ def main(cfg: DictConfig) -> float:
     """One job. Returns its ``objective`` as a float for the sweeper (NaN when not ``ok``)."""
     # torch: only once Hydra has composed
     from flopsweep.hydrafiles import hydra_files, sweep_dir
-    from flopsweep.job import JobInfo, plan_invalid_line, plan_table, run_job
+    from flopsweep.job import JobInfo, plan_invalid_line, run_job
+    from flopsweep.job.plantable import plan_output
 
     hc = HydraConfig.get()
     info = JobInfo(
@@ -352,8 +355,9 @@ def main(cfg: DictConfig) -> float:
         raise JobNotRecorded(str(exc)) from None  # SweepSummary.on_job_end: the line, the summary, exit 1
     status = record["status"]
     if status == "plan":
-        if hc.mode != RunMode.MULTIRUN:
-            print(plan_table(record["plan_file"]), flush=True)
+        if hc.mode != RunMode.MULTIRUN:  # plan_clusters: its own text; else plan_format's view of plan.csv
+            text = record.get("plan_text") or plan_output(record["plan_file"], run_cfg.plan_format)
+            print(text, flush=True)
             if line := plan_invalid_line(record["plan_file"]):
                 print(line, file=sys.stderr)
         return objective.value(record, run_cfg.objective)

@@ -290,7 +290,8 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.timeout_s",
     "config.resume",
     "config.fail_fast",
-    "config.plan",
+    "config.plan",  # plan, plan_gpu*, plan_clusters, plan_format
+    "config.space",  # the set-ups plan_clusters enumerates (a run control)
     "config.profile",
     "config.fault",
     "config.objective",

@@ -317,6 +317,31 @@ class PredictConfig:
     (``FLOPSWEEP_PROBE_CACHE``). False: no probe (no time spent)."""
 
 
+@dataclass(kw_only=True)
+class SpaceConfig:
+    """The set-ups that ``plan=true plan_clusters=[...]`` enumerates on each cluster, every
+    combination of the lists below (:mod:`flopsweep.plan_space`, which documents each default); the
+    job's other keys (model, attention, compile, ``batch.global_batch_size``...) are kept."""
+
+    backends: list[str] = field(default_factory=lambda: ["single", "ddp", "fsdp", "zero1", "zero2", "zero3"])
+    """Backend options (``backend=``): ``single``, ``ddp``, ``fsdp``, ``deepspeed`` (stage 3),
+    ``zero1``, ``zero2``, ``zero3``."""
+    layouts: list[str] = field(default_factory=lambda: ["dp", "hsdp", "tp2", "tp4", "tp8", "pp2"])
+    """``dp`` (every rank data-parallel), ``hsdp`` (FSDP2 shards in a node, replicas across nodes),
+    ``tpN`` (tensor parallel N in a node, data parallel across), ``ppN`` (N pipeline stages)."""
+    checkpointing: list[str] = field(default_factory=lambda: ["none", "selective", "full"])
+    """Activation checkpointing policies (``activation_checkpointing=``)."""
+    precisions: list[str] = field(default_factory=lambda: ["bf16"])
+    """Precision options (``precision=``)."""
+    micro_batches: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    """Micro batch sizes (``batch.micro_batch_size``)."""
+    min_headroom: float = 0.1
+    """Share of the GPU's memory the memory estimate must leave free (0..1): a set-up estimated
+    above ``(1 - min_headroom) x memory`` is dropped as not fitting."""
+    top: int = 5
+    """Rows per cluster in the terminal table (``plan.csv`` and ``plan_format=csv|json`` have all)."""
+
+
 FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")
 FAULT_PHASES = ("init", "warmup", "measure", "teardown")
 
@@ -444,6 +469,14 @@ class RunConfig:
     ``resume`` compares (one record per round), not of the analysis's ``setup_id``."""
     search: ModelSearchConfig = field(default_factory=ModelSearchConfig)
     """The largest-model search (``search.model=largest``); off by default."""
+    plan_clusters: list[str] = field(default_factory=list)
+    """``plan=true``: the clusters to rank set-ups on (:mod:`flopsweep.clusters`:
+    ``GPU:NODESxGPUS_PER_NODE[:NETWORK]``, ``H100:8x8``, ``here``); each gets every set-up of
+    ``space`` that fits and is not refused, ranked by ``objective``. Empty: one row per job."""
+    plan_format: str = "table"
+    """``plan=true``'s output: ``table`` (the terminal table), ``csv`` or ``json`` (every row)."""
+    space: SpaceConfig = field(default_factory=SpaceConfig)
+    """The set-ups ``plan_clusters`` enumerates (a run control)."""
     objective: str = "model_tflops_per_device"
     """The figure a job returns to Hydra as a float (NaN when the run is not ``ok``), for a
     sweeper to optimise: a figure of merit of ``flopsweep.record.METRIC_SPECS``
@@ -464,6 +497,9 @@ RUN_CONTROL_KEYS = (
     "plan",
     "plan_gpu",
     "plan_gpu_memory_gib",
+    "plan_clusters",
+    "plan_format",
+    "space",
     "profile",
     "objective",
     "cost",

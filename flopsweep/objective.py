@@ -85,3 +85,45 @@ def value(record: dict[str, Any], name: str) -> float:
         return math.nan
     scale = spec.scale if spec.scale and name == spec.name else 1.0
     return float(raw) / scale
+
+
+PLANNED: dict[str, str] = {
+    "iteration_time_s_mean": "predicted_iteration_time_s",
+    "iteration_time_s_median": "predicted_iteration_time_s",
+    "tokens_per_s": "predicted_tokens_per_s",
+    "tokens_per_s_per_device": "predicted_tokens_per_s_per_gpu",
+    "model_tflops_per_device": "predicted_tflops_per_gpu",
+    "mfu": "predicted_mfu",
+    "peak_cuda_allocated_gib": "est_peak_gib_per_rank",
+    "peak_cuda_allocated_bytes": "est_peak_gib_per_rank",
+    "peak_cuda_reserved_gib": "est_peak_gib_per_rank",
+    "peak_cuda_reserved_bytes": "est_peak_gib_per_rank",
+    "joules_per_token": "predicted_joules_per_token",
+    "usd_per_million_tokens": "predicted_usd_per_million_tokens",
+    "budget_gpu_hours": "budget_gpu_hours",
+    "budget_days": "budget_days",
+    "budget_usd": "budget_usd",
+    "budget_energy_kwh": "budget_energy_kwh",
+}
+"""``objective=`` -> the ``plan.csv`` column ``plan=true plan_clusters=[...]`` ranks by
+(:func:`planned`): the figures a plan predicts (tokens/s, MFU, J/token, dollars per million tokens,
+the budget's days, GPU-hours, dollars and energy, the step time, the memory per rank)."""
+
+
+def planned(name: str) -> tuple[str, str]:
+    """``(column, better)`` a plan ranks by for ``objective=name``: a :data:`PLANNED` column of
+    ``plan.csv`` and ``higher`` or ``lower`` (the metric's own direction).
+
+    Raises:
+        ConfigError: ``name`` is no figure of merit (:func:`spec_of`), or one a plan cannot predict
+            (``hfu``, ``cuda_alloc_retries``...); the message lists those it can.
+    """
+    spec = spec_of(name)
+    if name not in PLANNED:
+        raise ConfigError(
+            "objective",
+            name,
+            "is measured by a run but not predicted by plan=true, which ranks set-ups by it",
+            f"pick one of {', '.join(PLANNED)} for plan=true (e.g. objective=usd_per_million_tokens)",
+        )
+    return PLANNED[name], spec.better

@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from flopsweep import forecast
+from flopsweep import cost, forecast
 from flopsweep.autobatch import estimated_largest
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.job.placement import (
@@ -47,11 +47,20 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     the job directories (the sweep directory, whose callback started the file afresh:
     :func:`flopsweep.job.plantable.start_plan_file`); a single run writes its ``plan.csv`` afresh, atomically.
 
+    With ``plan_clusters``: :func:`flopsweep.job.plandecide.decide_job` (every set-up of ``space``
+    on each named cluster, ranked by ``objective``).
+
     Returns:
         ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``.
     """
+    if cfg.plan_clusters:  # the plan that decides: every set-up of space on each named cluster
+        from flopsweep.job.plandecide import decide_job
+
+        return decide_job(cfg, info)
+    cfg, on_cluster = predicted_cluster(cfg)
     env = Environment.detect()
     cfg, env, placed = plan_environment(cfg, env, torch_device_name() if env.cuda_available else None)
+    placed = [*placed, *on_cluster]
     elsewhere = NO_GPU_NOTE in placed or env.planned_gpu is not None  # not this machine's GPU
     row = dict.fromkeys(PLAN_COLUMNS, "")
     row.update(
@@ -77,11 +86,33 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         row.update(plan_prediction(p, gpu_name, calibrations))
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
+        row["rank"] = 1 if row.get("predicted_tokens_per_s_per_device") not in ("", None) else ""
         replace_plan_file(path, [row])
     else:
         path = Path(info.job_dir).parent / PLAN_FILE
         append_plan_row(path, row)
     return {"status": "plan", "plan": row, "plan_file": str(path)}
+
+
+def predicted_cluster(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
+    """``cfg`` placed on the cluster ``predict.gpus_per_node`` x ``predict.nnodes`` names, when either
+    is set (``nproc_per_node``, ``nnodes``), with the note that says so: the row's world size,
+    layout, memory and ``fits`` then agree with its prediction (they once showed ``world_size 1``
+    and ``fits False`` beside a 64-GPU prediction). ``(cfg, [])`` when neither is set."""
+    from flopsweep.checks import _validate_predict, check_bounds
+
+    p = cfg.predict
+    if p.gpus_per_node is None and p.nnodes is None:
+        return cfg, []
+    try:  # a value out of range stays where it is: validation refuses it by its own name
+        check_bounds(cfg)
+        _validate_predict(cfg)
+    except ConfigError:
+        return cfg, []
+    per_node = str(p.gpus_per_node) if p.gpus_per_node else cfg.nproc_per_node
+    nodes = p.nnodes or cfg.nnodes
+    cfg = dataclasses.replace(cfg, nproc_per_node=per_node, nnodes=nodes)
+    return cfg, [f"placed on predict.nnodes x predict.gpus_per_node = {nodes} x {per_node}"]
 
 
 def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
@@ -276,10 +307,23 @@ def plan_prediction(
         records = forecast.calibration_records(cfg.predict.calibration) if records is None else records
     except ConfigError as exc:
         return {**out, "prediction_source": f"no prediction: {exc}"}
+    network = ""
+    if nodes > 1 and not (cfg.predict.inter_node_gbps or cfg.predict.intra_node_gbps):
+        cfg, network = _default_network(cfg, device_name)
     unprobed = {"fallback": "plan=true runs no compute probe (a run with predict.probe=true does)"}
     made = forecast.prediction(
         cfg, layout, records, gpus_per_node=per_node, device_name=device_name, compute_probe=unprobed
     )
+    rate = made.get("tokens_per_s")
+    spent = cost.budget(
+        cfg.budget.tokens,
+        tokens_per_s=rate or 0,
+        world=per_node * nodes,
+        joules_per_token=None,
+        usd_per_gpu_hour=cfg.cost.usd_per_gpu_hour,
+    )
+    price = cfg.cost.usd_per_gpu_hour
+    usd_mtok = cost.usd_per_million_tokens(price, world=per_node * nodes, tokens_per_s=rate or 0)
     fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
     return {
         **out,
@@ -287,10 +331,33 @@ def plan_prediction(
         "predicted_tokens_per_s_per_device": fmt(made.get("tokens_per_s_per_device"), ".5g"),
         "predicted_mfu": fmt(made.get("mfu"), ".3f"),
         "predicted_budget_gpu_hours": fmt(made.get("budget_gpu_hours"), ".4g"),
+        "predicted_budget_days": fmt(spent and spent["days"], ".4g"),
+        "predicted_budget_usd": fmt(spent and spent["usd"], ".4g"),
+        "predicted_usd_per_million_tokens": fmt(usd_mtok, ".4g"),
         "prediction_source": "; ".join(
             [
                 made["source"],
                 *([f"bandwidth {made['bandwidth_source']}"] if made.get("bandwidth_source") else []),
+                *([network] if network else []),
             ]
         ),
     }
+
+
+def _default_network(cfg: RunConfig, device_name: str | None) -> tuple[RunConfig, str]:
+    """A multi-node prediction without ``predict.inter_node_gbps``: the bus bandwidth across nodes of
+    the GPU's default network (:func:`flopsweep.clusters.default_network`: ``ib400`` for H100/H200),
+    and the words that name it; ``(cfg, "")`` for a GPU the peak table does not know."""
+    from flopsweep.clusters import default_network
+    from flopsweep.peaks import lookup
+
+    row = lookup(device_name) if device_name else None
+    if row is None:
+        return cfg, ""
+    net = default_network(row)
+    predict = dataclasses.replace(cfg.predict, inter_node_gbps=net.inter_node_gbps)
+    said = (
+        f"across nodes the default network of {row.name}: {net.name}, {net.inter_node_gbps:g} GB/s busbw per "
+        f"GPU ({net.source}; predict.inter_node_gbps= or plan_clusters=GPU:NxG:NETWORK names another)"
+    )
+    return dataclasses.replace(cfg, predict=predict), said

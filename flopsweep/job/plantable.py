@@ -36,12 +36,16 @@ PLAN_COLUMNS = (
     "predicted_tokens_per_s_per_device",
     "predicted_mfu",
     "predicted_budget_gpu_hours",
+    "predicted_budget_days",
+    "predicted_budget_usd",
+    "predicted_usd_per_million_tokens",
+    "rank",
     "prediction_source",
     "note",
 )
 
 
-def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
+def _csv_text(rows: list[dict[str, Any]], *, header: bool, columns: tuple[str, ...] = PLAN_COLUMNS) -> str:
     """``rows`` as ``plan.csv``'s lines, every cell through the project's one CSV-injection guard
     (:func:`flopsweep.text.csv_cell`: a ``tag=`` value, a model name or an override that begins with
     ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading apostrophe; numbers stay numbers)."""
@@ -49,19 +53,22 @@ def _csv_text(rows: list[dict[str, Any]], *, header: bool) -> str:
     import io
 
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=PLAN_COLUMNS)
+    writer = csv.DictWriter(out, fieldnames=columns)
     if header:
         writer.writeheader()
     writer.writerows({key: csv_cell(value) for key, value in row.items()} for row in rows)
     return out.getvalue()
 
 
-def replace_plan_file(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write ``plan.csv`` afresh, atomically (a new file of an unpredictable name, then a rename)."""
+def replace_plan_file(
+    path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS
+) -> None:
+    """Write ``plan.csv`` afresh, atomically (a new file of an unpredictable name, then a rename);
+    ``columns``: :data:`PLAN_COLUMNS`, or :data:`flopsweep.plan_space.COLUMNS` under ``plan_clusters``."""
     fd, tmp = create_new(path.parent, f".{path.name}.")
     try:
         with open(fd, "w", newline="") as fh:
-            fh.write(_csv_text(rows, header=True))
+            fh.write(_csv_text(rows, header=True, columns=columns))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -120,7 +127,8 @@ def plan_table(path: str) -> str:
     frame = pd.read_csv(path, keep_default_na=False)
     escaped = frame.apply(lambda column: column.map(plan_cell))
     table = escaped.to_markdown(index=False)
-    return f"{table}\n(plan: no worker started, no record written; {printable(path)})"
+    hint = "plan_clusters=[H100:1x8,H100:8x8] ranks set-ups on clusters: docs/plan.md"
+    return f"{table}\n(plan: no worker started, no record written; {printable(path)}; {hint})"
 
 
 def plan_invalid_line(path: str) -> str | None:
@@ -134,3 +142,57 @@ def plan_invalid_line(path: str) -> str | None:
     return (
         f"flopsweep: {invalid} of {len(status)} jobs are invalid: see the status column" if invalid else None
     )
+
+
+def plan_output(path: str, fmt: str) -> str:
+    """What ``plan=true`` prints for ``plan_format=fmt``: ``table`` (:func:`plan_table`), ``csv``
+    (the file's text) or ``json`` (a list of its rows, each a dict of its columns; blanks as null)."""
+    if fmt == "table":
+        return plan_table(path)
+    import pandas as pd
+
+    frame = pd.read_csv(path, keep_default_na=False)
+    if fmt == "csv":
+        return frame.to_csv(index=False).rstrip("\n")
+    import json
+
+    rows = [{k: (None if v == "" else v) for k, v in row.items()} for row in frame.to_dict("records")]
+    return json.dumps(rows, indent=1, default=str)
+
+
+RANKED_BY = {
+    "predicted_iteration_time_s": "predicted_iteration_time_s",
+    "predicted_tokens_per_s_per_gpu": "predicted_tokens_per_s_per_device",
+    "predicted_mfu": "predicted_mfu",
+    "est_peak_gib_per_rank": "est_peak_gib_per_rank",
+    "predicted_usd_per_million_tokens": "predicted_usd_per_million_tokens",
+    "budget_gpu_hours": "predicted_budget_gpu_hours",
+    "budget_days": "predicted_budget_days",
+    "budget_usd": "predicted_budget_usd",
+}
+"""A :data:`flopsweep.objective.PLANNED` column -> the ``plan.csv`` column of one row per job that
+:func:`rank_plan_file` ranks by; another (J/token, model TFLOPs, global tokens/s) ranks by tokens/s
+per GPU."""
+
+
+def rank_plan_file(path: str, objective_name: str) -> None:
+    """Number the rows of a sweep's ``plan.csv`` (one per job) by ``objective_name``: ``rank`` 1 =
+    best, among the ``ok`` rows that do not fail ``fits`` and have a value; the others blank. The
+    file is rewritten afresh, atomically. An objective a plan cannot predict ranks by tokens/s per GPU."""
+    import pandas as pd
+
+    from flopsweep import objective
+    from flopsweep.config import ConfigError
+
+    try:
+        column, better = objective.planned(objective_name)
+    except ConfigError:
+        column, better = "predicted_tokens_per_s_per_gpu", "higher"
+    column = RANKED_BY.get(column, "predicted_tokens_per_s_per_device")
+    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    values = pd.to_numeric(frame.get(column, pd.Series(dtype=str)), errors="coerce")
+    usable = (frame["status"] == "ok") & (frame["fits"] != "False") & values.notna()
+    order = values[usable].rank(method="first", ascending=better == "lower")
+    frame["rank"] = ""
+    frame.loc[usable, "rank"] = order.astype(int).astype(str)
+    replace_plan_file(Path(path), frame.to_dict("records"), columns=tuple(frame.columns))

@@ -1,0 +1,303 @@
+"""One way to name a cluster: ``GPU:NODESxGPUS_PER_NODE[:NETWORK]``, whether it is this machine or not.
+
+Torch-free (``here`` alone asks torch which GPU this machine has). ``plan=true plan_clusters=[...]``
+(:mod:`flopsweep.plan_space`) takes a list of these names; the older keys name one too and agree
+with it (:func:`cluster_from_keys`): ``plan_gpu=H100 nnodes=8 nproc_per_node=8`` and ``plan_gpu=H100
+predict.nnodes=8 predict.gpus_per_node=8`` are both ``H100:8x8:ib400``.
+
+Grammar (case-insensitive; spaces are not allowed):
+
+- ``GPU``: a device name of the peak table (:func:`flopsweep.peaks.lookup`: ``H100``, ``H200``,
+  ``A100-80GB``, ``MI300X``; what ``plan_gpu=`` takes), or ``here`` (this machine's GPU, its GPU count
+  and one node: ``here`` alone, or ``here:NxG`` for more nodes like it).
+- ``NODESxGPUS_PER_NODE``: ``8x8`` is 8 nodes of 8 GPUs (64 GPUs); or ``N`` alone, N GPUs in nodes
+  of :data:`GPUS_PER_NODE` (``H100:64`` = ``H100:8x8``; ``H100:4`` = ``H100:1x4``).
+- ``NETWORK`` (optional): a name of :data:`NETWORKS` (``ib400``: one 400 Gb/s NIC per GPU), or
+  ``NNNgbps`` (a bus bandwidth across nodes in GB/s per GPU, nccl-tests' busbw: ``40gbps``). Without
+  it the GPU's default (:func:`default_network`, named in the output as a default).
+
+Its label (:attr:`Cluster.label`) is the canonical spelling, network included: ``H100:8x8:ib400``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from flopsweep.config import ConfigError
+from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup
+
+GPUS_PER_NODE = 8
+"""GPUs per node when a cluster name gives a GPU count alone (``H100:64``): the HGX/DGX baseboard's 8."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Network:
+    """What links the nodes: the bus bandwidth a collective across nodes reaches per GPU."""
+
+    name: str
+    inter_node_gbps: float
+    """GB/s per GPU, nccl-tests' busbw of a ring across nodes (what ``predict.inter_node_gbps`` takes)."""
+    source: str
+    """Where the figure comes from, as the plan prints it."""
+
+
+NETWORKS: dict[str, Network] = {
+    "ib800": Network(
+        name="ib800",
+        inter_node_gbps=80.0,
+        source="one 800 Gb/s NIC per GPU (HGX B200, ConnectX-8), 80% of 100 GB/s",
+    ),
+    "ib400": Network(
+        name="ib400",
+        inter_node_gbps=40.0,
+        source="one 400 Gb/s NIC per GPU (HGX H100/H200, torchtitan's hosts), 80% of 50 GB/s",
+    ),
+    "ib200": Network(
+        name="ib200",
+        inter_node_gbps=20.0,
+        source="one 200 Gb/s NIC per GPU (DGX A100), 80% of 25 GB/s",
+    ),
+    "eth100": Network(
+        name="eth100",
+        inter_node_gbps=1.25,
+        source="one 100 Gb/s Ethernet port per node of 8 GPUs, 80% of 12.5 GB/s over 8",
+    ),
+}
+"""Named networks. A ring across nodes reaches about 80% of the NIC's line rate (the figure
+``benchmarks/predict_torchtitan.py`` takes for torchtitan's 400 Gb/s per GPU: 40 GB/s)."""
+
+
+def default_network(row: PeakRow) -> Network:
+    """The network a cluster of ``row``'s GPUs has when its name gives none: ``ib800`` for
+    Blackwell (capability 10), ``ib400`` for Hopper and AMD CDNA3 (capability 9; their 8-GPU
+    platforms ship one 400 Gb/s NIC per GPU), ``ib200`` for the rest (A100-generation platforms)."""
+    if row.capability >= (10, 0):
+        return NETWORKS["ib800"]
+    if row.capability >= (9, 0):
+        return NETWORKS["ib400"]
+    return NETWORKS["ib200"]
+
+
+ASSUMED_POWER_W: dict[str, float] = {
+    "H100 SXM": 700.0,
+    "H100 PCIe": 350.0,
+    "H100 NVL": 400.0,
+    "H200 SXM": 700.0,
+    "H200 NVL": 600.0,
+    "GH200": 900.0,
+    "H800 SXM": 700.0,
+    "B200": 1000.0,
+    "GB200": 1200.0,
+    "A100": 400.0,
+    "A800": 400.0,
+    "L40S": 350.0,
+    "L40": 300.0,
+    "L4": 72.0,
+    "MI300X": 750.0,
+    "MI325X": 1000.0,
+}
+"""Watts per GPU that a predicted J/token assumes: the datasheet's maximum board power (TDP), which a
+training step comes close to (our H200 Llama runs: 560-690 W of 700, ``RESULTS.md`` energy table).
+GPUs only: no host, network or cooling, as ``metrics.joules_per_token``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cluster:
+    """GPUs of one kind, ``nnodes`` nodes of ``gpus_per_node``, linked by ``network``."""
+
+    gpu: str
+    """The device name as given (``plan_gpu=`` takes it): ``H100``, ``A100-80GB``."""
+    row: PeakRow
+    """Its peak-table row: peaks, memory, NVLink."""
+    nnodes: int
+    gpus_per_node: int
+    network: Network
+    network_named: bool = False
+    """The name gave the network; False: :func:`default_network`'s."""
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.gpus_per_node
+
+    @property
+    def label(self) -> str:
+        """The canonical name: ``H100:8x8:ib400``."""
+        return f"{self.gpu}:{self.nnodes}x{self.gpus_per_node}:{self.network.name}"
+
+    @property
+    def power_w(self) -> float | None:
+        """:data:`ASSUMED_POWER_W` of its GPU; None when not listed."""
+        return ASSUMED_POWER_W.get(self.row.name)
+
+
+_NAME = re.compile(r"(?P<gpu>[^:\s]+)(?::(?P<size>\d+(?:x\d+)?))?(?::(?P<net>[^:\s]+))?")
+
+
+def _parts(exc: ConfigError) -> tuple[str, str]:
+    """``(problem, fix)`` of a :class:`ConfigError`'s one line, to name another key with them."""
+    match = re.fullmatch(r"Invalid config: .*?: (.*)\. Fix: (.*)\.", str(exc), re.S)
+    return (match.group(1), match.group(2)) if match else (str(exc), "see docs/plan.md")
+
+
+def _fix() -> str:
+    gpus = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE[:9])
+    return (
+        "name it GPU:NODESxGPUS_PER_NODE[:NETWORK], e.g. H100:8x8 or H200:1x8:ib400 (GPUs: "
+        f"{gpus}, ...; networks: {', '.join(NETWORKS)} or NNNgbps)"
+    )
+
+
+def parse_network(text: str, key: str = "plan_clusters") -> Network:
+    """A network name of :data:`NETWORKS`, or ``NNNgbps`` (GB/s per GPU across nodes).
+
+    Raises:
+        ConfigError: neither.
+    """
+    name = text.strip().lower()
+    if name in NETWORKS:
+        return NETWORKS[name]
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)gbps", name)
+    if match and float(match.group(1)) > 0:
+        gbps = float(match.group(1))
+        return Network(name=f"{gbps:g}gbps", inter_node_gbps=gbps, source=f"{gbps:g} GB/s per GPU, as named")
+    raise ConfigError(key, text, f"names no network ({', '.join(NETWORKS)} or NNNgbps)", _fix())
+
+
+def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
+    """The cluster ``text`` names (grammar in the module docstring).
+
+    Args:
+        here: this machine's ``(GPU name, GPU count)`` for ``here``; None asks torch
+            (:func:`this_machine`) when ``text`` starts with ``here``.
+
+    Raises:
+        ConfigError: one line naming ``plan_clusters``, the value and the fix: an unknown GPU, a
+            GPU the table lists in several memory sizes without one, a size that is not positive,
+            an unknown network, ``here`` on a machine without a GPU of the table.
+    """
+    match = _NAME.fullmatch(str(text).strip())
+    if not match:
+        raise ConfigError("plan_clusters", text, "is not a cluster name", _fix())
+    gpu, size, net = match.group("gpu"), match.group("size"), match.group("net")
+    if gpu.lower() == "here":
+        name, count = here or this_machine()
+        if count < 1:
+            raise ConfigError("plan_clusters", text, "this machine has no GPU", "name the GPU: e.g. H100:1x8")
+        gpu, per_node = name.removeprefix("NVIDIA ").removeprefix("AMD "), count
+        nnodes = int(size.split("x")[0]) if size else 1
+        if size and "x" in size:
+            per_node = int(size.split("x")[1])
+    else:
+        nnodes, per_node = _size(size or "", text)
+    row = lookup(gpu)
+    if row is None:
+        raise ConfigError("plan_clusters", text, f"{gpu!r} is no device of the peak table", _fix())
+    _check_memory_size(gpu, text)
+    if nnodes < 1 or per_node < 1:
+        raise ConfigError("plan_clusters", text, "needs at least one node of one GPU", _fix())
+    network = parse_network(net) if net else default_network(row)
+    return Cluster(
+        gpu=gpu.replace(" ", "-"),
+        row=row,
+        nnodes=nnodes,
+        gpus_per_node=per_node,
+        network=network,
+        network_named=bool(net),
+    )
+
+
+def _size(size: str, text: str) -> tuple[int, int]:
+    """``(nodes, GPUs per node)`` of ``8x8`` or ``64``; a name without a size is one GPU."""
+    if not size:
+        raise ConfigError("plan_clusters", text, "gives no size", _fix())
+    if "x" in size:
+        nodes, per_node = size.split("x")
+        return int(nodes), int(per_node)
+    gpus = int(size)
+    if gpus <= GPUS_PER_NODE:
+        return 1, gpus
+    if gpus % GPUS_PER_NODE:
+        raise ConfigError(
+            "plan_clusters",
+            text,
+            f"{gpus} GPUs do not fill nodes of {GPUS_PER_NODE}",
+            "give nodes and GPUs per node, e.g. H100:3x4",
+        )
+    return gpus // GPUS_PER_NODE, GPUS_PER_NODE
+
+
+def _check_memory_size(gpu: str, text: str) -> None:
+    """The name picks a memory size where the GPU comes in several (``A100-80GB``), as ``plan_gpu``."""
+    from flopsweep.gpu_memory import planned_gpu_bytes
+
+    try:
+        planned_gpu_bytes(gpu, None)
+    except ConfigError as exc:
+        raise ConfigError("plan_clusters", text, *_parts(exc)) from None
+
+
+def this_machine() -> tuple[str, int]:
+    """``(GPU name, GPU count)`` of this machine, asked of torch; ``("", 0)`` without a GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "", 0
+    return torch.cuda.get_device_name(0), torch.cuda.device_count()
+
+
+def cluster_from_keys(cfg) -> Cluster | None:
+    """The cluster the older keys name: ``plan_gpu`` on ``predict.nnodes`` x ``predict.gpus_per_node``,
+    each defaulting to ``nnodes`` x ``nproc_per_node`` (``auto``: 1 GPU), the network from
+    ``predict.inter_node_gbps`` when set (``NNNgbps``), else the GPU's default. None without
+    ``plan_gpu``. ``plan_gpu=H100 nnodes=8 nproc_per_node=8`` and ``plan_gpu=H100 predict.nnodes=8
+    predict.gpus_per_node=8`` name the cluster ``H100:8x8`` names.
+
+    Raises:
+        ConfigError: as :func:`parse_cluster`, naming ``plan_gpu``.
+    """
+    if not cfg.plan_gpu:
+        return None
+    text = str(cfg.nproc_per_node)
+    per_node = cfg.predict.gpus_per_node or (int(text) if text.isdigit() else 1)
+    nodes = cfg.predict.nnodes or cfg.nnodes
+    net = f":{cfg.predict.inter_node_gbps:g}gbps" if cfg.predict.inter_node_gbps else ""
+    try:
+        return parse_cluster(f"{cfg.plan_gpu}:{nodes}x{per_node}{net}".replace(" ", "-"))
+    except ConfigError as exc:
+        raise ConfigError("plan_gpu", cfg.plan_gpu, *_parts(exc)) from None
+
+
+def command_line_problem(overrides: list[str]) -> str | None:
+    """The one line ``run.py`` refuses a plan's keys with before Hydra starts (whose own messages
+    are several lines), or None: ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number,
+    ``plan_clusters`` given as one name instead of a list."""
+    for override in overrides:
+        key, eq, value = override.lstrip("+~").partition("=")
+        if not eq:
+            continue
+        if key in ("cost.usd_per_gpu_hour", "budget.tokens") and value.strip().lower() not in (
+            "null",
+            "none",
+            "",
+        ):
+            try:
+                float(value)
+            except ValueError:
+                if not any(c in value for c in "[](){}$,"):  # a sweep or an interpolation: Hydra's
+                    example = "2.5" if key.startswith("cost") else "15e12"
+                    return str(
+                        ConfigError(key, value, "is not a number", f"set e.g. {key}={example}, or {key}=null")
+                    )
+        if (
+            key == "plan_clusters"
+            and not value.strip().startswith("[")
+            and "," not in value
+            and "$" not in value
+        ):
+            return str(
+                ConfigError(
+                    key, value, "is one name, not a list", f"write a list: plan_clusters=[{value.strip()}]"
+                )
+            )
+    return None

@@ -1,0 +1,313 @@
+"""``plan=true plan_clusters=[...]`` (issue 42, items 1 and 3): cluster names, the enumeration, the
+pruning by memory and rules, the ranking by each objective, the dollars and days, the output formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from flopsweep import plan_space as ps
+from flopsweep.clusters import NETWORKS, cluster_from_keys, parse_cluster
+from flopsweep.config import ConfigError
+
+LLAMA8B = ["model=llama3.1-8b", "cost.usd_per_gpu_hour=2.5", "budget.tokens=15e12"]
+
+
+@pytest.mark.parametrize(
+    ("name", "label", "world", "gbps"),
+    [
+        ("H100:8x8", "H100:8x8:ib400", 64, 40.0),
+        ("h100:64", "h100:8x8:ib400", 64, 40.0),
+        ("H200:512", "H200:64x8:ib400", 512, 40.0),
+        ("H100:4", "H100:1x4:ib400", 4, 40.0),
+        ("A100-80GB:2x8", "A100-80GB:2x8:ib200", 16, 20.0),
+        ("H100:2x8:25gbps", "H100:2x8:25gbps", 16, 25.0),
+        ("B200:1x8", "B200:1x8:ib800", 8, 80.0),
+    ],
+)
+def test_cluster_names(name: str, label: str, world: int, gbps: float) -> None:
+    """``GPU:NODESxGPUS[:NETWORK]`` and ``GPU:N`` (nodes of 8) name one cluster; its label is canonical."""
+    c = parse_cluster(name)
+    assert (c.label, c.world_size, c.network.inter_node_gbps) == (label, world, gbps)
+    assert parse_cluster(c.label).label == c.label
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("H100", "gives no size"),
+        ("B300:8", "'B300' is no device of the peak table"),
+        ("A100:1x8", "comes in more than one memory size"),
+        ("H100:8x8:ib999", "names no network"),
+        ("H100:12", "12 GPUs do not fill nodes of 8"),
+        ("H100:0x8", "needs at least one node of one GPU"),
+        ("H100 8x8", "is not a cluster name"),
+    ],
+)
+def test_bad_cluster_names_are_one_line(name: str, said: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_cluster(name)
+    line = str(err.value)
+    assert "\n" not in line and line.startswith("Invalid config: plan_clusters=") and said in line
+    assert "Fix: " in line
+
+
+def test_the_old_keys_name_the_same_cluster_and_agree(hydra_compose, tmp_path: Path) -> None:
+    """``plan_gpu=H100 nnodes=8 nproc_per_node=8``, ``plan_gpu=H100 predict.nnodes=8
+    predict.gpus_per_node=8`` and ``plan_clusters=[H100:8x8]`` name one cluster, and the one-row plan
+    of either old form gives the world size, memory and prediction of the new one's row."""
+    from flopsweep.job import JobInfo, plan_job
+
+    base = [*LLAMA8B, "plan=true", "plan_gpu=H100", "backend=fsdp", "batch.micro_batch_size=4"]
+    forms = [["nnodes=8", "nproc_per_node=8"], ["predict.nnodes=8", "predict.gpus_per_node=8"]]
+    new = parse_cluster("H100:8x8")
+    cfgs = [hydra_compose([*base, *form]) for form in forms]
+    assert [cluster_from_keys(c).label for c in cfgs] == [new.label, new.label]
+    setup = ps.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=4)
+    row = ps.evaluate(hydra_compose(LLAMA8B), setup, new)
+    assert row.status == "ok" and row.world_size == 64
+    for cfg in cfgs:
+        old = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        assert (old["status"], old["world_size"], old["layout"]) == ("ok", 64, row.layout)
+        assert float(old["est_peak_gib_per_rank"]) == pytest.approx(row.est_peak_gib_per_rank, rel=5e-3)
+        assert float(old["predicted_tokens_per_s_per_device"]) == pytest.approx(
+            row.predicted_tokens_per_s_per_gpu, rel=1e-4
+        )  # the network's 40 GB/s across nodes: never blank for want of a bandwidth
+        assert "ib400" in old["prediction_source"] and old["predicted_budget_days"] and old["rank"] == 1
+
+
+SMALL = ps.Space(
+    backends=("fsdp", "ddp"),
+    layouts=("dp", "hsdp", "tp2"),
+    checkpointing=("none", "full"),
+    micro_batches=(1, 2),
+)
+
+
+def test_enumeration_and_pruning_by_memory_and_rules(hydra_compose) -> None:
+    """Every combination is tried; DDP's unsharded 8B does not fit an H100 (dropped and counted as
+    over memory), DDP with tensor parallelism is refused by the rules (counted by key), ``hsdp`` on
+    one node is no set-up of its own; the FSDP2 rows are predicted."""
+    assert len(ps.setups(SMALL)) == 2 * 3 * 2 * 1 * 2
+    result = ps.candidates(hydra_compose(LLAMA8B), SMALL, [parse_cluster("H100:1x8")])
+    by = {(r.setup.backend, r.setup.layout): r.status for r in result.rows}
+    assert len(result.rows) == 16  # hsdp on one node: none
+    assert result.dropped == {"over memory": 4, "refused: parallel.tp": 4}
+    assert by[("ddp", "dp")] == "over memory" and by[("ddp", "tp2")] == "refused"
+    assert {r.status for r in result.rows if r.setup.backend == "fsdp"} == {"ok"}
+    over = next(r for r in result.rows if r.status == "over memory")
+    assert over.est_peak_gib_per_rank > 0.9 * over.gpu_memory_gib and "space.min_headroom" in over.reason
+    refused = next(r for r in result.rows if r.status == "refused")
+    assert refused.reason.startswith("parallel.tp=2") and "\n" not in refused.reason
+
+
+def test_the_headroom_decides_what_fits(hydra_compose) -> None:
+    setup = ps.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=4)
+    cfg, h100 = hydra_compose(LLAMA8B), parse_cluster("H100:1x8")
+    loose = ps.evaluate(cfg, setup, h100, min_headroom=0.0)
+    share = 1 - loose.est_peak_gib_per_rank / loose.gpu_memory_gib  # what it leaves free
+    assert ps.evaluate(cfg, setup, h100, min_headroom=share * 0.9).status == "ok"
+    assert ps.evaluate(cfg, setup, h100, min_headroom=share * 1.1).status == "over memory"
+
+
+def test_dollars_days_and_joules_from_the_published_formula(hydra_compose) -> None:
+    """``days = tokens / tokens_per_s / 86400``; ``gpu_hours = days x 24 x world``; ``usd =
+    gpu_hours x price``; ``usd per M tokens = price x world / 3600 / tokens_per_s x 1e6``;
+    ``J/token = board power x world / tokens_per_s`` (flopsweep.cost, flopsweep.clusters)."""
+    setup = ps.Setup(
+        backend="fsdp", layout="hsdp", checkpointing="selective", precision="bf16", micro_batch=2
+    )
+    row = ps.evaluate(hydra_compose(LLAMA8B), setup, parse_cluster("H200:8x8"))
+    tps, world = row.predicted_tokens_per_s, 64
+    assert row.predicted_tokens_per_s_per_gpu == pytest.approx(tps / world)
+    assert row.budget_days == pytest.approx(15e12 / tps / 86400)
+    assert row.budget_gpu_hours == pytest.approx(row.budget_days * 24 * world)
+    assert row.budget_usd == pytest.approx(row.budget_gpu_hours * 2.5)
+    assert row.predicted_usd_per_million_tokens == pytest.approx(2.5 * world / 3600 / tps * 1e6)
+    assert row.predicted_joules_per_token == pytest.approx(700 * world / tps)
+    assert row.budget_energy_kwh == pytest.approx(15e12 * row.predicted_joules_per_token / 3.6e6)
+    assert row.layout == "dp8x8" and row.expected_error == pytest.approx(0.25)  # datasheet + assumed network
+
+
+def _row(cluster: str, tps: float, usd: float, mfu: float, days: float, gib: float = 50.0) -> ps.Row:
+    setup = ps.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=1)
+    return ps.Row(
+        cluster=cluster,
+        setup=setup,
+        predicted_tokens_per_s_per_gpu=tps,
+        predicted_tokens_per_s=tps * 8,
+        predicted_usd_per_million_tokens=usd,
+        predicted_joules_per_token=usd * 10,
+        predicted_mfu=mfu,
+        budget_days=days,
+        est_peak_gib_per_rank=gib,
+        expected_error=0.15,
+    )
+
+
+@pytest.mark.parametrize(
+    ("objective", "order"),
+    [
+        ("tokens_per_s_per_device", ["b", "c", "a"]),
+        ("tokens_per_s", ["b", "c", "a"]),
+        ("usd_per_million_tokens", ["a", "c", "b"]),
+        ("joules_per_token", ["a", "c", "b"]),
+        ("mfu", ["c", "a", "b"]),
+        ("budget_days", ["c", "b", "a"]),
+        ("peak_cuda_allocated_gib", ["b", "a", "c"]),
+    ],
+)
+def test_ranking_by_each_objective(objective: str, order: list[str]) -> None:
+    rows = {
+        "a": _row("X:1x8", tps=100, usd=1.0, mfu=0.4, days=9, gib=40),
+        "b": _row("Y:1x8", tps=300, usd=3.0, mfu=0.3, days=5, gib=30),
+        "c": _row("X:1x8", tps=200, usd=2.0, mfu=0.5, days=1, gib=60),
+    }
+    failed = _row("X:1x8", tps=999, usd=0.1, mfu=0.9, days=0.1)
+    failed.status = "over memory"
+    ranked = ps.rank([*rows.values(), failed], objective)
+    names = {id(r): k for k, r in rows.items()}
+    assert [names[id(r)] for r in ranked] == order and [r.rank for r in ranked] == [1, 2, 3]
+    assert failed.rank is None and {names[id(r)] for r in ranked if r.best} == {
+        order[0],
+        next(k for k in order if rows[k].cluster != rows[order[0]].cluster),
+    }
+
+
+def test_an_objective_no_plan_predicts_is_one_line() -> None:
+    with pytest.raises(ConfigError) as err:
+        ps.rank([], "hfu")
+    assert "\n" not in str(err.value) and "objective='hfu'" in str(err.value)
+
+
+def _decide(hydra_compose, tmp_path: Path, *extra: str) -> dict:
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job
+
+    args = [
+        *LLAMA8B,
+        "plan=true",
+        "plan_clusters=[H100:1x8,H200:2x8]",
+        "space.backends=[fsdp,ddp]",
+        "space.layouts=[dp,hsdp]",
+        "space.checkpointing=[none,full]",
+        "space.micro_batches=[2,4]",
+        *extra,
+    ]
+    return decide_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=args))
+
+
+def test_the_table_csv_and_json(hydra_compose, tmp_path: Path) -> None:
+    """The table fits 160 columns and names its defaults and the best's command; ``plan.csv`` and
+    ``plan_format=csv`` and ``json`` parse, with ``rank``, ``best``, dollars and days on every ranked row."""
+    table = _decide(hydra_compose, tmp_path, "objective=usd_per_million_tokens")
+    lines = table["plan_text"].splitlines()
+    head = lines[: lines.index("")]
+    assert max(len(line) for line in head) <= 160 and head[0].split()[:3] == ["#", "cluster", "set-up"]
+    assert "space.top=5" in table["plan_text"] and "network of H200 SXM nodes: ib400" in table["plan_text"]
+    assert "H200:2x8:ib400: python run.py model=llama3.1-8b" in table["plan_text"]
+    assert "nnodes=2 hydra/launcher=slurm" in table["plan_text"]
+    rows = list(csv.DictReader(open(table["plan_file"])))
+    ranked = [r for r in rows if r["rank"]]
+    assert [int(r["rank"]) for r in ranked] == list(range(1, len(ranked) + 1)) and len(ranked) == 12
+    assert {r["cluster"] for r in ranked if r["best"] == "True"} == {"H100:1x8:ib400", "H200:2x8:ib400"}
+    assert all(float(r["budget_usd"]) > 0 and float(r["budget_days"]) > 0 for r in ranked)
+    assert {r["status"] for r in rows if not r["rank"]} == {"over memory", "refused"}  # ddp
+    as_csv = _decide(hydra_compose, tmp_path, "plan_format=csv")["plan_text"]
+    assert list(csv.DictReader(io.StringIO(as_csv)))[0]["rank"] == "1"
+    as_json = json.loads(_decide(hydra_compose, tmp_path, "plan_format=json")["plan_text"])
+    assert as_json["objective"] == "model_tflops_per_device" and as_json["better"] == "higher"
+    assert as_json["rows"][0]["rank"] == 1 and as_json["dropped"] == {
+        "over memory": 8,
+        "refused: parallel.dp_replicate": 4,
+    }
+    assert [b["command"].startswith("python run.py") for b in as_json["best"]] == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        (["cost.usd_per_gpu_hour=-1"], "cost.usd_per_gpu_hour"),
+        (["plan_clusters=[H100:1x8,B300:8]"], "plan_clusters"),
+        (["plan_clusters=[H100:8,H100:1x8]"], "plan_clusters"),
+        (["plan_format=xml"], "plan_format"),
+        (["space.backends=[fsdp,megatron]"], "space.backends"),
+        (["space.layouts=[dp,tp0]"], "space.layouts"),
+        (["objective=hfu"], "objective"),
+    ],
+)
+def test_bad_keys_are_one_line(hydra_compose, tmp_path: Path, extra: list[str], key: str) -> None:
+    out = _decide(hydra_compose, tmp_path, *extra)
+    line = out["error"]["message"]
+    assert out["status"] == "invalid" and "\n" not in line and line.startswith(f"Invalid config: {key}=")
+
+
+def test_networks_named() -> None:
+    assert set(NETWORKS) >= {"ib400", "ib200"} and all(n.source for n in NETWORKS.values())
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("cost.usd_per_gpu_hour=abc", "Invalid config: cost.usd_per_gpu_hour='abc': is not a number."),
+        ("budget.tokens=lots", "Invalid config: budget.tokens='lots': is not a number."),
+        ("plan_clusters=H100:8", "Fix: write a list: plan_clusters=[H100:8]."),
+    ],
+)
+def test_run_py_refuses_a_bad_price_or_cluster_list_in_one_line(override: str, said: str) -> None:
+    """What Hydra would refuse in several lines, ``run.py`` refuses first in one
+    (:func:`flopsweep.clusters.command_line_problem`, in ``run.refusal``)."""
+    from flopsweep.clusters import command_line_problem
+
+    line = command_line_problem(["plan=true", override])
+    assert line is not None and said in line and "\n" not in line
+    ok = [
+        "cost.usd_per_gpu_hour=2.5",
+        "budget.tokens=15e12",
+        "plan_clusters=[H100:8]",
+        "cost.usd_per_gpu_hour=null",
+    ]
+    assert command_line_problem(ok) is None
+
+
+def test_here_is_this_machine_named_like_any_cluster() -> None:
+    """``here`` is this machine's GPU (the name torch reports) and GPU count, one node; ``here:NxG``
+    more nodes like it; a machine without a GPU is one line."""
+    one = parse_cluster("here", here=("NVIDIA H200", 1))
+    assert (one.label, one.row.name, one.world_size) == ("H200:1x1:ib400", "H200 SXM", 1)
+    more = parse_cluster("here:2x8", here=("NVIDIA A100-SXM4-80GB", 8))
+    assert (more.label, more.world_size, more.network.name) == ("A100-SXM4-80GB:2x8:ib200", 16, "ib200")
+    with pytest.raises(ConfigError, match="this machine has no GPU"):
+        parse_cluster("here", here=("", 0))
+
+
+def test_a_sweeps_plan_csv_is_ranked_by_the_objective(tmp_path: Path) -> None:
+    """One row per job (``plan=true -m``): the callback numbers the ok rows that fit by ``objective=``
+    in its direction (:func:`flopsweep.job.plantable.rank_plan_file`); the others get no rank."""
+    from flopsweep.job.plantable import PLAN_COLUMNS, rank_plan_file, replace_plan_file
+
+    def job(n: int, status: str, fits: str, tps: str, usd: str) -> dict:
+        row = dict.fromkeys(PLAN_COLUMNS, "")
+        row.update(job=n, status=status, fits=fits, predicted_tokens_per_s_per_device=tps)
+        row.update(predicted_usd_per_million_tokens=usd)
+        return row
+
+    path = tmp_path / "plan.csv"
+    rows = [
+        job(0, "ok", "True", "100", "3"),
+        job(1, "ok", "True", "300", "1"),
+        job(2, "ok", "False", "900", "0.1"),
+    ]
+    rows += [job(3, "invalid", "", "", ""), job(4, "ok", "True", "200", "2")]
+    for objective, ranks in (
+        ("tokens_per_s_per_device", ["3", "1", "", "", "2"]),
+        ("usd_per_million_tokens", ["3", "1", "", "", "2"]),
+        ("model_tflops_per_device", ["3", "1", "", "", "2"]),  # no column of its own: tokens/s per GPU
+    ):
+        replace_plan_file(path, rows)
+        rank_plan_file(str(path), objective)
+        assert [r["rank"] for r in csv.DictReader(path.open())] == ranks
