@@ -195,10 +195,10 @@ class Budget:
     limit_s: float
     spent_s: float = 0.0
 
-    def estimate(self, jobs: Sequence[Candidate]) -> float:
+    def estimate(self, jobs: Sequence[Candidate], measured: Sequence[Candidate] = ()) -> float:
         """What running one more job of each of ``jobs`` would cost: each set-up's mean device time
-        so far, else the mean over every measured run (0 before any)."""
-        every = [s for c in jobs for s in c.gpu_s]
+        so far, else the mean over every run of ``jobs`` and ``measured`` (0 before any)."""
+        every = [s for c in (*jobs, *measured) for s in c.gpu_s]
         fallback = statistics.fmean(every) if every else 0.0
         return sum(statistics.fmean(c.gpu_s) if c.gpu_s else fallback for c in jobs)
 

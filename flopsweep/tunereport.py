@@ -186,7 +186,7 @@ TABLE_HEAD = ("set-up", "predicted", "error", "held-out", "error", "measured", "
 
 def table_rows(s: dict[str, Any]) -> list[tuple[str, ...]]:
     """Predicted against measured, one row per set-up that ran, best measured first."""
-    ran = [u for u in s["setups"] if u["runs"]]
+    ran = [u for u in s["setups"] if u["values"]]
     sign = -1 if s["direction"] == "maximize" else 1
     ran.sort(key=lambda u: (u["measured"] is None, sign * (u["measured"] or 0.0)))
     return [
@@ -197,7 +197,7 @@ def table_rows(s: dict[str, Any]) -> list[tuple[str, ...]]:
             _num(u["held_out"]),
             _pct(u["held_out_error"]),
             _num(u["measured"]),
-            str(len(u["runs"])),
+            str(len(u["values"])),
             f"{sum(u['gpu_s']):.0f}",
             u["state"] if not u["failed"] else f"failed ({u['failed'][:80]})",
         )

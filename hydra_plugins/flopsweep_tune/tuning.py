@@ -294,7 +294,7 @@ class Tuning:
                 round_, len(pool), eta=self.s.eta, finalists=self.s.finalists, max_repeats=self.max_repeats
             )
             jobs = round_jobs(pool, target)
-            cost = self.budget.estimate([c for c, _ in jobs])
+            cost = self.budget.estimate([c for c, _ in jobs], [c for c in self.candidates if c not in pool])
             if round_ > 0 and jobs and not self.budget.allows(cost):
                 stopped = (
                     f"budget: round {round_} ({len(jobs)} jobs) would cost about {cost:.0f} GPU-s, "
