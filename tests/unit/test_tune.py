@@ -178,7 +178,8 @@ def test_sweeper_parameters_are_refused_in_one_line():
     assert TuneSweeper(budget_gpu_s=10, initial=3)._problem() is None
     line = TuneSweeper(eta=1)._problem()
     assert line == (
-        "Invalid config: hydra.sweeper.eta=1: must be a whole number of at least 2. Fix: set hydra.sweeper.eta to one."
+        "Invalid config: hydra.sweeper.eta=1: must be a whole number of at least 2. "
+        "Fix: set hydra.sweeper.eta to one."
     )
     assert "hydra.sweeper.budget_gpu_s=-1" in TuneSweeper(budget_gpu_s=-1)._problem()
     assert "hydra.sweeper.memory_gib=0" in TuneSweeper(memory_gib=0)._problem()
