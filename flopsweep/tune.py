@@ -151,7 +151,7 @@ def schedule(initial: int, *, eta: int, finalists: int, max_repeats: int) -> lis
     when the finalists reach ``max_repeats`` (a round that would add no run is not listed)."""
     rounds = [(initial, 1)]
     pool, reps = initial, 1
-    while pool > 1 and not (pool <= finalists and reps >= max_repeats):
+    while not (pool <= finalists and reps >= max_repeats):
         pool = keep_count(pool, eta, finalists)
         new = target_repeats(len(rounds), pool, eta=eta, finalists=finalists, max_repeats=max_repeats)
         if new <= reps and pool == rounds[-1][0]:

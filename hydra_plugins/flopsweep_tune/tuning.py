@@ -25,6 +25,7 @@ from flopsweep.tune import (
     ranked,
     round_jobs,
     run_gpu_seconds,
+    schedule,
     target_repeats,
 )
 
@@ -287,6 +288,12 @@ class Tuning:
                 self.say(f"pruned {c.label or '(the one set-up)'}: {c.pruned}")
         stopped = "no set-up left after pruning"
         pool = ranked(alive, self.direction, by="predicted")[: self.s.initial]
+        if pool:
+            plan = schedule(
+                len(pool), eta=self.s.eta, finalists=self.s.finalists, max_repeats=self.max_repeats
+            )
+            shown = ", ".join(f"{n} x {r}" for n, r in plan)
+            self.say(f"schedule if no run fails: {shown} run(s); {self.budget.line()}")
         for round_ in range(MAX_ROUNDS):
             if not pool:
                 break
@@ -322,9 +329,11 @@ class Tuning:
                 for c in new:
                     self.say(f"challenger {c.label}: the refit predicts {c.predicted:.4g}")
             done = all(len(c.values) >= self.max_repeats for c in survivors)
-            if not new and (len(survivors) <= 1 or (len(survivors) <= self.s.finalists and done)):
-                stopped = "the finalists are measured" if len(survivors) > 1 else "one set-up left"
-                pool = survivors
+            if not survivors and not new:
+                stopped, pool = "no set-up ran ok", []
+                break
+            if not new and len(survivors) <= self.s.finalists and done:
+                stopped, pool = "the finalists are measured", survivors
                 break
             pool = survivors + new
         self.say(f"done: {stopped}; {self.budget.line()}")

@@ -36,7 +36,8 @@ def test_schedule_halves_the_pool_and_doubles_the_repeats_up_to_the_cap():
     assert schedule(3, eta=2, finalists=2, max_repeats=2) == [(3, 1), (2, 2)]
     assert schedule(16, eta=4, finalists=2, max_repeats=5) == [(16, 1), (4, 4), (2, 5)]
     assert schedule(9, eta=3, finalists=1, max_repeats=3) == [(9, 1), (3, 3), (1, 3)]
-    assert schedule(1, eta=2, finalists=2, max_repeats=3) == [(1, 1)]
+    assert schedule(1, eta=2, finalists=2, max_repeats=3) == [(1, 1), (1, 3)]
+    assert schedule(3, eta=3, finalists=1, max_repeats=2) == [(3, 1), (1, 2)]  # tests/integration's
     for rounds in (schedule(n, eta=2, finalists=2, max_repeats=4) for n in range(2, 40)):
         pools, reps = [p for p, _ in rounds], [r for _, r in rounds]
         assert pools == sorted(pools, reverse=True) and reps == sorted(reps)  # shrink, grow
