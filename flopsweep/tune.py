@@ -35,9 +35,10 @@ PREDICTED_AS = {
 is computed from the step time: :func:`predicted_value`)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Candidate:
-    """One set-up of the space: its overrides and what the tuner learned of it."""
+    """One set-up of the space: its overrides and what the tuner learned of it (compared by
+    identity: two set-ups are never the same one)."""
 
     index: int
     """Its place in the space, as Hydra's basic sweeper would order it (0-based)."""

@@ -262,8 +262,8 @@ class Tuning:
     # --- the rounds ---
 
     def run(self) -> list[Any]:
-        """Judge, then measure round after round until the finalists have ``max_repeats`` runs, one
-        set-up is left, or the budget stops it; print and write the report."""
+        """Judge, then measure round after round until the finalists have ``max_repeats`` runs, no
+        set-up is left ok, or the budget stops it; print and write the report."""
         from flopsweep import forecast
         from flopsweep.config import ConfigError
 
