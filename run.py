@@ -257,7 +257,8 @@ def repeats_problem(overrides: list[str]) -> str | None:
                 f"Fix: add -m (python run.py -m repeats={value} ...)."
             )
         sweeper = next((o.partition("=")[2] for o in overrides if o.startswith("hydra/sweeper=")), "")
-        if int(value) > 1 and sweeper and sweeper != "basic_batched":
+        # the tuner (hydra/sweeper=tune) takes repeats= as its finalists' runs
+        if int(value) > 1 and sweeper and sweeper not in ("basic_batched", "tune"):
             return (
                 f"Invalid config: repeats={value}: the rounds come from flopsweep's basic sweeper, not "
                 f"hydra/sweeper={sweeper} (its trials are its own). Fix: drop repeats, or the sweeper."

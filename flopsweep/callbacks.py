@@ -124,10 +124,12 @@ def sweep_size(config: Any) -> int | None:
     ``repeats`` (the rounds that flopsweep's sweeper adds).
     An Optuna study (``hydra/sweeper=optuna_objective``) runs ``hydra.sweeper.n_trials`` jobs, whatever
     its search space holds (``range(1,33)`` is a distribution to draw from, not 32 jobs).
-    None when it cannot be told (another sweeper)."""
+    None when it cannot be told (another sweeper, or the tuner, ``hydra/sweeper=tune``)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
+        if str(config.hydra.sweeper.get("_target_", "")).endswith("flopsweep_tune.TuneSweeper"):
+            return None  # the tuner decides its jobs as it goes
         if config.hydra.sweeper.get("n_trials") is not None:
             return int(config.hydra.sweeper.n_trials)
         params = dict(config.hydra.sweeper.get("params") or {})

@@ -463,7 +463,8 @@ class RunConfig:
     repeats: int = 1
     """How many times each set-up of a sweep is measured, each time in fresh workers (1..100):
     the sweep runs ``repeats`` rounds of its jobs, every set-up once per round (A B C A B C), the
-    round's index in ``repeat``. Needs ``-m`` and the basic sweeper."""
+    round's index in ``repeat``. Needs ``-m`` and the basic sweeper, or ``hydra/sweeper=tune``, whose
+    finalists are measured this many times (3 when left at 1)."""
     repeat: int = 0
     """Which round of ``repeats`` this job is (0-based; the sweeper sets it). Part of what
     ``resume`` compares (one record per round), not of the analysis's ``setup_id``."""

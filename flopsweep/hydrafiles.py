@@ -188,10 +188,12 @@ def write_multirun(config: Any) -> None:
 SAFE_SWEEPERS = (
     "hydra_plugins.flopsweep_repeats.RepeatingSweeper",
     "hydra_plugins.flopsweep_optuna.OptunaSweeper",
+    "hydra_plugins.flopsweep_tune.TuneSweeper",
 )
 """The sweepers that write their files in the sweep folder never through a link: ``basic_batched``
-(the default: Hydra's basic sweeper, ``multirun.yaml`` by :func:`write_multirun`) and
-``optuna_objective`` (``optimization_results.yaml`` by :func:`saved_safely`)."""
+(the default: Hydra's basic sweeper, ``multirun.yaml`` by :func:`write_multirun`),
+``optuna_objective`` (``optimization_results.yaml`` by :func:`saved_safely`) and ``tune``
+(``multirun.yaml``, ``tune.json`` and ``tune.md``, each a new file renamed into place)."""
 
 
 def sweeper_problem(config: Any) -> str | None:

@@ -1,0 +1,235 @@
+"""The tuner's decisions (``hydra/sweeper=tune``, :mod:`hydra_plugins.flopsweep_tune`): which set-ups
+are pruned and why, how the rest rank by prediction, the successive-halving schedule, and the
+GPU-time budget. Torch-free and free of Hydra: the sweeper composes, launches and reads records;
+this module decides (tests/unit/test_tune.py checks it without processes).
+
+Successive halving (Jamieson and Talwalkar 2016, "Non-stochastic best arm identification and
+hyperparameter optimization"; Li et al. 2018, Hyperband) with measurements as the resource: round
+0 measures ``initial`` set-ups once; after each round the best ``1/eta`` of the pool (by the median
+of its measured objective, at least ``finalists``) stay, and round ``r`` brings each survivor up to
+``min(eta**r, max_repeats)`` measurements, the last round (``finalists`` or fewer left) up to
+``max_repeats``. A set-up whose run is not ``ok`` leaves the pool at once. Units: seconds of device
+time (GPU-seconds; on the CPU, rank-seconds), bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+DEFAULT_REPEATS = 3
+"""The measurements a finalist gets when ``repeats=`` is left at 1 (an interval needs two)."""
+
+PREDICTED_AS = {
+    "tokens_per_s": "tokens_per_s",
+    "tokens_per_s_per_device": "tokens_per_s_per_device",
+    "mfu": "mfu",
+    "iteration_time_s_mean": "iteration_time_s",
+    "iteration_time_s_median": "iteration_time_s",
+}
+"""``objective=`` -> the key of ``metrics.predicted`` that predicts it (``model_tflops_per_device``
+is computed from the step time: :func:`predicted_value`)."""
+
+
+@dataclass(eq=False)
+class Candidate:
+    """One set-up of the space: its overrides and what the tuner learned of it (compared by
+    identity: two set-ups are never the same one)."""
+
+    index: int
+    """Its place in the space, as Hydra's basic sweeper would order it (0-based)."""
+    overrides: tuple[str, ...]
+    """Every override of its jobs (``key=value``), the fixed ones included."""
+    label: str
+    """The swept overrides only, ``backend=fsdp parallel.tp=2``: what tells it from the others."""
+    pruned: str | None = None
+    """Why it is never run (refused by the rules, over the memory budget), else None."""
+    peak_gib: float | None = None
+    """The memory estimate's peak per rank (GiB, :func:`flopsweep.memory.peak_bytes`)."""
+    predicted: float | None = None
+    """The objective predicted before it was measured (the prior, or the refit in force when a
+    later round picked it); None without a prediction."""
+    prior: float | None = None
+    """The objective predicted before anything was measured."""
+    source: str = ""
+    """The prediction's source (``metrics.predicted.source``), or why there is none."""
+    values: list[float] = field(default_factory=list)
+    """The measured objective of each of its runs (NaN for a run that is not ok)."""
+    gpu_s: list[float] = field(default_factory=list)
+    """Each run's device time: wall seconds x world size (:func:`run_gpu_seconds`)."""
+    step_times: list[float] = field(default_factory=list)
+    """The measured step times (s) of its last ok run: the interval over steps of one run."""
+    runs: list[str] = field(default_factory=list)
+    """Each run's job folder."""
+    held_out: float | None = None
+    """The objective predicted from the other set-ups' runs alone (none of its own): how far the
+    refitted prediction is off for a set-up it has not seen."""
+    failed: str | None = None
+    """``STATUS: message`` of a run that was not ok: it left the pool."""
+    dropped_after: int | None = None
+    """The round after which successive halving dropped it."""
+
+    @property
+    def measured(self) -> float | None:
+        """The median of its ok runs' objective, None before one."""
+        ok = [v for v in self.values if math.isfinite(v)]
+        return statistics.median(ok) if ok else None
+
+
+def better(a: float, b: float, direction: str) -> bool:
+    """Whether ``a`` beats ``b`` for an objective that is ``maximize``d or ``minimize``d."""
+    return a > b if direction == "maximize" else a < b
+
+
+def _order(value: float | None, direction: str) -> float:
+    """A sort key that puts the best value first and unknown values last."""
+    if value is None or not math.isfinite(value):
+        return math.inf
+    return -value if direction == "maximize" else value
+
+
+def predicted_value(
+    predicted: dict[str, Any], objective: str, *, model_flops: float, world_size: int
+) -> float | None:
+    """The value of ``objective`` that a prediction (``metrics.predicted``:
+    :func:`flopsweep.forecast.prediction`) implies, None when it implies none. ``model_tflops_per_device``
+    is ``model_flops / (t_step x world_size x 1e12)`` (``model_flops``: FLOPs a step); an objective the
+    step time does not give (memory, energy, dollars) is None: those set-ups rank in the order given."""
+    if predicted.get("iteration_time_s") is None:
+        return None
+    if objective == "model_tflops_per_device":
+        t = float(predicted["iteration_time_s"])
+        return model_flops / (t * world_size * 1e12) if t > 0 and world_size > 0 else None
+    key = PREDICTED_AS.get(objective)
+    value = predicted.get(key) if key else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def prune_reason(refusal: str | None, peak_bytes: int | None, limit: tuple[int, str] | None) -> str | None:
+    """Why a set-up is never run, or None: the rules' or the layout's refusal (``refusal``, the
+    one-line :class:`~flopsweep.config.ConfigError`), else its estimated peak per rank
+    (``peak_bytes``, :func:`flopsweep.memory.peak_bytes`) over ``limit`` (``(bytes, what)``: the
+    memory budget per rank and where it comes from). A set-up without an estimate is not pruned."""
+    if refusal:
+        return f"refused: {refusal}"
+    if peak_bytes is not None and limit is not None and peak_bytes > limit[0]:
+        return (
+            f"over memory: estimated peak {peak_bytes / 2**30:.3g} GiB per rank > {limit[0] / 2**30:.3g} GiB "
+            f"({limit[1]})"
+        )
+    return None
+
+
+def ranked(candidates: Sequence[Candidate], direction: str, *, by: str = "measured") -> list[Candidate]:
+    """``candidates`` best first by their measured median (``by="measured"``) or their prediction
+    (``by="predicted"``); unknown values last, ties in the order given (a stable sort)."""
+    if by == "measured":
+        return sorted(candidates, key=lambda c: _order(c.measured, direction))
+    return sorted(candidates, key=lambda c: _order(c.predicted, direction))
+
+
+def keep_count(pool: int, eta: int, finalists: int) -> int:
+    """How many of a pool of ``pool`` survive a cut: ``ceil(pool / eta)``, at least ``finalists``
+    (never more than ``pool``)."""
+    return min(pool, max(finalists, math.ceil(pool / eta)))
+
+
+def target_repeats(round_: int, pool: int, *, eta: int, finalists: int, max_repeats: int) -> int:
+    """The measurements each set-up of round ``round_`` (0-based) reaches: ``min(eta**round_,
+    max_repeats)``, and ``max_repeats`` once the pool is down to ``finalists`` after round 0."""
+    if round_ > 0 and pool <= finalists:
+        return max_repeats
+    return min(eta**round_, max_repeats)
+
+
+def schedule(initial: int, *, eta: int, finalists: int, max_repeats: int) -> list[tuple[int, int]]:
+    """The rounds of a halving that loses no set-up to a failure: ``(pool, repeats)`` per round,
+    e.g. ``schedule(8, eta=2, finalists=2, max_repeats=3)`` -> ``[(8, 1), (4, 2), (2, 3)]``. It ends
+    when the finalists reach ``max_repeats`` (a round that would add no run is not listed)."""
+    rounds = [(initial, 1)]
+    pool, reps = initial, 1
+    while not (pool <= finalists and reps >= max_repeats):
+        pool = keep_count(pool, eta, finalists)
+        new = target_repeats(len(rounds), pool, eta=eta, finalists=finalists, max_repeats=max_repeats)
+        if new <= reps and pool == rounds[-1][0]:
+            break
+        reps = max(reps, new)
+        rounds.append((pool, reps))
+    return rounds
+
+
+def cut(pool: Sequence[Candidate], direction: str, *, eta: int, finalists: int) -> list[Candidate]:
+    """The survivors of a round: the ok set-ups of ``pool`` best first, the best
+    :func:`keep_count` of them."""
+    alive = [c for c in pool if c.failed is None and c.measured is not None]
+    return ranked(alive, direction)[: keep_count(len(alive), eta, finalists)]
+
+
+def _time(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def run_gpu_seconds(record: dict[str, Any]) -> float:
+    """The device time a run held: ``(run.finished_at - run.started_at)`` in seconds, times
+    ``system.world_size`` (GPUs, or CPU ranks); 0 when the record lacks either (a run refused
+    before it launched holds no device)."""
+    run, system = record.get("run") or {}, record.get("system") or {}
+    start, end = _time(run.get("started_at")), _time(run.get("finished_at"))
+    world = system.get("world_size")
+    if start is None or end is None or not isinstance(world, int) or isinstance(world, bool):
+        return 0.0
+    return max(0.0, (end - start).total_seconds()) * world
+
+
+@dataclass
+class Budget:
+    """The GPU-time budget: ``limit_s`` GPU-seconds, ``spent_s`` so far (every run's
+    :func:`run_gpu_seconds`)."""
+
+    limit_s: float
+    spent_s: float = 0.0
+
+    def estimate(self, jobs: Sequence[Candidate], measured: Sequence[Candidate] = ()) -> float:
+        """What running one more job of each of ``jobs`` would cost: each set-up's mean device time
+        so far, else the mean over every run of ``jobs`` and ``measured`` (0 before any)."""
+        every = [s for c in (*jobs, *measured) for s in c.gpu_s]
+        fallback = statistics.fmean(every) if every else 0.0
+        return sum(statistics.fmean(c.gpu_s) if c.gpu_s else fallback for c in jobs)
+
+    def allows(self, cost: float) -> bool:
+        """Whether ``cost`` more GPU-seconds stay within the limit."""
+        return self.spent_s + cost <= self.limit_s
+
+    def line(self) -> str:
+        """``312/2000 GPU-s spent``."""
+        return f"{self.spent_s:.0f}/{self.limit_s:.0f} GPU-s spent"
+
+
+def round_jobs(pool: Sequence[Candidate], target: int) -> list[tuple[Candidate, int]]:
+    """The jobs of a round: ``(set-up, repeat index)`` for each measurement a set-up of ``pool`` lacks
+    to reach ``target`` runs, round-robin (A B C A B C: drift spreads over the set-ups)."""
+    out = []
+    for k in range(min((len(c.values) for c in pool), default=target), target):
+        out += [(c, k) for c in pool if len(c.values) <= k]
+    return out
+
+
+def challengers(
+    unmeasured: Sequence[Candidate], survivors: Sequence[Candidate], direction: str, limit: int
+) -> list[Candidate]:
+    """Set-ups never measured whose refitted prediction beats the worst survivor's measured median:
+    at most ``limit``, best predicted first (they join the next round, measured once)."""
+    if not survivors or limit <= 0:
+        return []
+    line = survivors[-1].measured
+    if line is None:
+        return []
+    beat = [c for c in unmeasured if c.predicted is not None and better(c.predicted, line, direction)]
+    return ranked(beat, direction, by="predicted")[:limit]

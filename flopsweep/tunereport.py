@@ -1,0 +1,258 @@
+"""The tuner's report (``hydra/sweeper=tune``): the winner with its 95% interval, the runner-up and
+whether the two differ significantly, predicted against measured for every set-up it ran, the
+pruned set-ups with their reasons, and the override line that runs the winner. One dict
+(:func:`summary`, written as ``tune.json``), its console lines (:func:`lines`) and its markdown
+(:func:`markdown`, ``tune.md``).
+
+Intervals are the analysis's (:mod:`analysis.spread`): over repeats (the Student-t interval of the
+mean of a set-up's runs) when it ran twice or more, else over the steps of its one run (rates
+only). Two intervals that overlap are "not significant" (the analysis's conservative test).
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from flopsweep.tune import Budget, Candidate, ranked
+
+SWEEP_ONLY_KEYS = ("repeat", "repeats", "resume")
+"""Overrides the winner's line leaves out: a sweep's, which a single run refuses or does not need."""
+
+JSON_FILE = "tune.json"
+MARKDOWN_FILE = "tune.md"
+
+
+def interval(c: Candidate, direction: str) -> tuple[float, float, str] | None:
+    """``(low, high, over)``: the 95% interval of ``c``'s objective, over its ok runs
+    (``"repeats"``) or, after one run of a rate (a maximised objective), over its steps
+    (``"steps"``, :func:`analysis.spread.step_factors`); None when it has neither."""
+    from analysis.spread import interval as t_interval
+    from analysis.spread import step_factors
+
+    ok = [v for v in c.values if math.isfinite(v)]
+    if len(ok) >= 2:
+        low, high = t_interval(ok) or (math.nan, math.nan)
+        return max(low, 0.0), high, "repeats"
+    factors = step_factors(c.step_times) if ok and direction == "maximize" else None
+    if factors is None:
+        return None
+    return ok[0] * factors[0], ok[0] * factors[1], "steps"
+
+
+def _error(predicted: float | None, c: Candidate) -> float | None:
+    """(predicted - measured) / measured, as the analysis's ``prediction_error``."""
+    if predicted is None or not c.measured:
+        return None
+    return (predicted - c.measured) / c.measured
+
+
+def _state(c: Candidate, winner: Candidate | None, runner: Candidate | None) -> str:
+    if c.pruned:
+        return "pruned"
+    if c is winner:
+        return "winner"
+    if c is runner:
+        return "runner-up"
+    if c.failed:
+        return "failed"
+    if c.dropped_after is not None:
+        return f"dropped after round {c.dropped_after}"
+    return "measured" if c.values else "not measured"
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _pick(c: Candidate | None, direction: str) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    ci = interval(c, direction)
+    return {
+        "label": c.label,
+        "overrides": list(c.overrides),
+        "value": c.measured,
+        "ci_low": _finite(ci[0]) if ci else None,
+        "ci_high": _finite(ci[1]) if ci else None,
+        "ci_over": ci[2] if ci else None,
+        "runs": len([v for v in c.values if math.isfinite(v)]),
+    }
+
+
+def summary(
+    candidates: Sequence[Candidate],
+    final: Sequence[Candidate],
+    *,
+    objective: str,
+    direction: str,
+    budget: Budget,
+    rounds: list[dict[str, Any]],
+    stopped: str,
+) -> dict[str, Any]:
+    """The report as one JSON-able dict (``tune.json``): the winner and runner-up (the best two of
+    ``final``, the last round's ok set-ups, by their measured median; with one, the runner-up is
+    the best of the other ok set-ups), ``significant`` (True
+    when their intervals do not overlap, None when either has none), every set-up, the rounds, the
+    budget and why the tuner stopped, and ``command``: the line that runs the winner."""
+    from analysis.spread import overlap
+
+    ok = [c for c in candidates if c.failed is None and c.measured is not None]
+    best = ranked([c for c in final if c in ok], direction)
+    best += [c for c in ranked(ok, direction) if c not in best]
+    winner, runner = (best + [None, None])[:2]
+    picks = {"winner": _pick(winner, direction), "runner_up": _pick(runner, direction)}
+    significant = None
+    ca = interval(winner, direction) if winner else None
+    cb = interval(runner, direction) if runner else None
+    if ca and cb and not any(math.isnan(x) for x in (*ca[:2], *cb[:2])):
+        significant = not overlap(ca[:2], cb[:2])
+    setups = [
+        {
+            "label": c.label,
+            "overrides": list(c.overrides),
+            "state": _state(c, winner, runner),
+            "pruned": c.pruned,
+            "peak_gib": c.peak_gib,
+            "prior": c.prior,
+            "predicted": c.predicted,
+            "source": c.source,
+            "measured": c.measured,
+            "error": _error(c.predicted, c),
+            "held_out": c.held_out,
+            "held_out_error": _error(c.held_out, c),
+            "values": [_finite(v) for v in c.values],
+            "gpu_s": c.gpu_s,
+            "runs": c.runs,
+            "failed": c.failed,
+        }
+        for c in candidates
+    ]
+    command = None
+    if winner:
+        kept = [o for o in winner.overrides if o.split("=", 1)[0].lstrip("+~") not in SWEEP_ONLY_KEYS]
+        command = "python run.py " + " ".join(shlex.quote(o) for o in kept)
+    return {
+        "objective": objective,
+        "direction": direction,
+        "budget_gpu_s": budget.limit_s,
+        "spent_gpu_s": budget.spent_s,
+        "stopped": stopped,
+        "rounds": rounds,
+        **picks,
+        "significant": significant,
+        "command": command,
+        "setups": setups,
+    }
+
+
+def _num(x: Any) -> str:
+    return "" if x is None else f"{x:.4g}"
+
+
+def _pct(x: Any) -> str:
+    return "" if x is None else f"{x:+.1%}"
+
+
+def _picked(name: str, pick: dict[str, Any] | None, objective: str) -> str:
+    if pick is None:
+        return f"{name}: none"
+    high = "inf" if pick["ci_high"] is None else f"{pick['ci_high']:.4g}"
+    ci = (
+        f" [{pick['ci_low']:.4g}, {high}] (95%, over {pick['ci_over']})"
+        if pick["ci_low"] is not None
+        else " (no interval)"
+    )
+    shown = pick["label"] or "(the one set-up)"
+    return f"{name}: {shown}: {objective} {pick['value']:.4g}{ci}, {pick['runs']} run(s)"
+
+
+def verdict(s: dict[str, Any]) -> str:
+    """Whether the winner and the runner-up differ significantly, in one line."""
+    if s["runner_up"] is None:
+        return "no runner-up: nothing to compare the winner with"
+    if s["significant"] is None:
+        return "whether they differ is unknown: one of them has no interval"
+    if s["significant"]:
+        return "significant: their 95% intervals do not overlap"
+    return "not significant: their 95% intervals overlap (measure with more repeats= to tell them apart)"
+
+
+TABLE_HEAD = ("set-up", "predicted", "error", "held-out", "error", "measured", "runs", "GPU-s", "state")
+
+
+def table_rows(s: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Predicted against measured, one row per set-up that ran, best measured first."""
+    ran = [u for u in s["setups"] if u["values"]]
+    sign = -1 if s["direction"] == "maximize" else 1
+    ran.sort(key=lambda u: (u["measured"] is None, sign * (u["measured"] or 0.0)))
+    return [
+        (
+            u["label"] or "(the one set-up)",
+            _num(u["predicted"]),
+            _pct(u["error"]),
+            _num(u["held_out"]),
+            _pct(u["held_out_error"]),
+            _num(u["measured"]),
+            str(len(u["values"])),
+            f"{sum(u['gpu_s']):.0f}",
+            u["state"] if not u["failed"] else f"failed ({u['failed'][:80]})",
+        )
+        for u in ran
+    ]
+
+
+def _aligned(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]
+    ]
+
+
+def lines(s: dict[str, Any]) -> list[str]:
+    """The report for the terminal."""
+    out = [f"flopsweep tune: {s['objective']} ({s['direction']}); stopped: {s['stopped']}"]
+    out += [
+        _picked("winner", s["winner"], s["objective"]),
+        _picked("runner-up", s["runner_up"], s["objective"]),
+    ]
+    out.append(f"winner against runner-up: {verdict(s)}")
+    out.append("predicted against measured (every set-up it ran):")
+    out += ["  " + line for line in _aligned(TABLE_HEAD, table_rows(s))]
+    pruned = [u for u in s["setups"] if u["pruned"]]
+    if pruned:
+        out.append(f"pruned (never run): {len(pruned)}")
+        out += [f"  {u['label'] or '(the one set-up)'}: {u['pruned']}" for u in pruned]
+    out.append(f"GPU time: {s['spent_gpu_s']:.0f} of {s['budget_gpu_s']:.0f} GPU-s")
+    out.append(f"run the winner: {s['command']}" if s["command"] else "no set-up ran ok: no winner")
+    return out
+
+
+def markdown(s: dict[str, Any]) -> str:
+    """The report as markdown (``tune.md``)."""
+
+    def row(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    out = ["# Tuning", "", f"Objective `{s['objective']}` ({s['direction']}); stopped: {s['stopped']}.", ""]
+    out += [f"- {_picked('Winner', s['winner'], s['objective'])}"]
+    out += [f"- {_picked('Runner-up', s['runner_up'], s['objective'])}", f"- {verdict(s)}"]
+    out += [f"- GPU time: {s['spent_gpu_s']:.0f} of {s['budget_gpu_s']:.0f} GPU-s", ""]
+    if s["command"]:
+        out += ["Run the winner:", "", "```", s["command"], "```", ""]
+    out += ["## Predicted against measured", "", row(TABLE_HEAD), row(["---"] * len(TABLE_HEAD))]
+    out += [row(r) for r in table_rows(s)]
+    out += ["", "## Rounds", "", row(("round", "set-ups", "repeats", "jobs", "GPU-s after"))]
+    out += [row(["---"] * 5)]
+    out += [
+        row((str(r["round"]), str(r["pool"]), str(r["repeats"]), str(r["jobs"]), f"{r['spent_gpu_s']:.0f}"))
+        for r in s["rounds"]
+    ]
+    pruned = [u for u in s["setups"] if u["pruned"]]
+    if pruned:
+        out += ["", "## Pruned", "", row(("set-up", "why")), row(("---", "---"))]
+        out += [row((u["label"], u["pruned"])) for u in pruned]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,113 @@
+"""``hydra/sweeper=tune``: the tuner. It prunes the sweep's space by the rules and the memory
+estimate, ranks the rest by the step-time prediction, measures the most promising set-ups with
+ordinary flopsweep jobs through the launcher, refits the prediction on what it measured, drops the
+losers by successive halving (more ``repeat=`` rounds for the survivors) and stops at a GPU-time
+budget (docs/tuning.md).
+
+``conf/hydra/sweeper/tune.yaml`` names :class:`TuneSweeper` as its ``_target_`` (Hydra instantiates
+plugins only from the ``hydra_plugins`` namespace, and imports every module there at start-up:
+nothing heavy is imported here before a sweep starts). The space is Hydra's basic sweeper's (the
+command line's sweep axes and ``hydra.sweeper.params``, in the order that sweeper would run them);
+the decisions are :mod:`flopsweep.tune`'s, the report :mod:`flopsweep.tunereport`'s. Every job is an
+ordinary flopsweep job (its folder ``hydra.sweep.dir/N``, its record, its place in ``resume=true``);
+a job's ``repeat=K`` and ``repeats=R`` are the overrides the basic sweeper's ``repeats=`` gives, so
+the analysis pools a set-up's runs into one row with an interval over repeats. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+TARGET = "hydra_plugins.flopsweep_tune.TuneSweeper"
+"""The ``_target_`` of ``conf/hydra/sweeper/tune.yaml``."""
+
+
+def _param_problem(name: str, value: Any, *, least: float, whole: bool = True) -> str | None:
+    """One line refusing a sweeper parameter that is not a number of at least ``least``."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and (not whole or float(value).is_integer()) and value >= least:
+        return None
+    kind = "a whole number" if whole else "a number"
+    return (
+        f"Invalid config: hydra.sweeper.{name}={value!r}: must be {kind} of at least {least:g}. "
+        f"Fix: set hydra.sweeper.{name} to one."
+    )
+
+
+class TuneSweeper(BasicSweeper):
+    """Hydra's basic sweeper's space, searched by successive halving (:mod:`flopsweep.tune`).
+
+    Args:
+        budget_gpu_s: the GPU-time budget (GPU-seconds; CPU ranks count as GPUs): no round starts
+            whose estimated cost would pass it (the first round always runs).
+        initial: how many set-ups round 0 measures (the best predicted that pass the pruning).
+        eta: each round keeps the best ``1/eta`` of the pool.
+        finalists: halving stops cutting at this many; they are measured ``repeats`` times.
+        memory_gib: the memory per rank a set-up must fit by the estimate (GiB); null: the GPU's,
+            or on the CPU the host's available memory over the ranks of a node.
+        max_batch_size, params: the basic sweeper's (jobs per launch, the space's axes).
+    """
+
+    def __init__(
+        self,
+        max_batch_size: int | None = None,
+        params: dict[str, str] | None = None,
+        budget_gpu_s: float = 3600.0,
+        initial: int = 8,
+        eta: int = 2,
+        finalists: int = 2,
+        memory_gib: float | None = None,
+    ) -> None:
+        super().__init__(max_batch_size=max_batch_size, params=params)
+        self.budget_gpu_s, self.initial, self.eta = budget_gpu_s, initial, eta
+        self.finalists, self.memory_gib = finalists, memory_gib
+
+    def _problem(self) -> str | None:
+        return (
+            _param_problem("budget_gpu_s", self.budget_gpu_s, least=0, whole=False)
+            or _param_problem("initial", self.initial, least=1)
+            or _param_problem("eta", self.eta, least=2)
+            or _param_problem("finalists", self.finalists, least=1)
+            or (
+                None
+                if self.memory_gib is None
+                else _param_problem("memory_gib", self.memory_gib, least=1e-9, whole=False)
+            )
+        )
+
+    def sweep(self, arguments: list[str]) -> Any:
+        """Tune over the space of ``arguments`` and ``hydra.sweeper.params``; prints one line per
+        round and the report, and writes ``tune.json`` and ``tune.md`` in the sweep folder. A
+        parameter, a ``multirun.yaml`` or a report that cannot be written stops it with one line,
+        exit 1."""
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        from flopsweep.files import RecordUnwritable
+        from flopsweep.hydrafiles import write_multirun
+        from hydra_plugins.flopsweep_tune.tuning import Tuning
+
+        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
+        if problem := self._problem():
+            print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
+            raise SystemExit(1)
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        parsed = parser.parse_overrides(self._parse_config() + list(arguments))
+        swept = {o.get_key_element() for o in parsed if o.is_sweep_override()}
+        combos = [c for batch in self.split_arguments(parsed, None) for c in batch]
+        try:
+            write_multirun(self.config)
+            tuning = Tuning(self, combos, swept)
+            return tuning.run()
+        except RecordUnwritable as exc:
+            print(f"flopsweep: {exc}. Fix: {exc.fix}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
+
+    @property
+    def sweep_dir(self) -> Path:
+        assert self.config is not None
+        return Path(str(self.config.hydra.sweep.dir))

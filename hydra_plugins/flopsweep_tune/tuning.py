@@ -1,0 +1,376 @@
+"""One tuning sweep (:class:`Tuning`): compose and judge every set-up of the space, then measure in
+rounds through the sweeper's launcher. The decisions are :mod:`flopsweep.tune`'s; this module is
+the Hydra side (composing, launching, reading each job's record). Imported when a tuning sweep
+starts, never at Hydra's plugin scan (nothing heavy at the top).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from flopsweep.tune import (
+    DEFAULT_REPEATS,
+    Budget,
+    Candidate,
+    challengers,
+    cut,
+    predicted_value,
+    prune_reason,
+    ranked,
+    round_jobs,
+    run_gpu_seconds,
+    schedule,
+    target_repeats,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_ROUNDS = 64
+"""A guard: no tuning runs more rounds than this."""
+
+JOB_KEYS = ("repeat", "repeats")
+"""Overrides the tuner sets on every job (a user's are replaced)."""
+
+NVIDIA_SMI_TIMEOUT_S = 10
+
+
+def gpus_here() -> list[tuple[str, int]]:
+    """``(name, memory bytes)`` of this machine's GPUs from ``nvidia-smi`` (torch-free; within
+    :data:`NVIDIA_SMI_TIMEOUT_S`), ``[]`` without one or without the tool."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return []
+    try:
+        out = subprocess.run(
+            [tool, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.splitlines()[:64]:
+        name, _, mib = line.rpartition(",")
+        if name.strip() and mib.strip().isdigit():
+            gpus.append((name.strip(), int(mib) * 2**20))
+    return gpus
+
+
+def label(overrides: list[str], swept: set[str]) -> str:
+    """The swept overrides of a set-up (``backend=fsdp parallel.tp=2``)."""
+    return " ".join(o for o in overrides if o.split("=", 1)[0].lstrip("+~") in swept)
+
+
+class Tuning:
+    """The state of one tuning sweep: its set-ups, budget, rounds and next job number."""
+
+    def __init__(self, sweeper: Any, combos: list[list[str]], swept: set[str]) -> None:
+        from flopsweep import objective
+
+        self.s = sweeper
+        cfg = sweeper.config
+        self.objective = str(cfg.get("objective") or objective.DEFAULT)
+        self.direction = objective.direction(self.objective)
+        repeats = int(cfg.get("repeats") or 1)
+        self.max_repeats = repeats if repeats > 1 else DEFAULT_REPEATS
+        self.candidates = [Candidate(i, tuple(c), label(c, swept)) for i, c in enumerate(combos)]
+        self.budget = Budget(float(sweeper.budget_gpu_s))
+        self.rounds: list[dict[str, Any]] = []
+        self.plans: dict[int, Any] = {}
+        self.job_idx = 0
+        self.gpus = None if cfg.get("device") == "cpu" else gpus_here()
+        self.prior_records: list[tuple[str, dict[str, Any]]] = []
+
+    def say(self, line: str) -> None:
+        print(f"flopsweep tune: {line}", flush=True)
+
+    # --- judging: compose, validate, estimate, predict ---
+
+    def compose(self, overrides: tuple[str, ...]) -> tuple[Any, dict[str, str]]:
+        """The typed config of a set-up (``RunConfig``) and its group choices, as its job composes it."""
+        from omegaconf import OmegaConf, open_dict
+
+        loader = self.s.hydra_context.config_loader
+        cfg = loader.load_sweep_config(self.s.config, list(overrides))
+        choices = {k: str(v) for k, v in cfg.hydra.runtime.choices.items() if v is not None}
+        with open_dict(cfg):
+            del cfg["hydra"]
+        return OmegaConf.to_object(cfg), choices
+
+    def environment(self, device: str, nproc: str) -> Any:
+        """The machine a set-up is checked for, torch-free: this one's CPU and GPUs (``nvidia-smi``),
+        GPUs assumed bf16-capable (a check of the GPU itself is the job's, which then records
+        ``invalid`` and leaves the pool)."""
+        from flopsweep import hostmem
+        from flopsweep.plan import Environment, fixed_nproc
+
+        cuda = device == "cuda" or (device == "auto" and bool(self.gpus))
+        count = len(self.gpus or []) or (fixed_nproc(nproc) or 1)
+        return Environment(
+            cuda_available=cuda,
+            gpu_count=count if cuda else 0,
+            bf16_supported=cuda,
+            capability=(9, 0) if cuda else None,
+            cpu_count=os.cpu_count() or 1,
+            host_memory_bytes=hostmem.total_bytes(),
+        )
+
+    def memory_limit(self, p: Any) -> tuple[int, str] | None:
+        """The memory per rank a set-up must fit: ``hydra.sweeper.memory_gib``, else the GPU's, else
+        (CPU) the host's available memory over the node's ranks; None when unknown."""
+        if self.s.memory_gib is not None:
+            return int(float(self.s.memory_gib) * 2**30), "hydra.sweeper.memory_gib"
+        if p.device == "cuda" and self.gpus:
+            name, size = self.gpus[0]
+            return size, f"{name}, {size / 2**30:.1f} GiB"
+        if p.device == "cpu":
+            from flopsweep import hostmem
+
+            free = hostmem.available_bytes()
+            return free // max(1, p.nproc_per_node), f"host's available memory over {p.nproc_per_node} ranks"
+        return None
+
+    def judge(self, c: Candidate) -> None:
+        """Prune ``c`` (:func:`flopsweep.tune.prune_reason`) or predict it (its prior)."""
+        from omegaconf.errors import OmegaConfBaseException
+
+        from flopsweep.config import ConfigError
+        from flopsweep.memory import peak_bytes
+        from flopsweep.plan import resolve, validate
+
+        try:
+            cfg, choices = self.compose(c.overrides)
+            p = resolve(validate(cfg, choices), self.environment(cfg.device, cfg.nproc_per_node))
+        except (ConfigError, OmegaConfBaseException) as exc:
+            c.pruned = prune_reason(str(exc).splitlines()[0], None, None)
+            return
+        except Exception as exc:  # noqa: BLE001 - Hydra's composition errors: one line, pruned
+            c.pruned = prune_reason(
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", None, None
+            )
+            return
+        try:
+            peak = peak_bytes(p.cfg, p.layout)
+        except Exception as exc:  # noqa: BLE001 - an estimate that cannot be made prunes nothing
+            log.warning("memory estimate of %s: %s", c.label, exc)
+            peak = None
+        c.peak_gib = None if peak is None else peak / 2**30
+        c.pruned = prune_reason(None, peak, self.memory_limit(p))
+        if c.pruned is None:
+            self.plans[c.index] = p
+            c.prior = c.predicted = self.predict(c, self.prior_records)
+
+    def predict(self, c: Candidate, records: list[tuple[str, dict[str, Any]]]) -> float | None:
+        """The objective the step-time prediction gives ``c`` from ``records`` (its source in
+        ``c.source``)."""
+        from flopsweep import forecast
+        from flopsweep.models import family
+
+        p = self.plans[c.index]
+        m = p.cfg.model
+        device_name = self.gpus[0][0] if p.device == "cuda" and self.gpus else None
+        made = forecast.prediction(
+            p.cfg, p.layout, records, gpus_per_node=p.nproc_per_node, device_name=device_name
+        )
+        c.source = str(made.get("source") or "")
+        tokens = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum) * m.seq_len
+        flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
+        return predicted_value(made, self.objective, model_flops=flops, world_size=p.world_size)
+
+    def records(self) -> list[tuple[str, dict[str, Any]]]:
+        """``predict.calibration``'s records and every record of this sweep so far."""
+        from flopsweep import forecast
+        from flopsweep.config import ConfigError
+
+        try:
+            here = forecast.calibration_records(str(self.s.sweep_dir))
+        except ConfigError:
+            here = []
+        return self.prior_records + here
+
+    def refit(self) -> None:
+        """Predict every set-up again, calibrated by what was measured (``predict.calibration``'s
+        path: :func:`flopsweep.forecast.prediction` over the sweep's records); a set-up not yet
+        measured takes the refit as its prediction."""
+        records = self.records()
+        for c in self.candidates:
+            if c.index in self.plans and not c.values:
+                c.predicted = self.predict(c, records)
+
+    # --- measuring ---
+
+    def launch(self, jobs: list[tuple[Candidate, int]]) -> None:
+        """Run ``jobs`` (``(set-up, repeat index)``) through the launcher, in batches of
+        ``max_batch_size``, and read each job's record into its set-up."""
+        from hydra.core.utils import JobStatus
+
+        batch_size = self.s.max_batch_size or len(jobs) or 1
+        for start in range(0, len(jobs), batch_size):
+            chunk = jobs[start : start + batch_size]
+            batch = [
+                [o for o in c.overrides if o.split("=", 1)[0].lstrip("+~") not in JOB_KEYS]
+                + [f"repeats={self.max_repeats}", f"repeat={k}"]
+                for c, k in chunk
+            ]
+            self.s.validate_batch_is_legal(batch)
+            results = self.s.launcher.launch(batch, initial_job_idx=self.job_idx)
+            for n, ((c, _), ret) in enumerate(zip(chunk, results, strict=True)):
+                if ret.status != JobStatus.COMPLETED:
+                    _ = ret.return_value  # raises the job's error, as Hydra's basic sweeper does
+                self.take(c, self.job_dir(ret, self.job_idx + n))
+            self.job_idx += len(batch)
+
+    def job_dir(self, ret: Any, num: int) -> Path:
+        try:
+            return Path(str(ret.hydra_cfg.hydra.runtime.output_dir))
+        except Exception:  # noqa: BLE001 - a launcher that returns no Hydra config
+            return self.s.sweep_dir / str(num)
+
+    def take(self, c: Candidate, job_dir: Path) -> None:
+        """Add the record in ``job_dir`` to ``c``: its objective, device time and step times; a run
+        that is not ok (or has no record) marks ``c`` failed."""
+        from flopsweep import objective
+        from flopsweep.files import RecordError, read_json
+        from flopsweep.record import METRICS_FILE
+
+        c.runs.append(str(job_dir))
+        try:
+            record = read_json(job_dir / METRICS_FILE)
+        except (RecordError, OSError, ValueError) as exc:
+            c.values.append(float("nan"))
+            c.gpu_s.append(0.0)
+            c.failed = f"no record: {exc}"
+            return
+        c.values.append(objective.value(record, self.objective))
+        c.gpu_s.append(run_gpu_seconds(record))
+        self.budget.spent_s += c.gpu_s[-1]
+        if record.get("status") != "ok":
+            message = ((record.get("error") or {}).get("message") or "").splitlines()[:1]
+            c.failed = f"{record.get('status')}: {message[0] if message else ''}"
+        else:
+            steps = ((record.get("metrics") or {}).get("iteration_time_s") or {}).get("values")
+            c.step_times = [float(v) for v in steps or [] if isinstance(v, int | float)]
+
+    # --- the rounds ---
+
+    def run(self) -> list[Any]:
+        """Judge, then measure round after round until the finalists have ``max_repeats`` runs, no
+        set-up is left ok, or the budget stops it; print and write the report."""
+        from flopsweep import forecast
+        from flopsweep.config import ConfigError
+
+        calibration = self.s.config.get("predict", {}).get("calibration")
+        try:
+            self.prior_records = forecast.calibration_records(str(calibration) if calibration else None)
+        except ConfigError as exc:
+            print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
+        for c in self.candidates:
+            self.judge(c)
+        alive = [c for c in self.candidates if c.pruned is None]
+        pruned = len(self.candidates) - len(alive)
+        known = sum(c.prior is not None for c in alive)
+        self.say(
+            f"{len(self.candidates)} set-ups, {pruned} pruned, {len(alive)} left, {known} of them predicted; "
+            f"objective {self.objective} ({self.direction}); "
+            f"measuring the best {min(self.s.initial, len(alive))}"
+        )
+        for c in self.candidates:
+            if c.pruned:
+                self.say(f"pruned {c.label or '(the one set-up)'}: {c.pruned}")
+        stopped = "no set-up left after pruning"
+        pool = ranked(alive, self.direction, by="predicted")[: self.s.initial]
+        if pool:
+            plan = schedule(
+                len(pool), eta=self.s.eta, finalists=self.s.finalists, max_repeats=self.max_repeats
+            )
+            shown = ", ".join(f"{n} x {r}" for n, r in plan)
+            self.say(f"schedule if no run fails: {shown} run(s); {self.budget.line()}")
+        for round_ in range(MAX_ROUNDS):
+            if not pool:
+                break
+            target = target_repeats(
+                round_, len(pool), eta=self.s.eta, finalists=self.s.finalists, max_repeats=self.max_repeats
+            )
+            jobs = round_jobs(pool, target)
+            cost = self.budget.estimate([c for c, _ in jobs], [c for c in self.candidates if c not in pool])
+            if round_ > 0 and jobs and not self.budget.allows(cost):
+                stopped = (
+                    f"budget: round {round_} ({len(jobs)} jobs) would cost about {cost:.0f} GPU-s, "
+                    f"{self.budget.limit_s - self.budget.spent_s:.0f} left"
+                )
+                break
+            self.say(
+                f"round {round_}: {len(pool)} set-ups left, {target} run(s) each, {len(jobs)} jobs; "
+                f"{self.budget.line()}"
+            )
+            self.launch(jobs)
+            self.rounds.append(
+                {"round": round_, "pool": len(pool), "repeats": target, "jobs": len(jobs),
+                 "spent_gpu_s": self.budget.spent_s}
+            )  # fmt: skip
+            self.refit()
+            survivors = cut(pool, self.direction, eta=self.s.eta, finalists=self.s.finalists)
+            for c in pool:
+                if c not in survivors and c.failed is None:
+                    c.dropped_after = round_
+            new = []
+            if round_ == 0:  # the refit may show set-ups never measured beating the survivors
+                unmeasured = [c for c in alive if not c.values]
+                new = challengers(unmeasured, survivors, self.direction, self.s.initial)
+                for c in new:
+                    self.say(f"challenger {c.label}: the refit predicts {c.predicted:.4g}")
+            done = all(len(c.values) >= self.max_repeats for c in survivors)
+            if not survivors and not new:
+                stopped, pool = "no set-up ran ok", []
+                break
+            if not new and len(survivors) <= self.s.finalists and done:
+                stopped, pool = "the finalists are measured", survivors
+                break
+            pool = survivors + new
+        self.say(f"done: {stopped}; {self.budget.line()}")
+        self.hold_out()
+        self.report(stopped, ranked([c for c in pool if c.failed is None], self.direction))
+        return []
+
+    def hold_out(self) -> None:
+        """Predict every set-up that ran from the other set-ups' records alone
+        (:attr:`flopsweep.tune.Candidate.held_out`): the refitted prediction's error where it has not
+        seen the set-up."""
+        records = self.records()
+        for c in self.candidates:
+            if c.values and c.index in self.plans:
+                own = {os.path.abspath(r) for r in c.runs}
+                others = [(p, r) for p, r in records if os.path.dirname(os.path.abspath(p)) not in own]
+                c.held_out = self.predict(c, others)
+
+    def report(self, stopped: str, final: list[Candidate]) -> None:
+        """Print the report and write ``tune.json`` and ``tune.md`` in the sweep folder (new files
+        renamed into place: never through a link)."""
+        from flopsweep import tunereport
+        from flopsweep.files import atomic_write_json, replace_text
+
+        s = tunereport.summary(
+            self.candidates,
+            final,
+            objective=self.objective,
+            direction=self.direction,
+            budget=self.budget,
+            rounds=self.rounds,
+            stopped=stopped,
+        )
+        for line in tunereport.lines(s):
+            print(line, flush=True)
+        folder = self.s.sweep_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(folder / tunereport.JSON_FILE, s)
+        replace_text(folder / tunereport.MARKDOWN_FILE, tunereport.markdown(s))
+        self.say(f"wrote {folder / tunereport.JSON_FILE} and {tunereport.MARKDOWN_FILE}")

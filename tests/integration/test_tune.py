@@ -1,0 +1,111 @@
+"""hydra/sweeper=tune end to end on gloo ranks: the pruning (a set-up over the memory budget or
+refused by the rules never runs and is listed with its reason), the halving (rounds shrink,
+survivors get more runs, the budget stops it), the records (each run an ordinary ok record that the
+analysis loads and pools), and resume=true. Not which layout wins."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, records, run_sweep
+
+SPACE = (
+    "hydra/sweeper=tune",
+    "device=cpu",
+    "nproc_per_node=2",
+    "model=gpt-tiny",
+    "steps.warmup=1",
+    "steps.measure=2",
+    "repeats=2",
+    "hydra.sweeper.initial=3",
+    "hydra.sweeper.eta=3",
+    "hydra.sweeper.finalists=1",
+    "hydra.sweeper.memory_gib=0.05",  # gpt-tiny at micro batch 64 is estimated over it, at 1 under it
+    "backend=ddp,fsdp",
+    "parallel.tp=1,2",  # DDP with tp=2: refused by the rules
+    "batch.micro_batch_size=1,64",
+)
+
+
+def _swept(record: dict) -> tuple:
+    c = record["config"]
+    return c["backend"]["name"], c["parallel"]["tp"], c["batch"]["micro_batch_size"]
+
+
+@pytest.mark.slow
+def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
+    sweep = tmp_path / "tune"
+    done = run_sweep(sweep, *SPACE)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((sweep / "tune.json").read_text())
+    assert (sweep / "tune.md").read_text().startswith("# Tuning")
+
+    # pruning: 8 set-ups; DDP with tp=2 refused (both micro batches), micro batch 64 over memory
+    pruned = {u["label"]: u["pruned"] for u in report["setups"] if u["pruned"]}
+    assert len(report["setups"]) == 8 and len(pruned) == 5
+    assert all(
+        why.startswith("refused: Invalid config: parallel.tp=2")
+        for label, why in pruned.items()
+        if "backend=ddp parallel.tp=2" in label
+    )
+    big = [
+        why
+        for label, why in pruned.items()
+        if label.endswith("micro_batch_size=64") and "ddp parallel.tp=2" not in label
+    ]
+    assert len(big) == 3 and all(w.startswith("over memory") and "hydra.sweeper.memory_gib" in w for w in big)
+    for label in pruned:
+        assert f"pruned {label}: " in done.stdout
+    recs = records(sweep)
+    ran = {_swept(r) for r in recs}
+    assert ran == {("ddp", 1, 1), ("fsdp", 1, 1), ("fsdp", 2, 1)}  # nothing pruned ever ran
+
+    # halving: 3 set-ups measured once, the best one (eta=3, one finalist) up to repeats=2
+    assert [(r["round"], r["pool"], r["repeats"], r["jobs"]) for r in report["rounds"]] == [
+        (0, 3, 1, 3),
+        (1, 1, 2, 1),
+    ]
+    assert "round 0: 3 set-ups left, 1 run(s) each, 3 jobs; 0/3600 GPU-s spent" in done.stdout
+    assert "round 1: 1 set-ups left, 2 run(s) each, 1 jobs;" in done.stdout
+    assert report["stopped"] == "the finalists are measured"
+    winner = report["winner"]
+    assert winner["runs"] == 2 and winner["ci_over"] == "repeats" and report["runner_up"]["runs"] == 1
+    assert (
+        f"winner: {winner['label']}: " in done.stdout
+        and f"run the winner: {report['command']}" in done.stdout
+    )
+    assert report["command"].startswith("python run.py device=cpu") and "repeat" not in report["command"]
+
+    # records: one ordinary ok record per job, the winner's two runs one repeat group
+    assert len(recs) == 4 and all(r["status"] == "ok" for r in recs)
+    assert sorted(r["run"]["repeat"] for r in recs) == [0, 0, 0, 1]
+    spent = sum(g for u in report["setups"] for g in u["gpu_s"])
+    assert report["spent_gpu_s"] == pytest.approx(spent) and spent > 0
+    assert report["rounds"][-1]["spent_gpu_s"] == pytest.approx(spent)
+    out = subprocess.run(
+        [sys.executable, "-m", "analysis", str(sweep), "--format", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.loads(out.stdout)
+    assert len(rows) == 3 and all(r["status"] == "ok" for r in rows)
+    assert sorted(r["repeats"] for r in rows) == [1, 1, 2]
+
+    # resume=true with a budget spent by round 0: every job skipped, the budget stops round 1
+    budget = report["rounds"][0]["spent_gpu_s"]
+    again = run_sweep(sweep, *SPACE, "resume=true", f"hydra.sweeper.budget_gpu_s={budget}")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("done: skipped") == 3 and "done: ok" not in again.stdout  # round 0's
+    assert "flopsweep summary: 0 ok, 0 oom, 0 error, 0 invalid" in again.stdout
+    cut_short = json.loads((sweep / "tune.json").read_text())
+    assert cut_short["stopped"].startswith("budget: round 1 (1 jobs) would cost about")
+    assert [r["round"] for r in cut_short["rounds"]] == [0]
+    assert cut_short["spent_gpu_s"] == pytest.approx(budget) and budget <= cut_short["budget_gpu_s"]
+    assert len(records(sweep)) == 4  # nothing new ran
