@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from integration import test_attention_gpu as attention_gpu  # it compiles (inductor workers): integration
 
 from flopsweep.models.gpt2 import GPT
-from unit import test_attention_gpu as attention_gpu
 from unit import test_fp8_gpu as fp8_gpu
 
 

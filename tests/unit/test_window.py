@@ -144,12 +144,13 @@ def test_cuda_peaks_and_retries_cover_only_the_restarted_window() -> None:
     window.step_done()
     first = window.stop()
     del big
+    held = torch.cuda.memory_allocated(device)  # what earlier tests of this process still hold
     window.start()
     small = torch.empty(2**20, dtype=torch.uint8, device=device)
     window.step_done()
     second = window.stop()
     del small
     assert first.counters["peak_cuda_allocated_bytes"] >= 256 * 2**20
-    assert second.counters["peak_cuda_allocated_bytes"] < 256 * 2**20
+    assert second.counters["peak_cuda_allocated_bytes"] - held < 256 * 2**20
     assert second.counters["cuda_alloc_retries"] == 0
     assert len(second.step_times_s) == 1 and second.step_times_s[0] >= 0

@@ -1,6 +1,6 @@
 """Attention kernels on a CUDA GPU in bf16 against the fp32 reference on the same mask.
 
-Run on the GPU machine: ``python -m pytest -m gpu tests/unit/test_attention_gpu.py``.
+Run on the GPU machine: ``python -m pytest -m gpu tests/integration/test_attention_gpu.py``.
 
 Tolerance: a bf16 kernel cannot match fp32 to 1e-5. Each kernel's largest error against
 the fp32 reference (on the bf16 inputs upcast) must stay within twice the error of the
