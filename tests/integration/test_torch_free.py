@@ -29,6 +29,7 @@ TORCH_FREE = [
     "flopsweep.models.llama",
     "flopsweep.models.hf",
     "flopsweep.models.hf_files",
+    "flopsweep.models.hf_numbers",
     "flopsweep.attention",
     "flopsweep.blocksparse",
     "flopsweep.checkpointing",
