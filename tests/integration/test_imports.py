@@ -72,6 +72,7 @@ LOADED_THROUGH_COLUMNS = (
     "flopsweep.models.llama",
     "flopsweep.models.hf",
     "flopsweep.models.hf_files",
+    "flopsweep.models.hf_numbers",  # through hf_files: the config.json number fields
     "flopsweep.flops",
     "flopsweep.peaks",
 )
