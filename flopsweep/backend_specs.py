@@ -128,6 +128,10 @@ class BackendSpec:
     default_overlap: float = 0.0
     """Share of the data-parallel communication hidden behind compute when no profiled record of
     the backend calibrates it (:func:`flopsweep.predict.predict`, ``overlap_source: assumed``)."""
+    torch_adamw: bool = True
+    """Its optimizer step is torch's AdamW (:func:`flopsweep.trainers.build_adamw`), so
+    ``optim.implementation`` chooses its kernel; False for DeepSpeed's own optimizers
+    (``backend.optimizer_impl``)."""
     host_held: float = 1.0
     """How much more host memory an offloading run held than :meth:`host_bytes` counts (measured;
     :func:`flopsweep.memory.offload_host_held_bytes`, a warning only)."""
@@ -451,6 +455,7 @@ BACKEND_SPECS: dict[str, BackendSpec] = {
         state_degree="dp",
         autocast_fp32_weights=False,
         default_overlap=0.5,
+        torch_adamw=False,
         host_held=1.25,
         describe="stays data-parallel (ZeRO)",
     ),

@@ -140,6 +140,12 @@ SETUP_SPECS: list[SetupSpec] = [
         description="optimizer step fused into backward (optim.in_backward)",
     ),
     S(
+        name="optim_implementation",
+        path="config.optim.implementation",
+        header="adamw",
+        description="torch AdamW's kernel (optim.implementation: auto, fused, foreach, for_loop)",
+    ),
+    S(
         name="loss_chunk_tokens",
         path="config.loss.chunk_tokens",
         header="loss_chunk",

@@ -239,6 +239,15 @@ class OptimConfig:
     """AdamW's decoupled weight decay, applied to every parameter."""
     grad_clip: float = 1.0
     """Max global gradient L2 norm; 0: no clipping."""
+    implementation: str = "auto"
+    """Which kernel torch's AdamW steps with (``torch.optim.AdamW``'s ``fused``/``foreach`` flags):
+    ``auto`` (fused on CUDA, torch's default elsewhere: the for-loop on the CPU), ``fused`` (one
+    kernel over every tensor: no workspace), ``foreach`` (multi-tensor ops: an fp32 workspace of
+    4 bytes per parameter the rank steps, the ``sqrt(v)`` of every tensor at once) or ``for_loop``
+    (one tensor at a time: two fp32 temporaries of the largest parameter). The memory estimate adds
+    that workspace at the optimizer step (:func:`flopsweep.memory.optimizer_workspace_bytes`).
+    Torch's AdamW only: the DeepSpeed backends choose theirs with ``backend.optimizer_impl``
+    (:func:`flopsweep.rules.optimizer_implementation`)."""
     in_backward: bool = False
     """Step the optimizer inside the backward pass (PyTorch's "fusing the optimizer step into the
     backward pass", torchtitan's ``optimizer.early_step_in_backward``): one AdamW per parameter,
@@ -342,6 +351,8 @@ class SpaceConfig:
     """Rows per cluster in the terminal table (``plan.csv`` and ``plan_format=csv|json`` have all)."""
 
 
+OPTIM_IMPLEMENTATIONS = ("auto", "fused", "foreach", "for_loop")
+"""``optim.implementation`` values: the kernel torch's AdamW steps with."""
 FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")
 FAULT_PHASES = ("init", "warmup", "measure", "teardown")
 

@@ -164,6 +164,10 @@ class MemoryEstimate:
     only): the family's ``buffer_bytes`` (``model=hf``: measured on the meta-device build, e.g.
     GPT-Neo's ``max_position_embeddings^2`` causal masks); 0 for the built-in families."""
 
+    optimizer_workspace: int = 0
+    """AdamW's temporaries during its step, on top of :attr:`step_states`
+    (:func:`optimizer_workspace_bytes`; 0 for the fused kernel)."""
+
     @property
     def backward_start(self) -> int:
         """Bytes at the start of backward: states, activations, workspace, logits and buffers."""
@@ -171,9 +175,11 @@ class MemoryEstimate:
 
     @property
     def end_of_backward(self) -> int:
-        """Bytes at the end of backward and the optimizer step: every model state, the larger
-        of the gradient reduce-scatter buffers and the lowest block's backward, and the buffers."""
-        return self.step_states + max(self.reduce_buffers, self.lowest_block) + self.buffers
+        """Bytes at the end of backward and the optimizer step: every model state, the largest of
+        the gradient reduce-scatter buffers, the lowest block's backward and AdamW's workspace
+        (each at its own moment), and the buffers."""
+        transient = max(self.reduce_buffers, self.lowest_block, self.optimizer_workspace)
+        return self.step_states + transient + self.buffers
 
     @property
     def total(self) -> int:
@@ -552,6 +558,35 @@ def in_backward_gradient_bytes(cfg: Any, layout: Layout) -> tuple[int, int, str]
     return BACKEND_SPECS[cfg.backend.name].in_backward_gradients(_Terms(cfg, layout))
 
 
+def optimizer_workspace_bytes(cfg: Any, layout: Layout) -> tuple[int, str]:
+    """``(bytes, what)``: the temporaries torch's AdamW allocates during its step on the rank's device,
+    by ``optim.implementation`` (read from ``torch.optim.adam``'s ``_multi_tensor_adam`` and
+    ``_single_tensor_adam``, torch 2.13):
+
+    - ``fused`` and ``auto`` (fused on CUDA): none, one kernel reads and writes the states in place
+      (``auto`` on the CPU runs the for-loop, whose two temporaries of the largest parameter are
+      left out: host memory, a few MB for the models run there);
+    - ``foreach``: ``sqrt(v)`` of every tensor it steps at once, fp32, ``4 P_s`` (``P_s``: the
+      parameters the rank steps, ``P_r`` over the state shards; with ``optim.in_backward`` one
+      parameter at a time, the largest);
+    - ``for_loop``: ``v.sqrt()`` and its quotient for one tensor,
+      ``8 x`` the largest parameter's elements the rank steps.
+
+    0 where torch's AdamW does not step on the device: DeepSpeed's optimizers
+    (:attr:`flopsweep.backend_specs.BackendSpec.torch_adamw`) and a step offloaded to the host.
+    """
+    t = _Terms(cfg, layout)
+    impl = getattr(cfg.optim, "implementation", "auto")
+    if impl in ("auto", "fused") or not t.spec.torch_adamw or t.offload.steps_on_host:
+        return 0, ""
+    shards = t.spec.shards(layout)
+    largest = math.ceil(t.largest / shards)
+    if impl == "foreach" and not getattr(cfg.optim, "in_backward", False):
+        return 4 * math.ceil(t.held / shards), "foreach AdamW: 4 B x the parameters the rank steps"
+    per = 4 if impl == "foreach" else 8
+    return per * largest, f"{impl} AdamW: {per} B x the largest parameter the rank steps"
+
+
 def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
     """The peak GPU memory of the busiest rank of the resolved config ``cfg`` laid out as ``layout``.
 
@@ -568,6 +603,9 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         step_states += live - every
         method += f"; optim.in_backward: {what} instead of every gradient"
     activations, logits = activation_bytes(cfg, layout)
+    workspace, what = optimizer_workspace_bytes(cfg, layout)
+    if workspace:
+        method += f"; {what}"
     return MemoryEstimate(
         model_states=states,
         activations=activations,
@@ -578,4 +616,5 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         reduce_buffers=fsdp_reduce_bytes(cfg, layout),
         lowest_block=lowest_block_bytes(cfg, layout),
         buffers=family(cfg.model).memory(cfg.model).get("buffer_bytes", 0),
+        optimizer_workspace=workspace,
     )

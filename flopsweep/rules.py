@@ -14,8 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flopsweep import context_parallel, pipeline_plan
+from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.checkpointing import SAC_KERNELS
-from flopsweep.config import SEARCH_GROW, SEARCH_MODES, ConfigError, RunConfig, require_choice
+from flopsweep.config import (
+    OPTIM_IMPLEMENTATIONS,
+    SEARCH_GROW,
+    SEARCH_MODES,
+    ConfigError,
+    RunConfig,
+    require_choice,
+)
 from flopsweep.layout import smaller_degree, stated_world_size
 from flopsweep.models import MODELS
 from flopsweep.models.hf import HF_ATTENTION
@@ -300,6 +308,23 @@ def optimizer_in_backward(cfg: RunConfig) -> None:
     _in_backward_layout(cfg)
 
 
+def optimizer_implementation(cfg: RunConfig) -> None:
+    """``optim.implementation`` is one of :data:`flopsweep.config.OPTIM_IMPLEMENTATIONS`, and other than
+    ``auto`` only where torch's AdamW steps: the DeepSpeed backends step DeepSpeed's own optimizer,
+    chosen by ``backend.optimizer_impl`` (fused Adam, or torch's AdamW with ``torch``)."""
+    value = cfg.optim.implementation
+    require_choice("optim.implementation", value, OPTIM_IMPLEMENTATIONS, "optim.implementation")
+    spec = BACKEND_SPECS.get(cfg.backend.name)
+    if value != "auto" and spec is not None and not spec.torch_adamw:
+        raise ConfigError(
+            "optim.implementation",
+            value,
+            f"backend={cfg.backend.name} steps DeepSpeed's optimizer, not torch's AdamW",
+            "drop optim.implementation (auto), and choose DeepSpeed's with backend.optimizer_impl=fused or "
+            "backend.optimizer_impl=torch",
+        )
+
+
 def _in_backward_layout(cfg: RunConfig) -> None:
     """The batch and layout part of :func:`optimizer_in_backward`."""
     fix = "or set optim.in_backward=false"
@@ -404,6 +429,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     context_parallel.check,  # parallel.cp with the family, the kernel, the pipeline, heads and sequence
     model_search,
     optimizer_in_backward,
+    optimizer_implementation,
     chunked_loss,
     nan_loss_phase,
 ]

@@ -91,17 +91,29 @@ def micro_context(layout: Any, mesh: Any = None) -> Hook:
     return run
 
 
+IMPLEMENTATION_FLAGS: dict[str, dict[str, bool | None]] = {
+    "fused": {"fused": True, "foreach": None},
+    "foreach": {"fused": None, "foreach": True},
+    "for_loop": {"fused": None, "foreach": False},
+}
+"""``optim.implementation`` as ``torch.optim.AdamW``'s ``fused``/``foreach`` flags (``auto``: below)."""
+
+
 def build_adamw(params: Any, optim: OptimConfig, device: torch.device) -> torch.optim.AdamW:
-    """``torch.optim.AdamW`` with the shared settings; fused kernel on CUDA. ``device`` is where the
-    parameters live: the host under FSDP2's ``cpu_offload`` (:func:`_optimizer_device`), where torch's
-    default (the for-loop implementation for CPU tensors) steps them."""
+    """``torch.optim.AdamW`` with the shared settings and ``optim.implementation``'s kernel.
+
+    ``auto`` is the fused kernel on CUDA and torch's default elsewhere (the for-loop for CPU
+    tensors). ``device`` is where the parameters live: the host under FSDP2's ``cpu_offload``
+    (:func:`_optimizer_device`)."""
+    impl = getattr(optim, "implementation", "auto")
+    flags = IMPLEMENTATION_FLAGS.get(impl, {"fused": device.type == "cuda", "foreach": None})
     return torch.optim.AdamW(
         params,
         lr=optim.lr,
         betas=(optim.beta1, optim.beta2),
         eps=optim.eps,
         weight_decay=optim.weight_decay,
-        fused=device.type == "cuda",
+        **flags,
     )
 
 

@@ -112,6 +112,7 @@ ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("optim", "in_backward"), False),  # the optimizer step after backward
     (("parallel", "ep"), 1),  # before expert parallel: every rank holds every expert
     (("loss",), {"chunk_tokens": 0}),  # before loss.chunk_tokens: the whole logits
+    (("optim", "implementation"), "auto"),  # before the key: fused on CUDA, torch's default elsewhere
 )
 """Config keys that records made before them lack, each with the value those records ran with:
 ``(path, value)``. :func:`current_config` fills them in; :func:`setup_config` leaves them out at
