@@ -46,6 +46,8 @@ TORCH_FREE = [
     "flopsweep.checks",
     "flopsweep.plan",
     "flopsweep.reference",
+    "flopsweep.reference_records",
+    "flopsweep.reference_text",
     "flopsweep.jit_ops",
 ]
 """Modules that must import without torch: the estimators, record building, identity and the whole of

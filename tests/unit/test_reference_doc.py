@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from flopsweep import config, options, reference
+from flopsweep import config, options, reference, reference_records, reference_text
 from flopsweep.files import read_json
+from flopsweep.record import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 OVERRIDES = REPO / "docs" / "reference" / "overrides.md"
@@ -152,7 +153,7 @@ def test_every_key_of_the_committed_records_is_in_the_record_reference() -> None
     paths = sorted((REPO / "benchmarks" / "results").rglob("metrics.json"))
     for path in paths:
         record = read_json(path)
-        if record.get("schema_version") == reference.record.SCHEMA_VERSION:
+        if record.get("schema_version") == SCHEMA_VERSION:
             found |= _record_keys(record)
     assert len(paths) > 100 and "system.optimizer.in_backward" in found
     text = _text(RECORDS)
@@ -161,13 +162,13 @@ def test_every_key_of_the_committed_records_is_in_the_record_reference() -> None
 
 
 def test_every_system_key_the_code_writes_is_described() -> None:
-    written = reference.system_keys_written()
+    written = reference_records.system_keys_written()
     assert {"hostname", "nccl_env", "interconnect", "optimizer", "cpu_threads"} <= written
-    assert written <= set(reference.SYSTEM_KEYS)
+    assert written <= set(reference_records.SYSTEM_KEYS)
 
 
 def test_reference_lines_fit() -> None:
     for path in (OVERRIDES, RECORDS):
         lines = _text(path).splitlines()
         assert len(lines) <= 400, path
-        assert max(map(len, lines)) <= reference.MAX_LINE, path
+        assert max(map(len, lines)) <= reference_text.MAX_LINE, path
