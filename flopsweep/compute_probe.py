@@ -20,9 +20,14 @@ Each piece: :data:`WARMUP_REPS` untimed calls (compilation, autotuning, allocato
 its calls. The weights are cast as :func:`casts_weights` says. The model is a one-block copy of the
 run's (the embedding and head whole), so the probe holds one block's and the head's weights,
 gradients and optimizer states. A probe that would not fit (its weights and states over the free
-memory, or an out-of-memory error) or a family without a separable block (``hf``) returns
-``fallback``, the reason, and the prediction falls back to the FLOPs estimate (or a calibration),
-naming it.
+memory, or an out-of-memory error) returns ``fallback``, the reason, and the prediction falls back
+to the FLOPs estimate (or a calibration), naming it.
+
+A family whose blocks take family-specific arguments and differ by layer (``hf``: its
+``probe_model``) is probed on a copy with one block of each kind (an MoE layer and a dense one
+apart): each block is called with what the model's own forward passed it (captured once), the
+block time is the layer-weighted mean over the kinds (``layers_per_kind``), and the head piece is
+the model's forward and backward with its decoder layers taken out.
 
 :func:`cached_probe` (what the worker calls) keeps each successful probe in a folder
 (:data:`CACHE_ENV`) keyed by the machine and the set-up (:func:`probe_key`), and a later run of the
@@ -65,10 +70,6 @@ kernels, a few percent of a small block's time)."""
 BUDGET_S = 8.0
 """Seconds of timed calls over the four pieces (a quarter each), warm-up aside."""
 
-PROBED_FAMILIES = ("gpt2", "llama")
-"""Families whose blocks take the hidden states and :meth:`CausalLM.block_args` alone, so that one
-block runs by itself; ``hf``'s decoder layers take family-specific arguments."""
-
 METHOD = 2
 """The probe's method, part of its cache key: 2 times rounds of calls back to back and probes one
 rank under autocast on every backend (:func:`casts_weights`); 1 timed calls one at a time and cast
@@ -79,7 +80,7 @@ ADAMW_BYTES = 16
 
 
 class ProbeUnfit(RuntimeError):
-    """The probe cannot run here (it would not fit, or the family has no separable block)."""
+    """The probe cannot run here (it would not fit)."""
 
 
 def probe_compute(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) -> dict[str, Any]:
@@ -111,19 +112,23 @@ def probe_compute(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) ->
 def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str, Any]:
     from flopsweep.backend_specs import backend_spec
     from flopsweep.parallelize import make_model, wrap_blocks
-    from flopsweep.precision import DTYPES
+    from flopsweep.precision import DTYPES, prepare_model
 
-    if cfg.model.arch not in PROBED_FAMILIES:
-        raise ProbeUnfit(f"model.arch {cfg.model.arch}: no separable block to probe")
-    one = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=1))
-    _check_fits(one, device)
+    fam = family(cfg.model)
+    if fam.probe_model is None:  # every block alike: the family built with one
+        one = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=1))
+        _check_fits(fam.n_params(one.model), device)
+        model = make_model(one, device)
+        counts = [cfg.model.n_layer]
+    else:  # a block of each kind (hf), its layer count beside it
+        one = cfg
+        model, counts = fam.probe_model(cfg.model, cfg.attention)
+        _check_fits(sum(p.numel() for p in model.parameters()), device)
+        model = fam.torch().materialize(model, device, cfg.seed)
+        prepare_model(model, cfg.precision)
     dtype = DTYPES[cfg.precision.name]
     spec = backend_spec(cfg.backend.name)
-    model = wrap_blocks(make_model(one, device), one)
-    (block,) = family(one.model).blocks(model)
     cast = casts_weights(cfg)
-    if cast:  # FSDP2's and DeepSpeed's compute dtype over several ranks: the weights themselves in dtype
-        model = model.to(dtype)
 
     def autocast() -> contextlib.AbstractContextManager:
         on = dtype != torch.float32 and not cast
@@ -132,8 +137,46 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     shape = (cfg.batch.micro_batch_size, cfg.model.seq_len + 1)
     tokens = torch.randint(0, cfg.model.vocab_size, shape, generator=gen, device=device)
+    share = budget_s / 4
+    if fam.probe_model is None:
+        model = wrap_blocks(model, one)
+        if cast:  # FSDP2's and DeepSpeed's compute dtype over several ranks: the weights themselves in dtype
+            model = model.to(dtype)
+        block_s, head_s, reps = _builtin_pieces(model, one, tokens, autocast, share)
+    else:
+        if cast:
+            model = model.to(dtype)
+        block_s, head_s, reps = _captured_pieces(model, one, tokens, autocast, share, counts, wrap_blocks)
+    kept = list(fam.blocks(model))
+    mine = {id(p) for block in kept for p in block.parameters()}
+    host = spec is not None and spec.offload(cfg.backend).steps_on_host
+    where = torch.device("cpu") if host else device
+    block_params = [p for b in kept for p in b.parameters()]
+    block_opt = _optimizer_step(block_params, cfg, where)
+    head_opt = _optimizer_step([p for p in model.parameters() if id(p) not in mine], cfg, where)
+    sizes = [sum(p.numel() for p in b.parameters()) for b in kept]
+    per_block = sum(n * c for n, c in zip(sizes, counts, strict=True)) / max(sum(sizes), 1) / sum(counts)
+    out = {
+        "block_s": block_s,
+        "head_s": head_s,
+        "block_optimizer_s": timed(block_opt, where, budget_s=share)[0] * per_block,
+        "head_optimizer_s": timed(head_opt, where, budget_s=share)[0],
+        "reps": reps,
+        "optimizer_note": _stand_in(cfg, where),
+    }
+    if fam.probe_model is not None:
+        out["layers_per_kind"] = counts
+    return out
+
+
+def _builtin_pieces(
+    model: torch.nn.Module, cfg: RunConfig, tokens: torch.Tensor, autocast: Callable, share: float
+) -> tuple[float, float, int]:
+    """``(block_s, head_s, reps)`` of a built-in family's one-block model: its block called with
+    the hidden states and :meth:`CausalLM.block_args`, and its embedding with ``head_loss``."""
+    (block,) = family(cfg.model).blocks(model)
     idx, targets = tokens[:, :-1], tokens[:, 1:]  # (B, T) each
-    positions = model.positions(idx.size(1), device)
+    positions = model.positions(idx.size(1), tokens.device)
     args = model.block_args(positions)
     with autocast():
         x = model.embed(idx, positions).detach().requires_grad_()  # (B, T, C)
@@ -149,22 +192,89 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
             loss = model.head_loss(model.embed(idx, positions), targets)
         loss.backward()
 
-    share = budget_s / 4
-    block_s, reps = timed(block_step, device, budget_s=share)
-    head_s, _ = timed(head_step, device, budget_s=share)
-    mine = {id(p) for p in block.parameters()}
-    host = spec is not None and spec.offload(cfg.backend).steps_on_host
-    where = torch.device("cpu") if host else device
-    block_opt = _optimizer_step(list(block.parameters()), cfg, where)
-    head_opt = _optimizer_step([p for p in model.parameters() if id(p) not in mine], cfg, where)
-    return {
-        "block_s": block_s,
-        "head_s": head_s,
-        "block_optimizer_s": timed(block_opt, where, budget_s=share)[0],
-        "head_optimizer_s": timed(head_opt, where, budget_s=share)[0],
-        "reps": reps,
-        "optimizer_note": _stand_in(cfg, where),
-    }
+    block_s, reps = timed(block_step, tokens.device, budget_s=share)
+    head_s, _ = timed(head_step, tokens.device, budget_s=share)
+    return block_s, head_s, reps
+
+
+def block_inputs(
+    model: torch.nn.Module, blocks: Any, tokens: torch.Tensor, autocast: Callable
+) -> list[tuple[tuple, dict[str, Any]]]:
+    """``(args, kwargs)`` that one forward of ``model`` on ``tokens`` (``[B, s + 1]``) passes each of
+    ``blocks``, in order, captured by forward pre-hooks (``torch.no_grad``, under ``autocast()``)."""
+    seen: list[tuple[tuple, dict[str, Any]]] = []
+    hooks = [
+        b.register_forward_pre_hook(lambda _m, a, k: seen.append((a, k)), with_kwargs=True) for b in blocks
+    ]
+    try:
+        with torch.no_grad(), autocast():
+            model(tokens)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
+def _captured_pieces(
+    model: torch.nn.Module,
+    cfg: RunConfig,
+    tokens: torch.Tensor,
+    autocast: Callable,
+    share: float,
+    counts: list[int],
+    wrap: Callable,
+) -> tuple[float, float, int]:
+    """``(block_s, head_s, reps)`` of a model whose blocks take family-specific arguments (``hf``):
+    each kept block is called with what the model's own forward passes it (captured by a forward
+    pre-hook in one forward before the blocks are wrapped: the hidden states, the rotary
+    ``position_embeddings``, the mask, ...); ``block_s`` is the layer-weighted mean over the kinds
+    (``sum(counts_k t_k) / n_layer``), ``head_s`` the model's forward and backward with its decoder
+    layers taken out (the embedding, rotary tables, mask, final norm, head and loss)."""
+    fam = family(cfg.model)
+    seen = block_inputs(model, fam.blocks(model), tokens, autocast)
+    model = wrap(model, cfg)
+    blocks = list(fam.blocks(model))
+    calls = []
+    for block, (args, kwargs) in zip(blocks, seen, strict=True):
+        if args:
+            x, rest, named = args[0], args[1:], dict(kwargs)
+        else:
+            named = dict(kwargs)
+            x, rest = named.pop("hidden_states"), ()
+        x = x.detach().requires_grad_()
+        with autocast():
+            out = block(x, *rest, **named)
+        grad = torch.randn_like(out[0] if isinstance(out, tuple) else out)
+        calls.append((block, x, rest, named, grad))
+
+    def step_of(block, x, rest, named, grad) -> Callable[[], None]:
+        def step() -> None:
+            with autocast():
+                out = block(x, *rest, **named)
+            (out[0] if isinstance(out, tuple) else out).backward(grad)
+
+        return step
+
+    layers = fam.blocks(model)
+
+    def head_step() -> None:  # the model's forward and backward with its layers taken out
+        kept = list(layers)
+        del layers[:]
+        try:
+            with autocast():
+                loss = model(tokens)
+            loss.backward()
+        finally:
+            layers.extend(kept)
+
+    times, reps = [], 0
+    for call in calls:
+        t, n = timed(step_of(*call), tokens.device, budget_s=share / len(calls))
+        times.append(t)
+        reps = reps or n
+    head_s, _ = timed(head_step, tokens.device, budget_s=share)
+    block_s = sum(t * c for t, c in zip(times, counts, strict=True)) / sum(counts)
+    return block_s, head_s, reps
 
 
 def casts_weights(cfg: RunConfig) -> bool:
@@ -195,12 +305,13 @@ def _stand_in(cfg: RunConfig, where: torch.device) -> str | None:
     return f"DeepSpeed's optimizer timed as torch's AdamW {place}"
 
 
-def _check_fits(one: RunConfig, device: torch.device) -> None:
-    """Raise :class:`ProbeUnfit` when the one-block model's weights, gradients and AdamW states
-    (:data:`ADAMW_BYTES` a parameter) would take more than the device's free memory (CUDA only)."""
+def _check_fits(n_params: int, device: torch.device) -> None:
+    """Raise :class:`ProbeUnfit` when the probe's model (``n_params``: one block of each kind with the
+    embedding and head) would take more than the device's free memory in weights, gradients and
+    AdamW states (:data:`ADAMW_BYTES` a parameter; CUDA only)."""
     if device.type != "cuda":
         return
-    need = family(one.model).n_params(one.model) * ADAMW_BYTES
+    need = n_params * ADAMW_BYTES
     free, _ = torch.cuda.mem_get_info(device)
     if need > free:
         raise ProbeUnfit(

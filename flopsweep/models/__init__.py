@@ -66,7 +66,8 @@ class ModelFamily:
             into ``parallel.tp`` equal parts (heads, KV heads, MLP width, vocabulary), for the
             divisibility check before launch (``rules.tensor_parallel_shapes``); None with no plan.
         torch_module: the import path of the family's torch module (``build``, ``blocks``,
-            ``tied_parameters``, the plan, optionally ``zero3_leaf_modules``), loaded by :meth:`torch`.
+            ``tied_parameters``, the plan, optionally ``zero3_leaf_modules`` and ``probe_model``), loaded by
+            :meth:`torch`.
         parallelize: the name of the tensor-parallel plan in ``torch_module`` (torchtitan's
             ``ModelSpec.parallelize_fn``), or None: the family refuses ``parallel.tp > 1``
             (``rules.tensor_parallel_shapes``), decided without importing torch.
@@ -93,6 +94,10 @@ class ModelFamily:
             by :mod:`flopsweep.tensor_parallel`; None when ``parallelize`` is None.
         zero3_leaf_modules: ``(module) -> [module classes]`` for ``deepspeed.utils.set_z3_leaf_modules``
             under ZeRO-3 (MoE layers, whose routing calls experts data-dependently); None: none.
+        probe_model: ``(model_cfg, attention_cfg) -> (module on the meta device, [layers per kept
+            block])``: a copy with one block of each kind for :mod:`flopsweep.compute_probe`, with
+            ``materialize(module, device, seed)`` beside it (``hf``); None: the probe builds the
+            family with ``n_layer=1`` (every block alike).
     """
 
     config: type[ModelConfig]
@@ -134,6 +139,10 @@ class ModelFamily:
     @property
     def zero3_leaf_modules(self) -> Callable[[Any], list[type]] | None:
         return getattr(self.torch(), "zero3_leaf_modules", None)
+
+    @property
+    def probe_model(self) -> Callable[[Any, Any], tuple[Any, list[int]]] | None:
+        return getattr(self.torch(), "probe_model", None)
 
 
 def _spec(module: ModuleType) -> ModelFamily:

@@ -73,6 +73,31 @@ def blocks(model: HFCausalLM) -> nn.ModuleList:
     raise ValueError(f"{type(model.hf).__name__} has no ModuleList of its _no_split_modules {sorted(names)}")
 
 
+def probe_model(cfg: HFConfig, attention: AttentionConfig) -> tuple[HFCausalLM, list[int]]:
+    """The model of ``cfg`` on the meta device with one decoder layer of each kind
+    (:func:`layer_kinds`, in order of first appearance), and how many layers of the whole model
+    each kept one stands for: what :mod:`flopsweep.compute_probe` times (an MoE layer and a dense one,
+    e.g. Moonlight's first dense layer, are timed apart). :func:`materialize` puts it on a device."""
+    with torch.device("meta"):
+        model = build(cfg, attention)
+    layers = blocks(model)
+    kinds = layer_kinds(layers)
+    kept = [layers[group[0]] for group in kinds]
+    del layers[:]
+    layers.extend(kept)
+    return model, [len(group) for group in kinds]
+
+
+def materialize(model: HFCausalLM, device: torch.device, seed: int) -> HFCausalLM:
+    """``model`` (on the meta device) allocated on ``device`` in fp32 and initialised by transformers'
+    own ``init_weights`` from ``seed`` (tied weights stay tied)."""
+    model = model.to_empty(device=device)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model.hf.init_weights()
+    return model
+
+
 def _name(module: nn.Module) -> str:
     """The class name, looking through ``checkpoint_wrapper`` and ``torch.compile``."""
     inner = getattr(module, "_checkpoint_wrapped_module", module)

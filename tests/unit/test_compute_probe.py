@@ -3,13 +3,14 @@ composition of its pieces (``flopsweep.steptime.compute_from_probe``)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 
 import pytest
 
 from flopsweep import predict as pr
-from flopsweep.compute_probe import BACK_TO_BACK, MAX_REPS
+from flopsweep.compute_probe import BACK_TO_BACK, MAX_REPS, block_inputs
 
 P = 1_000_000_000
 
@@ -144,13 +145,45 @@ def test_a_probe_is_kept_per_machine_and_setup(hydra_compose, tmp_path: Path, mo
     assert cp.cache_folder("cpu") is None and cp.cache_folder("cuda") is not None
 
 
-def test_a_family_without_a_separable_block_falls_back_and_says_why(hydra_compose) -> None:
+@pytest.mark.parametrize(("config", "kinds"), [("moonlight-tiny", [1, 1]), ("qwen3-moe-tiny", [2])])
+def test_an_hf_model_is_probed_one_block_of_each_kind(hydra_compose, config: str, kinds: list[int]) -> None:
+    """``model=hf``: one decoder layer of each kind is timed (Moonlight's first layer is dense, the
+    rest MoE), each with what the model's forward passes it; nothing falls back."""
     from flopsweep.compute_probe import probe_compute
     from flopsweep.plan import validate
 
-    cfg = validate(hydra_compose(["model=hf", "device=cpu"]))
-    got = probe_compute(cfg, "cpu", budget_s=0.1)
-    assert got["fallback"] == "model.arch hf: no separable block to probe" and "block_s" not in got
+    cfg = validate(hydra_compose(["model=hf", f"model.config={config}", "device=cpu"]))
+    got = probe_compute(cfg, "cpu", budget_s=0.2)
+    assert got["fallback"] is None, got["fallback"]
+    assert got["layers_per_kind"] == kinds and sum(kinds) == cfg.model.n_layer
+    assert got["block_s"] > 0 and got["head_s"] > 0 and got["block_optimizer_s"] > 0
+
+
+def test_the_hf_probe_model_holds_one_layer_of_each_kind_initialised_and_tied(hydra_compose) -> None:
+    import torch
+
+    from flopsweep.models import hf_nn
+    from flopsweep.plan import validate
+
+    cfg = validate(hydra_compose(["model=hf", "model.config=moonlight-tiny", "device=cpu"]))
+    shell, counts = hf_nn.probe_model(cfg.model, cfg.attention)
+    layers = hf_nn.blocks(shell)
+    assert len(layers) == len(counts) == 2 and [len(g) for g in hf_nn.layer_kinds(layers)] == [1, 1]
+    model = hf_nn.materialize(shell, torch.device("cpu"), seed=0)
+    assert all(p.device.type == "cpu" and torch.isfinite(p).all() for p in model.parameters())
+    tied = model.hf.config.tie_word_embeddings
+    assert (model.hf.get_output_embeddings().weight is model.hf.get_input_embeddings().weight) == tied
+    tokens = torch.randint(0, cfg.model.vocab_size, (2, 9))
+    loss = float(model(tokens).detach())  # freshly initialised: about ln(vocab_size)
+    assert abs(loss - math.log(cfg.model.vocab_size)) < 1.0
+    # what the probe calls each block with is what the forward passed it: the first block called
+    # with its captured inputs gives the second block's captured hidden states
+    seen = block_inputs(model, layers, tokens, contextlib.nullcontext)
+    (x, *rest), named = seen[0]
+    with torch.no_grad():
+        out = layers[0](x, *rest, **named)
+    torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, seen[1][0][0])
+    assert "position_embeddings" in named  # the rotary tables, made once by the model
 
 
 def test_the_job_predicts_from_the_probe_and_names_a_fallback(hydra_compose) -> None:
