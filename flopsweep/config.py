@@ -324,6 +324,14 @@ class PredictConfig:
     ``metrics.predicted.probe``), ahead of any calibration; a probe that cannot run falls back to the
     calibration or FLOPs estimate and says why; a GPU's probes are kept per machine and set-up
     (``FLOPSWEEP_PROBE_CACHE``). False: no probe (no time spent)."""
+    layer_probe: bool = False
+    """Time the run's own optimizer step on two shallow copies before warm-up (:mod:`flopsweep.layer_probe`,
+    every rank: the run as configured with ``L`` and ``2 L`` blocks, ``L`` the smallest depth its
+    layout builds, 2 untimed and 5 timed steps each) and predict the step as ``t(L) + (n_layer - L)
+    x (t(2L) - t(L)) / L`` (``metrics.predicted.compute_source: layers``, the times under
+    ``metrics.predicted.layer_probe``): communication, overlap, optimizer, bubble and the backend's
+    own costs measured, not modelled; ahead of ``predict.probe`` and any calibration. Not for
+    ``model=hf`` (its depth is its config file's). False: none (no time spent)."""
 
 
 @dataclass(kw_only=True)

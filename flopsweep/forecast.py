@@ -261,11 +261,14 @@ def prediction(
     probe: Sequence[dict[str, Any]] | None = None,
     gemm_tflops: float | None = None,
     compute_probe: dict[str, Any] | None = None,
+    layer_probe: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``metrics.predicted`` of ``cfg`` on ``layout``: with ``predict.probe``, from the compute probe's
-    pieces (``compute_probe``, :func:`flopsweep.predict.compute_from_probe`; kept under ``probe``;
-    a probe that fell back names why in ``source``, and the rest below is used), else calibrated from
-    the best of ``records``
+    """``metrics.predicted`` of ``cfg`` on ``layout``: with ``predict.layer_probe``, the run's step
+    extrapolated from its shallow copies (``layer_probe``, :func:`flopsweep.layer_probe.extrapolate`;
+    kept under ``layer_probe``; one that fell back names why in ``source``); else with
+    ``predict.probe``, from the compute probe's pieces (``compute_probe``,
+    :func:`flopsweep.predict.compute_from_probe`; kept under ``probe``; a probe that fell back names
+    why in ``source``, and the rest below is used), else calibrated from the best of ``records``
     (:func:`flopsweep.predict.pick_calibration`; of the same micro batch, else of another, its
     compute scaled by tokens), else uncalibrated at the measured GEMM rate
     (``gemm_tflops``) or, without one, the datasheet peak of ``device_name`` (bf16's for an fp8 run:
@@ -277,12 +280,19 @@ def prediction(
         model fails: a prediction never costs a run its record).
     """
     pieces = (compute_probe or {"fallback": "no rank ran the compute probe"}) if cfg.predict.probe else None
+    layered = None
+    if getattr(cfg.predict, "layer_probe", False):
+        layered = layer_probe or {"fallback": "no rank ran the layer probe"}
     try:
-        made = _prediction(cfg, layout, records, gpus_per_node, device_name, probe, gemm_tflops, pieces)
+        made = _prediction(
+            cfg, layout, records, gpus_per_node, device_name, probe, gemm_tflops, pieces, layered
+        )
     except Exception as exc:  # noqa: BLE001 - a prediction never costs a run its record
         log.warning("no prediction: %s: %s", type(exc).__name__, exc)
         why = f"no prediction: {type(exc).__name__}: {exc}"
         made = {"iteration_time_s": None, "tokens_per_s": None, "source": why}
+    if layered is not None:
+        made = {**made, "layer_probe": layered}
     return made if pieces is None else {**made, "probe": pieces}
 
 
@@ -321,6 +331,24 @@ def _probed(target: pr.Workload, pieces: dict[str, Any] | None) -> tuple[pr.Comp
     return (dataclasses.replace(made, source=f"{made.source}; {note}") if note else made), ""
 
 
+LAYERS_FELL_BACK = "layer probe fell back: "
+"""How a prediction's ``source`` names a layer probe that could not be used (:func:`_layered`)."""
+
+
+def _layered(cfg: RunConfig, layered: dict[str, Any] | None) -> tuple[pr.Compute | None, str]:
+    """The whole step from the layer probe (None without ``predict.layer_probe``), or None and why it
+    could not be used (``"layer probe fell back: ..."``)."""
+    if layered is None:
+        return None, ""
+    from flopsweep.layer_probe import extrapolate
+
+    try:
+        step, how = extrapolate(layered, cfg.model.n_layer)
+    except ValueError as exc:
+        return None, f"{LAYERS_FELL_BACK}{exc}"
+    return pr.Compute(compute_s=step, optimizer_s=0.0, source=how, kind="layers"), ""
+
+
 def _prediction(
     cfg: RunConfig,
     layout: Layout,
@@ -330,9 +358,13 @@ def _prediction(
     probe: Sequence[dict[str, Any]] | None,
     gemm_tflops: float | None,
     pieces: dict[str, Any] | None = None,
+    layered: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     target = workload(cfg, layout)
-    probed, fell_back = _probed(target, pieces)
+    probed, fell_back = _layered(cfg, layered)
+    if probed is None:
+        by_pieces, why = _probed(target, pieces)
+        probed, fell_back = by_pieces, "; ".join(t for t in (fell_back, why) if t)
     own = _config_dict(cfg)["backend"]
     picked = None
     for exact in (True, False):  # the same micro batch first, else another one scaled by tokens

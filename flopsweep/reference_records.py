@@ -152,10 +152,12 @@ PREDICTED_KEYS: dict[str, str] = {
     "world_size": "ranks of the predicted cluster",
     "budget_gpu_hours": "predicted GPU-hours for budget.tokens; null without a budget",
     "budget_days": "predicted days for budget.tokens; null without a budget",
-    "compute_source": "where the compute time comes from: probe, calibration or flops",
+    "compute_source": "where the compute time comes from: layers, probe, calibration or flops",
     "probe": "predict.probe=true only: the compute probe's pieces, seconds",
+    "layer_probe": "predict.layer_probe=true only: the shallow copies' depths (layers) and steps (step_s, s)",
 }
-"""``metrics.predicted`` (:class:`flopsweep.steptime.Prediction` and ``probe``): description by key."""
+"""``metrics.predicted`` (:class:`flopsweep.steptime.Prediction`, ``probe`` and ``layer_probe``):
+description by key."""
 
 
 def _ast_keys(path: Path, function: str) -> set[str]:
@@ -256,11 +258,11 @@ def _per_rank_rows() -> list[list[str]]:
 
 def _predicted_rows() -> list[list[str]]:
     """``metrics.predicted``'s keys that no ``MetricSpec`` lists."""
-    keys = [*field_types(steptime.Prediction), "probe"]
+    keys = [*field_types(steptime.Prediction), "probe", "layer_probe"]
     _need(keys, PREDICTED_KEYS, "PREDICTED_KEYS (flopsweep.steptime.Prediction)")
     specs = {spec.path[1] for spec in record.METRIC_SPECS if spec.path and spec.key == "predicted"}
     keys = [k for k in keys if k not in specs]
-    hints = {**field_types(steptime.Prediction), "probe": "dict | None"}
+    hints = {**field_types(steptime.Prediction), "probe": "dict | None", "layer_probe": "dict | None"}
     return [[code(f"metrics.predicted.{k}"), type_name(hints[k], json=True), PREDICTED_KEYS[k]] for k in keys]
 
 

@@ -325,6 +325,18 @@ def optimizer_implementation(cfg: RunConfig) -> None:
         )
 
 
+def layer_probe(cfg: RunConfig) -> None:
+    """``predict.layer_probe`` builds the run at other depths (``model.n_layer``), which ``model=hf``
+    takes from its config file (:mod:`flopsweep.layer_probe`)."""
+    if cfg.predict.layer_probe and cfg.model.arch == "hf":
+        raise ConfigError(
+            "predict.layer_probe",
+            True,
+            "model=hf takes its depth from model.config, so no shallow copy of it can be built",
+            "use predict.probe=true (its blocks timed one of each kind), or drop predict.layer_probe",
+        )
+
+
 def _in_backward_layout(cfg: RunConfig) -> None:
     """The batch and layout part of :func:`optimizer_in_backward`."""
     fix = "or set optim.in_backward=false"
@@ -430,6 +442,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     model_search,
     optimizer_in_backward,
     optimizer_implementation,
+    layer_probe,
     chunked_loss,
     nan_loss_phase,
 ]

@@ -235,7 +235,8 @@ class Compute:
     optimizer_s: float
     source: str
     kind: str = "flops"
-    """What the compute time comes from: ``probe``, ``calibration`` or ``flops``
+    """What the compute time comes from: ``probe``, ``calibration``, ``flops``, or ``layers`` (the
+    layer probe's whole step, communication and bubble inside: :func:`predict` adds none)
     (``metrics.predicted.compute_source``)."""
 
 
@@ -550,13 +551,14 @@ def predict(
     Raises:
         PredictionError: a collective without a bandwidth (:func:`comm_seconds`).
     """
-    soft, hard = comm_seconds(transfers(w, gpus_per_node=gpus_per_node), link)
+    inside = compute.kind == "layers"  # the layer probe timed the communication and bubble with the steps
+    soft, hard = (0.0, 0.0) if inside else comm_seconds(transfers(w, gpus_per_node=gpus_per_node), link)
     share, share_source = overlap or (default_overlap(w.backend), "assumed")
     exposed = max(soft * (1 - share), soft - compute.compute_s) + hard
     pp = w.degree("pp")
     m = w.pp_microbatches or w.grad_accum
     v = max(1, w.pp_stages_per_rank)  # interleaved: v stages per rank shrink the bubble v-fold
-    bubble = compute.compute_s * (pp - 1) / (v * m) if pp > 1 else 0.0  # (p-1)/(vm+p-1) of the step
+    bubble = compute.compute_s * (pp - 1) / (v * m) if pp > 1 and not inside else 0.0  # (p-1)/(vm+p-1)
     step = compute.compute_s + bubble + compute.optimizer_s + exposed
     world = w.world_size
     tokens_per_s = w.tokens_per_step / step

@@ -62,6 +62,9 @@ class RankFigures:
         matmul_tflops: the measured dense GEMM rate at the run's matmul precision, TFLOP/s.
         compute_probe: ``predict.probe=true``, rank 0 only: the compute probe's pieces, seconds
             (:func:`flopsweep.compute_probe.probe_compute`), measured before warm-up; else null.
+        layer_probe: ``predict.layer_probe=true``, rank 0 only: the layer probe's depths and the
+            slowest rank's median step at each (:func:`flopsweep.layer_probe.probe_layers`), measured
+            before warm-up; else null.
         interconnect: rank 0 only (null on the others): the interconnect probe's
             ``[{collective, bytes, busbw_gbps, time_s, ranks, ran}]`` over every rank, measured
             before warm-up (:func:`flopsweep.collectives.probe_interconnect`); ``[]`` on one rank.
@@ -101,6 +104,7 @@ class RankFigures:
     matmul_tflops: float | None = None
     interconnect: list[dict[str, Any]] | None = None
     compute_probe: dict[str, Any] | None = None
+    layer_probe: dict[str, Any] | None = None
     warmup_steps: int = 0
     fp8_layers: int | None = None
     optimizer: dict[str, Any] | None = None

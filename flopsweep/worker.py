@@ -258,6 +258,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     gemm = _matmul_rate(cfg, device)
     links = _interconnect(cfg, device)  # before warm-up: the links, not the steps
     pieces = _compute_probe(cfg, device) if cfg.predict.probe else None  # before the trainer's memory
+    depths = _layer_probe(cfg, device, spec.layout, rank) if cfg.predict.layer_probe else None
     trainer = build_trainer(cfg, device, spec.layout)
     batches = make_batches(cfg, spec.layout, rank, device)
     log = _logger(rank)
@@ -276,6 +277,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         matmul_tflops=gemm,
         interconnect=links if rank == 0 else None,
         compute_probe=pieces if rank == 0 else None,
+        layer_probe=depths if rank == 0 else None,
         warmup_steps=cfg.steps.warmup + extra,
         fp8_layers=_fp8_layers(trainer),
         optimizer=optimizer_facts(trainer) if rank == 0 else None,  # the record keeps rank 0's
@@ -377,6 +379,14 @@ def _compute_probe(cfg: RunConfig, device: Any) -> dict[str, Any]:
     from flopsweep.compute_probe import cached_probe
 
     return cached_probe(cfg, device)
+
+
+def _layer_probe(cfg: RunConfig, device: Any, layout: Any, rank: int) -> dict[str, Any]:
+    """``predict.layer_probe=true``: the run's step timed on its shallow copies, before the trainer
+    is built (:func:`flopsweep.layer_probe.probe_layers`); every rank runs it, at once."""
+    from flopsweep.layer_probe import probe_layers
+
+    return probe_layers(cfg, device, layout, rank)
 
 
 def _interconnect(cfg: RunConfig, device: Any) -> list[dict[str, Any]]:

@@ -79,6 +79,7 @@ def measured(job: JobResult) -> JobResult:
         probe=job.facts.interconnect,
         gemm_tflops=metrics.get("measured_matmul_tflops"),
         compute_probe=job.facts.compute_probe,
+        layer_probe=job.facts.layer_probe,
     )
     if line := forecast.probe_fallback_line(metrics["predicted"]):  # the console says it too
         log.warning("%s", line)

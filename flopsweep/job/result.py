@@ -51,6 +51,8 @@ class RankFacts:
     """``system.cpu_threads``: rank 0's intra-op threads."""
     compute_probe: dict[str, Any] | None = None
     """``predict.probe=true``: rank 0's compute probe (``metrics.predicted.probe``); else None."""
+    layer_probe: dict[str, Any] | None = None
+    """``predict.layer_probe=true``: rank 0's layer probe (``metrics.predicted.layer_probe``); else None."""
     optimizer: dict[str, Any] | None = None
     """``system.optimizer``: rank 0's optimizer as built (:func:`flopsweep.backends.optimizer_facts`)."""
 
@@ -64,6 +66,7 @@ class RankFacts:
             interconnect=first.get("interconnect"),
             cpu_threads=first.get("cpu_threads"),
             compute_probe=first.get("compute_probe"),
+            layer_probe=first.get("layer_probe"),
             optimizer=first.get("optimizer"),
         )
 

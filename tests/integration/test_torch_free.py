@@ -37,6 +37,7 @@ TORCH_FREE = [
     "flopsweep.fp8",
     "flopsweep.flops",
     "flopsweep.steptime",
+    "flopsweep.layer_probe",
     "flopsweep.backend_specs",
     "flopsweep.deepspeed_config",
     "flopsweep.pipeline_plan",

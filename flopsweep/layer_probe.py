@@ -1,0 +1,146 @@
+"""The layer probe (``predict.layer_probe=true``): the run's own optimizer step, timed on shallow copies.
+
+Before the run's trainer is built, every rank builds the run as configured (backend, layout,
+kernel, precision, checkpointing policy, compile, micro batch and gradient accumulation) with
+``model.n_layer`` set to ``L1`` and then to ``L2 = 2 L1`` blocks (:func:`depths`), runs
+:data:`WARMUP_STEPS` steps and times :data:`MEASURED_STEPS` more of each, the slowest rank's median
+step kept. A transformer's step grows by the same time per block (the blocks are alike), so::
+
+    t(L)  = a + b L / L1          b = t(L2) - t(L1),  a = t(L1) - b
+    t_step = t(n_layer)
+
+where ``a`` is what does not grow with depth (the embedding, head and loss, the root's
+collectives, the launch and engine costs of a step) and ``b`` the cost of ``L1`` more blocks with
+everything around them: their collectives, and the overlap, hooks and bucketing of the real backend,
+pipeline bubble included (it grows with the stage's compute). What a shallow copy cannot show is not
+in it: the allocator near the memory edge of the full model (``cuda_alloc_retries``), and ZeRO's
+buckets that fill differently at full depth.
+
+``L1`` is the smallest depth the layout builds: ``pp x stages per rank``, times ``every`` for the
+``every_n`` checkpointing policy (so each copy has the full model's pattern); when ``2 L1`` is not
+below ``n_layer`` the full depth is timed alone and is the prediction. ``model=hf`` takes its depth
+from its config file and is refused (:func:`flopsweep.rules.layer_probe`).
+
+The top of this module is torch-free (:func:`depths`, :func:`extrapolate`); :func:`probe_layers`
+runs on the rank.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import statistics
+import time
+from typing import Any
+
+WARMUP_STEPS = 2
+"""Untimed steps of each shallow copy (compilation, the allocator, DeepSpeed's first step)."""
+MEASURED_STEPS = 5
+"""Timed steps of each shallow copy; the median is kept."""
+
+
+def depths(cfg: Any) -> list[int]:
+    """The depths the probe builds for ``cfg``: ``[L1, 2 L1]``, or ``[n_layer]`` when ``2 L1`` is not
+    below it (module docstring)."""
+    from flopsweep.pipeline_plan import stages_per_rank
+
+    p = cfg.parallel
+    unit = p.pp * stages_per_rank(p.pp_schedule, p.pp_stages_per_rank) if p.pp > 1 else 1
+    ckpt = cfg.activation_checkpointing
+    if getattr(ckpt, "name", "") == "every_n":
+        unit *= max(1, int(getattr(ckpt, "every", 1)))
+    n = cfg.model.n_layer
+    return [unit, 2 * unit] if 2 * unit < n else [n]
+
+
+def extrapolate(probe: dict[str, Any], n_layer: int) -> tuple[float, str]:
+    """``(t_step, how)``: the step of ``n_layer`` blocks from the probe's ``{layers, step_s}``.
+
+    Raises:
+        ValueError: the probe fell back (its reason), or its depths and times are not usable (not two rising
+            depths with finite positive times, nor one at ``n_layer``).
+    """
+    if probe.get("fallback"):
+        raise ValueError(str(probe["fallback"]))
+    layers, times = probe.get("layers") or [], probe.get("step_s") or []
+    ok = all(isinstance(t, int | float) and 0 < t < float("inf") for t in times)
+    if not ok or len(layers) != len(times) or not layers:
+        raise ValueError(f"the layer probe has no usable times: layers {layers}, step_s {times}")
+    if len(layers) == 1:
+        if layers[0] != n_layer:
+            raise ValueError(f"the layer probe timed {layers[0]} blocks, not the run's {n_layer}")
+        return float(times[0]), f"layer probe: the full {n_layer} blocks timed, {times[0] * 1e3:.4g} ms"
+    (l1, l2), (t1, t2) = layers, times
+    if l2 <= l1:
+        raise ValueError(f"the layer probe's depths {layers} do not rise")
+    per = (t2 - t1) / (l2 - l1)
+    step = t1 + per * (n_layer - l1)
+    how = (
+        f"layer probe: {l1} blocks {t1 * 1e3:.4g} ms, {l2} blocks {t2 * 1e3:.4g} ms, "
+        f"{n_layer} blocks extrapolated (step, communication and optimizer measured together)"
+    )
+    return step, how
+
+
+def probe_layers(cfg: Any, device: Any, layout: Any, rank: int) -> dict[str, Any]:
+    """Time the run's step on its shallow copies (module docstring); every rank calls it, at once.
+
+    Returns:
+        ``{layers, step_s, wall_s, fallback: None}``: the depths and the slowest rank's median
+        step of each, s; or ``{fallback: why, wall_s}`` when a copy ran out of memory (the run goes
+        on and the prediction says why).
+    """
+    import torch
+    import torch.distributed as dist
+
+    from flopsweep.worker import is_oom
+
+    start = time.perf_counter()
+    out: dict[str, Any] = {"layers": depths(cfg), "step_s": []}
+    try:
+        for n in out["layers"]:
+            out["step_s"].append(_time_depth(cfg, device, layout, rank, n))
+        out["fallback"] = None
+    except (RuntimeError, torch.OutOfMemoryError) as exc:
+        if not is_oom(exc):
+            raise
+        out = {"fallback": f"a shallow copy ran out of memory: {type(exc).__name__}: {str(exc)[:200]}"}
+    finally:
+        gc.collect()
+        if torch.device(device).type == "cuda":
+            torch.cuda.empty_cache()
+    if dist.is_initialized():  # every rank agrees; the slowest rank's times are the step's
+        times = torch.tensor(out.get("step_s") or [0.0], dtype=torch.float64, device=device)
+        dist.all_reduce(times, op=dist.ReduceOp.MAX)
+        if "step_s" in out:
+            out["step_s"] = [float(t) for t in times.tolist()]
+    return {**out, "wall_s": time.perf_counter() - start}
+
+
+def _time_depth(cfg: Any, device: Any, layout: Any, rank: int, n_layer: int) -> float:
+    """The median seconds of :data:`MEASURED_STEPS` steps of ``cfg`` at ``n_layer`` blocks on this rank."""
+    import torch
+
+    from flopsweep.backends import build_trainer
+    from flopsweep.worker import make_batches
+
+    shallow = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n_layer))
+    trainer = build_trainer(shallow, device, layout)
+    try:
+        batches = make_batches(shallow, layout, rank, device)
+        times = []
+        for i in range(WARMUP_STEPS + MEASURED_STEPS):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            begun = time.perf_counter()
+            trainer.step(batches)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if i >= WARMUP_STEPS:
+                times.append(time.perf_counter() - begun)
+        return statistics.median(times)
+    finally:
+        destroy = getattr(getattr(trainer, "engine", None), "destroy", None)
+        if callable(destroy):  # DeepSpeed: its hooks and buffers go with the engine
+            destroy()
+        del trainer

@@ -1,0 +1,93 @@
+"""``predict.layer_probe``: the depths it builds, the extrapolation, its rule and the prediction made
+from it (``flopsweep.layer_probe``, ``flopsweep.forecast``); the run: integration/test_layer_probe.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from flopsweep.config import ConfigError
+from flopsweep.layer_probe import depths, extrapolate
+
+
+@pytest.mark.parametrize(
+    ("overrides", "want"),
+    [
+        (["model=llama-tiny", "model.n_layer=4"], [1, 2]),
+        (["model=llama-tiny", "model.n_layer=2"], [2]),  # 2 L1 is the model itself: timed whole
+        (["model=llama-tiny", "model.n_layer=8", "parallel.pp=2"], [2, 4]),
+        (
+            ["model=llama-tiny", "model.n_layer=8", "parallel.pp=2", "parallel.pp_schedule=Interleaved1F1B"],
+            [8],  # 2 stages a rank: 4 blocks the least, 8 the model itself
+        ),
+        (["model=llama-tiny", "model.n_layer=16", "activation_checkpointing=every_n"], [2, 4]),
+    ],
+)
+def test_the_copies_have_the_smallest_depth_the_layout_builds_and_twice_it(
+    hydra_compose, overrides, want
+) -> None:
+    assert depths(hydra_compose(["device=cpu", *overrides])) == want
+
+
+def test_the_step_grows_by_the_measured_cost_of_a_block() -> None:
+    step, how = extrapolate({"layers": [1, 2], "step_s": [0.020, 0.033], "fallback": None}, 32)
+    assert step == pytest.approx(0.020 + 31 * 0.013)
+    assert how.startswith("layer probe: 1 blocks 20 ms, 2 blocks 33 ms, 32 blocks extrapolated")
+    assert extrapolate({"layers": [2, 4], "step_s": [0.1, 0.3]}, 8)[0] == pytest.approx(0.7)
+    assert extrapolate({"layers": [4], "step_s": [0.5]}, 4)[0] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("probe", "words"),
+    [
+        ({"fallback": "a shallow copy ran out of memory"}, "^a shallow copy ran out of memory$"),
+        ({"layers": [1, 2], "step_s": [0.1]}, "no usable times"),
+        ({"layers": [1, 2], "step_s": [0.1, float("nan")]}, "no usable times"),
+        ({"layers": [1, 2], "step_s": [0.1, -1.0]}, "no usable times"),
+        ({"layers": [2, 1], "step_s": [0.1, 0.2]}, "do not rise"),
+        ({"layers": [4], "step_s": [0.1]}, "not the run's 8"),
+        ({}, "no usable times"),
+    ],
+)
+def test_an_unusable_probe_is_refused_with_its_reason(probe, words) -> None:
+    with pytest.raises(ValueError, match=words):
+        extrapolate(probe, 8)
+
+
+def test_hf_is_refused_in_one_line(hydra_compose) -> None:
+    from flopsweep.rules import layer_probe
+
+    with pytest.raises(ConfigError) as err:
+        layer_probe(hydra_compose(["model=hf", "device=cpu", "predict.layer_probe=true"]))
+    assert "predict.layer_probe" in str(err.value) and "predict.probe=true" in str(err.value)
+    layer_probe(hydra_compose(["model=llama-tiny", "device=cpu", "predict.layer_probe=true"]))
+
+
+def _predicted(hydra_compose, probe, overrides=()):
+    from flopsweep.forecast import prediction
+    from flopsweep.plan import validate
+
+    cfg = validate(
+        hydra_compose(
+            ["model=llama-tiny", "model.n_layer=8", "device=cpu", "predict.layer_probe=true", *overrides]
+        )
+    )
+    from flopsweep.layout import Layout
+
+    return prediction(
+        cfg, Layout(), [], gpus_per_node=1, device_name="cpu", gemm_tflops=0.1, layer_probe=probe
+    )
+
+
+def test_the_prediction_is_the_extrapolated_step_with_nothing_added(hydra_compose) -> None:
+    made = _predicted(hydra_compose, {"layers": [1, 2], "step_s": [0.02, 0.03], "fallback": None})
+    assert made["compute_source"] == "layers" and made["iteration_time_s"] == pytest.approx(0.02 + 7 * 0.01)
+    assert (made["comm_s"], made["bubble_s"], made["optimizer_s"]) == (0.0, 0.0, 0.0)
+    assert made["layer_probe"]["layers"] == [1, 2] and made["source"].startswith("layer probe: ")
+
+
+def test_a_probe_that_fell_back_leaves_the_next_estimate_and_says_why(hydra_compose) -> None:
+    made = _predicted(hydra_compose, {"fallback": "a shallow copy ran out of memory: OOM", "wall_s": 1.0})
+    assert made["compute_source"] == "flops"
+    assert made["source"].endswith("; layer probe fell back: a shallow copy ran out of memory: OOM")
+    none = _predicted(hydra_compose, None)
+    assert none["source"].endswith("; layer probe fell back: no rank ran the layer probe")
