@@ -311,8 +311,15 @@ def plan_prediction(
     if nodes > 1 and not (cfg.predict.inter_node_gbps or cfg.predict.intra_node_gbps):
         cfg, network = _default_network(cfg, device_name)
     unprobed = {"fallback": "plan=true runs no compute probe (a run with predict.probe=true does)"}
+    shallow = {"fallback": "plan=true runs no layer probe (a run with predict.layer_probe=true does)"}
     made = forecast.prediction(
-        cfg, layout, records, gpus_per_node=per_node, device_name=device_name, compute_probe=unprobed
+        cfg,
+        layout,
+        records,
+        gpus_per_node=per_node,
+        device_name=device_name,
+        compute_probe=unprobed,
+        layer_probe=shallow,
     )
     rate = made.get("tokens_per_s")
     spent = cost.budget(
