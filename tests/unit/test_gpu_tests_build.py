@@ -10,6 +10,7 @@ from integration import test_attention_gpu as attention_gpu  # it compiles (indu
 
 from flopsweep.models.gpt2 import GPT
 from unit import test_fp8_gpu as fp8_gpu
+from unit import test_optim_gpu as optim_gpu
 
 
 @pytest.mark.parametrize("attention", ["flex", "blocksparse"])
@@ -29,3 +30,9 @@ def test_gpu_fp8_test_builds_its_models_on_the_meta_device(shape: str) -> None:
     GPU run of 2026-12-01 found them built with a removed argument)."""
     model = fp8_gpu.build_model(shape, "meta")
     assert sum(p.numel() for p in model.parameters()) > 0
+
+
+def test_gpu_optim_test_sizes_its_tensors() -> None:
+    """``test_optim_gpu.py``'s shapes: 333M elements, the largest the embedding-sized one."""
+    assert sum(a * b for a, b in optim_gpu.SHAPES) == 6 * 8192 * 4096 + 32000 * 4096
+    assert callable(optim_gpu.step_workspace)
