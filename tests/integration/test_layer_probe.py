@@ -33,3 +33,27 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
     assert "layer_probe" not in by[False]["metrics"]["predicted"]
     assert by[True]["metrics"]["loss_first"] == pytest.approx(by[False]["metrics"]["loss_first"], abs=1e-6)
     assert by[True]["metrics"]["loss_last"] == pytest.approx(by[False]["metrics"]["loss_last"], abs=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_layer_probe_on_a_gpu_compiled(tmp_path: Path) -> None:
+    """On a GPU, compiled and with the compute probe beside it: both are kept, the prediction is the
+    layer probe's, and the compiled copies leave the run's losses as they were."""
+    recs = ok_sweep(
+        tmp_path,
+        "model=llama-tiny",
+        "model.n_layer=4",
+        "device=cuda",
+        "precision=bf16",
+        "compile=true",
+        "steps.warmup=3",
+        "steps.measure=3",
+        "predict.probe=true",
+        "predict.layer_probe=false,true",
+    )
+    by = {r["config"]["predict"]["layer_probe"]: r for r in recs}
+    probed = by[True]["metrics"]["predicted"]
+    assert probed["compute_source"] == "layers" and probed["probe"]["fallback"] is None
+    assert by[False]["metrics"]["predicted"]["compute_source"] == "probe"
+    assert by[True]["metrics"]["loss_first"] == pytest.approx(by[False]["metrics"]["loss_first"], rel=1e-3)
