@@ -225,7 +225,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
 def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
     """Refuse ``search.model=largest`` under a ``search.memory_budget_gib`` below the estimated peak
     per rank (:func:`flopsweep.memory.estimate`) of the smallest size it would try
-    (``search.min_n_layer`` blocks): nothing can fit, so nothing is launched (status ``invalid``,
+    (``search.min_n_layer`` blocks, or ``search.grow=seq_len``'s first length): nothing can fit, so nothing is launched (status ``invalid``,
     not the ``oom`` of a probe). The fix names that estimate, rounded up to the MiB.
 
     Raises:
@@ -234,15 +234,24 @@ def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
     search = cfg.search
     if search.model != "largest" or search.memory_budget_gib is None:
         return
-    smallest = dataclasses.replace(cfg.model, n_layer=search.min_n_layer)
+    if search.grow == "seq_len":
+        from flopsweep.seqsearch import seq_len_bounds
+
+        first = seq_len_bounds(cfg)[0]
+        smallest, what = (
+            dataclasses.replace(cfg.model, seq_len=first),
+            f"shortest sequence searched, seq_len={first}",
+        )
+    else:
+        smallest = dataclasses.replace(cfg.model, n_layer=search.min_n_layer)
+        what = f"smallest model searched, n_layer={search.min_n_layer}"
     need = memory.estimate(dataclasses.replace(cfg, model=smallest), layout).total / memory.GIB
     if search.memory_budget_gib < need:
         least = math.ceil(need * 1024) / 1024
         raise ConfigError(
             "search.memory_budget_gib",
             search.memory_budget_gib,
-            f"is below the estimated peak of the smallest model searched, n_layer={search.min_n_layer} "
-            f"({need:.4g} GiB per rank): nothing can fit",
+            f"is below the estimated peak of the {what} ({need:.4g} GiB per rank): nothing can fit",
             f"set search.memory_budget_gib={least:g} or more, or null for the device's memory",
         )
 
