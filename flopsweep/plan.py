@@ -225,8 +225,9 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
 def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
     """Refuse ``search.model=largest`` under a ``search.memory_budget_gib`` below the estimated peak
     per rank (:func:`flopsweep.memory.estimate`) of the smallest size it would try
-    (``search.min_n_layer`` blocks, or ``search.grow=seq_len``'s first length): nothing can fit, so nothing is launched (status ``invalid``,
-    not the ``oom`` of a probe). The fix names that estimate, rounded up to the MiB.
+    (``search.min_n_layer`` blocks, or ``search.grow=seq_len``'s first length): nothing can fit, so
+    nothing is launched (status ``invalid``, not the ``oom`` of a probe).
+    The fix names that estimate, rounded up to the MiB.
 
     Raises:
         ConfigError: naming ``search.memory_budget_gib``, its value and the smallest estimate.

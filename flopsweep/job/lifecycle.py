@@ -53,11 +53,11 @@ from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_lo
 from flopsweep.layout import tp_across_nodes
 from flopsweep.metrics import loadavg
 from flopsweep.modelsearch import N_LAYER
-from flopsweep.seqsearch import SEQ_LEN
 from flopsweep.plan import Environment, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.reuse import Machine, Resumed, reusable_probes
+from flopsweep.seqsearch import SEQ_LEN
 from flopsweep.sizesearch import NothingFits, ProbeFailed
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
 from flopsweep.text import plural, printable
