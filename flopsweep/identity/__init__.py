@@ -112,6 +112,8 @@ ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("optim", "in_backward"), False),  # the optimizer step after backward
     (("parallel", "ep"), 1),  # before expert parallel: every rank holds every expert
     (("loss",), {"chunk_tokens": 0}),  # before loss.chunk_tokens: the whole logits
+    (("search", "min_seq_len"), SEARCH_DEFAULT["min_seq_len"]),  # before search.grow=seq_len
+    (("search", "max_seq_len"), SEARCH_DEFAULT["max_seq_len"]),
 )
 """Config keys that records made before them lack, each with the value those records ran with:
 ``(path, value)``. :func:`current_config` fills them in; :func:`setup_config` leaves them out at
@@ -197,14 +199,15 @@ def comparable_config(config: Mapping[str, Any]) -> Record:
     change what a run measures: the run controls (:data:`~flopsweep.config.RUN_CONTROL_KEYS`),
     ``batch=auto``'s ``micro_batch_size`` (the record holds the size the search found, the new config
     the size it starts from: the search decides it again) and, under ``search.model=largest``, the
-    model's ``n_layer`` and ``name`` (found again)."""
+    model's ``n_layer`` and ``name`` (found again), or its ``seq_len`` under ``search.grow=seq_len``."""
     out = current_config({key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS})
     batch = out.get("batch")
     if isinstance(batch, dict) and batch.get("name") == "auto":
         out["batch"] = {k: v for k, v in batch.items() if k != "micro_batch_size"}
-    model = out.get("model")
-    if (out.get("search") or {}).get("model") == "largest" and isinstance(model, dict):
-        out["model"] = {k: v for k, v in model.items() if k not in ("n_layer", "name")}
+    model, search = out.get("model"), out.get("search") or {}
+    if search.get("model") == "largest" and isinstance(model, dict):
+        found = ("seq_len",) if search.get("grow") == "seq_len" else ("n_layer", "name")
+        out["model"] = {k: v for k, v in model.items() if k not in found}
     return out
 
 
