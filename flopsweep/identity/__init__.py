@@ -101,8 +101,12 @@ PARALLEL_DEFAULT = {
 }
 """``config.parallel`` as every record had it before the key existed (pure data parallel over
 the world), with ``pp_microbatches`` and ``cp`` at their defaults too."""
-SEARCH_DEFAULT = dataclasses.asdict(ModelSearchConfig())
-"""``config.search`` of a run without the model search."""
+SEQ_SEARCH_KEYS = ("min_seq_len", "max_seq_len")
+"""``config.search`` keys added with ``search.grow=seq_len`` (:data:`ADDED_LATER` fills them one by one)."""
+SEARCH_DEFAULT = {
+    k: v for k, v in dataclasses.asdict(ModelSearchConfig()).items() if k not in SEQ_SEARCH_KEYS
+}
+"""``config.search`` of a run without the model search, as records had it before ``search.grow=seq_len``."""
 
 ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("repeat",), 0),  # before repeats=: round 0 of 1
@@ -112,8 +116,9 @@ ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("optim", "in_backward"), False),  # the optimizer step after backward
     (("parallel", "ep"), 1),  # before expert parallel: every rank holds every expert
     (("loss",), {"chunk_tokens": 0}),  # before loss.chunk_tokens: the whole logits
-    (("search", "min_seq_len"), SEARCH_DEFAULT["min_seq_len"]),  # before search.grow=seq_len
-    (("search", "max_seq_len"), SEARCH_DEFAULT["max_seq_len"]),
+    *(
+        (("search", k), getattr(ModelSearchConfig(), k)) for k in SEQ_SEARCH_KEYS
+    ),  # before search.grow=seq_len
 )
 """Config keys that records made before them lack, each with the value those records ran with:
 ``(path, value)``. :func:`current_config` fills them in; :func:`setup_config` leaves them out at
