@@ -11,7 +11,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers import make_plan
-from unit.test_modelsearch import FIXTURES, TINY, variant, write
 
 from analysis import load
 from analysis.__main__ import main
@@ -21,6 +20,7 @@ from flopsweep.config import ConfigError
 from flopsweep.memory import activation_bytes, activation_host_bytes, estimate, offload_host_bytes, peak_bytes
 from flopsweep.seqsearch import estimated_longest_seq_len, seq_len_bounds, seq_len_step, with_seq_len
 from flopsweep.sizesearch import GIB
+from unit.test_modelsearch import FIXTURES, TINY, variant, write
 
 SEQ = [*TINY, "search.model=largest", "search.grow=seq_len"]
 
