@@ -236,9 +236,7 @@ def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
     if search.model != "largest" or search.memory_budget_gib is None:
         return
     if search.grow == "seq_len":
-        from flopsweep.seqsearch import seq_len_bounds
-
-        first = seq_len_bounds(cfg)[0]
+        first = rules.seq_len_bounds(cfg)[0]
         smallest, what = (
             dataclasses.replace(cfg.model, seq_len=first),
             f"shortest sequence searched, seq_len={first}",

@@ -11,7 +11,9 @@ Nothing here needs the machine: rules that do (devices, GPUs, capability) are in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
 from flopsweep import context_parallel, pipeline_plan
 from flopsweep.checkpointing import SAC_KERNELS
@@ -262,11 +264,31 @@ def model_search(cfg: RunConfig) -> None:
         )
 
 
+def seq_len_step(cfg: Any) -> int:
+    """The tokens between two sequence lengths the search probes: the least common multiple of what
+    the set-up divides ``model.seq_len`` by: ``2 cp`` (context parallelism's ``2 cp`` chunks,
+    ``flopsweep.context_parallel.check``), ``tp cp`` (sequence parallelism's shards of each rank's
+    ``s / cp`` tokens; the families' ``tensor_parallel_dims``) and a block-sparse kernel's
+    ``attention.block_size`` (whole blocks, no padded one). 1 for a plain single-GPU set-up."""
+    cp, tp = int(cfg.parallel.cp), int(cfg.parallel.tp)
+    step = math.lcm(2 * cp if cp > 1 else 1, max(1, tp * cp))
+    block = getattr(cfg.attention, "block_size", None)
+    if isinstance(block, int) and block > 0:
+        step = math.lcm(step, block)
+    return step
+
+
+def seq_len_bounds(cfg: Any) -> tuple[int, int]:
+    """``(first, last)`` sequence lengths probed: ``search.min_seq_len`` rounded up and
+    ``search.max_seq_len`` rounded down to :func:`seq_len_step`; ``first > last`` when no multiple
+    of the step lies between them (validation refuses that, :func:`seq_len_range`)."""
+    step = seq_len_step(cfg)
+    return -(-cfg.search.min_seq_len // step) * step, cfg.search.max_seq_len // step * step
+
+
 def seq_len_range(cfg: RunConfig) -> None:
     """``search.grow=seq_len``: ``1 <= search.min_seq_len <= search.max_seq_len``, and a length
-    between them that the set-up divides by (:func:`flopsweep.seqsearch.seq_len_step`)."""
-    from flopsweep.seqsearch import seq_len_bounds, seq_len_step
-
+    between them that the set-up divides by (:func:`seq_len_step`)."""
     s = cfg.search
     if s.min_seq_len < 1:
         raise ConfigError(

@@ -2,8 +2,8 @@
 
 The twin of the depth search (:mod:`flopsweep.modelsearch`): the same
 :class:`flopsweep.sizesearch.SizeSearch` grows ``model.seq_len`` at the model's blocks, from
-``search.min_seq_len`` to ``search.max_seq_len`` tokens, in steps of :func:`seq_len_step` (what the
-set-up needs the sequence to divide by: ``2 cp`` and ``tp cp`` for context parallelism's chunks and
+``search.min_seq_len`` to ``search.max_seq_len`` tokens, in steps of :func:`flopsweep.rules.seq_len_step`
+(what the set-up needs the sequence to divide by: ``2 cp`` and ``tp cp`` for context parallelism's chunks and
 sequence parallelism's shards, the block-sparse ``attention.block_size``). Each probe is
 :func:`flopsweep.sizesearch.run_probe` at the start micro batch, validated at its length
 (:func:`at_seq_len`: a length the set-up refuses is ``refused``), in ``model_search/T<tokens>/``.
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from flopsweep.config import ConfigError
 from flopsweep.models import family
 from flopsweep.plan import Environment
 from flopsweep.plan import plan as resolve_plan
+from flopsweep.rules import seq_len_bounds, seq_len_step
 from flopsweep.sizesearch import Probe, SizeSearch, run_probe, search_max
 from flopsweep.text import format_count
 
@@ -47,28 +47,6 @@ log = logging.getLogger("flopsweep")
 
 SEARCH_DIR = "model_search"
 """The job directory's folder of the probes, one ``T<seq_len>/`` each (the depth search's folder)."""
-
-
-def seq_len_step(cfg: Any) -> int:
-    """The tokens between two sequence lengths the search probes: the least common multiple of what
-    the set-up divides ``model.seq_len`` by: ``2 cp`` (context parallelism's ``2 cp`` chunks,
-    ``flopsweep.context_parallel.check``), ``tp cp`` (sequence parallelism's shards of each rank's
-    ``s / cp`` tokens; the families' ``tensor_parallel_dims``) and a block-sparse kernel's
-    ``attention.block_size`` (whole blocks, no padded one). 1 for a plain single-GPU set-up."""
-    cp, tp = int(cfg.parallel.cp), int(cfg.parallel.tp)
-    step = math.lcm(2 * cp if cp > 1 else 1, max(1, tp * cp))
-    block = getattr(cfg.attention, "block_size", None)
-    if isinstance(block, int) and block > 0:
-        step = math.lcm(step, block)
-    return step
-
-
-def seq_len_bounds(cfg: Any) -> tuple[int, int]:
-    """``(first, last)`` sequence lengths probed: ``search.min_seq_len`` rounded up and
-    ``search.max_seq_len`` rounded down to :func:`seq_len_step`; ``first > last`` when no multiple
-    of the step lies between them (validation refuses that, :func:`flopsweep.rules.model_search`)."""
-    step = seq_len_step(cfg)
-    return -(-cfg.search.min_seq_len // step) * step, cfg.search.max_seq_len // step * step
 
 
 def with_seq_len(cfg: RunConfig, seq_len: int) -> RunConfig:
