@@ -301,23 +301,33 @@ def _check_offload_host_memory(
     cfg: RunConfig, nproc: int, layout: Layout, host_bytes: int, *, device: str = "cuda"
 ) -> None:
     """Refuse, on any device, a run whose ranks on this machine offload more bytes to the host
-    (:func:`flopsweep.memory.offload_host_bytes`, a lower bound, times the ranks of the node) than the
-    machine may use (:func:`flopsweep.hostmem.total_bytes`): it would swap or meet the OOM killer,
+    (:func:`flopsweep.memory.offload_host_bytes`, a lower bound, times the ranks of the node: model
+    states and ``activation_checkpointing=offload``'s activations) than the machine may use
+    (:func:`flopsweep.hostmem.total_bytes`): it would swap or meet the OOM killer,
     not an ``oom`` status.
 
     Raises:
-        ConfigError: naming the offload key that is on.
+        ConfigError: naming the offload key that is on (``activation_checkpointing`` when only it is).
     """
     need = memory.offload_host_bytes(cfg, layout) * nproc
     if need <= host_bytes:
         return
-    key = next(k for k in OFFLOAD_KEYS if getattr(cfg.backend, k, False) in (True, "cpu"))
+    keys = [k for k in OFFLOAD_KEYS if getattr(cfg.backend, k, False) in (True, "cpu")]
+    if not keys:  # only the saved activations (activation_checkpointing=offload) go to the host
+        raise ConfigError(
+            "activation_checkpointing",
+            "offload",
+            f"puts at least {memory.activation_host_bytes(cfg, layout) * nproc / 2**30:.1f} GiB of saved "
+            f"activations of {plural(nproc, 'rank')} in host memory, more than {_host_phrase(host_bytes)}",
+            "shorten model.seq_len or the micro batch, or pick activation_checkpointing=full",
+        )
+    key = keys[0]
     value = getattr(cfg.backend, key)
     raise ConfigError(
         f"backend.{key}",
         value,
-        f"offload puts at least {need / 2**30:.1f} GiB of model states of {plural(nproc, 'rank')} in host "
-        f"memory, more than {_host_phrase(host_bytes)}",
+        f"offload puts at least {need / 2**30:.1f} GiB of model states and activations of "
+        f"{plural(nproc, 'rank')} in host memory, more than {_host_phrase(host_bytes)}",
         "pick a smaller model (e.g. model=gpt-tiny); to ask whether it fits GPUs that are not here, "
         "add plan=true plan_gpu=H100 (offloading on the CPU moves the states nowhere)"
         if device == "cpu"

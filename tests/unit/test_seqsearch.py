@@ -195,3 +195,16 @@ def test_only_a_sequence_search_has_no_depth_rows(tmp_path: Path) -> None:
     assert frontier_points(df).empty
     table = frontier_table(df)
     assert table["grew"].tolist() == ["seq_len"] and table["seq_len"].tolist() == [16384]
+
+
+def test_offloaded_activations_over_the_host_are_refused_naming_the_policy(hydra_compose) -> None:
+    """A length whose saved activations alone overfill the host is refused before launch (a search
+    records it ``refused``), naming activation_checkpointing, not a backend offload key."""
+    from flopsweep.plan import Environment
+
+    cfg = hydra_compose([*TINY, "activation_checkpointing=offload", "model.seq_len=65536"])
+    with pytest.raises(ConfigError) as err:
+        make_plan(cfg, Environment(cpu_count=2, host_memory_bytes=2**28))
+    message = str(err.value)
+    assert message.startswith("Invalid config: activation_checkpointing='offload': puts at least ")
+    assert "saved activations" in message and "\n" not in message
