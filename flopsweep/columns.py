@@ -291,6 +291,7 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.search.max_n_layer",
     "config.search.min_seq_len",  # the sequence search's range: the seq_len column shows what it found
     "config.search.max_seq_len",
+    "config.search.seq_len_multiple",
     # The parallel degrees as asked (dp_shard=-1): the layout columns show them resolved (system.parallel).
     "config.parallel",
     # The same in every run of a sweep, or run controls (what resume and setup_id ignore).

@@ -42,6 +42,7 @@ MAX_BY_KEY: dict[str, float] = {
     "search.max_n_layer": 1024,
     "search.min_seq_len": 2**20,  # tokens, as model.seq_len
     "search.max_seq_len": 2**20,
+    "search.seq_len_multiple": 2**20,
     "search.memory_budget_gib": 2**20,  # GiB: a petabyte
     "budget.tokens": 1e18,  # tokens: 15e12 is Llama 3's pre-training
     "cost.usd_per_gpu_hour": 1e6,
@@ -378,6 +379,9 @@ class ModelSearchConfig:
     set-up's step; the result is at least this or nothing fits."""
     max_seq_len: int = 131072
     """``search.grow=seq_len``: the most tokens per sequence it probes (rounded down to the step)."""
+    seq_len_multiple: int = 1
+    """``search.grow=seq_len``: every length probed is a multiple of this too (1024: the search settles
+    on a round length in fewer probes; a GPU probe of a long sequence takes minutes)."""
     memory_budget_gib: float | None = None
     """Memory per rank (GiB, 2^30 bytes) that the probes of the search and of ``batch=auto`` treat
     as the device's capacity: on CUDA a probe whose peak allocated memory exceeds it does not fit;

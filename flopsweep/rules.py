@@ -269,13 +269,14 @@ def seq_len_step(cfg: Any) -> int:
     the set-up divides ``model.seq_len`` by: ``2 cp`` (context parallelism's ``2 cp`` chunks,
     ``flopsweep.context_parallel.check``), ``tp cp`` (sequence parallelism's shards of each rank's
     ``s / cp`` tokens; the families' ``tensor_parallel_dims``) and a block-sparse kernel's
-    ``attention.block_size`` (whole blocks, no padded one). 1 for a plain single-GPU set-up."""
+    ``attention.block_size`` (whole blocks, no padded one), and ``search.seq_len_multiple``. 1 for a
+    plain single-GPU set-up at the default multiple."""
     cp, tp = int(cfg.parallel.cp), int(cfg.parallel.tp)
     step = math.lcm(2 * cp if cp > 1 else 1, max(1, tp * cp))
     block = getattr(cfg.attention, "block_size", None)
     if isinstance(block, int) and block > 0:
         step = math.lcm(step, block)
-    return step
+    return math.lcm(step, max(1, int(cfg.search.seq_len_multiple)))
 
 
 def seq_len_bounds(cfg: Any) -> tuple[int, int]:
@@ -290,6 +291,13 @@ def seq_len_range(cfg: RunConfig) -> None:
     """``search.grow=seq_len``: ``1 <= search.min_seq_len <= search.max_seq_len``, and a length
     between them that the set-up divides by (:func:`seq_len_step`)."""
     s = cfg.search
+    if s.seq_len_multiple < 1:
+        raise ConfigError(
+            "search.seq_len_multiple",
+            s.seq_len_multiple,
+            "must be a positive number of tokens",
+            "set search.seq_len_multiple=1 (any length) or a round step such as 1024",
+        )
     if s.min_seq_len < 1:
         raise ConfigError(
             "search.min_seq_len",

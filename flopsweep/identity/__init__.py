@@ -101,7 +101,7 @@ PARALLEL_DEFAULT = {
 }
 """``config.parallel`` as every record had it before the key existed (pure data parallel over
 the world), with ``pp_microbatches`` and ``cp`` at their defaults too."""
-SEQ_SEARCH_KEYS = ("min_seq_len", "max_seq_len")
+SEQ_SEARCH_KEYS = ("min_seq_len", "max_seq_len", "seq_len_multiple")
 """``config.search`` keys added with ``search.grow=seq_len`` (:data:`ADDED_LATER` fills them one by one)."""
 SEARCH_DEFAULT = {
     k: v for k, v in dataclasses.asdict(ModelSearchConfig()).items() if k not in SEQ_SEARCH_KEYS

@@ -37,6 +37,7 @@ SEQ = [*TINY, "search.model=largest", "search.grow=seq_len"]
             "search.max_seq_len=127",
         ),
         (["model=hf"], "search.grow='seq_len'"),
+        (["search.seq_len_multiple=0"], "search.seq_len_multiple=0"),
     ],
 )
 def test_a_bad_sequence_search_is_refused_in_one_line_naming_the_key(hydra_compose, overrides, key) -> None:
@@ -69,6 +70,13 @@ def test_the_step_is_what_the_set_up_divides_the_sequence_by(hydra_compose) -> N
     assert seq_len_step(at(cp=1, tp=2)) == 2
     assert seq_len_step(at(cp=4, tp=1, block=64)) == 64
     assert seq_len_bounds(at(cp=1, tp=1, block=64)) == (128, 960)  # first rounded up, last down
+    multiple = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, seq_len_multiple=96))
+    assert (
+        seq_len_step(multiple) == 96
+        and seq_len_step(dataclasses.replace(multiple, parallel=at(2, 1).parallel)) == 96
+    )
+    odd = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, seq_len_multiple=100))
+    assert seq_len_step(dataclasses.replace(odd, parallel=at(4, 1).parallel)) == 200  # lcm(2 cp = 8, 100)
     # a blocksparse run validates at its step: the first length is whole blocks
     plan = make_plan(hydra_compose([*SEQ, "attention=blocksparse", "search.min_seq_len=65"]))
     assert seq_len_step(plan.cfg) == plan.cfg.attention.block_size
