@@ -216,3 +216,31 @@ def test_offloaded_activations_over_the_host_are_refused_naming_the_policy(hydra
     message = str(err.value)
     assert message.startswith("Invalid config: activation_checkpointing='offload': puts at least ")
     assert "saved activations" in message and "\n" not in message
+
+
+def test_a_resumed_sequence_search_takes_its_probes_over_by_length(hydra_compose) -> None:
+    """resume=true: a sequence search's probes are reused by seq_len when what grew, the micro batch
+    and the blocks match; a depth search's are not; the job key leaves the length found out."""
+    from flopsweep.identity import comparable_config
+    from flopsweep.reuse import Resumed, reusable_probes
+    from flopsweep.seqsearch import SEQ_LEN
+    from unit.test_search_resume import CPU, old_record
+
+    cfg = make_plan(hydra_compose(SEQ)).cfg
+    same = SEQ_LEN.same(cfg)
+    assert same == {"grow": "seq_len", "micro_batch_size": 1, "n_layer": 2}
+    probes = [
+        {"seq_len": 1024, "status": "ok", "estimated_peak_bytes": 10},
+        {"seq_len": 4096, "status": "over_budget", "estimated_peak_bytes": 40},
+        {"seq_len": 2048, "status": "error"},
+    ]
+    seq = Resumed(record=old_record(probes, grow="seq_len", n_layer=2), name="metrics.error-abc123.json")
+    taken = reusable_probes(seq, "model_search", "seq_len", here=CPU, same=same, what="search.grow=seq_len")
+    assert sorted(taken) == [1024, 4096]
+    depth = Resumed(record=old_record([{"n_layer": 1, "status": "ok"}]), name="metrics.error-abc123.json")
+    assert reusable_probes(depth, "model_search", "seq_len", here=CPU, same=same, what="s") == {}
+    config = json.loads(json.dumps(dataclasses.asdict(cfg)))
+    longer = {**config, "model": {**config["model"], "seq_len": 65536}}
+    assert comparable_config(longer) == comparable_config(config)  # the length is found again
+    depth_config = {**config, "search": {**config["search"], "grow": "n_layer"}}
+    assert comparable_config({**depth_config, "model": longer["model"]}) != comparable_config(depth_config)
