@@ -50,6 +50,7 @@ from analysis.frontier import (
     frontier_drop_order,
     frontier_rows,
     frontier_table,
+    grew_sequence,
     no_frontier,
     searched,
     unmeasured_lines,
@@ -394,7 +395,8 @@ def shown_note(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespac
     with ``--frontier``, how many set-ups (one row each) when there is a frontier."""
     if args.frontier:
         rows = len(frontier_rows(runs))
-        return f"; {plural(rows, 'set-up')} shown (the largest model of each)" if rows else ""
+        what = "the largest model or longest sequence" if grew_sequence(runs).any() else "the largest model"
+        return f"; {plural(rows, 'set-up')} shown ({what} of each)" if rows else ""
     return f"; {len(runs)} shown" if len(runs) != len(loaded) else ""
 
 

@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--frontier",
         action="store_true",
         help="the memory frontier instead of the runs: the largest model each set-up trained "
-        "(search.model=largest), its tokens/s and MFU",
+        "(search.model=largest) and the longest sequence (search.grow=seq_len; column grew), "
+        "its tokens/s and MFU",
     )
     p.add_argument(
         "--agg",

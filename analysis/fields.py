@@ -159,26 +159,28 @@ def search_probes(record: Record) -> list[list[float]] | None:
 
 
 def search_failed(record: Record) -> str | None:
-    """``n_layer=37 (9.12B): oom``: the smallest probe of the record's model search above the size it
-    found that did not train (what bounds the frontier), None without one (:data:`SEARCH_COLUMNS`)."""
+    """``n_layer=37 (9.12B): oom`` (``seq_len=65536: oom`` for ``search.grow=seq_len``): the smallest
+    probe of the record's model search above the size it found that did not train (what bounds the
+    frontier), None without one (:data:`SEARCH_COLUMNS`)."""
     search = _get(record, ("run", "model_search"))
     if not isinstance(search, dict) or not isinstance(search.get("probes"), list):
         return None
     found = _number(search.get("result"))
+    key = "seq_len" if search.get("grow") == "seq_len" else "n_layer"
     failed = [
         p
         for p in search["probes"]
         if isinstance(p, dict)
         and p.get("status") != "ok"
-        and _number(p.get("n_layer")) is not None
-        and (found is None or _number(p.get("n_layer")) > found)
+        and _number(p.get(key)) is not None
+        and (found is None or _number(p.get(key)) > found)
     ]
     if not failed:
         return None
-    first = min(failed, key=lambda p: _number(p.get("n_layer")))
+    first = min(failed, key=lambda p: _number(p.get(key)))
     n = _number(first.get("n_params"))
-    size = f" ({format_count(n)})" if n else ""
-    return f"n_layer={int(_number(first['n_layer']))}{size}: {first.get('status')}"
+    size = f" ({format_count(n)})" if n and key == "n_layer" else ""
+    return f"{key}={int(_number(first[key]))}{size}: {first.get('status')}"
 
 
 def peak_memory_error(predicted_gib: Any, measured_gib: Any) -> float | None:

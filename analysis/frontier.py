@@ -75,12 +75,32 @@ def no_frontier(df: pd.DataFrame) -> str | None:
     :data:`NO_OK_RUN`), or None when ``df`` has a frontier to show."""
     if not searched(df):
         return NO_SEARCH
-    return NO_OK_RUN if frontier_points(df).empty else None
+    from analysis.seqfrontier import sequence_points
+
+    return NO_OK_RUN if frontier_points(df).empty and sequence_points(df).empty else None
 
 
 def searched(df: pd.DataFrame) -> bool:
-    """Whether some run of ``df`` searched the largest model (the frontier is then shown)."""
+    """Whether some run of ``df`` searched the largest model or the longest sequence (the frontier
+    is then shown)."""
     return "model_search" in df and df["model_search"].eq(SEARCHED).any()
+
+
+SEQ_GROWN = "seq_len"
+"""``search_grow`` of a run that searched the longest sequence (``search.grow=seq_len``,
+:mod:`analysis.seqfrontier`); its set-ups are left out of the depth frontier."""
+
+
+def grew_sequence(df: pd.DataFrame) -> pd.Series:
+    """Per row: whether it is a search of the longest sequence (``search_grow`` ``seq_len``)."""
+    if "search_grow" not in df or "model_search" not in df:
+        return pd.Series(False, index=df.index)
+    return df["model_search"].eq(SEARCHED) & df["search_grow"].eq(SEQ_GROWN)
+
+
+def depth_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` without the runs that searched the longest sequence: the depth frontier's inputs."""
+    return df[~grew_sequence(df)]
 
 
 def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
@@ -90,6 +110,9 @@ def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
     searched, so are the set-ups without a searched run (a size ladder is a frontier only alone). A
     search counts whatever its own status: a search whose measured run was cut short still found the
     set-up's size, which a plain run of that size then measures."""
+    if searched(df) and not searched(depth_runs(df)):  # only sequence searches: no depth frontier
+        df = df.iloc[:0]
+    df = depth_runs(df)
     ok = df[rankable(df, "tokens_per_s") & df["n_params"].notna()].copy()
     if ok.empty:
         return ok.assign(frontier=[], largest=[], searched=[])
@@ -109,8 +132,12 @@ def frontier_points(df: pd.DataFrame) -> pd.DataFrame:
 def frontier_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The runs whose figures :func:`frontier_table` shows, one per set-up (the best run of its largest
     ok size), for the lines under the table to speak of them only; empty when no run searched."""
+    from analysis.seqfrontier import sequence_points
+
     points = frontier_points(df) if searched(df) else df.iloc[:0]
-    return points[points["largest"]] if not points.empty else points
+    depth = points[points["largest"]] if not points.empty else points
+    seq = sequence_points(df)
+    return pd.concat([depth, seq[seq["largest"]]]) if not seq.empty else depth
 
 
 def _larger_failed(df: pd.DataFrame, key: str, n_params: float) -> str | None:
@@ -147,6 +174,7 @@ def unmeasured_lines(df: pd.DataFrame) -> list[str]:
 
     Empty when no run searched. The set-up is named by the columns that tell the searched
     set-ups apart (:func:`telling_columns`), those it leaves blank aside."""
+    df = depth_runs(df)  # the sequence searches' probes are lengths, not sizes
     if not searched(df) or "search_probes" not in df:
         return []
     searches = df[df["model_search"].eq(SEARCHED)].copy()
@@ -180,7 +208,17 @@ def unmeasured_lines(df: pd.DataFrame) -> list[str]:
 
 def frontier_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per frontier set-up: its columns that vary among the set-ups, then the largest ok
-    size's :data:`FRONTIER_COLUMNS`; the largest models first. Empty when no run trained."""
+    size's :data:`FRONTIER_COLUMNS`; the largest models first. Empty when no run trained. When some
+    run searched the longest sequence (``search.grow=seq_len``), the sequence frontier's rows follow
+    (:func:`analysis.seqfrontier.combined_table`), each row's ``grew`` naming what grew."""
+    from analysis.seqfrontier import combined_table
+
+    return combined_table(df) if grew_sequence(df).any() else depth_table(df)
+
+
+def depth_table(df: pd.DataFrame, always: Sequence[str] = ()) -> pd.DataFrame:
+    """:func:`frontier_table`'s depth frontier alone (``search.grow=n_layer`` and the unsearched
+    sizes); the set-up columns of ``always`` are shown even when they tell no set-up apart."""
     points = frontier_points(df)
     if points.empty:
         return pd.DataFrame(columns=[*setup_columns(df), *FRONTIER_COLUMNS])
@@ -193,7 +231,7 @@ def frontier_table(df: pd.DataFrame) -> pd.DataFrame:
         for key, n, probe in zip(largest["frontier"], largest["n_params"], probes, strict=True)
     ]
     largest["larger_failed"] = pd.Series(failed, index=largest.index, dtype=object)
-    varied = [c for c in setup_columns(largest) if largest[c].nunique(dropna=False) > 1]
+    varied = [c for c in setup_columns(largest) if largest[c].nunique(dropna=False) > 1 or c in always]
     if not varied:  # one set-up: name it by its backend (never dropped: frontier_drop_order)
         varied = [c for c in ONE_SETUP_COLUMNS if c in largest]
     shown = [c for c in FRONTIER_COLUMNS if c in largest]

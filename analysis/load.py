@@ -110,6 +110,10 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["activation_checkpointing"] = checkpointing_name(ckpt)
     if out.get("model_search") == "none":  # no search: blank, as in records from before the key
         out["model_search"] = None
+    if not out.get("model_search"):  # what grew: blank without a search
+        out["search_grow"] = None
+    elif not out.get("search_grow"):  # a search from before search.grow=seq_len grew the blocks
+        out["search_grow"] = "n_layer"
     _metric_cells(out, record["metrics"], METRIC_FIELDS)
     for name in TEXT_COLUMNS:
         out[name] = _text(out[name])

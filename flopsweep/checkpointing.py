@@ -22,7 +22,8 @@ that used to be spread over the backends, the metrics and the memory estimate:
 The policies: ``none``; ``full`` (every block); ``selective`` (per-operator selective
 checkpointing, torchtitan's ``SelectiveAC`` op mode); ``every_n`` (``full`` on every N-th block,
 ``activation_checkpointing.every``); ``memory_budget`` (the compiler's
-``activation_memory_budget``, ``activation_checkpointing.budget``, compiled runs only). Adding a
+``activation_memory_budget``, ``activation_checkpointing.budget``, compiled runs only); ``offload``
+(every block's saved activations in host memory, torch's ``offload_wrapper``, eager blocks only). Adding a
 policy is a spec here, its ``apply_*`` function in :mod:`flopsweep.checkpointing_apply` (torch,
 loaded on the rank), its config subclass in :mod:`flopsweep.options` when it has knobs (stored
 as ``schema/activation_checkpointing/base_<name>``), and one YAML file. This module imports no
@@ -150,6 +151,24 @@ def _keep_budget(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: 
     return tokens * n_layer * boundary + int(tokens * n_layer * budget * (layer - boundary))
 
 
+def _keep_one_block(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+    """``offload``: every saved activation is copied to the host as it is saved and back when backward
+    needs it, so the device holds about one block's: ``tokens a`` (the block backward runs through;
+    its copies come back one by one, freed after use). The host holds :func:`_host_all`."""
+    return tokens * layer
+
+
+def _host_all(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+    """``offload``'s host bytes: every block's saved activations, ``tokens l a`` (what ``none`` keeps
+    on the device)."""
+    return tokens * n_layer * layer
+
+
+def _no_host(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+    """The policies that keep their activations on the device put none on the host."""
+    return 0
+
+
 def _no_recompute(compiled: bool) -> str:
     return "none"
 
@@ -222,8 +241,8 @@ class CheckpointPolicy:
             one rank, from the bytes per token of one block's input (``boundary``) and of all it
             keeps without checkpointing (``layer``).
         check: ``cfg -> None``; raises ``ConfigError`` for an impossible knob. Rules across
-            groups (``selective`` needs an SDPA kernel, ``memory_budget`` needs ``compile=true``)
-            are in :mod:`flopsweep.rules`.
+            groups (``selective`` needs an SDPA kernel, ``memory_budget`` needs ``compile=true``,
+            ``offload`` eager blocks) are in :mod:`flopsweep.rules`.
     """
 
     config: type[CheckpointingConfig] = CheckpointingConfig
@@ -233,6 +252,9 @@ class CheckpointPolicy:
     recomputes_forward: bool
     activations: Callable[[CheckpointingConfig, int, int, int, int], int]
     check: Callable[[CheckpointingConfig], None] = _no_check
+    host_activations: Callable[[CheckpointingConfig, int, int, int, int], int] = _no_host
+    """As :attr:`activations`, the bytes it puts in host memory instead (``offload``; 0 for the others):
+    :func:`flopsweep.memory.offload_host_bytes` counts them."""
 
     def apply(self, blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
         """Wrap ``blocks`` (the family's block list, in place) for ``cfg``, with :attr:`apply_fn`
@@ -281,6 +303,15 @@ POLICIES: dict[str, CheckpointPolicy] = {
         recomputes_forward=False,
         activations=_keep_budget,
         check=_check_budget,
+    ),
+    "offload": CheckpointPolicy(
+        description="offload every block's saved activations to host memory and bring them back in "
+        "backward (torch's offload_wrapper: autograd.graph.save_on_cpu, pinned on CUDA); no recompute",
+        apply_fn="apply_offload",
+        recompute=_no_recompute,
+        recomputes_forward=False,
+        activations=_keep_one_block,
+        host_activations=_host_all,
     ),
 }
 """Checkpointing policies by ``activation_checkpointing.name``."""

@@ -79,3 +79,13 @@ def apply_memory_budget(blocks: MutableSequence[Any], cfg: CheckpointingConfig) 
     """Nothing on the blocks: the compiler's min-cut partitioner decides what each compiled block
     saves under ``torch._functorch.config.activation_memory_budget`` (:func:`compiler_settings`,
     which ``backends.wrap_blocks`` sets for the rank's process)."""
+
+
+def apply_offload(blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
+    """Wrap each block in torch's ``offload_wrapper``: its forward runs under
+    ``torch.autograd.graph.save_on_cpu(pin_memory=True)``, so every tensor autograd saves for backward
+    is copied to (pinned, on CUDA) host memory and brought back when backward needs it."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import offload_wrapper
+
+    for i, block in enumerate(blocks):
+        blocks[i] = offload_wrapper(block)

@@ -222,6 +222,15 @@ SETUP_SPECS: list[SetupSpec] = [
         kind="text",
     ),
     S(
+        name="search_grow",
+        path="config.search.grow",
+        header="grew",
+        description="what search.model=largest grew: n_layer (the blocks) or seq_len (the sequence); "
+        "blank without a search",
+        kind="text",
+        identity=False,
+    ),
+    S(
         name="memory_budget_gib",
         path="config.search.memory_budget_gib",
         header="budget_gib",
@@ -284,9 +293,11 @@ UNSHOWN_KEYS: tuple[str, ...] = (
     "config.batch.name",
     "config.batch.max_micro_batch_size",
     "config.batch.global_batch_size",  # grad_accum shows what it set
-    "config.search.grow",  # the model search's range: the model's name shows the blocks it found
-    "config.search.min_n_layer",
+    "config.search.min_n_layer",  # the model search's range: the model's name shows the blocks it found
     "config.search.max_n_layer",
+    "config.search.min_seq_len",  # the sequence search's range: the seq_len column shows what it found
+    "config.search.max_seq_len",
+    "config.search.seq_len_multiple",
     # The parallel degrees as asked (dp_shard=-1): the layout columns show them resolved (system.parallel).
     "config.parallel",
     # The same in every run of a sweep, or run controls (what resume and setup_id ignore).

@@ -40,6 +40,9 @@ MAX_BY_KEY: dict[str, float] = {
     "steps.max_extra_warmup": 100_000,
     "search.min_n_layer": 1024,  # blocks, as model.n_layer
     "search.max_n_layer": 1024,
+    "search.min_seq_len": 2**20,  # tokens, as model.seq_len
+    "search.max_seq_len": 2**20,
+    "search.seq_len_multiple": 2**20,
     "search.memory_budget_gib": 2**20,  # GiB: a petabyte
     "budget.tokens": 1e18,  # tokens: 15e12 is Llama 3's pre-training
     "cost.usd_per_gpu_hour": 1e6,
@@ -367,24 +370,37 @@ FAULT_PHASES = ("init", "warmup", "measure", "teardown")
 
 SEARCH_MODES = ("none", "largest")
 """``search.model`` values: no search, or the largest model that trains (``flopsweep.modelsearch``)."""
-SEARCH_GROW = ("n_layer",)
-"""``search.grow`` values: how the search makes the model larger (the layers at the family's width)."""
+SEARCH_GROW = ("n_layer", "seq_len")
+"""``search.grow`` values: what the search makes larger: ``n_layer``, the blocks at the family's width
+(:mod:`flopsweep.modelsearch`), or ``seq_len``, the tokens per sequence (:mod:`flopsweep.seqsearch`)."""
 
 
 @dataclass(kw_only=True)
 class ModelSearchConfig:
     """``search.model=largest``: before measuring, find the largest model of the family that trains
-    on this set-up, by probe runs in fresh workers (``flopsweep.modelsearch``); then
+    on this set-up (``search.grow=n_layer``, ``flopsweep.modelsearch``) or the longest sequence
+    (``search.grow=seq_len``, ``flopsweep.seqsearch``), by probe runs in fresh workers; then
     ``batch=auto`` (if picked) finds the micro batch at that size, and the run is measured there."""
 
     model: str = "none"
     """``none``: measure the model as configured; ``largest``: search the largest that trains."""
     grow: str = "n_layer"
-    """What grows: ``n_layer``, the blocks at the family's width (``model.n_embd``, heads, MLP)."""
+    """What grows: ``n_layer``, the blocks at the family's width (``model.n_embd``, heads, MLP), from
+    ``search.min_n_layer`` to ``search.max_n_layer``; or ``seq_len``, the tokens per sequence
+    (``model.seq_len``) at the model's blocks, from ``search.min_seq_len`` to ``search.max_seq_len``
+    in steps that the set-up divides by (``2 cp``, ``tp cp``, the block-sparse ``attention.block_size``)."""
     min_n_layer: int = 1
     """Where the search starts (blocks); the result is at least this or nothing fits."""
     max_n_layer: int = 256
     """The search never probes more blocks than this."""
+    min_seq_len: int = 1024
+    """``search.grow=seq_len``: where the search starts (tokens per sequence), rounded up to the
+    set-up's step; the result is at least this or nothing fits."""
+    max_seq_len: int = 131072
+    """``search.grow=seq_len``: the most tokens per sequence it probes (rounded down to the step)."""
+    seq_len_multiple: int = 1
+    """``search.grow=seq_len``: every length probed is a multiple of this too (1024: the search settles
+    on a round length in fewer probes; a GPU probe of a long sequence takes minutes)."""
     memory_budget_gib: float | None = None
     """Memory per rank (GiB, 2^30 bytes) that the probes of the search and of ``batch=auto`` treat
     as the device's capacity: on CUDA a probe whose peak allocated memory exceeds it does not fit;

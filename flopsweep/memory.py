@@ -379,13 +379,32 @@ def offload_host_bytes(cfg: Any, layout: Layout) -> int:
       moments, ``16 P / W`` (``W = layout.dp``), and ``offload_param=cpu`` the 16-bit weights, ``2 P / W``:
       the per-rank multipliers of DeepSpeed's own ``estimate_zero3_model_states_mem_needs`` with
       ``zero_init`` (``16`` and ``18 P`` per node of one GPU), without its 1.5 buffer factor;
-    - ``nvme``: nothing here (the bytes go to the drive; its pinned staging buffers are not counted).
+    - ``nvme``: nothing here (the bytes go to the drive; its pinned staging buffers are not counted);
+    - ``activation_checkpointing=offload``: the saved activations (:func:`activation_host_bytes`).
 
     Args:
         cfg: a ``RunConfig``; layout: the run's parallel degrees.
     """
     n_params = family(cfg.model).n_params(cfg.model)
-    return BACKEND_SPECS[cfg.backend.name].host_bytes(cfg.backend, n_params, layout)
+    return BACKEND_SPECS[cfg.backend.name].host_bytes(cfg.backend, n_params, layout) + activation_host_bytes(
+        cfg, layout
+    )
+
+
+def activation_host_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """The activation bytes one rank's checkpointing policy puts in host memory
+    (:attr:`flopsweep.checkpointing.CheckpointPolicy.host_activations`: ``activation_checkpointing=offload``
+    keeps every block's saved activations there, ``tokens l a / (tp cp)``, on its first stage); 0 for
+    the others."""
+    layout = layout or Layout()
+    m = cfg.model
+    boundary, layer = _bytes_per_token(cfg)
+    in_flight, per = in_flight_microbatches(cfg, layout)
+    host = checkpointing.policy(cfg.activation_checkpointing).host_activations
+    tokens = per * m.seq_len * in_flight
+    return host(cfg.activation_checkpointing, tokens, math.ceil(m.n_layer / layout.pp), boundary, layer) // (
+        layout.tp * layout.cp
+    )
 
 
 OFFLOAD_HOST_HELD = {name: spec.host_held for name, spec in BACKEND_SPECS.items() if spec.host_held != 1.0}

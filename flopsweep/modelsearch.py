@@ -128,10 +128,13 @@ class NLayer:
     size_key = "n_layer"
 
     def wanted(self, cfg: RunConfig) -> bool:
-        return cfg.search.model == "largest"
+        return cfg.search.model == "largest" and cfg.search.grow == "n_layer"
 
     def bounds(self, cfg: RunConfig) -> tuple[int, int]:
         return cfg.search.min_n_layer, cfg.search.max_n_layer
+
+    def step(self, cfg: RunConfig) -> int:
+        return 1
 
     def least(self, cfg: RunConfig) -> str:
         return f"n_layer={cfg.search.min_n_layer}"

@@ -225,8 +225,9 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
 def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
     """Refuse ``search.model=largest`` under a ``search.memory_budget_gib`` below the estimated peak
     per rank (:func:`flopsweep.memory.estimate`) of the smallest size it would try
-    (``search.min_n_layer`` blocks): nothing can fit, so nothing is launched (status ``invalid``,
-    not the ``oom`` of a probe). The fix names that estimate, rounded up to the MiB.
+    (``search.min_n_layer`` blocks, or ``search.grow=seq_len``'s first length): nothing can fit, so
+    nothing is launched (status ``invalid``, not the ``oom`` of a probe).
+    The fix names that estimate, rounded up to the MiB.
 
     Raises:
         ConfigError: naming ``search.memory_budget_gib``, its value and the smallest estimate.
@@ -234,15 +235,22 @@ def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
     search = cfg.search
     if search.model != "largest" or search.memory_budget_gib is None:
         return
-    smallest = dataclasses.replace(cfg.model, n_layer=search.min_n_layer)
+    if search.grow == "seq_len":
+        first = rules.seq_len_bounds(cfg)[0]
+        smallest, what = (
+            dataclasses.replace(cfg.model, seq_len=first),
+            f"shortest sequence searched, seq_len={first}",
+        )
+    else:
+        smallest = dataclasses.replace(cfg.model, n_layer=search.min_n_layer)
+        what = f"smallest model searched, n_layer={search.min_n_layer}"
     need = memory.estimate(dataclasses.replace(cfg, model=smallest), layout).total / memory.GIB
     if search.memory_budget_gib < need:
         least = math.ceil(need * 1024) / 1024
         raise ConfigError(
             "search.memory_budget_gib",
             search.memory_budget_gib,
-            f"is below the estimated peak of the smallest model searched, n_layer={search.min_n_layer} "
-            f"({need:.4g} GiB per rank): nothing can fit",
+            f"is below the estimated peak of the {what} ({need:.4g} GiB per rank): nothing can fit",
             f"set search.memory_budget_gib={least:g} or more, or null for the device's memory",
         )
 
@@ -293,23 +301,33 @@ def _check_offload_host_memory(
     cfg: RunConfig, nproc: int, layout: Layout, host_bytes: int, *, device: str = "cuda"
 ) -> None:
     """Refuse, on any device, a run whose ranks on this machine offload more bytes to the host
-    (:func:`flopsweep.memory.offload_host_bytes`, a lower bound, times the ranks of the node) than the
-    machine may use (:func:`flopsweep.hostmem.total_bytes`): it would swap or meet the OOM killer,
+    (:func:`flopsweep.memory.offload_host_bytes`, a lower bound, times the ranks of the node: model
+    states and ``activation_checkpointing=offload``'s activations) than the machine may use
+    (:func:`flopsweep.hostmem.total_bytes`): it would swap or meet the OOM killer,
     not an ``oom`` status.
 
     Raises:
-        ConfigError: naming the offload key that is on.
+        ConfigError: naming the offload key that is on (``activation_checkpointing`` when only it is).
     """
     need = memory.offload_host_bytes(cfg, layout) * nproc
     if need <= host_bytes:
         return
-    key = next(k for k in OFFLOAD_KEYS if getattr(cfg.backend, k, False) in (True, "cpu"))
+    keys = [k for k in OFFLOAD_KEYS if getattr(cfg.backend, k, False) in (True, "cpu")]
+    if not keys:  # only the saved activations (activation_checkpointing=offload) go to the host
+        raise ConfigError(
+            "activation_checkpointing",
+            "offload",
+            f"puts at least {memory.activation_host_bytes(cfg, layout) * nproc / 2**30:.1f} GiB of saved "
+            f"activations of {plural(nproc, 'rank')} in host memory, more than {_host_phrase(host_bytes)}",
+            "shorten model.seq_len or the micro batch, or pick activation_checkpointing=full",
+        )
+    key = keys[0]
     value = getattr(cfg.backend, key)
     raise ConfigError(
         f"backend.{key}",
         value,
-        f"offload puts at least {need / 2**30:.1f} GiB of model states of {plural(nproc, 'rank')} in host "
-        f"memory, more than {_host_phrase(host_bytes)}",
+        f"offload puts at least {need / 2**30:.1f} GiB of model states and activations of "
+        f"{plural(nproc, 'rank')} in host memory, more than {_host_phrase(host_bytes)}",
         "pick a smaller model (e.g. model=gpt-tiny); to ask whether it fits GPUs that are not here, "
         "add plan=true plan_gpu=H100 (offloading on the CPU moves the states nowhere)"
         if device == "cpu"

@@ -11,7 +11,9 @@ Nothing here needs the machine: rules that do (devices, GPUs, capability) are in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
 from flopsweep import context_parallel, pipeline_plan
 from flopsweep.backend_specs import BACKEND_SPECS
@@ -193,6 +195,19 @@ def memory_budget_compiled(cfg: RunConfig) -> None:
         )
 
 
+def offload_eager(cfg: RunConfig) -> None:
+    """``activation_checkpointing=offload`` wraps each block's forward in ``save_on_cpu``'s saved-tensor
+    hooks (torch's ``offload_wrapper``), which ``torch.compile`` of the block does not trace: eager only."""
+    if cfg.activation_checkpointing.name == "offload" and cfg.compile:
+        raise ConfigError(
+            "activation_checkpointing",
+            "offload",
+            "copies saved activations to the host through autograd's saved-tensor hooks, which a compiled "
+            "block does not run",
+            "set compile=false, or pick activation_checkpointing=full or memory_budget",
+        )
+
+
 def model_search(cfg: RunConfig) -> None:
     """``search.*``: known values, a range of blocks that is not empty, a positive budget read by a
     search (``search.model=largest`` or ``batch=auto``: nothing else reads it), and a model whose
@@ -214,6 +229,8 @@ def model_search(cfg: RunConfig) -> None:
             f"the search needs 1 <= search.min_n_layer <= search.max_n_layer (min is {s.min_n_layer})",
             "set search.min_n_layer=1 and search.max_n_layer to the most blocks to try, such as 256",
         )
+    if s.grow == "seq_len":
+        seq_len_range(cfg)
     if s.memory_budget_gib is not None and s.memory_budget_gib <= 0:
         raise ConfigError(
             "search.memory_budget_gib",
@@ -229,7 +246,7 @@ def model_search(cfg: RunConfig) -> None:
             "neither",
             "add search.model=largest or batch=auto, or drop search.memory_budget_gib (null)",
         )
-    if s.model == "largest" and cfg.parallel.pp > 1:
+    if s.model == "largest" and s.grow == "n_layer" and cfg.parallel.pp > 1:
         raise ConfigError(
             "search.model",
             "largest",
@@ -238,11 +255,80 @@ def model_search(cfg: RunConfig) -> None:
             "search without a pipeline (parallel.pp=1), then plan the pipeline at the size found",
         )
     if s.model == "largest" and cfg.model.arch == "hf":
+        raise (
+            ConfigError(
+                "search.model",
+                "largest",
+                "model=hf takes n_layer from its config.json, so the search cannot grow it",
+                "search a flopsweep family (model=llama3.2-1b, gpt-1.3b), or set search.model=none",
+            )
+            if s.grow == "n_layer"
+            else ConfigError(
+                "search.grow",
+                "seq_len",
+                "model=hf bounds the sequence by its config.json's positions, which the search does not read",
+                "search a flopsweep family (model=llama3.1-8b, gpt-1.3b), or set search.model=none",
+            )
+        )
+
+
+def seq_len_step(cfg: Any) -> int:
+    """The tokens between two sequence lengths the search probes: the least common multiple of what
+    the set-up divides ``model.seq_len`` by: ``2 cp`` (context parallelism's ``2 cp`` chunks,
+    ``flopsweep.context_parallel.check``), ``tp cp`` (sequence parallelism's shards of each rank's
+    ``s / cp`` tokens; the families' ``tensor_parallel_dims``) and a block-sparse kernel's
+    ``attention.block_size`` (whole blocks, no padded one), and ``search.seq_len_multiple``. 1 for a
+    plain single-GPU set-up at the default multiple."""
+    cp, tp = int(cfg.parallel.cp), int(cfg.parallel.tp)
+    step = math.lcm(2 * cp if cp > 1 else 1, max(1, tp * cp))
+    block = getattr(cfg.attention, "block_size", None)
+    if isinstance(block, int) and block > 0:
+        step = math.lcm(step, block)
+    return math.lcm(step, max(1, int(cfg.search.seq_len_multiple)))
+
+
+def seq_len_bounds(cfg: Any) -> tuple[int, int]:
+    """``(first, last)`` sequence lengths probed: ``search.min_seq_len`` rounded up and
+    ``search.max_seq_len`` rounded down to :func:`seq_len_step`; ``first > last`` when no multiple
+    of the step lies between them (validation refuses that, :func:`seq_len_range`)."""
+    step = seq_len_step(cfg)
+    return -(-cfg.search.min_seq_len // step) * step, cfg.search.max_seq_len // step * step
+
+
+def seq_len_range(cfg: RunConfig) -> None:
+    """``search.grow=seq_len``: ``1 <= search.min_seq_len <= search.max_seq_len``, and a length
+    between them that the set-up divides by (:func:`seq_len_step`)."""
+    s = cfg.search
+    if s.seq_len_multiple < 1:
         raise ConfigError(
-            "search.model",
-            "largest",
-            "model=hf takes n_layer from its config.json, so the search cannot grow it",
-            "search a flopsweep family (model=llama3.2-1b, gpt-1.3b), or set search.model=none",
+            "search.seq_len_multiple",
+            s.seq_len_multiple,
+            "must be a positive number of tokens",
+            "set search.seq_len_multiple=1 (any length) or a round step such as 1024",
+        )
+    if s.min_seq_len < 1:
+        raise ConfigError(
+            "search.min_seq_len",
+            s.min_seq_len,
+            "the search starts at a sequence of at least one token",
+            "set search.min_seq_len=1024",
+        )
+    if s.max_seq_len < s.min_seq_len:
+        raise ConfigError(
+            "search.max_seq_len",
+            s.max_seq_len,
+            f"the search needs search.min_seq_len <= search.max_seq_len (min is {s.min_seq_len})",
+            "set search.max_seq_len to the longest sequence to try, such as 131072",
+        )
+    first, last = seq_len_bounds(cfg)
+    if first > last:
+        step = seq_len_step(cfg)
+        raise ConfigError(
+            "search.max_seq_len",
+            s.max_seq_len,
+            f"no multiple of {step} tokens (what parallel.cp, parallel.tp and the attention's block size "
+            f"divide the sequence by) lies between search.min_seq_len={s.min_seq_len} and it",
+            f"set search.max_seq_len={first} or more",
         )
 
 
@@ -440,6 +526,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     pipeline_plan.check,  # parallel.pp with the backend, the model's layers, the batch keys
     context_parallel.check,  # parallel.cp with the family, the kernel, the pipeline, heads and sequence
     model_search,
+    offload_eager,
     optimizer_in_backward,
     optimizer_implementation,
     layer_probe,

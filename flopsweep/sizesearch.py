@@ -345,7 +345,10 @@ class SizeAxis(Protocol):
         ...
 
     def bounds(self, cfg: RunConfig) -> tuple[int, int]:
-        """The first size probed and the most probed, from the config."""
+        """The first size probed and the most probed, from the config (the search probes only the
+        multiples of ``step(cfg)`` between them, where an axis has a ``step``: the first rounded up,
+        the most rounded down; an axis may also have ``predict(search) -> size | None``, the size
+        the search should reach from the probes so far, instead of :func:`predict_largest`)."""
         ...
 
     def least(self, cfg: RunConfig) -> str:
@@ -488,13 +491,19 @@ class SizeSearch:
             NothingFits: when even the first size does not fit (its probe's outcome).
             ProbeFailed: see :meth:`fits`.
         """
-        low, high = self.axis.bounds(self.plan.cfg)
+        cfg = self.plan.cfg
+        low, high = self.axis.bounds(cfg)
+        step = getattr(self.axis, "step", lambda cfg: 1)(cfg)  # sizes are multiples of it
+        first, last = -(-low // step), high // step
         capacity = self.capacity
-        predict = (lambda: predict_largest(self.points, capacity, self.headroom)) if capacity else None
-        found, _ = search_max(self.fits, low, high, predict)
+        guess = getattr(self.axis, "predict", None) or (
+            lambda s: predict_largest(s.points, s.capacity, s.headroom)
+        )
+        predict = (lambda: (n // step) if (n := guess(self)) is not None else None) if capacity else None
+        found, _ = search_max(lambda u: self.fits(u * step), first, last, predict)
         if found is None:
-            raise NothingFits(self.outcomes[low], self.record())
-        return found
+            raise NothingFits(self.outcomes[first * step], self.record())
+        return found * step
 
 
 def estimated_largest(axis: SizeAxis, cfg: Any, layout: Any, capacity: int) -> int | None:
@@ -515,5 +524,8 @@ def estimated_largest(axis: SizeAxis, cfg: Any, layout: Any, capacity: int) -> i
     """
     from flopsweep.memory import peak_bytes
 
-    largest, _ = search_max(lambda n: peak_bytes(axis.at(cfg, n), layout) <= capacity, *axis.bounds(cfg))
-    return largest
+    step = getattr(axis, "step", lambda cfg: 1)(cfg)
+    low, high = axis.bounds(cfg)
+    fits = lambda u: peak_bytes(axis.at(cfg, u * step), layout) <= capacity  # noqa: E731
+    largest, _ = search_max(fits, -(-low // step), high // step)
+    return None if largest is None else largest * step

@@ -101,8 +101,12 @@ PARALLEL_DEFAULT = {
 }
 """``config.parallel`` as every record had it before the key existed (pure data parallel over
 the world), with ``pp_microbatches`` and ``cp`` at their defaults too."""
-SEARCH_DEFAULT = dataclasses.asdict(ModelSearchConfig())
-"""``config.search`` of a run without the model search."""
+SEQ_SEARCH_KEYS = ("min_seq_len", "max_seq_len", "seq_len_multiple")
+"""``config.search`` keys added with ``search.grow=seq_len`` (:data:`ADDED_LATER` fills them one by one)."""
+SEARCH_DEFAULT = {
+    k: v for k, v in dataclasses.asdict(ModelSearchConfig()).items() if k not in SEQ_SEARCH_KEYS
+}
+"""``config.search`` of a run without the model search, as records had it before ``search.grow=seq_len``."""
 
 ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("repeat",), 0),  # before repeats=: round 0 of 1
@@ -113,6 +117,9 @@ ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("parallel", "ep"), 1),  # before expert parallel: every rank holds every expert
     (("loss",), {"chunk_tokens": 0}),  # before loss.chunk_tokens: the whole logits
     (("optim", "implementation"), "auto"),  # before the key: fused on CUDA, torch's default elsewhere
+    *(
+        (("search", k), getattr(ModelSearchConfig(), k)) for k in SEQ_SEARCH_KEYS
+    ),  # before search.grow=seq_len
 )
 """Config keys that records made before them lack, each with the value those records ran with:
 ``(path, value)``. :func:`current_config` fills them in; :func:`setup_config` leaves them out at
@@ -198,14 +205,15 @@ def comparable_config(config: Mapping[str, Any]) -> Record:
     change what a run measures: the run controls (:data:`~flopsweep.config.RUN_CONTROL_KEYS`),
     ``batch=auto``'s ``micro_batch_size`` (the record holds the size the search found, the new config
     the size it starts from: the search decides it again) and, under ``search.model=largest``, the
-    model's ``n_layer`` and ``name`` (found again)."""
+    model's ``n_layer`` and ``name`` (found again), or its ``seq_len`` under ``search.grow=seq_len``."""
     out = current_config({key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS})
     batch = out.get("batch")
     if isinstance(batch, dict) and batch.get("name") == "auto":
         out["batch"] = {k: v for k, v in batch.items() if k != "micro_batch_size"}
-    model = out.get("model")
-    if (out.get("search") or {}).get("model") == "largest" and isinstance(model, dict):
-        out["model"] = {k: v for k, v in model.items() if k not in ("n_layer", "name")}
+    model, search = out.get("model"), out.get("search") or {}
+    if search.get("model") == "largest" and isinstance(model, dict):
+        found = ("seq_len",) if search.get("grow") == "seq_len" else ("n_layer", "name")
+        out["model"] = {k: v for k, v in model.items() if k not in found}
     return out
 
 

@@ -249,6 +249,8 @@ def search_size(p: Plan, env: Environment, *, placed: bool = False) -> tuple[Pla
     s, n = p.cfg.search, p.cfg.model.n_layer
     if s.model != "largest":
         return p, ""
+    if s.grow == "seq_len":
+        return search_seq_len(p, env, placed=placed)
     span = f"{s.min_n_layer} to {s.max_n_layer} blocks"
     if (limit := plan_search_capacity(p, env, placed=placed)) is not None:
         capacity, memory = limit
@@ -281,6 +283,36 @@ def search_size(p: Plan, env: Environment, *, placed: bool = False) -> tuple[Pla
     if size == n:
         return at_n_layer_unchecked(p, n, p.cfg.model.name), note
     return at_n_layer(p, size, p.cfg.model.name, env), note
+
+
+def search_seq_len(p: Plan, env: Environment, *, placed: bool = False) -> tuple[Plan, str]:
+    """A ``search.grow=seq_len`` plan at the sequence its row is estimated at, and the note that says
+    so: the longest the memory estimate fits (:func:`flopsweep.seqsearch.estimated_longest_seq_len`)
+    in the GPU's memory or ``search.memory_budget_gib`` (:func:`plan_search_capacity`), else the
+    search's first length. A length other than ``model.seq_len`` is validated again.
+
+    Raises:
+        ConfigError: when validation refuses the length (the search's probe would be refused).
+    """
+    from flopsweep.rules import seq_len_bounds
+    from flopsweep.seqsearch import at_seq_len, estimated_longest_seq_len
+
+    first, last = seq_len_bounds(p.cfg)
+    span = f"{first} to {last} tokens"
+    limit = plan_search_capacity(p, env, placed=placed)
+    size = estimated_longest_seq_len(p.cfg, p.layout, limit[0]) if limit is not None else None
+    if size is None:
+        size = first
+        over = f"; even that is estimated over {limit[1]}" if limit is not None else ""
+        note = f"search.grow=seq_len: estimated at seq_len={size}, the search's first probe{over}"
+    else:
+        note = (
+            f"search.grow=seq_len: estimated at seq_len={size}, the longest the estimate fits in {limit[1]}; "
+            f"the search probes {span} and measures the longest that fits"
+        )
+    if size == p.cfg.model.seq_len:
+        return p, note
+    return at_seq_len(p, size, env), note
 
 
 def plan_prediction(

@@ -57,15 +57,16 @@ from flopsweep.plan import Environment, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.reuse import Machine, Resumed, reusable_probes
+from flopsweep.seqsearch import SEQ_LEN
 from flopsweep.sizesearch import NothingFits, ProbeFailed
 from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
 from flopsweep.text import plural, printable
 
 log = logging.getLogger("flopsweep")
 
-SEARCHES = (N_LAYER, MICRO_BATCH)
-"""The searched axes in the order :func:`sized` runs them: the model's blocks at the start micro
-batch, then the micro batch at the blocks found."""
+SEARCHES = (N_LAYER, SEQ_LEN, MICRO_BATCH)
+"""The searched axes in the order :func:`sized` runs them: the model's blocks (``search.grow=n_layer``)
+or its sequence (``search.grow=seq_len``) at the start micro batch, then the micro batch at the size found."""
 
 
 def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import pytest
 import analysis
 from analysis.__main__ import main as analysis_main
 from flopsweep import identity, job
-from flopsweep.config import RUN_CONTROL_KEYS, ParallelConfig
+from flopsweep.config import RUN_CONTROL_KEYS, ModelSearchConfig, ParallelConfig
 from flopsweep.layout import Layout
 from flopsweep.metrics import build_record
 
@@ -268,6 +268,9 @@ def test_committed_records_are_the_same_job_as_before_but_in_backward():
         for key, value in without.items():  # nothing but the batch=auto size and the added keys differ
             if key == "parallel":  # expert parallel came later, at 1
                 assert comparable[key] == {**value, "ep": value.get("ep", 1)}, path
+            elif key == "search":  # search.grow=seq_len's range came later, at its defaults
+                seq = {k: getattr(ModelSearchConfig(), k) for k in identity.SEQ_SEARCH_KEYS}
+                assert comparable[key] == {**seq, **value}, path
             elif key not in ("batch", "model", "optim", "activation_checkpointing"):
                 assert comparable[key] == value, (path, key)
 
