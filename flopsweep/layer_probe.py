@@ -31,6 +31,7 @@ import dataclasses
 import gc
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 WARMUP_STEPS = 2
@@ -82,8 +83,17 @@ def extrapolate(probe: dict[str, Any], n_layer: int) -> tuple[float, str]:
     return step, how
 
 
-def probe_layers(cfg: Any, device: Any, layout: Any, rank: int) -> dict[str, Any]:
+def probe_layers(
+    cfg: Any,
+    device: Any,
+    layout: Any,
+    *,
+    batches: Callable[[Any], list[Any]],
+    is_oom: Callable[[BaseException], bool],
+) -> dict[str, Any]:
     """Time the run's step on its shallow copies (module docstring); every rank calls it, at once.
+    ``batches(cfg)``: the rank's micro batches for a config (:func:`flopsweep.worker.make_batches`);
+    ``is_oom(exc)``: whether an error is an out-of-memory one (:func:`flopsweep.worker.is_oom`).
 
     Returns:
         ``{layers, step_s, wall_s, fallback: None}``: the depths and the slowest rank's median
@@ -93,13 +103,11 @@ def probe_layers(cfg: Any, device: Any, layout: Any, rank: int) -> dict[str, Any
     import torch
     import torch.distributed as dist
 
-    from flopsweep.worker import is_oom
-
     start = time.perf_counter()
     out: dict[str, Any] = {"layers": depths(cfg), "step_s": []}
     try:
         for n in out["layers"]:
-            out["step_s"].append(_time_depth(cfg, device, layout, rank, n))
+            out["step_s"].append(_time_depth(cfg, device, layout, n, batches))
         out["fallback"] = None
     except (RuntimeError, torch.OutOfMemoryError) as exc:
         if not is_oom(exc):
@@ -117,23 +125,22 @@ def probe_layers(cfg: Any, device: Any, layout: Any, rank: int) -> dict[str, Any
     return {**out, "wall_s": time.perf_counter() - start}
 
 
-def _time_depth(cfg: Any, device: Any, layout: Any, rank: int, n_layer: int) -> float:
+def _time_depth(cfg: Any, device: Any, layout: Any, n_layer: int, batches: Callable[[Any], list]) -> float:
     """The median seconds of :data:`MEASURED_STEPS` steps of ``cfg`` at ``n_layer`` blocks on this rank."""
     import torch
 
     from flopsweep.backends import build_trainer
-    from flopsweep.worker import make_batches
 
     shallow = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n_layer))
     trainer = build_trainer(shallow, device, layout)
     try:
-        batches = make_batches(shallow, layout, rank, device)
+        micro = batches(shallow)
         times = []
         for i in range(WARMUP_STEPS + MEASURED_STEPS):
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             begun = time.perf_counter()
-            trainer.step(batches)
+            trainer.step(micro)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             if i >= WARMUP_STEPS:

@@ -386,7 +386,10 @@ def _layer_probe(cfg: RunConfig, device: Any, layout: Any, rank: int) -> dict[st
     is built (:func:`flopsweep.layer_probe.probe_layers`); every rank runs it, at once."""
     from flopsweep.layer_probe import probe_layers
 
-    return probe_layers(cfg, device, layout, rank)
+    def batches(shallow: RunConfig) -> list[Any]:
+        return make_batches(shallow, layout, rank, device)
+
+    return probe_layers(cfg, device, layout, batches=batches, is_oom=is_oom)
 
 
 def _interconnect(cfg: RunConfig, device: Any) -> list[dict[str, Any]]:
