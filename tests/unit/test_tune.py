@@ -137,6 +137,20 @@ def test_plan_and_tuner_take_the_same_set_ups_from_the_same_space_keys(hydra_com
         assert mine.parallel.tp == theirs.parallel.tp and mine.batch.micro_batch_size == c.setup.micro_batch
     none, plain = tuner_space(hydra_compose, [*TINY, "backend=ddp,fsdp"])
     assert plain is None and none == ps.Space()  # no space.* key: the Hydra combinations are the set-ups
+    combos = [[*TINY, f"backend={b}", f"parallel.tp={t}"] for b in ("ddp", "fsdp") for t in (1, 2)]
+    hydra = candidates(combos, {"backend", "parallel.tp"}, None, (1, 4))
+    assert [c.label for c in hydra][:2] == ["backend=ddp parallel.tp=1", "backend=ddp parallel.tp=2"]
+    assert [c.overrides for c in hydra] == [tuple(c) for c in combos] and {c.setup for c in hydra} == {None}
+    crossed = candidates(
+        [[*TINY[:2], "model=gpt-tiny", "space.layouts=[dp]"], [*TINY[:2], "model=llama-tiny"]],
+        {"model"},
+        setups[:2],
+        nodes,
+    )
+    assert [c.label.split()[0] for c in crossed] == ["model=gpt-tiny"] * 2 + ["model=llama-tiny"] * 2
+    assert crossed[1].overrides[-4:] == tuple(setups[1].setup_overrides(*nodes)) and not any(
+        o.startswith("space.") for c in crossed for o in c.overrides
+    )
 
 
 @pytest.mark.parametrize(
