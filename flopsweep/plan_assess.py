@@ -19,14 +19,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flopsweep import cost, forecast
 from flopsweep.clusters import Cluster
 from flopsweep.config import ConfigError, RunConfig
-
-if TYPE_CHECKING:
-    from flopsweep.plan_space import Setup
 
 EXPECTED_ERROR = {
     "probe": 0.05,
@@ -82,8 +79,8 @@ class Row:
 
     cluster: str
     """The :class:`Machine`'s label (a cluster's ``H100:8x8:ib400``)."""
-    setup: Setup | None  # noqa: F821 - flopsweep.plan_space.Setup (imported for type checking)
-    """None for a tuning sweep's set-up given as Hydra sweep overrides (``label`` names it)."""
+    setup: Any
+    """The :class:`flopsweep.plan_space.Setup`; None for a tuning sweep's set-up given as sweep axes."""
     status: str = "ok"
     """``ok``; ``over memory`` (the estimate leaves less than ``space.min_headroom``); ``refused``
     (validation's one line in ``reason``); ``no prediction`` (the step model gave none: ``reason``)."""
@@ -174,7 +171,7 @@ def assess(
     where: Machine,
     *,
     choices: dict[str, str] | None,
-    setup: Setup | None,
+    setup: Any,
     overrides: list[str],
     records: Sequence[tuple[str, dict[str, Any]]] = (),
     min_headroom: float = 0.1,
