@@ -17,6 +17,7 @@ enumerates them. Torch-free but for DeepSpeed set-ups (ZeRO's memory estimate im
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,8 @@ from typing import Any
 from flopsweep import cost, forecast
 from flopsweep.clusters import Cluster
 from flopsweep.config import ConfigError, RunConfig
+
+log = logging.getLogger(__name__)
 
 EXPECTED_ERROR = {
     "probe": 0.05,
@@ -184,7 +187,7 @@ def assess(
       :mod:`flopsweep.rules`, ``batch.global_batch_size`` against micro batch x data-parallel degree
       included): a refusal is a ``refused`` row, its one line in ``reason`` (``Invalid config: `` dropped);
     - the peak per rank (:func:`flopsweep.memory.peak_bytes`) over ``(1 - min_headroom)`` of
-      ``where.capacity``: ``over memory``;
+      ``where.capacity``: ``over memory`` (an estimate that raises is logged and prunes nothing);
     - the prediction (:func:`predict`).
     """
     from flopsweep.memory import estimate, peak_bytes
@@ -201,9 +204,13 @@ def assess(
     row.layout = p.layout.label(p.cfg.parallel.pp_schedule)
     row.grad_accum = p.cfg.batch.grad_accum
     row.global_batch = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum)
-    peak = peak_bytes(p.cfg, p.layout, estimate(p.cfg, p.layout))
-    row.est_peak_gib_per_rank = peak / 2**30
-    if where.capacity is not None:
+    try:
+        peak = peak_bytes(p.cfg, p.layout, estimate(p.cfg, p.layout))
+    except Exception as exc:  # noqa: BLE001 - an estimate that cannot be made prunes nothing
+        log.warning("memory estimate of %s: %s", " ".join(overrides) or where.label, exc)
+        peak = None
+    row.est_peak_gib_per_rank = None if peak is None else peak / 2**30
+    if where.capacity is not None and peak is not None:
         capacity, what = where.capacity
         row.gpu_memory_gib = capacity / 2**30
         row.headroom_gib = (capacity - peak) / 2**30

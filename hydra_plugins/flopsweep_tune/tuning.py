@@ -233,6 +233,7 @@ class Tuning:
             c.pruned = f"{row.status}: {row.reason}"
             return
         self.plans[c.index] = (p, where, row)
+        c.source = row.prediction_source if row.status == "ok" else row.reason
         c.prior = c.predicted = objective_value(row, self.objective)
 
     def predict(self, c: Candidate, records: list[tuple[str, dict[str, Any]]]) -> float | None:
