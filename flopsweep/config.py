@@ -339,7 +339,8 @@ class PredictConfig:
 
 @dataclass(kw_only=True)
 class SpaceConfig:
-    """The set-ups that ``plan=true plan_clusters=[...]`` enumerates on each cluster, every
+    """The set-ups that ``plan=true plan_clusters=[...]`` enumerates on each cluster and that
+    ``hydra/sweeper=tune`` enumerates on this machine when a ``space.*`` key is given, every
     combination of the lists below (:mod:`flopsweep.plan_space`, which documents each default); the
     job's other keys (model, attention, compile, ``batch.global_batch_size``...) are kept."""
 
@@ -357,7 +358,8 @@ class SpaceConfig:
     """Micro batch sizes (``batch.micro_batch_size``)."""
     min_headroom: float = 0.1
     """Share of the GPU's memory the memory estimate must leave free (0..1): a set-up estimated
-    above ``(1 - min_headroom) x memory`` is dropped as not fitting."""
+    above ``(1 - min_headroom) x memory`` is dropped as not fitting (the tuner's memory:
+    ``hydra.sweeper.memory_gib``, the GPU's, or the host's share per rank)."""
     top: int = 5
     """Rows per cluster in the terminal table (``plan.csv`` and ``plan_format=csv|json`` have all)."""
 

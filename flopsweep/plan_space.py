@@ -1,7 +1,6 @@
-"""Enumerate set-ups, drop those that do not fit or are refused, predict the rest, rank them.
-
-Torch-free; the API ``plan=true plan_clusters=[...]`` (:mod:`flopsweep.job.plandecide`) and the
-tuner (``hydra/sweeper=tune``) share::
+"""The space of set-ups: enumerate them, judge each on a machine, rank them. The one place
+``plan=true plan_clusters=[...]`` (:mod:`flopsweep.job.plandecide`) and the tuner
+(``hydra/sweeper=tune``, :mod:`hydra_plugins.flopsweep_tune.tuning`) take their set-ups from::
 
     clusters = [parse_cluster("H100:8x8")]                  # flopsweep.clusters
     space = Space.from_config(cfg.space)                    # or Space(backends=("fsdp",), ...)
@@ -10,22 +9,17 @@ tuner (``hydra/sweeper=tune``) share::
     result.dropped                                          # {"over memory": n, "refused: ...": n, ...}
 
 - :func:`setups` lists every combination of ``space`` (:class:`Setup`: backend option, layout,
-  checkpointing policy, precision, micro batch); :func:`setup_config` makes the job's config for one
-  on one cluster (the job's other keys kept: model, attention, compile, ``batch.global_batch_size``).
-- :func:`evaluate` places it as ``plan=true plan_gpu=`` does
-  (:func:`flopsweep.job.placement.plan_environment`), validates it (:func:`flopsweep.plan.plan`:
-  every rule of :mod:`flopsweep.rules`; a refusal is a row of status ``refused`` with the one
-  line), estimates its peak memory per rank
-  (:func:`flopsweep.memory.peak_bytes`; over ``(1 - space.min_headroom)`` of the GPU's memory: status
-  ``over memory``) and predicts its step (:func:`flopsweep.forecast.prediction`; the network's bus
-  bandwidth across nodes, :class:`flopsweep.clusters.Network`, unless ``predict.inter_node_gbps``
-  is set). DeepSpeed set-ups import DeepSpeed (and torch) for ZeRO's memory estimate
-  (:mod:`flopsweep.zero_memory` calls DeepSpeed's own estimators); the others are torch-free.
-- :class:`Row` holds the figures: tokens/s per GPU, MFU, model TFLOPs per GPU, J/token (at the GPU's
-  assumed board power, :data:`flopsweep.clusters.ASSUMED_POWER_W`), dollars per million tokens and
-  the budget (:func:`flopsweep.cost.budget`: ``days = tokens / tokens_per_s / 86400``, ``gpu_hours =
-  days x 24 x world``, ``usd = gpu_hours x cost.usd_per_gpu_hour``), memory per rank and headroom,
-  the prediction's source and its expected error (:func:`expected_error`).
+  checkpointing policy, precision, micro batch); :func:`placed` keeps those that are set-ups of their
+  own on ``nnodes x gpus_per_node`` ranks (both the plan, per cluster, and the tuner, on the machine
+  at hand, enumerate through it); :meth:`Setup.setup_overrides` are its overrides (:data:`SETUP_KEYS`).
+- :func:`evaluate` makes the job's config for one on one cluster (:func:`setup_config`: the job's other
+  keys kept: model, attention, compile, ``batch.global_batch_size``), places it as ``plan=true
+  plan_gpu=`` does (:func:`flopsweep.job.placement.plan_environment`) and judges it with
+  :func:`flopsweep.plan_assess.assess`, which the tuner calls on its composed configs too: the rules
+  (a refusal is a ``refused`` row with the one line), the memory estimate against ``(1 -
+  space.min_headroom)`` of the memory (``over memory``), the prediction and its figures
+  (:class:`flopsweep.plan_assess.Row`: tokens/s, MFU, TFLOPs per GPU, J/token, dollars per million
+  tokens, the budget). DeepSpeed set-ups import DeepSpeed (and torch) for ZeRO's memory estimate.
 - :func:`rank` orders the ``ok`` rows by ``objective=`` (:func:`flopsweep.objective.planned`), numbers
   them (``rank`` 1 = best) and marks the best of each cluster (``best``).
 """
@@ -41,9 +35,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flopsweep import cost, forecast, objective
+from flopsweep import objective
 from flopsweep.clusters import Cluster
 from flopsweep.config import ConfigError, ParallelConfig, RunConfig
+from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and the tuner's names
+    ASSUMED_NETWORK_ERROR,
+    COLUMNS,
+    DEEPSPEED_ERROR,
+    EXPECTED_ERROR,
+    ROW_FIELDS,
+    UNPROBED,
+    Machine,
+    Row,
+    assess,
+    expected_error,
+    machine,
+    predict,
+)
 
 BACKEND_OPTIONS = ("single", "ddp", "fsdp", "deepspeed", "zero1", "zero2", "zero3")
 """``space.backends`` values: the ``backend=`` options (``deepspeed`` is ZeRO-3, as its default)."""
@@ -51,21 +59,6 @@ POLICIES = ("none", "selective", "full")
 """``space.checkpointing`` values without knobs of their own (``every_n`` and ``memory_budget`` need them)."""
 LAYOUT = re.compile(r"dp|hsdp|(tp|pp)(\d+)")
 """``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``."""
-
-EXPECTED_ERROR = {
-    "probe": 0.05,
-    "calibration": 0.05,
-    "flops": 0.15,
-}
-"""Expected |error| of a predicted step by where its compute comes from (``compute_source``):
-calibrated or probed 5% (RESULTS.md: 21 one-H200 runs, median 3.5%; FSDP2 and DDP pairs within
-4.8%); from the datasheet 15% (0.45 of the peak, where our H200 runs reach 0.43-0.52 HFU)."""
-DEEPSPEED_ERROR = 0.4
-"""DeepSpeed's engine and host overheads are not modelled: its pairs miss by 9-75% (RESULTS.md,
-the two-GPU check: ZeRO-1/2 +9%, ZeRO-3 up to +40%, Llama 3.1 8B ZeRO-3 +75%)."""
-ASSUMED_NETWORK_ERROR = 0.1
-"""Added where a collective crosses nodes at an assumed (not probed) bandwidth: a ring's share of the
-line rate, per-call latency ignored."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,22 +138,30 @@ class Setup:
     micro_batch: int
 
     def parallel(self, cluster: Cluster) -> ParallelConfig | None:
-        """The ``parallel.*`` of :attr:`layout` on ``cluster``; None where it is no set-up of its
-        own there (``hsdp`` on one node is ``dp``; a degree above the world size)."""
+        """The ``parallel.*`` of :attr:`layout` on ``cluster`` (:meth:`parallel_on`)."""
+        return self.parallel_on(cluster.nnodes, cluster.gpus_per_node)
+
+    def parallel_on(self, nnodes: int, gpus_per_node: int) -> ParallelConfig | None:
+        """The ``parallel.*`` of :attr:`layout` on ``nnodes`` nodes of ``gpus_per_node`` ranks; None
+        where it is no set-up of its own there (``hsdp`` on one node is ``dp``; a degree that does
+        not divide the world size)."""
+        world = nnodes * gpus_per_node
         if self.layout == "dp":
             return ParallelConfig()
         if self.layout == "hsdp":
-            if cluster.nnodes == 1:
+            if nnodes == 1:
                 return None
-            return ParallelConfig(dp_replicate=cluster.nnodes, dp_shard=cluster.gpus_per_node)
+            return ParallelConfig(dp_replicate=nnodes, dp_shard=gpus_per_node)
         kind, n = self.layout[:2], int(self.layout[2:])
-        if n > cluster.world_size or cluster.world_size % n:
+        if n > world or world % n:
             return None
         return ParallelConfig(tp=n) if kind == "tp" else ParallelConfig(pp=n)
 
-    def overrides(self, cluster: Cluster) -> list[str]:
-        """The command-line overrides that run this set-up on ``cluster`` (its launcher aside)."""
-        par = self.parallel(cluster) or ParallelConfig()
+    def setup_overrides(self, nnodes: int, gpus_per_node: int) -> list[str]:
+        """The overrides of this set-up's own keys (:data:`SETUP_KEYS`) on ``nnodes`` x
+        ``gpus_per_node`` ranks: the backend, policy, precision, micro batch and the ``parallel.*``
+        that differ from the defaults."""
+        par = self.parallel_on(nnodes, gpus_per_node) or ParallelConfig()
         out = [
             f"backend={self.backend}",
             f"activation_checkpointing={self.checkpointing}",
@@ -171,8 +172,26 @@ class Setup:
         for key in ("dp_replicate", "dp_shard", "tp", "pp"):
             if getattr(par, key) != getattr(default, key):
                 out.append(f"parallel.{key}={getattr(par, key)}")
-        out += [f"nproc_per_node={cluster.gpus_per_node}", f"nnodes={cluster.nnodes}"]
         return out
+
+    def overrides(self, cluster: Cluster) -> list[str]:
+        """The command-line overrides that run this set-up on ``cluster`` (its launcher aside)."""
+        out = self.setup_overrides(cluster.nnodes, cluster.gpus_per_node)
+        return out + [f"nproc_per_node={cluster.gpus_per_node}", f"nnodes={cluster.nnodes}"]
+
+
+SETUP_KEYS = (
+    "backend",
+    "activation_checkpointing",
+    "precision",
+    "batch.micro_batch_size",
+    "parallel.dp_replicate",
+    "parallel.dp_shard",
+    "parallel.tp",
+    "parallel.pp",
+)
+"""The keys a :class:`Setup` sets (:meth:`Setup.setup_overrides`): a tuning sweep over ``space.*``
+refuses a command-line override of one of them (``hydra/sweeper=tune``, docs/tuning.md)."""
 
 
 def setups(space: Space) -> list[Setup]:
@@ -187,79 +206,11 @@ def setups(space: Space) -> list[Setup]:
     ]
 
 
-@dataclass(kw_only=True)
-class Row:
-    """One set-up on one cluster: what :func:`evaluate` found. Units in the names; blank (None)
-    where not known (an ``over memory`` row has no prediction)."""
-
-    cluster: str
-    setup: Setup
-    status: str = "ok"
-    """``ok``; ``over memory`` (the estimate leaves less than ``space.min_headroom``); ``refused``
-    (validation's one line in ``reason``); ``no prediction`` (the step model gave none: ``reason``)."""
-    reason: str = ""
-    world_size: int = 0
-    layout: str = ""
-    """:meth:`flopsweep.layout.Layout.label`: ``dp64``, ``dp8x8``, ``dp32 tp2``."""
-    grad_accum: int | None = None
-    global_batch: int | None = None
-    """Sequences per optimizer step."""
-    est_peak_gib_per_rank: float | None = None
-    gpu_memory_gib: float | None = None
-    headroom_gib: float | None = None
-    predicted_iteration_time_s: float | None = None
-    predicted_tokens_per_s: float | None = None
-    predicted_tokens_per_s_per_gpu: float | None = None
-    predicted_mfu: float | None = None
-    predicted_tflops_per_gpu: float | None = None
-    predicted_exposed_comm_s: float | None = None
-    predicted_joules_per_token: float | None = None
-    predicted_usd_per_million_tokens: float | None = None
-    budget_days: float | None = None
-    budget_gpu_hours: float | None = None
-    budget_usd: float | None = None
-    budget_energy_kwh: float | None = None
-    compute_source: str = ""
-    prediction_source: str = ""
-    expected_error: float | None = None
-    """Expected |error| of the predicted step, a share (:func:`expected_error`)."""
-    overrides: list[str] = field(default_factory=list)
-    rank: int | None = None
-    best: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as ``plan.csv`` and ``plan_format=json`` write it (:data:`COLUMNS`)."""
-        s = self.setup
-        out = {k: getattr(self, k) for k in ROW_FIELDS}
-        out.update(
-            backend=s.backend,
-            space_layout=s.layout,
-            checkpointing=s.checkpointing,
-            precision=s.precision,
-            micro_batch=s.micro_batch,
-            overrides=" ".join(self.overrides),
-        )
-        return {c: out.get(c) for c in COLUMNS}
-
-
-ROW_FIELDS = tuple(f.name for f in dataclasses.fields(Row) if f.name not in ("setup", "overrides"))
-COLUMNS = (
-    "rank",
-    "best",
-    "cluster",
-    "status",
-    "backend",
-    "space_layout",
-    "layout",
-    "checkpointing",
-    "precision",
-    "micro_batch",
-    *(f for f in ROW_FIELDS if f not in ("rank", "best", "cluster", "status", "reason")),
-    "reason",
-    "overrides",
-)
-"""``plan.csv``'s columns under ``plan_clusters``: ``rank`` (1 = best), ``best`` (the best of its
-cluster), the dollars (``budget_usd``, ``predicted_usd_per_million_tokens``) and days (``budget_days``)."""
+def placed(space: Space, nnodes: int, gpus_per_node: int) -> list[Setup]:
+    """The set-ups of ``space`` that are set-ups of their own on ``nnodes`` x ``gpus_per_node`` ranks
+    (:meth:`Setup.parallel_on`), in :func:`setups`' order: what ``plan=true`` evaluates on each
+    cluster and what ``hydra/sweeper=tune`` judges on the machine at hand."""
+    return [s for s in setups(space) if s.parallel_on(nnodes, gpus_per_node) is not None]
 
 
 @dataclass(kw_only=True)
@@ -307,10 +258,10 @@ def setup_config(cfg: RunConfig, setup: Setup, cluster: Cluster) -> RunConfig | 
             grad_accum=cfg.batch.grad_accum,
             global_batch_size=cfg.batch.global_batch_size,
         )
-    predict = cfg.predict
-    if cluster.network_named or not predict.inter_node_gbps:
-        predict = dataclasses.replace(predict, inter_node_gbps=cluster.network.inter_node_gbps)
-    predict = dataclasses.replace(predict, gpus_per_node=None, nnodes=None)
+    pred = cfg.predict
+    if cluster.network_named or not pred.inter_node_gbps:
+        pred = dataclasses.replace(pred, inter_node_gbps=cluster.network.inter_node_gbps)
+    pred = dataclasses.replace(pred, gpus_per_node=None, nnodes=None)
     return dataclasses.replace(
         cfg,
         backend=backend,
@@ -324,20 +275,8 @@ def setup_config(cfg: RunConfig, setup: Setup, cluster: Cluster) -> RunConfig | 
         plan=True,
         plan_gpu=cluster.gpu,
         plan_gpu_memory_gib=None,
-        predict=predict,
+        predict=pred,
     )
-
-
-def expected_error(made: dict[str, Any], backend: str, cluster: Cluster) -> float:
-    """The expected |error| of a prediction (a share): :data:`EXPECTED_ERROR` by its compute's
-    source, at least :data:`DEEPSPEED_ERROR` for a DeepSpeed backend, plus
-    :data:`ASSUMED_NETWORK_ERROR` on several nodes linked by an assumed bandwidth."""
-    err = EXPECTED_ERROR.get(str(made.get("compute_source") or "flops"), EXPECTED_ERROR["flops"])
-    if backend.startswith(("zero", "deepspeed")):
-        err = max(err, DEEPSPEED_ERROR)
-    if cluster.nnodes > 1 and "predict.inter_node_gbps" in str(made.get("bandwidth_source") or ""):
-        err += ASSUMED_NETWORK_ERROR
-    return err
 
 
 def evaluate(
@@ -348,93 +287,31 @@ def evaluate(
     *,
     min_headroom: float = 0.1,
 ) -> Row | None:
-    """``setup`` on ``cluster`` (see the module docstring); None where it is no set-up there."""
-    from flopsweep.gpu_memory import planned_gpu_bytes
+    """``setup`` on ``cluster`` (:func:`setup_config`, placed as ``plan=true plan_gpu=`` does, then
+    :func:`assess`); None where it is no set-up there."""
     from flopsweep.job.placement import plan_environment
-    from flopsweep.memory import estimate, peak_bytes
-    from flopsweep.plan import Environment, plan
+    from flopsweep.plan import Environment
 
     one = setup_config(cfg, setup, cluster)
     if one is None:
         return None
-    row = Row(
-        cluster=cluster.label, setup=setup, world_size=cluster.world_size, overrides=setup.overrides(cluster)
-    )
     one, env, _ = plan_environment(one, Environment(cpu_count=os.cpu_count() or 1))
     choices = {
         "backend": setup.backend,
         "precision": setup.precision,
         "activation_checkpointing": setup.checkpointing,
     }
-    try:
-        p = plan(one, env, choices=choices)
-    except ConfigError as exc:
-        row.status, row.reason = "refused", str(exc).removeprefix("Invalid config: ")
-        return row
-    m = p.cfg.model
-    row.layout = p.layout.label(p.cfg.parallel.pp_schedule)
-    row.grad_accum = p.cfg.batch.grad_accum
-    row.global_batch = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum)
-    peak = peak_bytes(p.cfg, p.layout, estimate(p.cfg, p.layout))
-    capacity = planned_gpu_bytes(cluster.gpu, None)[0]
-    row.est_peak_gib_per_rank = peak / 2**30
-    row.gpu_memory_gib = capacity / 2**30
-    row.headroom_gib = (capacity - peak) / 2**30
-    if peak > (1 - min_headroom) * capacity:
-        row.status = "over memory"
-        share = f"{1 - min_headroom:.0%} of {capacity / 2**30:.1f} GiB"
-        row.reason = f"estimated {peak / 2**30:.1f} GiB per rank, over {share} (space.min_headroom)"
-        return row
-    unprobed = {"fallback": "plan=true runs no compute probe (a run with predict.probe=true does)"}
-    made = forecast.prediction(
-        p.cfg,
-        p.layout,
-        records,
-        gpus_per_node=cluster.gpus_per_node,
-        device_name=cluster.gpu,
-        compute_probe=unprobed,
+    row, _ = assess(
+        one,
+        env,
+        machine(cluster),
+        choices=choices,
+        setup=setup,
+        overrides=setup.overrides(cluster),
+        records=records,
+        min_headroom=min_headroom,
     )
-    row.prediction_source = "; ".join(s for s in (made.get("source"), made.get("bandwidth_source")) if s)
-    step, rate = made.get("iteration_time_s"), made.get("tokens_per_s")
-    if not step or not rate:
-        row.status, row.reason = "no prediction", str(made.get("source") or "")
-        return row
-    _figures(row, made, p, cluster, m)
     return row
-
-
-def _figures(row: Row, made: dict[str, Any], p: Any, cluster: Cluster, m: Any) -> None:
-    """Fill ``row``'s predicted and budget figures from the prediction ``made``."""
-    from flopsweep.flops import peak_tflops
-
-    world = cluster.world_size
-    rate = float(made["tokens_per_s"])
-    row.predicted_iteration_time_s = float(made["iteration_time_s"])
-    row.predicted_tokens_per_s = rate
-    row.predicted_tokens_per_s_per_gpu = rate / world
-    row.predicted_mfu = made.get("mfu")
-    matmul = "bf16" if p.cfg.precision.name.startswith("fp8") else p.cfg.precision.name
-    peak = peak_tflops(cluster.gpu, matmul)[0]
-    row.predicted_tflops_per_gpu = (
-        None if row.predicted_mfu is None or peak is None else row.predicted_mfu * peak
-    )
-    row.predicted_exposed_comm_s = made.get("exposed_comm_s")
-    power = cluster.power_w
-    row.predicted_joules_per_token = None if power is None else power * world / rate
-    usd = p.cfg.cost.usd_per_gpu_hour
-    row.predicted_usd_per_million_tokens = cost.usd_per_million_tokens(usd, world=world, tokens_per_s=rate)
-    spent = cost.budget(
-        p.cfg.budget.tokens,
-        tokens_per_s=rate,
-        world=world,
-        joules_per_token=row.predicted_joules_per_token,
-        usd_per_gpu_hour=usd,
-    )
-    if spent:
-        row.budget_days, row.budget_gpu_hours = spent["days"], spent["gpu_hours"]
-        row.budget_usd, row.budget_energy_kwh = spent["usd"], spent["energy_kwh"]
-    row.compute_source = str(made.get("compute_source") or "")
-    row.expected_error = expected_error(made, row.setup.backend, cluster)
 
 
 def candidates(
@@ -453,10 +330,9 @@ def candidates(
         progress: called with ``(cluster label, rows so far)`` after each cluster (a plan prints it).
     """
     out = Candidates(rows=[])
-    all_setups = setups(space)
     for cluster in clusters:
         own = same_gpu(records, cluster)
-        for setup in all_setups:
+        for setup in placed(space, cluster.nnodes, cluster.gpus_per_node):
             row = evaluate(cfg, setup, cluster, own, min_headroom=space.min_headroom)
             if row is None:
                 continue

@@ -1,7 +1,9 @@
-"""The tuner's decisions (``hydra/sweeper=tune``, :mod:`hydra_plugins.flopsweep_tune`): which set-ups
-are pruned and why, how the rest rank by prediction, the successive-halving schedule, and the
-GPU-time budget. Torch-free and free of Hydra: the sweeper composes, launches and reads records;
-this module decides (tests/unit/test_tune.py checks it without processes).
+"""The tuner's decisions (``hydra/sweeper=tune``, :mod:`hydra_plugins.flopsweep_tune`): how the
+set-ups rank by prediction and by measurement, the successive-halving schedule, and the GPU-time
+budget. Which set-ups are pruned and what they predict is the plan's judge's
+(:func:`flopsweep.plan_assess.assess`), not this module's. Torch-free and free of Hydra: the
+sweeper composes, launches and reads records; this module decides (tests/unit/test_tune.py checks
+it without processes).
 
 Successive halving (Jamieson and Talwalkar 2016, "Non-stochastic best arm identification and
 hyperparameter optimization"; Li et al. 2018, Hyperband) with measurements as the resource: round
@@ -24,16 +26,6 @@ from typing import Any
 DEFAULT_REPEATS = 3
 """The measurements a finalist gets when ``repeats=`` is left at 1 (an interval needs two)."""
 
-PREDICTED_AS = {
-    "tokens_per_s": "tokens_per_s",
-    "tokens_per_s_per_device": "tokens_per_s_per_device",
-    "mfu": "mfu",
-    "iteration_time_s_mean": "iteration_time_s",
-    "iteration_time_s_median": "iteration_time_s",
-}
-"""``objective=`` -> the key of ``metrics.predicted`` that predicts it (``model_tflops_per_device``
-is computed from the step time: :func:`predicted_value`)."""
-
 
 @dataclass(eq=False)
 class Candidate:
@@ -46,6 +38,8 @@ class Candidate:
     """Every override of its jobs (``key=value``), the fixed ones included."""
     label: str
     """The swept overrides only, ``backend=fsdp parallel.tp=2``: what tells it from the others."""
+    setup: Any = None
+    """Its :class:`flopsweep.plan_space.Setup` when the space came from ``space.*``, else None."""
     pruned: str | None = None
     """Why it is never run (refused by the rules, over the memory budget), else None."""
     peak_gib: float | None = None
@@ -90,38 +84,6 @@ def _order(value: float | None, direction: str) -> float:
     if value is None or not math.isfinite(value):
         return math.inf
     return -value if direction == "maximize" else value
-
-
-def predicted_value(
-    predicted: dict[str, Any], objective: str, *, model_flops: float, world_size: int
-) -> float | None:
-    """The value of ``objective`` that a prediction (``metrics.predicted``:
-    :func:`flopsweep.forecast.prediction`) implies, None when it implies none. ``model_tflops_per_device``
-    is ``model_flops / (t_step x world_size x 1e12)`` (``model_flops``: FLOPs a step); an objective the
-    step time does not give (memory, energy, dollars) is None: those set-ups rank in the order given."""
-    if predicted.get("iteration_time_s") is None:
-        return None
-    if objective == "model_tflops_per_device":
-        t = float(predicted["iteration_time_s"])
-        return model_flops / (t * world_size * 1e12) if t > 0 and world_size > 0 else None
-    key = PREDICTED_AS.get(objective)
-    value = predicted.get(key) if key else None
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def prune_reason(refusal: str | None, peak_bytes: int | None, limit: tuple[int, str] | None) -> str | None:
-    """Why a set-up is never run, or None: the rules' or the layout's refusal (``refusal``, the
-    one-line :class:`~flopsweep.config.ConfigError`), else its estimated peak per rank
-    (``peak_bytes``, :func:`flopsweep.memory.peak_bytes`) over ``limit`` (``(bytes, what)``: the
-    memory budget per rank and where it comes from). A set-up without an estimate is not pruned."""
-    if refusal:
-        return f"refused: {refusal}"
-    if peak_bytes is not None and limit is not None and peak_bytes > limit[0]:
-        return (
-            f"over memory: estimated peak {peak_bytes / 2**30:.3g} GiB per rank > {limit[0] / 2**30:.3g} GiB "
-            f"({limit[1]})"
-        )
-    return None
 
 
 def ranked(candidates: Sequence[Candidate], direction: str, *, by: str = "measured") -> list[Candidate]:

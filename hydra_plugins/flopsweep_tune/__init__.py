@@ -24,6 +24,18 @@ from typing import Any
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 TARGET = "hydra_plugins.flopsweep_tune.TuneSweeper"
+
+SPACE_KEY_OF = {
+    "backend": "space.backends=[...]",
+    "activation_checkpointing": "space.checkpointing=[...]",
+    "precision": "space.precisions=[...]",
+    "batch.micro_batch_size": "space.micro_batches=[...]",
+    "parallel.dp_replicate": "space.layouts=[...] (hsdp)",
+    "parallel.dp_shard": "space.layouts=[...] (hsdp)",
+    "parallel.tp": "space.layouts=[...] (tpN)",
+    "parallel.pp": "space.layouts=[...] (ppN)",
+}
+"""A key a ``space.*`` tuning sweep sets -> the ``space.*`` key that takes its values instead."""
 """The ``_target_`` of ``conf/hydra/sweeper/tune.yaml``."""
 
 
@@ -87,6 +99,7 @@ class TuneSweeper(BasicSweeper):
         exit 1."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
+        from flopsweep.config import ConfigError
         from flopsweep.files import RecordUnwritable
         from flopsweep.hydrafiles import write_multirun
         from hydra_plugins.flopsweep_tune.tuning import Tuning
@@ -100,12 +113,56 @@ class TuneSweeper(BasicSweeper):
         swept = {o.get_key_element() for o in parsed if o.is_sweep_override()}
         combos = [c for batch in self.split_arguments(parsed, None) for c in batch]
         try:
+            space, setups = self.space(parsed)
+        except ConfigError as exc:
+            print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
+        try:
             write_multirun(self.config)
-            tuning = Tuning(self, combos, swept)
+            tuning = Tuning(self, combos, swept, space, setups)
             return tuning.run()
         except RecordUnwritable as exc:
             print(f"flopsweep: {exc}. Fix: {exc.fix}", file=sys.stderr, flush=True)
             raise SystemExit(1) from None
+
+    def space(self, parsed: list[Any]) -> tuple[Any, tuple[list[Any], tuple[int, int]] | None]:
+        """``cfg.space`` checked (:meth:`flopsweep.plan_space.Space.from_config`), the objective checked,
+        and with any ``space.*`` override the set-ups of the space placed on this machine
+        (:func:`flopsweep.plan_space.placed` on ``nnodes`` x ``nproc_per_node``, ``auto``: its GPUs,
+        else 1) with ``(nnodes, ranks per node)``; None without one (the Hydra combinations are the
+        set-ups).
+
+        Raises:
+            ConfigError: a bad ``space.*`` value or objective; with ``space.*``, an override of a key
+                the space sets (:data:`flopsweep.plan_space.SETUP_KEYS`) or a sweep over
+                ``nproc_per_node`` or ``nnodes``: one line naming the ``space.*`` key to use.
+        """
+        from flopsweep import objective
+        from flopsweep.config import ConfigError
+        from flopsweep.plan import fixed_nproc
+        from flopsweep.plan_space import SETUP_KEYS, Space, placed
+        from hydra_plugins.flopsweep_tune.tuning import gpus_here
+
+        cfg = self.config
+        assert cfg is not None
+        space = Space.from_config(cfg.space)
+        objective.direction(str(cfg.get("objective") or objective.DEFAULT))
+        if not any(o.get_key_element().lstrip("+~").startswith("space.") for o in parsed):
+            return space, None
+        for o in parsed:
+            key = o.get_key_element().lstrip("+~")
+            if key in SETUP_KEYS or (key in ("nproc_per_node", "nnodes") and o.is_sweep_override()):
+                raise ConfigError(
+                    key,
+                    o.input_line.split("=", 1)[-1] if o.input_line else "",
+                    "a tuning sweep over space.* takes it from the space (space.layouts: one machine size)",
+                    f"give it as {SPACE_KEY_OF.get(key, 'one fixed value')}, or drop the space.* overrides",
+                )
+        nproc = fixed_nproc(str(cfg.nproc_per_node))
+        if nproc is None:
+            nproc = (len(gpus_here()) if str(cfg.device) != "cpu" else 0) or 1
+        nodes = (int(cfg.nnodes), nproc)
+        return space, (placed(space, *nodes), nodes)
 
     @property
     def sweep_dir(self) -> Path:

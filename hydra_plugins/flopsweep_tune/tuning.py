@@ -14,14 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flopsweep.plan_space import SETUP_KEYS
 from flopsweep.tune import (
     DEFAULT_REPEATS,
     Budget,
     Candidate,
     challengers,
     cut,
-    predicted_value,
-    prune_reason,
     ranked,
     round_jobs,
     run_gpu_seconds,
@@ -69,19 +68,59 @@ def label(overrides: list[str], swept: set[str]) -> str:
     return " ".join(o for o in overrides if o.split("=", 1)[0].lstrip("+~") in swept)
 
 
+def objective_value(row: Any, name: str) -> float | None:
+    """The value of ``objective=name`` a judged row predicts (:class:`flopsweep.plan_assess.Row`):
+    its :data:`flopsweep.objective.PLANNED` column, as ``plan=true`` ranks by (tokens/s, MFU, TFLOPs
+    per GPU, J/token, dollars per million tokens, the step time...); None for an objective no
+    prediction gives (``hfu``) or a row without a prediction."""
+    from flopsweep import objective
+
+    column = objective.PLANNED.get(name)
+    value = getattr(row, column) if column and row.status == "ok" else None
+    return float(value) if isinstance(value, int | float) and value == value else None
+
+
+def candidates(
+    combos: list[list[str]], swept: set[str], setups: list[Any] | None, nodes: tuple[int, int]
+) -> list[Candidate]:
+    """The tuner's set-ups: one per Hydra combination (``setups`` None), or with ``space.*`` given each
+    combination (the sweep axes over other keys) crossed with each set-up of the space placed on this
+    machine (``nodes``: nnodes, ranks per node; :func:`flopsweep.plan_space.placed`), the set-up's
+    overrides last."""
+    if setups is None:
+        return [Candidate(i, tuple(c), label(c, swept)) for i, c in enumerate(combos)]
+    shown = swept | set(SETUP_KEYS)
+    out = []
+    for combo in combos:
+        rest = [o for o in combo if not o.lstrip("+~").startswith("space.")]  # the jobs need no space.*
+        for setup in setups:
+            over = rest + setup.setup_overrides(*nodes)
+            out.append(Candidate(len(out), tuple(over), label(over, shown), setup=setup))
+    return out
+
+
 class Tuning:
     """The state of one tuning sweep: its set-ups, budget, rounds and next job number."""
 
-    def __init__(self, sweeper: Any, combos: list[list[str]], swept: set[str]) -> None:
+    def __init__(
+        self,
+        sweeper: Any,
+        combos: list[list[str]],
+        swept: set[str],
+        space: Any,
+        setups: tuple[list[Any], tuple[int, int]] | None = None,
+    ) -> None:
         from flopsweep import objective
 
         self.s = sweeper
+        self.space = space
         cfg = sweeper.config
         self.objective = str(cfg.get("objective") or objective.DEFAULT)
         self.direction = objective.direction(self.objective)
         repeats = int(cfg.get("repeats") or 1)
         self.max_repeats = repeats if repeats > 1 else DEFAULT_REPEATS
-        self.candidates = [Candidate(i, tuple(c), label(c, swept)) for i, c in enumerate(combos)]
+        placed, nodes = setups or (None, (1, 1))
+        self.candidates = candidates(combos, swept, placed, nodes)
         self.budget = Budget(float(sweeper.budget_gpu_s))
         self.rounds: list[dict[str, Any]] = []
         self.plans: dict[int, Any] = {}
@@ -123,67 +162,89 @@ class Tuning:
             host_memory_bytes=hostmem.total_bytes(),
         )
 
-    def memory_limit(self, p: Any) -> tuple[int, str] | None:
-        """The memory per rank a set-up must fit: ``hydra.sweeper.memory_gib``, else the GPU's, else
-        (CPU) the host's available memory over the node's ranks; None when unknown."""
+    def machine(self, cfg: Any, env: Any) -> Any:
+        """This machine as :func:`flopsweep.plan_assess.assess` judges a set-up on it: ``nnodes`` x
+        the set-up's ranks per node (``auto``: the GPUs, else 1), the GPU's name, its assumed power,
+        and the memory per rank (:meth:`capacity`)."""
+        from flopsweep.clusters import ASSUMED_POWER_W
+        from flopsweep.peaks import lookup
+        from flopsweep.plan import fixed_nproc
+        from flopsweep.plan_space import Machine
+
+        nproc = fixed_nproc(cfg.nproc_per_node) or env.gpu_count or 1
+        gpu = self.gpus[0][0] if env.cuda_available and self.gpus else None
+        row = lookup(gpu) if gpu else None
+        return Machine(
+            label="here",
+            nnodes=int(cfg.nnodes),
+            gpus_per_node=nproc,
+            device_name=gpu,
+            capacity=self.capacity(env, nproc),
+            power_w=ASSUMED_POWER_W.get(row.name) if row else None,
+        )
+
+    def capacity(self, env: Any, nproc: int) -> tuple[int, str] | None:
+        """The memory per rank a set-up's estimate must leave ``space.min_headroom`` of:
+        ``hydra.sweeper.memory_gib``, else the GPU's, else (CPU) the host's available memory over the
+        node's ranks; None when unknown."""
         if self.s.memory_gib is not None:
             return int(float(self.s.memory_gib) * 2**30), "hydra.sweeper.memory_gib"
-        if p.device == "cuda" and self.gpus:
+        if env.cuda_available and self.gpus:
             name, size = self.gpus[0]
-            return size, f"{name}, {size / 2**30:.1f} GiB"
-        if p.device == "cpu":
+            return size, name
+        if not env.cuda_available:
             from flopsweep import hostmem
 
             free = hostmem.available_bytes()
-            return free // max(1, p.nproc_per_node), f"host's available memory over {p.nproc_per_node} ranks"
+            return (free // max(1, nproc), f"host's available memory over {nproc} ranks") if free else None
         return None
 
     def judge(self, c: Candidate) -> None:
-        """Prune ``c`` (:func:`flopsweep.tune.prune_reason`) or predict it (its prior)."""
+        """Compose ``c`` as its job would and judge it with :func:`flopsweep.plan_assess.assess` (the
+        plan's judge): pruned when refused (by the rules or Hydra's composition) or over memory,
+        else its prior prediction."""
         from omegaconf.errors import OmegaConfBaseException
 
         from flopsweep.config import ConfigError
-        from flopsweep.memory import peak_bytes
-        from flopsweep.plan import resolve, validate
+        from flopsweep.plan_space import assess
 
         try:
             cfg, choices = self.compose(c.overrides)
-            p = resolve(validate(cfg, choices), self.environment(cfg.device, cfg.nproc_per_node))
         except (ConfigError, OmegaConfBaseException) as exc:
-            c.pruned = prune_reason(str(exc).splitlines()[0], None, None)
+            c.pruned = f"refused: {str(exc).splitlines()[0].removeprefix('Invalid config: ')}"
             return
         except Exception as exc:  # noqa: BLE001 - Hydra's composition errors: one line, pruned
-            c.pruned = prune_reason(
-                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", None, None
-            )
+            c.pruned = f"refused: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             return
-        try:
-            peak = peak_bytes(p.cfg, p.layout)
-        except Exception as exc:  # noqa: BLE001 - an estimate that cannot be made prunes nothing
-            log.warning("memory estimate of %s: %s", c.label, exc)
-            peak = None
-        c.peak_gib = None if peak is None else peak / 2**30
-        c.pruned = prune_reason(None, peak, self.memory_limit(p))
-        if c.pruned is None:
-            self.plans[c.index] = p
-            c.prior = c.predicted = self.predict(c, self.prior_records)
+        env = self.environment(cfg.device, cfg.nproc_per_node)
+        where = self.machine(cfg, env)
+        row, p = assess(
+            cfg,
+            env,
+            where,
+            choices=choices,
+            setup=c.setup,
+            overrides=list(c.overrides),
+            records=self.prior_records,
+            min_headroom=self.space.min_headroom,
+        )
+        c.peak_gib = row.est_peak_gib_per_rank
+        if row.status in ("refused", "over memory"):
+            c.pruned = f"{row.status}: {row.reason}"
+            return
+        self.plans[c.index] = (p, where, row)
+        c.source = row.prediction_source if row.status == "ok" else row.reason
+        c.prior = c.predicted = objective_value(row, self.objective)
 
     def predict(self, c: Candidate, records: list[tuple[str, dict[str, Any]]]) -> float | None:
-        """The objective the step-time prediction gives ``c`` from ``records`` (its source in
-        ``c.source``)."""
-        from flopsweep import forecast
-        from flopsweep.models import family
+        """The objective :func:`flopsweep.plan_assess.predict` gives ``c`` from ``records`` (its source
+        in ``c.source``)."""
+        from flopsweep.plan_space import predict
 
-        p = self.plans[c.index]
-        m = p.cfg.model
-        device_name = self.gpus[0][0] if p.device == "cuda" and self.gpus else None
-        made = forecast.prediction(
-            p.cfg, p.layout, records, gpus_per_node=p.nproc_per_node, device_name=device_name
-        )
-        c.source = str(made.get("source") or "")
-        tokens = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum) * m.seq_len
-        flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
-        return predicted_value(made, self.objective, model_flops=flops, world_size=p.world_size)
+        p, where, row = self.plans[c.index]
+        predict(row, p, where, records)
+        c.source = row.prediction_source if row.status == "ok" else row.reason
+        return objective_value(row, self.objective)
 
     def records(self) -> list[tuple[str, dict[str, Any]]]:
         """``predict.calibration``'s records and every record of this sweep so far."""

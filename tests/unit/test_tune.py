@@ -14,8 +14,6 @@ from flopsweep.tune import (
     challengers,
     cut,
     keep_count,
-    predicted_value,
-    prune_reason,
     ranked,
     round_jobs,
     run_gpu_seconds,
@@ -89,37 +87,173 @@ def test_run_gpu_seconds_is_wall_time_times_world_size():
     assert run_gpu_seconds({"status": "invalid", "run": {}, "system": {}}) == 0.0
 
 
-def test_pruning_decision_on_real_configs(hydra_compose):
-    """The rules' refusal and the memory estimate, as the tuner judges each set-up."""
+TINY = ["device=cpu", "nproc_per_node=4", "model=gpt-tiny"]
+SPACE = ["space.backends=[ddp,fsdp]", "space.layouts=[dp,hsdp,tp2,tp8]", "space.micro_batches=[1,64]"]
+
+
+def cpu_machine(gib: float):
+    from flopsweep.plan_space import Machine
+
+    return Machine(
+        label="here", nnodes=1, gpus_per_node=4, device_name=None, capacity=(int(gib * 2**30), "memory_gib")
+    )
+
+
+def tuner_space(hydra_compose, overrides: list[str]):
+    """What the sweeper makes of ``overrides``: the checked space and the placed set-ups."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hydra_plugins.flopsweep_tune import TuneSweeper
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    sweeper = TuneSweeper()  # its config as Hydra's multirun composes it: without the sweep overrides
+    sweeper.config = hydra_compose.config([o.input_line for o in parsed if not o.is_sweep_override()])
+    return sweeper.space(parsed)
+
+
+def test_plan_and_tuner_take_the_same_set_ups_from_the_same_space_keys(hydra_compose):
+    """``space.*`` means the same in both: the sweeper's set-ups are :func:`flopsweep.plan_space.placed`'s,
+    the plan's rows on a cluster of the same size the same list, in the same order; each tuner job's
+    overrides compose to the config the plan judges (backend, layout, policy, precision, micro batch)."""
+    from flopsweep import plan_space as ps
+    from flopsweep.clusters import parse_cluster
+    from hydra_plugins.flopsweep_tune.tuning import candidates
+
+    space, (setups, nodes) = tuner_space(hydra_compose, [*TINY, *SPACE])
+    assert space == ps.Space.from_config(hydra_compose([*TINY, *SPACE]).space) and nodes == (1, 4)
+    assert len(setups) == 2 * 2 * 3 * 2  # hsdp on one node is no set-up; tp8 does not divide 4 ranks
+    plan = ps.candidates(hydra_compose([*TINY, *SPACE]), space, [parse_cluster("H100:1x4")])
+    assert [r.setup for r in plan.rows] == setups
+    tuned = candidates([list(TINY)], set(), setups, nodes)
+    assert [c.setup for c in tuned] == setups
+    assert (
+        tuned[1].label == "backend=ddp activation_checkpointing=none precision=bf16 batch.micro_batch_size=64"
+    )
+    for c in (tuned[1], tuned[-1]):
+        mine = hydra_compose(list(c.overrides))
+        theirs = ps.setup_config(hydra_compose(TINY), c.setup, parse_cluster("H100:1x4"))
+        for key in ("backend", "parallel", "activation_checkpointing"):
+            assert getattr(mine, key).name == getattr(theirs, key).name if key != "parallel" else True
+        assert mine.parallel.tp == theirs.parallel.tp and mine.batch.micro_batch_size == c.setup.micro_batch
+    none, plain = tuner_space(hydra_compose, [*TINY, "backend=ddp,fsdp"])
+    assert plain is None and none == ps.Space()  # no space.* key: the Hydra combinations are the set-ups
+    combos = [[*TINY, f"backend={b}", f"parallel.tp={t}"] for b in ("ddp", "fsdp") for t in (1, 2)]
+    hydra = candidates(combos, {"backend", "parallel.tp"}, None, (1, 4))
+    assert [c.label for c in hydra][:2] == ["backend=ddp parallel.tp=1", "backend=ddp parallel.tp=2"]
+    assert [c.overrides for c in hydra] == [tuple(c) for c in combos] and {c.setup for c in hydra} == {None}
+    crossed = candidates(
+        [[*TINY[:2], "model=gpt-tiny", "space.layouts=[dp]"], [*TINY[:2], "model=llama-tiny"]],
+        {"model"},
+        setups[:2],
+        nodes,
+    )
+    assert [c.label.split()[0] for c in crossed] == ["model=gpt-tiny"] * 2 + ["model=llama-tiny"] * 2
+    assert crossed[1].overrides[-4:] == tuple(setups[1].setup_overrides(*nodes)) and not any(
+        o.startswith("space.") for c in crossed for o in c.overrides
+    )
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (["backend=ddp,fsdp"], "Invalid config: backend='ddp,fsdp': a tuning sweep over space.*"),
+        (["parallel.tp=2"], "Fix: give it as space.layouts=[...] (tpN), or drop the space.* overrides."),
+        (["batch.micro_batch_size=2"], "Fix: give it as space.micro_batches=[...]"),
+        (["nproc_per_node=2,4"], "nproc_per_node='2,4'"),
+        (["space.min_headroom=-0.1"], "space.min_headroom=-0.1: is a share in [0, 1)"),
+        (["space.layouts=[dp,tp0]"], "space.layouts=['dp', 'tp0']: takes dp, hsdp, tpN and ppN"),
+        (["objective=hello"], "objective='hello': is not a metric"),
+    ],
+)
+def test_the_tuner_refuses_a_mix_or_a_bad_space_in_one_line(hydra_compose, extra, said):
     from flopsweep.config import ConfigError
-    from flopsweep.memory import peak_bytes
-    from flopsweep.plan import Environment, resolve, validate
 
-    env = Environment(cpu_count=2)
-    base = ["device=cpu", "nproc_per_node=4", "model=gpt-tiny"]
     with pytest.raises(ConfigError) as refused:
-        resolve(validate(hydra_compose([*base, "backend=ddp", "parallel.tp=2"])), env)
-    reason = prune_reason(str(refused.value), None, None)
-    assert reason.startswith("refused: Invalid config: parallel.tp=2") and "Fix:" in reason
-
-    limit = (int(0.05 * 2**30), "hydra.sweeper.memory_gib")
-    big = resolve(validate(hydra_compose([*base, "backend=fsdp", "batch.micro_batch_size=64"])), env)
-    small = resolve(validate(hydra_compose([*base, "backend=fsdp", "batch.micro_batch_size=1"])), env)
-    over = prune_reason(None, peak_bytes(big.cfg, big.layout), limit)
-    assert over.startswith("over memory: estimated peak") and "hydra.sweeper.memory_gib" in over
-    assert prune_reason(None, peak_bytes(small.cfg, small.layout), limit) is None
-    assert prune_reason(None, None, limit) is None and prune_reason(None, 10**12, None) is None
+        tuner_space(hydra_compose, [*TINY, *SPACE, *extra])
+    assert said in str(refused.value) and "\n" not in str(refused.value)
 
 
-def test_predicted_value_of_each_objective():
-    made = {"iteration_time_s": 2.0, "tokens_per_s": 4096.0, "tokens_per_s_per_device": 1024.0, "mfu": 0.4}
-    kw = {"model_flops": 8e12, "world_size": 4}
-    assert predicted_value(made, "model_tflops_per_device", **kw) == pytest.approx(1.0)
-    assert predicted_value(made, "tokens_per_s", **kw) == 4096.0
-    assert predicted_value(made, "iteration_time_s_mean", **kw) == 2.0
-    assert predicted_value(made, "mfu", **kw) == 0.4
-    assert predicted_value(made, "joules_per_token", **kw) is None
-    assert predicted_value({"iteration_time_s": None, "source": "no prediction"}, "mfu", **kw) is None
+def test_the_shared_judge_prunes_by_rules_and_memory_and_predicts_every_objective(hydra_compose):
+    """:func:`flopsweep.plan_assess.assess` on the tuner's composed configs. On CPU ranks with 0.05 GiB
+    per rank and 10% headroom: DDP with tensor parallelism refused by the rules, a set-up over memory
+    exactly when its estimate passes 0.045 GiB (micro batch 64 on every dp layout, micro batch 1
+    never). On an H100 (datasheet peak, 700 W) the tuner reads each objective from the same row."""
+    from flopsweep import objective
+    from flopsweep.plan import Environment
+    from flopsweep.plan_space import Machine, assess
+    from hydra_plugins.flopsweep_tune.tuning import candidates, objective_value
+
+    space, (setups, nodes) = tuner_space(hydra_compose, [*TINY, *SPACE])
+    env = Environment(cpu_count=2)
+    rows = {}
+    for c in candidates([[*TINY, "cost.usd_per_gpu_hour=2"]], set(), setups, nodes):
+        cfg = hydra_compose(list(c.overrides))
+        row, _ = assess(
+            cfg, env, cpu_machine(0.05), choices=None, setup=c.setup, overrides=[], min_headroom=0.1
+        )
+        rows[c.label] = (cfg, c.setup, row)
+    status = {k: r.status for k, (_, _, r) in rows.items()}
+    refused = {k for k, s in status.items() if s == "refused"}
+    assert (
+        refused == {k for k in rows if k.startswith("backend=ddp") and "parallel.tp=2" in k}
+        and len(refused) == 6
+    )
+    assert all(rows[k][2].reason.startswith("parallel.tp=2: tensor parallelism") for k in refused)
+    for k, (_, _, row) in rows.items():
+        if k not in refused:
+            assert (status[k] == "over memory") == (row.est_peak_gib_per_rank > 0.9 * 0.05), k
+    over = [rows[k][2] for k in rows if status[k] == "over memory"]
+    assert {(r.setup.layout, r.setup.micro_batch) for r in over} >= {("dp", 64)} and all(
+        r.setup.micro_batch == 64 and "(memory_gib; space.min_headroom)" in r.reason for r in over
+    )
+    assert sum(s == "over memory" and rows[k][1].layout == "dp" for k, s in status.items()) == 6
+    assert {s for k, s in status.items() if k not in refused and rows[k][1].micro_batch == 1} == {
+        "no prediction"
+    }
+
+    cfg, setup, _ = rows["backend=fsdp activation_checkpointing=none precision=bf16 batch.micro_batch_size=1"]
+    h100 = Machine(
+        label="here",
+        nnodes=1,
+        gpus_per_node=4,
+        device_name="H100",
+        capacity=(80 * 2**30, "H100"),
+        power_w=700,
+    )
+    row, p = assess(cfg, env, h100, choices=None, setup=setup, overrides=[])
+    rate = row.predicted_tokens_per_s
+    assert row.status == "ok" and p.world_size == 4 and rate > 0 and 0 < row.predicted_mfu < 1
+    assert row.predicted_joules_per_token == pytest.approx(700 * 4 / rate)
+    assert row.predicted_usd_per_million_tokens == pytest.approx(2 * 4 / 3600 / rate * 1e6)
+    for name in ("tokens_per_s", "mfu", "joules_per_token", "usd_per_million_tokens"):
+        assert objective_value(row, name) == getattr(row, objective.PLANNED[name]) is not None
+    assert objective_value(row, "hfu") is None  # measured by a run, predicted by neither
+
+
+def test_a_global_batch_that_the_layout_cannot_split_is_refused_in_both(hydra_compose):
+    """``batch.global_batch_size`` fixed: a set-up whose micro batch x data-parallel degree does not
+    divide it is refused by the shared judge, in the plan and in the tuner alike."""
+    from flopsweep import plan_space as ps
+    from flopsweep.clusters import parse_cluster
+    from flopsweep.plan import Environment
+
+    base = [*TINY, "batch.global_batch_size=8"]
+    space = ps.Space(backends=("fsdp",), layouts=("dp", "tp2"), checkpointing=("none",), micro_batches=(1, 4))
+    plan = {
+        (r.setup.layout, r.setup.micro_batch): r
+        for r in ps.candidates(hydra_compose(base), space, [parse_cluster("H100:1x4")]).rows
+    }
+    for setup in ps.placed(space, 1, 4):
+        cfg = hydra_compose([*base, *setup.setup_overrides(1, 4)])
+        row, _ = ps.assess(
+            cfg, Environment(cpu_count=2), cpu_machine(64), choices=None, setup=setup, overrides=[]
+        )
+        mine = plan[(setup.layout, setup.micro_batch)]
+        assert (row.status == "refused") == (mine.status == "refused"), (setup, row.reason, mine.reason)
+        if setup.micro_batch == 4 and setup.layout == "dp":  # 4 x 4 ranks = 16 > 8
+            assert row.status == "refused" and row.reason.startswith("batch.global_batch_size=8")
+        else:
+            assert row.status != "refused" and row.global_batch == mine.global_batch == 8
 
 
 def test_challengers_are_unmeasured_set_ups_predicted_past_the_cut():

@@ -1,0 +1,288 @@
+"""Judge one composed set-up on one machine: the rules, the memory estimate and the step-time
+prediction, into a :class:`Row`. The one place ``plan=true plan_clusters=[...]``
+(:func:`flopsweep.plan_space.evaluate`, a cluster of the peak table) and the tuner
+(``hydra/sweeper=tune``, the hardware at hand) judge a set-up; :mod:`flopsweep.plan_space`
+enumerates them. Torch-free but for DeepSpeed set-ups (ZeRO's memory estimate imports DeepSpeed).
+
+- :func:`assess`: :func:`flopsweep.plan.plan` (a refusal: ``refused``), the peak per rank
+  (:func:`flopsweep.memory.peak_bytes`) over ``(1 - space.min_headroom)`` of the machine's memory
+  (``over memory``), then :func:`predict`.
+- :func:`predict`: :func:`flopsweep.forecast.prediction` into the row's figures: tokens/s (and per
+  GPU), MFU, model TFLOPs per GPU, J/token (at :data:`flopsweep.clusters.ASSUMED_POWER_W`), dollars per
+  million tokens and the budget (:func:`flopsweep.cost.budget`: ``days = tokens / tokens_per_s / 86400``,
+  ``gpu_hours = days x 24 x world``, ``usd = gpu_hours x cost.usd_per_gpu_hour``), the expected
+  error (:func:`expected_error`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flopsweep import cost, forecast
+from flopsweep.clusters import Cluster
+from flopsweep.config import ConfigError, RunConfig
+
+log = logging.getLogger(__name__)
+
+EXPECTED_ERROR = {
+    "probe": 0.05,
+    "calibration": 0.05,
+    "flops": 0.15,
+}
+"""Expected |error| of a predicted step by where its compute comes from (``compute_source``):
+calibrated or probed 5% (RESULTS.md: 21 one-H200 runs, median 3.5%; FSDP2 and DDP pairs within
+4.8%); from the datasheet 15% (0.45 of the peak, where our H200 runs reach 0.43-0.52 HFU)."""
+DEEPSPEED_ERROR = 0.4
+"""DeepSpeed's engine and host overheads are not modelled: its pairs miss by 9-75% (RESULTS.md,
+the two-GPU check: ZeRO-1/2 +9%, ZeRO-3 up to +40%, Llama 3.1 8B ZeRO-3 +75%)."""
+ASSUMED_NETWORK_ERROR = 0.1
+"""Added where a collective crosses nodes at an assumed (not probed) bandwidth: a ring's share of the
+line rate, per-call latency ignored."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine:
+    """Where set-ups are judged (:func:`assess`): a cluster of ``plan_clusters`` (:func:`machine`) or
+    the hardware at hand (the tuner's)."""
+
+    label: str
+    nnodes: int
+    gpus_per_node: int
+    device_name: str | None
+    """The GPU's name for the peak table; None on the CPU (no MFU, TFLOPs from the model's FLOPs)."""
+    capacity: tuple[int, str] | None
+    """Memory per rank (bytes) and where the figure comes from; None: unknown (nothing pruned by memory)."""
+    power_w: float | None = None
+    """Board power per GPU a predicted J/token assumes (:data:`flopsweep.clusters.ASSUMED_POWER_W`)."""
+
+
+def machine(cluster: Cluster) -> Machine:
+    """The :class:`Machine` of a ``plan_clusters`` cluster: its GPU's memory (the peak table's)."""
+    from flopsweep.gpu_memory import planned_gpu_bytes
+
+    capacity = planned_gpu_bytes(cluster.gpu, None)[0]
+    return Machine(
+        label=cluster.label,
+        nnodes=cluster.nnodes,
+        gpus_per_node=cluster.gpus_per_node,
+        device_name=cluster.gpu,
+        capacity=(capacity, cluster.gpu),
+        power_w=cluster.power_w,
+    )
+
+
+@dataclass(kw_only=True)
+class Row:
+    """One set-up on one cluster: what :func:`evaluate` found. Units in the names; blank (None)
+    where not known (an ``over memory`` row has no prediction)."""
+
+    cluster: str
+    """The :class:`Machine`'s label (a cluster's ``H100:8x8:ib400``)."""
+    setup: Any
+    """The :class:`flopsweep.plan_space.Setup`; None for a tuning sweep's set-up given as sweep axes."""
+    status: str = "ok"
+    """``ok``; ``over memory`` (the estimate leaves less than ``space.min_headroom``); ``refused``
+    (validation's one line in ``reason``); ``no prediction`` (the step model gave none: ``reason``)."""
+    reason: str = ""
+    world_size: int = 0
+    layout: str = ""
+    """:meth:`flopsweep.layout.Layout.label`: ``dp64``, ``dp8x8``, ``dp32 tp2``."""
+    grad_accum: int | None = None
+    global_batch: int | None = None
+    """Sequences per optimizer step."""
+    est_peak_gib_per_rank: float | None = None
+    gpu_memory_gib: float | None = None
+    headroom_gib: float | None = None
+    predicted_iteration_time_s: float | None = None
+    predicted_tokens_per_s: float | None = None
+    predicted_tokens_per_s_per_gpu: float | None = None
+    predicted_mfu: float | None = None
+    predicted_tflops_per_gpu: float | None = None
+    predicted_exposed_comm_s: float | None = None
+    predicted_joules_per_token: float | None = None
+    predicted_usd_per_million_tokens: float | None = None
+    budget_days: float | None = None
+    budget_gpu_hours: float | None = None
+    budget_usd: float | None = None
+    budget_energy_kwh: float | None = None
+    compute_source: str = ""
+    prediction_source: str = ""
+    expected_error: float | None = None
+    """Expected |error| of the predicted step, a share (:func:`expected_error`)."""
+    overrides: list[str] = field(default_factory=list)
+    rank: int | None = None
+    best: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as ``plan.csv`` and ``plan_format=json`` write it (:data:`COLUMNS`)."""
+        s = self.setup
+        out = {k: getattr(self, k) for k in ROW_FIELDS}
+        out["overrides"] = " ".join(self.overrides)
+        if s is not None:
+            out.update(
+                backend=s.backend,
+                space_layout=s.layout,
+                checkpointing=s.checkpointing,
+                precision=s.precision,
+                micro_batch=s.micro_batch,
+            )
+        return {c: out.get(c) for c in COLUMNS}
+
+
+ROW_FIELDS = tuple(f.name for f in dataclasses.fields(Row) if f.name not in ("setup", "overrides"))
+COLUMNS = (
+    "rank",
+    "best",
+    "cluster",
+    "status",
+    "backend",
+    "space_layout",
+    "layout",
+    "checkpointing",
+    "precision",
+    "micro_batch",
+    *(f for f in ROW_FIELDS if f not in ("rank", "best", "cluster", "status", "reason")),
+    "reason",
+    "overrides",
+)
+"""``plan.csv``'s columns under ``plan_clusters``: ``rank`` (1 = best), ``best`` (the best of its
+cluster), the dollars (``budget_usd``, ``predicted_usd_per_million_tokens``) and days (``budget_days``)."""
+
+
+def expected_error(made: dict[str, Any], backend: str, nnodes: int) -> float:
+    """The expected |error| of a prediction (a share): :data:`EXPECTED_ERROR` by its compute's
+    source, at least :data:`DEEPSPEED_ERROR` for a DeepSpeed backend (``zero*``, ``deepspeed``),
+    plus :data:`ASSUMED_NETWORK_ERROR` on several nodes linked by an assumed bandwidth."""
+    err = EXPECTED_ERROR.get(str(made.get("compute_source") or "flops"), EXPECTED_ERROR["flops"])
+    if backend.startswith(("zero", "deepspeed")):
+        err = max(err, DEEPSPEED_ERROR)
+    if nnodes > 1 and "predict.inter_node_gbps" in str(made.get("bandwidth_source") or ""):
+        err += ASSUMED_NETWORK_ERROR
+    return err
+
+
+UNPROBED = {"fallback": "plan=true runs no compute probe (a run with predict.probe=true does)"}
+
+
+def assess(
+    cfg: RunConfig,
+    env: Any,
+    where: Machine,
+    *,
+    choices: dict[str, str] | None,
+    setup: Any,
+    overrides: list[str],
+    records: Sequence[tuple[str, dict[str, Any]]] = (),
+    min_headroom: float = 0.1,
+) -> tuple[Row, Any]:
+    """Judge one composed set-up on ``where``: the one place both ``plan=true`` and the tuner apply
+    the rules, the memory estimate and the prediction. Returns the :class:`Row` and the
+    :class:`flopsweep.plan.Plan` (None unless the row is ``ok`` or ``no prediction``).
+
+    - validation and resolution on ``env`` (:func:`flopsweep.plan.plan`: every rule of
+      :mod:`flopsweep.rules`, ``batch.global_batch_size`` against micro batch x data-parallel degree
+      included): a refusal is a ``refused`` row, its one line in ``reason`` (``Invalid config: `` dropped);
+    - the peak per rank (:func:`flopsweep.memory.peak_bytes`) over ``(1 - min_headroom)`` of
+      ``where.capacity``: ``over memory`` (an estimate that raises is logged and prunes nothing);
+    - the prediction (:func:`predict`).
+    """
+    from flopsweep.memory import estimate, peak_bytes
+    from flopsweep.plan import plan
+
+    world = where.nnodes * where.gpus_per_node
+    row = Row(cluster=where.label, setup=setup, world_size=world, overrides=overrides)
+    try:
+        p = plan(cfg, env, choices=choices)
+    except ConfigError as exc:
+        row.status, row.reason = "refused", str(exc).splitlines()[0].removeprefix("Invalid config: ")
+        return row, None
+    row.world_size = p.world_size
+    row.layout = p.layout.label(p.cfg.parallel.pp_schedule)
+    row.grad_accum = p.cfg.batch.grad_accum
+    row.global_batch = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum)
+    try:
+        peak = peak_bytes(p.cfg, p.layout, estimate(p.cfg, p.layout))
+    except Exception as exc:  # noqa: BLE001 - an estimate that cannot be made prunes nothing
+        log.warning("memory estimate of %s: %s", " ".join(overrides) or where.label, exc)
+        peak = None
+    row.est_peak_gib_per_rank = None if peak is None else peak / 2**30
+    if where.capacity is not None and peak is not None:
+        capacity, what = where.capacity
+        row.gpu_memory_gib = capacity / 2**30
+        row.headroom_gib = (capacity - peak) / 2**30
+        if peak > (1 - min_headroom) * capacity:
+            row.status = "over memory"
+            share = f"{1 - min_headroom:.0%} of {capacity / 2**30:.3g} GiB"
+            fits = f"over {share} ({what}; space.min_headroom)"
+            row.reason = f"estimated {peak / 2**30:.3g} GiB per rank, {fits}"
+            return row, None
+    predict(row, p, where, records)
+    return row, p
+
+
+def predict(row: Row, p: Any, where: Machine, records: Sequence[tuple[str, dict[str, Any]]] = ()) -> Row:
+    """Fill ``row``'s predicted figures from :func:`flopsweep.forecast.prediction` of the plan ``p``
+    on ``where`` calibrated by ``records`` (the tuner calls it again with its measured records: the
+    refit); ``no prediction`` where the step model gives none. On a GPU with a peak (``where.device_name``)
+    the plan's runs are unprobed (:data:`UNPROBED`)."""
+    made = forecast.prediction(
+        p.cfg,
+        p.layout,
+        records,
+        gpus_per_node=where.gpus_per_node,
+        device_name=where.device_name,
+        compute_probe=UNPROBED if where.device_name else None,
+    )
+    row.prediction_source = "; ".join(s for s in (made.get("source"), made.get("bandwidth_source")) if s)
+    if not made.get("iteration_time_s") or not made.get("tokens_per_s"):
+        row.status, row.reason = "no prediction", str(made.get("source") or "")
+        return row
+    row.status, row.reason = "ok", ""
+    _figures(row, made, p, where)
+    return row
+
+
+def _figures(row: Row, made: dict[str, Any], p: Any, where: Machine) -> None:
+    """Fill ``row``'s predicted and budget figures from the prediction ``made``. TFLOPs per GPU:
+    MFU x the GPU's peak, or without a peak (the CPU) the model's FLOPs a step over ``t_step x world
+    x 1e12`` (:meth:`flopsweep.models.Family.model_flops`)."""
+    from flopsweep.flops import peak_tflops
+    from flopsweep.models import family
+
+    world = p.world_size
+    rate = float(made["tokens_per_s"])
+    step = float(made["iteration_time_s"])
+    row.predicted_iteration_time_s = step
+    row.predicted_tokens_per_s = rate
+    row.predicted_tokens_per_s_per_gpu = rate / world
+    row.predicted_mfu = made.get("mfu")
+    matmul = "bf16" if p.cfg.precision.name.startswith("fp8") else p.cfg.precision.name
+    peak = peak_tflops(where.device_name, matmul)[0] if where.device_name else None
+    if row.predicted_mfu is not None and peak is not None:
+        row.predicted_tflops_per_gpu = row.predicted_mfu * peak
+    else:
+        m = p.cfg.model
+        tokens = row.global_batch * m.seq_len if row.global_batch else rate * step
+        flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
+        row.predicted_tflops_per_gpu = flops / (step * world * 1e12)
+    row.predicted_exposed_comm_s = made.get("exposed_comm_s")
+    power = where.power_w
+    row.predicted_joules_per_token = None if power is None else power * world / rate
+    usd = p.cfg.cost.usd_per_gpu_hour
+    row.predicted_usd_per_million_tokens = cost.usd_per_million_tokens(usd, world=world, tokens_per_s=rate)
+    spent = cost.budget(
+        p.cfg.budget.tokens,
+        tokens_per_s=rate,
+        world=world,
+        joules_per_token=row.predicted_joules_per_token,
+        usd_per_gpu_hour=usd,
+    )
+    if spent:
+        row.budget_days, row.budget_gpu_hours = spent["days"], spent["gpu_hours"]
+        row.budget_usd, row.budget_energy_kwh = spent["usd"], spent["energy_kwh"]
+    row.compute_source = str(made.get("compute_source") or "")
+    row.expected_error = expected_error(made, p.cfg.backend.name, where.nnodes)
