@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flopsweep import context_parallel, pipeline_plan
+from flopsweep import context_parallel, expert_parallel, pipeline_plan
 from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import SEARCH_GROW, SEARCH_MODES, ConfigError, RunConfig, require_choice
 from flopsweep.layout import smaller_degree, stated_world_size
@@ -402,6 +402,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     memory_budget_compiled,
     pipeline_plan.check,  # parallel.pp with the backend, the model's layers, the batch keys
     context_parallel.check,  # parallel.cp with the family, the kernel, the pipeline, heads and sequence
+    expert_parallel.check,  # parallel.ep with an MoE model, its experts, no tp/pp/HSDP beside it
     model_search,
     optimizer_in_backward,
     chunked_loss,
