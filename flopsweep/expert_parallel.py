@@ -17,12 +17,14 @@ router, then (:class:`ExpertParallel`, torchtitan's ``ExpertParallel`` and DeepS
 The experts' parameters are the slices of the one-rank model's (built from the run's seed on every
 rank), so a run's first step is the one-rank step's. FSDP2 shards them over ``mesh["ep_rest"]``,
 the ranks holding the same experts (torchtitan's ``efsdp``), before their block
-(:func:`flopsweep.parallelize.fsdp` shards first every module carrying :data:`MESH_ATTR`). Each expert's gradient sums the tokens of the
-``ep`` group and FSDP2's reduce-scatter over ``ep_rest`` averages over the groups, so it must be divided
-by ``ep`` more to be the mean over FSDP2's whole mesh (``dp_shard x cp``), as the other parameters'
-are: torchtitan sets ``set_gradient_divide_factor``, whose ``PREMUL_SUM`` gloo lacks; here the gradient
-entering the experts is scaled by ``1 / ep`` and the one leaving them by ``ep`` (:func:`scale_grad`),
-which leaves the values, and the router's and the hidden states' gradients, as they are, on any backend.
+(:func:`flopsweep.parallelize.fsdp` shards first every module carrying :data:`MESH_ATTR`). Each
+expert's gradient sums the tokens of the ``ep`` group and FSDP2's reduce-scatter over ``ep_rest``
+averages over the groups, so it must be divided by ``ep`` more to be the mean over FSDP2's whole
+mesh (``dp_shard x cp``), as the other parameters' are: torchtitan sets ``set_gradient_divide_factor``,
+whose ``PREMUL_SUM`` gloo lacks; here the gradient entering the experts is scaled by ``1 / ep`` and the
+one leaving them by ``ep`` (:func:`scale_grad`), which leaves the values, and the router's and the
+hidden states' gradients, as they are, on any backend. The gradient norm sums the experts' squares over
+the ``ep`` group (:func:`clip_grad_norm`, which the trainer calls).
 
 Each :class:`ExpertParallel` counts the tokens its rank's router sends to each expert
 (:attr:`ExpertParallel.routed`); :func:`routed_tokens` reads them after the measured steps and the
@@ -125,9 +127,26 @@ def check(cfg: RunConfig) -> None:
             )
 
 
-def expert_share(ep: int) -> float:
-    """The share of each MoE layer's experts a rank holds before FSDP2 shards them: ``1 / ep``."""
-    return 1.0 / max(1, ep)
+def expert_params(cfg: Any) -> int:
+    """The routed experts' parameters of one MoE layer of a ``model=hf`` config: ``E x 3 x h x f``
+    (gate, up and down projections of width ``f``: ``moe_intermediate_size``, else
+    ``intermediate_size``); 0 for a dense model or another family."""
+    if not top_k(cfg):
+        return 0
+    from flopsweep.models.hf_files import source
+
+    d = source(cfg).data
+    width = d.get("moe_intermediate_size") or d.get("intermediate_size") or 0
+    return n_experts(d) * 3 * int(cfg.n_embd) * int(width) if isinstance(width, int) else 0
+
+
+def gathered_expert_cut(cfg: Any, ep: int) -> int:
+    """Parameters of one block that FSDP2 does not gather on a rank under ``ep``: the experts the rank
+    does not hold, ``expert_params x (1 - 1 / ep)`` (the memory term of
+    :func:`flopsweep.memory.fsdp_gathered_bytes`).
+    The rank's sharded states do not change: its ``E / ep`` experts sharded over ``state_shards / ep``
+    ranks are ``1 / state_shards`` of the experts, as without expert parallel."""
+    return 0 if ep <= 1 else expert_params(cfg) * (ep - 1) // ep
 
 
 def transfers(w: Any, *, gpus_per_node: int) -> list[Any]:
@@ -138,7 +157,6 @@ def transfers(w: Any, *, gpus_per_node: int) -> list[Any]:
     (:attr:`~flopsweep.steptime.Workload.recompute_share`); over the ``ep`` group, at all-to-all's bus
     factor ``(ep - 1) / ep`` (the share that leaves the rank under uniform routing), never overlapped
     (the experts wait for their tokens). The counts' exchange (``E`` integers) is not counted."""
-    from flopsweep.degrees import span
     from flopsweep.steptime import Transfer
 
     ep, k = w.degree("ep"), int(getattr(w, "top_k", 0) or 0)
@@ -152,7 +170,7 @@ def transfers(w: Any, *, gpus_per_node: int) -> list[Any]:
             bytes=w.micro_batch_size * w.seq_len / w.degree("cp") * k * w.n_embd * w.param_bytes,
             count=round(per_layer * w.n_layer * w.grad_accum),
             group=ep,
-            across_nodes=span(w.degrees, "dp_shard") > gpus_per_node and ep > gpus_per_node,
+            across_nodes=ep > gpus_per_node,  # ep consecutive ranks: the fastest of what it borrows
             overlappable=False,
         )
     ]
