@@ -209,8 +209,10 @@ class ParallelConfig:
     ``flopsweep.context_parallel``); ``model.seq_len`` a multiple of ``2 cp``, ``model.n_head`` of
     ``tp x cp``."""
     ep: int = 1
-    """Expert-parallel degree: ranks of ``dp_shard x cp x tp`` that split an MoE layer's experts
-    (torchtitan's ``expert_parallel_degree``); reserved, >1 not built yet."""
+    """Expert-parallel degree (``backend=fsdp``, an MoE ``model=hf`` config): ranks of ``dp_shard x cp``
+    that split each MoE layer's experts, ``E / ep`` each, tokens sent to them and back by all-to-all
+    (torchtitan's ``expert_parallel_degree``; ``flopsweep.expert_parallel``); must divide the experts
+    and ``dp_shard x cp``; ``tp``, ``pp`` and ``dp_replicate`` 1 beside it."""
 
 
 @dataclass(kw_only=True)
@@ -349,7 +351,8 @@ class SpaceConfig:
     ``zero1``, ``zero2``, ``zero3``."""
     layouts: list[str] = field(default_factory=lambda: ["dp", "hsdp", "tp2", "tp4", "tp8", "pp2"])
     """``dp`` (every rank data-parallel), ``hsdp`` (FSDP2 shards in a node, replicas across nodes),
-    ``tpN`` (tensor parallel N in a node, data parallel across), ``ppN`` (N pipeline stages)."""
+    ``tpN`` (tensor parallel N in a node, data parallel across), ``ppN`` (N pipeline stages), ``epN``
+    (an MoE model's experts split over N of the FSDP2 ranks)."""
     checkpointing: list[str] = field(default_factory=lambda: ["none", "selective", "full"])
     """Activation checkpointing policies (``activation_checkpointing=``)."""
     precisions: list[str] = field(default_factory=lambda: ["bf16"])

@@ -147,7 +147,11 @@ DEGREE_SPECS: tuple[DegreeSpec, ...] = (
         micro_context="flopsweep.context_parallel:micro_context",
     ),
     DegreeSpec(
-        name="ep", what="expert parallelism", built=False, column=False, borrows=("dp_shard", "cp", "tp")
+        name="ep",
+        what="expert parallelism",
+        borrows=("dp_shard", "cp", "tp"),
+        apply="flopsweep.expert_parallel:apply_degree",
+        transfers="flopsweep.expert_parallel:transfers",
     ),
 )
 """The degrees, in ``system.parallel``'s key order. A new degree is one line here (naming its
@@ -204,7 +208,7 @@ def span(degrees: Mapping[str, Any] | Any, outermost: str) -> int:
 
 
 BUILT = {spec.name: 1 for spec in DEGREE_SPECS if not spec.built}
-"""Degrees that may not exceed these values yet, on any backend (expert parallelism is not built;
+"""Degrees that may not exceed these values yet, on any backend (none: every degree is built;
 ``flopsweep.pipeline.check`` has the pipeline's own rules)."""
 LAYOUT_BACKENDS = {spec.name: spec.backends for spec in DEGREE_SPECS if spec.backends is not None}
 """The backends that build each degree above 1: FSDP2 on the device mesh (HSDP, tensor parallel).

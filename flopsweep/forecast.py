@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from flopsweep import flops, tree
+from flopsweep import expert_parallel, flops, tree
 from flopsweep import predict as pr
 from flopsweep.budget import BUDGET_ENV, MIN_BUDGET, ReadBudget
 from flopsweep.checkpointing import recompute_mode
@@ -64,6 +64,7 @@ def workload(cfg: RunConfig, layout: Layout) -> pr.Workload:
         reshard_after_forward=bool(getattr(cfg.backend, "reshard_after_forward", True)),
         model_flops=model_flops,
         hardware_flops=hardware_flops(cfg, tokens, density) or model_flops,
+        top_k=expert_parallel.top_k(m),
     )
 
 

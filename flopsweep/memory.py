@@ -106,6 +106,7 @@ from typing import Any
 
 from flopsweep import checkpointing
 from flopsweep.backend_specs import BACKEND_SPECS
+from flopsweep.expert_parallel import gathered_expert_cut
 from flopsweep.gpu_memory import planned_gpu_bytes  # noqa: F401 - memory.planned_gpu_bytes, as callers use it
 from flopsweep.layout import Layout
 from flopsweep.models import family
@@ -315,7 +316,8 @@ def _fsdp_groups(cfg: Any, layout: Layout) -> tuple[int, int]:
     """``(block, root)``: the parameters of one block and of the root's parameter group (embedding,
     output head, final norm: what :func:`stage_params` holds outside the blocks), on one rank
     before sharding over ``dp_shard``, over ``tp``. ``model=hf``: the blocks' mean from
-    :func:`stage_params`'s split."""
+    :func:`stage_params`'s split. Under expert parallel a block holds ``1 / ep`` of its routed experts
+    (:func:`flopsweep.expert_parallel.gathered_expert_cut`)."""
     m = cfg.model
     block = block_params(m)
     if block <= 0:  # a family whose count ignores n_layer (model=hf reads its file): V h per end
@@ -323,6 +325,7 @@ def _fsdp_groups(cfg: Any, layout: Layout) -> tuple[int, int]:
         total = family(m).n_params(m)
         block = max(0, total - m.vocab_size * m.n_embd * (1 if tied else 2)) // max(1, m.n_layer)
     root = stage_params(cfg, layout) * layout.tp - math.ceil(m.n_layer / layout.pp) * block
+    block -= gathered_expert_cut(m, layout.ep)  # expert parallel: the rank gathers its own experts only
     return math.ceil(block / layout.tp), math.ceil(max(0, root) / layout.tp)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from flopsweep import checkpointing, cost, flops, identity
 from flopsweep.attention import executed_density
 from flopsweep.config import RunConfig
+from flopsweep.expert_parallel import imbalance
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.pool import visible_devices
@@ -202,6 +203,7 @@ def compute_metrics(
         "unsteady_steps": ranks[0].get("unsteady_steps") or [],
         "recompute": recompute_mode(cfg),
         "fp8_layers": ranks[0].get("fp8_layers"),
+        "routing_imbalance": imbalance([r.get("expert_tokens") or [] for r in ranks]),
         # Every rank's or none: a mean over some ranks would not be the run's step.
         "breakdown": mean_breakdown([r["breakdown"] for r in ranks])
         if all(r.get("breakdown") for r in ranks)

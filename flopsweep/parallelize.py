@@ -9,8 +9,8 @@ its applier and its phase), so that this module names no degree:
 1. the ``model`` phase, each degree's applier in table order: tensor parallel
    (:func:`flopsweep.tensor_parallel.apply_degree`: the family's plan on the ``tp`` sub-mesh), context
    parallel (:func:`flopsweep.context_parallel.apply_degree`: each attention's kernel between
-   all-to-alls over the ``cp`` group), and expert parallel (no applier yet: above 1 it stops here,
-   and is refused before launch);
+   all-to-alls over the ``cp`` group), and expert parallel (:func:`flopsweep.expert_parallel.apply_degree`:
+   each MoE layer's experts split over the ``ep`` group, tokens sent by all-to-all);
 2. activation checkpointing (:func:`apply_checkpointing`: the policy wraps each block);
 3. compile (:func:`apply_compile`: each wrapped block, and the loss head);
 4. the ``split`` phase: the pipeline (:func:`flopsweep.pipeline.apply_split`: this rank's stage);
@@ -200,9 +200,12 @@ def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
     (FSDP2's mesh, :attr:`flopsweep.mesh.WorldMesh.fsdp`: 1-D over the state-shard degrees, or 2-D
     ``(dp_replicate, dp_shard)``: HSDP) with one ``MixedPrecisionPolicy``
     (params in the run's precision, gradients reduced in fp32) and ``backend.cpu_offload``'s policy.
-    The blocks are the family's, or a pipeline stage's own (:class:`flopsweep.pipeline.StageModule`)."""
+    The blocks are the family's, or a pipeline stage's own (:class:`flopsweep.pipeline.StageModule`).
+    A module carrying its own mesh (:data:`flopsweep.expert_parallel.MESH_ATTR`: expert parallel's
+    experts, over ``mesh["ep_rest"]``) is sharded first, on it (torchtitan's order)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    from flopsweep.expert_parallel import MESH_ATTR
     from flopsweep.pipeline import StageModule
 
     mp = MixedPrecisionPolicy(param_dtype=fprecision.DTYPES[cfg.precision.name], reduce_dtype=torch.float32)
@@ -212,6 +215,12 @@ def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
     def shard(model: nn.Module) -> nn.Module:
         stage = isinstance(model, StageModule)
         blocks = list(model.layers.values()) if stage else family(cfg.model).blocks(model)
+        for module in list(model.modules()):  # a module on a mesh of its own (the ep ranks' experts) first
+            own = getattr(module, MESH_ATTR, None)
+            if own is not None:
+                fully_shard(
+                    module, mesh=own, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard
+                )
         for i, block in enumerate(blocks):
             # The last block's backward runs right after forward: keeping it unsharded
             # saves one all-gather per step (torchtitan does the same).

@@ -57,8 +57,9 @@ BACKEND_OPTIONS = ("single", "ddp", "fsdp", "deepspeed", "zero1", "zero2", "zero
 """``space.backends`` values: the ``backend=`` options (``deepspeed`` is ZeRO-3, as its default)."""
 POLICIES = ("none", "selective", "full")
 """``space.checkpointing`` values without knobs of their own (``every_n`` and ``memory_budget`` need them)."""
-LAYOUT = re.compile(r"dp|hsdp|(tp|pp)(\d+)")
-"""``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``."""
+LAYOUT = re.compile(r"dp|hsdp|(tp|pp|ep)(\d+)")
+"""``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``, ``epN`` (expert parallel over FSDP2's
+ranks: an MoE model's; the rules refuse it on a dense one)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,12 +109,12 @@ class Space:
                     f"{bad[0]} is not one of {', '.join(known)}",
                     "list some of those",
                 )
-        bad = [v for v in self.layouts if not LAYOUT.fullmatch(v) or v.endswith(("tp0", "pp0"))]
+        bad = [v for v in self.layouts if not LAYOUT.fullmatch(v) or v.endswith(("tp0", "pp0", "ep0"))]
         if bad or not self.layouts:
             raise ConfigError(
                 "space.layouts",
                 list(self.layouts),
-                "takes dp, hsdp, tpN and ppN",
+                "takes dp, hsdp, tpN, ppN and epN",
                 "e.g. space.layouts=[dp,hsdp,tp2]",
             )
         if not self.micro_batches or min(self.micro_batches) < 1:
@@ -155,7 +156,7 @@ class Setup:
         kind, n = self.layout[:2], int(self.layout[2:])
         if n > world or world % n:
             return None
-        return ParallelConfig(tp=n) if kind == "tp" else ParallelConfig(pp=n)
+        return ParallelConfig(**{kind: n})
 
     def setup_overrides(self, nnodes: int, gpus_per_node: int) -> list[str]:
         """The overrides of this set-up's own keys (:data:`SETUP_KEYS`) on ``nnodes`` x
@@ -169,7 +170,7 @@ class Setup:
             f"batch.micro_batch_size={self.micro_batch}",
         ]
         default = ParallelConfig()
-        for key in ("dp_replicate", "dp_shard", "tp", "pp"):
+        for key in ("dp_replicate", "dp_shard", "tp", "pp", "ep"):
             if getattr(par, key) != getattr(default, key):
                 out.append(f"parallel.{key}={getattr(par, key)}")
         return out

@@ -196,6 +196,13 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("unsteady_steps", "", None, "unsteady", "measured steps over 3x the median of the others"),
     MetricSpec("recompute", "", None, "recompute", "checkpointing recompute: none, early_stop, full"),
     MetricSpec("fp8_layers", "", None, "fp8_layers", "nn.Linear layers converted to float8 (fp8 runs)"),
+    MetricSpec(
+        "routing_imbalance",
+        "1",
+        "lower",
+        "imbalance",
+        "MoE routing: busiest expert's tokens over the mean per expert, max over layers (parallel.ep > 1)",
+    ),
     MetricSpec("flops_convention", "", None, "convention", "how the FLOPs figures are counted"),
     MetricSpec(
         "energy_j",

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from flopsweep import context_parallel, pipeline_plan
+from flopsweep import context_parallel, expert_parallel, pipeline_plan
 from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import (
@@ -525,6 +525,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     memory_budget_compiled,
     pipeline_plan.check,  # parallel.pp with the backend, the model's layers, the batch keys
     context_parallel.check,  # parallel.cp with the family, the kernel, the pipeline, heads and sequence
+    expert_parallel.check,  # parallel.ep with an MoE model, its experts, no tp/pp/HSDP beside it
     model_search,
     offload_eager,
     optimizer_in_backward,

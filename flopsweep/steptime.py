@@ -149,11 +149,13 @@ class Workload:
         n_params: the model's parameters.
         n_layer, n_embd: its depth and width (tensor-parallel and pipeline activations).
         seq_len, micro_batch_size, grad_accum: the batch per rank.
-        degrees: ``dp_replicate``, ``dp_shard``, ``tp``, ``pp``, ``cp`` (``system.parallel``).
+        degrees: ``dp_replicate``, ``dp_shard``, ``tp``, ``pp``, ``cp``, ``ep`` (``system.parallel``).
         pp_microbatches: micro batches through the pipeline per step (default ``grad_accum``).
         pp_stages_per_rank: pipeline stages each rank holds (``Interleaved1F1B``: 2 or more).
         reshard_after_forward: FSDP2 all-gathers the parameters again in backward.
         model_flops, hardware_flops: per optimizer step over every rank, FLOP.
+        top_k: experts each token is routed to in an MoE layer (expert parallel's all-to-alls,
+            :func:`flopsweep.expert_parallel.transfers`); 0 for a dense model or unknown.
     """
 
     backend: str
@@ -171,6 +173,7 @@ class Workload:
     reshard_after_forward: bool = True
     model_flops: float
     hardware_flops: float
+    top_k: int = 0
 
     def degree(self, name: str) -> int:
         return int(self.degrees.get(name, 1) or 1)

@@ -28,6 +28,7 @@ from flopsweep import optim_in_backward
 from flopsweep import precision as fprecision
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import OptimConfig, RunConfig
+from flopsweep.expert_parallel import clip_grad_norm
 
 DTYPES = fprecision.DTYPES
 
@@ -167,9 +168,7 @@ class TorchTrainer:
             if self.scaler:
                 self.scaler.unscale_(self.optimizer)
             if self.grad_clip > 0:  # 0: no clipping
-                self.last_grad_norm = torch.nn.utils.clip_grad_norm_(
-                    self.model.parameters(), self.grad_clip, foreach=True
-                )
+                self.last_grad_norm = clip_grad_norm(self.model, self.grad_clip)
             if self.scaler:
                 self.scaler.step(self.optimizer)
                 self.scaler.update()

@@ -71,6 +71,9 @@ class RankFigures:
             The record's ``system.interconnect``.
         warmup_steps: warm-up steps run (``steps.warmup`` plus any extra).
         fp8_layers: Linear layers converted to float8, null when the run is not fp8.
+        expert_tokens: ``parallel.ep > 1``: tokens this rank's router sent to each expert of each MoE
+            layer over the measured steps, ``[layer][expert]``
+            (:func:`flopsweep.expert_parallel.routed_tokens`); null otherwise.
         optimizer: the optimizer that steps on this rank, read from the built trainer
             (:func:`flopsweep.backends.optimizer_facts`: ``{class, fused, foreach, in_backward}``);
             rank 0's is the record's ``system.optimizer``.
@@ -107,6 +110,7 @@ class RankFigures:
     layer_probe: dict[str, Any] | None = None
     warmup_steps: int = 0
     fp8_layers: int | None = None
+    expert_tokens: list[list[int]] | None = None
     optimizer: dict[str, Any] | None = None
     unsteady_steps: list[int] = field(default_factory=list)
     breakdown: dict[str, Any] | None = None

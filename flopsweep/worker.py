@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.config import FaultConfig, RunConfig
+from flopsweep.expert_parallel import reset_routed, routed_tokens
 from flopsweep.files import atomic_write_json, replace_text
 from flopsweep.layout import Layout
 from flopsweep.quiet import silence_known_warnings
@@ -280,6 +281,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
         layer_probe=depths if rank == 0 else None,
         warmup_steps=cfg.steps.warmup + extra,
         fp8_layers=_fp8_layers(trainer),
+        expert_tokens=routed_tokens(getattr(trainer, "model", None)),
         optimizer=optimizer_facts(trainer) if rank == 0 else None,  # the record keeps rank 0's
         unsteady_steps=unsteady_steps(figures.step_times_s),
         breakdown=breakdown,
@@ -489,6 +491,7 @@ def measure(
         (the window's figures, loss tensors per step).
     """
     losses = []
+    reset_routed(getattr(trainer, "model", None))  # the experts' counts of these steps only
     window.start()
     for i in range(steps):
         loss = trainer.step(batches)

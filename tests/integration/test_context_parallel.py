@@ -10,59 +10,13 @@ end as ``invalid`` records before any rank starts.
 
 from __future__ import annotations
 
-import json
-import tempfile
 from pathlib import Path
 
 import pytest
 from helpers import records, run_sweep
+from one_rank import same_as_one_rank
 
 from flopsweep.layout import Layout
-
-GLOBAL_BATCH = 2
-"""Sequences of each step: the one rank's micro batch, split over the data-parallel ranks."""
-
-
-def _rank(rank: int, world: int, cfg, layout: Layout, init: str, out: str) -> None:
-    """One rank: two steps of ``cfg`` on ``layout`` over this rank's share of the global batch;
-    writes the mean losses of both and the first step's gradient norm to ``out/rank<R>.json``."""
-    import torch
-    import torch.distributed as dist
-
-    from flopsweep.backends import build_trainer
-    from flopsweep.tensor_parallel import grad_norm
-
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
-    try:
-        torch.set_num_threads(1)
-        gen = torch.Generator().manual_seed(1234)
-        steps = [
-            torch.randint(0, cfg.model.vocab_size, (GLOBAL_BATCH, cfg.model.seq_len + 1), generator=gen)
-            for _ in range(2)
-        ]
-        per_rank = GLOBAL_BATCH // layout.dp
-        d = layout.dp_rank(rank)
-        trainer = build_trainer(cfg, torch.device("cpu"), layout)
-        result: dict = {"loss": []}
-        for i, tokens in enumerate(steps):
-            loss = trainer.step([tokens[d * per_rank : (d + 1) * per_rank]])
-            dist.all_reduce(loss)  # every rank's loss is its batch's (the cp ranks' mean): mean over all
-            result["loss"].append(loss.item() / layout.world_size)
-            if i == 0:
-                result["grad_norm"] = grad_norm(trainer.last_grad_norm)
-        (Path(out) / f"rank{rank}.json").write_text(json.dumps(result))
-    finally:
-        dist.destroy_process_group()
-
-
-def _steps(cfg, layout: Layout) -> list[dict]:
-    """Every rank's ``{loss: [first, second], grad_norm}`` over two steps of ``cfg`` on ``layout``."""
-    import torch.multiprocessing as mp
-
-    with tempfile.TemporaryDirectory() as tmp:
-        init = f"file://{tmp}/store"
-        mp.spawn(_rank, args=(layout.world_size, cfg, layout, init, tmp), nprocs=layout.world_size, join=True)
-        return [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(layout.world_size)]
 
 
 @pytest.fixture(scope="module")
@@ -88,35 +42,25 @@ def configs(hydra_compose):
     }
 
 
-def _same_as_one_rank(cfg, layout: Layout) -> None:
-    (one,) = _steps(cfg, Layout())
-    ranks = _steps(cfg, layout)
-    for r in ranks:
-        for got, want in zip(r["loss"], one["loss"], strict=True):
-            assert got == pytest.approx(want, abs=1e-4), (r, one)
-        assert r["grad_norm"] == pytest.approx(one["grad_norm"], abs=1e-4), (r, one)
-    assert one["grad_norm"] > 0.0 and one["loss"][0] != one["loss"][1]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["gpt-tiny", "llama-tiny", "llama-tiny+full", "gpt-tiny+chunked"])
 def test_cp2_gives_the_steps_of_one_rank(configs, model: str) -> None:
     """CP 2 on two ranks (FSDP2 over the cp ranks): one rank's losses of two steps and gradient norm.
     llama-tiny's 2 key/value heads are split, one per rank."""
-    _same_as_one_rank(configs[model], Layout(dp_shard=1, cp=2))
+    same_as_one_rank(configs[model], Layout(dp_shard=1, cp=2))
 
 
 @pytest.mark.slow
 def test_cp2_x_fsdp2_gives_the_steps_of_one_rank(configs) -> None:
     """CP 2 x FSDP 2 on four ranks: FSDP2 shards over ``dp_shard x cp`` (torchtitan's ``dp_shard_cp``)."""
-    _same_as_one_rank(configs["llama-tiny"], Layout(dp_shard=2, cp=2))
+    same_as_one_rank(configs["llama-tiny"], Layout(dp_shard=2, cp=2))
 
 
 @pytest.mark.slow
 def test_cp2_x_tp2_gives_the_steps_of_one_rank(configs) -> None:
     """CP 2 x TP 2 on four ranks: each tensor-parallel rank's 2 query heads split over cp, its one
     key/value head repeated to them first (fewer key/value heads than cp ranks)."""
-    _same_as_one_rank(configs["llama-tiny"], Layout(dp_shard=1, cp=2, tp=2))
+    same_as_one_rank(configs["llama-tiny"], Layout(dp_shard=1, cp=2, tp=2))
 
 
 @pytest.mark.slow

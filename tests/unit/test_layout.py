@@ -105,9 +105,13 @@ def test_the_batch_a_rank_sees_comes_from_its_data_parallel_rank() -> None:
     ],
 )
 @pytest.mark.parametrize("backend", ["fsdp", "single", "ddp", "deepspeed"])
-def test_degrees_not_built_yet_are_refused_before_launch(override, key, backend) -> None:
+def test_degrees_not_built_yet_are_refused_before_launch(monkeypatch, override, key, backend) -> None:
     """On every backend the one fix is the degree at 1 (no backend builds it yet: the refusal never
-    sends the user to ``backend=fsdp``, which would refuse it next)."""
+    sends the user to ``backend=fsdp``, which would refuse it next). Every degree is built now: the
+    table's ``built=False`` is stood in for by :data:`flopsweep.layout.BUILT` (what ``check_built`` reads)."""
+    import flopsweep.layout
+
+    monkeypatch.setattr(flopsweep.layout, "BUILT", {name: 1 for name in override})
     cfg = RunConfig(backend=_backend(backend), parallel=ParallelConfig(**override))
     with pytest.raises(ConfigError) as err:
         validate(cfg)

@@ -48,8 +48,17 @@ def test_without_steps_the_model_is_the_one_rank_model() -> None:
 
 
 @pytest.mark.parametrize(("degree", "words"), [("ep", "expert parallelism")])
-def test_a_degree_not_built_stops_on_the_rank(degree: str, words: str) -> None:
-    """Validation refuses it first (test_layout.py); a layout that reaches a rank anyway raises."""
+def test_a_degree_not_built_stops_on_the_rank(monkeypatch, degree: str, words: str) -> None:
+    """Validation refuses it first (test_layout.py); a layout that reaches a rank anyway raises. Every
+    degree is built now: the spec is marked ``built=False`` here (test_degrees.py does it for a toy)."""
+    import dataclasses
+
+    from flopsweep import degrees
+
+    specs = tuple(
+        dataclasses.replace(s, built=False) if s.name == degree else s for s in degrees.DEGREE_SPECS
+    )
+    monkeypatch.setattr(degrees, "DEGREE_SPECS", specs)
     cfg = RunConfig()
     layout = Layout(dp_shard=2, **{degree: 2})
     with pytest.raises(NotImplementedError, match=words):
