@@ -35,7 +35,7 @@ from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.launch import Terminated, raise_terminated
-from flopsweep.overrides import group_choice_problem, preset_option_keys, sweeper_extra_problem
+from flopsweep.overrides import group_choice_problem, preset_option_keys, sweeper_extra_problem, type_problem
 from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.store import register_configs
 
@@ -279,6 +279,7 @@ def refusal(overrides: list[str]) -> str | None:
         or preset_option_keys(overrides)
         or foreign_option_keys(overrides)
         or plan_problem(overrides)
+        or type_problem(overrides)
     )
 
 

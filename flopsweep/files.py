@@ -528,7 +528,9 @@ def read_json(path: Path) -> dict[str, Any]:
     if not text.strip():
         raise RecordError("empty file")
     try:
-        record = json.loads(text, parse_constant=_reject_constant)
+        record = json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
+    except _LongNumber as exc:
+        raise RecordError(str(exc)) from None
     except RecursionError:
         raise RecordError("JSON nested too deep") from None
     except json.JSONDecodeError as exc:
@@ -538,6 +540,25 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise RecordError(f"top level is a JSON {type(record).__name__}, not an object")
     return record
+
+
+class _LongNumber(ValueError):
+    """A whole number longer than :data:`MAX_INT_DIGITS` digits in a record."""
+
+
+MAX_INT_DIGITS = 1000
+"""The longest whole number a record may hold (digits, sign included): a count of FLOPs or bytes
+has at most 30; Python itself refuses to read one of over 4,300 digits (``sys.int_info``)."""
+
+
+def _parse_int(text: str) -> int:
+    """``int(text)`` for :func:`json.loads`, or :class:`_LongNumber` (one line naming the length)
+    for a number longer than :data:`MAX_INT_DIGITS` (not Python's advice to raise its limit)."""
+    if len(text) > MAX_INT_DIGITS:
+        raise _LongNumber(
+            f"a whole number of {len(text):,} digits (a record holds none over {MAX_INT_DIGITS})"
+        )
+    return int(text)
 
 
 def _reject_constant(name: str) -> None:

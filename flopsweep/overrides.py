@@ -166,3 +166,73 @@ def preset_option_keys(overrides: list[str]) -> str | None:
                     f"{'those keys' if len(foreign) > 1 else listed} out."
                 )
     return None
+
+
+_KINDS = {
+    "IntegerNode": ("a whole number", "5"),
+    "FloatNode": ("a number", "0.5"),
+    "BooleanNode": ("true or false", "true"),
+}
+
+
+def type_problem(overrides: list[str]) -> str | None:
+    """One line for an override whose value the schema's typed key cannot take (``steps.measure=abc``,
+    ``seed=1.5``, ``parallel.cp=two``, ``optim.lr=fast``; each value of a choice sweep too), else None.
+
+    Hydra would refuse it as well, but in a five-line block ("Error merging override ... could not be
+    converted to Integer", ``full_key``, ``reference_type``) without a fix. Only the keys of
+    :class:`flopsweep.config.RunConfig` outside the option groups (``model.*``, ``backend.*``, ...:
+    their schema is the option's) are checked here; interpolations and range sweeps are Hydra's.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from flopsweep.config import RunConfig
+    from flopsweep.options import GROUP_BASES
+
+    overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - Hydra reports its own syntax errors
+        return None
+    schema = OmegaConf.structured(RunConfig)
+    for o in parsed:
+        key = o.key_or_group
+        parent_key, _, leaf = key.rpartition(".")
+        if (
+            o.package is not None
+            or o.is_delete()
+            or key.split(".")[0] in GROUP_BASES
+            or key.startswith("hydra")
+        ):
+            continue
+        parent = OmegaConf.select(schema, parent_key) if parent_key else schema
+        node = parent._get_node(leaf) if OmegaConf.is_dict(parent) and leaf in parent else None
+        kind = _KINDS.get(type(node).__name__)
+        if kind is None:
+            continue
+        if o.is_sweep_override():
+            if not o.is_choice_sweep():
+                continue
+            values = list(o.sweep_string_iterator())
+        else:
+            values = [o.value()]
+        for value in values:
+            if value is None or "${" in str(value):
+                continue
+            try:
+                node.validate_and_convert(value)
+            except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
+                shown = repr(value) if isinstance(value, str) else str(value)
+                default = node._value()  # the schema's default, the example of the fix
+                example = (
+                    kind[1]
+                    if default is None
+                    else str(default).lower()
+                    if default in (True, False)
+                    else default
+                )
+                its = " (its default)" if default is not None else ""
+                fix = f"set {key} to {kind[0]}, e.g. {key}={example}{its}"
+                return f"Invalid config: {key}={shown}: is not {kind[0]}. Fix: {fix}."
+    return None

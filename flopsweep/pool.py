@@ -11,7 +11,9 @@ on a CPU machine.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,14 +24,37 @@ VISIBLE = "CUDA_VISIBLE_DEVICES"
 ``system.visible_devices``)."""
 
 SLOTS_KEY = "hydra.launcher.slots"
+MAX_CPU_SLOTS = 1024
+"""The largest count of slots on ``device=cpu`` (no GPU to count them against): a count above it
+is refused rather than a list of that many slots built (``hydra.launcher.slots=99999999999``)."""
+DEVICE_ID = re.compile(r"(?:\d{1,6}|(?:GPU|MIG)-[0-9A-Za-z/_.-]{1,120})")
+"""A device id that ``CUDA_VISIBLE_DEVICES`` accepts: an index, or a GPU or MIG UUID (or its prefix)
+as ``nvidia-smi -L`` lists it (CUDA C Programming Guide, "CUDA Environment Variables")."""
 
 
-def _as_ids(value: Any, key: str) -> list[str]:
-    """``[0, 1]``, ``"0,1"`` or ``("GPU-ab12", ...)`` as a list of non-empty device ids (text)."""
-    items = value.split(",") if isinstance(value, str) else list(value)
+def _as_ids(value: Any, key: str, fix: str | None = None) -> list[str]:
+    """``[0, 1]``, ``"0,1"`` or ``("GPU-ab12", ...)`` as a list of non-empty device ids (text).
+
+    Raises:
+        ConfigError: not a list or text, an empty list, or an id that is not an index or a
+            ``GPU-``/``MIG-`` UUID (``abc``, ``1.5``, ``-1``: CUDA would see no device at all).
+    """
+    if isinstance(value, str):
+        items: list[Any] = value.split(",")
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise ConfigError(key, value, "is not a count or a list of device ids", f"set {key}=2 or {key}=[0,1]")
     ids = [str(item).strip() for item in items]
     if not ids or any(not i or "," in i for i in ids):
         raise ConfigError(key, value, "is not a list of device ids", f"set {key}=[0,1,2,3]")
+    if bad := [i for i in ids if not DEVICE_ID.fullmatch(i)]:
+        raise ConfigError(
+            key,
+            value,
+            f"names {bad[0]!r}, not a device index or a GPU-/MIG- UUID",
+            fix or f"set {key}=[0,1] (indexes, or UUIDs as nvidia-smi -L lists them)",
+        )
     if len(set(ids)) != len(ids):
         raise ConfigError(key, value, "names a device twice", f"list each device once, e.g. {key}=[0,1]")
     return ids
@@ -66,7 +91,8 @@ def pool_devices(
                 "hydra.launcher.devices", devices, "is set with hydra.launcher.slots", "set only one of them"
             )
         slots, key = devices, "hydra.launcher.devices"
-    allowed = _as_ids(visible, VISIBLE) if visible not in (None, "") else None
+    visible_fix = f"unset {VISIBLE}, or list the GPUs the pool may use, e.g. {VISIBLE}=0,1"
+    allowed = _as_ids(visible, VISIBLE, visible_fix) if visible not in (None, "") else None
     if isinstance(slots, bool):
         raise ConfigError(key, slots, "is not a count or a list of device ids", f"set {key}=[0,1]")
     if isinstance(slots, int) or (isinstance(slots, str) and slots.strip().isdigit() and "," not in slots):
@@ -74,6 +100,13 @@ def pool_devices(
         have = allowed if allowed is not None else [str(i) for i in range(detected or 0)]
         if count < 1:
             raise ConfigError(key, slots, "is not a positive count", f"set {key}=1 or a list such as [0,1]")
+        if allowed is None and device == "cpu" and count > MAX_CPU_SLOTS:
+            raise ConfigError(
+                key,
+                slots,
+                f"is more than {MAX_CPU_SLOTS} slots on device=cpu",
+                f"set {key}=2 or a list such as [0,1]",
+            )
         if len(have) >= count:
             return have[:count]
         if allowed is None and device == "cpu":  # no GPU to count: slots 0..N-1
@@ -101,6 +134,35 @@ def pool_devices(
         f"no GPU was found to pool (device={device})",
         f"give the pool's devices, e.g. {SLOTS_KEY}=[0,1] (device=cpu: each job gets slots of its own)",
     )
+
+
+def settings_problem(timeout_min: Any, grace_s: Any) -> ConfigError | None:
+    """The launcher's ``hydra.launcher.timeout_min`` (each job's deadline, minutes: positive) and
+    ``hydra.launcher.grace_s`` (SIGTERM to SIGKILL, seconds: zero or more, finite) checked, or None.
+    A boolean, text (``abc``), NaN or a negative value is the error, naming its key and the fix."""
+    for key, value, ok, what, fix in (
+        (
+            "hydra.launcher.timeout_min",
+            timeout_min,
+            lambda x: x > 0,
+            "each job's deadline must be positive",
+            "60",
+        ),
+        (
+            "hydra.launcher.grace_s",
+            grace_s,
+            lambda x: 0 <= x < math.inf,
+            "must be zero or more seconds",
+            "30",
+        ),
+    ):
+        try:
+            number = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError, OverflowError):
+            number = math.nan
+        if math.isnan(number) or not ok(number):
+            return ConfigError(key, value, what, f"set {key}={fix}")
+    return None
 
 
 def job_need(nproc_per_node: Any, *, device: str, backend: str, nnodes: Any, pool_size: int) -> int:

@@ -121,19 +121,17 @@ class PoolLauncher(Launcher):
     ) -> None:
         self.slots = slots
         self.devices = devices
-        self.timeout_min = float(timeout_min)
-        self.grace_s = float(grace_s)
+        self.settings = {"timeout_min": timeout_min, "grace_s": grace_s}  # checked in setup, one line each
+        self.timeout_min = _number(timeout_min, default=60.0)
+        self.grace_s = _number(grace_s, default=30.0)
         self.config: DictConfig | None = None
         self.hydra_context: Any = None
         self.task_function: Any = None
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
-        if not self.timeout_min > 0:
-            refuse(
-                f"flopsweep: Invalid config: hydra.launcher.timeout_min={self.timeout_min:g}: each job's "
-                "deadline must be positive. Fix: set hydra.launcher.timeout_min=60"
-            )
+        if problem := pool.settings_problem(**self.settings):
+            refuse(f"flopsweep: {problem}")
         devices = self.pool_devices()  # a bad pool, and a job too big for it, before the sweep starts
         if problem := pool.too_big_problem([(-1, n) for n in swept_nproc(config)], devices):
             refuse(problem.replace("job -1 ", "a job of this sweep ", 1))
@@ -252,7 +250,7 @@ class PoolLauncher(Launcher):
                     )
                     results[job.num] = self._finish(job, before)
         except BaseException:  # Ctrl-C, SIGTERM (run.py: Terminated), fail_fast's SystemExit
-            self._stop(running)
+            self._stop(running, before)
             raise
 
     def _start(self, job: PoolJob, scratch: Path) -> None:
@@ -321,9 +319,11 @@ class PoolLauncher(Launcher):
                 configure_logging=False,
             )
 
-    def _stop(self, running: list[PoolJob]) -> None:
+    def _stop(self, running: list[PoolJob], before: dict[str, str | None] | None = None) -> None:
         """Stop every running job: SIGTERM to each process group (the job records itself as
-        interrupted and stops its ranks), SIGKILL after ``grace_s`` to what is left; then wait."""
+        interrupted and stops its ranks), SIGKILL after ``grace_s`` to what is left; then wait, and
+        name the last record a stopped job wrote (``flopsweep.job.LAST_RECORD``: run.py's
+        ``interrupted`` line names it, as it does for a job of the basic launcher)."""
         if not running:
             return
         print(f"flopsweep: pool: stopping {len(running)} running job(s)", file=sys.stderr, flush=True)
@@ -339,6 +339,40 @@ class PoolLauncher(Launcher):
             if job.proc is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     job.proc.wait(timeout=10)
+        _note_records(running, before or {})
+
+
+def _note_records(stopped: list[PoolJob], before: dict[str, str | None]) -> None:
+    """Set ``flopsweep.job.LAST_RECORD`` to the newest record that a stopped job's process wrote in
+    its job directory (one whose run id differs from the one there before the batch), so that the
+    sweep's last line says a record was kept instead of ``no run had been recorded yet``."""
+    from flopsweep.files import RecordError, read_json
+    from flopsweep.job import LAST_RECORD
+
+    for job in stopped:
+        try:
+            folder = Path(os.path.abspath(str(job.config.hydra.sweep.dir))) / str(
+                job.config.hydra.sweep.subdir
+            )
+        except Exception:  # noqa: BLE001 - an unresolvable folder: no record to name
+            continue
+        path = folder / "metrics.json"
+        try:
+            record = read_json(path)
+            status, run_id = record["status"], record["run"]["id"]
+        except (RecordError, OSError, ValueError, KeyError, TypeError):
+            continue
+        if run_id != before.get(str(path)):
+            LAST_RECORD.update(path=str(path), status=status)
+
+
+def _number(value: Any, *, default: float) -> float:
+    """``value`` as a float, or ``default`` when it is none (:func:`flopsweep.pool.settings_problem`
+    refuses it in ``setup``, in one line, before any job runs)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
 
 
 def swept_nproc(config: DictConfig) -> list[int]:

@@ -199,6 +199,8 @@ def test_sigterm_stops_every_running_job_and_leaves_no_process(tmp_path: Path) -
     assert family, output[-3000:]
     assert code == 143, output[-3000:]
     assert "flopsweep: pool: stopping 2 running job(s)" in output
+    # the last line names a stopped job's record (trial, session 18: it said none was recorded)
+    assert "no run had been recorded yet" not in output and "the last run is recorded (error) in " in output
     left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert left == [], [p.cmdline() for p in left]
     recs = records(sweep)

@@ -345,7 +345,7 @@ def hostile_records() -> dict[str, tuple[str | dict, str]]:
     return {
         "oversized": (" " * (MAX_RECORD_BYTES + 1), "byte limit"),
         "deep": (deep, "nested too deep"),
-        "digits": (digits, "not strict JSON"),
+        "digits": (digits, "a whole number of 5,000 digits (a record holds none over 1000)"),
         "huge-int": (huge, "too large for a float"),
         "overflow": (overflow, "overflow"),
         "v1-overflow": (v1_overflow, "overflow"),

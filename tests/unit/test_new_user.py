@@ -31,6 +31,7 @@ from flopsweep.overrides import (
     option_kind,
     preset_option_keys,
     sweeper_extra_problem,
+    type_problem,
 )
 from flopsweep.plan import option_names
 
@@ -208,3 +209,47 @@ def test_a_baseline_of_one_value_per_key_still_compares(capsys) -> None:
     assert compare(df, {"backend": ["fsdp"]})["speedup"].notna().any()  # one value in a list: one set-up
     with pytest.raises(AnalysisError, match="one value per key"):
         compare(df, {"backend": ["fsdp", "ddp"]})
+
+
+def _typed_keys() -> list[tuple[str, str]]:
+    """Every whole-number, number and true/false key of the schema outside the option groups."""
+    from flopsweep.config import RunConfig
+
+    found: list[tuple[str, str]] = []
+
+    def walk(node: DictConfig, prefix: str) -> None:
+        for name in node:
+            child, key = node._get_node(name), f"{prefix}{name}"
+            if not prefix and name in GROUP_BASES:
+                continue
+            if isinstance(child, DictConfig):
+                walk(child, f"{key}.")
+            elif type(child).__name__ in ("IntegerNode", "FloatNode", "BooleanNode"):
+                found.append((key, type(child).__name__))
+
+    walk(OmegaConf.structured(RunConfig), "")
+    return found
+
+
+def test_a_value_of_the_wrong_type_for_a_typed_key_is_one_line_with_a_fix_that_works() -> None:
+    """Trial (session 18): ``parallel.cp=abc``, ``steps.measure=abc``, ``seed=1.5`` were Hydra's
+    five-line merge error without a fix. Every typed key of the schema (not only those tried)."""
+    keys = _typed_keys()
+    assert {"seed", "parallel.cp", "steps.measure", "optim.lr", "compile"} <= {k for k, _ in keys}
+    for key, kind in keys:
+        line = _one_line(type_problem([f"{key}=abc"]))
+        assert line.startswith(f"Invalid config: {key}='abc': is not ") and "Fix: set " in line, line
+        example = line.split(", e.g. ", 1)[1].split()[0].rstrip(".")
+        assert example.startswith(f"{key}=") and type_problem([example]) is None, (line, example)
+        if kind == "IntegerNode":
+            assert "is not a whole number" in _one_line(type_problem(["-m", f"{key}=1.5"]))
+    assert "seed='x'" in _one_line(type_problem(["-m", "seed=0,1,x"]))
+    for fine in (
+        "seed=3",
+        "optim.lr=1e-3",
+        "compile=true",
+        "seed=range(0,3)",
+        "seed=${oc.env:S}",
+        "timeout_s=nan",
+    ):
+        assert type_problem([fine]) is None, fine

@@ -4,6 +4,7 @@ packing (``flopsweep.pool``). The launcher itself runs in tests/integration/test
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from omegaconf import OmegaConf
@@ -152,3 +153,59 @@ def test_the_launcher_config_names_the_plugin_and_the_design_key() -> None:
     conf = OmegaConf.load(ROOT / REPO_POOL_YAML)
     assert conf._target_ == "hydra_plugins.flopsweep_pool.PoolLauncher"
     assert {"slots", "devices", "timeout_min", "grace_s"} <= set(conf)  # slots: shared/DESIGN.md
+
+
+@pytest.mark.parametrize(
+    ("slots", "kw", "says"),
+    [
+        (1.5, {"device": "cpu"}, r"slots=1\.5: is not a count or a list of device ids"),
+        ({"a": 1}, {"device": "cpu"}, r"is not a count or a list of device ids"),
+        ("abc", {"device": "cuda"}, r"slots='abc': names 'abc', not a device index or a GPU-/MIG- UUID"),
+        ([0, -1], {"device": "cpu"}, r"names '-1', not a device index"),
+        (["0", "1.5"], {"device": "cpu"}, r"names '1\.5', not a device index"),
+        (["GPU-ab12", "0;rm"], {"device": "cuda"}, r"names '0;rm'"),
+        ([True], {"device": "cpu"}, r"names 'True'"),
+        (99999999999, {"device": "cpu"}, r"slots=99999999999: is more than 1024 slots on device=cpu"),
+        (None, {"device": "cuda", "visible": "-1"}, r"CUDA_VISIBLE_DEVICES='-1': names '-1'.*Fix: unset"),
+    ],
+)
+def test_a_slot_value_of_another_type_or_a_malformed_id_or_a_huge_count_is_one_line(slots, kw, says) -> None:
+    """Trial (session 18): ``slots=1.5`` was a traceback, ``slots=abc`` pinned a job to no GPU, and
+    ``slots=99999999999`` on the CPU built a list of that many slots (the sweep hung)."""
+    with pytest.raises(ConfigError, match=says) as err:
+        pool.pool_devices(slots, **kw)
+    assert "\n" not in str(err.value) and "Fix:" in str(err.value)
+    assert pool.pool_devices(["MIG-GPU-ab12/1/0", "GPU-0f3a-77"], device="cuda") == [
+        "MIG-GPU-ab12/1/0",
+        "GPU-0f3a-77",
+    ]
+    assert pool.pool_devices(1024, device="cpu")[-1] == "1023"
+
+
+@pytest.mark.parametrize(
+    ("timeout_min", "grace_s", "says"),
+    [
+        (
+            "abc",
+            30,
+            r"hydra\.launcher\.timeout_min='abc': each job's deadline must be positive\. Fix: set .*=60",
+        ),
+        (0, 30, r"timeout_min=0: each job's deadline must be positive"),
+        (float("nan"), 30, r"timeout_min=nan"),
+        (True, 30, r"timeout_min=True"),
+        (
+            60,
+            -5,
+            r"launcher\.grace_s=-5: must be zero or more seconds\. Fix: set hydra\.launcher\.grace_s=30",
+        ),
+        (60, "soon", r"grace_s='soon'"),
+        (60, float("inf"), r"grace_s=inf"),
+        (60, float("nan"), r"grace_s=nan"),
+    ],
+)
+def test_a_bad_deadline_or_grace_is_one_line_naming_its_key(timeout_min, grace_s, says) -> None:
+    """Trial (session 18): ``timeout_min=abc`` was Hydra's instantiation error, ``grace_s=-5`` ran."""
+    problem = pool.settings_problem(timeout_min, grace_s)
+    assert problem is not None and "\n" not in str(problem)
+    assert re.search(says, str(problem)), str(problem)
+    assert pool.settings_problem(60, 30) is None and pool.settings_problem(0.2, 0) is None
