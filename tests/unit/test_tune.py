@@ -161,7 +161,7 @@ def test_plan_and_tuner_take_the_same_set_ups_from_the_same_space_keys(hydra_com
         (["batch.micro_batch_size=2"], "Fix: give it as space.micro_batches=[...]"),
         (["nproc_per_node=2,4"], "nproc_per_node='2,4'"),
         (["space.min_headroom=-0.1"], "space.min_headroom=-0.1: is a share in [0, 1)"),
-        (["space.layouts=[dp,tp0]"], "space.layouts=['dp', 'tp0']: takes dp, hsdp, tpN and ppN"),
+        (["space.layouts=[dp,tp0]"], "space.layouts=['dp', 'tp0']: takes dp, hsdp, tpN, ppN and epN"),
         (["objective=hello"], "objective='hello': is not a metric"),
     ],
 )
