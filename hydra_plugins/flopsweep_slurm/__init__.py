@@ -56,6 +56,7 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("flopsweep_tasks", slurm.tasks_per_node, replace=True)
     OmegaConf.register_new_resolver("flopsweep_gpus", slurm.gpus_per_node, replace=True)
     OmegaConf.register_new_resolver("flopsweep_mem_gb", slurm.mem_gb, replace=True)
+    OmegaConf.register_new_resolver("flopsweep_cpus", slurm.cpus_per_task, replace=True)
 
 
 register_resolvers()
