@@ -45,7 +45,9 @@ from flopsweep.launch import (
     SCRATCH,
     STORE_GRACE_S,
     Outcome,
+    Terminated,
     collect,
+    last_phase,
     prepare_scratch,
     raise_terminated,
     rendezvous_port,
@@ -137,6 +139,12 @@ def launch_node_agent(plan: Plan, job_dir: Path) -> Outcome:
 
             return launch_local(plan, job_dir)
         return _across_nodes(plan, Path(job_dir).absolute(), env, node, nnodes)
+    except Terminated:  # every rank was stopped on the way out; the task returns, so submitit keeps a result
+        phase, rank = last_phase(Path(job_dir) / SCRATCH, plan.world_size)
+        message = (
+            "SIGTERM: Slurm is stopping the job (scancel, time limit or preemption); every rank was stopped"
+        )
+        return Outcome("error", error=rec.error("Terminated", message, phase, rank))
     finally:
         signal.signal(signal.SIGTERM, previous)
 
