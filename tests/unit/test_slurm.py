@@ -11,6 +11,7 @@ jobs through ``squeue``. Every test still bounds its sweep with a timeout and ca
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from flopsweep import config as fconfig
 from flopsweep import slurm
 from flopsweep.config import ConfigError
 from flopsweep.node_agent import launcher_set
+from flopsweep.plan import Environment, resolve
 
 DISTRIBUTED_KEYS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 
@@ -472,3 +474,33 @@ def test_an_error_record_gets_the_end_slurm_gave_its_job() -> None:
     for state in ("COMPLETED", "FAILED", "RUNNING", None, ""):
         assert ended_record(record, "7", state) is None, state
     assert ended_record({"status": "ok", "error": None}, "7", "NODE_FAIL") is None
+
+
+SLURM_AGENT = {"_target_": "hydra_plugins.flopsweep_slurm.FlopsweepSlurmLauncher", "tasks_per_node": 1}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"batch": fconfig.BatchConfig(name="auto")}, "batch"),
+        ({"search": fconfig.ModelSearchConfig(model="largest")}, "search.model"),
+    ],
+)
+def test_searches_run_in_a_one_node_agent_and_are_refused_on_several_nodes_or_tasks_per_rank(
+    overrides: dict, key: str
+) -> None:
+    """The searches start probe runs from the job process: node 0's agent on one node; a job of two
+    nodes, or of one task per rank, is refused in one line naming the key and the fix."""
+    cpu = fconfig.RunConfig(
+        backend=fconfig.BackendConfig(name="ddp"), device="cpu", nproc_per_node="2", **overrides
+    )
+    agent = Environment(cpu_count=2, in_submitit=True, under_slurm=True, slurm_job=True, agent_per_node=True)
+    assert resolve(cpu, agent).world_size == 2
+    two_nodes = dataclasses.replace(cpu, nnodes=2)
+    with pytest.raises(ConfigError) as info:
+        resolve(two_nodes, agent)
+    assert info.value.key == key and "nnodes=2" in str(info.value) and "nnodes=1" in str(info.value)
+    per_rank = dataclasses.replace(agent, agent_per_node=False)
+    with pytest.raises(ConfigError, match="one Slurm task per rank") as info:
+        resolve(cpu, per_rank)
+    assert info.value.key == key and "\n" not in str(info.value)
