@@ -57,7 +57,6 @@ __all__ = [
     "check_choices",
     "check_repeats",
     "fixed_nproc",
-    "launcher_task",
     "option_names",
     "option_schemas",
     "plan",
@@ -88,7 +87,7 @@ class Environment:
     """The job's launcher runs one node agent per node (:func:`flopsweep.node_agent.agent_per_node`):
     the agent spawns its node's ranks, so node 0's agent can run the searches' probes."""
     slurm_job: bool = False
-    """This process is a task that the Slurm launcher started (:func:`launcher_task`): Slurm decides
+    """This job's config names the Slurm launcher (:func:`flopsweep.node_agent.job_launcher`): Slurm decides
     which GPUs and cores it sees, so the GPU count and the CPU-rank cap are not checked here. An
     ``salloc`` shell (``SLURM_JOB_ID`` alone) is not one: the limits hold there."""
     host_memory_bytes: int | None = None
@@ -125,17 +124,6 @@ class Environment:
             slurm_job=launcher == "slurm",
             host_memory_bytes=hostmem.total_bytes(),
         )
-
-
-def launcher_task(environ: Mapping[str, str]) -> bool:
-    """True in a Slurm task that submitit started (the ``slurm`` launcher): ``SUBMITIT_EXECUTOR=slurm``,
-    which submitit's batch script exports, with the job and the task that ``srun`` gives it
-    (``SLURM_JOB_ID``, ``SLURM_PROCID``). ``SLURM_JOB_ID`` alone, as in every ``salloc`` shell, is not."""
-    return (
-        environ.get("SUBMITIT_EXECUTOR") == "slurm"
-        and bool(environ.get("SLURM_JOB_ID"))
-        and bool(environ.get("SLURM_PROCID", "").isdigit())
-    )
 
 
 def resolve_device(device: str, env: Environment) -> str:
