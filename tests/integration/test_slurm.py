@@ -98,9 +98,8 @@ def test_submitit_local_runs_one_node_agent_that_spawns_both_ranks(tmp_path: Pat
 @pytest.mark.slow
 def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path) -> None:
     """As a local sweep does, slurm_local prints ``job i/N done: <status>`` once per job, in the sweep's
-    output, as each job ends: for a job that gave its result (ok, oom: the task ran the callbacks, out
-    of sight) and for one whose task was killed (its error record written by the sweep process); and
-    each failed job's line once."""
+    output, as each job ends (ok, oom, and a job whose rank was killed: its node agent, the task, ran
+    the callbacks out of sight and recorded the kill), and each failed job's line once."""
     one_rank = ["hydra/launcher=slurm_local", "device=cpu", "nproc_per_node=1", "precision=fp32"]
     proc = run_py(
         "-m",
@@ -115,7 +114,7 @@ def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path)
     assert proc.returncode == 0, output[-3000:]
     ok, lost, oom = records(tmp_path)
     assert (ok["status"], lost["status"], oom["status"]) == ("ok", "error", "oom")
-    assert lost["error"]["type"] == "JobLost"  # SIGKILL took the task: no result, the sweep recorded it
+    assert lost["error"]["type"] == "WorkerKilled"  # SIGKILL took the rank; its node agent recorded it
     lines = [line for line in proc.stdout.splitlines() if line.startswith("flopsweep: job ") and "/" in line]
     assert [line.split(",")[0] for line in lines] == [
         "flopsweep: job 1/3 done: ok",
@@ -135,7 +134,9 @@ def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path)
         if line.startswith(("flopsweep: oom in ", "flopsweep: error in "))
     ]
     assert len(failed) == 2, proc.stderr[-3000:]
-    assert ": JobLost: " in failed[0] and failed[0].endswith(f"-> {tmp_path / '1' / 'metrics.json'}"), failed
+    assert ": WorkerKilled: rank 0 was killed by SIGKILL" in failed[0] and failed[0].endswith(
+        f"-> {tmp_path / '1' / 'metrics.json'}"
+    ), failed
     assert ": OutOfMemoryError: injected fault: oom on rank 0 in measure -> " in failed[1], failed
     assert failed[1].endswith(f"-> {tmp_path / '2' / 'metrics.json'}"), failed
     # each once: a lost job's line was printed, then logged again by the sweep process, whose
