@@ -23,7 +23,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,7 +122,7 @@ def agent_store(timeout_s: float) -> Any:
 
 def launch_local(plan: Plan, job_dir: Path) -> Outcome:
     """Run ``plan.cfg`` on ``plan.nproc_per_node`` spawned ranks and wait for them; each rank
-    gets the plan's layout.
+    gets the plan's layout. The rendezvous store is this process's (:func:`agent_store`).
 
     Args:
         plan: a validated plan (:func:`flopsweep.plan.resolve`) of one node.
@@ -133,38 +133,71 @@ def launch_local(plan: Plan, job_dir: Path) -> Outcome:
         The :class:`Outcome`; no worker process is left running when it returns,
         also when this raises (KeyboardInterrupt).
     """
-    import torch.multiprocessing as mp
-
     cfg, nproc = plan.cfg, plan.nproc_per_node
     job_dir = Path(job_dir).absolute()  # the ranks start in a folder of their own (isolated_start)
     scratch = prepare_scratch(job_dir)
     store = agent_store(cfg.timeout_s)
+    try:
+        ran = spawn_ranks(plan, job_dir, scratch, master_addr="127.0.0.1", master_port=store.port)
+    finally:
+        del store  # closes the listening socket
+    timeout_s = cfg.timeout_s if ran.timed_out else None
+    return collect(scratch, ran.ended, nproc, timeout_s=timeout_s, torch_errors=ran.torch_errors)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """How one node's ranks ended (:func:`spawn_ranks`); ranks are this node's local ranks."""
+
+    ended: dict[int, int]
+    """Exit code by local rank of the ranks that ended on their own (see :func:`supervise`)."""
+    timed_out: bool
+    why: str | None = None
+    """Why ``stop`` ended the wait (another node failed, SIGTERM), else None."""
+    torch_errors: dict[int, str] = dataclasses.field(default_factory=dict)
+
+
+def spawn_ranks(
+    plan: Plan,
+    job_dir: Path,
+    scratch: Path,
+    *,
+    master_addr: str,
+    master_port: int,
+    node_rank: int = 0,
+    stop: Callable[[], str | None] | None = None,
+) -> Ran:
+    """Spawn this node's ``plan.nproc_per_node`` ranks (global ranks ``node_rank * nproc_per_node +
+    local_rank``) that join the store served at ``master_addr:master_port``, supervise them
+    (:func:`supervise`, with ``stop`` looked at every poll), then stop whatever still runs. The
+    one supervisor of every launch: the local one and each Slurm node agent
+    (:mod:`flopsweep.node_agent`)."""
+    import torch.multiprocessing as mp
+
+    cfg, nproc = plan.cfg, plan.nproc_per_node
     spec = RankSpec(
         cfg=cfg,
         job_dir=str(job_dir),
         scratch_dir=str(scratch),
-        master_addr="127.0.0.1",
-        master_port=store.port,
+        master_addr=master_addr,
+        master_port=master_port,
         nproc_per_node=nproc,
+        node_rank=node_rank,
         layout=plan.layout,
         verbose=logging.getLogger("flopsweep").isEnabledFor(logging.DEBUG),
         agent_store=True,
         model_file=validated_bytes(cfg.model),
     )
+    with isolated_start() as private:
+        context = mp.start_processes(spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn")
+    why = None
     try:
-        with isolated_start() as private:
-            context = mp.start_processes(
-                spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn"
-            )
-        try:
-            ended, timed_out = supervise(context.processes, scratch, cfg.timeout_s)
-        finally:
-            stop_all(context.processes)
-            kept = take_torch_errors(context.error_files)
-            shutil.rmtree(private, ignore_errors=True)
+        ended, timed_out, why = supervise(context.processes, scratch, cfg.timeout_s, stop=stop)
     finally:
-        del store  # closes the listening socket
-    return collect(scratch, ended, nproc, timeout_s=cfg.timeout_s if timed_out else None, torch_errors=kept)
+        stop_all(context.processes)
+        kept = take_torch_errors(context.error_files)
+        shutil.rmtree(private, ignore_errors=True)
+    return Ran(ended, timed_out, why, kept)
 
 
 SAFE_PATH_ENV = "PYTHONSAFEPATH"
@@ -244,23 +277,30 @@ def take_torch_errors(error_files: list[str]) -> dict[int, str]:
 
 
 def supervise(
-    processes: list[Any], scratch: Path, timeout_s: float, poll_s: float = 0.2
-) -> tuple[dict[int, int], bool]:
-    """Wait until every rank exits 0, or one exits non-zero or writes an error file,
-    or ``timeout_s`` seconds pass.
+    processes: list[Any],
+    scratch: Path,
+    timeout_s: float,
+    poll_s: float = 0.2,
+    stop: Callable[[], str | None] | None = None,
+) -> tuple[dict[int, int], bool, str | None]:
+    """Wait until every rank exits 0, or one exits non-zero or writes an error file (in the
+    scratch folder, which a multi-node job's agents share), or ``stop()`` gives a reason, or
+    ``timeout_s`` seconds pass.
 
     Returns:
         (exit code by rank of the ranks that had ended on their own by then; a
-        negative code is the signal that killed the rank), and True when the
-        time ran out.
+        negative code is the signal that killed the rank), True when the
+        time ran out, and the reason ``stop`` gave (else None).
     """
     deadline = time.monotonic() + timeout_s
     while True:
         ended = {rank: p.exitcode for rank, p in enumerate(processes) if p.exitcode is not None}
         if len(ended) == len(processes) or any(ended.values()) or any(scratch.glob("rank*_error.json")):
-            return ended, False
+            return ended, False, None
         if time.monotonic() >= deadline:
-            return ended, True
+            return ended, True, None
+        if stop is not None and (why := stop()):
+            return ended, False, why
         multiprocessing.connection.wait([p.sentinel for p in processes if p.exitcode is None], timeout=poll_s)
 
 

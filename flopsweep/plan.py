@@ -57,7 +57,6 @@ __all__ = [
     "check_choices",
     "check_repeats",
     "fixed_nproc",
-    "launcher_task",
     "option_names",
     "option_schemas",
     "plan",
@@ -84,8 +83,11 @@ class Environment:
     """``SUBMITIT_EXECUTOR`` is set: this process is a Slurm (or submitit_local) task."""
     under_slurm: bool = False
     """``SUBMITIT_EXECUTOR=slurm``: a Slurm job, which may span nodes."""
+    agent_per_node: bool = False
+    """The job's launcher runs one node agent per node (:func:`flopsweep.node_agent.agent_per_node`):
+    the agent spawns its node's ranks, so node 0's agent can run the searches' probes."""
     slurm_job: bool = False
-    """This process is a task that the Slurm launcher started (:func:`launcher_task`): Slurm decides
+    """This job's config names the Slurm launcher (:func:`flopsweep.node_agent.job_launcher`): Slurm decides
     which GPUs and cores it sees, so the GPU count and the CPU-rank cap are not checked here. An
     ``salloc`` shell (``SLURM_JOB_ID`` alone) is not one: the limits hold there."""
     host_memory_bytes: int | None = None
@@ -107,29 +109,21 @@ class Environment:
     def detect(cls) -> Environment:
         import torch
 
-        cuda = torch.cuda.is_available()
+        from flopsweep.node_agent import agent_per_node, job_launcher
+
+        cuda, launcher = torch.cuda.is_available(), job_launcher()  # the job's config names its launcher
         return cls(
             cuda_available=cuda,
             gpu_count=torch.cuda.device_count() if cuda else 0,
             bf16_supported=cuda and torch.cuda.is_bf16_supported(),
             capability=torch.cuda.get_device_capability(0) if cuda else None,
             cpu_count=os.cpu_count() or 1,
-            in_submitit=bool(os.environ.get("SUBMITIT_EXECUTOR")),
-            under_slurm=os.environ.get("SUBMITIT_EXECUTOR") == "slurm",
-            slurm_job=launcher_task(os.environ),
+            in_submitit=launcher != "local",
+            under_slurm=launcher == "slurm",
+            agent_per_node=agent_per_node(),
+            slurm_job=launcher == "slurm",
             host_memory_bytes=hostmem.total_bytes(),
         )
-
-
-def launcher_task(environ: Mapping[str, str]) -> bool:
-    """True in a Slurm task that submitit started (the ``slurm`` launcher): ``SUBMITIT_EXECUTOR=slurm``,
-    which submitit's batch script exports, with the job and the task that ``srun`` gives it
-    (``SLURM_JOB_ID``, ``SLURM_PROCID``). ``SLURM_JOB_ID`` alone, as in every ``salloc`` shell, is not."""
-    return (
-        environ.get("SUBMITIT_EXECUTOR") == "slurm"
-        and bool(environ.get("SLURM_JOB_ID"))
-        and bool(environ.get("SLURM_PROCID", "").isdigit())
-    )
 
 
 def resolve_device(device: str, env: Environment) -> str:
@@ -381,19 +375,28 @@ def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) 
             "set nnodes=1, or run the sweep with hydra/launcher=slurm; to plan it here add plan=true "
             "(predict.nnodes= and predict.gpus_per_node= predict its step on another cluster)",
         )
-    if cfg.batch.name == "auto" and env.in_submitit:
+    searching = env.in_submitit and (not env.agent_per_node or cfg.nnodes > 1)
+    why = (
+        f"its probe runs start on the job's first node only, and this job spans nnodes={cfg.nnodes}"
+        if env.agent_per_node
+        else "its probe runs are spawned by a node agent, but this job runs one Slurm task per rank"
+    )
+    fix = (
+        "run it with nnodes=1 under hydra/launcher=slurm (hydra.launcher.tasks_per_node=1, the default) first"
+    )
+    if cfg.batch.name == "auto" and searching:
         raise ConfigError(
             "batch",
             "auto",
-            "the micro-batch search spawns local probe workers, which a Slurm task cannot",
-            "find the size with a local run first, then set batch=fixed batch.micro_batch_size=N",
+            f"the micro-batch search: {why}",
+            f"{fix}, then set batch=fixed batch.micro_batch_size=N",
         )
-    if cfg.search.model != "none" and env.in_submitit:
+    if cfg.search.model != "none" and searching:
         raise ConfigError(
             "search.model",
             cfg.search.model,
-            "the model search spawns local probe workers, which a Slurm task cannot",
-            "find the size with a local run first, then set model.n_layer=N search.model=none",
+            f"the model search: {why}",
+            f"{fix}, then set model.n_layer=N search.model=none",
         )
     if device == "cuda":
         if not env.cuda_available:

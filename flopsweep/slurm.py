@@ -1,4 +1,9 @@
-"""Ranks under Slurm: with ``hydra/launcher=slurm`` (or ``submitit_local``) each submitit task is one rank.
+"""Slurm launcher settings and checks, and the older one-task-per-rank shape.
+
+By default (``hydra.launcher.tasks_per_node=1``) each Slurm task is the agent of one node and spawns
+that node's ranks with the local supervisor (:mod:`flopsweep.node_agent`); its agents watch each other
+with :class:`TaskWatch`'s heartbeats. With ``hydra.launcher.tasks_per_node=${nproc_per_node}`` each
+task is one rank, as described below (the older shape, kept while the agent path settles).
 
 hydra-submitit-launcher submits a sweep as one Slurm job array, one element per Hydra job, each
 with ``nodes x tasks_per_node`` tasks, and every task runs ``run.py``'s task function. The tasks
@@ -110,15 +115,31 @@ class LocalConf(LocalQueueConf):
 
 def tasks_per_node(nproc_per_node: str) -> int:
     """``hydra.launcher.tasks_per_node`` of conf/hydra/launcher/slurm.yaml (resolver ``flopsweep_tasks``):
-    ``nproc_per_node`` as an int, one task per rank; 0 for ``auto``, which :func:`check_sweep` rejects
-    before submission with a message (the launcher's int field would fail on ``auto`` first)."""
+    1, one task per node, the node agent that spawns the node's ranks (:mod:`flopsweep.node_agent`);
+    0 for ``nproc_per_node=auto``, which :func:`check_sweep` rejects before submission with a message
+    (the launcher's int field would fail on ``auto`` first)."""
+    return 1 if str(nproc_per_node).isdigit() else 0
+
+
+def ranks_per_node(nproc_per_node: str) -> int:
+    """``nproc_per_node`` as an int; 0 for ``auto``."""
     return int(nproc_per_node) if str(nproc_per_node).isdigit() else 0
 
 
 def gpus_per_node(device: str, nproc_per_node: str) -> int | None:
     """``hydra.launcher.gpus_per_node`` of slurm.yaml (resolver ``flopsweep_gpus``): one GPU per rank;
     none (null) for ``device=cpu`` or ``auto`` ranks."""
-    return None if device == "cpu" else tasks_per_node(nproc_per_node) or None
+    return None if device == "cpu" else ranks_per_node(nproc_per_node) or None
+
+
+def cpus_per_task(nproc_per_node: str) -> int:
+    """``hydra.launcher.cpus_per_task`` of slurm.yaml (resolver ``flopsweep_cpus``): ``CPUS_PER_RANK``
+    per rank of the node agent's task (the data is synthetic: a few cores per rank suffice)."""
+    return CPUS_PER_RANK * max(1, ranks_per_node(nproc_per_node))
+
+
+CPUS_PER_RANK = 8
+"""Cores asked per rank by slurm.yaml (``cpus_per_task`` is per node agent: ``nproc_per_node`` of them)."""
 
 
 def mem_gb(device: str, nproc_per_node: str) -> int | None:
@@ -158,20 +179,21 @@ def check_launcher(
 ) -> None:
     """Check resolved submitit launcher settings (``hydra.launcher``) against the run.
 
-    Each Slurm task is one rank: ``tasks_per_node == nproc_per_node``, ``nodes == nnodes``, and
-    on GPUs one GPU per task (``gpus_per_node == tasks_per_node``, or ``gpus_per_task == 1``).
+    ``tasks_per_node`` is 1 (one node agent per node, the default) or ``nproc_per_node`` (one task
+    per rank, the older shape), ``nodes == nnodes``, and on GPUs one GPU per rank
+    (``gpus_per_node == nproc_per_node``, or ``gpus_per_task`` giving as many).
 
     Raises:
         ConfigError: naming the launcher key, its value and what to set.
     """
     tasks, nodes = launcher.get("tasks_per_node") or 1, launcher.get("nodes") or 1
-    if tasks != nproc_per_node:
+    if tasks not in (1, nproc_per_node):
         raise ConfigError(
             "hydra.launcher.tasks_per_node",
             tasks,
-            f"each Slurm task is one rank, but nproc_per_node={nproc_per_node}",
-            f"set hydra.launcher.tasks_per_node={nproc_per_node}, or drop the override "
-            "(slurm.yaml sets it to ${nproc_per_node})",
+            f"a Slurm task is either the agent of one node (1: it spawns the nproc_per_node={nproc_per_node} "
+            "ranks) or one rank (nproc_per_node)",
+            "set hydra.launcher.tasks_per_node=1 (the default of slurm.yaml: one node agent per node)",
         )
     if local and nodes != 1:
         raise ConfigError(
@@ -180,14 +202,12 @@ def check_launcher(
             "hydra/launcher=slurm_local (submitit_local) runs every task on this machine, one node",
             f"set nnodes=1 with nproc_per_node={nproc_per_node * nnodes}, or hydra/launcher=slurm",
         )
-    if nodes * tasks != nproc_per_node * nnodes:
-        fix = f"set hydra.launcher.nodes={nnodes}, or nnodes={nodes}"
+    if nodes != nnodes:
         raise ConfigError(
             "hydra.launcher.nodes",
             nodes,
-            f"nodes x tasks_per_node = {nodes * tasks} Slurm "
-            f"tasks, but nnodes x nproc_per_node = {nnodes * nproc_per_node} ranks",
-            fix,
+            f"the job asks Slurm for {plural(nodes, 'node')}, but nnodes={nnodes}",
+            f"set hydra.launcher.nodes={nnodes}, or nnodes={nodes}",
         )
     per_task = launcher.get("gpus_per_task") or 0
     gpus = per_task * tasks if per_task else launcher.get("gpus_per_node") or 0
@@ -198,15 +218,14 @@ def check_launcher(
             "device=cpu runs no rank on a GPU, but the job asks Slurm for GPUs",
             "set hydra.launcher.gpus_per_node=null, or device=cuda",
         )
-    if (device == "cuda" or gpus) and gpus != tasks:
-        fix = f"set hydra.launcher.gpus_per_node={tasks}"
+    if (device == "cuda" or gpus) and gpus != nproc_per_node:
+        fix = f"set hydra.launcher.gpus_per_node={nproc_per_node}"
         if gpus:
-            fix += f", or nproc_per_node={gpus} (tasks_per_node follows it) for {gpus} GPU ranks per node"
+            fix += f", or nproc_per_node={gpus} for {gpus} GPU ranks per node"
         raise ConfigError(
             "hydra.launcher.gpus_per_node",
             gpus or None,
-            f"each of the {plural(tasks, 'task')} per node is one rank on its own GPU "
-            "(a task spawns no other rank)",
+            f"each of the {plural(nproc_per_node, 'rank')} per node runs on a GPU of its own",
             fix,
         )
 
@@ -384,11 +403,19 @@ class TaskWatch:
         return stale
 
     def _why_stop(self, deadline: float) -> str | None:
+        return self.why_stop(deadline)
+
+    def why_stop(self, deadline: float | None = None, *, peer_errors: bool = True) -> str | None:
+        """Why this task should stop waiting, or None: SIGTERM, ``deadline`` (monotonic; None: none)
+        passed, another rank's error file ``PEER_GRACE_S`` old (unless not ``peer_errors``: a node
+        agent's supervisor sees those itself), a watched task's heartbeat stale. A node agent
+        (:mod:`flopsweep.node_agent`) is watched as the task of rank ``node_rank``."""
         if self._sigterm:
             return "SIGTERM: Slurm is stopping the job (scancel, time limit or preemption)"
-        if time.monotonic() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             return f"timeout: no result within timeout_s={self.timeout_s:g} s"
         peers = [p for p in self.scratch.glob("rank*_error.json") if p.name != f"rank{self.rank}_error.json"]
+        peers = peers if peer_errors else []
         if peers and self._peer_error_since is None:
             self._peer_error_since = time.monotonic()
         if peers and time.monotonic() - self._peer_error_since > PEER_GRACE_S:
@@ -397,8 +424,9 @@ class TaskWatch:
         watched = range(1, self.world_size) if self.rank == 0 else [0]
         dead = self.stale(watched)
         if dead:
+            task = f"rank {dead[0]}" if peer_errors else f"node {dead[0]}'s agent"
             return (
-                f"the task of rank {dead[0]} stopped (no heartbeat for {STALE_S:g} s): killed, e.g. "
+                f"the task of {task} stopped (no heartbeat for {STALE_S:g} s): killed, e.g. "
                 "by the OOM killer, or its node failed"
             )
         return None

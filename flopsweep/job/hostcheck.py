@@ -8,8 +8,8 @@ import os
 
 from flopsweep.config import ConfigError
 from flopsweep.layout import Plan
+from flopsweep.node_agent import job_launcher
 from flopsweep.plan import OFFLOAD_KEYS
-from flopsweep.slurm import inside_submitit_task
 from flopsweep.text import plural
 
 
@@ -41,7 +41,7 @@ def check_free_host_memory(p: Plan, free: int | None = None) -> str | None:
         ConfigError: naming ``model`` (CPU) or the offload key, the need, the free memory and the fix.
     """
     cfg = p.cfg
-    if inside_submitit_task() or cfg.search.model == "largest":
+    if job_launcher() != "local" or cfg.search.model == "largest":
         return None
     if free is None:
         from flopsweep import hostmem

@@ -53,13 +53,14 @@ from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_lo
 from flopsweep.layout import tp_across_nodes
 from flopsweep.metrics import loadavg
 from flopsweep.modelsearch import N_LAYER
+from flopsweep.node_agent import agent_per_node, job_launcher, launch_node_agent
 from flopsweep.plan import Environment, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.reuse import Machine, Resumed, reusable_probes
 from flopsweep.seqsearch import SEQ_LEN
 from flopsweep.sizesearch import NothingFits, ProbeFailed
-from flopsweep.slurm import inside_submitit_task, launch_slurm_task, writes_record
+from flopsweep.slurm import launch_slurm_task, writes_record
 from flopsweep.text import plural, printable
 
 log = logging.getLogger("flopsweep")
@@ -285,7 +286,7 @@ def sized(job: JobResult) -> JobResult:
     fails ends the job with its probe's outcome (:attr:`JobResult.outcome`; ``even <first size>
     does not fit`` when nothing fits), at the sizes reached."""
     p = job.plan
-    if inside_submitit_task():  # this task is one rank; validation refused the searches here
+    if job_launcher() != "local" and not agent_per_node():  # a task per rank: validation refused the searches
         job.sized = p
         return job
     here = Machine.here(p.cfg.device, p.world_size) if job.resumed is not None else None
@@ -317,8 +318,10 @@ def launched(job: JobResult) -> JobResult:
     if job.outcome is not None:  # a search failed: its probe's outcome is the job's
         return job
     p = job.sized
-    if inside_submitit_task():
-        job.outcome = launch_slurm_task(p, job.path.parent)
+    if job_launcher() != "local":  # chosen by the job's config (hydra.launcher), not by the environment
+        job.measuring = p.cfg
+        launch = launch_node_agent if agent_per_node() else launch_slurm_task
+        job.outcome = launch(p, job.path.parent)
         return job
     job.measuring = p.cfg  # an interrupt from here on is recorded at the sizes measured
     job.outcome = launch_local(p, job.path.parent)

@@ -56,6 +56,7 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("flopsweep_tasks", slurm.tasks_per_node, replace=True)
     OmegaConf.register_new_resolver("flopsweep_gpus", slurm.gpus_per_node, replace=True)
     OmegaConf.register_new_resolver("flopsweep_mem_gb", slurm.mem_gb, replace=True)
+    OmegaConf.register_new_resolver("flopsweep_cpus", slurm.cpus_per_task, replace=True)
 
 
 register_resolvers()
@@ -167,6 +168,17 @@ def check_parallel(launcher: dict[str, Any], *, device: str, visible_gpus: int |
         )
 
 
+ENDED_WAIT_S = 30.0
+"""How long the sweep asks Slurm again for the final state of a job whose task 0 gave its result while
+the job was still ``RUNNING`` or ``COMPLETING`` (a node agent returns at once on SIGTERM; Slurm names
+the end, e.g. ``NODE_FAIL``, a moment later)."""
+
+
+def _still_ending(state: str | None) -> bool:
+    """True for a state that is not yet the job's end (``RUNNING``, ``COMPLETING``)."""
+    return (state or "").upper().split(" ")[0].rstrip("+") in ("RUNNING", "COMPLETING")
+
+
 class WatchingLauncher(BaseSubmititLauncher):
     """``launch`` that waits with :class:`flopsweep.cluster.JobWatch` (see the module docstring)."""
 
@@ -219,7 +231,12 @@ class WatchingLauncher(BaseSubmititLauncher):
         done = [w for w in watched_jobs if w.outcome in ("result", "partial")]
         if not done:
             return
-        states = self._states([w.job for w in done])([w.job.job_id for w in done]) or {}
+        ask = self._states([w.job for w in done])
+        states = ask([w.job.job_id for w in done]) or {}
+        end = time.monotonic() + ENDED_WAIT_S
+        while any(_still_ending(states.get(w.job.job_id)) for w in done) and time.monotonic() < end:
+            time.sleep(1.0)  # a task gave its result while Slurm still ends the job (another node failed)
+            states = ask([w.job.job_id for w in done]) or states
         for w in done:
             state = states.get(w.job.job_id) or w.state
             try:

@@ -40,7 +40,7 @@ CPU_JOB = [
 @pytest.mark.parametrize(
     ("overrides", "key"),
     [
-        (["hydra.launcher.tasks_per_node=1"], "hydra.launcher.tasks_per_node"),
+        (["hydra.launcher.tasks_per_node=3"], "hydra.launcher.tasks_per_node"),
         (["hydra.launcher.nodes=2"], "hydra.launcher.nodes"),
         (["hydra.launcher.gpus_per_node=2"], "hydra.launcher.gpus_per_node"),
         (["nproc_per_node=auto"], "nproc_per_node"),
@@ -78,8 +78,9 @@ def test_no_controller_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_submitit_local_runs_each_task_as_one_rank(tmp_path: Path) -> None:
-    """The Slurm code path without Slurm: submitit_local starts two tasks, each one gloo rank."""
+def test_submitit_local_runs_one_node_agent_that_spawns_both_ranks(tmp_path: Path) -> None:
+    """The Slurm code path without Slurm: submitit_local starts one task, the node agent, which spawns
+    the two gloo ranks."""
     local = [
         arg.replace("hydra/launcher=slurm", "hydra/launcher=slurm_local")
         for arg in CPU_JOB
@@ -91,15 +92,14 @@ def test_submitit_local_runs_each_task_as_one_rank(tmp_path: Path) -> None:
     assert record["status"] == "ok", record["error"]
     assert record["system"]["world_size"] == 2
     assert [r["rank"] for r in record["metrics"]["per_rank"]] == [0, 1]
-    assert "slurm task: rank 1 of 2" in (tmp_path / "0" / "run.log").read_text()
+    assert "node agent 0 of 1 on ?: spawns ranks 0 to 1 of 2" in (tmp_path / "0" / "run.log").read_text()
 
 
 @pytest.mark.slow
 def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path) -> None:
     """As a local sweep does, slurm_local prints ``job i/N done: <status>`` once per job, in the sweep's
-    output, as each job ends: for a job that gave its result (ok, oom: the task ran the callbacks, out
-    of sight) and for one whose task was killed (its error record written by the sweep process); and
-    each failed job's line once."""
+    output, as each job ends (ok, oom, and a job whose rank was killed: its node agent, the task, ran
+    the callbacks out of sight and recorded the kill), and each failed job's line once."""
     one_rank = ["hydra/launcher=slurm_local", "device=cpu", "nproc_per_node=1", "precision=fp32"]
     proc = run_py(
         "-m",
@@ -114,7 +114,7 @@ def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path)
     assert proc.returncode == 0, output[-3000:]
     ok, lost, oom = records(tmp_path)
     assert (ok["status"], lost["status"], oom["status"]) == ("ok", "error", "oom")
-    assert lost["error"]["type"] == "JobLost"  # SIGKILL took the task: no result, the sweep recorded it
+    assert lost["error"]["type"] == "WorkerKilled"  # SIGKILL took the rank; its node agent recorded it
     lines = [line for line in proc.stdout.splitlines() if line.startswith("flopsweep: job ") and "/" in line]
     assert [line.split(",")[0] for line in lines] == [
         "flopsweep: job 1/3 done: ok",
@@ -134,7 +134,9 @@ def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path)
         if line.startswith(("flopsweep: oom in ", "flopsweep: error in "))
     ]
     assert len(failed) == 2, proc.stderr[-3000:]
-    assert ": JobLost: " in failed[0] and failed[0].endswith(f"-> {tmp_path / '1' / 'metrics.json'}"), failed
+    assert ": WorkerKilled: rank 0 was killed by SIGKILL" in failed[0] and failed[0].endswith(
+        f"-> {tmp_path / '1' / 'metrics.json'}"
+    ), failed
     assert ": OutOfMemoryError: injected fault: oom on rank 0 in measure -> " in failed[1], failed
     assert failed[1].endswith(f"-> {tmp_path / '2' / 'metrics.json'}"), failed
     # each once: a lost job's line was printed, then logged again by the sweep process, whose
@@ -200,7 +202,7 @@ def sweep(
 
 
 @pytest.mark.slurm
-def test_two_point_sweep_two_tasks_per_job(tmp_path: Path, job_name: str) -> None:
+def test_two_point_sweep_one_node_agent_per_job(tmp_path: Path, job_name: str) -> None:
     proc = sweep(tmp_path, job_name, "backend=ddp,fsdp")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "flopsweep summary: 2 ok, 0 oom, 0 error, 0 invalid" in proc.stdout
@@ -209,13 +211,14 @@ def test_two_point_sweep_two_tasks_per_job(tmp_path: Path, job_name: str) -> Non
     for r in recs:
         assert r["status"] == "ok", r["error"]
         assert r["system"]["world_size"] == 2 and [p["rank"] for p in r["metrics"]["per_rank"]] == [0, 1]
-    # One directory per job, shared by its two tasks; no task made one of its own.
+    # One directory per job; its one Slurm task is the node agent, which spawned both ranks.
     assert sorted(p.name for p in tmp_path.iterdir()) == [".submitit", "0", "1", "multirun.yaml"]
     for job in ("0", "1"):
         log = (tmp_path / job / "run.log").read_text()
-        assert "slurm task: rank 0 of 2" in log and "slurm task: rank 1 of 2" in log
+        assert log.count("node agent 0 of 1 on ") == 1 and "spawns ranks 0 to 1 of 2" in log, log[-2000:]
         assert not (tmp_path / job / ".flopsweep").exists()
-    assert len(list((tmp_path / ".submitit").glob("*/*_1_result.pkl"))) == 2  # task 1 of each job ran
+    assert len(list((tmp_path / ".submitit").glob("*/*_0_result.pkl"))) == 2  # task 0 of each job ran
+    assert not list((tmp_path / ".submitit").glob("*/*_1_result.pkl"))  # and no other task
     assert sum(line.endswith("): done") for line in proc.stdout.splitlines()) == 2  # one state line each
 
 
@@ -257,26 +260,25 @@ def test_rank_that_raises_gives_error_record(tmp_path: Path, job_name: str) -> N
 @pytest.mark.slurm
 def test_rank_that_never_joins_gives_error_record(tmp_path: Path, job_name: str) -> None:
     """Rank 0 waits in the rendezvous for rank 1, which raised before it joined (``fault.phase=init``):
-    its task gives up PEER_GRACE_S later."""
+    the node agent stops it as soon as rank 1's error file appears."""
     proc = sweep(tmp_path, job_name, "backend=ddp", "fault.kind=raise", "fault.rank=1", "fault.phase=init")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record,) = records(tmp_path)
     assert record["status"] == "error" and record["error"]["rank"] == 1
     assert record["error"]["type"] == "InjectedFault" and record["error"]["phase"] == "init", record["error"]
-    assert "rank 1 failed and rank 0 still waited for it" in (tmp_path / "0" / "run.log").read_text()
 
 
 @pytest.mark.slurm
-def test_killed_rank_zero_task_leaves_record_by_rank_one(tmp_path: Path, job_name: str) -> None:
-    """Rank 0's task dies by SIGKILL: rank 1's task writes the record STALE_S later. submitit gets no
-    result from task 0; the launcher sees the job end without it, keeps the record, and goes on."""
+def test_killed_rank_zero_is_recorded_by_its_node_agent(tmp_path: Path, job_name: str) -> None:
+    """Rank 0 dies by SIGKILL: its node agent, which spawned it, stops rank 1 and writes the record
+    naming the signal and the rank, as a local run's launcher does."""
     kill = ("fault.kind=kill", "fault.rank=0", "fault.phase=init")
     proc = sweep(tmp_path, job_name, "backend=ddp", *kill, timeout=360)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "flopsweep summary: 0 ok, 0 oom, 1 error, 0 invalid" in proc.stdout
     (record,) = records(tmp_path)
-    assert record["status"] == "error" and record["error"]["type"] == "TaskDied"
-    assert record["error"]["rank"] == 0 and "rank 1 wrote this one" in record["error"]["message"]
+    assert record["status"] == "error" and record["error"]["type"] == "WorkerKilled", record["error"]
+    assert record["error"]["rank"] == 0 and "rank 0 was killed by SIGKILL" in record["error"]["message"]
 
 
 class Sweep:
@@ -403,7 +405,7 @@ def test_request_larger_than_any_node_is_refused_before_submission(tmp_path: Pat
     proc = run_py("-m", *args, f"hydra.launcher.name={job_name}", f"hydra.sweep.dir={sweep_dir}", timeout=120)
     assert proc.returncode == 1
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith("Invalid config: hydra.launcher.cpus_per_task=10000: a job asks for 20000 CPUs"), (
+    assert line.startswith("Invalid config: hydra.launcher.cpus_per_task=10000: a job asks for 10000 CPUs"), (
         line
     )
     assert "Fix: set hydra.launcher.cpus_per_task=" in line and "Traceback" not in proc.stderr
@@ -413,7 +415,7 @@ def test_request_larger_than_any_node_is_refused_before_submission(tmp_path: Pat
 
 @pytest.mark.slurm
 def test_contradicting_launcher_submits_nothing(tmp_path: Path, job_name: str) -> None:
-    proc = sweep(tmp_path, job_name, "backend=ddp", "hydra.launcher.tasks_per_node=1", timeout=120)
+    proc = sweep(tmp_path, job_name, "backend=ddp", "hydra.launcher.tasks_per_node=3", timeout=120)
     assert proc.returncode == 1 and "hydra.launcher.tasks_per_node" in proc.stderr
     assert _slurm("squeue", "-h", f"--name={job_name}").strip() == ""
     assert not tmp_path.joinpath(".submitit").exists()

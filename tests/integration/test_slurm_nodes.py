@@ -29,8 +29,9 @@ def _nodes() -> list[str]:
 def test_fsdp_and_hsdp_across_two_nodes_train_as_one_node_does(tmp_path: Path, job_name: str) -> None:  # noqa: F811
     """``nnodes=2 nproc_per_node=2``: FSDP2 over the 4 ranks, and HSDP with its 2 replicas one per
     node, each give the first and last losses of the same layout on 4 ranks of one machine (no
-    Slurm), every task says which node it ran on (both nodes, node ranks 0 and 1), and the
-    interconnect probe measured every collective over the 4 ranks."""
+    Slurm), every node agent says which node it ran on (both nodes), and the
+    interconnect probe measured every collective over the 4 ranks. Each node's one Slurm task is the
+    agent that spawned that node's two ranks (its log line names the node and the global ranks)."""
     nodes = _nodes()
     assert len(nodes) >= 2, f"the test cluster has one node ({nodes}): start it with bash .ci/slurm-up.sh"
     swept = "parallel.dp_replicate=1,2"
@@ -59,10 +60,15 @@ def test_fsdp_and_hsdp_across_two_nodes_train_as_one_node_does(tmp_path: Path, j
         assert probe and {p["collective"] for p in probe} >= {"all_gather", "reduce_scatter", "all_reduce"}
         assert all(p["ranks"] == 4 and p["busbw_gbps"] > 0 for p in probe), probe
         log = (slurm_dir / str(job) / "run.log").read_text()
-        ran_on = {(line.split(" on node ")[1].split(" ")[0], line.split("(node rank ")[1][0])
-                  for line in log.splitlines() if "slurm task: rank" in line}  # fmt: skip
-        assert len(ran_on) == 2 and {rank for _, rank in ran_on} == {"0", "1"}, log[-2000:]
-        assert {node for node, _ in ran_on} <= set(nodes)
+        agents = [
+            line.split("node agent ")[1]
+            for line in log.splitlines()
+            if "node agent " in line and "spawns" in line
+        ]
+        ran_on = {(a.split(" on ")[1].split(":")[0], a[0], a.split("spawns ")[1]) for a in agents}
+        assert len(agents) == len(ran_on) == 2, log[-2000:]  # one agent per node
+        assert {(r, s) for _, r, s in ran_on} == {("0", "ranks 0 to 1 of 4"), ("1", "ranks 2 to 3 of 4")}
+        assert {node for node, _, _ in ran_on} == set(nodes[:2]), ran_on
 
 
 def _resume(node: str) -> None:

@@ -14,6 +14,7 @@ from flopsweep.callbacks import SweepBusy, lock_path, lock_sweep_dir
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.files import RecordExistsError, atomic_write_json
 from flopsweep.job import JobInfo, other_run_problem, run_job
+from flopsweep.node_agent import launcher_set
 from flopsweep.plan import Environment, plan, validate
 
 
@@ -159,7 +160,11 @@ def test_an_salloc_shell_keeps_the_cpu_rank_cap_and_only_a_launcher_task_lifts_i
         plan(cfg, env)
     monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
     monkeypatch.setenv("SLURM_PROCID", "0")
-    assert Environment.detect().slurm_job is True
+    assert Environment.detect().slurm_job is False  # the environment alone does not make a Slurm job
+    with launcher_set(
+        {"_target_": "hydra_plugins.flopsweep_slurm.FlopsweepSlurmLauncher", "tasks_per_node": 1}
+    ):
+        assert Environment.detect().slurm_job is True  # the job's config names the Slurm launcher
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ jobs through ``squeue``. Every test still bounds its sweep with a timeout and ca
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from flopsweep import cluster as fcluster
 from flopsweep import config as fconfig
 from flopsweep import slurm
 from flopsweep.config import ConfigError
+from flopsweep.node_agent import launcher_set
+from flopsweep.plan import Environment, resolve
 
 DISTRIBUTED_KEYS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 
@@ -103,11 +106,13 @@ def test_more_than_one_node_needs_slurm(monkeypatch: pytest.MonkeyPatch) -> None
     cfg = fconfig.RunConfig(
         backend=fconfig.BackendConfig(name="ddp"), device="cpu", nproc_per_node="2", nnodes=2
     )
-    monkeypatch.delenv("SUBMITIT_EXECUTOR", raising=False)
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")  # the environment does not choose the launcher
     with pytest.raises(ConfigError, match="hydra/launcher=slurm"):
         validate(cfg)
-    monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")  # a task of a 2-node Slurm job
-    assert validate(cfg).nnodes == 2
+    with launcher_set(
+        {"_target_": "hydra_plugins.flopsweep_slurm.FlopsweepSlurmLauncher", "tasks_per_node": 1}
+    ):
+        assert validate(cfg).nnodes == 2  # a node agent of a 2-node Slurm job: its config says so
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +127,8 @@ def launcher_config(hydra_compose):
 def test_slurm_launcher_two_nodes_of_eight_gpus(launcher_config) -> None:
     launcher = launcher_config(["device=cuda", "nproc_per_node=8", "nnodes=2"])
     assert launcher["_target_"] == "hydra_plugins.flopsweep_slurm.FlopsweepSlurmLauncher"
-    assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (2, 8, 8)
+    assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (2, 1, 8)
+    assert launcher["cpus_per_task"] == 8 * slurm.CPUS_PER_RANK  # one node agent: the cores of 8 ranks
     assert launcher["mem_gb"] == 8 * slurm.MEM_GB_PER_GPU_RANK
     assert launcher["partition"] is None and launcher["account"] is None
     slurm.check_launcher(launcher, nproc_per_node=8, nnodes=2, device="cuda")
@@ -130,7 +136,7 @@ def test_slurm_launcher_two_nodes_of_eight_gpus(launcher_config) -> None:
 
 def test_slurm_launcher_on_cpu_asks_for_no_gpu(launcher_config) -> None:
     launcher = launcher_config(["device=cpu", "nproc_per_node=2"])
-    assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (1, 2, None)
+    assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (1, 1, None)
     assert launcher["mem_gb"] is None
     slurm.check_launcher(launcher, nproc_per_node=2, nnodes=1, device="cpu")
 
@@ -139,14 +145,14 @@ def test_slurm_launcher_on_cpu_asks_for_no_gpu(launcher_config) -> None:
 def test_gpu_sweeps_pass_the_slurm_launcher_check(launcher_config, name: str) -> None:
     launcher = launcher_config([f"+sweep={name}", "nproc_per_node=8"])
     slurm.check_launcher(launcher, nproc_per_node=8, nnodes=launcher["nodes"], device="cuda")
-    assert launcher["gpus_per_node"] == launcher["tasks_per_node"] == 8
+    assert launcher["gpus_per_node"] == 8 and launcher["tasks_per_node"] == 1
     assert launcher["nodes"] == (2 if name.endswith("2node") else 1)
 
 
 @pytest.mark.parametrize(
     ("launcher", "run", "key"),
     [
-        ({"tasks_per_node": 1, "gpus_per_node": 8}, (8, 1, "cuda"), "hydra.launcher.tasks_per_node"),
+        ({"tasks_per_node": 3, "gpus_per_node": 8}, (8, 1, "cuda"), "hydra.launcher.tasks_per_node"),
         ({"tasks_per_node": 1, "gpus_per_node": 8}, (1, 1, "cuda"), "hydra.launcher.gpus_per_node"),
         ({"tasks_per_node": 8, "nodes": 1, "gpus_per_node": 8}, (8, 2, "cuda"), "hydra.launcher.nodes"),
         ({"tasks_per_node": 8, "nodes": 2}, (8, 2, "cuda"), "hydra.launcher.gpus_per_node"),
@@ -175,6 +181,9 @@ def test_check_launcher_accepts_one_gpu_per_task() -> None:
     slurm.check_launcher(
         {"tasks_per_node": 8, "nodes": 2, "gpus_per_task": 1}, nproc_per_node=8, nnodes=2, device="cuda"
     )
+    slurm.check_launcher(
+        {"tasks_per_node": 1, "nodes": 2, "gpus_per_task": 8}, nproc_per_node=8, nnodes=2, device="cuda"
+    )  # one node agent per node, given the node's 8 GPUs
 
 
 SINFO = """\
@@ -465,3 +474,33 @@ def test_an_error_record_gets_the_end_slurm_gave_its_job() -> None:
     for state in ("COMPLETED", "FAILED", "RUNNING", None, ""):
         assert ended_record(record, "7", state) is None, state
     assert ended_record({"status": "ok", "error": None}, "7", "NODE_FAIL") is None
+
+
+SLURM_AGENT = {"_target_": "hydra_plugins.flopsweep_slurm.FlopsweepSlurmLauncher", "tasks_per_node": 1}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"batch": fconfig.BatchConfig(name="auto")}, "batch"),
+        ({"search": fconfig.ModelSearchConfig(model="largest")}, "search.model"),
+    ],
+)
+def test_searches_run_in_a_one_node_agent_and_are_refused_on_several_nodes_or_tasks_per_rank(
+    overrides: dict, key: str
+) -> None:
+    """The searches start probe runs from the job process: node 0's agent on one node; a job of two
+    nodes, or of one task per rank, is refused in one line naming the key and the fix."""
+    cpu = fconfig.RunConfig(
+        backend=fconfig.BackendConfig(name="ddp"), device="cpu", nproc_per_node="2", **overrides
+    )
+    agent = Environment(cpu_count=2, in_submitit=True, under_slurm=True, slurm_job=True, agent_per_node=True)
+    assert resolve(cpu, agent).world_size == 2
+    two_nodes = dataclasses.replace(cpu, nnodes=2)
+    with pytest.raises(ConfigError) as info:
+        resolve(two_nodes, agent)
+    assert info.value.key == key and "nnodes=2" in str(info.value) and "nnodes=1" in str(info.value)
+    per_rank = dataclasses.replace(agent, agent_per_node=False)
+    with pytest.raises(ConfigError, match="one Slurm task per rank") as info:
+        resolve(cpu, per_rank)
+    assert info.value.key == key and "\n" not in str(info.value)

@@ -1,0 +1,39 @@
+"""Issue 44, item 1: one launch path. Under ``hydra/launcher=slurm`` each node's one Slurm task is the
+node agent that spawns the node's ranks with the local supervisor (``flopsweep.node_agent``), so the
+searches that start probe runs from the job process (``batch=auto``) run under Slurm as they do on one
+machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import records
+
+from integration.test_slurm import cluster, job_name, sweep  # noqa: F401 - fixtures
+
+
+@pytest.mark.slurm
+def test_batch_auto_under_slurm_searches_then_measures_at_the_size_found(
+    tmp_path: Path,
+    job_name: str,  # noqa: F811
+) -> None:
+    """``batch=auto`` on one Slurm node: the node agent runs the probes (micro batch 1, then 2), each
+    on the two spawned ranks, and measures at the largest that fit; one Slurm task ran."""
+    proc = sweep(tmp_path, job_name, "backend=ddp", "batch=auto", "batch.max_micro_batch_size=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "flopsweep summary: 1 ok, 0 oom, 0 error, 0 invalid" in proc.stdout, proc.stdout[-2000:]
+    (record,) = records(tmp_path)
+    assert record["status"] == "ok", record["error"]
+    search = record["run"]["batch_search"]
+    assert [p["micro_batch_size"] for p in search["probes"]] == [1, 2]
+    assert all(p["status"] == "ok" for p in search["probes"]), search["probes"]
+    assert search["result"] == 2 and record["config"]["batch"]["micro_batch_size"] == 2
+    assert record["system"]["world_size"] == 2 and [p["rank"] for p in record["metrics"]["per_rank"]] == [
+        0,
+        1,
+    ]
+    assert sorted(p.name for p in (tmp_path / "0" / "batch_search").iterdir()) == ["mbs1", "mbs2"]
+    log = (tmp_path / "0" / "run.log").read_text()
+    assert log.count("node agent 0 of 1 on ") == 1, log[-2000:]
+    assert not list((tmp_path / ".submitit").glob("*/*_1_result.pkl"))  # the agent was the job's one task
