@@ -362,6 +362,9 @@ def main(cfg: DictConfig) -> float:
             print(text, flush=True)
             if line := plan_invalid_line(record["plan_file"]):
                 print(line, file=sys.stderr)
+            if record.get("nothing"):  # plan_clusters ranked no set-up: why, and a failing exit status
+                print(f"flopsweep: {record['nothing']}", file=sys.stderr)
+                sys.exit(1)
         return objective.value(record, run_cfg.objective)
     if status != "ok":
         message = f"flopsweep: {status}: {record['error']['message']}"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from flopsweep.config import ConfigError
+from flopsweep.config import MAX_BY_KEY, ConfigError
 from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup
 
 GPUS_PER_NODE = 8
@@ -131,6 +131,10 @@ class Cluster:
         return ASSUMED_POWER_W.get(self.row.name)
 
 
+_SIZE_LIKE = re.compile(r"[-+]?[\d.]+(?:x[-+]?[\d.]+)?")
+"""What a size written wrongly looks like (a sign, a fraction), so that it is named as a size."""
+MAX_GPUS_PER_NODE = 128
+"""The most GPUs per node a cluster name may give (NVL72 racks are 72; nodes today hold 8 or 16)."""
 _NAME = re.compile(r"(?P<gpu>[^:\s]+)(?::(?P<size>\d+(?:x\d+)?))?(?::(?P<net>[^:\s]+))?")
 
 
@@ -189,6 +193,13 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
         if size and "x" in size:
             per_node = int(size.split("x")[1])
     else:
+        if not size and net and _SIZE_LIKE.fullmatch(net):  # H100:8x-1, H100:-8, H100:1.5x8
+            raise ConfigError(
+                "plan_clusters",
+                text,
+                f"its size {net!r} is not NODESxGPUS_PER_NODE of positive whole numbers",
+                _fix(),
+            )
         nnodes, per_node = _size(size or "", text)
     row = lookup(gpu)
     if row is None:
@@ -196,6 +207,14 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
     _check_memory_size(gpu, text)
     if nnodes < 1 or per_node < 1:
         raise ConfigError("plan_clusters", text, "needs at least one node of one GPU", _fix())
+    if nnodes > MAX_BY_KEY["nnodes"] or per_node > MAX_GPUS_PER_NODE:
+        raise ConfigError(
+            "plan_clusters",
+            text,
+            f"{nnodes} nodes of {per_node} GPUs is beyond the bounds ({MAX_BY_KEY['nnodes']:g} nodes, "
+            f"{MAX_GPUS_PER_NODE} GPUs per node)",
+            "name a cluster within them, e.g. H100:1024x8",
+        )
     network = parse_network(net) if net else default_network(row)
     return Cluster(
         gpu=gpu.replace(" ", "-"),

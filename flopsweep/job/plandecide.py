@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -107,13 +108,31 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         )
     else:
         text = render(ranked, result, cfg, notes, lines, str(path))
-    return {
+    out = {
         "status": "plan",
         "plan_file": str(path),
         "plan_text": text,
         "plan": {},
         "best": [r.as_dict() for r in best],
     }
+    if not ranked:  # a contradictory space: say why, and run.py exits 1
+        out["nothing"] = nothing_line(result.rows)
+    return out
+
+
+def nothing_line(rows: list[Row]) -> str:
+    """One line for a plan that ranks no set-up: how many were dropped and the commonest reason."""
+    reasons = Counter(f"{r.status}: {r.reason}" if r.reason else r.status for r in rows)
+    if not reasons:
+        return "plan: no set-up to rank (the space and clusters give none); see docs/plan.md"
+    reason, count = reasons.most_common(1)[0]
+    reason = reason.rstrip(". ")
+    widen = ". Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
+    fix = "" if "Fix: " in reason else widen
+    return (
+        f"plan: no set-up fits and is predicted: all {len(rows)} dropped; the commonest reason ({count} of "
+        f"{len(rows)}): {reason}{fix}"
+    )
 
 
 def _si(x: float | None, money: bool = False) -> str:

@@ -39,15 +39,20 @@ SPACE_KEY_OF = {
 """The ``_target_`` of ``conf/hydra/sweeper/tune.yaml``."""
 
 
-def _param_problem(name: str, value: Any, *, least: float, whole: bool = True) -> str | None:
-    """One line refusing a sweeper parameter that is not a number of at least ``least``."""
+def _param_problem(
+    name: str, value: Any, *, least: float, default: Any, whole: bool = True, above: bool = False
+) -> str | None:
+    """One line refusing a sweeper parameter that is not a number of at least ``least`` (``above``:
+    over it), its fix the parameter's default."""
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and (not whole or float(value).is_integer()) and value >= least:
+    inside = ok and (value > least if above else value >= least)
+    if inside and (not whole or float(value).is_integer()):
         return None
     kind = "a whole number" if whole else "a number"
+    bound = f"above {least:g}" if above else f"of at least {least:g}"
     return (
-        f"Invalid config: hydra.sweeper.{name}={value!r}: must be {kind} of at least {least:g}. "
-        f"Fix: set hydra.sweeper.{name} to one."
+        f"Invalid config: hydra.sweeper.{name}={value!r}: must be {kind} {bound}. "
+        f"Fix: set hydra.sweeper.{name}={default} (its default), or another such value."
     )
 
 
@@ -81,14 +86,16 @@ class TuneSweeper(BasicSweeper):
 
     def _problem(self) -> str | None:
         return (
-            _param_problem("budget_gpu_s", self.budget_gpu_s, least=0, whole=False)
-            or _param_problem("initial", self.initial, least=1)
-            or _param_problem("eta", self.eta, least=2)
-            or _param_problem("finalists", self.finalists, least=1)
+            _param_problem("budget_gpu_s", self.budget_gpu_s, least=0, default=3600.0, whole=False)
+            or _param_problem("initial", self.initial, least=1, default=8)
+            or _param_problem("eta", self.eta, least=2, default=2)
+            or _param_problem("finalists", self.finalists, least=1, default=2)
             or (
                 None
                 if self.memory_gib is None
-                else _param_problem("memory_gib", self.memory_gib, least=1e-9, whole=False)
+                else _param_problem(
+                    "memory_gib", self.memory_gib, least=0, default="null", whole=False, above=True
+                )
             )
         )
 

@@ -46,6 +46,11 @@ def test_cluster_names(name: str, label: str, world: int, gbps: float) -> None:
         ("H100:12", "12 GPUs do not fill nodes of 8"),
         ("H100:0x8", "needs at least one node of one GPU"),
         ("H100 8x8", "is not a cluster name"),
+        ("H100:8x-1", "its size '8x-1' is not NODESxGPUS_PER_NODE of positive whole numbers"),
+        ("H100:1.5x8", "its size '1.5x8' is not NODESxGPUS_PER_NODE"),
+        ("H100:99999999999x99999999999", "nodes of 99999999999 GPUs is beyond the bounds (1024 nodes"),
+        ("H100:1x129", "1 nodes of 129 GPUs is beyond the bounds"),
+        ("H100:99999999992", "12499999999 nodes of 8 GPUs is beyond the bounds"),
     ],
 )
 def test_bad_cluster_names_are_one_line(name: str, said: str) -> None:
@@ -311,3 +316,29 @@ def test_a_sweeps_plan_csv_is_ranked_by_the_objective(tmp_path: Path) -> None:
         replace_plan_file(path, rows)
         rank_plan_file(str(path), objective)
         assert [r["rank"] for r in csv.DictReader(path.open())] == ranks
+
+
+def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
+    from flopsweep.job.plandecide import nothing_line
+    from flopsweep.plan_space import Row
+
+    rows = [
+        Row(
+            cluster="H100-SXM:1x8",
+            setup=None,
+            status="refused",
+            reason="parallel.tp=2: tp needs fsdp. Fix: set tp=1.",
+        )
+    ] * 3
+    rows += [
+        Row(cluster="H100-SXM:1x8", setup=None, status="over memory", reason="estimated 90 GiB per rank")
+    ]
+    line = nothing_line(rows)
+    assert line.startswith(
+        "plan: no set-up fits and is predicted: all 4 dropped; the commonest reason (3 of 4)"
+    )
+    assert line.endswith("refused: parallel.tp=2: tp needs fsdp. Fix: set tp=1") and line.count("Fix:") == 1
+    assert nothing_line(rows[3:]).endswith(
+        "Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
+    )
+    assert "no set-up to rank" in nothing_line([])

@@ -314,7 +314,13 @@ def test_sweeper_parameters_are_refused_in_one_line():
     line = TuneSweeper(eta=1)._problem()
     assert line == (
         "Invalid config: hydra.sweeper.eta=1: must be a whole number of at least 2. "
-        "Fix: set hydra.sweeper.eta to one."
+        "Fix: set hydra.sweeper.eta=2 (its default), or another such value."
     )
     assert "hydra.sweeper.budget_gpu_s=-1" in TuneSweeper(budget_gpu_s=-1)._problem()
     assert "hydra.sweeper.memory_gib=0" in TuneSweeper(memory_gib=0)._problem()
+    assert (
+        TuneSweeper(memory_gib=-5)
+        ._problem()
+        .startswith("Invalid config: hydra.sweeper.memory_gib=-5: must be a number above 0")
+    )
+    assert TuneSweeper(budget_gpu_s=0)._problem() is None  # round 0 only
