@@ -2,11 +2,12 @@
 the agent of one node, and it spawns and supervises that node's ``nproc_per_node`` ranks with the
 code a local run uses (:func:`flopsweep.launch.spawn_ranks`, :func:`flopsweep.launch.supervise`).
 
-Which path a job takes is read from its config, not from the environment:
-:func:`job_launcher` names the launcher of the job's Hydra config (``hydra.launcher._target_``),
-and :func:`agent_per_node` says whether its tasks are node agents (``hydra.launcher.tasks_per_node``
-is 1, the default of conf/hydra/launcher/slurm.yaml) or one rank each (``tasks_per_node ==
-nproc_per_node``: :func:`flopsweep.slurm.launch_slurm_task`, the older path).
+Which path a job takes is read from its config, not from the environment
+(:mod:`flopsweep.launcher_choice`): ``job_launcher`` names the launcher of the job's Hydra config
+(``hydra.launcher._target_``), and ``agent_per_node`` says whether its tasks are node agents
+(``hydra.launcher.tasks_per_node`` is 1, the default of conf/hydra/launcher/slurm.yaml) or one
+rank each (``tasks_per_node == nproc_per_node``: :func:`flopsweep.slurm.launch_slurm_task`, the
+older path).
 
 The agent's place comes from submitit's ``JobEnvironment`` (``SLURM_NODEID``, ``SLURM_JOB_NUM_NODES``,
 the first host of ``SLURM_JOB_NODELIST`` through ``scontrol show hostnames``): its ranks get
@@ -35,7 +36,6 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,54 +60,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flopsweep")
 
-SLURM_TARGETS = {
-    "hydra_plugins.flopsweep_slurm.FlopsweepSlurmLauncher": "slurm",
-    "hydra_plugins.flopsweep_slurm.FlopsweepLocalLauncher": "slurm_local",
-}
-"""``hydra.launcher._target_`` of flopsweep's submitit launchers, and the launcher's name."""
 ENDED_BYTES = 1 << 16
 """At most this much of another node's ``node{N}_ended.json`` is read."""
-
-
-def job_launcher() -> str:
-    """``slurm`` or ``slurm_local`` when this job's Hydra config names one of flopsweep's submitit
-    launchers (``hydra.launcher._target_``), else ``local`` (also outside a Hydra job)."""
-    launcher = _launcher_conf()
-    return SLURM_TARGETS.get(str(launcher.get("_target_", "")), "local") if launcher else "local"
-
-
-def agent_per_node() -> bool:
-    """True when this job runs under a flopsweep Slurm launcher with one task per node
-    (``hydra.launcher.tasks_per_node`` 1): the task is a node agent. False locally, and for the
-    older one-task-per-rank shape (``tasks_per_node == nproc_per_node`` > 1)."""
-    launcher = _launcher_conf()
-    return job_launcher() != "local" and int(launcher.get("tasks_per_node") or 1) == 1
-
-
-def _launcher_conf() -> dict[str, Any]:
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return {}
-    launcher = HydraConfig.get().get("launcher")
-    return dict(launcher) if launcher is not None else {}
-
-
-@contextlib.contextmanager
-def launcher_set(launcher: dict[str, Any]) -> Iterator[None]:
-    """Within: :func:`job_launcher` and :func:`agent_per_node` read ``launcher`` as this job's
-    ``hydra.launcher`` (Hydra's config singleton is set and then restored); for checks and tests that
-    decide as a job of that launcher would, outside one."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
-    instance = HydraConfig.instance()
-    saved = instance.cfg
-    instance.cfg = OmegaConf.create({"hydra": {"launcher": launcher}})
-    try:
-        yield
-    finally:
-        instance.cfg = saved
 
 
 def launch_node_agent(plan: Plan, job_dir: Path) -> Outcome:

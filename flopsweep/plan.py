@@ -84,11 +84,11 @@ class Environment:
     under_slurm: bool = False
     """``SUBMITIT_EXECUTOR=slurm``: a Slurm job, which may span nodes."""
     agent_per_node: bool = False
-    """The job's launcher runs one node agent per node (:func:`flopsweep.node_agent.agent_per_node`):
+    """The job's launcher runs one node agent per node (:func:`flopsweep.launcher_choice.agent_per_node`):
     the agent spawns its node's ranks, so node 0's agent can run the searches' probes."""
     slurm_job: bool = False
-    """This job's config names the Slurm launcher (:func:`flopsweep.node_agent.job_launcher`): Slurm decides
-    which GPUs and cores it sees, so the GPU count and the CPU-rank cap are not checked here. An
+    """This job's config names the Slurm launcher (:func:`flopsweep.launcher_choice.job_launcher`):
+    Slurm decides which GPUs and cores it sees, so the GPU count and the CPU-rank cap are not checked here. An
     ``salloc`` shell (``SLURM_JOB_ID`` alone) is not one: the limits hold there."""
     host_memory_bytes: int | None = None
     """The host memory this process may use (:func:`flopsweep.hostmem.total_bytes`: the machine's,
@@ -109,7 +109,7 @@ class Environment:
     def detect(cls) -> Environment:
         import torch
 
-        from flopsweep.node_agent import agent_per_node, job_launcher
+        from flopsweep.launcher_choice import agent_per_node, job_launcher
 
         cuda, launcher = torch.cuda.is_available(), job_launcher()  # the job's config names its launcher
         return cls(

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 
 from flopsweep.config import ConfigError
+from flopsweep.launcher_choice import job_launcher
 from flopsweep.layout import Plan
-from flopsweep.node_agent import job_launcher
 from flopsweep.plan import OFFLOAD_KEYS
 from flopsweep.text import plural
 

@@ -50,10 +50,11 @@ from flopsweep.job.records import measured, now, predicted_peak_gib, recorded
 from flopsweep.job.result import JobInfo, JobResult
 from flopsweep.job.resume import ok_record, other_run_problem, resumed_record, set_aside
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
+from flopsweep.launcher_choice import agent_per_node, job_launcher
 from flopsweep.layout import tp_across_nodes
 from flopsweep.metrics import loadavg
 from flopsweep.modelsearch import N_LAYER
-from flopsweep.node_agent import agent_per_node, job_launcher, launch_node_agent
+from flopsweep.node_agent import launch_node_agent
 from flopsweep.plan import Environment, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE

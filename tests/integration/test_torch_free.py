@@ -38,6 +38,7 @@ TORCH_FREE = [
     "flopsweep.flops",
     "flopsweep.steptime",
     "flopsweep.layer_probe",
+    "flopsweep.launcher_choice",
     "flopsweep.backend_specs",
     "flopsweep.deepspeed_config",
     "flopsweep.pipeline_plan",

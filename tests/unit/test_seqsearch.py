@@ -14,8 +14,7 @@ from helpers import make_plan
 
 from analysis import load
 from analysis.__main__ import main
-from analysis.frontier import frontier_points, frontier_rows, frontier_table, no_frontier
-from analysis.seqfrontier import sequence_points
+from analysis.frontier import frontier_points, frontier_rows, frontier_table, no_frontier, sequence_points
 from flopsweep.config import ConfigError
 from flopsweep.memory import activation_bytes, activation_host_bytes, estimate, offload_host_bytes, peak_bytes
 from flopsweep.seqsearch import estimated_longest_seq_len, seq_len_bounds, seq_len_step, with_seq_len

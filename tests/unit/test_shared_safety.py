@@ -14,7 +14,7 @@ from flopsweep.callbacks import SweepBusy, lock_path, lock_sweep_dir
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.files import RecordExistsError, atomic_write_json
 from flopsweep.job import JobInfo, other_run_problem, run_job
-from flopsweep.node_agent import launcher_set
+from flopsweep.launcher_choice import launcher_set
 from flopsweep.plan import Environment, plan, validate
 
 

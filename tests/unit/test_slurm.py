@@ -26,7 +26,7 @@ from flopsweep import cluster as fcluster
 from flopsweep import config as fconfig
 from flopsweep import slurm
 from flopsweep.config import ConfigError
-from flopsweep.node_agent import launcher_set
+from flopsweep.launcher_choice import launcher_set
 from flopsweep.plan import Environment, resolve
 
 DISTRIBUTED_KEYS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")

@@ -1,0 +1,58 @@
+"""Which launcher runs this job, read from the job's Hydra config (``hydra.launcher``), never from
+the environment: :func:`job_launcher` (``local``, ``slurm`` or ``slurm_local``) and
+:func:`agent_per_node` (each Slurm task is one node's agent, :mod:`flopsweep.node_agent`).
+Validation (:mod:`flopsweep.plan`) reads them without importing the launch code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+SLURM_TARGETS = {
+    "hydra_plugins.flopsweep_slurm.FlopsweepSlurmLauncher": "slurm",
+    "hydra_plugins.flopsweep_slurm.FlopsweepLocalLauncher": "slurm_local",
+}
+"""``hydra.launcher._target_`` of flopsweep's submitit launchers, and the launcher's name."""
+
+
+def job_launcher() -> str:
+    """``slurm`` or ``slurm_local`` when this job's Hydra config names one of flopsweep's submitit
+    launchers (``hydra.launcher._target_``), else ``local`` (also outside a Hydra job)."""
+    launcher = _launcher_conf()
+    return SLURM_TARGETS.get(str(launcher.get("_target_", "")), "local") if launcher else "local"
+
+
+def agent_per_node() -> bool:
+    """True when this job runs under a flopsweep Slurm launcher with one task per node
+    (``hydra.launcher.tasks_per_node`` 1): the task is a node agent. False locally, and for the
+    older one-task-per-rank shape (``tasks_per_node == nproc_per_node`` > 1)."""
+    launcher = _launcher_conf()
+    return job_launcher() != "local" and int(launcher.get("tasks_per_node") or 1) == 1
+
+
+def _launcher_conf() -> dict[str, Any]:
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return {}
+    launcher = HydraConfig.get().get("launcher")
+    return dict(launcher) if launcher is not None else {}
+
+
+@contextlib.contextmanager
+def launcher_set(launcher: dict[str, Any]) -> Iterator[None]:
+    """Within: :func:`job_launcher` and :func:`agent_per_node` read ``launcher`` as this job's
+    ``hydra.launcher`` (Hydra's config singleton is set and then restored); for checks and tests that
+    decide as a job of that launcher would, outside one."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    instance = HydraConfig.instance()
+    saved = instance.cfg
+    instance.cfg = OmegaConf.create({"hydra": {"launcher": launcher}})
+    try:
+        yield
+    finally:
+        instance.cfg = saved
