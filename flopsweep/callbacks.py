@@ -21,6 +21,7 @@ from flopsweep import tree
 from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_json
 from flopsweep.hydrafiles import sweep_dir as sweep_dir_of
 from flopsweep.record import METRICS_FILE, STATUSES
+from flopsweep.text import say
 
 log = logging.getLogger("flopsweep")
 
@@ -530,7 +531,7 @@ class SweepSummary(Callback):
         if elsewhere and job_dir is not None and status in ("oom", "error", "invalid"):
             print(f"flopsweep: {_failure(Path(job_dir) / METRICS_FILE)}", file=sys.stderr, flush=True)
         line = progress_line(self.done, self.total, elapsed, status=status, bar=is_terminal(sys.stdout))
-        print(line, flush=True)
+        say(line)  # a closed pipe (| head) drops the line; the sweep goes on
 
     def on_job_end(self, config: Any, job_return: JobReturn, **kwargs: Any) -> None:
         stop = job_return._return_value if job_return.status == JobStatus.FAILED else None

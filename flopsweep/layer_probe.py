@@ -74,6 +74,11 @@ def extrapolate(probe: dict[str, Any], n_layer: int) -> tuple[float, str]:
     (l1, l2), (t1, t2) = layers, times
     if l2 <= l1:
         raise ValueError(f"the layer probe's depths {layers} do not rise")
+    if t2 <= t1:  # a deeper copy stepped no slower: the host's load, not the model, set the times
+        raise ValueError(
+            f"the layer probe's {l2} blocks stepped no slower than its {l1} ({t2 * 1e3:.4g} ms, "
+            f"{t1 * 1e3:.4g} ms): unsteady timings, no extrapolation"
+        )
     per = (t2 - t1) / (l2 - l1)
     step = t1 + per * (n_layer - l1)
     how = (

@@ -246,6 +246,13 @@ def model_search(cfg: RunConfig) -> None:
             "neither",
             "add search.model=largest or batch=auto, or drop search.memory_budget_gib (null)",
         )
+    if s.grow != "n_layer" and s.model != "largest":
+        raise ConfigError(
+            "search.grow",
+            s.grow,
+            "says what search.model=largest grows, and this run searches nothing",
+            "add search.model=largest, or drop search.grow (n_layer)",
+        )
     if s.model == "largest" and s.grow == "n_layer" and cfg.parallel.pp > 1:
         raise ConfigError(
             "search.model",

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
-from typing import NoReturn
+import sys
+from typing import Any, NoReturn
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
@@ -136,3 +138,20 @@ class OneLineParser(argparse.ArgumentParser):
         fix) as one line to stderr and exit with status 2."""
         line = f"{self.prog}: error: {printable(str(message))}; see {self.prog} --help"
         self.exit(2, line + "\n")
+
+
+def say(line: str, stream: Any = None) -> None:
+    """Print ``line`` to ``stream`` (stdout by default) and flush; when the reader has gone (``| head``
+    closed the pipe: ``BrokenPipeError``), the stream's descriptor is pointed at ``/dev/null`` so
+    that this and every later line are dropped instead of failing the run that prints them (the
+    pattern of Python's documentation on ``SIGPIPE``)."""
+    stream = stream or sys.stdout
+    try:
+        print(line, file=stream, flush=True)
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass  # a stream without a descriptor: nothing more to write to

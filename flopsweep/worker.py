@@ -518,9 +518,11 @@ def _rank_figures(rank: int, device: Any, figures: WindowFigures, losses: list) 
 
 
 def _logger(rank: int) -> Any:
+    from flopsweep.text import say
+
     def log(message: str) -> None:
         if rank == 0:
-            print(f"[flopsweep rank 0] {message}", flush=True)
+            say(f"[flopsweep rank 0] {message}")  # a closed pipe (| head) drops lines, never fails the run
 
     return log
 

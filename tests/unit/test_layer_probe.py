@@ -44,6 +44,8 @@ def test_the_step_grows_by_the_measured_cost_of_a_block() -> None:
         ({"layers": [1, 2], "step_s": [0.1, float("nan")]}, "no usable times"),
         ({"layers": [1, 2], "step_s": [0.1, -1.0]}, "no usable times"),
         ({"layers": [2, 1], "step_s": [0.1, 0.2]}, "do not rise"),
+        ({"layers": [1, 2], "step_s": [0.885, 0.060]}, "2 blocks stepped no slower than its 1"),
+        ({"layers": [1, 2], "step_s": [0.1, 0.1]}, "unsteady timings"),
         ({"layers": [4], "step_s": [0.1]}, "not the run's 8"),
         ({}, "no usable times"),
     ],

@@ -52,6 +52,11 @@ def test_an_unknown_grow_lists_the_valid_ones(hydra_compose) -> None:
         make_plan(hydra_compose([*SEQ, "search.grow=n_embd"]))
 
 
+def test_grow_without_a_search_is_refused(hydra_compose) -> None:
+    with pytest.raises(ConfigError, match=r"search.grow='seq_len': says what search.model=largest grows"):
+        make_plan(hydra_compose([*TINY, "search.grow=seq_len"]))
+
+
 def test_the_step_is_what_the_set_up_divides_the_sequence_by(hydra_compose) -> None:
     cfg = hydra_compose([*SEQ, "search.min_seq_len=100", "search.max_seq_len=1000"])
     assert seq_len_step(cfg) == 1 and seq_len_bounds(cfg) == (100, 1000)
