@@ -109,12 +109,21 @@ def check(cfg: RunConfig) -> None:
             f"{one}, or pick an MoE config (model=hf model.config=olmoe-tiny, qwen3-moe-tiny, qwen3-30b-a3b)",
         )
     if experts % ep:
+        from flopsweep.layout import stated_world_size
+
         divisors = [d for d in range(1, experts + 1) if experts % d == 0]
+        world = stated_world_size(cfg.nproc_per_node, cfg.nnodes)
+        fits = [d for d in divisors[1:] if world is None or world % d == 0]  # ep splits ranks it borrows
+        fix = (
+            f"set parallel.ep to one of {fits}"
+            if fits
+            else f"set parallel.ep=1, or run on a world size that one of {divisors[1:]} divides"
+        )
         raise ConfigError(
             "parallel.ep",
             ep,
             f"does not divide the {experts} experts of each MoE layer (each rank holds whole experts)",
-            f"set parallel.ep to one of {divisors}",
+            fix,
         )
     for key, why in (("tp", "tensor-parallel"), ("pp", "pipeline"), ("dp_replicate", "HSDP")):
         value = getattr(cfg.parallel, key)

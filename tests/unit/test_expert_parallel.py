@@ -54,7 +54,16 @@ def test_the_experts_and_top_k_are_read_from_the_config(hydra_compose) -> None:
 
 
 REFUSED = {
-    "experts": (["parallel.ep=3", "nproc_per_node=3"], "parallel.ep", "[1, 2, 4, 8]"),
+    "experts": (
+        ["parallel.ep=3", "nproc_per_node=3"],
+        "parallel.ep",
+        "a world size that one of [2, 4, 8] divides",
+    ),
+    "experts_here": (
+        ["parallel.ep=3", "nproc_per_node=4"],
+        "parallel.ep",
+        "set parallel.ep to one of [2, 4]",
+    ),
     "dense": (["model.config=qwen3-tiny", "parallel.ep=2"], "parallel.ep", "pick an MoE config"),
     "native": (["model=llama-tiny", "parallel.ep=2"], "parallel.ep", "model=hf model.config=olmoe-tiny"),
     "tp": (["parallel.ep=2", "parallel.tp=2", "nproc_per_node=4"], "parallel.tp", "parallel.tp=1"),
