@@ -322,7 +322,7 @@ class PoolLauncher(Launcher):
     def _stop(self, running: list[PoolJob], before: dict[str, str | None] | None = None) -> None:
         """Stop every running job: SIGTERM to each process group (the job records itself as
         interrupted and stops its ranks), SIGKILL after ``grace_s`` to what is left; then wait, and
-        name the last record a stopped job wrote (``flopsweep.job.LAST_RECORD``: run.py's
+        name the last record a stopped job wrote (``flopsweep.job.records.LAST_RECORD``: run.py's
         ``interrupted`` line names it, as it does for a job of the basic launcher)."""
         if not running:
             return
@@ -343,11 +343,11 @@ class PoolLauncher(Launcher):
 
 
 def _note_records(stopped: list[PoolJob], before: dict[str, str | None]) -> None:
-    """Set ``flopsweep.job.LAST_RECORD`` to the newest record that a stopped job's process wrote in
+    """Set ``flopsweep.job.records.LAST_RECORD`` to the newest record that a stopped job's process wrote in
     its job directory (one whose run id differs from the one there before the batch), so that the
     sweep's last line says a record was kept instead of ``no run had been recorded yet``."""
     from flopsweep.files import RecordError, read_json
-    from flopsweep.job import LAST_RECORD
+    from flopsweep.job.records import LAST_RECORD
 
     for job in stopped:
         try:
