@@ -92,12 +92,13 @@ def test_a_node_that_goes_down_mid_run_is_recorded_as_node_failed(tmp_path: Path
     other node's rank, which records the phase it reached; the launcher adds the end Slurm gave, so
     the record says ``NodeFailed``; the job was submitted ``--no-requeue``, so it does not come back
     to measure again behind the sweep."""
-    phase = tmp_path / "0" / ".flopsweep" / "rank0_phase.txt"
+    phases = [tmp_path / "0" / ".flopsweep" / f"rank{r}_phase.txt" for r in (0, 1)]
     with Sweep(tmp_path, job_name, *ACROSS, "nproc_per_node=1", "steps.measure=100000") as run:
         running = run.wait_for("): RUNNING", timeout=180)
         job_id = running.split("(id ", 1)[1].split(")", 1)[0]
         end = time.monotonic() + 180
-        while not (phase.exists() and phase.read_text() == "measure"):
+        # both ranks in their measured steps (the second node's rank may lag the first's by a step)
+        while not all(p.exists() and p.read_text() == "measure" for p in phases):
             assert time.monotonic() < end, "the job never reached measure:\n" + run.output[-2000:]
             time.sleep(0.5)
         second = _slurm("squeue", "-h", "-j", job_id, "-o", "%N")
