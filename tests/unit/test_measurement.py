@@ -8,7 +8,14 @@ import dataclasses
 import pytest
 
 from flopsweep.config import RunConfig
-from flopsweep.metrics import PLAUSIBLE_FACTOR, compute_metrics, sanity_problem, unsteady_steps, warnings_for
+from flopsweep.metrics import (
+    PLAUSIBLE_FACTOR,
+    compute_metrics,
+    executed_tflops_floor,
+    sanity_problem,
+    unsteady_steps,
+    warnings_for,
+)
 
 
 def test_unsteady_steps_finds_a_compile_step() -> None:
@@ -101,3 +108,21 @@ def test_the_policies_hardware_flops_on_an_h200_record() -> None:
     )
     assert any(w.startswith("recompute_unknown") for w in warnings_for(budget))
     assert sanity_problem(dataclasses.replace(base, compile=True), budget, "cuda") is None
+
+
+def test_a_long_causal_sequence_is_judged_on_the_half_square_that_runs(hydra_compose) -> None:
+    """Llama 3.1 8B at 65,536 tokens on an H200 (session 19): the convention's full square counted
+    806 TFLOP/s against a measured 705 GEMM rate, yet FlashAttention ran only the causal half. The
+    bound takes the half; a step twice as fast still cannot be real."""
+    cfg = hydra_compose(
+        "model=llama3.1-8b backend=fsdp precision=bf16 attention=sdpa activation_checkpointing=full "
+        "device=cuda batch.micro_batch_size=1 model.seq_len=65536 loss.chunk_tokens=8192".split()
+    )
+    full = compute_metrics(cfg, _ranks(1.0, "NVIDIA H200", 705.0))["hardware_flops_per_iteration"]
+    step = full / 806e12  # the step the record counted at 806 TFLOP/s
+    honest = compute_metrics(cfg, _ranks(step, "NVIDIA H200", 705.0))
+    assert honest["hardware_tflops_per_device"] == pytest.approx(806, rel=1e-3)
+    assert sanity_problem(cfg, honest, "cuda") is None
+    assert 0.55 * 806 < executed_tflops_floor(cfg, honest) < 0.75 * 806  # attention is most of it
+    too_fast = compute_metrics(cfg, _ranks(step / 2, "NVIDIA H200", 705.0))
+    assert "causal attention's half square" in sanity_problem(cfg, too_fast, "cuda")
