@@ -144,9 +144,9 @@ def check_launcher(
 ) -> None:
     """Check resolved submitit launcher settings (``hydra.launcher``) against the run.
 
-    ``tasks_per_node`` is 1 (one node agent per node, which spawns the node's ranks), ``nodes ==
-    nnodes``, and on GPUs one GPU per rank (``gpus_per_node == nproc_per_node``, or ``gpus_per_task``
-    giving as many).
+    ``tasks_per_node`` is 1 (one node agent per node, which spawns the node's ranks),
+    ``array_parallelism`` (when given) a whole number of 1 or more, ``nodes == nnodes``, and on GPUs one
+    GPU per rank (``gpus_per_node == nproc_per_node``, or ``gpus_per_task`` giving as many).
 
     Raises:
         ConfigError: naming the launcher key, its value and what to set; the older one task per rank
@@ -161,6 +161,14 @@ def check_launcher(
             f"a Slurm task is the agent of one node: it spawns the node's nproc_per_node={nproc_per_node} "
             f"ranks{older}",
             "set hydra.launcher.tasks_per_node=1 (the default of slurm.yaml: one node agent per node)",
+        )
+    parallel = launcher.get("array_parallelism")
+    if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
+        raise ConfigError(
+            "hydra.launcher.array_parallelism",
+            parallel,
+            "at most this many jobs of the sweep's Slurm job array run at once (sbatch --array=0-N%K)",
+            "set hydra.launcher.array_parallelism=2 (any whole number of 1 or more), or leave it out (256)",
         )
     if local and nodes != 1:
         raise ConfigError(

@@ -136,13 +136,17 @@ def test_gpu_sweeps_pass_the_slurm_launcher_check(launcher_config, name: str) ->
         ({"tasks_per_node": 1, "nodes": 1, "gpus_per_node": 8}, (8, 2, "cuda"), "hydra.launcher.nodes"),
         ({"tasks_per_node": 1, "nodes": 2}, (8, 2, "cuda"), "hydra.launcher.gpus_per_node"),
         ({"tasks_per_node": 1, "gpus_per_node": 2}, (2, 1, "cpu"), "hydra.launcher.gpus_per_node"),
+        ({"array_parallelism": 0}, (2, 1, "cpu"), "hydra.launcher.array_parallelism"),
+        ({"array_parallelism": -3}, (2, 1, "cpu"), "hydra.launcher.array_parallelism"),
+        ({"array_parallelism": 1.5}, (2, 1, "cpu"), "hydra.launcher.array_parallelism"),
+        ({"array_parallelism": True}, (2, 1, "cpu"), "hydra.launcher.array_parallelism"),
     ],
 )
 def test_check_launcher_names_the_key_to_set(launcher: dict, run: tuple, key: str) -> None:
     nproc, nnodes, device = run
     with pytest.raises(ConfigError, match="Fix: set ") as info:
         slurm.check_launcher(launcher, nproc_per_node=nproc, nnodes=nnodes, device=device)
-    assert info.value.key == key
+    assert info.value.key == key and "\n" not in str(info.value)
 
 
 def test_slurm_local_refuses_two_nodes_and_says_why() -> None:
