@@ -23,6 +23,11 @@ port the kernel picks and held until the run ends (as a local launch's, :func:`f
 so no run's keys meet another's. Node 0's agent publishes the next step only once every agent reported
 its ranks of this one ended (``node{N}_ended.json``), so no two runs overlap.
 
+Before any rank starts the agents agree (:meth:`NodeGroup.agree`): every agent, also one whose own
+validation refused the job (another node's host memory or files may differ), says whether it takes the
+job; node 0's agent records another agent's refusal as ``invalid``, and the others end at once when node
+0's refused, so that no agent waits for ranks that never come.
+
 A follower whose control store stops answering (node 0's agent died or its node failed) writes the
 job's record itself, ``error`` of type ``TaskDied`` (:func:`flopsweep.slurm.writes_record`).
 """
@@ -58,11 +63,16 @@ from flopsweep.node_agent import log_agent, node_run, terminated
 
 if TYPE_CHECKING:
     from flopsweep.config import RunConfig
+    from flopsweep.job.result import JobResult
 
 log = logging.getLogger("flopsweep")
 
-END_ACK_S = 30
-"""Node 0's agent waits at most this long for every other agent to take the ``end`` step."""
+END_ACK_S = 5
+"""Node 0's agent waits at most this long (seconds) for every other agent to take the ``end`` step
+(they wait for it in the store: milliseconds, unless an agent is gone)."""
+JOIN_S = 300
+"""The agents wait at most this long (seconds) for each other to join the group and say whether they
+take the job (:meth:`NodeGroup.agree`)."""
 
 
 def plan_json(plan: Plan) -> str:
@@ -156,19 +166,20 @@ class NodeGroup:
         return self.node == 0
 
     @classmethod
-    def join(cls, plan: Plan, job_dir: Path, env: Any) -> NodeGroup:
+    def join(cls, cfg: RunConfig, plan: Plan | None, job_dir: Path, env: Any) -> NodeGroup:
         """This agent's part of the group: node 0's agent serves the control store (all interfaces),
-        the others connect to it (retrying until ``timeout_s`` plus :data:`STORE_GRACE_S`)."""
+        the others connect to it (retrying for at most :data:`JOIN_S`)."""
         import os
 
         from torch.distributed import TCPStore
 
         master_addr = env.hostnames[0]
         port = int(os.environ.get("MASTER_PORT") or rendezvous_port(env.job_id))
-        timeout = datetime.timedelta(seconds=plan.cfg.timeout_s + STORE_GRACE_S)
         leads = env.node == 0
-        store = TCPStore(master_addr, port, is_master=leads, wait_for_workers=False, timeout=timeout)
-        log_agent(env.node, env.num_nodes, plan)
+        join = datetime.timedelta(seconds=JOIN_S)
+        store = TCPStore(master_addr, port, is_master=leads, wait_for_workers=False, timeout=join)
+        if plan is not None:
+            log_agent(env.node, env.num_nodes, plan)
         log.info("node agent %d of %d: control store %s:%d", env.node, env.num_nodes, master_addr, port)
         return cls(
             node=env.node,
@@ -176,9 +187,24 @@ class NodeGroup:
             master_addr=master_addr,
             port=port,
             job_dir=Path(job_dir).absolute(),
-            timeout_s=plan.cfg.timeout_s,
+            timeout_s=store_timeout_s(cfg),
             store=store,
         )
+
+    def agree(self, refusal: str) -> str:
+        """Say whether this agent takes the job (``refusal`` empty) or why not (its validation refused
+        it: another node's host or files may differ), and hear the others: node 0's agent hears every
+        agent, the others node 0's. Returns the first refusal heard (``node N's agent: ...``), else
+        ``""``. Waits at most :data:`JOIN_S` for an answer; none counts as a refusal."""
+        self.store.set(f"joined{self.node}", refusal)
+        others = range(1, self.nnodes) if self.leads else [0]
+        try:
+            self.store.wait([f"joined{n}" for n in others], datetime.timedelta(seconds=JOIN_S))
+            heard = {n: self.store.get(f"joined{n}").decode(errors="replace") for n in others}
+        except RuntimeError as exc:  # DistStoreError: no answer within JOIN_S
+            return f"an agent did not join within {JOIN_S} s ({type(exc).__name__})"
+        self.store.set_timeout(datetime.timedelta(seconds=self.timeout_s))
+        return next((f"node {n}'s agent: {why}" for n, why in heard.items() if why), "")
 
     def run(self, plan: Plan, run_dir: Path) -> Outcome:
         """Node 0's agent: one step, ``plan`` in ``run_dir`` (inside the job folder) on every node's
@@ -239,16 +265,17 @@ class NodeGroup:
         finally:
             signal.signal(signal.SIGTERM, previous)
 
-    def close(self) -> None:
-        """Node 0's agent: publish ``end`` and wait (at most :data:`END_ACK_S`) until every other
-        agent took it; then the control store closes."""
+    def close(self, *, wait: bool = True) -> None:
+        """Node 0's agent: publish ``end`` and, with ``wait``, wait (at most :data:`END_ACK_S`) until
+        every other agent took it; then the control store closes. Not waiting when the job is being
+        stopped (SIGTERM: Slurm kills the task ``KillWait`` later, and its record must be written first)."""
         if not self.leads:
             return
         with contextlib.suppress(RuntimeError):
             self._publish({"kind": "end"})
-            self.store.wait(
-                [f"done{n}" for n in range(1, self.nnodes)], datetime.timedelta(seconds=END_ACK_S)
-            )
+            if wait:
+                done = [f"done{n}" for n in range(1, self.nnodes)]
+                self.store.wait(done, datetime.timedelta(seconds=END_ACK_S))
 
     def _publish(self, step: dict[str, Any]) -> None:
         self.store.set(f"step{self.steps}", json.dumps(step))
@@ -286,24 +313,63 @@ class NodeGroup:
         return Outcome("error", error=rec.error("TaskDied", message, "launch", 0))
 
 
+def multi_node_agent(cfg: RunConfig) -> bool:
+    """Whether this process is a node agent of a Slurm job of several nodes (its config names a
+    flopsweep Slurm launcher and ``nnodes`` > 1)."""
+    return job_launcher() != "local" and isinstance(cfg.nnodes, int) and cfg.nnodes > 1
+
+
+def store_timeout_s(cfg: RunConfig) -> float:
+    """The control store's wait: the job's ``timeout_s`` plus :data:`STORE_GRACE_S`, at most a week
+    (a ``timeout_s`` that validation refused still gives a usable store)."""
+    try:
+        return min(float(cfg.timeout_s), 7 * 24 * 3600.0) + STORE_GRACE_S
+    except (TypeError, ValueError):
+        return 1800.0 + STORE_GRACE_S
+
+
 @contextlib.contextmanager
-def node_group(plan: Plan, job_dir: Path) -> Iterator[NodeGroup | None]:
+def node_group(job: JobResult, job_dir: Path) -> Iterator[NodeGroup | None]:
     """Around a job's searches and measured run: this agent's :class:`NodeGroup` when the job is a
-    Slurm job of several nodes (its config names a flopsweep Slurm launcher and ``nnodes`` > 1), else
-    None. Within, node 0's agent's runs (:func:`flopsweep.launch.launch`) are steps of the group."""
-    if job_launcher() == "local" or plan.nnodes == 1:
+    Slurm job of several nodes (:func:`multi_node_agent`), else None. Entered by every agent, also by
+    one whose own validation refused the job, so that the agents agree (:meth:`NodeGroup.agree`)
+    before any rank starts: node 0's agent ends the job ``invalid`` with another agent's refusal, and
+    the others end at once when node 0's refused. Within, node 0's agent's runs
+    (:func:`flopsweep.launch.launch`) are steps of the group."""
+    if not multi_node_agent(job.cfg):
         yield None
         return
     from submitit import JobEnvironment
 
     env = JobEnvironment()
-    if env.num_nodes != plan.nnodes:  # the measured run's launch says so (LaunchMismatch)
+    if env.num_nodes != job.cfg.nnodes:  # the measured run's launch says so (LaunchMismatch)
         yield None
         return
-    group = NodeGroup.join(plan, job_dir, env)
     try:
+        group = NodeGroup.join(job.cfg, job.plan, job_dir, env)
+    except (RuntimeError, OSError) as exc:  # DistStoreError, DistNetworkError: no store to meet at
+        if job.status is None:
+            message = f"node {env.node}'s agent could not join the job's control store: {exc}"
+            job.fail("error", rec.error(type(exc).__name__, message.splitlines()[0][:500], "launch"))
+        yield None
+        return
+    try:
+        mine = str((job.error or {}).get("message") or "refused") if job.status is not None else ""
+        heard = group.agree(mine)
+        if heard and job.status is None:
+            if group.leads:
+                job.fail("invalid", rec.error("ConfigError", heard, "config"))
+            else:  # node 0's agent records its own refusal
+                job.fail("error", rec.error("NotRecorder", heard, "config"))
         with launching_across_nodes(group.run) if group.leads else contextlib.nullcontext():
             yield group
+    except BaseException:
+        stopping = True
+        raise
+    else:
+        stopping = (job.error or {}).get("type") == "Terminated" or (
+            job.outcome is not None and (job.outcome.error or {}).get("type") == "Terminated"
+        )
     finally:
-        group.close()
+        group.close(wait=not stopping)
         group.store = None  # closes the control store

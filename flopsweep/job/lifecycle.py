@@ -121,13 +121,14 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     kept = planned(job, info)
     if kept is not None:
         return kept
-    if job.status is None:
-        with failures_recorded(job), node_group(job.plan, job_dir) as group:
-            if group is not None and not group.leads:  # another node's agent: node 0's decides
-                followed(job, group)
-            else:
-                sized(job)
-                launched(job)
+    with node_group(job, job_dir) as group:  # several Slurm nodes: the agents agree, then node 0's leads
+        if job.status is None:
+            with failures_recorded(job):
+                if group is not None and not group.leads:  # another node's agent: node 0's decides
+                    followed(job, group)
+                else:
+                    sized(job)
+                    launched(job)
     if job.status is None:
         measured(job)
     return recorded(job)

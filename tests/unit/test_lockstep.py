@@ -78,3 +78,54 @@ def test_a_steps_folder_outside_the_job_folder_is_refused(tmp_path: Path, relati
 def test_a_steps_folder_inside_the_job_folder(tmp_path: Path) -> None:
     assert run_folder(tmp_path, ".") == tmp_path
     assert run_folder(tmp_path, "batch_search/mbs2") == tmp_path / "batch_search" / "mbs2"
+
+
+def _pair(tmp_path: Path):
+    """Node 0's and node 1's :class:`NodeGroup` over one real ``TCPStore`` of this process."""
+    import datetime
+
+    from torch.distributed import TCPStore
+
+    from flopsweep.lockstep import NodeGroup
+
+    wait = datetime.timedelta(seconds=30)
+    master = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=wait)
+    client = TCPStore("127.0.0.1", master.port, is_master=False, timeout=wait)
+    shape = {
+        "nnodes": 2,
+        "master_addr": "127.0.0.1",
+        "port": master.port,
+        "job_dir": tmp_path,
+        "timeout_s": 60,
+    }
+    return NodeGroup(node=0, store=master, **shape), NodeGroup(node=1, store=client, **shape)
+
+
+@pytest.mark.parametrize(
+    ("lead_says", "follower_says", "lead_hears", "follower_hears"),
+    [
+        ("", "", "", ""),
+        ("", "Invalid config: x", "node 1's agent: Invalid config: x", ""),
+        ("Invalid config: y", "", "", "node 0's agent: Invalid config: y"),
+    ],
+)
+def test_the_agents_agree_before_any_rank_starts(
+    tmp_path: Path, lead_says: str, follower_says: str, lead_hears: str, follower_hears: str
+) -> None:
+    """Each agent says whether its own validation took the job; node 0's hears every agent, the
+    others node 0's, so a refusal on either side ends the job on both before any step."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    lead, follower = _pair(tmp_path)
+    with ThreadPoolExecutor(1) as pool:
+        heard = pool.submit(follower.agree, follower_says)
+        assert lead.agree(lead_says) == lead_hears
+        assert heard.result(timeout=30) == follower_hears
+
+
+def test_a_step_published_by_node_zero_is_taken_in_order(tmp_path: Path) -> None:
+    lead, follower = _pair(tmp_path)
+    lead._publish({"kind": "run", "dir": "batch_search/mbs1", "port": 1, "plan": "{}"})
+    lead._publish({"kind": "end"})
+    assert follower._take()["dir"] == "batch_search/mbs1"
+    assert follower._take() == {"kind": "end"} and follower.steps == lead.steps == 2
