@@ -205,7 +205,8 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
 
 
 def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
-    """Run ``plan.cfg`` for one warm-up and one measured step in fresh workers in ``probe_dir``
+    """Run ``plan.cfg`` for one warm-up and one measured step in fresh workers in ``probe_dir`` (on every
+    node's ranks of a multi-node Slurm job: :func:`flopsweep.launch.launch`)
     (never profiled, no compute probe: a probe asks only "does it fit"), unless the CPU's budget
     rule refuses it first; the scratch files are removed after.
 
