@@ -67,3 +67,31 @@ def test_batch_auto_across_two_nodes_probes_on_every_node_in_lockstep(
     assert steps == ["batch_search/mbs1", "batch_search/mbs2", "."], log[-3000:]  # node 1's, in order
     assert log.count("node agent 0 of 2 on ") == log.count("node agent 1 of 2 on ") == 1, log[-3000:]
     assert log.count("batch=auto: micro batch ") == 3  # two probe lines and the choice, node 0's alone
+
+
+@pytest.mark.slurm
+def test_a_rank_of_node_one_that_fails_in_a_probe_ends_the_search_with_its_error(
+    tmp_path: Path,
+    job_name: str,  # noqa: F811
+) -> None:
+    """``batch=auto`` on 2 nodes, rank 1 (node 1's) raising in warm-up (``fault=``): the first probe
+    fails on node 1, node 0's agent stops its own rank and ends the search there (no second probe, no
+    measured run), and the record names rank 1, its phase and the probe."""
+    fault = ("fault.kind=raise", "fault.rank=1", "fault.phase=warmup")
+    two_nodes = ("nnodes=2", "nproc_per_node=1", "backend=ddp", "batch=auto", "batch.max_micro_batch_size=2")
+    proc = sweep(tmp_path, job_name, *two_nodes, *fault, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "flopsweep summary: 0 ok, 0 oom, 1 error, 0 invalid" in proc.stdout, proc.stdout[-2000:]
+    (record,) = records(tmp_path)
+    error = record["error"]
+    assert (record["status"], error["type"], error["rank"], error["phase"]) == (
+        "error",
+        "InjectedFault",
+        1,
+        "warmup",
+    )
+    probes = record["run"]["batch_search"]["probes"]
+    assert [(p["micro_batch_size"], p["status"]) for p in probes] == [(1, "error")]
+    log = (tmp_path / "0" / "run.log").read_text()
+    steps = [line.split("runs its ranks of ")[1] for line in log.splitlines() if "runs its ranks of " in line]
+    assert steps == ["batch_search/mbs1"], log[-3000:]
