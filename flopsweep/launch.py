@@ -11,6 +11,7 @@ outcome names the cause, its rank and its phase.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import json
 import logging
@@ -143,6 +144,31 @@ def launch_local(plan: Plan, job_dir: Path) -> Outcome:
         del store  # closes the listening socket
     timeout_s = cfg.timeout_s if ran.timed_out else None
     return collect(scratch, ran.ended, nproc, timeout_s=timeout_s, torch_errors=ran.torch_errors)
+
+
+_ACROSS_NODES: contextvars.ContextVar[Callable[[Plan, Path], Outcome] | None] = contextvars.ContextVar(
+    "flopsweep_across_nodes", default=None
+)
+"""Set by :func:`launching_across_nodes` (node 0's agent of a multi-node job): what :func:`launch` calls."""
+
+
+def launch(plan: Plan, job_dir: Path) -> Outcome:
+    """Run ``plan`` in ``job_dir`` on every node of the job and wait for it: :func:`launch_local` on
+    one machine; inside :func:`launching_across_nodes`, the function given there (node 0's agent of a
+    multi-node job, :meth:`flopsweep.lockstep.NodeGroup.run`: every node's agent spawns its ranks). The
+    searches' probe runs (:func:`flopsweep.sizesearch.run_probe`) and the measured run start here."""
+    across = _ACROSS_NODES.get()
+    return across(plan, job_dir) if across is not None else launch_local(plan, job_dir)
+
+
+@contextlib.contextmanager
+def launching_across_nodes(run: Callable[[Plan, Path], Outcome]) -> Iterator[None]:
+    """Within: :func:`launch` calls ``run(plan, job_dir)`` instead of :func:`launch_local`."""
+    token = _ACROSS_NODES.set(run)
+    try:
+        yield
+    finally:
+        _ACROSS_NODES.reset(token)
 
 
 @dataclass(frozen=True)

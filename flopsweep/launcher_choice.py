@@ -1,7 +1,7 @@
 """Which launcher runs this job, read from the job's Hydra config (``hydra.launcher``), never from
-the environment: :func:`job_launcher` (``local``, ``slurm`` or ``slurm_local``) and
-:func:`agent_per_node` (each Slurm task is one node's agent, :mod:`flopsweep.node_agent`).
-Validation (:mod:`flopsweep.plan`) reads them without importing the launch code.
+the environment: :func:`job_launcher` (``local``, ``slurm`` or ``slurm_local``; under the last two
+each Slurm task is one node's agent, :mod:`flopsweep.node_agent`). Validation (:mod:`flopsweep.plan`)
+reads it without importing the launch code.
 """
 
 from __future__ import annotations
@@ -24,14 +24,6 @@ def job_launcher() -> str:
     return SLURM_TARGETS.get(str(launcher.get("_target_", "")), "local") if launcher else "local"
 
 
-def agent_per_node() -> bool:
-    """True when this job runs under a flopsweep Slurm launcher with one task per node
-    (``hydra.launcher.tasks_per_node`` 1): the task is a node agent. False locally, and for the
-    older one-task-per-rank shape (``tasks_per_node == nproc_per_node`` > 1)."""
-    launcher = _launcher_conf()
-    return job_launcher() != "local" and int(launcher.get("tasks_per_node") or 1) == 1
-
-
 def _launcher_conf() -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
@@ -43,7 +35,7 @@ def _launcher_conf() -> dict[str, Any]:
 
 @contextlib.contextmanager
 def launcher_set(launcher: dict[str, Any]) -> Iterator[None]:
-    """Within: :func:`job_launcher` and :func:`agent_per_node` read ``launcher`` as this job's
+    """Within: :func:`job_launcher` reads ``launcher`` as this job's
     ``hydra.launcher`` (Hydra's config singleton is set and then restored); for checks and tests that
     decide as a job of that launcher would, outside one."""
     from hydra.core.hydra_config import HydraConfig

@@ -83,9 +83,6 @@ class Environment:
     """``SUBMITIT_EXECUTOR`` is set: this process is a Slurm (or submitit_local) task."""
     under_slurm: bool = False
     """``SUBMITIT_EXECUTOR=slurm``: a Slurm job, which may span nodes."""
-    agent_per_node: bool = False
-    """The job's launcher runs one node agent per node (:func:`flopsweep.launcher_choice.agent_per_node`):
-    the agent spawns its node's ranks, so node 0's agent can run the searches' probes."""
     slurm_job: bool = False
     """This job's config names the Slurm launcher (:func:`flopsweep.launcher_choice.job_launcher`):
     Slurm decides which GPUs and cores it sees, so the GPU count and the CPU-rank cap are not checked here. An
@@ -109,7 +106,7 @@ class Environment:
     def detect(cls) -> Environment:
         import torch
 
-        from flopsweep.launcher_choice import agent_per_node, job_launcher
+        from flopsweep.launcher_choice import job_launcher
 
         cuda, launcher = torch.cuda.is_available(), job_launcher()  # the job's config names its launcher
         return cls(
@@ -120,7 +117,6 @@ class Environment:
             cpu_count=os.cpu_count() or 1,
             in_submitit=launcher != "local",
             under_slurm=launcher == "slurm",
-            agent_per_node=agent_per_node(),
             slurm_job=launcher == "slurm",
             host_memory_bytes=hostmem.total_bytes(),
         )
@@ -374,29 +370,6 @@ def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) 
             "only a Slurm job spans nodes; a local run has one",
             "set nnodes=1, or run the sweep with hydra/launcher=slurm; to plan it here add plan=true "
             "(predict.nnodes= and predict.gpus_per_node= predict its step on another cluster)",
-        )
-    searching = env.in_submitit and (not env.agent_per_node or cfg.nnodes > 1)
-    why = (
-        f"its probe runs start on the job's first node only, and this job spans nnodes={cfg.nnodes}"
-        if env.agent_per_node
-        else "its probe runs are spawned by a node agent, but this job runs one Slurm task per rank"
-    )
-    fix = (
-        "run it with nnodes=1 under hydra/launcher=slurm (hydra.launcher.tasks_per_node=1, the default) first"
-    )
-    if cfg.batch.name == "auto" and searching:
-        raise ConfigError(
-            "batch",
-            "auto",
-            f"the micro-batch search: {why}",
-            f"{fix}, then set batch=fixed batch.micro_batch_size=N",
-        )
-    if cfg.search.model != "none" and searching:
-        raise ConfigError(
-            "search.model",
-            cfg.search.model,
-            f"the model search: {why}",
-            f"{fix}, then set model.n_layer=N search.model=none",
         )
     if device == "cuda":
         if not env.cuda_available:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from flopsweep import record as rec
 from flopsweep.files import own_folder
-from flopsweep.launch import SCRATCH, Outcome, launch_local
+from flopsweep.launch import SCRATCH, Outcome, launch
 
 if TYPE_CHECKING:
     from flopsweep.config import RunConfig
@@ -205,7 +205,8 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
 
 
 def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
-    """Run ``plan.cfg`` for one warm-up and one measured step in fresh workers in ``probe_dir``
+    """Run ``plan.cfg`` for one warm-up and one measured step in fresh workers in ``probe_dir`` (on every
+    node's ranks of a multi-node Slurm job: :func:`flopsweep.launch.launch`)
     (never profiled, no compute probe: a probe asks only "does it fit"), unless the CPU's budget
     rule refuses it first; the scratch files are removed after.
 
@@ -240,7 +241,7 @@ def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
         )
     for folder in (probe_dir.parent, probe_dir):  # real folders, never a link planted there
         own_folder(folder)
-    outcome = launch_local(dataclasses.replace(plan, cfg=cfg), probe_dir)
+    outcome = launch(dataclasses.replace(plan, cfg=cfg), probe_dir)  # on every node of the job
     shutil.rmtree(probe_dir / SCRATCH, ignore_errors=True)
     ranks = outcome.ranks or []
     peaks = [r["peak_cuda_allocated_bytes"] for r in ranks if r.get("peak_cuda_allocated_bytes")]

@@ -8,7 +8,8 @@ job's one :class:`~flopsweep.job.result.JobResult` and fills in what it finds:
   (:mod:`flopsweep.job.hostcheck`);
 - :func:`sized`: ``search.model=largest``, then ``batch=auto``, each one
   :class:`flopsweep.sizesearch.SizeSearch` along its axis;
-- :func:`launched`: the measured run's ranks (local, or this Slurm task's one rank);
+- :func:`launched`: the measured run's ranks (local, or this Slurm node's agent's;
+  :func:`followed` on the other nodes' agents of a multi-node job);
 - :func:`flopsweep.job.records.measured`: metrics, or the outcome's status;
 - :func:`flopsweep.job.records.recorded`: ``metrics.json``, for every outcome.
 
@@ -50,8 +51,9 @@ from flopsweep.job.records import measured, now, predicted_peak_gib, recorded
 from flopsweep.job.result import JobInfo, JobResult
 from flopsweep.job.resume import ok_record, other_run_problem, resumed_record, set_aside
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
-from flopsweep.launcher_choice import agent_per_node, job_launcher
+from flopsweep.launcher_choice import job_launcher
 from flopsweep.layout import tp_across_nodes
+from flopsweep.lockstep import NodeGroup, node_group
 from flopsweep.metrics import loadavg
 from flopsweep.modelsearch import N_LAYER
 from flopsweep.node_agent import launch_node_agent
@@ -61,7 +63,7 @@ from flopsweep.record import METRICS_FILE
 from flopsweep.reuse import Machine, Resumed, reusable_probes
 from flopsweep.seqsearch import SEQ_LEN
 from flopsweep.sizesearch import NothingFits, ProbeFailed
-from flopsweep.slurm import launch_slurm_task, writes_record
+from flopsweep.slurm import writes_record
 from flopsweep.text import plural, printable
 
 log = logging.getLogger("flopsweep")
@@ -119,10 +121,14 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     kept = planned(job, info)
     if kept is not None:
         return kept
-    if job.status is None:
-        with failures_recorded(job):
-            sized(job)
-            launched(job)
+    with node_group(job, job_dir) as group:  # several Slurm nodes: the agents agree, then node 0's leads
+        if job.status is None:
+            with failures_recorded(job):
+                if group is not None and not group.leads:  # another node's agent: node 0's decides
+                    followed(job, group)
+                else:
+                    sized(job)
+                    launched(job)
     if job.status is None:
         measured(job)
     return recorded(job)
@@ -287,9 +293,6 @@ def sized(job: JobResult) -> JobResult:
     fails ends the job with its probe's outcome (:attr:`JobResult.outcome`; ``even <first size>
     does not fit`` when nothing fits), at the sizes reached."""
     p = job.plan
-    if job_launcher() != "local" and not agent_per_node():  # a task per rank: validation refused the searches
-        job.sized = p
-        return job
     here = Machine.here(p.cfg.device, p.world_size) if job.resumed is not None else None
     for axis in SEARCHES:
         if not axis.wanted(p.cfg):
@@ -319,13 +322,21 @@ def launched(job: JobResult) -> JobResult:
     if job.outcome is not None:  # a search failed: its probe's outcome is the job's
         return job
     p = job.sized
-    if job_launcher() != "local":  # chosen by the job's config (hydra.launcher), not by the environment
-        job.measuring = p.cfg
-        launch = launch_node_agent if agent_per_node() else launch_slurm_task
-        job.outcome = launch(p, job.path.parent)
-        return job
     job.measuring = p.cfg  # an interrupt from here on is recorded at the sizes measured
+    if job_launcher() != "local":  # chosen by the job's config (hydra.launcher), not by the environment
+        job.outcome = launch_node_agent(p, job.path.parent)
+        return job
     job.outcome = launch_local(p, job.path.parent)
+    return job
+
+
+def followed(job: JobResult, group: NodeGroup) -> JobResult:
+    """Instead of :func:`sized` and :func:`launched` on every node's agent but node 0's of a
+    multi-node Slurm job: run this node's ranks of every run node 0's agent starts, its searches'
+    probes and the measured run (:meth:`flopsweep.lockstep.NodeGroup.follow`); node 0's agent
+    decides the sizes and writes the record."""
+    job.sized, job.measuring = job.plan, job.plan.cfg
+    job.outcome = group.follow(job.plan)
     return job
 
 

@@ -67,9 +67,7 @@ def plan_environment(
     if asked_gpu:  # the target's hosts are not this one: their memory and paths are not known here
         env = dataclasses.replace(env, host_memory_bytes=None, paths_here=False)
     if cfg.nnodes > 1 and not env.under_slurm:
-        env = dataclasses.replace(
-            env, in_submitit=True, under_slurm=True, slurm_job=True, agent_per_node=True
-        )
+        env = dataclasses.replace(env, in_submitit=True, under_slurm=True, slurm_job=True)
         notes.append(f"nnodes={cfg.nnodes}: planned as a Slurm job (a run needs hydra/launcher=slurm)")
     return cfg, env, notes
 

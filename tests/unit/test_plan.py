@@ -367,8 +367,8 @@ def test_a_plan_for_gpus_not_here_leaves_the_kernels_package_to_the_launch(
 
 def test_a_plan_of_several_nodes_is_placed_as_the_slurm_job_it_needs(hydra_compose, tmp_path: Path) -> None:
     """``plan=true nnodes=2`` plans the two-node job (a trial was sent to the Slurm launcher to plan):
-    world size and memory of 2 nodes, the note saying a run needs the Slurm launcher, and what a
-    multi-node Slurm job refuses refused (``batch=auto``'s probes start on node 0 only). A run of
+    world size and memory of 2 nodes, the note saying a run needs the Slurm launcher, and ``batch=auto``
+    planned there too (its probes run on every node's ranks, flopsweep.lockstep). A run of
     several nodes outside Slurm is refused in one line that keeps the launcher and names the planning keys."""
     from flopsweep.config import ConfigError
     from flopsweep.job import JobInfo, plan_job
@@ -384,7 +384,8 @@ def test_a_plan_of_several_nodes_is_placed_as_the_slurm_job_it_needs(hydra_compo
     auto = plan_job(
         hydra_compose([*args, "plan=true", "batch=auto"]), JobInfo(job_dir=tmp_path, overrides=[])
     )
-    assert auto["plan"]["status"] == "invalid" and "the job's first node only" in auto["plan"]["note"]
+    assert auto["plan"]["status"] == "ok", auto["plan"]["note"]  # its probes run on both nodes (lockstep)
+    assert "nnodes=2: planned as a Slurm job" in auto["plan"]["note"]
     with pytest.raises(ConfigError) as err:
         resolve(hydra_compose(args), Environment(cpu_count=2))
     message = str(err.value)

@@ -1,6 +1,6 @@
 """Slurm: rank arithmetic, launcher config and checks everywhere; real jobs with ``-m slurm``.
 
-The ``slurm``-marked tests submit to a running cluster: the private one-node cluster of
+The ``slurm``-marked tests submit to a running cluster: the private two-node cluster of
 ``bash .ci/slurm-up.sh`` when its ``slurm.conf`` exists in ``$FLOPSWEEP_SLURM_DIR`` (default
 ``/tmp/flopsweep-slurm``; the ``cluster`` fixture then sets ``SLURM_CONF`` for every command the tests
 start), else the cluster that the environment names. A selected slurm test that skips fails
@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from helpers import validate
 from omegaconf import OmegaConf
-from submitit.helpers import TorchDistributedEnvironment
 
 from flopsweep import cluster as fcluster
 from flopsweep import config as fconfig
@@ -35,61 +34,40 @@ DISTRIBUTED_KEYS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_R
 DISTRIBUTED_AT_IMPORT = {k: os.environ.get(k) for k in DISTRIBUTED_KEYS}
 
 
-@pytest.mark.parametrize(("node", "local_rank"), [(0, 0), (0, 7), (1, 0), (1, 3), (1, 7)])
-def test_two_nodes_of_eight_tasks_map_to_global_rank(
-    monkeypatch: pytest.MonkeyPatch, node: int, local_rank: int
+@pytest.mark.parametrize("node", [0, 1])
+def test_two_nodes_have_one_agent_each_and_node_zero_writes_the_record(
+    monkeypatch: pytest.MonkeyPatch, node: int
 ) -> None:
-    """Slurm's block distribution: task ``SLURM_PROCID = node * 8 + SLURM_LOCALID``."""
+    """One task per node (``tasks_per_node=1``): task ``SLURM_PROCID = node`` is that node's agent,
+    whose ranks start at ``node * nproc_per_node``; node 0's agent alone writes the record."""
+    from submitit import JobEnvironment
+
     for key in DISTRIBUTED_KEYS:
-        # setenv first: monkeypatch then restores the key's absence, so what export() writes below
-        # (MASTER_PORT=42455, from job 4242) does not leak into later tests' subprocesses; a bare
-        # delenv of an absent key records nothing, and every later slurm_local job of the suite
-        # rendezvoused on 42455 (two side-by-side suites collided on it)
+        # setenv first: monkeypatch then restores the key's absence, so nothing written here leaks
+        # into later tests' subprocesses (every later slurm_local job of the suite once rendezvoused
+        # on one leaked MASTER_PORT)
         monkeypatch.setenv(key, "")
         monkeypatch.delenv(key)
     monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
     for key, value in {
         "SLURM_JOB_ID": "4242",
-        "SLURM_NTASKS": "16",
+        "SLURM_NTASKS": "2",
         "SLURM_JOB_NUM_NODES": "2",
         "SLURM_JOB_NODELIST": "gpu-[017-018]",
         "SLURM_NODEID": str(node),
-        "SLURM_PROCID": str(node * 8 + local_rank),
-        "SLURM_LOCALID": str(local_rank),
+        "SLURM_PROCID": str(node),
+        "SLURM_LOCALID": "0",
     }.items():
         monkeypatch.setenv(key, value)
-    env = TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
-    assert (env.rank, env.local_rank, env.world_size, env.local_world_size) == (
-        node * 8 + local_rank,
-        local_rank,
-        16,
-        8,
-    )
-    assert env.master_addr == "gpu-017"  # the first node hosts rank 0
-    assert os.environ["RANK"] == str(node * 8 + local_rank) and os.environ["WORLD_SIZE"] == "16"
-    assert os.environ["LOCAL_RANK"] == str(local_rank) and os.environ["MASTER_ADDR"] == "gpu-017"
-    # Every task of the job draws the same port from the job id.
-    assert os.environ["MASTER_PORT"] == str(TorchDistributedEnvironment().master_port)
-    assert slurm.writes_record() is (node == 0 and local_rank == 0)
+    env = JobEnvironment()
+    assert (env.node, env.num_nodes, env.global_rank, env.local_rank) == (node, 2, node, 0)
+    assert slurm.writes_record() is (node == 0)
 
 
 def test_the_rank_arithmetic_leaves_the_environment_as_it_found_it() -> None:
     """Run after the test above: ``export()`` writes ``MASTER_PORT`` and the rank variables into this
     process's environment, and a leak sent every later ``slurm_local`` job of the suite to one port."""
     assert {k: os.environ.get(k) for k in DISTRIBUTED_KEYS} == DISTRIBUTED_AT_IMPORT
-
-
-@pytest.mark.parametrize(
-    ("visible", "local_rank", "index"),
-    [
-        ("0,1,2,3,4,5,6,7", 5, 5),  # gpus_per_node: each task sees the node's job GPUs
-        ("4,5,6,7", 2, 2),  # the job got GPUs 4-7; its local rank 2 is the third of them
-        ("6", 6, 0),  # Slurm bound one GPU to the task: it is device 0
-        ("", 3, 3),  # no restriction
-    ],
-)
-def test_cuda_device_index(visible: str, local_rank: int, index: int) -> None:
-    assert slurm.cuda_device_index(local_rank, visible) == index
 
 
 def test_only_rank_zero_writes_the_record(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,33 +132,47 @@ def test_gpu_sweeps_pass_the_slurm_launcher_check(launcher_config, name: str) ->
     [
         ({"tasks_per_node": 3, "gpus_per_node": 8}, (8, 1, "cuda"), "hydra.launcher.tasks_per_node"),
         ({"tasks_per_node": 1, "gpus_per_node": 8}, (1, 1, "cuda"), "hydra.launcher.gpus_per_node"),
-        ({"tasks_per_node": 8, "nodes": 1, "gpus_per_node": 8}, (8, 2, "cuda"), "hydra.launcher.nodes"),
-        ({"tasks_per_node": 8, "nodes": 2}, (8, 2, "cuda"), "hydra.launcher.gpus_per_node"),
-        ({"tasks_per_node": 2, "gpus_per_node": 2}, (2, 1, "cpu"), "hydra.launcher.gpus_per_node"),
+        ({"tasks_per_node": 8, "gpus_per_node": 8}, (8, 1, "cuda"), "hydra.launcher.tasks_per_node"),
+        ({"tasks_per_node": 1, "nodes": 1, "gpus_per_node": 8}, (8, 2, "cuda"), "hydra.launcher.nodes"),
+        ({"tasks_per_node": 1, "nodes": 2}, (8, 2, "cuda"), "hydra.launcher.gpus_per_node"),
+        ({"tasks_per_node": 1, "gpus_per_node": 2}, (2, 1, "cpu"), "hydra.launcher.gpus_per_node"),
+        ({"array_parallelism": 0}, (2, 1, "cpu"), "hydra.launcher.array_parallelism"),
+        ({"array_parallelism": -3}, (2, 1, "cpu"), "hydra.launcher.array_parallelism"),
+        ({"array_parallelism": 1.5}, (2, 1, "cpu"), "hydra.launcher.array_parallelism"),
+        ({"array_parallelism": True}, (2, 1, "cpu"), "hydra.launcher.array_parallelism"),
     ],
 )
 def test_check_launcher_names_the_key_to_set(launcher: dict, run: tuple, key: str) -> None:
     nproc, nnodes, device = run
     with pytest.raises(ConfigError, match="Fix: set ") as info:
         slurm.check_launcher(launcher, nproc_per_node=nproc, nnodes=nnodes, device=device)
-    assert info.value.key == key
+    assert info.value.key == key and "\n" not in str(info.value)
 
 
 def test_slurm_local_refuses_two_nodes_and_says_why() -> None:
     """submitit_local runs one machine: two nodes are refused naming that, not a task count."""
     with pytest.raises(ConfigError) as info:
         slurm.check_launcher(
-            {"tasks_per_node": 2, "nodes": 2}, nproc_per_node=2, nnodes=2, device="cpu", local=True
+            {"tasks_per_node": 1, "nodes": 2}, nproc_per_node=2, nnodes=2, device="cpu", local=True
         )
     message = str(info.value)
     assert info.value.key == "hydra.launcher.nodes" and "one node" in message
     assert "set nnodes=1 with nproc_per_node=4" in message and message.count("\n") == 0
 
 
-def test_check_launcher_accepts_one_gpu_per_task() -> None:
-    slurm.check_launcher(
-        {"tasks_per_node": 8, "nodes": 2, "gpus_per_task": 1}, nproc_per_node=8, nnodes=2, device="cuda"
-    )
+def test_the_older_task_per_rank_shape_is_refused_in_one_line_naming_the_fix() -> None:
+    """``tasks_per_node=${nproc_per_node}`` (one task per rank, removed): one line naming the key,
+    the value and ``tasks_per_node=1``."""
+    with pytest.raises(ConfigError) as info:
+        slurm.check_launcher(
+            {"tasks_per_node": 8, "nodes": 2, "gpus_per_task": 1}, nproc_per_node=8, nnodes=2, device="cuda"
+        )
+    message = str(info.value)
+    assert message.startswith("Invalid config: hydra.launcher.tasks_per_node=8: ") and "\n" not in message
+    assert "the older shape, is gone" in message and "Fix: set hydra.launcher.tasks_per_node=1" in message
+
+
+def test_check_launcher_accepts_a_node_agent_with_the_nodes_gpus() -> None:
     slurm.check_launcher(
         {"tasks_per_node": 1, "nodes": 2, "gpus_per_task": 8}, nproc_per_node=8, nnodes=2, device="cuda"
     )  # one node agent per node, given the node's 8 GPUs
@@ -476,31 +468,25 @@ def test_an_error_record_gets_the_end_slurm_gave_its_job() -> None:
     assert ended_record({"status": "ok", "error": None}, "7", "NODE_FAIL") is None
 
 
-SLURM_AGENT = {"_target_": "hydra_plugins.flopsweep_slurm.FlopsweepSlurmLauncher", "tasks_per_node": 1}
-
-
 @pytest.mark.parametrize(
-    ("overrides", "key"),
+    "overrides",
     [
-        ({"batch": fconfig.BatchConfig(name="auto")}, "batch"),
-        ({"search": fconfig.ModelSearchConfig(model="largest")}, "search.model"),
+        {"batch": fconfig.BatchConfig(name="auto")},
+        {"search": fconfig.ModelSearchConfig(model="largest")},
+        {"search": fconfig.ModelSearchConfig(model="largest", grow="seq_len")},
     ],
 )
-def test_searches_run_in_a_one_node_agent_and_are_refused_on_several_nodes_or_tasks_per_rank(
-    overrides: dict, key: str
-) -> None:
-    """The searches start probe runs from the job process: node 0's agent on one node; a job of two
-    nodes, or of one task per rank, is refused in one line naming the key and the fix."""
+def test_searches_are_planned_on_one_slurm_node_and_on_several(overrides: dict) -> None:
+    """The searches run their probes on every node's ranks (node 0's agent decides, the others follow:
+    flopsweep.lockstep), so a Slurm job of one or two nodes plans them; outside Slurm two nodes are
+    refused as any run of two nodes is."""
     cpu = fconfig.RunConfig(
         backend=fconfig.BackendConfig(name="ddp"), device="cpu", nproc_per_node="2", **overrides
     )
-    agent = Environment(cpu_count=2, in_submitit=True, under_slurm=True, slurm_job=True, agent_per_node=True)
+    agent = Environment(cpu_count=2, in_submitit=True, under_slurm=True, slurm_job=True)
     assert resolve(cpu, agent).world_size == 2
     two_nodes = dataclasses.replace(cpu, nnodes=2)
-    with pytest.raises(ConfigError) as info:
-        resolve(two_nodes, agent)
-    assert info.value.key == key and "nnodes=2" in str(info.value) and "nnodes=1" in str(info.value)
-    per_rank = dataclasses.replace(agent, agent_per_node=False)
-    with pytest.raises(ConfigError, match="one Slurm task per rank") as info:
-        resolve(cpu, per_rank)
-    assert info.value.key == key and "\n" not in str(info.value)
+    assert resolve(two_nodes, agent).world_size == 4
+    with pytest.raises(ConfigError, match="only a Slurm job spans nodes") as info:
+        resolve(two_nodes, Environment(cpu_count=2))
+    assert info.value.key == "nnodes" and "\n" not in str(info.value)
