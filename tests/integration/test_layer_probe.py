@@ -28,6 +28,7 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
     probed = by[True]["metrics"]["predicted"]
     assert probed["compute_source"] == "layers" and probed["layer_probe"]["fallback"] is None
     assert probed["layer_probe"]["layers"] == [1, 2] and all(t > 0 for t in probed["layer_probe"]["step_s"])
+    assert probed["layer_probe"]["host_s"] == probed["layer_probe"]["step_s"]  # a CPU's step is its host's
     t1, t2 = probed["layer_probe"]["step_s"]
     assert probed["iteration_time_s"] == pytest.approx(t1 + 3 * (t2 - t1))
     assert "layer_probe" not in by[False]["metrics"]["predicted"]
@@ -56,4 +57,6 @@ def test_the_layer_probe_on_a_gpu_compiled(tmp_path: Path) -> None:
     probed = by[True]["metrics"]["predicted"]
     assert probed["compute_source"] == "layers" and probed["probe"]["fallback"] is None
     assert by[False]["metrics"]["predicted"]["compute_source"] == "probe"
+    host, step = probed["layer_probe"]["host_s"], probed["layer_probe"]["step_s"]
+    assert len(host) == 2 and all(0 < h <= t for h, t in zip(host, step, strict=True))
     assert by[True]["metrics"]["loss_first"] == pytest.approx(by[False]["metrics"]["loss_first"], rel=1e-3)

@@ -36,6 +36,21 @@ def test_the_step_grows_by_the_measured_cost_of_a_block() -> None:
     assert extrapolate({"layers": [4], "step_s": [0.5]}, 4)[0] == 0.5
 
 
+def test_a_host_that_outgrows_the_device_at_depth_sets_the_step() -> None:
+    """gpt-1.3b FSDP2 `selective`, eager, one H200 (session 19): the synchronised steps of 1 and 2
+    blocks (24.0, 31.6 ms) gave 0.199 s for 24 blocks, the run stepped 0.30 s. Host times that grow
+    faster than the device's take over; ones under it, or missing (older records), change nothing."""
+    device_only = {"layers": [1, 2], "step_s": [0.024, 0.0316]}
+    step, _ = extrapolate(device_only, 24)
+    assert step == pytest.approx(0.024 + 23 * 0.0076)
+    host_bound, how = extrapolate({**device_only, "host_s": [0.016, 0.028]}, 24)
+    assert host_bound == pytest.approx(0.016 + 23 * 0.012)
+    assert "host-bound: the host's 16 and 28 ms extrapolate to 292 ms, over the device's 198.8" in how
+    assert extrapolate({**device_only, "host_s": [0.010, 0.014]}, 24) == extrapolate(device_only, 24)
+    assert extrapolate({**device_only, "host_s": [0.030, 0.020]}, 24) == extrapolate(device_only, 24)
+    assert extrapolate({**device_only, "host_s": [float("nan"), 1.0]}, 24) == extrapolate(device_only, 24)
+
+
 @pytest.mark.parametrize(
     ("probe", "words"),
     [
