@@ -336,7 +336,8 @@ def sanity_problem(cfg: RunConfig, metrics: dict[str, Any], device_type: str = "
     if bound and hw > PLAUSIBLE_FACTOR * bound:
         return (
             f"{hw:.1f} TFLOPs per device executed at least (causal attention's half square) exceeds "
-            f"{PLAUSIBLE_FACTOR} x {what}, {bound:.1f}: the timing cannot be real"
+            f"{PLAUSIBLE_FACTOR} x {what}, {bound:.1f}: the timing cannot be real; step times (s): "
+            f"{[round(t, 6) for t in times]}"
         )
     if metrics.get("unsteady_steps"):
         return (
