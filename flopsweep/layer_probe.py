@@ -25,8 +25,10 @@ checkpointing, eager, stepped 0.30 s against 0.20 s extrapolated from the synchr
 
 ``L1`` is the smallest depth the layout builds: ``pp x stages per rank``, times ``every`` for the
 ``every_n`` checkpointing policy (so each copy has the full model's pattern); when ``2 L1`` is not
-below ``n_layer`` the full depth is timed alone and is the prediction. ``model=hf`` takes its depth
-from its config file and is refused (:func:`flopsweep.rules.layer_probe`).
+below ``n_layer`` the full depth is timed alone and is the prediction. ``model=hf`` builds the
+file's first layers (:func:`flopsweep.models.hf_nn.build`), as many as the least prefix and period
+of its layers' kinds need (:func:`periodic_depths`: one dense layer and then MoE ones are timed at
+2 and 3 layers); with a pipeline it is refused (:func:`flopsweep.rules.layer_probe`).
 
 The top of this module is torch-free (:func:`depths`, :func:`extrapolate`); :func:`probe_layers`
 runs on the rank.
@@ -48,17 +50,48 @@ MEASURED_STEPS = 5
 
 
 def depths(cfg: Any) -> list[int]:
-    """The depths the probe builds for ``cfg``: ``[L1, 2 L1]``, or ``[n_layer]`` when ``2 L1`` is not
-    below it (module docstring)."""
+    """The depths the probe builds for a built-in ``cfg``: ``[L1, 2 L1]``, or ``[n_layer]`` when
+    ``2 L1`` is not below it (module docstring); ``model=hf``: :func:`periodic_depths` of its layers'
+    kinds (:func:`run_depths`)."""
     from flopsweep.pipeline_plan import stages_per_rank
 
     p = cfg.parallel
     unit = p.pp * stages_per_rank(p.pp_schedule, p.pp_stages_per_rank) if p.pp > 1 else 1
-    ckpt = cfg.activation_checkpointing
-    if getattr(ckpt, "name", "") == "every_n":
-        unit *= max(1, int(getattr(ckpt, "every", 1)))
+    unit *= _every(cfg)
     n = cfg.model.n_layer
     return [unit, 2 * unit] if 2 * unit < n else [n]
+
+
+def _every(cfg: Any) -> int:
+    ckpt = cfg.activation_checkpointing
+    return max(1, int(getattr(ckpt, "every", 1))) if getattr(ckpt, "name", "") == "every_n" else 1
+
+
+def run_depths(cfg: Any) -> list[int]:
+    """:func:`depths`, or for ``model=hf`` (no pipeline: :func:`flopsweep.rules.layer_probe`) the
+    :func:`periodic_depths` of its layers' kinds, read from the model built on the meta device."""
+    if cfg.model.arch != "hf":
+        return depths(cfg)
+    from flopsweep.models.hf_nn import kind_sequence
+
+    return periodic_depths(kind_sequence(cfg.model, cfg.attention), _every(cfg))
+
+
+def periodic_depths(kinds: list[int], unit: int = 1) -> list[int]:
+    """The depths the probe builds for a model whose decoder layers have the kinds ``kinds`` (one
+    number per layer, :func:`flopsweep.models.hf_nn.kind_sequence`): ``[P + p, P + 2p]`` for the
+    least ``P + p`` such that from layer ``P`` on the kinds repeat every ``p`` layers (Moonlight's
+    one dense layer then MoE ones: ``P = 1, p = 1``, so ``[2, 3]``; alike layers: ``[1, 2]``), ``P``
+    and ``p`` multiples of ``unit`` (``every_n``'s ``every``); or ``[len(kinds)]`` when
+    ``P + 2p`` is not below it. The copies then differ by ``p`` layers like every layer after ``P``,
+    so :func:`extrapolate`'s ``t(L1) + (n - L1) (t(L2) - t(L1)) / p`` holds."""
+    n = len(kinds)
+    for first in range(unit, n, unit):  # first = P + p, the shallower copy's depth
+        for period in range(unit, first + 1, unit):
+            start = first - period
+            if first + period < n and all(kinds[i] == kinds[i - period] for i in range(start + period, n)):
+                return [first, first + period]
+    return [n]
 
 
 def extrapolate(probe: dict[str, Any], n_layer: int) -> tuple[float, str]:
@@ -125,7 +158,7 @@ def probe_layers(
     import torch.distributed as dist
 
     start = time.perf_counter()
-    out: dict[str, Any] = {"layers": depths(cfg), "step_s": [], "host_s": []}
+    out: dict[str, Any] = {"layers": run_depths(cfg), "step_s": [], "host_s": []}
     try:
         for n in out["layers"]:
             step, host = _time_depth(cfg, device, layout, n, batches)

@@ -419,14 +419,16 @@ def optimizer_implementation(cfg: RunConfig) -> None:
 
 
 def layer_probe(cfg: RunConfig) -> None:
-    """``predict.layer_probe`` builds the run at other depths (``model.n_layer``), which ``model=hf``
-    takes from its config file (:mod:`flopsweep.layer_probe`)."""
-    if cfg.predict.layer_probe and cfg.model.arch == "hf":
+    """``predict.layer_probe`` builds the run at other depths; ``model=hf``'s copies keep the file's
+    first layers (:mod:`flopsweep.layer_probe`), which a pipeline's stages would not split as the
+    full model's."""
+    if cfg.predict.layer_probe and cfg.model.arch == "hf" and cfg.parallel.pp > 1:
         raise ConfigError(
             "predict.layer_probe",
             True,
-            "model=hf takes its depth from model.config, so no shallow copy of it can be built",
-            "use predict.probe=true (its blocks timed one of each kind), or drop predict.layer_probe",
+            f"model=hf's shallow copies keep its first layers, which parallel.pp={cfg.parallel.pp} "
+            "stages would not split as the whole model's",
+            "use predict.probe=true (its blocks timed one of each kind), or parallel.pp=1",
         )
 
 

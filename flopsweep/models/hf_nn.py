@@ -59,8 +59,38 @@ class HFCausalLM(nn.Module):
 
 def build(cfg: HFConfig, attention: AttentionConfig) -> HFCausalLM:
     """The model in fp32 on the current default device, ``attention`` as its ``attn_implementation``,
-    from the file validation read (``hf_files.source``: on a rank, the bytes its job sent)."""
-    return HFCausalLM(_from_config(source(cfg), HF_ATTENTION[attention.name], cfg.experts))
+    from the file validation read (``hf_files.source``: on a rank, the bytes its job sent).
+
+    A ``cfg.n_layer`` below the file's ``num_hidden_layers`` builds the file's first ``n_layer``
+    decoder layers only (a shallow copy for :mod:`flopsweep.layer_probe`; validation refuses such a
+    value from the user): built on the meta device, the rest dropped, then allocated on the default
+    device and initialised by ``init_weights``. Each kept layer keeps its index, so its kind (dense or
+    MoE, its attention type) is the full model's."""
+    src, attn = source(cfg), HF_ATTENTION[attention.name]
+    if 0 < cfg.n_layer < hf_config(src, attn=attn, experts=cfg.experts).num_hidden_layers:
+        device = torch.get_default_device()
+        with torch.device("meta"):
+            model = HFCausalLM(_from_config(src, attn, cfg.experts))
+        del blocks(model)[cfg.n_layer :]
+        model = model.to_empty(device=device)
+        with torch.device(device):
+            model.hf.init_weights()
+        return model
+    return HFCausalLM(_from_config(src, attn, cfg.experts))
+
+
+def kind_sequence(cfg: HFConfig, attention: AttentionConfig) -> list[int]:
+    """Each decoder layer's kind as a number, in layer order (:func:`layer_kinds`; 0 the first
+    layer's kind): Moonlight's ``[0, 1, 1, ...]`` (one dense layer, then MoE ones). Built on the
+    meta device, so no memory is taken."""
+    with torch.device("meta"):
+        model = build(cfg, attention)
+    layers = blocks(model)
+    kinds = [0] * len(layers)
+    for number, group in enumerate(layer_kinds(layers)):
+        for i in group:
+            kinds[i] = number
+    return kinds
 
 
 def blocks(model: HFCausalLM) -> nn.ModuleList:

@@ -3,6 +3,7 @@ predicted from them, and the run itself is the run without the probe (the same l
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,33 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
     assert "layer_probe" not in by[False]["metrics"]["predicted"]
     assert by[True]["metrics"]["loss_first"] == pytest.approx(by[False]["metrics"]["loss_first"], abs=1e-6)
     assert by[True]["metrics"]["loss_last"] == pytest.approx(by[False]["metrics"]["loss_last"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_an_hf_moe_is_probed_on_its_first_layers(tmp_path: Path) -> None:
+    """A 5-layer Moonlight (one dense layer, then MoE ones) under FSDP2 on 2 gloo ranks: its copies
+    keep the file's first 2 and 3 layers (``hf_nn.build``), and the step is extrapolated from them."""
+    from flopsweep.models.hf_files import SHIPPED
+
+    raw = json.loads((SHIPPED / "moonlight-tiny.json").read_text())
+    (tmp_path / "moonlight-5.json").write_text(json.dumps({**raw, "num_hidden_layers": 5}))
+    (rec,) = ok_sweep(
+        tmp_path / "sweep",
+        "model=hf",
+        f"model.config={tmp_path / 'moonlight-5.json'}",
+        "device=cpu",
+        "precision=fp32",
+        "nproc_per_node=2",
+        "backend=fsdp",
+        "steps.warmup=1",
+        "steps.measure=2",
+        "predict.layer_probe=true",
+    )
+    probed = rec["metrics"]["predicted"]
+    assert probed["compute_source"] == "layers" and probed["layer_probe"]["fallback"] is None
+    assert probed["layer_probe"]["layers"] == [2, 3]
+    t2, t3 = probed["layer_probe"]["step_s"]
+    assert probed["iteration_time_s"] == pytest.approx(t2 + 3 * (t3 - t2))
 
 
 @pytest.mark.gpu

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from flopsweep.config import ConfigError
-from flopsweep.layer_probe import depths, extrapolate
+from flopsweep.layer_probe import depths, extrapolate, periodic_depths
 
 
 @pytest.mark.parametrize(
@@ -70,13 +70,30 @@ def test_an_unusable_probe_is_refused_with_its_reason(probe, words) -> None:
         extrapolate(probe, 8)
 
 
-def test_hf_is_refused_in_one_line(hydra_compose) -> None:
+def test_hf_under_a_pipeline_is_refused_in_one_line(hydra_compose) -> None:
     from flopsweep.rules import layer_probe
 
     with pytest.raises(ConfigError) as err:
-        layer_probe(hydra_compose(["model=hf", "device=cpu", "predict.layer_probe=true"]))
-    assert "predict.layer_probe" in str(err.value) and "predict.probe=true" in str(err.value)
+        layer_probe(hydra_compose(["model=hf", "device=cpu", "predict.layer_probe=true", "parallel.pp=2"]))
+    assert "predict.layer_probe" in str(err.value) and "parallel.pp=1" in str(err.value)
+    layer_probe(hydra_compose(["model=hf", "device=cpu", "predict.layer_probe=true"]))
     layer_probe(hydra_compose(["model=llama-tiny", "device=cpu", "predict.layer_probe=true"]))
+
+
+@pytest.mark.parametrize(
+    ("kinds", "unit", "want"),
+    [
+        ([0] * 8, 1, [1, 2]),
+        ([0, 1, 1, 1, 1], 1, [2, 3]),  # Moonlight: one dense layer, then MoE ones
+        ([0, 1, 0, 1, 0, 1], 1, [2, 4]),  # alternating kinds: one period more
+        ([0, 0, 1, 0, 1, 0, 1, 0], 1, [3, 5]),
+        ([0] * 8, 2, [2, 4]),  # every_n=2: whole checkpointing periods
+        ([0, 1, 1], 1, [3]),  # 2 + 1 is not below 3: the whole model
+        ([0, 1, 2, 3], 1, [4]),  # no repeat at all
+    ],
+)
+def test_the_copies_of_a_mixed_model_repeat_its_layer_pattern(kinds, unit, want) -> None:
+    assert periodic_depths(kinds, unit) == want
 
 
 def _predicted(hydra_compose, probe, overrides=()):
