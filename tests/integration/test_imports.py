@@ -40,6 +40,9 @@ def _graph(package: str) -> dict[str, set[str]]:
 TORCH_FREE = (
     "flopsweep.record",
     "flopsweep.steptime",  # through flopsweep.predict
+    "flopsweep.workload",  # through steptime: the step-time model's terms
+    "flopsweep.comm_time",  # through steptime: the communication
+    "flopsweep.compute_time",  # through steptime: the compute
     "flopsweep.backend_specs",
     "flopsweep.deepspeed_config",  # through backend_specs: DeepSpeed's option check, torch-free
     "flopsweep.lazy",  # through backend_specs: the builder's path, loaded only on the rank
