@@ -47,11 +47,51 @@ def option_kind(group: str, option: str) -> str:
     return str(node.get("name", option))
 
 
+def option_files(group: str) -> list[str]:
+    """The options of ``group``: its YAML files under ``conf/<group>/``, sub-folders too
+    (``batch``: ``auto``, ``auto/max16``, ..., ``fixed``), without ``.yaml``, sorted."""
+    folder = os.path.join(CONF, group)
+    names = []
+    for root, _, files in os.walk(folder, followlinks=False):  # conf/sweep is a link: os.walk enters it
+        rel = os.path.relpath(root, folder)
+        names += [
+            os.path.normpath(os.path.join(rel, f.removesuffix(".yaml"))) for f in files if f.endswith(".yaml")
+        ]
+    return sorted(names)
+
+
+def _not_an_option(group: str, value: object) -> str | None:
+    """How ``value`` shows when it is no option name of ``group`` (``null``, ``[a,b]``, ``1``, ``''``,
+    ``{a: 1}``, or, for a group of ``conf/`` other than Hydra's own, a name without its YAML file),
+    else None. An interpolation is left to Hydra."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "[" + ",".join(map(str, value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{v}" for k, v in value.items()) + "}"
+    if isinstance(value, bool | int | float):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    if not isinstance(value, str) or "${" in value:
+        return None
+    if not value.strip():
+        return repr(value)
+    if group.startswith("hydra/"):  # the plug-ins' options are not all files of conf/
+        return None
+    stem = value.removesuffix(".yaml")  # Hydra takes model=gpt-tiny.yaml too
+    return None if os.path.isfile(os.path.join(CONF, group, f"{stem}.yaml")) else value
+
+
 def group_choice_problem(overrides: list[str]) -> str | None:
-    """One line for a config group given no single option name, else None: ``backend=null`` (Hydra
-    stops with a ``ValueError`` traceback), ``backend=[fsdp,ddp]`` (Hydra merges both options into
-    one node and runs that, unasked), or such a value among a sweep's (``-m backend=fsdp,null``).
-    The fix lists the group's options (its YAML files in ``conf/``)."""
+    """One line for a config group given no option name of its own, else None: ``backend=null``
+    (Hydra stops with a ``ValueError`` traceback), ``backend=1`` or ``backend=true`` (a traceback
+    too), ``backend=[fsdp,ddp]`` (Hydra merges both options into one node and runs that, unasked),
+    ``backend={a:1}``, ``backend=`` or a name that is no option (``backend=nope``, ``precision=BF16``:
+    Hydra's error and its list of options over 15 lines), or such a value among a sweep's
+    (``-m backend=fsdp,null``). The fix lists the group's options (its YAML files in ``conf/``) and
+    takes the closest name as its example."""
+    import difflib
+
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     conf = CONF
@@ -67,19 +107,23 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         if o.is_delete() or not (group.startswith("hydra/") or os.path.isdir(os.path.join(conf, group))):
             continue
         value = o.value()
-        values = list(getattr(value, "list", None) or []) if o.is_sweep_override() else [value]
-        bad = next((v for v in values if v is None or isinstance(v, list)), "")  # a dict: Hydra's message
-        if bad == "":
+        if o.is_sweep_override():
+            values = list(getattr(value, "list", None) or [])  # a choice sweep's; a range or glob: Hydra's
+        else:
+            values = [value]
+        shown = next((b for v in values if (b := _not_an_option(group, v)) is not None), None)
+        if shown is None:
             continue
-        folder = os.path.join(conf, group)
-        listed = os.listdir(folder) if os.path.isdir(folder) else []
-        names = sorted(n.removesuffix(".yaml") for n in listed if n.endswith(".yaml"))
+        names = option_files(group)
         defaults = _yaml(os.path.join(conf, "config.yaml")).get("defaults") or []
         chosen = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
         example = chosen.get(group) if chosen.get(group) in names else (names or ["NAME"])[0]
-        pick = f"pick one of {', '.join(names)}, e.g. {group}={example}" if names else "name one option"
-        several = "" if group.startswith("hydra/") else f" (several, one job each: -m {group}=a,b)"
-        shown = "null" if bad is None else "[" + ",".join(map(str, bad)) + "]"
+        lowered = {n.lower(): n for n in names}
+        near = lowered.get(shown.lower()) or next(iter(difflib.get_close_matches(shown, names, n=1)), None)
+        example = near or example
+        plus = "+" if text.startswith("+") else ""
+        pick = f"pick one of {', '.join(names)}, e.g. {plus}{group}={example}" if names else "name one option"
+        several = "" if group.startswith("hydra/") or plus else f" (several, one job each: -m {group}=a,b)"
         return (
             f"Invalid config: {text}: {shown} is no option of {group} (a config group takes one option "
             f"name). Fix: {pick}{several}."
@@ -227,6 +271,8 @@ def _value_problem(key: str, value: object, node: object, option: str) -> str | 
 
     if isinstance(value, list):
         shown = "[" + ",".join(map(str, value)) + "]"
+    elif isinstance(value, bool):
+        shown = str(value).lower()
     else:
         shown = "null" if value is None else repr(value) if isinstance(value, str) else str(value)
     head = f"Invalid config: {key}={shown}:"
