@@ -20,6 +20,11 @@ probe's tokens/s), the result and the budget. The job holds the search so far af
 (``on_probe``, result null), so that a run interrupted during the search (SIGTERM, Ctrl-C, a Slurm
 time limit) keeps in its error record every probe that finished, and a rerun with ``resume=true``
 takes them over (``reuse``, :mod:`flopsweep.reuse`): a size probed already is not probed again.
+
+The sequence search (``search.grow=seq_len``, :mod:`flopsweep.seqsearch`) is the same search along
+another size: both axes are a :class:`ModelAxis` (a size validated, probed in ``model_search/``, its
+entry :func:`probe_entry`, the record ``run.model_search``) and run through one driver,
+:func:`grow_model`.
 """
 
 from __future__ import annotations
