@@ -306,18 +306,7 @@ sequence), what is chosen at each length (the micro batch), and whether the leng
 GREW = "grew"
 """The combined table's column naming what grew: ``n_layer`` (the depth frontier) or ``seq_len``."""
 
-SEQUENCE_COLUMNS = [
-    "model",
-    "n_params",
-    "seq_len",
-    "micro_batch_size",
-    "tokens_per_s",
-    "mfu",
-    "model_tflops_per_device",
-    "peak_cuda_allocated_gib",
-    "sizes",
-    "larger_failed",
-]
+SEQUENCE_COLUMNS = [*FRONTIER_COLUMNS[:2], "seq_len", *FRONTIER_COLUMNS[2:]]
 """The figures of a sequence set-up's longest ok length: as :data:`FRONTIER_COLUMNS`
 with ``seq_len``; ``sizes`` counts the lengths that trained, ``larger_failed`` the search's shortest
 longer probe that did not (``seq_len=65536: oom``)."""

@@ -5,19 +5,8 @@ files (size-capped, strict JSON, depth-safe). The upgrade chain is
 :mod:`flopsweep.identity.versions` (the job's ``resume=true`` compares records through it too),
 re-exported here: each older version has a named function that turns it into the next one, so a
 record written by an old flopsweep still loads as the current schema
-(:data:`flopsweep.record.SCHEMA_VERSION`):
-
-- ``schema_version 0`` (the layout before the v1 contract): run and system
-  fields at the top level (``run_id``, ``started_at``, ``finished_at``,
-  ``overrides``, ``hostname``, ``device_name``, ``world_size``, ``torch``), the
-  error as a plain message string, and flat metric keys
-  (``iteration_time_s_mean``, ``iteration_time_s_median``, ``tokens_per_s``,
-  ``tflops_per_device``, ``mfu``, ``peak_cuda_allocated_bytes``, ...) with no
-  ``model`` section. :func:`upgrade_v0_to_v1` converts it.
-- ``schema_version 1``: GPT-2 only; its ``model_tflops_per_device`` was eq. 3 with
-  f = 3 and ``hfu`` eq. 3 with f = 4 under checkpointing, and it had
-  ``effective_tflops_per_device``. :func:`upgrade_v1_to_v2` recomputes the v2
-  FLOPs figures from the config (the v1 -> v2 mapping is in its docstring).
+(:data:`flopsweep.record.SCHEMA_VERSION`). The versions and what each upgrade changes are described
+there (``schema_version`` 0 and 1: :func:`upgrade_v0_to_v1`, :func:`upgrade_v1_to_v2`).
 
 Only :mod:`flopsweep.record`, :mod:`flopsweep.files` and :mod:`flopsweep.identity.versions` are
 imported from flopsweep: no torch, no model code. A record that cannot be read raises

@@ -40,14 +40,8 @@ class KernelUnavailable(RuntimeError):
 def _row_counts(cfg: BlockSparseConfig, seq_len: int) -> list[int]:
     """Key blocks kept per query block of a ``blocksparse`` config at ``seq_len``
     (:func:`flopsweep.blocksparse.row_counts`; no torch)."""
-    return blocksparse.row_counts(
-        blocksparse.n_blocks(seq_len, cfg.block_size),
-        layout=cfg.layout,
-        window_blocks=cfg.window_blocks,
-        global_blocks=cfg.global_blocks,
-        random_blocks=cfg.random_blocks,
-        stride_blocks=cfg.stride_blocks,
-    )
+    n = blocksparse.n_blocks(seq_len, cfg.block_size)
+    return blocksparse.row_counts(n, **blocksparse.layout_knobs(cfg))
 
 
 def attention_density(cfg: AttentionConfig, seq_len: int) -> float:

@@ -31,6 +31,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from flopsweep import blocksparse_kernels
 from flopsweep.attention import KERNELS, KernelUnavailable, kernel_refusal_reasons
+from flopsweep.blocksparse import layout_knobs
 from flopsweep.config import AttentionConfig
 from flopsweep.options import BlockSparseConfig
 
@@ -138,11 +139,7 @@ def layout_of(cfg: BlockSparseConfig, seq_len: int) -> torch.Tensor:
     """The block layout ``[n_blocks, n_blocks]`` of a ``blocksparse`` config at ``seq_len``."""
     return blocksparse_kernels.block_layout(
         blocksparse_kernels.n_blocks(seq_len, cfg.block_size),
-        layout=cfg.layout,
-        window_blocks=cfg.window_blocks,
-        global_blocks=cfg.global_blocks,
-        random_blocks=cfg.random_blocks,
-        stride_blocks=cfg.stride_blocks,
+        **layout_knobs(cfg),
         seed=cfg.seed or 0,
     )
 

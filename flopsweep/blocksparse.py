@@ -16,6 +16,7 @@ the block size is padded to ``n_blocks * block_size``.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 LAYOUTS = ("causal", "local", "bigbird", "strided")
 
@@ -23,6 +24,16 @@ LAYOUTS = ("causal", "local", "bigbird", "strided")
 def n_blocks(seq_len: int, block_size: int) -> int:
     """Blocks that cover ``seq_len`` tokens: ``ceil(seq_len / block_size)``."""
     return math.ceil(seq_len / block_size)
+
+
+LAYOUT_KNOBS = ("layout", "window_blocks", "global_blocks", "random_blocks", "stride_blocks")
+"""The ``attention=blocksparse`` keys that shape a layout (:func:`row_counts`, ``block_layout``)."""
+
+
+def layout_knobs(cfg: Any) -> dict[str, Any]:
+    """The :data:`LAYOUT_KNOBS` of a ``blocksparse`` config (``BlockSparseConfig``), by name: the
+    keyword arguments of :func:`row_counts` and of ``flopsweep.blocksparse_kernels.block_layout``."""
+    return {key: getattr(cfg, key) for key in LAYOUT_KNOBS}
 
 
 def row_counts(

@@ -341,7 +341,7 @@ def _validate_cost(cfg: RunConfig) -> None:
 
 def _validate_predict(cfg: RunConfig) -> None:
     """``predict.*``: positive node and GPU counts and bandwidths, overlap in [0, 1], a positive
-    ``compute_scale`` (bounds: :func:`check_bounds`)."""
+    ``compute_scale``, a ``layer_probe_max_spread`` of at least 1 (bounds: :func:`check_bounds`)."""
     p = cfg.predict
     for key in ("gpus_per_node", "nnodes"):
         if (value := getattr(p, key)) is not None:
@@ -353,6 +353,13 @@ def _validate_predict(cfg: RunConfig) -> None:
             )
     if p.overlap is not None and not 0 <= p.overlap <= 1:
         raise ConfigError("predict.overlap", p.overlap, "must be a share in [0, 1]", "set e.g. 0.8, or null")
+    if not p.layer_probe_max_spread >= 1:  # a copy's slowest step is never under its median
+        raise ConfigError(
+            "predict.layer_probe_max_spread",
+            p.layer_probe_max_spread,
+            "must be at least 1 (a copy's slowest timed step over its median)",
+            "set e.g. predict.layer_probe_max_spread=1.5",
+        )
 
 
 def _validate_optim(o: OptimConfig) -> None:

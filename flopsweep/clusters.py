@@ -310,6 +310,7 @@ def command_line_problem(overrides: list[str]) -> str | None:
                     )
         if (
             key == "plan_clusters"
+            and value.strip().lower() != "null"  # overrides.type_problem's
             and not value.strip().startswith("[")
             and "," not in value
             and "$" not in value

@@ -94,19 +94,42 @@ def probe_compute(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) ->
         raises for a probe that does not fit: the run goes on and the prediction names why).
     """
     start = time.perf_counter()
+    out = fall_back_on_oom(
+        lambda: _measure(cfg, torch.device(device), budget_s), device, "the compute probe did not fit"
+    )
+    return {**out, "fallback": out.get("fallback"), "wall_s": time.perf_counter() - start}
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is ``torch.OutOfMemoryError`` or a RuntimeError that says ``out of memory``."""
+    return isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
+
+
+def fall_back_on_oom(
+    measure: Callable[[], dict[str, Any]],
+    device: Any,
+    what: str,
+    is_oom: Callable[[BaseException], bool] = out_of_memory,
+) -> dict[str, Any]:
+    """``measure()``, or the probe's fallback when it does not fit: ``{fallback: "<what>: <type>:
+    <message, 200 characters>"}`` for an error ``is_oom`` says is out of memory, ``{fallback: why}``
+    for :class:`ProbeUnfit`; any other error is raised. The memory is freed after, either way
+    (``gc.collect``, and the CUDA cache on a GPU), so the run goes on as if no probe had run. The
+    compute probe's and the layer probe's (:func:`flopsweep.layer_probe.probe_layers`) one path."""
     try:
-        out = _measure(cfg, torch.device(device), budget_s)
+        return measure()
     except ProbeUnfit as exc:
-        out = {"fallback": str(exc)}
+        return {"fallback": str(exc)}
     except (torch.OutOfMemoryError, RuntimeError) as exc:
-        if not isinstance(exc, torch.OutOfMemoryError) and "out of memory" not in str(exc).lower():
+        if not is_oom(exc):
             raise
-        out = {"fallback": f"the compute probe did not fit: {type(exc).__name__}: {str(exc)[:200]}"}
+        return {"fallback": f"{what}: {type(exc).__name__}: {str(exc)[:200]}"}
     finally:
         gc.collect()
         if torch.device(device).type == "cuda":
             torch.cuda.empty_cache()
-    return {**out, "fallback": out.get("fallback"), "wall_s": time.perf_counter() - start}
 
 
 def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str, Any]:

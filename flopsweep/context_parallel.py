@@ -154,7 +154,7 @@ def transfers(w: Any, *, gpus_per_node: int) -> list[Any]:
     (:attr:`~flopsweep.steptime.Workload.recompute_share`); over the ``cp`` group, never overlapped
     (attention waits for them). Over ``tp`` each rank sends its local heads only."""
     from flopsweep.degrees import span
-    from flopsweep.steptime import Transfer
+    from flopsweep.workload import Transfer
 
     cp = w.degree("cp")
     if cp == 1:

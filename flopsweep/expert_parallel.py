@@ -166,7 +166,7 @@ def transfers(w: Any, *, gpus_per_node: int) -> list[Any]:
     (:attr:`~flopsweep.steptime.Workload.recompute_share`); over the ``ep`` group, at all-to-all's bus
     factor ``(ep - 1) / ep`` (the share that leaves the rank under uniform routing), never overlapped
     (the experts wait for their tokens). The counts' exchange (``E`` integers) is not counted."""
-    from flopsweep.steptime import Transfer
+    from flopsweep.workload import Transfer
 
     ep, k = w.degree("ep"), int(getattr(w, "top_k", 0) or 0)
     if ep == 1 or not k:

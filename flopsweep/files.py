@@ -66,6 +66,14 @@ class RecordUnwritable(OSError):
     def __str__(self) -> str:
         return self.line
 
+    @classmethod
+    def in_the_way(cls, path: Path, line: str, fix: str) -> RecordUnwritable:
+        """Something that is not ours sits at ``path`` (a link, a file, another user's folder; errno
+        ``EEXIST``): ``line`` says what, ``fix`` what to remove; never followed or written through."""
+        problem = cls(path, OSError(errno.EEXIST, "exists"))
+        problem.line, problem.fix = line, fix
+        return problem
+
 
 class NotRecorded(Exception):
     """A job ended but its ``metrics.json`` could not be written (see :class:`RecordUnwritable`).
@@ -237,13 +245,12 @@ def own_folder(path: Path, *, fresh: bool = False) -> Path:
     try:
         if st is not None and not stat.S_ISDIR(st.st_mode):
             if not fresh:
-                problem = RecordUnwritable(path, OSError(errno.EEXIST, "exists"))
-                problem.line = (
+                raise RecordUnwritable.in_the_way(
+                    path,
                     f"{path} is a {file_kind(st.st_mode)}, not a folder flopsweep made; it is never "
-                    "followed or written through"
+                    "followed or written through",
+                    f"remove {path}, or choose another directory",
                 )
-                problem.fix = f"remove {path}, or choose another directory"
-                raise problem
             os.unlink(path)  # the link or file itself, never what it points to
         elif st is not None and fresh:
             shutil.rmtree(path)  # a real folder: rmtree never follows the links inside
@@ -295,13 +302,12 @@ def private_folder(path: Path) -> Path:
         st = os.lstat(path)
         if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
             if planted := _planted(path):
-                problem = RecordUnwritable(planted, OSError(errno.EEXIST, "exists"))
-                problem.line = (
+                raise RecordUnwritable.in_the_way(
+                    planted,
                     f"{planted} is {_what(os.lstat(planted))} in {path}, which must hold only this "
-                    "user's files and folders; it is never followed or written through"
+                    "user's files and folders; it is never followed or written through",
+                    f"remove {planted} (or {path}), or choose another directory",
                 )
-                problem.fix = f"remove {planted} (or {path}), or choose another directory"
-                raise problem
             if st.st_mode & 0o022:
                 os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022, follow_symlinks=False)
             return path
@@ -309,12 +315,11 @@ def private_folder(path: Path) -> Path:
         raise
     except OSError as exc:
         raise RecordUnwritable(path, exc) from None
-    problem = RecordUnwritable(path, OSError(errno.EEXIST, "exists"))
-    problem.line = (
-        f"{path} is {_what(st)}, not a private folder of this user; it is never followed or written through"
+    raise RecordUnwritable.in_the_way(
+        path,
+        f"{path} is {_what(st)}, not a private folder of this user; it is never followed or written through",
+        f"remove {path}, or choose another directory",
     )
-    problem.fix = f"remove {path}, or choose another directory"
-    raise problem
 
 
 MAX_PRIVATE_ENTRIES = 100_000

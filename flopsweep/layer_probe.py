@@ -30,6 +30,12 @@ file's first layers (:func:`flopsweep.models.hf_nn.build`), as many as the least
 of its layers' kinds need (:func:`periodic_depths`: one dense layer and then MoE ones are timed at
 2 and 3 layers); with a pipeline it is refused (:func:`flopsweep.rules.layer_probe`).
 
+The times must be steady: when a copy's second slowest timed step (one slow step the median
+leaves out does not count) is over ``predict.layer_probe_max_spread`` (1.5) times its median on any
+rank (``spread``), the host's load set them, and the probe falls back (:func:`unsteady`) as one
+whose copy ran out of memory does (the compute probe's path,
+:func:`flopsweep.compute_probe.fall_back_on_oom`): the prediction takes the next estimate and names why.
+
 The top of this module is torch-free (:func:`depths`, :func:`extrapolate`); :func:`probe_layers`
 runs on the rank.
 """
@@ -37,7 +43,6 @@ runs on the rank.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -137,6 +142,21 @@ def extrapolate(probe: dict[str, Any], n_layer: int) -> tuple[float, str]:
     return step, how
 
 
+def unsteady(layers: list[int], step_s: list[float], spread: list[float], most: float) -> str | None:
+    """Why the copies' timed steps are too unsteady to extrapolate from, or None: the first copy whose
+    ``spread`` (its second slowest timed step over its median, the largest over ranks) is over ``most``
+    (``predict.layer_probe_max_spread``). ``layers``, ``step_s`` (s) and ``spread`` are the probe's,
+    one per copy."""
+    for n, median, ratio in zip(layers, step_s, spread, strict=False):
+        if ratio > most:
+            return (
+                f"unsteady timed steps: the {n}-block copy's second slowest step took {ratio:.3g}x its "
+                f"median ({median * 1e3:.4g} ms; over predict.layer_probe_max_spread={most:g}), "
+                "no extrapolation"
+            )
+    return None
+
+
 def probe_layers(
     cfg: Any,
     device: Any,
@@ -150,46 +170,57 @@ def probe_layers(
     ``is_oom(exc)``: whether an error is an out-of-memory one (:func:`flopsweep.worker.is_oom`).
 
     Returns:
-        ``{layers, step_s, wall_s, fallback: None}``: the depths and the slowest rank's median
-        step of each, s; or ``{fallback: why, wall_s}`` when a copy ran out of memory (the run goes
-        on and the prediction says why).
+        ``{layers, step_s, host_s, spread, wall_s, fallback: None}``: the depths, the slowest rank's
+        median step of each and its host's issue time (s), and the largest ratio over ranks of a copy's
+        second slowest timed step to its median;
+        ``fallback`` is why the times are not used when a copy's spread is over
+        ``predict.layer_probe_max_spread`` (:func:`unsteady`; the times are kept); or ``{fallback: why,
+        wall_s}`` when a copy ran out of memory, here or on another rank
+        (:func:`flopsweep.compute_probe.fall_back_on_oom`, the compute probe's path: the run goes on
+        and the prediction says why).
     """
     import torch
     import torch.distributed as dist
 
+    from flopsweep.compute_probe import fall_back_on_oom
+
     start = time.perf_counter()
-    out: dict[str, Any] = {"layers": run_depths(cfg), "step_s": [], "host_s": []}
-    try:
-        for n in out["layers"]:
-            step, host = _time_depth(cfg, device, layout, n, batches)
-            out["step_s"].append(step)
-            out["host_s"].append(host)
-        out["fallback"] = None
-    except (RuntimeError, torch.OutOfMemoryError) as exc:
-        if not is_oom(exc):
-            raise
-        out = {"fallback": f"a shallow copy ran out of memory: {type(exc).__name__}: {str(exc)[:200]}"}
-    finally:
-        gc.collect()
-        if torch.device(device).type == "cuda":
-            torch.cuda.empty_cache()
+    layers = run_depths(cfg)
+
+    def measure() -> dict[str, Any]:
+        timed = [_time_depth(cfg, device, layout, n, batches) for n in layers]
+        return {
+            "layers": layers,
+            "step_s": [t for t, _, _ in timed],
+            "host_s": [h for _, h, _ in timed],
+            "spread": [r for _, _, r in timed],
+        }
+
+    out = fall_back_on_oom(measure, device, "a shallow copy ran out of memory", is_oom)
     if dist.is_initialized():  # every rank agrees; the slowest rank's times are the step's
-        times = torch.tensor(
-            [*(out.get("step_s") or [0.0]), *(out.get("host_s") or [0.0])], dtype=torch.float64, device=device
-        )
-        dist.all_reduce(times, op=dist.ReduceOp.MAX)
-        if "step_s" in out:
-            both = [float(t) for t in times.tolist()]
-            out["step_s"], out["host_s"] = both[: len(out["step_s"])], both[len(out["step_s"]) :]
+        n = len(layers)
+        mine = [t for key in ("step_s", "host_s", "spread") for t in out.get(key, [0.0] * n)]
+        both = torch.tensor([*mine, float("fallback" in out)], dtype=torch.float64, device=device)
+        dist.all_reduce(both, op=dist.ReduceOp.MAX)
+        got = [float(t) for t in both.tolist()]
+        if "fallback" not in out and got[-1]:
+            out = {"fallback": "a shallow copy ran out of memory on another rank"}
+        elif "fallback" not in out:
+            out["step_s"], out["host_s"], out["spread"] = got[:n], got[n : 2 * n], got[2 * n : 3 * n]
+    if "fallback" not in out:
+        most = cfg.predict.layer_probe_max_spread
+        out["fallback"] = unsteady(out["layers"], out["step_s"], out["spread"], most)
     return {**out, "wall_s": time.perf_counter() - start}
 
 
 def _time_depth(
     cfg: Any, device: Any, layout: Any, n_layer: int, batches: Callable[[Any], list]
-) -> tuple[float, float]:
-    """``(step, host)``: the median seconds of :data:`MEASURED_STEPS` steps of ``cfg`` at ``n_layer``
-    blocks on this rank, each from a synchronised device to a synchronised device, and the median
-    seconds until ``step()`` returned (the host's issue time; the step itself on a CPU)."""
+) -> tuple[float, float, float]:
+    """``(step, host, spread)`` of :data:`MEASURED_STEPS` steps of ``cfg`` at ``n_layer`` blocks on
+    this rank: the median seconds, each from a synchronised device to a synchronised device; the
+    median seconds until ``step()`` returned (the host's issue time; the step itself on a CPU); and
+    the second slowest step over the median (one slow step, which the median leaves out, is not
+    unsteadiness)."""
     import torch
 
     from flopsweep.backends import build_trainer
@@ -212,7 +243,9 @@ def _time_depth(
                 hosts.append(
                     issued - begun if device.type == "cuda" else times[-1]
                 )  # a CPU step is the host's
-        return statistics.median(times), statistics.median(hosts)
+        median = statistics.median(times)
+        second = sorted(times)[-2] if len(times) > 1 else times[-1]
+        return median, statistics.median(hosts), (second / median if median > 0 else float("inf"))
     finally:
         destroy = getattr(getattr(trainer, "engine", None), "destroy", None)
         if callable(destroy):  # DeepSpeed: its hooks and buffers go with the engine

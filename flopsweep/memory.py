@@ -50,35 +50,13 @@ most in-flight micro-batches, or the last, which computes the loss):
 
   Each backend's terms are its spec's (:mod:`flopsweep.backend_specs`: which degree shards its
   states, its buckets, what it holds unsharded, where offload puts the states); this module
-  computes the rank's counts (``_Terms``) and asks the spec, never the backend's name.
-- **activations** kept for backward, per token and layer, from the model family
-  (:func:`flopsweep.models.ModelFamily.memory`): the ``residual`` elements (norm inputs and their
-  normalised values) in fp32 when autocast runs over fp32 weights (single, DDP), else in the
-  compute dtype, and the ``other`` elements in the compute dtype (4 bytes for fp32);
-  ``compile=true`` keeps the family's ``residual_compiled`` and ``other_compiled`` instead
-  (Inductor's partitioner recomputes the norms and pointwise activations and keeps the matmul
-  inputs). Plus what the attention kernel keeps per layer (:data:`ATTENTION_SAVED`): the
-  probabilities of a kernel that materialises the ``B x h x s x s`` scores, the ``B x h x s``
-  fp32 logsumexp of a fused (flash, memory-efficient, cuDNN, flex) kernel. What is kept is the
-  checkpointing policy's (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each
-  block's input only, and the top block's full activations (its input among them) while it is
-  recomputed; ``every_n`` between the two. The layout: the
-  first pipeline stage keeps ``ceil(n_layer / pp)`` layers for the in-flight pipeline
-  micro-batches (:func:`in_flight_microbatches`: ``1F1B`` up to ``pp``, ``GPipe`` all of them),
-  each ``micro_batch_size / pp_microbatches`` sequences; tensor parallelism with sequence
-  parallelism, and context parallelism, divide by ``tp`` and ``cp``.
-- **attention workspace**: under a policy that recomputes the forward, a materialising kernel
-  makes one layer's scores again (bf16 product, fp32 upcast, softmax, bf16 probabilities) while
-  the gradients above are live: :data:`RECOMPUTED_SCORE_BYTES` per score, what is kept included.
-  Without recompute the forward's transients pass while less is live (0 on top, measured).
-- **logits** at the start of backward: :data:`LOGIT_BYTES` per logit eager (the loss's saved
-  fp32 log-softmax, the fp32 gradient of it and of its input, the bf16 gradient), fewer compiled
-  (Inductor fuses the upcast into the log-softmax); ``tokens x V / (tp cp)`` logits (a loss-parallel
-  head; a context-parallel rank's own tokens), on the last stage, for one pipeline micro-batch.
-  With ``loss.chunk_tokens`` (the head fused with its loss,
-  :func:`flopsweep.models.layers.chunked_linear_cross_entropy`) instead: one chunk's logits at
-  :data:`CHUNK_LOGIT_BYTES`, the hidden states' gradient (fp32, ``tokens x C``)
-  and the head weight's (fp32, ``V x C``), which the fused loss keeps from forward to backward.
+  computes the rank's counts (:class:`flopsweep.memory_terms.Terms`) and asks the spec, never the
+  backend's name.
+- **activations**, the **attention workspace** and the **logits**
+  (:mod:`flopsweep.activation_memory`, re-exported here): what backward keeps per token and layer
+  by the family, the attention kernel and the checkpointing policy, over the layout's in-flight
+  pipeline micro-batches and ``tp x cp``; a materialising kernel's recomputed scores; the loss's
+  logits on the last stage (or one chunk of the fused head and loss, ``loss.chunk_tokens``).
 
 - **registered buffers** of the module (:attr:`MemoryEstimate.buffers`), at both moments: the
   family's ``buffer_bytes`` (``model=hf`` measures them on its meta-device build: a GPT-Neo of
@@ -90,6 +68,9 @@ copies), and the gathered key and value blocks of ``blocksparse`` ``impl=gather`
 ``benchmarks/memory_estimate.py`` compares the estimate with the ``peak_cuda_allocated_bytes`` of
 every committed H200 record.
 
+What offload puts in host memory (``offload_host_bytes``, ``offload_host_held_bytes``,
+``OFFLOAD_HOST_HELD``) is :mod:`flopsweep.offload_memory`'s, re-exported here.
+
 ``plan=true`` can ask about a GPU that is not here (:func:`flopsweep.gpu_memory.planned_gpu_bytes`,
 re-exported here): ``plan_gpu=`` a device name of the GPU table (:mod:`flopsweep.peaks`, ``H100``,
 ``H100-80GB``, ``A100-40GB``), whose memory is its row's (what the driver reports), or
@@ -98,43 +79,42 @@ re-exported here): ``plan_gpu=`` a device name of the GPU table (:mod:`flopsweep
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import checkpointing
+from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers and docs name them
+    ATTENTION_SAVED,
+    CHUNK_LOGIT_BYTES,
+    LOGIT_BYTES,
+    LOGSUMEXP_BYTES,
+    RECOMPUTED_SCORE_BYTES,
+    activation_bytes,
+    activation_host_bytes,
+    attention_workspace_bytes,
+    bytes_per_token,
+    in_flight_microbatches,
+    scores_kernel,
+)
 from flopsweep.backend_specs import BACKEND_SPECS
-from flopsweep.expert_parallel import gathered_expert_cut
 from flopsweep.gpu_memory import planned_gpu_bytes  # noqa: F401 - memory.planned_gpu_bytes, as callers use it
 from flopsweep.layout import Layout
+from flopsweep.memory_terms import (  # noqa: F401 - memory.X, as callers and docs name them
+    Terms,
+    autocast_cached,
+    block_params,
+    fsdp_groups,
+    stage_params,
+)
 from flopsweep.models import family
+from flopsweep.offload_memory import (  # noqa: F401 - memory.X, as callers and docs name them
+    OFFLOAD_HOST_HELD,
+    offload_host_bytes,
+    offload_host_held_bytes,
+)
 from flopsweep.peaks import GPU_MEMORY_GIB  # noqa: F401 - memory.GPU_MEMORY_GIB, as config's docstring names it
 
 GIB = 2**30
-
-LOGIT_BYTES = {False: 12, True: 4}
-"""Bytes per logit at the start of backward, eager (``False``) and with ``compile=true`` (``True``):
-eager keeps the fp32 log-softmax output and makes the fp32 gradients of it and of its input and the
-bf16 gradient of the logits; compiled, Inductor's fused loss keeps the bf16 logits and makes their
-bf16 gradient. Fitted to the H200 records (gpt-1.3b micro batch 8 and 16, Llama 3.2 1B and 3B)."""
-CHUNK_LOGIT_BYTES = 10
-"""Bytes per logit of one chunk of the fused head and loss (``loss.chunk_tokens``): the fp32 logits,
-made into the softmax in place (4), its bf16 copy for the two gradient matmuls (2), and the fp32
-log-sum-exp's and gather's transients (4, an upper bound)."""
-ATTENTION_SAVED = {"standard": 6, "sdpa-math": 4}
-"""Bytes per attention score (``B x h x s x s`` per layer) that backward keeps, for the kernels that
-materialise the scores: ``standard`` (flopsweep's explicit ``softmax(QK^T)V``) keeps the fp32
-softmax output (4) and its bf16 cast (2); SDPA's math kernel about 4 (measured: gpt-1.3b, micro
-batch 4 and 8, sequence 2048, on the H200). Every other kernel keeps the fp32 logsumexp,
-:data:`LOGSUMEXP_BYTES` per query and head."""
-RECOMPUTED_SCORE_BYTES = 13
-"""Bytes per score live while one layer of a kernel of :data:`ATTENTION_SAVED` is recomputed in
-backward, what it keeps included (measured: 13.3 for ``standard`` and ``sdpa-math``, gpt-1.3b at
-sequence 8192, micro batch 1, ``full`` checkpointing, against ``sdpa``)."""
-LOGSUMEXP_BYTES = 4
-"""Bytes per query and head that a fused attention kernel saves for backward (fp32 logsumexp)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,140 +173,11 @@ class MemoryEstimate:
         return self.total / GIB
 
 
-class _Terms:
-    """The counts of one rank that the backend specs' memory terms read
-    (:mod:`flopsweep.backend_specs`), each computed on first use."""
-
-    def __init__(self, cfg: Any, layout: Layout) -> None:
-        self.cfg, self.layout = cfg, layout
-        self.spec = BACKEND_SPECS[cfg.backend.name]
-
-    @functools.cached_property
-    def offload(self) -> Any:
-        return self.spec.offload(self.cfg.backend)
-
-    @functools.cached_property
-    def held(self) -> int:
-        return stage_params(self.cfg, self.layout)
-
-    @functools.cached_property
-    def accumulated(self) -> int:  # the last micro batch's fp32 gradients
-        return 4 * self.held if self.cfg.batch.grad_accum > 1 else 0
-
-    @functools.cached_property
-    def autocast_copies(self) -> int:
-        return 2 * _autocast_cached(self.cfg, self.layout) if self.cfg.precision.name != "fp32" else 0
-
-    @functools.cached_property
-    def compute(self) -> int:
-        return 4 if self.cfg.precision.name == "fp32" else 2
-
-    @functools.cached_property
-    def _groups(self) -> tuple[int, int]:
-        return _fsdp_groups(self.cfg, self.layout)
-
-    @property
-    def block(self) -> int:
-        return self._groups[0]
-
-    @property
-    def root(self) -> int:
-        return self._groups[1]
-
-    @property
-    def head(self) -> int:
-        return math.ceil(self.cfg.model.vocab_size * self.cfg.model.n_embd / self.layout.tp)
-
-    @functools.cached_property
-    def activations(self) -> int:  # the lowest block's, one pipeline micro-batch
-        _, layer = _bytes_per_token(self.cfg)
-        _, per = in_flight_microbatches(self.cfg, self.layout)
-        return per * self.cfg.model.seq_len * layer // (self.layout.tp * self.layout.cp)
-
-    @functools.cached_property
-    def model_block(self) -> int:
-        return block_params(self.cfg.model)
-
-    @property
-    def rest(self) -> int:
-        m = self.cfg.model
-        return family(m).n_params(m) - m.n_layer * self.model_block
-
-    @property
-    def largest(self) -> int:
-        return family(self.cfg.model).memory(self.cfg.model)["largest_layer_params"]
-
-
-def block_params(model: Any) -> int:
-    """One block's parameters: ``n_params(n_layer=2) - n_params(n_layer=1)`` of the model's family,
-    so that every family counts its own (0 for a family whose count ignores ``n_layer``)."""
-    fam = family(model)
-    return fam.n_params(dataclasses.replace(model, n_layer=2)) - fam.n_params(
-        dataclasses.replace(model, n_layer=1)
-    )
-
-
-def stage_params(cfg: Any, layout: Layout) -> int:
-    """The parameters of the rank that holds the most: its pipeline stage's ``ceil(n_layer / pp)``
-    blocks and the parameters outside the blocks that it keeps (embedding, head, final norm),
-    over ``tp``. Under ``pp > 1`` the first stage holds the embedding and the last the head: the
-    larger half of the rest for an untied head, all of it for a tied one (both ends keep the
-    shared matrix). ``model=hf`` (whose count comes from its file, whatever ``n_layer`` says) is
-    counted as untied, its rest the two ``V x h`` matrices."""
-    m = cfg.model
-    total = family(m).n_params(m)
-    if layout.pp == 1:
-        return math.ceil(total / layout.tp)
-    tied = m.arch == "gpt2" or bool(getattr(m, "tie_embeddings", False))
-    block = block_params(m)
-    if block <= 0:  # a family whose count ignores n_layer (model=hf reads its file): V h per end
-        block = max(0, total - m.vocab_size * m.n_embd * (1 if tied else 2)) // max(1, m.n_layer)
-    rest = total - m.n_layer * block
-    held = math.ceil(m.n_layer / layout.pp) * block + (rest if tied else math.ceil(rest / 2))
-    return math.ceil(held / layout.tp)
-
-
 def _model_states(cfg: Any, layout: Layout) -> tuple[int, int, str]:
     """``(at the start of backward, at the optimizer step, method)``: the rank's model states in
     bytes and how they were counted: the backend spec's
     :meth:`~flopsweep.backend_specs.BackendSpec.model_states` (ZeRO: DeepSpeed's estimators)."""
-    return BACKEND_SPECS[cfg.backend.name].model_states(_Terms(cfg, layout))
-
-
-def _autocast_cached(cfg: Any, layout: Layout) -> int:
-    """Parameters whose bf16 autocast copies backward keeps (single, DDP): the rank's ``P_r``, in the
-    share of its blocks that torch's checkpoint does not wrap. A wrapped block (``full``,
-    ``selective``'s per-operator policy, ``every_n``'s checkpointed ones) keeps only its input and
-    the outputs its policy saves, and casts its weights again when backward recomputes it: 0 for
-    ``full`` and ``selective`` (Llama 3.2 1B with ``full`` is within 3% without the copies, 9% over
-    with them; Llama 3.1 8B ``selective`` compiled at micro batch 4 peaks at the step, 120.0 GiB,
-    where the copies would put the start of backward at 126.6), ``P_r (l - k) / l`` for
-    ``every_n``'s ``k`` of ``l``; all of ``P_r`` for ``none`` and ``memory_budget`` (the compiler's
-    partitioner, no checkpoint wrapper)."""
-    held = stage_params(cfg, layout)
-    blocks = math.ceil(cfg.model.n_layer / layout.pp)
-    ac = cfg.activation_checkpointing
-    if checkpointing.policy(ac).recompute(bool(cfg.compile)) in ("none", "unknown"):
-        return held
-    recast = len(checkpointing.checkpointed_blocks(ac, blocks))
-    return held * (blocks - recast) // max(1, blocks)
-
-
-def _fsdp_groups(cfg: Any, layout: Layout) -> tuple[int, int]:
-    """``(block, root)``: the parameters of one block and of the root's parameter group (embedding,
-    output head, final norm: what :func:`stage_params` holds outside the blocks), on one rank
-    before sharding over ``dp_shard``, over ``tp``. ``model=hf``: the blocks' mean from
-    :func:`stage_params`'s split. Under expert parallel a block holds ``1 / ep`` of its routed experts
-    (:func:`flopsweep.expert_parallel.gathered_expert_cut`)."""
-    m = cfg.model
-    block = block_params(m)
-    if block <= 0:  # a family whose count ignores n_layer (model=hf reads its file): V h per end
-        tied = m.arch == "gpt2" or bool(getattr(m, "tie_embeddings", False))
-        total = family(m).n_params(m)
-        block = max(0, total - m.vocab_size * m.n_embd * (1 if tied else 2)) // max(1, m.n_layer)
-    root = stage_params(cfg, layout) * layout.tp - math.ceil(m.n_layer / layout.pp) * block
-    block -= gathered_expert_cut(m, layout.ep)  # expert parallel: the rank gathers its own experts only
-    return math.ceil(block / layout.tp), math.ceil(max(0, root) / layout.tp)
+    return BACKEND_SPECS[cfg.backend.name].model_states(Terms(cfg, layout))
 
 
 def fsdp_gathered_bytes(cfg: Any, layout: Layout) -> int:
@@ -336,7 +187,7 @@ def fsdp_gathered_bytes(cfg: Any, layout: Layout) -> int:
     blocks (the last block, ``reshard_after_forward=False``, and the one prefetched for backward), in
     the compute dtype (``MixedPrecisionPolicy.param_dtype``). 0 for other backends
     (:meth:`~flopsweep.backend_specs.BackendSpec.gathered_bytes`)."""
-    return BACKEND_SPECS[cfg.backend.name].gathered_bytes(_Terms(cfg, layout))
+    return BACKEND_SPECS[cfg.backend.name].gathered_bytes(Terms(cfg, layout))
 
 
 def fsdp_reduce_bytes(cfg: Any, layout: Layout) -> int:
@@ -357,7 +208,7 @@ def fsdp_reduce_bytes(cfg: Any, layout: Layout) -> int:
     until copied (nothing subtracted). 0 for other backends
     (:meth:`~flopsweep.backend_specs.BackendSpec.reduce_bytes`).
     """
-    return BACKEND_SPECS[cfg.backend.name].reduce_bytes(_Terms(cfg, layout))
+    return BACKEND_SPECS[cfg.backend.name].reduce_bytes(Terms(cfg, layout))
 
 
 def model_states_floor(cfg: Any, layout: Layout) -> int:
@@ -371,69 +222,6 @@ def model_states_floor(cfg: Any, layout: Layout) -> int:
     """
     n_params = family(cfg.model).n_params(cfg.model)  # FSDP2 (HSDP: per replica) x TP; ZeRO: dp_shard = dp
     return BACKEND_SPECS[cfg.backend.name].floor_bytes(n_params, layout)
-
-
-def offload_host_bytes(cfg: Any, layout: Layout) -> int:
-    """One rank's bytes that offload puts in host memory (0 without offload), a lower bound:
-
-    - FSDP2 ``backend.cpu_offload``: the rank's shard of the fp32 weights, their gradients and
-      AdamW's two moments, ``16 P / W`` (``W = layout.dp_shard``);
-    - DeepSpeed ``backend.offload_optimizer=cpu``: fp32 master weights, fp32 gradients and the two
-      moments, ``16 P / W`` (``W = layout.dp``), and ``offload_param=cpu`` the 16-bit weights, ``2 P / W``:
-      the per-rank multipliers of DeepSpeed's own ``estimate_zero3_model_states_mem_needs`` with
-      ``zero_init`` (``16`` and ``18 P`` per node of one GPU), without its 1.5 buffer factor;
-    - ``nvme``: nothing here (the bytes go to the drive; its pinned staging buffers are not counted);
-    - ``activation_checkpointing=offload``: the saved activations (:func:`activation_host_bytes`).
-
-    Args:
-        cfg: a ``RunConfig``; layout: the run's parallel degrees.
-    """
-    n_params = family(cfg.model).n_params(cfg.model)
-    return BACKEND_SPECS[cfg.backend.name].host_bytes(cfg.backend, n_params, layout) + activation_host_bytes(
-        cfg, layout
-    )
-
-
-def activation_host_bytes(cfg: Any, layout: Layout | None = None) -> int:
-    """The activation bytes one rank's checkpointing policy puts in host memory
-    (:attr:`flopsweep.checkpointing.CheckpointPolicy.host_activations`: ``activation_checkpointing=offload``
-    keeps every block's saved activations there, ``tokens l a / (tp cp)``, on its first stage); 0 for
-    the others."""
-    layout = layout or Layout()
-    m = cfg.model
-    boundary, layer = _bytes_per_token(cfg)
-    in_flight, per = in_flight_microbatches(cfg, layout)
-    host = checkpointing.policy(cfg.activation_checkpointing).host_activations
-    tokens = per * m.seq_len * in_flight
-    return host(cfg.activation_checkpointing, tokens, math.ceil(m.n_layer / layout.pp), boundary, layer) // (
-        layout.tp * layout.cp
-    )
-
-
-OFFLOAD_HOST_HELD = {name: spec.host_held for name, spec in BACKEND_SPECS.items() if spec.host_held != 1.0}
-"""How much more host memory an offloading run held than :func:`offload_host_bytes` counts (the
-lower bound validation refuses at), by backend (:attr:`flopsweep.backend_specs.BackendSpec.host_held`),
-measured on the H200 host (125.8 GiB usable, 16 cores), bf16, Llama 3.1 8B's width, micro batch 1,
-one rank (``benchmarks/results/h200/frontier/``):
-
-- FSDP2 ``cpu_offload``: the host trace peaked at 117 GiB at 28 blocks (106.7 counted) and 120 GiB at
-  29 (110.0): 1.09-1.10x (``fsdp-full-offload-host-memory.txt``);
-- ZeRO-3 ``offload_optimizer=cpu``: 26 blocks (6.72 B, 100.1 GiB counted) trained and 27 (6.94 B,
-  103.4 GiB) was killed by the OOM killer, so it held between 125.8 / 103.4 = 1.22x and
-  125.8 / 100.1 = 1.26x (``zero3-full-offload-25.log``, ``zero3-full-offload-27/``); DeepSpeed's own
-  ``estimate_zero3_model_states_mem_needs`` allows 1.5x (its ``additional_buffer_factor``).
-
-The CUDA context, the libraries, the first copy of the model and pinned staging buffers, which the
-count leaves out. The launch refuses by it (:func:`offload_host_held_bytes`, against the free host
-memory: ``flopsweep.job.hostcheck``); validation, against the host's total, by the lower bound."""
-
-
-def offload_host_held_bytes(cfg: Any, layout: Layout) -> int:
-    """One rank's host memory an offloading run is expected to hold: :func:`offload_host_bytes`
-    times :data:`OFFLOAD_HOST_HELD` of its backend (0 without offload). An estimate from one host's
-    runs: the launch refuses a run whose estimate exceeds the free host memory
-    (:func:`flopsweep.job.check_free_host_memory`)."""
-    return int(offload_host_bytes(cfg, layout) * BACKEND_SPECS[cfg.backend.name].host_held)
 
 
 def peak_bytes(cfg: Any, layout: Layout, est: MemoryEstimate | None = None) -> int:
@@ -474,92 +262,7 @@ def lowest_block_bytes(cfg: Any, layout: Layout) -> int:
     115.3 GiB, 16 P + 7.4 GiB, growing 0.45 GiB per sequence. 0 for DeepSpeed (its estimators
     count ZeRO's own buffers).
     """
-    return BACKEND_SPECS[cfg.backend.name].lowest_block_bytes(_Terms(cfg, layout))
-
-
-def in_flight_microbatches(cfg: Any, layout: Layout) -> tuple[int, int]:
-    """``(in_flight, per_microbatch)``: how many pipeline micro-batches the first stage keeps
-    activations for at once, and how many sequences each has. Without a pipeline: ``(1,
-    micro_batch_size)``. ``GPipe`` runs every forward first (``pp_microbatches`` in flight);
-    ``1F1B`` (and ``Interleaved1F1B``, counted alike) at most ``pp``. ``pp_microbatches`` unset:
-    ``pp`` (the schedules' smallest sensible count)."""
-    micro = cfg.batch.micro_batch_size
-    if layout.pp == 1:
-        return 1, micro
-    n = cfg.parallel.pp_microbatches or layout.pp
-    per = max(1, micro // n)
-    return (n if cfg.parallel.pp_schedule == "GPipe" else min(n, layout.pp)), per
-
-
-def scores_kernel(cfg: Any) -> str:
-    """The attention kernel that runs, as far as what backward keeps goes: ``cfg.attention.name``,
-    except ``sdpa`` in fp32 with GQA (``n_kv_head < n_head``) on CUDA, which is ``sdpa-math``:
-    SDPA's flash kernel takes no fp32 and its memory-efficient kernel no ``enable_gqa``, so SDPA
-    falls back to its math kernel and keeps the scores (measured: Llama 3.2 1B fp32 ``single``,
-    micro batch 4, ``benchmarks/results/h200/session16/probe-1/prec/0``: 81.7 GiB, 3.9 bytes a
-    score above the fused kernel's estimate of 50.1)."""
-    name = cfg.attention.name
-    m = cfg.model
-    gqa = 0 < (getattr(m, "n_kv_head", None) or m.n_head) < m.n_head
-    if name == "sdpa" and cfg.precision.name == "fp32" and gqa and cfg.device == "cuda":
-        return "sdpa-math"
-    return name
-
-
-def _bytes_per_token(cfg: Any) -> tuple[int, int]:
-    """``(boundary, layer)``: bytes per token of one block's input and of all it keeps for backward
-    (the attention kernel's saved tensors included), on one rank before ``tp``/``cp``."""
-    m = cfg.model
-    shape = family(m).memory(m)
-    compute = 4 if cfg.precision.name == "fp32" else 2
-    residual = 4 if BACKEND_SPECS[cfg.backend.name].autocast_fp32_weights and compute == 2 else compute
-    kept, other = shape["residual"], shape["other"]
-    if cfg.compile:
-        kept, other = shape.get("residual_compiled", kept), shape.get("other_compiled", other)
-    attention = ATTENTION_SAVED.get(scores_kernel(cfg), 0) * m.n_head * m.seq_len
-    attention = attention or LOGSUMEXP_BYTES * m.n_head
-    return m.n_embd * residual, kept * residual + other * compute + attention
-
-
-def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
-    """``(activations, logits)``: the bytes one rank keeps for backward on its busiest stage and
-    at the loss (see the module docstring), for ``cfg.batch.micro_batch_size`` sequences.
-    ``layout`` None: one rank, no model parallelism.
-
-    Under ``pp > 1`` the first stage's activations (every in-flight micro-batch) and the last
-    stage's (one micro-batch, plus the logits) are both estimated; the larger total is returned
-    with its logits (0 when the first stage is the larger)."""
-    layout = layout or Layout()
-    m = cfg.model
-    boundary, layer = _bytes_per_token(cfg)
-    saves = checkpointing.policy(cfg.activation_checkpointing).activations
-    layers = math.ceil(m.n_layer / layout.pp)
-    split = layout.tp * layout.cp
-    in_flight, per = in_flight_microbatches(cfg, layout)
-    tokens = per * m.seq_len
-    first = saves(cfg.activation_checkpointing, tokens * in_flight, layers, boundary, layer) // split
-    local = tokens // layout.cp  # the tokens whose loss this rank computes (context parallel's shard)
-    logits = LOGIT_BYTES[bool(cfg.compile)] * local * m.vocab_size // layout.tp
-    if chunk := cfg.loss.chunk_tokens:  # the fused head (rules.chunked_loss: tp = pp = 1)
-        logits = (CHUNK_LOGIT_BYTES * min(chunk, local) + 4 * m.n_embd) * m.vocab_size + 4 * local * m.n_embd
-    if layout.pp == 1:
-        return first, logits
-    last = saves(cfg.activation_checkpointing, tokens, layers, boundary, layer) // split
-    return (first, 0) if first >= last + logits else (last, logits)
-
-
-def attention_workspace_bytes(cfg: Any, layout: Layout | None = None) -> int:
-    """The scores of the layer being recomputed, on top of what the layer keeps, for the kernels
-    that materialise them (``standard``, ``sdpa-math``) under a policy that recomputes the forward:
-    ``(RECOMPUTED_SCORE_BYTES - kept) B h s^2 / (tp cp)`` bytes for the pipeline micro-batch; 0
-    for the fused kernels and without recompute."""
-    layout = layout or Layout()
-    kept = ATTENTION_SAVED.get(scores_kernel(cfg))
-    if kept is None or not checkpointing.policy(cfg.activation_checkpointing).recomputes_forward:
-        return 0
-    m = cfg.model
-    _, per = in_flight_microbatches(cfg, layout)
-    return (RECOMPUTED_SCORE_BYTES - kept) * per * m.n_head * m.seq_len**2 // (layout.tp * layout.cp)
+    return BACKEND_SPECS[cfg.backend.name].lowest_block_bytes(Terms(cfg, layout))
 
 
 def in_backward_gradient_bytes(cfg: Any, layout: Layout) -> tuple[int, int, str]:
@@ -577,7 +280,7 @@ def in_backward_gradient_bytes(cfg: Any, layout: Layout) -> tuple[int, int, str]
         cfg: a resolved ``RunConfig`` (``single`` or ``fsdp``, ``pp = tp = 1``: the rules refuse the
             rest); layout: its parallel degrees.
     """
-    return BACKEND_SPECS[cfg.backend.name].in_backward_gradients(_Terms(cfg, layout))
+    return BACKEND_SPECS[cfg.backend.name].in_backward_gradients(Terms(cfg, layout))
 
 
 def optimizer_workspace_bytes(cfg: Any, layout: Layout) -> tuple[int, str]:
@@ -597,7 +300,7 @@ def optimizer_workspace_bytes(cfg: Any, layout: Layout) -> tuple[int, str]:
     0 where torch's AdamW does not step on the device: DeepSpeed's optimizers
     (:attr:`flopsweep.backend_specs.BackendSpec.torch_adamw`) and a step offloaded to the host.
     """
-    t = _Terms(cfg, layout)
+    t = Terms(cfg, layout)
     impl = getattr(cfg.optim, "implementation", "auto")
     if impl in ("auto", "fused") or not t.spec.torch_adamw or t.offload.steps_on_host:
         return 0, ""

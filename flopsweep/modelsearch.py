@@ -20,6 +20,11 @@ probe's tokens/s), the result and the budget. The job holds the search so far af
 (``on_probe``, result null), so that a run interrupted during the search (SIGTERM, Ctrl-C, a Slurm
 time limit) keeps in its error record every probe that finished, and a rerun with ``resume=true``
 takes them over (``reuse``, :mod:`flopsweep.reuse`): a size probed already is not probed again.
+
+The sequence search (``search.grow=seq_len``, :mod:`flopsweep.seqsearch`) is the same search along
+another size: both axes are a :class:`ModelAxis` (a size validated, probed in ``model_search/``, its
+entry :func:`probe_entry`, the record ``run.model_search``) and run through one driver,
+:func:`grow_model`.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from flopsweep.config import ConfigError
 from flopsweep.models import family
@@ -96,13 +101,14 @@ def refused(reason: str) -> Probe:
     )
 
 
-def probe_entry(plan: Plan, probe: Probe) -> dict[str, Any]:
-    """One probe of ``run.model_search.probes``: blocks, parameters, status and memory (bytes),
-    and the tokens/s of its one measured step (indicative: one step after one warm-up)."""
+def probe_entry(plan: Plan, probe: Probe, sizes: tuple[str, ...] = ("n_layer",)) -> dict[str, Any]:
+    """One probe of ``run.model_search.probes``: the model's ``sizes`` (``n_layer``; a sequence
+    search's ``seq_len`` and ``n_layer``), parameters, status and memory (bytes), and the tokens/s of
+    its one measured step (indicative: one step after one warm-up)."""
     m = plan.cfg.model
     tokens = plan.layout.global_batch(plan.cfg.batch.micro_batch_size, plan.cfg.batch.grad_accum) * m.seq_len
     entry = {
-        "n_layer": m.n_layer,
+        **{key: getattr(m, key) for key in sizes},
         "n_params": family(m).n_params(m),
         "status": probe.status,
         "peak_cuda_allocated_bytes": probe.peak_cuda_allocated_bytes,
@@ -114,21 +120,146 @@ def probe_entry(plan: Plan, probe: Probe) -> dict[str, Any]:
     return entry
 
 
+def probe_notes(entry: dict[str, Any], probe: Probe) -> str:
+    """The end of a probe's log line: why it does not fit, and whether it was reused."""
+    why = f" ({probe.reason})" if probe.reason and not probe.fits else ""
+    return why + (" (reused: resume=true)" if entry.get("reused") else "")
+
+
 @dataclasses.dataclass(frozen=True)
-class NLayer:
+class ModelAxis:
+    """What the two searches of ``search.model=largest`` share as a
+    :class:`flopsweep.sizesearch.SizeAxis` (the depth, :class:`NLayer`; the sequence,
+    :class:`flopsweep.seqsearch.SeqLen`): each size validated on ``env`` (this machine's when None;
+    a size validation refuses is ``refused``) and probed in ``model_search/<folder><n>/``, the record
+    ``run.model_search``, and the driver :func:`grow_model`. A subclass names its size
+    (``size_key``, ``folder``, ``sizes``, ``limit_key``) and gives :meth:`resolved`, :meth:`as_asked`,
+    :meth:`found_line` and :meth:`record_sizes`."""
+
+    env: Environment | None = None
+
+    name: ClassVar[str]
+    key: ClassVar[str] = SEARCH_DIR
+    size_key: ClassVar[str]
+    """The model key that grows, ``search.grow``'s value: ``n_layer``, ``seq_len``."""
+    folder: ClassVar[str]
+    """The probe folder's prefix: ``L<n_layer>``, ``T<seq_len>``."""
+    sizes: ClassVar[tuple[str, ...]]
+    """The model keys a probe entry carries."""
+    limit_key: ClassVar[str]
+    """The key that bounds the search, named when the largest size fits."""
+
+    def wanted(self, cfg: RunConfig) -> bool:
+        return cfg.search.model == "largest" and cfg.search.grow == self.size_key
+
+    def bounds(self, cfg: RunConfig) -> tuple[int, int]:
+        """The first size probed and the most (:meth:`flopsweep.sizesearch.SizeAxis.bounds`)."""
+        raise NotImplementedError
+
+    def resolved(self, plan: Plan, n: int, env: Environment) -> Plan:
+        """``plan`` at size ``n``, validated and resolved on ``env``; raises ``ConfigError``."""
+        raise NotImplementedError
+
+    def as_asked(self, plan: Plan, n: int) -> Plan:
+        """``plan`` at size ``n``, not validated: the record of a refused probe."""
+        raise NotImplementedError
+
+    def found_line(self, found: int, record: dict[str, Any], probes: int) -> str:
+        """The log line of the size found after ``probes`` probes."""
+        raise NotImplementedError
+
+    def record_sizes(self, cfg: RunConfig) -> dict[str, Any]:
+        """The record's keys between ``limit`` and ``memory_budget_gib``: the sizes held fixed."""
+        raise NotImplementedError
+
+    def probe(self, plan: Plan, n: int, probe_dir: Path, budget: int | None) -> tuple[dict[str, Any], Probe]:
+        try:
+            sized = self.resolved(plan, n, self.env or Environment.detect())
+            probe = run_probe(sized, probe_dir / f"{self.folder}{n}", budget)
+        except ConfigError as exc:
+            sized, probe = self.as_asked(plan, n), refused(str(exc))
+        return probe_entry(sized, probe, self.sizes), probe
+
+    def reused_estimate(self, plan: Plan, n: int) -> int | None:
+        return None  # a model search's entries keep their estimate
+
+    def record(self, search: SizeSearch, result: int | None, **found: Any) -> dict[str, Any]:
+        """``run.model_search``: ``{method, grow, start, limit, <record_sizes>, memory_budget_gib,
+        gpu_memory_bytes, probes, result, n_params}`` (``start``, ``limit``, ``result``: the axis's
+        bounds and the size found, null until the search ends)."""
+        cfg = search.plan.cfg
+        first, last = self.bounds(cfg)
+        fit = next((p for p in search.probes if p[self.size_key] == result), None)
+        return {
+            "method": search.method,
+            "grow": cfg.search.grow,
+            "start": first,
+            "limit": last,
+            **self.record_sizes(cfg),
+            "memory_budget_gib": cfg.search.memory_budget_gib,
+            "gpu_memory_bytes": search.gpu_memory,
+            "probes": search.probes,
+            "result": result,
+            "n_params": fit["n_params"] if fit else None,
+        }
+
+    def find(
+        self,
+        plan: Plan,
+        job_dir: Path,
+        *,
+        on_probe: Callable[[dict[str, Any]], None] | None = None,
+        reuse: dict[int, dict[str, Any]] | None = None,
+    ) -> tuple[Plan, dict[str, Any]]:
+        """:func:`grow_model` along this axis."""
+        return grow_model(self, plan, job_dir, on_probe=on_probe, reuse=reuse)
+
+
+def grow_model(
+    axis: ModelAxis,
+    plan: Plan,
+    job_dir: Path,
+    *,
+    on_probe: Callable[[dict[str, Any]], None] | None = None,
+    reuse: dict[int, dict[str, Any]] | None = None,
+) -> tuple[Plan, dict[str, Any]]:
+    """The largest size of ``axis`` that trains, the one driver of :func:`find_largest_model` and
+    :func:`flopsweep.seqsearch.find_longest_sequence`: the search on this machine
+    (:meth:`SizeSearch.largest`), ``on_probe`` given the whole record once it has found its size, one
+    log line for the size found (and one when it is the axis's most), and ``plan`` at that size,
+    validated again.
+
+    Returns:
+        ``(plan at the size found, record)``; the record is ``metrics.json["run"]["model_search"]``.
+
+    Raises:
+        NothingFits, ProbeFailed: see :meth:`flopsweep.sizesearch.SizeSearch.largest`.
+    """
+    env = Environment.detect()
+    axis = dataclasses.replace(axis, env=env)
+    search = SizeSearch.start(axis, plan, job_dir, on_probe=on_probe, reuse=reuse)
+    found = search.largest()
+    result = search.record(found)
+    if on_probe is not None:
+        on_probe(result)
+    log.info("%s", axis.found_line(found, result, len(search.probes)))
+    if found == axis.bounds(plan.cfg)[1]:
+        log.info("%s: %s=%d fits; raise it to search further", axis.name, axis.limit_key, found)
+    return axis.resolved(plan, found, env), result
+
+
+@dataclasses.dataclass(frozen=True)
+class NLayer(ModelAxis):
     """The blocks as :class:`flopsweep.sizesearch.SizeAxis`: probes from ``search.min_n_layer`` to
     ``search.max_n_layer`` at the start micro batch, each validated at its size on ``env``
     (:func:`at_n_layer`, this machine's when None; a size validation refuses is ``refused``) and run
     in ``model_search/L<n>/``."""
 
-    env: Environment | None = None
-
     name = "search.model=largest"
-    key = SEARCH_DIR
     size_key = "n_layer"
-
-    def wanted(self, cfg: RunConfig) -> bool:
-        return cfg.search.model == "largest" and cfg.search.grow == "n_layer"
+    folder = "L"
+    sizes = ("n_layer",)
+    limit_key = "search.max_n_layer"
 
     def bounds(self, cfg: RunConfig) -> tuple[int, int]:
         return cfg.search.min_n_layer, cfg.search.max_n_layer
@@ -147,53 +278,27 @@ class NLayer:
     def at(self, cfg: RunConfig, n: int) -> RunConfig:
         return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n))
 
-    def probe(self, plan: Plan, n: int, probe_dir: Path, budget: int | None) -> tuple[dict[str, Any], Probe]:
-        name = plan.cfg.model.name
-        try:
-            sized = at_n_layer(plan, n, name, self.env or Environment.detect())
-            probe = run_probe(sized, probe_dir / f"L{n}", budget)
-        except ConfigError as exc:
-            sized, probe = at_n_layer_unchecked(plan, n, name), refused(str(exc))
-        return probe_entry(sized, probe), probe
+    def resolved(self, plan: Plan, n: int, env: Environment) -> Plan:
+        return at_n_layer(plan, n, plan.cfg.model.name, env)
 
-    def reused_estimate(self, plan: Plan, n: int) -> int | None:
-        return None  # a model search's entries keep their estimate
+    def as_asked(self, plan: Plan, n: int) -> Plan:
+        return at_n_layer_unchecked(plan, n, plan.cfg.model.name)
 
     def probe_line(self, count: int, n: int, entry: dict[str, Any], probe: Probe) -> str:
         return (
             f"search.model=largest: probe {count}: n_layer={n} ({format_count(entry['n_params'])} "
-            f"parameters) -> {probe.status}{f' ({probe.reason})' if probe.reason and not probe.fits else ''}"
-            f"{' (reused: resume=true)' if entry.get('reused') else ''}"
+            f"parameters) -> {probe.status}{probe_notes(entry, probe)}"
         )
 
-    def record(self, search: SizeSearch, result: int | None, **found: Any) -> dict[str, Any]:
-        """``run.model_search``: ``{method, grow, start, limit, micro_batch_size, memory_budget_gib,
-        gpu_memory_bytes, probes, result, n_params}``."""
-        cfg = search.plan.cfg
-        fit = next((p for p in search.probes if p["n_layer"] == result), None)
-        return {
-            "method": search.method,
-            "grow": cfg.search.grow,
-            "start": cfg.search.min_n_layer,
-            "limit": cfg.search.max_n_layer,
-            "micro_batch_size": cfg.batch.micro_batch_size,
-            "memory_budget_gib": cfg.search.memory_budget_gib,
-            "gpu_memory_bytes": search.gpu_memory,
-            "probes": search.probes,
-            "result": result,
-            "n_params": fit["n_params"] if fit else None,
-        }
+    def found_line(self, found: int, record: dict[str, Any], probes: int) -> str:
+        return (
+            f"search.model=largest: the largest that trains has n_layer={found} "
+            f"({format_count(record['n_params'])} parameters), after {probes} probes"
+        )
 
-    def find(
-        self,
-        plan: Plan,
-        job_dir: Path,
-        *,
-        on_probe: Callable[[dict[str, Any]], None] | None = None,
-        reuse: dict[int, dict[str, Any]] | None = None,
-    ) -> tuple[Plan, dict[str, Any]]:
-        """:func:`find_largest_model`."""
-        return find_largest_model(plan, job_dir, on_probe=on_probe, reuse=reuse)
+    def record_sizes(self, cfg: RunConfig) -> dict[str, Any]:
+        """The micro batch the probes ran at."""
+        return {"micro_batch_size": cfg.batch.micro_batch_size}
 
 
 N_LAYER = NLayer()
@@ -232,18 +337,4 @@ def find_largest_model(
             :data:`flopsweep.sizesearch.DOES_NOT_FIT`: an ``error``): the search cannot tell whether
             a larger model fits.
     """
-    env = Environment.detect()
-    search = SizeSearch.start(NLayer(env), plan, job_dir, on_probe=on_probe, reuse=reuse)
-    found = search.largest()
-    result = search.record(found)
-    if on_probe is not None:
-        on_probe(result)
-    log.info(
-        "search.model=largest: the largest that trains has n_layer=%d (%s parameters), after %d probes",
-        found,
-        format_count(result["n_params"]),
-        len(search.probes),
-    )
-    if found == plan.cfg.search.max_n_layer:
-        log.info("search.model=largest: search.max_n_layer=%d fits; raise it to search further", found)
-    return at_n_layer(plan, found, plan.cfg.model.name, env), result
+    return grow_model(N_LAYER, plan, job_dir, on_probe=on_probe, reuse=reuse)

@@ -3,8 +3,10 @@ overrides as typed and returns one line (``Invalid config: ...``), or None when 
 
 These are the overrides whose Hydra error is a traceback, a message that does not say what to do, or
 silence: a config group given ``null`` or a list (:func:`group_choice_problem`), a sweeper whose
-package is not installed (:func:`sweeper_extra_problem`), and a ready-made sweep whose file sets a key
-of an option the command line replaces (:func:`preset_option_keys`).
+package is not installed (:func:`sweeper_extra_problem`), a ready-made sweep whose file sets a key
+of an option the command line replaces (:func:`preset_option_keys`), and a value a typed key cannot
+take: another type, ``null`` where it is not optional, a list for one value, one value for a list, a
+value for a section, in the schema or the picked option's (:func:`type_problem`).
 """
 
 from __future__ import annotations
@@ -45,11 +47,51 @@ def option_kind(group: str, option: str) -> str:
     return str(node.get("name", option))
 
 
+def option_files(group: str) -> list[str]:
+    """The options of ``group``: its YAML files under ``conf/<group>/``, sub-folders too
+    (``batch``: ``auto``, ``auto/max16``, ..., ``fixed``), without ``.yaml``, sorted."""
+    folder = os.path.join(CONF, group)
+    names = []
+    for root, _, files in os.walk(folder, followlinks=False):  # conf/sweep is a link: os.walk enters it
+        rel = os.path.relpath(root, folder)
+        names += [
+            os.path.normpath(os.path.join(rel, f.removesuffix(".yaml"))) for f in files if f.endswith(".yaml")
+        ]
+    return sorted(names)
+
+
+def _not_an_option(group: str, value: object) -> str | None:
+    """How ``value`` shows when it is no option name of ``group`` (``null``, ``[a,b]``, ``1``, ``''``,
+    ``{a: 1}``, or, for a group of ``conf/`` other than Hydra's own, a name without its YAML file),
+    else None. An interpolation is left to Hydra."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "[" + ",".join(map(str, value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{v}" for k, v in value.items()) + "}"
+    if isinstance(value, bool | int | float):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    if not isinstance(value, str) or "${" in value:
+        return None
+    if not value.strip():
+        return repr(value)
+    if group.startswith("hydra/"):  # the plug-ins' options are not all files of conf/
+        return None
+    stem = value.removesuffix(".yaml")  # Hydra takes model=gpt-tiny.yaml too
+    return None if os.path.isfile(os.path.join(CONF, group, f"{stem}.yaml")) else value
+
+
 def group_choice_problem(overrides: list[str]) -> str | None:
-    """One line for a config group given no single option name, else None: ``backend=null`` (Hydra
-    stops with a ``ValueError`` traceback), ``backend=[fsdp,ddp]`` (Hydra merges both options into
-    one node and runs that, unasked), or such a value among a sweep's (``-m backend=fsdp,null``).
-    The fix lists the group's options (its YAML files in ``conf/``)."""
+    """One line for a config group given no option name of its own, else None: ``backend=null``
+    (Hydra stops with a ``ValueError`` traceback), ``backend=1`` or ``backend=true`` (a traceback
+    too), ``backend=[fsdp,ddp]`` (Hydra merges both options into one node and runs that, unasked),
+    ``backend={a:1}``, ``backend=`` or a name that is no option (``backend=nope``, ``precision=BF16``:
+    Hydra's error and its list of options over 15 lines), or such a value among a sweep's
+    (``-m backend=fsdp,null``). The fix lists the group's options (its YAML files in ``conf/``) and
+    takes the closest name as its example."""
+    import difflib
+
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     conf = CONF
@@ -65,19 +107,23 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         if o.is_delete() or not (group.startswith("hydra/") or os.path.isdir(os.path.join(conf, group))):
             continue
         value = o.value()
-        values = list(getattr(value, "list", None) or []) if o.is_sweep_override() else [value]
-        bad = next((v for v in values if v is None or isinstance(v, list)), "")  # a dict: Hydra's message
-        if bad == "":
+        if o.is_sweep_override():
+            values = list(getattr(value, "list", None) or [])  # a choice sweep's; a range or glob: Hydra's
+        else:
+            values = [value]
+        shown = next((b for v in values if (b := _not_an_option(group, v)) is not None), None)
+        if shown is None:
             continue
-        folder = os.path.join(conf, group)
-        listed = os.listdir(folder) if os.path.isdir(folder) else []
-        names = sorted(n.removesuffix(".yaml") for n in listed if n.endswith(".yaml"))
+        names = option_files(group)
         defaults = _yaml(os.path.join(conf, "config.yaml")).get("defaults") or []
         chosen = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
         example = chosen.get(group) if chosen.get(group) in names else (names or ["NAME"])[0]
-        pick = f"pick one of {', '.join(names)}, e.g. {group}={example}" if names else "name one option"
-        several = "" if group.startswith("hydra/") else f" (several, one job each: -m {group}=a,b)"
-        shown = "null" if bad is None else "[" + ",".join(map(str, bad)) + "]"
+        lowered = {n.lower(): n for n in names}
+        near = lowered.get(shown.lower()) or next(iter(difflib.get_close_matches(shown, names, n=1)), None)
+        example = near or example
+        plus = "+" if text.startswith("+") else ""
+        pick = f"pick one of {', '.join(names)}, e.g. {plus}{group}={example}" if names else "name one option"
+        several = "" if group.startswith("hydra/") or plus else f" (several, one job each: -m {group}=a,b)"
         return (
             f"Invalid config: {text}: {shown} is no option of {group} (a config group takes one option "
             f"name). Fix: {pick}{several}."
@@ -172,67 +218,149 @@ _KINDS = {
     "IntegerNode": ("a whole number", "5"),
     "FloatNode": ("a number", "0.5"),
     "BooleanNode": ("true or false", "true"),
+    "StringNode": ("one text value", "NAME"),
 }
+"""The schema's scalar node types by name: what a value must be (``a whole number``) and an example."""
 
 
-def type_problem(overrides: list[str]) -> str | None:
-    """One line for an override whose value the schema's typed key cannot take (``steps.measure=abc``,
-    ``seed=1.5``, ``parallel.cp=two``, ``optim.lr=fast``; each value of a choice sweep too), else None.
-
-    Hydra would refuse it as well, but in a five-line block ("Error merging override ... could not be
-    converted to Integer", ``full_key``, ``reference_type``) without a fix. Only the keys of
-    :class:`flopsweep.config.RunConfig` outside the option groups (``model.*``, ``backend.*``, ...:
-    their schema is the option's) are checked here; interpolations and range sweeps are Hydra's.
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+def _schemas(parsed: list, key: str) -> list[tuple[object, str]]:
+    """``(structured schema, whose)`` that ``key`` is looked up in: :class:`flopsweep.config.RunConfig`'s
+    for a key outside the option groups; for a key of a group (``model.n_layer``), the schema of each
+    option the command line picks for it (``model=gpt-tiny``), else conf/config.yaml's default, with
+    that option's name (its YAML value is the example of the fix)."""
     from omegaconf import OmegaConf
 
     from flopsweep.config import RunConfig
-    from flopsweep.options import GROUP_BASES
+    from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
+
+    group = key.split(".")[0]
+    if group not in GROUP_BASES:
+        return [(OmegaConf.structured(RunConfig), "")]
+    picked = [o for o in parsed if o.key_or_group == group and o.package is None and not o.is_delete()]
+    if picked:
+        o = picked[-1]
+        options = [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [str(o.value())]
+    else:
+        defaults = _yaml(os.path.join(CONF, "config.yaml")).get("defaults") or []
+        options = [str(d[group]) for d in defaults if isinstance(d, dict) and group in d]
+    out = []
+    for option in options:
+        schema = OPTION_SCHEMAS[group].get(option_kind(group, option), GROUP_BASES[group])
+        out.append((OmegaConf.structured(schema), option))
+    return out
+
+
+def _example(key: str, node: object, kind: tuple[str, str], option: str) -> tuple[str, str]:
+    """The example of a fix for ``key`` and where it comes from: the picked option's YAML value
+    (``model=gpt-tiny``'s), else the schema's default, else ``kind``'s."""
+    group, _, leaf = key.partition(".")
+    if option:
+        path = os.path.join(CONF, group, f"{option}.yaml")
+        own = _yaml(path).get(leaf) if os.path.isfile(path) else None
+        if isinstance(own, bool | int | float | str) and own != "":
+            return (str(own).lower() if isinstance(own, bool) else str(own)), f" ({group}={option}'s)"
+    default = node._value()  # type: ignore[attr-defined]
+    if default is None or default == "" or isinstance(default, list | dict):
+        return kind[1], ""
+    return (str(default).lower() if isinstance(default, bool) else str(default)), " (its default)"
+
+
+def _value_problem(key: str, value: object, node: object, option: str) -> str | None:
+    """Why ``node`` of the schema cannot take ``value`` (one line), else None."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(value, list):
+        shown = "[" + ",".join(map(str, value)) + "]"
+    elif isinstance(value, bool):
+        shown = str(value).lower()
+    else:
+        shown = "null" if value is None else repr(value) if isinstance(value, str) else str(value)
+    head = f"Invalid config: {key}={shown}:"
+    optional = node._is_optional()  # type: ignore[attr-defined]
+    if isinstance(node, DictConfig):
+        first = next(iter(node), "KEY")
+        example = node[first] if first in node and not OmegaConf.is_config(node[first]) else "..."
+        example = str(example).lower() if isinstance(example, bool) else example
+        return (
+            f"{head} {key} is a section of keys, not a value. Fix: set one of its keys, e.g. "
+            f"{key}.{first}={example}."
+        )
+    if isinstance(node, ListConfig):
+        if value is None and not optional:
+            return (
+                f"{head} takes a list, not null. Fix: write a list, e.g. {key}=[a,b]; or drop the override."
+            )
+        if value is not None and not isinstance(value, list):
+            return f"{head} is one value, not a list. Fix: write a list: {key}=[{value}]."
+        return None
+    kind = _KINDS.get(type(node).__name__)
+    if kind is None:
+        return None
+    example, whose = _example(key, node, kind, option)
+    fix = f"set {key} to {kind[0]}, e.g. {key}={example}{whose}"
+    if value is None:
+        return None if optional else f"{head} takes {kind[0]}, not null. Fix: {fix}, or drop the override."
+    if isinstance(value, list | dict):
+        what = "a list" if isinstance(value, list) else "a mapping"
+        several = f"; several, one job each: -m {key}=a,b" if isinstance(value, list) else ""
+        return f"{head} takes {kind[0]}, not {what}. Fix: {fix}{several}."
+    try:
+        node.validate_and_convert(value)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
+        return f"{head} is not {kind[0]}. Fix: {fix}."
+    return None
+
+
+def type_problem(overrides: list[str]) -> str | None:
+    """One line for an override whose value the schema's typed key cannot take, else None: a value of
+    the wrong type (``steps.measure=abc``, ``seed=1.5``, ``parallel.cp=two``, ``optim.lr=fast``;
+    each value of a choice sweep too), ``null`` for a key that is not optional (``precision.name=null``,
+    ``model.name=null``, ``device=null``), a list for a key of one value (``tag=[a,b]``,
+    ``model.n_layer=[2,4]``: several values are a sweep, ``-m``), one value for a list
+    (``space.layouts=dp``), or a value for a whole section (``steps=3``).
+
+    Hydra would refuse it as well, but in a five-line block ("Error merging override ... could not be
+    converted to Integer", ``full_key``, ``reference_type``) without a fix. The keys of
+    :class:`flopsweep.config.RunConfig` and, for a key of an option group (``model.*``, ``backend.*``,
+    ...), of the schema of the option the command line (else conf/config.yaml) picks; its YAML value is
+    the fix's example. Interpolations, range sweeps and keys no schema has are Hydra's.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
 
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:  # noqa: BLE001 - Hydra reports its own syntax errors
         return None
-    schema = OmegaConf.structured(RunConfig)
     for o in parsed:
         key = o.key_or_group
-        parent_key, _, leaf = key.rpartition(".")
         if (
             o.package is not None
             or o.is_delete()
-            or key.split(".")[0] in GROUP_BASES
+            or o.is_add()
+            or o.is_force_add()
             or key.startswith("hydra")
         ):
             continue
-        parent = OmegaConf.select(schema, parent_key) if parent_key else schema
-        node = parent._get_node(leaf) if OmegaConf.is_dict(parent) and leaf in parent else None
-        kind = _KINDS.get(type(node).__name__)
-        if kind is None:
-            continue
+        if "." not in key and os.path.isdir(os.path.join(CONF, key)):
+            continue  # a config group's option: group_choice_problem's
         if o.is_sweep_override():
             if not o.is_choice_sweep():
                 continue
-            values = list(o.sweep_string_iterator())
+            values = list(o.value().list)  # parsed: null is None, as Hydra reads it
         else:
             values = [o.value()]
-        for value in values:
-            if value is None or "${" in str(value):
+        for schema, option in _schemas(parsed, key):
+            path = key.partition(".")[2] if option else key  # an option's schema is the group's node
+            parent_key, _, leaf = path.rpartition(".")
+            parent = OmegaConf.select(schema, parent_key) if parent_key else schema
+            if not OmegaConf.is_dict(parent) or leaf not in parent:
                 continue
-            try:
-                node.validate_and_convert(value)
-            except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
-                shown = repr(value) if isinstance(value, str) else str(value)
-                default = node._value()  # the schema's default, the example of the fix
-                example = (
-                    kind[1]
-                    if default is None
-                    else str(default).lower()
-                    if default in (True, False)
-                    else default
-                )
-                its = " (its default)" if default is not None else ""
-                fix = f"set {key} to {kind[0]}, e.g. {key}={example}{its}"
-                return f"Invalid config: {key}={shown}: is not {kind[0]}. Fix: {fix}."
+            node = parent._get_node(leaf)
+            for value in values:
+                if "${" in str(value):
+                    continue
+                if problem := _value_problem(key, value, node, option):
+                    return problem
     return None

@@ -62,7 +62,7 @@ def transfers(w: Any, *, gpus_per_node: int) -> list[Any]:
     never overlapped; a send counts as an all-gather of two ranks' worth of bytes (``bytes x 1/2`` at
     the bus bandwidth). The pipeline's group reaches every rank of the mesh (``pp`` varies slowest)."""
     from flopsweep.degrees import span
-    from flopsweep.steptime import Transfer
+    from flopsweep.workload import Transfer
 
     if w.degree("pp") == 1:
         return []

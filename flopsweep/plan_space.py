@@ -158,6 +158,24 @@ class Setup:
             return None
         return ParallelConfig(**{kind: n})
 
+    def placement_problem(self, nnodes: int, gpus_per_node: int) -> str:
+        """Why :attr:`layout` is no set-up of its own on ``nnodes`` x ``gpus_per_node`` ranks (what
+        :meth:`parallel_on` returns None for), one line naming the layout; ``""`` where it is one."""
+        if self.parallel_on(nnodes, gpus_per_node) is not None:
+            return ""
+        if self.layout == "hsdp":
+            return (
+                f"space.layouts: hsdp needs several nodes (nnodes={nnodes}; on one node it is dp). "
+                "Fix: set nnodes=2 or more, or list dp"
+            )
+        kind, n, world = self.layout[:2], int(self.layout[2:]), nnodes * gpus_per_node
+        takes = ", ".join(["dp", *(f"{kind}{d}" for d in range(2, world + 1) if world % d == 0)][:4])
+        return (
+            f"space.layouts: {self.layout} needs its degree {n} to divide the {world} ranks "
+            f"(nnodes={nnodes} x {gpus_per_node} per node). Fix: list a layout these ranks take ({takes}), "
+            f"or run on a multiple of {n} ranks"
+        )
+
     def setup_overrides(self, nnodes: int, gpus_per_node: int) -> list[str]:
         """The overrides of this set-up's own keys (:data:`SETUP_KEYS`) on ``nnodes`` x
         ``gpus_per_node`` ranks: the backend, policy, precision, micro batch and the ``parallel.*``
@@ -212,6 +230,25 @@ def placed(space: Space, nnodes: int, gpus_per_node: int) -> list[Setup]:
     (:meth:`Setup.parallel_on`), in :func:`setups`' order: what ``plan=true`` evaluates on each
     cluster and what ``hydra/sweeper=tune`` judges on the machine at hand."""
     return [s for s in setups(space) if s.parallel_on(nnodes, gpus_per_node) is not None]
+
+
+def unplaced(space: Space, nnodes: int, gpus_per_node: int) -> list[str]:
+    """Why each set-up of ``space`` that :func:`placed` leaves out is no set-up on ``nnodes`` x
+    ``gpus_per_node`` ranks (:meth:`Setup.placement_problem`), one line per set-up."""
+    return [why for s in setups(space) if (why := s.placement_problem(nnodes, gpus_per_node))]
+
+
+def nothing_line(reasons: Sequence[str], *, who: str, headline: str, fix: str) -> str:
+    """One line for a space that leaves no set-up, as ``plan=true`` and the tuner print it:
+    ``<who>: <headline>: all N dropped; the commonest reason (k of N): <reason>. Fix: <fix>`` (the
+    reason's own ``Fix:`` when it has one). ``reasons``: one line per dropped set-up."""
+    counts = Counter(r.rstrip(". ") for r in reasons)
+    if not counts:
+        return f"{who}: no set-up to rank (the space gives none). Fix: {fix}"
+    reason, count = counts.most_common(1)[0]
+    tail = "" if "Fix: " in reason else f". Fix: {fix}"
+    n = len(reasons)
+    return f"{who}: {headline}: all {n} dropped; the commonest reason ({count} of {n}): {reason}{tail}"
 
 
 @dataclass(kw_only=True)

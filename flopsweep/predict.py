@@ -24,6 +24,7 @@ from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every c
     DATASHEET_GEMM_FRACTION,
     DEFAULT_OVERLAP,
     FP32,
+    MODELLED,
     NVLINK_GBPS,
     PARAM_BYTES,
     UNCALIBRATED_GEMM_FRACTION,
@@ -35,7 +36,6 @@ from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every c
     ProbeTimes,
     Transfer,
     Workload,
-    _shard,
     assumed_link,
     busbw_factor,
     calibrated_overlap,
@@ -43,8 +43,10 @@ from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every c
     compute_from_calibration,
     compute_from_probe,
     compute_uncalibrated,
+    data_parallel_transfers,
     default_overlap,
     link_from_probe,
+    optimizer_shards,
     predict,
     transfers,
 )
@@ -341,7 +343,7 @@ def _optimizer_rates(
             w = workload_from_record(r)
         except PredictionError:
             continue
-        per_rank = w.n_params / (w.degree("tp") * w.degree("pp") * _shard(w))
+        per_rank = w.n_params / (w.degree("tp") * w.degree("pp") * optimizer_shards(w))
         if isinstance(step, int | float) and per_rank > 0:
             pairs.append((name, b["optimizer_s"] * step / b["step_s"] / per_rank))
     return pairs
@@ -386,7 +388,7 @@ def calibration_compute(
         optimizer = b["optimizer_s"] * ratio if _separates_optimizer(b) else None
         exposed = (b.get("exposed_comm_s") or 0.0) * ratio
     if optimizer is None and rate is not None:
-        optimizer = rate[0] * cal.n_params / (cal.degree("tp") * cal.degree("pp") * _shard(cal))
+        optimizer = rate[0] * cal.n_params / (cal.degree("tp") * cal.degree("pp") * optimizer_shards(cal))
         how = f" (optimizer {rate[0] * 1e12:.3g} ps per parameter a rank updates: {rate[1]})"
     if (
         isinstance(b, dict)

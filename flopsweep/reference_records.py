@@ -158,7 +158,10 @@ PREDICTED_KEYS: dict[str, str] = {
     "budget_days": "predicted days for budget.tokens; null without a budget",
     "compute_source": "where the compute time comes from: layers, probe, calibration or flops",
     "probe": "predict.probe=true only: the compute probe's pieces, seconds",
-    "layer_probe": "predict.layer_probe=true only: the shallow copies' depths (layers), steps (step_s, s) and host issue times (host_s, s)",
+    "layer_probe": (
+        "predict.layer_probe=true only: the shallow copies' depths (layers), steps (step_s, s), host issue "
+        "times (host_s, s), second slowest step over the median (spread) and why it fell back (fallback)"
+    ),
 }
 """``metrics.predicted`` (:class:`flopsweep.steptime.Prediction`, ``probe`` and ``layer_probe``):
 description by key."""

@@ -26,27 +26,24 @@ attention kernel and ``parallel.cp``.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flopsweep.config import ConfigError
-from flopsweep.models import family
+# the depth search's folder (model_search/T<seq_len>/), refused probe and probe entry, re-exported
+from flopsweep.modelsearch import SEARCH_DIR as SEARCH_DIR
+from flopsweep.modelsearch import ModelAxis, grow_model, probe_notes
+from flopsweep.modelsearch import probe_entry as probe_entry
+from flopsweep.modelsearch import refused as refused
 from flopsweep.plan import Environment
 from flopsweep.plan import plan as resolve_plan
 from flopsweep.rules import seq_len_bounds, seq_len_step
-from flopsweep.sizesearch import Probe, SizeSearch, run_probe, search_max
+from flopsweep.sizesearch import Probe, SizeSearch, search_max
 from flopsweep.text import format_count
 
 if TYPE_CHECKING:
     from flopsweep.config import RunConfig
     from flopsweep.layout import Plan
-
-log = logging.getLogger("flopsweep")
-
-SEARCH_DIR = "model_search"
-"""The job directory's folder of the probes, one ``T<seq_len>/`` each (the depth search's folder)."""
 
 
 def with_seq_len(cfg: RunConfig, seq_len: int) -> RunConfig:
@@ -95,52 +92,17 @@ def estimated_longest_seq_len(cfg: Any, layout: Any, capacity: int) -> int | Non
     return estimated_largest(SEQ_LEN, cfg, layout, capacity)
 
 
-def refused(reason: str) -> Probe:
-    """The probe of a length that validation refused (status ``refused``; nothing ran)."""
-    return Probe(
-        status="refused",
-        outcome=None,
-        peak_cuda_allocated_bytes=None,
-        estimated_peak_bytes=None,
-        step_time_s=None,
-        reason=reason,
-    )
-
-
-def probe_entry(plan: Plan, probe: Probe) -> dict[str, Any]:
-    """One probe of ``run.model_search.probes`` of a sequence search: ``seq_len`` (tokens), the
-    model's ``n_layer`` and parameters, status, memory (bytes) and the tokens/s of its one measured
-    step (indicative: one step after one warm-up)."""
-    m = plan.cfg.model
-    tokens = plan.layout.global_batch(plan.cfg.batch.micro_batch_size, plan.cfg.batch.grad_accum) * m.seq_len
-    entry = {
-        "seq_len": m.seq_len,
-        "n_layer": m.n_layer,
-        "n_params": family(m).n_params(m),
-        "status": probe.status,
-        "peak_cuda_allocated_bytes": probe.peak_cuda_allocated_bytes,
-        "estimated_peak_bytes": probe.estimated_peak_bytes,
-        "tokens_per_s": tokens / probe.step_time_s if probe.step_time_s else None,
-    }
-    if probe.reason and not probe.fits:
-        entry["reason"] = probe.reason
-    return entry
-
-
 @dataclasses.dataclass(frozen=True)
-class SeqLen:
+class SeqLen(ModelAxis):
     """The sequence length as :class:`flopsweep.sizesearch.SizeAxis`: probes of
     :func:`seq_len_bounds` in steps of :func:`seq_len_step` at the start micro batch, each validated
     at its length on ``env`` (this machine's when None) and run in ``model_search/T<tokens>/``."""
 
-    env: Environment | None = None
-
     name = "search.grow=seq_len"
-    key = SEARCH_DIR
     size_key = "seq_len"
-
-    def wanted(self, cfg: RunConfig) -> bool:
-        return cfg.search.model == "largest" and cfg.search.grow == "seq_len"
+    folder = "T"
+    sizes = ("seq_len", "n_layer")
+    limit_key = "search.max_seq_len"
 
     def bounds(self, cfg: RunConfig) -> tuple[int, int]:
         return seq_len_bounds(cfg)
@@ -166,57 +128,28 @@ class SeqLen:
     def at(self, cfg: RunConfig, n: int) -> RunConfig:
         return with_seq_len(cfg, n)
 
-    def probe(self, plan: Plan, n: int, probe_dir: Path, budget: int | None) -> tuple[dict[str, Any], Probe]:
-        try:
-            sized = at_seq_len(plan, n, self.env or Environment.detect())
-            probe = run_probe(sized, probe_dir / f"T{n}", budget)
-        except ConfigError as exc:
-            sized = dataclasses.replace(plan, cfg=with_seq_len(plan.cfg, n))
-            probe = refused(str(exc))
-        return probe_entry(sized, probe), probe
+    def resolved(self, plan: Plan, n: int, env: Environment) -> Plan:
+        return at_seq_len(plan, n, env)
 
-    def reused_estimate(self, plan: Plan, n: int) -> int | None:
-        return None  # a sequence search's entries keep their estimate
+    def as_asked(self, plan: Plan, n: int) -> Plan:
+        return dataclasses.replace(plan, cfg=with_seq_len(plan.cfg, n))
 
     def probe_line(self, count: int, n: int, entry: dict[str, Any], probe: Probe) -> str:
+        return f"search.grow=seq_len: probe {count}: seq_len={n} -> {probe.status}{probe_notes(entry, probe)}"
+
+    def found_line(self, found: int, record: dict[str, Any], probes: int) -> str:
         return (
-            f"search.grow=seq_len: probe {count}: seq_len={n} -> {probe.status}"
-            f"{f' ({probe.reason})' if probe.reason and not probe.fits else ''}"
-            f"{' (reused: resume=true)' if entry.get('reused') else ''}"
+            f"search.grow=seq_len: the longest sequence that trains is seq_len={found} "
+            f"({format_count(found)} tokens), after {probes} probes"
         )
 
-    def record(self, search: SizeSearch, result: int | None, **found: Any) -> dict[str, Any]:
-        """``run.model_search`` of a sequence search: ``{method, grow, start, limit, step,
-        micro_batch_size, n_layer, memory_budget_gib, gpu_memory_bytes, probes, result, n_params}``
-        (``start``, ``limit``, ``step``, ``result``: tokens per sequence)."""
-        cfg = search.plan.cfg
-        fit = next((p for p in search.probes if p["seq_len"] == result), None)
-        first, last = seq_len_bounds(cfg)
+    def record_sizes(self, cfg: RunConfig) -> dict[str, Any]:
+        """``step`` (tokens between two sizes probed), the micro batch and the blocks the probes ran at."""
         return {
-            "method": search.method,
-            "grow": cfg.search.grow,
-            "start": first,
-            "limit": last,
             "step": seq_len_step(cfg),
             "micro_batch_size": cfg.batch.micro_batch_size,
             "n_layer": cfg.model.n_layer,
-            "memory_budget_gib": cfg.search.memory_budget_gib,
-            "gpu_memory_bytes": search.gpu_memory,
-            "probes": search.probes,
-            "result": result,
-            "n_params": fit["n_params"] if fit else None,
         }
-
-    def find(
-        self,
-        plan: Plan,
-        job_dir: Path,
-        *,
-        on_probe: Callable[[dict[str, Any]], None] | None = None,
-        reuse: dict[int, dict[str, Any]] | None = None,
-    ) -> tuple[Plan, dict[str, Any]]:
-        """:func:`find_longest_sequence`."""
-        return find_longest_sequence(plan, job_dir, on_probe=on_probe, reuse=reuse)
 
 
 SEQ_LEN = SeqLen()
@@ -242,18 +175,4 @@ def find_longest_sequence(
         NothingFits: when even the first length does not fit (its probe's outcome).
         ProbeFailed: when a probe fails otherwise than by being too large.
     """
-    env = Environment.detect()
-    search = SizeSearch.start(SeqLen(env), plan, job_dir, on_probe=on_probe, reuse=reuse)
-    found = search.largest()
-    result = search.record(found)
-    if on_probe is not None:
-        on_probe(result)
-    log.info(
-        "search.grow=seq_len: the longest sequence that trains is seq_len=%d (%s tokens), after %d probes",
-        found,
-        format_count(found),
-        len(search.probes),
-    )
-    if found == seq_len_bounds(plan.cfg)[1]:
-        log.info("search.grow=seq_len: search.max_seq_len=%d fits; raise it to search further", found)
-    return at_seq_len(plan, found, env), result
+    return grow_model(SEQ_LEN, plan, job_dir, on_probe=on_probe, reuse=reuse)

@@ -181,7 +181,7 @@ def transfers(w: Any, *, gpus_per_node: int) -> list[Any]:
     backward and two more for the recomputed forward (Megatron-LM's count;
     :attr:`~flopsweep.steptime.Workload.recompute_share`), never overlapped."""
     from flopsweep.degrees import span
-    from flopsweep.steptime import Transfer
+    from flopsweep.workload import Transfer
 
     tp = w.degree("tp")
     if tp == 1:

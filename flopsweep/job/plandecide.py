@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,8 @@ from flopsweep.clusters import Cluster, parse_cluster
 from flopsweep.config import ConfigError, RunConfig, require_choice
 from flopsweep.job.plantable import PLAN_FILE, replace_plan_file
 from flopsweep.job.result import JobInfo
-from flopsweep.plan_space import COLUMNS, Candidates, Row, Space, candidates, rank
+from flopsweep.plan_space import COLUMNS, Candidates, Row, Space, candidates, rank, unplaced
+from flopsweep.plan_space import nothing_line as space_nothing_line
 
 WIDTH = 160
 """The terminal table's widest line (characters)."""
@@ -116,23 +116,20 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         "best": [r.as_dict() for r in best],
     }
     if not ranked:  # a contradictory space: say why, and run.py exits 1
-        out["nothing"] = nothing_line(result.rows)
+        away = [why for c in clusters for why in unplaced(space, c.nnodes, c.gpus_per_node)]
+        out["nothing"] = nothing_line(result.rows, away)
     return out
 
 
-def nothing_line(rows: list[Row]) -> str:
-    """One line for a plan that ranks no set-up: how many were dropped and the commonest reason."""
-    reasons = Counter(f"{r.status}: {r.reason}" if r.reason else r.status for r in rows)
+def nothing_line(rows: list[Row], unplaced: list[str] | None = None) -> str:
+    """One line for a plan that ranks no set-up: how many were dropped and the commonest reason
+    (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows and ``unplaced``, why
+    each set-up a cluster does not place is none there (:func:`flopsweep.plan_space.unplaced`)."""
+    reasons = [f"{r.status}: {r.reason}" if r.reason else r.status for r in rows] + list(unplaced or [])
     if not reasons:
         return "plan: no set-up to rank (the space and clusters give none); see docs/plan.md"
-    reason, count = reasons.most_common(1)[0]
-    reason = reason.rstrip(". ")
-    widen = ". Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
-    fix = "" if "Fix: " in reason else widen
-    return (
-        f"plan: no set-up fits and is predicted: all {len(rows)} dropped; the commonest reason ({count} of "
-        f"{len(rows)}): {reason}{fix}"
-    )
+    fix = "widen space.* (backends, layouts, micro batches) or plan_clusters"
+    return space_nothing_line(reasons, who="plan", headline="no set-up fits and is predicted", fix=fix)
 
 
 def _si(x: float | None, money: bool = False) -> str:

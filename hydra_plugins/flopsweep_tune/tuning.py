@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flopsweep.plan_space import SETUP_KEYS
+from flopsweep.plan_space import SETUP_KEYS, nothing_line, unplaced
+from flopsweep.text import printable
 from flopsweep.tune import (
     DEFAULT_REPEATS,
     Budget,
@@ -121,6 +122,7 @@ class Tuning:
         self.max_repeats = repeats if repeats > 1 else DEFAULT_REPEATS
         placed, nodes = setups or (None, (1, 1))
         self.candidates = candidates(combos, swept, placed, nodes)
+        self.unplaced = unplaced(space, *nodes) if setups else []
         self.budget = Budget(float(sweeper.budget_gpu_s))
         self.rounds: list[dict[str, Any]] = []
         self.plans: dict[int, Any] = {}
@@ -322,6 +324,22 @@ class Tuning:
 
     # --- the rounds ---
 
+    def nothing_left(self) -> None:
+        """No set-up is left to measure: each pruned one's line, then one line on stderr with the
+        commonest reason (the pruning's, or why the space's layouts are no set-up on this machine;
+        :func:`flopsweep.plan_space.nothing_line`, as ``plan=true`` says it), and exit status 1.
+
+        Raises:
+            SystemExit: always, with status 1.
+        """
+        for c in self.candidates:
+            self.say(f"pruned {c.label or '(the one set-up)'}: {c.pruned}")
+        reasons = [str(c.pruned) for c in self.candidates] + self.unplaced
+        fix = "widen space.* (backends, layouts, micro batches) or the sweep's axes"
+        line = nothing_line(reasons, who="tune", headline="no set-up to measure", fix=fix)
+        print(f"flopsweep: {printable(line)}", file=sys.stderr, flush=True)
+        raise SystemExit(1)
+
     def run(self) -> list[Any]:
         """Judge, then measure round after round until the finalists have ``max_repeats`` runs, no
         set-up is left ok, or the budget stops it; print and write the report."""
@@ -337,6 +355,8 @@ class Tuning:
         for c in self.candidates:
             self.judge(c)
         alive = [c for c in self.candidates if c.pruned is None]
+        if not alive:
+            self.nothing_left()
         pruned = len(self.candidates) - len(alive)
         known = sum(c.prior is not None for c in alive)
         self.say(

@@ -340,15 +340,16 @@ def test_a_failed_run_writes_only_inside_its_directory(tmp_path: Path) -> None:
 
 # (overrides, key named in the message, where it is refused: "compose": Hydra (exit 1); "invalid":
 # validate, with an invalid record (exit 2); "option": run.py, a key of another option (exit 2);
-# "refused": run.py before Hydra starts, no record (exit 2))
+# "refused": run.py before Hydra starts, no record (exit 2): a value of the wrong type, null or a list
+# for a typed key, a group given no option name, flopsweep.overrides)
 BAD_INPUTS = [
     # wrong types
-    (["batch.micro_batch_size=abc"], "batch.micro_batch_size", "compose"),
-    (["model.n_layer=2.5"], "model.n_layer", "compose"),
-    (["steps.measure=true"], "steps.measure", "compose"),
-    (["activation_checkpointing=maybe"], "activation_checkpointing", "compose"),
-    (["timeout_s=soon"], "timeout_s", "compose"),
-    (["backend=deepspeed", "backend.zero_stage=[1,2]"], "backend.zero_stage", "compose"),
+    (["batch.micro_batch_size=abc"], "batch.micro_batch_size", "refused"),
+    (["model.n_layer=2.5"], "model.n_layer", "refused"),
+    (["steps.measure=true"], "steps.measure", "refused"),
+    (["activation_checkpointing=maybe"], "activation_checkpointing", "refused"),
+    (["timeout_s=soon"], "timeout_s", "refused"),
+    (["backend=deepspeed", "backend.zero_stage=[1,2]"], "backend.zero_stage", "refused"),
     (["backend.zero_stage=2"], "backend.zero_stage", "option"),  # a key of backend=deepspeed only
     (["attention.window_blocks=0"], "attention.window_blocks", "option"),
     (
@@ -356,8 +357,8 @@ BAD_INPUTS = [
         "batch.max_micro_batch_size",
         "option",
     ),
-    (["optim.lr=fast"], "optim.lr", "compose"),
-    (["resume=perhaps"], "resume", "compose"),
+    (["optim.lr=fast"], "optim.lr", "refused"),
+    (["resume=perhaps"], "resume", "refused"),
     (["nproc_per_node=two"], "nproc_per_node", "invalid"),
     # out of range
     (["model.n_embd=130"], "model.n_embd", "invalid"),
@@ -385,11 +386,11 @@ BAD_INPUTS = [
     (["fault.kind=raise", "fault.phase=shutdown"], "fault.phase", "invalid"),
     (["fault.kind=raise", "fault.rank=5"], "fault.rank", "invalid"),
     # unknown group options and keys
-    (["model=gpt-42b"], "model", "compose"),
-    (["backend=zero9"], "backend", "compose"),
-    (["attention=flash3"], "attention", "compose"),
-    (["precision=fp4"], "precision", "compose"),
-    (["+sweep=nope"], "sweep", "compose"),
+    (["model=gpt-42b"], "model", "refused"),
+    (["backend=zero9"], "backend", "refused"),
+    (["attention=flash3"], "attention", "refused"),
+    (["precision=fp4"], "precision", "refused"),
+    (["+sweep=nope"], "+sweep", "refused"),
     (["model.n_layers=3"], "n_layers", "compose"),
     (["++model.n_layers=3"], "model.n_layers", "invalid"),
     (["+model._target_=os.system"], "model._target_", "invalid"),
@@ -402,7 +403,7 @@ BAD_INPUTS = [
     # commas, quotes and spaces
     (["nproc_per_node=1,2"], "nproc_per_node", "compose"),
     (["tag=a,b"], "tag", "compose"),
-    (['model.n_layer="2, 3"'], "model.n_layer", "compose"),
+    (['model.n_layer="2, 3"'], "model.n_layer", "refused"),
     (['device="cpu, cuda"'], "device", "invalid"),
     (["attention.name='sdpa flash'"], "attention.name", "invalid"),
     (["backend=ddp", 'nproc_per_node="2 3"'], "nproc_per_node", "invalid"),

@@ -40,6 +40,9 @@ def _graph(package: str) -> dict[str, set[str]]:
 TORCH_FREE = (
     "flopsweep.record",
     "flopsweep.steptime",  # through flopsweep.predict
+    "flopsweep.workload",  # through steptime: the step-time model's terms
+    "flopsweep.comm_time",  # through steptime: the communication
+    "flopsweep.compute_time",  # through steptime: the compute
     "flopsweep.backend_specs",
     "flopsweep.deepspeed_config",  # through backend_specs: DeepSpeed's option check, torch-free
     "flopsweep.lazy",  # through backend_specs: the builder's path, loaded only on the rank
@@ -150,8 +153,8 @@ sys.exit(code)
 
 @pytest.mark.slow
 def test_run_py_refuses_without_importing_torch(tmp_path: Path) -> None:
-    """Hydra's refusal of an unknown option (its list names only the YAML options, no schema node)
-    and flopsweep's one line for a key of another option come before any torch import."""
+    """The one line for an unknown option (its list names only the YAML options, no schema node)
+    and for a key of another option come before any torch import."""
     unknown = subprocess.run(
         [sys.executable, "-c", _RUN_MAIN, "model=nope", f"hydra.run.dir={tmp_path / 'a'}"],
         cwd=ROOT,
@@ -160,10 +163,10 @@ def test_run_py_refuses_without_importing_torch(tmp_path: Path) -> None:
         timeout=300,
         check=False,
     )
-    assert unknown.returncode == 1, unknown.stderr[-2000:]
+    assert unknown.returncode == 2, unknown.stderr[-2000:]
     assert "torch imported: False" in unknown.stdout, unknown.stdout + unknown.stderr[-2000:]
-    assert "Could not find 'model/nope'" in unknown.stderr
-    listed = unknown.stderr.split("Available options in 'model':")[1].split("Config search path")[0].split()
+    assert unknown.stderr.startswith("flopsweep: Invalid config: model=nope: nope is no option of model")
+    listed = unknown.stderr.split("Fix: pick one of ")[1].split(", e.g. ")[0].split(", ")
     assert listed == sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml")), listed
     foreign = subprocess.run(
         [sys.executable, "-c", _RUN_MAIN, "attention.block_size=64", "attention=sdpa"],

@@ -27,6 +27,7 @@ from helpers import run_py
     "args",
     [
         ("backend=null",),
+        ("model.name=null",),  # a key of the option picked (model=gpt-tiny's schema): Hydra's was five lines
         ("-m", "+sweep=blocksparse-2k", "attention=sdpa"),
     ],
 )

@@ -15,6 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 TORCH_FREE = [
     "flopsweep.memory",
+    "flopsweep.memory_terms",
+    "flopsweep.activation_memory",
+    "flopsweep.offload_memory",
     "flopsweep.predict",
     "flopsweep.metrics",
     "flopsweep.config",
@@ -37,6 +40,9 @@ TORCH_FREE = [
     "flopsweep.fp8",
     "flopsweep.flops",
     "flopsweep.steptime",
+    "flopsweep.workload",
+    "flopsweep.comm_time",
+    "flopsweep.compute_time",
     "flopsweep.layer_probe",
     "flopsweep.launcher_choice",
     "flopsweep.backend_specs",

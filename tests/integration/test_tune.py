@@ -106,3 +106,30 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
     assert [r["round"] for r in cut_short["rounds"]] == [0]
     assert cut_short["spent_gpu_s"] == pytest.approx(budget) and budget <= cut_short["budget_gpu_s"]
     assert len(records(sweep)) == 4  # nothing new ran
+
+
+@pytest.mark.parametrize(
+    ("space", "count", "reason"),
+    [
+        (  # the layout is no set-up on two ranks: the space places none
+            ("space.backends=[fsdp]", "space.layouts=[tp3]"),
+            "all 1 dropped; the commonest reason (1 of 1): space.layouts: tp3 needs its degree 3 to divide",
+            "Fix: list a layout these ranks take (dp, tp2), or run on a multiple of 3 ranks",
+        ),
+        (  # placed, and every set-up refused by the rules
+            ("space.backends=[ddp]", "space.layouts=[tp2]"),
+            "all 1 dropped; the commonest reason (1 of 1): refused: parallel.tp=2: tensor parallelism",
+            "Fix: set parallel.tp=1, or backend=fsdp",
+        ),
+    ],
+    ids=["unplaced", "refused"],
+)
+def test_a_space_that_leaves_nothing_to_measure_says_why_in_one_line(tmp_path: Path, space, count, reason):
+    """No set-up left after placing and pruning: the commonest reason in one line (as plan=true says
+    it), exit status 1, and no job runs."""
+    one = ("space.checkpointing=[none]", "space.micro_batches=[1]", "space.precisions=[fp32]")
+    done = run_sweep(tmp_path / "t", *SPACE[:4], *space, *one)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"flopsweep: tune: no set-up to measure: {count}") and last.endswith(reason), last
+    assert "0 set-ups" not in done.stdout and not records(tmp_path / "t")

@@ -101,7 +101,7 @@ def test_the_memory_estimate_gathers_only_the_ranks_experts(hydra_compose) -> No
     cfg = plan(hydra_compose([*BASE, "nproc_per_node=4", "parallel.ep=2"]), Environment(cpu_count=8)).cfg
     one, two = Layout(dp_shard=4), Layout(dp_shard=4, ep=2)
     cut = 8 * 3 * 128 * 64 // 2
-    assert memory._fsdp_groups(cfg, one)[0] - memory._fsdp_groups(cfg, two)[0] == cut
+    assert memory.fsdp_groups(cfg, one)[0] - memory.fsdp_groups(cfg, two)[0] == cut
     assert memory.fsdp_gathered_bytes(cfg, two) < memory.fsdp_gathered_bytes(cfg, one)
     assert memory.estimate(cfg, two).total < memory.estimate(cfg, one).total
 

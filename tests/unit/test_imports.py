@@ -3,6 +3,9 @@ included), and the analysis imports neither torch nor flopsweep's formulas."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from integration.test_imports import (  # shared with the integration tier
     _closure,
     _graph,
@@ -69,3 +72,44 @@ def test_the_cycle_scan_finds_a_cycle() -> None:
     assert "flopsweep.profile" in graph["flopsweep.worker"]  # imported only inside a function
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+PARTS = ("memory_terms", "activation_memory", "offload_memory")
+STEP_PARTS = ("workload", "comm_time", "compute_time")
+
+
+def _defined(module: str) -> set[str]:
+    """The public names a module defines at its top level (functions, classes, assignments)."""
+    import ast
+    import importlib
+
+    tree = ast.parse(Path(importlib.import_module(module).__file__).read_text())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return {n for n in names if not n.startswith("_")}
+
+
+@pytest.mark.parametrize(
+    ("face", "parts"),
+    [("memory", PARTS), ("steptime", STEP_PARTS), ("predict", STEP_PARTS)],
+)
+def test_the_estimators_faces_hand_on_every_name_of_their_parts(face: str, parts: tuple[str, ...]) -> None:
+    """``memory`` and ``steptime`` were split by topic; every public name a part defines is still the
+    face's (the callers, the tests and docs/reference name them there), the same object, and no part
+    imports its face."""
+    import importlib
+
+    whole = importlib.import_module(f"flopsweep.{face}")
+    graph = _graph("flopsweep")
+    for name in parts:
+        part = importlib.import_module(f"flopsweep.{name}")
+        public = _defined(f"flopsweep.{name}")
+        assert len(public) >= 3, name
+        missing = sorted(n for n in public if getattr(whole, n, None) is not getattr(part, n))
+        assert not missing, (face, name, missing)
+        assert f"flopsweep.{face}" not in _closure(graph, f"flopsweep.{name}")

@@ -125,3 +125,101 @@ def test_a_probe_that_fell_back_leaves_the_next_estimate_and_says_why(hydra_comp
     assert made["source"].endswith("; layer probe fell back: a shallow copy ran out of memory: OOM")
     none = _predicted(hydra_compose, None)
     assert none["source"].endswith("; layer probe fell back: no rank ran the layer probe")
+
+
+@pytest.mark.parametrize(
+    ("spread", "words"),
+    [
+        ([1.2, 1.4], None),
+        ([1.5, 1.5], None),  # at the limit: steady enough
+        ([1.2, 2.25], "the 2-block copy's second slowest step took 2.25x its median (30 ms; over "),
+        ([1.9, 2.25], "the 1-block copy's second slowest step took 1.9x its median (20 ms; over "),
+    ],
+)
+def test_a_copy_whose_slowest_step_is_far_over_its_median_is_unsteady(spread, words) -> None:
+    from flopsweep.layer_probe import unsteady
+
+    why = unsteady([1, 2], [0.020, 0.030], spread, 1.5)
+    if words is None:
+        assert why is None
+    else:
+        assert why.startswith("unsteady timed steps: " + words)
+        assert why.endswith("predict.layer_probe_max_spread=1.5), no extrapolation")
+
+
+def test_an_unsteady_probe_falls_back_naming_its_copy(hydra_compose) -> None:
+    probe = {"layers": [1, 2], "step_s": [0.02, 0.03], "spread": [1.1, 3.0]}
+    from flopsweep.layer_probe import unsteady
+
+    probe["fallback"] = unsteady(probe["layers"], probe["step_s"], probe["spread"], 1.5)
+    made = _predicted(hydra_compose, probe)
+    assert made["compute_source"] == "flops" and made["layer_probe"]["spread"] == [1.1, 3.0]
+    assert made["source"].endswith("; layer probe fell back: " + probe["fallback"])
+    assert "2-block copy's second slowest step took 3x its median" in made["source"]
+
+
+@pytest.mark.parametrize("value", [0.99, 0.0, -1.0])
+def test_a_spread_limit_under_one_is_refused_in_one_line(hydra_compose, value) -> None:
+    from flopsweep.plan import validate
+
+    with pytest.raises(ConfigError) as err:
+        validate(hydra_compose(["device=cpu", f"predict.layer_probe_max_spread={value}"]))
+    text = str(err.value)
+    assert "\n" not in text and f"predict.layer_probe_max_spread={value}" in text
+    assert "set e.g. predict.layer_probe_max_spread=1.5" in text
+
+
+TINY_PROBE = ["model=gpt-tiny", "model.n_layer=2", "model.seq_len=16", "device=cpu", "precision=fp32"]
+"""Two blocks of 16 tokens on one CPU rank: ``2 L1`` is the model itself, timed whole (one copy)."""
+
+
+def _probe_on_the_cpu(hydra_compose, *overrides: str, batches=None) -> dict:
+    """The real probe in this process: the run's ``single`` trainer built and stepped on the CPU."""
+    import torch
+
+    from flopsweep.layer_probe import probe_layers
+    from flopsweep.layout import Layout
+    from flopsweep.plan import validate
+    from flopsweep.worker import is_oom, make_batches
+
+    cfg = validate(hydra_compose([*TINY_PROBE, "batch.micro_batch_size=1", *overrides]))
+    cpu = torch.device("cpu")
+    made = batches or (lambda c: make_batches(c, Layout(), 0, cpu))
+    return probe_layers(cfg, cpu, Layout(), batches=made, is_oom=is_oom)
+
+
+def test_the_probe_keeps_each_copys_spread_and_falls_back_over_the_limit(hydra_compose) -> None:
+    """On the CPU with the limit at 1 (no five timed steps are all equal) the real probe falls back
+    naming its copy, its times kept; with a limit no spread reaches it extrapolates."""
+    from flopsweep.layer_probe import extrapolate
+
+    tight = _probe_on_the_cpu(hydra_compose, "predict.layer_probe_max_spread=1")
+    assert tight["layers"] == [2] and len(tight["step_s"]) == len(tight["spread"]) == 1
+    assert tight["step_s"][0] > 0 and tight["spread"][0] > 1
+    assert tight["fallback"].startswith("unsteady timed steps: the 2-block copy's second slowest step took ")
+    with pytest.raises(ValueError, match="^unsteady timed steps"):
+        extrapolate(tight, 2)
+    loose = _probe_on_the_cpu(hydra_compose, "predict.layer_probe_max_spread=1e9")
+    assert loose["fallback"] is None and loose["spread"][0] >= 1
+    assert extrapolate(loose, 2)[0] == loose["step_s"][0]
+
+
+def test_a_copy_out_of_memory_falls_back_as_the_compute_probe_does(hydra_compose) -> None:
+    """The layer probe's out-of-memory path is the compute probe's (``fall_back_on_oom``): the copy's
+    error becomes its ``fallback``, nothing else is kept; any other error is raised."""
+    import torch
+
+    def no_memory(cfg):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    out = _probe_on_the_cpu(hydra_compose, batches=no_memory)
+    assert set(out) == {"fallback", "wall_s"}
+    assert out["fallback"] == (
+        "a shallow copy ran out of memory: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
+
+    def broken(cfg):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        _probe_on_the_cpu(hydra_compose, batches=broken)

@@ -253,3 +253,130 @@ def test_a_value_of_the_wrong_type_for_a_typed_key_is_one_line_with_a_fix_that_w
         "timeout_s=nan",
     ):
         assert type_problem([fine]) is None, fine
+
+
+def _scalar_keys(node: DictConfig, prefix: str = "") -> list[tuple[str, object]]:
+    """``(dotted key, node)`` of every scalar key of a structured schema, sections walked."""
+    found = []
+    for name in node:
+        child, key = node._get_node(name), f"{prefix}{name}"
+        if isinstance(child, DictConfig):
+            if prefix or name not in GROUP_BASES:
+                found += _scalar_keys(child, f"{key}.")
+        elif type(child).__name__ in ("IntegerNode", "FloatNode", "BooleanNode", "StringNode"):
+            found.append((key, child))
+    return found
+
+
+def _keys_with_their_option() -> list[tuple[str, list[str]]]:
+    """Every scalar key of ``RunConfig`` outside the groups (no option picked), and of each option
+    schema of every group, under one YAML option that has it (``model.n_layer`` with ``model=gpt-tiny``)."""
+    from flopsweep.config import RunConfig
+
+    out = [(key, []) for key, _ in _scalar_keys(OmegaConf.structured(RunConfig))]
+    for group, base in GROUP_BASES.items():
+        seen: set[type] = set()
+        for option in option_names(group):
+            schema = OPTION_SCHEMAS[group].get(option_kind(group, option), base)
+            if schema in seen:
+                continue
+            seen.add(schema)
+            out += [
+                (f"{group}.{key}", [f"{group}={option}"])
+                for key, _ in _scalar_keys(OmegaConf.structured(schema))
+            ]
+    return out
+
+
+def test_null_or_a_list_for_a_key_of_one_value_is_one_line_with_a_fix_that_works() -> None:
+    """Trial (session 19): ``model.name=null``, ``device=null``, ``tag=[a,b]``, ``model.n_layer=[2,4]``
+    were Hydra's merge error (``field 'model.name' is not Optional``, ``Cannot convert 'list' to
+    string``) in five lines. Every scalar key of the schema and of every option's schema: null where
+    the key is not optional, a list anywhere; the fix's example passes."""
+    from flopsweep.config import RunConfig
+
+    keys = _keys_with_their_option()
+    assert {"device", "tag", "model.name", "model.n_layer", "backend.reshard_after_forward"} <= {
+        k for k, _ in keys
+    }
+    optional = {k for k, n in _scalar_keys(OmegaConf.structured(RunConfig)) if n._is_optional()}
+    checked = 0
+    for key, picked in keys:
+        listed = _one_line(type_problem([*picked, f"{key}=[a,b]"]))
+        assert (
+            listed.startswith(f"Invalid config: {key}=[a,b]: takes ") and ", not a list. Fix: set " in listed
+        )
+        assert listed.endswith(f"; several, one job each: -m {key}=a,b."), listed
+        example = listed.split(", e.g. ", 1)[1].split()[0].rstrip(".;")
+        assert example.startswith(f"{key}=") and type_problem([*picked, example]) is None, (listed, example)
+        line = type_problem([*picked, f"{key}=null"])
+        if line is None:  # an optional key takes null
+            assert key in optional or picked, key
+            continue
+        checked += 1
+        assert _one_line(line).startswith(f"Invalid config: {key}=null: takes "), line
+        assert ", not null. Fix: set " in line and line.endswith(", or drop the override."), line
+    assert checked > 100, checked
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        (
+            "steps=3",
+            "steps=3: steps is a section of keys, not a value. Fix: set one of its keys, e.g. steps.",
+        ),
+        ("parallel=null", "parallel=null: parallel is a section of keys, not a value."),
+        (
+            "space.layouts=dp",
+            "space.layouts='dp': is one value, not a list. Fix: write a list: space.layouts=[dp].",
+        ),
+        ("space.layouts=null", "space.layouts=null: takes a list, not null. Fix: write a list"),
+        ("plan_clusters=null", "plan_clusters=null: takes a list, not null."),
+    ],
+)
+def test_a_section_or_a_list_key_given_a_plain_value_is_one_line(override: str, words: str) -> None:
+    from flopsweep.clusters import command_line_problem
+
+    assert command_line_problem([override]) is None  # plan_clusters=null is no cluster name
+    assert _one_line(type_problem([override])).startswith(f"Invalid config: {words}")
+
+
+def test_a_group_key_is_checked_against_the_option_picked() -> None:
+    """``model.n_layer`` is checked in ``model=gpt-tiny``'s schema (its YAML value is the example);
+    a sweep over options checks each; a key the picked option lacks is left to the other refusals."""
+    line = _one_line(type_problem(["model=gpt-tiny", "model.n_layer=null"]))
+    fix = "Fix: set model.n_layer to a whole number, e.g. model.n_layer=2 (model=gpt-tiny's)"
+    assert line.endswith(f"{fix}, or drop the override."), line
+    assert type_problem(["model=gpt-tiny", "model.n_layer=4"]) is None
+    assert "backend.reshard_after_forward='maybe': is not true or false" in _one_line(
+        type_problem(["-m", "backend=ddp,fsdp", "backend.reshard_after_forward=maybe"])
+    )
+    ddp = ["backend=ddp", "backend.reshard_after_forward=maybe"]
+    assert type_problem(ddp) is None  # the key is not ddp's: foreign_option_keys' refusal
+    assert type_problem(["-m", "model.n_layer=2,null"]).startswith("Invalid config: model.n_layer=null: ")
+
+
+@pytest.mark.parametrize("group", [*GROUP_BASES, "sweep"])
+@pytest.mark.parametrize("value", ["1", "true", "''", "{{a:1}}", "nope", "{upper}", "{first},nope"])
+def test_a_group_given_no_option_name_is_refused_in_one_line(hydra_compose, group: str, value: str) -> None:
+    """Trial (session 19): ``backend=1`` and ``backend=true`` were Hydra's traceback, ``backend=``,
+    ``backend={a:1}``, ``backend=nope`` and ``precision=BF16`` its error and a 15-line list. Every
+    group: one line listing its options, the closest as the example (``BF16`` -> ``bf16``), which composes."""
+    from flopsweep.overrides import option_files
+
+    options = option_files(group)
+    value = value.format(first=options[0], upper=options[-1].upper())
+    plus = "+" if group == "sweep" else ""
+    override = f"{plus}{group}={value}"
+    line = _one_line(group_choice_problem(["-m", override]))
+    assert line.startswith(f"Invalid config: {override}: ") and f"is no option of {group}" in line, line
+    assert f"Fix: pick one of {', '.join(options)}, e.g. {plus}{group}=" in line
+    example = line.split(", e.g. ", 1)[1].split()[0].rstrip(".").lstrip("+")
+    assert example.partition("=")[2] in options
+    if value == options[-1].upper():
+        assert example == f"{group}={options[-1]}"
+    if group != "sweep":
+        assert hydra_compose([example]) is not None
+    for fine in options[:2]:
+        assert group_choice_problem([f"{plus}{group}={fine}"]) is None

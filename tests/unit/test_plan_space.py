@@ -342,3 +342,42 @@ def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
         "Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
     )
     assert "no set-up to rank" in nothing_line([])
+    away = nothing_line([], ["space.layouts: tp3 needs its degree 3. Fix: list dp"] * 2)
+    assert away == (
+        "plan: no set-up fits and is predicted: all 2 dropped; the commonest reason (2 of 2): "
+        "space.layouts: tp3 needs its degree 3. Fix: list dp"
+    )
+
+
+def test_a_layout_that_is_no_set_up_on_the_ranks_says_why_and_what_they_take() -> None:
+    from flopsweep.plan_space import Setup, Space, nothing_line, placed, unplaced
+
+    def setup(layout: str) -> Setup:
+        return Setup(backend="fsdp", layout=layout, checkpointing="none", precision="bf16", micro_batch=1)
+
+    assert setup("tp2").placement_problem(1, 2) == "" and setup("dp").placement_problem(1, 1) == ""
+    assert setup("tp3").placement_problem(1, 2) == (
+        "space.layouts: tp3 needs its degree 3 to divide the 2 ranks (nnodes=1 x 2 per node). "
+        "Fix: list a layout these ranks take (dp, tp2), or run on a multiple of 3 ranks"
+    )
+    assert (
+        setup("pp4").placement_problem(1, 6).endswith("(dp, pp2, pp3, pp6), or run on a multiple of 4 ranks")
+    )
+    assert (
+        setup("hsdp").placement_problem(1, 8).startswith("space.layouts: hsdp needs several nodes (nnodes=1;")
+    )
+    assert setup("hsdp").placement_problem(2, 8) == ""
+    space = Space(
+        backends=("ddp", "fsdp"), layouts=("dp", "tp3"), checkpointing=("none",), micro_batches=(1, 2)
+    )
+    assert len(placed(space, 1, 2)) == 4
+    why = unplaced(space, 1, 2)
+    assert len(why) == 4 and set(why) == {setup("tp3").placement_problem(1, 2)}
+    line = nothing_line(why + ["refused: x"], who="tune", headline="no set-up to measure", fix="widen it")
+    assert line.startswith(
+        "tune: no set-up to measure: all 5 dropped; the commonest reason (4 of 5): space.layouts: tp3"
+    )
+    assert line.count("Fix:") == 1 and line.endswith("or run on a multiple of 3 ranks")
+    assert nothing_line(["refused: x"], who="tune", headline="h", fix="widen it").endswith(
+        "refused: x. Fix: widen it"
+    )

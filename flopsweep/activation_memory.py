@@ -1,0 +1,171 @@
+"""What one rank keeps for backward beyond its model states, in bytes, before anything runs: the
+activations, the attention workspace and the loss's logits (:func:`activation_bytes`,
+:func:`attention_workspace_bytes`; the parts of :func:`flopsweep.memory.estimate` that grow with the
+tokens), and what ``activation_checkpointing=offload`` puts in host memory instead
+(:func:`activation_host_bytes`). Torch-free; the numbers are the family's
+(:attr:`flopsweep.models.ModelFamily.memory`), the kernel's (:data:`ATTENTION_SAVED`) and the
+checkpointing policy's (``CheckpointPolicy.activations``). :mod:`flopsweep.memory` re-exports every
+name.
+
+- **activations** kept for backward, per token and layer, from the model family
+  (:func:`flopsweep.models.ModelFamily.memory`): the ``residual`` elements (norm inputs and their
+  normalised values) in fp32 when autocast runs over fp32 weights (single, DDP), else in the
+  compute dtype, and the ``other`` elements in the compute dtype (4 bytes for fp32);
+  ``compile=true`` keeps the family's ``residual_compiled`` and ``other_compiled`` instead
+  (Inductor's partitioner recomputes the norms and pointwise activations and keeps the matmul
+  inputs). Plus what the attention kernel keeps per layer (:data:`ATTENTION_SAVED`): the
+  probabilities of a kernel that materialises the ``B x h x s x s`` scores, the ``B x h x s``
+  fp32 logsumexp of a fused (flash, memory-efficient, cuDNN, flex) kernel. What is kept is the
+  checkpointing policy's (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each
+  block's input only, and the top block's full activations (its input among them) while it is
+  recomputed; ``every_n`` between the two. The layout: the
+  first pipeline stage keeps ``ceil(n_layer / pp)`` layers for the in-flight pipeline
+  micro-batches (:func:`in_flight_microbatches`: ``1F1B`` up to ``pp``, ``GPipe`` all of them),
+  each ``micro_batch_size / pp_microbatches`` sequences; tensor parallelism with sequence
+  parallelism, and context parallelism, divide by ``tp`` and ``cp``.
+- **attention workspace**: under a policy that recomputes the forward, a materialising kernel
+  makes one layer's scores again (bf16 product, fp32 upcast, softmax, bf16 probabilities) while
+  the gradients above are live: :data:`RECOMPUTED_SCORE_BYTES` per score, what is kept included.
+  Without recompute the forward's transients pass while less is live (0 on top, measured).
+- **logits** at the start of backward: :data:`LOGIT_BYTES` per logit eager (the loss's saved
+  fp32 log-softmax, the fp32 gradient of it and of its input, the bf16 gradient), fewer compiled
+  (Inductor fuses the upcast into the log-softmax); ``tokens x V / (tp cp)`` logits (a loss-parallel
+  head; a context-parallel rank's own tokens), on the last stage, for one pipeline micro-batch.
+  With ``loss.chunk_tokens`` (the head fused with its loss,
+  :func:`flopsweep.models.layers.chunked_linear_cross_entropy`) instead: one chunk's logits at
+  :data:`CHUNK_LOGIT_BYTES`, the hidden states' gradient (fp32, ``tokens x C``)
+  and the head weight's (fp32, ``V x C``), which the fused loss keeps from forward to backward.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from flopsweep import checkpointing
+from flopsweep.backend_specs import BACKEND_SPECS
+from flopsweep.layout import Layout
+from flopsweep.models import family
+
+LOGIT_BYTES = {False: 12, True: 4}
+"""Bytes per logit at the start of backward, eager (``False``) and with ``compile=true`` (``True``):
+eager keeps the fp32 log-softmax output and makes the fp32 gradients of it and of its input and the
+bf16 gradient of the logits; compiled, Inductor's fused loss keeps the bf16 logits and makes their
+bf16 gradient. Fitted to the H200 records (gpt-1.3b micro batch 8 and 16, Llama 3.2 1B and 3B)."""
+CHUNK_LOGIT_BYTES = 10
+"""Bytes per logit of one chunk of the fused head and loss (``loss.chunk_tokens``): the fp32 logits,
+made into the softmax in place (4), its bf16 copy for the two gradient matmuls (2), and the fp32
+log-sum-exp's and gather's transients (4, an upper bound)."""
+ATTENTION_SAVED = {"standard": 6, "sdpa-math": 4}
+"""Bytes per attention score (``B x h x s x s`` per layer) that backward keeps, for the kernels that
+materialise the scores: ``standard`` (flopsweep's explicit ``softmax(QK^T)V``) keeps the fp32
+softmax output (4) and its bf16 cast (2); SDPA's math kernel about 4 (measured: gpt-1.3b, micro
+batch 4 and 8, sequence 2048, on the H200). Every other kernel keeps the fp32 logsumexp,
+:data:`LOGSUMEXP_BYTES` per query and head."""
+RECOMPUTED_SCORE_BYTES = 13
+"""Bytes per score live while one layer of a kernel of :data:`ATTENTION_SAVED` is recomputed in
+backward, what it keeps included (measured: 13.3 for ``standard`` and ``sdpa-math``, gpt-1.3b at
+sequence 8192, micro batch 1, ``full`` checkpointing, against ``sdpa``)."""
+LOGSUMEXP_BYTES = 4
+"""Bytes per query and head that a fused attention kernel saves for backward (fp32 logsumexp)."""
+
+
+def in_flight_microbatches(cfg: Any, layout: Layout) -> tuple[int, int]:
+    """``(in_flight, per_microbatch)``: how many pipeline micro-batches the first stage keeps
+    activations for at once, and how many sequences each has. Without a pipeline: ``(1,
+    micro_batch_size)``. ``GPipe`` runs every forward first (``pp_microbatches`` in flight);
+    ``1F1B`` (and ``Interleaved1F1B``, counted alike) at most ``pp``. ``pp_microbatches`` unset:
+    ``pp`` (the schedules' smallest sensible count)."""
+    micro = cfg.batch.micro_batch_size
+    if layout.pp == 1:
+        return 1, micro
+    n = cfg.parallel.pp_microbatches or layout.pp
+    per = max(1, micro // n)
+    return (n if cfg.parallel.pp_schedule == "GPipe" else min(n, layout.pp)), per
+
+
+def scores_kernel(cfg: Any) -> str:
+    """The attention kernel that runs, as far as what backward keeps goes: ``cfg.attention.name``,
+    except ``sdpa`` in fp32 with GQA (``n_kv_head < n_head``) on CUDA, which is ``sdpa-math``:
+    SDPA's flash kernel takes no fp32 and its memory-efficient kernel no ``enable_gqa``, so SDPA
+    falls back to its math kernel and keeps the scores (measured: Llama 3.2 1B fp32 ``single``,
+    micro batch 4, ``benchmarks/results/h200/session16/probe-1/prec/0``: 81.7 GiB, 3.9 bytes a
+    score above the fused kernel's estimate of 50.1)."""
+    name = cfg.attention.name
+    m = cfg.model
+    gqa = 0 < (getattr(m, "n_kv_head", None) or m.n_head) < m.n_head
+    if name == "sdpa" and cfg.precision.name == "fp32" and gqa and cfg.device == "cuda":
+        return "sdpa-math"
+    return name
+
+
+def bytes_per_token(cfg: Any) -> tuple[int, int]:
+    """``(boundary, layer)``: bytes per token of one block's input and of all it keeps for backward
+    (the attention kernel's saved tensors included), on one rank before ``tp``/``cp``."""
+    m = cfg.model
+    shape = family(m).memory(m)
+    compute = 4 if cfg.precision.name == "fp32" else 2
+    residual = 4 if BACKEND_SPECS[cfg.backend.name].autocast_fp32_weights and compute == 2 else compute
+    kept, other = shape["residual"], shape["other"]
+    if cfg.compile:
+        kept, other = shape.get("residual_compiled", kept), shape.get("other_compiled", other)
+    attention = ATTENTION_SAVED.get(scores_kernel(cfg), 0) * m.n_head * m.seq_len
+    attention = attention or LOGSUMEXP_BYTES * m.n_head
+    return m.n_embd * residual, kept * residual + other * compute + attention
+
+
+def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
+    """``(activations, logits)``: the bytes one rank keeps for backward on its busiest stage and
+    at the loss (see the module docstring), for ``cfg.batch.micro_batch_size`` sequences.
+    ``layout`` None: one rank, no model parallelism.
+
+    Under ``pp > 1`` the first stage's activations (every in-flight micro-batch) and the last
+    stage's (one micro-batch, plus the logits) are both estimated; the larger total is returned
+    with its logits (0 when the first stage is the larger)."""
+    layout = layout or Layout()
+    m = cfg.model
+    boundary, layer = bytes_per_token(cfg)
+    saves = checkpointing.policy(cfg.activation_checkpointing).activations
+    layers = math.ceil(m.n_layer / layout.pp)
+    split = layout.tp * layout.cp
+    in_flight, per = in_flight_microbatches(cfg, layout)
+    tokens = per * m.seq_len
+    first = saves(cfg.activation_checkpointing, tokens * in_flight, layers, boundary, layer) // split
+    local = tokens // layout.cp  # the tokens whose loss this rank computes (context parallel's shard)
+    logits = LOGIT_BYTES[bool(cfg.compile)] * local * m.vocab_size // layout.tp
+    if chunk := cfg.loss.chunk_tokens:  # the fused head (rules.chunked_loss: tp = pp = 1)
+        logits = (CHUNK_LOGIT_BYTES * min(chunk, local) + 4 * m.n_embd) * m.vocab_size + 4 * local * m.n_embd
+    if layout.pp == 1:
+        return first, logits
+    last = saves(cfg.activation_checkpointing, tokens, layers, boundary, layer) // split
+    return (first, 0) if first >= last + logits else (last, logits)
+
+
+def attention_workspace_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """The scores of the layer being recomputed, on top of what the layer keeps, for the kernels
+    that materialise them (``standard``, ``sdpa-math``) under a policy that recomputes the forward:
+    ``(RECOMPUTED_SCORE_BYTES - kept) B h s^2 / (tp cp)`` bytes for the pipeline micro-batch; 0
+    for the fused kernels and without recompute."""
+    layout = layout or Layout()
+    kept = ATTENTION_SAVED.get(scores_kernel(cfg))
+    if kept is None or not checkpointing.policy(cfg.activation_checkpointing).recomputes_forward:
+        return 0
+    m = cfg.model
+    _, per = in_flight_microbatches(cfg, layout)
+    return (RECOMPUTED_SCORE_BYTES - kept) * per * m.n_head * m.seq_len**2 // (layout.tp * layout.cp)
+
+
+def activation_host_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """The activation bytes one rank's checkpointing policy puts in host memory
+    (:attr:`flopsweep.checkpointing.CheckpointPolicy.host_activations`: ``activation_checkpointing=offload``
+    keeps every block's saved activations there, ``tokens l a / (tp cp)``, on its first stage); 0 for
+    the others."""
+    layout = layout or Layout()
+    m = cfg.model
+    boundary, layer = bytes_per_token(cfg)
+    in_flight, per = in_flight_microbatches(cfg, layout)
+    host = checkpointing.policy(cfg.activation_checkpointing).host_activations
+    tokens = per * m.seq_len * in_flight
+    return host(cfg.activation_checkpointing, tokens, math.ceil(m.n_layer / layout.pp), boundary, layer) // (
+        layout.tp * layout.cp
+    )

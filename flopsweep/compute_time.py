@@ -1,0 +1,160 @@
+"""The per-rank compute time of a step (:mod:`flopsweep.steptime`), torch-free, from the first that
+is known of: the compute probe's pieces (:func:`compute_from_probe` over :class:`ProbeTimes`), a
+calibration record of the same set-up (:func:`compute_from_calibration`), or the hardware FLOPs at a
+stated share of the GEMM rate (:func:`compute_uncalibrated`). :mod:`flopsweep.steptime` re-exports
+every name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flopsweep.backend_specs import backend_spec
+from flopsweep.workload import Compute, PredictionError, Workload
+
+UNCALIBRATED_GEMM_FRACTION = 0.6
+"""Without a calibration record, compute runs at this fraction of the measured (or datasheet) dense
+GEMM rate. Our committed H200 runs reach 0.65-0.75 of the measured rate in model FLOPs (gpt-1.3b
+eager 484/670, Llama 3.1 8B compiled with full checkpointing 0.55 in hardware FLOPs): 0.6 is a
+round figure below them, stated in every uncalibrated ``source``."""
+
+DATASHEET_GEMM_FRACTION = 0.45
+"""Without a calibration record or a measured GEMM rate (``plan=true plan_gpu=H100`` on a laptop),
+compute runs at this fraction of the datasheet dense peak (:mod:`flopsweep.peaks`). Our committed
+H200 runs reach 0.43-0.52 of the 989.4 TFLOP/s peak in hardware FLOPs (HFU: Llama 3.1 8B compiled
+with full checkpointing 0.51, eager 0.43; gpt-1.3b FSDP eager 0.52): 0.45 is a round figure near
+the bottom of them, stated in every such ``source``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeTimes:
+    """The compute probe's times (:mod:`flopsweep.compute_probe`), seconds, at the run's shapes on one
+    GPU, unsplit: ``block_s`` one decoder block's forward and backward of one micro batch (the run's
+    kernel, precision, checkpointing and compile), ``head_s`` the embedding, head and loss's, and
+    ``block_optimizer_s``/``head_optimizer_s`` the run's AdamW step (with its clip) over one block's
+    parameters and over the embedding and head's."""
+
+    block_s: float
+    head_s: float
+    block_optimizer_s: float
+    head_optimizer_s: float
+
+    @classmethod
+    def of(cls, probe: dict[str, Any]) -> ProbeTimes:
+        """From the probe's dict (``metrics.predicted.probe``).
+
+        Raises:
+            PredictionError: a time missing, not positive or not finite.
+        """
+        names = ("block_s", "head_s", "block_optimizer_s", "head_optimizer_s")
+        bad = [
+            n for n in names if not isinstance(probe.get(n), int | float) or not 0 < probe[n] < float("inf")
+        ]
+        if bad:
+            raise PredictionError(f"the compute probe has no usable {', '.join(bad)}")
+        return cls(**{n: float(probe[n]) for n in names})
+
+
+def compute_from_probe(w: Workload, probe: ProbeTimes, *, source: str = "probe") -> Compute:
+    """The per-rank compute of ``w`` from probed pieces (docs/prediction.md)::
+
+        t_c   = accum x (l / pp x t_block + t_head) / (tp x cp)        (the pipeline's last stage)
+        t_opt = (l x t_block_opt + t_head_opt) / (tp x pp x shards)
+
+    ``accum`` micro batches a rank runs, ``l`` blocks, ``shards`` the ranks that split the optimizer
+    states (:func:`optimizer_shards`). As with a calibration, tensor and context parallelism split each
+    piece evenly (their smaller GEMMs are slower), and the bubble follows from ``t_c`` (:func:`predict`)."""
+    split = w.degree("tp") * w.degree("cp")
+    stage = w.n_layer / w.degree("pp") * probe.block_s + probe.head_s
+    states = w.weight_split * optimizer_shards(w)
+    opt = (w.n_layer * probe.block_optimizer_s + probe.head_optimizer_s) / states
+    return Compute(
+        compute_s=w.grad_accum * stage / split,
+        optimizer_s=opt,
+        source=f"{source}: {w.n_layer} x block {probe.block_s * 1e3:.4g} ms + head "
+        f"{probe.head_s * 1e3:.4g} ms a micro batch",
+        kind="probe",
+    )
+
+
+def compute_from_calibration(
+    target: Workload,
+    *,
+    calibration: Workload,
+    iteration_time_s: float,
+    source: str,
+    optimizer_s: float | None = None,
+    exposed_comm_s: float = 0.0,
+    compute_scale: float = 1.0,
+) -> Compute:
+    """The target's per-rank compute from a measured calibration run of the same model, kernel,
+    precision, checkpointing and micro batch.
+
+    ``iteration_time_s`` less ``optimizer_s`` and ``exposed_comm_s`` (zero on one rank) is the
+    calibration's forward and backward over ``calibration.grad_accum`` micro batches; the target
+    runs ``target.grad_accum`` of them, each rank ``1/(cp x tp x pp)`` of the work
+    (:attr:`Workload.work_split`), at ``compute_scale`` times the
+    speed (1: the same GPU). A calibration of another micro batch scales by tokens
+    (``target.micro_batch_size / calibration.micro_batch_size``), said so in ``source``. The
+    optimizer (when the calibration's profile separates it, else it stays inside the compute)
+    scales with the parameters each rank updates: ``1/(dp_shard x cp)`` for the sharded backends,
+    ``1/(tp x pp)`` always (:attr:`Workload.weight_split`).
+
+    Raises:
+        PredictionError: a non-positive compute time after the subtraction.
+    """
+    opt = optimizer_s or 0.0
+    fb = iteration_time_s - opt - exposed_comm_s
+    if not fb > 0:
+        raise PredictionError(f"calibration {source}: no compute time left ({iteration_time_s:.4g} s step)")
+    per_micro = fb / calibration.grad_accum * calibration.work_split
+    tokens = target.micro_batch_size / calibration.micro_batch_size  # 1: the same micro batch
+    compute = per_micro * tokens * target.grad_accum / target.work_split / compute_scale
+    opt_target = opt * optimizer_shards(calibration) / optimizer_shards(target)
+    opt_target = opt_target / target.weight_split / compute_scale
+    how = "" if optimizer_s is not None else "; optimizer not separated (no profile): kept in compute"
+    if tokens != 1:
+        how += (
+            f"; micro batch {calibration.micro_batch_size} -> {target.micro_batch_size}: compute scaled "
+            "by tokens (a larger micro batch usually runs a little faster per token)"
+        )
+    return Compute(
+        compute_s=compute, optimizer_s=opt_target, source=f"calibrated: {source}{how}", kind="calibration"
+    )
+
+
+def compute_uncalibrated(target: Workload, *, gemm_tflops: float | None, what: str = "measured") -> Compute:
+    """The target's per-rank compute without a calibration: its hardware FLOPs per rank at
+    :data:`UNCALIBRATED_GEMM_FRACTION` of a measured ``gemm_tflops`` (TFLOP/s), or at
+    :data:`DATASHEET_GEMM_FRACTION` of it when ``what`` names a datasheet peak (``H100 SXM
+    datasheet``).
+
+    Raises:
+        PredictionError: no GEMM rate (a CPU plan has neither a probe nor a datasheet peak).
+    """
+    if not gemm_tflops or gemm_tflops <= 0:
+        if what != "measured":  # plan_gpu named a device whose datasheet has no peak for this precision
+            raise PredictionError(
+                f"uncalibrated and the {' '.join(what.split())} gives no peak for this precision: give "
+                "predict.calibration=PATH (a one-GPU record of the same set-up)"
+            )
+        raise PredictionError(
+            "uncalibrated and no GEMM rate known: give predict.calibration=PATH (a one-GPU record of "
+            "the same set-up), or plan_gpu=NAME (e.g. H100) for its datasheet peak"
+        )
+    share = UNCALIBRATED_GEMM_FRACTION if what == "measured" else DATASHEET_GEMM_FRACTION
+    rate = share * gemm_tflops * 1e12
+    return Compute(
+        compute_s=target.hardware_flops / target.world_size / rate,
+        optimizer_s=0.0,
+        source=f"uncalibrated: hardware FLOPs at {share:g} x the {what} GEMM rate "
+        f"({gemm_tflops:.4g} TFLOP/s)",
+    )
+
+
+def optimizer_shards(w: Workload) -> int:
+    """The ranks that split the optimizer's states (FSDP2 and ZeRO: ``dp_shard``), 1 for DDP and one
+    rank (:meth:`flopsweep.backend_specs.BackendSpec.optimizer_shards`)."""
+    spec = backend_spec(w.backend)
+    return spec.optimizer_shards(w) if spec else 1
