@@ -58,7 +58,7 @@ def test_an_hf_moe_is_probed_on_its_first_layers(tmp_path: Path) -> None:
         "steps.warmup=1",
         "steps.measure=2",
         "predict.layer_probe=true",
-        "predict.layer_probe_max_spread=1000",  # a loaded CPU's steps spread widely; the spread is tested apart
+        "predict.layer_probe_max_spread=1000",  # a loaded CPU's steps vary; unit/ tests the limit
     )
     probed = rec["metrics"]["predicted"]
     assert probed["compute_source"] == "layers" and probed["layer_probe"]["fallback"] is None
