@@ -35,7 +35,14 @@ from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.launch import Terminated, raise_terminated
-from flopsweep.overrides import group_choice_problem, preset_option_keys, sweeper_extra_problem, type_problem
+from flopsweep.overrides import (
+    group_choice_problem,
+    listed_values,
+    preset_option_keys,
+    sweeper_extra_problem,
+    type_problem,
+    unread_space_problem,
+)
 from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.store import register_configs
 
@@ -109,7 +116,7 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
     chosen = {k: [v] for d in defaults.defaults if isinstance(d, dict | DictConfig) for k, v in d.items()}
     for o in parsed:
         if o.key_or_group in GROUP_BASES and o.package is None:
-            chosen[o.key_or_group] = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
+            chosen[o.key_or_group] = (listed_values(o) or []) if o.is_sweep_override() else [o.value()]
     for o in parsed:
         group, _, key = o.key_or_group.partition(".")
         if o.is_add() or o.is_force_add() or group not in GROUP_BASES or not key or "." in key:
@@ -280,6 +287,7 @@ def refusal(overrides: list[str]) -> str | None:
         or foreign_option_keys(overrides)
         or plan_problem(overrides)
         or type_problem(overrides)
+        or unread_space_problem(overrides)
     )
 
 

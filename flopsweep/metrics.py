@@ -19,12 +19,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from flopsweep import checkpointing, cost, flops, identity
-from flopsweep.attention import executed_density
+from flopsweep import blocksparse, checkpointing, cost, flops, identity
+from flopsweep.attention import attention_density, executed_density
 from flopsweep.config import RunConfig
 from flopsweep.expert_parallel import imbalance
 from flopsweep.layout import Layout
 from flopsweep.models import family
+from flopsweep.options import BlockSparseConfig
 from flopsweep.pool import visible_devices
 from flopsweep.precision import PRECISIONS
 from flopsweep.record import SCHEMA_VERSION, STATUSES, null_metrics, strict
@@ -298,7 +299,9 @@ def profile_warnings(ranks: list[dict[str, Any]] | None) -> list[str]:
 def executed_tflops_floor(cfg: RunConfig, metrics: dict[str, Any]) -> float:
     """The fewest TFLOPs per device the measured step can have run: the hardware FLOPs (the model
     FLOPs under ``memory_budget``, whose recompute the compiler decides) with the attention square
-    halved. The FLOPs convention counts the full ``s^2`` square (PaLM, Chowdhery et al. 2022, app. B);
+    halved (``model=hf``'s counted square too, :func:`flopsweep.models.hf.hardware_flops`; a block-sparse
+    layout keeps no block above the diagonal already: only its diagonal blocks' upper halves come off).
+    The FLOPs convention counts the full ``s^2`` square (PaLM, Chowdhery et al. 2022, app. B);
     causal kernels (FlashAttention, cuDNN, flex with a causal mask) skip the blocks above the diagonal
     (Dao 2023, FlashAttention-2 sec. 3.1), so at long sequences the convention's figure can exceed
     the GEMM rate on an honest timing: Llama 3.1 8B at 65,536 tokens on an H200 counted 806 TFLOP/s
@@ -307,7 +310,17 @@ def executed_tflops_floor(cfg: RunConfig, metrics: dict[str, Any]) -> float:
     tokens = metrics["tokens_per_step"]
     density = cfg.attention.density if cfg.attention.density is not None else 1.0
     executed = executed_density(cfg.attention, m.seq_len) if cfg.attention.density is not None else 1.0
-    floor = hardware_flops(cfg, tokens, 0.5 * executed) or fam.model_flops(m, tokens, 0.5 * density)
+    if isinstance(cfg.attention, BlockSparseConfig):  # its layouts are causal: no block above the diagonal
+        executed, density = (
+            executed_density(cfg.attention, m.seq_len),
+            attention_density(cfg.attention, m.seq_len),
+        )
+        diagonal = blocksparse.n_blocks(m.seq_len, cfg.attention.block_size) * cfg.attention.block_size**2
+        half_diagonal = 0.5 * diagonal / m.seq_len**2  # the diagonal blocks' upper halves, of s^2
+        executed, density = max(0.0, executed - half_diagonal), max(0.0, density - half_diagonal)
+    else:
+        executed, density = 0.5 * executed, 0.5 * density
+    floor = hardware_flops(cfg, tokens, executed) or fam.model_flops(m, tokens, density)
     world = max(1, len(metrics.get("per_rank") or [None]))
     return flops.tflops_per_device(floor, metrics["iteration_time_s"]["mean"], world)
 
@@ -318,9 +331,9 @@ def sanity_problem(cfg: RunConfig, metrics: dict[str, Any], device_type: str = "
     Checks: as many measured steps as ``steps.measure``; every step time finite and
     > 0; on a GPU, hardware TFLOPs per device at most :data:`PLAUSIBLE_FACTOR` x the
     measured GEMM rate, or x the datasheet peak when no rate was measured (so an
-    unknown device keeps a check); on a GPU, steps still unsteady after the extra
-    warm-up. On the CPU, ranks share cores with each other and the GEMM burst, so only
-    the first two checks apply. A diverged loss is a finding, not a timing error.
+    unknown device keeps a check; an fp8 run's fp8 peak, ``peak_tflops_fp8``); on a GPU, steps
+    still unsteady after the extra warm-up. On the CPU, ranks share cores with each other and the
+    GEMM burst, so only the first two checks apply. A diverged loss is a finding, not a timing error.
     """
     times = metrics["iteration_time_s"]["values"]
     if len(times) < cfg.steps.measure:
@@ -330,6 +343,8 @@ def sanity_problem(cfg: RunConfig, metrics: dict[str, Any], device_type: str = "
     if device_type != "cuda":
         return None
     bound, what = metrics.get("measured_matmul_tflops"), "the measured dense GEMM rate"
+    if not bound and metrics.get("peak_tflops_fp8"):  # an fp8 run's GEMMs: its fp8 peak, not bf16's (MFU's)
+        bound, what = metrics["peak_tflops_fp8"], "the fp8 datasheet peak"
     if not bound:
         bound, what = metrics.get("peak_tflops"), f"the datasheet peak ({metrics.get('peak_tflops_source')})"
     hw = executed_tflops_floor(cfg, metrics)

@@ -60,6 +60,24 @@ def option_files(group: str) -> list[str]:
     return sorted(names)
 
 
+def listed_values(o: object) -> list[str] | None:
+    """The values a parsed override (Hydra's ``Override``) gives, as text: its one value, a choice's or a
+    range's values, a ``glob(...)`` of a config group matched against :func:`option_files`
+    (``precision=glob(fp*)``: ``fp16, fp32, fp8, ...``); None for what cannot be listed here (an
+    ``interval()`` is a sampler's, a ``glob()`` of a key needs Hydra's config loader)."""
+    from hydra.core.override_parser.types import Glob
+
+    if not o.is_sweep_override():
+        return [str(o.value())]
+    value = o.value()
+    if isinstance(value, Glob):
+        group = o.key_or_group
+        return value.filter(option_files(group)) if os.path.isdir(os.path.join(CONF, group)) else None
+    if o.is_choice_sweep() or o.is_range_sweep():
+        return [str(v) for v in o.sweep_string_iterator()]
+    return None
+
+
 def _not_an_option(group: str, value: object) -> str | None:
     """How ``value`` shows when it is no option name of ``group`` (``null``, ``[a,b]``, ``1``, ``''``,
     ``{a: 1}``, or, for a group of ``conf/`` other than Hydra's own, a name without its YAML file),
@@ -159,6 +177,38 @@ def sweeper_extra_problem(overrides: list[str]) -> str | None:
     return None
 
 
+SPACE_READERS = ("hydra/sweeper=tune", "plan_clusters")
+"""What reads ``space.*``: the tuner, and ``plan=true``'s ranking of the set-ups on clusters."""
+
+
+def unread_space_problem(overrides: list[str]) -> str | None:
+    """One line for ``space.*`` on a command line that nothing reads it on, else None: no
+    ``hydra/sweeper=tune`` and no ``plan_clusters`` (``plan=true 'space.layouts=[dp,tp2]'`` planned
+    the command's own job, ``backend=single``, and a run or a basic sweep ran as if it were not there).
+    A ``+sweep=`` file or another ``--config-name`` may pick either reader: left alone."""
+    given: dict[str, str] = {}
+    for text in overrides:
+        key, eq, value = text.partition("=")
+        if text.startswith(("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir")):
+            return None
+        if eq and not text.startswith("~"):
+            given[key.lstrip("+")] = value.strip()
+    if "sweep" in given or given.get("hydra/sweeper") == "tune":
+        return None
+    if given.get("plan_clusters", "null").lower() not in ("null", "none", "[]", ""):
+        return None
+    space = next((k for k in given if k.startswith("space.")), None)
+    if space is None:
+        return None
+    plan = given.get("plan", "").lower() == "true"
+    add = "plan_clusters=[H100:8]" if plan else "-m hydra/sweeper=tune, or plan=true plan_clusters=[H100:8]"
+    return (
+        f"Invalid config: {space}={given[space]}: space.* lists the set-ups of the tuner "
+        "(hydra/sweeper=tune) and of plan=true's ranking on clusters (plan_clusters=[...]); this command "
+        f"has neither, so it would be ignored. Fix: add {add}, or drop the space.* overrides."
+    )
+
+
 def preset_option_keys(overrides: list[str]) -> str | None:
     """One line for a ready-made sweep (``+sweep=P``) whose file sets a key of one option of a group
     (in its body or its sweeper's params: ``attention.block_size`` of ``attention=blocksparse``)
@@ -180,7 +230,9 @@ def preset_option_keys(overrides: list[str]) -> str | None:
             o = None
         if o is None or o.package is not None:
             continue
-        values = [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [str(o.value())]
+        values = listed_values(o)
+        if values is None:
+            continue
         if o.key_or_group == "sweep":
             presets += [v for v in values if re.fullmatch(r"[\w.-]+", v)]
         elif o.key_or_group in GROUP_BASES:
@@ -239,7 +291,7 @@ def _schemas(parsed: list, key: str) -> list[tuple[object, str]]:
     picked = [o for o in parsed if o.key_or_group == group and o.package is None and not o.is_delete()]
     if picked:
         o = picked[-1]
-        options = [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [str(o.value())]
+        options = listed_values(o) or []
     else:
         defaults = _yaml(os.path.join(CONF, "config.yaml")).get("defaults") or []
         options = [str(d[group]) for d in defaults if isinstance(d, dict) and group in d]
@@ -270,7 +322,7 @@ def _value_problem(key: str, value: object, node: object, option: str) -> str | 
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     if isinstance(value, list):
-        shown = "[" + ",".join(map(str, value)) + "]"
+        shown = "[" + ",".join("null" if v is None else str(v) for v in value) + "]"
     elif isinstance(value, bool):
         shown = str(value).lower()
     else:
@@ -292,7 +344,7 @@ def _value_problem(key: str, value: object, node: object, option: str) -> str | 
             )
         if value is not None and not isinstance(value, list):
             return f"{head} is one value, not a list. Fix: write a list: {key}=[{value}]."
-        return None
+        return _element_problem(head, key, value or [], node)
     kind = _KINDS.get(type(node).__name__)
     if kind is None:
         return None
@@ -311,6 +363,36 @@ def _value_problem(key: str, value: object, node: object, option: str) -> str | 
     return None
 
 
+_ELEMENTS = {
+    int: ("a whole number", "whole numbers"),
+    float: ("a number", "numbers"),
+    str: ("a text value", "text values"),
+    bool: ("true or false", "true or false values"),
+}
+"""What a typed list of the schema holds, by its element type."""
+
+
+def _element_problem(head: str, key: str, values: list, node: object) -> str | None:
+    """Why the typed list ``node`` cannot hold one of ``values`` (``space.micro_batches=[1.5]``,
+    ``[a]``, ``[null]``: Hydra's five-line "could not be converted to Integer"), else None. The fix's
+    example is the schema's default list."""
+    from omegaconf import ListConfig, OmegaConf
+
+    element = getattr(node._metadata, "element_type", None)  # type: ignore[attr-defined]
+    if element not in _ELEMENTS:
+        return None
+    for item in values:
+        try:
+            ListConfig([item], element_type=element)
+        except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
+            shown = "null" if item is None else repr(item) if isinstance(item, str) else str(item)
+            default = OmegaConf.to_container(node) if not node._is_none() else None  # type: ignore[attr-defined]
+            example = "[" + ",".join(map(str, default)) + "]" if default else "[...]"
+            one, many = _ELEMENTS[element]
+            return f"{head} {shown} is not {one}. Fix: list {many}, e.g. {key}={example}."
+    return None
+
+
 def type_problem(overrides: list[str]) -> str | None:
     """One line for an override whose value the schema's typed key cannot take, else None: a value of
     the wrong type (``steps.measure=abc``, ``seed=1.5``, ``parallel.cp=two``, ``optim.lr=fast``;
@@ -326,6 +408,7 @@ def type_problem(overrides: list[str]) -> str | None:
     the fix's example. Interpolations, range sweeps and keys no schema has are Hydra's.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep
     from omegaconf import OmegaConf
 
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
@@ -346,8 +429,8 @@ def type_problem(overrides: list[str]) -> str | None:
         if "." not in key and os.path.isdir(os.path.join(CONF, key)):
             continue  # a config group's option: group_choice_problem's
         if o.is_sweep_override():
-            if not o.is_choice_sweep():
-                continue
+            if not isinstance(o.value(), ChoiceSweep):
+                continue  # range, interval and glob sweeps are Hydra's
             values = list(o.value().list)  # parsed: null is None, as Hydra reads it
         else:
             values = [o.value()]

@@ -134,7 +134,7 @@ class Row:
 
 
 ROW_FIELDS = tuple(f.name for f in dataclasses.fields(Row) if f.name not in ("setup", "overrides"))
-COLUMNS = (
+_HEAD = (
     "rank",
     "best",
     "cluster",
@@ -145,7 +145,10 @@ COLUMNS = (
     "checkpointing",
     "precision",
     "micro_batch",
-    *(f for f in ROW_FIELDS if f not in ("rank", "best", "cluster", "status", "reason")),
+)
+COLUMNS = (
+    *_HEAD,
+    *(f for f in ROW_FIELDS if f not in (*_HEAD, "reason")),  # each once: ``layout`` was twice
     "reason",
     "overrides",
 )

@@ -77,13 +77,14 @@ class Space:
 
     @classmethod
     def from_config(cls, space: Any) -> Space:
-        """The :class:`Space` of ``cfg.space``, each value checked (:meth:`check`)."""
+        """The :class:`Space` of ``cfg.space``, each value checked (:meth:`check`); a value listed
+        twice counts once (``space.layouts=[dp,dp]`` made each set-up twice: rows and tuner jobs)."""
         made = cls(
-            backends=tuple(space.backends),
-            layouts=tuple(space.layouts),
-            checkpointing=tuple(space.checkpointing),
-            precisions=tuple(space.precisions),
-            micro_batches=tuple(int(m) for m in space.micro_batches),
+            backends=tuple(dict.fromkeys(space.backends)),
+            layouts=tuple(dict.fromkeys(space.layouts)),
+            checkpointing=tuple(dict.fromkeys(space.checkpointing)),
+            precisions=tuple(dict.fromkeys(space.precisions)),
+            micro_batches=tuple(dict.fromkeys(int(m) for m in space.micro_batches)),
             min_headroom=float(space.min_headroom),
         )
         made.check()

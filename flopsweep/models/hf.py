@@ -241,13 +241,29 @@ def n_active_params(cfg: HFConfig) -> int:
 
 def model_flops(cfg: HFConfig, tokens: int, density: float = 1.0) -> float:
     """FLOPs of one optimizer step over ``tokens`` tokens, no recompute: the counted FLOPs per token
-    times ``tokens``. ``density`` is 1 for every kernel ``model=hf`` takes (``flopsweep.rules``)."""
-    return _counted_flops(cfg, "none") / cfg.seq_len * tokens
+    times ``tokens``. ``density`` is 1 for every kernel ``model=hf`` takes (``flopsweep.rules``); another
+    scales the attention square (:func:`_dense_flops`: 0.5, causal attention's half, for the timing bound
+    ``metrics.executed_tflops_floor``)."""
+    return _dense_flops(cfg, "none", density) / cfg.seq_len * tokens
 
 
 def hardware_flops(cfg: HFConfig, tokens: int, density: float = 1.0, recompute: str = "none") -> float:
     """:func:`model_flops` plus what ``recompute`` re-runs (``hf_nn.counted_flops``)."""
-    return _counted_flops(cfg, recompute) / cfg.seq_len * tokens
+    return _dense_flops(cfg, recompute, density) / cfg.seq_len * tokens
+
+
+def _dense_flops(cfg: HFConfig, recompute: str, density: float) -> float:
+    """FLOPs of one sequence with the attention square scaled by ``density``. The counted FLOPs are
+    ``C(s) = a s + b s^2`` (the weights' and the token-wise operations' per token, the score square's
+    per token pair, eager attention counting the whole square); counted again at ``h = s // 2`` tokens,
+    ``b = (C(s)/s - C(h)/h) / (s - h)``, and the result is ``C(s) - (1 - density) b s^2``."""
+    full = _counted_flops(cfg, recompute)
+    s, h = cfg.seq_len, cfg.seq_len // 2
+    if density == 1.0 or h < 1:
+        return float(full)
+    half = lazy.module(TORCH_MODULE).counted_flops(source(cfg), h, recompute)
+    square = (full / s - half / h) / (s - h) * s * s
+    return full - (1.0 - density) * max(0.0, square)
 
 
 def eq3_flops(cfg: HFConfig, global_batch: int, recompute_forward: bool) -> None:

@@ -271,19 +271,30 @@ def counted_flops(src: Source, seq_len: int, recompute: str) -> int:
         model.zero_grad(set_to_none=True)
 
 
+LAYER_KIND_ATTRS = ("attention_type", "layer_type", "sliding_window")
+"""Attributes by which ``transformers`` marks a layer's attention kind, on the layer (older models,
+``attention_type``) or its attention module (``layer_type``, ``sliding_window``)."""
+
+
 def layer_kinds(layers: nn.ModuleList) -> list[list[int]]:
     """The indices of ``layers`` grouped by kind, in order of first appearance: layers of one kind
     have the same class, the same parameter names and shapes, the same submodule names and classes,
-    and the same ``attention_type`` (``transformers``' per-layer attention kind), so that each runs
-    the same operations (an MoE layer and a dense one, or a linear-attention layer, are kinds of
-    their own)."""
+    and the same per-layer attention kind on the layer or any submodule (:data:`LAYER_KIND_ATTRS`:
+    ``transformers`` 5 keeps ``layer_type`` and ``sliding_window`` on the attention module, e.g.
+    Qwen3's ``layer_types``), so that each runs the same operations (an MoE layer and a dense one, a
+    sliding-window layer and a full one, or a linear-attention layer, are kinds of their own)."""
     groups: dict[tuple, list[int]] = {}
     for i, layer in enumerate(layers):
         key = (
             _name(layer),
             tuple((n, tuple(p.shape)) for n, p in layer.named_parameters()),
             tuple((n, type(m).__name__) for n, m in layer.named_modules()),
-            str(getattr(layer, "attention_type", "")),
+            tuple(
+                (n, a, str(getattr(m, a)))
+                for n, m in layer.named_modules()
+                for a in LAYER_KIND_ATTRS
+                if getattr(m, a, None) is not None
+            ),
         )
         groups.setdefault(key, []).append(i)
     return list(groups.values())

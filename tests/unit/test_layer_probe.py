@@ -223,3 +223,29 @@ def test_a_copy_out_of_memory_falls_back_as_the_compute_probe_does(hydra_compose
 
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         _probe_on_the_cpu(hydra_compose, batches=broken)
+
+
+def test_sliding_window_and_full_attention_layers_are_kinds_of_their_own(hydra_compose, tmp_path) -> None:
+    """transformers 5 keeps a layer's attention kind on its attention module (``self_attn.layer_type``,
+    ``sliding_window``), not on the layer: Qwen3's alternating ``layer_types`` read as one kind, and the
+    probe's copies (1 and 2 layers) held one full-attention layer for a model half sliding-window."""
+    import json
+
+    from flopsweep.layer_probe import run_depths
+    from flopsweep.models.hf_files import SHIPPED
+    from flopsweep.models.hf_nn import kind_sequence
+    from flopsweep.plan import validate
+
+    raw = json.loads((SHIPPED / "qwen3-tiny.json").read_text())
+    types = ["full_attention", "sliding_attention"] * 3
+    extra = {"num_hidden_layers": 6, "use_sliding_window": True, "sliding_window": 8, "layer_types": types}
+    (tmp_path / "config.json").write_text(json.dumps({**raw, **extra}))
+    overrides = [
+        "model=hf",
+        f"model.config={tmp_path / 'config.json'}",
+        "device=cpu",
+        "predict.layer_probe=true",
+    ]
+    cfg = validate(hydra_compose(overrides))
+    assert kind_sequence(cfg.model, cfg.attention) == [0, 1, 0, 1, 0, 1]
+    assert run_depths(cfg) == [2, 4]

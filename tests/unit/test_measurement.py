@@ -126,3 +126,64 @@ def test_a_long_causal_sequence_is_judged_on_the_half_square_that_runs(hydra_com
     assert 0.55 * 806 < executed_tflops_floor(cfg, honest) < 0.75 * 806  # attention is most of it
     too_fast = compute_metrics(cfg, _ranks(step / 2, "NVIDIA H200", 705.0))
     assert "causal attention's half square" in sanity_problem(cfg, too_fast, "cuda")
+
+
+def test_model_hf_takes_the_causal_half_of_its_counted_square_too(hydra_compose) -> None:
+    """``model=hf`` counts eager attention's whole square and ignored ``density``: its timing bound kept
+    the full square, so an honest long-sequence run read as too fast. The square is what grows with
+    ``s^2`` (qwen3-tiny: 4 heads of 32, 2 layers; 12 s^2 h d per layer, forward and backward)."""
+    from flopsweep.models import family
+    from flopsweep.plan import validate
+
+    s = 4096
+    cfg = validate(hydra_compose(["model=hf", "model.config=qwen3-tiny", f"model.seq_len={s}", "device=cpu"]))
+    fam, square = family(cfg.model), 12 * s * s * 4 * 32 * 2
+    assert fam.model_flops(cfg.model, s, 1.0) - fam.model_flops(cfg.model, s, 0.5) == pytest.approx(
+        square / 2
+    )
+    recomputed = fam.hardware_flops(cfg.model, s, 1.0, "early_stop") - fam.hardware_flops(
+        cfg.model, s, 0.5, "early_stop"
+    )
+    assert recomputed == pytest.approx(square / 2 * 4 / 3)  # the recomputed forward's square too
+    full = compute_metrics(cfg, _ranks(1.0, "NVIDIA H200", 705.0))["hardware_flops_per_iteration"]
+    honest = compute_metrics(cfg, _ranks(full / 1.3 / 705e12, "NVIDIA H200", 705.0))  # the convention: 1.3x
+    assert sanity_problem(cfg, honest, "cuda") is None
+    too_fast = compute_metrics(cfg, _ranks(full / 3 / 705e12, "NVIDIA H200", 705.0))
+    assert "causal attention's half square" in sanity_problem(cfg, too_fast, "cuda")
+
+
+def test_a_block_sparse_layout_is_causal_already_and_not_halved_again(hydra_compose) -> None:
+    """A block-sparse layout keeps no block above the diagonal (its density is of the causal half
+    already); halving it again let a run twice too fast pass. Only the diagonal blocks' upper halves
+    come off: causal, 16 blocks of 128 at 2,048 tokens, density 136/256, floor 136/256 - 8/256."""
+    from flopsweep.models import family
+
+    cfg = hydra_compose(
+        "model=gpt-tiny attention=blocksparse attention.layout=causal attention.block_size=128 "
+        "model.seq_len=2048 device=cuda precision=bf16".split()
+    )
+    resolved = dataclasses.replace(cfg.attention, density=136 / 256)  # as validation resolves it
+    cfg = dataclasses.replace(cfg, attention=resolved)
+    m = compute_metrics(cfg, _ranks(1.0, "NVIDIA H200", 705.0))
+    fam = family(cfg.model)
+    assert executed_tflops_floor(cfg, m) * 1e12 == pytest.approx(
+        fam.hardware_flops(cfg.model, m["tokens_per_step"], 128 / 256, "none")
+    )
+    assert executed_tflops_floor(cfg, m) * 1e12 > fam.hardware_flops(
+        cfg.model, m["tokens_per_step"], 0.5 * 136 / 256, "none"
+    )
+
+
+def test_an_fp8_run_without_a_measured_rate_is_bounded_by_the_fp8_peak(hydra_compose) -> None:
+    """With no GEMM rate measured the bound was the datasheet peak that MFU takes, bf16's for an fp8
+    run (989 on an H100): an fp8 run at 1.2x it, 60% of the fp8 peak (1,979), read as impossible."""
+    cfg = hydra_compose("model=gpt-tiny device=cuda precision=fp8".split())
+    flops = compute_metrics(cfg, _ranks(1.0, "NVIDIA H100 80GB HBM3", None))["hardware_flops_per_iteration"]
+    fp8 = compute_metrics(cfg, _ranks(flops / 1.2 / 989e12, "NVIDIA H100 80GB HBM3", None))
+    assert (fp8["peak_tflops"], fp8["peak_tflops_fp8"]) == (
+        pytest.approx(989, rel=0.01),
+        pytest.approx(1979, rel=0.01),
+    )
+    assert sanity_problem(cfg, fp8, "cuda") is None
+    too_fast = compute_metrics(cfg, _ranks(flops / 2.5 / 989e12, "NVIDIA H100 80GB HBM3", None))
+    assert "the fp8 datasheet peak" in sanity_problem(cfg, too_fast, "cuda")

@@ -380,3 +380,76 @@ def test_a_group_given_no_option_name_is_refused_in_one_line(hydra_compose, grou
         assert hydra_compose([example]) is not None
     for fine in options[:2]:
         assert group_choice_problem([f"{plus}{group}={fine}"]) is None
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["precision=glob(*)"],
+        ["precision=glob(fp*,exclude=fp8*)"],
+        ["+sweep=blocksparse-2k", "attention=glob(block*)"],
+        ["steps.measure=interval(1,3)"],
+        ["model.n_layer=glob(*)"],
+        ["backend=glob(fsdp)", "backend.reshard_after_forward=false"],
+    ],
+)
+def test_glob_and_interval_sweeps_pass_the_refusals_before_hydra(overrides) -> None:
+    """Valid sweeps of Hydra's ``glob()`` and a sampler's ``interval()``: ``preset_option_keys`` raised
+    Hydra's "ConfigLoader is not set" (a traceback, exit 1) as it listed their values."""
+    for check in (group_choice_problem, preset_option_keys, type_problem):
+        assert check(overrides) is None, check
+
+
+def test_a_glob_of_options_is_checked_as_the_options_it_matches() -> None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.overrides import listed_values
+
+    glob = OverridesParser.create().parse_override("precision=glob(fp*,exclude=fp8*)")
+    assert listed_values(glob) == ["fp16", "fp32"]
+    assert listed_values(OverridesParser.create().parse_override("steps.measure=interval(1,3)")) is None
+    line = _one_line(preset_option_keys(["+sweep=blocksparse-2k", "attention=glob(sdpa-f*)"]))
+    assert "attention=sdpa-flash:" in line and "attention.block_size" in line
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        (
+            "space.micro_batches=[1.5]",
+            "space.micro_batches=[1.5]: 1.5 is not a whole number. Fix: list whole numbers, e.g.",
+        ),
+        ("space.micro_batches=[2,a]", "space.micro_batches=[2,a]: 'a' is not a whole number."),
+        ("space.micro_batches=[null]", "space.micro_batches=[null]: null is not a whole number."),
+        (
+            "space.layouts=[dp,null]",
+            "space.layouts=[dp,null]: null is not a text value. Fix: list text values",
+        ),
+    ],
+)
+def test_a_typed_lists_element_of_another_type_is_one_line(override: str, words: str) -> None:
+    """Hydra refused these in five lines ("Value 'a' of type 'str' could not be converted to Integer",
+    ``full_key``, ``reference_type``) and no fix."""
+    assert words in _one_line(type_problem([override, "hydra/sweeper=tune"]))
+    assert type_problem(["space.micro_batches=[1,2]", "space.layouts=[dp,tp2]"]) is None
+
+
+def test_space_keys_that_nothing_reads_are_one_line() -> None:
+    """``plan=true 'space.layouts=[dp,tp2]'`` without ``plan_clusters`` planned the command's own job
+    (``backend=single``, refused on 2 ranks) as if the space were not there; a run or a basic sweep ignored
+    it too. The tuner, ``plan_clusters`` and a ``+sweep=`` file (which may pick either) read it."""
+    from flopsweep.overrides import unread_space_problem
+
+    line = _one_line(unread_space_problem(["plan=true", "space.layouts=[dp,tp2]"]))
+    assert "space.layouts=[dp,tp2]:" in line and "Fix: add plan_clusters=[H100:8]" in line
+    assert "-m hydra/sweeper=tune" in _one_line(
+        unread_space_problem(["-m", "space.top=3", "plan_clusters=null"])
+    )
+    for read in (
+        ["-m", "hydra/sweeper=tune", "space.layouts=[dp]"],
+        ["plan=true", "plan_clusters=[H100:8]", "space.layouts=[dp]"],
+        ["-m", "+sweep=tuning", "space.layouts=[dp]"],
+        ["--config-name", "mine", "space.layouts=[dp]"],
+        ["~space.top", "model=gpt-tiny"],
+    ):
+        assert unread_space_problem(read) is None, read

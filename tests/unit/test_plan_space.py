@@ -381,3 +381,14 @@ def test_a_layout_that_is_no_set_up_on_the_ranks_says_why_and_what_they_take() -
     assert nothing_line(["refused: x"], who="tune", headline="h", fix="widen it").endswith(
         "refused: x. Fix: widen it"
     )
+
+
+def test_a_value_listed_twice_is_one_set_up_and_each_column_is_once(hydra_compose) -> None:
+    """``space.layouts=[dp,dp] space.micro_batches=[1,1]`` gave 4 equal rows (and the tuner 4 equal
+    jobs); ``plan.csv`` had ``layout`` twice in its header."""
+    from flopsweep.plan_assess import COLUMNS
+
+    cfg = hydra_compose(["space.layouts=[dp,dp]", "space.micro_batches=[1,1]", "space.backends=[fsdp,fsdp]"])
+    space = ps.Space.from_config(cfg.space)
+    assert (space.layouts, space.micro_batches, space.backends) == (("dp",), (1,), ("fsdp",))
+    assert len(COLUMNS) == len(set(COLUMNS)) and "layout" in COLUMNS
