@@ -122,6 +122,11 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         except Exception:  # noqa: BLE001 - Hydra reports its own syntax errors
             continue
         group = o.key_or_group
+        if not group.strip("/"):  # ``=3``: the conf folder itself passed for a group, every option listed
+            return (
+                f"Invalid config: {text}: an override names its key before '='. "
+                "Fix: write KEY=VALUE, e.g. steps.measure=3."
+            )
         if o.is_delete() or not (group.startswith("hydra/") or os.path.isdir(os.path.join(conf, group))):
             continue
         value = o.value()

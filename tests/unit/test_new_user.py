@@ -453,3 +453,14 @@ def test_space_keys_that_nothing_reads_are_one_line() -> None:
         ["~space.top", "model=gpt-tiny"],
     ):
         assert unread_space_problem(read) is None, read
+
+
+@pytest.mark.parametrize("override", ["=3", "=fsdp", "+=3"])
+def test_an_override_without_a_key_is_one_line(override: str) -> None:
+    """``=3`` was read as the group of ``conf/`` itself: "3 is no option of  (a config group ...)" and
+    all 55 options of every group."""
+    line = _one_line(group_choice_problem([override]))
+    assert (
+        line.startswith(f"Invalid config: {override}: an override names its key")
+        and "steps.measure=3" in line
+    )
