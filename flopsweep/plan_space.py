@@ -248,8 +248,26 @@ def nothing_line(reasons: Sequence[str], *, who: str, headline: str, fix: str) -
         return f"{who}: no set-up to rank (the space gives none). Fix: {fix}"
     reason, count = counts.most_common(1)[0]
     tail = "" if "Fix: " in reason else f". Fix: {fix}"
+    refused = re.match(r"refused: ([\w.]+)=", reason)
+    space_key = next((k for p, k in SPACE_KEY_OF if refused and refused.group(1).startswith(p)), None)
+    if (
+        space_key and tail == ""
+    ):  # the rule's fix names a key the set-ups set, which space.* refuses beside it
+        tail = f" (with space.*, {refused.group(1)} comes from {space_key}: change that list instead)"
     n = len(reasons)
     return f"{who}: {headline}: all {n} dropped; the commonest reason ({count} of {n}): {reason}{tail}"
+
+
+SPACE_KEY_OF = (
+    ("parallel.", "space.layouts"),
+    ("batch.micro_batch_size", "space.micro_batches"),
+    ("batch.grad_accum", "space.micro_batches"),
+    ("backend", "space.backends"),
+    ("activation_checkpointing", "space.checkpointing"),
+    ("precision", "space.precisions"),
+)
+"""The ``space.*`` list behind each key a set-up sets (by prefix): where a rule's fix must be made
+under the tuner or ``plan_clusters``."""
 
 
 @dataclass(kw_only=True)

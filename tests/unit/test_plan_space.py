@@ -337,7 +337,11 @@ def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
     assert line.startswith(
         "plan: no set-up fits and is predicted: all 4 dropped; the commonest reason (3 of 4)"
     )
-    assert line.endswith("refused: parallel.tp=2: tp needs fsdp. Fix: set tp=1") and line.count("Fix:") == 1
+    assert line.endswith(
+        "refused: parallel.tp=2: tp needs fsdp. Fix: set tp=1 "
+        "(with space.*, parallel.tp comes from space.layouts: change that list instead)"
+    )
+    assert line.count("Fix:") == 1
     assert nothing_line(rows[3:]).endswith(
         "Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
     )
@@ -392,3 +396,17 @@ def test_a_value_listed_twice_is_one_set_up_and_each_column_is_once(hydra_compos
     space = ps.Space.from_config(cfg.space)
     assert (space.layouts, space.micro_batches, space.backends) == (("dp",), (1,), ("fsdp",))
     assert len(COLUMNS) == len(set(COLUMNS)) and "layout" in COLUMNS
+
+
+def test_a_rules_fix_of_a_key_the_space_sets_points_at_its_list() -> None:
+    """``hydra/sweeper=tune 'space.layouts=[ep2]'`` (a dense model) ended "Fix: set parallel.ep=1",
+    which the tuner refuses beside space.*; the line now names the list that sets it."""
+    ep = "refused: parallel.ep=2: needs a mixture-of-experts model. Fix: set parallel.ep=1, or pick an MoE"
+    line = ps.nothing_line([ep], who="flopsweep: tune", headline="no set-up to measure", fix="unused")
+    assert line.endswith("(with space.*, parallel.ep comes from space.layouts: change that list instead)")
+    pp = "refused: batch.micro_batch_size=1: odd. Fix: set batch.micro_batch_size=2"
+    assert "comes from space.micro_batches" in ps.nothing_line([pp], who="w", headline="h", fix="unused")
+    other = ps.nothing_line(
+        ["refused: model.n_layer=3: no. Fix: set model.n_layer=4"], who="w", headline="h", fix="f"
+    )
+    assert "space." not in other and other.endswith("Fix: set model.n_layer=4")
