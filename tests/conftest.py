@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 from pathlib import Path
 
@@ -17,6 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 
 
+_COMPOSED: dict[tuple[str, ...], DictConfig] = {}
+"""The composed configs by their overrides, for the session: the unit tier composed about 1,000 times,
+100 of them repeats, at about 0.1 s each (Hydra re-reads and merges ``conf/`` on every compose);
+``conf/`` and the config store do not change while the tests run. Only the ``RunConfig`` path uses it
+(``OmegaConf.to_object`` builds a fresh object and resolves its interpolations on every call)."""
+
+
 class Composer:
     """Hydra's compose API on ``conf/``, as ``run.py`` composes: the overrides pass through
     ``normalize_overrides`` first (``activation_checkpointing=true``/``false`` -> ``full``/``none``).
@@ -26,7 +34,10 @@ class Composer:
     """
 
     def __call__(self, overrides: list[str]) -> RunConfig:
-        return OmegaConf.to_object(self.config(overrides))
+        key = tuple(overrides)
+        if key not in _COMPOSED:  # a failed compose raises each time and is not kept
+            _COMPOSED[key] = self.config(overrides)
+        return OmegaConf.to_object(_COMPOSED[key])  # a new RunConfig each call, resolved now
 
     def config(self, overrides: list[str], *, hydra: bool = False) -> DictConfig:
         return compose(
@@ -62,6 +73,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if not any(item.get_closest_marker(m) for m in off)]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move what collection built (torch, transformers, Hydra, pandas and matplotlib imported, every
+    test module and its parameters: about 350,000 objects) out of the cyclic garbage collector's view
+    (``gc.freeze``): each full collection then walks only what the tests make. It halved the unit
+    tier's time in the collector (23.8 s to 12.9 s over its first 1,002 tests, 2026-12-04)."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.hookimpl(hookwrapper=True)

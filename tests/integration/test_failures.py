@@ -7,7 +7,6 @@ the CPU and faults injected with the test-only ``fault`` config.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import signal
@@ -433,57 +432,6 @@ def _has_gpu() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-# One subprocess case per exit path (the whole matrix runs in-process above).
-EXIT_PATHS = [
-    next(case for case in BAD_INPUTS if case[2] == where)
-    for where in ("compose", "invalid", "option", "refused")
-]
-
-
-EXIT_IDS = [" ".join(overrides) for overrides, _, _ in EXIT_PATHS]
-
-
-@pytest.fixture(scope="module")
-def bad_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
-    """One bad input per exit path through ``python run.py``, two at a time."""
-    base = tmp_path_factory.mktemp("bad")
-
-    def one(i: int) -> tuple[subprocess.CompletedProcess, Path]:
-        overrides, _, _ = EXIT_PATHS[i]
-        run_dir = base / str(i)
-        return run_py(*_cpu_device(overrides), f"hydra.run.dir={run_dir}", timeout=120), run_dir
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(one, range(len(EXIT_PATHS))))
-    return dict(zip(EXIT_IDS, results, strict=True))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("overrides", "key", "where"), EXIT_PATHS, ids=EXIT_IDS)
-def test_bad_input_exits_nonzero_naming_the_key(bad_runs, overrides: list[str], key: str, where: str) -> None:
-    if "device=cuda" in overrides and _has_gpu():
-        pytest.skip("needs a machine without a GPU")
-    proc, run_dir = bad_runs[" ".join(overrides)]
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == {"compose": 1, "invalid": 2, "option": 2, "refused": 2}[where], output[-2000:]
-    assert "Traceback" not in output
-    assert "launching" not in output and "[flopsweep rank" not in output  # no worker started
-    assert key in proc.stderr
-    if where == "invalid":
-        message = proc.stderr.strip().splitlines()[-1]
-        assert message.startswith("flopsweep: invalid: Invalid config: ") and key in message
-        assert "Fix:" in message
-        r = record(run_dir)
-        assert r["status"] == "invalid" and r["error"]["phase"] == "config"
-    else:  # refused before Hydra composes: no record, one line naming the option it belongs to
-        assert not (run_dir / "metrics.json").exists()
-        if where == "option":
-            assert "belongs to" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-        if where == "refused":
-            assert proc.stderr.startswith(f"flopsweep: Invalid config: {key}=") and "Fix:" in proc.stderr
-            assert len(proc.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow

@@ -132,29 +132,6 @@ def test_two_device_jobs_on_three_slots_run_one_at_a_time_and_one_device_jobs_fi
     assert "job 2 started on device 2 (2 running, 2 waiting)" in proc.stdout
 
 
-def test_a_job_bigger_than_the_pool_and_a_cpu_pool_without_slots_are_refused_before_any_job(
-    tmp_path: Path,
-) -> None:
-    sweep = tmp_path / "sweep"
-    proc = run_sweep(
-        sweep, "hydra/launcher=pool", "hydra.launcher.slots=[0,1]", *TINY, "backend=ddp", "nproc_per_node=1,4"
-    )
-    assert proc.returncode == 1
-    line = proc.stderr.strip().splitlines()[-1]
-    assert "a job of this sweep needs 4 devices (nproc_per_node=4); the pool has 2 (0,1). Fix:" in line, (
-        proc.stderr[-2000:]
-    )
-    assert "Traceback" not in proc.stderr and not sweep.exists()  # refused before the sweep began
-    assert "pool: job" not in proc.stdout  # nothing started
-
-    proc = run_sweep(tmp_path / "other", "hydra/launcher=pool", *TINY, "seed=0,1")
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "hydra.launcher.slots=None: no GPU was found to pool (device=cpu)" in proc.stderr, proc.stderr[
-        -2000:
-    ]
-    assert records(tmp_path / "other") == []
-
-
 @pytest.mark.slow
 def test_fail_fast_stops_a_pool_sweep_after_the_failed_job(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"

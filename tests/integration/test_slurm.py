@@ -37,28 +37,6 @@ CPU_JOB = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("overrides", "key"),
-    [
-        (["hydra.launcher.tasks_per_node=3"], "hydra.launcher.tasks_per_node"),
-        (["hydra.launcher.nodes=2"], "hydra.launcher.nodes"),
-        (["hydra.launcher.gpus_per_node=2"], "hydra.launcher.gpus_per_node"),
-        (["nproc_per_node=auto"], "nproc_per_node"),
-        (["nproc_per_node=1,2"], "nproc_per_node"),
-    ],
-)
-def test_contradicting_launcher_fails_before_submission(
-    tmp_path: Path, overrides: list[str], key: str
-) -> None:
-    """No cluster needed: the launcher plugin refuses before it calls sbatch."""
-    proc = run_py("-m", *CPU_JOB, *overrides, f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=120)
-    assert proc.returncode == 1
-    (message,) = proc.stderr.strip().splitlines()  # one line, no Hydra hint, no stack trace
-    assert message.startswith(f"Invalid config: {key}=") and "Fix: set " in message, proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert not (tmp_path / "sweep").exists()  # nothing submitted, not even the sweep directory
-
-
 @pytest.mark.slow
 def test_no_controller_is_one_line(tmp_path: Path) -> None:
     """No cluster needed: a slurm.conf whose controller port is closed (or no Slurm client at all)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import _posixsubprocess
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 
@@ -103,3 +104,24 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
     """Guard the tear-down of ``item``'s fixtures."""
     return (yield from _guarded(item))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_intra_op_thread() -> Iterator[None]:
+    """torch on one intra-op thread for each unit module (the count before is restored after it).
+
+    The unit tier's models are tiny: a second OpenMP thread buys nothing, and on a shared 2-core
+    machine it waits for a core at every parallel region. The torch-heavy unit files (test_llama,
+    test_hf, test_chunked_loss, test_optim_in_backward, test_attention, test_llama_backends) took
+    80-127 s on two threads and 20 s on one at load 1.7-3.6 (2026-12-04). A run's own thread count is
+    checked where runs start, in ``tests/integration/`` (``system.cpu_threads``)."""
+    torch = sys.modules.get("torch")  # imported by the modules that use it; none is imported here
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -11,6 +11,7 @@ checkpointing policy's wrap of its blocks), and the recompute mode comes from th
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import pytest
 import torch
@@ -29,8 +30,11 @@ from flopsweep.options import EveryNConfig
 SHAPES = {
     "gpt-tiny": GPT2Config(),
     "gpt-125m@512": GPT2Config(n_layer=12, n_embd=768, n_head=12, seq_len=512, vocab_size=50304),
-    "gpt-1.3b": GPT2Config(n_layer=24, n_embd=2048, n_head=16, seq_len=2048, vocab_size=50304),
+    "gpt-1.3b": GPT2Config(n_layer=4, n_embd=2048, n_head=16, seq_len=2048, vocab_size=50304),
 }
+"""gpt-1.3b at 4 of its 24 layers: its width, heads, sequence and vocabulary, whose terms the formulas
+scale; every figure is linear in the layer count (a block's FLOPs times ``n_layer``, plus the LM head),
+and on meta each block costs the counter's dispatch (about 40 ms), not arithmetic."""
 BATCH = 2
 
 
@@ -50,8 +54,12 @@ def _run(cfg: GPT2Config, attention: AttentionConfig, checkpointing: str) -> Run
     )
 
 
-def _counted(cfg: GPT2Config, attention: AttentionConfig, checkpointing: str, early_stop: bool = True) -> int:
-    """FLOPs of one forward and backward of the model a run builds (on meta), under the policy."""
+@functools.cache
+def _counted(shape: str, kind: str, checkpointing: str, early_stop: bool = True) -> int:
+    """FLOPs of one forward and backward of the model a run builds (on meta), under the policy; each
+    count is made once per session (the tests below ask for several twice)."""
+    cfg = SHAPES[shape]
+    attention = _attention(kind, cfg.seq_len)
     model = build_model(_run(cfg, attention, checkpointing), torch.device("meta"))
     with torch.device("meta"):
         tokens = torch.randint(0, cfg.vocab_size, (BATCH, cfg.seq_len + 1))
@@ -70,7 +78,7 @@ def test_hardware_flops_match_the_counter(shape: str, kind: str, checkpointing: 
     cfg = SHAPES[shape]
     attention = _attention(kind, cfg.seq_len)
     tokens = BATCH * cfg.seq_len
-    counted = _counted(cfg, attention, checkpointing)
+    counted = _counted(shape, kind, checkpointing)
     mode = recompute_mode(_run(cfg, attention, checkpointing))  # eager blocks: none or early_stop
     assert mode == {"none": "none", "full": "early_stop"}[checkpointing]
     hw = hardware_flops(cfg, tokens, executed_density(attention, cfg.seq_len), mode)
@@ -79,7 +87,7 @@ def test_hardware_flops_match_the_counter(shape: str, kind: str, checkpointing: 
     if (
         kind != "blocksparse-local"
     ):  # gather pads each block row to the longest: more runs than the layout needs
-        no_recompute = _counted(cfg, attention, "none")
+        no_recompute = _counted(shape, kind, "none")
         assert model == pytest.approx(no_recompute, rel=0.005)
     assert model <= counted * 1.005  # model FLOPs never credit more than ran
 
@@ -90,7 +98,7 @@ def test_full_recompute_when_early_stop_is_off(shape: str) -> None:
     blocks, is what runs with early stop off."""
     cfg = SHAPES[shape]
     attention = _attention("sdpa", cfg.seq_len)
-    counted = _counted(cfg, attention, "full", early_stop=False)
+    counted = _counted(shape, "sdpa", "full", early_stop=False)
     compiled = dataclasses.replace(_run(cfg, attention, "full"), compile=True)
     assert recompute_mode(compiled) == "full"
     assert hardware_flops(cfg, BATCH * cfg.seq_len, 1.0, "full") == pytest.approx(counted, rel=0.005)
@@ -104,9 +112,8 @@ def test_gpt_tiny_default_run_model_flops() -> None:
 def test_early_stop_skips_the_mlp_out_projection() -> None:
     """What non-reentrant checkpoint's early stop leaves out: 2 x 4h^2 per token and layer."""
     cfg = SHAPES["gpt-1.3b"]
-    attention = _attention("sdpa", cfg.seq_len)
-    full = _counted(cfg, attention, "full", early_stop=False)
-    early = _counted(cfg, attention, "full", early_stop=True)
+    full = _counted("gpt-1.3b", "sdpa", "full", early_stop=False)
+    early = _counted("gpt-1.3b", "sdpa", "full", early_stop=True)
     assert full - early == 2 * 4 * cfg.n_embd**2 * BATCH * cfg.seq_len * cfg.n_layer
 
 

@@ -1,0 +1,259 @@
+"""Every command line that ``python run.py`` must refuse before any worker starts: one table,
+:data:`REFUSALS`, one slow test that runs each row as a user types it (torchtitan's
+``OverrideDefinitions`` style).
+
+A row is a :class:`Refusal`: the overrides, the exit status, what stderr says, and the record (or
+none) it leaves. The rows run two at a time in one module fixture (a start of ``run.py`` is mostly
+the interpreter importing Hydra, one core each), each into a directory of its own; each row's test
+waits for its own run. A new refusal is a new row; a command line that needs files or a second run
+first (a planted config, a held lock, a run to resume) stays a test of its own.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import records, run_py
+
+from integration.test_slurm import CPU_JOB
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """One ``python run.py`` that must be refused before any worker starts.
+
+    Attributes:
+        args: the overrides (the run or sweep directory is added).
+        sweep: run with ``-m`` into ``hydra.sweep.dir`` (else ``hydra.run.dir``).
+        status: the exit status: 1 (Hydra's composition, a launcher, the pool) or 2 (flopsweep's
+            validation, the checks before Hydra starts).
+        stderr_has: each must be in stderr.
+        last_line_has: each must be in stderr's last line.
+        line_starts: the one stderr line with ``Invalid config`` starts with this.
+        every_line_has: every stderr line holds this (the refusal is all there is).
+        lines: stderr has exactly this many lines (None: any number).
+        record: ``invalid``: one ``invalid`` record of phase ``config``, every metric null;
+            None: no ``metrics.json``, and no run or sweep directory unless ``dir_made``.
+        dir_made: with ``record=None``, the run or sweep directory may exist (empty of records).
+    """
+
+    args: tuple[str, ...]
+    sweep: bool = False
+    status: int = 2
+    stderr_has: tuple[str, ...] = ()
+    last_line_has: tuple[str, ...] = ()
+    line_starts: str | None = None
+    every_line_has: str | None = None
+    lines: int | None = None
+    record: str | None = "invalid"
+    dir_made: bool = False
+
+
+def _invalid(args: tuple[str, ...], key: str) -> Refusal:
+    return Refusal(args=args, last_line_has=(key, "Fix:"))
+
+
+def _typo(override: str) -> Refusal:
+    return Refusal(
+        args=(override,), status=1, stderr_has=(override.split("=")[0].split(".")[-1],), record=None
+    )
+
+
+def _launcher(override: str) -> Refusal:
+    """``hydra/launcher=slurm`` with a request that contradicts the job: the launcher plugin refuses
+    in one line before it calls sbatch (no cluster needed), and makes no sweep directory."""
+    key = override.split("=")[0]
+    return Refusal(
+        args=(*CPU_JOB, override),
+        sweep=True,
+        status=1,
+        line_starts=f"Invalid config: {key}=",
+        stderr_has=("Fix: set ",),
+        lines=1,
+        record=None,
+    )
+
+
+POOL = ("hydra/launcher=pool", "device=cpu", "model=gpt-tiny", "steps.warmup=1", "steps.measure=1")
+
+
+REFUSALS = {
+    # validation: one paragraph, exit 2, an invalid record, no worker
+    "n_embd": _invalid(("model.n_embd=130",), "model.n_embd"),
+    # offload: 70B's 16 bytes per parameter (1.1 TB) on the host of two CPU ranks
+    "offload_exceeds_host": _invalid(
+        ("device=cpu", "nproc_per_node=2", "backend=fsdp", "backend.cpu_offload=true", "model=llama3.1-70b"),
+        "backend.cpu_offload",
+    ),
+    # the free host memory (at launch, by plan=true's estimate): gpt-tiny's ~3.8 TiB of activations per rank
+    "over_free_host_memory": Refusal(
+        args=(
+            "device=cpu",
+            "nproc_per_node=2",
+            "backend=fsdp",
+            "batch.micro_batch_size=65536",
+            "model.seq_len=8192",
+        ),
+        last_line_has=("model='gpt-tiny'", "2 ranks need about", "GiB is free now", "Fix:", "device=cuda"),
+    ),
+    "nvme_without_path": _invalid(("backend=zero3", "backend.offload_optimizer=nvme"), "backend.nvme_path"),
+    "path_without_nvme": _invalid(("backend=zero3", "backend.nvme_path=/tmp"), "backend.nvme_path"),
+    "memory_budget_eager": _invalid(("activation_checkpointing=memory_budget",), "activation_checkpointing"),
+    "zero_stage": _invalid(("backend=deepspeed", "backend.zero_stage=4"), "backend.zero_stage"),
+    "micro_batch_0": _invalid(("batch.micro_batch_size=0",), "batch.micro_batch_size"),
+    "single_2_ranks": _invalid(("backend=single", "nproc_per_node=2"), "backend"),
+    "cuda": _invalid(("device=cuda",), "device"),
+    "fp16_cpu": _invalid(("precision=fp16", "device=cpu"), "precision"),
+    "nproc_two": _invalid(("nproc_per_node=two",), "nproc_per_node"),
+    # layouts (issue 23): a layout on a data-parallel backend; TP that does not split the KV heads
+    "tp_on_ddp": _invalid(("backend=ddp", "device=cpu", "nproc_per_node=2", "parallel.tp=2"), "parallel.tp"),
+    "tp_kv_heads": _invalid(
+        ("model=llama-tiny", "backend=fsdp", "device=cpu", "nproc_per_node=4", "parallel.tp=4"), "parallel.tp"
+    ),
+    # optim.in_backward: a global-norm clip needs every gradient at once; DDP steps after its buckets
+    "in_backward_clip": _invalid(("device=cpu", "optim.in_backward=true"), "optim.grad_clip"),
+    "in_backward_ddp": _invalid(
+        ("device=cpu", "backend=ddp", "nproc_per_node=2", "optim.in_backward=true", "optim.grad_clip=0"),
+        "optim.in_backward",
+    ),
+    "zero2-stage3": Refusal(
+        args=("backend=zero2", "backend.zero_stage=3", "device=cpu"),
+        line_starts="flopsweep: invalid: Invalid config: backend.zero_stage=3: contradicts backend=zero2, "
+        "which is ZeRO stage 2.",
+    ),
+    # composition: Hydra refuses a wrong type or an unknown key or option (exit 1), no record
+    "typo_type": _typo("batch.micro_batch_size=abc"),
+    "typo_key": _typo("model.n_layers=3"),
+    "typo_option": _typo("backend=zero9"),
+    # before Hydra composes (exit 2, one line, no record, no directory); the in-process matrix of these
+    # classes is BAD_INPUTS (tests/unit/test_failures.py)
+    "key_of_another_option": Refusal(
+        args=("backend.zero_stage=2", "device=cpu"),  # a key of backend=deepspeed only
+        every_line_has="belongs to",
+        stderr_has=("backend.zero_stage",),
+        lines=1,
+        record=None,
+    ),
+    "unset_env_interpolation": Refusal(
+        args=("tag=${oc.env:FLOPSWEEP_SURELY_UNSET_VAR}", "device=cpu"),
+        line_starts="flopsweep: Invalid config: tag=",
+        stderr_has=("Fix:",),
+        lines=1,
+        record=None,
+    ),
+    "group_null": Refusal(  # Hydra's ValueError traceback before issue 40
+        args=("backend=null", "plan=true"), line_starts="flopsweep: Invalid config: ", lines=1, record=None
+    ),
+    "option_key_null": Refusal(  # a key of the option picked (model=gpt-tiny's schema): Hydra's was five lines
+        args=("model.name=null", "plan=true"), line_starts="flopsweep: Invalid config: ", lines=1, record=None
+    ),
+    "sweep_preset_and_option": Refusal(  # +sweep=blocksparse-2k sets attention's knobs
+        args=("+sweep=blocksparse-2k", "attention=sdpa", "plan=true"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: ",
+        lines=1,
+        record=None,
+    ),
+    "sort_range": Refusal(
+        args=("seed=sort(range(0,3))",), sweep=True, stderr_has=("seed=0,1,2",), record=None
+    ),
+    "bad_objective": Refusal(
+        args=("objective=model_tflops_per_device,nope",),
+        sweep=True,
+        every_line_has="objective='nope'",
+        record=None,
+    ),
+    "repeats_with_optuna": Refusal(
+        args=("repeats=2", "hydra/sweeper=optuna_objective", "device=cpu"),
+        sweep=True,
+        every_line_has="repeats=2: the rounds come from flopsweep's basic sweeper",
+        record=None,
+    ),
+    # launchers: refused before the first submission or job (exit 1)
+    "slurm_tasks_per_node": _launcher("hydra.launcher.tasks_per_node=3"),
+    "slurm_nodes": _launcher("hydra.launcher.nodes=2"),
+    "slurm_gpus_per_node": _launcher("hydra.launcher.gpus_per_node=2"),
+    "slurm_nproc_auto": _launcher("nproc_per_node=auto"),
+    "slurm_nproc_list": _launcher("nproc_per_node=1,2"),
+    "pool_job_bigger_than_pool": Refusal(
+        args=(*POOL, "hydra.launcher.slots=[0,1]", "backend=ddp", "nproc_per_node=1,4"),
+        sweep=True,
+        status=1,
+        last_line_has=("a job of this sweep needs 4 devices (nproc_per_node=4); the pool has 2 (0,1). Fix:",),
+        record=None,
+    ),
+    "pool_cpu_without_slots": Refusal(
+        args=(*POOL, "seed=0,1"),
+        sweep=True,
+        status=1,
+        stderr_has=("hydra.launcher.slots=None: no GPU was found to pool (device=cpu)",),
+        record=None,
+    ),
+}
+"""The refusals of ``python run.py``, by name (the test id). A new refusal is a new row."""
+
+
+def _run(case: Refusal, where: Path) -> subprocess.CompletedProcess:
+    directory = f"hydra.sweep.dir={where}" if case.sweep else f"hydra.run.dir={where}"
+    return run_py(*(("-m",) if case.sweep else ()), *case.args, directory, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def refused(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, tuple[concurrent.futures.Future, Path]]]:
+    """The selected rows' runs, two at a time, started when the first row's test asks: ``{name: (a
+    future of its CompletedProcess, its run or sweep directory)}``, each row's directory ``out`` in
+    a folder of its own."""
+    names = [
+        item.callspec.params["name"]
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec") and "name" in item.callspec.params
+    ]
+    base = tmp_path_factory.mktemp("refusals")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {
+            name: (pool.submit(_run, REFUSALS[name], base / name / "out"), base / name / "out")
+            for name in names
+        }
+        yield runs
+        for future, _ in runs.values():
+            future.cancel()  # after a -x stop: rows not yet started never start
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_run_py_refuses_before_any_worker(refused, name: str) -> None:
+    """Each refusal through ``python run.py`` as a user types it: its exit status and message, no
+    traceback, no worker or job launched, and the record (or none) it leaves."""
+    case = REFUSALS[name]
+    future, where = refused[name]
+    proc = future.result()
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == case.status, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in output
+    assert (
+        "launching" not in output and "[flopsweep rank" not in proc.stdout and "pool: job" not in proc.stdout
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert all(text in proc.stderr for text in case.stderr_has), proc.stderr[-2000:]
+    assert all(text in lines[-1] for text in case.last_line_has), lines[-1]
+    if case.lines is not None:
+        assert len(lines) == case.lines, proc.stderr[-2000:]
+    if case.line_starts is not None:
+        [line] = [x for x in lines if "Invalid config" in x]
+        assert line.startswith(case.line_starts), line
+    if case.every_line_has is not None:
+        assert lines and all(case.every_line_has in line for line in lines), lines
+    if case.record is None:
+        assert not list(where.parent.rglob("metrics.json"))
+        assert case.dir_made or not where.exists(), sorted(where.rglob("*"))
+    else:
+        [record] = records(where)
+        assert record["status"] == case.record and record["error"]["phase"] == "config"
+        assert all(v is None for v in record["metrics"].values())
