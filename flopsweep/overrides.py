@@ -335,6 +335,8 @@ def _value_problem(key: str, value: object, node: object, option: str) -> str | 
     head = f"Invalid config: {key}={shown}:"
     optional = node._is_optional()  # type: ignore[attr-defined]
     if isinstance(node, DictConfig):
+        if isinstance(value, dict):  # fault={kind:oom,rank:1}: Hydra merges a mapping into the section
+            return None
         first = next(iter(node), "KEY")
         example = node[first] if first in node and not OmegaConf.is_config(node[first]) else "..."
         example = str(example).lower() if isinstance(example, bool) else example

@@ -64,6 +64,19 @@ def _typo(override: str) -> Refusal:
     )
 
 
+def _refused(override: str, words: str) -> Refusal:
+    """A wrong value flopsweep answers before Hydra starts (``overrides.type_problem``,
+    ``option_problem``): one line, exit 2."""
+    return Refusal(
+        args=(override,),
+        status=2,
+        stderr_has=(words,),
+        line_starts="flopsweep: Invalid config: ",
+        lines=1,
+        record=None,
+    )
+
+
 def _launcher(override: str) -> Refusal:
     """``hydra/launcher=slurm`` with a request that contradicts the job: the launcher plugin refuses
     in one line before it calls sbatch (no cluster needed), and makes no sweep directory."""
@@ -127,9 +140,9 @@ REFUSALS = {
         "which is ZeRO stage 2.",
     ),
     # composition: Hydra refuses a wrong type or an unknown key or option (exit 1), no record
-    "typo_type": _typo("batch.micro_batch_size=abc"),
+    "typo_type": _refused("batch.micro_batch_size=abc", "is not a whole number. Fix: "),  # was Hydra's
     "typo_key": _typo("model.n_layers=3"),
-    "typo_option": _typo("backend=zero9"),
+    "typo_option": _refused("backend=zero9", "zero9 is no option of backend"),  # was Hydra's option list
     # before Hydra composes (exit 2, one line, no record, no directory); the in-process matrix of these
     # classes is BAD_INPUTS (tests/unit/test_failures.py)
     "key_of_another_option": Refusal(
@@ -149,7 +162,7 @@ REFUSALS = {
     "group_null": Refusal(  # Hydra's ValueError traceback before issue 40
         args=("backend=null", "plan=true"), line_starts="flopsweep: Invalid config: ", lines=1, record=None
     ),
-    "option_key_null": Refusal(  # a key of the option picked (model=gpt-tiny's schema): Hydra's was five lines
+    "option_key_null": Refusal(  # a key of the picked option's schema (model=gpt-tiny): Hydra's was 5 lines
         args=("model.name=null", "plan=true"), line_starts="flopsweep: Invalid config: ", lines=1, record=None
     ),
     "sweep_preset_and_option": Refusal(  # +sweep=blocksparse-2k sets attention's knobs

@@ -342,6 +342,17 @@ def test_a_section_or_a_list_key_given_a_plain_value_is_one_line(override: str, 
     assert _one_line(type_problem([override])).startswith(f"Invalid config: {words}")
 
 
+@pytest.mark.parametrize(
+    "override",
+    ["fault={kind:oom,rank:1,phase:measure}", "parallel={dp_shard:-1}", "steps={warmup:1,measure:2}"],
+)
+def test_a_mapping_for_a_section_is_hydras_merge_not_refused(override: str) -> None:
+    """Hydra merges ``section={key:value}`` into the section (``fault=`` in test_failures, ``parallel=``
+    in the layout sweeps): no one-line refusal, and a sweep of mappings neither."""
+    assert type_problem([override]) is None
+    assert type_problem([f"{override},{override}"]) is None
+
+
 def test_a_group_key_is_checked_against_the_option_picked() -> None:
     """``model.n_layer`` is checked in ``model=gpt-tiny``'s schema (its YAML value is the example);
     a sweep over options checks each; a key the picked option lacks is left to the other refusals."""
