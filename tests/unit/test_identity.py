@@ -196,7 +196,8 @@ def test_setup_key_ignores_rank_count_and_tag_not_backend(hydra_compose):
 def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     """``analysis.load.setup_id`` as it was before :mod:`flopsweep.identity` (at 657cf0d), and the one
     changes since: a ``model=hf`` set-up includes its config.json's hash (identity version 2), and
-    ``parallel.ep`` at 1 and ``loss.chunk_tokens`` at 0 are left out as keys added later."""
+    ``parallel.ep`` at 1, ``loss.chunk_tokens`` at 0 and ``optim.implementation`` at ``auto`` are left
+    out as keys added later."""
     config = record.get("config")
     if not isinstance(config, dict):
         return None
@@ -205,11 +206,18 @@ def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     parallel = kept.get("parallel")
     if isinstance(parallel, dict) and all(parallel.get(k) == v for k, v in identity.PARALLEL_DEFAULT.items()):
         kept.pop("parallel")
-    if kept.get("search") == identity.SEARCH_DEFAULT:
+    search = kept.get("search")
+    if isinstance(search, dict):  # search.grow=seq_len's keys, added later (session 18), at their defaults
+        seq = {k: getattr(ModelSearchConfig(), k) for k in identity.SEQ_SEARCH_KEYS}
+        if all(search.get(k, v) == v for k, v in seq.items()):
+            kept["search"] = search = {k: v for k, v in search.items() if k not in seq}
+    if search == identity.SEARCH_DEFAULT:
         kept.pop("search")
     optim = kept.get("optim")
     if isinstance(optim, dict) and optim.get("in_backward") is False:
-        kept["optim"] = {k: v for k, v in optim.items() if k != "in_backward"}
+        kept["optim"] = optim = {k: v for k, v in optim.items() if k != "in_backward"}
+    if isinstance(optim, dict) and optim.get("implementation") == "auto":  # added later (session 18)
+        kept["optim"] = {k: v for k, v in optim.items() if k != "implementation"}
     if isinstance(parallel, dict) and parallel.get("ep") == 1 and "parallel" in kept:  # added later
         kept["parallel"] = {k: v for k, v in parallel.items() if k != "ep"}
     batch = kept.get("batch")
