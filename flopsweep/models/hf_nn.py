@@ -18,10 +18,11 @@ from flopsweep.models.hf_files import Source, brief, hf_config, source
 from flopsweep.models.layers import next_token_loss
 
 
-def _from_config(src: Source, attn: str, experts: str) -> nn.Module:
+def _from_config(src: Source, attn: str, experts: str, built: Any = None) -> nn.Module:
+    """The ``transformers`` model of ``src`` in fp32; ``built``: its :func:`hf_config`, when read already."""
     from transformers import AutoModelForCausalLM
 
-    cfg = hf_config(src, attn=attn, experts=experts)
+    cfg = built if built is not None else hf_config(src, attn=attn, experts=experts)
     return AutoModelForCausalLM.from_config(cfg, attn_implementation=attn, dtype=torch.float32)
 
 
@@ -67,16 +68,17 @@ def build(cfg: HFConfig, attention: AttentionConfig) -> HFCausalLM:
     device and initialised by ``init_weights``. Each kept layer keeps its index, so its kind (dense or
     MoE, its attention type) is the full model's."""
     src, attn = source(cfg), HF_ATTENTION[attention.name]
-    if 0 < cfg.n_layer < hf_config(src, attn=attn, experts=cfg.experts).num_hidden_layers:
-        device = torch.get_default_device()
-        with torch.device("meta"):
-            model = HFCausalLM(_from_config(src, attn, cfg.experts))
-        del blocks(model)[cfg.n_layer :]
-        model = model.to_empty(device=device)
-        with torch.device(device):
-            model.hf.init_weights()
-        return model
-    return HFCausalLM(_from_config(src, attn, cfg.experts))
+    built = hf_config(src, attn=attn, experts=cfg.experts)
+    if not 0 < cfg.n_layer < built.num_hidden_layers:
+        return HFCausalLM(_from_config(src, attn, cfg.experts, built))
+    device = torch.get_default_device()
+    with torch.device("meta"):
+        model = HFCausalLM(_from_config(src, attn, cfg.experts, built))
+    del blocks(model)[cfg.n_layer :]
+    model = model.to_empty(device=device)
+    with torch.device(device):
+        model.hf.init_weights()
+    return model
 
 
 def kind_sequence(cfg: HFConfig, attention: AttentionConfig) -> list[int]:

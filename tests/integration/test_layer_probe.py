@@ -9,6 +9,16 @@ from pathlib import Path
 import pytest
 from helpers import ok_sweep
 
+GLOO = (
+    "device=cpu",
+    "precision=fp32",
+    "nproc_per_node=2",
+    "backend=fsdp",
+    "steps.warmup=1",
+    "steps.measure=2",
+)
+"""FSDP2 on 2 gloo ranks, fp32, one warm-up and two measured steps."""
+
 
 @pytest.mark.slow
 def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path: Path) -> None:
@@ -16,12 +26,7 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
         tmp_path,
         "model=llama-tiny",
         "model.n_layer=4",
-        "device=cpu",
-        "precision=fp32",
-        "nproc_per_node=2",
-        "backend=fsdp",
-        "steps.warmup=1",
-        "steps.measure=2",
+        *GLOO,
         "predict.layer_probe=false,true",
         "predict.layer_probe_max_spread=1000",  # the loaded CI machine's steps vary; unit/ tests the limit
     )
@@ -51,12 +56,7 @@ def test_an_hf_moe_is_probed_on_its_first_layers(tmp_path: Path) -> None:
         tmp_path / "sweep",
         "model=hf",
         f"model.config={tmp_path / 'moonlight-5.json'}",
-        "device=cpu",
-        "precision=fp32",
-        "nproc_per_node=2",
-        "backend=fsdp",
-        "steps.warmup=1",
-        "steps.measure=2",
+        *GLOO,
         "predict.layer_probe=true",
         "predict.layer_probe_max_spread=1000",  # a loaded CPU's steps vary; unit/ tests the limit
     )
