@@ -308,18 +308,15 @@ def executed_tflops_floor(cfg: RunConfig, metrics: dict[str, Any]) -> float:
     against a measured 705."""
     fam, m = family(cfg.model), cfg.model
     tokens = metrics["tokens_per_step"]
-    density = cfg.attention.density if cfg.attention.density is not None else 1.0
-    executed = executed_density(cfg.attention, m.seq_len) if cfg.attention.density is not None else 1.0
     if isinstance(cfg.attention, BlockSparseConfig):  # its layouts are causal: no block above the diagonal
-        executed, density = (
-            executed_density(cfg.attention, m.seq_len),
-            attention_density(cfg.attention, m.seq_len),
-        )
         diagonal = blocksparse.n_blocks(m.seq_len, cfg.attention.block_size) * cfg.attention.block_size**2
         half_diagonal = 0.5 * diagonal / m.seq_len**2  # the diagonal blocks' upper halves, of s^2
-        executed, density = max(0.0, executed - half_diagonal), max(0.0, density - half_diagonal)
+        executed = max(0.0, executed_density(cfg.attention, m.seq_len) - half_diagonal)
+        density = max(0.0, attention_density(cfg.attention, m.seq_len) - half_diagonal)
     else:
-        executed, density = 0.5 * executed, 0.5 * density
+        given = cfg.attention.density is not None
+        density = 0.5 * (cfg.attention.density if given else 1.0)
+        executed = 0.5 * (executed_density(cfg.attention, m.seq_len) if given else 1.0)
     floor = hardware_flops(cfg, tokens, executed) or fam.model_flops(m, tokens, density)
     world = max(1, len(metrics.get("per_rank") or [None]))
     return flops.tflops_per_device(floor, metrics["iteration_time_s"]["mean"], world)
