@@ -357,7 +357,7 @@ def _validate_predict(cfg: RunConfig) -> None:
         raise ConfigError(
             "predict.layer_probe_max_spread",
             p.layer_probe_max_spread,
-            "must be at least 1 (a copy's slowest timed step over its median)",
+            "must be at least 1 (a copy's second slowest timed step over its median)",
             "set e.g. predict.layer_probe_max_spread=1.5",
         )
 

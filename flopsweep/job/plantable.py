@@ -133,15 +133,19 @@ def plan_table(path: str) -> str:
 
 def plan_invalid_line(path: str) -> str | None:
     """The last line a plan prints (to stderr) when some of its rows are ``invalid``: ``N of M jobs
-    are invalid: see the status column``; None when every row is ``ok``. A plan is a report, so it
+    are invalid: see the status column``, then the first invalid row's reason (its ``note``, which
+    the wide table cuts off in a terminal); None when every row is ``ok``. A plan is a report, so it
     still exits 0; this line keeps its refusals from passing unseen below a long table."""
     import pandas as pd
 
-    status = pd.read_csv(path, keep_default_na=False)["status"]
-    invalid = int((status == "invalid").sum())
-    return (
-        f"flopsweep: {invalid} of {len(status)} jobs are invalid: see the status column" if invalid else None
-    )
+    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    invalid = frame[frame["status"] == "invalid"]
+    if invalid.empty:
+        return None
+    line = f"flopsweep: {len(invalid)} of {len(frame)} jobs are invalid: see the status column"
+    first = invalid.iloc[0]
+    note = printable(str(first.get("note", "")))[:400]
+    return f"{line}; job {first.get('job', '') or 0}: {note}" if note else line
 
 
 def plan_output(path: str, fmt: str) -> str:
