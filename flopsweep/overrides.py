@@ -11,6 +11,7 @@ value for a section, in the schema or the picked option's (:func:`type_problem`)
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -400,6 +401,56 @@ def _element_problem(head: str, key: str, values: list, node: object) -> str | N
     return None
 
 
+def _keys(schema: object, prefix: str = "") -> set[str]:
+    """Every dotted key of a structured schema, sections included (``steps``, ``steps.measure``)."""
+    from omegaconf import OmegaConf
+
+    out: set[str] = set()
+    for name in schema:  # type: ignore[attr-defined]
+        key = f"{prefix}{name}"
+        out.add(key)
+        node = schema._get_node(name)  # type: ignore[attr-defined]
+        if OmegaConf.is_dict(node) and not node._is_none() and not node._is_missing():
+            out |= _keys(node, f"{key}.")
+    return out
+
+
+@functools.cache
+def known_keys() -> frozenset[str]:
+    """Every key a command line may set without ``+``: :class:`flopsweep.config.RunConfig`'s, and
+    each option group's keys in any of its options' schemas (``backend.zero_stage``: DeepSpeed's)."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.config import RunConfig
+    from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
+
+    keys = _keys(OmegaConf.structured(RunConfig))
+    for group, base in GROUP_BASES.items():
+        for schema in {base, *OPTION_SCHEMAS.get(group, {}).values()}:
+            keys |= _keys(OmegaConf.structured(schema), f"{group}.")
+    return frozenset(keys)
+
+
+def unknown_key_problem(key: str) -> str | None:
+    """One line for a key no schema has (``modle=...``, ``batch.micro_batch_sze=4``: Hydra's
+    five-line "Could not override ... To append to your config use +"), naming the closest keys;
+    None for a known key and under an untyped section (a key below one that the schema types as a
+    plain mapping)."""
+    import difflib
+
+    known = known_keys()
+    if key in known:
+        return None
+    parent = key.rpartition(".")[0]
+    if parent and parent not in known:  # a section's typo: the section is named
+        return unknown_key_problem(parent)
+    close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
+    fix = f"did you mean {' or '.join(close)}? docs/reference/overrides.md lists every key."
+    if not close:
+        fix = f"see docs/reference/overrides.md for every key, or add a new one with +{key}."
+    return f"Invalid config: {key}: no such key. Fix: {fix}"
+
+
 def type_problem(overrides: list[str]) -> str | None:
     """One line for an override whose value the schema's typed key cannot take, else None: a value of
     the wrong type (``steps.measure=abc``, ``seed=1.5``, ``parallel.cp=two``, ``optim.lr=fast``;
@@ -435,6 +486,8 @@ def type_problem(overrides: list[str]) -> str | None:
             continue
         if "." not in key and os.path.isdir(os.path.join(CONF, key)):
             continue  # a config group's option: group_choice_problem's
+        if problem := unknown_key_problem(key):
+            return problem
         if o.is_sweep_override():
             if not isinstance(o.value(), ChoiceSweep):
                 continue  # range, interval and glob sweeps are Hydra's

@@ -141,7 +141,7 @@ REFUSALS = {
     ),
     # composition: Hydra refuses a wrong type or an unknown key or option (exit 1), no record
     "typo_type": _refused("batch.micro_batch_size=abc", "is not a whole number. Fix: "),  # was Hydra's
-    "typo_key": _typo("model.n_layers=3"),
+    "typo_key": _refused("model.n_layers=3", "no such key. Fix: did you mean model.n_layer"),  # was Hydra's
     "typo_option": _refused("backend=zero9", "zero9 is no option of backend"),  # was Hydra's option list
     # before Hydra composes (exit 2, one line, no record, no directory); the in-process matrix of these
     # classes is BAD_INPUTS (tests/unit/test_failures.py)

@@ -475,3 +475,40 @@ def test_an_override_without_a_key_is_one_line(override: str) -> None:
         line.startswith(f"Invalid config: {override}: an override names its key")
         and "steps.measure=3" in line
     )
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("modle=llama-tiny", "Invalid config: modle: no such key. Fix: did you mean model?"),
+        (
+            "batch.micro_batch_sze=4",
+            "Invalid config: batch.micro_batch_sze: no such key. Fix: did you mean batch.micro_batch_size",
+        ),
+        ("stesp.measure=2", "Invalid config: stesp: no such key. Fix: did you mean steps?"),
+        ("zzz=1", "Invalid config: zzz: no such key. Fix: see docs/reference/overrides.md"),
+    ],
+)
+def test_a_key_no_schema_has_is_one_line_naming_the_closest(override: str, words: str) -> None:
+    """Hydra's answer was five lines ending "To append to your config use +"; a group's key is known
+    when any of its options has it (``backend.zero_stage``: DeepSpeed's), and ``+key`` is Hydra's."""
+    assert _one_line(type_problem([override])).startswith(words)
+    for fine in (
+        "backend.zero_stage=3",
+        "model.config=x",
+        "fault.kind=oom",
+        "+brand_new=1",
+        "hydra.run.dir=x",
+    ):
+        assert type_problem([fine]) is None, fine
+
+
+def test_every_key_of_the_reference_is_known() -> None:
+    """docs/reference/overrides.md (generated from the schemas) lists no key the refusal calls unknown."""
+    from pathlib import Path
+
+    from flopsweep.overrides import unknown_key_problem
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "overrides.md").read_text()
+    keys = re.findall(r"^\| `([a-z_][\w.]*)` \|", text, re.M)
+    assert len(keys) > 100 and [k for k in keys if unknown_key_problem(k)] == []
