@@ -431,7 +431,7 @@ def known_keys() -> frozenset[str]:
     return frozenset(keys)
 
 
-def unknown_key_problem(key: str) -> str | None:
+def unknown_key_problem(key: str, value: str | None = None) -> str | None:
     """One line for a key no schema has (``modle=...``, ``batch.micro_batch_sze=4``: Hydra's
     five-line "Could not override ... To append to your config use +"), naming the closest keys;
     None for a known key and under an untyped section (a key below one that the schema types as a
@@ -443,12 +443,13 @@ def unknown_key_problem(key: str) -> str | None:
         return None
     parent = key.rpartition(".")[0]
     if parent and parent not in known:  # a section's typo: the section is named
-        return unknown_key_problem(parent)
+        return unknown_key_problem(parent) if value is None else unknown_key_problem(parent, "...")
     close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
     fix = f"did you mean {' or '.join(close)}? docs/reference/overrides.md lists every key."
     if not close:
         fix = f"see docs/reference/overrides.md for every key, or add a new one with +{key}."
-    return f"Invalid config: {key}: no such key. Fix: {fix}"
+    named = key if value is None else f"{key}={value}"
+    return f"Invalid config: {named}: no such key. Fix: {fix}"
 
 
 def type_problem(overrides: list[str]) -> str | None:
@@ -486,7 +487,7 @@ def type_problem(overrides: list[str]) -> str | None:
             continue
         if "." not in key and os.path.isdir(os.path.join(CONF, key)):
             continue  # a config group's option: group_choice_problem's
-        if problem := unknown_key_problem(key):
+        if problem := unknown_key_problem(key, (o.input_line or "").partition("=")[2]):
             return problem
         if o.is_sweep_override():
             if not isinstance(o.value(), ChoiceSweep):

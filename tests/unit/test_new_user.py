@@ -480,13 +480,13 @@ def test_an_override_without_a_key_is_one_line(override: str) -> None:
 @pytest.mark.parametrize(
     ("override", "words"),
     [
-        ("modle=llama-tiny", "Invalid config: modle: no such key. Fix: did you mean model?"),
+        ("modle=llama-tiny", "Invalid config: modle=llama-tiny: no such key. Fix: did you mean model?"),
         (
             "batch.micro_batch_sze=4",
-            "Invalid config: batch.micro_batch_sze: no such key. Fix: did you mean batch.micro_batch_size",
+            "Invalid config: batch.micro_batch_sze=4: no such key. Fix: did you mean batch.micro_batch_size",
         ),
-        ("stesp.measure=2", "Invalid config: stesp: no such key. Fix: did you mean steps?"),
-        ("zzz=1", "Invalid config: zzz: no such key. Fix: see docs/reference/overrides.md"),
+        ("stesp.measure=2", "Invalid config: stesp=...: no such key. Fix: did you mean steps?"),
+        ("zzz=1", "Invalid config: zzz=1: no such key. Fix: see docs/reference/overrides.md"),
     ],
 )
 def test_a_key_no_schema_has_is_one_line_naming_the_closest(override: str, words: str) -> None:
