@@ -22,7 +22,7 @@ for spec in "$@"; do
   echo "=== $label: python run.py -m +sweep=$name $extra"
   # shellcheck disable=SC2086
   python3 run.py -m +sweep="$name" $extra hydra.sweep.dir="$root/$label" 2>&1 \
-    | grep -vE "measured step|FutureWarning|return func" | tee "$root/$label.log" | tail -n 25
+    | grep --line-buffered -vE "measured step|FutureWarning|return func" | tee "$root/$label.log" | tail -n 25
   code=${PIPESTATUS[0]}
   [ "$code" -eq 0 ] || { echo "=== $label: run.py exited $code"; rc=1; }
   # After each sweep, so that a call cut short by its time limit still brings back the rest.
