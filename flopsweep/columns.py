@@ -215,6 +215,20 @@ SETUP_SPECS: list[SetupSpec] = [
     ),
     S(name="compile", path="config.compile", header="compile"),
     S(
+        name="compile_scope",
+        path="config.compile_scope",
+        header="scope",
+        description="what one torch.compile covers (compile_scope: block, model)",
+        kind="text",
+    ),
+    S(
+        name="compile_mode",
+        path="config.compile_mode",
+        header="cmode",
+        description="torch.compile's mode (compile_mode: default, reduce-overhead = CUDA graphs, ...)",
+        kind="text",
+    ),
+    S(
         name="model_search",
         path="config.search.model",
         header="search",

@@ -12,7 +12,8 @@ its applier and its phase), so that this module names no degree:
    all-to-alls over the ``cp`` group), and expert parallel (:func:`flopsweep.expert_parallel.apply_degree`:
    each MoE layer's experts split over the ``ep`` group, tokens sent by all-to-all);
 2. activation checkpointing (:func:`apply_checkpointing`: the policy wraps each block);
-3. compile (:func:`apply_compile`: each wrapped block, and the loss head);
+3. compile (:func:`apply_compile`: each wrapped block and the loss head, or with
+   ``compile_scope=model`` the whole model: :mod:`flopsweep.compile_levers`);
 4. the ``split`` phase: the pipeline (:func:`flopsweep.pipeline.apply_split`: this rank's stage);
 5. the ``data`` phase: data parallel (:func:`apply_data_parallel`: the backend's wrapper, :func:`fsdp`
    each block then the root on FSDP2's mesh, HSDP on a 2-D one; :func:`ddp`; DeepSpeed's engine,
@@ -157,7 +158,13 @@ def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
     as found before the policy wraps them (``hf`` finds its blocks by their class)."""
     blocks = family(cfg.model).blocks(model)
     apply_checkpointing(blocks, cfg.activation_checkpointing)
-    return apply_compile(model, blocks, enabled=cfg.compile)
+    return apply_compile(
+        model,
+        blocks,
+        enabled=cfg.compile,
+        scope=getattr(cfg, "compile_scope", "block"),
+        mode=getattr(cfg, "compile_mode", "default"),
+    )
 
 
 def apply_checkpointing(blocks: Any, policy: CheckpointingConfig) -> None:
@@ -174,17 +181,28 @@ def apply_checkpointing(blocks: Any, policy: CheckpointingConfig) -> None:
         setattr(functorch_config, key, value)
 
 
-def apply_compile(model: nn.Module, blocks: Any, *, enabled: bool) -> nn.Module:
-    """Step 3 (``compile=true``): ``torch.compile`` each of ``blocks``, as wrapped by step 2, and the loss
-    head, as torchtitan does: the recompute sits inside the compiled graph, identical blocks share
-    one compiled graph, and FSDP2/ZeRO-3 hooks stay outside the compiled regions. (Outside
+def apply_compile(
+    model: nn.Module, blocks: Any, *, enabled: bool, scope: str = "block", mode: str = "default"
+) -> nn.Module:
+    """Step 3 (``compile=true``), in torch.compile's ``mode`` (``compile_mode``,
+    :func:`flopsweep.compile_levers.torch_mode`). ``scope="block"``: ``torch.compile`` each of
+    ``blocks``, as wrapped by step 2, and the loss head, as torchtitan does: the recompute sits inside
+    the compiled graph, identical blocks share one compiled graph, and FSDP2/ZeRO-3 hooks stay outside
+    the compiled regions. ``scope="model"``: ``model.compile()``, the whole module's ``__call__`` (its
+    forward computes the loss), the blocks' checkpoint wrappers traced inside it. (Outside
     ``deepspeed.zero.Init``: its module hooks do not know the wrapper.)"""
     if not enabled:
         return model
+    from flopsweep.compile_levers import torch_mode
+
+    kwargs = {"mode": torch_mode(mode)}
+    if scope == "model":
+        model.compile(**kwargs)
+        return model
     for block in blocks:
-        block.compile()
+        block.compile(**kwargs)
     if not getattr(model, "loss_chunk_tokens", 0):  # the fused head and loss stay eager
-        model.head_loss = torch.compile(model.head_loss)
+        model.head_loss = torch.compile(model.head_loss, **kwargs)
     return model
 
 
