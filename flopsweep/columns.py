@@ -134,6 +134,12 @@ SETUP_SPECS: list[SetupSpec] = [
         description="DeepSpeed ZeRO-3 offload_param device (none, cpu, nvme)",
     ),
     S(
+        name="end_units",
+        path="config.backend.end_units",
+        header="end_units",
+        description="FSDP2 shards the embedding and the final norm with the head as units of their own",
+    ),
+    S(
         name="optim_in_backward",
         path="config.optim.in_backward",
         header="opt_bwd",

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from flopsweep import checkpointing
+from flopsweep import checkpointing, fsdp_units
 from flopsweep import degrees as fdegrees
 from flopsweep import precision as fprecision
 from flopsweep.config import CheckpointingConfig, RunConfig
@@ -217,7 +217,9 @@ def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
     """Step 5 of ``backend=fsdp``: ``fully_shard`` each block, then the root, over ``dp_mesh``
     (FSDP2's mesh, :attr:`flopsweep.mesh.WorldMesh.fsdp`: 1-D over the state-shard degrees, or 2-D
     ``(dp_replicate, dp_shard)``: HSDP) with one ``MixedPrecisionPolicy``
-    (params in the run's precision, gradients reduced in fp32) and ``backend.cpu_offload``'s policy.
+    (params in the run's precision, gradients reduced in fp32) and ``backend.cpu_offload``'s policy;
+    with ``backend.end_units`` the embedding and the final norm with the head as units of their own
+    (:mod:`flopsweep.fsdp_units`).
     The blocks are the family's, or a pipeline stage's own (:class:`flopsweep.pipeline.StageModule`).
     A module carrying its own mesh (:data:`flopsweep.expert_parallel.MESH_ATTR`: expert parallel's
     experts, over ``mesh["ep_rest"]``) is sharded first, on it (torchtitan's order)."""
@@ -239,6 +241,12 @@ def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
                 fully_shard(
                     module, mesh=own, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard
                 )
+        ends = fsdp_units.enabled(cfg) and not stage  # backend.end_units: torchtitan's units
+        if ends:
+            embedding, head = fsdp_units.end_modules(model)
+            fully_shard(
+                embedding, mesh=dp_mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard
+            )
         for i, block in enumerate(blocks):
             # The last block's backward runs right after forward: keeping it unsharded
             # saves one all-gather per step (torchtitan does the same).
@@ -250,6 +258,8 @@ def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
                 offload_policy=offload,
                 reshard_after_forward=reshard and not last,
             )
+        if ends:  # its backward comes first: kept after forward, as the last block is (torchtitan's)
+            fully_shard(head, mesh=dp_mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=False)
         fully_shard(model, mesh=dp_mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard)
         return model
 

@@ -119,6 +119,7 @@ ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("optim", "implementation"), "auto"),  # before the key: fused on CUDA, torch's default elsewhere
     (("compile_scope",), "block"),  # before the key: compile=true compiled each block
     (("compile_mode",), "default"),  # before the key: torch.compile's default mode
+    (("backend", "end_units"), False),  # before the key: FSDP2's root held the embedding and head
     *(
         (("search", k), getattr(ModelSearchConfig(), k)) for k in SEQ_SEARCH_KEYS
     ),  # before search.grow=seq_len
