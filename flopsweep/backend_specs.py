@@ -267,18 +267,21 @@ class FSDPSpec(BackendSpec):
         to_accumulated_grad_if_needed``: not over ``dp_shard``); with ``cpu_offload`` the states on
         the host."""
         shard, gathered = t.layout.state_shards, self.gathered_bytes(t)
+        ends = fsdp_units.enabled(t.cfg)
+        root = "the head's unit (backend.end_units)" if ends else "the root's group"
         if t.offload.states:
             return (
                 gathered + t.accumulated,
                 0,
-                "FSDP2 CPUOffloadPolicy: states on the host; the root's group (embedding, head, final norm) "
+                f"FSDP2 CPUOffloadPolicy: states on the host; {root}"
+                f"{'' if ends else ' (embedding, head, final norm)'} "
                 f"and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered in the compute dtype",
             )
         return (
             STATE_BYTES * t.held // shard + t.accumulated + gathered,
             (STATE_BYTES + GRADIENT_BYTES) * t.held // shard,
             "(12 P + 4 P gradients) / dp_shard (FSDP2 shards weights, gradients, AdamW moments), "
-            f"plus the root's group and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered, "
+            f"plus {root} and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered, "
             "and the fp32 reduce-scatter buffers",
         )
 
