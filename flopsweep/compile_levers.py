@@ -6,10 +6,12 @@
   ``apply_compile``; FSDP2's and ZeRO-3's hooks stay outside the compiled regions.
 - ``compile_scope=model``: ``torch.compile`` the whole model module (``nn.Module.compile``: its
   ``__call__``), embedding, blocks, final norm, head and loss in one region (``CausalLM.forward``
-  computes the loss); ``backend=single`` and ``ddp`` only (DDP wraps the compiled module: its
-  all-reduce hooks run after the compiled backward). FSDP2 (its hooks inside a compiled region need
-  compiled autograd, untested here), DeepSpeed (``backend.deepcompile`` is its whole-model compile) and
-  the pipeline are refused. ``loss.chunk_tokens``' fused head stays eager under both scopes
+  computes the loss); ``backend=single``, ``ddp`` (DDP wraps the compiled module: its all-reduce hooks
+  run after the compiled backward) and ``fsdp`` over ``dp_shard`` alone (``fully_shard`` comes after
+  the compile; its hooks are dynamo-disabled, so the one region breaks at every unit's hooks, about
+  the blocks' regions again). DeepSpeed (``backend.deepcompile`` is its whole-model compile) and FSDP2
+  with ``parallel.dp_replicate``, ``tp``, ``pp``, ``cp`` or ``ep`` (untested) are refused.
+  ``loss.chunk_tokens``' fused head stays eager under both scopes
   (:func:`flopsweep.models.layers.chunked_linear_cross_entropy` is excluded from tracing).
 - ``compile_mode``: torch.compile's ``mode=``, as ``torch._inductor.list_mode_options()`` lists them:
   ``default``, ``reduce-overhead`` (CUDA graphs: Inductor's ``triton.cudagraphs``), ``max-autotune``
@@ -36,8 +38,10 @@ CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 """The modes whose Inductor options set ``triton.cudagraphs`` (``list_mode_options()``, torch 2.13)."""
 NO_CUDAGRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 """Each CUDA-graph mode's counterpart without CUDA graphs (the compute probe's, :func:`probe_mode`)."""
-MODEL_SCOPE_BACKENDS = ("single", "ddp")
-"""Backends that run ``compile_scope=model``: no hook of theirs is inside the compiled module."""
+MODEL_SCOPE_BACKENDS = ("single", "ddp", "fsdp")
+"""Backends that run ``compile_scope=model`` (FSDP2 over ``dp_shard`` only)."""
+MODEL_SCOPE_UNTESTED = ("dp_replicate", "tp", "pp", "cp", "ep")
+"""FSDP2 degrees not tested under ``compile_scope=model`` (refused above 1)."""
 CUDAGRAPH_BACKENDS = ("single", "ddp")
 """Backends that run a CUDA-graph mode: weights at fixed addresses for the whole run (FSDP2 frees and
 re-gathers them every step, pytorch#127225, #164264; ZeRO-3 likewise; ZeRO-1/2 own the step)."""
@@ -85,15 +89,23 @@ def check(cfg: Any) -> None:
             )
     if scope == "model" and cfg.backend.name not in MODEL_SCOPE_BACKENDS:
         why = {
-            "fsdp": "FSDP2's hooks would sit inside the compiled module (compiled autograd; untested here)",
             "deepspeed": "DeepSpeed's whole-model compile is backend.deepcompile=true",
         }.get(cfg.backend.name, "its hooks would sit inside the compiled module")
         raise ConfigError(
             "compile_scope",
             "model",
             f"with backend={cfg.backend.name}: {why}",
-            f"pick backend={' or backend='.join(MODEL_SCOPE_BACKENDS)}, or set compile_scope=block",
+            f"pick backend={', '.join(MODEL_SCOPE_BACKENDS)}, or set compile_scope=block",
         )
+    if scope == "model":
+        for degree in MODEL_SCOPE_UNTESTED:
+            if (value := getattr(cfg.parallel, degree, 1)) > 1:
+                raise ConfigError(
+                    "compile_scope",
+                    "model",
+                    f"is untested with parallel.{degree}={value}",
+                    f"set parallel.{degree}=1, or compile_scope=block",
+                )
     if not uses_cudagraphs(cfg):
         return
     fix = f"or pick compile_mode={NO_CUDAGRAPHS[mode]} (no CUDA graphs)"

@@ -33,10 +33,15 @@ REFUSED = {
         "compile_mode",
         "set compile=true",
     ),
-    "model scope on fsdp": (
-        ["backend=fsdp", "nproc_per_node=2", "compile_scope=model"],
+    "model scope on fsdp with tp": (
+        ["backend=fsdp", "nproc_per_node=2", "parallel.tp=2", "compile_scope=model"],
         "compile_scope",
-        "pick backend=single or backend=ddp, or set compile_scope=block",
+        "set parallel.tp=1, or compile_scope=block",
+    ),
+    "model scope on fsdp with pp": (
+        ["backend=fsdp", "nproc_per_node=2", "parallel.pp=2", "compile_scope=model"],
+        "compile_scope",
+        "untested with parallel.pp=2",
     ),
     "model scope on deepspeed": (
         ["backend=zero2", "nproc_per_node=2", "compile_scope=model"],
@@ -103,6 +108,7 @@ def test_accumulation_set_by_the_global_batch_is_refused_when_the_plan_resolves(
     [
         ["compile_scope=model", "compile_mode=reduce-overhead"],
         ["compile_scope=model", "backend=ddp", "compile_mode=max-autotune"],
+        ["compile_scope=model", "backend=fsdp", "compile_mode=max-autotune-no-cudagraphs"],
         ["backend=fsdp", "compile_mode=max-autotune-no-cudagraphs"],
         ["compile_scope=block", "compile_mode=reduce-overhead", "activation_checkpointing=full"],
     ],
