@@ -477,8 +477,8 @@ class RunConfig:
     compile_scope: str = "block"
     """What one ``torch.compile`` covers when ``compile=true``: ``block`` (each transformer block and
     the loss head: regional compilation, torchtitan's) or ``model`` (the whole model module, loss
-    included; ``backend=single`` and ``ddp`` only). Same FLOPs; the memory estimate is the same
-    (:mod:`flopsweep.compile_levers`)."""
+    included; ``backend=single``, ``ddp``, or ``fsdp`` over ``dp_shard``). Same FLOPs; the memory
+    estimate is the same (:mod:`flopsweep.compile_levers`)."""
     compile_mode: str = "default"
     """torch.compile's ``mode=`` when ``compile=true``: ``default``, ``reduce-overhead`` (CUDA graphs),
     ``max-autotune`` (autotuned GEMMs and CUDA graphs) or ``max-autotune-no-cudagraphs``. CUDA graphs:
