@@ -10,9 +10,9 @@ all-gathered from forward to the end of backward, and the root's gradients are r
 On: the embedding (``embedding_children``) is a unit resharded after forward as the blocks are
 (``backend.reshard_after_forward``), and the final norm with the LM head (``head_children``) one unit
 kept after forward (its backward comes first: torchtitan's default). The head's gradients are then
-reduce-scattered right after its backward, early in backward, when the logits are freed
-(:func:`head_reduce_bytes`), and the embedding's alone at the end (``4 E`` instead of ``4 R``);
-the start of backward holds ``c (H + 2 B)`` gathered instead of ``c (R + 2 B)``. Same arithmetic: the
+reduce-scattered right after its backward, early in backward, when the logits are freed (its fp32
+input kept through the last block's backward: :func:`head_reduce_bytes`), and the embedding's alone
+at the end (``4 E`` instead of ``4 R``); the start of backward holds ``c (H + 2 B)`` gathered instead of ``c (R + 2 B)``. Same arithmetic: the
 same gradients reduced in the same dtype, in smaller groups.
 
 Built-in families with an untied head only (``llama``; a tied head is one matrix in both ends), no
@@ -104,11 +104,17 @@ def reduce_moment(group: int, compute: int, shards: int) -> float:
 
 
 def head_reduce_bytes(t: Any) -> int:
-    """The head unit's reduce-scatter early in backward (:func:`reduce_moment` of ``H``), on top of
-    the start of backward's states and activations, where the logits were (freed before FSDP2's
-    post-backward hook runs); 0 without ``backend.end_units``. Its output shard is a gradient, which
-    the start of backward's states do not count: nothing is subtracted."""
+    """The head unit's reduce-scatter early in backward, on top of the start of backward's states and
+    activations, where the logits were (freed before FSDP2's post-backward hook runs); 0 without
+    ``backend.end_units``. The larger of its own moment (:func:`reduce_moment` of ``H``) and the last
+    block's backward that follows: FSDP2 keeps one reduce-scatter input until the next unit's
+    post-backward (``reduce_scatter_max_input_buffers`` 1, ``FSDPParamGroup.post_backward``), so the
+    head's fp32 input ``4 H`` and its gradient shard ``4 H / W`` live beside the block's compute-dtype
+    gradients ``c B`` (its weights are among the gathered blocks, its recompute among the
+    activations). The gradient shard is one the start of backward's states do not count."""
     if not enabled(t.cfg):
         return 0
     _, head, _ = end_groups(t.cfg, t.root)
-    return math.ceil(reduce_moment(head, t.compute, t.layout.state_shards))
+    w = t.layout.state_shards
+    kept = 4 * head * (1 + 1 / w) + t.compute * t.block
+    return math.ceil(max(reduce_moment(head, t.compute, w), kept))

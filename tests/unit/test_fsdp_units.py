@@ -4,6 +4,7 @@ training with and without them, the refusals, and the memory estimate's terms.""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -105,15 +106,20 @@ def test_the_estimate_moves_the_heads_reduce_early_and_keeps_the_embeddings_at_t
 ) -> None:
     """Llama 3.1 8B (``E = V h``, ``H = V h + h``, nothing left in the root): the start of backward
     holds ``c E`` less gathered (the embedding resharded after forward) and, where the logits were,
-    the larger of the logits and the head's reduce-scatter; the end of backward reduces ``E`` instead
+    the larger of the logits and the head's reduce-scatter (its fp32 input kept through the last
+    block's backward, beside that block's gradients); the end of backward reduces ``E`` instead
     of ``R = E + H``. At ``W = 1``: ``16 P + 4 E``, 1.96 GiB below the root's ``16 P + 4 R``."""
+    from flopsweep.memory import block_params
+
     off, cfg = _estimate(hydra_compose, "batch.micro_batch_size=3", w=w)
     on, _ = _estimate(hydra_compose, "batch.micro_batch_size=3", "backend.end_units=true", w=w)
     m = cfg.model
     e, h = m.vocab_size * m.n_embd, m.vocab_size * m.n_embd + m.n_embd
     assert off.model_states - on.model_states == 2 * e
     assert on.step_states == off.step_states and on.activations == off.activations
-    assert off.head_reduce == 0 and on.head_reduce == int(max(6 * h, 4 * h * (1 + 1 / w)))
+    block = block_params(m)  # the last block's bf16 gradients beside the head's kept fp32 input
+    head = max(6 * h, 4 * h * (1 + 1 / w), 4 * h * (1 + 1 / w) + 2 * block)
+    assert off.head_reduce == 0 and on.head_reduce == math.ceil(head)
     assert on.backward_start == off.backward_start - 2 * e - off.logits + max(off.logits, on.head_reduce)
     assert on.reduce_buffers == int(max(6 * e, 4 * e * (1 + 1 / w)) - 4 * e / w)
     assert off.reduce_buffers == int(max(6 * (e + h), 4 * (e + h) * (1 + 1 / w)) - 4 * (e + h) / w)
