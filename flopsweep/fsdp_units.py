@@ -12,8 +12,9 @@ On: the embedding (``embedding_children``) is a unit resharded after forward as 
 kept after forward (its backward comes first: torchtitan's default). The head's gradients are then
 reduce-scattered right after its backward, early in backward, when the logits are freed (its fp32
 input kept through the last block's backward: :func:`head_reduce_bytes`), and the embedding's alone
-at the end (``4 E`` instead of ``4 R``); the start of backward holds ``c (H + 2 B)`` gathered instead of ``c (R + 2 B)``. Same arithmetic: the
-same gradients reduced in the same dtype, in smaller groups.
+at the end (``4 E`` instead of ``4 R``); the start of backward holds ``c (H + 2 B)`` gathered
+instead of ``c (R + 2 B)``. Same arithmetic: the same gradients reduced in the same dtype, in
+smaller groups.
 
 Built-in families with an untied head only (``llama``; a tied head is one matrix in both ends), no
 ``loss.chunk_tokens`` (its fused loss reads the head's weight outside the head's forward, where FSDP2
