@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import lazy
+from flopsweep import fsdp_units, lazy
 from flopsweep.config import BackendConfig, ConfigError
 from flopsweep.deepspeed_config import check_nvme, whole_deepspeed_sizes
 from flopsweep.layout import DEGREES, LAYOUT_BACKENDS
@@ -267,54 +267,75 @@ class FSDPSpec(BackendSpec):
         to_accumulated_grad_if_needed``: not over ``dp_shard``); with ``cpu_offload`` the states on
         the host."""
         shard, gathered = t.layout.state_shards, self.gathered_bytes(t)
+        ends = fsdp_units.enabled(t.cfg)
+        root = "the head's unit (backend.end_units)" if ends else "the root's group"
         if t.offload.states:
             return (
                 gathered + t.accumulated,
                 0,
-                "FSDP2 CPUOffloadPolicy: states on the host; the root's group (embedding, head, final norm) "
+                f"FSDP2 CPUOffloadPolicy: states on the host; {root}"
+                f"{'' if ends else ' (embedding, head, final norm)'} "
                 f"and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered in the compute dtype",
             )
         return (
             STATE_BYTES * t.held // shard + t.accumulated + gathered,
             (STATE_BYTES + GRADIENT_BYTES) * t.held // shard,
             "(12 P + 4 P gradients) / dp_shard (FSDP2 shards weights, gradients, AdamW moments), "
-            f"plus the root's group and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered, "
+            f"plus {root} and {FSDP_INFLIGHT_BLOCKS} blocks all-gathered, "
             "and the fp32 reduce-scatter buffers",
         )
 
     def gathered_bytes(self, t: Any) -> int:
         """The root's group (not resharded after forward) and :data:`FSDP_INFLIGHT_BLOCKS` blocks,
-        in the compute dtype: ``c (R + 2 B)`` (:func:`flopsweep.memory.fsdp_gathered_bytes`)."""
-        return t.compute * (t.root + FSDP_INFLIGHT_BLOCKS * t.block)
+        in the compute dtype: ``c (R + 2 B)`` (:func:`flopsweep.memory.fsdp_gathered_bytes`); with
+        ``backend.end_units`` the embedding's unit resharded after forward (with
+        ``reshard_after_forward``): ``c (R - E + 2 B)`` (:mod:`flopsweep.fsdp_units`)."""
+        freed = 0
+        if fsdp_units.enabled(t.cfg) and knob(t.cfg.backend, "reshard_after_forward", True):
+            freed = fsdp_units.end_groups(t.cfg, t.root)[0]
+        return t.compute * (t.root - freed + FSDP_INFLIGHT_BLOCKS * t.block)
 
     def reduce_bytes(self, t: Any) -> int:
         """The larger of the root's and a block's reduce-scatter moment, less the output shard that
-        the step's states count (none with ``cpu_offload``) (:func:`flopsweep.memory.fsdp_reduce_bytes`)."""
-        block, root, compute, w = t.block, t.root, t.compute, t.layout.state_shards
+        the step's states count (none with ``cpu_offload``) (:func:`flopsweep.memory.fsdp_reduce_bytes`).
+        With ``backend.end_units`` the groups reduced at the end are the embedding's unit and what
+        stays in the root (the head's was reduced early in backward: ``head_reduce``)."""
+        block, compute, w = t.block, t.compute, t.layout.state_shards
         counted = 0 if t.offload.states else 1  # the output shard is a model state (step_states)
-        root_moment = max(compute * root + REDUCE_BYTES * root, REDUCE_BYTES * root * (1 + 1 / w))
+        groups = [t.root]
+        if fsdp_units.enabled(t.cfg):
+            embedding, _, rest = fsdp_units.end_groups(t.cfg, t.root)
+            groups = [embedding, rest]
         block_moment = (3 * compute + REDUCE_BYTES) * block
-        return int(
-            max(
-                root_moment - counted * REDUCE_BYTES * root / w,
-                block_moment - counted * REDUCE_BYTES * block / w,
-            )
-        )
+        moments = [fsdp_units.reduce_moment(g, compute, w) - counted * REDUCE_BYTES * g / w for g in groups]
+        return int(max(*moments, block_moment - counted * REDUCE_BYTES * block / w))
 
     def lowest_block_bytes(self, t: Any) -> int:
         """Its gathered weights and compute-dtype gradients ``2 c B``, the block above's fp32
         reduce-scatter input ``4 B``, the root's weights and the head's gradient ``c (R + V h)``, less
-        its own and the root's gradient shards not made yet ``4 (B + R) / W`` (none with ``cpu_offload``)."""
+        its own and the root's gradient shards not made yet ``4 (B + R) / W`` (none with ``cpu_offload``).
+        With ``backend.end_units`` the head's unit was reduced and resharded early in backward: the
+        embedding's weights (prefetched) and the root's rest ``c (E + rest)``, less
+        ``4 (B + E + rest) / W``."""
         block, root, compute = t.block, t.root, t.compute
-        unsharded = 2 * compute * block + REDUCE_BYTES * block + compute * (root + t.head)
-        own = 0 if t.offload.states else REDUCE_BYTES * (block + root) // t.layout.state_shards
+        ends, late = root + t.head, root
+        if fsdp_units.enabled(t.cfg):
+            embedding, _, rest = fsdp_units.end_groups(t.cfg, t.root)
+            ends = late = embedding + rest
+        unsharded = 2 * compute * block + REDUCE_BYTES * block + compute * ends
+        own = 0 if t.offload.states else REDUCE_BYTES * (block + late) // t.layout.state_shards
         return max(0, t.activations + unsharded - own)
 
     def in_backward_gradients(self, t: Any) -> tuple[int, int, str]:
         """One FSDP2 unit's sharded gradients, ``4 max(block, rest) / dp_shard``."""
         unit = "4 x largest FSDP2 unit (a block, or the root's embedding and head) / dp_shard"
-        shard = t.layout.state_shards
-        return 4 * t.held // shard, 4 * max(t.model_block, t.rest) // shard, unit
+        shard, largest = t.layout.state_shards, t.rest
+        if fsdp_units.enabled(
+            t.cfg
+        ):  # backend.end_units: the head's unit (norm and output) is the larger end
+            largest = max(fsdp_units.end_groups(t.cfg, t.rest)[:2])
+            unit = "4 x largest FSDP2 unit (a block, the embedding, or the final norm and head) / dp_shard"
+        return 4 * t.held // shard, 4 * max(t.model_block, largest) // shard, unit
 
     def dp_group(self, w: Any) -> int:
         """Its shard group, ``dp_shard x cp`` (``w.state_shards``; under HSDP the replicas are the

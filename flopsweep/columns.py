@@ -134,6 +134,12 @@ SETUP_SPECS: list[SetupSpec] = [
         description="DeepSpeed ZeRO-3 offload_param device (none, cpu, nvme)",
     ),
     S(
+        name="end_units",
+        path="config.backend.end_units",
+        header="end_units",
+        description="FSDP2 shards the embedding and the final norm with the head as units of their own",
+    ),
+    S(
         name="optim_in_backward",
         path="config.optim.in_backward",
         header="opt_bwd",
@@ -214,6 +220,20 @@ SETUP_SPECS: list[SetupSpec] = [
         description="activation_checkpointing=memory_budget: the compiler's activation memory budget (0..1)",
     ),
     S(name="compile", path="config.compile", header="compile"),
+    S(
+        name="compile_scope",
+        path="config.compile_scope",
+        header="scope",
+        description="what one torch.compile covers (compile_scope: block, model)",
+        kind="text",
+    ),
+    S(
+        name="compile_mode",
+        path="config.compile_mode",
+        header="cmode",
+        description="torch.compile's mode (compile_mode: default, reduce-overhead = CUDA graphs, ...)",
+        kind="text",
+    ),
     S(
         name="model_search",
         path="config.search.model",

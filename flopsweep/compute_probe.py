@@ -51,6 +51,7 @@ from typing import Any
 
 import torch
 
+from flopsweep.compile_levers import probe_mode
 from flopsweep.config import RunConfig
 from flopsweep.models import family
 
@@ -138,6 +139,8 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
     from flopsweep.precision import DTYPES, prepare_model
 
     fam = family(cfg.model)
+    # The pieces are timed alone: compiled per block, without CUDA graphs (compile_levers.probe_mode)
+    cfg = dataclasses.replace(cfg, compile_scope="block", compile_mode=probe_mode(cfg.compile_mode))
     if fam.probe_model is None:  # every block alike: the family built with one
         one = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=1))
         _check_fits(fam.n_params(one.model), device)
@@ -422,6 +425,12 @@ def probe_key(cfg: RunConfig, device: Any) -> dict[str, Any]:
                     "precision": dataclasses.asdict(cfg.precision),
                     "checkpointing": dataclasses.asdict(cfg.activation_checkpointing),
                     "compile": cfg.compile,
+                    # the probe compiles per block without CUDA graphs: only a mode changes its times
+                    **(
+                        {"compile_mode": probe_mode(cfg.compile_mode)}
+                        if cfg.compile_mode != "default"
+                        else {}
+                    ),
                     "micro_batch_size": cfg.batch.micro_batch_size,
                     "optim": dataclasses.asdict(cfg.optim),
                     "cast": casts_weights(cfg),

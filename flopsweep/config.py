@@ -473,7 +473,17 @@ class RunConfig:
     activation_checkpointing: CheckpointingConfig = field(default_factory=CheckpointingConfig)
     """Which activations are recomputed in backward (a policy of ``flopsweep.checkpointing``)."""
     compile: bool = False
-    """``torch.compile`` each transformer block."""
+    """``torch.compile`` each transformer block (``compile_scope`` says what one compile covers)."""
+    compile_scope: str = "block"
+    """What one ``torch.compile`` covers when ``compile=true``: ``block`` (each transformer block and
+    the loss head: regional compilation, torchtitan's) or ``model`` (the whole model module, loss
+    included; ``backend=single``, ``ddp``, or ``fsdp`` over ``dp_shard``). Same FLOPs; the memory
+    estimate is the same (:mod:`flopsweep.compile_levers`)."""
+    compile_mode: str = "default"
+    """torch.compile's ``mode=`` when ``compile=true``: ``default``, ``reduce-overhead`` (CUDA graphs),
+    ``max-autotune`` (autotuned GEMMs and CUDA graphs) or ``max-autotune-no-cudagraphs``. CUDA graphs:
+    CUDA, ``backend=single`` or ``ddp``, ``batch.grad_accum=1``; their private memory pool is not in the
+    memory estimate (:mod:`flopsweep.compile_levers`)."""
     seed: int = 0
     """Seeds the weights and the synthetic batch."""
     timeout_s: float = 1800.0

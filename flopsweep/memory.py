@@ -83,6 +83,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from flopsweep import fsdp_units
 from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers and docs name them
     ATTENTION_SAVED,
     CHUNK_LOGIT_BYTES,
@@ -148,11 +149,16 @@ class MemoryEstimate:
     optimizer_workspace: int = 0
     """AdamW's temporaries during its step, on top of :attr:`step_states`
     (:func:`optimizer_workspace_bytes`; 0 for the fused kernel)."""
+    head_reduce: int = 0
+    """FSDP2 with ``backend.end_units``: the head unit's reduce-scatter early in backward, where the
+    logits were (:func:`flopsweep.fsdp_units.head_reduce_bytes`); 0 otherwise."""
 
     @property
     def backward_start(self) -> int:
-        """Bytes at the start of backward: states, activations, workspace, logits and buffers."""
-        return self.model_states + self.activations + self.attention_workspace + self.logits + self.buffers
+        """Bytes at the start of backward: states, activations, workspace, the logits (or the head
+        unit's reduce-scatter just after them, whichever is larger) and buffers."""
+        early = max(self.logits, self.head_reduce)
+        return self.model_states + self.activations + self.attention_workspace + early + self.buffers
 
     @property
     def end_of_backward(self) -> int:
@@ -342,4 +348,5 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         lowest_block=lowest_block_bytes(cfg, layout),
         buffers=family(cfg.model).memory(cfg.model).get("buffer_bytes", 0),
         optimizer_workspace=workspace,
+        head_reduce=fsdp_units.head_reduce_bytes(Terms(cfg, layout)),
     )

@@ -68,6 +68,12 @@ class FSDPConfig(BackendConfig):
     """FSDP2 ``CPUOffloadPolicy``: the sharded fp32 parameters, their gradients and the AdamW states
     live on the host; each block's shard is copied to the device for its all-gather, and the
     optimizer step runs on the CPU."""
+    end_units: bool = False
+    """The token embedding, and the final norm with the LM head, as FSDP2 units of their own
+    (torchtitan's ``apply_fsdp``) instead of in the root's group, which stays gathered from forward
+    to the end of backward: the embedding resharded after forward, the head's gradients
+    reduce-scattered early in backward (:mod:`flopsweep.fsdp_units`; an untied llama model, no
+    ``loss.chunk_tokens``, ``parallel.pp`` or ``parallel.tp``)."""
 
 
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")

@@ -12,7 +12,8 @@ its applier and its phase), so that this module names no degree:
    all-to-alls over the ``cp`` group), and expert parallel (:func:`flopsweep.expert_parallel.apply_degree`:
    each MoE layer's experts split over the ``ep`` group, tokens sent by all-to-all);
 2. activation checkpointing (:func:`apply_checkpointing`: the policy wraps each block);
-3. compile (:func:`apply_compile`: each wrapped block, and the loss head);
+3. compile (:func:`apply_compile`: each wrapped block and the loss head, or with
+   ``compile_scope=model`` the whole model: :mod:`flopsweep.compile_levers`);
 4. the ``split`` phase: the pipeline (:func:`flopsweep.pipeline.apply_split`: this rank's stage);
 5. the ``data`` phase: data parallel (:func:`apply_data_parallel`: the backend's wrapper, :func:`fsdp`
    each block then the root on FSDP2's mesh, HSDP on a 2-D one; :func:`ddp`; DeepSpeed's engine,
@@ -43,7 +44,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from flopsweep import checkpointing
+from flopsweep import checkpointing, fsdp_units
 from flopsweep import degrees as fdegrees
 from flopsweep import precision as fprecision
 from flopsweep.config import CheckpointingConfig, RunConfig
@@ -157,7 +158,13 @@ def wrap_blocks(model: nn.Module, cfg: RunConfig) -> nn.Module:
     as found before the policy wraps them (``hf`` finds its blocks by their class)."""
     blocks = family(cfg.model).blocks(model)
     apply_checkpointing(blocks, cfg.activation_checkpointing)
-    return apply_compile(model, blocks, enabled=cfg.compile)
+    return apply_compile(
+        model,
+        blocks,
+        enabled=cfg.compile,
+        scope=getattr(cfg, "compile_scope", "block"),
+        mode=getattr(cfg, "compile_mode", "default"),
+    )
 
 
 def apply_checkpointing(blocks: Any, policy: CheckpointingConfig) -> None:
@@ -174,17 +181,28 @@ def apply_checkpointing(blocks: Any, policy: CheckpointingConfig) -> None:
         setattr(functorch_config, key, value)
 
 
-def apply_compile(model: nn.Module, blocks: Any, *, enabled: bool) -> nn.Module:
-    """Step 3 (``compile=true``): ``torch.compile`` each of ``blocks``, as wrapped by step 2, and the loss
-    head, as torchtitan does: the recompute sits inside the compiled graph, identical blocks share
-    one compiled graph, and FSDP2/ZeRO-3 hooks stay outside the compiled regions. (Outside
+def apply_compile(
+    model: nn.Module, blocks: Any, *, enabled: bool, scope: str = "block", mode: str = "default"
+) -> nn.Module:
+    """Step 3 (``compile=true``), in torch.compile's ``mode`` (``compile_mode``,
+    :func:`flopsweep.compile_levers.torch_mode`). ``scope="block"``: ``torch.compile`` each of
+    ``blocks``, as wrapped by step 2, and the loss head, as torchtitan does: the recompute sits inside
+    the compiled graph, identical blocks share one compiled graph, and FSDP2/ZeRO-3 hooks stay outside
+    the compiled regions. ``scope="model"``: ``model.compile()``, the whole module's ``__call__`` (its
+    forward computes the loss), the blocks' checkpoint wrappers traced inside it. (Outside
     ``deepspeed.zero.Init``: its module hooks do not know the wrapper.)"""
     if not enabled:
         return model
+    from flopsweep.compile_levers import torch_mode
+
+    kwargs = {"mode": torch_mode(mode)}
+    if scope == "model":
+        model.compile(**kwargs)
+        return model
     for block in blocks:
-        block.compile()
+        block.compile(**kwargs)
     if not getattr(model, "loss_chunk_tokens", 0):  # the fused head and loss stay eager
-        model.head_loss = torch.compile(model.head_loss)
+        model.head_loss = torch.compile(model.head_loss, **kwargs)
     return model
 
 
@@ -199,7 +217,9 @@ def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
     """Step 5 of ``backend=fsdp``: ``fully_shard`` each block, then the root, over ``dp_mesh``
     (FSDP2's mesh, :attr:`flopsweep.mesh.WorldMesh.fsdp`: 1-D over the state-shard degrees, or 2-D
     ``(dp_replicate, dp_shard)``: HSDP) with one ``MixedPrecisionPolicy``
-    (params in the run's precision, gradients reduced in fp32) and ``backend.cpu_offload``'s policy.
+    (params in the run's precision, gradients reduced in fp32) and ``backend.cpu_offload``'s policy;
+    with ``backend.end_units`` the embedding and the final norm with the head as units of their own
+    (:mod:`flopsweep.fsdp_units`).
     The blocks are the family's, or a pipeline stage's own (:class:`flopsweep.pipeline.StageModule`).
     A module carrying its own mesh (:data:`flopsweep.expert_parallel.MESH_ATTR`: expert parallel's
     experts, over ``mesh["ep_rest"]``) is sharded first, on it (torchtitan's order)."""
@@ -221,6 +241,12 @@ def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
                 fully_shard(
                     module, mesh=own, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard
                 )
+        ends = fsdp_units.enabled(cfg) and not stage  # backend.end_units: torchtitan's units
+        if ends:
+            embedding, head = fsdp_units.end_modules(model)
+            fully_shard(
+                embedding, mesh=dp_mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard
+            )
         for i, block in enumerate(blocks):
             # The last block's backward runs right after forward: keeping it unsharded
             # saves one all-gather per step (torchtitan does the same).
@@ -232,6 +258,8 @@ def fsdp(cfg: RunConfig, dp_mesh: Any) -> DataParallel:
                 offload_policy=offload,
                 reshard_after_forward=reshard and not last,
             )
+        if ends:  # its backward comes first: kept after forward, as the last block is (torchtitan's)
+            fully_shard(head, mesh=dp_mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=False)
         fully_shard(model, mesh=dp_mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard)
         return model
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from flopsweep import (
     attention,
+    compile_levers,
     hostmem,
     memory,
     pipeline_plan,
@@ -171,6 +172,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         cfg, batch=dataclasses.replace(cfg.batch, grad_accum=grad_accum_for(cfg.batch, layout))
     )
     rules.optimizer_in_backward(cfg)  # again: batch.global_batch_size may have set grad_accum
+    compile_levers.check_placed(cfg, device)  # CUDA graphs: device=auto resolved, grad_accum as set
     cfg = pipeline_plan.resolve(cfg)  # the local batch splits into the pipeline micro-batches
     _check_placement(cfg, device, nproc, env)
     _check_host_memory(cfg, device, nproc, layout, env)

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from flopsweep import context_parallel, expert_parallel, pipeline_plan
+from flopsweep import compile_levers, context_parallel, expert_parallel, fsdp_units, pipeline_plan
 from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import (
@@ -526,6 +526,8 @@ RULES: list[Callable[[RunConfig], None]] = [
     planned_gpu_on_the_cpu,
     fp8_all_gather,
     warmup_when_compiling,
+    compile_levers.check,  # compile_scope, compile_mode with compile, the backend, the device
+    fsdp_units.check,  # backend.end_units with an untied llama, no chunked loss, pipeline or tp
     hf_attention,
     tensor_parallel_shapes,
     tensor_parallel_precision,

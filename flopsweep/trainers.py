@@ -23,8 +23,8 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
+from flopsweep import compile_levers, optim_in_backward
 from flopsweep import degrees as fdegrees
-from flopsweep import optim_in_backward
 from flopsweep import precision as fprecision
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
 from flopsweep.config import OptimConfig, RunConfig
@@ -146,6 +146,10 @@ class TorchTrainer:
     micro_context: Hook = contextlib.nullcontext
     """Around each micro batch's forward and backward, given the :class:`MicroBatch`: the degrees'
     hooks (:func:`micro_context`; ``loss_parallel`` under tensor parallelism)."""
+    cudagraphs: bool = False
+    """The compiled regions run as CUDA graphs (``compile_mode=reduce-overhead`` or ``max-autotune``):
+    each micro batch starts a new graph-tree iteration (``torch.compiler.cudagraph_mark_step_begin``),
+    so that a replay never takes the memory of the step before's outputs still in use."""
     last_grad_norm: torch.Tensor | None = None
     """The total gradient norm of the last step, before clipping (``clip_grad_norm_``'s result); None
     without clipping (``grad_clip`` 0, and so ``optim.in_backward``: no gradient outlives backward)."""
@@ -155,6 +159,8 @@ class TorchTrainer:
         total = torch.zeros((), device=micro_batches[0].device)
         for i, tokens in enumerate(micro_batches):
             batch = MicroBatch(tokens)
+            if self.cudagraphs:
+                torch.compiler.cudagraph_mark_step_begin()
             with self.micro_context(batch):
                 with self._sync_context(i == n - 1), self._autocast(tokens.device):
                     loss = self.model(*batch.args) / n
@@ -235,6 +241,7 @@ def torch_trainer(
         scaler=torch.amp.GradScaler(device.type) if cfg.precision.name == "fp16" else None,
         no_sync=no_sync,
         micro_context=micro_context(layout, mesh) if layout is not None else contextlib.nullcontext,
+        cudagraphs=compile_levers.uses_cudagraphs(cfg),
     )
 
 

@@ -117,6 +117,9 @@ ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("parallel", "ep"), 1),  # before expert parallel: every rank holds every expert
     (("loss",), {"chunk_tokens": 0}),  # before loss.chunk_tokens: the whole logits
     (("optim", "implementation"), "auto"),  # before the key: fused on CUDA, torch's default elsewhere
+    (("compile_scope",), "block"),  # before the key: compile=true compiled each block
+    (("compile_mode",), "default"),  # before the key: torch.compile's default mode
+    (("backend", "end_units"), False),  # before the key: FSDP2's root held the embedding and head
     *(
         (("search", k), getattr(ModelSearchConfig(), k)) for k in SEQ_SEARCH_KEYS
     ),  # before search.grow=seq_len
@@ -342,11 +345,14 @@ CALIBRATION_KEYS = (
     ("config", "precision", "name"),
     ("config", "activation_checkpointing"),
     ("config", "compile"),
+    ("config", "compile_scope"),
+    ("config", "compile_mode"),
     ("config", "device"),
     ("config", "batch", "micro_batch_size"),
 )
 """What a calibration record shares with the run it calibrates: the model, the attention kernel,
-the precision, the checkpointing policy, compilation, the device type (``cuda`` or ``cpu``: a CPU
+the precision, the checkpointing policy, compilation (``compile``, ``compile_scope``,
+``compile_mode``), the device type (``cuda`` or ``cpu``: a CPU
 record's step says nothing of a GPU's; ``predict.compute_scale`` scales between two GPUs) and the
 micro batch (last: :func:`calibration_key` drops it to match another)."""
 

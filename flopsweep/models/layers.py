@@ -170,6 +170,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         return (grad_h * scale).to(grad_h.dtype), (grad_w * scale).to(ctx.weight_dtype), None, None
 
 
+@torch.compiler.disable
 def chunked_linear_cross_entropy(
     h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int
 ) -> torch.Tensor:
@@ -184,7 +185,8 @@ def chunked_linear_cross_entropy(
     unfused head (forward ``2``, input gradient ``2``, weight gradient ``2``), none recomputed. Live
     at once: one chunk's fp32 logits, the hidden states' gradient (``h``'s shape and dtype) and the
     weight's (``V x C``, fp32). Eager: ``compile=true`` compiles the blocks, not this head
-    (:func:`flopsweep.parallelize.apply_compile`).
+    (:func:`flopsweep.parallelize.apply_compile`), and ``compile_scope=model``'s whole-model compile
+    leaves it out (``torch.compiler.disable``: a graph break), so its memory is the same under both.
 
     Args:
         h: the final norm's output ``(N, C)``; weight: the LM head ``(V, C)``; targets: LongTensor
