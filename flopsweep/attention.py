@@ -113,6 +113,11 @@ class KernelSpec:
         context_parallel: it runs under ``parallel.cp > 1`` (:mod:`flopsweep.context_parallel`:
             the all-to-all over heads gives it whole causal sequences of fewer heads);
             ``why_not_cp`` says why not, in the one-line refusal.
+        skips_masked: its causal forward and backward skip the tiles above the diagonal (FlashAttention-2,
+            Dao 2023 sec. 3.1; cuDNN, flex), so it runs about half of the ``s^2`` square that the FLOPs
+            convention counts; False for kernels that compute the whole square and then mask it
+            (``standard``, ``sdpa-math``). The uncalibrated step time divides the FLOPs it runs by a
+            GEMM rate (:func:`flopsweep.metrics.executed_flops`).
 
     ``min_capability`` and ``nvidia_only`` are checked for a GPU that ``plan=true`` plans for
     (:func:`hardware_problem`); on this machine's GPU the start-up probe (``probe``) finds them.
@@ -130,6 +135,7 @@ class KernelSpec:
     nvidia_only: bool = False
     context_parallel: bool = True
     why_not_cp: str = ""
+    skips_masked: bool = True
 
     def builder(self) -> Callable[[Any], Any]:
         """The kernel's builder, from :data:`KERNEL_MODULE` (imports torch)."""
@@ -182,7 +188,7 @@ def _resolve_blocksparse(a: BlockSparseConfig, device: str, run_seed: int, seq_l
 _FLEX_CPU = "FlexAttention has no backward pass on the CPU (torch 2.13)"
 
 KERNELS: dict[str, KernelSpec] = {
-    "standard": KernelSpec(build="build_standard"),
+    "standard": KernelSpec(build="build_standard", skips_masked=False),
     "sdpa": KernelSpec(build="build_sdpa"),
     "sdpa-flash": KernelSpec(
         build="build_sdpa_flash",
@@ -199,7 +205,7 @@ KERNELS: dict[str, KernelSpec] = {
         nvidia_only=True,
     ),
     "sdpa-efficient": KernelSpec(build="build_sdpa_efficient", devices=("cuda",), probe=True),
-    "sdpa-math": KernelSpec(build="build_sdpa_math", probe=True),
+    "sdpa-math": KernelSpec(build="build_sdpa_math", probe=True, skips_masked=False),
     "flex": KernelSpec(build="build_flex", devices=("cuda",), why_not_cpu=_FLEX_CPU),
     "blocksparse": KernelSpec(
         build="build_blocksparse",

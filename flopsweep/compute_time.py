@@ -1,6 +1,6 @@
 """The per-rank compute time of a step (:mod:`flopsweep.steptime`), torch-free, from the first that
 is known of: the compute probe's pieces (:func:`compute_from_probe` over :class:`ProbeTimes`), a
-calibration record of the same set-up (:func:`compute_from_calibration`), or the hardware FLOPs at a
+calibration record of the same set-up (:func:`compute_from_calibration`), or the executed FLOPs at a
 stated share of the GEMM rate (:func:`compute_uncalibrated`). :mod:`flopsweep.steptime` re-exports
 every name.
 """
@@ -125,7 +125,9 @@ def compute_from_calibration(
 
 
 def compute_uncalibrated(target: Workload, *, gemm_tflops: float | None, what: str = "measured") -> Compute:
-    """The target's per-rank compute without a calibration: its hardware FLOPs per rank at
+    """The target's per-rank compute without a calibration: the FLOPs it executes per rank
+    (:attr:`Workload.executed_flops`: the hardware FLOPs, the attention square halved for kernels
+    that skip the masked tiles) at
     :data:`UNCALIBRATED_GEMM_FRACTION` of a measured ``gemm_tflops`` (TFLOP/s), or at
     :data:`DATASHEET_GEMM_FRACTION` of it when ``what`` names a datasheet peak (``H100 SXM
     datasheet``).
@@ -145,10 +147,11 @@ def compute_uncalibrated(target: Workload, *, gemm_tflops: float | None, what: s
         )
     share = UNCALIBRATED_GEMM_FRACTION if what == "measured" else DATASHEET_GEMM_FRACTION
     rate = share * gemm_tflops * 1e12
+    executed = target.executed_flops or target.hardware_flops
     return Compute(
-        compute_s=target.hardware_flops / target.world_size / rate,
+        compute_s=executed / target.world_size / rate,
         optimizer_s=0.0,
-        source=f"uncalibrated: hardware FLOPs at {share:g} x the {what} GEMM rate "
+        source=f"uncalibrated: executed FLOPs at {share:g} x the {what} GEMM rate "
         f"({gemm_tflops:.4g} TFLOP/s)",
     )
 

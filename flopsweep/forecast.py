@@ -41,7 +41,8 @@ def workload(cfg: RunConfig, layout: Layout) -> pr.Workload:
     where no formula gives them (``memory_budget``: the compiler decides) they are the model FLOPs, as
     :func:`flopsweep.predict.workload_from_record` reads such a record (:func:`_prediction` then
     predicts only from a calibration of the same policy and budget)."""
-    from flopsweep.metrics import hardware_flops
+    from flopsweep.attention import KERNELS
+    from flopsweep.metrics import executed_flops, hardware_flops
 
     m, b = cfg.model, cfg.batch
     fam = family(m)
@@ -64,6 +65,7 @@ def workload(cfg: RunConfig, layout: Layout) -> pr.Workload:
         reshard_after_forward=bool(getattr(cfg.backend, "reshard_after_forward", True)),
         model_flops=model_flops,
         hardware_flops=hardware_flops(cfg, tokens, density) or model_flops,
+        executed_flops=executed_flops(cfg, tokens) if KERNELS[cfg.attention.name].skips_masked else None,
         top_k=expert_parallel.top_k(m),
     )
 

@@ -376,7 +376,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
         None,
         "pred_from",
         "what the predicted compute came from: probe (timed pieces), calibration (a record) or flops "
-        "(hardware FLOPs at a fraction of the measured GEMM rate)",
+        "(executed FLOPs at a fraction of the measured GEMM rate)",
         column="predicted_compute_source",
         path=("predicted", "compute_source"),
     ),

@@ -15,12 +15,12 @@ assumptions; in short, per optimizer step and per rank::
 calibration record (the same model, kernel, precision, checkpointing and micro batch measured at a
 smaller world size, or for the job and ``plan=true`` at the same one: its step time less its
 optimizer and exposed communication, scaled by the micro batches per rank and divided by the ranks
-that share a batch, ``cp x tp x pp``), or, without one, from the hardware FLOPs at
-:data:`UNCALIBRATED_GEMM_FRACTION` of the measured GEMM rate, or at :data:`DATASHEET_GEMM_FRACTION`
-of the datasheet peak (said so in ``source``). ``factor`` is nccl-tests' bus-bandwidth factor
-(:func:`busbw_factor`): ``(n-1)/n`` for all-gather and reduce-scatter, ``2(n-1)/n`` for all-reduce,
-with ``bytes`` the full buffer (the gathered output, the scattered input). Units: seconds, bytes,
-GB/s (1e9 bytes/s), FLOP.
+that share a batch, ``cp x tp x pp``), or, without one, from the executed FLOPs (the hardware
+FLOPs, the causal square halved) at :data:`UNCALIBRATED_GEMM_FRACTION` of the measured GEMM rate,
+or at :data:`DATASHEET_GEMM_FRACTION` of the datasheet peak (said so in ``source``). ``factor`` is
+nccl-tests' bus-bandwidth factor (:func:`busbw_factor`): ``(n-1)/n`` for all-gather and
+reduce-scatter, ``2(n-1)/n`` for all-reduce, with ``bytes`` the full buffer (the gathered output, the
+scattered input). Units: seconds, bytes, GB/s (1e9 bytes/s), FLOP.
 """
 
 from __future__ import annotations

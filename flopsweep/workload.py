@@ -92,6 +92,8 @@ class Workload:
         pp_stages_per_rank: pipeline stages each rank holds (``Interleaved1F1B``: 2 or more).
         reshard_after_forward: FSDP2 all-gathers the parameters again in backward.
         model_flops, hardware_flops: per optimizer step over every rank, FLOP.
+        executed_flops: the FLOPs the step runs, the attention square halved where the kernel skips
+            the masked tiles (:func:`flopsweep.metrics.executed_flops`); None: ``hardware_flops``.
         top_k: experts each token is routed to in an MoE layer (expert parallel's all-to-alls,
             :func:`flopsweep.expert_parallel.transfers`); 0 for a dense model or unknown.
     """
@@ -111,6 +113,7 @@ class Workload:
     reshard_after_forward: bool = True
     model_flops: float
     hardware_flops: float
+    executed_flops: float | None = None
     top_k: int = 0
 
     def degree(self, name: str) -> int:

@@ -125,7 +125,7 @@ def test_plan_predicts_every_layout_of_the_8gpu_sweep(tmp_path: Path) -> None:
     # uncalibrated, for the H200s the sweep is written for (it sets plan_gpu=H200)
     plain = [row for row in _plan_rows(tmp_path / "plain") if row["status"] == "ok"]
     assert len(plain) >= 10 and all(
-        row["prediction_source"].startswith("uncalibrated: hardware FLOPs at 0.45 x the H200 datasheet")
+        row["prediction_source"].startswith("uncalibrated: executed FLOPs at 0.45 x the H200 datasheet")
         and float(row["predicted_tokens_per_s_per_device"]) > 0
         for row in plain
     )
@@ -136,7 +136,7 @@ def test_plan_predicts_every_layout_of_the_8gpu_sweep(tmp_path: Path) -> None:
     for row in ok:
         assert float(row["predicted_tokens_per_s_per_device"]) > 0, row
         assert row["prediction_source"].startswith(
-            "uncalibrated: hardware FLOPs at 0.45 x the H100 datasheet GEMM rate (989.4 TFLOP/s)"
+            "uncalibrated: executed FLOPs at 0.45 x the H100 datasheet GEMM rate (989.4 TFLOP/s)"
         ), row
         assert "bandwidth assumed: 0.7 x H100 SXM NVLink" in row["prediction_source"]
 

@@ -639,3 +639,29 @@ def test_inter_node_bandwidth_alone_leaves_the_node_bandwidth_alone(hydra_compos
     intra = link(validate(hydra_compose([*base, "predict.intra_node_gbps=300"])), None, None, [], h200)
     assert intra.busbw_gbps("all_gather", across_nodes=False) == 300
     assert intra.busbw_gbps("all_gather", across_nodes=True) == 300
+
+
+@pytest.mark.parametrize(("kernel", "halved"), [("sdpa", True), ("standard", False), ("sdpa-math", False)])
+def test_the_uncalibrated_step_counts_the_causal_half_that_fused_kernels_run(kernel: str, halved: bool) -> None:
+    """A kernel that skips the masked tiles runs half the attention square, which the FLOPs convention
+    counts whole: at long sequences the whole square doubled the uncalibrated step (Llama 3.1 8B at
+    87,040 tokens on an H200: 48.8 s predicted, 25.9 measured). Kernels that mask a whole square keep
+    it; the model and hardware FLOPs (the record's convention) do not change."""
+    import dataclasses
+
+    from flopsweep import forecast
+    from flopsweep.config import AttentionConfig, RunConfig
+    from flopsweep.layout import Layout
+    from flopsweep.models.gpt2 import GPT2Config
+
+    seq, n_layer, n_embd = 16384, 4, 256
+    model = GPT2Config(name="gpt-long", n_layer=n_layer, n_embd=n_embd, n_head=4, seq_len=seq, vocab_size=1024)
+    cfg = dataclasses.replace(RunConfig(), model=model, attention=AttentionConfig(name=kernel))
+    w = forecast.workload(cfg, Layout())
+    tokens = cfg.batch.micro_batch_size * seq
+    square = 12 * n_layer * n_embd * seq * tokens  # the convention's attention FLOPs, fwd + bwd
+    executed = w.executed_flops or w.hardware_flops
+    assert executed == pytest.approx(w.hardware_flops - (square / 2 if halved else 0), rel=1e-9)
+    compute = pr.compute_uncalibrated(w, gemm_tflops=100.0)
+    assert compute.compute_s == pytest.approx(executed / (pr.UNCALIBRATED_GEMM_FRACTION * 100e12))
+    assert compute.source.startswith("uncalibrated: executed FLOPs at 0.6 x the measured GEMM rate")
