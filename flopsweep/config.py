@@ -184,8 +184,8 @@ class BatchConfig:
 class ParallelConfig:
     """How the world's ranks split into kinds of parallelism (torchtitan's ``ParallelDims``);
     :class:`flopsweep.layout.Layout` is the validated form. Data parallelism (HSDP included), tensor
-    parallelism, the pipeline and context parallelism are built; expert parallelism is not
-    (:data:`flopsweep.layout.DEGREE_SPECS` lists the degrees)."""
+    parallelism, the pipeline, context parallelism and expert parallelism (MoE ``model=hf`` configs)
+    are built (:data:`flopsweep.layout.DEGREE_SPECS` lists the degrees)."""
 
     dp_replicate: int = 1
     """Data-parallel replicas (HSDP's replicate dimension; ``backend=fsdp``)."""
