@@ -642,7 +642,7 @@ def test_inter_node_bandwidth_alone_leaves_the_node_bandwidth_alone(hydra_compos
 
 
 @pytest.mark.parametrize(("kernel", "halved"), [("sdpa", True), ("standard", False), ("sdpa-math", False)])
-def test_the_uncalibrated_step_counts_the_causal_half_that_fused_kernels_run(kernel: str, halved: bool) -> None:
+def test_the_uncalibrated_step_counts_the_causal_half_fused_kernels_run(kernel: str, halved: bool) -> None:
     """A kernel that skips the masked tiles runs half the attention square, which the FLOPs convention
     counts whole: at long sequences the whole square doubled the uncalibrated step (Llama 3.1 8B at
     87,040 tokens on an H200: 48.8 s predicted, 25.9 measured). Kernels that mask a whole square keep
@@ -655,7 +655,7 @@ def test_the_uncalibrated_step_counts_the_causal_half_that_fused_kernels_run(ker
     from flopsweep.models.gpt2 import GPT2Config
 
     seq, n_layer, n_embd = 16384, 4, 256
-    model = GPT2Config(name="gpt-long", n_layer=n_layer, n_embd=n_embd, n_head=4, seq_len=seq, vocab_size=1024)
+    model = GPT2Config(name="long", n_layer=n_layer, n_embd=n_embd, n_head=4, seq_len=seq, vocab_size=1024)
     cfg = dataclasses.replace(RunConfig(), model=model, attention=AttentionConfig(name=kernel))
     w = forecast.workload(cfg, Layout())
     tokens = cfg.batch.micro_batch_size * seq
