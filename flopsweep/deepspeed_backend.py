@@ -48,6 +48,11 @@ def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> Dee
         log.debug("%s", line)
     ds_config = run_deepspeed_config(cfg, layout, device.type)
     stage3 = cfg.backend.zero_stage == 3
+    # zero.Init patches torch.Tensor.__new__ while the model is built, and the model's modules are
+    # imported then; torch._dynamo (imported by their torch.compiler.disable) checks Tensor.__new__'s
+    # signature when first imported and refuses the patched one: import it before the patch.
+    import torch._dynamo  # noqa: F401
+
     # zero_init=False (hf): built whole on the host, partitioned by deepspeed.initialize.
     with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=stage3 and family(cfg.model).zero_init):
         model = make_model(cfg, None if stage3 else device)

@@ -60,6 +60,7 @@ __all__ = [
     "SEARCH_DEFAULT",
     "calibration_key",
     "comparable_config",
+    "without_added_defaults",
     "compared_layout",
     "current_config",
     "defining_overrides",
@@ -77,10 +78,10 @@ __all__ = [
 
 # --- today's config: the keys added later ---------------------------------------------------------------
 
-IDENTITY_VERSION = 2
+IDENTITY_VERSION = 3
 """The version of the keys :func:`record_keys` writes (``run.identity_version``). A record of
-another version, or of none, has its keys computed again from its config; but the keys of a
-version-1 record of a built-in family, which version 2 computes alike, are taken as stored.
+another version (1 and 2 included: version 3 computes the job key differently), or of none, has
+its keys computed again from its config.
 
 - 1: the keys as first written.
 - 2: ``model=hf``'s ``config.model.config_sha256`` (the hash of the ``config.json`` bytes validation
@@ -88,7 +89,10 @@ version-1 record of a built-in family, which version 2 computes alike, are taken
   (``resume=true`` runs it again; the analysis does not pool two files under one name). A record
   from before carries the hash in its ``model`` section only, which :func:`with_config_hash` copies
   in: an unchanged file is the same job and set-up as before, and such a record's set-up id changes
-  once, to include the hash."""
+  once, to include the hash.
+- 3: the job key leaves out the keys of :data:`ADDED_LATER` at their old value, as the set-up key
+  does (:func:`without_added_defaults`): a key added later no longer changes the job key of every
+  record written before it, which made ``resume=true`` run their ``ok`` jobs again."""
 
 PARALLEL_DEFAULT = {
     "dp_replicate": 1,
@@ -184,13 +188,10 @@ def _upgraded(record: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _stored(record: Mapping[str, Any], name: str) -> str | None:
-    """``run.<name>`` when the record's ``run.identity_version`` is :data:`IDENTITY_VERSION`, or 1
-    and the record is not ``model=hf``'s (version 2 changed the keys of ``model=hf`` only)."""
-    run, config = record.get("run"), record.get("config")
-    model = config.get("model") if isinstance(config, dict) else None
-    hf = not isinstance(model, dict) or model.get("arch") == "hf"
+    """``run.<name>`` when the record's ``run.identity_version`` is :data:`IDENTITY_VERSION`."""
+    run = record.get("run")
     if isinstance(run, dict) and type(run.get("identity_version")) is int and isinstance(run.get(name), str):
-        if run["identity_version"] == IDENTITY_VERSION or (run["identity_version"] == 1 and not hf):
+        if run["identity_version"] == IDENTITY_VERSION:
             return run[name]
     return None
 
@@ -198,6 +199,27 @@ def _stored(record: Mapping[str, Any], name: str) -> str | None:
 def _digest(value: Any, size: int) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()[:size]
+
+
+def without_added_defaults(config: Mapping[str, Any]) -> Record:
+    """``config`` (today's form, :func:`current_config`) less every key of :data:`ADDED_LATER` at the
+    value older records ran with (``parallel`` at :data:`PARALLEL_DEFAULT`, ``search`` off,
+    ``optim.in_backward`` false, ``compile_scope`` ``block``...), a new dict: so a key added later at
+    its old default changes neither the job key nor the set-up key of a config that leaves it there."""
+    kept = dict(config)
+    for path, old in ADDED_LATER:  # a key inside a section (optim.in_backward, parallel.ep, ...)
+        if len(path) == 2 and isinstance(node := kept.get(path[0]), dict):
+            key = path[1]
+            if key in node and type(node[key]) is type(old) and node[key] == old:
+                kept[path[0]] = {k: v for k, v in node.items() if k != key}
+    parallel = kept.get("parallel")
+    if isinstance(parallel, dict) and all(parallel.get(k) == v for k, v in PARALLEL_DEFAULT.items()):
+        if "ep" not in parallel:  # expert parallel at 1 was dropped above
+            kept.pop("parallel")
+    for path, old in ADDED_LATER:  # a top-level key or section (search, loss, compile_scope) at its old value
+        if len(path) == 1 and path[0] != "parallel" and kept.get(path[0]) == old:
+            kept.pop(path[0])
+    return kept
 
 
 # --- the job key (resume) -------------------------------------------------------------------------------
@@ -208,7 +230,9 @@ def comparable_config(config: Mapping[str, Any]) -> Record:
     change what a run measures: the run controls (:data:`~flopsweep.config.RUN_CONTROL_KEYS`),
     ``batch=auto``'s ``micro_batch_size`` (the record holds the size the search found, the new config
     the size it starts from: the search decides it again) and, under ``search.model=largest``, the
-    model's ``n_layer`` and ``name`` (found again), or its ``seq_len`` under ``search.grow=seq_len``."""
+    model's ``n_layer`` and ``name`` (found again), or its ``seq_len`` under ``search.grow=seq_len``;
+    and less the keys of :data:`ADDED_LATER` at their old value (:func:`without_added_defaults`), so
+    that a key added in a later version does not make ``resume=true`` run an ``ok`` job again."""
     out = current_config({key: value for key, value in config.items() if key not in RUN_CONTROL_KEYS})
     batch = out.get("batch")
     if isinstance(batch, dict) and batch.get("name") == "auto":
@@ -217,7 +241,7 @@ def comparable_config(config: Mapping[str, Any]) -> Record:
     if search.get("model") == "largest" and isinstance(model, dict):
         found = ("seq_len",) if search.get("grow") == "seq_len" else ("n_layer", "name")
         out["model"] = {k: v for k, v in model.items() if k not in found}
-    return out
+    return without_added_defaults(out)
 
 
 def job_key(record: Mapping[str, Any]) -> str | None:
@@ -250,19 +274,7 @@ def setup_config(config: Mapping[str, Any]) -> Record:
     :data:`ADDED_LATER` at their old value (``parallel`` at :data:`PARALLEL_DEFAULT`, ``search``
     off, ``batch.global_batch_size`` null, ``optim.in_backward`` false); a ``full``/``none``
     checkpointing policy as the boolean of older records. So a set-up keeps its id across versions."""
-    kept = {k: v for k, v in current_config(config).items() if k not in NOT_SETUP}
-    for path, old in ADDED_LATER:  # a key inside a section (optim.in_backward, parallel.ep, ...)
-        if len(path) == 2 and isinstance(node := kept.get(path[0]), dict):
-            key = path[1]
-            if key in node and type(node[key]) is type(old) and node[key] == old:
-                kept[path[0]] = {k: v for k, v in node.items() if k != key}
-    parallel = kept.get("parallel")
-    if isinstance(parallel, dict) and all(parallel.get(k) == v for k, v in PARALLEL_DEFAULT.items()):
-        if "ep" not in parallel:  # expert parallel at 1 was dropped above
-            kept.pop("parallel")
-    for path, old in ADDED_LATER:  # a whole section (search, loss) at the value older records ran
-        if len(path) == 1 and path[0] != "parallel" and kept.get(path[0]) == old:
-            kept.pop(path[0])
+    kept = without_added_defaults({k: v for k, v in current_config(config).items() if k not in NOT_SETUP})
     ckpt = kept.get("activation_checkpointing")
     if isinstance(ckpt, dict) and set(ckpt) == {"name"} and ckpt["name"] in CHECKPOINTING_BOOLS.values():
         kept["activation_checkpointing"] = ckpt["name"] == "full"

@@ -196,8 +196,9 @@ def test_setup_key_ignores_rank_count_and_tag_not_backend(hydra_compose):
 def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     """``analysis.load.setup_id`` as it was before :mod:`flopsweep.identity` (at 657cf0d), and the one
     changes since: a ``model=hf`` set-up includes its config.json's hash (identity version 2), and
-    ``parallel.ep`` at 1, ``loss.chunk_tokens`` at 0 and ``optim.implementation`` at ``auto`` are left
-    out as keys added later."""
+    ``parallel.ep`` at 1, ``loss.chunk_tokens`` at 0, ``optim.implementation`` at ``auto``,
+    ``compile_scope`` at ``block``, ``compile_mode`` at ``default`` and ``backend.end_units`` false are
+    left out as keys added later."""
     config = record.get("config")
     if not isinstance(config, dict):
         return None
@@ -208,9 +209,8 @@ def _old_setup_id(record: dict, layout: bool = True) -> str | None:
         kept.pop("parallel")
     search = kept.get("search")
     if isinstance(search, dict):  # search.grow=seq_len's keys, added later (session 18), at their defaults
-        seq = {k: getattr(ModelSearchConfig(), k) for k in identity.SEQ_SEARCH_KEYS}
-        if all(search.get(k, v) == v for k, v in seq.items()):
-            kept["search"] = search = {k: v for k, v in search.items() if k not in seq}
+        seq = {k: getattr(ModelSearchConfig(), k) for k in identity.SEQ_SEARCH_KEYS}  # each at its default
+        kept["search"] = search = {k: v for k, v in search.items() if k not in seq or v != seq[k]}
     if search == identity.SEARCH_DEFAULT:
         kept.pop("search")
     optim = kept.get("optim")
@@ -228,6 +228,12 @@ def _old_setup_id(record: dict, layout: bool = True) -> str | None:
         kept["activation_checkpointing"] = ckpt["name"] == "full"
     if kept.get("loss") == {"chunk_tokens": 0}:  # added later (session 15): the whole logits, as before
         kept.pop("loss")
+    for key, before in (("compile_scope", "block"), ("compile_mode", "default")):  # added later (session 20)
+        if kept.get(key) == before:
+            kept.pop(key)
+    backend = kept.get("backend")
+    if isinstance(backend, dict) and backend.get("end_units") is False:  # added later (session 20)
+        kept["backend"] = {k: v for k, v in backend.items() if k != "end_units"}
     model, sha = kept.get("model"), (record.get("model") or {}).get("config_sha256")
     if isinstance(model, dict) and model.get("arch") == "hf" and sha:  # identity version 2: its file's hash
         kept["model"] = {**model, "config_sha256": sha}
@@ -255,11 +261,26 @@ def test_committed_records_keep_their_setup_id():
     assert read > 200
 
 
-def test_committed_records_are_the_same_job_as_before_but_in_backward():
-    """The job key compares what ``job.comparable_config`` compared, with the keys of
-    :data:`identity.ADDED_LATER` filled in (``optim.in_backward`` was the one missing)."""
+def _drop(config: dict, path: tuple[str, ...]) -> dict:
+    """``config`` (a copy) without the key at ``path``."""
+    out = copy.deepcopy(config)
+    node = out
+    for part in path[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict):
+        node.pop(path[-1], None)
+    return out
+
+
+def test_committed_records_keep_their_job_key_when_a_key_is_added_later():
+    """The job key (what ``resume=true`` matches) hashes the config less the run controls, with every
+    key of :data:`identity.ADDED_LATER` at its old value left out: the same key whether a record
+    lacks such a key (written before it) or holds it at its default (written after), so adding a key
+    does not make ``resume=true`` run a committed sweep's ``ok`` jobs again (identity version 3).
+    Every other key is compared as the record holds it."""
     from flopsweep.files import RecordError, read_json
 
+    checked = 0
     for path in COMMITTED:
         try:
             record = read_json(Path(path))
@@ -268,21 +289,32 @@ def test_committed_records_are_the_same_job_as_before_but_in_backward():
         config = record.get("config")
         if not isinstance(config, dict) or record.get("schema_version") != 2:
             continue
+        checked += 1
         comparable = identity.comparable_config(config)
         assert set(RUN_CONTROL_KEYS).isdisjoint(comparable)
-        if isinstance(config.get("optim"), dict):
-            assert comparable["optim"]["in_backward"] == config["optim"].get("in_backward", False)
+        filled = identity.current_config(config)  # as a config written today holds them
+        assert identity.comparable_config(filled) == comparable, path
+        for added, before in identity.ADDED_LATER:  # and as a config written before each key
+            at_old = _drop(filled, added)
+            node = filled
+            for part in added:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node == before:
+                assert identity.comparable_config(at_old) == comparable, (path, added)
+        if isinstance(config.get("optim"), dict) and config["optim"].get("in_backward") is True:
+            assert comparable["optim"]["in_backward"] is True
         without = {k: v for k, v in config.items() if k not in RUN_CONTROL_KEYS}
-        for key, value in without.items():  # nothing but the batch=auto size and the added keys differ
-            if key == "parallel":  # expert parallel came later, at 1
-                assert comparable[key] == {**value, "ep": value.get("ep", 1)}, path
-            elif key == "search":  # search.grow=seq_len's range came later, at its defaults
-                seq = {k: getattr(ModelSearchConfig(), k) for k in identity.SEQ_SEARCH_KEYS}
-                assert comparable[key] == {**seq, **value}, path
-            elif key == "backend":  # backend.end_units came later, off
-                assert comparable[key] == {**value, "end_units": value.get("end_units", False)}, path
-            elif key not in ("batch", "model", "optim", "activation_checkpointing"):
+        added_top = {p[0] for p, _ in identity.ADDED_LATER}
+        for key, value in without.items():  # nothing but the searched sizes and the added keys differ
+            if key not in added_top and key not in (
+                "batch",
+                "model",
+                "optim",
+                "activation_checkpointing",
+                "backend",
+            ):
                 assert comparable[key] == value, (path, key)
+    assert checked > 200
 
 
 def test_analysis_schema_re_exports_the_chain():
