@@ -479,7 +479,7 @@ class RunConfig:
     timeout_s: float = 1800.0
     """Seconds a job's workers may run before they are stopped (error: timeout)."""
     tag: str = ""
-    """Free-form label copied into the record."""
+    """Free-form label copied into the record; at most ``MAX_TAG_CHARS`` (256) characters."""
     resume: bool = False
     """Skip a job whose directory already holds an ``ok`` metrics.json for the same config;
     move any other old record aside (``metrics.<status>-<run id>.json``) and run again."""
@@ -562,3 +562,7 @@ raising it on a resumed sweep adds rounds and keeps the records of the rounds al
 
 MAX_REPEATS = 100
 """The largest ``repeats=``."""
+
+MAX_TAG_CHARS = 256
+"""The longest ``tag``: it is copied into every record, log line and plan row (a 100,000-character
+tag made each plan line 100 KB)."""

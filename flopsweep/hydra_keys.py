@@ -1,0 +1,168 @@
+"""``hydra.*`` keys that no schema has: a typo of a sweeper's or launcher's key
+(``hydra.sweeper.inital=3`` under ``hydra/sweeper=tune``), a key of another sweeper or launcher than
+the one picked (``hydra.sweeper.eta=3`` with the basic sweeper, ``hydra.launcher.timeout_min=5``
+with the basic launcher), or of Hydra's own sections (``hydra.job.chdri=true``). One line each,
+before Hydra starts (``run.py``'s :func:`refusal`, exit 2).
+
+Hydra refuses them too, in six to eight lines ("Could not override 'hydra.sweeper.inital'. To
+append to your config use +hydra.sweeper.inital=3", ``Key 'inital' is not in struct``,
+``full_key``, ``object_type=dict``), without the key meant or the option it belongs to.
+
+The keys of a sweeper or launcher are its YAML's (``conf/hydra/sweeper/tune.yaml``, the Slurm
+plug-in's ``conf/hydra/launcher/slurm.yaml``) and those of the schema it extends (Hydra's
+``BasicSweeperConf``, hydra-submitit-launcher's ``SlurmQueueConf``); one whose schema is not known
+here (``optuna_objective``, a plug-in of another package) is left to Hydra. Hydra's own sections are
+its ``HydraConf`` dataclasses; a section typed as a plain mapping (``hydra.job.env_set``,
+``hydra.callbacks``) takes any key. Torch-free.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+
+from flopsweep.override_grammar import overrides_of
+from flopsweep.overrides import CONF
+
+_PLUGIN_CONF = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hydra_plugins", "flopsweep_slurm", "conf"
+)
+
+DEFAULT_CHOICE = {"sweeper": "basic_batched", "launcher": "basic"}
+"""The option conf/config.yaml (or Hydra) picks when the command line picks none."""
+
+
+def _schema_keys(name: str) -> set[str] | None:
+    """The fields of the dataclass a sweeper's or launcher's YAML extends, by its defaults entry
+    (``basic``, ``submitit_slurm``, ``submitit_local``), else None (not known here)."""
+    from omegaconf import OmegaConf
+
+    try:
+        if name == "basic/sweeper":
+            from hydra._internal.core_plugins.basic_sweeper import BasicSweeperConf as conf
+        elif name == "basic/launcher":
+            from hydra._internal.core_plugins.basic_launcher import BasicLauncherConf as conf
+        elif name == "submitit_slurm/launcher":
+            from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf as conf
+        elif name == "submitit_local/launcher":
+            from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf as conf
+        else:
+            return None
+    except ImportError:
+        return None
+    return set(OmegaConf.structured(conf).keys())
+
+
+@functools.cache
+def option_keys(kind: str, option: str) -> frozenset[str] | None:
+    """The top-level keys ``hydra.<kind>.KEY`` of ``hydra/<kind>=<option>`` (kind ``sweeper`` or
+    ``launcher``), or None when its schema is not known here."""
+    import yaml
+
+    if (found := _schema_keys(f"{option}/{kind}")) is not None:
+        return frozenset(found)
+    for folder in (CONF, _PLUGIN_CONF):
+        path = os.path.join(folder, "hydra", kind, f"{option}.yaml")
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f.read(1 << 20)) or {}
+        keys = {k for k in data if k != "defaults"}
+        for entry in data.get("defaults") or []:
+            if isinstance(entry, str) and entry != "_self_":
+                base = _schema_keys(f"{entry}/{kind}")
+                if base is None:
+                    return None
+                keys |= base
+        return frozenset(keys)
+    return None
+
+
+def _options(kind: str) -> list[str]:
+    """flopsweep's options of ``hydra/<kind>`` and Hydra's basic one."""
+    names = {"basic"}
+    for folder in (CONF, _PLUGIN_CONF):
+        path = os.path.join(folder, "hydra", kind)
+        if os.path.isdir(path):
+            names |= {f[: -len(".yaml")] for f in os.listdir(path) if f.endswith(".yaml")}
+    return sorted(names)
+
+
+def _plugin_key_problem(kind: str, option: str, key: str, override: str) -> str | None:
+    known = option_keys(kind, option)
+    if known is None or key in known:
+        return None
+    owners = [o for o in _options(kind) if o != option and key in (option_keys(kind, o) or ())]
+    picked = f"hydra/{kind}={option}"
+    if owners:
+        names = " or ".join(f"hydra/{kind}={o}" for o in owners)
+        return (
+            f"Invalid config: {override}: hydra.{kind}.{key} belongs to {names}, not to {picked} "
+            f"(the {kind} this command line runs). Fix: add {names.split(' or ')[0]}, or drop the override."
+        )
+    close = difflib.get_close_matches(key, sorted(k for k in known if not k.startswith("_")), n=3, cutoff=0.6)
+    fix = (
+        f"did you mean {' or '.join(f'hydra.{kind}.{c}' for c in close)}?"
+        if close
+        else f"{picked} takes {', '.join(sorted(k for k in known if not k.startswith('_')))}."
+    )
+    return f"Invalid config: {override}: {picked} has no key {key}. Fix: {fix}"
+
+
+def _hydra_section_problem(path: list[str], override: str) -> str | None:
+    """A key of Hydra's own typed sections (``hydra.job.chdri``) that its dataclass lacks."""
+    from hydra.conf import HydraConf
+    from omegaconf import DictConfig, OmegaConf
+
+    node = OmegaConf.structured(HydraConf)
+    for depth, name in enumerate(path):
+        if not isinstance(node, DictConfig) or not OmegaConf.is_config(node):
+            return None
+        kind = OmegaConf.get_type(node)
+        if kind is dict or kind is None:  # a plain mapping takes any key
+            return None
+        if name not in list(node.keys()):  # `in` misses a field still MISSING (job_logging)
+            here = "hydra." + ".".join(path[:depth]) if depth else "hydra"
+            close = difflib.get_close_matches(name, [str(k) for k in node.keys()], n=3, cutoff=0.6)
+            fix = (
+                f"did you mean {' or '.join(f'{here}.{c}' for c in close)}?"
+                if close
+                else f"{here} takes {', '.join(str(k) for k in node.keys())}."
+            )
+            return f"Invalid config: {override}: {here} has no key {name}. Fix: {fix}"
+        node = node._get_node(name)
+    return None
+
+
+def hydra_key_problem(argv: list[str]) -> str | None:
+    """One line for the first ``hydra.*`` override whose key the picked sweeper, the picked launcher
+    or Hydra's own schema lacks (see the module doc), else None. ``+``/``++``/``~`` overrides, a
+    ``+sweep=`` file (it may pick a sweeper) and another primary config (``--config-name``) are
+    Hydra's."""
+    if any(a in ("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir") for a in argv) or any(
+        a.startswith(("--config-name=", "--config-path=", "--config-dir=")) for a in argv
+    ):
+        return None
+    overrides = overrides_of(argv)
+    picked = dict(DEFAULT_CHOICE)
+    for text in overrides:
+        key, _, value = text.partition("=")
+        if key.lstrip("+~") in ("sweep",):
+            return None
+        if key.lstrip("+~") in ("hydra/sweeper", "hydra/launcher"):
+            picked[key.lstrip("+~").partition("/")[2]] = value.strip().strip("'\"")
+    for text in overrides:
+        key = text.partition("=")[0]
+        if key.startswith(("+", "~")) or "@" in key or not key.startswith("hydra."):
+            continue
+        path = key.split(".")[1:]
+        if path[0] in picked and len(path) > 1:
+            problem = _plugin_key_problem(path[0], picked[path[0]], path[1], text)
+        elif path[0] in picked:
+            problem = None
+        else:
+            problem = _hydra_section_problem(path, text)
+        if problem:
+            return problem
+    return None
