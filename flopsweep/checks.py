@@ -32,6 +32,7 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
     MAX_REPEATS,
     MAX_SEED,
     MAX_TAG_CHARS,
+    PLAN_FORMATS,
     BatchConfig,
     ConfigError,
     OptimConfig,
@@ -101,6 +102,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     _validate_predict(cfg)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
+    require_choice("plan_format", cfg.plan_format, PLAN_FORMATS)  # was JSON for any value but table or csv
     objective.spec_of(cfg.objective)
     check_repeats(cfg)
     rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)

@@ -522,7 +522,8 @@ class RunConfig:
     ``GPU:NODESxGPUS_PER_NODE[:NETWORK]``, ``H100:8x8``, ``here``); each gets every set-up of
     ``space`` that fits and is not refused, ranked by ``objective``. Empty: one row per job."""
     plan_format: str = "table"
-    """``plan=true``'s output: ``table`` (the terminal table), ``csv`` or ``json`` (every row)."""
+    """``plan=true``'s output: ``table`` (the terminal table), ``csv`` or ``json`` (every row); any other
+    value is refused (``PLAN_FORMATS``)."""
     space: SpaceConfig = field(default_factory=SpaceConfig)
     """The set-ups ``plan_clusters`` enumerates (a run control)."""
     objective: str = "model_tflops_per_device"
@@ -562,6 +563,9 @@ raising it on a resumed sweep adds rounds and keeps the records of the rounds al
 
 MAX_REPEATS = 100
 """The largest ``repeats=``."""
+
+PLAN_FORMATS = ("table", "csv", "json")
+"""``plan_format=`` values."""
 
 MAX_TAG_CHARS = 256
 """The longest ``tag``: it is copied into every record, log line and plan row (a 100,000-character

@@ -48,7 +48,7 @@ def _reason(override: str, message: str) -> str:
     return "not in Hydra's override grammar"
 
 
-_KEY = re.compile(r"[+~]{0,2}[A-Za-z_][\w./@-]*")
+_KEY = re.compile(r"[+~]{0,2}[A-Za-z_][\w./@-]*", re.ASCII)
 """A key as Hydra's grammar takes it (``+``/``++``/``~`` first, a package after ``@``)."""
 
 _PAIRS = (("[", "]"), ("{", "}"), ("(", ")"))
@@ -59,7 +59,8 @@ def _fix(key: str, value: str) -> str:
     bracket closed, else the value quoted as one string (the outer quotes are the shell's)."""
     if not _KEY.fullmatch(key):
         return (
-            "a key is letters, digits and _ . / @ - (no space, nothing else); write KEY=VALUE, e.g. tag=mine"
+            "a key is ASCII letters, digits and _ . / @ - (no space, nothing else); "
+            "write KEY=VALUE, e.g. tag=mine"
         )
     quote = value[:1]
     if quote in ("'", '"') and (len(value) == 1 or not value.endswith(quote)):  # a quote left open

@@ -47,6 +47,7 @@ def _parses(override: str) -> object:
         ("model.n_layer=2=3", "mismatched input '='", "'model.n_layer=\"2=3\"'", "2=3"),
         ("model.n_layer=[2", "no viable alternative at input '[2'", "model.n_layer=[2]", [2]),
         ("a b=3", "character 2, ' '", "tag=mine", "mine"),
+        ("modèle=x", "character 4, 'è'", "tag=mine", "mine"),  # a key: ASCII only
     ],
 )
 def test_an_override_hydras_grammar_cannot_read_is_one_line_whose_fix_parses(
@@ -231,3 +232,21 @@ def test_a_tag_over_256_characters_is_refused_before_hydra_and_by_validation() -
     with pytest.raises(ConfigError) as info:
         check_bounds(RunConfig(tag="t" * (MAX_TAG_CHARS + 1)))
     assert info.value.key == "tag" and "over the bound of 256" in str(info.value)
+
+
+def test_a_plan_format_that_is_no_format_is_refused() -> None:
+    """``plan=true plan_format=nope`` printed JSON, exit 0 (only ``plan_clusters`` checked the key)."""
+    from flopsweep.checks import validate
+    from flopsweep.clusters import command_line_problem
+    from flopsweep.config import ConfigError, RunConfig
+
+    line = command_line_problem(["plan=true", "plan_format=nope"])
+    assert line == (
+        "Invalid config: plan_format='nope': must be one of table, csv, json. "
+        "Fix: pick one of those, e.g. plan_format=table."
+    )
+    assert "plan_format='nope'" in command_line_problem(["-m", "plan_format=csv,nope"])
+    assert command_line_problem(["plan_format=json"]) is None
+    with pytest.raises(ConfigError) as info:
+        validate(RunConfig(plan=True, plan_format="nope"))
+    assert info.value.key == "plan_format"
