@@ -35,7 +35,8 @@ DEFAULT_CHOICE = {"sweeper": "basic_batched", "launcher": "basic"}
 
 def _schema_keys(name: str) -> set[str] | None:
     """The fields of the dataclass a sweeper's or launcher's YAML extends, by its defaults entry
-    (``basic``, ``submitit_slurm``, ``submitit_local``), else None (not known here)."""
+    (``basic``, ``submitit_slurm``, ``submitit_local``, ``flopsweep_local_base``), else None (not
+    known here)."""
     from omegaconf import OmegaConf
 
     try:
@@ -47,6 +48,8 @@ def _schema_keys(name: str) -> set[str] | None:
             from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf as conf
         elif name == "submitit_local/launcher":
             from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf as conf
+        elif name == "flopsweep_local_base/launcher":  # slurm_local's (the Slurm plug-in's ConfigStore)
+            from flopsweep.slurm import LocalConf as conf
         else:
             return None
     except ImportError:

@@ -133,6 +133,10 @@ def test_a_sweep_without_m_is_one_line_naming_m(override: str, quoted: str | Non
             ["-m", "hydra/launcher=pool", "hydra.launcher.slot=[0]"],
             "Fix: did you mean hydra.launcher.slots?",
         ),
+        (
+            ["-m", "hydra.launcher.parallel_jobs=2", "seed=0,1"],
+            "belongs to hydra/launcher=slurm_local, not to hydra/launcher=basic",
+        ),
         (["hydra.job.chdri=true"], "hydra.job has no key chdri. Fix: did you mean hydra.job.chdir?"),
         (["hydra.run.dri=x"], "Fix: did you mean hydra.run.dir?"),
         (["hydra.jbo.chdir=true"], "hydra has no key jbo. Fix: did you mean hydra.job?"),
@@ -154,6 +158,7 @@ def test_the_keys_a_hydra_line_proposes_are_the_options_own() -> None:
     assert {"timeout_min", "partition", "array_parallelism", "setup"} <= option_keys("launcher", "slurm")
     assert {"slots", "devices", "timeout_min", "grace_s"} <= option_keys("launcher", "pool")
     assert option_keys("launcher", "basic") == {"_target_"}
+    assert {"parallel_jobs", "timeout_min"} <= option_keys("launcher", "slurm_local")
     assert option_keys("sweeper", "no-such-sweeper") is None
 
 
@@ -164,6 +169,12 @@ def test_the_keys_a_hydra_line_proposes_are_the_options_own() -> None:
         ["-m", "hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.array_parallelism=2"],
         ["-m", "hydra/launcher=pool", "hydra.launcher.slots=[0,1]", "hydra.launcher.grace_s=5"],
         ["-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=3"],
+        [
+            "-m",
+            "hydra/launcher=slurm_local",
+            "hydra.launcher.parallel_jobs=2",
+            "hydra.launcher.timeout_min=3",
+        ],
         ["hydra.job.chdir=false", "hydra.run.dir=x", "hydra.verbose=true", "hydra.job.env_set.FOO=1"],
         ["hydra.job_logging.root.level=DEBUG", "hydra.callbacks.mine._target_=x", "hydra.help.app_name=x"],
         ["-m", "+sweep=tuning", "hydra.sweeper.initial=3"],  # a sweep file may pick the tuner
