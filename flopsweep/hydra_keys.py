@@ -1,8 +1,10 @@
 """``hydra.*`` keys that no schema has: a typo of a sweeper's or launcher's key
 (``hydra.sweeper.inital=3`` under ``hydra/sweeper=tune``), a key of another sweeper or launcher than
 the one picked (``hydra.sweeper.eta=3`` with the basic sweeper, ``hydra.launcher.timeout_min=5``
-with the basic launcher), or of Hydra's own sections (``hydra.job.chdri=true``). One line each,
-before Hydra starts (``run.py``'s :func:`refusal`, exit 2).
+with the basic launcher), or of Hydra's own sections (``hydra.job.chdri=true``); and a basic
+sweeper's ``params`` or ``max_batch_size`` that its code cannot take (``params=5``,
+``max_batch_size=-1``: tracebacks). One line each, before Hydra starts (``run.py``'s
+:func:`refusal`, exit 2).
 
 Hydra refuses them too, in six to eight lines ("Could not override 'hydra.sweeper.inital'. To
 append to your config use +hydra.sweeper.inital=3", ``Key 'inital' is not in struct``,
@@ -138,6 +140,44 @@ def _hydra_section_problem(path: list[str], override: str) -> str | None:
     return None
 
 
+BATCHING_SWEEPERS = ("basic", "basic_batched", "tune")
+"""The sweepers built on Hydra's ``BasicSweeper``, whose ``params`` and ``max_batch_size`` it reads
+unchecked (an ``AttributeError`` or ``AssertionError`` traceback for a wrong one)."""
+
+
+def _sweeper_value_problem(key: str, text: str) -> str | None:
+    """One line for ``hydra.sweeper.params`` or ``max_batch_size`` of a basic sweeper that its code
+    cannot take: ``params`` other than null (``params=5``: Hydra's merge error, or under the tuner an
+    ``AttributeError``; a mapping ``params={seed:'0,1'}``: OmegaConf's 45-line merge traceback, since
+    the default is null), ``max_batch_size`` not a whole number of at least 1 (``-1``: an
+    ``AssertionError``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        value = OverridesParser.create().parse_override(text).value()
+    except Exception:  # noqa: BLE001 - the grammar's own line comes first
+        return None
+    if isinstance(value, str) and "${" in value:
+        return None
+    if key == "params" and value is not None:
+        return (
+            f"Invalid config: {text}: hydra.sweeper.params is set one axis at a time, not as a whole. "
+            "Fix: give each axis as hydra.sweeper.params.KEY=VALUES, e.g. 'hydra.sweeper.params.seed=0,1', "
+            "or sweep it on the command line (-m seed=0,1)."
+        )
+    if (
+        key == "max_batch_size"
+        and value is not None
+        and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+    ):
+        return (
+            f"Invalid config: {text}: the jobs launched at once must be a whole number of at least 1. "
+            "Fix: drop it (flopsweep sets it: every job at once, 1 under fail_fast=true), or set e.g. "
+            "hydra.sweeper.max_batch_size=4."
+        )
+    return None
+
+
 def hydra_key_problem(argv: list[str]) -> str | None:
     """One line for the first ``hydra.*`` override whose key the picked sweeper, the picked launcher
     or Hydra's own schema lacks (see the module doc), else None. ``+``/``++``/``~`` overrides, a
@@ -162,6 +202,13 @@ def hydra_key_problem(argv: list[str]) -> str | None:
         path = key.split(".")[1:]
         if path[0] in picked and len(path) > 1:
             problem = _plugin_key_problem(path[0], picked[path[0]], path[1], text)
+            if (
+                not problem
+                and path[0] == "sweeper"
+                and len(path) == 2
+                and picked["sweeper"] in BATCHING_SWEEPERS
+            ):
+                problem = _sweeper_value_problem(path[1], text)
         elif path[0] in picked:
             problem = None
         else:

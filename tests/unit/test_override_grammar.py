@@ -261,3 +261,41 @@ def test_a_plan_format_that_is_no_format_is_refused() -> None:
     with pytest.raises(ConfigError) as info:
         validate(RunConfig(plan=True, plan_format="nope"))
     assert info.value.key == "plan_format"
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["-m", "hydra.sweeper.params=5", "seed=0,1"], "hydra.sweeper.params is set one axis at a time"),
+        (["-m", 'hydra.sweeper.params={seed:"0,1"}'], "e.g. 'hydra.sweeper.params.seed=0,1'"),  # 45 lines
+        (["-m", "hydra/sweeper=tune", "hydra.sweeper.params=5"], "one axis at a time"),  # AttributeError
+        (["-m", "hydra.sweeper.max_batch_size=-1", "seed=0,1"], "a whole number of at least 1"),  # assert
+        (["-m", "hydra.sweeper.max_batch_size=abc", "seed=0,1"], "Fix: drop it (flopsweep sets it"),
+    ],
+)
+def test_a_basic_sweepers_params_or_batch_its_code_cannot_take_is_one_line(
+    argv: list[str], words: str
+) -> None:
+    """Hydra's basic sweeper reads them unchecked: ``max_batch_size=-1`` an ``AssertionError``,
+    ``params`` a mapping OmegaConf's merge traceback (the default is null), under the tuner ``params=5``
+    an ``AttributeError``."""
+    override = next(a for a in argv if a.startswith("hydra.sweeper."))
+    assert words in _one_line(hydra_key_problem(argv), override)
+    for fine in (
+        "hydra.sweeper.params=null",
+        "hydra.sweeper.max_batch_size=4",
+        "hydra.sweeper.max_batch_size=null",
+    ):
+        assert hydra_key_problem(["-m", fine, "seed=0,1"]) is None, fine
+
+
+def test_the_tuners_whole_numbers_written_as_floats_are_ints() -> None:
+    """``hydra.sweeper.eta=1e9`` passed the check (a whole number) and reached ``range()`` as a float:
+    a ``TypeError`` traceback."""
+    from hydra_plugins.flopsweep_tune import TuneSweeper
+
+    tuner = TuneSweeper(initial=4.0, eta=1e9, finalists=2.0)
+    assert (tuner.initial, tuner.eta, tuner.finalists) == (4, 10**9, 2)
+    assert all(type(v) is int for v in (tuner.initial, tuner.eta, tuner.finalists))
+    assert tuner._problem() is None
+    assert "hydra.sweeper.eta=2.5: must be a whole number" in TuneSweeper(eta=2.5)._problem()
