@@ -35,12 +35,9 @@ DEFAULT_CHOICE = {"sweeper": "basic_batched", "launcher": "basic"}
 """The option conf/config.yaml (or Hydra) picks when the command line picks none."""
 
 
-def _schema_keys(name: str) -> set[str] | None:
-    """The fields of the dataclass a sweeper's or launcher's YAML extends, by its defaults entry
-    (``basic``, ``submitit_slurm``, ``submitit_local``, ``flopsweep_local_base``), else None (not
-    known here)."""
-    from omegaconf import OmegaConf
-
+def _schema(name: str) -> type | None:
+    """The dataclass a sweeper's or launcher's YAML extends, by its defaults entry (``basic``,
+    ``submitit_slurm``, ``submitit_local``, ``flopsweep_local_base``), else None (not known here)."""
     try:
         if name == "basic/sweeper":
             from hydra._internal.core_plugins.basic_sweeper import BasicSweeperConf as conf
@@ -56,32 +53,105 @@ def _schema_keys(name: str) -> set[str] | None:
             return None
     except ImportError:
         return None
-    return set(OmegaConf.structured(conf).keys())
+    return conf
+
+
+def _schema_keys(name: str) -> set[str] | None:
+    """The fields of :func:`_schema`'s dataclass, else None."""
+    from omegaconf import OmegaConf
+
+    conf = _schema(name)
+    return None if conf is None else set(OmegaConf.structured(conf).keys())
+
+
+@functools.cache
+def _option_yaml(kind: str, option: str) -> dict | None:
+    """The YAML of ``hydra/<kind>=<option>`` (flopsweep's or the Slurm plug-in's), else None."""
+    import yaml
+
+    for folder in (CONF, _PLUGIN_CONF):
+        path = os.path.join(folder, "hydra", kind, f"{option}.yaml")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return yaml.safe_load(f.read(1 << 20)) or {}
+    return None
+
+
+def _option_schema(kind: str, option: str) -> type | None:
+    """The dataclass that types ``hydra/<kind>=<option>``'s keys: its own, or its YAML's base."""
+    if (conf := _schema(f"{option}/{kind}")) is not None:
+        return conf
+    data = _option_yaml(kind, option) or {}
+    bases = [e for e in data.get("defaults") or [] if isinstance(e, str) and e != "_self_"]
+    return _schema(f"{bases[0]}/{kind}") if len(bases) == 1 else None
+
+
+_KINDS = {"IntegerNode": "a whole number", "FloatNode": "a number", "BooleanNode": "true or false"}
+"""What a typed node takes, by its OmegaConf node type, for the refusal's words."""
+
+
+def _typed_value_problem(kind: str, option: str, key: str, text: str) -> str | None:
+    """One line for a value that the typed key of the option's schema cannot take
+    (``hydra.launcher.timeout_min=abc`` under Slurm: Hydra's six-line merge error), else None; the
+    fix's example is the option's YAML value, else the schema's default."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    conf = _option_schema(kind, option)
+    if conf is None:
+        return None
+    node = OmegaConf.structured(conf)
+    if key not in list(node.keys()):
+        return None
+    try:
+        value = OverridesParser.create().parse_override(text).value()
+    except Exception:  # noqa: BLE001 - the grammar's own line comes first
+        return None
+    if isinstance(value, str) and "${" in value:
+        return None
+    try:
+        node[key] = value
+    except OmegaConfBaseException:
+        child = node._get_node(key)
+        field, name = type(child).__name__, f"hydra.{kind}.{key}"
+        example = (_option_yaml(kind, option) or {}).get(key)
+        if example is None or "${" in str(example):
+            default = child._value() if field in _KINDS else None
+            example = None if default in (None, "???") else default
+        if field in _KINDS:
+            what = f"is not {_KINDS[field]}"
+            shown = str(example).lower() if isinstance(example, bool) else example
+            fix = (
+                f"set {name}={shown} (hydra/{kind}={option}'s)"
+                if example is not None
+                else f"set {name} to {_KINDS[field]}"
+            )
+        elif OmegaConf.is_list(child):
+            what, fix = "is not a list", f"write a list, e.g. {name}=[a,b]"
+        else:
+            what, fix = "is not one text value", f"quote it as one string, e.g. '{name}=\"...\"'"
+        return f"Invalid config: {text}: {what}. Fix: {fix}, or drop the override."
+    return None
 
 
 @functools.cache
 def option_keys(kind: str, option: str) -> frozenset[str] | None:
     """The top-level keys ``hydra.<kind>.KEY`` of ``hydra/<kind>=<option>`` (kind ``sweeper`` or
     ``launcher``), or None when its schema is not known here."""
-    import yaml
-
     if (found := _schema_keys(f"{option}/{kind}")) is not None:
         return frozenset(found)
-    for folder in (CONF, _PLUGIN_CONF):
-        path = os.path.join(folder, "hydra", kind, f"{option}.yaml")
-        if not os.path.isfile(path):
-            continue
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f.read(1 << 20)) or {}
-        keys = {k for k in data if k != "defaults"}
-        for entry in data.get("defaults") or []:
-            if isinstance(entry, str) and entry != "_self_":
-                base = _schema_keys(f"{entry}/{kind}")
-                if base is None:
-                    return None
-                keys |= base
-        return frozenset(keys)
-    return None
+    data = _option_yaml(kind, option)
+    if data is None:
+        return None
+    keys = {k for k in data if k != "defaults"}
+    for entry in data.get("defaults") or []:
+        if isinstance(entry, str) and entry != "_self_":
+            base = _schema_keys(f"{entry}/{kind}")
+            if base is None:
+                return None
+            keys |= base
+    return frozenset(keys)
 
 
 def _options(kind: str) -> list[str]:
@@ -209,6 +279,8 @@ def hydra_key_problem(argv: list[str]) -> str | None:
                 and picked["sweeper"] in BATCHING_SWEEPERS
             ):
                 problem = _sweeper_value_problem(path[1], text)
+            if not problem and len(path) == 2:
+                problem = _typed_value_problem(path[0], picked[path[0]], path[1], text)
         elif path[0] in picked:
             problem = None
         else:

@@ -299,3 +299,33 @@ def test_the_tuners_whole_numbers_written_as_floats_are_ints() -> None:
     assert all(type(v) is int for v in (tuner.initial, tuner.eta, tuner.finalists))
     assert tuner._problem() is None
     assert "hydra.sweeper.eta=2.5: must be a whole number" in TuneSweeper(eta=2.5)._problem()
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (
+            ["-m", "hydra/launcher=slurm", "hydra.launcher.timeout_min=abc"],
+            "hydra.launcher.timeout_min=abc: is not a whole number. Fix: set hydra.launcher.timeout_min=60 "
+            "(hydra/launcher=slurm's), or drop the override.",
+        ),
+        (
+            ["-m", "hydra/launcher=slurm", "hydra.launcher.mem_gb=1.5"],
+            "set hydra.launcher.mem_gb to a whole number",
+        ),
+        (["-m", "hydra/launcher=slurm", "hydra.launcher.stderr_to_stdout=maybe"], "is not true or false"),
+        (["-m", "hydra/launcher=slurm", "hydra.launcher.setup=5"], "is not a list. Fix: write a list"),
+        (["-m", "hydra/launcher=slurm", "hydra.launcher.partition=[a,b]"], "is not one text value"),
+        (["-m", "hydra/launcher=slurm_local", "hydra.launcher.parallel_jobs=abc"], "parallel_jobs=1 (hydra/"),
+    ],
+)
+def test_a_launcher_value_its_schema_cannot_take_is_one_line(argv: list[str], words: str) -> None:
+    """hydra-submitit-launcher's typed keys: Hydra's six lines ("Error merging override ... could not be
+    converted to Integer", ``full_key``, ``object_type=SlurmQueueConf``); the fix's example is the
+    option's YAML value, which Hydra takes."""
+    override = argv[-1]
+    line = _one_line(hydra_key_problem(argv), override)
+    assert words in line, line
+    if "Fix: set " in line and "=" in line.split("Fix: set ", 1)[1].split()[0]:
+        example = line.split("Fix: set ", 1)[1].split()[0]
+        assert hydra_key_problem([*argv[:-1], example]) is None, example
