@@ -277,6 +277,36 @@ def objective_problem(overrides: list[str]) -> str | None:
     return None
 
 
+_TRUE = ("true", "1", "yes", "y", "on")
+"""How a command line may write a boolean's true (OmegaConf's spellings)."""
+
+
+def plan_conflict_problem(overrides: list[str]) -> str | None:
+    """One line for ``plan=true`` beside what measures runs, else None: ``hydra/sweeper=tune`` (its
+    plan jobs leave no record, so every set-up read as failed, "no winner", exit 0) or ``repeats=N``
+    over 1 (N identical plan rows per job)."""
+    values = {}
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if eq:
+            values[key.lstrip("+~")] = value.strip().strip("'\"").lower()
+    if values.get("plan") not in _TRUE:
+        return None
+    if values.get("hydra/sweeper") == "tune":
+        return (
+            "Invalid config: plan=true: the tuner (hydra/sweeper=tune) measures runs, and a plan runs none "
+            "(its set-ups would all read as failed). Fix: drop plan=true (the tuner prunes and predicts "
+            "before it measures), or drop hydra/sweeper=tune to plan the sweep's jobs."
+        )
+    repeats = values.get("repeats", "1")
+    if repeats.isdigit() and int(repeats) > 1:
+        return (
+            f"Invalid config: repeats={repeats}: a plan runs nothing, so its rounds would be {repeats} "
+            "identical rows per job. Fix: drop repeats (or plan=true)."
+        )
+    return None
+
+
 def repeats_problem(overrides: list[str]) -> str | None:
     """One line for a ``repeats=`` that cannot run: not one whole number from 1 to
     ``MAX_REPEATS``, over 1 without ``-m`` (the rounds are jobs of a sweep) or with another sweeper
@@ -319,6 +349,7 @@ def refusal(overrides: list[str]) -> str | None:
         or sweep_size_problem(overrides)
         or objective_problem(overrides)
         or repeats_problem(overrides)
+        or plan_conflict_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)

@@ -346,3 +346,28 @@ def test_a_whole_number_written_as_a_float_is_told_so_with_the_int_to_write() ->
         )
         assert type_problem([written]) is None
     assert "is not a whole number" in type_problem(["model.n_layer=2.5"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (
+            ["-m", "hydra/sweeper=tune", "plan=true", "backend=ddp,fsdp"],
+            "Invalid config: plan=true: the tuner (hydra/sweeper=tune) measures runs, and a plan runs none",
+        ),
+        (["-m", "plan=True", "repeats=3", "seed=0,1"], "Invalid config: repeats=3: a plan runs nothing"),
+    ],
+)
+def test_plan_beside_what_measures_runs_is_one_line(argv: list[str], words: str) -> None:
+    """``-m hydra/sweeper=tune plan=true`` read every set-up as failed ("no record: cannot read the
+    file"), "no winner", exit 0; ``-m plan=true repeats=3`` planned each job three times, alike."""
+    from run import plan_conflict_problem
+
+    line = plan_conflict_problem(argv)
+    assert line is not None and line.startswith(words) and "Fix: drop " in line and "\n" not in line
+    for fine in (
+        ["-m", "plan=true", "repeats=1", "seed=0,1"],
+        ["-m", "plan=false", "repeats=3", "hydra/sweeper=tune"],
+        ["-m", "hydra/sweeper=tune", "repeats=3", "backend=ddp,fsdp"],
+    ):
+        assert plan_conflict_problem(fine) is None, fine
