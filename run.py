@@ -33,8 +33,10 @@ from flopsweep.checkpointing import normalize_overrides
 from flopsweep.clusters import command_line_problem as plan_problem
 from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
+from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.launch import Terminated, raise_terminated
+from flopsweep.override_grammar import sweep_size_problem, sweep_without_m_problem, syntax_problem
 from flopsweep.overrides import (
     group_choice_problem,
     listed_values,
@@ -226,6 +228,41 @@ def interpolation_problem(overrides: list[str]) -> str | None:
     return None
 
 
+def tag_problem(overrides: list[str]) -> str | None:
+    """One line for a ``tag=`` longer than :data:`flopsweep.config.MAX_TAG_CHARS` (each value of a sweep),
+    before Hydra echoes it into the plan table and the job's lines (validation bounds it too)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.config import MAX_TAG_CHARS
+
+    for override in overrides:
+        key, _, text = override.partition("=")
+        if key.lstrip("+~") != "tag" or len(text) <= MAX_TAG_CHARS:
+            continue
+        try:
+            parsed = OverridesParser.create().parse_override(override)
+            values = (
+                [str(v) for v in parsed.sweep_string_iterator()]
+                if parsed.is_sweep_override()
+                else [str(parsed.value())]
+            )
+        except Exception:  # noqa: BLE001 - the grammar's own line (syntax_problem) comes after
+            values = [text]
+        for value in values:
+            if len(value) <= MAX_TAG_CHARS:
+                continue
+            return str(
+                ConfigError(
+                    "tag",
+                    value,
+                    f"is {len(value)} characters, over the bound of {MAX_TAG_CHARS} (it is copied into every "
+                    "record and line)",
+                    f"shorten the tag to at most {MAX_TAG_CHARS} characters",
+                )
+            )
+    return None
+
+
 def objective_problem(overrides: list[str]) -> str | None:
     """One line for an ``objective=`` that names no figure of merit (each value of a sweep), else None."""
     for override in overrides:
@@ -237,6 +274,36 @@ def objective_problem(overrides: list[str]) -> str | None:
                 objective.spec_of(name.strip().strip("'\""))
             except ConfigError as exc:
                 return str(exc)
+    return None
+
+
+_TRUE = ("true", "1", "yes", "y", "on")
+"""How a command line may write a boolean's true (OmegaConf's spellings)."""
+
+
+def plan_conflict_problem(overrides: list[str]) -> str | None:
+    """One line for ``plan=true`` beside what measures runs, else None: ``hydra/sweeper=tune`` (its
+    plan jobs leave no record, so every set-up read as failed, "no winner", exit 0) or ``repeats=N``
+    over 1 (N identical plan rows per job)."""
+    values = {}
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if eq:
+            values[key.lstrip("+~")] = value.strip().strip("'\"").lower()
+    if values.get("plan") not in _TRUE:
+        return None
+    if values.get("hydra/sweeper") == "tune":
+        return (
+            "Invalid config: plan=true: the tuner (hydra/sweeper=tune) measures runs, and a plan runs none "
+            "(its set-ups would all read as failed). Fix: drop plan=true (the tuner prunes and predicts "
+            "before it measures), or drop hydra/sweeper=tune to plan the sweep's jobs."
+        )
+    repeats = values.get("repeats", "1")
+    if repeats.isdigit() and int(repeats) > 1:
+        return (
+            f"Invalid config: repeats={repeats}: a plan runs nothing, so its rounds would be {repeats} "
+            "identical rows per job. Fix: drop repeats (or plan=true)."
+        )
     return None
 
 
@@ -276,8 +343,13 @@ def repeats_problem(overrides: list[str]) -> str | None:
 def refusal(overrides: list[str]) -> str | None:
     """The one line refusing the command line before Hydra starts (exit 2), or None."""
     return (
-        objective_problem(overrides)
+        tag_problem(overrides)
+        or syntax_problem(overrides)
+        or sweep_without_m_problem(overrides)
+        or sweep_size_problem(overrides)
+        or objective_problem(overrides)
         or repeats_problem(overrides)
+        or plan_conflict_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)
@@ -286,6 +358,7 @@ def refusal(overrides: list[str]) -> str | None:
         or preset_option_keys(overrides)
         or foreign_option_keys(overrides)
         or plan_problem(overrides)
+        or hydra_key_problem(overrides)
         or type_problem(overrides)
         or unread_space_problem(overrides)
     )

@@ -46,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Comparison tables and plots of flopsweep runs (metrics.json).",
     )
     p.add_argument(
-        "paths", nargs="+", help="sweep/run directories (searched recursively), metrics.json files or globs"
+        "paths",
+        nargs="+",
+        type=_records,
+        help="sweep/run directories (searched recursively), metrics.json files or globs",
     )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     p.add_argument(
@@ -95,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", type=_folder, metavar="DIR", help="write PNG plots to DIR")
     p.add_argument(
         "--notebook",
-        type=Path,
+        type=_notebook,
         metavar="FILE",
         help="write the results notebook of these records to FILE (.ipynb) and execute it; relative "
         "paths are stored relative to FILE's folder (needs the notebook or dev extra)",
@@ -167,8 +170,28 @@ def default_width() -> int:
 
 def _output(text: str) -> Path | None:
     """``--output``'s value: a path; ``-`` is standard output (None), as Unix tools read it, never a
-    file named ``-`` (write ``./-`` for that)."""
+    file named ``-`` (write ``./-`` for that). An empty path (``Path("")`` is this folder) is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path: name a file, e.g. report.md ('-': standard output)")
     return None if text == "-" else Path(text)
+
+
+def _notebook(text: str) -> Path:
+    """``--notebook``'s value: a path, not an empty one."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path: name the notebook file, e.g. results.ipynb")
+    return Path(text)
+
+
+def _records(text: str) -> str:
+    """A path, folder or glob of records: not an empty one, which would read every record under the
+    current folder (``flopsweep-analysis "$DIR"`` with ``DIR`` unset); ``.`` says that on purpose."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"an empty path {text!r} (a shell variable left unset?) would read every record under the "
+            "current folder: name a sweep or run folder, e.g. multirun/smoke, or . for this folder"
+        )
+    return text
 
 
 def _folder(text: str) -> Path:

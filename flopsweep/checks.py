@@ -31,6 +31,8 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
     MAX_INT,
     MAX_REPEATS,
     MAX_SEED,
+    MAX_TAG_CHARS,
+    PLAN_FORMATS,
     BatchConfig,
     ConfigError,
     OptimConfig,
@@ -100,6 +102,7 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     _validate_predict(cfg)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
+    require_choice("plan_format", cfg.plan_format, PLAN_FORMATS)  # was JSON for any value but table or csv
     objective.spec_of(cfg.objective)
     check_repeats(cfg)
     rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
@@ -228,7 +231,8 @@ def check_repeats(cfg: RunConfig) -> None:
 def check_bounds(cfg: RunConfig) -> None:
     """Every number of the config within bounds: :data:`MAX_BY_KEY` for the keys it names,
     :data:`MAX_INT` or :data:`MAX_FLOAT` (and finite) for the others; ``nproc_per_node`` at most
-    :data:`MAX_NPROC_PER_NODE`. Lower bounds stay with each key's own check.
+    :data:`MAX_NPROC_PER_NODE`; ``tag`` at most :data:`MAX_TAG_CHARS` characters. Lower bounds stay
+    with each key's own check.
 
     Raises:
         ConfigError: naming the key, the value (shortened when long), the bound and the fix.
@@ -241,6 +245,14 @@ def check_bounds(cfg: RunConfig) -> None:
             bound = _bound_text(limit, whole=isinstance(value, int))
             side = f"to at most {bound}" if value > 0 else f"to at least -{bound}"
             raise ConfigError(key, value, f"is beyond the bound of {bound}", f"set {key} {side}")
+    if len(cfg.tag) > MAX_TAG_CHARS:
+        raise ConfigError(
+            "tag",
+            cfg.tag,
+            f"is {len(cfg.tag)} characters, over the bound of {MAX_TAG_CHARS} "
+            "(it is copied into every record and line)",
+            f"shorten the tag to at most {MAX_TAG_CHARS} characters",
+        )
     nproc = str(cfg.nproc_per_node)
     if nproc.isdigit() and (len(nproc) > 7 or int(nproc) > MAX_NPROC_PER_NODE):
         raise ConfigError(

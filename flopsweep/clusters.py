@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from flopsweep.config import MAX_BY_KEY, ConfigError
+from flopsweep.config import MAX_BY_KEY, PLAN_FORMATS, ConfigError, require_choice
 from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup
 
 GPUS_PER_NODE = 8
@@ -290,11 +290,18 @@ def cluster_from_keys(cfg) -> Cluster | None:
 def command_line_problem(overrides: list[str]) -> str | None:
     """The one line ``run.py`` refuses a plan's keys with before Hydra starts (whose own messages
     are several lines), or None: ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number,
-    ``plan_clusters`` given as one name instead of a list."""
+    ``plan_clusters`` given as one name instead of a list, a ``plan_format`` that is none of
+    :data:`flopsweep.config.PLAN_FORMATS` (each value of a sweep)."""
     for override in overrides:
         key, eq, value = override.lstrip("+~").partition("=")
         if not eq:
             continue
+        if key == "plan_format" and "$" not in value and "(" not in value:
+            for name in value.split(","):
+                try:
+                    require_choice("plan_format", name.strip().strip("'\""), PLAN_FORMATS)
+                except ConfigError as exc:
+                    return str(exc)
         if key in ("cost.usd_per_gpu_hour", "budget.tokens") and value.strip().lower() not in (
             "null",
             "none",

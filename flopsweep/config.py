@@ -489,7 +489,7 @@ class RunConfig:
     timeout_s: float = 1800.0
     """Seconds a job's workers may run before they are stopped (error: timeout)."""
     tag: str = ""
-    """Free-form label copied into the record."""
+    """Free-form label copied into the record; at most ``MAX_TAG_CHARS`` (256) characters."""
     resume: bool = False
     """Skip a job whose directory already holds an ``ok`` metrics.json for the same config;
     move any other old record aside (``metrics.<status>-<run id>.json``) and run again."""
@@ -532,7 +532,8 @@ class RunConfig:
     ``GPU:NODESxGPUS_PER_NODE[:NETWORK]``, ``H100:8x8``, ``here``); each gets every set-up of
     ``space`` that fits and is not refused, ranked by ``objective``. Empty: one row per job."""
     plan_format: str = "table"
-    """``plan=true``'s output: ``table`` (the terminal table), ``csv`` or ``json`` (every row)."""
+    """``plan=true``'s output: ``table`` (the terminal table), ``csv`` or ``json`` (every row); any other
+    value is refused (``PLAN_FORMATS``)."""
     space: SpaceConfig = field(default_factory=SpaceConfig)
     """The set-ups ``plan_clusters`` enumerates (a run control)."""
     objective: str = "model_tflops_per_device"
@@ -572,3 +573,10 @@ raising it on a resumed sweep adds rounds and keeps the records of the rounds al
 
 MAX_REPEATS = 100
 """The largest ``repeats=``."""
+
+PLAN_FORMATS = ("table", "csv", "json")
+"""``plan_format=`` values."""
+
+MAX_TAG_CHARS = 256
+"""The longest ``tag``: it is copied into every record, log line and plan row (a 100,000-character
+tag made each plan line 100 KB)."""

@@ -367,6 +367,17 @@ def _value_problem(key: str, value: object, node: object, option: str) -> str | 
     try:
         node.validate_and_convert(value)  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
+        if (
+            kind[0] == "a whole number"
+            and isinstance(value, float)
+            and value.is_integer()
+            and abs(value) < 2**63
+        ):
+            # 1e3 or 4.0: a whole number written as a float, which the typed key does not convert
+            return (
+                f"{head} is a whole number written as a float. Fix: write it without a point or "
+                f"exponent: {key}={int(value)}."
+            )
         return f"{head} is not {kind[0]}. Fix: {fix}."
     return None
 

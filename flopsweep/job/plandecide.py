@@ -16,7 +16,7 @@ from typing import Any
 from flopsweep import forecast, objective
 from flopsweep.checks import _validate_cost
 from flopsweep.clusters import Cluster, parse_cluster
-from flopsweep.config import ConfigError, RunConfig, require_choice
+from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
 from flopsweep.job.plantable import PLAN_FILE, replace_plan_file
 from flopsweep.job.result import JobInfo
 from flopsweep.plan_space import COLUMNS, Candidates, Row, Space, candidates, rank, unplaced
@@ -24,8 +24,8 @@ from flopsweep.plan_space import nothing_line as space_nothing_line
 
 WIDTH = 160
 """The terminal table's widest line (characters)."""
-FORMATS = ("table", "csv", "json")
-"""``plan_format=`` values."""
+FORMATS = PLAN_FORMATS
+"""``plan_format=`` values (:data:`flopsweep.config.PLAN_FORMATS`)."""
 SPACE_KEYS = ("backends", "layouts", "checkpointing", "precisions", "micro_batches", "min_headroom", "top")
 RUN_KEYS = (
     *("plan", "plan_clusters", "plan_format", "plan_gpu", "plan_gpu_memory_gib", "nnodes", "nproc_per_node"),

@@ -56,6 +56,13 @@ def _param_problem(
     )
 
 
+def _whole(value: Any) -> Any:
+    """``value`` as an int when it is a finite float with no fraction (``1e9``), else as given."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
 class TuneSweeper(BasicSweeper):
     """Hydra's basic sweeper's space, searched by successive halving (:mod:`flopsweep.tune`).
 
@@ -81,6 +88,9 @@ class TuneSweeper(BasicSweeper):
         memory_gib: float | None = None,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
+        # a whole number written as a float (eta=1e9) counts rounds and runs: an int (range() took
+        # the float with a TypeError traceback); anything else is left for _problem to refuse
+        initial, eta, finalists = (_whole(v) for v in (initial, eta, finalists))
         self.budget_gpu_s, self.initial, self.eta = budget_gpu_s, initial, eta
         self.finalists, self.memory_gib = finalists, memory_gib
 

@@ -400,8 +400,12 @@ BAD_INPUTS = [
     (["attention=sdpa-flash"], "attention", "invalid"),
     (["device=cuda"], "device", "invalid"),
     # commas, quotes and spaces
-    (["nproc_per_node=1,2"], "nproc_per_node", "compose"),
-    (["tag=a,b"], "tag", "compose"),
+    (["nproc_per_node=1,2"], "nproc_per_node", "refused"),  # a sweep without -m (was Hydra's "Ambiguous")
+    (["tag=a,b"], "tag", "refused"),
+    (["tag=ünïcødé"], "tag", "refused"),  # Hydra's grammar: non-ASCII unquoted (session 20)
+    (["model.n_layer=[2"], "model.n_layer", "refused"),
+    (["hydra.job.chdri=true"], "hydra.job.chdri", "refused"),  # a hydra.* key no schema has
+    (["hydra.sweeper.eta=3"], "hydra.sweeper.eta", "refused"),  # the tuner's, not the basic sweeper's
     (['model.n_layer="2, 3"'], "model.n_layer", "refused"),
     (['device="cpu, cuda"'], "device", "invalid"),
     (["attention.name='sdpa flash'"], "attention.name", "invalid"),

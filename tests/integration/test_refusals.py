@@ -143,6 +143,26 @@ REFUSALS = {
     "typo_type": _refused("batch.micro_batch_size=abc", "is not a whole number. Fix: "),  # was Hydra's
     "typo_key": _refused("model.n_layers=3", "no such key. Fix: did you mean model.n_layer"),  # was Hydra's
     "typo_option": _refused("backend=zero9", "zero9 is no option of backend"),  # was Hydra's option list
+    # session 20's trial: Hydra's grammar (4-5 lines), a sweep without -m ("Ambiguous value", 6 lines),
+    # a hydra.* key of another sweeper (7 lines "Could not override"): one line, exit 2, before Hydra
+    "grammar_unicode": _refused("tag=ünïcødé", "Fix: quote the value as one string, 'tag=\"ünïcødé\"'"),
+    "sweep_without_m": _refused("tag=a,b", "several values are a sweep, one job each"),
+    "sweep_of_a_hundred_million_jobs": Refusal(  # Hydra built every combination in memory, for minutes
+        args=("seed=range(0,100000)", "model.n_layer=range(1,1000)"),
+        sweep=True,
+        stderr_has=("the sweep would run 99900000 jobs (100000 x 999), over the bound of 10000",),
+        line_starts="flopsweep: Invalid config: seed=range(0,100000): ",
+        lines=1,
+        record=None,
+    ),
+    "hydra_key_of_the_tuner": Refusal(
+        args=("hydra.sweeper.eta=3", "seed=0,1"),
+        sweep=True,
+        stderr_has=("belongs to hydra/sweeper=tune, not to hydra/sweeper=basic_batched",),
+        line_starts="flopsweep: Invalid config: hydra.sweeper.eta=3: ",
+        lines=1,
+        record=None,
+    ),
     # before Hydra composes (exit 2, one line, no record, no directory); the in-process matrix of these
     # classes is BAD_INPUTS (tests/unit/test_failures.py)
     "key_of_another_option": Refusal(

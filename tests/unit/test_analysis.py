@@ -688,6 +688,11 @@ def test_a_plot_path_that_is_a_file_is_refused_before_anything_is_written(capsys
         ((RECORDS, "--width", "wide"), "argument --width: 'wide' is not a whole number of characters"),
         ((RECORDS, "--filter", "backend"), "--filter 'backend': expected KEY=VALUE"),
         ((RECORDS, "--no-such-option"), "unrecognized arguments: --no-such-option"),
+        # an unset shell variable (flopsweep-analysis "$DIR") read every record under the current folder
+        (("",), "argument paths: an empty path '' (a shell variable left unset?) would read every record"),
+        ((RECORDS, ""), "argument paths: an empty path '' (a shell variable left unset?)"),
+        ((RECORDS, "--output", ""), "argument --output: an empty path: name a file, e.g. report.md"),
+        ((RECORDS, "--notebook", ""), "argument --notebook: an empty path: name the notebook file"),
     ],
 )
 def test_a_refused_option_is_one_line_naming_the_fix_exit_2(capsys, args, said: str):

@@ -1,0 +1,290 @@
+"""``hydra.*`` keys that no schema has: a typo of a sweeper's or launcher's key
+(``hydra.sweeper.inital=3`` under ``hydra/sweeper=tune``), a key of another sweeper or launcher than
+the one picked (``hydra.sweeper.eta=3`` with the basic sweeper, ``hydra.launcher.timeout_min=5``
+with the basic launcher), or of Hydra's own sections (``hydra.job.chdri=true``); and a basic
+sweeper's ``params`` or ``max_batch_size`` that its code cannot take (``params=5``,
+``max_batch_size=-1``: tracebacks). One line each, before Hydra starts (``run.py``'s
+:func:`refusal`, exit 2).
+
+Hydra refuses them too, in six to eight lines ("Could not override 'hydra.sweeper.inital'. To
+append to your config use +hydra.sweeper.inital=3", ``Key 'inital' is not in struct``,
+``full_key``, ``object_type=dict``), without the key meant or the option it belongs to.
+
+The keys of a sweeper or launcher are its YAML's (``conf/hydra/sweeper/tune.yaml``, the Slurm
+plug-in's ``conf/hydra/launcher/slurm.yaml``) and those of the schema it extends (Hydra's
+``BasicSweeperConf``, hydra-submitit-launcher's ``SlurmQueueConf``); one whose schema is not known
+here (``optuna_objective``, a plug-in of another package) is left to Hydra. Hydra's own sections are
+its ``HydraConf`` dataclasses; a section typed as a plain mapping (``hydra.job.env_set``,
+``hydra.callbacks``) takes any key. Torch-free.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+
+from flopsweep.override_grammar import overrides_of
+from flopsweep.overrides import CONF
+
+_PLUGIN_CONF = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hydra_plugins", "flopsweep_slurm", "conf"
+)
+
+DEFAULT_CHOICE = {"sweeper": "basic_batched", "launcher": "basic"}
+"""The option conf/config.yaml (or Hydra) picks when the command line picks none."""
+
+
+def _schema(name: str) -> type | None:
+    """The dataclass a sweeper's or launcher's YAML extends, by its defaults entry (``basic``,
+    ``submitit_slurm``, ``submitit_local``, ``flopsweep_local_base``), else None (not known here)."""
+    try:
+        if name == "basic/sweeper":
+            from hydra._internal.core_plugins.basic_sweeper import BasicSweeperConf as conf
+        elif name == "basic/launcher":
+            from hydra._internal.core_plugins.basic_launcher import BasicLauncherConf as conf
+        elif name == "submitit_slurm/launcher":
+            from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf as conf
+        elif name == "submitit_local/launcher":
+            from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf as conf
+        elif name == "flopsweep_local_base/launcher":  # slurm_local's (the Slurm plug-in's ConfigStore)
+            from flopsweep.slurm import LocalConf as conf
+        else:
+            return None
+    except ImportError:
+        return None
+    return conf
+
+
+def _schema_keys(name: str) -> set[str] | None:
+    """The fields of :func:`_schema`'s dataclass, else None."""
+    from omegaconf import OmegaConf
+
+    conf = _schema(name)
+    return None if conf is None else set(OmegaConf.structured(conf).keys())
+
+
+@functools.cache
+def _option_yaml(kind: str, option: str) -> dict | None:
+    """The YAML of ``hydra/<kind>=<option>`` (flopsweep's or the Slurm plug-in's), else None."""
+    import yaml
+
+    for folder in (CONF, _PLUGIN_CONF):
+        path = os.path.join(folder, "hydra", kind, f"{option}.yaml")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return yaml.safe_load(f.read(1 << 20)) or {}
+    return None
+
+
+def _option_schema(kind: str, option: str) -> type | None:
+    """The dataclass that types ``hydra/<kind>=<option>``'s keys: its own, or its YAML's base."""
+    if (conf := _schema(f"{option}/{kind}")) is not None:
+        return conf
+    data = _option_yaml(kind, option) or {}
+    bases = [e for e in data.get("defaults") or [] if isinstance(e, str) and e != "_self_"]
+    return _schema(f"{bases[0]}/{kind}") if len(bases) == 1 else None
+
+
+_KINDS = {"IntegerNode": "a whole number", "FloatNode": "a number", "BooleanNode": "true or false"}
+"""What a typed node takes, by its OmegaConf node type, for the refusal's words."""
+
+
+def _typed_value_problem(kind: str, option: str, key: str, text: str) -> str | None:
+    """One line for a value that the typed key of the option's schema cannot take
+    (``hydra.launcher.timeout_min=abc`` under Slurm: Hydra's six-line merge error), else None; the
+    fix's example is the option's YAML value, else the schema's default."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    conf = _option_schema(kind, option)
+    if conf is None:
+        return None
+    node = OmegaConf.structured(conf)
+    if key not in list(node.keys()):
+        return None
+    try:
+        value = OverridesParser.create().parse_override(text).value()
+    except Exception:  # noqa: BLE001 - the grammar's own line comes first
+        return None
+    if isinstance(value, str) and "${" in value:
+        return None
+    try:
+        node[key] = value
+    except OmegaConfBaseException:
+        child = node._get_node(key)
+        field, name = type(child).__name__, f"hydra.{kind}.{key}"
+        example = (_option_yaml(kind, option) or {}).get(key)
+        if example is None or "${" in str(example):
+            default = child._value() if field in _KINDS else None
+            example = None if default in (None, "???") else default
+        if field in _KINDS:
+            what = f"is not {_KINDS[field]}"
+            shown = str(example).lower() if isinstance(example, bool) else example
+            fix = (
+                f"set {name}={shown} (hydra/{kind}={option}'s)"
+                if example is not None
+                else f"set {name} to {_KINDS[field]}"
+            )
+        elif OmegaConf.is_list(child):
+            what, fix = "is not a list", f"write a list, e.g. {name}=[a,b]"
+        else:
+            what, fix = "is not one text value", f"quote it as one string, e.g. '{name}=\"...\"'"
+        return f"Invalid config: {text}: {what}. Fix: {fix}, or drop the override."
+    return None
+
+
+@functools.cache
+def option_keys(kind: str, option: str) -> frozenset[str] | None:
+    """The top-level keys ``hydra.<kind>.KEY`` of ``hydra/<kind>=<option>`` (kind ``sweeper`` or
+    ``launcher``), or None when its schema is not known here."""
+    if (found := _schema_keys(f"{option}/{kind}")) is not None:
+        return frozenset(found)
+    data = _option_yaml(kind, option)
+    if data is None:
+        return None
+    keys = {k for k in data if k != "defaults"}
+    for entry in data.get("defaults") or []:
+        if isinstance(entry, str) and entry != "_self_":
+            base = _schema_keys(f"{entry}/{kind}")
+            if base is None:
+                return None
+            keys |= base
+    return frozenset(keys)
+
+
+def _options(kind: str) -> list[str]:
+    """flopsweep's options of ``hydra/<kind>`` and Hydra's basic one."""
+    names = {"basic"}
+    for folder in (CONF, _PLUGIN_CONF):
+        path = os.path.join(folder, "hydra", kind)
+        if os.path.isdir(path):
+            names |= {f[: -len(".yaml")] for f in os.listdir(path) if f.endswith(".yaml")}
+    return sorted(names)
+
+
+def _plugin_key_problem(kind: str, option: str, key: str, override: str) -> str | None:
+    known = option_keys(kind, option)
+    if known is None or key in known:
+        return None
+    owners = [o for o in _options(kind) if o != option and key in (option_keys(kind, o) or ())]
+    picked = f"hydra/{kind}={option}"
+    if owners:
+        names = " or ".join(f"hydra/{kind}={o}" for o in owners)
+        return (
+            f"Invalid config: {override}: hydra.{kind}.{key} belongs to {names}, not to {picked} "
+            f"(the {kind} this command line runs). Fix: add {names.split(' or ')[0]}, or drop the override."
+        )
+    close = difflib.get_close_matches(key, sorted(k for k in known if not k.startswith("_")), n=3, cutoff=0.6)
+    fix = (
+        f"did you mean {' or '.join(f'hydra.{kind}.{c}' for c in close)}?"
+        if close
+        else f"{picked} takes {', '.join(sorted(k for k in known if not k.startswith('_')))}."
+    )
+    return f"Invalid config: {override}: {picked} has no key {key}. Fix: {fix}"
+
+
+def _hydra_section_problem(path: list[str], override: str) -> str | None:
+    """A key of Hydra's own typed sections (``hydra.job.chdri``) that its dataclass lacks."""
+    from hydra.conf import HydraConf
+    from omegaconf import DictConfig, OmegaConf
+
+    node = OmegaConf.structured(HydraConf)
+    for depth, name in enumerate(path):
+        if not isinstance(node, DictConfig) or not OmegaConf.is_config(node):
+            return None
+        kind = OmegaConf.get_type(node)
+        if kind is dict or kind is None:  # a plain mapping takes any key
+            return None
+        if name not in list(node.keys()):  # `in` misses a field still MISSING (job_logging)
+            here = "hydra." + ".".join(path[:depth]) if depth else "hydra"
+            close = difflib.get_close_matches(name, [str(k) for k in node.keys()], n=3, cutoff=0.6)
+            fix = (
+                f"did you mean {' or '.join(f'{here}.{c}' for c in close)}?"
+                if close
+                else f"{here} takes {', '.join(str(k) for k in node.keys())}."
+            )
+            return f"Invalid config: {override}: {here} has no key {name}. Fix: {fix}"
+        node = node._get_node(name)
+    return None
+
+
+BATCHING_SWEEPERS = ("basic", "basic_batched", "tune")
+"""The sweepers built on Hydra's ``BasicSweeper``, whose ``params`` and ``max_batch_size`` it reads
+unchecked (an ``AttributeError`` or ``AssertionError`` traceback for a wrong one)."""
+
+
+def _sweeper_value_problem(key: str, text: str) -> str | None:
+    """One line for ``hydra.sweeper.params`` or ``max_batch_size`` of a basic sweeper that its code
+    cannot take: ``params`` other than null (``params=5``: Hydra's merge error, or under the tuner an
+    ``AttributeError``; a mapping ``params={seed:'0,1'}``: OmegaConf's 45-line merge traceback, since
+    the default is null), ``max_batch_size`` not a whole number of at least 1 (``-1``: an
+    ``AssertionError``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        value = OverridesParser.create().parse_override(text).value()
+    except Exception:  # noqa: BLE001 - the grammar's own line comes first
+        return None
+    if isinstance(value, str) and "${" in value:
+        return None
+    if key == "params" and value is not None:
+        return (
+            f"Invalid config: {text}: hydra.sweeper.params is set one axis at a time, not as a whole. "
+            "Fix: give each axis as hydra.sweeper.params.KEY=VALUES, e.g. 'hydra.sweeper.params.seed=0,1', "
+            "or sweep it on the command line (-m seed=0,1)."
+        )
+    if (
+        key == "max_batch_size"
+        and value is not None
+        and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+    ):
+        return (
+            f"Invalid config: {text}: the jobs launched at once must be a whole number of at least 1. "
+            "Fix: drop it (flopsweep sets it: every job at once, 1 under fail_fast=true), or set e.g. "
+            "hydra.sweeper.max_batch_size=4."
+        )
+    return None
+
+
+def hydra_key_problem(argv: list[str]) -> str | None:
+    """One line for the first ``hydra.*`` override whose key the picked sweeper, the picked launcher
+    or Hydra's own schema lacks (see the module doc), else None. ``+``/``++``/``~`` overrides, a
+    ``+sweep=`` file (it may pick a sweeper) and another primary config (``--config-name``) are
+    Hydra's."""
+    if any(a in ("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir") for a in argv) or any(
+        a.startswith(("--config-name=", "--config-path=", "--config-dir=")) for a in argv
+    ):
+        return None
+    overrides = overrides_of(argv)
+    picked = dict(DEFAULT_CHOICE)
+    for text in overrides:
+        key, _, value = text.partition("=")
+        if key.lstrip("+~") in ("sweep",):
+            return None
+        if key.lstrip("+~") in ("hydra/sweeper", "hydra/launcher"):
+            picked[key.lstrip("+~").partition("/")[2]] = value.strip().strip("'\"")
+    for text in overrides:
+        key = text.partition("=")[0]
+        if key.startswith(("+", "~")) or "@" in key or not key.startswith("hydra."):
+            continue
+        path = key.split(".")[1:]
+        if path[0] in picked and len(path) > 1:
+            problem = _plugin_key_problem(path[0], picked[path[0]], path[1], text)
+            if (
+                not problem
+                and path[0] == "sweeper"
+                and len(path) == 2
+                and picked["sweeper"] in BATCHING_SWEEPERS
+            ):
+                problem = _sweeper_value_problem(path[1], text)
+            if not problem and len(path) == 2:
+                problem = _typed_value_problem(path[0], picked[path[0]], path[1], text)
+        elif path[0] in picked:
+            problem = None
+        else:
+            problem = _hydra_section_problem(path, text)
+        if problem:
+            return problem
+    return None

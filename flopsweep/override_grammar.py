@@ -1,0 +1,194 @@
+"""Command-line overrides that Hydra's override grammar cannot read, or reads as a sweep without
+``-m``: one line each, before Hydra starts (``run.py``'s :func:`refusal`, exit 2).
+
+Hydra would refuse them too, in four to six lines (``LexerNoViableAltException: tag=ünï`` with a
+caret, ``See https://hydra.cc/...``, ``Set the environment variable HYDRA_FULL_ERROR=1``; or
+"Ambiguous value for argument" with three numbered choices), exit 1, and without naming which fix
+fits. Torch-free: this runs before anything heavy is imported.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from flopsweep.overrides import CONF
+
+GRAMMAR_PAGE = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+"""Hydra's page on the override grammar (quoting, lists, sweeps)."""
+
+
+def overrides_of(argv: list[str]) -> list[str]:
+    """The ``KEY=VALUE`` overrides of a command line: Hydra's flags (``-m``, ``--config-name NAME``,
+    ``--cfg job``) and their values are left out."""
+    return [a for a in argv if "=" in a and not a.startswith("-")]
+
+
+def _quoted(key: str, value: str) -> str:
+    """``KEY=VALUE`` with the value quoted for Hydra (a quote the value lacks) and the whole
+    override in single quotes for a POSIX shell, e.g. ``'tag="ünï"'``."""
+    inner = '"' if '"' not in value else "'"
+    text = f"{key}={inner}{value}{inner}"
+    return "'" + text.replace("'", "'\\''") + "'" if inner == '"' else '"' + text + '"'
+
+
+def _reason(override: str, message: str) -> str:
+    """What Hydra's parser found, in a few words: the character its lexer stopped at (it marks
+    it with a caret under the override), else its parser's first line."""
+    lines = [line for line in message.splitlines() if line.strip()]
+    if lines and lines[0].startswith("LexerNoViableAltException:") and len(lines) > 1:
+        at = lines[1].index("^") - len("LexerNoViableAltException: ") if "^" in lines[1] else -1
+        if 0 <= at < len(override):
+            return f"character {at + 1}, {override[at]!r}, cannot stand there unquoted"
+    for line in lines:
+        if line.startswith(("Error parsing override", "See https://")):
+            continue
+        return line.strip()
+    return "not in Hydra's override grammar"
+
+
+_KEY = re.compile(r"[+~]{0,2}[A-Za-z_][\w./@-]*", re.ASCII)
+"""A key as Hydra's grammar takes it (``+``/``++``/``~`` first, a package after ``@``)."""
+
+_PAIRS = (("[", "]"), ("{", "}"), ("(", ")"))
+
+
+def _fix(key: str, value: str) -> str:
+    """The fix for an override the grammar refuses: a key of the grammar's characters, a quote or
+    bracket closed, else the value quoted as one string (the outer quotes are the shell's)."""
+    if not _KEY.fullmatch(key):
+        return (
+            "a key is ASCII letters, digits and _ . / @ - (no space, nothing else); "
+            "write KEY=VALUE, e.g. tag=mine"
+        )
+    quote = value[:1]
+    if quote in ("'", '"') and (len(value) == 1 or not value.endswith(quote)):  # a quote left open
+        shell = '"' if quote == "'" else "'"
+        return f"close the quote: {shell}{key}={value}{quote}{shell}"
+    for opening, closing in _PAIRS:
+        if value.count(opening) > value.count(closing):
+            return (
+                f"close the {opening}: {key}={value}{closing * (value.count(opening) - value.count(closing))}"
+            )
+    return f"quote the value as one string, {_quoted(key, value)} (the outer quotes are the shell's)"
+
+
+def syntax_problem(argv: list[str]) -> str | None:
+    """One line for the first override Hydra's grammar cannot parse, else None.
+
+    The classes: a non-ASCII character outside quotes (``tag=ünïcødé``, ``tag=日本``), a quote or
+    bracket left open (``tag="abc``, ``model.n_layer=[2``), a stray ``)`` or a second ``=``
+    (``model.n_layer=2=3``), a space in a key (``'a b=3'``). The fix closes what is open, or quotes
+    the value for Hydra (the outer quotes are the shell's), which a string key takes as written; a
+    number, list or sweep is written in the grammar (:data:`GRAMMAR_PAGE`).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for override in overrides_of(argv):
+        try:
+            parser.parse_overrides([override])
+        except Exception as exc:  # noqa: BLE001 - hydra's OverrideParseException, or a lexer error
+            key, _, value = override.partition("=")
+            return (
+                f"Invalid config: {override}: Hydra's override grammar cannot read it "
+                f"({_reason(override, str(exc))}). Fix: {_fix(key, value)}; the grammar: {GRAMMAR_PAGE}"
+            )
+    return None
+
+
+def sweep_without_m_problem(argv: list[str]) -> str | None:
+    """One line for a sweep override (``backend=ddp,fsdp``, ``tag=a,b``, ``seed=range(3)``) on a
+    command line without ``-m``/``--multirun``, else None: several values are several jobs.
+
+    Hydra's own "Ambiguous value" block lists three ways out; the line names the key, the value and
+    the two that fit: ``-m`` for one job each, or one quoted string (a group option or a number
+    never is one). Keys under ``hydra.`` are Hydra's own and left to it.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if "-m" in argv or "--multirun" in argv:
+        return None
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides_of(argv))
+    except Exception:  # noqa: BLE001 - syntax_problem's
+        return None
+    for o in parsed:
+        if not o.is_sweep_override() or o.key_or_group.startswith("hydra"):
+            continue
+        override = o.input_line or f"{o.key_or_group}=..."
+        key, _, value = override.partition("=")
+        name = key.lstrip("+~")
+        fix = f"add -m (flopsweep -m {override} ...)"
+        values = list(getattr(o.value(), "list", None) or [])
+        group = "." not in name and os.path.isdir(os.path.join(CONF, name))
+        if values and not group and not all(isinstance(v, int | float | bool) for v in values):
+            fix += f", or, for {name} as one string, quote it: {_quoted(key, value)}"
+        return (
+            f"Invalid config: {override}: several values are a sweep, one job each, and this command "
+            f"line has no -m. Fix: {fix}."
+        )
+    return None
+
+
+MAX_SWEEP_JOBS = 10_000
+"""The most jobs a command line's sweep may expand to (its axes' product, times ``repeats=``): a typo
+such as ``seed=range(0,100000)`` beside another axis made Hydra's basic sweeper build every
+combination in memory (99,900,000 for two ranges) before the first job, for minutes, silently."""
+
+
+def _axis_length(override: object) -> int:
+    """How many values a sweep override expands to, without expanding a range: a choice's count, a
+    range's arithmetic length, a group glob's matching options; 1 for what this cannot tell
+    (a key's glob, an interval: Hydra's)."""
+    from hydra.core.override_parser.types import ChoiceSweep, Glob, RangeSweep
+
+    from flopsweep.overrides import listed_values
+
+    value = override.value()  # type: ignore[attr-defined]
+    if isinstance(value, ChoiceSweep):
+        return len(value.list)
+    if isinstance(value, RangeSweep):
+        start, stop, step = value.start, value.stop, value.step
+        if not step:
+            return 1
+        return max(0, math.ceil((stop - start) / step))
+    if isinstance(value, Glob):
+        return len(listed_values(override) or [None])
+    return 1
+
+
+def sweep_size_problem(argv: list[str]) -> str | None:
+    """One line for a command-line sweep of more than :data:`MAX_SWEEP_JOBS` jobs (the product of its
+    axes' lengths times ``repeats=``), naming the largest axis, else None. An Optuna study draws
+    ``n_trials`` points from its ranges and is left out; ``hydra.sweeper.params`` and ``+sweep=``
+    files are not counted (the sweep's own progress line counts them)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not ("-m" in argv or "--multirun" in argv):
+        return None
+    overrides = overrides_of(argv)
+    if any(
+        o.partition("=")[2].strip().startswith("optuna") for o in overrides if o.startswith("hydra/sweeper=")
+    ):
+        return None
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - syntax_problem's
+        return None
+    axes = {o.input_line or o.key_or_group: _axis_length(o) for o in parsed if o.is_sweep_override()}
+    repeats = next(
+        (o.value() for o in parsed if o.key_or_group == "repeats" and not o.is_sweep_override()), 1
+    )
+    total = math.prod(axes.values()) * (repeats if isinstance(repeats, int) and repeats > 0 else 1)
+    if total <= MAX_SWEEP_JOBS:
+        return None
+    widest = max(axes, key=axes.__getitem__)
+    shown = " x ".join(f"{n}" for n in axes.values())
+    return (
+        f"Invalid config: {widest}: the sweep would run {total} jobs ({shown}"
+        f"{f' x repeats={repeats}' if isinstance(repeats, int) and repeats > 1 else ''}), over the bound of "
+        f"{MAX_SWEEP_JOBS}. Fix: give {widest.partition('=')[0]} fewer values, or split the sweep into "
+        f"parts of at most {MAX_SWEEP_JOBS} jobs (one hydra.sweep.dir each)."
+    )
