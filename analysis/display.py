@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from analysis.catalogue import DROP_ORDER, OPTIONAL, SETUP_NAMES, SHORT, SPECS, TABLE_COLUMNS, header
@@ -143,22 +144,38 @@ def flags(df: pd.DataFrame) -> pd.Series:
     return out
 
 
-def _text_key(df: pd.DataFrame, column: str) -> pd.Series:
-    return df[column].astype(object).map(lambda v: "" if v is None or pd.isna(v) else str(v))
+def _codes(df: pd.DataFrame, column: str) -> np.ndarray:
+    """``column``'s values as integer codes, one per distinct text (``str(value)``; a blank, ``None`` or
+    NaN, is the text ``""``, a value of its own)."""
+    text = df[column].astype(object).map(lambda v: "" if v is None or pd.isna(v) else str(v))
+    return pd.factorize(text)[0]
 
 
-def _key(df: pd.DataFrame, columns: list[str]) -> pd.Series:
-    key = pd.Series("", index=df.index)
+def _pairs(group: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """One code per distinct (``group``, ``codes``) pair of a row, 0 up."""
+    if not len(group):
+        return group
+    return pd.factorize(group * (int(codes.max()) + 1) + codes)[0]
+
+
+def _group(df: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """A code per row, 0 up, one per distinct combination of the texts of ``columns`` (0 for every row
+    when there are none)."""
+    group = np.zeros(len(df), dtype=np.int64)
     for c in columns:
-        key = key + "|" + _text_key(df, c)
-    return key
+        group = _pairs(group, _codes(df, c))
+    return group
+
+
+def _splits(group: np.ndarray, codes: np.ndarray) -> bool:
+    """Whether ``codes`` differ between two rows of one ``group``: the rows take more distinct
+    (group, code) pairs than groups (both are codes 0 up)."""
+    return bool(len(group)) and int(_pairs(group, codes).max()) > int(group.max())
 
 
 def _tells_apart(df: pd.DataFrame, shown: list[str], column: str) -> bool:
     """Whether ``column`` differs (a blank counts as a value) between rows that agree on ``shown``."""
-    if df.empty:
-        return False
-    return bool((_text_key(df, column).groupby(_key(df, shown)).nunique() > 1).any())
+    return _splits(_group(df, shown), _codes(df, column))
 
 
 def _setup_columns(df: pd.DataFrame) -> list[str]:
@@ -169,9 +186,11 @@ def _setup_columns(df: pd.DataFrame) -> list[str]:
         c for c in _SETUP if c in df and _SHOW[c] == "table" and (c not in _OPTIONAL or df[c].notna().any())
     ]
     shown += [c for c in _SETUP if c in df and _SHOW[c] == "varied" and df[c].nunique(dropna=True) > 1]
+    group = _group(df, shown)  # the rows that the shown columns leave identical share a code
     for c in _SETUP:
-        if c in df and c not in shown and _tells_apart(df, shown, c):
+        if c in df and c not in shown and _splits(group, codes := _codes(df, c)):
             shown.append(c)
+            group = _pairs(group, codes)
     return [c for c in _SETUP if c in shown]
 
 

@@ -18,7 +18,7 @@ from typing import Literal
 import pandas as pd
 from matplotlib import rcParams
 from matplotlib.figure import Figure
-from matplotlib.font_manager import FontProperties
+from matplotlib.font_manager import FontProperties, findfont
 from matplotlib.lines import Line2D
 from matplotlib.textpath import TextPath
 
@@ -69,9 +69,39 @@ def short(text: object) -> str:
     return _bounded(text)
 
 
+_WIDTHS: dict[tuple, float] = {}
+""":func:`_text_width_in`'s widths by text and font (what :class:`~matplotlib.textpath.TextPath`
+depends on); emptied past :data:`_MAX_WIDTHS` entries. A path's extents walk every Bezier segment of
+every glyph in Python (about 8 ms for a 60-character title); a report measures its titles again for
+each figure that carries one."""
+
+_MAX_WIDTHS = 4096
+
+
 def _text_width_in(text: str, prop: FontProperties) -> float:
     """Width in inches of ``text`` (literal: ``$`` escaped by :func:`plain`) drawn in ``prop``."""
-    return TextPath((0, 0), text, prop=prop).get_extents().width / 72  # points -> inches
+    font = (tuple(prop.get_family()), prop.get_slant(), prop.get_variant(), prop.get_weight())
+    font += (prop.get_stretch(), prop.get_size_in_points(), prop.get_file(), prop.get_math_fontfamily())
+    key = (text, font, findfont(prop))
+    key += (rcParams["text.hinting_factor"], rcParams["text.kerning_factor"])
+    if (width := _WIDTHS.get(key)) is None:
+        if len(_WIDTHS) >= _MAX_WIDTHS:
+            _WIDTHS.clear()
+        width = _WIDTHS[key] = TextPath((0, 0), text, prop=prop).get_extents().width / 72  # points -> inches
+    return width
+
+
+def _widest_fitting_prefix(word: str, width_in: float, prop: FontProperties) -> int:
+    """The length of the longest prefix of ``word`` (1 at least) no wider than ``width_in`` inches: a
+    binary search, as a prefix's extents (the union of its glyphs' outlines) never shrink as it grows."""
+    fits, wide = 1, len(word)  # word[:wide] is known to be too wide
+    while wide - fits > 1:
+        mid = (fits + wide) // 2
+        if _text_width_in(word[:mid], prop) <= width_in:
+            fits = mid
+        else:
+            wide = mid
+    return fits
 
 
 def wrap_to_width(text: str, width_in: float, prop: FontProperties) -> str:
@@ -85,9 +115,7 @@ def wrap_to_width(text: str, width_in: float, prop: FontProperties) -> str:
             lines[-1] = trial
             continue
         while len(word) > 1 and _text_width_in(word, prop) > width_in:
-            cut = next(
-                n for n in range(len(word) - 1, 0, -1) if _text_width_in(word[:n], prop) <= width_in or n == 1
-            )
+            cut = _widest_fitting_prefix(word, width_in, prop)
             if word[cut - 1] == "\\":
                 cut = max(cut - 1, 1)  # never split an escaped dollar from its backslash
             lines.append(word[:cut])

@@ -453,15 +453,26 @@ def _remove_chain(base: Path) -> None:
     os.close(fd)
 
 
-@pytest.fixture
-def deep_sweep(tmp_path):
-    """A sweep folder with one ok record (``0/``) and a 3,000-level folder chain (``deep/``)."""
-    sweep = tmp_path / "sweep"
+def _beside_the_chain(sweep: Path) -> list[Path]:
+    """The paths under ``sweep`` outside its chain (``deep/``), and ``deep/``'s own entries."""
+    out = [sweep / "deep" / name for name in os.listdir(sweep / "deep")]
+    out += [p for top in sweep.iterdir() if top.name != "deep" for p in [top, *top.rglob("*")]]
+    return sorted(out)
+
+
+@pytest.fixture(scope="module")
+def deep_sweep(tmp_path_factory):
+    """A sweep folder with one ok record (``0/``) and a 3,000-level folder chain (``deep/``), made once
+    for the module's tests, which only read it (made for each test, its removals took 5-15 s on a
+    loaded machine: 3,000 ``rmdir`` calls each); its files are the same after them."""
+    sweep = tmp_path_factory.mktemp("deep") / "sweep"
     put(sweep / "0", ok_record())
     (sweep / "deep").mkdir()
-    _chain(sweep / "deep", DEPTH)
     try:
+        _chain(sweep / "deep", DEPTH)
+        made = _beside_the_chain(sweep)
         yield sweep
+        assert _beside_the_chain(sweep) == made
     finally:
         _remove_chain(sweep / "deep")
 
