@@ -46,6 +46,7 @@ TORCH_FREE = (
     "flopsweep.backend_specs",
     "flopsweep.deepspeed_config",  # through backend_specs: DeepSpeed's option check, torch-free
     "flopsweep.lazy",  # through backend_specs: the builder's path, loaded only on the rank
+    "flopsweep.fsdp_units",  # through backend_specs: FSDP2's end units (rules, memory terms), torch-free
     "flopsweep.peaks",
     "flopsweep.files",
     "flopsweep.text",
