@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+from typing import Any
 
 from flopsweep.override_grammar import overrides_of
 from flopsweep.overrides import CONF
@@ -94,7 +95,6 @@ def _typed_value_problem(kind: str, option: str, key: str, text: str) -> str | N
     """One line for a value that the typed key of the option's schema cannot take
     (``hydra.launcher.timeout_min=abc`` under Slurm: Hydra's six-line merge error), else None; the
     fix's example is the option's YAML value, else the schema's default."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -104,11 +104,8 @@ def _typed_value_problem(kind: str, option: str, key: str, text: str) -> str | N
     node = OmegaConf.structured(conf)
     if key not in list(node.keys()):
         return None
-    try:
-        value = OverridesParser.create().parse_override(text).value()
-    except Exception:  # noqa: BLE001 - the grammar's own line comes first
-        return None
-    if isinstance(value, str) and "${" in value:
+    value = _literal_value(text)
+    if value is _UNREAD:
         return None
     try:
         node[key] = value
@@ -221,13 +218,8 @@ def _sweeper_value_problem(key: str, text: str) -> str | None:
     ``AttributeError``; a mapping ``params={seed:'0,1'}``: OmegaConf's 45-line merge traceback, since
     the default is null), ``max_batch_size`` not a whole number of at least 1 (``-1``: an
     ``AssertionError``)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        value = OverridesParser.create().parse_override(text).value()
-    except Exception:  # noqa: BLE001 - the grammar's own line comes first
-        return None
-    if isinstance(value, str) and "${" in value:
+    value = _literal_value(text)
+    if value is _UNREAD:
         return None
     if key == "params" and value is not None:
         return (
@@ -288,3 +280,20 @@ def hydra_key_problem(argv: list[str]) -> str | None:
         if problem:
             return problem
     return None
+
+
+_UNREAD = object()
+"""What :func:`_literal_value` returns for an override it leaves to another check."""
+
+
+def _literal_value(text: str) -> Any:
+    """The value of the override ``text`` as Hydra's grammar reads it, or :data:`_UNREAD` when the
+    grammar refuses it (its own one-line refusal comes first) or the value interpolates (``${...}``:
+    resolved later, nothing to judge here)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        value = OverridesParser.create().parse_override(text).value()
+    except Exception:  # noqa: BLE001 - the grammar's own line comes first
+        return _UNREAD
+    return _UNREAD if isinstance(value, str) and "${" in value else value

@@ -68,3 +68,23 @@ def same_as_one_rank(cfg, layout, global_batch: int = 2) -> None:
             assert got == pytest.approx(want, abs=1e-4), (r, one)
         assert r["grad_norm"] == pytest.approx(one["grad_norm"], abs=1e-4), (r, one)
     assert one["grad_norm"] > 0.0 and one["loss"][0] != one["loss"][1]
+
+
+def in_process(cfg):
+    """Two steps of ``cfg``'s trainer in this process, as one rank (the caller sets up the process
+    group a backend needs), on two batches of 2 from seed 1234 as :func:`steps` draws them:
+    ``(losses, first grad norm, model)``."""
+    import torch
+
+    from flopsweep.backends import build_trainer
+    from flopsweep.layout import Layout
+    from flopsweep.tensor_parallel import grad_norm
+
+    gen = torch.Generator().manual_seed(1234)
+    trainer = build_trainer(cfg, torch.device("cpu"), Layout())
+    losses, norm = [], None
+    for _ in range(2):
+        tokens = torch.randint(0, cfg.model.vocab_size, (2, cfg.model.seq_len + 1), generator=gen)
+        losses.append(float(trainer.step([tokens])))
+        norm = norm if norm is not None else grad_norm(trainer.last_grad_norm)
+    return losses, norm, trainer.model

@@ -5,7 +5,7 @@ model's losses and gradient norms, on ``single`` in this process and on DDP over
 from __future__ import annotations
 
 import pytest
-import torch
+from one_rank import in_process
 
 ARGS = [
     "model=llama-tiny",
@@ -15,23 +15,6 @@ ARGS = [
     "activation_checkpointing=full",
     "optim.lr=1e-2",
 ]
-
-
-def _two_steps(cfg) -> tuple[list[float], float, torch.nn.Module]:
-    """Two steps of ``cfg``'s ``single`` trainer on the batches ``one_rank.steps`` gives every run
-    (two global batches of 2 from seed 1234): ``(losses, first grad norm, model)``."""
-    from flopsweep.backends import build_trainer
-    from flopsweep.layout import Layout
-    from flopsweep.tensor_parallel import grad_norm
-
-    gen = torch.Generator().manual_seed(1234)
-    trainer = build_trainer(cfg, torch.device("cpu"), Layout())
-    losses, norm = [], None
-    for _ in range(2):
-        tokens = torch.randint(0, cfg.model.vocab_size, (2, cfg.model.seq_len + 1), generator=gen)
-        losses.append(float(trainer.step([tokens])))
-        norm = norm if norm is not None else grad_norm(trainer.last_grad_norm)
-    return losses, norm, trainer.model
 
 
 @pytest.mark.slow
@@ -44,8 +27,8 @@ def test_whole_model_compile_trains_as_eager_on_single_and_ddp(hydra_compose) ->
     env = Environment(cpu_count=4)
     eager = make_plan(hydra_compose(ARGS), env).cfg
     whole = make_plan(hydra_compose([*ARGS, "compile=true", "compile_scope=model"]), env).cfg
-    want, want_norm, _ = _two_steps(eager)
-    got, got_norm, model = _two_steps(whole)
+    want, want_norm, _ = in_process(eager)
+    got, got_norm, model = in_process(whole)
     assert model._compiled_call_impl is not None  # the module itself ran compiled
     assert got == pytest.approx(want, abs=1e-5) and got_norm == pytest.approx(want_norm, rel=1e-5)
     assert want_norm > 0 and want[0] != want[1]

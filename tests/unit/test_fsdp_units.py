@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-import torch
+from one_rank import in_process
 
 from flopsweep.config import ConfigError
 from flopsweep.layout import Layout
@@ -23,21 +23,6 @@ BASE = [
 ]
 
 
-def _train(cfg) -> tuple[list[float], float, torch.nn.Module]:
-    """Two steps of ``cfg``'s FSDP2 trainer on this one rank: ``(losses, first grad norm, model)``."""
-    from flopsweep.backends import build_trainer
-    from flopsweep.tensor_parallel import grad_norm
-
-    gen = torch.Generator().manual_seed(1234)
-    trainer = build_trainer(cfg, torch.device("cpu"), Layout())
-    losses, norm = [], None
-    for _ in range(2):
-        tokens = torch.randint(0, cfg.model.vocab_size, (2, cfg.model.seq_len + 1), generator=gen)
-        losses.append(float(trainer.step([tokens])))
-        norm = norm if norm is not None else grad_norm(trainer.last_grad_norm)
-    return losses, norm, trainer.model
-
-
 def test_end_units_shard_the_ends_apart_and_train_as_the_root(hydra_compose, tmp_path: Path) -> None:
     """On one gloo rank (FSDP2's world of 1, as on one GPU): the embedding and the final norm with
     the head are FSDP2 modules of their own, the root manages no parameter, and two steps give the
@@ -50,8 +35,8 @@ def test_end_units_shard_the_ends_apart_and_train_as_the_root(hydra_compose, tmp
     on = validate(hydra_compose([*BASE, "backend.end_units=true"]))
     dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
     try:
-        want, want_norm, root = _train(off)
-        got, got_norm, model = _train(on)
+        want, want_norm, root = in_process(off)
+        got, got_norm, model = in_process(on)
     finally:
         dist.destroy_process_group()
     ends = (model.tok_embeddings, model.norm, model.output)
