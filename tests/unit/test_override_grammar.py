@@ -233,7 +233,7 @@ def test_a_tag_over_256_characters_is_refused_before_hydra_and_by_validation() -
 
     line = tag_problem(["plan=true", "tag=" + "a" * 100_000])
     assert line == (
-        "Invalid config: tag='aaaaaaaaaaaaaaa...(100002 characters): is 100000 characters, over the bound of "
+        "Invalid config: tag='aaaaaaaaaaaaaaa...(100000 characters): is 100000 characters, over the bound of "
         "256 (it is copied into every record and line). Fix: shorten the tag to at most 256 characters."
     )
     assert tag_problem(["-m", "tag=" + ",".join(["x" * MAX_TAG_CHARS] * 3)]) is None
