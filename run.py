@@ -448,7 +448,8 @@ def main(cfg: DictConfig) -> float:
                 sys.exit(1)
         return objective.value(record, run_cfg.objective)
     if status != "ok":
-        message = f"flopsweep: {status}: {record['error']['message']}"
+        said = record["error"]["message"]  # an invalid config's message says "Invalid config" itself
+        message = f"flopsweep: {said if said.startswith('Invalid config') else f'{status}: {said}'}"
         if hc.mode != RunMode.MULTIRUN:
             # A single run reports failure through its exit status; a sweep goes on.
             print(message, file=sys.stderr)

@@ -70,4 +70,4 @@ def test_the_plan_that_decides_end_to_end(tmp_path: Path) -> None:
     bad = _run(tmp_path / "bad", "plan_clusters=[H100:8,B300:8]")
     assert bad.returncode == 2 and not bad.stdout
     (line,) = [x for x in bad.stderr.splitlines() if x.startswith("flopsweep:")]
-    assert line.startswith("flopsweep: invalid: Invalid config: plan_clusters='B300:8': ")
+    assert line.startswith("flopsweep: Invalid config: plan_clusters='B300:8': ")

@@ -136,7 +136,7 @@ REFUSALS = {
     ),
     "zero2-stage3": Refusal(
         args=("backend=zero2", "backend.zero_stage=3", "device=cpu"),
-        line_starts="flopsweep: invalid: Invalid config: backend.zero_stage=3: contradicts backend=zero2, "
+        line_starts="flopsweep: Invalid config: backend.zero_stage=3: contradicts backend=zero2, "
         "which is ZeRO stage 2.",
     ),
     # composition: Hydra refuses a wrong type or an unknown key or option (exit 1), no record
