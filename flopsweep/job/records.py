@@ -246,7 +246,9 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
         for warning in record["warnings"]:
             log.warning("%s", warning)
     elif record["run"]["job_num"] is None:  # a single run: run.py prints the message, once, on stderr
-        if record["status"] == "invalid":  # the refusal alone is the one line; the record is in the job's log
+        if (
+            record["status"] == "invalid"
+        ):  # the refusal alone is the one line; the record is in the run's folder
             log.debug("%s in %s -> %s", record["status"], err["phase"], path)
         else:
             log.warning("%s in %s -> %s", record["status"], err["phase"], path)

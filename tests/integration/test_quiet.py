@@ -7,6 +7,7 @@ The end-to-end tests run ``python run.py`` as a user would and count lines in wh
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -122,7 +123,10 @@ def test_single_run_failure_is_printed_once(
     assert proc.returncode == code, output[-3000:]
     assert output.count(message) == 1, output
     assert proc.stderr.strip().splitlines()[-1].startswith("flopsweep: ") and message in proc.stderr
-    assert f"-> {tmp_path / 'metrics.json'}" in output  # the log still names the record
+    record = json.loads((tmp_path / "metrics.json").read_text())  # the record is written all the same
+    assert record["status"] == ("invalid" if code == 2 else "error")
+    if code != 2:  # a refusal is the one line alone; a failure's log names its record
+        assert f"-> {tmp_path / 'metrics.json'}" in output
 
 
 @pytest.mark.slow
