@@ -86,7 +86,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         row.update(plan_prediction(p, gpu_name, calibrations))
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
-        row["rank"] = 1 if row.get("predicted_tokens_per_s_per_device") not in ("", None) else ""
+        ranked = row.get("status") == "ok" and row.get("fits") is not False  # as rank_plan_file ranks
+        row["rank"] = 1 if ranked and row.get("predicted_tokens_per_s_per_device") not in ("", None) else ""
         replace_plan_file(path, [row])
     else:
         path = Path(info.job_dir).parent / PLAN_FILE

@@ -118,17 +118,76 @@ def plan_cell(cell: object) -> object:
     return printable(csv_text(cell)).replace("|", "\\|")
 
 
+TERMINAL_COLUMNS = {
+    "job": "job",
+    "model": "model",
+    "overrides": "overrides",
+    "status": "status",
+    "world_size": "world",
+    "layout": "layout",
+    "est_peak_gib_per_rank": "peak_GiB",
+    "fits": "fits",
+    "predicted_world_size": "pred_world",
+    "predicted_iteration_time_s": "step_s",
+    "predicted_tokens_per_s_per_device": "tokens/s/GPU",
+    "predicted_mfu": "MFU",
+    "predicted_budget_gpu_hours": "GPU_h",
+    "predicted_budget_days": "days",
+    "predicted_budget_usd": "USD",
+    "predicted_usd_per_million_tokens": "USD/Mtok",
+    "rank": "rank",
+    "prediction_source": "source",
+    "note": "note",
+}
+"""``plan.csv`` column -> its header in the terminal table (:func:`plan_table`); the other columns
+(``seq_len``, ``n_params``, ``model_flops_per_step``, ``fits_on``, ``predicted_nnodes``) are in the
+file and in ``plan_format=csv|json``."""
+
+FOOTNOTED = ("prediction_source", "note")
+"""Long text columns shown as ``[k]`` in the table, each distinct text once below it."""
+
+_DROPPED_OVERRIDES = ("plan=", "plan_format=")
+
+
+def _shown_overrides(cell: str) -> str:
+    """An ``overrides`` cell without ``plan=true`` and ``plan_format=``, which every row shares."""
+    return " ".join(word for word in cell.split(" ") if not word.startswith(_DROPPED_OVERRIDES))
+
+
 def plan_table(path: str) -> str:
-    """``plan.csv`` as one table (pandas' markdown through tabulate), with the file's path; each
-    text cell (an override's value, a note quoting it) as :func:`plan_cell` shows it. The CSV keeps
-    the values (guarded against spreadsheet formulas: :func:`_csv_text`)."""
+    """``plan.csv`` as one compact table for the terminal (pandas' markdown through tabulate): the
+    columns of :data:`TERMINAL_COLUMNS` that some row fills, under short headers; the long
+    ``prediction_source`` and ``note`` texts as ``[k]`` references, each distinct text printed once
+    below the table (a plan of 27 jobs sharing one source prints it once, not 27 times), and the
+    overrides that every job shares once (``every job: ...``), each row keeping its own; then the
+    file's path, which keeps every column. Each text cell as :func:`plan_cell` shows it (one line,
+    control characters escaped, ``|`` escaped). The CSV keeps the values (guarded against
+    spreadsheet formulas: :func:`_csv_text`)."""
     import pandas as pd
 
     frame = pd.read_csv(path, keep_default_na=False)
+    shown = [c for c in TERMINAL_COLUMNS if c in frame.columns and (frame[c].astype(str) != "").any()]
+    frame = frame[shown].copy()
+    shared: list[str] = []
+    if "overrides" in frame.columns:
+        words = frame["overrides"].astype(str).map(_shown_overrides).str.split(" ")
+        if len(words) > 1:  # what every job shares is printed once, below the table
+            shared = [w for w in words.iloc[0] if w and all(w in row for row in words)]
+        frame["overrides"] = words.map(lambda row: " ".join(w for w in row if w not in shared))
     escaped = frame.apply(lambda column: column.map(plan_cell))
-    table = escaped.to_markdown(index=False)
+    notes: dict[str, int] = {}
+    for column in FOOTNOTED:
+        if column in escaped.columns:
+            escaped[column] = escaped[column].map(
+                lambda text: f"[{notes.setdefault(text, len(notes) + 1)}]" if text != "" else ""
+            )
+    table = escaped.rename(columns=TERMINAL_COLUMNS).to_markdown(index=False)
+    lines = [table, *(f"[{k}] {text}" for text, k in notes.items())]
+    if shared:
+        lines.append(f"every job: {plan_cell(' '.join(shared))}")
     hint = "plan_clusters=[H100:1x8,H100:8x8] ranks set-ups on clusters: docs/plan.md"
-    return f"{table}\n(plan: no worker started, no record written; {printable(path)}; {hint})"
+    lines.append(f"(plan: no worker started, no record written; every column: {printable(path)}; {hint})")
+    return "\n".join(lines)
 
 
 def plan_invalid_line(path: str) -> str | None:

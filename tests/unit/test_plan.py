@@ -490,10 +490,59 @@ def test_the_plan_table_escapes_control_characters(tmp_path: Path) -> None:
         writer.writerow([0, "backend.nvme_path=/a\x1b[31mred", "ok", "tag a\nb"])
         writer.writerow([1, "model=gpt-tiny", "ok", ""])
     table = plan_table(str(path))
-    assert "\x1b" not in table and "/a\\x1b[31mred" in table and "tag a\\nb" in table
-    assert len(table.splitlines()) == 2 + 2 + 1  # header, rule, two rows, the footer
+    assert "\x1b" not in table and "/a\\x1b[31mred" in table and "[1] tag a\\nb" in table
+    assert len(table.splitlines()) == 2 + 2 + 1 + 1  # header, rule, two rows, the note, the footer
     with path.open(newline="") as f:
         assert list(csv.reader(f))[1][3] == "tag a\nb"
+
+
+def test_the_plan_table_is_compact_and_prints_each_long_text_once(tmp_path: Path) -> None:
+    """A trial's plan printed 24 columns over 900 characters a line, the same source and note in every
+    row: the terminal table keeps the columns some row fills, under short headers, the texts every row
+    repeats as ``[k]`` (each printed once below), and the overrides every job shares once; the CSV
+    keeps every column and value."""
+    import csv
+
+    from flopsweep.job import plan_table
+    from flopsweep.job.plantable import PLAN_COLUMNS
+
+    source, note = "uncalibrated: " + "s" * 150, "placed as an H200 SXM; " + "n" * 150
+    rows = [
+        {
+            "job": job,
+            "model": "llama3.1-8b",
+            "overrides": f"backend={backend} model=llama3.1-8b plan=true plan_gpu=H200",
+            "status": "ok",
+            "world_size": 1,
+            "layout": "dp1",
+            "est_peak_gib_per_rank": 120.5,
+            "fits": True,
+            "predicted_iteration_time_s": 0.5,
+            "predicted_tokens_per_s_per_device": 9000 + job,
+            "predicted_mfu": 0.45,
+            "rank": 3 - job,
+            "prediction_source": source,
+            "note": note if backend == "single" else "other",
+        }
+        for job, backend in enumerate(["single", "fsdp", "zero3"])
+    ]
+    path = tmp_path / "plan.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=PLAN_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = plan_table(str(path)).splitlines()
+    header, rows_shown, below = lines[0], lines[2:5], lines[5:]
+    cells = [cell.strip() for cell in header.strip("|").split("|")]
+    assert {"source", "tokens/s/GPU", "step_s", "peak_GiB", "rank"} <= set(cells), cells
+    assert not {"USD", "days", "n_params", "fits_on"} & set(cells), cells  # unfilled, or in the file only
+    assert [line.count(source) for line in lines].count(1) == 1 and sum(note in line for line in lines) == 1
+    assert below[:3] == [f"[1] {source}", f"[2] {note}", "[3] other"], below
+    assert below[3] == "every job: model=llama3.1-8b plan_gpu=H200", below  # plan=true: every plan has it
+    assert "| backend=fsdp " in rows_shown[1] and "plan_gpu" not in rows_shown[1]
+    assert max(len(line) for line in lines[:5]) < 200, lines[0]
+    with path.open(newline="") as f:
+        assert next(csv.DictReader(f))["prediction_source"] == source  # the file keeps the text
 
 
 def test_plan_csv_defuses_spreadsheet_formulas_and_keeps_numbers(hydra_compose, tmp_path: Path) -> None:
