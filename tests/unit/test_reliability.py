@@ -68,8 +68,8 @@ def test_a_tag_from_the_environment_resolves_with_a_warning(hydra_compose, monke
 
 
 def test_the_reliability_page_names_an_existing_test_for_every_class() -> None:
-    """The reliability pages (``docs/reliability*.md``) list their classes from 1 (at least 40 rows), each with
-    tests that exist."""
+    """The reliability pages (``docs/reliability*.md``) list their classes from 1 (at least 40 rows),
+    each with tests that exist."""
     from helpers import ROOT
 
     table = "\n".join(p.read_text() for p in sorted((ROOT / "docs").glob("reliability*.md")))
