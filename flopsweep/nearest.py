@@ -5,7 +5,7 @@ Behind the probes and a calibration record of the same set-up, ahead of the flat
 (:func:`flopsweep.compute_time.compute_uncalibrated`): the job, ``plan=true`` and the tuner
 (:mod:`flopsweep.forecast`, over the ``predict.calibration`` records and the tuner's own) and
 ``python -m analysis --predict`` (:func:`flopsweep.predict.predict_record`, over the loaded records)
-pick the most similar measured set-up that is not the target's own (:func:`pick`, :data:`RULE`) and
+pick the most similar measured set-up that is not the target's own (:func:`candidates`, :data:`RULE`) and
 carry over what it measured in a form that does not depend on the model:
 
     R     = F_r / (t_r - t_opt,r - t_exp,r)        achieved FLOP/s on hardware FLOPs per rank
@@ -34,11 +34,12 @@ from flopsweep.workload import Compute, PredictionError, Workload
 
 RULE = (
     "same device type, precision and compile (required); the same GPU kind first, another scaled by the "
-    "datasheet peak ratio; then the same attention kernel; dense or mixture of experts alike; the same backend, ZeRO stage, optimizer "
-    "(on the GPU or the host) and knobs; the same checkpointing policy; the nearest model by "
-    "|ln(parameters ratio)| + |ln(tokens per micro batch ratio)|; the nearest world size; the name"
+    "datasheet peak ratio; then the same attention kernel; dense or mixture of experts alike; the same "
+    "backend, ZeRO stage, optimizer (on the GPU or the host) and knobs; the same checkpointing policy; "
+    "the nearest model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)|; the nearest "
+    "world size; the name"
 )
-"""The picking rule (:func:`pick`), in the words every ``nearest`` source ends with."""
+"""The picking rule (:func:`candidates`), in the words every ``nearest`` source ends with."""
 
 FULL_RECOMPUTE = 4 / 3
 """Hardware over model FLOPs of a record with full checkpointing made before
@@ -48,7 +49,7 @@ FULL_RECOMPUTE = 4 / 3
 
 @dataclass(frozen=True, kw_only=True)
 class Measured:
-    """What :func:`pick` compares of one record (or of a target about to run): the set-up
+    """What :func:`candidates` compares of one record (or of a target about to run): the set-up
     (:func:`flopsweep.identity.setup_key`: the config less the rank count, with the GPU's name), the GPU
     kind (the peak table's row name, else the name as given), and the keys of :data:`RULE`."""
 
@@ -185,7 +186,8 @@ def candidates(target: Measured, pool: Iterable[Measured]) -> tuple[list[Measure
     if not same:
         return (
             [],
-            f"none of the {len(usable)} ok records of other set-ups ran {target.precision} on {target.device}",
+            f"none of the {len(usable)} ok records of other set-ups ran {target.precision} on "
+            f"{target.device}",
         )
     same = [m for m in same if m.compile == target.compile]
     if not same:
@@ -354,5 +356,5 @@ def _compute(
 
 
 def pool_of(records: Iterable[tuple[str, dict[str, Any]]]) -> list[Measured]:
-    """:func:`describe` of each record that has what :func:`pick` compares (others are left out)."""
+    """:func:`describe` of each record that has what :func:`candidates` compares (others are left out)."""
     return [m for n, r in records if (m := describe(n, r)) is not None]
