@@ -35,11 +35,19 @@ from flopsweep.workload import Compute, PredictionError, Workload
 RULE = (
     "same device type, precision and compile (required); the same GPU kind first, another scaled by the "
     "datasheet peak ratio; then the same attention kernel; dense or mixture of experts alike; the same "
-    "backend, ZeRO stage, optimizer (on the GPU or the host) and knobs; the same checkpointing policy; "
+    "backend, ZeRO stage and optimizer (on the GPU or the host); the same checkpointing policy; "
     "the nearest model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)|; the nearest "
-    "world size; the name"
+    "world size; the same backend knobs; the name"
 )
 """The picking rule (:func:`candidates`), in the words every ``nearest`` source ends with."""
+
+HOST = "None"
+""":attr:`Measured.backend`'s optimizer family of a run whose optimizer steps on the host (FSDP2's
+``cpu_offload``, ZeRO-Offload: :func:`flopsweep.predict.optimizer_family` None). Such a step is bound
+by the host's AdamW over the fp32 states and the parameters and gradients crossing to and from it
+each step, which scale with the parameters a rank updates, not with the FLOPs: between two such runs
+the whole step carries over per parameter (one H200: Llama 3.2 1B FSDP2 ``cpu_offload`` 2.2-2.4 ns
+per parameter, Llama 3.1 8B at 29 blocks 2.4 ns)."""
 
 FULL_RECOMPUTE = 4 / 3
 """Hardware over model FLOPs of a record with full checkpointing made before
@@ -157,9 +165,9 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
         m.backend[0] != target.backend[0],
         m.backend[1] != target.backend[1],
         m.backend[2] != target.backend[2],
-        m.knobs != target.knobs,
         m.policy != target.policy,
         round(_log_gap(target.n_params, m.n_params) + _log_gap(target.tokens, m.tokens), 9),
+        m.knobs != target.knobs,
         _log_gap(target.world, m.world),
         m.name,
     )
@@ -237,6 +245,8 @@ class Transferred:
     optimizer_s: float
     rate_tflops: float
     """The record's achieved TFLOP/s on hardware FLOPs per rank (its compute part)."""
+    host_ns: float | None = None
+    """Nanoseconds of step per parameter a rank updates, where both step on the host (:data:`HOST`)."""
 
 
 def transfer(
@@ -248,8 +258,17 @@ def transfer(
     from flopsweep.predict import measured_parts
 
     step, optimizer, exposed, _ = measured_parts(m.name, m.record, rate=rates.get(m.backend[2]))
+    if target.backend[2] == HOST == m.backend[2]:  # both step on the host: per parameter, not per FLOP
+        per_parameter = (step - exposed) / _params_per_rank(m.workload)
+        if not per_parameter > 0:
+            return None
+        whole = per_parameter * _params_per_rank(target.workload)
+        rate = hardware_flops(m) / step / 1e12
+        return Transferred(
+            name=m.name, compute_s=whole, optimizer_s=0.0, rate_tflops=rate, host_ns=per_parameter * 1e9
+        )
     own = rates.get(target.backend[2])
-    separated = optimizer is not None and own is not None and target.backend[2] != "None"
+    separated = optimizer is not None and own is not None and target.backend[2] != HOST
     fb = step - exposed - (optimizer if separated else 0.0)
     if not fb > 0:
         return None
@@ -292,7 +311,7 @@ def nearest_compute(
 
     def rates(family: str) -> tuple[float, str] | None:
         if family not in cache:
-            cache[family] = optimizer_rate(source, family) if family != "None" else None
+            cache[family] = optimizer_rate(source, family) if family != HOST else None
         return cache[family]
 
     tried: set[tuple[str | None, str | None]] = set()
@@ -335,7 +354,12 @@ def _compute(
         + ")",
         f"{_median([t.rate_tflops for t in done]):.4g} TFLOP/s on hardware FLOPs per rank",
     ]
-    if target.gpu is not None and first.gpu != target.gpu:
+    if done[0].host_ns is not None:  # both step on the host: the whole step per parameter
+        words[1] = (
+            f"optimizer on the host in both: the whole step carried over per parameter a rank updates, "
+            f"{_median([t.host_ns for t in done]):.3g} ns (the host's, unscaled by any GPU ratio)"
+        )
+    if target.gpu is not None and first.gpu != target.gpu and done[0].host_ns is None:
         scale = _peak(target.gpu, target.precision) / _peak(first.gpu, target.precision)
         words.append(
             f"measured on {first.gpu}, scaled by the datasheet {target.precision} peak ratio {scale:.3g}"
@@ -345,7 +369,7 @@ def _compute(
     own = rates.get(target.backend[2])
     if own is not None and any(t.optimizer_s > 0 for t in done):
         words.append(f"optimizer {own[0] * 1e12:.3g} ps per parameter a rank updates ({own[1]})")
-    else:
+    elif done[0].host_ns is None:
         words.append("optimizer not separated: inside the rate")
     return Compute(
         compute_s=_median([t.compute_s for t in done]),

@@ -178,3 +178,19 @@ def test_a_plan_predicts_from_the_nearest_record_not_another_backends_calibratio
         "nearest: single (1 of its set-up; differs in backend.name ddp vs single)"
     )
     assert made["iteration_time_s"] == pytest.approx(0.5)
+
+
+def test_a_host_side_optimizer_carries_over_per_parameter() -> None:
+    """Two runs whose optimizer steps on the host (FSDP2 ``cpu_offload``): the whole step carries over
+    per parameter a rank updates, not per FLOP; a host-side run is not predicted per parameter from a
+    run that steps on the GPU."""
+    offload = record(model="m2", n_params=4 * P, mbs=1, step=8.0)
+    offload["config"]["backend"]["cpu_offload"] = True
+    target = record(model="m1", n_params=P, mbs=4)
+    target["config"]["backend"]["cpu_offload"] = True
+    found, _, first = predicted(target, {"offload": offload, "on-gpu": record(model="m1", mbs=8, step=2.0)})
+    assert first.name == "offload"
+    assert found.compute_s == pytest.approx(8.0 / 4)  # 2 ns a parameter, not 8 s x 1 (the same FLOPs)
+    assert "the whole step carried over per parameter a rank updates, 2 ns" in found.source
+    found, _, first = predicted(record(model="m1", mbs=4), {"offload": offload})
+    assert found.compute_s == pytest.approx(8.0)  # a GPU-side run: per FLOP (the same FLOPs here)
