@@ -39,7 +39,13 @@ RULE = (
     "the nearest model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)|; the nearest "
     "world size; the same backend knobs; the name"
 )
-"""The picking rule (:func:`candidates`), in the words every ``nearest`` source ends with."""
+"""The picking rule (:func:`candidates`) in full (docs/prediction-nearest.md)."""
+
+RULE_SHORT = (
+    "same GPU kind (else scaled), precision and compile; then kernel, dense or MoE, backend and stage, "
+    "optimizer side, policy, nearest parameters and tokens (docs/prediction-nearest.md)"
+)
+""":data:`RULE` in the words every ``nearest`` source ends with."""
 
 HOST = "None"
 """:attr:`Measured.backend`'s optimizer family of a run whose optimizer steps on the host (FSDP2's
@@ -374,7 +380,7 @@ def _compute(
     return Compute(
         compute_s=_median([t.compute_s for t in done]),
         optimizer_s=_median([t.optimizer_s for t in done]),
-        source="; ".join(words) + f"; rule: {RULE}",
+        source="; ".join(words) + f"; rule: {RULE_SHORT}",
         kind="nearest",
     )
 
