@@ -260,13 +260,18 @@ def transfer(
 ) -> Transferred | None:
     """``m``'s measured step carried over to ``target`` (module docstring); ``rates`` the optimizer rate
     per optimizer family (:func:`flopsweep.predict.optimizer_rate`, None: unknown). None when nothing is
-    left of ``m``'s step for compute (its optimizer and exposed communication fill it)."""
+    left of ``m``'s step for compute (its optimizer and exposed communication fill it), or its parts
+    cannot be read (a multi-rank record with neither a profile nor a probe: no bandwidth for its
+    communication)."""
     from flopsweep.predict import measured_parts
 
-    step, optimizer, exposed, _ = measured_parts(m.name, m.record, rate=rates.get(m.backend[2]))
+    try:
+        step, optimizer, exposed, _ = measured_parts(m.name, m.record, rate=rates.get(m.backend[2]))
+    except PredictionError:
+        return None
     if target.backend[2] == HOST == m.backend[2]:  # both step on the host: per parameter, not per FLOP
         per_parameter = (step - exposed) / _params_per_rank(m.workload)
-        if not per_parameter > 0:
+        if not per_parameter > 0 or not hardware_flops(m) > 0:
             return None
         whole = per_parameter * _params_per_rank(target.workload)
         rate = hardware_flops(m) / step / 1e12
@@ -276,7 +281,7 @@ def transfer(
     own = rates.get(target.backend[2])
     separated = optimizer is not None and own is not None and target.backend[2] != HOST
     fb = step - exposed - (optimizer if separated else 0.0)
-    if not fb > 0:
+    if not fb > 0 or not hardware_flops(m) > 0:
         return None
     rate = hardware_flops(m) / fb
     scale = 1.0

@@ -194,3 +194,22 @@ def test_a_host_side_optimizer_carries_over_per_parameter() -> None:
     assert "the whole step carried over per parameter a rank updates, 2 ns" in found.source
     found, _, first = predicted(record(model="m1", mbs=4), {"offload": offload})
     assert found.compute_s == pytest.approx(8.0)  # a GPU-side run: per FLOP (the same FLOPs here)
+
+
+def test_a_record_whose_parts_cannot_be_read_is_passed_over() -> None:
+    """A two-rank record with neither a profile nor a probe (no bandwidth for its communication) and one
+    without FLOPs stand for nothing: the next set-up does, and none left is the FLOPs estimate's why."""
+    two = record(mbs=8, step=2.0)
+    two["system"] = {"world_size": 2, "device_name": H200, "parallel": {"dp_shard": 2}}
+    two["metrics"]["model_flops_per_iteration"] *= 2
+    two["metrics"]["hardware_flops_per_iteration"] *= 2
+    empty = record(model="m3", mbs=4, step=1.0)
+    empty["metrics"]["model_flops_per_iteration"] = empty["metrics"]["hardware_flops_per_iteration"] = 0
+    found, _, first = predicted(
+        record(), {"two": two, "empty": empty, "next": record(model="m2", n_params=2 * P)}
+    )
+    assert first.name == "next" and found.compute_s == pytest.approx(0.5)
+    found, why, _ = predicted(record(), {"two": two, "empty": empty})
+    assert (
+        found is None and why == "no nearest set-up: no record of the nearest set-ups has compute time left"
+    )
