@@ -47,7 +47,7 @@ RULE_SHORT = (
 )
 """:data:`RULE` in the words every ``nearest`` source ends with."""
 
-HOST = "None"
+HOST = "host"
 """:attr:`Measured.backend`'s optimizer family of a run whose optimizer steps on the host (FSDP2's
 ``cpu_offload``, ZeRO-Offload: :func:`flopsweep.predict.optimizer_family` None). Such a step is bound
 by the host's AdamW over the fp32 states and the parameters and gradients crossing to and from it
@@ -78,7 +78,7 @@ class Measured:
     moe: bool
     """A mixture of experts (``model.n_active_params`` below ``n_params``, or ``top_k`` > 0)."""
     backend: tuple[str, str, str]
-    """``(name, calibration group such as deepspeed-3, optimizer family)``."""
+    """``(name, calibration group such as deepspeed-3, optimizer family or`` :data:`HOST` ``)``."""
     knobs: str
     policy: str
     n_params: int
@@ -110,7 +110,7 @@ def describe(
     """The :class:`Measured` of ``record`` (a record, or ``{"config": ..., "system": ...}`` of a target),
     its :class:`Workload` ``workload`` or the record's; ``device_name`` in place of ``system.device_name``.
     None when the record has no config or no counts (:func:`flopsweep.predict.workload_from_record`)."""
-    from flopsweep.predict import backend_of, optimizer_family, workload_from_record
+    from flopsweep.predict import _backend_knobs, backend_of, optimizer_family, workload_from_record
 
     config = record.get("config")
     if not isinstance(config, dict):
@@ -134,8 +134,10 @@ def describe(
         compile=only(("config", "compile")),
         attention=only(("config", "attention")),
         moe=_moe(record, w),
-        backend=(str(backend.get("name")), backend_of(record), str(optimizer_family(record))),
-        knobs=json.dumps(backend, sort_keys=True, default=str),
+        backend=(str(backend.get("name")), backend_of(record), optimizer_family(record) or HOST),
+        knobs=json.dumps(
+            _backend_knobs(backend), sort_keys=True, default=str
+        ),  # a knob it predates: its default
         policy=_policy(json.loads(only(("config", "activation_checkpointing")))),
         n_params=w.n_params,
         tokens=w.micro_batch_size * w.seq_len,
