@@ -175,8 +175,8 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
         m.backend[2] != target.backend[2],
         m.policy != target.policy,
         round(_log_gap(target.n_params, m.n_params) + _log_gap(target.tokens, m.tokens), 9),
-        m.knobs != target.knobs,
         _log_gap(target.world, m.world),
+        m.knobs != target.knobs,
         m.name,
     )
 
