@@ -83,6 +83,7 @@ from analysis.fields import (  # noqa: F401 - re-exported
 from analysis.schema import Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
 from analysis.spread import ci_of, overlap, pool_repeats, step_columns
+from flopsweep import nearest
 from flopsweep.budget import ReadBudget
 from flopsweep.identity import RANK_COUNT_KEYS, setup_key  # noqa: F401 - RANK_COUNT_KEYS re-exported
 from flopsweep.plausible import calibration_problems
@@ -292,6 +293,7 @@ def fill_predictions(named: list[tuple[str, Record, bool]]) -> dict[str, dict[st
     (:func:`flopsweep.plausible.calibration_problems` empty: a record the analysis flags never
     calibrates); set in place, and returned by name. Its ``source`` begins ``analysis --predict:``."""
     calibrations = [(name, record) for name, record, usable in named if usable]
+    pool = None  # flopsweep.nearest's view of the calibrations, made once for every record it predicts
     filled = {}
     for name, record, _ in named:
         metrics = record.get("metrics")
@@ -300,7 +302,8 @@ def fill_predictions(named: list[tuple[str, Record, bool]]) -> dict[str, dict[st
         if isinstance(metrics.get("predicted"), dict) and metrics["predicted"].get("iteration_time_s"):
             continue
         try:
-            made = predict_record(name, record, calibrations)
+            pool = nearest.pool_of(calibrations) if pool is None else pool
+            made = predict_record(name, record, calibrations, pool=pool)
         except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError) as exc:
             made = {"iteration_time_s": None, "tokens_per_s": None, "source": f"no prediction: {exc!r}"[:300]}
         made["source"] = f"analysis --predict: {made['source']}"

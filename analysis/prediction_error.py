@@ -4,7 +4,7 @@
 ``--prediction-errors`` shows it alone (``benchmarks/RESULTS.md`` carries it over every committed
 record). A row is one backend (a ZeRO stage named) and one source of the predicted compute:
 
-- ``layers``, ``probe``, ``calibration`` or ``flops``: ``metrics.predicted.compute_source``, made
+- ``layers``, ``probe``, ``calibration``, ``nearest`` or ``flops``: ``metrics.predicted.compute_source``, made
   before the run (:mod:`flopsweep.steptime`, :mod:`flopsweep.layer_probe`); records from before
   that key say ``calibration`` when their source names one and ``flops`` otherwise;
 - ``... (by the analysis)``: ``--predict`` filled it after the run, from the other records, so it is

@@ -15,6 +15,8 @@ The template is markdown with marker lines, each alone on its line:
 - ``<!-- memory: ARGS -->``: the output of ``python benchmarks/memory_estimate.py . ARGS`` run in
   the same folder (the memory estimate against every record's measured peak).
 - ``<!-- predict: ARGS -->``: the output of ``python benchmarks/predict_torchtitan.py ARGS``.
+- ``<!-- nearest: ARGS -->``: the output of ``python benchmarks/nearest_loo.py ARGS`` run in the same
+  folder (the leave-one-set-up-out check of the nearest-set-up prediction).
 - ``<!-- plan: ARGS -->``: ``python run.py -m ARGS plan=true`` run from the repository root into a
   temporary sweep folder (a subprocess, :data:`PLAN_TIMEOUT_S`), its ``plan.csv`` as a table of
   :data:`PLAN_COLUMNS` (an invalid row shows its note as its source).
@@ -43,7 +45,7 @@ REPO = HERE.parent
 TEMPLATE = HERE / "RESULTS.in.md"
 RESULTS = HERE / "RESULTS.md"
 RESULTS_DIR = HERE / "results" / "h200"
-MARKER = re.compile(r"^<!-- (?P<kind>table|peer|memory|predict|plan): (?P<args>.+?) -->$")
+MARKER = re.compile(r"^<!-- (?P<kind>table|peer|memory|predict|plan|nearest): (?P<args>.+?) -->$")
 PLAN_COLUMNS = (
     "layout",
     "status",
@@ -122,6 +124,8 @@ def table(kind: str, args: str) -> str:
         )
     if kind == "plan":
         return plan_table(args)
+    if kind == "nearest":
+        return _run(_script_main("nearest_loo"), argv, f"python benchmarks/nearest_loo.py {args}")
     if kind == "predict":
         return _run(
             _script_main("predict_torchtitan"), argv, f"python benchmarks/predict_torchtitan.py {args}"

@@ -306,8 +306,11 @@ class PredictConfig:
 
     calibration: str | None = None
     """A ``metrics.json`` or a folder searched for them (no link followed): the ok record of the same
-    model, kernel, precision, checkpointing and micro batch at a smaller world size calibrates the
-    compute time. Null: uncalibrated (FLOPs at a stated fraction of the GEMM rate)."""
+    model, kernel, precision, checkpointing, compile, backend and ZeRO stage at the run's world size or
+    fewer calibrates the compute time (the same micro batch first, else another scaled by tokens);
+    without one, the nearest measured set-up among them that is not the run's own stands for it
+    (``compute_source: nearest``, docs/prediction-nearest.md). Null, or nothing similar:
+    uncalibrated (FLOPs at a stated fraction of the GEMM rate)."""
     gpus_per_node: int | None = None
     """GPUs per node of the predicted cluster; null: ``nproc_per_node``."""
     nnodes: int | None = None

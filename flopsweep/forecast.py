@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from flopsweep import expert_parallel, flops, tree
+from flopsweep import expert_parallel, flops, nearest, tree
 from flopsweep import predict as pr
 from flopsweep.budget import BUDGET_ENV, MIN_BUDGET, ReadBudget
 from flopsweep.checkpointing import recompute_mode
@@ -178,15 +178,22 @@ def unmatched(cfg: RunConfig, world: int, records: Sequence[tuple[str, dict[str,
     if not smaller:
         return f"none of its {len(usable)} ok records ran on {plural(world, 'rank')} or fewer"
 
-    def differs(r: dict[str, Any]) -> list[str]:
+    def differs(r: dict[str, Any]) -> list[str]:  # a backend's knobs and the micro batch do not count
         return [
             d
             for d in pr.calibration_differences(mine, r)
-            if not d.startswith(("batch.micro_batch_size", "backend."))
+            if not d.startswith(("batch.micro_batch_size", "backend.")) or d.startswith(SAME_GROUP)
         ]
 
     name, record = min(smaller, key=lambda nr: (len(differs(nr[1])), nr[0]))
     return f"the nearest, {name}, differs in {'; '.join(differs(record))}"
+
+
+SAME_GROUP = ("backend.name", "backend.zero_stage")
+"""What a calibration record of the job and ``plan=true`` shares with the run besides
+:data:`flopsweep.predict.CALIBRATION_KEYS`: the backend and its ZeRO stage
+(:func:`flopsweep.predict.backend_of`); a record of another backend is the nearest set-up's to use
+(:mod:`flopsweep.nearest`), which carries its rate over rather than its step."""
 
 
 def link(
@@ -369,6 +376,8 @@ def _prediction(
         by_pieces, why = _probed(target, pieces)
         probed, fell_back = by_pieces, "; ".join(t for t in (fell_back, why) if t)
     own = _config_dict(cfg)["backend"]
+    group = pr.backend_of({"config": {"backend": own}})
+    same_group = [(n, r) for n, r in records if pr.backend_of(r) == group]  # another backend: the nearest's
     picked = None
     for exact in (True, False):  # the same micro batch first, else another one scaled by tokens
         key = pr.calibration_key({"config": _config_dict(cfg)}, micro_batch=exact)
@@ -376,7 +385,7 @@ def _prediction(
             key,
             layout.world_size,
             cfg.backend.name,
-            records,
+            same_group,
             backend_config=own,
             hostname=socket.gethostname(),
             micro_batch=exact,
@@ -392,7 +401,16 @@ def _prediction(
     if records and not picked:
         why = unmatched(cfg, layout.world_size, records)
         missed = f"predict.calibration={cfg.predict.calibration} matches nothing: {why}"
-        log.warning("%s; predicted uncalibrated", printable(missed))
+    near, far = None, ""
+    if not probed and not picked and records:  # the nearest measured set-up, ahead of the FLOPs estimate
+        near, far, neighbour = _nearest(cfg, target, records, device_name)
+        if (
+            neighbour is not None and not device_name
+        ):  # no GPU named: the nearest record's, as a calibration's
+            device_name = (neighbour.record.get("system") or {}).get("device_name")
+    if missed:
+        how = "predicted from the nearest set-up" if near is not None else "predicted uncalibrated"
+        log.warning("%s; %s", printable(missed), how)
     device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
     peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None
@@ -405,11 +423,15 @@ def _prediction(
             compute = pr.calibration_compute(
                 target, *picked, compute_scale=cfg.predict.compute_scale, rate=rate
             )
+        elif near is not None:
+            compute = near
         elif gemm_tflops:
             compute = pr.compute_uncalibrated(target, gemm_tflops=gemm_tflops)
         else:
             what = f"{' '.join(device_name.split())} datasheet" if device_name else "measured"
             compute = pr.compute_uncalibrated(target, gemm_tflops=peak, what=what)
+        if not probed and not picked and near is None and records:
+            compute = dataclasses.replace(compute, source=f"{compute.source}; {far}")
         overlap = (
             (cfg.predict.overlap, "predict.overlap")
             if cfg.predict.overlap is not None
@@ -431,12 +453,28 @@ def _prediction(
     if fell_back:
         made["source"] += f"; {fell_back}"
     if (
-        matmul != cfg.precision.name and not probed and not picked and not gemm_tflops
+        matmul != cfg.precision.name and not probed and not picked and near is None and not gemm_tflops
     ):  # a datasheet's bf16 peak
         made["source"] += f"; {FP8_AS_BF16.format(precision=cfg.precision.name)}"
     if missed:
         made["source"] += f"; {missed}"
     return made
+
+
+def _nearest(
+    cfg: RunConfig,
+    target: pr.Workload,
+    records: Sequence[tuple[str, dict[str, Any]]],
+    device_name: str | None,
+) -> tuple[pr.Compute | None, str, nearest.Measured | None]:
+    """:func:`flopsweep.nearest.nearest_compute` of ``cfg`` (its workload ``target``, on ``device_name``)
+    over ``records``: the compute carried over from the nearest measured set-up that is not its own and
+    that set-up's first record, or None, why none may stand for it, and None."""
+    config = {"config": _config_dict(cfg), "system": {"device_name": device_name}}
+    me = nearest.describe("(this run)", config, target, device_name=device_name)
+    if me is None:
+        return None, "no nearest set-up: the run's config has no counts", None
+    return nearest.nearest_compute(me, nearest.pool_of(records), records)
 
 
 FP8_AS_BF16 = "{precision} predicted as bf16: fp8 GEMM speed-up not modelled"

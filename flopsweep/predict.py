@@ -11,6 +11,7 @@ optimizer rates, overlaps and bus bandwidths that profiled records imply, and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -363,21 +364,20 @@ and predict within 5%; DeepSpeed's idle 27-50% on one GPU against 10-35% on two,
 by 9-40% (benchmarks/RESULTS.md, "Predicted step time")."""
 
 
-def calibration_compute(
-    target: Workload,
-    name: str,
-    record: dict[str, Any],
-    *,
-    compute_scale: float = 1.0,
-    rate: tuple[float, str] | None = None,
-) -> Compute:
-    """:func:`compute_from_calibration` from a calibration record: its mean step time; its
-    optimizer and exposed communication from its profile (``metrics.breakdown``, scaled to the mean
-    step) when it has one; an optimizer that the record's profile does not separate is ``rate``
-    (seconds per parameter a rank updates, :func:`optimizer_rate`, and its source) times the
-    calibration's parameters per rank, else it stays in the compute; without a profile, a
-    multi-rank calibration's exposed communication is the model's own, at its probe's
-    bandwidths."""
+def measured_parts(
+    name: str, record: dict[str, Any], *, rate: tuple[float, str] | None = None
+) -> tuple[float, float | None, float, str]:
+    """``(step, optimizer, exposed, how)`` of a measured record: its mean step time; its optimizer
+    and exposed communication from its profile (``metrics.breakdown``, scaled to the mean step) when
+    it has one; an optimizer that the record's profile does not separate is ``rate`` (seconds per
+    parameter a rank updates, :func:`optimizer_rate`, and its source) times the record's parameters
+    per rank, else None (it stays in the compute); without a profile, a multi-rank record's exposed
+    communication is the model's own, at its probe's bandwidths. ``how`` says what was assumed (the
+    rate, a host-bound profile: :data:`HOST_BOUND`), for a ``source``.
+
+    Raises:
+        PredictionError: a record without the counts the model needs (:func:`workload_from_record`).
+    """
     cal = workload_from_record(record)
     step = float(_get(record, ("metrics", "iteration_time_s", "mean")))
     b = _get(record, ("metrics", "breakdown"))
@@ -405,13 +405,28 @@ def calibration_compute(
         share = default_overlap(cal.backend)
         rough = step - soft - hard
         exposed = max(soft * (1 - share), soft - rough) + hard
+    return step, optimizer, exposed or 0.0, how
+
+
+def calibration_compute(
+    target: Workload,
+    name: str,
+    record: dict[str, Any],
+    *,
+    compute_scale: float = 1.0,
+    rate: tuple[float, str] | None = None,
+) -> Compute:
+    """:func:`compute_from_calibration` from a calibration record: its step, optimizer and exposed
+    communication as :func:`measured_parts` reads them (``rate``: the optimizer's seconds per
+    parameter a rank updates where the profile does not separate it)."""
+    step, optimizer, exposed, how = measured_parts(name, record, rate=rate)
     return compute_from_calibration(
         target,
-        calibration=cal,
+        calibration=workload_from_record(record),
         iteration_time_s=step,
         source=name + how,
         optimizer_s=optimizer,
-        exposed_comm_s=exposed or 0.0,
+        exposed_comm_s=exposed,
         compute_scale=compute_scale,
     )
 
@@ -470,11 +485,18 @@ def calibrated_busbw(
 
 
 def predict_record(
-    name: str, record: dict[str, Any], records: Sequence[tuple[str, dict[str, Any]]]
+    name: str,
+    record: dict[str, Any],
+    records: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    pool: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """``metrics.predicted`` for a measured record that lacks one (``python -m analysis
     --predict``): calibrated from ``records`` (:func:`pick_calibration`, never ``name`` itself),
-    else uncalibrated at its measured GEMM rate; bandwidths from its own probe
+    else from the nearest set-up among them that is not its own (:func:`flopsweep.nearest.nearest_compute`;
+    ``pool``: :func:`flopsweep.nearest.pool_of` of ``records``, made once by a caller that predicts
+    many), else uncalibrated at its measured GEMM rate, the reason no set-up was near said in
+    ``source``; bandwidths from its own probe
     (``system.interconnect``), else the calibration's; overlap from the profiled records of its
     backend among ``records``, else assumed; without any probe, the bandwidth that the profiled
     records among ``records`` imply (:func:`calibrated_busbw`). Made from inputs that predate its
@@ -504,7 +526,16 @@ def predict_record(
                 target, *picked, rate=optimizer_rate(others, family) if family else None
             )
         else:
-            compute = compute_uncalibrated(target, gemm_tflops=metrics.get("measured_matmul_tflops"))
+            from flopsweep import nearest
+
+            me = nearest.describe(name, record, target)
+            found, why = (None, "no nearest set-up: the record has no config")
+            if me is not None:
+                near = nearest.pool_of(others) if pool is None else pool
+                found, why, _ = nearest.nearest_compute(me, near, others)
+            compute = found or compute_uncalibrated(target, gemm_tflops=metrics.get("measured_matmul_tflops"))
+            if found is None:
+                compute = dataclasses.replace(compute, source=f"{compute.source}; {why}")
         own = _get(record, ("system", "interconnect"))
         link = link_from_probe(own, source="the run's probe")
         if not link.intra and picked:

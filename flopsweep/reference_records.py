@@ -156,7 +156,7 @@ PREDICTED_KEYS: dict[str, str] = {
     "world_size": "ranks of the predicted cluster",
     "budget_gpu_hours": "predicted GPU-hours for budget.tokens; null without a budget",
     "budget_days": "predicted days for budget.tokens; null without a budget",
-    "compute_source": "where the compute time comes from: layers, probe, calibration or flops",
+    "compute_source": "where the compute time comes from: layers, probe, calibration, nearest or flops",
     "probe": "predict.probe=true only: the compute probe's pieces, seconds",
     "layer_probe": (
         "predict.layer_probe=true only: the shallow copies' depths (layers), steps (step_s, s), host issue "

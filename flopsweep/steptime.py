@@ -86,7 +86,7 @@ class Prediction:
     budget_gpu_hours: float | None = None
     budget_days: float | None = None
     compute_source: str = "flops"
-    """:attr:`Compute.kind`: ``probe``, ``calibration`` or ``flops``."""
+    """:attr:`Compute.kind`: ``layers``, ``probe``, ``calibration``, ``nearest`` or ``flops``."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

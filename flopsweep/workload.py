@@ -179,6 +179,7 @@ class Compute:
     optimizer_s: float
     source: str
     kind: str = "flops"
-    """What the compute time comes from: ``probe``, ``calibration``, ``flops``, or ``layers`` (the
+    """What the compute time comes from: ``probe``, ``calibration``, ``nearest`` (the nearest measured
+    set-up, :mod:`flopsweep.nearest`), ``flops``, or ``layers`` (the
     layer probe's whole step, communication and bubble inside: :func:`predict` adds none)
     (``metrics.predicted.compute_source``)."""

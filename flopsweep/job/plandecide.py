@@ -174,7 +174,7 @@ HEADER = (
 
 
 def _cells(row: Row) -> list[str]:
-    source = {"flops": "datasheet", "calibration": "calibrated", "probe": "probe"}.get(
+    source = {"flops": "datasheet", "calibration": "calibrated", "probe": "probe", "nearest": "nearest"}.get(
         row.compute_source, "?"
     )
     return [

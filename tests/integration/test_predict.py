@@ -113,7 +113,10 @@ def test_plan_predicts_every_layout_of_the_8gpu_sweep(tmp_path: Path) -> None:
     cal = str(LLAMA8B_ONE_GPU / "0" / "metrics.json")  # the bf16 record, not the fp8 one
     for row in ok.values():
         assert float(row["predicted_tokens_per_s_per_device"]) > 0, row
-        assert row["prediction_source"].startswith(f"calibrated: {cal}"), row
+        # a backend=single record: no calibration of the FSDP2 layouts since session 21, the nearest set-up
+        assert row["prediction_source"].startswith(
+            f"nearest: {cal} (1 of its set-up; differs in backend.name"
+        ), row
         assert "bandwidth assumed: 0.7 x H200 SXM NVLink" in row["prediction_source"]
     time = {layout: float(row["predicted_iteration_time_s"]) for layout, row in ok.items()}
     assert time["tp8"] > time["dp4 tp2"] > time["dp8"]
@@ -142,10 +145,13 @@ def test_plan_predicts_every_layout_of_the_8gpu_sweep(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_plan_at_another_micro_batch_is_calibrated_by_tokens(tmp_path: Path) -> None:
+def test_plan_at_another_micro_batch_carries_the_rate_over(tmp_path: Path) -> None:
+    """The record of micro batch 2 (another backend) stands for micro batch 4 as the nearest set-up: its
+    rate on hardware FLOPs carried over, so the compute doubles with the tokens, the source says so."""
     rows = _plan_rows(tmp_path, f"predict.calibration={LLAMA8B_ONE_GPU}", "batch.micro_batch_size=4")
     ok = [row for row in rows if row["status"] == "ok"]
-    assert ok and all("micro batch 2 -> 4: compute scaled by tokens" in r["prediction_source"] for r in ok)
+    assert ok and all("batch.micro_batch_size 4 vs 2" in r["prediction_source"] for r in ok)
+    assert all("TFLOP/s on hardware FLOPs per rank" in r["prediction_source"] for r in ok)
 
 
 @pytest.mark.slow

@@ -426,7 +426,7 @@ def test_a_calibration_at_the_plans_own_world_size_is_its_prediction(hydra_compo
     (tmp_path / "cal" / "metrics.json").write_text(json.dumps(record))
     row = plan_job(hydra_compose(calibrated), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert "none of its 1 ok records ran on 1 rank or fewer" in row["prediction_source"], row
-    assert row["predicted_iteration_time_s"] == ""
+    assert row["predicted_iteration_time_s"] == "", row["prediction_source"]
 
 
 def test_a_cpu_record_does_not_calibrate_a_plan_for_gpus(hydra_compose, tmp_path: Path) -> None:

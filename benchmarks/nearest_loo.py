@@ -1,0 +1,136 @@
+"""Leave-one-set-up-out check of the nearest-set-up prediction (docs/prediction-nearest.md).
+
+Usage (CPU, no torch; from anywhere)::
+
+    python benchmarks/nearest_loo.py [DIR] [--list]
+
+Reads every record under ``DIR`` (default ``benchmarks/results/h200``, relative paths from the
+current folder) as ``predict.calibration`` reads a folder (:func:`flopsweep.forecast.calibration_records`),
+and predicts each ``ok`` one-GPU record's step twice, from inputs that leave out every record of its
+own set-up (its repeats, the same config less the rank count on the same GPU):
+
+- ``flops``: the flat estimate the model falls back to, the hardware FLOPs at 0.6 of the record's
+  measured GEMM rate (``UNCALIBRATED_GEMM_FRACTION``), or 0.45 of the datasheet peak where it measured
+  none (``DATASHEET_GEMM_FRACTION``: the older records);
+- ``nearest``: :func:`flopsweep.nearest.nearest_compute` over the other set-ups' records (its optimizer
+  rate over them too), else the ``flops`` estimate (counted under ``fell back``).
+
+Prints one markdown table: per backend (a ZeRO stage named) and over all records, the records, and of
+each prediction the median, 90th percentile and worst |error|, the error being
+(predicted - measured) / measured mean step. ``--list`` prints each record's errors and source instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from flopsweep import forecast, nearest  # noqa: E402 - after the path
+from flopsweep import predict as pr  # noqa: E402
+
+DEFAULT_DIR = HERE / "results" / "h200"
+
+
+def _label(m: nearest.Measured) -> str:
+    name, group = m.backend[0], m.backend[1]
+    return f"ZeRO-{group.rsplit('-', 1)[1]}" if name == "deepspeed" and "-" in group else name
+
+
+def _flops(m: nearest.Measured) -> float:
+    """The flat estimate of ``m``'s step: compute only (one GPU), as :func:`flopsweep.predict.predict_record`
+    makes it without a calibration; the datasheet's where the record measured no GEMM rate."""
+    metrics = m.record.get("metrics") or {}
+    measured = metrics.get("measured_matmul_tflops")
+    if measured:
+        return pr.compute_uncalibrated(m.workload, gemm_tflops=measured).compute_s
+    return pr.compute_uncalibrated(
+        m.workload, gemm_tflops=metrics.get("peak_tflops"), what="datasheet"
+    ).compute_s
+
+
+def evaluate(directory: Path) -> list[dict]:
+    """One row per ok one-GPU record of ``directory``: name, backend, measured, flops and nearest
+    predictions (seconds) and the nearest's source (or why it fell back)."""
+    records = forecast.calibration_records(str(directory))
+    pool = nearest.pool_of(records)
+    rows = []
+    for m in pool:
+        step = (m.record.get("metrics") or {}).get("iteration_time_s", {}).get("mean")
+        if m.record.get("status") != "ok" or m.world != 1 or not isinstance(step, int | float):
+            continue
+        others = [(n, r) for n, r in records if n != m.name]
+        found, why, _ = nearest.nearest_compute(m, pool, others)
+        flat = _flops(m)
+        made = found.compute_s + found.optimizer_s if found else flat
+        rows.append(
+            {
+                "name": m.name,
+                "backend": _label(m),
+                "measured": float(step),
+                "flops": flat,
+                "nearest": made,
+                "fell_back": found is None,
+                "source": found.source if found else why,
+            }
+        )
+    return rows
+
+
+def _stats(errors: list[float]) -> tuple[str, str, str]:
+    size = sorted(abs(e) for e in errors)
+    n = len(size)
+    median = size[n // 2] if n % 2 else (size[n // 2 - 1] + size[n // 2]) / 2
+    rank = 0.9 * (n - 1)  # linear interpolation, as pandas' quantile
+    lo = int(rank)
+    p90 = size[lo] + (size[min(lo + 1, n - 1)] - size[lo]) * (rank - lo)
+    worst = max(errors, key=abs)
+    return f"{median:.1%}", f"{p90:.1%}", f"{worst:+.1%}"
+
+
+def table(rows: list[dict]) -> str:
+    """The markdown table of :func:`evaluate`'s rows (module docstring)."""
+    head = (
+        "| backend | records | flops median | flops p90 | flops worst | nearest median | nearest p90 "
+        "| nearest worst | fell back |"
+    )
+    out = [head, "|---|---|---|---|---|---|---|---|---|"]
+    groups = sorted({r["backend"] for r in rows})
+    for group in [*groups, "all"]:
+        part = [r for r in rows if group in ("all", r["backend"])]
+        err = {k: [r[k] / r["measured"] - 1 for r in part] for k in ("flops", "nearest")}
+        cells = [*_stats(err["flops"]), *_stats(err["nearest"])]
+        name = f"**{group}**" if group == "all" else group
+        out.append(f"| {name} | {len(part)} | {' | '.join(cells)} | {sum(r['fell_back'] for r in part)} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("directory", nargs="?", type=Path, default=DEFAULT_DIR)
+    p.add_argument("--list", action="store_true", help="each record's errors and source")
+    args = p.parse_args(argv)
+    logging.disable(logging.WARNING)  # the folder's skipped files: not this table's business
+    rows = evaluate(args.directory)
+    if not rows:
+        print(f"nearest_loo: no ok one-GPU record under {args.directory}", file=sys.stderr)
+        return 1
+    if args.list:
+        for r in sorted(rows, key=lambda r: r["name"]):
+            flops, near = r["flops"] / r["measured"] - 1, r["nearest"] / r["measured"] - 1
+            print(
+                f"{r['name']}\t{r['backend']}\t{r['measured']:.4g}\t{flops:+.1%}\t{near:+.1%}\t{r['source'][:200]}"
+            )
+        return 0
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

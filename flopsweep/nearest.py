@@ -1,0 +1,397 @@
+"""The compute of a set-up never measured, transferred from the nearest set-up that was
+(``metrics.predicted.compute_source: nearest``; docs/prediction-nearest.md).
+
+Behind the probes and a calibration record of the same set-up, ahead of the flat FLOPs estimate
+(:func:`flopsweep.compute_time.compute_uncalibrated`): the job, ``plan=true`` and the tuner
+(:mod:`flopsweep.forecast`, over the ``predict.calibration`` records and the tuner's own) and
+``python -m analysis --predict`` (:func:`flopsweep.predict.predict_record`, over the loaded records)
+pick the most similar measured set-up that is not the target's own (:func:`candidates`, :data:`RULE`) and
+carry over what it measured in a form that does not depend on the model:
+
+    R     = F_r / (t_r - t_opt,r - t_exp,r)        achieved FLOP/s on hardware FLOPs per rank
+    t_c   = F_t / R x peak_r / peak_t              the target's per-rank compute
+    t_opt = rate x P_t x peak_r / peak_t           seconds per parameter a rank updates x its parameters
+
+``F`` the hardware FLOPs per rank of a step (a record before ``hardware_flops_per_iteration`` with
+full checkpointing: its model FLOPs x 4/3, the forward run again), ``t`` the mean step, ``t_opt`` and
+``t_exp`` its optimizer and exposed communication (:func:`flopsweep.predict.measured_parts`), ``rate``
+the optimizer's seconds per parameter of the target's optimizer (:func:`flopsweep.predict.optimizer_rate`,
+over the records left) and ``P_t`` the parameters a rank updates; ``peak`` the datasheet dense peak of
+the precision (1 on the same GPU kind). Where no rate separates the optimizer of both, it stays inside
+``R``. Torch-free. Units: seconds, FLOP.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flopsweep import identity, peaks
+from flopsweep.workload import Compute, PredictionError, Workload
+
+RULE = (
+    "same device type, precision and compile (required); the same GPU kind first, another scaled by the "
+    "datasheet peak ratio; then the same attention kernel; dense or mixture of experts alike; the same "
+    "backend, ZeRO stage and optimizer (on the GPU or the host); the same checkpointing policy; "
+    "the nearest model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)|; the nearest "
+    "world size; the same backend knobs; the name"
+)
+"""The picking rule (:func:`candidates`) in full (docs/prediction-nearest.md)."""
+
+RULE_SHORT = (
+    "same GPU kind (else scaled), precision and compile; then kernel, dense or MoE, backend and stage, "
+    "optimizer side, policy, nearest parameters and tokens (docs/prediction-nearest.md)"
+)
+""":data:`RULE` in the words every ``nearest`` source ends with."""
+
+HOST = "host"
+""":attr:`Measured.backend`'s optimizer family of a run whose optimizer steps on the host (FSDP2's
+``cpu_offload``, ZeRO-Offload: :func:`flopsweep.predict.optimizer_family` None). Such a step is bound
+by the host's AdamW over the fp32 states and the parameters and gradients crossing to and from it
+each step, which scale with the parameters a rank updates, not with the FLOPs: between two such runs
+the whole step carries over per parameter (one H200: Llama 3.2 1B FSDP2 ``cpu_offload`` 2.2-2.4 ns
+per parameter, Llama 3.1 8B at 29 blocks 2.4 ns)."""
+
+FULL_RECOMPUTE = 4 / 3
+"""Hardware over model FLOPs of a record with full checkpointing made before
+``hardware_flops_per_iteration`` was recorded: the forward (a third of the model FLOPs) runs again
+(:func:`flopsweep.metrics.hardware_flops`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measured:
+    """What :func:`candidates` compares of one record (or of a target about to run): the set-up
+    (:func:`flopsweep.identity.setup_key`: the config less the rank count, with the GPU's name), the GPU
+    kind (the peak table's row name, else the name as given), and the keys of :data:`RULE`."""
+
+    name: str
+    record: dict[str, Any]
+    setup: str | None
+    gpu: str | None
+    device: str
+    precision: str
+    compile: str
+    attention: str
+    moe: bool
+    """A mixture of experts (``model.n_active_params`` below ``n_params``, or ``top_k`` > 0)."""
+    backend: tuple[str, str, str]
+    """``(name, calibration group such as deepspeed-3, optimizer family or`` :data:`HOST` ``)``."""
+    knobs: str
+    policy: str
+    n_params: int
+    tokens: int
+    """Tokens per micro batch: ``micro_batch_size x seq_len``."""
+    world: int
+    workload: Workload
+
+
+def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = record
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def gpu_kind(device_name: Any) -> str | None:
+    """The peak table's row name of ``device_name`` (``NVIDIA H200`` and ``H200`` are ``H200 SXM``), else
+    the name itself; None without one."""
+    if not isinstance(device_name, str) or not device_name.strip():
+        return None
+    row = peaks.lookup(device_name)
+    return row.name if row else device_name.strip()
+
+
+def describe(
+    name: str, record: dict[str, Any], workload: Workload | None = None, *, device_name: str | None = None
+) -> Measured | None:
+    """The :class:`Measured` of ``record`` (a record, or ``{"config": ..., "system": ...}`` of a target),
+    its :class:`Workload` ``workload`` or the record's; ``device_name`` in place of ``system.device_name``.
+    None when the record has no config or no counts (:func:`flopsweep.predict.workload_from_record`)."""
+    from flopsweep.predict import _backend_knobs, backend_of, optimizer_family, workload_from_record
+
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return None
+    try:
+        w = workload or workload_from_record(record)
+    except (PredictionError, TypeError, ValueError):
+        return None
+    device_name = device_name or _get(record, ("system", "device_name"))
+    system = {**(record.get("system") or {}), "device_name": device_name}
+    setup = _setup({**record, "system": system})
+    only = lambda path: identity.calibration_key(record, only=path)  # noqa: E731 - today's form of a key
+    backend = config.get("backend") if isinstance(config.get("backend"), dict) else {}
+    return Measured(
+        name=name,
+        record=record,
+        setup=setup,
+        gpu=gpu_kind(device_name),
+        device=str(config.get("device") or "cuda"),
+        precision=w.precision,
+        compile=only(("config", "compile")),
+        attention=only(("config", "attention")),
+        moe=_moe(record, w),
+        backend=(str(backend.get("name")), backend_of(record), optimizer_family(record) or HOST),
+        knobs=json.dumps(
+            _backend_knobs(backend), sort_keys=True, default=str
+        ),  # a knob it predates: its default
+        policy=_policy(json.loads(only(("config", "activation_checkpointing")))),
+        n_params=w.n_params,
+        tokens=w.micro_batch_size * w.seq_len,
+        world=w.world_size,
+        workload=w,
+    )
+
+
+def _moe(record: dict[str, Any], w: Workload) -> bool:
+    active = _get(record, ("model", "n_active_params"))
+    return w.top_k > 0 or (isinstance(active, int) and 0 < active < w.n_params)
+
+
+def _policy(value: Any) -> str:
+    """A checkpointing policy's name (a policy dict by its ``name``)."""
+    return str(value.get("name", "")) if isinstance(value, dict) else str(value)
+
+
+def _peak(gpu: str | None, precision: str) -> float | None:
+    return peaks.peak_tflops(gpu, precision)[0] if gpu else None
+
+
+def _log_gap(a: float, b: float) -> float:
+    return abs(math.log(a / b)) if a > 0 and b > 0 else math.inf
+
+
+def order(target: Measured, m: Measured) -> tuple[Any, ...]:
+    """The sort key of :data:`RULE` (smaller: nearer)."""
+    return (
+        m.gpu != target.gpu,
+        m.attention != target.attention,
+        m.moe != target.moe,
+        m.backend[0] != target.backend[0],
+        m.backend[1] != target.backend[1],
+        m.backend[2] != target.backend[2],
+        m.policy != target.policy,
+        round(_log_gap(target.n_params, m.n_params) + _log_gap(target.tokens, m.tokens), 9),
+        _log_gap(target.world, m.world),
+        m.knobs != target.knobs,
+        m.name,
+    )
+
+
+def candidates(target: Measured, pool: Iterable[Measured]) -> tuple[list[Measured], str]:
+    """The records of ``pool`` that may stand for ``target``, nearest first (:data:`RULE`), and, when
+    there are none, why. Never a record of the target's own set-up (the same config less the rank
+    count, on the same GPU kind); only ``ok`` records with a mean step time; of the target's device
+    type, precision and compile; on another GPU kind only where both GPUs' datasheet peaks for the
+    precision are known (to scale by)."""
+    pool = list(pool)
+    usable = [
+        m
+        for m in pool
+        if m.record.get("status") == "ok"
+        and isinstance(_get(m.record, ("metrics", "iteration_time_s", "mean")), int | float)
+        and m.name != target.name
+        and not (target.setup is not None and m.setup == target.setup and m.gpu == target.gpu)
+    ]
+    if not usable:
+        return [], f"none of the {len(pool)} records read is an ok record of another set-up"
+    same = [m for m in usable if m.device == target.device and m.precision == target.precision]
+    if not same:
+        return (
+            [],
+            f"none of the {len(usable)} ok records of other set-ups ran {target.precision} on "
+            f"{target.device}",
+        )
+    same = [m for m in same if m.compile == target.compile]
+    if not same:
+        return [], f"no ok record of another set-up ran {target.precision} with compile {target.compile}"
+    scalable = [
+        m
+        for m in same
+        if m.gpu == target.gpu
+        or target.gpu is None
+        or (_peak(m.gpu, target.precision) and _peak(target.gpu, target.precision))
+    ]
+    if not scalable:
+        return [], (
+            f"the {len(same)} records of {target.precision} and compile {target.compile} ran on GPUs whose "
+            f"{target.precision} peak, or the {target.gpu}'s, the peak table lacks (nothing to scale by)"
+        )
+    return sorted(scalable, key=lambda m: order(target, m)), ""
+
+
+def hardware_flops(m: Measured) -> float:
+    """Hardware FLOPs per rank of one step of ``m`` (:data:`FULL_RECOMPUTE` for a record with full
+    checkpointing that predates ``hardware_flops_per_iteration``)."""
+    w = m.workload
+    flops = w.hardware_flops
+    if (
+        m.policy == "full"
+        and w.hardware_flops == w.model_flops
+        and "metrics" in m.record
+        and _get(m.record, ("metrics", "hardware_flops_per_iteration")) is None
+    ):
+        flops = w.model_flops * FULL_RECOMPUTE
+    return flops / w.world_size
+
+
+def _params_per_rank(w: Workload) -> float:
+    from flopsweep.compute_time import optimizer_shards
+
+    return w.n_params / (w.degree("tp") * w.degree("pp") * optimizer_shards(w))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transferred:
+    """One record's compute carried over to the target: seconds per step per rank."""
+
+    name: str
+    compute_s: float
+    optimizer_s: float
+    rate_tflops: float
+    """The record's achieved TFLOP/s on hardware FLOPs per rank (its compute part)."""
+    host_ns: float | None = None
+    """Nanoseconds of step per parameter a rank updates, where both step on the host (:data:`HOST`)."""
+
+
+def transfer(
+    target: Measured, m: Measured, *, rates: dict[str, tuple[float, str] | None]
+) -> Transferred | None:
+    """``m``'s measured step carried over to ``target`` (module docstring); ``rates`` the optimizer rate
+    per optimizer family (:func:`flopsweep.predict.optimizer_rate`, None: unknown). None when nothing is
+    left of ``m``'s step for compute (its optimizer and exposed communication fill it), or its parts
+    cannot be read (a multi-rank record with neither a profile nor a probe: no bandwidth for its
+    communication)."""
+    from flopsweep.predict import measured_parts
+
+    try:
+        step, optimizer, exposed, _ = measured_parts(m.name, m.record, rate=rates.get(m.backend[2]))
+    except PredictionError:
+        return None
+    if target.backend[2] == HOST == m.backend[2]:  # both step on the host: per parameter, not per FLOP
+        per_parameter = (step - exposed) / _params_per_rank(m.workload)
+        if not per_parameter > 0 or not hardware_flops(m) > 0:
+            return None
+        whole = per_parameter * _params_per_rank(target.workload)
+        rate = hardware_flops(m) / step / 1e12
+        return Transferred(
+            name=m.name, compute_s=whole, optimizer_s=0.0, rate_tflops=rate, host_ns=per_parameter * 1e9
+        )
+    own = rates.get(target.backend[2])
+    separated = optimizer is not None and own is not None and target.backend[2] != HOST
+    fb = step - exposed - (optimizer if separated else 0.0)
+    if not fb > 0 or not hardware_flops(m) > 0:
+        return None
+    rate = hardware_flops(m) / fb
+    scale = 1.0
+    if target.gpu is not None and m.gpu != target.gpu:
+        scale = _peak(target.gpu, target.precision) / _peak(m.gpu, target.precision)
+    compute = hardware_flops(target) / rate / scale
+    opt = own[0] * _params_per_rank(target.workload) / scale if separated else 0.0
+    return Transferred(name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12)
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def nearest_compute(
+    target: Measured, pool: Sequence[Measured], records: Sequence[tuple[str, dict[str, Any]]] | None = None
+) -> tuple[Compute | None, str, Measured | None]:
+    """The target's :class:`Compute` from the nearest set-up of ``pool`` (:func:`candidates`): every
+    record of that set-up (its repeats) on that GPU kind carried over (:func:`transfer`), the median
+    compute and optimizer; with ``""`` and the nearest record. ``records``: those the optimizer rates
+    are taken over (default: ``pool``'s, the target's own set-up left out either way).
+    ``(None, why, None)`` when no record may stand for it."""
+    from flopsweep.predict import optimizer_rate
+
+    ranked, why = candidates(target, pool)
+    if not ranked:
+        return None, f"no nearest set-up: {why}", None
+    own = {target.setup} if target.setup is not None else set()
+    source = [
+        (n, r)
+        for n, r in (records if records is not None else [(m.name, m.record) for m in pool])
+        if isinstance(_get(r, ("metrics", "breakdown")), dict) and n != target.name
+    ]
+    source = [(n, r) for n, r in source if not own or _setup(r) not in own]
+    cache: dict[str, tuple[float, str] | None] = {}
+
+    def rates(family: str) -> tuple[float, str] | None:
+        if family not in cache:
+            cache[family] = optimizer_rate(source, family) if family != HOST else None
+        return cache[family]
+
+    tried: set[tuple[str | None, str | None]] = set()
+    for first in ranked:
+        group = (first.setup or first.name, first.gpu)
+        if group in tried:
+            continue
+        tried.add(group)
+        same = [m for m in ranked if (m.setup or m.name, m.gpu) == group]
+        families = {target.backend[2], *(m.backend[2] for m in same)}
+        table = {f: rates(f) for f in families}
+        done = [t for m in same if (t := transfer(target, m, rates=table)) is not None]
+        if not done:
+            continue
+        return _compute(target, first, done, table), "", first
+    return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
+
+
+def _setup(record: dict[str, Any]) -> str | None:
+    """:func:`flopsweep.identity.setup_key` of a record or its view (whose ``schema_version`` is None
+    where the record had none: read as current); None for a schema it cannot read."""
+    if "schema_version" in record and record["schema_version"] is None:
+        record = {k: v for k, v in record.items() if k != "schema_version"}
+    try:
+        return identity.setup_key(record)
+    except Exception:  # noqa: BLE001 - an unknown schema: a set-up of its own
+        return None
+
+
+def _compute(
+    target: Measured, first: Measured, done: list[Transferred], rates: dict[str, tuple[float, str] | None]
+) -> Compute:
+    from flopsweep.predict import calibration_differences
+
+    names = ", ".join(t.name for t in done[:3]) + (f" and {len(done) - 3} more" if len(done) > 3 else "")
+    differs = calibration_differences(target.record, first.record)
+    words = [
+        f"nearest: {names} ({len(done)} of its set-up"
+        + (f"; differs in {'; '.join(differs)[:300]}" if differs else "")
+        + ")",
+        f"{_median([t.rate_tflops for t in done]):.4g} TFLOP/s on hardware FLOPs per rank",
+    ]
+    if done[0].host_ns is not None:  # both step on the host: the whole step per parameter
+        words[1] = (
+            f"optimizer on the host in both: the whole step carried over per parameter a rank updates, "
+            f"{_median([t.host_ns for t in done]):.3g} ns (the host's, unscaled by any GPU ratio)"
+        )
+    if target.gpu is not None and first.gpu != target.gpu and done[0].host_ns is None:
+        scale = _peak(target.gpu, target.precision) / _peak(first.gpu, target.precision)
+        words.append(
+            f"measured on {first.gpu}, scaled by the datasheet {target.precision} peak ratio {scale:.3g}"
+        )
+    elif target.gpu is None and first.gpu is not None:
+        words.append(f"no GPU named: at the speed of {first.gpu}")
+    own = rates.get(target.backend[2])
+    if own is not None and any(t.optimizer_s > 0 for t in done):
+        words.append(f"optimizer {own[0] * 1e12:.3g} ps per parameter a rank updates ({own[1]})")
+    elif done[0].host_ns is None:
+        words.append("optimizer not separated: inside the rate")
+    return Compute(
+        compute_s=_median([t.compute_s for t in done]),
+        optimizer_s=_median([t.optimizer_s for t in done]),
+        source="; ".join(words) + f"; rule: {RULE_SHORT}",
+        kind="nearest",
+    )
+
+
+def pool_of(records: Iterable[tuple[str, dict[str, Any]]]) -> list[Measured]:
+    """:func:`describe` of each record that has what :func:`candidates` compares (others are left out)."""
+    return [m for n, r in records if (m := describe(n, r)) is not None]

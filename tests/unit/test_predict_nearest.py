@@ -1,0 +1,215 @@
+"""The nearest-set-up prediction (``flopsweep.nearest``, ``compute_source: nearest``): which record
+stands for a set-up never measured, and what is carried over from it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from flopsweep import nearest
+from flopsweep import predict as pr
+
+P = 1_000_000_000
+H200, A100 = "NVIDIA H200", "NVIDIA A100-SXM4-80GB"
+
+
+def record(
+    *,
+    model: str = "m1",
+    n_params: int = P,
+    backend: str = "fsdp",
+    policy: str = "none",
+    precision: str = "bf16",
+    mbs: int = 4,
+    step: float = 1.0,
+    gpu: str = H200,
+    breakdown: dict | None = None,
+    gemm: float | None = None,
+) -> dict:
+    """An ok one-GPU record: 6 x parameters x tokens model (= hardware) FLOPs."""
+    flops = 6.0 * n_params * mbs * 2048
+    metrics = {
+        "iteration_time_s": {"mean": step},
+        "model_flops_per_iteration": flops,
+        "hardware_flops_per_iteration": flops,
+        "measured_matmul_tflops": gemm,
+    }
+    if breakdown:
+        metrics["breakdown"] = breakdown
+    return {
+        "status": "ok",
+        "config": {
+            "model": {"name": model, "n_layer": 4, "n_embd": 256, "seq_len": 2048},
+            "attention": {"name": "sdpa"},
+            "backend": {"name": backend},
+            "precision": {"name": precision},
+            "activation_checkpointing": {"name": policy},
+            "compile": False,
+            "device": "cuda",
+            "batch": {"micro_batch_size": mbs, "grad_accum": 1},
+        },
+        "model": {"n_params": n_params, "n_layer": 4, "n_embd": 256, "seq_len": 2048},
+        "system": {"world_size": 1, "device_name": gpu, "parallel": {"dp_shard": 1}},
+        "metrics": metrics,
+    }
+
+
+def predicted(target: dict, records: dict[str, dict]):
+    """The nearest compute of ``target`` (named ``target``) among ``records``."""
+    me = nearest.describe("target", target)
+    pairs = list(records.items())
+    return nearest.nearest_compute(me, nearest.pool_of(pairs), pairs)
+
+
+def test_the_same_set_up_is_never_used() -> None:
+    """A repeat of the target's own set-up (the same config, another name) is never the nearest, however
+    close; the next set-up's rate carries over by FLOPs."""
+    target = record(step=1.0)
+    found, why, first = predicted(target, {"repeat": record(step=0.1), "mb8": record(mbs=8, step=2.0)})
+    assert why == "" and first.name == "mb8"
+    assert found.kind == "nearest"
+    assert found.source.startswith("nearest: mb8 (1 of its set-up; differs in batch.micro_batch_size 4 vs 8)")
+    assert "repeat" not in found.source
+    assert found.compute_s == pytest.approx(2.0 * 4 / 8)  # its FLOP rate over half the FLOPs
+    assert found.optimizer_s == 0.0 and "optimizer not separated" in found.source
+    alone, why, first = predicted(target, {"repeat": record(step=0.1)})
+    assert alone is None and first is None
+    assert why == "no nearest set-up: none of the 1 records read is an ok record of another set-up"
+
+
+def test_the_picking_order() -> None:
+    """Backend, then policy, then the nearest model: a record of the same backend and policy on another
+    model beats one of the same model on another policy, which beats one of another backend; another
+    precision is never used."""
+    target = record(model="m1")
+    pool = {
+        "other-policy": record(model="m1", policy="full", step=1.3),
+        "other-backend": record(model="m1", backend="ddp", step=1.1),
+        "bigger-model": record(model="m2", n_params=2 * P, step=2.2),
+        "fp8": record(model="m1", precision="fp8", step=0.5),
+    }
+    assert predicted(target, pool)[2].name == "bigger-model"
+    del pool["bigger-model"]
+    assert predicted(target, pool)[2].name == "other-policy"
+    del pool["other-policy"]
+    assert predicted(target, pool)[2].name == "other-backend"
+    del pool["other-backend"]
+    found, why, _ = predicted(target, pool)
+    assert found is None and "ran bf16 on cuda" in why
+    # among models, the nearest by parameters and tokens per micro batch
+    far = record(model="m3", n_params=4 * P)  # |ln 4| = 1.39
+    pool = {"x4": far, "x1.5": record(model="m4", n_params=P * 3 // 2, mbs=8)}  # |ln 1.5| + |ln 2| = 1.10
+    assert predicted(target, pool)[2].name == "x1.5"
+    pool["x1.5"] = record(model="m4", n_params=P * 3 // 2, mbs=16)  # |ln 1.5| + |ln 4| = 1.79
+    assert predicted(target, pool)[2].name == "x4"
+
+
+def test_another_gpu_is_scaled_by_the_datasheet_and_said_so() -> None:
+    """A record of another GPU kind stands only where none of the target's own GPU does, its compute
+    scaled by the ratio of the two datasheet peaks of the precision, said in the source."""
+    target = record(gpu=A100)
+    found, _, first = predicted(target, {"h200": record(mbs=8, step=2.0)})
+    assert first.name == "h200"
+    assert found.compute_s == pytest.approx(1.0 * 989.4 / 312.0)
+    assert "measured on H200 SXM, scaled by the datasheet bf16 peak ratio 0.315" in found.source
+    # the same GPU kind first, though its model is farther
+    found, _, first = predicted(
+        target, {"h200": record(mbs=8, step=2.0), "a100": record(model="m9", n_params=4 * P, gpu=A100)}
+    )
+    assert first.name == "a100" and "measured on" not in found.source
+
+
+def test_the_optimizer_carries_over_per_parameter() -> None:
+    """A profile that separates the optimizer gives seconds per parameter (the rate of the other set-ups'
+    records): the compute carries over by FLOPs and the optimizer by the parameters a rank updates."""
+    profile = {"step_s": 1.0, "optimizer_s": 0.2, "exposed_comm_s": 0.0, "idle_s": 0.0, "view": "cuda"}
+    profile["optimizer_from"] = "launch"
+    neighbour = record(model="m2", step=1.0, breakdown=profile)
+    found, _, _ = predicted(record(model="m1", n_params=2 * P), {"m2": neighbour})
+    assert found.compute_s == pytest.approx(0.8 * 2)
+    assert found.optimizer_s == pytest.approx(0.2 * 2)
+    assert "optimizer 200 ps per parameter a rank updates" in found.source
+
+
+def test_predict_record_falls_back_to_the_flops_estimate_and_says_why() -> None:
+    """``analysis --predict``: with nothing similar (only fp8 records for a bf16 run), the prediction is
+    the FLOPs estimate and its source says why no set-up stood for it; with a similar one, ``nearest``."""
+    target = record(gemm=700.0)
+    made = pr.predict_record("target", target, [("fp8", record(precision="fp8"))])
+    assert made["compute_source"] == "flops"
+    assert made["source"].startswith("uncalibrated: executed FLOPs at 0.6 x the measured GEMM rate")
+    assert "no nearest set-up: none of the 1 ok records of other set-ups ran bf16 on cuda" in made["source"]
+    made = pr.predict_record("target", target, [("mb8", record(mbs=8, step=2.0))])
+    assert made["compute_source"] == "nearest" and made["iteration_time_s"] == pytest.approx(1.0)
+
+
+def test_a_plan_predicts_from_the_nearest_record_not_another_backends_calibration(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """``plan=true``: a record of the same model on another backend no longer calibrates the run (its
+    step is another backend's); the nearest rule takes it, carrying its FLOP rate over, and says so."""
+    from flopsweep import forecast
+    from flopsweep.layout import Layout
+    from flopsweep.plan import Environment, plan
+
+    cfg = plan(hydra_compose(["model=gpt-tiny", "device=cpu", "backend=ddp"]), Environment(cpu_count=2)).cfg
+    work = forecast.workload(cfg, Layout.data_parallel(1))
+    config = json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+    config["backend"] = {"name": "single"}
+    other = {
+        "status": "ok",
+        "config": config,
+        "model": {"n_params": work.n_params},
+        "system": {"world_size": 1, "nproc_per_node": 1, "parallel": {"dp_shard": 1}},
+        "metrics": {
+            "iteration_time_s": {"mean": 0.5},
+            "model_flops_per_iteration": work.model_flops,
+            "hardware_flops_per_iteration": work.hardware_flops,
+        },
+    }
+    made = forecast.prediction(
+        cfg, Layout.data_parallel(1), [("single", other)], gpus_per_node=1, device_name=None
+    )
+    assert made["compute_source"] == "nearest", made["source"]
+    assert made["source"].startswith(
+        "nearest: single (1 of its set-up; differs in backend.name ddp vs single)"
+    )
+    assert made["iteration_time_s"] == pytest.approx(0.5)
+
+
+def test_a_host_side_optimizer_carries_over_per_parameter() -> None:
+    """Two runs whose optimizer steps on the host (FSDP2 ``cpu_offload``): the whole step carries over
+    per parameter a rank updates, not per FLOP; a host-side run is not predicted per parameter from a
+    run that steps on the GPU."""
+    offload = record(model="m2", n_params=4 * P, mbs=1, step=8.0)
+    offload["config"]["backend"]["cpu_offload"] = True
+    target = record(model="m1", n_params=P, mbs=4)
+    target["config"]["backend"]["cpu_offload"] = True
+    found, _, first = predicted(target, {"offload": offload, "on-gpu": record(model="m1", mbs=8, step=2.0)})
+    assert first.name == "offload"
+    assert found.compute_s == pytest.approx(8.0 / 4)  # 2 ns a parameter, not 8 s x 1 (the same FLOPs)
+    assert "the whole step carried over per parameter a rank updates, 2 ns" in found.source
+    found, _, first = predicted(record(model="m1", mbs=4), {"offload": offload})
+    assert found.compute_s == pytest.approx(8.0)  # a GPU-side run: per FLOP (the same FLOPs here)
+
+
+def test_a_record_whose_parts_cannot_be_read_is_passed_over() -> None:
+    """A two-rank record with neither a profile nor a probe (no bandwidth for its communication) and one
+    without FLOPs stand for nothing: the next set-up does, and none left is the FLOPs estimate's why."""
+    two = record(mbs=8, step=2.0)
+    two["system"] = {"world_size": 2, "device_name": H200, "parallel": {"dp_shard": 2}}
+    two["metrics"]["model_flops_per_iteration"] *= 2
+    two["metrics"]["hardware_flops_per_iteration"] *= 2
+    empty = record(model="m3", mbs=4, step=1.0)
+    empty["metrics"]["model_flops_per_iteration"] = empty["metrics"]["hardware_flops_per_iteration"] = 0
+    found, _, first = predicted(
+        record(), {"two": two, "empty": empty, "next": record(model="m2", n_params=2 * P)}
+    )
+    assert first.name == "next" and found.compute_s == pytest.approx(0.5)
+    found, why, _ = predicted(record(), {"two": two, "empty": empty})
+    assert (
+        found is None and why == "no nearest set-up: no record of the nearest set-ups has compute time left"
+    )
