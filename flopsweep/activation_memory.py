@@ -109,9 +109,20 @@ def bytes_per_token(cfg: Any) -> tuple[int, int]:
     kept, other = shape["residual"], shape["other"]
     if cfg.compile:
         kept, other = shape.get("residual_compiled", kept), shape.get("other_compiled", other)
+        other -= fp8_compiled_inputs(cfg)
     attention = ATTENTION_SAVED.get(scores_kernel(cfg), 0) * m.n_head * m.seq_len
     attention = attention or LOGSUMEXP_BYTES * m.n_head
     return m.n_embd * residual, kept * residual + other * compute + attention
+
+
+def fp8_compiled_inputs(cfg: Any) -> int:
+    """Elements per token and layer that a compiled fp8 block does not keep in the compute dtype: the
+    family's ``fp8_compiled_inputs`` (the bf16 inputs of Linears whose backward reads only their float8
+    casts, recomputed from what the block keeps: :data:`flopsweep.fp8.FP8_MEMORY_KEYS`) under an fp8
+    precision, else 0. Eager fp8 keeps what bf16 keeps (torchao saves the bf16 input)."""
+    from flopsweep.memory_terms import fp8_shape
+
+    return fp8_shape(cfg).get("fp8_compiled_inputs", 0) if cfg.compile else 0
 
 
 def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:

@@ -125,14 +125,31 @@ def autocast_cached(cfg: Any, layout: Layout) -> int:
     with them; Llama 3.1 8B ``selective`` compiled at micro batch 4 peaks at the step, 120.0 GiB,
     where the copies would put the start of backward at 126.6), ``P_r (l - k) / l`` for
     ``every_n``'s ``k`` of ``l``; all of ``P_r`` for ``none`` and ``memory_budget`` (the compiler's
-    partitioner, no checkpoint wrapper)."""
+    partitioner, no checkpoint wrapper). Under fp8 less the unwrapped blocks' converted Linear weights
+    (the family's ``fp8_linear_params`` per block, over ``tp``): torchao casts them to float8 itself,
+    so autocast keeps copies of the rest only (the LM head, norms, biases, the embedding;
+    :data:`flopsweep.fp8.FP8_MEMORY_KEYS`)."""
     held = stage_params(cfg, layout)
     blocks = math.ceil(cfg.model.n_layer / layout.pp)
     ac = cfg.activation_checkpointing
-    if checkpointing.policy(ac).recompute(bool(cfg.compile)) in ("none", "unknown"):
-        return held
-    recast = len(checkpointing.checkpointed_blocks(ac, blocks))
-    return held * (blocks - recast) // max(1, blocks)
+    unwrapped = blocks
+    if checkpointing.policy(ac).recompute(bool(cfg.compile)) not in ("none", "unknown"):
+        unwrapped = blocks - len(checkpointing.checkpointed_blocks(ac, blocks))
+    converted = fp8_shape(cfg).get("fp8_linear_params", 0) * unwrapped // layout.tp
+    return max(0, held * unwrapped // max(1, blocks) - converted)
+
+
+def fp8_shape(cfg: Any) -> dict[str, int]:
+    """The family's fp8 memory keys (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`) when ``cfg``'s precision
+    trains the Linear layers in float8 (``precision=fp8``, ``fp8-rowwise``: a torchao recipe), else ``{}``."""
+    from flopsweep.fp8 import FP8_MEMORY_KEYS
+    from flopsweep.precision import PRECISIONS
+
+    spec = PRECISIONS.get(cfg.precision.name)
+    if spec is None or spec.fp8_recipe is None:
+        return {}
+    shape = family(cfg.model).memory(cfg.model)
+    return {k: shape[k] for k in FP8_MEMORY_KEYS if k in shape}
 
 
 def fsdp_groups(cfg: Any, layout: Layout) -> tuple[int, int]:
