@@ -175,7 +175,9 @@ def rows(root: Path, folder: str | None, use_recorded: bool = False) -> list[Row
                 source=source,
                 outside=unmodelled(cfg),
                 recorded=None if recorded is None else float(recorded),
-                beside=f"+{beside:.2f} GiB: its layer probe's ZeRO-3 copies, alive in its run" if beside else "",
+                beside=f"+{beside:.2f} GiB: its layer probe's ZeRO-3 copies, alive in its run"
+                if beside
+                else "",
             )
         )
     return out

@@ -152,6 +152,42 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     return (first, 0) if first >= last + logits else (last, logits)
 
 
+def forward_end_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """What the rank keeps for backward while the fused head and loss (``loss.chunk_tokens``) runs its
+    chunks, at the end of forward, before backward rebuilds any block: the policy's ``forward_end``
+    (``full``: every block's input, ``l b``, where :func:`activation_bytes` counts ``(l - 1) b + a``;
+    :attr:`flopsweep.checkpointing.CheckpointPolicy.forward_end`). The fused loss makes its gradients in
+    forward (:func:`flopsweep.models.layers.chunked_linear_cross_entropy`), so a chunk's logits are gone
+    before backward rebuilds the top block (Llama 3.2 3B, FSDP2, ``full``, 131,072 tokens, chunks of
+    8192: 75.7 GiB measured, 84.5 estimated with the two together, 74.7 apart). The whole-logits loss's
+    logits are counted with the rebuilt block (:func:`activation_bytes`' first figure: the H200's eager
+    ``single`` ``full`` records peak so, and :data:`RECOMPUTED_SCORE_BYTES` was measured so), as are a
+    policy that rebuilds nothing and a pipeline (whose stages' moments are not split)."""
+    layout = layout or Layout()
+    activations, _ = activation_bytes(cfg, layout)
+    at_end = checkpointing.policy(cfg.activation_checkpointing).forward_end
+    if at_end is None or layout.pp > 1 or not cfg.loss.chunk_tokens:
+        return activations
+    boundary, layer = bytes_per_token(cfg)
+    tokens = cfg.batch.micro_batch_size * cfg.model.seq_len
+    return at_end(cfg.activation_checkpointing, tokens, cfg.model.n_layer, boundary, layer) // (
+        layout.tp * layout.cp
+    )
+
+
+def loss_kept_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """Of :func:`activation_bytes`' logits, what outlives the loss into the blocks' backward: the fused
+    head and loss (``loss.chunk_tokens``) makes its gradients in forward and keeps the hidden states'
+    (fp32, ``tokens x C``) and the head weight's (fp32, ``V x C``) until backward takes them; its chunk's
+    logits are gone by then. 0 for the whole-logits loss (its logits and their gradient are freed by the
+    head's backward)."""
+    layout = layout or Layout()
+    if not cfg.loss.chunk_tokens:
+        return 0
+    m = cfg.model
+    return 4 * m.n_embd * m.vocab_size + 4 * (cfg.batch.micro_batch_size * m.seq_len // layout.cp) * m.n_embd
+
+
 def attention_workspace_bytes(cfg: Any, layout: Layout | None = None) -> int:
     """The scores of the layer being recomputed, on top of what the layer keeps, for the kernels
     that materialise them (``standard``, ``sdpa-math``) under a policy that recomputes the forward:

@@ -142,7 +142,9 @@ def release_engine(engine: Any) -> None:
     with contextlib.suppress(ImportError):
         from deepspeed.runtime.zero.partitioned_param_coordinator import PartitionedParameterCoordinator
 
-        cached = vars(PartitionedParameterCoordinator).get("_PartitionedParameterCoordinator__params_to_release")
+        cached = vars(PartitionedParameterCoordinator).get(
+            "_PartitionedParameterCoordinator__params_to_release"
+        )
         for cell in getattr(cached, "__closure__", None) or ():  # under DeepSpeed's instrument_w_nvtx
             with contextlib.suppress(ValueError):  # an empty cell
                 if callable(getattr(cell.cell_contents, "cache_clear", None)):

@@ -77,6 +77,8 @@ def fp8_linear_elements(*shapes: tuple[int, int]) -> int:
     """The weight elements of the ``(in_features, out_features)`` Linear shapes that :func:`convert`
     converts (both divisible by :data:`DIVISOR`; torch-free, for the families' ``memory``)."""
     return sum(i * o for i, o in shapes if i % DIVISOR == 0 and o % DIVISOR == 0)
+
+
 REASON_LM_HEAD = "LM head"
 
 MIN_CAPABILITY = (8, 9)

@@ -63,8 +63,10 @@ most in-flight micro-batches, or the last, which computes the loss):
   ``max_position_embeddings`` 32768 keeps a 1 GiB causal mask per layer).
 
 Not counted: the CUDA context (about 0.5 GiB, not in ``max_memory_allocated``), allocator
-fragmentation (``reserved - allocated``), fp8's smaller saved activations (torchao keeps float8
-copies), and the gathered key and value blocks of ``blocksparse`` ``impl=gather``.
+fragmentation (``reserved - allocated``), and the gathered key and value blocks of ``blocksparse``
+``impl=gather``. fp8 (torchao's float8 Linears) is counted through the family's
+:data:`flopsweep.fp8.FP8_MEMORY_KEYS`: no autocast copies of the converted weights and, compiled, no
+bf16 copies of the inputs that only a float8 matmul reads.
 ``benchmarks/memory_estimate.py`` compares the estimate with the ``peak_cuda_allocated_bytes`` of
 every committed H200 record.
 
@@ -94,7 +96,9 @@ from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers a
     activation_host_bytes,
     attention_workspace_bytes,
     bytes_per_token,
+    forward_end_bytes,
     in_flight_microbatches,
+    loss_kept_bytes,
     scores_kernel,
 )
 from flopsweep.backend_specs import BACKEND_SPECS
@@ -152,13 +156,29 @@ class MemoryEstimate:
     head_reduce: int = 0
     """FSDP2 with ``backend.end_units``: the head unit's reduce-scatter early in backward, where the
     logits were (:func:`flopsweep.fsdp_units.head_reduce_bytes`); 0 otherwise."""
+    forward_end_activations: int | None = None
+    """What backward keeps while the logits are live, before it rebuilds any block
+    (:func:`flopsweep.activation_memory.forward_end_bytes`: ``full``'s ``l b``); None: :attr:`activations`."""
+    loss_kept: int = 0
+    """Of :attr:`logits`, what outlives the loss into the blocks' backward (the fused loss's fp32 gradients,
+    :func:`flopsweep.activation_memory.loss_kept_bytes`)."""
 
     @property
     def backward_start(self) -> int:
-        """Bytes at the start of backward: states, activations, workspace, the logits (or the head
-        unit's reduce-scatter just after them, whichever is larger) and buffers."""
+        """Bytes at the start of backward, the larger of two moments: the loss and the head's backward
+        (states, every block's kept tensors before any rebuild, the logits or the head unit's
+        reduce-scatter just after them, buffers) and the first block rebuilt (states, the activations
+        with the rebuilt block's, the attention workspace, what the loss keeps, buffers). Equal for a
+        policy that rebuilds nothing."""
         early = max(self.logits, self.head_reduce)
-        return self.model_states + self.activations + self.attention_workspace + early + self.buffers
+        at_end = self.activations if self.forward_end_activations is None else self.forward_end_activations
+        loss = at_end + early
+        rebuild = (
+            self.activations
+            + self.attention_workspace
+            + (early if at_end == self.activations else self.loss_kept)
+        )
+        return self.model_states + max(loss, rebuild) + self.buffers
 
     @property
     def end_of_backward(self) -> int:
@@ -349,4 +369,6 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         buffers=family(cfg.model).memory(cfg.model).get("buffer_bytes", 0),
         optimizer_workspace=workspace,
         head_reduce=fsdp_units.head_reduce_bytes(Terms(cfg, layout)),
+        forward_end_activations=forward_end_bytes(cfg, layout),
+        loss_kept=loss_kept_bytes(cfg, layout),
     )

@@ -165,6 +165,15 @@ def test_the_probes_zero3_copies_are_gone_before_the_run_is_built() -> None:
         got = {f.stem: json.loads(f.read_text()) for f in Path(tmp).glob("*.json")}
     # a DeepSpeed rank on gloo now and then aborts in teardown, after writing (test_memory's note)
     for rank, process in enumerate(ranks.processes):
-        assert process.exitcode == 0 or (process.exitcode == -6 and str(rank) in got), (rank, process.exitcode)
+        assert process.exitcode == 0 or (process.exitcode == -6 and str(rank) in got), (
+            rank,
+            process.exitcode,
+        )
     for rank in ("0", "1"):
-        assert got[rank] == {"layers": [1, 2], "engines": 0, "optimizers": 0, "zero3_params": 0, "module_stack": 0}
+        assert got[rank] == {
+            "layers": [1, 2],
+            "engines": 0,
+            "optimizers": 0,
+            "zero3_params": 0,
+            "module_stack": 0,
+        }

@@ -118,3 +118,31 @@ def test_a_zero3_record_made_with_the_layer_probe_before_the_fix_held_its_copies
     assert me.probe_copies_of_its_day({"predict": {"layer_probe": False}}, zero3, Layout(), before) == 0
     zero2 = _cfg(LLAMA_1B, "bf16", backend=DeepSpeedConfig(zero_stage=2))
     assert me.probe_copies_of_its_day(probed, zero2, Layout(), before) == 0
+
+
+def test_the_fused_losss_chunk_is_gone_before_backward_rebuilds_the_top_block() -> None:
+    """``full`` with ``loss.chunk_tokens``: the start of backward is the larger of the loss in forward
+    (every block's input and the chunk's logits) and the top block rebuilt (its activations and the
+    fused loss's fp32 gradients, no logits); the whole-logits loss counts its logits with the rebuild."""
+    from flopsweep.activation_memory import forward_end_bytes, loss_kept_bytes
+    from flopsweep.config import LossConfig
+
+    llama3b = dataclasses.replace(LLAMA_1B, n_layer=28, n_embd=3072, n_head=24, seq_len=131072)
+    cfg = dataclasses.replace(
+        _cfg(llama3b, "bf16", ac="full"),
+        loss=LossConfig(chunk_tokens=8192),
+        backend=BackendConfig(name="fsdp"),
+    )
+    cfg.batch.micro_batch_size = 1
+    est = estimate(cfg, Layout())
+    boundary, layer = bytes_per_token(cfg)
+    tokens = 131072
+    assert forward_end_bytes(cfg) == est.forward_end_activations == 28 * boundary * tokens
+    assert est.activations == (27 * boundary + layer) * tokens
+    assert loss_kept_bytes(cfg) == est.loss_kept == 4 * 3072 * 128256 + 4 * tokens * 3072
+    loss = est.forward_end_activations + est.logits
+    rebuild = est.activations + est.loss_kept
+    assert rebuild > loss and est.backward_start == est.model_states + rebuild
+    whole = estimate(dataclasses.replace(cfg, loss=LossConfig()), Layout())
+    assert whole.forward_end_activations == whole.activations and whole.loss_kept == 0
+    assert whole.backward_start == whole.model_states + whole.activations + whole.logits
