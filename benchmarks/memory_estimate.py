@@ -4,7 +4,8 @@ comes to the measured peaks.
 For every ok GPU record under a results folder: the estimate for its config next to its
 ``peak_cuda_allocated_bytes``, the relative error ((estimate - measured) / measured), and the median
 and worst absolute errors, over all records and over the set-ups the estimate models (records of
-``blocksparse`` ``impl=gather``, which it does not model, are named apart with the reason). Every record is re-estimated from its config with the current code; a record that carries
+``blocksparse`` ``impl=gather``, which it does not model, are named apart with the reason). Every
+record is re-estimated from its config with the current code; a record that carries
 ``metrics.predicted_peak_gib`` (made before its run, by the code of its day) shows that prediction
 in its own column, and ``--recorded`` compares with it instead. A record whose run held more than the
 run (:func:`probe_copies_of_its_day`) has that added to the estimate, named in its note. The summary
@@ -135,7 +136,7 @@ class Row:
     recorded: float | None = None
     """``metrics.predicted_peak_gib``, the prediction made before the run (None before the key)."""
     beside: str = ""
-    """What the run held beside the run itself, added to :attr:`estimate` (:func:`probe_copies_of_its_day`)."""
+    """What the run held beside the run, added to :attr:`estimate` (:func:`probe_copies_of_its_day`)."""
 
     @property
     def error(self) -> float:
