@@ -153,26 +153,45 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
 
 
 def forward_end_bytes(cfg: Any, layout: Layout | None = None) -> int:
-    """What the rank keeps for backward while the fused head and loss (``loss.chunk_tokens``) runs its
-    chunks, at the end of forward, before backward rebuilds any block: the policy's ``forward_end``
-    (``full``: every block's input, ``l b``, where :func:`activation_bytes` counts ``(l - 1) b + a``;
-    :attr:`flopsweep.checkpointing.CheckpointPolicy.forward_end`). The fused loss makes its gradients in
-    forward (:func:`flopsweep.models.layers.chunked_linear_cross_entropy`), so a chunk's logits are gone
-    before backward rebuilds the top block (Llama 3.2 3B, FSDP2, ``full``, 131,072 tokens, chunks of
-    8192: 75.7 GiB measured, 84.5 estimated with the two together, 74.7 apart). The whole-logits loss's
-    logits are counted with the rebuilt block (:func:`activation_bytes`' first figure: the H200's eager
-    ``single`` ``full`` records peak so, and :data:`RECOMPUTED_SCORE_BYTES` was measured so), as are a
-    policy that rebuilds nothing and a pipeline (whose stages' moments are not split)."""
+    """What the rank keeps for backward when forward ends and its loss runs, before backward rebuilds any
+    block: the policy's ``forward_end`` (``full``: every block's input, ``l b``, where
+    :func:`activation_bytes` counts ``(l - 1) b + a``;
+    :attr:`flopsweep.checkpointing.CheckpointPolicy.forward_end`);
+    :func:`activation_bytes`' first figure for a policy that rebuilds nothing and under a pipeline (whose
+    stages' moments are not split). :func:`flopsweep.memory.estimate` counts it at the end of forward
+    (with :func:`forward_logit_bytes`) and, with the fused loss, at the start of backward."""
     layout = layout or Layout()
     activations, _ = activation_bytes(cfg, layout)
     at_end = checkpointing.policy(cfg.activation_checkpointing).forward_end
-    if at_end is None or layout.pp > 1 or not cfg.loss.chunk_tokens:
+    if at_end is None or layout.pp > 1:
         return activations
     boundary, layer = bytes_per_token(cfg)
     tokens = cfg.batch.micro_batch_size * cfg.model.seq_len
     return at_end(cfg.activation_checkpointing, tokens, cfg.model.n_layer, boundary, layer) // (
         layout.tp * layout.cp
     )
+
+
+FORWARD_LOGIT_BYTES = {False: 10, True: 2}
+"""Bytes per logit live while the loss runs in forward, eager (``False``) and compiled (``True``): eager
+``next_token_loss`` (``F.cross_entropy(logits.float() ...)``) holds the head's bf16 logits (2), their fp32
+copy (4) and the log-softmax it saves (4) at once; compiled, Inductor's fused loss reads the bf16 logits
+and keeps a logsumexp per token."""
+
+
+def forward_logit_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """The loss's bytes at the end of forward on the last stage (0 under a pipeline, whose stages' moments
+    are not split): :data:`FORWARD_LOGIT_BYTES` per logit, ``tokens x V / (tp cp)``; with
+    ``loss.chunk_tokens`` the fused loss's whole figure (:func:`activation_bytes`' logits: its chunk and the
+    gradients it makes in forward)."""
+    layout = layout or Layout()
+    if layout.pp > 1:
+        return 0
+    if cfg.loss.chunk_tokens:
+        return activation_bytes(cfg, layout)[1]
+    m = cfg.model
+    local = cfg.batch.micro_batch_size * m.seq_len // layout.cp
+    return FORWARD_LOGIT_BYTES[bool(cfg.compile)] * local * m.vocab_size // layout.tp
 
 
 def loss_kept_bytes(cfg: Any, layout: Layout | None = None) -> int:

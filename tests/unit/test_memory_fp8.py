@@ -144,5 +144,30 @@ def test_the_fused_losss_chunk_is_gone_before_backward_rebuilds_the_top_block() 
     rebuild = est.activations + est.loss_kept
     assert rebuild > loss and est.backward_start == est.model_states + rebuild
     whole = estimate(dataclasses.replace(cfg, loss=LossConfig()), Layout())
-    assert whole.forward_end_activations == whole.activations and whole.loss_kept == 0
+    assert whole.forward_end_activations == est.forward_end_activations and whole.loss_kept == 0
     assert whole.backward_start == whole.model_states + whole.activations + whole.logits
+
+
+def test_the_end_of_forward_holds_autocasts_copies_of_every_weight_until_the_loss_is_done() -> None:
+    """``single`` eager ``full`` (gpt-1.3b, 8192 tokens): the end of forward holds the 12 P states, the bf16
+    copy of every weight (autocast's cache, cleared when the trainer's autocast exits after the loss), each
+    block's input and the loss's 10 B a logit, above the start of backward (measured 22.64 GiB: 22.49); not
+    compiled (a compiled block casts in its graph) and not under FSDP2 (no autocast)."""
+    from flopsweep.activation_memory import FORWARD_LOGIT_BYTES
+
+    cfg = _cfg(GPT_13B, "bf16", ac="full")
+    cfg.batch.micro_batch_size = 4
+    est = estimate(cfg, Layout())
+    n, tokens = family(GPT_13B).n_params(GPT_13B), 4 * 2048
+    assert est.forward_copies == 2 * n and FORWARD_LOGIT_BYTES[False] == 10
+    assert (
+        est.forward_end
+        == 14 * n + 24 * tokens * 4 * 2048 + 10 * tokens * 50304
+        == est.total
+        > est.backward_start
+    )
+    assert est.total / 2**30 == pytest.approx(22.49, abs=0.01)
+    assert estimate(dataclasses.replace(cfg, compile=True), Layout()).forward_copies == 0
+    from flopsweep.backends import FSDPConfig
+
+    assert estimate(dataclasses.replace(cfg, backend=FSDPConfig()), Layout()).forward_copies == 0
