@@ -4,11 +4,12 @@ comes to the measured peaks.
 For every ok GPU record under a results folder: the estimate for its config next to its
 ``peak_cuda_allocated_bytes``, the relative error ((estimate - measured) / measured), and the median
 and worst absolute errors, over all records and over the set-ups the estimate models (records of
-fp8 and of ``blocksparse`` ``impl=gather``, which it does not model, are named apart with the
-reason). Every record is re-estimated from its config with the current code; a record that carries
+``blocksparse`` ``impl=gather``, which it does not model, are named apart with the reason). Every
+record is re-estimated from its config with the current code; a record that carries
 ``metrics.predicted_peak_gib`` (made before its run, by the code of its day) shows that prediction
-in its own column, and ``--recorded`` compares with it instead. The summary gives the median and
-worst per backend too. CPU only; reads the records, runs nothing.
+in its own column, and ``--recorded`` compares with it instead. A record whose run held more than the
+run (:func:`probe_copies_of_its_day`) has that added to the estimate, named in its note. The summary
+gives the median, 95th percentile and worst per backend too. CPU only; reads the records, runs nothing.
 
     python benchmarks/memory_estimate.py benchmarks/results/h200 [--folder backends] [--summary] [--recorded]
 """
@@ -86,10 +87,36 @@ def buckets_of_its_day(cfg: fconfig.RunConfig, started_at: str) -> fconfig.RunCo
     return dataclasses.replace(cfg, backend=backend)
 
 
+PROBE_FREED_SINCE = "2026-12-04T23:30:00+00:00"
+"""Since when the layer probe frees its DeepSpeed ZeRO-3 copies before the run is built
+(``flopsweep.deepspeed_backend.release_engine``, branch s21-memory); a record started before it with
+``predict.layer_probe=true`` under ZeRO-3 ran beside its probe's copies."""
+
+
+def probe_copies_of_its_day(config: dict, cfg: fconfig.RunConfig, layout: Layout, started_at: str) -> int:
+    """Bytes a run's layer probe left on its GPU: before :data:`PROBE_FREED_SINCE`, DeepSpeed 0.19.8 kept
+    every ZeRO-3 copy alive after ``engine.destroy()`` (the root module in
+    ``parameter_offload.FWD_MODULE_STACK``, the coordinator in an ``lru_cache``), and with it each
+    copy's partitioned states: ``16 B`` per parameter of every depth the probe built
+    (``layer_probe.depths``: the fp32 master partition, AdamW's two moments, the bf16 parameter and
+    gradient partitions), over ``dp``. Llama 3.2 1B on one H200 (copies of 1 and 2 blocks, 0.708 B
+    parameters): 10.55 GiB, measured 53.03 against 42.48 GiB without the probe. 0 for another backend
+    or stage (ZeRO-1 and -2 are freed by ``gc``), without the probe, or for a later record."""
+    b = cfg.backend
+    if not (config.get("predict") or {}).get("layer_probe") or b.name != "deepspeed" or b.zero_stage != 3:
+        return 0
+    if not started_at or started_at >= PROBE_FREED_SINCE:
+        return 0
+    from flopsweep.layer_probe import depths
+    from flopsweep.models import family
+
+    fam = family(cfg.model)
+    copies = sum(fam.n_params(dataclasses.replace(cfg.model, n_layer=n)) for n in depths(cfg))
+    return 16 * -(-copies // layout.dp)
+
+
 def unmodelled(cfg: fconfig.RunConfig) -> str | None:
     """Why the estimate does not model this set-up, or None."""
-    if cfg.precision.name.startswith("fp8"):
-        return "fp8: torchao keeps float8 copies of the saved activations (not modelled)"
     if cfg.attention.name == "blocksparse" and getattr(cfg.attention, "impl", "") == "gather":
         return "blocksparse impl=gather: its gathered key/value blocks are not modelled"
     return None
@@ -108,6 +135,8 @@ class Row:
     outside: str | None
     recorded: float | None = None
     """``metrics.predicted_peak_gib``, the prediction made before the run (None before the key)."""
+    beside: str = ""
+    """What the run held beside the run, added to :attr:`estimate` (:func:`probe_copies_of_its_day`)."""
 
     @property
     def error(self) -> float:
@@ -130,24 +159,38 @@ def rows(root: Path, folder: str | None, use_recorded: bool = False) -> list[Row
         started = (record.get("run") or {}).get("started_at", "")
         cfg = buckets_of_its_day(run_config(record["config"]), started)
         recorded = metrics.get("predicted_peak_gib")
+        degrees = record["system"].get("parallel") or {"dp_shard": record["system"]["world_size"]}
+        layout = Layout(**degrees)
         if recorded is None or not use_recorded:
-            degrees = record["system"].get("parallel") or {"dp_shard": record["system"]["world_size"]}
-            predicted, source = estimate(cfg, Layout(**degrees)).total_gib, "estimate"
+            predicted, source = estimate(cfg, layout).total_gib, "estimate"
         else:
             predicted, source = float(recorded), "recorded"
+        beside = probe_copies_of_its_day(record["config"], cfg, layout, started) / GIB
         where = str(path.relative_to(root).parent)
         out.append(
             Row(
                 where=where,
                 backend=cfg.backend.name,
-                estimate=predicted,
+                estimate=predicted + beside,
                 measured=measured / GIB,
                 source=source,
                 outside=unmodelled(cfg),
                 recorded=None if recorded is None else float(recorded),
+                beside=f"+{beside:.2f} GiB: its layer probe's ZeRO-3 copies, alive in its run"
+                if beside
+                else "",
             )
         )
     return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile of ``values``, linear between the closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    at = (len(ordered) - 1) * q / 100
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
 def summary(found: list[Row]) -> list[str]:
@@ -165,7 +208,7 @@ def summary(found: list[Row]) -> list[str]:
             worst = max(subset, key=lambda r: abs(r.error))
             lines.append(
                 f"{label}: {len(errors)} records, median |error| {statistics.median(errors):.1%}, "
-                f"worst {abs(worst.error):.1%} ({worst.where})"
+                f"95th percentile {percentile(errors, 95):.1%}, worst {abs(worst.error):.1%} ({worst.where})"
             )
     return lines
 
@@ -191,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for r in shown:
         note = r.outside or ("" if r.source == "estimate" else "predicted before the run")
+        note = "; ".join(n for n in (note, r.beside) if n)
         before = "" if r.recorded is None else f"{r.recorded:.1f}"
         print(
             f"| {r.where} | {r.backend} | {r.estimate:.1f} | {r.measured:.1f} | {r.error:+.1%} "

@@ -109,9 +109,20 @@ def bytes_per_token(cfg: Any) -> tuple[int, int]:
     kept, other = shape["residual"], shape["other"]
     if cfg.compile:
         kept, other = shape.get("residual_compiled", kept), shape.get("other_compiled", other)
+        other -= fp8_compiled_inputs(cfg)
     attention = ATTENTION_SAVED.get(scores_kernel(cfg), 0) * m.n_head * m.seq_len
     attention = attention or LOGSUMEXP_BYTES * m.n_head
     return m.n_embd * residual, kept * residual + other * compute + attention
+
+
+def fp8_compiled_inputs(cfg: Any) -> int:
+    """Elements per token and layer that a compiled fp8 block does not keep in the compute dtype: the
+    family's ``fp8_compiled_inputs`` (the bf16 inputs of Linears whose backward reads only their float8
+    casts, recomputed from what the block keeps: :data:`flopsweep.fp8.FP8_MEMORY_KEYS`) under an fp8
+    precision, else 0. Eager fp8 keeps what bf16 keeps (torchao saves the bf16 input)."""
+    from flopsweep.memory_terms import fp8_shape
+
+    return fp8_shape(cfg).get("fp8_compiled_inputs", 0) if cfg.compile else 0
 
 
 def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
@@ -139,6 +150,61 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
         return first, logits
     last = saves(cfg.activation_checkpointing, tokens, layers, boundary, layer) // split
     return (first, 0) if first >= last + logits else (last, logits)
+
+
+def forward_end_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """What the rank keeps for backward when forward ends and its loss runs, before backward rebuilds any
+    block: the policy's ``forward_end`` (``full``: every block's input, ``l b``, where
+    :func:`activation_bytes` counts ``(l - 1) b + a``;
+    :attr:`flopsweep.checkpointing.CheckpointPolicy.forward_end`);
+    :func:`activation_bytes`' first figure for a policy that rebuilds nothing and under a pipeline (whose
+    stages' moments are not split). :func:`flopsweep.memory.estimate` counts it at the end of forward
+    (with :func:`forward_logit_bytes`) and, with the fused loss, at the start of backward."""
+    layout = layout or Layout()
+    activations, _ = activation_bytes(cfg, layout)
+    at_end = checkpointing.policy(cfg.activation_checkpointing).forward_end
+    if at_end is None or layout.pp > 1:
+        return activations
+    boundary, layer = bytes_per_token(cfg)
+    tokens = cfg.batch.micro_batch_size * cfg.model.seq_len
+    return at_end(cfg.activation_checkpointing, tokens, cfg.model.n_layer, boundary, layer) // (
+        layout.tp * layout.cp
+    )
+
+
+FORWARD_LOGIT_BYTES = {False: 10, True: 2}
+"""Bytes per logit live while the loss runs in forward, eager (``False``) and compiled (``True``): eager
+``next_token_loss`` (``F.cross_entropy(logits.float() ...)``) holds the head's bf16 logits (2), their fp32
+copy (4) and the log-softmax it saves (4) at once; compiled, Inductor's fused loss reads the bf16 logits
+and keeps a logsumexp per token."""
+
+
+def forward_logit_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """The loss's bytes at the end of forward on the last stage (0 under a pipeline, whose stages' moments
+    are not split): :data:`FORWARD_LOGIT_BYTES` per logit, ``tokens x V / (tp cp)``; with
+    ``loss.chunk_tokens`` the fused loss's whole figure (:func:`activation_bytes`' logits: its chunk and the
+    gradients it makes in forward)."""
+    layout = layout or Layout()
+    if layout.pp > 1:
+        return 0
+    if cfg.loss.chunk_tokens:
+        return activation_bytes(cfg, layout)[1]
+    m = cfg.model
+    local = cfg.batch.micro_batch_size * m.seq_len // layout.cp
+    return FORWARD_LOGIT_BYTES[bool(cfg.compile)] * local * m.vocab_size // layout.tp
+
+
+def loss_kept_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """Of :func:`activation_bytes`' logits, what outlives the loss into the blocks' backward: the fused
+    head and loss (``loss.chunk_tokens``) makes its gradients in forward and keeps the hidden states'
+    (fp32, ``tokens x C``) and the head weight's (fp32, ``V x C``) until backward takes them; its chunk's
+    logits are gone by then. 0 for the whole-logits loss (its logits and their gradient are freed by the
+    head's backward)."""
+    layout = layout or Layout()
+    if not cfg.loss.chunk_tokens:
+        return 0
+    m = cfg.model
+    return 4 * m.n_embd * m.vocab_size + 4 * (cfg.batch.micro_batch_size * m.seq_len // layout.cp) * m.n_embd
 
 
 def attention_workspace_bytes(cfg: Any, layout: Layout | None = None) -> int:

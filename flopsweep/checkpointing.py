@@ -136,6 +136,24 @@ def _keep_selective(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundar
     return tokens * (n_layer * (boundary + half) + half)
 
 
+def _forward_end_blocks(
+    cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int
+) -> int:
+    """Block checkpointing (``full``, ``every_n``) when forward ends, before backward rebuilds a block:
+    each checkpointed block's input, the others' all, ``tokens sum(kept)`` (:func:`_keep_blocks`
+    without the rebuild)."""
+    ckpt = set(checkpointed_blocks(cfg, n_layer)) if cfg.name == "every_n" else set(range(n_layer))
+    return tokens * sum(boundary if i in ckpt else layer for i in range(n_layer))
+
+
+def _forward_end_selective(
+    cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int
+) -> int:
+    """``selective`` when forward ends: every block's input and saved half, ``tokens l (b + (a - b) / 2)``
+    (:func:`_keep_selective` without the recomputed half of the block being rebuilt)."""
+    return tokens * n_layer * (boundary + (layer - boundary) // 2)
+
+
 def _keep_every_n(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
     """The ``k = l // every`` checkpointed blocks keep their input, the others everything, and
     backward rebuilds the checkpointed ones one at a time (:func:`_keep_blocks`): between ``full``
@@ -255,6 +273,10 @@ class CheckpointPolicy:
     host_activations: Callable[[CheckpointingConfig, int, int, int, int], int] = _no_host
     """As :attr:`activations`, the bytes it puts in host memory instead (``offload``; 0 for the others):
     :func:`flopsweep.memory.offload_host_bytes` counts them."""
+    forward_end: Callable[[CheckpointingConfig, int, int, int, int], int] | None = None
+    """As :attr:`activations`, the bytes kept when forward ends and the loss's logits are live, before
+    backward rebuilds any block (``full``, ``every_n``, ``selective``); None: :attr:`activations`, for a
+    policy that rebuilds nothing (:func:`flopsweep.activation_memory.forward_end_bytes`)."""
 
     def apply(self, blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
         """Wrap ``blocks`` (the family's block list, in place) for ``cfg``, with :attr:`apply_fn`
@@ -276,6 +298,7 @@ POLICIES: dict[str, CheckpointPolicy] = {
         recompute=_block_recompute,
         recomputes_forward=True,
         activations=_keep_inputs,
+        forward_end=_forward_end_blocks,
     ),
     "selective": CheckpointPolicy(
         description="per-operator selective checkpointing: save attention and every second matmul, "
@@ -284,6 +307,7 @@ POLICIES: dict[str, CheckpointPolicy] = {
         recompute=_selective_recompute,
         recomputes_forward=False,
         activations=_keep_selective,
+        forward_end=_forward_end_selective,
     ),
     "every_n": CheckpointPolicy(
         config=EveryNConfig,
@@ -292,6 +316,7 @@ POLICIES: dict[str, CheckpointPolicy] = {
         recompute=_block_recompute,
         recomputes_forward=False,
         activations=_keep_every_n,
+        forward_end=_forward_end_blocks,
         check=_check_every,
     ),
     "memory_budget": CheckpointPolicy(

@@ -128,9 +128,16 @@ def fall_back_on_oom(
             raise
         return {"fallback": f"{what}: {type(exc).__name__}: {str(exc)[:200]}"}
     finally:
-        gc.collect()
-        if torch.device(device).type == "cuda":
-            torch.cuda.empty_cache()
+        free_memory(device)
+
+
+def free_memory(device: Any) -> None:
+    """Give back what a probe's dropped objects hold: ``gc.collect()`` (models, optimizers and hooks
+    hold one another in cycles) and, on a GPU, ``torch.cuda.empty_cache()`` (the cached blocks go back
+    to the driver, so that the run's allocator starts as a fresh one would)."""
+    gc.collect()
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str, Any]:

@@ -48,6 +48,37 @@ DIVISOR = 16
 """torchao's float8 matmul (``torch._scaled_mm``) needs in_features and out_features % 16 == 0."""
 
 REASON_SHAPE = f"shape not divisible by {DIVISOR}"
+
+FP8_MEMORY_KEYS = ("fp8_linear_params", "fp8_compiled_inputs")
+"""The keys of a family's ``memory(cfg)`` (:attr:`flopsweep.models.ModelFamily.memory`) that the memory
+estimate reads under an fp8 precision (:mod:`flopsweep.memory_terms`, :mod:`flopsweep.activation_memory`);
+a family without them is estimated as bf16. From torchao 0.18's ``float8_linear.py``:
+
+- ``fp8_linear_params``: the weight elements of one block's ``nn.Linear`` layers that
+  :func:`convert` swaps (both dimensions divisible by :data:`DIVISOR`). ``Float8Linear.forward``
+  casts its fp32 weight to float8 inside ``matmul_with_hp_or_float8_args`` (not an op autocast
+  casts) and saves the fp32 weight itself, so autocast keeps no bf16 copy of these weights
+  (``single``, DDP; measured: Llama 3.2 1B eager fp8 peaked 1.81 GiB, ``2 B x`` its 0.973 B converted
+  weights, below bf16).
+- ``fp8_compiled_inputs``: elements per token and layer of the bf16 Linear inputs that a compiled
+  fp8 block does not keep: the backward of ``matmul_with_hp_or_float8_args`` reads its input only
+  through its float8 casts, so the partitioner of ``torch.compile`` keeps neither the bf16 input nor
+  (being cheap, elementwise on saved tensors) the cast, and recomputes both in backward from what
+  the block keeps anyway, where that input is the output of a norm (from the norm's saved input and
+  statistics) or of the MLP's activation (from the up-projections' outputs); an input another op's
+  backward keeps (attention's output, read by SDPA's backward) stays. So the two norm outputs and
+  the down-projection's input, ``2h + ffn``. Eager keeps the bf16 input (``ctx.save_for_backward(input_hp,
+  ...)``): nothing less. Measured on one H200, compiled, tensorwise and rowwise alike, against bf16:
+  ``2 (2h + ffn)`` bytes per token and layer less beyond the weights' copies for Llama 3.2 1B and 3B
+  and gpt-1.3b (7.81, 17.50 and 11.25 GiB less at micro batch 8, to 0.01 GiB)."""
+
+
+def fp8_linear_elements(*shapes: tuple[int, int]) -> int:
+    """The weight elements of the ``(in_features, out_features)`` Linear shapes that :func:`convert`
+    converts (both divisible by :data:`DIVISOR`; torch-free, for the families' ``memory``)."""
+    return sum(i * o for i, o in shapes if i % DIVISOR == 0 and o % DIVISOR == 0)
+
+
 REASON_LM_HEAD = "LM head"
 
 MIN_CAPABILITY = (8, 9)

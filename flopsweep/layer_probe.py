@@ -182,13 +182,16 @@ def probe_layers(
     import torch
     import torch.distributed as dist
 
-    from flopsweep.compute_probe import fall_back_on_oom
+    from flopsweep.compute_probe import fall_back_on_oom, free_memory
 
     start = time.perf_counter()
     layers = run_depths(cfg)
 
     def measure() -> dict[str, Any]:
-        timed = [_time_depth(cfg, device, layout, n, batches) for n in layers]
+        timed = []
+        for n in layers:
+            timed.append(_time_depth(cfg, device, layout, n, batches))
+            free_memory(device)  # the copy goes before the next is built
         return {
             "layers": layers,
             "step_s": [t for t, _, _ in timed],
@@ -196,7 +199,7 @@ def probe_layers(
             "spread": [r for _, _, r in timed],
         }
 
-    out = fall_back_on_oom(measure, device, "a shallow copy ran out of memory", is_oom)
+    out = fall_back_on_oom(measure, device, "a shallow copy ran out of memory", is_oom)  # frees them all
     if dist.is_initialized():  # every rank agrees; the slowest rank's times are the step's
         n = len(layers)
         mine = [t for key in ("step_s", "host_s", "spread") for t in out.get(key, [0.0] * n)]
@@ -246,8 +249,8 @@ def _time_depth(
         median = statistics.median(times)
         second = sorted(times)[-2] if len(times) > 1 else times[-1]
         return median, statistics.median(hosts), (second / median if median > 0 else float("inf"))
-    finally:
-        destroy = getattr(getattr(trainer, "engine", None), "destroy", None)
-        if callable(destroy):  # DeepSpeed: its hooks and buffers go with the engine
-            destroy()
-        del trainer
+    finally:  # DeepSpeed: out of its module-level state (DeepSpeedTrainer.release); freed by probe_layers
+        own = getattr(trainer, "release", None)
+        if callable(own):
+            own()
+        del own, trainer

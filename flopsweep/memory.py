@@ -4,8 +4,13 @@ memory. A pure function of the resolved config and its :class:`~flopsweep.layout
 device, no weights (for ``deepspeed`` its estimators import torch, and ZeRO-3's buffers count the
 parameter tensors of a meta-device build: :mod:`flopsweep.zero_memory`).
 
-The peak of a training step comes at one of two moments, and the estimate is the larger:
+The peak of a training step comes at one of three moments, and the estimate is the largest:
 
+- **the end of forward**, while the loss runs (:attr:`MemoryEstimate.forward_end`): model states,
+  autocast's cached bf16 copy of every weight cast in forward (``single``/DDP eager: the cache is
+  cleared only when the trainer's autocast exits after the loss, checkpointed blocks' copies
+  included), what every block keeps before backward rebuilds any, and the loss's forward bytes
+  (:data:`~flopsweep.activation_memory.FORWARD_LOGIT_BYTES`); gpt-1.3b eager ``full`` peaks here;
 - **the start of backward** (the usual peak): model states without gradients (the optimizer
   step's ``zero_grad(set_to_none=True)`` freed them; a second micro batch of ``grad_accum`` finds
   them), every activation kept for backward, and the loss's logits;
@@ -63,8 +68,10 @@ most in-flight micro-batches, or the last, which computes the loss):
   ``max_position_embeddings`` 32768 keeps a 1 GiB causal mask per layer).
 
 Not counted: the CUDA context (about 0.5 GiB, not in ``max_memory_allocated``), allocator
-fragmentation (``reserved - allocated``), fp8's smaller saved activations (torchao keeps float8
-copies), and the gathered key and value blocks of ``blocksparse`` ``impl=gather``.
+fragmentation (``reserved - allocated``), and the gathered key and value blocks of ``blocksparse``
+``impl=gather``. fp8 (torchao's float8 Linears) is counted through the family's
+:data:`flopsweep.fp8.FP8_MEMORY_KEYS`: no autocast copies of the converted weights and, compiled, no
+bf16 copies of the inputs that only a float8 matmul reads.
 ``benchmarks/memory_estimate.py`` compares the estimate with the ``peak_cuda_allocated_bytes`` of
 every committed H200 record.
 
@@ -87,6 +94,7 @@ from flopsweep import fsdp_units
 from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers and docs name them
     ATTENTION_SAVED,
     CHUNK_LOGIT_BYTES,
+    FORWARD_LOGIT_BYTES,
     LOGIT_BYTES,
     LOGSUMEXP_BYTES,
     RECOMPUTED_SCORE_BYTES,
@@ -94,7 +102,10 @@ from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers a
     activation_host_bytes,
     attention_workspace_bytes,
     bytes_per_token,
+    forward_end_bytes,
+    forward_logit_bytes,
     in_flight_microbatches,
+    loss_kept_bytes,
     scores_kernel,
 )
 from flopsweep.backend_specs import BACKEND_SPECS
@@ -152,13 +163,41 @@ class MemoryEstimate:
     head_reduce: int = 0
     """FSDP2 with ``backend.end_units``: the head unit's reduce-scatter early in backward, where the
     logits were (:func:`flopsweep.fsdp_units.head_reduce_bytes`); 0 otherwise."""
+    forward_end_activations: int | None = None
+    """What backward keeps while the logits are live, before it rebuilds any block
+    (:func:`flopsweep.activation_memory.forward_end_bytes`: ``full``'s ``l b``); None: :attr:`activations`."""
+    loss_kept: int = 0
+    """Of :attr:`logits`, what outlives the loss into the blocks' backward (the fused loss's fp32 gradients,
+    :func:`flopsweep.activation_memory.loss_kept_bytes`)."""
+
+    forward_copies: int = 0
+    """Autocast's bf16 weight copies held in its cache at the end of forward beyond those backward keeps
+    (:attr:`model_states`): a checkpointed block's (``single``, DDP;
+    :func:`flopsweep.memory_terms.forward_autocast_cached`)."""
+    forward_logits: int = 0
+    """The loss's bytes at the end of forward (:func:`flopsweep.activation_memory.forward_logit_bytes`)."""
+
+    @property
+    def forward_end(self) -> int:
+        """Bytes at the end of forward, while the loss runs: states, autocast's cached copies of every
+        weight cast in forward, every block's kept tensors before any rebuild, the loss's forward bytes
+        and buffers (gpt-1.3b ``single`` eager ``full`` at 8192 tokens: 22.49 GiB, measured 22.64)."""
+        at_end = self.activations if self.forward_end_activations is None else self.forward_end_activations
+        return self.model_states + self.forward_copies + at_end + self.forward_logits + self.buffers
 
     @property
     def backward_start(self) -> int:
         """Bytes at the start of backward: states, activations, workspace, the logits (or the head
-        unit's reduce-scatter just after them, whichever is larger) and buffers."""
+        unit's reduce-scatter just after them, whichever is larger) and buffers; with the fused loss
+        (:attr:`loss_kept` > 0), whose chunk is gone before backward rebuilds a block, the larger of the
+        loss (every block's kept tensors before any rebuild and its figure) and the first block rebuilt
+        (the activations, the workspace and the gradients it keeps)."""
         early = max(self.logits, self.head_reduce)
-        return self.model_states + self.activations + self.attention_workspace + early + self.buffers
+        rebuilt = self.activations + self.attention_workspace
+        if not self.loss_kept:
+            return self.model_states + rebuilt + early + self.buffers
+        at_end = self.activations if self.forward_end_activations is None else self.forward_end_activations
+        return self.model_states + max(at_end + early, rebuilt + self.loss_kept) + self.buffers
 
     @property
     def end_of_backward(self) -> int:
@@ -170,8 +209,8 @@ class MemoryEstimate:
 
     @property
     def total(self) -> int:
-        """The peak: the larger of :attr:`backward_start` and :attr:`end_of_backward`."""
-        return max(self.backward_start, self.end_of_backward)
+        """The peak: the largest of :attr:`forward_end`, :attr:`backward_start`, :attr:`end_of_backward`."""
+        return max(self.forward_end, self.backward_start, self.end_of_backward)
 
     @property
     def total_gib(self) -> float:
@@ -349,4 +388,8 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         buffers=family(cfg.model).memory(cfg.model).get("buffer_bytes", 0),
         optimizer_workspace=workspace,
         head_reduce=fsdp_units.head_reduce_bytes(Terms(cfg, layout)),
+        forward_end_activations=forward_end_bytes(cfg, layout),
+        loss_kept=loss_kept_bytes(cfg, layout),
+        forward_copies=Terms(cfg, layout).forward_copies,
+        forward_logits=forward_logit_bytes(cfg, layout),
     )

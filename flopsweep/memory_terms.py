@@ -48,6 +48,12 @@ class Terms:
         return 2 * autocast_cached(self.cfg, self.layout) if self.cfg.precision.name != "fp32" else 0
 
     @functools.cached_property
+    def forward_copies(self) -> int:  # autocast's cache at the end of forward, beyond autocast_copies
+        if self.cfg.precision.name == "fp32" or not self.spec.autocast_fp32_weights or self.cfg.compile:
+            return 0
+        return 2 * forward_autocast_cached(self.cfg, self.layout) - self.autocast_copies
+
+    @functools.cached_property
     def compute(self) -> int:
         return 4 if self.cfg.precision.name == "fp32" else 2
 
@@ -125,14 +131,46 @@ def autocast_cached(cfg: Any, layout: Layout) -> int:
     with them; Llama 3.1 8B ``selective`` compiled at micro batch 4 peaks at the step, 120.0 GiB,
     where the copies would put the start of backward at 126.6), ``P_r (l - k) / l`` for
     ``every_n``'s ``k`` of ``l``; all of ``P_r`` for ``none`` and ``memory_budget`` (the compiler's
-    partitioner, no checkpoint wrapper)."""
+    partitioner, no checkpoint wrapper). Under fp8 less the unwrapped blocks' converted Linear weights
+    (the family's ``fp8_linear_params`` per block, over ``tp``): torchao casts them to float8 itself,
+    so autocast keeps copies of the rest only (the LM head, norms, biases, the embedding;
+    :data:`flopsweep.fp8.FP8_MEMORY_KEYS`)."""
     held = stage_params(cfg, layout)
     blocks = math.ceil(cfg.model.n_layer / layout.pp)
     ac = cfg.activation_checkpointing
-    if checkpointing.policy(ac).recompute(bool(cfg.compile)) in ("none", "unknown"):
-        return held
-    recast = len(checkpointing.checkpointed_blocks(ac, blocks))
-    return held * (blocks - recast) // max(1, blocks)
+    unwrapped = blocks
+    if checkpointing.policy(ac).recompute(bool(cfg.compile)) not in ("none", "unknown"):
+        unwrapped = blocks - len(checkpointing.checkpointed_blocks(ac, blocks))
+    converted = fp8_shape(cfg).get("fp8_linear_params", 0) * unwrapped // layout.tp
+    return max(0, held * unwrapped // max(1, blocks) - converted)
+
+
+def forward_autocast_cached(cfg: Any, layout: Layout) -> int:
+    """Parameters whose bf16 copies autocast's cache holds when forward ends (``single``, DDP): every
+    weight cast in forward, checkpointed or not (``P_r``, less fp8's converted weights), as under ``none``.
+    torch keeps each cast copy of a weight in its cache until the outermost ``torch.autocast`` exits
+    (``torch.amp.autocast.__exit__``: ``clear_autocast_cache``), and flopsweep's trainer exits it after the
+    loss (``TorchTrainer.step``), so a checkpointed block, whose copies backward does not keep
+    (:func:`autocast_cached`), still holds them until then. Eager only (``Terms.forward_copies``): a
+    compiled block casts inside its graph, without the cache (Llama 3.1 8B ``selective`` compiled at micro
+    batch 4 peaks at the step, 120.0 GiB, below what the cache would hold at the end of forward, 124.2)."""
+    none = dataclasses.replace(
+        cfg, activation_checkpointing=dataclasses.replace(cfg.activation_checkpointing, name="none")
+    )
+    return autocast_cached(none, layout)
+
+
+def fp8_shape(cfg: Any) -> dict[str, int]:
+    """The family's fp8 memory keys (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`) when ``cfg``'s precision
+    trains the Linear layers in float8 (``precision=fp8``, ``fp8-rowwise``: a torchao recipe), else ``{}``."""
+    from flopsweep.fp8 import FP8_MEMORY_KEYS
+    from flopsweep.precision import PRECISIONS
+
+    spec = PRECISIONS.get(cfg.precision.name)
+    if spec is None or spec.fp8_recipe is None:
+        return {}
+    shape = family(cfg.model).memory(cfg.model)
+    return {k: shape[k] for k in FP8_MEMORY_KEYS if k in shape}
 
 
 def fsdp_groups(cfg: Any, layout: Layout) -> tuple[int, int]:

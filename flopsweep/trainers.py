@@ -210,6 +210,15 @@ class DeepSpeedTrainer:
             total += loss.detach().float() / len(micro_batches)
         return total
 
+    def release(self) -> None:
+        """Let the engine go before another is built in this process
+        (:func:`flopsweep.deepspeed_backend.release_engine`); the trainer is unusable after it, and
+        the engine is freed once the caller's references are gone and ``gc.collect()`` has run."""
+        from flopsweep.deepspeed_backend import release_engine
+
+        release_engine(self.engine)
+        self.engine = None
+
 
 def _optimizer_device(cfg: RunConfig, device: torch.device) -> torch.device:
     """Where the parameters that AdamW steps live: the host under FSDP2's ``cpu_offload``, else the

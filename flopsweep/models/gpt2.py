@@ -148,7 +148,12 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
     embedding at these vocabularies; else the position embedding or ``c_fc`` with its bias). Compiled
     (``residual_compiled``, ``other_compiled``): Inductor keeps the block input and 12h in the
     compute dtype (the matmul inputs and attention tensors, 10h, and the bf16 copies of the norm
-    inputs; fitted to the H200 gpt-1.3b records, micro batch 8 and 16, within 1%)."""
+    inputs; fitted to the H200 gpt-1.3b records, micro batch 8 and 16, within 1%). fp8
+    (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`): the converted weights of ``c_attn``, ``c_proj``, ``c_fc`` and
+    the MLP's ``c_proj``, and, compiled, the two LayerNorm outputs and the GELU output, ``6h``, not kept
+    in bf16."""
+    from flopsweep.fp8 import fp8_linear_elements
+
     h = cfg.n_embd
     return {
         "residual": 2 * h,
@@ -156,4 +161,6 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
         "residual_compiled": 2 * h,
         "other_compiled": 12 * h,
         "largest_layer_params": max(cfg.vocab_size * h, cfg.seq_len * h, 4 * h * h + 4 * h),
+        "fp8_linear_params": fp8_linear_elements((h, 3 * h), (h, h), (h, 4 * h), (4 * h, h)),
+        "fp8_compiled_inputs": 6 * h,
     }

@@ -238,14 +238,21 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
     2h, q h, k and v 2 kv-width, attention out h, and the SwiGLU's w1, w3, SiLU and product outputs
     4 ffn: what backward keeps), and the largest single layer's parameters. Compiled: the two norm
     inputs (2h) and 4h + 2 kv + 2 ffn (Inductor recomputes the normalisation, the SiLU and the
-    product; within 2% of the H200 Llama 3.2 1B and 3B records)."""
-    h = cfg.n_embd
+    product; within 2% of the H200 Llama 3.2 1B and 3B records). fp8 (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`):
+    the converted weights of ``wq``, ``wk``, ``wv``, ``wo``, ``w1``, ``w2``, ``w3``, and, compiled, the two
+    norm outputs and the SwiGLU product, ``2h + ffn``, not kept in bf16."""
+    from flopsweep.fp8 import fp8_linear_elements
+
+    h, f = cfg.n_embd, cfg.ffn_dim
     kv = cfg.n_kv_head * (h // cfg.n_head)
-    largest = max(cfg.vocab_size * h, cfg.ffn_dim * h)
+    q = cfg.n_head * (h // cfg.n_head)
+    largest = max(cfg.vocab_size * h, f * h)
     return {
         "residual": 4 * h,
-        "other": 4 * h + 2 * kv + 4 * cfg.ffn_dim,
+        "other": 4 * h + 2 * kv + 4 * f,
         "residual_compiled": 2 * h,
-        "other_compiled": 4 * h + 2 * kv + 2 * cfg.ffn_dim,
+        "other_compiled": 4 * h + 2 * kv + 2 * f,
         "largest_layer_params": largest,
+        "fp8_linear_params": fp8_linear_elements((h, q), (h, kv), (h, kv), (q, h), (h, f), (h, f), (f, h)),
+        "fp8_compiled_inputs": 2 * h + f,
     }
