@@ -47,6 +47,7 @@ from flopsweep.overrides import (
 )
 from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.store import register_configs
+from flopsweep.text import printable
 
 # Unique per sweep process, so that two sweeps started in the same second never
 # share a directory (cached like ${now:}, so every job of a sweep agrees).
@@ -487,10 +488,10 @@ if __name__ == "__main__":
     problem = refusal(argv)
     exists = existing_record_problem(argv)
     if exists and not problem:
-        print(f"flopsweep: {exists}", file=sys.stderr)
+        print(f"flopsweep: {printable(exists)}", file=sys.stderr)
         sys.exit(1)
-    if problem:
-        print(f"flopsweep: {problem}", file=sys.stderr)
+    if problem:  # the line echoes the command line: a control character in it is shown, not obeyed
+        print(f"flopsweep: {printable(problem)}", file=sys.stderr)
         sys.exit(2)
     if env_in_tag_warning(argv):  # only for a run that goes ahead: a refusal is its one line
         print(env_in_tag_warning(argv), file=sys.stderr)

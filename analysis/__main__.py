@@ -45,6 +45,7 @@ from analysis.cli import (  # noqa: F401 - build_parser, _column and MIN_WIDTH a
     pairs,
     plot_folder_problem,
 )
+from analysis.discover import no_records
 from analysis.display import compact, flat_pivot, render, summary
 from analysis.frontier import (
     frontier_drop_order,
@@ -458,8 +459,8 @@ def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> N
 def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``--notebook FILE``: build, execute and write the results notebook of ``args.paths``.
 
-    Each failure is one line on stderr: a table option given with it or a missing path (exit
-    2), no ``metrics.json`` under the paths, a cell that fails, no kernel, FILE not writable
+    Each failure is one line on stderr: a table option given with it, a missing path or no
+    ``metrics.json`` under the paths (exit 2), a cell that fails, no kernel, FILE not writable
     (exit 1).
     """
     table_options = [a for a in parser._actions if a.dest not in ("help", "paths", "notebook")]
@@ -477,8 +478,9 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     if not found:
-        print(f"{parser.prog}: error: no metrics.json under {' '.join(args.paths)}", file=sys.stderr)
-        return 1
+        line, code = no_records(parser.prog, args.paths, "0 runs", 0)
+        say(line)
+        return code
     try:
         check_output(args.notebook, found, "--notebook")
     except OutputError as exc:
@@ -531,8 +533,9 @@ full list of the records' columns (some 140)."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 1 no readable record or a failed notebook; 2 for a
-    bad option or path)."""
+    """Run the CLI; returns the exit status (0 ok, 1 only unreadable records or a failed notebook; 2 for
+    a bad option, or a path that is not there or holds no ``metrics.json``:
+    :func:`analysis.discover.no_records`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.plot is not None and (why := plot_folder_problem(args.plot)):
@@ -552,9 +555,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         loaded = load(args.paths, predict=args.predict)
-        if loaded.empty:
-            say(f"no readable metrics.json under {' '.join(args.paths)}; {summary(loaded)}")
-            return 1
+        if loaded.empty:  # nothing there (exit 2), or only unreadable records (exit 1): the fix for each
+            line, code = no_records(parser.prog, args.paths, summary(loaded), len(loaded.attrs["unreadable"]))
+            say(line)
+            return code
         check_outputs(args, loaded.attrs["records"])
         runs = select_runs(loaded, args)
         blanks = blank_lines(loaded, runs, args)

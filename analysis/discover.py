@@ -22,6 +22,13 @@ from flopsweep.tree import find, folders, unique_files
 log = logging.getLogger("analysis")
 
 
+RECORDS_FIX = (
+    "name a sweep folder (its hydra.sweep.dir, e.g. multirun/smoke), a run folder "
+    "(outputs/DATE/TIME) or metrics.json files"
+)
+"""The fix of every refusal of the paths to read (none there, no record under them)."""
+
+
 def display_path(path: str | Path) -> str:
     """``path`` as printable text: bytes that are not UTF-8 (a directory name from another
     locale) become ``\\xNN`` escapes, so that no output stream or file write fails on them."""
@@ -116,7 +123,9 @@ def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool =
         for match in matches:
             _expand(match, found, skipped, spelled=False)
     else:
-        raise FileNotFoundError(f"{display_path(p)}: no such file, directory or glob match")
+        raise FileNotFoundError(
+            f"{display_path(p)}: no such file, directory or glob match. Fix: {RECORDS_FIX}"
+        )
 
 
 def discover(paths: Iterable[str | Path]) -> tuple[list[Path], dict[str, str]]:
@@ -148,3 +157,19 @@ def find_records(paths: Iterable[str | Path]) -> list[Path]:
         FileNotFoundError: when a path neither exists nor matches a glob.
     """
     return discover(paths)[0]
+
+
+def no_records(prog: str, paths: Iterable[str], summary: str, skipped: int) -> tuple[str, int]:
+    """``(line, exit status)`` when the paths gave no readable record: nothing found (exit 2, as for a
+    path that is not there: the paths are wrong) or only records skipped as unreadable (exit 1: they
+    are there and bad; the warnings before the line say why each). ``summary`` ends the line
+    (:func:`analysis.display.summary`: ``0 runs; 1 unreadable record skipped``)."""
+    where = " ".join(map(display_path, paths))
+    if not skipped:
+        return f"{prog}: error: no metrics.json under {where} ({summary}). Fix: {RECORDS_FIX}", 2
+    return (
+        f"{prog}: error: no readable metrics.json under {where} ({summary}; the warnings above say why). "
+        "Fix: re-run those jobs (the sweep again with resume=true re-runs every job without an ok record), "
+        f"or {RECORDS_FIX}",
+        1,
+    )

@@ -112,8 +112,8 @@ class TuneSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
         """Tune over the space of ``arguments`` and ``hydra.sweeper.params``; prints one line per
         round and the report, and writes ``tune.json`` and ``tune.md`` in the sweep folder. A
-        parameter, a ``multirun.yaml`` or a report that cannot be written stops it with one line,
-        exit 1."""
+        parameter or a ``space.*`` value out of range stops it with one line, exit 2 (a config error,
+        as ``run.py``'s refusals); a ``multirun.yaml`` or a report that cannot be written, exit 1."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         from flopsweep.config import ConfigError
@@ -122,9 +122,9 @@ class TuneSweeper(BasicSweeper):
         from hydra_plugins.flopsweep_tune.tuning import Tuning
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
-        if problem := self._problem():
+        if problem := self._problem():  # a config error: exit 2, as run.py's refusals
             print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
-            raise SystemExit(1)
+            raise SystemExit(2)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides(self._parse_config() + list(arguments))
         swept = {o.get_key_element() for o in parsed if o.is_sweep_override()}
@@ -133,7 +133,7 @@ class TuneSweeper(BasicSweeper):
             space, setups = self.space(parsed)
         except ConfigError as exc:
             print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
+            raise SystemExit(2) from None
         try:
             write_multirun(self.config)
             tuning = Tuning(self, combos, swept, space, setups)
