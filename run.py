@@ -30,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
+from flopsweep.cli import COMMAND
 from flopsweep.clusters import command_line_problem as plan_problem
 from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
@@ -329,7 +330,7 @@ def repeats_problem(overrides: list[str]) -> str | None:
         if int(value) > 1 and not multirun:
             return (
                 f"Invalid config: repeats={value}: the rounds are jobs of a sweep. "
-                f"Fix: add -m (python run.py -m repeats={value} ...)."
+                f"Fix: add -m ({COMMAND} -m repeats={value} ...)."
             )
         sweeper = next((o.partition("=")[2] for o in overrides if o.startswith("hydra/sweeper=")), "")
         # the tuner (hydra/sweeper=tune) takes repeats= as its finalists' runs

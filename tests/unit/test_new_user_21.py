@@ -207,3 +207,45 @@ def test_an_unknown_hydra_group_option_is_one_line_with_the_options(group, near)
     assert f"e.g. {group}={near}." in line and "submitit_local" not in line or group == "hydra/launcher"
     assert group_choice_problem([f"{group}={near}"]) is None
     assert group_choice_problem(["hydra/launcher=submitit_local"]) is None  # a plug-in's, not in conf/
+
+
+@pytest.mark.parametrize(
+    "axis", ["seed=range(0,0)", "seed=range(5,1)", "precision=glob(zzz*)"], ids=["empty", "backwards", "glob"]
+)
+def test_a_sweep_axis_without_a_value_is_refused_not_zero_jobs(axis):
+    """Hydra launched 0 jobs, the summary said ``0 ok, 0 oom, 0 error, 0 invalid`` and the exit was 0."""
+    from flopsweep.override_grammar import sweep_size_problem
+
+    line = sweep_size_problem(["-m", "device=cpu", axis])
+    assert line is not None and line.startswith(
+        f"Invalid config: {axis}: lists no value, so the sweep would run"
+    )
+    assert f"Fix: give {axis.partition('=')[0]} at least one value" in line
+    assert sweep_size_problem(["-m", "seed=range(0,2)", "precision=glob(fp*)"]) is None
+
+
+def test_a_value_of_the_wrong_type_for_hydras_own_key_is_one_line():
+    """``hydra.job.chdir=maybe``: Hydra's seven lines ("Value 'maybe' is not a valid bool", full_key,
+    reference_type, object_type), exit 1."""
+    from flopsweep.hydra_keys import hydra_key_problem
+
+    line = hydra_key_problem(["hydra.job.chdir=maybe"])
+    assert line == (
+        "Invalid config: hydra.job.chdir=maybe: is not true or false. Fix: set hydra.job.chdir to true or "
+        "false, or drop the override."
+    )
+    assert "e.g. hydra.job.chdir=" not in line  # its default is null: no example to give
+    for fine in (
+        "hydra.job.chdir=true",
+        "hydra.job.chdir=null",
+        "hydra.verbose=flopsweep",
+        "hydra.job.name=x",
+    ):
+        assert hydra_key_problem([fine]) is None, fine
+
+
+def test_the_fix_of_repeats_without_m_is_the_installed_command():
+    from run import repeats_problem
+
+    line = repeats_problem(["repeats=2", "device=cpu"])
+    assert line is not None and line.endswith("Fix: add -m (flopsweep -m repeats=2 ...).")
