@@ -244,7 +244,8 @@ def _notes(loaded: pd.DataFrame) -> list[str]:
 
 def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
     """Lines saying why a column is blank for ok runs (:func:`analysis.blanks.blank_notes`), and
-    what to run to fill it: for the columns named by ``--columns`` and ``--sort``, and for the
+    what to run to fill it: for the columns named by ``--columns``, ``--sort`` and ``--pivot``'s
+    VALUES (a cell of ok runs without a value shows ``ok``), and for the
     derived ones (``scale_eff``, ``speedup``) that the default table shows. None for ``--frontier``,
     whose table has its own columns (``--columns`` and ``--sort`` do not apply to it)."""
     if args.frontier:
@@ -252,6 +253,10 @@ def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespa
     asked = asked_columns(args)
     if args.sort:
         asked.append(_column(_sort_spec(args.sort)[0]))
+    if (
+        args.pivot and len(parts := args.pivot.split(":")) == 3 and parts[2]
+    ):  # its cells showed "ok" unexplained
+        asked.append(_column(parts[2]))
     people = args.format in ("table", "markdown", "html")
     if people and not args.columns and not args.pivot:
         asked += [c for c in shown_columns(runs, args).columns if c in ("scaling_efficiency", "speedup")]

@@ -249,3 +249,12 @@ def test_the_fix_of_repeats_without_m_is_the_installed_command():
 
     line = repeats_problem(["repeats=2", "device=cpu"])
     assert line is not None and line.endswith("Fix: add -m (flopsweep -m repeats=2 ...).")
+
+
+def test_a_pivot_of_a_blank_column_says_why_it_is_blank(capsys):
+    """``--pivot model:backend:mfu`` of CPU runs showed ``ok`` in every cell and said nothing, where
+    ``--sort mfu`` said why MFU is blank (no datasheet peak for the CPU); the fixture sweep has no
+    energy, so J/token is blank in each of its ok runs."""
+    code, out, err = _run(capsys, SWEEP, "--pivot", "model:backend:joules_per_token")
+    assert code == 0 and " ok" in out
+    assert "J/token is blank: the record has no metrics.energy_j;" in err
