@@ -8,6 +8,7 @@ opens a record: :func:`analysis.schema.read_record` does.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import glob
 import logging
@@ -15,6 +16,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from flopsweep.config import cut
 from flopsweep.files import not_a_record
 from flopsweep.record import METRICS_FILE
 from flopsweep.tree import find, folders, unique_files
@@ -114,7 +116,22 @@ def _glob(pattern: str, skipped: dict[str, str]) -> list[Path]:
 
 def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool = True) -> None:
     """Records of one path: a directory walked (it may be a link the user named), any other path
-    kept if it is a regular file, a glob expanded."""
+    kept if it is a regular file, a glob expanded.
+
+    Raises:
+        FileNotFoundError: a path that is not there, or that the system refuses to look up (a name
+            over 255 bytes, ENAMETOOLONG; a path through a file): one line naming it and the fix.
+    """
+    try:
+        os.stat(p)
+    except FileNotFoundError:
+        pass  # a glob, or not there: below
+    except OSError as exc:  # Path.is_dir raised these (a traceback)
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP, errno.EACCES):
+            shown = cut(display_path(p), 80)
+            raise FileNotFoundError(
+                f"{shown}: cannot be looked up ({exc.strerror}). Fix: {RECORDS_FIX}"
+            ) from None
     if p.is_dir():
         found.extend(_walk(p, skipped))
     elif os.path.lexists(p):

@@ -258,3 +258,29 @@ def test_a_pivot_of_a_blank_column_says_why_it_is_blank(capsys):
     code, out, err = _run(capsys, SWEEP, "--pivot", "model:backend:joules_per_token")
     assert code == 0 and " ok" in out
     assert "J/token is blank: the record has no metrics.energy_j;" in err
+
+
+def test_a_path_too_long_to_look_up_is_one_line_not_a_traceback(capsys, tmp_path):
+    """A name over 255 bytes (ENAMETOOLONG): ``Path.is_dir`` raised OSError, a 25-line traceback."""
+    for path in ("x" * 300, f"{tmp_path}/{'y' * 300}/metrics.json"):
+        code, out, err = _run(capsys, path)
+        line = _one_error_line(err)
+        assert code == 2 and not out and err.count("\n") == 1, err
+        assert (
+            "...(" in line
+            and "characters): cannot be looked up (File name too long). Fix: name a sweep" in line
+        )
+
+
+def test_a_model_config_name_too_long_is_a_config_error():
+    """``model=hf model.config=<300 characters>``: an OSError traceback from the shipped-name lookup."""
+    from flopsweep.models.hf_files import config_path, is_shipped
+
+    assert is_shipped("q" * 300) is False
+    with pytest.raises(ConfigError) as err:
+        config_path("q" * 300)
+    line = str(err.value)
+    assert line.startswith(
+        "Invalid config: model.config='qqqqqqqqqqqqqqq...(300 characters): cannot be resolved"
+    )
+    assert "(File name too long)" in line and "Fix: give a config.json path" in line
