@@ -37,7 +37,12 @@ from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, ch
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.launch import Terminated, raise_terminated
-from flopsweep.override_grammar import sweep_size_problem, sweep_without_m_problem, syntax_problem
+from flopsweep.override_grammar import (
+    config_name_problem,
+    sweep_size_problem,
+    sweep_without_m_problem,
+    syntax_problem,
+)
 from flopsweep.overrides import (
     group_choice_problem,
     listed_values,
@@ -346,6 +351,7 @@ def refusal(overrides: list[str]) -> str | None:
     """The one line refusing the command line before Hydra starts (exit 2), or None."""
     return (
         tag_problem(overrides)
+        or config_name_problem(overrides)
         or syntax_problem(overrides)
         or sweep_without_m_problem(overrides)
         or sweep_size_problem(overrides)

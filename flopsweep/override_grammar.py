@@ -201,3 +201,33 @@ def sweep_size_problem(argv: list[str]) -> str | None:
         f"{MAX_SWEEP_JOBS}. Fix: give {widest.partition('=')[0]} fewer values, or split the sweep into "
         f"parts of at most {MAX_SWEEP_JOBS} jobs (one hydra.sweep.dir each)."
     )
+
+
+def config_name_problem(argv: list[str], conf: str | None = None) -> str | None:
+    """One line for ``--config-name NAME`` (``-cn NAME``, ``--config-name=NAME``) that names no file of
+    conf/ (``conf/NAME.yaml``), else None: Hydra's "Cannot find primary config", its search path and
+    the full-error hint were 9 lines, exit 1. With ``--config-path`` or ``--config-dir`` (another folder
+    to search) it is left to Hydra."""
+    folder = conf or CONF
+    if any(a in ("-cp", "--config-path", "-cd", "--config-dir") for a in argv) or any(
+        a.startswith(("--config-path=", "--config-dir=")) for a in argv
+    ):
+        return None
+    for i, arg in enumerate(argv):
+        if arg in ("-cn", "--config-name"):
+            name = argv[i + 1] if i + 1 < len(argv) else ""
+            shown = f"{arg} {name}"
+        elif arg.startswith("--config-name="):
+            name, shown = arg.partition("=")[2], arg
+        else:
+            continue
+        stem = name.removesuffix(".yaml")
+        if stem and os.path.isfile(os.path.join(folder, f"{stem}.yaml")):
+            continue
+        names = sorted(f.removesuffix(".yaml") for f in os.listdir(folder) if f.endswith(".yaml"))
+        return (
+            f"Invalid config: {shown.strip()}: names no primary config (conf/{stem or '?'}.yaml does not "
+            "exist). Fix: drop it (conf/config.yaml is the config), or name one of conf/: "
+            f"{', '.join(names)}."
+        )
+    return None

@@ -284,3 +284,19 @@ def test_a_model_config_name_too_long_is_a_config_error():
         "Invalid config: model.config='qqqqqqqqqqqqqqq...(300 characters): cannot be resolved"
     )
     assert "(File name too long)" in line and "Fix: give a config.json path" in line
+
+
+@pytest.mark.parametrize(
+    "flag", [["--config-name", "nope"], ["-cn", "nope"], ["--config-name=nope"], ["-cn"]]
+)
+def test_a_config_name_that_names_no_file_is_one_line(flag):
+    """``--config-name nope``: Hydra's "Cannot find primary config 'nope'", its search path and the
+    full-error hint, 9 lines, exit 1."""
+    from run import refusal
+
+    line = refusal([*flag, "device=cpu"])
+    assert line is not None and line.startswith(f"Invalid config: {' '.join(flag)}".rstrip()), line
+    assert "names no primary config" in line and line.endswith("name one of conf/: config.")
+    assert refusal(["--config-name", "config", "device=cpu"]) is None
+    assert refusal(["--config-name=config.yaml"]) is None
+    assert refusal(["--config-dir", "/elsewhere", "--config-name", "mine"]) is None  # Hydra's to find
