@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from analysis.discover import display_path
-from flopsweep.files import RecordError, read_json
+from flopsweep.files import RecordError, fit_prefix, read_json
 
 __all__ = [
     "OutputError",
@@ -232,7 +232,9 @@ def write_atomic(path: str | Path, data: bytes) -> None:
     if why := record_problem(path):
         raise OutputError(f"{display_path(path)} {why}: {FIX}")
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=fit_prefix(f".{path.name}.", ".tmp"), suffix=".tmp"
+        )
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:

@@ -300,3 +300,20 @@ def test_a_config_name_that_names_no_file_is_one_line(flag):
     assert refusal(["--config-name", "config", "device=cpu"]) is None
     assert refusal(["--config-name=config.yaml"]) is None
     assert refusal(["--config-dir", "/elsewhere", "--config-name", "mine"]) is None  # Hydra's to find
+
+
+def test_a_long_legal_output_name_is_written(capsys, tmp_path):
+    """A name of 250 bytes is legal (255 is the limit), but its temporary file ``.NAME.XXXXXXXX.tmp``
+    was not: ``cannot write ...: File name too long``, exit 1, for ``--output`` and every atomic write."""
+    from flopsweep.files import NAME_MAX, atomic_write_json, fit_prefix, replace_text
+
+    long = "y" * 246 + ".csv"
+    code, _, err = _run(capsys, SWEEP, "--format", "csv", "--output", tmp_path / long)
+    assert code == 0 and (tmp_path / long).read_text().startswith('"model"'), err
+    replace_text(tmp_path / ("t" * 250), "text\n")
+    atomic_write_json(tmp_path / ("j" * 250), {"a": 1})
+    assert (tmp_path / ("t" * 250)).read_text() == "text\n" and (tmp_path / ("j" * 250)).exists()
+    assert sorted(p.name[0] for p in tmp_path.iterdir()) == ["j", "t", "y"]  # no temporary file left
+    assert fit_prefix(".short.", ".tmp") == ".short."
+    cut_one = fit_prefix("." + "é" * 200 + ".", ".tmp")  # 2 bytes each: cut at a character
+    assert len(cut_one.encode()) + 8 + 4 <= NAME_MAX and cut_one.encode().decode() == cut_one
