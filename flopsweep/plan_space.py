@@ -37,7 +37,7 @@ from typing import Any
 
 from flopsweep import objective
 from flopsweep.clusters import Cluster
-from flopsweep.config import ConfigError, ParallelConfig, RunConfig
+from flopsweep.config import MAX_BY_KEY, ConfigError, ParallelConfig, RunConfig
 from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and the tuner's names
     ASSUMED_NETWORK_ERROR,
     COLUMNS,
@@ -124,6 +124,14 @@ class Space:
                 list(self.micro_batches),
                 "needs micro batches of 1 or more",
                 "e.g. [1,2,4]",
+            )
+        most = MAX_BY_KEY["batch.micro_batch_size"]  # each set-up refused it once, 19 lines (trial 21)
+        if max(self.micro_batches) > most:
+            raise ConfigError(
+                "space.micro_batches",
+                list(self.micro_batches),
+                f"lists {max(self.micro_batches)}, beyond batch.micro_batch_size's bound of {most}",
+                f"list micro batches of at most {most}, e.g. [1,2,4]",
             )
         if not 0 <= self.min_headroom < 1:
             raise ConfigError("space.min_headroom", self.min_headroom, "is a share in [0, 1)", "e.g. 0.1")

@@ -317,3 +317,17 @@ def test_a_long_legal_output_name_is_written(capsys, tmp_path):
     assert fit_prefix(".short.", ".tmp") == ".short."
     cut_one = fit_prefix("." + "é" * 200 + ".", ".tmp")  # 2 bytes each: cut at a character
     assert len(cut_one.encode()) + 8 + 4 <= NAME_MAX and cut_one.encode().decode() == cut_one
+
+
+def test_a_micro_batch_beyond_its_bound_in_the_space_is_refused_once():
+    """``space.micro_batches=[99999999999]``: each of 108 set-ups pruned with the bound, 19 lines, exit 1."""
+    from flopsweep.config import SpaceConfig
+    from flopsweep.plan_space import Space
+
+    with pytest.raises(ConfigError) as err:
+        Space.from_config(SpaceConfig(micro_batches=[1, 99999999999]))
+    assert str(err.value) == (
+        "Invalid config: space.micro_batches=[1, 99999999999]: lists 99999999999, beyond "
+        "batch.micro_batch_size's bound of 65536. Fix: list micro batches of at most 65536, e.g. [1,2,4]."
+    )
+    assert Space.from_config(SpaceConfig(micro_batches=[1, 65536])).micro_batches
