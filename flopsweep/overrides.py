@@ -99,6 +99,9 @@ def _not_an_option(group: str, value: object) -> str | None:
     if os.path.isfile(os.path.join(CONF, group, f"{stem}.yaml")):
         return None
     if group.startswith("hydra/"):  # the plug-ins' options are not all files of conf/: Hydra's list
+        plugin = os.path.join(os.path.dirname(CONF), "hydra_plugins", "flopsweep_slurm", "conf", group)
+        if stem == "basic" or os.path.isfile(os.path.join(plugin, f"{stem}.yaml")):
+            return None  # Hydra's own basic sweeper and launcher, the Slurm launchers: no scan needed
         known = hydra_group_options(group)
         return value if known and stem not in known else None
     return value
