@@ -45,7 +45,7 @@ from analysis.cli import (  # noqa: F401 - build_parser, _column and MIN_WIDTH a
     pairs,
     plot_folder_problem,
 )
-from analysis.discover import no_records
+from analysis.discover import discover, no_records
 from analysis.display import compact, flat_pivot, render, summary
 from analysis.frontier import (
     frontier_drop_order,
@@ -62,7 +62,6 @@ from analysis.load import (
     PREDICTION_COLUMNS,
     RANK_METRIC,
     display_path,
-    find_records,
     load,
     rankable,
     table,
@@ -478,12 +477,15 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         )
         return 2
     try:
-        found = find_records(args.paths)
+        found, skipped = discover(args.paths)
     except FileNotFoundError as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        say(f"{parser.prog}: error: {exc}")
         return 2
-    if not found:
-        line, code = no_records(parser.prog, args.paths, "0 runs", 0)
+    if not found:  # as the table says it: each skipped file's reason, then the line with the fix
+        for path, why in skipped.items():
+            say(f"analysis: WARNING: skipping {path}: {why}")
+        more = f"; {plural(len(skipped), 'unreadable record')} skipped" if skipped else ""
+        line, code = no_records(parser.prog, args.paths, f"0 runs{more}", len(skipped))
         say(line)
         return code
     try:
