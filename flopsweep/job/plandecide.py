@@ -60,6 +60,7 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
     if cfg.space.top < 1:
         raise ConfigError("space.top", cfg.space.top, "must be at least 1", "set e.g. space.top=5")
     clusters = [parse_cluster(str(name)) for name in cfg.plan_clusters]
+    space.size_problem(len(clusters), f" on {len(clusters)} cluster(s)")
     labels = [c.label for c in clusters]
     if len(set(labels)) < len(labels):
         twice = next(label for label in labels if labels.count(label) > 1)

@@ -341,3 +341,43 @@ def test_a_micro_batch_beyond_its_bound_in_the_space_is_refused_once():
         "batch.micro_batch_size's bound of 65536. Fix: list micro batches of at most 65536, e.g. [1,2,4]."
     )
     assert Space.from_config(SpaceConfig(micro_batches=[1, 65536])).micro_batches
+
+
+def test_a_space_of_too_many_set_ups_is_refused_before_any_is_judged():
+    """``space.micro_batches`` of 400 sizes: 36,000 set-ups judged one by one, 88 s before the first
+    line of a plan (a tuner composes each with Hydra too); a longer list ran for hours, silently."""
+    from flopsweep.config import SpaceConfig
+    from flopsweep.job.plandecide import checked
+    from flopsweep.plan_space import MAX_SETUPS, Space
+
+    sizes = list(range(1, 1001))
+    space = Space.from_config(SpaceConfig(micro_batches=sizes))
+    assert space.combinations() == 6 * 6 * 3 * 1 * 1000 > MAX_SETUPS
+    with pytest.raises(ConfigError) as err:
+        checked(dataclasses.replace(_cluster_cfg(), space=SpaceConfig(micro_batches=sizes)))
+    assert str(err.value) == (
+        "Invalid config: space.micro_batches='[1000 values]': gives 108000 set-ups to judge on 1 cluster(s), "
+        f"over the bound of {MAX_SETUPS}. Fix: list fewer values in space.micro_batches, or split the "
+        "question into several plans."
+    )
+    Space.from_config(SpaceConfig()).size_problem(8)  # the default space on 8 clusters: 4,320
+
+
+def test_a_tuners_space_times_its_sweep_over_the_bound_is_refused(hydra_compose):
+    """The tuner crosses the space with the sweep's combinations (``model=a,b``): the product is bounded.
+    250 micro batches are 27,000 set-ups of the default space, within; two combinations, 54,000, are not."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hydra_plugins.flopsweep_tune import TuneSweeper
+
+    sizes = "[" + ",".join(map(str, range(1, 251))) + "]"
+    overrides = ["device=cpu", "nproc_per_node=1", f"space.micro_batches={sizes}"]
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    sweeper = TuneSweeper()
+    sweeper.config = hydra_compose.config(overrides)
+    sweeper.space(parsed, combos=1)
+    with pytest.raises(ConfigError) as err:
+        sweeper.space(parsed, combos=2)
+    assert "gives 54000 set-ups to judge over 2 combination(s) of the sweep's axes, over the bound" in str(
+        err.value
+    )
