@@ -67,7 +67,7 @@ from analysis.load import (
     table,
 )
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
-from analysis.output import OutputError, check_output, write_atomic
+from analysis.output import OutputError, check_folder, check_output, write_atomic
 from analysis.plots import PLOTS, make_plots, write_pngs
 from analysis.prediction_error import error_summary, render_summary
 from analysis.query import (
@@ -490,6 +490,7 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return code
     try:
         check_output(args.notebook, found, "--notebook")
+        check_folder(args.notebook, "--notebook")  # before the kernel runs every cell
     except OutputError as exc:
         say(f"{parser.prog}: error: {exc}")
         return 2

@@ -381,3 +381,17 @@ def test_a_tuners_space_times_its_sweep_over_the_bound_is_refused(hydra_compose)
     assert "gives 54000 set-ups to judge over 2 combination(s) of the sweep's axes, over the bound" in str(
         err.value
     )
+
+
+def test_a_notebook_whose_folder_cannot_take_a_file_is_refused_before_the_kernel(capsys, tmp_path):
+    """``--notebook afile/x.ipynb`` said ``cannot write afile: File exists`` after starting a kernel, and
+    ``--notebook /proc/x.ipynb`` executed all 12 cells, then named its temporary file (10 s, exit 1)."""
+    (tmp_path / "afile").write_text("")
+    for target, why in (
+        (tmp_path / "afile" / "x.ipynb", f"its folder {tmp_path / 'afile'} is a regular file, not a folder"),
+        (tmp_path / "afile" / "y" / "x.ipynb", f"{tmp_path / 'afile'} is a regular file, not a folder"),
+    ):
+        code, out, err = _run(capsys, SWEEP, "--notebook", target)
+        assert code == 2 and not out and err.count("\n") == 1, err
+        assert f"--notebook {target}: {why}. Fix: name a file in a folder you can write" in err
+        assert "starting a kernel" not in err
