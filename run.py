@@ -30,13 +30,19 @@ from omegaconf.errors import OmegaConfBaseException
 from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
+from flopsweep.cli import COMMAND
 from flopsweep.clusters import command_line_problem as plan_problem
 from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.launch import Terminated, raise_terminated
-from flopsweep.override_grammar import sweep_size_problem, sweep_without_m_problem, syntax_problem
+from flopsweep.override_grammar import (
+    config_name_problem,
+    sweep_size_problem,
+    sweep_without_m_problem,
+    syntax_problem,
+)
 from flopsweep.overrides import (
     group_choice_problem,
     listed_values,
@@ -47,6 +53,7 @@ from flopsweep.overrides import (
 )
 from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.store import register_configs
+from flopsweep.text import printable
 
 # Unique per sweep process, so that two sweeps started in the same second never
 # share a directory (cached like ${now:}, so every job of a sweep agrees).
@@ -328,7 +335,7 @@ def repeats_problem(overrides: list[str]) -> str | None:
         if int(value) > 1 and not multirun:
             return (
                 f"Invalid config: repeats={value}: the rounds are jobs of a sweep. "
-                f"Fix: add -m (python run.py -m repeats={value} ...)."
+                f"Fix: add -m ({COMMAND} -m repeats={value} ...)."
             )
         sweeper = next((o.partition("=")[2] for o in overrides if o.startswith("hydra/sweeper=")), "")
         # the tuner (hydra/sweeper=tune) takes repeats= as its finalists' runs
@@ -344,6 +351,7 @@ def refusal(overrides: list[str]) -> str | None:
     """The one line refusing the command line before Hydra starts (exit 2), or None."""
     return (
         tag_problem(overrides)
+        or config_name_problem(overrides)
         or syntax_problem(overrides)
         or sweep_without_m_problem(overrides)
         or sweep_size_problem(overrides)
@@ -487,10 +495,10 @@ if __name__ == "__main__":
     problem = refusal(argv)
     exists = existing_record_problem(argv)
     if exists and not problem:
-        print(f"flopsweep: {exists}", file=sys.stderr)
+        print(f"flopsweep: {printable(exists)}", file=sys.stderr)
         sys.exit(1)
-    if problem:
-        print(f"flopsweep: {problem}", file=sys.stderr)
+    if problem:  # the line echoes the command line: a control character in it is shown, not obeyed
+        print(f"flopsweep: {printable(problem)}", file=sys.stderr)
         sys.exit(2)
     if env_in_tag_warning(argv):  # only for a run that goes ahead: a refusal is its one line
         print(env_in_tag_warning(argv), file=sys.stderr)

@@ -45,6 +45,7 @@ from analysis.cli import (  # noqa: F401 - build_parser, _column and MIN_WIDTH a
     pairs,
     plot_folder_problem,
 )
+from analysis.discover import discover, no_records
 from analysis.display import compact, flat_pivot, render, summary
 from analysis.frontier import (
     frontier_drop_order,
@@ -61,13 +62,12 @@ from analysis.load import (
     PREDICTION_COLUMNS,
     RANK_METRIC,
     display_path,
-    find_records,
     load,
     rankable,
     table,
 )
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
-from analysis.output import OutputError, check_output, write_atomic
+from analysis.output import OutputError, check_folder, check_output, write_atomic
 from analysis.plots import PLOTS, make_plots, write_pngs
 from analysis.prediction_error import error_summary, render_summary
 from analysis.query import (
@@ -243,7 +243,8 @@ def _notes(loaded: pd.DataFrame) -> list[str]:
 
 def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
     """Lines saying why a column is blank for ok runs (:func:`analysis.blanks.blank_notes`), and
-    what to run to fill it: for the columns named by ``--columns`` and ``--sort``, and for the
+    what to run to fill it: for the columns named by ``--columns``, ``--sort`` and ``--pivot``'s
+    VALUES (a cell of ok runs without a value shows ``ok``), and for the
     derived ones (``scale_eff``, ``speedup``) that the default table shows. None for ``--frontier``,
     whose table has its own columns (``--columns`` and ``--sort`` do not apply to it)."""
     if args.frontier:
@@ -251,6 +252,10 @@ def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespa
     asked = asked_columns(args)
     if args.sort:
         asked.append(_column(_sort_spec(args.sort)[0]))
+    if (
+        args.pivot and len(parts := args.pivot.split(":")) == 3 and parts[2]
+    ):  # its cells showed "ok" unexplained
+        asked.append(_column(parts[2]))
     people = args.format in ("table", "markdown", "html")
     if people and not args.columns and not args.pivot:
         asked += [c for c in shown_columns(runs, args).columns if c in ("scaling_efficiency", "speedup")]
@@ -458,8 +463,8 @@ def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> N
 def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``--notebook FILE``: build, execute and write the results notebook of ``args.paths``.
 
-    Each failure is one line on stderr: a table option given with it or a missing path (exit
-    2), no ``metrics.json`` under the paths, a cell that fails, no kernel, FILE not writable
+    Each failure is one line on stderr: a table option given with it, a missing path or no
+    ``metrics.json`` under the paths (exit 2), a cell that fails, no kernel, FILE not writable
     (exit 1).
     """
     table_options = [a for a in parser._actions if a.dest not in ("help", "paths", "notebook")]
@@ -472,15 +477,20 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         )
         return 2
     try:
-        found = find_records(args.paths)
+        found, skipped = discover(args.paths)
     except FileNotFoundError as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        say(f"{parser.prog}: error: {exc}")
         return 2
-    if not found:
-        print(f"{parser.prog}: error: no metrics.json under {' '.join(args.paths)}", file=sys.stderr)
-        return 1
+    if not found:  # as the table says it: each skipped file's reason, then the line with the fix
+        for path, why in skipped.items():
+            say(f"analysis: WARNING: skipping {path}: {why}")
+        more = f"; {plural(len(skipped), 'unreadable record')} skipped" if skipped else ""
+        line, code = no_records(parser.prog, args.paths, f"0 runs{more}", len(skipped))
+        say(line)
+        return code
     try:
         check_output(args.notebook, found, "--notebook")
+        check_folder(args.notebook, "--notebook")  # before the kernel runs every cell
     except OutputError as exc:
         say(f"{parser.prog}: error: {exc}")
         return 2
@@ -531,8 +541,9 @@ full list of the records' columns (some 140)."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 1 no readable record or a failed notebook; 2 for a
-    bad option or path)."""
+    """Run the CLI; returns the exit status (0 ok, 1 only unreadable records or a failed notebook; 2 for
+    a bad option, or a path that is not there or holds no ``metrics.json``:
+    :func:`analysis.discover.no_records`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.plot is not None and (why := plot_folder_problem(args.plot)):
@@ -552,9 +563,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         loaded = load(args.paths, predict=args.predict)
-        if loaded.empty:
-            say(f"no readable metrics.json under {' '.join(args.paths)}; {summary(loaded)}")
-            return 1
+        if loaded.empty:  # nothing there (exit 2), or only unreadable records (exit 1): the fix for each
+            line, code = no_records(parser.prog, args.paths, summary(loaded), len(loaded.attrs["unreadable"]))
+            say(line)
+            return code
         check_outputs(args, loaded.attrs["records"])
         runs = select_runs(loaded, args)
         blanks = blank_lines(loaded, runs, args)

@@ -81,7 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("max", "mean", "median", "min"),
         help="how --pivot combines repeated runs of a cell (default: max)",
     )
-    p.add_argument("--best-by", metavar="COLS", help="best ok run per group of these comma-separated columns")
+    p.add_argument(
+        "--best-by",
+        type=_column_list("--best-by model"),
+        metavar="COLS",
+        help="best ok run per group of these comma-separated columns",
+    )
     p.add_argument(
         "--metric",
         default=RANK_METRIC,
@@ -117,7 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the prediction: median, 90th percentile and worst (analysis.prediction_error); --predict "
         "ends its table with it",
     )
-    p.add_argument("--columns", metavar="COLS", help="comma-separated columns to show, or 'all'")
+    p.add_argument(
+        "--columns",
+        type=_column_list("--columns model,backend,tokens_per_s, or all (every column)"),
+        metavar="COLS",
+        help="comma-separated columns to show, or 'all'",
+    )
     p.add_argument(
         "--width",
         type=_width,
@@ -181,6 +191,26 @@ def _notebook(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path: name the notebook file, e.g. results.ipynb")
     return Path(text)
+
+
+def _column_list(example: str):
+    """The type of an option that takes comma-separated columns (``--columns``, ``--best-by``): the
+    text as given, refused (argparse's one-line error, exit 2) when it names no column (``''``, ``,``:
+    a shell variable left unset gave the default table in silence) or has an empty name between
+    commas (``model,,status``); ``example`` is the fix's. An unknown name is refused once the records
+    are loaded, with the nearest names."""
+
+    def check(text: str) -> str:
+        names = [name.strip() for name in text.split(",")]
+        if not any(names):
+            raise argparse.ArgumentTypeError(f"{text!r} names no column: give one or more, e.g. {example}")
+        if not all(names):
+            raise argparse.ArgumentTypeError(
+                f"{text!r} has an empty name between commas: give each column once, e.g. {example}"
+            )
+        return text
+
+    return check
 
 
 def _records(text: str) -> str:

@@ -8,6 +8,7 @@ opens a record: :func:`analysis.schema.read_record` does.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import glob
 import logging
@@ -15,11 +16,19 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from flopsweep.config import cut
 from flopsweep.files import not_a_record
 from flopsweep.record import METRICS_FILE
 from flopsweep.tree import find, folders, unique_files
 
 log = logging.getLogger("analysis")
+
+
+RECORDS_FIX = (
+    "name a sweep folder (its hydra.sweep.dir, e.g. multirun/smoke), a run folder "
+    "(outputs/DATE/TIME) or metrics.json files"
+)
+"""The fix of every refusal of the paths to read (none there, no record under them)."""
 
 
 def display_path(path: str | Path) -> str:
@@ -107,7 +116,22 @@ def _glob(pattern: str, skipped: dict[str, str]) -> list[Path]:
 
 def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool = True) -> None:
     """Records of one path: a directory walked (it may be a link the user named), any other path
-    kept if it is a regular file, a glob expanded."""
+    kept if it is a regular file, a glob expanded.
+
+    Raises:
+        FileNotFoundError: a path that is not there, or that the system refuses to look up (a name
+            over 255 bytes, ENAMETOOLONG; a path through a file): one line naming it and the fix.
+    """
+    try:
+        os.stat(p)
+    except FileNotFoundError:
+        pass  # a glob, or not there: below
+    except OSError as exc:  # Path.is_dir raised these (a traceback)
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP, errno.EACCES):
+            shown = cut(display_path(p), 80)
+            raise FileNotFoundError(
+                f"{shown}: cannot be looked up ({exc.strerror}). Fix: {RECORDS_FIX}"
+            ) from None
     if p.is_dir():
         found.extend(_walk(p, skipped))
     elif os.path.lexists(p):
@@ -116,7 +140,9 @@ def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool =
         for match in matches:
             _expand(match, found, skipped, spelled=False)
     else:
-        raise FileNotFoundError(f"{display_path(p)}: no such file, directory or glob match")
+        raise FileNotFoundError(
+            f"{display_path(p)}: no such file, directory or glob match. Fix: {RECORDS_FIX}"
+        )
 
 
 def discover(paths: Iterable[str | Path]) -> tuple[list[Path], dict[str, str]]:
@@ -148,3 +174,19 @@ def find_records(paths: Iterable[str | Path]) -> list[Path]:
         FileNotFoundError: when a path neither exists nor matches a glob.
     """
     return discover(paths)[0]
+
+
+def no_records(prog: str, paths: Iterable[str], summary: str, skipped: int) -> tuple[str, int]:
+    """``(line, exit status)`` when the paths gave no readable record: nothing found (exit 2, as for a
+    path that is not there: the paths are wrong) or only records skipped as unreadable (exit 1: they
+    are there and bad; the warnings before the line say why each). ``summary`` ends the line
+    (:func:`analysis.display.summary`: ``0 runs; 1 unreadable record skipped``)."""
+    where = " ".join(map(display_path, paths))
+    if not skipped:
+        return f"{prog}: error: no metrics.json under {where} ({summary}). Fix: {RECORDS_FIX}", 2
+    return (
+        f"{prog}: error: no readable metrics.json under {where} ({summary}; the warnings above say why). "
+        "Fix: re-run those jobs (the sweep again with resume=true re-runs every job without an ok record), "
+        f"or {RECORDS_FIX}",
+        1,
+    )

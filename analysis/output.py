@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from analysis.discover import display_path
-from flopsweep.files import RecordError, read_json
+from flopsweep.files import RecordError, fit_prefix, read_json
 
 __all__ = [
     "OutputError",
@@ -212,6 +212,34 @@ def check_output(
         raise OutputError(f"{option} {display_path(output)} {why}: {fix_for(option, folder=folder)}")
 
 
+def check_folder(output: Path, option: str) -> None:
+    """Refuse ``output`` when its folder cannot take a file, before any work (``--notebook`` executes
+    every cell first: a folder under ``/proc``, or a file where a folder should be, failed only then,
+    naming the temporary file or ``File exists``). The folder is made if missing, as the write would
+    make it; a file is created there and removed (exclusively: :func:`flopsweep.files.create_new`).
+
+    Raises:
+        OutputError: one line naming the option, the path, why and the fix.
+    """
+    from analysis.cli import plot_folder_problem
+    from flopsweep.files import create_new
+
+    folder, fix = output.parent, "Fix: name a file in a folder you can write, e.g. results.ipynb"
+    if why := plot_folder_problem(folder):  # a file where the folder, or one above it, should be
+        shown = f"its folder {display_path(folder)} is {why}" if why.startswith("a ") else why
+        raise OutputError(f"{option} {display_path(output)}: {shown}. {fix}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = create_new(folder, f".{output.name}.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(
+            f"{option} {display_path(output)}: its folder {display_path(folder)} cannot take a file "
+            f"({exc.strerror or exc}). {fix}"
+        ) from None
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -232,7 +260,9 @@ def write_atomic(path: str | Path, data: bytes) -> None:
     if why := record_problem(path):
         raise OutputError(f"{display_path(path)} {why}: {FIX}")
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=fit_prefix(f".{path.name}.", ".tmp"), suffix=".tmp"
+        )
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:

@@ -14,6 +14,11 @@ import runpy
 import sys
 from pathlib import Path
 
+COMMAND = "flopsweep"
+"""The command a user types for a run or a sweep (the README's; this module's :func:`run`): the lines
+flopsweep prints for the user to run (the tuner's winner, ``plan_clusters``' best of each cluster)
+start with it. ``python run.py`` works only in the checkout's folder."""
+
 CHECKOUT = Path(__file__).resolve().parents[1]
 """The folder of the ``flopsweep`` package: with ``pip install -e .``, the checkout, which holds
 ``run.py``, ``conf/`` and ``hydra_plugins/``."""

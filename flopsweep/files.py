@@ -176,10 +176,30 @@ def atomic_write_json(path: Path, payload: dict[str, Any], *, overwrite: bool = 
         _fsync_dir(path.parent)
 
 
+NAME_MAX = 255
+"""Bytes in one file name on Linux's file systems (ext4, xfs, btrfs, tmpfs: ``pathconf``'s
+``PC_NAME_MAX``). A temporary name is ``.NAME.`` + 8 random characters + ``.tmp``: for a legal name of
+240 bytes or more it was over this, and the write failed (``File name too long``) for a file the user
+may name."""
+
+
+def fit_prefix(prefix: str, suffix: str, random_chars: int = 8) -> str:
+    """``prefix``, its end cut (at a character, never inside one) so that ``prefix`` + ``random_chars``
+    + ``suffix`` is at most :data:`NAME_MAX` bytes in the file system's encoding: the temporary file of
+    a long legal name can be made. Unchanged when it fits (every usual name)."""
+    room = NAME_MAX - random_chars - len(os.fsencode(suffix))
+    if len(os.fsencode(prefix)) <= room:
+        return prefix
+    while prefix and len(os.fsencode(prefix)) > room:
+        prefix = prefix[:-1]
+    return prefix
+
+
 def create_new(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
     """Create a new, empty file in ``directory`` safely, for a folder that others may write to.
 
-    The name is ``prefix`` + 8 random characters + ``suffix`` (unpredictable), and the file is
+    The name is ``prefix`` + 8 random characters + ``suffix`` (unpredictable; the prefix shortened to
+    fit :data:`NAME_MAX` bytes, :func:`fit_prefix`), and the file is
     created exclusively without following a link (``tempfile.mkstemp``: ``O_CREAT | O_EXCL |
     O_NOFOLLOW``), so a file or a symbolic link planted under any name is never written through.
     Its mode is what ``open(path, "w")`` would give (``0o666`` less the umask), not mkstemp's 0600.
@@ -192,7 +212,7 @@ def create_new(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int,
     """
     import tempfile
 
-    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
+    fd, name = tempfile.mkstemp(prefix=fit_prefix(prefix, suffix), suffix=suffix, dir=directory)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
     except OSError:

@@ -204,6 +204,30 @@ def _hydra_section_problem(path: list[str], override: str) -> str | None:
             )
             return f"Invalid config: {override}: {here} has no key {name}. Fix: {fix}"
         node = node._get_node(name)
+    return _section_value_problem(node, "hydra." + ".".join(path), override)
+
+
+def _section_value_problem(node: Any, name: str, override: str) -> str | None:
+    """One line for a value that a typed key of Hydra's own sections cannot take
+    (``hydra.job.chdir=maybe``: Hydra's seven-line merge error, "Value 'maybe' is not a valid bool"),
+    else None; the fix's example is the key's default."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    field = type(node).__name__
+    if field not in _KINDS:
+        return None
+    value = _literal_value(override)
+    if value is _UNREAD:
+        return None
+    try:
+        node.validate_and_convert(value)
+    except OmegaConfBaseException:
+        default = node._value()
+        shown = str(default).lower() if isinstance(default, bool) else default
+        example = f"e.g. {name}={shown} (Hydra's default), " if default not in (None, "???") else ""
+        what = _KINDS[field]
+        fix = f"set {name} to {what}, {example}or drop the override"
+        return f"Invalid config: {override}: is not {what}. Fix: {fix}."
     return None
 
 

@@ -154,14 +154,17 @@ def _axis_length(override: object) -> int:
         if not step:
             return 1
         return max(0, math.ceil((stop - start) / step))
-    if isinstance(value, Glob):
-        return len(listed_values(override) or [None])
+    if isinstance(value, Glob):  # None: a key's glob, Hydra's to expand; [] a group glob matching nothing
+        listed = listed_values(override)
+        return 1 if listed is None else len(listed)
     return 1
 
 
 def sweep_size_problem(argv: list[str]) -> str | None:
     """One line for a command-line sweep of more than :data:`MAX_SWEEP_JOBS` jobs (the product of its
-    axes' lengths times ``repeats=``), naming the largest axis, else None. An Optuna study draws
+    axes' lengths times ``repeats=``), naming the largest axis, or of no job (an axis that lists no
+    value: ``range(0,0)``, ``range(5,1)``, a group's ``glob()`` that matches no option; Hydra launched 0
+    jobs and the summary said ``0 ok``, exit 0), else None. An Optuna study draws
     ``n_trials`` points from its ranges and is left out; ``hydra.sweeper.params`` and ``+sweep=``
     files are not counted (the sweep's own progress line counts them)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -181,6 +184,12 @@ def sweep_size_problem(argv: list[str]) -> str | None:
     repeats = next(
         (o.value() for o in parsed if o.key_or_group == "repeats" and not o.is_sweep_override()), 1
     )
+    if empty := next((axis for axis, n in axes.items() if n == 0), None):  # Hydra: "Launching 0 jobs"
+        return (
+            f"Invalid config: {empty}: lists no value, so the sweep would run no job. Fix: give "
+            f"{empty.partition('=')[0]} at least one value (range(a,b) stops before b: range(1,4) is 1, "
+            "2, 3; a glob must match an option)."
+        )
     total = math.prod(axes.values()) * (repeats if isinstance(repeats, int) and repeats > 0 else 1)
     if total <= MAX_SWEEP_JOBS:
         return None
@@ -192,3 +201,33 @@ def sweep_size_problem(argv: list[str]) -> str | None:
         f"{MAX_SWEEP_JOBS}. Fix: give {widest.partition('=')[0]} fewer values, or split the sweep into "
         f"parts of at most {MAX_SWEEP_JOBS} jobs (one hydra.sweep.dir each)."
     )
+
+
+def config_name_problem(argv: list[str], conf: str | None = None) -> str | None:
+    """One line for ``--config-name NAME`` (``-cn NAME``, ``--config-name=NAME``) that names no file of
+    conf/ (``conf/NAME.yaml``), else None: Hydra's "Cannot find primary config", its search path and
+    the full-error hint were 9 lines, exit 1. With ``--config-path`` or ``--config-dir`` (another folder
+    to search) it is left to Hydra."""
+    folder = conf or CONF
+    if any(a in ("-cp", "--config-path", "-cd", "--config-dir") for a in argv) or any(
+        a.startswith(("--config-path=", "--config-dir=")) for a in argv
+    ):
+        return None
+    for i, arg in enumerate(argv):
+        if arg in ("-cn", "--config-name"):
+            name = argv[i + 1] if i + 1 < len(argv) else ""
+            shown = f"{arg} {name}"
+        elif arg.startswith("--config-name="):
+            name, shown = arg.partition("=")[2], arg
+        else:
+            continue
+        stem = name.removesuffix(".yaml")
+        if stem and os.path.isfile(os.path.join(folder, f"{stem}.yaml")):
+            continue
+        names = sorted(f.removesuffix(".yaml") for f in os.listdir(folder) if f.endswith(".yaml"))
+        return (
+            f"Invalid config: {shown.strip()}: names no primary config (conf/{stem or '?'}.yaml does not "
+            "exist). Fix: drop it (conf/config.yaml is the config), or name one of conf/: "
+            f"{', '.join(names)}."
+        )
+    return None

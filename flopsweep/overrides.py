@@ -95,10 +95,46 @@ def _not_an_option(group: str, value: object) -> str | None:
         return None
     if not value.strip():
         return repr(value)
-    if group.startswith("hydra/"):  # the plug-ins' options are not all files of conf/
-        return None
     stem = value.removesuffix(".yaml")  # Hydra takes model=gpt-tiny.yaml too
-    return None if os.path.isfile(os.path.join(CONF, group, f"{stem}.yaml")) else value
+    if os.path.isfile(os.path.join(CONF, group, f"{stem}.yaml")):
+        return None
+    if group.startswith("hydra/"):  # the plug-ins' options are not all files of conf/: Hydra's list
+        plugin = os.path.join(os.path.dirname(CONF), "hydra_plugins", "flopsweep_slurm", "conf", group)
+        if stem == "basic" or os.path.isfile(os.path.join(plugin, f"{stem}.yaml")):
+            return None  # Hydra's own basic sweeper and launcher, the Slurm launchers: no scan needed
+        known = hydra_group_options(group)
+        return value if known and stem not in known else None
+    return value
+
+
+@functools.cache
+def hydra_group_options(group: str) -> tuple[str, ...]:
+    """The options Hydra composes for ``group`` (``hydra/launcher``: ``basic``, ``pool``, ``slurm``,
+    ``submitit_local``, ...): conf/'s, Hydra's own and the plug-ins' (their search-path plug-ins and
+    config-store entries), as Hydra lists them after its plug-in scan (``ConfigLoaderImpl
+    .get_group_options`` on the search path ``run.py``'s Hydra uses); () when they cannot be listed
+    (the name is then left to Hydra). Torch-free; the scan takes about a second, and runs only for a
+    name that is no file of conf/ (``hydra/sweeper=nope``: Hydra's error, its options and search path
+    were 14 lines)."""
+    try:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from hydra._internal.utils import create_config_search_path
+
+        loader = ConfigLoaderImpl(config_search_path=create_config_search_path(CONF))
+        return tuple(loader.get_group_options(group))
+    except Exception:  # noqa: BLE001 - a courtesy before Hydra starts: Hydra reports what this cannot
+        return ()
+
+
+def shown_options(group: str) -> list[str]:
+    """The options a refusal of ``group`` lists: its files of conf/ (:func:`option_files`), and for a
+    ``hydra/`` group but the sweeper Hydra's list (:func:`hydra_group_options`, less the ``*_base``
+    configs others extend). ``hydra/sweeper`` lists flopsweep's sweepers alone: Hydra's own ``basic``
+    and the Optuna plug-in's ``optuna`` compose but are refused at the sweep's start
+    (:func:`flopsweep.hydrafiles.sweeper_problem`)."""
+    if group.startswith("hydra/") and group != "hydra/sweeper":
+        return [n for n in hydra_group_options(group) if not n.endswith("_base")] or option_files(group)
+    return option_files(group)
 
 
 def group_choice_problem(overrides: list[str]) -> str | None:
@@ -138,7 +174,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         shown = next((b for v in values if (b := _not_an_option(group, v)) is not None), None)
         if shown is None:
             continue
-        names = option_files(group)
+        names = shown_options(group)
         defaults = _yaml(os.path.join(conf, "config.yaml")).get("defaults") or []
         chosen = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
         example = chosen.get(group) if chosen.get(group) in names else (names or ["NAME"])[0]

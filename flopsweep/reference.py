@@ -196,7 +196,7 @@ def overrides_md() -> str:
         "",
         "# Override reference",
         "",
-        "Every key of the run's config (`flopsweep.config.RunConfig`), as `python run.py KEY=VALUE`",
+        "Every key of the run's config (`flopsweep.config.RunConfig`), as `flopsweep KEY=VALUE`",
         "sets it. A group (`model=`, `backend=`, ...) is picked as `group=option`, a file",
         "`conf/<group>/<option>.yaml`; an option with knobs of its own has its own schema",
         "(`flopsweep/options.py`, a model family's `CONFIG`), so a key of another option is an error,",
@@ -224,7 +224,7 @@ def overrides_md() -> str:
         out.append("")
     out += ["## Top-level keys", "", "Keys of the root config itself (`conf/config.yaml`):", ""]
     out += table(["key", "type", "default", "description"], plain_rows("", config.RunConfig))
-    out += ["", "## Ready-made sweeps", "", "`python run.py -m +sweep=NAME` (`conf/sweep/NAME.yaml`):", ""]
+    out += ["", "## Ready-made sweeps", "", "`flopsweep -m +sweep=NAME` (`conf/sweep/NAME.yaml`):", ""]
     out += table(["sweep", "description"], comment_rows("sweep", "+sweep="))
     out += ["", "## Sweepers", "", "`hydra/sweeper=NAME` (`conf/hydra/sweeper/NAME.yaml`):", ""]
     out += table(["sweeper", "description"], comment_rows("hydra/sweeper", "hydra/sweeper="))

@@ -124,6 +124,51 @@ def schedule(initial: int, *, eta: int, finalists: int, max_repeats: int) -> lis
     return rounds
 
 
+MAX_PLANNED_ROUNDS = 64
+"""A guard of :func:`planned_jobs` (the tuner's ``MAX_ROUNDS``): no plan counts more rounds."""
+
+
+def planned_jobs(
+    runs: Sequence[int], round_: int, *, eta: int, finalists: int, max_repeats: int
+) -> tuple[int, int]:
+    """``(jobs, rounds)`` still to run from round ``round_`` (0-based) on, for a pool whose set-ups
+    have ``runs`` measurements each, if no run fails and no challenger joins: each round brings every
+    set-up up to :func:`target_repeats`, then :func:`cut` keeps :func:`keep_count` of them (those
+    with the most runs counted first), until the finalists reach ``max_repeats``, as
+    ``Tuning.run`` goes. The tuner's progress lines give it as their total (``job 3/7``,
+    ``round 0 (1/2)``); a failure, a challenger or the budget changes it at the next round.
+    ``planned_jobs([0] * 8, 0, eta=2, finalists=2, max_repeats=3)`` is ``(14, 3)``
+    (:func:`schedule`'s ``8 x 1, 4 x 2, 2 x 3``: 8 first runs, 4 second, 2 third)."""
+    counts = sorted(runs, reverse=True)
+    jobs = rounds = 0
+    r = round_
+    while counts and rounds < MAX_PLANNED_ROUNDS:
+        target = target_repeats(r, len(counts), eta=eta, finalists=finalists, max_repeats=max_repeats)
+        added = sum(max(0, target - c) for c in counts)
+        if added == 0 and len(counts) <= finalists and all(c >= max_repeats for c in counts):
+            break  # the finalists are measured: no round left
+        jobs, rounds = jobs + added, rounds + 1
+        counts = [max(c, target) for c in counts][: keep_count(len(counts), eta, finalists)]
+        if len(counts) <= finalists and all(c >= max_repeats for c in counts):
+            break
+        r += 1
+    return jobs, max(rounds, 1)
+
+
+def round_line(
+    round_: int, rounds: int, *, pool: int, target: int, jobs: int, first_job: int, total: int, spent: str
+) -> str:
+    """The tuner's line at the start of round ``round_`` (0-based, as ``tune.json`` and the report
+    number them), saying of how many: ``round 0 (1/2): 3 set-ups left, 1 run(s) each, jobs 1-3/7;
+    0/600 GPU-s spent``. ``rounds``: the rounds planned in all, this one and those before it counted;
+    ``first_job``: the number (1-based) of the round's first job; ``total``: the jobs of the sweep if
+    no run fails (those launched so far plus :func:`planned_jobs`); ``spent``: :meth:`Budget.line`."""
+    span = f"jobs {first_job}-{first_job + jobs - 1}/{total}" if jobs else f"no job to run ({total} in all)"
+    return (
+        f"round {round_} ({round_ + 1}/{rounds}): {pool} set-ups left, {target} run(s) each, {span}; {spent}"
+    )
+
+
 def cut(pool: Sequence[Candidate], direction: str, *, eta: int, finalists: int) -> list[Candidate]:
     """The survivors of a round: the ok set-ups of ``pool`` best first, the best
     :func:`keep_count` of them."""

@@ -17,6 +17,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from flopsweep.cli import COMMAND
 from flopsweep.tune import Budget, Candidate, ranked
 
 SWEEP_ONLY_KEYS = ("repeat", "repeats", "resume")
@@ -134,7 +135,7 @@ def summary(
     command = None
     if winner:
         kept = [o for o in winner.overrides if o.split("=", 1)[0].lstrip("+~") not in SWEEP_ONLY_KEYS]
-        command = "python run.py " + " ".join(shlex.quote(o) for o in kept)
+        command = " ".join([COMMAND, *(shlex.quote(o) for o in kept)])
     return {
         "objective": objective,
         "direction": direction,

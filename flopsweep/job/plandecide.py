@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep import forecast, objective
-from flopsweep.checks import _validate_cost
+from flopsweep.checks import _validate_cost, check_bounds
+from flopsweep.cli import COMMAND
 from flopsweep.clusters import Cluster, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
 from flopsweep.job.plantable import PLAN_FILE, replace_plan_file
@@ -46,16 +47,20 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
 
     Raises:
         ConfigError: one line: a bad cluster name (:func:`flopsweep.clusters.parse_cluster`), a price
-            or budget out of range, an unknown ``plan_format``, a ``space.*`` value, an objective a plan
-            cannot predict (:func:`flopsweep.objective.planned`).
+            or budget out of range (:func:`flopsweep.checks.check_bounds` first: a value that is not
+            finite, ``cost.usd_per_gpu_hour=inf``, is refused once, not in every set-up's row), an
+            unknown ``plan_format``, a ``space.*`` value, an objective a plan cannot predict
+            (:func:`flopsweep.objective.planned`).
     """
     require_choice("plan_format", cfg.plan_format, FORMATS)
+    check_bounds(cfg)
     _validate_cost(cfg)
     objective.planned(cfg.objective)
     space = Space.from_config(cfg.space)
     if cfg.space.top < 1:
         raise ConfigError("space.top", cfg.space.top, "must be at least 1", "set e.g. space.top=5")
     clusters = [parse_cluster(str(name)) for name in cfg.plan_clusters]
+    space.size_problem(len(clusters), f" on {len(clusters)} cluster(s)")
     labels = [c.label for c in clusters]
     if len(set(labels)) < len(labels):
         twice = next(label for label in labels if labels.count(label) > 1)
@@ -93,7 +98,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     best = [r for r in ranked if r.best]
     lines = [override_line(r, info.overrides) for r in best]
     if cfg.plan_format == "csv":
-        text = path.read_text()
+        text = path.read_text().rstrip("\n")  # run.py prints it with the one newline
     elif cfg.plan_format == "json":
         text = json.dumps(
             {
@@ -284,8 +289,9 @@ def defaults_used(
 
 
 def override_line(row: Row, overrides: list[str]) -> str:
-    """``python run.py`` with the job's own overrides (less the plan's and the set-up's keys) and the
-    set-up's (:meth:`flopsweep.plan_space.Setup.overrides`); ``hydra/launcher=slurm`` on several nodes."""
+    """``flopsweep`` (:data:`flopsweep.cli.COMMAND`) with the job's own overrides (less the plan's and
+    the set-up's keys) and the set-up's (:meth:`flopsweep.plan_space.Setup.overrides`);
+    ``hydra/launcher=slurm`` on several nodes."""
 
     def dropped(o: str) -> bool:
         key = o.lstrip("+~").split("=")[0]
@@ -293,7 +299,7 @@ def override_line(row: Row, overrides: list[str]) -> str:
         return own or key in RUN_KEYS or key in SETUP_KEYS
 
     kept = [o for o in overrides if not dropped(o)]
-    line = ["python", "run.py", *kept, *row.overrides]
+    line = [COMMAND, *kept, *row.overrides]
     if "nnodes=1" not in row.overrides:
         line.append("hydra/launcher=slurm")
     return " ".join(line)

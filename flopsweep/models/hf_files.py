@@ -103,16 +103,24 @@ def config_path(value: str) -> Path:
     try:
         path = Path(value).expanduser()
         return (path / "config.json" if path.is_dir() else path).resolve(strict=False)
-    except (OSError, RuntimeError, ValueError) as exc:  # a link loop (ELOOP, "Symlink loop"), a NUL
+    except (OSError, RuntimeError, ValueError) as exc:  # a link loop (ELOOP, "Symlink loop"), a NUL,
+        why = getattr(exc, "strerror", None) or exc  # a name too long (ENAMETOOLONG)
         raise ConfigError(
-            KEY, value, f"cannot be resolved ({exc})", "give a config.json path that is no link loop"
+            KEY,
+            value,
+            f"cannot be resolved ({why})",
+            "give a config.json path (or its folder) that is no link loop and whose names fit the file "
+            "system, or a shipped name",
         ) from None
 
 
 def is_shipped(value: str) -> bool:
     """Whether ``model.config=value`` names a shipped config (``NAME``: no ``/``, a file of
     ``flopsweep/models/hf_configs``) rather than a path."""
-    return "/" not in value and (SHIPPED / f"{value}.json").is_file()
+    try:
+        return "/" not in value and (SHIPPED / f"{value}.json").is_file()
+    except OSError:  # a name over the file system's limit (ENAMETOOLONG) is no shipped name
+        return False
 
 
 def _shipped_names() -> str:

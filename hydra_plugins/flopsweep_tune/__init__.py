@@ -112,8 +112,8 @@ class TuneSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
         """Tune over the space of ``arguments`` and ``hydra.sweeper.params``; prints one line per
         round and the report, and writes ``tune.json`` and ``tune.md`` in the sweep folder. A
-        parameter, a ``multirun.yaml`` or a report that cannot be written stops it with one line,
-        exit 1."""
+        parameter or a ``space.*`` value out of range stops it with one line, exit 2 (a config error,
+        as ``run.py``'s refusals); a ``multirun.yaml`` or a report that cannot be written, exit 1."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         from flopsweep.config import ConfigError
@@ -122,18 +122,18 @@ class TuneSweeper(BasicSweeper):
         from hydra_plugins.flopsweep_tune.tuning import Tuning
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
-        if problem := self._problem():
+        if problem := self._problem():  # a config error: exit 2, as run.py's refusals
             print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
-            raise SystemExit(1)
+            raise SystemExit(2)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides(self._parse_config() + list(arguments))
         swept = {o.get_key_element() for o in parsed if o.is_sweep_override()}
         combos = [c for batch in self.split_arguments(parsed, None) for c in batch]
         try:
-            space, setups = self.space(parsed)
+            space, setups = self.space(parsed, len(combos))
         except ConfigError as exc:
             print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
+            raise SystemExit(2) from None
         try:
             write_multirun(self.config)
             tuning = Tuning(self, combos, swept, space, setups)
@@ -142,7 +142,9 @@ class TuneSweeper(BasicSweeper):
             print(f"flopsweep: {exc}. Fix: {exc.fix}", file=sys.stderr, flush=True)
             raise SystemExit(1) from None
 
-    def space(self, parsed: list[Any]) -> tuple[Any, tuple[list[Any], tuple[int, int]] | None]:
+    def space(
+        self, parsed: list[Any], combos: int = 1
+    ) -> tuple[Any, tuple[list[Any], tuple[int, int]] | None]:
         """``cfg.space`` checked (:meth:`flopsweep.plan_space.Space.from_config`), the objective checked,
         and with any ``space.*`` override the set-ups of the space placed on this machine
         (:func:`flopsweep.plan_space.placed` on ``nnodes`` x ``nproc_per_node``, ``auto``: its GPUs,
@@ -150,9 +152,11 @@ class TuneSweeper(BasicSweeper):
         set-ups).
 
         Raises:
-            ConfigError: a bad ``space.*`` value or objective; with ``space.*``, an override of a key
-                the space sets (:data:`flopsweep.plan_space.SETUP_KEYS`) or a sweep over
-                ``nproc_per_node`` or ``nnodes``: one line naming the ``space.*`` key to use.
+            ConfigError: a bad ``space.*`` value or objective; with ``space.*``, more set-ups than
+                :data:`flopsweep.plan_space.MAX_SETUPS` (its combinations x ``combos``, the sweep's
+                combinations), an override of a key the space sets
+                (:data:`flopsweep.plan_space.SETUP_KEYS`) or a sweep over ``nproc_per_node`` or
+                ``nnodes``: one line naming the ``space.*`` key to use.
         """
         from flopsweep import objective
         from flopsweep.config import ConfigError
@@ -175,6 +179,7 @@ class TuneSweeper(BasicSweeper):
                     "a tuning sweep over space.* takes it from the space (space.layouts: one machine size)",
                     f"give it as {SPACE_KEY_OF.get(key, 'one fixed value')}, or drop the space.* overrides",
                 )
+        space.size_problem(max(1, combos), f" over {combos} combination(s) of the sweep's axes")
         nproc = fixed_nproc(str(cfg.nproc_per_node))
         if nproc is None:
             nproc = (len(gpus_here()) if str(cfg.device) != "cpu" else 0) or 1

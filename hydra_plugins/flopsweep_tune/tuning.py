@@ -15,15 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.plan_space import SETUP_KEYS, nothing_line, unplaced
-from flopsweep.text import printable
+from flopsweep.text import plural, printable
 from flopsweep.tune import (
     DEFAULT_REPEATS,
     Budget,
     Candidate,
     challengers,
     cut,
+    planned_jobs,
     ranked,
     round_jobs,
+    round_line,
     run_gpu_seconds,
     schedule,
     target_repeats,
@@ -348,10 +350,12 @@ class Tuning:
 
         calibration = self.s.config.get("predict", {}).get("calibration")
         try:
-            self.prior_records = forecast.calibration_records(str(calibration) if calibration else None)
-        except ConfigError as exc:
+            self.prior_records = forecast.calibration_records(
+                None if calibration is None else str(calibration)
+            )
+        except ConfigError as exc:  # predict.calibration: a config error, exit 2
             print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
+            raise SystemExit(2) from None
         for c in self.candidates:
             self.judge(c)
         alive = [c for c in self.candidates if c.pruned is None]
@@ -374,7 +378,11 @@ class Tuning:
                 len(pool), eta=self.s.eta, finalists=self.s.finalists, max_repeats=self.max_repeats
             )
             shown = ", ".join(f"{n} x {r}" for n, r in plan)
-            self.say(f"schedule if no run fails: {shown} run(s); {self.budget.line()}")
+            jobs, rounds = planned_jobs([len(c.values) for c in pool], 0, **self.halving())
+            self.say(
+                f"schedule if no run fails: {shown} run(s), {jobs} jobs in {plural(rounds, 'round')}; "
+                f"{self.budget.line()}"
+            )
         for round_ in range(MAX_ROUNDS):
             if not pool:
                 break
@@ -389,10 +397,15 @@ class Tuning:
                     f"{self.budget.limit_s - self.budget.spent_s:.0f} left"
                 )
                 break
+            later, rounds = planned_jobs([len(c.values) for c in pool], round_, **self.halving())
+            total = self.job_idx + later  # if no run fails: the progress lines' "job 3/7"
+            self.set_progress_total(total)
             self.say(
-                f"round {round_}: {len(pool)} set-ups left, {target} run(s) each, {len(jobs)} jobs; "
-                f"{self.budget.line()}"
-            )
+                round_line(
+                    round_, round_ + rounds, pool=len(pool), target=target, jobs=len(jobs),
+                    first_job=self.job_idx + 1, total=total, spent=self.budget.line(),
+                )
+            )  # fmt: skip
             self.launch(jobs)
             self.rounds.append(
                 {"round": round_, "pool": len(pool), "repeats": target, "jobs": len(jobs),
@@ -421,6 +434,21 @@ class Tuning:
         self.hold_out()
         self.report(stopped, ranked([c for c in pool if c.failed is None], self.direction))
         return []
+
+    def halving(self) -> dict[str, int]:
+        """The halving's parameters, as :func:`flopsweep.tune.planned_jobs` takes them."""
+        return {"eta": self.s.eta, "finalists": self.s.finalists, "max_repeats": self.max_repeats}
+
+    def set_progress_total(self, total: int) -> None:
+        """Give the sweep's progress lines (:class:`flopsweep.callbacks.SweepSummary`, ``job 3/7
+        done: ok, 0:27 elapsed, about 0:36 left``) the jobs the tuner plans now: those launched and
+        :func:`flopsweep.tune.planned_jobs` (a failure, a challenger or the budget changes it at the
+        next round). Hydra's callbacks know no total under a sweeper that decides its jobs as it goes."""
+        from flopsweep.callbacks import SweepSummary
+
+        for callback in getattr(self.s.hydra_context.callbacks, "callbacks", []):
+            if isinstance(callback, SweepSummary):
+                callback.total = total
 
     def hold_out(self) -> None:
         """Predict every set-up that ran from the other set-ups' records alone

@@ -207,6 +207,37 @@ REFUSALS = {
         every_line_has="repeats=2: the rounds come from flopsweep's basic sweeper",
         record=None,
     ),
+    # session 21's trial (docs/reliability-2.md): Hydra's 14 lines for a hydra/ group's unknown option; a
+    # control character echoed raw into the terminal; a price that is not finite refused by each of 540
+    # set-ups (24 lines, exit 1); the tuner's parameter out of range (exit 1, not 2 as every config error)
+    "hydra_group_option": Refusal(
+        args=("hydra/sweeper=tunex", "seed=0,1"),
+        sweep=True,
+        stderr_has=("Fix: pick one of basic_batched, optuna_objective, tune, e.g. hydra/sweeper=tune.",),
+        line_starts="flopsweep: Invalid config: hydra/sweeper=tunex: tunex is no option of hydra/sweeper",
+        lines=1,
+        record=None,
+    ),
+    "control_character_shown_not_obeyed": Refusal(
+        args=("tag=a\x1b[31mb",),
+        stderr_has=("Invalid config: tag=a\\x1b[31mb: Hydra's override grammar cannot read it",),
+        lines=1,
+        record=None,
+    ),
+    "plan_clusters_price_not_finite": Refusal(
+        args=("plan=true", "plan_clusters=[H100:8]", "cost.usd_per_gpu_hour=inf"),
+        line_starts="flopsweep: Invalid config: cost.usd_per_gpu_hour=inf: must be a finite number. Fix:",
+        lines=1,
+        record=None,  # a plan writes no record
+        dir_made=True,
+    ),
+    "tuner_parameter": Refusal(
+        args=("hydra/sweeper=tune", "device=cpu", "hydra.sweeper.eta=1", "model=gpt-tiny,llama-tiny"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: hydra.sweeper.eta=1: must be a whole number of at least 2.",
+        lines=1,
+        record=None,
+    ),
     # launchers: refused before the first submission or job (exit 1)
     "slurm_tasks_per_node": _launcher("hydra.launcher.tasks_per_node=3"),
     "slurm_nodes": _launcher("hydra.launcher.nodes=2"),

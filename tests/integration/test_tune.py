@@ -65,8 +65,13 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
         (0, 3, 1, 3),
         (1, 1, 2, 1),
     ]
-    assert "round 0: 3 set-ups left, 1 run(s) each, 3 jobs; 0/3600 GPU-s spent" in done.stdout
-    assert "round 1: 1 set-ups left, 2 run(s) each, 1 jobs;" in done.stdout
+    assert "schedule if no run fails: 3 x 1, 1 x 2 run(s), 4 jobs in 2 rounds;" in done.stdout
+    assert "round 0 (1/2): 3 set-ups left, 1 run(s) each, jobs 1-3/4; 0/3600 GPU-s spent" in done.stdout
+    assert "round 1 (2/2): 1 set-ups left, 2 run(s) each, jobs 4-4/4;" in done.stdout
+    # every job's progress line says of how many (it said "job 3 done: ok, 0:38 elapsed")
+    progress = [line for line in done.stdout.splitlines() if line.startswith("flopsweep: job ")]
+    assert [line.split(" done")[0] for line in progress] == [f"flopsweep: job {n}/4" for n in (1, 2, 3, 4)]
+    assert all(" left" in line for line in progress)
     assert report["stopped"] == "the finalists are measured"
     winner = report["winner"]
     assert winner["runs"] == 2 and winner["ci_over"] == "repeats" and report["runner_up"]["runs"] == 1
@@ -74,7 +79,7 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
         f"winner: {winner['label']}: " in done.stdout
         and f"run the winner: {report['command']}" in done.stdout
     )
-    assert report["command"].startswith("python run.py device=cpu") and "repeat" not in report["command"]
+    assert report["command"].startswith("flopsweep device=cpu") and "repeat" not in report["command"]
     assert "space." not in report["command"] and " backend=" in report["command"]
 
     # records: one ordinary ok record per job, the winner's two runs one repeat group

@@ -940,9 +940,9 @@ def test_cli_markdown_on_the_committed_h200_v1_records(capsys):
     assert changed_hfu >= 5 and changed_mfu >= 5
 
 
-def test_cli_no_records_exits_1(capsys, tmp_path):
+def test_cli_no_records_exits_2_with_the_fix(capsys, tmp_path):
     code, _, err = cli(capsys, tmp_path)
-    assert code == 1 and "no readable metrics.json" in err
+    assert code == 2 and f"no metrics.json under {tmp_path} (0 runs). Fix: name a sweep folder" in err
 
 
 def image_shape(path: Path) -> tuple[int, ...]:

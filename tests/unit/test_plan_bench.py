@@ -30,7 +30,7 @@ def _job(args: tuple[str, ...]) -> list[str]:
 
 
 def _setup(line: str) -> tuple[str, ps.Setup]:
-    """``(cluster, set-up)`` of one ``CLUSTER: python run.py ...`` line under the table."""
+    """``(cluster, set-up)`` of one ``CLUSTER: flopsweep ...`` line under the table."""
     cluster, _, command = line.strip().partition(": ")
     keys = dict(a.split("=", 1) for a in command.split() if "=" in a)
     layout = "dp"

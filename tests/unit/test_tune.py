@@ -284,7 +284,7 @@ def test_report_names_the_winner_runner_up_and_significance():
     assert s["winner"]["label"] == "backend=fsdp" and s["runner_up"]["label"] == "backend=ddp"
     assert s["winner"]["ci_over"] == "repeats" and s["winner"]["ci_low"] < 10.0 < s["winner"]["ci_high"]
     assert s["significant"] is True
-    assert s["command"] == "python run.py device=cpu backend=fsdp"
+    assert s["command"] == "flopsweep device=cpu backend=fsdp"
     states = {u["label"]: u["state"] for u in s["setups"]}
     assert states == {
         "backend=fsdp": "winner",
