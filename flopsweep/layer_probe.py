@@ -3,8 +3,9 @@
 Before the run's trainer is built, every rank builds the run as configured (backend, layout,
 kernel, precision, checkpointing policy, compile, micro batch and gradient accumulation) with
 ``model.n_layer`` set to ``L1`` and then to ``L2 = 2 L1`` blocks (:func:`depths`), runs
-:data:`WARMUP_STEPS` steps and times :data:`MEASURED_STEPS` more of each, the slowest rank's median
-step kept. A transformer's step grows by the same time per block (the blocks are alike), so::
+:data:`WARMUP_STEPS` steps and times :data:`MEASURED_STEPS` to :data:`MAX_MEASURED_STEPS` more of
+each (below), the slowest rank's median step kept. A transformer's step grows by the same time per
+block (the blocks are alike), so::
 
     t(L)  = a + b L / L1          b = t(L2) - t(L1),  a = t(L1) - b
     t_step = t(n_layer)
@@ -31,7 +32,8 @@ sub-groups per step as the full model, a block released and gathered again by th
 model), never below one parameter (a bucket holds at least one), and one within a parameter is
 kept. On 2 gloo ranks, llama-tiny at 12 blocks, ZeRO-3 with the sizes a share of the model as
 CUDA's defaults are of gpt-1.3b (prefetch and reduce bucket 9.2e5, live and reuse 1.85e6 of 2.43e6):
-the copies' all-gathers per step extrapolated to 27 unscaled and 63 scaled, the model's 63.
+the copies' all-gathers per step extrapolated to 27 unscaled and 63 scaled, the model's 63, the
+elements gathered to 2.43e6 and 3.07e6, the model's 3.02e6 (``benchmarks/deepspeed_copies.py``).
 ZeRO-3's persistence threshold is compared with one parameter at a time and is kept. What the
 copies were built with is recorded (``deepspeed``: the model's sizes and each copy's).
 
