@@ -36,6 +36,8 @@ def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> Dee
     """DeepSpeed ZeRO engine; under ZeRO-3 the model is built inside ``deepspeed.zero.Init``
     so that each rank only ever holds its partition. Its JIT-built ops go to :func:`extensions_dir`."""
     os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
+    if device.type == "cpu":
+        os.environ.setdefault("LOCAL_SIZE", local_size())
     import deepspeed
 
     announce_builds(cfg, device.type, os.environ["TORCH_EXTENSIONS_DIR"])
@@ -58,6 +60,18 @@ def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> Dee
         model = make_model(cfg, None if stage3 else device)
     engine = parallelize(model, cfg, layout, data_parallel=zero(cfg, ds_config))
     return DeepSpeedTrainer(engine)
+
+
+def local_size(environ: Mapping[str, str] = os.environ) -> str:
+    """``LOCAL_SIZE`` for DeepSpeed on the CPU: the ranks of this node (``LOCAL_WORLD_SIZE``, which
+    flopsweep's spawned ranks and torchrun set), as DeepSpeed's own launcher sets it
+    (``deepspeed/launcher/launch.py``). Its CPU accelerator's ``device_count()`` reads it, and without
+    it runs ``numactl --hardware`` in a subprocess on every call: ZeRO-3 calls it once per gradient
+    bucket (``stage3.py``, ``__avg_scatter_grads``), 98 forks a step for llama-tiny at 12 blocks on 2
+    gloo ranks, 3-4 ms each on a 2-core host and more as the process grows (a fork copies its page
+    tables), which no GPU run pays and which made the deeper model's step grow faster than its
+    shallow copies'. ``1`` when neither is set (one process)."""
+    return environ.get("LOCAL_WORLD_SIZE") or "1"
 
 
 def announce_builds(cfg: RunConfig, device_type: str, where: str, stream=None) -> str | None:

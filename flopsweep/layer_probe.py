@@ -3,8 +3,9 @@
 Before the run's trainer is built, every rank builds the run as configured (backend, layout,
 kernel, precision, checkpointing policy, compile, micro batch and gradient accumulation) with
 ``model.n_layer`` set to ``L1`` and then to ``L2 = 2 L1`` blocks (:func:`depths`), runs
-:data:`WARMUP_STEPS` steps and times :data:`MEASURED_STEPS` more of each, the slowest rank's median
-step kept. A transformer's step grows by the same time per block (the blocks are alike), so::
+:data:`WARMUP_STEPS` steps and times :data:`MEASURED_STEPS` to :data:`MAX_MEASURED_STEPS` more of
+each (below), the slowest rank's median step kept. A transformer's step grows by the same time per
+block (the blocks are alike), so::
 
     t(L)  = a + b L / L1          b = t(L2) - t(L1),  a = t(L1) - b
     t_step = t(n_layer)
@@ -13,8 +14,28 @@ where ``a`` is what does not grow with depth (the embedding, head and loss, the 
 collectives, the launch and engine costs of a step) and ``b`` the cost of ``L1`` more blocks with
 everything around them: their collectives, and the overlap, hooks and bucketing of the real backend,
 pipeline bubble included (it grows with the stage's compute). What a shallow copy cannot show is not
-in it: the allocator near the memory edge of the full model (``cuda_alloc_retries``), and ZeRO's
-buckets that fill differently at full depth.
+in it: the allocator near the memory edge of the full model (``cuda_alloc_retries``).
+
+DeepSpeed's sizes that are compared with sums over the model's parameters (:data:`DEEPSPEED_WINDOWS`:
+the reduce bucket, ZeRO-3's prefetch bucket, live parameters, reuse distance and optimizer
+sub-groups) would hold a whole shallow copy where they hold a few blocks of the full model: a copy
+would then reduce its gradients in one bucket at the end of backward, never release a gathered
+parameter nor gather it again for backward, and step its optimizer in one sub-group, so that its
+slope misses what the full model does per block. Each copy is built with each such size ``S``
+scaled to the copy (:func:`scaled_window`; ``P`` parameters of the copy, ``N`` of the model, ``p``
+the largest parameter of a block)::
+
+    S' = min(S, max(S P / N, p))
+
+so that a size holding a share of the model holds that share of the copy (as many buckets and
+sub-groups per step as the full model, a block released and gathered again by the copy as by the
+model), never below one parameter (a bucket holds at least one), and one within a parameter is
+kept. On 2 gloo ranks, llama-tiny at 12 blocks, ZeRO-3 with the sizes a share of the model as
+CUDA's defaults are of gpt-1.3b (prefetch and reduce bucket 9.2e5, live and reuse 1.85e6 of 2.43e6):
+the copies' all-gathers per step extrapolated to 27 unscaled and 63 scaled, the model's 63, the
+elements gathered to 2.43e6 and 3.07e6, the model's 3.02e6 (``benchmarks/deepspeed_copies.py``).
+ZeRO-3's persistence threshold is compared with one parameter at a time and is kept. What the
+copies were built with is recorded (``deepspeed``: the model's sizes and each copy's).
 
 The host is timed apart too (``host_s``: until ``step()`` returns, before the device is waited for;
 on a CPU it is the step). At 1-2 blocks the device's head, loss and optimizer work let the host run
@@ -22,6 +43,12 @@ ahead, so the timed steps are the device's; at full depth the host's per-block w
 per-operator checkpointing, FSDP2's hooks) can outgrow the device's. Both are extrapolated and the
 step is the larger, ``max(t(n_layer), h(n_layer))`` (on one H200, gpt-1.3b FSDP2 with ``selective``
 checkpointing, eager, stepped 0.30 s against 0.20 s extrapolated from the synchronised steps alone).
+
+The timed steps: :data:`MEASURED_STEPS` after :data:`WARMUP_STEPS`, then more, up to
+:data:`MAX_MEASURED_STEPS`, while the median's standard error on some rank is over
+:data:`STEADY_ERROR` of it (:func:`median_error`; the ranks agree after each step, so that all
+step alike): a copy's slope is multiplied by ``(n_layer - L1) / L1`` in the prediction, so the noisy
+copies (DeepSpeed's host-bound ones, a loaded host) are timed longer and steady ones are not.
 
 ``L1`` is the smallest depth the layout builds: ``pp x stages per rank``, times ``every`` for the
 ``every_n`` checkpointing policy (so each copy has the full model's pattern); when ``2 L1`` is not
@@ -49,9 +76,33 @@ from collections.abc import Callable
 from typing import Any
 
 WARMUP_STEPS = 2
-"""Untimed steps of each shallow copy (compilation, the allocator, DeepSpeed's first step)."""
+"""Untimed steps of each shallow copy (compilation, the allocator, DeepSpeed's first step; ZeRO-3
+records its module trace in the second, and prefetches from the third)."""
 MEASURED_STEPS = 5
-"""Timed steps of each shallow copy; the median is kept."""
+"""Timed steps of each shallow copy at least; the median is kept."""
+MAX_MEASURED_STEPS = 15
+"""Timed steps of each shallow copy at most (module docstring)."""
+STEADY_ERROR = 0.01
+"""A copy is timed until its median's standard error (:func:`median_error`) is within this share of
+the median on every rank, or :data:`MAX_MEASURED_STEPS` were timed."""
+
+DEEPSPEED_WINDOWS = {
+    "reduce_bucket_size": ("reduce_bucket_size", 1),
+    "stage3_prefetch_bucket_size": ("prefetch_bucket_size", 3),
+    "stage3_max_live_parameters": ("max_live_parameters", 3),
+    "stage3_max_reuse_distance": ("max_reuse_distance", 3),
+    "sub_group_size": ("sub_group_size", 3),
+}
+"""DeepSpeed's sizes (elements) compared with sums over the model's parameters, scaled for each
+shallow copy (:func:`scaled_window`): the ``backend.`` key (DeepSpeed's config key) -> (the
+attribute of DeepSpeed's ``DeepSpeedZeroConfig``, whose value the engine's ``zero_<attribute>()``
+returns, and the least ZeRO stage that reads it). The reduce
+bucket (``ipg`` bucket: gradients reduced when it fills), ZeRO-3's prefetch bucket (elements
+all-gathered ahead per module), live parameters (the most gathered at once), reuse distance (a
+gathered parameter is kept when the module trace reuses it within this many elements, else
+released and gathered again, e.g. in backward) and ``sub_group_size`` (the optimizer steps over
+sub-groups of this many elements). DeepSpeed 0.19.8: ``runtime/zero/stage_1_and_2.py``,
+``stage3.py``, ``partitioned_param_coordinator.py``."""
 
 
 def depths(cfg: Any) -> list[int]:
@@ -142,6 +193,45 @@ def extrapolate(probe: dict[str, Any], n_layer: int) -> tuple[float, str]:
     return step, how
 
 
+def scaled_window(size: int, copy_params: int, model_params: int, largest: int) -> int:
+    """A DeepSpeed size (:data:`DEEPSPEED_WINDOWS`, elements) for a shallow copy of ``copy_params``
+    parameters of a model of ``model_params``, ``largest`` the elements of its largest parameter in a
+    block: ``min(size, max(size x copy_params / model_params, largest))`` (module docstring), at least 1.
+    E.g. ZeRO-3's 1e9 reuse distance on gpt-1.3b (1.316e9 parameters) is 1.17e8 for its 1-block copy
+    (1.54e8), where unscaled the copy kept every gathered parameter and the model released most.
+
+    Raises:
+        ValueError: a parameter count that is not positive.
+    """
+    if model_params <= 0 or copy_params <= 0:
+        raise ValueError(f"parameters must be positive: copy {copy_params}, model {model_params}")
+    share = int(size) * min(int(copy_params), int(model_params)) // int(model_params)
+    return max(1, min(int(size), max(share, int(largest))))
+
+
+def deepspeed_windows(sizes: dict[str, int], params: list[int], model_params: int, largest: int) -> dict:
+    """``{model, copies, params, largest}``: the model's DeepSpeed ``sizes`` (:data:`DEEPSPEED_WINDOWS`
+    keys, elements, as the engine reads them), each copy's (:func:`scaled_window`), the copies' and
+    the model's parameter counts (``params``: one per copy) and ``largest``, the elements of the
+    largest parameter of a block."""
+    copies = [{k: scaled_window(v, p, model_params, largest) for k, v in sizes.items()} for p in params]
+    return {"model": dict(sizes), "copies": copies, "params": [*params, model_params], "largest": largest}
+
+
+def median_error(times: list[float]) -> float:
+    """The standard error of the median of ``times`` over the median: ``1.2533 x 1.4826 x MAD /
+    sqrt(n) / median`` (the median absolute deviation scaled to a normal sample's standard
+    deviation, times the median's large-sample efficiency factor ``sqrt(pi / 2)``); ``inf`` for fewer
+    than 3 times or a median of 0."""
+    if len(times) < 3:
+        return float("inf")
+    median = statistics.median(times)
+    if median <= 0:
+        return float("inf")
+    mad = statistics.median(abs(t - median) for t in times)
+    return 1.2533 * 1.4826 * mad / len(times) ** 0.5 / median
+
+
 def unsteady(layers: list[int], step_s: list[float], spread: list[float], most: float) -> str | None:
     """Why the copies' timed steps are too unsteady to extrapolate from, or None: the first copy whose
     ``spread`` (its second slowest timed step over its median, the largest over ranks) is over ``most``
@@ -170,10 +260,11 @@ def probe_layers(
     ``is_oom(exc)``: whether an error is an out-of-memory one (:func:`flopsweep.worker.is_oom`).
 
     Returns:
-        ``{layers, step_s, host_s, spread, wall_s, fallback: None}``: the depths, the slowest rank's
-        median step of each and its host's issue time (s), and the largest ratio over ranks of a copy's
-        second slowest timed step to its median;
-        ``fallback`` is why the times are not used when a copy's spread is over
+        ``{layers, step_s, host_s, spread, steps, wall_s, fallback: None}``: the depths, the slowest
+        rank's median step of each and its host's issue time (s), the largest ratio over ranks of a
+        copy's second slowest timed step to its median, and how many steps each copy timed;
+        ``deepspeed`` too under ``backend=deepspeed`` (:func:`deepspeed_windows`: the sizes the copies
+        were built with); ``fallback`` is why the times are not used when a copy's spread is over
         ``predict.layer_probe_max_spread`` (:func:`unsteady`; the times are kept); or ``{fallback: why,
         wall_s}`` when a copy ran out of memory, here or on another rank
         (:func:`flopsweep.compute_probe.fall_back_on_oom`, the compute probe's path: the run goes on
@@ -186,17 +277,29 @@ def probe_layers(
 
     start = time.perf_counter()
     layers = run_depths(cfg)
+    windows = (
+        _deepspeed_windows(cfg, layout, device.type, layers) if cfg.backend.name == "deepspeed" else None
+    )
+
+    def copy(i: int, n: int) -> Any:
+        shallow = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n))
+        if windows is None:
+            return shallow
+        return dataclasses.replace(shallow, backend=dataclasses.replace(cfg.backend, **windows["copies"][i]))
 
     def measure() -> dict[str, Any]:
         timed = []
-        for n in layers:
-            timed.append(_time_depth(cfg, device, layout, n, batches))
+        for i, n in enumerate(layers):
+            timed.append(_time_depth(copy(i, n), device, layout, batches))
             free_memory(device)  # the copy goes before the next is built
+        if windows is not None:  # what each copy's engine read, not what it was asked
+            windows["copies"] = [built for *_, built in timed]
         return {
             "layers": layers,
-            "step_s": [t for t, _, _ in timed],
-            "host_s": [h for _, h, _ in timed],
-            "spread": [r for _, _, r in timed],
+            "step_s": [t[0] for t in timed],
+            "host_s": [t[1] for t in timed],
+            "spread": [t[2] for t in timed],
+            "steps": [t[3] for t in timed],
         }
 
     out = fall_back_on_oom(measure, device, "a shallow copy ran out of memory", is_oom)  # frees them all
@@ -213,27 +316,73 @@ def probe_layers(
     if "fallback" not in out:
         most = cfg.predict.layer_probe_max_spread
         out["fallback"] = unsteady(out["layers"], out["step_s"], out["spread"], most)
+        if windows is not None:
+            out["deepspeed"] = windows
     return {**out, "wall_s": time.perf_counter() - start}
 
 
+def _deepspeed_windows(cfg: Any, layout: Any, device_type: str, layers: list[int]) -> dict[str, Any]:
+    """:func:`deepspeed_windows` of a ``backend=deepspeed`` run: its sizes as DeepSpeed's own
+    ``DeepSpeedZeroConfig`` reads the run's config (its defaults where flopsweep sets none), for the
+    keys its ZeRO stage reads; the copies' parameters counted on the meta device (:func:`_copy_params`),
+    the model's by its family (``n_params``)."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    from flopsweep.deepspeed_config import run_deepspeed_config
+    from flopsweep.models import family
+
+    zero = DeepSpeedZeroConfig(**run_deepspeed_config(cfg, layout, device_type)["zero_optimization"])
+    sizes = {
+        key: int(getattr(zero, attr))
+        for key, (attr, stage) in DEEPSPEED_WINDOWS.items()
+        if cfg.backend.zero_stage >= stage
+    }
+    counted = [_copy_params(cfg, n) for n in layers]
+    model_params = int(family(cfg.model).n_params(cfg.model))
+    return deepspeed_windows(sizes, [n for n, _ in counted], model_params, max(big for _, big in counted))
+
+
+def _copy_params(cfg: Any, n_layer: int) -> tuple[int, int]:
+    """``(parameters, largest)`` of ``cfg``'s model at ``n_layer`` blocks, built on the meta device (no
+    memory): every parameter (a tied one once), and the elements of the largest parameter of a block."""
+    import torch
+
+    from flopsweep.models import family
+
+    model_cfg = dataclasses.replace(cfg.model, n_layer=n_layer)
+    fam = family(model_cfg)
+    with torch.device("meta"):
+        model = fam.build(model_cfg, cfg.attention)
+    largest = max(p.numel() for block in fam.blocks(model) for p in block.parameters())
+    return sum(p.numel() for p in model.parameters()), largest
+
+
 def _time_depth(
-    cfg: Any, device: Any, layout: Any, n_layer: int, batches: Callable[[Any], list]
-) -> tuple[float, float, float]:
-    """``(step, host, spread)`` of :data:`MEASURED_STEPS` steps of ``cfg`` at ``n_layer`` blocks on
-    this rank: the median seconds, each from a synchronised device to a synchronised device; the
-    median seconds until ``step()`` returned (the host's issue time; the step itself on a CPU); and
-    the second slowest step over the median (one slow step, which the median leaves out, is not
-    unsteadiness)."""
+    shallow: Any, device: Any, layout: Any, batches: Callable[[Any], list]
+) -> tuple[float, float, float, int, dict[str, int] | None]:
+    """``(step, host, spread, steps, built)`` of the shallow copy ``shallow`` (the run's config at its
+    depth) on this rank, timed as the module docstring says: the median seconds, each from a
+    synchronised device to a synchronised device; the median seconds until ``step()`` returned (the
+    host's issue time; the step itself on a CPU); the second slowest step over the median (one slow
+    step, which the median leaves out, is not unsteadiness); the steps timed; and under DeepSpeed
+    the :data:`DEEPSPEED_WINDOWS` sizes its engine read (``engine.zero_<attribute>()``), else None."""
     import torch
 
     from flopsweep.backends import build_trainer
 
-    shallow = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n_layer))
     trainer = build_trainer(shallow, device, layout)
     try:
+        built = None
+        if shallow.backend.name == "deepspeed":
+            built = {
+                key: int(getattr(trainer.engine, f"zero_{attr}")())
+                for key, (attr, stage) in DEEPSPEED_WINDOWS.items()
+                if shallow.backend.zero_stage >= stage
+            }
         micro = batches(shallow)
-        times, hosts = [], []
-        for i in range(WARMUP_STEPS + MEASURED_STEPS):
+        times: list[float] = []
+        hosts: list[float] = []
+        for i in range(WARMUP_STEPS + MAX_MEASURED_STEPS):
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             begun = time.perf_counter()
@@ -241,16 +390,32 @@ def _time_depth(
             issued = time.perf_counter()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            if i >= WARMUP_STEPS:
-                times.append(time.perf_counter() - begun)
-                hosts.append(
-                    issued - begun if device.type == "cuda" else times[-1]
-                )  # a CPU step is the host's
+            if i < WARMUP_STEPS:
+                continue
+            times.append(time.perf_counter() - begun)
+            hosts.append(issued - begun if device.type == "cuda" else times[-1])  # a CPU's is the step
+            if len(times) >= MEASURED_STEPS and not _noisy(times, device):
+                break
         median = statistics.median(times)
         second = sorted(times)[-2] if len(times) > 1 else times[-1]
-        return median, statistics.median(hosts), (second / median if median > 0 else float("inf"))
+        spread = second / median if median > 0 else float("inf")
+        return median, statistics.median(hosts), spread, len(times), built
     finally:  # DeepSpeed: out of its module-level state (DeepSpeedTrainer.release); freed by probe_layers
         own = getattr(trainer, "release", None)
         if callable(own):
             own()
         del own, trainer
+
+
+def _noisy(times: list[float], device: Any) -> bool:
+    """Whether the median of ``times`` is over :data:`STEADY_ERROR` (:func:`median_error`) on any
+    rank: every rank calls it after the same step, so that all time as many steps."""
+    import torch
+    import torch.distributed as dist
+
+    error = median_error(times)
+    if dist.is_initialized():
+        worst = torch.tensor([min(error, 1e9)], dtype=torch.float64, device=device)
+        dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+        error = float(worst.item())
+    return error > STEADY_ERROR

@@ -160,7 +160,9 @@ PREDICTED_KEYS: dict[str, str] = {
     "probe": "predict.probe=true only: the compute probe's pieces, seconds",
     "layer_probe": (
         "predict.layer_probe=true only: the shallow copies' depths (layers), steps (step_s, s), host issue "
-        "times (host_s, s), second slowest step over the median (spread) and why it fell back (fallback)"
+        "times (host_s, s), second slowest step over the median (spread), steps timed (steps), why it fell "
+        "back (fallback); DeepSpeed: the model's and each copy's bucket, live, reuse and sub-group sizes "
+        "(deepspeed: model, copies, params, largest)"
     ),
 }
 """``metrics.predicted`` (:class:`flopsweep.steptime.Prediction`, ``probe`` and ``layer_probe``):

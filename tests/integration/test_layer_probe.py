@@ -67,6 +67,50 @@ def test_an_hf_moe_is_probed_on_its_first_layers(tmp_path: Path) -> None:
     assert probed["iteration_time_s"] == pytest.approx(t2 + 3 * (t3 - t2))
 
 
+@pytest.mark.slow
+def test_deepspeeds_copies_are_built_with_their_share_of_its_sizes(tmp_path: Path) -> None:
+    """ZeRO-3 on 2 gloo ranks, llama-tiny at 3 blocks, its prefetch and reduce buckets and reuse
+    distance set as a share of the model (CUDA's defaults are such a share of gpt-1.3b): each copy's
+    engine read the sizes scaled by its parameters over the model's (``layer_probe.scaled_window``),
+    the live parameters and optimizer sub-groups (DeepSpeed's 1e9) too, and the record says so."""
+    from flopsweep.layer_probe import MAX_MEASURED_STEPS, MEASURED_STEPS, scaled_window
+    from flopsweep.models.llama import LlamaConfig, n_params
+
+    (rec,) = ok_sweep(
+        tmp_path,
+        "model=llama-tiny",
+        "model.n_layer=3",
+        "model.seq_len=64",
+        *[g for g in GLOO if not g.startswith(("backend=", "steps.measure="))],
+        "backend=zero3",
+        "steps.measure=1",
+        "batch.micro_batch_size=1",
+        "backend.stage3_prefetch_bucket_size=4e5",
+        "backend.reduce_bucket_size=4e5",
+        "backend.stage3_max_reuse_distance=7e5",
+        "predict.layer_probe=true",
+        "predict.layer_probe_max_spread=1000",  # a loaded CPU's steps vary; unit/ tests the limit
+    )
+    probe = rec["metrics"]["predicted"]["layer_probe"]
+    assert probe["fallback"] is None and probe["layers"] == [1, 2]
+    assert all(MEASURED_STEPS <= k <= MAX_MEASURED_STEPS for k in probe["steps"])
+    counts = [n_params(LlamaConfig(n_layer=n)) for n in (1, 2, 3)]  # llama-tiny's sizes
+    ds = probe["deepspeed"]
+    assert ds["params"] == counts == [262_528, 459_392, 656_256] and ds["largest"] == 128 * 384
+    assert ds["model"] == {
+        "reduce_bucket_size": 400_000,
+        "stage3_prefetch_bucket_size": 400_000,
+        "stage3_max_live_parameters": 10**9,
+        "stage3_max_reuse_distance": 700_000,
+        "sub_group_size": 10**9,
+    }
+    for copy, params in zip(ds["copies"], counts[:2], strict=True):
+        assert copy == {k: scaled_window(v, params, counts[2], 128 * 384) for k, v in ds["model"].items()}
+    assert ds["copies"][0]["stage3_max_reuse_distance"] == 700_000 * 262_528 // 656_256 == 280_027
+    t1, t2 = probe["step_s"]
+    assert rec["metrics"]["predicted"]["iteration_time_s"] == pytest.approx(t1 + 2 * (t2 - t1))
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
 def test_the_layer_probe_on_a_gpu_compiled(tmp_path: Path) -> None:

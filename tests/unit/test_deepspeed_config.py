@@ -304,3 +304,17 @@ def test_the_ops_a_deepspeed_run_builds_are_those_its_cache_lacks(tmp_path) -> N
     assert ops_to_build(cpu, tmp_path, {}) == [SHM_COMM]  # a folder of a build that stopped half-way
     (tmp_path / SHM_COMM.name / f"{SHM_COMM.name}.so").write_bytes(b"\x7fELF")
     assert ops_to_build(cpu, tmp_path, {}) == []  # cached
+
+
+def test_deepspeeds_cpu_device_count_is_the_nodes_ranks_read_without_a_subprocess(monkeypatch) -> None:
+    """DeepSpeed's CPU accelerator counts its devices from ``LOCAL_SIZE`` (its own launcher sets it),
+    else by running ``numactl --hardware`` on every call (ZeRO-3: once per gradient bucket);
+    ``build_deepspeed`` sets it on the CPU from ``LOCAL_WORLD_SIZE`` (``local_size``). Read with it
+    set, no process starts (the unit tier's guard fails a test that starts one)."""
+    from deepspeed.accelerator.cpu_accelerator import CPU_Accelerator
+
+    from flopsweep.deepspeed_backend import local_size
+
+    assert local_size({"LOCAL_WORLD_SIZE": "2"}) == "2" and local_size({}) == "1"
+    monkeypatch.setenv("LOCAL_SIZE", local_size({"LOCAL_WORLD_SIZE": "4"}))
+    assert CPU_Accelerator().device_count() == 4

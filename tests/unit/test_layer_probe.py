@@ -249,3 +249,44 @@ def test_sliding_window_and_full_attention_layers_are_kinds_of_their_own(hydra_c
     cfg = validate(hydra_compose(overrides))
     assert kind_sequence(cfg.model, cfg.attention) == [0, 1, 0, 1, 0, 1]
     assert run_depths(cfg) == [2, 4]
+
+
+def test_deepspeeds_sizes_hold_the_same_share_of_each_copy_as_of_the_model() -> None:
+    """``S' = min(S, max(S P / N, p))`` (``layer_probe.scaled_window``): gpt-1.3b's 1-block copy under
+    ZeRO-3's 1e9 reuse distance (which the model's 1.3e9 parameters pass and the copy's 1.6e8 would
+    not) gets the copy's share of it; a size within one parameter is kept; none goes below the
+    largest parameter of a block, nor above the size itself."""
+    from flopsweep.flops import n_params
+    from flopsweep.layer_probe import deepspeed_windows, scaled_window
+
+    model, copy = n_params(24, 2048, 2048, 50257), n_params(1, 2048, 2048, 50257)
+    assert (model, copy) == (1_315_723_264, 157_483_008)
+    assert scaled_window(10**9, copy, model, 2048 * 8192) == 10**9 * copy // model == 119_693_108
+    assert scaled_window(16_384, 262_528, 2_428_032, 49_152) == 16_384  # h^2 of llama-tiny: kept
+    assert scaled_window(60_000, 262_528, 2_428_032, 49_152) == 49_152  # 6,487 would split a parameter
+    assert scaled_window(3 * 10**9, copy, model, 2048 * 8192) == 3 * 10**9 * copy // model
+    assert scaled_window(5, model, model, 10) == 5  # the model timed whole: as it is
+    with pytest.raises(ValueError, match="parameters must be positive"):
+        scaled_window(10**9, 0, model, 1)
+    sizes = {"reduce_bucket_size": 920_000, "stage3_max_reuse_distance": 1_850_000}
+    windows = deepspeed_windows(sizes, [262_528, 459_392], 2_428_032, 49_152)
+    assert windows["model"] == sizes and windows["params"] == [262_528, 459_392, 2_428_032]
+    assert windows["copies"] == [
+        {"reduce_bucket_size": 99_473, "stage3_max_reuse_distance": 200_028},
+        {"reduce_bucket_size": 174_067, "stage3_max_reuse_distance": 350_026},
+    ]
+
+
+def test_a_copy_is_timed_until_its_median_is_steady() -> None:
+    """``median_error``: the median's standard error over the median, from the median absolute
+    deviation; the probe times more steps while it is over ``STEADY_ERROR`` (at most
+    ``MAX_MEASURED_STEPS``)."""
+    from flopsweep.layer_probe import MAX_MEASURED_STEPS, MEASURED_STEPS, STEADY_ERROR, median_error
+
+    assert median_error([0.1] * 5) == 0.0
+    assert median_error([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(1.2533 * 1.4826 * 1.0 / 5**0.5 / 3.0)
+    assert median_error([1.0, 1.0]) == float("inf") and median_error([0.0, 0.0, 0.0]) == float("inf")
+    steady = [0.050, 0.0501, 0.0499, 0.0502, 0.0500]  # 0.1 ms of jitter on 50 ms
+    noisy = [0.050, 0.062, 0.045, 0.071, 0.052]  # a loaded host
+    assert median_error(steady) < STEADY_ERROR < median_error(noisy)
+    assert MEASURED_STEPS < MAX_MEASURED_STEPS
