@@ -29,6 +29,7 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
         *GLOO,
         "predict.layer_probe=false,true",
         "predict.layer_probe_max_spread=1000",  # the loaded CI machine's steps vary; unit/ tests the limit
+        "predict.layer_probe_settle=0.9",  # the early stop, loose enough to fire on a loaded machine
     )
     by = {r["config"]["predict"]["layer_probe"]: r for r in recs}
     assert set(by) == {False, True}
@@ -42,6 +43,40 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
     assert "layer_probe" not in by[False]["metrics"]["predicted"]
     assert by[True]["metrics"]["loss_first"] == pytest.approx(by[False]["metrics"]["loss_first"], abs=1e-6)
     assert by[True]["metrics"]["loss_last"] == pytest.approx(by[False]["metrics"]["loss_last"], abs=1e-6)
+    _check_cost(by[True], settle=0.9)
+    assert by[False]["run"]["wall_s"] > 0
+    assert by[False]["metrics"]["probe_s"] is None and by[False]["metrics"]["probe_share"] is None
+
+
+def _check_cost(record: dict, *, settle: float) -> None:
+    """The probe's cost keys agree with each other and the job's wall time, and each copy stopped as
+    ``predict.layer_probe_settle`` says (rank 0's own window settled where it stopped early)."""
+    import statistics
+
+    from flopsweep.layer_probe import MEASURED_STEPS, MIN_UNTIMED, SETTLE_STEPS, WARMUP_STEPS, settled
+
+    probe, metrics, wall = (
+        record["metrics"]["predicted"]["layer_probe"],
+        record["metrics"],
+        record["run"]["wall_s"],
+    )
+    assert 0 < probe["wall_s"] < wall and metrics["probe_s"] == round(probe["wall_s"], 3)
+    assert metrics["probe_share"] == round(metrics["probe_s"] / wall, 4)
+    parts = [probe[key] for key in ("build_s", "untimed_s", "timed_s")]
+    assert all(len(part) == len(probe["layers"]) and min(part) >= 0 for part in parts)
+    assert sum(map(sum, parts)) <= probe["wall_s"]
+    for times, run, timed, step in zip(
+        probe["times_s"], probe["steps_run"], probe["steps_timed"], probe["step_s"], strict=True
+    ):
+        assert len(times) == run
+        if run < WARMUP_STEPS + MEASURED_STEPS:  # stopped early: only where this rank had settled
+            assert settle > 0 and timed == SETTLE_STEPS and run >= MIN_UNTIMED + SETTLE_STEPS
+            assert settled(times[MIN_UNTIMED:], settle) and not any(
+                settled(times[MIN_UNTIMED:k], settle) for k in range(MIN_UNTIMED + SETTLE_STEPS, run)
+            )
+        else:
+            assert timed == MEASURED_STEPS
+        assert step >= statistics.median(times[-timed:]) - 1e-5  # the slowest rank's median
 
 
 @pytest.mark.slow
@@ -59,8 +94,11 @@ def test_an_hf_moe_is_probed_on_its_first_layers(tmp_path: Path) -> None:
         *GLOO,
         "predict.layer_probe=true",
         "predict.layer_probe_max_spread=1000",  # a loaded CPU's steps vary; unit/ tests the limit
+        "predict.layer_probe_settle=0",  # no early stop: every copy runs 2 untimed and 5 timed steps
     )
     probed = rec["metrics"]["predicted"]
+    assert probed["layer_probe"]["steps_run"] == [7, 7] and probed["layer_probe"]["steps_timed"] == [5, 5]
+    _check_cost(rec, settle=0)
     assert probed["compute_source"] == "layers" and probed["layer_probe"]["fallback"] is None
     assert probed["layer_probe"]["layers"] == [2, 3]
     t2, t3 = probed["layer_probe"]["step_s"]
