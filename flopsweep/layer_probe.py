@@ -237,16 +237,21 @@ def probe_layers(
 
 def _import_first(cfg: Any) -> None:
     """Import what the run's own build imports on first use, before the probe's clock starts: the
-    model family's torch module (with ``torch._dynamo`` under it) and the backend's builder. Measured
-    on the CPU (2026-12-04), these imports were about 90% of the first copy's build (the second copy
-    built in milliseconds) and the run, built after the probe, no longer paid them: time moved, not
-    spent. What a builder imports inside itself (FSDP2's ``torch.distributed.fsdp``) stays in the
-    first copy's ``build_s``."""
+    model family's torch module (with ``torch._dynamo`` and DTensor under it), the backend's builder
+    and its package (``BackendSpec.package``: DeepSpeed), in the run's order (the model's module
+    first: ZeRO-3 needs ``torch._dynamo`` imported before ``zero.Init``). Measured on the CPU
+    (2026-12-04), these imports were about 90% of the first copy's build (the second copy built in
+    milliseconds) and the run, built after the probe, no longer paid them: time moved, not spent."""
+    import importlib
+
     from flopsweep.backend_specs import BACKEND_SPECS
     from flopsweep.models import family
 
     family(cfg.model).torch()
-    BACKEND_SPECS[cfg.backend.name].build()
+    spec = BACKEND_SPECS[cfg.backend.name]
+    spec.build()
+    if spec.package:  # a registry name (``deepspeed``), never a path
+        importlib.import_module(spec.package)
 
 
 def settled(times: list[float], settle: float) -> bool:
