@@ -270,9 +270,9 @@ def output(
     with the notes, ``blanks`` (:func:`blank_lines`) among them."""
     people = args.format in ("table", "markdown", "html")
     if args.prediction_errors:
-        summary = render_summary(error_summary(runs), args.format)
+        errors_text = render_summary(error_summary(runs), args.format)
         cost = probe_cost_line(loaded) if people else None
-        return f"{summary}\n\n{cost}" if cost else summary
+        return f"{errors_text}\n\n{cost}" if cost else errors_text
     winners: list[str] = []
     runs, spread = spread_lines(runs, args)
     errors = [render_summary(error_summary(runs), args.format)] if args.predict and people else []
