@@ -351,10 +351,10 @@ class PredictConfig:
     (:func:`flopsweep.layer_probe.unsteady`). At least 1."""
     layer_probe_settle: float = 0.05
     """The early stop of the layer probe's copies: after the first (untimed) step, a copy stops once its
-    last 3 steps agree, the slowest at most ``1 + layer_probe_settle`` times the fastest on every rank,
-    and their median is its time (:func:`flopsweep.layer_probe.settled`); a copy that does not settle
-    runs 7 steps and times the last 5 (2 untimed). 0: no early stop, every copy runs the 7 steps.
-    A share in [0, 1)."""
+    last 3 steps agree, the slowest at most ``1 + layer_probe_settle`` times the fastest and not each
+    faster than the one before, on every rank, and their median is its time
+    (:func:`flopsweep.layer_probe.settled`); a copy that does not settle runs 7 steps and times the
+    last 5 (2 untimed). 0: no early stop, every copy runs the 7 steps. A share in [0, 1)."""
 
 
 @dataclass(kw_only=True)

@@ -38,7 +38,8 @@ whose copy ran out of memory does (the compute probe's path,
 
 Steps (:func:`schedule`): a copy's first step is never timed (:data:`MIN_UNTIMED`: compilation, the
 allocator's first blocks); it stops once its last :data:`SETTLE_STEPS` steps agree on every rank, the
-slowest at most ``1 + predict.layer_probe_settle`` times the fastest (:func:`settled`), and their
+slowest at most ``1 + predict.layer_probe_settle`` times the fastest and not still falling
+(:func:`settled`), and their
 median is its time; a copy that does not settle runs :data:`WARMUP_STEPS` + :data:`MEASURED_STEPS`
 steps and times the last :data:`MEASURED_STEPS`, as every copy did before the early stop. Each copy
 records what it cost (``build_s``, ``untimed_s``, ``timed_s``, ``steps_run``, ``steps_timed``,
@@ -257,11 +258,14 @@ def _import_first(cfg: Any) -> None:
 def settled(times: list[float], settle: float) -> bool:
     """Whether the last :data:`SETTLE_STEPS` of a copy's steps (s, in order) agree: the slowest is at
     most ``1 + settle`` times the fastest (``predict.layer_probe_settle``; 0: never, the early stop
-    is off). Fewer steps than that never agree."""
+    is off), and they are not each faster than the one before (a copy still warming up can fall by
+    less than ``settle`` a step: gpt-1.3b's ZeRO-3 steps fell from 0.52 to 0.385 s on one H200).
+    Fewer steps than that never agree."""
     window = times[-SETTLE_STEPS:]
     if settle <= 0 or len(window) < SETTLE_STEPS or min(window) <= 0:
         return False
-    return max(window) <= (1 + settle) * min(window)
+    falling = all(later < earlier for earlier, later in zip(window, window[1:], strict=False))
+    return not falling and max(window) <= (1 + settle) * min(window)
 
 
 def _all_settled(mine: bool, device: Any) -> bool:

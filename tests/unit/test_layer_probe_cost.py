@@ -38,7 +38,7 @@ def _stepped(times: list[float], settle: float, others: bool = True) -> tuple[li
 
 
 def test_a_copy_whose_last_three_steps_agree_stops_there() -> None:
-    ran, first, said = _stepped([5.0, 1.0, 1.02, 1.04, 9, 9, 9], 0.05)
+    ran, first, said = _stepped([5.0, 1.0, 1.02, 1.04, 9, 9, 9], 0.05)  # rising within 5%: steady
     assert ran == [5.0, 1.0, 1.02, 1.04] and first == 1  # one untimed step, three timed
     assert said == [True]  # checked once: after the first untimed step and three more
 
@@ -46,6 +46,11 @@ def test_a_copy_whose_last_three_steps_agree_stops_there() -> None:
 def test_a_slow_second_step_is_left_untimed_by_the_window() -> None:
     ran, first, said = _stepped([5.0, 2.0, 1.0, 1.01, 1.03, 9, 9], 0.05)
     assert ran[first:] == [1.0, 1.01, 1.03] and len(ran) == 5 and said == [False, True]
+
+
+def test_a_copy_still_getting_faster_within_the_limit_keeps_stepping() -> None:
+    ran, first, said = _stepped([5.0, 1.04, 1.02, 1.0, 1.0, 1.01, 9], 0.05)
+    assert said == [False, True] and ran[first:] == [1.02, 1.0, 1.0] and len(ran) == 5
 
 
 def test_a_copy_that_never_settles_runs_the_old_schedule() -> None:
@@ -67,6 +72,8 @@ def test_no_early_stop_at_zero_nor_while_another_rank_is_unsettled() -> None:
     ("times", "settle", "want"),
     [
         ([1.0, 1.05, 1.0], 0.05, True),  # at the limit
+        ([1.04, 1.02, 1.0], 0.05, False),  # each faster than the last: still warming up
+        ([1.04, 1.0, 1.02], 0.05, True),
         ([1.0, 1.06, 1.0], 0.05, False),
         ([9.0, 1.0, 1.0, 1.0], 0.05, True),  # the last three only
         ([1.0, 1.0], 0.05, False),  # fewer than three
