@@ -29,7 +29,6 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
         *GLOO,
         "predict.layer_probe=false,true",
         "predict.layer_probe_max_spread=1000",  # the loaded CI machine's steps vary; unit/ tests the limit
-        "predict.layer_probe_settle=0.9",  # the early stop, loose enough to fire on a loaded machine
     )
     by = {r["config"]["predict"]["layer_probe"]: r for r in recs}
     assert set(by) == {False, True}
@@ -43,7 +42,7 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
     assert "layer_probe" not in by[False]["metrics"]["predicted"]
     assert by[True]["metrics"]["loss_first"] == pytest.approx(by[False]["metrics"]["loss_first"], abs=1e-6)
     assert by[True]["metrics"]["loss_last"] == pytest.approx(by[False]["metrics"]["loss_last"], abs=1e-6)
-    _check_cost(by[True], settle=0.9)
+    _check_cost(by[True], settle=0.05)  # the default: the ranks agree after each step from the 4th
     assert by[False]["run"]["wall_s"] > 0
     assert by[False]["metrics"]["probe_s"] is None and by[False]["metrics"]["probe_share"] is None
 
@@ -73,9 +72,7 @@ def _check_cost(record: dict, *, settle: float) -> None:
         assert len(times) == run
         if run < WARMUP_STEPS + MEASURED_STEPS:  # stopped early: only where this rank had settled
             assert settle > 0 and timed == SETTLE_STEPS and run >= MIN_UNTIMED + SETTLE_STEPS
-            assert settled(times[MIN_UNTIMED:], settle) and not any(
-                settled(times[MIN_UNTIMED:k], settle) for k in range(MIN_UNTIMED + SETTLE_STEPS, run)
-            )
+            assert settled(times[MIN_UNTIMED:], settle)  # (it may have settled before, another rank not)
         else:
             assert timed == MEASURED_STEPS
         assert step >= statistics.median(times[-timed:]) - 1e-5  # the slowest rank's median
