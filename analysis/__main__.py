@@ -69,7 +69,7 @@ from analysis.load import (
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
 from analysis.output import OutputError, check_folder, check_output, write_atomic
 from analysis.plots import PLOTS, make_plots, write_pngs
-from analysis.prediction_error import error_summary, render_summary
+from analysis.prediction_error import error_summary, probe_cost_line, render_summary
 from analysis.query import (
     AnalysisError,
     ColumnError,
@@ -275,7 +275,9 @@ def output(
     with the notes, ``blanks`` (:func:`blank_lines`) among them."""
     people = args.format in ("table", "markdown", "html")
     if args.prediction_errors:
-        return render_summary(error_summary(runs), args.format)
+        errors_text = render_summary(error_summary(runs), args.format)
+        cost = probe_cost_line(loaded) if people else None
+        return f"{errors_text}\n\n{cost}" if cost else errors_text
     winners: list[str] = []
     runs, spread = spread_lines(runs, args)
     errors = [render_summary(error_summary(runs), args.format)] if args.predict and people else []

@@ -35,6 +35,7 @@ RUN_FIELDS: list[tuple[str, tuple[str, ...], str]] = [
     ("error_type", ("error", "type"), "error_type"),
     ("error_phase", ("error", "phase"), "phase"),
     ("run_id", ("run", "id"), "run_id"),
+    ("run_wall_s", ("run", "wall_s"), "wall_s"),
 ]
 
 LOAD_COLUMNS = ["loadavg_1m_start", "loadavg_1m_end"]

@@ -10,6 +10,7 @@ and a check that fails is logged once with the record's path.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import math
 from typing import Any
@@ -199,6 +200,36 @@ def prediction_error(predicted: Any, measured: Any) -> float | None:
     if not isinstance(predicted, int | float) or not isinstance(measured, int | float) or not measured > 0:
         return None
     return (predicted - measured) / measured
+
+
+def probe_share(record: Record) -> float | None:
+    """The share of the job's wall time its step-time probes took: ``metrics.probe_share``, or for a
+    record from before that key, the probes' ``wall_s`` (``metrics.predicted.layer_probe`` and
+    ``.probe``) over ``run.finished_at - run.started_at`` (whole seconds: rough for short jobs); None
+    when no probe ran or the times are missing."""
+    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    if (kept := _number(metrics.get("probe_share"))) is not None:
+        return kept
+    predicted = metrics.get("predicted") if isinstance(metrics.get("predicted"), dict) else {}
+    walls = [
+        _number(probe.get("wall_s"))
+        for probe in (predicted.get("layer_probe"), predicted.get("probe"))
+        if isinstance(probe, dict)
+    ]
+    walls = [w for w in walls if w is not None]
+    run = record.get("run") if isinstance(record.get("run"), dict) else {}
+    start, end = _stamp(run.get("started_at")), _stamp(run.get("finished_at"))
+    if not walls or start is None or end is None or not (end - start).total_seconds() > 0:
+        return None
+    return sum(walls) / (end - start).total_seconds()
+
+
+def _stamp(text: Any) -> datetime.datetime | None:
+    try:
+        stamp = datetime.datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return stamp if stamp is None or stamp.tzinfo else stamp.replace(tzinfo=datetime.timezone.utc)
 
 
 def _check_figures(record: Record, out: dict[str, Any], path: str) -> None:

@@ -76,6 +76,7 @@ from analysis.fields import (  # noqa: F401 - re-exported
     parallel_degrees,
     peak_memory_error,
     prediction_error,
+    probe_share,
     recompute_tflops,
     search_failed,
     search_probes,
@@ -148,6 +149,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["prediction_error"] = prediction_error(
         out["predicted_iteration_time_s"], out["iteration_time_s_mean"]
     )
+    out["probe_share"] = probe_share(record) if out["status"] == "ok" else None
     out["noise"] = noise_flags(record, out)
     out["search_probes"] = search_probes(record)
     out["search_failed"] = search_failed(record)

@@ -353,7 +353,8 @@ def _validate_cost(cfg: RunConfig) -> None:
 
 def _validate_predict(cfg: RunConfig) -> None:
     """``predict.*``: positive node and GPU counts and bandwidths, overlap in [0, 1], a positive
-    ``compute_scale``, a ``layer_probe_max_spread`` of at least 1 (bounds: :func:`check_bounds`)."""
+    ``compute_scale``, a ``layer_probe_max_spread`` of at least 1, a ``layer_probe_settle`` in
+    ``[0, 1)`` (bounds: :func:`check_bounds`)."""
     p = cfg.predict
     for key in ("gpus_per_node", "nnodes"):
         if (value := getattr(p, key)) is not None:
@@ -371,6 +372,14 @@ def _validate_predict(cfg: RunConfig) -> None:
             p.layer_probe_max_spread,
             "must be at least 1 (a copy's second slowest timed step over its median)",
             "set e.g. predict.layer_probe_max_spread=1.5",
+        )
+    settle = p.layer_probe_settle
+    if not 0 <= settle < 1:
+        raise ConfigError(
+            "predict.layer_probe_settle",
+            settle,
+            "must be a share in [0, 1): the most a copy's last 3 steps may differ, over the fastest",
+            "set e.g. predict.layer_probe_settle=0.05, or 0 for no early stop",
         )
 
 

@@ -549,6 +549,11 @@ COLUMN_SPECS: list[ColumnSpec] = [
     C(name="error_phase", header="phase", description="phase of the error", kind="text"),
     C(name="run_id", kind="text"),
     C(
+        name="run_wall_s",
+        description="seconds from the job's start to its record (run.wall_s): launch, probes, steps",
+        kind="float",
+    ),
+    C(
         name="speedup",
         description="the run's ranking metric over the baseline set-up's",
         better="higher",

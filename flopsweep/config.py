@@ -338,19 +338,26 @@ class PredictConfig:
     layer_probe: bool = False
     """Time the run's own optimizer step on two shallow copies before warm-up (:mod:`flopsweep.layer_probe`,
     every rank: the run as configured with ``L`` and ``2 L`` blocks, ``L`` the smallest depth its
-    layout builds, 2 untimed and 5 to 15 timed steps each, until the median is steady; DeepSpeed's
-    bucket, live, reuse and sub-group sizes scaled to each copy) and predict the step as
-    ``t(L) + (n_layer - L) x (t(2L) - t(L)) / L`` (``metrics.predicted.compute_source: layers``,
-    the times under ``metrics.predicted.layer_probe``): communication, overlap, optimizer, bubble
-    and the backend's own costs measured, not modelled; ahead of ``predict.probe`` and any
-    calibration. ``model=hf`` keeps its config file's first layers
+    layout builds, stepped until its last 3 steps agree, ``layer_probe_settle``, else 2 untimed and 5
+    to 15 timed steps, until the median is steady; DeepSpeed's bucket, live, reuse and sub-group sizes
+    scaled to each copy) and predict the step as ``t(L) + (n_layer - L) x (t(2L) - t(L)) / L``
+    (``metrics.predicted.compute_source: layers``, the times under ``metrics.predicted.layer_probe``):
+    communication, overlap, optimizer, bubble and the backend's own costs measured, not modelled;
+    ahead of ``predict.probe`` and any calibration. ``model=hf`` keeps its config file's first layers
     (:func:`flopsweep.layer_probe.periodic_depths`); not under a pipeline. False: none (no time spent)."""
     layer_probe_max_spread: float = 1.5
     """The most a shallow copy's second slowest timed step may be over its median (of its 5 to 15 timed
-    steps, the largest over ranks; one slow step, which the median leaves out, does not count; kept
+    steps; 1 for a copy whose 3 steps settled early, ``layer_probe_settle``; the largest over ranks;
+    one slow step, which the median leaves out, does not count; kept
     as ``metrics.predicted.layer_probe.spread``): above it the host's load, not the model, set the
     times, and the layer probe falls back as one that ran out of memory does, naming the copy
     (:func:`flopsweep.layer_probe.unsteady`). At least 1."""
+    layer_probe_settle: float = 0.05
+    """The early stop of the layer probe's copies: after the first (untimed) step, a copy stops once its
+    last 3 steps agree, the slowest at most ``1 + layer_probe_settle`` times the fastest and not each
+    faster than the one before, on every rank, and their median is its time
+    (:func:`flopsweep.layer_probe.settled`); a copy that does not settle runs 7 steps and times the
+    last 5 (2 untimed). 0: no early stop, every copy runs the 7 steps. A share in [0, 1)."""
 
 
 @dataclass(kw_only=True)

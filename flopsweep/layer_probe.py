@@ -2,10 +2,9 @@
 
 Before the run's trainer is built, every rank builds the run as configured (backend, layout,
 kernel, precision, checkpointing policy, compile, micro batch and gradient accumulation) with
-``model.n_layer`` set to ``L1`` and then to ``L2 = 2 L1`` blocks (:func:`depths`), runs
-:data:`WARMUP_STEPS` steps and times :data:`MEASURED_STEPS` to :data:`MAX_MEASURED_STEPS` more of
-each (below), the slowest rank's median step kept. A transformer's step grows by the same time per
-block (the blocks are alike), so::
+``model.n_layer`` set to ``L1`` and then to ``L2 = 2 L1`` blocks (:func:`depths`), steps each copy
+(below, "Steps"), and keeps the slowest rank's median step. A transformer's step grows by the same
+time per block (the blocks are alike), so::
 
     t(L)  = a + b L / L1          b = t(L2) - t(L1),  a = t(L1) - b
     t_step = t(n_layer)
@@ -44,12 +43,6 @@ per-operator checkpointing, FSDP2's hooks) can outgrow the device's. Both are ex
 step is the larger, ``max(t(n_layer), h(n_layer))`` (on one H200, gpt-1.3b FSDP2 with ``selective``
 checkpointing, eager, stepped 0.30 s against 0.20 s extrapolated from the synchronised steps alone).
 
-The timed steps: :data:`MEASURED_STEPS` after :data:`WARMUP_STEPS`, then more, up to
-:data:`MAX_MEASURED_STEPS`, while the median's standard error on some rank is over
-:data:`STEADY_ERROR` of it (:func:`median_error`; the ranks agree after each step, so that all
-step alike): a copy's slope is multiplied by ``(n_layer - L1) / L1`` in the prediction, so the noisy
-copies (DeepSpeed's host-bound ones, a loaded host) are timed longer and steady ones are not.
-
 ``L1`` is the smallest depth the layout builds: ``pp x stages per rank``, times ``every`` for the
 ``every_n`` checkpointing policy (so each copy has the full model's pattern); when ``2 L1`` is not
 below ``n_layer`` the full depth is timed alone and is the prediction. ``model=hf`` builds the
@@ -62,6 +55,19 @@ leaves out does not count) is over ``predict.layer_probe_max_spread`` (1.5) time
 rank (``spread``), the host's load set them, and the probe falls back (:func:`unsteady`) as one
 whose copy ran out of memory does (the compute probe's path,
 :func:`flopsweep.compute_probe.fall_back_on_oom`): the prediction takes the next estimate and names why.
+
+Steps (:func:`schedule`): a copy's first step is never timed (:data:`MIN_UNTIMED`: compilation, the
+allocator's first blocks); it stops once its last :data:`SETTLE_STEPS` steps agree on every rank, the
+slowest at most ``1 + predict.layer_probe_settle`` times the fastest and not still falling
+(:func:`settled`), and their
+median is its time; a copy that does not settle runs :data:`WARMUP_STEPS` + :data:`MEASURED_STEPS`
+steps and times the last :data:`MEASURED_STEPS`, as every copy did before the early stop, and more, up
+to :data:`MAX_MEASURED_STEPS` timed, while the median's standard error on some rank is over
+:data:`STEADY_ERROR` of it (:func:`median_error`; the ranks agree after each step): a copy's slope is
+multiplied by ``(n_layer - L1) / L1`` in the prediction, so noisy copies (DeepSpeed's host-bound ones,
+a loaded host) are timed longer, steady ones shorter. Each copy
+records what it cost (``build_s``, ``untimed_s``, ``timed_s``, ``steps_run``, ``steps_timed``,
+``times_s``; docs/probe-cost.md), and the job ``metrics.probe_s`` and ``probe_share``.
 
 The top of this module is torch-free (:func:`depths`, :func:`extrapolate`); :func:`probe_layers`
 runs on the rank.
@@ -76,10 +82,15 @@ from collections.abc import Callable
 from typing import Any
 
 WARMUP_STEPS = 2
-"""Untimed steps of each shallow copy (compilation, the allocator, DeepSpeed's first step; ZeRO-3
-records its module trace in the second, and prefetches from the third)."""
+"""Untimed steps of a shallow copy that did not settle early (compilation, the allocator, DeepSpeed's
+first step); with ``predict.layer_probe_settle=0``, of every copy."""
 MEASURED_STEPS = 5
-"""Timed steps of each shallow copy at least; the median is kept."""
+"""Timed steps of a shallow copy that did not settle early; the median is kept."""
+MIN_UNTIMED = 1
+"""Steps of every copy that are never timed (the first: compilation, the allocator's first blocks)."""
+SETTLE_STEPS = 3
+"""The fewest timed steps of a copy: the early stop takes the last this many once they agree
+(:func:`settled`)."""
 MAX_MEASURED_STEPS = 15
 """Timed steps of each shallow copy at most (module docstring)."""
 STEADY_ERROR = 0.01
@@ -260,11 +271,14 @@ def probe_layers(
     ``is_oom(exc)``: whether an error is an out-of-memory one (:func:`flopsweep.worker.is_oom`).
 
     Returns:
-        ``{layers, step_s, host_s, spread, steps, wall_s, fallback: None}``: the depths, the slowest
-        rank's median step of each and its host's issue time (s), the largest ratio over ranks of a
-        copy's second slowest timed step to its median, and how many steps each copy timed;
-        ``deepspeed`` too under ``backend=deepspeed`` (:func:`deepspeed_windows`: the sizes the copies
-        were built with); ``fallback`` is why the times are not used when a copy's spread is over
+        ``{layers, step_s, host_s, spread, build_s, untimed_s, timed_s, steps_run, steps_timed, times_s,
+        wall_s, fallback: None}`` (and ``deepspeed`` under ``backend=deepspeed``: :func:`deepspeed_windows`,
+        the sizes the copies were built with): the depths, the slowest rank's median step of each and its
+        host's issue time (s), the largest ratio over ranks of a copy's second slowest timed step to its
+        median; rank 0's seconds building each copy, in its untimed and in its timed steps, the steps
+        it ran and timed and every step's seconds (:func:`_time_depth`); the probe's wall seconds from
+        after :func:`_import_first` to the ranks' agreement;
+        ``fallback`` is why the times are not used when a copy's spread is over
         ``predict.layer_probe_max_spread`` (:func:`unsteady`; the times are kept); or ``{fallback: why,
         wall_s}`` when a copy ran out of memory, here or on another rank
         (:func:`flopsweep.compute_probe.fall_back_on_oom`, the compute probe's path: the run goes on
@@ -275,6 +289,7 @@ def probe_layers(
 
     from flopsweep.compute_probe import fall_back_on_oom, free_memory
 
+    _import_first(cfg)  # the run's build imports them anyway: not the probe's cost
     start = time.perf_counter()
     layers = run_depths(cfg)
     windows = (
@@ -293,13 +308,16 @@ def probe_layers(
             timed.append(_time_depth(copy(i, n), device, layout, batches))
             free_memory(device)  # the copy goes before the next is built
         if windows is not None:  # what each copy's engine read, not what it was asked
-            windows["copies"] = [built for *_, built in timed]
+            windows["copies"] = [t["built"] for t in timed]
         return {
             "layers": layers,
-            "step_s": [t[0] for t in timed],
-            "host_s": [t[1] for t in timed],
-            "spread": [t[2] for t in timed],
-            "steps": [t[3] for t in timed],
+            "step_s": [t["step"] for t in timed],
+            "host_s": [t["host"] for t in timed],
+            "spread": [t["spread"] for t in timed],
+            **{key: [round(t[key], 4) for t in timed] for key in ("build_s", "untimed_s", "timed_s")},
+            "steps_run": [t["steps_run"] for t in timed],
+            "steps_timed": [t["steps_timed"] for t in timed],
+            "times_s": [t["times_s"] for t in timed],
         }
 
     out = fall_back_on_oom(measure, device, "a shallow copy ran out of memory", is_oom)  # frees them all
@@ -357,49 +375,145 @@ def _copy_params(cfg: Any, n_layer: int) -> tuple[int, int]:
     return sum(p.numel() for p in model.parameters()), largest
 
 
-def _time_depth(
-    shallow: Any, device: Any, layout: Any, batches: Callable[[Any], list]
-) -> tuple[float, float, float, int, dict[str, int] | None]:
-    """``(step, host, spread, steps, built)`` of the shallow copy ``shallow`` (the run's config at its
-    depth) on this rank, timed as the module docstring says: the median seconds, each from a
-    synchronised device to a synchronised device; the median seconds until ``step()`` returned (the
-    host's issue time; the step itself on a CPU); the second slowest step over the median (one slow
-    step, which the median leaves out, is not unsteadiness); the steps timed; and under DeepSpeed
-    the :data:`DEEPSPEED_WINDOWS` sizes its engine read (``engine.zero_<attribute>()``), else None."""
+def _import_first(cfg: Any) -> None:
+    """Import what the run's own build imports on first use, before the probe's clock starts: the
+    model family's torch module (with ``torch._dynamo`` and DTensor under it), the backend's builder
+    and its package (``BackendSpec.package``: DeepSpeed), in the run's order (the model's module
+    first: ZeRO-3 needs ``torch._dynamo`` imported before ``zero.Init``). Measured on the CPU
+    (2026-12-04), these imports were about 90% of the first copy's build (the second copy built in
+    milliseconds) and the run, built after the probe, no longer paid them: time moved, not spent."""
+    import importlib
+
+    from flopsweep.backend_specs import BACKEND_SPECS
+    from flopsweep.models import family
+
+    family(cfg.model).torch()
+    spec = BACKEND_SPECS[cfg.backend.name]
+    spec.build()
+    if spec.package:  # a registry name (``deepspeed``), never a path
+        importlib.import_module(spec.package)
+
+
+def settled(times: list[float], settle: float) -> bool:
+    """Whether the last :data:`SETTLE_STEPS` of a copy's steps (s, in order) agree: the slowest is at
+    most ``1 + settle`` times the fastest (``predict.layer_probe_settle``; 0: never, the early stop
+    is off), and they are not each faster than the one before (a copy still warming up can fall by
+    less than ``settle`` a step: gpt-1.3b's ZeRO-3 steps fell from 0.52 to 0.385 s on one H200).
+    Fewer steps than that never agree."""
+    window = times[-SETTLE_STEPS:]
+    if settle <= 0 or len(window) < SETTLE_STEPS or min(window) <= 0:
+        return False
+    falling = all(later < earlier for earlier, later in zip(window, window[1:], strict=False))
+    return not falling and max(window) <= (1 + settle) * min(window)
+
+
+def _all_settled(mine: bool, device: Any) -> bool:
+    """Whether every rank's copy settled (:func:`settled`): the ranks step in lockstep, so they stop
+    together or not at all (one small all-reduce after the step, outside its timing)."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return mine
+    flag = torch.tensor([float(mine)], dtype=torch.float32, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+def schedule(
+    step: Callable[[], tuple[float, float]],
+    settle: float,
+    agree: Callable[[bool], bool] = bool,
+    noisy: Callable[[list[float]], bool] = lambda timed: False,
+) -> tuple[list[float], list[float], int]:
+    """Step a copy as the probe does (module docstring, "Steps"): ``step()`` runs one step and returns
+    its seconds and its host's issue seconds; ``agree(mine)`` says whether every rank's copy settled
+    (:func:`settled` on this rank's steps after the first; the ranks must call it together);
+    ``noisy(timed)`` whether a copy that did not settle is to be timed on (:func:`_noisy`; together too).
+
+    Returns:
+        ``(times, hosts, first)``: every step's seconds and host seconds, in order, and the index of
+        the first timed step: ``len(times) - 3`` when the copy stopped early (:data:`SETTLE_STEPS`),
+        else :data:`WARMUP_STEPS` of ``WARMUP_STEPS + MEASURED_STEPS`` steps run, or more, up to
+        ``WARMUP_STEPS + MAX_MEASURED_STEPS``, while ``noisy`` says so.
+    """
+    times: list[float] = []
+    hosts: list[float] = []
+    most = WARMUP_STEPS + MEASURED_STEPS
+    while True:
+        seconds, host = step()
+        times.append(seconds)
+        hosts.append(host)
+        if settle > 0 and MIN_UNTIMED + SETTLE_STEPS <= len(times) < most:
+            if agree(settled(times[MIN_UNTIMED:], settle)):
+                return times, hosts, len(times) - SETTLE_STEPS
+        if len(times) >= most and (
+            len(times) >= WARMUP_STEPS + MAX_MEASURED_STEPS or not noisy(times[WARMUP_STEPS:])
+        ):
+            return times, hosts, WARMUP_STEPS
+
+
+def _time_depth(shallow: Any, device: Any, layout: Any, batches: Callable[[Any], list]) -> dict[str, Any]:
+    """The shallow copy ``shallow`` (the run's config at its depth), built and stepped on this rank
+    (:func:`schedule`). Returns ``{step, host, spread, build_s, untimed_s, timed_s, steps_run, steps_timed,
+    times_s, built}``: the
+    median seconds of the timed steps, each from a synchronised device to a synchronised device; the
+    median seconds until ``step()`` returned (the host's issue time; the step itself on a CPU); the
+    second slowest timed step over the median (one slow step, which the median leaves out, is not
+    unsteadiness); the seconds spent building the copy (and its batches), in its untimed steps and in
+    its timed ones; the steps run, how many of them were timed, and every step's seconds; under
+    DeepSpeed the :data:`DEEPSPEED_WINDOWS` sizes its engine read (``engine.zero_<attribute>()``), else
+    None."""
     import torch
 
     from flopsweep.backends import build_trainer
 
+    begun_build = time.perf_counter()
     trainer = build_trainer(shallow, device, layout)
     try:
-        built = None
+        windows = None
         if shallow.backend.name == "deepspeed":
-            built = {
+            windows = {
                 key: int(getattr(trainer.engine, f"zero_{attr}")())
                 for key, (attr, stage) in DEEPSPEED_WINDOWS.items()
                 if shallow.backend.zero_stage >= stage
             }
         micro = batches(shallow)
-        times: list[float] = []
-        hosts: list[float] = []
-        for i in range(WARMUP_STEPS + MAX_MEASURED_STEPS):
+        built = time.perf_counter()
+        ends: list[float] = []
+        take_step = trainer.step
+
+        def step() -> tuple[float, float]:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             begun = time.perf_counter()
-            trainer.step(micro)
+            take_step(micro)
             issued = time.perf_counter()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            if i < WARMUP_STEPS:
-                continue
-            times.append(time.perf_counter() - begun)
-            hosts.append(issued - begun if device.type == "cuda" else times[-1])  # a CPU's is the step
-            if len(times) >= MEASURED_STEPS and not _noisy(times, device):
-                break
-        median = statistics.median(times)
-        second = sorted(times)[-2] if len(times) > 1 else times[-1]
-        spread = second / median if median > 0 else float("inf")
-        return median, statistics.median(hosts), spread, len(times), built
+            ends.append(time.perf_counter())
+            seconds = ends[-1] - begun
+            return seconds, (issued - begun if device.type == "cuda" else seconds)  # a CPU step is the host's
+
+        settle = float(getattr(shallow.predict, "layer_probe_settle", 0.0))
+        times, hosts, first = schedule(
+            step, settle, lambda mine: _all_settled(mine, device), lambda timed: _noisy(timed, device)
+        )
+        timed = times[first:]
+        median = statistics.median(timed)
+        second = sorted(timed)[-2] if len(timed) > 1 else timed[-1]
+        return {
+            "step": median,
+            "host": statistics.median(hosts[first:]),
+            "spread": second / median if median > 0 else float("inf"),
+            "build_s": built - begun_build,
+            "untimed_s": ends[first - 1] - built,
+            "timed_s": ends[-1] - ends[first - 1],
+            "steps_run": len(times),
+            "steps_timed": len(timed),
+            "times_s": [round(t, 5) for t in times],
+            "built": windows,
+        }
     finally:  # DeepSpeed: out of its module-level state (DeepSpeedTrainer.release); freed by probe_layers
         own = getattr(trainer, "release", None)
         if callable(own):

@@ -380,6 +380,21 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
         column="predicted_compute_source",
         path=("predicted", "compute_source"),
     ),
+    MetricSpec(
+        "probe_s",
+        "s",
+        None,
+        "probe_s",
+        "seconds rank 0 spent in the step-time probes before warm-up (predict.layer_probe's and "
+        "predict.probe's wall_s); null when neither ran",
+    ),
+    MetricSpec(
+        "probe_share",
+        "1",
+        "lower",
+        "probe_share",
+        "probe_s over the job's wall time (run.wall_s): what the probes cost of the run they predict",
+    ),
 )
 """Every metric of the record, in record order (a key may have several columns)."""
 

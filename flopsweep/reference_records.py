@@ -76,6 +76,11 @@ RUN_KEYS: dict[str, tuple[str, str]] = {
     "setup_key": ("text", "hash of what the run measured (flopsweep.identity): equal set-ups share it"),
     "job_key": ("text", "hash of the set-up and the repeat round: what resume=true compares"),
     "identity_version": ("int", "version of the hashing of setup_key and job_key"),
+    "wall_s": (
+        "s or null",
+        "seconds from the job's start to its record (searches, launch, probes, steps); null for a lost "
+        "Slurm job",
+    ),
 }
 """The record's ``run`` keys (``job.lifecycle.new_run``, ``identity.record_keys``)."""
 
@@ -160,8 +165,10 @@ PREDICTED_KEYS: dict[str, str] = {
     "probe": "predict.probe=true only: the compute probe's pieces, seconds",
     "layer_probe": (
         "predict.layer_probe=true only: the shallow copies' depths (layers), steps (step_s, s), host issue "
-        "times (host_s, s), second slowest step over the median (spread), steps timed (steps), why it fell "
-        "back (fallback); DeepSpeed: the model's and each copy's bucket, live, reuse and sub-group sizes "
+        "times (host_s, s), second slowest step over the median (spread), why it fell back (fallback), the "
+        "probe's wall time (wall_s), each copy's build, untimed and timed seconds (build_s, untimed_s, "
+        "timed_s) and its steps run and timed (steps_run, steps_timed: 3 when it settled early, else 5 to "
+        "15); DeepSpeed: the model's and each copy's bucket, live, reuse and sub-group sizes "
         "(deepspeed: model, copies, params, largest)"
     ),
 }

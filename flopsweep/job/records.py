@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import logging
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,7 @@ def measured(job: JobResult) -> JobResult:
         compute_probe=job.facts.compute_probe,
         layer_probe=job.facts.layer_probe,
     )
+    metrics["probe_s"] = probe_seconds(job.facts)
     if line := forecast.probe_fallback_line(metrics["predicted"]):  # the console says it too
         log.warning("%s", line)
     if problem := sanity_problem(cfg, metrics, cfg.device):
@@ -88,6 +90,26 @@ def measured(job: JobResult) -> JobResult:
     job.status, job.metrics = "ok", metrics
     job.warnings += profile_warnings(outcome.ranks) + outcome.warnings
     return job
+
+
+def probe_seconds(facts: RankFacts) -> float | None:
+    """``metrics.probe_s``: rank 0's wall seconds in the step-time probes that ran before warm-up, the
+    layer probe's and the compute probe's ``wall_s`` summed (3 decimals); None when neither ran."""
+    walls = [
+        probe["wall_s"]
+        for probe in (facts.layer_probe, facts.compute_probe)
+        if isinstance(probe, dict) and isinstance(probe.get("wall_s"), int | float)
+    ]
+    return round(sum(walls), 3) if walls else None
+
+
+def probe_share(metrics: dict[str, Any] | None, wall_s: float | None) -> float | None:
+    """``metrics.probe_share``: ``metrics.probe_s`` over the job's wall seconds (``run.wall_s``, 4
+    decimals); None without either."""
+    probe = (metrics or {}).get("probe_s")
+    if not isinstance(probe, int | float) or not wall_s:
+        return None
+    return round(probe / wall_s, 4)
 
 
 def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:
@@ -120,7 +142,10 @@ def recorded(job: JobResult) -> dict[str, Any]:
         NotRecorded: when the record cannot be written; the message is the one line to print.
     """
     cfg, layout, facts = job.cfg, job.layout, job.facts or RankFacts()
-    run = {**job.run, "finished_at": now()}
+    wall = round(time.monotonic() - job.started, 3) if job.started is not None else None
+    run = {**job.run, "finished_at": now(), "wall_s": wall}
+    if job.metrics is not None:
+        job.metrics["probe_share"] = probe_share(job.metrics, wall)
     world = layout.world_size if layout else None
     nproc = world // cfg.nnodes if world else None
     system = system_info(
@@ -217,7 +242,7 @@ def record_lost_job(
             layout = None  # the task refused it; the record keeps the world size unknown
     # Not logged: the sweep process's logger is Hydra's, whose handler would echo the line with its
     # [HYDRA] prefix after the caller's own (hydra_plugins.flopsweep_slurm._lost_task prints it once).
-    job = JobResult(path=path, cfg=cfg, run=run, layout=layout, log_result=False)
+    job = JobResult(path=path, cfg=cfg, run=run, layout=layout, log_result=False, started=None)
     return recorded(job.fail("error", rec.error("JobLost", message, phase, rank)))
 
 

@@ -6,6 +6,7 @@ assembly (:func:`flopsweep.job.records.recorded`) writes.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,6 +88,9 @@ class JobResult:
     themselves in it (``batch_search``, ``model_search``) after every probe."""
     load_start: list[float] | None = None
     """The host's load average at the job's start (``system.loadavg.start``)."""
+    started: float | None = dataclasses.field(default_factory=time.monotonic)
+    """``time.monotonic()`` when the job started (the object was made): ``run.wall_s`` is the seconds
+    from it to the record; None where the job's start was not seen here (a lost Slurm job)."""
     plan: Plan | None = None
     """planned: the validated plan, as configured (before the searches)."""
     calibrations: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)

@@ -42,6 +42,47 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
     assert "layer_probe" not in by[False]["metrics"]["predicted"]
     assert by[True]["metrics"]["loss_first"] == pytest.approx(by[False]["metrics"]["loss_first"], abs=1e-6)
     assert by[True]["metrics"]["loss_last"] == pytest.approx(by[False]["metrics"]["loss_last"], abs=1e-6)
+    _check_cost(by[True], settle=0.05)  # the default: the ranks agree after each step from the 4th
+    assert by[False]["run"]["wall_s"] > 0
+    assert by[False]["metrics"]["probe_s"] is None and by[False]["metrics"]["probe_share"] is None
+
+
+def _check_cost(record: dict, *, settle: float) -> None:
+    """The probe's cost keys agree with each other and the job's wall time, and each copy stopped as
+    ``predict.layer_probe_settle`` says (rank 0's own window settled where it stopped early)."""
+    import statistics
+
+    from flopsweep.layer_probe import (
+        MAX_MEASURED_STEPS,
+        MEASURED_STEPS,
+        MIN_UNTIMED,
+        SETTLE_STEPS,
+        WARMUP_STEPS,
+        settled,
+    )
+
+    probe, metrics, wall = (
+        record["metrics"]["predicted"]["layer_probe"],
+        record["metrics"],
+        record["run"]["wall_s"],
+    )
+    pieces = record["metrics"]["predicted"].get("probe") or {}  # the compute probe, when it ran too
+    assert 0 < probe["wall_s"] < wall
+    assert metrics["probe_s"] == round(probe["wall_s"] + pieces.get("wall_s", 0.0), 3)
+    assert metrics["probe_share"] == round(metrics["probe_s"] / wall, 4)
+    parts = [probe[key] for key in ("build_s", "untimed_s", "timed_s")]
+    assert all(len(part) == len(probe["layers"]) and min(part) >= 0 for part in parts)
+    assert sum(map(sum, parts)) <= probe["wall_s"]
+    for times, run, timed, step in zip(
+        probe["times_s"], probe["steps_run"], probe["steps_timed"], probe["step_s"], strict=True
+    ):
+        assert len(times) == run
+        if run < WARMUP_STEPS + MEASURED_STEPS:  # stopped early: only where this rank had settled
+            assert settle > 0 and timed == SETTLE_STEPS and run >= MIN_UNTIMED + SETTLE_STEPS
+            assert settled(times[MIN_UNTIMED:], settle)  # (it may have settled before, another rank not)
+        else:  # 5 timed, more while the median is noisy (layer_probe.median_error)
+            assert MEASURED_STEPS <= timed <= MAX_MEASURED_STEPS and run == WARMUP_STEPS + timed
+        assert step >= statistics.median(times[-timed:]) - 1e-5  # the slowest rank's median
 
 
 @pytest.mark.slow
@@ -59,12 +100,18 @@ def test_an_hf_moe_is_probed_on_its_first_layers(tmp_path: Path) -> None:
         *GLOO,
         "predict.layer_probe=true",
         "predict.layer_probe_max_spread=1000",  # a loaded CPU's steps vary; unit/ tests the limit
+        "predict.layer_probe_settle=0",  # no early stop: every copy runs 2 untimed and 5-15 timed steps
     )
     probed = rec["metrics"]["predicted"]
-    assert probed["compute_source"] == "layers" and probed["layer_probe"]["fallback"] is None
+    assert all(5 <= k <= 15 for k in probed["layer_probe"]["steps_timed"]), probed["layer_probe"]
+    _check_cost(rec, settle=0)
     assert probed["layer_probe"]["layers"] == [2, 3]
     t2, t3 = probed["layer_probe"]["step_s"]
-    assert probed["iteration_time_s"] == pytest.approx(t2 + 3 * (t3 - t2))
+    if t3 > t2:  # extrapolated from the two copies
+        assert probed["compute_source"] == "layers" and probed["layer_probe"]["fallback"] is None
+        assert probed["iteration_time_s"] == pytest.approx(t2 + 3 * (t3 - t2))
+    else:  # a loaded CPU stepped the 3-layer copy no slower: the next estimate, and why
+        assert probed["compute_source"] != "layers" and "stepped no slower" in probed["source"], probed
 
 
 @pytest.mark.slow
@@ -93,7 +140,7 @@ def test_deepspeeds_copies_are_built_with_their_share_of_its_sizes(tmp_path: Pat
     )
     probe = rec["metrics"]["predicted"]["layer_probe"]
     assert probe["fallback"] is None and probe["layers"] == [1, 2]
-    assert all(MEASURED_STEPS <= k <= MAX_MEASURED_STEPS for k in probe["steps"])
+    assert all(MEASURED_STEPS <= k <= MAX_MEASURED_STEPS or k == 3 for k in probe["steps_timed"])
     counts = [n_params(LlamaConfig(n_layer=n)) for n in (1, 2, 3)]  # llama-tiny's sizes
     ds = probe["deepspeed"]
     assert ds["params"] == counts == [262_528, 459_392, 656_256] and ds["largest"] == 128 * 384
@@ -135,6 +182,7 @@ def test_the_layer_probe_on_a_gpu_compiled(tmp_path: Path) -> None:
     host, step = probed["layer_probe"]["host_s"], probed["layer_probe"]["step_s"]
     assert len(host) == 2 and all(0 < h <= t for h, t in zip(host, step, strict=True))
     assert by[True]["metrics"]["loss_first"] == pytest.approx(by[False]["metrics"]["loss_first"], rel=1e-3)
+    _check_cost(by[True], settle=0.05)  # the default early stop
 
 
 def _zero3_probe_rank(rank: int, world: int, init: str, out: str) -> None:

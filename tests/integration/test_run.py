@@ -115,6 +115,7 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
         "id",
         "started_at",
         "finished_at",
+        "wall_s",
         "overrides",
         "job_num",
         "repeat",
@@ -125,7 +126,9 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
         "identity_version",
     }
     assert (record["run"]["repeat"], record["run"]["repeats"], record["run"]["repeat_group"]) == (0, 1, None)
+    assert record["run"]["wall_s"] > 0  # the job's own clock, beside the whole seconds of the stamps
     m = record["metrics"]
+    assert m["probe_s"] is None and m["probe_share"] is None  # no step-time probe ran
     assert m["tokens_per_s"] > 0 and m["tflops_per_device"] > 0
     assert m["model_flops_per_iteration"] == 1_610_612_736  # gpt-tiny, micro batch 4, one rank
     assert m["global_batch_size"] == 4 and m["tokens_per_step"] == 512

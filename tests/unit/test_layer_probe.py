@@ -189,11 +189,14 @@ def _probe_on_the_cpu(hydra_compose, *overrides: str, batches=None) -> dict:
 
 
 def test_the_probe_keeps_each_copys_spread_and_falls_back_over_the_limit(hydra_compose) -> None:
-    """On the CPU with the limit at 1 (no five timed steps are all equal) the real probe falls back
-    naming its copy, its times kept; with a limit no spread reaches it extrapolates."""
+    """On the CPU with the limit at 1 (no five timed steps are all equal; no early stop, whose three
+    agreeing steps have no spread) the real probe falls back naming its copy, its times kept; with a
+    limit no spread reaches it extrapolates."""
     from flopsweep.layer_probe import extrapolate
 
-    tight = _probe_on_the_cpu(hydra_compose, "predict.layer_probe_max_spread=1")
+    tight = _probe_on_the_cpu(
+        hydra_compose, "predict.layer_probe_max_spread=1", "predict.layer_probe_settle=0"
+    )
     assert tight["layers"] == [2] and len(tight["step_s"]) == len(tight["spread"]) == 1
     assert tight["step_s"][0] > 0 and tight["spread"][0] > 1
     assert tight["fallback"].startswith("unsteady timed steps: the 2-block copy's second slowest step took ")
