@@ -1,5 +1,6 @@
 """The measured set-ups flopsweep ships (``flopsweep/data/measured.json``): the committed ``ok`` CUDA
-records of ``benchmarks/results/`` (one H200 and two H200s), each as the prediction reads it.
+records of ``benchmarks/results/`` (one H200 and two H200s) that did not run at the memory edge
+(:func:`build`), each as the prediction reads it.
 
 With ``predict.calibration`` null and ``predict.measured`` true (the default), the job, ``plan=true`` and
 the tuner predict from these records (:func:`flopsweep.forecast.prediction_records`): a calibration of
@@ -74,7 +75,10 @@ def entry(name: str, record: dict[str, Any]) -> dict[str, Any]:
 def build(results: Path = RESULTS) -> dict[str, Any]:
     """The file's content made from ``results``: every record there that may calibrate
     (:func:`flopsweep.forecast.calibration_records`: the checks a ``predict.calibration`` folder
-    passes), kept when ``ok``, on ``cuda``, with a mean step time; sorted by name.
+    passes), kept when ``ok``, on ``cuda``, with a mean step time and without allocator retries
+    (``metrics.cuda_alloc_retries`` > 0: a run at the memory edge, whose slow rate the nearest set-up
+    would carry over to a run that is not, docs/prediction-nearest.md "Assumptions"; 15 of the 305 on
+    2026-12-04, among them the ``frontier`` runs); sorted by name.
 
     Raises:
         flopsweep.config.ConfigError: ``results`` holds no such record (not a checkout).
@@ -84,10 +88,12 @@ def build(results: Path = RESULTS) -> dict[str, Any]:
     entries = []
     for path, view in calibration_records(str(results)):
         mean = ((view.get("metrics") or {}).get("iteration_time_s") or {}).get("mean")
+        retries = (view.get("metrics") or {}).get("cuda_alloc_retries")
         if (
             view.get("status") != "ok"
             or (view.get("config") or {}).get("device") != "cuda"
             or not isinstance(mean, int | float)
+            or (isinstance(retries, int) and retries > 0)  # at the memory edge: its slow rate not carried
         ):
             continue
         entries.append(entry(Path(path).relative_to(results).as_posix(), view))
@@ -160,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
         DATA.parent.mkdir(exist_ok=True)
         replace_text(DATA, text)
-        print(f"wrote {DATA} ({len(text.encode())} bytes, {text.count(chr(10)) - 1} records)")
+        print(f"wrote {DATA} ({len(text.encode())} bytes, {text.count(chr(10)) - 1} lines)")
         return 0
     from flopsweep.files import RecordError, read_regular
 
