@@ -78,12 +78,16 @@ def build(results: Path = RESULTS) -> dict[str, Any]:
     passes), kept when ``ok``, on ``cuda``, with a mean step time and without allocator retries
     (``metrics.cuda_alloc_retries`` > 0: a run at the memory edge, whose slow rate the nearest set-up
     would carry over to a run that is not, docs/prediction-nearest.md "Assumptions"; 15 of the 305 on
-    2026-12-04, among them the ``frontier`` runs); sorted by name.
+    2026-12-04, among them the ``frontier`` runs) and with the counts a prediction reads
+    (:func:`flopsweep.predict.workload_from_record`: ``model.n_params`` and
+    ``metrics.model_flops_per_iteration``; a record made before them would calibrate a run into no
+    prediction); sorted by name.
 
     Raises:
         flopsweep.config.ConfigError: ``results`` holds no such record (not a checkout).
     """
     from flopsweep.forecast import calibration_records
+    from flopsweep.predict import PredictionError, workload_from_record
 
     entries = []
     for path, view in calibration_records(str(results)):
@@ -95,6 +99,10 @@ def build(results: Path = RESULTS) -> dict[str, Any]:
             or not isinstance(mean, int | float)
             or (isinstance(retries, int) and retries > 0)  # at the memory edge: its slow rate not carried
         ):
+            continue
+        try:  # without the counts a calibration needs, it would leave a run with no prediction
+            workload_from_record(view)
+        except PredictionError:
             continue
         entries.append(entry(Path(path).relative_to(results).as_posix(), view))
     entries.sort(key=lambda e: e["name"])

@@ -28,7 +28,7 @@ def test_the_shipped_file_is_current_against_the_committed_records() -> None:
 
 def test_the_shipped_file_holds_the_ok_cuda_records_each_named_by_its_path() -> None:
     records = shipped.records()
-    assert len(records) > 250  # 306 on 2026-12-04: one and two H200s
+    assert len(records) > 200  # 217 on 2026-12-04: one and two H200s
     assert shipped.DATA.stat().st_size < 1_000_000
     worlds = set()
     for name, view in records:
@@ -37,6 +37,10 @@ def test_the_shipped_file_holds_the_ok_cuda_records_each_named_by_its_path() -> 
         assert view["status"] == "ok" and view["config"]["device"] == "cuda", name
         assert isinstance(view["metrics"]["iteration_time_s"]["mean"], float), name
         assert set(view["metrics"]) <= set(shipped.METRIC_KEYS), name
+        assert view["metrics"]["model_flops_per_iteration"] > 0 and view["model"]["n_params"] > 0, name
+        source = json.loads((RESULTS / name).read_text())
+        assert not source["metrics"].get("cuda_alloc_retries"), name  # none at the memory edge
+        assert source["metrics"]["iteration_time_s"]["mean"] == view["metrics"]["iteration_time_s"]["mean"]
         assert "values" not in view["metrics"]["iteration_time_s"], name
         assert shipped.is_shipped(view)
         worlds.add(view["system"]["world_size"])
@@ -53,7 +57,7 @@ def test_the_file_is_read_by_the_module_path_never_through_a_link(tmp_path: Path
     (planted / "measured.json").write_text('{"format": 1, "records": []}')
     monkeypatch.chdir(tmp_path)
     shipped._loaded.cache_clear()
-    assert len(shipped.records()) > 250
+    assert len(shipped.records()) > 200
     link = tmp_path / "link.json"
     os.symlink(shipped.DATA, link)
     monkeypatch.setattr(shipped, "DATA", link)
@@ -158,3 +162,31 @@ def test_a_cpu_plan_is_never_predicted_from_the_shipped_gpu_records(hydra_compos
     assert made == alone and made["source"].startswith("uncalibrated: "), made
     row = _row(hydra_compose, tmp_path, *args)
     assert "shipped" not in row["prediction_source"] and "nearest" not in row["prediction_source"], row
+
+
+def test_a_cluster_of_another_gpu_keeps_the_shipped_records_not_the_users_of_another_gpu() -> None:
+    """``plan_clusters``: a user's H200 record never stands for an H100 cluster (one ``predict.compute_scale``
+    cannot serve two GPUs), the shipped ones do (calibrating only their own GPU kind, else scaled)."""
+    from flopsweep.clusters import parse_cluster
+    from flopsweep.plan_space import same_gpu
+
+    name, view = shipped.records()[0]
+    users = {k: v for k, v in view.items() if k != shipped.SHIPPED}
+    assert view["system"]["device_name"] == users["system"]["device_name"] == "NVIDIA H200"
+    records = [(name, view), ("mine/metrics.json", users)]
+    assert same_gpu(records, parse_cluster("H100:8")) == [(name, view)]
+    assert same_gpu(records, parse_cluster("H200:8")) == records
+
+
+def test_the_analysis_keeps_to_the_records_it_loaded() -> None:
+    """``analysis --predict`` (:func:`flopsweep.predict.predict_record`) is the honest check: a record
+    loaded alone has no other set-up to stand for it, shipped records or not."""
+    from flopsweep.predict import predict_record
+
+    name, view = next((n, v) for n, v in shipped.records() if v["system"]["world_size"] == 1)
+    assert isinstance(view["metrics"]["model_flops_per_iteration"], float)  # the counts: every one has them
+    alone = {k: v for k, v in view.items() if k != shipped.SHIPPED}
+    made = predict_record(name, alone, [(name, alone)])
+    assert made["compute_source"] == "flops" and "shipped" not in made["source"], made
+    assert made["iteration_time_s"] > 0
+    assert "no nearest set-up: none of the 0 records read" in made["source"], made
