@@ -313,11 +313,11 @@ class PredictConfig:
     (``predict.measured``), else uncalibrated (FLOPs at a stated fraction of the GEMM rate)."""
     measured: bool = True
     """With ``predict.calibration`` null, predict a CUDA run (the job, ``plan=true``, the tuner) from the
-    measured set-ups flopsweep ships (``flopsweep/data/measured.json``: the committed one- and two-H200
-    records of ``benchmarks/results``, :mod:`flopsweep.shipped`): a record of the same set-up on the same
-    GPU kind calibrates it, else the nearest set-up stands for it (another GPU kind scaled by the
-    datasheet peak ratio), the source saying ``(shipped records)``. A CPU run never is. False: the FLOPs
-    estimate. ``python -m analysis --predict`` never reads them."""
+    measured set-ups flopsweep ships (``flopsweep/data/measured.json``: the committed ok one- and two-H200
+    records of ``benchmarks/results`` with FLOPs counts, not at the memory edge, :mod:`flopsweep.shipped`):
+    a record of the same set-up on the same GPU kind calibrates it, else the nearest set-up stands for it
+    (another GPU kind scaled by the datasheet peak ratio), the source saying ``(shipped records)``. A CPU
+    run never is. False: the FLOPs estimate. ``python -m analysis --predict`` never reads them."""
     gpus_per_node: int | None = None
     """GPUs per node of the predicted cluster; null: ``nproc_per_node``."""
     nnodes: int | None = None

@@ -190,3 +190,16 @@ def test_the_analysis_keeps_to_the_records_it_loaded() -> None:
     assert made["compute_source"] == "flops" and "shipped" not in made["source"], made
     assert made["iteration_time_s"] > 0
     assert "no nearest set-up: none of the 0 records read" in made["source"], made
+
+
+def test_the_records_a_job_reads_before_it_launches(hydra_compose, tmp_path: Path) -> None:
+    """:func:`flopsweep.forecast.prediction_records` (the job, ``plan=true``): ``predict.calibration``'s
+    records when named, else the shipped ones, none with ``predict.measured=false``."""
+    cfg = hydra_compose(["model=gpt-tiny", "device=cuda"])
+    assert forecast.prediction_records(cfg) == shipped.records()
+    off = hydra_compose(["model=gpt-tiny", "device=cuda", "predict.measured=false"])
+    assert forecast.prediction_records(off) == []
+    record = RESULTS / shipped.records()[0][0]
+    named = hydra_compose(["model=gpt-tiny", f"predict.calibration={record}"])
+    ((name, view),) = forecast.prediction_records(named)
+    assert name == str(record) and not shipped.is_shipped(view)
