@@ -160,11 +160,13 @@ def render() -> str:
         *torchtitan_table(plan),
         "",
         "The plan ranks its own predictions (`objective=tokens_per_s_per_device`, rank 1 = fastest "
-        "per GPU). A datasheet prediction does not model `torch.compile` (the compiled and eager rows "
-        "share one prediction) nor fp8's faster GEMMs (`fp8 predicted as bf16`), so it ranks 8 GPUs "
-        "over 128 as torchtitan measured, and cannot rank compile or Float8 above eager: a calibration "
-        "record of the set-up (`predict.calibration=`) or the tuner's measurements do. Defaults of "
-        "this plan:",
+        "per GPU). Each is carried over from the nearest set-up among the records flopsweep ships "
+        "(`nearest (shipped records)`: one H200, scaled to the H100 NVL by the datasheet peak ratio "
+        "0.844). The plan keeps the job's `compile=False`: it ranks 8 GPUs over 128 as torchtitan "
+        "measured, cannot rank compile above eager (the compiled and eager rows share one prediction), "
+        "and predicts fp8 from the shipped eager fp8 runs of Llama 3.2 1B, slower than bf16, where "
+        "torchtitan's compiled Float8 ran fastest: a calibration record of the set-up "
+        "(`predict.calibration=`) or the tuner's measurements rank them. Defaults of this plan:",
         "",
         *(f"- {d}" for d in plan["defaults"]),
         "",

@@ -309,8 +309,15 @@ class PredictConfig:
     model, kernel, precision, checkpointing, compile, backend and ZeRO stage at the run's world size or
     fewer calibrates the compute time (the same micro batch first, else another scaled by tokens);
     without one, the nearest measured set-up among them that is not the run's own stands for it
-    (``compute_source: nearest``, docs/prediction-nearest.md). Null, or nothing similar:
-    uncalibrated (FLOPs at a stated fraction of the GEMM rate)."""
+    (``compute_source: nearest``, docs/prediction-nearest.md). Null: the shipped records
+    (``predict.measured``), else uncalibrated (FLOPs at a stated fraction of the GEMM rate)."""
+    measured: bool = True
+    """With ``predict.calibration`` null, predict a CUDA run (the job, ``plan=true``, the tuner) from the
+    measured set-ups flopsweep ships (``flopsweep/data/measured.json``: the committed ok one- and two-H200
+    records of ``benchmarks/results`` with FLOPs counts, not at the memory edge, :mod:`flopsweep.shipped`):
+    a record of the same set-up on the same GPU kind calibrates it, else the nearest set-up stands for it
+    (another GPU kind scaled by the datasheet peak ratio), the source saying ``(shipped records)``. A CPU
+    run never is. False: the FLOPs estimate. ``python -m analysis --predict`` never reads them."""
     gpus_per_node: int | None = None
     """GPUs per node of the predicted cluster; null: ``nproc_per_node``."""
     nnodes: int | None = None

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from flopsweep import expert_parallel, flops, nearest, tree
+from flopsweep import expert_parallel, flops, nearest, shipped, tree
 from flopsweep import predict as pr
 from flopsweep.budget import BUDGET_ENV, MIN_BUDGET, ReadBudget
 from flopsweep.checkpointing import recompute_mode
@@ -145,6 +145,35 @@ def calibration_records(
             what = f"{what} that may calibrate ({len(skipped)} skipped; the first: {first})"
         raise ConfigError("predict.calibration", path, what[:400], CALIBRATION_FIX)
     return out
+
+
+def prediction_records(cfg: RunConfig) -> list[tuple[str, dict[str, Any]]]:
+    """The records the job, ``plan=true`` and the tuner predict ``cfg`` from: ``predict.calibration``'s
+    (:func:`calibration_records`); with it null and ``predict.measured`` true, the shipped records
+    (:func:`flopsweep.shipped.records`; :func:`prediction` sets them aside for a run that is not on
+    CUDA); else none.
+
+    Raises:
+        ConfigError: as :func:`calibration_records`; naming ``predict.measured`` when the shipped file
+            cannot be read (a broken install).
+    """
+    p = cfg.predict
+    if p.calibration:
+        return calibration_records(p.calibration)
+    return shipped_records() if getattr(p, "measured", False) else []
+
+
+def shipped_records() -> list[tuple[str, dict[str, Any]]]:
+    """:func:`flopsweep.shipped.records`, its error as :class:`ConfigError` naming ``predict.measured``."""
+    try:
+        return shipped.records()
+    except shipped.ShippedError as exc:
+        why = f"cannot read the shipped records ({exc})"
+        raise ConfigError("predict.measured", True, why, MEASURED_FIX) from None
+
+
+MEASURED_FIX = "reinstall flopsweep, or set predict.measured=false (the FLOPs estimate)"
+"""The fix a ``predict.measured`` error names."""
 
 
 def _record(path: Path, budget: ReadBudget) -> dict[str, Any]:
@@ -371,13 +400,26 @@ def _prediction(
     layered: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     target = workload(cfg, layout)
+    if cfg.device != "cuda":  # a CPU run is never predicted from the shipped GPU records
+        records = [(n, r) for n, r in records if not shipped.is_shipped(r)]
+    named = [(n, r) for n, r in records if not shipped.is_shipped(r)]  # the user's, and the tuner's own
     probed, fell_back = _layered(cfg, layered)
     if probed is None:
         by_pieces, why = _probed(target, pieces)
         probed, fell_back = by_pieces, "; ".join(t for t in (fell_back, why) if t)
     own = _config_dict(cfg)["backend"]
     group = pr.backend_of({"config": {"backend": own}})
-    same_group = [(n, r) for n, r in records if pr.backend_of(r) == group]  # another backend: the nearest's
+    kind = nearest.gpu_kind(device_name)
+    same_group = [  # another backend: the nearest's; a shipped record only of the run's GPU kind
+        (n, r)
+        for n, r in records
+        if pr.backend_of(r) == group
+        and (
+            kind is None
+            or not shipped.is_shipped(r)
+            or nearest.gpu_kind(pr._get(r, ("system", "device_name"))) == kind
+        )
+    ]
     picked = None
     for exact in (True, False):  # the same micro batch first, else another one scaled by tokens
         key = pr.calibration_key({"config": _config_dict(cfg)}, micro_batch=exact)
@@ -398,10 +440,10 @@ def _prediction(
         )
         return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
     missed = ""
-    if records and not picked:
-        why = unmatched(cfg, layout.world_size, records)
+    if named and not picked:  # the shipped records are not the user's to be told of
+        why = unmatched(cfg, layout.world_size, named)
         missed = f"predict.calibration={cfg.predict.calibration} matches nothing: {why}"
-    near, far = None, ""
+    near, far, neighbour = None, "", None
     if not probed and not picked and records:  # the nearest measured set-up, ahead of the FLOPs estimate
         near, far, neighbour = _nearest(cfg, target, records, device_name)
         if (
@@ -423,8 +465,12 @@ def _prediction(
             compute = pr.calibration_compute(
                 target, *picked, compute_scale=cfg.predict.compute_scale, rate=rate
             )
+            if shipped.is_shipped(picked[1]):
+                compute = _said_shipped(compute, "calibrated")
         elif near is not None:
             compute = near
+            if neighbour is not None and shipped.is_shipped(neighbour.record):
+                compute = _said_shipped(compute, "nearest")
         elif gemm_tflops:
             compute = pr.compute_uncalibrated(target, gemm_tflops=gemm_tflops)
         else:
@@ -440,7 +486,9 @@ def _prediction(
         result = pr.predict(
             target,
             compute,
-            link(cfg, probe, picked[1] if picked else None, records, device_name),
+            link(
+                cfg, probe, picked[1] if picked else None, named, device_name
+            ),  # another machine's probe: not
             gpus_per_node=gpus_per_node,
             overlap=overlap,
             peak_tflops=peak,
@@ -461,6 +509,19 @@ def _prediction(
     return made
 
 
+SHIPPED_WORDS = " (shipped records)"
+"""What a ``source`` from a shipped record (:mod:`flopsweep.shipped`) says after its first word:
+``nearest (shipped records): h200/...``, ``calibrated (shipped records): h200/...``."""
+
+
+def _said_shipped(compute: pr.Compute, word: str) -> pr.Compute:
+    """``compute`` with :data:`SHIPPED_WORDS` after its source's first ``word``."""
+    head = f"{word}: "
+    if not compute.source.startswith(head):
+        return compute
+    return dataclasses.replace(compute, source=f"{word}{SHIPPED_WORDS}: {compute.source[len(head) :]}")
+
+
 def _nearest(
     cfg: RunConfig,
     target: pr.Workload,
@@ -474,7 +535,11 @@ def _nearest(
     me = nearest.describe("(this run)", config, target, device_name=device_name)
     if me is None:
         return None, "no nearest set-up: the run's config has no counts", None
-    return nearest.nearest_compute(me, nearest.pool_of(records), records)
+    named = [(n, r) for n, r in records if not shipped.is_shipped(r)]
+    pool = nearest.pool_of(named)
+    if len(named) < len(records):  # the shipped records' pool, made once a process
+        pool += list(shipped.pool())
+    return nearest.nearest_compute(me, pool, records)
 
 
 FP8_AS_BF16 = "{precision} predicted as bf16: fp8 GEMM speed-up not modelled"

@@ -36,7 +36,8 @@ RULE = (
     "same device type, precision and compile (required); the same GPU kind first, another scaled by the "
     "datasheet peak ratio; then the same attention kernel; dense or mixture of experts alike; the same "
     "backend, ZeRO stage and optimizer (on the GPU or the host); the same checkpointing policy; "
-    "the nearest model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)|; the nearest "
+    "the nearest model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)| + "
+    "|ln(sequence length ratio)|; the nearest "
     "world size; the same backend knobs; the name"
 )
 """The picking rule (:func:`candidates`) in full (docs/prediction-nearest.md)."""
@@ -174,7 +175,12 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
         m.backend[1] != target.backend[1],
         m.backend[2] != target.backend[2],
         m.policy != target.policy,
-        round(_log_gap(target.n_params, m.n_params) + _log_gap(target.tokens, m.tokens), 9),
+        round(
+            _log_gap(target.n_params, m.n_params)
+            + _log_gap(target.tokens, m.tokens)
+            + _log_gap(target.workload.seq_len, m.workload.seq_len),
+            9,
+        ),
         _log_gap(target.world, m.world),
         m.knobs != target.knobs,
         m.name,

@@ -435,7 +435,8 @@ def candidates(
     that are not ``ok`` by status, and the refusals by their key (``refused: backend``).
 
     Args:
-        records: the ``predict.calibration`` records (:func:`flopsweep.forecast.calibration_records`).
+        records: the ``predict.calibration`` records, else the shipped ones
+            (:func:`flopsweep.forecast.prediction_records`).
         progress: called with ``(cluster label, rows so far)`` after each cluster (a plan prints it).
     """
     out = Candidates(rows=[])
@@ -460,13 +461,17 @@ def same_gpu(
 ) -> list[tuple[str, dict[str, Any]]]:
     """The calibration records measured on ``cluster``'s GPU (``system.device_name``, the peak
     table's row): a record of another GPU would carry its speed over (``predict.compute_scale``
-    is one figure for all clusters), so a cluster without a record of its GPU predicts uncalibrated."""
+    is one figure for all clusters), so a cluster without a record of its GPU predicts uncalibrated.
+    Every shipped record (:mod:`flopsweep.shipped`) is kept: :func:`flopsweep.forecast.prediction`
+    calibrates only from those of the cluster's GPU kind and scales the nearest set-up of another
+    by the datasheet peak ratio, saying so."""
     from flopsweep.peaks import lookup
+    from flopsweep.shipped import is_shipped
 
     return [
         (n, r)
         for n, r in records
-        if lookup(str((r.get("system") or {}).get("device_name") or "")) is cluster.row
+        if is_shipped(r) or lookup(str((r.get("system") or {}).get("device_name") or "")) is cluster.row
     ]
 
 

@@ -71,7 +71,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     try:
         p, searched = search_size(plan(cfg, env, choices=info.choices), env, placed=elsewhere)
         p, batched = auto_batch_size(p, env, placed=elsewhere)
-        calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # as a run reads them
+        calibrations = forecast.prediction_records(p.cfg)  # as a run reads them
     except ConfigError as exc:  # the run's one line, then where it was planned (the GPU's capability)
         line = str(exc)
         row.update(status="invalid", note="; ".join([line.removesuffix("."), *placed]) if placed else line)
@@ -337,7 +337,7 @@ def plan_prediction(
         layout = (
             p.layout if per_node * nodes == p.world_size else Layout.resolve(cfg.parallel, per_node * nodes)
         )
-        records = forecast.calibration_records(cfg.predict.calibration) if records is None else records
+        records = forecast.prediction_records(cfg) if records is None else records
     except ConfigError as exc:
         return {**out, "prediction_source": f"no prediction: {exc}"}
     network = ""

@@ -232,7 +232,7 @@ def planned(job: JobResult, info: JobInfo) -> dict[str, Any] | None:
     try:
         check_repeat_axis(job.cfg, info)
         p = plan(job.cfg, Environment.detect(), choices=info.choices)
-        calibrations = forecast.calibration_records(p.cfg.predict.calibration)  # read before the run
+        calibrations = forecast.prediction_records(p.cfg)  # read before the run
     except ConfigError as exc:
         if writes_record():
             set_aside(path)

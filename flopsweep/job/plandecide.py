@@ -80,7 +80,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """
     try:
         clusters, space = checked(cfg)
-        records = forecast.calibration_records(cfg.predict.calibration)
+        records = forecast.prediction_records(cfg)
     except ConfigError as exc:
         return {"status": "invalid", "error": {"message": str(exc)}, "plan": {}}
     n = len(clusters)
@@ -278,6 +278,11 @@ def defaults_used(
         out.append("in a node: 0.7 x the GPU's NVLink per direction (H100/H200: 315 GB/s busbw)")
     if not records:
         out.append("compute: uncalibrated, 0.45 x the datasheet's dense peak (predict.calibration unset)")
+    elif not cfg.predict.calibration:
+        out.append(
+            f"compute: the {len(records)} measured records flopsweep ships (predict.calibration unset; "
+            "predict.measured=false: the FLOPs estimate)"
+        )
     for c in {c.row.name: c for c in clusters}.values():
         if c.power_w:
             out.append(f"power: {c.power_w:g} W per {c.row.name} (its board power) for J/tok")

@@ -348,11 +348,13 @@ class Tuning:
         from flopsweep import forecast
         from flopsweep.config import ConfigError
 
-        calibration = self.s.config.get("predict", {}).get("calibration")
+        predict = self.s.config.get("predict", {})
+        calibration = predict.get("calibration")
         try:
-            self.prior_records = forecast.calibration_records(
-                None if calibration is None else str(calibration)
-            )
+            if calibration or predict.get("measured", True) is False:
+                self.prior_records = forecast.calibration_records(str(calibration) if calibration else None)
+            else:  # the shipped records (forecast.prediction sets them aside for a CPU run)
+                self.prior_records = forecast.shipped_records()
         except ConfigError as exc:  # predict.calibration: a config error, exit 2
             print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None

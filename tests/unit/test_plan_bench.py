@@ -1,6 +1,7 @@
 """benchmarks/plan/llama3.1-8b.md does not drift: the best row of each cluster and every torchtitan row
 it shows are recomputed in process (:func:`flopsweep.plan_space.evaluate`, a few set-ups) from the
-keys of benchmarks/plan_llama8b.py and must print the same figures."""
+keys of benchmarks/plan_llama8b.py, from the records flopsweep ships (``predict.measured``, as the plan
+reads them), and must print the same figures."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from flopsweep import forecast
 from flopsweep import plan_space as ps
 from flopsweep.clusters import parse_cluster
 
@@ -57,7 +59,7 @@ def test_the_best_row_of_each_cluster_does_not_drift(hydra_compose) -> None:
     table = {line.split()[1]: line.split() for line in TEXT.splitlines() if re.match(r"\s+\d+\*\s", line)}
     for line in best:
         cluster, setup = _setup(line)
-        row = ps.evaluate(cfg, setup, parse_cluster(cluster))
+        row = ps.evaluate(cfg, setup, parse_cluster(cluster), forecast.prediction_records(cfg))
         cells = table[cluster]
         assert row.status == "ok", row.reason
         assert (
@@ -76,7 +78,9 @@ def test_the_torchtitan_rows_do_not_drift(hydra_compose) -> None:
         setup = ps.Setup(
             backend="fsdp", layout="dp", checkpointing="selective", precision=pub.precision, micro_batch=2
         )
-        row = ps.evaluate(cfg, setup, parse_cluster(cluster), min_headroom=0.05)
+        row = ps.evaluate(
+            cfg, setup, parse_cluster(cluster), forecast.prediction_records(cfg), min_headroom=0.05
+        )
         assert cells[2] == f"{pub.tps:,.0f}" and cells[4] == f"{row.predicted_tokens_per_s_per_gpu:,.0f}"
         assert cells[-1].endswith(f"/ {row.est_peak_gib_per_rank:.1f}")
         assert float(cells[6]) == pytest.approx(pub.tps / row.predicted_tokens_per_s_per_gpu, abs=0.006)

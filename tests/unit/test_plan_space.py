@@ -65,6 +65,7 @@ def test_the_old_keys_name_the_same_cluster_and_agree(hydra_compose, tmp_path: P
     """``plan_gpu=H100 nnodes=8 nproc_per_node=8``, ``plan_gpu=H100 predict.nnodes=8
     predict.gpus_per_node=8`` and ``plan_clusters=[H100:8x8]`` name one cluster, and the one-row plan
     of either old form gives the world size, memory and prediction of the new one's row."""
+    from flopsweep import forecast
     from flopsweep.job import JobInfo, plan_job
 
     base = [*LLAMA8B, "plan=true", "plan_gpu=H100", "backend=fsdp", "batch.micro_batch_size=4"]
@@ -73,7 +74,9 @@ def test_the_old_keys_name_the_same_cluster_and_agree(hydra_compose, tmp_path: P
     cfgs = [hydra_compose([*base, *form]) for form in forms]
     assert [cluster_from_keys(c).label for c in cfgs] == [new.label, new.label]
     setup = ps.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=4)
-    row = ps.evaluate(hydra_compose(LLAMA8B), setup, new)
+    shipped = forecast.prediction_records(cfgs[0])  # plan_clusters= and plan_gpu= both read them
+    assert shipped and all(r["shipped"] for _, r in shipped)
+    row = ps.evaluate(hydra_compose(LLAMA8B), setup, new, shipped)
     assert row.status == "ok" and row.world_size == 64
     for cfg in cfgs:
         old = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
