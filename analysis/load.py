@@ -84,11 +84,12 @@ from analysis.fields import (  # noqa: F401 - re-exported
 from analysis.schema import Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
 from analysis.spread import ci_of, overlap, pool_repeats, step_columns
-from flopsweep import nearest
 from flopsweep.budget import ReadBudget
 from flopsweep.identity import RANK_COUNT_KEYS, setup_key  # noqa: F401 - RANK_COUNT_KEYS re-exported
+from flopsweep.nearest import pool_of
 from flopsweep.plausible import calibration_problems
-from flopsweep.predict import calibration_view, predict_record
+from flopsweep.predict import calibration_view
+from flopsweep.predict_record import predict_record
 from flopsweep.text import plural
 from flopsweep.tree import folder_skipped
 
@@ -289,7 +290,7 @@ def flag_duplicates(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def fill_predictions(named: list[tuple[str, Record, bool]]) -> dict[str, dict[str, Any]]:
-    """``--predict``: the prediction :func:`flopsweep.predict.predict_record` makes for every ``ok``
+    """``--predict``: the prediction :func:`flopsweep.predict_record.predict_record` makes for every ``ok``
     record of ``named`` (``(name, record or its calibration view, may it calibrate)``) without
     ``metrics.predicted`` (or with a null step time there), from the others that may calibrate
     (:func:`flopsweep.plausible.calibration_problems` empty: a record the analysis flags never
@@ -304,7 +305,7 @@ def fill_predictions(named: list[tuple[str, Record, bool]]) -> dict[str, dict[st
         if isinstance(metrics.get("predicted"), dict) and metrics["predicted"].get("iteration_time_s"):
             continue
         try:
-            pool = nearest.pool_of(calibrations) if pool is None else pool
+            pool = pool_of(calibrations) if pool is None else pool
             made = predict_record(name, record, calibrations, pool=pool)
         except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError) as exc:
             made = {"iteration_time_s": None, "tokens_per_s": None, "source": f"no prediction: {exc!r}"[:300]}

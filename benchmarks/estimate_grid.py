@@ -15,7 +15,7 @@ precision (bf16, fp32) x checkpointing (none, full) x ``grad_accum`` (1, 2) x ``
 where it is allowed. Per config: :func:`flopsweep.memory.estimate` by part, ``peak_bytes`` on CUDA
 and on the CPU, the offload and floor figures, the data-parallel transfers at 4 and 8 GPUs per
 node, :func:`flopsweep.predict.predict` at a fixed compute and link, and
-:func:`flopsweep.predict.predict_record` of a synthetic record calibrated by a one-rank one. Then
+:func:`flopsweep.predict_record.predict_record` of a synthetic record calibrated by a one-rank one. Then
 per GPU row of the peak table: ``planned_gpu_bytes``, ``assumed_link`` and the peaks. An exception
 is written as its type and text (the same exception is the same output).
 """
@@ -134,6 +134,7 @@ def config_rows() -> Any:
     from flopsweep import predict as pr
     from flopsweep.config import CheckpointingConfig, PrecisionConfig, RunConfig
     from flopsweep.layout import Layout
+    from flopsweep.predict_record import predict_record
 
     link = pr.Link(intra=dict.fromkeys(pr.COLLECTIVES, 150.0), inter=dict.fromkeys(pr.COLLECTIVES, 20.0))
     compute = pr.Compute(compute_s=0.5, optimizer_s=0.05, source="fixed")
@@ -170,7 +171,7 @@ def config_rows() -> Any:
         cal_layout = Layout()
         cal_w = forecast.workload(cfg, cal_layout)
         records = [("cal", _record(cfg, cal_layout, cal_w, 1.0)), ("self", _record(cfg, layout, w, 0.7))]
-        row["predict_record"] = _digest(_safe(pr.predict_record, "self", records[1][1], records))
+        row["predict_record"] = _digest(_safe(predict_record, "self", records[1][1], records))
         made = _safe(forecast.prediction, cfg, layout, [], gpus_per_node=8, device_name="H100")
         row["forecast"] = _digest(made)
         yield row

@@ -89,7 +89,7 @@ def buckets_of_its_day(cfg: fconfig.RunConfig, started_at: str) -> fconfig.RunCo
 
 PROBE_FREED_SINCE = "2026-12-04T22:45:00+00:00"
 """Since when the layer probe frees its DeepSpeed ZeRO-3 copies before the run is built
-(``flopsweep.deepspeed_backend.release_engine``, branch s21-memory); a record started before it with
+(``flopsweep.trainers.release_engine``, branch s21-memory); a record started before it with
 ``predict.layer_probe=true`` under ZeRO-3 ran beside its probe's copies."""
 
 

@@ -5,8 +5,9 @@ Usage (CPU, no torch; from anywhere)::
     python benchmarks/nearest_loo.py [DIR] [--list]
 
 Reads every record under ``DIR`` (default ``benchmarks/results/h200``, relative paths from the
-current folder) as ``predict.calibration`` reads a folder (:func:`flopsweep.forecast.calibration_records`),
-and predicts each ``ok`` one-GPU record's step twice, from inputs that leave out every record of its
+current folder) as ``predict.calibration`` reads a folder
+(:func:`flopsweep.calibration_files.calibration_records`), and predicts each ``ok`` one-GPU record's
+step twice, from inputs that leave out every record of its
 own set-up (its repeats, the same config less the rank count on the same GPU):
 
 - ``flops``: the flat estimate the model falls back to, the hardware FLOPs at 0.6 of the record's
@@ -44,8 +45,9 @@ def _label(m: nearest.Measured) -> str:
 
 
 def _flops(m: nearest.Measured) -> float:
-    """The flat estimate of ``m``'s step: compute only (one GPU), as :func:`flopsweep.predict.predict_record`
-    makes it without a calibration; the datasheet's where the record measured no GEMM rate."""
+    """The flat estimate of ``m``'s step: compute only (one GPU), as
+    :func:`flopsweep.predict_record.predict_record` makes it without a calibration; the datasheet's
+    where the record measured no GEMM rate."""
     metrics = m.record.get("metrics") or {}
     measured = metrics.get("measured_matmul_tflops")
     if measured:

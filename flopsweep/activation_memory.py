@@ -115,13 +115,24 @@ def bytes_per_token(cfg: Any) -> tuple[int, int]:
     return m.n_embd * residual, kept * residual + other * compute + attention
 
 
+def fp8_shape(cfg: Any) -> dict[str, int]:
+    """The family's fp8 memory keys (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`) when ``cfg``'s precision
+    trains the Linear layers in float8 (``precision=fp8``, ``fp8-rowwise``: a torchao recipe), else ``{}``."""
+    from flopsweep.fp8 import FP8_MEMORY_KEYS
+    from flopsweep.precision import PRECISIONS
+
+    spec = PRECISIONS.get(cfg.precision.name)
+    if spec is None or spec.fp8_recipe is None:
+        return {}
+    shape = family(cfg.model).memory(cfg.model)
+    return {k: shape[k] for k in FP8_MEMORY_KEYS if k in shape}
+
+
 def fp8_compiled_inputs(cfg: Any) -> int:
     """Elements per token and layer that a compiled fp8 block does not keep in the compute dtype: the
     family's ``fp8_compiled_inputs`` (the bf16 inputs of Linears whose backward reads only their float8
     casts, recomputed from what the block keeps: :data:`flopsweep.fp8.FP8_MEMORY_KEYS`) under an fp8
     precision, else 0. Eager fp8 keeps what bf16 keeps (torchao saves the bf16 input)."""
-    from flopsweep.memory_terms import fp8_shape
-
     return fp8_shape(cfg).get("fp8_compiled_inputs", 0) if cfg.compile else 0
 
 

@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from flopsweep import checkpointing
-from flopsweep.activation_memory import bytes_per_token, in_flight_microbatches
+from flopsweep.activation_memory import bytes_per_token, fp8_shape, in_flight_microbatches
 from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.expert_parallel import gathered_expert_cut
 from flopsweep.layout import Layout
@@ -158,19 +158,6 @@ def forward_autocast_cached(cfg: Any, layout: Layout) -> int:
         cfg, activation_checkpointing=dataclasses.replace(cfg.activation_checkpointing, name="none")
     )
     return autocast_cached(none, layout)
-
-
-def fp8_shape(cfg: Any) -> dict[str, int]:
-    """The family's fp8 memory keys (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`) when ``cfg``'s precision
-    trains the Linear layers in float8 (``precision=fp8``, ``fp8-rowwise``: a torchao recipe), else ``{}``."""
-    from flopsweep.fp8 import FP8_MEMORY_KEYS
-    from flopsweep.precision import PRECISIONS
-
-    spec = PRECISIONS.get(cfg.precision.name)
-    if spec is None or spec.fp8_recipe is None:
-        return {}
-    shape = family(cfg.model).memory(cfg.model)
-    return {k: shape[k] for k in FP8_MEMORY_KEYS if k in shape}
 
 
 def fsdp_groups(cfg: Any, layout: Layout) -> tuple[int, int]:

@@ -4,7 +4,7 @@
 Behind the probes and a calibration record of the same set-up, ahead of the flat FLOPs estimate
 (:func:`flopsweep.compute_time.compute_uncalibrated`): the job, ``plan=true`` and the tuner
 (:mod:`flopsweep.forecast`, over the ``predict.calibration`` records and the tuner's own) and
-``python -m analysis --predict`` (:func:`flopsweep.predict.predict_record`, over the loaded records)
+``python -m analysis --predict`` (:func:`flopsweep.predict_record.predict_record`, over the loaded records)
 pick the most similar measured set-up that is not the target's own (:func:`candidates`, :data:`RULE`) and
 carry over what it measured in a form that does not depend on the model:
 

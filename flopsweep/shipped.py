@@ -74,7 +74,7 @@ def entry(name: str, record: dict[str, Any]) -> dict[str, Any]:
 
 def build(results: Path = RESULTS) -> dict[str, Any]:
     """The file's content made from ``results``: every record there that may calibrate
-    (:func:`flopsweep.forecast.calibration_records`: the checks a ``predict.calibration`` folder
+    (:func:`flopsweep.calibration_files.calibration_records`: the checks a ``predict.calibration`` folder
     passes), kept when ``ok``, on ``cuda``, with a mean step time and without allocator retries
     (``metrics.cuda_alloc_retries`` > 0: a run at the memory edge, whose slow rate the nearest set-up
     would carry over to a run that is not, docs/prediction-nearest.md "Assumptions"; 15 of the 305 on
@@ -86,7 +86,7 @@ def build(results: Path = RESULTS) -> dict[str, Any]:
     Raises:
         flopsweep.config.ConfigError: ``results`` holds no such record (not a checkout).
     """
-    from flopsweep.forecast import calibration_records
+    from flopsweep.calibration_files import calibration_records
     from flopsweep.predict import PredictionError, workload_from_record
 
     entries = []

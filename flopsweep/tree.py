@@ -122,7 +122,7 @@ def unique_files(paths: list[Path]) -> tuple[list[Path], int]:
     name (a hard link, or the same path twice: the same device and inode, by ``lstat``; a path that
     cannot be examined by its real path), in order; ``duplicates`` is how many were left out. So a
     file is read once, whatever number of names it has (the analysis' :func:`analysis.discover.discover`
-    and ``predict.calibration``, :func:`flopsweep.forecast.calibration_records`)."""
+    and ``predict.calibration``, :func:`flopsweep.calibration_files.calibration_records`)."""
     seen: set[object] = set()
     unique = []
     for path in paths:

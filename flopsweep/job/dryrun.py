@@ -326,7 +326,7 @@ def plan_prediction(
     and the bandwidth's source after the compute's. The GPU is ``plan_gpu``'s when it is not this
     machine's, else this machine's, else the calibration record's. ``records``: the
     ``predict.calibration`` records already read (the plan row reads them as a run does,
-    :func:`flopsweep.forecast.calibration_records`); None reads them."""
+    :func:`flopsweep.calibration_files.calibration_records`); None reads them."""
     cfg = p.cfg
     nodes = cfg.predict.nnodes or cfg.nnodes
     per_node = cfg.predict.gpus_per_node or p.nproc_per_node

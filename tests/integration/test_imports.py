@@ -58,6 +58,8 @@ TORCH_FREE = (
     "flopsweep.cost",
     "flopsweep.noise",
     "flopsweep.predict",
+    "flopsweep.predict_record",  # analysis --predict: a record's own prediction
+    "flopsweep.nearest",  # through predict_record: the nearest measured set-up
     "flopsweep.layout",
     "flopsweep.degrees",  # through layout: the degree table, torch-free
     "flopsweep.identity",

@@ -28,6 +28,7 @@ from flopsweep import tree
 from flopsweep.config import ConfigError
 from flopsweep.forecast import calibration_records
 from flopsweep.plausible import calibration_problems, record_problems
+from flopsweep.predict_record import predict_record
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "records"
@@ -396,7 +397,7 @@ def test_the_calibration_view_keeps_what_a_prediction_reads_and_predicts_the_sam
         assert "values" not in (view["metrics"].get("iteration_time_s") or {})
         assert set(view) == {"schema_version", "status", "run", "config", "model", "system", "metrics"}
         if record["status"] == "ok":
-            assert pr.predict_record(name, view, views) == pr.predict_record(name, record, records), name
+            assert predict_record(name, view, views) == predict_record(name, record, records), name
 
 
 def test_deep_size_counts_what_is_kept():

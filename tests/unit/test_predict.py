@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from flopsweep import predict as pr
+from flopsweep.predict_record import predict_record
 
 P = 1_000_000_000
 
@@ -286,12 +287,12 @@ def test_predict_record_from_its_one_rank_calibration() -> None:
     one = _record(1, step=1.0)
     two = _record(2, step=1.3)
     two["system"]["interconnect"] = probe
-    out = pr.predict_record("two", two, [("one", one), ("two", two)])
+    out = predict_record("two", two, [("one", one), ("two", two)])
     comm = (2 * 2 * P + 4 * P) * 0.5 / 50e9
     assert out["source"] == "calibrated: one; optimizer not separated (no profile): kept in compute"
     assert out["iteration_time_s"] == pytest.approx(1.0 + max(comm * 0.2, comm - 1.0))
     assert out["bandwidth_source"] == "the run's probe"
-    alone = pr.predict_record("two", two, [("two", two)])
+    alone = predict_record("two", two, [("two", two)])
     assert alone["iteration_time_s"] is None and alone["source"].startswith("no prediction: uncalibrated")
 
 
@@ -469,8 +470,8 @@ def _bad_calibrations(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 
 def test_each_bad_calibration_path_is_one_config_error(tmp_path: Path) -> None:
+    from flopsweep.calibration_files import CALIBRATION_FIX, calibration_records
     from flopsweep.config import ConfigError
-    from flopsweep.forecast import CALIBRATION_FIX, calibration_records
 
     not_a_run = tmp_path / "other.json"
     not_a_run.write_text('{"hello": 1}')

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flopsweep import nearest
-from flopsweep import predict as pr
+from flopsweep.predict_record import predict_record
 
 P = 1_000_000_000
 H200, A100 = "NVIDIA H200", "NVIDIA A100-SXM4-80GB"
@@ -138,11 +138,11 @@ def test_predict_record_falls_back_to_the_flops_estimate_and_says_why() -> None:
     """``analysis --predict``: with nothing similar (only fp8 records for a bf16 run), the prediction is
     the FLOPs estimate and its source says why no set-up stood for it; with a similar one, ``nearest``."""
     target = record(gemm=700.0)
-    made = pr.predict_record("target", target, [("fp8", record(precision="fp8"))])
+    made = predict_record("target", target, [("fp8", record(precision="fp8"))])
     assert made["compute_source"] == "flops"
     assert made["source"].startswith("uncalibrated: executed FLOPs at 0.6 x the measured GEMM rate")
     assert "no nearest set-up: none of the 1 ok records of other set-ups ran bf16 on cuda" in made["source"]
-    made = pr.predict_record("target", target, [("mb8", record(mbs=8, step=2.0))])
+    made = predict_record("target", target, [("mb8", record(mbs=8, step=2.0))])
     assert made["compute_source"] == "nearest" and made["iteration_time_s"] == pytest.approx(1.0)
 
 

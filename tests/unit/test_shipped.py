@@ -179,9 +179,9 @@ def test_a_cluster_of_another_gpu_keeps_the_shipped_records_not_the_users_of_ano
 
 
 def test_the_analysis_keeps_to_the_records_it_loaded() -> None:
-    """``analysis --predict`` (:func:`flopsweep.predict.predict_record`) is the honest check: a record
+    """``analysis --predict`` (:func:`flopsweep.predict_record.predict_record`) is the honest check: a record
     loaded alone has no other set-up to stand for it, shipped records or not."""
-    from flopsweep.predict import predict_record
+    from flopsweep.predict_record import predict_record
 
     name, view = next((n, v) for n, v in shipped.records() if v["system"]["world_size"] == 1)
     assert isinstance(view["metrics"]["model_flops_per_iteration"], float)  # the counts: every one has them
