@@ -382,16 +382,14 @@ def _import_first(cfg: Any) -> None:
     first: ZeRO-3 needs ``torch._dynamo`` imported before ``zero.Init``). Measured on the CPU
     (2026-12-04), these imports were about 90% of the first copy's build (the second copy built in
     milliseconds) and the run, built after the probe, no longer paid them: time moved, not spent."""
-    import importlib
-
     from flopsweep.backend_specs import BACKEND_SPECS
     from flopsweep.models import family
 
     family(cfg.model).torch()
     spec = BACKEND_SPECS[cfg.backend.name]
     spec.build()
-    if spec.package:  # a registry name (``deepspeed``), never a path
-        importlib.import_module(spec.package)
+    if spec.package == "deepspeed":  # the one backend whose package the builder imports on first use
+        import deepspeed  # noqa: F401
 
 
 def settled(times: list[float], settle: float) -> bool:

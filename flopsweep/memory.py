@@ -104,6 +104,8 @@ from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers a
     bytes_per_token,
     forward_end_bytes,
     forward_logit_bytes,
+    fp8_compiled_inputs,
+    fp8_shape,
     in_flight_microbatches,
     loss_kept_bytes,
     scores_kernel,
@@ -115,6 +117,7 @@ from flopsweep.memory_terms import (  # noqa: F401 - memory.X, as callers and do
     Terms,
     autocast_cached,
     block_params,
+    forward_autocast_cached,
     fsdp_groups,
     stage_params,
 )
