@@ -14,7 +14,7 @@ SCRIPT = REPO / "benchmarks" / "make_results.py"
 
 def _make_results(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True, timeout=600
     )
 
 
