@@ -42,6 +42,7 @@ from analysis.cli import (  # noqa: F401 - build_parser, _column and MIN_WIDTH a
     _sort_spec,
     build_parser,
     default_width,
+    frontier_conflict,
     pairs,
     plot_folder_problem,
 )
@@ -519,22 +520,6 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 1
     print(f"wrote {shown} (executed in {seconds:.0f} s)", file=sys.stderr)
     return 0
-
-
-def frontier_conflict(args: argparse.Namespace) -> str | None:
-    """The option that ``--frontier`` would silently override or be overridden by (``--pivot``,
-    ``--best-by``, ``--baseline``; ``--columns`` and ``--sort``: the frontier has its own columns and
-    order, largest model first), None when there is none."""
-    for option, value in (
-        ("--pivot", args.pivot),
-        ("--best-by", args.best_by),
-        ("--baseline", args.baseline),
-        ("--columns", args.columns),
-        ("--sort", args.sort),
-    ):
-        if value:
-            return option
-    return None
 
 
 ALL_COLUMNS_HINT = "every column: the header of --format csv --columns all"

@@ -291,3 +291,19 @@ def _sort_spec(spec: str) -> tuple[str, str]:
     :func:`_sort_arg`)."""
     name, sep, order = spec.rpartition(":")
     return (name, order) if sep else (spec, "")
+
+
+def frontier_conflict(args: argparse.Namespace) -> str | None:
+    """The option that ``--frontier`` would silently override or be overridden by (``--pivot``,
+    ``--best-by``, ``--baseline``; ``--columns`` and ``--sort``: the frontier has its own columns and
+    order, largest model first), None when there is none."""
+    for option, value in (
+        ("--pivot", args.pivot),
+        ("--best-by", args.best_by),
+        ("--baseline", args.baseline),
+        ("--columns", args.columns),
+        ("--sort", args.sort),
+    ):
+        if value:
+            return option
+    return None

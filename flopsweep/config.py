@@ -569,29 +569,6 @@ class RunConfig:
             self.plan_gpu = None
 
 
-RUN_CONTROL_KEYS = (
-    "timeout_s",
-    "resume",
-    "fail_fast",
-    "fault",
-    "plan",
-    "plan_gpu",
-    "plan_gpu_memory_gib",
-    "plan_clusters",
-    "plan_format",
-    "space",
-    "profile",
-    "objective",
-    "cost",
-    "budget",
-    "predict",
-    "repeats",
-)
-"""Keys that steer a run but do not change what it measures; ``resume`` ignores them
-when it compares a job's config with the config of an existing record. (An ``ok``
-record always ran without a fault: every injected fault fails its run.) ``repeats`` is one:
-raising it on a resumed sweep adds rounds and keeps the records of the rounds already run."""
-
 MAX_REPEATS = 100
 """The largest ``repeats=``."""
 

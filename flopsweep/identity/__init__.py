@@ -8,7 +8,7 @@ in :data:`ADDED_LATER`; ``model=hf``'s config hash from its ``model`` section,
 
 - the **job key** (:func:`job_key`, ``run.job_key``): what ``resume=true`` must match to skip an
   ``ok`` record or take over a failed one's probes: the whole config less the run controls
-  (:data:`flopsweep.config.RUN_CONTROL_KEYS`: ``timeout_s``, ``resume``, ``fault``, ``repeats``...)
+  (:data:`RUN_CONTROL_KEYS`: ``timeout_s``, ``resume``, ``fault``, ``repeats``...)
   and less the sizes a search finds again (``batch=auto``'s micro batch, ``search.model=largest``'s
   ``n_layer`` and name). :func:`comparable_config` is what it hashes.
 - the **set-up key** (:func:`setup_key`, ``run.setup_key``; the analysis's ``setup_id``): what the
@@ -43,7 +43,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from flopsweep.config import RUN_CONTROL_KEYS, ModelSearchConfig, ParallelConfig
+from flopsweep.config import ModelSearchConfig, ParallelConfig
 from flopsweep.identity.versions import CHECKPOINTING_BOOLS, Record, upgrade
 from flopsweep.record import SCHEMA_VERSION
 
@@ -135,6 +135,30 @@ keeps the old behaviour is one line here."""
 
 RANK_COUNT_KEYS = ("nproc_per_node", "nnodes")
 """Config keys that set the rank count: the only ones a scaling comparison lets differ."""
+RUN_CONTROL_KEYS = (
+    "timeout_s",
+    "resume",
+    "fail_fast",
+    "fault",
+    "plan",
+    "plan_gpu",
+    "plan_gpu_memory_gib",
+    "plan_clusters",
+    "plan_format",
+    "space",
+    "profile",
+    "objective",
+    "cost",
+    "budget",
+    "predict",
+    "repeats",
+)
+"""Keys that steer a run but do not change what it measures; ``resume`` ignores them
+when it compares a job's config with the config of an existing record. (An ``ok``
+record always ran without a fault: every injected fault fails its run.) ``repeats`` is one:
+raising it on a resumed sweep adds rounds and keeps the records of the rounds already run."""
+
+
 NOT_SETUP = (*RANK_COUNT_KEYS, "tag", "repeat", *RUN_CONTROL_KEYS)
 """Config keys outside the set-up key: the rank count, the ``tag``, the round, the run controls."""
 
@@ -227,7 +251,7 @@ def without_added_defaults(config: Mapping[str, Any]) -> Record:
 
 def comparable_config(config: Mapping[str, Any]) -> Record:
     """A record's ``config`` in today's form (:func:`current_config`) without the keys that do not
-    change what a run measures: the run controls (:data:`~flopsweep.config.RUN_CONTROL_KEYS`),
+    change what a run measures: the run controls (:data:`RUN_CONTROL_KEYS`),
     ``batch=auto``'s ``micro_batch_size`` (the record holds the size the search found, the new config
     the size it starts from: the search decides it again) and, under ``search.model=largest``, the
     model's ``n_layer`` and ``name`` (found again), or its ``seq_len`` under ``search.grow=seq_len``;
@@ -418,7 +442,7 @@ def machine_difference(record: Mapping[str, Any], search: Mapping[str, Any], her
 
 def defining_overrides(overrides: list[str]) -> list[str]:
     """The overrides that decide what a job measures, sorted: without those of
-    :data:`~flopsweep.config.RUN_CONTROL_KEYS` (``resume``, ``fault``, ``timeout_s``...) and ``hydra.*``."""
+    :data:`RUN_CONTROL_KEYS` (``resume``, ``fault``, ``timeout_s``...) and ``hydra.*``."""
     kept = []
     for line in overrides:
         key = str(line).split("=", 1)[0].lstrip("+~")

@@ -77,7 +77,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """Run one sweep point and write its record to ``info.job_dir/metrics.json``.
 
     With ``cfg.resume``, an ``ok`` record of the same config (ignoring
-    :data:`~flopsweep.config.RUN_CONTROL_KEYS`) already in the job directory means
+    :data:`~flopsweep.identity.RUN_CONTROL_KEYS`) already in the job directory means
     the job is skipped; any other record there is moved aside first (see
     :func:`~flopsweep.job.resume.set_aside`), so that nothing is lost.
 

@@ -53,6 +53,7 @@ TORCH_FREE = (
     "flopsweep.wire",
     "flopsweep.signals",
     "flopsweep.columns",
+    "flopsweep.column_spec",  # through columns: how a column is shown
     "flopsweep.options",
     "flopsweep.config",
     "flopsweep.cost",

@@ -20,7 +20,8 @@ import pytest
 import analysis
 from analysis.__main__ import main as analysis_main
 from flopsweep import identity, job
-from flopsweep.config import RUN_CONTROL_KEYS, ModelSearchConfig, ParallelConfig
+from flopsweep.config import ModelSearchConfig, ParallelConfig
+from flopsweep.identity import RUN_CONTROL_KEYS
 from flopsweep.layout import Layout
 from flopsweep.metrics import build_record
 
