@@ -21,6 +21,7 @@ import random
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -223,6 +224,8 @@ def spawn_ranks(
         stop_all(context.processes)
         kept = take_torch_errors(context.error_files)
         shutil.rmtree(private, ignore_errors=True)
+        first = node_rank * nproc
+        remove_deepspeed_shm(master_addr, master_port, range(first, first + nproc))
     return Ran(ended, timed_out, why, kept)
 
 
@@ -365,6 +368,37 @@ def stop_all(processes: list[Any], grace_s: float = 5.0) -> None:
     psutil.wait_procs(alive, timeout=grace_s)
     for p in processes:
         p.join(grace_s)
+
+
+SHM_DIR = Path("/dev/shm")
+"""Where Linux's ``shm_open`` keeps its named segments (glibc maps a name to a file here)."""
+
+
+def deepspeed_shm_names(master_addr: str, master_port: int, ranks: range) -> list[str]:
+    """The POSIX shared-memory names DeepSpeed's CPU all-reduce (``ShareMemCommBuilder``, on the CPU
+    accelerator when every rank is on one host) creates, one per rank of 67 MB:
+    ``deepspeed_allreduce_buffer_<uid>_<MASTER_ADDR>_<MASTER_PORT>_<rank>``
+    (``deepspeed/ops/csrc/cpu/comm/shm.cpp``, ``shm_initialize``). DeepSpeed 0.19 never unlinks them."""
+    return [f"deepspeed_allreduce_buffer_{os.getuid()}_{master_addr}_{master_port}_{r}" for r in ranks]
+
+
+def remove_deepspeed_shm(master_addr: str, master_port: int, ranks: range, shm_dir: Path = SHM_DIR) -> int:
+    """Unlink this launch's DeepSpeed all-reduce segments (:func:`deepspeed_shm_names`) once its
+    ranks are stopped; otherwise every CPU DeepSpeed run leaves 67 MB per rank in ``/dev/shm``
+    (memory, not disk) until the machine reboots. Only a regular file this user owns, of exactly
+    these names, is removed: the port is this launch's store's, held until its ranks ended. Returns
+    how many were removed; a name that is absent or not removable is left alone."""
+    removed = 0
+    for name in deepspeed_shm_names(master_addr, master_port, ranks):
+        path = shm_dir / name
+        try:
+            st = path.lstat()
+            if st.st_uid == os.getuid() and stat.S_ISREG(st.st_mode):
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 def collect(

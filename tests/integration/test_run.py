@@ -235,6 +235,7 @@ def test_a_signalled_job_is_recorded_and_stops_its_workers(tmp_path: Path, sig: 
             "run.py",
             "model=gpt-125m",
             "device=cpu",
+            "batch.micro_batch_size=1",  # 3.4 GiB, not 8.8: a loaded machine's free memory refused the larger
             "steps.measure=50",
             f"hydra.run.dir={tmp_path}",
         ],
@@ -245,6 +246,7 @@ def test_a_signalled_job_is_recorded_and_stops_its_workers(tmp_path: Path, sig: 
     )
     deadline = time.monotonic() + 120
     while not (tmp_path / ".flopsweep" / "rank0_phase.txt").exists() and time.monotonic() < deadline:
+        assert proc.poll() is None, f"the run ended before the signal: {proc.communicate()[1][-2000:]}"
         time.sleep(0.2)
     time.sleep(1.0)
     proc.send_signal(sig)
