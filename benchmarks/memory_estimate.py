@@ -3,13 +3,13 @@ comes to the measured peaks.
 
 For every ok GPU record under a results folder: the estimate for its config next to its
 ``peak_cuda_allocated_bytes``, the relative error ((estimate - measured) / measured), and the median
-and worst absolute errors, over all records and over the set-ups the estimate models (records of
-``blocksparse`` ``impl=gather``, which it does not model, are named apart with the reason). Every
-record is re-estimated from its config with the current code; a record that carries
-``metrics.predicted_peak_gib`` (made before its run, by the code of its day) shows that prediction
-in its own column, and ``--recorded`` compares with it instead. A record whose run held more than the
-run (:func:`probe_copies_of_its_day`) has that added to the estimate, named in its note. The summary
-gives the median, 95th percentile and worst per backend too. CPU only; reads the records, runs nothing.
+and worst absolute errors, over all records (``blocksparse impl=gather`` among them since issue 41:
+its tensors are counted, :mod:`flopsweep.kernel_memory`). Every record is re-estimated from its
+config with the current code; a record that carries ``metrics.predicted_peak_gib`` (made before its
+run, by the code of its day) shows that prediction in its own column, and ``--recorded`` compares
+with it instead. A record whose run held more than the run (:func:`probe_copies_of_its_day`) has
+that added to the estimate, named in its note. The summary gives the median, 95th percentile and
+worst per backend too. CPU only; reads the records, runs nothing.
 
     python benchmarks/memory_estimate.py benchmarks/results/h200 [--folder backends] [--summary] [--recorded]
 """
@@ -115,13 +115,6 @@ def probe_copies_of_its_day(config: dict, cfg: fconfig.RunConfig, layout: Layout
     return 16 * -(-copies // layout.dp)
 
 
-def unmodelled(cfg: fconfig.RunConfig) -> str | None:
-    """Why the estimate does not model this set-up, or None."""
-    if cfg.attention.name == "blocksparse" and getattr(cfg.attention, "impl", "") == "gather":
-        return "blocksparse impl=gather: its gathered key/value blocks are not modelled"
-    return None
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Row:
     """One record's comparison; sizes in GiB."""
@@ -132,7 +125,6 @@ class Row:
     measured: float
     source: str
     """``recorded`` (``metrics.predicted_peak_gib``) or ``estimate`` (computed now)."""
-    outside: str | None
     recorded: float | None = None
     """``metrics.predicted_peak_gib``, the prediction made before the run (None before the key)."""
     beside: str = ""
@@ -174,7 +166,6 @@ def rows(root: Path, folder: str | None, use_recorded: bool = False) -> list[Row
                 estimate=predicted + beside,
                 measured=measured / GIB,
                 source=source,
-                outside=unmodelled(cfg),
                 recorded=None if recorded is None else float(recorded),
                 beside=f"+{beside:.2f} GiB: its layer probe's ZeRO-3 copies, alive in its run"
                 if beside
@@ -194,14 +185,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def summary(found: list[Row]) -> list[str]:
-    """The median and worst |error| over every record, over the modelled ones, and over the
-    modelled ones of each backend."""
+    """The median, 95th percentile and worst |error| over every record and over each backend's."""
     lines = []
-    modelled = [r for r in found if not r.outside]
-    groups = [("all", found), ("modelled", modelled)]
-    groups += [
-        (f"modelled {b}", [r for r in modelled if r.backend == b]) for b in sorted({r.backend for r in found})
-    ]
+    groups = [("all", found)]
+    groups += [(b, [r for r in found if r.backend == b]) for b in sorted({r.backend for r in found})]
     for label, subset in groups:
         errors = [abs(r.error) for r in subset]
         if errors:
@@ -233,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---:|---:|---:|---:|---|"
     )
     for r in shown:
-        note = r.outside or ("" if r.source == "estimate" else "predicted before the run")
+        note = "" if r.source == "estimate" else "predicted before the run"
         note = "; ".join(n for n in (note, r.beside) if n)
         before = "" if r.recorded is None else f"{r.recorded:.1f}"
         print(

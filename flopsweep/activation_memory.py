@@ -43,7 +43,9 @@ import math
 from typing import Any
 
 from flopsweep import checkpointing
+from flopsweep.attention import KERNELS
 from flopsweep.backend_specs import BACKEND_SPECS
+from flopsweep.kernel_memory import KernelMemory, KernelShape
 from flopsweep.layout import Layout
 from flopsweep.models import family
 
@@ -99,9 +101,34 @@ def scores_kernel(cfg: Any) -> str:
     return name
 
 
-def bytes_per_token(cfg: Any) -> tuple[int, int]:
+def kernel_memory(cfg: Any, layout: Layout | None = None) -> KernelMemory | None:
+    """The attention kernel's own term (:attr:`flopsweep.attention.KernelSpec.memory`,
+    :mod:`flopsweep.kernel_memory`) for one layer's call on the rank's pipeline micro-batch
+    (:func:`in_flight_microbatches`), every head (before ``tp``, as :func:`bytes_per_token` counts), in
+    the compute dtype; None for a kernel without one (``blocksparse impl=gather`` has one)."""
+    spec = KERNELS.get(cfg.attention.name)
+    if spec is None or spec.memory is None:
+        return None
+    m = cfg.model
+    _, per = in_flight_microbatches(cfg, layout or Layout())
+    shape = KernelShape(
+        sequences=per,
+        seq_len=m.seq_len,
+        heads=m.n_head,
+        kv_heads=getattr(m, "n_kv_head", None) or m.n_head,
+        head_dim=m.n_embd // m.n_head,
+        compute=4 if cfg.precision.name == "fp32" else 2,
+        device=cfg.device,
+    )
+    return spec.memory(cfg.attention, shape)
+
+
+def bytes_per_token(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     """``(boundary, layer)``: bytes per token of one block's input and of all it keeps for backward
-    (the attention kernel's saved tensors included), on one rank before ``tp``/``cp``."""
+    (the attention kernel's saved tensors included), on one rank before ``tp``/``cp``. A kernel with a
+    term of its own (:func:`kernel_memory`) adds what it saves less the queries, keys and values that
+    the family counts and it does not keep, over the call's tokens (rounded up: its mask is per call);
+    ``layout`` sizes the call (the pipeline micro-batch), None: the micro batch."""
     m = cfg.model
     shape = family(m).memory(m)
     compute = 4 if cfg.precision.name == "fp32" else 2
@@ -112,6 +139,9 @@ def bytes_per_token(cfg: Any) -> tuple[int, int]:
         other -= fp8_compiled_inputs(cfg)
     attention = ATTENTION_SAVED.get(scores_kernel(cfg), 0) * m.n_head * m.seq_len
     attention = attention or LOGSUMEXP_BYTES * m.n_head
+    if own := kernel_memory(cfg, layout):
+        _, per = in_flight_microbatches(cfg, layout or Layout())
+        attention = -(-(own.saved - own.inputs) // (per * m.seq_len))
     return m.n_embd * residual, kept * residual + other * compute + attention
 
 
@@ -146,7 +176,7 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     with its logits (0 when the first stage is the larger)."""
     layout = layout or Layout()
     m = cfg.model
-    boundary, layer = bytes_per_token(cfg)
+    boundary, layer = bytes_per_token(cfg, layout)
     saves = checkpointing.policy(cfg.activation_checkpointing).activations
     layers = math.ceil(m.n_layer / layout.pp)
     split = layout.tp * layout.cp
@@ -176,7 +206,7 @@ def forward_end_bytes(cfg: Any, layout: Layout | None = None) -> int:
     at_end = checkpointing.policy(cfg.activation_checkpointing).forward_end
     if at_end is None or layout.pp > 1:
         return activations
-    boundary, layer = bytes_per_token(cfg)
+    boundary, layer = bytes_per_token(cfg, layout)
     tokens = cfg.batch.micro_batch_size * cfg.model.seq_len
     return at_end(cfg.activation_checkpointing, tokens, cfg.model.n_layer, boundary, layer) // (
         layout.tp * layout.cp
@@ -221,15 +251,31 @@ def loss_kept_bytes(cfg: Any, layout: Layout | None = None) -> int:
 def attention_workspace_bytes(cfg: Any, layout: Layout | None = None) -> int:
     """The scores of the layer being recomputed, on top of what the layer keeps, for the kernels
     that materialise them (``standard``, ``sdpa-math``) under a policy that recomputes the forward:
-    ``(RECOMPUTED_SCORE_BYTES - kept) B h s^2 / (tp cp)`` bytes for the pipeline micro-batch; 0
-    for the fused kernels and without recompute."""
+    ``(RECOMPUTED_SCORE_BYTES - kept) B h s^2 / (tp cp)`` bytes for the pipeline micro-batch; for a
+    kernel with a term of its own (:func:`kernel_memory`, ``blocksparse impl=gather``) its padded
+    scores at the same bytes and its ``recompute_extra``. 0 for the fused kernels and without recompute."""
     layout = layout or Layout()
+    own = kernel_memory(cfg, layout)
     kept = ATTENTION_SAVED.get(scores_kernel(cfg))
-    if kept is None or not checkpointing.policy(cfg.activation_checkpointing).recomputes_forward:
+    recomputes = checkpointing.policy(cfg.activation_checkpointing).recomputes_forward
+    if (kept is None and own is None) or not recomputes:
         return 0
+    split = layout.tp * layout.cp
+    if own is not None:
+        return ((RECOMPUTED_SCORE_BYTES - own.score_bytes) * own.scores + own.recompute_extra) // split
     m = cfg.model
     _, per = in_flight_microbatches(cfg, layout)
-    return (RECOMPUTED_SCORE_BYTES - kept) * per * m.n_head * m.seq_len**2 // (layout.tp * layout.cp)
+    return (RECOMPUTED_SCORE_BYTES - kept) * per * m.n_head * m.seq_len**2 // split
+
+
+def attention_plan_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """What the attention kernels of the rank's ``ceil(n_layer / pp)`` layers hold from their first call
+    on, whatever the checkpointing: each layer's :attr:`flopsweep.kernel_memory.KernelMemory.held`
+    (``blocksparse impl=gather``: its plan, ``allowed`` and ``kv_index``, whole on every ``tp`` rank); 0
+    for a kernel without a term of its own. :func:`flopsweep.memory.estimate` counts it with the buffers."""
+    layout = layout or Layout()
+    own = kernel_memory(cfg, layout)
+    return own.held * math.ceil(cfg.model.n_layer / layout.pp) if own else 0
 
 
 def activation_host_bytes(cfg: Any, layout: Layout | None = None) -> int:
@@ -239,7 +285,7 @@ def activation_host_bytes(cfg: Any, layout: Layout | None = None) -> int:
     the others."""
     layout = layout or Layout()
     m = cfg.model
-    boundary, layer = bytes_per_token(cfg)
+    boundary, layer = bytes_per_token(cfg, layout)
     in_flight, per = in_flight_microbatches(cfg, layout)
     host = checkpointing.policy(cfg.activation_checkpointing).host_activations
     tokens = per * m.seq_len * in_flight

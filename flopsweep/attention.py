@@ -24,6 +24,7 @@ from typing import Any
 
 from flopsweep import blocksparse, lazy
 from flopsweep.config import MAX_SEED, AttentionConfig, ConfigError, require_choice, require_positive
+from flopsweep.kernel_memory import KernelMemory, KernelShape, blocksparse_memory
 from flopsweep.options import BlockSparseConfig
 
 BLOCKSPARSE_IMPLS = ("auto", "flex", "gather")
@@ -118,6 +119,10 @@ class KernelSpec:
             convention counts; False for kernels that compute the whole square and then mask it
             (``standard``, ``sdpa-math``). The uncalibrated step time divides the FLOPs it runs by a
             GEMM rate (:func:`flopsweep.metrics.executed_flops`).
+        memory: ``(cfg, KernelShape) -> KernelMemory | None``: what its own tensors cost per layer
+            (:mod:`flopsweep.kernel_memory`: saved for backward, while recomputed, held between steps),
+            which the memory estimate counts instead of a fused kernel's logsumexp; None (or a None
+            answer): the kernels of :data:`flopsweep.activation_memory.ATTENTION_SAVED` or a fused one.
 
     ``min_capability`` and ``nvidia_only`` are checked for a GPU that ``plan=true`` plans for
     (:func:`hardware_problem`); on this machine's GPU the start-up probe (``probe``) finds them.
@@ -136,6 +141,7 @@ class KernelSpec:
     context_parallel: bool = True
     why_not_cp: str = ""
     skips_masked: bool = True
+    memory: Callable[[Any, KernelShape], KernelMemory | None] | None = None
 
     def builder(self) -> Callable[[Any], Any]:
         """The kernel's builder, from :data:`KERNEL_MODULE` (imports torch)."""
@@ -167,7 +173,7 @@ def _resolve_blocksparse(a: BlockSparseConfig, device: str, run_seed: int, seq_l
             "must be in [0, 2**32) (it seeds bigbird's random blocks)",
             "set e.g. attention.seed=0, or null to take the run's seed",
         )
-    impl = a.impl if a.impl != "auto" else ("flex" if device == "cuda" else "gather")
+    impl = blocksparse.resolved_impl(a.impl, device)
     if impl == "flex" and device == "cpu":
         raise ConfigError(
             "attention.impl",
@@ -213,6 +219,7 @@ KERNELS: dict[str, KernelSpec] = {
         resolve=_resolve_blocksparse,
         context_parallel=False,
         why_not_cp="its block layout is not verified against one rank under the all-to-all over heads",
+        memory=blocksparse_memory,
     ),
     "xformers": KernelSpec(
         build="build_xformers",

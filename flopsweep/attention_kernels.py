@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from flopsweep import blocksparse_kernels
+from flopsweep import blocksparse, blocksparse_kernels
 from flopsweep.attention import KERNELS, KernelUnavailable, kernel_refusal_reasons
 from flopsweep.blocksparse import layout_knobs
 from flopsweep.config import AttentionConfig
@@ -160,9 +160,7 @@ class BlockSparseAttention:
         )
 
     def impl(self, device: torch.device) -> str:
-        if self.cfg.impl != "auto":
-            return self.cfg.impl
-        return "flex" if device.type == "cuda" else "gather"
+        return blocksparse.resolved_impl(self.cfg.impl, device.type)
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         if self.impl(q.device) == "flex":

@@ -21,6 +21,12 @@ from typing import Any
 LAYOUTS = ("causal", "local", "bigbird", "strided")
 
 
+def resolved_impl(impl: str, device: str) -> str:
+    """The implementation ``attention.impl`` runs on ``device``: ``auto`` is ``flex`` on CUDA and
+    ``gather`` on the CPU (FlexAttention has no backward there); ``flex`` and ``gather`` as given."""
+    return impl if impl != "auto" else ("flex" if device == "cuda" else "gather")
+
+
 def n_blocks(seq_len: int, block_size: int) -> int:
     """Blocks that cover ``seq_len`` tokens: ``ceil(seq_len / block_size)``."""
     return math.ceil(seq_len / block_size)

@@ -67,11 +67,13 @@ most in-flight micro-batches, or the last, which computes the loss):
   family's ``buffer_bytes`` (``model=hf`` measures them on its meta-device build: a GPT-Neo of
   ``max_position_embeddings`` 32768 keeps a 1 GiB causal mask per layer).
 
-Not counted: the CUDA context (about 0.5 GiB, not in ``max_memory_allocated``), allocator
-fragmentation (``reserved - allocated``), and the gathered key and value blocks of ``blocksparse``
-``impl=gather``. fp8 (torchao's float8 Linears) is counted through the family's
-:data:`flopsweep.fp8.FP8_MEMORY_KEYS`: no autocast copies of the converted weights and, compiled, no
-bf16 copies of the inputs that only a float8 matmul reads.
+``blocksparse impl=gather`` is counted from its tensors (:mod:`flopsweep.kernel_memory`: the padded
+scores, the gathered key and value blocks, the queries' copy and the mask it saves, less the queries, keys
+and values the family counts, which it does not keep; its per-layer plans with the buffers; the five H200
+records within 0.5%). Not counted: the CUDA context (about 0.5 GiB, not in ``max_memory_allocated``) and
+allocator fragmentation (``reserved - allocated``). fp8 (torchao's float8 Linears) is counted through
+the family's :data:`flopsweep.fp8.FP8_MEMORY_KEYS`: no autocast copies of the converted weights and,
+compiled, no bf16 copies of the inputs that only a float8 matmul reads.
 ``benchmarks/memory_estimate.py`` compares the estimate with the ``peak_cuda_allocated_bytes`` of
 every committed H200 record.
 
@@ -100,6 +102,7 @@ from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers a
     RECOMPUTED_SCORE_BYTES,
     activation_bytes,
     activation_host_bytes,
+    attention_plan_bytes,
     attention_workspace_bytes,
     bytes_per_token,
     forward_end_bytes,
@@ -107,6 +110,7 @@ from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers a
     fp8_compiled_inputs,
     fp8_shape,
     in_flight_microbatches,
+    kernel_memory,
     loss_kept_bytes,
     scores_kernel,
 )
@@ -158,7 +162,9 @@ class MemoryEstimate:
     buffers: int = 0
     """The module's registered buffers, whole on every rank (FSDP2 and ZeRO shard parameters
     only): the family's ``buffer_bytes`` (``model=hf``: measured on the meta-device build, e.g.
-    GPT-Neo's ``max_position_embeddings^2`` causal masks); 0 for the built-in families."""
+    GPT-Neo's ``max_position_embeddings^2`` causal masks; 0 for the built-in families), and what the
+    attention kernels hold per layer (:func:`flopsweep.activation_memory.attention_plan_bytes`:
+    ``blocksparse impl=gather``'s plans)."""
 
     optimizer_workspace: int = 0
     """AdamW's temporaries during its step, on top of :attr:`step_states`
@@ -388,7 +394,8 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         method=method,
         reduce_buffers=fsdp_reduce_bytes(cfg, layout),
         lowest_block=lowest_block_bytes(cfg, layout),
-        buffers=family(cfg.model).memory(cfg.model).get("buffer_bytes", 0),
+        buffers=family(cfg.model).memory(cfg.model).get("buffer_bytes", 0)
+        + attention_plan_bytes(cfg, layout),
         optimizer_workspace=workspace,
         head_reduce=fsdp_units.head_reduce_bytes(Terms(cfg, layout)),
         forward_end_activations=forward_end_bytes(cfg, layout),

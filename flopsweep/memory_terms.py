@@ -75,7 +75,7 @@ class Terms:
 
     @functools.cached_property
     def activations(self) -> int:  # the lowest block's, one pipeline micro-batch
-        _, layer = bytes_per_token(self.cfg)
+        _, layer = bytes_per_token(self.cfg, self.layout)
         _, per = in_flight_microbatches(self.cfg, self.layout)
         return per * self.cfg.model.seq_len * layer // (self.layout.tp * self.layout.cp)
 
