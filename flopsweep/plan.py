@@ -175,8 +175,6 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     compile_levers.check_placed(cfg, device)  # CUDA graphs: device=auto resolved, grad_accum as set
     cfg = pipeline_plan.resolve(cfg)  # the local batch splits into the pipeline micro-batches
     _check_placement(cfg, device, nproc, env)
-    _check_host_memory(cfg, device, nproc, layout, env)
-    _check_search_budget(cfg, layout)
     problem = precision.problem(
         cfg.precision, device=device, capability=env.capability, bf16=env.bf16_supported
     )
@@ -191,6 +189,9 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         kernels=HF_ATTENTION if cfg.model.arch == "hf" else None,
         installed_here=env.paths_here,  # plan_gpu: the target's packages, not this machine's
     )
+    cfg = dataclasses.replace(cfg, attention=attn)  # the memory estimate reads the layout and its impl
+    _check_host_memory(cfg, device, nproc, layout, env)
+    _check_search_budget(cfg, layout)
     if device == "cuda" and env.planned_gpu is not None:
         _check_planned_kernel(cfg, env.planned_gpu)
     backend = check_support(
