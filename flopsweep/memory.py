@@ -70,7 +70,7 @@ most in-flight micro-batches, or the last, which computes the loss):
 ``blocksparse impl=gather`` is counted from its tensors (:mod:`flopsweep.kernel_memory`: the padded
 scores, the gathered key and value blocks, the queries' copy and the mask it saves, less the queries, keys
 and values the family counts, which it does not keep; its per-layer plans with the buffers; the five H200
-records within 0.5%). Not counted: the CUDA context (about 0.5 GiB, not in ``max_memory_allocated``) and
+records within 0.3%). Not counted: the CUDA context (about 0.5 GiB, not in ``max_memory_allocated``) and
 allocator fragmentation (``reserved - allocated``). fp8 (torchao's float8 Linears) is counted through
 the family's :data:`flopsweep.fp8.FP8_MEMORY_KEYS`: no autocast copies of the converted weights and,
 compiled, no bf16 copies of the inputs that only a float8 matmul reads.
