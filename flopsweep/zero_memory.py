@@ -95,8 +95,9 @@ ZERO3_STEP_BYTES = 16
 (DeepSpeed 0.19.8, ``stage3.py``): the 16-bit parameter partition (``fp16_partitioned_groups_flat``, 2), the
 fp32 master partition (4), AdamW's two fp32 moments (8) and the 16-bit gradient partitions
 (``grad_partitions_flat_buffer``, allocated once in ``__init__``, 2). Not the estimator's 18: the fp32
-gradients exist one sub-group at a time (:func:`zero3_step_bytes`), and ``step`` frees every ``param.grad``
-(``zero_grad(set_to_none=True)``) and releases the gathered parameters (``_partition_all_parameters``) first."""
+gradients exist one sub-group at a time (:func:`zero3_step_bytes`), and ``step`` frees every
+``param.grad`` (``zero_grad(set_to_none=True)``) and releases the gathered parameters
+(``_partition_all_parameters``) first."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,7 +165,9 @@ def zero3_step_bytes(cfg: Any, layout: Layout) -> StepBytes:
         flat = c * elements if copied and c != 4 else 0  # the 16-bit flat copy until .to returns
         return max(fp32 + flat, fp32 + 4 * elements if torch_adamw else 0)
 
-    what = "torch AdamW's foreach sqrt(v) beside the fp32 gradients" if torch_adamw else "FusedAdam, no temporaries"
+    what = "FusedAdam, no temporaries"
+    if torch_adamw:
+        what = "torch AdamW's foreach sqrt(v) beside the fp32 gradients"
     return StepBytes(
         bytes=max(held(*g) for g in groups),
         sub_group=s,

@@ -25,7 +25,8 @@ then c_proj's weight (148,736); its c_proj bias, block 1 to its c_fc weight (132
 
 def _tiny(device: str = "cuda", precision: str = "bf16", **knobs) -> RunConfig:
     backend = DeepSpeedConfig(**{"zero_stage": 3, "sub_group_size": 100_000, **knobs})
-    return dataclasses.replace(RunConfig(), backend=backend, device=device, precision=PrecisionConfig(name=precision))
+    precision_cfg = PrecisionConfig(name=precision)
+    return dataclasses.replace(RunConfig(), backend=backend, device=device, precision=precision_cfg)
 
 
 def test_zero3_sub_groups_are_cut_as_deepspeed_cuts_them() -> None:
@@ -52,7 +53,8 @@ def test_zero3_step_holds_the_largest_sub_groups_gradients_and_adamw_temporaries
     assert zero3_step_bytes(_tiny(sub_group_size=1), Layout()).bytes == 4 * one
     assert zero3_step_bytes(_tiny(sub_group_size=1, optimizer_impl="torch"), Layout()).bytes == 8 * one
     assert zero3_step_bytes(_tiny(sub_group_size=1, precision="fp32"), Layout()).bytes == 0
-    assert zero3_step_bytes(_tiny(sub_group_size=1, precision="fp32", device="cpu"), Layout()).bytes == 4 * one
+    on_cpu = _tiny(sub_group_size=1, precision="fp32", device="cpu")
+    assert zero3_step_bytes(on_cpu, Layout()).bytes == 4 * one
 
 
 def test_zero3_on_one_rank_steps_with_16_bytes_and_no_largest_layer_copy() -> None:
@@ -70,7 +72,8 @@ def test_zero3_on_one_rank_steps_with_16_bytes_and_no_largest_layer_copy() -> No
     two = estimate(dataclasses.replace(_tiny(), backend=DeepSpeedConfig(zero_stage=3)), Layout(dp_shard=2))
     persistent = 2 * 13 * 128 + 2 * 128
     assert two.model_states == 4 * 66048 + 18 * TINY_P // 2 - 2 * TINY_P // 2 + bucket + 2 * TINY_P
-    # at the step DeepSpeed's 1e9 covers all: one sub-group of P / 2 elements (6 S = 3 P), and the persistent parameters
+    # at the step DeepSpeed's 1e9 covers all: one sub-group of P / 2 elements (6 S = 3 P), and the
+    # persistent parameters
     assert two.step_states == 16 * TINY_P // 2 + 3 * TINY_P + bucket + 2 * persistent
 
 
