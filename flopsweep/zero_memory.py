@@ -145,17 +145,21 @@ def zero3_step_bytes(cfg: Any, layout: Layout) -> StepBytes:
       flattens to a view of it, ``_flatten_dense_tensors``: ``4 S``); the fp32 copy is the sub-group's
       ``.grad`` until ``_release_sub_group``;
     - the AdamW step on it: DeepSpeed's ``FusedAdam`` (``backend.optimizer_impl=fused``, CUDA) allocates
-      nothing; torch's AdamW (``optimizer_impl=torch``, and always on the CPU) is ``foreach`` on CUDA,
-      whose ``torch._foreach_sqrt(exp_avg_sqs)`` is ``4 S`` more beside the fp32 gradients
-      (``torch.optim.adam._multi_tensor_adam``; the CPU's for-loop kernel is counted alike).
+      nothing; torch's AdamW (``optimizer_impl=torch``, and always on the CPU: ``foreach=None``) is
+      ``foreach`` on CUDA, whose ``torch._foreach_sqrt(exp_avg_sqs)`` is ``4 S`` more beside the fp32
+      gradients (``torch.optim.adam._multi_tensor_adam``), and the for-loop on the CPU (no foreach kernels
+      there), whose ``exp_avg_sq.sqrt() / ...`` holds ``8 S`` at once (``_single_tensor_adam``).
 
-    So ``max(c S + 4 S, 8 S)`` with torch's AdamW, ``c S + 4 S`` with ``FusedAdam`` (``4 S`` in fp32).
+    So ``max(c S + 4 S, 8 S)`` with torch's AdamW on CUDA (``12 S`` on the CPU), ``c S + 4 S`` with
+    ``FusedAdam`` (``4 S`` in fp32).
     Llama 3.1 8B on one H200 (sub-groups of 1.00e9 to 1.30e9 elements): fused, micro batch 2, 126.55 GiB
     measured, ``16 P`` + bucket + ``6 S`` = 126.42; torch's AdamW at 33 and 34 blocks, 131.94 and 136.82
     measured, ``16 P`` + bucket + ``8 S`` = 131.88 and 136.75.
     """
     c = 4 if cfg.precision.name == "fp32" else 2
-    torch_adamw = cfg.device == "cpu" or getattr(cfg.backend, "optimizer_impl", "fused") == "torch"
+    on_cpu = cfg.device == "cpu"  # flopsweep's DeepSpeed config asks for torch's AdamW there
+    torch_adamw = on_cpu or getattr(cfg.backend, "optimizer_impl", "fused") == "torch"
+    adam = 8 if on_cpu else 4  # for-loop: v.sqrt() and its quotient at once; foreach: sqrt(v)
     groups = _sub_groups(cfg, layout)
     s = max(elements for elements, _ in groups)
 
@@ -163,11 +167,12 @@ def zero3_step_bytes(cfg: Any, layout: Layout) -> StepBytes:
         copied = tensors > 1  # _flatten_dense_tensors of one tensor is a view of it
         fp32 = 4 * elements if copied or c != 4 else 0  # .to(fp32) of fp32 is the tensor itself
         flat = c * elements if copied and c != 4 else 0  # the 16-bit flat copy until .to returns
-        return max(fp32 + flat, fp32 + 4 * elements if torch_adamw else 0)
+        return max(fp32 + flat, fp32 + adam * elements if torch_adamw else 0)
 
     what = "FusedAdam, no temporaries"
     if torch_adamw:
-        what = "torch AdamW's foreach sqrt(v) beside the fp32 gradients"
+        kernel = "for-loop" if on_cpu else "foreach"
+        what = f"torch AdamW's {kernel} temporaries ({adam} S) beside the fp32 gradients"
     return StepBytes(
         bytes=max(held(*g) for g in groups),
         sub_group=s,

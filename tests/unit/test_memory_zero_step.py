@@ -40,21 +40,23 @@ def test_zero3_sub_groups_are_cut_as_deepspeed_cuts_them() -> None:
 
 def test_zero3_step_holds_the_largest_sub_groups_gradients_and_adamw_temporaries() -> None:
     """bf16 with FusedAdam: the flattened bf16 gradients beside their fp32 copy, ``6 S``; torch's AdamW
-    (``optimizer_impl=torch``, or on the CPU): the fp32 gradients and foreach's ``sqrt(v)``, ``8 S``; fp32:
-    the flat fp32 gradients are the copy, ``4 S``."""
+    (``optimizer_impl=torch``): the fp32 gradients and foreach's ``sqrt(v)``, ``8 S`` (on the CPU the
+    for-loop's two temporaries, ``12 S``); fp32: the flat fp32 gradients are the copy, ``4 S``."""
     s = max(SUB_GROUPS)
     assert zero3_step_bytes(_tiny(), Layout()).bytes == 6 * s == 892_416
     assert zero3_step_bytes(_tiny(optimizer_impl="torch"), Layout()).bytes == 8 * s
-    assert zero3_step_bytes(_tiny(device="cpu"), Layout()).bytes == 8 * s
+    # the CPU: torch's for-loop AdamW (no foreach kernels there), v.sqrt() and its quotient at once
+    assert zero3_step_bytes(_tiny(device="cpu"), Layout()).bytes == 12 * s
     assert zero3_step_bytes(_tiny(precision="fp32"), Layout()).bytes == 4 * s
     # sub-groups of one tensor each (sub_group_size 1): flattening one tensor is a view of it, so bf16 keeps
-    # only the fp32 copy of the largest (wte, 65,536), fp32 nothing new but foreach's sqrt(v)
+    # only the fp32 copy of the largest (wte, 65,536), fp32 nothing new but the AdamW
+    # temporaries (foreach on CUDA, the for-loop's two on the CPU)
     one = 65536
     assert zero3_step_bytes(_tiny(sub_group_size=1), Layout()).bytes == 4 * one
     assert zero3_step_bytes(_tiny(sub_group_size=1, optimizer_impl="torch"), Layout()).bytes == 8 * one
     assert zero3_step_bytes(_tiny(sub_group_size=1, precision="fp32"), Layout()).bytes == 0
     on_cpu = _tiny(sub_group_size=1, precision="fp32", device="cpu")
-    assert zero3_step_bytes(on_cpu, Layout()).bytes == 4 * one
+    assert zero3_step_bytes(on_cpu, Layout()).bytes == 8 * one
 
 
 def test_zero3_on_one_rank_steps_with_16_bytes_and_no_largest_layer_copy() -> None:
