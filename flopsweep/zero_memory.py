@@ -153,8 +153,8 @@ def zero3_step_bytes(cfg: Any, layout: Layout) -> StepBytes:
     So ``max(c S + 4 S, 8 S)`` with torch's AdamW on CUDA (``12 S`` on the CPU), ``c S + 4 S`` with
     ``FusedAdam`` (``4 S`` in fp32).
     Llama 3.1 8B on one H200 (sub-groups of 1.00e9 to 1.30e9 elements): fused, micro batch 2, 126.55 GiB
-    measured, ``16 P`` + bucket + ``6 S`` = 126.42; torch's AdamW at 33 and 34 blocks, 131.94 and 136.82
-    measured, ``16 P`` + bucket + ``8 S`` = 131.88 and 136.75.
+    measured, ``16 P`` + bucket + ``6 S`` = 126.45; torch's AdamW at 33 and 34 blocks, 131.94 and 136.82
+    measured, ``16 P`` + bucket + ``8 S`` = 131.88 and 136.76.
     """
     c = 4 if cfg.precision.name == "fp32" else 2
     on_cpu = cfg.device == "cpu"  # flopsweep's DeepSpeed config asks for torch's AdamW there
