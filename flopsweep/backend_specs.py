@@ -399,8 +399,8 @@ class DeepSpeedSpec(BackendSpec):
         )
 
     def model_states(self, t: Any) -> tuple[int, int, str]:
-        """DeepSpeed's own estimators and ZeRO-3's buffers (:func:`flopsweep.zero_memory.deepspeed_states`,
-        which imports DeepSpeed)."""
+        """DeepSpeed's own estimators, ZeRO-3's buffers and the optimizer step read from DeepSpeed's code
+        (:func:`flopsweep.zero_memory.deepspeed_states`, which imports DeepSpeed)."""
         from flopsweep.zero_memory import deepspeed_states
 
         return deepspeed_states(t.cfg, t.layout, t.offload)

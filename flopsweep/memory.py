@@ -51,7 +51,10 @@ most in-flight micro-batches, or the last, which computes the loss):
     ZeRO-3, ``W = dp``, less the gradient partitions that do not exist yet at the start of
     backward (:data:`flopsweep.zero_memory.ZERO_GRADIENT_BYTES`), plus ZeRO-3's reduce bucket
     and gathered parameters (:func:`flopsweep.zero_memory.zero3_buffer_bytes`, from DeepSpeed's
-    code).
+    code; on one rank the largest layer's copy is a view, not counted). The optimizer step, from
+    DeepSpeed's code: ZeRO-1/2 hold the flattened 16-bit gradient partition beside its fp32 copy
+    (``2 P / W`` more); ZeRO-3 ``16 P / W`` and its largest sub-group's fp32 gradients and
+    temporaries (:func:`flopsweep.zero_memory.zero3_step_bytes`) instead of the estimator's figure.
 
   Each backend's terms are its spec's (:mod:`flopsweep.backend_specs`: which degree shards its
   states, its buckets, what it holds unsharded, where offload puts the states); this module

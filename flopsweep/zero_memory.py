@@ -14,7 +14,15 @@ ZeRO-1/2 lack the ``6 P / W`` of bf16 and fp32 gradient partitions and ZeRO-3 th
 bf16 ones (:data:`ZERO_GRADIENT_BYTES`; the H200 records checked this: the
 estimators alone are 5-14% over). The estimator knows no parameter offload without optimizer
 offload; that case is counted as no offload (an upper bound). ZeRO-3 holds more than its
-estimator counts (:func:`zero3_buffer_bytes`). These are the functions behind DeepSpeed's printing
+estimator counts (:func:`zero3_buffer_bytes`), and on one rank without parameter offload less: its
+``4 x largest layer`` (the layer's gathered copy and gradient) is a view of the rank's own partition, and no
+gradient exists at the start of backward. The optimizer step is read from DeepSpeed's code, not the
+estimators: ZeRO-1/2 (``stage_1_and_2.py``, ``step``: ``self.flatten(averaged_gradients)`` then ``.to(fp32)``)
+hold the flattened 16-bit gradient partition beside the fp32 copy the estimator counts, ``2 P / W`` more
+(gpt-1.3b ZeRO-2 ``full`` on one H200: 22 P = 26.96 GiB, measured 27.02; the estimator's 20 P was -9.3%);
+ZeRO-3 without optimizer offload holds :data:`ZERO3_STEP_BYTES` and one sub-group's fp32 gradients and
+temporaries (:func:`zero3_step_bytes`; the estimator's ``18 P / W + 4 x largest layer`` was 6-9% over on
+Llama 3.1 8B at the memory edge). These are the functions behind DeepSpeed's printing
 ``estimate_zero3_model_states_mem_needs_all_live`` and ``estimate_zero2_..._all_live``, which read
 ``(total, largest layer)`` from a built model (``model_to_params``); the estimate takes them from
 the family (``ModelFamily.n_params``, ``largest_layer_params``: the same numbers,
@@ -23,6 +31,7 @@ tests/unit/test_memory.py) without building one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,11 +71,113 @@ def deepspeed_states(cfg: Any, layout: Layout, offload: Any) -> tuple[int, int, 
         _, gpu = estimate_zero2_model_states_mem_needs(n_params, num_gpus_per_node=world, cpu_offload=opt)
         method = f"DeepSpeed estimate_zero2_model_states_mem_needs (cpu_offload={opt}; ZeRO-1 and -2)"
     absent = 0 if opt or cfg.batch.grad_accum > 1 else ZERO_GRADIENT_BYTES[stage] * n_params // world
+    c = 4 if cfg.precision.name == "fp32" else 2
     if stage != 3:
-        return gpu - absent, gpu, method
+        flat = 0 if opt or c == 4 else c * math.ceil(n_params / world)  # zero2_step_flatten_bytes
+        if flat:
+            method += f"; the step's flattened {c}-byte gradient partition beside its fp32 copy, {c} P / W"
+        return gpu - absent, gpu + flat, method
     buffers = zero3_buffer_bytes(cfg, layout, offload_param=param)
     method += f"; {buffers.method}"
-    return gpu - absent + buffers.backward_start, gpu + buffers.step, method
+    # one rank without parameter offload: the largest layer's gathered copy is a view of the rank's own
+    # partition and its gradient is not made yet at the start of backward (nor kept to the step)
+    largest_layer = 4 * largest if world > 1 or param else 0
+    start = gpu - 4 * largest + largest_layer - absent + buffers.backward_start
+    if opt:
+        return start, gpu - 4 * largest + largest_layer + buffers.step, method
+    sub = zero3_step_bytes(cfg, layout)
+    method += f"; its optimizer step: 16 P / W and {sub.method}"
+    return start, ZERO3_STEP_BYTES * math.ceil(n_params / world) + sub.bytes + buffers.step, method
+
+
+ZERO3_STEP_BYTES = 16
+"""Bytes per parameter (over ``W``) that ZeRO-3 without optimizer offload holds through its optimizer step
+(DeepSpeed 0.19.8, ``stage3.py``): the 16-bit parameter partition (``fp16_partitioned_groups_flat``, 2), the
+fp32 master partition (4), AdamW's two fp32 moments (8) and the 16-bit gradient partitions
+(``grad_partitions_flat_buffer``, allocated once in ``__init__``, 2). Not the estimator's 18: the fp32
+gradients exist one sub-group at a time (:func:`zero3_step_bytes`), and ``step`` frees every
+``param.grad`` (``zero_grad(set_to_none=True)``) and releases the gathered parameters
+(``_partition_all_parameters``) first."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepBytes:
+    """ZeRO-3's transient bytes in its optimizer step (:func:`zero3_step_bytes`)."""
+
+    bytes: int
+    sub_group: int
+    """Elements of the largest sub-group partition."""
+    method: str
+
+
+def zero3_sub_groups(cfg: Any, layout: Layout) -> list[int]:
+    """Elements of each optimizer sub-group of one rank, as DeepSpeed 0.19.8 cuts them
+    (``DeepSpeedZeroOptimizer_Stage3._create_fp16_sub_groups``): the rank's partitions ``ceil(n / W)`` of
+    every parameter tensor in ``named_parameters`` order (flopsweep gives DeepSpeed one parameter group),
+    a sub-group closed as soon as it reaches ``sub_group_size`` elements (1e9 unless set) or at the last
+    tensor; the whole group when ``sub_group_size`` covers it."""
+    return [elements for elements, _ in _sub_groups(cfg, layout)]
+
+
+def _sub_groups(cfg: Any, layout: Layout) -> list[tuple[int, int]]:
+    """``(elements, tensors)`` of each sub-group (:func:`zero3_sub_groups`)."""
+    parts = [math.ceil(n / layout.dp) for n in parameter_numels(cfg)]
+    size = zero3_knobs(cfg, layout).sub_group_size
+    if size is None or size >= sum(parts):
+        return [(sum(parts), len(parts))]
+    groups, current, tensors = [], 0, 0
+    for i, n in enumerate(parts):
+        current, tensors = current + n, tensors + 1
+        if current >= size or i == len(parts) - 1:
+            groups.append((current, tensors))
+            current, tensors = 0, 0
+    return groups
+
+
+def zero3_step_bytes(cfg: Any, layout: Layout) -> StepBytes:
+    """What ZeRO-3's optimizer step allocates on top of :data:`ZERO3_STEP_BYTES`, for the largest
+    sub-group ``S`` (:func:`zero3_sub_groups`), without optimizer offload (DeepSpeed 0.19.8, ``stage3.py``
+    ``step``: one sub-group at a time, prepared, stepped, released):
+
+    - ``_prepare_fp32_grad_for_sub_group``: ``self.flatten(averaged_gradients).to(fp32)``, the flattened
+      16-bit gradients (``c S``, a ``torch.cat`` copy) beside their fp32 copy (``4 S``) until the
+      statement ends (fp32 runs: ``.to`` returns the flat tensor itself, ``4 S``; a sub-group of one tensor
+      flattens to a view of it, ``_flatten_dense_tensors``: ``4 S``); the fp32 copy is the sub-group's
+      ``.grad`` until ``_release_sub_group``;
+    - the AdamW step on it: DeepSpeed's ``FusedAdam`` (``backend.optimizer_impl=fused``, CUDA) allocates
+      nothing; torch's AdamW (``optimizer_impl=torch``, and always on the CPU: ``foreach=None``) is
+      ``foreach`` on CUDA, whose ``torch._foreach_sqrt(exp_avg_sqs)`` is ``4 S`` more beside the fp32
+      gradients (``torch.optim.adam._multi_tensor_adam``), and the for-loop on the CPU (no foreach kernels
+      there), whose ``exp_avg_sq.sqrt() / ...`` holds ``8 S`` at once (``_single_tensor_adam``).
+
+    So ``max(c S + 4 S, 8 S)`` with torch's AdamW on CUDA (``12 S`` on the CPU), ``c S + 4 S`` with
+    ``FusedAdam`` (``4 S`` in fp32).
+    Llama 3.1 8B on one H200 (sub-groups of 1.00e9 to 1.30e9 elements): fused, micro batch 2, 126.55 GiB
+    measured, ``16 P`` + bucket + ``6 S`` = 126.45; torch's AdamW at 33 and 34 blocks, 131.94 and 136.82
+    measured, ``16 P`` + bucket + ``8 S`` = 131.88 and 136.76.
+    """
+    c = 4 if cfg.precision.name == "fp32" else 2
+    on_cpu = cfg.device == "cpu"  # flopsweep's DeepSpeed config asks for torch's AdamW there
+    torch_adamw = on_cpu or getattr(cfg.backend, "optimizer_impl", "fused") == "torch"
+    adam = 8 if on_cpu else 4  # for-loop: v.sqrt() and its quotient at once; foreach: sqrt(v)
+    groups = _sub_groups(cfg, layout)
+    s = max(elements for elements, _ in groups)
+
+    def held(elements: int, tensors: int) -> int:
+        copied = tensors > 1  # _flatten_dense_tensors of one tensor is a view of it
+        fp32 = 4 * elements if copied or c != 4 else 0  # .to(fp32) of fp32 is the tensor itself
+        flat = c * elements if copied and c != 4 else 0  # the 16-bit flat copy until .to returns
+        return max(fp32 + flat, fp32 + adam * elements if torch_adamw else 0)
+
+    what = "FusedAdam, no temporaries"
+    if torch_adamw:
+        kernel = "for-loop" if on_cpu else "foreach"
+        what = f"torch AdamW's {kernel} temporaries ({adam} S) beside the fp32 gradients"
+    return StepBytes(
+        bytes=max(held(*g) for g in groups),
+        sub_group=s,
+        method=f"the largest sub-group's ({s:.3g} elements) flattened and fp32 gradients; {what}",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

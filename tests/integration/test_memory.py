@@ -25,7 +25,7 @@ from flopsweep.memory import (
 )
 from flopsweep.models import family
 from flopsweep.models.gpt2 import GPT2Config
-from flopsweep.zero_memory import zero3_buffer_bytes
+from flopsweep.zero_memory import zero3_buffer_bytes, zero3_sub_groups
 
 
 @pytest.mark.slow
@@ -54,8 +54,9 @@ def _zero3_tiny(**knobs) -> RunConfig:
 
 
 def _zero3_rank(rank: int, world: int, cfgs: dict, init: str, out: str) -> None:
-    """One ZeRO-3 rank: per config, DeepSpeed's reduce bucket, its persistent elements and the
-    elements gathered at the start of backward of each of four steps, to ``out/<name>-<rank>.json``."""
+    """One ZeRO-3 rank: per config, DeepSpeed's reduce bucket, its persistent elements, the elements
+    gathered at the start of backward of each of four steps and its optimizer sub-groups' elements, to
+    ``out/<name>-<rank>.json``."""
     import os
 
     import torch
@@ -82,6 +83,7 @@ def _zero3_rank(rank: int, world: int, cfgs: dict, init: str, out: str) -> None:
                 "bucket": [b.buffer.numel() for b in engine.optimizer.ipg_buckets.values()],
                 "persistent": sum(p.ds_numel for p in params if p.ds_persist),
                 "gathered": gathered,
+                "sub_groups": list(engine.optimizer.fp16_partitioned_groups_flat_numel),
             }
             (Path(out) / f"{name}-{rank}.json").write_text(json.dumps(result))
     finally:
@@ -96,7 +98,8 @@ def test_zero3_buffers_are_what_deepspeed_holds_on_two_ranks() -> None:
     parameter is kept), with the persistence threshold over the blocks' tensors, with a small
     ``stage3_max_live_parameters`` and the reuse distance over the model (all kept), and, where
     ``stage3_max_live_parameters`` binds, more than none and at most its figure and one tensor more
-    (the prefetcher stops after passing it; here one MLP matrix of its 60,000, so an upper bound)."""
+    (the prefetcher stops after passing it; here one MLP matrix of its 60,000, so an upper bound). Its
+    optimizer sub-groups are :func:`zero3_sub_groups`' (one at DeepSpeed's 1e9; cut at 20,000 elements)."""
     import tempfile
 
     import torch.multiprocessing as mp
@@ -104,7 +107,7 @@ def test_zero3_buffers_are_what_deepspeed_holds_on_two_ranks() -> None:
     live = 60_000  # a third of the parameters
     cfgs = {
         "defaults": _zero3_tiny(),
-        "persist": _zero3_tiny(stage3_param_persistence_threshold=16384),
+        "persist": _zero3_tiny(stage3_param_persistence_threshold=16384, sub_group_size=20_000),
         "live": _zero3_tiny(stage3_max_live_parameters=live, stage3_max_reuse_distance=0),
         "reuse": _zero3_tiny(stage3_max_live_parameters=live),  # max_reuse 1e9 keeps them all
     }
@@ -130,6 +133,7 @@ def test_zero3_buffers_are_what_deepspeed_holds_on_two_ranks() -> None:
             seen = got[f"{name}-{rank}"]
             assert seen["bucket"] == [want.reduce_bucket // 2] == [3000], (name, seen)
             assert seen["persistent"] == want.persistent // 2, (name, seen)
+            assert seen["sub_groups"] == zero3_sub_groups(cfg, Layout(dp_shard=2)), (name, seen)
             kept = seen["gathered"][2:]  # once the trace is complete
             formula = (want.persistent + want.retained) // 2
             if name == "live":
@@ -137,3 +141,4 @@ def test_zero3_buffers_are_what_deepspeed_holds_on_two_ranks() -> None:
                 assert all(0 < k - want.persistent // 2 <= live + largest for k in kept), (name, seen)
             else:
                 assert formula == p and kept == [p, p], (name, seen)
+    assert len(got["persist-0"]["sub_groups"]) > 1 == len(got["defaults-0"]["sub_groups"])

@@ -34,7 +34,8 @@ def test_model_states_follow_the_backend() -> None:
     assert estimate(_cfg(BackendConfig(name="ddp")), Layout.data_parallel(1)).step_states == 20 * P
     assert estimate(_cfg(FSDPConfig()), Layout.data_parallel(8)).step_states == 16 * P // 8
     zero2 = estimate(_cfg(DeepSpeedConfig(zero_stage=2)), Layout.data_parallel(4))
-    assert zero2.step_states == 2 * P + int(18 * P / 4) and "estimate_zero2" in zero2.method
+    # DeepSpeed's estimator and the step's flattened bf16 gradient partition (test_memory_zero_step.py)
+    assert zero2.step_states == 2 * P + int(18 * P / 4) + 2 * P // 4 and "estimate_zero2" in zero2.method
     assert "estimate_zero3" in estimate(_cfg(DeepSpeedConfig(zero_stage=3)), Layout.data_parallel(4)).method
 
 
