@@ -145,13 +145,24 @@ class Space:
             "checkpointing": (self.checkpointing, POLICIES),
             "precisions": (self.precisions, tuple(PRECISIONS)),
         }
+        for key, values in (*((k, v[0]) for k, v in lists.items()), ("layouts", self.layouts)):
+            kept = [str(v) for v in values if str(v).strip()]
+            if kept and len(kept) < len(values):  # [fsdp,'',ddp]: one line naming it, not "'' is not one of"
+                raise ConfigError(
+                    f"space.{key}",
+                    list(values),
+                    "holds an empty value",
+                    f"drop it: space.{key}=[{','.join(kept)}]",
+                )
         for key, (values, known) in lists.items():
             bad = [v for v in values if v not in known] or ([] if values else ["(empty)"])
             if bad:
                 raise ConfigError(
                     f"space.{key}",
                     list(values),
-                    f"{bad[0]} is not one of {', '.join(known)}",
+                    f"{bad[0]!r} is not one of {', '.join(known)}"
+                    if bad[0] != "(empty)"
+                    else f"lists none of {', '.join(known)}",
                     "list some of those",
                 )
         bad = [v for v in self.layouts if not LAYOUT.fullmatch(v) or v.endswith(("tp0", "pp0", "ep0"))]

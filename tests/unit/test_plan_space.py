@@ -3,6 +3,8 @@ pruning by memory and rules, the ranking by each objective, the dollars and days
 
 from __future__ import annotations
 
+import dataclasses
+
 import csv
 import io
 import json
@@ -59,6 +61,37 @@ def test_bad_cluster_names_are_one_line(name: str, said: str) -> None:
     line = str(err.value)
     assert "\n" not in line and line.startswith("Invalid config: plan_clusters=") and said in line
     assert "Fix: " in line
+
+
+@pytest.mark.parametrize(
+    ("key", "values", "said"),
+    [
+        (
+            "backends",
+            ("fsdp", "", "ddp"),
+            "space.backends=['fsdp', '', 'ddp']: holds an empty value. Fix: drop it: space.backends=[fsdp,ddp].",
+        ),
+        (
+            "layouts",
+            ("dp", " "),
+            "space.layouts=['dp', ' ']: holds an empty value. Fix: drop it: space.layouts=[dp].",
+        ),
+        (
+            "checkpointing",
+            ("",),
+            "space.checkpointing=['']: '' is not one of none, selective, full. Fix: list some of those.",
+        ),
+        ("precisions", ("bf16", "fp9"), "space.precisions=['bf16', 'fp9']: 'fp9' is not one of"),
+    ],
+)
+def test_an_empty_or_unknown_value_of_a_space_list_is_one_line_naming_it(
+    key: str, values: tuple, said: str
+) -> None:
+    """An empty value of a ``space.*`` list (``[fsdp,'',ddp]``) is named as such, with the list to give;
+    it was ``space.backends=[...]:  is not one of ...``, the value it named invisible (issue 42)."""
+    with pytest.raises(ConfigError) as err:
+        dataclasses.replace(ps.Space(), **{key: values}).check()
+    assert str(err.value).startswith(f"Invalid config: {said}"), str(err.value)
 
 
 def test_the_old_keys_name_the_same_cluster_and_agree(hydra_compose, tmp_path: Path) -> None:
