@@ -270,7 +270,8 @@ def pairs(items: list[str], option: str) -> dict[str, str | list[str]]:
                 )
             several = "" if option == "--baseline" else f" (several: {name}=a,b)"
             raise AnalysisError(
-                f"{option} {item!r}: no value (a shell variable left unset?); give one: {option} {name}=VALUE{several}"
+                f"{option} {item!r}: no value (a shell variable left unset?); give one: "
+                f"{option} {name}=VALUE{several}"
             )
         column = _column(key.strip())
         if column in out:  # the last would win in silence

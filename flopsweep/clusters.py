@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from flopsweep.config import MAX_BY_KEY, PLAN_FORMATS, ConfigError, require_choice
-from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup
+from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup, memory_sizes_gb
 
 GPUS_PER_NODE = 8
 """GPUs per node when a cluster name gives a GPU count alone (``H100:64``): the HGX/DGX baseboard's 8."""
@@ -263,6 +263,54 @@ def this_machine() -> tuple[str, int]:
     if not torch.cuda.is_available():
         return "", 0
     return torch.cuda.get_device_name(0), torch.cuda.device_count()
+
+
+HINT_GPU = "H100"
+"""The GPU a hint's clusters name when neither ``plan_gpu`` nor this machine names one."""
+
+
+def hint_gpu(
+    plan_gpu: str | None = None, device_name: str | None = None, default: str | None = HINT_GPU
+) -> str | None:
+    """The GPU a hint's ``plan_clusters=[GPU:1x8,...]`` names, spelled as :func:`parse_cluster`
+    takes it, so that the hint can be pasted: ``plan_gpu`` as given (``H200``, ``A100-80GB``; one
+    with spaces by its row's shortest alias), else this machine's GPU ``device_name`` (torch's
+    ``NVIDIA H100 80GB HBM3``: ``H100``) by its peak-table row's shortest alias, with its size where
+    the GPU comes in several (``NVIDIA A100-SXM4-40GB``: ``A100-40GB``), else :data:`HINT_GPU`. A name
+    the table does not know, or that needs a size it lacks, is passed over; ``default`` without one."""
+    candidates = []
+    for given, typed in ((plan_gpu, True), (device_name, False)):
+        row = lookup(given) if given and str(given).strip() else None
+        if row is None:
+            continue
+        if typed and " " not in str(given).strip():  # as the user spelled it: H200, A100-80GB
+            candidates.append(str(given).strip())
+        sizes = memory_sizes_gb(given)
+        several = len(set(row.memory_gib.values())) > 1
+        short = min(row.aliases, key=len).upper().replace(" ", "-")  # H100 SXM's "h100": H100
+        candidates.append(short + (f"-{sizes[0]:g}GB" if several and sizes else ""))
+    for name in candidates:
+        try:
+            parse_cluster(f"{name}:1")
+        except ConfigError:
+            continue
+        return name
+    return default
+
+
+def plans_gpu(plan_gpu: str | None) -> str:
+    """:func:`hint_gpu` of a plan: ``plan_gpu``, else this machine's GPU (torch asked only then),
+    else :data:`HINT_GPU`."""
+    return hint_gpu(plan_gpu, default=None) or hint_gpu(None, local_gpu_name())
+
+
+def local_gpu_name() -> str | None:
+    """This machine's GPU 0 as torch names it (:func:`this_machine`); None without a GPU or torch."""
+    try:
+        name, count = this_machine()
+    except Exception:  # noqa: BLE001 - no torch, no driver: no GPU to name
+        return None
+    return name if count > 0 else None
 
 
 def cluster_from_keys(cfg) -> Cluster | None:

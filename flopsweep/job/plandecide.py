@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flopsweep import forecast, objective
+from flopsweep import comm_time, forecast, objective
 from flopsweep.checks import _validate_cost, check_bounds
 from flopsweep.cli import COMMAND
 from flopsweep.clusters import Cluster, parse_cluster
@@ -274,8 +274,15 @@ def defaults_used(
             f"network of {c.row.name} nodes: {net.name}: {net.inter_node_gbps:g} GB/s busbw per GPU, "
             f"{net.source}"
         )
-    if not cfg.predict.intra_node_gbps:
-        out.append("in a node: 0.7 x the GPU's NVLink per direction (H100/H200: 315 GB/s busbw)")
+    if not cfg.predict.intra_node_gbps:  # each cluster's GPU, not one GPU's figure for all
+        share = comm_time.ASSUMED_NVLINK_SHARE
+        links = [
+            f"{row.name}: {share * row.nvlink_gbps:g} GB/s busbw"
+            if row.nvlink_gbps
+            else f"{row.name}: no NVLink figure, set predict.intra_node_gbps"
+            for row in {c.row.name: c.row for c in clusters}.values()
+        ]
+        out.append(f"in a node: {share:g} x the GPU's NVLink per direction ({'; '.join(links)})")
     if not records:
         out.append("compute: uncalibrated, 0.45 x the datasheet's dense peak (predict.calibration unset)")
     elif not cfg.predict.calibration:

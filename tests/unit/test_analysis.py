@@ -707,8 +707,8 @@ def test_a_plot_path_that_is_a_file_is_refused_before_anything_is_written(capsys
         ),
         (
             (RECORDS, "--baseline", "backend=ddp,,fsdp"),
-            "--baseline 'backend=ddp,,fsdp': an empty value in the list (a doubled or trailing comma); give each "
-            "value once: --baseline backend=ddp",
+            "--baseline 'backend=ddp,,fsdp': an empty value in the list (a doubled or trailing comma); "
+            "give each value once: --baseline backend=ddp",
         ),
         (
             (RECORDS, "--baseline", "backend="),

@@ -3,9 +3,8 @@ pruning by memory and rules, the ranking by each objective, the dollars and days
 
 from __future__ import annotations
 
-import dataclasses
-
 import csv
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -69,7 +68,8 @@ def test_bad_cluster_names_are_one_line(name: str, said: str) -> None:
         (
             "backends",
             ("fsdp", "", "ddp"),
-            "space.backends=['fsdp', '', 'ddp']: holds an empty value. Fix: drop it: space.backends=[fsdp,ddp].",
+            "space.backends=['fsdp', '', 'ddp']: holds an empty value. "
+            "Fix: drop it: space.backends=[fsdp,ddp].",
         ),
         (
             "layouts",
