@@ -213,7 +213,8 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
             text,
             f"{nnodes} nodes of {per_node} GPUs is beyond the bounds ({MAX_BY_KEY['nnodes']:g} nodes, "
             f"{MAX_GPUS_PER_NODE} GPUs per node)",
-            "name a cluster within them, e.g. H100:1024x8",
+            f"name a cluster within them, e.g. {gpu}:{min(nnodes, int(MAX_BY_KEY['nnodes']))}x"
+            f"{min(per_node, GPUS_PER_NODE)}",
         )
     network = parse_network(net) if net else default_network(row)
     return Cluster(
@@ -237,11 +238,12 @@ def _size(size: str, text: str) -> tuple[int, int]:
     if gpus <= GPUS_PER_NODE:
         return 1, gpus
     if gpus % GPUS_PER_NODE:
+        per_node = max(d for d in range(1, GPUS_PER_NODE + 1) if gpus % d == 0)  # 12: 2x6
         raise ConfigError(
             "plan_clusters",
             text,
             f"{gpus} GPUs do not fill nodes of {GPUS_PER_NODE}",
-            "give nodes and GPUs per node, e.g. H100:3x4",
+            f"give nodes and GPUs per node, e.g. {text.split(':')[0]}:{gpus // per_node}x{per_node}",
         )
     return gpus // GPUS_PER_NODE, GPUS_PER_NODE
 

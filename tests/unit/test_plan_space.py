@@ -94,6 +94,24 @@ def test_an_empty_or_unknown_value_of_a_space_list_is_one_line_naming_it(
     assert str(err.value).startswith(f"Invalid config: {said}"), str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "fix"),
+    [
+        ("A100-80GB:12", "Fix: give nodes and GPUs per node, e.g. A100-80GB:2x6."),
+        ("H200:14", "Fix: give nodes and GPUs per node, e.g. H200:2x7."),
+        ("MI300X:1x129", "Fix: name a cluster within them, e.g. MI300X:1x8."),
+        ("H200:99999999999x99999999999", "Fix: name a cluster within them, e.g. H200:1024x8."),
+    ],
+)
+def test_a_cluster_refusal_names_a_cluster_of_the_gpu_given(name: str, fix: str) -> None:
+    """The fix of a bad cluster size names the GPU the user gave, in a size that parses (it named
+    ``H100:3x4`` and ``H100:1024x8`` whatever the GPU)."""
+    with pytest.raises(ConfigError) as err:
+        parse_cluster(name)
+    assert str(err.value).endswith(fix), str(err.value)
+    parse_cluster(fix.split("e.g. ")[1].rstrip("."))
+
+
 def test_the_old_keys_name_the_same_cluster_and_agree(hydra_compose, tmp_path: Path) -> None:
     """``plan_gpu=H100 nnodes=8 nproc_per_node=8``, ``plan_gpu=H100 predict.nnodes=8
     predict.gpus_per_node=8`` and ``plan_clusters=[H100:8x8]`` name one cluster, and the one-row plan
