@@ -408,6 +408,31 @@ def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
     )
 
 
+def test_a_plan_whose_set_ups_are_all_over_memory_says_so() -> None:
+    """Every set-up over memory, each with its own figures, and more set-ups that one node does not
+    place (``hsdp``): the line counted them all (90) and named ``hsdp`` the commonest reason, beside a
+    table of 15 set-ups all over memory. It counts the set-ups and says over memory, the least first."""
+    from flopsweep.job.plandecide import nothing_line
+    from flopsweep.plan_space import Row
+
+    rows = [
+        Row(
+            cluster="H100:1x1:ib400",
+            setup=None,
+            status="over memory",
+            reason=f"estimated {gib:.3g} GiB per rank, over 90% of 79.6 GiB (H100; space.min_headroom)",
+            est_peak_gib_per_rank=gib,
+        )
+        for gib in (1400.0, 1050.0, 1200.0)
+    ]
+    away = ["space.layouts: hsdp needs several nodes (nnodes=1; on one node it is dp). Fix: list dp"] * 5
+    assert nothing_line(rows, away) == (
+        "plan: no set-up fits and is predicted: all 3 dropped; the commonest reason (3 of 3): over memory "
+        "(the least: estimated 1.05e+03 GiB per rank, over 90% of 79.6 GiB (H100; space.min_headroom)). "
+        "Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
+    )
+
+
 def test_a_layout_that_is_no_set_up_on_the_ranks_says_why_and_what_they_take() -> None:
     from flopsweep.plan_space import Setup, Space, nothing_line, placed, unplaced
 
