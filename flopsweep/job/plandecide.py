@@ -130,19 +130,9 @@ def nothing_line(rows: list[Row], unplaced: list[str] | None = None) -> str:
     """One line for a plan that ranks no set-up: how many were dropped and the commonest reason
     (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows (the set-ups the table
     counts), else among ``unplaced``, why each set-up a cluster does not place is none there
-    (:func:`flopsweep.plan_space.unplaced`). The ``over memory`` rows count as one reason, said by the
-    least estimate (each row's own figures made each its own reason: 15 set-ups over memory lost to
-    the 15 ``hsdp`` names one node does not place, "the commonest reason (15 of 90): hsdp ...")."""
-    over = [r for r in rows if r.status == "over memory" and r.reason]
-    least = min(over, key=lambda r: r.est_peak_gib_per_rank or 0.0) if over else None
-    reasons = [
-        f"over memory (the least: {least.reason})"
-        if least is not None and r.status == "over memory" and r.reason
-        else f"{r.status}: {r.reason}"
-        if r.reason
-        else r.status
-        for r in rows
-    ] or list(unplaced or [])
+    (:func:`flopsweep.plan_space.unplaced`): 15 set-ups over memory once lost to the 15 ``hsdp``
+    names one node does not place, "the commonest reason (15 of 90): hsdp ..."."""
+    reasons = [f"{r.status}: {r.reason}" if r.reason else r.status for r in rows] or list(unplaced or [])
     if not reasons:
         return "plan: no set-up to rank (the space and clusters give none); see docs/plan.md"
     fix = "widen space.* (backends, layouts, micro batches) or plan_clusters"

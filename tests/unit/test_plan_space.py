@@ -431,6 +431,12 @@ def test_a_plan_whose_set_ups_are_all_over_memory_says_so() -> None:
         "(the least: estimated 1.05e+03 GiB per rank, over 90% of 79.6 GiB (H100; space.min_headroom)). "
         "Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
     )
+    tuned = [f"over memory: {r.reason}" for r in rows] + ["refused: parallel.tp=2: no. Fix: set tp=1"] * 2
+    line = ps.nothing_line(tuned, who="tune", headline="no set-up to measure", fix="widen it")
+    assert line.startswith(  # the tuner's pruning, the same judge
+        "tune: no set-up to measure: all 5 dropped; the commonest reason (3 of 5): over memory (the least: "
+        "estimated 1.05e+03 GiB"
+    ), line
 
 
 def test_a_layout_that_is_no_set_up_on_the_ranks_says_why_and_what_they_take() -> None:
