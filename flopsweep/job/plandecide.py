@@ -59,7 +59,11 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
     space = Space.from_config(cfg.space)
     if cfg.space.top < 1:
         raise ConfigError("space.top", cfg.space.top, "must be at least 1", "set e.g. space.top=5")
-    clusters = [parse_cluster(str(name)) for name in cfg.plan_clusters]
+    names = [str(name) for name in cfg.plan_clusters]
+    if any(not n.strip() for n in names) and any(n.strip() for n in names):  # [H100:8,'']: one line
+        kept = ",".join(n.strip() for n in names if n.strip())
+        raise ConfigError("plan_clusters", names, "holds an empty name", f"drop it: plan_clusters=[{kept}]")
+    clusters = [parse_cluster(name) for name in names]
     space.size_problem(len(clusters), f" on {len(clusters)} cluster(s)")
     labels = [c.label for c in clusters]
     if len(set(labels)) < len(labels):

@@ -306,6 +306,16 @@ def test_bad_keys_are_one_line(hydra_compose, tmp_path: Path, extra: list[str], 
     assert out["status"] == "invalid" and "\n" not in line and line.startswith(f"Invalid config: {key}=")
 
 
+def test_an_empty_cluster_name_in_the_list_is_one_line(hydra_compose, tmp_path: Path) -> None:
+    """``plan_clusters=[H100:8,'',H200:8]`` named the empty one alone, ``plan_clusters='': is not a
+    cluster name``, with no word of the list it sat in: it says so and gives the list to write."""
+    out = _decide(hydra_compose, tmp_path, "plan_clusters=[H100:8,'',H200:8]")
+    assert out["status"] == "invalid" and out["error"]["message"] == (
+        "Invalid config: plan_clusters=['H100:8', '', 'H200:8']: holds an empty name. "
+        "Fix: drop it: plan_clusters=[H100:8,H200:8]."
+    )
+
+
 def test_networks_named() -> None:
     assert set(NETWORKS) >= {"ib400", "ib200"} and all(n.source for n in NETWORKS.values())
 
