@@ -301,13 +301,19 @@ def hint_gpu(
 
 
 def plans_gpu(plan_gpu: str | None) -> str:
-    """:func:`hint_gpu` of a plan: ``plan_gpu``, else this machine's GPU (torch asked only then),
-    else :data:`HINT_GPU`."""
+    """:func:`hint_gpu` of a plan: ``plan_gpu``, else this machine's GPU where torch is already
+    imported (:func:`local_gpu_name`: a one-row plan has asked it; a refusal before Hydra and
+    ``plan_clusters`` import no torch), else :data:`HINT_GPU`."""
     return hint_gpu(plan_gpu, default=None) or hint_gpu(None, local_gpu_name())
 
 
 def local_gpu_name() -> str | None:
-    """This machine's GPU 0 as torch names it (:func:`this_machine`); None without a GPU or torch."""
+    """This machine's GPU 0 as torch names it (:func:`this_machine`); None without a GPU, or when
+    torch is not imported yet (never imported for a hint: seconds, and the torch-free paths stay so)."""
+    import sys
+
+    if "torch" not in sys.modules:
+        return None
     try:
         name, count = this_machine()
     except Exception:  # noqa: BLE001 - no torch, no driver: no GPU to name
