@@ -136,7 +136,10 @@ def nothing_line(rows: list[Row], unplaced: list[str] | None = None) -> str:
     counts), else among ``unplaced``, why each set-up a cluster does not place is none there
     (:func:`flopsweep.plan_space.unplaced`): 15 set-ups over memory once lost to the 15 ``hsdp``
     names one node does not place, "the commonest reason (15 of 90): hsdp ..."."""
-    reasons = [f"{r.status}: {r.reason}" if r.reason else r.status for r in rows] or list(unplaced or [])
+    reasons = [  # a reason that names its status already (no prediction: ...) is said once
+        r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}" if r.reason else r.status
+        for r in rows
+    ] or list(unplaced or [])
     if not reasons:
         return "plan: no set-up to rank (the space and clusters give none); see docs/plan.md"
     fix = "widen space.* (backends, layouts, micro batches) or plan_clusters"

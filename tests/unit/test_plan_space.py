@@ -441,6 +441,9 @@ def test_a_plan_whose_set_ups_are_all_over_memory_says_so() -> None:
         "(the least: estimated 1.05e+03 GiB per rank, over 90% of 79.6 GiB (H100; space.min_headroom)). "
         "Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
     )
+    unpredicted = Row(cluster="A100-80GB:1x8:ib200", setup=None, status="no prediction")
+    unpredicted.reason = "no prediction: no bus bandwidth for all_gather (in a node)"
+    assert "(1 of 1): no prediction: no bus bandwidth for all_gather" in nothing_line([unpredicted])  # once
     tuned = [f"over memory: {r.reason}" for r in rows] + ["refused: parallel.tp=2: no. Fix: set tp=1"] * 2
     line = ps.nothing_line(tuned, who="tune", headline="no set-up to measure", fix="widen it")
     assert line.startswith(  # the tuner's pruning, the same judge
