@@ -403,9 +403,10 @@ def env_in_tag_warning(overrides: list[str]) -> str | None:
 def main(cfg: DictConfig) -> float:
     """One job. Returns its ``objective`` as a float for the sweeper (NaN when not ``ok``)."""
     # torch: only once Hydra has composed
+    from flopsweep.clusters import plans_gpu
     from flopsweep.hydrafiles import hydra_files, sweep_dir
     from flopsweep.job import JobInfo, plan_invalid_line, run_job
-    from flopsweep.job.plantable import plan_output
+    from flopsweep.job.plantable import plan_output, plan_unfit_line
 
     hc = HydraConfig.get()
     info = JobInfo(
@@ -447,10 +448,16 @@ def main(cfg: DictConfig) -> float:
     status = record["status"]
     if status == "plan":
         if hc.mode != RunMode.MULTIRUN:  # plan_clusters: its own text; else plan_format's view of plan.csv
-            text = record.get("plan_text") or plan_output(record["plan_file"], run_cfg.plan_format)
+            gpu = plans_gpu(run_cfg.plan_gpu)  # the GPU its hints name
+            text = record.get("plan_text") or plan_output(record["plan_file"], run_cfg.plan_format, gpu)
             print(text, flush=True)
-            if line := plan_invalid_line(record["plan_file"]):
-                print(line, file=sys.stderr)
+            if not record.get("plan_text"):  # one row per job (plan_clusters counts its own)
+                for line in (
+                    plan_invalid_line(record["plan_file"]),
+                    plan_unfit_line(record["plan_file"], gpu),
+                ):
+                    if line:
+                        print(line, file=sys.stderr)
             if record.get("nothing"):  # plan_clusters ranked no set-up: why, and a failing exit status
                 print(f"flopsweep: {record['nothing']}", file=sys.stderr)
                 sys.exit(1)

@@ -251,13 +251,28 @@ def _column(name: str) -> str:
 
 def pairs(items: list[str], option: str) -> dict[str, str | list[str]]:
     """``["backend=fsdp,ddp"]`` -> ``{"backend": ["fsdp", "ddp"]}``; raises AnalysisError without '=',
-    or for a key given twice (``--filter backend=fsdp --filter backend=ddp``: the last would win)."""
+    for a key given twice (``--filter backend=fsdp --filter backend=ddp``: the last would win), or for
+    an empty value (``backend=fsdp,,ddp``, ``backend=fsdp,``, ``backend=``: it matched the runs with a
+    blank cell, or none, in silence), each in one line naming the option, the value and the fix."""
     out: dict[str, str | list[str]] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise AnalysisError(f"{option} {item!r}: expected KEY=VALUE, e.g. {option} backend=fsdp")
         values = [v.strip() for v in value.split(",")]
+        if not all(values):
+            given, name = [v for v in values if v], key.strip()
+            if given:
+                kept = given[0] if option == "--baseline" else ",".join(given)
+                raise AnalysisError(
+                    f"{option} {item!r}: an empty value in the list (a doubled or trailing comma); give "
+                    f"each value once: {option} {name}={kept}"
+                )
+            several = "" if option == "--baseline" else f" (several: {name}=a,b)"
+            raise AnalysisError(
+                f"{option} {item!r}: no value (a shell variable left unset?); give one: "
+                f"{option} {name}=VALUE{several}"
+            )
         column = _column(key.strip())
         if column in out:  # the last would win in silence
             once = "one value" if option == "--baseline" else f"its values once, comma-separated ({key}=a,b)"

@@ -19,7 +19,7 @@ The template is markdown with marker lines, each alone on its line:
   folder (the leave-one-set-up-out check of the nearest-set-up prediction).
 - ``<!-- plan: ARGS -->``: ``python run.py -m ARGS plan=true`` run from the repository root into a
   temporary sweep folder (a subprocess, :data:`PLAN_TIMEOUT_S`), its ``plan.csv`` as a table of
-  :data:`PLAN_COLUMNS` (an invalid row shows its note as its source).
+  :data:`PLAN_COLUMNS` (an invalid row shows its reason as its source).
 
 Each marker is copied to RESULTS.md (an HTML comment: invisible when rendered, there to be
 rerun by hand) and followed by its table. Both commands run in this process (their ``main``
@@ -167,7 +167,8 @@ def plan_table(args: str) -> str:
         if proc.returncode or not (sweep / "plan.csv").is_file():
             raise MarkerError(f"{what}: exit status {proc.returncode}; {proc.stderr.strip()[-2000:]}")
         df = pd.read_csv(sweep / "plan.csv", keep_default_na=False)
-    df["prediction_source"] = df["prediction_source"].where(df["prediction_source"] != "", df["note"])
+    said = df["reason"].where(df["reason"] != "", df["note"]) if "reason" in df else df["note"]
+    df["prediction_source"] = df["prediction_source"].where(df["prediction_source"] != "", said)
     first = df["overrides"].map(csv_text).str.split().str[0]  # csv_text: without the CSV guard's apostrophe
     df["layout"] = df["layout"].where(df["layout"] != "", first)  # invalid
     return df[list(PLAN_COLUMNS)].to_markdown(index=False)

@@ -550,12 +550,15 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         plan = sweep_dir_of(config) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
-            from flopsweep.job.plantable import plan_invalid_line, plan_table, rank_plan_file
+            from flopsweep.clusters import plans_gpu
+            from flopsweep.job.plantable import plan_invalid_line, plan_table, plan_unfit_line, rank_plan_file
 
             rank_plan_file(str(plan), str(config.get("objective") or "model_tflops_per_device"))
-            print(plan_table(str(plan)), flush=True)
-            if line := plan_invalid_line(str(plan)):  # still exit 0: a plan is a report
-                print(line, file=sys.stderr, flush=True)
+            gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name
+            print(plan_table(str(plan), gpu), flush=True)
+            for line in (plan_invalid_line(str(plan)), plan_unfit_line(str(plan), gpu)):
+                if line:  # still exit 0: a plan is a report
+                    print(line, file=sys.stderr, flush=True)
             return
         self._print(config, "")
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from flopsweep.config import MAX_BY_KEY, PLAN_FORMATS, ConfigError, require_choice
-from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup
+from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup, memory_sizes_gb
 
 GPUS_PER_NODE = 8
 """GPUs per node when a cluster name gives a GPU count alone (``H100:64``): the HGX/DGX baseboard's 8."""
@@ -213,7 +213,8 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
             text,
             f"{nnodes} nodes of {per_node} GPUs is beyond the bounds ({MAX_BY_KEY['nnodes']:g} nodes, "
             f"{MAX_GPUS_PER_NODE} GPUs per node)",
-            "name a cluster within them, e.g. H100:1024x8",
+            f"name a cluster within them, e.g. {gpu}:{min(nnodes, int(MAX_BY_KEY['nnodes']))}x"
+            f"{min(per_node, GPUS_PER_NODE)}",
         )
     network = parse_network(net) if net else default_network(row)
     return Cluster(
@@ -237,11 +238,12 @@ def _size(size: str, text: str) -> tuple[int, int]:
     if gpus <= GPUS_PER_NODE:
         return 1, gpus
     if gpus % GPUS_PER_NODE:
+        per_node = max(d for d in range(1, GPUS_PER_NODE + 1) if gpus % d == 0)  # 12: 2x6
         raise ConfigError(
             "plan_clusters",
             text,
             f"{gpus} GPUs do not fill nodes of {GPUS_PER_NODE}",
-            "give nodes and GPUs per node, e.g. H100:3x4",
+            f"give nodes and GPUs per node, e.g. {text.split(':')[0]}:{gpus // per_node}x{per_node}",
         )
     return gpus // GPUS_PER_NODE, GPUS_PER_NODE
 
@@ -263,6 +265,60 @@ def this_machine() -> tuple[str, int]:
     if not torch.cuda.is_available():
         return "", 0
     return torch.cuda.get_device_name(0), torch.cuda.device_count()
+
+
+HINT_GPU = "H100"
+"""The GPU a hint's clusters name when neither ``plan_gpu`` nor this machine names one."""
+
+
+def hint_gpu(
+    plan_gpu: str | None = None, device_name: str | None = None, default: str | None = HINT_GPU
+) -> str | None:
+    """The GPU a hint's ``plan_clusters=[GPU:1x8,...]`` names, spelled as :func:`parse_cluster`
+    takes it, so that the hint can be pasted: ``plan_gpu`` as given (``H200``, ``A100-80GB``; one
+    with spaces by its row's shortest alias), else this machine's GPU ``device_name`` (torch's
+    ``NVIDIA H100 80GB HBM3``: ``H100``) by its peak-table row's shortest alias, with its size where
+    the GPU comes in several (``NVIDIA A100-SXM4-40GB``: ``A100-40GB``), else :data:`HINT_GPU`. A name
+    the table does not know, or that needs a size it lacks, is passed over; ``default`` without one."""
+    candidates = []
+    for given, typed in ((plan_gpu, True), (device_name, False)):
+        row = lookup(given) if given and str(given).strip() else None
+        if row is None:
+            continue
+        if typed and " " not in str(given).strip():  # as the user spelled it: H200, A100-80GB
+            candidates.append(str(given).strip())
+        sizes = memory_sizes_gb(given)
+        several = len(set(row.memory_gib.values())) > 1
+        short = min(row.aliases, key=len).upper().replace(" ", "-")  # H100 SXM's "h100": H100
+        candidates.append(short + (f"-{sizes[0]:g}GB" if several and sizes else ""))
+    for name in candidates:
+        try:
+            parse_cluster(f"{name}:1")
+        except ConfigError:
+            continue
+        return name
+    return default
+
+
+def plans_gpu(plan_gpu: str | None) -> str:
+    """:func:`hint_gpu` of a plan: ``plan_gpu``, else this machine's GPU where torch is already
+    imported (:func:`local_gpu_name`: a one-row plan has asked it; a refusal before Hydra and
+    ``plan_clusters`` import no torch), else :data:`HINT_GPU`."""
+    return hint_gpu(plan_gpu, default=None) or hint_gpu(None, local_gpu_name())
+
+
+def local_gpu_name() -> str | None:
+    """This machine's GPU 0 as torch names it (:func:`this_machine`); None without a GPU, or when
+    torch is not imported yet (never imported for a hint: seconds, and the torch-free paths stay so)."""
+    import sys
+
+    if "torch" not in sys.modules:
+        return None
+    try:
+        name, count = this_machine()
+    except Exception:  # noqa: BLE001 - no torch, no driver: no GPU to name
+        return None
+    return name if count > 0 else None
 
 
 def cluster_from_keys(cfg) -> Cluster | None:

@@ -44,9 +44,10 @@ RULE = (
 
 RULE_SHORT = (
     "same GPU kind (else scaled), precision and compile; then kernel, dense or MoE, backend and stage, "
-    "optimizer side, policy, nearest parameters and tokens (docs/prediction-nearest.md)"
+    "optimizer side, policy, nearest parameters, tokens per micro batch and sequence length, world size, "
+    "backend knobs (docs/prediction-nearest.md)"
 )
-""":data:`RULE` in the words every ``nearest`` source ends with."""
+""":data:`RULE` in the words every ``nearest`` source ends with: each key :func:`order` sorts by."""
 
 HOST = "host"
 """:attr:`Measured.backend`'s optimizer family of a run whose optimizer steps on the host (FSDP2's
@@ -185,6 +186,53 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
         m.knobs != target.knobs,
         m.name,
     )
+
+
+def _said(value: Any) -> str:
+    """A config value for :func:`differences` (a dict by its ``name``; JSON text parsed first)."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    if isinstance(value, dict):
+        value = value.get("name", json.dumps(value, sort_keys=True, default=str))
+    return str(value)
+
+
+def differences(target: Measured, m: Measured) -> list[str]:
+    """Each way the record ``m`` differs from ``target`` that :func:`order` sorts by, in its order, as
+    ``"KEY TARGET'S vs RECORD'S"`` texts: the attention kernel, dense or MoE, the backend
+    (:func:`flopsweep.predict.backend_differences`: its name, else its ZeRO stage and knobs), the
+    optimizer side, the checkpointing policy, the model (its name, else its parameters), the sequence
+    length, the micro batch (the two make the tokens per micro batch) and the world size. The GPU kind
+    is said by the source's scaling (:func:`_compute`); device, precision and compile never differ
+    (:func:`candidates` requires them). Empty: the same set-up on another GPU kind."""
+    from flopsweep.predict import backend_differences
+
+    out = []
+    if m.attention != target.attention:
+        out.append(f"attention {_said(target.attention)} vs {_said(m.attention)}")
+    if m.moe != target.moe:
+        out.append(f"experts {'MoE' if target.moe else 'dense'} vs {'MoE' if m.moe else 'dense'}")
+    out += backend_differences(target.record, m.record)
+    if m.backend[2] != target.backend[2]:
+        out.append(f"optimizer side {target.backend[2]} vs {m.backend[2]}")
+    if m.policy != target.policy:
+        out.append(f"activation_checkpointing {target.policy} vs {m.policy}")
+    names = [_said(_get(r, ("config", "model", "name"))) for r in (target.record, m.record)]
+    if names[0] != names[1]:
+        out.append(f"model {names[0]} vs {names[1]}")
+    elif m.n_params != target.n_params:
+        out.append(f"parameters {target.n_params:.4g} vs {m.n_params:.4g}")
+    t, w = target.workload, m.workload
+    if t.seq_len != w.seq_len:
+        out.append(f"model.seq_len {t.seq_len} vs {w.seq_len}")
+    if t.micro_batch_size != w.micro_batch_size:
+        out.append(f"batch.micro_batch_size {t.micro_batch_size} vs {w.micro_batch_size}")
+    if m.world != target.world:
+        out.append(f"world size {target.world} vs {m.world}")
+    return out
 
 
 def candidates(target: Measured, pool: Iterable[Measured]) -> tuple[list[Measured], str]:
@@ -363,13 +411,11 @@ def _setup(record: dict[str, Any]) -> str | None:
 def _compute(
     target: Measured, first: Measured, done: list[Transferred], rates: dict[str, tuple[float, str] | None]
 ) -> Compute:
-    from flopsweep.predict import calibration_differences
-
     names = ", ".join(t.name for t in done[:3]) + (f" and {len(done) - 3} more" if len(done) > 3 else "")
-    differs = calibration_differences(target.record, first.record)
+    differs = differences(target, first)
     words = [
         f"nearest: {names} ({len(done)} of its set-up"
-        + (f"; differs in {'; '.join(differs)[:300]}" if differs else "")
+        + (f"; differs in {'; '.join(differs)}" if differs else "")
         + ")",
         f"{_median([t.rate_tflops for t in done]):.4g} TFLOP/s on hardware FLOPs per rank",
     ]

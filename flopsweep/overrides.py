@@ -242,8 +242,12 @@ def unread_space_problem(overrides: list[str]) -> str | None:
     space = next((k for k in given if k.startswith("space.")), None)
     if space is None:
         return None
+    from flopsweep.clusters import plans_gpu
+
     plan = given.get("plan", "").lower() == "true"
-    add = "plan_clusters=[H100:8]" if plan else "-m hydra/sweeper=tune, or plan=true plan_clusters=[H100:8]"
+    gpu = plans_gpu(given.get("plan_gpu", "").strip("'\"") or None)  # the GPU the plan is about
+    clusters = f"plan_clusters=[{gpu}:8]"
+    add = clusters if plan else f"-m hydra/sweeper=tune, or plan=true {clusters}"
     return (
         f"Invalid config: {space}={given[space]}: space.* lists the set-ups of the tuner "
         "(hydra/sweeper=tune) and of plan=true's ranking on clusters (plan_clusters=[...]); this command "

@@ -145,13 +145,24 @@ class Space:
             "checkpointing": (self.checkpointing, POLICIES),
             "precisions": (self.precisions, tuple(PRECISIONS)),
         }
+        for key, values in (*((k, v[0]) for k, v in lists.items()), ("layouts", self.layouts)):
+            kept = [str(v) for v in values if str(v).strip()]
+            if kept and len(kept) < len(values):  # [fsdp,'',ddp]: one line naming it, not "'' is not one of"
+                raise ConfigError(
+                    f"space.{key}",
+                    list(values),
+                    "holds an empty value",
+                    f"drop it: space.{key}=[{','.join(kept)}]",
+                )
         for key, (values, known) in lists.items():
             bad = [v for v in values if v not in known] or ([] if values else ["(empty)"])
             if bad:
                 raise ConfigError(
                     f"space.{key}",
                     list(values),
-                    f"{bad[0]} is not one of {', '.join(known)}",
+                    f"{bad[0]!r} is not one of {', '.join(known)}"
+                    if bad[0] != "(empty)"
+                    else f"lists none of {', '.join(known)}",
                     "list some of those",
                 )
         bad = [v for v in self.layouts if not LAYOUT.fullmatch(v) or v.endswith(("tp0", "pp0", "ep0"))]
@@ -294,11 +305,17 @@ def unplaced(space: Space, nnodes: int, gpus_per_node: int) -> list[str]:
 def nothing_line(reasons: Sequence[str], *, who: str, headline: str, fix: str) -> str:
     """One line for a space that leaves no set-up, as ``plan=true`` and the tuner print it:
     ``<who>: <headline>: all N dropped; the commonest reason (k of N): <reason>. Fix: <fix>`` (the
-    reason's own ``Fix:`` when it has one). ``reasons``: one line per dropped set-up."""
-    counts = Counter(r.rstrip(". ") for r in reasons)
+    reason's own ``Fix:`` when it has one). ``reasons``: one line per dropped set-up. The ``over
+    memory: estimated X GiB ...`` ones count as one reason, said by the least estimate (each one's own
+    figures made it a reason of its own, and any other reason the commonest)."""
+    over = [r.rstrip(". ") for r in reasons if r.startswith(OVER_MEMORY)]
+    counts = Counter(OVER_MEMORY if r.startswith(OVER_MEMORY) else r.rstrip(". ") for r in reasons)
     if not counts:
         return f"{who}: no set-up to rank (the space gives none). Fix: {fix}"
     reason, count = counts.most_common(1)[0]
+    if reason == OVER_MEMORY:
+        least = min(over, key=_estimate_gib)
+        reason = f"{OVER_MEMORY} (the least: {least.removeprefix(OVER_MEMORY).lstrip(': ')})"
     tail = "" if "Fix: " in reason else f". Fix: {fix}"
     refused = re.match(r"refused: ([\w.]+)=", reason)
     space_key = next((k for p, k in SPACE_KEY_OF if refused and refused.group(1).startswith(p)), None)
@@ -308,6 +325,19 @@ def nothing_line(reasons: Sequence[str], *, who: str, headline: str, fix: str) -
         tail = f" (with space.*, {refused.group(1)} comes from {space_key}: change that list instead)"
     n = len(reasons)
     return f"{who}: {headline}: all {n} dropped; the commonest reason ({count} of {n}): {reason}{tail}"
+
+
+OVER_MEMORY = "over memory"
+"""A dropped set-up's status when its estimate leaves less than ``space.min_headroom`` free."""
+
+
+def _estimate_gib(reason: str) -> float:
+    """The ``estimated X GiB`` of an over-memory reason (inf without one)."""
+    match = re.search(r"estimated ([\d.e+]+) GiB", reason)
+    try:
+        return float(match.group(1)) if match else math.inf
+    except ValueError:
+        return math.inf
 
 
 SPACE_KEY_OF = (

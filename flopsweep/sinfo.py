@@ -271,11 +271,19 @@ def partition_nodes(rows: Sequence[NodeRow], partition: str | None) -> tuple[lis
     partition, or every node when none is marked), and a name for them in messages.
 
     Raises:
-        ConfigError: ``hydra.launcher.partition`` names no partition of the cluster.
+        ConfigError: ``hydra.launcher.partition`` names no partition of the cluster, or holds an empty
+            name (``cpu,,long``, ``cpu,``: dropped here in silence, the list went to sbatch as given).
     """
     known = sorted({row.partition for row in rows})
     if partition:
         wanted = [p.strip() for p in partition.split(",") if p.strip()]
+        if wanted and len(wanted) < len(partition.split(",")):
+            raise ConfigError(
+                "hydra.launcher.partition",
+                partition,
+                "holds an empty partition name (a doubled or trailing comma)",
+                f"set hydra.launcher.partition={','.join(wanted)}",
+            )
         unknown = [p for p in wanted if p not in known]
         if unknown:
             raise ConfigError(

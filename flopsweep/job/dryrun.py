@@ -51,7 +51,10 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     on each named cluster, ranked by ``objective``).
 
     Returns:
-        ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``.
+        ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``; an
+        ``invalid`` row's ``reason`` is the run's one line (``Invalid config: KEY=VALUE: ... Fix: ...``)
+        and its ``note`` says, apart, where the job was placed (``no GPU here: placed as an H100 SXM
+        (capability 9.0, bf16)``), which the refusal may follow from (fp8 on an A100).
     """
     if cfg.plan_clusters:  # the plan that decides: every set-up of space on each named cluster
         from flopsweep.job.plandecide import decide_job
@@ -72,9 +75,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         p, searched = search_size(plan(cfg, env, choices=info.choices), env, placed=elsewhere)
         p, batched = auto_batch_size(p, env, placed=elsewhere)
         calibrations = forecast.prediction_records(p.cfg)  # as a run reads them
-    except ConfigError as exc:  # the run's one line, then where it was planned (the GPU's capability)
-        line = str(exc)
-        row.update(status="invalid", note="; ".join([line.removesuffix("."), *placed]) if placed else line)
+    except ConfigError as exc:  # the run's one line; where it was planned (the GPU's capability) apart
+        row.update(status="invalid", reason=str(exc), note="; ".join(placed))
     else:
         row.update(plan_estimate(p, env, placed=elsewhere))
         asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None

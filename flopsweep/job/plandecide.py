@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flopsweep import forecast, objective
+from flopsweep import comm_time, forecast, objective
 from flopsweep.checks import _validate_cost, check_bounds
 from flopsweep.cli import COMMAND
 from flopsweep.clusters import Cluster, parse_cluster
@@ -59,7 +59,11 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
     space = Space.from_config(cfg.space)
     if cfg.space.top < 1:
         raise ConfigError("space.top", cfg.space.top, "must be at least 1", "set e.g. space.top=5")
-    clusters = [parse_cluster(str(name)) for name in cfg.plan_clusters]
+    names = [str(name) for name in cfg.plan_clusters]
+    if any(not n.strip() for n in names) and any(n.strip() for n in names):  # [H100:8,'']: one line
+        kept = ",".join(n.strip() for n in names if n.strip())
+        raise ConfigError("plan_clusters", names, "holds an empty name", f"drop it: plan_clusters=[{kept}]")
+    clusters = [parse_cluster(name) for name in names]
     space.size_problem(len(clusters), f" on {len(clusters)} cluster(s)")
     labels = [c.label for c in clusters]
     if len(set(labels)) < len(labels):
@@ -128,9 +132,14 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
 def nothing_line(rows: list[Row], unplaced: list[str] | None = None) -> str:
     """One line for a plan that ranks no set-up: how many were dropped and the commonest reason
-    (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows and ``unplaced``, why
-    each set-up a cluster does not place is none there (:func:`flopsweep.plan_space.unplaced`)."""
-    reasons = [f"{r.status}: {r.reason}" if r.reason else r.status for r in rows] + list(unplaced or [])
+    (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows (the set-ups the table
+    counts), else among ``unplaced``, why each set-up a cluster does not place is none there
+    (:func:`flopsweep.plan_space.unplaced`): 15 set-ups over memory once lost to the 15 ``hsdp``
+    names one node does not place, "the commonest reason (15 of 90): hsdp ..."."""
+    reasons = [  # a reason that names its status already (no prediction: ...) is said once
+        r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}" if r.reason else r.status
+        for r in rows
+    ] or list(unplaced or [])
     if not reasons:
         return "plan: no set-up to rank (the space and clusters give none); see docs/plan.md"
     fix = "widen space.* (backends, layouts, micro batches) or plan_clusters"
@@ -274,8 +283,15 @@ def defaults_used(
             f"network of {c.row.name} nodes: {net.name}: {net.inter_node_gbps:g} GB/s busbw per GPU, "
             f"{net.source}"
         )
-    if not cfg.predict.intra_node_gbps:
-        out.append("in a node: 0.7 x the GPU's NVLink per direction (H100/H200: 315 GB/s busbw)")
+    if not cfg.predict.intra_node_gbps:  # each cluster's GPU, not one GPU's figure for all
+        share = comm_time.ASSUMED_NVLINK_SHARE
+        links = [
+            f"{row.name}: {share * row.nvlink_gbps:g} GB/s busbw"
+            if row.nvlink_gbps
+            else f"{row.name}: no NVLink figure, set predict.intra_node_gbps"
+            for row in {c.row.name: c.row for c in clusters}.values()
+        ]
+        out.append(f"in a node: {share:g} x the GPU's NVLink per direction ({'; '.join(links)})")
     if not records:
         out.append("compute: uncalibrated, 0.45 x the datasheet's dense peak (predict.calibration unset)")
     elif not cfg.predict.calibration:

@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from flopsweep.clusters import HINT_GPU
 from flopsweep.files import create_new
 from flopsweep.text import csv_cell, csv_text, printable
 
@@ -22,6 +23,7 @@ PLAN_COLUMNS = (
     "model",
     "overrides",
     "status",
+    "reason",
     "world_size",
     "layout",
     "seq_len",
@@ -123,6 +125,7 @@ TERMINAL_COLUMNS = {
     "model": "model",
     "overrides": "overrides",
     "status": "status",
+    "reason": "reason",
     "world_size": "world",
     "layout": "layout",
     "est_peak_gib_per_rank": "peak_GiB",
@@ -143,7 +146,7 @@ TERMINAL_COLUMNS = {
 (``seq_len``, ``n_params``, ``model_flops_per_step``, ``fits_on``, ``predicted_nnodes``) are in the
 file and in ``plan_format=csv|json``."""
 
-FOOTNOTED = ("prediction_source", "note")
+FOOTNOTED = ("reason", "prediction_source", "note")
 """Long text columns shown as ``[k]`` in the table, each distinct text once below it."""
 
 _DROPPED_OVERRIDES = ("plan=", "plan_format=")
@@ -154,13 +157,20 @@ def _shown_overrides(cell: str) -> str:
     return " ".join(word for word in cell.split(" ") if not word.startswith(_DROPPED_OVERRIDES))
 
 
-def plan_table(path: str) -> str:
+def cluster_hint(gpu: str) -> str:
+    """The clusters a plan's hints name: one node and eight nodes of eight ``gpu``
+    (:func:`flopsweep.clusters.plans_gpu`: the GPU the plan is about), e.g. ``[H200:1x8,H200:8x8]``."""
+    return f"plan_clusters=[{gpu}:1x8,{gpu}:8x8]"
+
+
+def plan_table(path: str, gpu: str = HINT_GPU) -> str:
     """``plan.csv`` as one compact table for the terminal (pandas' markdown through tabulate): the
     columns of :data:`TERMINAL_COLUMNS` that some row fills, under short headers; the long
     ``prediction_source`` and ``note`` texts as ``[k]`` references, each distinct text printed once
     below the table (a plan of 27 jobs sharing one source prints it once, not 27 times), and the
     overrides that every job shares once (``every job: ...``), each row keeping its own; then the
-    file's path, which keeps every column. Each text cell as :func:`plan_cell` shows it (one line,
+    file's path, which keeps every column, and the hint that ranks set-ups on clusters of ``gpu``
+    (:func:`cluster_hint`). Each text cell as :func:`plan_cell` shows it (one line,
     control characters escaped, ``|`` escaped). The CSV keeps the values (guarded against
     spreadsheet formulas: :func:`_csv_text`)."""
     import pandas as pd
@@ -185,33 +195,69 @@ def plan_table(path: str) -> str:
     lines = [table, *(f"[{k}] {text}" for text, k in notes.items())]
     if shared:
         lines.append(f"every job: {plan_cell(' '.join(shared))}")
-    hint = "plan_clusters=[H100:1x8,H100:8x8] ranks set-ups on clusters: docs/plan.md"
+    hint = f"{cluster_hint(gpu)} ranks set-ups on clusters: docs/plan.md"
     lines.append(f"(plan: no worker started, no record written; every column: {printable(path)}; {hint})")
     return "\n".join(lines)
 
 
 def plan_invalid_line(path: str) -> str | None:
-    """The last line a plan prints (to stderr) when some of its rows are ``invalid``: ``N of M jobs
-    are invalid: see the status column``, then the first invalid row's reason (its ``note``, which
-    the wide table cuts off in a terminal); None when every row is ``ok``. A plan is a report, so it
-    still exits 0; this line keeps its refusals from passing unseen below a long table."""
+    """The line a plan prints (to stderr) when some of its rows are ``invalid``: ``N of M jobs are
+    invalid (the status and reason columns); job J: <its reason>``, the first invalid row's
+    ``reason``, the run's one line naming the key, the value and the fix, alone (where the job was
+    placed is its ``note``, in the table), and, when other invalid rows give other reasons, how
+    many; None when no row is ``invalid``. A plan is a report, so it still exits 0; this line keeps
+    its refusals from passing unseen below a long table."""
     import pandas as pd
 
     frame = pd.read_csv(path, keep_default_na=False, dtype=str)
     invalid = frame[frame["status"] == "invalid"]
     if invalid.empty:
         return None
-    line = f"flopsweep: {len(invalid)} of {len(frame)} jobs are invalid: see the status column"
-    first = invalid.iloc[0]
-    note = printable(str(first.get("note", "")))[:400]
-    return f"{line}; job {first.get('job', '') or 0}: {note}" if note else line
+    line = f"flopsweep: {len(invalid)} of {len(frame)} jobs are invalid (the status and reason columns)"
+    reasons = invalid.get("reason", invalid.get("note", pd.Series("", index=invalid.index)))
+    first = printable(str(reasons.iloc[0]))[:400]
+    others = len(set(reasons) - {reasons.iloc[0]})
+    more = f" ({others} other reason{'s' if others > 1 else ''} in the reason column)" if others else ""
+    job = invalid.iloc[0].get("job", "") or 0
+    return f"{line}; job {job}: {first}{more}" if first else line
 
 
-def plan_output(path: str, fmt: str) -> str:
-    """What ``plan=true`` prints for ``plan_format=fmt``: ``table`` (:func:`plan_table`), ``csv``
-    (the file's text) or ``json`` (a list of its rows, each a dict of its columns; blanks as null)."""
+def plan_unfit_line(path: str, gpu: str = HINT_GPU) -> str | None:
+    """The line a plan prints (to stderr) when some ``ok`` rows do not fit (``fits`` False): ``N of
+    M jobs do not fit; job J: model=NAME: estimated X GiB per rank, more than <fits_on>. Fix: ...``,
+    the first such row, its fix naming the levers and the clusters of ``gpu`` that rank the set-ups
+    that fit (:func:`cluster_hint`); None when every row fits or is not known to. A plan is a report:
+    it still exits 0, and such a row is not ranked (:func:`rank_plan_file`)."""
+    import pandas as pd
+
+    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    unfit = frame[(frame["status"] == "ok") & (frame.get("fits", "") == "False")]
+    if unfit.empty:
+        return None
+    row = unfit.iloc[0]
+    on_host = str(row.get("fits_on", "")).startswith("host")  # the CPU: every rank in its memory
+    ranks = f" per rank x {row.get('world_size', '')} ranks" if on_host else " per rank"
+    fix = (
+        "pick a smaller model or micro batch (batch.micro_batch_size), or fewer ranks (nproc_per_node)"
+        if on_host
+        else "shard it over more GPUs (backend=fsdp or zero3, nproc_per_node, nnodes), set "
+        "activation_checkpointing=full or a smaller batch.micro_batch_size; "
+        f"{cluster_hint(gpu)} ranks the set-ups that fit"
+    )
+    said = (
+        f"model={printable(str(row.get('model', '')))}: estimated {row.get('est_peak_gib_per_rank', '')} GiB"
+        f"{ranks}, more than {printable(str(row.get('fits_on', '')))}"
+    )
+    job = row.get("job", "") or 0
+    return f"flopsweep: {len(unfit)} of {len(frame)} jobs do not fit; job {job}: {said}. Fix: {fix}."
+
+
+def plan_output(path: str, fmt: str, gpu: str = HINT_GPU) -> str:
+    """What ``plan=true`` prints for ``plan_format=fmt``: ``table`` (:func:`plan_table`, its hint
+    naming ``gpu``), ``csv`` (the file's text) or ``json`` (a list of its rows, each a dict of its
+    columns; blanks as null)."""
     if fmt == "table":
-        return plan_table(path)
+        return plan_table(path, gpu)
     import pandas as pd
 
     frame = pd.read_csv(path, keep_default_na=False)

@@ -25,5 +25,5 @@ def test_plan_true_lists_every_layout_before_any_run(tmp_path: Path) -> None:
         if row["status"] == "ok":
             assert row["layout"] and float(row["est_peak_gib_per_rank"]) > 0
         else:
-            assert row["status"] == "invalid" and "Fix:" in row["note"] and "\n" not in row["note"]
+            assert row["status"] == "invalid" and "Fix:" in row["reason"] and "\n" not in row["reason"]
     assert rows[0]["status"] == "ok" and rows[0]["layout"] == "dp8"

@@ -36,16 +36,20 @@ def test_plan_on_the_cpu_says_whether_the_host_memory_holds_it(tmp_path: Path) -
     rows = list(csv.DictReader((tmp_path / "plan.csv").open()))
     assert (rows[0]["status"], rows[0]["fits"]) == ("ok", "True")
     if big:
-        assert rows[1]["status"] == "invalid" and "this machine lets a process use" in rows[1]["note"]
+        assert rows[1]["status"] == "invalid" and "this machine lets a process use" in rows[1]["reason"]
 
 
 def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> None:
-    """``plan=true`` is a report (exit 0), but its last line, on stderr, counts the invalid rows;
-    a plan whose rows are all ``ok`` prints no such line."""
+    """``plan=true`` is a report (exit 0), but its last lines, on stderr, count the invalid rows (the
+    first one's reason alone: key, value, fix; where it was placed is the table's note) and the rows
+    that do not fit; the table's hint names the plan's GPU. A plan whose rows are all ``ok`` and fit
+    prints no such line. Under ``-m`` (the sweep callback) and as a single run (``run.py``)."""
+    reason = "Invalid config: batch.micro_batch_size=0: must be a positive integer. "
+    reason += "Fix: set batch.micro_batch_size>=1."
     proc = run_py(
         "-m",
-        "model=gpt-tiny",
-        "device=cpu",
+        "model=gpt-tiny,llama3.1-70b",  # 70B: ok, but no fit on one H200
+        "plan_gpu=H200",
         "nproc_per_node=1",
         "batch.micro_batch_size=1,0",  # 0: refused, an invalid row
         "plan=true",
@@ -54,10 +58,22 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = list(csv.DictReader((tmp_path / "plan.csv").open()))
-    assert [r["status"] for r in rows] == ["ok", "invalid"]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("flopsweep: 1 of 2 jobs are invalid: see the status column; job 1: "), last
-    assert "micro_batch_size" in last and "Fix" in last, last  # the cut-off note column's reason
+    assert [r["status"] for r in rows] == ["ok", "invalid", "ok", "invalid"]
+    assert [r["fits"] for r in rows] == ["True", "", "False", ""]
+    invalid, unfit = proc.stderr.strip().splitlines()[-2:]
+    assert invalid == f"flopsweep: 2 of 4 jobs are invalid (the status and reason columns); job 1: {reason}"
+    assert unfit.startswith("flopsweep: 1 of 4 jobs do not fit; job 2: model=llama3.1-70b: estimated "), unfit
+    assert unfit.endswith("; plan_clusters=[H200:1x8,H200:8x8] ranks the set-ups that fit."), unfit
+    assert proc.stdout.count(f"] {reason}\n") == 1 and "placed as an H200 SXM" in proc.stdout
+    assert "plan_clusters=[H200:1x8,H200:8x8] ranks set-ups on clusters: docs/plan.md)" in proc.stdout
+    one = run_py(
+        "batch.micro_batch_size=0", "plan_gpu=A100-80GB", "plan=true", f"hydra.run.dir={tmp_path / 'one'}"
+    )
+    assert one.returncode == 0, one.stderr[-2000:]
+    assert one.stderr.strip().splitlines()[-1] == (
+        f"flopsweep: 1 of 1 jobs are invalid (the status and reason columns); job 0: {reason}"
+    )
+    assert "plan_clusters=[A100-80GB:1x8,A100-80GB:8x8] ranks set-ups on clusters" in one.stdout
 
     from flopsweep.job import plan_invalid_line
 

@@ -175,8 +175,8 @@ def test_a_bad_calibration_path_is_the_same_error_in_a_run_and_in_a_plan(tmp_pat
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = sorted(csv.DictReader((tmp_path / "plan" / "plan.csv").open()), key=lambda r: int(r["job"]))
     for record, row, (path, what) in zip(errors, rows, cases.values(), strict=True):
-        assert row["status"] == "invalid" and what in row["note"] and str(path) in row["note"], row
-        assert record["error"]["message"] == row["note"]
+        assert row["status"] == "invalid" and what in row["reason"] and str(path) in row["reason"], row
+        assert record["error"]["message"] == row["reason"]
 
 
 @pytest.mark.slow

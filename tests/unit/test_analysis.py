@@ -687,6 +687,33 @@ def test_a_plot_path_that_is_a_file_is_refused_before_anything_is_written(capsys
         ((RECORDS, "--format", "nope"), "argument --format: invalid choice: 'nope'"),
         ((RECORDS, "--width", "wide"), "argument --width: 'wide' is not a whole number of characters"),
         ((RECORDS, "--filter", "backend"), "--filter 'backend': expected KEY=VALUE"),
+        # an empty value of a list was matched against blank cells in silence (issue 42)
+        *(
+            (
+                (RECORDS, "--filter", value),
+                f"--filter '{value}': an empty value in the list (a doubled or trailing comma); give each "
+                f"value once: --filter backend={kept}",
+            )
+            for value, kept in (
+                ("backend=fsdp,,ddp", "fsdp,ddp"),
+                ("backend=fsdp,", "fsdp"),
+                ("backend=,ddp", "ddp"),
+            )
+        ),
+        (
+            (RECORDS, "--filter", "backend= "),
+            "--filter 'backend= ': no value (a shell variable left unset?); give one: --filter backend=VALUE "
+            "(several: backend=a,b)",
+        ),
+        (
+            (RECORDS, "--baseline", "backend=ddp,,fsdp"),
+            "--baseline 'backend=ddp,,fsdp': an empty value in the list (a doubled or trailing comma); "
+            "give each value once: --baseline backend=ddp",
+        ),
+        (
+            (RECORDS, "--baseline", "backend="),
+            "--baseline 'backend=': no value (a shell variable left unset?)",
+        ),
         ((RECORDS, "--no-such-option"), "unrecognized arguments: --no-such-option"),
         # an unset shell variable (flopsweep-analysis "$DIR") read every record under the current folder
         (("",), "argument paths: an empty path '' (a shell variable left unset?) would read every record"),

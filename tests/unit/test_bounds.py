@@ -153,7 +153,7 @@ def test_every_integer_key_at_its_extremes_is_planned_or_refused_in_one_line(
         info = JobInfo(job_dir=tmp_path, overrides=[*overrides, f"{key}={value}"], job_num=None)
         row = plan_job(cfg, info)["plan"]
         assert row["status"] in ("ok", "invalid"), row
-        note = str(row["note"])
+        note = str(row["reason"])
         if row["status"] == "invalid":
             assert note.startswith("Invalid config: ") and "\n" not in note, note
         if abs(value) > top:

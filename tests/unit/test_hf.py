@@ -291,7 +291,7 @@ def test_every_fix_suggested_for_hf_passes_for_hf(hydra_compose, tmp_path: Path,
     base = ["model=hf", "device=cpu"]
     refused = _plan_row(hydra_compose, tmp_path, [*base, *overrides])
     assert refused["status"] == "invalid", refused
-    fix = refused["note"].split("Fix:")[1]
+    fix = refused["reason"].split("Fix:")[1]
     listed = re.search(rf"{key}=([\w-]+(?:(?:, | or )[\w-]+)*)", fix).group(1)  # "every_n or full"
     picks = re.split(r", | or ", listed)
     assert picks and "selective" not in picks and "sdpa-math" not in picks, fix

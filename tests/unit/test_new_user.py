@@ -449,10 +449,12 @@ def test_space_keys_that_nothing_reads_are_one_line() -> None:
     """``plan=true 'space.layouts=[dp,tp2]'`` without ``plan_clusters`` planned the command's own job
     (``backend=single``, refused on 2 ranks) as if the space were not there; a run or a basic sweep ignored
     it too. The tuner, ``plan_clusters`` and a ``+sweep=`` file (which may pick either) read it."""
+    from flopsweep.clusters import plans_gpu
     from flopsweep.overrides import unread_space_problem
 
     line = _one_line(unread_space_problem(["plan=true", "space.layouts=[dp,tp2]"]))
-    assert "space.layouts=[dp,tp2]:" in line and "Fix: add plan_clusters=[H100:8]" in line
+    here = plans_gpu(None)  # this machine's GPU, else the H100
+    assert "space.layouts=[dp,tp2]:" in line and f"Fix: add plan_clusters=[{here}:8]" in line
     assert "-m hydra/sweeper=tune" in _one_line(
         unread_space_problem(["-m", "space.top=3", "plan_clusters=null"])
     )

@@ -337,7 +337,7 @@ def test_a_plan_for_gpus_not_here_leaves_the_nvme_path_to_the_launch(hydra_compo
     assert row["status"] == "ok" and row["fits_on"].startswith("H100"), row["note"]
     assert f"backend.nvme_path={missing} is checked when the run launches" in row["note"]
     here = plan_job(hydra_compose([*args, "device=cuda"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
-    assert here["status"] == "invalid" and here["note"].startswith(
+    assert here["status"] == "invalid" and here["reason"].startswith(
         f"Invalid config: backend.nvme_path='{missing}': is not an existing folder"
     ), here
     assert not missing.exists()
@@ -363,7 +363,7 @@ def test_a_plan_for_gpus_not_here_leaves_the_kernels_package_to_the_launch(
         here = plan_job(hydra_compose([*args, "device=cuda"]), JobInfo(job_dir=tmp_path, overrides=[]))[
             "plan"
         ]
-        assert here["status"] == "invalid" and "the xformers package is not installed" in here["note"]
+        assert here["status"] == "invalid" and "the xformers package is not installed" in here["reason"]
 
 
 def test_a_plan_of_several_nodes_is_placed_as_the_slurm_job_it_needs(hydra_compose, tmp_path: Path) -> None:
@@ -632,12 +632,16 @@ def test_a_plan_for_a_named_gpu_refuses_what_that_gpu_cannot_run(
 
     args = ["model=gpt-tiny", "nproc_per_node=1", "plan=true", *setup]
     row = plan_job(hydra_compose([*args, f"plan_gpu={gpu}"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
-    assert row["status"] == "invalid" and row["note"].startswith(f"Invalid config: {says}"), row["note"]
+    assert row["status"] == "invalid" and row["reason"].startswith(f"Invalid config: {says}"), row["reason"]
+    assert row["reason"].endswith(".") and "placed as" not in row["reason"], row["reason"]  # said apart
     placed = lookup(gpu)
-    assert f"placed as a{'n' if gpu[0] in 'AM' else ''} {placed.name} (" in row["note"], row["note"]
+    article = "an" if gpu[0] in "AM" else "a"
+    cap = f"{placed.capability[0]}.{placed.capability[1]}"
     assert (
-        f"capability {placed.capability[0]}.{placed.capability[1]}" in row["note"] and "\n" not in row["note"]
+        row["note"].startswith(f"no GPU here: placed as {article} {placed.name} (")
+        and f"capability {cap}" in row["note"]
     )
+    assert "\n" not in row["note"] + row["reason"] and "Invalid config" not in row["note"], row
     h100 = plan_job(hydra_compose([*args, "plan_gpu=H100"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert h100["status"] == "ok" and "placed as an H100 SXM (capability 9.0, bf16)" in h100["note"], h100
 
@@ -656,16 +660,16 @@ def test_a_refused_plan_gpu_is_placed_nowhere(
     hydra_compose, tmp_path: Path, asked: list[str], says: str
 ) -> None:
     """A ``plan_gpu`` that validation refuses (a trial's ``plan_gpu=A100``, which comes in 40 and 80 GB)
-    places the job on no GPU: the invalid row's note is the refusal alone, without the "placed as an
-    A100 (capability 8.0, bf16)" a trial found after it, and :func:`plan_environment` changes nothing
-    of the machine but what a plan for other hosts always changes (their memory and paths)."""
+    places the job on no GPU: the invalid row's reason is the refusal and its note is empty, without
+    the "placed as an A100 (capability 8.0, bf16)" a trial found after it, and :func:`plan_environment`
+    changes nothing of the machine but what a plan for other hosts always changes (their memory and paths)."""
     from flopsweep.job import JobInfo, plan_environment, plan_job
     from flopsweep.plan import Environment
 
     args = ["model=gpt-tiny", "nproc_per_node=1", "plan=true", "device=cuda", *asked]
     row = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
-    assert row["status"] == "invalid" and row["note"].startswith(f"Invalid config: {says}"), row["note"]
-    assert "placed as" not in row["note"] and "no GPU here" not in row["note"], row["note"]
+    assert row["status"] == "invalid" and row["reason"].startswith(f"Invalid config: {says}"), row["reason"]
+    assert row["note"] == "", row["note"]  # placed on no GPU: no "placed as", no "no GPU here"
     laptop = Environment(cpu_count=2)
     _, env, notes = plan_environment(hydra_compose(args), laptop)
     assert (env, notes) == (dataclasses.replace(laptop, host_memory_bytes=None, paths_here=False), [])
@@ -687,8 +691,8 @@ def test_an_unknown_plan_gpu_is_refused_whatever_plan_gpu_memory_gib_says(
 
     def note(*extra: str) -> str:
         row = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
-        assert row["status"] == "invalid" and "\n" not in row["note"], row
-        return row["note"]
+        assert row["status"] == "invalid" and "\n" not in row["reason"], row
+        return row["reason"]
 
     alone = note()
     assert alone.startswith("Invalid config: plan_gpu='NOTAGPU': is no device of the peak table (H100-SXM")
@@ -762,3 +766,152 @@ def test_a_plan_without_a_gpu_name_is_placed_at_9_0_and_of_this_gpu_is_this_mach
         "A100",
     )
     assert notes == ["not this machine's NVIDIA H200: placed as an A100 (capability 8.0, bf16)"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "reason"),
+    [
+        (  # a refused backend combination
+            ["backend=single", "parallel.tp=2", "nproc_per_node=2", "plan_gpu=H100"],
+            "Invalid config: parallel.tp=2: tensor parallelism runs on backend=fsdp, and backend=single runs "
+            "one rank. Fix: set parallel.tp=1, or backend=fsdp.",
+        ),
+        (  # a bad micro batch
+            ["batch.micro_batch_size=0", "plan_gpu=A100-80GB"],
+            "Invalid config: batch.micro_batch_size=0: must be a positive integer. Fix: set "
+            "batch.micro_batch_size>=1.",
+        ),
+        (  # what the named GPU cannot run
+            ["precision=fp8", "plan_gpu=A100-80GB"],
+            "Invalid config: precision='fp8': fp8 needs a CUDA GPU of compute capability 8.9",
+        ),
+    ],
+    ids=["single-tp2", "micro-batch-0", "a100-fp8"],
+)
+def test_an_invalid_plan_row_says_its_reason_and_where_it_was_placed_apart(
+    hydra_compose, tmp_path: Path, setup: list[str], reason: str
+) -> None:
+    """An ``invalid`` row's ``reason`` is the run's one line (key, value, fix) and its ``note`` where
+    the job was placed; the stderr line names the reason alone, once. The placement was glued into the
+    fix (``Fix: set parallel.tp=1, or backend=fsdp; no GPU here: placed as an H100 SXM ...``) and the
+    table and that line said both as one (issue 42)."""
+    from flopsweep.job import JobInfo, plan_invalid_line, plan_job, plan_table
+
+    cfg = hydra_compose(["model=gpt-tiny", "plan=true", *setup])
+    row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=setup))["plan"]
+    assert row["status"] == "invalid" and row["reason"].startswith(reason), row
+    assert row["reason"].count("Fix: ") == 1 and row["reason"].endswith(".") and "placed" not in row["reason"]
+    assert row["note"].startswith("no GPU here: placed as an ") and "Fix" not in row["note"], row["note"]
+    line = plan_invalid_line(str(tmp_path / "plan.csv"))
+    assert (
+        line == f"flopsweep: 1 of 1 jobs are invalid (the status and reason columns); job 0: {row['reason']}"
+    )
+    below = plan_table(str(tmp_path / "plan.csv")).splitlines()[3:5]
+    assert below == [f"[1] {row['reason']}", f"[2] {row['note']}"], below
+
+
+def test_the_invalid_line_counts_the_other_reasons_and_an_unfit_row_gets_its_own_line(tmp_path: Path) -> None:
+    """Several invalid rows: the first one's reason, and how many other reasons the column holds; an
+    ``ok`` row that does not fit its GPU gets one line naming the model, the estimate, the GPU and the
+    fix, its clusters of the plan's GPU (it was said by a ``False`` in the table alone)."""
+    import csv
+
+    from flopsweep.clusters import parse_cluster
+    from flopsweep.job import plan_invalid_line
+    from flopsweep.job.plantable import PLAN_COLUMNS, plan_unfit_line
+
+    rows = [
+        {"job": 0, "status": "ok", "model": "llama3.1-70b", "est_peak_gib_per_rank": 1190, "fits": False}
+        | {"fits_on": "H200 SXM (140.4 GiB)", "world_size": 1},
+        {"job": 1, "status": "invalid", "reason": "Invalid config: a=1: no. Fix: set a=2."},
+        {"job": 2, "status": "invalid", "reason": "Invalid config: b=1: no. Fix: set b=2."},
+        {"job": 3, "status": "invalid", "reason": "Invalid config: a=1: no. Fix: set a=2."},
+        {"job": 4, "status": "ok", "model": "gpt-tiny", "fits": True},
+    ]
+    path = tmp_path / "plan.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=PLAN_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    assert plan_invalid_line(str(path)) == (
+        "flopsweep: 3 of 5 jobs are invalid (the status and reason columns); job 1: Invalid config: a=1: no. "
+        "Fix: set a=2. (1 other reason in the reason column)"
+    )
+    line = plan_unfit_line(str(path), "H200")
+    assert line == (
+        "flopsweep: 1 of 5 jobs do not fit; job 0: model=llama3.1-70b: estimated 1190 GiB per rank, "
+        "more than H200 SXM (140.4 GiB). "
+        "Fix: shard it over more GPUs (backend=fsdp or zero3, nproc_per_node, nnodes), "
+        "set activation_checkpointing=full or a smaller batch.micro_batch_size; "
+        "plan_clusters=[H200:1x8,H200:8x8] ranks the set-ups that fit."
+    )
+    for name in line.split("plan_clusters=[")[1].split("]")[0].split(","):
+        assert parse_cluster(name).gpu == "H200"  # a hint the user can paste
+    rows[0]["fits"] = True
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=PLAN_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    assert plan_unfit_line(str(path), "H200") is None
+
+
+@pytest.mark.parametrize(
+    ("plan_gpu", "local", "named"),
+    [
+        ("H200", None, "H200"),
+        ("A100-80GB", "NVIDIA H100 80GB HBM3", "A100-80GB"),
+        ("NVIDIA H200 NVL", None, "H200-NVL"),
+        (None, "NVIDIA H100 80GB HBM3", "H100"),
+        (None, "NVIDIA A100-SXM4-40GB", "A100-40GB"),
+        (None, "AMD Instinct MI300X", "MI300X"),
+        ("A100", "NVIDIA L4", "L4"),  # A100 needs its size: passed over for this machine's GPU
+        ("NOTAGPU", None, "H100"),
+        (None, None, "H100"),
+        (None, "NVIDIA A100-SXM4", "H100"),  # no size: the default
+    ],
+)
+def test_the_plan_hint_names_the_gpu_the_plan_is_about(
+    tmp_path: Path, plan_gpu: str | None, local: str | None, named: str
+) -> None:
+    """The plan table's last line named ``plan_clusters=[H100:1x8,H100:8x8]`` whatever the GPU: it names
+    ``plan_gpu``, else this machine's GPU, else the H100, in a spelling the user can paste
+    (:func:`flopsweep.clusters.hint_gpu`, each name parsed by :func:`parse_cluster`)."""
+    import csv
+
+    from flopsweep.clusters import hint_gpu, parse_cluster
+    from flopsweep.job import plan_table
+    from flopsweep.job.plantable import PLAN_COLUMNS
+
+    gpu = hint_gpu(plan_gpu, local)
+    assert gpu == named
+    parse_cluster(f"{gpu}:8x8")
+    path = tmp_path / "plan.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=PLAN_COLUMNS)
+        writer.writeheader()
+        writer.writerow({"job": 0, "status": "ok", "model": "gpt-tiny"})
+    last = plan_table(str(path), gpu).splitlines()[-1]
+    assert last.endswith(
+        f"; plan_clusters=[{named}:1x8,{named}:8x8] ranks set-ups on clusters: docs/plan.md)"
+    )
+
+
+def test_the_other_plan_hints_name_the_plans_gpu(hydra_compose) -> None:
+    """The ``space.*`` refusal's fix and ``plan_clusters``' NVLink line name the plan's GPU, not the
+    H100 (the NVLink line said ``H100/H200: 315 GB/s`` for an A100 cluster)."""
+    from flopsweep.clusters import parse_cluster
+    from flopsweep.job.plandecide import defaults_used
+    from flopsweep.overrides import unread_space_problem
+
+    line = unread_space_problem(["plan=true", "plan_gpu=H200", "space.backends=[fsdp]"])
+    assert line is not None and "Fix: add plan_clusters=[H200:8], or drop the space.* overrides." in line
+    line = unread_space_problem(["plan_gpu='A100-80GB'", "space.backends=[fsdp]"])
+    assert line is not None and "or plan=true plan_clusters=[A100-80GB:8], or drop" in line
+    cfg = hydra_compose(["model=gpt-tiny", "plan=true"])
+    clusters = [parse_cluster("A100-80GB:8"), parse_cluster("H200:8"), parse_cluster("L4:4")]
+    said = [n for n in defaults_used(cfg, [], clusters, []) if n.startswith("in a node")]
+    assert said == [
+        "in a node: 0.7 x the GPU's NVLink per direction "
+        "(A100: no NVLink figure, set predict.intra_node_gbps; H200 SXM: 315 GB/s busbw; "
+        "L4: no NVLink figure, set predict.intra_node_gbps)"
+    ]

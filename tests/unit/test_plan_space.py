@@ -4,6 +4,7 @@ pruning by memory and rules, the ranking by each objective, the dollars and days
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -59,6 +60,56 @@ def test_bad_cluster_names_are_one_line(name: str, said: str) -> None:
     line = str(err.value)
     assert "\n" not in line and line.startswith("Invalid config: plan_clusters=") and said in line
     assert "Fix: " in line
+
+
+@pytest.mark.parametrize(
+    ("key", "values", "said"),
+    [
+        (
+            "backends",
+            ("fsdp", "", "ddp"),
+            "space.backends=['fsdp', '', 'ddp']: holds an empty value. "
+            "Fix: drop it: space.backends=[fsdp,ddp].",
+        ),
+        (
+            "layouts",
+            ("dp", " "),
+            "space.layouts=['dp', ' ']: holds an empty value. Fix: drop it: space.layouts=[dp].",
+        ),
+        (
+            "checkpointing",
+            ("",),
+            "space.checkpointing=['']: '' is not one of none, selective, full. Fix: list some of those.",
+        ),
+        ("precisions", ("bf16", "fp9"), "space.precisions=['bf16', 'fp9']: 'fp9' is not one of"),
+    ],
+)
+def test_an_empty_or_unknown_value_of_a_space_list_is_one_line_naming_it(
+    key: str, values: tuple, said: str
+) -> None:
+    """An empty value of a ``space.*`` list (``[fsdp,'',ddp]``) is named as such, with the list to give;
+    it was ``space.backends=[...]:  is not one of ...``, the value it named invisible (issue 42)."""
+    with pytest.raises(ConfigError) as err:
+        dataclasses.replace(ps.Space(), **{key: values}).check()
+    assert str(err.value).startswith(f"Invalid config: {said}"), str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "fix"),
+    [
+        ("A100-80GB:12", "Fix: give nodes and GPUs per node, e.g. A100-80GB:2x6."),
+        ("H200:14", "Fix: give nodes and GPUs per node, e.g. H200:2x7."),
+        ("MI300X:1x129", "Fix: name a cluster within them, e.g. MI300X:1x8."),
+        ("H200:99999999999x99999999999", "Fix: name a cluster within them, e.g. H200:1024x8."),
+    ],
+)
+def test_a_cluster_refusal_names_a_cluster_of_the_gpu_given(name: str, fix: str) -> None:
+    """The fix of a bad cluster size names the GPU the user gave, in a size that parses (it named
+    ``H100:3x4`` and ``H100:1024x8`` whatever the GPU)."""
+    with pytest.raises(ConfigError) as err:
+        parse_cluster(name)
+    assert str(err.value).endswith(fix), str(err.value)
+    parse_cluster(fix.split("e.g. ")[1].rstrip("."))
 
 
 def test_the_old_keys_name_the_same_cluster_and_agree(hydra_compose, tmp_path: Path) -> None:
@@ -255,6 +306,16 @@ def test_bad_keys_are_one_line(hydra_compose, tmp_path: Path, extra: list[str], 
     assert out["status"] == "invalid" and "\n" not in line and line.startswith(f"Invalid config: {key}=")
 
 
+def test_an_empty_cluster_name_in_the_list_is_one_line(hydra_compose, tmp_path: Path) -> None:
+    """``plan_clusters=[H100:8,'',H200:8]`` named the empty one alone, ``plan_clusters='': is not a
+    cluster name``, with no word of the list it sat in: it says so and gives the list to write."""
+    out = _decide(hydra_compose, tmp_path, "plan_clusters=[H100:8,'',H200:8]")
+    assert out["status"] == "invalid" and out["error"]["message"] == (
+        "Invalid config: plan_clusters=['H100:8', '', 'H200:8']: holds an empty name. "
+        "Fix: drop it: plan_clusters=[H100:8,H200:8]."
+    )
+
+
 def test_networks_named() -> None:
     assert set(NETWORKS) >= {"ib400", "ib200"} and all(n.source for n in NETWORKS.values())
 
@@ -355,6 +416,40 @@ def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
         "plan: no set-up fits and is predicted: all 2 dropped; the commonest reason (2 of 2): "
         "space.layouts: tp3 needs its degree 3. Fix: list dp"
     )
+
+
+def test_a_plan_whose_set_ups_are_all_over_memory_says_so() -> None:
+    """Every set-up over memory, each with its own figures, and more set-ups that one node does not
+    place (``hsdp``): the line counted them all (90) and named ``hsdp`` the commonest reason, beside a
+    table of 15 set-ups all over memory. It counts the set-ups and says over memory, the least first."""
+    from flopsweep.job.plandecide import nothing_line
+    from flopsweep.plan_space import Row
+
+    rows = [
+        Row(
+            cluster="H100:1x1:ib400",
+            setup=None,
+            status="over memory",
+            reason=f"estimated {gib:.3g} GiB per rank, over 90% of 79.6 GiB (H100; space.min_headroom)",
+            est_peak_gib_per_rank=gib,
+        )
+        for gib in (1400.0, 1050.0, 1200.0)
+    ]
+    away = ["space.layouts: hsdp needs several nodes (nnodes=1; on one node it is dp). Fix: list dp"] * 5
+    assert nothing_line(rows, away) == (
+        "plan: no set-up fits and is predicted: all 3 dropped; the commonest reason (3 of 3): over memory "
+        "(the least: estimated 1.05e+03 GiB per rank, over 90% of 79.6 GiB (H100; space.min_headroom)). "
+        "Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
+    )
+    unpredicted = Row(cluster="A100-80GB:1x8:ib200", setup=None, status="no prediction")
+    unpredicted.reason = "no prediction: no bus bandwidth for all_gather (in a node)"
+    assert "(1 of 1): no prediction: no bus bandwidth for all_gather" in nothing_line([unpredicted])  # once
+    tuned = [f"over memory: {r.reason}" for r in rows] + ["refused: parallel.tp=2: no. Fix: set tp=1"] * 2
+    line = ps.nothing_line(tuned, who="tune", headline="no set-up to measure", fix="widen it")
+    assert line.startswith(  # the tuner's pruning, the same judge
+        "tune: no set-up to measure: all 5 dropped; the commonest reason (3 of 5): over memory (the least: "
+        "estimated 1.05e+03 GiB"
+    ), line
 
 
 def test_a_layout_that_is_no_set_up_on_the_ranks_says_why_and_what_they_take() -> None:

@@ -28,9 +28,10 @@ def record(
     gpu: str = H200,
     breakdown: dict | None = None,
     gemm: float | None = None,
+    seq: int = 2048,
 ) -> dict:
     """An ok one-GPU record: 6 x parameters x tokens model (= hardware) FLOPs."""
-    flops = 6.0 * n_params * mbs * 2048
+    flops = 6.0 * n_params * mbs * seq
     metrics = {
         "iteration_time_s": {"mean": step},
         "model_flops_per_iteration": flops,
@@ -42,7 +43,7 @@ def record(
     return {
         "status": "ok",
         "config": {
-            "model": {"name": model, "n_layer": 4, "n_embd": 256, "seq_len": 2048},
+            "model": {"name": model, "n_layer": 4, "n_embd": 256, "seq_len": seq},
             "attention": {"name": "sdpa"},
             "backend": {"name": backend},
             "precision": {"name": precision},
@@ -51,7 +52,7 @@ def record(
             "device": "cuda",
             "batch": {"micro_batch_size": mbs, "grad_accum": 1},
         },
-        "model": {"n_params": n_params, "n_layer": 4, "n_embd": 256, "seq_len": 2048},
+        "model": {"n_params": n_params, "n_layer": 4, "n_embd": 256, "seq_len": seq},
         "system": {"world_size": 1, "device_name": gpu, "parallel": {"dp_shard": 1}},
         "metrics": metrics,
     }
@@ -62,6 +63,33 @@ def predicted(target: dict, records: dict[str, dict]):
     me = nearest.describe("target", target)
     pairs = list(records.items())
     return nearest.nearest_compute(me, nearest.pool_of(pairs), pairs)
+
+
+@pytest.mark.parametrize(
+    ("target", "other", "said"),
+    [
+        ({"seq": 4096, "mbs": 2}, {}, "model.seq_len 4096 vs 2048; batch.micro_batch_size 2 vs 4"),
+        ({"model": "m2", "seq": 8192, "mbs": 4}, {}, "model m2 vs m1; model.seq_len 8192 vs 2048"),
+        (
+            {"policy": "full", "n_params": 2 * P, "seq": 1024},
+            {"backend": "ddp"},
+            "backend.name fsdp vs ddp; activation_checkpointing full vs none; parameters 2e+09 vs 1e+09; "
+            "model.seq_len 1024 vs 2048",
+        ),
+    ],
+)
+def test_the_source_names_every_way_the_nearest_set_up_differs_that_the_order_uses(
+    target: dict, other: dict, said: str
+) -> None:
+    """The source's ``differs in`` names each key :func:`nearest.order` sorts by where the borrowed
+    set-up differs (kernel, backend and stage, policy, model or its parameters, sequence length,
+    micro batch, world size), each once and in short: a sequence of another length was once left
+    out when the model's name differed, or lost in the model's whole config cut at 300 characters."""
+    found, why, first = predicted(record(**target), {"other": record(**other)})
+    assert why == "" and first.name == "other"
+    assert found.source.startswith(f"nearest: other (1 of its set-up; differs in {said});"), found.source
+    assert found.source.endswith(f"rule: {nearest.RULE_SHORT}")
+    assert "sequence length" in nearest.RULE_SHORT and "world size" in nearest.RULE_SHORT
 
 
 def test_the_same_set_up_is_never_used() -> None:

@@ -200,6 +200,13 @@ def test_parse_sinfo() -> None:
     assert [n.name for n in nodes] == ["vm"] and where == "the default partition debug"
     nodes, where = fcluster.partition_nodes(rows, "cpu,long")
     assert [n.name for n in nodes] == ["cpu-001"] and where == "partition cpu,long"
+    for listed in ("cpu,,long", "cpu,long,", " ,cpu,long"):  # an empty name: one line, the list to give
+        with pytest.raises(ConfigError) as err:
+            fcluster.partition_nodes(rows, listed)
+        assert str(err.value) == (
+            f"Invalid config: hydra.launcher.partition={listed!r}: holds an empty partition name (a doubled "
+            "or trailing comma). Fix: set hydra.launcher.partition=cpu,long."
+        )
 
 
 @pytest.mark.parametrize(
