@@ -33,12 +33,17 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
     by = {r["config"]["predict"]["layer_probe"]: r for r in recs}
     assert set(by) == {False, True}
     probed = by[True]["metrics"]["predicted"]
-    assert probed["compute_source"] == "layers" and probed["layer_probe"]["fallback"] is None
+    assert probed["layer_probe"]["fallback"] is None
     assert probed["layer_probe"]["layers"] == [1, 2] and all(t > 0 for t in probed["layer_probe"]["step_s"])
     assert probed["layer_probe"]["host_s"] == probed["layer_probe"]["step_s"]  # a CPU's step is its host's
     assert len(probed["layer_probe"]["spread"]) == 2 and all(r >= 1 for r in probed["layer_probe"]["spread"])
     t1, t2 = probed["layer_probe"]["step_s"]
-    assert probed["iteration_time_s"] == pytest.approx(t1 + 3 * (t2 - t1))
+    if t2 > t1:
+        assert probed["compute_source"] == "layers"
+        assert probed["iteration_time_s"] == pytest.approx(t1 + 3 * (t2 - t1))
+    else:  # a loaded machine: the 2-block copy stepped no faster than the 1-block one; said, not extrapolated
+        assert probed["compute_source"] != "layers"
+        assert "layer probe fell back: the layer probe's 2 blocks stepped no slower" in probed["source"]
     assert "layer_probe" not in by[False]["metrics"]["predicted"]
     assert by[True]["metrics"]["loss_first"] == pytest.approx(by[False]["metrics"]["loss_first"], abs=1e-6)
     assert by[True]["metrics"]["loss_last"] == pytest.approx(by[False]["metrics"]["loss_last"], abs=1e-6)
@@ -155,7 +160,10 @@ def test_deepspeeds_copies_are_built_with_their_share_of_its_sizes(tmp_path: Pat
         assert copy == {k: scaled_window(v, params, counts[2], 128 * 384) for k, v in ds["model"].items()}
     assert ds["copies"][0]["stage3_max_reuse_distance"] == 700_000 * 262_528 // 656_256 == 280_027
     t1, t2 = probe["step_s"]
-    assert rec["metrics"]["predicted"]["iteration_time_s"] == pytest.approx(t1 + 2 * (t2 - t1))
+    if t2 > t1:  # else a loaded machine's copies did not rise with depth: the fallback says so (test above)
+        assert rec["metrics"]["predicted"]["iteration_time_s"] == pytest.approx(t1 + 2 * (t2 - t1))
+    else:
+        assert "stepped no slower" in rec["metrics"]["predicted"]["source"]
 
 
 @pytest.mark.gpu
