@@ -15,24 +15,37 @@ from typing import Any
 from flopsweep import degrees as fdegrees
 from flopsweep.backend_specs import BACKEND_SPECS, backend_spec
 from flopsweep.degrees import STATE_SHARD_DEGREES, span
-from flopsweep.peaks import PEAK_TABLE, lookup
+from flopsweep.peaks import PEAK_TABLE, node_link
 from flopsweep.workload import COLLECTIVES, MODELLED, Link, PredictionError, Transfer, Workload
 
 NVLINK_GBPS = {row.name: row.nvlink_gbps for row in PEAK_TABLE if row.nvlink_gbps is not None}
 """NVLink bandwidth per GPU and direction, GB/s, by :mod:`flopsweep.peaks` row name (a view of
-:attr:`flopsweep.peaks.PeakRow.nvlink_gbps`). A ring's bus bandwidth cannot exceed it."""
+:attr:`flopsweep.peaks.PeakRow.nvlink_gbps`). A ring's bus bandwidth cannot exceed it. Every row's
+link in a node, NVLink or not, by form factor: :attr:`flopsweep.peaks.PeakRow.links`."""
 
 ASSUMED_NVLINK_SHARE = 0.7
 """Without a probe, a configured bandwidth or profiled records, the bus bandwidth inside a node is
-assumed to be this share of :data:`NVLINK_GBPS` (nccl-tests reach about 0.8 of it on an idle H100
-node, 350-370 GB/s; inside a training step the collectives share the GPU with compute): stated in
-``bandwidth_source``."""
+assumed to be this share of the GPUs' link per direction (:mod:`flopsweep.node_links`; nccl-tests
+reach about 0.8 of it on an idle H100 node, 350-370 GB/s; inside a training step the collectives
+share the GPU with compute): stated in ``bandwidth_source``."""
 
 DEFAULT_OVERLAP = {name: spec.default_overlap for name, spec in BACKEND_SPECS.items()}
 """Share of the data-parallel communication hidden behind compute when no profiled record
 (``metrics.breakdown``) of the backend calibrates it: assumed, and named ``assumed`` in
 ``overlap_source`` (:attr:`flopsweep.backend_specs.BackendSpec.default_overlap`; a backend no
 spec knows: :data:`UNKNOWN_OVERLAP`)."""
+
+NO_INTRA_NODE_FIX = (
+    "set predict.intra_node_gbps=GBPS (the bus bandwidth in a node, nccl-tests' busbw: the GPU's link "
+    "figure is not known here), or run on the ranks (the probe measures it)"
+)
+"""The fix a collective inside a node with no bandwidth names (:func:`comm_seconds`); the closing
+line of a plan whose set-ups it left unpredicted says it too (:func:`flopsweep.plan_space.nothing_line`)."""
+NO_INTER_NODE_FIX = (
+    "set predict.inter_node_gbps=GBPS (the bus bandwidth across nodes per GPU, nccl-tests' busbw), "
+    "or name the network in the cluster (plan_clusters=[GPU:NxG:ib400])"
+)
+"""The fix a collective across nodes with no bandwidth names (:func:`comm_seconds`)."""
 
 UNKNOWN_OVERLAP = 0.5
 """The assumed overlap of a record's backend that no spec knows."""
@@ -122,10 +135,10 @@ def comm_seconds(items: Iterable[Transfer], link: Link) -> tuple[float, float]:
     for x in items:
         bw = link.busbw_gbps(x.collective, across_nodes=x.across_nodes)
         if bw is None or bw <= 0:
-            raise PredictionError(
-                f"no bus bandwidth for {x.collective} ({'across nodes' if x.across_nodes else 'in a node'}): "
-                "run on the ranks (the probe measures it) or set predict.intra_node_gbps/inter_node_gbps"
+            where, fix = (
+                ("across nodes", NO_INTER_NODE_FIX) if x.across_nodes else ("in a node", NO_INTRA_NODE_FIX)
             )
+            raise PredictionError(f"no bus bandwidth for {x.collective} ({where}). Fix: {fix}")
         seconds = x.count * x.bytes * busbw_factor(x.collective, x.group) / (bw * 1e9)
         if x.overlappable:
             soft += seconds
@@ -165,17 +178,19 @@ def calibrated_overlap(breakdowns: Iterable[tuple[str, dict[str, Any]]]) -> tupl
 
 def assumed_link(device_name: str | None) -> Link | None:
     """The bus bandwidth assumed inside a node of ``device_name`` GPUs when nothing measured it:
-    :data:`ASSUMED_NVLINK_SHARE` of its NVLink bandwidth per direction (:data:`NVLINK_GBPS`, by
-    :mod:`flopsweep.peaks` row), for every collective; None for a device without a figure. Nothing
-    is assumed across nodes (``predict.inter_node_gbps``)."""
-    row = lookup(device_name) if device_name else None
-    nvlink = row.nvlink_gbps if row else None
-    if nvlink is None:
+    :data:`ASSUMED_NVLINK_SHARE` of the link between its GPUs per direction
+    (:func:`flopsweep.peaks.node_link`: NVLink on SXM/OAM boards, the PCIe slot on PCIe cards,
+    Infinity Fabric on MI300X; the vendor's datasheet), for every collective; None for a device the
+    peak table does not know. ``source`` names the link and any form assumed (``A100-80GB``: SXM4).
+    Nothing is assumed across nodes (``predict.inter_node_gbps``)."""
+    found = node_link(device_name)
+    if found is None:
         return None
-    bw = ASSUMED_NVLINK_SHARE * nvlink
+    bw = ASSUMED_NVLINK_SHARE * found.gbps
+    assumed = f" ({found.assumed})" if found.assumed else ""
     return Link(
         intra=dict.fromkeys(COLLECTIVES, bw),
         inter=dict.fromkeys(COLLECTIVES, 0.0),  # unknown: comm_seconds asks for predict.inter_node_gbps
-        source=f"assumed: {ASSUMED_NVLINK_SHARE:g} x {row.name} NVLink {nvlink:g} GB/s per direction "
-        f"= {bw:g} GB/s busbw in a node",
+        source=f"assumed: {ASSUMED_NVLINK_SHARE:g} x {found.said} {found.gbps:g} GB/s per direction "
+        f"= {bw:g} GB/s busbw in a node{assumed}",
     )

@@ -1,8 +1,9 @@
 """The GPU table: one row per accelerator (dense peaks per precision, memory, compute capability,
-NVLink bandwidth), matched by exact device name (pure Python, no torch). Adding a GPU is one
-:func:`_row` in :data:`PEAK_TABLE`; the estimators read every figure from the row
+the link between a node's GPUs), matched by exact device name (pure Python, no torch). Adding a GPU
+is one :func:`_row` in :data:`PEAK_TABLE`; the estimators read every figure from the row
 (``plan_gpu``'s memory, :func:`flopsweep.gpu_memory.planned_gpu_bytes`;
-:func:`flopsweep.predict.assumed_link`'s NVLink; MFU's peak, :func:`peak_tflops`).
+:func:`flopsweep.predict.assumed_link`'s link in a node, :mod:`flopsweep.node_links`; MFU's peak,
+:func:`peak_tflops`).
 
 Units: every number here is TFLOP/s (1e12 floating-point operations per second, a
 multiply-add counting 2) of ONE device, DENSE: vendor datasheets print the 2:4
@@ -45,6 +46,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from flopsweep.node_links import (
+    BRIDGE,
+    INFINITY_FABRIC,
+    PCIE,
+    SXM4,
+    NodeLink,
+    NodeLinkOf,
+    check_links,
+    nvlink,
+    pcie,
+    resolve,
+)
+
 
 @dataclass(frozen=True)
 class PeakRow:
@@ -67,9 +81,10 @@ class PeakRow:
             MiB / 1024: an H100's 80 GB is 81,559 MiB, 79.6 GiB; AMD: the datasheet's GB). A
             device sold in several sizes (A100 and A800 40/80 GB, V100 16/32 GB) has one entry
             per size, and ``plan_gpu`` must name one (``A100-80GB``).
-        nvlink_gbps: NVLink bandwidth per GPU and direction, GB/s: half the datasheet's
-            bidirectional figure (H100/H200 SXM 900 GB/s, H800 400 GB/s, B200 1.8 TB/s); a ring's
-            bus bandwidth cannot exceed it. None where not stated (PCIe parts, AMD).
+        links: the link between the GPUs of a node, one :class:`flopsweep.node_links.NodeLink` per
+            form factor the row covers (GB/s per GPU and direction, half the datasheet's
+            bidirectional figure, and the datasheet's words), the first assumed where a device name
+            does not say its form (``A100-80GB``: SXM4); :func:`flopsweep.peaks.node_link`.
     """
 
     name: str
@@ -80,7 +95,16 @@ class PeakRow:
     capability: tuple[int, int]
     vendor: str = "nvidia"
     memory_gib: Mapping[float, float] = field(default_factory=lambda: MappingProxyType({}))
-    nvlink_gbps: float | None = None
+    links: tuple[NodeLink, ...] = ()
+
+    @property
+    def nvlink_gbps(self) -> float | None:
+        """NVLink bandwidth per GPU and direction, GB/s, of a row whose one form links a node's GPUs
+        by NVLink (H100/H200 SXM and GH200 450, H800 200, B200 and GB200 900, V100 SXM2 150); a ring's
+        bus bandwidth cannot exceed it. None for PCIe cards, AMD, and rows of several forms (A100,
+        A800: SXM4 module and PCIe card), whose link :func:`flopsweep.peaks.node_link` picks by name."""
+        one = self.links[0] if len(self.links) == 1 else None
+        return one.gbps if one is not None and one.link == "NVLink" else None
 
     @property
     def bf16(self) -> bool:
@@ -97,7 +121,7 @@ def _row(
     url: str,
     source: str,
     vendor: str = "nvidia",
-    nvlink_gbps: float | None = None,
+    links: tuple[NodeLink, ...] = (),
     **peaks: float,
 ) -> PeakRow:
     return PeakRow(
@@ -109,7 +133,7 @@ def _row(
         capability,
         vendor,
         MappingProxyType(dict(memory_gib)),
-        nvlink_gbps,
+        links,
     )
 
 
@@ -138,7 +162,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "NVIDIA H100 datasheet, SXM: BF16/FP16 1,979*, FP8 3,958* (*sparse, halved), FP32 67 "
         "(66.9 = 132 SMs x 128 x 2 x 1.98 GHz)",
         **_HOPPER_SXM,
-        nvlink_gbps=450.0,
+        links=(nvlink(900, "NVIDIA H100 datasheet, SXM: NVLink 900 GB/s"),),
     ),
     _row(
         "H100 PCIe",
@@ -151,6 +175,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp16=756.5,
         fp32=51.0,
         fp8=1513.0,
+        links=(pcie(5, "NVIDIA H100 datasheet, PCIe: PCIe Gen5 128 GB/s; " + BRIDGE.format(n=2)),),
     ),
     _row(
         "H100 NVL",
@@ -161,6 +186,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "NVIDIA H100 datasheet, NVL (94 GB, one GPU): BF16/FP16 1,671*, FP8 3,341* (*sparse, "
         "halved), FP32 60",
         **_HOPPER_NVL,
+        links=(pcie(5, "NVIDIA H100 datasheet, NVL: PCIe Gen5 128 GB/s; " + BRIDGE.format(n=2)),),
     ),
     _row(
         "H200 SXM",
@@ -171,7 +197,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "NVIDIA H200 datasheet, SXM: BF16/FP16 1,979*, FP8 3,958* (*sparse, halved), FP32 67; "
         "the H100 SXM's compute with HBM3e",
         **_HOPPER_SXM,
-        nvlink_gbps=450.0,
+        links=(nvlink(900, "NVIDIA H200 datasheet, SXM: NVLink 900 GB/s"),),
     ),
     _row(
         "H200 NVL",
@@ -181,6 +207,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         _H200_URL,
         "NVIDIA H200 datasheet, NVL: BF16/FP16 1,671*, FP8 3,341* (*sparse, halved), FP32 60",
         **_HOPPER_NVL,
+        links=(pcie(5, "NVIDIA H200 datasheet, NVL: PCIe Gen5 128 GB/s; " + BRIDGE.format(n="2 or 4")),),
     ),
     _row(
         "GH200",
@@ -191,6 +218,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "NVIDIA GH200 Grace Hopper Superchip datasheet, its Hopper GPU: BF16/FP16 1,979*, "
         "FP8 3,958* (*sparse, halved), FP32 67",
         **_HOPPER_SXM,
+        links=(nvlink(900, "NVIDIA GH200 datasheet: NVLink 900 GB/s GPU to GPU (GH200 NVL2, NVL32)"),),
     ),
     _row(
         "H800 SXM",
@@ -202,7 +230,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "withdrawn; OEM sheets print the H100 SXM tensor rates (BF16 1,979*, FP8 3,958*, "
         "*sparse, halved) and FP32 67, so the H100 SXM datasheet figures are used",
         **_HOPPER_SXM,
-        nvlink_gbps=200.0,
+        links=(nvlink(400, "H800 SXM5 (export variant): NVLink 400 GB/s"),),
     ),
     # --- Blackwell ----------------------------------------------------------------------
     _row(
@@ -217,7 +245,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp16=2250.0,
         fp32=75.0,
         fp8=4500.0,
-        nvlink_gbps=900.0,
+        links=(nvlink(1800, "NVIDIA HGX B200 spec: NVLink 1.8 TB/s per GPU"),),
     ),
     _row(
         "GB200",
@@ -230,6 +258,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp16=2500.0,
         fp32=80.0,
         fp8=5000.0,
+        links=(nvlink(1800, "NVIDIA GB200 NVL72 spec: NVLink 130 TB/s over 72 GPUs, 1.8 TB/s per GPU"),),
     ),
     # --- Ampere -------------------------------------------------------------------------
     _row(
@@ -240,6 +269,10 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         _A100_URL,
         "NVIDIA A100 datasheet (40/80 GB, SXM4 and PCIe alike): BF16/FP16 312 | 624*, FP32 19.5; no FP8",
         **_AMPERE_GA100,
+        links=(
+            nvlink(600, "NVIDIA A100 datasheet, SXM4: NVLink 600 GB/s", form="SXM4", said_by=SXM4),
+            pcie(4, "NVIDIA A100 datasheet, PCIe: PCIe Gen4 64 GB/s; " + BRIDGE.format(n=2), "PCIe", PCIE),
+        ),
     ),
     _row(
         "A800",
@@ -250,6 +283,15 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "A800 (export variant of A100, NVLink cut to 400 GB/s, GA100 compute unchanged): "
         "NVIDIA's A800 data-center page is withdrawn, the A100 datasheet figures are used; no FP8",
         **_AMPERE_GA100,
+        links=(
+            nvlink(400, "A800 SXM4 (export variant): NVLink cut to 400 GB/s", form="SXM4", said_by=SXM4),
+            pcie(
+                4,
+                "A800 PCIe (the A100 PCIe card's slot): PCIe Gen4 64 GB/s; " + BRIDGE.format(n=2),
+                "PCIe",
+                PCIE,
+            ),
+        ),
     ),
     _row(
         "A10",
@@ -261,6 +303,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         bf16=125.0,
         fp16=125.0,
         fp32=31.2,
+        links=(pcie(4, "NVIDIA A10 datasheet: PCIe Gen4 64 GB/s"),),
     ),
     _row(
         "A10G",
@@ -274,6 +317,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         bf16=70.0,
         fp16=70.0,
         fp32=35.0,
+        links=(pcie(4, "A10G (AWS G5; the A10's board): PCIe Gen4 64 GB/s"),),
     ),
     # --- Ada Lovelace -------------------------------------------------------------------
     _row(
@@ -287,6 +331,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp16=121.0,
         fp32=30.3,
         fp8=242.5,
+        links=(pcie(4, "NVIDIA L4 datasheet: PCIe Gen4 x16 64 GB/s"),),
     ),
     _row(
         "L40",
@@ -299,6 +344,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp16=181.05,
         fp32=90.5,
         fp8=362.0,
+        links=(pcie(4, "NVIDIA L40 datasheet: PCIe Gen4 x16 64 GB/s"),),
     ),
     _row(
         "L40S",
@@ -312,6 +358,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp16=362.05,
         fp32=91.6,
         fp8=733.0,
+        links=(pcie(4, "NVIDIA L40S datasheet: PCIe Gen4 x16 64 GB/s"),),
     ),
     _row(
         "RTX 6000 Ada",
@@ -325,6 +372,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp16=364.2,
         fp32=91.1,
         fp8=728.5,
+        links=(pcie(4, "NVIDIA RTX 6000 Ada datasheet: PCI Express Gen4 x16 (64 GB/s)"),),
     ),
     # --- Volta --------------------------------------------------------------------------
     _row(
@@ -336,6 +384,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "NVIDIA V100 datasheet, SXM2 (16/32 GB): tensor (FP16) 125, FP32 15.7; no BF16, no FP8",
         fp16=125.0,
         fp32=15.7,
+        links=(nvlink(300, "NVIDIA V100 datasheet, SXM2: NVLink 300 GB/s"),),
     ),
     _row(
         "V100 PCIe",
@@ -346,6 +395,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "NVIDIA V100 datasheet, PCIe (16/32 GB): tensor (FP16) 112, FP32 14; no BF16, no FP8",
         fp16=112.0,
         fp32=14.0,
+        links=(pcie(3, "NVIDIA V100 datasheet, PCIe: 32 GB/s"),),
     ),
     _row(
         "V100S PCIe",
@@ -356,6 +406,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "NVIDIA V100 datasheet, V100S PCIe 32 GB: tensor (FP16) 130, FP32 16.4; no BF16, no FP8",
         fp16=130.0,
         fp32=16.4,
+        links=(pcie(3, "NVIDIA V100 datasheet, V100S PCIe: 32 GB/s"),),
     ),
     # --- AMD CDNA3 ----------------------------------------------------------------------
     _row(
@@ -368,6 +419,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "FP32 vector and matrix 163.4",
         vendor="amd",
         **_CDNA3,
+        links=(INFINITY_FABRIC,),
     ),
     _row(
         "MI325X",
@@ -379,6 +431,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         "FP8 2,614.9 (without sparsity), FP32 163.4",
         vendor="amd",
         **_CDNA3,
+        links=(INFINITY_FABRIC,),
     ),
 )
 """The table: one row per device variant; peaks in dense TFLOP/s (see the module docstring)."""
@@ -466,6 +519,7 @@ def _check_table() -> None:
             raise AssertionError(f"{row.name}: vendor {row.vendor!r} is not one of {VENDORS}")
         if not row.memory_gib or any(gib > gb for gb, gib in row.memory_gib.items()):
             raise AssertionError(f"{row.name}: memory_gib must map nominal GB to the driver's GiB (below it)")
+        check_links(row.name, row.links)
         if row.vendor == "nvidia" and row.bf16 != (row.capability >= (8, 0)):
             raise AssertionError(f"{row.name}: a bf16 peak goes with capability >= 8.0, not {row.capability}")
 
@@ -481,6 +535,17 @@ GPU_MEMORY_GIB: Mapping[str, Mapping[float, float]] = MappingProxyType(
 def lookup(device_name: str) -> PeakRow | None:
     """The table row whose alias equals ``normalize_device_name(device_name)``, else ``None``."""
     return _BY_ALIAS.get(normalize_device_name(device_name))
+
+
+def node_link(device_name: str | None) -> NodeLinkOf | None:
+    """The link between ``device_name``'s GPUs in a node (:func:`flopsweep.node_links.resolve`): the
+    form its name says (``NVIDIA A100-SXM4-80GB``, ``NVIDIA A100 80GB PCIe``), else its row's first,
+    said in :attr:`~flopsweep.node_links.NodeLinkOf.assumed` where the row has several (``A100-80GB``:
+    SXM4). None for a name the table does not know (or None)."""
+    row = lookup(device_name) if device_name else None
+    if row is None:
+        return None
+    return resolve(row, set(normalize_device_name(str(device_name)).split()), str(device_name).strip())
 
 
 def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:

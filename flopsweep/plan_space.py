@@ -38,6 +38,7 @@ from typing import Any
 from flopsweep import objective
 from flopsweep.clusters import Cluster
 from flopsweep.config import MAX_BY_KEY, ConfigError, ParallelConfig, RunConfig
+from flopsweep.dropped import OVER_MEMORY, SPACE_KEY_OF, nothing_line  # noqa: F401 - the plan's and the tuner's names
 from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and the tuner's names
     ASSUMED_NETWORK_ERROR,
     COLUMNS,
@@ -302,56 +303,6 @@ def unplaced(space: Space, nnodes: int, gpus_per_node: int) -> list[str]:
     return [why for s in setups(space) if (why := s.placement_problem(nnodes, gpus_per_node))]
 
 
-def nothing_line(reasons: Sequence[str], *, who: str, headline: str, fix: str) -> str:
-    """One line for a space that leaves no set-up, as ``plan=true`` and the tuner print it:
-    ``<who>: <headline>: all N dropped; the commonest reason (k of N): <reason>. Fix: <fix>`` (the
-    reason's own ``Fix:`` when it has one). ``reasons``: one line per dropped set-up. The ``over
-    memory: estimated X GiB ...`` ones count as one reason, said by the least estimate (each one's own
-    figures made it a reason of its own, and any other reason the commonest)."""
-    over = [r.rstrip(". ") for r in reasons if r.startswith(OVER_MEMORY)]
-    counts = Counter(OVER_MEMORY if r.startswith(OVER_MEMORY) else r.rstrip(". ") for r in reasons)
-    if not counts:
-        return f"{who}: no set-up to rank (the space gives none). Fix: {fix}"
-    reason, count = counts.most_common(1)[0]
-    if reason == OVER_MEMORY:
-        least = min(over, key=_estimate_gib)
-        reason = f"{OVER_MEMORY} (the least: {least.removeprefix(OVER_MEMORY).lstrip(': ')})"
-    tail = "" if "Fix: " in reason else f". Fix: {fix}"
-    refused = re.match(r"refused: ([\w.]+)=", reason)
-    space_key = next((k for p, k in SPACE_KEY_OF if refused and refused.group(1).startswith(p)), None)
-    if (
-        space_key and tail == ""
-    ):  # the rule's fix names a key the set-ups set, which space.* refuses beside it
-        tail = f" (with space.*, {refused.group(1)} comes from {space_key}: change that list instead)"
-    n = len(reasons)
-    return f"{who}: {headline}: all {n} dropped; the commonest reason ({count} of {n}): {reason}{tail}"
-
-
-OVER_MEMORY = "over memory"
-"""A dropped set-up's status when its estimate leaves less than ``space.min_headroom`` free."""
-
-
-def _estimate_gib(reason: str) -> float:
-    """The ``estimated X GiB`` of an over-memory reason (inf without one)."""
-    match = re.search(r"estimated ([\d.e+]+) GiB", reason)
-    try:
-        return float(match.group(1)) if match else math.inf
-    except ValueError:
-        return math.inf
-
-
-SPACE_KEY_OF = (
-    ("parallel.", "space.layouts"),
-    ("batch.micro_batch_size", "space.micro_batches"),
-    ("batch.grad_accum", "space.micro_batches"),
-    ("backend", "space.backends"),
-    ("activation_checkpointing", "space.checkpointing"),
-    ("precision", "space.precisions"),
-)
-"""The ``space.*`` list behind each key a set-up sets (by prefix): where a rule's fix must be made
-under the tuner or ``plan_clusters``."""
-
-
 @dataclass(kw_only=True)
 class Candidates:
     """What :func:`candidates` returns: every row (``ok`` and dropped) and the count dropped per reason."""
@@ -450,7 +401,27 @@ def evaluate(
         records=records,
         min_headroom=min_headroom,
     )
+    if cluster.nnodes > 1 and (cluster.network_named or not cfg.predict.inter_node_gbps):
+        row.prediction_source = row.prediction_source.replace(
+            "predict.inter_node_gbps across nodes", network_said(cluster)
+        )
     return row
+
+
+def network_said(cluster: Cluster) -> str:
+    """How a row names the bus bandwidth across nodes that its cluster's network gave (in place of
+    ``predict.inter_node_gbps``, which :func:`setup_config` set from it): ``ib200 across nodes: 20
+    GB/s busbw per GPU, the default network of A100 nodes (one 200 Gb/s NIC per GPU (DGX A100), 80%
+    of 25 GB/s); set predict.inter_node_gbps or plan_clusters=GPU:NxG:NETWORK``."""
+    net = cluster.network
+    whose = (
+        "named in the cluster"
+        if cluster.network_named
+        else f"the default network of {cluster.row.name} nodes"
+    )
+    return f"{net.name} across nodes: {net.inter_node_gbps:g} GB/s busbw per GPU, {whose} ({net.source})" + (
+        "" if cluster.network_named else "; set predict.inter_node_gbps or plan_clusters=GPU:NxG:NETWORK"
+    )
 
 
 def candidates(

@@ -26,6 +26,8 @@ from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every c
     DEFAULT_OVERLAP,
     FP32,
     MODELLED,
+    NO_INTER_NODE_FIX,
+    NO_INTRA_NODE_FIX,
     NVLINK_GBPS,
     PARAM_BYTES,
     UNCALIBRATED_GEMM_FRACTION,

@@ -32,6 +32,8 @@ from flopsweep import cost
 from flopsweep.comm_time import (  # noqa: F401 - steptime.X, as every caller and the docs name them
     ASSUMED_NVLINK_SHARE,
     DEFAULT_OVERLAP,
+    NO_INTER_NODE_FIX,
+    NO_INTRA_NODE_FIX,
     NVLINK_GBPS,
     UNKNOWN_OVERLAP,
     assumed_link,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,10 @@ from flopsweep.checks import _validate_cost, check_bounds
 from flopsweep.cli import COMMAND
 from flopsweep.clusters import Cluster, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
+from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.job.plantable import PLAN_FILE, replace_plan_file
 from flopsweep.job.result import JobInfo
+from flopsweep.peaks import node_link
 from flopsweep.plan_space import COLUMNS, Candidates, Row, Space, candidates, rank, unplaced
 from flopsweep.plan_space import nothing_line as space_nothing_line
 
@@ -135,7 +138,9 @@ def nothing_line(rows: list[Row], unplaced: list[str] | None = None) -> str:
     (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows (the set-ups the table
     counts), else among ``unplaced``, why each set-up a cluster does not place is none there
     (:func:`flopsweep.plan_space.unplaced`): 15 set-ups over memory once lost to the 15 ``hsdp``
-    names one node does not place, "the commonest reason (15 of 90): hsdp ..."."""
+    names one node does not place, "the commonest reason (15 of 90): hsdp ...". Each cause's fix
+    (:mod:`flopsweep.dropped`): over memory's with ``plan_clusters`` added; a collective with no bus
+    bandwidth: ``predict.intra_node_gbps`` / ``predict.inter_node_gbps``."""
     reasons = [  # a reason that names its status already (no prediction: ...) is said once
         r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}" if r.reason else r.status
         for r in rows
@@ -143,7 +148,32 @@ def nothing_line(rows: list[Row], unplaced: list[str] | None = None) -> str:
     if not reasons:
         return "plan: no set-up to rank (the space and clusters give none); see docs/plan.md"
     fix = "widen space.* (backends, layouts, micro batches) or plan_clusters"
-    return space_nothing_line(reasons, who="plan", headline="no set-up fits and is predicted", fix=fix)
+    more = "or name GPUs with more memory, or more of them, in plan_clusters"
+    fixes = {OVER_MEMORY: f"{CAUSE_FIXES[OVER_MEMORY]}; {more}"}
+    return space_nothing_line(
+        reasons, who="plan", headline="no set-up fits and is predicted", fix=fix, fixes=fixes
+    )
+
+
+def in_node_lines(gpus: Iterable[str]) -> list[str]:
+    """The defaults lines of the bus bandwidth in a node, one per GPU name as the clusters give it
+    (an ``A100-80GB`` is assumed SXM4, an ``A100-PCIe-80GB`` is not): :data:`ASSUMED_NVLINK_SHARE
+    <flopsweep.comm_time.ASSUMED_NVLINK_SHARE>` of its link per direction
+    (:func:`flopsweep.peaks.node_link`), the datasheet and what was assumed, ``in a node of
+    A100-80GB: 210 GB/s busbw, 0.7 x A100 SXM4 NVLink 300 GB/s per direction (NVIDIA A100 datasheet,
+    SXM4: NVLink 600 GB/s); SXM4 assumed: ...``; a GPU the peak table does not know: set
+    ``predict.intra_node_gbps``."""
+    share = comm_time.ASSUMED_NVLINK_SHARE
+    out = []
+    for gpu in gpus:
+        found = node_link(gpu)
+        if found is None:
+            out.append(f"in a node of {gpu}: no figure for its link; set predict.intra_node_gbps=GBPS")
+            continue
+        said = f"in a node of {gpu}: {share * found.gbps:g} GB/s busbw, {share:g} x {found.said}"
+        said += f" {found.gbps:g} GB/s per direction ({found.link.datasheet})"
+        out.append(said + (f"; {found.assumed}" if found.assumed else ""))
+    return out
 
 
 def _si(x: float | None, money: bool = False) -> str:
@@ -284,14 +314,7 @@ def defaults_used(
             f"{net.source}"
         )
     if not cfg.predict.intra_node_gbps:  # each cluster's GPU, not one GPU's figure for all
-        share = comm_time.ASSUMED_NVLINK_SHARE
-        links = [
-            f"{row.name}: {share * row.nvlink_gbps:g} GB/s busbw"
-            if row.nvlink_gbps
-            else f"{row.name}: no NVLink figure, set predict.intra_node_gbps"
-            for row in {c.row.name: c.row for c in clusters}.values()
-        ]
-        out.append(f"in a node: {share:g} x the GPU's NVLink per direction ({'; '.join(links)})")
+        out += in_node_lines({c.gpu: c for c in clusters})
     if not records:
         out.append("compute: uncalibrated, 0.45 x the datasheet's dense peak (predict.calibration unset)")
     elif not cfg.predict.calibration:

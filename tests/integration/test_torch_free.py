@@ -42,6 +42,8 @@ TORCH_FREE = [
     "flopsweep.steptime",
     "flopsweep.workload",
     "flopsweep.comm_time",
+    "flopsweep.node_links",
+    "flopsweep.dropped",
     "flopsweep.compute_time",
     "flopsweep.layer_probe",
     "flopsweep.launcher_choice",

@@ -101,5 +101,6 @@ def test_a_gpu_is_one_row() -> None:
     h800 = next(r for r in PEAK_TABLE if r.name == "H800 SXM")
     link = pr.assumed_link("NVIDIA H800")
     assert link is not None and link.intra["all_reduce"] == pr.ASSUMED_NVLINK_SHARE * h800.nvlink_gbps
-    assert pr.assumed_link("NVIDIA H100 PCIe") is None  # no NVLink figure in its row
+    pcie = pr.assumed_link("NVIDIA H100 PCIe")  # no NVLink between a node's cards: its PCIe Gen5 slot
+    assert pcie is not None and pcie.intra["all_reduce"] == pytest.approx(pr.ASSUMED_NVLINK_SHARE * 64)
     assert memory.planned_gpu_bytes("H800", None) == (int(79.6 * 2**30), "H800 SXM (79.6 GiB)")

@@ -910,8 +910,12 @@ def test_the_other_plan_hints_name_the_plans_gpu(hydra_compose) -> None:
     cfg = hydra_compose(["model=gpt-tiny", "plan=true"])
     clusters = [parse_cluster("A100-80GB:8"), parse_cluster("H200:8"), parse_cluster("L4:4")]
     said = [n for n in defaults_used(cfg, [], clusters, []) if n.startswith("in a node")]
-    assert said == [
-        "in a node: 0.7 x the GPU's NVLink per direction "
-        "(A100: no NVLink figure, set predict.intra_node_gbps; H200 SXM: 315 GB/s busbw; "
-        "L4: no NVLink figure, set predict.intra_node_gbps)"
+    assert said == [  # each GPU its datasheet's link (issue 42: the A100 and the L4 had none)
+        "in a node of A100-80GB: 210 GB/s busbw, 0.7 x A100 SXM4 NVLink 300 GB/s per direction "
+        "(NVIDIA A100 datasheet, SXM4: NVLink 600 GB/s); SXM4 assumed: A100-80GB says neither SXM4 nor PCIe; "
+        "set predict.intra_node_gbps",
+        "in a node of H200: 315 GB/s busbw, 0.7 x H200 SXM NVLink 450 GB/s per direction "
+        "(NVIDIA H200 datasheet, SXM: NVLink 900 GB/s)",
+        "in a node of L4: 22.4 GB/s busbw, 0.7 x L4 PCIe Gen4 x16 32 GB/s per direction "
+        "(NVIDIA L4 datasheet: PCIe Gen4 x16 64 GB/s)",
     ]

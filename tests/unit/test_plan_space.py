@@ -407,8 +407,10 @@ def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
         "(with space.*, parallel.tp comes from space.layouts: change that list instead)"
     )
     assert line.count("Fix:") == 1
-    assert nothing_line(rows[3:]).endswith(
-        "Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
+    assert nothing_line(rows[3:]).endswith(  # over memory's own fix, not "widen space.*"
+        "Fix: list set-ups that need less memory per rank (smaller space.micro_batches, full in "
+        "space.checkpointing, fsdp or zero3 in space.backends, tp or pp in space.layouts), or lower "
+        "space.min_headroom; or name GPUs with more memory, or more of them, in plan_clusters"
     )
     assert "no set-up to rank" in nothing_line([])
     away = nothing_line([], ["space.layouts: tp3 needs its degree 3. Fix: list dp"] * 2)
@@ -439,7 +441,9 @@ def test_a_plan_whose_set_ups_are_all_over_memory_says_so() -> None:
     assert nothing_line(rows, away) == (
         "plan: no set-up fits and is predicted: all 3 dropped; the commonest reason (3 of 3): over memory "
         "(the least: estimated 1.05e+03 GiB per rank, over 90% of 79.6 GiB (H100; space.min_headroom)). "
-        "Fix: widen space.* (backends, layouts, micro batches) or plan_clusters"
+        "Fix: list set-ups that need less memory per rank (smaller space.micro_batches, full in "
+        "space.checkpointing, fsdp or zero3 in space.backends, tp or pp in space.layouts), or lower "
+        "space.min_headroom; or name GPUs with more memory, or more of them, in plan_clusters"
     )
     unpredicted = Row(cluster="A100-80GB:1x8:ib200", setup=None, status="no prediction")
     unpredicted.reason = "no prediction: no bus bandwidth for all_gather (in a node)"

@@ -166,8 +166,9 @@ def test_without_a_calibration_the_datasheet_and_nvlink_are_stated() -> None:
         pr.ASSUMED_NVLINK_SHARE * 450
     )
     assert link.source.startswith("assumed: ") and "H100 SXM NVLink" in link.source
-    assert pr.assumed_link("NVIDIA A10") is None and pr.assumed_link(None) is None
-    with pytest.raises(pr.PredictionError, match="across nodes"):
+    assert "PCIe Gen4 x16 32 GB/s" in pr.assumed_link("NVIDIA A10").source  # a PCIe card: its slot
+    assert pr.assumed_link("NVIDIA RTX A1000") is None and pr.assumed_link(None) is None  # not in the table
+    with pytest.raises(pr.PredictionError, match=r"across nodes\)\. Fix: set predict\.inter_node_gbps=GBPS"):
         pr.predict(workload(), unc, link, gpus_per_node=4)
     with pytest.raises(pr.PredictionError, match="plan_gpu="):
         pr.compute_uncalibrated(workload(), gemm_tflops=None)

@@ -1,0 +1,202 @@
+"""The defaults a plan of a cluster not at hand takes per GPU kind: the link between a node's GPUs
+(:attr:`flopsweep.peaks.PeakRow.links`, from the datasheets), the network across nodes
+(:func:`flopsweep.clusters.default_network`) and the peaks; and the closing line of a plan that ranks
+nothing, whose fix is its commonest cause's (:mod:`flopsweep.dropped`).
+
+Issue 42: ``plan=true 'plan_clusters=[A100-80GB:8]'`` predicted nothing (the A100 row had no NVLink
+figure, as it covers the PCIe card too) and ended ``Fix: widen space.*``."""
+
+from __future__ import annotations
+
+import pytest
+
+from flopsweep import comm_time
+from flopsweep import plan_space as ps
+from flopsweep.clusters import NETWORKS, default_network, hint_gpu, parse_cluster
+from flopsweep.dropped import CAUSE_FIXES, NO_PREDICTION_FIX, cause, nothing_line
+from flopsweep.peaks import PEAK_TABLE, node_link
+
+DATASHEET_GBPS = {  # per GPU and direction: half the vendor's bidirectional figure
+    "H100 SXM": 450.0,  # NVLink 900 GB/s
+    "H100 PCIe": 64.0,  # PCIe Gen5 128 GB/s (its NVLink bridge joins 2 cards)
+    "H100 NVL": 64.0,
+    "H200 SXM": 450.0,
+    "H200 NVL": 64.0,
+    "GH200": 450.0,
+    "H800 SXM": 200.0,  # NVLink 400 GB/s
+    "B200": 900.0,  # NVLink 1.8 TB/s
+    "GB200": 900.0,
+    "A100": 300.0,  # SXM4 NVLink 600 GB/s, assumed where the name says neither form
+    "A800": 200.0,
+    "A10": 32.0,  # PCIe Gen4 64 GB/s
+    "A10G": 32.0,
+    "L4": 32.0,
+    "L40": 32.0,
+    "L40S": 32.0,
+    "RTX 6000 Ada": 32.0,
+    "V100 SXM2": 150.0,  # NVLink 300 GB/s
+    "V100 PCIe": 16.0,  # PCIe Gen3 32 GB/s
+    "V100S PCIe": 16.0,
+    "MI300X": 448.0,  # 7 Infinity Fabric links x 128 GB/s
+    "MI325X": 448.0,
+}
+
+
+def test_every_gpu_kind_has_a_link_in_a_node_a_network_and_a_peak() -> None:
+    """Each row of the peak table: an in-node link from its datasheet (the figure above), a default
+    network across nodes, and a dense peak per precision it has tensor cores for."""
+    assert {row.name for row in PEAK_TABLE} == set(DATASHEET_GBPS)
+    for row in PEAK_TABLE:
+        found = node_link(min(row.aliases, key=len))
+        assert found is not None and found.row is row
+        assert found.gbps == DATASHEET_GBPS[row.name], row.name
+        assert found.link.datasheet and found.link.link in found.said
+        assert default_network(row) in NETWORKS.values()
+        assert row.peaks.get("bf16" if row.bf16 else "fp16", 0) > 0 and row.peaks["fp32"] > 0
+        if row.nvlink_gbps is not None:  # the row's NVLink figure is its node link's
+            assert found.link.link == "NVLink" and found.gbps == row.nvlink_gbps
+
+
+@pytest.mark.parametrize(
+    ("name", "gbps", "said", "assumed"),
+    [
+        ("A100-80GB", 300.0, "A100 SXM4 NVLink", True),  # the name says neither: SXM4, said so
+        ("A100", 300.0, "A100 SXM4 NVLink", True),
+        ("NVIDIA A100-SXM4-80GB", 300.0, "A100 SXM4 NVLink", False),  # torch's names say the form
+        ("NVIDIA A100-PCIE-40GB", 32.0, "A100 PCIe Gen4 x16", False),
+        ("NVIDIA A100 80GB PCIe", 32.0, "A100 PCIe Gen4 x16", False),
+        ("A800-40GB", 200.0, "A800 SXM4 NVLink", True),
+        ("A800-PCIe-80GB", 32.0, "A800 PCIe Gen4 x16", False),
+        ("NVIDIA H100 80GB HBM3", 450.0, "H100 SXM NVLink", False),  # its row is one form
+        ("NVIDIA H100 PCIe", 64.0, "H100 PCIe Gen5 x16", False),
+        ("AMD Instinct MI300X", 448.0, "MI300X Infinity Fabric", False),
+    ],
+)
+def test_a_name_picks_its_form_and_an_ambiguous_one_is_assumed_sxm_and_said(name, gbps, said, assumed):
+    found = node_link(name)
+    assert found is not None and (found.gbps, found.said) == (gbps, said)
+    if assumed:
+        assert found.assumed == (
+            f"SXM4 assumed: {name} says neither SXM4 nor PCIe; set predict.intra_node_gbps"
+        )
+    else:
+        assert found.assumed == ""
+    link = comm_time.assumed_link(name)
+    assert link.busbw_gbps("all_gather", across_nodes=False) == pytest.approx(
+        comm_time.ASSUMED_NVLINK_SHARE * gbps
+    )
+    assert (found.assumed in link.source) and f"{said} {gbps:g} GB/s per direction" in link.source
+
+
+def test_a_name_the_table_does_not_know_has_no_link() -> None:
+    assert node_link("NVIDIA RTX A1000") is None and node_link(None) is None and node_link("") is None
+    assert comm_time.assumed_link("cpu") is None
+
+
+def _name(row) -> str:
+    """The row as ``plan_clusters`` takes it: its shortest alias, with a size where it comes in several."""
+    sizes = sorted(row.memory_gib)
+    return hint_gpu(min(row.aliases, key=len).upper().replace(" ", "-") + f"-{sizes[-1]:g}GB", default=None)
+
+
+def test_every_gpu_kind_plans_llama_8b_with_predictions(hydra_compose) -> None:
+    """Every GPU kind of the peak table on one node of 8 and on two: FSDP2 data parallel (selective
+    checkpointing, micro batch 1) of Llama 3.1 8B; no set-up goes unpredicted, and each row names the
+    defaults it took (the link in a node, the network across nodes)."""
+    cfg = hydra_compose(["model=llama3.1-8b"])
+    names = [_name(row) for row in PEAK_TABLE]
+    assert all(names), names
+    for row, name in zip(PEAK_TABLE, names, strict=True):
+        precision = "bf16" if row.bf16 else "fp16"
+        space = ps.Space(
+            backends=("fsdp",),
+            layouts=("dp",),
+            checkpointing=("selective",),
+            micro_batches=(1,),
+            precisions=(precision,),
+        )
+        result = ps.candidates(cfg, space, [parse_cluster(f"{name}:1x8"), parse_cluster(f"{name}:2x8")])
+        assert len(result.rows) == 2, name
+        assert {r.status for r in result.rows} <= {"ok", "over memory"}, [
+            (r.status, r.reason) for r in result.rows
+        ]
+        for r in result.rows:
+            if r.status == "ok":
+                assert r.predicted_tokens_per_s_per_gpu > 0
+                assert (
+                    f"{node_link(name).said} {DATASHEET_GBPS[row.name]:g} GB/s per direction"
+                    in r.prediction_source
+                )
+        two = result.rows[1]
+        if two.status == "ok":
+            net = default_network(row)
+            assert (
+                f"{net.name} across nodes: {net.inter_node_gbps:g} GB/s busbw per GPU, the default network"
+                in (two.prediction_source)
+            )
+        assert any(r.status == "ok" for r in result.rows), (name, [r.reason for r in result.rows])
+
+
+# --- the closing line: each cause its fix ---------------------------------------------------------
+
+
+def _line(reasons: list[str]) -> str:
+    return nothing_line(reasons, who="plan", headline="nothing", fix="CALLER'S FIX")
+
+
+def test_the_causes_count_a_collective_with_no_bandwidth_as_one() -> None:
+    """The A100 plan's 117 unpredicted set-ups were three reasons by collective (72, 30, 15), beside
+    refusals of 45 each; as one cause they are the commonest, and its fix is the key that gives it."""
+    gather = (
+        "no prediction: no bus bandwidth for all_gather (in a node). Fix: set predict.intra_node_gbps=GBPS"
+    )
+    scatter = gather.replace("all_gather", "reduce_scatter")
+    refused = "refused: parallel.tp=2: tp runs on fsdp. Fix: set parallel.tp=1, or backend=fsdp"
+    assert cause(gather) == cause(scatter) == "no bus bandwidth in a node"
+    assert cause(gather.replace("in a node", "across nodes")) == "no bus bandwidth across nodes"
+    line = _line([gather] * 3 + [scatter] * 2 + [refused] * 4)
+    assert line == f"plan: nothing: all 9 dropped; the commonest reason (5 of 9): {gather}"
+    assert "widen" not in line and "CALLER" not in line
+
+
+@pytest.mark.parametrize(
+    ("reason", "fix"),
+    [
+        (  # a reason of an older record, without its own fix: the cause's
+            "no prediction: no bus bandwidth for all_gather (in a node)",
+            comm_time.NO_INTRA_NODE_FIX,
+        ),
+        ("no prediction: no bus bandwidth for all_reduce (across nodes)", comm_time.NO_INTER_NODE_FIX),
+        ("over memory: estimated 90 GiB per rank", CAUSE_FIXES["over memory"]),
+        ("no prediction: ValueError: the model failed", NO_PREDICTION_FIX),
+        ("refused: model.n_layer=3: odd", "CALLER'S FIX"),
+    ],
+    ids=["in-a-node", "across-nodes", "over-memory", "no-prediction", "other"],
+)
+def test_each_cause_names_its_own_fix(reason: str, fix: str) -> None:
+    line = _line([reason])
+    assert line.endswith(f". Fix: {fix}") and line.count("Fix:") == 1, line
+
+
+def test_a_reason_with_its_own_fix_or_what_to_give_gets_no_second() -> None:
+    raised = (
+        "no prediction: no bus bandwidth for all_gather (in a node). Fix: set predict.intra_node_gbps=GBPS"
+    )
+    assert _line([raised]).endswith(raised) and _line([raised]).count("Fix:") == 1
+    gives = "no prediction: memory_budget: the compiler decides; give predict.calibration a record of it"
+    assert _line([gives]).endswith(gives)
+
+
+def test_comm_seconds_names_the_key_of_its_side() -> None:
+    """The error a collective with no bandwidth raises names the one key that gives it."""
+    from flopsweep.workload import Link, PredictionError, Transfer
+
+    inside = Transfer(what="w", collective="all_gather", bytes=1e6, count=1, group=8, across_nodes=False)
+    with pytest.raises(PredictionError) as err:
+        comm_time.comm_seconds([inside], Link())
+    assert (
+        str(err.value) == f"no bus bandwidth for all_gather (in a node). Fix: {comm_time.NO_INTRA_NODE_FIX}"
+    )
+    across = Transfer(what="w", collective="all_reduce", bytes=1e6, count=1, group=16, across_nodes=True)
+    with pytest.raises(PredictionError, match=r"across nodes\)\. Fix: set predict\.inter_node_gbps=GBPS"):
+        comm_time.comm_seconds([across], Link(intra={"all_reduce": 100.0}, inter={"all_reduce": 0.0}))
