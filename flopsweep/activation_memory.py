@@ -18,7 +18,8 @@ name.
   fp32 logsumexp of a fused (flash, memory-efficient, cuDNN, flex) kernel. What is kept is the
   checkpointing policy's (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each
   block's input only, and the top block's full activations (its input among them) while it is
-  recomputed; ``every_n`` between the two. The layout: the
+  recomputed; ``every_n`` between the two; compiled ``selective`` what the partitioner keeps of the outputs
+  the policy saves (:func:`selective_compiled_bytes`). The layout: the
   first pipeline stage keeps ``ceil(n_layer / pp)`` layers for the in-flight pipeline
   micro-batches (:func:`in_flight_microbatches`: ``1F1B`` up to ``pp``, ``GPipe`` all of them),
   each ``micro_batch_size / pp_microbatches`` sequences; tensor parallelism with sequence
@@ -27,6 +28,8 @@ name.
   makes one layer's scores again (bf16 product, fp32 upcast, softmax, bf16 probabilities) while
   the gradients above are live: :data:`RECOMPUTED_SCORE_BYTES` per score, what is kept included.
   Without recompute the forward's transients pass while less is live (0 on top, measured).
+- **the top block's backward** (:func:`block_backward_bytes`): the gradient entering it and its MLP's
+  gradient temporaries, once the logits are freed.
 - **logits** at the start of backward: :data:`LOGIT_BYTES` per logit eager (the loss's saved
   fp32 log-softmax, the fp32 gradient of it and of its input, the bf16 gradient), fewer compiled
   (Inductor fuses the upcast into the log-softmax); ``tokens x V / (tp cp)`` logits (a loss-parallel
