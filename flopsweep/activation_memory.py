@@ -18,7 +18,8 @@ name.
   fp32 logsumexp of a fused (flash, memory-efficient, cuDNN, flex) kernel. What is kept is the
   checkpointing policy's (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each
   block's input only, and the top block's full activations (its input among them) while it is
-  recomputed; ``every_n`` between the two. The layout: the
+  recomputed; ``every_n`` between the two; compiled ``selective`` what the partitioner keeps of the outputs
+  the policy saves (:func:`selective_compiled_bytes`). The layout: the
   first pipeline stage keeps ``ceil(n_layer / pp)`` layers for the in-flight pipeline
   micro-batches (:func:`in_flight_microbatches`: ``1F1B`` up to ``pp``, ``GPipe`` all of them),
   each ``micro_batch_size / pp_microbatches`` sequences; tensor parallelism with sequence
@@ -27,6 +28,8 @@ name.
   makes one layer's scores again (bf16 product, fp32 upcast, softmax, bf16 probabilities) while
   the gradients above are live: :data:`RECOMPUTED_SCORE_BYTES` per score, what is kept included.
   Without recompute the forward's transients pass while less is live (0 on top, measured).
+- **the top block's backward** (:func:`block_backward_bytes`): the gradient entering it and its MLP's
+  gradient temporaries, once the logits are freed.
 - **logits** at the start of backward: :data:`LOGIT_BYTES` per logit eager (the loss's saved
   fp32 log-softmax, the fp32 gradient of it and of its input, the bf16 gradient), fewer compiled
   (Inductor fuses the upcast into the log-softmax); ``tokens x V / (tp cp)`` logits (a loss-parallel
@@ -39,6 +42,7 @@ name.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -137,12 +141,44 @@ def bytes_per_token(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     if cfg.compile:
         kept, other = shape.get("residual_compiled", kept), shape.get("other_compiled", other)
         other -= fp8_compiled_inputs(cfg)
+    return m.n_embd * residual, kept * residual + other * compute + attention_bytes_per_token(cfg, layout)
+
+
+def attention_bytes_per_token(cfg: Any, layout: Layout | None = None) -> int:
+    """What the attention kernel keeps for backward, bytes a token and layer before ``tp``/``cp``: the
+    scores of a kernel of :data:`ATTENTION_SAVED` (``bytes x n_head x seq_len``), a fused kernel's
+    logsumexp (:data:`LOGSUMEXP_BYTES` ``x n_head``), or a kernel's own term less the queries, keys and
+    values the family counts (:func:`kernel_memory`, over the call's tokens, rounded up)."""
+    m = cfg.model
     attention = ATTENTION_SAVED.get(scores_kernel(cfg), 0) * m.n_head * m.seq_len
     attention = attention or LOGSUMEXP_BYTES * m.n_head
     if own := kernel_memory(cfg, layout):
         _, per = in_flight_microbatches(cfg, layout or Layout())
         attention = -(-(own.saved - own.inputs) // (per * m.seq_len))
-    return m.n_embd * residual, kept * residual + other * compute + attention
+    return attention
+
+
+def selective_compiled_bytes(cfg: Any, layout: Layout | None = None) -> int | None:
+    """Bytes a token that one block keeps under ``selective`` with ``compile=true``, its input included:
+    the block input (the boundary), the family's ``selective_compiled`` elements in the compute dtype and
+    the attention kernel's saved tensors (:func:`attention_bytes_per_token`). The partitioner keeps, of
+    the outputs the policy marks ``MUST_SAVE`` (the attention op, every odd matmul:
+    :func:`flopsweep.checkpointing_apply.sac_context_fn`), those backward reads, and recomputes the
+    rest from them and the block input (Llama: ``wq``'s, ``wv``'s, the attention's and ``w1``'s
+    outputs, ``2q + kv + ffn``, not ``w2``'s; GPT-2: ``c_attn``'s, the attention's and ``c_fc``'s,
+    ``8h``). Measured on the CPU: a compiled Llama block's saved tensors under ``saved_tensors_hooks``
+    at two micro batches (``h`` 96, ``kv`` 48, ``ffn`` 320: 1328 bytes a token, as counted). None for
+    another policy, eager, or a family without the key (:func:`activation_bytes` then uses the policy's
+    ``(a - b) / 2`` estimate)."""
+    if cfg.activation_checkpointing.name != "selective" or not cfg.compile:
+        return None
+    m = cfg.model
+    elements = family(m).memory(m).get("selective_compiled")
+    if elements is None:
+        return None
+    boundary, _ = bytes_per_token(cfg, layout)
+    compute = 4 if cfg.precision.name == "fp32" else 2
+    return boundary + elements * compute + attention_bytes_per_token(cfg, layout)
 
 
 def fp8_shape(cfg: Any) -> dict[str, int]:
@@ -178,6 +214,11 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     m = cfg.model
     boundary, layer = bytes_per_token(cfg, layout)
     saves = checkpointing.policy(cfg.activation_checkpointing).activations
+    if (kept := selective_compiled_bytes(cfg, layout)) is not None:  # every block's, one rebuilt to ``a``
+
+        def saves(ac: Any, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+            return tokens * (n_layer * kept + max(0, layer - kept))
+
     layers = math.ceil(m.n_layer / layout.pp)
     split = layout.tp * layout.cp
     in_flight, per = in_flight_microbatches(cfg, layout)
@@ -208,6 +249,8 @@ def forward_end_bytes(cfg: Any, layout: Layout | None = None) -> int:
         return activations
     boundary, layer = bytes_per_token(cfg, layout)
     tokens = cfg.batch.micro_batch_size * cfg.model.seq_len
+    if (kept := selective_compiled_bytes(cfg, layout)) is not None:
+        return tokens * cfg.model.n_layer * kept // (layout.tp * layout.cp)
     return at_end(cfg.activation_checkpointing, tokens, cfg.model.n_layer, boundary, layer) // (
         layout.tp * layout.cp
     )
@@ -246,6 +289,38 @@ def loss_kept_bytes(cfg: Any, layout: Layout | None = None) -> int:
         return 0
     m = cfg.model
     return 4 * m.n_embd * m.vocab_size + 4 * (cfg.batch.micro_batch_size * m.seq_len // layout.cp) * m.n_embd
+
+
+def block_backward_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """What backward makes on top of the kept activations while it runs through the top block (the first it
+    reaches; under ``full`` the one it has just rebuilt), for one pipeline micro-batch over ``tp x cp``, in
+    bytes a token:
+
+    - the gradient that enters the block, ``n_embd`` elements in the residual stream's dtype (the
+      boundary's bytes, :func:`bytes_per_token`);
+    - the family's ``backward_temporaries``, in the compute dtype: the gradients its MLP's backward holds
+      at once beyond what the block keeps (GPT-2: the ``4h`` hidden's gradient, which ``c_proj``'s backward
+      makes while the GELU output it saved is live; the GELU's backward then swaps that output for
+      ``c_fc``'s output gradient, ``4h`` again). Measured on the CPU (autograd's saved and made tensors, a
+      2- and 3-block GPT at two micro batches): ``h + 4h`` a token above ``(l - 1) b + a``;
+    - compiled, also what the eager block keeps and the compiled one does not (``residual`` and ``other``
+      less their ``_compiled`` figures): the compiled backward recomputes those (the GELU output, ``2h``
+      a token for GPT-2) and holds what the eager backward holds (gpt-1.5b-seed ``full``, micro batch 36,
+      FSDP2 on one H200: eager and compiled peak alike, 31.5 GiB).
+
+    The loss's logits are freed by then (:attr:`flopsweep.memory.MemoryEstimate.block_backward`, whose
+    moment also counts the block's own gradients, ``BackendSpec.top_block_gradient_bytes``)."""
+    layout = layout or Layout()
+    m = cfg.model
+    shape = family(m).memory(m)
+    boundary, layer = bytes_per_token(cfg, layout)
+    compute = 4 if cfg.precision.name == "fp32" else 2
+    extra = boundary + shape.get("backward_temporaries", 0) * compute
+    if cfg.compile:
+        eager = dataclasses.replace(cfg, compile=False)
+        extra += max(0, bytes_per_token(eager, layout)[1] - layer)
+    _, per = in_flight_microbatches(cfg, layout)
+    return per * m.seq_len * extra // (layout.tp * layout.cp)
 
 
 def attention_workspace_bytes(cfg: Any, layout: Layout | None = None) -> int:

@@ -200,6 +200,13 @@ class BackendSpec:
         in the compute dtype, less its fp32 gradients not made yet (``c B - 4 B``)."""
         return max(0, t.activations + t.compute * t.block - GRADIENT_BYTES * t.block)
 
+    def top_block_gradient_bytes(self, t: Any) -> int:
+        """The top block's gradients made while backward runs through it, beyond the states at the start
+        of backward (:func:`flopsweep.activation_memory.block_backward_bytes`): its fp32 ``.grad``,
+        ``4 B`` (autocast casts each weight's gradient to the fp32 weight's dtype as it is accumulated);
+        0 with ``grad_accum`` > 1 (the states count every gradient)."""
+        return 0 if t.accumulated else GRADIENT_BYTES * t.block
+
     def in_backward_gradients(self, t: Any) -> tuple[int, int, str]:
         """``(every, live, what)``: fp32 gradient bytes at the step, and the most ``optim.in_backward``
         keeps live at once: the largest parameter's gradient."""
@@ -326,6 +333,11 @@ class FSDPSpec(BackendSpec):
         own = 0 if t.offload.states else REDUCE_BYTES * (block + late) // t.layout.state_shards
         return max(0, t.activations + unsharded - own)
 
+    def top_block_gradient_bytes(self, t: Any) -> int:
+        """The top block's unsharded gradients in the compute dtype, ``c B``, until its post-backward
+        reduce-scatters them (``foreach_reduce``)."""
+        return t.compute * t.block
+
     def in_backward_gradients(self, t: Any) -> tuple[int, int, str]:
         """One FSDP2 unit's sharded gradients, ``4 max(block, rest) / dp_shard``."""
         unit = "4 x largest FSDP2 unit (a block, or the root's embedding and head) / dp_shard"
@@ -407,6 +419,10 @@ class DeepSpeedSpec(BackendSpec):
 
     def lowest_block_bytes(self, t: Any) -> int:
         """0: DeepSpeed's estimators count ZeRO's own buffers."""
+        return 0
+
+    def top_block_gradient_bytes(self, t: Any) -> int:
+        """0: ZeRO copies each gradient into its reduce bucket, which its own terms count."""
         return 0
 
     def collectives(self, w: Any, *, p: float, b: int, micro: int) -> list[Collective]:

@@ -61,7 +61,9 @@ class ModelFamily:
         memory: ``cfg -> {"residual", "other", "largest_layer_params"}``: activation elements per
             token and layer kept for backward (the residual-stream part separately) and the
             largest layer, for :mod:`flopsweep.memory`; optionally ``buffer_bytes``, the module's
-            registered buffers in bytes (``hf``: measured on the meta device).
+            registered buffers in bytes (``hf``: measured on the meta device), ``backward_temporaries``
+            (elements a token its MLP's backward makes beyond what it keeps; 0 if absent) and
+            ``selective_compiled`` (what compiled ``selective`` keeps; absent: the policy's estimate).
         tensor_parallel_dims: ``cfg -> {config key: size}``: the sizes that tensor parallelism splits
             into ``parallel.tp`` equal parts (heads, KV heads, MLP width, vocabulary), for the
             divisibility check before launch (``rules.tensor_parallel_shapes``); None with no plan.

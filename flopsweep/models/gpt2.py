@@ -151,7 +151,10 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
     inputs; fitted to the H200 gpt-1.3b records, micro batch 8 and 16, within 1%). fp8
     (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`): the converted weights of ``c_attn``, ``c_proj``, ``c_fc`` and
     the MLP's ``c_proj``, and, compiled, the two LayerNorm outputs and the GELU output, ``6h``, not kept
-    in bf16."""
+    in bf16. ``backward_temporaries`` (:func:`flopsweep.activation_memory.block_backward_bytes`): the MLP's
+    backward holds the ``4h`` hidden's gradient beside the GELU output ``c_proj`` saved, then ``c_fc``'s
+    output gradient in its place. ``selective_compiled``: ``c_attn``'s, the attention's and ``c_fc``'s
+    outputs, ``8h`` (:func:`flopsweep.activation_memory.selective_compiled_bytes`)."""
     from flopsweep.fp8 import fp8_linear_elements
 
     h = cfg.n_embd
@@ -163,4 +166,6 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
         "largest_layer_params": max(cfg.vocab_size * h, cfg.seq_len * h, 4 * h * h + 4 * h),
         "fp8_linear_params": fp8_linear_elements((h, 3 * h), (h, h), (h, 4 * h), (4 * h, h)),
         "fp8_compiled_inputs": 6 * h,
+        "backward_temporaries": 4 * h,
+        "selective_compiled": 8 * h,
     }

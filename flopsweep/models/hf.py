@@ -299,7 +299,7 @@ def memory(cfg: HFConfig) -> dict[str, int]:
     rest; compiled, the norm inputs and two SwiGLU tensors fewer (see ``llama.memory``). Plus
     ``buffer_bytes``: every registered buffer of the module (persistent or not: GPT-Neo's causal
     masks, ``max_position_embeddings^2`` bytes per layer; rotary ``inv_freq``), measured on the
-    meta-device build, in bytes."""
+    meta-device build, in bytes; ``backward_temporaries`` as Llama's SwiGLU, ``2 ffn``."""
     d = source(cfg).data
     h = cfg.n_embd
     hd = _whole(d, "head_dim", default=h // cfg.n_head)
@@ -319,6 +319,7 @@ def memory(cfg: HFConfig) -> dict[str, int]:
         "other_compiled": other - 2 * ffn,
         "largest_layer_params": largest,
         "buffer_bytes": counts["buffer_bytes"],
+        "backward_temporaries": 2 * ffn,
     }
 
 

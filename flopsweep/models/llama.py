@@ -240,7 +240,13 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
     inputs (2h) and 4h + 2 kv + 2 ffn (Inductor recomputes the normalisation, the SiLU and the
     product; within 2% of the H200 Llama 3.2 1B and 3B records). fp8 (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`):
     the converted weights of ``wq``, ``wk``, ``wv``, ``wo``, ``w1``, ``w2``, ``w3``, and, compiled, the two
-    norm outputs and the SwiGLU product, ``2h + ffn``, not kept in bf16."""
+    norm outputs and the SwiGLU product, ``2h + ffn``, not kept in bf16. ``backward_temporaries``
+    (:func:`flopsweep.activation_memory.block_backward_bytes`): the SwiGLU's backward holds the product's
+    gradient and makes the SiLU output's and ``w3``'s output gradients from it once the product ``w2``
+    saved is freed, ``2 ffn`` beyond what the block keeps (measured on the CPU: ``4 ffn`` bytes a token
+    in bf16 as ``ffn`` grows). ``selective_compiled``: what compiled ``selective`` keeps beyond the block
+    input and the attention's logsumexp, ``wq``'s, ``wv``'s, the attention's and ``w1``'s outputs
+    (:func:`flopsweep.activation_memory.selective_compiled_bytes`)."""
     from flopsweep.fp8 import fp8_linear_elements
 
     h, f = cfg.n_embd, cfg.ffn_dim
@@ -255,4 +261,6 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
         "largest_layer_params": largest,
         "fp8_linear_params": fp8_linear_elements((h, q), (h, kv), (h, kv), (q, h), (h, f), (h, f), (f, h)),
         "fp8_compiled_inputs": 2 * h + f,
+        "backward_temporaries": 2 * f,
+        "selective_compiled": 2 * q + kv + f,
     }
