@@ -165,6 +165,9 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         ConfigError: naming the key, the value and the fix.
     """
     device = resolve_device(cfg.device, env)
+    # Every check below sees the placed device (``auto`` resolved): the memory estimate reads it
+    # (DeepSpeed's optimizer on the CPU, SDPA's math fallback on CUDA: :mod:`flopsweep.memory`).
+    cfg = dataclasses.replace(cfg, device=device)
     nproc = resolve_nproc(cfg.nproc_per_node, device, cfg.backend.name, env)
     world = nproc * cfg.nnodes
     layout = Layout.resolve(cfg.parallel, world).for_backend(cfg.backend.name)
@@ -209,9 +212,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
             f"is not a rank of this run (world size {world})",
             f"set fault.rank to 0..{world - 1}",
         )
-    resolved = dataclasses.replace(
-        cfg, device=device, nproc_per_node=str(nproc), attention=attn, backend=backend
-    )
+    resolved = dataclasses.replace(cfg, nproc_per_node=str(nproc), attention=attn, backend=backend)
     return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, layout=layout)
 
 

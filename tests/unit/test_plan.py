@@ -80,6 +80,37 @@ def test_a_cpu_run_whose_model_states_exceed_host_memory_is_refused() -> None:
     assert resolve(dataclasses.replace(big, device="cuda"), gpu).device == "cuda"
 
 
+def test_the_plans_memory_checks_see_the_resolved_device(hydra_compose) -> None:
+    """``device=auto`` is resolved before the plan's memory checks (host memory, the search budget)
+    estimate anything: on this CPU machine it estimates as ``device=cpu`` (DeepSpeed's optimizer
+    states on the CPU: before, ``auto`` was estimated as CUDA, 1.875 GiB against 0.012), and on a GPU
+    as ``device=cuda`` (SDPA's math kernel in fp32 with GQA keeps the scores: 0.011 against 0.01197)."""
+    from flopsweep.config import ConfigError
+    from flopsweep.plan import Environment, resolve
+
+    base = ["model=llama-tiny", "precision=fp32", "attention=sdpa", "nproc_per_node=1"]
+    base += ["search.model=largest", "search.memory_budget_gib=0.0001"]  # refused, naming the estimate
+    gpu = Environment(cuda_available=True, gpu_count=1, bf16_supported=True, capability=(9, 0), cpu_count=2)
+
+    def refusal(device: str, env: Environment, *extra: str) -> str:
+        with pytest.raises(ConfigError, match="search.memory_budget_gib=0.0001") as exc:
+            resolve(hydra_compose([*base, *extra, f"device={device}"]), env)
+        return str(exc.value)
+
+    for extra in (["backend=deepspeed"], []):
+        assert refusal("auto", Environment(cpu_count=2), *extra) == refusal(
+            "cpu", Environment(cpu_count=2), *extra
+        )
+        assert refusal("auto", gpu, *extra) == refusal("cuda", gpu, *extra)
+    # the two devices' estimates differ, so the equalities above can fail
+    assert refusal("cpu", Environment(cpu_count=2), "backend=deepspeed") != refusal(
+        "cuda", gpu, "backend=deepspeed"
+    )
+    assert refusal("cpu", Environment(cpu_count=2)) != refusal("cuda", gpu)
+    placed = resolve(hydra_compose([*base[:4], "device=auto"]), Environment(cpu_count=2))
+    assert placed.cfg.device == placed.device == "cpu"
+
+
 def test_model_states_floor_is_below_the_estimate() -> None:
     """The refusal's floor never exceeds the estimate it stands in for (so it refuses only what
     the estimate would too), for every backend; sharded backends divide it by the world size."""
