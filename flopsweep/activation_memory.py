@@ -13,8 +13,8 @@ name.
   compute dtype, and the ``other`` elements in the compute dtype (4 bytes for fp32);
   ``compile=true`` keeps the family's ``residual_compiled`` and ``other_compiled`` instead
   (Inductor's partitioner recomputes the norms and pointwise activations and keeps the matmul
-  inputs). Plus what the attention kernel keeps per layer (:data:`ATTENTION_SAVED`): the
-  probabilities of a kernel that materialises the ``B x h x s x s`` scores, the ``B x h x s``
+  inputs). Plus what the attention kernel keeps per layer (:data:`ATTENTION_SAVED`, by compute
+  dtype): the probabilities of a kernel that materialises the ``B x h x s x s`` scores, the ``B x h x s``
   fp32 logsumexp of a fused (flash, memory-efficient, cuDNN, flex) kernel. What is kept is the
   checkpointing policy's (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each
   block's input only, and the top block's full activations (its input among them) while it is
@@ -62,12 +62,17 @@ CHUNK_LOGIT_BYTES = 10
 """Bytes per logit of one chunk of the fused head and loss (``loss.chunk_tokens``): the fp32 logits,
 made into the softmax in place (4), its bf16 copy for the two gradient matmuls (2), and the fp32
 log-sum-exp's and gather's transients (4, an upper bound)."""
-ATTENTION_SAVED = {"standard": 6, "sdpa-math": 4}
-"""Bytes per attention score (``B x h x s x s`` per layer) that backward keeps, for the kernels that
-materialise the scores: ``standard`` (flopsweep's explicit ``softmax(QK^T)V``) keeps the fp32
-softmax output (4) and its bf16 cast (2); SDPA's math kernel about 4 (measured: gpt-1.3b, micro
-batch 4 and 8, sequence 2048, on the H200). Every other kernel keeps the fp32 logsumexp,
-:data:`LOGSUMEXP_BYTES` per query and head."""
+ATTENTION_SAVED = {"standard": {2: 6, 4: 4}, "sdpa-math": {2: 4, 4: 4}}
+"""Bytes per attention score (``B x h x s x s`` per layer) that backward keeps, by kernel and compute
+dtype's bytes (2: bf16, fp8's and autocast's compute; 4: fp32), for the kernels that materialise the
+scores (:func:`saved_score_bytes`). ``standard``
+(:func:`flopsweep.attention_kernels.reference_attention`: ``softmax(s.float()).to(q.dtype) @ v``, no
+dropout) keeps the fp32 softmax output (4, saved by the softmax) and, in bf16, its cast (2, saved by the
+matmul with ``v``); in fp32 the cast is the softmax output itself, so 4 (the scaled product and the
+mask fill save no score: ``tests/unit/test_memory.py`` counts what autograd saves). SDPA's math kernel
+about 4 (measured on the H200: gpt-1.3b bf16, micro batch 4 and 8, sequence 2048; Llama 3.2 1B fp32,
+see :func:`scores_kernel`). Every other kernel keeps the fp32 logsumexp, :data:`LOGSUMEXP_BYTES` per
+query and head."""
 RECOMPUTED_SCORE_BYTES = 13
 """Bytes per score live while one layer of a kernel of :data:`ATTENTION_SAVED` is recomputed in
 backward, what it keeps included (measured: 13.3 for ``standard`` and ``sdpa-math``, gpt-1.3b at
@@ -103,6 +108,14 @@ def scores_kernel(cfg: Any) -> str:
     if name == "sdpa" and cfg.precision.name == "fp32" and gqa and cfg.device == "cuda":
         return "sdpa-math"
     return name
+
+
+def saved_score_bytes(cfg: Any) -> int | None:
+    """Bytes per attention score that backward keeps (:data:`ATTENTION_SAVED`) for the kernel that
+    runs (:func:`scores_kernel`) in ``cfg``'s compute dtype (4 bytes in fp32, else 2); None for a
+    kernel that does not keep the scores."""
+    kept = ATTENTION_SAVED.get(scores_kernel(cfg))
+    return None if kept is None else kept[4 if cfg.precision.name == "fp32" else 2]
 
 
 def kernel_memory(cfg: Any, layout: Layout | None = None) -> KernelMemory | None:
@@ -150,7 +163,7 @@ def attention_bytes_per_token(cfg: Any, layout: Layout | None = None) -> int:
     logsumexp (:data:`LOGSUMEXP_BYTES` ``x n_head``), or a kernel's own term less the queries, keys and
     values the family counts (:func:`kernel_memory`, over the call's tokens, rounded up)."""
     m = cfg.model
-    attention = ATTENTION_SAVED.get(scores_kernel(cfg), 0) * m.n_head * m.seq_len
+    attention = (saved_score_bytes(cfg) or 0) * m.n_head * m.seq_len
     attention = attention or LOGSUMEXP_BYTES * m.n_head
     if own := kernel_memory(cfg, layout):
         _, per = in_flight_microbatches(cfg, layout or Layout())
@@ -331,7 +344,7 @@ def attention_workspace_bytes(cfg: Any, layout: Layout | None = None) -> int:
     scores at the same bytes and its ``recompute_extra``. 0 for the fused kernels and without recompute."""
     layout = layout or Layout()
     own = kernel_memory(cfg, layout)
-    kept = ATTENTION_SAVED.get(scores_kernel(cfg))
+    kept = saved_score_bytes(cfg)
     recomputes = checkpointing.policy(cfg.activation_checkpointing).recomputes_forward
     if (kept is None and own is None) or not recomputes:
         return 0

@@ -2,8 +2,8 @@
 :attr:`flopsweep.attention.KernelSpec.memory` gives one (:class:`KernelMemory`), which
 :mod:`flopsweep.activation_memory` adds to the estimate of :mod:`flopsweep.memory` in place of the fused
 kernels' logsumexp. ``blocksparse impl=gather`` is the one (:func:`blocksparse_memory`); ``standard`` and
-``sdpa-math`` keep their measured bytes per score (:data:`flopsweep.activation_memory.ATTENTION_SAVED`),
-the fused kernels a logsumexp per query and head.
+``sdpa-math`` keep their bytes per score by compute dtype
+(:data:`flopsweep.activation_memory.ATTENTION_SAVED`), the fused kernels a logsumexp per query and head.
 
 ``impl=gather`` (:func:`flopsweep.blocksparse_kernels.gather_attention`, read with torch 2.13's autograd,
 and checked tensor by tensor against what autograd saves in ``tests/unit/test_kernel_memory.py``) gathers,

@@ -120,6 +120,7 @@ from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers a
     in_flight_microbatches,
     kernel_memory,
     loss_kept_bytes,
+    saved_score_bytes,
     scores_kernel,
 )
 from flopsweep.backend_specs import BACKEND_SPECS

@@ -12,11 +12,13 @@ import pytest
 import torch
 
 from flopsweep.activation_memory import (
+    ATTENTION_SAVED,
     LOGSUMEXP_BYTES,
     RECOMPUTED_SCORE_BYTES,
     attention_plan_bytes,
     bytes_per_token,
     kernel_memory,
+    saved_score_bytes,
 )
 from flopsweep.attention_kernels import build_attention_fn
 from flopsweep.config import AttentionConfig, CheckpointingConfig, PrecisionConfig, RunConfig
@@ -99,6 +101,33 @@ def test_the_term_is_what_autograd_saves(layout: str, seq_len: int, kv_heads: in
     inputs = {t.untyped_storage().data_ptr() for t in (q, k, v)}
     assert sum(n for ptr, n in saved.items() if ptr not in plan) == gather_memory(cfg, shape).saved
     assert not inputs & saved.keys()
+
+
+@pytest.mark.parametrize("compute", [2, 4], ids=["bf16-autocast", "fp32"])
+def test_the_standard_kernels_bytes_per_score_are_what_autograd_saves(compute: int) -> None:
+    """``standard`` (``softmax(s.float()).to(q.dtype) @ v``) on the CPU keeps, besides its inputs and
+    the ``T x T`` causal mask, the fp32 softmax output and, in bf16, its cast (6 bytes a score); in
+    fp32 the cast is the softmax output itself (4), which the estimate counts (:data:`ATTENTION_SAVED`,
+    ``saved_score_bytes``), not the bf16 chain's 6."""
+    B, T, nh, hs = 2, 64, 4, 16
+    dtype = torch.bfloat16 if compute == 2 else torch.float32
+    q, k, v = (torch.randn(B, nh, T, hs, dtype=dtype, requires_grad=True) for _ in range(3))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=compute == 2):
+        saved = _saved_storages(build_attention_fn(AttentionConfig(name="standard")), q, k, v)
+    inputs = {t.untyped_storage().data_ptr() for t in (q, k, v)}
+    kept = sum(n for ptr, n in saved.items() if ptr not in inputs) - T * T  # less the bool mask
+    cfg = _run(AttentionConfig(name="standard"), precision="fp32" if compute == 4 else "bf16")
+    assert (
+        kept
+        == saved_score_bytes(cfg) * B * nh * T * T
+        == ATTENTION_SAVED["standard"][compute] * B * nh * T * T
+    )
+    assert saved_score_bytes(cfg) == {2: 6, 4: 4}[compute]
+    assert (
+        bytes_per_token(cfg)[1]
+        - bytes_per_token(_run(AttentionConfig(name="sdpa"), precision=cfg.precision.name))[1]
+        == (saved_score_bytes(cfg) * 2048 - LOGSUMEXP_BYTES) * 16
+    )  # gpt-1.3b: 16 heads, 2048 tokens
 
 
 def _run(attention: AttentionConfig, *, device: str = "cuda", ac: str = "none", precision: str = "bf16"):
