@@ -22,6 +22,7 @@ Its label (:attr:`Cluster.label`) is the canonical spelling, network included: `
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flopsweep.config import MAX_BY_KEY, PLAN_FORMATS, ConfigError, require_choice
@@ -187,7 +188,9 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
     if gpu.lower() == "here":
         name, count = here or this_machine()
         if count < 1:
-            raise ConfigError("plan_clusters", text, "this machine has no GPU", "name the GPU: e.g. H100:1x8")
+            raise ConfigError(
+                "plan_clusters", text, "this machine has no GPU", f"name the GPU: e.g. {HINT_GPU}:1x8"
+            )
         gpu, per_node = name.removeprefix("NVIDIA ").removeprefix("AMD "), count
         nnodes = int(size.split("x")[0]) if size else 1
         if size and "x" in size:
@@ -267,8 +270,21 @@ def this_machine() -> tuple[str, int]:
     return torch.cuda.get_device_name(0), torch.cuda.device_count()
 
 
-HINT_GPU = "H100"
-"""The GPU a hint's clusters name when neither ``plan_gpu`` nor this machine names one."""
+HINT_GPU = min(PEAK_TABLE[0].aliases, key=len).upper()
+"""The GPU a hint's clusters, and a CPU machine's messages, name when neither ``plan_gpu``,
+``plan_clusters`` nor this machine names one: the peak table's first row by its shortest alias
+(``H100``, the H100 SXM)."""
+
+
+def example_gpu(plan_clusters: Sequence[str] | None = None) -> str:
+    """The GPU a message's ``plan_gpu=NAME`` example names, spelled as ``plan_gpu=`` takes it: the
+    first of ``plan_clusters`` that names a GPU of the peak table (``H200:8x8``: ``H200``; not
+    ``here``; :func:`hint_gpu`), else :data:`HINT_GPU`."""
+    for text in plan_clusters or ():
+        gpu = str(text).split(":")[0].strip()
+        if gpu.lower() != "here" and (name := hint_gpu(gpu, default=None)):
+            return name
+    return HINT_GPU
 
 
 def hint_gpu(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep.backend_specs import backend_spec
+from flopsweep.clusters import HINT_GPU
 from flopsweep.workload import Compute, PredictionError, Workload
 
 UNCALIBRATED_GEMM_FRACTION = 0.6
@@ -20,7 +21,7 @@ eager 484/670, Llama 3.1 8B compiled with full checkpointing 0.55 in hardware FL
 round figure below them, stated in every uncalibrated ``source``."""
 
 DATASHEET_GEMM_FRACTION = 0.45
-"""Without a calibration record or a measured GEMM rate (``plan=true plan_gpu=H100`` on a laptop),
+"""Without a calibration record or a measured GEMM rate (``plan=true plan_gpu=NAME`` on a laptop),
 compute runs at this fraction of the datasheet dense peak (:mod:`flopsweep.peaks`). Our committed
 H200 runs reach 0.43-0.52 of the 989.4 TFLOP/s peak in hardware FLOPs (HFU: Llama 3.1 8B compiled
 with full checkpointing 0.51, eager 0.43; gpt-1.3b FSDP eager 0.52): 0.45 is a round figure near
@@ -124,7 +125,14 @@ def compute_from_calibration(
     )
 
 
-def compute_uncalibrated(target: Workload, *, gemm_tflops: float | None, what: str = "measured") -> Compute:
+def compute_uncalibrated(
+    target: Workload,
+    *,
+    gemm_tflops: float | None,
+    what: str = "measured",
+    calibration: str | None = None,
+    gpu: str = HINT_GPU,
+) -> Compute:
     """The target's per-rank compute without a calibration: the FLOPs it executes per rank
     (:attr:`Workload.executed_flops`: the hardware FLOPs, the attention square halved for kernels
     that skip the masked tiles) at
@@ -132,18 +140,25 @@ def compute_uncalibrated(target: Workload, *, gemm_tflops: float | None, what: s
     :data:`DATASHEET_GEMM_FRACTION` of it when ``what`` names a datasheet peak (``H100 SXM
     datasheet``).
 
+    Args:
+        calibration: ``predict.calibration`` as given (None: unset), which the error names.
+        gpu: the GPU the error's ``plan_gpu=NAME`` example names (:func:`flopsweep.clusters.example_gpu`:
+            the one ``plan_clusters`` names, else the peak table's first).
+
     Raises:
-        PredictionError: no GEMM rate (a CPU plan has neither a probe nor a datasheet peak).
+        PredictionError: no GEMM rate (a CPU plan has neither a probe nor a datasheet peak), in one
+            line ``<key>=<value>: <why>. Fix: <what>``.
     """
     if not gemm_tflops or gemm_tflops <= 0:
+        fix = "give predict.calibration=PATH (a one-GPU record of the same set-up)"
         if what != "measured":  # plan_gpu named a device whose datasheet has no peak for this precision
             raise PredictionError(
-                f"uncalibrated and the {' '.join(what.split())} gives no peak for this precision: give "
-                "predict.calibration=PATH (a one-GPU record of the same set-up)"
+                f"precision={target.precision}: uncalibrated, and the {' '.join(what.split())} gives no "
+                f"peak for it. Fix: {fix}"
             )
         raise PredictionError(
-            "uncalibrated and no GEMM rate known: give predict.calibration=PATH (a one-GPU record of "
-            "the same set-up), or plan_gpu=NAME (e.g. H100) for its datasheet peak"
+            f"predict.calibration={calibration or 'null'}: uncalibrated, and no GEMM rate is known (no GPU "
+            f"probe, no datasheet). Fix: {fix}, or plan_gpu=NAME for its datasheet peak (e.g. plan_gpu={gpu})"
         )
     share = UNCALIBRATED_GEMM_FRACTION if what == "measured" else DATASHEET_GEMM_FRACTION
     rate = share * gemm_tflops * 1e12

@@ -18,6 +18,7 @@ from flopsweep import expert_parallel, flops, nearest, shipped
 from flopsweep import predict as pr
 from flopsweep.calibration_files import calibration_records
 from flopsweep.checkpointing import recompute_mode
+from flopsweep.clusters import example_gpu
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.layout import Layout
 from flopsweep.models import family
@@ -337,8 +338,9 @@ def _prediction(
         )
     if not picked and not probed and recompute_mode(cfg) == "unknown":
         why = (
-            f"no prediction: {cfg.activation_checkpointing.name}: the compiler decides the recompute; "
-            "give predict.calibration a record of the same policy and budget"
+            f"no prediction: activation_checkpointing={cfg.activation_checkpointing.name}: the compiler "
+            "decides the recompute, which no FLOP count knows. Fix: give predict.calibration=PATH (a "
+            "record of the same policy and budget)"
         )
         return {"iteration_time_s": None, "tokens_per_s": None, "source": why}
     missed = ""
@@ -377,7 +379,13 @@ def _prediction(
             compute = pr.compute_uncalibrated(target, gemm_tflops=gemm_tflops)
         else:
             what = f"{' '.join(device_name.split())} datasheet" if device_name else "measured"
-            compute = pr.compute_uncalibrated(target, gemm_tflops=peak, what=what)
+            compute = pr.compute_uncalibrated(
+                target,
+                gemm_tflops=peak,
+                what=what,
+                calibration=cfg.predict.calibration,
+                gpu=example_gpu(cfg.plan_clusters),
+            )
         if not probed and not picked and near is None and records:
             compute = dataclasses.replace(compute, source=f"{compute.source}; {far}")
         overlap = (

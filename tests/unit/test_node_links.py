@@ -200,3 +200,31 @@ def test_comm_seconds_names_the_key_of_its_side() -> None:
     across = Transfer(what="w", collective="all_reduce", bytes=1e6, count=1, group=16, across_nodes=True)
     with pytest.raises(PredictionError, match=r"across nodes\)\. Fix: set predict\.inter_node_gbps=GBPS"):
         comm_time.comm_seconds([across], Link(intra={"all_reduce": 100.0}, inter={"all_reduce": 0.0}))
+
+
+def test_a_cpu_machines_plan_gpu_example_is_the_gpu_plan_clusters_names(hydra_compose) -> None:
+    """A CPU plan that cannot predict names ``plan_gpu=NAME`` with an example: the first GPU that
+    ``plan_clusters`` names (``here`` names none), else the peak table's first row (the H100 SXM)."""
+    import dataclasses
+
+    from flopsweep import forecast
+    from flopsweep.clusters import HINT_GPU, example_gpu
+    from flopsweep.layout import Layout
+    from flopsweep.peaks import PEAK_TABLE, lookup
+
+    assert lookup(HINT_GPU) is PEAK_TABLE[0] and HINT_GPU == "H100"
+    assert example_gpu([]) == example_gpu(["here"]) == example_gpu(["NOPE:1x8"]) == HINT_GPU
+    assert example_gpu(["here", "H200:2x8", "MI300X:1x8"]) == "H200"
+    assert example_gpu(["A100-80GB:1x8:ib400"]) == "A100-80GB"
+    cfg = hydra_compose(["model=gpt-tiny", "device=cpu", "backend=ddp", "nproc_per_node=2"])
+    layout = Layout.resolve(cfg.parallel, 2)
+    for clusters, gpu in (([], "H100"), (["here", "H200:2x8"], "H200")):
+        made = forecast.prediction(
+            dataclasses.replace(cfg, plan_clusters=clusters), layout, [], gpus_per_node=2, device_name=None
+        )
+        assert made["iteration_time_s"] is None
+        assert made["source"] == (
+            "no prediction: predict.calibration=null: uncalibrated, and no GEMM rate is known (no GPU probe, "
+            "no datasheet). Fix: give predict.calibration=PATH (a one-GPU record of the same set-up), or "
+            f"plan_gpu=NAME for its datasheet peak (e.g. plan_gpu={gpu})"
+        ), made["source"]

@@ -170,12 +170,23 @@ def test_without_a_calibration_the_datasheet_and_nvlink_are_stated() -> None:
     assert pr.assumed_link("NVIDIA RTX A1000") is None and pr.assumed_link(None) is None  # not in the table
     with pytest.raises(pr.PredictionError, match=r"across nodes\)\. Fix: set predict\.inter_node_gbps=GBPS"):
         pr.predict(workload(), unc, link, gpus_per_node=4)
-    with pytest.raises(pr.PredictionError, match="plan_gpu="):
+    with pytest.raises(pr.PredictionError) as cpu:  # the house form: key=value: why. Fix: what
         pr.compute_uncalibrated(workload(), gemm_tflops=None)
+    assert str(cpu.value) == (
+        "predict.calibration=null: uncalibrated, and no GEMM rate is known (no GPU probe, no datasheet). "
+        "Fix: give predict.calibration=PATH (a one-GPU record of the same set-up), or plan_gpu=NAME for its "
+        "datasheet peak (e.g. plan_gpu=H100)"
+    )
+    with pytest.raises(
+        pr.PredictionError, match=r"^predict\.calibration=a\.json: .*\(e\.g\. plan_gpu=H200\)$"
+    ):
+        pr.compute_uncalibrated(workload(), gemm_tflops=None, calibration="a.json", gpu="H200")
     with pytest.raises(pr.PredictionError) as named:  # plan_gpu given: do not ask for it again
         pr.compute_uncalibrated(workload(), gemm_tflops=None, what="V100  SXM2 datasheet")
-    assert "the V100 SXM2 datasheet gives no peak for this precision" in str(named.value)
-    assert "plan_gpu=" not in str(named.value)
+    assert str(named.value) == (
+        "precision=bf16: uncalibrated, and the V100 SXM2 datasheet gives no peak for it. Fix: give "
+        "predict.calibration=PATH (a one-GPU record of the same set-up)"
+    )
 
 
 def test_no_bandwidth_is_an_error_that_names_the_fix() -> None:
@@ -294,7 +305,9 @@ def test_predict_record_from_its_one_rank_calibration() -> None:
     assert out["iteration_time_s"] == pytest.approx(1.0 + max(comm * 0.2, comm - 1.0))
     assert out["bandwidth_source"] == "the run's probe"
     alone = predict_record("two", two, [("two", two)])
-    assert alone["iteration_time_s"] is None and alone["source"].startswith("no prediction: uncalibrated")
+    assert alone["iteration_time_s"] is None and alone["source"].startswith(
+        "no prediction: predict.calibration=null: uncalibrated"
+    )
 
 
 def _write(path: Path, record: dict) -> None:
@@ -543,8 +556,8 @@ def test_every_n_predicts_its_share_of_the_recompute_and_memory_budget_says_why_
     budget = forecast.prediction(cfgs["budget"], layout, [], gpus_per_node=8, device_name="H100")
     assert budget["iteration_time_s"] is None
     assert budget["source"] == (
-        "no prediction: memory_budget: the compiler decides the recompute; "
-        "give predict.calibration a record of the same policy and budget"
+        "no prediction: activation_checkpointing=memory_budget: the compiler decides the recompute, which "
+        "no FLOP count knows. Fix: give predict.calibration=PATH (a record of the same policy and budget)"
     )
     record = {
         "status": "ok",
