@@ -41,6 +41,7 @@ from flopsweep.override_grammar import (
     config_name_problem,
     sweep_size_problem,
     sweep_without_m_problem,
+    sweeper_without_m_problem,
     syntax_problem,
 )
 from flopsweep.overrides import (
@@ -358,6 +359,7 @@ def refusal(overrides: list[str]) -> str | None:
         or objective_problem(overrides)
         or repeats_problem(overrides)
         or plan_conflict_problem(overrides)
+        or sweeper_without_m_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)
