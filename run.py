@@ -359,12 +359,12 @@ def refusal(overrides: list[str]) -> str | None:
         or objective_problem(overrides)
         or repeats_problem(overrides)
         or plan_conflict_problem(overrides)
-        or sweeper_without_m_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)
         or group_choice_problem(overrides)
         or sweeper_extra_problem(overrides)
+        or sweeper_without_m_problem(overrides)  # after the choice's own checks: "add -m" must pass them
         or preset_option_keys(overrides)
         or foreign_option_keys(overrides)
         or plan_problem(overrides)

@@ -180,7 +180,8 @@ def parse_network(text: str, key: str = "plan_clusters", entry: str | None = Non
     match = _BANDWIDTH.fullmatch(name)
     if not match:
         raise ConfigError(key, given, f"names no network ({', '.join(NETWORKS)}, NNNGBps or NNNGbps)", _fix())
-    number, unit = match.group("n"), match.group("unit").replace("/s", "ps")  # GB/s: GBps
+    number, written = match.group("n"), match.group("unit")
+    unit = written.replace("/s", "ps")  # GB/s: GBps
     try:
         value = float(number)
     except ValueError:
@@ -190,7 +191,7 @@ def parse_network(text: str, key: str = "plan_clusters", entry: str | None = Non
         raise ConfigError(
             key,
             given,
-            f"{number}{unit} says neither gigabytes nor gigabits per second",
+            f"{number}{written} says neither gigabytes nor gigabits per second",
             f"write {n}GBps for {n} GB/s (gigabytes) of bus bandwidth per GPU, or {n}Gbps for {n} Gb/s "
             f"(gigabits: {value / 8 if math.isfinite(value) else 0:g} GB/s); a 100 Gb Ethernet port per node "
             "of 8 GPUs is eth100",
@@ -201,7 +202,7 @@ def parse_network(text: str, key: str = "plan_clusters", entry: str | None = Non
         raise ConfigError(
             key,
             given,
-            f"{number}{unit} is {gbps:g} GB/s per GPU, outside (0, {most:g}] GB/s "
+            f"{number}{written} is {gbps:g} GB/s per GPU, outside (0, {most:g}] GB/s "
             "(predict.inter_node_gbps's bound)"
             if math.isfinite(gbps)
             else f"{number} is not a number",
