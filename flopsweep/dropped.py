@@ -2,7 +2,8 @@
 (:func:`nothing_line`): how many set-ups were dropped, the commonest cause among them and its fix.
 Torch-free.
 
-A dropped set-up's reason counts in its cause (:func:`cause`): every ``over memory`` reason is one
+Where some set-ups pass the rules (:func:`refusal`), the cause is the commonest among those alone: a
+rule's fix would lead to set-ups of the kind that failed anyway. A dropped set-up's reason counts in its cause (:func:`cause`): every ``over memory`` reason is one
 cause (each has its own figures), every ``no bus bandwidth ... (in a node)`` one (whatever the
 collective), likewise ``(across nodes)``; any other reason is a cause of its own. Each cause names its
 fix: the reason's own ``Fix:`` (a rule's refusal, a layout no set-up on the ranks, a collective with
