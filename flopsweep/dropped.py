@@ -3,12 +3,13 @@
 Torch-free.
 
 Where some set-ups pass the rules (:func:`refusal`), the cause is the commonest among those alone: a
-rule's fix would lead to set-ups of the kind that failed anyway. A dropped set-up's reason counts in its cause (:func:`cause`): every ``over memory`` reason is one
-cause (each has its own figures), every ``no bus bandwidth ... (in a node)`` one (whatever the
-collective), likewise ``(across nodes)``; any other reason is a cause of its own. Each cause names its
-fix: the reason's own ``Fix:`` (a rule's refusal, a layout no set-up on the ranks, a collective with
-no bandwidth); else :data:`CAUSE_FIXES` (over memory: what takes less memory per rank); else, for a
-``no prediction`` reason, :data:`NO_PREDICTION_FIX`; else the caller's.
+rule's fix would lead to set-ups of the kind that failed anyway. A dropped set-up's reason counts in its
+cause (:func:`cause`): every ``over memory`` reason is one cause (each has its own figures), every ``no
+bus bandwidth ... (in a node)`` one (whatever the collective), likewise ``(across nodes)``; any other
+reason is a cause of its own. Each cause names its fix: the reason's own ``Fix:`` (a rule's refusal, a
+layout no set-up on the ranks, a collective with no bandwidth); else :data:`CAUSE_FIXES` (over memory:
+what takes less memory per rank); else, for a ``no prediction`` reason, :data:`NO_PREDICTION_FIX`; else
+the caller's.
 """
 
 from __future__ import annotations
