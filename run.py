@@ -41,6 +41,7 @@ from flopsweep.override_grammar import (
     config_name_problem,
     sweep_size_problem,
     sweep_without_m_problem,
+    sweeper_without_m_problem,
     syntax_problem,
 )
 from flopsweep.overrides import (
@@ -363,6 +364,7 @@ def refusal(overrides: list[str]) -> str | None:
         or interpolation_problem(overrides)
         or group_choice_problem(overrides)
         or sweeper_extra_problem(overrides)
+        or sweeper_without_m_problem(overrides)  # after the choice's own checks: "add -m" must pass them
         or preset_option_keys(overrides)
         or foreign_option_keys(overrides)
         or plan_problem(overrides)

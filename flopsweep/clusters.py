@@ -12,15 +12,19 @@ Grammar (case-insensitive; spaces are not allowed):
   and one node: ``here`` alone, or ``here:NxG`` for more nodes like it).
 - ``NODESxGPUS_PER_NODE``: ``8x8`` is 8 nodes of 8 GPUs (64 GPUs); or ``N`` alone, N GPUs in nodes
   of :data:`GPUS_PER_NODE` (``H100:64`` = ``H100:8x8``; ``H100:4`` = ``H100:1x4``).
-- ``NETWORK`` (optional): a name of :data:`NETWORKS` (``ib400``: one 400 Gb/s NIC per GPU), or
-  ``NNNgbps`` (a bus bandwidth across nodes in GB/s per GPU, nccl-tests' busbw: ``40gbps``). Without
-  it the GPU's default (:func:`default_network`, named in the output as a default).
+- ``NETWORK`` (optional): a name of :data:`NETWORKS` (``ib400``: one 400 Gb/s NIC per GPU), or a bus
+  bandwidth across nodes per GPU (nccl-tests' busbw) with its unit spelled out, case and all:
+  ``NNNGBps`` in gigabytes per second (``40GBps``), ``NNNGbps`` in gigabits (``320Gbps`` = 40 GB/s).
+  Any other spelling of the unit (``40gbps``, ``40GBPS``) says neither and is refused, naming both
+  (a 100 Gb Ethernet read as 100 GB/s was ~80x too fast). Without it the GPU's default
+  (:func:`default_network`, named in the output as a default).
 
 Its label (:attr:`Cluster.label`) is the canonical spelling, network included: ``H100:8x8:ib400``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -149,24 +153,66 @@ def _fix() -> str:
     gpus = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE[:9])
     return (
         "name it GPU:NODESxGPUS_PER_NODE[:NETWORK], e.g. H100:8x8 or H200:1x8:ib400 (GPUs: "
-        f"{gpus}, ...; networks: {', '.join(NETWORKS)} or NNNgbps)"
+        f"{gpus}, ...; networks: {', '.join(NETWORKS)}, NNNGBps (gigabytes/s) or NNNGbps (gigabits/s))"
     )
 
 
-def parse_network(text: str, key: str = "plan_clusters") -> Network:
-    """A network name of :data:`NETWORKS`, or ``NNNgbps`` (GB/s per GPU across nodes).
+UNITS = {"GBps": 1.0, "Gbps": 1 / 8}
+"""The units a bus bandwidth in a cluster name takes, spelled exactly so, and their GB/s each:
+``GBps`` gigabytes per second, ``Gbps`` gigabits per second."""
+_BANDWIDTH = re.compile(r"(?P<n>[+-]?[\d.]+(?:e[+-]?\d+)?)(?P<unit>gb(?:ps|/s))", re.I)
+"""What a bus bandwidth looks like in any case, so that a spelling of no unit is named as one."""
+
+
+def parse_network(text: str, key: str = "plan_clusters", entry: str | None = None) -> Network:
+    """A network name of :data:`NETWORKS` (any case), or a bus bandwidth across nodes per GPU with an
+    unmistakable unit (:data:`UNITS`): ``40GBps`` (gigabytes/s), ``320Gbps`` (gigabits/s); both are
+    ``inter_node_gbps=40`` (GB/s, what ``predict.inter_node_gbps`` takes).
 
     Raises:
-        ConfigError: neither.
+        ConfigError: one line naming ``key`` and ``entry`` (the cluster name ``text`` is part of;
+            default ``text``): no network; a unit that says neither bits
+            nor bytes (``100gbps``), naming both spellings; a bandwidth not above 0 or beyond
+            ``predict.inter_node_gbps``'s bound (:data:`flopsweep.config.MAX_BY_KEY`).
     """
-    name = text.strip().lower()
-    if name in NETWORKS:
-        return NETWORKS[name]
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)gbps", name)
-    if match and float(match.group(1)) > 0:
-        gbps = float(match.group(1))
-        return Network(name=f"{gbps:g}gbps", inter_node_gbps=gbps, source=f"{gbps:g} GB/s per GPU, as named")
-    raise ConfigError(key, text, f"names no network ({', '.join(NETWORKS)} or NNNgbps)", _fix())
+    name, given = text.strip(), text if entry is None else entry
+    if name.lower() in NETWORKS:
+        return NETWORKS[name.lower()]
+    match = _BANDWIDTH.fullmatch(name)
+    if not match:
+        raise ConfigError(key, given, f"names no network ({', '.join(NETWORKS)}, NNNGBps or NNNGbps)", _fix())
+    number, written = match.group("n"), match.group("unit")
+    unit = written.replace("/s", "ps")  # GB/s: GBps
+    try:
+        value = float(number)
+    except ValueError:
+        value = math.nan
+    if unit not in UNITS:
+        n = number.lstrip("+")
+        raise ConfigError(
+            key,
+            given,
+            f"{number}{written} says neither gigabytes nor gigabits per second",
+            f"write {n}GBps for {n} GB/s (gigabytes) of bus bandwidth per GPU, or {n}Gbps for {n} Gb/s "
+            f"(gigabits: {value / 8 if math.isfinite(value) else 0:g} GB/s); a 100 Gb Ethernet port per node "
+            "of 8 GPUs is eth100",
+        )
+    gbps = value * UNITS[unit]
+    most = MAX_BY_KEY["predict.inter_node_gbps"]
+    if not (math.isfinite(gbps) and 0 < gbps <= most):
+        raise ConfigError(
+            key,
+            given,
+            f"{number}{written} is {gbps:g} GB/s per GPU, outside (0, {most:g}] GB/s "
+            "(predict.inter_node_gbps's bound)"
+            if math.isfinite(gbps)
+            else f"{number} is not a number",
+            f"name a bus bandwidth in it, e.g. 40GBps or 400Gbps, or a named network ({', '.join(NETWORKS)})",
+        )
+    what = "gigabytes" if unit == "GBps" else "gigabits"
+    return Network(
+        name=f"{value:g}{unit}", inter_node_gbps=gbps, source=f"as named: {value:g} {unit[:2]}/s ({what})"
+    )
 
 
 def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
@@ -219,7 +265,7 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
             f"name a cluster within them, e.g. {gpu}:{min(nnodes, int(MAX_BY_KEY['nnodes']))}x"
             f"{min(per_node, GPUS_PER_NODE)}",
         )
-    network = parse_network(net) if net else default_network(row)
+    network = parse_network(net, entry=text) if net else default_network(row)
     return Cluster(
         gpu=gpu.replace(" ", "-"),
         row=row,
@@ -340,7 +386,7 @@ def local_gpu_name() -> str | None:
 def cluster_from_keys(cfg) -> Cluster | None:
     """The cluster the older keys name: ``plan_gpu`` on ``predict.nnodes`` x ``predict.gpus_per_node``,
     each defaulting to ``nnodes`` x ``nproc_per_node`` (``auto``: 1 GPU), the network from
-    ``predict.inter_node_gbps`` when set (``NNNgbps``), else the GPU's default. None without
+    ``predict.inter_node_gbps`` when set (``NNNGBps``), else the GPU's default. None without
     ``plan_gpu``. ``plan_gpu=H100 nnodes=8 nproc_per_node=8`` and ``plan_gpu=H100 predict.nnodes=8
     predict.gpus_per_node=8`` name the cluster ``H100:8x8`` names.
 
@@ -352,7 +398,7 @@ def cluster_from_keys(cfg) -> Cluster | None:
     text = str(cfg.nproc_per_node)
     per_node = cfg.predict.gpus_per_node or (int(text) if text.isdigit() else 1)
     nodes = cfg.predict.nnodes or cfg.nnodes
-    net = f":{cfg.predict.inter_node_gbps:g}gbps" if cfg.predict.inter_node_gbps else ""
+    net = f":{cfg.predict.inter_node_gbps:g}GBps" if cfg.predict.inter_node_gbps else ""
     try:
         return parse_cluster(f"{cfg.plan_gpu}:{nodes}x{per_node}{net}".replace(" ", "-"))
     except ConfigError as exc:
@@ -362,7 +408,8 @@ def cluster_from_keys(cfg) -> Cluster | None:
 def command_line_problem(overrides: list[str]) -> str | None:
     """The one line ``run.py`` refuses a plan's keys with before Hydra starts (whose own messages
     are several lines), or None: ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number,
-    ``plan_clusters`` given as one name instead of a list, a ``plan_format`` that is none of
+    ``plan_clusters`` given as one name instead of a list or as an empty list (``[]`` planned the
+    one job instead, silently), a ``plan_format`` that is none of
     :data:`flopsweep.config.PLAN_FORMATS` (each value of a sweep)."""
     for override in overrides:
         key, eq, value = override.lstrip("+~").partition("=")
@@ -387,6 +434,15 @@ def command_line_problem(overrides: list[str]) -> str | None:
                     return str(
                         ConfigError(key, value, "is not a number", f"set e.g. {key}={example}, or {key}=null")
                     )
+        if key == "plan_clusters" and value.replace(" ", "").strip("'\"") == "[]":
+            return str(
+                ConfigError(
+                    key,
+                    value,
+                    "names no cluster (an empty list would plan the one job instead)",
+                    "name one, e.g. plan_clusters=[H100:8x8], or drop plan_clusters for the one-row plan",
+                )
+            )
         if (
             key == "plan_clusters"
             and value.strip().lower() != "null"  # overrides.type_problem's

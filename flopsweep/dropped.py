@@ -2,12 +2,14 @@
 (:func:`nothing_line`): how many set-ups were dropped, the commonest cause among them and its fix.
 Torch-free.
 
-A dropped set-up's reason counts in its cause (:func:`cause`): every ``over memory`` reason is one
-cause (each has its own figures), every ``no bus bandwidth ... (in a node)`` one (whatever the
-collective), likewise ``(across nodes)``; any other reason is a cause of its own. Each cause names its
-fix: the reason's own ``Fix:`` (a rule's refusal, a layout no set-up on the ranks, a collective with
-no bandwidth); else :data:`CAUSE_FIXES` (over memory: what takes less memory per rank); else, for a
-``no prediction`` reason, :data:`NO_PREDICTION_FIX`; else the caller's.
+Where some set-ups pass the rules (:func:`refusal`), the cause is the commonest among those alone: a
+rule's fix would lead to set-ups of the kind that failed anyway. A dropped set-up's reason counts in its
+cause (:func:`cause`): every ``over memory`` reason is one cause (each has its own figures), every ``no
+bus bandwidth ... (in a node)`` one (whatever the collective), likewise ``(across nodes)``; any other
+reason is a cause of its own. Each cause names its fix: the reason's own ``Fix:`` (a rule's refusal, a
+layout no set-up on the ranks, a collective with no bandwidth); else :data:`CAUSE_FIXES` (over memory:
+what takes less memory per rank); else, for a ``no prediction`` reason, :data:`NO_PREDICTION_FIX`; else
+the caller's.
 """
 
 from __future__ import annotations
@@ -80,12 +82,26 @@ def nothing_line(
         fixes: the caller's fix per cause, in place of :data:`CAUSE_FIXES`' (``plan=true`` adds
             ``plan_clusters`` to over memory's).
 
-    The commonest cause (:func:`cause`) is said by one of its reasons: over memory by the least
-    estimate, another cause by its commonest text. The fix: the reason's own ``Fix:``, with the
+    Where some set-ups pass the rules (:func:`refusal`), the cause is the commonest among them alone:
+    a rule's fix leads to set-ups of the kind that failed anyway (``single`` refused on 2 GPUs, its
+    fix "pick backend=ddp", beside ``ddp`` set-ups all over memory). The commonest cause
+    (:func:`cause`) is said by one of its reasons: over memory by the least estimate, another cause
+    by its commonest text. The fix: the reason's own ``Fix:``, with the
     ``space.*`` list behind a refused key (:data:`SPACE_KEY_OF`); else the cause's.
     """
     if not reasons:
         return f"{who}: no set-up to rank (the space gives none). Fix: {fix}"
+    n = len(reasons)
+    accepted = [r for r in reasons if not refusal(r)]
+    if accepted and len(accepted) < n:  # a rule's fix would lead to set-ups that failed on their own
+        told = nothing_line(accepted, who=who, headline=headline, fix=fix, fixes=fixes)
+        m = len(accepted)
+        return told.replace(
+            f"all {m} dropped; the commonest reason (",
+            f"all {n} dropped, {n - m} refused by the rules; among the {m} they accept, "
+            "the commonest reason (",
+            1,
+        )
     causes = [cause(r) for r in reasons]
     key, count = Counter(causes).most_common(1)[0]
     said = [r.rstrip(". ") for r, c in zip(reasons, causes, strict=True) if c == key]
@@ -111,8 +127,13 @@ def nothing_line(
         space_key and tail == ""
     ):  # the rule's fix names a key the set-ups set, which space.* refuses beside it
         tail = f" (with space.*, {refused.group(1)} comes from {space_key}: change that list instead)"
-    n = len(reasons)
     return f"{who}: {headline}: all {n} dropped; the commonest reason ({count} of {n}): {reason}{tail}"
+
+
+def refusal(reason: str) -> bool:
+    """A reason the rules or the placing gave (``refused: ...``, ``space.layouts: ...``), not the
+    set-up's own figures (``over memory``, ``no prediction``)."""
+    return reason.startswith(("refused", "space.layouts:"))
 
 
 def _estimate_gib(reason: str) -> float:

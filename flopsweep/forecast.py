@@ -346,7 +346,12 @@ def _prediction(
     missed = ""
     if named and not picked:  # the shipped records are not the user's to be told of
         why = unmatched(cfg, layout.world_size, named)
-        missed = f"predict.calibration={cfg.predict.calibration} matches nothing: {why}"
+        given = (  # else the tuner's own records (it said "predict.calibration=None matches nothing")
+            f"predict.calibration={cfg.predict.calibration} matches"
+            if cfg.predict.calibration
+            else f"the {len(named)} measured record(s) match"
+        )
+        missed = f"{given} nothing: {why}"
     near, far, neighbour = None, "", None
     if not probed and not picked and records:  # the nearest measured set-up, ahead of the FLOPs estimate
         near, far, neighbour = _nearest(cfg, target, records, device_name)
@@ -356,7 +361,7 @@ def _prediction(
             device_name = (neighbour.record.get("system") or {}).get("device_name")
     if missed:
         how = "predicted from the nearest set-up" if near is not None else "predicted uncalibrated"
-        log.warning("%s; %s", printable(missed), how)
+        warn_once(missed.split(" nothing: ")[0], f"{printable(missed)}; {how}")
     device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name
     matmul = "bf16" if cfg.precision.name.startswith("fp8") else cfg.precision.name  # as metrics._peaks
     peak = flops.peak_tflops(device_name, matmul)[0] if device_name else None
@@ -417,6 +422,22 @@ def _prediction(
     if missed:
         made["source"] += f"; {missed}"
     return made
+
+
+_WARNED: set[str] = set()
+"""The heads :func:`warn_once` has said in this process."""
+
+
+def warn_once(head: str, line: str) -> None:
+    """Log ``line`` as a warning the first time this process meets ``head`` (``predict.calibration=PATH``):
+    a plan or a tuner predicts many set-ups from one set of records, and said the same line for each
+    (``predict.calibration=None matches nothing`` three times in one tuning); every prediction's
+    ``source`` still says why for its own set-up. Later ones go to the debug log."""
+    if head in _WARNED:
+        log.debug("%s", line)
+        return
+    _WARNED.add(head)
+    log.warning("%s", line)
 
 
 SHIPPED_WORDS = " (shipped records)"

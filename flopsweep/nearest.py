@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -426,9 +427,7 @@ def _compute(
         )
     if target.gpu is not None and first.gpu != target.gpu and done[0].host_ns is None:
         scale = _peak(target.gpu, target.precision) / _peak(first.gpu, target.precision)
-        words.append(
-            f"measured on {first.gpu}, scaled by the datasheet {target.precision} peak ratio {scale:.3g}"
-        )
+        words.append(f"measured on {first.gpu}, {SCALED} {target.precision} peak ratio {scale:.3g}")
     elif target.gpu is None and first.gpu is not None:
         words.append(f"no GPU named: at the speed of {first.gpu}")
     own = rates.get(target.backend[2])
@@ -442,6 +441,20 @@ def _compute(
         source="; ".join(words) + f"; rule: {RULE_SHORT}",
         kind="nearest",
     )
+
+
+SCALED = "scaled by the datasheet"
+"""What a nearest compute's source says after ``measured on GPU, `` where the set-up was measured on
+another GPU kind and carried over by the datasheet peak ratio (:func:`scaled_from` reads it)."""
+_SCALED_FROM = re.compile(rf"measured on (?P<gpu>[^;,]+), {SCALED} ")
+
+
+def scaled_from(source: str) -> str | None:
+    """The GPU kind a nearest compute's ``source`` was measured on where it is not the target's (its
+    step scaled by the datasheet peak ratio, :func:`_compute`); None where it was the same kind. A
+    prediction carried across GPU kinds has an error no record has measured (docs/plan.md)."""
+    match = _SCALED_FROM.search(source or "")
+    return match.group("gpu") if match else None
 
 
 def pool_of(records: Iterable[tuple[str, dict[str, Any]]]) -> list[Measured]:

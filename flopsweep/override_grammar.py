@@ -132,6 +132,32 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
     return None
 
 
+DEFAULT_SWEEPER = "basic_batched"
+"""``conf/config.yaml``'s ``hydra/sweeper`` choice: Hydra's basic sweeper, flopsweep's batch size."""
+
+
+def sweeper_without_m_problem(argv: list[str]) -> str | None:
+    """One line for a ``hydra/sweeper=`` choice other than :data:`DEFAULT_SWEEPER` on a command line
+    without ``-m``/``--multirun``, else None: Hydra runs one plain job and never starts a sweeper
+    (``flopsweep hydra/sweeper=tune device=cpu`` ran one job, exit 0, nothing tuned)."""
+    if "-m" in argv or "--multirun" in argv:
+        return None
+    for override in overrides_of(argv):
+        key, eq, value = override.partition("=")
+        choice = value.strip().strip("'\"")
+        if (
+            eq
+            and key.lstrip("+~") == "hydra/sweeper"
+            and not key.startswith("~")
+            and choice != DEFAULT_SWEEPER
+        ):
+            return (
+                f"Invalid config: {override}: a sweeper runs only under -m (without it Hydra runs one plain "
+                f"job and the sweeper never starts). Fix: add -m (flopsweep -m {override} ...)."
+            )
+    return None
+
+
 MAX_SWEEP_JOBS = 10_000
 """The most jobs a command line's sweep may expand to (its axes' product, times ``repeats=``): a typo
 such as ``seed=range(0,100000)`` beside another axis made Hydra's basic sweeper build every

@@ -115,7 +115,8 @@ class Row:
     compute_source: str = ""
     prediction_source: str = ""
     expected_error: float | None = None
-    """Expected |error| of the predicted step, a share (:func:`expected_error`)."""
+    """Expected |error| of the predicted step, a share (:func:`expected_error`); None where it is
+    unmeasured (compute scaled from another GPU kind: :data:`UNMEASURED` in ``prediction_source``)."""
     overrides: list[str] = field(default_factory=list)
     rank: int | None = None
     best: bool = False
@@ -159,10 +160,25 @@ COLUMNS = (
 cluster), the dollars (``budget_usd``, ``predicted_usd_per_million_tokens``) and days (``budget_days``)."""
 
 
-def expected_error(made: dict[str, Any], backend: str, nnodes: int) -> float:
+UNMEASURED = (
+    "expected error unmeasured: the compute was measured on {gpu} and scaled to this GPU by the datasheet "
+    "peak ratio; no run has checked a prediction carried across GPU kinds"
+)
+"""What a row predicted from another GPU kind's records says in its ``prediction_source``
+(:func:`expected_error` gives it none)."""
+
+
+def expected_error(made: dict[str, Any], backend: str, nnodes: int) -> float | None:
     """The expected |error| of a prediction (a share): :data:`EXPECTED_ERROR` by its compute's
     source, at least :data:`DEEPSPEED_ERROR` for a DeepSpeed backend (``zero*``, ``deepspeed``),
-    plus :data:`ASSUMED_NETWORK_ERROR` on several nodes linked by an assumed bandwidth."""
+    plus :data:`ASSUMED_NETWORK_ERROR` on several nodes linked by an assumed bandwidth. None (not
+    measured) where the nearest set-up was measured on another GPU kind and scaled by the datasheet
+    peak ratio (:func:`flopsweep.nearest.scaled_from`): the 5% of :data:`EXPECTED_ERROR` is the
+    error of one-H200 records predicting one-H200 runs, and no run has measured it across kinds."""
+    from flopsweep.nearest import scaled_from
+
+    if made.get("compute_source") == "nearest" and scaled_from(str(made.get("source") or "")):
+        return None
     err = EXPECTED_ERROR.get(str(made.get("compute_source") or "flops"), EXPECTED_ERROR["flops"])
     if backend.startswith(("zero", "deepspeed")):
         err = max(err, DEEPSPEED_ERROR)
@@ -292,3 +308,8 @@ def _figures(row: Row, made: dict[str, Any], p: Any, where: Machine) -> None:
         row.budget_usd, row.budget_energy_kwh = spent["usd"], spent["energy_kwh"]
     row.compute_source = str(made.get("compute_source") or "")
     row.expected_error = expected_error(made, p.cfg.backend.name, where.nnodes)
+    if row.expected_error is None:
+        from flopsweep.nearest import scaled_from
+
+        gpu = scaled_from(str(made.get("source") or ""))
+        row.prediction_source += f"; {UNMEASURED.format(gpu=gpu)}"

@@ -45,6 +45,7 @@ from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and 
     DEEPSPEED_ERROR,
     EXPECTED_ERROR,
     ROW_FIELDS,
+    UNMEASURED,
     UNPROBED,
     Machine,
     Row,
@@ -479,7 +480,8 @@ def same_gpu(
 def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
     """The ``ok`` rows with a value for ``objective_name`` (:func:`flopsweep.objective.planned`),
     best first, numbered from 1 (``rank``); ``best`` marks the first of each cluster. Ties keep the
-    lower expected error, then the smaller memory per rank. Rows without a value get no rank.
+    lower expected error (an unmeasured one last), then the smaller memory per rank. Rows without a
+    value get no rank.
 
     Raises:
         ConfigError: as :func:`flopsweep.objective.planned`.
@@ -493,7 +495,11 @@ def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
         if row.status == "ok" and value is not None and not math.isnan(value):
             valued.append(row)
     valued.sort(
-        key=lambda r: (sign * getattr(r, column), r.expected_error or 0, r.est_peak_gib_per_rank or 0)
+        key=lambda r: (
+            sign * getattr(r, column),
+            math.inf if r.expected_error is None else r.expected_error,  # unmeasured: last of a tie
+            r.est_peak_gib_per_rank or 0,
+        )
     )
     seen: set[str] = set()
     for i, row in enumerate(valued, 1):

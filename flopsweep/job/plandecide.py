@@ -8,6 +8,7 @@ or ``json`` prints every row instead of the table. Starts nothing, writes no rec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterable
@@ -68,13 +69,42 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
         raise ConfigError("plan_clusters", names, "holds an empty name", f"drop it: plan_clusters=[{kept}]")
     clusters = [parse_cluster(name) for name in names]
     space.size_problem(len(clusters), f" on {len(clusters)} cluster(s)")
-    labels = [c.label for c in clusters]
-    if len(set(labels)) < len(labels):
-        twice = next(label for label in labels if labels.count(label) > 1)
-        raise ConfigError(
-            "plan_clusters", list(cfg.plan_clusters), f"names {twice} twice", "name each cluster once"
-        )
+    seen: dict[tuple, Cluster] = {}
+    for c in clusters:
+        first = seen.setdefault(same_as(c, cfg.predict.inter_node_gbps), c)
+        if first is not c:
+            said = (
+                f"names {c.label} twice"
+                if first.label == c.label
+                else f"names one cluster twice: {first.label} and {c.label} are both {c.row.name} "
+                "of the same memory, link in a node, shape and network"
+                + (" (one node: no network used)" if c.nnodes == 1 else "")
+            )
+            raise ConfigError("plan_clusters", list(cfg.plan_clusters), said, "name each cluster once")
     return clusters, space
+
+
+def same_as(cluster: Cluster, inter_node_gbps: float | None = None) -> tuple:
+    """What a cluster's rows are made of: its GPU's peak-table row, memory and link in a node
+    (:func:`flopsweep.peaks.node_link`), its shape and, on several nodes, the bus bandwidth across
+    them (a default network's replaced by ``inter_node_gbps``, ``predict.inter_node_gbps``, as
+    :func:`flopsweep.plan_space.setup_config` does). Two names with the same (``H100-80GB:8`` and
+    ``H100-SXM:8``: both an H100 SXM of 80 GB on NVLink) are one cluster."""
+    from flopsweep.gpu_memory import planned_gpu_bytes
+
+    link = node_link(cluster.gpu)
+    return (
+        cluster.row.name,
+        planned_gpu_bytes(cluster.gpu, None)[0],
+        None if link is None else link.gbps,
+        cluster.nnodes,
+        cluster.gpus_per_node,
+        None
+        if cluster.nnodes == 1
+        else cluster.network.inter_node_gbps
+        if cluster.network_named or not inter_node_gbps
+        else inter_node_gbps,
+    )
 
 
 def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
@@ -91,6 +121,8 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     except ConfigError as exc:
         return {"status": "invalid", "error": {"message": str(exc)}, "plan": {}}
     n = len(clusters)
+    if note := ignored_line(info.overrides, clusters):
+        print(note, file=sys.stderr, flush=True)
 
     def progress(label: str, rows: int) -> None:
         done = progress.count = getattr(progress, "count", 0) + 1
@@ -102,6 +134,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     path = Path(info.job_dir) / PLAN_FILE
     replace_plan_file(path, [r.as_dict() for r in [*ranked, *others]], columns=COLUMNS)
     notes = defaults_used(cfg, info.overrides, clusters, records)
+    nets = network_lines(clusters)
     best = [r for r in ranked if r.best]
     lines = [override_line(r, info.overrides) for r in best]
     if cfg.plan_format == "csv":
@@ -112,6 +145,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
                 "objective": cfg.objective,
                 "better": objective.planned(cfg.objective)[1],
                 "defaults": notes,
+                "networks": nets,
                 "dropped": dict(result.dropped),
                 "best": [{"cluster": r.cluster, "command": c} for r, c in zip(best, lines, strict=True)],
                 "rows": [r.as_dict() for r in [*ranked, *others]],
@@ -119,7 +153,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             indent=1,
         )
     else:
-        text = render(ranked, result, cfg, notes, lines, str(path))
+        text = render(ranked, result, cfg, notes, lines, str(path), nets)
     out = {
         "status": "plan",
         "plan_file": str(path),
@@ -129,18 +163,114 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     }
     if not ranked:  # a contradictory space: say why, and run.py exits 1
         away = [why for c in clusters for why in unplaced(space, c.nnodes, c.gpus_per_node)]
-        out["nothing"] = nothing_line(result.rows, away)
+        memory = None
+        if any(r.status == OVER_MEMORY for r in result.rows):
+            memory = memory_fix(cfg, space, clusters, records)
+        out["nothing"] = nothing_line(result.rows, away, memory)
     return out
 
 
-def nothing_line(rows: list[Row], unplaced: list[str] | None = None) -> str:
+IGNORED_KEYS = (
+    "nnodes",
+    "nproc_per_node",
+    "predict.nnodes",
+    "predict.gpus_per_node",
+    "plan_gpu",
+    "plan_gpu_memory_gib",
+)
+"""Keys of the one-row plan that ``plan_clusters`` replaces: each cluster's name gives its GPU (and so its
+memory), its nodes and its GPUs per node."""
+
+
+def ignored_line(overrides: list[str], clusters: list[Cluster]) -> str | None:
+    """One line (stderr) naming the :data:`IGNORED_KEYS` the command line gave beside ``plan_clusters``,
+    which the clusters' names decide instead (``nnodes=4`` beside ``H100:1x8:eth100`` was silently
+    ignored), with the cluster to name instead; None when it gave none."""
+    given = {}
+    for o in overrides:
+        key, eq, value = o.lstrip("+~").partition("=")
+        if eq and key in IGNORED_KEYS:
+            given[key] = value
+    if not given or not clusters:
+        return None
+    c = clusters[0]
+    nodes = given.get("nnodes", given.get("predict.nnodes", ""))
+    nodes = int(nodes) if nodes.isdigit() and int(nodes) > 0 else c.nnodes
+    per = given.get("nproc_per_node", given.get("predict.gpus_per_node", ""))
+    per = int(per) if per.isdigit() and int(per) > 0 else c.gpus_per_node
+    gpu = given.get("plan_gpu", "").strip("'\"").replace(" ", "-") or c.gpu
+    example = f"{gpu}:{nodes}x{per}" + (f":{c.network.name}" if c.network_named else "")
+    keys = ", ".join(f"{k}={v}" for k, v in given.items())
+    verb = "is" if len(given) == 1 else "are"
+    return (
+        f"plan: {keys} {verb} not used: each cluster's name gives its GPU, nodes and GPUs per node "
+        f"({', '.join(x.label for x in clusters[:3])}{', ...' if len(clusters) > 3 else ''}); "
+        f"to plan that shape, name it there: plan_clusters=[{example}]"
+    )
+
+
+def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: list) -> str:
+    """The fix of a plan whose set-ups the rules accept are all over memory, itself checked by
+    evaluating it (a fix that would not fit either is not suggested): the set-up of least memory per
+    rank (:data:`LEAST_MEMORY`: FSDP2, full checkpointing, micro batch 1, data parallel), on a named
+    cluster where it fits (list it in ``space.*``); else on the first cluster's GPU in more nodes of 8
+    (doubling up to ``nnodes``' bound) where it fits and the rules accept it; else none fits, said."""
+    from flopsweep.config import MAX_BY_KEY
+    from flopsweep.plan_space import Setup, evaluate, same_gpu
+
+    least = Setup(**{**LEAST_MEMORY, "precision": space.precisions[0]})
+    lists = "space.backends=[...,fsdp] space.checkpointing=[...,full] space.micro_batches=[1,...]"
+    said = "fsdp dp, full checkpointing, micro batch 1"
+    first = None
+    for c in clusters:
+        row = evaluate(cfg, least, c, same_gpu(records, c), min_headroom=space.min_headroom)
+        if row is not None and row.status == "ok":
+            gib = row.est_peak_gib_per_rank or 0
+            return (
+                f"list the set-up of least memory, {said}, which fits on {c.label} ({gib:.3g} GiB per rank): "
+                + lists
+            )
+        if first is None and row is not None and row.status == OVER_MEMORY:
+            first = (c, row)
+    if first is None:  # refused or unplaced everywhere: the rules' lines say why
+        return CAUSE_FIXES[OVER_MEMORY]
+    c, row = first
+    per = max(c.gpus_per_node, 8)
+    nodes = 1
+    while nodes <= MAX_BY_KEY["nnodes"]:
+        if nodes * per > c.world_size:
+            bigger = dataclasses.replace(c, nnodes=nodes, gpus_per_node=per)
+            found = evaluate(cfg, least, bigger, same_gpu(records, bigger), min_headroom=space.min_headroom)
+            if found is not None and found.status == "ok":
+                gib = found.est_peak_gib_per_rank or 0
+                return (
+                    f"name more GPUs in plan_clusters: {said} needs {row.est_peak_gib_per_rank:.3g} GiB per "
+                    f"rank on {c.label}; on {bigger.label} it fits ({gib:.3g} GiB per rank): "
+                    f"plan_clusters=[{bigger.label}] with {lists}"
+                )
+        nodes *= 2
+    return (
+        f"none found: even {said} needs {row.est_peak_gib_per_rank:.3g} GiB per rank on {c.label}, and no "
+        f"cluster of {c.gpu} up to {int(MAX_BY_KEY['nnodes'])}x{per} fits it and passes the rules; "
+        "name GPUs with more memory in plan_clusters"
+    )
+
+
+LEAST_MEMORY = {"backend": "fsdp", "layout": "dp", "checkpointing": "full", "micro_batch": 1}
+"""The set-up of least memory per rank :func:`memory_fix` checks: FSDP2 shards the parameters,
+gradients and optimizer state over every rank, full checkpointing keeps one block's activations."""
+
+
+def nothing_line(rows: list[Row], unplaced: list[str] | None = None, memory: str | None = None) -> str:
     """One line for a plan that ranks no set-up: how many were dropped and the commonest reason
     (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows (the set-ups the table
     counts), else among ``unplaced``, why each set-up a cluster does not place is none there
     (:func:`flopsweep.plan_space.unplaced`): 15 set-ups over memory once lost to the 15 ``hsdp``
     names one node does not place, "the commonest reason (15 of 90): hsdp ...". Each cause's fix
     (:mod:`flopsweep.dropped`): over memory's with ``plan_clusters`` added; a collective with no bus
-    bandwidth: ``predict.intra_node_gbps`` / ``predict.inter_node_gbps``."""
+    bandwidth: ``predict.intra_node_gbps`` / ``predict.inter_node_gbps``. ``memory``: over memory's
+    fix as :func:`memory_fix` checked it (None: :data:`flopsweep.dropped.CAUSE_FIXES`' with
+    ``plan_clusters``)."""
     reasons = [  # a reason that names its status already (no prediction: ...) is said once
         r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}" if r.reason else r.status
         for r in rows
@@ -149,7 +279,7 @@ def nothing_line(rows: list[Row], unplaced: list[str] | None = None) -> str:
         return "plan: no set-up to rank (the space and clusters give none); see docs/plan.md"
     fix = "widen space.* (backends, layouts, micro batches) or plan_clusters"
     more = "or name GPUs with more memory, or more of them, in plan_clusters"
-    fixes = {OVER_MEMORY: f"{CAUSE_FIXES[OVER_MEMORY]}; {more}"}
+    fixes = {OVER_MEMORY: memory or f"{CAUSE_FIXES[OVER_MEMORY]}; {more}"}
     return space_nothing_line(
         reasons, who="plan", headline="no set-up fits and is predicted", fix=fix, fixes=fixes
     )
@@ -217,10 +347,20 @@ HEADER = (
 )
 
 
+def scaled_gpu(row: Row) -> str | None:
+    """The GPU kind whose records ``row``'s compute was scaled from (its expected error unmeasured:
+    :data:`flopsweep.plan_assess.UNMEASURED`), else None."""
+    from flopsweep.nearest import scaled_from
+
+    return scaled_from(row.prediction_source) if row.expected_error is None else None
+
+
 def _cells(row: Row) -> list[str]:
     source = {"flops": "datasheet", "calibration": "calibrated", "probe": "probe", "nearest": "nearest"}.get(
         row.compute_source, "?"
     )
+    if scaled_gpu(row):
+        source = "nearest, scaled"
     return [
         f"{row.rank}{'*' if row.best else ''}",
         row.cluster,
@@ -236,7 +376,7 @@ def _cells(row: Row) -> list[str]:
         _si(row.budget_usd, money=True),
         f"{row.est_peak_gib_per_rank:.1f}",
         f"{row.headroom_gib:.1f}",
-        f"±{row.expected_error:.0%}",
+        "?" if row.expected_error is None else f"±{row.expected_error:.0%}",
         source,
     ]
 
@@ -260,10 +400,52 @@ def table_lines(ranked: list[Row], top: int) -> list[str]:
     ]
 
 
+def _scaled_lines(ranked: list[Row], top: int) -> list[str]:
+    """The line under the table for rows whose compute was scaled from another GPU kind (``err ?``),
+    when a shown row is one."""
+    shown, per = [], {}
+    for row in ranked:
+        per[row.cluster] = per.get(row.cluster, 0) + 1
+        if per[row.cluster] <= top:
+            shown.append(row)
+    gpus = sorted({g for r in shown if (g := scaled_gpu(r))})
+    if not gpus:
+        return []
+    return [
+        f"err ?, nearest, scaled: measured on {', '.join(gpus)} and scaled by the datasheet peak ratio; "
+        "the error of a prediction carried across GPU kinds is unmeasured (not the ±5% of the same kind)"
+    ]
+
+
+def network_lines(clusters: list[Cluster]) -> list[str]:
+    """One line per network a cluster of several nodes names (``H100:8x8:100GBps``, ``...:eth100``):
+    its bus bandwidth per GPU across nodes in GB/s and Gb/s, and what the name means, so that the
+    unit of a ``NNNGBps`` or ``NNNGbps`` is plain where the plan prints it. A default network is
+    said under ``defaults used`` (:func:`defaults_used`)."""
+    out, seen = [], set()
+    for c in clusters:
+        net = c.network
+        if c.nnodes == 1 or not c.network_named or net.name in seen:
+            continue
+        seen.add(net.name)
+        out.append(
+            f"network {net.name}: {net.inter_node_gbps:g} GB/s = {net.inter_node_gbps * 8:g} Gb/s bus "
+            f"bandwidth per GPU across nodes (nccl-tests' busbw; GB = gigabytes), {net.source}"
+        )
+    return out
+
+
 def render(
-    ranked: list[Row], result: Candidates, cfg: RunConfig, notes: list[str], lines: list[str], path: str
+    ranked: list[Row],
+    result: Candidates,
+    cfg: RunConfig,
+    notes: list[str],
+    lines: list[str],
+    path: str,
+    networks: list[str] = (),
 ) -> str:
-    """The terminal output: the table, what was dropped, the defaults used, the best's override lines."""
+    """The terminal output: the table, what was dropped, the networks named, the defaults used, the
+    best's override lines."""
     column, better = objective.planned(cfg.objective)
     none = ["no set-up fits and is predicted: see the dropped counts"]
     out = table_lines(ranked, cfg.space.top) if ranked else none
@@ -276,6 +458,8 @@ def render(
         f"{total} set-ups: {len(ranked)} ranked; dropped: {dropped or 'none'}",
         "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
         "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
+        *_scaled_lines([r for r in ranked if r.rank is not None], cfg.space.top),
+        *networks,
         "defaults used:",
         *(f"  {n}" for n in notes),
         "best of each cluster, the command that runs it:",

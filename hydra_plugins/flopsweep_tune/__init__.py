@@ -67,8 +67,9 @@ class TuneSweeper(BasicSweeper):
     """Hydra's basic sweeper's space, searched by successive halving (:mod:`flopsweep.tune`).
 
     Args:
-        budget_gpu_s: the GPU-time budget (GPU-seconds; CPU ranks count as GPUs): no round starts
-            whose estimated cost would pass it (the first round always runs).
+        budget_gpu_s: the GPU-time budget (GPU-seconds, above 0; CPU ranks count as GPUs): no round
+            starts whose estimated cost would pass it (the first round always runs). 0 or less, NaN or
+            inf is refused before any job (0 was overspent: ``18/0 GPU-s spent``, ``-18 left``).
         initial: how many set-ups round 0 measures (the best predicted that pass the pruning).
         eta: each round keeps the best ``1/eta`` of the pool.
         finalists: halving stops cutting at this many; they are measured ``repeats`` times.
@@ -96,10 +97,17 @@ class TuneSweeper(BasicSweeper):
 
     def _problem(self) -> str | None:
         return (
-            _param_problem("budget_gpu_s", self.budget_gpu_s, least=0, default=3600.0, whole=False)
+            _param_problem(
+                "budget_gpu_s", self.budget_gpu_s, least=0, default=3600.0, whole=False, above=True
+            )
             or _param_problem("initial", self.initial, least=1, default=8)
             or _param_problem("eta", self.eta, least=2, default=2)
             or _param_problem("finalists", self.finalists, least=1, default=2)
+            or (  # max_batch_size=0 raised in range(), below 0 launched no job
+                None
+                if self.max_batch_size is None
+                else _param_problem("max_batch_size", self.max_batch_size, least=1, default="null")
+            )
             or (
                 None
                 if self.memory_gib is None

@@ -231,6 +231,23 @@ REFUSALS = {
         record=None,  # a plan writes no record
         dir_made=True,
     ),
+    # session 22's trial: a sweeper without -m ran one plain job, exit 0; a bandwidth of no unit (100gbps
+    # was read as 100 GB/s, ~80x a 100 Gb Ethernet)
+    "sweeper_without_m": Refusal(
+        args=("hydra/sweeper=tune", "device=cpu"),
+        line_starts="flopsweep: Invalid config: hydra/sweeper=tune: a sweeper runs only under -m",
+        last_line_has=("Fix: add -m (flopsweep -m hydra/sweeper=tune ...).",),
+        lines=1,
+        record=None,
+    ),
+    "plan_cluster_bandwidth_unit": Refusal(
+        args=("plan=true", "plan_clusters=[H100:8x8:100gbps]"),
+        line_starts="flopsweep: Invalid config: plan_clusters='H100:8x8:100gbps': 100gbps says neither",
+        last_line_has=("write 100GBps for 100 GB/s (gigabytes)", "or 100Gbps for 100 Gb/s (gigabits"),
+        lines=1,
+        record=None,  # a plan writes no record
+        dir_made=True,
+    ),
     "tuner_parameter": Refusal(
         args=("hydra/sweeper=tune", "device=cpu", "hydra.sweeper.eta=1", "model=gpt-tiny,llama-tiny"),
         sweep=True,

@@ -155,7 +155,10 @@ def test_the_causes_count_a_collective_with_no_bandwidth_as_one() -> None:
     assert cause(gather) == cause(scatter) == "no bus bandwidth in a node"
     assert cause(gather.replace("in a node", "across nodes")) == "no bus bandwidth across nodes"
     line = _line([gather] * 3 + [scatter] * 2 + [refused] * 4)
-    assert line == f"plan: nothing: all 9 dropped; the commonest reason (5 of 9): {gather}"
+    assert line == (
+        "plan: nothing: all 9 dropped, 4 refused by the rules; among the 5 they accept, the commonest "
+        f"reason (5 of 5): {gather}"
+    )
     assert "widen" not in line and "CALLER" not in line
 
 

@@ -18,6 +18,7 @@ from flopsweep.override_grammar import (
     MAX_SWEEP_JOBS,
     sweep_size_problem,
     sweep_without_m_problem,
+    sweeper_without_m_problem,
     syntax_problem,
 )
 
@@ -102,6 +103,36 @@ def test_a_sweep_without_m_is_one_line_naming_m(override: str, quoted: str | Non
         assert typed == shlex.split(quoted)[0] and not _parses(typed).is_sweep_override()
     for fine in (["-m", override], ["--multirun", override], ["hydra.sweeper.params.seed=0,1"]):
         assert sweep_without_m_problem(fine) is None
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["hydra/sweeper=tune", "hydra/sweeper=optuna_objective", "+hydra/sweeper=basic", "hydra/sweeper='tune'"],
+)
+def test_a_sweeper_without_m_is_one_line_naming_m(override: str) -> None:
+    """``flopsweep hydra/sweeper=tune device=cpu`` ran one plain job, exit 0: Hydra starts a sweeper only
+    under -m. Refused in one line, as a sweep axis without -m is (``run.refusal``: exit 2)."""
+    import run
+
+    argv = [override, "device=cpu"]
+    line = sweeper_without_m_problem(argv)
+    assert line == (
+        f"Invalid config: {override}: a sweeper runs only under -m (without it Hydra runs one plain job "
+        f"and the sweeper never starts). Fix: add -m (flopsweep -m {override} ...)."
+    )
+    from flopsweep.overrides import sweeper_extra_problem
+
+    assert run.refusal(argv) == (sweeper_extra_problem(argv) or line)  # optuna not installed: that first
+    for fine in (
+        ["-m", *argv],
+        ["--multirun", *argv],
+        ["hydra/sweeper=basic_batched", "device=cpu"],
+        ["device=cpu"],
+    ):
+        assert sweeper_without_m_problem(fine) is None
+    # plan=true beside the tuner: the plan's own refusal, not "add -m" (which would not pass either)
+    assert "Fix: drop plan=true" in run.refusal(["plan=true", "hydra/sweeper=tune"])
+    assert "tunex is no option of hydra/sweeper" in run.refusal(["hydra/sweeper=tunex"])
 
 
 @pytest.mark.parametrize(

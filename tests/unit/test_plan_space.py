@@ -26,7 +26,9 @@ LLAMA8B = ["model=llama3.1-8b", "cost.usd_per_gpu_hour=2.5", "budget.tokens=15e1
         ("H200:512", "H200:64x8:ib400", 512, 40.0),
         ("H100:4", "H100:1x4:ib400", 4, 40.0),
         ("A100-80GB:2x8", "A100-80GB:2x8:ib200", 16, 20.0),
-        ("H100:2x8:25gbps", "H100:2x8:25gbps", 16, 25.0),
+        ("H100:2x8:25GBps", "H100:2x8:25GBps", 16, 25.0),
+        ("H100:2x8:200Gbps", "H100:2x8:200Gbps", 16, 25.0),
+        ("H100:2x8:25GB/s", "H100:2x8:25GBps", 16, 25.0),
         ("B200:1x8", "B200:1x8:ib800", 8, 80.0),
     ],
 )
@@ -398,15 +400,20 @@ def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
     rows += [
         Row(cluster="H100-SXM:1x8", setup=None, status="over memory", reason="estimated 90 GiB per rank")
     ]
-    line = nothing_line(rows)
+    line = nothing_line(rows[:3])
     assert line.startswith(
-        "plan: no set-up fits and is predicted: all 4 dropped; the commonest reason (3 of 4)"
+        "plan: no set-up fits and is predicted: all 3 dropped; the commonest reason (3 of 3)"
     )
     assert line.endswith(
         "refused: parallel.tp=2: tp needs fsdp. Fix: set tp=1 "
         "(with space.*, parallel.tp comes from space.layouts: change that list instead)"
     )
     assert line.count("Fix:") == 1
+    # beside a set-up the rules accept, the rule's fix (tp=1: that set-up) would not pass: its cause
+    assert nothing_line(rows).startswith(
+        "plan: no set-up fits and is predicted: all 4 dropped, 3 refused by the rules; among the 1 they "
+        "accept, the commonest reason (1 of 1): over memory (the least: estimated 90 GiB per rank)"
+    )
     assert nothing_line(rows[3:]).endswith(  # over memory's own fix, not "widen space.*"
         "Fix: list set-ups that need less memory per rank (smaller space.micro_batches, full in "
         "space.checkpointing, fsdp or zero3 in space.backends, tp or pp in space.layouts), or lower "
@@ -451,8 +458,8 @@ def test_a_plan_whose_set_ups_are_all_over_memory_says_so() -> None:
     tuned = [f"over memory: {r.reason}" for r in rows] + ["refused: parallel.tp=2: no. Fix: set tp=1"] * 2
     line = ps.nothing_line(tuned, who="tune", headline="no set-up to measure", fix="widen it")
     assert line.startswith(  # the tuner's pruning, the same judge
-        "tune: no set-up to measure: all 5 dropped; the commonest reason (3 of 5): over memory (the least: "
-        "estimated 1.05e+03 GiB"
+        "tune: no set-up to measure: all 5 dropped, 2 refused by the rules; among the 3 they accept, the "
+        "commonest reason (3 of 3): over memory (the least: estimated 1.05e+03 GiB"
     ), line
 
 

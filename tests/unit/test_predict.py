@@ -503,10 +503,12 @@ def test_a_calibration_that_matches_no_job_is_a_warning_naming_what_differs(
 ) -> None:
     """The job and ``plan=true`` share :func:`flopsweep.forecast.prediction`: a warning line naming
     the nearest record and what it does not share, the prediction uncalibrated and saying so."""
+    from flopsweep import forecast
     from flopsweep.forecast import prediction
     from flopsweep.layout import Layout
     from flopsweep.plan import validate
 
+    forecast._WARNED.clear()  # said once a process: this test's own first time
     cfg = validate(hydra_compose(["device=cpu", "backend=fsdp", "nproc_per_node=2", "predict.calibration=x"]))
     other = _record(1, mbs=8)  # model m, another micro batch, compiled
     other["config"]["compile"] = True
@@ -520,6 +522,26 @@ def test_a_calibration_that_matches_no_job_is_a_warning_naming_what_differs(
     assert "model " in line and "compile False vs True" in line and line.endswith("predicted uncalibrated")
     assert "micro_batch" not in line  # another micro batch alone would have been scaled
     assert "matches nothing" in made["source"]
+    # a plan or a tuner predicts many set-ups from the same records: the line is said once, each
+    # prediction's source still says why (the tuner said predict.calibration=None ... three times)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="flopsweep.forecast"):
+        again = [
+            prediction(cfg, layout, [("cal/metrics.json", other)], gpus_per_node=2, device_name=None)
+            for _ in range(3)
+        ]
+    assert [r for r in caplog.records if "matches nothing" in r.getMessage()] == []
+    assert all("predict.calibration=x matches nothing" in m["source"] for m in again)
+    # the tuner's own records, without predict.calibration, are named as what they are, once
+    tuned = validate(hydra_compose(["device=cpu", "backend=fsdp", "nproc_per_node=2"]))
+    with caplog.at_level("WARNING", logger="flopsweep.forecast"):
+        for _ in range(3):
+            made = prediction(
+                tuned, layout, [("sweep/0/metrics.json", other)], gpus_per_node=2, device_name=None
+            )
+    lines = [r.getMessage() for r in caplog.records if "match nothing" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("the 1 measured record(s) match nothing: the nearest, ")
+    assert "predict.calibration=None" not in made["source"]
 
 
 def test_every_n_predicts_its_share_of_the_recompute_and_memory_budget_says_why_not(hydra_compose) -> None:

@@ -323,4 +323,24 @@ def test_sweeper_parameters_are_refused_in_one_line():
         ._problem()
         .startswith("Invalid config: hydra.sweeper.memory_gib=-5: must be a number above 0")
     )
-    assert TuneSweeper(budget_gpu_s=0)._problem() is None  # round 0 only
+    # a budget of nothing was accepted and overspent ("18/0 GPU-s spent", "-18 left")
+    for bad in (0, -0.0, float("nan"), float("inf"), "1h"):
+        line = TuneSweeper(budget_gpu_s=bad)._problem()
+        assert line == (
+            f"Invalid config: hydra.sweeper.budget_gpu_s={bad!r}: must be a number above 0. "
+            "Fix: set hydra.sweeper.budget_gpu_s=3600.0 (its default), or another such value."
+        ), line
+    assert TuneSweeper(budget_gpu_s=0.5)._problem() is None
+    # jobs per launch: 0 raised in range(), below 0 launched none
+    for bad in (0, -1, 1.5):
+        assert (
+            TuneSweeper(max_batch_size=bad)
+            ._problem()
+            .startswith(
+                f"Invalid config: hydra.sweeper.max_batch_size={bad!r}: must be a whole number of at least 1."
+            )
+        )
+    assert (
+        TuneSweeper(max_batch_size=1)._problem() is None
+        and TuneSweeper(max_batch_size=None)._problem() is None
+    )
