@@ -30,15 +30,17 @@ from omegaconf.errors import OmegaConfBaseException
 from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
-from flopsweep.cli import COMMAND
+from flopsweep.cli import COMMAND, help_section
 from flopsweep.clusters import command_line_problem as plan_problem
 from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
+from flopsweep.flags import flag_problem, group_prefix_problem
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.override_grammar import (
     config_name_problem,
+    control_character_problem,
     sweep_size_problem,
     sweep_without_m_problem,
     sweeper_without_m_problem,
@@ -64,6 +66,8 @@ OmegaConf.register_new_resolver("flopsweep_uid", lambda: _UID, use_cache=True, r
 OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: 1 if fail_fast else None, replace=True)
 # hydra/sweeper=optuna_objective (conf/hydra/sweeper/): maximize or minimize, from MetricSpec.better.
 OmegaConf.register_new_resolver("flopsweep_direction", lambda k: objective.direction(str(k)), replace=True)
+# conf/hydra/help/flopsweep.yaml (flopsweep --help): the config groups of conf/, where the docs are.
+OmegaConf.register_new_resolver("flopsweep_help", help_section, replace=True)
 register_configs()
 # Nothing above imports torch (the job does, in main), so that a refusal, Hydra's included, is quick.
 
@@ -353,6 +357,8 @@ def refusal(overrides: list[str]) -> str | None:
     return (
         tag_problem(overrides)
         or config_name_problem(overrides)
+        or flag_problem(overrides)
+        or control_character_problem(overrides)
         or syntax_problem(overrides)
         or sweep_without_m_problem(overrides)
         or sweep_size_problem(overrides)
@@ -363,6 +369,7 @@ def refusal(overrides: list[str]) -> str | None:
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)
         or group_choice_problem(overrides)
+        or group_prefix_problem(overrides)
         or sweeper_extra_problem(overrides)
         or sweeper_without_m_problem(overrides)  # after the choice's own checks: "add -m" must pass them
         or preset_option_keys(overrides)

@@ -454,10 +454,13 @@ def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> N
     record, among ``records`` (being read) or any other (:func:`analysis.output.check_output`).
 
     Raises:
-        OutputError: one line naming the option, the path and the fix.
+        OutputError: one line naming the option, the path and the fix; also when ``--output``'s folder
+            cannot take a file (:func:`analysis.output.check_folder`: a file where the folder should
+            be, a folder under ``/proc``).
     """
     if args.output:
         check_output(args.output, records, "--output")
+        check_folder(args.output, "--output", f"report{args.output.suffix or '.md'}")
     if args.plot is not None:
         for name in PLOTS:
             check_output(args.plot / f"{name}.png", records, "--plot", folder=True)
@@ -574,7 +577,10 @@ def main(argv: list[str] | None = None) -> int:
         where = exc.filename or args.output or args.plot
         shown = display_path(where) if isinstance(where, (str, bytes, Path)) else where
         kept = " (the previous file is kept whole)" if args.output and os.path.lexists(args.output) else ""
-        say(f"{parser.prog}: error: cannot write {shown}: {exc.strerror or exc}{kept}")
+        say(
+            f"{parser.prog}: error: cannot write {shown}: {exc.strerror or exc}{kept}. Fix: name a file "
+            "in a folder you can write, with space left (--output), or another folder (--plot)"
+        )
         return 1
     sys.stdout.flush()  # the table before the footer when both go to one terminal
     for line in [*frontier_stderr_lines(runs, args), *(excluded_note(loaded) or "").splitlines(), *blanks]:

@@ -187,10 +187,18 @@ def _output(text: str) -> Path | None:
 
 
 def _notebook(text: str) -> Path:
-    """``--notebook``'s value: a path, not an empty one."""
+    """``--notebook``'s value: a path, not an empty one, whose name ends in ``.ipynb`` (the notebook
+    format's suffix: Jupyter lists and opens only those; ``x.txt`` was written as a notebook)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path: name the notebook file, e.g. results.ipynb")
-    return Path(text)
+    path = Path(text)
+    if path.suffix.lower() != ".ipynb":
+        stem = path.stem if path.suffix else path.name
+        fix = path.with_name(f"{stem or 'results'}.ipynb")
+        raise argparse.ArgumentTypeError(
+            f"{text}: a notebook's name ends in .ipynb (Jupyter opens only those). Fix: --notebook {fix}"
+        )
+    return path
 
 
 def _column_list(example: str):

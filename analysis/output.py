@@ -212,11 +212,13 @@ def check_output(
         raise OutputError(f"{option} {display_path(output)} {why}: {fix_for(option, folder=folder)}")
 
 
-def check_folder(output: Path, option: str) -> None:
+def check_folder(output: Path, option: str, example: str = "results.ipynb") -> None:
     """Refuse ``output`` when its folder cannot take a file, before any work (``--notebook`` executes
     every cell first: a folder under ``/proc``, or a file where a folder should be, failed only then,
-    naming the temporary file or ``File exists``). The folder is made if missing, as the write would
-    make it; a file is created there and removed (exclusively: :func:`flopsweep.files.create_new`).
+    naming the temporary file or ``File exists``; ``--output afile/x.csv`` said ``cannot write afile:
+    File exists``). The folder is made if missing, as the write would make it; a file is created
+    there and removed (exclusively: :func:`flopsweep.files.create_new`). ``example`` is the fix's
+    file name.
 
     Raises:
         OutputError: one line naming the option, the path, why and the fix.
@@ -224,7 +226,7 @@ def check_folder(output: Path, option: str) -> None:
     from analysis.cli import plot_folder_problem
     from flopsweep.files import create_new
 
-    folder, fix = output.parent, "Fix: name a file in a folder you can write, e.g. results.ipynb"
+    folder, fix = output.parent, f"Fix: name a file in a folder you can write, e.g. {example}"
     if why := plot_folder_problem(folder):  # a file where the folder, or one above it, should be
         shown = f"its folder {display_path(folder)} is {why}" if why.startswith("a ") else why
         raise OutputError(f"{option} {display_path(output)}: {shown}. {fix}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import textwrap
 from pathlib import Path
 
 COMMAND = "flopsweep"
@@ -22,6 +23,45 @@ start with it. ``python run.py`` works only in the checkout's folder."""
 CHECKOUT = Path(__file__).resolve().parents[1]
 """The folder of the ``flopsweep`` package: with ``pip install -e .``, the checkout, which holds
 ``run.py``, ``conf/`` and ``hydra_plugins/``."""
+
+
+HELP_GROUPS_LEFT_OUT = ("hydra",)
+"""Folders of ``conf/`` that :func:`help_section`'s list of groups leaves out: Hydra's own groups
+(the help names the launchers and sweepers itself). The ``schema/*`` groups, the typed bases the
+options extend, are not folders of ``conf/``: Hydra's own help listed them too."""
+
+
+def help_section(name: str, checkout: Path = CHECKOUT) -> str:
+    """A part of ``flopsweep --help`` (``conf/hydra/help/flopsweep.yaml``'s template calls it through the
+    ``flopsweep_help`` resolver ``run.py`` registers):
+
+    - ``groups``: one line per config group of ``checkout/conf`` (its folders, less
+      :data:`HELP_GROUPS_LEFT_OUT`), ``  model (default gpt-tiny): gpt-1.3b, ...``, the default from
+      ``conf/config.yaml``'s defaults list; a group no default picks is written ``+sweep`` (added with
+      ``+``); lines wrapped at 100 characters.
+    - ``docs``: where the documentation is, the checkout's ``docs/`` folder.
+
+    Raises:
+        ValueError: another ``name``.
+    """
+    conf = checkout / "conf"
+    if name == "docs":
+        return str(checkout / "docs")
+    if name != "groups":
+        raise ValueError(f"help_section: no section {name!r} (groups, docs)")
+    from flopsweep.overrides import _yaml, option_files
+
+    defaults = _yaml(str(conf / "config.yaml")).get("defaults") or []
+    chosen = {k: str(v) for d in defaults if isinstance(d, dict) for k, v in d.items()}
+    lines = []
+    for group in sorted(p.name for p in conf.iterdir() if p.is_dir() and p.name not in HELP_GROUPS_LEFT_OUT):
+        options = [o for o in option_files(group) if "/" not in o]
+        head = f"{group} (default {chosen[group]})" if group in chosen else f"+{group} (added with +)"
+        text = f"{head}: {', '.join(options)}"
+        lines.append(
+            textwrap.fill(text, 100, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False)
+        )
+    return "\n".join(lines)
 
 
 def checkout_problem(checkout: Path = CHECKOUT) -> str | None:

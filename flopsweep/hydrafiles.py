@@ -42,6 +42,20 @@ RUN_FILES_FOLDERS = (HYDRA_DIR, ".submitit", ".flopsweep")
 log and Hydra files would be written among another run's files, and replaced with them)."""
 
 
+SYSTEM_FOLDERS = ("/dev", "/proc", "/sys", "/run")
+"""Folders of the system's own special files (devices, a process's files, sockets): nothing there is
+a user's to remove."""
+
+
+def removable(path: str, st: os.stat_result) -> bool:
+    """Whether a refusal may suggest removing ``path`` (``lstat`` result ``st``): a regular file, a
+    symbolic link, a FIFO or a socket of this user's, outside :data:`SYSTEM_FOLDERS`; never a
+    device (``/dev/null`` is no one's to remove) nor another user's file."""
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) or st.st_uid != os.geteuid():
+        return False
+    return not any(path == top or path.startswith(top + os.sep) for top in SYSTEM_FOLDERS)
+
+
 def output_folder_problem(key: str, value: str) -> str | None:
     """One line refusing ``value`` as ``key`` (``hydra.run.dir``, ``hydra.sweep.dir``) before
     anything is made or written, else None (missing, or a real folder):
@@ -65,10 +79,11 @@ def output_folder_problem(key: str, value: str) -> str | None:
         return f"Invalid config: {key}={value}: cannot be checked ({exc.strerror or exc}). {fix}."
     if st is not None and not stat.S_ISDIR(st.st_mode):
         what = _not_a_folder(path, st)
+        yours = removable(path, st)
         return (
             f"Invalid config: {key}={value}: is {what}, not a folder of this run; it is never followed "
             f"or written through (the records, the log and Hydra's files would go there). "
-            f"Fix: remove {path} if it is yours, or choose another directory."
+            f"Fix: {f'remove {path} if it is yours, or ' if yours else ''}choose another directory."
         )
     parts = Path(path).parts + Path(os.path.realpath(path)).parts
     if inside := next((part for part in parts if part in RUN_FILES_FOLDERS), None):

@@ -74,10 +74,72 @@ def _fix(key: str, value: str) -> str:
     return f"quote the value as one string, {_quoted(key, value)} (the outer quotes are the shell's)"
 
 
+def control_character_problem(argv: list[str]) -> str | None:
+    """One line for an override holding a control or invisible character (ESC, a line break, a tab,
+    a bidirectional mark, a no-break space: any that :func:`flopsweep.text.printable` escapes), else
+    None. Such a character is never meant (a pasted colour code, a line break inside quotes); the
+    grammar refuses some, and its fix then closed the ``[`` of ``\\x1b[31m``. The line shows it
+    escaped (``run.py`` prints every refusal through :func:`~flopsweep.text.printable`)."""
+    for override in overrides_of(argv):
+        at = next((i for i, c in enumerate(override) if not c.isprintable() and c != " "), None)
+        if at is None:
+            continue
+        key = override.partition("=")[0]
+        part = "key" if at < len(key) else "value"
+        shown = override[at].encode("unicode_escape").decode()
+        return (
+            f"Invalid config: {override}: its {part} holds a control character, {shown} (character "
+            f"{at + 1}), which a terminal would obey. Fix: remove it (and any escape sequence it starts) "
+            f"from the {part}."
+        )
+    return None
+
+
+def _split_choices(value: str) -> list[str] | None:
+    """``value`` split at its top-level commas (outside brackets and quotes), or None when a bracket or
+    quote is left open."""
+    items, depth, quote, start = [], 0, "", 0
+    for i, c in enumerate(value):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append(value[start:i])
+            start = i + 1
+    if quote or depth:
+        return None
+    return [*items, value[start:]]
+
+
+def _empty_choice(key: str, value: str) -> str | None:
+    """The reason and fix for a sweep list with an empty choice (``model=gpt-tiny,``), else None."""
+    items = _split_choices(value)
+    if not items or len(items) < 2 or all(i.strip() for i in items):
+        return None
+    kept = [i.strip() for i in items if i.strip()]
+    if not kept:
+        return None
+    where = (
+        "a trailing comma"
+        if not items[-1].strip()
+        else "a leading comma"
+        if not items[0].strip()
+        else "two commas in a row"
+    )
+    verb = "leave" if where.startswith("two") else "leaves"
+    return f"{where} {verb} an empty choice. Fix: {key}={','.join(kept)}"
+
+
 def syntax_problem(argv: list[str]) -> str | None:
     """One line for the first override Hydra's grammar cannot parse, else None.
 
-    The classes: a non-ASCII character outside quotes (``tag=ünïcødé``, ``tag=日本``), a quote or
+    The classes: an empty choice in a list (``model=gpt-tiny,``, ``a,,b``: the fix drops it), a
+    non-ASCII character outside quotes (``tag=ünïcødé``, ``tag=日本``), a quote or
     bracket left open (``tag="abc``, ``model.n_layer=[2``), a stray ``)`` or a second ``=``
     (``model.n_layer=2=3``), a space in a key (``'a b=3'``). The fix closes what is open, or quotes
     the value for Hydra (the outer quotes are the shell's), which a string key takes as written; a
@@ -91,6 +153,8 @@ def syntax_problem(argv: list[str]) -> str | None:
             parser.parse_overrides([override])
         except Exception as exc:  # noqa: BLE001 - hydra's OverrideParseException, or a lexer error
             key, _, value = override.partition("=")
+            if _KEY.fullmatch(key) and (empty := _empty_choice(key, value)):
+                return f"Invalid config: {override}: {empty}"
             return (
                 f"Invalid config: {override}: Hydra's override grammar cannot read it "
                 f"({_reason(override, str(exc))}). Fix: {_fix(key, value)}; the grammar: {GRAMMAR_PAGE}"
@@ -232,13 +296,9 @@ def sweep_size_problem(argv: list[str]) -> str | None:
 def config_name_problem(argv: list[str], conf: str | None = None) -> str | None:
     """One line for ``--config-name NAME`` (``-cn NAME``, ``--config-name=NAME``) that names no file of
     conf/ (``conf/NAME.yaml``), else None: Hydra's "Cannot find primary config", its search path and
-    the full-error hint were 9 lines, exit 1. With ``--config-path`` or ``--config-dir`` (another folder
-    to search) it is left to Hydra."""
+    the full-error hint were 9 lines, exit 1. conf/ is the only folder of configs
+    (:func:`flopsweep.flags.flag_problem` refuses ``--config-path`` and ``--config-dir`` naming another)."""
     folder = conf or CONF
-    if any(a in ("-cp", "--config-path", "-cd", "--config-dir") for a in argv) or any(
-        a.startswith(("--config-path=", "--config-dir=")) for a in argv
-    ):
-        return None
     for i, arg in enumerate(argv):
         if arg in ("-cn", "--config-name"):
             name = argv[i + 1] if i + 1 < len(argv) else ""

@@ -181,7 +181,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         lowered = {n.lower(): n for n in names}
         near = lowered.get(shown.lower()) or next(iter(difflib.get_close_matches(shown, names, n=1)), None)
         example = near or example
-        plus = "+" if text.startswith("+") else ""
+        plus = "+" if text.startswith("+") or ("/" not in group and group not in chosen) else ""
         pick = f"pick one of {', '.join(names)}, e.g. {plus}{group}={example}" if names else "name one option"
         several = "" if group.startswith("hydra/") or plus else f" (several, one job each: -m {group}=a,b)"
         return (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,7 +221,45 @@ REFUSALS = {
     ),
     "control_character_shown_not_obeyed": Refusal(
         args=("tag=a\x1b[31mb",),
-        stderr_has=("Invalid config: tag=a\\x1b[31mb: Hydra's override grammar cannot read it",),
+        stderr_has=(
+            "Invalid config: tag=a\\x1b[31mb: its value holds a control character, \\x1b (character 6)",
+            "Fix: remove it",
+        ),
+        lines=1,
+        record=None,
+    ),
+    # session 22's trial: what Hydra still answered in several lines (exit 1): a group's + forgotten, an
+    # unknown flag (argparse's usage block), a config folder elsewhere; a sweep list's trailing comma
+    "plus_forgotten": Refusal(
+        args=("sweep=smoke",),
+        line_starts="flopsweep: Invalid config: sweep=smoke: sweep is a group added with + (no default picks "
+        "one). Fix: +sweep=smoke",
+        lines=1,
+        record=None,
+    ),
+    "unknown_flag": Refusal(
+        args=("--bogus",),
+        line_starts="flopsweep: Invalid config: --bogus: is no flag of flopsweep (Hydra's command line). ",
+        lines=1,
+        record=None,
+    ),
+    "config_path_elsewhere": Refusal(
+        args=("--config-path", "/etc"),
+        line_starts="flopsweep: Invalid config: --config-path /etc: is another folder than conf/; ",
+        lines=1,
+        record=None,
+    ),
+    "config_dir_missing": Refusal(
+        args=("--config-dir", "/nonexistent-flopsweep-configs"),
+        line_starts="flopsweep: Invalid config: --config-dir /nonexistent-flopsweep-configs: does not exist",
+        lines=1,
+        record=None,
+    ),
+    "trailing_comma": Refusal(
+        args=("model=gpt-tiny,",),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: model=gpt-tiny,: a trailing comma leaves an empty choice. "
+        "Fix: model=gpt-tiny",
         lines=1,
         record=None,
     ),
@@ -338,3 +377,24 @@ def test_run_py_refuses_before_any_worker(refused, name: str) -> None:
         [record] = records(where)
         assert record["status"] == case.record and record["error"]["phase"] == "config"
         assert all(v is None for v in record["metrics"].values())
+
+
+@pytest.mark.slow
+def test_help_is_flopsweeps_own_and_hydra_help_hydras(tmp_path: Path) -> None:
+    """``flopsweep --help`` (the console script, from another folder) and ``python run.py --help`` print
+    ``conf/hydra/help/flopsweep.yaml``: the groups of conf/ (no ``schema/*``), the docs; ``--hydra-help``
+    stays Hydra's. Hydra's generic help said "run is powered by Hydra" and listed ``schema/*``."""
+    from integration.test_shared_safety_4 import console_scripts
+
+    script = console_scripts(tmp_path / "bin")["flopsweep"]
+    own = subprocess.run(
+        [sys.executable, str(script), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    via_run_py = run_py("--help", timeout=300)
+    hydras = run_py("--hydra-help", timeout=300)
+    assert own.returncode == via_run_py.returncode == hydras.returncode == 0, own.stderr + via_run_py.stderr
+    assert own.stdout == via_run_py.stdout and not own.stderr, own.stderr
+    assert own.stdout.startswith("flopsweep: measure training throughput")
+    assert "+sweep (added with +): " in own.stdout and "Docs: " in own.stdout and "schema/" not in own.stdout
+    assert "powered by Hydra" not in own.stdout
+    assert hydras.stdout.startswith("Hydra (") and "== Flags ==" in hydras.stdout

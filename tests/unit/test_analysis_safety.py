@@ -158,9 +158,17 @@ def test_output_resolving_to_a_record_being_read_is_refused(tmp_path, capsys, ho
 
 
 def test_notebook_naming_a_record_being_read_is_refused_before_any_kernel(tmp_path, capsys):
+    """The record itself is no notebook name (not .ipynb); a notebook name that is the record under
+    another name (a hard link) is refused as the record being read."""
     path = put(tmp_path / "run", ok_record())
     before = path.read_bytes()
-    code, _, err = cli(capsys, tmp_path, "--notebook", path)
+    with pytest.raises(SystemExit) as exit_:  # argparse's refusal (analysis.cli._notebook)
+        cli(capsys, tmp_path, "--notebook", path)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "argument --notebook" in err
+    assert "a notebook's name ends in .ipynb" in err
+    os.link(path, tmp_path / "run" / "results.ipynb")
+    code, _, err = cli(capsys, tmp_path, "--notebook", tmp_path / "run" / "results.ipynb")
     assert code == 2 and "--notebook" in err and "being read" in err
     assert "starting a kernel" not in err
     assert path.read_bytes() == before

@@ -309,7 +309,10 @@ def test_a_config_name_that_names_no_file_is_one_line(flag):
     assert "names no primary config" in line and line.endswith("name one of conf/: config.")
     assert refusal(["--config-name", "config", "device=cpu"]) is None
     assert refusal(["--config-name=config.yaml"]) is None
-    assert refusal(["--config-dir", "/elsewhere", "--config-name", "mine"]) is None  # Hydra's to find
+    # conf/ is the only folder of configs: another --config-dir is refused (flopsweep.flags), and with
+    # conf/ itself a name that is no file of it is still this line
+    assert "reads its configs from" in refusal(["--config-dir", "/elsewhere", "--config-name", "config"])
+    assert "names no primary config" in refusal(["--config-dir", "/elsewhere", "--config-name", "mine"])
 
 
 def test_a_long_legal_output_name_is_written(capsys, tmp_path):

@@ -1,0 +1,223 @@
+"""Hydra's flags on flopsweep's command line (``-m``, ``--cfg job``, ``--config-dir DIR``) and a config
+group's ``+``: one line each, before Hydra starts (``run.py``'s :func:`refusal`, exit 2).
+
+Hydra answered these itself: an unknown flag (``--bogus``) with argparse's nine-line usage block
+ending ``run.py: error``; ``--config-path /etc`` or a missing ``--config-dir`` with "Cannot find
+primary config", the search path and the ``HYDRA_FULL_ERROR`` hint, exit 1; ``sweep=smoke`` (the
+``+`` forgotten) with "Could not override 'sweep'. No match in the defaults list", exit 1.
+
+The flags are read by Hydra's own parser (``hydra._internal.utils.get_args_parser``: the same
+options, abbreviations and errors as Hydra's ``--help`` lists), its ``error`` made to raise.
+
+What a config folder may be: flopsweep reads its configs from the checkout's ``conf/`` alone. Its
+``config.yaml`` is the primary config (the defaults, ``hydra.output_subdir: null`` and the job log
+that never follows a link, :mod:`flopsweep.hydrafiles`), and every check before Hydra starts reads
+the options and sweeps of ``conf/``. So ``--config-path``, ``--config-dir`` and ``--config-name``
+are taken only when they name ``conf/`` and its ``config.yaml`` (what they are without the flag);
+another folder is refused, missing or not, with the fix: put the option or sweep file in ``conf/``.
+``--experimental-rerun FILE`` is refused too: it unpickles FILE (loading a pickle runs code), and
+flopsweep writes no ``config.pickle`` (``hydra.output_subdir: null``). No folder of configs is
+ever put on ``sys.path``: Hydra finds plug-ins (code) in the ``hydra_plugins`` packages of
+``sys.path`` only. Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import re
+
+from flopsweep.cli import COMMAND
+from flopsweep.overrides import CONF
+
+RUN_PY_FOLDER = os.path.dirname(CONF)
+"""The folder of ``run.py``: Hydra reads a relative ``--config-path`` from there."""
+
+_EXAMPLES = {
+    "--cfg": "job",
+    "--package": "model",
+    "--config-path": "conf",
+    "--config-name": "config",
+    "--config-dir": "conf",
+    "--info": "defaults",
+}
+"""An example value of each Hydra flag that takes one (the fix of a flag given none)."""
+
+
+class _Refused(Exception):
+    """argparse's refusal of a flag (its ``error`` made to raise this)."""
+
+
+def hydra_flags_parser() -> argparse.ArgumentParser:
+    """Hydra's own argument parser (``run.py --help`` and ``--hydra-help`` list its flags), whose
+    ``error`` raises :class:`_Refused` with argparse's message instead of printing the usage block."""
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+
+    def error(message: str) -> None:
+        raise _Refused(message)
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
+
+
+def _flag_names(parser: argparse.ArgumentParser) -> list[str]:
+    return [s for a in parser._actions for s in a.option_strings]
+
+
+def _unknown_flag(flag: str, parser: argparse.ArgumentParser) -> str:
+    """The line for a flag Hydra has not: the nearest flag, or the override it may have meant."""
+    name, eq, value = flag.partition("=")
+    key = name.lstrip("-")
+    if eq and key and re.fullmatch(r"[A-Za-z_][\w./@-]*", key) and len(name) - len(key) <= 2:
+        fix = f"an override has no dashes: {key}={value}"
+    elif near := difflib.get_close_matches(name, _flag_names(parser), n=1, cutoff=0.6):
+        fix = f"write {near[0]}{eq}{value}"
+    else:
+        fix = f"drop it ({COMMAND} --help lists the flags; an override is KEY=VALUE)"
+    return f"Invalid config: {flag}: is no flag of {COMMAND} (Hydra's command line). Fix: {fix}."
+
+
+def _argparse_line(message: str, parser: argparse.ArgumentParser) -> str:
+    """The line for argparse's own refusal of a known flag: a value missing, not among its choices,
+    or given to a flag that takes none (``-mx``)."""
+    match = re.match(r"argument ([^:]+): (.*)", message)
+    if not match:
+        return f"Invalid config: {message}. Fix: see {COMMAND} --help."
+    names, why = match.group(1).split("/"), match.group(2)
+    flag = next((n for n in names if n.startswith("--")), names[0])
+    shown = match.group(1)
+    action = next((a for a in parser._actions if flag in a.option_strings), None)
+    if "expected one argument" in why:
+        fix = f"give it a value, e.g. {flag} {_EXAMPLES.get(flag, 'VALUE')}"
+    elif "invalid choice" in why and action is not None and action.choices:
+        fix = f"give one of them, e.g. {flag} {next(iter(action.choices))}"
+    elif "ignored explicit argument" in why:
+        fix = f"write {flag} alone, then the overrides"
+    else:
+        fix = f"see {COMMAND} --help"
+    return f"Invalid config: {shown}: {why}. Fix: {fix}."
+
+
+def _config_folder(flag: str, value: str, state: str) -> str:
+    return (
+        f"Invalid config: {flag} {value}: {state}; flopsweep reads its configs from {CONF} alone (its "
+        "config.yaml keeps the records safe, and every override is checked against it before Hydra "
+        f"starts). Fix: drop {flag}; put your own option or sweep file in conf/ (e.g. conf/sweep/mine.yaml, "
+        "then +sweep=mine)."
+    )
+
+
+def _folder_state(path: str) -> str:
+    """What is at ``path``, in a few words (the folder a ``--config-*`` flag names)."""
+    if not os.path.lexists(path):
+        return "does not exist"
+    if os.path.islink(path):
+        return "is a symbolic link to another folder"
+    if not os.path.isdir(path):
+        return "is a file, not a folder"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return "is a folder that cannot be read"
+    return "is another folder than conf/"
+
+
+def _same_folder(path: str, conf: str) -> bool:
+    return os.path.isdir(path) and os.path.realpath(path) == os.path.realpath(conf)
+
+
+def flag_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line refusing a flag of the command line before Hydra starts, else None:
+
+    - a flag Hydra has not (``--bogus``; the nearest flag named, ``--multi-run``: ``--multirun``;
+      ``--steps.measure=3``: the override without dashes);
+    - a flag Hydra's parser refuses: no value (``--config-name``), a value not among its choices
+      (``--cfg jb``), a value given to a flag that takes none (``-mx``);
+    - overrides both before and after a flag (``a=1 -m b=2``: argparse reads one run of them);
+    - ``--config-path``/``-cp``, ``--config-dir``/``-cd`` naming another folder than ``conf`` (module
+      doc: missing, a file, unreadable, or a folder), or ``pkg://`` (that imports a package);
+    - ``--experimental-rerun`` (it unpickles a file).
+    """
+    parser = hydra_flags_parser()
+    try:
+        args, extras = parser.parse_known_args(argv)
+    except _Refused as exc:
+        return _argparse_line(str(exc), parser)
+    if flags := [e for e in extras if e.startswith("-")]:
+        return _unknown_flag(flags[0], parser)
+    if extras:  # overrides after a flag, once argparse had read the first run of them
+        overrides = set(args.overrides) | set(extras)
+        flags = [a for a in argv if a not in overrides]
+        fixed = " ".join([COMMAND, *flags, *(a for a in argv if a in overrides)])
+        return (
+            f"Invalid config: {extras[0]}: an override after a flag is not read when others come before "
+            f"it (Hydra reads one run of overrides). Fix: put the flags first: {fixed}"
+        )
+    if args.experimental_rerun is not None:
+        return (
+            f"Invalid config: --experimental-rerun {args.experimental_rerun}: loads a pickle, which runs "
+            "code, and flopsweep writes no config.pickle (hydra.output_subdir is null). Fix: drop it; run "
+            f"the job's overrides again ({COMMAND} OVERRIDES: its .hydra/overrides.yaml lists them)."
+        )
+    for flag, value in (("--config-path", args.config_path), ("--config-dir", args.config_dir)):
+        if value is None:
+            continue
+        if value.startswith("pkg://"):
+            return _config_folder(flag, value, "names a Python package, which Hydra would import")
+        path = os.path.join(
+            RUN_PY_FOLDER if flag == "--config-path" else os.getcwd(), os.path.expanduser(value)
+        )
+        if not _same_folder(path, conf):
+            return _config_folder(flag, value, _folder_state(path))
+    return None
+
+
+def _listed_groups(conf: str) -> dict[str, str]:
+    """The groups ``conf/config.yaml``'s defaults list picks, with the option each picks."""
+    from flopsweep.overrides import _yaml
+
+    defaults = _yaml(os.path.join(conf, "config.yaml")).get("defaults") or []
+    return {k: str(v) for d in defaults if isinstance(d, dict) for k, v in d.items() if " " not in k}
+
+
+def group_prefix_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line for a config group of ``conf/`` given the wrong prefix, else None: a group the
+    defaults list does not pick, without ``+`` (``sweep=smoke``: Fix ``+sweep=smoke``) or with
+    ``++`` (Hydra: "force-add of config groups is not supported"), or ``~`` (nothing to delete); a
+    group it picks, with ``+`` or ``++`` (``+model=gpt-125m``: "Multiple values for model"; Fix
+    ``model=gpt-125m``). Hydra's own ``hydra/`` groups, a package (``+model@x=...``) and a
+    sub-group (``batch/auto``) are left to Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    listed = _listed_groups(conf)
+    parser = OverridesParser.create()
+    for text in [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))]:
+        try:
+            o = parser.parse_override(text)
+        except Exception:  # noqa: BLE001 - syntax_problem's
+            continue
+        group = o.key_or_group
+        if (
+            o.package is not None
+            or "/" in group
+            or group == "hydra"
+            or not os.path.isdir(os.path.join(conf, group))
+        ):
+            continue
+        bare = text.lstrip("+~")
+        if group in listed and (o.is_add() or o.is_force_add()):
+            return (
+                f"Invalid config: {text}: {group} is picked by the defaults already "
+                f"({group}={listed[group]}, conf/config.yaml); + adds a group that is not. Fix: {bare}"
+            )
+        if group in listed:
+            continue
+        if o.is_delete():
+            return (
+                f"Invalid config: {text}: no {group} is picked, so there is none to remove. Fix: drop {text}"
+            )
+        if not o.is_add():
+            why = f"{group} is a group added with + (no default picks one)"
+            return f"Invalid config: {text}: {why}. Fix: +{bare}"
+    return None

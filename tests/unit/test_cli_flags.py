@@ -1,0 +1,328 @@
+"""Session 22's trial of the command line: Hydra's flags and a group's ``+`` (``flopsweep.flags``), control
+characters and an empty sweep choice (``flopsweep.override_grammar``), a device as ``hydra.run.dir``, the
+analysis's ``--output`` folder and ``--notebook`` name, and ``flopsweep --help`` (``conf/hydra/help``).
+
+Each refusal is one line before Hydra starts; where the line gives a command as its fix, the test runs that
+fix through the same checks (and Hydra's parser or compose) to show it is the right one. In process: the
+command lines themselves run in ``tests/integration/test_refusals.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis.__main__ import main
+from flopsweep.cli import CHECKOUT, help_section
+from flopsweep.flags import flag_problem, group_prefix_problem, hydra_flags_parser
+from flopsweep.hydrafiles import output_folder_problem
+from flopsweep.override_grammar import control_character_problem, syntax_problem
+from flopsweep.overrides import CONF, known_keys
+
+SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
+
+
+def refusal(argv: list[str]) -> str | None:
+    from run import refusal as run_refusal
+
+    return run_refusal(argv)
+
+
+def _fix(line: str) -> str:
+    return line.rsplit("Fix: ", 1)[1]
+
+
+# --- flags -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "starts", "fix"),
+    [
+        (["--bogus"], "Invalid config: --bogus: is no flag of flopsweep", "drop it (flopsweep --help lists"),
+        (["--multi-run", "seed=0,1"], "Invalid config: --multi-run: is no flag", "write --multirun."),
+        (
+            ["--steps.measure=3"],
+            "Invalid config: --steps.measure=3: is no flag",
+            "an override has no dashes: ",
+        ),
+        (
+            ["--cfg", "jb"],
+            "Invalid config: --cfg/-c: invalid choice: 'jb'",
+            "give one of them, e.g. --cfg job.",
+        ),
+        (["-mx"], "Invalid config: --multirun/-m: ignored explicit argument 'x'", "write --multirun alone"),
+        (["--package"], "Invalid config: --package/-p: expected one argument", "e.g. --package model."),
+    ],
+)
+def test_a_flag_hydra_refuses_is_one_line_naming_the_flag_and_the_fix(argv, starts, fix):
+    """Hydra printed argparse's usage block (9 lines) ending ``run.py: error``, exit 2."""
+    line = refusal(argv)
+    assert line is not None and line.startswith(starts) and fix in _fix(line), line
+    assert "\n" not in line and "usage:" not in line
+
+
+def test_the_fix_of_an_override_given_dashes_is_taken():
+    line = refusal(["--steps.measure=3"])
+    assert _fix(line) == "an override has no dashes: steps.measure=3."
+    assert refusal(["steps.measure=3"]) is None
+
+
+def test_overrides_on_both_sides_of_a_flag_get_the_flags_first():
+    """``a=1 -m b=2``: argparse reads one run of overrides and refused ``b=2`` as unrecognized."""
+    line = refusal(["seed=0,1", "-m", "tag=x"])
+    assert line.startswith("Invalid config: tag=x: an override after a flag is not read"), line
+    fixed = _fix(line).removeprefix("put the flags first: ").split()
+    assert fixed == ["flopsweep", "-m", "seed=0,1", "tag=x"]
+    args = hydra_flags_parser().parse_args(fixed[1:])
+    assert args.multirun and args.overrides == ["seed=0,1", "tag=x"]
+    assert refusal(fixed[1:]) is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["--hydra-help"],
+        ["-m", "seed=0,1"],
+        ["--multirun", "seed=0,1"],
+        ["--cfg", "job"],
+        ["--cfg=hydra", "--resolve"],
+        ["--info", "defaults"],
+        ["-i"],
+        ["--config-name", "config"],
+        ["--config-path", "conf"],
+        ["--config-path", str(CONF)],
+        ["--config-dir", str(CONF)],
+        ["-c", "job", "-p", "model"],
+        ["--shell-completion"],
+    ],
+)
+def test_hydras_own_flags_pass(argv):
+    assert flag_problem(argv) is None and refusal(argv) is None
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "state"),
+    [
+        ("--config-path", "/etc", "is another folder than conf/"),
+        ("--config-path", "pkg://somepackage.conf", "names a Python package, which Hydra would import"),
+        ("--config-dir", "/nonexistent-config-dir", "does not exist"),
+        ("--config-dir", "/etc/hostname", "is a file, not a folder"),
+        ("-cd", "/etc", "is another folder than conf/"),
+    ],
+)
+def test_a_config_folder_other_than_conf_is_refused_in_one_line(flag, value, state):
+    """``--config-path /etc``: "Cannot find primary config", the search path and the ``HYDRA_FULL_ERROR``
+    hint (9 lines, exit 1); ``--config-dir /missing``: "Additional config directory ... not found"."""
+    line = refusal([flag, value, "device=cpu"])
+    long = {"-cd": "--config-dir"}.get(flag, flag)
+    assert line.startswith(
+        f"Invalid config: {long} {value}: {state}; flopsweep reads its configs from {CONF}"
+    )
+    assert _fix(line).startswith(f"drop {long}; put your own option or sweep file in conf/")
+
+
+def test_a_config_dir_that_is_a_link_to_conf_is_conf(tmp_path):
+    (tmp_path / "conf").symlink_to(CONF)
+    assert flag_problem(["--config-dir", str(tmp_path / "conf")]) is None
+    (tmp_path / "other").mkdir()
+    assert "is another folder than conf/" in flag_problem(["--config-dir", str(tmp_path / "other")])
+
+
+def test_a_rerun_pickle_is_refused():
+    """``--experimental-rerun FILE`` unpickles FILE (code); flopsweep writes no config.pickle."""
+    line = refusal(["--experimental-rerun", "/tmp/x/.hydra/config.pickle"])
+    assert line.startswith("Invalid config: --experimental-rerun /tmp/x/.hydra/config.pickle: loads a pickle")
+    assert "Fix: drop it" in line
+
+
+# --- a group's + -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "why", "fix"),
+    [
+        (["sweep=smoke"], "sweep is a group added with + (no default picks one)", "+sweep=smoke"),
+        (["-m", "sweep=smoke,backends"], "sweep is a group added with +", "+sweep=smoke,backends"),
+        (["++sweep=smoke"], "sweep is a group added with +", "+sweep=smoke"),
+        (["+model=gpt-125m"], "model is picked by the defaults already (model=gpt-tiny", "model=gpt-125m"),
+        (["++backend=ddp"], "backend is picked by the defaults already (backend=single", "backend=ddp"),
+        (["~sweep"], "no sweep is picked, so there is none to remove", "drop ~sweep"),
+    ],
+)
+def test_a_groups_plus_forgotten_or_extra_is_one_line_with_the_override_to_write(
+    argv, why, fix, hydra_compose
+):
+    """``sweep=smoke``: Hydra's "Could not override 'sweep'. No match in the defaults list", its
+    ``HYDRA_FULL_ERROR`` hint, exit 1; ``+model=...``: "Multiple values for model"."""
+    override = argv[-1]
+    line = refusal(argv)
+    assert line == f"Invalid config: {override}: {why}{line.split(why, 1)[1]}", line
+    assert _fix(line) == fix
+    assert group_prefix_problem([override]) == line
+    if override != "~sweep":
+        with pytest.raises(Exception):  # noqa: B017, PT011 - Hydra's own refusal, whatever its class
+            hydra_compose.config([override])
+    if "," not in fix and not fix.startswith("drop"):
+        hydra_compose.config([fix])  # the fix composes
+        assert refusal([fix]) is None
+
+
+def test_an_option_of_a_group_added_with_plus_is_suggested_with_its_plus():
+    line = refusal(["sweep=smok"])
+    assert "smok is no option of sweep" in line and line.endswith("e.g. +sweep=smoke.")
+    assert refusal(["backend=zero9"]).endswith("(several, one job each: -m backend=a,b).")
+    assert "+backend" not in refusal(["backend=zero9"])
+
+
+# --- control characters, an empty choice --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("override", "shown", "at", "part"),
+    [
+        ("hydra.run.dir=/tmp/x\x1b[31m\nx", "\\x1b", 21, "value"),
+        ("tag=a\nb", "\\n", 6, "value"),
+        ("tag='a\tb'", "\\t", 7, "value"),
+        ("tag=\u202eabc", "\\u202e", 5, "value"),
+        ("ta\x1bg=1", "\\x1b", 3, "key"),
+        ("tag=a\u00a0b", "\\xa0", 6, "value"),
+    ],
+)
+def test_a_control_character_is_named_and_its_fix_is_to_remove_it(override, shown, at, part):
+    """``hydra.run.dir=$'/tmp/x\\x1b[31m\\nx'`` said ``Fix: close the [`` (the grammar saw a bracket)."""
+    line = control_character_problem([override])
+    assert line is not None and refusal([override]) == line
+    assert f"its {part} holds a control character, {shown} (character {at})" in line
+    assert _fix(line) == f"remove it (and any escape sequence it starts) from the {part}."
+    assert "close the" not in line and "quote the value" not in line
+
+
+@pytest.mark.parametrize(
+    ("override", "where", "fix"),
+    [
+        ("model=gpt-tiny,", "a trailing comma leaves", "model=gpt-tiny"),
+        ("model=,gpt-tiny", "a leading comma leaves", "model=gpt-tiny"),
+        ("model=gpt-tiny,,llama-tiny", "two commas in a row leave", "model=gpt-tiny,llama-tiny"),
+        ("seed=0,1,", "a trailing comma leaves", "seed=0,1"),
+        ("tag='a,b',", "a trailing comma leaves", "tag='a,b'"),
+    ],
+)
+def test_an_empty_choice_in_a_sweep_list_is_named_and_dropped(override, where, fix):
+    """``-m model=gpt-tiny,`` said ``Fix: quote the value ... 'model="gpt-tiny,"'``, which would then be
+    refused as an unknown model."""
+    line = refusal(["-m", override])
+    assert line == f"Invalid config: {override}: {where} an empty choice. Fix: {fix}", line
+    assert refusal(["-m", fix]) is None and syntax_problem([fix]) is None
+
+
+def test_a_comma_inside_brackets_is_the_grammars():
+    line = syntax_problem(["model.n_layer=[1,2,]"])
+    assert "Hydra's override grammar cannot read it" in line and "empty choice" not in line
+
+
+# --- a device as the run's folder; the analysis's outputs ---------------------------------------------
+
+
+def test_a_device_is_never_the_users_to_remove_a_file_of_theirs_may_be(tmp_path):
+    line = output_folder_problem("hydra.run.dir", os.devnull)
+    assert "is a character device" in line and line.endswith("Fix: choose another directory.")
+    assert "remove" not in line
+    mine = tmp_path / "afile"
+    mine.write_text("")
+    line = output_folder_problem("hydra.run.dir", str(mine))
+    assert line.endswith(f"Fix: remove {mine} if it is yours, or choose another directory.")
+    assert refusal([f"hydra.run.dir={os.devnull}"]).endswith("Fix: choose another directory.")
+
+
+def _analysis(capsys, *args) -> tuple[int, str, str]:
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exc:  # argparse's one line
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_an_output_under_a_file_says_the_file_is_no_folder(capsys, tmp_path):
+    """``--output afile/x.csv`` said ``cannot write afile: File exists`` (exit 1)."""
+    (tmp_path / "afile").write_text("")
+    target = tmp_path / "afile" / "x.csv"
+    code, out, err = _analysis(capsys, SWEEP, "--format", "csv", "--output", target)
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert err == (
+        f"python -m analysis: error: --output {target}: its folder {tmp_path / 'afile'} is a regular file, "
+        "not a folder. Fix: name a file in a folder you can write, e.g. report.csv\n"
+    )
+    assert (tmp_path / "afile").read_text() == ""
+
+
+def test_an_output_where_no_file_can_be_made_has_a_fix(capsys):
+    """``--output /proc/self/foo.csv`` said ``cannot write ...: No such file or directory``, no fix."""
+    code, out, err = _analysis(capsys, SWEEP, "--output", "/proc/self/foo.csv")
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert "--output /proc/self/foo.csv: its folder /proc/self cannot take a file (" in err
+    assert "Fix: name a file in a folder you can write" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "fix"), [("x.txt", "x.ipynb"), ("report", "report.ipynb"), ("a.md", "a.ipynb")]
+)
+def test_a_notebook_name_must_end_in_ipynb(capsys, tmp_path, name, fix):
+    """``--notebook x.txt`` was executed and written as a notebook Jupyter would not list."""
+    code, out, err = _analysis(capsys, SWEEP, "--notebook", tmp_path / name)
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert f"argument --notebook: {tmp_path / name}: a notebook's name ends in .ipynb" in err
+    assert f"Fix: --notebook {tmp_path / fix}" in err and "starting a kernel" not in err
+    assert not (tmp_path / name).exists()
+
+
+# --- flopsweep --help ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def help_text(hydra_compose) -> str:
+    """The template of ``conf/hydra/help/flopsweep.yaml`` as Hydra's ``app_help`` reads it (resolved:
+    ``run.py``'s ``flopsweep_help`` resolver registered), less Hydra's ``$FLAGS`` substitution."""
+    import run  # noqa: F401 - registers the flopsweep_help resolver
+
+    return str(hydra_compose.config([], hydra=True).hydra.help.template)
+
+
+def test_the_help_lists_the_user_groups_not_the_schema(help_text):
+    """Hydra's help listed ``schema/*`` (the typed bases) beside the groups, said ``run is powered by
+    Hydra`` and named no docs."""
+    assert help_text.startswith("flopsweep: measure training throughput")
+    assert "schema/" not in help_text and "powered by Hydra" not in help_text
+    groups = sorted(p.name for p in Path(CONF).iterdir() if p.is_dir() and p.name != "hydra")
+    for group in groups:
+        head = f"+{group} (added with +)" if group == "sweep" else f"{group} (default "
+        assert f"\n  {head}" in help_text, group
+    assert "model (default gpt-tiny): gpt-1.3b," in help_text and "smoke" in help_text
+    assert f"Docs: {CHECKOUT / 'docs'} (usage.md" in help_text
+    assert "$" not in help_text  # string.Template would refuse a stray dollar sign
+    assert max(len(line) for line in help_text.splitlines()) <= 110
+
+
+def test_the_helps_keys_are_keys_and_its_examples_run(help_text):
+    """Every ``KEY=`` the help names is a key of the schema (or Hydra's ``hydra.run.dir``, ...), and each
+    example command passes every check before Hydra starts."""
+    keys_part = help_text.split("== Main keys", 1)[1].split("== Examples", 1)[0]
+    named = set(re.findall(r"(?<![\w.])([a-z_]+(?:\.[a-z_]+)*)=", keys_part))
+    assert {"device", "nproc_per_node", "batch.micro_batch_size", "plan", "hydra.sweep.dir"} <= named
+    assert {k for k in named if not k.startswith("hydra.")} <= known_keys(), named - known_keys()
+    examples = [line.split("#")[0].split() for line in help_text.split("== Examples ==")[1].splitlines()]
+    runs = [e[1:] for e in examples if e and e[0] == "flopsweep"]
+    assert len(runs) == 3
+    for argv in runs:
+        assert refusal(argv) is None, argv
+    assert any(e and e[0] == "flopsweep-analysis" for e in examples)
+
+
+def test_help_section_names_its_sections():
+    assert help_section("docs") == str(CHECKOUT / "docs")
+    with pytest.raises(ValueError, match="no section 'nope'"):
+        help_section("nope")
