@@ -109,6 +109,7 @@ from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers a
     RECOMPUTED_SCORE_BYTES,
     activation_bytes,
     activation_host_bytes,
+    attention_bytes_per_token,
     attention_plan_bytes,
     attention_workspace_bytes,
     block_backward_bytes,
@@ -122,6 +123,7 @@ from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers a
     loss_kept_bytes,
     saved_score_bytes,
     scores_kernel,
+    selective_compiled_bytes,
 )
 from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.gpu_memory import planned_gpu_bytes  # noqa: F401 - memory.planned_gpu_bytes, as callers use it
