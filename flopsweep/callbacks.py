@@ -260,26 +260,34 @@ and their set-aside copies (``batch_search.<status>-<run id>``): no job of a swe
 
 
 def _job_records(folder: Path) -> list[Path]:
-    """The records one level down, ``folder/<name>/metrics.json`` (a sweep's jobs), links not followed,
-    a job's search folders aside (:data:`JOB_SEARCHES`); at most :data:`MAX_JOB_FOLDERS` entries looked at."""
+    """The records one level down, ``folder/<name>/metrics.json`` (a sweep's jobs): regular files only (a
+    link or a FIFO planted there is the job's to refuse or set aside), links not followed, a job's
+    search folders aside (:data:`JOB_SEARCHES`); at most :data:`MAX_JOB_FOLDERS` entries looked at."""
     found = []
     try:
         with os.scandir(folder) as entries:
             for entry in itertools.islice(entries, MAX_JOB_FOLDERS):
                 if entry.name.startswith(JOB_SEARCHES) or not entry.is_dir(follow_symlinks=False):
                     continue
-                if os.path.lexists(os.path.join(entry.path, METRICS_FILE)):
+                if _is_file(Path(entry.path) / METRICS_FILE):
                     found.append(Path(entry.path) / METRICS_FILE)
     except OSError:  # missing (a new folder), or unreadable: each job checks its own
         return []
-    return sorted(
-        found,
-        key=lambda p: (
-            not p.parent.name.isdigit(),
-            int(p.parent.name) if p.parent.name.isdigit() else 0,
-            str(p),
-        ),
-    )
+    return sorted(found, key=_job_order)
+
+
+def _job_order(path: Path) -> tuple[bool, int, str]:
+    """Job folders by number (``S/2`` before ``S/10``), then any other name."""
+    name = path.parent.name
+    return (not name.isdigit(), int(name) if name.isdigit() else 0, str(path))
+
+
+def _is_file(path: Path) -> bool:
+    """True when ``path``, not followed, is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | None:
@@ -294,7 +302,7 @@ def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | 
       without records (a plan's, a sweep stopped before its first record) is taken over as before.
     """
     top = Path(sweep_dir) / METRICS_FILE
-    if os.path.lexists(top):
+    if _is_file(top):
         return (
             f"{sweep_dir} is a single run's folder ({top} is there); the sweep's records would be counted "
             "with it, and its resume would skip it. Fix: choose a new hydra.sweep.dir"
