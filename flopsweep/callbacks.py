@@ -20,6 +20,13 @@ from hydra.experimental.callback import Callback
 from flopsweep import tree
 from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_json
 from flopsweep.hydrafiles import sweep_dir as sweep_dir_of
+from flopsweep.locks import (  # noqa: F401 - the lock's names, where they were
+    LOCK_SUFFIX,
+    SweepBusy,
+    inner_lock_path,
+    lock_path,
+    lock_sweep_dir,
+)
 from flopsweep.record import METRICS_FILE, STATUSES
 from flopsweep.text import say
 
@@ -182,158 +189,6 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-class SweepBusy(CompactHydraException):
-    """Another sweep, resume or single run is writing into the same directory, or its lock file is
-    not one that flopsweep can use (a link, not a regular file)."""
-
-
-def lock_path(run_dir: Path) -> Path:
-    """``<parent>/.<name>.flopsweep-lock`` beside the *real* directory (links and ``..`` resolved, as
-    far as the path exists), so that every spelling of one directory shares one lock."""
-    real = Path(os.path.realpath(run_dir))
-    return real.parent / f".{real.name}{LOCK_SUFFIX}"
-
-
-def lock_sweep_dir(sweep_dir: Path) -> Any:
-    """Hold an exclusive lock on ``sweep_dir`` for this process (released when it exits): a sweep's
-    directory, or a single run's (``SweepSummary`` locks both).
-
-    Two sweeps, resumes or runs into one directory would share, and wipe, each other's scratch
-    files, and time each other's jobs under load. The second one is refused at once. The lock is
-    ``fcntl.flock`` on :func:`lock_path`, beside the directory's real path (a launcher that refuses
-    its settings must leave no sweep directory behind). The file is created exclusively, never
-    through a link, and never written to or truncated: the holder's pid comes from ``/proc/locks``.
-
-    Raises:
-        SweepBusy: naming the directory and the process that holds it, or why the lock file
-            there cannot be used (a symbolic link or not a regular file: remove it).
-    """
-    import fcntl
-
-    path = lock_path(sweep_dir)
-    _refuse_nested(sweep_dir)  # before anything is made
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _open_lock(path, sweep_dir)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = _lock_holder(os.fstat(fd))
-        os.close(fd)
-        raise SweepBusy(
-            f"another sweep or run ({holder}) is writing into {sweep_dir}; wait for it to finish, or "
-            "choose another hydra.sweep.dir (hydra.run.dir for a single run)"
-        ) from None
-    try:  # again, holding ours: of two that start at once, the later one sees the other's lock
-        _refuse_nested(sweep_dir)
-    except SweepBusy:
-        os.close(fd)
-        raise
-    return open(fd, "rb", buffering=0)  # noqa: SIM115 - held for the life of the process
-
-
-LOCK_SUFFIX = ".flopsweep-lock"
-MAX_SCANNED = 200_000
-"""At most this many entries of a directory's tree are looked at for the locks of runs inside it."""
-
-
-def _refuse_nested(run_dir: Path) -> None:
-    """Raise :class:`SweepBusy` when a flopsweep lock is held on a directory above ``run_dir`` (a
-    sweep whose job directory it is) or inside it (a run in one of its job directories): the two
-    would share, and wipe, files. Nothing is made or written; a lock is only tried, shared and
-    at once released (:func:`_held`)."""
-    real = Path(os.path.realpath(run_dir))
-    above = ((d, "above", lock_path(d)) for d in real.parents if d.parent != d)
-    inside = ((_locked_dir(lock), "inside", lock) for lock in _locks_inside(real))
-    found = next(((f, w, h) for f, w, lock in itertools.chain(above, inside) if (h := _held(lock))), None)
-    if found is None:
-        return
-    folder, where, holder = found
-    raise SweepBusy(
-        f"another sweep or run ({holder}) is writing into {folder}, {where} {run_dir}; wait for it to "
-        "finish, or choose a hydra.sweep.dir (hydra.run.dir for a single run) outside it"
-    )
-
-
-def _held(path: Path) -> str | None:
-    """The holder (``pid 1234``, :func:`_lock_holder`) of the flopsweep lock file ``path`` when a
-    process holds it, else None (no such file, not a regular file, or free). The file is opened
-    without following a link or blocking, locked shared without waiting, and closed at once."""
-    import fcntl
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return _lock_holder(st)
-        return None
-    finally:
-        os.close(fd)
-
-
-def _locks_inside(root: Path) -> Any:
-    """The flopsweep lock files (``.<name>.flopsweep-lock``) in ``root``'s tree, links not followed,
-    at most :data:`MAX_SCANNED` entries looked at (a loop, not recursion: any depth)."""
-    stack, seen = [root], 0
-    while stack and seen < MAX_SCANNED:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    seen += 1
-                    if entry.name.startswith(".") and entry.name.endswith(LOCK_SUFFIX):
-                        yield Path(entry.path)
-                    elif entry.is_dir(follow_symlinks=False):
-                        stack.append(Path(entry.path))
-        except OSError:  # gone, or not ours to read
-            continue
-
-
-def _locked_dir(lock: Path) -> Path:
-    """The directory whose lock file is ``lock`` (:func:`lock_path`)."""
-    return lock.parent / lock.name[1 : -len(LOCK_SUFFIX)]
-
-
-def _open_lock(path: Path, run_dir: Path) -> int:
-    """A descriptor of the lock file at ``path``: created exclusively, or the existing regular file
-    opened without following a link and without blocking (a FIFO planted there must not hang)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        pass
-    fix = f"remove it (someone else may have put it there), or choose another directory than {run_dir}"
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        what = "is a symbolic link" if os.path.islink(path) else f"cannot be opened ({exc.strerror})"
-        raise SweepBusy(f"the lock file {path} {what}, not a lock flopsweep made; {fix}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise SweepBusy(f"the lock file {path} is not a regular file; {fix}")
-    return fd
-
-
-def _lock_holder(st: os.stat_result) -> str:
-    """``pid 1234``: the process holding a ``flock`` on the file of ``st``, from Linux's
-    ``/proc/locks`` (``1: FLOCK ADVISORY WRITE 1234 08:01:5678 0 EOF``); else ``another process``."""
-    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
-            for line in fh.read(1 << 20).splitlines():
-                fields = line.split()
-                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == want:
-                    return f"pid {fields[4]}"
-    except OSError:
-        pass
-    return "another process"
-
-
 MULTIRUN_FILE = "multirun.yaml"
 """The sweep's composed config, which Hydra's sweeper writes into the sweep directory (and rewrites
 on every multirun there)."""
@@ -354,15 +209,16 @@ def _sweep_identity(hydra: Any) -> dict[str, Any]:
     }
 
 
-def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
-    """The one-line refusal of ``resume=true`` into a sweep directory whose ``multirun.yaml`` is
-    another sweep's (other config, overrides or sweeper params than ``hydra``, this sweep's
-    ``hydra`` node as a mapping): Hydra would overwrite it before the first job. None when there is
-    no such file or it is this sweep's (overrides and params compared by key and parsed value,
-    :func:`flopsweep.identity.same_overrides`: ``lr=0.035,0.07`` is ``lr=0.0350,0.07``). A
-    ``multirun.yaml`` that is a link, a FIFO or not YAML is refused too (Hydra would write through
-    it, or block on it). Read with
-    :func:`flopsweep.files.read_regular` (no link followed, bounded)."""
+def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> str | None:
+    """The one-line refusal of a sweep into a directory whose ``multirun.yaml`` is another sweep's
+    (other config, overrides or sweeper params than ``hydra``, this sweep's ``hydra`` node as a
+    mapping): the sweeper would overwrite it before the first job, and that sweep could no longer be
+    resumed. None when there is no such file or it is this sweep's (overrides and params compared by
+    key and parsed value, :func:`flopsweep.identity.same_overrides`: ``lr=0.035,0.07`` is
+    ``lr=0.0350,0.07``). With ``resume`` a ``multirun.yaml`` that is a link, a FIFO or not YAML is
+    refused too (it names no sweep to continue); without, it is left to the sweeper, which replaces
+    it (never written through). Read with :func:`flopsweep.files.read_regular` (no link followed,
+    bounded)."""
     import yaml
 
     from flopsweep.files import read_regular
@@ -371,10 +227,17 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
     if not os.path.lexists(path):
         return None
     fix = "Fix: choose a new hydra.sweep.dir, or resume with the command line that started this sweep"
+    if not resume:
+        fix = (
+            "Fix: choose a new hydra.sweep.dir, or continue that sweep: resume=true with the command line "
+            "that started it (hydra.overrides.task in its multirun.yaml)"
+        )
     try:
         old = yaml.safe_load(read_regular(path, MAX_MULTIRUN_BYTES)) or {}
         theirs = _sweep_identity(old["hydra"])
     except (RecordError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
+        if not resume:
+            return None
         why = str(exc).splitlines()[0] if isinstance(exc, RecordError) else "not a sweep's config"
         return f"{path} is unreadable ({why}); resume=true continues only the sweep that wrote it. {fix}"
     from flopsweep.identity import same_overrides
@@ -387,7 +250,92 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any) -> str | None:
     ]
     if not differ:
         return None
-    return f"{path} belongs to another sweep ({'; '.join(differ)}); resume=true would overwrite it. {fix}"
+    doing = "resume=true" if resume else "this sweep"
+    return f"{path} belongs to another sweep ({'; '.join(differ)}); {doing} would overwrite it. {fix}"
+
+
+JOB_SEARCHES = ("batch_search", "model_search")
+"""A job's own sub-folders that hold records of its searches' probes (``S/0/batch_search/mbs4/metrics.json``),
+and their set-aside copies (``batch_search.<status>-<run id>``): no job of a sweep."""
+
+
+def _job_records(folder: Path) -> list[Path]:
+    """The records one level down, ``folder/<name>/metrics.json`` (a sweep's jobs): regular files only (a
+    link or a FIFO planted there is the job's to refuse or set aside), links not followed, a job's
+    search folders aside (:data:`JOB_SEARCHES`); at most :data:`MAX_JOB_FOLDERS` entries looked at."""
+    found = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in itertools.islice(entries, MAX_JOB_FOLDERS):
+                if entry.name.startswith(JOB_SEARCHES) or not entry.is_dir(follow_symlinks=False):
+                    continue
+                if _is_file(Path(entry.path) / METRICS_FILE):
+                    found.append(Path(entry.path) / METRICS_FILE)
+    except OSError:  # missing (a new folder), or unreadable: each job checks its own
+        return []
+    return sorted(found, key=_job_order)
+
+
+def _job_order(path: Path) -> tuple[bool, int, str]:
+    """Job folders by number (``S/2`` before ``S/10``), then any other name."""
+    name = path.parent.name
+    return (not name.isdigit(), int(name) if name.isdigit() else 0, str(path))
+
+
+def _is_file(path: Path) -> bool:
+    """True when ``path``, not followed, is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | None:
+    """The one-line refusal of a sweep into ``sweep_dir`` before anything is written there, else None:
+
+    - a single run's folder (a ``metrics.json`` in it): the sweep's records would be counted with it;
+    - with ``resume``, another sweep's folder (its ``multirun.yaml``: :func:`other_sweep_problem`);
+    - without ``resume``, a folder that holds job records (``S/N/metrics.json``): another sweep's
+      (named so, :func:`other_sweep_problem`: the sweeper would overwrite its ``multirun.yaml``, and
+      it could no longer be resumed) or this sweep's (its jobs would refuse them one by one, after the
+      jobs before them ran); the fix names ``resume=true`` or a new ``hydra.sweep.dir``. A folder
+      without records (a plan's, a sweep stopped before its first record) is taken over as before.
+    """
+    top = Path(sweep_dir) / METRICS_FILE
+    if _is_file(top):
+        return (
+            f"{sweep_dir} is a single run's folder ({top} is there); the sweep's records would be counted "
+            "with it, and its resume would skip it. Fix: choose a new hydra.sweep.dir"
+        )
+    if resume:
+        return other_sweep_problem(sweep_dir, hydra)
+    records = _job_records(Path(sweep_dir))
+    if not records:
+        return None
+    if problem := other_sweep_problem(sweep_dir, hydra, resume=False):
+        return problem
+    more = f" and {len(records) - 1} more job records" if len(records) > 1 else ""
+    return (
+        f"{records[0]} already exists{more}: this sweep ran in {sweep_dir} before; refusing to overwrite a "
+        "run record. Fix: add resume=true (keeps the ok records, re-runs the rest), or choose a new "
+        "hydra.sweep.dir"
+    )
+
+
+def run_folder_problem(run_dir: Path) -> str | None:
+    """The one-line refusal of a single run into a sweep's folder (``multirun.yaml`` in it, or job
+    records one level down, ``R/N/metrics.json``), before anything is written there: its record would be
+    counted among the sweep's jobs (and a resume of the sweep would count it as skipped). Else None."""
+    multirun = Path(run_dir) / MULTIRUN_FILE
+    records = _job_records(Path(run_dir))
+    if not os.path.lexists(multirun) and not records:
+        return None
+    what = f"{multirun} is there" if os.path.lexists(multirun) else f"{records[0]} is there"
+    return (
+        f"hydra.run.dir={run_dir} is a sweep's folder ({what}); a single run's record there would be counted "
+        "among the sweep's jobs. Fix: choose another hydra.run.dir (re-run the sweep's jobs with -m, its "
+        "hydra.sweep.dir and resume=true)"
+    )
 
 
 def _shown(value: Any) -> str:
@@ -411,6 +359,25 @@ def _lock_or_exit(run_dir: Path, key: str) -> Any:
     except SweepBusy as exc:
         print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
+    except OSError as exc:  # never a warning from Hydra, and never a run without its lock
+        print(
+            f"flopsweep: cannot lock {run_dir} ({exc.strerror or exc}: {exc.filename or run_dir}); a sweep "
+            f"or run never goes on without its lock. Fix: choose a {key} you can write to",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(1) from None
+
+
+def _refuse(problem: str | None, lock: Any = None) -> None:
+    """Print ``problem`` as flopsweep's one line and exit 1, releasing ``lock`` (its file unlinked), when
+    there is one; else nothing."""
+    if problem is None:
+        return
+    if lock is not None:
+        lock.close()
+    print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
 
 
 MAX_JOB_FOLDERS = 100_000
@@ -475,37 +442,43 @@ class SweepSummary(Callback):
         return {key: value for key, value in self.__dict__.items() if key != "lock"}
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
-        """A single run locks its directory too (a second run or a sweep there is refused)."""
-        self.lock = _lock_or_exit(Path(str(config.hydra.run.dir)), "hydra.run.dir")
+        """A single run locks its directory too (a second run or a sweep there is refused), and is
+        refused in a sweep's folder (:func:`run_folder_problem`), before anything is written there."""
+        run_dir = Path(str(config.hydra.run.dir))
+        self.lock = _lock_or_exit(run_dir, "hydra.run.dir")
+        _refuse(run_folder_problem(run_dir), self.lock)
+
+    def on_run_end(self, config: Any, **kwargs: Any) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Release the lock, its file unlinked (:meth:`flopsweep.locks.HeldLock.close`); else at exit."""
+        if (lock := getattr(self, "lock", None)) is not None:
+            lock.close()
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        from omegaconf import OmegaConf
+
         from flopsweep.files import RecordUnwritable
         from flopsweep.hydrafiles import submitit_folder, sweeper_problem
 
-        if problem := sweeper_problem(config):  # before anything is made
-            print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
-            raise SystemExit(1)
-        if problem := job_folders_problem(config):  # before the first job: refused first, not after one ran
-            print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
-            raise SystemExit(1)
+        _refuse(sweeper_problem(config))  # before anything is made
+        _refuse(job_folders_problem(config))  # before the first job: refused first, not after one ran
         self.lock = _lock_or_exit(sweep_dir_of(config), "hydra.sweep.dir")
+        # before Hydra's sweeper rewrites multirun.yaml: another sweep's, a single run's, this one's records
+        hydra = OmegaConf.to_container(config.hydra, resolve=False)
+        _refuse(
+            sweep_folder_problem(sweep_dir_of(config), hydra, resume=bool(config.get("resume"))), self.lock
+        )
         target = str((config.hydra.get("launcher") or {}).get("_target_", ""))
         try:  # flopsweep's Slurm launchers make it when they submit, after their own refusals
             submitit_folder(config.hydra.get("launcher"), make="flopsweep_slurm" not in target)
         except RecordUnwritable as exc:
-            print(f"flopsweep: {exc}. Fix: {exc.fix}", file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
+            _refuse(f"{exc}. Fix: {exc.fix}", self.lock)
         if "submitit" in target or "flopsweep_slurm" in target:
             # submitit starts each task as `python -m submitit.core._submit` in the folder the sweep was
             # started from (sbatch exports this environment): never with that folder on its path
             os.environ["PYTHONSAFEPATH"] = "1"
-        if config.get("resume"):  # before Hydra's sweeper rewrites multirun.yaml
-            from omegaconf import OmegaConf
-
-            hydra = OmegaConf.to_container(config.hydra, resolve=False)
-            if problem := other_sweep_problem(sweep_dir_of(config), hydra):
-                print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
-                raise SystemExit(1)
         if config.get("plan"):  # plan=true: a fresh table per sweep, never the last one's rows
             from flopsweep.job.plantable import start_plan_file
 
@@ -548,6 +521,12 @@ class SweepSummary(Callback):
         self._stop_if_unwritable(config, job_return)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        try:
+            self._end(config)
+        finally:
+            self.release()
+
+    def _end(self, config: Any) -> None:
         plan = sweep_dir_of(config) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
             from flopsweep.clusters import plans_gpu

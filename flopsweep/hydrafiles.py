@@ -16,6 +16,10 @@ only flopsweep's sweepers run (:func:`sweeper_problem`: Hydra's own ``basic`` an
 ``optuna_objective`` writes the latter through :func:`saved_safely`), and a submitit launcher's
 ``submitit_folder`` is a private folder of this user (:func:`submitit_folder`). A job folder that is a
 link is refused, never followed (:func:`flopsweep.files.job_folder`; the log: :class:`JobLogHandler`).
+Before the sweeper writes ``multirun.yaml``, the folder is locked (:mod:`flopsweep.locks`) and must be
+no single run's and, without ``resume=true``, hold no job records
+(:func:`flopsweep.callbacks.sweep_folder_problem`); a single run is refused in a sweep's folder
+(:func:`flopsweep.callbacks.run_folder_problem`).
 """
 
 from __future__ import annotations

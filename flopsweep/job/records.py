@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import shutil
 import time
 import uuid
@@ -222,7 +223,8 @@ def record_lost_job(
             return old
     except (RecordError, OSError, ValueError, KeyError, TypeError):
         pass  # unreadable: set aside below
-    set_aside(path)
+    if os.path.lexists(path):  # without one, the job's tracebacks are this lost attempt's: kept
+        set_aside(path)
     nproc = fixed_nproc(cfg.nproc_per_node)
     world = nproc * cfg.nnodes if nproc else None
     phase, rank = last_phase(job_dir / SCRATCH, world or 1)

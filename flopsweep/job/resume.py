@@ -64,9 +64,14 @@ def set_aside(path: Path) -> Path | None:
     The analysis reads only files named ``metrics.json``, so a record set aside
     leaves the tables but stays on disk. Returns the new path, or None when there
     was no record. An unreadable record is set aside as ``metrics.unreadable-<hex>.json``.
+    Without a record, the files of an attempt that left none (a job killed with SIGKILL: its
+    ranks' ``traceback_rank<N>.txt``, its searches' folders) are set aside as
+    ``traceback_rank<N>.unrecorded-<hex>.txt`` (:func:`_files_aside`), never shown beside the new record.
     """
     path = Path(path)
     if not path.exists():
+        if not os.path.lexists(path):
+            _files_aside(path.parent, f"unrecorded-{uuid.uuid4().hex[:12]}")
         return None
     try:
         record = read_json(path)
@@ -80,14 +85,38 @@ def set_aside(path: Path) -> Path | None:
     if aside.exists():
         raise RecordExistsError(exists_message(aside))
     os.rename(path, aside)
-    for tb in sorted(path.parent.glob("traceback_rank*.txt")):
-        tb.rename(tb.with_name(f"{tb.stem}.{label}.txt"))
-    for name in ("batch_search", "model_search"):  # the searches' probes and their tracebacks
-        search = path.parent / name
-        if search.is_dir():
-            search.rename(search.with_name(f"{name}.{label}"))
+    _files_aside(path.parent, label)
     log.warning("moved the previous record aside: %s", aside)
     return aside
+
+
+_TRACEBACK = re.compile(r"traceback_rank\d+\.txt")
+
+
+def _files_aside(job_dir: Path, label: str) -> list[Path]:
+    """Rename the job's ``traceback_rank<N>.txt`` files to ``traceback_rank<N>.<label>.txt`` and its
+    searches' ``batch_search/`` and ``model_search/`` folders to ``<name>.<label>/`` (links renamed, never
+    followed); the new paths. Nothing when the folder cannot be listed (a new job's, still missing)."""
+    moved = []
+    try:
+        names = sorted(os.listdir(job_dir))
+    except OSError:
+        return moved
+    for name in names:
+        old = Path(job_dir) / name
+        if _TRACEBACK.fullmatch(name):
+            new = old.with_name(f"{old.stem}.{label}.txt")
+        elif name in ("batch_search", "model_search") and old.is_dir() and not old.is_symlink():
+            new = old.with_name(f"{name}.{label}")  # the searches' probes and their tracebacks
+        else:
+            continue
+        old.rename(new)
+        moved.append(new)
+    if moved and label.startswith("unrecorded-"):
+        log.warning(
+            "moved aside the files of an attempt that left no record: %s", ", ".join(p.name for p in moved)
+        )
+    return moved
 
 
 def other_run_problem(path: Path, overrides: list[str]) -> str | None:

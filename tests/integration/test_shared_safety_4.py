@@ -175,6 +175,7 @@ def test_a_run_into_a_running_sweeps_job_and_a_sweep_over_a_running_run_are_refu
     try:
         single = run_py("device=cpu", "resume=true", f"hydra.run.dir={sweep / '0'}", timeout=300)
         multi = run_py("-m", "device=cpu", "seed=1,2", f"hydra.sweep.dir={other}", timeout=300)
+        after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}  # the locks still held
     finally:
         for lock in held:
             lock.close()
@@ -184,7 +185,8 @@ def test_a_run_into_a_running_sweeps_job_and_a_sweep_over_a_running_run_are_refu
         holder = f"another sweep or run (pid {os.getpid()})"
         assert line.startswith(f"flopsweep: {holder} is writing into {busy}, {where} "), line
         assert "Traceback" not in done.stderr
-    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert after == before
+    assert not list(tmp_path.rglob("*flopsweep-lock"))  # unlinked by their holder on release
 
 
 @pytest.mark.slow
