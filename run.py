@@ -352,12 +352,17 @@ def repeats_problem(overrides: list[str]) -> str | None:
     return None
 
 
+RUN_CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf")
+"""This checkout's ``conf/``, the one Hydra reads (``@hydra.main(config_path="conf")``); the package
+may be installed elsewhere (a wheel), so the checks of its folder are given this one."""
+
+
 def refusal(overrides: list[str]) -> str | None:
     """The one line refusing the command line before Hydra starts (exit 2), or None."""
     return (
         tag_problem(overrides)
         or config_name_problem(overrides)
-        or flag_problem(overrides)
+        or flag_problem(overrides, RUN_CONF)
         or control_character_problem(overrides)
         or syntax_problem(overrides)
         or sweep_without_m_problem(overrides)
@@ -369,7 +374,7 @@ def refusal(overrides: list[str]) -> str | None:
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)
         or group_choice_problem(overrides)
-        or group_prefix_problem(overrides)
+        or group_prefix_problem(overrides, RUN_CONF)
         or sweeper_extra_problem(overrides)
         or sweeper_without_m_problem(overrides)  # after the choice's own checks: "add -m" must pass them
         or preset_option_keys(overrides)
