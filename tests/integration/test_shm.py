@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
+from helpers import run_py
 
 from flopsweep.launch import SHM_DIR, deepspeed_shm_names, remove_deepspeed_shm
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFIX = f"deepspeed_allreduce_buffer_{os.getuid()}_"
 
 
@@ -29,22 +27,15 @@ def listening_ports() -> set[int]:
 @pytest.mark.skipif(not SHM_DIR.is_dir(), reason="no /dev/shm (not Linux)")
 def test_a_deepspeed_cpu_run_leaves_no_shared_memory_segment(tmp_path: Path) -> None:
     before = segments()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            "model=gpt-tiny",
-            "backend=zero2",
-            "nproc_per_node=2",
-            "device=cpu",
-            "precision=fp32",
-            "steps.warmup=1",
-            "steps.measure=1",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = run_py(
+        "model=gpt-tiny",
+        "backend=zero2",
+        "nproc_per_node=2",
+        "device=cpu",
+        "precision=fp32",
+        "steps.warmup=1",
+        "steps.measure=1",
+        f"hydra.run.dir={tmp_path}",
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
