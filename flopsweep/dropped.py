@@ -115,10 +115,8 @@ def nothing_line(
         tail = ""
     elif own:
         tail = f". Fix: {own}"
-    elif reason.startswith("no prediction") and not re.search(r"\bgive predict\.", reason):
-        tail = f". Fix: {NO_PREDICTION_FIX}"
     elif reason.startswith("no prediction"):
-        tail = ""  # it names what to give
+        tail = f". Fix: {NO_PREDICTION_FIX}"
     else:
         tail = f". Fix: {fix}"
     refused = re.match(r"refused: ([\w.]+)=", reason)

@@ -181,13 +181,28 @@ def test_each_cause_names_its_own_fix(reason: str, fix: str) -> None:
     assert line.endswith(f". Fix: {fix}") and line.count("Fix:") == 1, line
 
 
-def test_a_reason_with_its_own_fix_or_what_to_give_gets_no_second() -> None:
+def test_a_reason_with_its_own_fix_gets_no_second(hydra_compose) -> None:
+    """Every reason that names what to give says it after ``Fix:`` (the step model's own, as
+    :func:`flopsweep.forecast.prediction` makes it for a compiler-chosen recompute), so it keeps that
+    fix alone; a ``no prediction`` without one gets :data:`NO_PREDICTION_FIX`."""
+    from flopsweep import forecast
+    from flopsweep.layout import Layout
+
     raised = (
         "no prediction: no bus bandwidth for all_gather (in a node). Fix: set predict.intra_node_gbps=GBPS"
     )
     assert _line([raised]).endswith(raised) and _line([raised]).count("Fix:") == 1
-    gives = "no prediction: memory_budget: the compiler decides; give predict.calibration a record of it"
-    assert _line([gives]).endswith(gives)
+    cfg = hydra_compose(["model=llama3.2-1b", "activation_checkpointing=memory_budget", "compile=true"])
+    gives = forecast.prediction(cfg, Layout.data_parallel(1), [], gpus_per_node=8, device_name="H100")[
+        "source"
+    ]
+    assert (
+        gives.startswith("no prediction: activation_checkpointing=memory_budget: ")
+        and "Fix: give predict." in gives
+    )
+    assert _line([gives]).endswith(gives.rstrip(". ")) and _line([gives]).count("Fix:") == 1
+    without = gives.split(". Fix: ")[0]  # the same reason had it named no fix: the generic one
+    assert _line([without]).endswith(f"{without}. Fix: {NO_PREDICTION_FIX}")
 
 
 def test_comm_seconds_names_the_key_of_its_side() -> None:
