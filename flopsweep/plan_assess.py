@@ -119,7 +119,13 @@ class Row:
     unmeasured (compute scaled from another GPU kind: :data:`UNMEASURED` in ``prediction_source``)."""
     overrides: list[str] = field(default_factory=list)
     rank: int | None = None
+    """The row's place among every ranked row of the plan, all clusters together (1 = best):
+    :func:`flopsweep.plan_space.rank`; None for a row not ranked (dropped, or no value)."""
+    cluster_rank: int | None = None
+    """The row's place among the ranked rows of its own cluster (1 = its best, then 2, 3, ... with no
+    gaps); what the terminal table's ``#`` column shows."""
     best: bool = False
+    """The best row of its cluster (``cluster_rank`` 1)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The row as ``plan.csv`` and ``plan_format=json`` write it (:data:`COLUMNS`)."""
@@ -140,6 +146,7 @@ class Row:
 ROW_FIELDS = tuple(f.name for f in dataclasses.fields(Row) if f.name not in ("setup", "overrides"))
 _HEAD = (
     "rank",
+    "cluster_rank",
     "best",
     "cluster",
     "status",
@@ -156,7 +163,8 @@ COLUMNS = (
     "reason",
     "overrides",
 )
-"""``plan.csv``'s columns under ``plan_clusters``: ``rank`` (1 = best), ``best`` (the best of its
+"""``plan.csv``'s columns under ``plan_clusters``: ``rank`` (1 = best of all clusters together),
+``cluster_rank`` (1 = best of its cluster, numbered 1..n within each cluster), ``best`` (the best of its
 cluster), the dollars (``budget_usd``, ``predicted_usd_per_million_tokens``) and days (``budget_days``)."""
 
 

@@ -21,7 +21,8 @@
   (:class:`flopsweep.plan_assess.Row`: tokens/s, MFU, TFLOPs per GPU, J/token, dollars per million
   tokens, the budget). DeepSpeed set-ups import DeepSpeed (and torch) for ZeRO's memory estimate.
 - :func:`rank` orders the ``ok`` rows by ``objective=`` (:func:`flopsweep.objective.planned`), numbers
-  them (``rank`` 1 = best) and marks the best of each cluster (``best``).
+  them across clusters (``rank`` 1 = best) and within each (``cluster_rank`` 1..n) and marks the best
+  of each cluster (``best``).
 """
 
 from __future__ import annotations
@@ -479,7 +480,8 @@ def same_gpu(
 
 def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
     """The ``ok`` rows with a value for ``objective_name`` (:func:`flopsweep.objective.planned`),
-    best first, numbered from 1 (``rank``); ``best`` marks the first of each cluster. Ties keep the
+    best first, numbered from 1 across every cluster (``rank``) and from 1 within each cluster
+    (``cluster_rank``, no gaps); ``best`` marks the first of each cluster. Ties keep the
     lower expected error (an unmeasured one last), then the smaller memory per rank. Rows without a
     value get no rank.
 
@@ -490,7 +492,7 @@ def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
     sign = -1.0 if better == "higher" else 1.0
     valued = []
     for row in rows:
-        row.rank, row.best = None, False
+        row.rank, row.cluster_rank, row.best = None, None, False
         value = getattr(row, column)
         if row.status == "ok" and value is not None and not math.isnan(value):
             valued.append(row)
@@ -501,10 +503,9 @@ def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
             r.est_peak_gib_per_rank or 0,
         )
     )
-    seen: set[str] = set()
+    within: Counter = Counter()
     for i, row in enumerate(valued, 1):
-        row.rank = i
-        if row.cluster not in seen:
-            row.best = True
-            seen.add(row.cluster)
+        within[row.cluster] += 1
+        row.rank, row.cluster_rank = i, within[row.cluster]
+        row.best = row.cluster_rank == 1
     return valued

@@ -331,6 +331,7 @@ def setup_label(row: Row) -> str:
 
 HEADER = (
     ("#", 4),
+    ("all", 4),
     ("cluster", 16),
     ("set-up", 26),
     ("tok/s/GPU", 9),
@@ -362,7 +363,8 @@ def _cells(row: Row) -> list[str]:
     if scaled_gpu(row):
         source = "nearest, scaled"
     return [
-        f"{row.rank}{'*' if row.best else ''}",
+        f"{row.cluster_rank}{'*' if row.best else ''}",
+        str(row.rank),
         row.cluster,
         setup_label(row),
         f"{row.predicted_tokens_per_s_per_gpu:,.0f}",
@@ -390,7 +392,7 @@ def table_lines(ranked: list[Row], top: int) -> list[str]:
             per[row.cluster] = per.get(row.cluster, 0) + 1
     cells = [[h for h, _ in HEADER], *[_cells(r) for r in shown]]
     widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(HEADER)]
-    left = {1, 2, 13}
+    left = {2, 3, 14}  # cluster, set-up, source
     return [
         "  ".join(
             c.ljust(w) if i in left else c.rjust(w)
@@ -453,8 +455,10 @@ def render(
     dropped = ", ".join(f"{k} {v}" for k, v in result.dropped.most_common())
     out += [
         "",
-        f"ranked by objective={cfg.objective} ({column}, {better} is better); * = best of its cluster; "
-        f"{cfg.space.top} shown per cluster (space.top)",
+        f"ranked by objective={cfg.objective} ({column}, {better} is better); {cfg.space.top} shown per "
+        "cluster (space.top)",
+        "#: rank within its cluster (1..n, * = its best; plan.csv's cluster_rank); all: rank among the "
+        "set-ups of every cluster (plan.csv's rank)",
         f"{total} set-ups: {len(ranked)} ranked; dropped: {dropped or 'none'}",
         "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
         "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",

@@ -49,7 +49,7 @@ def test_the_plan_that_decides_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "torch imported: False" in proc.stderr
     table = proc.stdout.split("\n\n")[0].splitlines()
-    assert max(map(len, table)) <= 160 and table[0].split()[:3] == ["#", "cluster", "set-up"]
+    assert max(map(len, table)) <= 160 and table[0].split()[:4] == ["#", "all", "cluster", "set-up"]
     assert sum("*" in line.split()[0] for line in table[1:]) == 2  # the best of each cluster
     assert "H200:2x8:ib400: flopsweep " in proc.stdout and "plan: H200:2x8:ib400 done (2/2" in proc.stderr
     rows = list(csv.DictReader((tmp_path / "table" / "plan.csv").open()))

@@ -233,6 +233,10 @@ def test_ranking_by_each_objective(objective: str, order: list[str]) -> None:
     ranked = ps.rank([*rows.values(), failed], objective)
     names = {id(r): k for k, r in rows.items()}
     assert [names[id(r)] for r in ranked] == order and [r.rank for r in ranked] == [1, 2, 3]
+    # each cluster's rows are 1, 2 ... whatever the other cluster's rows between them (a and c are X:1x8)
+    assert [r.cluster_rank for r in ranked if r.cluster == "X:1x8"] == [1, 2]
+    assert [r.cluster_rank for r in ranked if r.cluster == "Y:1x8"] == [1]
+    assert failed.cluster_rank is None
     assert failed.rank is None and {names[id(r)] for r in ranked if r.best} == {
         order[0],
         next(k for k in order if rows[k].cluster != rows[order[0]].cluster),
@@ -268,7 +272,18 @@ def test_the_table_csv_and_json(hydra_compose, tmp_path: Path) -> None:
     table = _decide(hydra_compose, tmp_path, "objective=usd_per_million_tokens")
     lines = table["plan_text"].splitlines()
     head = lines[: lines.index("")]
-    assert max(len(line) for line in head) <= 160 and head[0].split()[:3] == ["#", "cluster", "set-up"]
+    assert max(len(line) for line in head) <= 160 and head[0].split()[:4] == ["#", "all", "cluster", "set-up"]
+    shown = {}  # each cluster's rows in the table: "#" numbers them 1, 2, 3 ..., "all" across clusters
+    for line in head[1:]:
+        mine, everyone, cluster = line.split()[:3]
+        shown.setdefault(cluster, []).append((mine, int(everyone)))
+    assert set(shown) == {"H100:1x8:ib400", "H200:2x8:ib400"}
+    for cluster, cells in shown.items():
+        assert [m for m, _ in cells] == ["1*", *map(str, range(2, len(cells) + 1))], (cluster, cells)
+        assert [a for _, a in cells] == sorted(a for _, a in cells)
+    assert any(
+        a > n + 1 for cells in shown.values() for n, (_, a) in enumerate(cells)
+    )  # "all" has gaps, "#" none
     assert "space.top=5" in table["plan_text"] and "network of H200 SXM nodes: ib400" in table["plan_text"]
     assert "H200:2x8:ib400: flopsweep model=llama3.1-8b" in table["plan_text"]
     assert "nnodes=2 hydra/launcher=slurm" in table["plan_text"]
@@ -276,6 +291,11 @@ def test_the_table_csv_and_json(hydra_compose, tmp_path: Path) -> None:
     ranked = [r for r in rows if r["rank"]]
     assert [int(r["rank"]) for r in ranked] == list(range(1, len(ranked) + 1)) and len(ranked) == 12
     assert {r["cluster"] for r in ranked if r["best"] == "True"} == {"H100:1x8:ib400", "H200:2x8:ib400"}
+    for cluster in ("H100:1x8:ib400", "H200:2x8:ib400"):  # cluster_rank: 1..n within each, in rank order
+        own = [int(r["cluster_rank"]) for r in ranked if r["cluster"] == cluster]
+        assert own == list(range(1, len(own) + 1)), (cluster, own)
+    assert all(r["cluster_rank"] == "" for r in rows if not r["rank"])
+    assert all((r["cluster_rank"] == "1") == (r["best"] == "True") for r in ranked)
     assert all(float(r["budget_usd"]) > 0 and float(r["budget_days"]) > 0 for r in ranked)
     assert {r["status"] for r in rows if not r["rank"]} == {"over memory", "refused"}  # ddp
     as_csv = _decide(hydra_compose, tmp_path, "plan_format=csv")["plan_text"]
