@@ -73,15 +73,71 @@ NETWORKS: dict[str, Network] = {
 ``benchmarks/predict_torchtitan.py`` takes for torchtitan's 400 Gb/s per GPU: 40 GB/s)."""
 
 
+_BLACKWELL = ("ib800", "an HGX/NVL Blackwell platform: one 800 Gb/s NIC per GPU")
+_HOPPER = ("ib400", "an 8-GPU Hopper or CDNA3 platform: one 400 Gb/s NIC per GPU")
+_AMPERE = ("ib200", "an A100/V100-generation training platform: one 200 Gb/s NIC per GPU")
+_INFERENCE = (
+    "eth100",
+    "a PCIe inference card: its servers have Ethernet, not a NIC per GPU (AWS g5.48xlarge, 8 A10G, "
+    "and g6.48xlarge, 8 L4: 100 Gb/s each)",
+)
+DEFAULT_NETWORKS: dict[str, tuple[str, str]] = {
+    "H100 SXM": _HOPPER,
+    "H100 PCIe": _HOPPER,
+    "H100 NVL": _HOPPER,
+    "H200 SXM": _HOPPER,
+    "H200 NVL": _HOPPER,
+    "GH200": _HOPPER,
+    "H800 SXM": _HOPPER,
+    "B200": _BLACKWELL,
+    "GB200": _BLACKWELL,
+    "A100": _AMPERE,
+    "A800": _AMPERE,
+    "A10": _INFERENCE,
+    "A10G": _INFERENCE,
+    "L4": _INFERENCE,
+    "L40": _INFERENCE,
+    "L40S": _INFERENCE,
+    "RTX 6000 Ada": _INFERENCE,
+    "V100 SXM2": _AMPERE,
+    "V100 PCIe": _AMPERE,
+    "V100S PCIe": _AMPERE,
+    "MI300X": _HOPPER,
+    "MI325X": _HOPPER,
+}
+"""The network a cluster of each GPU kind (a :data:`flopsweep.peaks.PEAK_TABLE` row's name) has when
+its name gives none, and why: ``(network name, why)``. Every row has one (checked on import), so a
+new GPU kind says its own. The training platforms ship one InfiniBand NIC per GPU of their
+generation; a PCIe inference card (A10, A10G, L4, L40, L40S, RTX 6000 Ada) sits in a server with
+Ethernet, so its default is ``eth100`` (a 200 Gb/s InfiniBand NIC per card made its plans across
+nodes 16x too fast for such a server)."""
+
+
+def _check_defaults() -> None:
+    """Raises AssertionError where a peak-table row has no :data:`DEFAULT_NETWORKS` entry, or an
+    entry names no network of :data:`NETWORKS` or no row."""
+    rows = {row.name for row in PEAK_TABLE}
+    if set(DEFAULT_NETWORKS) != rows or any(n not in NETWORKS for n, _ in DEFAULT_NETWORKS.values()):
+        missing = sorted(rows ^ set(DEFAULT_NETWORKS))
+        raise AssertionError(
+            f"DEFAULT_NETWORKS must name one network of NETWORKS per peak-table row: {missing}"
+        )
+
+
+_check_defaults()
+
+
 def default_network(row: PeakRow) -> Network:
-    """The network a cluster of ``row``'s GPUs has when its name gives none: ``ib800`` for
-    Blackwell (capability 10), ``ib400`` for Hopper and AMD CDNA3 (capability 9; their 8-GPU
-    platforms ship one 400 Gb/s NIC per GPU), ``ib200`` for the rest (A100-generation platforms)."""
-    if row.capability >= (10, 0):
-        return NETWORKS["ib800"]
-    if row.capability >= (9, 0):
-        return NETWORKS["ib400"]
-    return NETWORKS["ib200"]
+    """The network a cluster of ``row``'s GPUs has when its name gives none (:data:`DEFAULT_NETWORKS`):
+    ``ib800`` for Blackwell, ``ib400`` for Hopper and AMD CDNA3 (their 8-GPU platforms ship one
+    400 Gb/s NIC per GPU), ``ib200`` for the A100 and V100 generations, ``eth100`` for PCIe inference
+    cards (A10, A10G, L4, L40, L40S, RTX 6000 Ada)."""
+    return NETWORKS[DEFAULT_NETWORKS[row.name][0]]
+
+
+def default_network_why(row: PeakRow) -> str:
+    """Why :func:`default_network` is ``row``'s: ``a PCIe inference card: its servers have Ethernet ...``."""
+    return DEFAULT_NETWORKS[row.name][1]
 
 
 ASSUMED_POWER_W: dict[str, float] = {

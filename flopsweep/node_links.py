@@ -129,3 +129,32 @@ def resolve(row: Any, tokens: set[str], given: str) -> NodeLinkOf:
         link=links[0],
         assumed=f"{links[0].form} assumed: {given} says neither {forms}; set predict.intra_node_gbps",
     )
+
+
+FORM_WORDS = ("SXM", "PCIe", "NVL")
+"""The words a peak-table row's name ends in where the GPU is sold in several forms, each a row of its
+own (``H100 SXM``, ``H100 PCIe``, ``H100 NVL``): a device name must say one to pick its row."""
+
+
+def taken_as(row: Any, tokens: set[str], given: str, rows: tuple[Any, ...]) -> str:
+    """What a device name ``given`` (normalised words ``tokens``) that does not say its form was taken
+    as, where its row names one (:data:`FORM_WORDS`): ``H100 taken as H100-SXM (the name says no form;
+    name H100-PCIe or H100-NVL for those)``. The bare ``H100``/``H200``/``H800``
+    pick the SXM module's row (its peaks, memory and NVLink), as torch's ``NVIDIA H100 80GB HBM3`` is
+    that module; empty where the name says the form, or the row has none. ``rows``: the peak table,
+    whose rows of the same first word are named as the others."""
+    words = row.name.split()
+    form = (
+        words[-1]
+        if len(words) > 1 and words[-1].upper().startswith(tuple(w.upper() for w in FORM_WORDS))
+        else ""
+    )
+    if not form or any(t.startswith(form.lower()) for t in tokens):
+        return ""
+    others = [r.name.replace(" ", "-") for r in rows if r is not row and r.name.split()[0] == words[0]]
+    tail = (
+        f"name {' or '.join(others)} for {'that' if len(others) == 1 else 'those'}"
+        if others
+        else "its only form listed"
+    )
+    return f"{given} taken as {row.name.replace(' ', '-')} (the name says no form; {tail})"

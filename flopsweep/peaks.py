@@ -57,6 +57,7 @@ from flopsweep.node_links import (
     nvlink,
     pcie,
     resolve,
+    taken_as,
 )
 
 
@@ -546,6 +547,16 @@ def node_link(device_name: str | None) -> NodeLinkOf | None:
     if row is None:
         return None
     return resolve(row, set(normalize_device_name(str(device_name)).split()), str(device_name).strip())
+
+
+def form_taken(device_name: str | None) -> str:
+    """What a device name that does not say its form was taken as (:func:`flopsweep.node_links.taken_as`):
+    ``H100 taken as H100-SXM (...)``; empty for a name that says it, a row of one form, or an unknown name."""
+    row = lookup(device_name) if device_name else None
+    if row is None:
+        return ""
+    tokens = set(normalize_device_name(str(device_name)).split())
+    return taken_as(row, tokens, str(device_name).strip(), PEAK_TABLE)
 
 
 def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:

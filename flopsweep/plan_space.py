@@ -413,13 +413,17 @@ def evaluate(
 def network_said(cluster: Cluster) -> str:
     """How a row names the bus bandwidth across nodes that its cluster's network gave (in place of
     ``predict.inter_node_gbps``, which :func:`setup_config` set from it): ``ib200 across nodes: 20
-    GB/s busbw per GPU, the default network of A100 nodes (one 200 Gb/s NIC per GPU (DGX A100), 80%
-    of 25 GB/s); set predict.inter_node_gbps or plan_clusters=GPU:NxG:NETWORK``."""
+    GB/s busbw per GPU, the default network of A100 nodes (an A100/V100-generation training platform:
+    ...; one 200 Gb/s NIC per GPU (DGX A100), 80% of 25 GB/s); set predict.inter_node_gbps or
+    plan_clusters=GPU:NxG:NETWORK``: a default names why it is the GPU's
+    (:data:`flopsweep.clusters.DEFAULT_NETWORKS`)."""
+    from flopsweep.clusters import default_network_why
+
     net = cluster.network
     whose = (
         "named in the cluster"
         if cluster.network_named
-        else f"the default network of {cluster.row.name} nodes"
+        else f"the default network of {cluster.row.name} nodes ({default_network_why(cluster.row)})"
     )
     return f"{net.name} across nodes: {net.inter_node_gbps:g} GB/s busbw per GPU, {whose} ({net.source})" + (
         "" if cluster.network_named else "; set predict.inter_node_gbps or plan_clusters=GPU:NxG:NETWORK"

@@ -388,9 +388,10 @@ def plan_prediction(
 
 def _default_network(cfg: RunConfig, device_name: str | None) -> tuple[RunConfig, str]:
     """A multi-node prediction without ``predict.inter_node_gbps``: the bus bandwidth across nodes of
-    the GPU's default network (:func:`flopsweep.clusters.default_network`: ``ib400`` for H100/H200),
+    the GPU's default network (:func:`flopsweep.clusters.default_network`: ``ib400`` for H100/H200,
+    ``eth100`` for a PCIe inference card), and why it is the GPU's,
     and the words that name it; ``(cfg, "")`` for a GPU the peak table does not know."""
-    from flopsweep.clusters import default_network
+    from flopsweep.clusters import default_network, default_network_why
     from flopsweep.peaks import lookup
 
     row = lookup(device_name) if device_name else None
@@ -400,6 +401,7 @@ def _default_network(cfg: RunConfig, device_name: str | None) -> tuple[RunConfig
     predict = dataclasses.replace(cfg.predict, inter_node_gbps=net.inter_node_gbps)
     said = (
         f"across nodes the default network of {row.name}: {net.name}, {net.inter_node_gbps:g} GB/s busbw per "
-        f"GPU ({net.source}; predict.inter_node_gbps= or plan_clusters=GPU:NxG:NETWORK names another)"
+        f"GPU ({net.source}; the default of {default_network_why(row)}; predict.inter_node_gbps= or "
+        "plan_clusters=GPU:NxG:NETWORK names another)"
     )
     return dataclasses.replace(cfg, predict=predict), said

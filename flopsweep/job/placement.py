@@ -10,7 +10,7 @@ import re
 
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.layout import Plan
-from flopsweep.peaks import PeakRow, lookup
+from flopsweep.peaks import PeakRow, form_taken, lookup
 from flopsweep.plan import Environment, fixed_nproc
 from flopsweep.text import significant
 
@@ -58,6 +58,8 @@ def plan_environment(
             env = dataclasses.replace(env, cuda_available=True, gpu_count=nproc)
         env = dataclasses.replace(env, bf16_supported=row.bf16, capability=row.capability, planned_gpu=row)
         notes.append(placed_note(row, here_gpu))
+        if taken := form_taken(cfg.plan_gpu):  # plan_gpu=H100: the SXM module's row, said once
+            notes.append(taken)
     elif cfg.device == "cuda" and not env.cuda_available and not refused:
         nproc = fixed_nproc(cfg.nproc_per_node) or 1
         env = dataclasses.replace(

@@ -18,12 +18,12 @@ from typing import Any
 from flopsweep import comm_time, forecast, objective
 from flopsweep.checks import _validate_cost, check_bounds
 from flopsweep.cli import COMMAND
-from flopsweep.clusters import Cluster, parse_cluster
+from flopsweep.clusters import Cluster, default_network_why, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.job.plantable import PLAN_FILE, replace_plan_file
 from flopsweep.job.result import JobInfo
-from flopsweep.peaks import node_link
+from flopsweep.peaks import form_taken, node_link
 from flopsweep.plan_space import COLUMNS, Candidates, Row, Space, candidates, rank, unplaced
 from flopsweep.plan_space import nothing_line as space_nothing_line
 
@@ -499,8 +499,11 @@ def defaults_used(
         net = c.network
         out.append(
             f"network of {c.row.name} nodes: {net.name}: {net.inter_node_gbps:g} GB/s busbw per GPU, "
-            f"{net.source}"
+            f"{net.source}; the default of {default_network_why(c.row)}"
         )
+    for gpu in {c.gpu: c for c in clusters}:  # H100: the SXM module's row; said once per name
+        if taken := form_taken(gpu):
+            out.append(taken)
     if not cfg.predict.intra_node_gbps:  # each cluster's GPU, not one GPU's figure for all
         out += in_node_lines({c.gpu: c for c in clusters})
     if not records:

@@ -137,6 +137,114 @@ def test_every_gpu_kind_plans_llama_8b_with_predictions(hydra_compose) -> None:
         assert any(r.status == "ok" for r in result.rows), (name, [r.reason for r in result.rows])
 
 
+INFERENCE_CARDS = ("A10", "A10G", "L4", "L40", "L40S", "RTX 6000 Ada")
+"""The PCIe inference cards of the peak table: their servers have Ethernet, not a NIC per GPU."""
+
+
+def test_each_gpu_kind_names_its_default_network_and_why() -> None:
+    """The default network across nodes is one entry per peak-table row (no capability rule: a PCIe
+    inference card of capability 8.9 once got the 200 Gb/s InfiniBand NIC per GPU of an A100 node):
+    the inference cards ``eth100``, the training platforms a NIC per GPU of their generation; a row
+    missing from the table stops the import."""
+    from flopsweep import clusters
+
+    assert set(clusters.DEFAULT_NETWORKS) == {row.name for row in PEAK_TABLE}
+    for row in PEAK_TABLE:
+        net = default_network(row)
+        if row.name in INFERENCE_CARDS:
+            assert net is NETWORKS["eth100"] and net.inter_node_gbps == 1.25, row.name
+            assert clusters.default_network_why(row).startswith("a PCIe inference card: ")
+        else:
+            assert net.name.startswith("ib") and net.inter_node_gbps >= 20.0, row.name
+    assert default_network(node_link("H100").row) is NETWORKS["ib400"]
+    assert default_network(node_link("B200").row) is NETWORKS["ib800"]
+    assert default_network(node_link("A100-80GB").row) is NETWORKS["ib200"]
+    assert (
+        parse_cluster("L4:2x8").label == "L4:2x8:eth100" and parse_cluster("L40S:16").network.name == "eth100"
+    )
+    assert parse_cluster("L4:2x8:ib200").network.name == "ib200"  # a named network wins
+    kept = dict(clusters.DEFAULT_NETWORKS)
+    try:
+        del clusters.DEFAULT_NETWORKS["L4"]
+        with pytest.raises(AssertionError, match=r"one network of NETWORKS per peak-table row: \['L4'\]"):
+            clusters._check_defaults()
+        clusters.DEFAULT_NETWORKS["L4"] = ("eth400", "no such network")
+        with pytest.raises(AssertionError, match="per peak-table row"):
+            clusters._check_defaults()
+    finally:
+        clusters.DEFAULT_NETWORKS.clear()
+        clusters.DEFAULT_NETWORKS.update(kept)
+
+
+def test_an_inference_cards_row_names_its_ethernet_default_and_why(hydra_compose) -> None:
+    """An L4 cluster of two nodes predicts its collectives across nodes at ``eth100``'s 1.25 GB/s per GPU,
+    and its row names that default and why; a named network replaces it, and the step is faster."""
+    cfg = hydra_compose(["model=llama3.2-1b"])
+    setup = ps.Setup(backend="fsdp", layout="dp", checkpointing="full", precision="bf16", micro_batch=1)
+    default = ps.evaluate(cfg, setup, parse_cluster("L4:2x8"))
+    named = ps.evaluate(cfg, setup, parse_cluster("L4:2x8:ib200"))
+    assert default.status == named.status == "ok", (default.reason, named.reason)
+    assert (
+        "eth100 across nodes: 1.25 GB/s busbw per GPU, the default network of L4 nodes (a PCIe inference "
+        "card: its servers have Ethernet" in default.prediction_source
+    )
+    assert "ib200 across nodes: 20 GB/s busbw per GPU, named in the cluster" in named.prediction_source
+    assert default.predicted_iteration_time_s > named.predicted_iteration_time_s
+
+
+@pytest.mark.parametrize(
+    ("name", "taken"),
+    [
+        ("H100", "H100 taken as H100-SXM (the name says no form; name H100-PCIe or H100-NVL for those)"),
+        (
+            "h100-80GB",
+            "h100-80GB taken as H100-SXM (the name says no form; name H100-PCIe or H100-NVL for those)",
+        ),
+        ("H200", "H200 taken as H200-SXM (the name says no form; name H200-NVL for that)"),
+        ("H800", "H800 taken as H800-SXM (the name says no form; its only form listed)"),
+        ("H100-SXM", ""),
+        ("H100-SXM5", ""),
+        ("H100-PCIe", ""),
+        ("H200-NVL", ""),
+        ("A100-80GB", ""),  # one row of two forms: its link says SXM4 assumed (node_links.resolve)
+        ("L4", ""),
+        ("B300", ""),
+    ],
+)
+def test_a_bare_hopper_name_is_said_taken_as_its_sxm_row(name: str, taken: str) -> None:
+    from flopsweep.peaks import form_taken
+
+    assert form_taken(name) == taken
+
+
+def test_the_sxm_taken_for_a_bare_name_is_said_once(hydra_compose, tmp_path) -> None:
+    """``plan_clusters=[H100:8,H100:2x8]``: one defaults line says H100 was taken as H100-SXM, not each
+    cluster or row; ``plan=true plan_gpu=H100``'s row note says it once, ``plan_gpu=H100-SXM``'s not."""
+    import csv
+
+    from flopsweep.job import JobInfo
+    from flopsweep.job.placement import plan_environment
+    from flopsweep.job.plandecide import decide_job
+    from flopsweep.plan import Environment
+
+    args = ["model=llama3.2-1b", "plan=true", "plan_clusters=[H100:8,H100:2x8,H200-SXM:8]"]
+    args += [
+        "space.backends=[fsdp]",
+        "space.layouts=[dp]",
+        "space.checkpointing=[full]",
+        "space.micro_batches=[1]",
+    ]
+    out = decide_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=args))
+    said = [line for line in out["plan_text"].splitlines() if "taken as" in line]
+    assert said == ["  H100 taken as H100-SXM (the name says no form; name H100-PCIe or H100-NVL for those)"]
+    rows = list(csv.DictReader(open(out["plan_file"])))
+    assert len(rows) == 3 and not any("taken as" in r["prediction_source"] for r in rows)
+    for gpu, notes in (("H100", 1), ("H100-SXM", 0)):
+        cfg = hydra_compose(["model=gpt-tiny", "plan=true", f"plan_gpu={gpu}"])
+        _, _, placed = plan_environment(cfg, Environment(cpu_count=2))
+        assert sum("H100 taken as H100-SXM" in n for n in placed) == notes, placed
+
+
 # --- the closing line: each cause its fix ---------------------------------------------------------
 
 

@@ -56,7 +56,7 @@ def test_the_best_row_of_each_cluster_does_not_drift(hydra_compose) -> None:
     best = TEXT.split("the command that runs it:\n", 1)[1].split("\n(plan:", 1)[0].splitlines()
     assert len(best) == 6
     cfg = hydra_compose(_job(bench.QUESTION))
-    table = {line.split()[1]: line.split() for line in TEXT.splitlines() if re.match(r"\s+\d+\*\s", line)}
+    table = {line.split()[2]: line.split() for line in TEXT.splitlines() if re.match(r"\s+\d+\*\s", line)}
     for line in best:
         cluster, setup = _setup(line)
         row = ps.evaluate(cfg, setup, parse_cluster(cluster), forecast.prediction_records(cfg))

@@ -120,7 +120,7 @@ def test_a_prediction_scaled_from_another_gpu_kind_claims_no_expected_error(
         )
         assert "expected error unmeasured: the compute was measured on H200 SXM" in row["prediction_source"]
     lines = out["plan_text"].splitlines()
-    table = {line.split()[1]: line for line in lines[1:4]}
+    table = {line.split()[2]: line for line in lines[1:4]}  # #, all, cluster
     assert table["H200:1x8:ib400"].endswith("±5%  nearest")
     assert table["B200:1x8:ib800"].endswith("?  nearest, scaled")
     assert any(line.startswith("err ?, nearest, scaled: measured on H200 SXM") for line in lines)
