@@ -533,7 +533,7 @@ def check_support(
             "backend",
             cfg.name,
             f"runs at most {plural(spec.max_ranks, 'rank')} but nproc_per_node x nnodes = {world_size}",
-            f"set nproc_per_node={spec.max_ranks}, or pick backend={others}",
+            f"set nproc_per_node={spec.max_ranks} and nnodes=1, or pick backend={others}",
         )
     if device not in spec.devices:
         here = " or ".join(f"backend={name}" for name, b in BACKEND_SPECS.items() if device in b.devices)

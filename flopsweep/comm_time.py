@@ -129,16 +129,20 @@ def comm_seconds(items: Iterable[Transfer], link: Link) -> tuple[float, float]:
     """``(overlappable, critical)`` seconds of ``items`` at ``link``'s bus bandwidths.
 
     Raises:
-        PredictionError: a collective over several ranks with no bandwidth known for it.
+        PredictionError: a collective over several ranks with no bandwidth known for it, in one line
+            ``predict.intra_node_gbps=null: no bus bandwidth for all_gather (in a node). Fix: ...``
+            (``predict.inter_node_gbps`` across nodes).
     """
     soft = hard = 0.0
     for x in items:
         bw = link.busbw_gbps(x.collective, across_nodes=x.across_nodes)
-        if bw is None or bw <= 0:
-            where, fix = (
-                ("across nodes", NO_INTER_NODE_FIX) if x.across_nodes else ("in a node", NO_INTRA_NODE_FIX)
+        if bw is None or bw <= 0:  # the key that gives it is unset (a set one is the link's figure)
+            key, where, fix = (
+                ("predict.inter_node_gbps", "across nodes", NO_INTER_NODE_FIX)
+                if x.across_nodes
+                else ("predict.intra_node_gbps", "in a node", NO_INTRA_NODE_FIX)
             )
-            raise PredictionError(f"no bus bandwidth for {x.collective} ({where}). Fix: {fix}")
+            raise PredictionError(f"{key}=null: no bus bandwidth for {x.collective} ({where}). Fix: {fix}")
         seconds = x.count * x.bytes * busbw_factor(x.collective, x.group) / (bw * 1e9)
         if x.overlappable:
             soft += seconds

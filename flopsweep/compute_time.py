@@ -103,12 +103,17 @@ def compute_from_calibration(
     ``1/(tp x pp)`` always (:attr:`Workload.weight_split`).
 
     Raises:
-        PredictionError: a non-positive compute time after the subtraction.
+        PredictionError: a non-positive compute time after the subtraction, in one line naming
+            ``predict.calibration``, the record, its figures and the fix.
     """
     opt = optimizer_s or 0.0
     fb = iteration_time_s - opt - exposed_comm_s
     if not fb > 0:
-        raise PredictionError(f"calibration {source}: no compute time left ({iteration_time_s:.4g} s step)")
+        raise PredictionError(
+            f"predict.calibration={source}: its {iteration_time_s:.4g} s step leaves no compute time once "
+            f"its optimizer ({opt:.4g} s) and exposed communication ({exposed_comm_s:.4g} s) are taken out. "
+            "Fix: give another record of this set-up (predict.calibration=PATH)"
+        )
     per_micro = fb / calibration.grad_accum * calibration.work_split
     tokens = target.micro_batch_size / calibration.micro_batch_size  # 1: the same micro batch
     compute = per_micro * tokens * target.grad_accum / target.work_split / compute_scale

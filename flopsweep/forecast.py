@@ -231,7 +231,10 @@ def prediction(
         )
     except Exception as exc:  # noqa: BLE001 - a prediction never costs a run its record
         log.warning("no prediction: %s: %s", type(exc).__name__, exc)
-        why = f"no prediction: {type(exc).__name__}: {exc}"
+        why = (  # house form: the key, its value, why, the fix
+            f"no prediction: model={cfg.model.name}: the step model failed ({type(exc).__name__}: {exc}). "
+            "Fix: give predict.calibration=PATH (a record of this set-up), and report the failure"
+        )
         made = {"iteration_time_s": None, "tokens_per_s": None, "source": why}
     if layered is not None:
         made = {**made, "layer_probe": layered}

@@ -264,7 +264,11 @@ def workload_from_record(record: dict[str, Any], *, degrees: dict[str, int] | No
     own = _get(record, ("system", "parallel")) or {"dp_shard": _world(record) or 1}
     n_params, model_flops = m.get("n_params"), metrics.get("model_flops_per_iteration")
     if not isinstance(n_params, int) or not isinstance(model_flops, int | float):
-        raise PredictionError("the record has no model.n_params or metrics.model_flops_per_iteration")
+        raise PredictionError(
+            f"model.n_params={n_params!r}: a calibration record without model.n_params or "
+            "metrics.model_flops_per_iteration cannot calibrate. Fix: give predict.calibration=PATH records "
+            "a flopsweep run wrote (they carry both)"
+        )
     hardware_flops = metrics.get("hardware_flops_per_iteration") or model_flops
     own_dp = int(own.get("dp_replicate", 1) or 1) * int(own.get("dp_shard", 1) or 1)
     new = dict(degrees or own)

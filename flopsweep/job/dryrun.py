@@ -60,7 +60,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         from flopsweep.job.plandecide import decide_job
 
         return decide_job(cfg, info)
-    cfg, on_cluster = predicted_cluster(cfg)
+    asked, (cfg, on_cluster) = cfg.predict, predicted_cluster(cfg)
     env = Environment.detect()
     cfg, env, placed = plan_environment(cfg, env, torch_device_name() if env.cuda_available else None)
     placed = [*placed, *on_cluster]
@@ -76,7 +76,8 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         p, batched = auto_batch_size(p, env, placed=elsewhere)
         calibrations = forecast.prediction_records(p.cfg)  # as a run reads them
     except ConfigError as exc:  # the run's one line; where it was planned (the GPU's capability) apart
-        row.update(status="invalid", reason=str(exc), note="; ".join(placed))
+        reason = predict_keys_said(str(exc), asked) if on_cluster else str(exc)
+        row.update(status="invalid", reason=reason, note="; ".join(placed))
     else:
         row.update(plan_estimate(p, env, placed=elsewhere))
         asked_gpu = cfg.plan_gpu is not None or cfg.plan_gpu_memory_gib is not None
@@ -95,6 +96,36 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         path = Path(info.job_dir).parent / PLAN_FILE
         append_plan_row(path, row)
     return {"status": "plan", "plan": row, "plan_file": str(path)}
+
+
+NO_PREDICTION = "no prediction: "
+"""How a plan row's ``prediction_source`` begins where the step model gives none; then the house form
+``KEY=VALUE: why. Fix: fix`` (:func:`no_prediction`)."""
+INVALID = "Invalid config: "
+
+
+def no_prediction(key: str, value: object, why: str, fix: str) -> str:
+    """A plan row's ``prediction_source`` where it predicts nothing, in the house form of a refusal:
+    ``no prediction: backend=single: runs one rank, ... Fix: pick backend=ddp or backend=fsdp``
+    (:class:`flopsweep.config.ConfigError`'s words, its ``Invalid config:`` head replaced)."""
+    return NO_PREDICTION + str(ConfigError(key, value, why, fix)).removeprefix(INVALID).replace(
+        f"{key}={value!r}", f"{key}={value}", 1
+    ).rstrip(".")
+
+
+def predict_keys_said(reason: str, predict: Any) -> str:
+    """A refusal of a job placed on ``predict.gpus_per_node`` x ``predict.nnodes`` (:func:`predicted_cluster`)
+    in the keys the user gave: ``nproc_per_node`` there is ``predict.gpus_per_node`` and ``nnodes``
+    ``predict.nnodes``, where set (``backend='single': runs at most 1 rank but predict.gpus_per_node x
+    nnodes = 8. Fix: set predict.gpus_per_node=1, ...``; it said ``set nproc_per_node=1``, a key the
+    command line never gave)."""
+    import re
+
+    if predict.gpus_per_node is not None:
+        reason = re.sub(r"(?<![\w.])nproc_per_node\b", "predict.gpus_per_node", reason)
+    if predict.nnodes is not None:
+        reason = re.sub(r"(?<![\w.])nnodes\b", "predict.nnodes", reason)
+    return reason
 
 
 def predicted_cluster(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
@@ -333,15 +364,20 @@ def plan_prediction(
     nodes = cfg.predict.nnodes or cfg.nnodes
     per_node = cfg.predict.gpus_per_node or p.nproc_per_node
     out: dict[str, Any] = {"predicted_world_size": per_node * nodes, "predicted_nnodes": nodes}
-    if cfg.backend.name == "single" and per_node * nodes > 1:
-        return {**out, "prediction_source": "no prediction: backend=single runs one rank; pick ddp or fsdp"}
+    if cfg.backend.name == "single" and per_node * nodes > 1:  # a Plan not placed on its cluster
+        why = (
+            f"runs one rank, and the prediction is of {per_node * nodes} (predict.nnodes={nodes} x "
+            f"predict.gpus_per_node={per_node})"
+        )
+        fix = "pick backend=ddp or backend=fsdp, or set predict.gpus_per_node=1 and predict.nnodes=1"
+        return {**out, "prediction_source": no_prediction("backend", "single", why, fix)}
     try:
         layout = (
             p.layout if per_node * nodes == p.world_size else Layout.resolve(cfg.parallel, per_node * nodes)
         )
         records = forecast.prediction_records(cfg) if records is None else records
     except ConfigError as exc:
-        return {**out, "prediction_source": f"no prediction: {exc}"}
+        return {**out, "prediction_source": f"{NO_PREDICTION}{str(exc).removeprefix(INVALID)}"}
     network = ""
     if nodes > 1 and not (cfg.predict.inter_node_gbps or cfg.predict.intra_node_gbps):
         cfg, network = _default_network(cfg, device_name)

@@ -320,11 +320,13 @@ def test_comm_seconds_names_the_key_of_its_side() -> None:
     inside = Transfer(what="w", collective="all_gather", bytes=1e6, count=1, group=8, across_nodes=False)
     with pytest.raises(PredictionError) as err:
         comm_time.comm_seconds([inside], Link())
-    assert (
-        str(err.value) == f"no bus bandwidth for all_gather (in a node). Fix: {comm_time.NO_INTRA_NODE_FIX}"
-    )
+    said = "predict.intra_node_gbps=null: no bus bandwidth for all_gather (in a node)"
+    assert str(err.value) == f"{said}. Fix: {comm_time.NO_INTRA_NODE_FIX}"
     across = Transfer(what="w", collective="all_reduce", bytes=1e6, count=1, group=16, across_nodes=True)
-    with pytest.raises(PredictionError, match=r"across nodes\)\. Fix: set predict\.inter_node_gbps=GBPS"):
+    with pytest.raises(
+        PredictionError,
+        match=r"^predict\.inter_node_gbps=null: .* \(across nodes\)\. Fix: set predict\.inter_node_gbps=GBPS",
+    ):
         comm_time.comm_seconds([across], Link(intra={"all_reduce": 100.0}, inter={"all_reduce": 0.0}))
 
 
