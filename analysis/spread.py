@@ -103,7 +103,14 @@ def ci_of(row: pd.Series, metric: str) -> tuple[float, float] | None:
 
 POOL_KEYS = ["repeat_group", "setup_id", "world_size"]
 """What makes records rounds of one measurement: the sweep's ``run.repeat_group``, the set-up
-(``setup_id``) and the world size."""
+(``setup_id``) and the world size; and, within those, the same :data:`PROBE_KEYS`."""
+PROBE_KEYS = ["predict_probe", "layer_probe"]
+"""The step-time probes a round ran (``config.predict.probe``, ``config.predict.layer_probe``; blank,
+from before the key: off). ``setup_id`` leaves ``predict.*`` out, as a probe does not change the step;
+but it lengthens the job (``run_wall_s``, ``probe_s``, ``probe_share``) and sets the prediction
+(``predicted_iteration_time_s``, ``prediction_error``), so a probed and an unprobed round of one set-up
+are two rows, each the median of its own rounds, not one row of both: their step times stay
+apart too, and the two rows' intervals say whether the probe changed the step (docs/analysis.md)."""
 
 
 def join_moved_sweeps(df: pd.DataFrame) -> pd.DataFrame:
@@ -135,7 +142,7 @@ def join_moved_sweeps(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) -> pd.DataFrame:
-    """``df`` with the rounds of each repeated measurement (:data:`POOL_KEYS`) as one row.
+    """``df`` with the rounds of each repeated measurement (:data:`POOL_KEYS`, :data:`PROBE_KEYS`) as one row.
 
     Only rows where ``pooled`` is true (ok rounds that pass their checks) are pooled; a failed
     round keeps its own row, with its status. A pooled row is the first round's row with every
@@ -151,7 +158,14 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
     eligible = pooled & key.notna().all(axis=1)
     if not eligible.any():
         return df
-    groups = df[eligible].groupby([df.loc[eligible, k].astype(str) for k in POOL_KEYS], sort=False)
+    probes = [  # a probed and an unprobed round are not one measurement of the job (PROBE_KEYS)
+        df.loc[eligible, k].astype(object).fillna(False).astype(bool).astype(str)
+        if k in df
+        else pd.Series("False", index=df.index[eligible])
+        for k in PROBE_KEYS
+    ]
+    by = [df.loc[eligible, k].astype(str) for k in POOL_KEYS] + probes
+    groups = df[eligible].groupby(by, sort=False)
     keep = pd.Series(True, index=df.index)
     out = df.copy()
     for _, group in groups:

@@ -284,6 +284,25 @@ SETUP_SPECS: list[SetupSpec] = [
     S(name="device_name", path="system.device_name", header="device", kind="text"),
     S(name="seed", path="config.seed", header="seed", identity=False),
     S(name="tag", path="config.tag", header="tag", identity=False),
+    # The step-time probes (run controls, outside setup_id): they lengthen the job, not its step, and
+    # tell apart the rounds repeats= pools (analysis.spread.POOL_KEYS).
+    S(
+        name="predict_probe",
+        path="config.predict.probe",
+        header="probe",
+        description="the run timed its pieces before warm-up (predict.probe): a longer job, the same step",
+        show="distinct",
+        identity=False,
+    ),
+    S(
+        name="layer_probe",
+        path="config.predict.layer_probe",
+        header="layer_probe",
+        description="the run timed two shallow copies before warm-up (predict.layer_probe): a longer job, "
+        "the same step",
+        show="distinct",
+        identity=False,
+    ),
 ]
 """Every set-up column, in column order. One line per knob."""
 del S

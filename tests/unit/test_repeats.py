@@ -124,3 +124,52 @@ def test_a_copied_round_counts_once_in_the_pooled_row(tmp_path):
         assert row["repeats"] == 3 and row["ci_over"] == "repeats"
         assert row["tokens_per_s_per_device"] == pytest.approx(1100.0)
     assert both.iloc[0]["tokens_per_s_ci_low"] == pytest.approx(alone.iloc[0]["tokens_per_s_ci_low"])
+
+
+def test_rounds_with_and_without_a_probe_are_not_pooled(tmp_path):
+    """One set-up of one ``repeats=`` sweep run without the probes, with ``predict.layer_probe=true`` and
+    with ``predict.probe=true``: three rows, each the median and interval of its own rounds (a round of
+    a record from before the keys is unprobed); ``setup_id`` is one (``predict.*`` stays out of it), and
+    the table shows a probe column, which alone tells the rows apart."""
+    from helpers import rescaled
+
+    import analysis
+    from analysis.catalogue import SETUP_NAMES
+    from analysis.display import compact
+
+    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
+    rounds = [  # (predict, tokens/s per device); None: a record without config.predict
+        (None, 1000.0),
+        (None, 1100.0),
+        ({"probe": False, "layer_probe": False}, 1200.0),
+        ({"probe": False, "layer_probe": True}, 2000.0),
+        ({"probe": False, "layer_probe": True}, 2200.0),
+        ({"probe": True, "layer_probe": False}, 3000.0),
+        ({"probe": True, "layer_probe": False}, 3300.0),
+    ]
+    for n, (predict, rate) in enumerate(rounds):
+        rec = rescaled(base, world=2, tokens_per_device=rate)
+        rec["run"].update(id=f"round-{n}", repeat=n % 3, repeats=3, repeat_group="g1")
+        if predict is not None:
+            rec["config"]["predict"] = predict
+        (tmp_path / str(n)).mkdir()
+        (tmp_path / str(n) / "metrics.json").write_text(json.dumps(rec))
+    df = analysis.load(tmp_path)
+    assert df["setup_id"].nunique() == 1 and len(df) == 3
+    got = {
+        (bool(r["predict_probe"] is True), bool(r["layer_probe"] is True)): (
+            r["repeats"],
+            r["tokens_per_s_per_device"],
+            r["ci_over"],
+        )
+        for _, r in df.iterrows()
+    }
+    assert got == {
+        (False, False): (3, pytest.approx(1100.0), "repeats"),
+        (False, True): (2, pytest.approx(2100.0), "repeats"),
+        (True, False): (2, pytest.approx(3150.0), "repeats"),
+    }
+    steps = sorted(df["iteration_time_s_mean"])  # each row's step is its own rounds' median
+    assert steps[0] < steps[1] < steps[2]
+    setup = [c for c in compact(df).columns if c in SETUP_NAMES]  # the table tells the three rows apart
+    assert "predict_probe" in setup and len(df[setup].astype(str).drop_duplicates()) == 3
