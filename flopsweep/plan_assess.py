@@ -91,36 +91,63 @@ class Row:
     """``ok``; ``over memory`` (the estimate leaves less than ``space.min_headroom``); ``refused``
     (validation's one line in ``reason``); ``no prediction`` (the step model gave none: ``reason``)."""
     reason: str = ""
+    """Why a row is not ``ok``, in one line: a refusal's ``KEY=VALUE: why. Fix: fix``, the estimate
+    against the GPU's memory, the step model's ``no prediction: KEY=VALUE: why. Fix: fix``."""
     world_size: int = 0
+    """Ranks (GPUs) of the set-up: the cluster's nodes x GPUs per node."""
     layout: str = ""
     """:meth:`flopsweep.layout.Layout.label`: ``dp64``, ``dp8x8``, ``dp32 tp2``."""
     grad_accum: int | None = None
+    """Micro batches per optimizer step and rank (``batch.grad_accum``; from ``batch.global_batch_size``
+    where that is set)."""
     global_batch: int | None = None
     """Sequences per optimizer step."""
     est_peak_gib_per_rank: float | None = None
+    """The memory estimate's peak per rank, GiB (:func:`flopsweep.memory.peak_bytes`)."""
     gpu_memory_gib: float | None = None
+    """The GPU's memory, GiB, as the driver reports it (:attr:`flopsweep.peaks.PeakRow.memory_gib`)."""
     headroom_gib: float | None = None
+    """What the estimate leaves free of the GPU's memory, GiB (``gpu_memory_gib - est_peak_gib_per_rank``)."""
     predicted_iteration_time_s: float | None = None
+    """The predicted optimizer step, seconds (:func:`flopsweep.forecast.prediction`)."""
     predicted_tokens_per_s: float | None = None
+    """Predicted tokens per second over the whole cluster."""
     predicted_tokens_per_s_per_gpu: float | None = None
+    """Predicted tokens per second per GPU (``predicted_tokens_per_s / world_size``)."""
     predicted_mfu: float | None = None
+    """Predicted MFU, a share of the GPU's dense peak (bf16's for fp8)."""
     predicted_tflops_per_gpu: float | None = None
+    """Predicted model TFLOP/s per GPU (MFU x the peak; without a peak, the model FLOPs over the step)."""
     predicted_exposed_comm_s: float | None = None
+    """The predicted communication a step waits for (not hidden behind compute), seconds."""
     predicted_joules_per_token: float | None = None
+    """GPU board power x GPUs / tokens per second, J (:data:`flopsweep.clusters.ASSUMED_POWER_W`); blank
+    for a GPU without a listed power."""
     predicted_usd_per_million_tokens: float | None = None
+    """``cost.usd_per_gpu_hour x GPUs / 3600 / tokens per second x 1e6``, dollars; blank without a price."""
     budget_days: float | None = None
+    """Days to train ``budget.tokens`` (``budget.tokens / tokens per second / 86400``); blank without it."""
     budget_gpu_hours: float | None = None
+    """GPU-hours to train ``budget.tokens`` (days x 24 x GPUs)."""
     budget_usd: float | None = None
+    """Dollars to train ``budget.tokens`` (GPU-hours x ``cost.usd_per_gpu_hour``)."""
     budget_energy_kwh: float | None = None
+    """GPU energy to train ``budget.tokens``, kWh (J/token x tokens / 3.6e6)."""
     compute_source: str = ""
+    """Where the predicted compute comes from: ``calibration``, ``nearest``, ``probe``, ``layers`` or
+    ``flops`` (the datasheet; :attr:`flopsweep.workload.Compute.kind`)."""
     prediction_source: str = ""
+    """The prediction's sources in words: its compute, bandwidths (the link in a node, the network
+    across nodes named with why) and what was assumed."""
     expected_error: float | None = None
     """Expected |error| of the predicted step, a share (:func:`expected_error`); None where it is
     unmeasured (compute scaled from another GPU kind: :data:`UNMEASURED` in ``prediction_source``)."""
     overrides: list[str] = field(default_factory=list)
+    """The overrides that run the set-up on its cluster (:meth:`flopsweep.plan_space.Setup.overrides`),
+    one text joined by spaces in ``plan.csv``."""
     rank: int | None = None
     """The row's place among every ranked row of the plan, all clusters together (1 = best):
-    :func:`flopsweep.plan_space.rank`; None for a row not ranked (dropped, or no value)."""
+    :func:`flopsweep.plan_space.rank`; blank (None) for a row not ranked (dropped, or no value)."""
     cluster_rank: int | None = None
     """The row's place among the ranked rows of its own cluster (1 = its best, then 2, 3, ... with no
     gaps); what the terminal table's ``#`` column shows."""
@@ -144,6 +171,16 @@ class Row:
 
 
 ROW_FIELDS = tuple(f.name for f in dataclasses.fields(Row) if f.name not in ("setup", "overrides"))
+SETUP_COLUMNS: dict[str, str] = {
+    "backend": "the set-up's `space.backends` value (a `backend=` option; `zero1`..`zero3`: a ZeRO stage)",
+    "space_layout": "its `space.layouts` value (`dp`, `hsdp`, `tpN`, `ppN`, `epN`); `layout`: its degrees",
+    "checkpointing": "its `space.checkpointing` policy (`activation_checkpointing=`)",
+    "precision": "its `space.precisions` value (`precision=`)",
+    "micro_batch": "its `space.micro_batches` value (`batch.micro_batch_size`)",
+}
+"""The ``plan.csv`` columns of the :class:`flopsweep.plan_space.Setup` (:meth:`Row.as_dict`), each with
+what it means (``docs/reference/plan.md``); the other columns are :class:`Row`'s fields, their
+docstrings."""
 _HEAD = (
     "rank",
     "cluster_rank",

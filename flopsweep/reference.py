@@ -1,4 +1,5 @@
-"""Write the generated references ``docs/reference/overrides.md`` and ``docs/reference/records.md``.
+"""Write the generated references ``docs/reference/overrides.md``, ``docs/reference/records.md`` and
+``docs/reference/plan.md`` (the columns of ``plan.csv``: :mod:`flopsweep.reference_plan`).
 
 Usage (torch-free; from a checkout, which holds ``conf/`` and ``docs/``)::
 
@@ -37,6 +38,7 @@ import yaml
 
 from flopsweep import config, options
 from flopsweep.files import RecordUnwritable, replace_text
+from flopsweep.reference_plan import plan_md
 from flopsweep.reference_records import records_md
 from flopsweep.reference_text import (
     HEADER,
@@ -233,7 +235,7 @@ def overrides_md() -> str:
 
 # --- the command ------------------------------------------------------------------------------------
 
-FILES = {"overrides.md": overrides_md, "records.md": records_md}
+FILES = {"overrides.md": overrides_md, "records.md": records_md, "plan.md": plan_md}
 """The generated files under :data:`OUT`, by name, and what makes each."""
 
 

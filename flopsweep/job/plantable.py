@@ -47,6 +47,36 @@ PLAN_COLUMNS = (
 )
 
 
+PLAN_COLUMN_DOCS: dict[str, str] = {
+    "job": "the job's number in its sweep (blank for a single run)",
+    "model": "the model's name (`<model>-L<n>` where `search.model=largest` estimated n blocks)",
+    "overrides": "the job's command-line overrides",
+    "status": "`ok`, or `invalid` (the run would be refused: `reason`)",
+    "reason": "an `invalid` job's one line: `Invalid config: KEY=VALUE: why. Fix: ...`",
+    "world_size": "ranks of the job as placed (`nproc_per_node x nnodes`, or the `predict.*` cluster)",
+    "layout": "the parallel layout (`dp8`, `dp4 tp2`, `pp2/1F1B dp4`)",
+    "seq_len": "tokens per sequence (`model.seq_len`)",
+    "n_params": "the model's parameters",
+    "model_flops_per_step": "model FLOPs of one optimizer step over every rank",
+    "est_peak_gib_per_rank": "the memory estimate's peak per rank, GiB",
+    "fits": "whether that peak fits `fits_on` (blank: nothing to compare with)",
+    "fits_on": "the memory compared with: `plan_gpu`'s, `plan_gpu_memory_gib`, this GPU's or the host's",
+    "predicted_world_size": "GPUs predicted on: `predict.gpus_per_node x predict.nnodes` (null: the job's)",
+    "predicted_nnodes": "nodes of the prediction",
+    "predicted_iteration_time_s": "the predicted step, seconds",
+    "predicted_tokens_per_s_per_device": "predicted tokens per second per GPU",
+    "predicted_mfu": "predicted MFU, a share of the dense peak",
+    "predicted_budget_gpu_hours": "GPU-hours to train `budget.tokens`",
+    "predicted_budget_days": "days to train `budget.tokens`",
+    "predicted_budget_usd": "dollars to train `budget.tokens` at `cost.usd_per_gpu_hour`",
+    "predicted_usd_per_million_tokens": "dollars per million tokens at `cost.usd_per_gpu_hour`",
+    "rank": "the job's place by `objective=` among the jobs that fit and are predicted (1 = best)",
+    "prediction_source": "the prediction's sources in words, or `no prediction: KEY=VALUE: why. Fix: ...`",
+    "note": "how the job was placed and estimated (the GPU it was placed on, a search's size, the method)",
+}
+"""What each of :data:`PLAN_COLUMNS` means (``docs/reference/plan.md``)."""
+
+
 def _csv_text(rows: list[dict[str, Any]], *, header: bool, columns: tuple[str, ...] = PLAN_COLUMNS) -> str:
     """``rows`` as ``plan.csv``'s lines, every cell through the project's one CSV-injection guard
     (:func:`flopsweep.text.csv_cell`: a ``tag=`` value, a model name or an override that begins with
