@@ -56,6 +56,7 @@ TORCH_FREE = [
     "flopsweep.checks",
     "flopsweep.plan",
     "flopsweep.reference",
+    "flopsweep.reference_plan",
     "flopsweep.reference_records",
     "flopsweep.reference_text",
     "flopsweep.jit_ops",
