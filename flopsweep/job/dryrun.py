@@ -9,6 +9,7 @@ the probes make, over the estimate); the run's probes, which measure, decide wha
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -119,8 +120,6 @@ def predict_keys_said(reason: str, predict: Any) -> str:
     ``predict.nnodes``, where set (``backend='single': runs at most 1 rank but predict.gpus_per_node x
     nnodes = 8. Fix: set predict.gpus_per_node=1, ...``; it said ``set nproc_per_node=1``, a key the
     command line never gave)."""
-    import re
-
     if predict.gpus_per_node is not None:
         reason = re.sub(r"(?<![\w.])nproc_per_node\b", "predict.gpus_per_node", reason)
     if predict.nnodes is not None:
