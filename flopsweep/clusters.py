@@ -149,12 +149,40 @@ def _parts(exc: ConfigError) -> tuple[str, str]:
     return (match.group(1), match.group(2)) if match else (str(exc), "see docs/plan.md")
 
 
-def _fix() -> str:
-    gpus = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE[:9])
+def _fix(every_gpu: bool = False) -> str:
+    """The fix of a cluster name refused: the grammar, the GPUs (the first of
+    :func:`flopsweep.gpu_memory.typed_gpu_names`, or ``every_gpu``) and the networks."""
+    from flopsweep.gpu_memory import typed_gpu_names
+
+    names = typed_gpu_names()
+    gpus = ", ".join(names) if every_gpu else f"{', '.join(names[:8])}, ..."
     return (
         "name it GPU:NODESxGPUS_PER_NODE[:NETWORK], e.g. H100:8x8 or H200:1x8:ib400 (GPUs: "
-        f"{gpus}, ...; networks: {', '.join(NETWORKS)}, NNNGBps (gigabytes/s) or NNNGbps (gigabits/s))"
+        f"{gpus}; networks: {', '.join(NETWORKS)}, NNNGBps (gigabytes/s) or NNNGbps (gigabits/s))"
     )
+
+
+_COUNT_FIRST = re.compile(r"(?P<n>\d+)\s*[x*]\s*(?P<gpu>.+)", re.I)
+"""A GPU part written count first (``8xH100``), as people say "8x H100"."""
+
+
+def _unknown_gpu(gpu: str, text: str) -> ConfigError:
+    """The refusal of a cluster name whose GPU the peak table does not know: every name it knows, or,
+    for ``8xH100``, the name with the GPU first (``H100:8``)."""
+    count_first = _COUNT_FIRST.fullmatch(gpu)
+    if count_first and lookup(count_first.group("gpu")) is not None:
+        n, name = count_first.group("n"), count_first.group("gpu")
+        rest = text.split(":")[1:]
+        size = rest.pop(0) if rest and re.fullmatch(r"\d+(x\d+)?", rest[0]) else n
+        example = ":".join([name, size, *rest])
+        try:
+            parse_cluster(example)
+        except ConfigError:  # its network is wrong too: the name without it
+            example = f"{name}:{size}, then a network if any (ib400, 40GBps, 320Gbps)"
+        return ConfigError(
+            "plan_clusters", text, f"{gpu!r} puts the count before the GPU", f"the GPU comes first: {example}"
+        )
+    return ConfigError("plan_clusters", text, f"{gpu!r} is no device of the peak table", _fix(every_gpu=True))
 
 
 UNITS = {"GBps": 1.0, "Gbps": 1 / 8}
@@ -249,10 +277,12 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
                 f"its size {net!r} is not NODESxGPUS_PER_NODE of positive whole numbers",
                 _fix(),
             )
+        if lookup(gpu) is None:  # the GPU first: 8xH100:100gbps "gave no size"
+            raise _unknown_gpu(gpu, text)
         nnodes, per_node = _size(size or "", text)
     row = lookup(gpu)
     if row is None:
-        raise ConfigError("plan_clusters", text, f"{gpu!r} is no device of the peak table", _fix())
+        raise _unknown_gpu(gpu, text)
     _check_memory_size(gpu, text)
     if nnodes < 1 or per_node < 1:
         raise ConfigError("plan_clusters", text, "needs at least one node of one GPU", _fix())
@@ -405,35 +435,96 @@ def cluster_from_keys(cfg) -> Cluster | None:
         raise ConfigError("plan_gpu", cfg.plan_gpu, *_parts(exc)) from None
 
 
+def _given(override) -> list:
+    """The values a parsed override (Hydra's ``Override``) gives: its one value, or each of a choice
+    sweep's (``plan_gpu=H100,H999``); none for a range, an interval or a glob (Hydra's to expand)."""
+    if not override.is_sweep_override():
+        return [override.value()]
+    return list(override.sweep_iterator()) if override.is_choice_sweep() else []
+
+
+def _clusters_problem(key: str, names: object) -> None:
+    """Raise the :class:`ConfigError` of the first entry of a ``plan_clusters`` list that
+    :func:`parse_cluster` refuses, or of an empty entry beside others (as the job would); ``here`` (this
+    machine's GPU: torch, which no check before Hydra imports) and an interpolation are the job's."""
+    if not isinstance(names, list):
+        return
+    texts = [str(n) for n in names]
+    if any(not t.strip() for t in texts) and any(t.strip() for t in texts):
+        kept = ",".join(t.strip() for t in texts if t.strip())
+        raise ConfigError(key, texts, "holds an empty name", f"drop it: plan_clusters=[{kept}]")
+    for text in texts:
+        if text.strip() and "${" not in text and text.split(":")[0].strip().lower() != "here":
+            parse_cluster(text)
+
+
+def _gpu_problem(gpus: list, memories: list) -> None:
+    """Raise the :class:`ConfigError` of a ``plan_gpu`` or ``plan_gpu_memory_gib`` value that
+    :func:`flopsweep.gpu_memory.planned_gpu_bytes` refuses: a name the peak table does not know, a size
+    the device is not sold in or none where it comes in several (unless ``plan_gpu_memory_gib`` is
+    given: it names the memory), a memory that is not a positive finite number of GiB."""
+    from flopsweep.gpu_memory import planned_gpu_bytes
+
+    for gpu in gpus:
+        if gpu is None or not str(gpu).strip() or "${" in str(gpu):
+            continue  # plan_gpu='' and null are unset
+        try:
+            planned_gpu_bytes(str(gpu), None)
+        except ConfigError:
+            if not (memories and lookup(str(gpu)) is not None):
+                raise
+    for memory in memories:
+        if isinstance(memory, int | float) and not isinstance(memory, bool):
+            planned_gpu_bytes(None, memory)
+
+
+def _cost_problem(key: str, value: object) -> None:
+    """Raise the :class:`ConfigError` validation would for ``cost.usd_per_gpu_hour`` or ``budget.tokens``
+    (:func:`flopsweep.checks.check_bounds`, ``_validate_cost``): no number, not finite, a price below 0,
+    a token count not above 0. null is unset; an interpolation is Hydra's."""
+    example = "2.5" if key.startswith("cost") else "15e12"
+    if value is None or (isinstance(value, str) and ("${" in value or value.strip().lower() in ("", "none"))):
+        return
+    if isinstance(value, str):  # quoted ('2.5'): OmegaConf converts it to the float key's number
+        try:
+            value = float(value.strip())
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(key, value, "is not a number", f"set e.g. {key}={example}, or {key}=null")
+    if not math.isfinite(value):
+        raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
+    if key.startswith("cost") and value < 0:
+        raise ConfigError(key, value, "must be >= 0 US dollars", "set e.g. 2.5, or null")
+    if key.startswith("budget") and value <= 0:
+        raise ConfigError(key, value, "must be a positive token count", "set e.g. 15e12, or null")
+
+
 def command_line_problem(overrides: list[str]) -> str | None:
-    """The one line ``run.py`` refuses a plan's keys with before Hydra starts (whose own messages
-    are several lines), or None: ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number,
-    ``plan_clusters`` given as one name instead of a list or as an empty list (``[]`` planned the
-    one job instead, silently), a ``plan_format`` that is none of
-    :data:`flopsweep.config.PLAN_FORMATS` (each value of a sweep)."""
+    """The one line ``run.py`` refuses a plan's keys with before Hydra starts (whose own messages are
+    several lines, and whose run folder a refusal in the job would leave behind), or None:
+
+    - ``plan_clusters`` given as one name instead of a list, as an empty list (``[]`` planned the one
+      job instead, silently), or with an entry :func:`parse_cluster` refuses (``8xH100:100gbps``,
+      ``H999:8``) or that is empty (``here`` is left to the job: it asks torch);
+    - ``plan_gpu`` naming no device of the peak table (the known names listed,
+      :func:`flopsweep.gpu_memory.typed_gpu_names`), or a size it is not sold in; ``plan_gpu_memory_gib`` that
+      is not a positive finite number of GiB;
+    - ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number, not finite, or out of range;
+    - a ``plan_format`` that is none of :data:`flopsweep.config.PLAN_FORMATS`.
+
+    Each value of a sweep is checked; an interpolation is left to Hydra and the job, which check them
+    all again (a value from a ``+sweep`` file, say).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    gpus: list = []
+    memories: list = []
     for override in overrides:
         key, eq, value = override.lstrip("+~").partition("=")
-        if not eq:
+        if not eq or override.startswith("-"):
             continue
-        if key == "plan_format" and "$" not in value and "(" not in value:
-            for name in value.split(","):
-                try:
-                    require_choice("plan_format", name.strip().strip("'\""), PLAN_FORMATS)
-                except ConfigError as exc:
-                    return str(exc)
-        if key in ("cost.usd_per_gpu_hour", "budget.tokens") and value.strip().lower() not in (
-            "null",
-            "none",
-            "",
-        ):
-            try:
-                float(value)
-            except ValueError:
-                if not any(c in value for c in "[](){}$,"):  # a sweep or an interpolation: Hydra's
-                    example = "2.5" if key.startswith("cost") else "15e12"
-                    return str(
-                        ConfigError(key, value, "is not a number", f"set e.g. {key}={example}, or {key}=null")
-                    )
         if key == "plan_clusters" and value.replace(" ", "").strip("'\"") == "[]":
             return str(
                 ConfigError(
@@ -455,4 +546,29 @@ def command_line_problem(overrides: list[str]) -> str | None:
                     key, value, "is one name, not a list", f"write a list: plan_clusters=[{value.strip()}]"
                 )
             )
+        if key not in ("plan_clusters", "plan_gpu", "plan_gpu_memory_gib", "plan_format") and key not in (
+            "cost.usd_per_gpu_hour",
+            "budget.tokens",
+        ):
+            continue
+        try:
+            values = _given(parser.parse_override(override))
+        except Exception:  # noqa: BLE001 - the grammar's own line (syntax_problem) comes first
+            continue
+        try:
+            for given in values:
+                if key == "plan_clusters":
+                    _clusters_problem(key, given)
+                elif key == "plan_format" and not (isinstance(given, str) and "${" in given):
+                    require_choice("plan_format", str(given).strip(), PLAN_FORMATS)
+                elif key in ("cost.usd_per_gpu_hour", "budget.tokens"):
+                    _cost_problem(key, given)
+            gpus += values if key == "plan_gpu" else []
+            memories += [v for v in values if v is not None] if key == "plan_gpu_memory_gib" else []
+        except ConfigError as exc:
+            return str(exc)
+    try:
+        _gpu_problem(gpus, memories)
+    except ConfigError as exc:
+        return str(exc)
     return None
