@@ -31,7 +31,6 @@ from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
 from flopsweep.cli import COMMAND, ClosedPipeGuard, help_section
-from flopsweep.clusters import command_line_problem as plan_problem
 from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
 from flopsweep.flags import (
@@ -61,6 +60,7 @@ from flopsweep.overrides import (
     unread_space_problem,
 )
 from flopsweep.overrides import option_kind as _option_kind
+from flopsweep.plan_command_line import command_line_problem as plan_problem
 from flopsweep.store import register_configs
 from flopsweep.text import printable
 from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem

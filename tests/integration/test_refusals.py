@@ -307,6 +307,14 @@ REFUSALS = {
         record=None,
         default_dir=True,
     ),
+    "plan_clusters_twice": Refusal(  # the job's plandecide.named_clusters, before Hydra
+        args=("plan=true", "plan_clusters=[H100-80GB:8,H100-SXM:8]"),
+        line_starts="flopsweep: Invalid config: plan_clusters=['H100-80GB:8', 'H100-SXM:8']: names one "
+        "cluster twice",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
     "tuner_budget_multi": Refusal(  # --multi: argparse's prefix of --multirun, which the -m checks missed
         args=("--multi", "hydra/sweeper=tune", "hydra.sweeper.budget_gpu_s=0"),
         line_starts="flopsweep: Invalid config: hydra.sweeper.budget_gpu_s=0: must be a number above 0. Fix:",

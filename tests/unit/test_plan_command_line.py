@@ -1,7 +1,8 @@
 """Session 23's command-line fixes of a plan and the tuner: the keys a refusal inside the job used to
 answer (after Hydra had made the run's folder: ``outputs/<date>/<time>/`` with ``.hydra`` and an empty
 ``run.log``, or an empty ``multirun/<date>/``) are refused before Hydra starts
-(``flopsweep.clusters.command_line_problem``, ``hydra_plugins.flopsweep_tune.command_line_problem``), with
+(``flopsweep.plan_command_line.command_line_problem``, ``hydra_plugins.flopsweep_tune.command_line_problem``),
+with
 the lines the job gives; the GPU names a refusal lists are those a user types
 (``flopsweep.gpu_memory.typed_gpu_names``).
 
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-from flopsweep.clusters import command_line_problem, parse_cluster
+from flopsweep.clusters import parse_cluster
 from flopsweep.config import ConfigError
 from flopsweep.gpu_memory import planned_gpu_bytes, typed_gpu_names
+from flopsweep.plan_command_line import command_line_problem
 from hydra_plugins.flopsweep_tune import PARAMETERS, TuneSweeper, parameter_problem
 from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
 
@@ -75,6 +77,64 @@ def test_an_empty_entry_beside_others_is_refused_as_the_job_refuses_it():
     line = command_line_problem(["plan=true", "plan_clusters=[H100:8,'']"])
     said = "holds an empty name. Fix: drop it: plan_clusters=[H100:8]."
     assert line == f"Invalid config: plan_clusters=['H100:8', '']: {said}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["plan_clusters=[H100:8,H100:8]"],
+            "plan_clusters=['H100:8', 'H100:8']: names H100:1x8:ib400 twice.",
+        ),
+        (
+            ["plan_clusters=[H100-80GB:8,H100-SXM:8]"],
+            "plan_clusters=['H100-80GB:8', 'H100-SXM:8']: names one cluster twice: H100-80GB:1x8",
+        ),
+        (
+            ["plan_clusters=[H100:2x8,H100:2x8:ib400]"],
+            "plan_clusters=['H100:2x8', 'H100:2x8:ib400']: names H100:2x8:ib400 twice.",
+        ),
+        (
+            ["plan_clusters=[H100:8]", "space.top=0"],
+            "space.top=0: must be at least 1. Fix: set e.g. space.top=5.",
+        ),
+        (
+            ["plan_clusters=[H100:8]", "space.backends=[ddp,nope]"],
+            "space.backends=['ddp', 'nope']: 'nope' is not",
+        ),
+        (
+            ["plan_clusters=[H100:8]", "space.micro_batches=[0]"],
+            "space.micro_batches=[0]: needs micro batches",
+        ),
+        (
+            ["plan_clusters=[H100:8]", "space.min_headroom=1.5"],
+            "space.min_headroom=1.5: is a share in [0, 1).",
+        ),
+        (["-m", "plan_clusters=[H100:8]", "space.top=5,0"], "space.top=0: must be at least 1."),
+    ],
+)
+def test_the_plans_other_checks_of_its_clusters_and_space_come_before_hydra_too(hydra_compose, argv, said):
+    """The job's checks of a ranking plan (``plandecide.checked``): one cluster twice, a ``space.*`` value;
+    before Hydra now, the same line the job gives for the composed config."""
+    from flopsweep.job.plandecide import checked
+
+    flags = [a for a in argv if a == "-m"]
+    argv = [*flags, "plan=true", *(a for a in argv if a != "-m")]
+    line = command_line_problem(argv)
+    assert line.startswith(f"Invalid config: {said}"), line
+    assert refusal(argv) == line
+    if not flags:
+        with pytest.raises(ConfigError) as caught:
+            checked(hydra_compose(argv))
+        assert str(caught.value) == line
+
+
+def test_a_default_network_replaced_by_predict_inter_node_gbps_is_another_cluster():
+    """As the job places them (``plandecide.same_as``): ``H100:2x8`` takes ``predict.inter_node_gbps``,
+    ``H100:2x8:ib400`` keeps its named 40 GB/s."""
+    argv = ["plan=true", "plan_clusters=[H100:2x8,H100:2x8:ib400]"]
+    assert command_line_problem(argv) is not None
+    assert command_line_problem([*argv, "predict.inter_node_gbps=10"]) is None
 
 
 @pytest.mark.parametrize(
