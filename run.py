@@ -30,11 +30,16 @@ from omegaconf.errors import OmegaConfBaseException
 from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
-from flopsweep.cli import COMMAND, help_section
-from flopsweep.clusters import command_line_problem as plan_problem
+from flopsweep.cli import COMMAND, ClosedPipeGuard, help_section
 from flopsweep.config import ConfigError
 from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
-from flopsweep.flags import flag_problem, group_prefix_problem
+from flopsweep.flags import (
+    expand_flag_prefixes,
+    flag_problem,
+    group_prefix_problem,
+    is_multirun,
+    searchpath_problem,
+)
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.launch import Terminated, raise_terminated
@@ -55,8 +60,10 @@ from flopsweep.overrides import (
     unread_space_problem,
 )
 from flopsweep.overrides import option_kind as _option_kind
+from flopsweep.plan_command_line import command_line_problem as plan_problem
 from flopsweep.store import register_configs
 from flopsweep.text import printable
+from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
 
 # Unique per sweep process, so that two sweeps started in the same second never
 # share a directory (cached like ${now:}, so every job of a sweep agrees).
@@ -326,7 +333,7 @@ def repeats_problem(overrides: list[str]) -> str | None:
     None."""
     from flopsweep.config import MAX_REPEATS
 
-    multirun = "-m" in overrides or "--multirun" in overrides
+    multirun = is_multirun(overrides)
     for override in overrides:
         key, _, value = override.partition("=")
         if key.lstrip("+~") != "repeats" or "${" in value:
@@ -363,6 +370,7 @@ def refusal(overrides: list[str]) -> str | None:
         tag_problem(overrides)
         or config_name_problem(overrides)
         or flag_problem(overrides, RUN_CONF)
+        or searchpath_problem(overrides)
         or control_character_problem(overrides)
         or syntax_problem(overrides)
         or sweep_without_m_problem(overrides)
@@ -381,6 +389,7 @@ def refusal(overrides: list[str]) -> str | None:
         or foreign_option_keys(overrides)
         or plan_problem(overrides)
         or hydra_key_problem(overrides)
+        or tuner_problem(overrides)
         or type_problem(overrides)
         or unread_space_problem(overrides)
     )
@@ -390,7 +399,7 @@ def existing_record_problem(overrides: list[str]) -> str | None:
     """A single run into a ``hydra.run.dir`` that already holds a record, without ``resume=true``:
     refused here, before Hydra rewrites the directory's ``.hydra/*.yaml``."""
     values = dict(o.partition("=")[::2] for o in overrides if "=" in o)
-    if "-m" in overrides or "--multirun" in overrides or values.get("resume", "").lower() == "true":
+    if is_multirun(overrides) or values.get("resume", "").lower() == "true":
         return None
     run_dir = values.get("hydra.run.dir", "").strip().strip("'\"")
     if run_dir and "${" not in run_dir and os.path.lexists(os.path.join(run_dir, "metrics.json")):
@@ -507,11 +516,15 @@ if __name__ == "__main__":
     # A log line that cannot be written (a full disk, a read-only job directory) must not print a
     # traceback; the record, or the one line saying why there is none, tells what happened.
     logging.raiseExceptions = False
+    # `flopsweep --help | head -3`: a reader that goes away ends the output quietly, not in a
+    # BrokenPipeError traceback (Hydra prints --help, --cfg and --info itself): flopsweep.cli.
+    sys.stdout = ClosedPipeGuard(sys.stdout)
     if not os.environ.get("SUBMITIT_EXECUTOR"):  # a Slurm task handles SIGTERM itself
         signal.signal(signal.SIGTERM, raise_terminated)
     # Hydra refuses a boolean as a group choice: the old activation_checkpointing=true/false
     # become the policies full/none before it parses them (flopsweep.checkpointing).
-    sys.argv[1:] = normalize_overrides(sys.argv[1:])
+    # --multi is --multirun to Hydra's parser (argparse's prefixes): spelled out, every check sees it.
+    sys.argv[1:] = expand_flag_prefixes(normalize_overrides(sys.argv[1:]))
     argv = sys.argv[1:]
     problem = refusal(argv)
     exists = existing_record_problem(argv)

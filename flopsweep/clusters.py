@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from flopsweep.config import MAX_BY_KEY, PLAN_FORMATS, ConfigError, require_choice
+from flopsweep.config import MAX_BY_KEY, ConfigError
 from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup, memory_sizes_gb
 
 GPUS_PER_NODE = 8
@@ -205,12 +205,40 @@ def _parts(exc: ConfigError) -> tuple[str, str]:
     return (match.group(1), match.group(2)) if match else (str(exc), "see docs/plan.md")
 
 
-def _fix() -> str:
-    gpus = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE[:9])
+def _fix(every_gpu: bool = False) -> str:
+    """The fix of a cluster name refused: the grammar, the GPUs (the first of
+    :func:`flopsweep.gpu_memory.typed_gpu_names`, or ``every_gpu``) and the networks."""
+    from flopsweep.gpu_memory import typed_gpu_names
+
+    names = typed_gpu_names()
+    gpus = ", ".join(names) if every_gpu else f"{', '.join(names[:8])}, ..."
     return (
         "name it GPU:NODESxGPUS_PER_NODE[:NETWORK], e.g. H100:8x8 or H200:1x8:ib400 (GPUs: "
-        f"{gpus}, ...; networks: {', '.join(NETWORKS)}, NNNGBps (gigabytes/s) or NNNGbps (gigabits/s))"
+        f"{gpus}; networks: {', '.join(NETWORKS)}, NNNGBps (gigabytes/s) or NNNGbps (gigabits/s))"
     )
+
+
+_COUNT_FIRST = re.compile(r"(?P<n>\d+)\s*[x*]\s*(?P<gpu>.+)", re.I)
+"""A GPU part written count first (``8xH100``), as people say "8x H100"."""
+
+
+def _unknown_gpu(gpu: str, text: str) -> ConfigError:
+    """The refusal of a cluster name whose GPU the peak table does not know: every name it knows, or,
+    for ``8xH100``, the name with the GPU first (``H100:8``)."""
+    count_first = _COUNT_FIRST.fullmatch(gpu)
+    if count_first and lookup(count_first.group("gpu")) is not None:
+        n, name = count_first.group("n"), count_first.group("gpu")
+        rest = text.split(":")[1:]
+        size = rest.pop(0) if rest and re.fullmatch(r"\d+(x\d+)?", rest[0]) else n
+        example = ":".join([name, size, *rest])
+        try:
+            parse_cluster(example)
+        except ConfigError:  # its network is wrong too: the name without it
+            example = f"{name}:{size}, then a network if any (ib400, 40GBps, 320Gbps)"
+        return ConfigError(
+            "plan_clusters", text, f"{gpu!r} puts the count before the GPU", f"the GPU comes first: {example}"
+        )
+    return ConfigError("plan_clusters", text, f"{gpu!r} is no device of the peak table", _fix(every_gpu=True))
 
 
 UNITS = {"GBps": 1.0, "Gbps": 1 / 8}
@@ -305,10 +333,12 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
                 f"its size {net!r} is not NODESxGPUS_PER_NODE of positive whole numbers",
                 _fix(),
             )
+        if lookup(gpu) is None:  # the GPU first: 8xH100:100gbps "gave no size"
+            raise _unknown_gpu(gpu, text)
         nnodes, per_node = _size(size or "", text)
     row = lookup(gpu)
     if row is None:
-        raise ConfigError("plan_clusters", text, f"{gpu!r} is no device of the peak table", _fix())
+        raise _unknown_gpu(gpu, text)
     _check_memory_size(gpu, text)
     if nnodes < 1 or per_node < 1:
         raise ConfigError("plan_clusters", text, "needs at least one node of one GPU", _fix())
@@ -459,56 +489,3 @@ def cluster_from_keys(cfg) -> Cluster | None:
         return parse_cluster(f"{cfg.plan_gpu}:{nodes}x{per_node}{net}".replace(" ", "-"))
     except ConfigError as exc:
         raise ConfigError("plan_gpu", cfg.plan_gpu, *_parts(exc)) from None
-
-
-def command_line_problem(overrides: list[str]) -> str | None:
-    """The one line ``run.py`` refuses a plan's keys with before Hydra starts (whose own messages
-    are several lines), or None: ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number,
-    ``plan_clusters`` given as one name instead of a list or as an empty list (``[]`` planned the
-    one job instead, silently), a ``plan_format`` that is none of
-    :data:`flopsweep.config.PLAN_FORMATS` (each value of a sweep)."""
-    for override in overrides:
-        key, eq, value = override.lstrip("+~").partition("=")
-        if not eq:
-            continue
-        if key == "plan_format" and "$" not in value and "(" not in value:
-            for name in value.split(","):
-                try:
-                    require_choice("plan_format", name.strip().strip("'\""), PLAN_FORMATS)
-                except ConfigError as exc:
-                    return str(exc)
-        if key in ("cost.usd_per_gpu_hour", "budget.tokens") and value.strip().lower() not in (
-            "null",
-            "none",
-            "",
-        ):
-            try:
-                float(value)
-            except ValueError:
-                if not any(c in value for c in "[](){}$,"):  # a sweep or an interpolation: Hydra's
-                    example = "2.5" if key.startswith("cost") else "15e12"
-                    return str(
-                        ConfigError(key, value, "is not a number", f"set e.g. {key}={example}, or {key}=null")
-                    )
-        if key == "plan_clusters" and value.replace(" ", "").strip("'\"") == "[]":
-            return str(
-                ConfigError(
-                    key,
-                    value,
-                    "names no cluster (an empty list would plan the one job instead)",
-                    "name one, e.g. plan_clusters=[H100:8x8], or drop plan_clusters for the one-row plan",
-                )
-            )
-        if (
-            key == "plan_clusters"
-            and value.strip().lower() != "null"  # overrides.type_problem's
-            and not value.strip().startswith("[")
-            and "," not in value
-            and "$" not in value
-        ):
-            return str(
-                ConfigError(
-                    key, value, "is one name, not a list", f"write a list: plan_clusters=[{value.strip()}]"
-                )
-            )
-    return None

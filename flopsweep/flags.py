@@ -67,6 +67,32 @@ def _flag_names(parser: argparse.ArgumentParser) -> list[str]:
     return [s for a in parser._actions for s in a.option_strings]
 
 
+def expand_flag_prefixes(argv: list[str]) -> list[str]:
+    """``argv`` with each long flag written as a prefix spelled out, as Hydra's parser reads it
+    (argparse's ``allow_abbrev``: ``--multi`` and ``--multir`` are ``--multirun``, ``--config-n=x`` is
+    ``--config-name=x``), so that every check before Hydra, and Hydra, see the one spelling.
+
+    A prefix of several flags (``--conf``) or of none (``--bogus``) is left as written, for
+    :func:`flag_problem` to refuse in one line; so are overrides and ``--`` itself.
+    """
+    names = [n for n in _flag_names(hydra_flags_parser()) if n.startswith("--")]
+    out = []
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        if arg.startswith("--") and len(name) > 2 and name not in names:
+            matches = [n for n in names if n.startswith(name)]
+            if len(matches) == 1:
+                arg = matches[0] + eq + value
+        out.append(arg)
+    return out
+
+
+def is_multirun(argv: list[str]) -> bool:
+    """Whether ``argv`` asks for a sweep: ``-m``, ``--multirun`` or a prefix of it that Hydra's parser
+    reads as ``--multirun`` (``--multi``; :func:`expand_flag_prefixes`)."""
+    return "-m" in argv or "--multirun" in expand_flag_prefixes(argv)
+
+
 def _unknown_flag(flag: str, parser: argparse.ArgumentParser) -> str:
     """The line for a flag Hydra has not: the nearest flag, or the override it may have meant."""
     name, eq, value = flag.partition("=")
@@ -101,13 +127,44 @@ def _argparse_line(message: str, parser: argparse.ArgumentParser) -> str:
     return f"Invalid config: {shown}: {why}. Fix: {fix}."
 
 
-def _config_folder(flag: str, value: str, state: str) -> str:
+def _config_folder(flag: str, value: str, state: str, shown: str | None = None) -> str:
+    """The line refusing ``flag`` (``shown`` as written, default ``flag value``): ``state`` says why."""
     return (
-        f"Invalid config: {flag} {value}: {state}; flopsweep reads its configs from {CONF} alone (its "
-        "config.yaml keeps the records safe, and every override is checked against it before Hydra "
-        f"starts). Fix: drop {flag}; put your own option or sweep file in conf/ (e.g. conf/sweep/mine.yaml, "
-        "then +sweep=mine)."
+        f"Invalid config: {shown or f'{flag} {value}'}: {state}; flopsweep reads its configs from {CONF} "
+        "alone (its config.yaml keeps the records safe, and every override is checked against it before "
+        f"Hydra starts). Fix: drop {flag}; put your own option or sweep file in conf/ (e.g. "
+        "conf/sweep/mine.yaml, then +sweep=mine)."
     )
+
+
+_SEARCHPATH = re.compile(r"hydra\.searchpath(?:[.\[].*)?")
+"""``hydra.searchpath`` and an element of it (``hydra.searchpath.0``, ``hydra.searchpath[0]``)."""
+
+
+def searchpath_problem(argv: list[str]) -> str | None:
+    """One line refusing an override of ``hydra.searchpath`` (``hydra.searchpath=[pkg://mine.conf]``,
+    ``[file://DIR]``, an element of it, with ``+``, ``++`` or ``~``), else None.
+
+    Hydra looks for configs in each place it lists, before ``conf/``'s options are read: a ``pkg://``
+    package it imports (code, found on ``sys.path``) or a ``file://`` folder, relative to the working
+    directory, whose YAML it reads; either may be another user's on a shared machine, and shadows
+    ``conf/`` as ``--config-dir`` would (refused by :func:`flag_problem`). flopsweep's plug-ins add their
+    own config packages through Hydra's ``SearchPathPlugin``, not through this key.
+    """
+    for arg in argv:
+        if arg.startswith("-") or not _SEARCHPATH.fullmatch(arg.partition("=")[0].lstrip("+~").strip()):
+            continue
+        value = arg.partition("=")[2]
+        state = (
+            "names a Python package, which Hydra would import to search it for configs"
+            if "pkg://" in value
+            else "adds a folder whose YAML Hydra would read as configs (a relative one: the working "
+            "directory's)"
+            if value.strip()
+            else "changes where Hydra searches for configs"
+        )
+        return _config_folder(arg, value, state, shown=arg)
+    return None
 
 
 def _folder_state(path: str) -> str:

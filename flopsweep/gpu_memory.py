@@ -23,14 +23,15 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
         gpu_memory_gib: ``plan_gpu_memory_gib``: the memory in GiB, as given; wins over the name's.
 
     Raises:
-        ConfigError: a name the peak table does not know (with or without ``gpu_memory_gib``), a
+        ConfigError: a name the peak table does not know, naming those it knows (:func:`typed_gpu_names`;
+            with or without ``gpu_memory_gib``), a
             memory that is not positive or finite or is over ``MAX_BY_KEY``'s bound, or,
             without ``gpu_memory_gib``, a size in the name the device
             is not sold in (``H100-94GB``) or a name of a device that comes in several sizes without one.
     """
     row = lookup(gpu) if gpu else None
     if gpu and row is None:  # with or without a memory: the name also places the job (its capability)
-        names = ", ".join(r.name.replace(" ", "-") for r in PEAK_TABLE)
+        names = ", ".join(typed_gpu_names())
         size = gpu.strip().lower().removesuffix("gib").removesuffix("gb").strip()
         fix = "use one of those"
         if size.replace(".", "", 1).isdigit():  # a memory size given as a name
@@ -82,3 +83,20 @@ def _size_refusal(name: str, sizes: dict[float, float], size: float | None) -> t
     return f"names {size:g} GB; the {name} has {sold}", (
         f"drop the size (plan_gpu={name.replace(' ', '-')}), {variant}{other}"
     )
+
+
+def typed_gpu_names() -> tuple[str, ...]:
+    """The names of the peak table's devices as a user types them (``plan_gpu=``, a ``plan_clusters``
+    entry), each one :func:`planned_gpu_bytes` takes: per row its short name, the row's name cut to its
+    shortest alias (``H100``, ``H100-PCIe``, ``RTX-6000-Ada``), and that name with each memory size the
+    device is sold in (``H100-80GB``; GB as vendors name devices). A device sold with several memories
+    (``A100``: 40 and 80 GB) by its sized names alone (``A100-40GB``, ``A100-80GB``): its bare name is
+    refused, since the memory would be a guess. In the table's order."""
+    names: list[str] = []
+    for row in PEAK_TABLE:
+        alias = min(row.aliases, key=len)
+        short = row.name[: len(alias)] if row.name.lower().startswith(alias) else alias.upper()
+        short = short.replace(" ", "-")
+        several = len(set(row.memory_gib.values())) > 1
+        names += ([] if several else [short]) + [f"{short}-{gb:g}GB" for gb in row.memory_gib]
+    return tuple(names)

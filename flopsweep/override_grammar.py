@@ -13,6 +13,7 @@ import math
 import os
 import re
 
+from flopsweep.flags import is_multirun
 from flopsweep.overrides import CONF
 
 GRAMMAR_PAGE = "https://hydra.cc/docs/advanced/override_grammar/basic/"
@@ -172,7 +173,7 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    if "-m" in argv or "--multirun" in argv:
+    if is_multirun(argv):
         return None
     try:
         parsed = OverridesParser.create().parse_overrides(overrides_of(argv))
@@ -204,7 +205,7 @@ def sweeper_without_m_problem(argv: list[str]) -> str | None:
     """One line for a ``hydra/sweeper=`` choice other than :data:`DEFAULT_SWEEPER` on a command line
     without ``-m``/``--multirun``, else None: Hydra runs one plain job and never starts a sweeper
     (``flopsweep hydra/sweeper=tune device=cpu`` ran one job, exit 0, nothing tuned)."""
-    if "-m" in argv or "--multirun" in argv:
+    if is_multirun(argv):
         return None
     for override in overrides_of(argv):
         key, eq, value = override.partition("=")
@@ -259,7 +260,7 @@ def sweep_size_problem(argv: list[str]) -> str | None:
     files are not counted (the sweep's own progress line counts them)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    if not ("-m" in argv or "--multirun" in argv):
+    if not is_multirun(argv):
         return None
     overrides = overrides_of(argv)
     if any(

@@ -55,12 +55,18 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         ``{"status": "plan", "plan": row}``; ``row["status"]`` is ``ok`` or ``invalid``; an
         ``invalid`` row's ``reason`` is the run's one line (``Invalid config: KEY=VALUE: ... Fix: ...``)
         and its ``note`` says, apart, where the job was placed (``no GPU here: placed as an H100 SXM
-        (capability 9.0, bf16)``), which the refusal may follow from (fp8 on an A100).
+        (capability 9.0, bf16)``), which the refusal may follow from (fp8 on an A100). A single
+        plan whose GPU is refused (:func:`planned_gpu_problem`): ``{"status": "invalid", "error":
+        {"message": line}}``, as ``run.py`` reports a refused run (exit 2).
     """
     if cfg.plan_clusters:  # the plan that decides: every set-up of space on each named cluster
         from flopsweep.job.plandecide import decide_job
 
         return decide_job(cfg, info)
+    if info.job_num is None and (
+        problem := planned_gpu_problem(cfg)
+    ):  # the plan's own keys, not the set-up's
+        return {"status": "invalid", "error": {"message": problem}, "plan": {}}
     asked, (cfg, on_cluster) = cfg.predict, predicted_cluster(cfg)
     env = Environment.detect()
     cfg, env, placed = plan_environment(cfg, env, torch_device_name() if env.cuda_available else None)
@@ -125,6 +131,20 @@ def predict_keys_said(reason: str, predict: Any) -> str:
     if predict.nnodes is not None:
         reason = re.sub(r"(?<![\w.])nnodes\b", "predict.nnodes", reason)
     return reason
+
+
+def planned_gpu_problem(cfg: RunConfig) -> str | None:
+    """The line refusing the GPU a single plan plans for (``plan_gpu``, ``plan_gpu_memory_gib``:
+    :func:`flopsweep.gpu_memory.planned_gpu_bytes`), else None. Not a set-up's refusal but the
+    plan's own: its one row would be ``invalid`` for it, the line printed twice, exit 0. ``run.py``
+    refuses the command line's before Hydra starts; this is a value from a file or an interpolation."""
+    from flopsweep.gpu_memory import planned_gpu_bytes
+
+    try:
+        planned_gpu_bytes(cfg.plan_gpu, cfg.plan_gpu_memory_gib)
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def predicted_cluster(cfg: RunConfig) -> tuple[RunConfig, list[str]]:

@@ -63,15 +63,33 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
     space = Space.from_config(cfg.space)
     if cfg.space.top < 1:
         raise ConfigError("space.top", cfg.space.top, "must be at least 1", "set e.g. space.top=5")
-    names = [str(name) for name in cfg.plan_clusters]
+    clusters = named_clusters([str(name) for name in cfg.plan_clusters], cfg.predict.inter_node_gbps)
+    space.size_problem(len(clusters), f" on {len(clusters)} cluster(s)")
+    return clusters, space
+
+
+def named_clusters(
+    names: list[str], inter_node_gbps: float | None = None, *, before_hydra: bool = False
+) -> list[Cluster]:
+    """The clusters ``plan_clusters`` names, each checked: no empty name beside others, each parsed
+    (:func:`flopsweep.clusters.parse_cluster`), none named twice (:func:`same_as`).
+
+    Args:
+        before_hydra: ``run.py``'s check of the command line: ``here`` (which asks torch) and an
+            interpolation (Hydra's to resolve) are left out, for the job to check.
+
+    Raises:
+        ConfigError: one line naming ``plan_clusters``, the value and the fix.
+    """
     if any(not n.strip() for n in names) and any(n.strip() for n in names):  # [H100:8,'']: one line
         kept = ",".join(n.strip() for n in names if n.strip())
         raise ConfigError("plan_clusters", names, "holds an empty name", f"drop it: plan_clusters=[{kept}]")
+    if before_hydra:
+        names = [n for n in names if "${" not in n and n.split(":")[0].strip().lower() != "here"]
     clusters = [parse_cluster(name) for name in names]
-    space.size_problem(len(clusters), f" on {len(clusters)} cluster(s)")
     seen: dict[tuple, Cluster] = {}
     for c in clusters:
-        first = seen.setdefault(same_as(c, cfg.predict.inter_node_gbps), c)
+        first = seen.setdefault(same_as(c, inter_node_gbps), c)
         if first is not c:
             said = (
                 f"names {c.label} twice"
@@ -80,8 +98,8 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
                 "of the same memory, link in a node, shape and network"
                 + (" (one node: no network used)" if c.nnodes == 1 else "")
             )
-            raise ConfigError("plan_clusters", list(cfg.plan_clusters), said, "name each cluster once")
-    return clusters, space
+            raise ConfigError("plan_clusters", list(names), said, "name each cluster once")
+    return clusters
 
 
 def same_as(cluster: Cluster, inter_node_gbps: float | None = None) -> tuple:

@@ -63,6 +63,70 @@ def _whole(value: Any) -> Any:
     return value
 
 
+PARAMETERS = ("budget_gpu_s", "initial", "eta", "finalists", "memory_gib", "max_batch_size")
+"""The parameters :func:`parameter_problem` checks (``hydra.sweeper.NAME=``)."""
+
+
+def parameter_problem(
+    *,
+    budget_gpu_s: Any = 3600.0,
+    initial: Any = 8,
+    eta: Any = 2,
+    finalists: Any = 2,
+    memory_gib: Any = None,
+    max_batch_size: Any = None,
+) -> str | None:
+    """The line refusing the first of the tuner's parameters (:class:`TuneSweeper`'s, their defaults
+    here) out of range, else None; a whole number written as a float (``eta=3.0``) is one."""
+    initial, eta, finalists = (_whole(v) for v in (initial, eta, finalists))
+    return (
+        _param_problem("budget_gpu_s", budget_gpu_s, least=0, default=3600.0, whole=False, above=True)
+        or _param_problem("initial", initial, least=1, default=8)
+        or _param_problem("eta", eta, least=2, default=2)
+        or _param_problem("finalists", finalists, least=1, default=2)
+        or (  # max_batch_size=0 raised in range(), below 0 launched no job
+            None
+            if max_batch_size is None
+            else _param_problem("max_batch_size", max_batch_size, least=1, default="null")
+        )
+        or (
+            None
+            if memory_gib is None
+            else _param_problem("memory_gib", memory_gib, least=0, default="null", whole=False, above=True)
+        )
+    )
+
+
+def command_line_problem(overrides: list[str]) -> str | None:
+    """The one line ``run.py`` refuses a tuner parameter with before Hydra starts (exit 2), else None:
+    with ``hydra/sweeper=tune`` on the command line, a ``hydra.sweeper.NAME=`` of :data:`PARAMETERS`
+    that :func:`parameter_problem` refuses (``budget_gpu_s=0``, ``eta=1``), the sweeper's own check. In
+    the sweep, Hydra has made the sweep's folder (``multirun/<date>/``) before the sweeper is built; this
+    leaves none.
+    A value that is a sweep or an interpolation, or a tuner picked by a config file, is left to the
+    sweeper, which checks them all again."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    tune, given = False, {}
+    for text in overrides:
+        if text.startswith("-") or "=" not in text:
+            continue
+        try:
+            o = parser.parse_override(text)
+        except Exception:  # noqa: BLE001 - run.py's syntax_problem answers the grammar
+            continue
+        key = o.key_or_group
+        if key == "hydra/sweeper":
+            tune = not o.is_sweep_override() and str(o.value()) == "tune"
+        name = key.removeprefix("hydra.sweeper.")
+        if key.startswith("hydra.sweeper.") and name in PARAMETERS and not o.is_sweep_override():
+            value = o.value()
+            if not (isinstance(value, str) and "${" in value):
+                given[name] = value
+    return parameter_problem(**given) if tune and given else None
+
+
 class TuneSweeper(BasicSweeper):
     """Hydra's basic sweeper's space, searched by successive halving (:mod:`flopsweep.tune`).
 
@@ -96,25 +160,13 @@ class TuneSweeper(BasicSweeper):
         self.finalists, self.memory_gib = finalists, memory_gib
 
     def _problem(self) -> str | None:
-        return (
-            _param_problem(
-                "budget_gpu_s", self.budget_gpu_s, least=0, default=3600.0, whole=False, above=True
-            )
-            or _param_problem("initial", self.initial, least=1, default=8)
-            or _param_problem("eta", self.eta, least=2, default=2)
-            or _param_problem("finalists", self.finalists, least=1, default=2)
-            or (  # max_batch_size=0 raised in range(), below 0 launched no job
-                None
-                if self.max_batch_size is None
-                else _param_problem("max_batch_size", self.max_batch_size, least=1, default="null")
-            )
-            or (
-                None
-                if self.memory_gib is None
-                else _param_problem(
-                    "memory_gib", self.memory_gib, least=0, default="null", whole=False, above=True
-                )
-            )
+        return parameter_problem(
+            budget_gpu_s=self.budget_gpu_s,
+            initial=self.initial,
+            eta=self.eta,
+            finalists=self.finalists,
+            memory_gib=self.memory_gib,
+            max_batch_size=self.max_batch_size,
         )
 
     def sweep(self, arguments: list[str]) -> Any:

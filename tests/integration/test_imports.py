@@ -188,3 +188,15 @@ def test_run_py_refuses_without_importing_torch(tmp_path: Path) -> None:
         "flopsweep: Invalid config: attention.block_size: belongs to attention=blocksparse, not to "
         "attention=sdpa. Fix: drop the override, or pick attention=blocksparse."
     )
+    # a ranking plan's clusters, checked before Hydra by the job's own functions (flopsweep.job.plandecide)
+    twice = subprocess.run(
+        [sys.executable, "-c", _RUN_MAIN, "plan=true", "plan_clusters=[H100-80GB:8,H100-SXM:8]"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert twice.returncode == 2, twice.stderr[-2000:]
+    assert "torch imported: False" in twice.stdout, twice.stdout + twice.stderr[-2000:]
+    assert "names one cluster twice" in twice.stderr and len(twice.stderr.strip().splitlines()) == 1

@@ -12,6 +12,7 @@ first (a planted config, a held lock, a run to resume) stays a test of its own.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import records, run_py
+from helpers import ROOT, RUN_PY, records, run_py
 
 from integration.test_slurm import CPU_JOB
 
@@ -41,6 +42,9 @@ class Refusal:
         record: ``invalid``: one ``invalid`` record of phase ``config``, every metric null;
             None: no ``metrics.json``, and no run or sweep directory unless ``dir_made``.
         dir_made: with ``record=None``, the run or sweep directory may exist (empty of records).
+        default_dir: run in an empty folder without ``hydra.run.dir``/``hydra.sweep.dir``, as a user
+            types it: Hydra's default folders (``outputs/<date>/<time>``, ``multirun/<date>/<time>``)
+            must not be made there.
     """
 
     args: tuple[str, ...]
@@ -53,6 +57,7 @@ class Refusal:
     lines: int | None = None
     record: str | None = "invalid"
     dir_made: bool = False
+    default_dir: bool = False
 
 
 def _invalid(args: tuple[str, ...], key: str) -> Refusal:
@@ -267,8 +272,7 @@ REFUSALS = {
         args=("plan=true", "plan_clusters=[H100:8]", "cost.usd_per_gpu_hour=inf"),
         line_starts="flopsweep: Invalid config: cost.usd_per_gpu_hour=inf: must be a finite number. Fix:",
         lines=1,
-        record=None,  # a plan writes no record
-        dir_made=True,
+        record=None,  # a plan writes no record; refused before Hydra makes the run's folder (session 23)
     ),
     # session 22's trial: a sweeper without -m ran one plain job, exit 0; a bandwidth of no unit (100gbps
     # was read as 100 GB/s, ~80x a 100 Gb Ethernet)
@@ -284,8 +288,7 @@ REFUSALS = {
         line_starts="flopsweep: Invalid config: plan_clusters='H100:8x8:100gbps': 100gbps says neither",
         last_line_has=("write 100GBps for 100 GB/s (gigabytes)", "or 100Gbps for 100 Gb/s (gigabits"),
         lines=1,
-        record=None,  # a plan writes no record
-        dir_made=True,
+        record=None,  # a plan writes no record; refused before Hydra makes the run's folder (session 23)
     ),
     "tuner_parameter": Refusal(
         args=("hydra/sweeper=tune", "device=cpu", "hydra.sweeper.eta=1", "model=gpt-tiny,llama-tiny"),
@@ -293,6 +296,71 @@ REFUSALS = {
         line_starts="flopsweep: Invalid config: hydra.sweeper.eta=1: must be a whole number of at least 2.",
         lines=1,
         record=None,
+    ),
+    # session 23's trial: refused in the job, after Hydra had made outputs/<date>/<time>/ (.hydra, an empty
+    # run.log) or multirun/<date>/ where the user stood; now before Hydra starts (no folder, exit 2, one line)
+    "plan_cluster_count_first": Refusal(
+        args=("plan=true", "plan_clusters=[8xH100:100gbps]"),
+        line_starts="flopsweep: Invalid config: plan_clusters='8xH100:100gbps': '8xH100' puts the count "
+        "before the GPU. Fix: the GPU comes first: H100:8, then a network",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "plan_clusters_twice": Refusal(  # the job's plandecide.named_clusters, before Hydra
+        args=("plan=true", "plan_clusters=[H100-80GB:8,H100-SXM:8]"),
+        line_starts="flopsweep: Invalid config: plan_clusters=['H100-80GB:8', 'H100-SXM:8']: names one "
+        "cluster twice",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "tuner_budget_multi": Refusal(  # --multi: argparse's prefix of --multirun, which the -m checks missed
+        args=("--multi", "hydra/sweeper=tune", "hydra.sweeper.budget_gpu_s=0"),
+        line_starts="flopsweep: Invalid config: hydra.sweeper.budget_gpu_s=0: must be a number above 0. Fix:",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "repeats_multir": Refusal(  # was "the rounds are jobs of a sweep. Fix: add -m" beside --multir
+        args=("--multir", "repeats=2", "hydra/sweeper=optuna_objective", "device=cpu"),
+        line_starts="flopsweep: Invalid config: repeats=2: the rounds come from flopsweep's basic sweeper",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "plan_gpu_unknown": Refusal(  # was exit 0: the plan's one row invalid, its line printed twice
+        args=("plan=true", "plan_gpu=H999"),
+        line_starts="flopsweep: Invalid config: plan_gpu='H999': is no device of the peak table (H100, "
+        "H100-80GB,",
+        stderr_has=("A100-80GB", "Fix: use one of those."),
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "plan_gpu_unknown_in_the_job": Refusal(  # a value Hydra resolves (or a file gives): the job's one line
+        args=("plan=true", "plan_gpu=${tag}", "tag=H999"),
+        line_starts="flopsweep: Invalid config: plan_gpu='H999': is no device of the peak table (H100, "
+        "H100-80GB,",
+        lines=1,
+        record=None,
+        dir_made=True,
+    ),
+    "searchpath_package": Refusal(
+        args=("hydra.searchpath=[pkg://flopsweep]",),
+        line_starts="flopsweep: Invalid config: hydra.searchpath=[pkg://flopsweep]: names a Python package, "
+        "which Hydra would import",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "searchpath_folder": Refusal(
+        args=("+hydra.searchpath=[file://myconf]", "seed=0,1"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: +hydra.searchpath=[file://myconf]: adds a folder whose YAML",
+        lines=1,
+        record=None,
+        default_dir=True,
     ),
     # launchers: refused before the first submission or job (exit 1)
     "slurm_tasks_per_node": _launcher("hydra.launcher.tasks_per_node=3"),
@@ -319,6 +387,9 @@ REFUSALS = {
 
 
 def _run(case: Refusal, where: Path) -> subprocess.CompletedProcess:
+    if case.default_dir:  # from an empty folder, Hydra's default output folders
+        where.mkdir(parents=True)
+        return run_py(*(("-m",) if case.sweep else ()), *case.args, cwd=where, timeout=300)
     directory = f"hydra.sweep.dir={where}" if case.sweep else f"hydra.run.dir={where}"
     return run_py(*(("-m",) if case.sweep else ()), *case.args, directory, timeout=300)
 
@@ -370,7 +441,9 @@ def test_run_py_refuses_before_any_worker(refused, name: str) -> None:
         assert line.startswith(case.line_starts), line
     if case.every_line_has is not None:
         assert lines and all(case.every_line_has in line for line in lines), lines
-    if case.record is None:
+    if case.default_dir:  # no outputs/<date>/<time>/ (.hydra, run.log) nor multirun/<date>/ left behind
+        assert case.record is None and not list(where.iterdir()), sorted(where.rglob("*"))
+    elif case.record is None:
         assert not list(where.parent.rglob("metrics.json"))
         assert case.dir_made or not where.exists(), sorted(where.rglob("*"))
     else:
@@ -398,3 +471,26 @@ def test_help_is_flopsweeps_own_and_hydra_help_hydras(tmp_path: Path) -> None:
     assert "+sweep (added with +): " in own.stdout and "Docs: " in own.stdout and "schema/" not in own.stdout
     assert "powered by Hydra" not in own.stdout
     assert hydras.stdout.startswith("Hydra (") and "== Flags ==" in hydras.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [("--help",), ("--cfg", "job")])
+def test_output_to_a_reader_that_went_away_ends_quietly(args: tuple[str, ...]) -> None:
+    """``flopsweep --help | head -3`` printed a BrokenPipeError traceback (``--cfg job``: through Hydra's
+    ``run_and_report``, exit 1). The pipe's reading end is closed before ``run.py`` starts, so that its first
+    write meets EPIPE whatever the timing: nothing on stderr, exit 0 (``flopsweep.cli.ClosedPipeGuard``)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, RUN_PY, *args],
+            cwd=ROOT,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr[-2000:]

@@ -17,7 +17,14 @@ import pytest
 
 from analysis.__main__ import main
 from flopsweep.cli import CHECKOUT, help_section
-from flopsweep.flags import flag_problem, group_prefix_problem, hydra_flags_parser
+from flopsweep.flags import (
+    expand_flag_prefixes,
+    flag_problem,
+    group_prefix_problem,
+    hydra_flags_parser,
+    is_multirun,
+    searchpath_problem,
+)
 from flopsweep.hydrafiles import output_folder_problem
 from flopsweep.override_grammar import control_character_problem, syntax_problem
 from flopsweep.overrides import CONF, known_keys
@@ -137,6 +144,84 @@ def test_a_rerun_pickle_is_refused():
     line = refusal(["--experimental-rerun", "/tmp/x/.hydra/config.pickle"])
     assert line.startswith("Invalid config: --experimental-rerun /tmp/x/.hydra/config.pickle: loads a pickle")
     assert "Fix: drop it" in line
+
+
+@pytest.mark.parametrize("prefix", ["--multi", "--multir", "--mu"])
+def test_a_prefix_of_multirun_is_multirun_to_every_check(prefix, tmp_path):
+    """argparse reads ``--multi`` as ``--multirun`` (``allow_abbrev``), so Hydra ran a sweep where the
+    checks before it saw none: ``--multi tag=a,b`` was refused as "a sweep without -m", ``--multi
+    repeats=2`` as "add -m", and a sweep into a run's folder passed the single run's check. Spelled out,
+    as Hydra's parser reads it."""
+    from run import existing_record_problem
+
+    assert expand_flag_prefixes([prefix, "tag=a,b"]) == ["--multirun", "tag=a,b"]
+    assert is_multirun([prefix]) and hydra_flags_parser().parse_known_args([prefix])[0].multirun
+    for argv in (["tag=a,b"], ["repeats=2"], ["hydra/sweeper=tune", "device=cpu"]):
+        assert refusal(argv) is not None, argv  # a sweep's overrides without -m
+        assert refusal([prefix, *argv]) is None, argv
+    (tmp_path / "metrics.json").write_text("{}")
+    assert existing_record_problem([f"hydra.run.dir={tmp_path}"]) is not None
+    assert existing_record_problem([prefix, f"hydra.run.dir={tmp_path}"]) is None
+
+
+def test_only_a_prefix_of_one_flag_is_spelled_out():
+    """A prefix of several flags (``--conf``), of none, an override and ``--`` stay as written: Hydra's parser
+    refuses the first two, in one line each."""
+    argv = ["--conf", "x", "--bogus", "--", "tag=--multi", "--config-n=config", "--cf", "job"]
+    assert expand_flag_prefixes(argv) == [
+        "--conf", "x", "--bogus", "--", "tag=--multi", "--config-name=config", "--cfg", "job"
+    ]  # fmt: skip
+    assert not is_multirun(["tag=--multi", "--multi-run"])
+    assert refusal(["--conf", "x"]).startswith("Invalid config: ambiguous option: --conf could match")
+    assert refusal(["--multi-run"]).endswith("Fix: write --multirun.")
+
+
+@pytest.mark.parametrize(
+    ("override", "state"),
+    [
+        ("hydra.searchpath=[pkg://mine.conf]", "names a Python package, which Hydra would import"),
+        ("hydra.searchpath=[file://myconfs]", "adds a folder whose YAML Hydra would read as configs"),
+        ("+hydra.searchpath=[file:///tmp/x]", "adds a folder whose YAML Hydra would read"),
+        ("++hydra.searchpath=[pkg://x,file://y]", "names a Python package"),
+        ("hydra.searchpath.0=file://x", "adds a folder"),
+        ("hydra.searchpath[0]=file://x", "adds a folder"),
+        ("~hydra.searchpath", "changes where Hydra searches for configs"),
+    ],
+)
+def test_a_config_search_path_is_refused_as_a_config_folder_is(override, state):
+    """``hydra.searchpath`` puts a folder (read from the working directory when relative) or a package
+    (imported) before conf/, as ``--config-dir`` would: refused the same way, one line, before Hydra."""
+    line = refusal([override, "device=cpu"])
+    assert line == searchpath_problem([override])
+    assert line.startswith(f"Invalid config: {override}: {state}") and "\n" not in line
+    assert f"flopsweep reads its configs from {CONF} alone" in line
+    assert _fix(line).startswith(f"drop {override}; put your own option or sweep file in conf/")
+    assert searchpath_problem(["hydra.run.dir=x", "tag=hydra.searchpath=[pkg://x]", "-m"]) is None
+
+
+def test_stdout_whose_reader_went_away_takes_the_rest_quietly(tmp_path):
+    """``flopsweep --help | head -3``: Hydra's ``print`` met BrokenPipeError, a traceback (``--cfg job``:
+    through Hydra's ``run_and_report``). The guard points the descriptor at os.devnull at the first such
+    write, as the Python docs advise, and takes every later write and flush; before that, writes go
+    through."""
+    import io
+
+    from flopsweep.cli import ClosedPipeGuard
+
+    read, write = os.pipe()
+    stream = io.TextIOWrapper(os.fdopen(write, "wb", buffering=0), encoding="utf-8", write_through=True)
+    guard = ClosedPipeGuard(stream)
+    guard.write("first\n")
+    assert os.read(read, 100) == b"first\n" and not guard.closed
+    os.close(read)  # the reader went away
+    guard.write("x" * 100_000)
+    guard.writelines(["more\n"] * 3)
+    print("and more", file=guard, flush=True)
+    guard.flush()
+    assert guard.closed
+    assert os.path.samestat(os.fstat(stream.fileno()), os.stat(os.devnull))
+    assert guard.encoding == "utf-8" and not guard.isatty()  # the rest is the stream's
+    stream.close()
 
 
 # --- a group's + -------------------------------------------------------------------------------------
@@ -316,7 +401,7 @@ def test_the_helps_keys_are_keys_and_its_examples_run(help_text):
     assert {k for k in named if not k.startswith("hydra.")} <= known_keys(), named - known_keys()
     examples = [line.split("#")[0].split() for line in help_text.split("== Examples ==")[1].splitlines()]
     runs = [e[1:] for e in examples if e and e[0] == "flopsweep"]
-    assert len(runs) == 3
+    assert len(runs) == 4
     for argv in runs:
         assert refusal(argv) is None, argv
     assert any(e and e[0] == "flopsweep-analysis" for e in examples)
@@ -326,3 +411,29 @@ def test_help_section_names_its_sections():
     assert help_section("docs") == str(CHECKOUT / "docs")
     with pytest.raises(ValueError, match="no section 'nope'"):
         help_section("nope")
+
+
+def test_the_help_names_every_launcher_sweeper_and_plan_key(help_text):
+    """The help had no ``plan_clusters`` and no ``basic``/``slurm_local`` launcher: every launcher and
+    sweeper a user can pick (the YAML files of conf/hydra/ and of the plug-ins, Hydra's ``basic``) and
+    every plan key of the schema is named, so that a new one cannot be left out."""
+    import dataclasses
+
+    from flopsweep.config import RunConfig
+
+    groups = help_text.split("== Main keys")[0]
+    for group in ("launcher", "sweeper"):
+        files = [
+            *Path(CONF, "hydra", group).glob("*.yaml"),
+            *CHECKOUT.glob(f"hydra_plugins/*/conf/hydra/{group}/*.yaml"),
+        ]
+        names = {f.stem for f in files} | ({"basic"} if group == "launcher" else set())
+        part = groups.split(f"hydra/{group}: ", 1)[1].split("\n  hydra/", 1)[0]
+        listed = {n.strip() for n in re.sub(r"\([^)]*\)", "", " ".join(part.split())).split(",")}
+        assert listed == names, group
+        assert len(names) >= (4 if group == "launcher" else 3)
+    keys = help_text.split("== Main keys")[1].split("== Examples")[0]
+    plan_keys = [f.name for f in dataclasses.fields(RunConfig) if f.name.startswith("plan")]
+    assert {"plan", "plan_gpu", "plan_clusters", "plan_gpu_memory_gib", "plan_format"} <= set(plan_keys)
+    for key in plan_keys:
+        assert f"{key}=" in keys, key

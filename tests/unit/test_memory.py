@@ -513,7 +513,7 @@ def test_every_gpu_of_the_peak_table_has_its_memory() -> None:
             "A100 comes in more than one memory size (40 GB (40 GiB) or 80 GB (80 GiB)). Fix: name the size, "
             "e.g. plan_gpu=A100-80GB",
         ),
-        ("H1000", None, "plan_gpu='H1000': is no device of the peak table (H100-SXM"),
+        ("H1000", None, "plan_gpu='H1000': is no device of the peak table (H100, H100-80GB, H100-PCIe"),
         ("80", None, "Fix: use one of those, or plan_gpu_memory_gib=80 for a memory size in GiB"),
         ("80GB", None, "or plan_gpu_memory_gib=80 for a memory size in GiB"),
         (

@@ -336,7 +336,7 @@ def test_null_or_a_list_for_a_key_of_one_value_is_one_line_with_a_fix_that_works
     ],
 )
 def test_a_section_or_a_list_key_given_a_plain_value_is_one_line(override: str, words: str) -> None:
-    from flopsweep.clusters import command_line_problem
+    from flopsweep.plan_command_line import command_line_problem
 
     assert command_line_problem([override]) is None  # plan_clusters=null is no cluster name
     assert _one_line(type_problem([override])).startswith(f"Invalid config: {words}")

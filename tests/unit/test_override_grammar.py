@@ -279,8 +279,8 @@ def test_a_tag_over_256_characters_is_refused_before_hydra_and_by_validation() -
 def test_a_plan_format_that_is_no_format_is_refused() -> None:
     """``plan=true plan_format=nope`` printed JSON, exit 0 (only ``plan_clusters`` checked the key)."""
     from flopsweep.checks import validate
-    from flopsweep.clusters import command_line_problem
     from flopsweep.config import ConfigError, RunConfig
+    from flopsweep.plan_command_line import command_line_problem
 
     line = command_line_problem(["plan=true", "plan_format=nope"])
     assert line == (

@@ -698,8 +698,11 @@ def test_a_refused_plan_gpu_is_placed_nowhere(
     from flopsweep.plan import Environment
 
     args = ["model=gpt-tiny", "nproc_per_node=1", "plan=true", "device=cuda", *asked]
-    row = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+    row = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path / "0", overrides=[], job_num=0))["plan"]
     assert row["status"] == "invalid" and row["reason"].startswith(f"Invalid config: {says}"), row["reason"]
+    # a single plan: the plan's own key refused as a run's (run.py: one line, exit 2), not a row printed twice
+    single = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=[]))
+    assert single == {"status": "invalid", "error": {"message": row["reason"]}, "plan": {}}
     assert row["note"] == "", row["note"]  # placed on no GPU: no "placed as", no "no GPU here"
     laptop = Environment(cpu_count=2)
     _, env, notes = plan_environment(hydra_compose(args), laptop)
@@ -721,12 +724,15 @@ def test_an_unknown_plan_gpu_is_refused_whatever_plan_gpu_memory_gib_says(
     args = ["model=llama3.1-8b", "nproc_per_node=1", "plan=true", "device=cuda", "plan_gpu=NOTAGPU"]
 
     def note(*extra: str) -> str:
-        row = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
+        job = JobInfo(job_dir=tmp_path / "0", overrides=[], job_num=0)  # a sweep's job: a row
+        row = plan_job(hydra_compose([*args, *extra]), job)["plan"]
         assert row["status"] == "invalid" and "\n" not in row["reason"], row
         return row["reason"]
 
     alone = note()
-    assert alone.startswith("Invalid config: plan_gpu='NOTAGPU': is no device of the peak table (H100-SXM")
+    assert alone.startswith(
+        "Invalid config: plan_gpu='NOTAGPU': is no device of the peak table (H100, H100-80GB"
+    )
     assert note("plan_gpu_memory_gib=40") == note("plan_gpu_memory_gib=0.5") == alone
     args[-1] = "plan_gpu=A100"
     known = hydra_compose([*args, "plan_gpu_memory_gib=40"])

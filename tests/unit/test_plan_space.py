@@ -352,8 +352,8 @@ def test_networks_named() -> None:
 )
 def test_run_py_refuses_a_bad_price_or_cluster_list_in_one_line(override: str, said: str) -> None:
     """What Hydra would refuse in several lines, ``run.py`` refuses first in one
-    (:func:`flopsweep.clusters.command_line_problem`, in ``run.refusal``)."""
-    from flopsweep.clusters import command_line_problem
+    (:func:`flopsweep.plan_command_line.command_line_problem`, in ``run.refusal``)."""
+    from flopsweep.plan_command_line import command_line_problem
 
     line = command_line_problem(["plan=true", override])
     assert line is not None and said in line and "\n" not in line

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from flopsweep.clusters import MAX_BY_KEY, command_line_problem, parse_cluster
+from flopsweep.clusters import MAX_BY_KEY, parse_cluster
 from flopsweep.config import ConfigError
+from flopsweep.plan_command_line import command_line_problem
 
 SMALL = [
     "space.backends=[fsdp]",

@@ -1,0 +1,184 @@
+"""A plan's keys on the command line, checked before Hydra starts (``run.py``'s :func:`refusal`, exit 2,
+one line): what the job would refuse in one line too, but after Hydra had made the run's folder
+(``outputs/<date>/<time>/`` with ``.hydra`` and an empty ``run.log``, or ``multirun/<date>/`` for a
+sweep), where the user stood. The job checks them all again (a value from a ``+sweep`` file, an
+interpolation, ``here``): the same lines, from the same functions
+(:func:`flopsweep.clusters.parse_cluster`, :func:`flopsweep.job.plandecide.named_clusters`,
+:func:`flopsweep.gpu_memory.planned_gpu_bytes`, :meth:`flopsweep.plan_space.Space.from_config`).
+
+Torch-free; :mod:`flopsweep.job.plandecide` (about 0.15 s to import) only when the command line names
+``plan_clusters`` or a ``space.*`` key.
+"""
+
+from __future__ import annotations
+
+import math
+
+from flopsweep.config import PLAN_FORMATS, ConfigError, require_choice
+from flopsweep.peaks import lookup
+
+SPACE_KEYS = ("backends", "layouts", "checkpointing", "precisions", "micro_batches", "min_headroom", "top")
+"""The ``space.*`` keys (:class:`flopsweep.config.SpaceConfig`)."""
+
+
+def _given(override) -> list:
+    """The values a parsed override (Hydra's ``Override``) gives: its one value, or each of a choice
+    sweep's (``plan_gpu=H100,H999``); none for a range, an interval or a glob (Hydra's to expand)."""
+    if not override.is_sweep_override():
+        return [override.value()]
+    return list(override.sweep_iterator()) if override.is_choice_sweep() else []
+
+
+def _gpu_problem(gpus: list, memories: list) -> None:
+    """Raise the :class:`ConfigError` of a ``plan_gpu`` or ``plan_gpu_memory_gib`` value that
+    :func:`flopsweep.gpu_memory.planned_gpu_bytes` refuses: a name the peak table does not know, a size
+    the device is not sold in or none where it comes in several (unless ``plan_gpu_memory_gib`` is
+    given: it names the memory), a memory that is not a positive finite number of GiB."""
+    from flopsweep.gpu_memory import planned_gpu_bytes
+
+    for gpu in gpus:
+        if gpu is None or not str(gpu).strip() or "${" in str(gpu):
+            continue  # plan_gpu='' and null are unset
+        try:
+            planned_gpu_bytes(str(gpu), None)
+        except ConfigError:
+            if not (memories and lookup(str(gpu)) is not None):
+                raise
+    for memory in memories:
+        if isinstance(memory, int | float) and not isinstance(memory, bool):
+            planned_gpu_bytes(None, memory)
+
+
+def _cost_problem(key: str, value: object) -> None:
+    """Raise the :class:`ConfigError` validation would for ``cost.usd_per_gpu_hour`` or ``budget.tokens``
+    (:func:`flopsweep.checks.check_bounds`, ``_validate_cost``): no number, not finite, a price below 0,
+    a token count not above 0. null is unset; an interpolation is Hydra's."""
+    example = "2.5" if key.startswith("cost") else "15e12"
+    if value is None or (isinstance(value, str) and ("${" in value or value.strip().lower() in ("", "none"))):
+        return
+    if isinstance(value, str):  # quoted ('2.5'): OmegaConf converts it to the float key's number
+        try:
+            value = float(value.strip())
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(key, value, "is not a number", f"set e.g. {key}={example}, or {key}=null")
+    if not math.isfinite(value):
+        raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
+    if key.startswith("cost") and value < 0:
+        raise ConfigError(key, value, "must be >= 0 US dollars", "set e.g. 2.5, or null")
+    if key.startswith("budget") and value <= 0:
+        raise ConfigError(key, value, "must be a positive token count", "set e.g. 15e12, or null")
+
+
+def _space_problem(given: dict[str, object]) -> None:
+    """Raise the :class:`ConfigError` of a ``space.*`` value that :meth:`flopsweep.plan_space.Space.check`
+    refuses (an unknown backend, layout, policy or precision, an empty entry, a micro batch below 1, a
+    headroom outside [0, 1)) or a ``space.top`` below 1; the others at their defaults. A value of the
+    wrong type is left to :func:`flopsweep.overrides.type_problem`'s line."""
+    from flopsweep.config import SpaceConfig
+    from flopsweep.plan_space import Space
+
+    lists = {k: v for k, v in given.items() if k not in ("top", "min_headroom")}
+    if any(not isinstance(v, list) or any("${" in str(x) for x in v) for v in lists.values()):
+        return  # a value of another type: type_problem's line; an interpolation: Hydra's
+    headroom = given.get("min_headroom", 0.1)
+    if not isinstance(headroom, int | float) or isinstance(headroom, bool):
+        return
+    try:
+        Space.from_config(SpaceConfig(**lists, min_headroom=headroom))
+    except ConfigError:
+        raise
+    except (TypeError, ValueError):  # space.micro_batches=[a]: type_problem's
+        return
+    top = given.get("top", 5)
+    if isinstance(top, int) and not isinstance(top, bool) and top < 1:
+        raise ConfigError("space.top", top, "must be at least 1", "set e.g. space.top=5")
+
+
+def command_line_problem(overrides: list[str]) -> str | None:
+    """The one line ``run.py`` refuses a plan's keys with before Hydra starts (whose own messages are
+    several lines, and whose run folder a refusal in the job would leave behind), or None:
+
+    - ``plan_clusters`` given as one name instead of a list, as an empty list (``[]`` planned the one
+      job instead, silently), or with an entry :func:`flopsweep.clusters.parse_cluster` refuses
+      (``8xH100:100gbps``, ``H999:8``), an empty entry, or one cluster twice
+      (:func:`flopsweep.job.plandecide.named_clusters`; ``here`` is left to the job: it asks torch);
+    - a ``space.*`` value a plan or the tuner refuses, with ``plan_clusters`` or ``hydra/sweeper=tune``;
+    - ``plan_gpu`` naming no device of the peak table (the known names listed,
+      :func:`flopsweep.gpu_memory.typed_gpu_names`), or a size it is not sold in; ``plan_gpu_memory_gib``
+      that is not a positive finite number of GiB;
+    - ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number, not finite, or out of range;
+    - a ``plan_format`` that is none of :data:`flopsweep.config.PLAN_FORMATS`.
+
+    Each value of a sweep is checked; an interpolation is left to Hydra and the job.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    values: dict[str, list] = {}
+    for override in overrides:
+        key, eq, value = override.lstrip("+~").partition("=")
+        if not eq or override.startswith("-"):
+            continue
+        if key == "plan_clusters" and value.replace(" ", "").strip("'\"") == "[]":
+            return str(
+                ConfigError(
+                    key,
+                    value,
+                    "names no cluster (an empty list would plan the one job instead)",
+                    "name one, e.g. plan_clusters=[H100:8x8], or drop plan_clusters for the one-row plan",
+                )
+            )
+        if (
+            key == "plan_clusters"
+            and value.strip().lower() != "null"  # overrides.type_problem's
+            and not value.strip().startswith("[")
+            and "," not in value
+            and "$" not in value
+        ):
+            return str(
+                ConfigError(
+                    key, value, "is one name, not a list", f"write a list: plan_clusters=[{value.strip()}]"
+                )
+            )
+        try:
+            values[key] = _given(parser.parse_override(override))
+        except Exception:  # noqa: BLE001 - the grammar's own line (syntax_problem) comes first
+            continue
+    try:
+        _keys_problem(values)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _keys_problem(values: dict[str, list]) -> None:
+    """Raise the first refusal of :func:`command_line_problem` among the parsed ``values`` of each key."""
+    for key in ("cost.usd_per_gpu_hour", "budget.tokens"):
+        for value in values.get(key, ()):
+            _cost_problem(key, value)
+    for value in values.get("plan_format", ()):
+        if not (isinstance(value, str) and "${" in value):
+            require_choice("plan_format", str(value).strip(), PLAN_FORMATS)
+    memories = [v for v in values.get("plan_gpu_memory_gib", ()) if v is not None]
+    _gpu_problem(values.get("plan_gpu", []), memories)
+    clusters = [v for v in values.get("plan_clusters", ()) if isinstance(v, list)]
+    space = {k.removeprefix("space."): v for k, v in values.items() if k.removeprefix("space.") in SPACE_KEYS}
+    if not (clusters or (space and values.get("hydra/sweeper") == ["tune"])):
+        return
+    from flopsweep.job.plandecide import named_clusters
+
+    inter = [v for v in values.get("predict.inter_node_gbps", ()) if isinstance(v, int | float)]
+    for names in clusters:
+        for gbps in inter or [None]:
+            named_clusters([str(n) for n in names], gbps, before_hydra=True)
+    for choice in _combinations(space):
+        _space_problem(choice)
+
+
+def _combinations(space: dict[str, list]) -> list[dict[str, object]]:
+    """Each ``space.*`` key with each of its values (a sweep's: ``space.top=0,5``), one key at a time
+    against the others' first values: every value is checked, without their product."""
+    first = {k: v[0] for k, v in space.items() if v}
+    return [first] + [{**first, k: value} for k, vs in space.items() for value in vs[1:]]

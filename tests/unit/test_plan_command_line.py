@@ -1,0 +1,264 @@
+"""Session 23's command-line fixes of a plan and the tuner: the keys a refusal inside the job used to
+answer (after Hydra had made the run's folder: ``outputs/<date>/<time>/`` with ``.hydra`` and an empty
+``run.log``, or an empty ``multirun/<date>/``) are refused before Hydra starts
+(``flopsweep.plan_command_line.command_line_problem``, ``hydra_plugins.flopsweep_tune.command_line_problem``),
+with
+the lines the job gives; the GPU names a refusal lists are those a user types
+(``flopsweep.gpu_memory.typed_gpu_names``).
+
+In process: the command lines themselves run in ``tests/integration/test_refusals.py`` (rows
+``plan_cluster_count_first``, ``plan_gpu_unknown``, ``tuner_budget_multi``, ...).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from flopsweep.clusters import parse_cluster
+from flopsweep.config import ConfigError
+from flopsweep.gpu_memory import planned_gpu_bytes, typed_gpu_names
+from flopsweep.plan_command_line import command_line_problem
+from hydra_plugins.flopsweep_tune import PARAMETERS, TuneSweeper, parameter_problem
+from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
+
+
+def refusal(argv: list[str]) -> str | None:
+    from run import refusal as run_refusal
+
+    return run_refusal(argv)
+
+
+def _line(text: str) -> str:
+    """What ``parse_cluster(text)`` refuses it with."""
+    with pytest.raises(ConfigError) as caught:
+        parse_cluster(text)
+    return str(caught.value)
+
+
+# --- plan_clusters ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "8xH100:100gbps",
+        "H999:8",
+        "H100:8x8:100gbps",
+        "H100:8x8:40GBPS",
+        "H100",
+        "H100:12",
+        "A100:8",
+        "H100:0x8",
+    ],
+)
+def test_each_plan_clusters_entry_is_refused_before_hydra_with_the_jobs_line(entry):
+    """The job parsed the list and refused it in one line, after Hydra had made the run's folder. Each
+    entry is parsed before Hydra now: the same line (``parse_cluster``'s), first of the list or not, in a
+    sweep of lists."""
+    line = _line(entry)
+    assert line.startswith(f"Invalid config: plan_clusters='{entry}': ") and "Fix: " in line
+    assert command_line_problem(["plan=true", f"plan_clusters=[{entry}]"]) == line
+    assert refusal(["plan=true", f"plan_clusters=[H100:8,{entry}]"]) == line
+    assert refusal(["-m", "plan=true", f"plan_clusters=[H100:8],[H200:8,{entry}]"]) == line
+
+
+def test_what_only_the_job_can_check_is_left_to_it():
+    """``here`` asks torch for this machine's GPU (no check before Hydra imports it); an interpolation is
+    resolved by Hydra; good names pass."""
+    assert (
+        command_line_problem(["plan=true", "plan_clusters=[here,H100:8x8:ib400,H200:64,A100-80GB:1x8]"])
+        is None
+    )
+    assert command_line_problem(["plan=true", "plan_clusters=[here:2x8,'${tag}']", "tag=H999:8"]) is None
+    assert refusal(["plan=true", "plan_clusters=[H100:8x8,H200:1x8:320Gbps]", "plan_gpu=H100-80GB"]) is None
+
+
+def test_an_empty_entry_beside_others_is_refused_as_the_job_refuses_it():
+    line = command_line_problem(["plan=true", "plan_clusters=[H100:8,'']"])
+    said = "holds an empty name. Fix: drop it: plan_clusters=[H100:8]."
+    assert line == f"Invalid config: plan_clusters=['H100:8', '']: {said}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["plan_clusters=[H100:8,H100:8]"],
+            "plan_clusters=['H100:8', 'H100:8']: names H100:1x8:ib400 twice.",
+        ),
+        (
+            ["plan_clusters=[H100-80GB:8,H100-SXM:8]"],
+            "plan_clusters=['H100-80GB:8', 'H100-SXM:8']: names one cluster twice: H100-80GB:1x8",
+        ),
+        (
+            ["plan_clusters=[H100:2x8,H100:2x8:ib400]"],
+            "plan_clusters=['H100:2x8', 'H100:2x8:ib400']: names H100:2x8:ib400 twice.",
+        ),
+        (
+            ["plan_clusters=[H100:8]", "space.top=0"],
+            "space.top=0: must be at least 1. Fix: set e.g. space.top=5.",
+        ),
+        (
+            ["plan_clusters=[H100:8]", "space.backends=[ddp,nope]"],
+            "space.backends=['ddp', 'nope']: 'nope' is not",
+        ),
+        (
+            ["plan_clusters=[H100:8]", "space.micro_batches=[0]"],
+            "space.micro_batches=[0]: needs micro batches",
+        ),
+        (
+            ["plan_clusters=[H100:8]", "space.min_headroom=1.5"],
+            "space.min_headroom=1.5: is a share in [0, 1).",
+        ),
+        (["-m", "plan_clusters=[H100:8]", "space.top=5,0"], "space.top=0: must be at least 1."),
+    ],
+)
+def test_the_plans_other_checks_of_its_clusters_and_space_come_before_hydra_too(hydra_compose, argv, said):
+    """The job's checks of a ranking plan (``plandecide.checked``): one cluster twice, a ``space.*`` value;
+    before Hydra now, the same line the job gives for the composed config."""
+    from flopsweep.job.plandecide import checked
+
+    flags = [a for a in argv if a == "-m"]
+    argv = [*flags, "plan=true", *(a for a in argv if a != "-m")]
+    line = command_line_problem(argv)
+    assert line.startswith(f"Invalid config: {said}"), line
+    assert refusal(argv) == line
+    if not flags:
+        with pytest.raises(ConfigError) as caught:
+            checked(hydra_compose(argv))
+        assert str(caught.value) == line
+
+
+def test_a_default_network_replaced_by_predict_inter_node_gbps_is_another_cluster():
+    """As the job places them (``plandecide.same_as``): ``H100:2x8`` takes ``predict.inter_node_gbps``,
+    ``H100:2x8:ib400`` keeps its named 40 GB/s."""
+    argv = ["plan=true", "plan_clusters=[H100:2x8,H100:2x8:ib400]"]
+    assert command_line_problem(argv) is not None
+    assert command_line_problem([*argv, "predict.inter_node_gbps=10"]) is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "fix"),
+    [
+        ("8xH100", "H100:8"),
+        ("8xH100:ib400", "H100:8:ib400"),
+        ("16xH200:2x8", "H200:2x8"),
+        ("8xH100:100gbps", "H100:8, then a network if any (ib400, 40GBps, 320Gbps)"),
+    ],
+)
+def test_a_count_before_the_gpu_is_named_with_the_name_to_write(entry, fix):
+    """``8xH100:100gbps`` said "gives no size" (the GPU part was ``8xH100``): the GPU comes first, a name that
+    parses (its wrong network left out)."""
+    line = _line(entry)
+    assert line == (
+        f"Invalid config: plan_clusters='{entry}': '{entry.split(':')[0]}' puts the count before the GPU. "
+        f"Fix: the GPU comes first: {fix}."
+    )
+    parse_cluster(fix.split(",")[0])
+
+
+# --- plan_gpu and the GPU names -----------------------------------------------------------------------
+
+
+def test_the_gpu_names_listed_are_those_users_type_and_each_is_taken():
+    """The list named the table's rows (``H100-SXM``, ``A100``: refused without a size); now every name listed
+    is one ``plan_gpu=`` and a cluster name take, the sizes users type among them."""
+    names = typed_gpu_names()
+    assert {
+        "H100",
+        "H100-80GB",
+        "H200",
+        "A100-40GB",
+        "A100-80GB",
+        "H100-PCIe",
+        "MI300X",
+        "RTX-6000-Ada",
+    } <= set(names)
+    assert "A100" not in names and len(names) == len(set(names))  # A100 comes in 40 and 80 GB
+    for name in names:
+        planned_gpu_bytes(name, None)
+        parse_cluster(f"{name}:8")
+        assert command_line_problem(["plan=true", f"plan_gpu={name}"]) is None, name
+
+
+@pytest.mark.parametrize("argv", [["plan=true", "plan_gpu=H999"], ["-m", "plan=true", "plan_gpu=H100,H999"]])
+def test_an_unknown_plan_gpu_is_one_line_before_hydra_listing_the_names(argv):
+    """Was: the plan's one row invalid, the line printed twice (the table's reason, then the count), exit 0.
+    Now one line before Hydra starts (``run.py``: exit 2); a bad ``plan_clusters`` GPU was already exit 2."""
+    line = refusal(argv)
+    assert line.startswith(
+        "Invalid config: plan_gpu='H999': is no device of the peak table (H100, H100-80GB, "
+    )
+    assert f"({', '.join(typed_gpu_names())})" in line and line.endswith("Fix: use one of those.")
+    with pytest.raises(ConfigError) as caught:  # the job's line, for a value from a file
+        planned_gpu_bytes("H999", None)
+    assert str(caught.value) == line
+
+
+def test_a_gpu_of_several_sizes_needs_one_unless_the_memory_is_given():
+    assert "A100 comes in more than one memory size" in command_line_problem(["plan=true", "plan_gpu=A100"])
+    assert command_line_problem(["plan=true", "plan_gpu=A100", "plan_gpu_memory_gib=40"]) is None
+    assert "is no device" in command_line_problem(["plan_gpu=H999", "plan_gpu_memory_gib=40"])
+    line = command_line_problem(["plan=true", "plan_gpu_memory_gib=0"])
+    assert line.startswith("Invalid config: plan_gpu_memory_gib=0: must be a positive number of GiB")
+    assert command_line_problem(["plan=true", "plan_gpu=''"]) is None  # unset, as null
+    assert command_line_problem(["plan=true", "plan_gpu=${tag}", "tag=H999"]) is None  # the job's
+
+
+# --- cost and budget ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("cost.usd_per_gpu_hour=inf", "cost.usd_per_gpu_hour=inf: must be a finite number. Fix: set "),
+        ("cost.usd_per_gpu_hour=nan", "cost.usd_per_gpu_hour=nan: must be a finite number."),
+        ("budget.tokens=1e400", "budget.tokens=inf: must be a finite number."),
+        ("cost.usd_per_gpu_hour=-1", "cost.usd_per_gpu_hour=-1: must be >= 0 US dollars."),
+        ("budget.tokens=0", "budget.tokens=0: must be a positive token count."),
+        ("cost.usd_per_gpu_hour=abc", "cost.usd_per_gpu_hour='abc': is not a number."),
+        ("-m cost.usd_per_gpu_hour=1,inf", "cost.usd_per_gpu_hour=inf: must be a finite number."),
+    ],
+)
+def test_a_price_or_budget_out_of_range_is_refused_before_hydra(override, said):
+    """``cost.usd_per_gpu_hour=inf`` was refused in the job (one line, but the run's folder left behind)."""
+    line = refusal([*override.split(), "plan=true", "plan_clusters=[H100:8]"])
+    assert line.startswith(f"Invalid config: {said}"), line
+
+
+def test_a_good_price_passes_quoted_or_not():
+    for value in ("2.5", "'2.5'", "0", "null", "${oc.env:PRICE,2}"):
+        assert command_line_problem([f"cost.usd_per_gpu_hour={value}", "budget.tokens=15e12"]) is None, value
+
+
+# --- the tuner ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [("budget_gpu_s", "0"), ("budget_gpu_s", "-5"), ("budget_gpu_s", "nan"), ("budget_gpu_s", "abc"),
+     ("initial", "0"), ("eta", "1"), ("finalists", "2.5"), ("memory_gib", "0"), ("memory_gib", "inf")],
+)  # fmt: skip
+def test_a_tuner_parameter_out_of_range_is_refused_before_hydra_makes_the_sweep_folder(param, value):
+    """``hydra.sweeper.budget_gpu_s=0`` was the sweeper's refusal, after Hydra had made ``multirun/<date>/``.
+    Now the same line before Hydra starts (``TuneSweeper._problem``, the sweeper's own check)."""
+    override = f"hydra.sweeper.{param}={value}"
+    line = refusal(["-m", "hydra/sweeper=tune", override, "device=cpu"])
+    assert line.startswith(f"Invalid config: hydra.sweeper.{param}=") and "Fix: set hydra.sweeper." in line
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_override(override).value()
+    assert line == parameter_problem(**{param: parsed})  # TuneSweeper._problem: the sweeper's own
+    assert refusal(["--multi", "hydra/sweeper=tune", override]) == line  # a prefix of --multirun too
+
+
+def test_good_or_unknowable_tuner_parameters_are_left_to_the_sweeper():
+    assert set(PARAMETERS) <= set(TuneSweeper.__init__.__code__.co_varnames)
+    good = ["hydra.sweeper.budget_gpu_s=100", "hydra.sweeper.eta=3", "hydra.sweeper.memory_gib=null"]
+    assert tuner_problem(["-m", "hydra/sweeper=tune", *good]) is None
+    assert tuner_problem(["-m", "hydra/sweeper=tune", "hydra.sweeper.budget_gpu_s=${oc.env:B,0}"]) is None
+    assert (
+        tuner_problem(["-m", "hydra/sweeper=tune", "hydra.sweeper.eta=1,3"]) is None
+    )  # a sweep: the sweeper's
+    assert tuner_problem(["-m", "hydra.sweeper.budget_gpu_s=0"]) is None  # not the tuner: hydra_keys' line
+    assert "belongs to hydra/sweeper=tune" in refusal(["-m", "seed=0,1", "hydra.sweeper.budget_gpu_s=0"])
