@@ -344,11 +344,12 @@ class PredictConfig:
     (``FLOPSWEEP_PROBE_CACHE``). False: no probe (no time spent)."""
     layer_probe: bool = False
     """Time the run's own optimizer step on two shallow copies before warm-up (:mod:`flopsweep.layer_probe`,
-    every rank: the run as configured with ``L`` and ``2 L`` blocks, ``L`` the smallest depth its
-    layout builds, stepped until its last 3 steps agree, ``layer_probe_settle``, else 2 untimed and 5
-    to 15 timed steps, until the median is steady; DeepSpeed's bucket, live, reuse and sub-group sizes
-    scaled to each copy) and predict the step as ``t(L) + (n_layer - L) x (t(2L) - t(L)) / L``
-    (``metrics.predicted.compute_source: layers``, the times under ``metrics.predicted.layer_probe``):
+    every rank: the run as configured with ``L`` and ``k L`` blocks, ``L`` the smallest depth its
+    layout builds, ``k`` up to 4 below ``n_layer``, stepped until its last 3 steps agree,
+    ``layer_probe_settle``, else 2 untimed and 5 to 15 timed steps, until the median is steady;
+    DeepSpeed's bucket, live, reuse and sub-group sizes scaled to each copy) and predict the step as
+    ``t(L) + (n_layer - L) x (t(kL) - t(L)) / ((k - 1) L)`` (``metrics.predicted.compute_source: layers``,
+    the times under ``metrics.predicted.layer_probe``):
     communication, overlap, optimizer, bubble and the backend's own costs measured, not modelled;
     ahead of ``predict.probe`` and any calibration. ``model=hf`` keeps its config file's first layers
     (:func:`flopsweep.layer_probe.periodic_depths`); not under a pipeline. False: none (no time spent)."""

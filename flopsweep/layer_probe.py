@@ -2,15 +2,16 @@
 
 Before the run's trainer is built, every rank builds the run as configured (backend, layout,
 kernel, precision, checkpointing policy, compile, micro batch and gradient accumulation) with
-``model.n_layer`` set to ``L1`` and then to ``L2 = 2 L1`` blocks (:func:`depths`), steps each copy
+``model.n_layer`` set to ``L1`` and then to ``L2 = k L1`` blocks (:func:`depths`; ``k`` up to :data:`SPAN`,
+4, as far as ``L2`` stays below ``n_layer``), steps each copy
 (below, "Steps"), and keeps the slowest rank's median step. A transformer's step grows by the same
 time per block (the blocks are alike), so::
 
-    t(L)  = a + b L / L1          b = t(L2) - t(L1),  a = t(L1) - b
+    t(L)  = t(L1) + b (L - L1)        b = (t(L2) - t(L1)) / (L2 - L1)
     t_step = t(n_layer)
 
 where ``a`` is what does not grow with depth (the embedding, head and loss, the root's
-collectives, the launch and engine costs of a step) and ``b`` the cost of ``L1`` more blocks with
+collectives, the launch and engine costs of a step) and ``b`` the cost of one more block with
 everything around them: their collectives, and the overlap, hooks and bucketing of the real backend,
 pipeline bubble included (it grows with the stage's compute). What a shallow copy cannot show is not
 in it: the allocator near the memory edge of the full model (``cuda_alloc_retries``).
@@ -45,10 +46,15 @@ checkpointing, eager, stepped 0.30 s against 0.20 s extrapolated from the synchr
 
 ``L1`` is the smallest depth the layout builds: ``pp x stages per rank``, times ``every`` for the
 ``every_n`` checkpointing policy (so each copy has the full model's pattern); when ``2 L1`` is not
-below ``n_layer`` the full depth is timed alone and is the prediction. ``model=hf`` builds the
+below ``n_layer`` the full depth is timed alone and is the prediction. The deeper copy is as deep as
+:data:`SPAN` allows because the slope is a difference of two times multiplied by ``n_layer - L1``: on
+one H200 (2026-12-05) two runs of Llama 3.2 1B FSDP2 had 1-block copies 1.2 ms apart (45.6 and 46.8
+ms, each copy's 3 settled steps within 1 ms), so slopes from 1 and 2 blocks of 7.6 and 6.5 ms a block
+and predictions +0.5% and -9.7% of the same measured step; over ``3 L1`` more blocks that offset is a
+third of it per block. ``model=hf`` builds the
 file's first layers (:func:`flopsweep.models.hf_nn.build`), as many as the least prefix and period
 of its layers' kinds need (:func:`periodic_depths`: one dense layer and then MoE ones are timed at
-2 and 3 layers); with a pipeline it is refused (:func:`flopsweep.rules.layer_probe`).
+2 and 5 layers); with a pipeline it is refused (:func:`flopsweep.rules.layer_probe`).
 
 The times must be steady: when a copy's second slowest timed step (one slow step the median
 leaves out does not count) is over ``predict.layer_probe_max_spread`` (1.5) times its median on any
@@ -116,17 +122,30 @@ sub-groups of this many elements). DeepSpeed 0.19.8: ``runtime/zero/stage_1_and_
 ``stage3.py``, ``partitioned_param_coordinator.py``."""
 
 
+SPAN = 4
+"""The deeper copy's depth over the shallower's, at most: ``[L1, k L1]`` with the largest ``k <= SPAN``
+that keeps ``k L1`` below ``n_layer`` (:func:`deeper`), ``k >= 2``; the wider apart, the less a
+copy's own noise weighs in the slope (module docstring)."""
+
+
+def deeper(first: int, period: int, n: int) -> int:
+    """The deeper copy's depth: ``first + m period`` for the largest ``m <= SPAN - 1`` that stays
+    below ``n`` blocks (``first + period`` when only that does; the caller checks it does)."""
+    return first + period * max(1, min(SPAN - 1, (n - 1 - first) // period))
+
+
 def depths(cfg: Any) -> list[int]:
-    """The depths the probe builds for a built-in ``cfg``: ``[L1, 2 L1]``, or ``[n_layer]`` when
-    ``2 L1`` is not below it (module docstring); ``model=hf``: :func:`periodic_depths` of its layers'
-    kinds (:func:`run_depths`)."""
+    """The depths the probe builds for a built-in ``cfg``: ``[L1, k L1]`` (:data:`SPAN`: ``k`` up to
+    4, ``k L1`` below ``n_layer``: 32 blocks give ``[1, 4]``, 4 give ``[1, 3]``), or ``[n_layer]``
+    when ``2 L1`` is not below it (module docstring); ``model=hf``: :func:`periodic_depths` of its
+    layers' kinds (:func:`run_depths`)."""
     from flopsweep.pipeline_plan import stages_per_rank
 
     p = cfg.parallel
     unit = p.pp * stages_per_rank(p.pp_schedule, p.pp_stages_per_rank) if p.pp > 1 else 1
     unit *= _every(cfg)
     n = cfg.model.n_layer
-    return [unit, 2 * unit] if 2 * unit < n else [n]
+    return [unit, deeper(unit, unit, n)] if 2 * unit < n else [n]
 
 
 def _every(cfg: Any) -> int:
@@ -146,18 +165,19 @@ def run_depths(cfg: Any) -> list[int]:
 
 def periodic_depths(kinds: list[int], unit: int = 1) -> list[int]:
     """The depths the probe builds for a model whose decoder layers have the kinds ``kinds`` (one
-    number per layer, :func:`flopsweep.models.hf_nn.kind_sequence`): ``[P + p, P + 2p]`` for the
-    least ``P + p`` such that from layer ``P`` on the kinds repeat every ``p`` layers (Moonlight's
-    one dense layer then MoE ones: ``P = 1, p = 1``, so ``[2, 3]``; alike layers: ``[1, 2]``), ``P``
-    and ``p`` multiples of ``unit`` (``every_n``'s ``every``); or ``[len(kinds)]`` when
-    ``P + 2p`` is not below it. The copies then differ by ``p`` layers like every layer after ``P``,
-    so :func:`extrapolate`'s ``t(L1) + (n - L1) (t(L2) - t(L1)) / p`` holds."""
+    number per layer, :func:`flopsweep.models.hf_nn.kind_sequence`): ``[P + p, P + (m + 1) p]`` for
+    the least ``P + p`` such that from layer ``P`` on the kinds repeat every ``p`` layers, ``m`` up to
+    ``SPAN - 1`` periods while below ``len(kinds)`` (:func:`deeper`; Moonlight's 27 layers, one dense
+    then MoE ones: ``P = 1, p = 1``, so ``[2, 5]``; 16 alike layers: ``[1, 4]``), ``P`` and ``p``
+    multiples of ``unit`` (``every_n``'s ``every``); or ``[len(kinds)]`` when ``P + 2p`` is not below
+    it. The copies then differ by whole periods like the layers after ``P``, so :func:`extrapolate`'s
+    ``t(L1) + (n - L1) (t(L2) - t(L1)) / (L2 - L1)`` holds."""
     n = len(kinds)
     for first in range(unit, n, unit):  # first = P + p, the shallower copy's depth
         for period in range(unit, first + 1, unit):
             start = first - period
             if first + period < n and all(kinds[i] == kinds[i - period] for i in range(start + period, n)):
-                return [first, first + period]
+                return [first, deeper(first, period, n)]
     return [n]
 
 

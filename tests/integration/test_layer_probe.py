@@ -34,16 +34,16 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
     assert set(by) == {False, True}
     probed = by[True]["metrics"]["predicted"]
     assert probed["layer_probe"]["fallback"] is None
-    assert probed["layer_probe"]["layers"] == [1, 2] and all(t > 0 for t in probed["layer_probe"]["step_s"])
+    assert probed["layer_probe"]["layers"] == [1, 3] and all(t > 0 for t in probed["layer_probe"]["step_s"])
     assert probed["layer_probe"]["host_s"] == probed["layer_probe"]["step_s"]  # a CPU's step is its host's
     assert len(probed["layer_probe"]["spread"]) == 2 and all(r >= 1 for r in probed["layer_probe"]["spread"])
-    t1, t2 = probed["layer_probe"]["step_s"]
-    if t2 > t1:
+    t1, t3 = probed["layer_probe"]["step_s"]
+    if t3 > t1:
         assert probed["compute_source"] == "layers"
-        assert probed["iteration_time_s"] == pytest.approx(t1 + 3 * (t2 - t1))
-    else:  # a loaded machine: the 2-block copy stepped no faster than the 1-block one; said, not extrapolated
+        assert probed["iteration_time_s"] == pytest.approx(t1 + 3 * (t3 - t1) / 2)
+    else:  # a loaded machine: the 3-block copy stepped no faster than the 1-block one; said, not extrapolated
         assert probed["compute_source"] != "layers"
-        assert "layer probe fell back: the layer probe's 2 blocks stepped no slower" in probed["source"]
+        assert "layer probe fell back: the layer probe's 3 blocks stepped no slower" in probed["source"]
     assert "layer_probe" not in by[False]["metrics"]["predicted"]
     assert by[True]["metrics"]["loss_first"] == pytest.approx(by[False]["metrics"]["loss_first"], abs=1e-6)
     assert by[True]["metrics"]["loss_last"] == pytest.approx(by[False]["metrics"]["loss_last"], abs=1e-6)
@@ -93,7 +93,7 @@ def _check_cost(record: dict, *, settle: float) -> None:
 @pytest.mark.slow
 def test_an_hf_moe_is_probed_on_its_first_layers(tmp_path: Path) -> None:
     """A 5-layer Moonlight (one dense layer, then MoE ones) under FSDP2 on 2 gloo ranks: its copies
-    keep the file's first 2 and 3 layers (``hf_nn.build``), and the step is extrapolated from them."""
+    keep the file's first 2 and 4 layers (``hf_nn.build``), and the step is extrapolated from them."""
     from flopsweep.models.hf_files import SHIPPED
 
     raw = json.loads((SHIPPED / "moonlight-tiny.json").read_text())
@@ -110,12 +110,12 @@ def test_an_hf_moe_is_probed_on_its_first_layers(tmp_path: Path) -> None:
     probed = rec["metrics"]["predicted"]
     assert all(5 <= k <= 15 for k in probed["layer_probe"]["steps_timed"]), probed["layer_probe"]
     _check_cost(rec, settle=0)
-    assert probed["layer_probe"]["layers"] == [2, 3]
-    t2, t3 = probed["layer_probe"]["step_s"]
-    if t3 > t2:  # extrapolated from the two copies
+    assert probed["layer_probe"]["layers"] == [2, 4]
+    t2, t4 = probed["layer_probe"]["step_s"]
+    if t4 > t2:  # extrapolated from the two copies
         assert probed["compute_source"] == "layers" and probed["layer_probe"]["fallback"] is None
-        assert probed["iteration_time_s"] == pytest.approx(t2 + 3 * (t3 - t2))
-    else:  # a loaded CPU stepped the 3-layer copy no slower: the next estimate, and why
+        assert probed["iteration_time_s"] == pytest.approx(t2 + 3 * (t4 - t2) / 2)
+    else:  # a loaded CPU stepped the 4-layer copy no slower: the next estimate, and why
         assert probed["compute_source"] != "layers" and "stepped no slower" in probed["source"], probed
 
 
@@ -271,7 +271,7 @@ def test_the_probes_zero3_copies_are_gone_before_the_run_is_built() -> None:
         )
     for rank in ("0", "1"):
         assert got[rank] == {
-            "layers": [1, 2],
+            "layers": [1, 3],
             "engines": 0,
             "optimizers": 0,
             "zero3_params": 0,

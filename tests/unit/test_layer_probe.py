@@ -12,17 +12,18 @@ from flopsweep.layer_probe import depths, extrapolate, periodic_depths
 @pytest.mark.parametrize(
     ("overrides", "want"),
     [
-        (["model=llama-tiny", "model.n_layer=4"], [1, 2]),
+        (["model=llama-tiny", "model.n_layer=4"], [1, 3]),  # k = 3: 4 blocks is the model
+        (["model=llama-tiny", "model.n_layer=32"], [1, 4]),  # k = SPAN
         (["model=llama-tiny", "model.n_layer=2"], [2]),  # 2 L1 is the model itself: timed whole
-        (["model=llama-tiny", "model.n_layer=8", "parallel.pp=2"], [2, 4]),
+        (["model=llama-tiny", "model.n_layer=8", "parallel.pp=2"], [2, 6]),
         (
             ["model=llama-tiny", "model.n_layer=8", "parallel.pp=2", "parallel.pp_schedule=Interleaved1F1B"],
             [8],  # 2 stages a rank: 4 blocks the least, 8 the model itself
         ),
-        (["model=llama-tiny", "model.n_layer=16", "activation_checkpointing=every_n"], [2, 4]),
+        (["model=llama-tiny", "model.n_layer=16", "activation_checkpointing=every_n"], [2, 8]),
     ],
 )
-def test_the_copies_have_the_smallest_depth_the_layout_builds_and_twice_it(
+def test_the_copies_have_the_smallest_depth_the_layout_builds_and_up_to_four_times_it(
     hydra_compose, overrides, want
 ) -> None:
     assert depths(hydra_compose(["device=cpu", *overrides])) == want
@@ -83,11 +84,12 @@ def test_hf_under_a_pipeline_is_refused_in_one_line(hydra_compose) -> None:
 @pytest.mark.parametrize(
     ("kinds", "unit", "want"),
     [
-        ([0] * 8, 1, [1, 2]),
-        ([0, 1, 1, 1, 1], 1, [2, 3]),  # Moonlight: one dense layer, then MoE ones
+        ([0] * 8, 1, [1, 4]),
+        ([0, 1, 1, 1, 1], 1, [2, 4]),  # Moonlight: one dense layer, then MoE ones
+        ([0] + [1] * 26, 1, [2, 5]),  # Moonlight-16B-A3B's 27 layers: 3 layers apart
         ([0, 1, 0, 1, 0, 1], 1, [2, 4]),  # alternating kinds: one period more
-        ([0, 0, 1, 0, 1, 0, 1, 0], 1, [3, 5]),
-        ([0] * 8, 2, [2, 4]),  # every_n=2: whole checkpointing periods
+        ([0, 0, 1, 0, 1, 0, 1, 0], 1, [3, 7]),
+        ([0] * 8, 2, [2, 6]),  # every_n=2: whole checkpointing periods
         ([0, 1, 1], 1, [3]),  # 2 + 1 is not below 3: the whole model
         ([0, 1, 2, 3], 1, [4]),  # no repeat at all
     ],
