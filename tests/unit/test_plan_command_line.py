@@ -262,3 +262,21 @@ def test_good_or_unknowable_tuner_parameters_are_left_to_the_sweeper():
     )  # a sweep: the sweeper's
     assert tuner_problem(["-m", "hydra.sweeper.budget_gpu_s=0"]) is None  # not the tuner: hydra_keys' line
     assert "belongs to hydra/sweeper=tune" in refusal(["-m", "seed=0,1", "hydra.sweeper.budget_gpu_s=0"])
+
+
+def test_a_tune_sweeper_imported_at_collection_builds_after_hydras_plugin_scan(hydra_compose):
+    """This module imports ``TuneSweeper`` at collection; the first compose of a session (the fixture's)
+    asks Hydra for its plug-ins, whose scan runs ``basic_sweeper`` and ``hydra_plugins.flopsweep_tune``
+    again in place: building the class imported before it failed with "super(type, obj): obj must be an
+    instance or subtype of type" (``BasicSweeper.__init__``'s ``super(BasicSweeper, self)``). The scan now
+    runs before collection (``tests/conftest.py``): the class imported here is the one Hydra found."""
+    from hydra._internal.core_plugins import basic_sweeper
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+
+    hydra_compose(["plan=true"])  # a compose first, as the tests before this one do
+    sweepers = Plugins.instance().discover(Sweeper)  # the scan, had nothing run it yet
+    sweeper = TuneSweeper(eta=3, max_batch_size=2)
+    assert isinstance(sweeper, basic_sweeper.BasicSweeper)
+    assert (sweeper.eta, sweeper.max_batch_size, sweeper._problem()) == (3, 2, None)
+    assert TuneSweeper in sweepers
