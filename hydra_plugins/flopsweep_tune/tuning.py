@@ -38,6 +38,7 @@ MAX_ROUNDS = 64
 JOB_KEYS = ("repeat", "repeats")
 """Overrides the tuner sets on every job (a user's are replaced)."""
 
+
 def label(overrides: list[str], swept: set[str]) -> str:
     """The swept overrides of a set-up (``backend=fsdp parallel.tp=2``)."""
     return " ".join(o for o in overrides if o.split("=", 1)[0].lstrip("+~") in swept)
