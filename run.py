@@ -429,7 +429,7 @@ def main(cfg: DictConfig) -> float:
     from flopsweep.clusters import plans_gpu
     from flopsweep.hydrafiles import hydra_files, sweep_dir
     from flopsweep.job import JobInfo, plan_invalid_line, run_job
-    from flopsweep.job.plantable import plan_output, plan_unfit_line
+    from flopsweep.job.plantable import plan_output, plan_refused_line, plan_unfit_line
 
     hc = HydraConfig.get()
     info = JobInfo(
@@ -471,6 +471,10 @@ def main(cfg: DictConfig) -> float:
     status = record["status"]
     if status == "plan":
         if hc.mode != RunMode.MULTIRUN:  # plan_clusters: its own text; else plan_format's view of plan.csv
+            # every row invalid (a value from a file or an interpolation): one line, exit 2, as a config error
+            if not record.get("plan_text") and (refused := plan_refused_line(record["plan_file"])):
+                print(f"flopsweep: {refused}", file=sys.stderr)
+                sys.exit(EXIT_CODES["invalid"])
             gpu = plans_gpu(run_cfg.plan_gpu)  # the GPU its hints name
             text = record.get("plan_text") or plan_output(record["plan_file"], run_cfg.plan_format, gpu)
             print(text, flush=True)

@@ -103,7 +103,11 @@ def ci_of(row: pd.Series, metric: str) -> tuple[float, float] | None:
 
 POOL_KEYS = ["repeat_group", "setup_id", "world_size"]
 """What makes records rounds of one measurement: the sweep's ``run.repeat_group``, the set-up
-(``setup_id``) and the world size; and, within those, the same :data:`PROBE_KEYS`."""
+(``setup_id``) and the world size; and, within those, the same :data:`TAG_KEY` and :data:`PROBE_KEYS`."""
+TAG_KEY = "tag"
+"""The run's ``config.tag`` (blank and null: no tag). ``setup_id`` leaves the tag out, so that runs tagged
+differently still scale against each other and keep their ids; but a user who tags runs differently means
+them apart (``-m tag=a,b repeats=2``: two rows of two rounds each, not one row of four)."""
 PROBE_KEYS = ["predict_probe", "layer_probe"]
 """The step-time probes a round ran (``config.predict.probe``, ``config.predict.layer_probe``; blank,
 from before the key: off). ``setup_id`` leaves ``predict.*`` out, as a probe does not change the step;
@@ -142,7 +146,8 @@ def join_moved_sweeps(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) -> pd.DataFrame:
-    """``df`` with the rounds of each repeated measurement (:data:`POOL_KEYS`, :data:`PROBE_KEYS`) as one row.
+    """``df`` with the rounds of each repeated measurement (:data:`POOL_KEYS`, :data:`TAG_KEY`,
+    :data:`PROBE_KEYS`) as one row.
 
     Only rows where ``pooled`` is true (ok rounds that pass their checks) are pooled; a failed
     round keeps its own row, with its status. A pooled row is the first round's row with every
@@ -164,7 +169,12 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
         else pd.Series("False", index=df.index[eligible])
         for k in PROBE_KEYS
     ]
-    by = [df.loc[eligible, k].astype(str) for k in POOL_KEYS] + probes
+    tags = (
+        df.loc[eligible, TAG_KEY].astype(object).fillna("").astype(str)
+        if TAG_KEY in df
+        else pd.Series("", index=df.index[eligible])
+    )
+    by = [df.loc[eligible, k].astype(str) for k in POOL_KEYS] + [tags] + probes
     groups = df[eligible].groupby(by, sort=False)
     keep = pd.Series(True, index=df.index)
     out = df.copy()

@@ -16,7 +16,7 @@ from flopsweep import predict as pr
 from flopsweep import tree
 from flopsweep.budget import BUDGET_ENV, MIN_BUDGET, ReadBudget
 from flopsweep.config import ConfigError
-from flopsweep.files import RecordError
+from flopsweep.files import RecordError, file_kind
 from flopsweep.plausible import calibration_problems
 from flopsweep.record import METRICS_FILE
 from flopsweep.text import printable
@@ -29,6 +29,31 @@ MAX_CALIBRATION_FILES = 10_000
 
 CALIBRATION_FIX = "give a run's metrics.json or a sweep folder that holds some, or null"
 """The fix every ``predict.calibration`` error names."""
+
+
+def check_calibration_path(path: str) -> Path:
+    """``path`` (``~`` expanded) when it can be read at all, by ``lstat`` alone: the job's first check
+    (:func:`calibration_records`) and ``run.py``'s before Hydra (:mod:`flopsweep.plan_command_line`).
+
+    Raises:
+        ConfigError: naming ``predict.calibration``, the value and :data:`CALIBRATION_FIX`, when
+            ``path`` does not exist, is a symbolic link (never followed, to a file or a folder alike:
+            :func:`flopsweep.files.file_kind`), or is neither a regular file nor a folder (a FIFO,
+            a device, a socket).
+    """
+    root = Path(path).expanduser()
+    if not os.path.lexists(root):
+        where = "" if root.is_absolute() else f" ({os.path.abspath(root)})"
+        raise ConfigError("predict.calibration", path, f"does not exist{where}", CALIBRATION_FIX)
+    kind = file_kind(os.lstat(root).st_mode)
+    if kind == "symbolic link":
+        why = "is a symbolic link (not followed: name the record or folder it points to)"
+        raise ConfigError("predict.calibration", path, why, CALIBRATION_FIX)
+    if kind not in ("regular file", "directory"):
+        raise ConfigError(
+            "predict.calibration", path, f"is a {kind}, not a record or a folder", CALIBRATION_FIX
+        )
+    return root
 
 
 def calibration_records(
@@ -48,16 +73,14 @@ def calibration_records(
 
     Raises:
         ConfigError: naming ``predict.calibration``, the value and :data:`CALIBRATION_FIX`, when
-            ``path`` does not exist, is a file that is not a record (unreadable, not JSON, not a
+            ``path`` does not exist, is a link or neither a file nor a folder
+            (:func:`check_calibration_path`), is a file that is not a record (unreadable, not JSON, not a
             run's record) or fails its checks, or is a folder that holds no record that may
             calibrate; naming :data:`flopsweep.budget.BUDGET_ENV` when its value is not a budget.
     """
     if not path:
         return []
-    root = Path(path).expanduser()
-    if not os.path.lexists(root):
-        where = "" if root.is_absolute() else f" ({os.path.abspath(root)})"
-        raise ConfigError("predict.calibration", path, f"does not exist{where}", CALIBRATION_FIX)
+    root = check_calibration_path(path)
     try:
         budget = budget or ReadBudget()
     except ValueError:

@@ -393,6 +393,52 @@ def _check_memory_size(gpu: str, text: str) -> None:
         raise ConfigError("plan_clusters", text, *_parts(exc)) from None
 
 
+NVIDIA_SMI_TIMEOUT_S = 10
+"""The deadline of ``nvidia-smi`` (:func:`gpus_here`), in seconds."""
+
+GPU_DEVICE_NODES = ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg")
+"""The device files a GPU runtime opens, by ``glob``: NVIDIA's driver (one per GPU, ``/dev/nvidia0``; a
+container is given those of its GPUs), ROCm's (``/dev/kfd``: torch's ROCm build answers ``torch.cuda`` too),
+and WSL 2's GPU paravirtualisation (``/dev/dxg``: CUDA there has no ``/dev/nvidia*``)."""
+
+
+def gpus_here() -> list[tuple[str, int]]:
+    """``(name, memory bytes)`` of this machine's GPUs from ``nvidia-smi`` (torch-free; within
+    :data:`NVIDIA_SMI_TIMEOUT_S`), ``[]`` without one or without the tool."""
+    import shutil
+    import subprocess
+
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return []
+    try:
+        out = subprocess.run(
+            [tool, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.splitlines()[:64]:
+        name, _, mib = line.rpartition(",")
+        if name.strip() and mib.strip().isdigit():
+            gpus.append((name.strip(), int(mib) * 2**20))
+    return gpus
+
+
+def no_gpu_here() -> bool:
+    """Whether this machine surely has no GPU that torch could use, known without torch: none of the
+    :data:`GPU_DEVICE_NODES` exists and ``nvidia-smi`` (:func:`gpus_here`) lists none. False when unsure
+    (a device file is there: torch, in the job, says; :func:`this_machine`), so that ``run.py`` refuses
+    ``plan_clusters=[here]`` before Hydra only where the job would."""
+    import glob
+
+    return not any(glob.glob(pattern) for pattern in GPU_DEVICE_NODES) and not gpus_here()
+
+
 def this_machine() -> tuple[str, int]:
     """``(GPU name, GPU count)`` of this machine, asked of torch; ``("", 0)`` without a GPU."""
     import torch

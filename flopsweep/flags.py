@@ -24,12 +24,11 @@ ever put on ``sys.path``: Hydra finds plug-ins (code) in the ``hydra_plugins`` p
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 
 from flopsweep.cli import COMMAND
-from flopsweep.overrides import CONF
+from flopsweep.overrides import CONF, near_names
 
 RUN_PY_FOLDER = os.path.dirname(CONF)
 """The folder of ``run.py``: Hydra reads a relative ``--config-path`` from there."""
@@ -99,7 +98,7 @@ def _unknown_flag(flag: str, parser: argparse.ArgumentParser) -> str:
     key = name.lstrip("-")
     if eq and key and re.fullmatch(r"[A-Za-z_][\w./@-]*", key) and len(name) - len(key) <= 2:
         fix = f"an override has no dashes: {key}={value}"
-    elif near := difflib.get_close_matches(name, _flag_names(parser), n=1, cutoff=0.6):
+    elif near := near_names(name, _flag_names(parser), n=1):  # never --experimental-rerun
         fix = f"write {near[0]}{eq}{value}"
     else:
         fix = f"drop it ({COMMAND} --help lists the flags; an override is KEY=VALUE)"

@@ -20,13 +20,12 @@ its ``HydraConf`` dataclasses; a section typed as a plain mapping (``hydra.job.e
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 from typing import Any
 
 from flopsweep.override_grammar import overrides_of
-from flopsweep.overrides import CONF
+from flopsweep.overrides import CONF, NEVER_SUGGESTED, near_names
 
 _PLUGIN_CONF = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hydra_plugins", "flopsweep_slurm", "conf"
@@ -173,12 +172,9 @@ def _plugin_key_problem(kind: str, option: str, key: str, override: str) -> str 
             f"Invalid config: {override}: hydra.{kind}.{key} belongs to {names}, not to {picked} "
             f"(the {kind} this command line runs). Fix: add {names.split(' or ')[0]}, or drop the override."
         )
-    close = difflib.get_close_matches(key, sorted(k for k in known if not k.startswith("_")), n=3, cutoff=0.6)
-    fix = (
-        f"did you mean {' or '.join(f'hydra.{kind}.{c}' for c in close)}?"
-        if close
-        else f"{picked} takes {', '.join(sorted(k for k in known if not k.startswith('_')))}."
-    )
+    keys = sorted(k for k in known if not k.startswith("_") and f"hydra.{kind}.{k}" not in NEVER_SUGGESTED)
+    close = near_names(key, keys, f"hydra.{kind}.")
+    fix = f"did you mean {' or '.join(close)}?" if close else f"{picked} takes {', '.join(keys)}."
     return f"Invalid config: {override}: {picked} has no key {key}. Fix: {fix}"
 
 
@@ -196,12 +192,9 @@ def _hydra_section_problem(path: list[str], override: str) -> str | None:
             return None
         if name not in list(node.keys()):  # `in` misses a field still MISSING (job_logging)
             here = "hydra." + ".".join(path[:depth]) if depth else "hydra"
-            close = difflib.get_close_matches(name, [str(k) for k in node.keys()], n=3, cutoff=0.6)
-            fix = (
-                f"did you mean {' or '.join(f'{here}.{c}' for c in close)}?"
-                if close
-                else f"{here} takes {', '.join(str(k) for k in node.keys())}."
-            )
+            keys = [str(k) for k in node.keys() if f"{here}.{k}" not in NEVER_SUGGESTED]
+            close = near_names(name, keys, f"{here}.")
+            fix = f"did you mean {' or '.join(close)}?" if close else f"{here} takes {', '.join(keys)}."
             return f"Invalid config: {override}: {here} has no key {name}. Fix: {fix}"
         node = node._get_node(name)
     return _section_value_problem(node, "hydra." + ".".join(path), override)

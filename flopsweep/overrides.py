@@ -23,6 +23,24 @@ MAX_YAML_BYTES = 1 << 20
 """The most of an option or sweep file read (the checkout's own files are a few KiB)."""
 
 
+NEVER_SUGGESTED = frozenset({"hydra.searchpath", "hydra.output_subdir", "repeat", "--experimental-rerun"})
+"""Keys and flags that a command line is refused for whatever it gives them, so that no "did you mean"
+(:func:`near_names`) names one: ``hydra.searchpath`` (:func:`flopsweep.flags.searchpath_problem`),
+``hydra.output_subdir`` other than its default null (``run.py``'s ``output_dir_problem``), ``repeat``
+(the sweeper sets each round's from ``repeats=``; the job refuses another), ``--experimental-rerun``
+(:func:`flopsweep.flags.flag_problem`)."""
+
+
+def near_names(name: str, candidates, prefix: str = "", n: int = 3) -> list[str]:
+    """Up to ``n`` of ``candidates`` closest to ``name`` (``difflib.get_close_matches``, cutoff 0.6), each
+    with ``prefix`` before it, less those :data:`NEVER_SUGGESTED` (``hydra.searchpathx`` named
+    ``hydra.searchpath``, itself refused)."""
+    import difflib
+
+    allowed = [str(c) for c in candidates if f"{prefix}{c}" not in NEVER_SUGGESTED]
+    return [f"{prefix}{c}" for c in difflib.get_close_matches(name, allowed, n=n, cutoff=0.6)]
+
+
 def _yaml(path: str) -> dict:
     """The mapping of a YAML file of ``conf/`` (``yaml.safe_load``: plain values, no objects built);
     empty for a file that holds something else."""
@@ -496,15 +514,13 @@ def unknown_key_problem(key: str, value: str | None = None) -> str | None:
     five-line "Could not override ... To append to your config use +"), naming the closest keys;
     None for a known key and under an untyped section (a key below one that the schema types as a
     plain mapping)."""
-    import difflib
-
     known = known_keys()
     if key in known:
         return None
     parent = key.rpartition(".")[0]
     if parent and parent not in known:  # a section's typo: the section is named
         return unknown_key_problem(parent) if value is None else unknown_key_problem(parent, "...")
-    close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
+    close = near_names(key, sorted(known))
     fix = f"did you mean {' or '.join(close)}? docs/reference/overrides.md lists every key."
     if not close:
         fix = f"see docs/reference/overrides.md for every key, or add a new one with +{key}."

@@ -1,10 +1,12 @@
-"""A plan's keys on the command line, checked before Hydra starts (``run.py``'s :func:`refusal`, exit 2,
-one line): what the job would refuse in one line too, but after Hydra had made the run's folder
-(``outputs/<date>/<time>/`` with ``.hydra`` and an empty ``run.log``, or ``multirun/<date>/`` for a
-sweep), where the user stood. The job checks them all again (a value from a ``+sweep`` file, an
-interpolation, ``here``): the same lines, from the same functions
+"""A plan's keys (and ``predict.calibration``'s path) on the command line, checked before Hydra starts
+(``run.py``'s :func:`refusal`, exit 2, one line): what the job would refuse in one line too, but after
+Hydra had made the run's folder (``outputs/<date>/<time>/`` with ``.hydra`` and an empty ``run.log``, or
+``multirun/<date>/`` for a sweep), where the user stood. The job checks them all again (a value from a
+``+sweep`` file, an interpolation, ``here``): the same lines, from the same functions
 (:func:`flopsweep.clusters.parse_cluster`, :func:`flopsweep.job.plandecide.named_clusters`,
-:func:`flopsweep.gpu_memory.planned_gpu_bytes`, :meth:`flopsweep.plan_space.Space.from_config`).
+:func:`flopsweep.gpu_memory.planned_gpu_bytes`, :meth:`flopsweep.plan_space.Space.from_config`,
+:func:`flopsweep.rules.planned_gpu_on_the_cpu`, :func:`flopsweep.calibration_files.check_calibration_path`);
+``here`` where this machine surely has no GPU (:func:`flopsweep.clusters.no_gpu_here`, torch-free).
 
 Torch-free; :mod:`flopsweep.job.plandecide` (about 0.15 s to import) only when the command line names
 ``plan_clusters`` or a ``space.*`` key.
@@ -109,7 +111,11 @@ def command_line_problem(overrides: list[str]) -> str | None:
       :func:`flopsweep.gpu_memory.typed_gpu_names`), or a size it is not sold in; ``plan_gpu_memory_gib``
       that is not a positive finite number of GiB;
     - ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number, not finite, or out of range;
-    - a ``plan_format`` that is none of :data:`flopsweep.config.PLAN_FORMATS`.
+    - a ``plan_format`` that is none of :data:`flopsweep.config.PLAN_FORMATS`;
+    - ``plan=true`` with ``plan_gpu`` (or ``plan_gpu_memory_gib``) and ``device=cpu``
+      (:func:`flopsweep.rules.planned_gpu_on_the_cpu`);
+    - a ``predict.calibration`` path, of any run, that does not exist, is a link, or is neither a file nor a
+      folder (:func:`flopsweep.calibration_files.check_calibration_path`; what it holds is the job's to read).
 
     Each value of a sweep is checked; an interpolation is left to Hydra and the job.
     """
@@ -153,8 +159,43 @@ def command_line_problem(overrides: list[str]) -> str | None:
     return None
 
 
+def _calibration_problem(paths: list) -> None:
+    """Raise the job's :class:`ConfigError` for a ``predict.calibration`` path that does not exist, is a
+    link or is neither a file nor a folder (:func:`flopsweep.calibration_files.check_calibration_path`,
+    ``lstat`` alone: what is in a file or folder is the job's to read). null, empty and an interpolation
+    are left out."""
+    from flopsweep.calibration_files import check_calibration_path
+
+    for path in paths:
+        if isinstance(path, str) and path.strip() and "${" not in path and path.strip().lower() != "null":
+            check_calibration_path(path)
+
+
+def _plan_gpu_on_the_cpu(values: dict[str, list]) -> None:
+    """Raise :func:`flopsweep.rules.planned_gpu_on_the_cpu`'s :class:`ConfigError` for ``plan=true`` with
+    ``plan_gpu`` (or ``plan_gpu_memory_gib``) and ``device=cpu``, any value of a sweep of each."""
+    if True not in values.get("plan", ()) or "cpu" not in values.get("device", ()):
+        return
+    from types import SimpleNamespace
+
+    from flopsweep.rules import planned_gpu_on_the_cpu
+
+    for key in ("plan_gpu", "plan_gpu_memory_gib"):
+        for value in values.get(key, ()):
+            if key == "plan_gpu_memory_gib":  # a float key: 80 is 80.0 to OmegaConf; 'abc' is type_problem's
+                try:
+                    value = None if isinstance(value, bool) or value is None else float(value)
+                except (TypeError, ValueError):
+                    continue
+            if value is not None and str(value).strip() and "${" not in str(value):
+                cfg = {"plan_gpu": None, "plan_gpu_memory_gib": None, key: value}
+                planned_gpu_on_the_cpu(SimpleNamespace(plan=True, device="cpu", **cfg))
+
+
 def _keys_problem(values: dict[str, list]) -> None:
     """Raise the first refusal of :func:`command_line_problem` among the parsed ``values`` of each key."""
+    _calibration_problem(values.get("predict.calibration", []))
+    _plan_gpu_on_the_cpu(values)
     for key in ("cost.usd_per_gpu_hour", "budget.tokens"):
         for value in values.get(key, ()):
             _cost_problem(key, value)
@@ -167,12 +208,15 @@ def _keys_problem(values: dict[str, list]) -> None:
     space = {k.removeprefix("space."): v for k, v in values.items() if k.removeprefix("space.") in SPACE_KEYS}
     if not (clusters or (space and values.get("hydra/sweeper") == ["tune"])):
         return
+    from flopsweep.clusters import no_gpu_here
     from flopsweep.job.plandecide import named_clusters
 
     inter = [v for v in values.get("predict.inter_node_gbps", ()) if isinstance(v, int | float)]
+    names_here = any(str(n).split(":")[0].strip().lower() == "here" for names in clusters for n in names)
+    here = ("", 0) if names_here and no_gpu_here() else None  # else torch's, in the job
     for names in clusters:
         for gbps in inter or [None]:
-            named_clusters([str(n) for n in names], gbps, before_hydra=True)
+            named_clusters([str(n) for n in names], gbps, before_hydra=True, here=here)
     for choice in _combinations(space):
         _space_problem(choice)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra._internal.sources_registry import SourcesRegistry
+from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
 
 from flopsweep.checkpointing import normalize_overrides
@@ -18,6 +19,16 @@ from flopsweep.store import register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
+
+# Hydra's plug-in scan, once, before the test modules are collected. The first ``Plugins.instance()`` of a
+# process (the first compose) walks ``hydra._internal.core_plugins`` and ``hydra_plugins``
+# and runs each module's code again in place when it is imported already (hydra-core 1.3,
+# ``Plugins._scan_all_plugins``: ``spec.loader.exec_module`` on the module of ``sys.modules``): a
+# ``TuneSweeper`` a test module imported at collection then subclasses the ``BasicSweeper`` of before the
+# scan, whose ``__init__`` calls ``super(BasicSweeper, self)`` with the class of after it: "super(type, obj):
+# obj must be an instance or subtype of type". ``run.py`` is safe (Hydra builds the sweeper from the scan's
+# classes); the tests now import the plug-ins after the scan, as Hydra does.
+Plugins.instance()
 
 
 _COMPOSED: dict[tuple[str, ...], DictConfig] = {}

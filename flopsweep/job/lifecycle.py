@@ -196,7 +196,7 @@ def repeat_fields(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """The record's ``run.repeat`` (this job's round), ``run.repeats`` (how many rounds the sweep
     runs) and ``run.repeat_group``: with ``repeats`` over 1, a hash of the sweep directory, which
     every round of the sweep shares and a resumed sweep keeps (null otherwise). The analysis
-    pools the records of one group and one set-up (``setup_id``, world size) into one row."""
+    pools the records of one group, one set-up (``setup_id``, world size) and one tag into one row."""
     group = None
     if cfg.repeats > 1 and info.sweep_dir:
         group = hashlib.sha256(os.path.abspath(info.sweep_dir).encode()).hexdigest()[:12]

@@ -69,14 +69,20 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
 
 
 def named_clusters(
-    names: list[str], inter_node_gbps: float | None = None, *, before_hydra: bool = False
+    names: list[str],
+    inter_node_gbps: float | None = None,
+    *,
+    before_hydra: bool = False,
+    here: tuple[str, int] | None = None,
 ) -> list[Cluster]:
     """The clusters ``plan_clusters`` names, each checked: no empty name beside others, each parsed
     (:func:`flopsweep.clusters.parse_cluster`), none named twice (:func:`same_as`).
 
     Args:
-        before_hydra: ``run.py``'s check of the command line: ``here`` (which asks torch) and an
-            interpolation (Hydra's to resolve) are left out, for the job to check.
+        before_hydra: ``run.py``'s check of the command line: an interpolation (Hydra's to resolve) is
+            left out, for the job to check, and so is ``here`` unless ``here`` is given.
+        here: this machine's ``(GPU name, GPU count)`` where known without torch: ``("", 0)`` where
+            :func:`flopsweep.clusters.no_gpu_here` (``here`` is then the job's "this machine has no GPU").
 
     Raises:
         ConfigError: one line naming ``plan_clusters``, the value and the fix.
@@ -85,8 +91,8 @@ def named_clusters(
         kept = ",".join(n.strip() for n in names if n.strip())
         raise ConfigError("plan_clusters", names, "holds an empty name", f"drop it: plan_clusters=[{kept}]")
     if before_hydra:
-        names = [n for n in names if "${" not in n and n.split(":")[0].strip().lower() != "here"]
-    clusters = [parse_cluster(name) for name in names]
+        names = [n for n in names if "${" not in n and (here or n.split(":")[0].strip().lower() != "here")]
+    clusters = [parse_cluster(name, here) for name in names]
     seen: dict[tuple, Cluster] = {}
     for c in clusters:
         first = seen.setdefault(same_as(c, inter_node_gbps), c)

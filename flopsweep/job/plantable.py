@@ -252,6 +252,24 @@ def plan_invalid_line(path: str) -> str | None:
     return f"{line}; job {job}: {first}{more}" if first else line
 
 
+def plan_refused_line(path: str) -> str | None:
+    """The one line of a single plan (no ``-m``, no ``plan_clusters``) whose every row is ``invalid``: its
+    reason (``Invalid config: KEY=VALUE: ... Fix: ...``), or :func:`plan_invalid_line` where the rows give
+    several; None when a row is not invalid. ``run.py`` prints it alone and exits 2, as the job does for a
+    config it refuses before the plan (the table would repeat the reason as its footnote)."""
+    import pandas as pd
+
+    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    if frame.empty or not frame["status"].eq("invalid").all():
+        return None
+    reasons = frame.get("reason", frame.get("note", pd.Series("", index=frame.index)))
+    first = printable(str(reasons.iloc[0]))[:400]
+    if len(set(reasons)) == 1 and first:
+        return first
+    line = plan_invalid_line(path)
+    return line.removeprefix("flopsweep: ") if line else None
+
+
 def plan_unfit_line(path: str, gpu: str = HINT_GPU) -> str | None:
     """The line a plan prints (to stderr) when some ``ok`` rows do not fit (``fits`` False): ``N of
     M jobs do not fit; job J: model=NAME: estimated X GiB per rank, more than <fits_on>. Fix: ...``,

@@ -219,10 +219,10 @@ class TuneSweeper(BasicSweeper):
                 ``nnodes``: one line naming the ``space.*`` key to use.
         """
         from flopsweep import objective
+        from flopsweep.clusters import gpus_here
         from flopsweep.config import ConfigError
         from flopsweep.plan import fixed_nproc
         from flopsweep.plan_space import SETUP_KEYS, Space, placed
-        from hydra_plugins.flopsweep_tune.tuning import gpus_here
 
         cfg = self.config
         assert cfg is not None

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from flopsweep.clusters import gpus_here
 from flopsweep.plan_space import SETUP_KEYS, nothing_line, unplaced
 from flopsweep.text import plural, printable
 from flopsweep.tune import (
@@ -38,32 +37,6 @@ MAX_ROUNDS = 64
 
 JOB_KEYS = ("repeat", "repeats")
 """Overrides the tuner sets on every job (a user's are replaced)."""
-
-NVIDIA_SMI_TIMEOUT_S = 10
-
-
-def gpus_here() -> list[tuple[str, int]]:
-    """``(name, memory bytes)`` of this machine's GPUs from ``nvidia-smi`` (torch-free; within
-    :data:`NVIDIA_SMI_TIMEOUT_S`), ``[]`` without one or without the tool."""
-    tool = shutil.which("nvidia-smi")
-    if tool is None:
-        return []
-    try:
-        out = subprocess.run(
-            [tool, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=NVIDIA_SMI_TIMEOUT_S,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    gpus = []
-    for line in out.splitlines()[:64]:
-        name, _, mib = line.rpartition(",")
-        if name.strip() and mib.strip().isdigit():
-            gpus.append((name.strip(), int(mib) * 2**20))
-    return gpus
 
 
 def label(overrides: list[str], swept: set[str]) -> str:

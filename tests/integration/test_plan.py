@@ -40,10 +40,11 @@ def test_plan_on_the_cpu_says_whether_the_host_memory_holds_it(tmp_path: Path) -
 
 
 def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> None:
-    """``plan=true`` is a report (exit 0), but its last lines, on stderr, count the invalid rows (the
-    first one's reason alone: key, value, fix; where it was placed is the table's note) and the rows
-    that do not fit; the table's hint names the plan's GPU. A plan whose rows are all ``ok`` and fit
-    prints no such line. Under ``-m`` (the sweep callback) and as a single run (``run.py``)."""
+    """``plan=true`` over a sweep is a report (exit 0), but its last lines, on stderr, count the invalid
+    rows (the first one's reason alone: key, value, fix; where it was placed is the table's note) and the
+    rows that do not fit; the table's hint names the plan's GPU. A plan whose rows are all ``ok`` and fit
+    prints no such line. A single plan whose one row is invalid is a refused config: its reason alone,
+    once (not in a table's footnote and again below it), exit 2 (``plantable.plan_refused_line``)."""
     reason = "Invalid config: batch.micro_batch_size=0: must be a positive integer. "
     reason += "Fix: set batch.micro_batch_size>=1."
     proc = run_py(
@@ -69,11 +70,9 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
     one = run_py(
         "batch.micro_batch_size=0", "plan_gpu=A100-80GB", "plan=true", f"hydra.run.dir={tmp_path / 'one'}"
     )
-    assert one.returncode == 0, one.stderr[-2000:]
-    assert one.stderr.strip().splitlines()[-1] == (
-        f"flopsweep: 1 of 1 jobs are invalid (the status and reason columns); job 0: {reason}"
-    )
-    assert "plan_clusters=[A100-80GB:1x8,A100-80GB:8x8] ranks set-ups on clusters" in one.stdout
+    assert one.returncode == 2, one.stderr[-2000:]
+    assert one.stderr.strip().splitlines()[-1] == f"flopsweep: {reason}".strip()
+    assert one.stdout.count("batch.micro_batch_size=0: must") + one.stderr.count("must be a positive") == 1
 
     from flopsweep.job import plan_invalid_line
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, RUN_PY, records, run_py
 
+from flopsweep.clusters import no_gpu_here
 from integration.test_slurm import CPU_JOB
 
 
@@ -361,6 +362,47 @@ REFUSALS = {
         lines=1,
         record=None,
         default_dir=True,
+    ),
+    # session 23's trial, continued: refused in the job (exit 2 after Hydra had made the folder, or the plan's
+    # row invalid, its line printed twice, exit 0); now before Hydra, by the job's own checks
+    "calibration_missing_tuner": Refusal(  # was one line, exit 2, and an empty multirun/<date>/<time>/
+        args=("hydra/sweeper=tune", "predict.calibration=/nonexistent-flopsweep-calibration"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: predict.calibration='/nonexistent-flopsweep-calibration': "
+        "does not exist. Fix: give a run's metrics.json or a sweep folder",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "plan_gpu_on_the_cpu": Refusal(  # rules.planned_gpu_on_the_cpu, before Hydra
+        args=("plan=true", "plan_gpu=H100", "device=cpu"),
+        line_starts="flopsweep: Invalid config: plan_gpu='H100': plans for GPUs, and device=cpu places the "
+        "ranks",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "calibration_missing_in_the_job": Refusal(  # a value Hydra resolves: the plan's one row invalid, once
+        args=("plan=true", "predict.calibration=${tag}", "tag=/nonexistent-flopsweep-calibration"),
+        line_starts="flopsweep: Invalid config: predict.calibration='/nonexistent-flopsweep-calibration': "
+        "does not exist.",
+        lines=1,
+        record=None,
+        dir_made=True,
+    ),
+    **(
+        {
+            "plan_here_without_a_gpu": Refusal(  # was torch's refusal in the job, outputs/<date>/<time>/ left
+                args=("plan=true", "plan_clusters=[here]"),
+                line_starts="flopsweep: Invalid config: plan_clusters='here': this machine has no GPU. Fix: "
+                "name the GPU: e.g. H100:1x8.",
+                lines=1,
+                record=None,
+                default_dir=True,
+            )
+        }
+        if no_gpu_here()  # a GPU machine plans its own GPUs
+        else {}
     ),
     # launchers: refused before the first submission or job (exit 1)
     "slurm_tasks_per_node": _launcher("hydra.launcher.tasks_per_node=3"),

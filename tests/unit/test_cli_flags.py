@@ -27,7 +27,7 @@ from flopsweep.flags import (
 )
 from flopsweep.hydrafiles import output_folder_problem
 from flopsweep.override_grammar import control_character_problem, syntax_problem
-from flopsweep.overrides import CONF, known_keys
+from flopsweep.overrides import CONF, NEVER_SUGGESTED, known_keys
 
 SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
 
@@ -197,6 +197,34 @@ def test_a_config_search_path_is_refused_as_a_config_folder_is(override, state):
     assert f"flopsweep reads its configs from {CONF} alone" in line
     assert _fix(line).startswith(f"drop {override}; put your own option or sweep file in conf/")
     assert searchpath_problem(["hydra.run.dir=x", "tag=hydra.searchpath=[pkg://x]", "-m"]) is None
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("hydra.searchpathx=1", None),
+        ("hydra.output_subdri=x", None),
+        ("repeatt=1", "repeats"),
+        ("--experimental-rerunx", None),
+        ("hydra.job.chdri=true", "hydra.job.chdir"),  # a key that is taken is still named
+        ("--multirn", "--multirun"),
+    ],
+)
+def test_a_did_you_mean_never_names_a_key_or_flag_that_is_refused(typo, meant):
+    """``hydra.searchpathx=1`` was told "did you mean hydra.searchpath?", itself refused (so are
+    ``hydra.output_subdir``, ``repeat`` and ``--experimental-rerun``, :data:`NEVER_SUGGESTED`): each typo's
+    line names none of them, lists none among the keys taken, and still names the nearest key taken."""
+    line = refusal([typo, "device=cpu"])
+    assert line.startswith(f"Invalid config: {typo}") and "\n" not in line
+    fix = _fix(line)
+    named = set(re.findall(r"[-\w.]+", fix.replace(", ", " ")))
+    assert not named & NEVER_SUGGESTED, fix
+    assert not {k.rpartition(".")[2] for k in NEVER_SUGGESTED if k.startswith("hydra.")} & named, fix
+    if meant is not None:
+        assert f"did you mean {meant}" in fix or f"write {meant}" in fix, fix
+    for refused in NEVER_SUGGESTED - {"repeat"}:  # refused indeed (repeat=5: the job's, test_repeats.py)
+        given = f"{refused}=f" if refused.startswith("-") else f"{refused}=5"
+        assert refusal([given, "device=cpu"]).startswith(f"Invalid config: {refused}"), given
 
 
 def test_stdout_whose_reader_went_away_takes_the_rest_quietly(tmp_path):

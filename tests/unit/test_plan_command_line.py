@@ -62,15 +62,49 @@ def test_each_plan_clusters_entry_is_refused_before_hydra_with_the_jobs_line(ent
     assert refusal(["-m", "plan=true", f"plan_clusters=[H100:8],[H200:8,{entry}]"]) == line
 
 
-def test_what_only_the_job_can_check_is_left_to_it():
-    """``here`` asks torch for this machine's GPU (no check before Hydra imports it); an interpolation is
-    resolved by Hydra; good names pass."""
+def test_what_only_the_job_can_check_is_left_to_it(monkeypatch):
+    """``here`` on a machine that may have a GPU asks torch, in the job (no check before Hydra imports
+    it); an interpolation is resolved by Hydra; good names pass."""
+    monkeypatch.setattr("flopsweep.clusters.no_gpu_here", lambda: False)  # a GPU machine's answer
     assert (
         command_line_problem(["plan=true", "plan_clusters=[here,H100:8x8:ib400,H200:64,A100-80GB:1x8]"])
         is None
     )
     assert command_line_problem(["plan=true", "plan_clusters=[here:2x8,'${tag}']", "tag=H999:8"]) is None
     assert refusal(["plan=true", "plan_clusters=[H100:8x8,H200:1x8:320Gbps]", "plan_gpu=H100-80GB"]) is None
+
+
+def test_here_on_a_machine_without_a_gpu_is_refused_before_hydra_with_the_jobs_line(monkeypatch):
+    """``plan_clusters=[here]`` without a GPU was refused in the job (torch: none), after Hydra had made
+    ``outputs/<date>/<time>/``. Where no GPU device file exists and ``nvidia-smi`` lists none
+    (``clusters.no_gpu_here``, torch-free), the same line before Hydra: ``parse_cluster``'s with this
+    machine's ``("", 0)``, as the job's ``this_machine`` gives it without a GPU."""
+    from flopsweep.job.plandecide import named_clusters
+
+    with pytest.raises(ConfigError) as caught:
+        parse_cluster("here:2x8", ("", 0))  # the job's, torch finding no GPU
+    line = str(caught.value)
+    assert line == (
+        "Invalid config: plan_clusters='here:2x8': this machine has no GPU. Fix: name the GPU: e.g. H100:1x8."
+    )
+    monkeypatch.setattr("flopsweep.clusters.no_gpu_here", lambda: True)  # this machine's answer, below
+    assert command_line_problem(["plan=true", "plan_clusters=[H100:8,here:2x8]"]) == line
+    assert refusal(["-m", "plan=true", "plan_clusters=[H100:8],[here:2x8]"]) == line
+    assert named_clusters(["here:2x8"], before_hydra=True) == []  # here unknown: the job's
+
+
+def test_no_gpu_here_is_said_only_where_torch_finds_none():
+    """``no_gpu_here`` (device files, ``nvidia-smi``) never says "no GPU" where torch finds one: the
+    refusal before Hydra is the job's, never a GPU machine's false one."""
+    from flopsweep.clusters import no_gpu_here, this_machine
+
+    if no_gpu_here():
+        assert this_machine() == ("", 0)
+        assert refusal(["plan=true", "plan_clusters=[here]"]).endswith(
+            "this machine has no GPU. Fix: name the GPU: e.g. H100:1x8."
+        )
+    else:
+        assert refusal(["plan=true", "plan_clusters=[here]"]) is None
 
 
 def test_an_empty_entry_beside_others_is_refused_as_the_job_refuses_it():
@@ -262,3 +296,105 @@ def test_good_or_unknowable_tuner_parameters_are_left_to_the_sweeper():
     )  # a sweep: the sweeper's
     assert tuner_problem(["-m", "hydra.sweeper.budget_gpu_s=0"]) is None  # not the tuner: hydra_keys' line
     assert "belongs to hydra/sweeper=tune" in refusal(["-m", "seed=0,1", "hydra.sweeper.budget_gpu_s=0"])
+
+
+def test_a_tune_sweeper_imported_at_collection_builds_after_hydras_plugin_scan(hydra_compose):
+    """This module imports ``TuneSweeper`` at collection; the first compose of a session (the fixture's)
+    asks Hydra for its plug-ins, whose scan runs ``basic_sweeper`` and ``hydra_plugins.flopsweep_tune``
+    again in place: building the class imported before it failed with "super(type, obj): obj must be an
+    instance or subtype of type" (``BasicSweeper.__init__``'s ``super(BasicSweeper, self)``). The scan now
+    runs before collection (``tests/conftest.py``): the class imported here is the one Hydra found."""
+    from hydra._internal.core_plugins import basic_sweeper
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+
+    hydra_compose(["plan=true"])  # a compose first, as the tests before this one do
+    sweepers = Plugins.instance().discover(Sweeper)  # the scan, had nothing run it yet
+    sweeper = TuneSweeper(eta=3, max_batch_size=2)
+    assert isinstance(sweeper, basic_sweeper.BasicSweeper)
+    assert (sweeper.eta, sweeper.max_batch_size, sweeper._problem()) == (3, 2, None)
+    assert TuneSweeper in sweepers
+
+
+# --- predict.calibration, plan_gpu with device=cpu -----------------------------------------------------
+
+
+def test_a_calibration_path_that_cannot_be_read_is_the_jobs_line_before_hydra(tmp_path, monkeypatch):
+    """``-m hydra/sweeper=tune predict.calibration=BAD`` left an empty ``multirun/<date>/<time>/``, and
+    ``plan=true`` an invalid row printed twice, exit 0. A path that does not exist, is a link (to a record or
+    a folder) or is neither a file nor a folder is refused before Hydra with the job's own line
+    (``calibration_files.check_calibration_path``, which ``calibration_records`` calls first); a record, a
+    folder, null and an interpolation pass (what a file or folder holds is the job's to read)."""
+    import os
+
+    from flopsweep.calibration_files import calibration_records
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "metrics.json").write_text("{}")
+    os.symlink("metrics.json", tmp_path / "record-link")
+    os.symlink("sweep", tmp_path / "folder-link")
+    os.mkfifo(tmp_path / "fifo")
+    said = {
+        "missing": f"does not exist ({tmp_path / 'missing'})",
+        "record-link": "is a symbolic link (not followed: name the record or folder it points to)",
+        "folder-link": "is a symbolic link (not followed: name the record or folder it points to)",
+        "fifo": "is a FIFO, not a record or a folder",
+        "/dev/null": "is a character device, not a record or a folder",
+    }
+    for path, why in said.items():
+        with pytest.raises(ConfigError) as caught:
+            calibration_records(path)  # the job's
+        line = str(caught.value)
+        assert (
+            line
+            == f"Invalid config: predict.calibration='{path}': {why}. Fix: give a run's metrics.json or a "
+            "sweep folder that holds some, or null."
+        )
+        assert command_line_problem(["plan=true", f"predict.calibration={path}"]) == line
+        assert refusal(["-m", "hydra/sweeper=tune", f"predict.calibration={path}"]) == line
+        assert refusal(["-m", f"predict.calibration=sweep,{path}"]) == line  # each value of a sweep
+    for good in ("metrics.json", "sweep", "null", "${oc.env:CAL,null}"):
+        assert command_line_problem([f"predict.calibration={good}"]) is None, good
+
+
+def test_plan_gpu_with_device_cpu_is_the_rules_line_before_hydra(hydra_compose):
+    """``plan=true plan_gpu=H100 device=cpu`` was the plan's row invalid, its line printed twice, exit 0:
+    now :func:`flopsweep.rules.planned_gpu_on_the_cpu`'s line before Hydra, for either key, any value of a
+    sweep; a run (``plan=false``) and ``device=auto`` pass (the rule's own cases)."""
+    from flopsweep.rules import planned_gpu_on_the_cpu
+
+    for override in ("plan_gpu=H100", "plan_gpu_memory_gib=80"):
+        args = ["plan=true", override, "device=cpu"]
+        with pytest.raises(ConfigError) as caught:
+            planned_gpu_on_the_cpu(hydra_compose(args))
+        assert command_line_problem(args) == str(caught.value)
+        assert command_line_problem(["-m", "plan=true", override, "device=cuda,cpu"]) == str(caught.value)
+        assert command_line_problem([override, "device=cpu"]) is None  # a run: a warning, the job's
+        assert command_line_problem(["plan=true", override, "device=auto"]) is None
+
+
+def test_a_single_plan_whose_row_is_invalid_is_its_line_once(hydra_compose, tmp_path):
+    """A value no check before Hydra sees (``predict.calibration=${tag}``): the single plan's one row is
+    invalid; ``run.py`` prints its reason alone, once, exit 2 (``plantable.plan_refused_line``), not the
+    table with the reason as its footnote and again below it, exit 0. A row that is not invalid: None."""
+    import csv
+
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.job.plantable import PLAN_COLUMNS, plan_refused_line
+
+    args = ["plan=true", "predict.calibration=${tag}", "tag=/nonexistent-flopsweep-calibration"]
+    row = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=args))["plan"]
+    assert row["status"] == "invalid"
+    line = plan_refused_line(str(tmp_path / "plan.csv"))
+    assert line == row["reason"] and line.startswith(
+        "Invalid config: predict.calibration='/nonexistent-flopsweep-calibration': does not exist."
+    )
+    path = tmp_path / "two.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=PLAN_COLUMNS)
+        writer.writeheader()
+        writer.writerows(
+            [{"job": 0, "status": "invalid", "reason": row["reason"]}, {"job": 1, "status": "ok"}]
+        )
+    assert plan_refused_line(str(path)) is None

@@ -69,15 +69,18 @@ def test_a_tag_from_the_environment_resolves_with_a_warning(hydra_compose, monke
 
 def test_the_reliability_page_names_an_existing_test_for_every_class() -> None:
     """The reliability pages list their classes from 1 (at least 40 rows), each with tests that exist:
-    docs/reliability.md, then docs/reliability-2.md from where the first stops, without a gap."""
+    docs/reliability.md, then docs/reliability-2.md and docs/reliability-3.md from where the one before
+    stops, without a gap."""
     from helpers import ROOT
 
-    table = "\n".join((ROOT / "docs" / page).read_text() for page in ("reliability.md", "reliability-2.md"))
+    pages = ("reliability.md", "reliability-2.md", "reliability-3.md")
+    table = "\n".join((ROOT / "docs" / page).read_text() for page in pages)
     alias = {
         "t_f": "test_failures.py",
         "t_u": "test_unwritable.py",
         "t_r": "test_reliability.py",
         "nu21": "test_new_user_21.py",
+        "pcl": "test_plan_command_line.py",
     }
     rows = {
         int(m.group(1)): m.group(0)

@@ -173,3 +173,41 @@ def test_rounds_with_and_without_a_probe_are_not_pooled(tmp_path):
     assert steps[0] < steps[1] < steps[2]
     setup = [c for c in compact(df).columns if c in SETUP_NAMES]  # the table tells the three rows apart
     assert "predict_probe" in setup and len(df[setup].astype(str).drop_duplicates()) == 3
+
+
+def test_rounds_tagged_differently_are_not_pooled(tmp_path):
+    """``-m tag=a,b repeats=2``: one sweep (one ``repeat_group``), one ``setup_id`` (the tag stays out of
+    it), was one row of four rounds. A user who tags runs differently means them apart: one row per tag,
+    each the median and interval of its own rounds; a null and a blank tag are both no tag, one row."""
+    from helpers import rescaled
+
+    import analysis
+    from analysis.catalogue import SETUP_NAMES
+    from analysis.display import compact
+
+    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
+    rounds = [("a", 1000.0), ("b", 2000.0), ("a", 1200.0), ("b", 2400.0), (None, 3000.0), ("", 3600.0)]
+    for n, (tag, rate) in enumerate(rounds):
+        rec = rescaled(base, world=2, tokens_per_device=rate)
+        rec["run"].update(id=f"round-{n}", repeat=n // 2, repeats=2, repeat_group="g1")
+        rec["config"]["tag"] = tag
+        (tmp_path / str(n)).mkdir()
+        (tmp_path / str(n) / "metrics.json").write_text(json.dumps(rec))
+    df = analysis.load(tmp_path)
+    assert df["setup_id"].nunique() == 1 and len(df) == 3
+    got = {
+        (r["tag"] if isinstance(r["tag"], str) else ""): (
+            r["repeats"],
+            r["tokens_per_s_per_device"],
+            r["ci_over"],
+        )
+        for _, r in df.iterrows()
+    }
+    assert got == {
+        "a": (2, pytest.approx(1100.0), "repeats"),
+        "b": (2, pytest.approx(2200.0), "repeats"),
+        "": (2, pytest.approx(3300.0), "repeats"),
+    }
+    shown = compact(df)  # the table tells the rows apart by their tag
+    setup = [c for c in shown.columns if c in SETUP_NAMES or c == "tag"]
+    assert "tag" in setup and len(shown[setup].astype(str).drop_duplicates()) == 3
