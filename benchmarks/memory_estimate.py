@@ -91,27 +91,39 @@ PROBE_FREED_SINCE = "2026-12-04T22:45:00+00:00"
 """Since when the layer probe frees its DeepSpeed ZeRO-3 copies before the run is built
 (``flopsweep.trainers.release_engine``, branch s21-memory); a record started before it with
 ``predict.layer_probe=true`` under ZeRO-3 ran beside its probe's copies."""
+RECOMPUTED_FREED_SINCE = "2026-12-05T04:50:00+00:00"
+"""Since when it frees them under a checkpointing policy too: a block recomputed in backward left its
+submodules in DeepSpeed's ``FWD_MODULE_STACK``, which ``release_engine`` then cleared only of the
+root module (gpt-1.3b ZeRO-3 ``full`` on one H200 peaked 31.7 GiB after the probe, 27.0 without)."""
 
 
-def probe_copies_of_its_day(config: dict, cfg: fconfig.RunConfig, layout: Layout, started_at: str) -> int:
-    """Bytes a run's layer probe left on its GPU: before :data:`PROBE_FREED_SINCE`, DeepSpeed 0.19.8 kept
+def probe_copies_of_its_day(
+    config: dict, cfg: fconfig.RunConfig, layout: Layout, started_at: str, layers: list[int] | None = None
+) -> int:
+    """Bytes a run's layer probe left on its GPU: before :data:`PROBE_FREED_SINCE` (and under a checkpointing
+    policy before :data:`RECOMPUTED_FREED_SINCE`), DeepSpeed 0.19.8 kept
     every ZeRO-3 copy alive after ``engine.destroy()`` (the root module in
     ``parameter_offload.FWD_MODULE_STACK``, the coordinator in an ``lru_cache``), and with it each
     copy's partitioned states: ``16 B`` per parameter of every depth the probe built
     (``layer_probe.depths``: the fp32 master partition, AdamW's two moments, the bf16 parameter and
     gradient partitions), over ``dp``. Llama 3.2 1B on one H200 (copies of 1 and 2 blocks, 0.708 B
     parameters): 10.55 GiB, measured 53.03 against 42.48 GiB without the probe. 0 for another backend
-    or stage (ZeRO-1 and -2 are freed by ``gc``), without the probe, or for a later record."""
+    or stage (ZeRO-1 and -2 are freed by ``gc``), without the probe, or for a later record. ``layers``:
+    the depths it built (``metrics.predicted.layer_probe.layers``), else ``[L, 2 L]``."""
     b = cfg.backend
     if not (config.get("predict") or {}).get("layer_probe") or b.name != "deepspeed" or b.zero_stage != 3:
         return 0
-    if not started_at or started_at >= PROBE_FREED_SINCE:
+    freed = PROBE_FREED_SINCE if cfg.activation_checkpointing.name == "none" else RECOMPUTED_FREED_SINCE
+    if not started_at or started_at >= freed:
         return 0
     from flopsweep.layer_probe import depths
     from flopsweep.models import family
 
+    if not layers:  # not recorded: the depths of its day, L and 2 L (layer_probe.SPAN came later)
+        layers = depths(cfg)
+        layers = [layers[0], 2 * layers[0]] if len(layers) == 2 else layers
     fam = family(cfg.model)
-    copies = sum(fam.n_params(dataclasses.replace(cfg.model, n_layer=n)) for n in depths(cfg))
+    copies = sum(fam.n_params(dataclasses.replace(cfg.model, n_layer=n)) for n in layers)
     return 16 * -(-copies // layout.dp)
 
 
@@ -157,7 +169,8 @@ def rows(root: Path, folder: str | None, use_recorded: bool = False) -> list[Row
             predicted, source = estimate(cfg, layout).total_gib, "estimate"
         else:
             predicted, source = float(recorded), "recorded"
-        beside = probe_copies_of_its_day(record["config"], cfg, layout, started) / GIB
+        probed = ((metrics.get("predicted") or {}).get("layer_probe") or {}).get("layers")
+        beside = probe_copies_of_its_day(record["config"], cfg, layout, started, probed) / GIB
         where = str(path.relative_to(root).parent)
         out.append(
             Row(

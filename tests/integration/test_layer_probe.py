@@ -193,7 +193,7 @@ def test_the_layer_probe_on_a_gpu_compiled(tmp_path: Path) -> None:
     _check_cost(by[True], settle=0.05)  # the default early stop
 
 
-def _zero3_probe_rank(rank: int, world: int, init: str, out: str) -> None:
+def _zero3_probe_rank(rank: int, world: int, init: str, out: str, policy: str) -> None:
     """One gloo rank of a ZeRO-3 run: the real layer probe (two shallow copies, each built, stepped
     and let go), then what of them is still alive in the process, to ``out/<rank>.json``."""
     import dataclasses
@@ -203,7 +203,7 @@ def _zero3_probe_rank(rank: int, world: int, init: str, out: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from flopsweep.config import RunConfig
+    from flopsweep.config import CheckpointingConfig, RunConfig
     from flopsweep.layer_probe import probe_layers
     from flopsweep.layout import Layout
     from flopsweep.models.gpt2 import GPT2Config
@@ -214,7 +214,8 @@ def _zero3_probe_rank(rank: int, world: int, init: str, out: str) -> None:
     try:
         torch.set_num_threads(1)
         model = GPT2Config(name="tiny-probe", n_layer=4, n_embd=64, n_head=4, seq_len=16, vocab_size=512)
-        cfg = dataclasses.replace(RunConfig(), model=model, device="cpu")
+        ckpt = CheckpointingConfig(name=policy)
+        cfg = dataclasses.replace(RunConfig(), model=model, device="cpu", activation_checkpointing=ckpt)
         cfg = dataclasses.replace(
             cfg,
             backend=_zero3_backend(),
@@ -249,17 +250,21 @@ def _zero3_backend():
 
 
 @pytest.mark.slow
-def test_the_probes_zero3_copies_are_gone_before_the_run_is_built() -> None:
+@pytest.mark.parametrize("policy", ["none", "full"])
+def test_the_probes_zero3_copies_are_gone_before_the_run_is_built(policy: str) -> None:
     """Two gloo ranks, real DeepSpeed ZeRO-3: after the layer probe no copy's engine, optimizer or
     partitioned parameter is alive and DeepSpeed's module stack is empty (DeepSpeed 0.19.8 keeps the
-    root module in ``FWD_MODULE_STACK`` and the coordinator in an ``lru_cache`` after ``destroy()``;
-    on one H200 the copies' states raised a ZeRO-3 run's peak by 16 B per parameter of both)."""
+    root module in ``FWD_MODULE_STACK`` and the coordinator in an ``lru_cache`` after ``destroy()``,
+    and a block recomputed in backward under ``full`` checkpointing leaves its submodules on the
+    stack; on one H200 the copies' states raised a ZeRO-3 run's peak by 16 B per parameter of both)."""
     import tempfile
 
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
-        ranks = mp.spawn(_zero3_probe_rank, args=(2, f"file://{tmp}/store", tmp), nprocs=2, join=False)
+        ranks = mp.spawn(
+            _zero3_probe_rank, args=(2, f"file://{tmp}/store", tmp, policy), nprocs=2, join=False
+        )
         for process in ranks.processes:
             process.join(timeout=600)
         got = {f.stem: json.loads(f.read_text()) for f in Path(tmp).glob("*.json")}
