@@ -351,6 +351,21 @@ def lowest_block_bytes(cfg: Any, layout: Layout) -> int:
     return BACKEND_SPECS[cfg.backend.name].lowest_block_bytes(Terms(cfg, layout))
 
 
+def eager_expert_bytes(cfg: Any, layout: Layout) -> int:
+    """The stacked-experts gradients that ``model.experts=eager`` holds beyond the parameter's own while a
+    block runs backward (the family's ``eager_expert_gradients`` elements, :data:`flopsweep.models.hf.
+    EAGER_EXPERT_GRADIENTS`), in the parameters' dtype: fp32 where autocast runs over fp32 weights
+    (``single``, DDP) or in fp32, else the compute dtype (FSDP2's unsharded, DeepSpeed's bf16 weights);
+    over ``ep`` (a rank holds ``1 / ep`` of the experts). 0 for every other model. Counted in
+    :attr:`MemoryEstimate.lowest_block` and :attr:`MemoryEstimate.block_backward`."""
+    elements = family(cfg.model).memory(cfg.model).get("eager_expert_gradients", 0)
+    if not elements:
+        return 0
+    t = Terms(cfg, layout)
+    size = 4 if t.spec.autocast_fp32_weights else t.compute
+    return size * elements // max(1, getattr(layout, "ep", 1))
+
+
 def in_backward_gradient_bytes(cfg: Any, layout: Layout) -> tuple[int, int, str]:
     """``(every, live, what)``: the rank's fp32 gradient bytes at the optimizer step (``4 P_r``,
     ``4 P_r / dp_shard`` under FSDP2), and the most that ``optim.in_backward`` keeps live at once
@@ -426,7 +441,7 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         step_states=step_states,
         method=method,
         reduce_buffers=fsdp_reduce_bytes(cfg, layout),
-        lowest_block=lowest_block_bytes(cfg, layout),
+        lowest_block=lowest_block_bytes(cfg, layout) + eager_expert_bytes(cfg, layout),
         buffers=family(cfg.model).memory(cfg.model).get("buffer_bytes", 0)
         + attention_plan_bytes(cfg, layout),
         optimizer_workspace=workspace,
@@ -435,5 +450,7 @@ def estimate(cfg: Any, layout: Layout) -> MemoryEstimate:
         loss_kept=loss_kept_bytes(cfg, layout),
         forward_copies=Terms(cfg, layout).forward_copies,
         forward_logits=forward_logit_bytes(cfg, layout),
-        block_backward=block_backward_bytes(cfg, layout) + t.spec.top_block_gradient_bytes(t),
+        block_backward=block_backward_bytes(cfg, layout)
+        + t.spec.top_block_gradient_bytes(t)
+        + eager_expert_bytes(cfg, layout),
     )

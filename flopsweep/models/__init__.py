@@ -63,7 +63,9 @@ class ModelFamily:
             largest layer, for :mod:`flopsweep.memory`; optionally ``buffer_bytes``, the module's
             registered buffers in bytes (``hf``: measured on the meta device), ``backward_temporaries``
             (elements a token its MLP's backward makes beyond what it keeps; 0 if absent) and
-            ``selective_compiled`` (what compiled ``selective`` keeps; absent: the policy's estimate).
+            ``selective_compiled`` (what compiled ``selective`` keeps; absent: the policy's estimate) and
+            ``eager_expert_gradients`` (elements of whole stacked-experts gradients a block's backward holds
+            beyond its own, ``hf`` MoE with ``experts=eager``; 0 if absent).
         tensor_parallel_dims: ``cfg -> {config key: size}``: the sizes that tensor parallelism splits
             into ``parallel.tp`` equal parts (heads, KV heads, MLP width, vocabulary), for the
             divisibility check before launch (``rules.tensor_parallel_shapes``); None with no plan.

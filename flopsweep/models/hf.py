@@ -292,6 +292,18 @@ def info(cfg: HFConfig) -> dict[str, Any]:
     }
 
 
+EAGER_EXPERT_GRADIENTS = 2
+"""Whole stacked-experts gradients that ``experts=eager`` holds beyond the parameter's own gradient while
+a block runs backward. ``transformers``' eager experts (``OlmoeExperts.forward``, Qwen3-MoE's and
+Mixtral's alike) index the 3-D weight once per expert hit (``self.gate_up_proj[expert_idx]``), whose
+backward (``select_backward``) makes a zero tensor of the whole parameter for that expert's gradient;
+autograd sums the 64 of them out of place into the parameter's input buffer, so while the last
+``gate_up_proj`` one is added the old sum, the new sum and that expert's whole-size gradient are live,
+with ``down_proj``'s running sum: ``3 G + D`` where the estimate counts the gradients ``G + D``
+(``G``: the largest stacked tensor, ``gate_up_proj``). Counted on the CPU
+(``tests/unit/test_memory_experts.py``: autograd's made tensors in one experts module's backward)."""
+
+
 def memory(cfg: HFConfig) -> dict[str, int]:
     """Shapes for :mod:`flopsweep.memory`, as Llama's (an approximation for other layers): the two
     norm inputs and their normalised values as the residual part; norm outputs, q, k, v, attention
@@ -299,7 +311,9 @@ def memory(cfg: HFConfig) -> dict[str, int]:
     rest; compiled, the norm inputs and two SwiGLU tensors fewer (see ``llama.memory``). Plus
     ``buffer_bytes``: every registered buffer of the module (persistent or not: GPT-Neo's causal
     masks, ``max_position_embeddings^2`` bytes per layer; rotary ``inv_freq``), measured on the
-    meta-device build, in bytes; ``backward_temporaries`` as Llama's SwiGLU, ``2 ffn``."""
+    meta-device build, in bytes; ``backward_temporaries`` as Llama's SwiGLU, ``2 ffn``; with
+    ``experts=eager``, ``eager_expert_gradients``: ``2 x`` the largest stacked experts tensor (elements,
+    in the parameters' dtype), see :data:`EAGER_EXPERT_GRADIENTS`."""
     d = source(cfg).data
     h = cfg.n_embd
     hd = _whole(d, "head_dim", default=h // cfg.n_head)
@@ -320,6 +334,9 @@ def memory(cfg: HFConfig) -> dict[str, int]:
         "largest_layer_params": largest,
         "buffer_bytes": counts["buffer_bytes"],
         "backward_temporaries": 2 * ffn,
+        "eager_expert_gradients": EAGER_EXPERT_GRADIENTS * counts.get("largest_expert", 0)
+        if is_moe(d) and cfg.experts == "eager"
+        else 0,
     }
 
 

@@ -211,14 +211,18 @@ def _meta_model(src: Source) -> HFCausalLM:
 @functools.lru_cache(maxsize=16)
 def meta_counts(src: Source) -> dict[str, Any]:
     """Counts of the model of ``src`` built on the meta device (cached by its SHA-256): parameters,
-    active parameters, the largest tensor (elements), and ``buffer_bytes``, the bytes of every
+    active parameters, the largest tensor (elements), ``largest_expert``, the largest 3-D stacked
+    experts tensor (elements; 0 for a dense model), and ``buffer_bytes``, the bytes of every
     registered buffer (persistent or not, each once) as the fp32 build makes them."""
     check_activations(src)
     model = _meta_model(src).hf
     total = sum(p.numel() for p in model.parameters())
     k = src.data.get("num_experts_per_tok")
-    inactive = 0
+    inactive = largest_expert = 0
     for m in experts_modules(model):
+        largest_expert = max(
+            [largest_expert] + [p.numel() for p in m.parameters(recurse=False) if p.dim() == 3]
+        )
         n_experts = next(p.shape[0] for p in m.parameters(recurse=False) if p.dim() == 3)
         params = sum(p.numel() for p in m.parameters())
         inactive += params - params * int(k) // n_experts
@@ -228,6 +232,7 @@ def meta_counts(src: Source) -> dict[str, Any]:
         "n_params": total,
         "n_active_params": total - inactive,
         "largest": largest,
+        "largest_expert": largest_expert,
         "buffer_bytes": buffers,
     }
 
