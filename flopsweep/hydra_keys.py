@@ -175,6 +175,14 @@ def _plugin_key_problem(kind: str, option: str, key: str, override: str) -> str 
     keys = sorted(k for k in known if not k.startswith("_") and f"hydra.{kind}.{k}" not in NEVER_SUGGESTED)
     close = near_names(key, keys, f"hydra.{kind}.")
     fix = f"did you mean {' or '.join(close)}?" if close else f"{picked} takes {', '.join(keys)}."
+    if not close:  # a near key of another option only: named with it (timeout_mn on the basic launcher)
+        others = {k: o for o in _options(kind) if o != option for k in sorted(option_keys(kind, o) or ())}
+        if near := near_names(key, [k for k in others if not k.startswith("_")], f"hydra.{kind}.", n=1):
+            owner = f"hydra/{kind}={others[near[0].rpartition('.')[2]]}"
+            fix = f"did you mean {near[0]}? It is a key of {owner}: pick {owner} to set it."
+        elif not keys:
+            fix = "drop the override."
+        fix = fix if keys or near else f"{picked} takes no keys: {fix}"
     return f"Invalid config: {override}: {picked} has no key {key}. Fix: {fix}"
 
 

@@ -441,6 +441,15 @@ def _value_problem(key: str, value: object, node: object, option: str) -> str | 
             and abs(value) < 2**63
         ):
             # 1e3 or 4.0: a whole number written as a float, which the typed key does not convert
+            from flopsweep.config import MAX_BY_KEY, MAX_INT
+
+            limit = int(MAX_BY_KEY.get(key, MAX_INT))
+            if abs(value) > limit:  # the rewritten number would be refused by checks.check_bounds
+                side = f"at most {limit}" if value > 0 else f"at least -{limit}"
+                return (
+                    f"{head} is a whole number written as a float, and beyond the bound of {limit}. "
+                    f"Fix: write a whole number {side}, without a point or exponent."
+                )
             return (
                 f"{head} is a whole number written as a float. Fix: write it without a point or "
                 f"exponent: {key}={int(value)}."
@@ -509,23 +518,22 @@ def known_keys() -> frozenset[str]:
     return frozenset(keys)
 
 
-def unknown_key_problem(key: str, value: str | None = None) -> str | None:
+def unknown_key_problem(key: str, value: str | None = None, parsed: list | None = None) -> str | None:
     """One line for a key no schema has (``modle=...``, ``batch.micro_batch_sze=4``: Hydra's
-    five-line "Could not override ... To append to your config use +"), naming the closest keys;
-    None for a known key and under an untyped section (a key below one that the schema types as a
-    plain mapping)."""
+    five-line "Could not override ... To append to your config use +"), naming the closest keys that
+    the command line ``parsed`` (Hydra's parsed overrides; its options picked) may set
+    (:func:`flopsweep.near_keys.suggestion`); None for a known key and under an untyped section (a key
+    below one that the schema types as a plain mapping)."""
+    from flopsweep.near_keys import suggestion
+
     known = known_keys()
     if key in known:
         return None
     parent = key.rpartition(".")[0]
     if parent and parent not in known:  # a section's typo: the section is named
-        return unknown_key_problem(parent) if value is None else unknown_key_problem(parent, "...")
-    close = near_names(key, sorted(known))
-    fix = f"did you mean {' or '.join(close)}? docs/reference/overrides.md lists every key."
-    if not close:
-        fix = f"see docs/reference/overrides.md for every key, or add a new one with +{key}."
+        return unknown_key_problem(parent, None if value is None else "...", parsed)
     named = key if value is None else f"{key}={value}"
-    return f"Invalid config: {named}: no such key. Fix: {fix}"
+    return f"Invalid config: {named}: no such key. Fix: {suggestion(key, parsed)}"
 
 
 def type_problem(overrides: list[str]) -> str | None:
@@ -563,7 +571,7 @@ def type_problem(overrides: list[str]) -> str | None:
             continue
         if "." not in key and os.path.isdir(os.path.join(CONF, key)):
             continue  # a config group's option: group_choice_problem's
-        if problem := unknown_key_problem(key, (o.input_line or "").partition("=")[2]):
+        if problem := unknown_key_problem(key, (o.input_line or "").partition("=")[2], parsed):
             return problem
         if o.is_sweep_override():
             if not isinstance(o.value(), ChoiceSweep):

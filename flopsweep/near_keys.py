@@ -1,0 +1,135 @@
+"""The "did you mean" of a key no schema has (``backend.zero_stag=2``, ``precison=bf16``, ``nproc=2``),
+torch-free: :func:`unknown_key_problem` returns one line naming only keys that the same command line
+may set, so that the suggested fix is not refused in turn.
+
+The candidates, by where the typo is:
+
+- a top-level name (``precison``): the config groups (``conf/<group>/``) and the top-level keys of
+  :class:`flopsweep.config.RunConfig`, ranked before any nested key; a nested key is named only when
+  no top-level name is near, by its last part (``n_layer`` -> ``model.n_layer``);
+- a key below a section (``fault.kil``, ``optim.lrr``): the keys of that section, matched on the last
+  part, never the section itself (a section takes no value);
+- a key of an option group (``backend.*``, ``attention.*``, ...): the keys of the options the command
+  line picks (else conf/config.yaml's defaults); a near key of another option only is named with the
+  option it belongs to and the choice that adds it (``backend.zero_stage is a key of backend=deepspeed:
+  add backend=deepspeed (or zero1, zero2, zero3)``), never bare.
+
+The structured config refuses every key it does not know (``+key`` too:
+:func:`flopsweep.checks._reject_unknown_keys`), so no fix adds a new key with ``+``.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+CUTOFF = 0.6
+"""``difflib`` similarity (0..1) at which a name is near a typo (``difflib.get_close_matches``' default)."""
+MIN_PREFIX = 3
+"""A typo of at least this many characters that begins a candidate (all but its last character) is
+near it too (``nproc`` -> ``nproc_per_node``, whose similarity is 0.53; ``kil`` -> ``kind``, 0.57)."""
+
+
+def _score(name: str, candidate: str) -> float:
+    """How near ``candidate`` is to ``name``: ``difflib``'s ratio, or :data:`CUTOFF` where the ratio is
+    lower but ``name`` has at least :data:`MIN_PREFIX` characters and all of them but perhaps the last
+    begin ``candidate`` (``nproc`` -> ``nproc_per_node``, ``kil`` -> ``kind``)."""
+    ratio = difflib.SequenceMatcher(None, name, candidate).ratio()
+    if len(name) >= MIN_PREFIX and candidate.startswith(name[:-1]):
+        ratio = max(ratio, CUTOFF)
+    return ratio
+
+
+def ranked(name: str, candidates, n: int = 3) -> list[str]:
+    """Up to ``n`` of ``candidates`` at least :data:`CUTOFF` near ``name`` (:func:`_score`), nearest
+    first (ties in the candidates' order), less :data:`flopsweep.overrides.NEVER_SUGGESTED`."""
+    from flopsweep.overrides import NEVER_SUGGESTED
+
+    unique = [str(c) for c in dict.fromkeys(candidates) if str(c) not in NEVER_SUGGESTED]
+    scored = sorted((-_score(name, c), i, c) for i, c in enumerate(unique))
+    return [c for s, _, c in scored if -s >= CUTOFF][:n]
+
+
+def _sections(known: frozenset[str]) -> set[str]:
+    """The keys of ``known`` that hold keys (``steps``, ``predict``, ``backend``)."""
+    return {k.rpartition(".")[0] for k in known if "." in k}
+
+
+def _groups() -> list[str]:
+    """The option groups a command line picks with ``GROUP=OPTION`` (``precision``, ``backend``), sorted
+    (``sweep`` is picked with ``+sweep=``, so it is left out)."""
+    from flopsweep.options import GROUP_BASES
+
+    return sorted(GROUP_BASES)
+
+
+def _valid_keys(parsed: list, group: str) -> set[str] | None:
+    """The keys of ``group`` (``backend.zero_stage``) that every option the command line picks for it
+    has (else conf/config.yaml's default; :func:`flopsweep.overrides._schemas`); None for a group a
+    ``+sweep`` file may pick (its options are not known here)."""
+    from flopsweep.overrides import _keys, _schemas
+
+    if any(o.key_or_group == "sweep" for o in parsed):
+        return None
+    sets = [_keys(schema, f"{group}.") for schema, _ in _schemas(parsed, f"{group}.x")]
+    return set.intersection(*sets) if sets else None
+
+
+def _other_option(parsed: list, key: str) -> str:
+    """Where ``key`` (``backend.zero_stage``) of another option than the picked one comes from, as a
+    sentence: ``It is a key of backend=deepspeed, not of backend=single: pick backend=deepspeed (or
+    zero1, zero2, zero3) to set it``."""
+    from flopsweep.options import owners
+    from flopsweep.overrides import _schemas, option_files, option_kind
+
+    group, _, rest = key.partition(".")
+    own = owners(group, rest.partition(".")[0])
+    names = " or ".join(f"{group}={o}" for o in own) or f"another {group} option"
+    files = [f for f in option_files(group) if option_kind(group, f) in own]
+    first = files[0] if files else (own[0] if own else "...")
+    more = f" (or {', '.join(files[1:4])})" if len(files) > 1 else ""
+    chosen = ",".join(o for _, o in _schemas(parsed, f"{group}.x") if option_kind(group, o) not in own)
+    return f"It is a key of {names}, not of {group}={chosen}: pick {group}={first}{more} to set it"
+
+
+def _foreign(parsed: list, key: str) -> bool:
+    """Whether ``key`` of an option group is a key of no option the command line picks for it."""
+    from flopsweep.options import GROUP_BASES
+
+    group = key.partition(".")[0]
+    if "." not in key or group not in GROUP_BASES:
+        return False
+    valid = _valid_keys(parsed, group)
+    return valid is not None and key not in valid
+
+
+def suggestion(key: str, parsed: list | None = None) -> str:
+    """The fix of the unknown ``key`` (``did you mean ...?``), one clause ending in a full stop, from
+    the keys the command line ``parsed`` (Hydra's parsed overrides) may set."""
+    from flopsweep.options import GROUP_BASES
+    from flopsweep.overrides import known_keys
+
+    known = known_keys()
+    parsed = parsed or []
+    parent, _, leaf = key.rpartition(".")
+    if not parent:
+        close = ranked(key, sorted(GROUP_BASES) + sorted(k for k in known if "." not in k))
+        if not close:  # n_layer -> model.n_layer: a nested key by its last part
+            sections = {k.rpartition(".")[0] for k in known if "." in k}
+            by_leaf: dict[str, str] = {}
+            for k in sorted(
+                sorted(k for k in known if "." in k and k not in sections), key=lambda k: _foreign(parsed, k)
+            ):
+                by_leaf.setdefault(k.rpartition(".")[2], k)  # a key of a picked option first
+            close = [by_leaf[name] for name in ranked(key, list(by_leaf))]
+    else:
+        children = sorted(k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent)
+        close = [f"{parent}.{c}" for c in ranked(leaf, children)]
+    names = [k for k in close if not _foreign(parsed, k)]
+    tail = " docs/reference/overrides.md lists every key."
+    if close and close[0] not in names:  # the nearest is another option's key: say whose
+        also = f"; or {' or '.join(names)}" if names else ""
+        return f"did you mean {close[0]}? {_other_option(parsed, close[0])}{also}.{tail}"
+    if names:
+        return f"did you mean {' or '.join(names)}?{tail}"
+    scope = f"the keys of {parent}" if parent else "the groups and top-level keys"
+    return f"see docs/reference/overrides.md for every key; none of {scope} is near {leaf or key}."

@@ -1,0 +1,161 @@
+"""The "did you mean" of an unknown key names only fixes that the same command line then takes
+(:mod:`flopsweep.near_keys`): keys of the options it picks, a group for a top-level typo, a key inside a
+section rather than the section, never ``+KEY``; another option's key only with the option that adds it.
+And a whole number written as a float beyond its key's bound is told the bound, not the rewritten number."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from flopsweep.config import MAX_BY_KEY
+from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
+from flopsweep.overrides import known_keys, option_files, option_kind, type_problem, unknown_key_problem
+from run import foreign_option_keys
+
+
+def _line(overrides: list[str]) -> str:
+    line = type_problem(overrides)
+    assert line is not None and line.startswith("Invalid config: ") and "\n" not in line, line
+    assert line.endswith("."), line
+    return line
+
+
+def _named(line: str) -> tuple[list[str], str | None]:
+    """The keys a line suggests (``did you mean A or B?``, ``; or C``) and the option it says to pick."""
+    mean = re.search(r"did you mean ([\w.]+(?: or [\w.]+)*)\?", line)
+    names = mean.group(1).split(" or ") if mean else []
+    if also := re.search(r"; or ([\w.]+(?: or [\w.]+)*)\.", line):
+        names += also.group(1).split(" or ")
+    pick = re.search(r"pick (\w+=[\w/.-]+)", line)
+    return names, pick.group(1) if pick else None
+
+
+def _accepted(choice: list[str], key: str) -> bool:
+    """Whether the pre-launch checks take ``key`` with the options ``choice`` picks: a known key that is
+    no section (a group name is a choice, not a key), of an option picked."""
+    sections = {k.rpartition(".")[0] for k in known_keys() if "." in k}
+    if key in GROUP_BASES:
+        return True
+    return (
+        unknown_key_problem(key) is None
+        and key not in sections
+        and foreign_option_keys([*choice, f"{key}=1"]) is None
+    )
+
+
+def _one_option_per_kind(group: str) -> list[str]:
+    seen: dict[str, str] = {}
+    for option in option_files(group):
+        seen.setdefault(option_kind(group, option), option)
+    return sorted(seen.values())
+
+
+def _group_cases() -> list[tuple[str, str]]:
+    return [
+        (group, option)
+        for group in sorted(GROUP_BASES)
+        if OPTION_SCHEMAS.get(group)
+        for option in _one_option_per_kind(group)
+    ]
+
+
+@pytest.mark.parametrize(("group", "option"), _group_cases())
+def test_a_typo_of_any_group_key_suggests_only_what_the_picked_option_takes(group: str, option: str) -> None:
+    """Each key of every option of ``group`` typed with its last letter doubled, on each kind of option:
+    every bare suggestion is a key the picked option takes; another option's key comes with the option
+    that takes it."""
+    keys = sorted(k for k in known_keys() if k.startswith(f"{group}.") and k.count(".") == 1)
+    choice = [f"{group}={option}"]
+    assert keys
+    foreign_seen = 0
+    for key in keys:
+        names, pick = _named(_line([*choice, f"{key}{key[-1]}=1"]))
+        assert names, key
+        for name in names[1:] if pick else names:
+            assert _accepted(choice, name), (choice, key, name)
+        if pick:  # the nearest is another option's key: picking that option takes it
+            foreign_seen += 1
+            assert not _accepted(choice, names[0]), (choice, key)
+            assert _accepted([pick], names[0]), (pick, names[0])
+    own = {k for k in keys if _accepted(choice, k)}
+    assert foreign_seen == len([k for k in keys if k not in own])  # each foreign key's typo names its option
+
+
+@pytest.mark.parametrize(
+    ("overrides", "first", "pick"),
+    [
+        (["backend.zero_stag=2"], "backend.zero_stage", "backend=deepspeed"),
+        (["attention.window_block=2"], "attention.window_blocks", "attention=blocksparse"),
+        (["batch.micro_batch_sze=4"], "batch.micro_batch_size", None),
+        (["parallel.tpp=2"], "parallel.pp", None),
+        (["precison=bf16"], "precision", None),
+        (["fault.kil=oom"], "fault.kind", None),
+        (["optim.lrr=1"], "optim.lr", None),
+        (["nproc=2"], "nproc_per_node", None),
+        (["zero_stage=3"], "backend.zero_stage", "backend=deepspeed"),
+        (["backend=zero3", "backend.zero_stag=2"], "backend.zero_stage", None),
+    ],
+)
+def test_the_trials_typos_suggest_a_fix_that_is_taken(
+    overrides: list[str], first: str, pick: str | None
+) -> None:
+    line = _line(overrides)
+    names, picked = _named(line)
+    assert names[0] == first and picked == pick, line
+    choice = [o for o in overrides if "." not in o.partition("=")[0] and o.partition("=")[0] in GROUP_BASES]
+    assert _accepted([pick] if pick else choice, first), line
+    assert "parallel.ep" not in line and "batch.max_micro_batch_size" not in line and "space." not in line
+
+
+@pytest.mark.parametrize("name", sorted(GROUP_BASES))
+def test_a_typo_of_a_group_names_the_group_first(name: str) -> None:
+    typo = name[:-2] + name[-1] + name[-2]  # the last two letters swapped
+    names, _ = _named(_line([f"{typo}=x"]))
+    assert names[0] == name
+
+
+@pytest.mark.parametrize(
+    "overrides", [["nproc=2"], ["qqqq=1"], ["fault.qqqq=1"], ["backend.qqqq=1"], ["modle.n_layer=2"]]
+)
+def test_no_fix_adds_a_key_with_plus(overrides: list[str]) -> None:
+    line = _line(overrides)
+    assert "+" not in line, line
+
+
+def test_a_section_is_never_suggested_for_a_key_inside_it() -> None:
+    sections = {k.rpartition(".")[0] for k in known_keys() if "." in k}
+    for section in sorted(s for s in sections if "." not in s and s not in GROUP_BASES):
+        children = sorted(k for k in known_keys() if k.rpartition(".")[0] == section)
+        leaf = children[0].rpartition(".")[2]
+        names, _ = _named(_line([f"{section}.{leaf}{leaf[-1]}=1"]))
+        assert section not in names and names[0] == children[0], (section, names)
+
+
+@pytest.mark.parametrize(
+    "key", sorted(k for k, v in MAX_BY_KEY.items() if float(v).is_integer() and k in known_keys())
+)
+def test_a_float_whole_number_beyond_the_bound_names_the_bound(key: str) -> None:
+    limit = int(MAX_BY_KEY[key])
+    line = type_problem([f"{key}={float(limit * 10)}"])
+    if line is None or "whole number written as a float" not in line:
+        return  # a float key: 1e7 is its value
+    assert f"beyond the bound of {limit}" in line and str(limit * 10) not in line.partition("Fix:")[2], line
+    within = type_problem([f"{key}={float(limit)}"])
+    assert within is not None and within.endswith(f"{key}={limit}."), within
+    assert type_problem([f"{key}={limit}"]) is None
+
+
+def test_a_hydra_plugin_keys_typo_names_the_option_that_takes_the_near_key() -> None:
+    """``hydra.launcher.timeout_mn`` on the basic launcher (which takes no keys): the near key is named
+    with the launcher that takes it, and picking that launcher takes the key."""
+    from flopsweep.hydra_keys import hydra_key_problem
+
+    line = hydra_key_problem(["hydra.launcher.timeout_mn=3"])
+    assert line is not None and "\n" not in line, line
+    pick = re.search(r"did you mean hydra\.launcher\.(\w+)\? .*pick (hydra/launcher=\w+) to set it\.$", line)
+    assert pick is not None, line
+    assert hydra_key_problem(["-m", pick.group(2), f"hydra.launcher.{pick.group(1)}=3"]) is None
+    bare = hydra_key_problem(["hydra.launcher.qqqq=3"])
+    assert bare is not None and bare.endswith("takes no keys: drop the override."), bare
