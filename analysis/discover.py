@@ -178,12 +178,38 @@ def find_records(paths: Iterable[str | Path]) -> list[Path]:
 
 def no_records(prog: str, paths: Iterable[str], summary: str, skipped: int) -> tuple[str, int]:
     """``(line, exit status)`` when the paths gave no readable record: nothing found (exit 2, as for a
-    path that is not there: the paths are wrong) or only records skipped as unreadable (exit 1: they
-    are there and bad; the warnings before the line say why each). ``summary`` ends the line
+    path that is not there: the paths are wrong; a folder that exists says so, as ``/nonexistent`` may),
+    a file named that is not a record (``notes.txt``, not ``metrics*.json``: exit 2, the fix names what
+    to give instead) or only records skipped as unreadable (exit 1: they are there and bad; the
+    warnings before the line say why each). ``summary`` ends the line
     (:func:`analysis.display.summary`: ``0 runs; 1 unreadable record skipped``)."""
+    from analysis.output import RECORD_NAME  # output imports this module
+
+    paths = [os.fspath(p) for p in paths]
     where = " ".join(map(display_path, paths))
     if not skipped:
-        return f"{prog}: error: no metrics.json under {where} ({summary}). Fix: {RECORDS_FIX}", 2
+        folders = [p for p in paths if os.path.isdir(p)]
+        there = ""
+        if folders and len(folders) == len(paths):
+            there = (
+                "; the folder exists, with none in it or below"
+                if len(folders) == 1
+                else "; the folders exist, with none"
+            )
+        return f"{prog}: error: no metrics.json under {where} ({summary}{there}). Fix: {RECORDS_FIX}", 2
+    other = [p for p in paths if os.path.isfile(p) and not RECORD_NAME.fullmatch(os.path.basename(p))]
+    if other:  # a file named on the command line that no job wrote: re-running jobs is no fix
+        named = " ".join(map(display_path, other))
+        rest = (
+            " (the sweep again with resume=true re-runs every job without an ok record)"
+            if skipped > len(other)
+            else ""
+        )
+        return (
+            f"{prog}: error: no readable metrics.json under {where} ({summary}; the warnings above say why): "
+            f"{named} is not a record (a job writes its record as metrics.json). Fix: {RECORDS_FIX}{rest}",
+            2,
+        )
     return (
         f"{prog}: error: no readable metrics.json under {where} ({summary}; the warnings above say why). "
         "Fix: re-run those jobs (the sweep again with resume=true re-runs every job without an ok record), "

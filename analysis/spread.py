@@ -5,7 +5,10 @@ Intervals (Student-t, two-sided 95%, ``scipy.stats.t.ppf``):
 
 - **over repeats** (``ci_over="repeats"``: a set-up measured in ``repeats=N`` rounds, N >= 2 ok
   rounds): the t-interval of the mean of the N rounds' figures (n - 1 degrees of freedom). The
-  figure shown is their median (robust to one odd round); the interval is the mean's.
+  figure shown is their median (robust to one odd round); the interval is the mean's. A pooled row's
+  tokens/s, TFLOPs, MFU and HFU follow from its step time (the median of the rounds' mean steps), as
+  in one record (:data:`MEAN_STEP_RATES`): with an even number of rounds the median is the mean of
+  the middle two, and the mean of two rates is not the rate of the mean step.
 - **over steps** (``ci_over="steps"``: one run): the t-interval of the mean measured step time
   (``metrics.iteration_time_s.values``), turned into rates. Tokens/s, TFLOPs, MFU and HFU are each
   a constant over the mean step time, so each scales by ``mean / (mean + h)`` and
@@ -117,6 +120,26 @@ are two rows, each the median of its own rounds, not one row of both: their step
 apart too, and the two rows' intervals say whether the probe changed the step (docs/analysis.md)."""
 
 
+STEP_COLUMN = "iteration_time_s_mean"
+"""The pooled step time that the :data:`MEAN_STEP_RATES` of a pooled row follow from."""
+MEAN_STEP_RATES = (
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "model_tflops_per_device",
+    "hardware_tflops_per_device",
+    "tflops_per_device",
+    "mfu",
+    "hfu",
+    "mfu_fp8",
+)
+"""The rates a record computes as a constant over its mean step time (``flopsweep.metrics``: tokens,
+FLOPs, FLOPs over the peak). In a pooled row each is that constant (the median over the rounds of
+rate x step) over the pooled :data:`STEP_COLUMN`, as its legend says ("from the mean step"). The
+median of the rounds' rates is not: over an even number of rounds it is the mean of the middle two,
+and the mean of two rates is not the rate of the mean of their steps (steps of 0.21 s and 2.14 s:
+1,325 tokens/s of 512-token steps beside a 1.18 s step, three times 435)."""
+
+
 def join_moved_sweeps(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with one ``repeat_group`` for the rounds of a sweep that was moved, then resumed.
 
@@ -151,7 +174,8 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
 
     Only rows where ``pooled`` is true (ok rounds that pass their checks) are pooled; a failed
     round keeps its own row, with its status. A pooled row is the first round's row with every
-    ``numeric`` column the median over the rounds, the :data:`CI_METRICS` intervals over the rounds
+    ``numeric`` column the median over the rounds (the :data:`MEAN_STEP_RATES` follow from the median
+    step time, :data:`STEP_COLUMN`), the :data:`CI_METRICS` intervals over the rounds
     (``ci_over`` ``repeats``), ``repeats`` the count of rounds, ``run_dir`` every round's folder
     (comma-separated), the load columns the highest, and the rounds' distinct warnings. A group
     of one round keeps its interval over steps. Rounds with the same ``run_id`` (copies of one
@@ -190,6 +214,11 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
         for column in numeric:
             if column in out and pd.api.types.is_numeric_dtype(out[column]):
                 out.at[first, column] = rounds[column].median()
+        step = out.at[first, STEP_COLUMN] if STEP_COLUMN in out else math.nan
+        for m in MEAN_STEP_RATES:  # each follows from the pooled step, as in one record
+            if m in out and pd.api.types.is_numeric_dtype(out[m]) and pd.notna(step) and step > 0:
+                constant = (rounds[m] * rounds[STEP_COLUMN]).median()  # tokens or FLOPs per step
+                out.at[first, m] = constant / step if pd.notna(constant) else math.nan
         for m in CI_METRICS:
             ends = interval(rounds[m].tolist()) if m in rounds else None
             low, high = ends or (math.nan, math.nan)

@@ -256,9 +256,40 @@ def probe_fallback_line(predicted: dict[str, Any] | None) -> str | None:
         why = source.split(FELL_BACK, 1)[1]
     if not why:
         return None
-    used = source.split(f"; {FELL_BACK}", 1)[0] if source and not source.startswith(FELL_BACK) else "none"
     why = printable(str(why))[:300]
-    return f"predict.probe: the compute probe fell back ({why}); predicted from: {printable(used)[:300]}"
+    return f"predict.probe: the compute probe fell back ({why}); predicted from: {_used(source)}"
+
+
+def _used(source: str) -> str:
+    """What a prediction's ``source`` says it used, without the probes' fallbacks ("none" when it
+    starts with one); printable, at most 300 characters."""
+    used = source
+    for fell in (LAYERS_FELL_BACK, FELL_BACK):
+        if used.startswith(fell):
+            return "none"
+        used = used.split(f"; {fell}", 1)[0]
+    return printable(used)[:300] or "none"
+
+
+def layer_fallback_line(predicted: dict[str, Any] | None) -> str | None:
+    """The one line of a run's ``metrics.predicted`` whose layer probe (``predict.layer_probe=true``)
+    fell back: ``"predict.layer_probe: the layer probe fell back (WHY); predicted from: SOURCE"``,
+    naming why (``metrics.predicted.layer_probe.fallback``, or why its times could not be
+    extrapolated) and what the prediction used instead; None when it did not fall back (or did not
+    run)."""
+    predicted = predicted or {}
+    source = str(predicted.get("source") or "")
+    if LAYERS_FELL_BACK not in source:
+        return None
+    why = source.split(LAYERS_FELL_BACK, 1)[1].split(f"; {FELL_BACK}", 1)[0]
+    why = printable(why)[:300]
+    return f"predict.layer_probe: the layer probe fell back ({why}); predicted from: {_used(source)}"
+
+
+def probe_fallback_lines(predicted: dict[str, Any] | None) -> list[str]:
+    """The record warnings of a run's ``metrics.predicted``: one line per step-time probe that fell
+    back (:func:`layer_fallback_line`, then :func:`probe_fallback_line`); empty when none did."""
+    return [line for line in (layer_fallback_line(predicted), probe_fallback_line(predicted)) if line]
 
 
 def _probed(target: pr.Workload, pieces: dict[str, Any] | None) -> tuple[pr.Compute | None, str]:

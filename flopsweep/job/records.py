@@ -84,8 +84,8 @@ def measured(job: JobResult) -> JobResult:
         layer_probe=job.facts.layer_probe,
     )
     metrics["probe_s"] = probe_seconds(job.facts)
-    if line := forecast.probe_fallback_line(metrics["predicted"]):  # the console says it too
-        log.warning("%s", line)
+    # a probe that fell back is a record warning (printed with the others, :func:`_log_result`)
+    job.warnings += forecast.probe_fallback_lines(metrics["predicted"])
     if problem := sanity_problem(cfg, metrics, cfg.device):
         return job.fail("invalid", rec.error("TimingSanity", problem, "measure"))
     job.status, job.metrics = "ok", metrics

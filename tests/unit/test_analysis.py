@@ -969,7 +969,12 @@ def test_cli_markdown_on_the_committed_h200_v1_records(capsys):
 
 def test_cli_no_records_exits_2_with_the_fix(capsys, tmp_path):
     code, _, err = cli(capsys, tmp_path)
-    assert code == 2 and f"no metrics.json under {tmp_path} (0 runs). Fix: name a sweep folder" in err
+    assert (
+        code == 2
+        and f"no metrics.json under {tmp_path} (0 runs; the folder exists, with none in it or below). "
+        "Fix: name a sweep folder"
+        in err
+    )
 
 
 def image_shape(path: Path) -> tuple[int, ...]:

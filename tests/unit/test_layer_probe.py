@@ -295,3 +295,28 @@ def test_a_copy_is_timed_until_its_median_is_steady() -> None:
     noisy = [0.050, 0.062, 0.045, 0.071, 0.052]  # a loaded host
     assert median_error(steady) < STEADY_ERROR < median_error(noisy)
     assert MEASURED_STEPS < MAX_MEASURED_STEPS
+
+
+def test_a_probe_that_fell_back_is_one_record_warning_naming_it(hydra_compose) -> None:
+    """A layer probe that fell back is a record warning (``job.warnings``, printed with the run's
+    others): the probe, why, and what predicted instead; none when the probe was used."""
+    from flopsweep.forecast import layer_fallback_line, probe_fallback_lines
+    from flopsweep.layer_probe import unsteady
+
+    probe = {"layers": [1, 2], "step_s": [0.02, 0.03], "spread": [1.1, 14.9]}
+    probe["fallback"] = unsteady(probe["layers"], probe["step_s"], probe["spread"], 1.5)
+    made = _predicted(hydra_compose, probe)
+    lines = probe_fallback_lines(made)
+    used = made["source"].split("; layer probe fell back: ")[0]
+    assert lines == [
+        f"predict.layer_probe: the layer probe fell back ({probe['fallback']}); predicted from: {used}"
+    ]
+    assert "14.9x its median" in lines[0] and used.startswith("uncalibrated")
+    ok = _predicted(hydra_compose, {"layers": [1, 2], "step_s": [0.02, 0.03], "fallback": None})
+    assert probe_fallback_lines(ok) == [] and layer_fallback_line(None) is None
+    # both probes fell back: one line each, the layer probe's without the compute probe's reason
+    both = {"source": "uncalibrated x; layer probe fell back: OOM; compute probe fell back: too big"}
+    assert probe_fallback_lines(both) == [
+        "predict.layer_probe: the layer probe fell back (OOM); predicted from: uncalibrated x",
+        "predict.probe: the compute probe fell back (too big); predicted from: uncalibrated x",
+    ]

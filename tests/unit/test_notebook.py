@@ -50,7 +50,12 @@ def test_results_parameter_is_relative_to_the_notebook_folder(tmp_path):
     ("args", "code", "message"),
     [
         (["missing"], 2, "missing: no such file, directory or glob match"),
-        (["empty"], 2, "no metrics.json under empty (0 runs). Fix: name a sweep folder"),
+        (
+            ["empty"],
+            2,
+            "no metrics.json under empty (0 runs; the folder exists, with none in it or below). "
+            "Fix: name a sweep folder",
+        ),
         ([str(SWEEP), "--format", "csv"], 2, "it takes none of --format"),
         ([str(SWEEP), "--filter", "backend=fsdp"], 2, "it takes none of --filter"),
     ],

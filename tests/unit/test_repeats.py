@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -166,8 +167,8 @@ def test_rounds_with_and_without_a_probe_are_not_pooled(tmp_path):
     }
     assert got == {
         (False, False): (3, pytest.approx(1100.0), "repeats"),
-        (False, True): (2, pytest.approx(2100.0), "repeats"),
-        (True, False): (2, pytest.approx(3150.0), "repeats"),
+        (False, True): (2, pytest.approx(2 / (1 / 2000 + 1 / 2200)), "repeats"),
+        (True, False): (2, pytest.approx(2 / (1 / 3000 + 1 / 3300)), "repeats"),
     }
     steps = sorted(df["iteration_time_s_mean"])  # each row's step is its own rounds' median
     assert steps[0] < steps[1] < steps[2]
@@ -204,10 +205,51 @@ def test_rounds_tagged_differently_are_not_pooled(tmp_path):
         for _, r in df.iterrows()
     }
     assert got == {
-        "a": (2, pytest.approx(1100.0), "repeats"),
-        "b": (2, pytest.approx(2200.0), "repeats"),
-        "": (2, pytest.approx(3300.0), "repeats"),
+        "a": (2, pytest.approx(2 / (1 / 1000 + 1 / 1200)), "repeats"),
+        "b": (2, pytest.approx(2 / (1 / 2000 + 1 / 2400)), "repeats"),
+        "": (2, pytest.approx(2 / (1 / 3000 + 1 / 3600)), "repeats"),
     }
     shown = compact(df)  # the table tells the rows apart by their tag
     setup = [c for c in shown.columns if c in SETUP_NAMES or c == "tag"]
     assert "tag" in setup and len(shown[setup].astype(str).drop_duplicates()) == 3
+
+
+@pytest.mark.parametrize(
+    ("rates", "step_rate"),
+    [
+        (
+            [2560.0, 256.0],
+            2 / (1 / 2560 + 1 / 256),
+        ),  # the trial: steps 10x apart, a third of the rates' mean
+        ([1000.0, 4000.0, 1500.0], 1500.0),  # odd: the median round's own figures
+    ],
+)
+def test_a_pooled_row_s_rates_follow_from_its_pooled_step(tmp_path, rates, step_rate):
+    """``repeats=2``: the pooled row's tokens/s, TFLOPs and MFU are its own step time's, as in one
+    record (tokens per step / the median of the rounds' mean steps), not the median of the rounds' rates
+    (over two rounds the mean of their rates: 1,408 tokens/s where the pooled step gives 465, as the
+    trial's 1,325 tokens/s beside 512 tokens / 1.177 s = 435); an odd count keeps the median round's."""
+    from helpers import rescaled
+
+    import analysis
+
+    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
+    for n, rate in enumerate(rates):
+        rec = rescaled(base, world=1, tokens_per_device=rate)
+        rec["run"].update(id=f"round-{n}", repeat=n, repeats=len(rates), repeat_group="g1")
+        (tmp_path / str(n)).mkdir()
+        (tmp_path / str(n) / "metrics.json").write_text(json.dumps(rec))
+    df = analysis.load(tmp_path)
+    assert len(df) == 1
+    row, m = df.iloc[0], rec["metrics"]
+    step = row["iteration_time_s_mean"]
+    assert row["repeats"] == len(rates) and step == pytest.approx(
+        statistics.median(m["tokens_per_step"] / r for r in rates)
+    )
+    assert row["tokens_per_s"] == pytest.approx(m["tokens_per_step"] / step) == pytest.approx(step_rate)
+    assert row["tokens_per_s_per_device"] == pytest.approx(step_rate)
+    assert row["model_tflops_per_device"] == pytest.approx(m["model_flops_per_iteration"] / step / 1e12)
+    assert row["hardware_tflops_per_device"] == pytest.approx(m["hardware_flops_per_iteration"] / step / 1e12)
+    assert row["mfu"] == pytest.approx(row["model_tflops_per_device"] / m["peak_tflops"])
+    if len(rates) == 2:  # not the rates' median (their mean): that is what the trial showed
+        assert row["tokens_per_s"] < statistics.median(rates) / 3  # 465 against 1,408
