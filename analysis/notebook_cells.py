@@ -74,8 +74,8 @@ def load_results(
 ) -> Any:
     """:func:`analysis.load` of the notebook's ``RESULTS``, each relative path taken from ``folder`` (the
     notebook's), without changing the working directory; ``run_dir`` is then shown relative to
-    ``folder`` again, as the notebook stores its paths. ``predict``: as ``python -m analysis
-    --predict`` (:func:`analysis.load.fill_predictions`).
+    ``folder`` again, as the notebook stores its paths, and so are the records a ``predicted_source``
+    names. ``predict``: as ``python -m analysis --predict`` (:func:`analysis.load.fill_predictions`).
 
     Raises:
         FileNotFoundError: a path that neither exists nor matches a glob, naming ``folder`` and the
@@ -96,6 +96,10 @@ def load_results(
         raise FileNotFoundError(f"{exc} (from {base}): set RESULTS in the parameters cell") from None
     prefix = os.path.join(base, "")  # each relative path was joined to it: take it off again
     df["run_dir"] = df["run_dir"].map(lambda d: d[len(prefix) :] if str(d).startswith(prefix) else d)
+    if "predicted_source" in df:  # --predict names the records it predicted from by their joined paths
+        df["predicted_source"] = df["predicted_source"].map(
+            lambda s: s.replace(prefix, "") if isinstance(s, str) else s
+        )
     return df
 
 
