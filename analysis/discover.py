@@ -13,6 +13,7 @@ import fnmatch
 import glob
 import logging
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,6 +21,11 @@ from flopsweep.config import cut
 from flopsweep.files import not_a_record
 from flopsweep.record import METRICS_FILE
 from flopsweep.tree import find, folders, unique_files
+
+RECORD_NAME = re.compile(r"metrics(\..+)?\.json", re.IGNORECASE | re.DOTALL)
+"""File names no output takes: a run's record (``metrics.json``) and one set aside by
+``resume=true`` (``metrics.<status>-<run id>.json``), in any case (a case-insensitive file system
+takes ``METRICS.JSON`` for the record)."""
 
 log = logging.getLogger("analysis")
 
@@ -183,7 +189,6 @@ def no_records(prog: str, paths: Iterable[str], summary: str, skipped: int) -> t
     to give instead) or only records skipped as unreadable (exit 1: they are there and bad; the
     warnings before the line say why each). ``summary`` ends the line
     (:func:`analysis.display.summary`: ``0 runs; 1 unreadable record skipped``)."""
-    from analysis.output import RECORD_NAME  # output imports this module
 
     paths = [os.fspath(p) for p in paths]
     where = " ".join(map(display_path, paths))

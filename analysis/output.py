@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from analysis.discover import display_path
+from analysis.discover import RECORD_NAME, display_path
 from flopsweep.files import RecordError, fit_prefix, read_json
 
 __all__ = [
@@ -45,10 +44,6 @@ __all__ = [
     "write_atomic",
 ]
 
-RECORD_NAME = re.compile(r"metrics(\..+)?\.json", re.IGNORECASE | re.DOTALL)
-"""File names no output takes: a run's record (``metrics.json``) and one set aside by
-``resume=true`` (``metrics.<status>-<run id>.json``), in any case (a case-insensitive file system
-takes ``METRICS.JSON`` for the record)."""
 
 FIX = (
     "no output of the analysis replaces a record or a run's own file: name a file outside every run's "

@@ -41,8 +41,8 @@ def _score(name: str, candidate: str) -> float:
 
 def ranked(name: str, candidates, n: int = 3) -> list[str]:
     """Up to ``n`` of ``candidates`` at least :data:`CUTOFF` near ``name`` (:func:`_score`), nearest
-    first (ties in the candidates' order), less :data:`flopsweep.overrides.NEVER_SUGGESTED`."""
-    from flopsweep.overrides import NEVER_SUGGESTED
+    first (ties in the candidates' order), less :data:`flopsweep.override_schema.NEVER_SUGGESTED`."""
+    from flopsweep.override_schema import NEVER_SUGGESTED
 
     unique = [str(c) for c in dict.fromkeys(candidates) if str(c) not in NEVER_SUGGESTED]
     scored = sorted((-_score(name, c), i, c) for i, c in enumerate(unique))
@@ -64,9 +64,9 @@ def _groups() -> list[str]:
 
 def _valid_keys(parsed: list, group: str) -> set[str] | None:
     """The keys of ``group`` (``backend.zero_stage``) that every option the command line picks for it
-    has (else conf/config.yaml's default; :func:`flopsweep.overrides._schemas`); None for a group a
+    has (else conf/config.yaml's default; :func:`flopsweep.override_schema._schemas`); None for a group a
     ``+sweep`` file may pick (its options are not known here)."""
-    from flopsweep.overrides import _keys, _schemas
+    from flopsweep.override_schema import _keys, _schemas
 
     if any(o.key_or_group == "sweep" for o in parsed):
         return None
@@ -79,7 +79,7 @@ def _other_option(parsed: list, key: str) -> str:
     sentence: ``It is a key of backend=deepspeed, not of backend=single: pick backend=deepspeed (or
     zero1, zero2, zero3) to set it``."""
     from flopsweep.options import owners
-    from flopsweep.overrides import _schemas, option_files, option_kind
+    from flopsweep.override_schema import _schemas, option_files, option_kind
 
     group, _, rest = key.partition(".")
     own = owners(group, rest.partition(".")[0])
@@ -106,7 +106,7 @@ def suggestion(key: str, parsed: list | None = None) -> str:
     """The fix of the unknown ``key`` (``did you mean ...?``), one clause ending in a full stop, from
     the keys the command line ``parsed`` (Hydra's parsed overrides) may set."""
     from flopsweep.options import GROUP_BASES
-    from flopsweep.overrides import known_keys
+    from flopsweep.override_schema import known_keys
 
     known = known_keys()
     parsed = parsed or []

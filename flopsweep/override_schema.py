@@ -1,0 +1,159 @@
+"""The schema and the ``conf/`` files a command line's checks read, torch-free: the config directory,
+its option files and their kinds, the structured schemas of :class:`flopsweep.config.RunConfig` and of
+each option, every key they have, and the closest names to a typo (:func:`near_names`).
+:mod:`flopsweep.overrides` (the refusals) and :mod:`flopsweep.near_keys` (the "did you mean") both
+read them; neither imports the other's callers."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import yaml
+
+CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+"""The checkout's Hydra config directory (``conf/``)."""
+
+
+MAX_YAML_BYTES = 1 << 20
+"""The most of an option or sweep file read (the checkout's own files are a few KiB)."""
+
+
+NEVER_SUGGESTED = frozenset({"hydra.searchpath", "hydra.output_subdir", "repeat", "--experimental-rerun"})
+"""Keys and flags that a command line is refused for whatever it gives them, so that no "did you mean"
+(:func:`near_names`) names one: ``hydra.searchpath`` (:func:`flopsweep.flags.searchpath_problem`),
+``hydra.output_subdir`` other than its default null (``run.py``'s ``output_dir_problem``), ``repeat``
+(the sweeper sets each round's from ``repeats=``; the job refuses another), ``--experimental-rerun``
+(:func:`flopsweep.flags.flag_problem`)."""
+
+
+def near_names(name: str, candidates, prefix: str = "", n: int = 3) -> list[str]:
+    """Up to ``n`` of ``candidates`` closest to ``name`` (``difflib.get_close_matches``, cutoff 0.6), each
+    with ``prefix`` before it, less those :data:`NEVER_SUGGESTED` (``hydra.searchpathx`` named
+    ``hydra.searchpath``, itself refused)."""
+    import difflib
+
+    allowed = [str(c) for c in candidates if f"{prefix}{c}" not in NEVER_SUGGESTED]
+    return [f"{prefix}{c}" for c in difflib.get_close_matches(name, allowed, n=n, cutoff=0.6)]
+
+
+def _yaml(path: str) -> dict:
+    """The mapping of a YAML file of ``conf/`` (``yaml.safe_load``: plain values, no objects built);
+    empty for a file that holds something else."""
+    with open(path, encoding="utf-8") as f:
+        node = yaml.safe_load(f.read(MAX_YAML_BYTES))
+    return node if isinstance(node, dict) else {}
+
+
+def option_kind(group: str, option: str) -> str:
+    """The registry key behind a YAML option (``backend/zero3`` -> ``deepspeed``, ``model/gpt-tiny``
+    -> ``gpt2``): its schema node's ``base_<kind>`` (``/schema/<group>/base_<kind>@_here_``), the
+    option it extends, or its ``name``."""
+    path = os.path.join(CONF, group, f"{option}.yaml")
+    if not os.path.exists(path):
+        return option
+    node = _yaml(path)
+    for entry in node.get("defaults") or []:
+        name = entry.partition("@")[0].rpartition("/")[2] if isinstance(entry, str) else ""
+        if name.startswith("base_"):
+            return name.removeprefix("base_")
+        if isinstance(entry, str) and entry != "_self_":
+            return option_kind(group, entry)
+    return str(node.get("name", option))
+
+
+def option_files(group: str) -> list[str]:
+    """The options of ``group``: its YAML files under ``conf/<group>/``, sub-folders too
+    (``batch``: ``auto``, ``auto/max16``, ..., ``fixed``), without ``.yaml``, sorted."""
+    folder = os.path.join(CONF, group)
+    names = []
+    for root, _, files in os.walk(folder, followlinks=False):  # conf/sweep is a link: os.walk enters it
+        rel = os.path.relpath(root, folder)
+        names += [
+            os.path.normpath(os.path.join(rel, f.removesuffix(".yaml"))) for f in files if f.endswith(".yaml")
+        ]
+    return sorted(names)
+
+
+def listed_values(o: object) -> list[str] | None:
+    """The values a parsed override (Hydra's ``Override``) gives, as text: its one value, a choice's or a
+    range's values, a ``glob(...)`` of a config group matched against :func:`option_files`
+    (``precision=glob(fp*)``: ``fp16, fp32, fp8, ...``); None for what cannot be listed here (an
+    ``interval()`` is a sampler's, a ``glob()`` of a key needs Hydra's config loader)."""
+    from hydra.core.override_parser.types import Glob
+
+    if not o.is_sweep_override():
+        return [str(o.value())]
+    value = o.value()
+    if isinstance(value, Glob):
+        group = o.key_or_group
+        return value.filter(option_files(group)) if os.path.isdir(os.path.join(CONF, group)) else None
+    if o.is_choice_sweep() or o.is_range_sweep():
+        return [str(v) for v in o.sweep_string_iterator()]
+    return None
+
+
+@functools.cache
+def _structured(schema: type) -> object:
+    """``OmegaConf.structured(schema)``, read-only, built once per process (about 20 ms for
+    :class:`flopsweep.config.RunConfig`; the checks only read it)."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.structured(schema)
+    OmegaConf.set_readonly(node, True)
+    return node
+
+
+def _schemas(parsed: list, key: str) -> list[tuple[object, str]]:
+    """``(structured schema, whose)`` that ``key`` is looked up in: :class:`flopsweep.config.RunConfig`'s
+    for a key outside the option groups; for a key of a group (``model.n_layer``), the schema of each
+    option the command line picks for it (``model=gpt-tiny``), else conf/config.yaml's default, with
+    that option's name (its YAML value is the example of the fix)."""
+    from flopsweep.config import RunConfig
+    from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
+
+    group = key.split(".")[0]
+    if group not in GROUP_BASES:
+        return [(_structured(RunConfig), "")]
+    picked = [o for o in parsed if o.key_or_group == group and o.package is None and not o.is_delete()]
+    if picked:
+        o = picked[-1]
+        options = listed_values(o) or []
+    else:
+        defaults = _yaml(os.path.join(CONF, "config.yaml")).get("defaults") or []
+        options = [str(d[group]) for d in defaults if isinstance(d, dict) and group in d]
+    out = []
+    for option in options:
+        schema = OPTION_SCHEMAS[group].get(option_kind(group, option), GROUP_BASES[group])
+        out.append((_structured(schema), option))
+    return out
+
+
+def _keys(schema: object, prefix: str = "") -> set[str]:
+    """Every dotted key of a structured schema, sections included (``steps``, ``steps.measure``)."""
+    from omegaconf import OmegaConf
+
+    out: set[str] = set()
+    for name in schema:  # type: ignore[attr-defined]
+        key = f"{prefix}{name}"
+        out.add(key)
+        node = schema._get_node(name)  # type: ignore[attr-defined]
+        if OmegaConf.is_dict(node) and not node._is_none() and not node._is_missing():
+            out |= _keys(node, f"{key}.")
+    return out
+
+
+@functools.cache
+def known_keys() -> frozenset[str]:
+    """Every key a command line may set without ``+``: :class:`flopsweep.config.RunConfig`'s, and
+    each option group's keys in any of its options' schemas (``backend.zero_stage``: DeepSpeed's)."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.config import RunConfig
+    from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
+
+    keys = _keys(OmegaConf.structured(RunConfig))
+    for group, base in GROUP_BASES.items():
+        for schema in {base, *OPTION_SCHEMAS.get(group, {}).values()}:
+            keys |= _keys(OmegaConf.structured(schema), f"{group}.")
+    return frozenset(keys)
