@@ -459,9 +459,9 @@ def main(cfg: DictConfig) -> float:
     try:
         record = run_job(run_cfg, info)
     except RecordExistsError as exc:
-        if hc.mode != RunMode.MULTIRUN:  # one line, not Hydra's "Error executing job" block
+        if hc.mode != RunMode.MULTIRUN:  # one line, not Hydra's "Error executing job" block; refused: 2
             print(f"flopsweep: {exc}", file=sys.stderr)
-            sys.exit(1)
+            sys.exit(2)
         raise RecordRefused(str(exc)) from None
     except NotRecorded as exc:
         if hc.mode != RunMode.MULTIRUN:
@@ -532,9 +532,9 @@ if __name__ == "__main__":
     argv = sys.argv[1:]
     problem = refusal(argv)
     exists = existing_record_problem(argv)
-    if exists and not problem:
+    if exists and not problem:  # a folder refused: exit 2, as every refusal before launch
         print(f"flopsweep: {printable(exists)}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(2)
     if problem:  # the line echoes the command line: a control character in it is shown, not obeyed
         print(f"flopsweep: {printable(problem)}", file=sys.stderr)
         sys.exit(2)
