@@ -459,9 +459,11 @@ def main(cfg: DictConfig) -> float:
     try:
         record = run_job(run_cfg, info)
     except RecordExistsError as exc:
-        if hc.mode != RunMode.MULTIRUN:  # one line, not Hydra's "Error executing job" block; refused: 2
+        if hc.mode != RunMode.MULTIRUN:  # one line, not Hydra's "Error executing job" block
             print(f"flopsweep: {exc}", file=sys.stderr)
-            sys.exit(2)
+            # a record refused (a re-run, another run's record): 2; a folder not writable (run_job raised
+            # it while handling files.RecordUnwritable, its __context__ even `from None`): 1
+            sys.exit(1 if isinstance(exc.__context__, RecordUnwritable) else 2)
         raise RecordRefused(str(exc)) from None
     except NotRecorded as exc:
         if hc.mode != RunMode.MULTIRUN:
