@@ -461,7 +461,9 @@ def main(cfg: DictConfig) -> float:
     except RecordExistsError as exc:
         if hc.mode != RunMode.MULTIRUN:  # one line, not Hydra's "Error executing job" block
             print(f"flopsweep: {exc}", file=sys.stderr)
-            sys.exit(1)
+            # a record refused (a re-run, another run's record): 2; a folder not writable (run_job raised
+            # it while handling files.RecordUnwritable, its __context__ even `from None`): 1
+            sys.exit(1 if isinstance(exc.__context__, RecordUnwritable) else 2)
         raise RecordRefused(str(exc)) from None
     except NotRecorded as exc:
         if hc.mode != RunMode.MULTIRUN:
@@ -532,9 +534,9 @@ if __name__ == "__main__":
     argv = sys.argv[1:]
     problem = refusal(argv)
     exists = existing_record_problem(argv)
-    if exists and not problem:
+    if exists and not problem:  # a folder refused: exit 2, as every refusal before launch
         print(f"flopsweep: {printable(exists)}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(2)
     if problem:  # the line echoes the command line: a control character in it is shown, not obeyed
         print(f"flopsweep: {printable(problem)}", file=sys.stderr)
         sys.exit(2)

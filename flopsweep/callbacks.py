@@ -299,8 +299,16 @@ def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | 
       (named so, :func:`other_sweep_problem`: the sweeper would overwrite its ``multirun.yaml``, and
       it could no longer be resumed) or this sweep's (its jobs would refuse them one by one, after the
       jobs before them ran); the fix names ``resume=true`` or a new ``hydra.sweep.dir``. A folder
-      without records (a plan's, a sweep stopped before its first record) is taken over as before.
+      without records (a plan's, a sweep stopped before its first record) is taken over as before;
+    - a folder inside another sweep's or run's folder, or one holding another sweep's folder below it
+      (:func:`flopsweep.folders.nested_folder_problem`);
+    - with ``resume``, job records that no job of this sweep wrote
+      (:func:`flopsweep.folders.foreign_record_problem`), also without a ``multirun.yaml``.
     """
+    from flopsweep.folders import foreign_record_problem, nested_folder_problem
+
+    if problem := nested_folder_problem("hydra.sweep.dir", Path(sweep_dir), sweep=True):
+        return problem
     top = Path(sweep_dir) / METRICS_FILE
     if _is_file(top):
         return (
@@ -308,7 +316,9 @@ def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | 
             "with it, and its resume would skip it. Fix: choose a new hydra.sweep.dir"
         )
     if resume:
-        return other_sweep_problem(sweep_dir, hydra)
+        return other_sweep_problem(sweep_dir, hydra) or foreign_record_problem(
+            Path(sweep_dir), hydra, _job_records(Path(sweep_dir))
+        )
     records = _job_records(Path(sweep_dir))
     if not records:
         return None
@@ -325,7 +335,12 @@ def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | 
 def run_folder_problem(run_dir: Path) -> str | None:
     """The one-line refusal of a single run into a sweep's folder (``multirun.yaml`` in it, or job
     records one level down, ``R/N/metrics.json``), before anything is written there: its record would be
-    counted among the sweep's jobs (and a resume of the sweep would count it as skipped). Else None."""
+    counted among the sweep's jobs (and a resume of the sweep would count it as skipped); or inside
+    another sweep's or run's folder (:func:`flopsweep.folders.nested_folder_problem`). Else None."""
+    from flopsweep.folders import nested_folder_problem
+
+    if problem := nested_folder_problem("hydra.run.dir", Path(run_dir), sweep=False):
+        return problem
     multirun = Path(run_dir) / MULTIRUN_FILE
     records = _job_records(Path(run_dir))
     if not os.path.lexists(multirun) and not records:
@@ -344,7 +359,8 @@ def _shown(value: Any) -> str:
 
 
 def _lock_or_exit(run_dir: Path, key: str) -> Any:
-    """:func:`lock_sweep_dir`, or the refusal's one line and exit status 1 (Hydra turns a
+    """:func:`lock_sweep_dir`, or the refusal's one line and exit status 1 (2 for a folder refused;
+    Hydra turns a
     callback's exceptions into warnings, so a raise would let the run go on). First, ``run_dir``
     (the value of ``key``, ``hydra.run.dir`` or ``hydra.sweep.dir``, also when a config file set it)
     must be a folder or missing, outside a run's own files
@@ -353,7 +369,7 @@ def _lock_or_exit(run_dir: Path, key: str) -> Any:
 
     if problem := output_folder_problem(key, str(run_dir)):
         print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
-        raise SystemExit(1)
+        raise SystemExit(2)  # a config refused
     try:
         return lock_sweep_dir(run_dir)
     except SweepBusy as exc:
@@ -369,15 +385,15 @@ def _lock_or_exit(run_dir: Path, key: str) -> Any:
         raise SystemExit(1) from None
 
 
-def _refuse(problem: str | None, lock: Any = None) -> None:
-    """Print ``problem`` as flopsweep's one line and exit 1, releasing ``lock`` (its file unlinked), when
-    there is one; else nothing."""
+def _refuse(problem: str | None, lock: Any = None, code: int = 2) -> None:
+    """Print ``problem`` as flopsweep's one line and exit ``code`` (2, a config refused, as every refusal
+    before launch), releasing ``lock`` (its file unlinked), when there is one; else nothing."""
     if problem is None:
         return
     if lock is not None:
         lock.close()
     print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
-    raise SystemExit(1)
+    raise SystemExit(code)
 
 
 MAX_JOB_FOLDERS = 100_000
@@ -474,7 +490,7 @@ class SweepSummary(Callback):
         try:  # flopsweep's Slurm launchers make it when they submit, after their own refusals
             submitit_folder(config.hydra.get("launcher"), make="flopsweep_slurm" not in target)
         except RecordUnwritable as exc:
-            _refuse(f"{exc}. Fix: {exc.fix}", self.lock)
+            _refuse(f"{exc}. Fix: {exc.fix}", self.lock, code=1)  # not writable: no config refused
         if "submitit" in target or "flopsweep_slurm" in target:
             # submitit starts each task as `python -m submitit.core._submit` in the folder the sweep was
             # started from (sbatch exports this environment): never with that folder on its path

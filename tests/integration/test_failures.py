@@ -131,7 +131,7 @@ def test_resume_reruns_exactly_the_failed_jobs(
     refused = run_py(
         "-m", "fault=" + ",".join(["{kind:none}"] * len(FAULTS)), *TWO_RANKS, f"hydra.sweep.dir={sweep_dir}"
     )
-    assert refused.returncode == 1
+    assert refused.returncode == 2  # a folder refused, as every refusal before launch
     assert f"{sweep_dir / '0' / 'metrics.json'} already exists" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert {num: record(sweep_dir / str(num)) for num in before} == before
@@ -474,5 +474,5 @@ def test_refused_rerun_leaves_the_run_directory_untouched(tmp_path: Path) -> Non
     assert first.returncode == 0, first.stderr[-2000:]
     before = {p.name: p.read_text() for p in (tmp_path / ".hydra").iterdir()}
     again = run_py("device=cpu", "seed=3", f"hydra.run.dir={tmp_path}", timeout=120)
-    assert again.returncode == 1 and "refusing to overwrite" in again.stderr
+    assert again.returncode == 2 and "refusing to overwrite" in again.stderr
     assert {p.name: p.read_text() for p in (tmp_path / ".hydra").iterdir()} == before

@@ -23,8 +23,8 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def _refused(proc: subprocess.CompletedProcess) -> str:
-    """The one line of a refused command (exit 1, no traceback, no Hydra warning)."""
-    assert proc.returncode == 1, proc.stderr[-2000:]
+    """The one line of a refused command (exit 2, a config refused; no traceback, no Hydra warning)."""
+    assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "UserWarning" not in proc.stderr, proc.stderr[-2000:]
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("flopsweep: ")]
     return line
@@ -35,7 +35,7 @@ def test_sweeps_and_runs_into_each_others_folders_are_refused_before_writing(tmp
     """Before: a different sweep into a sweep's folder overwrote its ``multirun.yaml`` (that sweep
     could no longer be resumed), a single run into a 2-job sweep's folder was recorded there (the
     analysis saw 3 runs, a resume "3 skipped"), and a 1-job sweep into a single run's folder printed
-    "1 ok, ..., 1 skipped". Now each is one line, exit 1, every file as it was, no lock file left."""
+    "1 ok, ..., 1 skipped". Now each is one line, exit 2, every file as it was, no lock file left."""
     sweep, run = tmp_path / "S", tmp_path / "R"
     first = run_py("-m", "seed=5,6", *ONE_RANK, f"hydra.sweep.dir={sweep}", timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -111,3 +111,34 @@ def test_a_sweep_under_a_read_only_folder_takes_its_lock_inside_its_folder(tmp_p
     assert lines[1].startswith("busy 1 flopsweep: another sweep or run (pid ") and lines[1].endswith(" False")
     assert f"is writing into {top}/run;" in lines[1]
     assert lines[2] == "free 0 ['0', '1', 'multirun.yaml', 'plan.csv']"
+
+
+@pytest.mark.slow
+def test_a_nested_sweep_and_a_resume_onto_a_foreign_record_are_refused_before_writing(tmp_path: Path) -> None:
+    """Session 23's new-user trial: a sweep into ``X/0/sub`` under the sweep ``X`` ran (exit 0, the
+    analysis of ``X`` mixed both), and ``resume=true`` onto another sweep's record in ``Z/0`` (no
+    ``multirun.yaml``) was refused by job 0 only after ``Z/multirun.yaml`` and ``Z/0/run.log`` were written,
+    exit 1. Now both are one line, exit 2, before anything is written."""
+    outer, inner, foreign = tmp_path / "X", tmp_path / "X" / "0" / "sub", tmp_path / "Z"
+    first = run_py("-m", "plan=true", "device=cpu", "seed=1,2", f"hydra.sweep.dir={outer}", timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = _snapshot(outer)
+    nested = _refused(
+        run_py("-m", "plan=true", "device=cpu", "seed=3", f"hydra.sweep.dir={inner}", timeout=300)
+    )
+    assert nested.startswith(f"flopsweep: hydra.sweep.dir={inner} is inside another sweep's or run's folder ")
+    assert nested.endswith(f"Fix: choose a hydra.sweep.dir outside {outer / '0'}")
+    assert _snapshot(outer) == before and not inner.exists()
+
+    (foreign / "0").mkdir(parents=True)
+    record = {"status": "ok", "run": {"overrides": ["model=llama-tiny", "device=cpu"]}}
+    (foreign / "0" / "metrics.json").write_text(json.dumps(record))
+    kept = _snapshot(foreign)
+    resumed = _refused(
+        run_py("-m", "model=gpt-tiny", *ONE_RANK, "resume=true", f"hydra.sweep.dir={foreign}", timeout=300)
+    )
+    assert resumed.startswith(
+        f"flopsweep: hydra.sweep.dir={foreign}: {foreign / '0' / 'metrics.json'} is the "
+    )
+    assert _snapshot(foreign) == kept and sorted(p.name for p in foreign.rglob("*")) == ["0", "metrics.json"]
+    assert sorted(p.name for p in tmp_path.rglob("*flopsweep-lock")) == []

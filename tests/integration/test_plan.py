@@ -54,11 +54,11 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
         "nproc_per_node=1",
         "batch.micro_batch_size=1,0",  # 0: refused, an invalid row
         "plan=true",
-        f"hydra.sweep.dir={tmp_path}",
+        f"hydra.sweep.dir={tmp_path / 'S'}",  # beside the single plan's folder: never one inside the other
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = list(csv.DictReader((tmp_path / "plan.csv").open()))
+    rows = list(csv.DictReader((tmp_path / "S" / "plan.csv").open()))
     assert [r["status"] for r in rows] == ["ok", "invalid", "ok", "invalid"]
     assert [r["fits"] for r in rows] == ["True", "", "False", ""]
     invalid, unfit = proc.stderr.strip().splitlines()[-2:]

@@ -135,7 +135,7 @@ def test_resume_into_another_sweeps_folder_keeps_its_multirun_yaml(tmp_path: Pat
     assert run_py(*first, timeout=300).returncode == 0
     saved = (tmp_path / "multirun.yaml").read_bytes()
     other = run_py(*[a.replace("seed=1,2", "seed=3") for a in first], "resume=true", timeout=300)
-    assert other.returncode == 1, other.stderr[-2000:]
+    assert other.returncode == 2, other.stderr[-2000:]
     line = other.stderr.strip().splitlines()[-1]
     assert line.startswith(f"flopsweep: {tmp_path / 'multirun.yaml'} belongs to another sweep (overrides ")
     assert (

@@ -192,7 +192,7 @@ def test_a_run_into_a_running_sweeps_job_and_a_sweep_over_a_running_run_are_refu
 @pytest.mark.slow
 def test_hydras_own_basic_sweeper_is_refused_before_it_writes_multirun_yaml(tmp_path: Path) -> None:
     """``hydra/sweeper=basic`` (Hydra's own, whose ``multirun.yaml`` is a plain open) with a link
-    planted at ``multirun.yaml``: one line naming the sweeper and the fix, exit 1, nothing made or
+    planted at ``multirun.yaml``: one line naming the sweeper and the fix, exit 2, nothing made or
     written; the default sweeper writes it as a regular file."""
     victim, _ = _victims(tmp_path)
     sweep = tmp_path / "sweep"
@@ -202,7 +202,7 @@ def test_hydras_own_basic_sweeper_is_refused_before_it_writes_multirun_yaml(tmp_
         "-m", "hydra/sweeper=basic", "plan=true", "device=cpu", "seed=1", f"hydra.sweep.dir={sweep}"
     )
     line = done.stderr.strip().splitlines()[-1]
-    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert line.startswith(
         "flopsweep: hydra/sweeper=basic (hydra._internal.core_plugins.basic_sweeper.BasicSweeper)"
     )
@@ -213,7 +213,8 @@ def test_hydras_own_basic_sweeper_is_refused_before_it_writes_multirun_yaml(tmp_
 @pytest.mark.slow
 def test_sweep_and_run_folders_planted_as_links_are_refused_in_one_line(tmp_path: Path) -> None:
     """A sweep whose job folder ``S/0`` is a link to another folder, one whose ``S/1`` is a dangling
-    link, and a single run whose ``hydra.run.dir`` is a link: each ends 1 or 2 with one line naming
+    link, and a single run whose ``hydra.run.dir`` is a link: each ends 2 (a folder refused) with one line
+    naming
     the folder and no traceback; the other folder is byte-identical, nothing is made where the
     dangling link leads."""
     _, victim_dir = _victims(tmp_path)
@@ -225,7 +226,7 @@ def test_sweep_and_run_folders_planted_as_links_are_refused_in_one_line(tmp_path
     run_dir.symlink_to(victim_dir)
     for sweep, job in ((linked, "0"), (dangling, "1")):
         done = run_py("-m", "plan=true", "device=cpu", "seed=1,2", f"hydra.sweep.dir={sweep}", timeout=300)
-        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
         line = done.stderr.strip().splitlines()[-1]
         assert str(sweep / job) in line and "never followed" in line and "Fix: remove" in line, line
     single = run_py("plan=true", "device=cpu", f"hydra.run.dir={run_dir}", timeout=300)

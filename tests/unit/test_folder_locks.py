@@ -166,3 +166,101 @@ def test_the_files_of_an_attempt_without_a_record_are_set_aside(tmp_path: Path) 
     label = names[0].split(".", 1)[1]
     assert label.startswith("unrecorded-") and names[3] == f"traceback_rank1.{label}.txt"
     assert not list(tmp_path.glob("traceback_rank?.txt")) and (tmp_path / "keep.txt").exists()
+
+
+def test_sweeps_and_runs_nested_in_each_others_folders_are_refused(tmp_path: Path) -> None:
+    """Before (session 23's new-user trial), a sweep into ``multirun/x/0/sub`` ran, and the analysis of
+    ``multirun/x`` mixed both sweeps. Now a sweep or run inside a sweep's or run's folder (``multirun.yaml``,
+    a record or ``.hydra/`` above it), and a sweep whose folder holds another sweep's below it, are refused
+    in one line naming the key, the value, the owner and the fix; side-by-side folders are not."""
+    ours = _hydra(["seed=5,6", "device=cpu"])
+    outer = tmp_path / "x"
+    (outer / "0" / ".hydra").mkdir(parents=True)
+    (outer / "multirun.yaml").write_text(yaml.safe_dump({"hydra": ours}))
+    inner = outer / "0" / "sub"
+    for resume in (False, True):
+        assert sweep_folder_problem(inner, ours, resume=resume) == (
+            f"hydra.sweep.dir={inner} is inside another sweep's or run's folder {outer / '0'} "
+            f"({outer / '0' / '.hydra'} is there); its analysis would mix the two. "
+            f"Fix: choose a hydra.sweep.dir outside {outer / '0'}"
+        )
+    deeper = outer / "new" / "deeper"  # no job folder between: the sweep's multirun.yaml names it
+    assert f"folder {outer} ({outer / 'multirun.yaml'} is there)" in sweep_folder_problem(
+        deeper, ours, resume=False
+    )
+    assert run_folder_problem(deeper) == (
+        f"hydra.run.dir={deeper} is inside another sweep's or run's folder {outer} "
+        f"({outer / 'multirun.yaml'} is there); its analysis would mix the two. "
+        f"Fix: choose a hydra.run.dir outside {outer}"
+    )
+    run = tmp_path / "R"
+    run.mkdir()
+    (run / "metrics.json").write_text("{}")
+    assert f"inside another sweep's or run's folder {run} ({run / 'metrics.json'}" in run_folder_problem(
+        run / "r2"
+    )
+
+    # the reverse: a sweep whose folder already holds another sweep's folder, two levels down
+    (inner).mkdir()
+    (inner / "multirun.yaml").write_text(yaml.safe_dump({"hydra": ours}))
+    top = tmp_path / "top"
+    (top / "a" / "b").mkdir(parents=True)
+    (top / "a" / "b" / "multirun.yaml").write_text(yaml.safe_dump({"hydra": ours}))
+    assert sweep_folder_problem(top, ours, resume=False) == (
+        f"hydra.sweep.dir={top} holds another sweep's folder {top / 'a' / 'b'} "
+        f"({top / 'a' / 'b' / 'multirun.yaml'} is there); its analysis would mix the two. "
+        "Fix: choose a new hydra.sweep.dir, one that holds no other sweep's folder"
+    )
+    # the outer sweep itself (its own jobs' .hydra/ and records below it) and a sibling are not refused
+    (outer / "1").mkdir()
+    (outer / "1" / "metrics.json").write_text(
+        json.dumps({"status": "ok", "run": {"overrides": ["seed=6", "device=cpu"]}})
+    )
+    (inner / "multirun.yaml").unlink()
+    assert sweep_folder_problem(outer, ours, resume=True) is None
+    assert sweep_folder_problem(tmp_path / "y", ours, resume=False) is None
+    assert run_folder_problem(tmp_path / "y") is None
+
+
+def test_resume_onto_a_foreign_record_is_refused_at_the_start(tmp_path: Path) -> None:
+    """Before, ``resume=true`` into a folder with another sweep's record in ``S/0`` and no ``multirun.yaml``
+    was refused only by job 0, after the sweeper had written ``S/multirun.yaml`` and ``S/0/run.log``: the
+    folder then claimed to be the refused sweep's. Now the sweep's jobs are expanded (command line and
+    ``hydra.sweeper.params``) and a record that is none of them is refused before anything is written."""
+    sweep = tmp_path / "z"
+    (sweep / "0").mkdir(parents=True)
+    record = {"status": "ok", "run": {"overrides": ["model=llama-tiny", "device=cpu", "steps.measure=1"]}}
+    (sweep / "0" / "metrics.json").write_text(json.dumps(record))
+    ours = _hydra(["model=gpt-tiny", "device=cpu", "steps.measure=1", "resume=true"])
+    assert sweep_folder_problem(sweep, ours, resume=True) == (
+        f"hydra.sweep.dir={sweep}: {sweep / '0' / 'metrics.json'} is the record of another sweep or run "
+        "(device=cpu model=llama-tiny steps.measure=1), no job of this sweep; resume=true continues only the "
+        "sweep that wrote it. Fix: choose a new hydra.sweep.dir"
+    )
+    assert sorted(p.name for p in sweep.rglob("*")) == ["0", "metrics.json"]  # nothing written
+    # this sweep's own record (any job of it, from the command line or hydra.sweeper.params) is resumed
+    assert (
+        sweep_folder_problem(
+            sweep, _hydra(["model=gpt-tiny,llama-tiny", "device=cpu", "steps.measure=1"]), resume=True
+        )
+        is None
+    )
+    params = _hydra(["device=cpu", "steps.measure=1"])
+    params["sweeper"]["params"] = {"model": "llama-tiny,gpt-tiny"}
+    assert sweep_folder_problem(sweep, params, resume=True) is None
+    params["overrides"]["task"] = [
+        "device=cpu",
+        "steps.measure=1.0",
+    ]  # a float: no job of it wrote an int's record
+    assert "is the record of another sweep or run" in sweep_folder_problem(sweep, params, resume=True)
+    # its rounds (repeat=N), run controls and hydra.* in the record are no part of a job's identity
+    record["run"]["overrides"] += ["repeat=1", "resume=true", "hydra.run.dir=x"]
+    (sweep / "0" / "metrics.json").write_text(json.dumps(record))
+    assert (
+        sweep_folder_problem(
+            sweep, _hydra(["model=llama-tiny", "device=cpu", "steps.measure=1"]), resume=True
+        )
+        is None
+    )
+    # an Optuna study's jobs cannot be told here: each job still refuses a foreign record itself
+    assert sweep_folder_problem(sweep, {**ours, "sweeper": {"n_trials": 4}}, resume=True) is None
