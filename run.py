@@ -181,7 +181,8 @@ def output_dir_problem(overrides: list[str]) -> str | None:
     an empty ``hydra.run.dir`` (the current directory, often the repository), a
     ``hydra.sweep.subdir`` that leaves the sweep directory (``../x``, an absolute path) or enters a run's
     own files, a ``hydra.run.dir`` or ``hydra.sweep.dir`` that is a symbolic link, a FIFO or a file
-    (never followed) or lies inside a run's own files
+    (never followed), passes through another user's link (:func:`flopsweep.files.foreign_link`) or lies
+    inside a run's own files
     (:func:`flopsweep.hydrafiles.output_folder_problem`), or a
     ``hydra.output_subdir`` (Hydra's own ``.hydra/`` writes follow links: :mod:`flopsweep.hydrafiles`)."""
     for override in overrides:
@@ -403,7 +404,7 @@ def existing_record_problem(overrides: list[str]) -> str | None:
         return None
     run_dir = values.get("hydra.run.dir", "").strip().strip("'\"")
     if run_dir and "${" not in run_dir and os.path.lexists(os.path.join(run_dir, "metrics.json")):
-        from flopsweep.files import exists_message, record_path_problem
+        from flopsweep.record import exists_message, record_path_problem
 
         path = os.path.join(run_dir, "metrics.json")
         return record_path_problem(path) or exists_message(path)  # a link: no advice to resume

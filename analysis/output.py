@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from analysis.discover import RECORD_NAME, display_path
-from flopsweep.files import RecordError, fit_prefix, read_json
+from flopsweep.files import RecordError, fit_prefix, foreign_link_refusal, read_json
 
 __all__ = [
     "OutputError",
@@ -195,7 +195,8 @@ def check_output(
     output: str | Path, records: Iterable[str | Path], option: str, *, folder: bool = False
 ) -> None:
     """Refuse ``output`` when writing it would replace a record: one of ``records`` (being read,
-    :func:`check_not_a_record`) or any other (:func:`record_problem`). ``folder``: ``output`` is a
+    :func:`check_not_a_record`) or any other (:func:`record_problem`), or when its path goes through
+    another user's symbolic link (:func:`flopsweep.files.foreign_link`). ``folder``: ``output`` is a
     file the option writes into the folder it names (``--plot DIR``), so the fix names a folder.
 
     Raises:
@@ -203,6 +204,8 @@ def check_output(
             output of the analysis replaces a record: name another file (e.g. report.md)``.
     """
     check_not_a_record(output, records, option, folder=folder)
+    if foreign := foreign_link_refusal(output, f"{option} {display_path(output)}"):
+        raise OutputError(f"{foreign.line}. Fix: {foreign.fix}")
     if why := record_problem(output):
         raise OutputError(f"{option} {display_path(output)} {why}: {fix_for(option, folder=folder)}")
 

@@ -363,7 +363,7 @@ def _lock_or_exit(run_dir: Path, key: str) -> Any:
     Hydra turns a
     callback's exceptions into warnings, so a raise would let the run go on). First, ``run_dir``
     (the value of ``key``, ``hydra.run.dir`` or ``hydra.sweep.dir``, also when a config file set it)
-    must be a folder or missing, outside a run's own files
+    must be a folder or missing, outside a run's own files, with no other user's link on its path
     (:func:`flopsweep.hydrafiles.output_folder_problem`)."""
     from flopsweep.hydrafiles import output_folder_problem
 

@@ -45,6 +45,7 @@ import os
 import socket
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -451,15 +452,23 @@ def probe_key(cfg: RunConfig, device: Any) -> dict[str, Any]:
 
 
 def cache_folder(device: Any) -> Path | None:
-    """Where probes are kept (:data:`CACHE_ENV`); None: not kept."""
+    """Where probes are kept (:data:`CACHE_ENV`); None: not kept, also when another user's symbolic link
+    is on its path (:func:`flopsweep.files.foreign_link`: a probe read there could be anyone's; one
+    warning says so)."""
+    from flopsweep.files import foreign_link_refusal
+
     value = os.environ.get(CACHE_ENV)
     if value == "off" or (value is None and torch.device(device).type != "cuda"):
         return None
-    return (
+    folder = (
         Path(value)
         if value
         else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flopsweep" / "probes"
     )
+    if foreign := foreign_link_refusal(folder, f"{CACHE_ENV} {folder}"):
+        warnings.warn(f"{foreign.line}; no probe is kept or read there. Fix: {foreign.fix}", stacklevel=2)
+        return None
+    return folder
 
 
 def cached_probe(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) -> dict[str, Any]:

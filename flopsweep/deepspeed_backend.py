@@ -24,6 +24,7 @@ from torch import nn
 from flopsweep import jit_ops
 from flopsweep.config import RunConfig
 from flopsweep.deepspeed_config import run_deepspeed_config
+from flopsweep.files import foreign_link_refusal
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.parallelize import DataParallel, make_model, parallelize
@@ -132,7 +133,11 @@ def extensions_dir(environ: Mapping[str, str] = os.environ) -> str:
     ``$XDG_CACHE_HOME`` (``~/.cache``), keyed on Python, torch, DeepSpeed and the environment's
     prefix. torch's default (``~/.cache/torch_extensions/py311_cpu``) is shared by every environment
     of the machine: two of them with other torch or DeepSpeed versions rebuild each other's ops
-    on every run (minutes each). Created private (0700)."""
+    on every run (minutes each). Created private (0700).
+
+    Raises:
+        RecordUnwritable: another user's symbolic link on that path (:func:`flopsweep.files.foreign_link`).
+    """
     if environ.get("TORCH_EXTENSIONS_DIR"):
         return environ["TORCH_EXTENSIONS_DIR"]
     from importlib.metadata import version
@@ -143,5 +148,7 @@ def extensions_dir(environ: Mapping[str, str] = os.environ) -> str:
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     path = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flopsweep" / "torch_extensions"
     path = path / f"{name}-{digest}"
+    if foreign := foreign_link_refusal(path):  # ops built and loaded there run as this user's code
+        raise foreign
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return str(path)

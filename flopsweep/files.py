@@ -21,9 +21,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from flopsweep.record import METRICS_FILE
+from flopsweep.record import METRICS_FILE, exists_message
 from flopsweep.signals import signals_deferred
-from flopsweep.text import format_bytes
+from flopsweep.text import LongNumber, format_bytes, parse_int, reject_constant
 
 MAX_RECORD_BYTES = 16 * 2**20
 """Records larger than this are not read (a real one is a few KiB)."""
@@ -245,6 +245,63 @@ def replace_text(path: Path, text: str) -> None:
             _discard(tmp)
 
 
+def foreign_link(path: str | os.PathLike[str]) -> tuple[Path, int] | None:
+    """The first symbolic link on ``path`` another user could have planted (a shared ``/tmp``) and its
+    owner's uid: one owned (``os.lstat``'s ``st_uid``, the link's own) by neither this user (effective
+    uid) nor root; else None. Each existing component (``~`` expanded, a relative path read from
+    ``os.getcwd()``, ``..`` not folded away) gets one ``os.lstat``, from the root down as the kernel
+    resolves it (a missing one is a folder to be made, whose ``..`` leads back): at most one call per
+    component, no folder listed, the walk stopped at a component not searchable. Below this user's or
+    root's link (``outputs -> /scratch/me/outputs``, macOS's ``/tmp``) it goes on; that link's target is
+    its owner's choice.
+
+    The rule (docs/reliability-3.md): another user's link anywhere on an output folder's path is
+    refused (:func:`foreign_link_refusal`); this user's or root's in the middle is followed (the usual
+    HPC scratch layout); a link as the last part is refused whoever owns it (:func:`own_folder`).
+    """
+    text = os.path.expanduser(os.fspath(path))
+    try:
+        full = Path(text if os.path.isabs(text) else os.path.join(os.getcwd(), text))
+    except OSError:  # the current folder was removed: nothing relative to it can be made
+        return None
+    here, trusted, unmade = full.anchor, (os.geteuid(), 0), 0
+    for part in full.parts[1:]:
+        here = os.path.dirname(here) if part == ".." and unmade else os.path.join(here, part)
+        unmade += (-1 if part == ".." else 1) if unmade else 0  # folders still to make: ``..`` undoes one
+        if unmade:
+            continue
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:  # made as a real folder, whose ``..`` leads back here
+            unmade = 1
+        except (OSError, ValueError):  # under a file, not searchable, a NUL: nothing below is reached
+            return None
+        else:
+            if stat.S_ISLNK(st.st_mode) and st.st_uid not in trusted:
+                return Path(here), st.st_uid
+    return None
+
+
+def foreign_link_refusal(path: str | os.PathLike[str], shown: str = "") -> RecordUnwritable | None:
+    """The refusal of ``path`` for :func:`foreign_link`'s link, or None: ``line`` ``SHOWN: /tmp/x/link is a
+    symbolic link of another user (uid 65534, nobody); never followed ...`` (``shown``: the path unless
+    given), ``fix`` choose another folder or have the link removed."""
+    if (found := foreign_link(path)) is None:
+        return None
+    link, uid = found
+    owner = f"uid {uid}"
+    with contextlib.suppress(ImportError, KeyError):
+        import pwd
+
+        owner += f", {pwd.getpwuid(uid).pw_name}"
+    return RecordUnwritable.in_the_way(
+        Path(path),
+        f"{shown or path}: {link} is a symbolic link of another user ({owner}); never followed: what is "
+        "written there would go where that user points it",
+        f"choose another folder (one no other user's link leads through), or have {link} removed",
+    )
+
+
 def own_folder(path: Path, *, fresh: bool = False) -> Path:
     """``path`` as a real folder of this run: made when missing (mode 0700 when ``fresh``), kept when
     it is a folder already, its contents removed first when ``fresh``. A symbolic link (to a folder
@@ -256,6 +313,8 @@ def own_folder(path: Path, *, fresh: bool = False) -> Path:
         RecordUnwritable: one line naming ``path`` and what it is, or the OS error.
     """
     path = Path(path)
+    if problem := foreign_link_refusal(path.parent):  # the last part: refused (``fresh``: removed) below
+        raise problem
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -293,6 +352,8 @@ def job_folder(path: Path) -> Path:
         RecordUnwritable: one line naming ``path`` and what it is, or the OS error.
     """
     path = Path(path)
+    if problem := foreign_link_refusal(path):  # before a parent is made through it
+        raise problem
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -313,6 +374,8 @@ def private_folder(path: Path) -> Path:
             a folder of another user, holds a link, a FIFO or another user's file, or cannot be made.
     """
     path = Path(path)
+    if problem := foreign_link_refusal(path):
+        raise problem
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -410,38 +473,6 @@ def _test_pause(tmp: Path, path: Path) -> None:
         time.sleep(float(seconds))
         with contextlib.suppress(OSError):  # a test may have made the directory read-only meanwhile
             Path(f"{tmp}.paused").unlink(missing_ok=True)
-
-
-def record_path_problem(path: Path) -> str | None:
-    """Why a run must not start that would write its record to ``path``, or None (absent, or a
-    regular file).
-
-    Links are never records where the sweep writes: ``metrics.json`` as a symbolic link (dangling,
-    looping or to a file) or a FIFO, a device, a socket or a directory is refused, checked with
-    ``lstat`` before the run (the finished record could not take its name, and the measurement
-    would be lost). The analysis skips such paths with a reason.
-    """
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"{path} cannot be checked ({exc.strerror}); fix its directory or choose another one"
-    if stat.S_ISREG(st.st_mode):
-        return None
-    what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-    return (
-        f"{path} is {what}, not a run record: the run's record could not take its place. "
-        "Fix: remove or rename it, then run again (or choose a new hydra.sweep.dir / hydra.run.dir)"
-    )
-
-
-def exists_message(path: Path) -> str:
-    """The refusal to overwrite ``path``, naming it and the two ways out."""
-    return (
-        f"{path} already exists; refusing to overwrite a run record. Use a new output directory "
-        "(hydra.run.dir / hydra.sweep.dir), or resume=true to keep ok records and re-run the rest."
-    )
 
 
 def _link_no_clobber(tmp: Path, path: Path) -> None:
@@ -553,8 +584,8 @@ def read_json(path: Path) -> dict[str, Any]:
     if not text.strip():
         raise RecordError("empty file")
     try:
-        record = json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
-    except _LongNumber as exc:
+        record = json.loads(text, parse_constant=reject_constant, parse_int=parse_int)
+    except LongNumber as exc:
         raise RecordError(str(exc)) from None
     except RecursionError:
         raise RecordError("JSON nested too deep") from None
@@ -565,26 +596,3 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise RecordError(f"top level is a JSON {type(record).__name__}, not an object")
     return record
-
-
-class _LongNumber(ValueError):
-    """A whole number longer than :data:`MAX_INT_DIGITS` digits in a record."""
-
-
-MAX_INT_DIGITS = 1000
-"""The longest whole number a record may hold (digits, sign included): a count of FLOPs or bytes
-has at most 30; Python itself refuses to read one of over 4,300 digits (``sys.int_info``)."""
-
-
-def _parse_int(text: str) -> int:
-    """``int(text)`` for :func:`json.loads`, or :class:`_LongNumber` (one line naming the length)
-    for a number longer than :data:`MAX_INT_DIGITS` (not Python's advice to raise its limit)."""
-    if len(text) > MAX_INT_DIGITS:
-        raise _LongNumber(
-            f"a whole number of {len(text):,} digits (a record holds none over {MAX_INT_DIGITS})"
-        )
-    return int(text)
-
-
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not strict JSON")

@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from flopsweep.files import RecordUnwritable, own_folder, private_folder, replace_text
+from flopsweep.files import RecordUnwritable, foreign_link_refusal, own_folder, private_folder, replace_text
 
 HYDRA_DIR = ".hydra"
 """The job's folder of Hydra files (Hydra's default ``hydra.output_subdir``)."""
@@ -68,7 +68,10 @@ def output_folder_problem(key: str, value: str) -> str | None:
       looping: never followed, the records and Hydra's files would go where it leads), a FIFO, a
       file, a socket, a device;
     - a path inside a run's own files (:data:`RUN_FILES_FOLDERS`), as written or once its links are
-      resolved (``R/.hydra``, ``S/0/.flopsweep/x``, ``S/.submitit/1``).
+      resolved (``R/.hydra``, ``S/0/.flopsweep/x``, ``S/.submitit/1``);
+    - a path through another user's symbolic link, in any part (``/tmp/x/link/sub``, ``outputs/`` a
+      link planted by another user: :func:`flopsweep.files.foreign_link`); a link of this user's or
+      root's in the middle (``outputs -> /scratch/me/outputs``) is followed.
 
     The value is taken as Hydra takes it: relative to the current directory, ``.`` and ``..`` and a
     trailing ``/`` as ``os.path.normpath`` reads them.
@@ -89,6 +92,8 @@ def output_folder_problem(key: str, value: str) -> str | None:
             f"or written through (the records, the log and Hydra's files would go there). "
             f"Fix: {f'remove {path} if it is yours, or ' if yours else ''}choose another directory."
         )
+    if foreign := foreign_link_refusal(value, f"Invalid config: {key}={value}"):  # ``..`` kept, as the kernel
+        return f"{foreign.line}. Fix: {foreign.fix}."
     parts = Path(path).parts + Path(os.path.realpath(path)).parts
     if inside := next((part for part in parts if part in RUN_FILES_FOLDERS), None):
         return (
@@ -290,8 +295,9 @@ class JobLogHandler(logging.FileHandler):
     (``O_NOFOLLOW | O_NONBLOCK``). Whatever is at the path and is not a regular file of one link (a
     symbolic link, a FIFO, a device, a file hard-linked elsewhere) is first replaced by an empty file
     (:func:`flopsweep.files.replace_text`), never opened. When even that fails (a folder there), or
-    the job's folder is itself a link (the job refuses it: :func:`flopsweep.files.job_folder`), the
-    log goes to the console only, after one line on stderr saying so.
+    the job's folder is itself a link or lies below another user's link
+    (:func:`flopsweep.files.foreign_link`; the job refuses both: :func:`flopsweep.files.job_folder`),
+    the log goes to the console only, after one line on stderr saying so.
     """
 
     def _open(self) -> Any:
@@ -300,6 +306,8 @@ class JobLogHandler(logging.FileHandler):
         try:
             if os.path.islink(path.parent):
                 raise OSError(f"{path.parent} is a symbolic link, not a folder of this job; never followed")
+            if foreign := foreign_link_refusal(path.parent):  # another user's link above the job's folder
+                raise foreign
             if not _plain_file(path):
                 replace_text(path, "")
             fd = os.open(path, flags, 0o666)

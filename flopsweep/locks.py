@@ -119,12 +119,17 @@ def lock_sweep_dir(sweep_dir: Path) -> HeldLock:
     holder's pid comes from ``/proc/locks``. A refused call leaves no lock file it made.
 
     Raises:
-        SweepBusy: naming the directory and the process that holds it, or why the lock file
-            there cannot be used (a symbolic link or not a regular file: remove it), or that no lock
+        SweepBusy: naming the directory and the process that holds it, or another user's symbolic link
+            on its path (:func:`flopsweep.files.foreign_link`), or why the lock file there cannot be used
+            (a symbolic link or not a regular file: remove it), or that no lock
             file can be made (neither beside the directory nor inside it), with the fix.
     """
     import fcntl
 
+    from flopsweep.files import foreign_link_refusal
+
+    if foreign := foreign_link_refusal(sweep_dir):  # the lock beside it would be made through that link
+        raise SweepBusy(f"{foreign.line}. Fix: {foreign.fix}")
     _refuse_nested(sweep_dir, None)  # before anything is made
     for _ in range(MAX_TRIES):
         fd, path = _open_lock(sweep_dir)

@@ -17,7 +17,10 @@ Writing and reading the file is :mod:`flopsweep.files` (:func:`~flopsweep.files.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from flopsweep.wire import ErrorInfo
@@ -443,3 +446,35 @@ def strict(value: Any, path: str = "", flagged: list[str] | None = None) -> Any:
     if isinstance(value, list | tuple):
         return [strict(v, f"{path}[{i}]", flagged) for i, v in enumerate(value)]
     return value
+
+
+def record_path_problem(path: Path) -> str | None:
+    """Why a run must not start that would write its record to ``path``, or None (absent, or a
+    regular file).
+
+    Links are never records where the sweep writes: ``metrics.json`` as a symbolic link (dangling,
+    looping or to a file) or a FIFO, a device, a socket or a directory is refused, checked with
+    ``lstat`` before the run (the finished record could not take its name, and the measurement
+    would be lost). The analysis skips such paths with a reason.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path} cannot be checked ({exc.strerror}); fix its directory or choose another one"
+    if stat.S_ISREG(st.st_mode):
+        return None
+    what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+    return (
+        f"{path} is {what}, not a run record: the run's record could not take its place. "
+        "Fix: remove or rename it, then run again (or choose a new hydra.sweep.dir / hydra.run.dir)"
+    )
+
+
+def exists_message(path: Path) -> str:
+    """The refusal to overwrite ``path``, naming it and the two ways out."""
+    return (
+        f"{path} already exists; refusing to overwrite a run record. Use a new output directory "
+        "(hydra.run.dir / hydra.sweep.dir), or resume=true to keep ok records and re-run the rest."
+    )

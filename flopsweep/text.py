@@ -7,6 +7,8 @@ figures (``0.0123``) the same way, and so that every CSV the project writes (``p
 ``plan.csv``, ``python -m analysis --format csv``) defuses spreadsheet formulas the same way
 (:func:`csv_cell`). :class:`OneLineParser` is the argparse parser of every command line
 (``python -m analysis``, ``benchmarks/*.py``): a refused option is one line, not the usage block.
+:func:`parse_int` and :func:`reject_constant` are the strict-JSON guards of
+:func:`flopsweep.files.read_json` (a number too long to read, ``NaN``), each a one-line reason.
 """
 
 from __future__ import annotations
@@ -155,3 +157,28 @@ def say(line: str, stream: Any = None) -> None:
             os.close(devnull)
         except (OSError, ValueError, AttributeError):
             pass  # a stream without a descriptor: nothing more to write to
+
+
+class LongNumber(ValueError):
+    """A whole number longer than :data:`MAX_INT_DIGITS` digits in a record."""
+
+
+MAX_INT_DIGITS = 1000
+"""The longest whole number a record may hold (digits, sign included): a count of FLOPs or bytes
+has at most 30; Python itself refuses to read one of over 4,300 digits (``sys.int_info``)."""
+
+
+def parse_int(text: str) -> int:
+    """``int(text)`` for :func:`json.loads`, or :class:`LongNumber` (one line naming the length)
+    for a number longer than :data:`MAX_INT_DIGITS` (not Python's advice to raise its limit)."""
+    if len(text) > MAX_INT_DIGITS:
+        raise LongNumber(
+            f"a whole number of {len(text):,} digits (a record holds none over {MAX_INT_DIGITS})"
+        )
+    return int(text)
+
+
+def reject_constant(name: str) -> None:
+    """``parse_constant`` for :func:`json.loads`: ``NaN``, ``Infinity``, ``-Infinity`` are not strict JSON
+    (``ValueError``)."""
+    raise ValueError(f"{name} is not strict JSON")

@@ -38,10 +38,8 @@ from flopsweep.files import (
     NotRecorded,
     RecordExistsError,
     RecordUnwritable,
-    exists_message,
     file_kind,
     job_folder,
-    record_path_problem,
 )
 from flopsweep.hydrafiles import write_hydra_files
 from flopsweep.job.dryrun import plan_job
@@ -94,7 +92,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             FIFO or file (:func:`flopsweep.files.job_folder`: never followed), or already holds a
             ``metrics.json`` and ``cfg.resume`` is false; when ``metrics.json`` there is a
             symbolic link (dangling, looping or not) or cannot be examined
-            (:func:`flopsweep.files.record_path_problem`: the record could not take its place);
+            (:func:`flopsweep.record.record_path_problem`: the record could not take its place);
             and, with ``cfg.resume``, when it is the record of another sweep's job
             (:func:`~flopsweep.job.resume.other_run_problem`).
         KeyboardInterrupt, Terminated: after recording the interrupted run as an error.
@@ -137,12 +135,12 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 def refuse_existing(path: Path, cfg: RunConfig, info: JobInfo) -> str | None:
     """Refuse, before anything runs, a ``metrics.json`` that must not be replaced (see
     :func:`run_job`'s ``RecordExistsError``); return the problem of one that is no regular file
-    (:func:`flopsweep.files.record_path_problem`), which :func:`special_file` records."""
-    problem = record_path_problem(path) if writes_record() else None
+    (:func:`flopsweep.record.record_path_problem`), which :func:`special_file` records."""
+    problem = rec.record_path_problem(path) if writes_record() else None
     if problem and (os.path.islink(path) or not os.path.lexists(path)):
         raise RecordExistsError(problem)  # a link (or no lstat): refused before anything runs, nothing moved
     if path.exists() and not cfg.resume and writes_record() and not problem:
-        raise RecordExistsError(exists_message(path))
+        raise RecordExistsError(rec.exists_message(path))
     if cfg.resume and writes_record() and (other := other_run_problem(path, info.overrides)):
         raise RecordExistsError(other)
     return problem

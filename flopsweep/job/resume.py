@@ -19,7 +19,7 @@ from typing import Any
 from flopsweep import identity
 from flopsweep import record as rec
 from flopsweep.config import RunConfig
-from flopsweep.files import RecordError, RecordExistsError, exists_message, read_json
+from flopsweep.files import RecordError, RecordExistsError, read_json
 from flopsweep.identity import defining_overrides, same_overrides
 from flopsweep.text import printable
 
@@ -83,7 +83,7 @@ def set_aside(path: Path) -> Path | None:
         label = f"unreadable-{uuid.uuid4().hex[:12]}"
     aside = path.with_name(f"metrics.{label}.json")
     if aside.exists():
-        raise RecordExistsError(exists_message(aside))
+        raise RecordExistsError(rec.exists_message(aside))
     os.rename(path, aside)
     _files_aside(path.parent, label)
     log.warning("moved the previous record aside: %s", aside)

@@ -20,8 +20,8 @@ from typing import Any
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from flopsweep.files import RecordUnwritable
-from flopsweep.hydrafiles import write_multirun
+from flopsweep.files import RecordUnwritable, foreign_link_refusal
+from flopsweep.hydrafiles import sweep_dir, write_multirun
 
 REPEAT_KEY = "repeat"
 """The config key of a job's round (:attr:`flopsweep.config.RunConfig.repeat`)."""
@@ -58,7 +58,9 @@ class RepeatingSweeper(BasicSweeper):
         :func:`flopsweep.hydrafiles.write_multirun` (a new file renamed into place: a link or FIFO
         planted there is replaced, never written through or opened); one that cannot be written
         stops the sweep with one line, exit 1, before any job. A job folder Hydra cannot make (a
-        dangling link or a file planted at its name) stops it with one line too (:func:`job_folder_line`)."""
+        dangling link or a file planted at its name) stops it with one line too (:func:`job_folder_line`),
+        and so does another user's link on the sweep folder's path before each batch
+        (:func:`flopsweep.files.foreign_link`: Hydra makes the job folders with a plain ``mkdir``)."""
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         params_conf = self._parse_config() + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
@@ -72,6 +74,9 @@ class RepeatingSweeper(BasicSweeper):
         while not self.is_done():
             batch = self.get_job_batch()
             self.validate_batch_is_legal(batch)  # composition errors before any job of the batch
+            if foreign := foreign_link_refusal(sweep_dir(self.config)):  # planted since the sweep started:
+                print(f"flopsweep: {foreign.line}. Fix: {foreign.fix}", file=sys.stderr, flush=True)
+                raise SystemExit(1)  # before Hydra's mkdir of the batch's job folders through it
             try:
                 results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
             except (FileExistsError, NotADirectoryError) as exc:  # Hydra's mkdir of a job's folder
