@@ -126,8 +126,10 @@ RELEASED = "every_module"
 before the next was built, so that a record tells whether its run held the copies' ZeRO-3 states
 beside it (``benchmarks/memory_estimate.py``). ``every_module``: :func:`flopsweep.trainers.release_engine`
 took every module of the engine out of DeepSpeed's ``FWD_MODULE_STACK`` (not only the root: a block
-recomputed in backward leaves its submodules there) and cleared the coordinator's ``lru_cache``; a record
-without the key predates it (dated by its start instead). Change the value when the release changes."""
+recomputed in backward leaves its submodules there) and cleared the coordinator's ``lru_cache``. Not
+written under another backend or when a copy ran out of memory (the fallback keeps only why); a
+DeepSpeed record without it predates the key (``memory_estimate`` dates it by its start instead).
+Change the value when the release changes."""
 
 
 SPAN = 4
