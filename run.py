@@ -32,7 +32,13 @@ from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
 from flopsweep.cli import COMMAND, ClosedPipeGuard, help_section
 from flopsweep.config import ConfigError
-from flopsweep.files import NotRecorded, RecordExistsError, RecordUnwritable, check_writable
+from flopsweep.files import (
+    JobFolderUnwritable,
+    NotRecorded,
+    RecordExistsError,
+    RecordUnwritable,
+    check_writable,
+)
 from flopsweep.flags import (
     expand_flag_prefixes,
     flag_problem,
@@ -462,9 +468,8 @@ def main(cfg: DictConfig) -> float:
     except RecordExistsError as exc:
         if hc.mode != RunMode.MULTIRUN:  # one line, not Hydra's "Error executing job" block
             print(f"flopsweep: {exc}", file=sys.stderr)
-            # a record refused (a re-run, another run's record): 2; a folder not writable (run_job raised
-            # it while handling files.RecordUnwritable, its __context__ even `from None`): 1
-            sys.exit(1 if isinstance(exc.__context__, RecordUnwritable) else 2)
+            # a record refused (a re-run, another run's record): 2; its folder or .hydra/ not writable: 1
+            sys.exit(1 if isinstance(exc, JobFolderUnwritable) else 2)
         raise RecordRefused(str(exc)) from None
     except NotRecorded as exc:
         if hc.mode != RunMode.MULTIRUN:

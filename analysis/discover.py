@@ -43,6 +43,32 @@ def display_path(path: str | Path) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
+def from_folder(paths: Iterable[str | Path], start: str | Path) -> list[str]:
+    """``paths`` as looked up from the folder ``start`` without changing the working directory: a
+    relative path (or glob) joined to ``start`` made absolute (:func:`os.path.abspath`; in a glob, its
+    ``*?[`` taken literally), an absolute one kept. :func:`named_from` names what is found under them."""
+    base = os.path.abspath(start)
+    out = []
+    for p in map(os.fspath, paths):
+        magic = any(c in p for c in "*?[")
+        out.append(p if os.path.isabs(p) else os.path.join(glob.escape(base) if magic else base, p))
+    return out
+
+
+def named_from(path: str | Path, start: str | Path | None) -> str:
+    """The printable name (:func:`display_path`) of ``path``, found under :func:`from_folder`'s paths,
+    relative to ``start`` as the user spelled it (``../results/h200/a/metrics.json`` from a notebook
+    in ``notebooks/``): the folder a joined relative path begins with is taken off, so that no absolute
+    path of this machine names a record the user named relatively. A path outside ``start`` (an
+    absolute one the user gave), and every path when ``start`` is None, is named as found."""
+    text = os.fspath(path)
+    if start is not None:
+        prefix = os.path.join(os.path.abspath(start), "")
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    return display_path(text)
+
+
 def _walk(root: Path, skipped: dict[str, str]) -> list[Path]:
     """The ``metrics.json`` regular files under the directory ``root``
     (:func:`flopsweep.tree.find`: iterative, at most :data:`flopsweep.tree.MAX_DEPTH` levels deep,

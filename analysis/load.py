@@ -56,7 +56,7 @@ from analysis.catalogue import (  # noqa: F401 - re-exported: analysis.load.<NAM
     TEXT_COLUMNS,
 )
 from analysis.checks import scaling_problem
-from analysis.discover import discover, display_path, find_records  # noqa: F401 - re-exported
+from analysis.discover import discover, display_path, find_records, from_folder, named_from  # noqa: F401
 from analysis.fields import (  # noqa: F401 - re-exported
     BREAKDOWN_PARTS,
     BREAKDOWN_TOLERANCE,
@@ -294,7 +294,9 @@ def fill_predictions(named: list[tuple[str, Record, bool]]) -> dict[str, dict[st
     record of ``named`` (``(name, record or its calibration view, may it calibrate)``) without
     ``metrics.predicted`` (or with a null step time there), from the others that may calibrate
     (:func:`flopsweep.plausible.calibration_problems` empty: a record the analysis flags never
-    calibrates); set in place, and returned by name. Its ``source`` begins ``analysis --predict:``."""
+    calibrates); set in place, and returned by name. Its ``source`` begins ``analysis --predict:`` and names
+    the records it calibrated from by their names in ``named`` (:func:`load`'s: as the user's paths spell
+    them, relative to its ``start``)."""
     calibrations = [(name, record) for name, record, usable in named if usable]
     pool = None  # flopsweep.nearest's view of the calibrations, made once for every record it predicts
     filled = {}
@@ -355,9 +357,19 @@ def name_sizes(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def load(
-    paths: Iterable[str | Path] | str | Path, *, predict: bool = False, budget: ReadBudget | None = None
+    paths: Iterable[str | Path] | str | Path,
+    *,
+    predict: bool = False,
+    budget: ReadBudget | None = None,
+    start: str | Path | None = None,
 ) -> pd.DataFrame:
     """One row per run from every ``metrics.json`` under ``paths`` (dirs, files or globs).
+
+    ``start``: the folder a relative path of ``paths`` starts from (default: the current directory;
+    :func:`analysis.discover.from_folder`, no change of directory). Records are named as ``paths``
+    spell them (:func:`analysis.discover.named_from`): ``run_dir``, the warnings, the keys of
+    ``df.attrs["unreadable"]`` and the records a ``predicted_source`` names, never an absolute path
+    that a relative path of ``paths`` led to.
 
     With ``predict``, ok records without a prediction get one from the others first
     (:func:`fill_predictions`); ``prediction_error`` is ``(predicted - measured) / measured``
@@ -387,13 +399,14 @@ def load(
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    found, bad = discover(paths)
+    found, bad = discover(paths if start is None else from_folder(paths, start))
+    bad = {named_from(shown, start): why for shown, why in bad.items()}
     for shown, why in bad.items():
         if folder_skipped(why):  # a folder nested past the walk's limit, or unlistable: no record
             log.warning("skipping the folder %s: %s", shown, why)
         else:
             log.warning("skipping unreadable record %s: %s", shown, why)
-    rows, named = _read_rows(found, bad, predict, budget or ReadBudget())
+    rows, named = _read_rows(found, bad, predict, budget or ReadBudget(), start)
     if predict:
         made = fill_predictions(named)
         for out in rows:
@@ -414,18 +427,19 @@ def load(
 
 
 def _read_rows(
-    found: list[Path], bad: dict[str, str], predict: bool, budget: ReadBudget
+    found: list[Path], bad: dict[str, str], predict: bool, budget: ReadBudget, start: str | Path | None
 ) -> tuple[list[dict[str, Any]], list[tuple[str, Record, bool]]]:
-    """The row of each record of ``found`` (with its name under ``_name``), built as it is read and
-    kept in its place, and with ``predict`` its calibration view
-    (:func:`flopsweep.predict.calibration_view`) and whether it may calibrate; read and kept under
-    ``budget``. What cannot be read, or is past the budget, goes into ``bad`` with the reason."""
+    """The row of each record of ``found`` (with its name under ``_name``:
+    :func:`analysis.discover.named_from` ``start``), built as it is read and kept in its place, and
+    with ``predict`` its calibration view (:func:`flopsweep.predict.calibration_view`) and whether it
+    may calibrate; read and kept under ``budget``. What cannot be read, or is past the budget, goes
+    into ``bad`` with the reason."""
     rows, named = [], []
     for path in found:
-        shown = display_path(path)
+        shown = named_from(path, start)
         try:
             record, version = read_record(path, budget)
-            out = budget.keep(row(record, display_path(path.parent), version), "its table row")
+            out = budget.keep(row(record, named_from(path.parent, start), version), "its table row")
             if predict:
                 view = budget.keep(calibration_view(record), "its calibration view")
                 named.append((shown, view, not calibration_problems(record)))

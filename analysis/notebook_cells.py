@@ -73,34 +73,21 @@ def load_results(
     paths: Sequence[str | os.PathLike], folder: str | os.PathLike, *, predict: bool = False
 ) -> Any:
     """:func:`analysis.load` of the notebook's ``RESULTS``, each relative path taken from ``folder`` (the
-    notebook's), without changing the working directory; ``run_dir`` is then shown relative to
-    ``folder`` again, as the notebook stores its paths, and so are the records a ``predicted_source``
-    names. ``predict``: as ``python -m analysis --predict`` (:func:`analysis.load.fill_predictions`).
+    notebook's) without changing the working directory (``start=folder``), so that ``run_dir`` and the
+    records a ``predicted_source`` names are relative to ``folder`` as ``RESULTS`` spells them.
+    ``predict``: as ``python -m analysis --predict`` (:func:`analysis.load.fill_predictions`).
 
     Raises:
         FileNotFoundError: a path that neither exists nor matches a glob, naming ``folder`` and the
             parameters cell.
     """
-    import glob
-
     from analysis.load import load
 
-    base = os.fspath(folder)
-    resolved = []
-    for p in map(os.fspath, paths):
-        magic = any(c in p for c in "*?[")
-        resolved.append(p if os.path.isabs(p) else os.path.join(glob.escape(base) if magic else base, p))
     try:
-        df = load(resolved, predict=predict)
+        return load(paths, predict=predict, start=folder)
     except FileNotFoundError as exc:
-        raise FileNotFoundError(f"{exc} (from {base}): set RESULTS in the parameters cell") from None
-    prefix = os.path.join(base, "")  # each relative path was joined to it: take it off again
-    df["run_dir"] = df["run_dir"].map(lambda d: d[len(prefix) :] if str(d).startswith(prefix) else d)
-    if "predicted_source" in df:  # --predict names the records it predicted from by their joined paths
-        df["predicted_source"] = df["predicted_source"].map(
-            lambda s: s.replace(prefix, "") if isinstance(s, str) else s
-        )
-    return df
+        where = os.fspath(folder)
+        raise FileNotFoundError(f"{exc} (from {where}): set RESULTS in the parameters cell") from None
 
 
 CELLS: list[tuple[str, str, str]] = [

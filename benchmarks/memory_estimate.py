@@ -90,18 +90,27 @@ def buckets_of_its_day(cfg: fconfig.RunConfig, started_at: str) -> fconfig.RunCo
 PROBE_FREED_SINCE = "2026-12-04T22:45:00+00:00"
 """Since when the layer probe frees its DeepSpeed ZeRO-3 copies before the run is built
 (``flopsweep.trainers.release_engine``, branch s21-memory); a record started before it with
-``predict.layer_probe=true`` under ZeRO-3 ran beside its probe's copies."""
+``predict.layer_probe=true`` under ZeRO-3 ran beside its probe's copies. Only for a record without
+``metrics.predicted.layer_probe.released`` (:func:`probe_copies_of_its_day`)."""
 RECOMPUTED_FREED_SINCE = "2026-12-05T04:50:00+00:00"
 """Since when it frees them under a checkpointing policy too: a block recomputed in backward left its
 submodules in DeepSpeed's ``FWD_MODULE_STACK``, which ``release_engine`` then cleared only of the
-root module (gpt-1.3b ZeRO-3 ``full`` on one H200 peaked 31.7 GiB after the probe, 27.0 without)."""
+root module (gpt-1.3b ZeRO-3 ``full`` on one H200 peaked 31.7 GiB after the probe, 27.0 without). Only
+for a record without ``metrics.predicted.layer_probe.released`` (:func:`probe_copies_of_its_day`)."""
 
 
 def probe_copies_of_its_day(
-    config: dict, cfg: fconfig.RunConfig, layout: Layout, started_at: str, layers: list[int] | None = None
+    config: dict,
+    cfg: fconfig.RunConfig,
+    layout: Layout,
+    started_at: str,
+    layers: list[int] | None = None,
+    released: str | None = None,
 ) -> int:
-    """Bytes a run's layer probe left on its GPU: before :data:`PROBE_FREED_SINCE` (and under a checkpointing
-    policy before :data:`RECOMPUTED_FREED_SINCE`), DeepSpeed 0.19.8 kept
+    """Bytes a run's layer probe left on its GPU: before the release of every module
+    (``released``, the record's ``metrics.predicted.layer_probe.released``:
+    :data:`flopsweep.layer_probe.RELEASED`, or without that key before :data:`PROBE_FREED_SINCE`, and under
+    a checkpointing policy before :data:`RECOMPUTED_FREED_SINCE`), DeepSpeed 0.19.8 kept
     every ZeRO-3 copy alive after ``engine.destroy()`` (the root module in
     ``parameter_offload.FWD_MODULE_STACK``, the coordinator in an ``lru_cache``), and with it each
     copy's partitioned states: ``16 B`` per parameter of every depth the probe built
@@ -109,9 +118,19 @@ def probe_copies_of_its_day(
     gradient partitions), over ``dp``. Llama 3.2 1B on one H200 (copies of 1 and 2 blocks, 0.708 B
     parameters): 10.55 GiB, measured 53.03 against 42.48 GiB without the probe. 0 for another backend
     or stage (ZeRO-1 and -2 are freed by ``gc``), without the probe, or for a later record. ``layers``:
-    the depths it built (``metrics.predicted.layer_probe.layers``), else ``[L, 2 L]``."""
+    the depths it built (``metrics.predicted.layer_probe.layers``), else ``[L, 2 L]``.
+
+    Raises:
+        ValueError: a ``released`` this script does not know (a later release: say what it frees here).
+    """
+    from flopsweep.layer_probe import RELEASED
+
     b = cfg.backend
     if not (config.get("predict") or {}).get("layer_probe") or b.name != "deepspeed" or b.zero_stage != 3:
+        return 0
+    if released is not None:  # the record says how its copies went: no date needed
+        if released != RELEASED:
+            raise ValueError(f"metrics.predicted.layer_probe.released={released!r}: not {RELEASED!r}")
         return 0
     freed = PROBE_FREED_SINCE if cfg.activation_checkpointing.name == "none" else RECOMPUTED_FREED_SINCE
     if not started_at or started_at >= freed:
@@ -169,8 +188,11 @@ def rows(root: Path, folder: str | None, use_recorded: bool = False) -> list[Row
             predicted, source = estimate(cfg, layout).total_gib, "estimate"
         else:
             predicted, source = float(recorded), "recorded"
-        probed = ((metrics.get("predicted") or {}).get("layer_probe") or {}).get("layers")
-        beside = probe_copies_of_its_day(record["config"], cfg, layout, started, probed) / GIB
+        probe = (metrics.get("predicted") or {}).get("layer_probe") or {}
+        copies = probe_copies_of_its_day(
+            record["config"], cfg, layout, started, probe.get("layers"), probe.get("released")
+        )
+        beside = copies / GIB
         where = str(path.relative_to(root).parent)
         out.append(
             Row(

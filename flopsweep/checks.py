@@ -98,8 +98,8 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     _validate_sizes(cfg)
     check_built(cfg.parallel, cfg.backend.name)
     _validate_optim(cfg.optim)
-    _validate_cost(cfg)
-    _validate_predict(cfg)
+    validate_cost(cfg)
+    validate_predict(cfg)
     require_choice("fault.kind", cfg.fault.kind, FAULT_KINDS, "fault.kind")
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
     require_choice("plan_format", cfg.plan_format, PLAN_FORMATS)  # was JSON for any value but table or csv
@@ -339,9 +339,14 @@ def _validate_global_batch(batch: BatchConfig) -> None:
         )
 
 
-def _validate_cost(cfg: RunConfig) -> None:
+def validate_cost(cfg: RunConfig) -> None:
     """``cost.usd_per_gpu_hour`` null or >= 0; ``budget.tokens`` null or > 0 (bounds:
-    :func:`check_bounds`)."""
+    :func:`check_bounds`). Part of :func:`validate`; a plan's checks before its rows call it too
+    (:mod:`flopsweep.job.plandecide`).
+
+    Raises:
+        ConfigError: naming the key, its value and the fix.
+    """
     price, tokens = cfg.cost.usd_per_gpu_hour, cfg.budget.tokens
     if price is not None and price < 0:
         raise ConfigError("cost.usd_per_gpu_hour", price, "must be >= 0 US dollars", "set e.g. 2.5, or null")
@@ -351,10 +356,16 @@ def _validate_cost(cfg: RunConfig) -> None:
         )
 
 
-def _validate_predict(cfg: RunConfig) -> None:
+def validate_predict(cfg: RunConfig) -> None:
     """``predict.*``: positive node and GPU counts and bandwidths, overlap in [0, 1], a positive
     ``compute_scale``, a ``layer_probe_max_spread`` of at least 1, a ``layer_probe_settle`` in
-    ``[0, 1)`` (bounds: :func:`check_bounds`)."""
+    ``[0, 1)`` (bounds: :func:`check_bounds`). Part of :func:`validate`; a plan row placed on
+    ``predict.gpus_per_node`` x ``predict.nnodes`` calls it first
+    (:func:`flopsweep.job.dryrun.predicted_cluster`).
+
+    Raises:
+        ConfigError: naming the key, its value and the fix.
+    """
     p = cfg.predict
     for key in ("gpus_per_node", "nnodes"):
         if (value := getattr(p, key)) is not None:

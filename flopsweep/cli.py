@@ -49,9 +49,9 @@ def help_section(name: str, checkout: Path = CHECKOUT) -> str:
         return str(checkout / "docs")
     if name != "groups":
         raise ValueError(f"help_section: no section {name!r} (groups, docs)")
-    from flopsweep.overrides import _yaml, option_files
+    from flopsweep.overrides import option_files, read_conf_yaml
 
-    defaults = _yaml(str(conf / "config.yaml")).get("defaults") or []
+    defaults = read_conf_yaml(str(conf / "config.yaml")).get("defaults") or []
     chosen = {k: str(v) for d in defaults if isinstance(d, dict) for k, v in d.items()}
     lines = []
     for group in sorted(p.name for p in conf.iterdir() if p.is_dir() and p.name not in HELP_GROUPS_LEFT_OUT):

@@ -3,7 +3,9 @@
 
 - ``compile_scope=block`` (default): ``torch.compile`` each transformer block (after activation
   checkpointing wrapped it) and the loss head: PyTorch's "regional compilation" recipe, torchtitan's
-  ``apply_compile``; FSDP2's and ZeRO-3's hooks stay outside the compiled regions.
+  ``apply_compile``; FSDP2's hooks, dynamo-disabled on the block, run at its edges (one graph a
+  block), ZeRO-3's ``torch.compiler.disable`` hooks on every submodule break each block's graph at
+  every submodule call (:func:`flopsweep.parallelize.apply_compile`).
 - ``compile_scope=model``: ``torch.compile`` the whole model module (``nn.Module.compile``: its
   ``__call__``), embedding, blocks, final norm, head and loss in one region (``CausalLM.forward``
   computes the loss); ``backend=single``, ``ddp`` (DDP wraps the compiled module: its all-reduce hooks

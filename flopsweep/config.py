@@ -354,18 +354,20 @@ class PredictConfig:
     ahead of ``predict.probe`` and any calibration. ``model=hf`` keeps its config file's first layers
     (:func:`flopsweep.layer_probe.periodic_depths`); not under a pipeline. False: none (no time spent)."""
     layer_probe_max_spread: float = 1.5
-    """The most a shallow copy's second slowest timed step may be over its median (of its 5 to 15 timed
-    steps; 1 for a copy whose 3 steps settled early, ``layer_probe_settle``; the largest over ranks;
-    one slow step, which the median leaves out, does not count; kept
-    as ``metrics.predicted.layer_probe.spread``): above it the host's load, not the model, set the
-    times, and the layer probe falls back as one that ran out of memory does, naming the copy
-    (:func:`flopsweep.layer_probe.unsteady`). At least 1."""
+    """Guards the copies that did not settle early: the most such a copy's second slowest timed step may be
+    over its median (of its 5 to 15 timed steps; the largest over ranks; one slow step, which the median
+    leaves out, does not count; kept as ``metrics.predicted.layer_probe.spread``). Above it the host's
+    load, not the model, set the times, and the layer probe falls back as one that ran out of memory
+    does, naming the copy (:func:`flopsweep.layer_probe.unsteady`). It cannot fire on a copy that settled
+    (``layer_probe_settle``): that copy is timed by its 3 agreeing steps, whose second slowest is their
+    median, so its spread is 1 by construction (docs/probe-cost.md, "The early stop"). At least 1."""
     layer_probe_settle: float = 0.05
     """The early stop of the layer probe's copies: after the first (untimed) step, a copy stops once its
     last 3 steps agree, the slowest at most ``1 + layer_probe_settle`` times the fastest and not each
     faster than the one before, on every rank, and their median is its time
-    (:func:`flopsweep.layer_probe.settled`); a copy that does not settle runs 7 steps and times the
-    last 5 (2 untimed). 0: no early stop, every copy runs the 7 steps. A share in [0, 1)."""
+    (:func:`flopsweep.layer_probe.settled`); a copy that does not settle runs 2 untimed and 5 timed
+    steps, and more timed, up to 15, while its median is unsteady (``layer_probe.STEADY_ERROR``). 0: no
+    early stop, every copy runs that schedule. A share in [0, 1)."""
 
 
 @dataclass(kw_only=True)

@@ -33,6 +33,13 @@ class RecordExistsError(FileExistsError):
     """Raised instead of writing over an existing ``metrics.json``."""
 
 
+class JobFolderUnwritable(RecordExistsError):
+    """A job refused before anything ran because its folder or ``.hydra/`` could not be made or written
+    (:func:`job_folder`, :func:`flopsweep.hydrafiles.write_hydra_files`: a link, FIFO or file planted
+    there, or the OS refused; a :class:`RecordUnwritable` turned into one line with its fix). A single
+    run exits 1 for it (``run.py``) and 2 for every other :class:`RecordExistsError` (a record refused)."""
+
+
 class RecordError(ValueError):
     """A ``metrics.json`` that cannot be read as a flopsweep record; the message says why."""
 

@@ -231,9 +231,9 @@ def flag_problem(argv: list[str], conf: str = CONF) -> str | None:
 
 def _listed_groups(conf: str) -> dict[str, str]:
     """The groups ``conf/config.yaml``'s defaults list picks, with the option each picks."""
-    from flopsweep.overrides import _yaml
+    from flopsweep.overrides import read_conf_yaml
 
-    defaults = _yaml(os.path.join(conf, "config.yaml")).get("defaults") or []
+    defaults = read_conf_yaml(os.path.join(conf, "config.yaml")).get("defaults") or []
     return {k: str(v) for d in defaults if isinstance(d, dict) for k, v in d.items() if " " not in k}
 
 

@@ -89,12 +89,12 @@ def nested_folder_problem(key: str, folder: Path, *, sweep: bool) -> str | None:
 
 def _parsed(overrides: list[str]) -> tuple | None:
     """A hashable form of ``overrides`` that :func:`flopsweep.identity.same_overrides` would call equal
-    (its parsed pairs), the round key (``repeat``) left out: a sweep's rounds are its own jobs."""
-    from flopsweep.identity import _parsed_overrides, defining_overrides
+    (:func:`flopsweep.identity.parsed_overrides`), the round key (``repeat``) left out: a sweep's rounds
+    are its own jobs."""
+    from flopsweep.identity import defining_overrides, parsed_overrides
 
     kept = [o for o in defining_overrides(overrides) if o.split("=", 1)[0].lstrip("+~") != "repeat"]
-    pairs = _parsed_overrides(kept)
-    return None if pairs is None else tuple(pairs)
+    return parsed_overrides(kept)
 
 
 def _sweep_jobs(hydra: dict[str, Any]) -> set[tuple] | None:

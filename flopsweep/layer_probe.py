@@ -121,6 +121,16 @@ released and gathered again, e.g. in backward) and ``sub_group_size`` (the optim
 sub-groups of this many elements). DeepSpeed 0.19.8: ``runtime/zero/stage_1_and_2.py``,
 ``stage3.py``, ``partitioned_param_coordinator.py``."""
 
+RELEASED = "every_module"
+"""``metrics.predicted.layer_probe.released`` under ``backend=deepspeed``: how each copy's engine was let go
+before the next was built, so that a record tells whether its run held the copies' ZeRO-3 states
+beside it (``benchmarks/memory_estimate.py``). ``every_module``: :func:`flopsweep.trainers.release_engine`
+took every module of the engine out of DeepSpeed's ``FWD_MODULE_STACK`` (not only the root: a block
+recomputed in backward leaves its submodules there) and cleared the coordinator's ``lru_cache``. Not
+written under another backend or when a copy ran out of memory (the fallback keeps only why); a
+DeepSpeed record without it predates the key (``memory_estimate`` dates it by its start instead).
+Change the value when the release changes."""
+
 
 SPAN = 4
 """The deeper copy's depth over the shallower's, at most: ``[L1, k L1]`` with the largest ``k <= SPAN``
@@ -293,10 +303,11 @@ def probe_layers(
     Returns:
         ``{layers, step_s, host_s, spread, build_s, untimed_s, timed_s, steps_run, steps_timed, times_s,
         wall_s, fallback: None}`` (and ``deepspeed`` under ``backend=deepspeed``: :func:`deepspeed_windows`,
-        the sizes the copies were built with): the depths, the slowest rank's median step of each and its
-        host's issue time (s), the largest ratio over ranks of a copy's second slowest timed step to its
-        median; rank 0's seconds building each copy, in its untimed and in its timed steps, the steps
-        it ran and timed and every step's seconds (:func:`_time_depth`); the probe's wall seconds from
+        the sizes the copies were built with, and ``released``: :data:`RELEASED`): the depths, the slowest
+        rank's median step of each and its host's issue time (s), the largest ratio over ranks of a copy's
+        second slowest timed step to its median; rank 0's seconds building each copy, in its untimed and
+        in its timed steps, the steps it ran and timed and every step's seconds (:func:`_time_depth`); the
+        probe's wall seconds from
         after :func:`_import_first` to the ranks' agreement;
         ``fallback`` is why the times are not used when a copy's spread is over
         ``predict.layer_probe_max_spread`` (:func:`unsteady`; the times are kept); or ``{fallback: why,
@@ -356,6 +367,7 @@ def probe_layers(
         out["fallback"] = unsteady(out["layers"], out["step_s"], out["spread"], most)
         if windows is not None:
             out["deepspeed"] = windows
+            out["released"] = RELEASED  # every copy's engine went through release_engine (_time_depth)
     return {**out, "wall_s": time.perf_counter() - start}
 
 

@@ -11,8 +11,8 @@ The candidates, by where the typo is:
   part, never the section itself (a section takes no value);
 - a key of an option group (``backend.*``, ``attention.*``, ...): the keys of the options the command
   line picks (else conf/config.yaml's defaults); a near key of another option only is named with the
-  option it belongs to and the choice that adds it (``backend.zero_stage is a key of backend=deepspeed:
-  add backend=deepspeed (or zero1, zero2, zero3)``), never bare.
+  option it belongs to and the choice that adds it (``It is a key of backend=deepspeed, not of
+  backend=single: pick backend=deepspeed (or zero1, zero2, zero3) to set it``), never bare.
 
 The structured config refuses every key it does not know (``+key`` too:
 :func:`flopsweep.checks._reject_unknown_keys`), so no fix adds a new key with ``+``.
@@ -64,13 +64,13 @@ def _groups() -> list[str]:
 
 def _valid_keys(parsed: list, group: str) -> set[str] | None:
     """The keys of ``group`` (``backend.zero_stage``) that every option the command line picks for it
-    has (else conf/config.yaml's default; :func:`flopsweep.override_schema._schemas`); None for a group a
+    has (else conf/config.yaml's default; :func:`flopsweep.override_schema.key_schemas`); None for a group a
     ``+sweep`` file may pick (its options are not known here)."""
-    from flopsweep.override_schema import _keys, _schemas
+    from flopsweep.override_schema import key_schemas, schema_keys
 
     if any(o.key_or_group == "sweep" for o in parsed):
         return None
-    sets = [_keys(schema, f"{group}.") for schema, _ in _schemas(parsed, f"{group}.x")]
+    sets = [schema_keys(schema, f"{group}.") for schema, _ in key_schemas(parsed, f"{group}.x")]
     return set.intersection(*sets) if sets else None
 
 
@@ -79,7 +79,7 @@ def _other_option(parsed: list, key: str) -> str:
     sentence: ``It is a key of backend=deepspeed, not of backend=single: pick backend=deepspeed (or
     zero1, zero2, zero3) to set it``."""
     from flopsweep.options import owners
-    from flopsweep.override_schema import _schemas, option_files, option_kind
+    from flopsweep.override_schema import key_schemas, option_files, option_kind
 
     group, _, rest = key.partition(".")
     own = owners(group, rest.partition(".")[0])
@@ -87,7 +87,7 @@ def _other_option(parsed: list, key: str) -> str:
     files = [f for f in option_files(group) if option_kind(group, f) in own]
     first = files[0] if files else (own[0] if own else "...")
     more = f" (or {', '.join(files[1:4])})" if len(files) > 1 else ""
-    chosen = ",".join(o for _, o in _schemas(parsed, f"{group}.x") if option_kind(group, o) not in own)
+    chosen = ",".join(o for _, o in key_schemas(parsed, f"{group}.x") if option_kind(group, o) not in own)
     return f"It is a key of {names}, not of {group}={chosen}: pick {group}={first}{more} to set it"
 
 
@@ -105,16 +105,15 @@ def _foreign(parsed: list, key: str) -> bool:
 def suggestion(key: str, parsed: list | None = None) -> str:
     """The fix of the unknown ``key`` (``did you mean ...?``), one clause ending in a full stop, from
     the keys the command line ``parsed`` (Hydra's parsed overrides) may set."""
-    from flopsweep.options import GROUP_BASES
     from flopsweep.override_schema import known_keys
 
     known = known_keys()
     parsed = parsed or []
     parent, _, leaf = key.rpartition(".")
     if not parent:
-        close = ranked(key, sorted(GROUP_BASES) + sorted(k for k in known if "." not in k))
+        close = ranked(key, _groups() + sorted(k for k in known if "." not in k))
         if not close:  # n_layer -> model.n_layer: a nested key by its last part
-            sections = {k.rpartition(".")[0] for k in known if "." in k}
+            sections = _sections(known)
             by_leaf: dict[str, str] = {}
             for k in sorted(
                 sorted(k for k in known if "." in k and k not in sections), key=lambda k: _foreign(parsed, k)

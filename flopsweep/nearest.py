@@ -113,7 +113,7 @@ def describe(
     """The :class:`Measured` of ``record`` (a record, or ``{"config": ..., "system": ...}`` of a target),
     its :class:`Workload` ``workload`` or the record's; ``device_name`` in place of ``system.device_name``.
     None when the record has no config or no counts (:func:`flopsweep.predict.workload_from_record`)."""
-    from flopsweep.predict import _backend_knobs, backend_of, optimizer_family, workload_from_record
+    from flopsweep.predict import backend_knobs, backend_of, optimizer_family, workload_from_record
 
     config = record.get("config")
     if not isinstance(config, dict):
@@ -139,7 +139,7 @@ def describe(
         moe=_moe(record, w),
         backend=(str(backend.get("name")), backend_of(record), optimizer_family(record) or HOST),
         knobs=json.dumps(
-            _backend_knobs(backend), sort_keys=True, default=str
+            backend_knobs(backend), sort_keys=True, default=str
         ),  # a knob it predates: its default
         policy=_policy(json.loads(only(("config", "activation_checkpointing")))),
         n_params=w.n_params,

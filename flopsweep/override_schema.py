@@ -1,6 +1,7 @@
 """The schema and the ``conf/`` files a command line's checks read, torch-free: the config directory,
 its option files and their kinds, the structured schemas of :class:`flopsweep.config.RunConfig` and of
-each option, every key they have, and the closest names to a typo (:func:`near_names`).
+each option (:func:`key_schemas`, :func:`structured_schema`), every key they have (:func:`schema_keys`,
+:func:`known_keys`), and the closest names to a typo (:func:`near_names`).
 :mod:`flopsweep.overrides` (the refusals) and :mod:`flopsweep.near_keys` (the "did you mean") both
 read them; neither imports the other's callers."""
 
@@ -37,9 +38,15 @@ def near_names(name: str, candidates, prefix: str = "", n: int = 3) -> list[str]
     return [f"{prefix}{c}" for c in difflib.get_close_matches(name, allowed, n=n, cutoff=0.6)]
 
 
-def _yaml(path: str) -> dict:
-    """The mapping of a YAML file of ``conf/`` (``yaml.safe_load``: plain values, no objects built);
-    empty for a file that holds something else."""
+def read_conf_yaml(path: str) -> dict:
+    """The mapping of a YAML file of ``conf/`` (``yaml.safe_load`` of at most :data:`MAX_YAML_BYTES`: plain
+    values, no objects built); empty for a file that holds something else.
+
+    Raises:
+        OSError: the file cannot be opened (the callers check it exists).
+        UnicodeDecodeError: the file is not UTF-8.
+        yaml.YAMLError: the file is not YAML.
+    """
     with open(path, encoding="utf-8") as f:
         node = yaml.safe_load(f.read(MAX_YAML_BYTES))
     return node if isinstance(node, dict) else {}
@@ -52,7 +59,7 @@ def option_kind(group: str, option: str) -> str:
     path = os.path.join(CONF, group, f"{option}.yaml")
     if not os.path.exists(path):
         return option
-    node = _yaml(path)
+    node = read_conf_yaml(path)
     for entry in node.get("defaults") or []:
         name = entry.partition("@")[0].rpartition("/")[2] if isinstance(entry, str) else ""
         if name.startswith("base_"):
@@ -94,7 +101,7 @@ def listed_values(o: object) -> list[str] | None:
 
 
 @functools.cache
-def _structured(schema: type) -> object:
+def structured_schema(schema: type) -> object:
     """``OmegaConf.structured(schema)``, read-only, built once per process (about 20 ms for
     :class:`flopsweep.config.RunConfig`; the checks only read it)."""
     from omegaconf import OmegaConf
@@ -104,8 +111,9 @@ def _structured(schema: type) -> object:
     return node
 
 
-def _schemas(parsed: list, key: str) -> list[tuple[object, str]]:
-    """``(structured schema, whose)`` that ``key`` is looked up in: :class:`flopsweep.config.RunConfig`'s
+def key_schemas(parsed: list, key: str) -> list[tuple[object, str]]:
+    """``(structured schema, whose)`` that ``key`` is looked up in (``parsed``: Hydra's parsed overrides of
+    the command line, ``OverridesParser.parse_overrides``): :class:`flopsweep.config.RunConfig`'s
     for a key outside the option groups; for a key of a group (``model.n_layer``), the schema of each
     option the command line picks for it (``model=gpt-tiny``), else conf/config.yaml's default, with
     that option's name (its YAML value is the example of the fix)."""
@@ -114,22 +122,22 @@ def _schemas(parsed: list, key: str) -> list[tuple[object, str]]:
 
     group = key.split(".")[0]
     if group not in GROUP_BASES:
-        return [(_structured(RunConfig), "")]
+        return [(structured_schema(RunConfig), "")]
     picked = [o for o in parsed if o.key_or_group == group and o.package is None and not o.is_delete()]
     if picked:
         o = picked[-1]
         options = listed_values(o) or []
     else:
-        defaults = _yaml(os.path.join(CONF, "config.yaml")).get("defaults") or []
+        defaults = read_conf_yaml(os.path.join(CONF, "config.yaml")).get("defaults") or []
         options = [str(d[group]) for d in defaults if isinstance(d, dict) and group in d]
     out = []
     for option in options:
         schema = OPTION_SCHEMAS[group].get(option_kind(group, option), GROUP_BASES[group])
-        out.append((_structured(schema), option))
+        out.append((structured_schema(schema), option))
     return out
 
 
-def _keys(schema: object, prefix: str = "") -> set[str]:
+def schema_keys(schema: object, prefix: str = "") -> set[str]:
     """Every dotted key of a structured schema, sections included (``steps``, ``steps.measure``)."""
     from omegaconf import OmegaConf
 
@@ -139,7 +147,7 @@ def _keys(schema: object, prefix: str = "") -> set[str]:
         out.add(key)
         node = schema._get_node(name)  # type: ignore[attr-defined]
         if OmegaConf.is_dict(node) and not node._is_none() and not node._is_missing():
-            out |= _keys(node, f"{key}.")
+            out |= schema_keys(node, f"{key}.")
     return out
 
 
@@ -152,8 +160,8 @@ def known_keys() -> frozenset[str]:
     from flopsweep.config import RunConfig
     from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
 
-    keys = _keys(OmegaConf.structured(RunConfig))
+    keys = schema_keys(OmegaConf.structured(RunConfig))
     for group, base in GROUP_BASES.items():
         for schema in {base, *OPTION_SCHEMAS.get(group, {}).values()}:
-            keys |= _keys(OmegaConf.structured(schema), f"{group}.")
+            keys |= schema_keys(OmegaConf.structured(schema), f"{group}.")
     return frozenset(keys)

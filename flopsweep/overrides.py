@@ -19,22 +19,10 @@ from flopsweep.override_schema import (  # re-exported: run.py, flags, cli, hydr
     CONF as CONF,
 )
 from flopsweep.override_schema import (
-    MAX_YAML_BYTES as MAX_YAML_BYTES,
-)
-from flopsweep.override_schema import (
     NEVER_SUGGESTED as NEVER_SUGGESTED,
 )
 from flopsweep.override_schema import (
-    _keys as _keys,
-)
-from flopsweep.override_schema import (
-    _schemas as _schemas,
-)
-from flopsweep.override_schema import (
-    _structured as _structured,
-)
-from flopsweep.override_schema import (
-    _yaml as _yaml,
+    key_schemas as key_schemas,
 )
 from flopsweep.override_schema import (
     known_keys as known_keys,
@@ -50,6 +38,9 @@ from flopsweep.override_schema import (
 )
 from flopsweep.override_schema import (
     option_kind as option_kind,
+)
+from flopsweep.override_schema import (
+    read_conf_yaml as read_conf_yaml,
 )
 
 
@@ -149,7 +140,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         if shown is None:
             continue
         names = shown_options(group)
-        defaults = _yaml(os.path.join(conf, "config.yaml")).get("defaults") or []
+        defaults = read_conf_yaml(os.path.join(conf, "config.yaml")).get("defaults") or []
         chosen = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
         example = chosen.get(group) if chosen.get(group) in names else (names or ["NAME"])[0]
         lowered = {n.lower(): n for n in names}
@@ -261,7 +252,7 @@ def preset_option_keys(overrides: list[str]) -> str | None:
         path = os.path.join(CONF, "sweep", f"{preset}.yaml")
         if not os.path.isfile(path):
             continue  # Hydra names the options
-        node = _yaml(path)
+        node = read_conf_yaml(path)
         params = ((node.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
         body = [f"{g}.{k}" for g in GROUP_BASES if isinstance(node.get(g), dict) for k in node[g]]
         keys = body + [str(k) for k in params if str(k) not in body]  # Hydra composes the body first
@@ -301,7 +292,7 @@ def _example(key: str, node: object, kind: tuple[str, str], option: str) -> tupl
     group, _, leaf = key.partition(".")
     if option:
         path = os.path.join(CONF, group, f"{option}.yaml")
-        own = _yaml(path).get(leaf) if os.path.isfile(path) else None
+        own = read_conf_yaml(path).get(leaf) if os.path.isfile(path) else None
         if isinstance(own, bool | int | float | str) and own != "":
             return (str(own).lower() if isinstance(own, bool) else str(own)), f" ({group}={option}'s)"
     default = node._value()  # type: ignore[attr-defined]
@@ -469,7 +460,7 @@ def type_problem(overrides: list[str]) -> str | None:
             values = list(o.value().list)  # parsed: null is None, as Hydra reads it
         else:
             values = [o.value()]
-        for schema, option in _schemas(parsed, key):
+        for schema, option in key_schemas(parsed, key):
             path = key.partition(".")[2] if option else key  # an option's schema is the group's node
             parent_key, _, leaf = path.rpartition(".")
             parent = OmegaConf.select(schema, parent_key) if parent_key else schema

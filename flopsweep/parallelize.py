@@ -22,10 +22,11 @@ its applier and its phase), so that this module names no degree:
 Why this order: the tensor-parallel plan names the whole model's submodules, so it comes first
 (torchtitan's too); checkpointing wraps the blocks the plan made, so that the recompute re-runs
 their collectives; compile comes after checkpointing so that the recompute sits inside the compiled
-graph, where Inductor fuses it; FSDP2's and ZeRO-3's hooks stay outside the compiled regions, so the
-data-parallel wrapper comes last. The pipeline split comes after compile and before FSDP2 (torchtitan
-splits first): every stage is cut from a whole model built from the run's seed, tensor-parallel with
-the whole model's plan, so each stage holds the same weights and shards as the one-rank model.
+graph, where Inductor fuses it; the data-parallel wrapper comes last, its hooks dynamo-disabled (FSDP2's
+at a block's edges; ZeRO-3's on every submodule, where they break the block's graph: :func:`apply_compile`).
+The pipeline split comes after compile and before FSDP2 (torchtitan splits first): every stage is cut
+from a whole model built from the run's seed, tensor-parallel with the whole model's plan, so each stage
+holds the same weights and shards as the one-rank model.
 
 An applier takes the model and a :class:`DegreeStep` (the run's config, layout, mesh and family,
 the backend's split and data-parallel step, and its own spec) and returns the model; at degree 1
@@ -187,9 +188,17 @@ def apply_compile(
     """Step 3 (``compile=true``), in torch.compile's ``mode`` (``compile_mode``,
     :func:`flopsweep.compile_levers.torch_mode`). ``scope="block"``: ``torch.compile`` each of
     ``blocks``, as wrapped by step 2, and the loss head, as torchtitan does: the recompute sits inside
-    the compiled graph, identical blocks share one compiled graph, and FSDP2/ZeRO-3 hooks stay outside
-    the compiled regions. ``scope="model"``: ``model.compile()``, the whole module's ``__call__`` (its
-    forward computes the loss), the blocks' checkpoint wrappers traced inside it. (Outside
+    the compiled graph and identical blocks share one compiled graph. ``Module.compile`` compiles the
+    block's ``_call_impl``, so the hooks step 5 registers later run inside it; how much of the block stays
+    one graph is the data-parallel wrapper's: FSDP2's pre- and post-forward hooks sit on the block alone
+    and are dynamo-disabled (``_fully_shard._fsdp_common._dynamo_disable``): they run eagerly at its
+    entry and exit and its forward is one graph. DeepSpeed ZeRO-3 (0.19.8,
+    ``runtime/zero/parameter_offload.py``, ``_register_deepspeed_module``) registers on every submodule
+    below the engine's module (a ``z3_leaf_module``'s children aside) a pre-forward hook that gathers its
+    parameters and one for its backward, both ``@torch.compiler.disable``: the compiled block breaks its
+    graph at each submodule's call, and the compiled regions are the pieces between them
+    (docs/memory-residuals.md). ``scope="model"``: ``model.compile()``, the whole module's ``__call__``
+    (its forward computes the loss), the blocks' checkpoint wrappers traced inside it. (Outside
     ``deepspeed.zero.Init``: its module hooks do not know the wrapper.)"""
     if not enabled:
         return model

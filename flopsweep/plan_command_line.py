@@ -53,7 +53,7 @@ def _gpu_problem(gpus: list, memories: list) -> None:
 
 def _cost_problem(key: str, value: object) -> None:
     """Raise the :class:`ConfigError` validation would for ``cost.usd_per_gpu_hour`` or ``budget.tokens``
-    (:func:`flopsweep.checks.check_bounds`, ``_validate_cost``): no number, not finite, a price below 0,
+    (:func:`flopsweep.checks.check_bounds`, ``validate_cost``): no number, not finite, a price below 0,
     a token count not above 0. null is unset; an interpolation is Hydra's."""
     example = "2.5" if key.startswith("cost") else "15e12"
     if value is None or (isinstance(value, str) and ("${" in value or value.strip().lower() in ("", "none"))):

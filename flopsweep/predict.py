@@ -125,16 +125,18 @@ def backend_differences(record: dict[str, Any], calibration: dict[str, Any]) -> 
     predates reads as its schema's default, :data:`flopsweep.options.OPTION_SCHEMAS`: the
     behaviour it ran with), as
     ``"backend.KEY VALUE vs CALIBRATION'S"`` texts; empty when they agree."""
-    a = _backend_knobs(_get(record, ("config", "backend")) or {})
-    b = _backend_knobs(_get(calibration, ("config", "backend")) or {})
+    a = backend_knobs(_get(record, ("config", "backend")) or {})
+    b = backend_knobs(_get(calibration, ("config", "backend")) or {})
     if a.get("name") != b.get("name"):  # another backend: its knobs are not comparable
         return [f"backend.name {a.get('name')} vs {b.get('name')}"]
     keys = sorted((a.keys() | b.keys()) - {"name"})
     return [f"backend.{k} {a.get(k)} vs {b.get(k)}" for k in keys if a.get(k) != b.get(k)]
 
 
-def _backend_knobs(backend: dict[str, Any]) -> dict[str, Any]:
-    """``config.backend`` with the knobs it lacks filled from its option's schema defaults."""
+def backend_knobs(backend: dict[str, Any]) -> dict[str, Any]:
+    """``backend`` (a record's ``config.backend``) with the knobs it lacks filled from its option's schema
+    defaults (``OPTION_SCHEMAS["backend"]`` by ``name``; an unknown name is kept as it is): two records
+    written before and after a knob was added compare alike (:func:`flopsweep.nearest`)."""
     import dataclasses
 
     from flopsweep.options import OPTION_SCHEMAS

@@ -341,7 +341,9 @@ def release_engine(engine: Any) -> None:
 
     The caller then drops its references and runs ``gc.collect()``: the engine, its optimizer and
     hooks hold one another in cycles (ZeRO-1 and -2 too), which only the collector frees. Safe for
-    any stage and when DeepSpeed's internals move (a missing name is skipped)."""
+    any stage and when DeepSpeed's internals move (a missing name is skipped). The layer probe records
+    this release as ``metrics.predicted.layer_probe.released`` (:data:`flopsweep.layer_probe.RELEASED`:
+    change it with this function)."""
     module = getattr(engine, "module", None)
     engine.destroy()
     with contextlib.suppress(ImportError):

@@ -66,6 +66,7 @@ __all__ = [
     "defining_overrides",
     "job_key",
     "machine_difference",
+    "parsed_overrides",
     "record_keys",
     "same_job",
     "same_overrides",
@@ -462,13 +463,17 @@ def same_overrides(theirs: list[str], ours: list[str]) -> bool:
     between two overrides of one key, of which Hydra applies the last."""
     if sorted(map(str, theirs)) == sorted(map(str, ours)):
         return True
-    parsed = [_parsed_overrides(theirs), _parsed_overrides(ours)]
+    parsed = [parsed_overrides(theirs), parsed_overrides(ours)]
     return None not in parsed and parsed[0] == parsed[1]
 
 
-def _parsed_overrides(overrides: list[str]) -> list[tuple[str, Any]] | None:
-    """``(key element, canonical value)`` of each override, sorted (see :func:`same_overrides`);
-    None when Hydra's grammar refuses one of them."""
+def parsed_overrides(overrides: list[str]) -> tuple[tuple[str, Any], ...] | None:
+    """``overrides`` as :func:`same_overrides` compares them: ``(key element, canonical value)`` of each,
+    parsed by Hydra's override grammar (``OverridesParser.parse_overrides``), sorted; hashable, so a
+    set of them tells sweeps apart (:mod:`flopsweep.folders`). The key element keeps its prefix and
+    package (``+a``, ``a@pkg``); the value is tagged with its type (:func:`_canonical_value`:
+    ``optim.lr=0.0350`` and ``3.5e-2`` give one ``("float", "0.035")``, ``1`` and ``1.0`` differ).
+    None when the grammar refuses one of them (then only the text can be compared)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -477,7 +482,7 @@ def _parsed_overrides(overrides: list[str]) -> list[tuple[str, Any]] | None:
     except (HydraException, ValueError, TypeError):
         return None
     pairs = [(o.get_key_element(), _canonical_value(o.value())) for o in parsed]
-    return sorted(pairs, key=repr)
+    return tuple(sorted(pairs, key=repr))
 
 
 def _canonical_value(value: Any) -> Any:

@@ -152,14 +152,14 @@ def predicted_cluster(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
     is set (``nproc_per_node``, ``nnodes``), with the note that says so: the row's world size,
     layout, memory and ``fits`` then agree with its prediction (they once showed ``world_size 1``
     and ``fits False`` beside a 64-GPU prediction). ``(cfg, [])`` when neither is set."""
-    from flopsweep.checks import _validate_predict, check_bounds
+    from flopsweep.checks import check_bounds, validate_predict
 
     p = cfg.predict
     if p.gpus_per_node is None and p.nnodes is None:
         return cfg, []
     try:  # a value out of range stays where it is: validation refuses it by its own name
         check_bounds(cfg)
-        _validate_predict(cfg)
+        validate_predict(cfg)
     except ConfigError:
         return cfg, []
     per_node = str(p.gpus_per_node) if p.gpus_per_node else cfg.nproc_per_node

@@ -35,6 +35,7 @@ from flopsweep import record as rec
 from flopsweep.autobatch import MICRO_BATCH
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.files import (
+    JobFolderUnwritable,
     NotRecorded,
     RecordExistsError,
     RecordUnwritable,
@@ -89,7 +90,8 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
     Raises:
         RecordExistsError: before any worker starts, when the job directory is a symbolic link,
-            FIFO or file (:func:`flopsweep.files.job_folder`: never followed), or already holds a
+            FIFO or file (:func:`flopsweep.files.job_folder`: never followed; its subclass
+            :class:`flopsweep.files.JobFolderUnwritable`, as for ``.hydra/``), or already holds a
             ``metrics.json`` and ``cfg.resume`` is false; when ``metrics.json`` there is a
             symbolic link (dangling, looping or not) or cannot be examined
             (:func:`flopsweep.record.record_path_problem`: the record could not take its place);
@@ -105,7 +107,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     try:
         job_folder(job_dir)  # a link planted at the job's folder: refused, never followed
     except RecordUnwritable as exc:
-        raise RecordExistsError(f"{exc}. Fix: {exc.fix}, then run again") from None
+        raise JobFolderUnwritable(f"{exc}. Fix: {exc.fix}, then run again") from None
     if cfg.plan:
         hydra_files_written(job_dir, info)
         return plan_job(cfg, info)
@@ -151,13 +153,13 @@ def hydra_files_written(job_dir: Path, info: JobInfo) -> None:
     a link, never opening a FIFO).
 
     Raises:
-        RecordExistsError: one line, when ``.hydra`` is not a folder (a link, a FIFO) or a file there
+        JobFolderUnwritable: one line, when ``.hydra`` is not a folder (a link, a FIFO) or a file there
             cannot be written; nothing has run.
     """
     try:
         write_hydra_files(job_dir, info.hydra_files)
     except RecordUnwritable as exc:
-        raise RecordExistsError(f"{exc}. Fix: {exc.fix}, then run again") from None
+        raise JobFolderUnwritable(f"{exc}. Fix: {exc.fix}, then run again") from None
 
 
 def new_run(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:

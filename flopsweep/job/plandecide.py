@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep import comm_time, forecast, objective
-from flopsweep.checks import _validate_cost, check_bounds
+from flopsweep.checks import check_bounds, validate_cost
 from flopsweep.cli import COMMAND
 from flopsweep.clusters import Cluster, default_network_why, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
@@ -58,7 +58,7 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
     """
     require_choice("plan_format", cfg.plan_format, FORMATS)
     check_bounds(cfg)
-    _validate_cost(cfg)
+    validate_cost(cfg)
     objective.planned(cfg.objective)
     space = Space.from_config(cfg.space)
     if cfg.space.top < 1:

@@ -38,6 +38,7 @@ def test_the_layer_probe_predicts_the_step_and_leaves_the_run_as_it_was(tmp_path
     assert probed["layer_probe"]["host_s"] == probed["layer_probe"]["step_s"]  # a CPU's step is its host's
     assert len(probed["layer_probe"]["spread"]) == 2 and all(r >= 1 for r in probed["layer_probe"]["spread"])
     t1, t3 = probed["layer_probe"]["step_s"]
+    assert "released" not in probed["layer_probe"]  # FSDP2's copies are freed by gc: nothing to say
     if t3 > t1:
         assert probed["compute_source"] == "layers"
         assert probed["iteration_time_s"] == pytest.approx(t1 + 3 * (t3 - t1) / 2)
@@ -125,7 +126,7 @@ def test_deepspeeds_copies_are_built_with_their_share_of_its_sizes(tmp_path: Pat
     distance set as a share of the model (CUDA's defaults are such a share of gpt-1.3b): each copy's
     engine read the sizes scaled by its parameters over the model's (``layer_probe.scaled_window``),
     the live parameters and optimizer sub-groups (DeepSpeed's 1e9) too, and the record says so."""
-    from flopsweep.layer_probe import MAX_MEASURED_STEPS, MEASURED_STEPS, scaled_window
+    from flopsweep.layer_probe import MAX_MEASURED_STEPS, MEASURED_STEPS, RELEASED, scaled_window
     from flopsweep.models.llama import LlamaConfig, n_params
 
     (rec,) = ok_sweep(
@@ -144,7 +145,7 @@ def test_deepspeeds_copies_are_built_with_their_share_of_its_sizes(tmp_path: Pat
         "predict.layer_probe_max_spread=1000",  # a loaded CPU's steps vary; unit/ tests the limit
     )
     probe = rec["metrics"]["predicted"]["layer_probe"]
-    assert probe["fallback"] is None and probe["layers"] == [1, 2]
+    assert probe["fallback"] is None and probe["layers"] == [1, 2] and probe["released"] == RELEASED
     assert all(MEASURED_STEPS <= k <= MAX_MEASURED_STEPS or k == 3 for k in probe["steps_timed"])
     counts = [n_params(LlamaConfig(n_layer=n)) for n in (1, 2, 3)]  # llama-tiny's sizes
     ds = probe["deepspeed"]
@@ -237,6 +238,7 @@ def _zero3_probe_rank(rank: int, world: int, init: str, out: str, policy: str) -
             "optimizers": sum(isinstance(o, DeepSpeedZeroOptimizer_Stage3) for o in alive),
             "zero3_params": sum(isinstance(o, torch.nn.Parameter) and hasattr(o, "ds_tensor") for o in alive),
             "module_stack": len(parameter_offload.FWD_MODULE_STACK),
+            "released": probe.get("released"),
         }
         (Path(out) / f"{rank}.json").write_text(json.dumps(result))
     finally:
@@ -261,6 +263,8 @@ def test_the_probes_zero3_copies_are_gone_before_the_run_is_built(policy: str) -
 
     import torch.multiprocessing as mp
 
+    from flopsweep.layer_probe import RELEASED
+
     with tempfile.TemporaryDirectory() as tmp:
         ranks = mp.spawn(
             _zero3_probe_rank, args=(2, f"file://{tmp}/store", tmp, policy), nprocs=2, join=False
@@ -281,4 +285,5 @@ def test_the_probes_zero3_copies_are_gone_before_the_run_is_built(policy: str) -
             "optimizers": 0,
             "zero3_params": 0,
             "module_stack": 0,
+            "released": RELEASED,  # what the record says, so memory_estimate needs no date
         }

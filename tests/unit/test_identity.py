@@ -355,3 +355,19 @@ def test_machine_difference():
     cuda = {**here, "hostname": None, "device_name": "H200", "gpu_memory_bytes": 1}
     assert "device_name cpu, this run's H200" in identity.machine_difference(record, {}, cuda)
     assert "hostname" not in identity.machine_difference(record, {}, cuda)
+
+
+def test_parsed_overrides_is_the_hashable_form_same_overrides_compares() -> None:
+    """``identity.parsed_overrides``: one value for one parsed value (``0.0350`` and ``3.5e-2``, any order),
+    the key's prefix and the value's type kept apart, hashable (a set of sweeps in ``folders``), None for
+    what Hydra's grammar refuses."""
+    one = identity.parsed_overrides(["optim.lr=0.0350", "backend=fsdp"])
+    assert one == identity.parsed_overrides(["backend=fsdp", "optim.lr=3.5e-2"])
+    assert one == (("backend", ("str", "fsdp")), ("optim.lr", ("float", "0.035")))
+    assert len({one, identity.parsed_overrides(["optim.lr=0.035", "backend=fsdp"])}) == 1
+    assert identity.parsed_overrides(["+seed=1"]) != identity.parsed_overrides(["seed=1"])
+    assert identity.parsed_overrides(["seed=1"]) != identity.parsed_overrides(["seed=1.0"])
+    assert identity.parsed_overrides(["optim.lr=[1,"]) is None
+    assert not identity.same_overrides(["seed=1"], ["seed=1.0"]) and identity.same_overrides(
+        ["seed=1"], ["seed=1"]
+    )

@@ -120,6 +120,32 @@ def test_a_zero3_record_made_with_the_layer_probe_before_the_fix_held_its_copies
     assert me.probe_copies_of_its_day(probed, zero2, Layout(), before) == 0
 
 
+def test_a_record_that_says_how_its_copies_were_released_is_dated_by_that_key() -> None:
+    """``metrics.predicted.layer_probe.released`` (``layer_probe.RELEASED``) says the copies went, whatever
+    the start time; a record without it is dated: under ``full`` checkpointing by the later fix
+    (``RECOMPUTED_FREED_SINCE``: the copies' recomputed submodules stayed on DeepSpeed's stack until
+    then); a value the script does not know is refused, not read as freed."""
+    from flopsweep.checkpointing import CheckpointingConfig
+    from flopsweep.layer_probe import RELEASED
+
+    me = _memory_estimate()
+    full = dataclasses.replace(
+        _cfg(LLAMA_1B, "bf16", backend=DeepSpeedConfig(zero_stage=3)),
+        activation_checkpointing=CheckpointingConfig(name="full"),
+    )
+    probed = {"predict": {"layer_probe": True}}
+    between = me.PROBE_FREED_SINCE  # the root was freed by then, a recomputed block's Linear not yet
+    copies = sum(family(LLAMA_1B).n_params(dataclasses.replace(LLAMA_1B, n_layer=n)) for n in (1, 4))
+    assert me.probe_copies_of_its_day(probed, full, Layout(), between, [1, 4]) == 16 * copies
+    assert me.probe_copies_of_its_day(probed, full, Layout(), me.RECOMPUTED_FREED_SINCE, [1, 4]) == 0
+    assert me.probe_copies_of_its_day(probed, full, Layout(), between, [1, 4], RELEASED) == 0
+    assert (
+        me.probe_copies_of_its_day(probed, full, Layout(), "2026-12-01T00:00:00+00:00", None, RELEASED) == 0
+    )
+    with pytest.raises(ValueError, match="layer_probe.released='root_only'"):
+        me.probe_copies_of_its_day(probed, full, Layout(), between, [1, 4], "root_only")
+
+
 def test_the_fused_losss_chunk_is_gone_before_backward_rebuilds_the_top_block() -> None:
     """``full`` with ``loss.chunk_tokens``: the start of backward is the larger of the loss in forward
     (every block's input and the chunk's logits) and the top block rebuilt (its activations and the

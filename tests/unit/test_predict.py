@@ -353,6 +353,33 @@ def test_analysis_predict_fills_columns_and_draws_the_plot(tmp_path: Path) -> No
     assert len(ax.lines[0].get_xdata()) == 2  # a point per run with a prediction
 
 
+def test_load_names_records_from_its_start_folder(tmp_path: Path) -> None:
+    """``load(paths, start=folder)`` (the notebook's load): relative paths and globs start at
+    ``folder``, and ``run_dir``, the unreadable records and the records a ``--predict`` source names are
+    spelled from it, never as the absolute paths they led to; an absolute path given stays absolute."""
+    from helpers import rescaled
+
+    from analysis.load import load
+
+    base = json.loads(Path("benchmarks/results/h200/energy/llama3.1-8b/0/metrics.json").read_text())
+    two = rescaled(base, world=2, tokens_per_device=base["metrics"]["tokens_per_s_per_device"] * 0.9)
+    two["run"]["id"] = "other"
+    _write(tmp_path / "results" / "one", base)
+    _write(tmp_path / "results" / "two", two)
+    (tmp_path / "results" / "bad").mkdir()
+    (tmp_path / "results" / "bad" / "metrics.json").write_text("{")
+    _write(tmp_path / "elsewhere", {**copy.deepcopy(base), "run": {**base["run"], "id": "third"}})
+    (tmp_path / "nb").mkdir()  # the notebook's folder: nb/.. is looked up through it
+    df = load(["../results/*", str(tmp_path / "elsewhere")], predict=True, start=tmp_path / "nb")
+    by_id = df.set_index("run_id")
+    assert by_id.loc["other", "run_dir"] == "../results/two"
+    assert by_id.loc["third", "run_dir"] == str(tmp_path / "elsewhere")  # as given: absolute
+    assert list(df.attrs["unreadable"]) == ["../results/bad/metrics.json"]
+    source = by_id.loc["other", "predicted_source"]
+    assert source.startswith("analysis --predict: calibrated: ../results/one/metrics.json"), source
+    assert str(tmp_path / "results") not in " ".join(df["predicted_source"].dropna()), df["predicted_source"]
+
+
 @pytest.mark.parametrize(
     ("override", "key"),
     [

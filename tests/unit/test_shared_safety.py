@@ -12,7 +12,7 @@ import pytest
 
 from flopsweep.callbacks import SweepBusy, lock_path, lock_sweep_dir
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.files import RecordExistsError, atomic_write_json
+from flopsweep.files import JobFolderUnwritable, RecordExistsError, atomic_write_json
 from flopsweep.job import JobInfo, other_run_problem, run_job
 from flopsweep.launcher_choice import launcher_set
 from flopsweep.plan import Environment, plan, validate
@@ -70,6 +70,7 @@ def test_a_record_path_that_is_a_link_is_refused_before_the_job_runs(
         path.symlink_to(tmp_path / "real.json")
     with pytest.raises(RecordExistsError) as info:
         run_job(RunConfig(device="cpu", resume=resume), JobInfo(job_dir=tmp_path, overrides=[]))
+    assert not isinstance(info.value, JobFolderUnwritable)  # a record refused: run.py exits 2
     message = str(info.value)
     assert (
         message.startswith(f"{path} is a symbolic link, not a run record")

@@ -15,7 +15,7 @@ import pytest
 
 from flopsweep.callbacks import SweepBusy, lock_sweep_dir
 from flopsweep.config import RunConfig
-from flopsweep.files import RecordExistsError, RecordUnwritable
+from flopsweep.files import JobFolderUnwritable, RecordExistsError, RecordUnwritable
 from flopsweep.hydrafiles import JobLogHandler, write_hydra_files
 from flopsweep.job import JobInfo, run_job
 
@@ -85,7 +85,7 @@ def test_a_hydra_folder_that_is_a_link_or_a_fifo_refuses_the_job_in_one_line(tmp
             write_hydra_files(job, files)
         what = "FIFO" if kind == "fifo" else "symbolic link"
         assert str(info.value).startswith(f"{job / '.hydra'} is a {what}, not a folder flopsweep made")
-        with pytest.raises(RecordExistsError) as info:
+        with pytest.raises(JobFolderUnwritable) as info:  # run.py: exit 1, not a record refused's 2
             run_job(RunConfig(device="cpu"), JobInfo(job_dir=job, overrides=[], hydra_files=files))
         line = str(info.value)
         assert "never followed or written through. Fix: remove " in line and "\n" not in line
@@ -273,7 +273,7 @@ def test_a_job_folder_that_is_a_link_is_refused_never_followed(tmp_path: Path) -
         else:
             os.mkfifo(job)
         files = {name: "x: 1\n" for name in HYDRA_FILES}
-        with pytest.raises(RecordExistsError) as info:
+        with pytest.raises(JobFolderUnwritable) as info:  # run.py: exit 1, not a record refused's 2
             run_job(RunConfig(device="cpu"), JobInfo(job_dir=job, overrides=[], hydra_files=files))
         line = str(info.value)
         assert line.startswith(f"{job} is a ") and "never followed or written through. Fix: remove" in line
