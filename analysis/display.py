@@ -10,6 +10,7 @@ Blank cells stand for missing values: a failed run's metrics are blank, never 0.
 from __future__ import annotations
 
 import csv
+import math
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
@@ -58,6 +59,8 @@ def _cell(spec: ColumnSpec, value: object) -> str:
         return ""  # a failed run's metrics stay blank, never 0
     if isinstance(value, bool):
         return str(value)
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"  # an interval's unbounded end (analysis.spread), any format
     if spec.format == "thousands" and isinstance(value, (int, float)):
         return f"{value:,.0f}"
     if spec.format == "percent" and isinstance(value, (int, float)):

@@ -540,11 +540,13 @@ def _draw_bars(ax, bars: pd.DataFrame, wrapped: dict[str, str], colors: dict[str
     faces = [colors[lbl] if status == "ok" else "white" for lbl, status in pairs]
     ax.barh(rows, values, color=faces, edgecolor="black", linewidth=0.5)
     has_ci = bars["lo"].notna() & bars["hi"].notna()
+    bounded = bars["hi"].where(bars["hi"].abs().lt(math.inf))  # an unbounded end (inf): no part of the scale
+    top = float(pd.concat([bounded.where(has_ci, bars["value"]), bars["value"], bars["mark"]]).max())
     if has_ci.any():
         ci = bars[has_ci]
-        err = [(ci["value"] - ci["lo"]).clip(lower=0), (ci["hi"] - ci["value"]).clip(lower=0)]
+        high = ci["hi"].clip(upper=1.18 * top)  # an unbounded end runs off the axis
+        err = [(ci["value"] - ci["lo"]).clip(lower=0), (high - ci["value"]).clip(lower=0)]
         ax.errorbar(ci["value"], ci.index, xerr=err, fmt="none", ecolor="black", capsize=3)
-    top = float(pd.concat([bars["hi"].where(has_ci, bars["value"]), bars["mark"]]).max())
     for row, (value, status) in enumerate(zip(bars["value"], bars["status"], strict=True)):
         # the figure inside its bar, at the base: clear of the interval and of a mark at the end
         text, color = (f"{value:.4g}", "white") if status == "ok" else (plain(short(status)), "black")

@@ -19,6 +19,7 @@ ranked table (:func:`table`); the names it used to hold are re-exported here.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -193,10 +194,17 @@ def _typed(values: pd.Series) -> pd.Series:
     return values
 
 
+def _upper_bound(value: object) -> float | None:
+    """An interval's high end: a finite number, or inf where the interval has none (``h >= mean``:
+    :mod:`analysis.spread`), kept as such rather than blank; anything else None."""
+    return math.inf if isinstance(value, float) and value == math.inf else _number(value)
+
+
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=COLUMNS)
     for col in NUMERIC_METRICS + list(FLOAT_COLUMNS):
-        df[col] = pd.to_numeric(df[col].map(_number), errors="coerce").astype("float64")
+        keep = _upper_bound if col.endswith("_ci_high") else _number
+        df[col] = pd.to_numeric(df[col].map(keep), errors="coerce").astype("float64")
     for col in METRIC_COLUMNS:
         if col not in NUMERIC_METRICS:
             df[col] = _typed(df[col].astype(object))
@@ -416,7 +424,7 @@ def load(
         del out["_name"]
     df = flag_duplicates(name_sizes(_frame(rows)))
     df = flag_scaling(add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS)))
-    df["prediction_error"] = [  # again after pooling: the median prediction over the median step
+    df["prediction_error"] = [  # again after pooling: the median prediction over the pooled (mean) step
         prediction_error(p, m)
         for p, m in zip(df["predicted_iteration_time_s"], df["iteration_time_s_mean"], strict=True)
     ]

@@ -1,23 +1,29 @@
 """Spread: 95% confidence intervals of the rates, repeats pooled into one row, and whether the best
 two set-ups can be told apart.
 
-Intervals (Student-t, two-sided 95%, ``scipy.stats.t.ppf``):
+Every interval is a step time's, turned into rates. Tokens/s, TFLOPs, MFU and HFU are each a
+constant (tokens, FLOPs, FLOPs over the peak per step: ``flopsweep.metrics``) over the mean step
+time ``m``, so a rate's interval follows from the step's ``[m - h, m + h]`` as its figure does:
+``work / (m + h)`` to ``work / (m - h)`` (:func:`rate_ends`). The map is monotone, so the interval
+holds the figure ``work / m``; where ``h >= m`` (possible with 2 rounds: t(0.975, 1) = 12.71) the
+rate has no upper bound, ``inf`` (shown ``inf``; never a clipped 0 or a made-up end). The step's
+interval is the Student-t interval of a mean, ``m +- t(0.975, n - 1) s / sqrt(n)`` (``s`` the
+sample standard deviation; NIST/SEMATECH e-Handbook of Statistical Methods, 1.3.5.2 "Confidence
+limits for the mean"; the quantile from ``scipy.stats.t.ppf``):
 
 - **over repeats** (``ci_over="repeats"``: a set-up measured in ``repeats=N`` rounds, N >= 2 ok
-  rounds): the t-interval of the mean of the N rounds' figures (n - 1 degrees of freedom). The
-  figure shown is their median (robust to one odd round); the interval is the mean's. A pooled row's
-  tokens/s, TFLOPs, MFU and HFU follow from its step time (the median of the rounds' mean steps), as
-  in one record (:data:`MEAN_STEP_RATES`): with an even number of rounds the median is the mean of
-  the middle two, and the mean of two rates is not the rate of the mean step.
-- **over steps** (``ci_over="steps"``: one run): the t-interval of the mean measured step time
-  (``metrics.iteration_time_s.values``), turned into rates. Tokens/s, TFLOPs, MFU and HFU are each
-  a constant over the mean step time, so each scales by ``mean / (mean + h)`` and
-  ``mean / (mean - h)`` (``h`` the half width; no upper bound when ``h >= mean``). Steps of one
-  run are not independent samples of the machine's state (drift within the window is shared), so
-  this interval is narrower than the one over repeats: measure with ``repeats=`` to compare.
+  rounds): over the N rounds' mean step times (``iteration_time_s_mean``), n - 1 degrees of
+  freedom. The pooled row's step is their mean, the figure that interval is about (their median
+  need not lie in it: five rounds of 1.0 s and four of 1.5 s give [1.02, 1.42] s), and its rates
+  follow from that step (:data:`MEAN_STEP_RATES`). Its other columns are the median over the rounds.
+- **over steps** (``ci_over="steps"``: one run): over the measured step times of the run
+  (``metrics.iteration_time_s.values``), whose mean the record's rates are over (:func:`step_factors`).
+  Steps of one run are not independent samples of the machine's state (drift within the window is
+  shared), so this interval is narrower than the one over repeats: measure with ``repeats=`` to compare.
 
 Two intervals that overlap mean the difference is not significant at this level (a conservative
 test: non-overlapping 95% intervals imply p < 0.05; overlapping ones may still differ a little).
+An unbounded end overlaps everything above it.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import pandas as pd
 
 from analysis.catalogue import CI_COLUMNS, CI_METRICS, HIGHER_IS_BETTER
 
-__all__ = ["CI_COLUMNS", "CI_LEVEL", "CI_METRICS", "ci_of", "overlap", "pool_repeats", "verdict"]
+__all__ = ["CI_COLUMNS", "CI_LEVEL", "CI_METRICS", "ci_of", "overlap", "pool_repeats", "rate_ends", "verdict"]
 
 CI_LEVEL = 0.95
 """The confidence level of every interval."""
@@ -62,10 +68,19 @@ def interval(values: Sequence[float]) -> tuple[float, float] | None:
     return None if got is None else (got[0] - got[1], got[0] + got[1])
 
 
+def rate_ends(work: float, mean: float, h: float) -> tuple[float, float]:
+    """``(low, high)``: the interval of the rate ``work / mean`` from the step's ``mean +- h`` (s):
+    ``work / (mean + h)`` and ``work / (mean - h)``, ``inf`` when ``h >= mean`` (the step's
+    interval reaches 0: no upper bound). ``work`` is what one step does (tokens, FLOPs, or FLOPs
+    over the peak for MFU), ``mean > 0``, ``h >= 0``; the interval holds ``work / mean``."""
+    return work / (mean + h), (work / (mean - h) if h < mean else math.inf)
+
+
 def step_factors(step_times: object) -> tuple[float, float] | None:
     """``(low, high)`` factors that turn a rate computed from the mean of ``step_times`` (s) into
     the ends of its interval over steps: ``mean / (mean + h)`` and ``mean / (mean - h)`` (inf when
-    ``h >= mean``). None when there are fewer than two valid step times."""
+    ``h >= mean``; :func:`rate_ends` with ``work = mean``). None when there are fewer than two valid
+    step times."""
     if not isinstance(step_times, list):
         return None
     try:
@@ -75,7 +90,7 @@ def step_factors(step_times: object) -> tuple[float, float] | None:
     if got is None or got[0] <= 0:
         return None
     mean, h = got
-    return mean / (mean + h), (mean / (mean - h) if h < mean else math.inf)
+    return rate_ends(mean, mean, h)
 
 
 def step_columns(out: dict, step_times: object) -> None:
@@ -116,12 +131,13 @@ PROBE_KEYS = ["predict_probe", "layer_probe"]
 from before the key: off). ``setup_id`` leaves ``predict.*`` out, as a probe does not change the step;
 but it lengthens the job (``run_wall_s``, ``probe_s``, ``probe_share``) and sets the prediction
 (``predicted_iteration_time_s``, ``prediction_error``), so a probed and an unprobed round of one set-up
-are two rows, each the median of its own rounds, not one row of both: their step times stay
+are two rows, each pooled from its own rounds, not one row of both: their step times stay
 apart too, and the two rows' intervals say whether the probe changed the step (docs/analysis.md)."""
 
 
 STEP_COLUMN = "iteration_time_s_mean"
-"""The pooled step time that the :data:`MEAN_STEP_RATES` of a pooled row follow from."""
+"""The step time (s) that the :data:`MEAN_STEP_RATES` of a row follow from. In a pooled row it is the
+mean of the rounds' mean steps (the figure their t-interval is about), not their median."""
 MEAN_STEP_RATES = (
     "tokens_per_s",
     "tokens_per_s_per_device",
@@ -134,10 +150,11 @@ MEAN_STEP_RATES = (
 )
 """The rates a record computes as a constant over its mean step time (``flopsweep.metrics``: tokens,
 FLOPs, FLOPs over the peak). In a pooled row each is that constant (the median over the rounds of
-rate x step) over the pooled :data:`STEP_COLUMN`, as its legend says ("from the mean step"). The
-median of the rounds' rates is not: over an even number of rounds it is the mean of the middle two,
-and the mean of two rates is not the rate of the mean of their steps (steps of 0.21 s and 2.14 s:
-1,325 tokens/s of 512-token steps beside a 1.18 s step, three times 435)."""
+rate x step) over the pooled :data:`STEP_COLUMN`, as its legend says ("from the mean step"), and its
+interval follows from the step's (:func:`rate_ends`). The median of the rounds' rates is not: over an
+even number of rounds it is the mean of the middle two, and the mean of two rates is not the rate of
+the mean of their steps (steps of 0.21 s and 2.14 s: 1,325 tokens/s of 512-token steps beside a
+1.18 s step, three times 435)."""
 
 
 def join_moved_sweeps(df: pd.DataFrame) -> pd.DataFrame:
@@ -174,11 +191,12 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
 
     Only rows where ``pooled`` is true (ok rounds that pass their checks) are pooled; a failed
     round keeps its own row, with its status. A pooled row is the first round's row with every
-    ``numeric`` column the median over the rounds (the :data:`MEAN_STEP_RATES` follow from the median
-    step time, :data:`STEP_COLUMN`), the :data:`CI_METRICS` intervals over the rounds
-    (``ci_over`` ``repeats``), ``repeats`` the count of rounds, ``run_dir`` every round's folder
-    (comma-separated), the load columns the highest, and the rounds' distinct warnings. A group
-    of one round keeps its interval over steps. Rounds with the same ``run_id`` (copies of one
+    ``numeric`` column the median over the rounds, except the step time (:data:`STEP_COLUMN`, the
+    rounds' mean) and the :data:`MEAN_STEP_RATES`, which follow from it, the :data:`CI_METRICS`
+    intervals over the rounds, from the step's (:func:`_pool_rates`; ``ci_over`` ``repeats``),
+    ``repeats`` the count of rounds, ``run_dir`` every round's folder (comma-separated), the load
+    columns the highest, and the rounds' distinct warnings. A group of one round keeps its interval
+    over steps. Rounds with the same ``run_id`` (copies of one
     record) count once. Row order: each group at its first round. The rounds of a sweep moved and
     then resumed are one group (:func:`join_moved_sweeps`).
     """
@@ -214,15 +232,7 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
         for column in numeric:
             if column in out and pd.api.types.is_numeric_dtype(out[column]):
                 out.at[first, column] = rounds[column].median()
-        step = out.at[first, STEP_COLUMN] if STEP_COLUMN in out else math.nan
-        for m in MEAN_STEP_RATES:  # each follows from the pooled step, as in one record
-            if m in out and pd.api.types.is_numeric_dtype(out[m]) and pd.notna(step) and step > 0:
-                constant = (rounds[m] * rounds[STEP_COLUMN]).median()  # tokens or FLOPs per step
-                out.at[first, m] = constant / step if pd.notna(constant) else math.nan
-        for m in CI_METRICS:
-            ends = interval(rounds[m].tolist()) if m in rounds else None
-            low, high = ends or (math.nan, math.nan)
-            out.at[first, f"{m}_ci_low"], out.at[first, f"{m}_ci_high"] = max(low, 0.0), high  # a rate >= 0
+        _pool_rates(out, first, rounds)
         out.at[first, "ci_over"] = "repeats"
         out.at[first, "repeats"] = len(rounds)
         out.at[first, "run_dir"] = ", ".join(rounds["run_dir"])
@@ -233,6 +243,29 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
         said = list(dict.fromkeys(w for ws in rounds["warnings"].dropna() for w in ws.split("; ")))
         out.at[first, "warnings"] = "; ".join(said) or None
     return out[keep].reset_index(drop=True)
+
+
+def _pool_rates(out: pd.DataFrame, first: int, rounds: pd.DataFrame) -> None:
+    """Set the pooled row ``first`` of ``out``: its :data:`STEP_COLUMN` the mean of the ``rounds``'
+    mean steps, each of :data:`MEAN_STEP_RATES` that step's (the median over the rounds of rate x
+    step, over it), and the :data:`CI_METRICS` intervals from the step's t-interval over the rounds
+    (:func:`rate_ends`); NaN where a rate or the step is missing (no made-up end)."""
+    got = half_width(rounds[STEP_COLUMN].tolist()) if STEP_COLUMN in rounds else None
+    if got is not None and got[0] > 0:
+        out.at[first, STEP_COLUMN] = got[0]
+    else:
+        got = None
+    for m in MEAN_STEP_RATES:  # each follows from the pooled step, as in one record
+        if m not in out or not pd.api.types.is_numeric_dtype(out[m]):
+            if m in CI_METRICS:
+                out.at[first, f"{m}_ci_low"], out.at[first, f"{m}_ci_high"] = math.nan, math.nan
+            continue
+        work = (rounds[m] * rounds[STEP_COLUMN]).median() if got is not None else math.nan  # per step
+        if got is not None:
+            out.at[first, m] = work / got[0] if pd.notna(work) else math.nan
+        if m in CI_METRICS:
+            ends = rate_ends(work, *got) if got is not None and pd.notna(work) else (math.nan, math.nan)
+            out.at[first, f"{m}_ci_low"], out.at[first, f"{m}_ci_high"] = ends
 
 
 def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[int], str | None]:

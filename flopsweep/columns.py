@@ -466,7 +466,8 @@ COLUMN_SPECS: list[ColumnSpec] = [
     C(
         name="repeats",
         header="reps",
-        description="rounds pooled into the row (repeats=): its figures are their median; 1 for one run",
+        description="rounds pooled into the row (repeats=): its figures are their median, its step their "
+        "mean and its rates that step's; 1 for one run",
         kind="int",
         table="always",
         hide=10,

@@ -4,9 +4,11 @@ pruned set-ups with their reasons, and the override line that runs the winner. O
 (:func:`summary`, written as ``tune.json``), its console lines (:func:`lines`) and its markdown
 (:func:`markdown`, ``tune.md``).
 
-Intervals are the analysis's (:mod:`analysis.spread`): over repeats (the Student-t interval of the
-mean of a set-up's runs) when it ran twice or more, else over the steps of its one run (rates
-only). Two intervals that overlap are "not significant" (the analysis's conservative test).
+Intervals are the analysis's (:mod:`analysis.spread`, :func:`interval`): over repeats when a set-up
+ran twice or more (a rate's from the Student-t interval of its runs' steps, with no upper bound where
+that reaches 0), else over the steps of its one run (rates only). Two intervals that overlap are "not
+significant" (the analysis's conservative test); an unbounded end is ``null`` in ``tune.json``, ``inf``
+in text.
 Torch-free.
 """
 
@@ -27,18 +29,32 @@ JSON_FILE = "tune.json"
 MARKDOWN_FILE = "tune.md"
 
 
-def interval(c: Candidate, direction: str) -> tuple[float, float, str] | None:
-    """``(low, high, over)``: the 95% interval of ``c``'s objective, over its ok runs
-    (``"repeats"``) or, after one run of a rate (a maximised objective), over its steps
-    (``"steps"``, :func:`analysis.spread.step_factors`); None when it has neither."""
+def interval(c: Candidate, direction: str, objective: str = "") -> tuple[float, float, str] | None:
+    """``(low, high, over)``: the 95% interval of ``c``'s objective, the analysis's
+    (:mod:`analysis.spread`); None when it has none.
+
+    A rate (``objective`` one of :data:`analysis.spread.MEAN_STEP_RATES`, ``v = work / step``) follows
+    from the step's Student-t interval, as in the analysis: over its ok runs (``"repeats"``), that of
+    the steps ``1 / v`` over one work (:func:`analysis.spread.rate_ends`: ``1 / (m + h)`` to
+    ``1 / (m - h)``; ``high`` inf, no upper bound, where ``h >= m``: possible with 2 runs); after one
+    run, over its steps (``"steps"``, :func:`analysis.spread.step_factors`). The median of the runs
+    (the figure shown, by which the tuner ranks) lies within it up to 6 runs (a median lies within one
+    standard deviation of the mean, and t(0.975, n - 1) >= sqrt(n - 1) for n <= 6). Another objective
+    (a time, a memory) gets the t-interval of the mean of its runs' values, its low end clipped at 0
+    (each is >= 0); no interval after one run.
+    """
+    from analysis.spread import MEAN_STEP_RATES, half_width, rate_ends, step_factors
     from analysis.spread import interval as t_interval
-    from analysis.spread import step_factors
 
     ok = [v for v in c.values if math.isfinite(v)]
+    rate = objective in MEAN_STEP_RATES or (not objective and direction == "maximize")
+    if len(ok) >= 2 and rate:
+        got = half_width([1 / v for v in ok]) if all(v > 0 for v in ok) else None
+        return (*rate_ends(1.0, *got), "repeats") if got else None
     if len(ok) >= 2:
         low, high = t_interval(ok) or (math.nan, math.nan)
         return max(low, 0.0), high, "repeats"
-    factors = step_factors(c.step_times) if ok and direction == "maximize" else None
+    factors = step_factors(c.step_times) if ok and rate else None
     if factors is None:
         return None
     return ok[0] * factors[0], ok[0] * factors[1], "steps"
@@ -69,10 +85,10 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def _pick(c: Candidate | None, direction: str) -> dict[str, Any] | None:
+def _pick(c: Candidate | None, direction: str, objective: str = "") -> dict[str, Any] | None:
     if c is None:
         return None
-    ci = interval(c, direction)
+    ci = interval(c, direction, objective)
     return {
         "label": c.label,
         "overrides": list(c.overrides),
@@ -105,10 +121,10 @@ def summary(
     best = ranked([c for c in final if c in ok], direction)
     best += [c for c in ranked(ok, direction) if c not in best]
     winner, runner = (best + [None, None])[:2]
-    picks = {"winner": _pick(winner, direction), "runner_up": _pick(runner, direction)}
+    picks = {"winner": _pick(winner, direction, objective), "runner_up": _pick(runner, direction, objective)}
     significant = None
-    ca = interval(winner, direction) if winner else None
-    cb = interval(runner, direction) if runner else None
+    ca = interval(winner, direction, objective) if winner else None
+    cb = interval(runner, direction, objective) if runner else None
     if ca and cb and not any(math.isnan(x) for x in (*ca[:2], *cb[:2])):
         significant = not overlap(ca[:2], cb[:2])
     setups = [

@@ -123,7 +123,8 @@ def test_a_copied_round_counts_once_in_the_pooled_row(tmp_path):
     for df in (alone, both):
         row = df.iloc[0]
         assert row["repeats"] == 3 and row["ci_over"] == "repeats"
-        assert row["tokens_per_s_per_device"] == pytest.approx(1100.0)
+        rate = 3 / (1 / 1000 + 1 / 1100 + 1 / 1200)  # the rate of the rounds' mean step
+        assert row["tokens_per_s_per_device"] == pytest.approx(rate)
     assert both.iloc[0]["tokens_per_s_ci_low"] == pytest.approx(alone.iloc[0]["tokens_per_s_ci_low"])
 
 
@@ -166,7 +167,7 @@ def test_rounds_with_and_without_a_probe_are_not_pooled(tmp_path):
         for _, r in df.iterrows()
     }
     assert got == {
-        (False, False): (3, pytest.approx(1100.0), "repeats"),
+        (False, False): (3, pytest.approx(3 / (1 / 1000 + 1 / 1100 + 1 / 1200)), "repeats"),
         (False, True): (2, pytest.approx(2 / (1 / 2000 + 1 / 2200)), "repeats"),
         (True, False): (2, pytest.approx(2 / (1 / 3000 + 1 / 3300)), "repeats"),
     }
@@ -221,14 +222,14 @@ def test_rounds_tagged_differently_are_not_pooled(tmp_path):
             [2560.0, 256.0],
             2 / (1 / 2560 + 1 / 256),
         ),  # the trial: steps 10x apart, a third of the rates' mean
-        ([1000.0, 4000.0, 1500.0], 1500.0),  # odd: the median round's own figures
+        ([1000.0, 4000.0, 1500.0], 3 / (1 / 1000 + 1 / 4000 + 1 / 1500)),  # odd: the mean step's too
     ],
 )
 def test_a_pooled_row_s_rates_follow_from_its_pooled_step(tmp_path, rates, step_rate):
     """``repeats=2``: the pooled row's tokens/s, TFLOPs and MFU are its own step time's, as in one
-    record (tokens per step / the median of the rounds' mean steps), not the median of the rounds' rates
+    record (tokens per step / the mean of the rounds' mean steps), not the median of the rounds' rates
     (over two rounds the mean of their rates: 1,408 tokens/s where the pooled step gives 465, as the
-    trial's 1,325 tokens/s beside 512 tokens / 1.177 s = 435); an odd count keeps the median round's."""
+    trial's 1,325 tokens/s beside 512 tokens / 1.177 s = 435); an odd count too (not the median round's)."""
     from helpers import rescaled
 
     import analysis
@@ -244,7 +245,7 @@ def test_a_pooled_row_s_rates_follow_from_its_pooled_step(tmp_path, rates, step_
     row, m = df.iloc[0], rec["metrics"]
     step = row["iteration_time_s_mean"]
     assert row["repeats"] == len(rates) and step == pytest.approx(
-        statistics.median(m["tokens_per_step"] / r for r in rates)
+        statistics.fmean(m["tokens_per_step"] / r for r in rates)
     )
     assert row["tokens_per_s"] == pytest.approx(m["tokens_per_step"] / step) == pytest.approx(step_rate)
     assert row["tokens_per_s_per_device"] == pytest.approx(step_rate)

@@ -1,0 +1,193 @@
+"""The 95% intervals of a pooled ``repeats=`` row follow from its step's, as its rates do: a rate is
+work / step, so its interval is work / (step's high end) to work / (step's low end), holding the figure;
+with no upper bound (inf) where the step's interval reaches 0. Hand-computed values: the fixture's step
+does 16,384 tokens at one rank; t(0.975, 1) = 12.7062, t(0.975, 2) = 4.3027."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.catalogue import CI_METRICS
+from analysis.spread import ci_of, rate_ends, verdict
+
+REPO = Path(__file__).resolve().parents[2]
+TOKENS = 16384
+"""Tokens per step of ``tests/fixtures/records/v2-ok`` at one rank (``helpers.rescaled``)."""
+
+
+def _pooled(folder: Path, steps: list[float]) -> tuple[pd.DataFrame, dict]:
+    """``analysis.load`` of one set-up's ``repeats=len(steps)`` rounds at those mean step times (s)."""
+    from helpers import rescaled
+
+    import analysis
+
+    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
+    for n, step in enumerate(steps):
+        rec = rescaled(base, world=1, tokens_per_device=TOKENS / step)
+        rec["run"].update(id=f"round-{n}", repeat=n, repeats=len(steps), repeat_group="g1")
+        (folder / str(n)).mkdir()
+        (folder / str(n) / "metrics.json").write_text(json.dumps(rec))
+    df = analysis.load(folder)
+    assert len(df) == 1 and df.iloc[0]["repeats"] == len(steps) and df.iloc[0]["ci_over"] == "repeats"
+    assert rec["metrics"]["tokens_per_step"] == TOKENS
+    return df, rec["metrics"]
+
+
+@pytest.mark.parametrize(
+    ("steps", "mean", "h", "tokens"),
+    [
+        # 2 rounds: s / sqrt(2) = |1.1 - 1.0| / 2 = 0.05, h = 12.7062 x 0.05 = 0.63531
+        ([1.0, 1.1], 1.05, 0.63531, (15603.8, 9721.65, 39509.1)),
+        # 3 rounds: s = sqrt(0.03 / 2 x 2) = 0.17321, s / sqrt(3) = 0.1, h = 0.43027; the median round
+        # (1.0 s, 16,384 tokens/s) is not the figure: the mean step is, as its interval is the mean's
+        ([1.0, 1.0, 1.3], 1.1, 0.43027, (14894.5, 10706.6, 24463.4)),
+        # 9 rounds, five of 1.0 s and four of 1.5 s: mean 1.2222, s = 0.26352, h = 2.3060 x 0.26352 / 3
+        # = 0.20256, the step's interval [1.0197, 1.4248] s, which their median (1.0 s) is outside
+        ([1.0] * 5 + [1.5] * 4, 11 / 9, 0.20256, (13405.1, 11499.3, 16068.1)),
+        # identical rounds: no spread, the interval is the figure
+        ([1.2, 1.2, 1.2], 1.2, 0.0, (13653.3, 13653.3, 13653.3)),
+    ],
+)
+def test_a_pooled_row_s_rate_intervals_follow_from_its_step_interval(tmp_path, steps, mean, h, tokens):
+    df, m = _pooled(tmp_path, steps)
+    row = df.iloc[0]
+    assert row["iteration_time_s_mean"] == pytest.approx(mean)
+    figure, low, high = tokens
+    assert (row["tokens_per_s"], row["tokens_per_s_ci_low"], row["tokens_per_s_ci_high"]) == pytest.approx(
+        (figure, low, high), rel=1e-5
+    )
+    flops = m["model_flops_per_iteration"] / 1e12  # TFLOPs per step, one rank
+    assert (row["model_tflops_per_device_ci_low"], row["model_tflops_per_device_ci_high"]) == pytest.approx(
+        (flops / (mean + h), flops / (mean - h)), rel=1e-5
+    )
+    assert row["mfu_ci_low"] == pytest.approx(flops / (mean + h) / m["peak_tflops"], rel=1e-5)
+    for metric in CI_METRICS:  # every interval holds the figure shown, above 0
+        assert 0 < row[f"{metric}_ci_low"] <= row[metric] * (1 + 1e-12), metric
+        assert row[metric] <= row[f"{metric}_ci_high"] * (1 + 1e-12), metric
+
+
+def test_two_rounds_far_apart_leave_the_rates_with_no_upper_bound(tmp_path):
+    """Steps of 1.0 s and 2.0 s: mean 1.5, h = 12.7062 x 0.5 = 6.353 >= 1.5, the step's interval reaches
+    below 0, so no rate has an upper bound (inf; the table's ``inf``, json's null), and the low end is
+    16,384 / 7.853 = 2,086 tokens/s, never a clipped 0; every consumer takes the unbounded end."""
+    from analysis.display import render
+    from analysis.drawing import bar_figure
+    from analysis.headline import headline
+
+    df, _ = _pooled(tmp_path, [1.0, 2.0])
+    row = df.iloc[0]
+    assert row["tokens_per_s"] == pytest.approx(10922.7, rel=1e-5)
+    assert row["tokens_per_s_ci_low"] == pytest.approx(2086.31, rel=1e-5)
+    for metric in CI_METRICS:
+        assert 0 < row[f"{metric}_ci_low"] < row[metric] and row[f"{metric}_ci_high"] == math.inf, metric
+    assert ci_of(row, "mfu") == (pytest.approx(row["mfu_ci_low"]), math.inf)
+    columns = ["model_tflops_per_device", "model_tflops_per_device_ci_low", "model_tflops_per_device_ci_high"]
+    table = render(df[[*columns, "mfu", "mfu_ci_high"]], "markdown").splitlines()
+    cells = [c.strip() for c in table[2].strip("|").split("|")]
+    assert cells[2] == "inf" and cells[4] == "inf" and float(cells[1]) > 0, table  # not "inf%", not 0
+    assert json.loads(render(df[columns], "json"))[0]["model_tflops_per_device_ci_high"] is None
+    assert render(df[columns], "csv").splitlines()[1].endswith(",inf")
+    # a second set-up whose interval lies above the first one's low end: not told apart (the unbounded
+    # end overlaps it), in the table's verdict and in the headline
+    other = df.assign(**{c: df[c] * 3 for c in columns}, backend="ddp", run_dir="elsewhere")
+    other["model_tflops_per_device_ci_high"] = other["model_tflops_per_device"] * 1.01
+    both = pd.concat([df, other], ignore_index=True)
+    tied, line = verdict(both, "model_tflops_per_device", both["status"].eq("ok"))
+    assert tied == [1, 0] and line.startswith("Not significant") and ", inf]" in line, line
+    said = headline(both, "model_tflops_per_device")
+    assert said[2].startswith("Not significant") and ", inf]" in said[1], said
+    fig = bar_figure(both, y="model_tflops_per_device", series="backend", title="t", xlabel="TFLOPs")
+    limits = fig.axes[0].get_xlim()  # the unbounded end runs off a finite axis
+    assert math.isfinite(limits[1]) and limits[1] > other["model_tflops_per_device_ci_high"].iloc[0]
+
+
+def test_rate_ends_are_work_over_the_step_s_ends():
+    assert rate_ends(10.0, 2.0, 0.5) == pytest.approx((4.0, 10.0 / 1.5))
+    assert rate_ends(10.0, 2.0, 0.0) == (5.0, 5.0)
+    assert rate_ends(10.0, 2.0, 2.0) == (2.5, math.inf)  # the step's interval reaches 0
+
+
+def test_an_unbounded_end_carries_into_the_speedup():
+    from analysis.spread import speedup_interval
+
+    # the baseline may be as fast as anything: the speedup's low end is 0 (its infimum), its high end kept
+    assert speedup_interval((1.0, 2.0), (1.0, math.inf), lower=False) == (0.0, 2.0)
+    assert speedup_interval((1.0, math.inf), (1.0, 2.0), lower=False) == (0.5, math.inf)
+
+
+def test_the_tuner_s_rate_interval_follows_from_its_runs_steps():
+    """``tune.json``'s winner: a rate's interval over runs is that of the steps 1 / rate (t over the
+    reciprocals, as the analysis), holding the median it ranks by; no clipped 0, and an unbounded end
+    is null (strict JSON) and ``inf`` in the text. A time keeps the t-interval of its values."""
+    from flopsweep import tunereport
+    from flopsweep.tune import Budget, Candidate
+
+    def cand(i: int, *values: float) -> Candidate:
+        c = Candidate(i, (f"backend=b{i}", "device=cpu"), f"backend=b{i}")
+        c.values, c.gpu_s = list(values), [10.0] * len(values)
+        return c
+
+    close = cand(0, 1000.0, 1000.0 / 1.1)  # steps 1.0 and 1.1 ms of one work: 1 / (1.05 ms +- 0.63531 ms)
+    low, high, over = tunereport.interval(close, "maximize", "tokens_per_s")
+    assert (low, high, over) == (
+        pytest.approx(1000 / 1.68531, rel=1e-5),
+        pytest.approx(1000 / 0.41469, rel=1e-5),
+        "repeats",
+    )
+    assert low < close.measured < high
+    apart = cand(1, 1000.0, 500.0)  # steps 1 and 2 ms: h = 6.353 ms >= 1.5 ms
+    assert tunereport.interval(apart, "maximize", "mfu") == (
+        pytest.approx(1000 / 7.8531, rel=1e-5),
+        math.inf,
+        "repeats",
+    )
+    s = tunereport.summary(
+        [apart, close], [apart, close], objective="tokens_per_s", direction="maximize",
+        budget=Budget(100.0, spent_s=40.0), rounds=[], stopped="the finalists are measured",
+    )  # fmt: skip
+    json.dumps(s, allow_nan=False)
+    assert s["winner"]["label"] == "backend=b0" and s["winner"]["ci_high"] == pytest.approx(2411.4, rel=1e-4)
+    assert s["runner_up"]["ci_high"] is None and s["runner_up"]["ci_low"] == pytest.approx(127.34, rel=1e-4)
+    assert s["significant"] is False  # the unbounded end overlaps the winner's interval
+    assert "runner-up: backend=b1: tokens_per_s 750 [127.3, inf] (95%, over repeats)" in "\n".join(
+        tunereport.lines(s)
+    )
+    time = tunereport.interval(cand(2, 1.0, 1.1), "minimize", "iteration_time_s_mean")
+    assert time == (
+        pytest.approx(1.05 - 0.63531, rel=1e-4),
+        pytest.approx(1.05 + 0.63531, rel=1e-4),
+        "repeats",
+    )
+
+
+def test_one_run_s_unbounded_high_end_is_inf_not_blank(tmp_path):
+    """One run of two measured steps, 0.3 and 1.7 x its mean: h = 12.7062 x 0.7 = 8.9 means, so its
+    rates have no upper bound over steps: inf (``TFLOPs_hi95`` ``inf``), as a pooled row's, where it
+    had been blank (no interval: no verdict)."""
+    from helpers import fit_clock, rescaled
+
+    import analysis
+    from analysis.display import render
+    from analysis.load import failed_checks
+    from flopsweep.metrics import _summary, unsteady_steps
+
+    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
+    rec = rescaled(base, world=1, tokens_per_device=TOKENS)  # a 1 s step
+    rec["config"]["steps"]["measure"] = 2
+    rec["metrics"]["iteration_time_s"] = _summary([0.3, 1.7])
+    rec["metrics"]["unsteady_steps"] = unsteady_steps([0.3, 1.7])
+    (tmp_path / "metrics.json").write_text(json.dumps(fit_clock(rec)))
+    df = analysis.load(tmp_path)
+    row = df.iloc[0]
+    assert not failed_checks(df).iloc[0] and row["ci_over"] == "steps", row["implausible"]
+    assert row["model_tflops_per_device_ci_high"] == math.inf
+    assert row["model_tflops_per_device_ci_low"] == pytest.approx(
+        row["model_tflops_per_device"] / (1 + 8.8943), rel=1e-4
+    )
+    columns = ["model_tflops_per_device", "model_tflops_per_device_ci_low", "model_tflops_per_device_ci_high"]
+    assert render(df[columns], "markdown").splitlines()[2].rstrip(" |").endswith("| inf")
