@@ -34,17 +34,17 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.blanks import blank_notes
-from analysis.cli import (  # noqa: F401 - build_parser, _column and MIN_WIDTH are imported from here
+from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are imported from here
     DEFAULT_WIDTH,
     FORMATS,
     MIN_WIDTH,
-    _column,
-    _sort_spec,
     build_parser,
+    column_name,
     default_width,
     frontier_conflict,
     pairs,
     plot_folder_problem,
+    sort_spec,
 )
 from analysis.discover import discover, no_records
 from analysis.display import compact, flat_pivot, render, summary
@@ -103,13 +103,13 @@ def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
 def _sort(df: pd.DataFrame, spec: str | None, metric: str = RANK_METRIC) -> pd.DataFrame:
     if not spec:
         return table(df, columns=list(df.columns), metric=metric)
-    name, order = _sort_spec(spec)
-    return sort_runs(df, _column(name), descending={"asc": False, "desc": True}.get(order))
+    name, order = sort_spec(spec)
+    return sort_runs(df, column_name(name), descending={"asc": False, "desc": True}.get(order))
 
 
 def select_runs(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     """The rows the options ask for: filtered, compared with a baseline, best per group, sorted."""
-    metric = _column(args.metric)
+    metric = column_name(args.metric)
     numeric = [c for c in METRIC_COLUMNS if c in df and pd.api.types.is_numeric_dtype(df[c])]
     if metric not in numeric:
         raise AnalysisError(
@@ -117,10 +117,10 @@ def select_runs(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
         )
     df = _filter(df, pairs(args.filter, "--filter"))
     if args.baseline:
-        df = compare(df, pairs(args.baseline, "--baseline"), metric=_column(args.metric))
+        df = compare(df, pairs(args.baseline, "--baseline"), metric=column_name(args.metric))
     if args.best_by:
-        df = best(df, by=[_column(c) for c in args.best_by.split(",")], metric=_column(args.metric))
-    return _sort(df, args.sort, _column(args.metric))
+        df = best(df, by=[column_name(c) for c in args.best_by.split(",")], metric=column_name(args.metric))
+    return _sort(df, args.sort, column_name(args.metric))
 
 
 def _pivot(df: pd.DataFrame, args: argparse.Namespace, mark_failed: bool) -> pd.DataFrame:
@@ -130,7 +130,7 @@ def _pivot(df: pd.DataFrame, args: argparse.Namespace, mark_failed: bool) -> pd.
             f"--pivot {args.pivot!r}: expected INDEX:COLUMNS:VALUES, "
             "e.g. model:backend:model_tflops_per_device"
         )
-    index, columns, values = map(_column, parts)
+    index, columns, values = map(column_name, parts)
     return pivot(
         df,
         index=index.split(","),
@@ -147,7 +147,7 @@ def mark_winners(
     """``table`` (a :func:`_pivot`) with ``[n]`` after each cell whose runs differ in a set-up
     column the pivot does not show, and the ``[n]`` lines naming the set-up that won
     (:func:`analysis.query.pivot_winners`)."""
-    index, columns, values = map(_column, args.pivot.split(":"))
+    index, columns, values = map(column_name, args.pivot.split(":"))
     winners = pivot_winners(runs, index.split(","), columns.split(","), values, args.agg)
     table = table.astype(object)
     lines = []
@@ -166,7 +166,7 @@ def asked_columns(args: argparse.Namespace) -> list[str]:
     table never hides them to fit the width, blank or not."""
     if args.columns in (None, "all"):
         return []
-    return [_column(c.strip()) for c in args.columns.split(",")]
+    return [column_name(c.strip()) for c in args.columns.split(",")]
 
 
 def shown_columns(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
@@ -252,11 +252,11 @@ def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespa
         return []
     asked = asked_columns(args)
     if args.sort:
-        asked.append(_column(_sort_spec(args.sort)[0]))
+        asked.append(column_name(sort_spec(args.sort)[0]))
     if (
         args.pivot and len(parts := args.pivot.split(":")) == 3 and parts[2]
     ):  # its cells showed "ok" unexplained
-        asked.append(_column(parts[2]))
+        asked.append(column_name(parts[2]))
     people = args.format in ("table", "markdown", "html")
     if people and not args.columns and not args.pivot:
         asked += [c for c in shown_columns(runs, args).columns if c in ("scaling_efficiency", "speedup")]
@@ -301,7 +301,7 @@ def output(
             return "\n\n".join([render(frame, args.format, width=args.width, keep=keep, order=order), *notes])
         return "\n".join([render(frame, args.format, width=args.width, keep=keep, order=order), *notes])
     figures, skipped = make_plots(select(loaded, pairs(args.filter, "--filter")))
-    metric = _column(args.metric)
+    metric = column_name(args.metric)
     opening = [] if args.frontier else headline(runs, metric)
     if opening and metric in runs:  # the verdict opens the page: its one-line form is not repeated below
         said = verdict(runs, metric, rankable(runs, metric))[1]
@@ -375,7 +375,7 @@ def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataF
     ``--frontier`` ranks set-ups by size and shows one run each (:func:`analysis.frontier.frontier_rows`):
     no verdict, the searches whose size no ok run measured (:func:`analysis.frontier.unmeasured_lines`),
     and the CPU note only when a run shown is on the CPU."""
-    metric = _column(args.metric)
+    metric = column_name(args.metric)
     lines = []
     if args.format not in ("table", "markdown", "html"):
         return runs, lines  # csv and json keep the columns of load()
@@ -383,7 +383,7 @@ def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataF
         return runs, unmeasured_lines(runs) + ([CPU_NOTE] if on_cpu(frontier_rows(runs)) else [])
     runs = runs.copy()
     runs["not_significant"] = False
-    ranked_by_metric = not args.pivot and (not args.sort or _column(_sort_spec(args.sort)[0]) == metric)
+    ranked_by_metric = not args.pivot and (not args.sort or column_name(sort_spec(args.sort)[0]) == metric)
     if ranked_by_metric and metric in runs:
         tied, line = verdict(runs, metric, rankable(runs, metric))
         runs.loc[tied, "not_significant"] = True

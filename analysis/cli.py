@@ -253,7 +253,10 @@ def plot_folder_problem(path: Path) -> str | None:
     return None
 
 
-def _column(name: str) -> str:
+def column_name(name: str) -> str:
+    """The column an option names: a short header (``tokens/s``) gives its column (``tokens_per_s``), a
+    header that is also a column's own name (``layout``) that column; any other ``name`` is returned
+    as given (an unknown one is refused later, with the nearest names)."""
     return _LONG.get(name, name)
 
 
@@ -281,7 +284,7 @@ def pairs(items: list[str], option: str) -> dict[str, str | list[str]]:
                 f"{option} {item!r}: no value (a shell variable left unset?); give one: "
                 f"{option} {name}=VALUE{several}"
             )
-        column = _column(key.strip())
+        column = column_name(key.strip())
         if column in out:  # the last would win in silence
             once = "one value" if option == "--baseline" else f"its values once, comma-separated ({key}=a,b)"
             raise AnalysisError(f"{option} {key.strip()}: given twice; give {once}")
@@ -309,9 +312,9 @@ def _sort_arg(text: str) -> str:
     return text
 
 
-def _sort_spec(spec: str) -> tuple[str, str]:
-    """``"COL:desc"`` -> ``("COL", "desc")``; ``"COL"`` -> ``("COL", "")`` (``spec`` checked by
-    :func:`_sort_arg`)."""
+def sort_spec(spec: str) -> tuple[str, str]:
+    """``--sort``'s value split at its last colon: ``"COL:desc"`` -> ``("COL", "desc")``; ``"COL"`` ->
+    ``("COL", "")`` (the best first). ``spec`` is checked by argparse first (:func:`_sort_arg`)."""
     name, sep, order = spec.rpartition(":")
     return (name, order) if sep else (spec, "")
 

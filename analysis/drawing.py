@@ -35,7 +35,7 @@ MAX_BARS = 40
 """The step-breakdown plot shows at most this many runs."""
 TITLE_FILL = 0.92
 """Share of the figure (or panel) width a title line may take; the rest is margin."""
-_COLORS = [
+COLORS = [
     "tab:blue",
     "tab:orange",
     "tab:green",
@@ -47,8 +47,10 @@ _COLORS = [
     "tab:olive",
     "tab:cyan",
 ]
-_MARKERS = ["o", "s", "^", "D", "v"]
-"""After every 10 series the marker changes, so that no two series look alike."""
+"""The series colours, in order (matplotlib's ``tab10``)."""
+MARKERS = ["o", "s", "^", "D", "v"]
+"""The series markers: series ``i`` has colour ``COLORS[i % 10]`` and marker ``MARKERS[i // 10 % 5]``,
+so after every 10 series the marker changes and no two of the first 50 look alike."""
 
 
 class PlotSkipped(Exception):
@@ -221,17 +223,19 @@ def _varies_per_world(df: pd.DataFrame, column: str) -> bool:
     return bool(text.groupby(df["world_size"].astype(object).map(str)).nunique().gt(1).any())
 
 
-def _legend_cols(labels: list[str]) -> int:
-    """Two legend columns for short labels, one for long ones."""
+def legend_columns(labels: list[str]) -> int:
+    """Legend columns for series ``labels``: 2 when the longest is at most 40 characters, else 1."""
     return 2 if max((len(lbl) for lbl in labels), default=0) <= 40 else 1
 
 
-def _grid(n: int, title: str, labels: list[str]) -> tuple[Figure, list]:
-    """Panels sized so that a legend of ``labels`` (under each panel) fits: about 0.16 in
+def panel_grid(n: int, title: str, labels: list[str]) -> tuple[Figure, list]:
+    """A figure titled ``title`` (:func:`set_title`) with ``n`` panels, at most 3 a row, and the
+    panels' axes (``n`` of them, row by row; spare grid cells hidden). Panels are sized so that a
+    legend of ``labels`` under each fits: at least 5.2 in wide and 3.8 in tall, plus about 0.16 in
     per legend row and 0.055 in per character of the longest label."""
     ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
-    legend_cols = _legend_cols(labels)
+    legend_cols = legend_columns(labels)
     rows = math.ceil((len(labels) + 3) / legend_cols)  # + line styles and the failed-run entry
     width = max(5.2, legend_cols * (0.6 + 0.055 * max((len(lbl) for lbl in labels), default=0)))
     height = 3.8 + 0.16 * rows
@@ -343,11 +347,13 @@ def _legend(
     if failed:
         cross = Line2D([], [], color="black", marker="x", linestyle="", mew=2.5, label="failed run (status)")
         handles.append(cross)
-    ncols = _legend_cols(labels)
+    ncols = legend_columns(labels)
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=ncols, fontsize=7)
 
 
-def _on_device(df: pd.DataFrame) -> str:
+def on_device(df: pd.DataFrame) -> str:
+    """`` on NAME`` (a title's ending) when every run with a ``device_name`` names the same device
+    (bounded: :func:`short`), else ``""`` (none, or several devices)."""
     names = df["device_name"].dropna().unique() if "device_name" in df else []
     return f" on {short(names[0])}" if len(names) == 1 else ""
 
@@ -408,9 +414,9 @@ def line_figure(
         for name, sub in data.groupby(facet)
     }
     labels = sorted({lbl for p in shown.values() for lbl in p["_label"]})
-    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
-    markers = {lbl: _MARKERS[i // len(_COLORS) % len(_MARKERS)] for i, lbl in enumerate(labels)}
-    fig, axes = _grid(len(shown), title + _on_device(data), labels)
+    colors = {lbl: COLORS[i % len(COLORS)] for i, lbl in enumerate(labels)}
+    markers = {lbl: MARKERS[i // len(COLORS) % len(MARKERS)] for i, lbl in enumerate(labels)}
+    fig, axes = panel_grid(len(shown), title + on_device(data), labels)
     for ax, (name, panel) in zip(axes, shown.items(), strict=True):
         ok, failed = _ok(panel, ys[0][0]), panel[panel["status"] != "ok"]
         _draw_lines(ax, ok, x, [(c, s) for c, s, _ in ys], colors, markers)
@@ -508,7 +514,7 @@ def bar_figure(
     data = data[data[facet].isin(chosen)]
     data = data.assign(_label=series_labels(data, x=None, series=series, series_always=False))
     panels = {name: _bar_rows(sub, y, mark[0] if mark else None) for name, sub in data.groupby(facet)}
-    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(sorted(set(data["_label"])))}
+    colors = {lbl: COLORS[i % len(COLORS)] for i, lbl in enumerate(sorted(set(data["_label"])))}
     wrapped = {
         lbl: textwrap.fill(lbl, BAR_LABEL_WIDTH, break_long_words=False)
         for p in panels.values()
@@ -518,7 +524,7 @@ def bar_figure(
     heights = [0.9 + 0.3 * max(n, len(p)) for n, p in zip(lines, panels.values(), strict=True)]
     fig = Figure(figsize=(9, sum(heights) + 0.9), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights).ravel().tolist()
-    set_title(fig, title + _on_device(data))
+    set_title(fig, title + on_device(data))
     for ax, (name, bars) in zip(axes, panels.items(), strict=True):
         _draw_bars(ax, bars, wrapped, colors)
         if mark and bars["mark"].notna().any():

@@ -23,23 +23,16 @@ from flopsweep.config import ConfigError
 from flopsweep.layout import COLUMN_DEGREES, MESH_DEGREES, Layout
 from flopsweep.noise import noisy, overloaded
 from flopsweep.plausible import MISMATCH_TOLERANCE, recompute_tflops, record_problems  # noqa: F401 - re-exported
+from flopsweep.record import value_at
 from flopsweep.text import format_count
 
 log = logging.getLogger("analysis")
 
 
-def _get(record: Record, path: tuple[str, ...]) -> Any:
-    value: Any = record
-    for key in path:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _scalar(value: Any) -> Any:
-    """A value a cell can hold: scalars as they are, a list of scalars (``unsteady_steps``) as a
-    list, any other structure as a short placeholder (never a deep nest)."""
+def cell_value(value: Any) -> Any:
+    """A record's value as a cell can hold it: None, str, bool, int and float as they are, a list of
+    numbers and strings (``unsteady_steps``) as a list, any other structure as the placeholder
+    ``<JSON object>`` or ``<JSON array>`` (never a deep nest)."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value):
@@ -47,8 +40,9 @@ def _scalar(value: Any) -> Any:
     return f"<JSON {'object' if isinstance(value, dict) else 'array'}>"
 
 
-def _int_or_none(value: Any) -> int | None:
-    """A whole number that fits an Int64 column (``8`` or ``8.0``), else None."""
+def int_or_none(value: Any) -> int | None:
+    """A whole number that fits a pandas ``Int64`` column (``8`` or ``8.0``: ``8``; magnitude below
+    2**63), else None (a bool, a fraction, NaN, inf, a string)."""
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63:
@@ -56,10 +50,12 @@ def _int_or_none(value: Any) -> int | None:
     return None
 
 
-def _text(value: Any) -> str | None:
+def cell_text(value: Any) -> str | None:
+    """A text cell: None and strings as they are, anything else as ``str`` of :func:`cell_value`
+    (``8`` -> ``"8"``, a dict -> ``"<JSON object>"``)."""
     if value is None or isinstance(value, str):
         return value
-    return str(_scalar(value))
+    return str(cell_value(value))
 
 
 def _differs(recorded: Any, expected: float | None) -> bool:
@@ -74,7 +70,12 @@ def _fmt(value: Any) -> str:
     return "null" if number is None else f"{number:.4g}"
 
 
-def _check_tflops(record: Record, out: dict[str, Any], path: str) -> None:
+def check_tflops(record: Record, out: dict[str, Any], path: str) -> None:
+    """Set ``model_tflops_per_device_recomputed`` (TFLOPs per device from the record's stored FLOPs,
+    mean iteration time and world size: :func:`flopsweep.plausible.recompute_tflops`; None unless
+    ``out["status"]`` is ``ok``) and ``tflops_mismatch`` (the recorded figure is more than
+    :data:`MISMATCH_TOLERANCE` apart from it, relative); warn once naming ``path`` on a mismatch (the
+    row is left out of rankings). ``out`` must hold ``status`` and ``model_tflops_per_device``."""
     expected = recompute_tflops(record) if out["status"] == "ok" else None
     out["model_tflops_per_device_recomputed"] = expected
     bad = _differs(out["model_tflops_per_device"], expected)
@@ -114,9 +115,11 @@ def breakdown_problem(value: Any) -> str | None:
     return None
 
 
-def _check_breakdown(record: Record, out: dict[str, Any], path: str) -> None:
-    """Blank the breakdown columns of a record whose ``metrics.breakdown`` is damaged, and say so
-    in its warnings and the log (never shown as if it were measured)."""
+def check_breakdown(record: Record, out: dict[str, Any], path: str) -> None:
+    """Blank the breakdown columns (:data:`analysis.catalogue.BREAKDOWN_COLUMNS`) of ``out`` when the
+    record's ``metrics.breakdown`` fails :func:`breakdown_problem`, and say so in ``out["warnings"]``
+    and the log (naming ``path``): never shown as if it were measured. A CUDA breakdown without
+    ``optimizer_from`` keeps all but its compute/optimizer split."""
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     why = breakdown_problem(metrics.get("breakdown"))
     if why is None:
@@ -147,7 +150,7 @@ def _check_optimizer_split(breakdown: Any, out: dict[str, Any], path: str) -> No
 def search_probes(record: Record) -> list[list[float]] | None:
     """``[[n_params, tokens_per_s], ...]`` of the ok probes of the record's model search (those with
     finite, positive figures), None without a search (:data:`SEARCH_COLUMNS`)."""
-    probes = _get(record, ("run", "model_search", "probes"))
+    probes = value_at(record, ("run", "model_search", "probes"))
     if not isinstance(probes, list):
         return None
     points = []
@@ -163,7 +166,7 @@ def search_failed(record: Record) -> str | None:
     """``n_layer=37 (9.12B): oom`` (``seq_len=65536: oom`` for ``search.grow=seq_len``): the smallest
     probe of the record's model search above the size it found that did not train (what bounds the
     frontier), None without one (:data:`SEARCH_COLUMNS`)."""
-    search = _get(record, ("run", "model_search"))
+    search = value_at(record, ("run", "model_search"))
     if not isinstance(search, dict) or not isinstance(search.get("probes"), list):
         return None
     found = _number(search.get("result"))
@@ -232,7 +235,7 @@ def _stamp(text: Any) -> datetime.datetime | None:
     return stamp if stamp is None or stamp.tzinfo else stamp.replace(tzinfo=datetime.timezone.utc)
 
 
-def _check_figures(record: Record, out: dict[str, Any], path: str) -> None:
+def check_figures(record: Record, out: dict[str, Any], path: str) -> None:
     """Set ``implausible``: what of an ok record fails :func:`flopsweep.plausible.record_problems`
     (its derived figures against its raw fields, negative or non-finite figures, timestamps out
     of order), None when nothing does; warn once naming it (the row is left out of rankings)."""
@@ -251,16 +254,17 @@ def noise_flags(record: Record, out: dict[str, Any]) -> str | None:
     flags = []
     if noisy(out.get("iteration_time_s_cv")):
         flags.append("noisy")
-    cores = _get(record, ("system", "cpu_count"))
-    ranks = _get(record, ("system", "nproc_per_node"))
+    cores = value_at(record, ("system", "cpu_count"))
+    ranks = value_at(record, ("system", "nproc_per_node"))
     if overloaded(out.get("loadavg_1m_start"), out.get("loadavg_1m_end"), cores, ranks):
         flags.append("load")
     return ",".join(flags) or None
 
 
-def _loadavg_1m(value: Any) -> tuple[Any, Any]:
+def loadavg_1m(value: Any) -> tuple[Any, Any]:
     """(start, end) 1-minute load averages of ``system.loadavg``: ``{"start": [1m, 5m, 15m], "end":
-    [...]}``, or one list taken at the end (older records)."""
+    [...]}``, or one list taken at the end (older records: start None); None for a part that is
+    missing or not a non-empty list. The values are passed on unchecked."""
 
     def first(v: Any) -> Any:
         return v[0] if isinstance(v, list) and v else None
@@ -275,8 +279,10 @@ _ONLY_FOR = {spec.name: where for spec in SETUP_SPECS if (where := only_for(spec
 carry every key), from the option schemas (:func:`flopsweep.columns.only_for`)."""
 
 
-def _blank_unused(out: dict[str, Any]) -> None:
-    """Blank the knobs of a backend or attention the run did not use (v1 records carry every key)."""
+def blank_unused(out: dict[str, Any]) -> None:
+    """Blank (None) the columns of ``out`` for knobs of a backend or attention the run did not use
+    (v1 records carry every key; which option owns a knob: :func:`flopsweep.columns.only_for`), and an
+    empty ``tag``."""
     for column, (setup, options) in _ONLY_FOR.items():
         if out.get(setup) not in options:
             out[column] = None
@@ -303,7 +309,7 @@ def parallel_degrees(record: Record) -> dict[str, int] | None:
 _DEGREES = MESH_DEGREES  # ep (not a world-size factor) reads as 1 where a record predates it
 
 
-def _layout_columns(out: dict[str, Any], record: Record) -> None:
+def layout_columns(out: dict[str, Any], record: Record) -> None:
     """``dp`` (replicate x shard), the degrees ``dp_replicate``, ``dp_shard``, ``tp``, ``pp`` and
     the ``layout`` label (:meth:`flopsweep.layout.Layout.label`, the pipeline schedule from
     ``config.parallel.pp_schedule``) from :func:`parallel_degrees`; blank when it has none."""
@@ -315,5 +321,5 @@ def _layout_columns(out: dict[str, Any], record: Record) -> None:
     out["dp"] = layout.dp if layout else None
     for name in COLUMN_DEGREES:
         out[name] = getattr(layout, name) if layout else None
-    schedule = _get(record, ("config", "parallel", "pp_schedule"))
+    schedule = value_at(record, ("config", "parallel", "pp_schedule"))
     out["layout"] = layout.label(schedule if isinstance(schedule, str) else None) if layout else None

@@ -62,17 +62,16 @@ from analysis.fields import (  # noqa: F401 - re-exported
     BREAKDOWN_PARTS,
     BREAKDOWN_TOLERANCE,
     MISMATCH_TOLERANCE,
-    _blank_unused,
-    _check_breakdown,
-    _check_figures,
-    _check_tflops,
-    _get,
-    _int_or_none,
-    _layout_columns,
-    _loadavg_1m,
-    _scalar,
-    _text,
+    blank_unused,
     breakdown_problem,
+    cell_text,
+    cell_value,
+    check_breakdown,
+    check_figures,
+    check_tflops,
+    int_or_none,
+    layout_columns,
+    loadavg_1m,
     noise_flags,
     parallel_degrees,
     peak_memory_error,
@@ -91,6 +90,7 @@ from flopsweep.nearest import pool_of
 from flopsweep.plausible import calibration_problems
 from flopsweep.predict import calibration_view
 from flopsweep.predict_record import predict_record
+from flopsweep.record import value_at
 from flopsweep.text import plural
 from flopsweep.tree import folder_skipped
 
@@ -120,9 +120,9 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     """
     out: dict[str, Any] = {}
     for name, path, _ in CONFIG_FIELDS + RUN_FIELDS:
-        out[name] = _scalar(_get(record, path))
+        out[name] = cell_value(value_at(record, path))
     # the policy's name; an old record's bool reads as full/none
-    ckpt = _get(record, ("config", "activation_checkpointing"))
+    ckpt = value_at(record, ("config", "activation_checkpointing"))
     out["activation_checkpointing"] = checkpointing_name(ckpt)
     if out.get("model_search") == "none":  # no search: blank, as in records from before the key
         out["model_search"] = None
@@ -132,22 +132,22 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
         out["search_grow"] = "n_layer"
     _metric_cells(out, record["metrics"], METRIC_FIELDS)
     for name in TEXT_COLUMNS:
-        out[name] = _text(out[name])
+        out[name] = cell_text(out[name])
     if out["status"] != "ok":
         out.update(dict.fromkeys(METRIC_COLUMNS))
-    out["loadavg_1m_start"], out["loadavg_1m_end"] = _loadavg_1m(_get(record, ("system", "loadavg")))
+    out["loadavg_1m_start"], out["loadavg_1m_end"] = loadavg_1m(value_at(record, ("system", "loadavg")))
     out["peak_memory_error"] = peak_memory_error(
         out.get("predicted_peak_gib"), out.get("peak_cuda_allocated_gib")
     )
-    _layout_columns(out, record)
+    layout_columns(out, record)
     warnings = record.get("warnings")
     out["warnings"] = (
-        "; ".join(_text(w) or "" for w in warnings) if isinstance(warnings, list) and warnings else None
+        "; ".join(cell_text(w) or "" for w in warnings) if isinstance(warnings, list) and warnings else None
     )
-    _blank_unused(out)
-    out["repeat"] = _get(record, ("run", "repeat"))
-    out["repeat_group"] = _text(_get(record, ("run", "repeat_group")))
-    step_columns(out, _get(record, ("metrics", "iteration_time_s", "values")))
+    blank_unused(out)
+    out["repeat"] = value_at(record, ("run", "repeat"))
+    out["repeat_group"] = cell_text(value_at(record, ("run", "repeat_group")))
+    step_columns(out, value_at(record, ("metrics", "iteration_time_s", "values")))
     out["prediction_error"] = prediction_error(
         out["predicted_iteration_time_s"], out["iteration_time_s_mean"]
     )
@@ -159,22 +159,22 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["setup_id"] = setup_id(record)
     out["base_setup_id"] = setup_id(record, layout=False)
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
-    _check_tflops(record, out, run_dir)
-    _check_breakdown(record, out, run_dir)
-    _check_figures(record, out, run_dir)
+    check_tflops(record, out, run_dir)
+    check_breakdown(record, out, run_dir)
+    check_figures(record, out, run_dir)
     return out
 
 
 def _metric_cells(out: dict[str, Any], metrics: dict[str, Any], specs: Iterable[Any]) -> None:
     """The cells of ``specs`` (:data:`METRIC_FIELDS`) from a record's ``metrics``: numbers with a unit
-    scaled (bytes to GiB), others as :func:`analysis.fields._scalar` keeps them."""
+    scaled (bytes to GiB), others as :func:`analysis.fields.cell_value` keeps them."""
     for spec in specs:
-        value = _get(metrics, spec.path or (spec.key,))
+        value = value_at(metrics, spec.path or (spec.key,))
         if spec.unit:
             value = _number(value)
             out[spec.name] = value / spec.scale if spec.scale and value is not None else value
         else:
-            out[spec.name] = _scalar(value)
+            out[spec.name] = cell_value(value)
 
 
 PREDICTED_FIELDS = [spec for spec in METRIC_FIELDS if (spec.path or (spec.key,))[0] == "predicted"]
@@ -209,7 +209,7 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         if col not in NUMERIC_METRICS:
             df[col] = _typed(df[col].astype(object))
     for col in INT_COLUMNS:  # integers that may be blank; anything else is blank
-        df[col] = pd.array(df[col].map(_int_or_none).tolist(), dtype="Int64")
+        df[col] = pd.array(df[col].map(int_or_none).tolist(), dtype="Int64")
     for col in BOOL_COLUMNS:
         df[col] = pd.array(
             df[col].map(lambda v: v if isinstance(v, bool) else None).tolist(), dtype="boolean"
@@ -330,7 +330,7 @@ def _set_prediction(out: dict[str, Any], made: dict[str, Any]) -> None:
     _metric_cells(out, {"predicted": made}, PREDICTED_FIELDS)
     for spec in PREDICTED_FIELDS:
         if spec.name in TEXT_COLUMNS:
-            out[spec.name] = _text(out[spec.name])
+            out[spec.name] = cell_text(out[spec.name])
     out["prediction_error"] = prediction_error(
         out["predicted_iteration_time_s"], out["iteration_time_s_mean"]
     )

@@ -28,22 +28,21 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullForma
 
 from analysis.catalogue import RANK_METRIC, header
 from analysis.drawing import (  # noqa: F401 - the kit's public names stay importable from analysis.plots
-    _COLORS,
-    _MARKERS,
+    COLORS,
     DPI,
+    MARKERS,
     MAX_BARS,
     MAX_PANELS,
     PlotSkipped,
-    _grid,
-    _legend_cols,
-    _mark_failed,
-    _on_device,
     bar_figure,
     chart_kind,
     choose_panels,
     data_uri,
     differing_columns,
+    legend_columns,
     line_figure,
+    on_device,
+    panel_grid,
     plain,
     png_bytes,
     series_labels,
@@ -196,9 +195,9 @@ def plot_tokens_vs_joules_per_token(df: pd.DataFrame) -> Figure:
         for m, sub in ok.groupby("model")
     }
     labels = sorted({lbl for p in shown.values() for lbl in p["_label"]})
-    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
-    markers = {lbl: _MARKERS[i // len(_COLORS) % len(_MARKERS)] for i, lbl in enumerate(labels)}
-    fig, axes = _grid(len(shown), title + _on_device(ok), labels)
+    colors = {lbl: COLORS[i % len(COLORS)] for i, lbl in enumerate(labels)}
+    markers = {lbl: MARKERS[i // len(COLORS) % len(MARKERS)] for i, lbl in enumerate(labels)}
+    fig, axes = panel_grid(len(shown), title + on_device(ok), labels)
     for ax, (name, panel) in zip(axes, shown.items(), strict=True):
         for label, runs in panel.groupby("_label", sort=True):
             ax.plot(
@@ -236,7 +235,7 @@ def plot_tokens_vs_joules_per_token(df: pd.DataFrame) -> Figure:
             handles=handles,
             loc="upper center",
             bbox_to_anchor=(0.5, -0.2),
-            ncols=_legend_cols(labels),
+            ncols=legend_columns(labels),
             fontsize=7,
         )
     return fig
@@ -268,11 +267,11 @@ def plot_frontier(df: pd.DataFrame) -> Figure:
     label_cols = frontier_label_columns(points)
     points["_label"] = [_frontier_label(row, label_cols) for _, row in points.iterrows()]
     labels = sorted(set(points["_label"]))
-    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
-    markers = {lbl: _MARKERS[i // len(_COLORS) % len(_MARKERS)] for i, lbl in enumerate(labels)}
+    colors = {lbl: COLORS[i % len(COLORS)] for i, lbl in enumerate(labels)}
+    markers = {lbl: MARKERS[i // len(COLORS) % len(MARKERS)] for i, lbl in enumerate(labels)}
     families = list(points.groupby("arch", dropna=False))[:MAX_PANELS]
-    title = "The memory frontier: tokens/s against parameters (largest starred)" + _on_device(points)
-    fig, axes = _grid(len(families), title, labels)
+    title = "The memory frontier: tokens/s against parameters (largest starred)" + on_device(points)
+    fig, axes = panel_grid(len(families), title, labels)
     for ax, (family, panel) in zip(axes, families, strict=True):
         for label, line in panel.groupby("_label", sort=True):
             line = line.sort_values("n_params")
@@ -306,7 +305,7 @@ def plot_frontier(df: pd.DataFrame) -> Figure:
             probe = {"color": "black", "marker": "o", "mfc": "none", "linestyle": ":", "markersize": 4}
             handles.append(Line2D([], [], label="search probes (one step each)", **probe))
         where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2), "fontsize": 7}
-        ax.legend(handles=handles, ncols=_legend_cols(labels), **where)
+        ax.legend(handles=handles, ncols=legend_columns(labels), **where)
     return fig
 
 
@@ -352,7 +351,7 @@ def plot_step_breakdown(df: pd.DataFrame) -> Figure:
     ax.invert_yaxis()
     ax.set_xlim(0, 1.15)
     ax.set_xlabel("share of the profiled step (its seconds at the end of each bar)")
-    set_title(fig, "Where the profiled step's time goes" + _on_device(runs))
+    set_title(fig, "Where the profiled step's time goes" + on_device(runs))
     fig.legend(loc="outside lower center", ncol=4, fontsize=8)
     return fig
 
@@ -370,11 +369,11 @@ def plot_predicted_vs_measured(df: pd.DataFrame) -> Figure:
     errors = ok["prediction_error"].abs()
     title = (
         f"Predicted vs measured step time: median |error| {errors.median():.1%}, worst {errors.max():.1%}"
-        + _on_device(ok)
+        + on_device(ok)
     )
     labels = sorted(ok["backend"].fillna("?").astype(str).unique())
-    colors = {lbl: _COLORS[i % len(_COLORS)] for i, lbl in enumerate(labels)}
-    fig, axes = _grid(1, title, labels)
+    colors = {lbl: COLORS[i % len(COLORS)] for i, lbl in enumerate(labels)}
+    fig, axes = panel_grid(1, title, labels)
     ax = axes[0]
     for label, runs in ok.groupby(ok["backend"].fillna("?").astype(str), sort=True):
         ax.plot(
@@ -401,7 +400,7 @@ def plot_predicted_vs_measured(df: pd.DataFrame) -> Figure:
     ax.set_xlabel("measured mean step time (s)")
     ax.set_ylabel("predicted step time (s); band: +-10%")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=_legend_cols(labels), fontsize=7)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=legend_columns(labels), fontsize=7)
     return fig
 
 

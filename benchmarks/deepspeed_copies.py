@@ -81,7 +81,7 @@ def _rank(local_rank: int, overrides: list[str], port: int, out: Any) -> None:
     from flopsweep.worker import make_batches
 
     layers = layer_probe.run_depths(cfg)
-    windows = layer_probe._deepspeed_windows(cfg, layout, device.type, layers)
+    windows = layer_probe.run_deepspeed_windows(cfg, layout, device.type, layers)
     variants = [(f"unscaled {n}", n, None) for n in layers]
     variants += [(f"scaled {n}", n, windows["copies"][i]) for i, n in enumerate(layers)]
     variants.append((f"model {cfg.model.n_layer}", cfg.model.n_layer, None))

@@ -35,14 +35,13 @@ from flopsweep.sinfo import (  # noqa: F401 - flopsweep.cluster.X, as the launch
     ClusterError,
     NodeRow,
     Request,
-    _leading_int,
-    _run,
     check_request,
     command_timeout,
     gres_gpus,
     parse_sinfo,
     partition_nodes,
     read_sinfo,
+    run_client,
     run_command,
     scancel,
     slurm_conf,
@@ -125,7 +124,7 @@ class SlurmStates:
     (state ``unknown``). A terminal state in the answer therefore means that the job's processes ended.
     """
 
-    def __init__(self, run: Callable[..., subprocess.CompletedProcess] = _run) -> None:
+    def __init__(self, run: Callable[..., subprocess.CompletedProcess] = run_client) -> None:
         self.run = run
         self.use_sacct = True
 

@@ -22,6 +22,7 @@ from flopsweep.clusters import example_gpu
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.layout import Layout
 from flopsweep.models import family
+from flopsweep.record import value_at
 from flopsweep.text import plural, printable
 
 log = logging.getLogger(__name__)
@@ -102,11 +103,11 @@ def unmatched(cfg: RunConfig, world: int, records: Sequence[tuple[str, dict[str,
         (n, r)
         for n, r in records
         if r.get("status") == "ok"
-        and isinstance(pr._get(r, ("metrics", "iteration_time_s", "mean")), int | float)
+        and isinstance(value_at(r, ("metrics", "iteration_time_s", "mean")), int | float)
     ]
     if not usable:
         return f"none of its {len(records)} records is ok with a step time"
-    smaller = [(n, r) for n, r in usable if pr.calibrates_world(pr._world(r), world, same_world=True)]
+    smaller = [(n, r) for n, r in usable if pr.calibrates_world(pr.world_of(r), world, same_world=True)]
     if not smaller:
         return f"none of its {len(usable)} ok records ran on {plural(world, 'rank')} or fewer"
 
@@ -354,7 +355,7 @@ def _prediction(
         and (
             kind is None
             or not shipped.is_shipped(r)
-            or nearest.gpu_kind(pr._get(r, ("system", "device_name"))) == kind
+            or nearest.gpu_kind(value_at(r, ("system", "device_name"))) == kind
         )
     ]
     picked = None

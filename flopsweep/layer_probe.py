@@ -324,7 +324,7 @@ def probe_layers(
     start = time.perf_counter()
     layers = run_depths(cfg)
     windows = (
-        _deepspeed_windows(cfg, layout, device.type, layers) if cfg.backend.name == "deepspeed" else None
+        run_deepspeed_windows(cfg, layout, device.type, layers) if cfg.backend.name == "deepspeed" else None
     )
 
     def copy(i: int, n: int) -> Any:
@@ -371,11 +371,12 @@ def probe_layers(
     return {**out, "wall_s": time.perf_counter() - start}
 
 
-def _deepspeed_windows(cfg: Any, layout: Any, device_type: str, layers: list[int]) -> dict[str, Any]:
-    """:func:`deepspeed_windows` of a ``backend=deepspeed`` run: its sizes as DeepSpeed's own
+def run_deepspeed_windows(cfg: Any, layout: Any, device_type: str, layers: list[int]) -> dict[str, Any]:
+    """:func:`deepspeed_windows` of a ``backend=deepspeed`` run (``cfg``, on ``layout``, ``device_type``
+    ``cuda`` or ``cpu``) probed at the depths ``layers``: its sizes (elements) as DeepSpeed's own
     ``DeepSpeedZeroConfig`` reads the run's config (its defaults where flopsweep sets none), for the
     keys its ZeRO stage reads; the copies' parameters counted on the meta device (:func:`_copy_params`),
-    the model's by its family (``n_params``)."""
+    the model's by its family (``n_params``). Imports DeepSpeed (and torch)."""
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
 
     from flopsweep.deepspeed_config import run_deepspeed_config

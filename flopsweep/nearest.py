@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import identity, peaks
+from flopsweep.record import value_at
 from flopsweep.workload import Compute, PredictionError, Workload
 
 RULE = (
@@ -91,13 +92,6 @@ class Measured:
     workload: Workload
 
 
-def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
-    value: Any = record
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
 def gpu_kind(device_name: Any) -> str | None:
     """The peak table's row name of ``device_name`` (``NVIDIA H200`` and ``H200`` are ``H200 SXM``), else
     the name itself; None without one."""
@@ -122,7 +116,7 @@ def describe(
         w = workload or workload_from_record(record)
     except (PredictionError, TypeError, ValueError):
         return None
-    device_name = device_name or _get(record, ("system", "device_name"))
+    device_name = device_name or value_at(record, ("system", "device_name"))
     system = {**(record.get("system") or {}), "device_name": device_name}
     setup = _setup({**record, "system": system})
     only = lambda path: identity.calibration_key(record, only=path)  # noqa: E731 - today's form of a key
@@ -150,7 +144,7 @@ def describe(
 
 
 def _moe(record: dict[str, Any], w: Workload) -> bool:
-    active = _get(record, ("model", "n_active_params"))
+    active = value_at(record, ("model", "n_active_params"))
     return w.top_k > 0 or (isinstance(active, int) and 0 < active < w.n_params)
 
 
@@ -221,7 +215,7 @@ def differences(target: Measured, m: Measured) -> list[str]:
         out.append(f"optimizer side {target.backend[2]} vs {m.backend[2]}")
     if m.policy != target.policy:
         out.append(f"activation_checkpointing {target.policy} vs {m.policy}")
-    names = [_said(_get(r, ("config", "model", "name"))) for r in (target.record, m.record)]
+    names = [_said(value_at(r, ("config", "model", "name"))) for r in (target.record, m.record)]
     if names[0] != names[1]:
         out.append(f"model {names[0]} vs {names[1]}")
     elif m.n_params != target.n_params:
@@ -247,7 +241,7 @@ def candidates(target: Measured, pool: Iterable[Measured]) -> tuple[list[Measure
         m
         for m in pool
         if m.record.get("status") == "ok"
-        and isinstance(_get(m.record, ("metrics", "iteration_time_s", "mean")), int | float)
+        and isinstance(value_at(m.record, ("metrics", "iteration_time_s", "mean")), int | float)
         and m.name != target.name
         and not (target.setup is not None and m.setup == target.setup and m.gpu == target.gpu)
     ]
@@ -287,7 +281,7 @@ def hardware_flops(m: Measured) -> float:
         m.policy == "full"
         and w.hardware_flops == w.model_flops
         and "metrics" in m.record
-        and _get(m.record, ("metrics", "hardware_flops_per_iteration")) is None
+        and value_at(m.record, ("metrics", "hardware_flops_per_iteration")) is None
     ):
         flops = w.model_flops * FULL_RECOMPUTE
     return flops / w.world_size
@@ -372,7 +366,7 @@ def nearest_compute(
     source = [
         (n, r)
         for n, r in (records if records is not None else [(m.name, m.record) for m in pool])
-        if isinstance(_get(r, ("metrics", "breakdown")), dict) and n != target.name
+        if isinstance(value_at(r, ("metrics", "breakdown")), dict) and n != target.name
     ]
     source = [(n, r) for n, r in source if not own or _setup(r) not in own]
     cache: dict[str, tuple[float, str] | None] = {}

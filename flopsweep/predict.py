@@ -19,6 +19,7 @@ from typing import Any
 from flopsweep import identity
 from flopsweep.backend_specs import backend_spec
 from flopsweep.identity import CALIBRATION_KEYS  # re-exported: the calibration's match
+from flopsweep.record import value_at
 from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every caller uses them
     ASSUMED_NVLINK_SHARE,
     COLLECTIVES,
@@ -94,18 +95,11 @@ def calibration_view(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
-    value: Any = record
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
 def backend_of(record: dict[str, Any]) -> str:
     """The record's backend with its ZeRO stage (``deepspeed-3``): what overlap and bandwidth
     calibrations group by."""
-    backend = _get(record, ("config", "backend")) or {}
-    name = _get(record, ("config", "backend", "name"))
+    backend = value_at(record, ("config", "backend")) or {}
+    name = value_at(record, ("config", "backend", "name"))
     spec = backend_spec(name)
     return spec.calibration_group(backend) if spec else str(name)
 
@@ -125,8 +119,8 @@ def backend_differences(record: dict[str, Any], calibration: dict[str, Any]) -> 
     predates reads as its schema's default, :data:`flopsweep.options.OPTION_SCHEMAS`: the
     behaviour it ran with), as
     ``"backend.KEY VALUE vs CALIBRATION'S"`` texts; empty when they agree."""
-    a = backend_knobs(_get(record, ("config", "backend")) or {})
-    b = backend_knobs(_get(calibration, ("config", "backend")) or {})
+    a = backend_knobs(value_at(record, ("config", "backend")) or {})
+    b = backend_knobs(value_at(calibration, ("config", "backend")) or {})
     if a.get("name") != b.get("name"):  # another backend: its knobs are not comparable
         return [f"backend.name {a.get('name')} vs {b.get('name')}"]
     keys = sorted((a.keys() | b.keys()) - {"name"})
@@ -174,8 +168,10 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def _world(record: dict[str, Any]) -> int | None:
-    world = _get(record, ("system", "world_size"))
+def world_of(record: dict[str, Any]) -> int | None:
+    """The record's ``system.world_size`` (ranks in the run) when it is an int of at least 1 (not a
+    bool), else None (a run that never launched, an older or damaged record)."""
+    world = value_at(record, ("system", "world_size"))
     return world if isinstance(world, int) and not isinstance(world, bool) and world > 0 else None
 
 
@@ -210,8 +206,8 @@ def pick_calibration(
         (name, r)
         for name, r in records
         if r.get("status") == "ok"
-        and calibrates_world(_world(r), world, same_world=same_world)
-        and isinstance(_get(r, ("metrics", "iteration_time_s", "mean")), int | float)
+        and calibrates_world(world_of(r), world, same_world=same_world)
+        and isinstance(value_at(r, ("metrics", "iteration_time_s", "mean")), int | float)
         and calibration_key(r, micro_batch=micro_batch) == key
     ]
     own = {"config": {"backend": backend_config}}
@@ -222,13 +218,13 @@ def pick_calibration(
     stage = backend_of(own) if backend_config else backend
     fits.sort(
         key=lambda nr: (
-            _get(nr[1], ("config", "backend", "name")) != backend,
+            value_at(nr[1], ("config", "backend", "name")) != backend,
             backend_of(nr[1]) != stage,
-            hostname is None or _get(nr[1], ("system", "hostname")) != hostname,
+            hostname is None or value_at(nr[1], ("system", "hostname")) != hostname,
             backend_config is None or bool(backend_differences(own, nr[1])),
-            _get(nr[1], ("config", "backend")) != backend_config,  # knobs it predates: after
-            -(_world(nr[1]) or 0),
-            _seconds_apart(_get(nr[1], ("run", "started_at")), started_at),
+            value_at(nr[1], ("config", "backend")) != backend_config,  # knobs it predates: after
+            -(world_of(nr[1]) or 0),
+            _seconds_apart(value_at(nr[1], ("run", "started_at")), started_at),
             nr[0],
         )
     )
@@ -263,7 +259,7 @@ def workload_from_record(record: dict[str, Any], *, degrees: dict[str, int] | No
         PredictionError: a record without the counts the model needs.
     """
     cfg, m, metrics = record.get("config") or {}, record.get("model") or {}, record.get("metrics") or {}
-    own = _get(record, ("system", "parallel")) or {"dp_shard": _world(record) or 1}
+    own = value_at(record, ("system", "parallel")) or {"dp_shard": world_of(record) or 1}
     n_params, model_flops = m.get("n_params"), metrics.get("model_flops_per_iteration")
     if not isinstance(n_params, int) or not isinstance(model_flops, int | float):
         raise PredictionError(
@@ -300,7 +296,7 @@ def optimizer_family(record: dict[str, Any]) -> str | None:
     ``single``, ``ddp``, ``fsdp``), ``deepspeed-fused`` or ``deepspeed-torch``
     (``backend.optimizer_impl``; a record before the key ran the fused one); None when it steps on
     the host (``cpu_offload``, ``offload_optimizer``), which no GPU rate describes."""
-    backend = _get(record, ("config", "backend")) or {}
+    backend = value_at(record, ("config", "backend")) or {}
     spec = backend_spec(backend.get("name"))
     return spec.optimizer_family(backend) if spec else "torch"
 
@@ -340,8 +336,8 @@ def _optimizer_rates(
     that separate the optimizer, else only those that undercount it."""
     pairs = []
     for name, r in records:
-        b = _get(r, ("metrics", "breakdown"))
-        step = _get(r, ("metrics", "iteration_time_s", "mean"))
+        b = value_at(r, ("metrics", "breakdown"))
+        step = value_at(r, ("metrics", "iteration_time_s", "mean"))
         if r.get("status") != "ok" or optimizer_family(r) != family or not isinstance(b, dict):
             continue
         if (b.get("step_s") or 0) <= 0 or not (b.get("optimizer_s") or 0) > 0:
@@ -387,8 +383,8 @@ def measured_parts(
         PredictionError: a record without the counts the model needs (:func:`workload_from_record`).
     """
     cal = workload_from_record(record)
-    step = float(_get(record, ("metrics", "iteration_time_s", "mean")))
-    b = _get(record, ("metrics", "breakdown"))
+    step = float(value_at(record, ("metrics", "iteration_time_s", "mean")))
+    b = value_at(record, ("metrics", "breakdown"))
     optimizer = exposed = None
     how = ""
     if isinstance(b, dict) and (b.get("step_s") or 0) > 0:
@@ -408,7 +404,7 @@ def measured_parts(
             "over unchanged (no host term)"
         )
     if exposed is None and cal.world_size > 1:
-        link = link_from_probe(_get(record, ("system", "interconnect")), source=name)
+        link = link_from_probe(value_at(record, ("system", "interconnect")), source=name)
         soft, hard = comm_seconds(transfers(cal, gpus_per_node=cal.world_size), link)
         share = default_overlap(cal.backend)
         rough = step - soft - hard
@@ -446,11 +442,11 @@ def overlap_from_records(
     (:func:`backend_of`: ``fsdp``, ``deepspeed-3``; a bare ``deepspeed`` matches every stage) is
     ``backend``."""
     return calibrated_overlap(
-        (name, _get(r, ("metrics", "breakdown")))
+        (name, value_at(r, ("metrics", "breakdown")))
         for name, r in records
         if r.get("status") == "ok"
-        and (_world(r) or 1) > 1
-        and backend in (backend_of(r), _get(r, ("config", "backend", "name")))
+        and (world_of(r) or 1) > 1
+        and backend in (backend_of(r), value_at(r, ("config", "backend", "name")))
     )
 
 
@@ -466,10 +462,10 @@ def calibrated_busbw(
     for name, r in records:
         if backend is not None and backend_of(r) != backend:
             continue
-        b = _get(r, ("metrics", "breakdown"))
+        b = value_at(r, ("metrics", "breakdown"))
         if (
             r.get("status") != "ok"
-            or (_world(r) or 1) < 2
+            or (world_of(r) or 1) < 2
             or not isinstance(b, dict)
             or not (b.get("comm_s") or 0) > 0
         ):

@@ -14,7 +14,6 @@ from flopsweep.predict import (
     COLLECTIVES,
     Link,
     PredictionError,
-    _get,
     backend_of,
     calibrated_busbw,
     calibration_compute,
@@ -28,6 +27,7 @@ from flopsweep.predict import (
     predict,
     workload_from_record,
 )
+from flopsweep.record import value_at
 
 
 def predict_record(
@@ -61,9 +61,9 @@ def predict_record(
             world,
             target.backend,
             others,
-            backend_config=_get(record, ("config", "backend")),
-            hostname=_get(record, ("system", "hostname")),
-            started_at=_get(record, ("run", "started_at")),
+            backend_config=value_at(record, ("config", "backend")),
+            hostname=value_at(record, ("system", "hostname")),
+            started_at=value_at(record, ("run", "started_at")),
         )
         metrics = record.get("metrics") or {}
         if picked:
@@ -80,17 +80,17 @@ def predict_record(
             compute = found or compute_uncalibrated(target, gemm_tflops=metrics.get("measured_matmul_tflops"))
             if found is None:
                 compute = dataclasses.replace(compute, source=f"{compute.source}; {why}")
-        own = _get(record, ("system", "interconnect"))
+        own = value_at(record, ("system", "interconnect"))
         link = link_from_probe(own, source="the run's probe")
         if not link.intra and picked:
             link = link_from_probe(
-                _get(picked[1], ("system", "interconnect")), source="the calibration's probe"
+                value_at(picked[1], ("system", "interconnect")), source="the calibration's probe"
             )
         own_backend = backend_of(record)
         bus = calibrated_busbw(others, backend=own_backend) or calibrated_busbw(others)
         if not link.intra and bus:
             link = Link(intra=dict.fromkeys(COLLECTIVES, bus[0]), source=bus[1])
-        nproc = _get(record, ("system", "nproc_per_node"))
+        nproc = value_at(record, ("system", "nproc_per_node"))
         result = predict(
             target,
             compute,

@@ -431,6 +431,16 @@ def null_metrics() -> dict[str, Any]:
     return dict.fromkeys(METRIC_KEYS)
 
 
+def value_at(record: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path`` (keys from the top) of a record (a parsed ``metrics.json``, or any nest
+    of dicts): ``value_at(r, ("system", "world_size"))`` is ``r["system"]["world_size"]``. None where
+    a key is missing or a level on the way is not a dict (an older or damaged record); never raises."""
+    value: Any = record
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 def strict(value: Any, path: str = "", flagged: list[str] | None = None) -> Any:
     """``value`` with every non-finite float replaced by null, for strict JSON.
 

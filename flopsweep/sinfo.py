@@ -188,11 +188,20 @@ def slurm_conf() -> str:
     return "/etc/slurm/slurm.conf (SLURM_CONF is not set)" if conf is None else f"SLURM_CONF={conf!r}"
 
 
-def _run(args: list[str], **_: Any) -> subprocess.CompletedProcess:
+def run_client(args: list[str], **_: Any) -> subprocess.CompletedProcess:
+    """:func:`run_command` (its own deadline, :func:`command_timeout`) with ``subprocess.run``'s call
+    shape: the keyword arguments (``capture_output``, ``text``, ``timeout``, ``check``) are accepted
+    and ignored. The default ``run`` of :func:`read_sinfo` and :class:`flopsweep.cluster.SlurmStates`,
+    which tests replace with a fake of the same shape.
+
+    Raises:
+        FileNotFoundError: no such command on PATH.
+        subprocess.TimeoutExpired: it did not end within the deadline (it was killed).
+    """
     return run_command(args)
 
 
-def read_sinfo(run: Callable[..., subprocess.CompletedProcess] = _run) -> list[NodeRow]:
+def read_sinfo(run: Callable[..., subprocess.CompletedProcess] = run_client) -> list[NodeRow]:
     """The cluster's nodes, from ``sinfo``.
 
     Raises:

@@ -45,7 +45,7 @@ from typing import Any
 
 from flopsweep.config import ModelSearchConfig, ParallelConfig
 from flopsweep.identity.versions import CHECKPOINTING_BOOLS, Record, upgrade
-from flopsweep.record import SCHEMA_VERSION
+from flopsweep.record import SCHEMA_VERSION, value_at
 
 __all__ = [
     "ADDED_LATER",
@@ -394,13 +394,6 @@ record's step says nothing of a GPU's; ``predict.compute_scale`` scales between 
 micro batch (last: :func:`calibration_key` drops it to match another)."""
 
 
-def _get(record: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    value: Any = record
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
 def calibration_key(
     record: Mapping[str, Any], *, micro_batch: bool = True, only: tuple[str, ...] | None = None
 ) -> str:
@@ -411,7 +404,7 @@ def calibration_key(
     record = with_config_hash(record)
     config = record.get("config")
     shaped = {**record, "config": current_config(config)} if isinstance(config, dict) else record
-    values = [_get(shaped, path) for path in CALIBRATION_KEYS]
+    values = [value_at(shaped, path) for path in CALIBRATION_KEYS]
     if not micro_batch:
         values[-1] = None
     if only is not None:

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from flopsweep import forecast
+from flopsweep import forecast, tree
 from flopsweep import record as rec
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.files import NotRecorded, RecordError, RecordUnwritable, atomic_write_json, read_json
@@ -192,6 +192,21 @@ def recorded(job: JobResult) -> dict[str, Any]:
     if job.log_result:
         _log_result(record, path)
     return record
+
+
+def run_ids(sweep_dir: Path) -> dict[str, str | None]:
+    """``run.id`` by path (``str``, as :func:`flopsweep.tree.find` gives it under ``sweep_dir``) of
+    every ``metrics.json`` there, None for one that cannot be read or has no ``run.id``; empty when
+    ``sweep_dir`` is not a folder yet. Taken before a launcher submits, it is what
+    :func:`record_lost_job`'s ``previous_run_id`` is looked up in (a record with another id since
+    was written by the job itself)."""
+    found: dict[str, str | None] = {}
+    for path in tree.find(sweep_dir, METRICS_FILE):
+        try:
+            found[str(path)] = read_json(path)["run"]["id"]
+        except (RecordError, OSError, ValueError, KeyError, TypeError):
+            found[str(path)] = None
+    return found
 
 
 def record_lost_job(

@@ -36,15 +36,11 @@ from flopsweep.models.hf_numbers import (  # noqa: F401 - the names check_raw an
     PROBABILITY,
     ROPE_NOT_NUMBERS,
     ROPE_SECTIONS,
-    _fields,
-    _is_probability,
-    _label,
-    _num,
-    _number_range,
-    _numbers,
-    _numeric,
-    _range_text,
-    _type_problem,
+    config_fields,
+    config_numbers,
+    field_range_problem,
+    field_type_problem,
+    key_label,
 )
 from flopsweep.text import printable
 
@@ -237,7 +233,9 @@ def _walk(data: dict[str, Any], bound_of: Any) -> tuple[str, str] | None:
                 limit = f"flopsweep reads at most {MAX_DEPTH} levels"
                 return where, f"nests objects and arrays {depth} deep at {where} ({limit})"
             items = node.items() if isinstance(node, dict) else enumerate(node)
-            stack.extend((f"{where}.{_label(k)}" if where else _label(k), v, depth + 1) for k, v in items)
+            stack.extend(
+                (f"{where}.{key_label(k)}" if where else key_label(k), v, depth + 1) for k, v in items
+            )
         elif isinstance(node, float) and not math.isfinite(node):
             return where, f"has {where}={node}, not a finite number"
         elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
@@ -467,7 +465,7 @@ def check_raw(src: Source) -> None:
     string or fraction); a whole number of :data:`POSITIVE` at least 1; every whole number within
     its bound (:func:`_bounds`); a ``*_eps``/``*_epsilon`` and :data:`POSITIVE_NUMBERS` above 0,
     :data:`NONNEGATIVE_NUMBERS` at least 0, each float field within its range (:data:`MAX_NUMBERS`,
-    :func:`_number_range`).
+    :func:`flopsweep.models.hf_numbers.field_range_problem`).
 
     Raises:
         ConfigError: naming ``model.config``, the JSON field, its value and the fix.
@@ -476,7 +474,7 @@ def check_raw(src: Source) -> None:
     quantized_problem(src)
     aliases = _aliases(str(src.data.get("model_type")))
     for key, raw in src.data.items():
-        names, field = aliases.get(key, {key}), _label(key)
+        names, field = aliases.get(key, {key}), key_label(key)
         whole = isinstance(raw, int) and not isinstance(raw, bool)
         if names & set(SHAPE_KEYS.values()) and raw is not None and not whole:
             raise ConfigError(
@@ -507,33 +505,13 @@ def check_raw(src: Source) -> None:
             f"has text_config={brief(src.data['text_config'])}, not an object",
             "give text_config an object of the text model's fields, or drop it",
         )
-    for field, raw in _fields(src.data):
-        if problem := _type_problem(field, raw):
+    for field, raw in config_fields(src.data):
+        if problem := field_type_problem(field, raw):
             what, fix = problem
             raise ConfigError(KEY, value, f"has {field}={brief(raw)}, {what}", fix)
-    for field, raw in _numbers(src.data, bools=True):
-        name = field.rsplit(".", 1)[-1]
-        low, high, low_taken = _number_range(field)
-        if isinstance(raw, bool):
-            if name in POSITIVE_NUMBERS + NONNEGATIVE_NUMBERS or name.endswith((*EPS, "_factor")):
-                raise ConfigError(KEY, value, f"has {field}={_shown(raw)}, a bool", f"give {field} a number")
-            continue
-        span = _range_text(low, high, low_taken)
-        if not low_taken and not raw > low:
-            raise ConfigError(
-                KEY, value, f"has {field}={raw}, not above {_num(low)}", f"give {field} a number {span}"
-            )
-        if low_taken and raw < low:
-            raise ConfigError(
-                KEY, value, f"has {field}={raw}, below {_num(low)}", f"give {field} a number {span}"
-            )
-        if raw > high:
-            raise ConfigError(
-                KEY,
-                value,
-                f"has {field}={raw:g}, beyond the bound of {_num(high)}",
-                f"give {field} a number {span}",
-            )
+    for field, raw in config_numbers(src.data, bools=True):
+        if problem := field_range_problem(field, raw):
+            raise ConfigError(KEY, value, *problem)
 
 
 def check_built(cfg: Any, value: str) -> None:

@@ -15,9 +15,9 @@ models allocate buffers by it (GPT-Neo: a ``max_position_embeddings^2`` mask per
 memory estimate counts; this bounds the meta-device build that counts them."""
 
 
-def _label(key: object) -> str:
+def key_label(key: object) -> str:
     """A JSON key as a message shows it: controls escaped (:func:`flopsweep.text.printable`), at most
-    40 characters."""
+    40 characters (a longer one: its first 32, then ``...(N characters)``)."""
     text = printable(key)
     return text if len(text) <= 40 else f"{text[:32]}...({len(text)} characters)"
 
@@ -81,7 +81,7 @@ at least 0 and at most :data:`MAX_POSITIONS`."""
 
 
 def _number_range(field: str) -> tuple[float, float, bool]:
-    """``(low, high, low_taken)`` of the number ``field`` (as :func:`_numbers` names it): the range
+    """``(low, high, low_taken)`` of the number ``field`` (as :func:`config_numbers` names it): the range
     its value must fall in (module constants above), ``low`` itself taken when ``low_taken``;
     ``(-inf, inf, True)`` for a field left unbounded (the config class's to check)."""
     name = field.rsplit(".", 1)[-1]
@@ -106,7 +106,7 @@ def _is_probability(name: str) -> bool:
 
 
 def _numeric(field: str) -> bool:
-    """Whether ``field`` (as :func:`_fields` names it) must hold a number (or, where
+    """Whether ``field`` (as :func:`config_fields` names it) must hold a number (or, where
     :data:`NOT_NULL` allows, null): the RoPE base and factors, a norm's epsilon, a dropout, a share,
     and every field of a RoPE section but :data:`ROPE_NOT_NUMBERS`."""
     name, section = field.rsplit(".", 1)[-1], field.rsplit(".", 1)[0] if "." in field else ""
@@ -119,8 +119,13 @@ def _numeric(field: str) -> bool:
     )
 
 
-def _type_problem(field: str, raw: Any) -> tuple[str, str] | None:
-    """``(what is wrong, the fix)`` of ``field``'s value ``raw`` by its type, or None."""
+def field_type_problem(field: str, raw: Any) -> tuple[str, str] | None:
+    """``(what is wrong, the fix)`` of ``field``'s value ``raw`` by its type, or None: a number field
+    (:func:`_numeric`) must hold a JSON number (a bool passes here: :func:`field_range_problem` refuses
+    it), null only where :data:`NOT_NULL` does not name it; a RoPE section's
+    :data:`ROPE_NOT_NUMBERS` their type (a list of numbers for the factor lists). ``field`` is named as
+    :func:`config_fields` names it (``rope_scaling.factor``); e.g. ``("not a number", "give rope_theta a
+    JSON number")``."""
     name = field.rsplit(".", 1)[-1]
     in_rope = "." in field and field.rsplit(".", 1)[0].rsplit(".", 1)[-1] in ROPE_SECTIONS
     if in_rope and name in ROPE_NOT_NUMBERS:
@@ -155,19 +160,44 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e9 else f"{x:g}"
 
 
-def _fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
+def config_fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
     """``(field, value)`` of the top level and of ``rope_scaling``/``rope_parameters`` (as
-    ``rope_scaling.factor``), every value whatever its type."""
-    found = [(_label(k), v) for k, v in data.items()]
+    ``rope_scaling.factor``), and the same of a ``text_config`` object (``text_config.rope_theta``),
+    every value whatever its type; keys as :func:`key_label` shows them."""
+    found = [(key_label(k), v) for k, v in data.items()]
     for section in ROPE_SECTIONS:
         if isinstance(data.get(section), dict):
-            found += [(f"{section}.{_label(k)}", v) for k, v in data[section].items()]
+            found += [(f"{section}.{key_label(k)}", v) for k, v in data[section].items()]
     if isinstance(text := data.get("text_config"), dict):  # a multimodal config's text model
-        found += [(f"text_config.{field}", v) for field, v in _fields({**text, "text_config": None})]
+        found += [(f"text_config.{field}", v) for field, v in config_fields({**text, "text_config": None})]
     return found
 
 
-def _numbers(data: dict[str, Any], bools: bool = False) -> list[tuple[str, float]]:
-    """The numbers of :func:`_fields`, bools left out unless ``bools``."""
-    found = _fields(data)
+def config_numbers(data: dict[str, Any], bools: bool = False) -> list[tuple[str, float]]:
+    """The ``(field, value)`` of :func:`config_fields` whose value is an int or a float, bools left
+    out unless ``bools``."""
+    found = config_fields(data)
     return [(k, v) for k, v in found if isinstance(v, (int, float)) and (bools or not isinstance(v, bool))]
+
+
+def field_range_problem(field: str, raw: float) -> tuple[str, str] | None:
+    """``(what is wrong, the fix)`` of the number ``field`` (as :func:`config_numbers` names it, bools
+    included) against its range (:func:`_number_range`: :data:`MAX_NUMBERS`, :data:`POSITIVE_NUMBERS`,
+    :data:`NONNEGATIVE_NUMBERS`, :data:`FRACTIONS`, dropouts from 0 to 1), or None when it is within.
+    The first part is the whole clause after the file's path, e.g. ``("has rope_theta=0.5, not above
+    1", "give rope_theta a number above 1 and at most 1e+12")``. A bool is refused only where a RoPE
+    base, a factor, an epsilon or a non-negative number belongs (``has factor=True, a bool``)."""
+    name = field.rsplit(".", 1)[-1]
+    low, high, low_taken = _number_range(field)
+    if isinstance(raw, bool):
+        if name in POSITIVE_NUMBERS + NONNEGATIVE_NUMBERS or name.endswith((*EPS, "_factor")):
+            return f"has {field}={raw}, a bool", f"give {field} a number"
+        return None
+    span = _range_text(low, high, low_taken)
+    if not low_taken and not raw > low:
+        return f"has {field}={raw}, not above {_num(low)}", f"give {field} a number {span}"
+    if low_taken and raw < low:
+        return f"has {field}={raw}, below {_num(low)}", f"give {field} a number {span}"
+    if raw > high:
+        return f"has {field}={raw:g}, beyond the bound of {_num(high)}", f"give {field} a number {span}"
+    return None

@@ -184,6 +184,8 @@ class PoolLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         """Run the batch on the pool; returns each job's ``JobReturn`` in sweep order."""
+        from flopsweep.job.records import run_ids
+
         setup_globals()
         assert self.config is not None and self.hydra_context is not None
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
@@ -196,7 +198,7 @@ class PoolLauncher(Launcher):
             refuse(problem)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        before = {str(p): _run_id(p) for p in _records(Path(os.path.abspath(sweep_dir)))}
+        before = run_ids(Path(os.path.abspath(sweep_dir)))
         scratch = Path(tempfile.mkdtemp(prefix="flopsweep-pool-"))  # 0700, this user's
         results: dict[int, JobReturn] = {}
         try:
@@ -304,11 +306,11 @@ class PoolLauncher(Launcher):
 
     def _record_lost(self, job: PoolJob, why: str, before: dict[str, str | None]) -> JobReturn:
         """Write (or find) the record of a job whose process gave no result, through Hydra's
-        ``run_job`` in this process, as the Slurm launchers do (``_lost_task``): same job directory,
+        ``run_job`` in this process, as the Slurm launchers do (``lost_task``): same job directory,
         ``.hydra/`` files and callbacks."""
-        from hydra_plugins.flopsweep_slurm import _lost_task
+        from hydra_plugins.flopsweep_slurm import lost_task
 
-        task = functools.partial(_lost_task, message=why, submitted_at=job.started_at, before=before)
+        task = functools.partial(lost_task, message=why, submitted_at=job.started_at, before=before)
         with _visible(job.devices):
             return run_job(
                 hydra_context=self.hydra_context,
@@ -434,15 +436,3 @@ def _read_result(path: Path) -> JobReturn | None:
     except (RecordError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
         return None
     return result if isinstance(result, JobReturn) else None
-
-
-def _records(sweep_dir: Path) -> list[Path]:
-    from flopsweep import tree
-
-    return list(tree.find(sweep_dir, "metrics.json"))
-
-
-def _run_id(path: Path) -> str | None:
-    from hydra_plugins.flopsweep_slurm import _run_id as run_id
-
-    return run_id(path)

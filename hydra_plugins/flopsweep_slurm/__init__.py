@@ -43,7 +43,7 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
 )
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from flopsweep import cluster, slurm, tree
+from flopsweep import cluster, slurm
 from flopsweep.config import ConfigError
 from flopsweep.files import RecordUnwritable
 from flopsweep.hydrafiles import submitit_folder
@@ -185,8 +185,10 @@ class WatchingLauncher(BaseSubmititLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         """Submit the jobs in waves of :meth:`_wave` jobs (Slurm: all at once, as one array) and
         wait for each wave before the next."""
+        from flopsweep.job.records import run_ids
+
         sweep_dir = sweep_dir_of(self.config)
-        before = {str(p): _run_id(p) for p in tree.find(sweep_dir, "metrics.json")}  # none: not a folder yet
+        before = run_ids(sweep_dir)  # none: not a folder yet
         submitted_at = time.time()
         returns: list[JobReturn] = []
         size = max(1, self._wave(len(job_overrides)))
@@ -337,12 +339,12 @@ class WatchingLauncher(BaseSubmititLauncher):
     ) -> JobReturn:
         """Write (or find) the record of a job that gave no result, in the sweep process, through
         Hydra's ``run_job`` as the task would: same job directory, ``.hydra/`` files (written by
-        :func:`_lost_task`) and callbacks."""
+        :func:`lost_task`) and callbacks."""
         config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         with open_dict(config.hydra.job):
             config.hydra.job.id = watched.job.job_id
             config.hydra.job.num = watched.num
-        task = functools.partial(_lost_task, message=why, submitted_at=submitted_at, before=before)
+        task = functools.partial(lost_task, message=why, submitted_at=submitted_at, before=before)
         return run_job(
             hydra_context=self.hydra_context,
             task_function=task,
@@ -385,10 +387,24 @@ def _submit_on_disjoint_gpus(executor: Any, task: Any, job_params: list[tuple], 
     return jobs
 
 
-def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: dict[str, str | None]) -> float:
-    """The task function for a lost job (run by :meth:`WatchingLauncher._record_lost`): its record,
-    and, under ``fail_fast=true``, the stop of the sweep, as ``run.py``'s task would. Returns the
-    job's objective as ``run.py`` does (NaN unless a task's ``ok`` record was found)."""
+def lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: dict[str, str | None]) -> float:
+    """The task function for a lost job, run through Hydra's ``run_job`` in the sweep process by
+    :meth:`WatchingLauncher._record_lost` and the pool launcher (bind the keywords with
+    ``functools.partial``): the job's ``.hydra/`` files, its record
+    (:func:`flopsweep.job.records.record_lost_job`: an ``error`` of type ``JobLost`` saying
+    ``message``, or the record the job wrote itself, found by a run id other than ``before``'s, from
+    :func:`flopsweep.job.records.run_ids`), its failure line on stderr, and, under
+    ``fail_fast=true``, the stop of the sweep, as ``run.py``'s task would.
+
+    Args:
+        submitted_at: when the job was submitted, seconds since the epoch (``run.started_at``).
+
+    Returns:
+        The job's objective as ``run.py`` gives it (NaN unless a task's ``ok`` record was found).
+
+    Raises:
+        SweepStopped: the record is not ``ok`` and ``fail_fast`` is true.
+    """
     from flopsweep import objective
     from flopsweep.callbacks import SweepStopped
     from flopsweep.files import RecordUnwritable
@@ -422,15 +438,6 @@ def _lost_task(cfg: DictConfig, *, message: str, submitted_at: float, before: di
             f"flopsweep: {status}: {message} [recorded in {info.job_dir}]; fail_fast=true stopped the sweep"
         )
     return objective.value(record, run_cfg.objective)
-
-
-def _run_id(path: Path) -> str | None:
-    from flopsweep.files import RecordError, read_json
-
-    try:
-        return read_json(path)["run"]["id"]
-    except (RecordError, OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _singleton_state() -> Any:

@@ -207,8 +207,8 @@ def test_layout_in_an_option_means_the_parallel_layout_not_the_attention_one() -
     """``--columns layout``, ``--filter layout=...`` and ``--pivot`` take a column's name or its short
     header; ``layout`` is the parallel layout's own name, so it wins over the block-sparse attention
     layout, whose header is ``attn_layout``."""
-    from analysis.__main__ import _column
+    from analysis.cli import column_name
 
-    assert _column("layout") == "layout"
-    assert _column("attn_layout") == "attention_layout"
-    assert _column("attention_layout") == "attention_layout"
+    assert column_name("layout") == "layout"
+    assert column_name("attn_layout") == "attention_layout"
+    assert column_name("attention_layout") == "attention_layout"
