@@ -187,7 +187,7 @@ def output_dir_problem(overrides: list[str]) -> str | None:
     an empty ``hydra.run.dir`` (the current directory, often the repository), a
     ``hydra.sweep.subdir`` that leaves the sweep directory (``../x``, an absolute path) or enters a run's
     own files, a ``hydra.run.dir`` or ``hydra.sweep.dir`` that is a symbolic link, a FIFO or a file
-    (never followed), passes through another user's link (:func:`flopsweep.files.foreign_link`) or lies
+    (never followed), passes through another user's link (:func:`flopsweep.links.foreign_link`) or lies
     inside a run's own files
     (:func:`flopsweep.hydrafiles.output_folder_problem`), or a
     ``hydra.output_subdir`` (Hydra's own ``.hydra/`` writes follow links: :mod:`flopsweep.hydrafiles`)."""

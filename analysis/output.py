@@ -196,7 +196,7 @@ def check_output(
 ) -> None:
     """Refuse ``output`` when writing it would replace a record: one of ``records`` (being read,
     :func:`check_not_a_record`) or any other (:func:`record_problem`), or when its path goes through
-    another user's symbolic link (:func:`flopsweep.files.foreign_link`). ``folder``: ``output`` is a
+    another user's symbolic link (:func:`flopsweep.links.foreign_link`). ``folder``: ``output`` is a
     file the option writes into the folder it names (``--plot DIR``), so the fix names a folder.
 
     Raises:

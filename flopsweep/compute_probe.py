@@ -453,7 +453,7 @@ def probe_key(cfg: RunConfig, device: Any) -> dict[str, Any]:
 
 def cache_folder(device: Any) -> Path | None:
     """Where probes are kept (:data:`CACHE_ENV`); None: not kept, also when another user's symbolic link
-    is on its path (:func:`flopsweep.files.foreign_link`: a probe read there could be anyone's; one
+    is on its path (:func:`flopsweep.links.foreign_link`: a probe read there could be anyone's; one
     warning says so)."""
     from flopsweep.files import foreign_link_refusal
 

@@ -136,7 +136,7 @@ def extensions_dir(environ: Mapping[str, str] = os.environ) -> str:
     on every run (minutes each). Created private (0700).
 
     Raises:
-        RecordUnwritable: another user's symbolic link on that path (:func:`flopsweep.files.foreign_link`).
+        RecordUnwritable: another user's symbolic link on that path (:func:`flopsweep.links.foreign_link`).
     """
     if environ.get("TORCH_EXTENSIONS_DIR"):
         return environ["TORCH_EXTENSIONS_DIR"]

@@ -70,7 +70,7 @@ def output_folder_problem(key: str, value: str) -> str | None:
     - a path inside a run's own files (:data:`RUN_FILES_FOLDERS`), as written or once its links are
       resolved (``R/.hydra``, ``S/0/.flopsweep/x``, ``S/.submitit/1``);
     - a path through another user's symbolic link, in any part (``/tmp/x/link/sub``, ``outputs/`` a
-      link planted by another user: :func:`flopsweep.files.foreign_link`); a link of this user's or
+      link planted by another user: :func:`flopsweep.links.foreign_link`); a link of this user's or
       root's in the middle (``outputs -> /scratch/me/outputs``) is followed.
 
     The value is taken as Hydra takes it: relative to the current directory, ``.`` and ``..`` and a
@@ -296,7 +296,7 @@ class JobLogHandler(logging.FileHandler):
     symbolic link, a FIFO, a device, a file hard-linked elsewhere) is first replaced by an empty file
     (:func:`flopsweep.files.replace_text`), never opened. When even that fails (a folder there), or
     the job's folder is itself a link or lies below another user's link
-    (:func:`flopsweep.files.foreign_link`; the job refuses both: :func:`flopsweep.files.job_folder`),
+    (:func:`flopsweep.links.foreign_link`; the job refuses both: :func:`flopsweep.files.job_folder`),
     the log goes to the console only, after one line on stderr saying so.
     """
 

@@ -120,7 +120,7 @@ def lock_sweep_dir(sweep_dir: Path) -> HeldLock:
 
     Raises:
         SweepBusy: naming the directory and the process that holds it, or another user's symbolic link
-            on its path (:func:`flopsweep.files.foreign_link`), or why the lock file there cannot be used
+            on its path (:func:`flopsweep.links.foreign_link`), or why the lock file there cannot be used
             (a symbolic link or not a regular file: remove it), or that no lock
             file can be made (neither beside the directory nor inside it), with the fix.
     """

@@ -259,7 +259,7 @@ def trace_dir_problem(directory: Path) -> str | None:
     A file of that name (``profile`` in the run directory), a parent that cannot be made or a
     directory that is not writable is a problem; an existing directory with old traces is not
     (they are overwritten); so is another user's symbolic link on its path
-    (:func:`flopsweep.files.foreign_link`: never followed).
+    (:func:`flopsweep.links.foreign_link`: never followed).
     """
     from flopsweep.files import foreign_link_refusal
 

@@ -60,7 +60,7 @@ class RepeatingSweeper(BasicSweeper):
         stops the sweep with one line, exit 1, before any job. A job folder Hydra cannot make (a
         dangling link or a file planted at its name) stops it with one line too (:func:`job_folder_line`),
         and so does another user's link on the sweep folder's path before each batch
-        (:func:`flopsweep.files.foreign_link`: Hydra makes the job folders with a plain ``mkdir``)."""
+        (:func:`flopsweep.links.foreign_link`: Hydra makes the job folders with a plain ``mkdir``)."""
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         params_conf = self._parse_config() + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)

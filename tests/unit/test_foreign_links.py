@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from flopsweep.files import RecordUnwritable, foreign_link, job_folder, own_folder, private_folder
+from flopsweep.files import RecordUnwritable, job_folder, own_folder, private_folder
+from flopsweep.links import foreign_link
 
 OTHER_UID = 65534
 """``nobody``: the owner of the planted link (neither this user nor root)."""
