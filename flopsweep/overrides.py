@@ -310,11 +310,40 @@ def _example(key: str, node: object, kind: tuple[str, str], option: str) -> tupl
     return (str(default).lower() if isinstance(default, bool) else str(default)), " (its default)"
 
 
-def _value_problem(key: str, value: object, node: object, option: str) -> str | None:
-    """Why ``node`` of the schema cannot take ``value`` (one line), else None."""
+def _bound_problem(
+    head: str, key: str, value: int | float, node: object, option: str, float_: bool
+) -> str | None:
+    """The line for a whole number beyond its key's bound (:data:`flopsweep.config.MAX_BY_KEY`, else
+    :data:`flopsweep.config.MAX_INT`), as :func:`flopsweep.checks.check_bounds` would refuse it in the
+    job: the bound, an example that passes (the picked option's value, else the default) and the
+    check a large value meets next (:func:`flopsweep.config.memory_note`); None within it."""
+    from flopsweep.config import MAX_BY_KEY, MAX_INT, memory_note
+
+    limit = int(MAX_BY_KEY.get(key, MAX_INT))
+    if abs(value) <= limit:
+        return None
+    example, whose = _example(key, node, _KINDS["IntegerNode"], option)
+    side = f"at most {limit}" if value > 0 else f"at least -{limit}"
+    written = " written as a float, and" if float_ else ""
+    how = ", without a point or exponent" if float_ else ""
+    return (
+        f"{head} is a whole number{written} beyond the bound of {limit}. "
+        f"Fix: write a whole number {side}{how}, e.g. {key}={example}{whose}{memory_note(key)}."
+    )
+
+
+def _value_problem(
+    key: str, value: object, node: object, option: str, typed: str | None = None
+) -> str | None:
+    """Why ``node`` of the schema cannot take ``value`` (one line), else None. ``typed``: the value as
+    the command line wrote it, which the line echoes for a number (``1e12``, not ``1000000000000.0``)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
-    if isinstance(value, list):
+    from flopsweep.config import cut
+
+    if typed is not None and isinstance(value, int | float) and not isinstance(value, bool) and typed.strip():
+        shown = cut(typed.strip())  # a 400-digit number: its first digits and its length
+    elif isinstance(value, list):
         shown = "[" + ",".join("null" if v is None else str(v) for v in value) + "]"
     elif isinstance(value, bool):
         shown = str(value).lower()
@@ -354,27 +383,17 @@ def _value_problem(key: str, value: object, node: object, option: str) -> str | 
     try:
         node.validate_and_convert(value)  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
-        if (
-            kind[0] == "a whole number"
-            and isinstance(value, float)
-            and value.is_integer()
-            and abs(value) < 2**63
-        ):
+        if kind[0] == "a whole number" and isinstance(value, float) and value.is_integer():
             # 1e3 or 4.0: a whole number written as a float, which the typed key does not convert
-            from flopsweep.config import MAX_BY_KEY, MAX_INT
-
-            limit = int(MAX_BY_KEY.get(key, MAX_INT))
-            if abs(value) > limit:  # the rewritten number would be refused by checks.check_bounds
-                side = f"at most {limit}" if value > 0 else f"at least -{limit}"
-                return (
-                    f"{head} is a whole number written as a float, and beyond the bound of {limit}. "
-                    f"Fix: write a whole number {side}, without a point or exponent."
-                )
+            if problem := _bound_problem(head, key, value, node, option, True):
+                return problem  # the rewritten number would be refused by checks.check_bounds
             return (
                 f"{head} is a whole number written as a float. Fix: write it without a point or "
                 f"exponent: {key}={int(value)}."
             )
         return f"{head} is not {kind[0]}. Fix: {fix}."
+    if kind[0] == "a whole number" and isinstance(value, int) and not isinstance(value, bool):
+        return _bound_problem(head, key, value, node, option, False)  # the job's check_bounds, before Hydra
     return None
 
 
@@ -423,7 +442,7 @@ def unknown_key_problem(key: str, value: str | None = None, parsed: list | None 
     if parent and parent not in known:  # a section's typo: the section is named
         return unknown_key_problem(parent, None if value is None else "...", parsed)
     named = key if value is None else f"{key}={value}"
-    return f"Invalid config: {named}: no such key. Fix: {suggestion(key, parsed)}"
+    return f"Invalid config: {named}: no such key. Fix: {suggestion(key, parsed, value)}"
 
 
 def type_problem(overrides: list[str]) -> str | None:
@@ -469,6 +488,13 @@ def type_problem(overrides: list[str]) -> str | None:
             values = list(o.value().list)  # parsed: null is None, as Hydra reads it
         else:
             values = [o.value()]
+        text = (o.input_line or "").partition("=")[2]
+        parts = text.split(",") if o.is_sweep_override() else [text]
+        typed = (
+            parts
+            if len(parts) == len(values) and "[" not in text and "{" not in text
+            else [None] * len(values)
+        )
         for schema, option in _schemas(parsed, key):
             path = key.partition(".")[2] if option else key  # an option's schema is the group's node
             parent_key, _, leaf = path.rpartition(".")
@@ -476,9 +502,9 @@ def type_problem(overrides: list[str]) -> str | None:
             if not OmegaConf.is_dict(parent) or leaf not in parent:
                 continue
             node = parent._get_node(leaf)
-            for value in values:
+            for value, written in zip(values, typed, strict=True):
                 if "${" in str(value):
                     continue
-                if problem := _value_problem(key, value, node, option):
+                if problem := _value_problem(key, value, node, option, written):
                     return problem
     return None

@@ -1,0 +1,78 @@
+"""Keys that do nothing without another, torch-free: ``fault.rank=1`` without ``fault.kind`` injected no
+fault and ran as if it were not there (trial 24). ``run.py`` refuses them before Hydra starts
+(:func:`flopsweep.key_needs.idle_key_problem`, exit 2, one line), the fix the whole line that runs.
+
+Each :class:`Idle` names the keys, the key that makes them act and the values of it under which they do
+nothing. A command line is refused when it gives one of the keys and no value it gives the other key
+(none, or each value of a sweep: ``-m fault.kind=none,raise fault.phase=warmup`` sweeps a control job
+beside the fault, and passes) makes them act. A ``+sweep`` file or another ``--config-name`` may set
+the other key: such a command line is left alone (the job runs as the file says).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Keys (``keys``) that act only when ``needs`` has a value outside ``idle`` (its default among
+    them), with the fix's pick (``pick``, a value of ``needs`` that makes them act, an override), the
+    other values that would (``others``) and why."""
+
+    keys: tuple[str, ...]
+    needs: str
+    idle: tuple[str, ...]
+    pick: str
+    others: str
+    why: str
+
+
+IDLE: tuple[Idle, ...] = (
+    Idle(
+        ("fault.rank", "fault.phase"),
+        "fault.kind",
+        ("none",),
+        "fault.kind=raise",
+        " (or oom, kill, abort, hang, nan_loss for raise)",
+        "fault.kind=none (the default) injects no fault",
+    ),
+    Idle(
+        (
+            "search.grow",
+            "search.min_n_layer",
+            "search.max_n_layer",
+            "search.min_seq_len",
+            "search.max_seq_len",
+            "search.seq_len_multiple",
+        ),
+        "search.model",
+        ("none",),
+        "search.model=largest",
+        "",
+        "search.model=none (the default) searches nothing",
+    ),
+    Idle(
+        ("plan_format", "plan_clusters"),
+        "plan",
+        ("false", "no", "off", "0"),
+        "plan=true",
+        "",
+        "only plan=true plans (plan=false, the default, runs the job)",
+    ),
+)
+"""Every key that does nothing without another; ``search.memory_budget_gib`` is left out (``batch=auto``
+reads it too), and so are ``plan_gpu`` (a run warns when its GPU is not the one named) and
+``compile_scope``/``compile_mode`` (:func:`flopsweep.compile_levers.check` refuses them without
+``compile=true`` in the job, the line naming both)."""
+
+
+def idle_without(key: str, given: dict[str, str]) -> Idle | None:
+    """The :class:`Idle` under which ``key`` does nothing on a command line that sets ``given`` (key ->
+    first value as typed), else None."""
+    for idle in IDLE:
+        if key in idle.keys:
+            other = given.get(idle.needs)
+            if other is None or ("$" not in other and other.strip().strip("'\"").lower() in idle.idle):
+                return idle
+    return None
