@@ -11,14 +11,19 @@ the other key: such a command line is left alone (the job runs as the file says)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from flopsweep.compile_levers import COMPILE_MODES, COMPILE_SCOPES
+from flopsweep.config import FAULT_PHASES, PLAN_FORMATS, SEARCH_GROW
 
 
 @dataclass(frozen=True)
 class Idle:
     """Keys (``keys``) that act only when ``needs`` has a value outside ``idle`` (its default among
     them), with the fix's pick (``pick``, a value of ``needs`` that makes them act, an override), the
-    other values that would (``others``) and why."""
+    other values that would (``others``), why, and the values a key takes (``choices``: a value outside
+    them is left to the job's own refusal, which lists them, so that the fix is never a line refused
+    for the value in turn)."""
 
     keys: tuple[str, ...]
     needs: str
@@ -26,6 +31,7 @@ class Idle:
     pick: str
     others: str
     why: str
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 IDLE: tuple[Idle, ...] = (
@@ -36,6 +42,7 @@ IDLE: tuple[Idle, ...] = (
         "fault.kind=raise",
         " (or oom, kill, abort, hang, nan_loss for raise)",
         "fault.kind=none (the default) injects no fault",
+        {"fault.phase": FAULT_PHASES},
     ),
     Idle(
         (
@@ -51,6 +58,16 @@ IDLE: tuple[Idle, ...] = (
         "search.model=largest",
         "",
         "search.model=none (the default) searches nothing",
+        {"search.grow": SEARCH_GROW},
+    ),
+    Idle(
+        ("compile_scope", "compile_mode"),
+        "compile",
+        ("false", "no", "off", "0"),
+        "compile=true",
+        "",
+        "compile=false (the default) compiles nothing",
+        {"compile_scope": COMPILE_SCOPES, "compile_mode": COMPILE_MODES},
     ),
     Idle(
         ("plan_format", "plan_clusters"),
@@ -59,12 +76,13 @@ IDLE: tuple[Idle, ...] = (
         "plan=true",
         "",
         "only plan=true plans (plan=false, the default, runs the job)",
+        {"plan_format": PLAN_FORMATS},
     ),
 )
 """Every key that does nothing without another; ``search.memory_budget_gib`` is left out (``batch=auto``
-reads it too), and so are ``plan_gpu`` (a run warns when its GPU is not the one named) and
-``compile_scope``/``compile_mode`` (:func:`flopsweep.compile_levers.check` refuses them without
-``compile=true`` in the job, the line naming both)."""
+reads it too), and so is ``plan_gpu`` (a run warns when its GPU is not the one named).
+``compile_scope``/``compile_mode`` are :func:`flopsweep.compile_levers.check`'s in the job too (for a
+``+sweep`` file); on the command line this refuses them before Hydra makes a run folder."""
 
 
 def idle_without(key: str, given: dict[str, str]) -> Idle | None:

@@ -134,7 +134,16 @@ def idle_key_problem(overrides: list[str]) -> str | None:
     if given is None:
         return None
     for idle in IDLE:
-        key = next((k for k in idle.keys if k in given and set(given[k]) - {"null", "none", ""}), None)
+        key = next(
+            (
+                k
+                for k in idle.keys
+                if k in given
+                and set(given[k]) - {"null", "none", ""}
+                and all(v in idle.choices.get(k, (v,)) for v in given[k])  # else the job's line lists them
+            ),
+            None,
+        )
         if key is None:
             continue
         other = given.get(idle.needs)

@@ -191,6 +191,8 @@ def test_each_key_that_does_nothing_without_another_is_refused_with_a_fix_that_r
         "fault.phase": "warmup",
         "search.grow": "seq_len",
         "plan_clusters": "[H100:8]",
+        "compile_scope": "model",
+        "compile_mode": "max-autotune-no-cudagraphs",  # a CUDA-graph mode needs CUDA: the job says so
     }
     for key in idle.keys:
         typed = f"{key}={values.get(key, '4' if key.startswith('search') else 'csv')}"
@@ -214,5 +216,7 @@ def test_a_sweep_with_a_value_that_acts_or_a_sweep_file_is_left_alone() -> None:
     assert idle_key_problem(["--config-name=other", "fault.rank=1"]) is None
     assert idle_key_problem(["plan_clusters=null"]) is None
     assert idle_key_problem(["fault.kind=${tag}", "fault.rank=0"]) is None  # Hydra's to resolve
+    for bad in ("fault.phase=bogus", "compile_scope=layer", "search.grow=n_embd"):  # the job lists the values
+        assert idle_key_problem([bad]) is None, bad
     line = idle_key_problem(["fault.kind=none", "fault.rank=0"])
     assert line is not None and "fault.kind=raise fault.rank=0 in place of fault.kind=none" in line, line
