@@ -105,6 +105,26 @@ def needed(key: str, value: str | None, given: dict[str, str]) -> list[str]:
     return out
 
 
+def still_meets(key: str, value: str | None, given: dict[str, str]) -> str:
+    """The check that ``key=value`` meets on this kind of machine after :func:`needed`'s overrides, which
+    no override of the command line alone passes, as a clause for the fix (``""`` for none):
+
+    - ``nnodes`` above 1: a local run has one node (:func:`flopsweep.plan.resolve`), so it runs under
+      ``hydra/launcher=slurm`` (or plans here with ``plan=true``);
+    - ``compile_mode`` of CUDA graphs (:data:`flopsweep.compile_levers.CUDAGRAPH_MODES`): on CUDA only.
+    """
+    from flopsweep.compile_levers import CUDAGRAPH_MODES, NO_CUDAGRAPHS
+
+    number = _int(value)
+    if key == "nnodes" and number is not None and number > 1 and given.get("plan", "false").lower() != "true":
+        return (
+            "several nodes run under hydra/launcher=slurm, a local run has one, and plan=true plans them here"
+        )
+    if key == "compile_mode" and str(value) in CUDAGRAPH_MODES:
+        return f"CUDA graphs run on CUDA only, compile_mode={NO_CUDAGRAPHS[str(value)]} on the CPU"
+    return ""
+
+
 def _given(overrides: list[str]) -> dict[str, list[str]] | None:
     """Each key the command line sets and its values as typed (a choice sweep's one by one, lower
     case, unquoted); None where a ``+sweep`` file or another config may set any key."""
@@ -151,10 +171,12 @@ def idle_key_problem(overrides: list[str]) -> str | None:
             continue
         shown = next(t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == key)
         value = shown.partition("=")[2]
-        line = " ".join([*needed(key, value, {k: v[0] for k, v in given.items()}), shown])
+        first = {k: v[0] for k, v in given.items()}
+        line = " ".join([*needed(key, value, first), shown])
         instead = f" in place of {idle.needs}={given[idle.needs][0]}" if idle.needs in given else ""
+        meets = f" ({note})" if (note := still_meets(key, value, first)) else ""
         return (
             f"Invalid config: {shown}: does nothing without {idle.needs}: {idle.why}. "
-            f"Fix: write {line}{instead}{idle.others}, or drop {key}."
+            f"Fix: write {line}{instead}{idle.others}{meets}, or drop {key}."
         )
     return None

@@ -107,19 +107,20 @@ def _runnable(name: str, value: str | None, parsed: list) -> str:
     this command line's options (:func:`flopsweep.key_needs.needed`: ``nproc_per_node=2`` on
     ``backend=single``), the whole line to write, those first (``backend=ddp nproc_per_node=2``), with
     what it replaces of the command line (``in place of backend=single``)."""
-    from flopsweep.key_needs import given_values, needed
+    from flopsweep.key_needs import given_values, needed, still_meets
 
     if value is None:
         return name
     given = given_values(parsed)
     first = value.split(",")[0].strip() if "[" not in value else value
     extra = needed(name, first, given)
+    note = still_meets(name, first, given)
     if not extra:
-        return name
+        return f"{name} ({note})" if note else name
     replaced = [f"{k}={given[k]}" for k in (e.partition("=")[0] for e in extra) if k in given]
     instead = f" in place of {' '.join(replaced)}" if replaced else ""
-    needs = " ".join(extra)
-    return f"{needs} {name}={value}{instead} ({name}={value} alone is refused: it needs {needs})"
+    needs = " ".join(extra) + (f"; {note}" if note else "")
+    return f"{' '.join(extra)} {name}={value}{instead} ({name}={value} alone is refused: it needs {needs})"
 
 
 def suggestion(key: str, parsed: list | None = None, value: str | None = None) -> str:

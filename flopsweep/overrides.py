@@ -323,6 +323,8 @@ def _bound_problem(
     if abs(value) <= limit:
         return None
     example, whose = _example(key, node, _KINDS["IntegerNode"], option)
+    if not whose and node._is_optional():  # type: ignore[attr-defined]  # batch.global_batch_size: unset
+        example, whose = "null", " (its default)"
     side = f"at most {limit}" if value > 0 else f"at least -{limit}"
     written = " written as a float, and" if float_ else ""
     how = ", without a point or exponent" if float_ else ""
@@ -332,8 +334,27 @@ def _bound_problem(
     )
 
 
+def _written(key: str, value: object, given: dict[str, str] | None) -> str:
+    """``key=value`` as a fix writes it: after the overrides it needs on the command line's options
+    (:func:`flopsweep.key_needs.needed`: ``nnodes=1000`` on ``backend=single`` needs ``backend=ddp``),
+    with the check it still meets (:func:`flopsweep.key_needs.still_meets`)."""
+    from flopsweep.key_needs import needed, still_meets
+
+    given = given or {}
+    extra = needed(key, str(value), given)
+    replaced = [f"{k}={given[k]}" for k in (e.partition("=")[0] for e in extra) if k in given]
+    line = " ".join([*extra, f"{key}={value}"]) + (f" in place of {' '.join(replaced)}" if replaced else "")
+    note = still_meets(key, str(value), given)
+    return f"{line} ({note})" if note else line
+
+
 def _value_problem(
-    key: str, value: object, node: object, option: str, typed: str | None = None
+    key: str,
+    value: object,
+    node: object,
+    option: str,
+    typed: str | None = None,
+    given: dict[str, str] | None = None,
 ) -> str | None:
     """Why ``node`` of the schema cannot take ``value`` (one line), else None. ``typed``: the value as
     the command line wrote it, which the line echoes for a number (``1e12``, not ``1000000000000.0``)."""
@@ -389,7 +410,7 @@ def _value_problem(
                 return problem  # the rewritten number would be refused by checks.check_bounds
             return (
                 f"{head} is a whole number written as a float. Fix: write it without a point or "
-                f"exponent: {key}={int(value)}."
+                f"exponent: {_written(key, int(value), given)}."
             )
         return f"{head} is not {kind[0]}. Fix: {fix}."
     if kind[0] == "a whole number" and isinstance(value, int) and not isinstance(value, bool):
@@ -463,6 +484,8 @@ def type_problem(overrides: list[str]) -> str | None:
     from hydra.core.override_parser.types import ChoiceSweep
     from omegaconf import OmegaConf
 
+    from flopsweep.key_needs import given_values
+
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
@@ -489,6 +512,7 @@ def type_problem(overrides: list[str]) -> str | None:
         else:
             values = [o.value()]
         text = (o.input_line or "").partition("=")[2]
+        given = given_values(parsed)  # the options picked: what a rewritten value needs beside it
         parts = text.split(",") if o.is_sweep_override() else [text]
         typed = (
             parts
@@ -505,6 +529,6 @@ def type_problem(overrides: list[str]) -> str | None:
             for value, written in zip(values, typed, strict=True):
                 if "${" in str(value):
                     continue
-                if problem := _value_problem(key, value, node, option, written):
+                if problem := _value_problem(key, value, node, option, written, given):
                     return problem
     return None

@@ -15,7 +15,7 @@ import pytest
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.idle_keys import IDLE
 from flopsweep.job import JobInfo, plan_job
-from flopsweep.key_needs import DEFAULTS, idle_key_problem, needed
+from flopsweep.key_needs import DEFAULTS, idle_key_problem, needed, still_meets
 from flopsweep.override_schema import CONF, _yaml, known_keys
 from run import refusal
 
@@ -31,10 +31,14 @@ def _planned(hydra_compose, overrides: list[str], tmp_path: Path) -> dict:
 
 
 def _runs(hydra_compose, line: list[str], tmp_path: Path) -> None:
-    """``line`` passes the checks before Hydra and plans ``ok``."""
+    """``line`` passes the checks before Hydra, plans ``ok`` and is placed on this machine as the launch
+    places it (``plan.plan`` on ``Environment.detect()``: a local run's checks of nodes and ranks)."""
+    from flopsweep.plan import Environment, plan
+
     assert refusal([*CPU, *line]) is None, (line, refusal([*CPU, *line]))
     row = _planned(hydra_compose, line, tmp_path)
     assert row["status"] == "ok", (line, row["reason"])
+    plan(hydra_compose([*CPU, *line]), Environment.detect())
 
 
 def test_the_defaults_needed_are_conf_config_yaml_s() -> None:
@@ -91,7 +95,13 @@ def test_every_key_a_value_of_which_the_defaults_refuse_gets_the_overrides_that_
         refused.append(key)
         extra = needed(key, value, {"device": "cpu"})
         assert extra, (key, value, row["reason"])
-        assert _planned(hydra_compose, [*extra, f"{key}={value}"], tmp_path)["status"] == "ok", (key, extra)
+        if still_meets(key, value, {"device": "cpu"}):  # nnodes: Slurm's; the plan passes here
+            assert _planned(hydra_compose, [*extra, f"{key}={value}"], tmp_path)["status"] == "ok", (
+                key,
+                extra,
+            )
+        else:
+            _runs(hydra_compose, [*extra, f"{key}={value}"], tmp_path)
     assert {"nnodes", "parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep", "optim.in_backward"} <= set(
         refused
     )
@@ -124,7 +134,11 @@ def test_what_each_value_needs_and_that_the_whole_line_runs(
     assert needed(key, value, given) == extra
     groups = {e.partition("=")[0] for e in extra}
     kept = [o for o in line[:-1] if o.partition("=")[0] not in groups]
-    _runs(hydra_compose, [*kept, *extra, line[-1]], tmp_path)
+    if note := still_meets(key, value, given):  # nnodes: a local run has one node, the line says so
+        assert "hydra/launcher=slurm" in note
+        assert _planned(hydra_compose, [*kept, *extra, line[-1]], tmp_path)["status"] == "ok"
+    else:
+        _runs(hydra_compose, [*kept, *extra, line[-1]], tmp_path)
     if extra:
         bare = refusal([*CPU, *line]) or _planned(hydra_compose, line, tmp_path)["reason"]
         assert bare and bare.startswith("Invalid config: "), line

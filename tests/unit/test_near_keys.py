@@ -165,7 +165,8 @@ def test_a_float_whole_number_beyond_the_bound_names_the_bound(key: str) -> None
         return  # a float key: 1e7 is its value
     assert f"beyond the bound of {limit}" in line and str(limit * 10) not in line.partition("Fix:")[2], line
     within = type_problem([f"{key}={float(limit)}"])
-    assert within is not None and within.endswith(f"{key}={limit}."), within
+    fix = within.partition("Fix: write it without a point or exponent: ")[2] if within else ""
+    assert re.search(rf"(^| ){re.escape(key)}={limit}( |\.$)", fix), within  # with what it needs (nnodes)
     assert type_problem([f"{key}={limit}"]) is None
 
 
@@ -210,3 +211,28 @@ def test_a_value_beyond_its_bound_echoes_what_was_typed_and_its_example_passes(
         assert row["status"] == "ok" and row["fits"] is True, row
         assert ("the free host memory on device=cpu" in line) == (key in MEMORY_KEYS), line
     assert type_problem([f"{key}={limit}"]) is None
+
+
+def test_a_rewritten_whole_number_is_written_with_what_it_needs(hydra_compose, tmp_path) -> None:
+    """``parallel.tp=2.0``'s fix ``parallel.tp=2`` was refused in turn on ``backend=single``: the rewritten
+    value comes in the line that runs (``key_needs.needed``), in place of a picked option it replaces,
+    and with the check no override passes (``nnodes``: Slurm's); an optional key's example beyond the
+    bound is its default, null (``batch.global_batch_size=5`` did not divide the micro batch)."""
+    from flopsweep.job import JobInfo, plan_job
+
+    line = _line(["parallel.tp=2.0"])
+    assert line.endswith(
+        "Fix: write it without a point or exponent: backend=fsdp nproc_per_node=2 parallel.tp=2."
+    ), line
+    fixed = ["device=cpu", "backend=fsdp", "nproc_per_node=2", "parallel.tp=2"]
+    assert type_problem(fixed) is None
+    row = plan_job(hydra_compose(fixed), JobInfo(job_dir=tmp_path, overrides=fixed, job_num=None))["plan"]
+    assert row["status"] == "ok", row
+    line = _line(["backend=ddp", "parallel.tp=2.0"])
+    assert "backend=fsdp nproc_per_node=2 parallel.tp=2 in place of backend=ddp." in line, line
+    assert _line(["backend=fsdp", "nproc_per_node=2", "parallel.tp=2.0"]).endswith("exponent: parallel.tp=2.")
+    line = _line(["nnodes=2.0"])
+    assert "backend=ddp nnodes=2 (several nodes run under hydra/launcher=slurm" in line, line
+    line = _line(["batch.global_batch_size=1e12"])
+    assert line.endswith("e.g. batch.global_batch_size=null (its default)."), line
+    assert type_problem(["batch.global_batch_size=null"]) is None
