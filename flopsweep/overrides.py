@@ -348,6 +348,31 @@ def _written(key: str, value: object, given: dict[str, str] | None) -> str:
     return f"{line} ({note})" if note else line
 
 
+def _nproc_problem(head: str, value: object, given: dict[str, str] | None) -> str | None:
+    """Why ``nproc_per_node`` (a text key: ``auto`` or a count) cannot take a number, as the job would
+    refuse it (:func:`flopsweep.plan.resolve_nproc`, :func:`flopsweep.checks.check_bounds`), before
+    Hydra makes a run folder: a whole number written as a float (``2.0``), a count beyond
+    :data:`flopsweep.checks.MAX_NPROC_PER_NODE` (``1e12`` too); else None (text, a count below 1: the
+    job's line). The fix writes a count with what it needs (``backend=ddp nproc_per_node=2``)."""
+    from flopsweep.checks import MAX_NPROC_PER_NODE
+
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    if value > MAX_NPROC_PER_NODE:
+        return (
+            f"{head} is beyond the bound of {MAX_NPROC_PER_NODE} ranks per node. Fix: set "
+            f"nproc_per_node=auto, or a count of ranks: {_written('nproc_per_node', 2, given)}."
+        )
+    if isinstance(value, float) and value >= 1:
+        return (
+            f"{head} is a whole number written as a float. Fix: write it without a point or exponent: "
+            f"{_written('nproc_per_node', int(value), given)}."
+        )
+    return None
+
+
 def _value_problem(
     key: str,
     value: object,
@@ -371,6 +396,8 @@ def _value_problem(
     else:
         shown = "null" if value is None else repr(value) if isinstance(value, str) else str(value)
     head = f"Invalid config: {key}={shown}:"
+    if key == "nproc_per_node" and isinstance(value, int | float) and not isinstance(value, bool):
+        return _nproc_problem(head, value, given)  # a count, given as a number; text is the job's
     optional = node._is_optional()  # type: ignore[attr-defined]
     if isinstance(node, DictConfig):
         if isinstance(value, dict):  # fault={kind:oom,rank:1}: Hydra merges a mapping into the section

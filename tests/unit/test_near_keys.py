@@ -236,3 +236,25 @@ def test_a_rewritten_whole_number_is_written_with_what_it_needs(hydra_compose, t
     line = _line(["batch.global_batch_size=1e12"])
     assert line.endswith("e.g. batch.global_batch_size=null (its default)."), line
     assert type_problem(["batch.global_batch_size=null"]) is None
+
+
+def test_a_rank_count_written_as_a_float_or_beyond_its_bound_is_refused_before_hydra(hydra_compose) -> None:
+    """``nproc_per_node`` is text (``auto`` or a count): ``2.0`` and ``99999999`` were the job's lines,
+    after Hydra made a run folder. Now before Hydra, the fix a count with the backend it needs, which
+    composes and validates; text and counts below 1 stay the job's (its line names them)."""
+    from flopsweep.checks import MAX_NPROC_PER_NODE, validate
+
+    line = _line(["nproc_per_node=2.0"])
+    assert line.endswith("Fix: write it without a point or exponent: backend=ddp nproc_per_node=2."), line
+    for typed in ("99999999", "1e12"):
+        line = _line([f"nproc_per_node={typed}"])
+        assert line.startswith(
+            f"Invalid config: nproc_per_node={typed}: is beyond the bound of {MAX_NPROC_PER_NODE}"
+        )
+        assert line.endswith(
+            "Fix: set nproc_per_node=auto, or a count of ranks: backend=ddp nproc_per_node=2."
+        ), line
+    validate(hydra_compose(["device=cpu", "backend=ddp", "nproc_per_node=2"]))
+    assert _line(["backend=fsdp", "nproc_per_node=4.0"]).endswith("exponent: nproc_per_node=4.")
+    for left in ("two", "0", "2.5", "auto", "2"):
+        assert type_problem([f"nproc_per_node={left}"]) is None, left
