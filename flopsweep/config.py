@@ -475,7 +475,8 @@ class FaultConfig:
     (the job's ``timeout_s`` stops it); ``nan_loss`` makes every loss of the phase NaN
     (the run goes on and is recorded with ``loss_finite: false``)."""
     rank: int = 0
-    """Global rank that fails, ``0 <= rank < world size``."""
+    """Global rank that fails, ``0 <= rank < world size``; with ``fault.kind=none`` it does nothing, and a
+    command line that sets it (or ``fault.phase``) without a ``fault.kind`` that injects is refused."""
     phase: str = "measure"
     """``init`` (before the process group), ``warmup`` or ``measure`` (before the first step), or
     ``teardown`` (after the rank's figures reached rank 0: a signal there leaves the run ``ok``, with
@@ -570,7 +571,9 @@ class RunConfig:
     plan_clusters: list[str] = field(default_factory=list)
     """``plan=true``: the clusters to rank set-ups on (:mod:`flopsweep.clusters`:
     ``GPU:NODESxGPUS_PER_NODE[:NETWORK]``, ``H100:8x8``, ``here``); each gets every set-up of
-    ``space`` that fits and is not refused, ranked by ``objective``. Empty: one row per job."""
+    ``space`` that fits and is not refused, ranked by ``objective``. Empty: one row per job. At most
+    16 (``clusters.MAX_PLAN_CLUSTERS``: each is planned over the whole space, about a second each);
+    more in several plans, ``-m 'plan_clusters=[A,B],[C,D]'``."""
     plan_format: str = "table"
     """``plan=true``'s output: ``table`` (the terminal table), ``csv`` or ``json`` (every row); any other
     value is refused (``PLAN_FORMATS``)."""
