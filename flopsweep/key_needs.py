@@ -29,7 +29,8 @@ from __future__ import annotations
 from flopsweep.idle_keys import IDLE, idle_without
 
 MOE_EXAMPLE = ("model=hf", "model.config=olmoe-tiny")
-"""The model a ``parallel.ep`` fix picks: a shipped tiny MoE config (64 experts, 2 of 16 layers' worth)."""
+"""The model a ``parallel.ep`` fix picks: a shipped tiny MoE config (``flopsweep/models/hf_configs/
+olmoe-tiny.json``: 8 experts, 2 per token, 2 layers, width 128), which ``parallel.ep`` of 2, 4 or 8 splits."""
 
 DEFAULTS = {"backend": "single", "model": "gpt-tiny"}
 """conf/config.yaml's options where the command line picks none (checked by the tests)."""
