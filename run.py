@@ -48,6 +48,7 @@ from flopsweep.flags import (
 )
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
+from flopsweep.key_needs import idle_key_problem
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.override_grammar import (
     config_name_problem,
@@ -396,6 +397,7 @@ def refusal(overrides: list[str]) -> str | None:
         or foreign_option_keys(overrides)
         or plan_problem(overrides)
         or hydra_key_problem(overrides)
+        or idle_key_problem(overrides)  # after the values' own checks: the fix adds a key, it must pass them
         or tuner_problem(overrides)
         or type_problem(overrides)
         or unread_space_problem(overrides)

@@ -37,6 +37,7 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
     ConfigError,
     OptimConfig,
     RunConfig,
+    memory_note,
     require_choice,
     require_positive,
 )
@@ -244,7 +245,9 @@ def check_bounds(cfg: RunConfig) -> None:
         if abs(value) > limit:
             bound = _bound_text(limit, whole=isinstance(value, int))
             side = f"to at most {bound}" if value > 0 else f"to at least -{bound}"
-            raise ConfigError(key, value, f"is beyond the bound of {bound}", f"set {key} {side}")
+            raise ConfigError(
+                key, value, f"is beyond the bound of {bound}", f"set {key} {side}{memory_note(key)}"
+            )
     if len(cfg.tag) > MAX_TAG_CHARS:
         raise ConfigError(
             "tag",

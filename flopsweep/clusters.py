@@ -25,8 +25,9 @@ Its label (:attr:`Cluster.label`) is the canonical spelling, network included: `
 from __future__ import annotations
 
 import math
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from flopsweep.config import MAX_BY_KEY, ConfigError
@@ -194,6 +195,10 @@ class Cluster:
 
 _SIZE_LIKE = re.compile(r"[-+]?[\d.]+(?:x[-+]?[\d.]+)?")
 """What a size written wrongly looks like (a sign, a fraction), so that it is named as a size."""
+MAX_PLAN_CLUSTERS = 16
+"""The most clusters one ``plan_clusters`` list may name: each is planned over the whole ``space.*``
+(about a second each on a loaded 2-core machine; 40 clusters took 37 s, trial 24). More go in several
+plans (``-m plan_clusters=[a,b],[c,d]``, one job each)."""
 MAX_GPUS_PER_NODE = 128
 """The most GPUs per node a cluster name may give (NVL72 racks are 72; nodes today hold 8 or 16)."""
 _NAME = re.compile(r"(?P<gpu>[^:\s]+)(?::(?P<size>\d+(?:x\d+)?))?(?::(?P<net>[^:\s]+))?")
@@ -299,6 +304,27 @@ def parse_network(text: str, key: str = "plan_clusters", entry: str | None = Non
     )
 
 
+def clusters_bound_problem(names: Sequence[object]) -> None:
+    """Refuse a ``plan_clusters`` list of more than :data:`MAX_PLAN_CLUSTERS` entries.
+
+    Raises:
+        ConfigError: one line naming ``plan_clusters``, the count, the bound and the fix (the first
+            entries as the shorter list; several plans, one job each).
+    """
+    if len(names) <= MAX_PLAN_CLUSTERS:
+        return
+    shown = ",".join(str(n) for n in names[:3])
+    first = ",".join(str(n) for n in names[:MAX_PLAN_CLUSTERS])
+    raise ConfigError(
+        "plan_clusters",
+        f"[{shown},...] ({len(names)} clusters)",
+        f"names {len(names)} clusters, over the bound of {MAX_PLAN_CLUSTERS} (each is planned over the whole "
+        "space.*, about a second each)",
+        f"name at most {MAX_PLAN_CLUSTERS}, e.g. the first: plan_clusters=[{first}]; or split the list over "
+        "plans, one job each: -m 'plan_clusters=[A,B],[C,D]'",
+    )
+
+
 def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
     """The cluster ``text`` names (grammar in the module docstring).
 
@@ -318,8 +344,15 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
     if gpu.lower() == "here":
         name, count = here or this_machine()
         if count < 1:
+            hidden = gpus_hidden()  # CUDA_VISIBLE_DEVICES='' on a GPU host: torch finds none
             raise ConfigError(
-                "plan_clusters", text, "this machine has no GPU", f"name the GPU: e.g. {HINT_GPU}:1x8"
+                "plan_clusters",
+                text,
+                f"this machine has no GPU this process may use ({hidden} hides them all)"
+                if hidden
+                else "this machine has no GPU",
+                f"name the GPU: e.g. {HINT_GPU}:1x8"
+                + (f", or unset {hidden.split('=')[0]}" if hidden else ""),
             )
         gpu, per_node = name.removeprefix("NVIDIA ").removeprefix("AMD "), count
         nnodes = int(size.split("x")[0]) if size else 1
@@ -429,13 +462,39 @@ def gpus_here() -> list[tuple[str, int]]:
     return gpus
 
 
+HIDING_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+"""The variables by which the CUDA and ROCm runtimes show a process only some GPUs (NVIDIA's CUDA
+C Programming Guide, "CUDA Environment Variables"; ROCm's "GPU isolation techniques"): set empty, or
+to a list whose first entry is a negative index (``-1``), they hide every GPU, and torch then finds
+none (``torch.cuda.is_available()`` is False) on a machine with GPUs."""
+
+
+def gpus_hidden(environ: Mapping[str, str] | None = None) -> str | None:
+    """The ``NAME=VALUE`` of a :data:`HIDING_VARIABLES` variable that hides every GPU from this process
+    (empty, or a first entry that is a negative index: ``CUDA_VISIBLE_DEVICES=''``, ``=-1``), else None.
+    ``environ``: the environment (``os.environ`` when None)."""
+    environ = os.environ if environ is None else environ
+    for name in HIDING_VARIABLES:
+        value = environ.get(name)
+        if value is None:
+            continue
+        first = value.split(",")[0].strip()
+        if not first or re.fullmatch(r"-\d+", first):
+            return f"{name}={value!r}"
+    return None
+
+
 def no_gpu_here() -> bool:
-    """Whether this machine surely has no GPU that torch could use, known without torch: none of the
-    :data:`GPU_DEVICE_NODES` exists and ``nvidia-smi`` (:func:`gpus_here`) lists none. False when unsure
-    (a device file is there: torch, in the job, says; :func:`this_machine`), so that ``run.py`` refuses
-    ``plan_clusters=[here]`` before Hydra only where the job would."""
+    """Whether this machine surely has no GPU that torch could use, known without torch: a
+    :data:`HIDING_VARIABLES` variable hides every GPU (:func:`gpus_hidden`: ``CUDA_VISIBLE_DEVICES=''``
+    on a GPU host), or none of the :data:`GPU_DEVICE_NODES` exists and ``nvidia-smi``
+    (:func:`gpus_here`) lists none. False when unsure (a device file is there: torch, in the job, says;
+    :func:`this_machine`), so that ``run.py`` refuses ``plan_clusters=[here]`` before Hydra only where
+    the job would."""
     import glob
 
+    if gpus_hidden() is not None:
+        return True
     return not any(glob.glob(pattern) for pattern in GPU_DEVICE_NODES) and not gpus_here()
 
 

@@ -56,6 +56,12 @@ MAX_BY_KEY: dict[str, float] = {
 """The largest value of each key that a run may ask for, checked before launch: far above any real
 run, low enough that the ranks never meet a value they cannot hold (``timeout_s=1e14`` overflowed
 the launcher's clock, a 400-digit ``model.n_layer`` failed in the ranks)."""
+MEMORY_KEYS = ("model.seq_len", "batch.micro_batch_size", "model.n_layer", "model.n_embd", "model.vocab_size")
+"""The integer keys whose size sets the memory a run needs (activations grow with the tokens of a micro
+batch, weights and states with the blocks, width and vocabulary): a value within :data:`MAX_BY_KEY`
+must also fit the device, which the launch checks (the host memory on the CPU:
+:func:`flopsweep.job.hostcheck.check_free_host_memory`; ``plan=true`` shows the estimate), so a fix of
+their bound says so."""
 MAX_INT = 2**31 - 1
 """The largest value of any other integer key (a C ``int``, which torch and the launchers take)."""
 MAX_FLOAT = 1e12
@@ -71,6 +77,18 @@ def cut(text: str, limit: int = MAX_SHOWN) -> str:
     """``text`` whole when it has at most ``limit`` characters, else its first 16 and its length
     (``'aaaaaaaaaaaaaaa...(100002 characters)``): how a line shows a value it did not choose."""
     return text if len(text) <= limit else f"{text[:16]}...({len(text)} characters)"
+
+
+def memory_note(key: str) -> str:
+    """What a fix of a :data:`MEMORY_KEYS` key's bound adds: the other check a value within the bound
+    meets (the device's memory, at launch), so that the fix says where a large value goes next; ""
+    for another key."""
+    if key not in MEMORY_KEYS:
+        return ""
+    return (
+        "; a large one must also fit the device's memory, which the launch checks (the free host memory "
+        "on device=cpu; plan=true shows est_peak_gib_per_rank)"
+    )
 
 
 class ConfigError(ValueError):
@@ -459,7 +477,8 @@ class FaultConfig:
     (the job's ``timeout_s`` stops it); ``nan_loss`` makes every loss of the phase NaN
     (the run goes on and is recorded with ``loss_finite: false``)."""
     rank: int = 0
-    """Global rank that fails, ``0 <= rank < world size``."""
+    """Global rank that fails, ``0 <= rank < world size``; with ``fault.kind=none`` it does nothing, and a
+    command line that sets it (or ``fault.phase``) without a ``fault.kind`` that injects is refused."""
     phase: str = "measure"
     """``init`` (before the process group), ``warmup`` or ``measure`` (before the first step), or
     ``teardown`` (after the rank's figures reached rank 0: a signal there leaves the run ``ok``, with
@@ -554,7 +573,9 @@ class RunConfig:
     plan_clusters: list[str] = field(default_factory=list)
     """``plan=true``: the clusters to rank set-ups on (:mod:`flopsweep.clusters`:
     ``GPU:NODESxGPUS_PER_NODE[:NETWORK]``, ``H100:8x8``, ``here``); each gets every set-up of
-    ``space`` that fits and is not refused, ranked by ``objective``. Empty: one row per job."""
+    ``space`` that fits and is not refused, ranked by ``objective``. Empty: one row per job. At most
+    16 (``clusters.MAX_PLAN_CLUSTERS``: each is planned over the whole space, about a second each);
+    more in several plans, ``-m 'plan_clusters=[A,B],[C,D]'``."""
     plan_format: str = "table"
     """``plan=true``'s output: ``table`` (the terminal table), ``csv`` or ``json`` (every row); any other
     value is refused (``PLAN_FORMATS``)."""

@@ -160,6 +160,30 @@ def _options(kind: str) -> list[str]:
     return sorted(names)
 
 
+MAPPING_EXAMPLES = {"hydra.sweeper.params": "'hydra.sweeper.params.seed=0,1'"}
+"""The example of a mapping-valued key of a sweeper or launcher, as a "did you mean" shows it (a
+mapping takes no plain value: :func:`_sweeper_value_problem`)."""
+
+
+def _shown_key(kind: str, option: str, name: str) -> str:
+    """``name`` (``hydra.sweeper.params``) as a "did you mean" names it: a key of one value as it is; a
+    mapping-valued key (its schema's field a ``Dict``) in the form it takes, one entry at a time
+    (``hydra.sweeper.params.KEY=VALUES, e.g. 'hydra.sweeper.params.seed=0,1'``), since ``KEY=VALUE``
+    of the typo would be refused in turn."""
+    from omegaconf import DictConfig, OmegaConf
+
+    conf = _option_schema(kind, option)
+    leaf = name.rpartition(".")[2]
+    try:
+        node = OmegaConf.structured(conf)._get_node(leaf) if conf is not None else None
+    except Exception:  # noqa: BLE001 - a schema this cannot read: the name as it is
+        node = None
+    if not isinstance(node, DictConfig):
+        return name
+    example = MAPPING_EXAMPLES.get(name, f"'{name}.KEY=VALUE'")
+    return f"{name}.KEY=VALUES (a mapping, set one entry at a time, e.g. {example})"
+
+
 def _plugin_key_problem(kind: str, option: str, key: str, override: str) -> str | None:
     known = option_keys(kind, option)
     if known is None or key in known:
@@ -173,7 +197,7 @@ def _plugin_key_problem(kind: str, option: str, key: str, override: str) -> str 
             f"(the {kind} this command line runs). Fix: add {names.split(' or ')[0]}, or drop the override."
         )
     keys = sorted(k for k in known if not k.startswith("_") and f"hydra.{kind}.{k}" not in NEVER_SUGGESTED)
-    close = near_names(key, keys, f"hydra.{kind}.")
+    close = [_shown_key(kind, option, name) for name in near_names(key, keys, f"hydra.{kind}.")]
     fix = f"did you mean {' or '.join(close)}?" if close else f"{picked} takes {', '.join(keys)}."
     if not close:  # a near key of another option only: named with it (timeout_mn on the basic launcher)
         others = {k: o for o in _options(kind) if o != option for k in sorted(option_keys(kind, o) or ())}

@@ -102,9 +102,32 @@ def _foreign(parsed: list, key: str) -> bool:
     return valid is not None and key not in valid
 
 
-def suggestion(key: str, parsed: list | None = None) -> str:
+def _runnable(name: str, value: str | None, parsed: list) -> str:
+    """``name`` as the "did you mean" writes it: bare, or, where ``name=value`` needs other overrides on
+    this command line's options (:func:`flopsweep.key_needs.needed`: ``nproc_per_node=2`` on
+    ``backend=single``), the whole line to write, those first (``backend=ddp nproc_per_node=2``), with
+    what it replaces of the command line (``in place of backend=single``)."""
+    from flopsweep.key_needs import given_values, needed, still_meets
+
+    if value is None:
+        return name
+    given = given_values(parsed)
+    first = value.split(",")[0].strip() if "[" not in value else value
+    extra = needed(name, first, given)
+    note = still_meets(name, first, given)
+    if not extra:
+        return f"{name} ({note})" if note else name
+    replaced = [f"{k}={given[k]}" for k in (e.partition("=")[0] for e in extra) if k in given]
+    instead = f" in place of {' '.join(replaced)}" if replaced else ""
+    needs = " ".join(extra) + (f"; {note}" if note else "")
+    return f"{' '.join(extra)} {name}={value}{instead} ({name}={value} alone is refused: it needs {needs})"
+
+
+def suggestion(key: str, parsed: list | None = None, value: str | None = None) -> str:
     """The fix of the unknown ``key`` (``did you mean ...?``), one clause ending in a full stop, from
-    the keys the command line ``parsed`` (Hydra's parsed overrides) may set."""
+    the keys the command line ``parsed`` (Hydra's parsed overrides) may set. With the ``value`` typed,
+    a key whose value needs another option (:func:`flopsweep.key_needs.needed`) is named in the line
+    that runs as written: ``nproc=2``: ``did you mean backend=ddp nproc_per_node=2?``."""
     from flopsweep.override_schema import known_keys
 
     known = known_keys()
@@ -124,11 +147,13 @@ def suggestion(key: str, parsed: list | None = None) -> str:
         children = sorted(k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent)
         close = [f"{parent}.{c}" for c in ranked(leaf, children)]
     names = [k for k in close if not _foreign(parsed, k)]
+    if names and value is not None:  # a key that runs bare first; one needing more only as the nearest
+        names = names[:1] + [k for k in names[1:] if _runnable(k, value, parsed) == k]
     tail = " docs/reference/overrides.md lists every key."
     if close and close[0] not in names:  # the nearest is another option's key: say whose
-        also = f"; or {' or '.join(names)}" if names else ""
+        also = f"; or {' or '.join(_runnable(n, value, parsed) for n in names)}" if names else ""
         return f"did you mean {close[0]}? {_other_option(parsed, close[0])}{also}.{tail}"
     if names:
-        return f"did you mean {' or '.join(names)}?{tail}"
+        return f"did you mean {' or '.join(_runnable(n, value, parsed) for n in names)}?{tail}"
     scope = f"the keys of {parent}" if parent else "the groups and top-level keys"
     return f"see docs/reference/overrides.md for every key; none of {scope} is near {leaf or key}."

@@ -301,17 +301,94 @@ def _example(key: str, node: object, kind: tuple[str, str], option: str) -> tupl
     return (str(default).lower() if isinstance(default, bool) else str(default)), " (its default)"
 
 
-def _value_problem(key: str, value: object, node: object, option: str) -> str | None:
-    """Why ``node`` of the schema cannot take ``value`` (one line), else None."""
+def _bound_problem(
+    head: str, key: str, value: int | float, node: object, option: str, float_: bool
+) -> str | None:
+    """The line for a whole number beyond its key's bound (:data:`flopsweep.config.MAX_BY_KEY`, else
+    :data:`flopsweep.config.MAX_INT`), as :func:`flopsweep.checks.check_bounds` would refuse it in the
+    job: the bound, an example that passes (the picked option's value, else the default) and the
+    check a large value meets next (:func:`flopsweep.config.memory_note`); None within it."""
+    from flopsweep.config import MAX_BY_KEY, MAX_INT, memory_note
+
+    limit = int(MAX_BY_KEY.get(key, MAX_INT))
+    if abs(value) <= limit:
+        return None
+    example, whose = _example(key, node, _KINDS["IntegerNode"], option)
+    if not whose and node._is_optional():  # type: ignore[attr-defined]  # batch.global_batch_size: unset
+        example, whose = "null", " (its default)"
+    side = f"at most {limit}" if value > 0 else f"at least -{limit}"
+    written = " written as a float, and" if float_ else ""
+    how = ", without a point or exponent" if float_ else ""
+    return (
+        f"{head} is a whole number{written} beyond the bound of {limit}. "
+        f"Fix: write a whole number {side}{how}, e.g. {key}={example}{whose}{memory_note(key)}."
+    )
+
+
+def _written(key: str, value: object, given: dict[str, str] | None) -> str:
+    """``key=value`` as a fix writes it: after the overrides it needs on the command line's options
+    (:func:`flopsweep.key_needs.needed`: ``nnodes=1000`` on ``backend=single`` needs ``backend=ddp``),
+    with the check it still meets (:func:`flopsweep.key_needs.still_meets`)."""
+    from flopsweep.key_needs import needed, still_meets
+
+    given = given or {}
+    extra = needed(key, str(value), given)
+    replaced = [f"{k}={given[k]}" for k in (e.partition("=")[0] for e in extra) if k in given]
+    line = " ".join([*extra, f"{key}={value}"]) + (f" in place of {' '.join(replaced)}" if replaced else "")
+    note = still_meets(key, str(value), given)
+    return f"{line} ({note})" if note else line
+
+
+def _nproc_problem(head: str, value: object, given: dict[str, str] | None) -> str | None:
+    """Why ``nproc_per_node`` (a text key: ``auto`` or a count) cannot take a number, as the job would
+    refuse it (:func:`flopsweep.plan.resolve_nproc`, :func:`flopsweep.checks.check_bounds`), before
+    Hydra makes a run folder: a whole number written as a float (``2.0``), a count beyond
+    :data:`flopsweep.checks.MAX_NPROC_PER_NODE` (``1e12`` too); else None (text, a count below 1: the
+    job's line). The fix writes a count with what it needs (``backend=ddp nproc_per_node=2``)."""
+    from flopsweep.checks import MAX_NPROC_PER_NODE
+
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    if value > MAX_NPROC_PER_NODE:
+        return (
+            f"{head} is beyond the bound of {MAX_NPROC_PER_NODE} ranks per node. Fix: set "
+            f"nproc_per_node=auto, or a count of ranks: {_written('nproc_per_node', 2, given)}."
+        )
+    if isinstance(value, float) and value >= 1:
+        return (
+            f"{head} is a whole number written as a float. Fix: write it without a point or exponent: "
+            f"{_written('nproc_per_node', int(value), given)}."
+        )
+    return None
+
+
+def _value_problem(
+    key: str,
+    value: object,
+    node: object,
+    option: str,
+    typed: str | None = None,
+    given: dict[str, str] | None = None,
+) -> str | None:
+    """Why ``node`` of the schema cannot take ``value`` (one line), else None. ``typed``: the value as
+    the command line wrote it, which the line echoes for a number (``1e12``, not ``1000000000000.0``)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
-    if isinstance(value, list):
+    from flopsweep.config import cut
+
+    if typed is not None and isinstance(value, int | float) and not isinstance(value, bool) and typed.strip():
+        shown = cut(typed.strip())  # a 400-digit number: its first digits and its length
+    elif isinstance(value, list):
         shown = "[" + ",".join("null" if v is None else str(v) for v in value) + "]"
     elif isinstance(value, bool):
         shown = str(value).lower()
     else:
         shown = "null" if value is None else repr(value) if isinstance(value, str) else str(value)
     head = f"Invalid config: {key}={shown}:"
+    if key == "nproc_per_node" and isinstance(value, int | float) and not isinstance(value, bool):
+        return _nproc_problem(head, value, given)  # a count, given as a number; text is the job's
     optional = node._is_optional()  # type: ignore[attr-defined]
     if isinstance(node, DictConfig):
         if isinstance(value, dict):  # fault={kind:oom,rank:1}: Hydra merges a mapping into the section
@@ -345,27 +422,17 @@ def _value_problem(key: str, value: object, node: object, option: str) -> str | 
     try:
         node.validate_and_convert(value)  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
-        if (
-            kind[0] == "a whole number"
-            and isinstance(value, float)
-            and value.is_integer()
-            and abs(value) < 2**63
-        ):
+        if kind[0] == "a whole number" and isinstance(value, float) and value.is_integer():
             # 1e3 or 4.0: a whole number written as a float, which the typed key does not convert
-            from flopsweep.config import MAX_BY_KEY, MAX_INT
-
-            limit = int(MAX_BY_KEY.get(key, MAX_INT))
-            if abs(value) > limit:  # the rewritten number would be refused by checks.check_bounds
-                side = f"at most {limit}" if value > 0 else f"at least -{limit}"
-                return (
-                    f"{head} is a whole number written as a float, and beyond the bound of {limit}. "
-                    f"Fix: write a whole number {side}, without a point or exponent."
-                )
+            if problem := _bound_problem(head, key, value, node, option, True):
+                return problem  # the rewritten number would be refused by checks.check_bounds
             return (
                 f"{head} is a whole number written as a float. Fix: write it without a point or "
-                f"exponent: {key}={int(value)}."
+                f"exponent: {_written(key, int(value), given)}."
             )
         return f"{head} is not {kind[0]}. Fix: {fix}."
+    if kind[0] == "a whole number" and isinstance(value, int) and not isinstance(value, bool):
+        return _bound_problem(head, key, value, node, option, False)  # the job's check_bounds, before Hydra
     return None
 
 
@@ -414,7 +481,7 @@ def unknown_key_problem(key: str, value: str | None = None, parsed: list | None 
     if parent and parent not in known:  # a section's typo: the section is named
         return unknown_key_problem(parent, None if value is None else "...", parsed)
     named = key if value is None else f"{key}={value}"
-    return f"Invalid config: {named}: no such key. Fix: {suggestion(key, parsed)}"
+    return f"Invalid config: {named}: no such key. Fix: {suggestion(key, parsed, value)}"
 
 
 def type_problem(overrides: list[str]) -> str | None:
@@ -434,6 +501,8 @@ def type_problem(overrides: list[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import ChoiceSweep
     from omegaconf import OmegaConf
+
+    from flopsweep.key_needs import given_values
 
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
     try:
@@ -460,6 +529,14 @@ def type_problem(overrides: list[str]) -> str | None:
             values = list(o.value().list)  # parsed: null is None, as Hydra reads it
         else:
             values = [o.value()]
+        text = (o.input_line or "").partition("=")[2]
+        given = given_values(parsed)  # the options picked: what a rewritten value needs beside it
+        parts = text.split(",") if o.is_sweep_override() else [text]
+        typed = (
+            parts
+            if len(parts) == len(values) and "[" not in text and "{" not in text
+            else [None] * len(values)
+        )
         for schema, option in key_schemas(parsed, key):
             path = key.partition(".")[2] if option else key  # an option's schema is the group's node
             parent_key, _, leaf = path.rpartition(".")
@@ -467,9 +544,9 @@ def type_problem(overrides: list[str]) -> str | None:
             if not OmegaConf.is_dict(parent) or leaf not in parent:
                 continue
             node = parent._get_node(leaf)
-            for value in values:
+            for value, written in zip(values, typed, strict=True):
                 if "${" in str(value):
                     continue
-                if problem := _value_problem(key, value, node, option):
+                if problem := _value_problem(key, value, node, option, written, given):
                     return problem
     return None

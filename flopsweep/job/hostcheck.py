@@ -13,7 +13,9 @@ from flopsweep.plan import OFFLOAD_KEYS
 from flopsweep.text import plural
 
 
-def check_free_host_memory(p: Plan, free: int | None = None) -> str | None:
+def check_free_host_memory(
+    p: Plan, free: int | None = None, overrides: list[str] | None = None
+) -> str | None:
     """Refuse, before any worker starts, a run that cannot fit the host memory free now
     (:func:`flopsweep.hostmem.available_bytes`), which would swap the machine or meet the kernel's OOM
     killer (a SIGKILL, not an ``oom`` status) and take other users' memory with it:
@@ -33,12 +35,17 @@ def check_free_host_memory(p: Plan, free: int | None = None) -> str | None:
 
     Args:
         free: the free host memory, bytes; None (the launch): read now.
+        overrides: the command line's overrides (Hydra's task overrides): on the CPU, the line names the
+            key of :data:`flopsweep.config.MEMORY_KEYS` they set (``model.seq_len=1048576``) and the largest
+            value of it that fits the free memory (:func:`_fitting_value`); of several, the one whose fix
+            keeps the most of its value.
 
     Returns:
         The warning (``host_memory: ...``: the CPU's estimate failed, unchecked), or None.
 
     Raises:
-        ConfigError: naming ``model`` (CPU) or the offload key, the need, the free memory and the fix.
+        ConfigError: naming the memory key the command line set, else ``model`` (CPU), or the offload
+            key, the need, the free memory and the fix.
     """
     cfg = p.cfg
     if job_launcher() != "local" or cfg.search.model == "largest":
@@ -48,13 +55,54 @@ def check_free_host_memory(p: Plan, free: int | None = None) -> str | None:
 
         free = hostmem.available_bytes()
     if cfg.device == "cpu":
-        return None if cfg.batch.name == "auto" else _refuse_cpu_host_memory(p, free)
+        return None if cfg.batch.name == "auto" else _refuse_cpu_host_memory(p, free, overrides or [])
     return _check_offload_free_memory(p, free)
 
 
-def _refuse_cpu_host_memory(p: Plan, free: int) -> str | None:
+def _given_memory_keys(overrides: list[str]) -> list[str]:
+    """The :data:`flopsweep.config.MEMORY_KEYS` keys that the overrides set, in that order."""
+    from flopsweep.config import MEMORY_KEYS
+
+    given = {text.lstrip("+").partition("=")[0] for text in overrides if "=" in text}
+    return [k for k in MEMORY_KEYS if k in given]
+
+
+def _with(cfg, key: str, value: int):
+    """``cfg`` with the nested ``key`` (``model.seq_len``) set to ``value`` (a copy)."""
+    import dataclasses
+
+    section, _, leaf = key.partition(".")
+    return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **{leaf: value})})
+
+
+def _fitting_value(p: Plan, key: str, free: int) -> int | None:
+    """The largest power of two of ``key`` up to the run's own value whose estimated need on the CPU
+    (:func:`flopsweep.memory.peak_bytes` times the ranks of this machine) fits ``free`` and that
+    validation (:func:`flopsweep.checks.validate`) passes, else None: a fix that runs as written here,
+    as free now. A power of two, so that the divisibility rules (heads, context parallel, blocks) hold
+    where the run's own value held them."""
+    from flopsweep.checks import validate
+    from flopsweep.memory import peak_bytes
+
+    section, _, leaf = key.partition(".")
+    value = 1 << (int(getattr(getattr(p.cfg, section), leaf)).bit_length() - 1)
+    while value >= 1:
+        cfg = _with(p.cfg, key, value)
+        try:
+            if peak_bytes(cfg, p.layout) * p.nproc_per_node <= free:
+                validate(cfg)
+                return value
+        except Exception:  # noqa: BLE001 - a value the rules or the estimate refuse: a smaller one
+            pass
+        value //= 2
+    return None
+
+
+def _refuse_cpu_host_memory(p: Plan, free: int, overrides: list[str]) -> str | None:
     """On the CPU, refuse a run whose ranks' estimated peak exceeds the free host memory (see
-    :func:`check_free_host_memory`); raises ConfigError naming ``model``. Returns None, or the
+    :func:`check_free_host_memory`); raises ConfigError naming the memory key the command line set
+    (``model.seq_len=1048576``, with the largest value that fits; of several, the least change), else
+    ``model``. Returns None, or the
     warning that the estimate failed and the memory went unchecked (an estimate's bug is no reason
     to lose the measurement)."""
     from flopsweep.memory import peak_bytes
@@ -71,14 +119,38 @@ def _refuse_cpu_host_memory(p: Plan, free: int) -> str | None:
     example = " (e.g. model=gpt-tiny)" if cfg.model.name != "gpt-tiny" else ""
     # fewer ranks only where one rank's need fits: sharded states grow per rank as ranks go (trial 12b)
     fewer = ", fewer ranks (nproc_per_node=1)" if nproc > 1 and per_rank <= free else ""
-    raise ConfigError(
-        "model",
-        cfg.model.name,
+    problem = (
         f"on the CPU {ranks} about {need / 2**30:.1f} GiB of host memory ({need / nproc / 2**30:.1f} GiB "
         f"per rank, plan=true's est_peak_gib_per_rank), and {free / 2**30:.1f} GiB is free now; it "
-        "would swap or be killed by the OOM killer",
-        f"pick a smaller model{example}, a smaller batch.micro_batch_size{fewer}, or set device=cuda "
-        "for a GPU sweep",
+        "would swap or be killed by the OOM killer"
+    )
+    given = _given_memory_keys(overrides)
+    if not given:
+        raise ConfigError(
+            "model",
+            cfg.model.name,
+            problem,
+            f"pick a smaller model{example}, a smaller batch.micro_batch_size{fewer}, or set device=cuda "
+            "for a GPU sweep",
+        )
+    fits = {key: _fitting_value(p, key, free) for key in given}
+
+    def kept(key: str) -> float:  # the share of the given value the fix keeps: the least change first
+        section, _, leaf = key.partition(".")
+        return (fits[key] or 0) / max(1, getattr(getattr(cfg, section), leaf))
+
+    key = max(given, key=kept)  # ties: MEMORY_KEYS' order
+    section, _, leaf = key.partition(".")
+    value = getattr(getattr(cfg, section), leaf)  # as given (a job of a sweep: its own value)
+    fit = fits[key]
+    smaller = (
+        f"set {key}={fit} (the largest power of two that fits the memory free now)" if fit else f"lower {key}"
+    )
+    raise ConfigError(
+        key,
+        value,
+        f"{problem} (model={cfg.model.name})",
+        f"{smaller}{fewer}, pick a smaller model{example}, or set device=cuda for a GPU sweep",
     )
 
 

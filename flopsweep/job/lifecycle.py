@@ -262,7 +262,7 @@ def ready(job: JobResult, info: JobInfo) -> JobResult:
     (``metrics.predicted_peak_gib``)."""
     p, cfg = job.plan, job.cfg
     try:
-        host_warning = check_free_host_memory(p)
+        host_warning = check_free_host_memory(p, overrides=info.overrides)
     except ConfigError as exc:  # refused as validation refuses: no worker started
         return job.fail("invalid", rec.error("ConfigError", str(exc), "config"))
     job.layout = p.layout

@@ -119,7 +119,14 @@ REFUSALS = {
             "batch.micro_batch_size=65536",
             "model.seq_len=8192",
         ),
-        last_line_has=("model='gpt-tiny'", "2 ranks need about", "GiB is free now", "Fix:", "device=cuda"),
+        # a key given, with a value that fits (trial 24: the line named the model alone)
+        last_line_has=(
+            "(model=gpt-tiny)",
+            "2 ranks need about",
+            "GiB is free now",
+            "(the largest power of two that fits the memory free now)",
+            "device=cuda",
+        ),
     ),
     "nvme_without_path": _invalid(("backend=zero3", "backend.offload_optimizer=nvme"), "backend.nvme_path"),
     "path_without_nvme": _invalid(("backend=zero3", "backend.nvme_path=/tmp"), "backend.nvme_path"),
@@ -304,6 +311,15 @@ REFUSALS = {
         args=("plan=true", "plan_clusters=[8xH100:100gbps]"),
         line_starts="flopsweep: Invalid config: plan_clusters='8xH100:100gbps': '8xH100' puts the count "
         "before the GPU. Fix: the GPU comes first: H100:8, then a network",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    # session 24's trial: fault.rank=1 without fault.kind ran, injecting nothing, and said nothing
+    "fault_rank_without_kind": Refusal(
+        args=("fault.rank=1",),
+        line_starts="flopsweep: Invalid config: fault.rank=1: does nothing without fault.kind",
+        last_line_has=("Fix: write backend=ddp fault.kind=raise nproc_per_node=2 fault.rank=1",),
         lines=1,
         record=None,
         default_dir=True,

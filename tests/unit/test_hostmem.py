@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,49 @@ def test_on_the_cpu_the_peak_counts_the_offloaded_states_in_the_same_memory() ->
     assert round(peak_bytes(p.cfg, p.layout) / GIB, 1) == 26.8
     on_gpu = dataclasses.replace(p.cfg, device="cuda")
     assert peak_bytes(on_gpu, p.layout) == estimate(on_gpu, p.layout).total  # the GPU holds no states
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("model.seq_len", 2**20), ("batch.micro_batch_size", 2**16), ("model.n_layer", 1024)]
+)
+def test_a_cpu_run_over_the_free_memory_names_the_key_given_and_a_value_that_fits(
+    key: str, value: int
+) -> None:
+    """Trial 24: ``model.seq_len=1048576`` (the bound the type check named) was refused for host memory
+    in a line naming ``model=gpt-tiny`` alone. The line names the memory key the command line set, its
+    value, and the largest power of two of it that fits the free memory (given here: 2 GiB, so that
+    the machine's load cannot move it), which the same check then passes; without the override, the
+    line names the model as before."""
+    from flopsweep.config import MEMORY_KEYS
+    from flopsweep.job import check_free_host_memory
+    from flopsweep.plan import plan
+
+    assert key in MEMORY_KEYS
+    section, _, leaf = key.partition(".")
+    host = Environment(cpu_count=8, host_memory_bytes=1 << 60)  # validation passes: the launch checks
+
+    def planned(v: int):
+        cfg = RunConfig(device="cpu")
+        return plan(
+            dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **{leaf: v})}),
+            host,
+        )
+
+    free = 2 * GIB
+    big = planned(value)
+    with pytest.raises(ConfigError) as err:
+        check_free_host_memory(big, free=free, overrides=["device=cpu", f"{key}={value}"])
+    line = str(err.value)
+    assert (
+        line.startswith(f"Invalid config: {key}={value}: on the CPU 1 rank needs about ") and "\n" not in line
+    )
+    fit = int(
+        re.search(rf"Fix: set {re.escape(key)}=(\d+) \(the largest power of two that fits", line).group(1)
+    )
+    assert 1 <= fit < value and fit & (fit - 1) == 0
+    assert check_free_host_memory(planned(fit), free=free, overrides=[f"{key}={fit}"]) is None
+    with pytest.raises(ConfigError):  # twice the fit does not: the largest power of two
+        check_free_host_memory(planned(fit * 2), free=free, overrides=[f"{key}={fit * 2}"])
+    with pytest.raises(ConfigError) as err:
+        check_free_host_memory(big, free=free)
+    assert err.value.key == "model"

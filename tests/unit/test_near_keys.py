@@ -22,14 +22,32 @@ def _line(overrides: list[str]) -> str:
     return line
 
 
+def _alternatives(text: str) -> list[str]:
+    """The keys of ``A or B`` where each may be a whole line (``backend=ddp nproc_per_node=2 (...)``): the
+    last override's key of each, before any ``in place of`` or parenthesis."""
+    keys = []
+    for part in re.split(r" or (?![^(]*\))", text):
+        words = part.split(" (")[0].split(" in place of ")[0].split()
+        keys.append(words[-1].partition("=")[0] if words else part)
+    return keys
+
+
 def _named(line: str) -> tuple[list[str], str | None]:
     """The keys a line suggests (``did you mean A or B?``, ``; or C``) and the option it says to pick."""
-    mean = re.search(r"did you mean ([\w.]+(?: or [\w.]+)*)\?", line)
-    names = mean.group(1).split(" or ") if mean else []
-    if also := re.search(r"; or ([\w.]+(?: or [\w.]+)*)\.", line):
-        names += also.group(1).split(" or ")
+    mean = re.search(r"did you mean (.+?)\?(?: |$)", line)
+    names = _alternatives(mean.group(1)) if mean else []
+    if also := re.search(r"; or (.+?)\. docs/", line):
+        names += _alternatives(also.group(1))
     pick = re.search(r"pick (\w+=[\w/.-]+)", line)
     return names, pick.group(1) if pick else None
+
+
+def _extra(line: str) -> list[str]:
+    """The overrides the first suggestion writes before its key (``backend=ddp`` of
+    ``did you mean backend=ddp nproc_per_node=2 (...)?``)."""
+    mean = re.search(r"did you mean (.+?)\?(?: |$)", line)
+    first = re.split(r" or (?![^(]*\))", mean.group(1))[0].split(" (")[0].split(" in place of ")[0].split()
+    return first[:-1]
 
 
 def _accepted(choice: list[str], key: str) -> bool:
@@ -84,26 +102,30 @@ def test_a_typo_of_any_group_key_suggests_only_what_the_picked_option_takes(grou
 
 
 @pytest.mark.parametrize(
-    ("overrides", "first", "pick"),
+    ("overrides", "first", "pick", "extra"),
     [
-        (["backend.zero_stag=2"], "backend.zero_stage", "backend=deepspeed"),
-        (["attention.window_block=2"], "attention.window_blocks", "attention=blocksparse"),
-        (["batch.micro_batch_sze=4"], "batch.micro_batch_size", None),
-        (["parallel.tpp=2"], "parallel.pp", None),
-        (["precison=bf16"], "precision", None),
-        (["fault.kil=oom"], "fault.kind", None),
-        (["optim.lrr=1"], "optim.lr", None),
-        (["nproc=2"], "nproc_per_node", None),
-        (["zero_stage=3"], "backend.zero_stage", "backend=deepspeed"),
-        (["backend=zero3", "backend.zero_stag=2"], "backend.zero_stage", None),
+        (["backend.zero_stag=2"], "backend.zero_stage", "backend=deepspeed", []),
+        (["attention.window_block=2"], "attention.window_blocks", "attention=blocksparse", []),
+        (["batch.micro_batch_sze=4"], "batch.micro_batch_size", None, []),
+        (["parallel.tpp=2"], "parallel.pp", None, ["backend=fsdp", "nproc_per_node=2"]),
+        (["precison=bf16"], "precision", None, []),
+        (["fault.kil=oom"], "fault.kind", None, []),
+        (["optim.lrr=1"], "optim.lr", None, []),
+        (["nproc=2"], "nproc_per_node", None, ["backend=ddp"]),
+        (["nproc=2", "backend=fsdp"], "nproc_per_node", None, []),
+        (["zero_stage=3"], "backend.zero_stage", "backend=deepspeed", []),
+        (["backend=zero3", "backend.zero_stag=2"], "backend.zero_stage", None, []),
     ],
 )
 def test_the_trials_typos_suggest_a_fix_that_is_taken(
-    overrides: list[str], first: str, pick: str | None
+    overrides: list[str], first: str, pick: str | None, extra: list[str]
 ) -> None:
+    """The nearest key, and where its value needs another option on the picked ones (``nproc_per_node=2``
+    on ``backend=single``), the whole line to write (test_key_needs.py plans each such line)."""
     line = _line(overrides)
     names, picked = _named(line)
     assert names[0] == first and picked == pick, line
+    assert _extra(line) == extra, line
     choice = [o for o in overrides if "." not in o.partition("=")[0] and o.partition("=")[0] in GROUP_BASES]
     assert _accepted([pick] if pick else choice, first), line
     assert "parallel.ep" not in line and "batch.max_micro_batch_size" not in line and "space." not in line
@@ -143,7 +165,8 @@ def test_a_float_whole_number_beyond_the_bound_names_the_bound(key: str) -> None
         return  # a float key: 1e7 is its value
     assert f"beyond the bound of {limit}" in line and str(limit * 10) not in line.partition("Fix:")[2], line
     within = type_problem([f"{key}={float(limit)}"])
-    assert within is not None and within.endswith(f"{key}={limit}."), within
+    fix = within.partition("Fix: write it without a point or exponent: ")[2] if within else ""
+    assert re.search(rf"(^| ){re.escape(key)}={limit}( |\.$)", fix), within  # with what it needs (nnodes)
     assert type_problem([f"{key}={limit}"]) is None
 
 
@@ -159,3 +182,79 @@ def test_a_hydra_plugin_keys_typo_names_the_option_that_takes_the_near_key() -> 
     assert hydra_key_problem(["-m", pick.group(2), f"hydra.launcher.{pick.group(1)}=3"]) is None
     bare = hydra_key_problem(["hydra.launcher.qqqq=3"])
     assert bare is not None and bare.endswith("takes no keys: drop the override."), bare
+
+
+@pytest.mark.parametrize(
+    "key", ["model.seq_len", "batch.micro_batch_size", "model.n_layer", "steps.measure", "steps.warmup"]
+)
+def test_a_value_beyond_its_bound_echoes_what_was_typed_and_its_example_passes(
+    key: str, hydra_compose, tmp_path
+) -> None:
+    """Trial 24: ``model.seq_len=1e12`` was echoed as ``1000000000000.0``, and the bound it named was then
+    refused for host memory. The line names the value as typed, a float or a whole number beyond the
+    bound (the job's check_bounds, now before Hydra); its example (the option's value or the default)
+    passes and plans; a memory key's fix says which check a large value meets next."""
+    from flopsweep.config import MEMORY_KEYS
+    from flopsweep.job import JobInfo, plan_job
+
+    limit = int(MAX_BY_KEY[key])
+    for typed in ("1e12", str(limit + 1), f"{limit * 10}.0"):
+        line = _line([f"{key}={typed}"])
+        assert line.startswith(f"Invalid config: {key}={typed}: is a whole number"), line
+        assert f"beyond the bound of {limit}" in line and f"at most {limit}" in line, line
+        example = re.search(rf"e\.g\. ({re.escape(key)}=\d+)", line).group(1)
+        assert type_problem([example]) is None
+        cfg = hydra_compose(["device=cpu", example])
+        row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=["device=cpu", example], job_num=None))[
+            "plan"
+        ]
+        assert row["status"] == "ok" and row["fits"] is True, row
+        assert ("the free host memory on device=cpu" in line) == (key in MEMORY_KEYS), line
+    assert type_problem([f"{key}={limit}"]) is None
+
+
+def test_a_rewritten_whole_number_is_written_with_what_it_needs(hydra_compose, tmp_path) -> None:
+    """``parallel.tp=2.0``'s fix ``parallel.tp=2`` was refused in turn on ``backend=single``: the rewritten
+    value comes in the line that runs (``key_needs.needed``), in place of a picked option it replaces,
+    and with the check no override passes (``nnodes``: Slurm's); an optional key's example beyond the
+    bound is its default, null (``batch.global_batch_size=5`` did not divide the micro batch)."""
+    from flopsweep.job import JobInfo, plan_job
+
+    line = _line(["parallel.tp=2.0"])
+    assert line.endswith(
+        "Fix: write it without a point or exponent: backend=fsdp nproc_per_node=2 parallel.tp=2."
+    ), line
+    fixed = ["device=cpu", "backend=fsdp", "nproc_per_node=2", "parallel.tp=2"]
+    assert type_problem(fixed) is None
+    row = plan_job(hydra_compose(fixed), JobInfo(job_dir=tmp_path, overrides=fixed, job_num=None))["plan"]
+    assert row["status"] == "ok", row
+    line = _line(["backend=ddp", "parallel.tp=2.0"])
+    assert "backend=fsdp nproc_per_node=2 parallel.tp=2 in place of backend=ddp." in line, line
+    assert _line(["backend=fsdp", "nproc_per_node=2", "parallel.tp=2.0"]).endswith("exponent: parallel.tp=2.")
+    line = _line(["nnodes=2.0"])
+    assert "backend=ddp nnodes=2 (several nodes run under hydra/launcher=slurm" in line, line
+    line = _line(["batch.global_batch_size=1e12"])
+    assert line.endswith("e.g. batch.global_batch_size=null (its default)."), line
+    assert type_problem(["batch.global_batch_size=null"]) is None
+
+
+def test_a_rank_count_written_as_a_float_or_beyond_its_bound_is_refused_before_hydra(hydra_compose) -> None:
+    """``nproc_per_node`` is text (``auto`` or a count): ``2.0`` and ``99999999`` were the job's lines,
+    after Hydra made a run folder. Now before Hydra, the fix a count with the backend it needs, which
+    composes and validates; text and counts below 1 stay the job's (its line names them)."""
+    from flopsweep.checks import MAX_NPROC_PER_NODE, validate
+
+    line = _line(["nproc_per_node=2.0"])
+    assert line.endswith("Fix: write it without a point or exponent: backend=ddp nproc_per_node=2."), line
+    for typed in ("99999999", "1e12"):
+        line = _line([f"nproc_per_node={typed}"])
+        assert line.startswith(
+            f"Invalid config: nproc_per_node={typed}: is beyond the bound of {MAX_NPROC_PER_NODE}"
+        )
+        assert line.endswith(
+            "Fix: set nproc_per_node=auto, or a count of ranks: backend=ddp nproc_per_node=2."
+        ), line
+    validate(hydra_compose(["device=cpu", "backend=ddp", "nproc_per_node=2"]))
+    assert _line(["backend=fsdp", "nproc_per_node=4.0"]).endswith("exponent: nproc_per_node=4.")
+    for left in ("two", "0", "2.5", "auto", "2"):
+        assert type_problem([f"nproc_per_node={left}"]) is None, left

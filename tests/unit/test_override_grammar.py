@@ -364,14 +364,15 @@ def test_a_launcher_value_its_schema_cannot_take_is_one_line(argv: list[str], wo
 
 def test_a_whole_number_written_as_a_float_is_told_so_with_the_int_to_write() -> None:
     """``model.n_layer=1e3`` said ``model.n_layer=1000.0: is not a whole number``, which 1000 is; the
-    typed key takes no float, so the fix writes the int, which passes."""
+    typed key takes no float, so the fix writes the int, which passes. The line echoes the value as
+    typed (``1e3``, trial 24: ``1e12`` was echoed as ``1000000000000.0``)."""
     from flopsweep.overrides import type_problem
 
     for typed, written in (
         ("model.n_layer=1e3", "model.n_layer=1000"),
         ("steps.measure=4.0", "steps.measure=4"),
     ):
-        line = _one_line(type_problem([typed]), typed.replace("1e3", "1000.0"))
+        line = _one_line(type_problem([typed]), typed)
         assert line.endswith(
             f"is a whole number written as a float. Fix: write it without a point or exponent: {written}."
         )

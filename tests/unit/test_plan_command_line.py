@@ -398,3 +398,50 @@ def test_a_single_plan_whose_row_is_invalid_is_its_line_once(hydra_compose, tmp_
             [{"job": 0, "status": "invalid", "reason": row["reason"]}, {"job": 1, "status": "ok"}]
         )
     assert plan_refused_line(str(path)) is None
+
+
+def test_more_clusters_than_the_bound_are_refused_before_hydra_and_in_the_job() -> None:
+    """Trial 24: 40 clusters took 37 s (each planned over the whole space). More than
+    ``clusters.MAX_PLAN_CLUSTERS`` are refused in one line before Hydra, and in the job for a list from
+    a file (``named_clusters``); the fix's first list passes, and so does the bound itself."""
+    import re
+
+    from flopsweep.clusters import MAX_PLAN_CLUSTERS
+    from flopsweep.job.plandecide import named_clusters
+
+    names = [f"H100:{n}x8" for n in range(1, 2 * MAX_PLAN_CLUSTERS + 9)]
+    line = refusal(["plan=true", f"plan_clusters=[{','.join(names)}]"])
+    assert line is not None and "\n" not in line, line
+    assert line.startswith("Invalid config: plan_clusters='[H100:1x8,H100:2x8,H100:3x8,...] (40 clusters)': ")
+    assert f"over the bound of {MAX_PLAN_CLUSTERS}" in line and "-m 'plan_clusters=[A,B],[C,D]'" in line
+    first = re.search(r"e\.g\. the first: (plan_clusters=\[[^\]]*\])", line).group(1)
+    assert first.count(",") == MAX_PLAN_CLUSTERS - 1 and refusal(["plan=true", first]) is None
+    with pytest.raises(ConfigError) as caught:
+        named_clusters(names)
+    assert str(caught.value) == line
+    assert len(named_clusters(names[:MAX_PLAN_CLUSTERS])) == MAX_PLAN_CLUSTERS
+
+
+@pytest.mark.parametrize("value", ["", "-1", " -1,0"])
+def test_here_with_every_gpu_hidden_is_refused_before_hydra(monkeypatch, value: str) -> None:
+    """Trial 24: ``CUDA_VISIBLE_DEVICES=""`` on a GPU host: torch finds no GPU, and ``here`` was refused
+    only in the job (the device files exist). The variable hides them all, so ``no_gpu_here`` says so
+    without torch and the line, the job's own (``parse_cluster`` with ``("", 0)``), comes before Hydra,
+    naming the variable and unsetting it as the other fix."""
+    from flopsweep.clusters import gpus_hidden, no_gpu_here
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    assert gpus_hidden() == f"CUDA_VISIBLE_DEVICES={value!r}" and no_gpu_here()
+    with pytest.raises(ConfigError) as caught:
+        parse_cluster("here", ("", 0))  # the job's, torch finding none
+    line = str(caught.value)
+    assert line == (
+        f"Invalid config: plan_clusters='here': this machine has no GPU this process may use "
+        f"(CUDA_VISIBLE_DEVICES={value!r} hides them all). Fix: name the GPU: e.g. H100:1x8, "
+        "or unset CUDA_VISIBLE_DEVICES."
+    )
+    assert refusal(["plan=true", "plan_clusters=[H100:8,here]"]) == line
+    for shown in ("0", "1,0", "GPU-5d4c"):  # some GPU shown: torch's to count, in the job
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", shown)
+        assert gpus_hidden() is None
+    assert gpus_hidden({"HIP_VISIBLE_DEVICES": ""}) == "HIP_VISIBLE_DEVICES=''"

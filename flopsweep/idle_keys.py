@@ -1,0 +1,96 @@
+"""Keys that do nothing without another, torch-free: ``fault.rank=1`` without ``fault.kind`` injected no
+fault and ran as if it were not there (trial 24). ``run.py`` refuses them before Hydra starts
+(:func:`flopsweep.key_needs.idle_key_problem`, exit 2, one line), the fix the whole line that runs.
+
+Each :class:`Idle` names the keys, the key that makes them act and the values of it under which they do
+nothing. A command line is refused when it gives one of the keys and no value it gives the other key
+(none, or each value of a sweep: ``-m fault.kind=none,raise fault.phase=warmup`` sweeps a control job
+beside the fault, and passes) makes them act. A ``+sweep`` file or another ``--config-name`` may set
+the other key: such a command line is left alone (the job runs as the file says).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from flopsweep.compile_levers import COMPILE_MODES, COMPILE_SCOPES
+from flopsweep.config import FAULT_PHASES, PLAN_FORMATS, SEARCH_GROW
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Keys (``keys``) that act only when ``needs`` has a value outside ``idle`` (its default among
+    them), with the fix's pick (``pick``, a value of ``needs`` that makes them act, an override), the
+    other values that would (``others``), why, and the values a key takes (``choices``: a value outside
+    them is left to the job's own refusal, which lists them, so that the fix is never a line refused
+    for the value in turn)."""
+
+    keys: tuple[str, ...]
+    needs: str
+    idle: tuple[str, ...]
+    pick: str
+    others: str
+    why: str
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+IDLE: tuple[Idle, ...] = (
+    Idle(
+        ("fault.rank", "fault.phase"),
+        "fault.kind",
+        ("none",),
+        "fault.kind=raise",
+        " (or oom, kill, abort, hang, nan_loss for raise)",
+        "fault.kind=none (the default) injects no fault",
+        {"fault.phase": FAULT_PHASES},
+    ),
+    Idle(
+        (
+            "search.grow",
+            "search.min_n_layer",
+            "search.max_n_layer",
+            "search.min_seq_len",
+            "search.max_seq_len",
+            "search.seq_len_multiple",
+        ),
+        "search.model",
+        ("none",),
+        "search.model=largest",
+        "",
+        "search.model=none (the default) searches nothing",
+        {"search.grow": SEARCH_GROW},
+    ),
+    Idle(
+        ("compile_scope", "compile_mode"),
+        "compile",
+        ("false", "no", "off", "0"),
+        "compile=true",
+        "",
+        "compile=false (the default) compiles nothing",
+        {"compile_scope": COMPILE_SCOPES, "compile_mode": COMPILE_MODES},
+    ),
+    Idle(
+        ("plan_format", "plan_clusters"),
+        "plan",
+        ("false", "no", "off", "0"),
+        "plan=true",
+        "",
+        "only plan=true plans (plan=false, the default, runs the job)",
+        {"plan_format": PLAN_FORMATS},
+    ),
+)
+"""Every key that does nothing without another; ``search.memory_budget_gib`` is left out (``batch=auto``
+reads it too), and so is ``plan_gpu`` (a run warns when its GPU is not the one named).
+``compile_scope``/``compile_mode`` are :func:`flopsweep.compile_levers.check`'s in the job too (for a
+``+sweep`` file); on the command line this refuses them before Hydra makes a run folder."""
+
+
+def idle_without(key: str, given: dict[str, str]) -> Idle | None:
+    """The :class:`Idle` under which ``key`` does nothing on a command line that sets ``given`` (key ->
+    first value as typed), else None."""
+    for idle in IDLE:
+        if key in idle.keys:
+            other = given.get(idle.needs)
+            if other is None or ("$" not in other and other.strip().strip("'\"").lower() in idle.idle):
+                return idle
+    return None
