@@ -16,7 +16,7 @@ from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.idle_keys import IDLE
 from flopsweep.job import JobInfo, plan_job
 from flopsweep.key_needs import DEFAULTS, idle_key_problem, needed, still_meets
-from flopsweep.override_schema import CONF, _yaml, known_keys
+from flopsweep.override_schema import CONF, known_keys, read_conf_yaml
 from run import refusal
 
 CPU = ["device=cpu"]
@@ -42,7 +42,7 @@ def _runs(hydra_compose, line: list[str], tmp_path: Path) -> None:
 
 
 def test_the_defaults_needed_are_conf_config_yaml_s() -> None:
-    defaults = _yaml(str(Path(CONF) / "config.yaml"))["defaults"]
+    defaults = read_conf_yaml(str(Path(CONF) / "config.yaml"))["defaults"]
     picked = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
     assert {k: picked[k] for k in DEFAULTS} == DEFAULTS
 
