@@ -37,11 +37,11 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
     ConfigError,
     OptimConfig,
     RunConfig,
-    memory_note,
     require_choice,
     require_positive,
 )
 from flopsweep.deepspeed_config import ZERO_SHORTHANDS
+from flopsweep.key_needs import memory_note
 from flopsweep.layout import check_built
 from flopsweep.models import MODELS
 from flopsweep.options import AutoBatchConfig, owners

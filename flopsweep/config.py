@@ -56,12 +56,6 @@ MAX_BY_KEY: dict[str, float] = {
 """The largest value of each key that a run may ask for, checked before launch: far above any real
 run, low enough that the ranks never meet a value they cannot hold (``timeout_s=1e14`` overflowed
 the launcher's clock, a 400-digit ``model.n_layer`` failed in the ranks)."""
-MEMORY_KEYS = ("model.seq_len", "batch.micro_batch_size", "model.n_layer", "model.n_embd", "model.vocab_size")
-"""The integer keys whose size sets the memory a run needs (activations grow with the tokens of a micro
-batch, weights and states with the blocks, width and vocabulary): a value within :data:`MAX_BY_KEY`
-must also fit the device, which the launch checks (the host memory on the CPU:
-:func:`flopsweep.job.hostcheck.check_free_host_memory`; ``plan=true`` shows the estimate), so a fix of
-their bound says so."""
 MAX_INT = 2**31 - 1
 """The largest value of any other integer key (a C ``int``, which torch and the launchers take)."""
 MAX_FLOAT = 1e12
@@ -77,18 +71,6 @@ def cut(text: str, limit: int = MAX_SHOWN) -> str:
     """``text`` whole when it has at most ``limit`` characters, else its first 16 and its length
     (``'aaaaaaaaaaaaaaa...(100002 characters)``): how a line shows a value it did not choose."""
     return text if len(text) <= limit else f"{text[:16]}...({len(text)} characters)"
-
-
-def memory_note(key: str) -> str:
-    """What a fix of a :data:`MEMORY_KEYS` key's bound adds: the other check a value within the bound
-    meets (the device's memory, at launch), so that the fix says where a large value goes next; ""
-    for another key."""
-    if key not in MEMORY_KEYS:
-        return ""
-    return (
-        "; a large one must also fit the device's memory, which the launch checks (the free host memory "
-        "on device=cpu; plan=true shows est_peak_gib_per_rank)"
-    )
 
 
 class ConfigError(ValueError):

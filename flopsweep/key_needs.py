@@ -28,6 +28,26 @@ from __future__ import annotations
 
 from flopsweep.idle_keys import IDLE, idle_without
 
+MEMORY_KEYS = ("model.seq_len", "batch.micro_batch_size", "model.n_layer", "model.n_embd", "model.vocab_size")
+"""The integer keys whose size sets the memory a run needs (activations grow with the tokens of a
+micro batch, weights and states with the blocks, width and vocabulary): a value within
+:data:`flopsweep.config.MAX_BY_KEY` must also fit the device, which the launch checks (the host memory
+on the CPU: :func:`flopsweep.job.hostcheck.check_free_host_memory`; ``plan=true`` shows the estimate),
+so a fix of their bound says so."""
+
+
+def memory_note(key: str) -> str:
+    """What a fix of a :data:`MEMORY_KEYS` key's bound adds: the other check a value within the bound
+    meets (the device's memory, at launch), so that the fix says where a large value goes next; ""
+    for another key."""
+    if key not in MEMORY_KEYS:
+        return ""
+    return (
+        "; a large one must also fit the device's memory, which the launch checks (the free host memory "
+        "on device=cpu; plan=true shows est_peak_gib_per_rank)"
+    )
+
+
 MOE_EXAMPLE = ("model=hf", "model.config=olmoe-tiny")
 """The model a ``parallel.ep`` fix picks: a shipped tiny MoE config (``flopsweep/models/hf_configs/
 olmoe-tiny.json``: 8 experts, 2 per token, 2 layers, width 128), which ``parallel.ep`` of 2, 4 or 8 splits."""

@@ -307,8 +307,9 @@ def _bound_problem(
     """The line for a whole number beyond its key's bound (:data:`flopsweep.config.MAX_BY_KEY`, else
     :data:`flopsweep.config.MAX_INT`), as :func:`flopsweep.checks.check_bounds` would refuse it in the
     job: the bound, an example that passes (the picked option's value, else the default) and the
-    check a large value meets next (:func:`flopsweep.config.memory_note`); None within it."""
-    from flopsweep.config import MAX_BY_KEY, MAX_INT, memory_note
+    check a large value meets next (:func:`flopsweep.key_needs.memory_note`); None within it."""
+    from flopsweep.config import MAX_BY_KEY, MAX_INT
+    from flopsweep.key_needs import memory_note
 
     limit = int(MAX_BY_KEY.get(key, MAX_INT))
     if abs(value) <= limit:

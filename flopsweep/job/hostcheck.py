@@ -35,10 +35,10 @@ def check_free_host_memory(
 
     Args:
         free: the free host memory, bytes; None (the launch): read now.
-        overrides: the command line's overrides (Hydra's task overrides): on the CPU, the line names the
-            key of :data:`flopsweep.config.MEMORY_KEYS` they set (``model.seq_len=1048576``) and the largest
-            value of it that fits the free memory (:func:`_fitting_value`); of several, the one whose fix
-            keeps the most of its value.
+        overrides: the command line's overrides (Hydra's task overrides): on the CPU, the line names
+            the key of :data:`flopsweep.key_needs.MEMORY_KEYS` they set (``model.seq_len=1048576``) and
+            the largest value of it that fits the free memory (:func:`_fitting_value`); of several, the
+            one whose fix keeps the most of its value.
 
     Returns:
         The warning (``host_memory: ...``: the CPU's estimate failed, unchecked), or None.
@@ -60,8 +60,8 @@ def check_free_host_memory(
 
 
 def _given_memory_keys(overrides: list[str]) -> list[str]:
-    """The :data:`flopsweep.config.MEMORY_KEYS` keys that the overrides set, in that order."""
-    from flopsweep.config import MEMORY_KEYS
+    """The :data:`flopsweep.key_needs.MEMORY_KEYS` keys that the overrides set, in that order."""
+    from flopsweep.key_needs import MEMORY_KEYS
 
     given = {text.lstrip("+").partition("=")[0] for text in overrides if "=" in text}
     return [k for k in MEMORY_KEYS if k in given]

@@ -197,8 +197,8 @@ def test_a_cpu_run_over_the_free_memory_names_the_key_given_and_a_value_that_fit
     value, and the largest power of two of it that fits the free memory (given here: 2 GiB, so that
     the machine's load cannot move it), which the same check then passes; without the override, the
     line names the model as before."""
-    from flopsweep.config import MEMORY_KEYS
     from flopsweep.job import check_free_host_memory
+    from flopsweep.key_needs import MEMORY_KEYS
     from flopsweep.plan import plan
 
     assert key in MEMORY_KEYS

@@ -194,8 +194,8 @@ def test_a_value_beyond_its_bound_echoes_what_was_typed_and_its_example_passes(
     refused for host memory. The line names the value as typed, a float or a whole number beyond the
     bound (the job's check_bounds, now before Hydra); its example (the option's value or the default)
     passes and plans; a memory key's fix says which check a large value meets next."""
-    from flopsweep.config import MEMORY_KEYS
     from flopsweep.job import JobInfo, plan_job
+    from flopsweep.key_needs import MEMORY_KEYS
 
     limit = int(MAX_BY_KEY[key])
     for typed in ("1e12", str(limit + 1), f"{limit * 10}.0"):
