@@ -15,7 +15,9 @@ limits for the mean"; the quantile from ``scipy.stats.t.ppf``):
   rounds): over the N rounds' mean step times (``iteration_time_s_mean``), n - 1 degrees of
   freedom. The pooled row's step is their mean, the figure that interval is about (their median
   need not lie in it: five rounds of 1.0 s and four of 1.5 s give [1.02, 1.42] s), and its rates
-  follow from that step (:data:`MEAN_STEP_RATES`). Its other columns are the median over the rounds.
+  follow from that step (:data:`MEAN_STEP_RATES`; the costs :data:`STEP_COSTS` too). Every figure
+  ``objective=`` names is :func:`pooled_figure`'s, the tuner's figure for the same runs; the other
+  columns are the median over the rounds.
 - **over steps** (``ci_over="steps"``: one run): over the measured step times of the run
   (``metrics.iteration_time_s.values``), whose mean the record's rates are over (:func:`step_factors`).
   Steps of one run are not independent samples of the machine's state (drift within the window is
@@ -33,12 +35,25 @@ import os
 import statistics
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import NamedTuple
 
 import pandas as pd
 
 from analysis.catalogue import CI_COLUMNS, CI_METRICS, HIGHER_IS_BETTER
+from flopsweep.objective import choices as objective_choices
 
-__all__ = ["CI_COLUMNS", "CI_LEVEL", "CI_METRICS", "ci_of", "overlap", "pool_repeats", "rate_ends", "verdict"]
+__all__ = [
+    "CI_COLUMNS",
+    "CI_LEVEL",
+    "CI_METRICS",
+    "Pooled",
+    "ci_of",
+    "overlap",
+    "pool_repeats",
+    "pooled_figure",
+    "rate_ends",
+    "verdict",
+]
 
 CI_LEVEL = 0.95
 """The confidence level of every interval."""
@@ -157,6 +172,91 @@ the mean of their steps (steps of 0.21 s and 2.14 s: 1,325 tokens/s of 512-token
 1.18 s step, three times 435)."""
 
 
+STEP_COSTS = ("usd_per_million_tokens", "budget_gpu_hours", "budget_days", "budget_usd")
+"""The costs a record computes as a constant times its mean step time (``flopsweep.cost``: a price times
+the world size over the tokens of a step, or a token budget's hours, days and dollars). In a pooled row
+each is that constant (the median over the rounds of cost / step) times the pooled :data:`STEP_COLUMN`,
+and its interval the constant times the step's t-interval, its low end at least 0 (:func:`pooled_figure`)."""
+FIGURES = tuple(dict.fromkeys((*MEAN_STEP_RATES, *STEP_COSTS, *objective_choices())))
+"""The columns a pooled row takes from :func:`pooled_figure`: the rates, the step costs, and every
+figure ``objective=`` can name (``flopsweep.objective.choices``: the step times, J/token, memory...),
+so that the tuner (``hydra/sweeper=tune``), which ranks by the same function, shows the same figure."""
+
+
+class Pooled(NamedTuple):
+    """The figure of one set-up's rounds (:func:`pooled_figure`) and its 95% interval."""
+
+    value: float
+    """The figure: what a pooled row shows and the tuner ranks by."""
+    low: float
+    """The interval's low end; NaN with no interval (fewer than two rounds, or a rate without steps)."""
+    high: float
+    """The interval's high end: ``inf`` where a rate has no upper bound; NaN with no interval."""
+    rounds: int
+    """How many rounds it is over (those with a finite value, and for a rate or cost a step > 0)."""
+
+
+def _number(x: object) -> float | None:
+    """``x`` as a finite float, else None (None, NaN, inf, text)."""
+    try:
+        f = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def pooled_figure(name: str, values: Sequence[float], steps: Sequence[float] | None = None) -> Pooled | None:
+    """The figure of the column ``name`` over one set-up's rounds (a ``repeats=`` group, or the tuner's
+    runs of a set-up) and its 95% interval, the one function both a pooled row (:func:`pool_repeats`) and
+    the tuner (``flopsweep.tune.Candidate.pooled``) take it from.
+
+    Args:
+        name: the analysis column (= the ``objective=`` name), e.g. ``tokens_per_s``.
+        values: each round's value of it; a None, NaN or inf round is left out.
+        steps: each round's mean step time (s, :data:`STEP_COLUMN`), in the order of ``values``;
+            needed for a rate or a step cost.
+
+    Returns:
+        None when no round has a value. Else, with ``m +- h`` the Student-t interval of the mean of
+        the rounds' steps (:func:`half_width`; NIST/SEMATECH 1.3.5.2):
+
+        - a rate (:data:`MEAN_STEP_RATES`, ``v = work / step``): ``work / m``, ``work`` the median of
+          ``v x step``, its interval :func:`rate_ends` (``high`` inf where ``h >= m``);
+        - a step cost (:data:`STEP_COSTS`, ``v = k x step``): ``k x m``, ``k`` the median of
+          ``v / step``, its interval ``k x max(m - h, 0)`` to ``k x (m + h)``;
+        - anything else (a step time, J/token, memory): the mean of the values and its t-interval, the
+          low end at least 0 for a quantity that is never negative.
+
+        One round: its value, no interval (NaN ends). A rate or cost with no round that has a step:
+        the median of the values, no interval (no made-up step).
+    """
+    nan = math.nan
+    vs = [_number(v) for v in values]
+    ok = [v for v in vs if v is not None]
+    if not ok:
+        return None
+    if name in MEAN_STEP_RATES or name in STEP_COSTS:
+        ss = [_number(s) for s in steps] if steps is not None and len(steps) == len(vs) else [None] * len(vs)
+        pairs = [(v, s) for v, s in zip(vs, ss, strict=True) if v is not None and s is not None and s > 0]
+        if not pairs:
+            return Pooled(statistics.median(ok), nan, nan, len(ok))
+        got = half_width([s for _, s in pairs])
+        if got is None:
+            return Pooled(pairs[0][0], nan, nan, 1)
+        m, h = got
+        if name in MEAN_STEP_RATES:
+            work = statistics.median(v * s for v, s in pairs)  # per step: tokens, FLOPs, FLOPs / peak
+            return Pooled(work / m, *rate_ends(work, m, h), len(pairs))
+        per_s = statistics.median(v / s for v, s in pairs)
+        return Pooled(per_s * m, per_s * max(m - h, 0.0), per_s * (m + h), len(pairs))
+    got = half_width(ok)
+    if got is None:
+        return Pooled(ok[0], nan, nan, 1)
+    m, h = got
+    low = m - h if m - h > 0 or min(ok) < 0 else 0.0
+    return Pooled(m, low, m + h, len(ok))
+
+
 def join_moved_sweeps(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with one ``repeat_group`` for the rounds of a sweep that was moved, then resumed.
 
@@ -191,9 +291,10 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
 
     Only rows where ``pooled`` is true (ok rounds that pass their checks) are pooled; a failed
     round keeps its own row, with its status. A pooled row is the first round's row with every
-    ``numeric`` column the median over the rounds, except the step time (:data:`STEP_COLUMN`, the
-    rounds' mean) and the :data:`MEAN_STEP_RATES`, which follow from it, the :data:`CI_METRICS`
-    intervals over the rounds, from the step's (:func:`_pool_rates`; ``ci_over`` ``repeats``),
+    ``numeric`` column the median over the rounds, except the :data:`FIGURES` (:func:`pooled_figure`:
+    the step time, :data:`STEP_COLUMN`, the rounds' mean; the :data:`MEAN_STEP_RATES` and
+    :data:`STEP_COSTS`, which follow from it; any other figure ``objective=`` names the rounds' mean),
+    the :data:`CI_METRICS` intervals over the rounds, from the step's (``ci_over`` ``repeats``),
     ``repeats`` the count of rounds, ``run_dir`` every round's folder (comma-separated), the load
     columns the highest, and the rounds' distinct warnings. A group of one round keeps its interval
     over steps. Rounds with the same ``run_id`` (copies of one
@@ -232,7 +333,7 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
         for column in numeric:
             if column in out and pd.api.types.is_numeric_dtype(out[column]):
                 out.at[first, column] = rounds[column].median()
-        _pool_rates(out, first, rounds)
+        _pool_figures(out, first, rounds)
         out.at[first, "ci_over"] = "repeats"
         out.at[first, "repeats"] = len(rounds)
         out.at[first, "run_dir"] = ", ".join(rounds["run_dir"])
@@ -245,26 +346,20 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
     return out[keep].reset_index(drop=True)
 
 
-def _pool_rates(out: pd.DataFrame, first: int, rounds: pd.DataFrame) -> None:
-    """Set the pooled row ``first`` of ``out``: its :data:`STEP_COLUMN` the mean of the ``rounds``'
-    mean steps, each of :data:`MEAN_STEP_RATES` that step's (the median over the rounds of rate x
-    step, over it), and the :data:`CI_METRICS` intervals from the step's t-interval over the rounds
-    (:func:`rate_ends`); NaN where a rate or the step is missing (no made-up end)."""
-    got = half_width(rounds[STEP_COLUMN].tolist()) if STEP_COLUMN in rounds else None
-    if got is not None and got[0] > 0:
-        out.at[first, STEP_COLUMN] = got[0]
-    else:
-        got = None
-    for m in MEAN_STEP_RATES:  # each follows from the pooled step, as in one record
+def _pool_figures(out: pd.DataFrame, first: int, rounds: pd.DataFrame) -> None:
+    """Set the pooled row ``first`` of ``out``: each of :data:`FIGURES` its :func:`pooled_figure` over
+    the ``rounds`` (the step the mean of their mean steps, the rates and step costs from it), and the
+    :data:`CI_METRICS` intervals its ends; NaN where a rate or the step is missing (no made-up end)."""
+    steps = rounds[STEP_COLUMN].tolist() if STEP_COLUMN in rounds else None
+    for m in FIGURES:
         if m not in out or not pd.api.types.is_numeric_dtype(out[m]):
             if m in CI_METRICS:
                 out.at[first, f"{m}_ci_low"], out.at[first, f"{m}_ci_high"] = math.nan, math.nan
             continue
-        work = (rounds[m] * rounds[STEP_COLUMN]).median() if got is not None else math.nan  # per step
-        if got is not None:
-            out.at[first, m] = work / got[0] if pd.notna(work) else math.nan
+        got = pooled_figure(m, rounds[m].tolist(), steps)
+        out.at[first, m] = got.value if got is not None else math.nan
         if m in CI_METRICS:
-            ends = rate_ends(work, *got) if got is not None and pd.notna(work) else (math.nan, math.nan)
+            ends = (got.low, got.high) if got is not None else (math.nan, math.nan)
             out.at[first, f"{m}_ci_low"], out.at[first, f"{m}_ci_high"] = ends
 
 

@@ -6,12 +6,12 @@ sweeper composes, launches and reads records; this module decides (tests/unit/te
 it without processes).
 
 Successive halving (Jamieson and Talwalkar 2016, "Non-stochastic best arm identification and
-hyperparameter optimization"; Li et al. 2018, Hyperband) with measurements as the resource: round
-0 measures ``initial`` set-ups once; after each round the best ``1/eta`` of the pool (by the median
-of its measured objective, at least ``finalists``) stay, and round ``r`` brings each survivor up to
-``min(eta**r, max_repeats)`` measurements, the last round (``finalists`` or fewer left) up to
-``max_repeats``. A set-up whose run is not ``ok`` leaves the pool at once. Units: seconds of device
-time (GPU-seconds; on the CPU, rank-seconds), bytes.
+hyperparameter optimization"; Li et al. 2018, Hyperband) with measurements as the resource: round 0
+measures ``initial`` set-ups once; after each round the best ``1/eta`` of the pool (by the figure of its
+measured objective, :attr:`Candidate.measured`, at least ``finalists``) stay, and round ``r`` brings
+each survivor up to ``min(eta**r, max_repeats)`` measurements, the last round (``finalists`` or fewer
+left) up to ``max_repeats``. A set-up whose run is not ``ok`` leaves the pool at once. Units: seconds of
+device time (GPU-seconds; on the CPU, rank-seconds), bytes.
 """
 
 from __future__ import annotations
@@ -51,8 +51,14 @@ class Candidate:
     """The objective predicted before anything was measured."""
     source: str = ""
     """The prediction's source (``metrics.predicted.source``), or why there is none."""
+    objective: str = ""
+    """The ``objective=`` its :attr:`values` are of (``tokens_per_s``): what :attr:`pooled` makes of
+    them (``""``: the mean of its runs, as any figure that is no rate or step cost)."""
     values: list[float] = field(default_factory=list)
     """The measured objective of each of its runs (NaN for a run that is not ok)."""
+    steps: list[float] = field(default_factory=list)
+    """Each run's mean step time (s, ``metrics.iteration_time_s.mean``; NaN for a run that is not ok),
+    in the order of :attr:`values`: a rate or a step cost follows from their mean."""
     gpu_s: list[float] = field(default_factory=list)
     """Each run's device time: wall seconds x world size (:func:`run_gpu_seconds`)."""
     step_times: list[float] = field(default_factory=list)
@@ -68,10 +74,21 @@ class Candidate:
     """The round after which successive halving dropped it."""
 
     @property
+    def pooled(self) -> Any:
+        """Its figure and 95% interval over its ok runs (:class:`analysis.spread.Pooled`), None before
+        one: :func:`analysis.spread.pooled_figure` of :attr:`objective` over its :attr:`values` and
+        :attr:`steps`, the function a pooled ``repeats=`` row of the analysis takes its figure from, so
+        that ``tune.json`` and the analysis table show the same figure for the same records."""
+        from analysis.spread import pooled_figure
+
+        return pooled_figure(self.objective, self.values, self.steps)
+
+    @property
     def measured(self) -> float | None:
-        """The median of its ok runs' objective, None before one."""
-        ok = [v for v in self.values if math.isfinite(v)]
-        return statistics.median(ok) if ok else None
+        """Its figure over its ok runs (:attr:`pooled`; for a rate ``work / mean step``, for a step time
+        the mean): what it ranks by. None before an ok run."""
+        got = self.pooled
+        return None if got is None else got.value
 
 
 def better(a: float, b: float, direction: str) -> bool:
@@ -87,8 +104,8 @@ def _order(value: float | None, direction: str) -> float:
 
 
 def ranked(candidates: Sequence[Candidate], direction: str, *, by: str = "measured") -> list[Candidate]:
-    """``candidates`` best first by their measured median (``by="measured"``) or their prediction
-    (``by="predicted"``); unknown values last, ties in the order given (a stable sort)."""
+    """``candidates`` best first by their measured figure (``by="measured"``, :attr:`Candidate.measured`)
+    or their prediction (``by="predicted"``); unknown values last, ties in the order given (a stable sort)."""
     if by == "measured":
         return sorted(candidates, key=lambda c: _order(c.measured, direction))
     return sorted(candidates, key=lambda c: _order(c.predicted, direction))
@@ -231,7 +248,7 @@ def round_jobs(pool: Sequence[Candidate], target: int) -> list[tuple[Candidate, 
 def challengers(
     unmeasured: Sequence[Candidate], survivors: Sequence[Candidate], direction: str, limit: int
 ) -> list[Candidate]:
-    """Set-ups never measured whose refitted prediction beats the worst survivor's measured median:
+    """Set-ups never measured whose refitted prediction beats the worst survivor's measured figure:
     at most ``limit``, best predicted first (they join the next round, measured once)."""
     if not survivors or limit <= 0:
         return []

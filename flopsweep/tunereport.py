@@ -4,11 +4,12 @@ pruned set-ups with their reasons, and the override line that runs the winner. O
 (:func:`summary`, written as ``tune.json``), its console lines (:func:`lines`) and its markdown
 (:func:`markdown`, ``tune.md``).
 
-Intervals are the analysis's (:mod:`analysis.spread`, :func:`interval`): over repeats when a set-up
-ran twice or more (a rate's from the Student-t interval of its runs' steps, with no upper bound where
-that reaches 0), else over the steps of its one run (rates only). Two intervals that overlap are "not
-significant" (the analysis's conservative test); an unbounded end is ``null`` in ``tune.json``, ``inf``
-in text.
+A set-up's figure and interval are the analysis's for the same records (:func:`interval`,
+:func:`analysis.spread.pooled_figure`, the function a pooled ``repeats=`` row takes them from): over
+repeats when a set-up ran twice or more (a rate's from the Student-t interval of its runs' mean steps,
+with no upper bound where that reaches 0), else over the steps of its one run (rates only). Two
+intervals that overlap are "not significant" (the analysis's conservative test); an unbounded end is
+``null`` in ``tune.json``, ``inf`` in text.
 Torch-free.
 """
 
@@ -29,35 +30,29 @@ JSON_FILE = "tune.json"
 MARKDOWN_FILE = "tune.md"
 
 
-def interval(c: Candidate, direction: str, objective: str = "") -> tuple[float, float, str] | None:
-    """``(low, high, over)``: the 95% interval of ``c``'s objective, the analysis's
-    (:mod:`analysis.spread`); None when it has none.
+def interval(c: Candidate) -> tuple[float, float, str] | None:
+    """``(low, high, over)``: the 95% interval of ``c``'s objective (:attr:`Candidate.objective`), the
+    analysis's for the same records; None when it has none.
 
-    A rate (``objective`` one of :data:`analysis.spread.MEAN_STEP_RATES`, ``v = work / step``) follows
-    from the step's Student-t interval, as in the analysis: over its ok runs (``"repeats"``), that of
-    the steps ``1 / v`` over one work (:func:`analysis.spread.rate_ends`: ``1 / (m + h)`` to
-    ``1 / (m - h)``; ``high`` inf, no upper bound, where ``h >= m``: possible with 2 runs); after one
-    run, over its steps (``"steps"``, :func:`analysis.spread.step_factors`). The median of the runs
-    (the figure shown, by which the tuner ranks) lies within it up to 6 runs (a median lies within one
-    standard deviation of the mean, and t(0.975, n - 1) >= sqrt(n - 1) for n <= 6). Another objective
-    (a time, a memory) gets the t-interval of the mean of its runs' values, its low end clipped at 0
-    (each is >= 0); no interval after one run.
+    Over its ok runs (``"repeats"``, two or more): :attr:`Candidate.pooled`, i.e.
+    :func:`analysis.spread.pooled_figure`, the interval a pooled ``repeats=`` row carries, about the
+    figure it ranks by (:attr:`Candidate.measured`): a rate's from the Student-t interval of its runs'
+    mean steps (``high`` inf, no upper bound, where that reaches 0: possible with 2 runs), a step time's
+    or another figure's the t-interval of the mean of its runs, low end at least 0. After one run of a
+    rate (:data:`analysis.spread.MEAN_STEP_RATES`), over its steps (``"steps"``,
+    :func:`analysis.spread.step_factors`); no interval after one run of anything else.
     """
-    from analysis.spread import MEAN_STEP_RATES, half_width, rate_ends, step_factors
-    from analysis.spread import interval as t_interval
+    from analysis.spread import MEAN_STEP_RATES, step_factors
 
-    ok = [v for v in c.values if math.isfinite(v)]
-    rate = objective in MEAN_STEP_RATES or (not objective and direction == "maximize")
-    if len(ok) >= 2 and rate:
-        got = half_width([1 / v for v in ok]) if all(v > 0 for v in ok) else None
-        return (*rate_ends(1.0, *got), "repeats") if got else None
-    if len(ok) >= 2:
-        low, high = t_interval(ok) or (math.nan, math.nan)
-        return max(low, 0.0), high, "repeats"
-    factors = step_factors(c.step_times) if ok and rate else None
+    got = c.pooled
+    if got is None:
+        return None
+    if got.rounds >= 2:
+        return None if math.isnan(got.low) or math.isnan(got.high) else (got.low, got.high, "repeats")
+    factors = step_factors(c.step_times) if c.objective in MEAN_STEP_RATES else None
     if factors is None:
         return None
-    return ok[0] * factors[0], ok[0] * factors[1], "steps"
+    return got.value * factors[0], got.value * factors[1], "steps"
 
 
 def _error(predicted: float | None, c: Candidate) -> float | None:
@@ -85,10 +80,10 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def _pick(c: Candidate | None, direction: str, objective: str = "") -> dict[str, Any] | None:
+def _pick(c: Candidate | None) -> dict[str, Any] | None:
     if c is None:
         return None
-    ci = interval(c, direction, objective)
+    ci = interval(c)
     return {
         "label": c.label,
         "overrides": list(c.overrides),
@@ -111,20 +106,21 @@ def summary(
     stopped: str,
 ) -> dict[str, Any]:
     """The report as one JSON-able dict (``tune.json``): the winner and runner-up (the best two of
-    ``final``, the last round's ok set-ups, by their measured median; with one, the runner-up is
-    the best of the other ok set-ups), ``significant`` (True
-    when their intervals do not overlap, None when either has none), every set-up, the rounds, the
-    budget and why the tuner stopped, and ``command``: the line that runs the winner."""
+    ``final``, the last round's ok set-ups, by their measured figure,
+    :attr:`flopsweep.tune.Candidate.measured`; with one, the runner-up is the best of the other ok
+    set-ups), ``significant`` (True when their intervals do not overlap, None when either has none), every
+    set-up, the rounds, the budget and why the tuner stopped, and ``command``: the line that runs the
+    winner."""
     from analysis.spread import overlap
 
     ok = [c for c in candidates if c.failed is None and c.measured is not None]
     best = ranked([c for c in final if c in ok], direction)
     best += [c for c in ranked(ok, direction) if c not in best]
     winner, runner = (best + [None, None])[:2]
-    picks = {"winner": _pick(winner, direction, objective), "runner_up": _pick(runner, direction, objective)}
+    picks = {"winner": _pick(winner), "runner_up": _pick(runner)}
     significant = None
-    ca = interval(winner, direction, objective) if winner else None
-    cb = interval(runner, direction, objective) if runner else None
+    ca = interval(winner) if winner else None
+    cb = interval(runner) if runner else None
     if ca and cb and not any(math.isnan(x) for x in (*ca[:2], *cb[:2])):
         significant = not overlap(ca[:2], cb[:2])
     setups = [
@@ -142,6 +138,7 @@ def summary(
             "held_out": c.held_out,
             "held_out_error": _error(c.held_out, c),
             "values": [_finite(v) for v in c.values],
+            "steps": [_finite(v) for v in c.steps],
             "gpu_s": c.gpu_s,
             "runs": c.runs,
             "failed": c.failed,

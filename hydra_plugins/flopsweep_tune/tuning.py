@@ -97,6 +97,8 @@ class Tuning:
         self.max_repeats = repeats if repeats > 1 else DEFAULT_REPEATS
         placed, nodes = setups or (None, (1, 1))
         self.candidates = candidates(combos, swept, placed, nodes)
+        for c in self.candidates:  # its figure is the analysis's for this objective (Candidate.pooled)
+            c.objective = self.objective
         self.unplaced = unplaced(space, *nodes) if setups else []
         self.budget = Budget(float(sweeper.budget_gpu_s))
         self.rounds: list[dict[str, Any]] = []
@@ -273,8 +275,8 @@ class Tuning:
             return self.s.sweep_dir / str(num)
 
     def take(self, c: Candidate, job_dir: Path) -> None:
-        """Add the record in ``job_dir`` to ``c``: its objective, device time and step times; a run
-        that is not ok (or has no record) marks ``c`` failed."""
+        """Add the record in ``job_dir`` to ``c``: its objective, mean step, device time and step times; a
+        run that is not ok (or has no record) marks ``c`` failed."""
         from flopsweep import objective
         from flopsweep.files import RecordError, read_json
         from flopsweep.record import METRICS_FILE
@@ -284,10 +286,12 @@ class Tuning:
             record = read_json(job_dir / METRICS_FILE)
         except (RecordError, OSError, ValueError) as exc:
             c.values.append(float("nan"))
+            c.steps.append(float("nan"))
             c.gpu_s.append(0.0)
             c.failed = f"no record: {exc}"
             return
         c.values.append(objective.value(record, self.objective))
+        c.steps.append(objective.value(record, "iteration_time_s_mean"))  # NaN unless ok
         c.gpu_s.append(run_gpu_seconds(record))
         self.budget.spent_s += c.gpu_s[-1]
         if record.get("status") != "ok":

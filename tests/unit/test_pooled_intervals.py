@@ -121,31 +121,30 @@ def test_an_unbounded_end_carries_into_the_speedup():
 
 
 def test_the_tuner_s_rate_interval_follows_from_its_runs_steps():
-    """``tune.json``'s winner: a rate's interval over runs is that of the steps 1 / rate (t over the
-    reciprocals, as the analysis), holding the median it ranks by; no clipped 0, and an unbounded end
-    is null (strict JSON) and ``inf`` in the text. A time keeps the t-interval of its values."""
+    """``tune.json``'s winner: a rate's figure and interval over runs follow from its runs' mean steps
+    (``analysis.spread.pooled_figure``, as a pooled row), the figure inside the interval; no clipped 0,
+    and an unbounded end is null (strict JSON) and ``inf`` in the text. A time keeps the t-interval of
+    its values."""
     from flopsweep import tunereport
     from flopsweep.tune import Budget, Candidate
 
-    def cand(i: int, *values: float) -> Candidate:
-        c = Candidate(i, (f"backend=b{i}", "device=cpu"), f"backend=b{i}")
-        c.values, c.gpu_s = list(values), [10.0] * len(values)
+    def cand(i: int, objective: str, *steps: float) -> Candidate:  # 1,000 tokens (or units) a step
+        c = Candidate(i, (f"backend=b{i}", "device=cpu"), f"backend=b{i}", objective=objective)
+        c.steps, c.gpu_s = list(steps), [10.0] * len(steps)
+        c.values = list(steps) if objective.startswith("iteration_time") else [1000.0 / t for t in steps]
         return c
 
-    close = cand(0, 1000.0, 1000.0 / 1.1)  # steps 1.0 and 1.1 ms of one work: 1 / (1.05 ms +- 0.63531 ms)
-    low, high, over = tunereport.interval(close, "maximize", "tokens_per_s")
+    close = cand(0, "tokens_per_s", 1.0, 1.1)  # 1,000 / (1.05 s +- 0.63531 s)
+    low, high, over = tunereport.interval(close)
     assert (low, high, over) == (
         pytest.approx(1000 / 1.68531, rel=1e-5),
         pytest.approx(1000 / 0.41469, rel=1e-5),
         "repeats",
     )
-    assert low < close.measured < high
-    apart = cand(1, 1000.0, 500.0)  # steps 1 and 2 ms: h = 6.353 ms >= 1.5 ms
-    assert tunereport.interval(apart, "maximize", "mfu") == (
-        pytest.approx(1000 / 7.8531, rel=1e-5),
-        math.inf,
-        "repeats",
-    )
+    assert low < close.measured < high and close.measured == pytest.approx(1000 / 1.05)
+    apart = cand(1, "mfu", 1.0, 2.0)  # h = 6.353 s >= 1.5 s
+    assert tunereport.interval(apart) == (pytest.approx(1000 / 7.8531, rel=1e-5), math.inf, "repeats")
+    apart.objective = "tokens_per_s"
     s = tunereport.summary(
         [apart, close], [apart, close], objective="tokens_per_s", direction="maximize",
         budget=Budget(100.0, spent_s=40.0), rounds=[], stopped="the finalists are measured",
@@ -154,10 +153,11 @@ def test_the_tuner_s_rate_interval_follows_from_its_runs_steps():
     assert s["winner"]["label"] == "backend=b0" and s["winner"]["ci_high"] == pytest.approx(2411.4, rel=1e-4)
     assert s["runner_up"]["ci_high"] is None and s["runner_up"]["ci_low"] == pytest.approx(127.34, rel=1e-4)
     assert s["significant"] is False  # the unbounded end overlaps the winner's interval
-    assert "runner-up: backend=b1: tokens_per_s 750 [127.3, inf] (95%, over repeats)" in "\n".join(
+    # its figure is 1,000 / the mean step 1.5 s, 666.7 (the median of its rates was 750)
+    assert "runner-up: backend=b1: tokens_per_s 666.7 [127.3, inf] (95%, over repeats)" in "\n".join(
         tunereport.lines(s)
     )
-    time = tunereport.interval(cand(2, 1.0, 1.1), "minimize", "iteration_time_s_mean")
+    time = tunereport.interval(cand(2, "iteration_time_s_mean", 1.0, 1.1))
     assert time == (
         pytest.approx(1.05 - 0.63531, rel=1e-4),
         pytest.approx(1.05 + 0.63531, rel=1e-4),

@@ -22,9 +22,14 @@ from flopsweep.tune import (
 )
 
 
-def cand(i: int, *values: float, label: str | None = None, gpu_s: tuple[float, ...] = ()) -> Candidate:
-    c = Candidate(i, (f"backend=b{i}", "device=cpu"), label or f"backend=b{i}")
+def cand(
+    i: int, *values: float, label: str | None = None, gpu_s: tuple[float, ...] = (), objective: str = ""
+) -> Candidate:
+    """A set-up with those measured values; of a rate ``objective`` (one token a step), its runs' mean
+    steps ``1 / value``, as its records would have them."""
+    c = Candidate(i, (f"backend=b{i}", "device=cpu"), label or f"backend=b{i}", objective=objective)
     c.values = list(values)
+    c.steps = [1 / v for v in values] if objective == "tokens_per_s" else []
     c.gpu_s = list(gpu_s) or [10.0] * len(values)
     return c
 
@@ -57,10 +62,10 @@ def test_round_jobs_bring_every_set_up_to_the_target_round_robin():
     assert round_jobs([a, b], 1) == []
 
 
-def test_cut_keeps_the_best_medians_and_drops_failed_runs():
+def test_cut_keeps_the_best_figures_and_drops_failed_runs():
     a, b, c, d = cand(0, 5.0, 1.0, 4.0), cand(1, 3.0), cand(2, 9.0, math.nan), cand(3, 2.0)
     c.failed = "oom: out of memory"
-    assert a.measured == 4.0
+    assert a.measured == pytest.approx(10 / 3)  # its runs' mean (a figure that is no rate), not the median 4
     assert cut([a, b, c, d], "maximize", eta=2, finalists=2) == [a, b]
     assert cut([a, b, c, d], "minimize", eta=2, finalists=1) == [d, b]
     assert ranked([cand(4), b, a], "maximize")[-1].index == 4  # never measured: last
@@ -268,9 +273,9 @@ def test_challengers_are_unmeasured_set_ups_predicted_past_the_cut():
 def test_report_names_the_winner_runner_up_and_significance():
     from flopsweep import tunereport
 
-    fast = cand(0, 10.0, 10.1, 9.9, label="backend=fsdp")
-    slow = cand(1, 5.0, 5.1, 4.9, label="backend=ddp")
-    lucky = cand(2, 50.0, label="parallel.tp=2")  # dropped after one run: never the winner
+    fast = cand(0, 10.0, 10.1, 9.9, label="backend=fsdp", objective="tokens_per_s")
+    slow = cand(1, 5.0, 5.1, 4.9, label="backend=ddp", objective="tokens_per_s")
+    lucky = cand(2, 50.0, label="parallel.tp=2", objective="tokens_per_s")  # dropped after one run
     lucky.dropped_after = 0
     fast.overrides = ("device=cpu", "backend=fsdp", "repeats=3", "repeat=2", "resume=true")
     gone = Candidate(3, ("backend=ddp", "parallel.tp=2"), "backend=ddp parallel.tp=2", pruned="refused: no")
@@ -293,13 +298,17 @@ def test_report_names_the_winner_runner_up_and_significance():
         "backend=ddp parallel.tp=2": "pruned",
     }
     row = next(u for u in s["setups"] if u["label"] == "backend=fsdp")
-    assert row["error"] == pytest.approx(-0.2) and row["held_out_error"] == pytest.approx(0.2)
+    # its figure is 1 / the mean of its steps 0.1, 1/10.1, 1/9.9 s (0.1000067 s): 9.99933 tokens/s, not the
+    # median 10; the errors are 8 / 9.99933 - 1 = -0.199947 and 12 / 9.99933 - 1 = 0.20008
+    assert s["winner"]["value"] == pytest.approx(3 / (0.1 + 1 / 10.1 + 1 / 9.9))
+    assert row["error"] == pytest.approx(-0.199947, rel=1e-5)
+    assert row["held_out_error"] == pytest.approx(0.20008, rel=1e-5)
     text = "\n".join(tunereport.lines(s))
     assert "significant: their 95% intervals do not overlap" in text and "refused: no" in text
     md = tunereport.markdown(s)
-    assert "| backend=fsdp | 8 | -20.0% | 12 | +20.0% | 10 | 3 | 30 | winner |" in md
+    assert "| backend=fsdp | 8 | -20.0% | 12 | +20.0% | 9.999 | 3 | 30 | winner |" in md
 
-    close = cand(1, 9.0, 11.5, 9.8, label="backend=ddp")
+    close = cand(1, 9.0, 11.5, 9.8, label="backend=ddp", objective="tokens_per_s")
     s = tunereport.summary(
         [fast, close], [fast, close], objective="tokens_per_s", direction="maximize",
         budget=Budget(100.0), rounds=[], stopped="budget",
