@@ -199,6 +199,26 @@ REFUSALS = {
     "option_key_null": Refusal(  # a key of the picked option's schema (model=gpt-tiny): Hydra's was 5 lines
         args=("model.name=null", "plan=true"), line_starts="flopsweep: Invalid config: ", lines=1, record=None
     ),
+    "model_name_relabel": Refusal(  # session 24: trained gpt-tiny under the 8B's name, exit 0
+        args=("device=cpu", "model.name=llama3.1-8b"),
+        line_starts="flopsweep: Invalid config: model.name='llama3.1-8b': is the name of model=llama3.1-8b",
+        last_line_has=("Fix: pick the option itself: model=llama3.1-8b, and drop model.name.",),
+        lines=1,
+        record=None,
+    ),
+    "model_arch_relabel": Refusal(  # session 24: GPT-2 blocks at the 8B's sizes under the Llama name
+        args=("model=llama3.1-8b", "model.arch=gpt2", "plan=true"),
+        line_starts="flopsweep: Invalid config: model.arch='gpt2': is the family of the model option",
+        lines=1,
+        record=None,
+    ),
+    "model_name_sweep": Refusal(  # session 24: two identical jobs under a name of no model
+        args=("plan=true", "model.name=a,a"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: model.name='a': is no model option's name",
+        lines=1,
+        record=None,
+    ),
     "sweep_preset_and_option": Refusal(  # +sweep=blocksparse-2k sets attention's knobs
         args=("+sweep=blocksparse-2k", "attention=sdpa", "plan=true"),
         sweep=True,
