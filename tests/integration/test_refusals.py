@@ -105,7 +105,7 @@ POOL = ("hydra/launcher=pool", "device=cpu", "model=gpt-tiny", "steps.warmup=1",
 REFUSALS = {
     # validation: one paragraph, exit 2, an invalid record, no worker
     "n_head_zero": _invalid(("model.n_head=0",), "model.n_head"),
-    # heads that do not divide: before Hydra since session 24, leading with the key set (model_identity.head_problem)
+    # heads that do not divide: before Hydra since session 24 (model_identity.head_problem)
     "n_embd": _refused("model.n_embd=130", "model.n_embd=130: is not divisible by model.n_head=4"),
     # offload: 70B's 16 bytes per parameter (1.1 TB) on the host of two CPU ranks
     "offload_exceeds_host": _invalid(
