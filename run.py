@@ -50,6 +50,7 @@ from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.key_needs import idle_key_problem
 from flopsweep.launch import Terminated, raise_terminated
+from flopsweep.model_identity import command_line_problem as model_problem
 from flopsweep.override_grammar import (
     config_name_problem,
     control_character_problem,
@@ -400,6 +401,7 @@ def refusal(overrides: list[str]) -> str | None:
         or idle_key_problem(overrides)  # after the values' own checks: the fix adds a key, it must pass them
         or tuner_problem(overrides)
         or type_problem(overrides)
+        or model_problem(overrides)  # after the types: model.name=null is type_problem's line
         or unread_space_problem(overrides)
     )
 

@@ -18,6 +18,7 @@ ranked table (:func:`table`); the names it used to hold are re-exported here.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Iterable
@@ -348,19 +349,67 @@ def sized_name(model: object, n_layer: object) -> object:
     return model if model.endswith(suffix) else model + suffix
 
 
-def name_sizes(df: pd.DataFrame) -> pd.DataFrame:
+UNNAMED_MODEL_KEYS = ("name", "arch", "seq_len", "experts", "config")
+"""``config.model`` keys that are no part of a model's size (:func:`model_shape`): its name and family
+(the option's identity, :mod:`flopsweep.model_identity`), the sequence and ``model=hf``'s experts
+implementation (columns of their own) and ``model=hf``'s path (its ``config_sha256`` stands for the file)."""
+
+
+def model_shape(record: Record) -> tuple[tuple[str, str], ...]:
+    """The model's size as the record's config gives it: every ``config.model`` key but
+    :data:`UNNAMED_MODEL_KEYS`, as ``(key, JSON text)`` pairs in key order (``model=hf``'s
+    ``config_sha256`` copied in for records from before it, :func:`flopsweep.identity.with_config_hash`);
+    empty without a model section."""
+    from flopsweep.identity import with_config_hash
+
+    model = value_at(with_config_hash(record), ("config", "model"))
+    if not isinstance(model, dict):
+        return ()
+    return tuple(
+        sorted(
+            (str(k), json.dumps(v, sort_keys=True)) for k, v in model.items() if k not in UNNAMED_MODEL_KEYS
+        )
+    )
+
+
+def _shown_size(key: str, text: str) -> str:
+    """``n_embd=256``: a size key and its JSON value as a name shows it (a hash by its first 8 digits)."""
+    value = text.strip('"')
+    return f"{key}={value[:8] if key.endswith('sha256') else value}"
+
+
+def name_sizes(df: pd.DataFrame, shapes: list[tuple[tuple[str, str], ...]] | None = None) -> pd.DataFrame:
     """``df`` with the ``model`` of every run whose model name other runs of ``df`` share at another
-    ``n_layer`` (``model.n_layer=33`` beside the 32-block default) named by :func:`sized_name`, so that
-    no table or pivot shows two sizes under one name (repeats pool by ``setup_id``, which tells them
-    apart already). Other names are kept; other size keys (``model.n_embd``) are not named so."""
-    if df.empty or "n_layer" not in df:
+    size named apart, so that no table, ranking (``--best-by model``), baseline or pivot shows two
+    sizes under one name or pools them as one set-up (repeats pool by ``setup_id``, which tells them
+    apart already): another ``n_layer`` by :func:`sized_name` (``llama3.1-8b-L33``), any other size
+    key of :func:`model_shape` that differs within the name in brackets (``gpt-tiny[n_embd=256]``,
+    ``llama3.1-8b[ffn_dim=8192,n_kv_head=4]``; ``model=hf``'s file by ``config_sha256=<8 digits>``).
+    ``shapes``: each row's :func:`model_shape` (:func:`load` passes them); None: ``n_layer`` alone.
+    Names that stand for one size are kept: a lone run of ``model=gpt-tiny model.n_layer=48`` is
+    ``gpt-tiny``, its ``blocks`` and ``params`` in its record (and in the table once they differ)."""
+    if df.empty or "model" not in df:
         return df
-    counts = df.groupby("model", dropna=True)["n_layer"].nunique(dropna=True)
-    mask = df["model"].isin(set(counts[counts > 1].index))
-    if mask.any():
-        df.loc[mask, "model"] = [
-            sized_name(m, n) for m, n in zip(df.loc[mask, "model"], df.loc[mask, "n_layer"], strict=True)
-        ]
+    if shapes is None:
+        if "n_layer" not in df:
+            return df
+        shapes = [() if pd.isna(n) else (("n_layer", str(int(n))),) for n in df["n_layer"]]
+    groups: dict[str, list[int]] = {}
+    for i, model in enumerate(df["model"]):
+        if isinstance(model, str):
+            groups.setdefault(model, []).append(i)
+    names = list(df["model"])
+    for model, rows in groups.items():
+        sizes = [dict(shapes[i]) for i in rows]
+        keys = sorted(set.intersection(*(set(size) for size in sizes)))  # a key older records lack: no size
+        differ = [k for k in keys if len({size.get(k) for size in sizes}) > 1]
+        for i, size in zip(rows, sizes, strict=True):
+            name = model
+            if "n_layer" in differ:
+                name = sized_name(model, df["n_layer"].iloc[i])
+            other = [_shown_size(k, size[k]) for k in differ if k != "n_layer" and k in size]
+            names[i] = f"{name}[{','.join(other)}]" if other else name
+    df["model"] = pd.Series(names, index=df.index, dtype=df["model"].dtype)
     return df
 
 
@@ -420,9 +469,10 @@ def load(
         for out in rows:
             if out["_name"] in made:
                 _set_prediction(out, made[out["_name"]])
+    shapes = [out.pop("_shape") for out in rows]
     for out in rows:
         del out["_name"]
-    df = flag_duplicates(name_sizes(_frame(rows)))
+    df = flag_duplicates(name_sizes(_frame(rows), shapes))
     df = flag_scaling(add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS)))
     df["prediction_error"] = [  # again after pooling: the median prediction over the pooled (mean) step
         prediction_error(p, m)
@@ -456,6 +506,7 @@ def _read_rows(
             bad[shown] = str(exc)
             continue
         out["_name"] = shown
+        out["_shape"] = model_shape(record)
         rows.append(out)
     return rows, named
 

@@ -115,6 +115,7 @@ def check_choices(cfg: RunConfig, choices: Mapping[str, str]) -> None:
     """The options Hydra composed say what the config holds. (A schema node is no option: it is
     stored outside the group, :mod:`flopsweep.store`, so Hydra refuses ``model=base_gpt2`` itself.)
 
+    - ``model=<option>`` fixes ``model.name`` and ``model.arch`` (:func:`check_model_identity`).
     - ``backend=zero1``/``zero2``/``zero3`` fix the ZeRO stage
       (:data:`flopsweep.deepspeed_config.ZERO_SHORTHANDS`); a ``backend.zero_stage`` that differs would
       run another stage under the option's name. ``backend=deepspeed`` leaves it free.
@@ -122,6 +123,7 @@ def check_choices(cfg: RunConfig, choices: Mapping[str, str]) -> None:
     Raises:
         ConfigError: naming the key, the value and the fix.
     """
+    check_model_identity(cfg, choices)
     choice = str(choices.get("backend") or "")
     stage = ZERO_SHORTHANDS.get(choice)
     value = getattr(cfg.backend, "zero_stage", stage)
@@ -134,6 +136,31 @@ def check_choices(cfg: RunConfig, choices: Mapping[str, str]) -> None:
             f"drop the backend.zero_stage override (backend={choice} sets it), or pick {other}"
             f"backend=deepspeed backend.zero_stage={value}",
         )
+
+
+def check_model_identity(cfg: RunConfig, choices: Mapping[str, str]) -> None:
+    """``model.name`` and ``model.arch`` are what the picked model option says
+    (:mod:`flopsweep.model_identity`): a blank name is refused always; with Hydra's ``choices``, a name
+    other than the option's (``model.name=llama3.1-8b`` on ``model=gpt-tiny``) and a family other than
+    its own (``model=llama3.1-8b model.arch=gpt2``), in the line the command line's check gives before
+    Hydra. Without choices (a search's probe sizes, named ``<name>-L<n>``; a config built in code) the
+    schema checks of :func:`_check_options` stand.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    from flopsweep.model_identity import arch_problem, name_problem
+
+    choice = str(choices.get("model") or "")
+    name = cfg.model.name
+    if choice:
+        problem = name_problem(name, choice) or arch_problem(cfg.model.arch, choice)
+    elif isinstance(name, str) and not name.strip() and (name or cfg.model.arch != "hf"):
+        problem = name_problem(name, choice)  # blank ('' is hf's default: named from its file)
+    else:
+        problem = None
+    if problem is not None:
+        raise problem
 
 
 def _check_options(cfg: RunConfig) -> None:
@@ -156,6 +183,15 @@ def _check_options(cfg: RunConfig) -> None:
         value = node.arch if group == "model" else node.name
         own = {f.name for f in dataclasses.fields(groups[group][value])}
         missing = sorted(own - {f.name for f in dataclasses.fields(node)})
+        extra = sorted({f.name for f in dataclasses.fields(node)} - own)
+        if extra and group == "model":  # model=llama3.1-8b model.arch=gpt2: the option's own keys unread
+            raise ConfigError(
+                "model.arch",
+                value,
+                f"was set by hand on an option of another family, whose keys ({', '.join(extra)}) {value} "
+                "would not read: the option's sizes would be built as another model under its name",
+                "drop the model.arch override (the option sets it), or pick an option of that family",
+            )
         if missing:
             key = "arch" if group == "model" else "name"
             pick = (

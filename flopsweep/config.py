@@ -114,9 +114,12 @@ class ModelConfig:
     """Shape keys that every model family has; a family subclasses it (``flopsweep.models``)."""
 
     name: str = "gpt-tiny"
-    """Label used in tables, e.g. ``gpt-1.3b``."""
+    """Label used in tables, e.g. ``gpt-1.3b``: the option's own, set by its file (``model=hf``: its
+    ``config.json``'s). Not a knob: a value set by hand other than the option's, or blank, is refused
+    (``flopsweep.model_identity``; pick the option itself, ``model=llama3.1-8b``)."""
     arch: str = "gpt2"
-    """Model family, a key of ``flopsweep.models.MODELS`` (``gpt2``, ``llama``); set by the option."""
+    """Model family, a key of ``flopsweep.models.MODELS`` (``gpt2``, ``llama``, ``hf``); set by the
+    option. Not a knob: another family than the option's is refused (``flopsweep.model_identity``)."""
     n_layer: int = 2
     """Transformer blocks ``l``."""
     n_embd: int = 128

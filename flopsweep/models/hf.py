@@ -73,6 +73,8 @@ class HFConfig(ModelConfig):
     """
 
     name: str = ""
+    """From the file (``_name_or_path``, else its stem or folder name) when empty; a value set by
+    hand must be the file's."""
     arch: str = "hf"
     n_layer: int = 0
     """From the file's ``num_hidden_layers`` (0: not given); a value set by hand must agree with it."""
@@ -136,7 +138,8 @@ def _counted_flops(cfg: HFConfig, recompute: str) -> int:
 def _set_fields(cfg: HFConfig, src: Source, built: Any) -> None:
     """Fill the shape keys from the file as transformers reads it (``built``, its config: aliases such
     as GPT-Neo's ``num_layers`` and the class's defaults applied); a key set by hand to another value is
-    refused (a sweep over ``model.n_layer`` would otherwise run the same model under other names)."""
+    refused (a sweep over ``model.n_layer`` would otherwise run the same model under other names), and
+    so is a ``name`` set by hand that is not the file's (:attr:`Source.label`)."""
     for key, field in SHAPE_KEYS.items():
         try:
             value = int(getattr(built, field, 0) or 0)
@@ -152,6 +155,15 @@ def _set_fields(cfg: HFConfig, src: Source, built: Any) -> None:
                 f"{field} changed",
             )
         setattr(cfg, key, value)
+    if cfg.name and cfg.name != src.label:  # a label of another model (flopsweep.model_identity)
+        raise ConfigError(
+            "model.name",
+            cfg.name,
+            f"model=hf names the model from model.config, whose name is {src.label!r}; set by hand, the "
+            "file's model would run under another name",
+            "drop the model.name override, or give model.config a copy of the config.json with "
+            "_name_or_path changed",
+        )
     if not cfg.name:
         cfg.name = src.label
 

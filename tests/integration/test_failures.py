@@ -360,7 +360,7 @@ BAD_INPUTS = [
     (["resume=perhaps"], "resume", "refused"),
     (["nproc_per_node=two"], "nproc_per_node", "invalid"),
     # out of range
-    (["model.n_embd=130"], "model.n_embd", "invalid"),
+    (["model.n_embd=130"], "model.n_embd", "refused"),  # before Hydra since session 24 (model_identity)
     (["model.n_head=0"], "model.n_head", "invalid"),
     (["backend=deepspeed", "backend.zero_stage=4"], "backend.zero_stage", "invalid"),
     (["batch.micro_batch_size=0"], "batch.micro_batch_size", "invalid"),

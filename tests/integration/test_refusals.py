@@ -104,7 +104,9 @@ POOL = ("hydra/launcher=pool", "device=cpu", "model=gpt-tiny", "steps.warmup=1",
 
 REFUSALS = {
     # validation: one paragraph, exit 2, an invalid record, no worker
-    "n_embd": _invalid(("model.n_embd=130",), "model.n_embd"),
+    "n_head_zero": _invalid(("model.n_head=0",), "model.n_head"),
+    # heads that do not divide: before Hydra since session 24 (model_identity.head_problem)
+    "n_embd": _refused("model.n_embd=130", "model.n_embd=130: is not divisible by model.n_head=4"),
     # offload: 70B's 16 bytes per parameter (1.1 TB) on the host of two CPU ranks
     "offload_exceeds_host": _invalid(
         ("device=cpu", "nproc_per_node=2", "backend=fsdp", "backend.cpu_offload=true", "model=llama3.1-70b"),
@@ -198,6 +200,26 @@ REFUSALS = {
     ),
     "option_key_null": Refusal(  # a key of the picked option's schema (model=gpt-tiny): Hydra's was 5 lines
         args=("model.name=null", "plan=true"), line_starts="flopsweep: Invalid config: ", lines=1, record=None
+    ),
+    "model_name_relabel": Refusal(  # session 24: trained gpt-tiny under the 8B's name, exit 0
+        args=("device=cpu", "model.name=llama3.1-8b"),
+        line_starts="flopsweep: Invalid config: model.name='llama3.1-8b': is the name of model=llama3.1-8b",
+        last_line_has=("Fix: pick the option itself: model=llama3.1-8b, and drop model.name.",),
+        lines=1,
+        record=None,
+    ),
+    "model_arch_relabel": Refusal(  # session 24: GPT-2 blocks at the 8B's sizes under the Llama name
+        args=("model=llama3.1-8b", "model.arch=gpt2", "plan=true"),
+        line_starts="flopsweep: Invalid config: model.arch='gpt2': is the family of the model option",
+        lines=1,
+        record=None,
+    ),
+    "model_name_sweep": Refusal(  # session 24: two identical jobs under a name of no model
+        args=("plan=true", "model.name=a,a"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: model.name='a': is no model option's name",
+        lines=1,
+        record=None,
     ),
     "sweep_preset_and_option": Refusal(  # +sweep=blocksparse-2k sets attention's knobs
         args=("+sweep=blocksparse-2k", "attention=sdpa", "plan=true"),

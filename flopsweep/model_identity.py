@@ -1,0 +1,241 @@
+"""Which model runs: the keys that say what a model option *is*, checked against the picked option.
+
+A model option of ``conf/model/`` (``model=llama3.1-8b``) is a family (``model.arch``, set by the
+schema node its file extends: ``base_llama``) and a name (``model.name``, the file's own). Every
+other key of the model schema is a knob of that option, meant to be varied: the sizes
+(``n_layer``, ``n_embd``, ``n_head``, ``seq_len``, ``vocab_size``; Llama's ``n_kv_head``,
+``ffn_dim``, ``rope_theta``, ``norm_eps``, ``tie_embeddings``; ``model=hf``'s ``config`` and
+``experts``). The two identity keys (:data:`IDENTITY_KEYS`) are not: ``model.name=llama3.1-8b`` on
+the default ``model=gpt-tiny`` trained gpt-tiny and recorded it as llama3.1-8b, and
+``model=llama3.1-8b model.arch=gpt2`` built GPT-2 blocks at the 8B sizes under the Llama name.
+So a hand-set ``model.name`` that is not the picked option's name, a blank one, and a
+``model.arch`` that is not its family are refused in one line naming the key, the value and the
+fix (the option whose name it is, or the closest one): before Hydra where the command line tells
+(:func:`command_line_problem`, ``run.py``'s :func:`refusal`, exit 2, nothing written), and in
+validation for every job (:func:`flopsweep.checks.check_choices`, which has Hydra's choices: a
+``+sweep`` file, a plan). ``model=hf`` takes its name from its ``config.json``
+(:func:`flopsweep.models.hf.check` refuses another); a size changed by hand keeps the option's
+name in the record, and the analysis names it apart when runs of one name differ in size
+(:func:`analysis.load.name_sizes`).
+
+Also :func:`head_problem`: ``model.n_head`` (or ``model.n_embd``) that does not divide
+``model.n_embd``, refused before Hydra leading with the key the command line set.
+
+Torch-free: reads ``conf/`` (:mod:`flopsweep.override_schema`) and Hydra's override parser.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+
+from flopsweep.config import ConfigError
+from flopsweep.override_schema import CONF, near_names, option_files, option_kind, read_conf_yaml
+
+IDENTITY_KEYS = ("name", "arch")
+"""The ``model.*`` keys that say which option runs (its label and its family), never varied by hand."""
+
+HF_OPTION = "hf"
+"""The option whose name comes from its ``config.json`` (:mod:`flopsweep.models.hf`), not its file."""
+
+
+@functools.cache
+def options() -> dict[str, tuple[str, str]]:
+    """``{option: (name, arch)}`` of every file of ``conf/model/``: its ``name`` (``""`` for ``hf``,
+    named from its file) and its family, the ``base_<arch>`` schema node it extends."""
+    out = {}
+    for option in option_files("model"):
+        node = read_conf_yaml(os.path.join(CONF, "model", f"{option}.yaml"))
+        out[option] = (str(node.get("name") or ""), option_kind("model", option))
+    return out
+
+
+def _option(choice: str) -> str | None:
+    """The option of a Hydra choice (``gpt-tiny``, ``gpt-tiny.yaml``), or None when no file of
+    ``conf/model/`` is it (another config directory: left to the schema's own checks)."""
+    stem = str(choice).strip().removesuffix(".yaml")
+    return stem if stem in options() else None
+
+
+def _by_name(name: str) -> str | None:
+    """The option whose name ``name`` is, else None."""
+    return next((o for o, (n, _) in options().items() if n and n == name), None)
+
+
+def name_problem(value: object, choice: str) -> ConfigError | None:
+    """The refusal of ``model.name=value`` on ``model=choice``, else None: a name that is blank or
+    whitespace (the tables would show a run of no model), or, on an option of ``conf/model/`` but
+    ``hf``, any name but the option's own (``model.name=llama3.1-8b`` on ``model=gpt-tiny`` trained
+    gpt-tiny under the 8B's name). The fix picks the option whose name it is, else drops the
+    override and names the closest option. ``hf``'s name is checked against its file by
+    :func:`flopsweep.models.hf.check`."""
+    option = _option(choice)
+    if value is None or isinstance(value, list | dict):
+        return None  # not text: flopsweep.overrides.type_problem's line
+    text = str(value).lower() if isinstance(value, bool) else str(value)  # model.name=5 is the text '5'
+    if text == "" and option == HF_OPTION:
+        return None  # hf's default: named from its config.json
+    if not text.strip():
+        shown = f"model={option}" if option else "the model option"
+        return ConfigError(
+            "model.name",
+            value,
+            "is blank, and every record and table names the run's model by it",
+            f"drop the model.name override ({shown} names the model)",
+        )
+    if option is None or option == HF_OPTION:
+        return None
+    own, arch = options()[option]
+    if text == own:
+        return None
+    named = _by_name(text)
+    if named is not None:
+        other_arch = options()[named][1]
+        return ConfigError(
+            "model.name",
+            text,
+            f"is the name of model={named} ({other_arch}), but model.name only labels the run: "
+            f"model={option} ({arch}, its sizes) would train under it",
+            f"pick the option itself: model={named}, and drop model.name",
+        )
+    near = near_names(text, [n for n, _ in options().values() if n and n != own], "model=", n=1)
+    also = f"; to run another model, pick its option, e.g. {near[0]}" if near else ""
+    return ConfigError(
+        "model.name",
+        text,
+        f"is no model option's name, and model.name only labels the run: model={option} ({arch}) would "
+        "train under it",
+        f"drop the model.name override (model={option} names the model){also}",
+    )
+
+
+def arch_problem(value: object, choice: str) -> ConfigError | None:
+    """The refusal of ``model.arch=value`` on ``model=choice`` when it is not the option's family,
+    else None (an option no file of ``conf/model/`` is: None). ``model=llama3.1-8b model.arch=gpt2``
+    built GPT-2 blocks at the 8B's sizes under the Llama name; the fix names an option of the family
+    asked for (the first in order), or the families there are."""
+    option = _option(choice)
+    if option is None:
+        return None
+    arch = options()[option][1]
+    if value == arch:
+        return None
+    families = sorted({a for _, a in options().values()})
+    of_family = [o for o, (_, a) in options().items() if a == value]
+    pick = (
+        f"pick a {value} option, e.g. model={of_family[0]}"
+        if of_family
+        else f"pick an option of the family you want ({', '.join(families)}), e.g. model={option}"
+    )
+    return ConfigError(
+        "model.arch",
+        value,
+        f"is the family of the model option, and model={option} is {arch}: set by hand it would build "
+        f"{option}'s sizes as another family under {option}'s name",
+        f"drop the model.arch override (model={option} sets it), or {pick}",
+    )
+
+
+def head_problem(n_embd: int, n_head: int, given: str) -> ConfigError | None:
+    """The refusal of ``n_head`` heads that do not divide the hidden size ``n_embd``, leading with
+    ``given`` (``model.n_head`` or ``model.n_embd``: the key the user set), else None."""
+    if n_head < 1 or n_embd < 1 or n_embd % n_head == 0:
+        return None
+    if given == "model.n_head":
+        fits = [h for h in (1, 2, 4, 8, 16, 32, 64) if n_embd % h == 0]
+        near = min(fits, key=lambda h: (abs(h - n_head), h))
+        return ConfigError(
+            "model.n_head",
+            n_head,
+            f"does not divide model.n_embd={n_embd} (each head takes n_embd / n_head channels)",
+            f"choose heads that divide n_embd, e.g. model.n_head={near}",
+        )
+    step = 2 * n_head  # an even head dim too: Llama's RoPE rotates channel pairs
+    size = max(step, n_embd - n_embd % step)
+    return ConfigError(
+        "model.n_embd",
+        n_embd,
+        f"is not divisible by model.n_head={n_head} (each head takes n_embd / n_head channels)",
+        f"choose a multiple of n_head, e.g. model.n_embd={size}",
+    )
+
+
+def _picked(parsed: list) -> list[str] | None:
+    """The model options the command line picks (each of a sweep's), conf/config.yaml's default when
+    it picks none; None when a ``+sweep`` file or another config may pick one (left to validation)."""
+    from flopsweep.override_schema import listed_values
+
+    given = None
+    for o in parsed:
+        if o.key_or_group == "model" and o.package is None and not o.is_delete():
+            given = listed_values(o)
+    if given is not None:
+        return given
+    if any(o.key_or_group == "sweep" for o in parsed):
+        return None
+    defaults = read_conf_yaml(os.path.join(CONF, "config.yaml")).get("defaults") or []
+    chosen = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
+    return [str(chosen["model"])] if "model" in chosen else None
+
+
+def _values(o) -> list:
+    """The values a parsed override gives: its one value or each of a choice sweep's; none for a range,
+    an interval, a glob or an interpolation (Hydra's and the job's)."""
+    if not o.is_sweep_override():
+        values = [o.value()]
+    elif o.is_choice_sweep():
+        values = list(o.value().list)
+    else:
+        return []
+    return [v for v in values if "${" not in str(v)]
+
+
+def command_line_problem(overrides: list[str]) -> str | None:
+    """The one line ``run.py`` refuses a command line's model identity keys with before Hydra starts
+    (exit 2, no run folder), else None: a ``model.name`` (each value of a sweep) that
+    :func:`name_problem` refuses on a picked option, a ``model.arch`` :func:`arch_problem` refuses, and
+    ``model.n_head``/``model.n_embd`` that do not divide (:func:`head_problem`, with the picked option's
+    other size). Options a ``+sweep`` file or ``--config-name`` may pick are left to validation."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if any(
+        o.startswith(("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir"))
+        for o in overrides
+    ):
+        return None
+    try:
+        parsed = OverridesParser.create().parse_overrides(
+            [o for o in overrides if "=" in o and not o.startswith("-")]
+        )
+    except Exception:  # noqa: BLE001 - the grammar's own line (syntax_problem) comes first
+        return None
+    picked = [o for o in (_picked(parsed) or []) if _option(o) is not None]
+    keys = {o.key_or_group.lstrip("+"): o for o in parsed if o.package is None and not o.is_delete()}
+    for key, check in (("model.name", name_problem), ("model.arch", arch_problem)):
+        if key in keys:
+            for value, choice in itertools.product(_values(keys[key]), picked):
+                if (problem := check(value, choice)) is not None:
+                    return str(problem)
+    return _heads(keys, picked)
+
+
+def _heads(keys: dict, picked: list[str]) -> str | None:
+    """:func:`head_problem`'s line for the command line's ``model.n_head`` and ``model.n_embd`` on each
+    picked option but ``hf`` (the file's shape), leading with the key it sets (``model.n_head`` when
+    it sets both); values that are no whole numbers are :func:`flopsweep.overrides.type_problem`'s."""
+    set_keys = [k for k in ("model.n_head", "model.n_embd") if k in keys]
+    if not set_keys:
+        return None
+    for choice in picked:
+        if choice == HF_OPTION or options()[_option(choice)][1] == HF_OPTION:
+            continue
+        node = read_conf_yaml(os.path.join(CONF, "model", f"{_option(choice)}.yaml"))
+        heads = _values(keys["model.n_head"]) if "model.n_head" in keys else [node.get("n_head")]
+        sizes = _values(keys["model.n_embd"]) if "model.n_embd" in keys else [node.get("n_embd")]
+        for n_head, n_embd in itertools.product(heads, sizes):
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n_head, n_embd)):
+                continue
+            if (problem := head_problem(n_embd, n_head, set_keys[0])) is not None:
+                return str(problem)
+    return None
