@@ -45,6 +45,7 @@ from flopsweep.key_needs import memory_note
 from flopsweep.layout import check_built
 from flopsweep.models import MODELS
 from flopsweep.options import AutoBatchConfig, owners
+from flopsweep.override_schema import kinds_said, picks
 
 DEVICES = ("auto", "cuda", "cpu")
 BATCHES = {"fixed": BatchConfig, "auto": AutoBatchConfig}
@@ -144,9 +145,16 @@ def _check_options(cfg: RunConfig) -> None:
     defaults would be missing, so the option must be picked as a group option.
     """
     groups = option_schemas()
-    for group, key in (("model", "arch"), ("attention", "name"), ("backend", "name")):
-        value = getattr(getattr(cfg, group), key)
-        require_choice(f"{group}.{key}", value, list(groups[group]), group if key == "name" else None)
+    if cfg.model.arch not in groups["model"]:  # model.arch=gpt2 on model=llama-tiny: refused below
+        own = [k for k in groups["model"] if k != "hf"]
+        raise ConfigError(
+            "model.arch",
+            cfg.model.arch,
+            f"must be one of {', '.join(groups['model'])}, and the model option sets it",
+            f"drop the override, or pick a model option: {picks('model', own, near=cfg.model.name)}",
+        )
+    for group in ("attention", "backend"):
+        require_choice(f"{group}.name", getattr(cfg, group).name, list(groups[group]), group)
     require_choice("precision.name", cfg.precision.name, list(groups["precision"]))
     require_choice("batch.name", cfg.batch.name, list(groups["batch"]))
     ac = cfg.activation_checkpointing.name
@@ -159,7 +167,7 @@ def _check_options(cfg: RunConfig) -> None:
         if missing:
             key = "arch" if group == "model" else "name"
             pick = (
-                "a model option of that family, e.g. model=llama3.2-1b"
+                picks(group, [value], near=getattr(node, "name", None))
                 if group == "model"
                 else f"{group}={value}"
             )
@@ -186,11 +194,12 @@ def _reject_unknown_keys(node: object, prefix: str = "") -> None:
         if key not in names:
             group = prefix.rstrip(".")
             if group in option_schemas() and owners(group, key):
-                own = " or ".join(f"{group}={o}" for o in owners(group, key))
+                here = getattr(node, "name", getattr(node, "arch", "?"))
+                own = picks(group, owners(group, key), near=here)  # options, not kinds: model=llama-tiny
                 raise ConfigError(
                     f"{prefix}{key}",
                     value,
-                    f"belongs to {own}, not to {group}={getattr(node, 'name', getattr(node, 'arch', '?'))}",
+                    f"belongs to {kinds_said(group, owners(group, key))}, not to {group}={here}",
                     f"drop the override, or pick {own}",
                 )
             raise ConfigError(
