@@ -302,7 +302,8 @@ def _validate_sizes(cfg: RunConfig) -> None:
     require_positive("model.seq_len", cfg.model.seq_len, "set model.seq_len to a positive number of tokens")
     require_positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
     require_positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
-    _validate_global_batch(cfg.batch)
+    nproc = str(cfg.nproc_per_node)
+    _validate_global_batch(cfg.batch, cfg.nnodes * int(nproc) if nproc.isdigit() else 1)
     limit = getattr(cfg.batch, "max_micro_batch_size", None)
     if limit is not None and limit < cfg.batch.micro_batch_size:
         raise ConfigError(
@@ -328,9 +329,11 @@ def _validate_sizes(cfg: RunConfig) -> None:
         )
 
 
-def _validate_global_batch(batch: BatchConfig) -> None:
+def _validate_global_batch(batch: BatchConfig, world: int = 1) -> None:
     """``batch.global_batch_size`` is positive and divides by the micro batch (the data-parallel
-    degree is checked by :func:`flopsweep.plan.resolve`), and needs ``batch=fixed``: ``batch=auto``
+    degree is checked by :func:`flopsweep.plan.resolve`; the fix's example is a multiple of the micro
+    batch x the ``world`` ranks, which every data-parallel degree divides: a multiple of the micro
+    batch alone, 8 for 8 ranks, was then refused as no multiple of 64), and needs ``batch=fixed``: ``batch=auto``
     changes the micro batch after validation."""
     total = batch.global_batch_size
     if total is None:
@@ -347,7 +350,8 @@ def _validate_global_batch(batch: BatchConfig) -> None:
             "batch.global_batch_size",
             total,
             f"is not a positive multiple of batch.micro_batch_size={batch.micro_batch_size}",
-            f"set batch.global_batch_size to a multiple of {batch.micro_batch_size}",
+            f"set batch.global_batch_size to a multiple of {batch.micro_batch_size}"
+            + (f" x the data-parallel ranks, e.g. {batch.micro_batch_size * world}" if world > 1 else ""),
         )
 
 

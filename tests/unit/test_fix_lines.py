@@ -322,3 +322,19 @@ def test_the_headroom_value_keeps_one_and_is_named_where_it_is_the_cause() -> No
 )
 def test_a_share_shows_its_digits(share: float, said: str) -> None:
     assert percent(share) == said
+
+
+def test_a_global_batch_the_micro_batches_cannot_split_is_given_one_every_layout_takes(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """``batch.global_batch_size=4 space.micro_batches=[8]`` on 8 GPUs said "a multiple of 8"; 8 was then
+    refused on the data-parallel set-ups as no multiple of 8 x 8 = 64. The example is micro batch x
+    ranks, which every data-parallel degree divides; it ranks a set-up."""
+    args = ["plan_clusters=[H100:8]", "batch.global_batch_size=4", "space.micro_batches=[8]", SMALL[0]]
+    line = _decide(hydra_compose, tmp_path, args)["nothing"]
+    m = re.search(
+        r"Fix: set batch\.global_batch_size to a multiple of 8 x the data-parallel ranks, e\.g\. (\d+)$", line
+    )
+    assert m, line
+    again = _decide(hydra_compose, tmp_path, _replaced(args, [f"batch.global_batch_size={m.group(1)}"]))
+    assert "nothing" not in again and again["best"][0]["status"] == "ok"
