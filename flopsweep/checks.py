@@ -333,8 +333,8 @@ def _validate_global_batch(batch: BatchConfig, world: int = 1) -> None:
     """``batch.global_batch_size`` is positive and divides by the micro batch (the data-parallel
     degree is checked by :func:`flopsweep.plan.resolve`; the fix's example is a multiple of the micro
     batch x the ``world`` ranks, which every data-parallel degree divides: a multiple of the micro
-    batch alone, 8 for 8 ranks, was then refused as no multiple of 64), and needs ``batch=fixed``: ``batch=auto``
-    changes the micro batch after validation."""
+    batch alone, 8 for 8 ranks, was then refused as no multiple of 64), and needs ``batch=fixed``:
+    ``batch=auto`` changes the micro batch after validation."""
     total = batch.global_batch_size
     if total is None:
         return
