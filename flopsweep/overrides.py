@@ -242,6 +242,7 @@ def preset_option_keys(overrides: list[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from flopsweep.options import GROUP_BASES, owners
+    from flopsweep.override_schema import kinds_said
 
     parser = OverridesParser.create()
     presets: list[str] = []
@@ -279,7 +280,7 @@ def preset_option_keys(overrides: list[str]) -> str | None:
             if foreign:
                 own, missing = next(iter(foreign.values()))
                 picked = f"{group}={','.join(missing)}"
-                names = " or ".join(f"{group}={name}" for name in own)
+                names = kinds_said(group, own)  # the llama options of model: model=llama composes nothing
                 listed = ", ".join(foreign)
                 return (
                     f"Invalid config: +sweep={preset} {picked}: the sweep file sets {listed}, of {names}. "
