@@ -132,6 +132,7 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from flopsweep.options import GROUP_BASES, owners
+    from flopsweep.override_schema import kinds_said, picks
 
     # Hydra's flags (``-m``, ``--config-name NAME``) are not overrides: the parser would refuse them.
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
@@ -153,11 +154,12 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
         own = owners(group, key)
         others = [str(p) for p in chosen.get(group) or [] if _option_kind(group, str(p)) not in own]
         if own and others:
-            names = " or ".join(f"{group}={name}" for name in own)
+            names = kinds_said(group, own)  # the llama options of model: model=llama composes nothing
+            pick = picks(group, own, near=others[0])
             # A sweep over several options sets the key in every job: Hydra would stop the sweep at
             # the first job whose option lacks it (after the jobs before it ran).
             mixed = len(others) < len(chosen[group])
-            fix = f"sweep only {names} with it, or run the others without it" if mixed else f"pick {names}"
+            fix = f"sweep only {names} with it, or run the others without it" if mixed else f"pick {pick}"
             return (
                 f"Invalid config: {o.key_or_group}: belongs to {names}, "
                 f"not to {group}={','.join(others)}"

@@ -45,6 +45,7 @@ from flopsweep.key_needs import memory_note
 from flopsweep.layout import check_built
 from flopsweep.models import MODELS
 from flopsweep.options import AutoBatchConfig, owners
+from flopsweep.override_schema import kinds_said, picks
 
 DEVICES = ("auto", "cuda", "cpu")
 BATCHES = {"fixed": BatchConfig, "auto": AutoBatchConfig}
@@ -171,9 +172,16 @@ def _check_options(cfg: RunConfig) -> None:
     defaults would be missing, so the option must be picked as a group option.
     """
     groups = option_schemas()
-    for group, key in (("model", "arch"), ("attention", "name"), ("backend", "name")):
-        value = getattr(getattr(cfg, group), key)
-        require_choice(f"{group}.{key}", value, list(groups[group]), group if key == "name" else None)
+    if cfg.model.arch not in groups["model"]:  # model.arch=gpt2 on model=llama-tiny: refused below
+        own = [k for k in groups["model"] if k != "hf"]
+        raise ConfigError(
+            "model.arch",
+            cfg.model.arch,
+            f"must be one of {', '.join(groups['model'])}, and the model option sets it",
+            f"drop the override, or pick a model option: {picks('model', own, near=cfg.model.name)}",
+        )
+    for group in ("attention", "backend"):
+        require_choice(f"{group}.name", getattr(cfg, group).name, list(groups[group]), group)
     require_choice("precision.name", cfg.precision.name, list(groups["precision"]))
     require_choice("batch.name", cfg.batch.name, list(groups["batch"]))
     ac = cfg.activation_checkpointing.name
@@ -195,7 +203,7 @@ def _check_options(cfg: RunConfig) -> None:
         if missing:
             key = "arch" if group == "model" else "name"
             pick = (
-                "a model option of that family, e.g. model=llama3.2-1b"
+                picks(group, [value], near=getattr(node, "name", None))
                 if group == "model"
                 else f"{group}={value}"
             )
@@ -222,11 +230,12 @@ def _reject_unknown_keys(node: object, prefix: str = "") -> None:
         if key not in names:
             group = prefix.rstrip(".")
             if group in option_schemas() and owners(group, key):
-                own = " or ".join(f"{group}={o}" for o in owners(group, key))
+                here = getattr(node, "name", getattr(node, "arch", "?"))
+                own = picks(group, owners(group, key), near=here)  # options, not kinds: model=llama-tiny
                 raise ConfigError(
                     f"{prefix}{key}",
                     value,
-                    f"belongs to {own}, not to {group}={getattr(node, 'name', getattr(node, 'arch', '?'))}",
+                    f"belongs to {kinds_said(group, owners(group, key))}, not to {group}={here}",
                     f"drop the override, or pick {own}",
                 )
             raise ConfigError(
@@ -329,7 +338,8 @@ def _validate_sizes(cfg: RunConfig) -> None:
     require_positive("model.seq_len", cfg.model.seq_len, "set model.seq_len to a positive number of tokens")
     require_positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
     require_positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
-    _validate_global_batch(cfg.batch)
+    nproc = str(cfg.nproc_per_node)
+    _validate_global_batch(cfg.batch, cfg.nnodes * int(nproc) if nproc.isdigit() else 1)
     limit = getattr(cfg.batch, "max_micro_batch_size", None)
     if limit is not None and limit < cfg.batch.micro_batch_size:
         raise ConfigError(
@@ -355,10 +365,12 @@ def _validate_sizes(cfg: RunConfig) -> None:
         )
 
 
-def _validate_global_batch(batch: BatchConfig) -> None:
+def _validate_global_batch(batch: BatchConfig, world: int = 1) -> None:
     """``batch.global_batch_size`` is positive and divides by the micro batch (the data-parallel
-    degree is checked by :func:`flopsweep.plan.resolve`), and needs ``batch=fixed``: ``batch=auto``
-    changes the micro batch after validation."""
+    degree is checked by :func:`flopsweep.plan.resolve`; the fix's example is a multiple of the micro
+    batch x the ``world`` ranks, which every data-parallel degree divides: a multiple of the micro
+    batch alone, 8 for 8 ranks, was then refused as no multiple of 64), and needs ``batch=fixed``:
+    ``batch=auto`` changes the micro batch after validation."""
     total = batch.global_batch_size
     if total is None:
         return
@@ -374,7 +386,8 @@ def _validate_global_batch(batch: BatchConfig) -> None:
             "batch.global_batch_size",
             total,
             f"is not a positive multiple of batch.micro_batch_size={batch.micro_batch_size}",
-            f"set batch.global_batch_size to a multiple of {batch.micro_batch_size}",
+            f"set batch.global_batch_size to a multiple of {batch.micro_batch_size}"
+            + (f" x the data-parallel ranks, e.g. {batch.micro_batch_size * world}" if world > 1 else ""),
         )
 
 

@@ -79,16 +79,14 @@ def _other_option(parsed: list, key: str) -> str:
     sentence: ``It is a key of backend=deepspeed, not of backend=single: pick backend=deepspeed (or
     zero1, zero2, zero3) to set it``."""
     from flopsweep.options import owners
-    from flopsweep.override_schema import key_schemas, option_files, option_kind
+    from flopsweep.override_schema import key_schemas, kinds_said, option_kind, picks
 
     group, _, rest = key.partition(".")
     own = owners(group, rest.partition(".")[0])
-    names = " or ".join(f"{group}={o}" for o in own) or f"another {group} option"
-    files = [f for f in option_files(group) if option_kind(group, f) in own]
-    first = files[0] if files else (own[0] if own else "...")
-    more = f" (or {', '.join(files[1:4])})" if len(files) > 1 else ""
-    chosen = ",".join(o for _, o in key_schemas(parsed, f"{group}.x") if option_kind(group, o) not in own)
-    return f"It is a key of {names}, not of {group}={chosen}: pick {group}={first}{more} to set it"
+    names = kinds_said(group, own) or f"another {group} option"
+    others = [o for _, o in key_schemas(parsed, f"{group}.x") if option_kind(group, o) not in own]
+    pick = picks(group, own, near=others[0] if others else None) if own else f"{group}=..."
+    return f"It is a key of {names}, not of {group}={','.join(others)}: pick {pick} to set it"
 
 
 def _foreign(parsed: list, key: str) -> bool:

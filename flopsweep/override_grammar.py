@@ -136,13 +136,44 @@ def _empty_choice(key: str, value: str) -> str | None:
     return f"{where} {verb} an empty choice. Fix: {key}={','.join(kept)}"
 
 
+def _lookalike(override: str) -> tuple[str, str] | None:
+    """The ASCII override meant by one that holds non-ASCII look-alikes of ASCII characters
+    (:func:`flopsweep.lookalike.ascii_fold`), and a note naming the first, where the folded override
+    names a key the schema knows (``steps.mеasure=3``) or an option of its config group
+    (``model=llama-tinу``; every value of a sweep's) and so passes; else None. A free string
+    (``tag=ünï``) keeps its characters: quoting it is the fix."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.lookalike import ascii_fold, fold_char, named
+    from flopsweep.override_schema import known_keys
+    from flopsweep.overrides import group_choice_problem
+
+    folded = ascii_fold(override)
+    if folded is None or folded == override:
+        return None
+    try:
+        parsed = OverridesParser.create().parse_override(folded)
+    except Exception:  # noqa: BLE001 - the folded text is no override either
+        return None
+    key = parsed.key_or_group
+    group = key.startswith("hydra/") or os.path.isdir(os.path.join(CONF, key))
+    if group and group_choice_problem([folded]) is None:
+        pass
+    elif not (key in known_keys() and not override.partition("=")[0].isascii()):
+        return None
+    first = next(c for c in override if not c.isascii())
+    return folded, f"{named(first)} looks like ASCII {fold_char(first)!r}"
+
+
 def syntax_problem(argv: list[str]) -> str | None:
     """One line for the first override Hydra's grammar cannot parse, else None.
 
     The classes: an empty choice in a list (``model=gpt-tiny,``, ``a,,b``: the fix drops it), a
     non-ASCII character outside quotes (``tag=ünïcødé``, ``tag=日本``), a quote or
     bracket left open (``tag="abc``, ``model.n_layer=[2``), a stray ``)`` or a second ``=``
-    (``model.n_layer=2=3``), a space in a key (``'a b=3'``). The fix closes what is open, or quotes
+    (``model.n_layer=2=3``), a space in a key (``'a b=3'``), a look-alike of an ASCII letter in a key
+    or a group's option (``model=llama-tinу``, a Cyrillic ``у``: the fix is the ASCII override,
+    :func:`_lookalike`). The fix closes what is open, or quotes
     the value for Hydra (the outer quotes are the shell's), which a string key takes as written; a
     number, list or sweep is written in the grammar (:data:`GRAMMAR_PAGE`).
     """
@@ -156,6 +187,11 @@ def syntax_problem(argv: list[str]) -> str | None:
             key, _, value = override.partition("=")
             if _KEY.fullmatch(key) and (empty := _empty_choice(key, value)):
                 return f"Invalid config: {override}: {empty}"
+            if meant := _lookalike(override):
+                return (
+                    f"Invalid config: {override}: Hydra's override grammar cannot read it ({meant[1]}). "
+                    f"Fix: did you mean {meant[0]}?"
+                )
             return (
                 f"Invalid config: {override}: Hydra's override grammar cannot read it "
                 f"({_reason(override, str(exc))}). Fix: {_fix(key, value)}; the grammar: {GRAMMAR_PAGE}"

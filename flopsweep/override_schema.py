@@ -82,6 +82,49 @@ def option_files(group: str) -> list[str]:
     return sorted(names)
 
 
+def _model_size(option: str) -> float:
+    """``n_layer x n_embd^2`` of a ``conf/model`` option (its YAML), the order of its block parameters;
+    0 where the file names none (``hf``: its config's)."""
+    try:
+        node = read_conf_yaml(os.path.join(CONF, "model", f"{option}.yaml"))
+        return float(node.get("n_layer") or 0) * float(node.get("n_embd") or 0) ** 2
+    except (OSError, ValueError, TypeError, yaml.YAMLError):
+        return 0.0
+
+
+def options_of_kinds(group: str, kinds, near: str | None = None) -> list[str]:
+    """The options of ``group`` a command line can pick (:func:`option_files`) whose schema is one of
+    ``kinds`` (registry keys, :func:`option_kind`: ``model``'s ``llama`` is no option; its options are
+    ``llama-tiny``, ``llama3.2-1b``...). For ``model`` the one nearest ``near`` in size comes first
+    (``gpt-tiny`` -> ``llama-tiny``; :func:`_model_size`, by ratio), else the sorted order."""
+    import math
+
+    kinds = set(kinds)
+    found = [f for f in option_files(group) if option_kind(group, f) in kinds]
+    if group == "model" and near is not None and (size := _model_size(near)) > 0:
+        found.sort(key=lambda f: abs(math.log(max(_model_size(f), 1.0) / size)))
+    return found
+
+
+def picks(group: str, kinds, near: str | None = None, more: int = 3) -> str:
+    """How a fix names the options of ``kinds`` (:func:`options_of_kinds`): ``model=llama-tiny (or
+    llama3.2-1b, llama3.2-3b, ...)``, each an option ``GROUP=NAME`` composes; the kind's own name where
+    ``conf/`` holds none of it."""
+    found = options_of_kinds(group, kinds, near)
+    if not found:
+        return " or ".join(f"{group}={k}" for k in kinds)
+    rest = found[1 : 1 + more]
+    tail = f" (or {', '.join(rest)}{', ...' if len(found) > 1 + more else ''})" if rest else ""
+    return f"{group}={found[0]}{tail}"
+
+
+def kinds_said(group: str, kinds) -> str:
+    """``kinds`` as a refusal names them: ``backend=deepspeed`` where the kind is an option of its own,
+    ``the llama options of model`` where it is not (``model=llama`` composes nothing)."""
+    files = option_files(group)
+    return " or ".join(f"{group}={k}" if k in files else f"the {k} options of {group}" for k in kinds)
+
+
 def listed_values(o: object) -> list[str] | None:
     """The values a parsed override (Hydra's ``Override``) gives, as text: its one value, a choice's or a
     range's values, a ``glob(...)`` of a config group matched against :func:`option_files`

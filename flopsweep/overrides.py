@@ -109,10 +109,14 @@ def group_choice_problem(overrides: list[str]) -> str | None:
     ``backend={a:1}``, ``backend=`` or a name that is no option (``backend=nope``, ``precision=BF16``:
     Hydra's error and its list of options over 15 lines), or such a value among a sweep's
     (``-m backend=fsdp,null``). The fix lists the group's options (its YAML files in ``conf/``) and
-    takes the closest name as its example."""
+    takes the closest name as its example; a name with non-ASCII look-alikes of an option's letters
+    (``'model=llama-tinу'``, a Cyrillic ``у``: :func:`flopsweep.lookalike.ascii_lookalike`) gets that
+    option's "did you mean" instead, naming the character."""
     import difflib
 
     from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.lookalike import ascii_lookalike
 
     conf = CONF
     parser = OverridesParser.create()
@@ -147,6 +151,14 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         near = lowered.get(shown.lower()) or next(iter(difflib.get_close_matches(shown, names, n=1)), None)
         example = near or example
         plus = "+" if text.startswith("+") or ("/" not in group and group not in chosen) else ""
+        if look := ascii_lookalike(shown, names):  # llama-tinу, a Cyrillic у: the ASCII option meant
+            meant = (
+                text.replace(shown, look[0], 1)
+                if o.is_sweep_override()
+                else f"{text.partition('=')[0]}={look[0]}"
+            )
+            said = f"{shown} is no option of {group}: {look[1]}"
+            return f"Invalid config: {text}: {said}. Fix: did you mean {meant}?"
         pick = f"pick one of {', '.join(names)}, e.g. {plus}{group}={example}" if names else "name one option"
         several = "" if group.startswith("hydra/") or plus else f" (several, one job each: -m {group}=a,b)"
         return (
@@ -230,6 +242,7 @@ def preset_option_keys(overrides: list[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from flopsweep.options import GROUP_BASES, owners
+    from flopsweep.override_schema import kinds_said
 
     parser = OverridesParser.create()
     presets: list[str] = []
@@ -267,7 +280,7 @@ def preset_option_keys(overrides: list[str]) -> str | None:
             if foreign:
                 own, missing = next(iter(foreign.values()))
                 picked = f"{group}={','.join(missing)}"
-                names = " or ".join(f"{group}={name}" for name in own)
+                names = kinds_said(group, own)  # the llama options of model: model=llama composes nothing
                 listed = ", ".join(foreign)
                 return (
                     f"Invalid config: +sweep={preset} {picked}: the sweep file sets {listed}, of {names}. "

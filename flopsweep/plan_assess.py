@@ -25,6 +25,7 @@ from typing import Any
 from flopsweep import cost, forecast
 from flopsweep.clusters import Cluster
 from flopsweep.config import ConfigError, RunConfig
+from flopsweep.text import percent
 
 log = logging.getLogger(__name__)
 
@@ -283,8 +284,8 @@ def assess(
         row.headroom_gib = (capacity - peak) / 2**30
         if peak > (1 - min_headroom) * capacity:
             row.status = "over memory"
-            share = f"{1 - min_headroom:.0%} of {capacity / 2**30:.3g} GiB"
-            fits = f"over {share} ({what}; space.min_headroom)"
+            share = f"{percent(1 - min_headroom)} of {capacity / 2**30:.3g} GiB"
+            fits = f"over {share} ({what}; space.min_headroom={min_headroom:g})"
             row.reason = f"estimated {peak / 2**30:.3g} GiB per rank, {fits}"
             return row, None
     predict(row, p, where, records)

@@ -57,6 +57,14 @@ def significant(x: float, digits: int = 3) -> str:
     return f"{rounded:.{decimals}f}"
 
 
+def percent(share: float, digits: int = 3) -> str:
+    """``share`` (0.999) as a percentage of ``digits`` significant figures, no trailing zeros:
+    ``99.9%``, ``0.1%``, ``90%``, ``3.04%`` (``:.0%`` said ``0%`` of 1 - 0.999)."""
+    if share == 0 or not math.isfinite(share):
+        return f"{share * 100:g}%"
+    return f"{float(f'{share * 100:.{digits}g}'):g}%"
+
+
 def format_count(n: float) -> str:
     """A count (parameters) to three significant figures with its suffix (:data:`COUNT_SUFFIXES`):
     ``263``, ``263K``, ``12.4M``, ``8.03B``, ``1.2T``."""

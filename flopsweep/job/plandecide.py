@@ -192,7 +192,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         memory = None
         if any(r.status == OVER_MEMORY for r in result.rows):
             memory = memory_fix(cfg, space, clusters, records)
-        out["nothing"] = nothing_line(result.rows, away, memory)
+        out["nothing"] = nothing_line(result.rows, away, memory, space)
     return out
 
 
@@ -287,7 +287,9 @@ LEAST_MEMORY = {"backend": "fsdp", "layout": "dp", "checkpointing": "full", "mic
 gradients and optimizer state over every rank, full checkpointing keeps one block's activations."""
 
 
-def nothing_line(rows: list[Row], unplaced: list[str] | None = None, memory: str | None = None) -> str:
+def nothing_line(
+    rows: list[Row], unplaced: list[str] | None = None, memory: str | None = None, space: Space | None = None
+) -> str:
     """One line for a plan that ranks no set-up: how many were dropped and the commonest reason
     (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows (the set-ups the table
     counts), else among ``unplaced``, why each set-up a cluster does not place is none there
@@ -296,7 +298,8 @@ def nothing_line(rows: list[Row], unplaced: list[str] | None = None, memory: str
     (:mod:`flopsweep.dropped`): over memory's with ``plan_clusters`` added; a collective with no bus
     bandwidth: ``predict.intra_node_gbps`` / ``predict.inter_node_gbps``. ``memory``: over memory's
     fix as :func:`memory_fix` checked it (None: :data:`flopsweep.dropped.CAUSE_FIXES`' with
-    ``plan_clusters``)."""
+    ``plan_clusters``). ``space``: a rule's fix said in its lists
+    (:func:`flopsweep.dropped.space_fix`)."""
     reasons = [  # a reason that names its status already (no prediction: ...) is said once
         r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}" if r.reason else r.status
         for r in rows
@@ -307,7 +310,7 @@ def nothing_line(rows: list[Row], unplaced: list[str] | None = None, memory: str
     more = "or name GPUs with more memory, or more of them, in plan_clusters"
     fixes = {OVER_MEMORY: memory or f"{CAUSE_FIXES[OVER_MEMORY]}; {more}"}
     return space_nothing_line(
-        reasons, who="plan", headline="no set-up fits and is predicted", fix=fix, fixes=fixes
+        reasons, who="plan", headline="no set-up fits and is predicted", fix=fix, fixes=fixes, space=space
     )
 
 

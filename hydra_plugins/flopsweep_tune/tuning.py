@@ -315,7 +315,7 @@ class Tuning:
             self.say(f"pruned {c.label or '(the one set-up)'}: {c.pruned}")
         reasons = [str(c.pruned) for c in self.candidates] + self.unplaced
         fix = "widen space.* (backends, layouts, micro batches) or the sweep's axes"
-        line = nothing_line(reasons, who="tune", headline="no set-up to measure", fix=fix)
+        line = nothing_line(reasons, who="tune", headline="no set-up to measure", fix=fix, space=self.space)
         print(f"flopsweep: {printable(line)}", file=sys.stderr, flush=True)
         raise SystemExit(1)
 

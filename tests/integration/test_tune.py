@@ -131,8 +131,8 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
         (  # placed, and every set-up refused by the rules
             ("space.backends=[ddp]", "space.layouts=[tp2]"),
             "all 1 dropped; the commonest reason (1 of 1): refused: parallel.tp=2: tensor parallelism",
-            "Fix: set parallel.tp=1, or backend=fsdp (with space.*, parallel.tp comes from space.layouts: "
-            "change that list instead)",
+            "Fix: drop tp2 from space.layouts (space.layouts=[dp]), or list fsdp in space.backends "
+            "(space.backends=[ddp,fsdp])",
         ),
     ],
     ids=["unplaced", "refused"],

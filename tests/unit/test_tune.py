@@ -209,7 +209,7 @@ def test_the_shared_judge_prunes_by_rules_and_memory_and_predicts_every_objectiv
             assert (status[k] == "over memory") == (row.est_peak_gib_per_rank > 0.9 * 0.05), k
     over = [rows[k][2] for k in rows if status[k] == "over memory"]
     assert {(r.setup.layout, r.setup.micro_batch) for r in over} >= {("dp", 64)} and all(
-        r.setup.micro_batch == 64 and "(memory_gib; space.min_headroom)" in r.reason for r in over
+        r.setup.micro_batch == 64 and "(memory_gib; space.min_headroom=0.1)" in r.reason for r in over
     )
     assert sum(s == "over memory" and rows[k][1].layout == "dp" for k, s in status.items()) == 6
     assert {s for k, s in status.items() if k not in refused and rows[k][1].micro_batch == 1} == {

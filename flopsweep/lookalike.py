@@ -1,0 +1,85 @@
+"""Non-ASCII look-alikes (homoglyphs) of ASCII names: ``model=llama-tinу`` with a Cyrillic ``у``
+(U+0443) reads as ``llama-tiny`` and is no option; the refusal names the character and the ASCII name
+meant (:func:`ascii_lookalike`), so that a "did you mean" can name it. Torch-free, standard library
+only.
+
+A character folds to ASCII by Unicode's compatibility normalisation (``unicodedata.normalize("NFKC")``:
+fullwidth ``ｔｉｎｙ``, ligatures, superscripts), then its canonical decomposition without the combining
+marks (``é`` -> ``e``), then :data:`CONFUSABLES`: a short table of the Cyrillic, Greek and punctuation
+letters that look like ASCII ones, after Unicode's confusables list (UTS #39, ``confusables.txt``), which
+NFKC leaves alone. A name folds only when each character folds to one ASCII character; no
+transliteration (Cyrillic ``у`` is ``y`` by its look, not ``u`` by its sound).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable
+
+CONFUSABLES = {
+    # Cyrillic letters drawn like Latin ones (UTS #39 confusables.txt)
+    "а": "a", "в": "b", "с": "c", "ԁ": "d", "е": "e", "һ": "h", "і": "i", "ј": "j", "к": "k", "ӏ": "l",
+    "м": "m", "п": "n", "о": "o", "р": "p", "ԛ": "q", "г": "r", "ѕ": "s", "т": "t", "ц": "u", "ѵ": "v",
+    "ԝ": "w", "х": "x", "у": "y", "ү": "y",
+    "А": "A", "В": "B", "С": "C", "Е": "E", "Н": "H", "І": "I", "Ј": "J", "К": "K", "М": "M", "О": "O",
+    "Р": "P", "Ѕ": "S", "Т": "T", "Х": "X", "Ү": "Y", "Ԝ": "W",
+    # Greek
+    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "τ": "t",
+    "υ": "u", "χ": "x", "γ": "y",
+    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O",
+    "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    # dashes, dots and the like
+    "‐": "-", "‑": "-", "‒": "-", "–": "-", "—": "-", "―": "-", "−": "-", "⁃": "-", "˗": "-",
+    "·": ".", "․": ".", "٫": ".", "ˍ": "_", "ı": "i", "ȷ": "j", "ℓ": "l",
+}  # fmt: skip
+"""Look-alikes NFKC does not fold, each to the ASCII character it is drawn like."""
+
+
+def fold_char(c: str) -> str | None:
+    """The one ASCII character ``c`` looks like (itself when ASCII), else None."""
+    if c.isascii():
+        return c
+    if c in CONFUSABLES:
+        return CONFUSABLES[c]
+    for form in ("NFKC", "NFKD"):
+        text = unicodedata.normalize(form, c)
+        if form == "NFKD":
+            text = "".join(x for x in text if not unicodedata.combining(x))
+        text = "".join(CONFUSABLES.get(x, x) for x in text)
+        if len(text) == 1 and text.isascii():
+            return text
+    return None
+
+
+def ascii_fold(text: str) -> str | None:
+    """``text`` with each non-ASCII character replaced by the ASCII one it looks like
+    (:func:`fold_char`); None when one has none (``日本``)."""
+    out = []
+    for c in text:
+        folded = fold_char(c)
+        if folded is None:
+            return None
+        out.append(folded)
+    return "".join(out)
+
+
+def named(c: str) -> str:
+    """``'у' (U+0443 CYRILLIC SMALL LETTER U)``: the character, its code point and Unicode name."""
+    return f"{c!r} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')})"
+
+
+def ascii_lookalike(text: str, names: Iterable[str]) -> tuple[str, str] | None:
+    """The ASCII name of ``names`` that non-ASCII ``text`` looks like, and a note naming its first
+    look-alike character: ``("llama-tiny", "'у' (U+0443 CYRILLIC SMALL LETTER U) looks like ASCII
+    'y'")``; None when ``text`` is ASCII or folds to none of ``names`` (case kept, then ignored)."""
+    if text.isascii():
+        return None
+    folded = ascii_fold(text)
+    if folded is None:
+        return None
+    names = list(names)
+    match = folded if folded in names else {n.lower(): n for n in names}.get(folded.lower())
+    if match is None:
+        return None
+    first = next(c for c in text if not c.isascii())
+    return match, f"{named(first)} looks like ASCII {fold_char(first)!r}"
