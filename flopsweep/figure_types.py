@@ -89,13 +89,14 @@ Check = Callable[[Any], "str | None"]
 """A value -> None when it is what the key must hold, else what was expected (``a number >= 0``)."""
 
 
-def number(limit: float = MAX_FIGURE, unit: str = "") -> Check:
-    """A number (non-finite and negative ones are ``record_problems``' own phrases) at most ``limit``."""
+def number(limit: float = MAX_FIGURE, unit: str = "", *, named: bool = False) -> Check:
+    """A finite number >= 0, at most ``limit``. ``named``: a metric figure whose non-finite or negative
+    value :func:`flopsweep.plausible.record_problems` names in its own phrase (not twice)."""
     expected = f"a number >= 0{f' ({unit})' if unit else ''}"
 
     def check(value: Any) -> str | None:
         got = _number(value)
-        if got is None:
+        if got is None or (not named and not (math.isfinite(got) and got >= 0)):
             return expected
         return f"at most {limit:.4g}" if math.isfinite(got) and got > limit else None
 
@@ -182,7 +183,7 @@ def _metric_checks() -> list[tuple[tuple[str, ...], Check]]:
         else:
             limit = {"bytes": MAX_BYTES, "GiB": MAX_BYTES / 2**30}.get(spec.unit, MAX_FIGURE)
             unit = spec.unit if spec.unit not in ("1", "tokens") else ""
-            out.append((("metrics", *path), number(limit, unit)))
+            out.append((("metrics", *path), number(limit, unit, named=True)))
     out += [(("metrics", "iteration_time_s", key), number(unit="s")) for key in ("min", "max", "std")]
     return out
 

@@ -124,6 +124,8 @@ def test_the_cli_says_check_and_no_tie_for_a_record_of_wrong_types(tmp_path, cap
         (("config", "batch", "micro_batch_size"), 70000, "<= 65536"),
         (("config", "compile"), "true", "true or false"),
         (("system", "cpu_count"), 0, "a whole number >= 1"),
+        (("run", "wall_s"), -5, "a number >= 0 (s)"),
+        (("config", "attention", "density"), float("inf"), "a number >= 0"),
         (("system", "loadavg"), {"start": ["x"]}, "an object of lists of numbers"),
         (("run", "model_search", "probes"), [{"n_params": "big"}], "a whole number >= 0"),
     ],
