@@ -38,16 +38,18 @@ from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are import
     DEFAULT_WIDTH,
     FORMATS,
     MIN_WIDTH,
+    asked_columns,
     build_parser,
     column_name,
     default_width,
     frontier_conflict,
+    named_columns,
     pairs,
     plot_folder_problem,
     sort_spec,
 )
 from analysis.discover import discover, no_records
-from analysis.display import FLAGS, compact, flags, flat_pivot, render, summary
+from analysis.display import FLAGS, compact, flat_pivot, render, summary, with_flags
 from analysis.frontier import (
     frontier_drop_order,
     frontier_rows,
@@ -107,25 +109,6 @@ def _sort(df: pd.DataFrame, spec: str | None, metric: str = RANK_METRIC) -> pd.D
     return sort_runs(df, column_name(name), descending={"asc": False, "desc": True}.get(order))
 
 
-def named_columns(args: argparse.Namespace) -> set[str]:
-    """Every column an option names (full names): ``--columns``, ``--sort``, ``--filter``'s and
-    ``--baseline``'s keys, ``--best-by``, ``--pivot``'s three parts."""
-    names = set(asked_columns(args))
-    if args.sort:
-        names.add(column_name(sort_spec(args.sort)[0]))
-    for item in [*args.filter, *args.baseline]:
-        names.add(column_name(item.partition("=")[0].strip()))
-    names.update(column_name(c.strip()) for c in (args.best_by or "").split(",") if c.strip())
-    names.update(column_name(c) for part in (args.pivot or "").split(":") for c in part.split(",") if c)
-    return names
-
-
-def with_flags(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with the default table's ``flags`` column (:func:`analysis.display.flags`, blank where a
-    row has none), so that ``--columns``, ``--sort`` and ``--filter`` take it like any column it shows."""
-    return df.assign(flags=flags(df).replace("", None))
-
-
 def select_runs(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     """The rows the options ask for: filtered, compared with a baseline, best per group, sorted. With
     ``flags`` named by an option, the rows carry it (:func:`with_flags`)."""
@@ -181,15 +164,6 @@ def mark_winners(
     if lines:
         lines.insert(0, "Cells marked [n] hold runs of more than one set-up; the one shown:")
     return table, lines
-
-
-def asked_columns(args: argparse.Namespace) -> list[str]:
-    """The columns ``--columns`` names (full names, each once: ``model,model`` or ``tokens/s,tokens_per_s``
-    crashed the table; none for ``all`` or without it): the terminal table never hides them to fit the
-    width, blank or not."""
-    if args.columns in (None, "all"):
-        return []
-    return list(dict.fromkeys(column_name(c.strip()) for c in args.columns.split(",")))  # a column once
 
 
 def shown_columns(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:

@@ -152,6 +152,12 @@ def flags(df: pd.DataFrame) -> pd.Series:
     return out
 
 
+def with_flags(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the default table's ``flags`` column (:func:`analysis.display.flags`, blank where a
+    row has none), so that ``--columns``, ``--sort`` and ``--filter`` take it like any column it shows."""
+    return df.assign(flags=flags(df).replace("", None))
+
+
 def _codes(df: pd.DataFrame, column: str) -> np.ndarray:
     """``column``'s values as integer codes, one per distinct text (``str(value)``; a blank, ``None`` or
     NaN, is the text ``""``, a value of its own)."""
