@@ -38,16 +38,18 @@ from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are import
     DEFAULT_WIDTH,
     FORMATS,
     MIN_WIDTH,
+    asked_columns,
     build_parser,
     column_name,
     default_width,
     frontier_conflict,
+    named_columns,
     pairs,
     plot_folder_problem,
     sort_spec,
 )
 from analysis.discover import discover, no_records
-from analysis.display import compact, flat_pivot, render, summary
+from analysis.display import FLAGS, compact, flat_pivot, render, summary, with_flags
 from analysis.frontier import (
     frontier_drop_order,
     frontier_rows,
@@ -108,7 +110,10 @@ def _sort(df: pd.DataFrame, spec: str | None, metric: str = RANK_METRIC) -> pd.D
 
 
 def select_runs(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
-    """The rows the options ask for: filtered, compared with a baseline, best per group, sorted."""
+    """The rows the options ask for: filtered, compared with a baseline, best per group, sorted. With
+    ``flags`` named by an option, the rows carry it (:func:`with_flags`)."""
+    if FLAGS in named_columns(args):
+        df = with_flags(df)
     metric = column_name(args.metric)
     numeric = [c for c in METRIC_COLUMNS if c in df and pd.api.types.is_numeric_dtype(df[c])]
     if metric not in numeric:
@@ -161,14 +166,6 @@ def mark_winners(
     return table, lines
 
 
-def asked_columns(args: argparse.Namespace) -> list[str]:
-    """The columns ``--columns`` names (full names; none for ``all`` or without it): the terminal
-    table never hides them to fit the width, blank or not."""
-    if args.columns in (None, "all"):
-        return []
-    return [column_name(c.strip()) for c in args.columns.split(",")]
-
-
 def shown_columns(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     """The columns to print: --columns, else compact ones for people and all for csv/json."""
     if args.columns == "all" or (not args.columns and args.format in ("csv", "json")):
@@ -214,8 +211,8 @@ def excluded_note(loaded: pd.DataFrame) -> str | None:
 
 
 def implausible_note(loaded: pd.DataFrame) -> str | None:
-    """The note naming the ok runs left out of rankings and plots because a figure fails its raw
-    fields (``check?``), each with what failed."""
+    """The note naming the ok runs left out of rankings and plots because a value is of the wrong type
+    or a figure fails its raw fields (``check?``), each with what failed."""
     if "implausible" not in loaded:
         return None
     bad = loaded[loaded["status"].eq("ok") & loaded["implausible"].notna()]
@@ -223,8 +220,8 @@ def implausible_note(loaded: pd.DataFrame) -> str | None:
         return None
     each = "; ".join(f"{d} ({why})" for d, why in zip(bad["run_dir"], bad["implausible"], strict=True))
     return (
-        f"Note: {plural(len(bad), 'ok run')} left out of rankings and plots: a figure disagrees with "
-        f"the raw fields it is derived from, or cannot be real (check?): {each}"
+        f"Note: {plural(len(bad), 'ok run')} left out of rankings and plots: a value is of the wrong type, "
+        f"or a figure disagrees with the raw fields it is derived from or cannot be real (check?): {each}"
     )
 
 
@@ -281,6 +278,8 @@ def output(
         return f"{errors_text}\n\n{cost}" if cost else errors_text
     winners: list[str] = []
     runs, spread = spread_lines(runs, args)
+    if FLAGS in runs:  # again, with tie? (spread_lines)
+        runs = with_flags(runs)
     errors = [render_summary(error_summary(runs), args.format)] if args.predict and people else []
     if args.pivot:
         table = _pivot(runs, args, mark_failed=people)
@@ -455,8 +454,8 @@ def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> N
 
     Raises:
         OutputError: one line naming the option, the path and the fix; also when ``--output``'s folder
-            cannot take a file (:func:`analysis.output.check_folder`: a file where the folder should
-            be, a folder under ``/proc``).
+            or the ``--plot`` folder cannot take a file (:func:`analysis.output.check_folder`: a file
+            where the folder should be, a folder under ``/proc``): exit 2, as for ``--notebook``.
     """
     if args.output:
         check_output(args.output, records, "--output")
@@ -464,13 +463,15 @@ def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> N
     if args.plot is not None:
         for name in PLOTS:
             check_output(args.plot / f"{name}.png", records, "--plot", folder=True)
+        check_folder(args.plot, "--plot", folder=True)
 
 
 def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``--notebook FILE``: build, execute and write the results notebook of ``args.paths``.
 
-    Each failure is one line on stderr: a table option given with it, a missing path or no
-    ``metrics.json`` under the paths (exit 2), a cell that fails, no kernel, FILE not writable
+    Each failure is one line on stderr, with :func:`main`'s exit status: a table option given with
+    it, a missing path or no ``metrics.json`` under the paths, FILE's folder unable to take a file or
+    FILE a record (exit 2); only unreadable records, a cell that fails, no kernel, the write failing
     (exit 1).
     """
     table_options = [a for a in parser._actions if a.dest not in ("help", "paths", "notebook")]
@@ -531,9 +532,12 @@ full list of the records' columns (some 140)."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 1 only unreadable records or a failed notebook; 2 for
-    a bad option, or a path that is not there or holds no ``metrics.json``:
-    :func:`analysis.discover.no_records`)."""
+    """Run the CLI; returns the exit status (docs/analysis.md, "Exit status"): 0 ok; 2 when the command
+    line is refused, before any work: a bad option, a path that is not there or holds no
+    ``metrics.json`` (a plan's folder too: :func:`analysis.discover.no_records`), an output
+    (``--output``, the HTML report, ``--plot``, ``--notebook``) whose folder cannot take a file or that
+    would replace a record; 1 when what it names is there but the work fails: only unreadable
+    records, a notebook cell, or the system refusing a write after the checks (a full disk)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.plot is not None and (why := plot_folder_problem(args.plot)):

@@ -333,3 +333,25 @@ def frontier_conflict(args: argparse.Namespace) -> str | None:
         if value:
             return option
     return None
+
+
+def asked_columns(args: argparse.Namespace) -> list[str]:
+    """The columns ``--columns`` names (full names, each once: ``model,model`` or ``tokens/s,tokens_per_s``
+    crashed the table; none for ``all`` or without it): the terminal table never hides them to fit the
+    width, blank or not."""
+    if args.columns in (None, "all"):
+        return []
+    return list(dict.fromkeys(column_name(c.strip()) for c in args.columns.split(",")))  # a column once
+
+
+def named_columns(args: argparse.Namespace) -> set[str]:
+    """Every column an option names (full names): ``--columns``, ``--sort``, ``--filter``'s and
+    ``--baseline``'s keys, ``--best-by``, ``--pivot``'s three parts."""
+    names = set(asked_columns(args))
+    if args.sort:
+        names.add(column_name(sort_spec(args.sort)[0]))
+    for item in [*args.filter, *args.baseline]:
+        names.add(column_name(item.partition("=")[0].strip()))
+    names.update(column_name(c.strip()) for c in (args.best_by or "").split(",") if c.strip())
+    names.update(column_name(c) for part in (args.pivot or "").split(":") for c in part.split(",") if c)
+    return names

@@ -29,6 +29,32 @@ takes ``METRICS.JSON`` for the record)."""
 
 log = logging.getLogger("analysis")
 
+PLAN_FILE = "plan.csv"
+"""The table ``plan=true`` writes in its run or sweep folder instead of records
+(``flopsweep.job.plantable.PLAN_FILE``, which the analysis does not import: a test keeps them one)."""
+
+
+def plan_tables(paths: Iterable[str]) -> list[str]:
+    """The ``plan.csv`` files among ``paths`` or directly in a folder of them: the folder of a plan
+    (``plan=true`` runs no job and writes no record), which the analysis has nothing to read in."""
+    found = []
+    for p in paths:
+        if os.path.basename(p.rstrip("/")) == PLAN_FILE and os.path.isfile(p):
+            found.append(p)
+        elif os.path.isdir(p) and os.path.isfile(os.path.join(p, PLAN_FILE)):
+            found.append(os.path.join(p, PLAN_FILE))
+    return found
+
+
+def _plan_line(prog: str, where: str, summary: str, plans: list[str]) -> str:
+    named = " ".join(map(display_path, plans))
+    return (
+        f"{prog}: error: no metrics.json under {where} ({summary}): {named} is the table of a plan "
+        "(plan=true runs no job and writes no record; the plan's ranked set-ups are in that file). "
+        f"Fix: read {named} (a CSV: every set-up, ranked, with its predicted figures), or run the sweep "
+        "without plan=true and name its folder"
+    )
+
 
 RECORDS_FIX = (
     "name a sweep folder (its hydra.sweep.dir, e.g. multirun/smoke), a run folder "
@@ -212,12 +238,16 @@ def no_records(prog: str, paths: Iterable[str], summary: str, skipped: int) -> t
     """``(line, exit status)`` when the paths gave no readable record: nothing found (exit 2, as for a
     path that is not there: the paths are wrong; a folder that exists says so, as ``/nonexistent`` may),
     a file named that is not a record (``notes.txt``, not ``metrics*.json``: exit 2, the fix names what
-    to give instead) or only records skipped as unreadable (exit 1: they are there and bad; the
+    to give instead; a plan's folder or its ``plan.csv``: :func:`plan_tables`, exit 2, the fix to read
+    that table) or only records skipped as unreadable (exit 1: they are there and bad; the
     warnings before the line say why each). ``summary`` ends the line
     (:func:`analysis.display.summary`: ``0 runs; 1 unreadable record skipped``)."""
 
     paths = [os.fspath(p) for p in paths]
     where = " ".join(map(display_path, paths))
+    plans = plan_tables(paths)
+    if plans and skipped <= sum(p in paths for p in plans):  # a plan's folder, or its plan.csv named
+        return _plan_line(prog, where, summary, plans), 2
     if not skipped:
         folders = [p for p in paths if os.path.isdir(p)]
         there = ""

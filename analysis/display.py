@@ -122,6 +122,11 @@ def for_display(df: pd.DataFrame) -> pd.DataFrame:
     return View(df).cells()
 
 
+FLAGS = "flags"
+"""The default table's column of the checks a row failed (:func:`flags`); ``--columns``, ``--sort``
+and ``--filter`` name it too (``--filter flags=check?``: the rows with that flag among theirs)."""
+
+
 def flags(df: pd.DataFrame) -> pd.Series:
     """Per-row text naming the checks a row failed: ``dup-id``, ``tflops?`` and ``check?`` (left
     out of rankings; ``implausible`` says which figure), ``warn`` (the record has warnings); blank
@@ -145,6 +150,12 @@ def flags(df: pd.DataFrame) -> pd.Series:
     for p in parts[1:]:
         out = (out + "," + p).str.strip(",")
     return out
+
+
+def with_flags(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the default table's ``flags`` column (:func:`analysis.display.flags`, blank where a
+    row has none), so that ``--columns``, ``--sort`` and ``--filter`` take it like any column it shows."""
+    return df.assign(flags=flags(df).replace("", None))
 
 
 def _codes(df: pd.DataFrame, column: str) -> np.ndarray:
@@ -215,7 +226,7 @@ def compact(df: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
             cols.remove("hfu")
     out = df[cols].copy()
     if columns is None and (f := flags(df)).ne("").any():
-        out["flags"] = f
+        out[FLAGS] = f
     return out
 
 
@@ -377,11 +388,18 @@ def flat_pivot(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary(df: pd.DataFrame) -> str:
-    """The footer: run and status counts, unreadable records, duplicate ids, TFLOPs mismatches."""
+    """The footer: run and status counts, unreadable records, duplicate ids, TFLOPs mismatches. Runs are
+    records: where ``repeats=`` rounds were pooled (``df.attrs["runs"]``, :func:`analysis.load.load`'s
+    count by status before pooling), ``3 runs (3 ok), pooled into 1 row``."""
     counts = Counter(df["status"]) if "status" in df else Counter()
-    parts = [plural(len(df), "run")]
+    read = Counter(df.attrs.get("runs") or {})
+    pooled = sum(read.values()) > len(df)
+    counts = read if pooled else counts
+    parts = [plural(sum(counts.values()) if pooled else len(df), "run")]
     if counts:
         parts[0] += " (" + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]) + ")"
+    if pooled:
+        parts[0] += f", pooled into {plural(len(df), 'row')}"
     bad = df.attrs.get("unreadable", {})
     unlisted = sum(why.startswith(UNLISTED) for why in bad.values())
     deep = sum(folder_skipped(why) for why in bad.values()) - unlisted

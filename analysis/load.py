@@ -439,7 +439,9 @@ def load(
     bytes escaped), the ``schema_version`` the file was written with, and the checks
     ``model_tflops_per_device_recomputed``, ``tflops_mismatch``, ``duplicate_run_id`` and
     ``implausible`` (:mod:`analysis.checks`). Metrics of runs that are not ``ok`` are NaN, never 0.
-    ``df.attrs["records"]`` lists the files read (no output may be written over one).
+    ``df.attrs["records"]`` lists the files read (no output may be written over one), and
+    ``df.attrs["runs"]`` counts them by status before the rounds of ``repeats=`` are pooled into one
+    row each (:func:`analysis.display.summary`: ``3 runs (3 ok), pooled into 1 row``).
 
     Unreadable files (empty, truncated or oversized JSON, too deeply nested, unknown
     version, missing required key, a set-up name that is not text, numbers too large
@@ -473,6 +475,7 @@ def load(
     for out in rows:
         del out["_name"]
     df = flag_duplicates(name_sizes(_frame(rows), shapes))
+    runs = df["status"].value_counts().to_dict()  # before pooling: the footer counts records, not rows
     df = flag_scaling(add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS)))
     df["prediction_error"] = [  # again after pooling: the median prediction over the pooled (mean) step
         prediction_error(p, m)
@@ -480,6 +483,7 @@ def load(
     ]
     df["prediction_error"] = df["prediction_error"].astype("float64")
     df.attrs["unreadable"] = bad
+    df.attrs["runs"] = runs
     df.attrs["records"] = ReadPaths(str(p) for p in found)  # what was read: no output may be written over it
     return df
 

@@ -210,33 +210,40 @@ def check_output(
         raise OutputError(f"{option} {display_path(output)} {why}: {fix_for(option, folder=folder)}")
 
 
-def check_folder(output: Path, option: str, example: str = "results.ipynb") -> None:
+def check_folder(output: Path, option: str, example: str = "results.ipynb", *, folder: bool = False) -> None:
     """Refuse ``output`` when its folder cannot take a file, before any work (``--notebook`` executes
     every cell first: a folder under ``/proc``, or a file where a folder should be, failed only then,
     naming the temporary file or ``File exists``; ``--output afile/x.csv`` said ``cannot write afile:
     File exists``). The folder is made if missing, as the write would make it; a file is created
     there and removed (exclusively: :func:`flopsweep.files.create_new`). ``example`` is the fix's
-    file name.
+    file name. ``folder``: ``output`` is the folder itself (``--plot DIR``, which takes the PNGs).
 
     Raises:
-        OutputError: one line naming the option, the path, why and the fix.
+        OutputError: one line naming the option, the path, why and the fix (exit 2: the command
+            line is refused before any work, as every output option's is).
     """
     from analysis.cli import plot_folder_problem
     from flopsweep.files import create_new
 
-    folder, fix = output.parent, f"Fix: name a file in a folder you can write, e.g. {example}"
-    if why := plot_folder_problem(folder):  # a file where the folder, or one above it, should be
-        shown = f"its folder {display_path(folder)} is {why}" if why.startswith("a ") else why
+    where = output if folder else output.parent
+    fix = (
+        "Fix: give a folder you can write for the PNGs (made if missing)"
+        if folder
+        else f"Fix: name a file in a folder you can write, e.g. {example}"
+    )
+    its = "" if folder else f"its folder {display_path(where)} "
+    if why := plot_folder_problem(where):  # a file where the folder, or one above it, should be
+        shown = f"{its or 'it '}is {why}" if why.startswith("a ") else why
         raise OutputError(f"{option} {display_path(output)}: {shown}. {fix}")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = create_new(folder, f".{output.name}.")
+        where.mkdir(parents=True, exist_ok=True)
+        fd, probe = create_new(where, f".{output.name}.")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
         raise OutputError(
-            f"{option} {display_path(output)}: its folder {display_path(folder)} cannot take a file "
-            f"({exc.strerror or exc}). {fix}"
+            f"{option} {display_path(output)}: {its or 'it '}cannot take a file ({exc.strerror or exc}). "
+            f"{fix}"
         ) from None
 
 

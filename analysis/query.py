@@ -79,10 +79,12 @@ def normalize(value: Any) -> str:
 def matches(df: pd.DataFrame, column: str, values: Any) -> pd.Series:
     """Boolean mask of rows whose ``column`` equals ``values`` (or any of a list), as text.
     ``activation_checkpointing=true``/``false`` match the policies ``full``/``none``, as on the
-    ``run.py`` command line."""
+    ``run.py`` command line. A row's ``flags`` (``check?,warn``) match any flag among them."""
     wanted = {normalize(v) for v in (values if isinstance(values, (list, tuple, set)) else [values])}
     if column == "activation_checkpointing":
         wanted = {{"true": "full", "false": "none"}.get(w, w) for w in wanted}
+    if column == "flags":  # a row's flags are a list (check?,warn): it matches the flags it has
+        return df[column].astype(object).map(lambda v: bool(set(normalize(v).split(",")) & wanted))
     return df[column].astype(object).map(normalize).isin(wanted)
 
 

@@ -466,8 +466,8 @@ COLUMN_SPECS: list[ColumnSpec] = [
     C(
         name="repeats",
         header="reps",
-        description="rounds pooled into the row (repeats=): its figures are their median, its step their "
-        "mean and its rates that step's; 1 for one run",
+        description="rounds pooled into the row (repeats=): its step their mean, its rates and step costs "
+        "that step's, every other figure of merit their mean, other numbers their median; 1 for one run",
         kind="int",
         table="always",
         hide=10,
@@ -571,13 +571,15 @@ COLUMN_SPECS: list[ColumnSpec] = [
     C(
         name="flags",
         description="dup-id: run id shared; tflops?: TFLOPs fail the recomputation (not ranked); "
-        "check?: a figure fails its raw fields (not ranked, column implausible); warn: warnings; "
+        "check?: a value of the wrong type or range, or a figure that fails its raw fields (not ranked, "
+        "column implausible); warn: warnings; "
         "noisy: step CV over 5%; load: the host lacked idle cores; tie?: the best two's 95% intervals "
         "overlap",
     ),
     C(
         name="implausible",
-        description="the figures of the record that fail their raw fields (analysis.checks)",
+        description="the values of the record of the wrong type or range, and the figures that fail their "
+        "raw fields (analysis.checks)",
     ),
 ]
 """The presentation of every column outside :data:`SETUP_SPECS` that needs one: the default table's

@@ -9,6 +9,9 @@ and GPU. The job derives its figures with one formula each (``flopsweep.metrics.
 :func:`record_problems` recomputes each from the record's own raw fields and names every figure
 that disagrees by more than :data:`CHECK_TOLERANCE`, or that no real run can have:
 
+- a value of the wrong type or out of range (``"tokens_per_s": "fast"``, a list for a step time, a
+  fraction for a batch size, 1e300 bytes): :func:`flopsweep.figure_types.type_problems`, for every
+  key the analysis reads;
 - a metric figure (any ``MetricSpec`` with a unit, or a step time) that is negative or not finite
   (``1e999`` parses as infinity);
 - a step time (``iteration_time_s``'s ``mean``, ``median``, ``min``, ``max`` and ``values``) under
@@ -51,6 +54,7 @@ from typing import Any
 
 from flopsweep.config import MAX_BY_KEY
 from flopsweep.cost import budget, usd_per_million_tokens
+from flopsweep.figure_types import type_problems
 from flopsweep.files import RecordError
 from flopsweep.identity.versions import Record
 from flopsweep.layout import MESH_DEGREES
@@ -388,7 +392,8 @@ def record_problems(record: Record) -> list[str]:
     metrics = record.get("metrics")
     if record.get("status") != "ok" or not isinstance(metrics, dict):
         return []
-    found = _bad_numbers(metrics) + _step_stats(metrics) + _rates(record) + _fractions(metrics)
+    found: list[str | None] = [*type_problems(record)]
+    found += _bad_numbers(metrics) + _step_stats(metrics) + _rates(record) + _fractions(metrics)
     found += _layout(record) + _step_bounds(record) + _above_peak(metrics) + _energy(record)
     found.append(_timestamps(record.get("run")))
     return [p for p in found if p]
