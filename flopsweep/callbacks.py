@@ -358,6 +358,61 @@ def _shown(value: Any) -> str:
     return repr(text[:200]) if text else "none"
 
 
+def _plan_scratch(config: Any, mode: str) -> tuple[Path, OSError] | None:
+    """A plan whose folder (``hydra.run.dir``, ``hydra.sweep.dir`` for ``mode`` ``sweep``) cannot be made
+    (a read-only working directory, a full disk): a private folder to run in instead (``mkdtemp``: 0700,
+    an unpredictable name; removed at the end, :meth:`SweepSummary.release`) and the ``OSError``; its
+    ``plan.csv`` is said not written (:func:`flopsweep.job.plantable.unwritten_line`) below the table, which
+    a plan prints anyway. None where the folder can be made (it is then made, as Hydra would)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from omegaconf import read_write
+
+    key = "run" if mode == "run" else "sweep"
+    folder = Path(str(config.hydra[key].dir))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        check_writable(folder)
+    except OSError as exc:  # RecordUnwritable too: its strerror is the OS error's
+        error = exc
+    else:
+        return None
+    scratch = Path(tempfile.mkdtemp(prefix="flopsweep-plan-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # also where Hydra fails before the end
+    with read_write(config.hydra):
+        config.hydra[key].dir = str(scratch)
+        # a sweep's jobs compose their Hydra config again from these overrides (load_sweep_config)
+        config.hydra.overrides.hydra.append(f"hydra.{key}.dir={scratch}")
+    return scratch, error
+
+
+def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
+    """What a sweep's plan prints when it ends, for its ``plan_format``: over clusters, one table of every
+    job's set-ups (:func:`flopsweep.job.plansweep.sweep_output`); else one row per job ranked by
+    ``objective=`` (:func:`flopsweep.job.plantable.rank_plan_file`,
+    :func:`~flopsweep.job.plantable.plan_output`)
+    and the lines about invalid rows and rows that do not fit. A line to stderr begins ``flopsweep: ``.
+    ``shown``: False where ``plan`` is in a private folder (:func:`_plan_scratch`): its path is not said."""
+    from flopsweep.job.plansweep import is_sweep_file, sweep_output
+
+    objective = str(config.get("objective") or "model_tflops_per_device")
+    fmt = str(config.get("plan_format") or "table")
+    if is_sweep_file(plan):
+        top = int((config.get("space") or {}).get("top") or 5)
+        text, unwritten = sweep_output(plan, objective, fmt, top, shown=shown)
+        return [text, *([unwritten] if unwritten else [])]
+    from flopsweep.clusters import plans_gpu
+    from flopsweep.job.plantable import plan_invalid_line, plan_output, plan_unfit_line, rank_plan_file
+
+    rank_plan_file(str(plan), objective)
+    gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name
+    text = None if shown else plan.read_text(encoding="utf-8")  # its own file: the path left unsaid
+    lines = [plan_output(str(plan), fmt, gpu, text=text)]
+    return lines + [x for x in (plan_invalid_line(str(plan)), plan_unfit_line(str(plan), gpu)) if x]
+
+
 def _lock_or_exit(run_dir: Path, key: str) -> Any:
     """:func:`lock_sweep_dir`, or the refusal's one line and exit status 1 (2 for a folder refused;
     Hydra turns a
@@ -461,6 +516,11 @@ class SweepSummary(Callback):
         """A single run locks its directory too (a second run or a sweep there is refused), and is
         refused in a sweep's folder (:func:`run_folder_problem`), before anything is written there."""
         run_dir = Path(str(config.hydra.run.dir))
+        if config.get("plan") and (scratch := _plan_scratch(config, "run")):  # a plan still prints
+            from flopsweep.job.plantable import PLAN_FILE, UNWRITABLE
+
+            UNWRITABLE.update(path=run_dir / PLAN_FILE, error=scratch[1])
+            self.scratch, run_dir = scratch[0], scratch[0]
         self.lock = _lock_or_exit(run_dir, "hydra.run.dir")
         _refuse(run_folder_problem(run_dir), self.lock)
 
@@ -468,9 +528,15 @@ class SweepSummary(Callback):
         self.release()
 
     def release(self) -> None:
-        """Release the lock, its file unlinked (:meth:`flopsweep.locks.HeldLock.close`); else at exit."""
+        """Release the lock, its file unlinked (:meth:`flopsweep.locks.HeldLock.close`); else at exit.
+        A plan's private folder (:func:`_plan_scratch`) is removed."""
         if (lock := getattr(self, "lock", None)) is not None:
             lock.close()
+        if (scratch := getattr(self, "scratch", None)) is not None:
+            import shutil
+
+            self.scratch = None
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         from omegaconf import OmegaConf
@@ -480,6 +546,10 @@ class SweepSummary(Callback):
 
         _refuse(sweeper_problem(config))  # before anything is made
         _refuse(job_folders_problem(config))  # before the first job: refused first, not after one ran
+        self.unwritten, asked = None, Path(str(config.hydra.sweep.dir)) / "plan.csv"
+        if config.get("plan") and (scratch := _plan_scratch(config, "sweep")):  # a plan still prints
+            self.unwritten = (asked, scratch[1])
+            self.scratch = scratch[0]
         self.lock = _lock_or_exit(sweep_dir_of(config), "hydra.sweep.dir")
         # before Hydra's sweeper rewrites multirun.yaml: another sweep's, a single run's, this one's records
         hydra = OmegaConf.to_container(config.hydra, resolve=False)
@@ -545,15 +615,12 @@ class SweepSummary(Callback):
     def _end(self, config: Any) -> None:
         plan = sweep_dir_of(config) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
-            from flopsweep.clusters import plans_gpu
-            from flopsweep.job.plantable import plan_invalid_line, plan_table, plan_unfit_line, rank_plan_file
+            for line in plan_lines(plan, config, shown=not getattr(self, "unwritten", None)):
+                print(line, file=sys.stderr if line.startswith("flopsweep: ") else sys.stdout, flush=True)
+            if getattr(self, "unwritten", None):
+                from flopsweep.job.plantable import unwritten_line
 
-            rank_plan_file(str(plan), str(config.get("objective") or "model_tflops_per_device"))
-            gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name
-            print(plan_table(str(plan), gpu), flush=True)
-            for line in (plan_invalid_line(str(plan)), plan_unfit_line(str(plan), gpu)):
-                if line:  # still exit 0: a plan is a report
-                    print(line, file=sys.stderr, flush=True)
+                print(unwritten_line(*self.unwritten), file=sys.stderr, flush=True)
             return
         self._print(config, "")
 

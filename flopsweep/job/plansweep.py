@@ -1,0 +1,246 @@
+"""``plan=true plan_clusters=[...]`` under ``-m``: one ranked table of every job's set-ups.
+
+Each job of the sweep plans its own set-ups on the clusters (:func:`flopsweep.job.plandecide.decide_job`),
+writes them to its own ``plan.csv`` and its table to its ``run.log``, and appends its rows, with its job
+number and overrides, to the sweep's ``plan.csv`` (:func:`append_job`, :data:`SWEEP_COLUMNS`). When the
+sweep ends, its callback (:meth:`flopsweep.callbacks.SweepSummary.on_multirun_end`) ranks them all
+together by ``objective=`` (:func:`flopsweep.plan_space.rank`: the model, sequence length or any other
+swept key is part of the set-up), rewrites the sweep's ``plan.csv`` with every row and prints the one
+table (:func:`sweep_output`): the best of each cluster over every job marked ``*`` with the command
+that runs it, the job's overrides that differ from the other jobs' in a ``job`` column. Torch-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import logging
+import math
+import typing
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from flopsweep import objective
+from flopsweep.job.plantable import append_plan_row, plan_csv, unwritten_line, write_plan
+from flopsweep.plan_assess import COLUMNS, Row
+from flopsweep.text import csv_text, printable
+
+log = logging.getLogger("flopsweep")
+
+SWEEP_COLUMNS = ("job", "job_overrides", *COLUMNS)
+"""The sweep's ``plan.csv`` under ``plan_clusters``: the job's number and its overrides (the command
+line's, the sweep's value of each swept key among them), then :data:`flopsweep.plan_space.COLUMNS`;
+``rank``, ``cluster_rank`` and ``best`` over every job's set-ups."""
+PLAN_ONLY = ("plan=", "plan_format=", "plan_clusters=")
+"""Overrides left out of a job's label: every job of the plan shares them, or the cluster column says them."""
+MAX_SWEEP_ROWS = 500_000
+"""The most rows the sweep's table reads (a plan bounds each job to 50,000 set-ups,
+:data:`flopsweep.plan_space.MAX_SETUPS`)."""
+
+
+def append_job(path: Path, rows: list[dict[str, Any]], info: Any) -> None:
+    """Append one job's rows (``plan.csv``'s, :data:`flopsweep.plan_space.COLUMNS`) to the sweep's
+    ``plan.csv`` at ``path`` with its number and overrides (:func:`flopsweep.job.plantable.append_plan_row`:
+    one write, never through a link). A file that cannot take them is one warning in the job's log, not
+    a failed job: its own ``plan.csv`` and log hold its rows."""
+    overrides = " ".join(info.overrides)
+    joined = [{"job": info.job_num, "job_overrides": overrides, **row} for row in rows]
+    try:
+        append_plan_row(path, joined, SWEEP_COLUMNS)
+    except OSError as exc:
+        log.warning("%s", unwritten_line(path, exc).removeprefix("flopsweep: "))
+
+
+def _value(text: str, kind: str) -> Any:
+    """One ``plan.csv`` cell as :class:`flopsweep.plan_space.Row`'s field of type ``kind`` holds it."""
+    text = csv_text(text)
+    if kind.startswith("list"):
+        return text.split() if text else []
+    if text == "" and "None" in kind:
+        return None
+    if kind.startswith("bool"):
+        return text == "True"
+    if kind.startswith("int"):
+        return int(float(text)) if text else 0
+    if kind.startswith("float"):
+        return float(text) if text else None
+    return text
+
+
+_FIELDS = {f.name: str(f.type) for f in dataclasses.fields(Row) if f.name != "setup"}
+
+
+def row_of(cells: dict[str, str]) -> Row:
+    """A :class:`flopsweep.plan_space.Row` from a ``plan.csv`` row (:meth:`Row.as_dict` written through the
+    CSV guard), its :class:`flopsweep.plan_space.Setup` from the set-up's columns."""
+    from flopsweep.plan_space import Setup
+
+    row = Row(
+        setup=None, **{k: _value(cells.get(k) or "", kind) for k, kind in _FIELDS.items() if k in cells}
+    )
+    if cells.get("backend"):
+        row.setup = Setup(
+            backend=csv_text(cells["backend"]),
+            layout=csv_text(cells.get("space_layout") or ""),
+            checkpointing=csv_text(cells.get("checkpointing") or ""),
+            precision=csv_text(cells.get("precision") or ""),
+            micro_batch=int(float(cells.get("micro_batch") or 0)),
+        )
+    return row
+
+
+def read_sweep(path: Path) -> list[tuple[int, list[str], Row]]:
+    """The sweep's ``plan.csv``: ``(job, its overrides, row)`` per row, at most :data:`MAX_SWEEP_ROWS`."""
+    out = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for i, cells in enumerate(csv.DictReader(fh)):
+            if i >= MAX_SWEEP_ROWS:
+                break
+            job = int(float(cells.get("job") or 0))
+            out.append((job, csv_text(cells.get("job_overrides") or "").split(), row_of(cells)))
+    return out
+
+
+def is_sweep_file(path: Path) -> bool:
+    """Whether the sweep's ``plan.csv`` is a plan over clusters (:data:`SWEEP_COLUMNS`' header), not one
+    row per job (:data:`flopsweep.job.plantable.PLAN_COLUMNS`)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        head = fh.readline(64 * 1024)
+    return head.startswith("job,job_overrides,rank,cluster_rank")
+
+
+def job_labels(jobs: dict[int, list[str]]) -> dict[int, str]:
+    """Each job's overrides that not every job shares, less the plan's own (:data:`PLAN_ONLY`), as one
+    line (``model=llama3.2-3b``): what tells its rows from the other jobs' in the table."""
+    words = {j: [w for w in o if not w.lstrip("+~").startswith(PLAN_ONLY)] for j, o in jobs.items()}
+    shared = set.intersection(*(set(w) for w in words.values())) if words else set()
+    return {j: " ".join(w for w in ws if w not in shared) for j, ws in words.items()}
+
+
+def setup_keys_swept(labels: dict[int, str]) -> list[str]:
+    """The swept keys that every set-up sets itself (``backend``, ``batch.micro_batch_size``,
+    ``parallel.*``, ``nproc_per_node``, ...: :data:`flopsweep.job.plandecide.SETUP_KEYS` and ``RUN_KEYS``):
+    those jobs plan the same set-ups, so their rows repeat."""
+    from flopsweep.job.plandecide import RUN_KEYS, SETUP_KEYS
+
+    keys = {w.lstrip("+~").split("=")[0] for label in labels.values() for w in label.split()}
+    return sorted(k for k in keys if k in SETUP_KEYS or k in RUN_KEYS or k.startswith("parallel."))
+
+
+def _dropped(rows: list[Row]) -> Counter:
+    """The rows not ``ok`` counted by reason, as :func:`flopsweep.plan_space.candidates` counts them."""
+    out: Counter = Counter()
+    for r in rows:
+        if r.status == "refused":
+            out[f"refused: {r.reason.split('=')[0]}"] += 1
+        elif r.status != "ok":
+            out[r.status] += 1
+    return out
+
+
+def sweep_output(
+    path: Path, objective_name: str, fmt: str = "table", top: int = 5, *, shown: bool = True
+) -> tuple[str, str | None]:
+    """The sweep's plan over every job: its rows ranked together by ``objective_name``
+    (:func:`flopsweep.plan_space.rank`), the sweep's ``plan.csv`` rewritten with them (ranked first, then
+    the dropped), and the text to print for ``fmt``: ``table`` (the ``top`` best of each cluster, the
+    ``job`` column, the dropped counts, the best of each cluster with its command), ``csv`` (the file's
+    rows) or ``json`` (``{objective, better, jobs, dropped, best: [{cluster, job, command}], rows}``).
+    ``shown``: False leaves the file's path unsaid (a private folder the plan ran in).
+
+    Returns:
+        ``(text, line)``: ``line`` says the file could not be rewritten (:func:`unwritten_line`), else None.
+    """
+    from flopsweep.job.plandecide import _scaled_lines, override_line, table_lines
+    from flopsweep.plan_space import rank
+
+    read = read_sweep(path)
+    jobs = {job: overrides for job, overrides, _ in read}
+    job_of = {id(row): job for job, _, row in read}
+    rows = [row for _, _, row in read]
+    column, better = objective.planned(objective_name)
+    ranked = rank(rows, objective_name)
+    others = [r for r in rows if r.rank is None]
+
+    def cells(r: Row) -> dict[str, Any]:
+        j = job_of[id(r)]
+        return {"job": j, "job_overrides": " ".join(jobs[j]), **r.as_dict()}
+
+    every = [cells(r) for r in [*ranked, *others]]
+    unwritten = write_plan(path, every, SWEEP_COLUMNS)
+    best = [r for r in ranked if r.best]
+    commands = [override_line(r, jobs[job_of[id(r)]]) for r in best]
+    dropped = _dropped(rows)
+    labels = job_labels(jobs)
+    if fmt == "csv":
+        return plan_csv(every, SWEEP_COLUMNS, lines="\n").rstrip("\n"), unwritten
+    if fmt == "json":
+        said = {
+            "objective": objective_name,
+            "better": better,
+            "jobs": {str(j): " ".join(o) for j, o in jobs.items()},
+            "dropped": dict(dropped),
+            "best": [
+                {"cluster": r.cluster, "job": job_of[id(r)], "command": c}
+                for r, c in zip(best, commands, strict=True)
+            ],
+            "rows": every,
+        }
+        return json.dumps(said, indent=1, default=_json_number), unwritten
+    text = "\n".join(
+        _table(ranked, top, labels, job_of, table_lines)
+        + [
+            "",
+            f"ranked by objective={objective_name} ({column}, {better} is better) over the set-ups of "
+            f"{len(jobs)} jobs; {top} shown per cluster (space.top)",
+            "#: rank within its cluster over every job (1..n, * = its best); all: rank among every set-up "
+            "(plan.csv's rank); job: the job's own overrides",
+            f"{len(rows)} set-ups: {len(ranked)} ranked; dropped: "
+            + (", ".join(f"{k} {v}" for k, v in dropped.most_common()) or "none"),
+            "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
+            "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
+            *_scaled_lines(ranked, top),
+            *_repeat_lines(labels),
+            "best of each cluster over every job, the command that runs it:",
+            *(f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)),
+            "(plan: no worker started, no record written; the defaults each job used: its run.log"
+            + (f"; every row of every job: {printable(str(path))})" if shown and not unwritten else ")"),
+        ]
+    )
+    return text, unwritten
+
+
+def _json_number(value: Any) -> Any:
+    """JSON of a value ``json`` does not take: a NaN or infinity as null."""
+    return None if isinstance(value, float) and not math.isfinite(value) else str(value)
+
+
+def _table(
+    ranked: list[Row], top: int, labels: dict[int, str], job_of: dict[int, int], lines: typing.Callable
+) -> list[str]:
+    """The table with its ``job`` column: each job's label (:func:`job_labels`) where the widest line stays
+    within :data:`flopsweep.job.plandecide.WIDTH`, else the job's number and one line per job below it."""
+    from flopsweep.job.plandecide import WIDTH
+
+    if not ranked:
+        return ["no set-up of any job fits and is predicted: see the dropped counts"]
+    inline = lines(ranked, top, lambda r: labels[job_of[id(r)]] or str(job_of[id(r)]))
+    if max(map(len, inline)) <= WIDTH:
+        return inline
+    numbered = lines(ranked, top, lambda r: str(job_of[id(r)]))
+    return numbered + [
+        f"job {j}: {printable(label) or '(no override of its own)'}" for j, label in sorted(labels.items())
+    ]
+
+
+def _repeat_lines(labels: dict[int, str]) -> list[str]:
+    """One line where the jobs differ in a key each set-up sets itself (:func:`setup_keys_swept`)."""
+    keys = setup_keys_swept(labels)
+    if not keys:
+        return []
+    return [
+        f"the jobs differ in {', '.join(keys)}, which each set-up sets itself (space.*, plan_clusters): "
+        "their rows repeat; sweep space.backends, space.micro_batches, ... or plan_clusters instead"
+    ]
