@@ -509,6 +509,10 @@ def main(cfg: DictConfig) -> float:
             # A single run reports failure through its exit status; a sweep goes on.
             print(message, file=sys.stderr)
             sys.exit(EXIT_CODES[status])
+        if (
+            run_cfg.plan
+        ):  # a plan job writes no record to log it: its line, or the sweep's table lacks it unsaid
+            print(f"flopsweep: job {info.job_num}: {message.removeprefix('flopsweep: ')}", file=sys.stderr)
         if run_cfg.fail_fast:
             # brief: the job's log line above already says why (flopsweep.job logs every outcome).
             raise SweepStopped(

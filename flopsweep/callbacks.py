@@ -360,25 +360,34 @@ def _shown(value: Any) -> str:
 
 def _plan_scratch(config: Any, mode: str) -> tuple[Path, OSError] | None:
     """A plan whose folder (``hydra.run.dir``, ``hydra.sweep.dir`` for ``mode`` ``sweep``) cannot be made
-    (a read-only working directory, a full disk): a private folder to run in instead (``mkdtemp``: 0700,
-    an unpredictable name; removed at the end, :meth:`SweepSummary.release`) and the ``OSError``; its
-    ``plan.csv`` is said not written (:func:`flopsweep.job.plantable.unwritten_line`) below the table, which
-    a plan prints anyway. None where the folder can be made (it is then made, as Hydra would)."""
+    or written (a read-only working directory, another user's folder): a private folder to run in instead
+    (``mkdtemp``: 0700, an unpredictable name; removed at the end, :meth:`SweepSummary.release`, or at
+    exit) and the ``OSError`` (``EROFS``, ``EACCES``); its ``plan.csv`` is said not written
+    (:func:`flopsweep.job.plantable.unwritten_line`) below the table, which a plan prints anyway. None
+    where the folder's nearest existing folder can be written, and where the folder is refused
+    (:func:`flopsweep.hydrafiles.output_folder_problem`: :func:`_lock_or_exit` says why). Nothing is made
+    at the asked path."""
     import atexit
+    import errno
     import shutil
     import tempfile
 
     from omegaconf import read_write
 
+    from flopsweep.hydrafiles import output_folder_problem
+
     key = "run" if mode == "run" else "sweep"
     folder = Path(str(config.hydra[key].dir))
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        check_writable(folder)
-    except OSError as exc:  # RecordUnwritable too: its strerror is the OS error's
-        error = exc
-    else:
+    if output_folder_problem(f"hydra.{key}.dir", str(folder)):
         return None
+    there = folder.absolute()
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    if os.access(there, os.W_OK | os.X_OK):
+        return None
+    read_only = bool(os.statvfs(there).f_flag & os.ST_RDONLY)
+    code = errno.EROFS if read_only else errno.EACCES
+    error = OSError(code, os.strerror(code), str(there))
     scratch = Path(tempfile.mkdtemp(prefix="flopsweep-plan-"))
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # also where Hydra fails before the end
     with read_write(config.hydra):

@@ -194,7 +194,7 @@ def sweep_output(
         + [
             "",
             f"ranked by objective={objective_name} ({column}, {better} is better) over the set-ups of "
-            f"{len(jobs)} jobs; {top} shown per cluster (space.top)",
+            f"{len(jobs)} job{'s' if len(jobs) > 1 else ''}; {top} shown per cluster (space.top)",
             "#: rank within its cluster over every job (1..n, * = its best); all: rank among every set-up "
             "(plan.csv's rank); job: the job's own overrides",
             f"{len(rows)} set-ups: {len(ranked)} ranked; dropped: "
