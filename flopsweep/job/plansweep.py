@@ -153,9 +153,14 @@ def sweep_output(
     Returns:
         ``(text, line)``: ``line`` says the file could not be rewritten (:func:`unwritten_line`), else None.
     """
+    from flopsweep.config import ConfigError
     from flopsweep.job.plandecide import _scaled_lines, override_line, table_lines
     from flopsweep.plan_space import rank
 
+    try:  # the sweep's objective= (a swept one: its default); one a plan cannot predict ranks as its jobs did
+        objective.planned(objective_name)
+    except ConfigError:
+        objective_name = "model_tflops_per_device"
     read = read_sweep(path)
     jobs = {job: overrides for job, overrides, _ in read}
     job_of = {id(row): job for job, _, row in read}
