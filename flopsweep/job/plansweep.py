@@ -33,6 +33,12 @@ SWEEP_COLUMNS = ("job", "job_overrides", *COLUMNS)
 """The sweep's ``plan.csv`` under ``plan_clusters``: the job's number and its overrides (the command
 line's, the sweep's value of each swept key among them), then :data:`flopsweep.plan_space.COLUMNS`;
 ``rank``, ``cluster_rank`` and ``best`` over every job's set-ups."""
+SWEEP_COLUMN_DOCS = {
+    "job": "the job's number in its sweep (its folder's, `hydra.job.num`)",
+    "job_overrides": "the job's command-line overrides (the sweep's value of each swept key among them)",
+}
+"""What the two columns a sweep's ``plan.csv`` adds before :data:`flopsweep.plan_space.COLUMNS` mean
+(``docs/reference/plan.md``)."""
 PLAN_ONLY = ("plan=", "plan_format=", "plan_clusters=")
 """Overrides left out of a job's label: every job of the plan shares them, or the cluster column says them."""
 MAX_SWEEP_ROWS = 500_000
