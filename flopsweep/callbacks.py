@@ -624,7 +624,13 @@ class SweepSummary(Callback):
     def _end(self, config: Any) -> None:
         plan = sweep_dir_of(config) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
-            for line in plan_lines(plan, config, shown=not getattr(self, "unwritten", None)):
+            try:
+                lines = plan_lines(plan, config, shown=not getattr(self, "unwritten", None))
+            except RecordError as exc:  # a link, a FIFO or a file over its bound planted there: never read
+                lines = [
+                    f"flopsweep: the sweep's plan cannot be shown: {plan}: {exc}; each job's is in its log"
+                ]
+            for line in lines:
                 print(line, file=sys.stderr if line.startswith("flopsweep: ") else sys.stdout, flush=True)
             if getattr(self, "unwritten", None):
                 from flopsweep.job.plantable import unwritten_line

@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import logging
 import math
+import os
+import stat
 import typing
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from flopsweep import objective
+from flopsweep.files import read_regular
 from flopsweep.job.plantable import append_plan_row, plan_csv, unwritten_line, write_plan
 from flopsweep.plan_assess import COLUMNS, Row
 from flopsweep.text import csv_text, printable
@@ -41,6 +45,8 @@ SWEEP_COLUMN_DOCS = {
 (``docs/reference/plan.md``)."""
 PLAN_ONLY = ("plan=", "plan_format=", "plan_clusters=")
 """Overrides left out of a job's label: every job of the plan shares them, or the cluster column says them."""
+MAX_SWEEP_BYTES = 1 << 30
+"""The largest sweep ``plan.csv`` read (1 GiB; a row is about 1.5 kB, most of it ``prediction_source``)."""
 MAX_SWEEP_ROWS = 500_000
 """The most rows the sweep's table reads (a plan bounds each job to 50,000 set-ups,
 :data:`flopsweep.plan_space.MAX_SETUPS`)."""
@@ -98,23 +104,35 @@ def row_of(cells: dict[str, str]) -> Row:
 
 
 def read_sweep(path: Path) -> list[tuple[int, list[str], Row]]:
-    """The sweep's ``plan.csv``: ``(job, its overrides, row)`` per row, at most :data:`MAX_SWEEP_ROWS`."""
+    """The sweep's ``plan.csv``: ``(job, its overrides, row)`` per row, at most :data:`MAX_SWEEP_ROWS`, read
+    as a regular file of at most :data:`MAX_SWEEP_BYTES` (:func:`flopsweep.files.read_regular`: never
+    through a link, never blocking on a FIFO).
+
+    Raises:
+        RecordError: a link, a FIFO, a file over the bound, an OS error: one phrase naming it.
+    """
+    text = read_regular(path, MAX_SWEEP_BYTES).decode("utf-8", errors="replace")
     out = []
-    with open(path, newline="", encoding="utf-8") as fh:
-        for i, cells in enumerate(csv.DictReader(fh)):
-            if i >= MAX_SWEEP_ROWS:
-                break
-            job = int(float(cells.get("job") or 0))
-            out.append((job, csv_text(cells.get("job_overrides") or "").split(), row_of(cells)))
+    for i, cells in enumerate(csv.DictReader(io.StringIO(text, newline=""))):
+        if i >= MAX_SWEEP_ROWS:
+            break
+        job = int(float(cells.get("job") or 0))
+        out.append((job, csv_text(cells.get("job_overrides") or "").split(), row_of(cells)))
     return out
 
 
 def is_sweep_file(path: Path) -> bool:
     """Whether the sweep's ``plan.csv`` is a plan over clusters (:data:`SWEEP_COLUMNS`' header), not one
-    row per job (:data:`flopsweep.job.plantable.PLAN_COLUMNS`)."""
-    with open(path, newline="", encoding="utf-8") as fh:
-        head = fh.readline(64 * 1024)
-    return head.startswith("job,job_overrides,rank,cluster_rank")
+    row per job (:data:`flopsweep.job.plantable.PLAN_COLUMNS`); its first bytes read as
+    :func:`flopsweep.job.plantable.append_plan_row` reads them (no link followed, no FIFO waited on)."""
+    from flopsweep.job.plantable import _head_of
+
+    try:
+        st = os.lstat(path)
+        head = _head_of(path, st, 64) if stat.S_ISREG(st.st_mode) else b""
+    except OSError:
+        return False
+    return head.startswith(b"job,job_overrides,rank,cluster_rank")
 
 
 def job_labels(jobs: dict[int, list[str]]) -> dict[int, str]:

@@ -219,3 +219,21 @@ def test_jobs_that_differ_in_a_set_up_key_are_said_to_repeat() -> None:
     )
     assert labels == {0: "backend=fsdp", 1: "backend=ddp"} and setup_keys_swept(labels) == ["backend"]
     assert setup_keys_swept(job_labels({0: ["model.seq_len=1024"], 1: ["model.seq_len=2048"]})) == []
+
+
+def test_a_planted_sweep_file_is_never_followed_or_waited_on(sweep: Path, tmp_path: Path) -> None:
+    """The sweep's ``plan.csv`` read at its end: a link or a FIFO planted there is not followed or waited
+    on (``read_regular``); the kind of plan comes from its header alone."""
+    import os
+
+    from flopsweep.files import RecordError
+    from flopsweep.job.plansweep import is_sweep_file, read_sweep
+
+    assert is_sweep_file(sweep) and not is_sweep_file(tmp_path / "missing.csv")
+    fifo, link = tmp_path / "fifo.csv", tmp_path / "link.csv"
+    os.mkfifo(fifo)
+    link.symlink_to(sweep)
+    assert not is_sweep_file(fifo) and not is_sweep_file(link)
+    for planted in (fifo, link):
+        with pytest.raises(RecordError):
+            read_sweep(planted)
