@@ -358,70 +358,6 @@ def _shown(value: Any) -> str:
     return repr(text[:200]) if text else "none"
 
 
-def _plan_scratch(config: Any, mode: str) -> tuple[Path, OSError] | None:
-    """A plan whose folder (``hydra.run.dir``, ``hydra.sweep.dir`` for ``mode`` ``sweep``) cannot be made
-    or written (a read-only working directory, another user's folder): a private folder to run in instead
-    (``mkdtemp``: 0700, an unpredictable name; removed at the end, :meth:`SweepSummary.release`, or at
-    exit) and the ``OSError`` (``EROFS``, ``EACCES``); its ``plan.csv`` is said not written
-    (:func:`flopsweep.job.plantable.unwritten_line`) below the table, which a plan prints anyway. None
-    where the folder's nearest existing folder can be written, and where the folder is refused
-    (:func:`flopsweep.hydrafiles.output_folder_problem`: :func:`_lock_or_exit` says why). Nothing is made
-    at the asked path."""
-    import atexit
-    import errno
-    import shutil
-    import tempfile
-
-    from omegaconf import read_write
-
-    from flopsweep.hydrafiles import output_folder_problem
-
-    key = "run" if mode == "run" else "sweep"
-    folder = Path(str(config.hydra[key].dir))
-    if output_folder_problem(f"hydra.{key}.dir", str(folder)):
-        return None
-    there = folder.absolute()
-    while not there.exists() and there != there.parent:
-        there = there.parent
-    if os.access(there, os.W_OK | os.X_OK):
-        return None
-    read_only = bool(os.statvfs(there).f_flag & os.ST_RDONLY)
-    code = errno.EROFS if read_only else errno.EACCES
-    error = OSError(code, os.strerror(code), str(there))
-    scratch = Path(tempfile.mkdtemp(prefix="flopsweep-plan-"))
-    atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # also where Hydra fails before the end
-    with read_write(config.hydra):
-        config.hydra[key].dir = str(scratch)
-        # a sweep's jobs compose their Hydra config again from these overrides (load_sweep_config)
-        config.hydra.overrides.hydra.append(f"hydra.{key}.dir={scratch}")
-    return scratch, error
-
-
-def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
-    """What a sweep's plan prints when it ends, for its ``plan_format``: over clusters, one table of every
-    job's set-ups (:func:`flopsweep.job.plansweep.sweep_output`); else one row per job ranked by
-    ``objective=`` (:func:`flopsweep.job.plantable.rank_plan_file`,
-    :func:`~flopsweep.job.plantable.plan_output`)
-    and the lines about invalid rows and rows that do not fit. A line to stderr begins ``flopsweep: ``.
-    ``shown``: False where ``plan`` is in a private folder (:func:`_plan_scratch`): its path is not said."""
-    from flopsweep.job.plansweep import is_sweep_file, sweep_output
-
-    objective = str(config.get("objective") or "model_tflops_per_device")
-    fmt = str(config.get("plan_format") or "table")
-    if is_sweep_file(plan):
-        top = int((config.get("space") or {}).get("top") or 5)
-        text, unwritten = sweep_output(plan, objective, fmt, top, shown=shown)
-        return [text, *([unwritten] if unwritten else [])]
-    from flopsweep.clusters import plans_gpu
-    from flopsweep.job.plantable import plan_invalid_line, plan_output, plan_unfit_line, rank_plan_file
-
-    rank_plan_file(str(plan), objective)
-    gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name
-    text = None if shown else plan.read_text(encoding="utf-8")  # its own file: the path left unsaid
-    lines = [plan_output(str(plan), fmt, gpu, text=text)]
-    return lines + [x for x in (plan_invalid_line(str(plan)), plan_unfit_line(str(plan), gpu)) if x]
-
-
 def _lock_or_exit(run_dir: Path, key: str) -> Any:
     """:func:`lock_sweep_dir`, or the refusal's one line and exit status 1 (2 for a folder refused;
     Hydra turns a
@@ -524,8 +460,10 @@ class SweepSummary(Callback):
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         """A single run locks its directory too (a second run or a sweep there is refused), and is
         refused in a sweep's folder (:func:`run_folder_problem`), before anything is written there."""
+        from flopsweep.job.plansweep import plan_scratch
+
         run_dir = Path(str(config.hydra.run.dir))
-        if config.get("plan") and (scratch := _plan_scratch(config, "run")):  # a plan still prints
+        if config.get("plan") and (scratch := plan_scratch(config, "run")):  # a plan still prints
             from flopsweep.job.plantable import PLAN_FILE, UNWRITABLE
 
             UNWRITABLE.update(path=run_dir / PLAN_FILE, error=scratch[1])
@@ -555,8 +493,10 @@ class SweepSummary(Callback):
 
         _refuse(sweeper_problem(config))  # before anything is made
         _refuse(job_folders_problem(config))  # before the first job: refused first, not after one ran
+        from flopsweep.job.plansweep import plan_scratch
+
         self.unwritten, asked = None, Path(str(config.hydra.sweep.dir)) / "plan.csv"
-        if config.get("plan") and (scratch := _plan_scratch(config, "sweep")):  # a plan still prints
+        if config.get("plan") and (scratch := plan_scratch(config, "sweep")):  # a plan still prints
             self.unwritten = (asked, scratch[1])
             self.scratch = scratch[0]
         self.lock = _lock_or_exit(sweep_dir_of(config), "hydra.sweep.dir")
@@ -624,6 +564,8 @@ class SweepSummary(Callback):
     def _end(self, config: Any) -> None:
         plan = sweep_dir_of(config) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
+            from flopsweep.job.plansweep import plan_lines
+
             try:
                 lines = plan_lines(plan, config, shown=not getattr(self, "unwritten", None))
             except RecordError as exc:  # a link, a FIFO or a file over its bound planted there: never read

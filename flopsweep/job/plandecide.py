@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -23,6 +22,7 @@ from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.hydrafiles import to_job_log
+from flopsweep.job.plansweep import _count, _si, exponent  # noqa: F401 - the table's figures
 from flopsweep.job.plantable import PLAN_FILE, plan_csv, write_plan
 from flopsweep.job.result import JobInfo
 from flopsweep.peaks import form_taken, node_link
@@ -339,42 +339,6 @@ def in_node_lines(gpus: Iterable[str]) -> list[str]:
         said += f" {found.gbps:g} GB/s per direction ({found.link.datasheet})"
         out.append(said + (f"; {found.assumed}" if found.assumed else ""))
     return out
-
-
-def _si(x: float | None, money: bool = False) -> str:
-    """A figure of the table in at most 7 characters, its magnitude read right: ``2.4``, ``317k``,
-    ``1.17M``, ``4.5B`` (1e9), ``2.9T`` (1e12), from 1e15 a power of ten (``2.72e16``: 27,200 trillion);
-    ``$`` before dollars; blank for None. ``$2.72e+07B`` (2.72e16 dollars written as 27.2 million
-    billions) read as 27 million."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    sign = "$" if money else ""
-    if math.isinf(x) or abs(x) >= 1e15:
-        return f"{sign}{exponent(x)}"
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{sign}{x / scale:.3g}{unit}"
-    return f"{sign}{exponent(x) if 0 < abs(x) < 1e-3 else format(x, '.3g')}"
-
-
-def exponent(x: float) -> str:
-    """``x`` to 3 significant digits as mantissa and power of ten without ``+`` or leading zeros:
-    ``2.72e16``, ``5e-05`` -> ``5e-5``; ``inf`` as it is."""
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    mantissa, _, power = f"{x:.3g}".partition("e")
-    if not power:
-        return mantissa
-    return f"{mantissa}e{int(power)}"
-
-
-def _count(x: float | None, money: bool = False) -> str:
-    """A count or duration as the table shows it: ``2,106`` (digits grouped) below a million, else
-    :func:`_si` (``1.2M``, ``3.4e17``): 1e18 tokens at 1 token/s were 11,574,074,074,074 days, wider than
-    the table."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    return f"{x:,.0f}" if abs(x) < 1e6 else _si(x, money)
 
 
 def setup_label(row: Row) -> str:

@@ -7,7 +7,10 @@ sweep ends, its callback (:meth:`flopsweep.callbacks.SweepSummary.on_multirun_en
 together by ``objective=`` (:func:`flopsweep.plan_space.rank`: the model, sequence length or any other
 swept key is part of the set-up), rewrites the sweep's ``plan.csv`` with every row and prints the one
 table (:func:`sweep_output`): the best of each cluster over every job marked ``*`` with the command
-that runs it, the job's overrides that differ from the other jobs' in a ``job`` column. Torch-free.
+that runs it, the job's overrides that differ from the other jobs' in a ``job`` column
+(:func:`plan_lines`, which prints a sweep's one-row plan too). Also the table's figures (:func:`_si`:
+``$2.72e16``, not ``$2.72e+07B``) and :func:`plan_scratch`, the private folder of a plan whose own cannot be
+written. Torch-free.
 """
 
 from __future__ import annotations
@@ -273,3 +276,101 @@ def _repeat_lines(labels: dict[int, str]) -> list[str]:
         f"the jobs differ in {', '.join(keys)}, which each set-up sets itself (space.*, plan_clusters): "
         "their rows repeat; sweep space.backends, space.micro_batches, ... or plan_clusters instead"
     ]
+
+
+def _si(x: float | None, money: bool = False) -> str:
+    """A figure of the table in at most 7 characters, its magnitude read right: ``2.4``, ``317k``,
+    ``1.17M``, ``4.5B`` (1e9), ``2.9T`` (1e12), from 1e15 a power of ten (``2.72e16``: 27,200 trillion);
+    ``$`` before dollars; blank for None. ``$2.72e+07B`` (2.72e16 dollars written as 27.2 million
+    billions) read as 27 million."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    sign = "$" if money else ""
+    if math.isinf(x) or abs(x) >= 1e15:
+        return f"{sign}{exponent(x)}"
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{sign}{x / scale:.3g}{unit}"
+    return f"{sign}{exponent(x) if 0 < abs(x) < 1e-3 else format(x, '.3g')}"
+
+
+def exponent(x: float) -> str:
+    """``x`` to 3 significant digits as mantissa and power of ten without ``+`` or leading zeros:
+    ``2.72e16``, ``5e-05`` -> ``5e-5``; ``inf`` as it is."""
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    mantissa, _, power = f"{x:.3g}".partition("e")
+    if not power:
+        return mantissa
+    return f"{mantissa}e{int(power)}"
+
+
+def _count(x: float | None, money: bool = False) -> str:
+    """A count or duration as the table shows it: ``2,106`` (digits grouped) below a million, else
+    :func:`_si` (``1.2M``, ``3.4e17``): 1e18 tokens at 1 token/s were 11,574,074,074,074 days, wider than
+    the table."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{x:,.0f}" if abs(x) < 1e6 else _si(x, money)
+
+
+def plan_scratch(config: Any, mode: str) -> tuple[Path, OSError] | None:
+    """A plan whose folder (``hydra.run.dir``, ``hydra.sweep.dir`` for ``mode`` ``sweep``) cannot be made
+    or written (a read-only working directory, another user's folder): a private folder to run in
+    instead (``mkdtemp``: 0700, an unpredictable name; removed at the end,
+    :meth:`flopsweep.callbacks.SweepSummary.release`, or at exit) and the ``OSError`` (``EROFS``,
+    ``EACCES``); its ``plan.csv`` is said not written (:func:`flopsweep.job.plantable.unwritten_line`)
+    below the table, which a plan prints anyway. None where the folder's nearest existing folder can be
+    written, and where the folder is refused (:func:`flopsweep.hydrafiles.output_folder_problem`: the
+    callback's lock says why). Nothing is made at the asked path."""
+    import atexit
+    import errno
+    import shutil
+    import tempfile
+
+    from omegaconf import read_write
+
+    from flopsweep.hydrafiles import output_folder_problem
+
+    key = "run" if mode == "run" else "sweep"
+    folder = Path(str(config.hydra[key].dir))
+    if output_folder_problem(f"hydra.{key}.dir", str(folder)):
+        return None
+    there = folder.absolute()
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    if os.access(there, os.W_OK | os.X_OK):
+        return None
+    read_only = bool(os.statvfs(there).f_flag & os.ST_RDONLY)
+    code = errno.EROFS if read_only else errno.EACCES
+    error = OSError(code, os.strerror(code), str(there))
+    scratch = Path(tempfile.mkdtemp(prefix="flopsweep-plan-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # also where Hydra fails before the end
+    with read_write(config.hydra):
+        config.hydra[key].dir = str(scratch)
+        # a sweep's jobs compose their Hydra config again from these overrides (load_sweep_config)
+        config.hydra.overrides.hydra.append(f"hydra.{key}.dir={scratch}")
+    return scratch, error
+
+
+def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
+    """What a sweep's plan prints when it ends, for its ``plan_format``: over clusters, one table of every
+    job's set-ups (:func:`flopsweep.job.plansweep.sweep_output`); else one row per job ranked by
+    ``objective=`` (:func:`flopsweep.job.plantable.rank_plan_file`,
+    :func:`~flopsweep.job.plantable.plan_output`)
+    and the lines about invalid rows and rows that do not fit. A line to stderr begins ``flopsweep: ``.
+    ``shown``: False where ``plan`` is in a private folder (:func:`plan_scratch`): its path is not said."""
+    objective = str(config.get("objective") or "model_tflops_per_device")
+    fmt = str(config.get("plan_format") or "table")
+    if is_sweep_file(plan):
+        top = int((config.get("space") or {}).get("top") or 5)
+        text, unwritten = sweep_output(plan, objective, fmt, top, shown=shown)
+        return [text, *([unwritten] if unwritten else [])]
+    from flopsweep.clusters import plans_gpu
+    from flopsweep.job.plantable import plan_invalid_line, plan_output, plan_unfit_line, rank_plan_file
+
+    rank_plan_file(str(plan), objective)
+    gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name
+    text = None if shown else plan.read_text(encoding="utf-8")  # its own file: the path left unsaid
+    lines = [plan_output(str(plan), fmt, gpu, text=text)]
+    return lines + [x for x in (plan_invalid_line(str(plan)), plan_unfit_line(str(plan), gpu)) if x]
