@@ -486,19 +486,22 @@ def main(cfg: DictConfig) -> float:
     if status == "plan":
         if hc.mode != RunMode.MULTIRUN:  # plan_clusters: its own text; else plan_format's view of plan.csv
             # every row invalid (a value from a file or an interpolation): one line, exit 2, as a config error
-            if not record.get("plan_text") and (refused := plan_refused_line(record["plan_file"])):
+            path, csv_text = record["plan_file"], record.get("plan_csv")  # csv_text: plan.csv not written
+            if not record.get("plan_text") and (refused := plan_refused_line(path, text=csv_text)):
                 print(f"flopsweep: {refused}", file=sys.stderr)
                 sys.exit(EXIT_CODES["invalid"])
             gpu = plans_gpu(run_cfg.plan_gpu)  # the GPU its hints name
-            text = record.get("plan_text") or plan_output(record["plan_file"], run_cfg.plan_format, gpu)
+            text = record.get("plan_text") or plan_output(path, run_cfg.plan_format, gpu, text=csv_text)
             print(text, flush=True)
             if not record.get("plan_text"):  # one row per job (plan_clusters counts its own)
                 for line in (
-                    plan_invalid_line(record["plan_file"]),
-                    plan_unfit_line(record["plan_file"], gpu),
+                    plan_invalid_line(path, text=csv_text),
+                    plan_unfit_line(path, gpu, text=csv_text),
                 ):
                     if line:
                         print(line, file=sys.stderr)
+            if record.get("unwritten"):  # the plan printed; its file could not be written: path, why, fix
+                print(record["unwritten"], file=sys.stderr, flush=True)
             if record.get("nothing"):  # plan_clusters ranked no set-up: why, and a failing exit status
                 print(f"flopsweep: {record['nothing']}", file=sys.stderr)
                 sys.exit(1)
@@ -510,6 +513,10 @@ def main(cfg: DictConfig) -> float:
             # A single run reports failure through its exit status; a sweep goes on.
             print(message, file=sys.stderr)
             sys.exit(EXIT_CODES[status])
+        if (
+            run_cfg.plan
+        ):  # a plan job writes no record to log it: its line, or the sweep's table lacks it unsaid
+            print(f"flopsweep: job {info.job_num}: {message.removeprefix('flopsweep: ')}", file=sys.stderr)
         if run_cfg.fail_fast:
             # brief: the job's log line above already says why (flopsweep.job logs every outcome).
             raise SweepStopped(

@@ -460,7 +460,14 @@ class SweepSummary(Callback):
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         """A single run locks its directory too (a second run or a sweep there is refused), and is
         refused in a sweep's folder (:func:`run_folder_problem`), before anything is written there."""
+        from flopsweep.job.plansweep import plan_scratch
+
         run_dir = Path(str(config.hydra.run.dir))
+        if config.get("plan") and (scratch := plan_scratch(config, "run")):  # a plan still prints
+            from flopsweep.job.plantable import PLAN_FILE, UNWRITABLE
+
+            UNWRITABLE.update(path=run_dir / PLAN_FILE, error=scratch[1])
+            self.scratch, run_dir = scratch[0], scratch[0]
         self.lock = _lock_or_exit(run_dir, "hydra.run.dir")
         _refuse(run_folder_problem(run_dir), self.lock)
 
@@ -468,9 +475,15 @@ class SweepSummary(Callback):
         self.release()
 
     def release(self) -> None:
-        """Release the lock, its file unlinked (:meth:`flopsweep.locks.HeldLock.close`); else at exit."""
+        """Release the lock, its file unlinked (:meth:`flopsweep.locks.HeldLock.close`); else at exit.
+        A plan's private folder (:func:`_plan_scratch`) is removed."""
         if (lock := getattr(self, "lock", None)) is not None:
             lock.close()
+        if (scratch := getattr(self, "scratch", None)) is not None:
+            import shutil
+
+            self.scratch = None
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         from omegaconf import OmegaConf
@@ -480,6 +493,12 @@ class SweepSummary(Callback):
 
         _refuse(sweeper_problem(config))  # before anything is made
         _refuse(job_folders_problem(config))  # before the first job: refused first, not after one ran
+        from flopsweep.job.plansweep import plan_scratch
+
+        self.unwritten, asked = None, Path(str(config.hydra.sweep.dir)) / "plan.csv"
+        if config.get("plan") and (scratch := plan_scratch(config, "sweep")):  # a plan still prints
+            self.unwritten = (asked, scratch[1])
+            self.scratch = scratch[0]
         self.lock = _lock_or_exit(sweep_dir_of(config), "hydra.sweep.dir")
         # before Hydra's sweeper rewrites multirun.yaml: another sweep's, a single run's, this one's records
         hydra = OmegaConf.to_container(config.hydra, resolve=False)
@@ -545,15 +564,20 @@ class SweepSummary(Callback):
     def _end(self, config: Any) -> None:
         plan = sweep_dir_of(config) / "plan.csv"
         if config.get("plan") and plan.exists():  # plan=true: the table instead of a summary
-            from flopsweep.clusters import plans_gpu
-            from flopsweep.job.plantable import plan_invalid_line, plan_table, plan_unfit_line, rank_plan_file
+            from flopsweep.job.plansweep import plan_lines
 
-            rank_plan_file(str(plan), str(config.get("objective") or "model_tflops_per_device"))
-            gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name
-            print(plan_table(str(plan), gpu), flush=True)
-            for line in (plan_invalid_line(str(plan)), plan_unfit_line(str(plan), gpu)):
-                if line:  # still exit 0: a plan is a report
-                    print(line, file=sys.stderr, flush=True)
+            try:
+                lines = plan_lines(plan, config, shown=not getattr(self, "unwritten", None))
+            except RecordError as exc:  # a link, a FIFO or a file over its bound planted there: never read
+                lines = [
+                    f"flopsweep: the sweep's plan cannot be shown: {plan}: {exc}; each job's is in its log"
+                ]
+            for line in lines:
+                print(line, file=sys.stderr if line.startswith("flopsweep: ") else sys.stdout, flush=True)
+            if getattr(self, "unwritten", None):
+                from flopsweep.job.plantable import unwritten_line
+
+                print(unwritten_line(*self.unwritten), file=sys.stderr, flush=True)
             return
         self._print(config, "")
 

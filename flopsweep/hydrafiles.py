@@ -321,6 +321,17 @@ class JobLogHandler(logging.FileHandler):
         return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
 
 
+def to_job_log(text: str) -> bool:
+    """Write ``text`` to the job's log file alone (``run.log``: the root logger's :class:`JobLogHandler`),
+    not to the console: a sweep's plan job keeps its own table there while the sweep prints one table
+    of every job at its end. False where no such handler is set up (Hydra's logging off, a test)."""
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, JobLogHandler)]
+    record = logging.LogRecord("flopsweep", logging.INFO, __file__, 0, "\n%s", (text,), None)
+    for handler in handlers:
+        handler.handle(record)
+    return bool(handlers)
+
+
 def _plain_file(path: Path, st: os.stat_result | None = None) -> bool:
     """True when ``path`` is missing (``st`` None) or is a regular file with one link."""
     if st is None:

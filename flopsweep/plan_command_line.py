@@ -103,7 +103,9 @@ def command_line_problem(overrides: list[str]) -> str | None:
     several lines, and whose run folder a refusal in the job would leave behind), or None:
 
     - ``plan_clusters`` given as one name instead of a list, as an empty list (``[]`` planned the one
-      job instead, silently), or with an entry :func:`flopsweep.clusters.parse_cluster` refuses
+      job instead, silently), swept with ``null`` beside a list (``null,[H100:8]``: the two plans' rows
+      are of other columns, one ``plan.csv`` holds one kind), or with an entry
+      :func:`flopsweep.clusters.parse_cluster` refuses
       (``8xH100:100gbps``, ``H999:8``), an empty entry, or one cluster twice
       (:func:`flopsweep.job.plandecide.named_clusters`; ``here`` is left to the job: it asks torch);
     - a ``space.*`` value a plan or the tuner refuses, with ``plan_clusters`` or ``hydra/sweeper=tune``;
@@ -205,6 +207,13 @@ def _keys_problem(values: dict[str, list]) -> None:
     memories = [v for v in values.get("plan_gpu_memory_gib", ()) if v is not None]
     _gpu_problem(values.get("plan_gpu", []), memories)
     clusters = [v for v in values.get("plan_clusters", ()) if isinstance(v, list)]
+    if clusters and None in values.get("plan_clusters", ()):  # one table cannot hold both plans' rows
+        raise ConfigError(
+            "plan_clusters",
+            ",".join("null" if v is None else f"[{','.join(map(str, v))}]" for v in values["plan_clusters"]),
+            "sweeps a plan over clusters beside the one-row plan (null), whose rows one plan.csv cannot hold",
+            "give every job of the sweep a cluster list, or plan each way in its own sweep",
+        )
     space = {k.removeprefix("space."): v for k, v in values.items() if k.removeprefix("space.") in SPACE_KEYS}
     if not (clusters or (space and values.get("hydra/sweeper") == ["tune"])):
         return

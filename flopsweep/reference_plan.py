@@ -34,7 +34,9 @@ def plan_md() -> str:
     from flopsweep.plan_assess import COLUMNS, SETUP_COLUMNS, Row
 
     out = [
-        HEADER.format(sources="flopsweep/plan_assess.py, job/plantable.py, reference_plan.py"),
+        HEADER.format(
+            sources="flopsweep/plan_assess.py, job/plantable.py, job/plansweep.py, reference_plan.py"
+        ),
         "",
         "# plan.csv reference",
         "",
@@ -51,6 +53,18 @@ def plan_md() -> str:
     docs = {**field_docs(Row), **SETUP_COLUMNS}
     out += table(
         ["column", "description"], described(COLUMNS, docs, "flopsweep.plan_assess (Row, SETUP_COLUMNS)")
+    )
+    from flopsweep.job.plansweep import SWEEP_COLUMN_DOCS
+
+    out += [
+        "",
+        "A sweep's `plan.csv` (`-m`) holds every job's rows, two columns first; `rank`, `cluster_rank`",
+        "and `best` are then over every job's set-ups (`flopsweep.job.plansweep.SWEEP_COLUMNS`):",
+        "",
+    ]
+    out += table(
+        ["column", "description"],
+        described(SWEEP_COLUMN_DOCS, SWEEP_COLUMN_DOCS, "flopsweep.job.plansweep.SWEEP_COLUMN_DOCS"),
     )
     out += [
         "",

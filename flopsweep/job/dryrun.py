@@ -9,13 +9,16 @@ the probes make, over the estimate); the run's probes, which measure, decide wha
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from pathlib import Path
 from typing import Any
 
 from flopsweep import cost, forecast
 from flopsweep.autobatch import estimated_largest
+from flopsweep.clusters import plans_gpu
 from flopsweep.config import ConfigError, RunConfig
+from flopsweep.hydrafiles import to_job_log
 from flopsweep.job.placement import (
     NO_GPU_NOTE,
     nvme_path_note,
@@ -24,7 +27,15 @@ from flopsweep.job.placement import (
     plan_environment,
     torch_device_name,
 )
-from flopsweep.job.plantable import PLAN_COLUMNS, PLAN_FILE, append_plan_row, replace_plan_file
+from flopsweep.job.plantable import (
+    PLAN_COLUMNS,
+    PLAN_FILE,
+    append_plan_row,
+    plan_csv,
+    plan_table,
+    unwritten_line,
+    write_plan,
+)
 from flopsweep.job.result import JobInfo
 from flopsweep.layout import Layout, Plan
 from flopsweep.models import family
@@ -32,6 +43,8 @@ from flopsweep.modelsearch import at_n_layer, at_n_layer_unchecked, estimated_la
 from flopsweep.plan import Environment, plan
 from flopsweep.sizesearch import budget_bytes
 from flopsweep.text import significant
+
+log = logging.getLogger("flopsweep")
 
 
 def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
@@ -94,15 +107,21 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         here = env.cuda_available and p.device == "cuda" and not elsewhere
         gpu_name = (torch_device_name() if here else None) or cfg.plan_gpu  # its datasheet and NVLink
         row.update(plan_prediction(p, gpu_name, calibrations))
+    out: dict[str, Any] = {"status": "plan", "plan": row}
     if info.job_num is None:  # a single run: its one row, replacing the last plan's
         path = Path(info.job_dir) / PLAN_FILE
         ranked = row.get("status") == "ok" and row.get("fits") is not False  # as rank_plan_file ranks
         row["rank"] = 1 if ranked and row.get("predicted_tokens_per_s_per_device") not in ("", None) else ""
-        replace_plan_file(path, [row])
+        if unwritten := write_plan(path, [row]):  # the table still prints, from the row: run.py
+            out.update(unwritten=unwritten, plan_csv=plan_csv([row]))
     else:
         path = Path(info.job_dir).parent / PLAN_FILE
-        append_plan_row(path, row)
-    return {"status": "plan", "plan": row, "plan_file": str(path)}
+        try:
+            append_plan_row(path, row)
+        except OSError as exc:  # the sweep's table is the callback's; this job's row is in its log
+            log.warning("%s", unwritten_line(path, exc).removeprefix("flopsweep: "))
+        to_job_log(plan_table(str(path), plans_gpu(cfg.plan_gpu), text=plan_csv([row])))
+    return {**out, "plan_file": str(path)}
 
 
 NO_PREDICTION = "no prediction: "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,9 @@ from flopsweep.cli import COMMAND
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
-from flopsweep.job.plantable import PLAN_FILE, replace_plan_file
+from flopsweep.hydrafiles import to_job_log
+from flopsweep.job.plansweep import _count, _si, exponent  # noqa: F401 - the table's figures
+from flopsweep.job.plantable import PLAN_FILE, plan_csv, write_plan
 from flopsweep.job.result import JobInfo
 from flopsweep.peaks import form_taken, node_link
 from flopsweep.plan_space import COLUMNS, Candidates, Row, Space, candidates, rank, unplaced
@@ -158,13 +160,14 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     ranked = rank(result.rows, cfg.objective)
     others = [r for r in result.rows if r.rank is None]
     path = Path(info.job_dir) / PLAN_FILE
-    replace_plan_file(path, [r.as_dict() for r in [*ranked, *others]], columns=COLUMNS)
+    every = [r.as_dict() for r in [*ranked, *others]]
+    unwritten = write_plan(path, every, COLUMNS)  # None, or the line saying why not: the plan prints anyway
     notes = defaults_used(cfg, info.overrides, clusters, records)
     nets = network_lines(clusters)
     best = [r for r in ranked if r.best]
     lines = [override_line(r, info.overrides) for r in best]
     if cfg.plan_format == "csv":
-        text = path.read_text().rstrip("\n")  # run.py prints it with the one newline
+        text = plan_csv(every, COLUMNS, lines="\n").rstrip("\n")  # run.py prints it with the one newline
     elif cfg.plan_format == "json":
         text = json.dumps(
             {
@@ -174,19 +177,25 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
                 "networks": nets,
                 "dropped": dict(result.dropped),
                 "best": [{"cluster": r.cluster, "command": c} for r, c in zip(best, lines, strict=True)],
-                "rows": [r.as_dict() for r in [*ranked, *others]],
+                "rows": every,
             },
             indent=1,
         )
     else:
-        text = render(ranked, result, cfg, notes, lines, str(path), nets)
+        text = render(ranked, result, cfg, notes, lines, None if unwritten else str(path), nets)
     out = {
         "status": "plan",
         "plan_file": str(path),
         "plan_text": text,
         "plan": {},
         "best": [r.as_dict() for r in best],
+        **({"unwritten": unwritten} if unwritten else {}),
     }
+    to_job_log(text)  # the job's run.log keeps its own table (a sweep prints one of every job at its end)
+    if info.job_num is not None:  # -m: its rows join the sweep's plan.csv, ranked with every job's
+        from flopsweep.job.plansweep import append_job
+
+        append_job(Path(info.job_dir).parent / PLAN_FILE, every, info)
     if not ranked:  # a contradictory space: say why, and run.py exits 1
         away = [why for c in clusters for why in unplaced(space, c.nnodes, c.gpus_per_node)]
         memory = None
@@ -335,17 +344,6 @@ def in_node_lines(gpus: Iterable[str]) -> list[str]:
     return out
 
 
-def _si(x: float | None, money: bool = False) -> str:
-    """``1.17M``, ``317k``, ``2.4``; ``$2.94M``; blank for None."""
-    if x is None:
-        return ""
-    sign = "$" if money else ""
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{sign}{x / scale:.3g}{unit}"
-    return f"{sign}{x:.3g}"
-
-
 def setup_label(row: Row) -> str:
     """``fsdp dp8x8 sel mb4`` (``ga2`` with grad accumulation, the precision when not bf16)."""
     s = row.setup
@@ -396,13 +394,11 @@ def _cells(row: Row) -> list[str]:
         str(row.rank),
         row.cluster,
         setup_label(row),
-        f"{row.predicted_tokens_per_s_per_gpu:,.0f}",
+        _count(row.predicted_tokens_per_s_per_gpu),
         "" if row.predicted_mfu is None else f"{row.predicted_mfu:.0%}",
-        "" if row.predicted_joules_per_token is None else f"{row.predicted_joules_per_token:.3g}",
-        ""
-        if row.predicted_usd_per_million_tokens is None
-        else f"${row.predicted_usd_per_million_tokens:.3g}",
-        "" if row.budget_days is None else f"{row.budget_days:,.0f}",
+        _si(row.predicted_joules_per_token),
+        _si(row.predicted_usd_per_million_tokens, money=True),
+        _count(row.budget_days),
         _si(row.budget_gpu_hours),
         _si(row.budget_usd, money=True),
         f"{row.est_peak_gib_per_rank:.1f}",
@@ -412,16 +408,29 @@ def _cells(row: Row) -> list[str]:
     ]
 
 
-def table_lines(ranked: list[Row], top: int) -> list[str]:
-    """The shown rows (the ``top`` best of each cluster, in rank order) as fixed-width lines."""
+def shown_rows(ranked: list[Row], top: int) -> list[Row]:
+    """The rows the table shows: the ``top`` best of each cluster, in rank order."""
     shown, per = [], {}
     for row in ranked:
         if per.get(row.cluster, 0) < top:
             shown.append(row)
             per[row.cluster] = per.get(row.cluster, 0) + 1
-    cells = [[h for h, _ in HEADER], *[_cells(r) for r in shown]]
-    widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(HEADER)]
+    return shown
+
+
+def table_lines(ranked: list[Row], top: int, job: Callable[[Row], str] | None = None) -> list[str]:
+    """The shown rows (:func:`shown_rows`) as fixed-width lines; ``job``: a sweep's plan, the job's
+    label of each row, in a ``job`` column after the cluster (:mod:`flopsweep.job.plansweep`)."""
+    header = list(HEADER)
+    rows = [_cells(r) for r in shown_rows(ranked, top)]
     left = {2, 3, 14}  # cluster, set-up, source
+    if job is not None:
+        header.insert(3, ("job", 3))
+        for cells, row in zip(rows, shown_rows(ranked, top), strict=True):
+            cells.insert(3, job(row))
+        left = {2, 3, 4, 15}
+    cells = [[h for h, _ in header], *rows]
+    widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(header)]
     return [
         "  ".join(
             c.ljust(w) if i in left else c.rjust(w)
@@ -472,11 +481,11 @@ def render(
     cfg: RunConfig,
     notes: list[str],
     lines: list[str],
-    path: str,
+    path: str | None,
     networks: list[str] = (),
 ) -> str:
     """The terminal output: the table, what was dropped, the networks named, the defaults used, the
-    best's override lines."""
+    best's override lines; ``path``: the ``plan.csv`` written (None: it could not be)."""
     column, better = objective.planned(cfg.objective)
     none = ["no set-up fits and is predicted: see the dropped counts"]
     out = table_lines(ranked, cfg.space.top) if ranked else none
@@ -497,7 +506,9 @@ def render(
         *(f"  {n}" for n in notes),
         "best of each cluster, the command that runs it:",
         *(f"  {r.cluster}: {line}" for r, line in zip([r for r in ranked if r.best], lines, strict=True)),
-        f"(plan: no worker started, no record written; every row in {path})",
+        f"(plan: no worker started, no record written; every row in {path})"
+        if path
+        else "(plan: no worker started, no record written)",
     ]
     return "\n".join(out)
 

@@ -107,34 +107,63 @@ def replace_plan_file(
 
 
 def start_plan_file(sweep_dir: Path) -> None:
-    """``plan=true`` under ``-m``: start the sweep's ``plan.csv`` afresh (the header only), so that
-    a second plan into one directory shows its own jobs, not the last plan's rows as well. Called
-    by the sweep callback before any job; each job then appends its row
-    (:func:`flopsweep.job.dryrun.plan_job`)."""
+    """``plan=true`` under ``-m``: start the sweep's ``plan.csv`` afresh, so that a second plan into
+    one directory shows its own jobs, not the last plan's rows as well: the last plan's file is removed
+    (never followed: a link there is removed, not its target). Called by the sweep callback before any
+    job; the first job's rows create it with their header, :data:`PLAN_COLUMNS` (one row per job) or
+    :data:`flopsweep.job.plansweep.SWEEP_COLUMNS` (``plan_clusters``: every set-up of the job), and
+    each job appends its rows (:func:`append_plan_row`)."""
     Path(sweep_dir).mkdir(parents=True, exist_ok=True)
-    replace_plan_file(Path(sweep_dir) / PLAN_FILE, [])
+    (Path(sweep_dir) / PLAN_FILE).unlink(missing_ok=True)
 
 
-def append_plan_row(path: Path, row: dict[str, Any]) -> None:
-    """Append one row to a sweep's ``plan.csv`` in one ``write`` (``O_APPEND``: jobs in parallel
-    tasks do not interleave), never through a link and never blocking (``O_NONBLOCK``: a FIFO there
-    is not waited on); a missing file is created with its header.
+def append_plan_row(
+    path: Path, row: dict[str, Any] | list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS
+) -> None:
+    """Append one row (or a job's rows) to a sweep's ``plan.csv`` in one ``write`` (``O_APPEND``: jobs in
+    parallel tasks do not interleave), never through a link and never blocking (``O_NONBLOCK``: a FIFO
+    there is not waited on); a missing file is created with the header of ``columns``.
 
     Raises:
-        OSError: ``plan.csv`` is a link, a FIFO or no regular file (``ELOOP``, ``ENXIO``, ``EINVAL``).
+        OSError: ``plan.csv`` is a link, a FIFO or no regular file (``ELOOP``, ``ENXIO``, ``EINVAL``), or
+            its header is not ``columns`` (``EINVAL``: a sweep whose jobs plan both ways, with and without
+            ``plan_clusters``, which one table cannot hold).
     """
+    rows = row if isinstance(row, list) else [row]
     flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)
-        text = _csv_text([row], header=True)
+        text = _csv_text(rows, header=True, columns=columns)
     except FileExistsError:
         fd = os.open(path, flags)
-        text = _csv_text([row], header=False)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        text = _csv_text(rows, header=False, columns=columns)
     try:
-        os.write(fd, text.encode("utf-8"))
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        head = _csv_text([], header=True, columns=columns).encode("utf-8")
+        found = _head_of(path, os.fstat(fd), len(head))
+        if found and not head.startswith(found):  # a header still being written by another job: a prefix
+            raise OSError(
+                errno.EINVAL,
+                f"{path} holds another plan's columns: one sweep's jobs plan with plan_clusters and without "
+                "it, which one table cannot hold. Fix: give every job plan_clusters, or none",
+            )
+        data = text.encode("utf-8")
+        while data:  # a regular file takes the whole write; a short one (a full disk) raises next time
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
+
+
+def _head_of(path: Path, st: os.stat_result, size: int) -> bytes:
+    """The first ``size`` bytes of the file at ``path``, opened again for reading, never through a link
+    and never blocking; ``b""`` where it is no longer the file of ``st`` (replaced meanwhile)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return b""
+        return os.pread(fd, size, 0)
     finally:
         os.close(fd)
 
@@ -193,7 +222,17 @@ def cluster_hint(gpu: str) -> str:
     return f"plan_clusters=[{gpu}:1x8,{gpu}:8x8]"
 
 
-def plan_table(path: str, gpu: str = HINT_GPU) -> str:
+def _frame(path: str, text: str | None, **kwargs: Any) -> Any:
+    """``plan.csv`` as pandas reads it: the file at ``path``, or ``text`` (its CSV, where the file
+    could not be written: :func:`unwritten_line`)."""
+    import io
+
+    import pandas as pd
+
+    return pd.read_csv(io.StringIO(text) if text is not None else path, keep_default_na=False, **kwargs)
+
+
+def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> str:
     """``plan.csv`` as one compact table for the terminal (pandas' markdown through tabulate): the
     columns of :data:`TERMINAL_COLUMNS` that some row fills, under short headers; the long
     ``prediction_source`` and ``note`` texts as ``[k]`` references, each distinct text printed once
@@ -203,9 +242,7 @@ def plan_table(path: str, gpu: str = HINT_GPU) -> str:
     (:func:`cluster_hint`). Each text cell as :func:`plan_cell` shows it (one line,
     control characters escaped, ``|`` escaped). The CSV keeps the values (guarded against
     spreadsheet formulas: :func:`_csv_text`)."""
-    import pandas as pd
-
-    frame = pd.read_csv(path, keep_default_na=False)
+    frame = _frame(path, text)
     shown = [c for c in TERMINAL_COLUMNS if c in frame.columns and (frame[c].astype(str) != "").any()]
     frame = frame[shown].copy()
     shared: list[str] = []
@@ -226,11 +263,12 @@ def plan_table(path: str, gpu: str = HINT_GPU) -> str:
     if shared:
         lines.append(f"every job: {plan_cell(' '.join(shared))}")
     hint = f"{cluster_hint(gpu)} ranks set-ups on clusters: docs/plan.md"
-    lines.append(f"(plan: no worker started, no record written; every column: {printable(path)}; {hint})")
+    where = f"; every column: {printable(path)}" if text is None else ""
+    lines.append(f"(plan: no worker started, no record written{where}; {hint})")
     return "\n".join(lines)
 
 
-def plan_invalid_line(path: str) -> str | None:
+def plan_invalid_line(path: str, *, text: str | None = None) -> str | None:
     """The line a plan prints (to stderr) when some of its rows are ``invalid``: ``N of M jobs are
     invalid (the status and reason columns); job J: <its reason>``, the first invalid row's
     ``reason``, the run's one line naming the key, the value and the fix, alone (where the job was
@@ -239,7 +277,7 @@ def plan_invalid_line(path: str) -> str | None:
     its refusals from passing unseen below a long table."""
     import pandas as pd
 
-    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    frame = _frame(path, text, dtype=str)
     invalid = frame[frame["status"] == "invalid"]
     if invalid.empty:
         return None
@@ -252,33 +290,32 @@ def plan_invalid_line(path: str) -> str | None:
     return f"{line}; job {job}: {first}{more}" if first else line
 
 
-def plan_refused_line(path: str) -> str | None:
+def plan_refused_line(path: str, *, text: str | None = None) -> str | None:
     """The one line of a single plan (no ``-m``, no ``plan_clusters``) whose every row is ``invalid``: its
     reason (``Invalid config: KEY=VALUE: ... Fix: ...``), or :func:`plan_invalid_line` where the rows give
     several; None when a row is not invalid. ``run.py`` prints it alone and exits 2, as the job does for a
     config it refuses before the plan (the table would repeat the reason as its footnote)."""
     import pandas as pd
 
-    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    frame = _frame(path, text, dtype=str)
     if frame.empty or not frame["status"].eq("invalid").all():
         return None
     reasons = frame.get("reason", frame.get("note", pd.Series("", index=frame.index)))
     first = printable(str(reasons.iloc[0]))[:400]
     if len(set(reasons)) == 1 and first:
         return first
-    line = plan_invalid_line(path)
+    line = plan_invalid_line(path, text=text)
     return line.removeprefix("flopsweep: ") if line else None
 
 
-def plan_unfit_line(path: str, gpu: str = HINT_GPU) -> str | None:
+def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> str | None:
     """The line a plan prints (to stderr) when some ``ok`` rows do not fit (``fits`` False): ``N of
     M jobs do not fit; job J: model=NAME: estimated X GiB per rank, more than <fits_on>. Fix: ...``,
     the first such row, its fix naming the levers and the clusters of ``gpu`` that rank the set-ups
     that fit (:func:`cluster_hint`); None when every row fits or is not known to. A plan is a report:
     it still exits 0, and such a row is not ranked (:func:`rank_plan_file`)."""
-    import pandas as pd
 
-    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    frame = _frame(path, text, dtype=str)
     unfit = frame[(frame["status"] == "ok") & (frame.get("fits", "") == "False")]
     if unfit.empty:
         return None
@@ -300,21 +337,58 @@ def plan_unfit_line(path: str, gpu: str = HINT_GPU) -> str | None:
     return f"flopsweep: {len(unfit)} of {len(frame)} jobs do not fit; job {job}: {said}. Fix: {fix}."
 
 
-def plan_output(path: str, fmt: str, gpu: str = HINT_GPU) -> str:
+def plan_output(path: str, fmt: str, gpu: str = HINT_GPU, *, text: str | None = None) -> str:
     """What ``plan=true`` prints for ``plan_format=fmt``: ``table`` (:func:`plan_table`, its hint
     naming ``gpu``), ``csv`` (the file's text) or ``json`` (a list of its rows, each a dict of its
-    columns; blanks as null)."""
+    columns; blanks as null); ``text``: the file's CSV where it could not be written."""
     if fmt == "table":
-        return plan_table(path, gpu)
-    import pandas as pd
-
-    frame = pd.read_csv(path, keep_default_na=False)
+        return plan_table(path, gpu, text=text)
+    frame = _frame(path, text)
     if fmt == "csv":
         return frame.to_csv(index=False).rstrip("\n")
     import json
 
     rows = [{k: (None if v == "" else v) for k, v in row.items()} for row in frame.to_dict("records")]
     return json.dumps(rows, indent=1, default=str)
+
+
+def plan_csv(rows: list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS, lines: str = "\r\n") -> str:
+    """``rows`` as the text of a ``plan.csv`` (its header first), guarded as the file is
+    (:func:`_csv_text`); ``lines="\\n"``: as printed, each line ending in a newline (the file's end in
+    CR LF, the CSV standard's)."""
+    text = _csv_text(rows, header=True, columns=columns)
+    return text if lines == "\r\n" else text.replace("\r\n", lines)
+
+
+UNWRITABLE: dict[str, Any] = {"path": None, "error": None}
+"""A single plan whose run folder could not be made (a read-only working directory): the ``plan.csv``
+it would have written there and the ``OSError`` (:func:`flopsweep.callbacks.SweepSummary.on_run_start`
+ran it in a private folder removed at its end). The job, in the same process, reads it
+(:func:`write_plan`)."""
+
+
+def unwritten_line(path: Path | str, exc: OSError) -> str:
+    """The one line of a plan whose ``plan.csv`` could not be written: ``flopsweep: plan.csv could not be
+    written: PATH (OS error); the plan above is complete. Fix: ...``."""
+    why = exc.strerror or str(exc)
+    return (
+        f"flopsweep: plan.csv could not be written: {printable(str(path))} ({why}); the plan above is "
+        "complete. Fix: run from a folder you can write to, or set hydra.run.dir=DIR (hydra.sweep.dir=DIR "
+        "under -m) to one"
+    )
+
+
+def write_plan(path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS) -> str | None:
+    """Write ``plan.csv`` afresh (:func:`replace_plan_file`); None, or the line saying it could not be
+    (:func:`unwritten_line`): an ``OSError`` there (a read-only folder, a full disk, a folder at its path),
+    or a run folder that could not be made (:data:`UNWRITABLE`). A plan prints its table either way."""
+    if UNWRITABLE["path"] is not None:
+        return unwritten_line(UNWRITABLE["path"], UNWRITABLE["error"])
+    try:
+        replace_plan_file(path, rows, columns)
+    except OSError as exc:
+        return unwritten_line(path, exc)
+    return None
 
 
 RANKED_BY = {

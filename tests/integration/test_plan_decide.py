@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -71,3 +72,110 @@ def test_the_plan_that_decides_end_to_end(tmp_path: Path) -> None:
     assert bad.returncode == 2 and not bad.stdout
     (line,) = [x for x in bad.stderr.splitlines() if x.startswith("flopsweep:")]
     assert line.startswith("flopsweep: Invalid config: plan_clusters='B300:8': ")
+
+
+@pytest.mark.slow
+def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path: Path) -> None:
+    """``-m plan=true model=A,B plan_clusters=[H100:8]`` (session 24's trial: progress lines and a hint to
+    add ``plan_clusters``, the sweep's ``plan.csv`` a header alone, the jobs' ``run.log`` empty): one table
+    of both models' set-ups ranked together, the cluster's best marked once with the command that runs it,
+    no hint; the sweep's ``plan.csv`` holds every row of both jobs; each job's ``run.log`` its own table."""
+    from helpers import run_py
+
+    sweep = tmp_path / "S"
+    proc = run_py(
+        "-m",
+        "plan=true",
+        "model=llama3.1-8b,llama3.2-3b",
+        "plan_clusters=[H100:8]",
+        "cost.usd_per_gpu_hour=2",
+        "budget.tokens=1e12",
+        "objective=usd_per_million_tokens",
+        "space.backends=[fsdp]",
+        "space.layouts=[dp,tp2]",
+        "space.checkpointing=[none]",
+        f"hydra.sweep.dir={sweep}",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = proc.stdout[proc.stdout.index("   #   all  cluster") :].split("\n\n")[0].splitlines()
+    assert table[0].split()[:5] == ["#", "all", "cluster", "job", "set-up"]
+    rows = [line.split() for line in table[1:] if not line.startswith("job ")]
+    assert len(rows) == 5 and [r[0] for r in rows] == ["1*", "2", "3", "4", "5"]
+    assert {r[3] for r in rows} <= {"0", "1"} and table[-2:] == [
+        "job 0: model=llama3.1-8b",
+        "job 1: model=llama3.2-3b",
+    ]
+    written = list(csv.DictReader((sweep / "plan.csv").open()))
+    own = [len((sweep / str(j) / "plan.csv").read_text().splitlines()) - 1 for j in (0, 1)]
+    assert len(written) == sum(own) and {r["job"] for r in written} == {"0", "1"}
+    ranked = [r for r in written if r["rank"]]
+    assert [int(r["rank"]) for r in ranked] == list(range(1, len(ranked) + 1))
+    dollars = [float(r["predicted_usd_per_million_tokens"]) for r in ranked]
+    assert dollars == sorted(dollars) and [r["best"] for r in ranked].count("True") == 1
+    model = ("llama3.1-8b", "llama3.2-3b")[int(ranked[0]["job"])]
+    assert f"  H100:1x8:ib400: flopsweep model={model} " in proc.stdout
+    assert "ranks set-ups on clusters" not in proc.stdout  # no hint to add what the command has
+    for job in (0, 1):
+        log = (sweep / str(job) / "run.log").read_text()
+        assert "   #   all  cluster           set-up" in log and "best of each cluster" in log
+
+
+def _read_only_shell(folder: Path) -> list[str] | None:
+    """``sh -c`` run with ``folder`` bind-mounted read-only in a mount namespace of its own (``unshare -m``,
+    as root), so that even root cannot write there; None where this machine does not allow it."""
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None:
+        return None
+    mount = f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} && cd {folder} && "
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", mount + "! touch x 2>/dev/null"],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    return None if probe.returncode else ["unshare", "-m", "sh", "-c", mount + '"$@"', "sh"]
+
+
+@pytest.mark.slow
+def test_a_plan_in_a_read_only_folder_prints_its_table_and_says_plan_csv_was_not_written(
+    tmp_path: Path,
+) -> None:
+    """A read-only working directory (session 24's trial: the plan printed nothing, refused for its lock):
+    the plan runs in a private folder, prints its whole table, says in one line that ``plan.csv`` could not
+    be written (its path, the OS error, the fix), exits 0 and leaves that folder behind it removed."""
+    import subprocess
+
+    shell = _read_only_shell(tmp_path)
+    if shell is None:
+        pytest.skip("no read-only bind mount here (unshare -m as root)")
+    args = [
+        "plan=true",
+        "model=llama3.2-3b",
+        "plan_clusters=[H100:8]",
+        "space.backends=[fsdp]",
+        "space.layouts=[dp]",
+    ]
+    proc = subprocess.run(
+        [*shell, sys.executable, str(ROOT / "run.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path.parent)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "  H100:1x8:ib400: flopsweep model=llama3.2-3b " in proc.stdout
+    assert proc.stdout.rstrip().endswith("(plan: no worker started, no record written)")
+    line = proc.stderr.strip().splitlines()[-1]
+    assert (
+        line.startswith("flopsweep: plan.csv could not be written: outputs/")
+        and "/plan.csv (Read-only file system)" in line
+    )
+    assert line.endswith(
+        "Fix: run from a folder you can write to, or set hydra.run.dir=DIR (hydra.sweep.dir=DIR under -m) "
+        "to one"
+    )
+    assert not list(tmp_path.parent.glob("flopsweep-plan-*")) and not list(tmp_path.iterdir())

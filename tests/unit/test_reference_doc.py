@@ -175,15 +175,18 @@ def test_reference_lines_fit() -> None:
 
 
 def test_the_plan_csv_reference_names_every_column_of_both_kinds() -> None:
-    """docs/reference/plan.md has one row per ``plan.csv`` column (``plan_clusters``' and the one row per
-    job's), each described; a column without a description stops the generator, naming it."""
+    """docs/reference/plan.md has one row per ``plan.csv`` column (``plan_clusters``', a sweep's two more and
+    the one row per job's), each described; a column without a description stops the generator, naming it."""
     from flopsweep import reference_plan
     from flopsweep.job.plantable import PLAN_COLUMN_DOCS, PLAN_COLUMNS
     from flopsweep.plan_assess import COLUMNS, SETUP_COLUMNS
 
     text = _text(REPO / "docs" / "reference" / "plan.md")
     rows = [line for line in text.splitlines() if line.startswith("| `")]
-    assert [r.split("`")[1] for r in rows] == [*COLUMNS, *PLAN_COLUMNS]
+    from flopsweep.job.plansweep import SWEEP_COLUMN_DOCS, SWEEP_COLUMNS
+
+    assert [r.split("`")[1] for r in rows] == [*COLUMNS, *SWEEP_COLUMN_DOCS, *PLAN_COLUMNS]
+    assert SWEEP_COLUMNS == (*SWEEP_COLUMN_DOCS, *COLUMNS)  # a sweep's file: its two columns, then the plan's
     assert all(len(r.split(" | ")[1].strip(" |")) > 10 for r in rows)
     assert set(PLAN_COLUMN_DOCS) == set(PLAN_COLUMNS) and set(SETUP_COLUMNS) < set(COLUMNS)
     with pytest.raises(

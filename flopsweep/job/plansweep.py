@@ -1,0 +1,376 @@
+"""``plan=true plan_clusters=[...]`` under ``-m``: one ranked table of every job's set-ups.
+
+Each job of the sweep plans its own set-ups on the clusters (:func:`flopsweep.job.plandecide.decide_job`),
+writes them to its own ``plan.csv`` and its table to its ``run.log``, and appends its rows, with its job
+number and overrides, to the sweep's ``plan.csv`` (:func:`append_job`, :data:`SWEEP_COLUMNS`). When the
+sweep ends, its callback (:meth:`flopsweep.callbacks.SweepSummary.on_multirun_end`) ranks them all
+together by ``objective=`` (:func:`flopsweep.plan_space.rank`: the model, sequence length or any other
+swept key is part of the set-up), rewrites the sweep's ``plan.csv`` with every row and prints the one
+table (:func:`sweep_output`): the best of each cluster over every job marked ``*`` with the command
+that runs it, the job's overrides that differ from the other jobs' in a ``job`` column
+(:func:`plan_lines`, which prints a sweep's one-row plan too). Also the table's figures (:func:`_si`:
+``$2.72e16``, not ``$2.72e+07B``) and :func:`plan_scratch`, the private folder of a plan whose own cannot be
+written. Torch-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import logging
+import math
+import os
+import stat
+import typing
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from flopsweep import objective
+from flopsweep.files import read_regular
+from flopsweep.job.plantable import append_plan_row, plan_csv, unwritten_line, write_plan
+from flopsweep.plan_assess import COLUMNS, Row
+from flopsweep.text import csv_text, printable
+
+log = logging.getLogger("flopsweep")
+
+SWEEP_COLUMNS = ("job", "job_overrides", *COLUMNS)
+"""The sweep's ``plan.csv`` under ``plan_clusters``: the job's number and its overrides (the command
+line's, the sweep's value of each swept key among them), then :data:`flopsweep.plan_space.COLUMNS`;
+``rank``, ``cluster_rank`` and ``best`` over every job's set-ups."""
+SWEEP_COLUMN_DOCS = {
+    "job": "the job's number in its sweep (its folder's, `hydra.job.num`)",
+    "job_overrides": "the job's command-line overrides (the sweep's value of each swept key among them)",
+}
+"""What the two columns a sweep's ``plan.csv`` adds before :data:`flopsweep.plan_space.COLUMNS` mean
+(``docs/reference/plan.md``)."""
+PLAN_ONLY = ("plan=", "plan_format=", "plan_clusters=")
+"""Overrides left out of a job's label: every job of the plan shares them, or the cluster column says them."""
+MAX_SWEEP_BYTES = 1 << 30
+"""The largest sweep ``plan.csv`` read (1 GiB; a row is about 1.5 kB, most of it ``prediction_source``)."""
+MAX_SWEEP_ROWS = 500_000
+"""The most rows the sweep's table reads (a plan bounds each job to 50,000 set-ups,
+:data:`flopsweep.plan_space.MAX_SETUPS`)."""
+
+
+def append_job(path: Path, rows: list[dict[str, Any]], info: Any) -> None:
+    """Append one job's rows (``plan.csv``'s, :data:`flopsweep.plan_space.COLUMNS`) to the sweep's
+    ``plan.csv`` at ``path`` with its number and overrides (:func:`flopsweep.job.plantable.append_plan_row`:
+    one write, never through a link). A file that cannot take them is one warning in the job's log, not
+    a failed job: its own ``plan.csv`` and log hold its rows."""
+    overrides = " ".join(info.overrides)
+    joined = [{"job": info.job_num, "job_overrides": overrides, **row} for row in rows]
+    try:
+        append_plan_row(path, joined, SWEEP_COLUMNS)
+    except OSError as exc:
+        log.warning("%s", unwritten_line(path, exc).removeprefix("flopsweep: "))
+
+
+def _value(text: str, kind: str) -> Any:
+    """One ``plan.csv`` cell as :class:`flopsweep.plan_space.Row`'s field of type ``kind`` holds it."""
+    text = csv_text(text)
+    if kind.startswith("list"):
+        return text.split() if text else []
+    if text == "" and "None" in kind:
+        return None
+    if kind.startswith("bool"):
+        return text == "True"
+    if kind.startswith("int"):
+        return int(float(text)) if text else 0
+    if kind.startswith("float"):
+        return float(text) if text else None
+    return text
+
+
+_FIELDS = {f.name: str(f.type) for f in dataclasses.fields(Row) if f.name != "setup"}
+
+
+def row_of(cells: dict[str, str]) -> Row:
+    """A :class:`flopsweep.plan_space.Row` from a ``plan.csv`` row (:meth:`Row.as_dict` written through the
+    CSV guard), its :class:`flopsweep.plan_space.Setup` from the set-up's columns."""
+    from flopsweep.plan_space import Setup
+
+    row = Row(
+        setup=None, **{k: _value(cells.get(k) or "", kind) for k, kind in _FIELDS.items() if k in cells}
+    )
+    if cells.get("backend"):
+        row.setup = Setup(
+            backend=csv_text(cells["backend"]),
+            layout=csv_text(cells.get("space_layout") or ""),
+            checkpointing=csv_text(cells.get("checkpointing") or ""),
+            precision=csv_text(cells.get("precision") or ""),
+            micro_batch=int(float(cells.get("micro_batch") or 0)),
+        )
+    return row
+
+
+def read_sweep(path: Path) -> list[tuple[int, list[str], Row]]:
+    """The sweep's ``plan.csv``: ``(job, its overrides, row)`` per row, at most :data:`MAX_SWEEP_ROWS`, read
+    as a regular file of at most :data:`MAX_SWEEP_BYTES` (:func:`flopsweep.files.read_regular`: never
+    through a link, never blocking on a FIFO).
+
+    Raises:
+        RecordError: a link, a FIFO, a file over the bound, an OS error: one phrase naming it.
+    """
+    text = read_regular(path, MAX_SWEEP_BYTES).decode("utf-8", errors="replace")
+    out = []
+    for i, cells in enumerate(csv.DictReader(io.StringIO(text, newline=""))):
+        if i >= MAX_SWEEP_ROWS:
+            break
+        job = int(float(cells.get("job") or 0))
+        out.append((job, csv_text(cells.get("job_overrides") or "").split(), row_of(cells)))
+    return out
+
+
+def is_sweep_file(path: Path) -> bool:
+    """Whether the sweep's ``plan.csv`` is a plan over clusters (:data:`SWEEP_COLUMNS`' header), not one
+    row per job (:data:`flopsweep.job.plantable.PLAN_COLUMNS`); its first bytes read as
+    :func:`flopsweep.job.plantable.append_plan_row` reads them (no link followed, no FIFO waited on)."""
+    from flopsweep.job.plantable import _head_of
+
+    try:
+        st = os.lstat(path)
+        head = _head_of(path, st, 64) if stat.S_ISREG(st.st_mode) else b""
+    except OSError:
+        return False
+    return head.startswith(b"job,job_overrides,rank,cluster_rank")
+
+
+def job_labels(jobs: dict[int, list[str]]) -> dict[int, str]:
+    """Each job's overrides that not every job shares, less the plan's own (:data:`PLAN_ONLY`), as one
+    line (``model=llama3.2-3b``): what tells its rows from the other jobs' in the table."""
+    words = {j: [w for w in o if not w.lstrip("+~").startswith(PLAN_ONLY)] for j, o in jobs.items()}
+    shared = set.intersection(*(set(w) for w in words.values())) if words else set()
+    return {j: " ".join(w for w in ws if w not in shared) for j, ws in words.items()}
+
+
+def setup_keys_swept(labels: dict[int, str]) -> list[str]:
+    """The swept keys that every set-up sets itself (``backend``, ``batch.micro_batch_size``,
+    ``parallel.*``, ``nproc_per_node``, ...: :data:`flopsweep.job.plandecide.SETUP_KEYS` and ``RUN_KEYS``):
+    those jobs plan the same set-ups, so their rows repeat."""
+    from flopsweep.job.plandecide import RUN_KEYS, SETUP_KEYS
+
+    keys = {w.lstrip("+~").split("=")[0] for label in labels.values() for w in label.split()}
+    return sorted(k for k in keys if k in SETUP_KEYS or k in RUN_KEYS or k.startswith("parallel."))
+
+
+def _dropped(rows: list[Row]) -> Counter:
+    """The rows not ``ok`` counted by reason, as :func:`flopsweep.plan_space.candidates` counts them."""
+    out: Counter = Counter()
+    for r in rows:
+        if r.status == "refused":
+            out[f"refused: {r.reason.split('=')[0]}"] += 1
+        elif r.status != "ok":
+            out[r.status] += 1
+    return out
+
+
+def sweep_output(
+    path: Path, objective_name: str, fmt: str = "table", top: int = 5, *, shown: bool = True
+) -> tuple[str, str | None]:
+    """The sweep's plan over every job: its rows ranked together by ``objective_name``
+    (:func:`flopsweep.plan_space.rank`), the sweep's ``plan.csv`` rewritten with them (ranked first, then
+    the dropped), and the text to print for ``fmt``: ``table`` (the ``top`` best of each cluster, the
+    ``job`` column, the dropped counts, the best of each cluster with its command), ``csv`` (the file's
+    rows) or ``json`` (``{objective, better, jobs, dropped, best: [{cluster, job, command}], rows}``).
+    ``shown``: False leaves the file's path unsaid (a private folder the plan ran in).
+
+    Returns:
+        ``(text, line)``: ``line`` says the file could not be rewritten (:func:`unwritten_line`), else None.
+    """
+    from flopsweep.config import ConfigError
+    from flopsweep.job.plandecide import _scaled_lines, override_line, table_lines
+    from flopsweep.plan_space import rank
+
+    try:  # the sweep's objective= (a swept one: its default); one a plan cannot predict ranks as its jobs did
+        objective.planned(objective_name)
+    except ConfigError:
+        objective_name = "model_tflops_per_device"
+    read = read_sweep(path)
+    jobs = {job: overrides for job, overrides, _ in read}
+    job_of = {id(row): job for job, _, row in read}
+    rows = [row for _, _, row in read]
+    column, better = objective.planned(objective_name)
+    ranked = rank(rows, objective_name)
+    others = [r for r in rows if r.rank is None]
+
+    def cells(r: Row) -> dict[str, Any]:
+        j = job_of[id(r)]
+        return {"job": j, "job_overrides": " ".join(jobs[j]), **r.as_dict()}
+
+    every = [cells(r) for r in [*ranked, *others]]
+    unwritten = write_plan(path, every, SWEEP_COLUMNS)
+    best = [r for r in ranked if r.best]
+    commands = [override_line(r, jobs[job_of[id(r)]]) for r in best]
+    dropped = _dropped(rows)
+    labels = job_labels(jobs)
+    if fmt == "csv":
+        return plan_csv(every, SWEEP_COLUMNS, lines="\n").rstrip("\n"), unwritten
+    if fmt == "json":
+        said = {
+            "objective": objective_name,
+            "better": better,
+            "jobs": {str(j): " ".join(o) for j, o in jobs.items()},
+            "dropped": dict(dropped),
+            "best": [
+                {"cluster": r.cluster, "job": job_of[id(r)], "command": c}
+                for r, c in zip(best, commands, strict=True)
+            ],
+            "rows": every,
+        }
+        return json.dumps(said, indent=1, default=_json_number), unwritten
+    text = "\n".join(
+        _table(ranked, top, labels, job_of, table_lines)
+        + [
+            "",
+            f"ranked by objective={objective_name} ({column}, {better} is better) over the set-ups of "
+            f"{len(jobs)} job{'s' if len(jobs) > 1 else ''}; {top} shown per cluster (space.top)",
+            "#: rank within its cluster over every job (1..n, * = its best); all: rank among every set-up "
+            "(plan.csv's rank); job: the job's own overrides",
+            f"{len(rows)} set-ups: {len(ranked)} ranked; dropped: "
+            + (", ".join(f"{k} {v}" for k, v in dropped.most_common()) or "none"),
+            "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
+            "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
+            *_scaled_lines(ranked, top),
+            *_repeat_lines(labels),
+            "best of each cluster over every job, the command that runs it:",
+            *(f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)),
+            "(plan: no worker started, no record written; the defaults each job used: its run.log"
+            + (f"; every row of every job: {printable(str(path))})" if shown and not unwritten else ")"),
+        ]
+    )
+    return text, unwritten
+
+
+def _json_number(value: Any) -> Any:
+    """JSON of a value ``json`` does not take: a NaN or infinity as null."""
+    return None if isinstance(value, float) and not math.isfinite(value) else str(value)
+
+
+def _table(
+    ranked: list[Row], top: int, labels: dict[int, str], job_of: dict[int, int], lines: typing.Callable
+) -> list[str]:
+    """The table with its ``job`` column: each job's label (:func:`job_labels`) where the widest line stays
+    within :data:`flopsweep.job.plandecide.WIDTH`, else the job's number and one line per job below it."""
+    from flopsweep.job.plandecide import WIDTH
+
+    if not ranked:
+        return ["no set-up of any job fits and is predicted: see the dropped counts"]
+    inline = lines(ranked, top, lambda r: labels[job_of[id(r)]] or str(job_of[id(r)]))
+    if max(map(len, inline)) <= WIDTH:
+        return inline
+    numbered = lines(ranked, top, lambda r: str(job_of[id(r)]))
+    return numbered + [
+        f"job {j}: {printable(label) or '(no override of its own)'}" for j, label in sorted(labels.items())
+    ]
+
+
+def _repeat_lines(labels: dict[int, str]) -> list[str]:
+    """One line where the jobs differ in a key each set-up sets itself (:func:`setup_keys_swept`)."""
+    keys = setup_keys_swept(labels)
+    if not keys:
+        return []
+    return [
+        f"the jobs differ in {', '.join(keys)}, which each set-up sets itself (space.*, plan_clusters): "
+        "their rows repeat; sweep space.backends, space.micro_batches, ... or plan_clusters instead"
+    ]
+
+
+def _si(x: float | None, money: bool = False) -> str:
+    """A figure of the table in at most 7 characters, its magnitude read right: ``2.4``, ``317k``,
+    ``1.17M``, ``4.5B`` (1e9), ``2.9T`` (1e12), from 1e15 a power of ten (``2.72e16``: 27,200 trillion);
+    ``$`` before dollars; blank for None. ``$2.72e+07B`` (2.72e16 dollars written as 27.2 million
+    billions) read as 27 million."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    sign = "$" if money else ""
+    if math.isinf(x) or abs(x) >= 1e15:
+        return f"{sign}{exponent(x)}"
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{sign}{x / scale:.3g}{unit}"
+    return f"{sign}{exponent(x) if 0 < abs(x) < 1e-3 else format(x, '.3g')}"
+
+
+def exponent(x: float) -> str:
+    """``x`` to 3 significant digits as mantissa and power of ten without ``+`` or leading zeros:
+    ``2.72e16``, ``5e-05`` -> ``5e-5``; ``inf`` as it is."""
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    mantissa, _, power = f"{x:.3g}".partition("e")
+    if not power:
+        return mantissa
+    return f"{mantissa}e{int(power)}"
+
+
+def _count(x: float | None, money: bool = False) -> str:
+    """A count or duration as the table shows it: ``2,106`` (digits grouped) below a million, else
+    :func:`_si` (``1.2M``, ``3.4e17``): 1e18 tokens at 1 token/s were 11,574,074,074,074 days, wider than
+    the table."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{x:,.0f}" if abs(x) < 1e6 else _si(x, money)
+
+
+def plan_scratch(config: Any, mode: str) -> tuple[Path, OSError] | None:
+    """A plan whose folder (``hydra.run.dir``, ``hydra.sweep.dir`` for ``mode`` ``sweep``) cannot be made
+    or written (a read-only working directory, another user's folder): a private folder to run in
+    instead (``mkdtemp``: 0700, an unpredictable name; removed at the end,
+    :meth:`flopsweep.callbacks.SweepSummary.release`, or at exit) and the ``OSError`` (``EROFS``,
+    ``EACCES``); its ``plan.csv`` is said not written (:func:`flopsweep.job.plantable.unwritten_line`)
+    below the table, which a plan prints anyway. None where the folder's nearest existing folder can be
+    written, and where the folder is refused (:func:`flopsweep.hydrafiles.output_folder_problem`: the
+    callback's lock says why). Nothing is made at the asked path."""
+    import atexit
+    import errno
+    import shutil
+    import tempfile
+
+    from omegaconf import read_write
+
+    from flopsweep.hydrafiles import output_folder_problem
+
+    key = "run" if mode == "run" else "sweep"
+    folder = Path(str(config.hydra[key].dir))
+    if output_folder_problem(f"hydra.{key}.dir", str(folder)):
+        return None
+    there = folder.absolute()
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    if os.access(there, os.W_OK | os.X_OK):
+        return None
+    read_only = bool(os.statvfs(there).f_flag & os.ST_RDONLY)
+    code = errno.EROFS if read_only else errno.EACCES
+    error = OSError(code, os.strerror(code), str(there))
+    scratch = Path(tempfile.mkdtemp(prefix="flopsweep-plan-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # also where Hydra fails before the end
+    with read_write(config.hydra):
+        config.hydra[key].dir = str(scratch)
+        # a sweep's jobs compose their Hydra config again from these overrides (load_sweep_config)
+        config.hydra.overrides.hydra.append(f"hydra.{key}.dir={scratch}")
+    return scratch, error
+
+
+def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
+    """What a sweep's plan prints when it ends, for its ``plan_format``: over clusters, one table of every
+    job's set-ups (:func:`flopsweep.job.plansweep.sweep_output`); else one row per job ranked by
+    ``objective=`` (:func:`flopsweep.job.plantable.rank_plan_file`,
+    :func:`~flopsweep.job.plantable.plan_output`)
+    and the lines about invalid rows and rows that do not fit. A line to stderr begins ``flopsweep: ``.
+    ``shown``: False where ``plan`` is in a private folder (:func:`plan_scratch`): its path is not said."""
+    objective = str(config.get("objective") or "model_tflops_per_device")
+    fmt = str(config.get("plan_format") or "table")
+    if is_sweep_file(plan):
+        top = int((config.get("space") or {}).get("top") or 5)
+        text, unwritten = sweep_output(plan, objective, fmt, top, shown=shown)
+        return [text, *([unwritten] if unwritten else [])]
+    from flopsweep.clusters import plans_gpu
+    from flopsweep.job.plantable import plan_invalid_line, plan_output, plan_unfit_line, rank_plan_file
+
+    rank_plan_file(str(plan), objective)
+    gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name
+    text = None if shown else plan.read_text(encoding="utf-8")  # its own file: the path left unsaid
+    lines = [plan_output(str(plan), fmt, gpu, text=text)]
+    return lines + [x for x in (plan_invalid_line(str(plan)), plan_unfit_line(str(plan), gpu)) if x]

@@ -1,0 +1,239 @@
+"""A sweep of plans over clusters (session 24's trial: ``-m plan=true model=a,b plan_clusters=[H100:8]``
+printed no ranking, its sweep ``plan.csv`` only a header): each job's rows join the sweep's file
+(:func:`flopsweep.job.plansweep.append_job`) and one table ranks them all (:func:`sweep_output`); large
+money and time figures read right; a ``plan.csv`` that cannot be written is one line, the plan printed
+anyway. Jobs are planned in process (:func:`flopsweep.job.plandecide.decide_job`); no process starts."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from flopsweep.job.plandecide import _count, _si, exponent
+
+SMALL = [
+    "plan=true",
+    "plan_clusters=[H100:8,H200:16]",
+    "space.backends=[fsdp]",
+    "space.layouts=[dp,tp2]",
+    "space.checkpointing=[none]",
+    "space.micro_batches=[1,2]",
+    "cost.usd_per_gpu_hour=2",
+    "budget.tokens=1e12",
+]
+MODELS = ("llama3.1-8b", "llama3.2-3b")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, hydra_compose) -> Path:
+    """Two jobs of one sweep, one per model, planned into ``<sweep>/0`` and ``<sweep>/1`` as Hydra's
+    basic launcher runs them; the sweep's ``plan.csv`` started afresh as the callback starts it."""
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job
+    from flopsweep.job.plantable import start_plan_file
+
+    root = tmp_path_factory.mktemp("sweep")
+    start_plan_file(root)
+    for job, model in enumerate(MODELS):
+        given = [*SMALL, f"model={model}"]
+        (root / str(job)).mkdir()
+        info = JobInfo(job_dir=str(root / str(job)), overrides=given, job_num=job)
+        out = decide_job(hydra_compose(given), info)
+        assert out["status"] == "plan" and "unwritten" not in out
+    return root / "plan.csv"
+
+
+def test_a_sweeps_plan_ranks_every_jobs_set_ups_in_one_table(sweep: Path) -> None:
+    """One table over both models: ``all`` 1, 2, 3 ... over every job's rows, ``#`` within each cluster,
+    one ``*`` per cluster; the jobs told apart by their own overrides; the best of each cluster's
+    command carries its job's model; no hint to add what the command already has."""
+    from flopsweep.job.plansweep import sweep_output
+
+    text, unwritten = sweep_output(sweep, "tokens_per_s_per_device", "table", top=3)
+    assert unwritten is None
+    table = text.split("\n\n")[0].splitlines()
+    header, rows = table[0].split(), [line for line in table[1:] if not line.startswith("job ")]
+    assert header[:5] == ["#", "all", "cluster", "job", "set-up"] and len(rows) == 6  # 3 per cluster
+    assert [int(r.split()[1]) for r in rows] == sorted(int(r.split()[1]) for r in rows)
+    assert sum(r.split()[0].endswith("*") for r in rows) == 2
+    legend = [line for line in table if line.startswith("job ")]
+    assert legend == ["job 0: model=llama3.1-8b", "job 1: model=llama3.2-3b"]
+    assert max(map(len, table)) <= 160
+    best = {r["cluster"]: MODELS[int(r["job"])] for r in csv.DictReader(sweep.open()) if r["best"] == "True"}
+    lines = [line.strip().split(": ", 1) for line in text.splitlines() if line.startswith("  H")]
+    assert len(lines) == 2 and all(f" model={best[cluster]} " in command for cluster, command in lines)
+    assert all("plan_clusters" not in command for _, command in lines)
+    shown = {r.split()[2]: r.split()[3] for r in rows if r.split()[0].endswith("*")}
+    assert {c: MODELS[int(j)] for c, j in shown.items()} == best
+    assert "plan_clusters=[" not in text  # the hint never suggests what the command does
+    assert f"every row of every job: {sweep})" in text
+
+
+def test_the_sweeps_plan_csv_holds_every_row_ranked_over_every_job(sweep: Path) -> None:
+    """The sweep's ``plan.csv``: each job's rows (its own ``plan.csv`` has them too), ``rank`` 1..n over
+    both jobs, ``cluster_rank`` 1..n in each cluster, ``best`` once per cluster, dropped rows last."""
+    from flopsweep.job.plansweep import sweep_output
+
+    sweep_output(sweep, "tokens_per_s_per_device", "table")
+    rows = list(csv.DictReader(sweep.open()))
+    own = [list(csv.DictReader((sweep.parent / str(j) / "plan.csv").open())) for j in (0, 1)]
+    assert len(rows) == len(own[0]) + len(own[1]) and {r["job"] for r in rows} == {"0", "1"}
+    ranked = [r for r in rows if r["rank"]]
+    assert [int(r["rank"]) for r in ranked] == list(range(1, len(ranked) + 1))
+    assert all(r["status"] == "ok" for r in ranked) and all(not r["rank"] for r in rows[len(ranked) :])
+    speeds = [float(r["predicted_tokens_per_s_per_gpu"]) for r in ranked]
+    assert speeds == sorted(speeds, reverse=True)
+    for cluster in ("H100:1x8:ib400", "H200:2x8:ib400"):
+        mine = [r for r in ranked if r["cluster"] == cluster]
+        assert [int(r["cluster_rank"]) for r in mine] == list(range(1, len(mine) + 1))
+        assert [r["best"] for r in mine].count("True") == 1 and mine[0]["best"] == "True"
+    assert {r["job_overrides"].split()[-1] for r in rows} == {f"model={m}" for m in MODELS}
+
+
+def test_a_sweeps_plan_prints_csv_and_json_of_every_row(sweep: Path) -> None:
+    """``plan_format=csv``: the sweep file's rows; ``json``: the best of each cluster with its job and
+    command, every row, the jobs' overrides."""
+    from flopsweep.job.plansweep import SWEEP_COLUMNS, sweep_output
+
+    text, _ = sweep_output(sweep, "usd_per_million_tokens", "csv")
+    assert text.splitlines()[0] == ",".join(SWEEP_COLUMNS) and text == sweep.read_text().rstrip("\n")
+    assert "\r" not in text
+    said = json.loads(sweep_output(sweep, "usd_per_million_tokens", "json")[0])
+    assert said["better"] == "lower" and set(said["jobs"]) == {"0", "1"}
+    assert [b["cluster"] for b in said["best"]] == ["H100:1x8:ib400", "H200:2x8:ib400"]
+    assert all(
+        b["command"].startswith("flopsweep ") and f"model={MODELS[b['job']]}" in b["command"]
+        for b in said["best"]
+    )
+    assert len(said["rows"]) == len(sweep.read_text().splitlines()) - 1
+
+
+def test_a_row_reads_back_from_plan_csv_as_it_was() -> None:
+    """:func:`flopsweep.job.plansweep.row_of` of a written row gives the row (its set-up, figures, blanks,
+    overrides) that the table and the ranking read."""
+    from flopsweep.job.plansweep import row_of
+    from flopsweep.job.plantable import plan_csv
+    from flopsweep.plan_space import COLUMNS, Row, Setup
+
+    setup = Setup(backend="fsdp", layout="tp2", checkpointing="full", precision="bf16", micro_batch=4)
+    row = Row(cluster="H100:1x8:ib400", setup=setup, world_size=8, layout="dp4 tp2", grad_accum=2)
+    row.predicted_tokens_per_s_per_gpu, row.budget_usd, row.overrides = 1234.5, 2.72e16, ["-x=1", "b=2"]
+    row.reason, row.rank, row.best = "=SUM(A1)", 3, True
+    (cells,) = csv.DictReader(plan_csv([row.as_dict()], COLUMNS).splitlines())
+    back = row_of(cells)
+    assert back == row
+
+
+@pytest.mark.parametrize(
+    ("value", "money", "shown"),
+    [
+        (2.72e16, True, "$2.72e16"),  # was $2.72e+07B: read as 27 million
+        (3.4e12, True, "$3.4T"),
+        (4.5e9, False, "4.5B"),
+        (1.01e6, True, "$1.01M"),
+        (404e3, False, "404k"),
+        (0.0679, False, "0.0679"),
+        (5e-5, True, "$5e-5"),
+        (None, True, ""),
+    ],
+)
+def test_a_figure_reads_its_magnitude_right(value, money: bool, shown: str) -> None:
+    assert _si(value, money) == shown
+
+
+def test_days_and_tokens_stay_in_their_column_however_large() -> None:
+    """1e18 tokens at a few tokens/s: days of 19 digits were wider than the table."""
+    assert _count(2106.4) == "2,106" and _count(1.157e13) == "11.6T" and _count(3.4e17) == "3.4e17"
+    assert exponent(2.72e16) == "2.72e16" and exponent(float("inf")) == "inf"
+
+
+def test_a_huge_budget_shows_its_dollars_in_the_plan_table(hydra_compose, tmp_path: Path) -> None:
+    """``cost.usd_per_gpu_hour=999999 budget.tokens=1e18``: every figure column within its width, the
+    dollars as a power of ten."""
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job
+
+    given = [
+        *SMALL[:2],
+        *SMALL[2:6],
+        "cost.usd_per_gpu_hour=999999",
+        "budget.tokens=1e18",
+        "model=llama3.2-3b",
+    ]
+    out = decide_job(hydra_compose(given), JobInfo(job_dir=str(tmp_path), overrides=given))
+    first = out["plan_text"].splitlines()[1].split()
+    budget = next(c for c in first if c.startswith("$") and "e1" in c)
+    mantissa, power = budget[1:].split("e")
+    row = next(csv.DictReader((tmp_path / "plan.csv").open()))
+    assert float(mantissa) * 10 ** int(power) == pytest.approx(float(row["budget_usd"]), rel=5e-3)
+    assert max(map(len, out["plan_text"].split("\n\n")[0].splitlines())) <= 160
+
+
+def test_a_plan_csv_that_cannot_be_written_is_one_line_and_the_plan_prints(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """A folder where ``plan.csv`` goes (as a read-only folder or a full disk, an ``OSError``): the
+    table is whole, its last line names no file, and one line says the path, the OS error and the fix."""
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job
+    from flopsweep.job.plantable import plan_output
+
+    (tmp_path / "plan.csv").mkdir()
+    given = [*SMALL, "model=llama3.2-3b"]
+    out = decide_job(hydra_compose(given), JobInfo(job_dir=str(tmp_path), overrides=given))
+    assert out["unwritten"].startswith(f"flopsweep: plan.csv could not be written: {tmp_path / 'plan.csv'} (")
+    assert "Fix: run from a folder you can write to" in out["unwritten"]
+    assert "best of each cluster" in out["plan_text"]
+    assert out["plan_text"].endswith("(plan: no worker started, no record written)")
+    one = "job,model,status\n,gpt-tiny,ok\n"
+    table = plan_output(str(tmp_path / "plan.csv"), "table", "H100", text=one)
+    assert "gpt-tiny" in table and str(tmp_path) not in table
+
+
+def test_a_sweep_file_of_other_columns_is_refused_not_mixed(tmp_path: Path) -> None:
+    """A job planning one row beside a sweep file of cluster rows (or the other way) would append rows
+    of other columns: the append is refused (``OSError``, the line naming the fix); before Hydra, a
+    ``plan_clusters`` sweep with ``null`` beside a list is one line."""
+    from flopsweep.job.plansweep import SWEEP_COLUMNS
+    from flopsweep.job.plantable import append_plan_row
+    from flopsweep.plan_command_line import command_line_problem
+
+    path = tmp_path / "plan.csv"
+    append_plan_row(path, {"job": 0, "status": "ok"})
+    with pytest.raises(OSError, match="holds another plan's columns.*Fix: give every job plan_clusters"):
+        append_plan_row(path, [{"job": 1}], SWEEP_COLUMNS)
+    assert len(path.read_text().splitlines()) == 2
+    line = command_line_problem(["-m", "plan=true", "plan_clusters=null,[H100:8]"])
+    assert line.startswith("Invalid config: plan_clusters='null,[H100:8]': sweeps a plan over clusters")
+
+
+def test_jobs_that_differ_in_a_set_up_key_are_said_to_repeat() -> None:
+    """Under ``plan_clusters`` every set-up sets ``backend``: a sweep over it plans one space twice."""
+    from flopsweep.job.plansweep import job_labels, setup_keys_swept
+
+    labels = job_labels(
+        {0: ["plan=true", "backend=fsdp", "model=x"], 1: ["plan=true", "backend=ddp", "model=x"]}
+    )
+    assert labels == {0: "backend=fsdp", 1: "backend=ddp"} and setup_keys_swept(labels) == ["backend"]
+    assert setup_keys_swept(job_labels({0: ["model.seq_len=1024"], 1: ["model.seq_len=2048"]})) == []
+
+
+def test_a_planted_sweep_file_is_never_followed_or_waited_on(sweep: Path, tmp_path: Path) -> None:
+    """The sweep's ``plan.csv`` read at its end: a link or a FIFO planted there is not followed or waited
+    on (``read_regular``); the kind of plan comes from its header alone."""
+    import os
+
+    from flopsweep.files import RecordError
+    from flopsweep.job.plansweep import is_sweep_file, read_sweep
+
+    assert is_sweep_file(sweep) and not is_sweep_file(tmp_path / "missing.csv")
+    fifo, link = tmp_path / "fifo.csv", tmp_path / "link.csv"
+    os.mkfifo(fifo)
+    link.symlink_to(sweep)
+    assert not is_sweep_file(fifo) and not is_sweep_file(link)
+    for planted in (fifo, link):
+        with pytest.raises(RecordError):
+            read_sweep(planted)
