@@ -70,6 +70,7 @@ TORCH_FREE = (
     "flopsweep.budget",  # the read budget of the analysis and predict.calibration
     "flopsweep.tree",  # the one walk for records
     "flopsweep.plausible",  # the checks of a record, shared with predict.calibration
+    "flopsweep.objective",  # through analysis.spread: the figures objective= names (the tuner's figure)
 )
 """The flopsweep modules the analysis may import: none of them imports torch."""
 
