@@ -1,5 +1,5 @@
 """Signal deferral around a write that must finish: a record is written whole or not at all; and, before the
-first job of a run or sweep starts, SIGINT and SIGTERM that end the process at once (:func:`stop_before_jobs`).
+first job of a run or sweep starts, SIGINT and SIGTERM that end the process (:func:`stop_before_jobs`).
 
 Torch-free and imports nothing of flopsweep (:func:`flopsweep.files.atomic_write_json` uses it).
 """
