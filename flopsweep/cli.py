@@ -192,7 +192,9 @@ def run() -> None:
 
 
 def analysis() -> None:
-    """``flopsweep-analysis DIR... [options]``: ``python -m analysis`` (same options, exit status)."""
+    """``flopsweep-analysis DIR... [options]``: ``python -m analysis`` (same options, exit status; a closed
+    stdout or stderr is ``os.devnull``: :func:`standard_streams`)."""
     from analysis.__main__ import main
 
+    standard_streams()
     raise SystemExit(main())

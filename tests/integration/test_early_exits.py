@@ -65,11 +65,14 @@ def test_a_signal_before_the_first_job_stops_at_once_with_one_line(tmp_path: Pat
     assert "Traceback" not in output and not list(tmp_path.rglob("metrics.json"))
 
 
-def _closed(*redirects: str, args: tuple[str, ...]) -> subprocess.CompletedProcess:
-    """``python run.py ARGS`` started by a shell with ``redirects`` (``>&-``, ``2>&-``)."""
+def _closed(
+    *redirects: str, args: tuple[str, ...], script: tuple[str, ...] = (RUN_PY,)
+) -> subprocess.CompletedProcess:
+    """``python run.py ARGS`` (or ``python SCRIPT ARGS``) started by a shell with ``redirects`` (``>&-``,
+    ``2>&-``)."""
     command = f'exec "$0" "$@" {" ".join(redirects)}'
     return subprocess.run(
-        ["bash", "-c", command, sys.executable, RUN_PY, *args],
+        ["bash", "-c", command, sys.executable, *script, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -81,7 +84,8 @@ def _closed(*redirects: str, args: tuple[str, ...]) -> subprocess.CompletedProce
 def test_a_closed_stdout_or_stderr_leaves_the_run_and_its_status_whole(tmp_path: Path) -> None:
     """``flopsweep ... >&-`` wrote its record, then failed ("'NoneType' object has no attribute 'flush'",
     exit 120; with plan=true also "Error executing job"); with descriptor 1 reopened as os.devnull but not
-    inheritable, a rank started with a pipe there and failed. Now: the run's own status, its record whole."""
+    inheritable, a rank started with a pipe there and failed. Now: the run's own status, its record whole;
+    ``python -m analysis DIR >&-`` (was: ``'NoneType' object has no attribute 'isatty'``) exits 0."""
     plan = _closed(">&-", args=("plan=true", f"hydra.run.dir={tmp_path / 'plan'}"))
     assert plan.returncode == 0 and plan.stderr == "", plan.stderr[-2000:]
     assert (tmp_path / "plan" / "plan.csv").is_file()
@@ -97,6 +101,8 @@ def test_a_closed_stdout_or_stderr_leaves_the_run_and_its_status_whole(tmp_path:
         ">&-", args=("plan=true", "model.seq_len=1000000000000", f"hydra.run.dir={tmp_path / 'x'}")
     )
     assert invalid.returncode == 2 and invalid.stderr.startswith("flopsweep: Invalid config: model.seq_len=")
+    analysis = _closed(">&-", args=(str(ROOT / "tests" / "fixtures" / "sweep"),), script=("-m", "analysis"))
+    assert analysis.returncode == 0 and "Traceback" not in analysis.stderr, analysis.stderr[-2000:]
 
 
 @pytest.fixture
