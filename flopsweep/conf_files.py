@@ -256,6 +256,27 @@ def _params(path: str, data: object, conf: str) -> list[tuple[str, str]]:
     return [(_shown(path, conf), f"{key}={value}") for key, value in params.items()]
 
 
+def _file_picks(argv: list[str], conf: str) -> list[tuple[str, str]]:
+    """``(group, option)`` for each ``override /group: option`` of the defaults lists of the files the
+    command line selects: the options a ``+sweep=`` file puts in place of ``conf/config.yaml``'s."""
+    try:
+        read = read_selected(argv, conf)
+    except ConfFileProblem:
+        return []
+    out = []
+    for data in read.values():
+        for entry in (data.get("defaults") if isinstance(data, dict) else None) or []:
+            if not isinstance(entry, dict):
+                continue
+            for key, value in entry.items():
+                words = str(key).split()
+                if len(words) == 2 and words[0] == "override" and isinstance(value, str):
+                    group = words[1].partition("@")[0].lstrip("/")
+                    if os.path.isdir(os.path.join(conf, group)) and not group.startswith("hydra"):
+                        out.append((group, value))
+    return out
+
+
 def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     """One line for a sweep axis of a selected file's ``hydra.sweeper.params`` that the command line's
     own checks refuse, with the file named, else None (a command line without ``-m`` runs no sweep).
@@ -279,7 +300,10 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     if not params:
         return None
     own = [o for _, o in params]
-    combined = own + argv  # the command line's own overrides passed these checks already
+    picks = [
+        f"{g}={o}" for g, o in _file_picks(argv, conf) if g not in given
+    ]  # the schemas the axes are read in
+    combined = picks + own + argv  # the command line's own overrides passed these checks already
     where = ", ".join(dict.fromkeys(shown for shown, _ in params))
     for check, given in (
         (syntax_problem, own),

@@ -171,3 +171,28 @@ def test_run_py_counts_a_shipped_sweep_files_axes_with_the_command_lines():
     assert line and line.startswith("Invalid config: conf/sweep/smoke.yaml (hydra.sweeper.params): "), line
     assert "the sweep would run 10010 jobs" in line
     assert refusal(["-m", "seed=range(0,1001)"]) is None
+
+
+def test_a_sweep_files_axes_are_read_in_the_options_it_picks(tmp_path):
+    """``attention.window_blocks`` is blocksparse's: read in the option the file's defaults put in place of
+    conf/config.yaml's (sdpa, where the key is unknown and left to Hydra), its value is checked."""
+    picks = "# @package _global_\ndefaults:\n  - override /attention: blocksparse\n"
+    conf = _conf(
+        tmp_path, {"sweep/mine.yaml": picks + _params("attention.window_blocks: 1,x").split("\n", 1)[1]}
+    )
+    (conf / "attention").mkdir()
+    line = sweep_file_problem(["-m", "+sweep=mine"], str(conf))
+    assert line and "attention.window_blocks='x': is not a whole number" in line, line
+    (conf / "sweep" / "mine.yaml").write_text(
+        picks + _params("attention.window_blocks: 1,2").split("\n", 1)[1]
+    )
+    assert sweep_file_problem(["-m", "+sweep=mine"], str(conf)) is None
+
+
+def test_every_shipped_sweep_files_axes_pass():
+    names = sorted(
+        f.removesuffix(".yaml") for f in os.listdir(os.path.join(CONF, "sweep")) if f.endswith(".yaml")
+    )
+    assert len(names) > 20
+    for name in names:
+        assert sweep_file_problem(["-m", f"+sweep={name}"]) is None, name
