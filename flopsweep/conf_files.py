@@ -282,7 +282,9 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     own checks refuse, with the file named, else None (a command line without ``-m`` runs no sweep).
 
     Checked as if on the command line (before its own overrides, as Hydra's basic sweeper puts them; a
-    key the command line gives itself replaces the file's): the override grammar, the sweep's size with the
+    key the command line gives itself replaces the file's; a key of an option read in the option the
+    file's defaults pick, ``override /attention: blocksparse``, unless the command line picks one): the
+    override grammar, the sweep's size with the
     command line's axes (:data:`flopsweep.override_grammar.MAX_SWEEP_JOBS`, an axis of no value), a
     group's options, each value's type and bounds (``model.seq_len: 1000000000000``). Each would otherwise
     surface only once Hydra had composed the config of every job of the batch (about 0.3 s a job) and the

@@ -84,6 +84,9 @@ def test_a_file_the_defaults_list_names_is_checked_too(tmp_path):
         line = conf_file_problem(["-m", f"+sweep={name}"], str(conf))
         assert line and line.startswith("Invalid config: conf/model/bomb.yaml: its anchors"), line
     assert conf_file_problem(["model=bomb"], str(conf)).startswith("Invalid config: conf/model/bomb.yaml")
+    (conf / "primary.yaml").write_text(_bomb(5))  # --config-name's file (flags.py: conf/ only)
+    for argv in (["--config-name", "primary"], ["-cn", "primary.yaml"], ["--config-name=primary"]):
+        assert conf_file_problem(argv, str(conf)).startswith("Invalid config: conf/primary.yaml: its anchors")
     assert conf_file_problem(["model=tiny"], str(conf)) is None
 
 
