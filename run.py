@@ -30,7 +30,8 @@ from omegaconf.errors import OmegaConfBaseException
 from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
-from flopsweep.cli import COMMAND, ClosedPipeGuard, help_section
+from flopsweep.cli import COMMAND, ClosedPipeGuard, help_section, standard_streams
+from flopsweep.conf_files import conf_file_problem, sweep_file_problem
 from flopsweep.config import ConfigError
 from flopsweep.files import (
     JobFolderUnwritable,
@@ -69,6 +70,7 @@ from flopsweep.overrides import (
 )
 from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.plan_command_line import command_line_problem as plan_problem
+from flopsweep.signals import jobs_starting, stop_before_jobs
 from flopsweep.store import register_configs
 from flopsweep.text import printable
 from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
@@ -384,6 +386,9 @@ def refusal(overrides: list[str]) -> str | None:
         or searchpath_problem(overrides)
         or control_character_problem(overrides)
         or syntax_problem(overrides)
+        or conf_file_problem(
+            overrides, RUN_CONF
+        )  # before anything reads a file of conf/ the command line picks
         or sweep_without_m_problem(overrides)
         or sweep_size_problem(overrides)
         or objective_problem(overrides)
@@ -405,6 +410,9 @@ def refusal(overrides: list[str]) -> str | None:
         or type_problem(overrides)
         or model_problem(overrides)  # after the types: model.name=null is type_problem's line
         or unread_space_problem(overrides)
+        or sweep_file_problem(
+            overrides, RUN_CONF
+        )  # its axes after the command line's own: those lines come first
     )
 
 
@@ -469,6 +477,7 @@ def main(cfg: DictConfig) -> float:
         from flopsweep.hydrafiles import from_start_folder
 
         from_start_folder(run_cfg, hc.runtime.cwd)
+    jobs_starting()  # a signal from here on stops the job's ranks and records it
     try:
         record = run_job(run_cfg, info)
     except RecordExistsError as exc:
@@ -543,9 +552,16 @@ if __name__ == "__main__":
     logging.raiseExceptions = False
     # `flopsweep --help | head -3`: a reader that goes away ends the output quietly, not in a
     # BrokenPipeError traceback (Hydra prints --help, --cfg and --info itself): flopsweep.cli.
+    # `flopsweep ... >&-`: a closed stdout or stderr is os.devnull, so that every print works (flopsweep.cli).
+    standard_streams()
     sys.stdout = ClosedPipeGuard(sys.stdout)
-    if not os.environ.get("SUBMITIT_EXECUTOR"):  # a Slurm task handles SIGTERM itself
-        signal.signal(signal.SIGTERM, raise_terminated)
+    # Until a job starts, SIGINT and SIGTERM end the process at once with one line, 130 or 143 (nothing
+    # is recorded yet; an exception raised inside Hydra's composition was lost or misreported); from the
+    # first job on, they stop it and record it (flopsweep.signals). A Slurm task handles SIGTERM itself.
+    job_sigterm = (
+        signal.getsignal(signal.SIGTERM) if os.environ.get("SUBMITIT_EXECUTOR") else raise_terminated
+    )
+    stop_before_jobs({signal.SIGINT: signal.default_int_handler, signal.SIGTERM: job_sigterm})
     # Hydra refuses a boolean as a group choice: the old activation_checkpointing=true/false
     # become the policies full/none before it parses them (flopsweep.checkpointing).
     # --multi is --multirun to Hydra's parser (argparse's prefixes): spelled out, every check sees it.

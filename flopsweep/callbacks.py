@@ -364,10 +364,12 @@ def _lock_or_exit(run_dir: Path, key: str) -> Any:
     callback's exceptions into warnings, so a raise would let the run go on). First, ``run_dir``
     (the value of ``key``, ``hydra.run.dir`` or ``hydra.sweep.dir``, also when a config file set it)
     must be a folder or missing, outside a run's own files, with no other user's link on its path
-    (:func:`flopsweep.hydrafiles.output_folder_problem`)."""
-    from flopsweep.hydrafiles import output_folder_problem
+    (:func:`flopsweep.hydrafiles.output_folder_problem`), and writable, or made where this user can write
+    (:func:`flopsweep.hydrafiles.unwritable_folder_problem`: the default ``outputs/...`` of a read-only
+    working folder)."""
+    from flopsweep.hydrafiles import output_folder_problem, unwritable_folder_problem
 
-    if problem := output_folder_problem(key, str(run_dir)):
+    if problem := output_folder_problem(key, str(run_dir)) or unwritable_folder_problem(key, str(run_dir)):
         print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
         raise SystemExit(2)  # a config refused
     try:

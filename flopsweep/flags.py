@@ -183,6 +183,64 @@ def _same_folder(path: str, conf: str) -> bool:
     return os.path.isdir(path) and os.path.realpath(path) == os.path.realpath(conf)
 
 
+_COMMANDS = {
+    "run": "run one job",
+    "multirun": "run the sweep",
+    "cfg": "print the config",
+    "info": "print Hydra's information",
+    "shell_completion": "set up shell completion",
+}
+"""Hydra's commands, by the parser's ``dest`` (``hydra._internal.utils._run_hydra`` runs one: "Only one of
+--run, --multirun, --cfg, --info and --shell_completion can be specified"), with what each does."""
+
+
+def _one_value(override: str) -> str:
+    """``override`` with a sweep's first value (``seed=0,1`` -> ``seed=0``): a command other than
+    ``--multirun`` refuses a sweep (:func:`flopsweep.override_grammar.sweep_without_m_problem`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.overrides import listed_values
+
+    try:
+        parsed = OverridesParser.create().parse_override(override)
+    except Exception:  # noqa: BLE001 - the grammar's own line comes later
+        return override
+    if not parsed.is_sweep_override() or not (values := listed_values(parsed)):
+        return override
+    return f"{override.partition('=')[0]}={values[0]}"
+
+
+def _commands_problem(argv: list[str], parser: argparse.ArgumentParser) -> str | None:
+    """One line for two of Hydra's commands on one command line (``-m seed=0,1 --cfg job``, ``--info -m``),
+    which Hydra answered with a 16-line ``ValueError`` traceback, exit 1; else None. It names both flags
+    as written, and gives as the fix the command line with each one alone (with one value per swept key
+    where the one kept is not ``-m``)."""
+    by_flag = {s: a for a in parser._actions if a.dest in _COMMANDS for s in a.option_strings}
+    found = []  # (index, tokens taken, dest)
+    for i, arg in enumerate(argv):
+        action = by_flag.get(arg.partition("=")[0])
+        if action is None:
+            continue
+        takes = "=" not in arg and action.nargs is None and action.const is None  # --cfg VALUE
+        optional = "=" not in arg and action.nargs == "?"  # --info [VALUE]
+        follows = i + 1 < len(argv) and (takes or (optional and argv[i + 1] in (action.choices or ())))
+        found.append((i, 2 if follows else 1, action.dest))
+    if len({dest for _, _, dest in found}) < 2:
+        return None
+    (i, n, first), (j, m, second) = found[0], next(f for f in found if f[2] != found[0][2])
+    shown = [" ".join(argv[i : i + n]), " ".join(argv[j : j + m])]
+    fixes = []
+    for dest, (drop, dropped) in ((first, (j, m)), (second, (i, n))):  # each kept, the other dropped
+        kept = [a for x, a in enumerate(argv) if not drop <= x < drop + dropped]
+        if dest != "multirun":
+            kept = [_one_value(a) if "=" in a and not a.startswith("-") else a for a in kept]
+        fixes.append(f"{COMMAND} {' '.join(kept)} ({_COMMANDS[dest]})")
+    return (
+        f"Invalid config: {shown[0]} and {shown[1]}: Hydra runs one of --run, --multirun, --cfg, --info and "
+        f"--shell-completion at a time. Fix: {fixes[0]}, or {fixes[1]}."
+    )
+
+
 def flag_problem(argv: list[str], conf: str = CONF) -> str | None:
     """One line refusing a flag of the command line before Hydra starts, else None:
 
@@ -210,6 +268,8 @@ def flag_problem(argv: list[str], conf: str = CONF) -> str | None:
             f"Invalid config: {extras[0]}: an override after a flag is not read when others come before "
             f"it (Hydra reads one run of overrides). Fix: put the flags first: {fixed}"
         )
+    if problem := _commands_problem(argv, parser):
+        return problem
     if args.experimental_rerun is not None:
         return (
             f"Invalid config: --experimental-rerun {args.experimental_rerun}: loads a pickle, which runs "

@@ -104,6 +104,34 @@ def output_folder_problem(key: str, value: str) -> str | None:
     return None
 
 
+def unwritable_folder_problem(key: str, value: str) -> str | None:
+    """One line refusing ``value`` as the folder of ``key`` (``hydra.run.dir``, ``hydra.sweep.dir``) when
+    this user cannot write there: the folder, or where it would be made (its nearest existing folder), is
+    on a read-only file system or takes no new entry for this user (``os.access``); else None.
+
+    The fix names another folder, never ``mkdir -p`` of this one: the default folder
+    (``outputs/DATE/TIME-PID-XXXX``) is new each time, and cannot be made where its parent is read-only.
+    A folder in the working folder (the default's, relative) may also be moved by running from another."""
+    path = os.path.abspath(value)
+    head = path
+    while not os.path.lexists(head) and os.path.dirname(head) != head:
+        head = os.path.dirname(head)
+    if not os.path.isdir(head) or os.access(head, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(head).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    where = "is" if head == path else f"would be made in {head}, which is"
+    why = "on a read-only file system" if read_only else "not writable for you"
+    inside = not os.path.isabs(value) or path.startswith(os.path.join(os.getcwd(), ""))
+    relative = ", or run from a folder you can write to" if inside else ""
+    return (
+        f"Invalid config: {key}={value}: {where} {why}. Fix: choose a folder you can write to "
+        f"({key}=/path/you/can/write){relative}."
+    )
+
+
 def sweep_dir(hydra: Any) -> Path:
     """The sweep's directory, absolute: ``hydra.sweep.dir`` of ``hydra`` (a config's ``hydra``
     node, or its root, which has one), joined to ``hydra.runtime.cwd`` (the folder the sweep was

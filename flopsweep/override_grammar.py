@@ -292,8 +292,9 @@ def sweep_size_problem(argv: list[str]) -> str | None:
     axes' lengths times ``repeats=``), naming the largest axis, or of no job (an axis that lists no
     value: ``range(0,0)``, ``range(5,1)``, a group's ``glob()`` that matches no option; Hydra launched 0
     jobs and the summary said ``0 ok``, exit 0), else None. An Optuna study draws
-    ``n_trials`` points from its ranges and is left out; ``hydra.sweeper.params`` and ``+sweep=``
-    files are not counted (the sweep's own progress line counts them)."""
+    ``n_trials`` points from its ranges and is left out. The axes of a ``+sweep=`` file's
+    ``hydra.sweeper.params`` are counted by :func:`flopsweep.conf_files.sweep_file_problem`, which puts
+    them before the command line's and calls this."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     if not is_multirun(argv):

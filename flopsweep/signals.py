@@ -1,4 +1,5 @@
-"""Signal deferral around a write that must finish: a record is written whole or not at all.
+"""Signal deferral around a write that must finish: a record is written whole or not at all; and, before the
+first job of a run or sweep starts, SIGINT and SIGTERM that end the process (:func:`stop_before_jobs`).
 
 Torch-free and imports nothing of flopsweep (:func:`flopsweep.files.atomic_write_json` uses it).
 """
@@ -33,3 +34,58 @@ def signals_deferred() -> Iterator[None]:
             signal.signal(s, handler)
         for s in dict.fromkeys(pending):
             signal.raise_signal(s)
+
+
+STOP_LINE = "flopsweep: stopped by {name} before any job started; nothing was recorded\n"
+"""The line :func:`stop_before_jobs` writes (``{name}``: ``SIGTERM``, ``SIGINT``)."""
+
+_JOB_HANDLERS: dict[int, object] = {}
+"""The handlers :func:`jobs_starting` puts in place (while :func:`stop_before_jobs` is installed)."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    """SIGINT or SIGTERM before the first job: the line on file descriptor 2 (``os.write``: no Python
+    stream, which may be mid-write or gone), then ``os._exit(128 + signum)``."""
+    import os
+
+    try:
+        os.write(2, STOP_LINE.format(name=signal.Signals(signum).name).encode())
+    except OSError:
+        pass
+    os._exit(128 + signum)
+
+
+def stop_before_jobs(job_handlers: dict[int, object]) -> None:
+    """Until :func:`jobs_starting`, SIGINT and SIGTERM end the process at once: one line
+    (:data:`STOP_LINE`), exit status 128 + the signal (130, 143), as a shell reports a process the
+    signal killed.
+
+    Before a job starts nothing is recorded, so nothing is left half-written; an exception raised from
+    the handler instead (``KeyboardInterrupt``, :class:`flopsweep.launch.Terminated`) could land anywhere
+    in Hydra's composition: inside OmegaConf, it left a half-built node whose error Hydra printed
+    ("'NoneType' object has no attribute '_invalidate_flags_cache'"), and a large config (a YAML alias
+    bomb) went on for minutes. A write that holds the signals (:func:`signals_deferred`: the sweep's
+    ``multirun.yaml``) still ends first. ``job_handlers`` (signal number -> handler) are put in place by
+    :func:`jobs_starting`. Only the main thread can set handlers; elsewhere this does nothing.
+    """
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, _stop)
+    except ValueError:  # not the main thread
+        return
+    _JOB_HANDLERS.clear()
+    _JOB_HANDLERS.update(job_handlers)
+
+
+def jobs_starting() -> None:
+    """A job (or a launcher's batch of them) is about to start: the handlers :func:`stop_before_jobs` was
+    given take over, so that a signal from now on stops the job's ranks and records the job. Does
+    nothing when :func:`stop_before_jobs` is not in place (a job process of a launcher, a test), or off
+    the main thread."""
+    try:
+        for s, handler in list(_JOB_HANDLERS.items()):
+            if signal.getsignal(s) is _stop:
+                signal.signal(s, handler)
+    except ValueError:  # not the main thread
+        return
+    _JOB_HANDLERS.clear()

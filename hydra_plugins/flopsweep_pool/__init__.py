@@ -47,6 +47,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from flopsweep import pool
 from flopsweep.config import ConfigError
+from flopsweep.signals import jobs_starting
 
 log = logging.getLogger("flopsweep")
 
@@ -199,6 +200,7 @@ class PoolLauncher(Launcher):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         before = run_ids(Path(os.path.abspath(sweep_dir)))
+        jobs_starting()  # a signal from here on stops the tasks and records their jobs
         scratch = Path(tempfile.mkdtemp(prefix="flopsweep-pool-"))  # 0700, this user's
         results: dict[int, JobReturn] = {}
         try:

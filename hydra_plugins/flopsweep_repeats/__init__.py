@@ -22,6 +22,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from flopsweep.files import RecordUnwritable, foreign_link_refusal
 from flopsweep.hydrafiles import sweep_dir, write_multirun
+from flopsweep.signals import jobs_starting
+from flopsweep.text import plural
 
 REPEAT_KEY = "repeat"
 """The config key of a job's round (:attr:`flopsweep.config.RunConfig.repeat`)."""
@@ -33,6 +35,19 @@ def repeat_axis(repeats: object) -> list[str]:
     if isinstance(repeats, int) and not isinstance(repeats, bool) and repeats > 1:
         return [f"{REPEAT_KEY}=range(0,{repeats})"]
     return []
+
+
+PROGRESS_BATCH = 50
+"""A batch of at least this many jobs gets :func:`composing_line` before Hydra composes their configs."""
+
+
+def composing_line(jobs: int) -> str:
+    """The line before Hydra's check of a batch of ``jobs`` (``validate_batch_is_legal``: it composes each
+    job's config, a fraction of a second each, before the first job starts)."""
+    return (
+        f"flopsweep: composing the config of each of {plural(jobs, 'job')} before the first starts "
+        "(Hydra checks them all first; a fraction of a second each)"
+    )
 
 
 def job_folder_line(exc: OSError) -> str:
@@ -73,10 +88,13 @@ class RepeatingSweeper(BasicSweeper):
         returns, initial_job_idx = [], 0
         while not self.is_done():
             batch = self.get_job_batch()
+            if len(batch) >= PROGRESS_BATCH:  # Hydra composes each job's config before the first starts
+                print(composing_line(len(batch)), file=sys.stderr, flush=True)
             self.validate_batch_is_legal(batch)  # composition errors before any job of the batch
             if foreign := foreign_link_refusal(sweep_dir(self.config)):  # planted since the sweep started:
                 print(f"flopsweep: {foreign.line}. Fix: {foreign.fix}", file=sys.stderr, flush=True)
                 raise SystemExit(1)  # before Hydra's mkdir of the batch's job folders through it
+            jobs_starting()  # a signal from here on stops the job and records it (flopsweep.signals)
             try:
                 results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
             except (FileExistsError, NotADirectoryError) as exc:  # Hydra's mkdir of a job's folder

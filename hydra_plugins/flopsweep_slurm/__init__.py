@@ -48,6 +48,7 @@ from flopsweep.config import ConfigError
 from flopsweep.files import RecordUnwritable
 from flopsweep.hydrafiles import submitit_folder
 from flopsweep.hydrafiles import sweep_dir as sweep_dir_of
+from flopsweep.signals import jobs_starting
 
 
 def register_resolvers() -> None:
@@ -192,6 +193,7 @@ class WatchingLauncher(BaseSubmititLauncher):
         submitted_at = time.time()
         returns: list[JobReturn] = []
         size = max(1, self._wave(len(job_overrides)))
+        jobs_starting()  # a signal from here on cancels what was submitted and records the jobs
         for start in range(0, len(job_overrides), size):
             wave = job_overrides[start : start + size]
             returns += self._launch_wave(wave, initial_job_idx + start, submitted_at, before)

@@ -346,6 +346,26 @@ REFUSALS = {
         record=None,
         default_dir=True,
     ),
+    # session 24's trial (flagsio): two of Hydra's commands were its 16-line ValueError traceback
+    "cfg_with_multirun": Refusal(
+        args=("seed=0,1", "--cfg", "job"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: -m and --cfg job: Hydra runs one of --run, --multirun, --cfg",
+        last_line_has=("Fix: flopsweep -m seed=0,1 (run the sweep), or flopsweep seed=0 --cfg job",),
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    # a sweep file's axes (hydra.sweeper.params) count with the command line's: 10 x 1001 jobs
+    "sweep_file_axes_over_bound": Refusal(
+        args=("+sweep=smoke", "seed=range(0,1001)"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: conf/sweep/smoke.yaml (hydra.sweeper.params): ",
+        last_line_has=("the sweep would run 10010 jobs",),
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
     "plan_clusters_twice": Refusal(  # the job's plandecide.named_clusters, before Hydra
         args=("plan=true", "plan_clusters=[H100-80GB:8,H100-SXM:8]"),
         line_starts="flopsweep: Invalid config: plan_clusters=['H100-80GB:8', 'H100-SXM:8']: names one "

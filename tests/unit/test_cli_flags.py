@@ -465,3 +465,28 @@ def test_the_help_names_every_launcher_sweeper_and_plan_key(help_text):
     assert {"plan", "plan_gpu", "plan_clusters", "plan_gpu_memory_gib", "plan_format"} <= set(plan_keys)
     for key in plan_keys:
         assert f"{key}=" in keys, key
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["-m", "seed=0,1", "--cfg", "job"], "-m and --cfg job"),
+        (["--info", "-m"], "--info and -m"),
+        (["--cfg", "job", "--multirun"], "--cfg job and --multirun"),
+        (["-m", "--info", "defaults", "backend=ddp,fsdp"], "-m and --info defaults"),
+        (["--cfg=hydra", "-r"], "--cfg=hydra and -r"),
+    ],
+)
+def test_two_of_hydras_commands_are_one_line_with_each_alone_as_the_fix(argv, shown):
+    """Hydra answered these with a 16-line ``ValueError`` traceback ("Only one of --run, --multirun, --cfg,
+    --info and --shell_completion can be specified"); each fix passes every check before Hydra."""
+    line = refusal(argv)
+    assert line is not None and line.startswith(f"Invalid config: {shown}: Hydra runs one of"), line
+    fixes = re.findall(r"flopsweep ([^()]*) \(", _fix(line))
+    assert len(fixes) == 2, line
+    for fix in fixes:
+        assert refusal(fix.split()) is None, fix
+        assert (
+            len({a for a in fix.split() if a in ("-m", "--multirun", "--cfg", "--cfg=hydra", "--info", "-r")})
+            == 1
+        )

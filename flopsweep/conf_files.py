@@ -1,0 +1,320 @@
+"""The ``conf/`` files a command line selects, checked before Hydra reads them: bounded in bytes and in the
+values their anchors and aliases expand to, and the sweep axes they add (``hydra.sweeper.params``).
+
+Hydra reads a config file with PyYAML and builds an OmegaConf node for every value, once per alias: a
+file of 6 levels of 10 aliases each (a "billion laughs" file, ~1 KiB) became a million nodes, ran for
+12 minutes at 5.9 GB and printed OmegaConf's internals when stopped. :func:`conf_file_problem` composes
+each selected file with PyYAML's composer (which keeps an alias as a reference to its anchor's node,
+nothing copied) and counts the values the file expands to, each node once (:func:`expanded_size`); a
+file over :data:`MAX_YAML_NODES`, over :data:`flopsweep.override_schema.MAX_YAML_BYTES`, or whose alias
+refers to the node that holds it, is refused in one line. Which files: the primary config
+(``conf/config.yaml``, or ``--config-name``'s), each ``group=option`` of the command line (a sweep of
+options too; ``+sweep=NAME`` is ``conf/sweep/NAME.yaml``), and the files their defaults lists name.
+
+:func:`sweep_params` gives the ``hydra.sweeper.params`` of those files as overrides, so that ``run.py``
+checks a sweep file's axes as it checks the command line's (``sweep_file_problem``). Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import yaml
+
+from flopsweep.override_schema import CONF, MAX_YAML_BYTES
+
+MAX_YAML_NODES = 100_000
+"""The most values (mappings, lists and scalars, each alias counted as the copy Hydra makes of it) a
+config file of ``conf/`` may expand to; the checkout's own files have under 200 each."""
+
+MAX_CONF_FILES = 200
+"""The most config files one command line's check reads (its defaults lists followed)."""
+
+
+class ConfFileProblem(ValueError):
+    """A config file refused: ``str()`` is the one line (``Invalid config: conf/...: why. Fix: ...``)."""
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def expanded_size(root: yaml.Node, bound: int = MAX_YAML_NODES) -> int:
+    """The number of values ``root`` (a composed YAML node, ``yaml.compose``) stands for once each alias is
+    a copy of its anchor's node, as OmegaConf builds it: 1 per scalar, 1 plus its keys' and values' sizes
+    per mapping, 1 plus its items' per list. Each node is visited once (a shared node's size is
+    remembered), so a file of nested aliases costs its size in the file, not its expansion. Capped at
+    ``bound + 1``; a node inside itself (``a: &a [*a]``, which never ends) is ``bound + 1``. No recursion
+    (a deeply nested file cannot overflow the stack here)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # the nodes whose children are being counted: the path from the root
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, counted = stack.pop()
+        key = id(node)
+        if counted:
+            open_nodes.discard(key)
+            sizes[key] = min(1 + sum(sizes[id(c)] for c in _children(node)), bound + 1)
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:  # reached from inside itself
+            return bound + 1
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _shown(path: str, conf: str) -> str:
+    return os.path.join(os.path.basename(conf), os.path.relpath(path, conf))
+
+
+def _read(path: str) -> bytes:
+    """At most ``MAX_YAML_BYTES + 1`` bytes of ``path`` (a link followed, as Hydra does; a FIFO or device
+    never read: ``O_NONBLOCK``, then ``fstat``).
+
+    Raises:
+        OSError: it cannot be opened or is not a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        chunks, size = [], 0
+        while size <= MAX_YAML_BYTES and (chunk := os.read(fd, MAX_YAML_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def checked_yaml(path: str, conf: str = CONF) -> object:
+    """The plain data of the config file ``path`` (``yaml.safe_load``), once its bounds are checked; None
+    for a file that cannot be read or is not YAML (Hydra's own message says so).
+
+    Raises:
+        ConfFileProblem: over :data:`MAX_YAML_BYTES` bytes; anchors and aliases that expand to more than
+            :data:`MAX_YAML_NODES` values, or an alias inside its own anchor; nested deeper than Python's
+            recursion limit.
+    """
+    shown = _shown(path, conf)
+    try:
+        data = _read(path)
+    except OSError:
+        return None
+    if len(data) > MAX_YAML_BYTES:
+        raise ConfFileProblem(
+            f"Invalid config: {shown}: is over the bound of {MAX_YAML_BYTES} bytes for a config file "
+            "(conf/'s own are a few KiB). Fix: split it, or sweep ranges (range(a,b)) instead of listing "
+            "values."
+        )
+    try:
+        root = yaml.compose(data, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise ConfFileProblem(
+            f"Invalid config: {shown}: its values are nested too deep to read. Fix: flatten the nesting "
+            "(a config file needs a few levels)."
+        ) from None
+    except (yaml.YAMLError, ValueError):
+        return None
+    if root is None:
+        return None
+    if expanded_size(root) > MAX_YAML_NODES:
+        raise ConfFileProblem(
+            f"Invalid config: {shown}: its anchors and aliases (&name, *name) expand to more than "
+            f"{MAX_YAML_NODES} values, or an alias lies inside its own anchor (Hydra builds a copy of the "
+            "anchor for every alias: a few nested aliases make millions). Fix: write each value out once, "
+            f"without aliases of aliases, in at most {MAX_YAML_NODES} values."
+        )
+    try:
+        return yaml.safe_load(data)
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None
+
+
+def _default_files(data: object, path: str, conf: str) -> list[str]:
+    """The files of ``conf`` that the defaults list of ``data`` (the file ``path``'s) names: ``group:
+    option`` and ``override /group: option`` entries (a list of options too), a group relative to the
+    file's own unless written with a leading ``/``, and a bare ``option`` of the file's own group."""
+    defaults = data.get("defaults") if isinstance(data, dict) else None
+    if not isinstance(defaults, list):
+        return []
+    own = os.path.relpath(os.path.dirname(path), conf)
+    own = "" if own == "." else own
+    out = []
+    for entry in defaults:
+        if isinstance(entry, str):
+            pairs = [(own, entry)]
+        elif isinstance(entry, dict):
+            pairs = []
+            for key, value in entry.items():
+                words = str(key).split()
+                group = words[-1].partition("@")[0] if words else ""
+                group = group[1:] if group.startswith("/") else os.path.join(own, group)
+                pairs += [
+                    (group, str(v)) for v in (value if isinstance(value, list) else [value]) if v is not None
+                ]
+        else:
+            continue
+        out += [os.path.join(conf, group, f"{option}.yaml") for group, option in pairs if option != "_self_"]
+    return out
+
+
+def selected_files(argv: list[str], conf: str = CONF) -> list[str]:
+    """The config files of ``conf`` that the command line ``argv`` selects directly: the primary config
+    (``--config-name NAME``/``-cn NAME``, else ``config.yaml``) and each ``group=option`` (each option of
+    a sweep over them, a ``glob()`` matched), existing files only."""
+    name = "config"
+    for i, arg in enumerate(argv):
+        if arg in ("-cn", "--config-name") and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif arg.startswith("--config-name="):
+            name = arg.partition("=")[2]
+    files = [os.path.join(conf, f"{name.removesuffix('.yaml')}.yaml")]
+    return [f for f in files + _group_files(argv, conf) if os.path.isfile(f)]
+
+
+def _group_files(overrides: list[str], conf: str) -> list[str]:
+    """The files of each ``group=option`` among ``overrides`` (each option of a sweep, a ``glob()``
+    matched), existing or not."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.override_schema import listed_values
+
+    files = []
+    parser = OverridesParser.create()
+    for text in (a for a in overrides if "=" in a and not a.startswith("-")):
+        try:
+            o = parser.parse_override(text)
+        except Exception:  # noqa: BLE001 - the grammar's own line (syntax_problem)
+            continue
+        group = o.key_or_group
+        if o.is_delete() or not os.path.isdir(os.path.join(conf, group)):
+            continue
+        try:
+            options = listed_values(o) or []
+        except Exception:  # noqa: BLE001 - a value the group's own check refuses
+            options = []
+        files += [os.path.join(conf, group, f"{option}.yaml") for option in options]
+    return files
+
+
+def read_selected(argv: list[str], conf: str = CONF) -> dict[str, object]:
+    """Each config file the command line selects (:func:`selected_files`) and the files their defaults
+    lists name, in turn (at most :data:`MAX_CONF_FILES`), checked (:func:`checked_yaml`): the path and
+    its plain data.
+
+    Raises:
+        ConfFileProblem: the first file refused.
+    """
+    queue = selected_files(argv, conf)
+    read: dict[str, object] = {}
+    while queue and len(read) < MAX_CONF_FILES:
+        path = os.path.normpath(queue.pop(0))
+        if path in read or not os.path.isfile(path):
+            continue
+        read[path] = data = checked_yaml(path, conf)
+        queue += _default_files(data, path, conf) + _group_files(
+            [o for _, o in _params(path, data, conf)], conf
+        )
+    return read
+
+
+def conf_file_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """The one line refusing a config file the command line selects (:func:`read_selected`), else None."""
+    try:
+        read_selected(argv, conf)
+    except ConfFileProblem as exc:
+        return str(exc)
+    return None
+
+
+def sweep_params(argv: list[str], conf: str = CONF) -> list[tuple[str, str]]:
+    """The sweep axes of the selected files' ``hydra.sweeper.params`` (``seed: range(0,4)``), as Hydra's
+    basic sweeper writes them (``f"{key}={value}"``): ``(the file as shown, "seed=range(0,4)")``, in the
+    files' order. Files that :func:`conf_file_problem` refuses give none."""
+    try:
+        read = read_selected(argv, conf)
+    except ConfFileProblem:
+        return []
+    return [pair for path, data in read.items() for pair in _params(path, data, conf)]
+
+
+def _params(path: str, data: object, conf: str) -> list[tuple[str, str]]:
+    hydra = data.get("hydra") if isinstance(data, dict) else None
+    sweeper = hydra.get("sweeper") if isinstance(hydra, dict) else None
+    params = sweeper.get("params") if isinstance(sweeper, dict) else None
+    if not isinstance(params, dict):
+        return []
+    return [(_shown(path, conf), f"{key}={value}") for key, value in params.items()]
+
+
+def _file_picks(argv: list[str], conf: str) -> list[tuple[str, str]]:
+    """``(group, option)`` for each ``override /group: option`` of the defaults lists of the files the
+    command line selects: the options a ``+sweep=`` file puts in place of ``conf/config.yaml``'s."""
+    try:
+        read = read_selected(argv, conf)
+    except ConfFileProblem:
+        return []
+    out = []
+    for data in read.values():
+        for entry in (data.get("defaults") if isinstance(data, dict) else None) or []:
+            if not isinstance(entry, dict):
+                continue
+            for key, value in entry.items():
+                words = str(key).split()
+                if len(words) == 2 and words[0] == "override" and isinstance(value, str):
+                    group = words[1].partition("@")[0].lstrip("/")
+                    if os.path.isdir(os.path.join(conf, group)) and not group.startswith("hydra"):
+                        out.append((group, value))
+    return out
+
+
+def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line for a sweep axis of a selected file's ``hydra.sweeper.params`` that the command line's
+    own checks refuse, with the file named, else None (a command line without ``-m`` runs no sweep).
+
+    Checked as if on the command line (before its own overrides, as Hydra's basic sweeper puts them; a
+    key the command line gives itself replaces the file's; a key of an option read in the option the
+    file's defaults pick, ``override /attention: blocksparse``, unless the command line picks one): the
+    override grammar, the sweep's size with the
+    command line's axes (:data:`flopsweep.override_grammar.MAX_SWEEP_JOBS`, an axis of no value), a
+    group's options, each value's type and bounds (``model.seq_len: 1000000000000``). Each would otherwise
+    surface only once Hydra had composed the config of every job of the batch (about 0.3 s a job) and the
+    first job had started."""
+    from flopsweep.flags import is_multirun
+    from flopsweep.override_grammar import overrides_of, sweep_size_problem, syntax_problem
+    from flopsweep.overrides import group_choice_problem, type_problem
+
+    if not is_multirun(argv):
+        return None
+    given = {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
+    params = [
+        (shown, o) for shown, o in sweep_params(argv, conf) if o.partition("=")[0].lstrip("+~") not in given
+    ]
+    if not params:
+        return None
+    own = [o for _, o in params]
+    picks = [
+        f"{g}={o}" for g, o in _file_picks(argv, conf) if g not in given
+    ]  # the schemas the axes are read in
+    combined = picks + own + argv  # the command line's own overrides passed these checks already
+    where = ", ".join(dict.fromkeys(shown for shown, _ in params))
+    for check, given in (
+        (syntax_problem, own),
+        (group_choice_problem, own),
+        (sweep_size_problem, combined),
+        (type_problem, combined),
+    ):
+        if problem := check(given):
+            return (
+                f"Invalid config: {where} (hydra.sweeper.params): {problem.removeprefix('Invalid config: ')}"
+            )
+    return None
