@@ -71,6 +71,8 @@ TORCH_FREE = (
     "flopsweep.budget",  # the read budget of the analysis and predict.calibration
     "flopsweep.tree",  # the one walk for records
     "flopsweep.plausible",  # the checks of a record, shared with predict.calibration
+    "flopsweep.links",  # through files: another user's link on an output path (the analysis's outputs)
+    "flopsweep.figure_types",  # through plausible: each figure's type and range in a record
     "flopsweep.objective",  # through analysis.spread: the figures objective= names (the tuner's figure)
 )
 """The flopsweep modules the analysis may import: none of them imports torch."""
