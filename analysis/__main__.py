@@ -594,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from flopsweep.cli import standard_streams
+    from flopsweep.streams import standard_streams
 
     standard_streams()  # `python -m analysis DIR >&-`: a closed stdout or stderr is os.devnull
     sys.exit(main())

@@ -19,6 +19,12 @@ from hydra.experimental.callback import Callback
 
 from flopsweep import tree
 from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_json
+from flopsweep.folders import (  # noqa: F401 - the sweep folder's refusals, where they were
+    MAX_JOB_FOLDERS,
+    other_sweep_problem,
+    run_folder_problem,
+    sweep_folder_problem,
+)
 from flopsweep.hydrafiles import sweep_dir as sweep_dir_of
 from flopsweep.locks import (  # noqa: F401 - the lock's names, where they were
     LOCK_SUFFIX,
@@ -189,175 +195,6 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-MULTIRUN_FILE = "multirun.yaml"
-"""The sweep's composed config, which Hydra's sweeper writes into the sweep directory (and rewrites
-on every multirun there)."""
-MAX_MULTIRUN_BYTES = 16 * 2**20
-
-
-def _sweep_identity(hydra: Any) -> dict[str, Any]:
-    """What makes a sweep the same sweep: its primary config, its defining command-line overrides
-    (:func:`flopsweep.identity.defining_overrides`: ``resume``, ``fault``, ``hydra.*`` ... aside) and its
-    sweeper's ``params`` (a ``+sweep=`` file's axes)."""
-    from flopsweep.identity import defining_overrides
-
-    params = hydra.get("sweeper", {}).get("params") or {}
-    return {
-        "config": hydra.get("job", {}).get("config_name"),
-        "overrides": defining_overrides([str(o) for o in hydra.get("overrides", {}).get("task") or []]),
-        "params": defining_overrides([f"{k}={v}" for k, v in dict(params).items()]),
-    }
-
-
-def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> str | None:
-    """The one-line refusal of a sweep into a directory whose ``multirun.yaml`` is another sweep's
-    (other config, overrides or sweeper params than ``hydra``, this sweep's ``hydra`` node as a
-    mapping): the sweeper would overwrite it before the first job, and that sweep could no longer be
-    resumed. None when there is no such file or it is this sweep's (overrides and params compared by
-    key and parsed value, :func:`flopsweep.identity.same_overrides`: ``lr=0.035,0.07`` is
-    ``lr=0.0350,0.07``). With ``resume`` a ``multirun.yaml`` that is a link, a FIFO or not YAML is
-    refused too (it names no sweep to continue); without, it is left to the sweeper, which replaces
-    it (never written through). Read with :func:`flopsweep.files.read_regular` (no link followed,
-    bounded)."""
-    import yaml
-
-    from flopsweep.files import read_regular
-
-    path = Path(sweep_dir) / MULTIRUN_FILE
-    if not os.path.lexists(path):
-        return None
-    fix = "Fix: choose a new hydra.sweep.dir, or resume with the command line that started this sweep"
-    if not resume:
-        fix = (
-            "Fix: choose a new hydra.sweep.dir, or continue that sweep: resume=true with the command line "
-            "that started it (hydra.overrides.task in its multirun.yaml)"
-        )
-    try:
-        old = yaml.safe_load(read_regular(path, MAX_MULTIRUN_BYTES)) or {}
-        theirs = _sweep_identity(old["hydra"])
-    except (RecordError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
-        if not resume:
-            return None
-        why = str(exc).splitlines()[0] if isinstance(exc, RecordError) else "not a sweep's config"
-        return f"{path} is unreadable ({why}); resume=true continues only the sweep that wrote it. {fix}"
-    from flopsweep.identity import same_overrides
-
-    ours = _sweep_identity(hydra)
-    differ = [
-        f"{key} {_shown(theirs[key])} there, {_shown(ours[key])} here"
-        for key in ours
-        if not (theirs[key] == ours[key] if key == "config" else same_overrides(theirs[key], ours[key]))
-    ]
-    if not differ:
-        return None
-    doing = "resume=true" if resume else "this sweep"
-    return f"{path} belongs to another sweep ({'; '.join(differ)}); {doing} would overwrite it. {fix}"
-
-
-JOB_SEARCHES = ("batch_search", "model_search")
-"""A job's own sub-folders that hold records of its searches' probes (``S/0/batch_search/mbs4/metrics.json``),
-and their set-aside copies (``batch_search.<status>-<run id>``): no job of a sweep."""
-
-
-def _job_records(folder: Path) -> list[Path]:
-    """The records one level down, ``folder/<name>/metrics.json`` (a sweep's jobs): regular files only (a
-    link or a FIFO planted there is the job's to refuse or set aside), links not followed, a job's
-    search folders aside (:data:`JOB_SEARCHES`); at most :data:`MAX_JOB_FOLDERS` entries looked at."""
-    found = []
-    try:
-        with os.scandir(folder) as entries:
-            for entry in itertools.islice(entries, MAX_JOB_FOLDERS):
-                if entry.name.startswith(JOB_SEARCHES) or not entry.is_dir(follow_symlinks=False):
-                    continue
-                if _is_file(Path(entry.path) / METRICS_FILE):
-                    found.append(Path(entry.path) / METRICS_FILE)
-    except OSError:  # missing (a new folder), or unreadable: each job checks its own
-        return []
-    return sorted(found, key=_job_order)
-
-
-def _job_order(path: Path) -> tuple[bool, int, str]:
-    """Job folders by number (``S/2`` before ``S/10``), then any other name."""
-    name = path.parent.name
-    return (not name.isdigit(), int(name) if name.isdigit() else 0, str(path))
-
-
-def _is_file(path: Path) -> bool:
-    """True when ``path``, not followed, is a regular file."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | None:
-    """The one-line refusal of a sweep into ``sweep_dir`` before anything is written there, else None:
-
-    - a single run's folder (a ``metrics.json`` in it): the sweep's records would be counted with it;
-    - with ``resume``, another sweep's folder (its ``multirun.yaml``: :func:`other_sweep_problem`);
-    - without ``resume``, a folder that holds job records (``S/N/metrics.json``): another sweep's
-      (named so, :func:`other_sweep_problem`: the sweeper would overwrite its ``multirun.yaml``, and
-      it could no longer be resumed) or this sweep's (its jobs would refuse them one by one, after the
-      jobs before them ran); the fix names ``resume=true`` or a new ``hydra.sweep.dir``. A folder
-      without records (a plan's, a sweep stopped before its first record) is taken over as before;
-    - a folder inside another sweep's or run's folder, or one holding another sweep's folder below it
-      (:func:`flopsweep.folders.nested_folder_problem`);
-    - with ``resume``, job records that no job of this sweep wrote
-      (:func:`flopsweep.folders.foreign_record_problem`), also without a ``multirun.yaml``.
-    """
-    from flopsweep.folders import foreign_record_problem, nested_folder_problem
-
-    if problem := nested_folder_problem("hydra.sweep.dir", Path(sweep_dir), sweep=True):
-        return problem
-    top = Path(sweep_dir) / METRICS_FILE
-    if _is_file(top):
-        return (
-            f"{sweep_dir} is a single run's folder ({top} is there); the sweep's records would be counted "
-            "with it, and its resume would skip it. Fix: choose a new hydra.sweep.dir"
-        )
-    if resume:
-        return other_sweep_problem(sweep_dir, hydra) or foreign_record_problem(
-            Path(sweep_dir), hydra, _job_records(Path(sweep_dir))
-        )
-    records = _job_records(Path(sweep_dir))
-    if not records:
-        return None
-    if problem := other_sweep_problem(sweep_dir, hydra, resume=False):
-        return problem
-    more = f" and {len(records) - 1} more job records" if len(records) > 1 else ""
-    return (
-        f"{records[0]} already exists{more}: this sweep ran in {sweep_dir} before; refusing to overwrite a "
-        "run record. Fix: add resume=true (keeps the ok records, re-runs the rest), or choose a new "
-        "hydra.sweep.dir"
-    )
-
-
-def run_folder_problem(run_dir: Path) -> str | None:
-    """The one-line refusal of a single run into a sweep's folder (``multirun.yaml`` in it, or job
-    records one level down, ``R/N/metrics.json``), before anything is written there: its record would be
-    counted among the sweep's jobs (and a resume of the sweep would count it as skipped); or inside
-    another sweep's or run's folder (:func:`flopsweep.folders.nested_folder_problem`). Else None."""
-    from flopsweep.folders import nested_folder_problem
-
-    if problem := nested_folder_problem("hydra.run.dir", Path(run_dir), sweep=False):
-        return problem
-    multirun = Path(run_dir) / MULTIRUN_FILE
-    records = _job_records(Path(run_dir))
-    if not os.path.lexists(multirun) and not records:
-        return None
-    what = f"{multirun} is there" if os.path.lexists(multirun) else f"{records[0]} is there"
-    return (
-        f"hydra.run.dir={run_dir} is a sweep's folder ({what}); a single run's record there would be counted "
-        "among the sweep's jobs. Fix: choose another hydra.run.dir (re-run the sweep's jobs with -m, its "
-        "hydra.sweep.dir and resume=true)"
-    )
-
-
-def _shown(value: Any) -> str:
-    text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
-    return repr(text[:200]) if text else "none"
-
-
 def _lock_or_exit(run_dir: Path, key: str) -> Any:
     """:func:`lock_sweep_dir`, or the refusal's one line and exit status 1 (2 for a folder refused;
     Hydra turns a
@@ -396,11 +233,6 @@ def _refuse(problem: str | None, lock: Any = None, code: int = 2) -> None:
         lock.close()
     print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
     raise SystemExit(code)
-
-
-MAX_JOB_FOLDERS = 100_000
-"""At most this many entries of a sweep folder are looked at for job folders planted before it
-starts (:func:`job_folders_problem`)."""
 
 
 def job_folders_problem(config: Any) -> str | None:

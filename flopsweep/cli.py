@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from flopsweep.streams import standard_streams
+
 COMMAND = "flopsweep"
 """The command a user types for a run or a sweep (the README's; this module's :func:`run`): the lines
 flopsweep prints for the user to run (the tuner's winner, ``plan_clusters``' best of each cluster)
@@ -62,53 +64,6 @@ def help_section(name: str, checkout: Path = CHECKOUT) -> str:
             textwrap.fill(text, 100, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False)
         )
     return "\n".join(lines)
-
-
-STANDARD_FDS = ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY))
-"""The standard file descriptors and how :func:`reopen_closed_fds` opens ``os.devnull`` in their place."""
-
-
-def reopen_closed_fds(fds=STANDARD_FDS) -> list[int]:
-    """Point each closed descriptor of ``fds`` (``(fd, flags)``; a command started with ``>&-``,
-    ``2>&-``, ``<&-``) at ``os.devnull``, so that no file opened later takes its number (a record opened
-    as descriptor 1 would get every ``print``, a worker's output included) and what is written there
-    is dropped; inheritable, as the standard descriptors are, so that the processes this one starts (the
-    ranks) have them too. Returns the descriptors reopened."""
-    reopened = []
-    for fd, flags in fds:
-        try:
-            os.fstat(fd)
-            continue
-        except OSError:
-            pass
-        devnull = os.open(os.devnull, flags)
-        if devnull != fd:
-            os.dup2(devnull, fd)  # inheritable
-            os.close(devnull)
-        else:  # os.open's descriptors are close-on-exec (PEP 446): a worker rank would start with it closed
-            os.set_inheritable(fd, True)
-        reopened.append(fd)
-    return reopened
-
-
-def usable_stream(stream, fd: int):
-    """``stream`` (``sys.stdout`` or ``sys.stderr``), or, when it is None (Python sets it so when its
-    descriptor was closed at start) or closed, a text stream on ``fd`` (line-buffered, never closing
-    ``fd``): every ``print`` of the run then works, and what it writes goes where ``fd`` points
-    (``os.devnull`` after :func:`reopen_closed_fds`)."""
-    if stream is not None and not getattr(stream, "closed", False):
-        return stream
-    return open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-
-
-def standard_streams() -> None:
-    """``run.py``'s first step: :func:`reopen_closed_fds`, then ``sys.stdout`` and ``sys.stderr`` made
-    usable (:func:`usable_stream`). ``flopsweep ... >&-`` wrote its record, then failed in its last
-    ``print`` ("'NoneType' object has no attribute 'flush'", exit 120); it now exits with the run's
-    status."""
-    reopen_closed_fds()
-    sys.stdout = usable_stream(sys.stdout, 1)
-    sys.stderr = usable_stream(sys.stderr, 2)
 
 
 class ClosedPipeGuard:

@@ -18,8 +18,8 @@ only flopsweep's sweepers run (:func:`sweeper_problem`: Hydra's own ``basic`` an
 link is refused, never followed (:func:`flopsweep.files.job_folder`; the log: :class:`JobLogHandler`).
 Before the sweeper writes ``multirun.yaml``, the folder is locked (:mod:`flopsweep.locks`) and must be
 no single run's and, without ``resume=true``, hold no job records
-(:func:`flopsweep.callbacks.sweep_folder_problem`); a single run is refused in a sweep's folder
-(:func:`flopsweep.callbacks.run_folder_problem`).
+(:func:`flopsweep.folders.sweep_folder_problem`); a single run is refused in a sweep's folder
+(:func:`flopsweep.folders.run_folder_problem`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """``plan=true plan_clusters=[...]``: the plan that decides. Every set-up of ``space`` on every
 named cluster (:mod:`flopsweep.plan_space`), the ones that fit and are not refused predicted and
-ranked by ``objective=``, printed as one table of at most :data:`WIDTH` columns (``space.top`` rows
-per cluster, the best of each marked ``*``), the defaults it used and the override line that runs
-the best of each cluster; every row (dropped ones too, with why) in ``plan.csv``; ``plan_format=csv``
-or ``json`` prints every row instead of the table. Starts nothing, writes no record.
+ranked by ``objective=``, printed as one table (:mod:`flopsweep.job.planrender`, at most 160 columns;
+``space.top`` rows per cluster, the best of each marked ``*``), the defaults it used and the override
+line that runs the best of each cluster; every row (dropped ones too, with why) in ``plan.csv``;
+``plan_format=csv`` or ``json`` prints every row instead of the table. Starts nothing, writes no record.
 """
 
 from __future__ import annotations
@@ -11,41 +11,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from flopsweep import comm_time, forecast, objective
 from flopsweep.checks import check_bounds, validate_cost
-from flopsweep.cli import COMMAND
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.hydrafiles import to_job_log
-from flopsweep.job.plansweep import _count, _si, exponent  # noqa: F401 - the table's figures
+from flopsweep.job.planrender import override_line, render
 from flopsweep.job.plantable import PLAN_FILE, plan_csv, write_plan
 from flopsweep.job.result import JobInfo
 from flopsweep.peaks import form_taken, node_link
-from flopsweep.plan_space import COLUMNS, Candidates, Row, Space, candidates, rank, unplaced
+from flopsweep.plan_space import COLUMNS, Row, Space, candidates, rank, unplaced
 from flopsweep.plan_space import nothing_line as space_nothing_line
 
-WIDTH = 160
-"""The terminal table's widest line (characters)."""
 FORMATS = PLAN_FORMATS
 """``plan_format=`` values (:data:`flopsweep.config.PLAN_FORMATS`)."""
 SPACE_KEYS = ("backends", "layouts", "checkpointing", "precisions", "micro_batches", "min_headroom", "top")
-RUN_KEYS = (
-    *("plan", "plan_clusters", "plan_format", "plan_gpu", "plan_gpu_memory_gib", "nnodes", "nproc_per_node"),
-)
-"""Override keys the override line of a set-up replaces (with the set-up's own, :meth:`Setup.overrides`)."""
-SETUP_KEYS = (
-    "backend",
-    "activation_checkpointing",
-    "precision",
-    "batch",
-    "batch.micro_batch_size",
-    "parallel",
-)
 
 
 def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
@@ -344,119 +329,6 @@ def in_node_lines(gpus: Iterable[str]) -> list[str]:
     return out
 
 
-def setup_label(row: Row) -> str:
-    """``fsdp dp8x8 sel mb4`` (``ga2`` with grad accumulation, the precision when not bf16)."""
-    s = row.setup
-    ckpt = {"none": "-", "selective": "sel", "full": "full"}.get(s.checkpointing, s.checkpointing)
-    parts = [s.backend, row.layout, ckpt, f"mb{s.micro_batch}"]
-    if row.grad_accum and row.grad_accum > 1:
-        parts.append(f"ga{row.grad_accum}")
-    if s.precision != "bf16":
-        parts.append(s.precision)
-    return " ".join(parts)
-
-
-HEADER = (
-    ("#", 4),
-    ("all", 4),
-    ("cluster", 16),
-    ("set-up", 26),
-    ("tok/s/GPU", 9),
-    ("MFU", 5),
-    ("J/tok", 5),
-    ("$/Mtok", 7),
-    ("days", 6),
-    ("GPU-h", 6),
-    ("budget$", 7),
-    ("GiB", 5),
-    ("free", 5),
-    ("err", 4),
-    ("source", 10),
-)
-
-
-def scaled_gpu(row: Row) -> str | None:
-    """The GPU kind whose records ``row``'s compute was scaled from (its expected error unmeasured:
-    :data:`flopsweep.plan_assess.UNMEASURED`), else None."""
-    from flopsweep.nearest import scaled_from
-
-    return scaled_from(row.prediction_source) if row.expected_error is None else None
-
-
-def _cells(row: Row) -> list[str]:
-    source = {"flops": "datasheet", "calibration": "calibrated", "probe": "probe", "nearest": "nearest"}.get(
-        row.compute_source, "?"
-    )
-    if scaled_gpu(row):
-        source = "nearest, scaled"
-    return [
-        f"{row.cluster_rank}{'*' if row.best else ''}",
-        str(row.rank),
-        row.cluster,
-        setup_label(row),
-        _count(row.predicted_tokens_per_s_per_gpu),
-        "" if row.predicted_mfu is None else f"{row.predicted_mfu:.0%}",
-        _si(row.predicted_joules_per_token),
-        _si(row.predicted_usd_per_million_tokens, money=True),
-        _count(row.budget_days),
-        _si(row.budget_gpu_hours),
-        _si(row.budget_usd, money=True),
-        f"{row.est_peak_gib_per_rank:.1f}",
-        f"{row.headroom_gib:.1f}",
-        "?" if row.expected_error is None else f"±{row.expected_error:.0%}",
-        source,
-    ]
-
-
-def shown_rows(ranked: list[Row], top: int) -> list[Row]:
-    """The rows the table shows: the ``top`` best of each cluster, in rank order."""
-    shown, per = [], {}
-    for row in ranked:
-        if per.get(row.cluster, 0) < top:
-            shown.append(row)
-            per[row.cluster] = per.get(row.cluster, 0) + 1
-    return shown
-
-
-def table_lines(ranked: list[Row], top: int, job: Callable[[Row], str] | None = None) -> list[str]:
-    """The shown rows (:func:`shown_rows`) as fixed-width lines; ``job``: a sweep's plan, the job's
-    label of each row, in a ``job`` column after the cluster (:mod:`flopsweep.job.plansweep`)."""
-    header = list(HEADER)
-    rows = [_cells(r) for r in shown_rows(ranked, top)]
-    left = {2, 3, 14}  # cluster, set-up, source
-    if job is not None:
-        header.insert(3, ("job", 3))
-        for cells, row in zip(rows, shown_rows(ranked, top), strict=True):
-            cells.insert(3, job(row))
-        left = {2, 3, 4, 15}
-    cells = [[h for h, _ in header], *rows]
-    widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(header)]
-    return [
-        "  ".join(
-            c.ljust(w) if i in left else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells_row, widths, strict=True))
-        ).rstrip()
-        for cells_row in cells
-    ]
-
-
-def _scaled_lines(ranked: list[Row], top: int) -> list[str]:
-    """The line under the table for rows whose compute was scaled from another GPU kind (``err ?``),
-    when a shown row is one."""
-    shown, per = [], {}
-    for row in ranked:
-        per[row.cluster] = per.get(row.cluster, 0) + 1
-        if per[row.cluster] <= top:
-            shown.append(row)
-    gpus = sorted({g for r in shown if (g := scaled_gpu(r))})
-    if not gpus:
-        return []
-    return [
-        f"err ?, nearest, scaled: measured on {', '.join(gpus)} and scaled by the datasheet peak ratio; "
-        "the error of a prediction carried across GPU kinds is unmeasured (not the ±5% of the same kind)"
-    ]
-
-
 def network_lines(clusters: list[Cluster]) -> list[str]:
     """One line per network a cluster of several nodes names (``H100:8x8:100GBps``, ``...:eth100``):
     its bus bandwidth per GPU across nodes in GB/s and Gb/s, and what the name means, so that the
@@ -473,44 +345,6 @@ def network_lines(clusters: list[Cluster]) -> list[str]:
             f"bandwidth per GPU across nodes (nccl-tests' busbw; GB = gigabytes), {net.source}"
         )
     return out
-
-
-def render(
-    ranked: list[Row],
-    result: Candidates,
-    cfg: RunConfig,
-    notes: list[str],
-    lines: list[str],
-    path: str | None,
-    networks: list[str] = (),
-) -> str:
-    """The terminal output: the table, what was dropped, the networks named, the defaults used, the
-    best's override lines; ``path``: the ``plan.csv`` written (None: it could not be)."""
-    column, better = objective.planned(cfg.objective)
-    none = ["no set-up fits and is predicted: see the dropped counts"]
-    out = table_lines(ranked, cfg.space.top) if ranked else none
-    total = len(result.rows)
-    dropped = ", ".join(f"{k} {v}" for k, v in result.dropped.most_common())
-    out += [
-        "",
-        f"ranked by objective={cfg.objective} ({column}, {better} is better); {cfg.space.top} shown per "
-        "cluster (space.top)",
-        "#: rank within its cluster (1..n, * = its best; plan.csv's cluster_rank); all: rank among the "
-        "set-ups of every cluster (plan.csv's rank)",
-        f"{total} set-ups: {len(ranked)} ranked; dropped: {dropped or 'none'}",
-        "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
-        "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
-        *_scaled_lines([r for r in ranked if r.rank is not None], cfg.space.top),
-        *networks,
-        "defaults used:",
-        *(f"  {n}" for n in notes),
-        "best of each cluster, the command that runs it:",
-        *(f"  {r.cluster}: {line}" for r, line in zip([r for r in ranked if r.best], lines, strict=True)),
-        f"(plan: no worker started, no record written; every row in {path})"
-        if path
-        else "(plan: no worker started, no record written)",
-    ]
-    return "\n".join(out)
 
 
 def _given(overrides: list[str], key: str) -> bool:
@@ -561,20 +395,3 @@ def defaults_used(
     if cfg.budget.tokens is None:
         out.append("budget.tokens=null: no days or budget (set e.g. budget.tokens=15e12)")
     return out
-
-
-def override_line(row: Row, overrides: list[str]) -> str:
-    """``flopsweep`` (:data:`flopsweep.cli.COMMAND`) with the job's own overrides (less the plan's and
-    the set-up's keys) and the set-up's (:meth:`flopsweep.plan_space.Setup.overrides`);
-    ``hydra/launcher=slurm`` on several nodes."""
-
-    def dropped(o: str) -> bool:
-        key = o.lstrip("+~").split("=")[0]
-        own = key.startswith(("space.", "parallel.", "predict.gpus_per", "predict.nnodes"))
-        return own or key in RUN_KEYS or key in SETUP_KEYS
-
-    kept = [o for o in overrides if not dropped(o)]
-    line = [COMMAND, *kept, *row.overrides]
-    if "nnodes=1" not in row.overrides:
-        line.append("hydra/launcher=slurm")
-    return " ".join(line)

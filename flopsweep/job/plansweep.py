@@ -128,11 +128,11 @@ def is_sweep_file(path: Path) -> bool:
     """Whether the sweep's ``plan.csv`` is a plan over clusters (:data:`SWEEP_COLUMNS`' header), not one
     row per job (:data:`flopsweep.job.plantable.PLAN_COLUMNS`); its first bytes read as
     :func:`flopsweep.job.plantable.append_plan_row` reads them (no link followed, no FIFO waited on)."""
-    from flopsweep.job.plantable import _head_of
+    from flopsweep.job.plantable import head_of
 
     try:
         st = os.lstat(path)
-        head = _head_of(path, st, 64) if stat.S_ISREG(st.st_mode) else b""
+        head = head_of(path, st, 64) if stat.S_ISREG(st.st_mode) else b""
     except OSError:
         return False
     return head.startswith(b"job,job_overrides,rank,cluster_rank")
@@ -150,7 +150,7 @@ def setup_keys_swept(labels: dict[int, str]) -> list[str]:
     """The swept keys that every set-up sets itself (``backend``, ``batch.micro_batch_size``,
     ``parallel.*``, ``nproc_per_node``, ...: :data:`flopsweep.job.plandecide.SETUP_KEYS` and ``RUN_KEYS``):
     those jobs plan the same set-ups, so their rows repeat."""
-    from flopsweep.job.plandecide import RUN_KEYS, SETUP_KEYS
+    from flopsweep.job.planrender import RUN_KEYS, SETUP_KEYS
 
     keys = {w.lstrip("+~").split("=")[0] for label in labels.values() for w in label.split()}
     return sorted(k for k in keys if k in SETUP_KEYS or k in RUN_KEYS or k.startswith("parallel."))
@@ -181,7 +181,7 @@ def sweep_output(
         ``(text, line)``: ``line`` says the file could not be rewritten (:func:`unwritten_line`), else None.
     """
     from flopsweep.config import ConfigError
-    from flopsweep.job.plandecide import _scaled_lines, override_line, table_lines
+    from flopsweep.job.planrender import override_line, scaled_lines, table_lines
     from flopsweep.plan_space import rank
 
     try:  # the sweep's objective= (a swept one: its default); one a plan cannot predict ranks as its jobs did
@@ -233,7 +233,7 @@ def sweep_output(
             + (", ".join(f"{k} {v}" for k, v in dropped.most_common()) or "none"),
             "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
             "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
-            *_scaled_lines(ranked, top),
+            *scaled_lines(ranked, top),
             *_repeat_lines(labels),
             "best of each cluster over every job, the command that runs it:",
             *(f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)),
@@ -254,7 +254,7 @@ def _table(
 ) -> list[str]:
     """The table with its ``job`` column: each job's label (:func:`job_labels`) where the widest line stays
     within :data:`flopsweep.job.plandecide.WIDTH`, else the job's number and one line per job below it."""
-    from flopsweep.job.plandecide import WIDTH
+    from flopsweep.job.planrender import WIDTH
 
     if not ranked:
         return ["no set-up of any job fits and is predicted: see the dropped counts"]
@@ -276,42 +276,6 @@ def _repeat_lines(labels: dict[int, str]) -> list[str]:
         f"the jobs differ in {', '.join(keys)}, which each set-up sets itself (space.*, plan_clusters): "
         "their rows repeat; sweep space.backends, space.micro_batches, ... or plan_clusters instead"
     ]
-
-
-def _si(x: float | None, money: bool = False) -> str:
-    """A figure of the table in at most 7 characters, its magnitude read right: ``2.4``, ``317k``,
-    ``1.17M``, ``4.5B`` (1e9), ``2.9T`` (1e12), from 1e15 a power of ten (``2.72e16``: 27,200 trillion);
-    ``$`` before dollars; blank for None. ``$2.72e+07B`` (2.72e16 dollars written as 27.2 million
-    billions) read as 27 million."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    sign = "$" if money else ""
-    if math.isinf(x) or abs(x) >= 1e15:
-        return f"{sign}{exponent(x)}"
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{sign}{x / scale:.3g}{unit}"
-    return f"{sign}{exponent(x) if 0 < abs(x) < 1e-3 else format(x, '.3g')}"
-
-
-def exponent(x: float) -> str:
-    """``x`` to 3 significant digits as mantissa and power of ten without ``+`` or leading zeros:
-    ``2.72e16``, ``5e-05`` -> ``5e-5``; ``inf`` as it is."""
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    mantissa, _, power = f"{x:.3g}".partition("e")
-    if not power:
-        return mantissa
-    return f"{mantissa}e{int(power)}"
-
-
-def _count(x: float | None, money: bool = False) -> str:
-    """A count or duration as the table shows it: ``2,106`` (digits grouped) below a million, else
-    :func:`_si` (``1.2M``, ``3.4e17``): 1e18 tokens at 1 token/s were 11,574,074,074,074 days, wider than
-    the table."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    return f"{x:,.0f}" if abs(x) < 1e6 else _si(x, money)
 
 
 def plan_scratch(config: Any, mode: str) -> tuple[Path, OSError] | None:

@@ -141,7 +141,7 @@ def append_plan_row(
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, f"{path} is not a regular file")
         head = _csv_text([], header=True, columns=columns).encode("utf-8")
-        found = _head_of(path, os.fstat(fd), len(head))
+        found = head_of(path, os.fstat(fd), len(head))
         if found and not head.startswith(found):  # a header still being written by another job: a prefix
             raise OSError(
                 errno.EINVAL,
@@ -155,7 +155,7 @@ def append_plan_row(
         os.close(fd)
 
 
-def _head_of(path: Path, st: os.stat_result, size: int) -> bytes:
+def head_of(path: Path, st: os.stat_result, size: int) -> bytes:
     """The first ``size`` bytes of the file at ``path``, opened again for reading, never through a link
     and never blocking; ``b""`` where it is no longer the file of ``st`` (replaced meanwhile)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)

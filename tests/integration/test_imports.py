@@ -54,7 +54,7 @@ TORCH_FREE = (
     "flopsweep.text",
     "flopsweep.wire",
     "flopsweep.signals",
-    "flopsweep.cli",  # analysis/__main__.py's entry: a closed stdout or stderr (standard_streams)
+    "flopsweep.streams",  # analysis/__main__.py's entry: a closed stdout or stderr (standard_streams)
     "flopsweep.columns",
     "flopsweep.column_spec",  # through columns: how a column is shown
     "flopsweep.options",

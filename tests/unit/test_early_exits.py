@@ -1,5 +1,5 @@
 """Session 24's trial, in process: signals before the first job (:mod:`flopsweep.signals`), a closed
-stdout or stderr (:func:`flopsweep.cli.standard_streams`), and an output folder this user cannot write
+stdout or stderr (:func:`flopsweep.streams.standard_streams`), and an output folder this user cannot write
 (:func:`flopsweep.hydrafiles.unwritable_folder_problem`). The command lines themselves run in
 ``tests/integration/test_early_exits.py``."""
 
@@ -11,7 +11,7 @@ import signal
 import pytest
 
 from flopsweep import signals
-from flopsweep.cli import reopen_closed_fds, usable_stream
+from flopsweep.streams import reopen_closed_fds, usable_stream
 from flopsweep.hydrafiles import unwritable_folder_problem
 from flopsweep.launch import raise_terminated
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flopsweep.job.plandecide import _count, _si, exponent
+from flopsweep.job.planrender import count_figure, exponent, si_figure
 
 SMALL = [
     "plan=true",
@@ -141,12 +141,16 @@ def test_a_row_reads_back_from_plan_csv_as_it_was() -> None:
     ],
 )
 def test_a_figure_reads_its_magnitude_right(value, money: bool, shown: str) -> None:
-    assert _si(value, money) == shown
+    assert si_figure(value, money) == shown
 
 
 def test_days_and_tokens_stay_in_their_column_however_large() -> None:
     """1e18 tokens at a few tokens/s: days of 19 digits were wider than the table."""
-    assert _count(2106.4) == "2,106" and _count(1.157e13) == "11.6T" and _count(3.4e17) == "3.4e17"
+    assert (
+        count_figure(2106.4) == "2,106"
+        and count_figure(1.157e13) == "11.6T"
+        and count_figure(3.4e17) == "3.4e17"
+    )
     assert exponent(2.72e16) == "2.72e16" and exponent(float("inf")) == "inf"
 
 

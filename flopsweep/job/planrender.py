@@ -1,0 +1,243 @@
+"""The plan's table as the terminal shows it, torch-free: its rows' cells (:func:`table_lines`: the set-up
+(:func:`setup_label`), the figures in at most 7 characters (:func:`si_figure`, :func:`count_figure`)), the
+whole output of one plan (:func:`render`) and the override line that runs a set-up (:func:`override_line`).
+Shared by one job's plan (:mod:`flopsweep.job.plandecide`) and a sweep's (:mod:`flopsweep.job.plansweep`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from flopsweep import objective
+from flopsweep.cli import COMMAND
+from flopsweep.plan_space import Row
+
+if TYPE_CHECKING:
+    from flopsweep.config import RunConfig
+    from flopsweep.plan_space import Candidates
+
+
+WIDTH = 160
+"""The terminal table's widest line (characters)."""
+
+
+RUN_KEYS = (
+    *("plan", "plan_clusters", "plan_format", "plan_gpu", "plan_gpu_memory_gib", "nnodes", "nproc_per_node"),
+)
+"""Override keys the override line of a set-up replaces (with the set-up's own, :meth:`Setup.overrides`)."""
+
+
+SETUP_KEYS = (
+    "backend",
+    "activation_checkpointing",
+    "precision",
+    "batch",
+    "batch.micro_batch_size",
+    "parallel",
+)
+
+
+def setup_label(row: Row) -> str:
+    """``fsdp dp8x8 sel mb4`` (``ga2`` with grad accumulation, the precision when not bf16)."""
+    s = row.setup
+    ckpt = {"none": "-", "selective": "sel", "full": "full"}.get(s.checkpointing, s.checkpointing)
+    parts = [s.backend, row.layout, ckpt, f"mb{s.micro_batch}"]
+    if row.grad_accum and row.grad_accum > 1:
+        parts.append(f"ga{row.grad_accum}")
+    if s.precision != "bf16":
+        parts.append(s.precision)
+    return " ".join(parts)
+
+
+HEADER = (
+    ("#", 4),
+    ("all", 4),
+    ("cluster", 16),
+    ("set-up", 26),
+    ("tok/s/GPU", 9),
+    ("MFU", 5),
+    ("J/tok", 5),
+    ("$/Mtok", 7),
+    ("days", 6),
+    ("GPU-h", 6),
+    ("budget$", 7),
+    ("GiB", 5),
+    ("free", 5),
+    ("err", 4),
+    ("source", 10),
+)
+
+
+def scaled_gpu(row: Row) -> str | None:
+    """The GPU kind whose records ``row``'s compute was scaled from (its expected error unmeasured:
+    :data:`flopsweep.plan_assess.UNMEASURED`), else None."""
+    from flopsweep.nearest import scaled_from
+
+    return scaled_from(row.prediction_source) if row.expected_error is None else None
+
+
+def _cells(row: Row) -> list[str]:
+    source = {"flops": "datasheet", "calibration": "calibrated", "probe": "probe", "nearest": "nearest"}.get(
+        row.compute_source, "?"
+    )
+    if scaled_gpu(row):
+        source = "nearest, scaled"
+    return [
+        f"{row.cluster_rank}{'*' if row.best else ''}",
+        str(row.rank),
+        row.cluster,
+        setup_label(row),
+        count_figure(row.predicted_tokens_per_s_per_gpu),
+        "" if row.predicted_mfu is None else f"{row.predicted_mfu:.0%}",
+        si_figure(row.predicted_joules_per_token),
+        si_figure(row.predicted_usd_per_million_tokens, money=True),
+        count_figure(row.budget_days),
+        si_figure(row.budget_gpu_hours),
+        si_figure(row.budget_usd, money=True),
+        f"{row.est_peak_gib_per_rank:.1f}",
+        f"{row.headroom_gib:.1f}",
+        "?" if row.expected_error is None else f"±{row.expected_error:.0%}",
+        source,
+    ]
+
+
+def shown_rows(ranked: list[Row], top: int) -> list[Row]:
+    """The rows the table shows: the ``top`` best of each cluster, in rank order."""
+    shown, per = [], {}
+    for row in ranked:
+        if per.get(row.cluster, 0) < top:
+            shown.append(row)
+            per[row.cluster] = per.get(row.cluster, 0) + 1
+    return shown
+
+
+def table_lines(ranked: list[Row], top: int, job: Callable[[Row], str] | None = None) -> list[str]:
+    """The shown rows (:func:`shown_rows`) as fixed-width lines; ``job``: a sweep's plan, the job's
+    label of each row, in a ``job`` column after the cluster (:mod:`flopsweep.job.plansweep`)."""
+    header = list(HEADER)
+    rows = [_cells(r) for r in shown_rows(ranked, top)]
+    left = {2, 3, 14}  # cluster, set-up, source
+    if job is not None:
+        header.insert(3, ("job", 3))
+        for cells, row in zip(rows, shown_rows(ranked, top), strict=True):
+            cells.insert(3, job(row))
+        left = {2, 3, 4, 15}
+    cells = [[h for h, _ in header], *rows]
+    widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(header)]
+    return [
+        "  ".join(
+            c.ljust(w) if i in left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells_row, widths, strict=True))
+        ).rstrip()
+        for cells_row in cells
+    ]
+
+
+def scaled_lines(ranked: list[Row], top: int) -> list[str]:
+    """The line under the table for rows whose compute was scaled from another GPU kind (``err ?``),
+    when a shown row is one."""
+    shown, per = [], {}
+    for row in ranked:
+        per[row.cluster] = per.get(row.cluster, 0) + 1
+        if per[row.cluster] <= top:
+            shown.append(row)
+    gpus = sorted({g for r in shown if (g := scaled_gpu(r))})
+    if not gpus:
+        return []
+    return [
+        f"err ?, nearest, scaled: measured on {', '.join(gpus)} and scaled by the datasheet peak ratio; "
+        "the error of a prediction carried across GPU kinds is unmeasured (not the ±5% of the same kind)"
+    ]
+
+
+def render(
+    ranked: list[Row],
+    result: Candidates,
+    cfg: RunConfig,
+    notes: list[str],
+    lines: list[str],
+    path: str | None,
+    networks: list[str] = (),
+) -> str:
+    """The terminal output: the table, what was dropped, the networks named, the defaults used, the
+    best's override lines; ``path``: the ``plan.csv`` written (None: it could not be)."""
+    column, better = objective.planned(cfg.objective)
+    none = ["no set-up fits and is predicted: see the dropped counts"]
+    out = table_lines(ranked, cfg.space.top) if ranked else none
+    total = len(result.rows)
+    dropped = ", ".join(f"{k} {v}" for k, v in result.dropped.most_common())
+    out += [
+        "",
+        f"ranked by objective={cfg.objective} ({column}, {better} is better); {cfg.space.top} shown per "
+        "cluster (space.top)",
+        "#: rank within its cluster (1..n, * = its best; plan.csv's cluster_rank); all: rank among the "
+        "set-ups of every cluster (plan.csv's rank)",
+        f"{total} set-ups: {len(ranked)} ranked; dropped: {dropped or 'none'}",
+        "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
+        "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
+        *scaled_lines([r for r in ranked if r.rank is not None], cfg.space.top),
+        *networks,
+        "defaults used:",
+        *(f"  {n}" for n in notes),
+        "best of each cluster, the command that runs it:",
+        *(f"  {r.cluster}: {line}" for r, line in zip([r for r in ranked if r.best], lines, strict=True)),
+        f"(plan: no worker started, no record written; every row in {path})"
+        if path
+        else "(plan: no worker started, no record written)",
+    ]
+    return "\n".join(out)
+
+
+def override_line(row: Row, overrides: list[str]) -> str:
+    """``flopsweep`` (:data:`flopsweep.cli.COMMAND`) with the job's own overrides (less the plan's and
+    the set-up's keys) and the set-up's (:meth:`flopsweep.plan_space.Setup.overrides`);
+    ``hydra/launcher=slurm`` on several nodes."""
+
+    def dropped(o: str) -> bool:
+        key = o.lstrip("+~").split("=")[0]
+        own = key.startswith(("space.", "parallel.", "predict.gpus_per", "predict.nnodes"))
+        return own or key in RUN_KEYS or key in SETUP_KEYS
+
+    kept = [o for o in overrides if not dropped(o)]
+    line = [COMMAND, *kept, *row.overrides]
+    if "nnodes=1" not in row.overrides:
+        line.append("hydra/launcher=slurm")
+    return " ".join(line)
+
+
+def si_figure(x: float | None, money: bool = False) -> str:
+    """A figure of the table in at most 7 characters, its magnitude read right: ``2.4``, ``317k``,
+    ``1.17M``, ``4.5B`` (1e9), ``2.9T`` (1e12), from 1e15 a power of ten (``2.72e16``: 27,200 trillion);
+    ``$`` before dollars; blank for None. ``$2.72e+07B`` (2.72e16 dollars written as 27.2 million
+    billions) read as 27 million."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    sign = "$" if money else ""
+    if math.isinf(x) or abs(x) >= 1e15:
+        return f"{sign}{exponent(x)}"
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{sign}{x / scale:.3g}{unit}"
+    return f"{sign}{exponent(x) if 0 < abs(x) < 1e-3 else format(x, '.3g')}"
+
+
+def exponent(x: float) -> str:
+    """``x`` to 3 significant digits as mantissa and power of ten without ``+`` or leading zeros:
+    ``2.72e16``, ``5e-05`` -> ``5e-5``; ``inf`` as it is."""
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    mantissa, _, power = f"{x:.3g}".partition("e")
+    if not power:
+        return mantissa
+    return f"{mantissa}e{int(power)}"
+
+
+def count_figure(x: float | None, money: bool = False) -> str:
+    """A count or duration as the table shows it: ``2,106`` (digits grouped) below a million, else
+    :func:`si_figure` (``1.2M``, ``3.4e17``): 1e18 tokens at 1 token/s were 11,574,074,074,074 days,
+    wider than the table."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{x:,.0f}" if abs(x) < 1e6 else si_figure(x, money)
