@@ -42,6 +42,7 @@ from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are import
     build_parser,
     column_name,
     default_width,
+    entry,
     frontier_conflict,
     named_columns,
     pairs,
@@ -593,8 +594,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    from flopsweep.streams import standard_streams
-
-    standard_streams()  # `python -m analysis DIR >&-`: a closed stdout or stderr is os.devnull
-    sys.exit(main())
+if __name__ == "__main__":  # a closed stdout is os.devnull; Ctrl-C one line, 130 (analysis.cli.entry)
+    sys.exit(entry(main))

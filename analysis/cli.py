@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from analysis.catalogue import COLUMNS, HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, SHORT
@@ -355,3 +356,20 @@ def named_columns(args: argparse.Namespace) -> set[str]:
     names.update(column_name(c.strip()) for c in (args.best_by or "").split(",") if c.strip())
     names.update(column_name(c) for part in (args.pivot or "").split(":") for c in part.split(",") if c)
     return names
+
+
+def entry(main: Callable[[], int]) -> int:
+    """The analysis's process from start to exit status, for ``python -m analysis`` and
+    ``flopsweep-analysis`` alike: a closed stdout or stderr made ``os.devnull``
+    (:func:`flopsweep.streams.standard_streams`), then ``main()``; Ctrl-C (``KeyboardInterrupt``) anywhere
+    in it is one line on stderr and the shell's 128 + SIGINT (130), never a traceback. The outputs are
+    written whole or not at all (:func:`flopsweep.files.create_new`, then a rename), so an interrupted
+    one is not there."""
+    from flopsweep.streams import standard_streams
+
+    standard_streams()
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("flopsweep-analysis: interrupted (Ctrl-C); nothing more is written", file=sys.stderr)
+        return 130

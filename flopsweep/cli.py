@@ -148,8 +148,8 @@ def run() -> None:
 
 def analysis() -> None:
     """``flopsweep-analysis DIR... [options]``: ``python -m analysis`` (same options, exit status; a closed
-    stdout or stderr is ``os.devnull``: :func:`standard_streams`)."""
+    stdout or stderr is ``os.devnull``, Ctrl-C one line and 130: :func:`analysis.cli.entry`)."""
     from analysis.__main__ import main
+    from analysis.cli import entry
 
-    standard_streams()
-    raise SystemExit(main())
+    raise SystemExit(entry(main))

@@ -11,9 +11,9 @@ import signal
 import pytest
 
 from flopsweep import signals
-from flopsweep.streams import reopen_closed_fds, usable_stream
 from flopsweep.hydrafiles import unwritable_folder_problem
 from flopsweep.launch import raise_terminated
+from flopsweep.streams import reopen_closed_fds, usable_stream
 
 
 @pytest.fixture
@@ -100,3 +100,19 @@ def test_a_writable_or_unmade_output_folder_passes(tmp_path):
     assert (
         unwritable_folder_problem("hydra.run.dir", str(tmp_path / "file" / "x")) is None
     )  # not a folder: another check
+
+
+def test_the_analysis_entry_turns_ctrl_c_into_one_line_and_130(capsys) -> None:
+    """Trial 24b: ``timeout -s INT 2 flopsweep-analysis DIR --format html --output r.html`` printed an
+    86-line ``KeyboardInterrupt`` traceback. The entry of both commands answers it in one line, 130; a
+    status ``main`` returns passes through unchanged."""
+    from analysis.cli import entry
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    assert entry(interrupted) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["flopsweep-analysis: interrupted (Ctrl-C); nothing more is written"]
+    assert entry(lambda: 2) == 2
+    assert "Traceback" not in capsys.readouterr().err
