@@ -26,9 +26,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import unicodedata
 
 from flopsweep.cli import COMMAND
 from flopsweep.overrides import CONF, near_names
+from flopsweep.text import printable
 
 RUN_PY_FOLDER = os.path.dirname(CONF)
 """The folder of ``run.py``: Hydra reads a relative ``--config-path`` from there."""
@@ -253,6 +255,8 @@ def flag_problem(argv: list[str], conf: str = CONF) -> str | None:
       doc: missing, a file, unreadable, or a folder), or ``pkg://`` (that imports a package);
     - ``--experimental-rerun`` (it unpickles a file).
     """
+    if problem := _dash_lookalike(argv):
+        return problem
     parser = hydra_flags_parser()
     try:
         args, extras = parser.parse_known_args(argv)
@@ -286,6 +290,28 @@ def flag_problem(argv: list[str], conf: str = CONF) -> str | None:
         )
         if not _same_folder(path, conf):
             return _config_folder(flag, value, _folder_state(path))
+    return None
+
+
+def _dash_lookalike(argv: list[str]) -> str | None:
+    """One line for an argument that starts with a dash other than ASCII ``-`` (an em dash from a word
+    processor's autocorrect, U+2212 MINUS SIGN): ``—multirun`` or ``−m`` reached Hydra's override
+    grammar as an override and failed there (``LexerNoViableAltException``, exit 1). Named with its
+    character and the flag meant: a dash run folded to ASCII (:func:`flopsweep.lookalike.fold_char`),
+    ``--`` before a word of several letters, ``-`` before one letter."""
+    from flopsweep.lookalike import fold_char
+
+    for arg in argv:
+        dashes = len(arg) - len(arg.lstrip("".join(c for c in set(arg[:3]) if fold_char(c) == "-")))
+        if not dashes or arg[:dashes].isascii():
+            continue
+        name = arg[dashes:].partition("=")[0]
+        meant = ("-" if len(name) == 1 else "--") + arg[dashes:]
+        odd = next(c for c in arg[:dashes] if not c.isascii())
+        return (
+            f"Invalid config: {printable(arg)}: {odd!r} (U+{ord(odd):04X} {unicodedata.name(odd, 'a dash')}) "
+            f"is not the ASCII hyphen a flag starts with. Fix: write {meant}"
+        )
     return None
 
 

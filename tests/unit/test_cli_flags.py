@@ -490,3 +490,24 @@ def test_two_of_hydras_commands_are_one_line_with_each_alone_as_the_fix(argv, sh
             len({a for a in fix.split() if a in ("-m", "--multirun", "--cfg", "--cfg=hydra", "--info", "-r")})
             == 1
         )
+
+
+@pytest.mark.parametrize(
+    ("arg", "odd", "meant"),
+    [
+        ("—multirun", "U+2014 EM DASH", "--multirun"),
+        ("−m", "U+2212 MINUS SIGN", "-m"),
+        ("–cfg", "U+2013 EN DASH", "--cfg"),
+    ],
+)
+def test_a_flag_typed_with_a_unicode_dash_is_named_with_its_ascii_form(
+    arg: str, odd: str, meant: str
+) -> None:
+    """Trial 24b: ``flopsweep —multirun ...`` and ``−m`` reached Hydra's override grammar (its
+    ``LexerNoViableAltException``, six lines, exit 1). Now one line naming the character and the flag
+    meant, before Hydra."""
+    line = flag_problem([arg, "model=llama-tiny"])
+    assert line is not None and "\n" not in line
+    assert odd in line and line.endswith(f"Fix: write {meant}")
+    assert flag_problem(["-m", "model=llama-tiny"]) is None
+    assert flag_problem(["tag=—x"]) is None  # a value's dash is the value's
