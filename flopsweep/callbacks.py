@@ -240,13 +240,23 @@ def job_folders_problem(config: Any) -> str | None:
     default ``hydra.sweep.subdir``, N below the sweep's job count, :func:`sweep_size`) is already
     there and is not a folder (a symbolic link, dangling or not, a FIFO, a file): the job would be
     refused after the jobs before it ran (:func:`flopsweep.files.job_folder`), so the sweep is
-    refused at its start. None when there is none, or the jobs' folders cannot be told (another
-    ``hydra.sweep.subdir``: each job still refuses its own). At most :data:`MAX_JOB_FOLDERS`
-    entries are looked at, links never followed."""
+    refused at its start. Also refused: job 0's folder (``sweep_dir/<subdir>``, the subdir resolved for
+    job 0: :func:`flopsweep.hydrafiles.first_job_folder`) through another user's symbolic link
+    (:func:`flopsweep.links.foreign_link`), such as a ``..`` brought in by an interpolation
+    (``hydra.sweep.subdir=${oc.env:SUB}``, ``SUB=../theirs/x``) that the command line's check cannot
+    see: Hydra would make that folder before the job's own check. None when there is none, or the
+    jobs' folders cannot be told (another ``hydra.sweep.subdir``: each job still refuses its own). At
+    most :data:`MAX_JOB_FOLDERS` entries are looked at, links never followed."""
     from omegaconf import OmegaConf
 
-    from flopsweep.files import file_kind
+    from flopsweep.files import file_kind, foreign_link_refusal
+    from flopsweep.hydrafiles import first_job_folder
 
+    if first := first_job_folder(config):
+        written, folder = first
+        shown = f"Invalid config: hydra.sweep.subdir={written} (job 0's folder {folder})"
+        if foreign := foreign_link_refusal(folder, shown):
+            return f"{foreign.line}. Fix: {foreign.fix}"
     sweep_dir = sweep_dir_of(config)
     subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
     total = sweep_size(config)

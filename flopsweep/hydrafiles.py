@@ -146,6 +146,29 @@ def sweep_dir(hydra: Any) -> Path:
     return Path(str(cwd)) / path if cwd else Path(os.path.abspath(path))
 
 
+def first_job_folder(config: Any) -> tuple[str, Path] | None:
+    """``(subdir, folder)``: ``hydra.sweep.subdir`` of ``config`` (the composed config, at the sweep's
+    start) as written, and the folder Hydra makes for job 0 (``sweep_dir/<subdir resolved with
+    hydra.job.num=0>``, as Hydra's launchers join them). None when the subdir does not resolve then (it
+    names another job's overrides, ``${hydra:...}``): each job still refuses its own folder. The config
+    is copied, never changed."""
+
+    from omegaconf import OmegaConf, open_dict
+    from omegaconf.errors import OmegaConfBaseException
+
+    written = str(OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir"))
+    copied = copy.deepcopy(config)
+    try:
+        OmegaConf.set_readonly(copied, False)
+        with open_dict(copied):
+            copied.hydra.job.num = 0
+            copied.hydra.job.id = "job_id_for_0"  # Hydra's BasicLauncher's
+        subdir = str(copied.hydra.sweep.subdir)
+    except OmegaConfBaseException:
+        return None
+    return written, sweep_dir(config) / subdir
+
+
 def from_start_folder(run_cfg: Any, start: str | os.PathLike[str]) -> None:
     """Make the relative file paths of ``run_cfg`` (a ``RunConfig``) absolute from ``start``, the
     folder the run or sweep was started from (``hydra.runtime.cwd``), as Hydra's

@@ -48,7 +48,7 @@ def test_the_first_link_of_another_user_on_the_path_is_found_with_its_owner(tmp_
     (tmp_path / "mine").symlink_to(tmp_path / "shared")  # this user's link, above the planted one
     assert foreign_link(link / "sub" / "0") == (link, OTHER_UID)
     assert foreign_link(link) == (link, OTHER_UID)  # the last part too
-    assert foreign_link(tmp_path / "mine" / "link" / "sub") == (tmp_path / "mine" / "link", OTHER_UID)
+    assert foreign_link(tmp_path / "mine" / "link" / "sub") == (link, OTHER_UID)  # named by its real place
     assert foreign_link(tmp_path / "shared" / "x" / ".." / "link" / "sub") is not None  # `..` not folded
     assert foreign_link(tmp_path / "shared" / "missing" / "sub") is None
     assert foreign_link(tmp_path / "mine" / "sub") is None
@@ -191,3 +191,103 @@ def test_this_user_s_own_link_in_the_middle_is_followed(tmp_path: Path) -> None:
     assert private_folder(sweep / ".submitit").is_dir() and (scratch / "sweep" / ".submitit").is_dir()
     line = output_folder_problem("hydra.sweep.dir", str(tmp_path / "outputs"))  # the last part: refused
     assert line is not None and "is a symbolic link" in line
+
+
+def _own_link_through(tmp_path: Path, name: str = "own2") -> tuple[Path, Path, Path]:
+    """``(own, link, target)``: ``tmp_path/own2 -> tmp_path/shared/link/sub``, ``own2`` this user's (root
+    here) and ``link`` another user's, as a fresh user's trial planted them (session 24)."""
+    link, target = _planted(tmp_path)
+    (target / "sub").mkdir()
+    own = tmp_path / name
+    own.symlink_to(link / "sub")
+    assert os.lstat(own).st_uid in (os.geteuid(), 0)
+    return own, link, target
+
+
+def test_a_trusted_link_s_target_is_walked_for_another_user_s_link(tmp_path: Path) -> None:
+    """``own2 -> shared/link/sub``: this user's (or root's) link is followed, and the other user's
+    link its target passes through is found, absolute or relative target, through a chain of trusted
+    links; the run's folder and the analysis's ``--output`` there are refused, nothing written."""
+    from analysis.output import OutputError, check_output
+    from flopsweep.hydrafiles import output_folder_problem
+
+    own, link, target = _own_link_through(tmp_path)
+    assert foreign_link(own / "z") == (link, OTHER_UID)  # the link named by its real place
+    assert foreign_link(own) == (link, OTHER_UID)  # a trusted link as the last part: its target walked
+    (tmp_path / "rel").symlink_to("shared/link/sub")  # relative: read from the link's folder
+    (tmp_path / "chain").symlink_to("rel")
+    assert foreign_link(tmp_path / "chain" / "z" / "0") == (link, OTHER_UID)
+    (tmp_path / "up").symlink_to("shared/x/..")  # the target's ``..`` taken where it stands
+    assert foreign_link(tmp_path / "up" / "link" / "z") == (link, OTHER_UID)
+    assert foreign_link(tmp_path / "up" / "z") is None
+    line = output_folder_problem("hydra.run.dir", f"{own}/z")
+    assert line is not None and line.startswith(
+        f"Invalid config: hydra.run.dir={own}/z: {link} is a symbolic"
+    )
+    with pytest.raises(OutputError, match=f"^--output {own}/x.csv: {link} is a symbolic link of another"):
+        check_output(own / "x.csv", [], "--output")
+    with pytest.raises(RecordUnwritable, match=f"{link} is a symbolic link of another user"):
+        job_folder(own / "z" / "0")
+    assert list((target / "sub").iterdir()) == []
+
+
+def test_a_link_loop_is_unreachable_and_the_hops_are_bounded(tmp_path: Path, monkeypatch) -> None:
+    """More than 40 links (the kernel's ``MAXSYMLINKS``) is a path the kernel refuses (``ELOOP``) and
+    makes nothing below: None, after at most 41 ``os.lstat`` of the links; 40 are followed, and another
+    user's link behind them is found."""
+    import errno
+
+    from flopsweep.links import MAX_LINK_HOPS
+
+    link, _ = _planted(tmp_path)
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    seen: list[str] = []
+    real_lstat = os.lstat
+    monkeypatch.setattr(os, "lstat", lambda p, *a, **k: seen.append(str(p)) or real_lstat(p, *a, **k))
+    assert foreign_link(tmp_path / "a" / "z") is None
+    assert len(seen) == len(tmp_path.parts) - 1 + MAX_LINK_HOPS + 1
+    monkeypatch.setattr(os, "lstat", real_lstat)
+
+    def chain(name: str, hops: int) -> Path:
+        """``name0 -> name1 -> ... -> shared``: ``hops`` links of this user's."""
+        for n in range(hops):
+            (tmp_path / f"{name}{n}").symlink_to(f"{name}{n + 1}" if n + 1 < hops else "shared")
+        return tmp_path / f"{name}0"
+
+    kept, over = chain("k", MAX_LINK_HOPS), chain("o", MAX_LINK_HOPS + 1)
+    assert os.path.isdir(kept)  # the kernel follows 40
+    with pytest.raises(OSError) as caught:
+        os.stat(over)
+    assert caught.value.errno == errno.ELOOP  # and no more: nothing below is reached
+    assert foreign_link(kept / "link" / "z") == (link, OTHER_UID)
+    assert foreign_link(over / "link" / "z") is None
+
+
+def test_an_interpolated_subdir_through_another_user_s_link_is_refused_at_the_sweep_start(
+    tmp_path: Path, hydra_compose, monkeypatch, capsys
+) -> None:
+    """``SUB=../shared/link/x ... 'hydra.sweep.subdir=${oc.env:SUB}'``: the command line's check sees no
+    ``..``; the sweep's start resolves the subdir for job 0 and refuses its folder, exit 2, one line,
+    before the lock or any folder is made. The default subdir in a clean folder passes."""
+    from flopsweep.callbacks import SweepSummary, job_folders_problem
+
+    link, target = _planted(tmp_path)
+    sweep = tmp_path / "sweep"
+    monkeypatch.setenv("SUB", "../shared/link/x")
+    config = hydra_compose.config(
+        [f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${oc.env:SUB}"], hydra=True
+    )
+    with pytest.raises(SystemExit) as exit_:
+        SweepSummary().on_multirun_start(config)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    shown = f"hydra.sweep.subdir=${{oc.env:SUB}} (job 0's folder {sweep}/../shared/link/x)"
+    assert err == (
+        f"flopsweep: Invalid config: {shown}: {link} is a symbolic link of another user (uid {OTHER_UID}, "
+        "nobody); never followed: what is written there would go where that user points it. Fix: choose "
+        f"another folder (one no other user's link leads through), or have {link} removed\n"
+    )
+    assert not os.path.lexists(sweep) and list(target.iterdir()) == []
+    assert config.hydra.sweep.subdir == "../shared/link/x"  # the config itself is left as it was
+    assert job_folders_problem(hydra_compose.config([f"hydra.sweep.dir={sweep}"], hydra=True)) is None
