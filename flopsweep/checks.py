@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from flopsweep import (
@@ -284,15 +284,7 @@ def check_bounds(cfg: RunConfig) -> None:
         ConfigError: naming the key, the value (shortened when long), the bound and the fix.
     """
     for key, value in _numbers(cfg):
-        limit = MAX_BY_KEY.get(key, MAX_INT if isinstance(value, int) else MAX_FLOAT)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
-        if abs(value) > limit:
-            bound = _bound_text(limit, whole=isinstance(value, int))
-            side = f"to at most {bound}" if value > 0 else f"to at least -{bound}"
-            raise ConfigError(
-                key, value, f"is beyond the bound of {bound}", f"set {key} {side}{memory_note(key)}"
-            )
+        check_number(key, value)
     if len(cfg.tag) > MAX_TAG_CHARS:
         raise ConfigError(
             "tag",
@@ -309,6 +301,56 @@ def check_bounds(cfg: RunConfig) -> None:
             f"is beyond the bound of {MAX_NPROC_PER_NODE} ranks per node",
             "set nproc_per_node=auto or the ranks of one node",
         )
+
+
+def check_number(key: str, value: int | float) -> None:
+    """``value`` of ``key`` finite and within :data:`MAX_BY_KEY`, else :data:`MAX_INT` (an int) or
+    :data:`MAX_FLOAT` (a float): the one table of bounds, which :func:`check_bounds` and the command
+    line's check (:func:`number_problem`) read.
+
+    Raises:
+        ConfigError: naming the key, the value, the bound and the fix.
+    """
+    limit = MAX_BY_KEY.get(key, MAX_INT if isinstance(value, int) else MAX_FLOAT)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
+    if abs(value) > limit:
+        bound = _bound_text(limit, whole=isinstance(value, int))
+        side = f"to at most {bound}" if value > 0 else f"to at least -{bound}"
+        raise ConfigError(
+            key, value, f"is beyond the bound of {bound}", f"set {key} {side}{memory_note(key)}"
+        )
+
+
+_ALONE: dict[str, Callable[[RunConfig], None]] = {
+    "optim": lambda cfg: _validate_optim(cfg.optim),
+    "cost": lambda cfg: validate_cost(cfg),
+    "budget": lambda cfg: validate_cost(cfg),
+    "predict": lambda cfg: validate_predict(cfg),
+}
+"""The checks of a section whose keys' ranges the value alone decides (``optim.lr > 0``,
+``predict.overlap`` in [0, 1], ...), run by :func:`number_problem` on the schema's defaults."""
+
+
+def number_problem(key: str, value: int | float) -> ConfigError | None:
+    """Why the number ``value`` of the float key ``key`` would be refused in the job by the value alone,
+    else None: its bound (:func:`check_number`) and, for a key of :data:`_ALONE`'s sections, that
+    section's own check run on the schema's defaults with ``value`` in place (the same code the job
+    runs, so the ranges live in one place). The command line's check before Hydra
+    (:func:`flopsweep.overrides.type_problem`) calls it."""
+    try:
+        check_number(key, value)
+        section, _, leaf = key.partition(".")
+        if section in _ALONE and leaf and "." not in leaf:
+            cfg = RunConfig()
+            part = getattr(cfg, section)
+            if not dataclasses.is_dataclass(part) or leaf not in {f.name for f in dataclasses.fields(part)}:
+                return None
+            setattr(part, leaf, value)
+            _ALONE[section](cfg)
+    except ConfigError as e:
+        return e if e.key == key else None
+    return None
 
 
 def _bound_text(limit: float, *, whole: bool) -> str:

@@ -81,7 +81,7 @@ class ConfigError(ValueError):
     """
 
     def __init__(self, key: str, value: object, problem: str, fix: str) -> None:
-        self.key, self.value = key, value
+        self.key, self.value, self.problem, self.fix = key, value, problem, fix
         shown = repr(value)  # a 400-digit number: one readable line still, cut at MAX_SHOWN
         if len(shown) > MAX_SHOWN:  # the length said is the value's own (a string's, without its quotes)
             length = len(value) if isinstance(value, str) else len(shown)

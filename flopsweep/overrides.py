@@ -434,7 +434,7 @@ def _value_problem(
         several = f"; several, one job each: -m {key}=a,b" if isinstance(value, list) else ""
         return f"{head} takes {kind[0]}, not {what}. Fix: {fix}{several}."
     try:
-        node.validate_and_convert(value)  # type: ignore[attr-defined]
+        converted = node.validate_and_convert(value)  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
         if kind[0] == "a whole number" and isinstance(value, float) and value.is_integer():
             # 1e3 or 4.0: a whole number written as a float, which the typed key does not convert
@@ -447,7 +447,31 @@ def _value_problem(
         return f"{head} is not {kind[0]}. Fix: {fix}."
     if kind[0] == "a whole number" and isinstance(value, int) and not isinstance(value, bool):
         return _bound_problem(head, key, value, node, option, False)  # the job's check_bounds, before Hydra
+    if kind[0] == "a number" and isinstance(converted, float):
+        return _float_problem(head, key, converted, node, option)  # the job's bounds and ranges, before Hydra
     return None
+
+
+def _float_problem(head: str, key: str, value: float, node: object, option: str) -> str | None:
+    """The line for a number that the job would refuse by its value alone
+    (:func:`flopsweep.checks.number_problem`: beyond :data:`flopsweep.config.MAX_BY_KEY`, else
+    :data:`flopsweep.config.MAX_FLOAT`; not finite; out of the key's range, ``optim.lr=-1``,
+    ``predict.overlap=2``), with the job's fix and an example that passes (the picked option's value,
+    else the default, else null for an optional key); None when the job would take it."""
+    from flopsweep.checks import number_problem
+
+    error = number_problem(key, value)
+    if error is None:
+        return None
+    example, whose = _example(key, node, _KINDS["FloatNode"], option)
+    if not whose and node._is_optional():  # type: ignore[attr-defined]  # cost.usd_per_gpu_hour: unset
+        example, whose = "null", " (its default)"
+    fix = error.fix
+    if fix.startswith("set e.g. ") and f"{key}=" not in fix:  # cost's "set e.g. 2.5, or null"
+        fix = f"set e.g. {key}={fix.removeprefix('set e.g. ')}"
+    elif f"{key}=" not in fix:  # the bound's "set optim.lr to at most 1e+12"
+        fix = f"{fix}, e.g. {key}={example}{whose}"
+    return f"{head} {error.problem}. Fix: {fix}."
 
 
 _ELEMENTS = {

@@ -258,3 +258,103 @@ def test_a_rank_count_written_as_a_float_or_beyond_its_bound_is_refused_before_h
     assert _line(["backend=fsdp", "nproc_per_node=4.0"]).endswith("exponent: nproc_per_node=4.")
     for left in ("two", "0", "2.5", "auto", "2"):
         assert type_problem([f"nproc_per_node={left}"]) is None, left
+
+
+def _float_keys() -> dict[str, list[str]]:
+    """Every float key of the schema, with the option pick it needs (``model=llama-tiny`` for
+    ``model.rope_theta``): :class:`flopsweep.config.RunConfig`'s and each group option's."""
+    from omegaconf import FloatNode, OmegaConf
+
+    from flopsweep.config import RunConfig
+
+    found: dict[str, list[str]] = {}
+
+    def walk(node, prefix: str, pick: list[str]) -> None:
+        for name in node:
+            child = node._get_node(name)
+            if isinstance(child, FloatNode):
+                found.setdefault(f"{prefix}{name}", pick)
+            elif OmegaConf.is_dict(child) and not child._is_none() and not child._is_missing():
+                if f"{prefix}{name}" not in GROUP_BASES:  # a group's keys: under its options below
+                    walk(child, f"{prefix}{name}.", pick)
+
+    walk(OmegaConf.structured(RunConfig), "", [])
+    for group, base in GROUP_BASES.items():
+        for option in option_files(group):
+            schema = OPTION_SCHEMAS.get(group, {}).get(option_kind(group, option), base)
+            walk(OmegaConf.structured(schema), f"{group}.", [f"{group}={option}"])
+    return found
+
+
+_FLOAT_KEYS = _float_keys()
+
+
+def test_the_float_keys_include_those_the_trial_named() -> None:
+    """The walk below is over the schema, not a list: the trial's keys and an option's are in it."""
+    for key in (
+        "cost.usd_per_gpu_hour",
+        "budget.tokens",
+        "optim.lr",
+        "predict.layer_probe_settle",
+        "timeout_s",
+    ):
+        assert _FLOAT_KEYS[key] == [], key
+    assert "model.rope_theta" in _FLOAT_KEYS and len(_FLOAT_KEYS) >= 20, sorted(_FLOAT_KEYS)
+
+
+@pytest.mark.parametrize("key", sorted(_FLOAT_KEYS))
+def test_a_float_beyond_its_bound_is_refused_before_hydra_as_typed_with_a_fix_that_passes(
+    key: str, hydra_compose
+) -> None:
+    """Trial (row 183's follow-up): ``cost.usd_per_gpu_hour=1e12`` was echoed ``1000000000000.0`` and
+    refused only in the job, which left a run folder with an invalid metrics.json. Every float key
+    beyond its bound (``MAX_BY_KEY``, else ``MAX_FLOAT``: the table ``checks.check_bounds`` reads) is
+    refused in one line before Hydra, the value as typed, positive and negative, written as a float or a
+    whole number; the fix's example passes this check and the job's ``validate``."""
+    from flopsweep.checks import validate
+    from flopsweep.config import MAX_FLOAT, ConfigError
+
+    pick = _FLOAT_KEYS[key]
+    limit = MAX_BY_KEY.get(key, MAX_FLOAT)
+    for typed in (f"{limit * 10:g}", "1e99", "-1e99", str(int(limit) * 10), "inf"):
+        line = _line([*pick, f"{key}={typed}"])
+        assert line.startswith(f"Invalid config: {key}={typed}: "), line
+        example = re.search(rf"({re.escape(key)}=\S+?)[,.]?(?: \(|, or| *$)", line.split(" Fix: ")[1])
+        assert example, line
+        fixed = [*pick, example.group(1)]
+        assert type_problem(fixed) is None, (line, fixed)
+        try:
+            validate(hydra_compose(["device=cpu", *fixed]))
+        except ConfigError as e:  # activation_checkpointing=memory_budget needs compile=true: the pick's
+            assert e.key != key, (line, str(e))
+    at_bound = type_problem([*pick, f"{key}={limit:.0f}.0"]) or ""  # a share's range may still refuse it
+    assert "beyond the bound" not in at_bound, at_bound
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("cost.usd_per_gpu_hour=-1", "must be >= 0 US dollars"),
+        ("budget.tokens=0.0", "must be a positive token count"),
+        ("optim.lr=-1e-3", "is out of range for AdamW"),
+        ("optim.beta2=1.5", "is out of range for AdamW"),
+        ("predict.overlap=1.5", "must be a share in [0, 1]"),
+        ("predict.layer_probe_settle=1", "must be a share in [0, 1)"),
+        ("predict.layer_probe_max_spread=0.5", "must be at least 1"),
+        ("predict.compute_scale=-2", "must be a positive number"),
+    ],
+)
+def test_a_number_out_of_its_range_is_refused_before_hydra_with_the_jobs_reason(
+    override: str, problem: str, hydra_compose
+) -> None:
+    """The ranges that the value alone decides (``checks.number_problem``: the job's own section checks,
+    run on the defaults) are refused before Hydra too, each value of a sweep; the fix passes."""
+    from flopsweep.checks import validate
+
+    key, _, typed = override.partition("=")
+    for overrides in ([override], ["-m", f"{key}=0.5,{typed}"]):
+        line = _line(overrides)
+        assert line.startswith(f"Invalid config: {override}: {problem}"), line
+    example = re.search(rf"({re.escape(key)}=[^,\s]+?)[,.]?(?: |$)", line.split(" Fix: ")[1]).group(1)
+    assert type_problem([example]) is None, line
+    validate(hydra_compose(["device=cpu", example]))
