@@ -89,8 +89,8 @@ class Row:
     setup: Any
     """The :class:`flopsweep.plan_space.Setup`; None for a tuning sweep's set-up given as sweep axes."""
     status: str = "ok"
-    """``ok``; ``over memory`` (the estimate leaves less than ``space.min_headroom``); ``refused``
-    (validation's one line in ``reason``); ``no prediction`` (the step model gave none: ``reason``)."""
+    """``ok``; ``invalid`` (a ``-m`` plan job's keys refused: one row, no set-up); ``refused`` (validation's
+    line in ``reason``); ``over memory`` (below ``space.min_headroom``); ``no prediction`` (``reason``)."""
     reason: str = ""
     """Why a row is not ``ok``, in one line: a refusal's ``KEY=VALUE: why. Fix: fix``, the estimate
     against the GPU's memory, the step model's ``no prediction: KEY=VALUE: why. Fix: fix``."""

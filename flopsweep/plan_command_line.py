@@ -22,6 +22,18 @@ from flopsweep.peaks import lookup
 SPACE_KEYS = ("backends", "layouts", "checkpointing", "precisions", "micro_batches", "min_headroom", "top")
 """The ``space.*`` keys (:class:`flopsweep.config.SpaceConfig`)."""
 
+ONE_VALUE_KEYS = {
+    "plan": (
+        "is swept: a sweep is a plan or a run, not both (the plan's jobs start no worker)",
+        "give it one value: plan=true, or drop it to measure",
+    ),
+    "plan_format": (
+        "is swept: every job of a plan sweep prints into one table, in one format (each value's rows twice)",
+        "give it one value, e.g. plan_format=csv",
+    ),
+}
+"""Keys a sweep cannot sweep, each with why and the fix: one ``plan.csv`` and one printed plan per sweep."""
+
 
 def _given(override) -> list:
     """The values a parsed override (Hydra's ``Override``) gives: its one value, or each of a choice
@@ -113,7 +125,8 @@ def command_line_problem(overrides: list[str]) -> str | None:
       :func:`flopsweep.gpu_memory.typed_gpu_names`), or a size it is not sold in; ``plan_gpu_memory_gib``
       that is not a positive finite number of GiB;
     - ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number, not finite, or out of range;
-    - a ``plan_format`` that is none of :data:`flopsweep.config.PLAN_FORMATS`;
+    - a ``plan_format`` that is none of :data:`flopsweep.config.PLAN_FORMATS`; ``plan`` or ``plan_format``
+      swept (``plan_format=csv,json``: each job's rows twice, printed in one format; :data:`ONE_VALUE_KEYS`);
     - ``plan=true`` with ``plan_gpu`` (or ``plan_gpu_memory_gib``) and ``device=cpu``
       (:func:`flopsweep.rules.planned_gpu_on_the_cpu`);
     - a ``predict.calibration`` path, of any run, that does not exist, is a link, or is neither a file nor a
@@ -151,9 +164,12 @@ def command_line_problem(overrides: list[str]) -> str | None:
                 )
             )
         try:
-            values[key] = _given(parser.parse_override(override))
+            parsed = parser.parse_override(override)
         except Exception:  # noqa: BLE001 - the grammar's own line (syntax_problem) comes first
             continue
+        if key in ONE_VALUE_KEYS and parsed.is_sweep_override():
+            return str(ConfigError(key, value, *ONE_VALUE_KEYS[key]))
+        values[key] = _given(parsed)
     try:
         _keys_problem(values)
     except ConfigError as exc:

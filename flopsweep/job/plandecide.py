@@ -126,12 +126,19 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
     Returns:
         ``{"status": "plan", "plan_file": path, "plan_text": text, "best": [row dicts]}``, or
-        ``{"status": "invalid", "error": {"message": line}}`` for a key :func:`checked` refuses.
+        ``{"status": "invalid", "error": {"message": line}}`` for a key :func:`checked` refuses; under
+        ``-m`` that job appends one row to the sweep's ``plan.csv``, ``status`` ``invalid`` and the line in
+        ``reason`` (no set-up, no cluster), which :func:`flopsweep.job.plansweep.sweep_output` counts.
     """
     try:
         clusters, space = checked(cfg)
         records = forecast.prediction_records(cfg)
     except ConfigError as exc:
+        if info.job_num is not None:  # -m: its one invalid row, so the sweep's table counts and names it
+            from flopsweep.job.plansweep import append_job
+
+            row = Row(cluster="", setup=None, status="invalid", reason=str(exc))
+            append_job(Path(info.job_dir).parent / PLAN_FILE, [row.as_dict()], info)
         return {"status": "invalid", "error": {"message": str(exc)}, "plan": {}}
     n = len(clusters)
     if note := ignored_line(info.overrides, clusters):

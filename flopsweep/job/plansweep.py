@@ -30,7 +30,7 @@ from typing import Any
 
 from flopsweep import objective
 from flopsweep.files import read_regular
-from flopsweep.job.plantable import append_plan_row, plan_csv, unwritten_line, write_plan
+from flopsweep.job.plantable import append_plan_row, invalid_jobs_line, plan_csv, unwritten_line, write_plan
 from flopsweep.plan_assess import COLUMNS, Row
 from flopsweep.text import csv_text, printable
 
@@ -169,16 +169,21 @@ def _dropped(rows: list[Row]) -> Counter:
 
 def sweep_output(
     path: Path, objective_name: str, fmt: str = "table", top: int = 5, *, shown: bool = True
-) -> tuple[str, str | None]:
+) -> tuple[str, list[str]]:
     """The sweep's plan over every job: its rows ranked together by ``objective_name``
     (:func:`flopsweep.plan_space.rank`), the sweep's ``plan.csv`` rewritten with them (ranked first, then
-    the dropped), and the text to print for ``fmt``: ``table`` (the ``top`` best of each cluster, the
-    ``job`` column, the dropped counts, the best of each cluster with its command), ``csv`` (the file's
-    rows) or ``json`` (``{objective, better, jobs, dropped, best: [{cluster, job, command}], rows}``).
+    the dropped, then each invalid job's one row), and the text to print for ``fmt``: ``table`` (the ``top``
+    best of each cluster, the ``job`` column, the dropped counts, the best of each cluster with its command,
+    each invalid job's line), ``csv`` (the file's rows) or ``json`` (``{objective, better, jobs, invalid:
+    {job: line}, dropped, best: [{cluster, job, command}], rows}``). An invalid job (its keys refused:
+    :func:`flopsweep.job.plandecide.decide_job`) is one row of ``status`` ``invalid``, not a set-up.
     ``shown``: False leaves the file's path unsaid (a private folder the plan ran in).
 
     Returns:
-        ``(text, line)``: ``line`` says the file could not be rewritten (:func:`unwritten_line`), else None.
+        ``(text, lines)``: the lines for stderr, each ``flopsweep: ...``: the file could not be rewritten
+        (:func:`unwritten_line`); ``N of M jobs are invalid ...; job J: <its line>``
+        (:func:`flopsweep.job.plantable.invalid_jobs_line`, as the one-row plan says it). A plan is a
+        report: the sweep still exits 0.
     """
     from flopsweep.config import ConfigError
     from flopsweep.job.planrender import override_line, scaled_lines, table_lines
@@ -191,7 +196,8 @@ def sweep_output(
     read = read_sweep(path)
     jobs = {job: overrides for job, overrides, _ in read}
     job_of = {id(row): job for job, _, row in read}
-    rows = [row for _, _, row in read]
+    invalid = {job: row.reason for job, _, row in read if row.status == "invalid" and row.setup is None}
+    rows = [row for job, _, row in read if job not in invalid]
     column, better = objective.planned(objective_name)
     ranked = rank(rows, objective_name)
     others = [r for r in rows if r.rank is None]
@@ -200,19 +206,26 @@ def sweep_output(
         j = job_of[id(r)]
         return {"job": j, "job_overrides": " ".join(jobs[j]), **r.as_dict()}
 
-    every = [cells(r) for r in [*ranked, *others]]
+    refused = [r for job, _, r in read if job in invalid]
+    every = [cells(r) for r in [*ranked, *others, *refused]]
     unwritten = write_plan(path, every, SWEEP_COLUMNS)
+    listed = [(str(j), invalid[j]) for j in sorted(invalid)]
+    stderr = [
+        *([unwritten] if unwritten else []),
+        *([invalid_jobs_line(listed, len(jobs))] if invalid else []),
+    ]
     best = [r for r in ranked if r.best]
     commands = [override_line(r, jobs[job_of[id(r)]]) for r in best]
     dropped = _dropped(rows)
-    labels = job_labels(jobs)
+    labels = job_labels({j: o for j, o in jobs.items() if j not in invalid})  # an invalid job: its own line
     if fmt == "csv":
-        return plan_csv(every, SWEEP_COLUMNS, lines="\n").rstrip("\n"), unwritten
+        return plan_csv(every, SWEEP_COLUMNS, lines="\n").rstrip("\n"), stderr
     if fmt == "json":
         said = {
             "objective": objective_name,
             "better": better,
             "jobs": {str(j): " ".join(o) for j, o in jobs.items()},
+            "invalid": dict(listed),
             "dropped": dict(dropped),
             "best": [
                 {"cluster": r.cluster, "job": job_of[id(r)], "command": c}
@@ -220,13 +233,18 @@ def sweep_output(
             ],
             "rows": every,
         }
-        return json.dumps(said, indent=1, default=_json_number), unwritten
+        return json.dumps(said, indent=1, default=_json_number), stderr
     text = "\n".join(
-        _table(ranked, top, labels, job_of, table_lines)
+        _table(ranked, top, labels, job_of, table_lines, every_invalid=len(invalid) == len(jobs))
         + [
             "",
             f"ranked by objective={objective_name} ({column}, {better} is better) over the set-ups of "
-            f"{len(jobs)} job{'s' if len(jobs) > 1 else ''}; {top} shown per cluster (space.top)",
+            f"{_jobs_said(len(jobs) - len(invalid))}; {top} shown per cluster (space.top)"
+            + (
+                f"; {len(invalid)} of {len(jobs)} jobs are invalid, none of their set-ups planned"
+                if invalid
+                else ""
+            ),
             "#: rank within its cluster over every job (1..n, * = its best); all: rank among every set-up "
             "(plan.csv's rank); job: the job's own overrides",
             f"{len(rows)} set-ups: {len(ranked)} ranked; dropped: "
@@ -237,11 +255,34 @@ def sweep_output(
             *_repeat_lines(labels),
             "best of each cluster over every job, the command that runs it:",
             *(f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)),
+            *_invalid_lines(invalid),
             "(plan: no worker started, no record written; the defaults each job used: its run.log"
             + (f"; every row of every job: {printable(str(path))})" if shown and not unwritten else ")"),
         ]
     )
-    return text, unwritten
+    return text, stderr
+
+
+def _jobs_said(n: int) -> str:
+    """``1 job``, ``2 jobs``, ``0 jobs``."""
+    return f"{n} job{'' if n == 1 else 's'}"
+
+
+MAX_INVALID_SHOWN = 10
+"""The most invalid jobs the sweep's table names, each with its line; the others are counted (the
+sweep's ``plan.csv`` and ``plan_format=csv|json`` hold every one)."""
+
+
+def _invalid_lines(invalid: dict[int, str]) -> list[str]:
+    """Each invalid job's line below the table (``job 1 is invalid: Invalid config: KEY=VALUE: ... Fix:
+    ...``), at most :data:`MAX_INVALID_SHOWN`, then how many more."""
+    shown = sorted(invalid)[:MAX_INVALID_SHOWN]
+    lines = [f"job {j} is invalid: {printable(invalid[j])[:400]}" for j in shown]
+    if len(invalid) > len(shown):
+        lines.append(
+            f"... and {len(invalid) - len(shown)} more invalid jobs: the sweep's plan.csv (status, reason)"
+        )
+    return lines
 
 
 def _json_number(value: Any) -> Any:
@@ -250,12 +291,20 @@ def _json_number(value: Any) -> Any:
 
 
 def _table(
-    ranked: list[Row], top: int, labels: dict[int, str], job_of: dict[int, int], lines: typing.Callable
+    ranked: list[Row],
+    top: int,
+    labels: dict[int, str],
+    job_of: dict[int, int],
+    lines: typing.Callable,
+    *,
+    every_invalid: bool = False,
 ) -> list[str]:
     """The table with its ``job`` column: each job's label (:func:`job_labels`) where the widest line stays
     within :data:`flopsweep.job.plandecide.WIDTH`, else the job's number and one line per job below it."""
     from flopsweep.job.planrender import WIDTH
 
+    if not ranked and every_invalid:
+        return ["no job was planned: every job of the sweep is invalid (each one's line below)"]
     if not ranked:
         return ["no set-up of any job fits and is predicted: see the dropped counts"]
     inline = lines(ranked, top, lambda r: labels[job_of[id(r)]] or str(job_of[id(r)]))
@@ -328,8 +377,8 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
     fmt = str(config.get("plan_format") or "table")
     if is_sweep_file(plan):
         top = int((config.get("space") or {}).get("top") or 5)
-        text, unwritten = sweep_output(plan, objective, fmt, top, shown=shown)
-        return [text, *([unwritten] if unwritten else [])]
+        text, stderr = sweep_output(plan, objective, fmt, top, shown=shown)
+        return [text, *stderr]
     from flopsweep.clusters import plans_gpu
     from flopsweep.job.plantable import plan_invalid_line, plan_output, plan_unfit_line, rank_plan_file
 

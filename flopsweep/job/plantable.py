@@ -281,12 +281,22 @@ def plan_invalid_line(path: str, *, text: str | None = None) -> str | None:
     invalid = frame[frame["status"] == "invalid"]
     if invalid.empty:
         return None
-    line = f"flopsweep: {len(invalid)} of {len(frame)} jobs are invalid (the status and reason columns)"
     reasons = invalid.get("reason", invalid.get("note", pd.Series("", index=invalid.index)))
-    first = printable(str(reasons.iloc[0]))[:400]
-    others = len(set(reasons) - {reasons.iloc[0]})
+    jobs = [str(j) or "0" for j in invalid.get("job", pd.Series("", index=invalid.index))]
+    return invalid_jobs_line(list(zip(jobs, map(str, reasons), strict=True)), len(frame))
+
+
+def invalid_jobs_line(invalid: list[tuple[str, str]], total: int) -> str:
+    """``flopsweep: N of M jobs are invalid (the status and reason columns); job J: <its reason>``: the
+    line of a sweep's plan, one row per job (:func:`plan_invalid_line`) or over clusters
+    (:func:`flopsweep.job.plansweep.sweep_output`), from ``invalid`` (each invalid job's number and its one
+    line, in job order) and ``total`` (the sweep's jobs); the first job's reason, and how many other
+    reasons the reason column holds."""
+    line = f"flopsweep: {len(invalid)} of {total} jobs are invalid (the status and reason columns)"
+    job, reason = invalid[0]
+    first = printable(reason)[:400]
+    others = len({r for _, r in invalid} - {reason})
     more = f" ({others} other reason{'s' if others > 1 else ''} in the reason column)" if others else ""
-    job = invalid.iloc[0].get("job", "") or 0
     return f"{line}; job {job}: {first}{more}" if first else line
 
 

@@ -79,7 +79,10 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
     """``-m plan=true model=A,B plan_clusters=[H100:8]`` (session 24's trial: progress lines and a hint to
     add ``plan_clusters``, the sweep's ``plan.csv`` a header alone, the jobs' ``run.log`` empty): one table
     of both models' set-ups ranked together, the cluster's best marked once with the command that runs it,
-    no hint; the sweep's ``plan.csv`` holds every row of both jobs; each job's ``run.log`` its own table."""
+    no hint; the sweep's ``plan.csv`` holds every row of both jobs; each job's ``run.log`` its own table.
+    Two jobs of a price out of range (``cost.usd_per_gpu_hour=2,1e12``; the trial's table said "over the
+    set-ups of 1 job", the other job unsaid): counted and named, each with its line, in the table, in the
+    sweep's ``plan.csv`` (``invalid`` rows) and on stderr as the one-row plan says it; exit 0."""
     from helpers import run_py
 
     sweep = tmp_path / "S"
@@ -88,7 +91,7 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
         "plan=true",
         "model=llama3.1-8b,llama3.2-3b",
         "plan_clusters=[H100:8]",
-        "cost.usd_per_gpu_hour=2",
+        "cost.usd_per_gpu_hour=2,1e12",
         "budget.tokens=1e12",
         "objective=usd_per_million_tokens",
         "space.backends=[fsdp]",
@@ -102,21 +105,33 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
     assert table[0].split()[:5] == ["#", "all", "cluster", "job", "set-up"]
     rows = [line.split() for line in table[1:] if not line.startswith("job ")]
     assert len(rows) == 5 and [r[0] for r in rows] == ["1*", "2", "3", "4", "5"]
-    assert {r[3] for r in rows} <= {"0", "1"} and table[-2:] == [
+    assert {r[3] for r in rows} <= {"0", "2"} and table[-2:] == [  # jobs 1 and 3: the price refused
         "job 0: model=llama3.1-8b",
-        "job 1: model=llama3.2-3b",
+        "job 2: model=llama3.2-3b",
     ]
     written = list(csv.DictReader((sweep / "plan.csv").open()))
-    own = [len((sweep / str(j) / "plan.csv").read_text().splitlines()) - 1 for j in (0, 1)]
-    assert len(written) == sum(own) and {r["job"] for r in written} == {"0", "1"}
+    own = [len((sweep / str(j) / "plan.csv").read_text().splitlines()) - 1 for j in (0, 2)]
+    assert len(written) == sum(own) + 2 and {r["job"] for r in written} == {"0", "1", "2", "3"}
+    refused = "Invalid config: cost.usd_per_gpu_hour=1000000000000.0: is beyond the bound of 1000000."
+    invalid = [(r["job"], r["status"], r["reason"].split(" Fix:")[0]) for r in written if not r["backend"]]
+    assert invalid == [("1", "invalid", refused), ("3", "invalid", refused)]
+    assert "over the set-ups of 2 jobs; " in proc.stdout and "; 2 of 4 jobs are invalid, none" in proc.stdout
+    assert [x.split(" Fix:")[0] for x in proc.stdout.splitlines() if " is invalid: " in x] == [
+        f"job 1 is invalid: {refused}",
+        f"job 3 is invalid: {refused}",
+    ]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        f"flopsweep: 2 of 4 jobs are invalid (the status and reason columns); job 1: {refused}"
+    )
     ranked = [r for r in written if r["rank"]]
     assert [int(r["rank"]) for r in ranked] == list(range(1, len(ranked) + 1))
     dollars = [float(r["predicted_usd_per_million_tokens"]) for r in ranked]
     assert dollars == sorted(dollars) and [r["best"] for r in ranked].count("True") == 1
-    model = ("llama3.1-8b", "llama3.2-3b")[int(ranked[0]["job"])]
+    model = ("llama3.1-8b", "llama3.2-3b")[int(ranked[0]["job"]) // 2]
     assert f"  H100:1x8:ib400: flopsweep model={model} " in proc.stdout
     assert "ranks set-ups on clusters" not in proc.stdout  # no hint to add what the command has
-    for job in (0, 1):
+    for job in (0, 2):
         log = (sweep / str(job) / "run.log").read_text()
         assert "   #   all  cluster           set-up" in log and "best of each cluster" in log
 

@@ -445,3 +445,21 @@ def test_here_with_every_gpu_hidden_is_refused_before_hydra(monkeypatch, value: 
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", shown)
         assert gpus_hidden() is None
     assert gpus_hidden({"HIP_VISIBLE_DEVICES": ""}) == "HIP_VISIBLE_DEVICES=''"
+
+
+@pytest.mark.parametrize(
+    ("swept", "fix"),
+    [
+        ("plan_format=csv,json", "Fix: give it one value, e.g. plan_format=csv."),
+        ("plan_format=choice(table,csv)", "Fix: give it one value, e.g. plan_format=csv."),
+        ("plan=true,false", "Fix: give it one value: plan=true, or drop it to measure."),
+    ],
+)
+def test_a_swept_plan_or_plan_format_is_refused_before_hydra(swept: str, fix: str) -> None:
+    """``-m plan=true plan_format=csv,json`` printed each job's rows twice, as one table (session 24's
+    trial): ``plan`` and ``plan_format`` take one value a sweep, refused in one line naming the key, the
+    value and the fix; one value of each passes."""
+    key, _, value = swept.partition("=")
+    line = command_line_problem(["-m", "plan=true", "plan_clusters=[H100:8]", swept])
+    assert line.startswith(f"Invalid config: {key}='{value}': is swept: ") and line.endswith(fix)
+    assert command_line_problem(["-m", "plan=true", "plan_format=csv", "model=llama3.2-1b,gpt-1.3b"]) is None

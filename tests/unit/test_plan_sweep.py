@@ -52,8 +52,8 @@ def test_a_sweeps_plan_ranks_every_jobs_set_ups_in_one_table(sweep: Path) -> Non
     command carries its job's model; no hint to add what the command already has."""
     from flopsweep.job.plansweep import sweep_output
 
-    text, unwritten = sweep_output(sweep, "tokens_per_s_per_device", "table", top=3)
-    assert unwritten is None
+    text, stderr = sweep_output(sweep, "tokens_per_s_per_device", "table", top=3)
+    assert stderr == []  # written, no job invalid
     table = text.split("\n\n")[0].splitlines()
     header, rows = table[0].split(), [line for line in table[1:] if not line.startswith("job ")]
     assert header[:5] == ["#", "all", "cluster", "job", "set-up"] and len(rows) == 6  # 3 per cluster
@@ -241,3 +241,94 @@ def test_a_planted_sweep_file_is_never_followed_or_waited_on(sweep: Path, tmp_pa
     for planted in (fifo, link):
         with pytest.raises(RecordError):
             read_sweep(planted)
+
+
+def _plan_jobs(root: Path, hydra_compose, jobs: list[list[str]]) -> Path:
+    """``jobs`` planned into ``root/0``, ``root/1``, ... as one sweep's (the sweep's ``plan.csv`` started
+    afresh, as the callback starts it); the sweep's ``plan.csv``."""
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job
+    from flopsweep.job.plantable import start_plan_file
+
+    start_plan_file(root)
+    for job, given in enumerate(jobs):
+        (root / str(job)).mkdir()
+        decide_job(hydra_compose(given), JobInfo(job_dir=str(root / str(job)), overrides=given, job_num=job))
+    return root / "plan.csv"
+
+
+BAD_PRICE = "Invalid config: cost.usd_per_gpu_hour=1000000000000.0: is beyond the bound of 1000000."
+
+
+def test_a_sweep_over_clusters_counts_and_names_its_invalid_jobs(tmp_path: Path, hydra_compose) -> None:
+    """Session 24's trial: ``cost.usd_per_gpu_hour=2,1e12`` planned one job and said "over the set-ups of 1
+    job", the other unsaid. Each refused job is one ``invalid`` row of the sweep's ``plan.csv`` (its line in
+    ``reason``, no set-up); the table counts the jobs planned, names each invalid job with its line, and the
+    stderr line is the one-row plan's (``N of M jobs are invalid ...; job J: ...``); csv and json alike."""
+    from flopsweep.job.plansweep import SWEEP_COLUMNS, sweep_output
+
+    good = [*SMALL[:-2], "model=llama3.2-3b", "cost.usd_per_gpu_hour=2"]
+    bad = [*SMALL[:-2], "model=llama3.2-3b", "cost.usd_per_gpu_hour=1e12"]
+    sweep = _plan_jobs(tmp_path, hydra_compose, [good, bad])
+    said = f"flopsweep: 1 of 2 jobs are invalid (the status and reason columns); job 1: {BAD_PRICE}"
+
+    text, stderr = sweep_output(sweep, "tokens_per_s_per_device", "table")
+    assert len(stderr) == 1 and stderr[0].startswith(said) and stderr[0].endswith("at most 1000000.")
+    assert (
+        "over the set-ups of 1 job; " in text and "; 1 of 2 jobs are invalid, none of their set-ups" in text
+    )
+    (named,) = [line for line in text.splitlines() if "is invalid" in line]
+    assert named.startswith(f"job 1 is invalid: {BAD_PRICE} Fix: set cost.usd_per_gpu_hour to at most")
+    (counts,) = [line for line in text.splitlines() if " set-ups: " in line]
+    assert "dropped: " in counts and "invalid" not in counts  # a job, not a set-up dropped
+    rows = list(csv.DictReader(sweep.open()))
+    (refused,) = [r for r in rows if r["job"] == "1"]
+    assert refused["status"] == "invalid" and refused["reason"].startswith(BAD_PRICE)
+    assert not refused["rank"] and not refused["cluster"] and not refused["backend"]
+    assert rows[-1] == refused and all(r["status"] != "invalid" for r in rows[:-1])  # after the dropped
+
+    as_csv, stderr_csv = sweep_output(sweep, "tokens_per_s_per_device", "csv")
+    assert stderr_csv == stderr and as_csv.splitlines()[0] == ",".join(SWEEP_COLUMNS)
+    assert len(as_csv.splitlines()) == len(rows) + 1
+    as_json, stderr_json = sweep_output(sweep, "tokens_per_s_per_device", "json")
+    out = json.loads(as_json)
+    assert (
+        stderr_json == stderr and set(out["invalid"]) == {"1"} and out["invalid"]["1"].startswith(BAD_PRICE)
+    )
+    assert set(out["jobs"]) == {"0", "1"} and "invalid" not in out["dropped"]
+
+
+def test_a_sweep_over_clusters_whose_every_job_is_invalid_says_so(tmp_path: Path, hydra_compose) -> None:
+    """Every job refused (session 24's trial: ``0 ok, 0 oom, 0 error, 0 invalid, 0 skipped``, no
+    ``plan.csv``): the sweep's ``plan.csv`` holds one ``invalid`` row per job; the table says no job was
+    planned and names each; the stderr line counts 2 of 2; more than ten invalid jobs are counted, not
+    listed one by one."""
+    from flopsweep.job.plansweep import MAX_INVALID_SHOWN, sweep_output
+
+    jobs = [
+        ["plan=true", "plan_clusters=[H100:8]", f"model={m}", "cost.usd_per_gpu_hour=1e12"] for m in MODELS
+    ]
+    sweep = _plan_jobs(tmp_path / "two", hydra_compose, jobs)
+    rows = list(csv.DictReader(sweep.open()))
+    assert [(r["job"], r["status"]) for r in rows] == [("0", "invalid"), ("1", "invalid")]
+    text, stderr = sweep_output(sweep, "model_tflops_per_device", "table")
+    assert (
+        text.splitlines()[0]
+        == "no job was planned: every job of the sweep is invalid (each one's line below)"
+    )
+    assert "over the set-ups of 0 jobs; " in text and "; 2 of 2 jobs are invalid" in text
+    assert [line.split(":")[0] for line in text.splitlines() if " is invalid: " in line] == [
+        "job 0 is invalid",
+        "job 1 is invalid",
+    ]
+    assert stderr == [stderr[0]] and stderr[0].startswith(
+        f"flopsweep: 2 of 2 jobs are invalid (the status and reason columns); job 0: {BAD_PRICE}"
+    )
+
+    many = _plan_jobs(tmp_path / "many", hydra_compose, [jobs[0]] * (MAX_INVALID_SHOWN + 2))
+    text, stderr = sweep_output(many, "model_tflops_per_device", "table")
+    assert sum(" is invalid: " in line for line in text.splitlines()) == MAX_INVALID_SHOWN
+    assert "... and 2 more invalid jobs: the sweep's plan.csv (status, reason)" in text
+    assert stderr[0].startswith(
+        f"flopsweep: {MAX_INVALID_SHOWN + 2} of {MAX_INVALID_SHOWN + 2} jobs are invalid"
+    )
