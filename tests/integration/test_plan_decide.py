@@ -81,7 +81,8 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
     of both models' set-ups ranked together, the cluster's best marked once with the command that runs it,
     no hint; the sweep's ``plan.csv`` holds every row of both jobs; each job's ``run.log`` its own table.
     Two jobs of a price out of range (``cost.usd_per_gpu_hour=2,1e12``; the trial's table said "over the
-    set-ups of 1 job", the other job unsaid): counted and named, each with its line, in the table, in the
+    set-ups of 1 job", the other job unsaid; given through an interpolation here, which only the job resolves:
+    the typed ``1e12`` is refused before Hydra): counted and named, each with its line, in the table, in the
     sweep's ``plan.csv`` (``invalid`` rows) and on stderr as the one-row plan says it; exit 0."""
     from helpers import run_py
 
@@ -91,7 +92,7 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
         "plan=true",
         "model=llama3.1-8b,llama3.2-3b",
         "plan_clusters=[H100:8]",
-        "cost.usd_per_gpu_hour=2,1e12",
+        "cost.usd_per_gpu_hour=2,${oc.env:FLOPSWEEP_TEST_PRICE}",
         "budget.tokens=1e12",
         "objective=usd_per_million_tokens",
         "space.backends=[fsdp]",
@@ -99,6 +100,7 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
         "space.checkpointing=[none]",
         f"hydra.sweep.dir={sweep}",
         timeout=300,
+        env={"FLOPSWEEP_TEST_PRICE": "1e12"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stdout[proc.stdout.index("   #   all  cluster") :].split("\n\n")[0].splitlines()
