@@ -28,7 +28,7 @@ from flopsweep.override_grammar import overrides_of
 from flopsweep.overrides import CONF, NEVER_SUGGESTED, near_names
 
 _PLUGIN_CONF = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hydra_plugins", "flopsweep_slurm", "conf"
+    os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "hydra_plugins", "flopsweep_slurm", "conf"
 )
 
 DEFAULT_CHOICE = {"sweeper": "basic_batched", "launcher": "basic"}

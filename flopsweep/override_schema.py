@@ -12,7 +12,7 @@ import os
 
 import yaml
 
-CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "conf")
 """The checkout's Hydra config directory (``conf/``)."""
 
 

@@ -133,9 +133,11 @@ def test_a_read_only_working_folder_is_a_refused_folder_with_another_as_the_fix(
 ) -> None:
     """The default ``outputs/DATE/TIME-...`` (``multirun/`` with -m) in a read-only working folder: exit 1
     and ``mkdir -p outputs/2026-12-05/06-51-01-24848-9461`` (a folder never reused) as the fix; now exit 2,
-    another folder as the fix."""
+    another folder as the fix. A run, refused before any worker starts (a plan there prints its table and says
+    its ``plan.csv`` was not written: ``test_plan_decide.py``)."""
     for sweep, key in ((False, "hydra.run.dir"), (True, "hydra.sweep.dir")):
-        proc = run_py(*(("-m", "seed=0,1") if sweep else ()), "plan=true", cwd=read_only_folder, timeout=300)
+        args = (*(("-m", "seed=0,1") if sweep else ()), "model=llama-tiny", "device=cpu")
+        proc = run_py(*args, cwd=read_only_folder, timeout=300)
         assert proc.returncode == 2, proc.stderr[-2000:]
         [line] = proc.stderr.strip().splitlines()
         assert line.startswith(f"flopsweep: Invalid config: {key}=") and "mkdir" not in line, line
