@@ -252,7 +252,8 @@ def job_folders_problem(config: Any) -> str | None:
     from flopsweep.files import file_kind, foreign_link_refusal
     from flopsweep.hydrafiles import first_job_folder
 
-    if first := first_job_folder(config):
+    first = first_job_folder(config)
+    if first and foreign_link_refusal(sweep_dir_of(config)) is None:  # else the sweep folder's own line
         written, folder = first
         shown = f"Invalid config: hydra.sweep.subdir={written} (job 0's folder {folder})"
         if foreign := foreign_link_refusal(folder, shown):
