@@ -76,7 +76,8 @@ def _shown(value: Any) -> str:
     return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
 
 
-def _number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """A number (bools and text are not) as a float, ``inf`` for an int too large for one; else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
@@ -95,7 +96,7 @@ def number(limit: float = MAX_FIGURE, unit: str = "", *, named: bool = False) ->
     expected = f"a number >= 0{f' ({unit})' if unit else ''}"
 
     def check(value: Any) -> str | None:
-        got = _number(value)
+        got = as_number(value)
         if got is None or (not named and not (math.isfinite(got) and got >= 0)):
             return expected
         return f"at most {limit:.4g}" if math.isfinite(got) and got > limit else None
@@ -105,7 +106,7 @@ def number(limit: float = MAX_FIGURE, unit: str = "", *, named: bool = False) ->
 
 def any_number(value: Any) -> str | None:
     """A number, of any sign, NaN allowed (a loss: ``loss_finite`` says whether it was finite)."""
-    return None if _number(value) is not None else "a number"
+    return None if as_number(value) is not None else "a number"
 
 
 def whole(low: int = 0, high: float = MAX_FIGURE) -> Check:
@@ -113,7 +114,7 @@ def whole(low: int = 0, high: float = MAX_FIGURE) -> Check:
     expected = f"a whole number >= {low}" + (f" and <= {high:g}" if high < MAX_FIGURE else "")
 
     def check(value: Any) -> str | None:
-        got = _number(value)
+        got = as_number(value)
         ok = got is not None and math.isfinite(got) and got.is_integer() and low <= got <= high
         return None if ok else expected
 

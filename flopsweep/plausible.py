@@ -54,7 +54,7 @@ from typing import Any
 
 from flopsweep.config import MAX_BY_KEY
 from flopsweep.cost import budget, usd_per_million_tokens
-from flopsweep.figure_types import type_problems
+from flopsweep.figure_types import as_number, type_problems
 from flopsweep.files import RecordError
 from flopsweep.identity.versions import Record
 from flopsweep.layout import MESH_DEGREES
@@ -105,16 +105,6 @@ def _get(tree: Any, *path: str) -> Any:
     return tree
 
 
-def _num(value: Any) -> float | None:
-    """A number (bools and text are not), possibly non-finite; None otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf
-
-
 def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
@@ -122,10 +112,10 @@ def _fmt(value: float) -> str:
 def _bad_numbers(metrics: dict[str, Any]) -> list[str]:
     """Metric figures that are negative or not finite, step values included."""
     out = []
-    named = [(".".join(p), _num(_get(metrics, *p))) for p in _NUMERIC_PATHS]
+    named = [(".".join(p), as_number(_get(metrics, *p))) for p in _NUMERIC_PATHS]
     values = _get(metrics, "iteration_time_s", "values")
     if isinstance(values, list):
-        named += [(f"iteration_time_s.values[{i}]", _num(v)) for i, v in enumerate(values)]
+        named += [(f"iteration_time_s.values[{i}]", as_number(v)) for i, v in enumerate(values)]
     for name, value in named:
         if value is None:
             continue
@@ -139,7 +129,7 @@ def _bad_numbers(metrics: dict[str, Any]) -> list[str]:
 def _compare(name: str, recorded: Any, expected: float | None, how: str, floor: float = 0.0) -> str | None:
     """``name X != how Y`` when ``recorded`` is over :data:`CHECK_TOLERANCE` x max(|expected|,
     ``floor``) from ``expected``; None when it agrees or either is missing or not finite."""
-    got = _num(recorded)
+    got = as_number(recorded)
     if got is None or expected is None or not math.isfinite(got) or not math.isfinite(expected):
         return None
     if abs(got - expected) <= CHECK_TOLERANCE * max(abs(expected), floor) + 1e-12:
@@ -150,7 +140,7 @@ def _compare(name: str, recorded: Any, expected: float | None, how: str, floor: 
 def _step_stats(metrics: dict[str, Any]) -> list[str | None]:
     """``iteration_time_s``'s summary against its ``values`` (as ``flopsweep.metrics._summary``)."""
     it = _get(metrics, "iteration_time_s")
-    values = [_num(v) for v in _get(it, "values") or []] if isinstance(it, dict) else []
+    values = [as_number(v) for v in _get(it, "values") or []] if isinstance(it, dict) else []
     if not values or any(v is None or not math.isfinite(v) for v in values):
         return []
     mean, std = statistics.fmean(values), statistics.pstdev(values)
@@ -178,7 +168,7 @@ def _data_parallel(record: Record, world: float | None) -> float | None:
     were pure data parallel)."""
     degrees = _get(record, "system", "parallel")
     if isinstance(degrees, dict):
-        replicate, shard = _num(degrees.get("dp_replicate")), _num(degrees.get("dp_shard"))
+        replicate, shard = as_number(degrees.get("dp_replicate")), as_number(degrees.get("dp_shard"))
         if replicate and shard and replicate > 0 and shard > 0:
             return replicate * shard
     return world
@@ -186,16 +176,21 @@ def _data_parallel(record: Record, world: float | None) -> float | None:
 
 def _rates(record: Record) -> list[str | None]:
     m, cfg = record.get("metrics") or {}, record.get("config") or {}
-    mean = _num(_get(m, "iteration_time_s", "mean"))
+    mean = as_number(_get(m, "iteration_time_s", "mean"))
     mean = mean if mean and mean > 0 else None
-    world = _num(_get(record, "system", "world_size"))
+    world = as_number(_get(record, "system", "world_size"))
     world = world if world and world > 0 else None
     dp = _data_parallel(record, world)
-    tokens, batch = _num(m.get("tokens_per_step")), _num(m.get("global_batch_size"))
-    mbs, accum = _num(_get(cfg, "batch", "micro_batch_size")), _num(_get(cfg, "batch", "grad_accum"))
-    seq = _num(_get(cfg, "model", "seq_len"))
-    rate = _num(m.get("tokens_per_s"))
-    hw = _ratio(_num(m.get("hardware_flops_per_iteration")), mean * world * 1e12 if mean and world else None)
+    tokens, batch = as_number(m.get("tokens_per_step")), as_number(m.get("global_batch_size"))
+    mbs, accum = (
+        as_number(_get(cfg, "batch", "micro_batch_size")),
+        as_number(_get(cfg, "batch", "grad_accum")),
+    )
+    seq = as_number(_get(cfg, "model", "seq_len"))
+    rate = as_number(m.get("tokens_per_s"))
+    hw = _ratio(
+        as_number(m.get("hardware_flops_per_iteration")), mean * world * 1e12 if mean and world else None
+    )
     return [
         _compare(
             "global_batch_size",
@@ -231,11 +226,13 @@ _FRACTIONS = (  # ratio key, numerator key, denominator key
 def _fractions(metrics: dict[str, Any]) -> list[str | None]:
     out: list[str | None] = []
     for key, top, bottom in _FRACTIONS:
-        value, denominator = _num(metrics.get(key)), _num(metrics.get(bottom))
+        value, denominator = as_number(metrics.get(key)), as_number(metrics.get(bottom))
         if value is not None and not denominator:
             out.append(f"{key} {_fmt(value)} without {bottom}")
             continue
-        out.append(_compare(key, value, _ratio(_num(metrics.get(top)), denominator), f"{top} / {bottom}"))
+        out.append(
+            _compare(key, value, _ratio(as_number(metrics.get(top)), denominator), f"{top} / {bottom}")
+        )
     return out
 
 
@@ -243,13 +240,13 @@ def _energy(record: Record) -> list[str | None]:
     """Energy per token, power per GPU, dollars and the budget against their raw fields, with the
     formulas of :mod:`flopsweep.cost`."""
     m, cfg = record.get("metrics") or {}, record.get("config") or {}
-    values = [_num(v) for v in _get(m, "iteration_time_s", "values") or []]
+    values = [as_number(v) for v in _get(m, "iteration_time_s", "values") or []]
     window = sum(values) if values and None not in values else None
-    world = _num(_get(record, "system", "world_size"))
+    world = as_number(_get(record, "system", "world_size"))
     energy, tokens, rate = (
-        _num(m.get("energy_j")),
-        _num(m.get("tokens_per_step")),
-        _num(m.get("tokens_per_s")),
+        as_number(m.get("energy_j")),
+        as_number(m.get("tokens_per_step")),
+        as_number(m.get("tokens_per_s")),
     )
     out = [
         _compare(
@@ -267,17 +264,17 @@ def _energy(record: Record) -> list[str | None]:
     ]
     if not (rate and rate > 0 and world and world > 0):
         return out
-    price = _num(_get(cfg, "cost", "usd_per_gpu_hour"))
+    price = as_number(_get(cfg, "cost", "usd_per_gpu_hour"))
     usd = usd_per_million_tokens(price, world=int(world), tokens_per_s=rate)
     out.append(
         _compare("usd_per_million_tokens", m.get("usd_per_million_tokens"), usd, "cost.usd_per_gpu_hour")
     )
     spent = m.get("budget")
     expected = budget(
-        _num(_get(cfg, "budget", "tokens")),
+        as_number(_get(cfg, "budget", "tokens")),
         tokens_per_s=rate,
         world=int(world),
-        joules_per_token=_num(m.get("joules_per_token")),
+        joules_per_token=as_number(m.get("joules_per_token")),
         usd_per_gpu_hour=price,
     )
     if isinstance(spent, dict) and expected:
@@ -289,7 +286,7 @@ def _energy(record: Record) -> list[str | None]:
 
 def _whole(value: Any) -> int | None:
     """A positive whole number (``8`` or ``8.0``), else None."""
-    number = _num(value)
+    number = as_number(value)
     if number is None or not math.isfinite(number) or number <= 0 or not number.is_integer():
         return None
     return int(number)
@@ -338,8 +335,8 @@ def _step_bounds(record: Record) -> list[str | None]:
     if not isinstance(it, dict):
         return []
     raw = it.get("values")
-    values = [_num(v) for v in raw] if isinstance(raw, list) else []
-    named = [(f"iteration_time_s.{k}", _num(it.get(k))) for k in ("mean", "median", "min", "max")]
+    values = [as_number(v) for v in raw] if isinstance(raw, list) else []
+    named = [(f"iteration_time_s.{k}", as_number(it.get(k))) for k in ("mean", "median", "min", "max")]
     named += [(f"iteration_time_s.values[{i}]", v) for i, v in enumerate(values)]
     out: list[str | None] = []
     for name, value in named:
@@ -372,7 +369,7 @@ _PEAK_FRACTIONS = ("mfu", "hfu", "mfu_fp8")
 def _above_peak(metrics: dict[str, Any]) -> list[str | None]:
     out: list[str | None] = []
     for key in _PEAK_FRACTIONS:
-        value = _num(metrics.get(key))
+        value = as_number(metrics.get(key))
         if value is not None and math.isfinite(value) and value > 1 + CHECK_TOLERANCE:
             out.append(f"{key} {_fmt(value)} is above 1: no run beats its GPU's peak")
     return out
@@ -404,7 +401,7 @@ def scaling_problem(efficiency: Any, device_name: Any = None) -> str | None:
     row's ``implausible``), None for a plausible, blank or non-numeric one, and for a CPU run
     (``device_name`` ``cpu``: its ranks share the cores with whatever else the machine runs, so a
     one-rank baseline can be several times slower; measured 6.5 on a loaded 2-core machine)."""
-    value = _num(efficiency)
+    value = as_number(efficiency)
     if value is None or not value > MAX_SCALING_EFFICIENCY or device_name == "cpu":  # NaN: no baseline
         return None
     return (
@@ -423,8 +420,8 @@ def recompute_tflops(record: Record) -> float | None:
     Raises:
         RecordError: when the inputs are numbers but the result overflows a float.
     """
-    flops = _num(_get(record, "metrics", "model_flops_per_iteration"))
-    t = _num(_get(record, "metrics", "iteration_time_s", "mean"))
+    flops = as_number(_get(record, "metrics", "model_flops_per_iteration"))
+    t = as_number(_get(record, "metrics", "iteration_time_s", "mean"))
     world = _get(record, "system", "world_size")
     if flops is None or not math.isfinite(flops) or t is None or not math.isfinite(t) or t <= 0:
         return None
@@ -452,7 +449,7 @@ def tflops_problem(record: Record) -> str | None:
     if record.get("status") != "ok":
         return None
     expected = recompute_tflops(record)
-    recorded = _num(_get(record, "metrics", "model_tflops_per_device"))
+    recorded = as_number(_get(record, "metrics", "model_tflops_per_device"))
     if expected is None or recorded is None or not math.isfinite(recorded):
         return None
     if abs(recorded - expected) <= MISMATCH_TOLERANCE * abs(expected):
