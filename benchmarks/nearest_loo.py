@@ -2,7 +2,7 @@
 
 Usage (CPU, no torch; from anywhere)::
 
-    python benchmarks/nearest_loo.py [DIR] [--list]
+    python benchmarks/nearest_loo.py [DIR] [--list] [--from SOURCE]
 
 Reads every record under ``DIR`` (default ``benchmarks/results/h200``, relative paths from the
 current folder) as ``predict.calibration`` reads a folder
@@ -19,6 +19,9 @@ own set-up (its repeats, the same config less the rank count on the same GPU):
 Prints one markdown table: per backend (a ZeRO stage named) and over all records, the records, and of
 each prediction the median, 90th percentile and worst |error|, the error being
 (predicted - measured) / measured mean step. ``--list`` prints each record's errors and source instead.
+``--from SOURCE`` predicts ``DIR``'s records from ``SOURCE``'s only (nothing of ``DIR`` is left out
+because nothing of it is used): run on ``results/h100 --from results/h200``, the error of a prediction
+carried across GPU kinds (the nearest H200 set-up scaled by the datasheet peak ratio).
 """
 
 from __future__ import annotations
@@ -57,18 +60,25 @@ def _flops(m: nearest.Measured) -> float:
     ).compute_s
 
 
-def evaluate(directory: Path) -> list[dict]:
+def evaluate(directory: Path, source: Path | None = None) -> list[dict]:
     """One row per ok one-GPU record of ``directory``: name, backend, measured, flops and nearest
-    predictions (seconds) and the nearest's source (or why it fell back)."""
+    predictions (seconds) and the nearest's source (or why it fell back). With ``source`` (``--from``),
+    each record is predicted from ``source``'s records only (another GPU kind's: the nearest set-up
+    scaled by the datasheet peak ratio), none of ``directory``'s."""
     records = forecast.calibration_records(str(directory))
     pool = nearest.pool_of(records)
+    given = forecast.calibration_records(str(source)) if source is not None else None
+    given_pool = nearest.pool_of(given) if given is not None else None
     rows = []
     for m in pool:
         step = (m.record.get("metrics") or {}).get("iteration_time_s", {}).get("mean")
         if m.record.get("status") != "ok" or m.world != 1 or not isinstance(step, int | float):
             continue
-        others = [(n, r) for n, r in records if n != m.name]
-        found, why, _ = nearest.nearest_compute(m, pool, others)
+        if given is not None and given_pool is not None:
+            found, why, _ = nearest.nearest_compute(m, given_pool, given)
+        else:
+            others = [(n, r) for n, r in records if n != m.name]
+            found, why, _ = nearest.nearest_compute(m, pool, others)
         flat = _flops(m)
         made = found.compute_s + found.optimizer_s if found else flat
         rows.append(
@@ -117,9 +127,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("directory", nargs="?", type=Path, default=DEFAULT_DIR)
     p.add_argument("--list", action="store_true", help="each record's errors and source")
+    p.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        default=None,
+        help="predict DIR's records from this folder's records only (another GPU kind's)",
+    )
     args = p.parse_args(argv)
     logging.disable(logging.WARNING)  # the folder's skipped files: not this table's business
-    rows = evaluate(args.directory)
+    rows = evaluate(args.directory, args.source)
     if not rows:
         print(f"nearest_loo: no ok one-GPU record under {args.directory}", file=sys.stderr)
         return 1
