@@ -238,7 +238,10 @@ def summary(found: list[Row]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
-    parser.add_argument("--folder", help="only this top-level folder (e.g. backends)")
+    parser.add_argument(
+        "--folder",
+        help="only this top-level folder (e.g. backends); a path (../h100/session25): that folder as root",
+    )
     parser.add_argument(
         "--summary", action="store_true", help=f"only the summary and the records over {OUTSIDE_PCT:g}%%"
     )
@@ -248,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         help="compare with metrics.predicted_peak_gib where a record has it (predicted before the run)",
     )
     args = parser.parse_args(argv)
+    if args.folder and "/" in args.folder:  # a path from root: that folder is the root (another machine's)
+        args.root, args.folder = args.root / args.folder, None
     found = rows(args.root, args.folder, use_recorded=args.recorded)
     shown = [r for r in found if abs(r.error) * 100 > OUTSIDE_PCT] if args.summary else found
     print(

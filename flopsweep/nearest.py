@@ -446,7 +446,8 @@ _SCALED_FROM = re.compile(rf"measured on (?P<gpu>[^;,]+), {SCALED} ")
 def scaled_from(source: str) -> str | None:
     """The GPU kind a nearest compute's ``source`` was measured on where it is not the target's (its
     step scaled by the datasheet peak ratio, :func:`_compute`); None where it was the same kind. A
-    prediction carried across GPU kinds has an error no record has measured (docs/plan.md)."""
+    prediction carried across GPU kinds has the error measured for that pair of kinds, if any
+    (:data:`flopsweep.plan_assess.ACROSS_KINDS_ERROR`, docs/plan.md)."""
     match = _SCALED_FROM.search(source or "")
     return match.group("gpu") if match else None
 

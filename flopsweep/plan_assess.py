@@ -208,24 +208,52 @@ cluster), the dollars (``budget_usd``, ``predicted_usd_per_million_tokens``) and
 
 UNMEASURED = (
     "expected error unmeasured: the compute was measured on {gpu} and scaled to this GPU by the datasheet "
-    "peak ratio; no run has checked a prediction carried across GPU kinds"
+    "peak ratio; no run has checked a prediction carried from {gpu} to this GPU kind"
 )
-"""What a row predicted from another GPU kind's records says in its ``prediction_source``
-(:func:`expected_error` gives it none)."""
+"""What a row predicted from another GPU kind's records says in its ``prediction_source`` where
+:data:`ACROSS_KINDS_ERROR` has no figure for the pair (:func:`expected_error` gives it none)."""
+
+ACROSS_KINDS_ERROR = {
+    ("H200 SXM", "H100 SXM"): 0.08,
+}
+"""Expected |error| of a step predicted from the nearest set-up measured on another GPU kind and
+scaled by the datasheet peak ratio, by (measured on, predicted for) as :func:`flopsweep.nearest.gpu_kind`
+names them; a pair not here is unmeasured (:data:`UNMEASURED`). H200 -> H100: the 43 one-H100 records
+of 2026-12-05 (``benchmarks/results/h100/session25``) predicted from the H200 records alone
+(``python benchmarks/nearest_loo.py h100 --from h200``): median 7.1%, p90 16.5% (single 5.9% and
+9.8%, FSDP2 6.6% and 13.6%; DeepSpeed worse, :data:`DEEPSPEED_ERROR` covers it), mostly under the
+measured step: the two share a bf16 peak (ratio 1), and the H100's HBM is 3.35 TB/s to the H200's 4.8."""
 
 
-def expected_error(made: dict[str, Any], backend: str, nnodes: int) -> float | None:
+def across_kinds(made: dict[str, Any], gpu: str | None) -> tuple[str | None, float | None]:
+    """``(measured_on, error)`` of a nearest prediction carried across GPU kinds: the kind its records
+    were measured on (:func:`flopsweep.nearest.scaled_from`) and :data:`ACROSS_KINDS_ERROR` for that kind
+    and ``gpu`` (the GPU predicted for), None where unmeasured; ``(None, None)`` for a prediction of the
+    same kind or from another source."""
+    from flopsweep.nearest import gpu_kind, scaled_from
+
+    if made.get("compute_source") != "nearest":
+        return None, None
+    measured_on = scaled_from(str(made.get("source") or ""))
+    if measured_on is None:
+        return None, None
+    return measured_on, ACROSS_KINDS_ERROR.get((gpu_kind(measured_on) or "", gpu_kind(gpu) or ""))
+
+
+def expected_error(made: dict[str, Any], backend: str, nnodes: int, gpu: str | None = None) -> float | None:
     """The expected |error| of a prediction (a share): :data:`EXPECTED_ERROR` by its compute's
     source, at least :data:`DEEPSPEED_ERROR` for a DeepSpeed backend (``zero*``, ``deepspeed``),
-    plus :data:`ASSUMED_NETWORK_ERROR` on several nodes linked by an assumed bandwidth. None (not
-    measured) where the nearest set-up was measured on another GPU kind and scaled by the datasheet
-    peak ratio (:func:`flopsweep.nearest.scaled_from`): the 5% of :data:`EXPECTED_ERROR` is the
-    error of one-H200 records predicting one-H200 runs, and no run has measured it across kinds."""
-    from flopsweep.nearest import scaled_from
-
-    if made.get("compute_source") == "nearest" and scaled_from(str(made.get("source") or "")):
+    plus :data:`ASSUMED_NETWORK_ERROR` on several nodes linked by an assumed bandwidth. Where the
+    nearest set-up was measured on another GPU kind and scaled by the datasheet peak ratio
+    (:func:`across_kinds`), the measured error of that pair of kinds for ``gpu`` (the GPU predicted
+    for, a device name) in place of the source's, or None (not measured: the 5% of
+    :data:`EXPECTED_ERROR` is the error of one-H200 records predicting one-H200 runs)."""
+    measured_on, across = across_kinds(made, gpu)
+    if measured_on is not None and across is None:
         return None
     err = EXPECTED_ERROR.get(str(made.get("compute_source") or "flops"), EXPECTED_ERROR["flops"])
+    if across is not None:
+        err = across
     if backend.startswith(("zero", "deepspeed")):
         err = max(err, DEEPSPEED_ERROR)
     if nnodes > 1 and "predict.inter_node_gbps" in str(made.get("bandwidth_source") or ""):
@@ -353,9 +381,7 @@ def _figures(row: Row, made: dict[str, Any], p: Any, where: Machine) -> None:
         row.budget_days, row.budget_gpu_hours = spent["days"], spent["gpu_hours"]
         row.budget_usd, row.budget_energy_kwh = spent["usd"], spent["energy_kwh"]
     row.compute_source = str(made.get("compute_source") or "")
-    row.expected_error = expected_error(made, p.cfg.backend.name, where.nnodes)
-    if row.expected_error is None:
-        from flopsweep.nearest import scaled_from
-
-        gpu = scaled_from(str(made.get("source") or ""))
-        row.prediction_source += f"; {UNMEASURED.format(gpu=gpu)}"
+    row.expected_error = expected_error(made, p.cfg.backend.name, where.nnodes, where.device_name)
+    measured_on, across = across_kinds(made, where.device_name)
+    if measured_on is not None and across is None:
+        row.prediction_source += f"; {UNMEASURED.format(gpu=measured_on)}"

@@ -1,5 +1,5 @@
 """The measured set-ups flopsweep ships (``flopsweep/data/measured.json``): the committed ``ok`` CUDA
-records of ``benchmarks/results/`` (one H200 and two H200s) that did not run at the memory edge
+records of ``benchmarks/results/`` (one H100, one H200 and two H200s) that did not run at the memory edge
 (:func:`build`), each as the prediction reads it.
 
 With ``predict.calibration`` null and ``predict.measured`` true (the default), the job, ``plan=true`` and

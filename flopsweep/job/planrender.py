@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from flopsweep import objective
 from flopsweep.cli import COMMAND
+from flopsweep.nearest import scaled_from
 from flopsweep.plan_space import Row
 
 if TYPE_CHECKING:
@@ -73,8 +74,6 @@ HEADER = (
 def scaled_gpu(row: Row) -> str | None:
     """The GPU kind whose records ``row``'s compute was scaled from (its expected error unmeasured:
     :data:`flopsweep.plan_assess.UNMEASURED`), else None."""
-    from flopsweep.nearest import scaled_from
-
     return scaled_from(row.prediction_source) if row.expected_error is None else None
 
 
@@ -82,7 +81,7 @@ def _cells(row: Row) -> list[str]:
     source = {"flops": "datasheet", "calibration": "calibrated", "probe": "probe", "nearest": "nearest"}.get(
         row.compute_source, "?"
     )
-    if scaled_gpu(row):
+    if row.compute_source == "nearest" and scaled_from(row.prediction_source):
         source = "nearest, scaled"
     return [
         f"{row.cluster_rank}{'*' if row.best else ''}",
@@ -144,12 +143,29 @@ def scaled_lines(ranked: list[Row], top: int) -> list[str]:
         if per[row.cluster] <= top:
             shown.append(row)
     gpus = sorted({g for r in shown if (g := scaled_gpu(r))})
-    if not gpus:
-        return []
-    return [
-        f"err ?, nearest, scaled: measured on {', '.join(gpus)} and scaled by the datasheet peak ratio; "
-        "the error of a prediction carried across GPU kinds is unmeasured (not the ±5% of the same kind)"
-    ]
+    measured = sorted(
+        {
+            g
+            for r in shown
+            if r.compute_source == "nearest"
+            and r.expected_error is not None
+            and (g := scaled_from(r.prediction_source))
+        }
+    )
+    lines = []
+    if measured:
+        lines.append(
+            f"nearest, scaled: measured on {', '.join(measured)} and scaled by the datasheet peak ratio; "
+            "its err is the error measured carrying records across these GPU kinds "
+            "(flopsweep.plan_assess.ACROSS_KINDS_ERROR)"
+        )
+    if gpus:
+        lines.append(
+            f"err ?, nearest, scaled: measured on {', '.join(gpus)} and scaled by the datasheet peak ratio; "
+            "the error of a prediction carried across these GPU kinds is unmeasured "
+            "(not the ±5% of the same kind)"
+        )
+    return lines
 
 
 def render(

@@ -136,6 +136,26 @@ def test_expected_error_by_source() -> None:
     assert expected_error({"compute_source": "flops", "source": scaled}, "fsdp", 1) == 0.15
 
 
+def test_an_error_measured_across_gpu_kinds_is_the_pairs_own() -> None:
+    """H200 records carried to an H100 were measured (43 one-H100 runs, median 7.1%): 8%, DeepSpeed's
+    40% still over it; to a B200 or from an A100 no run has checked: None; the same kind keeps 5%."""
+    from flopsweep.plan_assess import ACROSS_KINDS_ERROR, across_kinds, expected_error
+
+    h200 = {
+        "compute_source": "nearest",
+        "source": "nearest: h200/x; measured on H200 SXM, scaled by the datasheet bf16 peak ratio 1",
+    }
+    a100 = {**h200, "source": h200["source"].replace("H200 SXM", "A100")}
+    assert ACROSS_KINDS_ERROR[("H200 SXM", "H100 SXM")] == 0.08
+    assert expected_error(h200, "fsdp", 1, "NVIDIA H100 80GB HBM3") == 0.08
+    assert expected_error(h200, "zero3", 1, "H100") == 0.4
+    assert expected_error(h200, "fsdp", 1, "B200") is None
+    assert expected_error(a100, "fsdp", 1, "H100") is None
+    assert expected_error(h200, "fsdp", 1) is None  # no GPU named: unmeasured
+    assert across_kinds(h200, "H100 SXM") == ("H200 SXM", 0.08)
+    assert across_kinds({"compute_source": "nearest", "source": "nearest: h200/x"}, "H100") == (None, None)
+
+
 def test_ties_put_an_unmeasured_error_last() -> None:
     from flopsweep import plan_space as ps
 

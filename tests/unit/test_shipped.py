@@ -28,12 +28,12 @@ def test_the_shipped_file_is_current_against_the_committed_records() -> None:
 
 def test_the_shipped_file_holds_the_ok_cuda_records_each_named_by_its_path() -> None:
     records = shipped.records()
-    assert len(records) > 200  # 217 on 2026-12-04: one and two H200s
+    assert len(records) > 200  # 217 on 2026-12-04: one and two H200s; 280 with one H100 (12-05)
     assert shipped.DATA.stat().st_size < 1_000_000
     worlds = set()
     for name, view in records:
         assert (RESULTS / name).is_file(), name
-        assert name.split("/")[0] in ("h200", "h200x2"), name
+        assert name.split("/")[0] in ("h100", "h200", "h200x2"), name  # GPU machines, never cpu/
         assert view["status"] == "ok" and view["config"]["device"] == "cuda", name
         assert isinstance(view["metrics"]["iteration_time_s"]["mean"], float), name
         assert set(view["metrics"]) <= set(shipped.METRIC_KEYS), name
@@ -98,17 +98,18 @@ def test_a_plan_of_a_set_up_never_measured_is_predicted_from_the_nearest_shipped
 
 
 def test_another_gpu_kind_is_scaled_by_the_datasheet_ratio_and_says_so(hydra_compose, tmp_path: Path) -> None:
-    """No shipped record ran on an H100 or an A100: the nearest H200 set-up stands for it, its compute
-    scaled by the bf16 peak ratio (H100: 1, the same peak; A100: 312 / 989.4), said in the source."""
+    """No shipped record ran on an A100: the nearest set-up of another kind stands for it, its compute
+    scaled by the bf16 peak ratio (312 / 989.4), said in the source. An H100 (shipped records since
+    2026-12-05) takes its own kind's nearest set-up first, unscaled."""
     h200 = _row(hydra_compose, tmp_path, *EIGHT_B, "plan_gpu=H200")
     h100 = _row(hydra_compose, tmp_path, *EIGHT_B, "plan_gpu=H100-80GB")
     a100 = _row(hydra_compose, tmp_path, *EIGHT_B, "plan_gpu=A100-80GB")
-    assert "measured on H200 SXM, scaled by the datasheet bf16 peak ratio 1;" in h100["prediction_source"]
+    assert h100["prediction_source"].startswith("nearest (shipped records): h100/"), h100
+    assert "scaled by the datasheet" not in h100["prediction_source"], h100
     assert "scaled by the datasheet bf16 peak ratio 0.315" in a100["prediction_source"], a100
-    for row in (h100, a100):
-        assert row["prediction_source"].startswith("nearest (shipped records): h200"), row
-    assert h100["predicted_iteration_time_s"] == h200["predicted_iteration_time_s"]
-    step = float(h200["predicted_iteration_time_s"])
+    assert a100["prediction_source"].startswith("nearest (shipped records): h100/"), a100  # the same record
+    assert float(h200["predicted_iteration_time_s"]) > 0
+    step = float(h100["predicted_iteration_time_s"])
     assert float(a100["predicted_iteration_time_s"]) == pytest.approx(step * 989.4 / 312, rel=0.02)
 
 
@@ -170,7 +171,7 @@ def test_a_cluster_of_another_gpu_keeps_the_shipped_records_not_the_users_of_ano
     from flopsweep.clusters import parse_cluster
     from flopsweep.plan_space import same_gpu
 
-    name, view = shipped.records()[0]
+    name, view = next((n, v) for n, v in shipped.records() if n.startswith("h200/"))
     users = {k: v for k, v in view.items() if k != shipped.SHIPPED}
     assert view["system"]["device_name"] == users["system"]["device_name"] == "NVIDIA H200"
     records = [(name, view), ("mine/metrics.json", users)]
