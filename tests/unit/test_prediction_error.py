@@ -50,6 +50,25 @@ def test_one_row_per_backend_and_source_then_all_per_source() -> None:
     assert rows[("all", "probe")].runs == 4 and ("fsdp", "probe") not in rows
 
 
+def test_each_group_shows_its_measured_steps_own_spread() -> None:
+    """``median_step_cv``: the median of the group's ``iteration_time_s_cv`` (the noise an error is read
+    beside), NaN where no run of the group has one; shown in percent, ``—`` for none."""
+    frame = runs(
+        ("deepspeed", 3, "ok", 0.12, "layers", "layer probe"),
+        ("deepspeed", 3, "ok", -0.13, "layers", "layer probe"),
+        ("deepspeed", 3, "ok", 0.30, "layers", "layer probe"),
+        ("fsdp", None, "ok", 0.01, "layers", "layer probe"),
+    )
+    frame["iteration_time_s_cv"] = [0.05, 0.17, 0.09, math.nan]
+    rows = {(r.backend, r.source): r for r in error_summary(frame).itertuples()}
+    assert rows[("ZeRO-3", "layers")].median_step_cv == pytest.approx(0.09)
+    assert math.isnan(rows[("fsdp", "layers")].median_step_cv)
+    assert rows[("all", "layers")].median_step_cv == pytest.approx(0.09)
+    text = render_summary(error_summary(frame), "table")
+    assert "step cv (median)" in text and "9.0%" in text and "—" in text
+    assert math.isnan(error_summary(runs(("single", None, "ok", 0.1, "layers", ""))).median_step_cv[0])
+
+
 def test_nothing_to_summarise_says_so_in_one_line() -> None:
     empty = error_summary(runs(("single", None, "error", math.nan, None, "")))
     assert empty.empty and list(empty.columns) == COLUMNS
