@@ -41,6 +41,7 @@ from flopsweep.files import (
     check_writable,
 )
 from flopsweep.flags import (
+    delete_problem,
     expand_flag_prefixes,
     flag_problem,
     group_prefix_problem,
@@ -73,6 +74,8 @@ from flopsweep.plan_command_line import command_line_problem as plan_problem
 from flopsweep.signals import jobs_starting, stop_before_jobs
 from flopsweep.store import register_configs
 from flopsweep.streams import standard_streams
+from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
+from flopsweep.sweep_file_keys import values_problem as sweep_file_values
 from flopsweep.text import printable
 from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
 
@@ -390,6 +393,7 @@ def refusal(overrides: list[str]) -> str | None:
         or conf_file_problem(
             overrides, RUN_CONF
         )  # before anything reads a file of conf/ the command line picks
+        or sweep_file_shape_problem(overrides, RUN_CONF)  # a sweep file's header, form and keys
         or sweep_without_m_problem(overrides)
         or sweep_size_problem(overrides)
         or objective_problem(overrides)
@@ -400,6 +404,7 @@ def refusal(overrides: list[str]) -> str | None:
         or interpolation_problem(overrides)
         or group_choice_problem(overrides)
         or group_prefix_problem(overrides, RUN_CONF)
+        or delete_problem(overrides, RUN_CONF)  # after the + and ~ of a group no default picks
         or sweeper_extra_problem(overrides)
         or sweeper_without_m_problem(overrides)  # after the choice's own checks: "add -m" must pass them
         or preset_option_keys(overrides)
@@ -414,7 +419,28 @@ def refusal(overrides: list[str]) -> str | None:
         or sweep_file_problem(
             overrides, RUN_CONF
         )  # its axes after the command line's own: those lines come first
+        or sweep_file_values_problem(overrides)  # its plain values, as the command line's
     )
+
+
+FILE_VALUE_CHECKS = (
+    tag_problem,
+    objective_problem,
+    repeats_problem,
+    plan_conflict_problem,
+    interpolation_problem,
+    type_problem,
+    idle_key_problem,
+    foreign_option_keys,
+)
+"""The command line's checks that a sweep file's plain values (``timeout_s: -5``) get before Hydra
+(:func:`flopsweep.sweep_file_keys.values_problem`): each value's own bounds and type, not the flags."""
+
+
+def sweep_file_values_problem(overrides: list[str]) -> str | None:
+    """One line for a plain value of a ``+sweep=`` file that the command line's own checks refuse
+    (:data:`FILE_VALUE_CHECKS`), with the file named, else None."""
+    return sweep_file_values(overrides, FILE_VALUE_CHECKS, RUN_CONF)
 
 
 def existing_record_problem(overrides: list[str]) -> str | None:

@@ -327,9 +327,11 @@ _ALONE: dict[str, Callable[[RunConfig], None]] = {
     "cost": lambda cfg: validate_cost(cfg),
     "budget": lambda cfg: validate_cost(cfg),
     "predict": lambda cfg: validate_predict(cfg),
+    "timeout_s": lambda cfg: _validate_timeout(cfg),
 }
-"""The checks of a section whose keys' ranges the value alone decides (``optim.lr > 0``,
-``predict.overlap`` in [0, 1], ...), run by :func:`number_problem` on the schema's defaults."""
+"""The checks of a section (or a top-level key) whose keys' ranges the value alone decides
+(``optim.lr > 0``, ``predict.overlap`` in [0, 1], ``timeout_s > 0``, ...), run by :func:`number_problem`
+on the schema's defaults."""
 
 
 def number_problem(key: str, value: int | float) -> ConfigError | None:
@@ -341,7 +343,11 @@ def number_problem(key: str, value: int | float) -> ConfigError | None:
     try:
         check_number(key, value)
         section, _, leaf = key.partition(".")
-        if section in _ALONE and leaf and "." not in leaf:
+        if section in _ALONE and not leaf:  # a top-level key (timeout_s)
+            cfg = RunConfig()
+            setattr(cfg, section, value)
+            _ALONE[section](cfg)
+        elif section in _ALONE and "." not in leaf:
             cfg = RunConfig()
             part = getattr(cfg, section)
             if not dataclasses.is_dataclass(part) or leaf not in {f.name for f in dataclasses.fields(part)}:
@@ -397,13 +403,17 @@ def _validate_sizes(cfg: RunConfig) -> None:
             raise ConfigError(
                 f"steps.{key}", getattr(cfg.steps, key), "must be >= 0", f"set steps.{key}=0 or more"
             )
-    if not (cfg.timeout_s > 0 and math.isfinite(cfg.timeout_s)):
-        raise ConfigError(
-            "timeout_s", cfg.timeout_s, "must be a finite number of seconds > 0", "set e.g. timeout_s=1800"
-        )
+    _validate_timeout(cfg)
     if not 0 <= cfg.seed < MAX_SEED:
         raise ConfigError(
             "seed", cfg.seed, "must be in [0, 2**32) (it seeds torch generators)", "set e.g. seed=0"
+        )
+
+
+def _validate_timeout(cfg: RunConfig) -> None:
+    if not (cfg.timeout_s > 0 and math.isfinite(cfg.timeout_s)):
+        raise ConfigError(
+            "timeout_s", cfg.timeout_s, "must be a finite number of seconds > 0", "set e.g. timeout_s=1800"
         )
 
 

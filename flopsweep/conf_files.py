@@ -95,12 +95,34 @@ def _read(path: str) -> bytes:
         os.close(fd)
 
 
+def _not_yaml(shown: str, exc: Exception) -> str:
+    """The line refusing a file that is not UTF-8 YAML text: PyYAML's reason and where (line and column,
+    1-based), the bytes not shown (a binary file's would garble the terminal)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    if isinstance(exc, yaml.reader.ReaderError):
+        char = exc.character  # the code point refused (the text is decoded already)
+        char = ord(char) if isinstance(char, str) else char
+        return (
+            f"Invalid config: {shown}: holds a control character YAML does not allow (U+{char:04X} at "
+            f"offset {exc.position}). Fix: write the file as UTF-8 YAML text, a mapping of keys (e.g. "
+            "conf/sweep/smoke.yaml)."
+        )
+    problem = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+    return (
+        f"Invalid config: {shown}: is not YAML ({problem}{where}). Fix: correct the YAML there (a config "
+        "file is a mapping of keys, e.g. conf/sweep/smoke.yaml)."
+    )
+
+
 def checked_yaml(path: str, conf: str = CONF) -> object:
     """The plain data of the config file ``path`` (``yaml.safe_load``), once its bounds are checked; None
-    for a file that cannot be read or is not YAML (Hydra's own message says so).
+    for a file that cannot be read (Hydra's own message says so) or holds no value.
 
     Raises:
-        ConfFileProblem: over :data:`MAX_YAML_BYTES` bytes; anchors and aliases that expand to more than
+        ConfFileProblem: not UTF-8, or not YAML (PyYAML's reason, line and column: Hydra printed a
+            traceback, or a ``UnicodeDecodeError`` of a check that read it); over :data:`MAX_YAML_BYTES`
+            bytes; anchors and aliases that expand to more than
             :data:`MAX_YAML_NODES` values, or an alias inside its own anchor; nested deeper than Python's
             recursion limit.
     """
@@ -116,14 +138,22 @@ def checked_yaml(path: str, conf: str = CONF) -> object:
             "values."
         )
     try:
-        root = yaml.compose(data, Loader=yaml.SafeLoader)
+        text = data.decode("utf-8")  # as Hydra reads it (PyYAML would take UTF-16 after a BOM)
+    except UnicodeDecodeError as exc:
+        raise ConfFileProblem(
+            f"Invalid config: {shown}: is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start}). Fix: write the file as UTF-8 YAML text, a mapping of keys (e.g. "
+            "conf/sweep/smoke.yaml)."
+        ) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError:
         raise ConfFileProblem(
             f"Invalid config: {shown}: its values are nested too deep to read. Fix: flatten the nesting "
             "(a config file needs a few levels)."
         ) from None
-    except (yaml.YAMLError, ValueError):
-        return None
+    except (yaml.YAMLError, ValueError) as exc:
+        raise ConfFileProblem(_not_yaml(shown, exc)) from None
     if root is None:
         return None
     if expanded_size(root) > MAX_YAML_NODES:
@@ -134,8 +164,10 @@ def checked_yaml(path: str, conf: str = CONF) -> object:
             f"without aliases of aliases, in at most {MAX_YAML_NODES} values."
         )
     try:
-        return yaml.safe_load(data)
-    except (yaml.YAMLError, ValueError, RecursionError):
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError) as exc:  # a constructor's: a bad !!int, a merge of a list of scalars
+        raise ConfFileProblem(_not_yaml(shown, exc)) from None
+    except RecursionError:
         return None
 
 
@@ -263,6 +295,12 @@ def _file_picks(argv: list[str], conf: str) -> list[tuple[str, str]]:
         read = read_selected(argv, conf)
     except ConfFileProblem:
         return []
+    return picks_of(read, conf)
+
+
+def picks_of(read: dict[str, object], conf: str = CONF) -> list[tuple[str, str]]:
+    """``(group, option)`` of each ``override /group: option`` in the defaults lists of ``read`` (the
+    files :func:`read_selected` returns): :func:`_file_picks` of files already read."""
     out = []
     for data in read.values():
         for entry in (data.get("defaults") if isinstance(data, dict) else None) or []:

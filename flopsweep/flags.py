@@ -363,3 +363,58 @@ def group_prefix_problem(argv: list[str], conf: str = CONF) -> str | None:
             why = f"{group} is a group added with + (no default picks one)"
             return f"Invalid config: {text}: {why}. Fix: +{bare}"
     return None
+
+
+def delete_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line for ``~KEY`` (Hydra's delete) of a key of flopsweep's config or of a group
+    ``conf/config.yaml`` picks, else None (``~hydra...`` is Hydra's, an unpicked group's
+    :func:`group_prefix_problem`'s).
+
+    The schema (:class:`flopsweep.config.RunConfig` and each option's) keeps every key: Hydra answered
+    ``~fault.rank`` with OmegaConf's "FaultConfig (DictConfig) does not support deletion" block, exit 1,
+    ``~backend.zero_stage`` with "Could not delete from config"; ``~seed`` and ``~model`` ran, the key
+    back at its default, as if nothing had been asked. The fix gives the key a value (its default as the
+    example) or drops the override."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.config import RunConfig
+    from flopsweep.override_schema import structured_schema
+    from flopsweep.overrides import unknown_key_problem
+
+    listed = _listed_groups(conf)
+    for text in argv:
+        if not text.startswith("~"):
+            continue
+        key = text[1:].partition("=")[0].strip()
+        if (
+            not key
+            or key.startswith("hydra")
+            or (os.path.isdir(os.path.join(conf, key)) and key not in listed)
+        ):
+            continue
+        if key in listed:
+            return (
+                f"Invalid config: {text}: every job needs a {key} option (conf/config.yaml picks "
+                f"{key}={listed[key]}), so none can be removed. Fix: pick the one you want "
+                f"({COMMAND} --help lists them), e.g. {key}={listed[key]}, or drop {text}."
+            )
+        if problem := unknown_key_problem(key):
+            return f"Invalid config: {text}: {problem.removeprefix(f'Invalid config: {key}: ')}"
+        schema = structured_schema(RunConfig)
+        default = None  # a key of an option (model.n_layer): its default is the option's, not shown here
+        if key.partition(".")[0] not in listed:
+            default = OmegaConf.select(schema, key, throw_on_missing=False)
+        while OmegaConf.is_dict(default) and len(default):  # a section (~steps): one of its keys
+            first = next(iter(default))
+            key, default = f"{key}.{first}", default[first]
+        example = (
+            f"{key}={str(default).lower() if isinstance(default, bool) else default} (its default)"
+            if isinstance(default, bool | int | float | str) and default != ""
+            else f"{key}=VALUE"
+        )
+        return (
+            f"Invalid config: {text}: flopsweep's schema keeps every key, so ~ cannot delete one (Hydra "
+            f"refuses it, or runs the default as if nothing was asked). Fix: give the value you want, e.g. "
+            f"{example}, or drop {text}."
+        )
+    return None

@@ -19,13 +19,24 @@ from tests.unit.test_conf_files import _bomb
 
 
 @pytest.mark.slow
-def test_an_alias_bomb_in_a_sweep_file_is_refused_before_hydra_reads_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (_bomb(6), "its anchors and aliases"),
+        # session 25: Hydra's six-line ValidationError block, exit 1 (tests/unit/test_sweep_file_keys.py)
+        ("# @package _global_\nbackend: [fsdp, ddp]\n", "backend: [fsdp, ddp]: a list of options is a sweep"),
+    ],
+    ids=["alias-bomb", "group-list"],
+)
+def test_an_alias_bomb_in_a_sweep_file_is_refused_before_hydra_reads_it(
+    tmp_path: Path, text: str, says: str
+) -> None:
     """A 6-level bomb (10 million values once expanded) ran 12 minutes at 5.9 GB and ignored SIGTERM; now
-    one line, exit 2, before Hydra. A copy of ``run.py`` and ``conf/`` (its ``conf/``: the bomb is never
-    put in the checkout's), with this checkout's package."""
+    one line, exit 2, before Hydra; so is a config group given a list of options. A copy of ``run.py``
+    and ``conf/`` (its ``conf/``: the file is never put in the checkout's), with this checkout's package."""
     shutil.copy(RUN_PY, tmp_path / "run.py")
     shutil.copytree(ROOT / "conf", tmp_path / "conf", symlinks=False)  # conf/sweep: a link to sweep/
-    (tmp_path / "conf" / "sweep" / "mine-bomb.yaml").write_text(_bomb(6))
+    (tmp_path / "conf" / "sweep" / "mine-bomb.yaml").write_text(text)
     proc = subprocess.run(
         [sys.executable, str(tmp_path / "run.py"), "-m", "+sweep=mine-bomb", "plan=true"],
         cwd=tmp_path,
@@ -35,9 +46,7 @@ def test_an_alias_bomb_in_a_sweep_file_is_refused_before_hydra_reads_it(tmp_path
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert proc.stderr.startswith(
-        "flopsweep: Invalid config: conf/sweep/mine-bomb.yaml: its anchors and aliases"
-    )
+    assert proc.stderr.startswith(f"flopsweep: Invalid config: conf/sweep/mine-bomb.yaml: {says}")
     assert len(proc.stderr.splitlines()) == 1 and not proc.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["conf", "run.py"]  # no multirun/ made
 

@@ -366,6 +366,17 @@ REFUSALS = {
         record=None,
         default_dir=True,
     ),
+    # Hydra: "FaultConfig (DictConfig) does not support deletion", a five-line block, exit 1
+    "delete_a_key": Refusal(
+        args=("~fault.rank",),
+        line_starts="flopsweep: Invalid config: ~fault.rank: flopsweep's schema keeps every key",
+        last_line_has=(
+            "Fix: give the value you want, e.g. fault.rank=0 (its default), or drop ~fault.rank.",
+        ),
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
     "plan_clusters_twice": Refusal(  # the job's plandecide.named_clusters, before Hydra
         args=("plan=true", "plan_clusters=[H100-80GB:8,H100-SXM:8]"),
         line_starts="flopsweep: Invalid config: plan_clusters=['H100-80GB:8', 'H100-SXM:8']: names one "

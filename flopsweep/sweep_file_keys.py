@@ -1,0 +1,363 @@
+"""The keys and plain values of a sweep file (``+sweep=NAME``: ``conf/sweep/NAME.yaml``, package
+``_global_``), checked before Hydra composes it, as the command line's own overrides are.
+
+Hydra merges a sweep file's top-level keys into :class:`flopsweep.config.RunConfig` and answered a key it
+does not know with a six-line ``ConfigKeyError`` block, exit 1: an unknown key (``bogus_key: 3``), a
+block kept for YAML aliases (``base: &b {...}`` then ``<<: *b``), a config group given a value
+(``backend: [fsdp, ddp]``, ``backend: fsdp``), a file without the ``# @package _global_`` line (its
+keys read as ``sweep.*``: "Key 'sweep' not in 'RunConfig'"), a list or a scalar for the whole file.
+Its plain values (``timeout_s: -5``, ``repeats: 0``) were checked only inside the job.
+
+:func:`shape_problem` refuses the file's form and keys in one line (the file, the key, the value, the fix:
+a "did you mean" of :func:`flopsweep.near_keys.suggestion`, a look-alike letter named by
+:func:`flopsweep.lookalike.ascii_lookalike`); :func:`file_overrides` writes each plain value as the
+override Hydra's grammar reads (``timeout_s=-5``), which ``run.py`` checks with the command line's own
+checks (:func:`values_problem`). A key the command line gives itself, or an axis of the file's
+``hydra.sweeper.params``, replaces the file's value and is not checked here. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable
+
+import yaml
+
+from flopsweep.conf_files import ConfFileProblem, _read, _shown, picks_of, read_selected
+from flopsweep.override_schema import CONF
+
+OWN_KEYS = ("defaults", "hydra")
+"""A sweep file's top-level keys that are Hydra's, not :class:`flopsweep.config.RunConfig`'s."""
+
+_KEY = re.compile(r"[A-Za-z_][\w-]*")
+"""One part of a key as Hydra's override grammar reads it (``steps``, ``max_extra_warmup``)."""
+
+_CLI_WORDS = "(a command-line override applies"
+"""How a check of the command line's says that a value is set in every job of a sweep
+(``foreign_option_keys``): a sweep file's value is too."""
+
+_EXAMPLE = "conf/sweep/smoke.yaml"
+"""The shipped sweep file a fix points to: the header line, a defaults list, plain keys and axes."""
+
+
+def _selected(argv: list[str], conf: str) -> dict[str, object]:
+    """The files the command line selects and their plain data (:func:`flopsweep.conf_files.read_selected`),
+    none where one is refused (``conf_file_problem``'s line)."""
+    try:
+        return read_selected(argv, conf)
+    except ConfFileProblem:
+        return {}
+
+
+def _sweep_files(read: dict[str, object], conf: str) -> list[tuple[str, object]]:
+    """``(path, plain data)`` of each sweep file (under ``conf/sweep/``) among ``read``."""
+    folder = os.path.join(os.path.normpath(conf), "sweep") + os.sep
+    return [(path, data) for path, data in read.items() if path.startswith(folder)]
+
+
+def _text(path: str) -> str:
+    try:
+        return _read(path).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _package(text: str) -> tuple[str | None, str | None]:
+    """The file's ``# @package`` (Hydra's own header reader, ``ConfigSource._get_header_dict``: the
+    comment lines before the first other line), and the line refusing its header, if any."""
+    from hydra.plugins.config_source import ConfigSource
+
+    try:
+        return ConfigSource._get_header_dict(text)["package"], None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def _anchored_keys(text: str) -> dict[str, str]:
+    """The top-level keys whose value carries a YAML anchor (``base: &b {...}``): key -> anchor name."""
+    out: dict[str, str] = {}
+    depth, position, key = 0, 0, ""
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                depth -= 1
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            if depth == 1:
+                if position % 2 == 0:
+                    key = str(getattr(event, "value", ""))
+                elif getattr(event, "anchor", None):
+                    out[key] = event.anchor
+                position += 1
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+    except yaml.YAMLError:
+        return out
+    return out
+
+
+def _sections(known: frozenset[str]) -> set[str]:
+    return {k.rpartition(".")[0] for k in known if "." in k}
+
+
+def _leaves(data: dict, prefix: str, sections: set[str]) -> list[tuple[str, object]]:
+    """``(dotted key, value)`` of each plain value of ``data``: a mapping under a section of the schema
+    (``steps: {measure: 3}``) or a config group (``backend: {zero_stage: 2}``) is read key by key."""
+    out = []
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, dict) and value and full in sections:
+            out += _leaves(value, f"{full}.", sections)
+        else:
+            out.append((full, value))
+    return out
+
+
+def _dotted_key(data: dict, prefix: str = "") -> tuple[str, object] | None:
+    """The first key of ``data``, at any depth, written with a dot (``steps.measure: 3``), with the
+    keys above it (``a.b.c`` for ``a: {b.c: 1}``'s), and its value; else None."""
+    for key, value in data.items():
+        if "." in str(key):
+            return f"{prefix}{key}", value
+        if isinstance(value, dict) and (found := _dotted_key(value, f"{prefix}{key}.")):
+            return found
+    return None
+
+
+def _nested(dotted: str, value: object) -> str:
+    """``steps.measure`` and 3 as YAML's nesting: ``steps: {measure: 3}``."""
+    parts = dotted.split(".")
+    leaf = f"{parts[-1]}: {_yaml_value(value)}"
+    return "".join(f"{p}: {{" for p in parts[:-1]) + leaf + "}" * (len(parts) - 1)
+
+
+def _group(key: str, conf: str) -> bool:
+    return "." not in key and key != "hydra" and os.path.isdir(os.path.join(conf, key))
+
+
+def _yaml_value(value: object) -> str:
+    """``value`` as the file wrote it, for a line (``[fsdp, ddp]``, ``-5``, ``'x'``), shortened."""
+    from flopsweep.config import cut
+
+    return cut(yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip().removesuffix("\n..."))
+
+
+def _key_problem(key: str, value: object, anchor: str | None, conf: str) -> str | None:
+    """Why the top-level ``key`` of a sweep file cannot stand there (the line after the file's name)."""
+    from flopsweep.lookalike import ascii_lookalike
+    from flopsweep.override_schema import known_keys, option_files
+    from flopsweep.overrides import unknown_key_problem
+
+    head = key.partition(".")[0]
+    if _group(head, conf) and key == head and not isinstance(value, dict):
+        shown = _yaml_value(value)
+        options = [str(v) for v in value] if isinstance(value, list) else [str(value)]
+        if isinstance(value, list):
+            return (
+                f"{key}: {shown}: a list of options is a sweep over them, and {key} is a config group (a "
+                f"value here would be merged into its keys). Fix: sweep it under hydra.sweeper.params: "
+                f"{key}: {','.join(options)} (as {_EXAMPLE})."
+            )
+        example = options[0] if options[0] in option_files(key) else "NAME"
+        return (
+            f"{key}: {shown}: {key} is a config group; a sweep file picks its option in its defaults list (a "
+            f"value here would be merged into its keys). Fix: defaults: [override /{key}: {example}] (as "
+            "conf/sweep/frontier-fsdp.yaml)."
+        )
+    known = known_keys()
+    if key in known or key in OWN_KEYS or (key == head and _group(head, conf)):
+        return None
+    top = sorted({k.partition(".")[0] for k in known} | set(OWN_KEYS))
+    if (alike := ascii_lookalike(head, top)) is not None:
+        return f"{key}: {alike[1]}. Fix: write {alike[0]}{key[len(head) :]}."
+    if anchor is not None and "." not in key:
+        return (
+            f"{key}: is no key of the config, and holds the YAML anchor &{anchor}: every top-level key of a "
+            "sweep file (package _global_) is a config key, so is a block kept for aliases (*name, << "
+            "merges). "
+            f"Fix: drop {key}, and write its values under the keys that use them."
+        )
+    if problem := unknown_key_problem(key, _yaml_value(value)):
+        return problem.removeprefix("Invalid config: ")
+    return None
+
+
+def _own_keys_problem(data: dict) -> str | None:
+    """Why the file's ``defaults`` (a list) or ``hydra`` (a mapping; its ``sweeper.params`` too) cannot
+    be read, else None."""
+    if "defaults" in data and not isinstance(data["defaults"], list):
+        return (
+            f"defaults: {_yaml_value(data['defaults'])}: is a list of the options the file picks. Fix: "
+            "defaults: [override /model: gpt-tiny] (one - override /GROUP: OPTION line each)."
+        )
+    hydra = data.get("hydra", {})
+    sweeper = hydra.get("sweeper", {}) if isinstance(hydra, dict) else None
+    params = sweeper.get("params", {}) if isinstance(sweeper, dict) else None
+    for key, value in (("hydra", hydra), ("hydra.sweeper", sweeper), ("hydra.sweeper.params", params)):
+        if not isinstance(value, dict) and value is not None:
+            return (
+                f"{key}: {_yaml_value(value)}: is a mapping of keys. Fix: write a sweep's axes as "
+                f"hydra: {{sweeper: {{params: {{KEY: VALUES}}}}}}, one KEY: a,b line each (as {_EXAMPLE})."
+            )
+        if value is None:
+            break
+    return None
+
+
+def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line refusing a sweep file the command line selects for its form or a key, else None
+    (``Invalid config: conf/sweep/NAME.yaml: ... Fix: ...``):
+
+    - no ``# @package _global_`` line before its first key (or a header Hydra cannot read): its keys
+      would be read as ``sweep.*``;
+    - a list or a scalar in place of a mapping of keys;
+    - a key given twice (Hydra's YAML reader refuses it);
+    - a config group given a value (a list: a sweep, under ``hydra.sweeper.params``; one option: the
+      defaults list);
+    - a key no schema has: a look-alike letter named (``sееd``), a block kept for YAML anchors
+      (``base: &b``), else the nearest keys (``steps.measur``: ``steps.measure``).
+    """
+    from omegaconf import OmegaConf
+
+    from flopsweep.override_schema import known_keys
+
+    sections = _sections(known_keys()) | {g for g in os.listdir(conf) if _group(g, conf)}
+    for path, data in _sweep_files(_selected(argv, conf), conf):
+        shown, text = _shown(path, conf), _text(path)
+        package, bad_header = _package(text)
+        if bad_header:
+            fix = "make its first line # @package _global_"
+            return f"Invalid config: {shown}: its header: {bad_header}. Fix: {fix}."
+        if package != "_global_":
+            said = (
+                f"has # @package {package}"
+                if package
+                else "has its # @package line after another line (Hydra reads the header from the first "
+                "lines only, up to the first that is not one)"
+                if "@package" in text
+                else "has no # @package _global_ line before its keys"
+            )
+            return (
+                f"Invalid config: {shown}: {said}, so Hydra would read its keys under "
+                f"{package or 'sweep'}.* (Key '{package or 'sweep'}' not in 'RunConfig'). Fix: make "
+                f"# @package _global_ its first line (as {_EXAMPLE})."
+            )
+        if data is None:
+            continue  # an empty sweep file: nothing to merge
+        if not isinstance(data, dict):
+            what = "a list" if isinstance(data, list) else f"the one value {_yaml_value(data)}"
+            return (
+                f"Invalid config: {shown}: holds {what}, not a mapping of keys. Fix: write KEY: VALUE lines "
+                f"under the header, and a sweep's axes under hydra.sweeper.params (as {_EXAMPLE})."
+            )
+        try:
+            OmegaConf.create(text)  # Hydra's reader: a key given twice
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            why = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+            return f"Invalid config: {shown}: {why}{where}. Fix: give each key once."
+        except Exception:  # noqa: BLE001 - OmegaConf's own; Hydra reports it
+            continue
+        if problem := _own_keys_problem(data):
+            return f"Invalid config: {shown}: {problem}"
+        anchors = _anchored_keys(text)
+        for key, value in data.items():
+            if key in OWN_KEYS:
+                continue
+            if found := _dotted_key({key: value}):
+                dotted, given = found
+                return (
+                    f"Invalid config: {shown}: {dotted}: {_yaml_value(given)}: a YAML key with a dot is one "
+                    f"key of that name to Hydra, not a nested one. Fix: nest it: {_nested(dotted, given)}."
+                )
+            for full, leaf in _leaves({key: value}, "", sections):
+                if problem := _key_problem(str(full), leaf, anchors.get(str(key)), conf):
+                    return f"Invalid config: {shown}: {problem}"
+    return None
+
+
+def override_value(value: object) -> str:
+    """``value`` (plain YAML data) as Hydra's override grammar writes it: ``null``, ``true``, ``-5``,
+    ``1e+20``, ``nan``, ``'text'`` (quoted, so that ``auto`` and ``3`` stay text), ``[a,b]``,
+    ``{k:v}``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else repr(value)  # inf, -inf: the grammar's own words
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(override_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{override_value(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if "'" not in text and not text.endswith("\\"):
+        return f"'{text}'"
+    if '"' not in text and not text.endswith("\\"):
+        return f'"{text}"'
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def file_overrides(path: str, conf: str = CONF) -> list[str]:
+    """Each plain value of the sweep file ``path`` as an override (``timeout_s=-5``, ``steps.measure=3``),
+    read as Hydra reads the file (OmegaConf's YAML: ``1e3`` a number); the file's own keys
+    (``defaults``, ``hydra``) left out. Empty for a file :func:`shape_problem` refuses."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.override_schema import known_keys
+
+    try:
+        node = OmegaConf.create(_text(path))
+        data = OmegaConf.to_container(node, resolve=False) if OmegaConf.is_dict(node) else None
+    except Exception:  # noqa: BLE001 - shape_problem's line
+        return []
+    if not isinstance(data, dict):
+        return []
+    sections = _sections(known_keys()) | {g for g in os.listdir(conf) if _group(g, conf)}
+    plain = {k: v for k, v in data.items() if k not in OWN_KEYS}
+    return [f"{key}={override_value(value)}" for key, value in _leaves(plain, "", sections)]
+
+
+def values_problem(
+    argv: list[str], checks: tuple[Callable[[list[str]], str | None], ...], conf: str = CONF
+) -> str | None:
+    """One line for a plain value of a selected sweep file that one of ``checks`` (the command line's
+    own, each given a list of overrides) refuses, with the file named, else None. The file's values are
+    checked after the options its defaults pick (``override /attention: blocksparse``) and before the
+    command line (``argv``), whose own overrides passed these checks already; a key the command line
+    or the file's ``hydra.sweeper.params`` gives is left out (it replaces the file's value)."""
+    from flopsweep.conf_files import _params
+    from flopsweep.override_grammar import overrides_of
+
+    def bare(o: str) -> str:
+        return o.partition("=")[0].lstrip("+~")
+
+    read = _selected(argv, conf)  # once: each file is read and parsed once here
+    axes = [o for path, data in read.items() for _, o in _params(path, data, conf)]
+    replaced = {bare(o) for o in overrides_of(argv)} | {bare(o) for o in axes}
+    picks = [f"{g}={o}" for g, o in picks_of(read, conf) if g not in replaced]
+    # the options the file's axes sweep (backend: ddp,fsdp) are picked too; +sweep= itself is no pick
+    # (run.py's foreign_option_keys leaves a command line with one to Hydra)
+    rest = [a for a in argv if bare(a) != "sweep"]
+    for path, _ in _sweep_files(read, conf):
+        own = [
+            o
+            for o in file_overrides(path, conf)
+            # a key given again replaces the file's (a section: its keys), a group's option does not
+            if not any(
+                bare(o) == k or (bare(o).startswith(f"{k}.") and not _group(k, conf)) for k in replaced
+            )
+        ]
+        if not own:
+            continue
+        for check in checks:
+            if problem := check([*picks, *[a for a in axes if _group(bare(a), conf)], *own, *rest]):
+                said = problem.removeprefix("Invalid config: ").replace(_CLI_WORDS, "(the file's value is")
+                return f"Invalid config: {_shown(path, conf)}: {said}"
+    return None
