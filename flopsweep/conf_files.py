@@ -71,11 +71,13 @@ def expanded_size(root: yaml.Node, bound: int = MAX_YAML_NODES) -> int:
     return sizes[id(root)]
 
 
-def _shown(path: str, conf: str) -> str:
+def shown_path(path: str, conf: str) -> str:
+    """``path`` as a refusal names it: relative to the config folder ``conf``, under that folder's own
+    name (``conf/sweep/x.yaml``), never an absolute path of this machine."""
     return os.path.join(os.path.basename(conf), os.path.relpath(path, conf))
 
 
-def _read(path: str) -> bytes:
+def read_bounded(path: str) -> bytes:
     """At most ``MAX_YAML_BYTES + 1`` bytes of ``path`` (a link followed, as Hydra does; a FIFO or device
     never read: ``O_NONBLOCK``, then ``fstat``).
 
@@ -126,9 +128,9 @@ def checked_yaml(path: str, conf: str = CONF) -> object:
             :data:`MAX_YAML_NODES` values, or an alias inside its own anchor; nested deeper than Python's
             recursion limit.
     """
-    shown = _shown(path, conf)
+    shown = shown_path(path, conf)
     try:
-        data = _read(path)
+        data = read_bounded(path)
     except OSError:
         return None
     if len(data) > MAX_YAML_BYTES:
@@ -254,7 +256,7 @@ def read_selected(argv: list[str], conf: str = CONF) -> dict[str, object]:
             continue
         read[path] = data = checked_yaml(path, conf)
         queue += _default_files(data, path, conf) + _group_files(
-            [o for _, o in _params(path, data, conf)], conf
+            [o for _, o in params_of(path, data, conf)], conf
         )
     return read
 
@@ -276,16 +278,18 @@ def sweep_params(argv: list[str], conf: str = CONF) -> list[tuple[str, str]]:
         read = read_selected(argv, conf)
     except ConfFileProblem:
         return []
-    return [pair for path, data in read.items() for pair in _params(path, data, conf)]
+    return [pair for path, data in read.items() for pair in params_of(path, data, conf)]
 
 
-def _params(path: str, data: object, conf: str) -> list[tuple[str, str]]:
+def params_of(path: str, data: object, conf: str) -> list[tuple[str, str]]:
+    """``(shown path, "KEY=VALUE")`` of each ``hydra.sweeper.params`` entry of one parsed file ``data``
+    (``path`` under ``conf``); empty when it has none."""
     hydra = data.get("hydra") if isinstance(data, dict) else None
     sweeper = hydra.get("sweeper") if isinstance(hydra, dict) else None
     params = sweeper.get("params") if isinstance(sweeper, dict) else None
     if not isinstance(params, dict):
         return []
-    return [(_shown(path, conf), f"{key}={value}") for key, value in params.items()]
+    return [(shown_path(path, conf), f"{key}={value}") for key, value in params.items()]
 
 
 def _file_picks(argv: list[str], conf: str) -> list[tuple[str, str]]:

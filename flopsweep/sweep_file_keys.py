@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import yaml
 
-from flopsweep.conf_files import ConfFileProblem, _read, _shown, picks_of, read_selected
+from flopsweep.conf_files import ConfFileProblem, picks_of, read_bounded, read_selected, shown_path
 from flopsweep.override_schema import CONF
 
 OWN_KEYS = ("defaults", "hydra")
@@ -59,7 +59,7 @@ def _sweep_files(read: dict[str, object], conf: str) -> list[tuple[str, object]]
 
 def _text(path: str) -> str:
     try:
-        return _read(path).decode("utf-8", errors="replace")
+        return read_bounded(path).decode("utf-8", errors="replace")
     except OSError:
         return ""
 
@@ -226,7 +226,7 @@ def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
 
     sections = _sections(known_keys()) | {g for g in os.listdir(conf) if _group(g, conf)}
     for path, data in _sweep_files(_selected(argv, conf), conf):
-        shown, text = _shown(path, conf), _text(path)
+        shown, text = shown_path(path, conf), _text(path)
         package, bad_header = _package(text)
         if bad_header:
             fix = "make its first line # @package _global_"
@@ -332,14 +332,14 @@ def values_problem(
     checked after the options its defaults pick (``override /attention: blocksparse``) and before the
     command line (``argv``), whose own overrides passed these checks already; a key the command line
     or the file's ``hydra.sweeper.params`` gives is left out (it replaces the file's value)."""
-    from flopsweep.conf_files import _params
+    from flopsweep.conf_files import params_of
     from flopsweep.override_grammar import overrides_of
 
     def bare(o: str) -> str:
         return o.partition("=")[0].lstrip("+~")
 
     read = _selected(argv, conf)  # once: each file is read and parsed once here
-    axes = [o for path, data in read.items() for _, o in _params(path, data, conf)]
+    axes = [o for path, data in read.items() for _, o in params_of(path, data, conf)]
     replaced = {bare(o) for o in overrides_of(argv)} | {bare(o) for o in axes}
     picks = [f"{g}={o}" for g, o in picks_of(read, conf) if g not in replaced]
     # the options the file's axes sweep (backend: ddp,fsdp) are picked too; +sweep= itself is no pick
@@ -359,5 +359,5 @@ def values_problem(
         for check in checks:
             if problem := check([*picks, *[a for a in axes if _group(bare(a), conf)], *own, *rest]):
                 said = problem.removeprefix("Invalid config: ").replace(_CLI_WORDS, "(the file's value is")
-                return f"Invalid config: {_shown(path, conf)}: {said}"
+                return f"Invalid config: {shown_path(path, conf)}: {said}"
     return None
