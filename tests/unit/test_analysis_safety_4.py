@@ -713,11 +713,13 @@ def test_a_moved_sweep_resumed_pools_with_its_earlier_rounds(tmp_path):
         rec = rescaled(ok_record(), world=2, tokens_per_device=900.0 + n)
         rec["run"].update(id=f"u-{n}", repeat=n, repeats=2, repeat_group="u-group")
         put(tmp_path / "U" / str(n), rec)
-    df = load(tmp_path).set_index("run_id")
-    assert df["repeats"].to_dict() == {"t-0": 3, "u-0": 2}
+    df = load(tmp_path).set_index(
+        "run_id"
+    )  # a pooled row's run_id lists its rounds' (analysis.spread.JOINED)
+    assert df["repeats"].to_dict() == {"t-0, t-1, t-2": 3, "u-0, u-1": 2}
     rate = 3 / (1 / 1000 + 1 / 1100 + 1 / 1200)  # the three rounds' mean step's (analysis.spread)
-    assert df.loc["t-0", "tokens_per_s_per_device"] == pytest.approx(rate)
-    assert df.loc["t-0", "repeat_group"] == "0ab-from-t"
+    assert df.loc["t-0, t-1, t-2", "tokens_per_s_per_device"] == pytest.approx(rate)
+    assert df.loc["t-0, t-1, t-2", "repeat_group"] == "0ab-from-t"
 
 
 @pytest.mark.parametrize("planted", ["link to the null device", "fifo", "link to a fifo", "directory"])
