@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from analysis.catalogue import CI_COLUMNS, CI_METRICS, HIGHER_IS_BETTER, SETUP_NAMES
@@ -327,7 +328,8 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
     - :data:`JOINED` every round's, :data:`HIGHEST` the highest, :data:`UNIONS` the distinct items,
       ``duplicate_run_id`` any round's, :data:`ROUND_ONLY` blank, ``repeats`` the count of rounds;
     - any other column (the set-up, text, lists): the rounds' value where they agree, else blank;
-      a set-up column that differs (``device_name``, ``nproc_per_node``) is named in ``warnings``.
+      a set-up column that differs (``nproc_per_node``, ``nnodes``: ``setup_id`` leaves the rank count
+      out) is named in ``warnings``.
 
     A group of one round keeps its row and its interval over steps. Rounds with the same ``run_id``
     (copies of one record) count once. Row order: each group at its first round. The rounds of a sweep
@@ -380,11 +382,8 @@ def _pool_row(out: pd.DataFrame, first: int, rounds: pd.DataFrame, numeric: Sequ
     done = {*means, *STEP_RATES_OF, *FIGURES, *CI_COLUMNS, *DERIVED, *JOINED, *HIGHEST, *UNIONS, *ROUND_ONLY}
     done |= {*POOL_KEYS, TAG_KEY, *PROBE_KEYS, "ci_over", "repeats", "duplicate_run_id", "status"}
     differ = [c for c in out.columns if c not in done and not _agree(rounds[c].tolist())]
-    for column in differ:
-        out.at[first, column] = None
-    for column in ROUND_ONLY:
-        if column in out:
-            out.at[first, column] = None
+    for column in [*differ, *(c for c in ROUND_ONLY if c in out)]:
+        _set_blank(out, first, column)
     out.at[first, "ci_over"] = "repeats"
     out.at[first, "repeats"] = len(rounds)
     if "duplicate_run_id" in out:
@@ -415,6 +414,15 @@ def _set_number(out: pd.DataFrame, first: int, column: str, value: float) -> Non
     if pd.api.types.is_integer_dtype(out[column]) and not (math.isfinite(value) and value.is_integer()):
         out[column] = out[column].astype("float64")
     out.at[first, column] = value
+
+
+def _set_blank(out: pd.DataFrame, first: int, column: str) -> None:
+    """Blank ``out.at[first, column]``, a numpy bool or integer column made nullable first (``boolean``,
+    ``Int64``: numpy's cannot hold a blank)."""
+    kind = out[column].dtype.kind if isinstance(out[column].dtype, np.dtype) else ""
+    if kind and kind in "biu":
+        out[column] = out[column].astype("boolean" if kind == "b" else "Int64")
+    out.at[first, column] = None
 
 
 def _blank(value: object) -> bool:

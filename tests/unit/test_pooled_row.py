@@ -14,6 +14,7 @@ import json
 import math
 import statistics
 
+import numpy as np
 import pandas as pd
 import pytest
 from helpers import round_records, write_rounds
@@ -230,3 +231,33 @@ def test_tune_json_is_strict_an_unbounded_end_and_a_bad_prediction_named(tmp_pat
     assert "[" in (line := tunereport.lines(s)[2]) and ", inf]" in line
     atomic_write_json(tmp_path / tunereport.JSON_FILE, s)
     assert _strict((tmp_path / tunereport.JSON_FILE).read_text()) == json.loads(json.dumps(s))
+
+
+def test_pool_repeats_sets_each_kind_of_column_by_its_rule():
+    """``pool_repeats`` on a hand-built frame: a whole-number column's mean that is no whole number, a numpy
+    bool column whose rounds differ (blank, not an error), a list column's union, the highest load."""
+    from analysis.spread import pool_repeats
+
+    df = pd.DataFrame(
+        {
+            "repeat_group": ["g", "g"],
+            "setup_id": ["s", "s"],
+            "world_size": [1, 1],
+            "run_id": ["a", "b"],
+            "run_dir": ["x/0", "x/1"],
+            "status": ["ok", "ok"],
+            "iteration_time_s_mean": [1.0, 3.0],
+            "tokens_per_s": [100.0, 100 / 3],
+            "loss_first": pd.array([11, 12], dtype="Int64"),
+            "flag": np.array([True, False]),
+            "throttle_reasons": [["sw_power_cap"], ["hw_slowdown", "sw_power_cap"]],
+            "loadavg_1m_start": [0.5, 2.0],
+            "noise": ["noisy", None],
+            "warnings": [None, "w"],
+        }
+    )
+    (row,) = pool_repeats(df, pd.Series(True, index=df.index), numeric=["loss_first"]).to_dict("records")
+    assert row["iteration_time_s_mean"] == 2.0 and row["tokens_per_s"] == pytest.approx(50.0)
+    assert row["loss_first"] == 11.5 and pd.isna(row["flag"])
+    assert row["throttle_reasons"] == ["sw_power_cap", "hw_slowdown"] and row["loadavg_1m_start"] == 2.0
+    assert (row["noise"], row["warnings"], row["run_id"], row["repeats"]) == ("noisy", "w", "a, b", 2)
