@@ -207,11 +207,11 @@ def fixture_record(name: str = "v2-ok") -> dict:
 
 
 def put(directory: Path, rec: dict | str, name: str = "metrics.json") -> Path:
-    """Write ``rec`` (a dict as JSON, text as it is) to ``directory/name``, making the folder; returns
-    ``directory``."""
+    """Write ``rec`` (a dict as JSON, text as it is) to ``directory/name``, making the folder: that file."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / name).write_text(rec if isinstance(rec, str) else json.dumps(rec))
-    return directory
+    path = directory / name
+    path.write_text(rec if isinstance(rec, str) else json.dumps(rec))
+    return path
 
 
 def round_records(
@@ -232,7 +232,7 @@ def round_records(
 def write_rounds(folder: Path, recs: list[dict]) -> list[Path]:
     """Write ``recs`` (e.g. :func:`round_records`) as the job folders ``folder/0``, ``folder/1``, ... of a
     sweep: those folders."""
-    return [put(folder / str(n), rec) for n, rec in enumerate(recs)]
+    return [put(folder / str(n), rec).parent for n, rec in enumerate(recs)]
 
 
 def _cpu_sdpa_forward(q, k, v, *args, out_shape=None, **kwargs) -> int:

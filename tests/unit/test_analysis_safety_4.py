@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import fixture_record as ok_record  # the committed ok record, to edit
+from helpers import put
 
 from analysis import load
 from analysis.__main__ import main
@@ -33,17 +35,6 @@ from flopsweep.predict_record import predict_record
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "records"
 RESULTS = ROOT / "benchmarks" / "results"
-
-
-def ok_record() -> dict:
-    return json.loads((RECORDS / "v2-ok" / "metrics.json").read_text())
-
-
-def put(directory: Path, rec: dict | str, name: str = "metrics.json") -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    path.write_text(rec if isinstance(rec, str) else json.dumps(rec))
-    return path
 
 
 def not_a_notebook_name(option: str, target: Path, err: str) -> bool:
