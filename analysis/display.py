@@ -23,6 +23,7 @@ from analysis.catalogue import DROP_ORDER, OPTIONAL, SETUP_NAMES, SHORT, SPECS, 
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
 from flopsweep.columns import SETUP_SPECS, ColumnSpec
 from flopsweep.record import STATUSES
+from flopsweep.strict_json import dumps as strict_dumps
 from flopsweep.text import plural
 from flopsweep.tree import MAX_DEPTH, UNLISTED, folder_skipped
 
@@ -36,6 +37,7 @@ __all__ = [
     "legend",
     "render",
     "summary",
+    "to_json",
 ]
 
 MAX_CELL = 40
@@ -339,6 +341,31 @@ def width_note(width: int, dropped: list[str], needs: int) -> str | None:
     return "(" + "; ".join([*parts, "see --columns, --width"]) + ")"
 
 
+def json_value(value: object) -> object:
+    """A cell as JSON holds it: a blank (None, NaN, ``pd.NA``, NaT) ``None``, a numpy scalar its Python
+    value, a list or dict cell its items alike; ``inf`` stays (:func:`to_json` nulls it with its reason)."""
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if value is None or pd.isna(value):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def to_json(df: pd.DataFrame, indent: int = 2) -> str:
+    """``df``'s rows as a strict JSON array of objects under the full column names
+    (:mod:`flopsweep.strict_json`): a blank cell ``null``; an unbounded interval end (``inf``,
+    :func:`analysis.spread.rate_ends`) ``null`` too, its row naming it under ``nulls``
+    (``{"tokens_per_s_ci_high": "inf: no upper bound (...)"}``); never a bare ``Infinity`` or ``NaN``
+    (``DataFrame.to_json`` wrote inf as a null no one could tell from a blank)."""
+    rows = [
+        {str(c): json_value(v) for c, v in zip(df.columns, values, strict=True)}
+        for values in df.itertuples(index=False, name=None)
+    ]
+    return strict_dumps(rows, indent=indent, default=str)
+
+
 def render(
     df: pd.DataFrame,
     fmt: str,
@@ -356,12 +383,13 @@ def render(
     depends on the rows, so a ``--width`` below it is not refused (only one below
     ``analysis.__main__.MIN_WIDTH``, when parsed), and the table is still shown. ``table`` and
     ``markdown`` end with a legend of the short metric headers shown. csv and json keep full
-    column names and raw values (csv with formula-like text cells defused, :func:`csv_safe`).
+    column names and raw values (csv with formula-like text cells defused, :func:`csv_safe`; json strict,
+    :func:`to_json`).
     """
     if fmt == "csv":
         return to_csv(df)
     if fmt == "json":
-        return df.to_json(orient="records", indent=2)
+        return to_json(df)
     shown = for_display(df)
     if fmt == "markdown":
         shown = shown.map(markdown_cell).set_axis([markdown_cell(c) for c in shown.columns], axis=1)

@@ -477,11 +477,6 @@ def load(
     df = flag_duplicates(name_sizes(_frame(rows), shapes))
     runs = df["status"].value_counts().to_dict()  # before pooling: the footer counts records, not rows
     df = flag_scaling(add_scaling(pool_repeats(df, rankable(df), NUMERIC_METRICS)))
-    df["prediction_error"] = [  # again after pooling: the median prediction over the pooled (mean) step
-        prediction_error(p, m)
-        for p, m in zip(df["predicted_iteration_time_s"], df["iteration_time_s_mean"], strict=True)
-    ]
-    df["prediction_error"] = df["prediction_error"].astype("float64")
     df.attrs["unreadable"] = bad
     df.attrs["runs"] = runs
     df.attrs["records"] = ReadPaths(str(p) for p in found)  # what was read: no output may be written over it

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.display import to_json
+
 COLUMNS = [
     "backend",
     "source",
@@ -137,12 +139,13 @@ def probe_cost_line(loaded: pd.DataFrame) -> str | None:
 
 
 def render_summary(summary: pd.DataFrame, fmt: str) -> str:
-    """``summary`` in ``fmt``: csv and json as numbers (fractions); table and markdown with the
+    """``summary`` in ``fmt``: csv and json as numbers (fractions; json strict,
+    :func:`analysis.display.to_json`); table and markdown with the
     errors in percent under a one-line heading; html a table."""
     if fmt == "csv":
         return summary.to_csv(index=False)
     if fmt == "json":
-        return summary.to_json(orient="records", indent=1)
+        return to_json(summary, indent=1)
     if summary.empty:
         return "prediction error: no ok record has both a prediction and a measured step"
     shown = summary.copy()

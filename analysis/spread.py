@@ -6,7 +6,8 @@ constant (tokens, FLOPs, FLOPs over the peak per step: ``flopsweep.metrics``) ov
 time ``m``, so a rate's interval follows from the step's ``[m - h, m + h]`` as its figure does:
 ``work / (m + h)`` to ``work / (m - h)`` (:func:`rate_ends`). The map is monotone, so the interval
 holds the figure ``work / m``; where ``h >= m`` (possible with 2 rounds: t(0.975, 1) = 12.71) the
-rate has no upper bound, ``inf`` (shown ``inf``; never a clipped 0 or a made-up end). The step's
+rate has no upper bound, ``inf`` (shown ``inf``; in JSON null, named under ``nulls``:
+:mod:`flopsweep.strict_json`; never a clipped 0 or a made-up end). The step's
 interval is the Student-t interval of a mean, ``m +- t(0.975, n - 1) s / sqrt(n)`` (``s`` the
 sample standard deviation; NIST/SEMATECH e-Handbook of Statistical Methods, 1.3.5.2 "Confidence
 limits for the mean"; the quantile from ``scipy.stats.t.ppf``):
@@ -16,8 +17,9 @@ limits for the mean"; the quantile from ``scipy.stats.t.ppf``):
   freedom. The pooled row's step is their mean, the figure that interval is about (their median
   need not lie in it: five rounds of 1.0 s and four of 1.5 s give [1.02, 1.42] s), and its rates
   follow from that step (:data:`MEAN_STEP_RATES`; the costs :data:`STEP_COSTS` too). Every figure
-  ``objective=`` names is :func:`pooled_figure`'s, the tuner's figure for the same runs; the other
-  columns are the median over the rounds.
+  ``objective=`` names is :func:`pooled_figure`'s, the tuner's figure for the same runs; every other
+  number is the mean over the rounds (the energy too), the checks are derived again from those, and
+  text is the rounds' shared value or blank (:func:`pool_repeats`): no column is one round's.
 - **over steps** (``ci_over="steps"``: one run): over the measured step times of the run
   (``metrics.iteration_time_s.values``), whose mean the record's rates are over (:func:`step_factors`).
   Steps of one run are not independent samples of the machine's state (drift within the window is
@@ -37,9 +39,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
-from analysis.catalogue import CI_COLUMNS, CI_METRICS, HIGHER_IS_BETTER
+from analysis.catalogue import CI_COLUMNS, CI_METRICS, HIGHER_IS_BETTER, SETUP_NAMES
 from flopsweep.objective import choices as objective_choices
 
 __all__ = [
@@ -285,21 +288,52 @@ def join_moved_sweeps(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+ROUND_MEANS = ("run_wall_s", "loss_first", "loss_last")
+"""Numbers of a round outside the metrics with a unit that a pooled row takes the mean of, as it does
+every ``numeric`` column of :func:`pool_repeats`: the job's wall time and the first and last loss."""
+STEP_RATES_OF = {"predicted_tokens_per_s": "predicted_iteration_time_s"}
+"""Rates of a step other than :data:`STEP_COLUMN`: in a pooled row each is its work per step (the median
+over the rounds of rate x step) over the mean of that step, as the measured rates follow the measured
+step (the prediction's tokens/s from the prediction's step)."""
+JOINED = ("run_dir", "run_id")
+"""Columns a pooled row lists every round's value of (comma-separated, in round order)."""
+HIGHEST = ("loadavg_1m_start", "loadavg_1m_end")
+"""Columns a pooled row takes the highest round's value of (the busiest the host was)."""
+UNIONS = {"noise": ",", "warnings": "; ", "throttle_reasons": None}
+"""Columns a pooled row takes every round's distinct items of: text joined by the separator (sorted for
+``noise``), a list (``throttle_reasons``) as a list in the order seen."""
+DERIVED = ("model_tflops_per_device_recomputed", "tflops_mismatch", "peak_memory_error", "prediction_error")
+"""Columns one record derives from its figures; a pooled row derives them again from its pooled figures
+(:func:`_derive`), never one round's."""
+ROUND_ONLY = ("repeat",)
+"""A round's own place in the sweep: blank in a pooled row (its rounds are ``run_dir``'s)."""
+
+
 def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) -> pd.DataFrame:
     """``df`` with the rounds of each repeated measurement (:data:`POOL_KEYS`, :data:`TAG_KEY`,
     :data:`PROBE_KEYS`) as one row.
 
     Only rows where ``pooled`` is true (ok rounds that pass their checks) are pooled; a failed
-    round keeps its own row, with its status. A pooled row is the first round's row with every
-    ``numeric`` column the median over the rounds, except the :data:`FIGURES` (:func:`pooled_figure`:
-    the step time, :data:`STEP_COLUMN`, the rounds' mean; the :data:`MEAN_STEP_RATES` and
-    :data:`STEP_COSTS`, which follow from it; any other figure ``objective=`` names the rounds' mean),
-    the :data:`CI_METRICS` intervals over the rounds, from the step's (``ci_over`` ``repeats``),
-    ``repeats`` the count of rounds, ``run_dir`` every round's folder (comma-separated), the load
-    columns the highest, and the rounds' distinct warnings. A group of one round keeps its interval
-    over steps. Rounds with the same ``run_id`` (copies of one
-    record) count once. Row order: each group at its first round. The rounds of a sweep moved and
-    then resumed are one group (:func:`join_moved_sweeps`).
+    round keeps its own row, with its status. A pooled row is the first round's row with every column
+    set by one rule, so that no column shows one round's value as the pool's:
+
+    - :data:`FIGURES`: :func:`pooled_figure` (the step, :data:`STEP_COLUMN`, the rounds' mean; the
+      :data:`MEAN_STEP_RATES` and :data:`STEP_COSTS` from it; any other figure ``objective=`` names the
+      rounds' mean), and the :data:`CI_METRICS` intervals over the rounds from the step's (``ci_over``
+      ``repeats``);
+    - every other ``numeric`` column (``analysis.load`` passes the metrics with a unit: energy, FLOPs,
+      the prediction, ...) and :data:`ROUND_MEANS`: the mean over the rounds with a value, the step's
+      rule (the energy ``energy_j`` as its ``joules_per_token``); :data:`STEP_RATES_OF` from their step;
+    - :data:`DERIVED`: derived again from the pooled figures (:func:`_derive`);
+    - :data:`JOINED` every round's, :data:`HIGHEST` the highest, :data:`UNIONS` the distinct items,
+      ``duplicate_run_id`` any round's, :data:`ROUND_ONLY` blank, ``repeats`` the count of rounds;
+    - any other column (the set-up, text, lists): the rounds' value where they agree, else blank;
+      a set-up column that differs (``nproc_per_node``, ``nnodes``: ``setup_id`` leaves the rank count
+      out) is named in ``warnings``.
+
+    A group of one round keeps its row and its interval over steps. Rounds with the same ``run_id``
+    (copies of one record) count once. Row order: each group at its first round. The rounds of a sweep
+    moved and then resumed are one group (:func:`join_moved_sweeps`).
     """
     df = join_moved_sweeps(df)
     key = df[POOL_KEYS].astype(object).where(df[POOL_KEYS].notna(), None)
@@ -323,27 +357,141 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
     out = df.copy()
     for _, group in groups:
         # a copy of a round (the same run id, e.g. a results folder copied beside its original) is
-        # one measurement: it counts once in the median and the interval (and stays out of the table)
+        # one measurement: it counts once in the figures and the interval (and stays out of the table)
         rounds = group.drop_duplicates("run_id") if "run_id" in group else group
         keep[group.index.difference(rounds.index)] = False
         if len(rounds) < 2:
             continue
-        first = rounds.index[0]
         keep[rounds.index[1:]] = False
-        for column in numeric:
-            if column in out and pd.api.types.is_numeric_dtype(out[column]):
-                out.at[first, column] = rounds[column].median()
-        _pool_figures(out, first, rounds)
-        out.at[first, "ci_over"] = "repeats"
-        out.at[first, "repeats"] = len(rounds)
-        out.at[first, "run_dir"] = ", ".join(rounds["run_dir"])
-        for column in ("loadavg_1m_start", "loadavg_1m_end"):
-            out.at[first, column] = rounds[column].max()
-        flags = {f for fs in rounds["noise"].dropna() for f in fs.split(",")}
-        out.at[first, "noise"] = ",".join(sorted(flags)) or None
-        said = list(dict.fromkeys(w for ws in rounds["warnings"].dropna() for w in ws.split("; ")))
-        out.at[first, "warnings"] = "; ".join(said) or None
+        _pool_row(out, rounds.index[0], rounds, numeric)
     return out[keep].reset_index(drop=True)
+
+
+def _pool_row(out: pd.DataFrame, first: int, rounds: pd.DataFrame, numeric: Sequence[str]) -> None:
+    """Set the pooled row ``first`` of ``out`` from its ``rounds``, each column by its rule
+    (:func:`pool_repeats`)."""
+    means = [c for c in dict.fromkeys([*numeric, *ROUND_MEANS]) if c in out and c not in FIGURES]
+    for column in means:
+        values = pd.to_numeric(rounds[column], errors="coerce")
+        values = values[values.abs().lt(math.inf)]  # NaN and inf rounds have no value
+        _set_number(out, first, column, values.mean() if len(values) else math.nan)
+    for rate, step in STEP_RATES_OF.items():
+        if rate in out and step in out:
+            out.at[first, rate] = _rate_of_mean_step(rounds[rate].tolist(), rounds[step].tolist())
+    _pool_figures(out, first, rounds)
+    done = {*means, *STEP_RATES_OF, *FIGURES, *CI_COLUMNS, *DERIVED, *JOINED, *HIGHEST, *UNIONS, *ROUND_ONLY}
+    done |= {*POOL_KEYS, TAG_KEY, *PROBE_KEYS, "ci_over", "repeats", "duplicate_run_id", "status"}
+    differ = [c for c in out.columns if c not in done and not _agree(rounds[c].tolist())]
+    for column in [*differ, *(c for c in ROUND_ONLY if c in out)]:
+        _set_blank(out, first, column)
+    out.at[first, "ci_over"] = "repeats"
+    out.at[first, "repeats"] = len(rounds)
+    if "duplicate_run_id" in out:
+        out.at[first, "duplicate_run_id"] = bool(rounds["duplicate_run_id"].fillna(False).astype(bool).any())
+    for column in JOINED:
+        if column in out:
+            out.at[first, column] = ", ".join(str(v) for v in rounds[column] if not _blank(v)) or None
+    for column in HIGHEST:
+        if column in out:
+            out.at[first, column] = pd.to_numeric(rounds[column], errors="coerce").max()
+    for column, sep in UNIONS.items():
+        if column in out:
+            out.at[first, column] = _union(rounds[column].tolist(), sep, column == "noise")
+    setup = [c for c in differ if c in SETUP_NAMES]
+    if setup:  # the rounds are not the same set-up in a column setup_id leaves out: say so
+        said = out.at[first, "warnings"] if "warnings" in out else None
+        shown = (
+            f"{c} ({', '.join(dict.fromkeys(str(v) for v in rounds[c] if not _blank(v)))})" for c in setup
+        )
+        note = f"pooled rounds differ in {', '.join(shown)}: left blank"
+        out.at[first, "warnings"] = f"{said}; {note}" if isinstance(said, str) and said else note
+    _derive(out, first)
+
+
+def _set_number(out: pd.DataFrame, first: int, column: str, value: float) -> None:
+    """``out.at[first, column] = value``, the column made float64 first where it holds whole numbers
+    (``Int64``: a loss recorded as ``11``) and ``value`` is not one."""
+    if pd.api.types.is_integer_dtype(out[column]) and not (math.isfinite(value) and value.is_integer()):
+        out[column] = out[column].astype("float64")
+    out.at[first, column] = value
+
+
+def _set_blank(out: pd.DataFrame, first: int, column: str) -> None:
+    """Blank ``out.at[first, column]``, a numpy bool or integer column made nullable first (``boolean``,
+    ``Int64``: numpy's cannot hold a blank)."""
+    kind = out[column].dtype.kind if isinstance(out[column].dtype, np.dtype) else ""
+    if kind and kind in "biu":
+        out[column] = out[column].astype("boolean" if kind == "b" else "Int64")
+    out.at[first, column] = None
+
+
+def _blank(value: object) -> bool:
+    """Whether a cell is blank (None, NaN, ``pd.NA``); a list or dict cell never is."""
+    return value is None or (not isinstance(value, (list, tuple, dict)) and bool(pd.isna(value)))
+
+
+def _agree(values: list) -> bool:
+    """Whether the rounds' cells are one value (blanks alike; lists and dicts by their items)."""
+    return len({None if _blank(v) else repr(v) for v in values}) <= 1
+
+
+def _union(values: list, sep: str | None, sort: bool) -> object:
+    """The distinct items of the rounds' cells: a text cell split at ``sep`` and joined by it (sorted
+    when ``sort``), or with ``sep`` None a list cell's items as a list; blank when there are none."""
+    if sep is None:
+        items = list(dict.fromkeys(x for v in values if isinstance(v, list) for x in v))
+        return items if any(isinstance(v, list) for v in values) else None
+    parts = list(dict.fromkeys(p for v in values if isinstance(v, str) for p in v.split(sep) if p))
+    return sep.join(sorted(parts) if sort else parts) or None
+
+
+def _rate_of_mean_step(values: list, steps: list) -> float:
+    """``work / mean(step)`` with ``work`` the median over the rounds of ``rate x step`` (rounds with both
+    a finite rate and a step > 0); NaN when none has."""
+    pairs = [(v, s) for v, s in zip(map(_number, values), map(_number, steps), strict=True) if v is not None]
+    pairs = [(v, s) for v, s in pairs if s is not None and s > 0]
+    if not pairs:
+        return math.nan
+    return statistics.median(v * s for v, s in pairs) / statistics.fmean(s for _, s in pairs)
+
+
+def _derive(out: pd.DataFrame, first: int) -> None:
+    """Set the pooled row's :data:`DERIVED` columns from its pooled figures, by the rules one record's
+    follow: ``model_tflops_per_device_recomputed`` the pooled ``model_flops_per_iteration`` over the
+    pooled step x the world size (:func:`flopsweep.plausible.recompute_tflops`), ``tflops_mismatch``
+    whether the pooled TFLOPs are more than :data:`flopsweep.plausible.MISMATCH_TOLERANCE` from it,
+    ``peak_memory_error`` and ``prediction_error`` from the pooled estimate and measurement
+    (:func:`analysis.fields.peak_memory_error`, :func:`analysis.fields.prediction_error`)."""
+    from analysis.fields import peak_memory_error, prediction_error
+    from flopsweep.plausible import MISMATCH_TOLERANCE, recompute_tflops
+
+    row = out.loc[first]
+    world = row.get("world_size")
+    view = {
+        "metrics": {
+            "model_flops_per_iteration": _number(row.get("model_flops_per_iteration")),
+            "iteration_time_s": {"mean": _number(row.get(STEP_COLUMN))},
+        },
+        "system": {"world_size": None if _blank(world) else int(world)},
+    }
+    expected = recompute_tflops(view)
+    if "model_tflops_per_device_recomputed" in out:
+        out.at[first, "model_tflops_per_device_recomputed"] = math.nan if expected is None else expected
+    recorded = _number(row.get("model_tflops_per_device"))
+    if "tflops_mismatch" in out:
+        out.at[first, "tflops_mismatch"] = bool(
+            recorded is not None
+            and expected is not None
+            and abs(recorded - expected) > MISMATCH_TOLERANCE * expected
+        )
+    pairs = {
+        "peak_memory_error": (peak_memory_error, "predicted_peak_gib", "peak_cuda_allocated_gib"),
+        "prediction_error": (prediction_error, "predicted_iteration_time_s", STEP_COLUMN),
+    }
+    for column, (rule, predicted, measured) in pairs.items():
+        if column in out:
+            got = rule(_number(row.get(predicted)), _number(row.get(measured)))
+            out.at[first, column] = math.nan if got is None else got
 
 
 def _pool_figures(out: pd.DataFrame, first: int, rounds: pd.DataFrame) -> None:

@@ -467,7 +467,8 @@ COLUMN_SPECS: list[ColumnSpec] = [
         name="repeats",
         header="reps",
         description="rounds pooled into the row (repeats=): its step their mean, its rates and step costs "
-        "that step's, every other figure of merit their mean, other numbers their median; 1 for one run",
+        "that step's, every other figure of merit their mean, as every other number (energy too); checks "
+        "recomputed from those; text their shared value, blank where they differ; 1 for one run",
         kind="int",
         table="always",
         hide=10,
@@ -546,7 +547,7 @@ COLUMN_SPECS: list[ColumnSpec] = [
     C(
         name="model_tflops_per_device_recomputed",
         header="TFLOPs_recomp",
-        description="model_flops_per_iteration / (mean step time x world size)",
+        description="model_flops_per_iteration / (mean step time x world size); pooled: the pooled step's",
         kind="float",
     ),
     C(

@@ -9,8 +9,9 @@ A set-up's figure and interval are the analysis's for the same records (:func:`i
 repeats when a set-up ran twice or more (a rate's from the Student-t interval of its runs' mean steps,
 with no upper bound where that reaches 0), else over the steps of its one run (rates only). Two
 intervals that overlap are "not significant" (the analysis's conservative test); an unbounded end is
-``null`` in ``tune.json``, ``inf`` in text.
-Torch-free.
+``inf`` in text and, as every number JSON cannot hold, ``null`` in ``tune.json`` with the object's ``nulls``
+key saying why (:mod:`flopsweep.strict_json`: ``"nulls": {"ci_high": "inf: no upper bound (...)"}``); a
+``null`` without one is no value (no interval, a run that was not ok). Torch-free.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flopsweep.cli import COMMAND
+from flopsweep.strict_json import nulled
 from flopsweep.tune import Budget, Candidate, ranked
 
 SWEEP_ONLY_KEYS = ("repeat", "repeats", "resume")
@@ -88,8 +90,8 @@ def _pick(c: Candidate | None) -> dict[str, Any] | None:
         "label": c.label,
         "overrides": list(c.overrides),
         "value": c.measured,
-        "ci_low": _finite(ci[0]) if ci else None,
-        "ci_high": _finite(ci[1]) if ci else None,
+        "ci_low": ci[0] if ci else None,
+        "ci_high": ci[1] if ci else None,  # inf: null with its reason (summary's strict_json.nulled)
         "ci_over": ci[2] if ci else None,
         "runs": len([v for v in c.values if math.isfinite(v)]),
     }
@@ -110,7 +112,8 @@ def summary(
     :attr:`flopsweep.tune.Candidate.measured`; with one, the runner-up is the best of the other ok
     set-ups), ``significant`` (True when their intervals do not overlap, None when either has none), every
     set-up, the rounds, the budget and why the tuner stopped, and ``command``: the line that runs the
-    winner."""
+    winner. Strict JSON (:func:`flopsweep.strict_json.nulled`): a number it cannot hold (an unbounded
+    ``ci_high``, any inf or NaN) is None, its object's ``nulls`` naming it and why."""
     from analysis.spread import overlap
 
     ok = [c for c in candidates if c.failed is None and c.measured is not None]
@@ -149,18 +152,20 @@ def summary(
     if winner:
         kept = [o for o in winner.overrides if o.split("=", 1)[0].lstrip("+~") not in SWEEP_ONLY_KEYS]
         command = " ".join([COMMAND, *(shlex.quote(o) for o in kept)])
-    return {
-        "objective": objective,
-        "direction": direction,
-        "budget_gpu_s": budget.limit_s,
-        "spent_gpu_s": budget.spent_s,
-        "stopped": stopped,
-        "rounds": rounds,
-        **picks,
-        "significant": significant,
-        "command": command,
-        "setups": setups,
-    }
+    return nulled(
+        {
+            "objective": objective,
+            "direction": direction,
+            "budget_gpu_s": budget.limit_s,
+            "spent_gpu_s": budget.spent_s,
+            "stopped": stopped,
+            "rounds": rounds,
+            **picks,
+            "significant": significant,
+            "command": command,
+            "setups": setups,
+        }
+    )
 
 
 def _num(x: Any) -> str:

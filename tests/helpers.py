@@ -12,6 +12,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_PY = str(ROOT / "run.py")
+RECORDS = ROOT / "tests" / "fixtures" / "records"
+"""The committed records (``v2-ok``, ``v2-oom``, ...): the hand-built records of the analysis tests start
+from them (:func:`fixture_record`)."""
 
 
 def run_py(
@@ -195,6 +198,41 @@ def rescaled(record: dict, *, world: int, tokens_per_device: float) -> dict:
     m["hfu"] = m["hardware_tflops_per_device"] / m["peak_tflops"]
     m["matmul_fraction"] = m["model_tflops_per_device"] / m["measured_matmul_tflops"]
     return fit_clock(r)
+
+
+def fixture_record(name: str = "v2-ok") -> dict:
+    """A fresh copy of the committed record ``tests/fixtures/records/NAME/metrics.json`` (an ok GPU run by
+    default), to edit by hand."""
+    return json.loads((RECORDS / name / "metrics.json").read_text())
+
+
+def put(directory: Path, rec: dict | str, name: str = "metrics.json") -> Path:
+    """Write ``rec`` (a dict as JSON, text as it is) to ``directory/name``, making the folder: that file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(rec if isinstance(rec, str) else json.dumps(rec))
+    return path
+
+
+def round_records(
+    rates: list[float], *, world: int = 1, group: str = "g1", base: dict | None = None
+) -> list[dict]:
+    """The records of one set-up's ``repeats=len(rates)`` rounds, round ``n`` at ``rates[n]`` tokens/s per
+    device (:func:`rescaled` of ``base``, default :func:`fixture_record`): run id ``round-n``, ``repeat`` n,
+    ``repeats`` and ``repeat_group`` ``group`` set, every derived figure consistent."""
+    base = base or fixture_record()
+    out = []
+    for n, rate in enumerate(rates):
+        rec = rescaled(base, world=world, tokens_per_device=rate)
+        rec["run"].update(id=f"round-{n}", repeat=n, repeats=len(rates), repeat_group=group)
+        out.append(rec)
+    return out
+
+
+def write_rounds(folder: Path, recs: list[dict]) -> list[Path]:
+    """Write ``recs`` (e.g. :func:`round_records`) as the job folders ``folder/0``, ``folder/1``, ... of a
+    sweep: those folders."""
+    return [put(folder / str(n), rec).parent for n, rec in enumerate(recs)]
 
 
 def _cpu_sdpa_forward(q, k, v, *args, out_shape=None, **kwargs) -> int:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from unit.test_repeats import REPO  # shared with the unit tier
+from helpers import ROOT as REPO  # the repository root (tests/helpers.py)
 
 
 @pytest.mark.slow

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import fixture_record as ok_record  # the committed ok record, to edit
+from helpers import put
 
 from analysis import best, load
 from analysis.__main__ import main
@@ -40,17 +42,6 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 ESC = "\x1b"
-
-
-def ok_record() -> dict:
-    return json.loads((RECORDS / "v2-ok" / "metrics.json").read_text())
-
-
-def put(directory: Path, rec: dict | str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "metrics.json"
-    path.write_text(rec if isinstance(rec, str) else json.dumps(rec))
-    return path
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:

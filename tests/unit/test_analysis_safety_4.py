@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import fixture_record as ok_record  # the committed ok record, to edit
+from helpers import put
 
 from analysis import load
 from analysis.__main__ import main
@@ -33,17 +35,6 @@ from flopsweep.predict_record import predict_record
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "records"
 RESULTS = ROOT / "benchmarks" / "results"
-
-
-def ok_record() -> dict:
-    return json.loads((RECORDS / "v2-ok" / "metrics.json").read_text())
-
-
-def put(directory: Path, rec: dict | str, name: str = "metrics.json") -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    path.write_text(rec if isinstance(rec, str) else json.dumps(rec))
-    return path
 
 
 def not_a_notebook_name(option: str, target: Path, err: str) -> bool:
@@ -713,11 +704,13 @@ def test_a_moved_sweep_resumed_pools_with_its_earlier_rounds(tmp_path):
         rec = rescaled(ok_record(), world=2, tokens_per_device=900.0 + n)
         rec["run"].update(id=f"u-{n}", repeat=n, repeats=2, repeat_group="u-group")
         put(tmp_path / "U" / str(n), rec)
-    df = load(tmp_path).set_index("run_id")
-    assert df["repeats"].to_dict() == {"t-0": 3, "u-0": 2}
+    df = load(tmp_path).set_index(
+        "run_id"
+    )  # a pooled row's run_id lists its rounds' (analysis.spread.JOINED)
+    assert df["repeats"].to_dict() == {"t-0, t-1, t-2": 3, "u-0, u-1": 2}
     rate = 3 / (1 / 1000 + 1 / 1100 + 1 / 1200)  # the three rounds' mean step's (analysis.spread)
-    assert df.loc["t-0", "tokens_per_s_per_device"] == pytest.approx(rate)
-    assert df.loc["t-0", "repeat_group"] == "0ab-from-t"
+    assert df.loc["t-0, t-1, t-2", "tokens_per_s_per_device"] == pytest.approx(rate)
+    assert df.loc["t-0, t-1, t-2", "repeat_group"] == "0ab-from-t"
 
 
 @pytest.mark.parametrize("planted", ["link to the null device", "fifo", "link to a fifo", "directory"])

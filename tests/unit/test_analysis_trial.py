@@ -7,11 +7,11 @@ is mocked."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
+from helpers import RECORDS, fixture_record, put, round_records, write_rounds
 
 from analysis import load
 from analysis.__main__ import build_parser, main, select_runs
@@ -20,18 +20,6 @@ from analysis.discover import PLAN_FILE
 from analysis.display import compact, summary
 from analysis.query import normalize
 from flopsweep.columns import COLUMN_SPECS
-
-RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "records"
-
-
-def ok_record() -> dict:
-    return json.loads((RECORDS / "v2-ok" / "metrics.json").read_text())
-
-
-def put(directory: Path, rec: dict) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "metrics.json").write_text(json.dumps(rec))
-    return directory
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:
@@ -59,7 +47,7 @@ def cli(capsys, *args) -> tuple[int, str, str]:
 @pytest.mark.parametrize("bad", ["file", "proc"])
 def test_every_output_option_whose_folder_cannot_take_a_file_exits_2(tmp_path, capsys, option, bad):
     """Was: an unwritable --output exited 2, an unwritable --plot 1 (it failed only when written)."""
-    put(tmp_path / "runs" / "0", ok_record())
+    put(tmp_path / "runs" / "0", fixture_record())
     (tmp_path / "a-file").write_text("x")
     where = str(tmp_path / "a-file") if bad == "file" else "/proc/flopsweep-test"
     args = [a.format(bad=where) for a in option]
@@ -106,7 +94,7 @@ def test_a_plans_folder_is_told_as_one_with_what_to_read(tmp_path, capsys):
 def _runs(tmp_path: Path) -> Path:
     """Three records that make the default table show set-up columns, the interval columns, error
     and flags (a failed run, a duplicate id)."""
-    a, b, c = ok_record(), ok_record(), json.loads((RECORDS / "v2-oom" / "metrics.json").read_text())
+    a, b, c = fixture_record(), fixture_record(), fixture_record("v2-oom")
     b["config"]["precision"]["name"] = "fp32"
     put(tmp_path / "runs" / "0", a)
     put(tmp_path / "runs" / "1", b)
@@ -151,11 +139,10 @@ def test_filter_flags_keeps_the_rows_with_that_flag(tmp_path, capsys):
 
 
 def _rounds(tmp_path: Path, n: int) -> Path:
-    for i in range(n):
-        rec = ok_record()
-        rec["run"].update(id=f"round-{i}", repeat=i, repeats=n, repeat_group="g1")
+    recs = round_records([1000.0] * n)
+    for rec in recs:
         rec["config"]["repeats"] = n
-        put(tmp_path / "rep" / str(i), rec)
+    write_rounds(tmp_path / "rep", recs)
     return tmp_path / "rep"
 
 
@@ -167,7 +154,7 @@ def test_the_footer_counts_the_records_pooled_into_a_row(tmp_path, capsys):
     assert summary(df) == "3 runs (3 ok), pooled into 1 row"
     code, _, err = cli(capsys, rep)
     assert code == 0 and err.splitlines()[-1] == "3 runs (3 ok), pooled into 1 row"
-    put(tmp_path / "rep" / "oom", json.loads((RECORDS / "v2-oom" / "metrics.json").read_text()))
+    put(tmp_path / "rep" / "oom", fixture_record("v2-oom"))
     assert summary(load(rep)) == "4 runs (3 ok, 1 oom), pooled into 2 rows"
     assert summary(load(tmp_path / "rep" / "0")) == "1 run (1 ok)"
 

@@ -14,28 +14,24 @@ import pytest
 
 from analysis.catalogue import CI_METRICS
 from analysis.spread import ci_of, rate_ends, verdict
+from flopsweep.strict_json import UNBOUNDED
 
-REPO = Path(__file__).resolve().parents[2]
 TOKENS = 16384
 """Tokens per step of ``tests/fixtures/records/v2-ok`` at one rank (``helpers.rescaled``)."""
 
 
 def _pooled(folder: Path, steps: list[float]) -> tuple[pd.DataFrame, dict]:
     """``analysis.load`` of one set-up's ``repeats=len(steps)`` rounds at those mean step times (s)."""
-    from helpers import rescaled
+    from helpers import round_records, write_rounds
 
     import analysis
 
-    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
-    for n, step in enumerate(steps):
-        rec = rescaled(base, world=1, tokens_per_device=TOKENS / step)
-        rec["run"].update(id=f"round-{n}", repeat=n, repeats=len(steps), repeat_group="g1")
-        (folder / str(n)).mkdir()
-        (folder / str(n) / "metrics.json").write_text(json.dumps(rec))
+    recs = round_records([TOKENS / step for step in steps])
+    write_rounds(folder, recs)
     df = analysis.load(folder)
     assert len(df) == 1 and df.iloc[0]["repeats"] == len(steps) and df.iloc[0]["ci_over"] == "repeats"
-    assert rec["metrics"]["tokens_per_step"] == TOKENS
-    return df, rec["metrics"]
+    assert recs[0]["metrics"]["tokens_per_step"] == TOKENS
+    return df, recs[0]["metrics"]
 
 
 @pytest.mark.parametrize(
@@ -90,7 +86,9 @@ def test_two_rounds_far_apart_leave_the_rates_with_no_upper_bound(tmp_path):
     table = render(df[[*columns, "mfu", "mfu_ci_high"]], "markdown").splitlines()
     cells = [c.strip() for c in table[2].strip("|").split("|")]
     assert cells[2] == "inf" and cells[4] == "inf" and float(cells[1]) > 0, table  # not "inf%", not 0
-    assert json.loads(render(df[columns], "json"))[0]["model_tflops_per_device_ci_high"] is None
+    said = json.loads(render(df[columns], "json"))[0]  # strict JSON: null, and the row says why
+    assert said["model_tflops_per_device_ci_high"] is None
+    assert said["nulls"] == {"model_tflops_per_device_ci_high": UNBOUNDED}
     assert render(df[columns], "csv").splitlines()[1].endswith(",inf")
     # a second set-up whose interval lies above the first one's low end: not told apart (the unbounded
     # end overlaps it), in the table's verdict and in the headline
@@ -169,15 +167,14 @@ def test_one_run_s_unbounded_high_end_is_inf_not_blank(tmp_path):
     """One run of two measured steps, 0.3 and 1.7 x its mean: h = 12.7062 x 0.7 = 8.9 means, so its
     rates have no upper bound over steps: inf (``TFLOPs_hi95`` ``inf``), as a pooled row's, where it
     had been blank (no interval: no verdict)."""
-    from helpers import fit_clock, rescaled
+    from helpers import fit_clock, fixture_record, rescaled
 
     import analysis
     from analysis.display import render
     from analysis.load import failed_checks
     from flopsweep.metrics import _summary, unsteady_steps
 
-    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
-    rec = rescaled(base, world=1, tokens_per_device=TOKENS)  # a 1 s step
+    rec = rescaled(fixture_record(), world=1, tokens_per_device=TOKENS)  # a 1 s step
     rec["config"]["steps"]["measure"] = 2
     rec["metrics"]["iteration_time_s"] = _summary([0.3, 1.7])
     rec["metrics"]["unsteady_steps"] = unsteady_steps([0.3, 1.7])

@@ -9,9 +9,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from pathlib import Path
 
 import pytest
+from helpers import fixture_record, put
 
 from analysis import load
 from analysis.__main__ import main
@@ -19,18 +19,6 @@ from analysis.load import rankable
 from flopsweep.figure_types import CHECKS, MAX_BYTES, UNITLESS, type_problems
 from flopsweep.plausible import calibration_problems, record_problems
 from flopsweep.record import METRIC_SPECS
-
-RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "records"
-
-
-def ok_record() -> dict:
-    return json.loads((RECORDS / "v2-ok" / "metrics.json").read_text())
-
-
-def put(directory: Path, rec: dict) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "metrics.json").write_text(json.dumps(rec))
-    return directory
 
 
 def set_at(record: dict, path: tuple[str, ...], value) -> dict:
@@ -44,8 +32,8 @@ def set_at(record: dict, path: tuple[str, ...], value) -> dict:
 
 
 def test_the_committed_ok_record_passes_every_type_check():
-    assert type_problems(ok_record()) == []
-    assert record_problems(ok_record()) == []
+    assert type_problems(fixture_record()) == []
+    assert record_problems(fixture_record()) == []
 
 
 def test_every_metric_without_a_unit_has_an_expected_type():
@@ -64,7 +52,7 @@ def test_every_key_read_with_a_wrong_type_is_named_with_its_value_and_what_was_e
     record may not calibrate a prediction either."""
     refused = []
     for what, value in WRONG:
-        rec = set_at(ok_record(), path, copy.deepcopy(value))
+        rec = set_at(fixture_record(), path, copy.deepcopy(value))
         found = [p for p in type_problems(rec) if p.startswith(".".join(path) + " ")]
         if found:
             (phrase,) = found
@@ -80,8 +68,8 @@ def test_every_key_read_with_a_wrong_type_is_named_with_its_value_and_what_was_e
 def test_the_trial_record_is_flagged_not_ranked_and_not_a_tie(tmp_path, caplog):
     """The user's trial: ``tokens_per_s="fast"`` and ``iteration_time_s.mean=[1,2]`` beside an ok copy.
     Was: the row stayed ok with TFLOPs 485.9 and both were flagged ``tie?``; no warning."""
-    good = ok_record()
-    bad = ok_record()
+    good = fixture_record()
+    bad = fixture_record()
     bad["run"]["id"] = "edited"
     bad["metrics"]["tokens_per_s"] = "fast"
     bad["metrics"]["iteration_time_s"]["mean"] = [1, 2]
@@ -100,7 +88,7 @@ def test_the_trial_record_is_flagged_not_ranked_and_not_a_tie(tmp_path, caplog):
 
 
 def test_the_cli_says_check_and_no_tie_for_a_record_of_wrong_types(tmp_path, capsys):
-    good, bad = ok_record(), ok_record()
+    good, bad = fixture_record(), fixture_record()
     bad["run"]["id"] = "edited"
     bad["metrics"]["tokens_per_s"] = "fast"
     put(tmp_path / "good", good)
@@ -131,13 +119,13 @@ def test_the_cli_says_check_and_no_tie_for_a_record_of_wrong_types(tmp_path, cap
     ],
 )
 def test_out_of_range_and_wrong_kind_values_are_named(path, value, expected):
-    rec = set_at(ok_record(), path, value)
+    rec = set_at(fixture_record(), path, value)
     problems = type_problems(rec)
     assert any(expected in p for p in problems), problems
 
 
 def test_a_hostile_list_names_a_few_and_a_huge_value_is_cut():
-    rec = ok_record()
+    rec = fixture_record()
     rec["metrics"]["tokens_per_s"] = "x" * 100_000
     rec["metrics"]["unsteady_steps"] = ["y"] * 100_000
     problems = type_problems(rec)

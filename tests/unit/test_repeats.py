@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,8 +13,6 @@ from flopsweep.config import ConfigError, RunConfig
 from flopsweep.noise import noise_warnings, noisy, overloaded
 from flopsweep.plan import check_repeats
 from hydra_plugins.flopsweep_repeats import repeat_axis
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_t_quantiles_are_the_tables():
@@ -103,20 +99,13 @@ def test_noise_thresholds():
 def test_a_copied_round_counts_once_in_the_pooled_row(tmp_path):
     """Three rounds of one set-up, and a copy of one of them in another folder (same run id): the
     pooled row has 3 rounds, and the median and interval are those of the three."""
-    from helpers import rescaled
+    from helpers import put, round_records, write_rounds
 
     import analysis
 
-    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
-    rates = [1000.0, 1100.0, 1200.0]
-    for n, rate in enumerate(rates):
-        rec = rescaled(base, world=2, tokens_per_device=rate)
-        rec["run"].update(id=f"round-{n}", repeat=n, repeats=3, repeat_group="g1")
-        (tmp_path / "sweep" / str(n)).mkdir(parents=True)
-        (tmp_path / "sweep" / str(n) / "metrics.json").write_text(json.dumps(rec))
-        if n == 2:  # the same record, copied elsewhere
-            (tmp_path / "copy").mkdir()
-            (tmp_path / "copy" / "metrics.json").write_text(json.dumps(rec))
+    recs = round_records([1000.0, 1100.0, 1200.0], world=2)
+    write_rounds(tmp_path / "sweep", recs)
+    put(tmp_path / "copy", recs[2])  # the same record, copied elsewhere
     alone = analysis.load(tmp_path / "sweep")
     both = analysis.load(tmp_path)
     assert len(alone) == len(both) == 1
@@ -133,13 +122,12 @@ def test_rounds_with_and_without_a_probe_are_not_pooled(tmp_path):
     with ``predict.probe=true``: three rows, each the median and interval of its own rounds (a round of
     a record from before the keys is unprobed); ``setup_id`` is one (``predict.*`` stays out of it), and
     the table shows a probe column, which alone tells the rows apart."""
-    from helpers import rescaled
+    from helpers import round_records, write_rounds
 
     import analysis
     from analysis.catalogue import SETUP_NAMES
     from analysis.display import compact
 
-    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
     rounds = [  # (predict, tokens/s per device); None: a record without config.predict
         (None, 1000.0),
         (None, 1100.0),
@@ -149,13 +137,12 @@ def test_rounds_with_and_without_a_probe_are_not_pooled(tmp_path):
         ({"probe": True, "layer_probe": False}, 3000.0),
         ({"probe": True, "layer_probe": False}, 3300.0),
     ]
-    for n, (predict, rate) in enumerate(rounds):
-        rec = rescaled(base, world=2, tokens_per_device=rate)
-        rec["run"].update(id=f"round-{n}", repeat=n % 3, repeats=3, repeat_group="g1")
+    recs = round_records([rate for _, rate in rounds], world=2)
+    for n, (rec, (predict, _)) in enumerate(zip(recs, rounds, strict=True)):
+        rec["run"].update(repeat=n % 3, repeats=3)
         if predict is not None:
             rec["config"]["predict"] = predict
-        (tmp_path / str(n)).mkdir()
-        (tmp_path / str(n) / "metrics.json").write_text(json.dumps(rec))
+    write_rounds(tmp_path, recs)
     df = analysis.load(tmp_path)
     assert df["setup_id"].nunique() == 1 and len(df) == 3
     got = {
@@ -181,20 +168,18 @@ def test_rounds_tagged_differently_are_not_pooled(tmp_path):
     """``-m tag=a,b repeats=2``: one sweep (one ``repeat_group``), one ``setup_id`` (the tag stays out of
     it), was one row of four rounds. A user who tags runs differently means them apart: one row per tag,
     each the median and interval of its own rounds; a null and a blank tag are both no tag, one row."""
-    from helpers import rescaled
+    from helpers import round_records, write_rounds
 
     import analysis
     from analysis.catalogue import SETUP_NAMES
     from analysis.display import compact
 
-    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
     rounds = [("a", 1000.0), ("b", 2000.0), ("a", 1200.0), ("b", 2400.0), (None, 3000.0), ("", 3600.0)]
-    for n, (tag, rate) in enumerate(rounds):
-        rec = rescaled(base, world=2, tokens_per_device=rate)
-        rec["run"].update(id=f"round-{n}", repeat=n // 2, repeats=2, repeat_group="g1")
+    recs = round_records([rate for _, rate in rounds], world=2)
+    for n, (rec, (tag, _)) in enumerate(zip(recs, rounds, strict=True)):
+        rec["run"].update(repeat=n // 2, repeats=2)
         rec["config"]["tag"] = tag
-        (tmp_path / str(n)).mkdir()
-        (tmp_path / str(n) / "metrics.json").write_text(json.dumps(rec))
+    write_rounds(tmp_path, recs)
     df = analysis.load(tmp_path)
     assert df["setup_id"].nunique() == 1 and len(df) == 3
     got = {
@@ -230,19 +215,15 @@ def test_a_pooled_row_s_rates_follow_from_its_pooled_step(tmp_path, rates, step_
     record (tokens per step / the mean of the rounds' mean steps), not the median of the rounds' rates
     (over two rounds the mean of their rates: 1,408 tokens/s where the pooled step gives 465, as the
     trial's 1,325 tokens/s beside 512 tokens / 1.177 s = 435); an odd count too (not the median round's)."""
-    from helpers import rescaled
+    from helpers import round_records, write_rounds
 
     import analysis
 
-    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
-    for n, rate in enumerate(rates):
-        rec = rescaled(base, world=1, tokens_per_device=rate)
-        rec["run"].update(id=f"round-{n}", repeat=n, repeats=len(rates), repeat_group="g1")
-        (tmp_path / str(n)).mkdir()
-        (tmp_path / str(n) / "metrics.json").write_text(json.dumps(rec))
+    recs = round_records(rates)
+    write_rounds(tmp_path, recs)
     df = analysis.load(tmp_path)
     assert len(df) == 1
-    row, m = df.iloc[0], rec["metrics"]
+    row, m = df.iloc[0], recs[-1]["metrics"]
     step = row["iteration_time_s_mean"]
     assert row["repeats"] == len(rates) and step == pytest.approx(
         statistics.fmean(m["tokens_per_step"] / r for r in rates)

@@ -18,7 +18,6 @@ from analysis.spread import pooled_figure
 from flopsweep import cost, tunereport
 from flopsweep.tune import Budget, Candidate, challengers, cut, ranked
 
-REPO = Path(__file__).resolve().parents[2]
 TOKENS = 16384
 PRICE = 2.0
 """``cost.usd_per_gpu_hour`` of the records: $/M tokens = 2 / 3600 / (16384 / step) x 1e6 = 0.0339 x step."""
@@ -30,13 +29,10 @@ OBJECTIVES += ("joules_per_token", "usd_per_million_tokens")
 def _records(folder: Path, steps: list[float], joules: list[float]) -> list[Path]:
     """One set-up's ``repeats=len(steps)`` rounds at those mean steps (s) and J/token, every derived
     figure consistent (the analysis's checks pass them): their job folders."""
-    from helpers import rescaled
+    from helpers import round_records, write_rounds
 
-    base = json.loads((REPO / "tests/fixtures/records/v2-ok/metrics.json").read_text())
-    out = []
-    for n, (step, jpt) in enumerate(zip(steps, joules, strict=True)):
-        rec = rescaled(base, world=1, tokens_per_device=TOKENS / step)
-        rec["run"].update(id=f"round-{n}", repeat=n, repeats=len(steps), repeat_group="g1")
+    recs = round_records([TOKENS / step for step in steps])
+    for rec, step, jpt in zip(recs, steps, joules, strict=True):
         rec["config"]["cost"] = {**(rec["config"].get("cost") or {}), "usd_per_gpu_hour": PRICE}
         m = rec["metrics"]
         measured = len(m["iteration_time_s"]["values"])
@@ -46,10 +42,7 @@ def _records(folder: Path, steps: list[float], joules: list[float]) -> list[Path
         m["usd_per_million_tokens"] = cost.usd_per_million_tokens(
             PRICE, world=1, tokens_per_s=m["tokens_per_s"]
         )
-        (folder / str(n)).mkdir()
-        (folder / str(n) / "metrics.json").write_text(json.dumps(rec))
-        out.append(folder / str(n))
-    return out
+    return write_rounds(folder, recs)
 
 
 def _taken(objective: str, jobs: list[Path]) -> Candidate:
