@@ -74,6 +74,7 @@ from flopsweep.signals import jobs_starting, stop_before_jobs
 from flopsweep.store import register_configs
 from flopsweep.streams import standard_streams
 from flopsweep.text import printable
+from flopsweep.unstarted import remove_unstarted
 from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
 
 # Unique per sweep process, so that two sweeps started in the same second never
@@ -478,6 +479,8 @@ def main(cfg: DictConfig) -> float:
         from flopsweep.hydrafiles import from_start_folder
 
         from_start_folder(run_cfg, hc.runtime.cwd)
+    if not run_cfg.plan:  # torch here, while a signal still ends the process (its folder removed): one that
+        import torch  # noqa: F401 - lands in torch's import leaves it half-made, and the job's record needs it
     jobs_starting()  # a signal from here on stops the job's ranks and records it
     try:
         record = run_job(run_cfg, info)
@@ -562,7 +565,10 @@ if __name__ == "__main__":
     job_sigterm = (
         signal.getsignal(signal.SIGTERM) if os.environ.get("SUBMITIT_EXECUTOR") else raise_terminated
     )
-    stop_before_jobs({signal.SIGINT: signal.default_int_handler, signal.SIGTERM: job_sigterm})
+    # A folder Hydra made for a job that then never started is removed (flopsweep.unstarted).
+    stop_before_jobs(
+        {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: job_sigterm}, remove_unstarted
+    )
     # Hydra refuses a boolean as a group choice: the old activation_checkpointing=true/false
     # become the policies full/none before it parses them (flopsweep.checkpointing).
     # --multi is --multirun to Hydra's parser (argparse's prefixes): spelled out, every check sees it.
@@ -581,6 +587,7 @@ if __name__ == "__main__":
     try:
         main()
     except (KeyboardInterrupt, Terminated) as exc:
+        remove_unstarted()  # a later job of a sweep interrupted before it started: its folder
         # Say only what is true: a stack trace would hide it.
         print(f"flopsweep: interrupted ({type(exc).__name__}); {interrupted_message()}", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)

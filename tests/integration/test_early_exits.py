@@ -85,8 +85,8 @@ def test_a_closed_stdout_or_stderr_leaves_the_run_and_its_status_whole(tmp_path:
     """``flopsweep ... >&-`` wrote its record, then failed ("'NoneType' object has no attribute 'flush'",
     exit 120; with plan=true also "Error executing job"); with descriptor 1 reopened as os.devnull but not
     inheritable, a rank started with a pipe there and failed. Now: the run's own status, its record whole;
-    ``python -m analysis DIR >&-`` (was: ``'NoneType' object has no attribute 'isatty'``; session 24: the table
-    dropped, exit 0) refuses in one line, exit 2: its table is its product."""
+    ``python -m analysis DIR >&-`` (was: ``'NoneType' object has no attribute 'isatty'``; session 24: the
+    table dropped, exit 0) refuses in one line, exit 2: its table is its product."""
     plan = _closed(">&-", args=("plan=true", f"hydra.run.dir={tmp_path / 'plan'}"))
     assert plan.returncode == 0 and plan.stderr == "", plan.stderr[-2000:]
     assert (tmp_path / "plan" / "plan.csv").is_file()
