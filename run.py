@@ -508,7 +508,7 @@ def main(cfg: DictConfig) -> float:
             print(text, flush=True)
             if not record.get("plan_text"):  # one row per job (plan_clusters counts its own)
                 for line in (
-                    plan_invalid_line(path, text=csv_text),
+                    plan_invalid_line(path, text=csv_text, shown=run_cfg.plan_format == "table"),
                     plan_unfit_line(path, gpu, text=csv_text),
                 ):
                     if line:
@@ -526,9 +526,9 @@ def main(cfg: DictConfig) -> float:
             # A single run reports failure through its exit status; a sweep goes on.
             print(message, file=sys.stderr)
             sys.exit(EXIT_CODES[status])
-        if (
-            run_cfg.plan
-        ):  # a plan job writes no record to log it: its line, or the sweep's table lacks it unsaid
+        # A plan job writes no record to log it: its line, unless it is an invalid job of plan_clusters, whose
+        # row the sweep's table names with its line at the end (flopsweep.job.plansweep): said once.
+        if run_cfg.plan and status != "invalid":
             print(f"flopsweep: job {info.job_num}: {message.removeprefix('flopsweep: ')}", file=sys.stderr)
         if run_cfg.fail_fast:
             # brief: the job's log line above already says why (flopsweep.job logs every outcome).
