@@ -49,6 +49,7 @@ from flopsweep.flags import (
 )
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
+from flopsweep.interpolations import interpolated_problem
 from flopsweep.key_needs import idle_key_problem
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.model_identity import command_line_problem as model_problem
@@ -399,6 +400,9 @@ def refusal(overrides: list[str]) -> str | None:
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)
+        or interpolated_problem(
+            overrides, RUN_CONF
+        )  # model=${tag}, ${oc.decode:0}: Hydra's multi-line errors
         or group_choice_problem(overrides)
         or group_prefix_problem(overrides, RUN_CONF)
         or sweeper_extra_problem(overrides)
