@@ -35,7 +35,7 @@ MIN_BY_KEY: dict[str, LowerBound] = {
         0,
         True,
         "must be a positive number of GiB",
-        "set it such as search.memory_budget_gib=80, or null for the device's memory",
+        "set search.memory_budget_gib=null (the device's memory), or a number of GiB such as 80",
     ),
     "search.seq_len_multiple": LowerBound(
         1,
