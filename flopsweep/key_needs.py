@@ -178,8 +178,8 @@ def _resolved(text: str) -> str | None:
 
 
 def _refused_alone(key: str, text: str) -> bool:
-    """Whether the number ``text`` of ``key`` is refused by its value alone
-    (:func:`flopsweep.checks.number_problem`: ``search.seq_len_multiple=0``); False for what is no number."""
+    """Whether the number ``text`` of ``key`` is refused by its bounds alone
+    (:func:`flopsweep.lower_bounds.outside`: ``search.seq_len_multiple=0``); False for what is no number."""
     try:
         number: int | float = int(text)
     except ValueError:
@@ -187,9 +187,9 @@ def _refused_alone(key: str, text: str) -> bool:
             number = float(text)
         except ValueError:
             return False
-    from flopsweep.checks import number_problem
+    from flopsweep.lower_bounds import outside
 
-    return number_problem(key, number) is not None
+    return outside(key, number)
 
 
 def idle_key_problem(overrides: list[str]) -> str | None:

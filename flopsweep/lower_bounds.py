@@ -5,6 +5,7 @@ Hydra and first in the job. Torch-free, standard library only.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -64,3 +65,17 @@ the other keys, checked with :data:`MAX_BY_KEY` (:func:`flopsweep.checks.check_n
 (``timeout_s=0``, ``steps.measure=0`` had made a job folder and been refused in the job) and first in the
 job. Not here: a bound that depends on the option (``model.n_layer=0`` is "read it from the file" under
 ``model=hf``) or on other keys (``parallel.dp_shard``: ``-1`` or positive; the search's min <= max)."""
+
+
+def outside(key: str, value: int | float) -> bool:
+    """Whether :func:`flopsweep.checks.check_number` refuses ``value`` of ``key`` (not finite, below
+    :data:`MIN_BY_KEY`, beyond :data:`flopsweep.config.MAX_BY_KEY`): for the checks that must leave such a
+    value to its own line (:func:`flopsweep.key_needs.idle_key_problem`) without importing the checks."""
+    from flopsweep.config import MAX_BY_KEY, MAX_FLOAT, MAX_INT
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return True
+    low = MIN_BY_KEY.get(key)
+    if low is not None and (value <= low.least if low.strict else value < low.least):
+        return True
+    return abs(value) > MAX_BY_KEY.get(key, MAX_INT if isinstance(value, int) else MAX_FLOAT)

@@ -14,7 +14,7 @@ import pytest
 from flopsweep.checks import check_number, number_problem, validate
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.launch import collect, timeout_message
-from flopsweep.lower_bounds import MIN_BY_KEY
+from flopsweep.lower_bounds import MIN_BY_KEY, outside
 from flopsweep.options import BlockSparseConfig
 from run import refusal
 
@@ -62,6 +62,7 @@ def test_a_value_below_the_bound_is_refused_before_hydra_as_the_job_refuses_it(h
     assert line.partition(". Fix: ")[2].startswith(job.value.fix.rstrip("."))
     at = low.least + (1 if low.strict else 0)
     assert number_problem(key, at) is None  # the bound's own side passes
+    assert outside(key, below) and not outside(key, at)  # the idle-key check's reading agrees
 
 
 def test_a_bound_that_depends_on_the_option_or_other_keys_stays_in_the_job() -> None:
