@@ -73,11 +73,11 @@ from analysis.load import (
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
 from analysis.output import (
     OutputError,
-    StdoutError,
     check_folder,
     check_output,
     write_atomic,
     write_error_line,
+    write_stdout,
 )
 from analysis.plots import PLOTS, make_plots, write_pngs
 from analysis.prediction_error import error_summary, probe_cost_line, render_summary
@@ -96,7 +96,6 @@ from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
 from analysis.spread import verdict
 from flopsweep.budget import BudgetError
-from flopsweep.cli import ClosedPipeGuard
 from flopsweep.streams import stdout_closed_at_start
 from flopsweep.text import plural
 from flopsweep.tree import folder_skipped
@@ -442,7 +441,7 @@ def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> 
     """The table to ``--output`` (or stdout), then the plots to ``--plot``. ``--output`` is written
     whole or not at all (:func:`analysis.output.write_atomic`): on a full disk the previous file
     stays as it was. A stdout whose reader stopped early (``| head``) drops the rest quietly
-    (:class:`flopsweep.cli.ClosedPipeGuard`), as ``flopsweep ... | head`` does.
+    (:func:`analysis.output.write_stdout`), as ``flopsweep ... | head`` does.
 
     Raises:
         OSError: when a path cannot be written (a directory, a missing parent, no permission,
@@ -454,12 +453,7 @@ def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> 
         write_atomic(args.output, text.encode("utf-8", "backslashreplace"))
         say(f"wrote {display_path(args.output)}")
     else:
-        stdout = ClosedPipeGuard(sys.stdout)  # a reader gone (| head): the rest dropped
-        try:
-            _write(stdout, text)
-            stdout.flush()  # a full disk's ENOSPC here, not at exit (a traceback, exit 120)
-        except OSError as exc:
-            raise StdoutError(exc.errno, exc.strerror) from exc
+        write_stdout(text)
     if args.plot:
         plots(select(loaded, pairs(args.filter, "--filter")), args.plot)
 

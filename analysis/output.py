@@ -314,3 +314,24 @@ def write_error_line(exc: OSError, args: argparse.Namespace) -> str:
         f"cannot write {shown}: {exc.strerror or exc}{kept}. Fix: name a file "
         "in a folder you can write, with space left (--output), or another folder (--plot)"
     )
+
+
+def write_stdout(text: str) -> None:
+    """``text`` to ``sys.stdout``, escaping what its encoding cannot hold, then flushed (a full disk's
+    ENOSPC here, not at exit: a traceback, exit 120); a reader that went away (``| head``) drops the rest
+    quietly (:class:`flopsweep.cli.ClosedPipeGuard`).
+
+    Raises:
+        StdoutError: when stdout refuses the write (``> /dev/full``).
+    """
+    import sys
+
+    from flopsweep.cli import ClosedPipeGuard
+
+    stdout = ClosedPipeGuard(sys.stdout)
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+        stdout.flush()
+    except OSError as exc:
+        raise StdoutError(exc.errno, exc.strerror) from exc
