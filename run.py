@@ -50,6 +50,7 @@ from flopsweep.flags import (
 )
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
+from flopsweep.interpolations import interpolated_problem
 from flopsweep.key_needs import idle_key_problem
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.model_identity import command_line_problem as model_problem
@@ -77,6 +78,7 @@ from flopsweep.streams import standard_streams
 from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
 from flopsweep.sweep_file_keys import values_problem as sweep_file_values
 from flopsweep.text import printable
+from flopsweep.unstarted import remove_unstarted
 from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
 
 # Unique per sweep process, so that two sweeps started in the same second never
@@ -402,6 +404,9 @@ def refusal(overrides: list[str]) -> str | None:
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)
+        or interpolated_problem(
+            overrides, RUN_CONF
+        )  # model=${tag}, ${oc.decode:0}: Hydra's multi-line errors
         or group_choice_problem(overrides)
         or group_prefix_problem(overrides, RUN_CONF)
         or delete_problem(overrides, RUN_CONF)  # after the + and ~ of a group no default picks
@@ -504,6 +509,8 @@ def main(cfg: DictConfig) -> float:
         from flopsweep.hydrafiles import from_start_folder
 
         from_start_folder(run_cfg, hc.runtime.cwd)
+    if not run_cfg.plan:  # torch here, while a signal still ends the process (its folder removed): one that
+        import torch  # noqa: F401 - lands in torch's import leaves it half-made, and the job's record needs it
     jobs_starting()  # a signal from here on stops the job's ranks and records it
     try:
         record = run_job(run_cfg, info)
@@ -531,7 +538,7 @@ def main(cfg: DictConfig) -> float:
             print(text, flush=True)
             if not record.get("plan_text"):  # one row per job (plan_clusters counts its own)
                 for line in (
-                    plan_invalid_line(path, text=csv_text),
+                    plan_invalid_line(path, text=csv_text, shown=run_cfg.plan_format == "table"),
                     plan_unfit_line(path, gpu, text=csv_text),
                 ):
                     if line:
@@ -549,9 +556,9 @@ def main(cfg: DictConfig) -> float:
             # A single run reports failure through its exit status; a sweep goes on.
             print(message, file=sys.stderr)
             sys.exit(EXIT_CODES[status])
-        if (
-            run_cfg.plan
-        ):  # a plan job writes no record to log it: its line, or the sweep's table lacks it unsaid
+        # A plan job writes no record to log it: its line, unless it is an invalid job of plan_clusters, whose
+        # row the sweep's table names with its line at the end (flopsweep.job.plansweep): said once.
+        if run_cfg.plan and status != "invalid":
             print(f"flopsweep: job {info.job_num}: {message.removeprefix('flopsweep: ')}", file=sys.stderr)
         if run_cfg.fail_fast:
             # brief: the job's log line above already says why (flopsweep.job logs every outcome).
@@ -588,7 +595,10 @@ if __name__ == "__main__":
     job_sigterm = (
         signal.getsignal(signal.SIGTERM) if os.environ.get("SUBMITIT_EXECUTOR") else raise_terminated
     )
-    stop_before_jobs({signal.SIGINT: signal.default_int_handler, signal.SIGTERM: job_sigterm})
+    # A folder Hydra made for a job that then never started is removed (flopsweep.unstarted).
+    stop_before_jobs(
+        {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: job_sigterm}, remove_unstarted
+    )
     # Hydra refuses a boolean as a group choice: the old activation_checkpointing=true/false
     # become the policies full/none before it parses them (flopsweep.checkpointing).
     # --multi is --multirun to Hydra's parser (argparse's prefixes): spelled out, every check sees it.
@@ -607,6 +617,7 @@ if __name__ == "__main__":
     try:
         main()
     except (KeyboardInterrupt, Terminated) as exc:
+        remove_unstarted()  # a later job of a sweep interrupted before it started: its folder
         # Say only what is true: a stack trace would hide it.
         print(f"flopsweep: interrupted ({type(exc).__name__}); {interrupted_message()}", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -40,6 +39,7 @@ from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are import
     MIN_WIDTH,
     asked_columns,
     build_parser,
+    closed_stdout_problem,
     column_name,
     default_width,
     entry,
@@ -71,7 +71,14 @@ from analysis.load import (
     table,
 )
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
-from analysis.output import OutputError, check_folder, check_output, write_atomic
+from analysis.output import (
+    OutputError,
+    check_folder,
+    check_output,
+    write_atomic,
+    write_error_line,
+    write_stdout,
+)
 from analysis.plots import PLOTS, make_plots, write_pngs
 from analysis.prediction_error import error_summary, probe_cost_line, render_summary
 from analysis.query import (
@@ -89,6 +96,7 @@ from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
 from analysis.spread import verdict
 from flopsweep.budget import BudgetError
+from flopsweep.streams import stdout_closed_at_start
 from flopsweep.text import plural
 from flopsweep.tree import folder_skipped
 
@@ -432,11 +440,12 @@ def _write(stream, text: str) -> None:
 def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> None:
     """The table to ``--output`` (or stdout), then the plots to ``--plot``. ``--output`` is written
     whole or not at all (:func:`analysis.output.write_atomic`): on a full disk the previous file
-    stays as it was.
+    stays as it was. A stdout whose reader stopped early (``| head``) drops the rest quietly
+    (:func:`analysis.output.write_stdout`), as ``flopsweep ... | head`` does.
 
     Raises:
         OSError: when a path cannot be written (a directory, a missing parent, no permission,
-            no space).
+            no space); :class:`analysis.output.StdoutError` when stdout refuses (``> /dev/full``).
     """
     text = text if text.endswith("\n") else text + "\n"
     if args.output:
@@ -444,7 +453,7 @@ def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> 
         write_atomic(args.output, text.encode("utf-8", "backslashreplace"))
         say(f"wrote {display_path(args.output)}")
     else:
-        _write(sys.stdout, text)
+        write_stdout(text)
     if args.plot:
         plots(select(loaded, pairs(args.filter, "--filter")), args.plot)
 
@@ -549,6 +558,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"--frontier with {other}: the frontier is one row per set-up, its largest size; drop {other}"
         )
+    if why := closed_stdout_problem(args, stdout_closed_at_start()):
+        say(f"{parser.prog}: error: {why}")
+        return 2
     if args.notebook is not None:
         return notebook(args, parser)
     if args.width is None:  # after --notebook, which takes no table option
@@ -579,13 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{parser.prog}: error: {exc}")
         return 2
     except OSError as exc:  # --output or --plot names a place that cannot be written, or is full
-        where = exc.filename or args.output or args.plot
-        shown = display_path(where) if isinstance(where, (str, bytes, Path)) else where
-        kept = " (the previous file is kept whole)" if args.output and os.path.lexists(args.output) else ""
-        say(
-            f"{parser.prog}: error: cannot write {shown}: {exc.strerror or exc}{kept}. Fix: name a file "
-            "in a folder you can write, with space left (--output), or another folder (--plot)"
-        )
+        say(f"{parser.prog}: error: {write_error_line(exc, args)}")
         return 1
     sys.stdout.flush()  # the table before the footer when both go to one terminal
     for line in [*frontier_stderr_lines(runs, args), *(excluded_note(loaded) or "").splitlines(), *blanks]:

@@ -358,11 +358,25 @@ def named_columns(args: argparse.Namespace) -> set[str]:
     return names
 
 
+def closed_stdout_problem(args: argparse.Namespace, closed: bool) -> str | None:
+    """The refusal (exit 2, before any record is read) of a command whose only output is the table on
+    a stdout that was ``closed`` at start (``flopsweep-analysis DIR >&-``: the table went to
+    ``os.devnull`` and the command exited 0), or None: stdout open, or something else is written
+    (``--output FILE``, ``--plot DIR``, ``--notebook FILE``). ``> /dev/null`` is the way to drop it."""
+    if not closed or args.output is not None or args.plot is not None or args.notebook is not None:
+        return None
+    return (
+        "stdout is closed (>&-), so the table would be lost. Fix: --output FILE, or redirect it "
+        "(> FILE; > /dev/null to drop it on purpose)"
+    )
+
+
 def entry(main: Callable[[], int]) -> int:
     """The analysis's process from start to exit status, for ``python -m analysis`` and
     ``flopsweep-analysis`` alike: a closed stdout or stderr made ``os.devnull``
     (:func:`flopsweep.streams.standard_streams`), then ``main()``; Ctrl-C (``KeyboardInterrupt``) anywhere
-    in it is one line on stderr and the shell's 128 + SIGINT (130), never a traceback. The outputs are
+    in it is one line on stderr and the shell's 128 + SIGINT (130), never a traceback; a table for a
+    stdout closed at start is refused (:func:`closed_stdout_problem`). The outputs are
     written whole or not at all (:func:`flopsweep.files.create_new`, then a rename), so an interrupted
     one is not there."""
     from flopsweep.streams import standard_streams

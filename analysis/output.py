@@ -24,6 +24,7 @@ whole and no temporary file behind.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import stat
@@ -292,3 +293,45 @@ def write_atomic(path: str | Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
+
+
+class StdoutError(OSError):
+    """The table could not be written to stdout (``> /dev/full``: ENOSPC; a closed pipe: EPIPE)."""
+
+
+def write_error_line(exc: OSError, args: argparse.Namespace) -> str:
+    """:func:`analysis.__main__.main`'s one line (exit 1) for a write the system refused after the checks:
+    the path (or stdout), the system's reason, the fix. ``> /dev/full`` had said "cannot write None"."""
+    if isinstance(exc, StdoutError):
+        return (
+            f"cannot write the table to stdout: {exc.strerror or exc}. Fix: redirect stdout where there is "
+            "space, or write a file with --output FILE"
+        )
+    where = exc.filename or args.output or args.plot
+    shown = display_path(where) if isinstance(where, (str, bytes, Path)) else where
+    kept = " (the previous file is kept whole)" if args.output and os.path.lexists(args.output) else ""
+    return (
+        f"cannot write {shown}: {exc.strerror or exc}{kept}. Fix: name a file "
+        "in a folder you can write, with space left (--output), or another folder (--plot)"
+    )
+
+
+def write_stdout(text: str) -> None:
+    """``text`` to ``sys.stdout``, escaping what its encoding cannot hold, then flushed (a full disk's
+    ENOSPC here, not at exit: a traceback, exit 120); a reader that went away (``| head``) drops the rest
+    quietly (:class:`flopsweep.cli.ClosedPipeGuard`).
+
+    Raises:
+        StdoutError: when stdout refuses the write (``> /dev/full``).
+    """
+    import sys
+
+    from flopsweep.cli import ClosedPipeGuard
+
+    stdout = ClosedPipeGuard(sys.stdout)
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+        stdout.flush()
+    except OSError as exc:
+        raise StdoutError(exc.errno, exc.strerror) from exc

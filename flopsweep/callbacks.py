@@ -17,7 +17,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 
-from flopsweep import tree
+from flopsweep import tree, unstarted
 from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_json
 from flopsweep.folders import (  # noqa: F401 - the sweep folder's refusals, where they were
     MAX_JOB_FOLDERS,
@@ -308,6 +308,7 @@ class SweepSummary(Callback):
         from flopsweep.job.plansweep import plan_scratch
 
         run_dir = Path(str(config.hydra.run.dir))
+        keep = unstarted.existing_ancestor(run_dir)  # before the lock makes the folders above it
         if config.get("plan") and (scratch := plan_scratch(config, "run")):  # a plan still prints
             from flopsweep.job.plantable import PLAN_FILE, UNWRITABLE
 
@@ -315,6 +316,7 @@ class SweepSummary(Callback):
             self.scratch, run_dir = scratch[0], scratch[0]
         self.lock = _lock_or_exit(run_dir, "hydra.run.dir")
         _refuse(run_folder_problem(run_dir), self.lock)
+        unstarted.expect(keep, self.lock)  # an interrupt before the job starts removes what was made
 
     def on_run_end(self, config: Any, **kwargs: Any) -> None:
         self.release()
@@ -364,8 +366,15 @@ class SweepSummary(Callback):
 
             start_plan_file(sweep_dir_of(config))
         self.kept = ok_run_ids(sweep_dir_of(config))
+        unstarted.expect(Path(os.path.abspath(sweep_dir_of(config))), self.lock)  # the sweep's folder kept
         self.total = sweep_size(config)
         self.done, self.started, self.pid = 0, time.monotonic(), os.getpid()
+
+    def on_job_start(self, config: Any, **kwargs: Any) -> None:
+        """Hydra made the job's folder and opened its log; until the job starts
+        (:func:`flopsweep.unstarted.job_started`), an interrupt removes them
+        (:func:`flopsweep.unstarted.remove_unstarted`)."""
+        unstarted.job_folder_made(Path(str(config.hydra.runtime.output_dir)))
 
     def job_done(self, job_dir: Path | None, *, elsewhere: bool = False) -> None:
         """Count one more job of the multirun as done and print the progress line with the status of

@@ -30,7 +30,6 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
     MAX_FLOAT,
     MAX_INT,
     MAX_REPEATS,
-    MAX_SEED,
     MAX_TAG_CHARS,
     PLAN_FORMATS,
     BatchConfig,
@@ -43,6 +42,7 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
 from flopsweep.deepspeed_config import ZERO_SHORTHANDS
 from flopsweep.key_needs import memory_note
 from flopsweep.layout import check_built
+from flopsweep.lower_bounds import MIN_BY_KEY
 from flopsweep.models import MODELS
 from flopsweep.options import AutoBatchConfig, owners
 from flopsweep.override_schema import kinds_said, picks
@@ -277,8 +277,9 @@ def check_repeats(cfg: RunConfig) -> None:
 def check_bounds(cfg: RunConfig) -> None:
     """Every number of the config within bounds: :data:`MAX_BY_KEY` for the keys it names,
     :data:`MAX_INT` or :data:`MAX_FLOAT` (and finite) for the others; ``nproc_per_node`` at most
-    :data:`MAX_NPROC_PER_NODE`; ``tag`` at most :data:`MAX_TAG_CHARS` characters. Lower bounds stay
-    with each key's own check.
+    :data:`MAX_NPROC_PER_NODE`; ``tag`` at most :data:`MAX_TAG_CHARS` characters; the lower bounds the value
+    alone decides (:data:`flopsweep.lower_bounds.MIN_BY_KEY`). Lower bounds that depend on the option or
+    on other keys stay with their own checks.
 
     Raises:
         ConfigError: naming the key, the value (shortened when long), the bound and the fix.
@@ -304,16 +305,21 @@ def check_bounds(cfg: RunConfig) -> None:
 
 
 def check_number(key: str, value: int | float) -> None:
-    """``value`` of ``key`` finite and within :data:`MAX_BY_KEY`, else :data:`MAX_INT` (an int) or
-    :data:`MAX_FLOAT` (a float): the one table of bounds, which :func:`check_bounds` and the command
-    line's check (:func:`number_problem`) read.
+    """``value`` of ``key`` finite, at least its :data:`~flopsweep.lower_bounds.MIN_BY_KEY` bound, and within
+    :data:`MAX_BY_KEY`, else :data:`MAX_INT` (an int) or :data:`MAX_FLOAT` (a float): the one table of
+    bounds, which :func:`check_bounds` and the command line's check (:func:`number_problem`) read.
 
     Raises:
         ConfigError: naming the key, the value, the bound and the fix.
     """
     limit = MAX_BY_KEY.get(key, MAX_INT if isinstance(value, int) else MAX_FLOAT)
     if isinstance(value, float) and not math.isfinite(value):
+        low = MIN_BY_KEY.get(key)
+        if low is not None and low.problem.startswith("must be a finite"):  # timeout_s: its own line
+            raise ConfigError(key, value, low.problem, low.fix)
         raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
+    if (low := MIN_BY_KEY.get(key)) is not None and (value <= low.least if low.strict else value < low.least):
+        raise ConfigError(key, value, low.problem, low.fix or f"set {key} to a positive integer")
     if abs(value) > limit:
         bound = _bound_text(limit, whole=isinstance(value, int))
         side = f"to at most {bound}" if value > 0 else f"to at least -{bound}"
@@ -383,9 +389,7 @@ def _numbers(node: object, prefix: str = "") -> list[tuple[str, int | float]]:
 
 def _validate_sizes(cfg: RunConfig) -> None:
     # Every family's, model=hf's too (its shape comes from the file; the sequence is the run's own).
-    require_positive("model.seq_len", cfg.model.seq_len, "set model.seq_len to a positive number of tokens")
-    require_positive("batch.micro_batch_size", cfg.batch.micro_batch_size, "set batch.micro_batch_size>=1")
-    require_positive("batch.grad_accum", cfg.batch.grad_accum, "set batch.grad_accum>=1")
+    # Each key's own lower bound (model.seq_len >= 1, timeout_s > 0, ...): MIN_BY_KEY, by check_bounds.
     nproc = str(cfg.nproc_per_node)
     _validate_global_batch(cfg.batch, cfg.nnodes * int(nproc) if nproc.isdigit() else 1)
     limit = getattr(cfg.batch, "max_micro_batch_size", None)
@@ -396,18 +400,7 @@ def _validate_sizes(cfg: RunConfig) -> None:
             f"is below batch.micro_batch_size={cfg.batch.micro_batch_size}",
             "raise batch.max_micro_batch_size or lower batch.micro_batch_size",
         )
-    require_positive("steps.measure", cfg.steps.measure, "set steps.measure>=1")
-    require_positive("nnodes", cfg.nnodes, "set nnodes=1")
-    for key in ("warmup", "max_extra_warmup"):
-        if getattr(cfg.steps, key) < 0:
-            raise ConfigError(
-                f"steps.{key}", getattr(cfg.steps, key), "must be >= 0", f"set steps.{key}=0 or more"
-            )
-    _validate_timeout(cfg)
-    if not 0 <= cfg.seed < MAX_SEED:
-        raise ConfigError(
-            "seed", cfg.seed, "must be in [0, 2**32) (it seeds torch generators)", "set e.g. seed=0"
-        )
+    _validate_timeout(cfg)  # finite and > 0 (also MIN_BY_KEY's, before Hydra)
 
 
 def _validate_timeout(cfg: RunConfig) -> None:

@@ -56,6 +56,7 @@ MAX_BY_KEY: dict[str, float] = {
 """The largest value of each key that a run may ask for, checked before launch: far above any real
 run, low enough that the ranks never meet a value they cannot hold (``timeout_s=1e14`` overflowed
 the launcher's clock, a 400-digit ``model.n_layer`` failed in the ranks)."""
+
 MAX_INT = 2**31 - 1
 """The largest value of any other integer key (a C ``int``, which torch and the launchers take)."""
 MAX_FLOAT = 1e12

@@ -164,13 +164,45 @@ def _given(overrides: list[str]) -> dict[str, list[str]] | None:
     return out
 
 
+def _resolved(text: str) -> str | None:
+    """``text`` (an interpolation, as typed) resolved by itself, as the job would resolve it
+    (``${oc.decode:raise}``: ``raise``; ``${oc.env:VAR}``: its value), lower case; None when it refers to a
+    key of the config (``${seed}``), which only the job has, or does not resolve."""
+    from omegaconf import OmegaConf
+
+    try:
+        value = OmegaConf.create({"value": text}).value
+    except Exception:  # noqa: BLE001 - omegaconf's errors: a key that is not there, a bad resolver
+        return None
+    return None if value is None else str(value).strip().lower()
+
+
+def _refused_alone(key: str, text: str) -> bool:
+    """Whether the number ``text`` of ``key`` is refused by its bounds alone
+    (:func:`flopsweep.lower_bounds.outside`: ``search.seq_len_multiple=0``); False for what is no number."""
+    try:
+        number: int | float = int(text)
+    except ValueError:
+        try:
+            number = float(text)
+        except ValueError:
+            return False
+    from flopsweep.lower_bounds import outside
+
+    return outside(key, number)
+
+
 def idle_key_problem(overrides: list[str]) -> str | None:
     """One line for a key of :data:`flopsweep.idle_keys.IDLE` given on the command line without a value of
     the key that makes it act (none, or none of a sweep's values), else None: ``Invalid config:
     fault.rank=1: does nothing without fault.kind: fault.kind=none (the default) injects no fault. Fix:
     write backend=ddp fault.kind=raise nproc_per_node=2 fault.rank=1 (...), or drop fault.rank.``, the
-    fix's line :func:`needed`'s. An interpolation of the other key (``fault.kind=${tag}``) is Hydra's to
-    resolve, and a ``+sweep`` file or another config may set it: left alone."""
+    fix's line :func:`needed`'s. A value of the key the job refuses by itself (``fault.phase=shutdown``, not
+    a phase; ``search.seq_len_multiple=0``, below its bound) is left to that refusal, so that the fix is never
+    refused in turn; an interpolated one (``fault.phase=${tag}``) is a value: whatever it resolves to, the key
+    does nothing. An interpolation of the other key (``fault.kind=${oc.decode:none}``) would be resolved only
+    in the job, after this check (session 25: ``fault.rank=1`` then ran as if not there): refused, its value
+    to be written out. A ``+sweep`` file or another config may set the other key: left alone."""
     given = _given(overrides)
     if given is None:
         return None
@@ -181,20 +213,33 @@ def idle_key_problem(overrides: list[str]) -> str | None:
                 for k in idle.keys
                 if k in given
                 and set(given[k]) - {"null", "none", ""}
-                and all(v in idle.choices.get(k, (v,)) for v in given[k])  # else the job's line lists them
+                and all(
+                    "${" in v or (v in idle.choices.get(k, (v,)) and not _refused_alone(k, v))
+                    for v in given[k]
+                )  # else the job's line lists them
             ),
             None,
         )
         if key is None:
             continue
         other = given.get(idle.needs)
-        if other is not None and any("$" in v or v not in idle.idle for v in other):
+        if other is not None and any("$" in v for v in other):  # ${oc.decode:raise}: raise, as typed
+            typed = next(t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == idle.needs)
+            other = [_resolved(typed.partition("=")[2].strip().strip("'\""))]
+        if other is not None and None in other:  # ${seed}, ${tag}: only the job resolves it
+            return (
+                f"Invalid config: {typed}: an interpolation, which only the job resolves, in {idle.needs}, "
+                f"which decides before the run whether {key} does anything. Fix: write the value itself, "
+                f"e.g. {idle.pick}, or drop {key}."
+            )
+        if other is not None and any(v not in idle.idle for v in other):
             continue
         shown = next(t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == key)
         value = shown.partition("=")[2]
-        first = {k: v[0] for k, v in given.items()}
+        first = {k: v[0] for k, v in given.items() if k != idle.needs or "$" not in v[0]}  # the fix writes it
         line = " ".join([*needed(key, value, first), shown])
-        instead = f" in place of {idle.needs}={given[idle.needs][0]}" if idle.needs in given else ""
+        typed_needs = [t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == idle.needs]
+        instead = f" in place of {typed_needs[0]}" if typed_needs else ""
         meets = f" ({note})" if (note := still_meets(key, value, first)) else ""
         return (
             f"Invalid config: {shown}: does nothing without {idle.needs}: {idle.why}. "

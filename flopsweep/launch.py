@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flopsweep import record as rec
+from flopsweep.config import RunConfig
 from flopsweep.files import RecordError, own_folder, read_regular
 from flopsweep.models.hf_files import validated_bytes
 from flopsweep.worker import RankSpec, injected_file, spawned_main
@@ -401,6 +402,18 @@ def remove_deepspeed_shm(master_addr: str, master_port: int, ranks: range, shm_d
     return removed
 
 
+def timeout_message(timeout_s: float, nproc: int, phase: str) -> str:
+    """The ``error.message`` of a run that ran out of ``timeout_s``: the key and its value, the ranks' least
+    advanced phase (:func:`last_phase`) and the fix. A limit too low for the whole config (start-up, warm-up,
+    the measured steps) shows only here; ``timeout_s <= 0`` is refused before Hydra (``lower_bounds``)."""
+    where = "still starting" if phase == "launch" else f"in {phase}"
+    return (
+        f"timeout: no result within timeout_s={timeout_s:g} s (the ranks were {where}); all {nproc} workers "
+        f"were stopped. Fix: if the run needs longer, raise timeout_s (default {RunConfig.timeout_s:g}); "
+        "if it hung, its run.log shows where"
+    )
+
+
 def collect(
     scratch: Path,
     ended: dict[int, int],
@@ -426,8 +439,8 @@ def collect(
         torch_errors: traceback text by rank from :func:`take_torch_errors`.
     """
     if timeout_s is not None:
-        message = f"timeout: no result within timeout_s={timeout_s:g} s; all {nproc} workers were stopped"
-        return _error("Timeout", message, *last_phase(scratch, nproc))
+        phase, rank = last_phase(scratch, nproc)
+        return _error("Timeout", timeout_message(timeout_s, nproc, phase), phase, rank)
     errors = [json.loads(p.read_text()) for p in sorted(scratch.glob("rank*_error.json"))]
     ooms = [e for e in errors if e["oom"]]
     killed = sorted(rank for rank, code in ended.items() if code < 0)

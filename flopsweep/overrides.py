@@ -446,24 +446,32 @@ def _value_problem(
             )
         return f"{head} is not {kind[0]}. Fix: {fix}."
     if kind[0] == "a whole number" and isinstance(value, int) and not isinstance(value, bool):
-        return _bound_problem(head, key, value, node, option, False)  # the job's check_bounds, before Hydra
+        # the job's check_bounds, before Hydra: the upper bound's own line, then the lower (nnodes=0)
+        return _bound_problem(head, key, value, node, option, False) or _number_problem(
+            head, key, value, node, option, "IntegerNode"
+        )
     if kind[0] == "a number" and isinstance(converted, float):
-        return _float_problem(head, key, converted, node, option)  # the job's bounds and ranges, before Hydra
+        return _number_problem(
+            head, key, converted, node, option
+        )  # the job's bounds and ranges, before Hydra
     return None
 
 
-def _float_problem(head: str, key: str, value: float, node: object, option: str) -> str | None:
+def _number_problem(
+    head: str, key: str, value: float, node: object, option: str, kind: str = "FloatNode"
+) -> str | None:
     """The line for a number that the job would refuse by its value alone
     (:func:`flopsweep.checks.number_problem`: beyond :data:`flopsweep.config.MAX_BY_KEY`, else
-    :data:`flopsweep.config.MAX_FLOAT`; not finite; out of the key's range, ``optim.lr=-1``,
-    ``predict.overlap=2``), with the job's fix and an example that passes (the picked option's value,
-    else the default, else null for an optional key); None when the job would take it."""
+    :data:`flopsweep.config.MAX_FLOAT`; below :data:`flopsweep.lower_bounds.MIN_BY_KEY`, ``timeout_s=0``,
+    ``nnodes=0``; not finite; out of the key's range, ``optim.lr=-1``, ``predict.overlap=2``), with the
+    job's fix and an example that passes (the picked option's value, else the default, else null for an
+    optional key); None when the job would take it. ``kind``: the schema node's (``IntegerNode``)."""
     from flopsweep.checks import number_problem
 
     error = number_problem(key, value)
     if error is None:
         return None
-    example, whose = _example(key, node, _KINDS["FloatNode"], option)
+    example, whose = _example(key, node, _KINDS[kind], option)
     if not whose and node._is_optional():  # type: ignore[attr-defined]  # cost.usd_per_gpu_hour: unset
         example, whose = "null", " (its default)"
     fix = error.fix

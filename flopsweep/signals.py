@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 @contextlib.contextmanager
@@ -41,13 +41,21 @@ STOP_LINE = "flopsweep: stopped by {name} before any job started; nothing was re
 
 _JOB_HANDLERS: dict[int, object] = {}
 """The handlers :func:`jobs_starting` puts in place (while :func:`stop_before_jobs` is installed)."""
+_CLEANUP: list[Callable[[], object]] = []
+"""What :func:`_stop` runs before it exits (:func:`stop_before_jobs`'s ``cleanup``)."""
 
 
 def _stop(signum: int, frame: object) -> None:
-    """SIGINT or SIGTERM before the first job: the line on file descriptor 2 (``os.write``: no Python
-    stream, which may be mid-write or gone), then ``os._exit(128 + signum)``."""
+    """SIGINT or SIGTERM before the first job: the cleanup (:func:`stop_before_jobs`; an exception in it
+    ignored), the line on file descriptor 2 (``os.write``: no Python stream, which may be mid-write or
+    gone), then ``os._exit(128 + signum)`` (no ``atexit`` handler runs: the cleanup releases what must be)."""
     import os
 
+    for cleanup in _CLEANUP:
+        try:
+            cleanup()
+        except Exception:  # noqa: BLE001, S110 - the process ends now, with its line
+            pass
     try:
         os.write(2, STOP_LINE.format(name=signal.Signals(signum).name).encode())
     except OSError:
@@ -55,7 +63,7 @@ def _stop(signum: int, frame: object) -> None:
     os._exit(128 + signum)
 
 
-def stop_before_jobs(job_handlers: dict[int, object]) -> None:
+def stop_before_jobs(job_handlers: dict[int, object], cleanup: Callable[[], object] | None = None) -> None:
     """Until :func:`jobs_starting`, SIGINT and SIGTERM end the process at once: one line
     (:data:`STOP_LINE`), exit status 128 + the signal (130, 143), as a shell reports a process the
     signal killed.
@@ -66,7 +74,9 @@ def stop_before_jobs(job_handlers: dict[int, object]) -> None:
     ("'NoneType' object has no attribute '_invalidate_flags_cache'"), and a large config (a YAML alias
     bomb) went on for minutes. A write that holds the signals (:func:`signals_deferred`: the sweep's
     ``multirun.yaml``) still ends first. ``job_handlers`` (signal number -> handler) are put in place by
-    :func:`jobs_starting`. Only the main thread can set handlers; elsewhere this does nothing.
+    :func:`jobs_starting`. ``cleanup`` runs before the process ends (``run.py``:
+    :func:`flopsweep.unstarted.remove_unstarted`, the folder Hydra made for the job that did not start, and
+    the run's lock). Only the main thread can set handlers; elsewhere this does nothing.
     """
     try:
         for s in (signal.SIGINT, signal.SIGTERM):
@@ -75,6 +85,7 @@ def stop_before_jobs(job_handlers: dict[int, object]) -> None:
         return
     _JOB_HANDLERS.clear()
     _JOB_HANDLERS.update(job_handlers)
+    _CLEANUP[:] = [cleanup] if cleanup is not None else []
 
 
 def jobs_starting() -> None:

@@ -45,11 +45,26 @@ def usable_stream(stream, fd: int):
     return open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
 
 
-def standard_streams() -> None:
-    """``run.py``'s first step: :func:`reopen_closed_fds`, then ``sys.stdout`` and ``sys.stderr`` made
-    usable (:func:`usable_stream`). ``flopsweep ... >&-`` wrote its record, then failed in its last
+CLOSED_AT_START: set[int] = set()
+"""The standard descriptors :func:`standard_streams` found closed (``{1}`` after ``>&-``): what a command
+whose product is its stdout (``python -m analysis DIR`` without ``--output``) reads to refuse, rather
+than write its table to ``os.devnull`` and exit 0 (:func:`stdout_closed_at_start`)."""
+
+
+def stdout_closed_at_start() -> bool:
+    """Whether this process was started with its stdout closed (``>&-``), as :func:`standard_streams`
+    found it; False before that ran, and for ``> /dev/null`` (a stdout opened by the user)."""
+    return 1 in CLOSED_AT_START
+
+
+def standard_streams() -> list[int]:
+    """``run.py``'s and the analysis's first step: :func:`reopen_closed_fds`, then ``sys.stdout`` and
+    ``sys.stderr`` made usable (:func:`usable_stream`); the descriptors reopened are kept in
+    :data:`CLOSED_AT_START` and returned. ``flopsweep ... >&-`` wrote its record, then failed in its last
     ``print`` ("'NoneType' object has no attribute 'flush'", exit 120); it now exits with the run's
-    status."""
-    reopen_closed_fds()
+    status (its product is the record). The analysis refuses instead (its product is the table)."""
+    reopened = reopen_closed_fds()
+    CLOSED_AT_START.update(reopened)
     sys.stdout = usable_stream(sys.stdout, 1)
     sys.stderr = usable_stream(sys.stderr, 2)
+    return reopened

@@ -64,6 +64,7 @@ from flopsweep.seqsearch import SEQ_LEN
 from flopsweep.sizesearch import NothingFits, ProbeFailed
 from flopsweep.slurm import writes_record
 from flopsweep.text import plural, printable
+from flopsweep.unstarted import job_started
 
 log = logging.getLogger("flopsweep")
 
@@ -109,16 +110,21 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     except RecordUnwritable as exc:
         raise JobFolderUnwritable(f"{exc}. Fix: {exc.fix}, then run again") from None
     if cfg.plan:
+        job_started()  # a plan writes no record; its folder holds its .hydra/ and its log
         hydra_files_written(job_dir, info)
         return plan_job(cfg, info)
     path = job_dir / METRICS_FILE
     problem = refuse_existing(path, cfg, info)
-    if writes_record():  # after the checks: a refused run leaves the directory's .hydra/ as it was
-        hydra_files_written(job_dir, info)
     job = JobResult(path=path, cfg=cfg, run=new_run(cfg, info), load_start=load_start)
     if problem:  # a FIFO, socket, device or directory: this job's error alone, the sweep goes on
+        job_started()
+        if writes_record():
+            hydra_files_written(job_dir, info)
         return recorded(special_file(job))
-    kept = planned(job, info)
+    with start_recorded(job):  # from here an interrupt is this job's error record
+        if writes_record():  # after the checks: a refused run leaves the directory's .hydra/ as it was
+            hydra_files_written(job_dir, info)
+        kept = planned(job, info)
     if kept is not None:
         return kept
     with node_group(job, job_dir) as group:  # several Slurm nodes: the agents agree, then node 0's leads
@@ -350,18 +356,41 @@ def failures_recorded(job: JobResult) -> Iterator[None]:
         yield
     except (KeyboardInterrupt, Terminated) as exc:
         phase, _ = last_phase(job.path.parent / SCRATCH, job.plan.world_size)
-        what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
-        stopped = f"interrupted by {what}{search_cut_short(job.run)}; every worker was stopped"
-        job.cfg = job.measuring or job.plan.cfg
-        job.fail("error", rec.error(type(exc).__name__, stopped, phase))
-        try:  # a measured run at the sizes found is recorded at those sizes
-            recorded(job)
-        except NotRecorded as lost:  # the signal's own message follows; say this one first
-            print(f"flopsweep: {lost}", file=sys.stderr, flush=True)
+        job.cfg = (
+            job.measuring or job.plan.cfg
+        )  # a measured run at the sizes found is recorded at those sizes
+        interrupt_recorded(job, exc, phase, f"{search_cut_short(job.run)}; every worker was stopped")
         raise
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
         job.cfg = job.plan.cfg
         job.fail("error", rec.error(type(exc).__name__, str(exc), "launch"))
+
+
+@contextmanager
+def start_recorded(job: JobResult) -> Iterator[None]:
+    """Around the job's checks before any worker starts (:func:`planned`): the job has started
+    (:func:`flopsweep.unstarted.job_started`: its folder is kept), and an interrupt (Ctrl-C, SIGTERM) is
+    recorded as an ``error`` in phase ``launch``, "interrupted by SIGTERM before any worker started",
+    then raised again, as :func:`failures_recorded` does later. It had left the folder with its
+    ``.hydra/`` and ``run.log`` and no record ("no run had been recorded yet")."""
+    job_started()
+    try:
+        yield
+    except (KeyboardInterrupt, Terminated) as exc:
+        interrupt_recorded(job, exc, "launch", " before any worker started")
+        raise
+
+
+def interrupt_recorded(job: JobResult, exc: BaseException, phase: str, when: str) -> None:
+    """Record ``job`` as the ``error`` ``exc`` (``KeyboardInterrupt``, :class:`~flopsweep.launch.Terminated`)
+    made in ``phase``: "interrupted by Ctrl-C (SIGINT)" or "by SIGTERM", then ``when``. A record that cannot
+    be written is its own line on stderr (the signal's line follows)."""
+    what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
+    job.fail("error", rec.error(type(exc).__name__, f"interrupted by {what}{when}", phase))
+    try:
+        recorded(job)
+    except NotRecorded as lost:  # the signal's own message follows; say this one first
+        print(f"flopsweep: {lost}", file=sys.stderr, flush=True)
 
 
 def search_cut_short(run: dict[str, Any]) -> str:

@@ -182,8 +182,9 @@ def sweep_output(
     Returns:
         ``(text, lines)``: the lines for stderr, each ``flopsweep: ...``: the file could not be rewritten
         (:func:`unwritten_line`); ``N of M jobs are invalid ...; job J: <its line>``
-        (:func:`flopsweep.job.plantable.invalid_jobs_line`, as the one-row plan says it). A plan is a
-        report: the sweep still exits 0.
+        (:func:`flopsweep.job.plantable.invalid_jobs_line`, as the one-row plan says it; for ``table``, whose
+        ``job J is invalid: ...`` lines hold each reason, the count alone). A plan is a report: the sweep
+        still exits 0.
     """
     from flopsweep.config import ConfigError
     from flopsweep.job.planrender import override_line, scaled_lines, table_lines
@@ -212,7 +213,7 @@ def sweep_output(
     listed = [(str(j), invalid[j]) for j in sorted(invalid)]
     stderr = [
         *([unwritten] if unwritten else []),
-        *([invalid_jobs_line(listed, len(jobs))] if invalid else []),
+        *([invalid_jobs_line(listed, len(jobs), shown=fmt == "table")] if invalid else []),
     ]
     best = [r for r in ranked if r.best]
     commands = [override_line(r, jobs[job_of[id(r)]]) for r in best]
@@ -386,4 +387,5 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
     gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name
     text = None if shown else plan.read_text(encoding="utf-8")  # its own file: the path left unsaid
     lines = [plan_output(str(plan), fmt, gpu, text=text)]
-    return lines + [x for x in (plan_invalid_line(str(plan)), plan_unfit_line(str(plan), gpu)) if x]
+    invalid = plan_invalid_line(str(plan), shown=fmt == "table")  # the table's footnotes hold the reasons
+    return lines + [x for x in (invalid, plan_unfit_line(str(plan), gpu)) if x]

@@ -268,13 +268,14 @@ def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> st
     return "\n".join(lines)
 
 
-def plan_invalid_line(path: str, *, text: str | None = None) -> str | None:
+def plan_invalid_line(path: str, *, text: str | None = None, shown: bool = False) -> str | None:
     """The line a plan prints (to stderr) when some of its rows are ``invalid``: ``N of M jobs are
     invalid (the status and reason columns); job J: <its reason>``, the first invalid row's
     ``reason``, the run's one line naming the key, the value and the fix, alone (where the job was
     placed is its ``note``, in the table), and, when other invalid rows give other reasons, how
-    many; None when no row is ``invalid``. A plan is a report, so it still exits 0; this line keeps
-    its refusals from passing unseen below a long table."""
+    many; ``shown`` (the table printed, its footnotes holding each reason): the count alone
+    (:func:`invalid_jobs_line`). None when no row is ``invalid``. A plan is a report, so it still exits 0;
+    this line keeps its refusals from passing unseen below a long table."""
     import pandas as pd
 
     frame = _frame(path, text, dtype=str)
@@ -283,16 +284,19 @@ def plan_invalid_line(path: str, *, text: str | None = None) -> str | None:
         return None
     reasons = invalid.get("reason", invalid.get("note", pd.Series("", index=invalid.index)))
     jobs = [str(j) or "0" for j in invalid.get("job", pd.Series("", index=invalid.index))]
-    return invalid_jobs_line(list(zip(jobs, map(str, reasons), strict=True)), len(frame))
+    return invalid_jobs_line(list(zip(jobs, map(str, reasons), strict=True)), len(frame), shown=shown)
 
 
-def invalid_jobs_line(invalid: list[tuple[str, str]], total: int) -> str:
+def invalid_jobs_line(invalid: list[tuple[str, str]], total: int, *, shown: bool = False) -> str:
     """``flopsweep: N of M jobs are invalid (the status and reason columns); job J: <its reason>``: the
     line of a sweep's plan, one row per job (:func:`plan_invalid_line`) or over clusters
     (:func:`flopsweep.job.plansweep.sweep_output`), from ``invalid`` (each invalid job's number and its one
     line, in job order) and ``total`` (the sweep's jobs); the first job's reason, and how many other
-    reasons the reason column holds."""
+    reasons the reason column holds. ``shown``: the table printed above holds each reason (a footnote, or
+    the sweep's ``job J is invalid: ...`` lines): the count alone, each refusal said once (it was twice)."""
     line = f"flopsweep: {len(invalid)} of {total} jobs are invalid (the status and reason columns)"
+    if shown:
+        return f"{line}; each one's reason is printed with the table"
     job, reason = invalid[0]
     first = printable(reason)[:400]
     others = len({r for _, r in invalid} - {reason})

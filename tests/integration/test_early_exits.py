@@ -94,7 +94,8 @@ def test_a_closed_stdout_or_stderr_leaves_the_run_and_its_status_whole(tmp_path:
     """``flopsweep ... >&-`` wrote its record, then failed ("'NoneType' object has no attribute 'flush'",
     exit 120; with plan=true also "Error executing job"); with descriptor 1 reopened as os.devnull but not
     inheritable, a rank started with a pipe there and failed. Now: the run's own status, its record whole;
-    ``python -m analysis DIR >&-`` (was: ``'NoneType' object has no attribute 'isatty'``) exits 0."""
+    ``python -m analysis DIR >&-`` (was: ``'NoneType' object has no attribute 'isatty'``; session 24: the
+    table dropped, exit 0) refuses in one line, exit 2: its table is its product."""
     plan = _closed(">&-", args=("plan=true", f"hydra.run.dir={tmp_path / 'plan'}"))
     assert plan.returncode == 0 and plan.stderr == "", plan.stderr[-2000:]
     assert (tmp_path / "plan" / "plan.csv").is_file()
@@ -111,7 +112,11 @@ def test_a_closed_stdout_or_stderr_leaves_the_run_and_its_status_whole(tmp_path:
     )
     assert invalid.returncode == 2 and invalid.stderr.startswith("flopsweep: Invalid config: model.seq_len=")
     analysis = _closed(">&-", args=(str(ROOT / "tests" / "fixtures" / "sweep"),), script=("-m", "analysis"))
-    assert analysis.returncode == 0 and "Traceback" not in analysis.stderr, analysis.stderr[-2000:]
+    assert analysis.returncode == 2, analysis.stderr[-2000:]
+    assert analysis.stderr.splitlines() == [
+        "python -m analysis: error: stdout is closed (>&-), so the table would be lost. Fix: --output FILE, "
+        "or redirect it (> FILE; > /dev/null to drop it on purpose)"
+    ]
 
 
 @pytest.fixture

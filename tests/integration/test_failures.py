@@ -363,17 +363,29 @@ BAD_INPUTS = [
     (["model.n_embd=130"], "model.n_embd", "refused"),  # before Hydra since session 24 (model_identity)
     (["model.n_head=0"], "model.n_head", "invalid"),
     (["backend=deepspeed", "backend.zero_stage=4"], "backend.zero_stage", "invalid"),
-    (["batch.micro_batch_size=0"], "batch.micro_batch_size", "invalid"),
-    (["batch.grad_accum=-1"], "batch.grad_accum", "invalid"),
-    (["steps.measure=0"], "steps.measure", "invalid"),
-    (["steps.warmup=-2"], "steps.warmup", "invalid"),
-    (["timeout_s=0"], "timeout_s", "invalid"),
+    (
+        ["batch.micro_batch_size=0"],
+        "batch.micro_batch_size",
+        "refused",
+    ),  # a lower bound: before Hydra (lower_bounds)
+    (["batch.grad_accum=-1"], "batch.grad_accum", "refused"),  # a lower bound: before Hydra (lower_bounds)
+    (["steps.measure=0"], "steps.measure", "refused"),  # a lower bound: before Hydra (lower_bounds)
+    (["steps.warmup=-2"], "steps.warmup", "refused"),  # a lower bound: before Hydra (lower_bounds)
+    (["timeout_s=0"], "timeout_s", "refused"),  # a lower bound: before Hydra (lower_bounds)
     (["timeout_s=inf"], "timeout_s", "refused"),  # a float out of range: before Hydra (checks.number_problem)
     (["optim.lr=-0.1"], "optim.lr", "refused"),
     (["optim.beta2=1.5"], "optim.beta2", "refused"),
     (["optim.eps=nan"], "optim.eps", "refused"),
-    (["seed=-1"], "seed", "invalid"),
+    (["seed=-1"], "seed", "refused"),  # a lower bound: before Hydra (lower_bounds)
     (["backend=ddp", "nproc_per_node=0"], "nproc_per_node", "invalid"),
+    # lower bounds the value alone decides (flopsweep.lower_bounds.MIN_BY_KEY): before Hydra, session 25
+    (["nnodes=0"], "nnodes", "refused"),
+    (["steps.max_extra_warmup=-1"], "steps.max_extra_warmup", "refused"),
+    (["search.memory_budget_gib=0"], "search.memory_budget_gib", "refused"),
+    (["loss.chunk_tokens=-4"], "loss.chunk_tokens", "refused"),
+    (["parallel.tp=0"], "parallel.tp", "refused"),
+    (["attention=blocksparse", "attention.block_size=0"], "attention.block_size", "refused"),
+    (["timeout_s=-1e-9"], "timeout_s", "refused"),
     (["nnodes=2"], "nnodes", "invalid"),
     (["backend=deepspeed", "backend.reduce_bucket_size=1.5"], "backend.reduce_bucket_size", "invalid"),
     (

@@ -41,18 +41,21 @@ def test_plan_on_the_cpu_says_whether_the_host_memory_holds_it(tmp_path: Path) -
 
 def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> None:
     """``plan=true`` over a sweep is a report (exit 0), but its last lines, on stderr, count the invalid
-    rows (the first one's reason alone: key, value, fix; where it was placed is the table's note) and the
-    rows that do not fit; the table's hint names the plan's GPU. A plan whose rows are all ``ok`` and fit
+    rows (each one's reason is the table's footnote, said once; where it was placed is the table's note) and
+    the rows that do not fit; the table's hint names the plan's GPU. A plan whose rows are all ``ok`` and fit
     prints no such line. A single plan whose one row is invalid is a refused config: its reason alone,
     once (not in a table's footnote and again below it), exit 2 (``plantable.plan_refused_line``)."""
-    reason = "Invalid config: batch.micro_batch_size=0: must be a positive integer. "
-    reason += "Fix: set batch.micro_batch_size>=1."
+    reason = (
+        "Invalid config: batch.global_batch_size=4: is not a positive multiple of batch.micro_batch_size=3. "
+    )
+    reason += "Fix: set batch.global_batch_size to a multiple of 3."
     proc = run_py(
         "-m",
         "model=gpt-tiny,llama3.1-70b",  # 70B: ok, but no fit on one H200
         "plan_gpu=H200",
         "nproc_per_node=1",
-        "batch.micro_batch_size=1,0",  # 0: refused, an invalid row
+        "batch.global_batch_size=4",
+        "batch.micro_batch_size=1,3",  # 3: refused in the job (a whole-config check), an invalid row
         "plan=true",
         f"hydra.sweep.dir={tmp_path / 'S'}",  # beside the single plan's folder: never one inside the other
         timeout=300,
@@ -62,17 +65,25 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
     assert [r["status"] for r in rows] == ["ok", "invalid", "ok", "invalid"]
     assert [r["fits"] for r in rows] == ["True", "", "False", ""]
     invalid, unfit = proc.stderr.strip().splitlines()[-2:]
-    assert invalid == f"flopsweep: 2 of 4 jobs are invalid (the status and reason columns); job 1: {reason}"
+    assert invalid == (
+        "flopsweep: 2 of 4 jobs are invalid (the status and reason columns); each one's reason is "
+        "printed with the table"
+    )
+    assert (proc.stdout + proc.stderr).count(reason) == 1  # its footnote, once (session 25: was twice)
     assert unfit.startswith("flopsweep: 1 of 4 jobs do not fit; job 2: model=llama3.1-70b: estimated "), unfit
     assert unfit.endswith("; plan_clusters=[H200:1x8,H200:8x8] ranks the set-ups that fit."), unfit
     assert proc.stdout.count(f"] {reason}\n") == 1 and "placed as an H200 SXM" in proc.stdout
     assert "plan_clusters=[H200:1x8,H200:8x8] ranks set-ups on clusters: docs/plan.md)" in proc.stdout
     one = run_py(
-        "batch.micro_batch_size=0", "plan_gpu=A100-80GB", "plan=true", f"hydra.run.dir={tmp_path / 'one'}"
+        "batch.global_batch_size=4",
+        "batch.micro_batch_size=3",
+        "plan_gpu=A100-80GB",
+        "plan=true",
+        f"hydra.run.dir={tmp_path / 'one'}",
     )
     assert one.returncode == 2, one.stderr[-2000:]
     assert one.stderr.strip().splitlines()[-1] == f"flopsweep: {reason}".strip()
-    assert one.stdout.count("batch.micro_batch_size=0: must") + one.stderr.count("must be a positive") == 1
+    assert (one.stdout + one.stderr).count("is not a positive multiple") == 1
 
     from flopsweep.job import plan_invalid_line
 

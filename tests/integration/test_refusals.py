@@ -134,7 +134,12 @@ REFUSALS = {
     "path_without_nvme": _invalid(("backend=zero3", "backend.nvme_path=/tmp"), "backend.nvme_path"),
     "memory_budget_eager": _invalid(("activation_checkpointing=memory_budget",), "activation_checkpointing"),
     "zero_stage": _invalid(("backend=deepspeed", "backend.zero_stage=4"), "backend.zero_stage"),
-    "micro_batch_0": _invalid(("batch.micro_batch_size=0",), "batch.micro_batch_size"),
+    "micro_batch_0": _refused(  # a lower bound the value alone decides: before Hydra (session 25)
+        "batch.micro_batch_size=0", "batch.micro_batch_size=0: must be a positive integer. Fix: set"
+    ),
+    "timeout_0": _refused(
+        "timeout_s=0", "timeout_s=0: must be a finite number of seconds > 0. Fix: set e.g."
+    ),
     "single_2_ranks": _invalid(("backend=single", "nproc_per_node=2"), "backend"),
     "cuda": _invalid(("device=cuda",), "device"),
     "fp16_cpu": _invalid(("precision=fp16", "device=cpu"), "precision"),

@@ -116,3 +116,50 @@ def test_the_analysis_entry_turns_ctrl_c_into_one_line_and_130(capsys) -> None:
     assert err.strip().splitlines() == ["flopsweep-analysis: interrupted (Ctrl-C); nothing more is written"]
     assert entry(lambda: 2) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+FIXTURE_SWEEP = os.path.join(os.path.dirname(__file__), "..", "fixtures", "sweep")
+
+
+def test_the_analysis_refuses_a_table_for_a_stdout_closed_at_start(monkeypatch, capsys, tmp_path) -> None:
+    """Session 25: ``flopsweep-analysis DIR --format csv >&-`` wrote its table to ``os.devnull`` and exited 0.
+    A table with nowhere to go is refused, one line, exit 2, before any record is read; an output file (or
+    plots, or a notebook) is still written, and ``> /dev/null`` (stdout open) stays the way to drop it."""
+    from analysis.__main__ import main
+    from flopsweep import streams
+
+    assert streams.standard_streams() == [] and not streams.stdout_closed_at_start()  # pytest's are open
+    monkeypatch.setattr(streams, "CLOSED_AT_START", {1})
+    assert streams.stdout_closed_at_start()
+    assert main([FIXTURE_SWEEP, "--format", "csv"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m analysis: error: stdout is closed (>&-), so the table would be lost. Fix: --output FILE, "
+        "or redirect it (> FILE; > /dev/null to drop it on purpose)"
+    ]
+    out = tmp_path / "runs.csv"
+    assert main([FIXTURE_SWEEP, "--format", "csv", "--output", str(out)]) == 0
+    assert out.read_text().startswith('"model",')
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_a_full_stdout_is_one_line_and_exit_1_and_a_gone_reader_drops_the_rest(monkeypatch, capsys) -> None:
+    """``flopsweep-analysis DIR > /dev/full`` said ``cannot write None: No space left on device``; it names
+    stdout now. A pipe whose reader went away (``| head``) drops the rest quietly, as ``flopsweep | head``."""
+    from analysis.__main__ import main
+
+    with open("/dev/full", "w") as full:
+        monkeypatch.setattr("sys.stdout", full)
+        assert main([FIXTURE_SWEEP, "--format", "csv"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "python -m analysis: error: cannot write the table to stdout: No space left on device. Fix: redirect "
+        "stdout where there is space, or write a file with --output FILE"
+    ]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone
+    with os.fdopen(write, "w") as pipe:
+        monkeypatch.setattr("sys.stdout", pipe)
+        assert main([FIXTURE_SWEEP, "--format", "csv"]) == 0
+        assert os.fstat(write).st_rdev == os.stat(os.devnull).st_rdev  # the rest goes to os.devnull
+    err = capsys.readouterr().err
+    assert "error" not in err and err.splitlines()[-1].startswith("38 runs (34 ok")

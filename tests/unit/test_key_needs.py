@@ -229,8 +229,42 @@ def test_a_sweep_with_a_value_that_acts_or_a_sweep_file_is_left_alone() -> None:
     assert idle_key_problem(["fault.rank=1", "+sweep=smoke"]) is None
     assert idle_key_problem(["--config-name=other", "fault.rank=1"]) is None
     assert idle_key_problem(["plan_clusters=null"]) is None
-    assert idle_key_problem(["fault.kind=${tag}", "fault.rank=0"]) is None  # Hydra's to resolve
+    assert idle_key_problem(["fault.kind=${oc.decode:raise}", "fault.rank=0"]) is None  # resolved: raise
     for bad in ("fault.phase=bogus", "compile_scope=layer", "search.grow=n_embd"):  # the job lists the values
         assert idle_key_problem([bad]) is None, bad
     line = idle_key_problem(["fault.kind=none", "fault.rank=0"])
     assert line is not None and "fault.kind=raise fault.rank=0 in place of fault.kind=none" in line, line
+
+
+def test_an_interpolation_never_lets_a_key_that_does_nothing_through() -> None:
+    """Session 25: ``fault.phase=${tag}`` passed (not a phase as typed: left to the job, which resolved it
+    and ran no fault), and ``fault.kind=${oc.decode:none} fault.rank=1`` passed (the other key's
+    interpolation was "Hydra's to resolve", and resolved to none). An interpolated value of the idle key is a
+    value; the other key's is resolved here when it stands alone, else refused: it decides before the run."""
+    line = idle_key_problem(["fault.phase=${tag}"])
+    assert line is not None and line.startswith(
+        "Invalid config: fault.phase=${tag}: does nothing without fault.kind"
+    )
+    resolved = idle_key_problem(["fault.kind=${oc.decode:none}", "fault.rank=1"])
+    assert resolved is not None and resolved.startswith("Invalid config: fault.rank=1: does nothing without")
+    assert "fault.kind=raise" in resolved and "in place of fault.kind=${oc.decode:none}" in resolved
+    assert idle_key_problem(["fault.kind=${tag}", "fault.rank=0"]) == (
+        "Invalid config: fault.kind=${tag}: an interpolation, which only the job resolves, in fault.kind, "
+        "which decides before the run whether fault.rank does anything. Fix: write the value itself, e.g. "
+        "fault.kind=raise, or drop fault.rank."
+    )
+    assert (
+        idle_key_problem(["fault.kind=${tag}"]) is None
+    )  # no key it decides: the job resolves and checks it
+
+
+def test_a_value_refused_by_itself_is_left_to_its_own_line_so_the_fix_is_never_refused_again() -> None:
+    """``search.seq_len_multiple=0`` had been told "write search.model=largest search.seq_len_multiple=0",
+    a line refused in turn (below its bound): its own bound's line comes instead."""
+    assert idle_key_problem(["search.seq_len_multiple=0"]) is None
+    from run import refusal
+
+    line = refusal(["search.seq_len_multiple=0"])
+    assert line is not None and line.startswith(
+        "Invalid config: search.seq_len_multiple=0: must be a positive number of tokens. Fix: "
+    )

@@ -1,0 +1,112 @@
+"""Interpolations on the command line that Hydra would answer with a multi-line error: refused before Hydra in
+one line (``run.py``'s refusal, exit 2). Torch-free.
+
+The other checks before Hydra leave an interpolated value alone (``timeout_s=${seed}``: the job resolves it
+and checks the value it gets, naming the key); what they cannot leave is a value that never resolves: a
+config group's option taken from a config key (``model=${tag}``: Hydra picks options before it reads any key;
+another group's choice, ``model=${backend}``, and a resolver, ``backend=${oc.env:B}``, resolve), and a
+resolver that fails on its own argument (``steps.measure=${oc.decode:0}``: ``oc.decode`` takes text). An
+unset ``${oc.env:NAME}`` and a key that refers to itself are ``run.py``'s ``interpolation_problem``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+_WHOLE = re.compile(r"^\$\{([A-Za-z_][\w/]*)\}$")
+
+
+def _groups(conf: Path) -> set[str]:
+    """The config groups of ``conf`` (its folders: ``model``, ``backend``, ...)."""
+    try:
+        return {e.name for e in os.scandir(conf) if e.is_dir(follow_symlinks=False)}
+    except OSError:
+        return set()
+
+
+def _refers_to_a_key(value: str) -> bool:
+    """Whether ``value``'s interpolation fails by itself for want of a config key (``${tag}``)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationKeyError
+
+    try:
+        OmegaConf.create({"value": value.strip().strip("'\"")}).value  # noqa: B018 - resolved for its errors
+    except InterpolationKeyError:
+        return True
+    except Exception:  # noqa: BLE001 - a resolver's own failure: resolver_problem's line
+        return False
+    return False
+
+
+def choice_problem(key: str, value: str, conf: Path | str) -> str | None:
+    """The line for a group's option given as an interpolation of a config key (``model=${tag}``), else
+    None: another group's choice (``model=${backend}``) and a resolver that stands alone
+    (``backend=${oc.env:BACKEND}``) are Hydra's to resolve."""
+    groups = _groups(Path(conf))
+    if key not in groups or "${" not in value:
+        return None
+    whole = _WHOLE.match(value.strip().strip("'\""))
+    if whole and whole.group(1) in groups and whole.group(1) != key:
+        return None  # model=${backend}: Hydra's interpolation of another group's choice
+    if not _refers_to_a_key(value):
+        return None  # backend=${oc.env:BACKEND}: resolves by itself, as Hydra resolves it
+    try:
+        names = [e.name for e in os.scandir(Path(conf) / key)]
+    except OSError:
+        names = []
+    options = sorted(n.removesuffix(".yaml") for n in names if n.endswith(".yaml"))
+    shown = ", ".join(options[:6]) + (", ..." if len(options) > 6 else "")
+    return (
+        f"Invalid config: {key}={value}: a config group's option cannot come from an interpolation of a "
+        f"config value (Hydra picks the options before it reads any key). Fix: name the option ({shown}), "
+        f"or drop {key}=."
+    )
+
+
+def resolver_problem(key: str, value: str) -> str | None:
+    """The line for a value whose interpolation fails in its resolver whatever the config holds
+    (``${oc.decode:0}``), else None: one that refers to a key, or uses a resolver registered only when Hydra
+    runs (``${now:...}``, ``${hydra:...}``), is the job's to resolve."""
+    if "${" not in value or key.startswith("hydra"):
+        return None
+    from omegaconf import OmegaConf
+    from omegaconf.errors import (
+        GrammarParseError,
+        InterpolationKeyError,
+        InterpolationResolutionError,
+        InterpolationToMissingValueError,
+        UnsupportedInterpolationType,
+    )
+
+    try:
+        OmegaConf.create({"value": value.strip().strip("'\"")}).value  # noqa: B018 - resolved for its errors
+    except (
+        InterpolationKeyError,
+        InterpolationToMissingValueError,
+        UnsupportedInterpolationType,
+        GrammarParseError,  # Hydra's grammar and run.py's syntax check answer it
+    ):
+        return None
+    except InterpolationResolutionError as exc:
+        why = str(exc).splitlines()[0].removeprefix("TypeError raised while resolving interpolation: ")
+        return (
+            f"Invalid config: {key}={value}: the interpolation cannot resolve ({why}). Fix: write the value "
+            "itself, or quote a resolver's argument as text (${oc.decode:'0'})."
+        )
+    except Exception:  # noqa: BLE001 - anything else omegaconf raises: the job's own error names it
+        return None
+    return None
+
+
+def interpolated_problem(overrides: list[str], conf: Path | str) -> str | None:
+    """:func:`choice_problem` or :func:`resolver_problem` of the first override that has one, else None."""
+    for override in overrides:
+        if override.startswith("-") or "=" not in override:
+            continue
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if problem := choice_problem(key, value, conf) or resolver_problem(key, value):
+            return problem
+    return None

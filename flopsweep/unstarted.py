@@ -1,0 +1,100 @@
+"""The folder of a job that never started: what an interrupt (Ctrl-C, SIGTERM) before it leaves behind is
+removed, so that a job leaves either its record or no folder. Torch-free, standard library only.
+
+Hydra makes the job's folder and opens its ``run.log`` (``hydra.core.utils.run_job``) seconds before the
+job starts (the first job imports torch first); a signal there ended the process with "nothing was
+recorded" (:func:`flopsweep.signals.stop_before_jobs`) or ``KeyboardInterrupt`` (a later job of a sweep)
+and left the folder with an empty ``run.log`` and no ``metrics.json``, and, for a single run, its lock
+file beside it. From :func:`job_started` on (:func:`flopsweep.job.lifecycle.run_job`) an interrupt is
+recorded in the job's ``metrics.json`` instead.
+
+The order: :func:`expect` (the callback's ``on_run_start`` or ``on_multirun_start``: the folder kept, and
+the lock), :func:`job_folder_made` (``on_job_start``: Hydra made the
+folder), :func:`job_started` (the job is recorded from here on), and :func:`remove_unstarted` on an
+interrupt (the signal's handler before the first job, ``run.py`` after it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+JOB_LOG = "run.log"
+"""The log Hydra opens in the job's folder (``${hydra.job.name}.log``; ``run`` for ``run.py``)."""
+
+PENDING: dict[str, Any] = {"folder": None, "keep": None, "lock": None}
+"""The job folder made and not yet started (``folder``), the folder above it that existed before the
+run (``keep``: never removed, nor anything above it) and the run's lock (``lock``: anything with
+``close()``, released first, so that its file beside the folder is gone too)."""
+
+
+def existing_ancestor(folder: Path) -> Path:
+    """``folder`` if it exists (as a folder or anything else, not followed), else the nearest folder above
+    it that does: what :func:`remove_unstarted` keeps."""
+    folder = Path(os.path.abspath(folder))
+    for candidate in (folder, *folder.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path(folder.anchor or "/")
+
+
+def expect(keep: Path, lock: Any = None) -> None:
+    """A run or sweep is about to make its folders: :func:`remove_unstarted` keeps ``keep`` and everything
+    above it (a single run: :func:`existing_ancestor` of ``hydra.run.dir``, taken before its lock makes
+    the folders above; a sweep: ``hydra.sweep.dir`` itself, which holds ``multirun.yaml``; only its jobs'
+    folders are removed) and releases ``lock`` (anything with ``close()``)."""
+    PENDING.update(folder=None, keep=Path(os.path.abspath(keep)), lock=lock)
+
+
+def job_folder_made(folder: Path) -> None:
+    """Hydra made ``folder`` for a job and opened its ``run.log``; the job has not started."""
+    PENDING["folder"] = Path(os.path.abspath(folder))
+    if PENDING["keep"] is None or not PENDING["folder"].is_relative_to(PENDING["keep"]):
+        PENDING["keep"] = PENDING["folder"].parent  # no expect() (a launcher's task): the folder alone
+
+
+def job_started() -> None:
+    """The job records itself from here on (an interrupt included): nothing to remove, no lock to release
+    (a sweep's is released at exit, after its last job)."""
+    PENDING.update(folder=None, lock=None)
+
+
+def _empty_log(path: Path) -> bool:
+    """``path`` is a regular file of size 0 (never a link, never followed)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == 0
+
+
+def remove_unstarted() -> Path | None:
+    """Remove what a job that never started left: its empty ``run.log``, then its folder and each empty
+    folder above it below the one :func:`expect` kept (``outputs/<date>`` of a single run), after its lock
+    is released (the lock file beside the folder unlinked). Anything else in the folder (a log with lines,
+    an earlier run's files) keeps it and everything above. Returns the job folder when it was removed,
+    else None (nothing pending, or something kept). Never raises: it runs in a signal's handler too."""
+    folder, keep, lock = PENDING["folder"], PENDING["keep"], PENDING["lock"]
+    job_started()
+    if lock is not None:
+        with contextlib.suppress(Exception):
+            lock.close()
+    if folder is None:
+        return None
+    log = folder / JOB_LOG
+    if _empty_log(log):
+        with contextlib.suppress(OSError):
+            os.unlink(log)
+    removed = None
+    for candidate in (folder, *folder.parents):
+        if keep is None or candidate == keep or not candidate.is_relative_to(keep):
+            break
+        try:
+            os.rmdir(candidate)  # only an empty folder, never a link's target
+        except OSError:
+            break
+        removed = removed or candidate
+    return removed
