@@ -71,12 +71,13 @@ from analysis.load import (
     table,
 )
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
-from analysis.output import (
+from analysis.output import (  # noqa: I001
     OutputError,
     check_folder,
     check_output,
     write_atomic,
     write_error_line,
+    write_escaped,
     write_stdout,
 )
 from analysis.plots import PLOTS, make_plots, write_pngs
@@ -419,7 +420,7 @@ def shown_note(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespac
 def say(line: str) -> None:
     """One line to stderr, control characters escaped (:func:`analysis.sanitize.printable`): a
     name or path from a record cannot drive the terminal or forge another line."""
-    _write(sys.stderr, printable(line) + "\n")
+    write_escaped(sys.stderr, printable(line) + "\n")
 
 
 def plots(df: pd.DataFrame, out_dir: Path) -> None:
@@ -429,12 +430,6 @@ def plots(df: pd.DataFrame, out_dir: Path) -> None:
         say(f"wrote {display_path(path)}")
     for name, reason in skipped.items():
         say(f"skipped plot {name}: {reason}")
-
-
-def _write(stream, text: str) -> None:
-    """``text`` to ``stream``, escaping what its encoding cannot hold (never a UnicodeEncodeError)."""
-    encoding = getattr(stream, "encoding", None) or "utf-8"
-    stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
 
 
 def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> None:

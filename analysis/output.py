@@ -335,3 +335,9 @@ def write_stdout(text: str) -> None:
         stdout.flush()
     except OSError as exc:
         raise StdoutError(exc.errno, exc.strerror) from exc
+
+
+def write_escaped(stream, text: str) -> None:
+    """``text`` to ``stream``, escaping what its encoding cannot hold (never a UnicodeEncodeError)."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
