@@ -48,6 +48,7 @@ from analysis.catalogue import (  # noqa: F401 - re-exported: analysis.load.<NAM
     NOT_COLUMNS,
     NUMERIC_METRICS,
     PARALLEL_COLUMNS,
+    PRE_RUN_COLUMNS,
     PREDICTION_COLUMNS,
     RANK_METRIC,
     REPEAT_COLUMNS,
@@ -114,7 +115,8 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     """One flat row of a current-version record.
 
     Missing values are None (blank), never 0; a run whose status is not ``ok`` has every
-    metric column blank. Bytes become GiB (``_gib`` columns, the spec's ``scale``).
+    metric column blank but the :data:`~analysis.catalogue.PRE_RUN_COLUMNS` (the memory estimate and
+    the step-time prediction, made before the run). Bytes become GiB (``_gib`` columns, the spec's ``scale``).
 
     Raises:
         RecordError: when the recomputed TFLOPs overflow.
@@ -134,8 +136,8 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     _metric_cells(out, record["metrics"], METRIC_FIELDS)
     for name in TEXT_COLUMNS:
         out[name] = cell_text(out[name])
-    if out["status"] != "ok":
-        out.update(dict.fromkeys(METRIC_COLUMNS))
+    if out["status"] != "ok":  # what was known before the run stays (PRE_RUN_COLUMNS)
+        out.update(dict.fromkeys(c for c in METRIC_COLUMNS if c not in PRE_RUN_COLUMNS))
     out["loadavg_1m_start"], out["loadavg_1m_end"] = loadavg_1m(value_at(record, ("system", "loadavg")))
     out["peak_memory_error"] = peak_memory_error(
         out.get("predicted_peak_gib"), out.get("peak_cuda_allocated_gib")

@@ -28,7 +28,7 @@ from flopsweep.models import family
 from flopsweep.options import BlockSparseConfig
 from flopsweep.pool import visible_devices
 from flopsweep.precision import PRECISIONS
-from flopsweep.record import SCHEMA_VERSION, STATUSES, null_metrics, strict
+from flopsweep.record import SCHEMA_VERSION, STATUSES, failed_metrics, strict
 from flopsweep.text import plural
 from flopsweep.wire import PER_RANK_KEYS
 
@@ -496,7 +496,9 @@ def build_record(
     metrics: dict[str, Any] | None,
     warnings: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The schema v2 record; ``metrics=None`` gives every metric key as null. ``run`` gains
+    """The schema v2 record; ``metrics=None`` gives every metric key as null, and a ``status`` other
+    than ``ok`` every key but the :data:`flopsweep.record.PRE_RUN_METRICS` of ``metrics``
+    (:func:`flopsweep.record.failed_metrics`). ``run`` gains
     ``setup_key``, ``job_key`` and ``identity_version`` (:func:`flopsweep.identity.record_keys`).
 
     Non-finite metric values become null, and each is named in ``warnings``, after those of
@@ -505,7 +507,7 @@ def build_record(
     extra = list(warnings or [])
     assert status in STATUSES, status
     nulled: list[str] = []
-    values = metrics if metrics is not None and status == "ok" else null_metrics()
+    values = metrics if metrics is not None and status == "ok" else failed_metrics(metrics)
     values = strict(values, "metrics", nulled)
     warnings = warnings_for(values if status == "ok" else None) + extra
     warnings += [f"non_finite: {path} was not a finite number and is recorded as null" for path in nulled]

@@ -2,7 +2,8 @@
 
 Torch-free: the job, the Hydra callbacks and the analysis all import it. The
 record is the only contract between a run and the analysis; docs/metrics.md lists
-every key. Metric values of a run that is not ``ok`` are null, never 0. A record
+every key. Metric values of a run that is not ``ok`` are null, never 0, but for what was known
+before any rank started (:data:`PRE_RUN_METRICS`: the memory estimate, the prediction). A record
 is strict JSON: a non-finite number is written as null (with a flag), never as
 ``NaN``.
 
@@ -429,6 +430,24 @@ def error(
 def null_metrics() -> dict[str, Any]:
     """Metrics of a run that produced none: every key present, every value null."""
     return dict.fromkeys(METRIC_KEYS)
+
+
+PRE_RUN_METRICS = ("predicted_peak_gib", "predicted")
+"""The metrics known before any rank starts: the memory estimate (``predicted_peak_gib``, GiB per rank,
+:func:`flopsweep.memory.estimate`) and the step-time prediction (``predicted``,
+:func:`flopsweep.forecast.prediction`, which reads no measured step). A record of any status whose
+job reached the launch keeps them (:func:`failed_metrics`); every other metric of a run that is not
+``ok`` is null."""
+
+
+def failed_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``metrics`` of a record that is not ``ok``: every key null but the :data:`PRE_RUN_METRICS`
+    of ``metrics`` (null too where ``metrics`` is None or lacks them): what a failed run measured
+    (step times, memory peaks, rates) never enters its record."""
+    out = null_metrics()
+    for key in PRE_RUN_METRICS:
+        out[key] = (metrics or {}).get(key)
+    return out
 
 
 def value_at(record: Any, path: tuple[str, ...]) -> Any:

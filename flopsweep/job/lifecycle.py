@@ -46,7 +46,7 @@ from flopsweep.hydrafiles import write_hydra_files
 from flopsweep.job.dryrun import plan_job
 from flopsweep.job.hostcheck import check_free_host_memory, use_expandable_segments
 from flopsweep.job.placement import torch_device_name, warn_plan_gpu
-from flopsweep.job.records import measured, now, predicted_peak_gib, recorded
+from flopsweep.job.records import estimate_at_sizes, measured, now, predicted_peak_gib, recorded
 from flopsweep.job.result import JobInfo, JobResult
 from flopsweep.job.resume import ok_record, other_run_problem, resumed_record, set_aside
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
@@ -344,8 +344,10 @@ def followed(job: JobResult, group: NodeGroup) -> JobResult:
 def failures_recorded(job: JobResult) -> Iterator[None]:
     """Around :func:`sized` and :func:`launched`: an interrupt (Ctrl-C, SIGTERM) is recorded as an
     ``error`` in the phase the ranks reached (:func:`search_cut_short` names a search it cut short),
-    at the sizes measured (as configured during a search), then raised again; any other exception
-    (the launcher itself broke) ends the job as an ``error`` in phase ``launch``."""
+    at the sizes measured (as configured during a search; ``metrics.predicted_peak_gib`` the estimate
+    of those sizes), then raised again; any other exception (the launcher itself broke) ends the job
+    as an ``error`` in phase ``launch``. Either record keeps the metrics known before the run
+    (:func:`flopsweep.job.records.before_run`)."""
     try:
         yield
     except (KeyboardInterrupt, Terminated) as exc:
@@ -353,6 +355,7 @@ def failures_recorded(job: JobResult) -> Iterator[None]:
         what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
         stopped = f"interrupted by {what}{search_cut_short(job.run)}; every worker was stopped"
         job.cfg = job.measuring or job.plan.cfg
+        estimate_at_sizes(job)  # metrics.predicted_peak_gib of the sizes recorded
         job.fail("error", rec.error(type(exc).__name__, stopped, phase))
         try:  # a measured run at the sizes found is recorded at those sizes
             recorded(job)

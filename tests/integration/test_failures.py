@@ -21,13 +21,16 @@ import yaml
 from helpers import ROOT, RUN_PY, make_plan, run_py
 
 from flopsweep import config as fconfig
+from flopsweep import forecast
 from flopsweep.backends import FSDPConfig
 from flopsweep.config import BackendConfig, FaultConfig, ModelConfig, RunConfig
 from flopsweep.job.records import measured, recorded
 from flopsweep.job.result import JobResult
 from flopsweep.launch import Outcome, launch_local
 from flopsweep.layout import Layout
+from flopsweep.memory import estimate
 from flopsweep.metrics import compute_metrics, sanity_problem
+from flopsweep.record import null_metrics
 
 # Two gloo ranks, the smallest model, the fewest steps: seconds per job on a 2-core CPU.
 TWO_RANKS = [
@@ -78,17 +81,25 @@ def failure_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpr
 
 
 @pytest.mark.slow
-def test_failure_sweep_records_every_job(failure_sweep: tuple[Path, subprocess.CompletedProcess]) -> None:
+def test_failure_sweep_records_every_job(
+    failure_sweep: tuple[Path, subprocess.CompletedProcess], hydra_compose
+) -> None:
     sweep_dir, proc = failure_sweep
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert summary(proc.stdout).startswith("flopsweep summary: 3 ok, 1 oom, 3 error, 0 invalid, 0 skipped")
+    # what was known before the ranks started stays in every record (record.PRE_RUN_METRICS)
+    plan = make_plan(hydra_compose(TWO_RANKS))
+    estimate_gib = round(estimate(plan.cfg, plan.layout).total_gib, 6)
+    prediction = forecast.prediction(plan.cfg, plan.layout, [], gpus_per_node=2, device_name="cpu")
     for num, (_, status, kind, phase, rank) in enumerate(FAULTS):
         r = record(sweep_dir / str(num))
         assert r["status"] == status, (num, r["error"])
+        assert r["metrics"]["predicted_peak_gib"] == estimate_gib > 0, num
         if status == "ok":
             assert r["error"] is None
             continue
-        assert all(value is None for value in r["metrics"].values())
+        assert r["metrics"] == {**null_metrics(), "predicted_peak_gib": estimate_gib, "predicted": prediction}
+        assert not any(w.startswith("oom_estimate") for w in r["warnings"])  # fault.kind=oom names no GPU
         e = r["error"]
         assert (e["type"], e["phase"], e["rank"]) == (kind, phase, rank), (num, e)
     errors = [record(sweep_dir / str(num))["error"] for num in range(len(FAULTS))]
@@ -246,7 +257,9 @@ def test_step_faster_than_the_peak_allows_is_invalid(tmp_path: Path) -> None:
     r = _outcome_record(tmp_path, cfg, _ranks(0.01, 2))
     assert r["status"] == "invalid" and r["error"]["type"] == "TimingSanity"
     assert "1.05 x the datasheet peak" in r["error"]["message"]
-    assert all(value is None for value in r["metrics"].values())
+    # only the prediction made before the run stays (from the ranks' probes: the datasheet's GEMM here)
+    assert r["metrics"]["predicted"]["iteration_time_s"] > 0
+    assert r["metrics"] == {**null_metrics(), "predicted": r["metrics"]["predicted"]}
 
 
 def test_fewer_steps_than_asked_is_invalid(tmp_path: Path) -> None:
