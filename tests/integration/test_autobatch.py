@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
-from helpers import run_py, run_py_signalled
+from helpers import make_plan, run_py, run_py_signalled
+
+from flopsweep.memory import estimate
+from flopsweep.record import PRE_RUN_METRICS
 
 
 def auto_run(run_dir: Path, *overrides: str, returncode: int) -> dict:
@@ -70,9 +74,18 @@ def test_resume_skips_an_ok_batch_auto_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_batch_auto_when_nothing_fits_keeps_the_probes_error_and_search(tmp_path: Path) -> None:
+def test_batch_auto_when_nothing_fits_keeps_the_probes_error_and_search(
+    tmp_path: Path, hydra_compose
+) -> None:
     record = auto_run(tmp_path, "fault={kind:oom,rank:0,phase:init}", returncode=1)
     assert record["status"] == "oom"
+    # the memory estimate of the size the search reached stays; nothing measured does
+    plan = make_plan(hydra_compose(["batch=auto", "fault={kind:oom,rank:0,phase:init}"]))
+    reached = record["config"]["batch"]["micro_batch_size"]
+    batch = dataclasses.replace(plan.cfg.batch, micro_batch_size=reached)
+    expected = round(estimate(dataclasses.replace(plan.cfg, batch=batch), plan.layout).total_gib, 6)
+    assert record["metrics"]["predicted_peak_gib"] == expected > 0
+    assert all(v is None for k, v in record["metrics"].items() if k not in PRE_RUN_METRICS)
     error = record["error"]
     # The starting probe's own phase, rank and cause, not a made-up one.
     assert (error["phase"], error["rank"]) == ("init", 0)
