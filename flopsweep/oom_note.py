@@ -24,6 +24,10 @@ HOST_MEMORY_FIX = (
 )
 """The fix of a CPU set-up over the host's memory (every rank of the node in it)."""
 
+OOM_ESTIMATE = "oom_estimate: "
+"""How the warning of :func:`oom_estimate_line` begins (in the record's ``warnings``; the job logs it
+after the oom's own line)."""
+
 UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 """The size units torch's caching allocator prints (``c10::CachingAllocator::format_size``)."""
 
@@ -72,6 +76,6 @@ def oom_estimate_line(predicted_gib: Any, error: dict[str, Any] | None) -> str |
         "needed more than estimated (docs/memory.md lists what the estimate misses)"
     )
     return (
-        f"oom_estimate: the memory estimate before the run was {predicted_gib:.1f} GiB per rank "
+        f"{OOM_ESTIMATE}the memory estimate before the run was {predicted_gib:.1f} GiB per rank "
         f"(metrics.predicted_peak_gib), {said}. Fix: {GPU_MEMORY_FIX}"
     )

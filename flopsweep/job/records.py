@@ -30,7 +30,7 @@ from flopsweep.launch import SCRATCH, last_phase
 from flopsweep.layout import Layout
 from flopsweep.metrics import build_record, compute_metrics, profile_warnings, sanity_problem, system_info
 from flopsweep.noise import noise_warnings
-from flopsweep.oom_note import oom_estimate_line
+from flopsweep.oom_note import OOM_ESTIMATE, oom_estimate_line
 from flopsweep.plan import fixed_nproc
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
@@ -331,6 +331,10 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
             log.warning("%s in %s -> %s", record["status"], err["phase"], path)
     else:
         log.warning("%s", failure_line(record, path))
+    if record["status"] == "oom":  # what the estimate said of it, on the console too
+        for warning in record["warnings"]:
+            if warning.startswith(OOM_ESTIMATE):
+                log.warning("%s", warning)
 
 
 def failure_line(record: dict[str, Any], path: Path | str) -> str:

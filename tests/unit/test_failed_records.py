@@ -6,6 +6,7 @@ failed runs are checked in ``tests/integration/test_failures.py``."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from helpers import make_plan
 
 from analysis.load import PRE_RUN_COLUMNS, row
 from flopsweep import record as rec
-from flopsweep.job.records import before_run, estimate_at_sizes, measured, predicted_peak_gib
+from flopsweep.job.records import _log_result, before_run, estimate_at_sizes, measured, predicted_peak_gib
 from flopsweep.job.result import JobResult
 from flopsweep.launch import Outcome
 from flopsweep.memory import estimate
@@ -160,3 +161,25 @@ def test_the_analysis_shows_the_estimate_of_a_failed_run_and_no_measured_figure(
     assert out["peak_memory_error"] is None and out["prediction_error"] is None  # nothing measured to compare
     assert out["peak_cuda_allocated_gib"] is None and out["tokens_per_s"] is None
     assert out["iteration_time_s_mean"] is None or math.isnan(out["iteration_time_s_mean"])
+
+
+@pytest.mark.parametrize("job_num", [None, 3])
+def test_the_oom_line_is_logged_after_the_oom_itself(job_num, hydra_compose, caplog) -> None:
+    cfg = hydra_compose(["device=cpu"])
+    run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": job_num}
+    err = rec.error("OutOfMemoryError", TORCH_OOM, "warmup", 0)
+    line = oom_estimate_line(85.3, err)
+    made = build_record(
+        cfg=cfg, status="oom", error=err, run=run, system={}, metrics=PRE_RUN, warnings=[line]
+    )
+    with caplog.at_level(logging.WARNING, logger="flopsweep"):
+        _log_result(made, Path("sweep/3/metrics.json"))
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and said[0].startswith("oom in warmup") and said[1] == line
+    caplog.clear()
+    other = build_record(
+        cfg=cfg, status="error", error=err, run=run, system={}, metrics=None, warnings=[line]
+    )
+    with caplog.at_level(logging.WARNING, logger="flopsweep"):
+        _log_result(other, Path("sweep/3/metrics.json"))
+    assert [r.getMessage() for r in caplog.records if r.getMessage() == line] == []
