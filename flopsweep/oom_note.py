@@ -1,5 +1,5 @@
 """What an ``oom`` record says of the memory estimate made before the run: the ``oom_estimate`` warning
-(:func:`oom_estimate_line`), which sets ``metrics.predicted_peak_gib`` beside the device memory the
+(:func:`oom_estimate_line`), which sets ``run.before_run.predicted_peak_gib`` beside the device memory the
 out-of-memory error names, and the fixes of a run that does not fit its memory (:data:`GPU_MEMORY_FIX`,
 :data:`HOST_MEMORY_FIX`, also ``plan=true``'s, :func:`flopsweep.job.plantable.plan_unfit_line`).
 
@@ -54,13 +54,13 @@ def device_capacity_gib(message: Any) -> float | None:
 
 
 def oom_estimate_line(predicted_gib: Any, error: dict[str, Any] | None) -> str | None:
-    """The ``oom_estimate`` warning of an ``oom`` record: ``metrics.predicted_peak_gib`` (``predicted_gib``,
-    GiB per rank, made before any rank started) against the device's total memory that ``error``'s
-    message names (:func:`device_capacity_gib`), whether the estimate said the run would fit, and
-    :data:`GPU_MEMORY_FIX`. None without either figure.
+    """The ``oom_estimate`` warning of an ``oom`` record: ``run.before_run.predicted_peak_gib``
+    (``predicted_gib``, GiB per rank, made before any rank started) against the device's total memory
+    that ``error``'s message names (:func:`device_capacity_gib`), whether the estimate said the run
+    would fit, and :data:`GPU_MEMORY_FIX`. None without either figure.
 
     ``oom_estimate: the memory estimate before the run was 85.3 GiB per rank
-    (metrics.predicted_peak_gib), over the GPU's 79.2 GiB (the capacity the out-of-memory error
+    (run.before_run.predicted_peak_gib), over the GPU's 79.2 GiB (the capacity the out-of-memory error
     names): it said the run would not fit. Fix: ...``
     """
     capacity = device_capacity_gib((error or {}).get("message"))
@@ -77,5 +77,5 @@ def oom_estimate_line(predicted_gib: Any, error: dict[str, Any] | None) -> str |
     )
     return (
         f"{OOM_ESTIMATE}the memory estimate before the run was {predicted_gib:.1f} GiB per rank "
-        f"(metrics.predicted_peak_gib), {said}. Fix: {GPU_MEMORY_FIX}"
+        f"(run.before_run.predicted_peak_gib), {said}. Fix: {GPU_MEMORY_FIX}"
     )

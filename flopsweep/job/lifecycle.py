@@ -259,7 +259,7 @@ def ready(job: JobResult, info: JobInfo) -> JobResult:
     (:func:`~flopsweep.job.hostcheck.check_free_host_memory`: ``invalid`` as validation refuses, or a
     warning kept for the record), the launch's log line, the CUDA allocator's setting, a
     ``plan_gpu`` the run does not read, tensor parallelism across nodes, and the memory estimate
-    (``metrics.predicted_peak_gib``)."""
+    (``metrics.predicted_peak_gib``; ``run.before_run``'s in a record that is not ``ok``)."""
     p, cfg = job.plan, job.cfg
     try:
         host_warning = check_free_host_memory(p, overrides=info.overrides)
@@ -344,10 +344,10 @@ def followed(job: JobResult, group: NodeGroup) -> JobResult:
 def failures_recorded(job: JobResult) -> Iterator[None]:
     """Around :func:`sized` and :func:`launched`: an interrupt (Ctrl-C, SIGTERM) is recorded as an
     ``error`` in the phase the ranks reached (:func:`search_cut_short` names a search it cut short),
-    at the sizes measured (as configured during a search; ``metrics.predicted_peak_gib`` the estimate
-    of those sizes), then raised again; any other exception (the launcher itself broke) ends the job
-    as an ``error`` in phase ``launch``. Either record keeps the metrics known before the run
-    (:func:`flopsweep.job.records.before_run`)."""
+    at the sizes measured (as configured during a search; ``run.before_run.predicted_peak_gib`` the
+    estimate of those sizes), then raised again; any other exception (the launcher itself broke) ends
+    the job as an ``error`` in phase ``launch``. Either record keeps the metrics known before the run
+    under ``run.before_run`` (:func:`flopsweep.job.records.before_run`)."""
     try:
         yield
     except (KeyboardInterrupt, Terminated) as exc:
@@ -355,7 +355,7 @@ def failures_recorded(job: JobResult) -> Iterator[None]:
         what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
         stopped = f"interrupted by {what}{search_cut_short(job.run)}; every worker was stopped"
         job.cfg = job.measuring or job.plan.cfg
-        estimate_at_sizes(job)  # metrics.predicted_peak_gib of the sizes recorded
+        estimate_at_sizes(job)  # run.before_run.predicted_peak_gib of the sizes recorded
         job.fail("error", rec.error(type(exc).__name__, stopped, phase))
         try:  # a measured run at the sizes found is recorded at those sizes
             recorded(job)

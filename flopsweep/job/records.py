@@ -59,9 +59,9 @@ def measured(job: JobResult) -> JobResult:
     found, or reached when one failed: :func:`estimate_at_sizes`); ``metrics.predicted`` the
     prediction from the config, the ``predict.calibration`` records read before the launch and the
     probes every rank ran before warm-up (GEMM rate, ``system.interconnect``, with ``predict.probe``
-    the compute probe): nothing of the measured steps enters it. A record that is not ``ok`` keeps
-    both (:func:`before_run`; an ``invalid`` one the prediction made with the probes), every other
-    metric null. The record's ``warnings`` start with the launch's
+    the compute probe): nothing of the measured steps enters it. A record that is not ``ok`` has every
+    metric null and keeps both under ``run.before_run`` (:func:`before_run`; an ``invalid`` one the
+    prediction made with the probes). The record's ``warnings`` start with the launch's
     (:attr:`JobResult.launch_warnings`), whatever the status; an ``oom`` whose error names the GPU's
     memory adds the ``oom_estimate`` line (:func:`flopsweep.oom_note.oom_estimate_line`).
     """
@@ -90,7 +90,7 @@ def measured(job: JobResult) -> JobResult:
     # a probe that fell back is a record warning (printed with the others, :func:`_log_result`)
     job.warnings += forecast.probe_fallback_lines(metrics["predicted"])
     if problem := sanity_problem(cfg, metrics, cfg.device):
-        job.metrics = metrics  # the record keeps only what was known before the run (record.failed_metrics)
+        job.metrics = metrics  # its run.before_run keeps what was known before the run (before_run)
         return job.fail("invalid", rec.error("TimingSanity", problem, "measure"))
     job.status, job.metrics = "ok", metrics
     job.warnings += profile_warnings(outcome.ranks) + outcome.warnings
@@ -108,13 +108,17 @@ def estimate_at_sizes(job: JobResult) -> JobResult:
 
 
 def before_run(job: JobResult, device_name: str | None) -> dict[str, Any] | None:
-    """The metrics a job that is not ``ok`` knew before any rank started
-    (:data:`flopsweep.record.PRE_RUN_METRICS`): ``predicted_peak_gib`` (:attr:`JobResult.predicted_peak_gib`)
-    and ``predicted`` (:func:`flopsweep.forecast.prediction` from the config, the layout and the
-    ``predict.calibration`` records, on ``device_name``'s datasheet peak: no probe's figure, as no rank
-    reported one, which its ``source`` says under ``predict.probe`` or ``predict.layer_probe``). None
-    for a job that never passed the launch's checks (:func:`flopsweep.job.lifecycle.ready`: no layout)
-    or was not planned here (a lost Slurm job): its metrics are all null."""
+    """``run.before_run`` of a job that is not ``ok`` (:data:`flopsweep.record.BEFORE_RUN`): what it
+    knew before any rank started (:data:`flopsweep.record.PRE_RUN_METRICS`), ``{"predicted_peak_gib":
+    <GiB or None>, "predicted": <dict or None>}``. From ``job.metrics`` where the ranks ran (an
+    ``invalid`` run: the prediction made with their probes); else ``predicted_peak_gib`` is
+    :attr:`JobResult.predicted_peak_gib` and ``predicted`` :func:`flopsweep.forecast.prediction` from the
+    config, the layout and the ``predict.calibration`` records, on ``device_name``'s datasheet peak: no
+    probe's figure, as no rank reported one, which its ``source`` says under ``predict.probe`` or
+    ``predict.layer_probe``. None for a job that never passed the launch's checks
+    (:func:`flopsweep.job.lifecycle.ready`: no layout) or was not planned here (a lost Slurm job)."""
+    if job.metrics is not None:
+        return {key: job.metrics.get(key) for key in rec.PRE_RUN_METRICS}
     cfg, layout = job.cfg, job.layout
     if job.plan is None or layout is None:
         return None
@@ -163,8 +167,9 @@ def recorded(job: JobResult) -> dict[str, Any]:
     ``system.world_size``, ``nproc_per_node`` and ``parallel`` come from ``job.layout`` (null for a
     run that never launched); ``system.device_name``, ``power_limit_w``, ``interconnect``,
     ``cpu_threads`` and ``optimizer`` from what the ranks measured (:class:`RankFacts`, null when no
-    rank measured). A record that is not ``ok`` keeps the metrics known before the run
-    (:func:`before_run`), every other metric null. An ``ok`` record adds the noise warnings
+    rank measured). A record that is not ``ok`` has every metric null and ``run.before_run``
+    (:func:`before_run`: the metrics known before the run, or null); an ``ok`` one has no
+    ``run.before_run``. An ``ok`` record adds the noise warnings
     (:func:`flopsweep.noise.noise_warnings`).
     Only the task that writes records writes it (:func:`flopsweep.slurm.writes_record`); the job's
     scratch files are removed after, and its line is logged unless ``job.log_result`` is False.
@@ -194,8 +199,8 @@ def recorded(job: JobResult) -> dict[str, Any]:
     system["interconnect"] = facts.interconnect
     system["cpu_threads"] = facts.cpu_threads
     system["optimizer"] = facts.optimizer
-    if job.status != "ok" and job.metrics is None:  # what was known before the run stays known
-        job.metrics = before_run(job, system["device_name"])
+    if job.status != "ok":  # what was known before the run stays known, outside metrics
+        run[rec.BEFORE_RUN] = before_run(job, system["device_name"])
     warnings = list(job.warnings)
     if job.status == "ok" and job.metrics is not None:
         warnings += noise_warnings(

@@ -25,7 +25,6 @@ import pytest
 from helpers import ROOT, records, run_py
 
 from flopsweep import cluster as fcluster
-from flopsweep.record import PRE_RUN_METRICS
 
 CPU_JOB = [
     "hydra/launcher=slurm",
@@ -233,8 +232,8 @@ def test_rank_that_raises_gives_error_record(tmp_path: Path, job_name: str) -> N
     assert record["status"] == "error"
     assert record["error"]["rank"] == 1 and record["error"]["phase"] == "warmup"
     assert record["error"]["type"] == "InjectedFault", record["error"]
-    assert record["metrics"]["predicted_peak_gib"] > 0  # the estimate made before the ranks started stays
-    assert all(value is None for key, value in record["metrics"].items() if key not in PRE_RUN_METRICS)
+    assert record["run"]["before_run"]["predicted_peak_gib"] > 0  # the estimate made before the ranks started
+    assert all(value is None for value in record["metrics"].values())
 
 
 @pytest.mark.slurm

@@ -1,7 +1,8 @@
-"""A record that is not ``ok`` keeps what was known before its ranks started: ``metrics.predicted_peak_gib``
-and ``metrics.predicted`` (``flopsweep.record.PRE_RUN_METRICS``), every other metric null; an ``oom`` whose
-error names the GPU's memory says how the estimate compared (``flopsweep.oom_note``). The records of real
-failed runs are checked in ``tests/integration/test_failures.py``."""
+"""A record that is not ``ok`` has every metric null and keeps what was known before its ranks started
+under ``run.before_run``: ``predicted_peak_gib`` and ``predicted`` (``flopsweep.record.PRE_RUN_METRICS``,
+``BEFORE_RUN``); an ``oom`` whose error names the GPU's memory says how the estimate compared
+(``flopsweep.oom_note``). The records of real failed runs are checked in
+``tests/integration/test_failures.py``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from helpers import make_plan
 
 from analysis.load import PRE_RUN_COLUMNS, row
 from flopsweep import record as rec
-from flopsweep.job.records import _log_result, before_run, estimate_at_sizes, measured, predicted_peak_gib
+from flopsweep.figure_types import type_problems
+from flopsweep.job.records import (
+    _log_result,
+    before_run,
+    estimate_at_sizes,
+    measured,
+    predicted_peak_gib,
+)
 from flopsweep.job.result import JobResult
 from flopsweep.launch import Outcome
 from flopsweep.memory import estimate
@@ -42,26 +50,38 @@ def _job(tmp_path: Path, cfg, **kw) -> JobResult:
     return JobResult(path=tmp_path / "metrics.json", cfg=cfg, run=run, **kw)
 
 
-def test_a_failed_record_keeps_only_the_metrics_known_before_the_run() -> None:
-    assert rec.PRE_RUN_METRICS == ("predicted_peak_gib", "predicted")
-    kept = rec.failed_metrics({**MEASURED, **PRE_RUN})
-    assert set(kept) == set(rec.METRIC_KEYS)
-    assert {k: kept[k] for k in rec.PRE_RUN_METRICS} == PRE_RUN
-    assert all(kept[k] is None for k in rec.METRIC_KEYS if k not in rec.PRE_RUN_METRICS)
-    assert rec.failed_metrics(None) == rec.null_metrics()
+def _run(**extra) -> dict:
+    return {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": 0, **extra}
 
 
 @pytest.mark.parametrize("status", ["oom", "error", "invalid"])
-def test_build_record_of_a_failed_run_drops_every_measured_figure(status: str, hydra_compose) -> None:
+def test_build_record_of_a_failed_run_nulls_every_metric(status: str, hydra_compose) -> None:
+    assert rec.PRE_RUN_METRICS == ("predicted_peak_gib", "predicted") and rec.BEFORE_RUN == "before_run"
     cfg = hydra_compose(["device=cpu"])
     err = rec.error("OutOfMemoryError", TORCH_OOM, "warmup", 0)
-    run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": None}
+    before = {"predicted_peak_gib": 85.3, "predicted": {**PRE_RUN["predicted"], "mfu": float("nan")}}
     made = build_record(
-        cfg=cfg, status=status, error=err, run=run, system={}, metrics={**MEASURED, **PRE_RUN}, warnings=[]
+        cfg=cfg,
+        status=status,
+        error=err,
+        run=_run(before_run=before),
+        system={},
+        metrics={**MEASURED, **PRE_RUN},
+        warnings=[],
     )
-    assert made["metrics"] == rec.failed_metrics(PRE_RUN)
-    ok = build_record(cfg=cfg, status="ok", error=None, run=run, system={}, metrics={**MEASURED, **PRE_RUN})
+    assert made["metrics"] == rec.null_metrics()  # DESIGN.md: not ok, every metric null
+    assert made["run"]["before_run"] == {
+        "predicted_peak_gib": 85.3,
+        "predicted": {**PRE_RUN["predicted"], "mfu": None},
+    }
+    assert made["warnings"] == [
+        "non_finite: run.before_run.predicted.mfu was not a finite number and is recorded as null"
+    ]
+    ok = build_record(
+        cfg=cfg, status="ok", error=None, run=_run(), system={}, metrics={**MEASURED, **PRE_RUN}
+    )
     assert ok["metrics"]["tokens_per_s"] == 9.0  # an ok record keeps what it measured
+    assert ok["metrics"]["predicted_peak_gib"] == 85.3 and "before_run" not in ok["run"]
 
 
 @pytest.mark.parametrize(
@@ -86,7 +106,7 @@ def test_the_oom_line_sets_the_estimate_beside_the_gpus_memory() -> None:
     over = oom_estimate_line(85.3, rec.error("OutOfMemoryError", TORCH_OOM, "warmup", 0))
     assert over == (
         "oom_estimate: the memory estimate before the run was 85.3 GiB per rank "
-        "(metrics.predicted_peak_gib), over the GPU's 79.2 GiB (the capacity the out-of-memory error "
+        "(run.before_run.predicted_peak_gib), over the GPU's 79.2 GiB (the capacity the out-of-memory error "
         "names): it said the run would not fit "
         f"(plan=true shows it before a run: est_peak_gib_per_rank, fits). Fix: {GPU_MEMORY_FIX}"
     )
@@ -139,18 +159,28 @@ def test_before_run_gives_the_estimate_and_a_prediction_without_measured_steps(
     job.cfg = bigger
     estimate_at_sizes(job)
     assert job.predicted_peak_gib == round(estimate(bigger, plan.layout).total_gib, 6) > expected
-    # never launched (refused by the launch's checks) or not planned here (a lost Slurm job): all null
+    # never launched (refused by the launch's checks) or not planned here (a lost Slurm job): null
     assert before_run(_job(tmp_path, plan.cfg, plan=plan), "cpu") is None
     assert before_run(_job(tmp_path, plan.cfg, layout=plan.layout), "cpu") is None
+    # an implausible (invalid) run's: what its metrics say, the prediction made with the ranks' probes
+    job.metrics = {**MEASURED, **PRE_RUN}
+    assert before_run(job, "cpu") == PRE_RUN
 
 
 def test_the_analysis_shows_the_estimate_of_a_failed_run_and_no_measured_figure(hydra_compose) -> None:
     cfg = hydra_compose(["device=cpu"])
-    run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": 0}
     err = rec.error("OutOfMemoryError", TORCH_OOM, "warmup", 0)
-    made = build_record(cfg=cfg, status="oom", error=err, run=run, system={}, metrics={**MEASURED, **PRE_RUN})
+    made = build_record(
+        cfg=cfg,
+        status="oom",
+        error=err,
+        run=_run(before_run=PRE_RUN),
+        system={},
+        metrics={**MEASURED, **PRE_RUN},
+    )
     out = row(made, "x")
     assert out["predicted_peak_gib"] == 85.3 and out["predicted_iteration_time_s"] == 1.5
+    assert out["predicted_source"] == "x" and out["predicted_tokens_per_s"] == 2.0
     assert set(PRE_RUN_COLUMNS) == {
         "predicted_peak_gib",
         "predicted_iteration_time_s",
@@ -183,3 +213,29 @@ def test_the_oom_line_is_logged_after_the_oom_itself(job_num, hydra_compose, cap
     with caplog.at_level(logging.WARNING, logger="flopsweep"):
         _log_result(other, Path("sweep/3/metrics.json"))
     assert [r.getMessage() for r in caplog.records if r.getMessage() == line] == []
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        None,
+        "85.3",
+        [85.3],
+        {"predicted_peak_gib": "big", "predicted": "fast"},
+        {"predicted_peak_gib": [1], "predicted": {"iteration_time_s": {"a": 1}, "tokens_per_s": True}},
+    ],
+)
+def test_a_hand_edited_before_run_of_a_wrong_type_is_a_blank_cell(before, hydra_compose) -> None:
+    cfg = hydra_compose(["device=cpu"])
+    err = rec.error("OutOfMemoryError", TORCH_OOM, "warmup", 0)
+    made = build_record(cfg=cfg, status="oom", error=err, run=_run(), system={}, metrics=None)
+    made["run"]["before_run"] = before
+    out = row(made, "x")
+    assert out["predicted_peak_gib"] is None and out["predicted_iteration_time_s"] is None
+    assert out["predicted_tokens_per_s"] is None and out["implausible"] is None
+    # an ok record is type-checked (flopsweep.figure_types): one holding a wrong one is flagged
+    ok = build_record(cfg=cfg, status="ok", error=None, run=_run(), system={}, metrics=None)
+    ok["run"]["before_run"] = {"predicted_peak_gib": "big"}
+    assert 'run.before_run.predicted_peak_gib "big": expected a number >= 0 (GiB), not text' in type_problems(
+        ok
+    )
