@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from flopsweep.columns import COLUMN_SPECS, HIDE_SETUP, SETUP_SPECS, ColumnSpec, kind, only_for
-from flopsweep.record import METRIC_SPECS, MetricSpec
+from flopsweep.record import METRIC_SPECS, PRE_RUN_METRICS, MetricSpec
 
 RANK_METRIC = "model_tflops_per_device"
 """The default ranking metric everywhere (tables, best, compare, plots)."""
@@ -49,7 +49,16 @@ NOT_COLUMNS = ("per_rank", "flops_convention")
 METRIC_FIELDS: list[MetricSpec] = [spec for spec in METRIC_SPECS if spec.key not in NOT_COLUMNS]
 """The metric columns, in :data:`flopsweep.record.METRIC_SPECS` order."""
 METRIC_COLUMNS: list[str] = [spec.name for spec in METRIC_FIELDS]
-"""Metric columns: blank for every run whose status is not ok, whatever the record says."""
+"""Metric columns: blank for every run whose status is not ok, whatever its ``metrics`` say, but the
+:data:`PRE_RUN_COLUMNS`, read from its ``run.before_run``."""
+PRE_RUN_FIELDS: list[MetricSpec] = [spec for spec in METRIC_FIELDS if spec.key in PRE_RUN_METRICS]
+"""The specs of :data:`PRE_RUN_COLUMNS`."""
+PRE_RUN_COLUMNS: list[str] = [spec.name for spec in PRE_RUN_FIELDS]
+"""The metric columns known before the run (:data:`flopsweep.record.PRE_RUN_METRICS`: ``predicted_peak_gib``
+and the ``predicted_*`` step-time prediction): for a run whose status is not ok, read from its
+``run.before_run`` (:data:`flopsweep.record.BEFORE_RUN`; its ``metrics`` are all null), so an ``oom`` row
+shows what the estimate said; blank where the record has none. Never a measured figure:
+``peak_memory_error`` and ``prediction_error`` stay blank there, with no measured figure to compare."""
 BREAKDOWN_COLUMNS: list[str] = [spec.name for spec in METRIC_FIELDS if spec.key == "breakdown"]
 """The ``breakdown_*`` columns (``profile=true``)."""
 NUMERIC_METRICS: list[str] = [spec.name for spec in METRIC_FIELDS if spec.unit]

@@ -48,6 +48,8 @@ from analysis.catalogue import (  # noqa: F401 - re-exported: analysis.load.<NAM
     NOT_COLUMNS,
     NUMERIC_METRICS,
     PARALLEL_COLUMNS,
+    PRE_RUN_COLUMNS,
+    PRE_RUN_FIELDS,
     PREDICTION_COLUMNS,
     RANK_METRIC,
     REPEAT_COLUMNS,
@@ -91,7 +93,7 @@ from flopsweep.nearest import pool_of
 from flopsweep.plausible import calibration_problems
 from flopsweep.predict import calibration_view
 from flopsweep.predict_record import predict_record
-from flopsweep.record import value_at
+from flopsweep.record import BEFORE_RUN, value_at
 from flopsweep.text import plural
 from flopsweep.tree import folder_skipped
 
@@ -114,7 +116,10 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     """One flat row of a current-version record.
 
     Missing values are None (blank), never 0; a run whose status is not ``ok`` has every
-    metric column blank. Bytes become GiB (``_gib`` columns, the spec's ``scale``).
+    metric column blank but the :data:`~analysis.catalogue.PRE_RUN_COLUMNS` (the memory estimate and
+    the step-time prediction, made before the run), read from its ``run.before_run`` (blank where that
+    is absent, null or not an object; a value of the wrong type is a blank cell, as a metric's is).
+    Bytes become GiB (``_gib`` columns, the spec's ``scale``).
 
     Raises:
         RecordError: when the recomputed TFLOPs overflow.
@@ -132,10 +137,13 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     elif not out.get("search_grow"):  # a search from before search.grow=seq_len grew the blocks
         out["search_grow"] = "n_layer"
     _metric_cells(out, record["metrics"], METRIC_FIELDS)
+    if out["status"] != "ok":  # no metric; what was known before the run is run.before_run
+        out.update(dict.fromkeys(METRIC_COLUMNS))
+        before = value_at(record, ("run", BEFORE_RUN))
+        if isinstance(before, dict):
+            _metric_cells(out, before, PRE_RUN_FIELDS)
     for name in TEXT_COLUMNS:
         out[name] = cell_text(out[name])
-    if out["status"] != "ok":
-        out.update(dict.fromkeys(METRIC_COLUMNS))
     out["loadavg_1m_start"], out["loadavg_1m_end"] = loadavg_1m(value_at(record, ("system", "loadavg")))
     out["peak_memory_error"] = peak_memory_error(
         out.get("predicted_peak_gib"), out.get("peak_cuda_allocated_gib")

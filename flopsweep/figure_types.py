@@ -23,7 +23,10 @@ while the row stayed ``ok``, kept its other figures and was ranked, even called 
   text (``system.parallel`` is :func:`flopsweep.plausible`'s ``_layout``'s);
 - :data:`OTHER_KEYS`: the run fields, host figures and config keys the checks and columns read
   (``run.wall_s``, ``run.repeat``, ``system.cpu_count``, ``system.loadavg``, ``config.steps.measure``,
-  ``config.cost.usd_per_gpu_hour``, ...), and the probes of a model search.
+  ``config.cost.usd_per_gpu_hour``, ...), and the probes of a model search. ``run.before_run`` (what a
+  record that is not ``ok`` knew before its run; an ok record has none) is checked where an ok record
+  holds one; in a record that is not ``ok``, which these checks skip, the analysis reads a value of the
+  wrong type there as a blank cell (:func:`analysis.load.row`).
 
 Each problem is one phrase naming the key, the value (cut to :data:`SHOWN` characters) and what was
 expected: ``metrics.tokens_per_s "fast": expected a number >= 0 (1/s), not text``.
@@ -226,6 +229,9 @@ OTHER_KEYS: dict[tuple[str, ...], Check] = {
     ("run", "model_search"): obj,
     ("run", "model_search", "probes"): list_of(obj, "objects (one per probe)"),
     ("run", "model_search", "result"): whole(0),
+    ("run", "before_run"): obj,
+    ("run", "before_run", "predicted_peak_gib"): number(MAX_BYTES / 2**30, "GiB"),
+    ("run", "before_run", "predicted"): obj,
     ("system", "nproc_per_node"): whole(1),
     ("system", "cpu_count"): whole(1),
     ("config", "steps", "measure"): whole(1),

@@ -28,7 +28,7 @@ from flopsweep.models import family
 from flopsweep.options import BlockSparseConfig
 from flopsweep.pool import visible_devices
 from flopsweep.precision import PRECISIONS
-from flopsweep.record import SCHEMA_VERSION, STATUSES, null_metrics, strict
+from flopsweep.record import BEFORE_RUN, SCHEMA_VERSION, STATUSES, null_metrics, strict
 from flopsweep.text import plural
 from flopsweep.wire import PER_RANK_KEYS
 
@@ -496,17 +496,22 @@ def build_record(
     metrics: dict[str, Any] | None,
     warnings: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The schema v2 record; ``metrics=None`` gives every metric key as null. ``run`` gains
+    """The schema v2 record; ``metrics=None`` or a ``status`` other than ``ok`` gives every metric
+    key as null (what was known before such a run is ``run.before_run``,
+    :data:`flopsweep.record.BEFORE_RUN`, which the caller puts in ``run``). ``run`` gains
     ``setup_key``, ``job_key`` and ``identity_version`` (:func:`flopsweep.identity.record_keys`).
 
-    Non-finite metric values become null, and each is named in ``warnings``, after those of
-    :func:`warnings_for` and the given ``warnings`` (e.g. :func:`profile_warnings`).
+    Non-finite metric values (and those of ``run.before_run``) become null, and each is named in
+    ``warnings``, after those of :func:`warnings_for` and the given ``warnings`` (e.g.
+    :func:`profile_warnings`).
     """
     extra = list(warnings or [])
     assert status in STATUSES, status
     nulled: list[str] = []
     values = metrics if metrics is not None and status == "ok" else null_metrics()
     values = strict(values, "metrics", nulled)
+    if run.get(BEFORE_RUN) is not None:
+        run = {**run, BEFORE_RUN: strict(run[BEFORE_RUN], f"run.{BEFORE_RUN}", nulled)}
     warnings = warnings_for(values if status == "ok" else None) + extra
     warnings += [f"non_finite: {path} was not a finite number and is recorded as null" for path in nulled]
     try:

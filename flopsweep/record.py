@@ -2,9 +2,10 @@
 
 Torch-free: the job, the Hydra callbacks and the analysis all import it. The
 record is the only contract between a run and the analysis; docs/metrics.md lists
-every key. Metric values of a run that is not ``ok`` are null, never 0. A record
-is strict JSON: a non-finite number is written as null (with a flag), never as
-``NaN``.
+every key. Metric values of a run that is not ``ok`` are null, never 0; what was known before
+any rank started (:data:`PRE_RUN_METRICS`: the memory estimate, the prediction) is its
+``run.before_run`` (:data:`BEFORE_RUN`) instead. A record is strict JSON: a non-finite number is
+written as null (with a flag), never as ``NaN``.
 
 Adding a metric: compute it in the worker or :mod:`flopsweep.metrics`, and add a
 :class:`MetricSpec` line to ``METRIC_SPECS``; the analysis derives its columns,
@@ -429,6 +430,19 @@ def error(
 def null_metrics() -> dict[str, Any]:
     """Metrics of a run that produced none: every key present, every value null."""
     return dict.fromkeys(METRIC_KEYS)
+
+
+PRE_RUN_METRICS = ("predicted_peak_gib", "predicted")
+"""The metrics known before any rank starts: the memory estimate (``predicted_peak_gib``, GiB per rank,
+:func:`flopsweep.memory.estimate`) and the step-time prediction (``predicted``,
+:func:`flopsweep.forecast.prediction`, which reads no measured step). An ``ok`` record has them under
+``metrics``; one that is not ``ok`` has every metric null and these under :data:`BEFORE_RUN`."""
+
+BEFORE_RUN = "before_run"
+"""The ``run`` key of a record that is not ``ok``: ``{"predicted_peak_gib": <GiB or null>, "predicted":
+<object or null>}`` (:data:`PRE_RUN_METRICS`, :func:`flopsweep.job.records.before_run`) where its job
+passed the launch's checks, null where it never did (a config ``invalid``, a lost Slurm job); absent
+from an ``ok`` record."""
 
 
 def value_at(record: Any, path: tuple[str, ...]) -> Any:

@@ -73,6 +73,11 @@ RUN_KEYS: dict[str, tuple[str, str]] = {
         "search.model=largest only: the search's range, probes, result and n_params; grow says what grew "
         "(n_layer: blocks; seq_len: tokens per sequence, each probe's seq_len)",
     ),
+    "before_run": (
+        "object or null",
+        "not ok only: {predicted_peak_gib, predicted}, known before the run (its metrics stay null); "
+        "null if the launch's checks never passed",
+    ),
     "setup_key": ("text", "hash of what the run measured (flopsweep.identity): equal set-ups share it"),
     "job_key": ("text", "hash of the set-up and the repeat round: what resume=true compares"),
     "identity_version": ("int", "version of the hashing of setup_key and job_key"),

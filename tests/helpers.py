@@ -107,6 +107,18 @@ def run_sweep(sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:
     return run_py("-m", *args, f"hydra.sweep.dir={sweep_dir}")
 
 
+def read_record(path: Path) -> dict:
+    """The record at ``path`` (a ``metrics.json``), its contract checked (DESIGN.md): a record that is
+    not ok has every ``metrics`` value null (what was known before the run is ``run.before_run``), an
+    ok one has no ``run.before_run``."""
+    record = json.loads(Path(path).read_text())
+    if record["status"] != "ok":
+        assert all(v is None for v in record["metrics"].values()), (path, record["metrics"])
+    else:
+        assert "before_run" not in record["run"], path
+    return record
+
+
 def records(sweep_dir: Path) -> list[dict]:
     """Every ``metrics.json`` under ``sweep_dir``, in path order."""
     return [json.loads(p.read_text()) for p in sorted(Path(sweep_dir).rglob("metrics.json"))]

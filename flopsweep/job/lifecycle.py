@@ -46,7 +46,7 @@ from flopsweep.hydrafiles import write_hydra_files
 from flopsweep.job.dryrun import plan_job
 from flopsweep.job.hostcheck import check_free_host_memory, use_expandable_segments
 from flopsweep.job.placement import torch_device_name, warn_plan_gpu
-from flopsweep.job.records import measured, now, predicted_peak_gib, recorded
+from flopsweep.job.records import estimate_at_sizes, measured, now, predicted_peak_gib, recorded
 from flopsweep.job.result import JobInfo, JobResult
 from flopsweep.job.resume import ok_record, other_run_problem, resumed_record, set_aside
 from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
@@ -265,7 +265,7 @@ def ready(job: JobResult, info: JobInfo) -> JobResult:
     (:func:`~flopsweep.job.hostcheck.check_free_host_memory`: ``invalid`` as validation refuses, or a
     warning kept for the record), the launch's log line, the CUDA allocator's setting, a
     ``plan_gpu`` the run does not read, tensor parallelism across nodes, and the memory estimate
-    (``metrics.predicted_peak_gib``)."""
+    (``metrics.predicted_peak_gib``; ``run.before_run``'s in a record that is not ``ok``)."""
     p, cfg = job.plan, job.cfg
     try:
         host_warning = check_free_host_memory(p, overrides=info.overrides)
@@ -350,8 +350,10 @@ def followed(job: JobResult, group: NodeGroup) -> JobResult:
 def failures_recorded(job: JobResult) -> Iterator[None]:
     """Around :func:`sized` and :func:`launched`: an interrupt (Ctrl-C, SIGTERM) is recorded as an
     ``error`` in the phase the ranks reached (:func:`search_cut_short` names a search it cut short),
-    at the sizes measured (as configured during a search), then raised again; any other exception
-    (the launcher itself broke) ends the job as an ``error`` in phase ``launch``."""
+    at the sizes measured (as configured during a search; ``run.before_run.predicted_peak_gib`` the
+    estimate of those sizes), then raised again; any other exception (the launcher itself broke) ends
+    the job as an ``error`` in phase ``launch``. Either record keeps the metrics known before the run
+    under ``run.before_run`` (:func:`flopsweep.job.records.before_run`)."""
     try:
         yield
     except (KeyboardInterrupt, Terminated) as exc:
@@ -359,6 +361,7 @@ def failures_recorded(job: JobResult) -> Iterator[None]:
         job.cfg = (
             job.measuring or job.plan.cfg
         )  # a measured run at the sizes found is recorded at those sizes
+        estimate_at_sizes(job)  # run.before_run.predicted_peak_gib of the sizes recorded
         interrupt_recorded(job, exc, phase, f"{search_cut_short(job.run)}; every worker was stopped")
         raise
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it

@@ -13,6 +13,7 @@ from typing import Any
 
 from flopsweep.clusters import HINT_GPU
 from flopsweep.files import create_new
+from flopsweep.oom_note import GPU_MEMORY_FIX, HOST_MEMORY_FIX
 from flopsweep.text import csv_cell, csv_text, printable
 
 PLAN_FILE = "plan.csv"
@@ -336,13 +337,7 @@ def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) 
     row = unfit.iloc[0]
     on_host = str(row.get("fits_on", "")).startswith("host")  # the CPU: every rank in its memory
     ranks = f" per rank x {row.get('world_size', '')} ranks" if on_host else " per rank"
-    fix = (
-        "pick a smaller model or micro batch (batch.micro_batch_size), or fewer ranks (nproc_per_node)"
-        if on_host
-        else "shard it over more GPUs (backend=fsdp or zero3, nproc_per_node, nnodes), set "
-        "activation_checkpointing=full or a smaller batch.micro_batch_size; "
-        f"{cluster_hint(gpu)} ranks the set-ups that fit"
-    )
+    fix = HOST_MEMORY_FIX if on_host else f"{GPU_MEMORY_FIX}; {cluster_hint(gpu)} ranks the set-ups that fit"
     said = (
         f"model={printable(str(row.get('model', '')))}: estimated {row.get('est_peak_gib_per_rank', '')} GiB"
         f"{ranks}, more than {printable(str(row.get('fits_on', '')))}"

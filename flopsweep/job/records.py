@@ -30,6 +30,7 @@ from flopsweep.launch import SCRATCH, last_phase
 from flopsweep.layout import Layout
 from flopsweep.metrics import build_record, compute_metrics, profile_warnings, sanity_problem, system_info
 from flopsweep.noise import noise_warnings
+from flopsweep.oom_note import OOM_ESTIMATE, oom_estimate_line
 from flopsweep.plan import fixed_nproc
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
@@ -55,19 +56,21 @@ def measured(job: JobResult) -> JobResult:
     own status and error.
 
     ``metrics.predicted_peak_gib`` is the plan's memory estimate (again at the sizes the searches
-    found); ``metrics.predicted`` the prediction from the config, the ``predict.calibration`` records
-    read before the launch and the probes every rank ran before warm-up (GEMM rate,
-    ``system.interconnect``, with ``predict.probe`` the compute probe): nothing of the measured steps
-    enters it. The record's ``warnings`` start with the launch's (:attr:`JobResult.launch_warnings`),
-    whatever the status.
+    found, or reached when one failed: :func:`estimate_at_sizes`); ``metrics.predicted`` the
+    prediction from the config, the ``predict.calibration`` records read before the launch and the
+    probes every rank ran before warm-up (GEMM rate, ``system.interconnect``, with ``predict.probe``
+    the compute probe): nothing of the measured steps enters it. A record that is not ``ok`` has every
+    metric null and keeps both under ``run.before_run`` (:func:`before_run`; an ``invalid`` one the
+    prediction made with the probes). The record's ``warnings`` start with the launch's
+    (:attr:`JobResult.launch_warnings`), whatever the status; an ``oom`` whose error names the GPU's
+    memory adds the ``oom_estimate`` line (:func:`flopsweep.oom_note.oom_estimate_line`).
     """
     cfg, layout, outcome = job.cfg, job.layout, job.outcome
-    if (
-        job.plan is not None and cfg != job.plan.cfg
-    ):  # batch=auto chose another micro batch, or the search another model
-        job.predicted_peak_gib = predicted_peak_gib(cfg, layout)
+    estimate_at_sizes(job)
     job.warnings = list(job.launch_warnings)
     if outcome.status != "ok":
+        if outcome.status == "oom" and (line := oom_estimate_line(job.predicted_peak_gib, outcome.error)):
+            job.warnings.append(line)
         return job.fail(outcome.status, outcome.error)
     metrics = compute_metrics(cfg, outcome.ranks, layout)
     metrics["predicted_peak_gib"] = job.predicted_peak_gib
@@ -87,10 +90,42 @@ def measured(job: JobResult) -> JobResult:
     # a probe that fell back is a record warning (printed with the others, :func:`_log_result`)
     job.warnings += forecast.probe_fallback_lines(metrics["predicted"])
     if problem := sanity_problem(cfg, metrics, cfg.device):
+        job.metrics = metrics  # its run.before_run keeps what was known before the run (before_run)
         return job.fail("invalid", rec.error("TimingSanity", problem, "measure"))
     job.status, job.metrics = "ok", metrics
     job.warnings += profile_warnings(outcome.ranks) + outcome.warnings
     return job
+
+
+def estimate_at_sizes(job: JobResult) -> JobResult:
+    """``job.predicted_peak_gib`` again (:func:`predicted_peak_gib`) where the job's config is no
+    longer the plan's, whose estimate :func:`flopsweep.job.lifecycle.ready` made: ``batch=auto`` chose
+    another micro batch, ``search.model=largest`` another model, or a search failed at the sizes it
+    reached; nothing for a job that never reached the launch (no layout)."""
+    if job.plan is not None and job.layout is not None and job.cfg != job.plan.cfg:
+        job.predicted_peak_gib = predicted_peak_gib(job.cfg, job.layout)
+    return job
+
+
+def before_run(job: JobResult, device_name: str | None) -> dict[str, Any] | None:
+    """``run.before_run`` of a job that is not ``ok`` (:data:`flopsweep.record.BEFORE_RUN`): what it
+    knew before any rank started (:data:`flopsweep.record.PRE_RUN_METRICS`), ``{"predicted_peak_gib":
+    <GiB or None>, "predicted": <dict or None>}``. From ``job.metrics`` where the ranks ran (an
+    ``invalid`` run: the prediction made with their probes); else ``predicted_peak_gib`` is
+    :attr:`JobResult.predicted_peak_gib` and ``predicted`` :func:`flopsweep.forecast.prediction` from the
+    config, the layout and the ``predict.calibration`` records, on ``device_name``'s datasheet peak: no
+    probe's figure, as no rank reported one, which its ``source`` says under ``predict.probe`` or
+    ``predict.layer_probe``. None for a job that never passed the launch's checks
+    (:func:`flopsweep.job.lifecycle.ready`: no layout) or was not planned here (a lost Slurm job)."""
+    if job.metrics is not None:
+        return {key: job.metrics.get(key) for key in rec.PRE_RUN_METRICS}
+    cfg, layout = job.cfg, job.layout
+    if job.plan is None or layout is None:
+        return None
+    predicted = forecast.prediction(
+        cfg, layout, job.calibrations, gpus_per_node=layout.world_size // cfg.nnodes, device_name=device_name
+    )
+    return {"predicted_peak_gib": job.predicted_peak_gib, "predicted": predicted}
 
 
 def probe_seconds(facts: RankFacts) -> float | None:
@@ -132,7 +167,10 @@ def recorded(job: JobResult) -> dict[str, Any]:
     ``system.world_size``, ``nproc_per_node`` and ``parallel`` come from ``job.layout`` (null for a
     run that never launched); ``system.device_name``, ``power_limit_w``, ``interconnect``,
     ``cpu_threads`` and ``optimizer`` from what the ranks measured (:class:`RankFacts`, null when no
-    rank measured). An ``ok`` record adds the noise warnings (:func:`flopsweep.noise.noise_warnings`).
+    rank measured). A record that is not ``ok`` has every metric null and ``run.before_run``
+    (:func:`before_run`: the metrics known before the run, or null); an ``ok`` one has no
+    ``run.before_run``. An ``ok`` record adds the noise warnings
+    (:func:`flopsweep.noise.noise_warnings`).
     Only the task that writes records writes it (:func:`flopsweep.slurm.writes_record`); the job's
     scratch files are removed after, and its line is logged unless ``job.log_result`` is False.
 
@@ -161,6 +199,8 @@ def recorded(job: JobResult) -> dict[str, Any]:
     system["interconnect"] = facts.interconnect
     system["cpu_threads"] = facts.cpu_threads
     system["optimizer"] = facts.optimizer
+    if job.status != "ok":  # what was known before the run stays known, outside metrics
+        run[rec.BEFORE_RUN] = before_run(job, system["device_name"])
     warnings = list(job.warnings)
     if job.status == "ok" and job.metrics is not None:
         warnings += noise_warnings(
@@ -296,6 +336,10 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
             log.warning("%s in %s -> %s", record["status"], err["phase"], path)
     else:
         log.warning("%s", failure_line(record, path))
+    if record["status"] == "oom":  # what the estimate said of it, on the console too
+        for warning in record["warnings"]:
+            if warning.startswith(OOM_ESTIMATE):
+                log.warning("%s", warning)
 
 
 def failure_line(record: dict[str, Any], path: Path | str) -> str:

@@ -104,7 +104,8 @@ class JobResult:
     launch_warnings: list[str] = dataclasses.field(default_factory=list)
     """What the launch warned about before any worker started, first in the record's ``warnings``."""
     predicted_peak_gib: float | None = None
-    """``metrics.predicted_peak_gib``: the memory estimate of the config measured."""
+    """``metrics.predicted_peak_gib`` (``run.before_run``'s when not ``ok``): the memory estimate of the
+    config measured."""
     sized: Plan | None = None
     """sized: the plan at the sizes the searches found (the plan itself without a search)."""
     measuring: RunConfig | None = None

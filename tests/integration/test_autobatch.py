@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
-from helpers import run_py, run_py_signalled
+from helpers import make_plan, read_record, run_py, run_py_signalled
+
+from flopsweep.memory import estimate
+from flopsweep.record import null_metrics
 
 
 def auto_run(run_dir: Path, *overrides: str, returncode: int) -> dict:
     """``python run.py batch=auto ...`` in ``run_dir``; checks the exit code, returns the record."""
     proc = run_py("batch=auto", *overrides, f"hydra.run.dir={run_dir}", timeout=600)
     assert proc.returncode == returncode, proc.stderr[-2000:]
-    return json.loads((run_dir / "metrics.json").read_text())
+    return read_record(run_dir / "metrics.json")  # a failed record's metrics all null (DESIGN.md)
 
 
 @pytest.mark.slow
@@ -70,9 +74,18 @@ def test_resume_skips_an_ok_batch_auto_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_batch_auto_when_nothing_fits_keeps_the_probes_error_and_search(tmp_path: Path) -> None:
+def test_batch_auto_when_nothing_fits_keeps_the_probes_error_and_search(
+    tmp_path: Path, hydra_compose
+) -> None:
     record = auto_run(tmp_path, "fault={kind:oom,rank:0,phase:init}", returncode=1)
     assert record["status"] == "oom"
+    # the memory estimate of the size the search reached is run.before_run's; every metric is null
+    plan = make_plan(hydra_compose(["batch=auto", "fault={kind:oom,rank:0,phase:init}"]))
+    reached = record["config"]["batch"]["micro_batch_size"]
+    batch = dataclasses.replace(plan.cfg.batch, micro_batch_size=reached)
+    expected = round(estimate(dataclasses.replace(plan.cfg, batch=batch), plan.layout).total_gib, 6)
+    assert record["run"]["before_run"]["predicted_peak_gib"] == expected > 0
+    assert record["metrics"] == null_metrics()
     error = record["error"]
     # The starting probe's own phase, rank and cause, not a made-up one.
     assert (error["phase"], error["rank"]) == ("init", 0)

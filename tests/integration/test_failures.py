@@ -18,16 +18,21 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from helpers import ROOT, RUN_PY, make_plan, run_py
+from helpers import ROOT, RUN_PY, make_plan, read_record, run_py
 
 from flopsweep import config as fconfig
+from flopsweep import forecast
 from flopsweep.backends import FSDPConfig
 from flopsweep.config import BackendConfig, FaultConfig, ModelConfig, RunConfig
 from flopsweep.job.records import measured, recorded
 from flopsweep.job.result import JobResult
 from flopsweep.launch import Outcome, launch_local
 from flopsweep.layout import Layout
+from flopsweep.memory import estimate
 from flopsweep.metrics import compute_metrics, sanity_problem
+from flopsweep.oom_note import oom_estimate_line
+from flopsweep.record import error as error_info
+from flopsweep.record import null_metrics
 
 # Two gloo ranks, the smallest model, the fewest steps: seconds per job on a 2-core CPU.
 TWO_RANKS = [
@@ -44,7 +49,7 @@ ONE_RANK = ["device=cpu", "precision=fp32", "steps.warmup=0", "steps.measure=1"]
 
 
 def record(job_dir: Path) -> dict:
-    return json.loads((job_dir / "metrics.json").read_text())
+    return read_record(job_dir / "metrics.json")  # a failed record's metrics all null (DESIGN.md)
 
 
 def summary(stdout: str) -> str:
@@ -78,17 +83,26 @@ def failure_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpr
 
 
 @pytest.mark.slow
-def test_failure_sweep_records_every_job(failure_sweep: tuple[Path, subprocess.CompletedProcess]) -> None:
+def test_failure_sweep_records_every_job(
+    failure_sweep: tuple[Path, subprocess.CompletedProcess], hydra_compose
+) -> None:
     sweep_dir, proc = failure_sweep
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert summary(proc.stdout).startswith("flopsweep summary: 3 ok, 1 oom, 3 error, 0 invalid, 0 skipped")
+    # what was known before the ranks started: metrics of an ok record, run.before_run of a failed one
+    plan = make_plan(hydra_compose(TWO_RANKS))
+    estimate_gib = round(estimate(plan.cfg, plan.layout).total_gib, 6)
+    prediction = forecast.prediction(plan.cfg, plan.layout, [], gpus_per_node=2, device_name="cpu")
     for num, (_, status, kind, phase, rank) in enumerate(FAULTS):
         r = record(sweep_dir / str(num))
         assert r["status"] == status, (num, r["error"])
         if status == "ok":
-            assert r["error"] is None
+            assert r["error"] is None and "before_run" not in r["run"]
+            assert r["metrics"]["predicted_peak_gib"] == estimate_gib > 0, num
             continue
-        assert all(value is None for value in r["metrics"].values())
+        assert r["metrics"] == null_metrics()  # DESIGN.md: not ok, every metric null
+        assert r["run"]["before_run"] == {"predicted_peak_gib": estimate_gib, "predicted": prediction}, num
+        assert not any(w.startswith("oom_estimate") for w in r["warnings"])  # fault.kind=oom names no GPU
         e = r["error"]
         assert (e["type"], e["phase"], e["rank"]) == (kind, phase, rank), (num, e)
     errors = [record(sweep_dir / str(num))["error"] for num in range(len(FAULTS))]
@@ -224,6 +238,47 @@ def _h200_cfg(measure: int = 2) -> RunConfig:
     )
 
 
+H100_OOM = (  # torch's CUDA out-of-memory message, as an H100 run recorded it
+    "CUDA out of memory. Tried to allocate 1024.00 MiB. GPU 0 has a total capacity of 79.18 GiB of which "
+    "322.19 MiB is free."
+)
+
+
+def _run() -> dict:
+    return {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": 0}
+
+
+def test_recorded_puts_the_estimate_under_run_before_run_and_nulls_every_metric(
+    tmp_path: Path, hydra_compose
+) -> None:
+    plan = make_plan(hydra_compose(TWO_RANKS))
+    expected = round(estimate(plan.cfg, plan.layout).total_gib, 6)
+    err = error_info("OutOfMemoryError", H100_OOM, "warmup", 0)
+    (tmp_path / "oom").mkdir()
+    job = JobResult(
+        path=tmp_path / "oom" / "metrics.json",
+        cfg=plan.cfg,
+        run=_run(),
+        plan=plan,
+        layout=plan.layout,
+        predicted_peak_gib=expected,
+    )
+    job.outcome = Outcome("oom", error=err)
+    made = recorded(measured(job))
+    assert made["status"] == "oom" and all(v is None for v in made["metrics"].values())
+    assert made["run"]["before_run"]["predicted_peak_gib"] == expected > 0
+    # forecast's prediction without the ranks' probes (none reported)
+    prediction = forecast.prediction(plan.cfg, plan.layout, [], gpus_per_node=2, device_name="cpu")
+    assert made["run"]["before_run"]["predicted"] == prediction and isinstance(prediction["source"], str)
+    assert read_record(tmp_path / "oom" / "metrics.json") == made
+    assert made["warnings"][-1] == oom_estimate_line(expected, err)  # the estimate beside the GPU's memory
+    # refused before the launch's checks (no layout): the key is there, null
+    (tmp_path / "cfg").mkdir()
+    refused = JobResult(path=tmp_path / "cfg" / "metrics.json", cfg=plan.cfg, run=_run(), plan=plan)
+    made = recorded(refused.fail("invalid", error_info("ConfigError", "x", "config")))
+    assert made["run"]["before_run"] is None and made["metrics"] == null_metrics()
+
+
 def _outcome_record(tmp_path: Path, cfg: RunConfig, ranks: list[dict]) -> dict:
     run = {"id": "x", "started_at": None, "finished_at": None, "overrides": [], "job_num": None}
     outcome = Outcome("ok", ranks=ranks)
@@ -246,7 +301,11 @@ def test_step_faster_than_the_peak_allows_is_invalid(tmp_path: Path) -> None:
     r = _outcome_record(tmp_path, cfg, _ranks(0.01, 2))
     assert r["status"] == "invalid" and r["error"]["type"] == "TimingSanity"
     assert "1.05 x the datasheet peak" in r["error"]["message"]
-    assert all(value is None for value in r["metrics"].values())
+    # every metric null; the prediction made before the run (from the ranks' probes: the datasheet's GEMM
+    # here) is run.before_run's, with no estimate (this job was not planned: no predicted_peak_gib)
+    assert r["metrics"] == null_metrics()
+    assert r["run"]["before_run"]["predicted"]["iteration_time_s"] > 0
+    assert r["run"]["before_run"]["predicted_peak_gib"] is None
 
 
 def test_fewer_steps_than_asked_is_invalid(tmp_path: Path) -> None:

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import ROOT, records, run_py, run_sweep
+from helpers import ROOT, make_plan, read_record, records, run_py, run_sweep
 
-from flopsweep.record import METRIC_KEYS, SCHEMA_VERSION
+from flopsweep.memory import estimate
+from flopsweep.record import METRIC_KEYS, SCHEMA_VERSION, null_metrics
 
 SCHEMA_KEYS = {"schema_version", "status", "error", "warnings", "run", "config", "model", "system", "metrics"}
 
@@ -228,17 +229,17 @@ def test_analysis_prints_one_row_per_job(cpu_sweep: Path) -> None:
 @pytest.mark.parametrize(
     ("sig", "kind"), [(signal.SIGTERM, "Terminated"), (signal.SIGINT, "KeyboardInterrupt")]
 )
-def test_a_signalled_job_is_recorded_and_stops_its_workers(tmp_path: Path, sig: int, kind: str) -> None:
+def test_a_signalled_job_is_recorded_and_stops_its_workers(
+    tmp_path: Path, sig: int, kind: str, hydra_compose
+) -> None:
+    overrides = [
+        "model=gpt-125m",
+        "device=cpu",
+        "batch.micro_batch_size=1",  # 3.4 GiB, not 8.8: a loaded machine's free memory refused the larger
+        "steps.measure=50",
+    ]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "run.py",
-            "model=gpt-125m",
-            "device=cpu",
-            "batch.micro_batch_size=1",  # 3.4 GiB, not 8.8: a loaded machine's free memory refused the larger
-            "steps.measure=50",
-            f"hydra.run.dir={tmp_path}",
-        ],
+        [sys.executable, "run.py", *overrides, f"hydra.run.dir={tmp_path}"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -253,7 +254,11 @@ def test_a_signalled_job_is_recorded_and_stops_its_workers(tmp_path: Path, sig: 
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == (143 if sig == signal.SIGTERM else 130)
     assert "Traceback" not in err
-    record = json.loads((tmp_path / "metrics.json").read_text())
+    record = read_record(tmp_path / "metrics.json")  # a failed record's metrics all null (DESIGN.md)
     assert record["status"] == "error" and record["error"]["type"] == kind
     assert record["error"]["phase"] in ("init", "warmup", "measure")
-    assert all(v is None for v in record["metrics"].values())
+    plan = make_plan(hydra_compose(overrides))  # the estimate made before the ranks started stays
+    before = record["run"]["before_run"]
+    assert before["predicted_peak_gib"] == round(estimate(plan.cfg, plan.layout).total_gib, 6) > 0
+    assert isinstance(before["predicted"]["source"], str)
+    assert record["metrics"] == null_metrics()

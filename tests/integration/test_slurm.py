@@ -232,6 +232,7 @@ def test_rank_that_raises_gives_error_record(tmp_path: Path, job_name: str) -> N
     assert record["status"] == "error"
     assert record["error"]["rank"] == 1 and record["error"]["phase"] == "warmup"
     assert record["error"]["type"] == "InjectedFault", record["error"]
+    assert record["run"]["before_run"]["predicted_peak_gib"] > 0  # the estimate made before the ranks started
     assert all(value is None for value in record["metrics"].values())
 
 
