@@ -24,6 +24,9 @@ HOST_MEMORY_FIX = (
 )
 """The fix of a CPU set-up over the host's memory (every rank of the node in it)."""
 
+OVER_MEMORY = "memory_estimate: "
+"""How the warning of :func:`over_memory_line` begins (the launch's, in the record's ``warnings``)."""
+
 OOM_ESTIMATE = "oom_estimate: "
 """How the warning of :func:`oom_estimate_line` begins (in the record's ``warnings``; the job logs it
 after the oom's own line)."""
@@ -78,4 +81,33 @@ def oom_estimate_line(predicted_gib: Any, error: dict[str, Any] | None) -> str |
     return (
         f"{OOM_ESTIMATE}the memory estimate before the run was {predicted_gib:.1f} GiB per rank "
         f"(run.before_run.predicted_peak_gib), {said}. Fix: {GPU_MEMORY_FIX}"
+    )
+
+
+def over_memory_line(predicted_gib: Any, capacity_bytes: Any, gpu: str | None) -> str | None:
+    """The launch's warning when the memory estimate (``metrics.predicted_peak_gib``, ``predicted_gib``
+    GiB per rank, made before any rank starts) is over the memory of the GPU the ranks will run on
+    (``capacity_bytes``, ``torch.cuda.get_device_properties(0).total_memory``; ``gpu`` its name): the
+    run is likely to run out of memory, which the user learns here rather than after its start-up
+    (one H100, 2026-12-05: OLMoE 1B-7B at micro batch 2, estimated 106 GiB, ran out of memory in
+    warm-up on the 79.2 GiB). Only a warning: the estimate's error on the committed records is a few
+    percent (docs/memory.md), and a run near the edge may still fit. None when the estimate is within
+    the capacity or either figure is missing or not a positive finite number.
+
+    ``memory_estimate: the memory estimate is 106.0 GiB per rank (metrics.predicted_peak_gib), over
+    this GPU's 79.2 GiB (NVIDIA H100 80GB HBM3): the run will likely run out of memory. Fix: ...``
+    """
+    numbers = (predicted_gib, capacity_bytes)
+    if any(isinstance(v, bool) or not isinstance(v, int | float) for v in numbers):
+        return None
+    if not all(math.isfinite(v) and v > 0 for v in numbers):
+        return None
+    capacity = capacity_bytes / 2**30
+    if predicted_gib <= capacity:
+        return None
+    named = f" ({gpu})" if gpu else ""
+    return (
+        f"{OVER_MEMORY}the memory estimate is {predicted_gib:.1f} GiB per rank (metrics.predicted_peak_gib), "
+        f"over this GPU's {capacity:.1f} GiB{named}: the run will likely run out of memory. "
+        f"Fix: {GPU_MEMORY_FIX}"
     )

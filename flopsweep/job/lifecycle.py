@@ -56,6 +56,7 @@ from flopsweep.lockstep import NodeGroup, node_group
 from flopsweep.metrics import loadavg
 from flopsweep.modelsearch import N_LAYER
 from flopsweep.node_agent import launch_node_agent
+from flopsweep.oom_note import over_memory_line
 from flopsweep.plan import Environment, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
@@ -285,7 +286,21 @@ def ready(job: JobResult, info: JobInfo) -> JobResult:
     if (across := tp_across_nodes(p.layout, p.nproc_per_node)) is not None:
         log.warning("%s", across)
     job.predicted_peak_gib = predicted_peak_gib(cfg, p.layout)  # the plan's estimate, before any rank starts
+    if cfg.device == "cuda" and (line := over_memory(job.predicted_peak_gib)) is not None:
+        log.warning("%s", line)
+        job.launch_warnings.append(line)
     return job
+
+
+def over_memory(predicted_gib: float | None) -> str | None:
+    """:func:`flopsweep.oom_note.over_memory_line` for GPU 0 of this machine (the first the ranks see),
+    None when no GPU is visible or the estimate fits it."""
+    from flopsweep.sizesearch import cuda_capacity
+
+    capacity = cuda_capacity("cuda")
+    if capacity is None:
+        return None
+    return over_memory_line(predicted_gib, capacity, torch_device_name())
 
 
 def sized(job: JobResult) -> JobResult:

@@ -239,3 +239,36 @@ def test_a_hand_edited_before_run_of_a_wrong_type_is_a_blank_cell(before, hydra_
     assert 'run.before_run.predicted_peak_gib "big": expected a number >= 0 (GiB), not text' in type_problems(
         ok
     )
+
+
+@pytest.mark.parametrize(
+    ("predicted", "capacity", "said"),
+    [
+        (
+            106.0,
+            79.18 * 2**30,
+            "the memory estimate is 106.0 GiB per rank (metrics.predicted_peak_gib), over",
+        ),
+        (60.0, 79.18 * 2**30, None),  # fits: no line
+        (79.18, 79.18 * 2**30, None),  # at the capacity: still no line
+        (None, 79.18 * 2**30, None),  # the estimate failed
+        (106.0, None, None),  # no GPU visible
+        (float("nan"), 79.18 * 2**30, None),
+        (True, 79.18 * 2**30, None),  # a bool is no size
+        (106.0, 0, None),
+    ],
+)
+def test_the_launch_warns_when_the_estimate_is_over_the_gpus_memory(predicted, capacity, said) -> None:
+    """The H100 OLMoE case of 2026-12-05 (estimated 106 GiB, 79.2 GiB GPU, out of memory in warm-up):
+    said before any rank starts, with the GPU's name and the fix; nothing where it fits or a figure
+    is missing."""
+    from flopsweep.oom_note import GPU_MEMORY_FIX, OVER_MEMORY, over_memory_line
+
+    line = over_memory_line(predicted, capacity, "NVIDIA H100 80GB HBM3")
+    if said is None:
+        assert line is None
+        return
+    assert line.startswith(OVER_MEMORY) and said in line
+    assert "over this GPU's 79.2 GiB (NVIDIA H100 80GB HBM3): the run will likely run out of memory" in line
+    assert line.endswith(f"Fix: {GPU_MEMORY_FIX}") and "\n" not in line
+    assert "(NVIDIA" not in over_memory_line(predicted, capacity, None)
