@@ -45,6 +45,7 @@ from flopsweep.flags import (
     flag_problem,
     group_prefix_problem,
     is_multirun,
+    prints_only,
     searchpath_problem,
 )
 from flopsweep.hydra_keys import hydra_key_problem
@@ -347,7 +348,7 @@ def repeats_problem(overrides: list[str]) -> str | None:
     None."""
     from flopsweep.config import MAX_REPEATS
 
-    multirun = is_multirun(overrides)
+    multirun = is_multirun(overrides) or prints_only(overrides)  # --cfg job prints: -m --cfg is refused
     for override in overrides:
         key, _, value = override.partition("=")
         if key.lstrip("+~") != "repeats" or "${" in value:

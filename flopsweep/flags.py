@@ -94,6 +94,18 @@ def is_multirun(argv: list[str]) -> bool:
     return "-m" in argv or "--multirun" in expand_flag_prefixes(argv)
 
 
+def prints_only(argv: list[str]) -> bool:
+    """Whether ``argv`` asks Hydra to print and run nothing: ``--cfg``/``-c``, ``--info``/``-i`` or
+    ``--shell-completion``/``-sc`` (a prefix too, :func:`expand_flag_prefixes`). A choice that acts only
+    under ``-m`` (a sweeper, ``repeats=``) is then no mistake: ``-m`` and ``--cfg`` are two commands,
+    refused together (:func:`flag_problem`), so the fix that prints the config must pass without it."""
+    parser = hydra_flags_parser()
+    printing = {
+        s for a in parser._actions if a.dest in ("cfg", "info", "shell_completion") for s in a.option_strings
+    }
+    return any(a.partition("=")[0] in printing for a in expand_flag_prefixes(argv))
+
+
 def _unknown_flag(flag: str, parser: argparse.ArgumentParser) -> str:
     """The line for a flag Hydra has not: the nearest flag, or the override it may have meant."""
     name, eq, value = flag.partition("=")

@@ -52,6 +52,10 @@ MOE_EXAMPLE = ("model=hf", "model.config=olmoe-tiny")
 """The model a ``parallel.ep`` fix picks: a shipped tiny MoE config (``flopsweep/models/hf_configs/
 olmoe-tiny.json``: 8 experts, 2 per token, 2 layers, width 128), which ``parallel.ep`` of 2, 4 or 8 splits."""
 
+MOE_EXAMPLE_EXPERTS = 8
+"""The routed experts of each MoE layer of :data:`MOE_EXAMPLE` (its ``num_experts``; the tests read the
+file)."""
+
 DEFAULTS = {"backend": "single", "model": "gpt-tiny"}
 """conf/config.yaml's options where the command line picks none (checked by the tests)."""
 
@@ -74,15 +78,19 @@ def given_values(parsed: list) -> dict[str, str]:
     return out
 
 
-def _ranks(given: dict[str, str], ranks: int, out: list[str], *, count: bool = True) -> None:
+def _ranks(
+    given: dict[str, str], ranks: int, out: list[str], *, count: bool = True, divides: bool = False
+) -> None:
     """Add ``nproc_per_node=ranks`` where the command line names no rank count that holds them (unless
-    ``count`` is False: the key gives the count itself), and a backend of several ranks where its
-    backend runs one."""
+    ``count`` is False: the key gives the count itself; with ``divides``, a count whose world size
+    ``ranks`` does not divide is replaced too: a degree splits the world), and a backend of several
+    ranks where its backend runs one."""
     from flopsweep.backend_specs import BACKEND_SPECS
 
     stated = _int(given.get("nproc_per_node"))
     nodes = _int(given.get("nnodes")) or 1
-    if count and (stated is None or stated * nodes < ranks):
+    short = stated is None or stated * nodes < ranks or (divides and (stated * nodes) % ranks != 0)
+    if count and short:
         out.append(f"nproc_per_node={ranks}")
     backend = given.get("backend", DEFAULTS["backend"])
     spec = BACKEND_SPECS.get(backend)
@@ -116,7 +124,7 @@ def needed(key: str, value: str | None, given: dict[str, str]) -> list[str]:
         if backends is not None and given.get("backend", DEFAULTS["backend"]) not in backends:
             out.append(f"backend={backends[0]}")
         if backends is not None:
-            _ranks({**given, "backend": backends[0]}, number, out)
+            _ranks({**given, "backend": backends[0]}, number, out, divides=True)
     elif key == "fault.rank" and number is not None and number > 0:
         _ranks(given, number + 1, out)
     elif (
@@ -126,20 +134,62 @@ def needed(key: str, value: str | None, given: dict[str, str]) -> list[str]:
     return out
 
 
+def degree_line(name: str, value: int, given: dict[str, str], experts: int | None = None) -> str:
+    """The overrides that run ``parallel.<name>`` above 1 on a command line that sets ``given`` (key ->
+    first value as typed; a job's config: :func:`given_of`), the degree last, as a refusal's fix writes
+    them: ``backend=fsdp nproc_per_node=2 parallel.cp=2``. For ``ep`` the degree divides the routed
+    experts of the model (``experts``; 0 or None: a dense model, so :data:`MOE_EXAMPLE` and its
+    :data:`MOE_EXAMPLE_EXPERTS` are picked): a ``value`` that does not is replaced by the nearest that
+    does, and the line says which do (``(parallel.ep=3 does not divide its 8 experts: 2, 4 or 8)``)."""
+    key, note = f"parallel.{name}", ""
+    if name == "ep":
+        pool = experts or MOE_EXAMPLE_EXPERTS
+        if not experts:
+            given = {**given, "model": "dense"}  # needed() then picks the MoE example
+        valid = [d for d in range(2, pool + 1) if pool % d == 0]
+        if value not in valid:
+            whose = "its" if experts else "olmoe-tiny's"
+            note = (
+                f" ({key}={value} does not divide {whose} {pool} experts: "
+                + (", ".join(map(str, valid[:-1])) + f" or {valid[-1]}" if len(valid) > 1 else f"{valid[0]}")
+                + ")"
+            )
+            value = min(valid, key=lambda d: (abs(d - value), d))
+    return " ".join([*needed(key, str(value), given), f"{key}={value}"]) + note
+
+
+def given_of(cfg: object) -> dict[str, str]:
+    """What :func:`needed` reads of a composed config (a :class:`flopsweep.config.RunConfig`), as a
+    command line would give it: the backend's registry key, ``nproc_per_node``, ``nnodes``, ``hf`` for
+    a ``model=hf`` model (else its name), ``plan``."""
+    model = cfg.model  # type: ignore[attr-defined]
+    return {
+        "backend": str(cfg.backend.name),  # type: ignore[attr-defined]
+        "nproc_per_node": str(cfg.nproc_per_node),  # type: ignore[attr-defined]
+        "nnodes": str(cfg.nnodes),  # type: ignore[attr-defined]
+        "model": "hf" if model.arch == "hf" else str(model.name),
+        "plan": str(cfg.plan).lower(),  # type: ignore[attr-defined]
+    }
+
+
 def still_meets(key: str, value: str | None, given: dict[str, str]) -> str:
     """The check that ``key=value`` meets on this kind of machine after :func:`needed`'s overrides, which
     no override of the command line alone passes, as a clause for the fix (``""`` for none):
 
-    - ``nnodes`` above 1: a local run has one node (:func:`flopsweep.plan.resolve`), so it runs under
+    - ``nnodes`` above 1, the key's or the command line's (``nnodes=2 nproc=2``): a local run has one
+      node (:func:`flopsweep.plan.resolve`), so it runs under
       ``hydra/launcher=slurm`` (or plans here with ``plan=true``);
     - ``compile_mode`` of CUDA graphs (:data:`flopsweep.compile_levers.CUDAGRAPH_MODES`): on CUDA only.
     """
     from flopsweep.compile_levers import CUDAGRAPH_MODES, NO_CUDAGRAPHS
 
     number = _int(value)
-    if key == "nnodes" and number is not None and number > 1 and given.get("plan", "false").lower() != "true":
+    nodes = number if key == "nnodes" else _int(given.get("nnodes"))
+    if nodes is not None and nodes > 1 and given.get("plan", "false").lower() != "true":
+        whose = "" if key == "nnodes" else f"nnodes={nodes} of the command line: "
         return (
-            "several nodes run under hydra/launcher=slurm, a local run has one, and plan=true plans them here"
+            f"{whose}several nodes run under -m hydra/launcher=slurm, a local run has one, and plan=true "
+            "plans them here"
         )
     if key == "compile_mode" and str(value) in CUDAGRAPH_MODES:
         return f"CUDA graphs run on CUDA only, compile_mode={NO_CUDAGRAPHS[str(value)]} on the CPU"
@@ -193,11 +243,16 @@ def idle_key_problem(overrides: list[str]) -> str | None:
         shown = next(t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == key)
         value = shown.partition("=")[2]
         first = {k: v[0] for k, v in given.items()}
-        line = " ".join([*needed(key, value, first), shown])
+        below = ""
+        if key in idle.lowest and (number := _int(value)) is not None and number < idle.lowest[key][0]:
+            least, what = idle.lowest[key]
+            below = f"is below {least} ({what}), and "
+            value = str(least)
+        line = " ".join([*needed(key, value, first), f"{key}={value}"])
         instead = f" in place of {idle.needs}={given[idle.needs][0]}" if idle.needs in given else ""
         meets = f" ({note})" if (note := still_meets(key, value, first)) else ""
         return (
-            f"Invalid config: {shown}: does nothing without {idle.needs}: {idle.why}. "
+            f"Invalid config: {shown}: {below}does nothing without {idle.needs}: {idle.why}. "
             f"Fix: write {line}{instead}{idle.others}{meets}, or drop {key}."
         )
     return None

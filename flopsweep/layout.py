@@ -348,12 +348,17 @@ def _shown(degrees: dict[str, int]) -> str:
     return " ".join(f"parallel.{k}={v}" for k, v in degrees.items() if v != 1) or "all 1"
 
 
-def check_built(parallel: ParallelConfig, backend: str) -> None:
+def check_built(
+    parallel: ParallelConfig, backend: str, given: dict[str, str] | None = None, experts: int | None = None
+) -> None:
     """Refuse, before launch, a ``parallel.*`` setting that is not built yet, and check the
     values the config alone decides.
 
-    ``dp_replicate`` (HSDP), ``tp`` and ``pp`` above 1 run on ``backend=fsdp`` only
-    (:data:`LAYOUT_BACKENDS`), and ``cp`` too; ``ep`` must be 1 (:data:`BUILT`).
+    ``dp_replicate`` (HSDP), ``tp``, ``pp``, ``cp`` and ``ep`` above 1 run on ``backend=fsdp`` only
+    (:data:`LAYOUT_BACKENDS`); a degree above :data:`BUILT`'s is refused. With ``given`` (the job's
+    config as a command line gives it, :func:`flopsweep.key_needs.given_of`) the fix of a degree on
+    another backend is the whole line that runs (:func:`flopsweep.key_needs.degree_line`: the backend,
+    the ranks it splits and, for ``ep``, a degree that divides the model's ``experts``).
 
     Raises:
         ConfigError: naming the key, the value and the fix.
@@ -398,8 +403,20 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
                 f"parallel.{name}",
                 value,
                 f"{what} runs on backend={'/'.join(spec.backends)}, and backend={backend} {kind}",
-                f"set parallel.{name}=1, or backend=fsdp",
+                f"set parallel.{name}=1, or {_degree_fix(name, value, backend, given, experts)}",
             )
+
+
+def _degree_fix(
+    name: str, value: int, backend: str, given: dict[str, str] | None, experts: int | None
+) -> str:
+    """The line that runs degree ``name`` at ``value`` (:func:`flopsweep.key_needs.degree_line`), or the
+    backend alone where the command line is not known."""
+    from flopsweep.key_needs import degree_line
+
+    if given is None:
+        return "backend=fsdp"
+    return degree_line(name, value, {**given, "backend": backend}, experts)
 
 
 def tp_across_nodes(layout: Layout, nproc_per_node: int) -> str | None:

@@ -374,7 +374,7 @@ def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) 
             "nnodes",
             cfg.nnodes,
             "only a Slurm job spans nodes; a local run has one",
-            "set nnodes=1, or run the sweep with hydra/launcher=slurm; to plan it here add plan=true "
+            "set nnodes=1, or run the sweep with -m hydra/launcher=slurm; to plan it here add plan=true "
             "(predict.nnodes= and predict.gpus_per_node= predict its step on another cluster)",
         )
     if device == "cuda":

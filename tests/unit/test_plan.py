@@ -410,7 +410,7 @@ def test_a_plan_of_several_nodes_is_placed_as_the_slurm_job_it_needs(hydra_compo
     row = plan_job(hydra_compose([*args, "plan=true"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert row["status"] == "ok", row["note"]
     assert (row["world_size"], row["predicted_nnodes"], row["predicted_world_size"]) == (2, 2, 2)
-    assert "nnodes=2: planned as a Slurm job (a run needs hydra/launcher=slurm)" in row["note"]
+    assert "nnodes=2: planned as a Slurm job (a run needs -m hydra/launcher=slurm)" in row["note"]
     one = plan_job(hydra_compose([*args[:4], "plan=true"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert float(row["est_peak_gib_per_rank"]) < float(one["est_peak_gib_per_rank"])  # FSDP shards over 2
     auto = plan_job(
@@ -421,7 +421,7 @@ def test_a_plan_of_several_nodes_is_placed_as_the_slurm_job_it_needs(hydra_compo
     with pytest.raises(ConfigError) as err:
         resolve(hydra_compose(args), Environment(cpu_count=2))
     message = str(err.value)
-    assert err.value.key == "nnodes" and "run the sweep with hydra/launcher=slurm" in message
+    assert err.value.key == "nnodes" and "run the sweep with -m hydra/launcher=slurm" in message
     assert "add plan=true" in message and "predict.nnodes=" in message and "predict.gpus_per_node=" in message
     assert "\n" not in message
 
