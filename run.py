@@ -387,7 +387,7 @@ def refusal(overrides: list[str]) -> str | None:
         or flag_problem(overrides, RUN_CONF)
         or searchpath_problem(overrides)
         or control_character_problem(overrides)
-        or syntax_problem(overrides)
+        or syntax_problem(overrides, refusal)  # a look-alike's corrected line checked again
         or conf_file_problem(
             overrides, RUN_CONF
         )  # before anything reads a file of conf/ the command line picks

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 
 from flopsweep.flags import is_multirun
 from flopsweep.overrides import CONF
@@ -249,8 +250,10 @@ def runnable_line(argv: list[str], override: str, meant: str) -> tuple[str, str]
     return f"{COMMAND} {' '.join(line)}", f" ({meant} alone is refused: it needs {' '.join(needs)}{said})"
 
 
-def syntax_problem(argv: list[str]) -> str | None:
-    """One line for the first override Hydra's grammar cannot parse, else None.
+def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] | None = None) -> str | None:
+    """One line for the first override Hydra's grammar cannot parse, else None. ``recheck`` (``run.py``'s
+    :func:`refusal`) checks a look-alike's corrected line: where another check refuses it still (a
+    choice of the command line's own, ``repeats=２ plan=true``), its line follows the fix (``then: ...``).
 
     The classes: an empty choice in a list (``model=gpt-tiny,``, ``a,,b``: the fix drops it), a
     non-ASCII character outside quotes (``tag=ünïcødé``, ``tag=日本``), a quote or
@@ -273,6 +276,9 @@ def syntax_problem(argv: list[str]) -> str | None:
                 return f"Invalid config: {override}: {empty}"
             if meant := _lookalike(override):
                 line, note = runnable_line(argv, override, meant[0])
+                fixed = line.split()[1:] if " " in line else [meant[0] if a == override else a for a in argv]
+                if recheck is not None and (again := recheck(fixed)):
+                    note += f" (then: {again.removeprefix('Invalid config: ')})"
                 return (
                     f"Invalid config: {override}: Hydra's override grammar cannot read it ({meant[1]}). "
                     f"Fix: did you mean {line}?{note}"
