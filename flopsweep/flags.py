@@ -208,7 +208,7 @@ _COMMANDS = {
 --run, --multirun, --cfg, --info and --shell_completion can be specified"), with what each does."""
 
 
-def _one_value(override: str) -> str:
+def one_value(override: str) -> str:
     """``override`` with a sweep's first value (``seed=0,1`` -> ``seed=0``): a command other than
     ``--multirun`` refuses a sweep (:func:`flopsweep.override_grammar.sweep_without_m_problem`)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -247,7 +247,7 @@ def _commands_problem(argv: list[str], parser: argparse.ArgumentParser) -> str |
     for dest, (drop, dropped) in ((first, (j, m)), (second, (i, n))):  # each kept, the other dropped
         kept = [a for x, a in enumerate(argv) if not drop <= x < drop + dropped]
         if dest != "multirun":
-            kept = [_one_value(a) if "=" in a and not a.startswith("-") else a for a in kept]
+            kept = [one_value(a) if "=" in a and not a.startswith("-") else a for a in kept]
         fixes.append(f"{COMMAND} {' '.join(kept)} ({_COMMANDS[dest]})")
     return (
         f"Invalid config: {shown[0]} and {shown[1]}: Hydra runs one of --run, --multirun, --cfg, --info and "

@@ -113,7 +113,8 @@ def _runnable(name: str, value: str | None, parsed: list) -> str:
     first = value.split(",")[0].strip() if "[" not in value else value
     if name == "parallel.ep" and first.isdigit() and int(first) > 1 and given.get("model") != "hf":
         head, _, note = degree_line("ep", int(first), given).partition(" (")  # the MoE example's degree
-        needs = " ".join(head.split()[:-1]) + (f"; {note.removesuffix(')')}" if note else "")
+        meets = still_meets(name, first, given)
+        needs = " ".join(head.split()[:-1]) + "".join(f"; {n}" for n in (note.removesuffix(")"), meets) if n)
         return f"{head} ({name}={value} alone is refused: it needs {needs})"
     extra = needed(name, first, given)
     note = still_meets(name, first, given)

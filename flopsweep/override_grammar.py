@@ -300,6 +300,8 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from flopsweep.flags import one_value, prints_only
+
     if is_multirun(argv):
         return None
     try:
@@ -313,6 +315,9 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
         key, _, value = override.partition("=")
         name = key.lstrip("+~")
         fix = f"add -m (flopsweep -m {override} ...)"
+        if prints_only(argv):  # -m --cfg is refused: one value prints one job's config
+            one = [one_value(a) if a in overrides_of(argv) else a for a in argv]
+            fix = f"one value prints one job's config: flopsweep {' '.join(one)}"
         values = list(getattr(o.value(), "list", None) or [])
         group = "." not in name and os.path.isdir(os.path.join(CONF, name))
         if values and not group and not all(isinstance(v, int | float | bool) for v in values):

@@ -31,7 +31,10 @@ def _tokens(text: str) -> list[str]:
 
 
 def _flags_first(args: list[str]) -> list[str]:
-    """``args`` with Hydra's flags (and a flag's value) before the overrides, as Hydra reads one run."""
+    """``args`` with Hydra's flags (and a flag's value) before the overrides, as Hydra reads one run;
+    ``--info`` last (it takes an optional value, which an override after it would be read as)."""
+    if "--info" in args or "-i" in args:
+        return [*_flags_first([a for a in args if a not in ("--info", "-i")]), "--info"]
     flags, rest, i = [], [], 0
     while i < len(args):
         if args[i].startswith("-") and "=" not in args[i]:
@@ -65,6 +68,8 @@ def fix_lines(line: str, args: list[str]) -> list[list[str]]:
         return [applied(args, refused, _tokens(m.group(1)))]
     if m := re.match(r"write (.+?), or drop ", fix):
         return [applied(args, refused, _tokens(m.group(1).split(" (or ")[0]))]
+    if m := re.match(r"one value prints one job's config: flopsweep (.+?)(?:, or, |\.$)", fix):
+        return [_flags_first(_tokens(m.group(1)))]
     if fix.startswith("add -m"):
         return [_flags_first(["-m", *args])]
     if fix.startswith("flopsweep "):
@@ -125,6 +130,9 @@ BEFORE_HYDRA = [
     "-m hydra/sweeper=tune --cfg job",  # its two fixes sent each other back
     "-m repeats=3 --cfg job",
     "repeats=3",
+    "model=gpt-tiny,llama-tiny --cfg job",  # "add -m" was refused beside --cfg in turn
+    "tag=a,b --info",
+    "parallel.e=2 nnodes=2 plan=true",
     "hydra/launcher=pool",  # a launcher without -m: never started
     "parallel.e=3",  # a typo of a degree that does not divide the MoE example's experts
 ]
