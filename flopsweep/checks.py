@@ -42,7 +42,7 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
 )
 from flopsweep.deepspeed_config import ZERO_SHORTHANDS
 from flopsweep.expert_parallel import routed_experts
-from flopsweep.key_needs import given_of, memory_note
+from flopsweep.key_needs import given_of, memory_note, model_splits
 from flopsweep.layout import check_built
 from flopsweep.models import MODELS
 from flopsweep.options import AutoBatchConfig, owners
@@ -99,9 +99,8 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     require_choice("device", cfg.device, DEVICES, "device")
     check_bounds(cfg)  # again: model=hf's check fills its shape from the file
     _validate_sizes(cfg)
-    check_built(
-        cfg.parallel, cfg.backend.name, given_of(cfg), routed_experts(cfg) if cfg.parallel.ep > 1 else None
-    )
+    experts = routed_experts(cfg) if cfg.parallel.ep > 1 else 0
+    check_built(cfg.parallel, cfg.backend.name, given_of(cfg), model_splits(cfg, experts))
     _validate_optim(cfg.optim)
     validate_cost(cfg)
     validate_predict(cfg)

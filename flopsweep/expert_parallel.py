@@ -126,7 +126,7 @@ def check(cfg: RunConfig) -> None:
             f"set parallel.ep={fits[0]}" + (f" (or {', '.join(map(str, fits[1:]))})" if fits[1:] else "")
             if fits
             else f"{one}, or one of {divisors[1:]} on a world size it divides: "
-            + degree_line("ep", ep, given_of(cfg), experts).partition(" (")[0]
+            + str(degree_line("ep", ep, given_of(cfg), (experts, "its experts"))).partition(" (")[0]
         )
         raise ConfigError(
             "parallel.ep",

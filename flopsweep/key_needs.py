@@ -134,28 +134,52 @@ def needed(key: str, value: str | None, given: dict[str, str]) -> list[str]:
     return out
 
 
-def degree_line(name: str, value: int, given: dict[str, str], experts: int | None = None) -> str:
+def degree_line(
+    name: str, value: int, given: dict[str, str], split: tuple[int, str] | None = None
+) -> str | None:
     """The overrides that run ``parallel.<name>`` above 1 on a command line that sets ``given`` (key ->
     first value as typed; a job's config: :func:`given_of`), the degree last, as a refusal's fix writes
-    them: ``backend=fsdp nproc_per_node=2 parallel.cp=2``. For ``ep`` the degree divides the routed
-    experts of the model (``experts``; 0 or None: a dense model, so :data:`MOE_EXAMPLE` and its
-    :data:`MOE_EXAMPLE_EXPERTS` are picked): a ``value`` that does not is replaced by the nearest that
-    does, and the line says which do (``(parallel.ep=3 does not divide its 8 experts: 2, 4 or 8)``)."""
+    them: ``backend=fsdp nproc_per_node=2 parallel.cp=2``. The degree divides ``split`` (``(count,
+    what)``: the model's heads for ``tp``/``cp``, its blocks for ``pp``, its routed experts for ``ep``,
+    :func:`model_splits`): a ``value`` that does not is replaced by the nearest that does, and the line
+    says which do (``(parallel.tp=3 does not divide model.n_head=4: 2 or 4)``); None where none above 1
+    does. ``ep`` on a dense model (``split`` None or 0) picks :data:`MOE_EXAMPLE` and its
+    :data:`MOE_EXAMPLE_EXPERTS`."""
     key, note = f"parallel.{name}", ""
-    if name == "ep":
-        pool = experts or MOE_EXAMPLE_EXPERTS
-        if not experts:
-            given = {**given, "model": "dense"}  # needed() then picks the MoE example
-        valid = [d for d in range(2, pool + 1) if pool % d == 0]
+    if name == "ep" and not (split and split[0]):
+        given = {**given, "model": "dense"}  # needed() then picks the MoE example
+        split = (MOE_EXAMPLE_EXPERTS, f"the {MOE_EXAMPLE_EXPERTS} experts of olmoe-tiny")
+    if split is not None:
+        count, what = split
+        valid = [d for d in range(2, count + 1) if count % d == 0]
+        if not valid:
+            return None
         if value not in valid:
-            whose = "its" if experts else "olmoe-tiny's"
-            note = (
-                f" ({key}={value} does not divide {whose} {pool} experts: "
-                + (", ".join(map(str, valid[:-1])) + f" or {valid[-1]}" if len(valid) > 1 else f"{valid[0]}")
-                + ")"
-            )
+            said = ", ".join(map(str, valid[:-1])) + f" or {valid[-1]}" if len(valid) > 1 else f"{valid[0]}"
+            note = f" ({key}={value} does not divide {what}: {said})"
             value = min(valid, key=lambda d: (abs(d - value), d))
     return " ".join([*needed(key, str(value), given), f"{key}={value}"]) + note
+
+
+def model_splits(cfg: object, experts: int = 0) -> dict[str, tuple[int, str]]:
+    """What each degree splits of ``cfg``'s model (a :class:`flopsweep.config.RunConfig` after the model's
+    check filled its shape) and so must divide, for :func:`degree_line`: ``tp`` and ``cp`` the query
+    heads (and the key/value heads where fewer: a whole head per rank), ``pp`` the blocks, ``ep`` the
+    routed ``experts`` (0: dense). The rules check more (the MLP width, the vocabulary, the sequence);
+    these are the counts a tiny model's degree meets first."""
+    import math
+
+    model = cfg.model  # type: ignore[attr-defined]
+    heads = int(getattr(model, "n_head", 0) or 0)
+    kv = int(getattr(model, "n_kv_head", 0) or 0) or heads
+    head_text = f"model.n_head={heads}" + (f" and model.n_kv_head={kv}" if kv != heads else "")
+    out = {
+        "tp": (math.gcd(heads, kv), head_text),
+        "cp": (math.gcd(heads, kv), head_text),
+        "pp": (int(getattr(model, "n_layer", 0) or 0), f"model.n_layer={getattr(model, 'n_layer', 0)}"),
+        "ep": (experts, f"its {experts} experts"),
+    }
+    return out
 
 
 def given_of(cfg: object) -> dict[str, str]:

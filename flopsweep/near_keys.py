@@ -112,7 +112,7 @@ def _runnable(name: str, value: str | None, parsed: list) -> str:
     given = given_values(parsed)
     first = value.split(",")[0].strip() if "[" not in value else value
     if name == "parallel.ep" and first.isdigit() and int(first) > 1 and given.get("model") != "hf":
-        head, _, note = degree_line("ep", int(first), given).partition(" (")  # the MoE example's degree
+        head, _, note = str(degree_line("ep", int(first), given)).partition(" (")  # the MoE example's degree
         meets = still_meets(name, first, given)
         needs = " ".join(head.split()[:-1]) + "".join(f"; {n}" for n in (note.removesuffix(")"), meets) if n)
         return f"{head} ({name}={value} alone is refused: it needs {needs})"

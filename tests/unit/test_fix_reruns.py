@@ -186,7 +186,10 @@ def test_an_ep_fix_names_the_degrees_that_divide_the_models_experts(hydra_compos
     """``parallel.ep=3`` on an 8-expert model: the fix names 2, 4 and 8 and writes the nearest."""
     line = _job_refusal(hydra_compose, ["model=hf", "model.config=olmoe-tiny", "parallel.ep=3"], tmp_path)
     assert "parallel.ep=2 (parallel.ep=3 does not divide its 8 experts: 2, 4 or 8)" in line, line
-    assert degree_line("ep", 6, {"model": "hf"}, 8).startswith("backend=fsdp nproc_per_node=4 parallel.ep=4")
+    assert degree_line("pp", 3, {"backend": "fsdp", "nproc_per_node": "2"}, (1, "model.n_layer=1")) is None
+    assert degree_line("ep", 6, {"model": "hf"}, (8, "its 8 experts")).startswith(
+        "backend=fsdp nproc_per_node=4 parallel.ep=4"
+    )
     assert degree_line("ep", 4, {"model": "gpt-tiny", "backend": "fsdp", "nproc_per_node": "4"}) == (
         "model=hf model.config=olmoe-tiny parallel.ep=4"
     )
@@ -223,3 +226,26 @@ def test_a_look_alike_fix_is_the_whole_line_where_the_override_alone_is_refused(
     assert refusal(["steps.mеasure=3"]).endswith("Fix: did you mean steps.measure=3?")  # alone it runs
     tag = refusal(["tag=ｖ１"])  # a free string keeps its characters: quoted, not folded
     assert "quote the value" in tag and "did you mean" not in tag, tag
+
+
+DEGREES = [
+    f"{backend}parallel.{degree}={value}"
+    for degree in ("tp", "pp", "cp", "dp_replicate", "ep")
+    for value in (2, 3)
+    for backend in ("", "backend=ddp nproc_per_node=2 ")
+]
+
+
+@pytest.mark.parametrize("bad", DEGREES)
+def test_every_degree_on_a_backend_that_does_not_build_it_names_a_line_that_runs(
+    hydra_compose, tmp_path: Path, bad: str
+) -> None:
+    """The class of ``parallel.cp=2``: each degree, at a value that divides and one that may not, on one
+    rank and on DDP: each fix of the job's refusal, then of the next one where the first leads to a
+    value the model refuses (heads, layers), runs within two steps."""
+    args = bad.split()
+    line = _job_refusal(hydra_compose, args, tmp_path)
+    assert line is not None and f"parallel.{bad.split('parallel.')[1].split('=')[0]}" in line, line
+    for fixed in fix_lines(line, args):
+        again = settled(hydra_compose, fixed, tmp_path)
+        assert again is None, (line, fixed, again)
