@@ -185,7 +185,8 @@ def model_splits(cfg: object, experts: int = 0) -> dict[str, tuple[int, str]]:
 def given_of(cfg: object) -> dict[str, str]:
     """What :func:`needed` reads of a composed config (a :class:`flopsweep.config.RunConfig`), as a
     command line would give it: the backend's registry key, ``nproc_per_node``, ``nnodes``, ``hf`` for
-    a ``model=hf`` model (else its name), ``plan``."""
+    a ``model=hf`` model (else its name), and the keys that make :data:`flopsweep.idle_keys.IDLE`'s act
+    (``plan``, ``fault.kind``, ``compile``, ``search.model``)."""
     model = cfg.model  # type: ignore[attr-defined]
     return {
         "backend": str(cfg.backend.name),  # type: ignore[attr-defined]
@@ -193,6 +194,9 @@ def given_of(cfg: object) -> dict[str, str]:
         "nnodes": str(cfg.nnodes),  # type: ignore[attr-defined]
         "model": "hf" if model.arch == "hf" else str(model.name),
         "plan": str(cfg.plan).lower(),  # type: ignore[attr-defined]
+        "fault.kind": str(cfg.fault.kind),  # type: ignore[attr-defined]
+        "compile": str(cfg.compile).lower(),  # type: ignore[attr-defined]
+        "search.model": str(cfg.search.model).lower(),  # type: ignore[attr-defined]
     }
 
 

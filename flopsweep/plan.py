@@ -207,11 +207,15 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         paths_here=env.paths_here,
     )
     if cfg.fault.kind != "none" and not 0 <= cfg.fault.rank < world:
+        from flopsweep.key_needs import given_of, needed
+
+        more = needed("fault.rank", str(cfg.fault.rank), given_of(cfg)) if cfg.fault.rank > 0 else []
         raise ConfigError(
             "fault.rank",
             cfg.fault.rank,
             f"is not a rank of this run (world size {world})",
-            f"set fault.rank to 0..{world - 1}",
+            f"set fault.rank={0 if cfg.fault.rank < 0 else world - 1} (a rank of 0..{world - 1})"
+            + (f", or {' '.join(more)} fault.rank={cfg.fault.rank}" if more else ""),
         )
     resolved = dataclasses.replace(cfg, nproc_per_node=str(nproc), attention=attn, backend=backend)
     return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, layout=layout)

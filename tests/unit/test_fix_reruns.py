@@ -163,6 +163,8 @@ IN_THE_JOB = [
     "model=hf model.config=olmoe-tiny parallel.ep=3",
     "model=hf model.config=olmoe-tiny backend=fsdp nproc_per_node=3 parallel.ep=3",
     "model=hf model.config=olmoe-tiny backend=fsdp nproc_per_node=2 parallel.ep=3",
+    "fault.kind=raise fault.rank=-1",  # "set fault.rank to 0..0" was no line
+    "fault.kind=raise fault.rank=3",  # the rank, or the ranks that hold it
 ]
 
 
@@ -177,7 +179,7 @@ def test_a_jobs_refusal_names_a_fix_that_runs_on_this_machine(
     line = _job_refusal(hydra_compose, args, tmp_path)
     assert line is not None and line.startswith("Invalid config: ") and "\n" not in line, line
     fixes = fix_lines(line, args)
-    assert 1 <= len(fixes) <= 2, line  # set the degree to 1 (or one that divides), or the line that runs it
+    assert 1 <= len(fixes) <= 2, line  # set the value that runs here, or the line that runs the one given
     for fixed in fixes:
         assert settled(hydra_compose, fixed, tmp_path) is None, (line, fixed)
 

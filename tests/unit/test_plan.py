@@ -811,7 +811,7 @@ def test_a_plan_without_a_gpu_name_is_placed_at_9_0_and_of_this_gpu_is_this_mach
         (  # a refused backend combination
             ["backend=single", "parallel.tp=2", "nproc_per_node=2", "plan_gpu=H100"],
             "Invalid config: parallel.tp=2: tensor parallelism runs on backend=fsdp, and backend=single runs "
-            "one rank. Fix: set parallel.tp=1, or backend=fsdp.",
+            "one rank. Fix: set parallel.tp=1, or backend=fsdp parallel.tp=2.",
         ),
         (  # a bad micro batch
             ["batch.micro_batch_size=0", "plan_gpu=A100-80GB"],
