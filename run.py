@@ -407,7 +407,7 @@ def refusal(overrides: list[str]) -> str | None:
         or foreign_option_keys(overrides)
         or plan_problem(overrides)
         or hydra_key_problem(overrides)
-        or idle_key_problem(overrides)  # after the values' own checks: the fix adds a key, it must pass them
+        or idle_key_problem(overrides, refusal)  # after the values' own checks; its fix checked again
         or tuner_problem(overrides)
         or type_problem(overrides)
         or model_problem(overrides)  # after the types: model.name=null is type_problem's line

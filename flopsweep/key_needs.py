@@ -26,6 +26,8 @@ value is refused, the value after :func:`needed`'s overrides passes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flopsweep.idle_keys import IDLE, idle_without
 
 MEMORY_KEYS = ("model.seq_len", "batch.micro_batch_size", "model.n_layer", "model.n_embd", "model.vocab_size")
@@ -242,13 +244,18 @@ def _given(overrides: list[str]) -> dict[str, list[str]] | None:
     return out
 
 
-def idle_key_problem(overrides: list[str]) -> str | None:
+def idle_key_problem(
+    overrides: list[str], recheck: Callable[[list[str]], str | None] | None = None
+) -> str | None:
     """One line for a key of :data:`flopsweep.idle_keys.IDLE` given on the command line without a value of
     the key that makes it act (none, or none of a sweep's values), else None: ``Invalid config:
     fault.rank=1: does nothing without fault.kind: fault.kind=none (the default) injects no fault. Fix:
     write backend=ddp fault.kind=raise nproc_per_node=2 fault.rank=1 (...), or drop fault.rank.``, the
     fix's line :func:`needed`'s. An interpolation of the other key (``fault.kind=${tag}``) is Hydra's to
-    resolve, and a ``+sweep`` file or another config may set it: left alone."""
+    resolve, and a ``+sweep`` file or another config may set it: left alone. ``recheck`` (``run.py``'s
+    :func:`refusal`) checks the fix's line in place of the key: where another choice of the command line
+    refuses it (``plan_clusters`` beside ``hydra/sweeper=tune``, which runs no plan), its line follows
+    (``then: ...``)."""
     given = _given(overrides)
     if given is None:
         return None
@@ -279,8 +286,14 @@ def idle_key_problem(overrides: list[str]) -> str | None:
         line = " ".join([*needed(key, value, first), f"{key}={value}"])
         instead = f" in place of {idle.needs}={given[idle.needs][0]}" if idle.needs in given else ""
         meets = f" ({note})" if (note := still_meets(key, value, first)) else ""
+        then = ""
+        if recheck is not None:
+            keys = {t.partition("=")[0] for t in line.split()}
+            fixed = [t for t in overrides if t.lstrip("+").partition("=")[0] not in keys] + line.split()
+            if again := recheck(fixed):
+                then = f" (then: {again.removeprefix('Invalid config: ').removesuffix('.')})"
         return (
             f"Invalid config: {shown}: {below}does nothing without {idle.needs}: {idle.why}. "
-            f"Fix: write {line}{instead}{idle.others}{meets}, or drop {key}."
+            f"Fix: write {line}{instead}{idle.others}{meets}{then}, or drop {key}."
         )
     return None
