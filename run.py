@@ -50,7 +50,7 @@ from flopsweep.flags import (
 )
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
-from flopsweep.key_needs import idle_key_problem
+from flopsweep.key_needs import idle_key_problem, rechecked
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.model_identity import command_line_problem as model_problem
 from flopsweep.override_grammar import (
@@ -409,7 +409,7 @@ def refusal(overrides: list[str]) -> str | None:
         or hydra_key_problem(overrides)
         or idle_key_problem(overrides, refusal)  # after the values' own checks; its fix checked again
         or tuner_problem(overrides)
-        or type_problem(overrides)
+        or rechecked(type_problem(overrides), overrides, refusal)  # a did-you-mean's line checked again
         or model_problem(overrides)  # after the types: model.name=null is type_problem's line
         or unread_space_problem(overrides)
         or sweep_file_problem(

@@ -136,6 +136,7 @@ BEFORE_HYDRA = [
     "hydra/launcher=pool",  # a launcher without -m: never started
     "parallel.e=3",  # a typo of a degree that does not divide the MoE example's experts
     "-m hydra/sweeper=tune plan_clusters=[H100:8]",  # plan=true, which the tuner refuses: named in the first
+    "-m hydra/sweeper=tune plan_formt=csv",  # a typo's did-you-mean adds plan=true: named likewise
 ]
 
 
