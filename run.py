@@ -46,12 +46,13 @@ from flopsweep.flags import (
     flag_problem,
     group_prefix_problem,
     is_multirun,
+    prints_only,
     searchpath_problem,
 )
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.interpolations import interpolated_problem
-from flopsweep.key_needs import idle_key_problem
+from flopsweep.key_needs import idle_key_problem, rechecked
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.model_identity import command_line_problem as model_problem
 from flopsweep.override_grammar import (
@@ -352,7 +353,7 @@ def repeats_problem(overrides: list[str]) -> str | None:
     None."""
     from flopsweep.config import MAX_REPEATS
 
-    multirun = is_multirun(overrides)
+    multirun = is_multirun(overrides) or prints_only(overrides)  # --cfg job prints: -m --cfg is refused
     for override in overrides:
         key, _, value = override.partition("=")
         if key.lstrip("+~") != "repeats" or "${" in value:
@@ -391,7 +392,7 @@ def refusal(overrides: list[str]) -> str | None:
         or flag_problem(overrides, RUN_CONF)
         or searchpath_problem(overrides)
         or control_character_problem(overrides)
-        or syntax_problem(overrides)
+        or syntax_problem(overrides, refusal)  # a look-alike's corrected line checked again
         or conf_file_problem(
             overrides, RUN_CONF
         )  # before anything reads a file of conf/ the command line picks
@@ -416,9 +417,9 @@ def refusal(overrides: list[str]) -> str | None:
         or foreign_option_keys(overrides)
         or plan_problem(overrides)
         or hydra_key_problem(overrides)
-        or idle_key_problem(overrides)  # after the values' own checks: the fix adds a key, it must pass them
+        or idle_key_problem(overrides, refusal)  # after the values' own checks; its fix checked again
         or tuner_problem(overrides)
-        or type_problem(overrides)
+        or rechecked(type_problem(overrides), overrides, refusal)  # a did-you-mean's line checked again
         or model_problem(overrides)  # after the types: model.name=null is type_problem's line
         or unread_space_problem(overrides)
         or sweep_file_problem(

@@ -40,7 +40,8 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
     require_positive,
 )
 from flopsweep.deepspeed_config import ZERO_SHORTHANDS
-from flopsweep.key_needs import memory_note
+from flopsweep.expert_parallel import routed_experts
+from flopsweep.key_needs import given_of, memory_note, model_splits
 from flopsweep.layout import check_built
 from flopsweep.lower_bounds import MIN_BY_KEY
 from flopsweep.models import MODELS
@@ -98,7 +99,8 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     require_choice("device", cfg.device, DEVICES, "device")
     check_bounds(cfg)  # again: model=hf's check fills its shape from the file
     _validate_sizes(cfg)
-    check_built(cfg.parallel, cfg.backend.name)
+    experts = routed_experts(cfg) if cfg.parallel.ep > 1 else 0
+    check_built(cfg.parallel, cfg.backend.name, given_of(cfg), model_splits(cfg, experts))
     _validate_optim(cfg.optim)
     validate_cost(cfg)
     validate_predict(cfg)

@@ -83,6 +83,16 @@ def local_experts(n: int, ep: int, rank: int) -> range:
     return range(rank * size, (rank + 1) * size)
 
 
+def routed_experts(cfg: RunConfig) -> int:
+    """The routed experts of each MoE layer of ``cfg``'s model (a ``model=hf`` config with experts per
+    token, :func:`n_experts`); 0 for a dense model or another family."""
+    if cfg.model.arch != "hf" or not top_k(cfg.model):
+        return 0
+    from flopsweep.models.hf_files import source
+
+    return n_experts(source(cfg.model).data)
+
+
 def check(cfg: RunConfig) -> None:
     """``parallel.ep > 1``: an MoE ``model=hf`` config whose routed experts ``ep`` divides; no tensor
     parallel, pipeline or HSDP beside it (``ep`` splits the ``dp_shard x cp`` ranks). The backend
@@ -95,11 +105,7 @@ def check(cfg: RunConfig) -> None:
     if ep <= 1:
         return
     one = "set parallel.ep=1"
-    experts = 0
-    if cfg.model.arch == "hf":
-        from flopsweep.models.hf_files import source
-
-        experts = n_experts(source(cfg.model).data) if top_k(cfg.model) else 0
+    experts = routed_experts(cfg)
     if not experts:
         raise ConfigError(
             "parallel.ep",
@@ -114,10 +120,13 @@ def check(cfg: RunConfig) -> None:
         divisors = [d for d in range(1, experts + 1) if experts % d == 0]
         world = stated_world_size(cfg.nproc_per_node, cfg.nnodes)
         fits = [d for d in divisors[1:] if world is None or world % d == 0]  # ep splits ranks it borrows
+        from flopsweep.key_needs import degree_line, given_of
+
         fix = (
-            f"set parallel.ep to one of {fits}"
+            f"set parallel.ep={fits[0]}" + (f" (or {', '.join(map(str, fits[1:]))})" if fits[1:] else "")
             if fits
-            else f"set parallel.ep=1, or run on a world size that one of {divisors[1:]} divides"
+            else f"{one}, or one of {divisors[1:]} on a world size it divides: "
+            + str(degree_line("ep", ep, given_of(cfg), (experts, "its experts"))).partition(" (")[0]
         )
         raise ConfigError(
             "parallel.ep",

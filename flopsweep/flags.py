@@ -94,6 +94,18 @@ def is_multirun(argv: list[str]) -> bool:
     return "-m" in argv or "--multirun" in expand_flag_prefixes(argv)
 
 
+def prints_only(argv: list[str]) -> bool:
+    """Whether ``argv`` asks Hydra to print and run nothing: ``--cfg``/``-c``, ``--info``/``-i`` or
+    ``--shell-completion``/``-sc`` (a prefix too, :func:`expand_flag_prefixes`). A choice that acts only
+    under ``-m`` (a sweeper, ``repeats=``) is then no mistake: ``-m`` and ``--cfg`` are two commands,
+    refused together (:func:`flag_problem`), so the fix that prints the config must pass without it."""
+    parser = hydra_flags_parser()
+    printing = {
+        s for a in parser._actions if a.dest in ("cfg", "info", "shell_completion") for s in a.option_strings
+    }
+    return any(a.partition("=")[0] in printing for a in expand_flag_prefixes(argv))
+
+
 def _unknown_flag(flag: str, parser: argparse.ArgumentParser) -> str:
     """The line for a flag Hydra has not: the nearest flag, or the override it may have meant."""
     name, eq, value = flag.partition("=")
@@ -196,7 +208,7 @@ _COMMANDS = {
 --run, --multirun, --cfg, --info and --shell_completion can be specified"), with what each does."""
 
 
-def _one_value(override: str) -> str:
+def one_value(override: str) -> str:
     """``override`` with a sweep's first value (``seed=0,1`` -> ``seed=0``): a command other than
     ``--multirun`` refuses a sweep (:func:`flopsweep.override_grammar.sweep_without_m_problem`)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -235,7 +247,7 @@ def _commands_problem(argv: list[str], parser: argparse.ArgumentParser) -> str |
     for dest, (drop, dropped) in ((first, (j, m)), (second, (i, n))):  # each kept, the other dropped
         kept = [a for x, a in enumerate(argv) if not drop <= x < drop + dropped]
         if dest != "multirun":
-            kept = [_one_value(a) if "=" in a and not a.startswith("-") else a for a in kept]
+            kept = [one_value(a) if "=" in a and not a.startswith("-") else a for a in kept]
         fixes.append(f"{COMMAND} {' '.join(kept)} ({_COMMANDS[dest]})")
     return (
         f"Invalid config: {shown[0]} and {shown[1]}: Hydra runs one of --run, --multirun, --cfg, --info and "

@@ -23,7 +23,8 @@ class Idle:
     them), with the fix's pick (``pick``, a value of ``needs`` that makes them act, an override), the
     other values that would (``others``), why, and the values a key takes (``choices``: a value outside
     them is left to the job's own refusal, which lists them, so that the fix is never a line refused
-    for the value in turn)."""
+    for the value in turn), and the least whole number a key takes (``lowest``: ``fault.rank=-1`` is no
+    rank; the fix writes the least, which the job's check of the other key's value then passes)."""
 
     keys: tuple[str, ...]
     needs: str
@@ -32,6 +33,7 @@ class Idle:
     others: str
     why: str
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    lowest: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 IDLE: tuple[Idle, ...] = (
@@ -43,6 +45,7 @@ IDLE: tuple[Idle, ...] = (
         " (or oom, kill, abort, hang, nan_loss for raise)",
         "fault.kind=none (the default) injects no fault",
         {"fault.phase": FAULT_PHASES},
+        {"fault.rank": (0, "a rank is 0 to the world size - 1")},
     ),
     Idle(
         (

@@ -26,6 +26,8 @@ value is refused, the value after :func:`needed`'s overrides passes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flopsweep.idle_keys import IDLE, idle_without
 
 MEMORY_KEYS = ("model.seq_len", "batch.micro_batch_size", "model.n_layer", "model.n_embd", "model.vocab_size")
@@ -52,6 +54,10 @@ MOE_EXAMPLE = ("model=hf", "model.config=olmoe-tiny")
 """The model a ``parallel.ep`` fix picks: a shipped tiny MoE config (``flopsweep/models/hf_configs/
 olmoe-tiny.json``: 8 experts, 2 per token, 2 layers, width 128), which ``parallel.ep`` of 2, 4 or 8 splits."""
 
+MOE_EXAMPLE_EXPERTS = 8
+"""The routed experts of each MoE layer of :data:`MOE_EXAMPLE` (its ``num_experts``; the tests read the
+file)."""
+
 DEFAULTS = {"backend": "single", "model": "gpt-tiny"}
 """conf/config.yaml's options where the command line picks none (checked by the tests)."""
 
@@ -74,15 +80,19 @@ def given_values(parsed: list) -> dict[str, str]:
     return out
 
 
-def _ranks(given: dict[str, str], ranks: int, out: list[str], *, count: bool = True) -> None:
+def _ranks(
+    given: dict[str, str], ranks: int, out: list[str], *, count: bool = True, divides: bool = False
+) -> None:
     """Add ``nproc_per_node=ranks`` where the command line names no rank count that holds them (unless
-    ``count`` is False: the key gives the count itself), and a backend of several ranks where its
-    backend runs one."""
+    ``count`` is False: the key gives the count itself; with ``divides``, a count whose world size
+    ``ranks`` does not divide is replaced too: a degree splits the world), and a backend of several
+    ranks where its backend runs one."""
     from flopsweep.backend_specs import BACKEND_SPECS
 
     stated = _int(given.get("nproc_per_node"))
     nodes = _int(given.get("nnodes")) or 1
-    if count and (stated is None or stated * nodes < ranks):
+    short = stated is None or stated * nodes < ranks or (divides and (stated * nodes) % ranks != 0)
+    if count and short:
         out.append(f"nproc_per_node={ranks}")
     backend = given.get("backend", DEFAULTS["backend"])
     spec = BACKEND_SPECS.get(backend)
@@ -116,7 +126,7 @@ def needed(key: str, value: str | None, given: dict[str, str]) -> list[str]:
         if backends is not None and given.get("backend", DEFAULTS["backend"]) not in backends:
             out.append(f"backend={backends[0]}")
         if backends is not None:
-            _ranks({**given, "backend": backends[0]}, number, out)
+            _ranks({**given, "backend": backends[0]}, number, out, divides=True)
     elif key == "fault.rank" and number is not None and number > 0:
         _ranks(given, number + 1, out)
     elif (
@@ -126,20 +136,90 @@ def needed(key: str, value: str | None, given: dict[str, str]) -> list[str]:
     return out
 
 
+def degree_line(
+    name: str, value: int, given: dict[str, str], split: tuple[int, str] | None = None
+) -> str | None:
+    """The overrides that run ``parallel.<name>`` above 1 on a command line that sets ``given`` (key ->
+    first value as typed; a job's config: :func:`given_of`), the degree last, as a refusal's fix writes
+    them: ``backend=fsdp nproc_per_node=2 parallel.cp=2``. The degree divides ``split`` (``(count,
+    what)``: the model's heads for ``tp``/``cp``, its blocks for ``pp``, its routed experts for ``ep``,
+    :func:`model_splits`): a ``value`` that does not is replaced by the nearest that does, and the line
+    says which do (``(parallel.tp=3 does not divide model.n_head=4: 2 or 4)``); None where none above 1
+    does. ``ep`` on a dense model (``split`` None or 0) picks :data:`MOE_EXAMPLE` and its
+    :data:`MOE_EXAMPLE_EXPERTS`."""
+    key, note = f"parallel.{name}", ""
+    if name == "ep" and not (split and split[0]):
+        given = {**given, "model": "dense"}  # needed() then picks the MoE example
+        split = (MOE_EXAMPLE_EXPERTS, f"the {MOE_EXAMPLE_EXPERTS} experts of olmoe-tiny")
+    if split is not None:
+        count, what = split
+        valid = [d for d in range(2, count + 1) if count % d == 0]
+        if not valid:
+            return None
+        if value not in valid:
+            said = ", ".join(map(str, valid[:-1])) + f" or {valid[-1]}" if len(valid) > 1 else f"{valid[0]}"
+            note = f" ({key}={value} does not divide {what}: {said})"
+            value = min(valid, key=lambda d: (abs(d - value), d))
+    return " ".join([*needed(key, str(value), given), f"{key}={value}"]) + note
+
+
+def model_splits(cfg: object, experts: int = 0) -> dict[str, tuple[int, str]]:
+    """What each degree splits of ``cfg``'s model (a :class:`flopsweep.config.RunConfig` after the model's
+    check filled its shape) and so must divide, for :func:`degree_line`: ``tp`` and ``cp`` the query
+    heads (and the key/value heads where fewer: a whole head per rank), ``pp`` the blocks, ``ep`` the
+    routed ``experts`` (0: dense). The rules check more (the MLP width, the vocabulary, the sequence);
+    these are the counts a tiny model's degree meets first."""
+    import math
+
+    model = cfg.model  # type: ignore[attr-defined]
+    heads = int(getattr(model, "n_head", 0) or 0)
+    kv = int(getattr(model, "n_kv_head", 0) or 0) or heads
+    head_text = f"model.n_head={heads}" + (f" and model.n_kv_head={kv}" if kv != heads else "")
+    out = {
+        "tp": (math.gcd(heads, kv), head_text),
+        "cp": (math.gcd(heads, kv), head_text),
+        "pp": (int(getattr(model, "n_layer", 0) or 0), f"model.n_layer={getattr(model, 'n_layer', 0)}"),
+        "ep": (experts, f"its {experts} experts"),
+    }
+    return out
+
+
+def given_of(cfg: object) -> dict[str, str]:
+    """What :func:`needed` reads of a composed config (a :class:`flopsweep.config.RunConfig`), as a
+    command line would give it: the backend's registry key, ``nproc_per_node``, ``nnodes``, ``hf`` for
+    a ``model=hf`` model (else its name), and the keys that make :data:`flopsweep.idle_keys.IDLE`'s act
+    (``plan``, ``fault.kind``, ``compile``, ``search.model``)."""
+    model = cfg.model  # type: ignore[attr-defined]
+    return {
+        "backend": str(cfg.backend.name),  # type: ignore[attr-defined]
+        "nproc_per_node": str(cfg.nproc_per_node),  # type: ignore[attr-defined]
+        "nnodes": str(cfg.nnodes),  # type: ignore[attr-defined]
+        "model": "hf" if model.arch == "hf" else str(model.name),
+        "plan": str(cfg.plan).lower(),  # type: ignore[attr-defined]
+        "fault.kind": str(cfg.fault.kind),  # type: ignore[attr-defined]
+        "compile": str(cfg.compile).lower(),  # type: ignore[attr-defined]
+        "search.model": str(cfg.search.model).lower(),  # type: ignore[attr-defined]
+    }
+
+
 def still_meets(key: str, value: str | None, given: dict[str, str]) -> str:
     """The check that ``key=value`` meets on this kind of machine after :func:`needed`'s overrides, which
     no override of the command line alone passes, as a clause for the fix (``""`` for none):
 
-    - ``nnodes`` above 1: a local run has one node (:func:`flopsweep.plan.resolve`), so it runs under
+    - ``nnodes`` above 1, the key's or the command line's (``nnodes=2 nproc=2``): a local run has one
+      node (:func:`flopsweep.plan.resolve`), so it runs under
       ``hydra/launcher=slurm`` (or plans here with ``plan=true``);
     - ``compile_mode`` of CUDA graphs (:data:`flopsweep.compile_levers.CUDAGRAPH_MODES`): on CUDA only.
     """
     from flopsweep.compile_levers import CUDAGRAPH_MODES, NO_CUDAGRAPHS
 
     number = _int(value)
-    if key == "nnodes" and number is not None and number > 1 and given.get("plan", "false").lower() != "true":
+    nodes = number if key == "nnodes" else _int(given.get("nnodes"))
+    if nodes is not None and nodes > 1 and given.get("plan", "false").lower() != "true":
+        whose = "" if key == "nnodes" else f"nnodes={nodes} of the command line: "
         return (
-            "several nodes run under hydra/launcher=slurm, a local run has one, and plan=true plans them here"
+            f"{whose}several nodes run under -m hydra/launcher=slurm, a local run has one, and plan=true "
+            "plans them here"
         )
     if key == "compile_mode" and str(value) in CUDAGRAPH_MODES:
         return f"CUDA graphs run on CUDA only, compile_mode={NO_CUDAGRAPHS[str(value)]} on the CPU"
@@ -192,7 +272,9 @@ def _refused_alone(key: str, text: str) -> bool:
     return outside(key, number)
 
 
-def idle_key_problem(overrides: list[str]) -> str | None:
+def idle_key_problem(
+    overrides: list[str], recheck: Callable[[list[str]], str | None] | None = None
+) -> str | None:
     """One line for a key of :data:`flopsweep.idle_keys.IDLE` given on the command line without a value of
     the key that makes it act (none, or none of a sweep's values), else None: ``Invalid config:
     fault.rank=1: does nothing without fault.kind: fault.kind=none (the default) injects no fault. Fix:
@@ -202,7 +284,10 @@ def idle_key_problem(overrides: list[str]) -> str | None:
     refused in turn; an interpolated one (``fault.phase=${tag}``) is a value: whatever it resolves to, the key
     does nothing. An interpolation of the other key (``fault.kind=${oc.decode:none}``) would be resolved only
     in the job, after this check (session 25: ``fault.rank=1`` then ran as if not there): refused, its value
-    to be written out. A ``+sweep`` file or another config may set the other key: left alone."""
+    to be written out. A ``+sweep`` file or another config may set the other key: left alone.
+    ``recheck`` (``run.py``'s :func:`refusal`) checks the fix's line in place of the key: where another
+    choice of the command line refuses it (``plan_clusters`` beside ``hydra/sweeper=tune``, which runs no
+    plan), its line follows (``then: ...``)."""
     given = _given(overrides)
     if given is None:
         return None
@@ -237,12 +322,49 @@ def idle_key_problem(overrides: list[str]) -> str | None:
         shown = next(t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == key)
         value = shown.partition("=")[2]
         first = {k: v[0] for k, v in given.items() if k != idle.needs or "$" not in v[0]}  # the fix writes it
-        line = " ".join([*needed(key, value, first), shown])
+        below = ""
+        if key in idle.lowest and (number := _int(value)) is not None and number < idle.lowest[key][0]:
+            least, what = idle.lowest[key]
+            below = f"is below {least} ({what}), and "
+            value = str(least)
+        line = " ".join([*needed(key, value, first), f"{key}={value}" if below else shown])
         typed_needs = [t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == idle.needs]
         instead = f" in place of {typed_needs[0]}" if typed_needs else ""
         meets = f" ({note})" if (note := still_meets(key, value, first)) else ""
+        then = ""
+        if recheck is not None:
+            keys = {t.partition("=")[0] for t in line.split()}
+            fixed = [t for t in overrides if t.lstrip("+").partition("=")[0] not in keys] + line.split()
+            if again := recheck(fixed):
+                then = f" (then: {again.removeprefix('Invalid config: ').removesuffix('.')})"
         return (
-            f"Invalid config: {shown}: does nothing without {idle.needs}: {idle.why}. "
-            f"Fix: write {line}{instead}{idle.others}{meets}, or drop {key}."
+            f"Invalid config: {shown}: {below}does nothing without {idle.needs}: {idle.why}. "
+            f"Fix: write {line}{instead}{idle.others}{meets}{then}, or drop {key}."
         )
     return None
+
+
+def rechecked(
+    line: str | None, overrides: list[str], recheck: Callable[[list[str]], str | None]
+) -> str | None:
+    """``line`` (a "no such key" refusal, :func:`flopsweep.near_keys.suggestion`'s "did you mean") with its
+    first suggestion's line put in place of the key and checked again (``recheck``: ``run.py``'s
+    :func:`refusal`); where another choice of the command line refuses it (``hydra/sweeper=tune
+    plan_formt=csv``: ``plan=true``, which the tuner runs none of), that refusal follows the suggestion
+    (``(then: ...)``), so the fix never meets it unnamed. Other lines are returned as they are."""
+    import re
+
+    m = re.search(r"no such key\. Fix: did you mean (.+?)\?(?: |$)", line or "")
+    if line is None or m is None:
+        return line
+    first = m.group(1).split(" or ")[0].split(" (")[0].split(" in place of ")[0].split()
+    if not first or any("=" not in t for t in first):  # a key named bare: no line to check
+        return line
+    refused = line.removeprefix("Invalid config: ").partition(": ")[0]
+    keys = {t.partition("=")[0] for t in first}
+    kept = [a for a in overrides if a.lstrip("+") != refused and a.lstrip("+").partition("=")[0] not in keys]
+    again = recheck([*kept, *first])
+    if again is None:
+        return line
+    at = m.end(1)
+    return f"{line[:at]} (then: {again.removeprefix('Invalid config: ').removesuffix('.')}){line[at:]}"

@@ -348,12 +348,21 @@ def _shown(degrees: dict[str, int]) -> str:
     return " ".join(f"parallel.{k}={v}" for k, v in degrees.items() if v != 1) or "all 1"
 
 
-def check_built(parallel: ParallelConfig, backend: str) -> None:
+def check_built(
+    parallel: ParallelConfig,
+    backend: str,
+    given: dict[str, str] | None = None,
+    splits: dict[str, tuple[int, str]] | None = None,
+) -> None:
     """Refuse, before launch, a ``parallel.*`` setting that is not built yet, and check the
     values the config alone decides.
 
-    ``dp_replicate`` (HSDP), ``tp`` and ``pp`` above 1 run on ``backend=fsdp`` only
-    (:data:`LAYOUT_BACKENDS`), and ``cp`` too; ``ep`` must be 1 (:data:`BUILT`).
+    ``dp_replicate`` (HSDP), ``tp``, ``pp``, ``cp`` and ``ep`` above 1 run on ``backend=fsdp`` only
+    (:data:`LAYOUT_BACKENDS`); a degree above :data:`BUILT`'s is refused. With ``given`` (the job's
+    config as a command line gives it, :func:`flopsweep.key_needs.given_of`) the fix of a degree on
+    another backend is the whole line that runs (:func:`flopsweep.key_needs.degree_line`: the backend,
+    the ranks it splits and a degree that divides what it splits of the model, ``splits``:
+    :func:`flopsweep.key_needs.model_splits`).
 
     Raises:
         ConfigError: naming the key, the value and the fix.
@@ -398,8 +407,25 @@ def check_built(parallel: ParallelConfig, backend: str) -> None:
                 f"parallel.{name}",
                 value,
                 f"{what} runs on backend={'/'.join(spec.backends)}, and backend={backend} {kind}",
-                f"set parallel.{name}=1, or backend=fsdp",
+                f"set parallel.{name}=1" + _degree_fix(name, value, backend, given, splits),
             )
+
+
+def _degree_fix(
+    name: str,
+    value: int,
+    backend: str,
+    given: dict[str, str] | None,
+    splits: dict[str, tuple[int, str]] | None,
+) -> str:
+    """``, or LINE``: the line that runs degree ``name`` (:func:`flopsweep.key_needs.degree_line`), the
+    backend alone where the command line is not known; "" where no degree above 1 splits the model."""
+    from flopsweep.key_needs import degree_line
+
+    if given is None:
+        return ", or backend=fsdp"
+    line = degree_line(name, value, {**given, "backend": backend}, (splits or {}).get(name))
+    return f", or {line}" if line else ""
 
 
 def tp_across_nodes(layout: Layout, nproc_per_node: int) -> str | None:

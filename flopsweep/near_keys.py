@@ -105,12 +105,17 @@ def _runnable(name: str, value: str | None, parsed: list) -> str:
     this command line's options (:func:`flopsweep.key_needs.needed`: ``nproc_per_node=2`` on
     ``backend=single``), the whole line to write, those first (``backend=ddp nproc_per_node=2``), with
     what it replaces of the command line (``in place of backend=single``)."""
-    from flopsweep.key_needs import given_values, needed, still_meets
+    from flopsweep.key_needs import degree_line, given_values, needed, still_meets
 
     if value is None:
         return name
     given = given_values(parsed)
     first = value.split(",")[0].strip() if "[" not in value else value
+    if name == "parallel.ep" and first.isdigit() and int(first) > 1 and given.get("model") != "hf":
+        head, _, note = str(degree_line("ep", int(first), given)).partition(" (")  # the MoE example's degree
+        meets = still_meets(name, first, given)
+        needs = " ".join(head.split()[:-1]) + "".join(f"; {n}" for n in (note.removesuffix(")"), meets) if n)
+        return f"{head} ({name}={value} alone is refused: it needs {needs})"
     extra = needed(name, first, given)
     note = still_meets(name, first, given)
     if not extra:

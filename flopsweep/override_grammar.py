@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 
 from flopsweep.flags import is_multirun
 from flopsweep.overrides import CONF
@@ -159,14 +160,100 @@ def _lookalike(override: str) -> tuple[str, str] | None:
     group = key.startswith("hydra/") or os.path.isdir(os.path.join(CONF, key))
     if group and group_choice_problem([folded]) is None:
         pass
-    elif not (key in known_keys() and not override.partition("=")[0].isascii()):
+    elif key not in known_keys():
+        return None
+    elif override.partition("=")[0].isascii() and not _typed_value(key):
         return None
     first = next(c for c in override if not c.isascii())
     return folded, f"{named(first)} looks like ASCII {fold_char(first)!r}"
 
 
-def syntax_problem(argv: list[str]) -> str | None:
-    """One line for the first override Hydra's grammar cannot parse, else None.
+def _typed_value(key: str) -> bool:
+    """Whether :class:`flopsweep.config.RunConfig`'s ``key`` takes a value of a fixed form (a number, a
+    boolean, a list: ``repeats=２``, ``plan_clusters=[Н100:8]``), whose look-alikes are never meant, not
+    a free string (``tag=ünï`` keeps its characters)."""
+    from omegaconf import ListConfig
+    from omegaconf.nodes import BooleanNode, EnumNode, FloatNode, IntegerNode
+
+    from flopsweep.config import RunConfig
+    from flopsweep.override_schema import structured_schema
+
+    node = structured_schema(RunConfig)
+    for part in key.split("."):
+        getter = getattr(node, "_get_node", None)
+        node = getter(part) if getter is not None else None
+        if node is None:
+            return False  # a key of an option group's schema, or a section: its value is not read here
+    return isinstance(node, IntegerNode | FloatNode | BooleanNode | EnumNode | ListConfig)
+
+
+def needs_multirun(override: str) -> bool:
+    """Whether ``override`` runs only under ``-m``: ``repeats=`` above 1 (its rounds are jobs of a
+    sweep, ``run.py``'s ``repeats_problem``), a ``hydra/sweeper`` other than :data:`DEFAULT_SWEEPER`
+    (:func:`sweeper_without_m_problem`), a sweep of several values (:func:`sweep_without_m_problem`)."""
+    key, _, value = override.partition("=")
+    key, value = key.lstrip("+"), value.strip().strip("'\"")
+    if key == "repeats":
+        return value.isascii() and value.isdigit() and int(value) > 1
+    if key in ("hydra/sweeper", "hydra/launcher"):
+        return value != (DEFAULT_SWEEPER if key == "hydra/sweeper" else DEFAULT_LAUNCHER)
+    items = _split_choices(value)
+    return bool(items and len(items) > 1) or value.startswith(("range(", "glob("))
+
+
+def runnable_line(argv: list[str], override: str, meant: str) -> tuple[str, str]:
+    """The fix that replaces ``override`` of ``argv`` by ``meant`` (the ASCII override a look-alike
+    stands for), as a "did you mean": ``meant`` alone where the command line then passes the checks
+    that ``meant`` meets, else the whole corrected command line with what ``meant`` needs beside it
+    (:func:`flopsweep.key_needs.needed`: ``fault.rаnk=1`` -> ``flopsweep backend=ddp fault.kind=raise
+    nproc_per_node=2 fault.rank=1``; ``-m`` for :func:`needs_multirun`: ``repeats=２`` -> ``flopsweep -m
+    repeats=2``), with why (``(fault.rank=1 alone is refused: it needs ...)``); every other look-alike
+    of the line is folded in it too. Returns ``(line, note)``."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.cli import COMMAND
+    from flopsweep.key_needs import given_values, needed, still_meets
+
+    parser = OverridesParser.create()
+    folds = {override: meant}  # every look-alike of the line, so that the fix meets none again
+    for text in overrides_of(argv):
+        if text != override and not text.isascii() and (other := _lookalike(text)):
+            folds[text] = other[0]
+    line = [folds.get(a, a) for a in argv]
+    parsed = []
+    for text in overrides_of(line):
+        try:
+            parsed += parser.parse_overrides([text])
+        except Exception:  # noqa: BLE001 - another override's own line comes later
+            continue
+    given = given_values(parsed)
+    needs, meets = [], []
+    for new in folds.values():
+        key, eq, value = new.partition("=")
+        key = key.lstrip("+")
+        first = value.split(",")[0].strip() if "[" not in value else value
+        for extra in needed(key, first, given) if "/" not in key and eq else []:
+            if extra not in line:  # in place of the command line's value of its key
+                line = [a for a in line if a.partition("=")[0].lstrip("+") != extra.partition("=")[0]]
+                line.insert(line.index(new), extra)
+                needs.append(extra)
+        if needs_multirun(new) and not is_multirun(line):
+            line.insert(0, "-m")
+            needs.append("-m")
+        if note := still_meets(key, first, given):
+            meets.append(note)
+    said = "".join(f"; {m}" for m in meets)
+    if not needs and len(folds) == 1:
+        return meant, f" ({said[2:]})" if said else ""
+    if not needs:
+        return f"{COMMAND} {' '.join(line)}", f" ({said[2:]})" if said else ""
+    return f"{COMMAND} {' '.join(line)}", f" ({meant} alone is refused: it needs {' '.join(needs)}{said})"
+
+
+def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] | None = None) -> str | None:
+    """One line for the first override Hydra's grammar cannot parse, else None. ``recheck`` (``run.py``'s
+    :func:`refusal`) checks a look-alike's corrected line: where another check refuses it still (a
+    choice of the command line's own, ``repeats=２ plan=true``), its line follows the fix (``then: ...``).
 
     The classes: an empty choice in a list (``model=gpt-tiny,``, ``a,,b``: the fix drops it), a
     non-ASCII character outside quotes (``tag=ünïcødé``, ``tag=日本``), a quote or
@@ -188,9 +275,13 @@ def syntax_problem(argv: list[str]) -> str | None:
             if _KEY.fullmatch(key) and (empty := _empty_choice(key, value)):
                 return f"Invalid config: {override}: {empty}"
             if meant := _lookalike(override):
+                line, note = runnable_line(argv, override, meant[0])
+                fixed = line.split()[1:] if " " in line else [meant[0] if a == override else a for a in argv]
+                if recheck is not None and (again := recheck(fixed)):
+                    note += f" (then: {again.removeprefix('Invalid config: ')})"
                 return (
                     f"Invalid config: {override}: Hydra's override grammar cannot read it ({meant[1]}). "
-                    f"Fix: did you mean {meant[0]}?"
+                    f"Fix: did you mean {line}?{note}"
                 )
             return (
                 f"Invalid config: {override}: Hydra's override grammar cannot read it "
@@ -209,6 +300,8 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from flopsweep.flags import one_value, prints_only
+
     if is_multirun(argv):
         return None
     try:
@@ -222,6 +315,9 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
         key, _, value = override.partition("=")
         name = key.lstrip("+~")
         fix = f"add -m (flopsweep -m {override} ...)"
+        if prints_only(argv):  # -m --cfg is refused: one value prints one job's config
+            one = [one_value(a) if a in overrides_of(argv) else a for a in argv]
+            fix = f"one value prints one job's config: flopsweep {' '.join(one)}"
         values = list(getattr(o.value(), "list", None) or [])
         group = "." not in name and os.path.isdir(os.path.join(CONF, name))
         if values and not group and not all(isinstance(v, int | float | bool) for v in values):
@@ -237,24 +333,31 @@ DEFAULT_SWEEPER = "basic_batched"
 """``conf/config.yaml``'s ``hydra/sweeper`` choice: Hydra's basic sweeper, flopsweep's batch size."""
 
 
+DEFAULT_LAUNCHER = "basic"
+"""Hydra's own launcher, conf/config.yaml's (it picks none): jobs one after another in this process."""
+
+
 def sweeper_without_m_problem(argv: list[str]) -> str | None:
-    """One line for a ``hydra/sweeper=`` choice other than :data:`DEFAULT_SWEEPER` on a command line
-    without ``-m``/``--multirun``, else None: Hydra runs one plain job and never starts a sweeper
-    (``flopsweep hydra/sweeper=tune device=cpu`` ran one job, exit 0, nothing tuned)."""
-    if is_multirun(argv):
+    """One line for a ``hydra/sweeper=`` choice other than :data:`DEFAULT_SWEEPER`, or a
+    ``hydra/launcher=`` other than :data:`DEFAULT_LAUNCHER`, on a command line without
+    ``-m``/``--multirun``, else None: Hydra runs one plain job and never starts a sweeper or a launcher
+    (``flopsweep hydra/sweeper=tune device=cpu`` ran one job, exit 0, nothing tuned;
+    ``hydra/launcher=slurm`` without ``-m`` ended in submitit's traceback). A command line that only
+    prints (``--cfg job``, :func:`flopsweep.flags.prints_only`) is left alone: ``-m --cfg`` is refused."""
+    from flopsweep.flags import prints_only
+
+    if is_multirun(argv) or prints_only(argv):
         return None
     for override in overrides_of(argv):
         key, eq, value = override.partition("=")
         choice = value.strip().strip("'\"")
-        if (
-            eq
-            and key.lstrip("+~") == "hydra/sweeper"
-            and not key.startswith("~")
-            and choice != DEFAULT_SWEEPER
-        ):
+        name = key.lstrip("+~")
+        default = {"hydra/sweeper": DEFAULT_SWEEPER, "hydra/launcher": DEFAULT_LAUNCHER}.get(name)
+        if eq and default is not None and not key.startswith("~") and choice != default:
+            what = name.rpartition("/")[2]
             return (
-                f"Invalid config: {override}: a sweeper runs only under -m (without it Hydra runs one plain "
-                f"job and the sweeper never starts). Fix: add -m (flopsweep -m {override} ...)."
+                f"Invalid config: {override}: a {what} runs only under -m (without it Hydra runs one plain "
+                f"job and the {what} never starts). Fix: add -m (flopsweep -m {override} ...)."
             )
     return None
 

@@ -207,11 +207,15 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         paths_here=env.paths_here,
     )
     if cfg.fault.kind != "none" and not 0 <= cfg.fault.rank < world:
+        from flopsweep.key_needs import given_of, needed
+
+        more = needed("fault.rank", str(cfg.fault.rank), given_of(cfg)) if cfg.fault.rank > 0 else []
         raise ConfigError(
             "fault.rank",
             cfg.fault.rank,
             f"is not a rank of this run (world size {world})",
-            f"set fault.rank to 0..{world - 1}",
+            f"set fault.rank={0 if cfg.fault.rank < 0 else world - 1} (a rank of 0..{world - 1})"
+            + (f", or {' '.join(more)} fault.rank={cfg.fault.rank}" if more else ""),
         )
     resolved = dataclasses.replace(cfg, nproc_per_node=str(nproc), attention=attn, backend=backend)
     return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, layout=layout)
@@ -374,7 +378,7 @@ def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) 
             "nnodes",
             cfg.nnodes,
             "only a Slurm job spans nodes; a local run has one",
-            "set nnodes=1, or run the sweep with hydra/launcher=slurm; to plan it here add plan=true "
+            "set nnodes=1, or run the sweep with -m hydra/launcher=slurm; to plan it here add plan=true "
             "(predict.nnodes= and predict.gpus_per_node= predict its step on another cluster)",
         )
     if device == "cuda":

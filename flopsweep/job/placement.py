@@ -70,7 +70,7 @@ def plan_environment(
         env = dataclasses.replace(env, host_memory_bytes=None, paths_here=False)
     if cfg.nnodes > 1 and not env.under_slurm:
         env = dataclasses.replace(env, in_submitit=True, under_slurm=True, slurm_job=True)
-        notes.append(f"nnodes={cfg.nnodes}: planned as a Slurm job (a run needs hydra/launcher=slurm)")
+        notes.append(f"nnodes={cfg.nnodes}: planned as a Slurm job (a run needs -m hydra/launcher=slurm)")
     return cfg, env, notes
 
 

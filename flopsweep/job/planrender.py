@@ -209,7 +209,8 @@ def render(
 def override_line(row: Row, overrides: list[str]) -> str:
     """``flopsweep`` (:data:`flopsweep.cli.COMMAND`) with the job's own overrides (less the plan's and
     the set-up's keys) and the set-up's (:meth:`flopsweep.plan_space.Setup.overrides`);
-    ``hydra/launcher=slurm`` on several nodes."""
+    ``-m hydra/launcher=slurm`` on several nodes (a launcher runs only under ``-m``:
+    :func:`flopsweep.override_grammar.sweeper_without_m_problem`)."""
 
     def dropped(o: str) -> bool:
         key = o.lstrip("+~").split("=")[0]
@@ -219,6 +220,7 @@ def override_line(row: Row, overrides: list[str]) -> str:
     kept = [o for o in overrides if not dropped(o)]
     line = [COMMAND, *kept, *row.overrides]
     if "nnodes=1" not in row.overrides:
+        line[1:1] = ["-m"]
         line.append("hydra/launcher=slurm")
     return " ".join(line)
 

@@ -318,6 +318,14 @@ REFUSALS = {
         lines=1,
         record=None,
     ),
+    # session 25: nnodes=2's fix named hydra/launcher=slurm; without -m it ended in submitit's traceback
+    "launcher_without_m": Refusal(
+        args=("hydra/launcher=slurm", "nnodes=2", "device=cpu"),
+        line_starts="flopsweep: Invalid config: hydra/launcher=slurm: a launcher runs only under -m",
+        last_line_has=("Fix: add -m (flopsweep -m hydra/launcher=slurm ...).",),
+        lines=1,
+        record=None,
+    ),
     "plan_cluster_bandwidth_unit": Refusal(
         args=("plan=true", "plan_clusters=[H100:8x8:100gbps]"),
         line_starts="flopsweep: Invalid config: plan_clusters='H100:8x8:100gbps': 100gbps says neither",

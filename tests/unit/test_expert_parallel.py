@@ -57,12 +57,12 @@ REFUSED = {
     "experts": (
         ["parallel.ep=3", "nproc_per_node=3"],
         "parallel.ep",
-        "a world size that one of [2, 4, 8] divides",
+        "one of [2, 4, 8] on a world size it divides: nproc_per_node=2 parallel.ep=2",
     ),
     "experts_here": (
         ["parallel.ep=3", "nproc_per_node=4"],
         "parallel.ep",
-        "set parallel.ep to one of [2, 4]",
+        "set parallel.ep=2 (or 4)",
     ),
     "dense": (["model.config=qwen3-tiny", "parallel.ep=2"], "parallel.ep", "pick an MoE config"),
     "native": (["model=llama-tiny", "parallel.ep=2"], "parallel.ep", "model=hf model.config=olmoe-tiny"),

@@ -152,7 +152,9 @@ def _disguised(name: str) -> str | None:
 
 
 def _meant(line: str) -> str:
-    m = re.search(r"Fix: did you mean (\S+)\?$", line)
+    """The override a look-alike's "did you mean" names: alone, or last of the whole line where it needs
+    more (``flopsweep -m device=cpu hydra/launcher=pool? (... it needs -m)``)."""
+    m = re.search(r"Fix: did you mean (?:flopsweep (?:\S+ )*)?(\S+)\?(?: \(.*\))?$", line)
     assert m, line
     return m.group(1)
 

@@ -232,7 +232,7 @@ def test_a_rewritten_whole_number_is_written_with_what_it_needs(hydra_compose, t
     assert "backend=fsdp nproc_per_node=2 parallel.tp=2 in place of backend=ddp." in line, line
     assert _line(["backend=fsdp", "nproc_per_node=2", "parallel.tp=2.0"]).endswith("exponent: parallel.tp=2.")
     line = _line(["nnodes=2.0"])
-    assert "backend=ddp nnodes=2 (several nodes run under hydra/launcher=slurm" in line, line
+    assert "backend=ddp nnodes=2 (several nodes run under -m hydra/launcher=slurm" in line, line
     line = _line(["batch.global_batch_size=1e12"])
     assert line.endswith("e.g. batch.global_batch_size=null (its default)."), line
     assert type_problem(["batch.global_batch_size=null"]) is None

@@ -410,7 +410,7 @@ def test_a_plan_of_several_nodes_is_placed_as_the_slurm_job_it_needs(hydra_compo
     row = plan_job(hydra_compose([*args, "plan=true"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert row["status"] == "ok", row["note"]
     assert (row["world_size"], row["predicted_nnodes"], row["predicted_world_size"]) == (2, 2, 2)
-    assert "nnodes=2: planned as a Slurm job (a run needs hydra/launcher=slurm)" in row["note"]
+    assert "nnodes=2: planned as a Slurm job (a run needs -m hydra/launcher=slurm)" in row["note"]
     one = plan_job(hydra_compose([*args[:4], "plan=true"]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert float(row["est_peak_gib_per_rank"]) < float(one["est_peak_gib_per_rank"])  # FSDP shards over 2
     auto = plan_job(
@@ -421,7 +421,7 @@ def test_a_plan_of_several_nodes_is_placed_as_the_slurm_job_it_needs(hydra_compo
     with pytest.raises(ConfigError) as err:
         resolve(hydra_compose(args), Environment(cpu_count=2))
     message = str(err.value)
-    assert err.value.key == "nnodes" and "run the sweep with hydra/launcher=slurm" in message
+    assert err.value.key == "nnodes" and "run the sweep with -m hydra/launcher=slurm" in message
     assert "add plan=true" in message and "predict.nnodes=" in message and "predict.gpus_per_node=" in message
     assert "\n" not in message
 
@@ -811,7 +811,7 @@ def test_a_plan_without_a_gpu_name_is_placed_at_9_0_and_of_this_gpu_is_this_mach
         (  # a refused backend combination
             ["backend=single", "parallel.tp=2", "nproc_per_node=2", "plan_gpu=H100"],
             "Invalid config: parallel.tp=2: tensor parallelism runs on backend=fsdp, and backend=single runs "
-            "one rank. Fix: set parallel.tp=1, or backend=fsdp.",
+            "one rank. Fix: set parallel.tp=1, or backend=fsdp parallel.tp=2.",
         ),
         (  # a bad micro batch
             ["batch.micro_batch_size=0", "plan_gpu=A100-80GB"],

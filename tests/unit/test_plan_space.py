@@ -285,7 +285,7 @@ def test_the_table_csv_and_json(hydra_compose, tmp_path: Path) -> None:
         a > n + 1 for cells in shown.values() for n, (_, a) in enumerate(cells)
     )  # "all" has gaps, "#" none
     assert "space.top=5" in table["plan_text"] and "network of H200 SXM nodes: ib400" in table["plan_text"]
-    assert "H200:2x8:ib400: flopsweep model=llama3.1-8b" in table["plan_text"]
+    assert "H200:2x8:ib400: flopsweep -m model=llama3.1-8b" in table["plan_text"]
     assert "nnodes=2 hydra/launcher=slurm" in table["plan_text"]
     rows = list(csv.DictReader(open(table["plan_file"])))
     ranked = [r for r in rows if r["rank"]]
