@@ -41,7 +41,7 @@ from flopsweep.config import (  # the bounds live in config, which the model fam
 )
 from flopsweep.deepspeed_config import ZERO_SHORTHANDS
 from flopsweep.expert_parallel import routed_experts
-from flopsweep.key_needs import given_of, memory_note, model_splits
+from flopsweep.key_needs import degree_line, given_of, memory_note, model_splits
 from flopsweep.layout import check_built
 from flopsweep.lower_bounds import MIN_BY_KEY
 from flopsweep.models import MODELS
@@ -100,7 +100,14 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     check_bounds(cfg)  # again: model=hf's check fills its shape from the file
     _validate_sizes(cfg)
     experts = routed_experts(cfg) if cfg.parallel.ep > 1 else 0
-    check_built(cfg.parallel, cfg.backend.name, given_of(cfg), model_splits(cfg, experts))
+    given, splits = given_of(cfg), model_splits(cfg, experts)
+    check_built(
+        cfg.parallel,
+        cfg.backend.name,
+        lambda name, value, backend: degree_line(
+            name, value, {**given, "backend": backend}, splits.get(name)
+        ),
+    )
     _validate_optim(cfg.optim)
     validate_cost(cfg)
     validate_predict(cfg)

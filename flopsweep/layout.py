@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from flopsweep.config import MAX_BY_KEY, BatchConfig, ConfigError, ParallelConfig, RunConfig
@@ -351,18 +351,18 @@ def _shown(degrees: dict[str, int]) -> str:
 def check_built(
     parallel: ParallelConfig,
     backend: str,
-    given: dict[str, str] | None = None,
-    splits: dict[str, tuple[int, str]] | None = None,
+    degree_fix: Callable[[str, int, str], str | None] | None = None,
 ) -> None:
     """Refuse, before launch, a ``parallel.*`` setting that is not built yet, and check the
     values the config alone decides.
 
     ``dp_replicate`` (HSDP), ``tp``, ``pp``, ``cp`` and ``ep`` above 1 run on ``backend=fsdp`` only
-    (:data:`LAYOUT_BACKENDS`); a degree above :data:`BUILT`'s is refused. With ``given`` (the job's
-    config as a command line gives it, :func:`flopsweep.key_needs.given_of`) the fix of a degree on
-    another backend is the whole line that runs (:func:`flopsweep.key_needs.degree_line`: the backend,
-    the ranks it splits and a degree that divides what it splits of the model, ``splits``:
-    :func:`flopsweep.key_needs.model_splits`).
+    (:data:`LAYOUT_BACKENDS`); a degree above :data:`BUILT`'s is refused. With ``degree_fix``
+    (``(name, value, backend) -> line``; :func:`flopsweep.checks.validate` passes
+    :func:`flopsweep.key_needs.degree_line` over the job's config as a command line gives it, with
+    what the degree splits of the model) the fix of a degree on another backend is the whole line
+    that runs (the backend, the ranks it splits and a degree that divides what it splits); without
+    it, the backend alone.
 
     Raises:
         ConfigError: naming the key, the value and the fix.
@@ -407,24 +407,18 @@ def check_built(
                 f"parallel.{name}",
                 value,
                 f"{what} runs on backend={'/'.join(spec.backends)}, and backend={backend} {kind}",
-                f"set parallel.{name}=1" + _degree_fix(name, value, backend, given, splits),
+                f"set parallel.{name}=1" + _degree_fix(name, value, backend, degree_fix),
             )
 
 
 def _degree_fix(
-    name: str,
-    value: int,
-    backend: str,
-    given: dict[str, str] | None,
-    splits: dict[str, tuple[int, str]] | None,
+    name: str, value: int, backend: str, degree_fix: Callable[[str, int, str], str | None] | None
 ) -> str:
-    """``, or LINE``: the line that runs degree ``name`` (:func:`flopsweep.key_needs.degree_line`), the
-    backend alone where the command line is not known; "" where no degree above 1 splits the model."""
-    from flopsweep.key_needs import degree_line
-
-    if given is None:
+    """``, or LINE``: the line that runs degree ``name`` (``degree_fix``'s), the backend alone where the
+    command line is not known; "" where no degree above 1 splits the model."""
+    if degree_fix is None:
         return ", or backend=fsdp"
-    line = degree_line(name, value, {**given, "backend": backend}, (splits or {}).get(name))
+    line = degree_fix(name, value, backend)
     return f", or {line}" if line else ""
 
 
