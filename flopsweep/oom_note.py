@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 GPU_MEMORY_FIX = (
     "shard it over more GPUs (backend=fsdp or zero3, nproc_per_node, nnodes), set "
     "activation_checkpointing=full or a smaller batch.micro_batch_size"
 )
-"""The fix of a set-up whose estimate (or run) is over its GPU's memory: the levers that lower the
-memory per rank."""
+"""The fix of a set-up whose estimate (or run) is over its GPU's memory, where its config is not at hand
+(or its estimate fails): every lever that lowers the memory per rank. With the config,
+:func:`flopsweep.memory_fix.gpu_memory_fix` names only the levers it has not pulled, each estimated."""
 
 HOST_MEMORY_FIX = (
     "pick a smaller model or micro batch (batch.micro_batch_size), or fewer ranks (nproc_per_node)"
@@ -56,11 +58,15 @@ def device_capacity_gib(message: Any) -> float | None:
     return gib if math.isfinite(gib) and gib > 0 else None
 
 
-def oom_estimate_line(predicted_gib: Any, error: dict[str, Any] | None) -> str | None:
+def oom_estimate_line(
+    predicted_gib: Any, error: dict[str, Any] | None, fix: str | Callable[[float], str] = GPU_MEMORY_FIX
+) -> str | None:
     """The ``oom_estimate`` warning of an ``oom`` record: ``run.before_run.predicted_peak_gib``
     (``predicted_gib``, GiB per rank, made before any rank started) against the device's total memory
     that ``error``'s message names (:func:`device_capacity_gib`), whether the estimate said the run
-    would fit, and :data:`GPU_MEMORY_FIX`. None without either figure.
+    would fit, and ``fix``: a text, or a function of the capacity in bytes that gives it (the run's own
+    levers: :func:`flopsweep.memory_fix.gpu_memory_fix`); :data:`GPU_MEMORY_FIX` by default. None without
+    either figure.
 
     ``oom_estimate: the memory estimate before the run was 85.3 GiB per rank
     (run.before_run.predicted_peak_gib), over the GPU's 79.2 GiB (the capacity the out-of-memory error
@@ -80,11 +86,16 @@ def oom_estimate_line(predicted_gib: Any, error: dict[str, Any] | None) -> str |
     )
     return (
         f"{OOM_ESTIMATE}the memory estimate before the run was {predicted_gib:.1f} GiB per rank "
-        f"(run.before_run.predicted_peak_gib), {said}. Fix: {GPU_MEMORY_FIX}"
+        f"(run.before_run.predicted_peak_gib), {said}. Fix: {fix(capacity * 2**30) if callable(fix) else fix}"
     )
 
 
-def over_memory_line(predicted_gib: Any, capacity_bytes: Any, gpu: str | None) -> str | None:
+def over_memory_line(
+    predicted_gib: Any,
+    capacity_bytes: Any,
+    gpu: str | None,
+    fix: str | Callable[[float], str] = GPU_MEMORY_FIX,
+) -> str | None:
     """The launch's warning when the memory estimate (``metrics.predicted_peak_gib``, ``predicted_gib``
     GiB per rank, made before any rank starts) is over the memory of the GPU the ranks will run on
     (``capacity_bytes``, ``torch.cuda.get_device_properties(0).total_memory``; ``gpu`` its name): the
@@ -92,7 +103,8 @@ def over_memory_line(predicted_gib: Any, capacity_bytes: Any, gpu: str | None) -
     (one H100, 2026-12-05: OLMoE 1B-7B at micro batch 2, estimated 106 GiB, ran out of memory in
     warm-up on the 79.2 GiB). Only a warning: the estimate's error on the committed records is a few
     percent (docs/memory.md), and a run near the edge may still fit. None when the estimate is within
-    the capacity or either figure is missing or not a positive finite number.
+    the capacity or either figure is missing or not a positive finite number. ``fix``: as
+    :func:`oom_estimate_line`'s (a function is called only when the line is made).
 
     ``memory_estimate: the memory estimate is 106.0 GiB per rank (metrics.predicted_peak_gib), over
     this GPU's 79.2 GiB (NVIDIA H100 80GB HBM3): the run will likely run out of memory. Fix: ...``
@@ -109,5 +121,5 @@ def over_memory_line(predicted_gib: Any, capacity_bytes: Any, gpu: str | None) -
     return (
         f"{OVER_MEMORY}the memory estimate is {predicted_gib:.1f} GiB per rank (metrics.predicted_peak_gib), "
         f"over this GPU's {capacity:.1f} GiB{named}: the run will likely run out of memory. "
-        f"Fix: {GPU_MEMORY_FIX}"
+        f"Fix: {fix(capacity_bytes) if callable(fix) else fix}"
     )

@@ -191,8 +191,11 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
     """The estimated columns of an ``ok`` plan row (status, model, world size, layout, counts, the
     peak per rank, ``fits``), and in ``note`` the estimate's method (:func:`flopsweep.memory.estimate`).
     The peak is :func:`flopsweep.memory.peak_bytes` (on the CPU the offloaded states too), the
-    figure the launch refuses a CPU run by (:func:`flopsweep.job.hostcheck.check_free_host_memory`)."""
+    figure the launch refuses a CPU run by (:func:`flopsweep.job.hostcheck.check_free_host_memory`).
+    ``memory_fix``: a GPU row that does not fit, the levers its config has not pulled, each estimated on
+    that GPU (:func:`flopsweep.memory_fix.gpu_memory_fix`)."""
     from flopsweep.memory import estimate, peak_bytes
+    from flopsweep.memory_fix import gpu_memory_fix
 
     m = p.cfg.model
     est = estimate(p.cfg, p.layout)
@@ -200,7 +203,9 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
     tokens = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum) * m.seq_len
     flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
     fits, fits_on = _fits(p, peak, env, placed=placed)
+    gpu = plan_gpu_capacity(p, env, placed=placed) if fits is False and p.device == "cuda" else None
     return dict(
+        memory_fix=gpu_memory_fix(p.cfg, gpu[0]) if gpu else "",  # the levers this config has left
         status="ok",
         model=m.name,
         world_size=p.world_size,

@@ -286,21 +286,23 @@ def ready(job: JobResult, info: JobInfo) -> JobResult:
     if (across := tp_across_nodes(p.layout, p.nproc_per_node)) is not None:
         log.warning("%s", across)
     job.predicted_peak_gib = predicted_peak_gib(cfg, p.layout)  # the plan's estimate, before any rank starts
-    if cfg.device == "cuda" and (line := over_memory(job.predicted_peak_gib)) is not None:
+    if cfg.device == "cuda" and (line := over_memory(job.predicted_peak_gib, cfg)) is not None:
         log.warning("%s", line)
         job.launch_warnings.append(line)
     return job
 
 
-def over_memory(predicted_gib: float | None) -> str | None:
+def over_memory(predicted_gib: float | None, cfg: RunConfig) -> str | None:
     """:func:`flopsweep.oom_note.over_memory_line` for GPU 0 of this machine (the first the ranks see),
-    None when no GPU is visible or the estimate fits it."""
+    its fix the levers ``cfg`` (resolved) has not pulled, estimated on that GPU
+    (:func:`flopsweep.memory_fix.gpu_memory_fix`); None when no GPU is visible or the estimate fits it."""
+    from flopsweep.memory_fix import gpu_memory_fix
     from flopsweep.sizesearch import cuda_capacity
 
     capacity = cuda_capacity("cuda")
     if capacity is None:
         return None
-    return over_memory_line(predicted_gib, capacity, torch_device_name())
+    return over_memory_line(predicted_gib, capacity, torch_device_name(), partial(gpu_memory_fix, cfg))
 
 
 def sized(job: JobResult) -> JobResult:

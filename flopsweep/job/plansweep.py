@@ -18,9 +18,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 import logging
-import math
 import os
 import stat
 import typing
@@ -28,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from flopsweep import objective
+from flopsweep import objective, strict_json
 from flopsweep.files import read_regular
 from flopsweep.job.plantable import append_plan_row, invalid_jobs_line, plan_csv, unwritten_line, write_plan
 from flopsweep.plan_assess import COLUMNS, Row
@@ -175,7 +173,8 @@ def sweep_output(
     the dropped, then each invalid job's one row), and the text to print for ``fmt``: ``table`` (the ``top``
     best of each cluster, the ``job`` column, the dropped counts, the best of each cluster with its command,
     each invalid job's line), ``csv`` (the file's rows) or ``json`` (``{objective, better, jobs, invalid:
-    {job: line}, dropped, best: [{cluster, job, command}], rows}``). An invalid job (its keys refused:
+    {job: line}, dropped, best: [{cluster, job, command}], rows}``, strict JSON: a non-finite figure is null
+    and its row's ``nulls`` says why, :func:`flopsweep.strict_json.dumps`). An invalid job (its keys refused:
     :func:`flopsweep.job.plandecide.decide_job`) is one row of ``status`` ``invalid``, not a set-up.
     ``shown``: False leaves the file's path unsaid (a private folder the plan ran in).
 
@@ -234,7 +233,7 @@ def sweep_output(
             ],
             "rows": every,
         }
-        return json.dumps(said, indent=1, default=_json_number), stderr
+        return strict_json.dumps(said, indent=1, default=str), stderr  # inf, nan: null, and why under nulls
     text = "\n".join(
         _table(ranked, top, labels, job_of, table_lines, every_invalid=len(invalid) == len(jobs))
         + [
@@ -284,11 +283,6 @@ def _invalid_lines(invalid: dict[int, str]) -> list[str]:
             f"... and {len(invalid) - len(shown)} more invalid jobs: the sweep's plan.csv (status, reason)"
         )
     return lines
-
-
-def _json_number(value: Any) -> Any:
-    """JSON of a value ``json`` does not take: a NaN or infinity as null."""
-    return None if isinstance(value, float) and not math.isfinite(value) else str(value)
 
 
 def _table(

@@ -45,6 +45,7 @@ PLAN_COLUMNS = (
     "rank",
     "prediction_source",
     "note",
+    "memory_fix",
 )
 
 
@@ -74,6 +75,7 @@ PLAN_COLUMN_DOCS: dict[str, str] = {
     "rank": "the job's place by `objective=` among the jobs that fit and are predicted (1 = best)",
     "prediction_source": "the prediction's sources in words, or `no prediction: KEY=VALUE: why. Fix: ...`",
     "note": "how the job was placed and estimated (the GPU it was placed on, a search's size, the method)",
+    "memory_fix": "a job over its GPU's memory: the levers its config has not pulled, each with its estimate",
 }
 """What each of :data:`PLAN_COLUMNS` means (``docs/reference/plan.md``)."""
 
@@ -203,8 +205,8 @@ TERMINAL_COLUMNS = {
     "note": "note",
 }
 """``plan.csv`` column -> its header in the terminal table (:func:`plan_table`); the other columns
-(``seq_len``, ``n_params``, ``model_flops_per_step``, ``fits_on``, ``predicted_nnodes``) are in the
-file and in ``plan_format=csv|json``."""
+(``seq_len``, ``n_params``, ``model_flops_per_step``, ``fits_on``, ``predicted_nnodes``, ``memory_fix``: the
+line of :func:`plan_unfit_line`) are in the file and in ``plan_format=csv|json``."""
 
 FOOTNOTED = ("reason", "prediction_source", "note")
 """Long text columns shown as ``[k]`` in the table, each distinct text once below it."""
@@ -326,7 +328,9 @@ def plan_refused_line(path: str, *, text: str | None = None) -> str | None:
 def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> str | None:
     """The line a plan prints (to stderr) when some ``ok`` rows do not fit (``fits`` False): ``N of
     M jobs do not fit; job J: model=NAME: estimated X GiB per rank, more than <fits_on>. Fix: ...``,
-    the first such row, its fix naming the levers and the clusters of ``gpu`` that rank the set-ups
+    the first such row, its fix the row's ``memory_fix`` (the levers its config has not pulled, each
+    estimated: :func:`flopsweep.memory_fix.gpu_memory_fix`; else every lever,
+    :data:`~flopsweep.oom_note.GPU_MEMORY_FIX`) and the clusters of ``gpu`` that rank the set-ups
     that fit (:func:`cluster_hint`); None when every row fits or is not known to. A plan is a report:
     it still exits 0, and such a row is not ranked (:func:`rank_plan_file`)."""
 
@@ -337,7 +341,9 @@ def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) 
     row = unfit.iloc[0]
     on_host = str(row.get("fits_on", "")).startswith("host")  # the CPU: every rank in its memory
     ranks = f" per rank x {row.get('world_size', '')} ranks" if on_host else " per rank"
-    fix = HOST_MEMORY_FIX if on_host else f"{GPU_MEMORY_FIX}; {cluster_hint(gpu)} ranks the set-ups that fit"
+    own = "" if on_host else printable(str(row.get("memory_fix", "") or ""))  # the row's own levers
+    hint = f"{cluster_hint(gpu)} ranks the set-ups that fit"
+    fix = HOST_MEMORY_FIX if on_host else f"{own or GPU_MEMORY_FIX}; {hint}"
     said = (
         f"model={printable(str(row.get('model', '')))}: estimated {row.get('est_peak_gib_per_rank', '')} GiB"
         f"{ranks}, more than {printable(str(row.get('fits_on', '')))}"
@@ -349,16 +355,17 @@ def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) 
 def plan_output(path: str, fmt: str, gpu: str = HINT_GPU, *, text: str | None = None) -> str:
     """What ``plan=true`` prints for ``plan_format=fmt``: ``table`` (:func:`plan_table`, its hint
     naming ``gpu``), ``csv`` (the file's text) or ``json`` (a list of its rows, each a dict of its
-    columns; blanks as null); ``text``: the file's CSV where it could not be written."""
+    columns; blanks as null; strict JSON: a non-finite number is null and its row's ``nulls`` says why,
+    :func:`flopsweep.strict_json.dumps`); ``text``: the file's CSV where it could not be written."""
     if fmt == "table":
         return plan_table(path, gpu, text=text)
     frame = _frame(path, text)
     if fmt == "csv":
         return frame.to_csv(index=False).rstrip("\n")
-    import json
+    from flopsweep import strict_json
 
     rows = [{k: (None if v == "" else v) for k, v in row.items()} for row in frame.to_dict("records")]
-    return json.dumps(rows, indent=1, default=str)
+    return strict_json.dumps(rows, indent=1, default=str)
 
 
 def plan_csv(rows: list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS, lines: str = "\r\n") -> str:

@@ -17,6 +17,7 @@ import os
 import shutil
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,10 @@ from flopsweep.job.result import JobInfo, JobResult, RankFacts
 from flopsweep.job.resume import set_aside
 from flopsweep.launch import SCRATCH, last_phase
 from flopsweep.layout import Layout
+from flopsweep.memory_fix import gpu_memory_fix as own_fix
 from flopsweep.metrics import build_record, compute_metrics, profile_warnings, sanity_problem, system_info
 from flopsweep.noise import noise_warnings
-from flopsweep.oom_note import OOM_ESTIMATE, oom_estimate_line
+from flopsweep.oom_note import GPU_MEMORY_FIX, OOM_ESTIMATE, oom_estimate_line
 from flopsweep.plan import fixed_nproc
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
@@ -63,13 +65,18 @@ def measured(job: JobResult) -> JobResult:
     metric null and keeps both under ``run.before_run`` (:func:`before_run`; an ``invalid`` one the
     prediction made with the probes). The record's ``warnings`` start with the launch's
     (:attr:`JobResult.launch_warnings`), whatever the status; an ``oom`` whose error names the GPU's
-    memory adds the ``oom_estimate`` line (:func:`flopsweep.oom_note.oom_estimate_line`).
+    memory adds the ``oom_estimate`` line (:func:`flopsweep.oom_note.oom_estimate_line`), its fix the
+    levers the config has not pulled, estimated on that memory (:func:`flopsweep.memory_fix.gpu_memory_fix`).
     """
     cfg, layout, outcome = job.cfg, job.layout, job.outcome
     estimate_at_sizes(job)
     job.warnings = list(job.launch_warnings)
     if outcome.status != "ok":
-        if outcome.status == "oom" and (line := oom_estimate_line(job.predicted_peak_gib, outcome.error)):
+        fix = partial(own_fix, cfg) if layout is not None else GPU_MEMORY_FIX  # the config as launched
+        line = (
+            oom_estimate_line(job.predicted_peak_gib, outcome.error, fix) if outcome.status == "oom" else None
+        )
+        if line:
             job.warnings.append(line)
         return job.fail(outcome.status, outcome.error)
     metrics = compute_metrics(cfg, outcome.ranks, layout)

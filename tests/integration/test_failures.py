@@ -29,6 +29,7 @@ from flopsweep.job.result import JobResult
 from flopsweep.launch import Outcome, launch_local
 from flopsweep.layout import Layout
 from flopsweep.memory import estimate
+from flopsweep.memory_fix import levers_line
 from flopsweep.metrics import compute_metrics, sanity_problem
 from flopsweep.oom_note import oom_estimate_line
 from flopsweep.record import error as error_info
@@ -271,7 +272,11 @@ def test_recorded_puts_the_estimate_under_run_before_run_and_nulls_every_metric(
     prediction = forecast.prediction(plan.cfg, plan.layout, [], gpus_per_node=2, device_name="cpu")
     assert made["run"]["before_run"]["predicted"] == prediction and isinstance(prediction["source"], str)
     assert read_record(tmp_path / "oom" / "metrics.json") == made
-    assert made["warnings"][-1] == oom_estimate_line(expected, err)  # the estimate beside the GPU's memory
+    own = levers_line(plan.cfg)  # the estimate fits the 79.2 GiB: the config's own levers, unestimated
+    assert made["warnings"][-1] == oom_estimate_line(
+        expected, err, own
+    )  # the estimate beside the GPU's memory
+    assert made["warnings"][-1].endswith(f"Fix: {own}") and "activation_checkpointing=full" in own
     # refused before the launch's checks (no layout): the key is there, null
     (tmp_path / "cfg").mkdir()
     refused = JobResult(path=tmp_path / "cfg" / "metrics.json", cfg=plan.cfg, run=_run(), plan=plan)

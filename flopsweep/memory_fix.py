@@ -1,0 +1,276 @@
+"""The fix of a set-up over its GPU's memory, for its own config: only the levers it has not pulled yet,
+each tried on the memory estimate (:func:`flopsweep.memory.estimate`) and named as the overrides that
+run it, with the estimate that says it fits.
+
+The levers, each only where the config leaves it unpulled (:func:`levers`), in the order tried:
+
+- **micro batch**: ``batch.micro_batch_size`` halved, down to 1 (not at micro batch 1);
+- **activation checkpointing**: ``activation_checkpointing=full`` (not where it is ``full``);
+- **sharding over more GPUs**: ``backend=fsdp nproc_per_node=N`` from ``single`` or ``ddp``,
+  ``backend.zero_stage=3`` from ZeRO-1 or -2, ``nproc_per_node=N`` where the states are sharded already
+  (FSDP2, ZeRO-3), ``N`` doubled up to :data:`MAX_RANKS_PER_NODE` on each of ``nnodes``.
+
+Each lever alone is walked from its mildest step and stops at the first the estimate fits; where no
+lever alone fits, their combinations are tried (:func:`_combined`); where none of those fits, what is
+left is said (more nodes, estimated; ``backend.cpu_offload=true``; a smaller model). At most
+:data:`MAX_ESTIMATES` estimates (each a pure function of the config, a few milliseconds; DeepSpeed's
+imports torch once). ``oom_note`` holds the lines that carry it; this module needs the config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+MAX_RANKS_PER_NODE = 8
+"""The most ranks per node a fix proposes (an 8-GPU node)."""
+
+MAX_ESTIMATES = 32
+"""The most memory estimates one fix makes."""
+
+MAX_NAMED = 3
+"""The most fitting set-ups one fix names."""
+
+Step = tuple[str, Callable[[Any], Any]]
+"""One step of a lever: its overrides (``batch.micro_batch_size=2``) and the config change that makes it."""
+
+
+def _mb_steps(cfg: Any) -> list[Step]:
+    steps, mb = [], cfg.batch.micro_batch_size
+    while mb > 1:
+        mb //= 2
+        steps.append((f"batch.micro_batch_size={mb}", _with_mb(mb)))
+    return steps
+
+
+def _with_mb(mb: int) -> Callable[[Any], Any]:
+    return lambda c: dataclasses.replace(c, batch=dataclasses.replace(c.batch, micro_batch_size=mb))
+
+
+def _ac_steps(cfg: Any) -> list[Step]:
+    if cfg.activation_checkpointing.name == "full":
+        return []
+    from flopsweep.config import CheckpointingConfig
+
+    full = CheckpointingConfig(name="full")
+    return [
+        ("activation_checkpointing=full", lambda c: dataclasses.replace(c, activation_checkpointing=full))
+    ]
+
+
+def _ranks(cfg: Any) -> int | None:
+    try:
+        return int(cfg.nproc_per_node)
+    except (TypeError, ValueError):
+        return None
+
+
+def _shard_steps(cfg: Any) -> list[Step]:
+    name, nproc = cfg.backend.name, _ranks(cfg)
+    if nproc is None:
+        return []
+    sharded = name == "fsdp" or (name == "deepspeed" and getattr(cfg.backend, "zero_stage", 0) == 3)
+    steps: list[Step] = []
+    if name == "deepspeed" and not sharded:  # ZeRO-1/2: the weights replicated on each rank
+        steps.append(("backend.zero_stage=3", _with_stage3))
+    n = nproc
+    while n * 2 <= MAX_RANKS_PER_NODE:
+        n *= 2
+        if name in ("single", "ddp"):
+            steps.append((f"backend=fsdp nproc_per_node={n}", _with_fsdp(n)))
+        elif name == "deepspeed" and not sharded:
+            steps.append((f"backend.zero_stage=3 nproc_per_node={n}", _then(_with_stage3, _with_nproc(n))))
+        elif sharded:
+            steps.append((f"nproc_per_node={n}", _with_nproc(n)))
+    return steps
+
+
+def _with_stage3(c: Any) -> Any:
+    return dataclasses.replace(c, backend=dataclasses.replace(c.backend, zero_stage=3))
+
+
+def _with_nproc(n: int) -> Callable[[Any], Any]:
+    return lambda c: dataclasses.replace(c, nproc_per_node=str(n))
+
+
+def _with_fsdp(n: int) -> Callable[[Any], Any]:
+    from flopsweep.options import FSDPConfig
+
+    return lambda c: dataclasses.replace(c, backend=FSDPConfig(), nproc_per_node=str(n))
+
+
+def _then(*changes: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def change(c: Any) -> Any:
+        for f in changes:
+            c = f(c)
+        return c
+
+    return change
+
+
+def levers(cfg: Any) -> dict[str, list[Step]]:
+    """The levers ``cfg`` has not pulled, each its steps mildest first: ``micro_batch``,
+    ``checkpointing``, ``sharding`` (a lever with no step left is absent)."""
+    found = {"micro_batch": _mb_steps(cfg), "checkpointing": _ac_steps(cfg), "sharding": _shard_steps(cfg)}
+    return {k: v for k, v in found.items() if v}
+
+
+class _Estimator:
+    """The peak bytes per rank of a changed config (:func:`flopsweep.memory.estimate`), at most
+    :data:`MAX_ESTIMATES` times; None where the change cannot be laid out or estimated."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg, self.made = cfg, 0
+
+    def __call__(self, change: Callable[[Any], Any]) -> int | None:
+        if self.made >= MAX_ESTIMATES:
+            return None
+        self.made += 1
+        from flopsweep.layout import Layout, grad_accum_for
+        from flopsweep.memory import estimate
+
+        try:
+            c = change(self.cfg)
+            layout = Layout.resolve(c.parallel, int(c.nproc_per_node) * c.nnodes).for_backend(c.backend.name)
+            batch = dataclasses.replace(c.batch, grad_accum=grad_accum_for(c.batch, layout))
+            c = dataclasses.replace(c, batch=batch)
+            return estimate(c, layout).total
+        except Exception:  # noqa: BLE001 - a candidate that cannot be laid out is no candidate
+            return None
+
+
+def fitting(cfg: Any, capacity_bytes: float) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The set-ups the estimate fits in ``capacity_bytes`` per rank, ``[(overrides, bytes)]`` (at most
+    :data:`MAX_NAMED`): each lever of :func:`levers` alone at its first fitting step, else the first
+    fitting combinations; and what is left where none fits (``[(overrides, bytes)]``: the strongest
+    combination and more nodes or ``backend.cpu_offload=true`` where those fit)."""
+    est, found = _Estimator(cfg), []
+    steps = levers(cfg)
+    for lever in steps.values():
+        for text, change in lever:
+            peak = est(change)
+            if peak is not None and peak <= capacity_bytes:
+                found.append((text, peak))
+                break
+    if found:
+        return found[:MAX_NAMED], []
+    found = _combined(steps, est, capacity_bytes)
+    if found:
+        return found[:MAX_NAMED], []
+    return [], _left(cfg, steps, est, capacity_bytes)
+
+
+def _combined(steps: dict[str, list[Step]], est: _Estimator, capacity: float) -> list[tuple[str, int]]:
+    """The levers together: each walked from its mildest step with the others at their strongest,
+    the first fitting step of each walk; the mildest (largest estimate that fits) first."""
+    found: dict[str, int] = {}
+    strongest = {k: v[-1] for k, v in steps.items()}
+    for walked in steps:
+        for step in steps[walked]:
+            text, change = _join([step if k == walked else strongest[k] for k in steps])
+            peak = est(change)
+            if peak is not None and peak <= capacity:
+                found.setdefault(text, peak)
+                break
+    every = _join(list(strongest.values()))[0]
+    if len(found) > 1:  # every lever at its strongest pulls more than a walk that fitted
+        found.pop(every, None)
+    return sorted(found.items(), key=lambda f: f[1], reverse=True)
+
+
+def _join(steps: list[Step]) -> Step:
+    return " ".join(t for t, _ in steps), _then(*(c for _, c in steps))
+
+
+def _left(cfg: Any, steps: dict[str, list[Step]], est: _Estimator, capacity: float) -> list[tuple[str, Any]]:
+    """Where no lever of the node fits: every lever at its strongest (``""`` where none is left) with its
+    estimate (None where it fails), then that on the fewest of 2, 4, 8 times the nodes (sharded
+    backends) and with ``backend.cpu_offload=true`` (FSDP2) where the estimate fits them."""
+    text, change = _join([v[-1] for v in steps.values()])
+    left: list[tuple[str, int | None]] = [(text, est(change))]  # first: the strongest, its estimate or None
+    sharded = "sharding" in steps or cfg.backend.name == "fsdp" or getattr(cfg.backend, "zero_stage", 0) == 3
+    if sharded:
+        for nodes in (2 * cfg.nnodes, 4 * cfg.nnodes, 8 * cfg.nnodes):
+            more = _then(change, lambda c, n=nodes: dataclasses.replace(c, nnodes=n))
+            peak = est(more)
+            if peak is not None and peak <= capacity:
+                left.append((f"{text} nnodes={nodes}".strip(), peak))
+                break
+    after = change(cfg)
+    if after.backend.name == "fsdp" and not getattr(after.backend, "cpu_offload", False):
+        off = _then(change, _offloaded)
+        peak = est(off)
+        if peak is not None and peak <= capacity:
+            left.append((f"{text} backend.cpu_offload=true".strip(), peak))
+    return left
+
+
+def _offloaded(c: Any) -> Any:
+    return dataclasses.replace(c, backend=dataclasses.replace(c.backend, cpu_offload=True))
+
+
+def _offload_left(cfg: Any) -> str | None:
+    """The offload override ``cfg`` has not set: FSDP2's ``backend.cpu_offload=true`` (from ``single`` or
+    ``ddp`` with ``backend=fsdp``), DeepSpeed's ``backend.offload_optimizer=cpu``; None where it is on."""
+    name = cfg.backend.name
+    if name in ("single", "ddp"):
+        return "backend=fsdp backend.cpu_offload=true"
+    if name == "fsdp" and not getattr(cfg.backend, "cpu_offload", False):
+        return "backend.cpu_offload=true"
+    if name == "deepspeed" and getattr(cfg.backend, "offload_optimizer", "none") == "none":
+        return "backend.offload_optimizer=cpu"
+    return None
+
+
+def levers_line(cfg: Any) -> str:
+    """The levers ``cfg`` has not pulled, each at its mildest step, unestimated: the fix where the estimate
+    fits the GPU and cannot choose (an ``oom`` the estimate did not foresee), e.g. ``set one of
+    batch.micro_batch_size=2, activation_checkpointing=full, backend=fsdp nproc_per_node=2``."""
+    mildest = [steps[0][0] for steps in levers(cfg).values()]
+    offload = _offload_left(cfg)
+    rest = [*(x for x in ("more nodes (nnodes)", offload) if x), "a smaller model"]
+    tail = ", ".join(rest[:-1]) + " or " + rest[-1]
+    if not mildest:
+        return f"every lever of this node is pulled already; try {tail}"
+    return f"set one of {', '.join(mildest)} (each lowers the memory per rank); else {tail}"
+
+
+def gpu_memory_fix(cfg: Any, capacity_bytes: float) -> str:
+    """The fix of ``cfg`` (a resolved ``RunConfig``) over a GPU of ``capacity_bytes``: the fitting set-ups
+    of :func:`fitting`, ``set batch.micro_batch_size=2 (estimated 70.1 GiB per rank) or
+    activation_checkpointing=full (estimated 61.0 GiB per rank)``; where none fits, the strongest and
+    what is left (more nodes, ``backend.cpu_offload=true``, a smaller model). Never a lever ``cfg`` has
+    pulled. Where the estimate of ``cfg`` itself fits (an ``oom`` it did not foresee), it cannot choose:
+    :func:`levers_line`; :data:`flopsweep.oom_note.GPU_MEMORY_FIX` where the estimate fails."""
+    from flopsweep.oom_note import GPU_MEMORY_FIX
+
+    try:
+        own = _Estimator(cfg)(lambda c: c)
+        if own is not None and own <= capacity_bytes:  # it ran out of memory all the same
+            return levers_line(cfg)
+        fits, left = fitting(cfg, capacity_bytes)
+    except Exception:  # noqa: BLE001 - the fix of an odd config is the fixed text, never a crash
+        return GPU_MEMORY_FIX
+    on = f"{capacity_bytes / 2**30:.1f} GiB"
+    if fits:
+        said = " or ".join(f"{t} (estimated {b / 2**30:.1f} GiB per rank)" for t, b in fits)
+        return f"set {said}, within the {on} by the memory estimate"
+    parts = []
+    if left and left[0][0] and left[0][1] is not None:
+        strongest, peak = left[0]
+        parts.append(f"even {strongest} is estimated at {peak / 2**30:.1f} GiB per rank, over the {on}")
+    elif not left or not left[0][0]:
+        parts.append(
+            "every lever of this node is pulled already (sharded states, full checkpointing, micro batch 1)"
+        )
+    fit = [f"{t} (estimated {b / 2**30:.1f} GiB per rank)" for t, b in left[1:]]
+    if fit:
+        parts.append(f"set {' or '.join(fit)}, within the {on} by the memory estimate")
+    more = None if any("nnodes=" in t for t, _ in left) else "more nodes (nnodes)"
+    offload = None if any("cpu_offload" in t for t, _ in left) else _offload_left(cfg)
+    rest = [*(x for x in (more, offload) if x), "a smaller model"]
+    parts.append(
+        ("else " if fit else "try ") + (", ".join(rest[:-1]) + " or " if len(rest) > 1 else "") + rest[-1]
+    )
+    return "; ".join(parts)

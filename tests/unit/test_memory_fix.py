@@ -1,0 +1,254 @@
+"""The fix of a set-up over its GPU's memory (``flopsweep.memory_fix``): only the levers its config has
+not pulled, each line's estimate checked again here by applying its overrides by hand; the lines that
+carry it (``oom_note``), plan=true's ``memory_fix`` column and the strict JSON of the plan."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flopsweep.config import BackendConfig, CheckpointingConfig, RunConfig
+from flopsweep.layout import Layout
+from flopsweep.memory import estimate
+from flopsweep.memory_fix import MAX_RANKS_PER_NODE, gpu_memory_fix, levers
+from flopsweep.models.llama import LlamaConfig
+from flopsweep.oom_note import GPU_MEMORY_FIX, oom_estimate_line, over_memory_line
+from flopsweep.options import FSDPConfig
+
+H100 = int(79.18 * 2**30)
+"""An H100 80GB's memory as torch reports it (79.18 GiB)."""
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "model"
+
+
+def _llama(name: str) -> LlamaConfig:
+    doc = yaml.safe_load((CONF / f"{name}.yaml").read_text())
+    doc.pop("defaults")
+    return LlamaConfig(**doc)
+
+
+def _cfg(model: str, backend: BackendConfig, mb: int, ac: str = "none", nproc: int = 1) -> RunConfig:
+    cfg = dataclasses.replace(
+        RunConfig(),
+        model=_llama(model),
+        backend=backend,
+        nproc_per_node=str(nproc),
+        device="cuda",
+        activation_checkpointing=CheckpointingConfig(name=ac),
+    )
+    return dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=mb))
+
+
+def _applied(cfg: RunConfig, overrides: str) -> RunConfig:
+    """``cfg`` with the overrides of a fix applied, key by key, independently of the module's own changes."""
+    for word in overrides.split():
+        key, value = word.split("=")
+        if key == "backend":
+            assert value == "fsdp", word
+            cfg = dataclasses.replace(cfg, backend=FSDPConfig())
+        elif key == "nproc_per_node":
+            cfg = dataclasses.replace(cfg, nproc_per_node=value)
+        elif key == "nnodes":
+            cfg = dataclasses.replace(cfg, nnodes=int(value))
+        elif key == "batch.micro_batch_size":
+            cfg = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=int(value)))
+        elif key == "activation_checkpointing":
+            cfg = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name=value))
+        elif key == "backend.cpu_offload":
+            cfg = dataclasses.replace(
+                cfg, backend=dataclasses.replace(cfg.backend, cpu_offload=value == "true")
+            )
+        else:
+            raise AssertionError(f"unexpected override {word}")
+    return cfg
+
+
+def _gib(cfg: RunConfig) -> float:
+    world = int(cfg.nproc_per_node) * cfg.nnodes
+    return estimate(cfg, Layout.resolve(cfg.parallel, world).for_backend(cfg.backend.name)).total_gib
+
+
+CLAIM = re.compile(r"((?:[\w.]+=\S+ ?)+) \(estimated (\d+\.\d) GiB per rank\)")
+
+
+def _claims(fix: str) -> list[tuple[str, float]]:
+    return [(m[1].strip(), float(m[2])) for m in CLAIM.finditer(fix)]
+
+
+def _assert_unpulled(cfg: RunConfig, fix: str) -> None:
+    """No word of ``fix`` pulls a lever ``cfg`` has pulled, and each names a step past the config's."""
+    if cfg.backend.name == "fsdp":
+        assert "backend=fsdp" not in fix and "zero" not in fix
+    if cfg.activation_checkpointing.name == "full":
+        assert "activation_checkpointing=" not in fix
+    for mb in re.findall(r"batch\.micro_batch_size=(\d+)", fix):
+        assert int(mb) < cfg.batch.micro_batch_size
+    for n in re.findall(r"nproc_per_node=(\d+)", fix):
+        assert int(cfg.nproc_per_node) < int(n) <= MAX_RANKS_PER_NODE
+    if getattr(cfg.backend, "cpu_offload", False):
+        assert "cpu_offload" not in fix
+
+
+CASES = {
+    "single 8B mb4": _cfg("llama3.1-8b", BackendConfig(name="single"), 4),
+    "fsdp 8B mb4 on 1": _cfg("llama3.1-8b", FSDPConfig(), 4),
+    "full 8B mb16 fsdp on 2": _cfg("llama3.1-8b", FSDPConfig(), 16, "full", 2),
+    "mb1 8B ddp on 2": _cfg("llama3.1-8b", BackendConfig(name="ddp"), 1, "selective", 2),
+    "every lever 70B": _cfg("llama3.1-70b", FSDPConfig(), 1, "full", 8),
+    "single 70B mb2": _cfg("llama3.1-70b", BackendConfig(name="single"), 2),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_fix_names_no_pulled_lever_and_each_claimed_set_up_fits_by_the_estimate(case: str) -> None:
+    cfg = CASES[case]
+    assert _gib(cfg) > H100 / 2**30  # each case is over the H100
+    fix = gpu_memory_fix(cfg, H100)
+    _assert_unpulled(cfg, fix)
+    claims = _claims(fix)
+    assert claims, fix  # every case gets at least one estimated, runnable line
+    for overrides, said in claims:
+        gib = _gib(_applied(cfg, overrides))
+        assert gib == pytest.approx(said, abs=0.051)
+        assert gib <= H100 / 2**30, (overrides, gib)
+    assert "\n" not in fix and GPU_MEMORY_FIX not in fix
+
+
+def test_single_8b_shards_over_a_node_and_nothing_less_does() -> None:
+    """Llama 3.1 8B on one H100 with ``single`` at micro batch 4: ``16 P`` alone is 120 GiB, so neither a
+    smaller micro batch nor full checkpointing fits; FSDP2 over 8 GPUs does (and over 4 does not)."""
+    cfg = CASES["single 8B mb4"]
+    fix = gpu_memory_fix(cfg, H100)
+    assert fix.startswith("set backend=fsdp nproc_per_node=8 (estimated ")
+    assert fix.endswith("GiB per rank), within the 79.2 GiB by the memory estimate")
+    for over in (
+        "batch.micro_batch_size=1",
+        "activation_checkpointing=full",
+        "backend=fsdp nproc_per_node=4",
+    ):
+        assert _gib(_applied(cfg, over)) > H100 / 2**30
+
+
+def test_the_levers_left_by_the_config() -> None:
+    assert set(levers(CASES["single 8B mb4"])) == {"micro_batch", "checkpointing", "sharding"}
+    assert set(levers(CASES["full 8B mb16 fsdp on 2"])) == {"micro_batch", "sharding"}
+    assert set(levers(CASES["mb1 8B ddp on 2"])) == {"checkpointing", "sharding"}
+    assert levers(CASES["every lever 70B"]) == {}
+    steps = levers(CASES["full 8B mb16 fsdp on 2"])
+    assert [t for t, _ in steps["micro_batch"]] == [f"batch.micro_batch_size={k}" for k in (8, 4, 2, 1)]
+    assert [t for t, _ in steps["sharding"]] == ["nproc_per_node=4", "nproc_per_node=8"]
+
+
+def test_where_no_lever_is_left_the_fix_says_what_is_and_estimates_it() -> None:
+    """Llama 3.1 70B on FSDP2 over 8 H100s, full, micro batch 1: 143 GiB; more nodes or CPU offload."""
+    fix = gpu_memory_fix(CASES["every lever 70B"], H100)
+    assert fix.startswith("every lever of this node is pulled already")
+    assert "nnodes=2 (estimated " in fix and "backend.cpu_offload=true (estimated " in fix
+    assert fix.endswith("else a smaller model")
+
+
+def test_the_fix_is_what_the_oom_and_launch_lines_say() -> None:
+    cfg = CASES["single 8B mb4"]
+    fix = gpu_memory_fix(cfg, H100)
+    predicted = _gib(cfg)
+    line = over_memory_line(predicted, H100, "NVIDIA H100 80GB HBM3", lambda cap: gpu_memory_fix(cfg, cap))
+    assert line is not None and line.endswith(f"Fix: {fix}")
+    assert over_memory_line(10.0, H100, None, lambda cap: 1 / 0) is None  # the fix made only when over
+    error = {"message": "CUDA out of memory. GPU 0 has a total capacity of 79.18 GiB of which 1 GiB is free."}
+    line = oom_estimate_line(predicted, error, lambda cap: gpu_memory_fix(cfg, cap))
+    assert line is not None and "backend=fsdp nproc_per_node=8 (estimated" in line
+    assert oom_estimate_line(predicted, error).endswith(f"Fix: {GPU_MEMORY_FIX}")  # no config: every lever
+
+
+def _plan(path: Path, rows: list[dict]) -> None:
+    from flopsweep.job.plantable import PLAN_COLUMNS
+
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=PLAN_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_the_unfit_line_gives_the_rows_own_fix(tmp_path: Path) -> None:
+    from flopsweep.job.plantable import plan_unfit_line
+
+    fix = gpu_memory_fix(CASES["single 8B mb4"], H100)
+    row = {"job": 0, "status": "ok", "model": "llama3.1-8b", "est_peak_gib_per_rank": 130.1, "fits": False}
+    _plan(tmp_path / "plan.csv", [row | {"fits_on": "H100 SXM (79.2 GiB)", "memory_fix": fix}])
+    line = plan_unfit_line(str(tmp_path / "plan.csv"), "H100")
+    assert f"Fix: {fix}; plan_clusters=[H100:1x8,H100:8x8] ranks the set-ups that fit." in line
+    _plan(tmp_path / "plan.csv", [row | {"fits_on": "H100 SXM (79.2 GiB)"}])  # an older row: every lever
+    assert f"Fix: {GPU_MEMORY_FIX};" in plan_unfit_line(str(tmp_path / "plan.csv"), "H100")
+
+
+def test_plan_json_is_strict_json_with_its_non_finite_figures_null_and_said(tmp_path: Path) -> None:
+    """A plan row whose figure is infinite (pandas reads a CSV cell ``inf``/``-inf`` of a numeric column as a
+    float) is written null in ``plan_format=json``, and its row's ``nulls`` names why; the text parses with
+    every non-finite constant refused (``allow_nan=False``'s JSON). A finite row beside it is unchanged."""
+    from flopsweep.job.plantable import plan_output
+
+    rows = [
+        {"job": 0, "status": "ok", "model": "m", "predicted_mfu": 0.5, "predicted_budget_days": "inf"},
+        {"job": 1, "status": "ok", "model": "m", "predicted_mfu": "-inf", "predicted_budget_days": 3.0},
+    ]
+    _plan(tmp_path / "plan.csv", rows)
+    text = plan_output(str(tmp_path / "plan.csv"), "json")
+    assert "NaN" not in text and "Infinity" not in text
+
+    def refuse(name: str) -> None:
+        raise ValueError(name)
+
+    first, second = json.loads(text, parse_constant=refuse)
+    assert first["predicted_budget_days"] is None and first["predicted_mfu"] == 0.5
+    assert first["nulls"] == {"predicted_budget_days": "inf: not a finite number (JSON has none)"}
+    assert second["predicted_mfu"] is None and second["predicted_budget_days"] == 3.0
+    assert second["nulls"] == {"predicted_mfu": "-inf: not a finite number (JSON has none)"}
+    assert first["fits"] is None and first["model"] == "m"  # a blank cell: null, no reason
+
+
+def test_where_the_estimate_fits_the_fix_names_the_unpulled_levers_unestimated() -> None:
+    """An ``oom`` the estimate did not foresee (its estimate within the GPU's memory): the estimate cannot
+    choose, so the fix names each lever the config has left at its mildest step, and nothing pulled."""
+    from flopsweep.memory_fix import levers_line
+
+    cfg = CASES["full 8B mb16 fsdp on 2"]
+    fix = gpu_memory_fix(cfg, 2 * H100)  # 108 GiB within 158 GiB
+    assert (
+        fix
+        == levers_line(cfg)
+        == (
+            "set one of batch.micro_batch_size=8, nproc_per_node=4 (each lowers the memory per rank); "
+            "else more nodes (nnodes), backend.cpu_offload=true or a smaller model"
+        )
+    )
+    assert levers_line(CASES["every lever 70B"]) == (
+        "every lever of this node is pulled already; try more nodes (nnodes), backend.cpu_offload=true "
+        "or a smaller model"
+    )
+
+
+def test_a_plan_row_over_its_gpu_carries_its_own_fix_and_a_row_that_fits_none(tmp_path: Path) -> None:
+    """``plan=true plan_gpu=H100-80GB`` of Llama 3.1 8B on ``single`` at micro batch 4: its row's
+    ``memory_fix`` is :func:`gpu_memory_fix` of the planned config on the H100's 79.6 GiB, which the unfit
+    line prints; the fitting FSDP2 row over 8 GPUs has none."""
+    from flopsweep.job import JobInfo, plan_job
+    from flopsweep.job.plantable import plan_unfit_line
+
+    base = dataclasses.replace(CASES["single 8B mb4"], device="auto", plan=True, plan_gpu="H100-80GB")
+    (tmp_path / "one").mkdir()
+    one = plan_job(base, JobInfo(job_dir=tmp_path / "one", overrides=["plan_gpu=H100-80GB"]))["plan"]
+    assert (one["status"], one["fits"], one["fits_on"]) == ("ok", False, "H100 SXM (79.6 GiB)")
+    assert one["memory_fix"].startswith("set backend=fsdp nproc_per_node=8 (estimated ")
+    assert one["memory_fix"].endswith("within the 79.6 GiB by the memory estimate")
+    line = plan_unfit_line(str(tmp_path / "one" / "plan.csv"), "H100")
+    assert f"Fix: {one['memory_fix']}; plan_clusters=[H100:1x8,H100:8x8]" in line
+    (tmp_path / "eight").mkdir()
+    eight = dataclasses.replace(base, backend=FSDPConfig(), nproc_per_node="8")
+    row = plan_job(eight, JobInfo(job_dir=tmp_path / "eight", overrides=[]))["plan"]
+    assert (row["status"], row["fits"], row["memory_fix"]) == ("ok", True, "")
