@@ -419,8 +419,10 @@ def _table(
     if max(map(len, inline)) <= WIDTH:
         return inline
     numbered = lines(ranked, top, lambda r: str(job_of[id(r)]))
-    return numbered + [
-        f"job {j}: {printable(label) or '(no override of its own)'}" for j, label in sorted(labels.items())
+    return numbered + [  # a job with no set-up left: its own line below, with its overrides
+        f"job {j}: {printable(label) or '(no override of its own)'}"
+        for j, label in sorted(labels.items())
+        if j not in (nothing or {})
     ]
 
 
