@@ -176,7 +176,10 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             indent=1,
         )
     else:
-        text = render(ranked, result, cfg, notes, lines, None if unwritten else str(path), nets)
+        left_out = (
+            0 if result.rows else sum(len(unplaced(space, c.nnodes, c.gpus_per_node)) for c in clusters)
+        )
+        text = render(ranked, result, cfg, notes, lines, None if unwritten else str(path), nets, left_out)
     out = {
         "status": "plan",
         "plan_file": str(path),

@@ -468,3 +468,26 @@ def test_a_plan_jobs_progress_line_says_what_it_came_to(tmp_path: Path, hydra_co
     refused = {"status": "invalid", "reason": "Invalid config: parallel.tp=2: tensor parallelism ... Fix: x"}
     assert plan_outcome({"status": "plan", "plan": refused}) == "invalid: parallel.tp=2"
     assert plan_outcome({"status": "ok"}) is None
+
+
+def test_a_single_plan_of_no_placed_set_up_says_its_space_was_left_out(tmp_path: Path, hydra_compose) -> None:
+    """``plan_clusters=[H100:8] space.layouts=[hsdp]`` (no ``-m``): the table's count line said ``0 set-ups
+    ... dropped: none`` above a last line of "all 90 dropped"; it says the 90 the cluster does not place, and
+    the last line's fix names a cluster of several nodes (``nnodes``, which it named, is not read beside
+    ``plan_clusters``). No ``no set-up left`` row outside a sweep: the single plan's ``plan.csv`` is its
+    rows."""
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job
+
+    given = ["plan=true", "plan_clusters=[H100:8]", "model=llama3.2-1b", "space.layouts=[hsdp]"]
+    out = decide_job(hydra_compose(given), JobInfo(job_dir=str(tmp_path), overrides=given))
+    (counts,) = [line for line in out["plan_text"].splitlines() if " set-ups: " in line]
+    assert counts == (
+        "0 set-ups: 0 ranked; dropped: none; 90 set-ups of the space left out: no cluster places them "
+        "(why: the last line)"
+    )
+    assert out["nothing"].startswith("plan: no set-up fits and is predicted: all 90 dropped; ")
+    assert out["nothing"].endswith(
+        "Fix: name a cluster of several nodes in plan_clusters (e.g. H100:2x8), or list dp"
+    )
+    assert (tmp_path / "plan.csv").read_text().splitlines()[1:] == []
