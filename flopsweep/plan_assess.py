@@ -89,7 +89,8 @@ class Row:
     setup: Any
     """The :class:`flopsweep.plan_space.Setup`; None for a tuning sweep's set-up given as sweep axes."""
     status: str = "ok"
-    """``ok``; ``invalid`` (a ``-m`` plan job's keys refused: one row, no set-up); ``refused`` (validation's
+    """``ok``; ``invalid`` (a ``-m`` plan job's keys refused: one row, no set-up); ``no set-up left`` (a
+    ``-m`` plan job that ranked none: one row, no set-up, its line in ``reason``); ``refused`` (validation's
     line in ``reason``); ``over memory`` (below ``space.min_headroom``); ``no prediction`` (``reason``)."""
     reason: str = ""
     """Why a row is not ``ok``, in one line: a refusal's ``KEY=VALUE: why. Fix: fix``, the estimate

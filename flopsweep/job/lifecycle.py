@@ -113,7 +113,12 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     if cfg.plan:
         job_started()  # a plan writes no record; its folder holds its .hydra/ and its log
         hydra_files_written(job_dir, info)
-        return plan_job(cfg, info)
+        record = plan_job(cfg, info)
+        if info.job_num is not None:  # a sweep's progress line says what the plan came to
+            from flopsweep.job.plansweep import note_outcome
+
+            note_outcome(info.job_dir, record)
+        return record
     path = job_dir / METRICS_FILE
     problem = refuse_existing(path, cfg, info)
     job = JobResult(path=path, cfg=cfg, run=new_run(cfg, info), load_start=load_start)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -139,7 +141,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
             row = Row(cluster="", setup=None, status="invalid", reason=str(exc))
             append_job(Path(info.job_dir).parent / PLAN_FILE, [row.as_dict()], info)
-        return {"status": "invalid", "error": {"message": str(exc)}, "plan": {}}
+        return {"status": "invalid", "error": {"message": str(exc)}, "plan": {}, "plan_clusters": True}
     n = len(clusters)
     if note := ignored_line(info.overrides, clusters):
         print(note, file=sys.stderr, flush=True)
@@ -174,27 +176,56 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             indent=1,
         )
     else:
-        text = render(ranked, result, cfg, notes, lines, None if unwritten else str(path), nets)
+        left_out = (
+            0 if result.rows else sum(len(unplaced(space, c.nnodes, c.gpus_per_node)) for c in clusters)
+        )
+        text = render(ranked, result, cfg, notes, lines, None if unwritten else str(path), nets, left_out)
     out = {
         "status": "plan",
         "plan_file": str(path),
         "plan_text": text,
         "plan": {},
         "best": [r.as_dict() for r in best],
+        "ranked": len(ranked),
+        "dropped": dict(result.dropped),
         **({"unwritten": unwritten} if unwritten else {}),
     }
+    job_rows = []
+    if not ranked:  # a contradictory space: say why; run.py exits 1, a sweep names the job when it ends
+        away = [why for c in clusters for why in unplaced(space, c.nnodes, c.gpus_per_node)]
+        away = [why.replace(NNODES_FIX, clusters_fix(clusters)) for why in away]  # nnodes= is not used here
+        memory = None
+        if any(r.status == OVER_MEMORY for r in result.rows):
+            memory = memory_fix(cfg, space, clusters, records)
+        out["nothing"] = nothing_line(result.rows, away, memory, space, dropped=result.dropped)
+        said = out["nothing"].removeprefix(f"plan: {NOTHING_HEADLINE}: ")
+        job_rows = [Row(cluster="", setup=None, status=NO_SET_UP_LEFT, reason=said).as_dict()]
+        text = f"{text}\n{out['nothing']}"
     to_job_log(text)  # the job's run.log keeps its own table (a sweep prints one of every job at its end)
     if info.job_num is not None:  # -m: its rows join the sweep's plan.csv, ranked with every job's
         from flopsweep.job.plansweep import append_job
 
-        append_job(Path(info.job_dir).parent / PLAN_FILE, every, info)
-    if not ranked:  # a contradictory space: say why, and run.py exits 1
-        away = [why for c in clusters for why in unplaced(space, c.nnodes, c.gpus_per_node)]
-        memory = None
-        if any(r.status == OVER_MEMORY for r in result.rows):
-            memory = memory_fix(cfg, space, clusters, records)
-        out["nothing"] = nothing_line(result.rows, away, memory, space)
+        append_job(Path(info.job_dir).parent / PLAN_FILE, every + job_rows, info)
     return out
+
+
+NO_SET_UP_LEFT = "no set-up left"
+"""The ``status`` of the one row a job of a sweep of plans adds to the sweep's ``plan.csv`` where it ranks
+no set-up (every one dropped, or none placed on its clusters): its ``reason`` is the job's line (how many were
+dropped, the commonest reason, the fix: :func:`nothing_line`), no set-up, no cluster; as an ``invalid`` job's
+row, the sweep's table names it with that line (:func:`flopsweep.job.plansweep.sweep_output`)."""
+NOTHING_HEADLINE = "no set-up fits and is predicted"
+"""What :func:`nothing_line` says after ``plan: ``, before the counts."""
+NNODES_FIX = "Fix: set nnodes=2 or more"
+"""The fix :meth:`flopsweep.plan_space.Setup.placement_problem` gives ``hsdp`` on one node, in the tuner's
+keys; under ``plan_clusters`` (which ``nnodes`` does not change) :func:`clusters_fix` replaces it."""
+
+
+def clusters_fix(clusters: list[Cluster]) -> str:
+    """``Fix: name a cluster of several nodes in plan_clusters (e.g. H100:2x8)``: the first cluster's GPU
+    and GPUs per node on two nodes."""
+    c = clusters[0]
+    return f"Fix: name a cluster of several nodes in plan_clusters (e.g. {c.gpu}:2x{c.gpus_per_node})"
 
 
 IGNORED_KEYS = (
@@ -289,7 +320,12 @@ gradients and optimizer state over every rank, full checkpointing keeps one bloc
 
 
 def nothing_line(
-    rows: list[Row], unplaced: list[str] | None = None, memory: str | None = None, space: Space | None = None
+    rows: list[Row],
+    unplaced: list[str] | None = None,
+    memory: str | None = None,
+    space: Space | None = None,
+    *,
+    dropped: Counter | None = None,
 ) -> str:
     """One line for a plan that ranks no set-up: how many were dropped and the commonest reason
     (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows (the set-ups the table
@@ -300,7 +336,9 @@ def nothing_line(
     bandwidth: ``predict.intra_node_gbps`` / ``predict.inter_node_gbps``. ``memory``: over memory's
     fix as :func:`memory_fix` checked it (None: :data:`flopsweep.dropped.CAUSE_FIXES`' with
     ``plan_clusters``). ``space``: a rule's fix said in its lists
-    (:func:`flopsweep.dropped.space_fix`)."""
+    (:func:`flopsweep.dropped.space_fix`). ``dropped``: the counts by reason (:attr:`Candidates.dropped
+    <flopsweep.plan_space.Candidates>`); where they hold several, the top three follow ``all N dropped``
+    (``all 75 dropped (refused: parallel.tp 45, refused: backend 15, refused: parallel.pp 15)``)."""
     reasons = [  # a reason that names its status already (no prediction: ...) is said once
         r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}" if r.reason else r.status
         for r in rows
@@ -310,9 +348,14 @@ def nothing_line(
     fix = "widen space.* (backends, layouts, micro batches) or plan_clusters"
     more = "or name GPUs with more memory, or more of them, in plan_clusters"
     fixes = {OVER_MEMORY: memory or f"{CAUSE_FIXES[OVER_MEMORY]}; {more}"}
-    return space_nothing_line(
-        reasons, who="plan", headline="no set-up fits and is predicted", fix=fix, fixes=fixes, space=space
+    line = space_nothing_line(
+        reasons, who="plan", headline=NOTHING_HEADLINE, fix=fix, fixes=fixes, space=space
     )
+    if dropped and len(dropped) > 1:
+        counts = ", ".join(f"{k} {v}" for k, v in dropped.most_common(3))
+        more = ", ..." if len(dropped) > 3 else ""
+        line = re.sub(r"(: all \d+ dropped)", lambda m: f"{m.group(1)} ({counts}{more})", line, count=1)
+    return line
 
 
 def in_node_lines(gpus: Iterable[str]) -> list[str]:

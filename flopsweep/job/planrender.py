@@ -176,9 +176,12 @@ def render(
     lines: list[str],
     path: str | None,
     networks: list[str] = (),
+    left_out: int = 0,
 ) -> str:
     """The terminal output: the table, what was dropped, the networks named, the defaults used, the
-    best's override lines; ``path``: the ``plan.csv`` written (None: it could not be)."""
+    best's override lines; ``path``: the ``plan.csv`` written (None: it could not be). ``left_out``: the
+    set-ups of the space that no cluster places (a plan of no row: ``hsdp`` on one node), said beside the
+    counts, whose ``0 set-ups`` read as a space of none."""
     column, better = objective.planned(cfg.objective)
     none = ["no set-up fits and is predicted: see the dropped counts"]
     out = table_lines(ranked, cfg.space.top) if ranked else none
@@ -190,7 +193,12 @@ def render(
         "cluster (space.top)",
         "#: rank within its cluster (1..n, * = its best; plan.csv's cluster_rank); all: rank among the "
         "set-ups of every cluster (plan.csv's rank)",
-        f"{total} set-ups: {len(ranked)} ranked; dropped: {dropped or 'none'}",
+        f"{total} set-ups: {len(ranked)} ranked; dropped: {dropped or 'none'}"
+        + (
+            f"; {left_out} set-ups of the space left out: no cluster places them (why: the last line)"
+            if left_out
+            else ""
+        ),
         "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
         "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
         *scaled_lines([r for r in ranked if r.rank is not None], cfg.space.top),

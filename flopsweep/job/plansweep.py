@@ -193,11 +193,16 @@ def sweep_output(
         objective.planned(objective_name)
     except ConfigError:
         objective_name = "model_tflops_per_device"
+    from flopsweep.job.plandecide import NO_SET_UP_LEFT
+
     read = read_sweep(path)
     jobs = {job: overrides for job, overrides, _ in read}
     job_of = {id(row): job for job, _, row in read}
     invalid = {job: row.reason for job, _, row in read if row.status == "invalid" and row.setup is None}
-    rows = [row for job, _, row in read if job not in invalid]
+    # a job that ranked no set-up: its one row, its line (its dropped rows are rows as any job's)
+    nothing = {job: row.reason for job, _, row in read if row.status == NO_SET_UP_LEFT and row.setup is None}
+    own_rows = [row for job, _, row in read if job in invalid or (row.setup is None and job in nothing)]
+    rows = [row for job, _, row in read if job not in invalid and row.setup is not None]
     column, better = objective.planned(objective_name)
     ranked = rank(rows, objective_name)
     others = [r for r in rows if r.rank is None]
@@ -206,18 +211,18 @@ def sweep_output(
         j = job_of[id(r)]
         return {"job": j, "job_overrides": " ".join(jobs[j]), **r.as_dict()}
 
-    refused = [r for job, _, r in read if job in invalid]
-    every = [cells(r) for r in [*ranked, *others, *refused]]
+    every = [cells(r) for r in [*ranked, *others, *sorted(own_rows, key=lambda r: job_of[id(r)])]]
     unwritten = write_plan(path, every, SWEEP_COLUMNS)
     listed = [(str(j), invalid[j]) for j in sorted(invalid)]
+    labels = job_labels({j: o for j, o in jobs.items() if j not in invalid})  # an invalid job: its own line
     stderr = [
         *([unwritten] if unwritten else []),
         *([invalid_jobs_line(listed, len(jobs), shown=fmt == "table")] if invalid else []),
+        *([nothing_jobs_line(nothing, labels, len(jobs), shown=fmt == "table")] if nothing else []),
     ]
     best = [r for r in ranked if r.best]
     commands = [override_line(r, jobs[job_of[id(r)]]) for r in best]
     dropped = _dropped(rows)
-    labels = job_labels({j: o for j, o in jobs.items() if j not in invalid})  # an invalid job: its own line
     if fmt == "csv":
         return plan_csv(every, SWEEP_COLUMNS, lines="\n").rstrip("\n"), stderr
     if fmt == "json":
@@ -226,6 +231,7 @@ def sweep_output(
             "better": better,
             "jobs": {str(j): " ".join(o) for j, o in jobs.items()},
             "invalid": dict(listed),
+            "nothing": {str(j): nothing[j] for j in sorted(nothing)},
             "dropped": dict(dropped),
             "best": [
                 {"cluster": r.cluster, "job": job_of[id(r)], "command": c}
@@ -235,7 +241,9 @@ def sweep_output(
         }
         return strict_json.dumps(said, indent=1, default=str), stderr  # inf, nan: null, and why under nulls
     text = "\n".join(
-        _table(ranked, top, labels, job_of, table_lines, every_invalid=len(invalid) == len(jobs))
+        _table(
+            ranked, top, labels, job_of, table_lines, every_invalid=len(invalid) == len(jobs), nothing=nothing
+        )
         + [
             "",
             f"ranked by objective={objective_name} ({column}, {better} is better) over the set-ups of "
@@ -243,6 +251,11 @@ def sweep_output(
             + (
                 f"; {len(invalid)} of {len(jobs)} jobs are invalid, none of their set-ups planned"
                 if invalid
+                else ""
+            )
+            + (
+                f"; {len(nothing)} of {len(jobs)} jobs have no set-up left, each named below"
+                if nothing
                 else ""
             ),
             "#: rank within its cluster over every job (1..n, * = its best); all: rank among every set-up "
@@ -256,6 +269,7 @@ def sweep_output(
             "best of each cluster over every job, the command that runs it:",
             *(f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)),
             *_invalid_lines(invalid),
+            *_nothing_lines(nothing, labels),
             "(plan: no worker started, no record written; the defaults each job used: its run.log"
             + (f"; every row of every job: {printable(str(path))})" if shown and not unwritten else ")"),
         ]
@@ -285,6 +299,96 @@ def _invalid_lines(invalid: dict[int, str]) -> list[str]:
     return lines
 
 
+def _nothing_lines(nothing: dict[int, str], labels: dict[int, str]) -> list[str]:
+    """Each job that ranked no set-up, below the table, with its own overrides and its line (how many were
+    dropped, the top counts, the commonest reason, the fix: :func:`flopsweep.job.plandecide.nothing_line`):
+    ``job 2 (model=llama3.1-70b) has no set-up left: all 15 dropped; ... Fix: ...``; at most
+    :data:`MAX_INVALID_SHOWN`, then how many more."""
+    shown = sorted(nothing)[:MAX_INVALID_SHOWN]
+    lines = [f"job {_job_said(j, labels)} has no set-up left: {printable(nothing[j])[:600]}" for j in shown]
+    if len(nothing) > len(shown):
+        lines.append(
+            f"... and {len(nothing) - len(shown)} more jobs with no set-up left: the sweep's plan.csv "
+            "(status, reason)"
+        )
+    return lines
+
+
+def _job_said(job: int, labels: dict[int, str]) -> str:
+    """``2 (model=llama3.1-70b)``: the job's number and its own overrides (:func:`job_labels`), if any."""
+    label = printable(labels.get(job, ""))[:120]
+    return f"{job} ({label})" if label else str(job)
+
+
+def nothing_jobs_line(nothing: dict[int, str], labels: dict[int, str], total: int, *, shown: bool) -> str:
+    """``flopsweep: N of M jobs have no set-up left (status "no set-up left"); ...``: the stderr line of a
+    sweep of plans over clusters some of whose jobs ranked no set-up, counted as
+    :func:`flopsweep.job.plantable.invalid_jobs_line` counts the invalid ones (a plan is a report: exit 0).
+    ``shown``: the table printed above names each (the count alone); else the first job's line."""
+    from flopsweep.job.plandecide import NO_SET_UP_LEFT
+
+    line = f'flopsweep: {len(nothing)} of {total} jobs have no set-up left (status "{NO_SET_UP_LEFT}")'
+    if shown:
+        return f"{line}; each one's reasons and fix are printed with the table"
+    first = min(nothing)
+    return f"{line}; job {_job_said(first, labels)}: {printable(nothing[first])[:600]}"
+
+
+OUTCOMES: dict[str, str] = {}
+"""Each plan job's outcome by its folder (absolute), set as it ends (:func:`note_outcome`, in the job's
+process) and taken by the sweep's progress line (:meth:`flopsweep.callbacks.SweepSummary.job_done`), which
+runs in that process under Hydra's basic launcher; a job run in another process (a Slurm task) leaves its
+line without one, as a run whose record is missing."""
+
+
+def note_outcome(job_dir: str, record: dict[str, Any]) -> None:
+    """Keep the outcome of the plan job in ``job_dir`` (:func:`plan_outcome`) for the progress line."""
+    if (said := plan_outcome(record)) is not None:
+        OUTCOMES[os.path.abspath(job_dir)] = said
+
+
+def take_outcome(job_dir: str | os.PathLike[str]) -> str | None:
+    """The outcome :func:`note_outcome` kept for ``job_dir``, removed; None where none was."""
+    return OUTCOMES.pop(os.path.abspath(job_dir), None)
+
+
+def plan_outcome(record: dict[str, Any]) -> str | None:
+    """What a plan job came to, as the sweep's progress line says it after ``job i/N done: ``:
+
+    - over clusters (:func:`flopsweep.job.plandecide.decide_job`): ``ok, 384 ranked, 66 dropped``;
+      ``no set-up left (over memory 15)`` (the top three dropped counts; ``none placed on its clusters``
+      where the space gave none there); ``invalid: cost.usd_per_gpu_hour=1000000000000.0`` (the key and
+      value of its line, which the sweep's table prints whole when it ends);
+    - one row per job (:func:`flopsweep.job.dryrun.plan_job`): ``ok``, ``ok, does not fit`` (its
+      estimate is over the GPU's memory), ``invalid: KEY=VALUE``.
+
+    None for a record of neither kind."""
+    status = record.get("status")
+    if status == "invalid":
+        return f"invalid: {_key_value(str((record.get('error') or {}).get('message') or ''))}"
+    if status != "plan":
+        return None
+    if "ranked" in record:  # over clusters
+        dropped = Counter(record.get("dropped") or {})
+        if record["ranked"]:
+            return f"ok, {record['ranked']} ranked, {sum(dropped.values())} dropped"
+        counts = ", ".join(f"{k} {v}" for k, v in dropped.most_common(3)) or "none placed on its clusters"
+        return f"no set-up left ({counts}{', ...' if len(dropped) > 3 else ''})"
+    row = record.get("plan") or {}
+    if row.get("status") == "invalid":
+        return f"invalid: {_key_value(str(row.get('reason') or ''))}"
+    if row.get("status") == "ok":
+        return "ok, does not fit" if row.get("fits") is False else "ok"
+    return None
+
+
+def _key_value(line: str) -> str:
+    """``KEY=VALUE`` of a refusal's line (``Invalid config: KEY=VALUE: why. Fix: ...``), at most 80
+    characters; the line's start where it has no such head."""
+    head = printable(line.removeprefix("Invalid config: ")).split(": ")[0]
+    return head if len(head) <= 80 else f"{head[:77]}..."
+
+
 def _table(
     ranked: list[Row],
     top: int,
@@ -293,21 +397,26 @@ def _table(
     lines: typing.Callable,
     *,
     every_invalid: bool = False,
+    nothing: dict[int, str] | None = None,
 ) -> list[str]:
     """The table with its ``job`` column: each job's label (:func:`job_labels`) where the widest line stays
-    within :data:`flopsweep.job.plandecide.WIDTH`, else the job's number and one line per job below it."""
+    within :data:`flopsweep.job.plandecide.WIDTH`, else the job's number and one line per job below it.
+    ``nothing``: the jobs that ranked no set-up (their lines follow the table)."""
     from flopsweep.job.planrender import WIDTH
 
     if not ranked and every_invalid:
         return ["no job was planned: every job of the sweep is invalid (each one's line below)"]
     if not ranked:
-        return ["no set-up of any job fits and is predicted: see the dropped counts"]
+        where = "each job's line below" if nothing else "the dropped counts"
+        return [f"no set-up of any job fits and is predicted: see {where}"]
     inline = lines(ranked, top, lambda r: labels[job_of[id(r)]] or str(job_of[id(r)]))
     if max(map(len, inline)) <= WIDTH:
         return inline
     numbered = lines(ranked, top, lambda r: str(job_of[id(r)]))
-    return numbered + [
-        f"job {j}: {printable(label) or '(no override of its own)'}" for j, label in sorted(labels.items())
+    return numbered + [  # a job with no set-up left: its own line below, with its overrides
+        f"job {j}: {printable(label) or '(no override of its own)'}"
+        for j, label in sorted(labels.items())
+        if j not in (nothing or {})
     ]
 
 

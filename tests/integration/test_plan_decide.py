@@ -84,14 +84,16 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
     set-ups of 1 job", the other job unsaid; given through an interpolation here, which only the job resolves:
     the typed ``1e12`` is refused before Hydra): counted and named, each with its line, in the table, in the
     sweep's ``plan.csv`` (``invalid`` rows), counted on stderr; each job's line once (session 25: it was
-    also said as the job ended, and again on stderr); exit 0."""
+    also said as the job ended, and again on stderr); exit 0. A 70B job whose every set-up is over memory
+    (session 25: it showed only in the dropped counts): one ``no set-up left`` row and one line with its fix,
+    counted on stderr; each job's progress line says what it came to."""
     from helpers import run_py
 
     sweep = tmp_path / "S"
     proc = run_py(
         "-m",
         "plan=true",
-        "model=llama3.1-8b,llama3.2-3b",
+        "model=llama3.1-8b,llama3.2-3b,llama3.1-70b",
         "plan_clusters=[H100:8]",
         "cost.usd_per_gpu_hour=2,${oc.env:FLOPSWEEP_TEST_PRICE}",
         "budget.tokens=1e12",
@@ -113,22 +115,33 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
         "job 2: model=llama3.2-3b",
     ]
     written = list(csv.DictReader((sweep / "plan.csv").open()))
-    own = [len((sweep / str(j) / "plan.csv").read_text().splitlines()) - 1 for j in (0, 2)]
-    assert len(written) == sum(own) + 2 and {r["job"] for r in written} == {"0", "1", "2", "3"}
+    own = [len((sweep / str(j) / "plan.csv").read_text().splitlines()) - 1 for j in (0, 2, 4)]
+    assert len(written) == sum(own) + 4 and {r["job"] for r in written} == {"0", "1", "2", "3", "4", "5"}
     refused = "Invalid config: cost.usd_per_gpu_hour=1000000000000.0: is beyond the bound of 1000000."
     invalid = [(r["job"], r["status"], r["reason"].split(" Fix:")[0]) for r in written if not r["backend"]]
-    assert invalid == [("1", "invalid", refused), ("3", "invalid", refused)]
-    assert "over the set-ups of 2 jobs; " in proc.stdout and "; 2 of 4 jobs are invalid, none" in proc.stdout
+    assert [x for x in invalid if x[1] == "invalid"] == [(j, "invalid", refused) for j in ("1", "3", "5")]
+    assert [x[:2] for x in invalid if x[1] != "invalid"] == [("4", "no set-up left")]
+    assert "over the set-ups of 3 jobs; " in proc.stdout and "; 3 of 6 jobs are invalid, none" in proc.stdout
+    assert "; 1 of 6 jobs have no set-up left, each named below" in proc.stdout
     assert [x.split(" Fix:")[0] for x in proc.stdout.splitlines() if " is invalid: " in x] == [
-        f"job 1 is invalid: {refused}",
-        f"job 3 is invalid: {refused}",
+        f"job {j} is invalid: {refused}" for j in (1, 3, 5)
     ]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last == (
-        "flopsweep: 2 of 4 jobs are invalid (the status and reason columns); each one's reason is "
-        "printed with the table"
-    )
-    assert (proc.stdout + proc.stderr).count(refused) == 2  # once per invalid job (had been three times)
+    (left,) = [x for x in proc.stdout.splitlines() if " has no set-up left: " in x]
+    assert left.startswith("job 4 (model=llama3.1-70b) has no set-up left: all ") and " over memory " in left
+    assert "Fix: name more GPUs in plan_clusters: " in left
+    assert proc.stderr.strip().splitlines()[-2:] == [
+        "flopsweep: 3 of 6 jobs are invalid (the status and reason columns); each one's reason is "
+        "printed with the table",
+        'flopsweep: 1 of 6 jobs have no set-up left (status "no set-up left"); each one\'s reasons and fix '
+        "are printed with the table",
+    ]
+    assert (proc.stdout + proc.stderr).count(refused) == 3  # once per invalid job (had been three times)
+    done = [x.split(", ")[0] for x in (proc.stdout + proc.stderr).splitlines() if " done: " in x]
+    assert [x.split(": ", 2)[2] for x in sorted(done)] == [
+        *["ok", "invalid: cost.usd_per_gpu_hour=1000000000000.0"] * 2,
+        "no set-up left (over memory 10)",
+        "invalid: cost.usd_per_gpu_hour=1000000000000.0",
+    ], done
     ranked = [r for r in written if r["rank"]]
     assert [int(r["rank"]) for r in ranked] == list(range(1, len(ranked) + 1))
     dollars = [float(r["predicted_usd_per_million_tokens"]) for r in ranked]

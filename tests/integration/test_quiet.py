@@ -131,7 +131,8 @@ def test_single_run_failure_is_printed_once(
 
 @pytest.mark.slow
 def test_sweep_on_a_terminal_draws_the_bar(tmp_path: Path) -> None:
-    """A real sweep (plan=true: no worker starts) with its output on a pseudo-terminal."""
+    """A real sweep (plan=true: no worker starts) with its output on a pseudo-terminal; each line says the
+    plan job's outcome (``ok``) before the bar."""
     argv = [
         sys.executable,
         RUN_PY,
@@ -143,5 +144,6 @@ def test_sweep_on_a_terminal_draws_the_bar(tmp_path: Path) -> None:
     ]
     code, output = on_a_terminal(argv, env={**os.environ, "TERM": "xterm"})
     assert code == 0
-    assert re.search(r"flopsweep: job 1/2 done \|█{10} {10}\| \d+:\d\d elapsed, about ", output), output
-    assert re.search(r"flopsweep: job 2/2 done \|█{20}\| \d+:\d\d elapsed, about 0:00 left", output), output
+    assert re.search(r"flopsweep: job 1/2 done: ok \|█{10} {10}\| \d+:\d\d elapsed, about ", output), output
+    last = r"flopsweep: job 2/2 done: ok \|█{20}\| \d+:\d\d elapsed, about 0:00 left"
+    assert re.search(last, output), output

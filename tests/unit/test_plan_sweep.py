@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -348,3 +350,144 @@ def test_a_sweep_over_clusters_whose_every_job_is_invalid_says_so(tmp_path: Path
     assert stderr[0].startswith(
         f"flopsweep: {MAX_INVALID_SHOWN + 2} of {MAX_INVALID_SHOWN + 2} jobs are invalid"
     )
+
+
+LEFT_NONE = ["plan=true", "plan_clusters=[H100:8]", "space.backends=[fsdp,single]", "space.layouts=[dp]"]
+"""Set-ups of one node of 8: ``single`` refused by the rules, FSDP2 ``dp`` with and without checkpointing."""
+
+
+def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_compose) -> None:
+    """Session 25's trial: a job of ``-m`` whose every set-up was dropped (``model=llama3.1-70b`` on one node
+    of 8 H100s, ``space.checkpointing=[none]``: over memory; ``single`` refused) showed only in the dropped
+    counts, as if it had produced nothing; a job whose space places nothing on its cluster (``hsdp`` on one
+    node) was not in the sweep's file at all. Each is now one ``no set-up left`` row of the sweep's
+    ``plan.csv`` (its line in ``reason``) and one line below the table with its own overrides, the top
+    dropped counts and the fix (more GPUs, checked: it fits there), counted beside the invalid jobs, on
+    stderr as they are (exit 0); ``plan_format=json`` holds them under ``nothing``."""
+    from flopsweep.job.plandecide import NO_SET_UP_LEFT
+    from flopsweep.job.plansweep import sweep_output
+
+    ok = [*LEFT_NONE, "model=llama3.2-1b", "space.checkpointing=[none]"]
+    heavy = [*LEFT_NONE, "model=llama3.1-70b", "space.checkpointing=[none]"]
+    unplaced = [*LEFT_NONE, "model=llama3.2-1b", "space.checkpointing=[none]", "space.layouts=[hsdp]"]
+    sweep = _plan_jobs(tmp_path, hydra_compose, [ok, heavy, unplaced])
+    rows = list(csv.DictReader(sweep.open()))
+    own = [(r["job"], r["status"]) for r in rows if not r["backend"]]
+    assert own == [("1", NO_SET_UP_LEFT), ("2", NO_SET_UP_LEFT)]
+
+    text, stderr = sweep_output(sweep, "model_tflops_per_device", "table")
+    rows = list(csv.DictReader(sweep.open()))  # rewritten: ranked, dropped, then each job's own row
+    assert [r["job"] for r in rows[-2:]] == ["1", "2"] and all(r["backend"] for r in rows[:-2])
+    assert [r["status"] for r in rows[-2:]] == [NO_SET_UP_LEFT, NO_SET_UP_LEFT]
+    lines = [line for line in text.splitlines() if " has no set-up left: " in line]
+    assert len(lines) == 2
+    assert lines[0].startswith(
+        "job 1 (model=llama3.1-70b) has no set-up left: all 10 dropped (over memory 5, refused: backend 5), "
+        "5 refused by the rules; among the 5 they accept, the commonest reason (5 of 5): over memory (the "
+        "least: estimated "
+    ), lines[0]
+    bigger = lines[0].split("plan_clusters=[")[1].split("]")[0]
+    assert bigger.startswith("H100:") and bigger != "H100:1x8:ib400"  # more GPUs, where the least one fits
+    assert lines[1].startswith("job 2 (model=llama3.2-1b space.layouts=[hsdp]) has no set-up left: ")
+    assert (
+        "hsdp needs several nodes" in lines[1]
+        and "Fix: name a cluster of several nodes in plan_clusters" in (lines[1])
+    )
+    assert "set nnodes=2" not in lines[1]  # plan_clusters does not read nnodes
+    assert (
+        "over the set-ups of 3 jobs; " in text
+        and "; 2 of 3 jobs have no set-up left, each named below" in text
+    )
+    (counts,) = [line for line in text.splitlines() if " set-ups: " in line]
+    assert NO_SET_UP_LEFT not in counts and counts.startswith("20 set-ups: ")  # the jobs' rows, not their own
+    assert stderr == [
+        'flopsweep: 2 of 3 jobs have no set-up left (status "no set-up left"); each one\'s reasons and fix '
+        "are printed with the table"
+    ]
+
+    as_json, stderr_json = sweep_output(sweep, "model_tflops_per_device", "json")
+    out = json.loads(as_json)
+    assert set(out["nothing"]) == {"1", "2"} and out["nothing"]["1"].startswith("all 10 dropped (")
+    assert out["invalid"] == {} and NO_SET_UP_LEFT not in out["dropped"]
+    assert stderr_json[0].startswith(
+        'flopsweep: 2 of 3 jobs have no set-up left (status "no set-up left"); job 1 (model=llama3.1-70b): '
+        "all 10 dropped ("
+    )
+
+    every = [["plan=true", "plan_clusters=[H100:8]", "space.layouts=[hsdp]", f"model={m}"] for m in MODELS]
+    text, _ = sweep_output(_plan_jobs(tmp_path / "all", hydra_compose, every), "mfu", "table")
+    assert text.splitlines()[0] == "no set-up of any job fits and is predicted: see each job's line below"
+
+
+def test_a_plan_jobs_progress_line_says_what_it_came_to(tmp_path: Path, hydra_compose, capsys) -> None:
+    """Session 25's trial: a plan sweep's ``flopsweep: job 1/1 done, ...`` said nothing of the job (a plan
+    writes no record, whose status a run's line shows). The job keeps its outcome as it ends; the progress
+    line says it: ``ok, N ranked, M dropped``, ``no set-up left (<top dropped counts>)``, ``invalid:
+    KEY=VALUE`` (the line itself is printed once, with the table); the one-row plan's ``ok``, ``ok, does not
+    fit``, ``invalid: KEY=VALUE``."""
+    from flopsweep.callbacks import SweepSummary
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job
+    from flopsweep.job.plansweep import OUTCOMES, note_outcome, plan_outcome
+
+    jobs = {
+        "ok": [*LEFT_NONE, "model=llama3.2-1b", "space.checkpointing=[none]"],
+        "heavy": [*LEFT_NONE, "model=llama3.1-70b", "space.checkpointing=[none]"],
+        "price": [*LEFT_NONE, "model=llama3.2-1b", "cost.usd_per_gpu_hour=1e12"],
+    }
+    said = {}
+    for job, (name, given) in enumerate(jobs.items()):
+        folder = tmp_path / name
+        folder.mkdir()
+        record = decide_job(hydra_compose(given), JobInfo(job_dir=str(folder), overrides=given, job_num=job))
+        said[name] = plan_outcome(record)
+        note_outcome(str(folder), record)
+    assert said == {
+        "ok": "ok, 4 ranked, 6 dropped",
+        "heavy": "no set-up left (over memory 5, refused: backend 5)",
+        "price": "invalid: cost.usd_per_gpu_hour=1000000000000.0",
+    }
+
+    summary = SweepSummary()
+    summary.started, summary.pid, summary.total = time.monotonic(), os.getpid(), 3
+    capsys.readouterr()
+    for name in jobs:
+        summary.job_done(tmp_path / name)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("flopsweep: job 1/3 done: ok, 4 ranked, 6 dropped, ")
+    assert lines[1].startswith(
+        "flopsweep: job 2/3 done: no set-up left (over memory 5, refused: backend 5), "
+    )
+    assert lines[2].startswith("flopsweep: job 3/3 done: invalid: cost.usd_per_gpu_hour=1000000000000.0, ")
+    assert OUTCOMES == {}  # each taken once
+    summary.job_done(tmp_path / "ok")  # none kept: no status, as a run whose record is missing
+    assert capsys.readouterr().out.startswith("flopsweep: job 4 done, ")
+
+    assert plan_outcome({"status": "plan", "plan": {"status": "ok", "fits": False}}) == "ok, does not fit"
+    assert plan_outcome({"status": "plan", "plan": {"status": "ok", "fits": True}}) == "ok"
+    refused = {"status": "invalid", "reason": "Invalid config: parallel.tp=2: tensor parallelism ... Fix: x"}
+    assert plan_outcome({"status": "plan", "plan": refused}) == "invalid: parallel.tp=2"
+    assert plan_outcome({"status": "ok"}) is None
+
+
+def test_a_single_plan_of_no_placed_set_up_says_its_space_was_left_out(tmp_path: Path, hydra_compose) -> None:
+    """``plan_clusters=[H100:8] space.layouts=[hsdp]`` (no ``-m``): the table's count line said ``0 set-ups
+    ... dropped: none`` above a last line of "all 90 dropped"; it says the 90 the cluster does not place, and
+    the last line's fix names a cluster of several nodes (``nnodes``, which it named, is not read beside
+    ``plan_clusters``). No ``no set-up left`` row outside a sweep: the single plan's ``plan.csv`` is its
+    rows."""
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job
+
+    given = ["plan=true", "plan_clusters=[H100:8]", "model=llama3.2-1b", "space.layouts=[hsdp]"]
+    out = decide_job(hydra_compose(given), JobInfo(job_dir=str(tmp_path), overrides=given))
+    (counts,) = [line for line in out["plan_text"].splitlines() if " set-ups: " in line]
+    assert counts == (
+        "0 set-ups: 0 ranked; dropped: none; 90 set-ups of the space left out: no cluster places them "
+        "(why: the last line)"
+    )
+    assert out["nothing"].startswith("plan: no set-up fits and is predicted: all 90 dropped; ")
+    assert out["nothing"].endswith(
+        "Fix: name a cluster of several nodes in plan_clusters (e.g. H100:2x8), or list dp"
+    )
+    assert (tmp_path / "plan.csv").read_text().splitlines()[1:] == []
