@@ -24,7 +24,7 @@ from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choic
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.hydrafiles import to_job_log
 from flopsweep.job.planrender import override_line, render
-from flopsweep.job.plantable import PLAN_FILE, plan_csv, write_plan
+from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, write_plan
 from flopsweep.job.result import JobInfo
 from flopsweep.peaks import form_taken, node_link
 from flopsweep.plan_space import COLUMNS, Row, Space, candidates, rank, unplaced
@@ -209,11 +209,6 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     return out
 
 
-NO_SET_UP_LEFT = "no set-up left"
-"""The ``status`` of the one row a job of a sweep of plans adds to the sweep's ``plan.csv`` where it ranks
-no set-up (every one dropped, or none placed on its clusters): its ``reason`` is the job's line (how many were
-dropped, the commonest reason, the fix: :func:`nothing_line`), no set-up, no cluster; as an ``invalid`` job's
-row, the sweep's table names it with that line (:func:`flopsweep.job.plansweep.sweep_output`)."""
 NOTHING_HEADLINE = "no set-up fits and is predicted"
 """What :func:`nothing_line` says after ``plan: ``, before the counts."""
 NNODES_FIX = "Fix: set nnodes=2 or more"

@@ -193,7 +193,7 @@ def sweep_output(
         objective.planned(objective_name)
     except ConfigError:
         objective_name = "model_tflops_per_device"
-    from flopsweep.job.plandecide import NO_SET_UP_LEFT
+    from flopsweep.job.plantable import NO_SET_UP_LEFT
 
     read = read_sweep(path)
     jobs = {job: overrides for job, overrides, _ in read}
@@ -325,7 +325,7 @@ def nothing_jobs_line(nothing: dict[int, str], labels: dict[int, str], total: in
     sweep of plans over clusters some of whose jobs ranked no set-up, counted as
     :func:`flopsweep.job.plantable.invalid_jobs_line` counts the invalid ones (a plan is a report: exit 0).
     ``shown``: the table printed above names each (the count alone); else the first job's line."""
-    from flopsweep.job.plandecide import NO_SET_UP_LEFT
+    from flopsweep.job.plantable import NO_SET_UP_LEFT
 
     line = f'flopsweep: {len(nothing)} of {total} jobs have no set-up left (status "{NO_SET_UP_LEFT}")'
     if shown:
