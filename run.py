@@ -30,7 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from flopsweep import objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
-from flopsweep.cli import COMMAND, ClosedPipeGuard, help_section
+from flopsweep.cli import COMMAND, help_section
 from flopsweep.conf_files import conf_file_problem, sweep_file_problem
 from flopsweep.config import ConfigError
 from flopsweep.files import (
@@ -75,7 +75,7 @@ from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.plan_command_line import command_line_problem as plan_problem
 from flopsweep.signals import jobs_starting, stop_before_jobs
 from flopsweep.store import register_configs
-from flopsweep.streams import standard_streams
+from flopsweep.streams import ClosedPipeGuard, standard_streams
 from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
 from flopsweep.sweep_file_keys import values_problem as sweep_file_values
 from flopsweep.text import printable

@@ -319,14 +319,14 @@ def write_error_line(exc: OSError, args: argparse.Namespace) -> str:
 def write_stdout(text: str) -> None:
     """``text`` to ``sys.stdout``, escaping what its encoding cannot hold, then flushed (a full disk's
     ENOSPC here, not at exit: a traceback, exit 120); a reader that went away (``| head``) drops the rest
-    quietly (:class:`flopsweep.cli.ClosedPipeGuard`).
+    quietly (:class:`flopsweep.streams.ClosedPipeGuard`).
 
     Raises:
         StdoutError: when stdout refuses the write (``> /dev/full``).
     """
     import sys
 
-    from flopsweep.cli import ClosedPipeGuard
+    from flopsweep.streams import ClosedPipeGuard
 
     stdout = ClosedPipeGuard(sys.stdout)
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"

@@ -68,3 +68,51 @@ def standard_streams() -> list[int]:
     sys.stdout = usable_stream(sys.stdout, 1)
     sys.stderr = usable_stream(sys.stderr, 2)
     return reopened
+
+
+class ClosedPipeGuard:
+    """``sys.stdout`` for ``run.py`` whose reader may go away (``flopsweep --help | head -3``, ``--cfg job
+    | head``, a plan piped to ``grep -m1``): the Python docs' handling of SIGPIPE ("Note on SIGPIPE", the
+    ``signal`` module), made to hold inside Hydra too, which prints ``--help``, ``--cfg`` and
+    ``--info`` itself and answers an exception in them with a traceback (``run_and_report``).
+
+    The first write or flush that meets ``BrokenPipeError`` points file descriptor 1 at ``os.devnull``
+    (``os.dup2``), so that no later write, the interpreter's last flush included, raises again, and
+    the output is dropped from then on, as the reader asked; the process goes on and exits as it
+    would have (a job started already records itself, ranks included). SIGPIPE itself stays
+    ignored (Python's default): its default action would also kill the process when a socket's
+    peer closes (torch.distributed's). :attr:`closed` says whether it happened.
+    """
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self.closed = False
+
+    def _closed(self) -> None:
+        self.closed = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._closed()
+            return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._closed()
+            self._stream.flush()  # what it held goes to os.devnull now: the buffer is empty
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)

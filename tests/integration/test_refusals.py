@@ -602,7 +602,8 @@ def test_help_is_flopsweeps_own_and_hydra_help_hydras(tmp_path: Path) -> None:
 def test_output_to_a_reader_that_went_away_ends_quietly(args: tuple[str, ...]) -> None:
     """``flopsweep --help | head -3`` printed a BrokenPipeError traceback (``--cfg job``: through Hydra's
     ``run_and_report``, exit 1). The pipe's reading end is closed before ``run.py`` starts, so that its first
-    write meets EPIPE whatever the timing: nothing on stderr, exit 0 (``flopsweep.cli.ClosedPipeGuard``)."""
+    write meets EPIPE whatever the timing: nothing on stderr, exit 0
+    (``flopsweep.streams.ClosedPipeGuard``)."""
     read, write = os.pipe()
     os.close(read)
     try:

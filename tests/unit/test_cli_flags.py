@@ -234,7 +234,7 @@ def test_stdout_whose_reader_went_away_takes_the_rest_quietly(tmp_path):
     through."""
     import io
 
-    from flopsweep.cli import ClosedPipeGuard
+    from flopsweep.streams import ClosedPipeGuard
 
     read, write = os.pipe()
     stream = io.TextIOWrapper(os.fdopen(write, "wb", buffering=0), encoding="utf-8", write_through=True)
