@@ -115,6 +115,10 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
     require_choice("plan_format", cfg.plan_format, PLAN_FORMATS)  # was JSON for any value but table or csv
     objective.spec_of(cfg.objective)
+    if unset := objective.inputs_problem(
+        cfg.objective, {"cost.usd_per_gpu_hour": cfg.cost.usd_per_gpu_hour, "budget.tokens": cfg.budget.tokens}
+    ):
+        raise unset
     check_repeats(cfg)
     rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
     memory.planned_gpu_bytes(cfg.plan_gpu, cfg.plan_gpu_memory_gib)  # a device name plan=true knows
