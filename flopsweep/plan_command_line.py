@@ -136,6 +136,8 @@ def command_line_problem(overrides: list[str]) -> str | None:
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from flopsweep.lookalike import list_text
+
     parser = OverridesParser.create()
     values: dict[str, list] = {}
     for override in overrides:
@@ -149,6 +151,12 @@ def command_line_problem(overrides: list[str]) -> str | None:
                     value,
                     "names no cluster (an empty list would plan the one job instead)",
                     "name one, e.g. plan_clusters=[H100:8x8], or drop plan_clusters for the one-row plan",
+                )
+            )
+        if key == "plan_clusters" and (meant := list_text(value)) and not value.strip().startswith("["):
+            return str(
+                ConfigError(
+                    key, value, "is one string, not a list (its quotes make it one)", f"{key}={meant}"
                 )
             )
         if (
