@@ -63,6 +63,7 @@ from flopsweep.override_grammar import (
     sweeper_without_m_problem,
     syntax_problem,
 )
+from flopsweep.override_schema import existing_key_add_problem
 from flopsweep.overrides import (
     group_choice_problem,
     listed_values,
@@ -422,6 +423,7 @@ def refusal(overrides: list[str]) -> str | None:
         )  # model=${tag}, ${oc.decode:0}: Hydra's multi-line errors
         or group_choice_problem(overrides)
         or group_prefix_problem(overrides, RUN_CONF)
+        or existing_key_add_problem(overrides)  # +steps.measure=3: Hydra's five lines
         or delete_problem(overrides, RUN_CONF)  # after the + and ~ of a group no default picks
         or sweeper_extra_problem(overrides)
         or sweeper_without_m_problem(overrides)  # after the choice's own checks: "add -m" must pass them

@@ -474,3 +474,30 @@ def test_a_quoted_list_is_told_to_drop_its_quotes(value: str) -> None:
     assert line is not None and "\n" not in line
     assert "is one string, not a list" in line and line.endswith("Fix: plan_clusters=[H100:8].")
     assert refusal(["plan=true", "plan_clusters=[H100:8]"]) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "override", "key"),
+    [
+        (["+steps.measure=3", "device=cpu"], "+steps.measure=3", "steps.measure"),
+        (["-m", "+steps.measure=3", "device=cpu"], "+steps.measure=3", "steps.measure"),
+        (["+model.n_layer=3", "device=cpu"], "+model.n_layer=3", "model.n_layer"),  # the default option's
+        (["model=llama-tiny", "+model.n_kv_head=1"], "+model.n_kv_head=1", "model.n_kv_head"),
+        (["-m", "+seed=1,2"], "+seed=1,2", "seed"),
+    ],
+)
+def test_a_plus_on_a_key_that_exists_is_one_line_before_hydra(argv, override, key) -> None:
+    """Hydra said "Could not append to config. An item is already at 'steps.measure'" in five lines."""
+    from run import refusal
+
+    line = _one_line(refusal(argv), override)
+    bare = override.removeprefix("+")
+    assert line == f"Invalid config: {override}: {key} already exists; + adds only new keys. Fix: {bare}"
+    assert refusal([bare if a == override else a for a in argv]) is None  # the fix as written
+
+
+@pytest.mark.parametrize("argv", [["++steps.measure=3"], ["+sweep=smoke", "-m"], ["+hydra.job.env_set.X=1"]])
+def test_a_plus_that_adds_or_sets_is_not_refused_as_existing(argv) -> None:
+    from flopsweep.override_schema import existing_key_add_problem
+
+    assert existing_key_add_problem(argv) is None
