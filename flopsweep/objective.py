@@ -51,9 +51,26 @@ def spec_of(name: str) -> MetricSpec:
             "objective",
             name,
             f"{why}; the objective must be a figure of merit of flopsweep.record.METRIC_SPECS",
-            f"pick one of {', '.join(choices())} (default {DEFAULT})",
+            _near_fix(name) or f"pick one of {', '.join(choices())} (default {DEFAULT})",
         )
     return spec
+
+
+def _near_fix(name: str) -> str | None:
+    """ "did you mean" the choices nearest a typo (:func:`flopsweep.near_keys.ranked`), those that begin
+    with its first word first (``usd_per_mtok``: ``usd_per_million_tokens`` before ``joules_per_token``),
+    with the keys the first's figure needs (:data:`NEEDS`); None when none is near."""
+    from flopsweep.near_keys import ranked
+
+    if not isinstance(name, str):
+        return None
+    near = ranked(name, choices(), n=3)
+    near.sort(key=lambda c: not c.startswith(name.split("_")[0] + "_"))  # stable: the rank breaks ties
+    if not near:
+        return None
+    extra = "".join(f" {EXAMPLES[k][0]}" for k in NEEDS.get(near[0], ()))
+    others = "".join(f" or objective={c}" for c in near[1:])
+    return f"did you mean objective={near[0]}{extra}{others}? (default {DEFAULT})"
 
 
 def direction(name: str) -> str:

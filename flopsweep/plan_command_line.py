@@ -80,9 +80,19 @@ def _cost_problem(key: str, value: object) -> None:
     if not math.isfinite(value):
         raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
     if key.startswith("cost") and value < 0:
-        raise ConfigError(key, value, "must be >= 0 US dollars", "set e.g. 2.5, or null")
+        raise ConfigError(
+            key,
+            value,
+            "must be >= 0 US dollars",
+            "set e.g. cost.usd_per_gpu_hour=2.5 (your price per GPU-hour), or cost.usd_per_gpu_hour=null",
+        )
     if key.startswith("budget") and value <= 0:
-        raise ConfigError(key, value, "must be a positive token count", "set e.g. 15e12, or null")
+        raise ConfigError(
+            key,
+            value,
+            "must be a positive token count",
+            "set e.g. budget.tokens=15e12, or budget.tokens=null",
+        )
 
 
 def _space_problem(given: dict[str, object]) -> None:
