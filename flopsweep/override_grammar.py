@@ -190,7 +190,8 @@ def _cleaned_list(key: str, value: str) -> tuple[str, str, str | None] | None:
         if re.search(pattern, value)
     ]
     where = kinds[0] if len(kinds) == 1 else "extra commas"
-    why = f"{where} {'leave' if where[0] in 'te' else 'leaves'} {'an empty item' if len(kinds) == 1 else 'empty items'} in the list"
+    verb = "leave" if where[0] in "te" else "leaves"  # two commas, extra commas: plural
+    why = f"{where} {verb} {'an empty item' if len(kinds) == 1 else 'empty items'} in the list"
     fixed = f"{key}={cleaned}"
     try:
         OverridesParser.create().parse_override(fixed)
