@@ -63,6 +63,7 @@ from flopsweep.override_grammar import (
     sweeper_without_m_problem,
     syntax_problem,
 )
+from flopsweep.override_schema import existing_key_add_problem
 from flopsweep.overrides import (
     group_choice_problem,
     listed_values,
@@ -303,16 +304,28 @@ def tag_problem(overrides: list[str]) -> str | None:
 
 
 def objective_problem(overrides: list[str]) -> str | None:
-    """One line for an ``objective=`` that names no figure of merit (each value of a sweep), else None."""
+    """One line for an ``objective=`` that names no figure of merit (each value of a sweep), or whose
+    figure needs a key the command line leaves unset (:func:`flopsweep.objective.inputs_problem`:
+    ``objective=usd_per_million_tokens`` without ``cost.usd_per_gpu_hour``), else None. A ``+sweep=``
+    file may set the key: the job's check (:func:`flopsweep.checks.validate`) refuses it then."""
+    given = {}
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if eq and not key.startswith("~"):
+            given[key.lstrip("+")] = value.strip().strip("'\"")
+    files = any(k in ("sweep", "cost", "budget") or "${" in v for k, v in given.items())
     for override in overrides:
         key, _, values = override.partition("=")
         if key.lstrip("+~") != "objective" or "${" in values or "(" in values:
             continue
         for name in values.split(","):
+            name = name.strip().strip("'\"")
             try:
-                objective.spec_of(name.strip().strip("'\""))
+                objective.spec_of(name)
             except ConfigError as exc:
                 return str(exc)
+            if not files and (unset := objective.inputs_problem(name, given)):
+                return str(unset)
     return None
 
 
@@ -410,6 +423,7 @@ def refusal(overrides: list[str]) -> str | None:
         )  # model=${tag}, ${oc.decode:0}: Hydra's multi-line errors
         or group_choice_problem(overrides)
         or group_prefix_problem(overrides, RUN_CONF)
+        or existing_key_add_problem(overrides)  # +steps.measure=3: Hydra's five lines
         or delete_problem(overrides, RUN_CONF)  # after the + and ~ of a group no default picks
         or sweeper_extra_problem(overrides)
         or sweeper_without_m_problem(overrides)  # after the choice's own checks: "add -m" must pass them

@@ -115,6 +115,11 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     require_choice("fault.phase", cfg.fault.phase, FAULT_PHASES, "fault.phase")
     require_choice("plan_format", cfg.plan_format, PLAN_FORMATS)  # was JSON for any value but table or csv
     objective.spec_of(cfg.objective)
+    if unset := objective.inputs_problem(
+        cfg.objective,
+        {"cost.usd_per_gpu_hour": cfg.cost.usd_per_gpu_hour, "budget.tokens": cfg.budget.tokens},
+    ):
+        raise unset
     check_repeats(cfg)
     rules.check(cfg)  # the cross-axis rules (flopsweep.rules.RULES)
     memory.planned_gpu_bytes(cfg.plan_gpu, cfg.plan_gpu_memory_gib)  # a device name plan=true knows
@@ -455,10 +460,18 @@ def validate_cost(cfg: RunConfig) -> None:
     """
     price, tokens = cfg.cost.usd_per_gpu_hour, cfg.budget.tokens
     if price is not None and price < 0:
-        raise ConfigError("cost.usd_per_gpu_hour", price, "must be >= 0 US dollars", "set e.g. 2.5, or null")
+        raise ConfigError(
+            "cost.usd_per_gpu_hour",
+            price,
+            "must be >= 0 US dollars",
+            "set e.g. cost.usd_per_gpu_hour=2.5 (your price per GPU-hour), or cost.usd_per_gpu_hour=null",
+        )
     if tokens is not None and tokens <= 0:
         raise ConfigError(
-            "budget.tokens", tokens, "must be a positive token count", "set e.g. 15e12, or null"
+            "budget.tokens",
+            tokens,
+            "must be a positive token count",
+            "set e.g. budget.tokens=15e12, or budget.tokens=null",
         )
 
 

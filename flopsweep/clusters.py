@@ -417,13 +417,31 @@ def _size(size: str, text: str) -> tuple[int, int]:
 
 
 def _check_memory_size(gpu: str, text: str) -> None:
-    """The name picks a memory size where the GPU comes in several (``A100-80GB``), as ``plan_gpu``."""
+    """The name picks a memory size where the GPU comes in several (``A100-80GB``), as ``plan_gpu``.
+    The fix names the entry with each size (``plan_clusters=[A100-80GB:8]``, or ``A100-40GB``): beside
+    ``plan_clusters``, ``plan_gpu`` and ``plan_gpu_memory_gib`` are not read, so ``plan_gpu``'s fix
+    ("name the size, e.g. plan_gpu=A100-80GB") gave the same refusal again."""
     from flopsweep.gpu_memory import planned_gpu_bytes
 
     try:
         planned_gpu_bytes(gpu, None)
     except ConfigError as exc:
-        raise ConfigError("plan_clusters", text, *_parts(exc)) from None
+        problem, fix = _parts(exc)
+        names = re.findall(r"plan_gpu=([\w.-]+)", fix)
+        if not names:
+            raise ConfigError("plan_clusters", text, problem, fix) from None
+        where = text if gpu in text else f"{gpu}:{text.partition(':')[2]}"
+        meant = [where.replace(gpu, name, 1) for name in names]
+        if "more than one memory size" in problem:  # no size named: each size it is sold in
+            row = lookup(gpu)
+            sizes = list(dict.fromkeys(row.memory_gib)) if row is not None else []
+            base = names[0].rsplit("-", 1)[0]
+            meant = [where.replace(gpu, f"{base}-{gb:g}GB", 1) for gb in reversed(sizes)] or meant
+        others = "".join(f" (or {m.partition(':')[0]})" for m in meant[1:2])
+        verb = "name the size" if "more than one memory size" in problem else "name a device sold so"
+        raise ConfigError(
+            "plan_clusters", text, problem, f"{verb}: plan_clusters=[{meant[0]}]{others}"
+        ) from None
 
 
 NVIDIA_SMI_TIMEOUT_S = 10

@@ -73,8 +73,18 @@ def expanded_size(root: yaml.Node, bound: int = MAX_YAML_NODES) -> int:
 
 def shown_path(path: str, conf: str) -> str:
     """``path`` as a refusal names it: relative to the config folder ``conf``, under that folder's own
-    name (``conf/sweep/x.yaml``), never an absolute path of this machine."""
-    return os.path.join(os.path.basename(conf), os.path.relpath(path, conf))
+    name (``conf/model/x.yaml``), never an absolute path of this machine; a file of a folder of ``conf``
+    that is a link to a folder beside ``conf`` (``conf/sweep`` -> ``../sweep``, where users write their
+    sweep files) by the path the user knows, ``sweep/x.yaml``."""
+    rel = os.path.relpath(path, conf)
+    top, _, rest = rel.partition(os.sep)
+    link = os.path.join(conf, top)
+    if rest and os.path.islink(link):
+        root = os.path.dirname(os.path.realpath(conf))
+        target = os.path.realpath(link)
+        if os.path.dirname(target) == root:  # a folder of the checkout, beside conf/
+            return os.path.join(os.path.basename(target), rest)
+    return os.path.join(os.path.basename(conf), rel)
 
 
 def read_bounded(path: str) -> bytes:

@@ -87,20 +87,26 @@ class ConfigError(ValueError):
         if len(shown) > MAX_SHOWN:  # the length said is the value's own (a string's, without its quotes)
             length = len(value) if isinstance(value, str) else len(shown)
             shown = f"{shown[:16]}...({length} characters)"
-        super().__init__(f"Invalid config: {key}={shown}: {problem}. Fix: {fix}.")
+        end = "" if fix.endswith(("?", ".")) else "."  # "did you mean fault.kind=oom?"
+        super().__init__(f"Invalid config: {key}={shown}: {problem}. Fix: {fix}{end}")
 
 
 def require_choice(key: str, value: str, allowed, example: str | None = None) -> None:
     """Raise :class:`ConfigError` unless ``value`` is in ``allowed``; the fix names an example
     (the group option, ``attention=sdpa``, for a ``group.name`` key)."""
     if value not in allowed:
+        from flopsweep.near_keys import ranked
+
         allowed = list(allowed)
         example = example or key.removesuffix(".name")
+        near = ranked(value, allowed, n=1) if isinstance(value, str) else []  # fault.kind=oomm: oom
         raise ConfigError(
             key,
             value,
             f"must be one of {', '.join(allowed)}",
-            f"pick one of those, e.g. {example}={allowed[0]}",
+            f"did you mean {example}={near[0]}?"
+            if near
+            else f"pick one of those, e.g. {example}={allowed[0]}",
         )
 
 

@@ -13,6 +13,7 @@ transliteration (Cyrillic ``у`` is ``y`` by its look, not ``u`` by its sound).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable
 
@@ -83,3 +84,32 @@ def ascii_lookalike(text: str, names: Iterable[str]) -> tuple[str, str] | None:
         return None
     first = next(c for c in text if not c.isascii())
     return match, f"{named(first)} looks like ASCII {fold_char(first)!r}"
+
+
+_EMPTY_ITEMS = (
+    (re.compile(r"\s*,\s*(?=[\]})])"), ""),  # [a,] -> [a]
+    (re.compile(r"(?<=[\[{(])\s*,\s*"), ""),  # [,a] -> [a]
+    (re.compile(r"\s*,(\s*,)+\s*"), ","),  # [a,,b] -> [a,b]
+)
+
+
+def drop_empty_items(text: str) -> str:
+    """``text`` without the empty items of its brackets: a trailing comma (``[H100:8,]`` ->
+    ``[H100:8]``), a leading one, two in a row. Commas inside quotes are kept."""
+    if "'" in text or '"' in text:
+        return text
+    for pattern, replacement in _EMPTY_ITEMS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def list_text(text: str) -> str | None:
+    """The list a value meant, where it reads as one only once cleaned: its quotes dropped, its
+    look-alikes folded (:func:`ascii_fold`: ``：`` -> ``:``), its empty items dropped
+    (:func:`drop_empty_items`): ``'"[H100：8,]"'`` -> ``[H100:8]``; None when ``text`` is no
+    bracketed list or holds a character with no ASCII look-alike."""
+    inner = text.strip().strip("'\"").strip()
+    if not (inner.startswith("[") and inner.endswith("]")):
+        return None
+    folded = ascii_fold(inner)
+    return None if folded is None else drop_empty_items(folded)

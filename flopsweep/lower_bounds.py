@@ -26,12 +26,12 @@ MIN_BY_KEY: dict[str, LowerBound] = {
     "timeout_s": LowerBound(0, True, "must be a finite number of seconds > 0", "set e.g. timeout_s=1800"),
     "seed": LowerBound(0, False, "must be in [0, 2**32) (it seeds torch generators)", "set e.g. seed=0"),
     "nnodes": LowerBound(1, fix="set nnodes=1"),
-    "model.seq_len": LowerBound(1, fix="set model.seq_len to a positive number of tokens"),
-    "batch.micro_batch_size": LowerBound(1, fix="set batch.micro_batch_size>=1"),
-    "batch.grad_accum": LowerBound(1, fix="set batch.grad_accum>=1"),
-    "steps.measure": LowerBound(1, fix="set steps.measure>=1"),
-    "steps.warmup": LowerBound(0, False, "must be >= 0", "set steps.warmup=0 or more"),
-    "steps.max_extra_warmup": LowerBound(0, False, "must be >= 0", "set steps.max_extra_warmup=0 or more"),
+    "model.seq_len": LowerBound(1, fix="set e.g. model.seq_len=2048 (tokens)"),
+    "batch.micro_batch_size": LowerBound(1, fix="set batch.micro_batch_size=1"),
+    "batch.grad_accum": LowerBound(1, fix="set batch.grad_accum=1"),
+    "steps.measure": LowerBound(1, fix="set steps.measure=1"),
+    "steps.warmup": LowerBound(0, False, "must be >= 0", "set steps.warmup=0"),
+    "steps.max_extra_warmup": LowerBound(0, False, "must be >= 0", "set steps.max_extra_warmup=0"),
     "search.memory_budget_gib": LowerBound(
         0,
         True,
@@ -48,7 +48,7 @@ MIN_BY_KEY: dict[str, LowerBound] = {
         0,
         False,
         "is negative",
-        "set a chunk of tokens, e.g. 4096, or set loss.chunk_tokens=0 (the whole logits)",
+        "set a chunk of tokens, e.g. loss.chunk_tokens=4096, or loss.chunk_tokens=0 (the whole logits)",
     ),
     **{
         f"parallel.{d}": LowerBound(1, fix=f"set parallel.{d}=1")
@@ -56,7 +56,7 @@ MIN_BY_KEY: dict[str, LowerBound] = {
     },
     **{f"attention.{k}": LowerBound(1) for k in ("block_size", "window_blocks", "stride_blocks")},
     **{
-        f"attention.{k}": LowerBound(0, False, "must be >= 0 blocks", f"set attention.{k}=0 or more")
+        f"attention.{k}": LowerBound(0, False, "must be >= 0 blocks", f"set attention.{k}=0")
         for k in ("global_blocks", "random_blocks")
     },
 }

@@ -61,6 +61,6 @@ def noise_warnings(
         out.append(
             f"host_load: the host's 1-minute load average was {load_start} at the start and {load_end} at "
             f"the end, on {cpu_count} cores for {ranks} rank(s) needing a core each: the run competed for "
-            "cores, its timings are low by an unknown amount"
+            "cores, its step times are high (its throughput low) by an unknown amount"
         )
     return out

@@ -51,9 +51,26 @@ def spec_of(name: str) -> MetricSpec:
             "objective",
             name,
             f"{why}; the objective must be a figure of merit of flopsweep.record.METRIC_SPECS",
-            f"pick one of {', '.join(choices())} (default {DEFAULT})",
+            _near_fix(name) or f"pick one of {', '.join(choices())} (default {DEFAULT})",
         )
     return spec
+
+
+def _near_fix(name: str) -> str | None:
+    """ "did you mean" the choices nearest a typo (:func:`flopsweep.near_keys.ranked`), those that begin
+    with its first word first (``usd_per_mtok``: ``usd_per_million_tokens`` before ``joules_per_token``),
+    with the keys the first's figure needs (:data:`NEEDS`); None when none is near."""
+    from flopsweep.near_keys import ranked
+
+    if not isinstance(name, str):
+        return None
+    near = ranked(name, choices(), n=3)
+    near.sort(key=lambda c: not c.startswith(name.split("_")[0] + "_"))  # stable: the rank breaks ties
+    if not near:
+        return None
+    extra = "".join(f" {EXAMPLES[k][0]}" for k in NEEDS.get(near[0], ()))
+    others = "".join(f" or objective={c}" for c in near[1:])
+    return f"did you mean objective={near[0]}{extra}{others}? (default {DEFAULT})"
 
 
 def direction(name: str) -> str:
@@ -127,3 +144,40 @@ def planned(name: str) -> tuple[str, str]:
             f"pick one of {', '.join(PLANNED)} for plan=true (e.g. objective=usd_per_million_tokens)",
         )
     return PLANNED[name], spec.better
+
+
+NEEDS: dict[str, tuple[str, ...]] = {
+    "usd_per_million_tokens": ("cost.usd_per_gpu_hour",),
+    "budget_gpu_hours": ("budget.tokens",),
+    "budget_days": ("budget.tokens",),
+    "budget_energy_kwh": ("budget.tokens",),
+    "budget_usd": ("budget.tokens", "cost.usd_per_gpu_hour"),
+}
+"""``objective=`` -> the config keys its figure is computed from (:func:`flopsweep.cost.budget`,
+:func:`flopsweep.cost.usd_per_million_tokens`): unset, every run and plan row has none (NaN to the
+tuner; a plan found "no set-up fits" with every row ``ok``), so :func:`inputs_problem` refuses it."""
+
+EXAMPLES: dict[str, tuple[str, str]] = {
+    "cost.usd_per_gpu_hour": ("cost.usd_per_gpu_hour=2.5", "your price per GPU-hour"),
+    "budget.tokens": ("budget.tokens=15e12", "the tokens to train on"),
+}
+"""A key of :data:`NEEDS` -> the override that sets it, as a fix writes it, and what its value is."""
+
+
+def inputs_problem(name: str, values: dict[str, Any]) -> ConfigError | None:
+    """The refusal of ``objective=name`` whose figure needs a key of :data:`NEEDS` that ``values``
+    (key -> its value; a key left out counts as unset) leaves unset (None), else None.
+
+    The fix adds each missing key (:data:`EXAMPLES`) or picks :data:`DEFAULT`, which needs none.
+    ``values`` may hold the text of a command line's override (``"null"`` is unset there)."""
+    missing = [key for key in NEEDS.get(name, ()) if values.get(key) in (None, "null")]
+    if not missing:
+        return None
+    return ConfigError(
+        "objective",
+        name,
+        f"needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} unset "
+        "(no run or plan row would have a value to rank by)",
+        f"add {' '.join(EXAMPLES[k][0] for k in missing)} ({'; '.join(EXAMPLES[k][1] for k in missing)}), "
+        f"or objective={DEFAULT}",
+    )

@@ -168,6 +168,42 @@ def _lookalike(override: str) -> tuple[str, str] | None:
     return folded, f"{named(first)} looks like ASCII {fold_char(first)!r}"
 
 
+def _cleaned_list(key: str, value: str) -> tuple[str, str, str | None] | None:
+    """The override meant by a list with an empty item (``plan_clusters=[H100:8,]``: a trailing comma,
+    which the grammar refuses), look-alikes of its ASCII punctuation folded too (``[H100：8,]``), with
+    the reason and the fix's words (None: a "did you mean"); None when the cleaned override does not
+    parse either. The advice to quote the value made a string the list key refused in turn."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.lookalike import drop_empty_items
+
+    cleaned = drop_empty_items(value)
+    if cleaned == value:
+        return None
+    kinds = [
+        name
+        for name, pattern in (
+            ("a trailing comma", r",\s*[\]})]"),
+            ("a leading comma", r"[\[{(]\s*,"),
+            ("two commas in a row", r",\s*,"),
+        )
+        if re.search(pattern, value)
+    ]
+    where = kinds[0] if len(kinds) == 1 else "extra commas"
+    verb = "leave" if where[0] in "te" else "leaves"  # two commas, extra commas: plural
+    why = f"{where} {verb} {'an empty item' if len(kinds) == 1 else 'empty items'} in the list"
+    fixed = f"{key}={cleaned}"
+    try:
+        OverridesParser.create().parse_override(fixed)
+    except Exception:  # noqa: BLE001 - a look-alike beside the comma, or another fault
+        folded = _lookalike(fixed)
+        return None if folded is None else (folded[0], f"{folded[1]}; {why}", None)
+    drop = {"two commas in a row": "a comma", "extra commas": "the extra commas"}.get(
+        where, where.replace("a ", "the ", 1)
+    )
+    return fixed, why, f"drop {drop}"
+
+
 def _typed_value(key: str) -> bool:
     """Whether :class:`flopsweep.config.RunConfig`'s ``key`` takes a value of a fixed form (a number, a
     boolean, a list: ``repeats=２``, ``plan_clusters=[Н100:8]``), whose look-alikes are never meant, not
@@ -274,14 +310,17 @@ def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
             key, _, value = override.partition("=")
             if _KEY.fullmatch(key) and (empty := _empty_choice(key, value)):
                 return f"Invalid config: {override}: {empty}"
-            if meant := _lookalike(override):
+            folded = _lookalike(override)
+            meant = (*folded, None) if folded else _cleaned_list(key, value) if _KEY.fullmatch(key) else None
+            if meant:
                 line, note = runnable_line(argv, override, meant[0])
                 fixed = line.split()[1:] if " " in line else [meant[0] if a == override else a for a in argv]
                 if recheck is not None and (again := recheck(fixed)):
                     note += f" (then: {again.removeprefix('Invalid config: ')})"
+                fix = f"did you mean {line}?" if meant[2] is None else f"{meant[2]}: {line}"
                 return (
                     f"Invalid config: {override}: Hydra's override grammar cannot read it ({meant[1]}). "
-                    f"Fix: did you mean {line}?{note}"
+                    f"Fix: {fix}{note}"
                 )
             return (
                 f"Invalid config: {override}: Hydra's override grammar cannot read it "

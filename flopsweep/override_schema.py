@@ -208,3 +208,35 @@ def known_keys() -> frozenset[str]:
         for schema in {base, *OPTION_SCHEMAS.get(group, {}).values()}:
             keys |= schema_keys(OmegaConf.structured(schema), f"{group}.")
     return frozenset(keys)
+
+
+def existing_key_add_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line for ``+KEY=VALUE`` whose key the config has already (``+steps.measure=3``), else None:
+    ``+`` adds only a key that is not there, and Hydra refused it in five lines ("Could not append to
+    config. An item is already at 'steps.measure'", then its full-error hint), exit 1. A key exists when
+    the schema of :class:`flopsweep.config.RunConfig`, or of the option the command line (else
+    conf/config.yaml) picks for its group, has it (:func:`key_schemas`); a key only another option has
+    (``+attention.layout=`` beside ``attention=sdpa``) is not. Config groups (``+model=``:
+    :func:`flopsweep.flags.group_prefix_problem`), ``++`` (adds or sets), a package (``@``) and
+    ``hydra.`` keys are left alone."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    parsed = []
+    for text in [a for a in argv if "=" in a and not a.startswith("-")]:
+        try:
+            parsed.append((text, parser.parse_override(text)))
+        except Exception:  # noqa: BLE001 - syntax_problem's
+            continue
+    every = [o for _, o in parsed]
+    for text, o in parsed:
+        key = o.key_or_group
+        if not o.is_add() or o.package is not None or key.startswith("hydra") or "/" in key:
+            continue
+        if os.path.isdir(os.path.join(conf, key)):
+            continue
+        schemas = key_schemas(every, key)  # an option's schema has its keys without the group's name
+        if any((key.partition(".")[2] if whose else key) in schema_keys(schema) for schema, whose in schemas):
+            fix = text.removeprefix("+")
+            return f"Invalid config: {text}: {key} already exists; + adds only new keys. Fix: {fix}"
+    return None

@@ -420,6 +420,10 @@ def _value_problem(
                 f"{head} takes a list, not null. Fix: write a list, e.g. {key}=[a,b]; or drop the override."
             )
         if value is not None and not isinstance(value, list):
+            from flopsweep.lookalike import list_text
+
+            if isinstance(value, str) and (meant := list_text(value)):  # '"[H100:8,]"': a list, quoted
+                return f"{head} is one string, not a list (its quotes make it one). Fix: {key}={meant}"
             return f"{head} is one value, not a list. Fix: write a list: {key}=[{value}]."
         return _element_problem(head, key, value or [], node)
     kind = _KINDS.get(type(node).__name__)

@@ -80,9 +80,19 @@ def _cost_problem(key: str, value: object) -> None:
     if not math.isfinite(value):
         raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
     if key.startswith("cost") and value < 0:
-        raise ConfigError(key, value, "must be >= 0 US dollars", "set e.g. 2.5, or null")
+        raise ConfigError(
+            key,
+            value,
+            "must be >= 0 US dollars",
+            "set e.g. cost.usd_per_gpu_hour=2.5 (your price per GPU-hour), or cost.usd_per_gpu_hour=null",
+        )
     if key.startswith("budget") and value <= 0:
-        raise ConfigError(key, value, "must be a positive token count", "set e.g. 15e12, or null")
+        raise ConfigError(
+            key,
+            value,
+            "must be a positive token count",
+            "set e.g. budget.tokens=15e12, or budget.tokens=null",
+        )
 
 
 def _space_problem(given: dict[str, object]) -> None:
@@ -136,6 +146,8 @@ def command_line_problem(overrides: list[str]) -> str | None:
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from flopsweep.lookalike import list_text
+
     parser = OverridesParser.create()
     values: dict[str, list] = {}
     for override in overrides:
@@ -149,6 +161,12 @@ def command_line_problem(overrides: list[str]) -> str | None:
                     value,
                     "names no cluster (an empty list would plan the one job instead)",
                     "name one, e.g. plan_clusters=[H100:8x8], or drop plan_clusters for the one-row plan",
+                )
+            )
+        if key == "plan_clusters" and (meant := list_text(value)) and not value.strip().startswith("["):
+            return str(
+                ConfigError(
+                    key, value, "is one string, not a list (its quotes make it one)", f"{key}={meant}"
                 )
             )
         if (

@@ -40,6 +40,19 @@ SETUP_KEYS = (
 )
 
 
+SETUP_LEGEND = (
+    "set-up: backend, layout (dp8, tp2, pp2...), activation checkpointing (- none, sel selective, full), "
+    "mbN micro batch, gaN grad accumulation, the precision when not bf16"
+)
+"""The legend line of the table's ``set-up`` column (:func:`setup_label`), in both plans' outputs."""
+
+
+def best_lines(header: str, lines: list[str]) -> list[str]:
+    """The header of the best set-ups' command lines and those lines, or ``none`` after it when no set-up
+    fits (the header stood alone, with nothing under it)."""
+    return [header, *lines] if lines else [f"{header.partition(', the command')[0]}: none (no set-up fits)"]
+
+
 def setup_label(row: Row) -> str:
     """``fsdp dp8x8 sel mb4`` (``ga2`` with grad accumulation, the precision when not bf16)."""
     s = row.setup
@@ -193,6 +206,7 @@ def render(
         "cluster (space.top)",
         "#: rank within its cluster (1..n, * = its best; plan.csv's cluster_rank); all: rank among the "
         "set-ups of every cluster (plan.csv's rank)",
+        SETUP_LEGEND,
         f"{total} set-ups: {len(ranked)} ranked; dropped: {dropped or 'none'}"
         + (
             f"; {left_out} set-ups of the space left out: no cluster places them (why: the last line)"
@@ -205,8 +219,10 @@ def render(
         *networks,
         "defaults used:",
         *(f"  {n}" for n in notes),
-        "best of each cluster, the command that runs it:",
-        *(f"  {r.cluster}: {line}" for r, line in zip([r for r in ranked if r.best], lines, strict=True)),
+        *best_lines(
+            "best of each cluster, the command that runs it:",
+            [f"  {r.cluster}: {line}" for r, line in zip([r for r in ranked if r.best], lines, strict=True)],
+        ),
         f"(plan: no worker started, no record written; every row in {path})"
         if path
         else "(plan: no worker started, no record written)",

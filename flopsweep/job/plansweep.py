@@ -186,7 +186,7 @@ def sweep_output(
         still exits 0.
     """
     from flopsweep.config import ConfigError
-    from flopsweep.job.planrender import override_line, scaled_lines, table_lines
+    from flopsweep.job.planrender import SETUP_LEGEND, best_lines, override_line, scaled_lines, table_lines
     from flopsweep.plan_space import rank
 
     try:  # the sweep's objective= (a swept one: its default); one a plan cannot predict ranks as its jobs did
@@ -260,14 +260,17 @@ def sweep_output(
             ),
             "#: rank within its cluster over every job (1..n, * = its best); all: rank among every set-up "
             "(plan.csv's rank); job: the job's own overrides",
+            SETUP_LEGEND,
             f"{len(rows)} set-ups: {len(ranked)} ranked; dropped: "
             + (", ".join(f"{k} {v}" for k, v in dropped.most_common()) or "none"),
             "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
             "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
             *scaled_lines(ranked, top),
             *_repeat_lines(labels),
-            "best of each cluster over every job, the command that runs it:",
-            *(f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)),
+            *best_lines(
+                "best of each cluster over every job, the command that runs it:",
+                [f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)],
+            ),
             *_invalid_lines(invalid),
             *_nothing_lines(nothing, labels),
             "(plan: no worker started, no record written; the defaults each job used: its run.log"

@@ -373,7 +373,7 @@ REFUSALS = {
     "sweep_file_axes_over_bound": Refusal(
         args=("+sweep=smoke", "seed=range(0,1001)"),
         sweep=True,
-        line_starts="flopsweep: Invalid config: conf/sweep/smoke.yaml (hydra.sweeper.params): ",
+        line_starts="flopsweep: Invalid config: sweep/smoke.yaml (hydra.sweeper.params): ",
         last_line_has=("the sweep would run 10010 jobs",),
         lines=1,
         record=None,

@@ -123,8 +123,8 @@ def test_every_file_of_conf_is_within_the_bounds():
 
 def test_a_sweep_files_axes_are_listed_as_the_sweeper_writes_them():
     assert sweep_params(["-m", "+sweep=smoke"]) == [
-        ("conf/sweep/smoke.yaml", "backend=ddp,fsdp,zero1,zero2,zero3"),
-        ("conf/sweep/smoke.yaml", "precision=fp32,bf16"),
+        ("sweep/smoke.yaml", "backend=ddp,fsdp,zero1,zero2,zero3"),
+        ("sweep/smoke.yaml", "precision=fp32,bf16"),
     ]
 
 
@@ -171,7 +171,7 @@ def test_run_py_counts_a_shipped_sweep_files_axes_with_the_command_lines():
 
     # smoke.yaml's 5 backends x 2 precisions, times 1001 seeds: 10010 jobs; 1001 alone pass
     line = refusal(["-m", "+sweep=smoke", "seed=range(0,1001)"])
-    assert line and line.startswith("Invalid config: conf/sweep/smoke.yaml (hydra.sweeper.params): "), line
+    assert line and line.startswith("Invalid config: sweep/smoke.yaml (hydra.sweeper.params): "), line
     assert "the sweep would run 10010 jobs" in line
     assert refusal(["-m", "seed=range(0,1001)"]) is None
 
@@ -199,3 +199,20 @@ def test_every_shipped_sweep_files_axes_pass():
     assert len(names) > 20
     for name in names:
         assert sweep_file_problem(["-m", f"+sweep={name}"]) is None, name
+
+
+def test_a_file_of_a_linked_folder_is_named_by_the_path_the_user_knows(tmp_path: Path) -> None:
+    """conf/sweep is a link to the checkout's sweep/, where users write their files: a refusal named
+    conf/sweep/mine.yaml, a path they never made. A folder of conf/ itself keeps conf/."""
+    from flopsweep.conf_files import shown_path
+
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    (tmp_path / "conf" / "sweep").symlink_to("../sweep")
+    conf = str(tmp_path / "conf")
+    assert shown_path(str(tmp_path / "conf" / "sweep" / "mine.yaml"), conf) == "sweep/mine.yaml"
+    assert shown_path(str(tmp_path / "conf" / "model" / "x.yaml"), conf) == "conf/model/x.yaml"
+    outside = tmp_path / "deep" / "elsewhere"
+    outside.mkdir(parents=True)
+    (tmp_path / "conf" / "far").symlink_to(outside)  # not beside conf/: named under conf/
+    assert shown_path(str(tmp_path / "conf" / "far" / "a.yaml"), conf) == "conf/far/a.yaml"

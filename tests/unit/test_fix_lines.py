@@ -340,3 +340,66 @@ def test_a_global_batch_the_micro_batches_cannot_split_is_given_one_every_layout
     assert m, line
     again = _decide(hydra_compose, tmp_path, _replaced(args, [f"batch.global_batch_size={m.group(1)}"]))
     assert "nothing" not in again and again["best"][0]["status"] == "ok"
+
+
+# --- 4. a bound's fix and a choice's typo name a value that runs (trial 25) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("typed", "fix"),
+    [
+        ("steps.measure=0", "set steps.measure=1."),
+        ("steps.warmup=-1", "set steps.warmup=0."),
+        ("batch.micro_batch_size=0", "set batch.micro_batch_size=1."),
+        ("batch.grad_accum=0", "set batch.grad_accum=1."),
+        ("model.seq_len=0", "set e.g. model.seq_len=2048 (tokens)."),
+        (
+            "loss.chunk_tokens=-1",
+            "set a chunk of tokens, e.g. loss.chunk_tokens=4096, or loss.chunk_tokens=0 (the whole logits).",
+        ),
+        (
+            "cost.usd_per_gpu_hour=-1",
+            "set e.g. cost.usd_per_gpu_hour=2.5 (your price per GPU-hour), or cost.usd_per_gpu_hour=null.",
+        ),
+        ("budget.tokens=-1", "set e.g. budget.tokens=15e12, or budget.tokens=null."),
+    ],
+)
+def test_a_bounds_fix_names_the_key_and_each_value_it_names_passes(typed: str, fix: str) -> None:
+    """The fixes "set steps.measure>=1" and "set e.g. 2.5, or null" could not be pasted."""
+    line = refusal([typed, "device=cpu"])
+    assert line is not None and line.endswith(f"Fix: {fix}"), line
+    named = re.findall(r"\b([a-z_]+\.[a-z_]+=[\w.+-]+)", fix)
+    assert named and all(n.startswith(typed.partition("=")[0] + "=") for n in named)
+    for value in named:
+        assert refusal([value.rstrip("."), "device=cpu"]) is None, value
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        (
+            "objective=usd_per_mtok",
+            "did you mean objective=usd_per_million_tokens cost.usd_per_gpu_hour=2.5 or",
+        ),
+        ("objective=budget_day", "did you mean objective=budget_days budget.tokens=15e12 or"),
+        ("objective=mfuu", "did you mean objective=mfu or objective=mfu_fp8?"),
+    ],
+)
+def test_an_objective_typo_gets_the_nearest_figures_not_all_35(typed: str, meant: str) -> None:
+    line = refusal([typed, "device=cpu"])
+    assert line is not None and "\n" not in line and f"Fix: {meant}" in line, line
+    assert "iteration_time_s_cv" not in line  # the whole list was the fix
+    first = meant.removeprefix("did you mean ").split(" or ")[0].rstrip("?").split()
+    assert refusal([*first, "device=cpu"]) is None
+
+
+def test_a_choice_typo_gets_did_you_mean_and_one_with_none_near_lists_the_choices() -> None:
+    from flopsweep.config import ConfigError, require_choice
+
+    with pytest.raises(ConfigError) as info:
+        require_choice("fault.kind", "oomm", ("none", "oom", "raise"))
+    assert str(info.value).endswith("Fix: did you mean fault.kind=oom?")
+    with pytest.raises(ConfigError) as info:
+        require_choice("fault.kind", "zzz", ("none", "oom", "raise"))
+    assert str(info.value).endswith("Fix: pick one of those, e.g. fault.kind=none.")
+    assert refusal(["fault.kind=oom", "device=cpu"]) is None

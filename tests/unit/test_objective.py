@@ -46,3 +46,51 @@ def test_a_key_that_is_no_figure_of_merit_is_refused(name: str, why: str) -> Non
         objective.spec_of(name)
     assert str(info.value).startswith(f"Invalid config: objective={name!r}") and "\n" not in str(info.value)
     assert "model_tflops_per_device" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "missing"),
+    [
+        ("usd_per_million_tokens", ["cost.usd_per_gpu_hour"]),
+        ("budget_days", ["budget.tokens"]),
+        ("budget_gpu_hours", ["budget.tokens"]),
+        ("budget_energy_kwh", ["budget.tokens"]),
+        ("budget_usd", ["budget.tokens", "cost.usd_per_gpu_hour"]),
+    ],
+)
+def test_an_objective_whose_figure_needs_an_unset_key_is_refused_before_hydra(name, missing) -> None:
+    """The plan said "no set-up fits ... commonest reason: ok" (every row ok, none with a figure)."""
+    from run import refusal
+
+    for argv in (
+        ["plan=true", "model=llama3.1-8b", f"objective={name}", "plan_clusters=[H100:8]"],
+        ["-m", "hydra/sweeper=tune", f"objective={name}", "device=cpu"],
+        [f"objective={name}", "device=cpu", *(f"{k}=null" for k in missing)],
+    ):
+        line = refusal(argv)
+        assert line is not None and "\n" not in line, argv
+        assert line.startswith(f"Invalid config: objective={name!r}: needs {' and '.join(missing)}")
+        assert f"or objective={objective.DEFAULT}" in line
+        fix = [objective.EXAMPLES[k][0] for k in missing]
+        assert f"Fix: add {' '.join(fix)} (" in line
+        assert refusal([*argv, *fix]) is None  # the fix, added as written, passes
+    line = refusal(["-m", f"objective={name}", "+sweep=llama"])  # the file's values read with the line's
+    assert line is not None and "sweep/llama.yaml" in line and f"needs {' and '.join(missing)}" in line
+    assert refusal(["-m", f"objective={name}", "+sweep=llama", *fix]) is None
+
+
+def test_the_job_refuses_an_objective_whose_key_is_unset() -> None:
+    """A +sweep= file's objective (the command line cannot tell): the job's validate refuses it."""
+    import dataclasses
+
+    from helpers import validate
+
+    from flopsweep.config import BudgetConfig, CostConfig, RunConfig
+
+    cfg = RunConfig(device="cpu", objective="budget_usd")
+    with pytest.raises(ConfigError, match="needs budget.tokens and cost.usd_per_gpu_hour") as info:
+        validate(cfg)
+    assert info.value.key == "objective"
+    set_up = dataclasses.replace(cfg, cost=CostConfig(usd_per_gpu_hour=2.5), budget=BudgetConfig(tokens=1e12))
+    assert validate(set_up).objective == "budget_usd"
+    assert objective.inputs_problem("mfu", {}) is None

@@ -405,3 +405,99 @@ def test_plan_beside_what_measures_runs_is_one_line(argv: list[str], words: str)
         ["-m", "hydra/sweeper=tune", "repeats=3", "backend=ddp,fsdp"],
     ):
         assert plan_conflict_problem(fine) is None, fine
+
+
+@pytest.mark.parametrize(
+    ("override", "reason", "fix"),
+    [
+        (
+            "plan_clusters=[H100:8,]",
+            "(a trailing comma leaves an empty item",
+            "drop the trailing comma: plan_clusters=[H100:8]",
+        ),
+        (
+            "plan_clusters=[,H100:8]",
+            "(a leading comma leaves",
+            "drop the leading comma: plan_clusters=[H100:8]",
+        ),
+        (
+            "plan_clusters=[H100:8,,H200:8]",
+            "(two commas in a row leave",
+            "drop a comma: plan_clusters=[H100:8,H200:8]",
+        ),
+        (
+            "plan_clusters=[,H100:8,,H200:8,]",
+            "(extra commas leave empty items",
+            "drop the extra commas: plan_clusters=[H100:8,H200:8]",
+        ),
+        (
+            "plan_clusters=[H100：8,]",
+            "'：' (U+FF1A FULLWIDTH COLON) looks like ASCII ':'; a trailing comma",
+            "did you mean plan_clusters=[H100:8]?",
+        ),
+        (
+            "plan_clusters=[H100：8]",
+            "'：' (U+FF1A FULLWIDTH COLON) looks like ASCII ':')",
+            "did you mean plan_clusters=[H100:8]?",
+        ),
+        (
+            "plan_clusters=［H100:8］",
+            "'［' (U+FF3B FULLWIDTH LEFT SQUARE BRACKET) looks like ASCII '['",
+            "did you mean plan_clusters=[H100:8]?",
+        ),
+        (
+            "plan_clusters=[H100:８，H200:8]",
+            "'８' (U+FF18 FULLWIDTH DIGIT EIGHT)",
+            "did you mean plan_clusters=[H100:8,H200:8]?",
+        ),
+    ],
+)
+def test_an_empty_item_or_look_alike_punctuation_in_a_list_gets_the_list_meant(override, reason, fix) -> None:
+    """The advice was to quote the value, which plan_clusters then refused as one string, whose fix
+    nested the list again ("plan_clusters=[[H100:8,]]"): a loop. The fix is the list meant, which
+    Hydra reads and the checks before Hydra pass."""
+    from run import refusal
+
+    line = _one_line(syntax_problem(["plan=true", override]), override)
+    assert reason in line and line.endswith(f"Fix: {fix}"), line
+    meant = fix.rpartition(" ")[2].rstrip("?")
+    assert isinstance(_parses(meant).value(), list)
+    assert refusal(["plan=true", meant]) is None
+
+
+@pytest.mark.parametrize("value", ['"[H100:8,]"', '"[H100：8]"', "'[H100:8]'"])
+def test_a_quoted_list_is_told_to_drop_its_quotes(value: str) -> None:
+    """The quoted form the old advice gave ('plan_clusters="[H100:8,]"'): its fix wrapped it in a list."""
+    from run import refusal
+
+    line = refusal(["plan=true", f"plan_clusters={value}"])
+    assert line is not None and "\n" not in line
+    assert "is one string, not a list" in line and line.endswith("Fix: plan_clusters=[H100:8].")
+    assert refusal(["plan=true", "plan_clusters=[H100:8]"]) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "override", "key"),
+    [
+        (["+steps.measure=3", "device=cpu"], "+steps.measure=3", "steps.measure"),
+        (["-m", "+steps.measure=3", "device=cpu"], "+steps.measure=3", "steps.measure"),
+        (["+model.n_layer=3", "device=cpu"], "+model.n_layer=3", "model.n_layer"),  # the default option's
+        (["model=llama-tiny", "+model.n_kv_head=1"], "+model.n_kv_head=1", "model.n_kv_head"),
+        (["-m", "+seed=1,2"], "+seed=1,2", "seed"),
+    ],
+)
+def test_a_plus_on_a_key_that_exists_is_one_line_before_hydra(argv, override, key) -> None:
+    """Hydra said "Could not append to config. An item is already at 'steps.measure'" in five lines."""
+    from run import refusal
+
+    line = _one_line(refusal(argv), override)
+    bare = override.removeprefix("+")
+    assert line == f"Invalid config: {override}: {key} already exists; + adds only new keys. Fix: {bare}"
+    assert refusal([bare if a == override else a for a in argv]) is None  # the fix as written
+
+
+@pytest.mark.parametrize("argv", [["++steps.measure=3"], ["+sweep=smoke", "-m"], ["+hydra.job.env_set.X=1"]])
+def test_a_plus_that_adds_or_sets_is_not_refused_as_existing(argv) -> None:
+    from flopsweep.override_schema import existing_key_add_problem
+
+    assert existing_key_add_problem(argv) is None

@@ -816,7 +816,7 @@ def test_a_plan_without_a_gpu_name_is_placed_at_9_0_and_of_this_gpu_is_this_mach
         (  # a bad micro batch
             ["batch.micro_batch_size=0", "plan_gpu=A100-80GB"],
             "Invalid config: batch.micro_batch_size=0: must be a positive integer. Fix: set "
-            "batch.micro_batch_size>=1.",
+            "batch.micro_batch_size=1.",
         ),
         (  # what the named GPU cannot run
             ["precision=fp8", "plan_gpu=A100-80GB"],

@@ -463,3 +463,29 @@ def test_a_swept_plan_or_plan_format_is_refused_before_hydra(swept: str, fix: st
     line = command_line_problem(["-m", "plan=true", "plan_clusters=[H100:8]", swept])
     assert line.startswith(f"Invalid config: {key}='{value}': is swept: ") and line.endswith(fix)
     assert command_line_problem(["-m", "plan=true", "plan_format=csv", "model=llama3.2-1b,gpt-1.3b"]) is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "fix", "fixed"),
+    [
+        (
+            "A100:8",
+            "name the size: plan_clusters=[A100-80GB:8] (or A100-40GB).",
+            ["A100-80GB:8", "A100-40GB:8"],
+        ),
+        (
+            "A100:2x8:ib200",
+            "name the size: plan_clusters=[A100-80GB:2x8:ib200] (or A100-40GB).",
+            ["A100-80GB:2x8:ib200"],
+        ),
+        ("H100-94GB:8", "name a device sold so: plan_clusters=[H100-SXM:8] (or H100-NVL).", ["H100-NVL:8"]),
+    ],
+)
+def test_a_cluster_of_a_gpu_sold_in_several_sizes_is_told_the_entry_to_write(entry, fix, fixed):
+    """The fix named plan_gpu=A100-80GB or plan_gpu_memory_gib=, neither read beside plan_clusters: the
+    same refusal came back. The entry with the size passes."""
+    line = command_line_problem(["plan=true", f"plan_clusters=[{entry}]"])
+    assert line is not None and "\n" not in line and line.endswith(f"Fix: {fix}"), line
+    assert command_line_problem(["plan=true", f"plan_clusters=[{entry}]", "plan_gpu=A100-80GB"]) == line
+    for entry in fixed:
+        assert command_line_problem(["plan=true", f"plan_clusters=[{entry}]"]) is None

@@ -330,6 +330,9 @@ def test_a_sweep_over_clusters_whose_every_job_is_invalid_says_so(tmp_path: Path
         == "no job was planned: every job of the sweep is invalid (each one's line below)"
     )
     assert "over the set-ups of 0 jobs; " in text and "; 2 of 2 jobs are invalid" in text
+    # the header stood alone with nothing under it
+    assert "best of each cluster over every job: none (no set-up fits)" in text.splitlines()
+    assert "best of each cluster over every job, the command that runs it:" not in text
     assert [line.split(":")[0] for line in text.splitlines() if " is invalid: " in line] == [
         "job 0 is invalid",
         "job 1 is invalid",
@@ -491,3 +494,26 @@ def test_a_single_plan_of_no_placed_set_up_says_its_space_was_left_out(tmp_path:
         "Fix: name a cluster of several nodes in plan_clusters (e.g. H100:2x8), or list dp"
     )
     assert (tmp_path / "plan.csv").read_text().splitlines()[1:] == []
+
+
+def test_a_plan_where_nothing_fits_says_none_under_best_and_the_legend_explains_the_set_up(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """Every set-up over memory (a headroom no set-up leaves): the "best of each cluster" header stood
+    alone; the set-up column's ``-`` (no activation checkpointing) was explained nowhere."""
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job
+    from flopsweep.job.planrender import SETUP_LEGEND
+
+    given = [*SMALL, "model=llama3.1-8b", "space.min_headroom=0.99"]
+    out = decide_job(hydra_compose(given), JobInfo(job_dir=str(tmp_path), overrides=given))
+    lines = out["plan_text"].splitlines()
+    assert "best of each cluster: none (no set-up fits)" in lines, out["plan_text"]
+    assert "best of each cluster, the command that runs it:" not in lines
+    assert SETUP_LEGEND in lines and "(- none, sel selective, full)" in SETUP_LEGEND
+    fits = decide_job(
+        hydra_compose([*SMALL, "model=llama3.2-3b"]), JobInfo(job_dir=str(tmp_path / "b"), overrides=[])
+    )
+    shown = fits["plan_text"].splitlines()
+    at = shown.index("best of each cluster, the command that runs it:")
+    assert shown[at + 1].startswith("  H100") and SETUP_LEGEND in shown

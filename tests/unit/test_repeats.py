@@ -94,6 +94,9 @@ def test_noise_thresholds():
     assert [
         w.split(":")[0] for w in noise_warnings(cv=0.2, load_start=3.0, load_end=3.0, cpu_count=2, ranks=1)
     ] == ["noisy_steps", "host_load"]
+    [load] = noise_warnings(cv=None, load_start=3.0, load_end=3.0, cpu_count=2, ranks=1)
+    # a loaded host makes steps slower: step times high, throughput low (it said "timings are low")
+    assert load.endswith("its step times are high (its throughput low) by an unknown amount")
 
 
 def test_a_copied_round_counts_once_in_the_pooled_row(tmp_path):
