@@ -95,11 +95,12 @@ def require_choice(key: str, value: str, allowed, example: str | None = None) ->
     """Raise :class:`ConfigError` unless ``value`` is in ``allowed``; the fix names an example
     (the group option, ``attention=sdpa``, for a ``group.name`` key)."""
     if value not in allowed:
-        from flopsweep.near_keys import ranked
+        import difflib  # not flopsweep.near_keys: config imports nothing of flopsweep
 
         allowed = list(allowed)
         example = example or key.removesuffix(".name")
-        near = ranked(value, allowed, n=1) if isinstance(value, str) else []  # fault.kind=oomm: oom
+        words = [str(a) for a in allowed]
+        near = difflib.get_close_matches(value, words, n=1, cutoff=0.6) if isinstance(value, str) else []
         raise ConfigError(
             key,
             value,

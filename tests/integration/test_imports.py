@@ -74,6 +74,7 @@ TORCH_FREE = (
     "flopsweep.links",  # through files: another user's link on an output path (the analysis's outputs)
     "flopsweep.figure_types",  # through plausible: each figure's type and range in a record
     "flopsweep.objective",  # through analysis.spread: the figures objective= names (the tuner's figure)
+    "flopsweep.strict_json",  # analysis.display.to_json: JSON without Infinity or NaN (standard library)
 )
 """The flopsweep modules the analysis may import: none of them imports torch."""
 
