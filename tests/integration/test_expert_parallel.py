@@ -66,7 +66,10 @@ def test_an_ep_run_writes_an_ok_record_with_its_layout_and_imbalance(tmp_path: P
 @pytest.mark.parametrize(
     ("overrides", "words"),
     [
-        (["parallel.ep=3", "nproc_per_node=3"], ["parallel.ep=3", "8 experts", "one of [2, 4, 8] divides"]),
+        (
+            ["parallel.ep=3", "nproc_per_node=3"],
+            ["parallel.ep=3", "8 experts", "one of [2, 4, 8]", "parallel.ep=2"],
+        ),
         (["model.config=qwen3-tiny"], ["parallel.ep=2", "dense", "parallel.ep=1"]),
         (["backend=ddp"], ["parallel.ep", "backend=fsdp"]),
     ],

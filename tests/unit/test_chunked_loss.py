@@ -64,7 +64,7 @@ REFUSED = {
     "tp": (["parallel.tp=2", "backend=fsdp", "nproc_per_node=2"], "parallel.tp=1"),
     "pp": (["parallel.pp=2", "backend=fsdp", "nproc_per_node=2", "model.n_layer=2"], "parallel.pp=1"),
     "hf": (["model=hf"], "model=gpt-tiny, llama-tiny, llama3.1-8b"),
-    "negative": (["loss.chunk_tokens=-4"], "e.g. 4096"),
+    "negative": (["loss.chunk_tokens=-4"], "e.g. loss.chunk_tokens=4096"),
 }
 
 
