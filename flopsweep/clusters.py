@@ -197,10 +197,10 @@ class Cluster:
 
     def price(self, usd_per_gpu_hour: float | None) -> tuple[float | None, str]:
         """``(US dollars per GPU-hour, its source)`` of this cluster's rows: its ``@PRICE``
-        (``"its @2.49 in plan_clusters"``), else ``usd_per_gpu_hour`` (``cost.usd_per_gpu_hour``:
+        (``"@2.49 in plan_clusters"``), else ``usd_per_gpu_hour`` (``cost.usd_per_gpu_hour``:
         ``"cost.usd_per_gpu_hour"``; None: no price, ``"none: ..."``)."""
         if self.usd_per_gpu_hour is not None:
-            return self.usd_per_gpu_hour, f"its @{self.usd_per_gpu_hour:.15g} in plan_clusters"
+            return self.usd_per_gpu_hour, f"@{self.usd_per_gpu_hour:.15g} in plan_clusters"
         if usd_per_gpu_hour is not None:
             return usd_per_gpu_hour, "cost.usd_per_gpu_hour"
         return None, "none: no @PRICE and cost.usd_per_gpu_hour=null"

@@ -414,21 +414,28 @@ def network_lines(clusters: list[Cluster]) -> list[str]:
 
 
 def price_lines(clusters: list[Cluster], usd_per_gpu_hour: float | None) -> list[str]:
-    """One line per cluster saying the price its rows' dollars are at and where it comes from
-    (:meth:`flopsweep.clusters.Cluster.price`): ``price of H100:8x8:ib400: 2.49 USD per GPU-hour, its
-    @2.49 in plan_clusters``, ``... 2.5 USD per GPU-hour, cost.usd_per_gpu_hour``; a cluster without one:
-    ``price of H200:1x8:ib400: none, no dollars (name one: H200:1x8:ib400@PRICE, or set
-    cost.usd_per_gpu_hour)``. None at all when no cluster has a price (``defaults used`` says
-    ``cost.usd_per_gpu_hour=null``)."""
-    priced = [(c, *c.price(usd_per_gpu_hour)) for c in clusters]
-    if all(p is None for _, p, _ in priced):
+    """The price each cluster's dollars are at and where it comes from
+    (:meth:`flopsweep.clusters.Cluster.price`), one line per price and source: ``price: 2.49 USD per
+    GPU-hour for H100:8x8:ib400 (@2.49 in plan_clusters)``, ``price: 2.5 USD per GPU-hour for every
+    cluster (cost.usd_per_gpu_hour)``; clusters without one: ``price: none for H200:1x8:ib400, no dollars
+    (name one: H200:1x8:ib400@PRICE, or set cost.usd_per_gpu_hour)``. No line when no cluster has a price
+    (``defaults used`` says ``cost.usd_per_gpu_hour=null``)."""
+    groups: dict[tuple[float | None, str], list[str]] = {}
+    for c in clusters:
+        groups.setdefault(c.price(usd_per_gpu_hour), []).append(c.label)
+    if all(price is None for price, _ in groups):
         return []
-    return [
-        f"price of {c.label}: {p:.15g} USD per GPU-hour, {source}"
-        if p is not None
-        else f"price of {c.label}: none, no dollars (name one: {c.label}@PRICE, or set cost.usd_per_gpu_hour)"
-        for c, p, source in priced
-    ]
+    out = []
+    for (price, source), labels in groups.items():
+        named = "every cluster" if len(groups) == 1 else ", ".join(labels)
+        if price is None:
+            out.append(
+                f"price: none for {named}, no dollars (name one: {labels[0]}@PRICE, or set "
+                "cost.usd_per_gpu_hour)"
+            )
+        else:
+            out.append(f"price: {price:.15g} USD per GPU-hour for {named} ({source})")
+    return out
 
 
 def _given(overrides: list[str], key: str) -> bool:
