@@ -128,7 +128,7 @@ def command_line_problem(overrides: list[str]) -> str | None:
       job instead, silently), swept with ``null`` beside a list (``null,[H100:8]``: the two plans' rows
       are of other columns, one ``plan.csv`` holds one kind), or with an entry
       :func:`flopsweep.clusters.parse_cluster` refuses
-      (``8xH100:100gbps``, ``H999:8``), an empty entry, or one cluster twice
+      (``8xH100:100gbps``, ``H999:8``, a bad price: ``H100:8@-1``), an empty entry, or one cluster twice
       (:func:`flopsweep.job.plandecide.named_clusters`; ``here`` is left to the job: it asks torch);
     - a ``space.*`` value a plan or the tuner refuses, with ``plan_clusters`` or ``hydra/sweeper=tune``;
     - ``plan_gpu`` naming no device of the peak table (the known names listed,
