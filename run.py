@@ -306,14 +306,17 @@ def tag_problem(overrides: list[str]) -> str | None:
 def objective_problem(overrides: list[str]) -> str | None:
     """One line for an ``objective=`` that names no figure of merit (each value of a sweep), or whose
     figure needs a key the command line leaves unset (:func:`flopsweep.objective.inputs_problem`:
-    ``objective=usd_per_million_tokens`` without ``cost.usd_per_gpu_hour``), else None. A ``+sweep=``
-    file may set the key: the job's check (:func:`flopsweep.checks.validate`) refuses it then."""
+    ``objective=usd_per_million_tokens`` without ``cost.usd_per_gpu_hour``, or with ``plan=true`` and a
+    ``plan_clusters`` entry that names no ``@PRICE``), else None. A ``+sweep=`` file may set the key: the
+    job's check (:func:`flopsweep.checks.validate`) refuses it then."""
     given = {}
     for override in overrides:
         key, eq, value = override.partition("=")
         if eq and not key.startswith("~"):
             given[key.lstrip("+")] = value.strip().strip("'\"")
     files = any(k in ("sweep", "cost", "budget") or "${" in v for k, v in given.items())
+    if given.get("plan", "").lower() not in _TRUE:  # the clusters' @PRICEs price a plan's rows alone
+        given.pop("plan_clusters", None)
     for override in overrides:
         key, _, values = override.partition("=")
         if key.lstrip("+~") != "objective" or "${" in values or "(" in values:

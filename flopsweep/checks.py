@@ -117,7 +117,11 @@ def validate(cfg: RunConfig, choices: Mapping[str, str] | None = None) -> RunCon
     objective.spec_of(cfg.objective)
     if unset := objective.inputs_problem(
         cfg.objective,
-        {"cost.usd_per_gpu_hour": cfg.cost.usd_per_gpu_hour, "budget.tokens": cfg.budget.tokens},
+        {
+            "cost.usd_per_gpu_hour": cfg.cost.usd_per_gpu_hour,
+            "budget.tokens": cfg.budget.tokens,
+            "plan_clusters": list(cfg.plan_clusters) if cfg.plan else [],  # each may price its own rows
+        },
     ):
         raise unset
     check_repeats(cfg)

@@ -18,19 +18,24 @@ Grammar (case-insensitive; spaces are not allowed):
   Any other spelling of the unit (``40gbps``, ``40GBPS``) says neither and is refused, naming both
   (a 100 Gb Ethernet read as 100 GB/s was ~80x too fast). Without it the GPU's default
   (:func:`default_network`, named in the output as a default).
+- ``@PRICE`` (optional, last): US dollars per GPU-hour of this cluster (``H100:8x8:ib400@2.49``,
+  ``here@2.0``; :func:`flopsweep.cluster_prices.split_price`), for its rows' dollars in place of
+  ``cost.usd_per_gpu_hour`` (:attr:`Cluster.usd_per_gpu_hour`).
 
-Its label (:attr:`Cluster.label`) is the canonical spelling, network included: ``H100:8x8:ib400``.
+Its label (:attr:`Cluster.label`) is the canonical spelling, network included, price left out (the
+``usd_per_gpu_hour`` column says it): ``H100:8x8:ib400``.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flopsweep.cluster_prices import split_price
 from flopsweep.config import MAX_BY_KEY, ConfigError
+from flopsweep.local_gpus import gpus_hidden, local_gpu_name, this_machine
 from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup, memory_sizes_gb
 
 GPUS_PER_NODE = 8
@@ -177,6 +182,9 @@ class Cluster:
     network: Network
     network_named: bool = False
     """The name gave the network; False: :func:`default_network`'s."""
+    usd_per_gpu_hour: float | None = None
+    """US dollars per GPU-hour, the name's ``@PRICE``; None: the plan's ``cost.usd_per_gpu_hour``
+    (:meth:`price`)."""
 
     @property
     def world_size(self) -> int:
@@ -186,6 +194,16 @@ class Cluster:
     def label(self) -> str:
         """The canonical name: ``H100:8x8:ib400``."""
         return f"{self.gpu}:{self.nnodes}x{self.gpus_per_node}:{self.network.name}"
+
+    def price(self, usd_per_gpu_hour: float | None) -> tuple[float | None, str]:
+        """``(US dollars per GPU-hour, its source)`` of this cluster's rows: its ``@PRICE``
+        (``"@2.49 in plan_clusters"``), else ``usd_per_gpu_hour`` (``cost.usd_per_gpu_hour``:
+        ``"cost.usd_per_gpu_hour"``; None: no price, ``"none: ..."``)."""
+        if self.usd_per_gpu_hour is not None:
+            return self.usd_per_gpu_hour, f"@{self.usd_per_gpu_hour:.15g} in plan_clusters"
+        if usd_per_gpu_hour is not None:
+            return usd_per_gpu_hour, "cost.usd_per_gpu_hour"
+        return None, "none: no @PRICE and cost.usd_per_gpu_hour=null"
 
     @property
     def power_w(self) -> float | None:
@@ -326,17 +344,34 @@ def clusters_bound_problem(names: Sequence[object]) -> None:
 
 
 def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
-    """The cluster ``text`` names (grammar in the module docstring).
+    """The cluster ``text`` names (grammar in the module docstring), its ``@PRICE`` in
+    :attr:`Cluster.usd_per_gpu_hour` (None without one).
 
     Args:
         here: this machine's ``(GPU name, GPU count)`` for ``here``; None asks torch
-            (:func:`this_machine`) when ``text`` starts with ``here``.
+            (:func:`flopsweep.local_gpus.this_machine`) when ``text`` starts with ``here``.
 
     Raises:
         ConfigError: one line naming ``plan_clusters``, the value and the fix: an unknown GPU, a
             GPU the table lists in several memory sizes without one, a size that is not positive,
-            an unknown network, ``here`` on a machine without a GPU of the table.
+            an unknown network, ``here`` on a machine without a GPU of the table, a bad price
+            (:func:`flopsweep.cluster_prices.split_price`).
     """
+    name, price = split_price(str(text))
+    if price is None:
+        return _parse_name(text, here)
+    try:
+        return _parse_name(name, here, price)
+    except ConfigError as exc:  # the whole entry named, and its price in the fix's names
+        problem, fix = _parts(exc)
+        fix = re.sub(
+            r"plan_clusters=\[([^\]@]+)\]", lambda m: f"plan_clusters=[{m.group(1)}@{price:.15g}]", fix
+        )
+        raise ConfigError("plan_clusters", text, problem, fix) from None
+
+
+def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = None) -> Cluster:
+    """:func:`parse_cluster` of a name without its price; ``price``: the :class:`Cluster`'s."""
     match = _NAME.fullmatch(str(text).strip())
     if not match:
         raise ConfigError("plan_clusters", text, "is not a cluster name", _fix())
@@ -392,6 +427,7 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
         gpus_per_node=per_node,
         network=network,
         network_named=bool(net),
+        usd_per_gpu_hour=price,
     )
 
 
@@ -444,91 +480,16 @@ def _check_memory_size(gpu: str, text: str) -> None:
         ) from None
 
 
-NVIDIA_SMI_TIMEOUT_S = 10
-"""The deadline of ``nvidia-smi`` (:func:`gpus_here`), in seconds."""
-
-GPU_DEVICE_NODES = ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg")
-"""The device files a GPU runtime opens, by ``glob``: NVIDIA's driver (one per GPU, ``/dev/nvidia0``; a
-container is given those of its GPUs), ROCm's (``/dev/kfd``: torch's ROCm build answers ``torch.cuda`` too),
-and WSL 2's GPU paravirtualisation (``/dev/dxg``: CUDA there has no ``/dev/nvidia*``)."""
-
-
-def gpus_here() -> list[tuple[str, int]]:
-    """``(name, memory bytes)`` of this machine's GPUs from ``nvidia-smi`` (torch-free; within
-    :data:`NVIDIA_SMI_TIMEOUT_S`), ``[]`` without one or without the tool."""
-    import shutil
-    import subprocess
-
-    tool = shutil.which("nvidia-smi")
-    if tool is None:
-        return []
-    try:
-        out = subprocess.run(
-            [tool, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=NVIDIA_SMI_TIMEOUT_S,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    gpus = []
-    for line in out.splitlines()[:64]:
-        name, _, mib = line.rpartition(",")
-        if name.strip() and mib.strip().isdigit():
-            gpus.append((name.strip(), int(mib) * 2**20))
-    return gpus
-
-
-HIDING_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
-"""The variables by which the CUDA and ROCm runtimes show a process only some GPUs (NVIDIA's CUDA
-C Programming Guide, "CUDA Environment Variables"; ROCm's "GPU isolation techniques"): set empty, or
-to a list whose first entry is a negative index (``-1``), they hide every GPU, and torch then finds
-none (``torch.cuda.is_available()`` is False) on a machine with GPUs."""
-
-
-def gpus_hidden(environ: Mapping[str, str] | None = None) -> str | None:
-    """The ``NAME=VALUE`` of a :data:`HIDING_VARIABLES` variable that hides every GPU from this process
-    (empty, or a first entry that is a negative index: ``CUDA_VISIBLE_DEVICES=''``, ``=-1``), else None.
-    ``environ``: the environment (``os.environ`` when None)."""
-    environ = os.environ if environ is None else environ
-    for name in HIDING_VARIABLES:
-        value = environ.get(name)
-        if value is None:
-            continue
-        first = value.split(",")[0].strip()
-        if not first or re.fullmatch(r"-\d+", first):
-            return f"{name}={value!r}"
-    return None
-
-
-def no_gpu_here() -> bool:
-    """Whether this machine surely has no GPU that torch could use, known without torch: a
-    :data:`HIDING_VARIABLES` variable hides every GPU (:func:`gpus_hidden`: ``CUDA_VISIBLE_DEVICES=''``
-    on a GPU host), or none of the :data:`GPU_DEVICE_NODES` exists and ``nvidia-smi``
-    (:func:`gpus_here`) lists none. False when unsure (a device file is there: torch, in the job, says;
-    :func:`this_machine`), so that ``run.py`` refuses ``plan_clusters=[here]`` before Hydra only where
-    the job would."""
-    import glob
-
-    if gpus_hidden() is not None:
-        return True
-    return not any(glob.glob(pattern) for pattern in GPU_DEVICE_NODES) and not gpus_here()
-
-
-def this_machine() -> tuple[str, int]:
-    """``(GPU name, GPU count)`` of this machine, asked of torch; ``("", 0)`` without a GPU."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return "", 0
-    return torch.cuda.get_device_name(0), torch.cuda.device_count()
-
-
 HINT_GPU = min(PEAK_TABLE[0].aliases, key=len).upper()
 """The GPU a hint's clusters, and a CPU machine's messages, name when neither ``plan_gpu``,
 ``plan_clusters`` nor this machine names one: the peak table's first row by its shortest alias
 (``H100``, the H100 SXM)."""
+
+
+def gpu_of(text: object) -> str:
+    """The GPU part of a ``plan_clusters`` entry, before its first ``:`` or ``@``: ``H100`` of
+    ``H100:8x8@2.49``, ``here`` of ``here@2.0``."""
+    return re.split(r"[:@]", str(text), maxsplit=1)[0].strip()
 
 
 def example_gpu(plan_clusters: Sequence[str] | None = None) -> str:
@@ -536,7 +497,7 @@ def example_gpu(plan_clusters: Sequence[str] | None = None) -> str:
     first of ``plan_clusters`` that names a GPU of the peak table (``H200:8x8``: ``H200``; not
     ``here``; :func:`hint_gpu`), else :data:`HINT_GPU`."""
     for text in plan_clusters or ():
-        gpu = str(text).split(":")[0].strip()
+        gpu = gpu_of(text)
         if gpu.lower() != "here" and (name := hint_gpu(gpu, default=None)):
             return name
     return HINT_GPU
@@ -573,23 +534,9 @@ def hint_gpu(
 
 def plans_gpu(plan_gpu: str | None) -> str:
     """:func:`hint_gpu` of a plan: ``plan_gpu``, else this machine's GPU where torch is already
-    imported (:func:`local_gpu_name`: a one-row plan has asked it; a refusal before Hydra and
-    ``plan_clusters`` import no torch), else :data:`HINT_GPU`."""
+    imported (:func:`flopsweep.local_gpus.local_gpu_name`: a one-row plan has asked it; a refusal before
+    Hydra and ``plan_clusters`` import no torch), else :data:`HINT_GPU`."""
     return hint_gpu(plan_gpu, default=None) or hint_gpu(None, local_gpu_name())
-
-
-def local_gpu_name() -> str | None:
-    """This machine's GPU 0 as torch names it (:func:`this_machine`); None without a GPU, or when
-    torch is not imported yet (never imported for a hint: seconds, and the torch-free paths stay so)."""
-    import sys
-
-    if "torch" not in sys.modules:
-        return None
-    try:
-        name, count = this_machine()
-    except Exception:  # noqa: BLE001 - no torch, no driver: no GPU to name
-        return None
-    return name if count > 0 else None
 
 
 def cluster_from_keys(cfg) -> Cluster | None:

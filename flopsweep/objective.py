@@ -169,15 +169,45 @@ def inputs_problem(name: str, values: dict[str, Any]) -> ConfigError | None:
     (key -> its value; a key left out counts as unset) leaves unset (None), else None.
 
     The fix adds each missing key (:data:`EXAMPLES`) or picks :data:`DEFAULT`, which needs none.
-    ``values`` may hold the text of a command line's override (``"null"`` is unset there)."""
+    ``values`` may hold the text of a command line's override (``"null"`` is unset there). A plan's
+    ``plan_clusters`` (``values["plan_clusters"]``: a list, or a command line's text) stands for
+    ``cost.usd_per_gpu_hour`` where each of its clusters names its own ``@PRICE``
+    (:mod:`flopsweep.cluster_prices`); where some do not, the line names them."""
+    from flopsweep.cluster_prices import entries, unpriced
+
     missing = [key for key in NEEDS.get(name, ()) if values.get(key) in (None, "null")]
+    clusters = entries(values.get("plan_clusters"))
+    bare = unpriced(clusters)
+    if "cost.usd_per_gpu_hour" in missing and clusters and not bare:
+        missing.remove("cost.usd_per_gpu_hour")  # every cluster prices its own rows
     if not missing:
         return None
+    each = ",".join(f"{c}@2.5" if c in bare else c for c in clusters)  # every cluster priced: pasteable
+    if "cost.usd_per_gpu_hour" in missing and clusters and len(bare) < len(clusters):
+        others = [k for k in missing if k != "cost.usd_per_gpu_hour"]
+        said = f"{', '.join(bare)} {'names' if len(bare) == 1 else 'name'} no @PRICE"
+        return ConfigError(
+            "objective",
+            name,
+            f"needs a price for every cluster, and {said}, with cost.usd_per_gpu_hour unset"
+            + (f" ({' and '.join(others)} unset too)" if others else "")
+            + ": their rows would have no dollars to rank by",
+            f"add {' '.join([EXAMPLES['cost.usd_per_gpu_hour'][0], *(EXAMPLES[k][0] for k in others)])} "
+            "(the price of those without one), or give each its own, USD per GPU-hour: "
+            f"plan_clusters=[{each}]"
+            + "".join(f" {EXAMPLES[k][0]}" for k in others)
+            + f"; or objective={DEFAULT}",
+        )
+    own = (
+        f", or a price in each cluster's name: plan_clusters=[{each}]"
+        if "cost.usd_per_gpu_hour" in missing and clusters
+        else ""
+    )
     return ConfigError(
         "objective",
         name,
         f"needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} unset "
         "(no run or plan row would have a value to rank by)",
-        f"add {' '.join(EXAMPLES[k][0] for k in missing)} ({'; '.join(EXAMPLES[k][1] for k in missing)}), "
-        f"or objective={DEFAULT}",
+        f"add {' '.join(EXAMPLES[k][0] for k in missing)} ({'; '.join(EXAMPLES[k][1] for k in missing)})"
+        f"{own}, or objective={DEFAULT}",
     )

@@ -10,7 +10,8 @@ enumerates them. Torch-free but for DeepSpeed set-ups (ZeRO's memory estimate im
 - :func:`predict`: :func:`flopsweep.forecast.prediction` into the row's figures: tokens/s (and per
   GPU), MFU, model TFLOPs per GPU, J/token (at :data:`flopsweep.clusters.ASSUMED_POWER_W`), dollars per
   million tokens and the budget (:func:`flopsweep.cost.budget`: ``days = tokens / tokens_per_s / 86400``,
-  ``gpu_hours = days x 24 x world``, ``usd = gpu_hours x cost.usd_per_gpu_hour``), the expected
+  ``gpu_hours = days x 24 x world``, ``usd = gpu_hours x`` the row's ``usd_per_gpu_hour``: its cluster's
+  ``@PRICE``, else ``cost.usd_per_gpu_hour``), the expected
   error (:func:`expected_error`).
 """
 
@@ -125,14 +126,17 @@ class Row:
     predicted_joules_per_token: float | None = None
     """GPU board power x GPUs / tokens per second, J (:data:`flopsweep.clusters.ASSUMED_POWER_W`); blank
     for a GPU without a listed power."""
+    usd_per_gpu_hour: float | None = None
+    """The price the row's dollars are at, US dollars per GPU-hour: its cluster's ``@PRICE``
+    (``plan_clusters=[H100:8x8@2.49]``), else ``cost.usd_per_gpu_hour``; blank without one."""
     predicted_usd_per_million_tokens: float | None = None
-    """``cost.usd_per_gpu_hour x GPUs / 3600 / tokens per second x 1e6``, dollars; blank without a price."""
+    """``usd_per_gpu_hour x GPUs / 3600 / tokens per second x 1e6``, dollars; blank without a price."""
     budget_days: float | None = None
     """Days to train ``budget.tokens`` (``budget.tokens / tokens per second / 86400``); blank without it."""
     budget_gpu_hours: float | None = None
     """GPU-hours to train ``budget.tokens`` (days x 24 x GPUs)."""
     budget_usd: float | None = None
-    """Dollars to train ``budget.tokens`` (GPU-hours x ``cost.usd_per_gpu_hour``)."""
+    """Dollars to train ``budget.tokens`` (GPU-hours x ``usd_per_gpu_hour``)."""
     budget_energy_kwh: float | None = None
     """GPU energy to train ``budget.tokens``, kWh (J/token x tokens / 3.6e6)."""
     compute_source: str = ""
@@ -204,7 +208,8 @@ COLUMNS = (
 )
 """``plan.csv``'s columns under ``plan_clusters``: ``rank`` (1 = best of all clusters together),
 ``cluster_rank`` (1 = best of its cluster, numbered 1..n within each cluster), ``best`` (the best of its
-cluster), the dollars (``budget_usd``, ``predicted_usd_per_million_tokens``) and days (``budget_days``)."""
+cluster), the price (``usd_per_gpu_hour``: the cluster's ``@PRICE`` or ``cost.usd_per_gpu_hour``), the dollars
+(``budget_usd``, ``predicted_usd_per_million_tokens``) and days (``budget_days``)."""
 
 
 UNMEASURED = (
@@ -291,7 +296,13 @@ def assess(
     from flopsweep.plan import plan
 
     world = where.nnodes * where.gpus_per_node
-    row = Row(cluster=where.label, setup=setup, world_size=world, overrides=overrides)
+    row = Row(
+        cluster=where.label,
+        setup=setup,
+        world_size=world,
+        overrides=overrides,
+        usd_per_gpu_hour=cfg.cost.usd_per_gpu_hour,  # the cluster's @PRICE (setup_config), or the job's
+    )
     try:
         p = plan(cfg, env, choices=choices)
     except ConfigError as exc:

@@ -6,7 +6,7 @@ Hydra had made the run's folder (``outputs/<date>/<time>/`` with ``.hydra`` and 
 (:func:`flopsweep.clusters.parse_cluster`, :func:`flopsweep.job.plandecide.named_clusters`,
 :func:`flopsweep.gpu_memory.planned_gpu_bytes`, :meth:`flopsweep.plan_space.Space.from_config`,
 :func:`flopsweep.rules.planned_gpu_on_the_cpu`, :func:`flopsweep.calibration_files.check_calibration_path`);
-``here`` where this machine surely has no GPU (:func:`flopsweep.clusters.no_gpu_here`, torch-free).
+``here`` where this machine surely has no GPU (:func:`flopsweep.local_gpus.no_gpu_here`, torch-free).
 
 Torch-free; :mod:`flopsweep.job.plandecide` (about 0.15 s to import) only when the command line names
 ``plan_clusters`` or a ``space.*`` key.
@@ -128,7 +128,7 @@ def command_line_problem(overrides: list[str]) -> str | None:
       job instead, silently), swept with ``null`` beside a list (``null,[H100:8]``: the two plans' rows
       are of other columns, one ``plan.csv`` holds one kind), or with an entry
       :func:`flopsweep.clusters.parse_cluster` refuses
-      (``8xH100:100gbps``, ``H999:8``), an empty entry, or one cluster twice
+      (``8xH100:100gbps``, ``H999:8``, a bad price: ``H100:8@-1``), an empty entry, or one cluster twice
       (:func:`flopsweep.job.plandecide.named_clusters`; ``here`` is left to the job: it asks torch);
     - a ``space.*`` value a plan or the tuner refuses, with ``plan_clusters`` or ``hydra/sweeper=tune``;
     - ``plan_gpu`` naming no device of the peak table (the known names listed,
@@ -251,11 +251,12 @@ def _keys_problem(values: dict[str, list]) -> None:
     space = {k.removeprefix("space."): v for k, v in values.items() if k.removeprefix("space.") in SPACE_KEYS}
     if not (clusters or (space and values.get("hydra/sweeper") == ["tune"])):
         return
-    from flopsweep.clusters import no_gpu_here
+    from flopsweep.clusters import gpu_of
     from flopsweep.job.plandecide import named_clusters
+    from flopsweep.local_gpus import no_gpu_here
 
     inter = [v for v in values.get("predict.inter_node_gbps", ()) if isinstance(v, int | float)]
-    names_here = any(str(n).split(":")[0].strip().lower() == "here" for names in clusters for n in names)
+    names_here = any(gpu_of(n).lower() == "here" for names in clusters for n in names)
     here = ("", 0) if names_here and no_gpu_here() else None  # else torch's, in the job
     for names in clusters:
         for gbps in inter or [None]:

@@ -321,9 +321,10 @@ def setup_config(cfg: RunConfig, setup: Setup, cluster: Cluster) -> RunConfig | 
     """``cfg`` with ``setup`` on ``cluster``: the backend, policy and precision options at their
     defaults (the job's own knobs kept when it picked the same option), the micro batch (the job's
     ``batch.global_batch_size`` kept: validation derives the grad accumulation), the layout, the
-    cluster's nodes and GPUs, ``plan_gpu`` its GPU, and its network's bandwidth across nodes unless
-    ``predict.inter_node_gbps`` is set (a network named in the cluster wins). None where the layout is
-    no set-up on this cluster (:meth:`Setup.parallel`)."""
+    cluster's nodes and GPUs, ``plan_gpu`` its GPU, its network's bandwidth across nodes unless
+    ``predict.inter_node_gbps`` is set (a network named in the cluster wins), and its ``@PRICE`` as
+    ``cost.usd_per_gpu_hour`` where it names one (:attr:`flopsweep.clusters.Cluster.usd_per_gpu_hour`).
+    None where the layout is no set-up on this cluster (:meth:`Setup.parallel`)."""
     from flopsweep.checks import option_schemas
     from flopsweep.deepspeed_config import ZERO_SHORTHANDS
 
@@ -354,8 +355,10 @@ def setup_config(cfg: RunConfig, setup: Setup, cluster: Cluster) -> RunConfig | 
     if cluster.network_named or not pred.inter_node_gbps:
         pred = dataclasses.replace(pred, inter_node_gbps=cluster.network.inter_node_gbps)
     pred = dataclasses.replace(pred, gpus_per_node=None, nnodes=None)
+    price, _ = cluster.price(cfg.cost.usd_per_gpu_hour)
     return dataclasses.replace(
         cfg,
+        cost=dataclasses.replace(cfg.cost, usd_per_gpu_hour=price),
         backend=backend,
         precision=precision,
         activation_checkpointing=ckpt,

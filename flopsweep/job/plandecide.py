@@ -19,7 +19,7 @@ from typing import Any
 
 from flopsweep import comm_time, forecast, objective
 from flopsweep.checks import check_bounds, validate_cost
-from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, parse_cluster
+from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, gpu_of, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.hydrafiles import to_job_log
@@ -43,12 +43,17 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
             or budget out of range (:func:`flopsweep.checks.check_bounds` first: a value that is not
             finite, ``cost.usd_per_gpu_hour=inf``, is refused once, not in every set-up's row), an
             unknown ``plan_format``, a ``space.*`` value, an objective a plan cannot predict
-            (:func:`flopsweep.objective.planned`).
+            (:func:`flopsweep.objective.planned`) or whose keys are unset
+            (:func:`flopsweep.objective.inputs_problem`: ``objective=usd_per_million_tokens`` with a cluster
+            of no ``@PRICE`` and no ``cost.usd_per_gpu_hour``).
     """
     require_choice("plan_format", cfg.plan_format, FORMATS)
     check_bounds(cfg)
     validate_cost(cfg)
     objective.planned(cfg.objective)
+    prices = {"cost.usd_per_gpu_hour": cfg.cost.usd_per_gpu_hour, "budget.tokens": cfg.budget.tokens}
+    if unset := objective.inputs_problem(cfg.objective, {**prices, "plan_clusters": list(cfg.plan_clusters)}):
+        raise unset  # one line, not every set-up's row refused by it
     space = Space.from_config(cfg.space)
     if cfg.space.top < 1:
         raise ConfigError("space.top", cfg.space.top, "must be at least 1", "set e.g. space.top=5")
@@ -72,7 +77,7 @@ def named_clusters(
         before_hydra: ``run.py``'s check of the command line: an interpolation (Hydra's to resolve) is
             left out, for the job to check, and so is ``here`` unless ``here`` is given.
         here: this machine's ``(GPU name, GPU count)`` where known without torch: ``("", 0)`` where
-            :func:`flopsweep.clusters.no_gpu_here` (``here`` is then the job's "this machine has no GPU").
+            :func:`flopsweep.local_gpus.no_gpu_here` (``here`` is then the job's "this machine has no GPU").
 
     Raises:
         ConfigError: one line naming ``plan_clusters``, the value and the fix.
@@ -82,12 +87,13 @@ def named_clusters(
         kept = ",".join(n.strip() for n in names if n.strip())
         raise ConfigError("plan_clusters", names, "holds an empty name", f"drop it: plan_clusters=[{kept}]")
     if before_hydra:
-        names = [n for n in names if "${" not in n and (here or n.split(":")[0].strip().lower() != "here")]
+        names = [n for n in names if "${" not in n and (here or gpu_of(n).lower() != "here")]
     clusters = [parse_cluster(name, here) for name in names]
     seen: dict[tuple, Cluster] = {}
     for c in clusters:
         first = seen.setdefault(same_as(c, inter_node_gbps), c)
         if first is not c:
+            prices = [x.usd_per_gpu_hour for x in (first, c)]
             said = (
                 f"names {c.label} twice"
                 if first.label == c.label
@@ -95,7 +101,13 @@ def named_clusters(
                 "of the same memory, link in a node, shape and network"
                 + (" (one node: no network used)" if c.nnodes == 1 else "")
             )
-            raise ConfigError("plan_clusters", list(names), said, "name each cluster once")
+            if prices[0] != prices[1]:  # H100:8@2 and H100:8@3: one cluster, its dollars said twice
+                shown = " and ".join("cost.usd_per_gpu_hour" if x is None else f"@{x:.15g}" for x in prices)
+                said += f", priced {shown} (its rows would differ in dollars alone)"
+            once = "name each cluster once" + (
+                ", at the price you would pay" if prices[0] != prices[1] else ""
+            )
+            raise ConfigError("plan_clusters", list(names), said, once)
     return clusters
 
 
@@ -158,6 +170,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     unwritten = write_plan(path, every, COLUMNS)  # None, or the line saying why not: the plan prints anyway
     notes = defaults_used(cfg, info.overrides, clusters, records)
     nets = network_lines(clusters)
+    prices = price_lines(clusters, cfg.cost.usd_per_gpu_hour)
     best = [r for r in ranked if r.best]
     lines = [override_line(r, info.overrides) for r in best]
     if cfg.plan_format == "csv":
@@ -169,6 +182,12 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
                 "better": objective.planned(cfg.objective)[1],
                 "defaults": notes,
                 "networks": nets,
+                "prices": {
+                    c.label: dict(
+                        zip(("usd_per_gpu_hour", "source"), c.price(cfg.cost.usd_per_gpu_hour), strict=True)
+                    )
+                    for c in clusters
+                },
                 "dropped": dict(result.dropped),
                 "best": [{"cluster": r.cluster, "command": c} for r, c in zip(best, lines, strict=True)],
                 "rows": every,
@@ -179,7 +198,9 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         left_out = (
             0 if result.rows else sum(len(unplaced(space, c.nnodes, c.gpus_per_node)) for c in clusters)
         )
-        text = render(ranked, result, cfg, notes, lines, None if unwritten else str(path), nets, left_out)
+        text = render(
+            ranked, result, cfg, notes, lines, None if unwritten else str(path), [*nets, *prices], left_out
+        )
     out = {
         "status": "plan",
         "plan_file": str(path),
@@ -392,6 +413,31 @@ def network_lines(clusters: list[Cluster]) -> list[str]:
     return out
 
 
+def price_lines(clusters: list[Cluster], usd_per_gpu_hour: float | None) -> list[str]:
+    """The price each cluster's dollars are at and where it comes from
+    (:meth:`flopsweep.clusters.Cluster.price`), one line per price and source: ``price: 2.49 USD per
+    GPU-hour for H100:8x8:ib400 (@2.49 in plan_clusters)``, ``price: 2.5 USD per GPU-hour for every
+    cluster (cost.usd_per_gpu_hour)``; clusters without one: ``price: none for H200:1x8:ib400, no dollars
+    (name one: H200:1x8:ib400@PRICE, or set cost.usd_per_gpu_hour)``. No line when no cluster has a price
+    (``defaults used`` says ``cost.usd_per_gpu_hour=null``)."""
+    groups: dict[tuple[float | None, str], list[str]] = {}
+    for c in clusters:
+        groups.setdefault(c.price(usd_per_gpu_hour), []).append(c.label)
+    if all(price is None for price, _ in groups):
+        return []
+    out = []
+    for (price, source), labels in groups.items():
+        named = "every cluster" if len(groups) == 1 else ", ".join(labels)
+        if price is None:
+            out.append(
+                f"price: none for {named}, no dollars (name one: {labels[0]}@PRICE, or set "
+                "cost.usd_per_gpu_hour)"
+            )
+        else:
+            out.append(f"price: {price:.15g} USD per GPU-hour for {named} ({source})")
+    return out
+
+
 def _given(overrides: list[str], key: str) -> bool:
     return any(o.lstrip("+~").split("=")[0] == key for o in overrides)
 
@@ -435,8 +481,10 @@ def defaults_used(
     for c in {c.row.name: c for c in clusters}.values():
         if c.power_w:
             out.append(f"power: {c.power_w:g} W per {c.row.name} (its board power) for J/tok")
-    if cfg.cost.usd_per_gpu_hour is None:
-        out.append("cost.usd_per_gpu_hour=null: no dollars (set e.g. cost.usd_per_gpu_hour=2.5)")
+    if cfg.cost.usd_per_gpu_hour is None and not all(c.usd_per_gpu_hour is not None for c in clusters):
+        bare = [c.label for c in clusters if c.usd_per_gpu_hour is None]
+        whose = "" if len(bare) == len(clusters) else f" for {', '.join(bare)} (no @PRICE)"
+        out.append(f"cost.usd_per_gpu_hour=null: no dollars{whose} (set e.g. cost.usd_per_gpu_hour=2.5)")
     if cfg.budget.tokens is None:
         out.append("budget.tokens=null: no days or budget (set e.g. budget.tokens=15e12)")
     return out

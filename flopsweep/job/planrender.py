@@ -234,7 +234,9 @@ def override_line(row: Row, overrides: list[str]) -> str:
     """``flopsweep`` (:data:`flopsweep.cli.COMMAND`) with the job's own overrides (less the plan's and
     the set-up's keys) and the set-up's (:meth:`flopsweep.plan_space.Setup.overrides`);
     ``-m hydra/launcher=slurm`` on several nodes (a launcher runs only under ``-m``:
-    :func:`flopsweep.override_grammar.sweeper_without_m_problem`)."""
+    :func:`flopsweep.override_grammar.sweeper_without_m_problem`). A row priced otherwise than the
+    command line's ``cost.usd_per_gpu_hour`` (its cluster's ``@PRICE``) gets ``cost.usd_per_gpu_hour=`` its
+    price, so that the run's own dollars are at it."""
 
     def dropped(o: str) -> bool:
         key = o.lstrip("+~").split("=")[0]
@@ -242,11 +244,23 @@ def override_line(row: Row, overrides: list[str]) -> str:
         return own or key in RUN_KEYS or key in SETUP_KEYS
 
     kept = [o for o in overrides if not dropped(o)]
+    price = row.usd_per_gpu_hour
+    given = [o for o in kept if o.lstrip("+").split("=")[0] == "cost.usd_per_gpu_hour"]
+    if price is not None and not (given and _number(given[-1].partition("=")[2]) == price):
+        kept = [o for o in kept if o not in given] + [f"cost.usd_per_gpu_hour={price:.15g}"]
     line = [COMMAND, *kept, *row.overrides]
     if "nnodes=1" not in row.overrides:
         line[1:1] = ["-m"]
         line.append("hydra/launcher=slurm")
     return " ".join(line)
+
+
+def _number(text: str) -> float | None:
+    """A command line's number (``2.5``, ``'2.5'``), else None."""
+    try:
+        return float(text.strip().strip("'\""))
+    except ValueError:
+        return None
 
 
 def si_figure(x: float | None, money: bool = False) -> str:

@@ -219,8 +219,8 @@ class TuneSweeper(BasicSweeper):
                 ``nnodes``: one line naming the ``space.*`` key to use.
         """
         from flopsweep import objective
-        from flopsweep.clusters import gpus_here
         from flopsweep.config import ConfigError
+        from flopsweep.local_gpus import gpus_here
         from flopsweep.plan import fixed_nproc
         from flopsweep.plan_space import SETUP_KEYS, Space, placed
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flopsweep.clusters import gpus_here
+from flopsweep.local_gpus import gpus_here
 from flopsweep.plan_space import SETUP_KEYS, nothing_line, unplaced
 from flopsweep.text import plural, printable
 from flopsweep.tune import (

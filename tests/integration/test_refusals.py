@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, RUN_PY, records, run_py
 
-from flopsweep.clusters import no_gpu_here
+from flopsweep.local_gpus import no_gpu_here
 from integration.test_slurm import CPU_JOB
 
 

@@ -65,7 +65,7 @@ def test_each_plan_clusters_entry_is_refused_before_hydra_with_the_jobs_line(ent
 def test_what_only_the_job_can_check_is_left_to_it(monkeypatch):
     """``here`` on a machine that may have a GPU asks torch, in the job (no check before Hydra imports
     it); an interpolation is resolved by Hydra; good names pass."""
-    monkeypatch.setattr("flopsweep.clusters.no_gpu_here", lambda: False)  # a GPU machine's answer
+    monkeypatch.setattr("flopsweep.local_gpus.no_gpu_here", lambda: False)  # a GPU machine's answer
     assert (
         command_line_problem(["plan=true", "plan_clusters=[here,H100:8x8:ib400,H200:64,A100-80GB:1x8]"])
         is None
@@ -77,7 +77,7 @@ def test_what_only_the_job_can_check_is_left_to_it(monkeypatch):
 def test_here_on_a_machine_without_a_gpu_is_refused_before_hydra_with_the_jobs_line(monkeypatch):
     """``plan_clusters=[here]`` without a GPU was refused in the job (torch: none), after Hydra had made
     ``outputs/<date>/<time>/``. Where no GPU device file exists and ``nvidia-smi`` lists none
-    (``clusters.no_gpu_here``, torch-free), the same line before Hydra: ``parse_cluster``'s with this
+    (``local_gpus.no_gpu_here``, torch-free), the same line before Hydra: ``parse_cluster``'s with this
     machine's ``("", 0)``, as the job's ``this_machine`` gives it without a GPU."""
     from flopsweep.job.plandecide import named_clusters
 
@@ -87,7 +87,7 @@ def test_here_on_a_machine_without_a_gpu_is_refused_before_hydra_with_the_jobs_l
     assert line == (
         "Invalid config: plan_clusters='here:2x8': this machine has no GPU. Fix: name the GPU: e.g. H100:1x8."
     )
-    monkeypatch.setattr("flopsweep.clusters.no_gpu_here", lambda: True)  # this machine's answer, below
+    monkeypatch.setattr("flopsweep.local_gpus.no_gpu_here", lambda: True)  # this machine's answer, below
     assert command_line_problem(["plan=true", "plan_clusters=[H100:8,here:2x8]"]) == line
     assert refusal(["-m", "plan=true", "plan_clusters=[H100:8],[here:2x8]"]) == line
     assert named_clusters(["here:2x8"], before_hydra=True) == []  # here unknown: the job's
@@ -96,7 +96,7 @@ def test_here_on_a_machine_without_a_gpu_is_refused_before_hydra_with_the_jobs_l
 def test_no_gpu_here_is_said_only_where_torch_finds_none():
     """``no_gpu_here`` (device files, ``nvidia-smi``) never says "no GPU" where torch finds one: the
     refusal before Hydra is the job's, never a GPU machine's false one."""
-    from flopsweep.clusters import no_gpu_here, this_machine
+    from flopsweep.local_gpus import no_gpu_here, this_machine
 
     if no_gpu_here():
         assert this_machine() == ("", 0)
@@ -428,7 +428,7 @@ def test_here_with_every_gpu_hidden_is_refused_before_hydra(monkeypatch, value: 
     only in the job (the device files exist). The variable hides them all, so ``no_gpu_here`` says so
     without torch and the line, the job's own (``parse_cluster`` with ``("", 0)``), comes before Hydra,
     naming the variable and unsetting it as the other fix."""
-    from flopsweep.clusters import gpus_hidden, no_gpu_here
+    from flopsweep.local_gpus import gpus_hidden, no_gpu_here
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
     assert gpus_hidden() == f"CUDA_VISIBLE_DEVICES={value!r}" and no_gpu_here()
