@@ -38,6 +38,7 @@ MAX_BY_KEY: dict[str, float] = {
     "steps.warmup": 100_000,
     "steps.measure": 100_000,
     "steps.max_extra_warmup": 100_000,
+    "steps.gc_freq": 1_000_000,
     "search.min_n_layer": 1024,  # blocks, as model.n_layer
     "search.max_n_layer": 1024,
     "search.min_seq_len": 2**20,  # tokens, as model.seq_len
@@ -240,6 +241,11 @@ class StepsConfig:
     max_extra_warmup: int = 5
     """Extra warm-up steps allowed when a measured step is over 3x the median of the others
     (compilation, autotuning): the run warms up longer, then measures again."""
+    gc_freq: int = 50
+    """Python's garbage collector runs every ``gc_freq`` optimizer steps (generation 1, counting
+    warm-up and measured steps) instead of automatically, as torchtitan's ``training.gc_freq``
+    (default 50): an automatic collection lands in random steps of a host-bound run (ZeRO-3's
+    hooks) and stalls every rank. 0: Python's automatic collection (:mod:`flopsweep.gc_policy`)."""
 
 
 @dataclass(kw_only=True)

@@ -32,6 +32,9 @@ MIN_BY_KEY: dict[str, LowerBound] = {
     "steps.measure": LowerBound(1, fix="set steps.measure=1"),
     "steps.warmup": LowerBound(0, False, "must be >= 0", "set steps.warmup=0"),
     "steps.max_extra_warmup": LowerBound(0, False, "must be >= 0", "set steps.max_extra_warmup=0"),
+    "steps.gc_freq": LowerBound(
+        0, False, "must be >= 0", "set steps.gc_freq=50 (or 0: Python's automatic collection)"
+    ),
     "search.memory_budget_gib": LowerBound(
         0,
         True,

@@ -20,6 +20,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 from flopsweep.config import FaultConfig, RunConfig
 from flopsweep.expert_parallel import reset_routed, routed_tokens
 from flopsweep.files import atomic_write_json, replace_text
+from flopsweep.gc_policy import GarbageCollection
 from flopsweep.layout import Layout
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import error as record_error
@@ -119,7 +121,8 @@ def run_rank(spec: RankSpec, *, rank: int, local_rank: int, report: bool = True)
     phase = Phase(Path(spec.scratch_dir) / f"rank{rank}_phase.txt", fault=spec.cfg.fault, rank=rank)
     try:
         phase.enter("init")
-        _run(spec, rank, local_rank, phase)
+        with GarbageCollection(spec.cfg.steps.gc_freq) as collector:  # probes and steps alike
+            _run(spec, rank, local_rank, phase, collector.step_done)
     except BaseException as exc:  # noqa: BLE001 - every outcome must be recorded
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             raise
@@ -213,7 +216,7 @@ def cpu_threads(nproc_per_node: int) -> int:
     return max(1, usable_cores() // max(1, nproc_per_node))
 
 
-def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
+def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase, after_step: Callable[[], None]) -> None:
     cfg = spec.cfg
     if spec.model_file is not None:  # the file its job validated, kept for hf_files.source
         from flopsweep.models.hf_files import pin
@@ -264,10 +267,10 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase) -> None:
     batches = make_batches(cfg, spec.layout, rank, device)
     log = _logger(rank)
     phase.enter("warmup")
-    losses = warm_up(trainer, batches, cfg.steps.warmup, device, log, phase)
+    losses = warm_up(trainer, batches, cfg.steps.warmup, device, log, phase, after_step)
     phase.enter("measure")
     window = MeasuredWindow(device)
-    figures, measured, extra = measure_steady(trainer, batches, cfg, window, log, phase)
+    figures, measured, extra = measure_steady(trainer, batches, cfg, window, log, phase, after_step)
     losses += measured
     result = _rank_figures(rank, device, figures, losses)  # the final measured window only
     breakdown, profile_problem = (
@@ -431,8 +434,17 @@ def _poisoned(loss: Any, phase: Phase) -> Any:
     return loss
 
 
-def warm_up(trainer: Any, batches: list[Any], steps: int, device: Any, log: Any, phase: Phase) -> list:
-    """Run ``steps`` unmeasured optimizer steps, logging each one's time (rank 0).
+def warm_up(
+    trainer: Any,
+    batches: list[Any],
+    steps: int,
+    device: Any,
+    log: Any,
+    phase: Phase,
+    after_step: Callable[[], None] | None = None,
+) -> list:
+    """Run ``steps`` unmeasured optimizer steps, logging each one's time (rank 0); ``after_step``
+    is called after each (the run's :class:`~flopsweep.gc_policy.GarbageCollection`).
 
     Returns:
         the loss tensors, one per step.
@@ -446,11 +458,19 @@ def warm_up(trainer: Any, batches: list[Any], steps: int, device: Any, log: Any,
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         log(f"warm-up step {i + 1}/{steps}: {time.perf_counter() - start:.3f} s")
+        if after_step is not None:
+            after_step()
     return losses
 
 
 def measure_steady(
-    trainer: Any, batches: list[Any], cfg: RunConfig, window: MeasuredWindow, log: Any, phase: Phase
+    trainer: Any,
+    batches: list[Any],
+    cfg: RunConfig,
+    window: MeasuredWindow,
+    log: Any,
+    phase: Phase,
+    after_step: Callable[[], None] | None = None,
 ) -> tuple[WindowFigures, list, int]:
     """Measure ``steps.measure`` steps in ``window``; while a step is over 3x the median of the
     others (compilation, autotuning), warm up more and measure again, up to
@@ -468,7 +488,7 @@ def measure_steady(
 
     extra, losses = 0, []
     while True:
-        figures, measured = measure(trainer, batches, cfg.steps.measure, window, log, phase)
+        figures, measured = measure(trainer, batches, cfg.steps.measure, window, log, phase, after_step)
         times = figures.step_times_s
         verdict = torch.tensor([1.0 if unsteady_steps(times) else 0.0], device=window.device)
         dist.all_reduce(verdict, op=dist.ReduceOp.MAX)
@@ -477,15 +497,23 @@ def measure_steady(
             return figures, losses + measured, extra
         shown = [round(t, 4) for t in times]
         log(f"unsteady steps {shown} s: {plural(more, 'more warm-up step')}, then measuring again")
-        losses += measured + warm_up(trainer, batches, more, window.device, log, phase)
+        losses += measured + warm_up(trainer, batches, more, window.device, log, phase, after_step)
         extra += more
 
 
 def measure(
-    trainer: Any, batches: list[Any], steps: int, window: MeasuredWindow, log: Any, phase: Phase | None = None
+    trainer: Any,
+    batches: list[Any],
+    steps: int,
+    window: MeasuredWindow,
+    log: Any,
+    phase: Phase | None = None,
+    after_step: Callable[[], None] | None = None,
 ) -> tuple[WindowFigures, list]:
     """Run ``steps`` optimizer steps inside ``window`` (started here, so a second call restarts
     it: step times, peak memory, retries and every other reader count these steps only).
+    ``after_step`` runs after each step's time is taken (a collection it makes counts in the next
+    step's time, as a collection inside a training loop would).
 
     Returns:
         (the window's figures, loss tensors per step).
@@ -498,6 +526,8 @@ def measure(
         losses.append(_poisoned(loss, phase) if phase is not None else loss)
         window.step_done()
         log(f"measured step {i + 1}/{steps}")
+        if after_step is not None:
+            after_step()
     return window.stop(), losses
 
 
