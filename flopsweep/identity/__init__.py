@@ -125,6 +125,7 @@ ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("compile_scope",), "block"),  # before the key: compile=true compiled each block
     (("compile_mode",), "default"),  # before the key: torch.compile's default mode
     (("backend", "end_units"), False),  # before the key: FSDP2's root held the embedding and head
+    (("steps", "gc_freq"), 0),  # before the key: Python's automatic garbage collection in the steps
     *(
         (("search", k), getattr(ModelSearchConfig(), k)) for k in SEQ_SEARCH_KEYS
     ),  # before search.grow=seq_len
