@@ -425,7 +425,11 @@ BAD_INPUTS = [
     (["nproc_per_node=two"], "nproc_per_node", "invalid"),
     # out of range
     (["model.n_embd=130"], "model.n_embd", "refused"),  # before Hydra since session 24 (model_identity)
-    (["model.n_head=0"], "model.n_head", "invalid"),
+    (
+        ["model.n_head=0"],
+        "model.n_head",
+        "refused",
+    ),  # a family's size: before Hydra since session 26 (value_sets)
     (["backend=deepspeed", "backend.zero_stage=4"], "backend.zero_stage", "invalid"),
     (
         ["batch.micro_batch_size=0"],
