@@ -447,6 +447,36 @@ def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
     )
 
 
+def test_a_plan_whose_rows_are_ok_but_have_no_objective_value_names_why(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """Session 26: ``objective=joules_per_token`` on an A10G (no board power listed) left every row ``ok``
+    with a blank J/token, and the line said "the commonest reason (90 of 90): ok" with the fix "widen
+    space.*". It names the blank figure, why, and a figure the plan predicts."""
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job, nothing_line
+    from flopsweep.plan_space import Row
+
+    args = ["model=gpt-tiny", "plan=true", "plan_clusters=[A10G:1x1]", "objective=joules_per_token"]
+    out = decide_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=args))
+    rows = list(csv.DictReader(open(out["plan_file"])))
+    assert out["ranked"] == 0 and rows and {r["status"] for r in rows} == {"ok"}
+    assert {r["predicted_joules_per_token"] for r in rows} == {""} and all(
+        r["predicted_tokens_per_s"] for r in rows
+    )
+    assert out["nothing"] == (
+        f"plan: no set-up fits and is predicted: all {len(rows)} dropped; the commonest reason ({len(rows)} of "
+        f"{len(rows)}): no prediction: objective=joules_per_token: plan.csv's predicted_joules_per_token is blank "
+        "(no board power listed for A10G). Fix: rank by a figure the plan predicts for every set-up, e.g. "
+        "objective=tokens_per_s_per_device, or name GPUs with a listed board power in plan_clusters (e.g. H100:1x8)"
+    )
+    assert "reason (1 of 1): ok" not in nothing_line([Row(cluster="A10G:1x1", setup=None)])  # no blank given
+    fixed = [*args[:-1], "objective=tokens_per_s_per_device"]  # the fix ranks them
+    assert (
+        decide_job(hydra_compose(fixed), JobInfo(job_dir=tmp_path / "fixed", overrides=fixed))["ranked"] > 0
+    )
+
+
 def test_a_plan_whose_set_ups_are_all_over_memory_says_so() -> None:
     """Every set-up over memory, each with its own figures, and more set-ups that one node does not
     place (``hsdp``): the line counted them all (90) and named ``hsdp`` the commonest reason, beside a
