@@ -9,7 +9,6 @@ line that runs the best of each cluster; every row (dropped ones too, with why) 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import sys
 from collections import Counter
@@ -17,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from flopsweep import comm_time, forecast, objective
+from flopsweep import comm_time, forecast, objective, strict_json
 from flopsweep.checks import check_bounds, validate_cost
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
@@ -162,8 +161,8 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     lines = [override_line(r, info.overrides) for r in best]
     if cfg.plan_format == "csv":
         text = plan_csv(every, COLUMNS, lines="\n").rstrip("\n")  # run.py prints it with the one newline
-    elif cfg.plan_format == "json":
-        text = json.dumps(
+    elif cfg.plan_format == "json":  # strict: a non-finite figure is null, and its row's nulls says why
+        text = strict_json.dumps(
             {
                 "objective": cfg.objective,
                 "better": objective.planned(cfg.objective)[1],
