@@ -464,11 +464,13 @@ def test_a_plan_whose_rows_are_ok_but_have_no_objective_value_names_why(
     assert {r["predicted_joules_per_token"] for r in rows} == {""} and all(
         r["predicted_tokens_per_s"] for r in rows
     )
+    n = len(rows)
     assert out["nothing"] == (
-        f"plan: no set-up fits and is predicted: all {len(rows)} dropped; the commonest reason ({len(rows)} of "
-        f"{len(rows)}): no prediction: objective=joules_per_token: plan.csv's predicted_joules_per_token is blank "
+        f"plan: no set-up fits and is predicted: all {n} dropped; the commonest reason ({n} of {n}): "
+        "no prediction: objective=joules_per_token: plan.csv's predicted_joules_per_token is blank "
         "(no board power listed for A10G). Fix: rank by a figure the plan predicts for every set-up, e.g. "
-        "objective=tokens_per_s_per_device, or name GPUs with a listed board power in plan_clusters (e.g. H100:1x8)"
+        "objective=tokens_per_s_per_device, or name GPUs with a listed board power in plan_clusters "
+        "(e.g. H100:1x8)"
     )
     assert "reason (1 of 1): ok" not in nothing_line([Row(cluster="A10G:1x1", setup=None)])  # no blank given
     fixed = [*args[:-1], "objective=tokens_per_s_per_device"]  # the fix ranks them
