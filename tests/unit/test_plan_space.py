@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -445,6 +446,29 @@ def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
         "plan: no set-up fits and is predicted: all 2 dropped; the commonest reason (2 of 2): "
         "space.layouts: tp3 needs its degree 3. Fix: list dp"
     )
+
+
+def test_a_cluster_row_over_memory_names_its_own_memory_fix(hydra_compose, tmp_path: Path) -> None:
+    """Session 26: ``plan.csv``'s ``memory_fix`` was filled for the single-machine plan's rows that do not
+    fit, never for ``plan_clusters``' rows over memory. Each now names the levers its config has not
+    pulled, estimated within ``(1 - space.min_headroom)`` of its GPU (the figure that dropped it)."""
+    out = _decide(hydra_compose, tmp_path)
+    rows = list(csv.DictReader(open(out["plan_file"])))
+    over = [r for r in rows if r["status"] == "over memory"]
+    assert over and all(r["memory_fix"] for r in over)
+    assert all(r["memory_fix"] == "" for r in rows if r["status"] != "over memory")
+    row = next(r for r in over if r["cluster"].startswith("H100") and r["checkpointing"] == "none")
+    assert row["backend"] == "ddp" and row["memory_fix"].startswith("set backend=fsdp (estimated ")
+    limit = (1 - hydra_compose(LLAMA8B).space.min_headroom) * float(row["gpu_memory_gib"])
+    fitting = [r for r in over if r["memory_fix"].startswith("set ")]  # a lever fits: each estimate within
+    assert row in fitting and f"within the {limit:.1f} GiB" in row["memory_fix"]
+    same = ("cluster", "space_layout", "checkpointing", "precision", "micro_batch")
+    [fsdp] = [r for r in rows if r["backend"] == "fsdp" and all(r[k] == row[k] for k in same)]
+    assert fsdp["status"] == "ok"  # the set-up the fix names fits on the cluster the row was dropped on
+    for r in fitting:
+        said = r["memory_fix"].partition(", within the ")[2].split(" GiB")[0]
+        estimates = [float(x) for x in re.findall(r"estimated ([\d.]+) GiB per rank", r["memory_fix"])]
+        assert estimates and all(e <= float(said) for e in estimates), r["memory_fix"]
 
 
 def test_a_plan_whose_rows_are_ok_but_have_no_objective_value_names_why(
