@@ -74,7 +74,7 @@ def test_submitit_local_runs_one_node_agent_that_spawns_both_ranks(tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_a_plan_sweep_under_slurm_local_prints_each_jobs_outcome_as_the_basic_launcher_does(
+def test_a_plan_sweep_under_slurm_local_or_pool_prints_each_jobs_outcome_as_the_basic_launcher_does(
     tmp_path: Path,
 ) -> None:
     """Session 26: a plan job writes no record, and its outcome (``ok``, ``ok, does not fit``, ``invalid:
@@ -102,6 +102,10 @@ def test_a_plan_sweep_under_slurm_local_prints_each_jobs_outcome_as_the_basic_la
             "flopsweep: job 2/2 done: ok, does not fit",
         ]
     )
+    pool = ["hydra/launcher=pool", "hydra.launcher.slots=[0]", "device=cpu", "nproc_per_node=1", "plan=true"]
+    proc = run_py("-m", *pool, "seed=0,1", f"hydra.sweep.dir={tmp_path / 'pool'}", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "flopsweep: job 1/2 done: ok, " in proc.stdout and "flopsweep: job 2/2 done: ok, " in proc.stdout
 
 
 @pytest.mark.slow
