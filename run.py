@@ -81,6 +81,7 @@ from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
 from flopsweep.sweep_file_keys import values_problem as sweep_file_values
 from flopsweep.text import printable
 from flopsweep.unstarted import remove_unstarted
+from flopsweep.value_sets import value_set_problem
 from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
 
 # Unique per sweep process, so that two sweeps started in the same second never
@@ -437,6 +438,7 @@ def refusal(overrides: list[str]) -> str | None:
         or idle_key_problem(overrides, refusal)  # after the values' own checks; its fix checked again
         or tuner_problem(overrides)
         or rechecked(type_problem(overrides), overrides, refusal)  # a did-you-mean's line checked again
+        or rechecked(value_set_problem(overrides), overrides, refusal)  # fault.kind=oomm, model.n_layer=0
         or model_problem(overrides)  # after the types: model.name=null is type_problem's line
         or unread_space_problem(overrides)
         or sweep_file_problem(
@@ -453,6 +455,7 @@ FILE_VALUE_CHECKS = (
     plan_conflict_problem,
     interpolation_problem,
     type_problem,
+    value_set_problem,
     idle_key_problem,
     foreign_option_keys,
 )

@@ -16,7 +16,7 @@ from typing import Any
 
 from flopsweep.config import BackendConfig, BatchConfig, ConfigError, ModelConfig, OptimConfig, RunConfig
 from flopsweep.layout import Layout
-from flopsweep.options import OFFLOAD_DEVICES, DeepSpeedConfig
+from flopsweep.options import OFFLOAD_DEVICES, OPTIMIZER_IMPLS, DeepSpeedConfig
 
 ZERO_SHORTHANDS = {"zero1": 1, "zero2": 2, "zero3": 3}
 """The ``backend=`` options that are ``backend=deepspeed`` with a fixed ZeRO stage
@@ -47,7 +47,7 @@ def whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
             "set backend.zero_stage=1, 2 or 3",
         )
     sizes = {}
-    if backend.optimizer_impl not in ("fused", "torch"):
+    if backend.optimizer_impl not in OPTIMIZER_IMPLS:
         raise ConfigError(
             "backend.optimizer_impl",
             backend.optimizer_impl,

@@ -347,21 +347,22 @@ def idle_key_problem(
 def rechecked(
     line: str | None, overrides: list[str], recheck: Callable[[list[str]], str | None]
 ) -> str | None:
-    """``line`` (a "no such key" refusal, :func:`flopsweep.near_keys.suggestion`'s "did you mean") with its
-    first suggestion's line put in place of the key and checked again (``recheck``: ``run.py``'s
-    :func:`refusal`); where another choice of the command line refuses it (``hydra/sweeper=tune
-    plan_formt=csv``: ``plan=true``, which the tuner runs none of), that refusal follows the suggestion
-    (``(then: ...)``), so the fix never meets it unnamed. Other lines are returned as they are."""
+    """``line`` (a "no such key" refusal, :func:`flopsweep.near_keys.suggestion`'s "did you mean", or a name
+    outside its key's set, :mod:`flopsweep.value_sets`) with its first suggestion's line put in place of the
+    key and checked again (``recheck``: ``run.py``'s :func:`refusal`); where another choice of the command
+    line refuses it (``hydra/sweeper=tune plan_formt=csv``: ``plan=true``, which the tuner runs none of;
+    ``fault.phase=mesure``: ``fault.kind``), that refusal follows the suggestion (``(then: ...)``), so the
+    fix never meets it unnamed. Other lines are returned as they are."""
     import re
 
-    m = re.search(r"no such key\. Fix: did you mean (.+?)\?(?: |$)", line or "")
+    m = re.search(r"(?:no such key|must be one of [^.]+)\. Fix: did you mean (.+?)\?(?: |$)", line or "")
     if line is None or m is None:
         return line
     first = m.group(1).split(" or ")[0].split(" (")[0].split(" in place of ")[0].split()
     if not first or any("=" not in t for t in first):  # a key named bare: no line to check
         return line
     refused = line.removeprefix("Invalid config: ").partition(": ")[0]
-    keys = {t.partition("=")[0] for t in first}
+    keys = {t.partition("=")[0] for t in first} | {refused.partition("=")[0]}  # precision.name=x: precision=
     kept = [a for a in overrides if a.lstrip("+") != refused and a.lstrip("+").partition("=")[0] not in keys]
     again = recheck([*kept, *first])
     if again is None:

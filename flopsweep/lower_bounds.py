@@ -53,6 +53,15 @@ MIN_BY_KEY: dict[str, LowerBound] = {
         "is negative",
         "set a chunk of tokens, e.g. loss.chunk_tokens=4096, or loss.chunk_tokens=0 (the whole logits)",
     ),
+    "parallel.pp_microbatches": LowerBound(
+        1, False, "must be a positive integer or null", "set parallel.pp_microbatches=null"
+    ),
+    "activation_checkpointing.every": LowerBound(
+        1,
+        False,
+        "must be a whole number >= 1 (checkpoint every N-th block; 1 is every block)",
+        "set activation_checkpointing.every=2",
+    ),
     **{
         f"parallel.{d}": LowerBound(1, fix=f"set parallel.{d}=1")
         for d in ("dp_replicate", "tp", "pp", "cp", "ep")
@@ -67,7 +76,8 @@ MIN_BY_KEY: dict[str, LowerBound] = {
 the other keys, checked with :data:`MAX_BY_KEY` (:func:`flopsweep.checks.check_number`): before Hydra
 (``timeout_s=0``, ``steps.measure=0`` had made a job folder and been refused in the job) and first in the
 job. Not here: a bound that depends on the option (``model.n_layer=0`` is "read it from the file" under
-``model=hf``) or on other keys (``parallel.dp_shard``: ``-1`` or positive; the search's min <= max)."""
+``model=hf``: :mod:`flopsweep.value_sets` refuses it before Hydra on the other families) or on other keys
+(``parallel.dp_shard``: ``-1`` or positive; the search's min <= max)."""
 
 
 def outside(key: str, value: int | float) -> bool:

@@ -6,7 +6,8 @@ The levers, each only where the config leaves it unpulled (:func:`levers`), in t
 
 - **micro batch**: ``batch.micro_batch_size`` halved, down to 1 (not at micro batch 1);
 - **activation checkpointing**: ``activation_checkpointing=full`` (not where it is ``full``);
-- **sharding over more GPUs**: ``backend=fsdp nproc_per_node=N`` from ``single`` or ``ddp``,
+- **sharding over more GPUs**: ``backend=fsdp`` from ``ddp`` on its own ranks, then ``backend=fsdp
+  nproc_per_node=N`` from ``single`` or ``ddp``,
   ``backend.zero_stage=3`` from ZeRO-1 or -2, ``nproc_per_node=N`` where the states are sharded already
   (FSDP2, ZeRO-3), ``N`` doubled up to :data:`MAX_RANKS_PER_NODE` on each of ``nnodes``.
 
@@ -74,6 +75,8 @@ def _shard_steps(cfg: Any) -> list[Step]:
     steps: list[Step] = []
     if name == "deepspeed" and not sharded:  # ZeRO-1/2: the weights replicated on each rank
         steps.append(("backend.zero_stage=3", _with_stage3))
+    if name == "ddp" and nproc > 1:  # the states sharded over the ranks it has (a cluster's row: all of them)
+        steps.append(("backend=fsdp", _with_fsdp(nproc)))
     n = nproc
     while n * 2 <= MAX_RANKS_PER_NODE:
         n *= 2

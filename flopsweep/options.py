@@ -79,6 +79,9 @@ class FSDPConfig(BackendConfig):
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 """Values of ``backend.offload_optimizer`` and ``backend.offload_param`` (DeepSpeed's ``device``)."""
 
+OPTIMIZER_IMPLS = ("fused", "torch")
+"""Values of ``backend.optimizer_impl``: DeepSpeed's ``FusedAdam``, or ``torch.optim.AdamW``."""
+
 
 @dataclass(kw_only=True)
 class DeepSpeedConfig(BackendConfig):

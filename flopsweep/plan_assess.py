@@ -148,6 +148,10 @@ class Row:
     expected_error: float | None = None
     """Expected |error| of the predicted step, a share (:func:`expected_error`); None where it is
     unmeasured (compute scaled from another GPU kind: :data:`UNMEASURED` in ``prediction_source``)."""
+    memory_fix: str = ""
+    """An ``over memory`` row: the levers its config has not pulled, each estimated to fit within
+    ``(1 - space.min_headroom)`` of the GPU's memory (:func:`flopsweep.memory_fix.gpu_memory_fix`, as the
+    single-machine plan's ``memory_fix``); blank for another row."""
     overrides: list[str] = field(default_factory=list)
     """The overrides that run the set-up on its cluster (:meth:`flopsweep.plan_space.Setup.overrides`),
     one text joined by spaces in ``plan.csv``."""
@@ -293,6 +297,7 @@ def assess(
     - the prediction (:func:`predict`).
     """
     from flopsweep.memory import estimate, peak_bytes
+    from flopsweep.memory_fix import gpu_memory_fix
     from flopsweep.plan import plan
 
     world = where.nnodes * where.gpus_per_node
@@ -327,6 +332,7 @@ def assess(
             share = f"{percent(1 - min_headroom)} of {capacity / 2**30:.3g} GiB"
             fits = f"over {share} ({what}; space.min_headroom={min_headroom:g})"
             row.reason = f"estimated {peak / 2**30:.3g} GiB per rank, {fits}"
+            row.memory_fix = gpu_memory_fix(p.cfg, (1 - min_headroom) * capacity)
             return row, None
     predict(row, p, where, records)
     return row, p

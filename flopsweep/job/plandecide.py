@@ -9,7 +9,6 @@ line that runs the best of each cluster; every row (dropped ones too, with why) 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import sys
 from collections import Counter
@@ -17,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from flopsweep import comm_time, forecast, objective
+from flopsweep import comm_time, forecast, objective, strict_json
 from flopsweep.checks import check_bounds, validate_cost
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, gpu_of, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
@@ -175,8 +174,8 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     lines = [override_line(r, info.overrides) for r in best]
     if cfg.plan_format == "csv":
         text = plan_csv(every, COLUMNS, lines="\n").rstrip("\n")  # run.py prints it with the one newline
-    elif cfg.plan_format == "json":
-        text = json.dumps(
+    elif cfg.plan_format == "json":  # strict: a non-finite figure is null, and its row's nulls says why
+        text = strict_json.dumps(
             {
                 "objective": cfg.objective,
                 "better": objective.planned(cfg.objective)[1],
@@ -218,7 +217,8 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         memory = None
         if any(r.status == OVER_MEMORY for r in result.rows):
             memory = memory_fix(cfg, space, clusters, records)
-        out["nothing"] = nothing_line(result.rows, away, memory, space, dropped=result.dropped)
+        blank = unpredicted_reason(cfg.objective, clusters)  # an ok row unranked: its objective is blank
+        out["nothing"] = nothing_line(result.rows, away, memory, space, dropped=result.dropped, blank=blank)
         said = out["nothing"].removeprefix(f"plan: {NOTHING_HEADLINE}: ")
         job_rows = [Row(cluster="", setup=None, status=NO_SET_UP_LEFT, reason=said).as_dict()]
         text = f"{text}\n{out['nothing']}"
@@ -342,6 +342,7 @@ def nothing_line(
     space: Space | None = None,
     *,
     dropped: Counter | None = None,
+    blank: str = "",
 ) -> str:
     """One line for a plan that ranks no set-up: how many were dropped and the commonest reason
     (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows (the set-ups the table
@@ -354,9 +355,17 @@ def nothing_line(
     ``plan_clusters``). ``space``: a rule's fix said in its lists
     (:func:`flopsweep.dropped.space_fix`). ``dropped``: the counts by reason (:attr:`Candidates.dropped
     <flopsweep.plan_space.Candidates>`); where they hold several, the top three follow ``all N dropped``
-    (``all 75 dropped (refused: parallel.tp 45, refused: backend 15, refused: parallel.pp 15)``)."""
+    (``all 75 dropped (refused: parallel.tp 45, refused: backend 15, refused: parallel.pp 15)``).
+    ``blank``: the reason of an ``ok`` row, which :func:`flopsweep.plan_space.rank` leaves out only when its
+    objective's value is blank (:func:`unpredicted_reason`; it had said "reason: ok")."""
     reasons = [  # a reason that names its status already (no prediction: ...) is said once
-        r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}" if r.reason else r.status
+        (blank or "no prediction of the objective")
+        if r.status == "ok"
+        else r.reason
+        if r.reason.startswith(r.status)
+        else f"{r.status}: {r.reason}"
+        if r.reason
+        else r.status
         for r in rows
     ] or list(unplaced or [])
     if not reasons:
@@ -372,6 +381,26 @@ def nothing_line(
         more = ", ..." if len(dropped) > 3 else ""
         line = re.sub(r"(: all \d+ dropped)", lambda m: f"{m.group(1)} ({counts}{more})", line, count=1)
     return line
+
+
+def unpredicted_reason(name: str, clusters: Iterable[Cluster]) -> str:
+    """Why an ``ok`` row has no rank: the plan gives no value of ``objective=name``'s column for it
+    (:func:`flopsweep.objective.planned`), with the cause where it is known (a J/token or kWh objective on a
+    GPU without a listed board power, :data:`flopsweep.clusters.ASSUMED_POWER_W`) and a figure the plan
+    predicts for every set-up as the fix: ``no prediction: objective=joules_per_token: plan.csv's
+    predicted_joules_per_token is blank (no board power listed for A10G). Fix: ...``."""
+    column = objective.planned(name)[0]
+    why = more = ""
+    if column in ("predicted_joules_per_token", "budget_energy_kwh"):
+        unpowered = sorted({c.gpu for c in clusters if c.power_w is None})
+        if unpowered:
+            why = f" (no board power listed for {', '.join(unpowered)})"
+            more = ", or name GPUs with a listed board power in plan_clusters (e.g. H100:1x8)"
+    other = "tokens_per_s_per_device" if name != "tokens_per_s_per_device" else "tokens_per_s"
+    return (
+        f"no prediction: objective={name}: plan.csv's {column} is blank{why}. "
+        f"Fix: rank by a figure the plan predicts for every set-up, e.g. objective={other}{more}"
+    )
 
 
 def in_node_lines(gpus: Iterable[str]) -> list[str]:

@@ -340,19 +340,48 @@ def nothing_jobs_line(nothing: dict[int, str], labels: dict[int, str], total: in
 OUTCOMES: dict[str, str] = {}
 """Each plan job's outcome by its folder (absolute), set as it ends (:func:`note_outcome`, in the job's
 process) and taken by the sweep's progress line (:meth:`flopsweep.callbacks.SweepSummary.job_done`), which
-runs in that process under Hydra's basic launcher; a job run in another process (a Slurm task) leaves its
-line without one, as a run whose record is missing."""
+runs in that process under Hydra's basic launcher; a job run in another process (a Slurm or pool task)
+leaves it in :data:`OUTCOME_FILE` instead."""
+
+OUTCOME_FILE = Path(".hydra") / "plan_outcome.json"
+"""A plan job's outcome in its folder, ``{"outcome": "ok, 384 ranked, 66 dropped"}``, for the progress line
+of a sweep whose job ran in another process (``hydra/launcher=slurm``, ``slurm_local``, ``pool``: the
+sweep process prints the line, :func:`take_outcome`), which removes it once read."""
 
 
 def note_outcome(job_dir: str, record: dict[str, Any]) -> None:
-    """Keep the outcome of the plan job in ``job_dir`` (:func:`plan_outcome`) for the progress line."""
+    """Keep the outcome of the plan job in ``job_dir`` (:func:`plan_outcome`) for the progress line, in
+    this process and in :data:`OUTCOME_FILE` (written atomically, never through a link); a folder that
+    cannot take it leaves the line without it."""
+    from flopsweep.files import atomic_write_json
+
     if (said := plan_outcome(record)) is not None:
         OUTCOMES[os.path.abspath(job_dir)] = said
+        try:
+            atomic_write_json(Path(job_dir) / OUTCOME_FILE, {"outcome": said})
+        except OSError as exc:  # RecordUnwritable: read-only, full; no .hydra/
+            log.debug("plan outcome not written in %s: %s", job_dir, exc)
 
 
 def take_outcome(job_dir: str | os.PathLike[str]) -> str | None:
-    """The outcome :func:`note_outcome` kept for ``job_dir``, removed; None where none was."""
-    return OUTCOMES.pop(os.path.abspath(job_dir), None)
+    """The outcome :func:`note_outcome` kept for ``job_dir`` (in this process, else in its
+    :data:`OUTCOME_FILE`, read as a regular file of at most a record's size, never through a link), the file
+    removed; None where none was."""
+    from flopsweep.files import RecordError, read_json
+
+    said = OUTCOMES.pop(os.path.abspath(job_dir), None)
+    path = Path(job_dir) / OUTCOME_FILE
+    if said is None and os.path.lexists(path):
+        try:
+            kept = read_json(path).get("outcome")
+            said = printable(kept) if isinstance(kept, str) and kept else None
+        except RecordError:
+            said = None
+    try:
+        path.unlink(missing_ok=True)  # a link is removed itself, never followed
+    except OSError:
+        pass
+    return said
 
 
 def plan_outcome(record: dict[str, Any]) -> str | None:

@@ -371,8 +371,38 @@ def plan_output(path: str, fmt: str, gpu: str = HINT_GPU, *, text: str | None = 
         return frame.to_csv(index=False).rstrip("\n")
     from flopsweep import strict_json
 
-    rows = [{k: (None if v == "" else v) for k, v in row.items()} for row in frame.to_dict("records")]
-    return strict_json.dumps(rows, indent=1, default=str)
+    return strict_json.dumps(json_rows(_frame(path, text, dtype=str)), indent=1, default=str)
+
+
+def json_rows(frame: Any) -> list[dict[str, Any]]:
+    """``plan.csv``'s rows (a frame of its cells as text) as ``plan_format=json`` gives them: a blank cell
+    ``None``; a column whose other cells are all numbers holds numbers (an int where whole), ``nan`` and
+    ``inf`` among them floats that :func:`flopsweep.strict_json.dumps` writes null, saying why under
+    ``nulls``; one of ``True``/``False`` and blanks holds booleans; any other column text. (Read back as
+    text by pandas, a column with a blank or a ``nan`` cell had been all text: ``"0.172"``, ``"nan"``.)"""
+    columns: dict[str, list[Any]] = {}
+    for name in frame.columns:
+        cells = ["" if v is None else str(v) for v in frame[name]]
+        filled = [c for c in cells if c != ""]
+        if filled and all(c in ("True", "False") for c in filled):
+            columns[name] = [None if c == "" else c == "True" for c in cells]
+        elif filled and all(_number(c) is not None for c in filled):
+            columns[name] = [None if c == "" else _number(c) for c in cells]
+        else:
+            columns[name] = [None if c == "" else c for c in cells]
+    return [{name: columns[name][i] for name in columns} for i in range(len(frame))]
+
+
+def _number(cell: str) -> int | float | None:
+    """A ``plan.csv`` cell as the number it holds (``12``, ``1.6e+09``, ``nan``, ``inf``), else None."""
+    try:
+        return int(cell)
+    except ValueError:
+        pass
+    try:
+        return float(cell)
+    except ValueError:
+        return None
 
 
 def plan_csv(rows: list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS, lines: str = "\r\n") -> str:

@@ -80,6 +80,9 @@ class ModelFamily:
             model columns (``hf``: ``experts``).
         unshown: record paths of the family's knobs that no column shows (``UNSHOWN_KEYS``: the
             model's name stands for them), for :data:`flopsweep.columns.UNSHOWN_KEYS`.
+        positive: the shape keys that must be at least 1 whatever the rest (``POSITIVE_KEYS``:
+            ``n_layer``, ``n_embd``, ...), refused before Hydra (:mod:`flopsweep.value_sets`) as
+            ``check`` refuses them; empty (``hf``: 0 reads the size from the file).
         zero_init: build under ``deepspeed.zero.Init`` for ZeRO-3 (each parameter partitioned as it is
             made). False (``hf``): build whole on the host and let ``deepspeed.initialize`` partition,
             because ``transformers`` initialises its weights after construction, which a partitioned
@@ -119,6 +122,7 @@ class ModelFamily:
     zero_init: bool = True
     columns: tuple[SetupSpec, ...] = ()
     unshown: tuple[str, ...] = ()
+    positive: tuple[str, ...] = ()
 
     def torch(self) -> ModuleType:
         """The family's torch module (imports torch; :mod:`importlib` caches it)."""
@@ -169,6 +173,7 @@ def _spec(module: ModuleType) -> ModelFamily:
         zero_init=own.get("ZERO_INIT", True),
         columns=tuple(own.get("COLUMNS", ())),
         unshown=tuple(own.get("UNSHOWN_KEYS", ())),
+        positive=tuple(own.get("POSITIVE_KEYS", ())),
     )
 
 

@@ -63,9 +63,13 @@ def tensor_parallel_dims(cfg: GPT2Config) -> dict[str, int]:
     }
 
 
+POSITIVE_KEYS = ("n_layer", "n_embd", "n_head", "seq_len", "vocab_size")
+"""The sizes that must be at least 1 (:attr:`flopsweep.models.ModelFamily.positive`)."""
+
+
 def check(cfg: GPT2Config) -> None:
     """Raise :class:`ConfigError` unless every size is positive and ``n_head`` divides ``n_embd``."""
-    for key in ("n_layer", "n_embd", "n_head", "seq_len", "vocab_size"):
+    for key in POSITIVE_KEYS:
         require_positive(f"model.{key}", getattr(cfg, key))
     if cfg.n_embd % cfg.n_head:
         raise ConfigError(

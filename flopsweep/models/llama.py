@@ -107,13 +107,14 @@ def tensor_parallel_dims(cfg: LlamaConfig) -> dict[str, int]:
     }
 
 
-_POSITIVE = ("n_layer", "n_embd", "n_head", "n_kv_head", "ffn_dim", "seq_len", "vocab_size")
+POSITIVE_KEYS = ("n_layer", "n_embd", "n_head", "n_kv_head", "ffn_dim", "seq_len", "vocab_size")
+"""The sizes that must be at least 1 (:attr:`flopsweep.models.ModelFamily.positive`)."""
 
 
 def check(cfg: LlamaConfig) -> None:
     """Raise :class:`ConfigError` unless the sizes are positive, ``n_head`` divides ``n_embd``,
     ``n_kv_head`` divides ``n_head`` and the head dim is even (RoPE rotates channel pairs)."""
-    for key in _POSITIVE:
+    for key in POSITIVE_KEYS:
         require_positive(f"model.{key}", getattr(cfg, key))
     for key in ("rope_theta", "norm_eps"):
         if not getattr(cfg, key) > 0:

@@ -90,3 +90,29 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
     ok = tmp_path / "ok.csv"
     ok.write_text("job,status\n0,ok\n1,ok\n")
     assert plan_invalid_line(str(ok)) is None
+
+
+def test_plan_json_of_a_real_sweep_holds_numbers_and_null_for_blank_and_nan(tmp_path: Path) -> None:
+    """Session 26: ``plan_format=json`` read ``plan.csv`` back as text: a column with a blank cell (an invalid
+    job's row) gave its numbers as strings (``"0.172"``), and a ``nan`` cell the string ``"nan"``. Each is
+    now a number, or null (a ``nan``: null, its row's ``nulls`` says why)."""
+    import json
+
+    from flopsweep.job.plantable import plan_output
+
+    sweep = tmp_path / "S"
+    proc = run_py(
+        "-m", "plan=true", "plan_format=json", "plan_gpu=H100", "parallel.tp=1,2", f"hydra.sweep.dir={sweep}"
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ok, invalid = json.loads(proc.stdout[proc.stdout.index("\n[\n") :], parse_constant=float)
+    assert (ok["status"], invalid["status"]) == ("ok", "invalid")
+    assert isinstance(ok["n_params"], int) and isinstance(ok["predicted_mfu"], float) and ok["fits"] is True
+    assert invalid["n_params"] is None and invalid["predicted_mfu"] is None and invalid["fits"] is None
+    assert ok["reason"] is None and invalid["reason"].startswith("Invalid config: parallel.tp=2")
+    # the same file with the ok row's MFU a NaN, as the CSV writer writes a float NaN
+    text = (sweep / "plan.csv").read_text().replace(f",{ok['predicted_mfu']:g},", ",nan,", 1)
+    again = json.loads(plan_output(str(sweep / "plan.csv"), "json", text=text))
+    assert '"nan"' not in json.dumps(again) and again[0]["predicted_mfu"] is None
+    assert again[0]["nulls"] == {"predicted_mfu": "nan: not a finite number (JSON has none)"}
+    assert again[0]["n_params"] == ok["n_params"] and again[1] == invalid

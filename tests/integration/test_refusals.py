@@ -12,6 +12,7 @@ first (a planted config, a held lock, a run to resume) stays a test of its own.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import subprocess
 import sys
@@ -84,6 +85,11 @@ def _refused(override: str, words: str) -> Refusal:
     )
 
 
+def _refused_args(args: tuple[str, ...], words: str) -> Refusal:
+    """:func:`_refused` for a value that needs its option beside it (``attention=blocksparse``)."""
+    return dataclasses.replace(_refused(args[-1], words), args=args)
+
+
 def _launcher(override: str) -> Refusal:
     """``hydra/launcher=slurm`` with a request that contradicts the job: the launcher plugin refuses
     in one line before it calls sbatch (no cluster needed), and makes no sweep directory."""
@@ -104,7 +110,28 @@ POOL = ("hydra/launcher=pool", "device=cpu", "model=gpt-tiny", "steps.warmup=1",
 
 REFUSALS = {
     # validation: one paragraph, exit 2, an invalid record, no worker
-    "n_head_zero": _invalid(("model.n_head=0",), "model.n_head"),
+    # a family's size below 1, a name outside its key's set: before Hydra since session 26 (value_sets)
+    "n_head_zero": _refused(
+        "model.n_head=0", "model.n_head=0: must be a positive integer. Fix: set model.n_head="
+    ),
+    "n_layer_zero": _refused("model.n_layer=0", "model.n_layer=0: must be a positive integer"),
+    "fault_kind_typo": _refused("fault.kind=oomm", "fault.kind='oomm': must be one of none, oom,"),
+    "blocksparse_layout_typo": _refused_args(
+        ("attention=blocksparse", "attention.layout=lcoal"), "did you mean attention.layout=local?"
+    ),
+    "device_sweep_typo": Refusal(
+        args=("device=cpu,gpu",),
+        sweep=True,
+        status=2,
+        stderr_has=("device='gpu': must be one of auto, cuda, cpu",),
+        line_starts="flopsweep: Invalid config: ",
+        lines=1,
+        record=None,
+    ),
+    "every_zero": _refused_args(
+        ("activation_checkpointing=every_n", "activation_checkpointing.every=0"),
+        "activation_checkpointing.every=0: must be a whole number >= 1",
+    ),
     # heads that do not divide: before Hydra since session 24 (model_identity.head_problem)
     "n_embd": _refused("model.n_embd=130", "model.n_embd=130: is not divisible by model.n_head=4"),
     # offload: 70B's 16 bytes per parameter (1.1 TB) on the host of two CPU ranks

@@ -74,6 +74,41 @@ def test_submitit_local_runs_one_node_agent_that_spawns_both_ranks(tmp_path: Pat
 
 
 @pytest.mark.slow
+def test_a_plan_sweep_under_slurm_local_or_pool_prints_each_jobs_outcome_as_the_basic_launcher_does(
+    tmp_path: Path,
+) -> None:
+    """Session 26: a plan job writes no record, and its outcome (``ok``, ``ok, does not fit``, ``invalid:
+    KEY=VALUE``) was kept in the job's process only: under a launcher whose jobs run in other processes the
+    progress line said ``job 1/2 done, ...`` without it. The job leaves it in its
+    ``.hydra/plan_outcome.json``, which the sweep process reads for the line and removes."""
+    from flopsweep.job.plansweep import OUTCOME_FILE
+
+    args = ["nproc_per_node=1", "plan=true", "plan_gpu=H100", "model=gpt-tiny,llama3.1-70b"]
+    said = {}
+    for launcher in ("basic", "slurm_local"):
+        sweep = tmp_path / launcher
+        proc = run_py("-m", f"hydra/launcher={launcher}", *args, f"hydra.sweep.dir={sweep}", timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines = [
+            line for line in proc.stdout.splitlines() if line.startswith("flopsweep: job ") and "/" in line
+        ]
+        said[launcher] = [line.split(", 0:")[0] for line in lines]
+        assert not list(sweep.glob(f"*/{OUTCOME_FILE}"))  # read and removed by the sweep process
+    assert (
+        said["slurm_local"]
+        == said["basic"]
+        == [
+            "flopsweep: job 1/2 done: ok",
+            "flopsweep: job 2/2 done: ok, does not fit",
+        ]
+    )
+    pool = ["hydra/launcher=pool", "hydra.launcher.slots=[0]", "device=cpu", "nproc_per_node=1", "plan=true"]
+    proc = run_py("-m", *pool, "seed=0,1", f"hydra.sweep.dir={tmp_path / 'pool'}", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "flopsweep: job 1/2 done: ok, " in proc.stdout and "flopsweep: job 2/2 done: ok, " in proc.stdout
+
+
+@pytest.mark.slow
 def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path) -> None:
     """As a local sweep does, slurm_local prints ``job i/N done: <status>`` once per job, in the sweep's
     output, as each job ends (ok, oom, and a job whose rank was killed: its node agent, the task, ran

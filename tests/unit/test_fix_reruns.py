@@ -137,6 +137,9 @@ BEFORE_HYDRA = [
     "parallel.e=3",  # a typo of a degree that does not divide the MoE example's experts
     "-m hydra/sweeper=tune plan_clusters=[H100:8]",  # plan=true, which the tuner refuses: named in the first
     "-m hydra/sweeper=tune plan_formt=csv",  # a typo's did-you-mean adds plan=true: named likewise
+    "fault.kind=oomm",  # a name outside its key's set (session 26: refused only in the job)
+    "fault.phase=mesure",  # its did-you-mean needs fault.kind: named in the first line
+    "model=llama-tiny model.n_kv_head=0",  # a family's size below 1
 ]
 
 

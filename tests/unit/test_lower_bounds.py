@@ -15,7 +15,7 @@ from flopsweep.checks import check_number, number_problem, validate
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.launch import collect, timeout_message
 from flopsweep.lower_bounds import MIN_BY_KEY, outside
-from flopsweep.options import BlockSparseConfig
+from flopsweep.options import BlockSparseConfig, EveryNConfig
 from run import refusal
 
 
@@ -30,8 +30,15 @@ def _numbers(node: object, prefix: str = "") -> dict[str, object]:
     return found
 
 
-SCHEMA = {**_numbers(RunConfig()), **_numbers(BlockSparseConfig(), "attention.")}
-OPTION = {"attention": ["attention=blocksparse"]}
+SCHEMA = {
+    **_numbers(RunConfig()),
+    **_numbers(BlockSparseConfig(), "attention."),
+    **_numbers(EveryNConfig(), "activation_checkpointing."),
+}
+OPTION = {
+    "attention": ["attention=blocksparse"],
+    "activation_checkpointing": ["activation_checkpointing=every_n"],
+}
 
 
 def _below(key: str) -> int | float:

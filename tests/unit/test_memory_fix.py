@@ -212,6 +212,29 @@ def test_plan_json_is_strict_json_with_its_non_finite_figures_null_and_said(tmp_
     assert first["fits"] is None and first["model"] == "m"  # a blank cell: null, no reason
 
 
+def test_plan_json_gives_a_nan_cell_null_and_numbers_beside_a_blank_as_numbers(tmp_path: Path) -> None:
+    """Session 26: pandas read a column with a blank or a ``nan`` cell as text: ``"nan"`` and ``"0.5"`` in
+    ``plan_format=json``. A ``nan`` is null (said under ``nulls``), a blank null, the numbers numbers; a
+    ``True``/``False`` column with a blank booleans; text stays text (``"nan"`` in a column of text)."""
+    from flopsweep.job.plantable import plan_output
+
+    rows = [
+        {"job": 0, "status": "ok", "model": "m", "n_params": 12, "predicted_mfu": "nan", "fits": True},
+        {"job": 1, "status": "invalid", "model": "nan", "reason": "why", "predicted_mfu": 0.5},
+    ]
+    _plan(tmp_path / "plan.csv", rows)
+    first, second = json.loads(plan_output(str(tmp_path / "plan.csv"), "json"))
+    assert first["predicted_mfu"] is None and first["nulls"] == {
+        "predicted_mfu": "nan: not a finite number (JSON has none)"
+    }
+    assert second["predicted_mfu"] == 0.5 and first["n_params"] == 12 and second["n_params"] is None
+    assert (first["fits"], second["fits"]) == (True, None) and (first["reason"], second["reason"]) == (
+        None,
+        "why",
+    )
+    assert (first["model"], second["model"]) == ("m", "nan") and "nulls" not in second
+
+
 def test_where_the_estimate_fits_the_fix_names_the_unpulled_levers_unestimated() -> None:
     """An ``oom`` the estimate did not foresee (its estimate within the GPU's memory): the estimate cannot
     choose, so the fix names each lever the config has left at its mildest step, and nothing pulled."""

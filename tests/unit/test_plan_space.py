@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -444,6 +445,61 @@ def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
     assert away == (
         "plan: no set-up fits and is predicted: all 2 dropped; the commonest reason (2 of 2): "
         "space.layouts: tp3 needs its degree 3. Fix: list dp"
+    )
+
+
+def test_a_cluster_row_over_memory_names_its_own_memory_fix(hydra_compose, tmp_path: Path) -> None:
+    """Session 26: ``plan.csv``'s ``memory_fix`` was filled for the single-machine plan's rows that do not
+    fit, never for ``plan_clusters``' rows over memory. Each now names the levers its config has not
+    pulled, estimated within ``(1 - space.min_headroom)`` of its GPU (the figure that dropped it)."""
+    out = _decide(hydra_compose, tmp_path)
+    rows = list(csv.DictReader(open(out["plan_file"])))
+    over = [r for r in rows if r["status"] == "over memory"]
+    assert over and all(r["memory_fix"] for r in over)
+    assert all(r["memory_fix"] == "" for r in rows if r["status"] != "over memory")
+    row = next(r for r in over if r["cluster"].startswith("H100") and r["checkpointing"] == "none")
+    assert row["backend"] == "ddp" and row["memory_fix"].startswith("set backend=fsdp (estimated ")
+    limit = (1 - hydra_compose(LLAMA8B).space.min_headroom) * float(row["gpu_memory_gib"])
+    fitting = [r for r in over if r["memory_fix"].startswith("set ")]  # a lever fits: each estimate within
+    assert row in fitting and f"within the {limit:.1f} GiB" in row["memory_fix"]
+    same = ("cluster", "space_layout", "checkpointing", "precision", "micro_batch")
+    [fsdp] = [r for r in rows if r["backend"] == "fsdp" and all(r[k] == row[k] for k in same)]
+    assert fsdp["status"] == "ok"  # the set-up the fix names fits on the cluster the row was dropped on
+    for r in fitting:
+        said = r["memory_fix"].partition(", within the ")[2].split(" GiB")[0]
+        estimates = [float(x) for x in re.findall(r"estimated ([\d.]+) GiB per rank", r["memory_fix"])]
+        assert estimates and all(e <= float(said) for e in estimates), r["memory_fix"]
+
+
+def test_a_plan_whose_rows_are_ok_but_have_no_objective_value_names_why(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """Session 26: ``objective=joules_per_token`` on an A10G (no board power listed) left every row ``ok``
+    with a blank J/token, and the line said "the commonest reason (90 of 90): ok" with the fix "widen
+    space.*". It names the blank figure, why, and a figure the plan predicts."""
+    from flopsweep.job import JobInfo
+    from flopsweep.job.plandecide import decide_job, nothing_line
+    from flopsweep.plan_space import Row
+
+    args = ["model=gpt-tiny", "plan=true", "plan_clusters=[A10G:1x1]", "objective=joules_per_token"]
+    out = decide_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=args))
+    rows = list(csv.DictReader(open(out["plan_file"])))
+    assert out["ranked"] == 0 and rows and {r["status"] for r in rows} == {"ok"}
+    assert {r["predicted_joules_per_token"] for r in rows} == {""} and all(
+        r["predicted_tokens_per_s"] for r in rows
+    )
+    n = len(rows)
+    assert out["nothing"] == (
+        f"plan: no set-up fits and is predicted: all {n} dropped; the commonest reason ({n} of {n}): "
+        "no prediction: objective=joules_per_token: plan.csv's predicted_joules_per_token is blank "
+        "(no board power listed for A10G). Fix: rank by a figure the plan predicts for every set-up, e.g. "
+        "objective=tokens_per_s_per_device, or name GPUs with a listed board power in plan_clusters "
+        "(e.g. H100:1x8)"
+    )
+    assert "reason (1 of 1): ok" not in nothing_line([Row(cluster="A10G:1x1", setup=None)])  # no blank given
+    fixed = [*args[:-1], "objective=tokens_per_s_per_device"]  # the fix ranks them
+    assert (
+        decide_job(hydra_compose(fixed), JobInfo(job_dir=tmp_path / "fixed", overrides=fixed))["ranked"] > 0
     )
 
 
