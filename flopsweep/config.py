@@ -241,11 +241,12 @@ class StepsConfig:
     max_extra_warmup: int = 5
     """Extra warm-up steps allowed when a measured step is over 3x the median of the others
     (compilation, autotuning): the run warms up longer, then measures again."""
-    gc_freq: int = 50
-    """Python's garbage collector runs every ``gc_freq`` optimizer steps (generation 1, counting
-    warm-up and measured steps) instead of automatically, as torchtitan's ``training.gc_freq``
-    (default 50): an automatic collection lands in random steps of a host-bound run (ZeRO-3's
-    hooks) and stalls every rank. 0: Python's automatic collection (:mod:`flopsweep.gc_policy`)."""
+    gc_freq: int = 0
+    """N > 0: Python's garbage collector runs every ``gc_freq`` optimizer steps (generation 1,
+    counting warm-up and measured steps) instead of automatically, as torchtitan's
+    ``training.gc_freq`` (its default 50), so that no automatic collection lands in a random step of a
+    host-bound run. 0 (default): Python's automatic collection, as every record before the key
+    (:mod:`flopsweep.gc_policy`)."""
 
 
 @dataclass(kw_only=True)

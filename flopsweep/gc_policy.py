@@ -5,8 +5,10 @@ so it falls inside optimizer steps at random: a host-bound step (DeepSpeed ZeRO-
 hooks, small models in eager mode) pays a pause of milliseconds to tens of milliseconds at some
 steps and not at others, and the ranks of a job stall on the slowest. torchtitan therefore turns
 the automatic collection off and collects generation 1 every ``training.gc_freq`` steps (default
-50; ``torchtitan/tools/utils.py`` ``GarbageCollection``). ``steps.gc_freq`` does the same here;
-0 leaves Python's automatic collection on, as before session 26.
+50; ``torchtitan/tools/utils.py`` ``GarbageCollection``). ``steps.gc_freq=N`` does the same here;
+0, the default, leaves Python's automatic collection on, as every record before the key ran. Measured
+on the CPU (session 26): 40 steps of a one-rank ZeRO-3 gpt-tiny saw 4 generation-0 collections,
+0.3 ms in all, so the default stays until a GPU run shows the lever pays.
 """
 
 from __future__ import annotations

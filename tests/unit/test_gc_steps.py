@@ -62,7 +62,7 @@ def test_only_the_policys_collections_fall_in_the_steps(hydra_compose, tmp_path)
     from helpers import validate
 
     cfg = validate(hydra_compose(BASE))
-    assert cfg.steps.gc_freq == 50  # torchtitan's default
+    assert cfg.steps.gc_freq == 0  # Python's automatic collection, as before the key
     assert _steps(cfg, 3, tmp_path) == [1, 1]
     automatic = _steps(cfg, 0, tmp_path)
     assert len(automatic) > 7, automatic  # Python's own: many per step at a threshold of 1
