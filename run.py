@@ -450,6 +450,7 @@ def refusal(overrides: list[str]) -> str | None:
 
 FILE_VALUE_CHECKS = (
     tag_problem,
+    plan_problem,  # a bad @PRICE of plan_clusters, the file's own or an axis of its params (@1e400)
     objective_problem,
     repeats_problem,
     plan_conflict_problem,
