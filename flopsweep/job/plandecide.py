@@ -298,7 +298,9 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
     evaluating it (a fix that would not fit either is not suggested): the set-up of least memory per
     rank (:data:`LEAST_MEMORY`: FSDP2, full checkpointing, micro batch 1, data parallel), on a named
     cluster where it fits (list it in ``space.*``); else on the first cluster's GPU in more nodes of 8
-    (doubling up to ``nnodes``' bound) where it fits and the rules accept it; else none fits, said."""
+    (doubling up to ``nnodes``' bound) where it fits and the rules accept it, at the cluster's own
+    ``@PRICE`` (``plan_clusters=[L4:2x8:eth100@0.8]``: without it ``objective=usd_per_million_tokens``
+    refused the fix); else none fits, said."""
     from flopsweep.config import MAX_BY_KEY
     from flopsweep.plan_space import Setup, evaluate, same_gpu
 
@@ -327,10 +329,12 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
             found = evaluate(cfg, least, bigger, same_gpu(records, bigger), min_headroom=space.min_headroom)
             if found is not None and found.status == "ok":
                 gib = found.est_peak_gib_per_rank or 0
+                priced = bigger.label + ("" if c.usd_per_gpu_hour is None else f"@{c.usd_per_gpu_hour:.15g}")
                 return (
                     f"name more GPUs in plan_clusters: {said} needs {row.est_peak_gib_per_rank:.3g} GiB per "
-                    f"rank on {c.label}; on {bigger.label} it fits ({gib:.3g} GiB per rank): "
-                    f"plan_clusters=[{bigger.label}] with {lists}"
+                    f"rank on {c.label} (not the least of the space: the set-up whose memory per rank falls "
+                    f"as GPUs are added); on {bigger.label} it fits ({gib:.3g} GiB per rank): "
+                    f"plan_clusters=[{priced}] with {lists}"
                 )
         nodes *= 2
     return (
