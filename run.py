@@ -49,6 +49,7 @@ from flopsweep.flags import (
     prints_only,
     searchpath_problem,
 )
+from flopsweep.folders import home_tilde_problem
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.interpolations import interpolated_problem
@@ -409,6 +410,7 @@ def refusal(overrides: list[str]) -> str | None:
         or flag_problem(overrides, RUN_CONF)
         or searchpath_problem(overrides)
         or control_character_problem(overrides)
+        or home_tilde_problem(overrides)  # hydra.sweep.dir=~/x: a folder named ~ here (before the grammar's)
         or syntax_problem(overrides, refusal)  # a look-alike's corrected line checked again
         or conf_file_problem(
             overrides, RUN_CONF
