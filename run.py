@@ -595,10 +595,16 @@ def main(cfg: DictConfig) -> float:
 
 
 def interrupted_message() -> str:
-    """What a signal left behind: the last record written (a job that was running when the
-    signal came records itself as an error first), or that nothing was recorded."""
+    """What a signal left behind: the rows a plan sweep kept (its table printed first), the last record
+    written (a job that was running when the signal came records itself as an error first), or that nothing
+    was recorded."""
     from flopsweep.job import LAST_RECORD
+    from flopsweep.job.plansweep import interrupted_plan_lines
 
+    if planned := interrupted_plan_lines():  # a plan sweep writes no record: what its jobs planned
+        for line in planned[:-1]:
+            print(line, file=sys.stderr if line.startswith("flopsweep: ") else sys.stdout, flush=True)
+        return planned[-1].removeprefix("flopsweep: ")
     if LAST_RECORD["path"] is None:
         return "no run had been recorded yet"
     return f"the last run is recorded ({LAST_RECORD['status']}) in {LAST_RECORD['path']}"

@@ -524,3 +524,31 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
     lines = [plan_output(str(plan), fmt, gpu, text=text)]
     invalid = plan_invalid_line(str(plan), shown=fmt == "table")  # the table's footnotes hold the reasons
     return lines + [x for x in (invalid, plan_unfit_line(str(plan), gpu)) if x]
+
+
+SWEEP_PLAN: dict[str, Any] = {"plan": None, "config": None}
+"""The plan file of the ``plan=true`` sweep running in this process and its config
+(:class:`flopsweep.callbacks` sets them when the sweep starts), for :func:`interrupted_plan_lines`."""
+
+
+def interrupted_plan_lines() -> list[str]:
+    """What an interrupted plan sweep kept (Ctrl-C, ``timeout -s INT``): ``kept N rows of planned set-ups in
+    PATH (the jobs that finished)`` and the table of those rows (:func:`plan_lines`); empty when no plan
+    sweep ran here or its ``plan.csv`` holds no row yet. A line to stderr begins ``flopsweep: ``."""
+    plan, config = SWEEP_PLAN["plan"], SWEEP_PLAN["config"]
+    if plan is None or not Path(plan).is_file():
+        return []
+    try:
+        n = (
+            len(read_sweep(Path(plan)))
+            if is_sweep_file(Path(plan))
+            else len(read_regular(plan).splitlines()) - 1
+        )
+        if n < 1:
+            return []
+        return [
+            *plan_lines(Path(plan), config),
+            f"flopsweep: kept {n} rows of planned set-ups in {plan} (the jobs that finished)",
+        ]
+    except Exception as exc:  # noqa: BLE001 - an interruption's line says what it can
+        return [f"flopsweep: the plan's rows are in {plan} (not shown: {exc})"]
