@@ -162,3 +162,39 @@ def check_prices(names: list[str]) -> None:
 def unpriced(clusters: object) -> list[str]:
     """The entries of ``plan_clusters`` (:func:`entries`) that give no ``@PRICE``, in order."""
     return [e for e in entries(clusters) if not has_price(e)]
+
+
+def priced_at(named: Iterable[object]) -> set[float]:
+    """The prices the ``plan_clusters`` values ``named`` (each a list or a command line's text,
+    :func:`entries`) give as ``@PRICE``; a bad one is left out (the plan refuses it)."""
+    out = set()
+    for clusters in named:
+        for entry in entries(clusters):
+            try:
+                price = split_price(entry)[1]
+            except ConfigError:
+                continue
+            if price is not None:
+                out.add(price)
+    return out
+
+
+def price_lines_of(rows: Iterable[tuple[str, float | None]], priced: set[float]) -> list[str]:
+    """The lines under a sweep's table that say each cluster's price and where it comes from, as a
+    plan's: ``price: 2.5 USD per GPU-hour for H100:1x8:ib400 (@2.5 in plan_clusters)``, ``... for every
+    cluster (cost.usd_per_gpu_hour)``; ``rows``: each row's ``(cluster, usd_per_gpu_hour)``; ``priced``:
+    the prices some ``@PRICE`` gives (:func:`priced_at`), the others being ``cost.usd_per_gpu_hour``'s.
+    No line for a cluster without a price."""
+    groups: dict[tuple[float, str], list[str]] = {}
+    for cluster, price in rows:
+        if price is None:
+            continue
+        source = f"@{price:.15g} in plan_clusters" if price in priced else "cost.usd_per_gpu_hour"
+        labels = groups.setdefault((price, source), [])
+        if cluster not in labels:
+            labels.append(cluster)
+    one = len(groups) == 1
+    return [
+        f"price: {price:.15g} USD per GPU-hour for {'every cluster' if one else ', '.join(labels)} ({source})"
+        for (price, source), labels in groups.items()
+    ]
