@@ -49,6 +49,7 @@ from flopsweep.flags import (
     prints_only,
     searchpath_problem,
 )
+from flopsweep.folders import home_tilde_problem
 from flopsweep.hydra_keys import hydra_key_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.interpolations import interpolated_problem
@@ -409,6 +410,7 @@ def refusal(overrides: list[str]) -> str | None:
         or flag_problem(overrides, RUN_CONF)
         or searchpath_problem(overrides)
         or control_character_problem(overrides)
+        or home_tilde_problem(overrides)  # hydra.sweep.dir=~/x: a folder named ~ here (before the grammar's)
         or syntax_problem(overrides, refusal)  # a look-alike's corrected line checked again
         or conf_file_problem(
             overrides, RUN_CONF
@@ -450,6 +452,7 @@ def refusal(overrides: list[str]) -> str | None:
 
 FILE_VALUE_CHECKS = (
     tag_problem,
+    plan_problem,  # a bad @PRICE of plan_clusters, the file's own or an axis of its params (@1e400)
     objective_problem,
     repeats_problem,
     plan_conflict_problem,
@@ -592,10 +595,16 @@ def main(cfg: DictConfig) -> float:
 
 
 def interrupted_message() -> str:
-    """What a signal left behind: the last record written (a job that was running when the
-    signal came records itself as an error first), or that nothing was recorded."""
+    """What a signal left behind: the rows a plan sweep kept (its table printed first), the last record
+    written (a job that was running when the signal came records itself as an error first), or that nothing
+    was recorded."""
     from flopsweep.job import LAST_RECORD
+    from flopsweep.job.plansweep import interrupted_plan_lines
 
+    if planned := interrupted_plan_lines():  # a plan sweep writes no record: what its jobs planned
+        for line in planned[:-1]:
+            print(line, file=sys.stderr if line.startswith("flopsweep: ") else sys.stdout, flush=True)
+        return planned[-1].removeprefix("flopsweep: ")
     if LAST_RECORD["path"] is None:
         return "no run had been recorded yet"
     return f"the last run is recorded ({LAST_RECORD['status']}) in {LAST_RECORD['path']}"

@@ -49,6 +49,12 @@ _OPTIONAL = OPTIONAL  # shown only when some row has a value: metrics, the knobs
 _DROP_ORDER = DROP_ORDER  # hidden in this order to fit the width (ColumnSpec.hide)
 
 
+HUGE = 1e15
+"""From this magnitude a number is shown in scientific notation (``1.000e308``, not 309 digits and commas)."""
+TINY = 1e-4
+"""Below this magnitude (not 0) a number is shown in scientific notation (``1.23e-07``)."""
+
+
 def spec_of(column: object) -> ColumnSpec:
     """The column's spec (:data:`analysis.catalogue.SPECS`); a column outside the catalogue (a pivot's
     model names, ``flags``) is shown under its own name, formatted by its values."""
@@ -63,6 +69,10 @@ def _cell(spec: ColumnSpec, value: object) -> str:
         return str(value)
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"  # an interval's unbounded end (analysis.spread), any format
+    if isinstance(value, (int, float)) and abs(value) >= HUGE:  # 1e308: 1.000e308, not 309 digits
+        return f"{float(value):.3e}".replace("e+", "e")
+    if isinstance(value, (int, float)) and 0 < abs(value) < TINY and spec.format != "percent":
+        return f"{value:.3g}"
     if spec.format == "thousands" and isinstance(value, (int, float)):
         return f"{value:,.0f}"
     if spec.format == "percent" and isinstance(value, (int, float)):

@@ -346,6 +346,10 @@ class SweepSummary(Callback):
         if config.get("plan") and (scratch := plan_scratch(config, "sweep")):  # a plan still prints
             self.unwritten = (asked, scratch[1])
             self.scratch = scratch[0]
+        if config.get("plan"):  # an interruption prints what was planned (run.py)
+            from flopsweep.job.plansweep import SWEEP_PLAN
+
+            SWEEP_PLAN.update(plan=asked, config=config)
         self.lock = _lock_or_exit(sweep_dir_of(config), "hydra.sweep.dir")
         # before Hydra's sweeper rewrites multirun.yaml: another sweep's, a single run's, this one's records
         hydra = OmegaConf.to_container(config.hydra, resolve=False)

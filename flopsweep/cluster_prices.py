@@ -18,12 +18,15 @@ from flopsweep.config import MAX_BY_KEY, ConfigError
 
 PRICE_MARK = "@"
 """What separates a cluster name from its price: ``H100:8x8@2.49``."""
-_NUMBER = re.compile(r"\+?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?", re.I)
-"""A price as written: a plain decimal number, an exponent allowed (``2.49``, ``1e3``); no sign but ``+``,
-no ``_`` (Python's ``float`` reads ``1_000``), no unit."""
+_NUMBER = re.compile(r"\+?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?", re.I | re.ASCII)
+"""A price as written: a plain decimal number of ASCII digits, an exponent allowed (``2.49``, ``1e3``); no
+sign but ``+``, no ``_`` (Python's ``float`` reads ``1_000``), no unit, no other script's digits (``float``
+reads ``٢.5`` as 2.5)."""
+EXAMPLE_PRICE = "2.5"
+"""The price a fix writes as its example: never a number made of what was typed (``@0x10`` is no ``@010``)."""
 
 
-def _fix(name: str, price: str = "2.5") -> str:
+def _fix(name: str, price: str = EXAMPLE_PRICE) -> str:
     return (
         f"end the name with its USD per GPU-hour, e.g. plan_clusters=[{name}@{price}], or drop the @ to "
         "price it at cost.usd_per_gpu_hour"
@@ -43,10 +46,12 @@ def split_price(text: str) -> tuple[str, float | None]:
     """
     text = str(text).strip()
     name, mark, written = text.partition(PRICE_MARK)
+    name = name.strip()  # H100:8 @2.5: Hydra keeps the space inside a list element
     if not mark:
         return text, None
     if PRICE_MARK in written:
-        first = written.split(PRICE_MARK)[0] or "2.5"
+        first = written.split(PRICE_MARK)[0]
+        first = first if _NUMBER.fullmatch(first) else EXAMPLE_PRICE
         raise ConfigError(
             "plan_clusters",
             text,
@@ -57,7 +62,7 @@ def split_price(text: str) -> tuple[str, float | None]:
         raise ConfigError("plan_clusters", text, "gives no price after its '@'", _fix(name))
     if ":" in written:  # H100:8@2.5:ib400: the price goes last
         price, _, rest = written.partition(":")
-        meant = f"{name}:{rest}@{price}" if _NUMBER.fullmatch(price) else f"{name}:{rest}@2.5"
+        meant = f"{name}:{rest}@{price if _NUMBER.fullmatch(price) else EXAMPLE_PRICE}"
         raise ConfigError(
             "plan_clusters",
             text,
@@ -67,15 +72,23 @@ def split_price(text: str) -> tuple[str, float | None]:
     if written.lstrip("+-").lower() in ("inf", "infinity", "nan"):
         raise ConfigError("plan_clusters", text, f"its price {written} is not a finite number", _fix(name))
     if not _NUMBER.fullmatch(written.removeprefix("-")):
-        digits = re.sub(r"[^\d.]", "", written)  # $2.5, 2.5usd: 2.5
-        example = digits if _NUMBER.fullmatch(digits) else "2.5"
+        foreign = [c for c in written if c.isdigit() and not c.isascii()]
         raise ConfigError(
             "plan_clusters",
             text,
-            f"its price {written!r} is not a number of US dollars per GPU-hour",
-            f"write the number alone, no $ or unit: e.g. plan_clusters=[{name}@{example}] (USD per GPU-hour)",
+            f"its price {written!r} is not a number of US dollars per GPU-hour"
+            + (f" (digits 0-9 only: {''.join(foreign)!r} is another script's)" if foreign else ""),
+            f"write the number alone in digits 0-9, no $, _, 0x or unit: e.g. plan_clusters=[{name}@"
+            f"{EXAMPLE_PRICE}] (USD per GPU-hour)",
         )
     price = float(written) + 0.0  # -0: 0
+    if price == 0 and re.search(r"[1-9]", written.lower().partition("e")[0]):  # 1e-400: below a float's least
+        raise ConfigError(
+            "plan_clusters",
+            text,
+            f"its price {written} rounds to 0 (below the least a float holds, about 5e-324)",
+            _fix(name) + " (or @0 for GPUs already paid for)",
+        )
     most = MAX_BY_KEY["cost.usd_per_gpu_hour"]
     if price < 0:
         raise ConfigError(
@@ -106,12 +119,82 @@ def entries(clusters: object) -> list[str]:
     if isinstance(clusters, str):
         if "${" in clusters or clusters.strip().lower() in ("", "null", "none"):
             return []
-        return [e for e in re.split(r"[\[\],\s'\"]+", clusters) if e]
+        return [e.strip() for e in re.split(r"[\[\],'\"]+", clusters) if e.strip()]  # as Hydra: H100:8 @2.5
     if isinstance(clusters, Iterable):
         return [str(e).strip() for e in clusters if str(e).strip()]
     return []
 
 
+def decimal_comma_problem(names: list[str]) -> ConfigError | None:
+    """One line for a price written with a decimal comma (``[H100:8@2,5]``: Hydra's list splits it into
+    ``H100:8@2`` and a cluster named ``5``), else None: an entry of ASCII digits alone right after one whose
+    price is a whole number."""
+    for before, entry in zip(names, names[1:], strict=False):
+        name, mark, price = str(before).strip().partition(PRICE_MARK)
+        if (
+            mark
+            and re.fullmatch(r"\d+", price, re.ASCII)
+            and re.fullmatch(r"\d+", str(entry).strip(), re.ASCII)
+        ):
+            typed = f"{name}@{price},{str(entry).strip()}"
+            return ConfigError(
+                "plan_clusters",
+                typed,
+                f"its price {price},{str(entry).strip()} has a decimal comma (the list splits there, leaving "
+                f"{str(entry).strip()!r} as a cluster name)",
+                f"write a decimal point: plan_clusters=[{name}@{price}.{str(entry).strip()}]",
+            )
+    return None
+
+
+def check_prices(names: list[str]) -> None:
+    """Each entry's price checked as a plan reads it (:func:`decimal_comma_problem`, :func:`split_price`).
+
+    Raises:
+        ConfigError: the first bad price's one line.
+    """
+    if problem := decimal_comma_problem(names):
+        raise problem
+    for name in names:
+        split_price(name)
+
+
 def unpriced(clusters: object) -> list[str]:
     """The entries of ``plan_clusters`` (:func:`entries`) that give no ``@PRICE``, in order."""
     return [e for e in entries(clusters) if not has_price(e)]
+
+
+def priced_at(named: Iterable[object]) -> set[float]:
+    """The prices the ``plan_clusters`` values ``named`` (each a list or a command line's text,
+    :func:`entries`) give as ``@PRICE``; a bad one is left out (the plan refuses it)."""
+    out = set()
+    for clusters in named:
+        for entry in entries(clusters):
+            try:
+                price = split_price(entry)[1]
+            except ConfigError:
+                continue
+            if price is not None:
+                out.add(price)
+    return out
+
+
+def price_lines_of(rows: Iterable[tuple[str, float | None]], priced: set[float]) -> list[str]:
+    """The lines under a sweep's table that say each cluster's price and where it comes from, as a
+    plan's: ``price: 2.5 USD per GPU-hour for H100:1x8:ib400 (@2.5 in plan_clusters)``, ``... for every
+    cluster (cost.usd_per_gpu_hour)``; ``rows``: each row's ``(cluster, usd_per_gpu_hour)``; ``priced``:
+    the prices some ``@PRICE`` gives (:func:`priced_at`), the others being ``cost.usd_per_gpu_hour``'s.
+    No line for a cluster without a price."""
+    groups: dict[tuple[float, str], list[str]] = {}
+    for cluster, price in rows:
+        if price is None:
+            continue
+        source = f"@{price:.15g} in plan_clusters" if price in priced else "cost.usd_per_gpu_hour"
+        labels = groups.setdefault((price, source), [])
+        if cluster not in labels:
+            labels.append(cluster)
+    one = len(groups) == 1
+    return [
+        f"price: {price:.15g} USD per GPU-hour for {'every cluster' if one else ', '.join(labels)} ({source})"
+        for (price, source), labels in groups.items()
+    ]

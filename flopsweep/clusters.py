@@ -211,7 +211,7 @@ class Cluster:
         return ASSUMED_POWER_W.get(self.row.name)
 
 
-_SIZE_LIKE = re.compile(r"[-+]?[\d.]+(?:x[-+]?[\d.]+)?")
+_SIZE_LIKE = re.compile(r"[-+]?[\d.]+(?:x[-+]?[\d.]+)?", re.ASCII)
 """What a size written wrongly looks like (a sign, a fraction), so that it is named as a size."""
 MAX_PLAN_CLUSTERS = 16
 """The most clusters one ``plan_clusters`` list may name: each is planned over the whole ``space.*``
@@ -219,7 +219,7 @@ MAX_PLAN_CLUSTERS = 16
 plans (``-m plan_clusters=[a,b],[c,d]``, one job each)."""
 MAX_GPUS_PER_NODE = 128
 """The most GPUs per node a cluster name may give (NVL72 racks are 72; nodes today hold 8 or 16)."""
-_NAME = re.compile(r"(?P<gpu>[^:\s]+)(?::(?P<size>\d+(?:x\d+)?))?(?::(?P<net>[^:\s]+))?")
+_NAME = re.compile(r"(?P<gpu>[^:\s]+)(?::(?P<size>\d+(?:x\d+)?))?(?::(?P<net>[^:\s]+))?", re.ASCII)
 
 
 def _parts(exc: ConfigError) -> tuple[str, str]:
@@ -371,7 +371,15 @@ def parse_cluster(text: str, here: tuple[str, int] | None = None) -> Cluster:
 
 
 def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = None) -> Cluster:
-    """:func:`parse_cluster` of a name without its price; ``price``: the :class:`Cluster`'s."""
+    """:func:`parse_cluster` of a name without its price; ``price``: the :class:`Cluster`'s. A size in
+    another script's digits (``H100:٨``, which ``int`` reads as 8) is refused: digits 0-9 only."""
+    if foreign := [c for c in str(text) if c.isdigit() and not c.isascii()]:
+        raise ConfigError(
+            "plan_clusters",
+            text,
+            f"its size is written in digits 0-9 only ({''.join(foreign)!r} is another script's)",
+            "write it in digits 0-9, e.g. plan_clusters=[H100:1x8]",
+        )
     match = _NAME.fullmatch(str(text).strip())
     if not match:
         raise ConfigError("plan_clusters", text, "is not a cluster name", _fix())

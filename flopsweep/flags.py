@@ -106,17 +106,49 @@ def prints_only(argv: list[str]) -> bool:
     return any(a.partition("=")[0] in printing for a in expand_flag_prefixes(argv))
 
 
-def _unknown_flag(flag: str, parser: argparse.ArgumentParser) -> str:
-    """The line for a flag Hydra has not: the nearest flag, or the override it may have meant."""
+def _unknown_flag(flag: str, parser: argparse.ArgumentParser, argv: list[str] | None = None) -> str:
+    """The line for a flag Hydra has not: the nearest flag, or the override it may have meant (``--format
+    csv`` and ``--format=csv``: ``plan_format=csv``, the key the dashes hid named, not ``format=csv``, which
+    is refused in turn)."""
     name, eq, value = flag.partition("=")
     key = name.lstrip("-")
+    rest = (argv or [])[(argv or []).index(flag) + 1 :] if flag in (argv or []) else []
+    if not eq and rest and not rest[0].startswith("-") and "=" not in rest[0]:  # --format csv
+        flag, eq, value = f"{flag} {rest[0]}", "=", rest[0]
     if eq and key and re.fullmatch(r"[A-Za-z_][\w./@-]*", key) and len(name) - len(key) <= 2:
         fix = f"an override has no dashes: {key}={value}"
+        if not _settable(key):
+            said = suggestion_of(key, value, [a for a in argv or [] if "=" in a and not a.startswith("-")])
+            fix = f"an override has no dashes, and {key} is no key: {said}"
     elif near := near_names(name, _flag_names(parser), n=1):  # never --experimental-rerun
         fix = f"write {near[0]}{eq}{value}"
     else:
         fix = f"drop it ({COMMAND} --help lists the flags; an override is KEY=VALUE)"
     return f"Invalid config: {flag}: is no flag of {COMMAND} (Hydra's command line). Fix: {fix}."
+
+
+def suggestion_of(key: str, value: str, overrides: list[str]) -> str:
+    """:func:`flopsweep.near_keys.suggestion` of ``key=value`` beside ``overrides`` (the command line's,
+    so that a key they set, ``plan=true``, is not asked for again), without its last full stop."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.near_keys import suggestion
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - the grammar's own line comes later
+        parsed = []
+    said = suggestion(key, parsed, value).rstrip(".")
+    return re.sub(
+        r"did you mean ([\w./-]+)\?", lambda m: f"did you mean {m.group(1)}={value}?", said, count=1
+    )
+
+
+def _settable(key: str) -> bool:
+    """Whether ``key`` is a key of the config or a config group's name (``backend``)."""
+    from flopsweep.override_schema import known_keys
+
+    return key in known_keys() or os.path.isdir(os.path.join(CONF, key.split("/")[0]))
 
 
 def _argparse_line(message: str, parser: argparse.ArgumentParser) -> str:
@@ -275,7 +307,7 @@ def flag_problem(argv: list[str], conf: str = CONF) -> str | None:
     except _Refused as exc:
         return _argparse_line(str(exc), parser)
     if flags := [e for e in extras if e.startswith("-")]:
-        return _unknown_flag(flags[0], parser)
+        return _unknown_flag(flags[0], parser, argv)
     if extras:  # overrides after a flag, once argparse had read the first run of them
         overrides = set(args.overrides) | set(extras)
         flags = [a for a in argv if a not in overrides]

@@ -71,6 +71,30 @@ def _sweep_below(folder: Path) -> Path | None:
     return None
 
 
+FOLDER_KEYS = ("hydra.sweep.dir", "hydra.run.dir")
+"""The command line's folder keys whose value Hydra takes as written: a ``~`` is no home there."""
+
+
+def home_tilde_problem(overrides: list[str]) -> str | None:
+    """The one-line refusal of a :data:`FOLDER_KEYS` value that starts with ``~`` (``'hydra.sweep.dir=~/x'``,
+    quoted so the shell left it): Hydra does not expand it and made a folder named ``~`` in the current
+    folder. The fix writes the path out (``$HOME/x``, which the shell expands), else None."""
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        folder = value.strip().strip("'\"")
+        if eq and key.lstrip("+") in FOLDER_KEYS and folder.startswith("~"):
+            user, _, rest = folder[1:].partition("/")
+            home = "$HOME" if not user else os.path.expanduser(f"~{user}")
+            example = f"{home}/{rest}" if rest else home
+            key = key.lstrip("+")
+            return (
+                f"Invalid config: {key}={folder}: a leading ~ is not expanded (the shell leaves it when "
+                f"quoted, and Hydra would make a folder named {folder.split('/')[0]} here). Fix: write the "
+                f"path out, e.g. {key}={example}"
+            )
+    return None
+
+
 def nested_folder_problem(key: str, folder: Path, *, sweep: bool) -> str | None:
     """The one-line refusal of ``key=folder`` (``hydra.sweep.dir`` or ``hydra.run.dir``) inside another
     sweep's or run's folder (:func:`_owner_above`), or, for a sweep (``sweep``), of a folder that holds

@@ -172,11 +172,17 @@ def inputs_problem(name: str, values: dict[str, Any]) -> ConfigError | None:
     ``values`` may hold the text of a command line's override (``"null"`` is unset there). A plan's
     ``plan_clusters`` (``values["plan_clusters"]``: a list, or a command line's text) stands for
     ``cost.usd_per_gpu_hour`` where each of its clusters names its own ``@PRICE``
-    (:mod:`flopsweep.cluster_prices`); where some do not, the line names them."""
-    from flopsweep.cluster_prices import entries, unpriced
+    (:mod:`flopsweep.cluster_prices`); where some do not, the line names them. A bad price
+    (:func:`flopsweep.cluster_prices.check_prices`) is returned first, the plan's own line."""
+    from flopsweep.cluster_prices import check_prices, entries, unpriced
 
     missing = [key for key in NEEDS.get(name, ()) if values.get(key) in (None, "null")]
     clusters = entries(values.get("plan_clusters"))
+    if "cost.usd_per_gpu_hour" in missing:
+        try:  # a bad price is named first, as the plan names it (H100:8@ 2 is no H100:8@ and 2)
+            check_prices([c for c in clusters if "${" not in c])
+        except ConfigError as exc:
+            return exc
     bare = unpriced(clusters)
     if "cost.usd_per_gpu_hour" in missing and clusters and not bare:
         missing.remove("cost.usd_per_gpu_hour")  # every cluster prices its own rows

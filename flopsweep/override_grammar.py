@@ -56,9 +56,29 @@ _KEY = re.compile(r"[+~]{0,2}[A-Za-z_][\w./@-]*", re.ASCII)
 _PAIRS = (("[", "]"), ("{", "}"), ("(", ")"))
 
 
+def is_list_key(key: str) -> bool:
+    """Whether ``key`` (dotted) is a list of :class:`flopsweep.config.RunConfig` (``plan_clusters``,
+    ``space.backends``): its value quoted whole would be one string, which the key refuses."""
+    import dataclasses
+
+    from flopsweep.config import RunConfig
+
+    node: object = RunConfig
+    for part in key.split("."):
+        fields = {f.name: f for f in dataclasses.fields(node)} if dataclasses.is_dataclass(node) else {}
+        if part not in fields:
+            return False
+        f = fields[part]
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        node = default if dataclasses.is_dataclass(default) else type(default)
+    return node is list
+
+
 def _fix(key: str, value: str) -> str:
     """The fix for an override the grammar refuses: a key of the grammar's characters, a quote or
-    bracket closed, else the value quoted as one string (the outer quotes are the shell's)."""
+    bracket closed, each element of a list quoted (``'plan_clusters=["H100:8@٢.5"]'``: a list still, where the
+    whole value quoted is one string that ``plan_clusters`` refuses), else the value quoted as one string (the
+    outer quotes are the shell's)."""
     if not _KEY.fullmatch(key):
         return (
             "a key is ASCII letters, digits and _ . / @ - (no space, nothing else); "
@@ -73,6 +93,15 @@ def _fix(key: str, value: str) -> str:
             return (
                 f"close the {opening}: {key}={value}{closing * (value.count(opening) - value.count(closing))}"
             )
+    inside = value[1:-1]
+    if (
+        value.startswith("[")
+        and value.endswith("]")
+        and not any(c in inside for c in "[]{}()'\"")
+        and is_list_key(key.lstrip("+~"))
+    ):
+        each = ",".join(f'"{e.strip()}"' for e in inside.split(","))  # a list stays a list
+        return f"quote each element, '{key}=[{each}]' (the outer quotes are the shell's)"
     return f"quote the value as one string, {_quoted(key, value)} (the outer quotes are the shell's)"
 
 

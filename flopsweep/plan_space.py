@@ -488,9 +488,10 @@ def same_gpu(
 def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
     """The ``ok`` rows with a value for ``objective_name`` (:func:`flopsweep.objective.planned`),
     best first, numbered from 1 across every cluster (``rank``) and from 1 within each cluster
-    (``cluster_rank``, no gaps); ``best`` marks the first of each cluster. Ties keep the
-    lower expected error (an unmeasured one last), then the smaller memory per rank. Rows without a
-    value get no rank.
+    (``cluster_rank``, no gaps); ``best`` marks the first of each cluster. Ties keep the higher
+    predicted tokens per second (``@0``: every row's dollars tie at 0, and the fastest set-up, not the
+    slowest, is best), then the lower expected error (an unmeasured one last), then the smaller memory per
+    rank. Rows without a value get no rank.
 
     Raises:
         ConfigError: as :func:`flopsweep.objective.planned`.
@@ -506,6 +507,7 @@ def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
     valued.sort(
         key=lambda r: (
             sign * getattr(r, column),
+            -(r.predicted_tokens_per_s or 0.0),  # a tie (every price 0): the fastest first
             math.inf if r.expected_error is None else r.expected_error,  # unmeasured: last of a tie
             r.est_peak_gib_per_rank or 0,
         )

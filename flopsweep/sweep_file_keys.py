@@ -324,6 +324,16 @@ def file_overrides(path: str, conf: str = CONF) -> list[str]:
     return [f"{key}={override_value(value)}" for key, value in _leaves(plain, "", sections)]
 
 
+PRICE_AXES = ("plan_clusters", "cost.usd_per_gpu_hour", "budget.tokens")
+"""Axes of a file's ``hydra.sweeper.params`` its plain values are checked with, as a command line's sweep
+is: an ``objective:`` is priced by them (``plan_clusters: "[H100:8@2.5],[H200:8@3.5]"`` needs no
+``cost.usd_per_gpu_hour``), and a bad price among them (``@1e400``) is named."""
+
+
+def _checked_axis(key: str, conf: str) -> bool:
+    return _group(key, conf) or key in PRICE_AXES
+
+
 def values_problem(
     argv: list[str], checks: tuple[Callable[[list[str]], str | None], ...], conf: str = CONF
 ) -> str | None:
@@ -331,7 +341,8 @@ def values_problem(
     own, each given a list of overrides) refuses, with the file named, else None. The file's values are
     checked after the options its defaults pick (``override /attention: blocksparse``) and before the
     command line (``argv``), whose own overrides passed these checks already; a key the command line
-    or the file's ``hydra.sweeper.params`` gives is left out (it replaces the file's value)."""
+    or the file's ``hydra.sweeper.params`` gives is left out (it replaces the file's value). The axes that
+    pick options and those of :data:`PRICE_AXES` are checked with the file's values."""
     from flopsweep.conf_files import params_of
     from flopsweep.override_grammar import overrides_of
 
@@ -357,7 +368,7 @@ def values_problem(
         if not own:
             continue
         for check in checks:
-            if problem := check([*picks, *[a for a in axes if _group(bare(a), conf)], *own, *rest]):
+            if problem := check([*picks, *[a for a in axes if _checked_axis(bare(a), conf)], *own, *rest]):
                 said = problem.removeprefix("Invalid config: ").replace(_CLI_WORDS, "(the file's value is")
                 return f"Invalid config: {shown_path(path, conf)}: {said}"
     return None

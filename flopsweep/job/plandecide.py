@@ -18,6 +18,7 @@ from typing import Any
 
 from flopsweep import comm_time, forecast, objective, strict_json
 from flopsweep.checks import check_bounds, validate_cost
+from flopsweep.cluster_prices import decimal_comma_problem
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, gpu_of, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
@@ -82,6 +83,8 @@ def named_clusters(
         ConfigError: one line naming ``plan_clusters``, the value and the fix.
     """
     clusters_bound_problem(names)  # 40 clusters took 37 s
+    if comma := decimal_comma_problem(names):  # [H100:8@2,5]: not a cluster named 5
+        raise comma
     if any(not n.strip() for n in names) and any(n.strip() for n in names):  # [H100:8,'']: one line
         kept = ",".join(n.strip() for n in names if n.strip())
         raise ConfigError("plan_clusters", names, "holds an empty name", f"drop it: plan_clusters=[{kept}]")
@@ -170,6 +173,13 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     notes = defaults_used(cfg, info.overrides, clusters, records)
     nets = network_lines(clusters)
     prices = price_lines(clusters, cfg.cost.usd_per_gpu_hour)
+    if cfg.objective in ("usd_per_million_tokens", "budget_usd") and all(
+        c.price(cfg.cost.usd_per_gpu_hour)[0] == 0 for c in clusters
+    ):  # @0: no dollars tell the set-ups apart
+        prices.append(
+            f"price: 0 for every cluster, so every row ties at 0 dollars: objective={cfg.objective} ranks "
+            "them by tokens/s (name the price you would pay, e.g. @2.5, to rank by dollars)"
+        )
     best = [r for r in ranked if r.best]
     lines = [override_line(r, info.overrides) for r in best]
     if cfg.plan_format == "csv":
@@ -288,7 +298,9 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
     evaluating it (a fix that would not fit either is not suggested): the set-up of least memory per
     rank (:data:`LEAST_MEMORY`: FSDP2, full checkpointing, micro batch 1, data parallel), on a named
     cluster where it fits (list it in ``space.*``); else on the first cluster's GPU in more nodes of 8
-    (doubling up to ``nnodes``' bound) where it fits and the rules accept it; else none fits, said."""
+    (doubling up to ``nnodes``' bound) where it fits and the rules accept it, at the cluster's own
+    ``@PRICE`` (``plan_clusters=[L4:2x8:eth100@0.8]``: without it ``objective=usd_per_million_tokens``
+    refused the fix); else none fits, said."""
     from flopsweep.config import MAX_BY_KEY
     from flopsweep.plan_space import Setup, evaluate, same_gpu
 
@@ -317,10 +329,12 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
             found = evaluate(cfg, least, bigger, same_gpu(records, bigger), min_headroom=space.min_headroom)
             if found is not None and found.status == "ok":
                 gib = found.est_peak_gib_per_rank or 0
+                priced = bigger.label + ("" if c.usd_per_gpu_hour is None else f"@{c.usd_per_gpu_hour:.15g}")
                 return (
                     f"name more GPUs in plan_clusters: {said} needs {row.est_peak_gib_per_rank:.3g} GiB per "
-                    f"rank on {c.label}; on {bigger.label} it fits ({gib:.3g} GiB per rank): "
-                    f"plan_clusters=[{bigger.label}] with {lists}"
+                    f"rank on {c.label} (not the least of the space: the set-up whose memory per rank falls "
+                    f"as GPUs are added); on {bigger.label} it fits ({gib:.3g} GiB per rank): "
+                    f"plan_clusters=[{priced}] with {lists}"
                 )
         nodes *= 2
     return (

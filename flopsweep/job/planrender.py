@@ -236,7 +236,8 @@ def override_line(row: Row, overrides: list[str]) -> str:
     ``-m hydra/launcher=slurm`` on several nodes (a launcher runs only under ``-m``:
     :func:`flopsweep.override_grammar.sweeper_without_m_problem`). A row priced otherwise than the
     command line's ``cost.usd_per_gpu_hour`` (its cluster's ``@PRICE``) gets ``cost.usd_per_gpu_hour=`` its
-    price, so that the run's own dollars are at it."""
+    price, so that the run's own dollars are at it. A ``+sweep=`` file kept gets ``plan=false`` after it:
+    the file may set ``plan: true``, and the command would plan again instead of training."""
 
     def dropped(o: str) -> bool:
         key = o.lstrip("+~").split("=")[0]
@@ -248,6 +249,8 @@ def override_line(row: Row, overrides: list[str]) -> str:
     given = [o for o in kept if o.lstrip("+").split("=")[0] == "cost.usd_per_gpu_hour"]
     if price is not None and not (given and _number(given[-1].partition("=")[2]) == price):
         kept = [o for o in kept if o not in given] + [f"cost.usd_per_gpu_hour={price:.15g}"]
+    if any(o.lstrip("+").split("=")[0] == "sweep" for o in kept):  # its file may set plan: true
+        kept.append("plan=false")
     line = [COMMAND, *kept, *row.overrides]
     if "nnodes=1" not in row.overrides:
         line[1:1] = ["-m"]

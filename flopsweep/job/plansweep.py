@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep import objective, strict_json
+from flopsweep.cluster_prices import price_lines_of, priced_at
 from flopsweep.files import read_regular
 from flopsweep.job.plantable import append_plan_row, invalid_jobs_line, plan_csv, unwritten_line, write_plan
 from flopsweep.plan_assess import COLUMNS, Row
@@ -166,7 +167,13 @@ def _dropped(rows: list[Row]) -> Counter:
 
 
 def sweep_output(
-    path: Path, objective_name: str, fmt: str = "table", top: int = 5, *, shown: bool = True
+    path: Path,
+    objective_name: str,
+    fmt: str = "table",
+    top: int = 5,
+    *,
+    shown: bool = True,
+    named: list[object] | None = None,
 ) -> tuple[str, list[str]]:
     """The sweep's plan over every job: its rows ranked together by ``objective_name``
     (:func:`flopsweep.plan_space.rank`), the sweep's ``plan.csv`` rewritten with them (ranked first, then
@@ -176,7 +183,10 @@ def sweep_output(
     {job: line}, dropped, best: [{cluster, job, command}], rows}``, strict JSON: a non-finite figure is null
     and its row's ``nulls`` says why, :func:`flopsweep.strict_json.dumps`). An invalid job (its keys refused:
     :func:`flopsweep.job.plandecide.decide_job`) is one row of ``status`` ``invalid``, not a set-up.
-    ``shown``: False leaves the file's path unsaid (a private folder the plan ran in).
+    ``shown``: False leaves the file's path unsaid (a private folder the plan ran in). ``named``: the
+    sweep config's ``plan_clusters`` (beside each job's own): the table's ``price: ...`` lines say a price
+    one of them gives as ``@PRICE`` is ``@2.5 in plan_clusters``
+    (:func:`flopsweep.cluster_prices.price_lines_of`).
 
     Returns:
         ``(text, lines)``: the lines for stderr, each ``flopsweep: ...``: the file could not be rewritten
@@ -265,6 +275,12 @@ def sweep_output(
             + (", ".join(f"{k} {v}" for k, v in dropped.most_common()) or "none"),
             "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
             "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
+            *price_lines_of(
+                [(r.cluster, r.usd_per_gpu_hour) for r in rows],
+                priced_at(
+                    [*(named or []), *(o.partition("=")[2] for j in jobs.values() for o in j if _clusters(o))]
+                ),
+            ),
             *scaled_lines(ranked, top),
             *_repeat_lines(labels),
             *best_lines(
@@ -278,6 +294,10 @@ def sweep_output(
         ]
     )
     return text, stderr
+
+
+def _clusters(override: str) -> bool:
+    return override.partition("=")[0].lstrip("+") == "plan_clusters"
 
 
 def _jobs_said(n: int) -> str:
@@ -513,7 +533,8 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
     fmt = str(config.get("plan_format") or "table")
     if is_sweep_file(plan):
         top = int((config.get("space") or {}).get("top") or 5)
-        text, stderr = sweep_output(plan, objective, fmt, top, shown=shown)
+        named = [config.get("plan_clusters")] if config.get("plan_clusters") else []
+        text, stderr = sweep_output(plan, objective, fmt, top, shown=shown, named=named)
         return [text, *stderr]
     from flopsweep.clusters import plans_gpu
     from flopsweep.job.plantable import plan_invalid_line, plan_output, plan_unfit_line, rank_plan_file
@@ -524,3 +545,31 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
     lines = [plan_output(str(plan), fmt, gpu, text=text)]
     invalid = plan_invalid_line(str(plan), shown=fmt == "table")  # the table's footnotes hold the reasons
     return lines + [x for x in (invalid, plan_unfit_line(str(plan), gpu)) if x]
+
+
+SWEEP_PLAN: dict[str, Any] = {"plan": None, "config": None}
+"""The plan file of the ``plan=true`` sweep running in this process and its config
+(:class:`flopsweep.callbacks` sets them when the sweep starts), for :func:`interrupted_plan_lines`."""
+
+
+def interrupted_plan_lines() -> list[str]:
+    """What an interrupted plan sweep kept (Ctrl-C, ``timeout -s INT``): ``kept N rows of planned set-ups in
+    PATH (the jobs that finished)`` and the table of those rows (:func:`plan_lines`); empty when no plan
+    sweep ran here or its ``plan.csv`` holds no row yet. A line to stderr begins ``flopsweep: ``."""
+    plan, config = SWEEP_PLAN["plan"], SWEEP_PLAN["config"]
+    if plan is None or not Path(plan).is_file():
+        return []
+    try:
+        n = (
+            len(read_sweep(Path(plan)))
+            if is_sweep_file(Path(plan))
+            else len(read_regular(plan).splitlines()) - 1
+        )
+        if n < 1:
+            return []
+        return [
+            *plan_lines(Path(plan), config),
+            f"flopsweep: kept {n} rows of planned set-ups in {plan} (the jobs that finished)",
+        ]
+    except Exception as exc:  # noqa: BLE001 - an interruption's line says what it can
+        return [f"flopsweep: the plan's rows are in {plan} (not shown: {exc})"]
