@@ -148,8 +148,7 @@ class AttentionConfig:
     name: str = "sdpa"
     """A key of ``flopsweep.attention.KERNELS``."""
     density: float | None = None
-    """Set by validation, not by hand: the fraction of (query block, key block) pairs computed
-    (1.0 for the dense kernels)."""
+    """Set by validation, not by hand: the fraction of (query block, key block) pairs run (1.0: dense)."""
 
 
 @dataclass(kw_only=True)
@@ -242,11 +241,8 @@ class StepsConfig:
     """Extra warm-up steps allowed when a measured step is over 3x the median of the others
     (compilation, autotuning): the run warms up longer, then measures again."""
     gc_freq: int = 0
-    """N > 0: Python's garbage collector runs every ``gc_freq`` optimizer steps (generation 1,
-    counting warm-up and measured steps) instead of automatically, as torchtitan's
-    ``training.gc_freq`` (its default 50), so that no automatic collection lands in a random step of a
-    host-bound run. 0 (default): Python's automatic collection, as every record before the key
-    (:mod:`flopsweep.gc_policy`)."""
+    """N > 0: collect generation 1 every N optimizer steps, Python's automatic collection off (torchtitan's
+    ``training.gc_freq``, :mod:`flopsweep.gc_policy`); 0: automatic, as every record before the key."""
 
 
 @dataclass(kw_only=True)
@@ -304,8 +300,7 @@ class CostConfig:
     """What a GPU-hour costs, for ``metrics.usd_per_million_tokens`` and ``metrics.budget.usd``."""
 
     usd_per_gpu_hour: float | None = None
-    """US dollars per GPU per hour (a cloud price, or an owned GPU's cost over its life); null:
-    no dollar figures."""
+    """US dollars per GPU per hour (a cloud price, or an owned GPU's cost over its life); null: none."""
 
 
 @dataclass(kw_only=True)
@@ -341,8 +336,7 @@ class PredictConfig:
     nnodes: int | None = None
     """Nodes of the predicted cluster; null: ``nnodes``."""
     intra_node_gbps: float | None = None
-    """Bus bandwidth inside a node, GB/s (nccl-tests' busbw); null: the run's probe, else the
-    calibration record's probe."""
+    """Bus bandwidth inside a node, GB/s (nccl-tests' busbw); null: the run's probe, else calibration's."""
     inter_node_gbps: float | None = None
     """Bus bandwidth of a collective across nodes, GB/s per GPU (400 Gb/s NICs: about 45); only a
     collective whose group crosses nodes runs at it, never one inside a node. Null:
