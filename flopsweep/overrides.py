@@ -111,11 +111,11 @@ def group_choice_problem(overrides: list[str]) -> str | None:
     (``-m backend=fsdp,null``). The fix lists the group's options (its YAML files in ``conf/``) and
     takes the closest name as its example; a name with non-ASCII look-alikes of an option's letters
     (``'model=llama-tinу'``, a Cyrillic ``у``: :func:`flopsweep.lookalike.ascii_lookalike`) gets that
-    option's "did you mean" instead, naming the character."""
-    import difflib
-
+    option's "did you mean" instead, naming the character, and so does a name that differs from an option in
+    case alone (``precision=BF16``: ``options are case-sensitive``)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from flopsweep.config import near_name
     from flopsweep.lookalike import ascii_lookalike
 
     conf = CONF
@@ -147,11 +147,11 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         defaults = read_conf_yaml(os.path.join(conf, "config.yaml")).get("defaults") or []
         chosen = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
         example = chosen.get(group) if chosen.get(group) in names else (names or ["NAME"])[0]
-        lowered = {n.lower(): n for n in names}
-        near = lowered.get(shown.lower()) or next(iter(difflib.get_close_matches(shown, names, n=1)), None)
+        near = near_name(shown, names)  # case aside: precision=BF16 names bf16
         example = near or example
+        case = (near, "options are case-sensitive") if near and near.lower() == shown.lower() else None
         plus = "+" if text.startswith("+") or ("/" not in group and group not in chosen) else ""
-        if look := ascii_lookalike(shown, names):  # llama-tinу, a Cyrillic у: the ASCII option meant
+        if look := ascii_lookalike(shown, names) or case:  # llama-tinу (a Cyrillic у), BF16: the option meant
             meant = (
                 text.replace(shown, look[0], 1)
                 if o.is_sweep_override()
