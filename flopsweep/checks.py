@@ -363,7 +363,7 @@ def number_problem(key: str, value: int | float) -> ConfigError | None:
     else None: its bound (:func:`check_number`) and, for a key of :data:`_ALONE`'s sections, that
     section's own check run on the schema's defaults with ``value`` in place (the same code the job
     runs, so the ranges live in one place). The command line's check before Hydra
-    (:func:`flopsweep.overrides.type_problem`) calls it."""
+    (:func:`flopsweep.override_values.value_problem`) calls it."""
     try:
         check_number(key, value)
         section, _, leaf = key.partition(".")
