@@ -51,14 +51,15 @@ too many for a one-line message; the did-you-mean names the nearest ones."""
 
 def check_columns(df: pd.DataFrame, names: Iterable[str], what: str = "column") -> None:
     """Raise :class:`ColumnError` naming the first of ``names`` not in ``df``, the nearest names
-    (``difflib.get_close_matches``: ``did you mean 'tokens_per_s'?``), the first
+    (``difflib.get_close_matches``, without case: ``did you mean 'tokens_per_s'?``), the first
     :data:`LISTED_COLUMNS` valid ones and how many there are in all (one line)."""
     import difflib
 
     columns = [str(c) for c in df.columns]
     for name in names:
         if name not in df.columns:
-            near = difflib.get_close_matches(str(name), columns, n=3)
+            lowered = {c.lower(): c for c in reversed(columns)}  # case aside: 'MFU' names 'mfu'
+            near = [lowered[m] for m in difflib.get_close_matches(str(name).lower(), list(lowered), n=3)]
             hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
             listed = ", ".join(columns[:LISTED_COLUMNS])
             more = f", ... ({len(columns)} in all)" if len(columns) > LISTED_COLUMNS else ""

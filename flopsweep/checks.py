@@ -336,7 +336,7 @@ def check_number(key: str, value: int | float) -> None:
         if low is not None and low.problem.startswith("must be a finite"):  # timeout_s: its own line
             raise ConfigError(key, value, low.problem, low.fix)
         raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
-    if (low := MIN_BY_KEY.get(key)) is not None and (value <= low.least if low.strict else value < low.least):
+    if (low := MIN_BY_KEY.get(key)) is not None and low.refuses(value):
         raise ConfigError(key, value, low.problem, low.fix or f"set {key} to a positive integer")
     if abs(value) > limit:
         bound = _bound_text(limit, whole=isinstance(value, int))
@@ -363,7 +363,7 @@ def number_problem(key: str, value: int | float) -> ConfigError | None:
     else None: its bound (:func:`check_number`) and, for a key of :data:`_ALONE`'s sections, that
     section's own check run on the schema's defaults with ``value`` in place (the same code the job
     runs, so the ranges live in one place). The command line's check before Hydra
-    (:func:`flopsweep.overrides.type_problem`) calls it."""
+    (:func:`flopsweep.override_values.value_problem`) calls it."""
     try:
         check_number(key, value)
         section, _, leaf = key.partition(".")

@@ -93,23 +93,23 @@ class ConfigError(ValueError):
 
 
 def require_choice(key: str, value: str, allowed, example: str | None = None) -> None:
-    """Raise :class:`ConfigError` unless ``value`` is in ``allowed``; the fix names an example
-    (the group option, ``attention=sdpa``, for a ``group.name`` key)."""
+    """Raise :class:`ConfigError` unless ``value`` is in ``allowed``; the fix names an example (the group
+    option, ``attention=sdpa``, for a ``group.name`` key), or the near name, matched without case
+    (``1f1b``: ``did you mean parallel.pp_schedule=1F1B? (options are case-sensitive)``)."""
     if value not in allowed:
-        import difflib  # not flopsweep.near_keys: config imports nothing of flopsweep
+        allowed, example = list(allowed), example or key.removesuffix(".name")
+        near = near_name(value, [str(a) for a in allowed]) if isinstance(value, str) else None
+        case = " (options are case-sensitive)" if near and near.lower() == value.lower() else ""
+        fix = f"did you mean {example}={near}?" if near else f"pick one of those, e.g. {example}={allowed[0]}"
+        raise ConfigError(key, value, f"must be one of {', '.join(allowed)}", fix + case)
 
-        allowed = list(allowed)
-        example = example or key.removesuffix(".name")
-        words = [str(a) for a in allowed]
-        near = difflib.get_close_matches(value, words, n=1, cutoff=0.6) if isinstance(value, str) else []
-        raise ConfigError(
-            key,
-            value,
-            f"must be one of {', '.join(allowed)}",
-            f"did you mean {example}={near[0]}?"
-            if near
-            else f"pick one of those, e.g. {example}={allowed[0]}",
-        )
+
+def near_name(name: str, names: list[str]) -> str | None:
+    """The one of ``names`` nearest ``name`` without regard to case (``difflib``, cutoff 0.6), else None."""
+    import difflib  # not flopsweep.near_keys: config imports nothing of flopsweep
+
+    lowered = {n.lower(): n for n in reversed(names)}  # the first of a case-only pair wins
+    return next((lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=1)), None)
 
 
 def require_positive(key: str, value: int, fix: str | None = None) -> None:

@@ -37,15 +37,29 @@ SIZE_KEYS = (
 """DeepSpeed sizes in elements: typed float (``5e8`` parses), passed on as ``int``."""
 
 
+ZERO_STAGES = (1, 2, 3)
+"""The ZeRO stages ``backend.zero_stage`` takes (DeepSpeed's stage 0, no ZeRO, is ``backend=ddp``)."""
+
+
+def zero_stage_error(stage: object, example: int = 3) -> ConfigError | None:
+    """The refusal of a ``backend.zero_stage`` outside :data:`ZERO_STAGES` (``4``, ``0``, ``-1``), its fix
+    the stage ``example`` (the picked option's: ``backend=zero2``'s 2), else None: one line, before Hydra
+    (:func:`flopsweep.value_sets.value_set_problem`) and in the job (:func:`whole_deepspeed_sizes`)."""
+    if stage in ZERO_STAGES and not isinstance(stage, bool):
+        return None
+    return ConfigError(
+        "backend.zero_stage",
+        stage,
+        "DeepSpeed ZeRO has stages 1, 2 and 3",
+        f"set backend.zero_stage={example} (or another of 1, 2, 3)",
+    )
+
+
 def whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
-    """The DeepSpeed sizes as ``int`` (``5e8`` -> 500000000); a fraction or a negative is an error."""
-    if backend.zero_stage not in (1, 2, 3):
-        raise ConfigError(
-            "backend.zero_stage",
-            backend.zero_stage,
-            "DeepSpeed ZeRO has stages 1, 2 and 3",
-            "set backend.zero_stage=1, 2 or 3",
-        )
+    """The DeepSpeed sizes as ``int`` (``5e8`` -> 500000000); a fraction or a negative is an error, and
+    so is a ZeRO stage outside :data:`ZERO_STAGES` (:func:`zero_stage_error`)."""
+    if (stage := zero_stage_error(backend.zero_stage)) is not None:
+        raise stage
     sizes = {}
     if backend.optimizer_impl not in OPTIMIZER_IMPLS:
         raise ConfigError(

@@ -20,6 +20,13 @@ class LowerBound:
     """What the refusal says of the value."""
     fix: str = ""
     """The refusal's fix; empty: ``set KEY to a positive integer``."""
+    also: tuple[float, ...] = ()
+    """Values below the bound that the key takes all the same (``parallel.dp_shard=-1``: the rest)."""
+
+    def refuses(self, value: float) -> bool:
+        """Whether ``value`` is below the bound (at it, when ``strict``) and none of :attr:`also`."""
+        below = value <= self.least if self.strict else value < self.least
+        return below and value not in self.also
 
 
 MIN_BY_KEY: dict[str, LowerBound] = {
@@ -62,6 +69,22 @@ MIN_BY_KEY: dict[str, LowerBound] = {
         "must be a whole number >= 1 (checkpoint every N-th block; 1 is every block)",
         "set activation_checkpointing.every=2",
     ),
+    "parallel.dp_shard": LowerBound(
+        1,
+        False,
+        "must be a positive integer, or -1 for the ranks the other degrees leave",
+        "set parallel.dp_shard=-1",
+        also=(-1,),
+    ),
+    "repeat": LowerBound(
+        0,
+        False,
+        "must be a round of repeats (0 to repeats - 1)",
+        "drop repeat=: the sweeper sets it from repeats=",
+    ),
+    "batch.max_micro_batch_size": LowerBound(
+        1, fix="set batch.max_micro_batch_size=256 (batch=auto's, at least batch.micro_batch_size)"
+    ),
     **{
         f"parallel.{d}": LowerBound(1, fix=f"set parallel.{d}=1")
         for d in ("dp_replicate", "tp", "pp", "cp", "ep")
@@ -75,9 +98,11 @@ MIN_BY_KEY: dict[str, LowerBound] = {
 """The least value of each key whose lower bound the value alone decides, whatever the options picked and
 the other keys, checked with :data:`MAX_BY_KEY` (:func:`flopsweep.checks.check_number`): before Hydra
 (``timeout_s=0``, ``steps.measure=0`` had made a job folder and been refused in the job) and first in the
-job. Not here: a bound that depends on the option (``model.n_layer=0`` is "read it from the file" under
-``model=hf``: :mod:`flopsweep.value_sets` refuses it before Hydra on the other families) or on other keys
-(``parallel.dp_shard``: ``-1`` or positive; the search's min <= max)."""
+job, in the job's words (``parallel.dp_shard``: positive or ``-1``, :meth:`flopsweep.layout.Layout.resolve`'s;
+``repeat``, :func:`flopsweep.checks.check_repeats`'). Not here: a bound that depends on the option
+(``model.n_layer=0`` is "read it from the file" under ``model=hf``: :mod:`flopsweep.value_sets` refuses it
+before Hydra on the other families) or on other keys (``repeat`` below ``repeats``; the search's
+min <= max)."""
 
 
 def outside(key: str, value: int | float) -> bool:
@@ -89,6 +114,6 @@ def outside(key: str, value: int | float) -> bool:
     if isinstance(value, float) and not math.isfinite(value):
         return True
     low = MIN_BY_KEY.get(key)
-    if low is not None and (value <= low.least if low.strict else value < low.least):
+    if low is not None and low.refuses(value):
         return True
     return abs(value) > MAX_BY_KEY.get(key, MAX_INT if isinstance(value, int) else MAX_FLOAT)

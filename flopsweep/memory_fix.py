@@ -9,11 +9,14 @@ The levers, each only where the config leaves it unpulled (:func:`levers`), in t
 - **sharding over more GPUs**: ``backend=fsdp`` from ``ddp`` on its own ranks, then ``backend=fsdp
   nproc_per_node=N`` from ``single`` or ``ddp``,
   ``backend.zero_stage=3`` from ZeRO-1 or -2, ``nproc_per_node=N`` where the states are sharded already
-  (FSDP2, ZeRO-3), ``N`` doubled up to :data:`MAX_RANKS_PER_NODE` on each of ``nnodes``.
+  (FSDP2, ZeRO-3), ``N`` doubled up to :data:`MAX_RANKS_PER_NODE` on each of ``nnodes`` (on a cluster of
+  ``plan_clusters``, its GPUs per node: ``gpus``).
 
 Each lever alone is walked from its mildest step and stops at the first the estimate fits; where no
 lever alone fits, their combinations are tried (:func:`_combined`); where none of those fits, what is
-left is said (more nodes, estimated; ``backend.cpu_offload=true``; a smaller model). At most
+left is said (more nodes, estimated; ``backend.cpu_offload=true``; a smaller model). On a cluster
+(``gpus``: its nodes and GPUs per node) no fix names more GPUs than it has: where none fits within them,
+the fix says so and names a cluster of more GPUs. At most
 :data:`MAX_ESTIMATES` estimates (each a pure function of the config, a few milliseconds; DeepSpeed's
 imports torch once). ``oom_note`` holds the lines that carry it; this module needs the config.
 """
@@ -67,7 +70,7 @@ def _ranks(cfg: Any) -> int | None:
         return None
 
 
-def _shard_steps(cfg: Any) -> list[Step]:
+def _shard_steps(cfg: Any, per_node: int = MAX_RANKS_PER_NODE) -> list[Step]:
     name, nproc = cfg.backend.name, _ranks(cfg)
     if nproc is None:
         return []
@@ -78,7 +81,7 @@ def _shard_steps(cfg: Any) -> list[Step]:
     if name == "ddp" and nproc > 1:  # the states sharded over the ranks it has (a cluster's row: all of them)
         steps.append(("backend=fsdp", _with_fsdp(nproc)))
     n = nproc
-    while n * 2 <= MAX_RANKS_PER_NODE:
+    while n * 2 <= per_node:
         n *= 2
         if name in ("single", "ddp"):
             steps.append((f"backend=fsdp nproc_per_node={n}", _with_fsdp(n)))
@@ -112,10 +115,20 @@ def _then(*changes: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return change
 
 
-def levers(cfg: Any) -> dict[str, list[Step]]:
+Gpus = tuple[int, int]
+"""A cluster's nodes and GPUs per node (``A100-40GB:1x4``: ``(1, 4)``): the most a fix may use."""
+
+
+def levers(cfg: Any, gpus: Gpus | None = None) -> dict[str, list[Step]]:
     """The levers ``cfg`` has not pulled, each its steps mildest first: ``micro_batch``,
-    ``checkpointing``, ``sharding`` (a lever with no step left is absent)."""
-    found = {"micro_batch": _mb_steps(cfg), "checkpointing": _ac_steps(cfg), "sharding": _shard_steps(cfg)}
+    ``checkpointing``, ``sharding`` (a lever with no step left is absent); ranks per node up to
+    :data:`MAX_RANKS_PER_NODE`, or ``gpus``' GPUs per node."""
+    per_node = MAX_RANKS_PER_NODE if gpus is None else gpus[1]
+    found = {
+        "micro_batch": _mb_steps(cfg),
+        "checkpointing": _ac_steps(cfg),
+        "sharding": _shard_steps(cfg, per_node),
+    }
     return {k: v for k, v in found.items() if v}
 
 
@@ -143,13 +156,16 @@ class _Estimator:
             return None
 
 
-def fitting(cfg: Any, capacity_bytes: float) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+def fitting(
+    cfg: Any, capacity_bytes: float, gpus: Gpus | None = None
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     """The set-ups the estimate fits in ``capacity_bytes`` per rank, ``[(overrides, bytes)]`` (at most
     :data:`MAX_NAMED`): each lever of :func:`levers` alone at its first fitting step, else the first
     fitting combinations; and what is left where none fits (``[(overrides, bytes)]``: the strongest
-    combination and more nodes or ``backend.cpu_offload=true`` where those fit)."""
+    combination and more nodes, up to ``gpus``' nodes on a cluster, or ``backend.cpu_offload=true`` where
+    those fit)."""
     est, found = _Estimator(cfg), []
-    steps = levers(cfg)
+    steps = levers(cfg, gpus)
     for lever in steps.values():
         for text, change in lever:
             peak = est(change)
@@ -161,7 +177,7 @@ def fitting(cfg: Any, capacity_bytes: float) -> tuple[list[tuple[str, int]], lis
     found = _combined(steps, est, capacity_bytes)
     if found:
         return found[:MAX_NAMED], []
-    return [], _left(cfg, steps, est, capacity_bytes)
+    return [], _left(cfg, steps, est, capacity_bytes, gpus)
 
 
 def _combined(steps: dict[str, list[Step]], est: _Estimator, capacity: float) -> list[tuple[str, int]]:
@@ -186,15 +202,18 @@ def _join(steps: list[Step]) -> Step:
     return " ".join(t for t, _ in steps), _then(*(c for _, c in steps))
 
 
-def _left(cfg: Any, steps: dict[str, list[Step]], est: _Estimator, capacity: float) -> list[tuple[str, Any]]:
+def _left(
+    cfg: Any, steps: dict[str, list[Step]], est: _Estimator, capacity: float, gpus: Gpus | None = None
+) -> list[tuple[str, Any]]:
     """Where no lever of the node fits: every lever at its strongest (``""`` where none is left) with its
     estimate (None where it fails), then that on the fewest of 2, 4, 8 times the nodes (sharded
-    backends) and with ``backend.cpu_offload=true`` (FSDP2) where the estimate fits them."""
+    backends; at most ``gpus``' nodes) and with ``backend.cpu_offload=true`` (FSDP2) where the estimate
+    fits them."""
     text, change = _join([v[-1] for v in steps.values()])
     left: list[tuple[str, int | None]] = [(text, est(change))]  # first: the strongest, its estimate or None
     sharded = "sharding" in steps or cfg.backend.name == "fsdp" or getattr(cfg.backend, "zero_stage", 0) == 3
     if sharded:
-        for nodes in (2 * cfg.nnodes, 4 * cfg.nnodes, 8 * cfg.nnodes):
+        for nodes in (k * cfg.nnodes for k in (2, 4, 8) if gpus is None or k * cfg.nnodes <= gpus[0]):
             more = _then(change, lambda c, n=nodes: dataclasses.replace(c, nnodes=n))
             peak = est(more)
             if peak is not None and peak <= capacity:
@@ -226,33 +245,45 @@ def _offload_left(cfg: Any) -> str | None:
     return None
 
 
-def levers_line(cfg: Any) -> str:
+def _more(gpus: Gpus | None) -> str:
+    """The "more GPUs" a fix names last: ``more nodes (nnodes)``; on a cluster of ``gpus`` (whose rows use
+    all of its GPUs), a larger cluster: ``a cluster of more than 4 GPUs (1x4)``."""
+    if gpus is None:
+        return "more nodes (nnodes)"
+    return f"a cluster of more than {gpus[0] * gpus[1]} GPUs ({gpus[0]}x{gpus[1]})"
+
+
+def levers_line(cfg: Any, gpus: Gpus | None = None) -> str:
     """The levers ``cfg`` has not pulled, each at its mildest step, unestimated: the fix where the estimate
     fits the GPU and cannot choose (an ``oom`` the estimate did not foresee), e.g. ``set one of
-    batch.micro_batch_size=2, activation_checkpointing=full, backend=fsdp nproc_per_node=2``."""
-    mildest = [steps[0][0] for steps in levers(cfg).values()]
+    batch.micro_batch_size=2, activation_checkpointing=full, backend=fsdp nproc_per_node=2``; on a
+    cluster (``gpus``), within its GPUs."""
+    mildest = [steps[0][0] for steps in levers(cfg, gpus).values()]
     offload = _offload_left(cfg)
-    rest = [*(x for x in ("more nodes (nnodes)", offload) if x), "a smaller model"]
+    rest = [*(x for x in (_more(gpus), offload) if x), "a smaller model"]
     tail = ", ".join(rest[:-1]) + " or " + rest[-1]
     if not mildest:
         return f"every lever of this node is pulled already; try {tail}"
     return f"set one of {', '.join(mildest)} (each lowers the memory per rank); else {tail}"
 
 
-def gpu_memory_fix(cfg: Any, capacity_bytes: float) -> str:
+def gpu_memory_fix(cfg: Any, capacity_bytes: float, gpus: Gpus | None = None) -> str:
     """The fix of ``cfg`` (a resolved ``RunConfig``) over a GPU of ``capacity_bytes``: the fitting set-ups
     of :func:`fitting`, ``set batch.micro_batch_size=2 (estimated 70.1 GiB per rank) or
     activation_checkpointing=full (estimated 61.0 GiB per rank)``; where none fits, the strongest and
     what is left (more nodes, ``backend.cpu_offload=true``, a smaller model). Never a lever ``cfg`` has
     pulled. Where the estimate of ``cfg`` itself fits (an ``oom`` it did not foresee), it cannot choose:
-    :func:`levers_line`; :data:`flopsweep.oom_note.GPU_MEMORY_FIX` where the estimate fails."""
+    :func:`levers_line`; :data:`flopsweep.oom_note.GPU_MEMORY_FIX` where the estimate fails. ``gpus``: a
+    cluster's nodes and GPUs per node (a ``plan_clusters`` row), which no set-up named exceeds; where none
+    fits within them, it says so (``no lever fits within the cluster's 4 GPUs (1x4)``) and names a larger
+    one."""
     from flopsweep.oom_note import GPU_MEMORY_FIX
 
     try:
         own = _Estimator(cfg)(lambda c: c)
         if own is not None and own <= capacity_bytes:  # it ran out of memory all the same
-            return levers_line(cfg)
-        fits, left = fitting(cfg, capacity_bytes)
+            return levers_line(cfg, gpus)
+        fits, left = fitting(cfg, capacity_bytes, gpus)
     except Exception:  # noqa: BLE001 - the fix of an odd config is the fixed text, never a crash
         return GPU_MEMORY_FIX
     on = f"{capacity_bytes / 2**30:.1f} GiB"
@@ -267,10 +298,12 @@ def gpu_memory_fix(cfg: Any, capacity_bytes: float) -> str:
         parts.append(
             "every lever of this node is pulled already (sharded states, full checkpointing, micro batch 1)"
         )
+    if gpus is not None and not any("nnodes=" in t for t, _ in left[1:]):  # the cluster's GPUs are all
+        parts.append(f"no lever fits within the cluster's {gpus[0] * gpus[1]} GPUs ({gpus[0]}x{gpus[1]})")
     fit = [f"{t} (estimated {b / 2**30:.1f} GiB per rank)" for t, b in left[1:]]
     if fit:
         parts.append(f"set {' or '.join(fit)}, within the {on} by the memory estimate")
-    more = None if any("nnodes=" in t for t, _ in left) else "more nodes (nnodes)"
+    more = None if any("nnodes=" in t for t, _ in left) else _more(gpus)
     offload = None if any("cpu_offload" in t for t, _ in left) else _offload_left(cfg)
     rest = [*(x for x in (more, offload) if x), "a smaller model"]
     parts.append(

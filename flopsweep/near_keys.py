@@ -32,7 +32,9 @@ near it too (``nproc`` -> ``nproc_per_node``, whose similarity is 0.53; ``kil`` 
 def _score(name: str, candidate: str) -> float:
     """How near ``candidate`` is to ``name``: ``difflib``'s ratio, or :data:`CUTOFF` where the ratio is
     lower but ``name`` has at least :data:`MIN_PREFIX` characters and all of them but perhaps the last
-    begin ``candidate`` (``nproc`` -> ``nproc_per_node``, ``kil`` -> ``kind``)."""
+    begin ``candidate`` (``nproc`` -> ``nproc_per_node``, ``kil`` -> ``kind``); case aside
+    (``Fault.Kind``)."""
+    name, candidate = name.lower(), candidate.lower()
     ratio = difflib.SequenceMatcher(None, name, candidate).ratio()
     if len(name) >= MIN_PREFIX and candidate.startswith(name[:-1]):
         ratio = max(ratio, CUTOFF)

@@ -29,13 +29,15 @@ NEVER_SUGGESTED = frozenset({"hydra.searchpath", "hydra.output_subdir", "repeat"
 
 
 def near_names(name: str, candidates, prefix: str = "", n: int = 3) -> list[str]:
-    """Up to ``n`` of ``candidates`` closest to ``name`` (``difflib.get_close_matches``, cutoff 0.6), each
-    with ``prefix`` before it, less those :data:`NEVER_SUGGESTED` (``hydra.searchpathx`` named
-    ``hydra.searchpath``, itself refused)."""
+    """Up to ``n`` of ``candidates`` closest to ``name`` without regard to case (``difflib``'s
+    ``get_close_matches``, cutoff 0.6: ``Llama-Tiny`` names ``llama-tiny``), each with ``prefix`` before
+    it, less those :data:`NEVER_SUGGESTED` (``hydra.searchpathx`` named ``hydra.searchpath``, itself
+    refused)."""
     import difflib
 
     allowed = [str(c) for c in candidates if f"{prefix}{c}" not in NEVER_SUGGESTED]
-    return [f"{prefix}{c}" for c in difflib.get_close_matches(name, allowed, n=n, cutoff=0.6)]
+    lowered = {c.lower(): c for c in reversed(allowed)}  # the first of a case-only pair wins
+    return [f"{prefix}{lowered[m]}" for m in difflib.get_close_matches(name.lower(), list(lowered), n=n)]
 
 
 def read_conf_yaml(path: str) -> dict:

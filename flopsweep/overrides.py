@@ -6,7 +6,8 @@ silence: a config group given ``null`` or a list (:func:`group_choice_problem`),
 package is not installed (:func:`sweeper_extra_problem`), a ready-made sweep whose file sets a key
 of an option the command line replaces (:func:`preset_option_keys`), and a value a typed key cannot
 take: another type, ``null`` where it is not optional, a list for one value, one value for a list, a
-value for a section, in the schema or the picked option's (:func:`type_problem`).
+value for a section, in the schema or the picked option's (:func:`type_problem`; each value's line is
+:func:`flopsweep.override_values.value_problem`'s).
 """
 
 from __future__ import annotations
@@ -111,11 +112,11 @@ def group_choice_problem(overrides: list[str]) -> str | None:
     (``-m backend=fsdp,null``). The fix lists the group's options (its YAML files in ``conf/``) and
     takes the closest name as its example; a name with non-ASCII look-alikes of an option's letters
     (``'model=llama-tinу'``, a Cyrillic ``у``: :func:`flopsweep.lookalike.ascii_lookalike`) gets that
-    option's "did you mean" instead, naming the character."""
-    import difflib
-
+    option's "did you mean" instead, naming the character, and so does a name that differs from an option in
+    case alone (``precision=BF16``: ``options are case-sensitive``)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from flopsweep.config import near_name
     from flopsweep.lookalike import ascii_lookalike
 
     conf = CONF
@@ -147,11 +148,11 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         defaults = read_conf_yaml(os.path.join(conf, "config.yaml")).get("defaults") or []
         chosen = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
         example = chosen.get(group) if chosen.get(group) in names else (names or ["NAME"])[0]
-        lowered = {n.lower(): n for n in names}
-        near = lowered.get(shown.lower()) or next(iter(difflib.get_close_matches(shown, names, n=1)), None)
+        near = near_name(shown, names)  # case aside: precision=BF16 names bf16
         example = near or example
+        case = (near, "options are case-sensitive") if near and near.lower() == shown.lower() else None
         plus = "+" if text.startswith("+") or ("/" not in group and group not in chosen) else ""
-        if look := ascii_lookalike(shown, names):  # llama-tinу, a Cyrillic у: the ASCII option meant
+        if look := ascii_lookalike(shown, names) or case:  # llama-tinу (a Cyrillic у), BF16: the option meant
             meant = (
                 text.replace(shown, look[0], 1)
                 if o.is_sweep_override()
@@ -290,232 +291,6 @@ def preset_option_keys(overrides: list[str]) -> str | None:
     return None
 
 
-_KINDS = {
-    "IntegerNode": ("a whole number", "5"),
-    "FloatNode": ("a number", "0.5"),
-    "BooleanNode": ("true or false", "true"),
-    "StringNode": ("one text value", "NAME"),
-}
-"""The schema's scalar node types by name: what a value must be (``a whole number``) and an example."""
-
-
-def _example(key: str, node: object, kind: tuple[str, str], option: str) -> tuple[str, str]:
-    """The example of a fix for ``key`` and where it comes from: the picked option's YAML value
-    (``model=gpt-tiny``'s), else the schema's default, else ``kind``'s."""
-    group, _, leaf = key.partition(".")
-    if option:
-        path = os.path.join(CONF, group, f"{option}.yaml")
-        own = read_conf_yaml(path).get(leaf) if os.path.isfile(path) else None
-        if isinstance(own, bool | int | float | str) and own != "":
-            return (str(own).lower() if isinstance(own, bool) else str(own)), f" ({group}={option}'s)"
-    default = node._value()  # type: ignore[attr-defined]
-    if default is None or default == "" or isinstance(default, list | dict):
-        return kind[1], ""
-    return (str(default).lower() if isinstance(default, bool) else str(default)), " (its default)"
-
-
-def _bound_problem(
-    head: str, key: str, value: int | float, node: object, option: str, float_: bool
-) -> str | None:
-    """The line for a whole number beyond its key's bound (:data:`flopsweep.config.MAX_BY_KEY`, else
-    :data:`flopsweep.config.MAX_INT`), as :func:`flopsweep.checks.check_bounds` would refuse it in the
-    job: the bound, an example that passes (the picked option's value, else the default) and the
-    check a large value meets next (:func:`flopsweep.key_needs.memory_note`); None within it."""
-    from flopsweep.config import MAX_BY_KEY, MAX_INT
-    from flopsweep.key_needs import memory_note
-
-    limit = int(MAX_BY_KEY.get(key, MAX_INT))
-    if abs(value) <= limit:
-        return None
-    example, whose = _example(key, node, _KINDS["IntegerNode"], option)
-    if not whose and node._is_optional():  # type: ignore[attr-defined]  # batch.global_batch_size: unset
-        example, whose = "null", " (its default)"
-    side = f"at most {limit}" if value > 0 else f"at least -{limit}"
-    written = " written as a float, and" if float_ else ""
-    how = ", without a point or exponent" if float_ else ""
-    return (
-        f"{head} is a whole number{written} beyond the bound of {limit}. "
-        f"Fix: write a whole number {side}{how}, e.g. {key}={example}{whose}{memory_note(key)}."
-    )
-
-
-def _written(key: str, value: object, given: dict[str, str] | None) -> str:
-    """``key=value`` as a fix writes it: after the overrides it needs on the command line's options
-    (:func:`flopsweep.key_needs.needed`: ``nnodes=1000`` on ``backend=single`` needs ``backend=ddp``),
-    with the check it still meets (:func:`flopsweep.key_needs.still_meets`)."""
-    from flopsweep.key_needs import needed, still_meets
-
-    given = given or {}
-    extra = needed(key, str(value), given)
-    replaced = [f"{k}={given[k]}" for k in (e.partition("=")[0] for e in extra) if k in given]
-    line = " ".join([*extra, f"{key}={value}"]) + (f" in place of {' '.join(replaced)}" if replaced else "")
-    note = still_meets(key, str(value), given)
-    return f"{line} ({note})" if note else line
-
-
-def _nproc_problem(head: str, value: object, given: dict[str, str] | None) -> str | None:
-    """Why ``nproc_per_node`` (a text key: ``auto`` or a count) cannot take a number, as the job would
-    refuse it (:func:`flopsweep.plan.resolve_nproc`, :func:`flopsweep.checks.check_bounds`), before
-    Hydra makes a run folder: a whole number written as a float (``2.0``), a count beyond
-    :data:`flopsweep.checks.MAX_NPROC_PER_NODE` (``1e12`` too); else None (text, a count below 1: the
-    job's line). The fix writes a count with what it needs (``backend=ddp nproc_per_node=2``)."""
-    from flopsweep.checks import MAX_NPROC_PER_NODE
-
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if isinstance(value, float) and not value.is_integer():
-        return None
-    if value > MAX_NPROC_PER_NODE:
-        return (
-            f"{head} is beyond the bound of {MAX_NPROC_PER_NODE} ranks per node. Fix: set "
-            f"nproc_per_node=auto, or a count of ranks: {_written('nproc_per_node', 2, given)}."
-        )
-    if isinstance(value, float) and value >= 1:
-        return (
-            f"{head} is a whole number written as a float. Fix: write it without a point or exponent: "
-            f"{_written('nproc_per_node', int(value), given)}."
-        )
-    return None
-
-
-def _value_problem(
-    key: str,
-    value: object,
-    node: object,
-    option: str,
-    typed: str | None = None,
-    given: dict[str, str] | None = None,
-) -> str | None:
-    """Why ``node`` of the schema cannot take ``value`` (one line), else None. ``typed``: the value as
-    the command line wrote it, which the line echoes for a number (``1e12``, not ``1000000000000.0``)."""
-    from omegaconf import DictConfig, ListConfig, OmegaConf
-
-    from flopsweep.config import cut
-
-    if typed is not None and isinstance(value, int | float) and not isinstance(value, bool) and typed.strip():
-        shown = cut(typed.strip())  # a 400-digit number: its first digits and its length
-    elif isinstance(value, list):
-        shown = "[" + ",".join("null" if v is None else str(v) for v in value) + "]"
-    elif isinstance(value, bool):
-        shown = str(value).lower()
-    else:
-        shown = "null" if value is None else repr(value) if isinstance(value, str) else str(value)
-    head = f"Invalid config: {key}={shown}:"
-    if key == "nproc_per_node" and isinstance(value, int | float) and not isinstance(value, bool):
-        return _nproc_problem(head, value, given)  # a count, given as a number; text is the job's
-    optional = node._is_optional()  # type: ignore[attr-defined]
-    if isinstance(node, DictConfig):
-        if isinstance(value, dict):  # fault={kind:oom,rank:1}: Hydra merges a mapping into the section
-            return None
-        first = next(iter(node), "KEY")
-        example = node[first] if first in node and not OmegaConf.is_config(node[first]) else "..."
-        example = str(example).lower() if isinstance(example, bool) else example
-        return (
-            f"{head} {key} is a section of keys, not a value. Fix: set one of its keys, e.g. "
-            f"{key}.{first}={example}."
-        )
-    if isinstance(node, ListConfig):
-        if value is None and not optional:
-            return (
-                f"{head} takes a list, not null. Fix: write a list, e.g. {key}=[a,b]; or drop the override."
-            )
-        if value is not None and not isinstance(value, list):
-            from flopsweep.lookalike import list_text
-
-            if isinstance(value, str) and (meant := list_text(value)):  # '"[H100:8,]"': a list, quoted
-                return f"{head} is one string, not a list (its quotes make it one). Fix: {key}={meant}"
-            return f"{head} is one value, not a list. Fix: write a list: {key}=[{value}]."
-        return _element_problem(head, key, value or [], node)
-    kind = _KINDS.get(type(node).__name__)
-    if kind is None:
-        return None
-    example, whose = _example(key, node, kind, option)
-    fix = f"set {key} to {kind[0]}, e.g. {key}={example}{whose}"
-    if value is None:
-        return None if optional else f"{head} takes {kind[0]}, not null. Fix: {fix}, or drop the override."
-    if isinstance(value, list | dict):
-        what = "a list" if isinstance(value, list) else "a mapping"
-        several = f"; several, one job each: -m {key}=a,b" if isinstance(value, list) else ""
-        return f"{head} takes {kind[0]}, not {what}. Fix: {fix}{several}."
-    try:
-        converted = node.validate_and_convert(value)  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
-        if kind[0] == "a whole number" and isinstance(value, float) and value.is_integer():
-            # 1e3 or 4.0: a whole number written as a float, which the typed key does not convert
-            if problem := _bound_problem(head, key, value, node, option, True):
-                return problem  # the rewritten number would be refused by checks.check_bounds
-            return (
-                f"{head} is a whole number written as a float. Fix: write it without a point or "
-                f"exponent: {_written(key, int(value), given)}."
-            )
-        return f"{head} is not {kind[0]}. Fix: {fix}."
-    if kind[0] == "a whole number" and isinstance(value, int) and not isinstance(value, bool):
-        # the job's check_bounds, before Hydra: the upper bound's own line, then the lower (nnodes=0)
-        return _bound_problem(head, key, value, node, option, False) or _number_problem(
-            head, key, value, node, option, "IntegerNode"
-        )
-    if kind[0] == "a number" and isinstance(converted, float):
-        return _number_problem(
-            head, key, converted, node, option
-        )  # the job's bounds and ranges, before Hydra
-    return None
-
-
-def _number_problem(
-    head: str, key: str, value: float, node: object, option: str, kind: str = "FloatNode"
-) -> str | None:
-    """The line for a number that the job would refuse by its value alone
-    (:func:`flopsweep.checks.number_problem`: beyond :data:`flopsweep.config.MAX_BY_KEY`, else
-    :data:`flopsweep.config.MAX_FLOAT`; below :data:`flopsweep.lower_bounds.MIN_BY_KEY`, ``timeout_s=0``,
-    ``nnodes=0``; not finite; out of the key's range, ``optim.lr=-1``, ``predict.overlap=2``), with the
-    job's fix and an example that passes (the picked option's value, else the default, else null for an
-    optional key); None when the job would take it. ``kind``: the schema node's (``IntegerNode``)."""
-    from flopsweep.checks import number_problem
-
-    error = number_problem(key, value)
-    if error is None:
-        return None
-    example, whose = _example(key, node, _KINDS[kind], option)
-    if not whose and node._is_optional():  # type: ignore[attr-defined]  # cost.usd_per_gpu_hour: unset
-        example, whose = "null", " (its default)"
-    fix = error.fix
-    if fix.startswith("set e.g. ") and f"{key}=" not in fix:  # cost's "set e.g. 2.5, or null"
-        fix = f"set e.g. {key}={fix.removeprefix('set e.g. ')}"
-    elif f"{key}=" not in fix:  # the bound's "set optim.lr to at most 1e+12"
-        fix = f"{fix}, e.g. {key}={example}{whose}"
-    return f"{head} {error.problem}. Fix: {fix}."
-
-
-_ELEMENTS = {
-    int: ("a whole number", "whole numbers"),
-    float: ("a number", "numbers"),
-    str: ("a text value", "text values"),
-    bool: ("true or false", "true or false values"),
-}
-"""What a typed list of the schema holds, by its element type."""
-
-
-def _element_problem(head: str, key: str, values: list, node: object) -> str | None:
-    """Why the typed list ``node`` cannot hold one of ``values`` (``space.micro_batches=[1.5]``,
-    ``[a]``, ``[null]``: Hydra's five-line "could not be converted to Integer"), else None. The fix's
-    example is the schema's default list."""
-    from omegaconf import ListConfig, OmegaConf
-
-    element = getattr(node._metadata, "element_type", None)  # type: ignore[attr-defined]
-    if element not in _ELEMENTS:
-        return None
-    for item in values:
-        try:
-            ListConfig([item], element_type=element)
-        except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
-            shown = "null" if item is None else repr(item) if isinstance(item, str) else str(item)
-            default = OmegaConf.to_container(node) if not node._is_none() else None  # type: ignore[attr-defined]
-            example = "[" + ",".join(map(str, default)) + "]" if default else "[...]"
-            one, many = _ELEMENTS[element]
-            return f"{head} {shown} is not {one}. Fix: list {many}, e.g. {key}={example}."
-    return None
-
-
 def unknown_key_problem(key: str, value: str | None = None, parsed: list | None = None) -> str | None:
     """One line for a key no schema has (``modle=...``, ``batch.micro_batch_sze=4``: Hydra's
     five-line "Could not override ... To append to your config use +"), naming the closest keys that
@@ -553,6 +328,7 @@ def type_problem(overrides: list[str]) -> str | None:
     from omegaconf import OmegaConf
 
     from flopsweep.key_needs import given_values
+    from flopsweep.override_values import value_problem
 
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
     try:
@@ -597,6 +373,6 @@ def type_problem(overrides: list[str]) -> str | None:
             for value, written in zip(values, typed, strict=True):
                 if "${" in str(value):
                     continue
-                if problem := _value_problem(key, value, node, option, written, given):
+                if problem := value_problem(key, value, node, option, written, given):
                     return problem
     return None

@@ -151,7 +151,8 @@ class Row:
     memory_fix: str = ""
     """An ``over memory`` row: the levers its config has not pulled, each estimated to fit within
     ``(1 - space.min_headroom)`` of the GPU's memory (:func:`flopsweep.memory_fix.gpu_memory_fix`, as the
-    single-machine plan's ``memory_fix``); blank for another row."""
+    single-machine plan's ``memory_fix``), none over the cluster's GPUs (nodes x GPUs per node); blank for
+    another row."""
     overrides: list[str] = field(default_factory=list)
     """The overrides that run the set-up on its cluster (:meth:`flopsweep.plan_space.Setup.overrides`),
     one text joined by spaces in ``plan.csv``."""
@@ -332,7 +333,8 @@ def assess(
             share = f"{percent(1 - min_headroom)} of {capacity / 2**30:.3g} GiB"
             fits = f"over {share} ({what}; space.min_headroom={min_headroom:g})"
             row.reason = f"estimated {peak / 2**30:.3g} GiB per rank, {fits}"
-            row.memory_fix = gpu_memory_fix(p.cfg, (1 - min_headroom) * capacity)
+            gpus = (where.nnodes, where.gpus_per_node)  # a fix within the cluster's GPUs
+            row.memory_fix = gpu_memory_fix(p.cfg, (1 - min_headroom) * capacity, gpus)
             return row, None
     predict(row, p, where, records)
     return row, p

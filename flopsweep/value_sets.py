@@ -1,7 +1,8 @@
 """Refusals before Hydra of a value outside the set its key takes, torch-free: a text key of a fixed set of
-names (``fault.kind=oomm``, ``device=gpu``, ``parallel.pp_schedule=1f1b``; :func:`choices`) and a model
-size below 1 on a family that builds it (``model.n_layer=0`` on ``model=gpt-tiny``; ``model=hf`` reads 0
-as "from the file": :data:`flopsweep.models.ModelFamily.positive`). The job refuses both as well
+names (``fault.kind=oomm``, ``device=gpu``, ``parallel.pp_schedule=1f1b``; :func:`choices`), a ZeRO stage
+outside 1..3 (``backend.zero_stage=4``) and a model size below 1 on a family that builds it
+(``model.n_layer=0`` on ``model=gpt-tiny``; ``model=hf`` reads 0 as "from the file":
+:data:`flopsweep.models.ModelFamily.positive`). The job refuses each as well
 (:func:`flopsweep.checks.validate`, the backend's and the kernel's checks), but only after Hydra made a
 job folder, and some only once the ranks started; here they are one line, exit 2, no folder.
 """
@@ -81,7 +82,7 @@ def _size_line(key: str, value: object, option: str) -> str | None:
     from flopsweep.models import MODELS
     from flopsweep.override_schema import option_kind, read_conf_yaml
 
-    family = MODELS.get(option_kind("model", option))
+    family = MODELS.get(option_kind("model", option)) if key.startswith("model.") else None
     leaf = key.removeprefix("model.")
     if family is None or leaf not in family.positive:
         return None
@@ -94,11 +95,24 @@ def _size_line(key: str, value: object, option: str) -> str | None:
     return f"Invalid config: {key}={value}: must be a positive integer. Fix: set {example}."
 
 
+def _stage_line(key: str, value: object, option: str) -> str | None:
+    """The job's line for a ``backend.zero_stage`` outside 1..3 (``4``, ``0``:
+    :func:`flopsweep.deepspeed_config.zero_stage_error`), its fix the picked option's stage (``zero2``: 2,
+    else 3); None for another key or value (a type is :func:`flopsweep.overrides.type_problem`'s)."""
+    from flopsweep.deepspeed_config import ZERO_SHORTHANDS, zero_stage_error
+
+    if key != "backend.zero_stage" or isinstance(value, bool) or not isinstance(value, int):
+        return None
+    error = zero_stage_error(value, ZERO_SHORTHANDS.get(option, 3))
+    return None if error is None else str(error)
+
+
 def value_set_problem(overrides: list[str]) -> str | None:
     """One line for an override whose value is outside its key's set (each value of a choice sweep):
-    a name no :func:`choices` entry lists (``fault.kind=oomm``: ``did you mean fault.kind=oom?``), or a
-    model size below 1 on a family that builds it (``model.n_layer=0``, each model option the command
-    line picks, else conf/config.yaml's); else None. Types are :func:`flopsweep.overrides.type_problem`'s
+    a name no :func:`choices` entry lists (``fault.kind=oomm``: ``did you mean fault.kind=oom?``), a ZeRO
+    stage outside 1..3 (``backend.zero_stage=4``: :func:`_stage_line`), or a model size below 1 on a family
+    that builds it (``model.n_layer=0``, each model option the command line picks, else conf/config.yaml's);
+    else None. Types are :func:`flopsweep.overrides.type_problem`'s
     (it comes first); interpolations and range sweeps are Hydra's."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import ChoiceSweep
@@ -113,7 +127,11 @@ def value_set_problem(overrides: list[str]) -> str | None:
     table = choices()
     for o in parsed:
         key = o.key_or_group
-        if o.package is not None or o.is_delete() or (key not in table and not key.startswith("model.")):
+        if (
+            o.package is not None
+            or o.is_delete()
+            or (key not in table and not key.startswith(("model.", "backend.")))
+        ):
             continue
         if o.is_sweep_override() and not isinstance(o.value(), ChoiceSweep):
             continue  # range, interval and glob sweeps are Hydra's
@@ -121,8 +139,8 @@ def value_set_problem(overrides: list[str]) -> str | None:
         for value in values:
             if key in table and (line := _line(key, value, *table[key])):
                 return line
-            if key.startswith("model.") and key not in table:
+            if key.startswith(("model.", "backend.")) and key not in table:
                 for _, option in key_schemas(parsed, key):
-                    if line := _size_line(key, value, option):
+                    if line := _size_line(key, value, option) or _stage_line(key, value, option):
                         return line
     return None

@@ -160,7 +160,25 @@ REFUSALS = {
     "nvme_without_path": _invalid(("backend=zero3", "backend.offload_optimizer=nvme"), "backend.nvme_path"),
     "path_without_nvme": _invalid(("backend=zero3", "backend.nvme_path=/tmp"), "backend.nvme_path"),
     "memory_budget_eager": _invalid(("activation_checkpointing=memory_budget",), "activation_checkpointing"),
-    "zero_stage": _invalid(("backend=deepspeed", "backend.zero_stage=4"), "backend.zero_stage"),
+    # session 26: refused only in the job (a job folder made), now before Hydra: value_sets, MIN_BY_KEY
+    "zero_stage": _refused_args(
+        ("backend=deepspeed", "backend.zero_stage=4"),
+        "backend.zero_stage=4: DeepSpeed ZeRO has stages 1, 2 and 3. Fix: set backend.zero_stage=3",
+    ),
+    "dp_shard_0": _refused("parallel.dp_shard=0", "parallel.dp_shard=0: must be a positive integer, or -1"),
+    "dp_shard_minus_2": _refused(
+        "parallel.dp_shard=-2", "parallel.dp_shard=-2: must be a positive integer, or -1 for the ranks"
+    ),
+    "repeat_minus_1": _refused(
+        "repeat=-1", "repeat=-1: must be a round of repeats (0 to repeats - 1). Fix: drop"
+    ),
+    "max_micro_batch_0": _refused_args(
+        ("batch=auto", "batch.max_micro_batch_size=0"),
+        "batch.max_micro_batch_size=0: must be a positive integer. Fix: set batch.max_micro_batch_size=256",
+    ),
+    "pp_schedule_case": _refused(
+        "parallel.pp_schedule=1f1b", "did you mean parallel.pp_schedule=1F1B? (options are case-sensitive)."
+    ),
     "micro_batch_0": _refused(  # a lower bound the value alone decides: before Hydra (session 25)
         "batch.micro_batch_size=0", "batch.micro_batch_size=0: must be a positive integer. Fix: set"
     ),

@@ -526,6 +526,8 @@ def test_compare_errors_name_the_problem():
         compare(df, baseline={"backnd": "fsdp"})
     with pytest.raises(ColumnError, match="unknown column 'backnd' in .*; did you mean 'backend'\\?; valid"):
         compare(df, baseline={"backnd": "fsdp"})
+    with pytest.raises(ColumnError, match="unknown column 'BACKEND' in .*; did you mean 'backend'\\?; valid"):
+        compare(df, baseline={"BACKEND": "fsdp"})  # session 26: names are matched without case
 
 
 def test_pivot_lays_out_ok_runs_and_marks_failed_cells():

@@ -70,6 +70,8 @@ def fix_lines(line: str, args: list[str]) -> list[list[str]]:
         return [applied(args, refused, _tokens(m.group(1).split(" (or ")[0]))]
     if m := re.match(r"one value prints one job's config: flopsweep (.+?)(?:, or, |\.$)", fix):
         return [_flags_first(_tokens(m.group(1)))]
+    if (m := re.match(r"drop ([\w./]+)=?:", fix)) and m.group(1) == refused.partition("=")[0].lstrip("+~"):
+        return [[a for a in args if a != refused]]  # "drop repeat=: the sweeper sets it from repeats="
     if fix.startswith("add -m"):
         return [_flags_first(["-m", *args])]
     if fix.startswith("flopsweep "):
@@ -140,6 +142,14 @@ BEFORE_HYDRA = [
     "fault.kind=oomm",  # a name outside its key's set (session 26: refused only in the job)
     "fault.phase=mesure",  # its did-you-mean needs fault.kind: named in the first line
     "model=llama-tiny model.n_kv_head=0",  # a family's size below 1
+    "backend=deepspeed backend.zero_stage=4",  # a ZeRO stage outside 1..3 (session 26: only in the job)
+    "backend=zero2 backend.zero_stage=0",
+    "parallel.dp_shard=0",  # positive or -1 (session 26: only in the job)
+    "parallel.dp_shard=-2",
+    "repeat=-1",  # its fix drops it
+    "batch=auto batch.max_micro_batch_size=0",
+    "parallel.pp_schedule=1f1b",  # a case-only difference: did you mean 1F1B (session 26: no suggestion)
+    "precision=BF16",  # a group's option, in case alone
 ]
 
 

@@ -15,7 +15,7 @@ from flopsweep.checks import check_number, number_problem, validate
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.launch import collect, timeout_message
 from flopsweep.lower_bounds import MIN_BY_KEY, outside
-from flopsweep.options import BlockSparseConfig, EveryNConfig
+from flopsweep.options import AutoBatchConfig, BlockSparseConfig, EveryNConfig
 from run import refusal
 
 
@@ -34,10 +34,12 @@ SCHEMA = {
     **_numbers(RunConfig()),
     **_numbers(BlockSparseConfig(), "attention."),
     **_numbers(EveryNConfig(), "activation_checkpointing."),
+    **_numbers(AutoBatchConfig(), "batch."),
 }
 OPTION = {
     "attention": ["attention=blocksparse"],
     "activation_checkpointing": ["activation_checkpointing=every_n"],
+    "batch": ["batch=auto"],  # batch.max_micro_batch_size; the micro batch and grad_accum keys have it too
 }
 
 
@@ -73,11 +75,17 @@ def test_a_value_below_the_bound_is_refused_before_hydra_as_the_job_refuses_it(h
 
 
 def test_a_bound_that_depends_on_the_option_or_other_keys_stays_in_the_job() -> None:
-    """``model.n_layer=0`` is "read it from the file" under ``model=hf``; ``parallel.dp_shard=-1`` is "the
-    ranks the other degrees leave": neither is in the table, and neither is refused by its value alone."""
+    """``model.n_layer=0`` is "read it from the file" under ``model=hf``: not in the table, not refused by its
+    value alone. ``parallel.dp_shard=-1`` is "the ranks the other degrees leave": the table's one value below
+    its bound that passes (``LowerBound.also``); 0 and -2 are refused (session 26: only in the job)."""
     for key, value in (("model.n_layer", 0), ("parallel.dp_shard", -1), ("steps.warmup", 0)):
         check_number(key, value)
     assert refusal(["model=hf", "model.n_layer=0"]) is None
+    assert refusal(["parallel.dp_shard=-1"]) is None and not outside("parallel.dp_shard", -1)
+    assert refusal(["parallel.dp_shard=-2"]) == (
+        "Invalid config: parallel.dp_shard=-2: must be a positive integer, or -1 for the ranks the other "
+        "degrees leave. Fix: set parallel.dp_shard=-1."
+    )
 
 
 def test_a_timeout_too_short_for_the_whole_config_names_the_key_the_value_and_the_fix(tmp_path) -> None:

@@ -275,3 +275,30 @@ def test_a_plan_row_over_its_gpu_carries_its_own_fix_and_a_row_that_fits_none(tm
     eight = dataclasses.replace(base, backend=FSDPConfig(), nproc_per_node="8")
     row = plan_job(eight, JobInfo(job_dir=tmp_path / "eight", overrides=[]))["plan"]
     assert (row["status"], row["fits"], row["memory_fix"]) == ("ok", True, "")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_on_a_cluster_the_fix_names_no_more_gpus_than_it_has(case: str) -> None:
+    """Session 26: a ``plan_clusters`` row over memory on ``A100-40GB:1x4`` was told ``nproc_per_node=8``,
+    more GPUs than its cluster has. With the cluster's nodes and GPUs per node, no set-up named exceeds them
+    (each estimate still checked), and where none fits within them the fix says so and names a larger one."""
+    cfg = dataclasses.replace(CASES[case], nproc_per_node="4")
+    a100 = int(0.9 * 40 * 2**30)
+    fix = gpu_memory_fix(cfg, a100, (1, 4))
+    assert not re.search(r"nproc_per_node=(?:[5-9]|\d\d)", fix) and "nnodes=" not in fix, fix
+    for overrides, said in _claims(fix):
+        gib = _gib(_applied(cfg, overrides))
+        assert gib == pytest.approx(said, abs=0.051) and gib <= a100 / 2**30, (overrides, gib)
+    if not fix.startswith("set "):
+        assert "no lever fits within the cluster's 4 GPUs (1x4)" in fix, fix
+        assert "a cluster of more than 4 GPUs (1x4)" in fix and "more nodes (nnodes)" not in fix, fix
+    assert "nproc_per_node=8" in gpu_memory_fix(CASES["single 8B mb4"], H100)  # off a cluster: a node of 8
+
+
+def test_on_a_cluster_the_levers_stop_at_its_gpus_per_node() -> None:
+    cfg = CASES["full 8B mb16 fsdp on 2"]
+    assert [t for t, _ in levers(cfg, (1, 4))["sharding"]] == ["nproc_per_node=4"]
+    assert "sharding" not in levers(cfg, (4, 2))  # two GPUs per node: its ranks are all of them
+    fix = gpu_memory_fix(CASES["every lever 70B"], int(0.9 * 40 * 2**30), (1, 8))
+    assert "no lever fits within the cluster's 8 GPUs (1x8)" in fix and "nnodes=" not in fix, fix
+    assert fix.endswith("else a cluster of more than 8 GPUs (1x8) or a smaller model"), fix

@@ -373,20 +373,25 @@ def test_a_group_key_is_checked_against_the_option_picked() -> None:
 def test_a_group_given_no_option_name_is_refused_in_one_line(hydra_compose, group: str, value: str) -> None:
     """Trial (session 19): ``backend=1`` and ``backend=true`` were Hydra's traceback, ``backend=``,
     ``backend={a:1}``, ``backend=nope`` and ``precision=BF16`` its error and a 15-line list. Every
-    group: one line listing its options, the closest as the example (``BF16`` -> ``bf16``), which composes."""
+    group: one line listing its options, the closest as the example, which composes (``BF16``: did you mean
+    ``bf16``, options being case-sensitive)."""
     from flopsweep.overrides import option_files
 
     options = option_files(group)
     value = value.format(first=options[0], upper=options[-1].upper())
     plus = "+" if group == "sweep" else ""
     override = f"{plus}{group}={value}"
+    if value == options[-1].upper():  # session 26: a case-only difference is a did-you-mean that says so
+        assert group_choice_problem(["-m", override]) == (
+            f"Invalid config: {override}: {value} is no option of {group}: options are case-sensitive. "
+            f"Fix: did you mean {plus}{group}={options[-1]}?"
+        )
+        return
     line = _one_line(group_choice_problem(["-m", override]))
     assert line.startswith(f"Invalid config: {override}: ") and f"is no option of {group}" in line, line
     assert f"Fix: pick one of {', '.join(options)}, e.g. {plus}{group}=" in line
     example = line.split(", e.g. ", 1)[1].split()[0].rstrip(".").lstrip("+")
     assert example.partition("=")[2] in options
-    if value == options[-1].upper():
-        assert example == f"{group}={options[-1]}"
     if group != "sweep":
         assert hydra_compose([example]) is not None
     for fine in options[:2]:

@@ -596,3 +596,15 @@ def test_a_rules_fix_of_a_key_the_space_sets_points_at_its_list() -> None:
         ["refused: model.n_layer=3: no. Fix: set model.n_layer=4"], who="w", headline="h", fix="f"
     )
     assert "space." not in other and other.endswith("Fix: set model.n_layer=4")
+
+
+def test_a_cluster_rows_memory_fix_stays_within_the_clusters_gpus(hydra_compose) -> None:
+    """Session 26: an ``over memory`` row of ``A100-40GB:1x4`` named ``nproc_per_node=8``, more GPUs than the
+    cluster has. Its fix now stays within its 4 GPUs (the same set-up off a cluster still names 8)."""
+    setup = ps.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=4)
+    row = ps.evaluate(hydra_compose(LLAMA8B), setup, parse_cluster("A100-40GB:1x4"))
+    assert row.status == "over memory" and row.world_size == 4
+    assert row.memory_fix and not re.search(r"nproc_per_node=(?:[5-9]|\d\d)|nnodes=", row.memory_fix), (
+        row.memory_fix
+    )
+    assert row.memory_fix.startswith("set ") or "within the cluster's 4 GPUs (1x4)" in row.memory_fix

@@ -34,7 +34,7 @@ def _text_keys(cls: type, prefix: str = "") -> set[str]:
 
 FREE_TEXT = {
     "tag",  # a label
-    "nproc_per_node",  # auto or a count: overrides._nproc_problem, plan.resolve_nproc
+    "nproc_per_node",  # auto or a count: override_values._nproc_problem, plan.resolve_nproc
     "objective",  # a figure of merit: run.objective_problem
     "model.name",  # a label, and the option's: flopsweep.model_identity
     "model.arch",  # the option's family: flopsweep.model_identity
@@ -89,7 +89,8 @@ def test_a_near_name_gets_the_did_you_mean_that_passes(hydra_compose, override: 
     key, _, value = override.partition("=")
     line = refusal([override])
     assert line is not None and line.startswith(f"Invalid config: {key}='{value}': must be one of "), line
-    assert line.endswith(f"Fix: did you mean {meant}?") and "\n" not in line
+    case = " (options are case-sensitive)." if meant.partition("=")[2].lower() == value.lower() else ""
+    assert line.endswith(f"Fix: did you mean {meant}?{case}") and "\n" not in line
     assert refusal([meant]) is None
     with pytest.raises(ConfigError) as job:  # a sweep file's value: the job's own check, the same key
         validate(hydra_compose(["device=cpu", override]))
@@ -149,3 +150,86 @@ def test_each_family_names_its_sizes_and_hf_reads_zero_from_its_file() -> None:
         "Invalid config: model.n_layer=0: must be a positive integer. Fix: set model.n_layer=2 "
         "(model=gpt-tiny's; any positive integer)."
     )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "meant"),
+    [
+        (["parallel.pp_schedule=1f1b"], "parallel.pp_schedule=1F1B"),
+        (["parallel.pp_schedule=interleaved1f1b"], "parallel.pp_schedule=Interleaved1F1B"),
+        (["device=CPU"], "device=cpu"),
+        (["fault.kind=OOM"], "fault.kind=oom"),
+        (["precision.name=BF16"], "precision=bf16"),
+    ],
+)
+def test_a_name_that_differs_in_case_alone_gets_its_option_and_says_options_are_case_sensitive(
+    overrides: list[str], meant: str
+) -> None:
+    """Session 26: the did-you-mean matched case and all: ``parallel.pp_schedule=1f1b`` got no suggestion
+    (``1F1B`` is 0.5 near it). Names are matched without case, and a case-only difference is said."""
+    line = refusal(overrides)
+    assert line is not None and line.endswith(f"Fix: did you mean {meant}? (options are case-sensitive)."), (
+        line
+    )
+    assert refusal([meant]) is None
+
+
+@pytest.mark.parametrize(
+    ("override", "meant"),
+    [
+        ("precision=BF16", "precision=bf16"),
+        ("model=Llama-Tiny", "model=llama-tiny"),
+        ("backend=FSDP", "backend=fsdp"),
+    ],
+)
+def test_a_group_option_that_differs_in_case_alone_gets_its_did_you_mean(override: str, meant: str) -> None:
+    line = refusal([override])
+    value = override.partition("=")[2]
+    assert line == (
+        f"Invalid config: {override}: {value} is no option of {override.partition('=')[0]}: options are "
+        f"case-sensitive. Fix: did you mean {meant}?"
+    )
+    assert refusal([meant]) is None
+    assert refusal(["-m", f"{override},fsdp" if "backend" in override else override]).endswith(
+        "options are case-sensitive. Fix: did you mean "
+        + (f"{meant},fsdp?" if "backend" in override else f"{meant}?")
+    )
+
+
+def test_near_names_and_the_key_did_you_mean_ignore_case() -> None:
+    from flopsweep.config import near_name
+    from flopsweep.near_keys import ranked
+    from flopsweep.override_schema import near_names
+
+    assert near_name("1f1b", ["1F1B", "Interleaved1F1B", "GPipe"]) == "1F1B"
+    assert near_name("zzqx", ["1F1B"]) is None
+    assert near_names("Llama-Tiny", ["gpt-tiny", "llama-tiny"], "model=", n=1) == ["model=llama-tiny"]
+    assert ranked("Measure", ["measure", "warmup"]) == ["measure"]
+
+
+@pytest.mark.parametrize(
+    ("option", "stage"), [("deepspeed", 4), ("deepspeed", 0), ("zero2", -1), ("zero1", 5)]
+)
+def test_a_zero_stage_outside_one_to_three_is_refused_before_hydra_as_the_job_refuses_it(
+    hydra_compose, option: str, stage: int
+) -> None:
+    """Session 26: ``backend.zero_stage=4`` was refused only in the job, after Hydra made its folder."""
+    example = {"zero1": 1, "zero2": 2}.get(option, 3)
+    line = refusal([f"backend={option}", f"backend.zero_stage={stage}"])
+    assert line == (
+        f"Invalid config: backend.zero_stage={stage}: DeepSpeed ZeRO has stages 1, 2 and 3. "
+        f"Fix: set backend.zero_stage={example} (or another of 1, 2, 3)."
+    )
+    assert refusal([f"backend={option}", f"backend.zero_stage={example}"]) is None
+    assert refusal(["-m", "backend=deepspeed", f"backend.zero_stage=2,{stage}"]).startswith(
+        f"Invalid config: backend.zero_stage={stage}: DeepSpeed ZeRO has stages 1, 2 and 3."
+    )
+    if option == "deepspeed":  # backend=zeroN: the job names the contradiction with the option first
+        from flopsweep.plan import Environment, plan
+
+        with pytest.raises(ConfigError) as job:  # the backend's check (backend_specs.check_support)
+            plan(
+                hydra_compose(["device=cpu", f"backend={option}", f"backend.zero_stage={stage}"]),
+                Environment.detect(),
+            )
+        assert str(job.value) == line
