@@ -12,6 +12,7 @@ median and worst absolute error. Standard library and flopsweep only.
     python benchmarks/cpu_predict.py                        # every set-up once
     python benchmarks/cpu_predict.py --models gpt-tiny --backends single,zero3 --rounds 2
     python benchmarks/cpu_predict.py --extra predict.probe=true --json out.jsonl
+    python benchmarks/cpu_predict.py --arm predict.cpu_probe=false --arm predict.cpu_probe=true  # interleaved
 """
 
 from __future__ import annotations
@@ -118,30 +119,52 @@ def main() -> None:
     p.add_argument("--deadline", type=float, default=300.0, help="seconds a job may take")
     p.add_argument("--extra", action="append", default=[], help="one more override for every job")
     p.add_argument("--json", type=Path, help="append every row to this file as JSON lines")
+    p.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        help="run every set-up once per arm (an override), one arm after the other: pairs at the same load",
+    )
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="cpu_predict-") as tmp:
         for rnd in range(args.rounds):
             for model in args.models.split(","):
                 for backend in args.backends.split(","):
-                    row = one(model, backend, args.extra, Path(tmp), args.deadline) | {"round": rnd}
-                    rows.append(row)
-                    if row.get("error") is not None:
-                        print(f"{model:>10} {backend:>6}: {row['error']}", flush=True)
-                        continue
-                    print(
-                        f"{model:>10} {backend:>6}: predicted {row['predicted_s']:.4f} s, measured mean "
-                        f"{row['measured_s']:.4f} s (median {row['median_s']:.4f}, cv {row['cv'] or 0:.2f}), "
-                        f"error {100 * row['err']:+.0f}% (median {100 * row['err_median']:+.0f}%), "
-                        f"{row['compute_source']}, wall {row['wall_s']:.1f} s, probe_s {row['probe_s']}, "
-                        f"load {row['load_before']}->{row['load_after']}",
-                        flush=True,
-                    )
-                    if args.json:
-                        with args.json.open("a") as f:
-                            f.write(json.dumps(row) + "\n")
-    print(f"against the mean step: {summary(rows, 'err')}")
-    print(f"against the median step: {summary(rows, 'err_median')}")
+                    for arm in args.arm or [None]:
+                        extra = [*args.extra, *([arm] if arm else [])]
+                        row = one(model, backend, extra, Path(tmp), args.deadline) | {
+                            "round": rnd,
+                            "arm": arm,
+                        }
+                        rows.append(row)
+                        report(row, args.json)
+    for arm in args.arm or [None]:
+        mine = [r for r in rows if r["arm"] == arm]
+        head = f"{arm}: " if arm else ""
+        print(f"{head}against the mean step: {summary(mine, 'err')}")
+        print(f"{head}against the median step: {summary(mine, 'err_median')}")
+
+
+def report(row: dict, json_path: Path | None) -> None:
+    """Print one row (and append it to ``json_path`` as a JSON line, the file opened not following a link)."""
+    model, backend, arm = row["model"], row["backend"], row["arm"]
+    tag = f" [{arm}]" if arm else ""
+    if row.get("error") is not None:
+        print(f"{model:>10} {backend:>6}{tag}: {row['error']}", flush=True)
+    else:
+        print(
+            f"{model:>10} {backend:>6}{tag}: predicted {row['predicted_s']:.4f} s, measured mean "
+            f"{row['measured_s']:.4f} s (median {row['median_s']:.4f}, cv {row['cv'] or 0:.2f}), "
+            f"error {100 * row['err']:+.0f}% (median {100 * row['err_median']:+.0f}%), "
+            f"{row['compute_source']}, wall {row['wall_s']:.1f} s, probe_s {row['probe_s']}, "
+            f"load {row['load_before']}->{row['load_after']}",
+            flush=True,
+        )
+    if json_path:
+        fd = os.open(json_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "a") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":
