@@ -365,6 +365,8 @@ class PredictConfig:
     communication, overlap, optimizer, bubble and the backend's own costs measured, not modelled;
     ahead of ``predict.probe`` and any calibration. ``model=hf`` keeps its config file's first layers
     (:func:`flopsweep.layer_probe.periodic_depths`); not under a pipeline. False: none (no time spent)."""
+    cpu_probe: bool = True
+    """CPU, no probe, calibration, compile, DeepSpeed: the step timed first (:mod:`flopsweep.cpu_probe`)."""
     layer_probe_max_spread: float = 1.5
     """Guards the copies that did not settle early: the most such a copy's second slowest timed step may be
     over its median (of its 5 to 15 timed steps; the largest over ranks; one slow step, which the median

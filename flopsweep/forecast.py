@@ -14,7 +14,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from flopsweep import expert_parallel, flops, nearest, shipped
+from flopsweep import cpu_probe, expert_parallel, flops, nearest, shipped
 from flopsweep import predict as pr
 from flopsweep.calibration_files import calibration_records
 from flopsweep.checkpointing import recompute_mode
@@ -226,6 +226,8 @@ def prediction(
     layered = None
     if getattr(cfg.predict, "layer_probe", False):
         layered = layer_probe or {"fallback": "no rank ran the layer probe"}
+    elif cpu_probe.ran(layer_probe):  # a CPU run's own step, timed by default (flopsweep.cpu_probe)
+        layered = layer_probe
     try:
         made = _prediction(
             cfg, layout, records, gpus_per_node, device_name, probe, gemm_tflops, pieces, layered
@@ -265,7 +267,7 @@ def _used(source: str) -> str:
     """What a prediction's ``source`` says it used, without the probes' fallbacks ("none" when it
     starts with one); printable, at most 300 characters."""
     used = source
-    for fell in (LAYERS_FELL_BACK, FELL_BACK):
+    for fell in (LAYERS_FELL_BACK, CPU_FELL_BACK, FELL_BACK):
         if used.startswith(fell):
             return "none"
         used = used.split(f"; {fell}", 1)[0]
@@ -277,14 +279,18 @@ def layer_fallback_line(predicted: dict[str, Any] | None) -> str | None:
     fell back: ``"predict.layer_probe: the layer probe fell back (WHY); predicted from: SOURCE"``,
     naming why (``metrics.predicted.layer_probe.fallback``, or why its times could not be
     extrapolated) and what the prediction used instead; None when it did not fall back (or did not
-    run)."""
+    run). The CPU step probe's (:mod:`flopsweep.cpu_probe`): ``"predict.cpu_probe: the CPU step probe
+    fell back (WHY); ..."``."""
     predicted = predicted or {}
     source = str(predicted.get("source") or "")
-    if LAYERS_FELL_BACK not in source:
-        return None
-    why = source.split(LAYERS_FELL_BACK, 1)[1].split(f"; {FELL_BACK}", 1)[0]
-    why = printable(why)[:300]
-    return f"predict.layer_probe: the layer probe fell back ({why}); predicted from: {_used(source)}"
+    for head, key, what in (
+        (LAYERS_FELL_BACK, "predict.layer_probe", "the layer probe"),
+        (CPU_FELL_BACK, "predict.cpu_probe", "the CPU step probe"),
+    ):
+        if head in source:
+            why = printable(source.split(head, 1)[1].split(f"; {FELL_BACK}", 1)[0])[:300]
+            return f"{key}: {what} fell back ({why}); predicted from: {_used(source)}"
+    return None
 
 
 def probe_fallback_lines(predicted: dict[str, Any] | None) -> list[str]:
@@ -311,6 +317,9 @@ def _probed(target: pr.Workload, pieces: dict[str, Any] | None) -> tuple[pr.Comp
 LAYERS_FELL_BACK = "layer probe fell back: "
 """How a prediction's ``source`` names a layer probe that could not be used (:func:`_layered`)."""
 
+CPU_FELL_BACK = "cpu probe fell back: "
+"""How a prediction's ``source`` names a CPU step probe (:mod:`flopsweep.cpu_probe`) that was not used."""
+
 
 def _layered(cfg: RunConfig, layered: dict[str, Any] | None) -> tuple[pr.Compute | None, str]:
     """The whole step from the layer probe (None without ``predict.layer_probe``), or None and why it
@@ -319,10 +328,12 @@ def _layered(cfg: RunConfig, layered: dict[str, Any] | None) -> tuple[pr.Compute
         return None, ""
     from flopsweep.layer_probe import extrapolate
 
+    cpu = cpu_probe.ran(layered)
     try:
         step, how = extrapolate(layered, cfg.model.n_layer)
     except ValueError as exc:
-        return None, f"{LAYERS_FELL_BACK}{exc}"
+        return None, f"{CPU_FELL_BACK if cpu else LAYERS_FELL_BACK}{exc}"
+    how = cpu_probe.said(how) if cpu else how
     return pr.Compute(compute_s=step, optimizer_s=0.0, source=how, kind="layers"), ""
 
 

@@ -103,6 +103,22 @@ STEADY_ERROR = 0.01
 """A copy is timed until its median's standard error (:func:`median_error`) is within this share of
 the median on every rank, or :data:`MAX_MEASURED_STEPS` were timed."""
 
+
+@dataclasses.dataclass(frozen=True)
+class Steps:
+    """A copy's steps when it does not settle early (:func:`schedule`): ``warmup`` untimed, then
+    ``measured`` timed, and more while its median is unsteady, up to ``most`` timed; with ``budget_s``, it
+    stops once its steps after the first (untimed) took that many seconds on some rank, 2 of them at least."""
+
+    warmup: int = WARMUP_STEPS
+    measured: int = MEASURED_STEPS
+    most: int = MAX_MEASURED_STEPS
+    budget_s: float | None = None
+
+
+LAYER_STEPS = Steps()
+"""``predict.layer_probe``'s schedule (the constants above); :mod:`flopsweep.cpu_probe` has a shorter one."""
+
 DEEPSPEED_WINDOWS = {
     "reduce_bucket_size": ("reduce_bucket_size", 1),
     "stage3_prefetch_bucket_size": ("prefetch_bucket_size", 3),
@@ -295,10 +311,12 @@ def probe_layers(
     *,
     batches: Callable[[Any], list[Any]],
     is_oom: Callable[[BaseException], bool],
+    steps: Steps = LAYER_STEPS,
 ) -> dict[str, Any]:
     """Time the run's step on its shallow copies (module docstring); every rank calls it, at once.
     ``batches(cfg)``: the rank's micro batches for a config (:func:`flopsweep.worker.make_batches`);
-    ``is_oom(exc)``: whether an error is an out-of-memory one (:func:`flopsweep.worker.is_oom`).
+    ``is_oom(exc)``: whether an error is an out-of-memory one (:func:`flopsweep.worker.is_oom`);
+    ``steps``: each copy's schedule when it does not settle (:class:`Steps`).
 
     Returns:
         ``{layers, step_s, host_s, spread, build_s, untimed_s, timed_s, steps_run, steps_timed, times_s,
@@ -336,7 +354,7 @@ def probe_layers(
     def measure() -> dict[str, Any]:
         timed = []
         for i, n in enumerate(layers):
-            timed.append(_time_depth(copy(i, n), device, layout, batches))
+            timed.append(_time_depth(copy(i, n), device, layout, batches, steps))
             free_memory(device)  # the copy goes before the next is built
         if windows is not None:  # what each copy's engine read, not what it was asked
             windows["copies"] = [t["built"] for t in timed]
@@ -438,16 +456,17 @@ def settled(times: list[float], settle: float) -> bool:
     return not falling and max(window) <= (1 + settle) * min(window)
 
 
-def _all_settled(mine: bool, device: Any) -> bool:
-    """Whether every rank's copy settled (:func:`settled`): the ranks step in lockstep, so they stop
-    together or not at all (one small all-reduce after the step, outside its timing)."""
+def _all_settled(mine: bool, device: Any, every: bool = True) -> bool:
+    """Whether every rank's copy settled (:func:`settled`; ``every=False``: whether some rank's did): the
+    ranks step in lockstep, so they stop together or not at all (one small all-reduce after the step,
+    outside its timing)."""
     import torch
     import torch.distributed as dist
 
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return mine
     flag = torch.tensor([float(mine)], dtype=torch.float32, device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN if every else dist.ReduceOp.MAX)
     return bool(flag.item())
 
 
@@ -456,11 +475,15 @@ def schedule(
     settle: float,
     agree: Callable[[bool], bool] = bool,
     noisy: Callable[[list[float]], bool] = lambda timed: False,
+    steps: Steps = LAYER_STEPS,
+    spent: Callable[[bool], bool] = bool,
 ) -> tuple[list[float], list[float], int]:
     """Step a copy as the probe does (module docstring, "Steps"): ``step()`` runs one step and returns
     its seconds and its host's issue seconds; ``agree(mine)`` says whether every rank's copy settled
     (:func:`settled` on this rank's steps after the first; the ranks must call it together);
-    ``noisy(timed)`` whether a copy that did not settle is to be timed on (:func:`_noisy`; together too).
+    ``noisy(timed)`` whether a copy that did not settle is to be timed on (:func:`_noisy`; together too);
+    ``steps`` the schedule of a copy that does not settle (:class:`Steps`, the constants below by default);
+    ``spent(mine)`` whether some rank's steps took ``steps.budget_s`` (called only with a budget).
 
     Returns:
         ``(times, hosts, first)``: every step's seconds and host seconds, in order, and the index of
@@ -470,21 +493,26 @@ def schedule(
     """
     times: list[float] = []
     hosts: list[float] = []
-    most = WARMUP_STEPS + MEASURED_STEPS
+    most = steps.warmup + steps.measured
     while True:
         seconds, host = step()
         times.append(seconds)
         hosts.append(host)
+        if steps.budget_s is not None and len(times) >= MIN_UNTIMED + 2:
+            if spent(sum(times[MIN_UNTIMED:]) >= steps.budget_s):
+                return times, hosts, MIN_UNTIMED
         if settle > 0 and MIN_UNTIMED + SETTLE_STEPS <= len(times) < most:
             if agree(settled(times[MIN_UNTIMED:], settle)):
                 return times, hosts, len(times) - SETTLE_STEPS
         if len(times) >= most and (
-            len(times) >= WARMUP_STEPS + MAX_MEASURED_STEPS or not noisy(times[WARMUP_STEPS:])
+            len(times) >= steps.warmup + steps.most or not noisy(times[steps.warmup :])
         ):
-            return times, hosts, WARMUP_STEPS
+            return times, hosts, steps.warmup
 
 
-def _time_depth(shallow: Any, device: Any, layout: Any, batches: Callable[[Any], list]) -> dict[str, Any]:
+def _time_depth(
+    shallow: Any, device: Any, layout: Any, batches: Callable[[Any], list], steps: Steps = LAYER_STEPS
+) -> dict[str, Any]:
     """The shallow copy ``shallow`` (the run's config at its depth), built and stepped on this rank
     (:func:`schedule`). Returns ``{step, host, spread, build_s, untimed_s, timed_s, steps_run, steps_timed,
     times_s, built}``: the
@@ -528,7 +556,12 @@ def _time_depth(shallow: Any, device: Any, layout: Any, batches: Callable[[Any],
 
         settle = float(getattr(shallow.predict, "layer_probe_settle", 0.0))
         times, hosts, first = schedule(
-            step, settle, lambda mine: _all_settled(mine, device), lambda timed: _noisy(timed, device)
+            step,
+            settle,
+            lambda mine: _all_settled(mine, device),
+            lambda timed: _noisy(timed, device),
+            steps,
+            lambda mine: _all_settled(mine, device, every=False),
         )
         timed = times[first:]
         median = statistics.median(timed)

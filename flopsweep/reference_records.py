@@ -166,10 +166,14 @@ PREDICTED_KEYS: dict[str, str] = {
     "world_size": "ranks of the predicted cluster",
     "budget_gpu_hours": "predicted GPU-hours for budget.tokens; null without a budget",
     "budget_days": "predicted days for budget.tokens; null without a budget",
-    "compute_source": "where the compute time comes from: layers, probe, calibration, nearest or flops",
+    "compute_source": (
+        "where the compute time comes from: layers (the layer probe or the CPU step probe), probe, "
+        "calibration, nearest or flops"
+    ),
     "probe": "predict.probe=true only: the compute probe's pieces, seconds",
     "layer_probe": (
-        "predict.layer_probe=true only: the shallow copies' depths (layers), steps (step_s, s), host issue "
+        "predict.layer_probe=true, or a CPU run's predict.cpu_probe (then cpu_probe: true, and 1 to 6 steps "
+        "timed): the shallow copies' depths (layers), steps (step_s, s), host issue "
         "times (host_s, s), second slowest step over the median (spread), why it fell back (fallback), the "
         "probe's wall time (wall_s), each copy's build, untimed and timed seconds (build_s, untimed_s, "
         "timed_s) and its steps run and timed (steps_run, steps_timed: 3 when it settled early, else 5 to "

@@ -207,8 +207,8 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
 def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
     """Run ``plan.cfg`` for one warm-up and one measured step in fresh workers in ``probe_dir`` (on every
     node's ranks of a multi-node Slurm job: :func:`flopsweep.launch.launch`)
-    (never profiled, no compute probe: a probe asks only "does it fit"), unless the CPU's budget
-    rule refuses it first; the scratch files are removed after.
+    (never profiled, no compute probe nor CPU step probe: a probe asks only "does it fit"), unless the
+    CPU's budget rule refuses it first; the scratch files are removed after.
 
     Args:
         budget: bytes per rank the probe may use (:func:`budget_bytes`), None: the device's.
@@ -226,7 +226,7 @@ def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:
         plan.cfg,
         steps=dataclasses.replace(plan.cfg.steps, warmup=1, measure=1),
         profile=False,  # a probe asks only "does it fit"; the measured run profiles
-        predict=dataclasses.replace(plan.cfg.predict, probe=False),  # and times its pieces
+        predict=dataclasses.replace(plan.cfg.predict, probe=False, cpu_probe=False),  # and times its step
     )
     estimated = peak_bytes(cfg, plan.layout)
     rule = {"estimated": estimated, "budget": budget, "nproc": plan.nproc_per_node}

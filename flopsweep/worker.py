@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.config import FaultConfig, RunConfig
+from flopsweep.cpu_probe import runs as runs_cpu_probe
 from flopsweep.expert_parallel import reset_routed, routed_tokens
 from flopsweep.files import atomic_write_json, replace_text
 from flopsweep.gc_policy import GarbageCollection
@@ -263,6 +264,8 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase, after_step: C
     links = _interconnect(cfg, device)  # before warm-up: the links, not the steps
     pieces = _compute_probe(cfg, device) if cfg.predict.probe else None  # before the trainer's memory
     depths = _layer_probe(cfg, device, spec.layout, rank) if cfg.predict.layer_probe else None
+    if runs_cpu_probe(cfg, device.type):  # a CPU run with no probe asked (flopsweep.cpu_probe)
+        depths = _layer_probe(cfg, device, spec.layout, rank, cpu=True)
     trainer = build_trainer(cfg, device, spec.layout)
     batches = make_batches(cfg, spec.layout, rank, device)
     log = _logger(rank)
@@ -386,15 +389,18 @@ def _compute_probe(cfg: RunConfig, device: Any) -> dict[str, Any]:
     return cached_probe(cfg, device)
 
 
-def _layer_probe(cfg: RunConfig, device: Any, layout: Any, rank: int) -> dict[str, Any]:
+def _layer_probe(cfg: RunConfig, device: Any, layout: Any, rank: int, *, cpu: bool = False) -> dict[str, Any]:
     """``predict.layer_probe=true``: the run's step timed on its shallow copies, before the trainer
-    is built (:func:`flopsweep.layer_probe.probe_layers`); every rank runs it, at once."""
+    is built (:func:`flopsweep.layer_probe.probe_layers`); every rank runs it, at once. ``cpu``: the
+    CPU step probe instead (:func:`flopsweep.cpu_probe.probe_cpu_step`, its shorter schedule)."""
+    from flopsweep.cpu_probe import probe_cpu_step
     from flopsweep.layer_probe import probe_layers
 
     def batches(shallow: RunConfig) -> list[Any]:
         return make_batches(shallow, layout, rank, device)
 
-    return probe_layers(cfg, device, layout, batches=batches, is_oom=is_oom)
+    probe = probe_cpu_step if cpu else probe_layers
+    return probe(cfg, device, layout, batches=batches, is_oom=is_oom)
 
 
 def _interconnect(cfg: RunConfig, device: Any) -> list[dict[str, Any]]:

@@ -16,8 +16,10 @@ GLOO = (
     "backend=fsdp",
     "steps.warmup=1",
     "steps.measure=2",
+    "predict.cpu_probe=false",
 )
-"""FSDP2 on 2 gloo ranks, fp32, one warm-up and two measured steps."""
+"""FSDP2 on 2 gloo ranks, fp32, one warm-up and two measured steps (no CPU step probe: the run
+without ``predict.layer_probe`` is the run without a probe)."""
 
 
 @pytest.mark.slow

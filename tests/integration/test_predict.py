@@ -47,7 +47,7 @@ def test_a_two_rank_gloo_run_is_predicted_from_its_one_rank_run_and_the_probe(tm
     assert predicted["tokens_per_s"] == pytest.approx(
         r2["metrics"]["tokens_per_step"] / predicted["iteration_time_s"]
     )
-    assert r1["metrics"]["predicted"]["source"].startswith("uncalibrated")
+    assert r1["metrics"]["predicted"]["source"].startswith("cpu probe: ")  # no calibration: the CPU's probe
 
     out = run_py_analysis(tmp_path)
     by_world = {row["world_size"]: row for row in out}

@@ -111,7 +111,9 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
         "foreach": False,
         "in_backward": False,
     }
-    assert record["metrics"]["predicted"]["source"].startswith("uncalibrated")
+    assert record["metrics"]["predicted"]["source"].startswith(
+        "cpu probe: "
+    )  # predict.cpu_probe, the default
     assert set(record["run"]) == {
         "id",
         "started_at",
@@ -129,7 +131,7 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
     assert (record["run"]["repeat"], record["run"]["repeats"], record["run"]["repeat_group"]) == (0, 1, None)
     assert record["run"]["wall_s"] > 0  # the job's own clock, beside the whole seconds of the stamps
     m = record["metrics"]
-    assert m["probe_s"] is None and m["probe_share"] is None  # no step-time probe ran
+    assert m["probe_s"] > 0 and 0 < m["probe_share"] < 1  # the CPU step probe ran (predict.cpu_probe)
     assert m["tokens_per_s"] > 0 and m["tflops_per_device"] > 0
     assert m["model_flops_per_iteration"] == 1_610_612_736  # gpt-tiny, micro batch 4, one rank
     assert m["global_batch_size"] == 4 and m["tokens_per_step"] == 512
