@@ -241,8 +241,7 @@ class StepsConfig:
     """Extra warm-up steps allowed when a measured step is over 3x the median of the others
     (compilation, autotuning): the run warms up longer, then measures again."""
     gc_freq: int = 0
-    """N > 0: collect generation 1 every N optimizer steps, Python's automatic collection off (torchtitan's
-    ``training.gc_freq``, :mod:`flopsweep.gc_policy`); 0: automatic, as every record before the key."""
+    """N > 0: generation 1 collected every N steps, not automatically (torchtitan's ``training.gc_freq``)."""
 
 
 @dataclass(kw_only=True)

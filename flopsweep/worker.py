@@ -449,8 +449,7 @@ def warm_up(
     phase: Phase,
     after_step: Callable[[], None] | None = None,
 ) -> list:
-    """Run ``steps`` unmeasured optimizer steps, logging each one's time (rank 0); ``after_step``
-    is called after each (the run's :class:`~flopsweep.gc_policy.GarbageCollection`).
+    """Run ``steps`` unmeasured optimizer steps, logging each one's time (rank 0), ``after_step`` after each.
 
     Returns:
         the loss tensors, one per step.
@@ -518,8 +517,7 @@ def measure(
 ) -> tuple[WindowFigures, list]:
     """Run ``steps`` optimizer steps inside ``window`` (started here, so a second call restarts
     it: step times, peak memory, retries and every other reader count these steps only).
-    ``after_step`` runs after each step's time is taken (a collection it makes counts in the next
-    step's time, as a collection inside a training loop would).
+    ``after_step`` runs after each step's time is taken (gc_policy): its work counts in the next step.
 
     Returns:
         (the window's figures, loss tensors per step).
