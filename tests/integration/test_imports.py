@@ -50,6 +50,8 @@ TORCH_FREE = (
     "flopsweep.peaks",
     "flopsweep.node_links",  # through peaks: each GPU kind's link in a node, from its datasheet
     "flopsweep.clusters",  # through compute_time: the plan_gpu example a message names
+    "flopsweep.cluster_prices",  # through clusters: a cluster name's @PRICE
+    "flopsweep.local_gpus",  # through clusters: this machine's GPUs (nvidia-smi, torch only when asked)
     "flopsweep.files",
     "flopsweep.text",
     "flopsweep.wire",

@@ -25,7 +25,7 @@ DEEPSPEED = ["backend=deepspeed", "nproc_per_node=2", *ONE_RANK]
 BUILT = "built successfully"  # DeepSpeed's print() from deepspeed.comm.torch.build_shm_op
 
 
-INVALID = "Invalid config: backend.zero_stage=4"
+INVALID = "Invalid config: batch.global_batch_size=3"  # refused in the job: no multiple of the micro batch
 
 
 CPU_ACCELERATOR = "Setting accelerator to CPU."  # DeepSpeed's real_accelerator on a machine without GPUs
@@ -33,9 +33,16 @@ CPU_ACCELERATOR = "Setting accelerator to CPU."  # DeepSpeed's real_accelerator 
 
 @pytest.fixture(scope="module")
 def deepspeed_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """Two jobs: ZeRO stage 4 (refused by validation, no worker), then ZeRO-1 on two gloo ranks."""
+    """Two jobs: a global batch of 3 (refused by the job's validation, no worker), then ZeRO-1 on two
+    gloo ranks."""
     sweep_dir = tmp_path_factory.mktemp("quiet")
-    proc = run_py("-m", *DEEPSPEED, "backend.zero_stage=4,1", f"hydra.sweep.dir={sweep_dir}")
+    proc = run_py(
+        "-m",
+        *DEEPSPEED,
+        "backend.zero_stage=1",
+        "batch.global_batch_size=3,null",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return sweep_dir, proc.stdout + proc.stderr
 
@@ -106,7 +113,7 @@ def test_fail_fast_prints_the_error_once_and_no_hydra_hint(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("overrides", "message", "code"),
     [
-        (["backend=deepspeed", "backend.zero_stage=4", "device=cpu"], INVALID, 2),
+        (["backend=deepspeed", "batch.global_batch_size=3", "device=cpu"], INVALID, 2),
         (
             ["fault.kind=raise", "fault.phase=measure", *ONE_RANK],
             "injected fault: raise on rank 0 in measure",
