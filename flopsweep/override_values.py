@@ -174,6 +174,8 @@ def value_problem(
                 f"exponent: {_written(key, int(value), given)}."
             )
         return f"{head} is not {kind[0]}. Fix: {fix}."
+    if kind[0] == "true or false" and type(value) is int and value not in (0, 1):
+        return f"{head} is not true or false (OmegaConf reads any whole number but 0 as true). Fix: {fix}."
     if kind[0] == "a whole number" and isinstance(value, int) and not isinstance(value, bool):
         # the job's check_bounds, before Hydra: the upper bound's own line, then the lower (nnodes=0)
         return _bound_problem(head, key, value, node, option, False) or _number_problem(

@@ -358,3 +358,14 @@ def test_a_number_out_of_its_range_is_refused_before_hydra_with_the_jobs_reason(
     example = re.search(rf"({re.escape(key)}=[^,\s]+?)[,.]?(?: |$)", line.split(" Fix: ")[1]).group(1)
     assert type_problem([example]) is None, line
     validate(hydra_compose(["device=cpu", example]))
+
+
+@pytest.mark.parametrize("key", ["predict.cpu_probe", "compile", "predict.measured"])
+def test_a_true_or_false_key_takes_no_whole_number_but_0_and_1(key: str) -> None:
+    """OmegaConf converts any whole number to a bool (``compile=2`` ran compiled); 0 and 1 stay."""
+    for value in (2, -1, 100):
+        line = type_problem([f"{key}={value}"])
+        assert line is not None and f"{key}={value}" in line and "is not true or false" in line, line
+        assert f"Fix: set {key} to true or false" in line
+    for value in ("0", "1", "true", "false"):
+        assert type_problem([f"{key}={value}"]) is None
