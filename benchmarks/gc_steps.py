@@ -39,7 +39,9 @@ def main(every: int, overrides: list[str]) -> dict:
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         composed = compose("config", overrides=[*overrides, "nproc_per_node=1", f"steps.gc_freq={every}"])
     cfg = plan(OmegaConf.to_object(composed), Environment.detect()).cfg
-    port = os.environ.get("MASTER_PORT", "29531")
+    from flopsweep.launch import rendezvous_port
+
+    port = os.environ.get("MASTER_PORT") or str(rendezvous_port())  # a free port, not a fixed one
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
     os.environ.setdefault("DS_ACCELERATOR", cfg.device)
     device = torch.device("cuda", 0) if cfg.device == "cuda" else torch.device("cpu")
