@@ -30,9 +30,10 @@ name.
   Without recompute the forward's transients pass while less is live (0 on top, measured).
 - **the top block's backward** (:func:`block_backward_bytes`): the gradient entering it and its MLP's
   gradient temporaries, once the logits are freed.
-- **logits** at the start of backward: :data:`LOGIT_BYTES` per logit eager (the loss's saved
-  fp32 log-softmax, the fp32 gradient of it and of its input, the bf16 gradient), fewer compiled
-  (Inductor fuses the upcast into the log-softmax); ``tokens x V / (tp cp)`` logits (a loss-parallel
+- **logits** while the loss's backward runs, before backward rebuilds any block: :data:`LOGIT_BYTES` per
+  logit eager (the loss's saved fp32 log-softmax, the fp32 gradient of it and of its input, the bf16
+  gradient), 2 compiled (the bf16 logits, their gradient written in place), :data:`SPLIT_LOGIT_BYTES`
+  where the backend breaks the compiled head (:func:`logit_bytes`); ``tokens x V / (tp cp)`` logits (a loss-parallel
   head; a context-parallel rank's own tokens), on the last stage, for one pipeline micro-batch.
   With ``loss.chunk_tokens`` (the head fused with its loss,
   :func:`flopsweep.models.layers.chunked_linear_cross_entropy`) instead: one chunk's logits at
@@ -53,11 +54,19 @@ from flopsweep.kernel_memory import KernelMemory, KernelShape
 from flopsweep.layout import Layout
 from flopsweep.models import family
 
-LOGIT_BYTES = {False: 12, True: 4}
-"""Bytes per logit at the start of backward, eager (``False``) and with ``compile=true`` (``True``):
+LOGIT_BYTES = {False: 12, True: 2}
+"""Bytes per logit while the loss's backward runs, eager (``False``) and with ``compile=true`` (``True``):
 eager keeps the fp32 log-softmax output and makes the fp32 gradients of it and of its input and the
-bf16 gradient of the logits; compiled, Inductor's fused loss keeps the bf16 logits and makes their
-bf16 gradient. Fitted to the H200 records (gpt-1.3b micro batch 8 and 16, Llama 3.2 1B and 3B)."""
+bf16 gradient of the logits; compiled, the head and loss are one graph whose backward writes the bf16
+logits' gradient into the bf16 logits it saved: AOTAutograd donates the saved buffer
+(``torch._functorch.config.donated_buffer``, ``collect_bw_donated_buffer_idxs``) and Inductor reuses it
+in place (``Scheduler.decide_inplace_update``). Counted on the CPU (process RSS over the head's backward,
+Llama 3.2 1B's vocabulary): eager 12.07, compiled 2.06 plus the head's gradient, 4.06 with donation off."""
+SPLIT_LOGIT_BYTES = 4
+"""Bytes per logit while the loss's backward runs when a backend breaks the compiled head at its
+submodules (:meth:`flopsweep.backend_specs.BackendSpec.splits_compiled_blocks`, ZeRO-3): the logits
+enter the compiled loss as a graph input, which is never donated, so their bf16 gradient is a new
+buffer beside them (the ZeRO-3 Llama 3.2 1B records, ``full`` and ``selective``: within 4%)."""
 CHUNK_LOGIT_BYTES = 10
 """Bytes per logit of one chunk of the fused head and loss (``loss.chunk_tokens``): the fp32 logits,
 made into the softmax in place (4), its bf16 copy for the two gradient matmuls (2), and the fp32
@@ -215,6 +224,14 @@ def fp8_compiled_inputs(cfg: Any) -> int:
     return fp8_shape(cfg).get("fp8_compiled_inputs", 0) if cfg.compile else 0
 
 
+def logit_bytes(cfg: Any) -> int:
+    """Bytes per logit while the loss's backward runs: :data:`LOGIT_BYTES` by ``compile``, or
+    :data:`SPLIT_LOGIT_BYTES` when compiled on a backend that breaks the compiled head's graph."""
+    if cfg.compile and BACKEND_SPECS[cfg.backend.name].splits_compiled_blocks(cfg.backend):
+        return SPLIT_LOGIT_BYTES
+    return LOGIT_BYTES[bool(cfg.compile)]
+
+
 def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     """``(activations, logits)``: the bytes one rank keeps for backward on its busiest stage and
     at the loss (see the module docstring), for ``cfg.batch.micro_batch_size`` sequences.
@@ -238,7 +255,7 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     tokens = per * m.seq_len
     first = saves(cfg.activation_checkpointing, tokens * in_flight, layers, boundary, layer) // split
     local = tokens // layout.cp  # the tokens whose loss this rank computes (context parallel's shard)
-    logits = LOGIT_BYTES[bool(cfg.compile)] * local * m.vocab_size // layout.tp
+    logits = logit_bytes(cfg) * local * m.vocab_size // layout.tp
     if chunk := cfg.loss.chunk_tokens:  # the fused head (rules.chunked_loss: tp = pp = 1)
         logits = (CHUNK_LOGIT_BYTES * min(chunk, local) + 4 * m.n_embd) * m.vocab_size + 4 * local * m.n_embd
     if layout.pp == 1:
@@ -317,9 +334,10 @@ def block_backward_bytes(cfg: Any, layout: Layout | None = None) -> int:
       ``c_fc``'s output gradient, ``4h`` again). Measured on the CPU (autograd's saved and made tensors, a
       2- and 3-block GPT at two micro batches): ``h + 4h`` a token above ``(l - 1) b + a``;
     - compiled, also what the eager block keeps and the compiled one does not (``residual`` and ``other``
-      less their ``_compiled`` figures): the compiled backward recomputes those (the GELU output, ``2h``
-      a token for GPT-2) and holds what the eager backward holds (gpt-1.5b-seed ``full``, micro batch 36,
-      FSDP2 on one H200: eager and compiled peak alike, 31.5 GiB).
+      less their ``_compiled`` figures, 0 where the compiled block keeps as many bytes): the compiled
+      backward recomputes those (Llama: the norms' inputs and the SiLU output) and holds what the eager
+      backward holds (gpt-1.5b-seed ``full``, micro batch 36, FSDP2 on one H200: eager and compiled peak
+      alike, 31.5 GiB).
 
     The loss's logits are freed by then (:attr:`flopsweep.memory.MemoryEstimate.block_backward`, whose
     moment also counts the block's own gradients, ``BackendSpec.top_block_gradient_bytes``)."""

@@ -207,6 +207,18 @@ class BackendSpec:
         0 with ``grad_accum`` > 1 (the states count every gradient)."""
         return 0 if t.accumulated else GRADIENT_BYTES * t.block
 
+    def head_gradient_bytes(self, t: Any) -> int:
+        """The output head's gradient, made by the loss's backward and live through the rest of backward
+        beyond the states at its start: its fp32 ``.grad`` (``4 V C / tp``, as :meth:`top_block_gradient_bytes`
+        counts a block's); 0 with ``grad_accum`` > 1 (the states count every gradient)."""
+        return 0 if t.accumulated else GRADIENT_BYTES * t.head
+
+    def splits_compiled_blocks(self, backend: Any) -> bool:
+        """Whether a compiled block's graph breaks at every submodule's call, so that its compiled regions
+        are the pieces between them and each keeps its own inputs for backward (the family's
+        ``residual_split_compiled``, ``other_split_compiled``); False: the block is one graph."""
+        return False
+
     def in_backward_gradients(self, t: Any) -> tuple[int, int, str]:
         """``(every, live, what)``: fp32 gradient bytes at the step, and the most ``optim.in_backward``
         keeps live at once: the largest parameter's gradient."""
@@ -338,6 +350,12 @@ class FSDPSpec(BackendSpec):
         reduce-scatters them (``foreach_reduce``)."""
         return t.compute * t.block
 
+    def head_gradient_bytes(self, t: Any) -> int:
+        """The head's unsharded gradient in the compute dtype, ``c V C / tp``, until its unit's
+        post-backward reduce-scatters it (the root's, at the end of backward, unless
+        ``backend.end_units``; :func:`flopsweep.fsdp_units.head_reduce_bytes` counts that moment)."""
+        return t.compute * t.head
+
     def in_backward_gradients(self, t: Any) -> tuple[int, int, str]:
         """One FSDP2 unit's sharded gradients, ``4 max(block, rest) / dp_shard``."""
         unit = "4 x largest FSDP2 unit (a block, or the root's embedding and head) / dp_shard"
@@ -424,6 +442,15 @@ class DeepSpeedSpec(BackendSpec):
     def top_block_gradient_bytes(self, t: Any) -> int:
         """0: ZeRO copies each gradient into its reduce bucket, which its own terms count."""
         return 0
+
+    def head_gradient_bytes(self, t: Any) -> int:
+        """0: ZeRO copies each gradient into its reduce bucket, which its own terms count."""
+        return 0
+
+    def splits_compiled_blocks(self, backend: Any) -> bool:
+        """ZeRO-3: DeepSpeed 0.19.8 hooks every submodule's forward with ``@torch.compiler.disable``
+        (``parameter_offload.py``, ``_register_deepspeed_module``), which breaks a compiled block's graph."""
+        return knob(backend, "zero_stage") == 3
 
     def collectives(self, w: Any, *, p: float, b: int, micro: int) -> list[Collective]:
         """ZeRO-3: ``b P`` all-gathered forward and backward per micro batch and ``b P`` gradients

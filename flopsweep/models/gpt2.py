@@ -150,9 +150,10 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
     attention out h, ln_2 out h, c_fc out 4h, GELU out 4h: what backward keeps), and the largest
     single layer's parameters, as DeepSpeed's ``model_to_params`` counts a module's own (the token
     embedding at these vocabularies; else the position embedding or ``c_fc`` with its bias). Compiled
-    (``residual_compiled``, ``other_compiled``): Inductor keeps the block input and 12h in the
-    compute dtype (the matmul inputs and attention tensors, 10h, and the bf16 copies of the norm
-    inputs; fitted to the H200 gpt-1.3b records, micro batch 8 and 16, within 1%). fp8
+    (``residual_compiled``, ``other_compiled``): Inductor keeps the block input (h) and 15h in the
+    compute dtype: ln_1 out h, ``c_attn``'s output 3h, the attention's output h, ``c_proj``'s output h
+    (ln_2's input is rebuilt from it and the block input), ln_2 out h, ``c_fc``'s output 4h and the
+    GELU's 4h. Counted on the CPU (the compiled block's backward inputs, two shapes alike). fp8
     (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`): the converted weights of ``c_attn``, ``c_proj``, ``c_fc`` and
     the MLP's ``c_proj``, and, compiled, the two LayerNorm outputs and the GELU output, ``6h``, not kept
     in bf16. ``backward_temporaries`` (:func:`flopsweep.activation_memory.block_backward_bytes`): the MLP's
@@ -165,8 +166,8 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
     return {
         "residual": 2 * h,
         "other": 14 * h,
-        "residual_compiled": 2 * h,
-        "other_compiled": 12 * h,
+        "residual_compiled": h,
+        "other_compiled": 15 * h,
         "largest_layer_params": max(cfg.vocab_size * h, cfg.seq_len * h, 4 * h * h + 4 * h),
         "fp8_linear_params": fp8_linear_elements((h, 3 * h), (h, h), (h, 4 * h), (4 * h, h)),
         "fp8_compiled_inputs": 6 * h,

@@ -320,7 +320,8 @@ def memory(cfg: HFConfig) -> dict[str, int]:
     """Shapes for :mod:`flopsweep.memory`, as Llama's (an approximation for other layers): the two
     norm inputs and their normalised values as the residual part; norm outputs, q, k, v, attention
     out and four SwiGLU tensors of the active MLP width (``top_k + shared`` experts for MoE) as the
-    rest; compiled, the norm inputs and two SwiGLU tensors fewer (see ``llama.memory``). Plus
+    rest; compiled, the block input and the rest less the SwiGLU's SiLU output plus ``wo``'s output
+    (``llama.memory``'s compiled count: Inductor recomputes the norms' inputs and the SiLU). Plus
     ``buffer_bytes``: every registered buffer of the module (persistent or not: GPT-Neo's causal
     masks, ``max_position_embeddings^2`` bytes per layer; rotary ``inv_freq``), measured on the
     meta-device build, in bytes; ``backward_temporaries`` as Llama's SwiGLU, ``2 ffn``; with
@@ -341,8 +342,8 @@ def memory(cfg: HFConfig) -> dict[str, int]:
     return {
         "residual": 4 * h,
         "other": other,
-        "residual_compiled": 2 * h,
-        "other_compiled": other - 2 * ffn,
+        "residual_compiled": h,
+        "other_compiled": other + cfg.n_head * hd - ffn,
         "largest_layer_params": largest,
         "buffer_bytes": counts["buffer_bytes"],
         "backward_temporaries": 2 * ffn,

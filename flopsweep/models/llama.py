@@ -237,9 +237,12 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
     ``residual`` (the two RMSNorm inputs and their normalised values, which eager ``nn.RMSNorm``
     keeps in the input's dtype for the weight's gradient: 4h) and ``other`` (the two norm outputs
     2h, q h, k and v 2 kv-width, attention out h, and the SwiGLU's w1, w3, SiLU and product outputs
-    4 ffn: what backward keeps), and the largest single layer's parameters. Compiled: the two norm
-    inputs (2h) and 4h + 2 kv + 2 ffn (Inductor recomputes the normalisation, the SiLU and the
-    product; within 2% of the H200 Llama 3.2 1B and 3B records). fp8 (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`):
+    4 ffn: what backward keeps), and the largest single layer's parameters. Compiled, the block input
+    (``residual_compiled``, h) and ``other_compiled``: the two norm outputs (2h), ``q``, ``k`` and ``v``
+    after RoPE (q + 2 kv), the attention's output (q), ``wo``'s output (h) and ``w1``'s, ``w3``'s and the
+    SwiGLU product's outputs (3 ffn): 3h + 2q + 2 kv + 3 ffn (Inductor recomputes each norm's input from
+    the block input and ``wo``'s output, and the SiLU; it keeps the product). Counted on the CPU (the
+    compiled block's backward inputs, ``tests/integration/test_saved_tensors.py``). fp8 (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`):
     the converted weights of ``wq``, ``wk``, ``wv``, ``wo``, ``w1``, ``w2``, ``w3``, and, compiled, the two
     norm outputs and the SwiGLU product, ``2h + ffn``, not kept in bf16. ``backward_temporaries``
     (:func:`flopsweep.activation_memory.block_backward_bytes`): the SwiGLU's backward holds the product's
@@ -257,8 +260,8 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
     return {
         "residual": 4 * h,
         "other": 4 * h + 2 * kv + 4 * f,
-        "residual_compiled": 2 * h,
-        "other_compiled": 4 * h + 2 * kv + 2 * f,
+        "residual_compiled": h,
+        "other_compiled": 3 * h + 2 * q + 2 * kv + 3 * f,
         "largest_layer_params": largest,
         "fp8_linear_params": fp8_linear_elements((h, q), (h, kv), (h, kv), (q, h), (h, f), (h, f), (f, h)),
         "fp8_compiled_inputs": 2 * h + f,

@@ -242,7 +242,7 @@ def test_llama_8b_on_one_gpu_peaks_at_the_roots_reduce_scatter() -> None:
     # single: 16 P and the lowest block's backward (its activations, less its gradients' 2 B)
     single = estimate(dataclasses.replace(cfg, backend=BackendConfig(name="single")), Layout())
     assert single.total == 16 * p + single.lowest_block
-    assert single.total_gib == pytest.approx(119.74, abs=0.01)
+    assert single.total_gib == pytest.approx(119.82, abs=0.01)
 
 
 def test_every_n_lies_between_full_and_none_on_llama_tiny() -> None:
@@ -401,9 +401,14 @@ def test_fsdp_cpu_offload_keeps_only_the_blocks_in_flight() -> None:
 
 
 def test_compile_keeps_the_compiled_shapes_and_fewer_logit_bytes() -> None:
+    """gpt-1.3b compiled on one GPU: a block keeps its fp32 input and 15h bf16 elements a token (the
+    compiled block's backward inputs, counted on the CPU) and the logsumexp; the loss's backward holds
+    the bf16 logits (their gradient written in place) and, beside them, the head's fp32 gradient."""
     est = estimate(_cfg(compile=True), Layout())
-    assert est.activations == TOKENS * L * (2 * H * 4 + 12 * H * 2 + 4 * NH)
-    assert est.logits == 4 * TOKENS * V
+    assert est.activations == TOKENS * L * (1 * H * 4 + 15 * H * 2 + 4 * NH)
+    assert est.logits == 2 * TOKENS * V
+    assert est.head_gradient == est.head_gradient_at_loss == 4 * V * H
+    assert est.backward_start == est.model_states + est.activations + est.logits + est.head_gradient
 
 
 @pytest.mark.parametrize("kernel, kept", [("standard", 6), ("sdpa-math", 4)])
