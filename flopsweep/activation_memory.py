@@ -33,9 +33,9 @@ name.
 - **logits** while the loss's backward runs, before backward rebuilds any block: :data:`LOGIT_BYTES` per
   logit eager (the loss's saved fp32 log-softmax, the fp32 gradient of it and of its input, the bf16
   gradient), 2 compiled (the bf16 logits, their gradient written in place), :data:`SPLIT_LOGIT_BYTES`
-  where the backend breaks the compiled head (:func:`logit_bytes`); ``tokens x V / (tp cp)`` logits (a loss-parallel
-  head; a context-parallel rank's own tokens), on the last stage, for one pipeline micro-batch.
-  With ``loss.chunk_tokens`` (the head fused with its loss,
+  where the backend breaks the compiled head (:func:`logit_bytes`); ``tokens x V / (tp cp)`` logits
+  (a loss-parallel head; a context-parallel rank's own tokens), on the last stage, for one pipeline
+  micro-batch. With ``loss.chunk_tokens`` (the head fused with its loss,
   :func:`flopsweep.models.layers.chunked_linear_cross_entropy`) instead: one chunk's logits at
   :data:`CHUNK_LOGIT_BYTES`, the hidden states' gradient (fp32, ``tokens x C``)
   and the head weight's (fp32, ``V x C``), which the fused loss keeps from forward to backward.

@@ -209,8 +209,9 @@ class BackendSpec:
 
     def head_gradient_bytes(self, t: Any) -> int:
         """The output head's gradient, made by the loss's backward and live through the rest of backward
-        beyond the states at its start: its fp32 ``.grad`` (``4 V C / tp``, as :meth:`top_block_gradient_bytes`
-        counts a block's); 0 with ``grad_accum`` > 1 (the states count every gradient)."""
+        beyond the states at its start: its fp32 ``.grad`` (``4 V C / tp``, as
+        :meth:`top_block_gradient_bytes` counts a block's); 0 with ``grad_accum`` > 1 (the states count
+        every gradient)."""
         return 0 if t.accumulated else GRADIENT_BYTES * t.head
 
     def splits_compiled_blocks(self, backend: Any) -> bool:

@@ -242,8 +242,9 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
     after RoPE (q + 2 kv), the attention's output (q), ``wo``'s output (h) and ``w1``'s, ``w3``'s and the
     SwiGLU product's outputs (3 ffn): 3h + 2q + 2 kv + 3 ffn (Inductor recomputes each norm's input from
     the block input and ``wo``'s output, and the SiLU; it keeps the product). Counted on the CPU (the
-    compiled block's backward inputs, ``tests/integration/test_saved_tensors.py``). fp8 (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`):
-    the converted weights of ``wq``, ``wk``, ``wv``, ``wo``, ``w1``, ``w2``, ``w3``, and, compiled, the two
+    compiled block's backward inputs, ``tests/integration/test_saved_tensors.py``). fp8
+    (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`): the converted weights of ``wq``, ``wk``, ``wv``, ``wo``, ``w1``,
+    ``w2``, ``w3``, and, compiled, the two
     norm outputs and the SwiGLU product, ``2h + ffn``, not kept in bf16. ``backward_temporaries``
     (:func:`flopsweep.activation_memory.block_backward_bytes`): the SwiGLU's backward holds the product's
     gradient and makes the SiLU output's and ``w3``'s output gradients from it once the product ``w2``
