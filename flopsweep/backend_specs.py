@@ -207,6 +207,12 @@ class BackendSpec:
         0 with ``grad_accum`` > 1 (the states count every gradient)."""
         return 0 if t.accumulated else GRADIENT_BYTES * t.block
 
+    def splits_compiled_blocks(self, backend: Any) -> bool:
+        """Whether a compiled block's graph breaks at every submodule's call, so that its compiled regions
+        are the pieces between them and each keeps its own inputs for backward (the family's
+        ``residual_split_compiled``, ``other_split_compiled``); False: the block is one graph."""
+        return False
+
     def in_backward_gradients(self, t: Any) -> tuple[int, int, str]:
         """``(every, live, what)``: fp32 gradient bytes at the step, and the most ``optim.in_backward``
         keeps live at once: the largest parameter's gradient."""
@@ -416,6 +422,11 @@ class DeepSpeedSpec(BackendSpec):
         from flopsweep.zero_memory import deepspeed_states
 
         return deepspeed_states(t.cfg, t.layout, t.offload)
+
+    def splits_compiled_blocks(self, backend: Any) -> bool:
+        """ZeRO-3: DeepSpeed 0.19.8 hooks every submodule's forward with ``@torch.compiler.disable``
+        (``parameter_offload.py``, ``_register_deepspeed_module``), which breaks a compiled block's graph."""
+        return knob(backend, "zero_stage") == 3
 
     def lowest_block_bytes(self, t: Any) -> int:
         """0: DeepSpeed's estimators count ZeRO's own buffers."""
