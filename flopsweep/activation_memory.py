@@ -13,9 +13,12 @@ name.
   compute dtype, and the ``other`` elements in the compute dtype (4 bytes for fp32);
   ``compile=true`` keeps the family's ``residual_compiled`` and ``other_compiled`` instead
   (Inductor's partitioner recomputes the norms and pointwise activations and keeps the matmul
-  inputs). Plus what the attention kernel keeps per layer (:data:`ATTENTION_SAVED`, by compute
-  dtype): the probabilities of a kernel that materialises the ``B x h x s x s`` scores, the ``B x h x s``
-  fp32 logsumexp of a fused (flash, memory-efficient, cuDNN, flex) kernel. What is kept is the
+  inputs); a backend whose hooks break the compiled block's graph at every submodule
+  (``BackendSpec.splits_compiled_blocks``: DeepSpeed ZeRO-3) keeps the family's
+  ``residual_split_compiled`` and ``other_split_compiled`` (each piece keeps its own inputs) under a
+  policy that rebuilds no block. Plus what the attention kernel keeps per layer (:data:`ATTENTION_SAVED`,
+  by compute dtype): the probabilities of a kernel that materialises the ``B x h x s x s`` scores, the
+  ``B x h x s`` fp32 logsumexp of a fused (flash, memory-efficient, cuDNN, flex) kernel. What is kept is the
   checkpointing policy's (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each
   block's input only, and the top block's full activations (its input among them) while it is
   recomputed; ``every_n`` between the two; compiled ``selective`` what the partitioner keeps of the outputs
@@ -151,17 +154,25 @@ def kernel_memory(cfg: Any, layout: Layout | None = None) -> KernelMemory | None
 
 def bytes_per_token(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     """``(boundary, layer)``: bytes per token of one block's input and of all it keeps for backward
-    (the attention kernel's saved tensors included), on one rank before ``tp``/``cp``. A kernel with a
-    term of its own (:func:`kernel_memory`) adds what it saves less the queries, keys and values that
-    the family counts and it does not keep, over the call's tokens (rounded up: its mask is per call);
-    ``layout`` sizes the call (the pipeline micro-batch), None: the micro batch."""
+    (the attention kernel's saved tensors included), on one rank before ``tp``/``cp``. Compiled, the
+    family's ``_compiled`` figures, or its ``_split_compiled`` ones where the backend breaks the block's
+    graph at every submodule (:meth:`flopsweep.backend_specs.BackendSpec.splits_compiled_blocks`) and the
+    policy rebuilds no block (``none``, ``offload``). A policy that rebuilds blocks in backward keeps the
+    ``_compiled`` figures: how its checkpoint runs and recomputes under those breaks is not derived (the
+    ZeRO-3 ``full`` and ``selective`` records are within 4% with them, further with the split ones). A
+    kernel with a term of its own (:func:`kernel_memory`) adds what it saves less the queries, keys and
+    values that the family counts and it does not keep, over the call's tokens (rounded up: its mask is
+    per call); ``layout`` sizes the call (the pipeline micro-batch), None: the micro batch."""
     m = cfg.model
     shape = family(m).memory(m)
     compute = 4 if cfg.precision.name == "fp32" else 2
     residual = 4 if BACKEND_SPECS[cfg.backend.name].autocast_fp32_weights and compute == 2 else compute
     kept, other = shape["residual"], shape["other"]
     if cfg.compile:
-        kept, other = shape.get("residual_compiled", kept), shape.get("other_compiled", other)
+        split = BACKEND_SPECS[cfg.backend.name].splits_compiled_blocks(cfg.backend)
+        split = split and checkpointing.policy(cfg.activation_checkpointing).recompute(True) == "none"
+        suffix = "_split_compiled" if split and "residual_split_compiled" in shape else "_compiled"
+        kept, other = shape.get(f"residual{suffix}", kept), shape.get(f"other{suffix}", other)
         other -= fp8_compiled_inputs(cfg)
     return m.n_embd * residual, kept * residual + other * compute + attention_bytes_per_token(cfg, layout)
 

@@ -436,6 +436,11 @@ class DeepSpeedSpec(BackendSpec):
 
         return deepspeed_states(t.cfg, t.layout, t.offload)
 
+    def splits_compiled_blocks(self, backend: Any) -> bool:
+        """ZeRO-3: DeepSpeed 0.19.8 hooks every submodule's forward with ``@torch.compiler.disable``
+        (``parameter_offload.py``, ``_register_deepspeed_module``), which breaks a compiled block's graph."""
+        return knob(backend, "zero_stage") == 3
+
     def lowest_block_bytes(self, t: Any) -> int:
         """0: DeepSpeed's estimators count ZeRO's own buffers."""
         return 0
@@ -447,11 +452,6 @@ class DeepSpeedSpec(BackendSpec):
     def head_gradient_bytes(self, t: Any) -> int:
         """0: ZeRO copies each gradient into its reduce bucket, which its own terms count."""
         return 0
-
-    def splits_compiled_blocks(self, backend: Any) -> bool:
-        """ZeRO-3: DeepSpeed 0.19.8 hooks every submodule's forward with ``@torch.compiler.disable``
-        (``parameter_offload.py``, ``_register_deepspeed_module``), which breaks a compiled block's graph."""
-        return knob(backend, "zero_stage") == 3
 
     def collectives(self, w: Any, *, p: float, b: int, micro: int) -> list[Collective]:
         """ZeRO-3: ``b P`` all-gathered forward and backward per micro batch and ``b P`` gradients

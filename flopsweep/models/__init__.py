@@ -63,7 +63,9 @@ class ModelFamily:
             largest layer, for :mod:`flopsweep.memory`; optionally ``buffer_bytes``, the module's
             registered buffers in bytes (``hf``: measured on the meta device), ``backward_temporaries``
             (elements a token its MLP's backward makes beyond what it keeps; 0 if absent) and
-            ``selective_compiled`` (what compiled ``selective`` keeps; absent: the policy's estimate) and
+            ``selective_compiled`` (what compiled ``selective`` keeps; absent: the policy's estimate),
+            ``residual_split_compiled`` and ``other_split_compiled`` (what a compiled block keeps when its
+            graph breaks at every submodule, DeepSpeed ZeRO-3; absent: the ``_compiled`` figures) and
             ``eager_expert_gradients`` (elements of whole stacked-experts gradients a block's backward holds
             beyond its own, ``hf`` MoE with ``experts=eager``; 0 if absent).
         tensor_parallel_dims: ``cfg -> {config key: size}``: the sizes that tensor parallelism splits

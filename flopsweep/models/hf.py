@@ -326,7 +326,9 @@ def memory(cfg: HFConfig) -> dict[str, int]:
     masks, ``max_position_embeddings^2`` bytes per layer; rotary ``inv_freq``), measured on the
     meta-device build, in bytes; ``backward_temporaries`` as Llama's SwiGLU, ``2 ffn``; with
     ``experts=eager``, ``eager_expert_gradients``: ``2 x`` the largest stacked experts tensor (elements,
-    in the parameters' dtype), see :data:`EAGER_EXPERT_GRADIENTS`."""
+    in the parameters' dtype), see :data:`EAGER_EXPERT_GRADIENTS`. ``residual_split_compiled``,
+    ``other_split_compiled`` as Llama's, ``2h`` and ``2h + 2q + 2kv + 4 ffn`` (for MoE layers, which ZeRO-3
+    gathers whole as one leaf module and so one compiled piece, an upper bound)."""
     d = source(cfg).data
     h = cfg.n_embd
     hd = _whole(d, "head_dim", default=h // cfg.n_head)
@@ -347,6 +349,8 @@ def memory(cfg: HFConfig) -> dict[str, int]:
         "largest_layer_params": largest,
         "buffer_bytes": counts["buffer_bytes"],
         "backward_temporaries": 2 * ffn,
+        "residual_split_compiled": 2 * h,
+        "other_split_compiled": 2 * h + 2 * cfg.n_head * hd + 2 * kv + 4 * ffn,
         "eager_expert_gradients": EAGER_EXPERT_GRADIENTS * counts.get("largest_expert", 0)
         if is_moe(d) and cfg.experts == "eager"
         else 0,

@@ -251,7 +251,15 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
     saved is freed, ``2 ffn`` beyond what the block keeps (measured on the CPU: ``4 ffn`` bytes a token
     in bf16 as ``ffn`` grows). ``selective_compiled``: what compiled ``selective`` keeps beyond the block
     input and the attention's logsumexp, ``wq``'s, ``wv``'s, the attention's and ``w1``'s outputs
-    (:func:`flopsweep.activation_memory.selective_compiled_bytes`)."""
+    (:func:`flopsweep.activation_memory.selective_compiled_bytes`). ``residual_split_compiled``,
+    ``other_split_compiled``: what a compiled block keeps when its graph breaks at every submodule's call
+    (DeepSpeed ZeRO-3, :meth:`flopsweep.backend_specs.BackendSpec.splits_compiled_blocks`): each piece
+    keeps its own inputs, none recomputes another's outputs. The norms keep their inputs (``2h``) and an
+    fp32 rstd (not counted); ``wq``/``wk``/``wv`` the first norm's output, ``w1``/``w3`` the second's
+    (``2h``); the attention its rotated ``q``, ``k``, ``v`` and its output (``2q + 2kv``, ``wo``'s input a
+    view of it); the SiLU piece ``w1``'s output, the product piece the SiLU's and ``w3``'s outputs, ``w2``
+    the product (``4 ffn``): ``6h + 2kv + 4 ffn`` (eager's less the norms' normalised values), counted on
+    the CPU under a real ZeRO-3 engine (``tests/integration/test_saved_tensors.py``)."""
     from flopsweep.fp8 import fp8_linear_elements
 
     h, f = cfg.n_embd, cfg.ffn_dim
@@ -268,4 +276,6 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
         "fp8_compiled_inputs": 2 * h + f,
         "backward_temporaries": 2 * f,
         "selective_compiled": 2 * q + kv + f,
+        "residual_split_compiled": 2 * h,
+        "other_split_compiled": 2 * h + 2 * q + 2 * kv + 4 * f,
     }

@@ -1,6 +1,7 @@
 """The moment backward runs through the top block (``MemoryEstimate.through_block``,
 ``activation_memory.block_backward_bytes``, ``BackendSpec.top_block_gradient_bytes``) and what compiled
-``selective`` keeps (``activation_memory.selective_compiled_bytes``): the bytes by hand for the shapes of the
+``selective`` keeps (``activation_memory.selective_compiled_bytes``), what a compiled block keeps under ZeRO-3
+(``activation_memory.bytes_per_token``): the bytes by hand for the shapes of the
 H200 records they were made for, the moments they do not change, and, on the CPU, the live bytes of a tiny
 GPT's backward under ``full`` checkpointing (every tensor an op makes, until torch frees its storage)."""
 
@@ -14,7 +15,13 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import Checkpoi
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
-from flopsweep.activation_memory import activation_bytes, block_backward_bytes, selective_compiled_bytes
+from flopsweep.activation_memory import (
+    activation_bytes,
+    block_backward_bytes,
+    bytes_per_token,
+    selective_compiled_bytes,
+)
+from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.backends import DeepSpeedConfig, FSDPConfig
 from flopsweep.config import AttentionConfig, BackendConfig, CheckpointingConfig, RunConfig
 from flopsweep.layout import Layout
@@ -112,6 +119,38 @@ def test_compiled_selective_keeps_the_outputs_backward_reads() -> None:
     assert (
         selective_compiled_bytes(dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig()))
         is None
+    )
+
+
+def test_compiled_llama_under_zero3_keeps_what_each_piece_saves() -> None:
+    """Llama 3.2 3B, compiled, no checkpointing: under ZeRO-3 (whose submodule hooks break the block's
+    graph, ``BackendSpec.splits_compiled_blocks``) a block keeps the norm inputs ``2h`` and ``2h + 2q + 2kv +
+    4 ffn`` in bf16, and the logsumexp; ZeRO-2 and FSDP2 keep the compiled figures (``h``, ``3h + 2q + 2kv +
+    3 ffn``), eager ZeRO-3 the eager ones, and a ZeRO-3 policy that rebuilds blocks (``full``) the
+    compiled ones. GPT-2 has no split figures: its compiled ones (``tests/integration/test_saved_tensors.py``
+    counts the Llama figure on the CPU)."""
+    h, q, kv, f, lse = 3072, 3072, 1024, 8192, 4 * 24
+    split = 2 * (2 * h) + 2 * (2 * h + 2 * q + 2 * kv + 4 * f) + lse
+    compiled = 2 * h + 2 * (3 * h + 2 * q + 2 * kv + 3 * f) + lse
+    zero3 = _cfg(LLAMA_3B, "deepspeed", ac="none", mb=8, compile=True)
+    assert bytes_per_token(zero3) == (2 * h, split) == (6144, 106_592)
+    assert activation_bytes(zero3)[0] == 8 * 2048 * 28 * split
+    zero2 = dataclasses.replace(zero3, backend=DeepSpeedConfig(name="deepspeed", zero_stage=2))
+    assert (
+        bytes_per_token(zero2)[1] == bytes_per_token(_cfg(LLAMA_3B, ac="none", compile=True))[1] == compiled
+    )
+    assert (
+        bytes_per_token(dataclasses.replace(zero3, compile=False))[1]
+        == 2 * (4 * h) + 2 * (4 * h + 2 * kv + 4 * f) + lse
+    )
+    assert bytes_per_token(_cfg(LLAMA_3B, "deepspeed", ac="full", mb=8, compile=True))[1] == compiled
+    spec = BACKEND_SPECS["deepspeed"]
+    assert spec.splits_compiled_blocks(zero3.backend) and spec.splits_compiled_blocks({"zero_stage": 3})
+    assert not spec.splits_compiled_blocks(zero2.backend)
+    assert not BACKEND_SPECS["fsdp"].splits_compiled_blocks(FSDPConfig(name="fsdp"))
+    gpt = dataclasses.replace(SEED, name="gpt-1.3b", n_embd=2048, n_head=16, vocab_size=50304)
+    assert (
+        bytes_per_token(_cfg(gpt, "deepspeed", ac="none", mb=8, compile=True))[1] == 2 * (16 * 2048) + 4 * 16
     )
 
 
