@@ -208,10 +208,8 @@ class BackendSpec:
         return 0 if t.accumulated else GRADIENT_BYTES * t.block
 
     def head_gradient_bytes(self, t: Any) -> int:
-        """The output head's gradient, made by the loss's backward and live through the rest of backward
-        beyond the states at its start: its fp32 ``.grad`` (``4 V C / tp``, as
-        :meth:`top_block_gradient_bytes` counts a block's); 0 with ``grad_accum`` > 1 (the states count
-        every gradient)."""
+        """The output head's gradient, from the loss's backward to the end of backward: its fp32 ``.grad``,
+        ``4 V C / tp``, as :meth:`top_block_gradient_bytes` counts a block's (0 with ``grad_accum`` > 1)."""
         return 0 if t.accumulated else GRADIENT_BYTES * t.head
 
     def splits_compiled_blocks(self, backend: Any) -> bool:
@@ -449,9 +447,7 @@ class DeepSpeedSpec(BackendSpec):
         """0: ZeRO copies each gradient into its reduce bucket, which its own terms count."""
         return 0
 
-    def head_gradient_bytes(self, t: Any) -> int:
-        """0: ZeRO copies each gradient into its reduce bucket, which its own terms count."""
-        return 0
+    head_gradient_bytes = top_block_gradient_bytes  # the head's gradient goes to a bucket as well
 
     def collectives(self, w: Any, *, p: float, b: int, micro: int) -> list[Collective]:
         """ZeRO-3: ``b P`` all-gathered forward and backward per micro batch and ``b P`` gradients
