@@ -2,7 +2,7 @@
 
 Usage (CPU, no torch; from anywhere)::
 
-    python benchmarks/nearest_loo.py [DIR] [--list] [--from SOURCE]
+    python benchmarks/nearest_loo.py [DIR] [--list] [--from SOURCE] [--rates-from RATES]
 
 Reads every record under ``DIR`` (default ``benchmarks/results/h200``, relative paths from the
 current folder) as ``predict.calibration`` reads a folder
@@ -22,6 +22,10 @@ each prediction the median, 90th percentile and worst |error|, the error being
 ``--from SOURCE`` predicts ``DIR``'s records from ``SOURCE``'s only (nothing of ``DIR`` is left out
 because nothing of it is used): run on ``results/h100 --from results/h200``, the error of a prediction
 carried across GPU kinds (the nearest H200 set-up scaled by the datasheet peak ratio).
+``--rates-from RATES`` adds ``RATES``'s profiled records (those with a ``metrics.breakdown``) to the
+records the optimizer rate is taken over (:func:`flopsweep.predict.optimizer_rate`, each scaled by its
+GPU's datasheet memory bandwidth over the predicted record's): run on ``results/h100/session27/grid1b
+--rates-from results/h200``, an H100 grid without profiles, its optimizer separated by the H200 profiles.
 """
 
 from __future__ import annotations
@@ -60,12 +64,21 @@ def _flops(m: nearest.Measured) -> float:
     ).compute_s
 
 
-def evaluate(directory: Path, source: Path | None = None) -> list[dict]:
+def evaluate(directory: Path, source: Path | None = None, rates_from: Path | None = None) -> list[dict]:
     """One row per ok one-GPU record of ``directory``: name, backend, measured, flops and nearest
     predictions (seconds) and the nearest's source (or why it fell back). With ``source`` (``--from``),
     each record is predicted from ``source``'s records only (another GPU kind's: the nearest set-up
-    scaled by the datasheet peak ratio), none of ``directory``'s."""
+    scaled by the datasheet peak ratio), none of ``directory``'s. With ``rates_from`` (``--rates-from``),
+    that folder's profiled records join those the optimizer rates are taken over."""
     records = forecast.calibration_records(str(directory))
+    profiles = []
+    if rates_from is not None:
+        names = {n for n, _ in records}
+        profiles = [
+            (n, r)
+            for n, r in forecast.calibration_records(str(rates_from))
+            if n not in names and isinstance((r.get("metrics") or {}).get("breakdown"), dict)
+        ]
     pool = nearest.pool_of(records)
     given = forecast.calibration_records(str(source)) if source is not None else None
     given_pool = nearest.pool_of(given) if given is not None else None
@@ -75,10 +88,10 @@ def evaluate(directory: Path, source: Path | None = None) -> list[dict]:
         if m.record.get("status") != "ok" or m.world != 1 or not isinstance(step, int | float):
             continue
         if given is not None and given_pool is not None:
-            found, why, _ = nearest.nearest_compute(m, given_pool, given)
+            found, why, _ = nearest.nearest_compute(m, given_pool, given + profiles)
         else:
             others = [(n, r) for n, r in records if n != m.name]
-            found, why, _ = nearest.nearest_compute(m, pool, others)
+            found, why, _ = nearest.nearest_compute(m, pool, others + profiles)
         flat = _flops(m)
         made = found.compute_s + found.optimizer_s if found else flat
         rows.append(
@@ -134,9 +147,16 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="predict DIR's records from this folder's records only (another GPU kind's)",
     )
+    p.add_argument(
+        "--rates-from",
+        dest="rates_from",
+        type=Path,
+        default=None,
+        help="also take the optimizer rates over this folder's profiled records (scaled by memory bandwidth)",
+    )
     args = p.parse_args(argv)
     logging.disable(logging.WARNING)  # the folder's skipped files: not this table's business
-    rows = evaluate(args.directory, args.source)
+    rows = evaluate(args.directory, args.source, args.rates_from)
     if not rows:
         print(f"nearest_loo: no ok one-GPU record under {args.directory}", file=sys.stderr)
         return 1

@@ -416,7 +416,10 @@ def _prediction(
             compute = probed
         elif picked:
             family = pr.optimizer_family(picked[1])
-            rate = pr.optimizer_rate(records, family) if family else None
+            on = (picked[1].get("system") or {}).get(
+                "device_name"
+            ) or device_name  # the rate's GPU: the step's
+            rate = pr.optimizer_rate(records, family, on) if family else None
             compute = pr.calibration_compute(
                 target, *picked, compute_scale=cfg.predict.compute_scale, rate=rate
             )

@@ -10,15 +10,16 @@ carry over what it measured in a form that does not depend on the model:
 
     R     = F_r / (t_r - t_opt,r - t_exp,r)        achieved FLOP/s on hardware FLOPs per rank
     t_c   = F_t / R x peak_r / peak_t              the target's per-rank compute
-    t_opt = rate x P_t x peak_r / peak_t           seconds per parameter a rank updates x its parameters
+    t_opt = rate_t x P_t                           seconds per parameter a rank updates x its parameters
 
 ``F`` the hardware FLOPs per rank of a step (a record before ``hardware_flops_per_iteration`` with
 full checkpointing: its model FLOPs x 4/3, the forward run again), ``t`` the mean step, ``t_opt`` and
-``t_exp`` its optimizer and exposed communication (:func:`flopsweep.predict.measured_parts`), ``rate``
-the optimizer's seconds per parameter of the target's optimizer (:func:`flopsweep.predict.optimizer_rate`,
-over the records left) and ``P_t`` the parameters a rank updates; ``peak`` the datasheet dense peak of
-the precision (1 on the same GPU kind). Where no rate separates the optimizer of both, it stays inside
-``R``. Torch-free. Units: seconds, FLOP.
+``t_exp`` its optimizer and exposed communication (:func:`flopsweep.predict.measured_parts`), ``rate_t``
+the optimizer's seconds per parameter of the target's optimizer on the target's GPU
+(:func:`flopsweep.predict.optimizer_rate` over the records left, each scaled by its GPU's datasheet memory
+bandwidth over the target's: a memory-bound step) and ``P_t`` the parameters a rank updates; ``peak`` the
+datasheet dense peak of the precision (1 on the same GPU kind). Where no rate separates the optimizer of
+both, it stays inside ``R``. Torch-free. Units: seconds, FLOP.
 """
 
 from __future__ import annotations
@@ -307,17 +308,23 @@ class Transferred:
 
 
 def transfer(
-    target: Measured, m: Measured, *, rates: dict[str, tuple[float, str] | None]
+    target: Measured,
+    m: Measured,
+    *,
+    rates: dict[str, tuple[float, str] | None],
+    measured_rates: dict[str, tuple[float, str] | None] | None = None,
 ) -> Transferred | None:
     """``m``'s measured step carried over to ``target`` (module docstring); ``rates`` the optimizer rate
-    per optimizer family (:func:`flopsweep.predict.optimizer_rate`, None: unknown). None when nothing is
-    left of ``m``'s step for compute (its optimizer and exposed communication fill it), or its parts
-    cannot be read (a multi-rank record with neither a profile nor a probe: no bandwidth for its
-    communication)."""
+    per optimizer family on the target's GPU (:func:`flopsweep.predict.optimizer_rate`, scaled by memory
+    bandwidth; None: unknown), ``measured_rates`` on ``m``'s GPU (default ``rates``), for a record whose
+    profile does not separate its optimizer. None when nothing is left of ``m``'s step for compute (its
+    optimizer and exposed communication fill it), or its parts cannot be read (a multi-rank record with
+    neither a profile nor a probe: no bandwidth for its communication)."""
     from flopsweep.predict import measured_parts
 
+    at_m = rates if measured_rates is None else measured_rates
     try:
-        step, optimizer, exposed, _ = measured_parts(m.name, m.record, rate=rates.get(m.backend[2]))
+        step, optimizer, exposed, _ = measured_parts(m.name, m.record, rate=at_m.get(m.backend[2]))
     except PredictionError:
         return None
     if target.backend[2] == HOST == m.backend[2]:  # both step on the host: per parameter, not per FLOP
@@ -339,7 +346,7 @@ def transfer(
     if target.gpu is not None and m.gpu != target.gpu:
         scale = _peak(target.gpu, target.precision) / _peak(m.gpu, target.precision)
     compute = hardware_flops(target) / rate / scale
-    opt = own[0] * _params_per_rank(target.workload) / scale if separated else 0.0
+    opt = own[0] * _params_per_rank(target.workload) if separated else 0.0  # own: on the target's GPU
     return Transferred(name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12)
 
 
@@ -369,12 +376,13 @@ def nearest_compute(
         if isinstance(value_at(r, ("metrics", "breakdown")), dict) and n != target.name
     ]
     source = [(n, r) for n, r in source if not own or _setup(r) not in own]
-    cache: dict[str, tuple[float, str] | None] = {}
+    cache: dict[tuple[str, str | None], tuple[float, str] | None] = {}
 
-    def rates(family: str) -> tuple[float, str] | None:
-        if family not in cache:
-            cache[family] = optimizer_rate(source, family) if family != HOST else None
-        return cache[family]
+    def rates(family: str, device_name: str | None) -> tuple[float, str] | None:
+        if (family, device_name) not in cache:
+            found = optimizer_rate(source, family, device_name) if family != HOST else None
+            cache[family, device_name] = found
+        return cache[family, device_name]
 
     tried: set[tuple[str | None, str | None]] = set()
     for first in ranked:
@@ -384,12 +392,28 @@ def nearest_compute(
         tried.add(group)
         same = [m for m in ranked if (m.setup or m.name, m.gpu) == group]
         families = {target.backend[2], *(m.backend[2] for m in same)}
-        table = {f: rates(f) for f in families}
-        done = [t for m in same if (t := transfer(target, m, rates=table)) is not None]
+        on = device_of(target) or device_of(first)  # no GPU named: at the speed of the nearest's
+        table = {f: rates(f, on) for f in families}
+        done = [
+            t
+            for m in same
+            if (
+                t := transfer(
+                    target, m, rates=table, measured_rates={f: rates(f, device_of(m)) for f in families}
+                )
+            )
+            is not None
+        ]
         if not done:
             continue
         return _compute(target, first, done, table), "", first
     return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
+
+
+def device_of(m: Measured) -> str | None:
+    """``m``'s ``system.device_name`` (a target's: the GPU it is predicted on), None where none is named."""
+    name = value_at(m.record, ("system", "device_name"))
+    return name if isinstance(name, str) and name.strip() else None
 
 
 def _setup(record: dict[str, Any]) -> str | None:

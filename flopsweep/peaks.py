@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from flopsweep.memory_bandwidth import BANDWIDTH, Bandwidth
 from flopsweep.node_links import (
     BRIDGE,
     INFINITY_FABRIC,
@@ -86,6 +87,8 @@ class PeakRow:
             form factor the row covers (GB/s per GPU and direction, half the datasheet's
             bidirectional figure, and the datasheet's words), the first assumed where a device name
             does not say its form (``A100-80GB``: SXM4); :func:`flopsweep.peaks.node_link`.
+        memory_tbps: the datasheet memory bandwidth (:mod:`flopsweep.memory_bandwidth`), None where none
+            is published; :func:`flopsweep.predict.memory_tbps` reads a device name's.
     """
 
     name: str
@@ -97,6 +100,7 @@ class PeakRow:
     vendor: str = "nvidia"
     memory_gib: Mapping[float, float] = field(default_factory=lambda: MappingProxyType({}))
     links: tuple[NodeLink, ...] = ()
+    memory_tbps: Bandwidth | None = None
 
     @property
     def nvlink_gbps(self) -> float | None:
@@ -135,6 +139,7 @@ def _row(
         vendor,
         MappingProxyType(dict(memory_gib)),
         links,
+        BANDWIDTH.get(name),
     )
 
 

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from flopsweep import identity
+from flopsweep import identity, peaks
 from flopsweep.backend_specs import backend_spec
 from flopsweep.identity import CALIBRATION_KEYS  # re-exported: the calibration's match
 from flopsweep.record import value_at
@@ -312,28 +312,80 @@ def _separates_optimizer(b: Any) -> bool:
     )
 
 
-def optimizer_rate(records: Iterable[tuple[str, dict[str, Any]]], family: str) -> tuple[float, str] | None:
+def optimizer_rate(
+    records: Iterable[tuple[str, dict[str, Any]]], family: str, device_name: str | None = None
+) -> tuple[float, str] | None:
     """Seconds of optimizer step per parameter a rank updates, for ``family``
-    (:func:`optimizer_family`): each ok record's profiled ``optimizer_s`` (scaled to its mean step)
-    over its parameters per rank (``n_params / (tp x pp x shard)``), median over the records whose
-    profile separates the optimizer (:func:`_separates_optimizer`); without any, over the CUDA
-    profiles before ``optimizer_from``, which undercount it (``lower bound`` in the source); with
-    the records named. A memory-bound step: it does not depend on the model or the world size, only
-    on the GPU and the optimizer. None without a profiled record of ``family``."""
+    (:func:`optimizer_family`) on ``device_name``: each ok record's profiled ``optimizer_s`` (scaled to
+    its mean step) over its parameters per rank (``n_params / (tp x pp x shard)``), median over the
+    records whose profile separates the optimizer (:func:`_separates_optimizer`); without any, over the
+    CUDA profiles before ``optimizer_from``, which undercount it (``lower bound`` in the source); with
+    the records named. A memory-bound step: it does not depend on the model or the world size, only on
+    the GPU and the optimizer, so each record's rate is multiplied by its GPU's datasheet memory
+    bandwidth over ``device_name``'s (:func:`memory_tbps`; ``x1.43 memory bandwidth 4.8/3.35 TB/s`` in
+    the source: H200 records for an H100) where both are known, else left as measured (the source says
+    which). ``device_name`` None: no GPU named, every rate as measured. None without a profiled record
+    of ``family``."""
     for whole in (True, False):
         found = _optimizer_rates(records, family, whole=whole)
         if found:
-            names = ", ".join(n for n, _ in found[:3])
+            names = ", ".join(n for n, _, _ in found[:3])
             what = "median" if whole else "lower bound (profiles before optimizer_from): median"
-            return _median([v for _, v in found]), f"{what} of {len(found)} ({names})"
+            factors, how = bandwidth_factors([gpu for _, _, gpu in found], device_name)
+            rates = [v * f for (_, v, _), f in zip(found, factors, strict=True)]
+            return _median(rates), f"{what} of {len(found)} ({names}){how}"
     return None
+
+
+def memory_tbps(device_name: str | None) -> tuple[float | None, str]:
+    """``(TB/s, words)``: the datasheet memory bandwidth of ``device_name``
+    (:attr:`flopsweep.peaks.PeakRow.memory_tbps` at the size and form the name gives) and the row's
+    name; ``(None, why)`` for a name the peak table lacks, a row without a published figure (A10G,
+    A800, H800), or a name without the size its figure depends on (``A100``)."""
+    row = peaks.lookup(device_name) if device_name else None
+    if row is None:
+        return None, f"{device_name!r} is not in the peak table"
+    if row.memory_tbps is None:
+        return None, f"no datasheet memory bandwidth for {row.name}"
+    pcie = "pcie" in peaks.normalize_device_name(str(device_name)).split()
+    tbps = row.memory_tbps.at(peaks.memory_sizes_gb(str(device_name)), pcie)
+    if tbps is None:
+        return (
+            None,
+            f"{str(device_name).strip()!r} does not give the memory size {row.name}'s bandwidth depends on",
+        )
+    return tbps, row.name
+
+
+def bandwidth_factors(gpus: Sequence[str | None], device_name: str | None) -> tuple[list[float], str]:
+    """Each measured GPU's (``system.device_name``) factor onto ``device_name`` for a memory-bound time,
+    its datasheet memory bandwidth over the target's (:func:`memory_tbps`; 1 where either is unknown), and
+    the words for a source: ``; x1.43 memory bandwidth 4.8/3.35 TB/s (H200 SXM on H100 SXM)`` per factor
+    not 1, ``; unscaled: why`` where one is unknown; all 1 and no words with ``device_name`` None."""
+    if device_name is None:
+        return [1.0] * len(gpus), ""
+    target, to = memory_tbps(device_name)
+    if target is None:
+        return [1.0] * len(gpus), f"; unscaled by memory bandwidth: {to}" if gpus else ""
+    factors, words = [], []
+    for gpu in gpus:
+        own, name = memory_tbps(gpu)
+        factor = own / target if own is not None else 1.0
+        factors.append(factor)
+        if own is None:
+            said = f"unscaled by memory bandwidth: {name}"
+        else:
+            said = f"x{factor:.3g} memory bandwidth {own:g}/{target:g} TB/s ({name} on {to})"
+        if (own is None or factor != 1.0) and said not in words:
+            words.append(said)
+    return factors, "".join(f"; {w}" for w in words)
 
 
 def _optimizer_rates(
     records: Iterable[tuple[str, dict[str, Any]]], family: str, *, whole: bool
-) -> list[tuple[str, float]]:
-    """:func:`optimizer_rate`'s ``(name, seconds per parameter)`` pairs; ``whole``: only profiles
-    that separate the optimizer, else only those that undercount it."""
+) -> list[tuple[str, float, str | None]]:
+    """:func:`optimizer_rate`'s ``(name, seconds per parameter, system.device_name)``; ``whole``: only
+    profiles that separate the optimizer, else only those that undercount it."""
     pairs = []
     for name, r in records:
         b = value_at(r, ("metrics", "breakdown"))
@@ -349,8 +401,10 @@ def _optimizer_rates(
         except PredictionError:
             continue
         per_rank = w.n_params / (w.degree("tp") * w.degree("pp") * optimizer_shards(w))
+        gpu = value_at(r, ("system", "device_name"))
         if isinstance(step, int | float) and per_rank > 0:
-            pairs.append((name, b["optimizer_s"] * step / b["step_s"] / per_rank))
+            rate = b["optimizer_s"] * step / b["step_s"] / per_rank
+            pairs.append((name, rate, gpu if isinstance(gpu, str) else None))
     return pairs
 
 

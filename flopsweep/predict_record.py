@@ -69,7 +69,11 @@ def predict_record(
         if picked:
             family = optimizer_family(picked[1])
             compute = calibration_compute(
-                target, *picked, rate=optimizer_rate(others, family) if family else None
+                target,
+                *picked,
+                rate=optimizer_rate(others, family, value_at(picked[1], ("system", "device_name")))
+                if family
+                else None,
             )
         else:
             me = nearest.describe(name, record, target)

@@ -49,6 +49,7 @@ TORCH_FREE = (
     "flopsweep.fsdp_units",  # through backend_specs: FSDP2's end units (rules, memory terms), torch-free
     "flopsweep.peaks",
     "flopsweep.node_links",  # through peaks: each GPU kind's link in a node, from its datasheet
+    "flopsweep.memory_bandwidth",  # through peaks: each GPU kind's datasheet memory bandwidth
     "flopsweep.clusters",  # through compute_time: the plan_gpu example a message names
     "flopsweep.cluster_prices",  # through clusters: a cluster name's @PRICE
     "flopsweep.local_gpus",  # through clusters: this machine's GPUs (nvidia-smi, torch only when asked)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -99,8 +100,9 @@ def test_a_plan_of_a_set_up_never_measured_is_predicted_from_the_nearest_shipped
 
 def test_another_gpu_kind_is_scaled_by_the_datasheet_ratio_and_says_so(hydra_compose, tmp_path: Path) -> None:
     """No shipped record ran on an A100: the nearest set-up of another kind stands for it, its compute
-    scaled by the bf16 peak ratio (312 / 989.4), said in the source. An H100 (shipped records since
-    2026-12-05) takes its own kind's nearest set-up first, unscaled."""
+    scaled by the bf16 peak ratio (312 / 989.4), its optimizer (the H200 profiles' rate) by the memory
+    bandwidth ratio (4.8 / 2.039 TB/s), each said in the source. An H100 (shipped records since
+    2026-12-05) takes its own kind's nearest set-up first, its compute unscaled, its optimizer x 4.8/3.35."""
     h200 = _row(hydra_compose, tmp_path, *EIGHT_B, "plan_gpu=H200")
     h100 = _row(hydra_compose, tmp_path, *EIGHT_B, "plan_gpu=H100-80GB")
     a100 = _row(hydra_compose, tmp_path, *EIGHT_B, "plan_gpu=A100-80GB")
@@ -109,8 +111,17 @@ def test_another_gpu_kind_is_scaled_by_the_datasheet_ratio_and_says_so(hydra_com
     assert "scaled by the datasheet bf16 peak ratio 0.315" in a100["prediction_source"], a100
     assert a100["prediction_source"].startswith("nearest (shipped records): h100/"), a100  # the same record
     assert float(h200["predicted_iteration_time_s"]) > 0
-    step = float(h100["predicted_iteration_time_s"])
-    assert float(a100["predicted_iteration_time_s"]) == pytest.approx(step * 989.4 / 312, rel=0.02)
+    assert "x1.43 memory bandwidth 4.8/3.35 TB/s (H200 SXM on H100 SXM)" in h100["prediction_source"], h100
+    assert "x2.35 memory bandwidth 4.8/2.039 TB/s (H200 SXM on A100)" in a100["prediction_source"], a100
+
+    def optimizer_s(row: dict) -> float:  # one GPU: its optimizer updates every parameter
+        ps = re.search(r"optimizer ([0-9.]+) ps per parameter", row["prediction_source"])
+        assert ps is not None, row
+        return float(ps.group(1)) * 1e-12 * float(row["n_params"])
+
+    compute = float(h100["predicted_iteration_time_s"]) - optimizer_s(h100)
+    expected = compute * 989.4 / 312 + optimizer_s(a100)
+    assert float(a100["predicted_iteration_time_s"]) == pytest.approx(expected, rel=0.02)
 
 
 FP8 = (
