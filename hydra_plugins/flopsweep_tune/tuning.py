@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.local_gpus import gpus_here
 from flopsweep.plan_space import SETUP_KEYS, nothing_line, unplaced
 from flopsweep.text import plural, printable
@@ -315,7 +316,13 @@ class Tuning:
             self.say(f"pruned {c.label or '(the one set-up)'}: {c.pruned}")
         reasons = [str(c.pruned) for c in self.candidates] + self.unplaced
         fix = "widen space.* (backends, layouts, micro batches) or the sweep's axes"
-        line = nothing_line(reasons, who="tune", headline="no set-up to measure", fix=fix, space=self.space)
+        fixes = None
+        if self.s.memory_gib is not None:  # the cap the user set comes first
+            capped = f"raise hydra.sweeper.memory_gib (now {float(self.s.memory_gib):g} GiB per rank)"
+            fixes = {**CAUSE_FIXES, OVER_MEMORY: f"{capped}, or {CAUSE_FIXES[OVER_MEMORY]}"}
+        line = nothing_line(
+            reasons, who="tune", headline="no set-up to measure", fix=fix, fixes=fixes, space=self.space
+        )
         print(f"flopsweep: {printable(line)}", file=sys.stderr, flush=True)
         raise SystemExit(1)
 
@@ -371,9 +378,11 @@ class Tuning:
             jobs = round_jobs(pool, target)
             cost = self.budget.estimate([c for c, _ in jobs], [c for c in self.candidates if c not in pool])
             if round_ > 0 and jobs and not self.budget.allows(cost):
-                stopped = (
-                    f"budget: round {round_} ({len(jobs)} jobs) would cost about {cost:.0f} GPU-s, "
-                    f"{self.budget.limit_s - self.budget.spent_s:.0f} left"
+                left = self.budget.limit_s - self.budget.spent_s
+                stopped = f"budget: round {round_} ({len(jobs)} jobs) would cost about {cost:.0f} GPU-s, " + (
+                    f"{left:.0f} left"
+                    if left >= 0
+                    else f"none left (the rounds so far ran {-left:.0f} over it)"
                 )
                 break
             later, rounds = planned_jobs([len(c.values) for c in pool], round_, **self.halving())

@@ -130,6 +130,13 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
             "all 1 dropped; the commonest reason (1 of 1): space.layouts: tp3 needs its degree 3 to divide",
             "Fix: list a layout these ranks take (dp, tp2), or run on a multiple of 3 ranks",
         ),
+        (  # every set-up over the memory cap the user set: raising the cap is the first fix
+            ("space.backends=[ddp]", "space.layouts=[dp]", "hydra.sweeper.memory_gib=0.0001"),
+            "all 1 dropped; the commonest reason (1 of 1): over memory (the least: estimated",
+            "Fix: raise hydra.sweeper.memory_gib (now 0.0001 GiB per rank), or list set-ups that need less "
+            "memory per rank (smaller space.micro_batches, full in space.checkpointing, fsdp or zero3 in "
+            "space.backends, tp or pp in space.layouts), or lower space.min_headroom",
+        ),
         (  # placed, and every set-up refused by the rules
             ("space.backends=[ddp]", "space.layouts=[tp2]"),
             "all 1 dropped; the commonest reason (1 of 1): refused: parallel.tp=2: tensor parallelism",
@@ -137,7 +144,7 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
             "(space.backends=[ddp,fsdp])",
         ),
     ],
-    ids=["unplaced", "refused"],
+    ids=["unplaced", "capped", "refused"],
 )
 def test_a_space_that_leaves_nothing_to_measure_says_why_in_one_line(tmp_path: Path, space, count, reason):
     """No set-up left after placing and pruning: the commonest reason in one line (as plan=true says

@@ -65,6 +65,17 @@ def test_bad_cluster_names_are_one_line(name: str, said: str) -> None:
     assert "Fix: " in line
 
 
+@pytest.mark.parametrize("name", ["H100:12", "H100:1030", "H100:8188", "H100:8196", "H100:99999999999"])
+def test_the_fix_of_a_bad_size_names_a_cluster_within_the_bounds(name: str) -> None:
+    """A GPU count that does not fill nodes of 8, or is beyond the bounds: the fix's example parses (a
+    split whose nodes stay within 1,024 and GPUs per node within 128), never one refused in its turn."""
+    with pytest.raises(ConfigError) as err:
+        parse_cluster(name)
+    example = re.search(r"e\.g\. (\S+?)\.?$", str(err.value))
+    assert example, str(err.value)
+    assert parse_cluster(example[1]).world_size >= 1
+
+
 @pytest.mark.parametrize(
     ("key", "values", "said"),
     [
