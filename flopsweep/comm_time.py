@@ -15,7 +15,7 @@ from typing import Any
 from flopsweep import degrees as fdegrees
 from flopsweep.backend_specs import BACKEND_SPECS, backend_spec
 from flopsweep.degrees import STATE_SHARD_DEGREES, span
-from flopsweep.peaks import PEAK_TABLE, node_link
+from flopsweep.peaks import PEAK_TABLE, lookup, node_link
 from flopsweep.workload import COLLECTIVES, MODELLED, Link, PredictionError, Transfer, Workload
 
 NVLINK_GBPS = {row.name: row.nvlink_gbps for row in PEAK_TABLE if row.nvlink_gbps is not None}
@@ -198,3 +198,32 @@ def assumed_link(device_name: str | None) -> Link | None:
         source=f"assumed: {ASSUMED_NVLINK_SHARE:g} x {found.said} {found.gbps:g} GB/s per direction "
         f"= {bw:g} GB/s busbw in a node{assumed}",
     )
+
+
+def foreign_bandwidth(record: dict[str, Any], device_name: str | None, *, what: str = "probe") -> str | None:
+    """Why the bandwidth ``record`` measured (its interconnect probe, ``what="probe"``, or its
+    profiled collectives, ``"profile"``) is not the link of a run on ``device_name``, else None: a
+    CPU record (``config.device`` or ``system.device_name`` ``cpu``: gloo over shared memory) for a
+    GPU, a GPU record for the CPU, or a record of another GPU kind of the peak table (an A100's
+    NVLink for an H100; its link is the named GPU's, :func:`assumed_link`). None without
+    ``device_name``, or when the record names no device."""
+    if not isinstance(device_name, str) or not device_name.strip():
+        return None
+    config, system = record.get("config") or {}, record.get("system") or {}
+    theirs = system.get("device_name") if isinstance(system, dict) else None
+    theirs = theirs if isinstance(theirs, str) and theirs.strip() else None
+    device = config.get("device") if isinstance(config, dict) else None
+    on_cpu = "cpu" in (str(device).lower(), str(theirs).strip().lower())
+    mine_cpu = device_name.strip().lower() == "cpu"
+    if on_cpu != mine_cpu and (on_cpu or theirs):
+        return (
+            f"a CPU record's {what} is not this GPU's link"
+            if on_cpu
+            else f"a GPU record's {what} is not a CPU's"
+        )
+    if mine_cpu or theirs is None:
+        return None
+    row, mine = (lookup(theirs), lookup(device_name))
+    if row is not None and mine is not None and row is not mine:
+        return f"a record of {row.name} GPUs: its {what} is not the {mine.name}'s link"
+    return None

@@ -19,6 +19,7 @@ from flopsweep import predict as pr
 from flopsweep.calibration_files import calibration_records
 from flopsweep.checkpointing import recompute_mode
 from flopsweep.clusters import example_gpu
+from flopsweep.comm_time import foreign_bandwidth
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.layout import Layout
 from flopsweep.models import family
@@ -172,26 +173,42 @@ def found_link(
     two-rank run of the same folder; in a node only); the bandwidth that profiled multi-rank
     ``records`` imply (:func:`flopsweep.predict.calibrated_busbw`, the run's backend first); an
     assumed share of ``device_name``'s NVLink (:func:`flopsweep.predict.assumed_link`). An empty
-    :class:`~flopsweep.predict.Link` when none is known. Each names itself in ``source``."""
+    :class:`~flopsweep.predict.Link` when none is known. Each names itself in ``source``. A record
+    measured on another device (a CPU record for a GPU plan, another GPU kind:
+    :func:`flopsweep.comm_time.foreign_bandwidth`) lends no bandwidth: the assumed link's ``source``
+    then says which record was passed over and why ("a CPU record's probe is not this GPU's link")."""
     if probe:
         own = pr.link_from_probe(probe, source="this run's probe")
         return pr.Link(intra=own.intra, inter=own.intra if cfg.nnodes > 1 else {}, source=own.source)
+    refused: list[str] = []  # records of another device: their bandwidth is not this run's link
     if calibration and calibration.get("system", {}).get("interconnect"):
-        return pr.link_from_probe(calibration["system"]["interconnect"], source="the calibration's probe")
+        if not (why := foreign_bandwidth(calibration, device_name)):
+            return pr.link_from_probe(calibration["system"]["interconnect"], source="the calibration's probe")
+        refused.append(f"not the calibration's probe: {why}")
     probed = [(n, r) for n, r in records if (r.get("system") or {}).get("interconnect")]
+    foreign = [(n, why) for n, r in probed if (why := foreign_bandwidth(r, device_name))]
+    refused += [f"not the probe of {n}: {why}" for n, why in foreign[:1]]
+    probed = [(n, r) for n, r in probed if not foreign_bandwidth(r, device_name)]
     if probed:  # another record's probe (a multi-rank run of predict.calibration): its ranks' node
         name, rec = max(probed, key=lambda nr: (nr[1]["system"].get("world_size") or 0, nr[0]))
         own = pr.link_from_probe(rec["system"]["interconnect"], source=f"the probe of {name}")
         return pr.Link(intra=own.intra, inter={}, source=own.source)
     backend = pr.backend_of({"config": {"backend": _config_dict(cfg)["backend"]}})
-    bus = pr.calibrated_busbw(records, backend=backend) or pr.calibrated_busbw(records)
+    same = [(n, r) for n, r in records if not foreign_bandwidth(r, device_name, what="profile")]
+    bus = pr.calibrated_busbw(same, backend=backend) or pr.calibrated_busbw(same)
     if bus:  # in a node only: the records' ranks shared one
         return pr.Link(
             intra=dict.fromkeys(pr.COLLECTIVES, bus[0]),
             inter=dict.fromkeys(pr.COLLECTIVES, 0.0),
             source=f"{bus[1]}: {bus[0]:.4g} GB/s in a node",
         )
-    return pr.assumed_link(device_name) or pr.Link()
+    if not refused and (other := pr.calibrated_busbw(records)):  # only another device's profiles
+        why = next(w for _, r in records if (w := foreign_bandwidth(r, device_name, what="profile")))
+        refused.append(f"not {other[1]}: {why}")
+    found = pr.assumed_link(device_name) or pr.Link()
+    if refused and found.source:
+        return dataclasses.replace(found, source=f"{found.source} ({'; '.join(refused)})")
+    return found
 
 
 def prediction(

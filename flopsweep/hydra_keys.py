@@ -160,7 +160,9 @@ def _options(kind: str) -> list[str]:
     return sorted(names)
 
 
-MAPPING_EXAMPLES = {"hydra.sweeper.params": "'hydra.sweeper.params.seed=0,1'"}
+MAPPING_EXAMPLES = {
+    "hydra.sweeper.params": "-m 'seed=0,1', or seed: 0,1 under a sweep file's hydra.sweeper.params"
+}
 """The example of a mapping-valued key of a sweeper or launcher, as a "did you mean" shows it (a
 mapping takes no plain value: :func:`_sweeper_value_problem`)."""
 
@@ -168,7 +170,8 @@ mapping takes no plain value: :func:`_sweeper_value_problem`)."""
 def _shown_key(kind: str, option: str, name: str) -> str:
     """``name`` (``hydra.sweeper.params``) as a "did you mean" names it: a key of one value as it is; a
     mapping-valued key (its schema's field a ``Dict``) in the form it takes, one entry at a time
-    (``hydra.sweeper.params.KEY=VALUES, e.g. 'hydra.sweeper.params.seed=0,1'``), since ``KEY=VALUE``
+    (``hydra.sweeper.params.KEY=VALUES``, its example a sweep file's or ``-m seed=0,1``: Hydra sweeps
+    no ``hydra.*`` key of the command line, :func:`hydra_sweep_problem`), since ``KEY=VALUE``
     of the typo would be refused in turn."""
     from omegaconf import DictConfig, OmegaConf
 
@@ -273,7 +276,7 @@ def _sweeper_value_problem(key: str, text: str) -> str | None:
     if key == "params" and value is not None:
         return (
             f"Invalid config: {text}: hydra.sweeper.params is set one axis at a time, not as a whole. "
-            "Fix: give each axis as hydra.sweeper.params.KEY=VALUES, e.g. 'hydra.sweeper.params.seed=0,1', "
+            "Fix: give each axis as hydra.sweeper.params.KEY=VALUES in a sweep file (conf/sweep/), "
             "or sweep it on the command line (-m seed=0,1)."
         )
     if (
@@ -291,9 +294,14 @@ def _sweeper_value_problem(key: str, text: str) -> str | None:
 
 def hydra_key_problem(argv: list[str]) -> str | None:
     """One line for the first ``hydra.*`` override whose key the picked sweeper, the picked launcher
-    or Hydra's own schema lacks (see the module doc), else None. ``+``/``++``/``~`` overrides, a
-    ``+sweep=`` file (it may pick a sweeper) and another primary config (``--config-name``) are
-    Hydra's."""
+    or Hydra's own schema lacks (see the module doc), else None; first, a sweep of a ``hydra.*`` key
+    (:func:`hydra_sweep_problem`). ``+hydra.sweeper.KEY=``/``++`` and the launcher's are held to the
+    picked option's keys (``+hydra.sweeper.foo=1``: Hydra's ``TypeError`` from the sweeper's
+    constructor, "unexpected keyword argument 'foo'"), one ``+`` of a key it has is refused as
+    ``+`` of any existing key; ``~`` overrides, ``+`` keys of Hydra's own sections, a ``+sweep=``
+    file (it may pick a sweeper) and another primary config (``--config-name``) are Hydra's."""
+    if problem := hydra_sweep_problem(overrides_of(argv)):  # whatever the config: Hydra sweeps none
+        return problem
     if any(a in ("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir") for a in argv) or any(
         a.startswith(("--config-name=", "--config-path=", "--config-dir=")) for a in argv
     ):
@@ -308,11 +316,24 @@ def hydra_key_problem(argv: list[str]) -> str | None:
             picked[key.lstrip("+~").partition("/")[2]] = value.strip().strip("'\"")
     for text in overrides:
         key = text.partition("=")[0]
-        if key.startswith(("+", "~")) or "@" in key or not key.startswith("hydra."):
+        added = key.startswith("+")  # +/++hydra.sweeper.KEY: the option's class takes no other key
+        key = key.lstrip("+")
+        if key.startswith("~") or "@" in key or not key.startswith("hydra."):
             continue
         path = key.split(".")[1:]
+        if added and not (path[0] in picked and len(path) > 1):
+            continue  # a key added to Hydra's own sections: Hydra's
         if path[0] in picked and len(path) > 1:
             problem = _plugin_key_problem(path[0], picked[path[0]], path[1], text)
+            if added:  # the values are the option's class's to judge
+                problem = problem or (
+                    _added_existing_problem(path[0], picked[path[0]], path[1], text)
+                    if len(path) == 2
+                    else None
+                )
+                if problem:
+                    return problem
+                continue
             if (
                 not problem
                 and path[0] == "sweeper"
@@ -328,6 +349,53 @@ def hydra_key_problem(argv: list[str]) -> str | None:
             problem = _hydra_section_problem(path, text)
         if problem:
             return problem
+    return None
+
+
+def _added_existing_problem(kind: str, option: str, key: str, text: str) -> str | None:
+    """One line for ``+hydra.<kind>.KEY=`` (one ``+``) whose key the picked option has already
+    (``+hydra.sweeper.initial=2``: Hydra's "Could not append to config. An item is already at"),
+    else None; ``++`` adds or sets."""
+    if text.startswith("++") or key not in (option_keys(kind, option) or ()):
+        return None
+    fix = text.removeprefix("+")
+    return f"Invalid config: {text}: hydra.{kind}.{key} already exists; + adds only new keys. Fix: {fix}"
+
+
+def hydra_sweep_problem(overrides: list[str]) -> str | None:
+    """One line for a sweep of a ``hydra.*`` key (a comma list, ``range()``, ``choice()``, ``glob()``,
+    ``interval()``: ``hydra.sweeper.budget_gpu_s=1,2``), else None: Hydra sweeps only the job's
+    config and stopped with "Sweeping over Hydra's configuration is not supported" and its
+    ``HYDRA_FULL_ERROR`` hint, exit 1. The fix gives one value; for an axis of
+    ``hydra.sweeper.params.KEY``, the sweep of ``KEY`` itself on the command line."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for text in overrides:
+        if text.startswith("-") or "=" not in text or not text.lstrip("+~").startswith("hydra."):
+            continue
+        try:
+            o = parser.parse_override(text)
+        except Exception:  # noqa: BLE001 - the grammar's own line comes first
+            continue
+        if o.is_delete() or not o.is_sweep_override():
+            continue
+        key, value = o.key_or_group, text.partition("=")[2]
+        if key.startswith("hydra.sweeper.params.") and key.count(".") == 3:
+            axis = key.rpartition(".")[2]
+            fix = f"sweep {axis} itself on the command line: -m {axis}={value}"
+        else:
+            sweep = o.value()
+            first = "VALUE"
+            if getattr(sweep, "list", None) and "(" not in value:  # a comma list: its first as written
+                first = value.split(",")[0].strip()
+            elif getattr(sweep, "start", None) is not None:  # range(1,3): its start
+                first = str(sweep.start)
+            fix = f"give one value, e.g. {text.partition('=')[0]}={first} (one sweep per value)"
+        return (
+            f"Invalid config: {text}: Hydra sweeps the job's config only, not its own hydra.* keys. "
+            f"Fix: {fix}."
+        )
     return None
 
 

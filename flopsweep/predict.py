@@ -49,6 +49,7 @@ from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every c
     compute_uncalibrated,
     data_parallel_transfers,
     default_overlap,
+    foreign_bandwidth,
     link_from_probe,
     optimizer_shards,
     predict,

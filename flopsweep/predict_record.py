@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from flopsweep import nearest
+from flopsweep.comm_time import foreign_bandwidth
 from flopsweep.predict import (
     COLLECTIVES,
     Link,
     PredictionError,
+    assumed_link,
     backend_of,
     calibrated_busbw,
     calibration_compute,
@@ -45,8 +47,9 @@ def predict_record(
     ``source``; bandwidths from its own probe
     (``system.interconnect``), else the calibration's; overlap from the profiled records of its
     backend among ``records``, else assumed; without any probe, the bandwidth that the profiled
-    records among ``records`` imply (:func:`calibrated_busbw`). Made from inputs that predate its
-    measured steps, the other records aside.
+    records among ``records`` imply (:func:`calibrated_busbw`); never the bandwidth of a record of
+    another device (:func:`flopsweep.comm_time.foreign_bandwidth`: a CPU record for a GPU one). Made
+    from inputs that predate its measured steps, the other records aside.
 
     Returns:
         :meth:`Prediction.as_dict`, or ``{iteration_time_s: None, tokens_per_s: None,
@@ -86,14 +89,23 @@ def predict_record(
                 compute = dataclasses.replace(compute, source=f"{compute.source}; {why}")
         own = value_at(record, ("system", "interconnect"))
         link = link_from_probe(own, source="the run's probe")
-        if not link.intra and picked:
+        device = value_at(record, ("system", "device_name"))  # another device's bandwidth is not its link
+        if not link.intra and picked and not foreign_bandwidth(picked[1], device):
             link = link_from_probe(
                 value_at(picked[1], ("system", "interconnect")), source="the calibration's probe"
             )
         own_backend = backend_of(record)
-        bus = calibrated_busbw(others, backend=own_backend) or calibrated_busbw(others)
+        same = [(n, r) for n, r in others if not foreign_bandwidth(r, device, what="profile")]
+        bus = calibrated_busbw(same, backend=own_backend) or calibrated_busbw(same)
         if not link.intra and bus:
             link = Link(intra=dict.fromkeys(COLLECTIVES, bus[0]), source=bus[1])
+        why = None  # the bandwidth of a record of another device passed over: the GPU's own link instead
+        if picked and value_at(picked[1], ("system", "interconnect")):
+            why = foreign_bandwidth(picked[1], device)
+        if not why and not bus and calibrated_busbw(others):
+            why = next(w for _, r in others if (w := foreign_bandwidth(r, device, what="profile")))
+        if not link.intra and why and (assumed := assumed_link(device)):
+            link = dataclasses.replace(assumed, source=f"{assumed.source} (not another device's: {why})")
         nproc = value_at(record, ("system", "nproc_per_node"))
         result = predict(
             target,

@@ -42,6 +42,7 @@ from flopsweep.comm_time import (  # noqa: F401 - steptime.X, as every caller an
     comm_seconds,
     data_parallel_transfers,
     default_overlap,
+    foreign_bandwidth,
     link_from_probe,
     transfers,
 )

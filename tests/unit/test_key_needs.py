@@ -186,8 +186,12 @@ def test_a_mapping_valued_hydra_key_is_suggested_in_the_form_it_takes() -> None:
     shows its form, and its example passes."""
     line = refusal(["-m", "hydra.sweeper.param=1"])
     assert line is not None and "hydra.sweeper.params.KEY=VALUES" in line and "\n" not in line, line
-    example = re.search(r"e\.g\. '([^']+)'", line).group(1)
-    assert hydra_key_problem(["-m", example]) is None and refusal(["-m", example]) is None
+    example = re.search(r"e\.g\. -m '([^']+)'", line).group(1)  # Hydra sweeps no hydra.* key: the axis
+    assert (
+        example == "seed=0,1"
+        and hydra_key_problem(["-m", example]) is None
+        and refusal(["-m", example]) is None
+    )
     assert refusal(["-m", "hydra.sweeper.params=1"]).startswith("Invalid config: hydra.sweeper.params=1:")
     near = refusal(["-m", "hydra.sweeper.max_batch_siz=2"])  # a plain key: named bare
     assert near.endswith("did you mean hydra.sweeper.max_batch_size?"), near

@@ -196,7 +196,7 @@ def test_the_keys_a_hydra_line_proposes_are_the_options_own() -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ["-m", "hydra/sweeper=tune", "hydra.sweeper.initial=3", "hydra.sweeper.params.seed=0,1"],
+        ["-m", "hydra/sweeper=tune", "hydra.sweeper.initial=3", "seed=0,1"],
         ["-m", "hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.array_parallelism=2"],
         ["-m", "hydra/launcher=pool", "hydra.launcher.slots=[0,1]", "hydra.launcher.grace_s=5"],
         ["-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=3"],
@@ -300,7 +300,7 @@ def test_a_plan_format_that_is_no_format_is_refused() -> None:
     ("argv", "words"),
     [
         (["-m", "hydra.sweeper.params=5", "seed=0,1"], "hydra.sweeper.params is set one axis at a time"),
-        (["-m", 'hydra.sweeper.params={seed:"0,1"}'], "e.g. 'hydra.sweeper.params.seed=0,1'"),  # 45 lines
+        (["-m", 'hydra.sweeper.params={seed:"0,1"}'], "on the command line (-m seed=0,1)"),  # 45 lines
         (["-m", "hydra/sweeper=tune", "hydra.sweeper.params=5"], "one axis at a time"),  # AttributeError
         (["-m", "hydra.sweeper.max_batch_size=-1", "seed=0,1"], "a whole number of at least 1"),  # assert
         (["-m", "hydra.sweeper.max_batch_size=abc", "seed=0,1"], "Fix: drop it (flopsweep sets it"),
@@ -501,3 +501,68 @@ def test_a_plus_that_adds_or_sets_is_not_refused_as_existing(argv) -> None:
     from flopsweep.override_schema import existing_key_add_problem
 
     assert existing_key_add_problem(argv) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (  # Hydra: the sweeper's constructor's TypeError ("unexpected keyword argument 'foo'"), exit 1
+            ["-m", "hydra/sweeper=tune", "+hydra.sweeper.foo=1"],
+            "hydra/sweeper=tune has no key foo. Fix: hydra/sweeper=tune takes budget_gpu_s, eta,",
+        ),
+        (["-m", "hydra/sweeper=tune", "++hydra.sweeper.foo=1"], "hydra/sweeper=tune has no key foo."),
+        (
+            ["-m", "hydra/sweeper=tune", "+hydra.sweeper.intial=2"],
+            "has no key intial. Fix: did you mean hydra.sweeper.initial?",
+        ),
+        (["-m", "+hydra.sweeper.eta=3", "seed=0,1"], "belongs to hydra/sweeper=tune, not to"),
+        (["-m", "+hydra.launcher.foo=1", "seed=0,1"], "hydra/launcher=basic has no key foo. Fix:"),
+        (["-m", "hydra/launcher=pool", "+hydra.launcher.slot=[0]"], "did you mean hydra.launcher.slots?"),
+        (  # Hydra: "Could not append to config. An item is already at 'hydra.sweeper.initial'"
+            ["-m", "hydra/sweeper=tune", "+hydra.sweeper.initial=2"],
+            "hydra.sweeper.initial already exists; + adds only new keys. Fix: hydra.sweeper.initial=2",
+        ),
+    ],
+)
+def test_an_added_key_the_sweeper_or_launcher_lacks_is_one_line(argv: list[str], words: str) -> None:
+    """A new user's trial (session 27): ``+hydra.sweeper.foo=1`` reached the sweeper's constructor,
+    Hydra's "Error in call to target ... TypeError" in four lines, exit 1, while ``hydra.sweeper.intial=2``
+    got a did-you-mean before Hydra. ``+``/``++`` keys of the picked sweeper or launcher now get the same
+    line, through ``run.py``'s refusal as well (exit 2)."""
+    from run import refusal
+
+    override = next(a for a in argv if a.lstrip("+").startswith("hydra."))
+    assert words in _one_line(hydra_key_problem(argv), override)
+    assert refusal(argv) == hydra_key_problem(argv)
+
+
+@pytest.mark.parametrize(
+    ("override", "fix"),
+    [
+        ("hydra.sweeper.budget_gpu_s=1,2", "give one value, e.g. hydra.sweeper.budget_gpu_s=1 (one sweep"),
+        ("hydra.sweeper.budget_gpu_s=range(1,3)", "e.g. hydra.sweeper.budget_gpu_s=1 "),
+        ("hydra.sweeper.eta=choice(2,3)", "give one value, e.g. hydra.sweeper.eta=VALUE"),
+        ("hydra.verbose=true,false", "e.g. hydra.verbose=true "),
+        ("hydra.job.chdir=glob(*)", "give one value"),
+        ("+hydra.sweeper.foo=1,2", "e.g. +hydra.sweeper.foo=1 "),
+        ("hydra.sweeper.params.seed=0,1", "sweep seed itself on the command line: -m seed=0,1."),
+    ],
+)
+def test_a_sweep_of_a_hydra_key_is_one_line_naming_the_key_and_one_value(override: str, fix: str) -> None:
+    """Hydra sweeps no ``hydra.*`` key: it stopped with "Sweeping over Hydra's configuration is not
+    supported" and its ``HYDRA_FULL_ERROR`` hint, exit 1 (a trial's ``hydra.sweeper.budget_gpu_s=1,2``).
+    Refused before Hydra, whatever the sweeper, the config or ``+sweep=``; the fix gives one value."""
+    from run import refusal
+
+    for argv in (
+        ["-m", "hydra/sweeper=tune", override],
+        ["-m", override, "seed=0,1"],
+        ["-m", "+sweep=tuning", override],
+        ["-m", "--config-name", "mine", override],
+    ):
+        line = _one_line(hydra_key_problem(argv), override)
+        assert "Hydra sweeps the job's config only, not its own hydra.* keys" in line and fix in line
+    assert refusal(["-m", "hydra/sweeper=tune", override]) == line
+    fixed = fix.split("e.g. ", 1)[1].split(" ")[0] if "e.g. " in fix and "VALUE" not in fix else None
+    if fixed and not fixed.startswith("+"):  # the one value passes
+        assert hydra_key_problem(["-m", "hydra/sweeper=tune", fixed]) is None
