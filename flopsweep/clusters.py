@@ -450,7 +450,9 @@ def _size(size: str, text: str) -> tuple[int, int]:
     if gpus <= GPUS_PER_NODE:
         return 1, gpus
     if gpus % GPUS_PER_NODE:
-        fits = [d for d in range(1, MAX_GPUS_PER_NODE + 1) if gpus % d == 0 and gpus // d <= MAX_BY_KEY["nnodes"]]
+        fits = [
+            d for d in range(1, MAX_GPUS_PER_NODE + 1) if gpus % d == 0 and gpus // d <= MAX_BY_KEY["nnodes"]
+        ]
         if not fits:  # no split within the bounds: refused by their check, whose fix is within them
             return -(-gpus // GPUS_PER_NODE), GPUS_PER_NODE
         small = [d for d in fits if d <= GPUS_PER_NODE]  # 12: 2x6
