@@ -198,8 +198,8 @@ def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     """``analysis.load.setup_id`` as it was before :mod:`flopsweep.identity` (at 657cf0d), and the one
     changes since: a ``model=hf`` set-up includes its config.json's hash (identity version 2), and
     ``parallel.ep`` at 1, ``loss.chunk_tokens`` at 0, ``optim.implementation`` at ``auto``,
-    ``compile_scope`` at ``block``, ``compile_mode`` at ``default`` and ``backend.end_units`` false are
-    left out as keys added later."""
+    ``compile_scope`` at ``block``, ``compile_mode`` at ``default``, ``backend.end_units`` false and
+    ``steps.gc_freq`` at 0 are left out as keys added later."""
     config = record.get("config")
     if not isinstance(config, dict):
         return None
@@ -235,6 +235,9 @@ def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     backend = kept.get("backend")
     if isinstance(backend, dict) and backend.get("end_units") is False:  # added later (session 20)
         kept["backend"] = {k: v for k, v in backend.items() if k != "end_units"}
+    steps = kept.get("steps")
+    if isinstance(steps, dict) and steps.get("gc_freq") == 0:  # added later (session 26)
+        kept["steps"] = {k: v for k, v in steps.items() if k != "gc_freq"}
     model, sha = kept.get("model"), (record.get("model") or {}).get("config_sha256")
     if isinstance(model, dict) and model.get("arch") == "hf" and sha:  # identity version 2: its file's hash
         kept["model"] = {**model, "config_sha256": sha}
