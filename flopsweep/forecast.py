@@ -185,10 +185,13 @@ def found_link(
         if not (why := foreign_bandwidth(calibration, device_name)):
             return pr.link_from_probe(calibration["system"]["interconnect"], source="the calibration's probe")
         refused.append(f"not the calibration's probe: {why}")
-    probed = [(n, r) for n, r in records if (r.get("system") or {}).get("interconnect")]
-    foreign = [(n, why) for n, r in probed if (why := foreign_bandwidth(r, device_name))]
-    refused += [f"not the probe of {n}: {why}" for n, why in foreign[:1]]
-    probed = [(n, r) for n, r in probed if not foreign_bandwidth(r, device_name)]
+    judged = [  # each probed record, with why its probe is not this run's link (None: it is)
+        (n, r, foreign_bandwidth(r, device_name))
+        for n, r in records
+        if (r.get("system") or {}).get("interconnect")
+    ]
+    refused += [f"not the probe of {n}: {why}" for n, _, why in judged if why][:1]
+    probed = [(n, r) for n, r, why in judged if not why]
     if probed:  # another record's probe (a multi-rank run of predict.calibration): its ranks' node
         name, rec = max(probed, key=lambda nr: (nr[1]["system"].get("world_size") or 0, nr[0]))
         own = pr.link_from_probe(rec["system"]["interconnect"], source=f"the probe of {name}")
@@ -433,9 +436,7 @@ def _prediction(
             compute = probed
         elif picked:
             family = pr.optimizer_family(picked[1])
-            on = (picked[1].get("system") or {}).get(
-                "device_name"
-            ) or device_name  # the rate's GPU: the step's
+            on = (picked[1].get("system") or {}).get("device_name") or device_name  # the step's GPU
             rate = pr.optimizer_rate(records, family, on) if family else None
             compute = pr.calibration_compute(
                 target, *picked, compute_scale=cfg.predict.compute_scale, rate=rate
