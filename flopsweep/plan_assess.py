@@ -26,6 +26,7 @@ from typing import Any
 from flopsweep import cost, forecast
 from flopsweep.clusters import Cluster
 from flopsweep.config import ConfigError, RunConfig
+from flopsweep.memory_edge import edge_note
 from flopsweep.text import percent
 
 log = logging.getLogger(__name__)
@@ -344,7 +345,10 @@ def predict(row: Row, p: Any, where: Machine, records: Sequence[tuple[str, dict[
     """Fill ``row``'s predicted figures from :func:`flopsweep.forecast.prediction` of the plan ``p``
     on ``where`` calibrated by ``records`` (the tuner calls it again with its measured records: the
     refit); ``no prediction`` where the step model gives none. On a GPU with a peak (``where.device_name``)
-    the plan's runs are unprobed (:data:`UNPROBED`)."""
+    the plan's runs are unprobed (:data:`UNPROBED`). A set-up at the memory edge (the row's estimate
+    leaves under :data:`flopsweep.memory_edge.EDGE_HEADROOM` of ``gpu_memory_gib``) has
+    :func:`flopsweep.memory_edge.edge_note` after its ``prediction_source``: its step counts no
+    allocator retry."""
     made = forecast.prediction(
         p.cfg,
         p.layout,
@@ -359,6 +363,9 @@ def predict(row: Row, p: Any, where: Machine, records: Sequence[tuple[str, dict[
         return row
     row.status, row.reason = "ok", ""
     _figures(row, made, p, where)
+    if row.est_peak_gib_per_rank is not None and row.gpu_memory_gib is not None:  # assess's figures
+        edge = edge_note(row.est_peak_gib_per_rank * 2**30, row.gpu_memory_gib * 2**30)
+        row.prediction_source = "; ".join(s for s in (row.prediction_source, edge) if s)
     return row
 
 

@@ -245,6 +245,25 @@ def round_jobs(pool: Sequence[Candidate], target: int) -> list[tuple[Candidate, 
     return out
 
 
+def edge_lines(pool: Sequence[Candidate]) -> list[str]:
+    """One line per set-up of ``pool`` (ranked by prediction, best first) at the memory edge (its
+    :attr:`Candidate.source` has :data:`flopsweep.memory_edge.EDGE_WORDS`): its predicted step counts no
+    allocator retry, so its prediction may be optimistic; the first one's line says when it is ranked
+    first. ``[]`` when none is."""
+    from flopsweep.memory_edge import EDGE_WORDS
+
+    out = []
+    for place, c in enumerate(pool, 1):
+        if EDGE_WORDS in c.source:
+            name = c.label or "(the one set-up)"
+            first = "ranked first by a prediction" if place == 1 else f"ranked {place} by a prediction"
+            out.append(
+                f"{name}: {first} that counts no allocator retry, {EDGE_WORDS} (its estimate leaves little "
+                "of the GPU's memory): its measured step decides"
+            )
+    return out
+
+
 def challengers(
     unmeasured: Sequence[Candidate], survivors: Sequence[Candidate], direction: str, limit: int
 ) -> list[Candidate]:

@@ -193,8 +193,11 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
     The peak is :func:`flopsweep.memory.peak_bytes` (on the CPU the offloaded states too), the
     figure the launch refuses a CPU run by (:func:`flopsweep.job.hostcheck.check_free_host_memory`).
     ``memory_fix``: a GPU row that does not fit, the levers its config has not pulled, each estimated on
-    that GPU (:func:`flopsweep.memory_fix.gpu_memory_fix`)."""
+    that GPU (:func:`flopsweep.memory_fix.gpu_memory_fix`). A GPU row that fits with under
+    :data:`flopsweep.memory_edge.EDGE_HEADROOM` of the memory free has the memory edge's flag in ``note``
+    (:func:`flopsweep.memory_edge.edge_note`): its predicted step counts no allocator retry."""
     from flopsweep.memory import estimate, peak_bytes
+    from flopsweep.memory_edge import edge_note
     from flopsweep.memory_fix import gpu_memory_fix
 
     m = p.cfg.model
@@ -203,7 +206,9 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
     tokens = p.layout.global_batch(p.cfg.batch.micro_batch_size, p.cfg.batch.grad_accum) * m.seq_len
     flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
     fits, fits_on = _fits(p, peak, env, placed=placed)
-    gpu = plan_gpu_capacity(p, env, placed=placed) if fits is False and p.device == "cuda" else None
+    on = plan_gpu_capacity(p, env, placed=placed) if p.device == "cuda" else None
+    edge = edge_note(peak, on[0]) if on is not None and fits is True else ""
+    gpu = on if fits is False else None
     return dict(
         memory_fix=gpu_memory_fix(p.cfg, gpu[0]) if gpu else "",  # the levers this config has left
         status="ok",
@@ -216,7 +221,7 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
         est_peak_gib_per_rank=significant(peak / 2**30),  # a tiny model's 0.0123, not 0.0
         fits=fits,
         fits_on=fits_on,
-        note=est.method,
+        note="; ".join(n for n in (est.method, edge) if n),
     )
 
 

@@ -22,6 +22,7 @@ from flopsweep.tune import (
     Candidate,
     challengers,
     cut,
+    edge_lines,
     planned_jobs,
     ranked,
     round_jobs,
@@ -359,6 +360,8 @@ class Tuning:
                 self.say(f"pruned {c.label or '(the one set-up)'}: {c.pruned}")
         stopped = "no set-up left after pruning"
         pool = ranked(alive, self.direction, by="predicted")[: self.s.initial]
+        for line in edge_lines(pool):  # an optimistic prediction at the memory edge, said
+            self.say(line)
         if pool:
             plan = schedule(
                 len(pool), eta=self.s.eta, finalists=self.s.finalists, max_repeats=self.max_repeats

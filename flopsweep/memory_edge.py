@@ -1,0 +1,101 @@
+"""The memory edge: a set-up whose estimated peak leaves little of the GPU's memory free, where the CUDA
+caching allocator is likely to free its cache and retry ``cudaMalloc`` (``metrics.cuda_alloc_retries``)
+in every step, a cost the step-time model (:mod:`flopsweep.steptime`) does not count. Torch-free,
+imports nothing of flopsweep at import.
+
+The rule (issue 41; ``benchmarks/memory_edge.py`` derives it from every committed record): a set-up
+whose predicted headroom, ``(capacity - estimate) / capacity`` (the estimate
+:func:`flopsweep.memory.peak_bytes`, the capacity the GPU's memory as the peak table or the driver
+gives it), is under :data:`EDGE_HEADROOM` is at the memory edge. The prediction says so in its
+``source`` (:func:`mark`): ``metrics.predicted.source`` of a run, ``plan=true``'s ``note`` and
+``prediction_source``, the tuner's ranking line. No step-time penalty is added: of the 53 flagged
+records only 16 retried (FSDP2: 15 of 32), and a penalty learnt from the others (their median measured
+over predicted step, 1.11-1.13) raises the leave-one-out median error of the flagged records from 19.4%
+to 32.4%, while it lowers that of the ones that retried only from 54.6% to 49.8%.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EDGE_HEADROOM = 0.13
+"""The predicted headroom (a share of the GPU's memory) under which a set-up is at the memory edge.
+Of 289 ok CUDA records with ``cuda_alloc_retries`` (``benchmarks/memory_edge.py``), 17 retried; each of
+them whose estimate was within 5% of its measured peak had a headroom of at most 12.0% (Llama 3.1 8B
+under FSDP2 on one H200: 123.6 of 140.4 GiB), and above 13% only one retried, its estimate 5.4% under its
+peak (a mixture-of-experts model, 24.3%); 13% is the next whole share above 12.0%."""
+
+EDGE_WORDS = "at the memory edge: allocator retries possible"
+"""How a prediction's ``source`` (and a plan row's ``note``) begins the flag (:func:`edge_note`)."""
+
+RETRY_COST = (
+    "16 of 53 committed records so close retried (FSDP2: 15 of 32), 2 or more times a step, "
+    "up to 0.7 s a step over their prediction"
+)
+"""What the records say retries cost (``benchmarks/memory_edge.py``), in the flag's words."""
+
+GIB = 2**30
+
+
+def headroom(peak_bytes: float, capacity_bytes: float) -> float:
+    """The predicted headroom: ``(capacity - peak) / capacity``, a share of the GPU's memory (below 0
+    for an estimate over the memory).
+
+    Raises:
+        ValueError: a capacity that is not positive.
+    """
+    if not capacity_bytes > 0:
+        raise ValueError(f"capacity_bytes={capacity_bytes!r}: must be positive (the GPU's memory in bytes)")
+    return (capacity_bytes - peak_bytes) / capacity_bytes
+
+
+def at_edge(
+    peak_bytes: float | None, capacity_bytes: float | None, *, threshold: float = EDGE_HEADROOM
+) -> bool:
+    """Whether an estimated peak of ``peak_bytes`` per rank on a GPU of ``capacity_bytes`` is at the
+    memory edge: its :func:`headroom` under ``threshold`` (:data:`EDGE_HEADROOM`). False when either is
+    unknown (None) or the capacity is not positive."""
+    if peak_bytes is None or capacity_bytes is None or not capacity_bytes > 0:
+        return False
+    return headroom(peak_bytes, capacity_bytes) < threshold
+
+
+def edge_note(peak_bytes: float | None, capacity_bytes: float | None) -> str:
+    """The flag of a set-up at the memory edge (:func:`at_edge`), one line: ``at the memory edge:
+    allocator retries possible (estimated 123.6 of 140.4 GiB per rank, 12.0% free, under 13%; ...): the
+    predicted step counts none``; ``""`` when it is not at the edge or a figure is unknown."""
+    if not at_edge(peak_bytes, capacity_bytes):
+        return ""
+    assert peak_bytes is not None and capacity_bytes is not None  # at_edge said both are known
+    free = headroom(peak_bytes, capacity_bytes)
+    return (
+        f"{EDGE_WORDS} (estimated {peak_bytes / GIB:.1f} of {capacity_bytes / GIB:.1f} GiB per rank, "
+        f"{free:.1%} free, under {EDGE_HEADROOM:.0%}; {RETRY_COST}): the predicted step counts no retry"
+    )
+
+
+def mark(predicted: dict[str, Any], peak_bytes: float | None, capacity_bytes: float | None) -> dict[str, Any]:
+    """``predicted`` (``metrics.predicted``, :func:`flopsweep.forecast.prediction`) with :func:`edge_note`
+    after its ``source`` where the set-up is at the memory edge and it has a predicted step; else as
+    given. Never twice (a source that has the flag already is kept)."""
+    note = edge_note(peak_bytes, capacity_bytes)
+    source = str(predicted.get("source") or "")
+    if not note or not predicted.get("iteration_time_s") or EDGE_WORDS in source:
+        return predicted
+    return {**predicted, "source": f"{source}; {note}" if source else note}
+
+
+def device_capacity_bytes(device_name: str | None) -> int | None:
+    """The memory of the GPU named ``device_name`` (``NVIDIA H200``, ``NVIDIA H100 80GB HBM3``) as the
+    peak table gives it (:func:`flopsweep.gpu_memory.planned_gpu_bytes`), in bytes; None for a name
+    the table does not know, one of several sizes without a size in it, or no name."""
+    if not device_name:
+        return None
+    from flopsweep.config import ConfigError
+    from flopsweep.gpu_memory import planned_gpu_bytes
+
+    try:
+        found = planned_gpu_bytes(device_name, None)
+    except ConfigError:
+        return None
+    return None if found is None else found[0]
