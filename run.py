@@ -59,6 +59,7 @@ from flopsweep.model_identity import command_line_problem as model_problem
 from flopsweep.override_grammar import (
     config_name_problem,
     control_character_problem,
+    sweep_function_problem,
     sweep_size_problem,
     sweep_without_m_problem,
     sweeper_without_m_problem,
@@ -418,6 +419,7 @@ def refusal(overrides: list[str]) -> str | None:
         or sweep_file_shape_problem(overrides, RUN_CONF)  # a sweep file's header, form and keys
         or hydra_sweep_problem(overrides)  # hydra.sweeper.budget_gpu_s=1,2: Hydra sweeps no hydra.* key
         or sweep_without_m_problem(overrides)
+        or sweep_function_problem(overrides)  # seed=glob(*): 0 jobs; interval() without Optuna: a traceback
         or sweep_size_problem(overrides)
         or objective_problem(overrides)
         or repeats_problem(overrides)
