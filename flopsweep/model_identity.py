@@ -33,11 +33,11 @@ import os
 from flopsweep.config import ConfigError
 from flopsweep.override_schema import (
     CONF,
-    sweep_values,
     near_names,
     option_files,
     option_kind,
     read_conf_yaml,
+    sweep_values,
 )
 
 IDENTITY_KEYS = ("name", "arch")

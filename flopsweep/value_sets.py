@@ -115,6 +115,7 @@ def value_set_problem(overrides: list[str]) -> str | None:
     else None. Types are :func:`flopsweep.overrides.type_problem`'s
     (it comes first); a range's values too; interpolations, intervals and globs are Hydra's."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+
     from flopsweep.override_schema import key_schemas, sweep_values
 
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
