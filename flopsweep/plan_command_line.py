@@ -106,7 +106,7 @@ def _space_problem(given: dict[str, object]) -> None:
         Space.from_config(SpaceConfig(**lists, min_headroom=headroom))
     except ConfigError:
         raise
-    except (TypeError, ValueError):  # space.micro_batches=[a]: type_problem's
+    except (TypeError, ValueError, OverflowError):  # space.micro_batches=[a] or [1e400]: type_problem's
         return
     top = given.get("top", 5)
     if isinstance(top, int) and not isinstance(top, bool) and top < 1:
