@@ -229,6 +229,13 @@ REFUSALS = {
             ("key_glob_plan", "seed=glob(*)", ("plan=true", "plan_gpu=H100"), "seed=glob(*)", "Fix: list"),
             ("interval", "seed=interval(0,4)", (), "seed=interval(0,4)", "interval() is a range for Optuna"),
             ("float_range", "seed=range(1.5,3.5,0.5)", (), "seed=1.5", "is not a whole number"),
+            (
+                "tuner_float_count",
+                "hydra/sweeper=tune",
+                ("hydra.sweeper.initial=1e3",),
+                "hydra.sweeper.initial=1000.0",
+                "Fix: write it without a point or exponent: hydra.sweeper.initial=1000.",
+            ),
         )
     },
     "sweep_of_a_hundred_million_jobs": Refusal(  # Hydra built every combination in memory, for minutes
