@@ -44,17 +44,19 @@ def _param_problem(
 ) -> str | None:
     """One line refusing a sweeper parameter that is not a number of at least ``least`` (``above``:
     over it) and at most :data:`flopsweep.config.MAX_INT` (a count) or :data:`flopsweep.config.MAX_FLOAT`
-    (as the run config's keys are), its fix the parameter's default; a ``whole`` one (a count) given as a float, even a whole
-    one (``initial=1e3``, ``eta=2.0``), is told to write the int, as a typed key of the run's config is
-    (:func:`flopsweep.overrides.type_problem`): the sweeper's keys have no schema to convert it."""
+    (as the run config's keys are), its fix the parameter's default; a ``whole`` one (a count) given
+    as a float, even a whole one (``initial=1e3``, ``eta=2.0``), is told to write the int, as a typed
+    key of the run's config is (:func:`flopsweep.overrides.type_problem`): the sweeper's keys have no
+    schema to convert it."""
     from flopsweep.config import MAX_FLOAT, MAX_INT
 
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     inside = ok and (value > least if above else value >= least)
     most = MAX_INT if whole else MAX_FLOAT
     if inside and value > most:  # eta=1e30: the fix wrote a 31-digit int; the run config's bounds
+        shown = most if whole else f"{most:g}"
         return (
-            f"Invalid config: hydra.sweeper.{name}={value!r}: must be at most {most if whole else f'{most:g}'}. "
+            f"Invalid config: hydra.sweeper.{name}={value!r}: must be at most {shown}. "
             f"Fix: set hydra.sweeper.{name}={default} (its default), or another such value."
         )
     if inside and not whole:

@@ -230,6 +230,27 @@ REFUSALS = {
             ("interval", "seed=interval(0,4)", (), "seed=interval(0,4)", "interval() is a range for Optuna"),
             ("float_range", "seed=range(1.5,3.5,0.5)", (), "seed=1.5", "is not a whole number"),
             (
+                "params_axis_empty",
+                "hydra.sweeper.params.seed=",
+                (),
+                "hydra.sweeper.params.seed=",
+                "gives the sweep axis seed no value",
+            ),  # Hydra: an AssertionError traceback
+            (
+                "params_axis_null_params",
+                "hydra.sweeper.params.seed=3",
+                (),
+                "hydra.sweeper.params.seed=3",
+                "Fix: sweep seed itself on the command line: -m seed=3.",
+            ),
+            (
+                "params_axis_not_in_file",
+                "+sweep=smoke",
+                ("hydra.sweeper.params.seed=3",),
+                "hydra.sweeper.params.seed=3",
+                "Fix: +hydra.sweeper.params.seed=3.",
+            ),  # "not in struct"
+            (
                 "tuner_float_count",
                 "hydra/sweeper=tune",
                 ("hydra.sweeper.initial=1e3",),

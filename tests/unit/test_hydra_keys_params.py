@@ -1,5 +1,5 @@
-"""One axis of ``hydra.sweeper.params`` on the command line (:func:`flopsweep.hydra_keys.params_axis_problem`):
-without a sweep file's axes, ``hydra.sweeper.params`` is null and ``hydra.sweeper.params.seed=3`` (or
+"""One axis of ``hydra.sweeper.params`` on the command line
+(:func:`flopsweep.hydra_keys.params_axis_problem`): without a sweep file's axes, ``hydra.sweeper.params`` is null and ``hydra.sweeper.params.seed=3`` (or
 ``=``, ``+``, quoted) stopped Hydra with "AssertionError: Unexpected type for root: NoneType" in a
 traceback, exit 1; beside a sweep file, an axis it lacks without ``+`` was Hydra's seven-line "Key 'seed'
 is not in struct". The command lines themselves run in ``tests/integration/test_refusals.py``
