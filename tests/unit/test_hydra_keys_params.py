@@ -1,9 +1,9 @@
 """One axis of ``hydra.sweeper.params`` on the command line
-(:func:`flopsweep.hydra_keys.params_axis_problem`): without a sweep file's axes, ``hydra.sweeper.params`` is null and ``hydra.sweeper.params.seed=3`` (or
-``=``, ``+``, quoted) stopped Hydra with "AssertionError: Unexpected type for root: NoneType" in a
-traceback, exit 1; beside a sweep file, an axis it lacks without ``+`` was Hydra's seven-line "Key 'seed'
-is not in struct". The command lines themselves run in ``tests/integration/test_refusals.py``
-(``params_axis_*`` rows)."""
+(:func:`flopsweep.hydra_keys.params_axis_problem`): without a sweep file's axes,
+``hydra.sweeper.params`` is null and ``hydra.sweeper.params.seed=3`` (or ``=``, ``+``, quoted) stopped
+Hydra with "AssertionError: Unexpected type for root: NoneType" in a traceback, exit 1; beside a sweep
+file, an axis it lacks without ``+`` was Hydra's seven-line "Key 'seed' is not in struct". The command
+lines themselves run in ``tests/integration/test_refusals.py`` (``sweep_function_params_axis_*`` rows)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def _one_line(line: str | None, override: str) -> str:
         ([], "++hydra.sweeper.params.seed=3", "hydra.sweeper.params is null", "seed=3"),
         ([], "~hydra.sweeper.params.seed", "no sweep file (+sweep=NAME) gives axes", None),
         (["+sweep=smoke"], "hydra.sweeper.params.backend=", "gives the sweep axis backend no value", None),
-        (["+sweep=smoke"], "hydra.sweeper.params.seed=3", "sweep/smoke.yaml has no sweep axis seed (its axes: "
-         "backend, precision)", "+hydra.sweeper.params.seed=3"),
+        (["+sweep=smoke"], "hydra.sweeper.params.seed=3", "smoke.yaml has no sweep axis seed (its "
+         "axes: backend, precision)", "+hydra.sweeper.params.seed=3"),
         (["+sweep=smoke"], "+hydra.sweeper.params.backend=ddp", "backend is already an axis of sweep/smoke.yaml",
          "hydra.sweeper.params.backend=ddp"),
         (["+sweep=smoke"], "~hydra.sweeper.params.seed", "sweep/smoke.yaml has no axis seed", None),
