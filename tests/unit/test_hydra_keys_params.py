@@ -32,7 +32,7 @@ def _one_line(line: str | None, override: str) -> str:
         (["+sweep=smoke"], "hydra.sweeper.params.backend=", "gives the sweep axis backend no value", None),
         (["+sweep=smoke"], "hydra.sweeper.params.seed=3", "smoke.yaml has no sweep axis seed (its "
          "axes: backend, precision)", "+hydra.sweeper.params.seed=3"),
-        (["+sweep=smoke"], "+hydra.sweeper.params.backend=ddp", "backend is already an axis of sweep/smoke.yaml",
+        (["+sweep=smoke"], "+hydra.sweeper.params.backend=ddp", "backend is already an axis of sweep/",
          "hydra.sweeper.params.backend=ddp"),
         (["+sweep=smoke"], "~hydra.sweeper.params.seed", "sweep/smoke.yaml has no axis seed", None),
     ],

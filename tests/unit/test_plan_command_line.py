@@ -339,8 +339,8 @@ def test_every_tuner_amount_is_checked_for_type_and_range(param, value, said):
 @pytest.mark.parametrize(
     ("override", "said"),
     [
-        ("space.micro_batches=[2,1e3]", "[2,1000.0]: 1000.0 is a whole number written as a float. Fix: write it "
-         "without a point or exponent: space.micro_batches=[2,1000]."),
+        ("space.micro_batches=[2,1e3]", "[2,1000.0]: 1000.0 is a whole number written as a float. "
+         "Fix: write it without a point or exponent: space.micro_batches=[2,1000]."),
         ("space.micro_batches=[2,1e3,1.5]", "[2,1000.0,1.5]: 1.5 is not a whole number."),
         ("space.micro_batches=[1e400]", "[inf]: inf is not a whole number."),  # OverflowError traceback
         ("space.micro_batches=[nan]", "[nan]: nan is not a whole number."),
