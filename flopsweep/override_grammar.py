@@ -542,7 +542,8 @@ def sweep_function_problem(argv: list[str]) -> str | None:
             return (
                 f"Invalid config: {text}: interval() is a range for Optuna to sample, and the "
                 f"{given.get('hydra/sweeper', 'basic_batched')} sweeper runs listed values only. Fix: list "
-                f"values ({key}=range(0,4) or {key}=1,2,3), or add hydra/sweeper=optuna_objective."
+                f"values, e.g. {key}={value.start:g},{value.end:g} (its ends), or add "
+                "hydra/sweeper=optuna_objective."
             )
     return None
 
