@@ -50,7 +50,7 @@ from flopsweep.flags import (
     searchpath_problem,
 )
 from flopsweep.folders import home_tilde_problem
-from flopsweep.hydra_keys import hydra_key_problem, hydra_sweep_problem
+from flopsweep.hydra_keys import hydra_key_problem, hydra_sweep_problem, params_axis_problem
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
 from flopsweep.interpolations import interpolated_problem
 from flopsweep.key_needs import idle_key_problem, rechecked
@@ -59,6 +59,7 @@ from flopsweep.model_identity import command_line_problem as model_problem
 from flopsweep.override_grammar import (
     config_name_problem,
     control_character_problem,
+    sweep_function_problem,
     sweep_size_problem,
     sweep_without_m_problem,
     sweeper_without_m_problem,
@@ -417,7 +418,9 @@ def refusal(overrides: list[str]) -> str | None:
         )  # before anything reads a file of conf/ the command line picks
         or sweep_file_shape_problem(overrides, RUN_CONF)  # a sweep file's header, form and keys
         or hydra_sweep_problem(overrides)  # hydra.sweeper.budget_gpu_s=1,2: Hydra sweeps no hydra.* key
+        or params_axis_problem(overrides, RUN_CONF)  # hydra.sweeper.params.seed=3 with params null
         or sweep_without_m_problem(overrides)
+        or sweep_function_problem(overrides)  # seed=glob(*): 0 jobs; interval() without Optuna: a traceback
         or sweep_size_problem(overrides)
         or objective_problem(overrides)
         or repeats_problem(overrides)

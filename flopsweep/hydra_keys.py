@@ -399,6 +399,71 @@ def hydra_sweep_problem(overrides: list[str]) -> str | None:
     return None
 
 
+def params_axis_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line for one axis of ``hydra.sweeper.params`` set on the command line in a way Hydra cannot
+    take, else None (a sweep of it is :func:`hydra_sweep_problem`'s):
+
+    - with no sweep file's ``params`` picked (``+sweep=NAME``), ``hydra.sweeper.params`` is null, and
+      ``hydra.sweeper.params.seed=3`` (``+``/``++``, empty, quoted) stopped Hydra with "AssertionError:
+      Unexpected type for root: NoneType" in a traceback, ``~hydra.sweeper.params.seed`` with "Could not
+      delete from config";
+    - an axis given no value (``hydra.sweeper.params.backend=``, ``=null``): no job to run;
+    - beside a sweep file, an axis it lacks without ``+`` ("Key 'seed' is not in struct", 7 lines), one it
+      has with one ``+`` (Hydra: "Could not append to config"), or the delete of one it lacks.
+
+    Another ``--config-name`` may give params: left to Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.conf_files import sweep_params
+
+    if any(a.startswith(("-cn", "--config-name")) for a in argv):
+        return None
+    parser = OverridesParser.create()
+    axes = None
+    for text in overrides_of(argv) + [a for a in argv if a.startswith("~hydra.sweeper.params.")]:
+        key, _, raw = text.partition("=")
+        axis = key.lstrip("+~").removeprefix("hydra.sweeper.params.")
+        if not key.lstrip("+~").startswith("hydra.sweeper.params.") or "." in axis:
+            continue
+        try:
+            o = parser.parse_override(text)
+        except Exception:  # noqa: BLE001 - the grammar's own line comes first
+            continue
+        if o.is_sweep_override():
+            continue  # hydra_sweep_problem's
+        if axes is None:
+            axes = {pair.partition("=")[0]: shown for shown, pair in sweep_params(argv, conf)}
+        value = raw.strip().strip("'\"")
+        files = ", ".join(sorted(set(axes.values())))
+        if o.is_delete():
+            if axis in axes:
+                continue
+            where = f"{files} has no axis {axis}" if axes else "no sweep file (+sweep=NAME) gives axes"
+            return f"Invalid config: {text}: {where}, so there is none to delete. Fix: drop it."
+        if not value or value.lower() == "null":
+            return (
+                f"Invalid config: {text}: gives the sweep axis {axis} no value, so no job would run. "
+                f"Fix: give its values, e.g. -m {axis}=VALUE1,VALUE2 on the command line, or drop it."
+            )
+        if not axes:
+            return (
+                f"Invalid config: {text}: hydra.sweeper.params is null without a sweep file's axes "
+                f"(+sweep=NAME), so Hydra cannot set one in it (an AssertionError traceback). Fix: sweep "
+                f"{axis} itself on the command line: -m {axis}={value}."
+            )
+        if axis not in axes and not key.startswith("+"):
+            return (
+                f"Invalid config: {text}: {files} has no sweep axis {axis} (its axes: "
+                f"{', '.join(axes)}); Hydra adds a key only with +. Fix: +{text}."
+            )
+        if axis in axes and key.startswith("+") and not key.startswith("++"):
+            return (
+                f"Invalid config: {text}: {axis} is already an axis of {axes[axis]}; + adds only new keys. "
+                f"Fix: {text.lstrip('+')}."
+            )
+    return None
+
+
 _UNREAD = object()
 """What :func:`_literal_value` returns for an override it leaves to another check."""
 

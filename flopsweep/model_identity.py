@@ -31,7 +31,14 @@ import itertools
 import os
 
 from flopsweep.config import ConfigError
-from flopsweep.override_schema import CONF, near_names, option_files, option_kind, read_conf_yaml
+from flopsweep.override_schema import (
+    CONF,
+    near_names,
+    option_files,
+    option_kind,
+    read_conf_yaml,
+    sweep_values,
+)
 
 IDENTITY_KEYS = ("name", "arch")
 """The ``model.*`` keys that say which option runs (its label and its family), never varied by hand."""
@@ -182,13 +189,7 @@ def _picked(parsed: list) -> list[str] | None:
 def _values(o) -> list:
     """The values a parsed override gives: its one value or each of a choice sweep's; none for a range,
     an interval, a glob or an interpolation (Hydra's and the job's)."""
-    if not o.is_sweep_override():
-        values = [o.value()]
-    elif o.is_choice_sweep():
-        values = list(o.value().list)
-    else:
-        return []
-    return [v for v in values if "${" not in str(v)]
+    return [v for v in sweep_values(o) if "${" not in str(v)]
 
 
 def command_line_problem(overrides: list[str]) -> str | None:

@@ -502,6 +502,52 @@ def sweep_size_problem(argv: list[str]) -> str | None:
     )
 
 
+def sweep_function_problem(argv: list[str]) -> str | None:
+    """One line for a sweep function the chosen sweeper cannot expand, else None (each a key's
+    override of ``-m``):
+
+    - ``glob()`` of a key that is no config group (``seed=glob(*)``): a glob picks a group's option
+      files, so Hydra expanded it to no value, launched 0 jobs and the summary said ``0 ok``, exit 0;
+    - ``interval()`` under any sweeper but Optuna's (``hydra/sweeper=optuna_objective``): the basic,
+      batched and tune sweepers list values, and Hydra stopped with "BasicSweeper does not support
+      sweep type : INTERVAL_SWEEP" in a traceback, exit 1.
+
+    A ``+sweep=`` file or another ``--config-name`` may pick another sweeper: an interval is then left
+    to Hydra. ``range()`` and choice values are checked as values (:func:`flopsweep.overrides.type_problem`,
+    :func:`flopsweep.value_sets.value_set_problem`: ``seed=range(1.5,3.5,0.5)`` is no whole number)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob, IntervalSweep
+
+    if not is_multirun(argv):
+        return None  # sweep_without_m_problem's
+    overrides = overrides_of(argv)
+    given = {k.lstrip("+"): v.strip().strip("'\"") for k, _, v in (o.partition("=") for o in overrides)}
+    other_config = "sweep" in given or any(a.startswith(("-cn", "--config-name")) for a in argv)
+    optuna = given.get("hydra/sweeper", "").startswith("optuna")
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            o = parser.parse_override(text)
+        except Exception:  # noqa: BLE001 - syntax_problem's
+            continue
+        key, value = o.key_or_group, o.value()
+        is_group = "/" in key or ("." not in key and os.path.isdir(os.path.join(CONF, key)))
+        if isinstance(value, Glob) and not is_group and not key.startswith("hydra"):
+            return (
+                f"Invalid config: {text}: glob() picks the option files of a config group, and {key} is a "
+                f"key, so the sweep would run no job. Fix: list its values, e.g. {key}=1,2,3 or "
+                f"{key}=range(1,4) (a glob fits a group: precision=glob(fp*))."
+            )
+        if isinstance(value, IntervalSweep) and not optuna and not other_config:
+            return (
+                f"Invalid config: {text}: interval() is a range for Optuna to sample, and the "
+                f"{given.get('hydra/sweeper', 'basic_batched')} sweeper runs listed values only. Fix: list "
+                f"values, e.g. {key}={value.start:g},{value.end:g} (its ends), or add "
+                "hydra/sweeper=optuna_objective."
+            )
+    return None
+
+
 def config_name_problem(argv: list[str], conf: str | None = None) -> str | None:
     """One line for ``--config-name NAME`` (``-cn NAME``, ``--config-name=NAME``) that names no file of
     conf/ (``conf/NAME.yaml``), else None: Hydra's "Cannot find primary config", its search path and

@@ -145,6 +145,34 @@ def listed_values(o: object) -> list[str] | None:
     return None
 
 
+RANGE_VALUES_CHECKED = 1000
+"""The most values of one ``range()`` sweep that :func:`sweep_values` lists for the checks before Hydra
+(a range's type is its start's and step's; a bound is its first values'): ``range(0,100000000)`` is
+not listed whole (:data:`flopsweep.override_grammar.MAX_SWEEP_JOBS` refuses it)."""
+
+
+def sweep_values(o: object) -> list:
+    """The values a parsed override (Hydra's ``Override``) gives, as Hydra parsed them (``null`` is None):
+    its one value, each of a choice sweep's (``a=1,2``, ``choice(1,2)``, ``tag(t,choice(1,2))``,
+    ``shuffle(1,2)``, ``sort(2,1)``) or the first :data:`RANGE_VALUES_CHECKED` of a range's
+    (``range(1.5,3.5,0.5)``: 1.5, 2.0, 2.5, 3.0); none for an ``interval()`` (a sampler's) or a
+    ``glob()`` (Hydra's config loader lists a group's options). A glob is a choice sweep to Hydra
+    (``is_choice_sweep``): ``sweep_iterator`` raised ``ConfigLoader is not set`` and ``.list``
+    AttributeError before Hydra."""
+    import itertools
+
+    from hydra.core.override_parser.types import ChoiceSweep, RangeSweep
+
+    if not o.is_sweep_override():  # type: ignore[attr-defined]
+        return [o.value()]  # type: ignore[attr-defined]
+    value = o.value()  # type: ignore[attr-defined]
+    if isinstance(value, ChoiceSweep):
+        return list(value.list)
+    if isinstance(value, RangeSweep):
+        return list(itertools.islice(o.sweep_iterator(), RANGE_VALUES_CHECKED))  # type: ignore[attr-defined]
+    return []
+
+
 @functools.cache
 def structured_schema(schema: type) -> object:
     """``OmegaConf.structured(schema)``, read-only, built once per process (about 20 ms for

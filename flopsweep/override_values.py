@@ -225,19 +225,30 @@ _ELEMENTS = {
 def _element_problem(head: str, key: str, values: list, node: object) -> str | None:
     """Why the typed list ``node`` cannot hold one of ``values`` (``space.micro_batches=[1.5]``,
     ``[a]``, ``[null]``: Hydra's five-line "could not be converted to Integer"), else None. The fix's
-    example is the schema's default list."""
+    example is the schema's default list; for a whole number written as a float (``[2,1e3]``) the list
+    with ints (``[2,1000]``), as a key of one whole number gets."""
     from omegaconf import ListConfig, OmegaConf
 
     element = getattr(node._metadata, "element_type", None)  # type: ignore[attr-defined]
     if element not in _ELEMENTS:
         return None
+    one, many = _ELEMENTS[element]
+    floats = []  # whole numbers written as floats ([1e3]): told after any other bad item, whose fix differs
     for item in values:
         try:
             ListConfig([item], element_type=element)
         except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
+            if element is int and isinstance(item, float) and item.is_integer():
+                floats.append(item)
+                continue
             shown = "null" if item is None else repr(item) if isinstance(item, str) else str(item)
             default = OmegaConf.to_container(node) if not node._is_none() else None  # type: ignore[attr-defined]
             example = "[" + ",".join(map(str, default)) + "]" if default else "[...]"
-            one, many = _ELEMENTS[element]
             return f"{head} {shown} is not {one}. Fix: list {many}, e.g. {key}={example}."
+    if floats:  # as space.top=1e3 is told
+        whole = [int(v) if isinstance(v, float) and v.is_integer() else v for v in values]
+        return (
+            f"{head} {floats[0]} is a whole number written as a float. Fix: write it without a point "
+            f"or exponent: {key}=[{','.join(map(str, whole))}]."
+        )
     return None

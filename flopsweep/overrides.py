@@ -118,6 +118,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
 
     from flopsweep.config import near_name
     from flopsweep.lookalike import ascii_lookalike
+    from flopsweep.override_schema import sweep_values
 
     conf = CONF
     parser = OverridesParser.create()
@@ -136,11 +137,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
             )
         if o.is_delete() or not (group.startswith("hydra/") or os.path.isdir(os.path.join(conf, group))):
             continue
-        value = o.value()
-        if o.is_sweep_override():
-            values = list(getattr(value, "list", None) or [])  # a choice sweep's; a range or glob: Hydra's
-        else:
-            values = [value]
+        values = sweep_values(o)  # a choice's or a range's (precision=range(1,3)); a glob: Hydra's
         shown = next((b for v in values if (b := _not_an_option(group, v)) is not None), None)
         if shown is None:
             continue
@@ -321,13 +318,15 @@ def type_problem(overrides: list[str]) -> str | None:
     converted to Integer", ``full_key``, ``reference_type``) without a fix. The keys of
     :class:`flopsweep.config.RunConfig` and, for a key of an option group (``model.*``, ``backend.*``,
     ...), of the schema of the option the command line (else conf/config.yaml) picks; its YAML value is
-    the fix's example. Interpolations, range sweeps and keys no schema has are Hydra's.
+    the fix's example; a range's values too (``seed=range(1.5,3.5,0.5)``). Interpolations, intervals,
+    globs and keys no schema has are Hydra's.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import ChoiceSweep
+    from hydra.core.override_parser.types import RangeSweep
     from omegaconf import OmegaConf
 
     from flopsweep.key_needs import given_values
+    from flopsweep.override_schema import sweep_values
     from flopsweep.override_values import value_problem
 
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
@@ -349,18 +348,16 @@ def type_problem(overrides: list[str]) -> str | None:
             continue  # a config group's option: group_choice_problem's
         if problem := unknown_key_problem(key, (o.input_line or "").partition("=")[2], parsed):
             return problem
-        if o.is_sweep_override():
-            if not isinstance(o.value(), ChoiceSweep):
-                continue  # range, interval and glob sweeps are Hydra's
-            values = list(o.value().list)  # parsed: null is None, as Hydra reads it
-        else:
-            values = [o.value()]
+        values = sweep_values(o)  # parsed: null is None, as Hydra reads it; a range's too (range(1.5,3))
         text = (o.input_line or "").partition("=")[2]
         given = given_values(parsed)  # the options picked: what a rewritten value needs beside it
         parts = text.split(",") if o.is_sweep_override() else [text]
         typed = (
             parts
-            if len(parts) == len(values) and "[" not in text and "{" not in text
+            if len(parts) == len(values)
+            and "[" not in text
+            and "{" not in text
+            and not isinstance(o.value(), RangeSweep)
             else [None] * len(values)
         )
         for schema, option in key_schemas(parsed, key):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from flopsweep.config import PLAN_FORMATS, ConfigError, require_choice
+from flopsweep.override_schema import sweep_values
 from flopsweep.peaks import lookup
 
 SPACE_KEYS = ("backends", "layouts", "checkpointing", "precisions", "micro_batches", "min_headroom", "top")
@@ -33,14 +34,6 @@ ONE_VALUE_KEYS = {
     ),
 }
 """Keys a sweep cannot sweep, each with why and the fix: one ``plan.csv`` and one printed plan per sweep."""
-
-
-def _given(override) -> list:
-    """The values a parsed override (Hydra's ``Override``) gives: its one value, or each of a choice
-    sweep's (``plan_gpu=H100,H999``); none for a range, an interval or a glob (Hydra's to expand)."""
-    if not override.is_sweep_override():
-        return [override.value()]
-    return list(override.sweep_iterator()) if override.is_choice_sweep() else []
 
 
 def _gpu_problem(gpus: list, memories: list) -> None:
@@ -113,7 +106,7 @@ def _space_problem(given: dict[str, object]) -> None:
         Space.from_config(SpaceConfig(**lists, min_headroom=headroom))
     except ConfigError:
         raise
-    except (TypeError, ValueError):  # space.micro_batches=[a]: type_problem's
+    except (TypeError, ValueError, OverflowError):  # space.micro_batches=[a] or [1e400]: type_problem's
         return
     top = given.get("top", 5)
     if isinstance(top, int) and not isinstance(top, bool) and top < 1:
@@ -187,7 +180,7 @@ def command_line_problem(overrides: list[str]) -> str | None:
             continue
         if key in ONE_VALUE_KEYS and parsed.is_sweep_override():
             return str(ConfigError(key, value, *ONE_VALUE_KEYS[key]))
-        values[key] = _given(parsed)
+        values[key] = sweep_values(parsed)  # a glob, a range: none (Hydra's)
     try:
         _keys_problem(values)
     except ConfigError as exc:

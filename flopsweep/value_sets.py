@@ -113,11 +113,10 @@ def value_set_problem(overrides: list[str]) -> str | None:
     stage outside 1..3 (``backend.zero_stage=4``: :func:`_stage_line`), or a model size below 1 on a family
     that builds it (``model.n_layer=0``, each model option the command line picks, else conf/config.yaml's);
     else None. Types are :func:`flopsweep.overrides.type_problem`'s
-    (it comes first); interpolations and range sweeps are Hydra's."""
+    (it comes first); a range's values too; interpolations, intervals and globs are Hydra's."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import ChoiceSweep
 
-    from flopsweep.override_schema import key_schemas
+    from flopsweep.override_schema import key_schemas, sweep_values
 
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
     try:
@@ -133,9 +132,7 @@ def value_set_problem(overrides: list[str]) -> str | None:
             or (key not in table and not key.startswith(("model.", "backend.")))
         ):
             continue
-        if o.is_sweep_override() and not isinstance(o.value(), ChoiceSweep):
-            continue  # range, interval and glob sweeps are Hydra's
-        values = list(o.value().list) if o.is_sweep_override() else [o.value()]
+        values = sweep_values(o)  # a range's too (model.n_layer=range(0,4)); none of an interval, a glob
         for value in values:
             if key in table and (line := _line(key, value, *table[key])):
                 return line

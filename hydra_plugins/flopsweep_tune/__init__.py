@@ -43,24 +43,37 @@ def _param_problem(
     name: str, value: Any, *, least: float, default: Any, whole: bool = True, above: bool = False
 ) -> str | None:
     """One line refusing a sweeper parameter that is not a number of at least ``least`` (``above``:
-    over it), its fix the parameter's default."""
+    over it) and at most :data:`flopsweep.config.MAX_INT` (a count) or :data:`flopsweep.config.MAX_FLOAT`
+    (as the run config's keys are), its fix the parameter's default; a ``whole`` one (a count) given
+    as a float, even a whole one (``initial=1e3``, ``eta=2.0``), is told to write the int, as a typed
+    key of the run's config is (:func:`flopsweep.overrides.type_problem`): the sweeper's keys have no
+    schema to convert it."""
+    from flopsweep.config import MAX_FLOAT, MAX_INT
+
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     inside = ok and (value > least if above else value >= least)
-    if inside and (not whole or float(value).is_integer()):
+    most = MAX_INT if whole else MAX_FLOAT
+    if inside and value > most:  # eta=1e30: the fix wrote a 31-digit int; the run config's bounds
+        shown = most if whole else f"{most:g}"
+        return (
+            f"Invalid config: hydra.sweeper.{name}={value!r}: must be at most {shown}. "
+            f"Fix: set hydra.sweeper.{name}={default} (its default), or another such value."
+        )
+    if inside and not whole:
         return None
+    if inside and isinstance(value, int):
+        return None
+    if inside and float(value).is_integer():  # initial=1e3: a count, told as a typed key's 1e3 is
+        return (
+            f"Invalid config: hydra.sweeper.{name}={value!r}: is a whole number written as a float. "
+            f"Fix: write it without a point or exponent: hydra.sweeper.{name}={int(value)}."
+        )
     kind = "a whole number" if whole else "a number"
     bound = f"above {least:g}" if above else f"of at least {least:g}"
     return (
         f"Invalid config: hydra.sweeper.{name}={value!r}: must be {kind} {bound}. "
         f"Fix: set hydra.sweeper.{name}={default} (its default), or another such value."
     )
-
-
-def _whole(value: Any) -> Any:
-    """``value`` as an int when it is a finite float with no fraction (``1e9``), else as given."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    return value
 
 
 PARAMETERS = ("budget_gpu_s", "initial", "eta", "finalists", "memory_gib", "max_batch_size")
@@ -77,8 +90,11 @@ def parameter_problem(
     max_batch_size: Any = None,
 ) -> str | None:
     """The line refusing the first of the tuner's parameters (:class:`TuneSweeper`'s, their defaults
-    here) out of range, else None; a whole number written as a float (``eta=3.0``) is one."""
-    initial, eta, finalists = (_whole(v) for v in (initial, eta, finalists))
+    here) of the wrong type or out of range, else None: ``budget_gpu_s`` a finite number above 0,
+    ``memory_gib`` one or null; ``initial``, ``finalists`` (at least 1), ``eta`` (at least 2) and
+    ``max_batch_size`` (at least 1, or null) ints: a float is refused, a whole one (``eta=3.0``,
+    ``initial=1e3``) with the int to write; a bool, a string (``'8'``: the sweeper's keys have no schema,
+    so nothing converts it) or a list is no number."""
     return (
         _param_problem("budget_gpu_s", budget_gpu_s, least=0, default=3600.0, whole=False, above=True)
         or _param_problem("initial", initial, least=1, default=8)
@@ -153,9 +169,8 @@ class TuneSweeper(BasicSweeper):
         memory_gib: float | None = None,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
-        # a whole number written as a float (eta=1e9) counts rounds and runs: an int (range() took
-        # the float with a TypeError traceback); anything else is left for _problem to refuse
-        initial, eta, finalists = (_whole(v) for v in (initial, eta, finalists))
+        # as given: sweep() refuses a float count (eta=1e9, which range() took with a TypeError
+        # traceback) or any other wrong value with _problem's one line before anything reads it
         self.budget_gpu_s, self.initial, self.eta = budget_gpu_s, initial, eta
         self.finalists, self.memory_gib = finalists, memory_gib
 

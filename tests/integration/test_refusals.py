@@ -213,6 +213,52 @@ REFUSALS = {
     # a hydra.* key of another sweeper (7 lines "Could not override"): one line, exit 2, before Hydra
     "grammar_unicode": _refused("tag=ünïcødé", "Fix: quote the value as one string, 'tag=\"ünïcødé\"'"),
     "sweep_without_m": _refused("tag=a,b", "several values are a sweep, one job each"),
+    # Hydra's sweep functions: a ConfigLoader traceback (glob beside a plan key), 0 jobs and "0 ok" (a
+    # key's glob alone), a traceback (interval), Hydra's five lines (a float range of an int key)
+    **{
+        f"sweep_function_{name}": Refusal(
+            args=(override, *beside),
+            sweep=True,
+            stderr_has=(words,),
+            line_starts=f"flopsweep: Invalid config: {shown}: ",
+            lines=1,
+            record=None,
+        )
+        for name, override, beside, shown, words in (
+            ("key_glob", "seed=glob(*)", (), "seed=glob(*)", "seed is a key, so the sweep would run no job"),
+            ("key_glob_plan", "seed=glob(*)", ("plan=true", "plan_gpu=H100"), "seed=glob(*)", "Fix: list"),
+            ("interval", "seed=interval(0,4)", (), "seed=interval(0,4)", "interval() is a range for Optuna"),
+            ("float_range", "seed=range(1.5,3.5,0.5)", (), "seed=1.5", "is not a whole number"),
+            (
+                "params_axis_empty",
+                "hydra.sweeper.params.seed=",
+                (),
+                "hydra.sweeper.params.seed=",
+                "gives the sweep axis seed no value",
+            ),  # Hydra: an AssertionError traceback
+            (
+                "params_axis_null_params",
+                "hydra.sweeper.params.seed=3",
+                (),
+                "hydra.sweeper.params.seed=3",
+                "Fix: sweep seed itself on the command line: -m seed=3.",
+            ),
+            (
+                "params_axis_not_in_file",
+                "+sweep=smoke",
+                ("hydra.sweeper.params.seed=3",),
+                "hydra.sweeper.params.seed=3",
+                "Fix: +hydra.sweeper.params.seed=3.",
+            ),  # "not in struct"
+            (
+                "tuner_float_count",
+                "hydra/sweeper=tune",
+                ("hydra.sweeper.initial=1e3",),
+                "hydra.sweeper.initial=1000.0",
+                "Fix: write it without a point or exponent: hydra.sweeper.initial=1000.",
+            ),
+        )
+    },
     "sweep_of_a_hundred_million_jobs": Refusal(  # Hydra built every combination in memory, for minutes
         args=("seed=range(0,100000)", "model.n_layer=range(1,1000)"),
         sweep=True,

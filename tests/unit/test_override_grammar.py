@@ -322,15 +322,22 @@ def test_a_basic_sweepers_params_or_batch_its_code_cannot_take_is_one_line(
         assert hydra_key_problem(["-m", fine, "seed=0,1"]) is None, fine
 
 
-def test_the_tuners_whole_numbers_written_as_floats_are_ints() -> None:
+def test_the_tuners_counts_written_as_floats_are_told_the_int_to_write() -> None:
     """``hydra.sweeper.eta=1e9`` passed the check (a whole number) and reached ``range()`` as a float:
-    a ``TypeError`` traceback."""
+    a ``TypeError`` traceback; then it was made an int, unlike every typed key of the run's config
+    (``steps.measure=4.0``: "a whole number written as a float", the int to write). Now the tuner's
+    counts are told the same, before any job (``TuneSweeper._problem``, first in ``sweep``)."""
     from hydra_plugins.flopsweep_tune import TuneSweeper
 
     tuner = TuneSweeper(initial=4.0, eta=1e9, finalists=2.0)
-    assert (tuner.initial, tuner.eta, tuner.finalists) == (4, 10**9, 2)
-    assert all(type(v) is int for v in (tuner.initial, tuner.eta, tuner.finalists))
-    assert tuner._problem() is None
+    assert tuner._problem() == (
+        "Invalid config: hydra.sweeper.initial=4.0: is a whole number written as a float. "
+        "Fix: write it without a point or exponent: hydra.sweeper.initial=4."
+    )
+    assert "hydra.sweeper.eta=1000000000.0: is a whole number written as a float" in (
+        TuneSweeper(eta=1e9)._problem()
+    )
+    assert TuneSweeper(initial=4, eta=10**9, finalists=2)._problem() is None
     assert "hydra.sweeper.eta=2.5: must be a whole number" in TuneSweeper(eta=2.5)._problem()
 
 

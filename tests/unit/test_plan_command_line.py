@@ -286,6 +286,89 @@ def test_a_tuner_parameter_out_of_range_is_refused_before_hydra_makes_the_sweep_
     assert refusal(["--multi", "hydra/sweeper=tune", override]) == line  # a prefix of --multirun too
 
 
+@pytest.mark.parametrize("param", ["initial", "eta", "finalists", "max_batch_size"])
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("1e3", "=1000.0: is a whole number written as a float. Fix: write it without a point or exponent: "),
+        ("4.0", "=4.0: is a whole number written as a float. Fix: write it without a point or exponent: "),
+        ("2.5", "=2.5: must be a whole number"),
+        ("'8'", "='8': must be a whole number"),  # no schema: nothing converts the string
+        ("true", "=True: must be a whole number"),
+        ("[8]", "=[8]: must be a whole number"),
+        ("1e30", "=1e+30: must be at most 2147483647. Fix: set hydra.sweeper."),
+        ("3000000000", "=3000000000: must be at most 2147483647. Fix: set hydra.sweeper."),
+    ],
+)
+def test_every_tuner_count_is_checked_for_type_wholeness_and_range(param, value, said):
+    """``hydra.sweeper.initial=1e3`` was taken as 1000 (a float where a count is meant, while every
+    typed key of the run's config is told to write the int); ``eta=1e30`` as a 31-digit int. Each
+    count of the tuner is held to the same type, whole-ness and bounds, by the same function before
+    Hydra (``run.py``) and in the sweeper (``TuneSweeper._problem``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    override = f"hydra.sweeper.{param}={value}"
+    parsed = OverridesParser.create().parse_override(override).value()
+    line = parameter_problem(**{param: parsed})
+    assert line is not None and line.startswith(f"Invalid config: hydra.sweeper.{param}{said}"), line
+    assert "\n" not in line and " Fix: " in line
+    if "written as a float" in said:
+        assert line.endswith(f"hydra.sweeper.{param}={int(float(value))}.")
+        assert parameter_problem(**{param: int(float(value))}) is None  # the fix passes
+    if param != "max_batch_size":  # hydra_keys' own line for the basic sweepers' batch size comes first
+        assert refusal(["-m", "hydra/sweeper=tune", override]) == line
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "said"),
+    [
+        ("budget_gpu_s", "1e300", "=1e+300: must be at most 1e+12."),
+        ("budget_gpu_s", "'100'", "='100': must be a number above 0."),
+        ("budget_gpu_s", "true", "=True: must be a number above 0."),
+        ("memory_gib", "1e13", "=10000000000000.0: must be at most 1e+12."),
+        ("memory_gib", "abc", "='abc': must be a number above 0."),
+    ],
+)
+def test_every_tuner_amount_is_checked_for_type_and_range(param, value, said):
+    line = refusal(["-m", "hydra/sweeper=tune", f"hydra.sweeper.{param}={value}"])
+    assert line is not None and line.startswith(f"Invalid config: hydra.sweeper.{param}{said} Fix: "), line
+    for fine in ("1e3", "2.5", "100"):
+        assert refusal(["-m", "hydra/sweeper=tune", f"hydra.sweeper.{param}={fine}"]) is None
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("space.micro_batches=[2,1e3]", "[2,1000.0]: 1000.0 is a whole number written as a float. "
+         "Fix: write it without a point or exponent: space.micro_batches=[2,1000]."),
+        ("space.micro_batches=[2,1e3,1.5]", "[2,1000.0,1.5]: 1.5 is not a whole number."),
+        ("space.micro_batches=[1e400]", "[inf]: inf is not a whole number."),  # OverflowError traceback
+        ("space.micro_batches=[nan]", "[nan]: nan is not a whole number."),
+        ("space.micro_batches=[true]", "[True]: True is not a whole number."),
+        ("space.micro_batches=['abc']", "[abc]: 'abc' is not a whole number."),
+        ("space.top=1e3", "1e3: is a whole number written as a float."),
+        ("space.top=true", "true: is not a whole number."),
+        ("space.min_headroom=1e400", "inf: is a share in [0, 1)."),
+    ],
+)  # fmt: skip
+def test_every_tuner_space_number_is_checked_for_type_wholeness_and_range(override, said):
+    """``space.micro_batches=[1e400]`` stopped run.py with an ``OverflowError`` traceback
+    (``Space.from_config``'s ``int(inf)``); ``[1e3]`` was "not a whole number", which 1000 is.
+    ``space.micro_batches=['2']`` and ``space.top='3'`` are taken: OmegaConf converts them to the typed
+    key's ints, as the composed config shows."""
+    key = override.partition("=")[0]
+    line = refusal(["-m", "hydra/sweeper=tune", override])
+    assert line is not None and line.startswith(f"Invalid config: {key}={said}"), line
+    assert "\n" not in line and " Fix: " in line
+
+
+def test_quoted_numbers_of_the_tuners_space_are_the_typed_keys_ints(hydra_compose):
+    overrides = ["space.micro_batches=['2','4']", "space.top='3'"]
+    assert refusal(["-m", "hydra/sweeper=tune", *overrides]) is None
+    cfg = hydra_compose(overrides)
+    assert (list(cfg.space.micro_batches), cfg.space.top) == ([2, 4], 3)
+
+
 def test_good_or_unknowable_tuner_parameters_are_left_to_the_sweeper():
     assert set(PARAMETERS) <= set(TuneSweeper.__init__.__code__.co_varnames)
     good = ["hydra.sweeper.budget_gpu_s=100", "hydra.sweeper.eta=3", "hydra.sweeper.memory_gib=null"]
