@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-CASES = ("single-eager", "single-compiled", "zero3-eager", "zero3-compiled")
+CASES = ("single-eager", "single-compiled", "zero3-eager", "zero3-compiled", "casts-eager", "casts-compiled")
 DEPTHS = (2, 3)
 MICRO = (1, 2)
 
@@ -48,7 +48,7 @@ def model_config(fam: str, n_layer: int):
 def run_config(fam: str, case: str, n_layer: int):
     """The ``RunConfig`` of ``case`` (``single-eager``, ``zero3-compiled``, ...) at ``n_layer`` blocks."""
     from flopsweep.backends import DeepSpeedConfig
-    from flopsweep.config import BackendConfig, RunConfig
+    from flopsweep.config import BackendConfig, CheckpointingConfig, RunConfig
 
     backend = DeepSpeedConfig(name="deepspeed", zero_stage=3) if case.startswith("zero3") else BackendConfig()
     return dataclasses.replace(
@@ -57,6 +57,7 @@ def run_config(fam: str, case: str, n_layer: int):
         backend=backend,
         device="cpu",
         compile="compiled" in case,
+        activation_checkpointing=CheckpointingConfig(name="casts" if case.startswith("casts") else "none"),
     )
 
 
