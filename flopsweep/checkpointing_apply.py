@@ -174,7 +174,8 @@ class RecastWeights(nn.Module):
 
     def __init__(self, block: Any) -> None:
         super().__init__()
-        self.block = block
+        self._checkpoint_wrapped_module = block  # torch's checkpoint_wrapper's name: code that
+        # looks through that wrapper (``hf_nn``'s block class names) looks through this one
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         import torch
@@ -183,7 +184,7 @@ class RecastWeights(nn.Module):
             from torch.utils.checkpoint import checkpoint
 
             return checkpoint(
-                self.block, *args, use_reentrant=False, preserve_rng_state=False,
+                self._checkpoint_wrapped_module, *args, use_reentrant=False, preserve_rng_state=False,
                 context_fn=casts_context_fn, **kwargs,
             )  # fmt: skip
         # hooks already set around the block (a profiler's, a count's) see every tensor it still saves
@@ -201,7 +202,7 @@ class RecastWeights(nn.Module):
         torch.set_autocast_cache_enabled(False)  # else autocast's cache holds each copy until it exits
         try:
             with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-                return self.block(*args, **kwargs)
+                return self._checkpoint_wrapped_module(*args, **kwargs)
         finally:
             torch.set_autocast_cache_enabled(cache)
 

@@ -59,8 +59,8 @@ from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and 
 BACKEND_OPTIONS = ("single", "ddp", "fsdp", "deepspeed", "zero1", "zero2", "zero3")
 """``space.backends`` values: the ``backend=`` options (``deepspeed`` is ZeRO-3, as its default)."""
 POLICIES = ("none", "selective", "full", "casts")
-"""``space.checkpointing`` values without knobs of their own (``every_n`` and ``memory_budget`` need them); the
-default space names the first three (``casts``: on request, ``space.checkpointing=[none,casts]``)."""
+"""``space.checkpointing`` values without knobs of their own (``every_n`` and ``memory_budget`` need them);
+the default space names the first three (``casts``: on request, ``space.checkpointing=[none,casts]``)."""
 LAYOUT = re.compile(r"dp|hsdp|(tp|pp|ep)(\d+)")
 """``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``, ``epN`` (expert parallel over FSDP2's
 ranks: an MoE model's; the rules refuse it on a dense one)."""
