@@ -79,3 +79,37 @@ def test_casts_saves_what_none_saves_less_the_weight_copies(compile_: bool) -> N
     }
     assert loss_casts == pytest.approx(loss_none, abs=1e-5)
     assert norm_casts == pytest.approx(norm_none, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_a_casts_run_trains_as_none_does(tmp_path) -> None:
+    """Real runs (``run.py``, one CPU rank, bf16 autocast, the same seed), eager and compiled: ``casts``'s
+    first and last losses equal ``none``'s within 1e-5; its record counts no recompute, and its hardware
+    FLOPs equal its model FLOPs (HFU = MFU)."""
+    from helpers import records, run_py
+
+    proc = run_py(
+        "-m",
+        "device=cpu",
+        "precision=bf16",
+        "backend=single",
+        "model=llama-tiny",
+        "steps.warmup=1",
+        "steps.measure=2",
+        "compile=false,true",
+        "activation_checkpointing=none,casts",
+        f"hydra.sweep.dir={tmp_path}",
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = records(tmp_path)
+    assert len(recs) == 4 and all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
+    by = {
+        (r["config"]["compile"], r["config"]["activation_checkpointing"]["name"]): r["metrics"] for r in recs
+    }
+    for compiled in (False, True):
+        casts, none = by[(compiled, "casts")], by[(compiled, "none")]
+        for key in ("loss_first", "loss_last"):
+            assert casts[key] == pytest.approx(none[key], abs=1e-5), (compiled, key)
+        assert casts["recompute"] == "none"
+        assert casts["hardware_flops_per_iteration"] == casts["model_flops_per_iteration"]
