@@ -2,10 +2,10 @@
 one forward (``torch.autograd.graph.saved_tensors_hooks``: eager ops' and compiled regions' autograd
 Functions alike), deduplicated by storage, parameters left out, for the model as flopsweep builds it
 (``parallelize.build_model`` under ``single``, with bf16 autocast over fp32 weights; ``build_deepspeed``
-under ZeRO-3, a real engine on one gloo rank, bf16 weights), eager or ``compile=true``; ``casts-*``: ``single``
-under ``activation_checkpointing=casts`` (its eager hooks hand every tensor they keep to the counting hooks;
-the weight casts they recompute are not saved, so "fixed" reads 0 where ``single-*`` reads 2 bytes a block's
-Linear parameter: Llama 239,616, GPT-2 221,184; per token the same as ``single-*``).
+under ZeRO-3, a real engine on one gloo rank, bf16 weights), eager or ``compile=true``; ``casts-*``:
+``single`` under ``activation_checkpointing=casts`` (its eager hooks hand every tensor they keep to the
+counting hooks; the weight casts they recompute are not saved, so "fixed" reads 0 where ``single-*`` reads
+2 bytes a block's Linear parameter: Llama 239,616, GPT-2 221,184; per token the same as ``single-*``).
 
 Each case runs at two depths and two micro batches in its own process (a fresh compile cache); the
 difference between depths is one block's, the difference between micro batches its per-token part.
