@@ -113,3 +113,43 @@ def test_a_casts_run_trains_as_none_does(tmp_path) -> None:
             assert casts[key] == pytest.approx(none[key], abs=1e-5), (compiled, key)
         assert casts["recompute"] == "none"
         assert casts["hardware_flops_per_iteration"] == casts["model_flops_per_iteration"]
+
+
+@pytest.mark.parametrize("policy, alive", [("none", 2 * 7 + 1), ("casts", 1)])
+def test_eager_casts_leaves_only_the_heads_weight_copy_alive_when_forward_ends(
+    policy: str, alive: int
+) -> None:
+    """Eager, inside autocast when forward ends (the estimate's ``forward_end``): ``none``'s autocast cache
+    (and backward) hold every weight's bf16 copy, two blocks' seven and the head's; ``casts`` runs its
+    blocks with the cache off and saves none of theirs, so only the head's is alive
+    (``memory_terms.forward_autocast_cached``)."""
+    import weakref
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from flopsweep.parallelize import build_model
+
+    cfg = dataclasses.replace(
+        RunConfig(), model=COUNT, device="cpu", activation_checkpointing=CheckpointingConfig(name=policy)
+    )
+    model = build_model(cfg, torch.device("cpu"))
+    casts: list[weakref.ref] = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if (
+                func is torch.ops.aten._to_copy.default
+                and args[0].dim() == 2
+                and args[0].dtype == torch.float32
+            ):
+                casts.append(weakref.ref(out))
+            return out
+
+    tokens = torch.randint(0, COUNT.vocab_size, (MICRO, COUNT.seq_len + 1))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with Watch():
+            loss = model(tokens)
+        assert len(casts) == 2 * 7 + 1 and sum(r() is not None for r in casts) == alive
+    loss.backward()
