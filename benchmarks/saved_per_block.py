@@ -2,7 +2,10 @@
 one forward (``torch.autograd.graph.saved_tensors_hooks``: eager ops' and compiled regions' autograd
 Functions alike), deduplicated by storage, parameters left out, for the model as flopsweep builds it
 (``parallelize.build_model`` under ``single``, with bf16 autocast over fp32 weights; ``build_deepspeed``
-under ZeRO-3, a real engine on one gloo rank, bf16 weights), eager or ``compile=true``.
+under ZeRO-3, a real engine on one gloo rank, bf16 weights), eager or ``compile=true``; ``casts-*``:
+``single`` under ``activation_checkpointing=casts`` (its eager hooks hand every tensor they keep to the
+counting hooks; the weight casts they recompute are not saved, so "fixed" reads 0 where ``single-*`` reads
+2 bytes a block's Linear parameter: Llama 239,616, GPT-2 221,184; per token the same as ``single-*``).
 
 Each case runs at two depths and two micro batches in its own process (a fresh compile cache); the
 difference between depths is one block's, the difference between micro batches its per-token part.
@@ -25,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-CASES = ("single-eager", "single-compiled", "zero3-eager", "zero3-compiled")
+CASES = ("single-eager", "single-compiled", "zero3-eager", "zero3-compiled", "casts-eager", "casts-compiled")
 DEPTHS = (2, 3)
 MICRO = (1, 2)
 
@@ -48,7 +51,7 @@ def model_config(fam: str, n_layer: int):
 def run_config(fam: str, case: str, n_layer: int):
     """The ``RunConfig`` of ``case`` (``single-eager``, ``zero3-compiled``, ...) at ``n_layer`` blocks."""
     from flopsweep.backends import DeepSpeedConfig
-    from flopsweep.config import BackendConfig, RunConfig
+    from flopsweep.config import BackendConfig, CheckpointingConfig, RunConfig
 
     backend = DeepSpeedConfig(name="deepspeed", zero_stage=3) if case.startswith("zero3") else BackendConfig()
     return dataclasses.replace(
@@ -57,6 +60,7 @@ def run_config(fam: str, case: str, n_layer: int):
         backend=backend,
         device="cpu",
         compile="compiled" in case,
+        activation_checkpointing=CheckpointingConfig(name="casts" if case.startswith("casts") else "none"),
     )
 
 

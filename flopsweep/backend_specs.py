@@ -178,12 +178,15 @@ class BackendSpec:
     def model_states(self, t: Any) -> tuple[int, int, str]:
         """``(at the start of backward, at the optimizer step, method)`` in bytes: ``12 P_r`` fp32
         weights and AdamW moments, the last micro batch's gradients with ``grad_accum`` > 1, autocast's
-        bf16 copies and DDP's buckets; at the step every gradient, ``16 P_r``."""
+        bf16 copies (``activation_checkpointing=casts``: the head's only) and DDP's buckets; at the step
+        every gradient, ``16 P_r``."""
         held = t.held
         buckets = self.gradient_buckets * held
         copies = t.autocast_copies if self.autocast_fp32_weights else 0
         parts = ["12 P weights and AdamW moments", "4 P gradients at the step"]
-        parts += ["2 P autocast copies"] * bool(copies) + ["4 P DDP buckets"] * bool(buckets)
+        recast = t.cfg.activation_checkpointing.name == "casts"  # the blocks' copies recomputed
+        copy = "2 V h autocast copy of the head (casts)" if recast else "2 P autocast copies"
+        parts += [copy] * bool(copies) + ["4 P DDP buckets"] * bool(buckets)
         start = STATE_BYTES * held + t.accumulated + copies + buckets
         return start, (STATE_BYTES + GRADIENT_BYTES) * held + buckets, " + ".join(parts)
 

@@ -23,7 +23,10 @@ The policies: ``none``; ``full`` (every block); ``selective`` (per-operator sele
 checkpointing, torchtitan's ``SelectiveAC`` op mode); ``every_n`` (``full`` on every N-th block,
 ``activation_checkpointing.every``); ``memory_budget`` (the compiler's
 ``activation_memory_budget``, ``activation_checkpointing.budget``, compiled runs only); ``offload``
-(every block's saved activations in host memory, torch's ``offload_wrapper``, eager blocks only). Adding a
+(every block's saved activations in host memory, torch's ``offload_wrapper``, eager blocks only); ``casts``
+(every activation as ``none``; backward casts the blocks' fp32 weights to bf16 again instead of keeping
+autocast's copies, 2 bytes a parameter: its recompute is no matmul, so hardware FLOPs equal model FLOPs and
+HFU equals MFU; autocast over fp32 weights only, ``single`` and ``ddp``). Adding a
 policy is a spec here, its ``apply_*`` function in :mod:`flopsweep.checkpointing_apply` (torch,
 loaded on the rank), its config subclass in :mod:`flopsweep.options` when it has knobs (stored
 as ``schema/activation_checkpointing/base_<name>``), and one YAML file. This module imports no
@@ -272,6 +275,9 @@ class CheckpointPolicy:
     recomputes_forward: bool
     activations: Callable[[CheckpointingConfig, int, int, int, int], int]
     check: Callable[[CheckpointingConfig], None] = _no_check
+    recasts_weights: bool = False
+    """Backward casts the blocks' fp32 weights to the compute dtype again instead of keeping autocast's
+    copies (``casts``): :func:`flopsweep.memory_terms.autocast_cached` counts none for the blocks."""
     host_activations: Callable[[CheckpointingConfig, int, int, int, int], int] = _no_host
     """As :attr:`activations`, the bytes it puts in host memory instead (``offload``; 0 for the others):
     :func:`flopsweep.memory.offload_host_bytes` counts them."""
@@ -339,6 +345,15 @@ POLICIES: dict[str, CheckpointPolicy] = {
         recomputes_forward=False,
         activations=_keep_one_block,
         host_activations=_host_all,
+    ),
+    "casts": CheckpointPolicy(
+        description="save every activation as none does; backward recomputes the bf16 casts of the "
+        "blocks' fp32 weights instead of keeping them (2 bytes a parameter; no matmul recomputed)",
+        apply_fn="apply_casts",
+        recompute=_no_recompute,
+        recomputes_forward=False,
+        activations=_keep_all,
+        recasts_weights=True,
     ),
 }
 """Checkpointing policies by ``activation_checkpointing.name``."""

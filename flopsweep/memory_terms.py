@@ -131,14 +131,19 @@ def autocast_cached(cfg: Any, layout: Layout) -> int:
     with them; Llama 3.1 8B ``selective`` compiled at micro batch 4 peaks at the step, 120.0 GiB,
     where the copies would put the start of backward at 126.6), ``P_r (l - k) / l`` for
     ``every_n``'s ``k`` of ``l``; all of ``P_r`` for ``none`` and ``memory_budget`` (the compiler's
-    partitioner, no checkpoint wrapper). Under fp8 less the unwrapped blocks' converted Linear weights
-    (the family's ``fp8_linear_params`` per block, over ``tp``): torchao casts them to float8 itself,
+    partitioner, no checkpoint wrapper); for ``casts``, which keeps every activation but casts each
+    block's weights again in backward (counted: ``benchmarks/saved_per_block.py``, fixed 0 bytes a block,
+    eager and compiled), the output head's ``V h / tp`` only (outside the blocks, its copy stays:
+    tests/integration/test_casts_checkpointing.py). Under fp8 less the unwrapped blocks' converted Linear
+    weights (the family's ``fp8_linear_params`` per block, over ``tp``): torchao casts them to float8 itself,
     so autocast keeps copies of the rest only (the LM head, norms, biases, the embedding;
     :data:`flopsweep.fp8.FP8_MEMORY_KEYS`)."""
     held = stage_params(cfg, layout)
     blocks = math.ceil(cfg.model.n_layer / layout.pp)
     ac = cfg.activation_checkpointing
     unwrapped = blocks
+    if checkpointing.policy(ac).recasts_weights:  # casts: the blocks' weights are cast again; the head's kept
+        return min(held, math.ceil(cfg.model.vocab_size * cfg.model.n_embd / layout.tp))
     if checkpointing.policy(ac).recompute(bool(cfg.compile)) not in ("none", "unknown"):
         unwrapped = blocks - len(checkpointing.checkpointed_blocks(ac, blocks))
     converted = fp8_shape(cfg).get("fp8_linear_params", 0) * unwrapped // layout.tp
@@ -153,7 +158,10 @@ def forward_autocast_cached(cfg: Any, layout: Layout) -> int:
     loss (``TorchTrainer.step``), so a checkpointed block, whose copies backward does not keep
     (:func:`autocast_cached`), still holds them until then. Eager only (``Terms.forward_copies``): a
     compiled block casts inside its graph, without the cache (Llama 3.1 8B ``selective`` compiled at micro
-    batch 4 peaks at the step, 120.0 GiB, below what the cache would hold at the end of forward, 124.2)."""
+    batch 4 peaks at the step, 120.0 GiB, below what the cache would hold at the end of forward, 124.2).
+    ``casts`` turns the cache off while its eager blocks run: :func:`autocast_cached`, as backward."""
+    if checkpointing.policy(cfg.activation_checkpointing).recasts_weights:
+        return autocast_cached(cfg, layout)  # casts: its eager blocks run with autocast's cache off
     none = dataclasses.replace(
         cfg, activation_checkpointing=dataclasses.replace(cfg.activation_checkpointing, name="none")
     )

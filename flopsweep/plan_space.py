@@ -58,8 +58,9 @@ from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and 
 
 BACKEND_OPTIONS = ("single", "ddp", "fsdp", "deepspeed", "zero1", "zero2", "zero3")
 """``space.backends`` values: the ``backend=`` options (``deepspeed`` is ZeRO-3, as its default)."""
-POLICIES = ("none", "selective", "full")
-"""``space.checkpointing`` values without knobs of their own (``every_n`` and ``memory_budget`` need them)."""
+POLICIES = ("none", "selective", "full", "casts")
+"""``space.checkpointing`` values without knobs of their own (``every_n`` and ``memory_budget`` need them);
+the default space names the first three (``casts``: on request, ``space.checkpointing=[none,casts]``)."""
 LAYOUT = re.compile(r"dp|hsdp|(tp|pp|ep)(\d+)")
 """``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``, ``epN`` (expert parallel over FSDP2's
 ranks: an MoE model's; the rules refuse it on a dense one)."""
@@ -80,7 +81,7 @@ class Space:
 
     backends: tuple[str, ...] = ("single", "ddp", "fsdp", "zero1", "zero2", "zero3")
     layouts: tuple[str, ...] = ("dp", "hsdp", "tp2", "tp4", "tp8", "pp2")
-    checkpointing: tuple[str, ...] = POLICIES
+    checkpointing: tuple[str, ...] = POLICIES[:3]
     precisions: tuple[str, ...] = ("bf16",)
     micro_batches: tuple[int, ...] = (1, 2, 4, 8, 16)
     min_headroom: float = 0.1

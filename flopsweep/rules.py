@@ -208,6 +208,30 @@ def offload_eager(cfg: RunConfig) -> None:
         )
 
 
+def casts_autocast_copies(cfg: RunConfig) -> None:
+    """``activation_checkpointing=casts`` recomputes autocast's low-precision copies of fp32 weights: it
+    needs a backend that keeps fp32 weights under autocast (``single``, ``ddp``; FSDP2 gathers its weights
+    in ``param_dtype`` and DeepSpeed holds bf16 weights, so neither has copies) and a precision that
+    casts (not ``fp32``)."""
+    if cfg.activation_checkpointing.name != "casts":
+        return
+    if not BACKEND_SPECS[cfg.backend.name].autocast_fp32_weights:
+        raise ConfigError(
+            "activation_checkpointing",
+            "casts",
+            f"recomputes autocast's bf16 copies of fp32 weights, and backend={cfg.backend.name} keeps none "
+            "(its weights are already in the compute dtype)",
+            "set activation_checkpointing=none (the same activations), or backend=single or ddp",
+        )
+    if cfg.precision.name == "fp32":
+        raise ConfigError(
+            "activation_checkpointing",
+            "casts",
+            "recomputes autocast's low-precision weight copies, and precision=fp32 casts nothing",
+            "set activation_checkpointing=none, or precision=bf16",
+        )
+
+
 def model_search(cfg: RunConfig) -> None:
     """``search.*``: known values, a range of blocks that is not empty, a positive budget read by a
     search (``search.model=largest`` or ``batch=auto``: nothing else reads it), and a model whose
@@ -539,6 +563,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     expert_parallel.check,  # parallel.ep with an MoE model, its experts, no tp/pp/HSDP beside it
     model_search,
     offload_eager,
+    casts_autocast_copies,
     optimizer_in_backward,
     optimizer_implementation,
     layer_probe,
