@@ -14,7 +14,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from flopsweep import cpu_probe, expert_parallel, flops, nearest, shipped
+from flopsweep import cpu_probe, expert_parallel, flops, nearest, shipped, zero3_floor
 from flopsweep import predict as pr
 from flopsweep.calibration_files import calibration_records
 from flopsweep.checkpointing import recompute_mode
@@ -460,6 +460,8 @@ def _prediction(
             )
         if not probed and not picked and near is None and records:
             compute = dataclasses.replace(compute, source=f"{compute.source}; {far}")
+        if zero3_floor.applies_to(own, layout.world_size, cfg.device):  # DeepSpeed's own, on one GPU
+            compute = zero3_floor.with_floor(compute, target.n_params)
         overlap = (
             (cfg.predict.overlap, "predict.overlap")
             if cfg.predict.overlap is not None

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from flopsweep import identity, peaks
+from flopsweep import identity, peaks, zero3_floor
 from flopsweep.backend_specs import backend_spec
 from flopsweep.identity import CALIBRATION_KEYS  # re-exported: the calibration's match
 from flopsweep.record import value_at
@@ -431,8 +431,10 @@ def measured_parts(
     it has one; an optimizer that the record's profile does not separate is ``rate`` (seconds per
     parameter a rank updates, :func:`optimizer_rate`, and its source) times the record's parameters
     per rank, else None (it stays in the compute); without a profile, a multi-rank record's exposed
-    communication is the model's own, at its probe's bandwidths. ``how`` says what was assumed (the
-    rate, a host-bound profile: :data:`HOST_BOUND`), for a ``source``.
+    communication is the model's own, at its probe's bandwidths. A one-GPU ZeRO-3 record's step is
+    given less its floor (:func:`flopsweep.zero3_floor.record_floor`, where something is left), which
+    does not scale with the work. ``how`` says what was assumed (the rate, a host-bound profile:
+    :data:`HOST_BOUND`, the floor), for a ``source``.
 
     Raises:
         PredictionError: a record without the counts the model needs (:func:`workload_from_record`).
@@ -449,15 +451,19 @@ def measured_parts(
     if optimizer is None and rate is not None:
         optimizer = rate[0] * cal.n_params / (cal.degree("tp") * cal.degree("pp") * optimizer_shards(cal))
         how = f" (optimizer {rate[0] * 1e12:.3g} ps per parameter a rank updates: {rate[1]})"
+    floor = zero3_floor.record_floor(record, cal.n_params)  # ZeRO-3's own, not scaled with the work
+    floored = bool(floor) and step - floor - (optimizer or 0.0) - (exposed or 0.0) > 0
+    if floored:
+        step -= floor
+        how += f"; its ZeRO-3 floor {floor:.3g} s taken out (flopsweep.zero3_floor)"
     if (
         isinstance(b, dict)
         and (b.get("step_s") or 0) > 0
         and (b.get("idle_s") or 0) / b["step_s"] > HOST_BOUND
     ):
-        how += (
-            f"; host-bound: the GPU idles {b['idle_s'] / b['step_s']:.0%} of its profiled step, carried "
-            "over unchanged (no host term)"
-        )
+        kept = "less its ZeRO-3 floor" if floored else "unchanged (no host term)"
+        idles = b["idle_s"] / b["step_s"]
+        how += f"; host-bound: the GPU idles {idles:.0%} of its profiled step, carried over {kept}"
     if exposed is None and cal.world_size > 1:
         link = link_from_probe(value_at(record, ("system", "interconnect")), source=name)
         soft, hard = comm_seconds(transfers(cal, gpus_per_node=cal.world_size), link)

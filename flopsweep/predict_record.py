@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from flopsweep import nearest
+from flopsweep import nearest, zero3_floor
 from flopsweep.comm_time import foreign_bandwidth
 from flopsweep.predict import (
     COLLECTIVES,
@@ -87,6 +87,8 @@ def predict_record(
             compute = found or compute_uncalibrated(target, gemm_tflops=metrics.get("measured_matmul_tflops"))
             if found is None:
                 compute = dataclasses.replace(compute, source=f"{compute.source}; {why}")
+        if zero3_floor.applies(record):  # DeepSpeed's own, on one GPU
+            compute = zero3_floor.with_floor(compute, target.n_params)
         own = value_at(record, ("system", "interconnect"))
         link = link_from_probe(own, source="the run's probe")
         device = value_at(record, ("system", "device_name"))  # another device's bandwidth is not its link

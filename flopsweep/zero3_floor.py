@@ -1,0 +1,119 @@
+"""DeepSpeed ZeRO-3's own overhead on one GPU: a step time per parameter added to the GPU work
+(issue 41, "DeepSpeed's own overheads per stage"; docs/prediction.md, "ZeRO-3's floor on one GPU").
+Torch-free.
+
+A one-GPU ZeRO-3 step (CUDA, no offload) is the step of the same set-up without DeepSpeed (backend
+``single``) plus :data:`PER_PARAMETER_S` seconds per parameter of the model:
+
+    t_step(ZeRO-3, 1 GPU) = t_step(single) + c x P        c = PER_PARAMETER_S,  P = model parameters
+
+``benchmarks/zero3_floor.py`` fits ``c`` over every committed one-GPU ZeRO-3 record with a ``single``
+record of its set-up (47 records, 5 models, H100 and H200 hosts, eager and compiled) and tests it
+leave-one-model-out against ``max(t_single, floor)`` and a floor per hooked parameter tensor. The
+prediction (:func:`flopsweep.predict.measured_parts` for a one-GPU ZeRO-3 calibration or nearest
+record, :func:`with_floor` for the target) takes the floor out of a measured ZeRO-3 step before its
+work is scaled to the target and puts the target's floor back. The layer probe (``compute_source:
+layers``) times the whole step, floor included, and is left as it is; several GPUs are not modelled
+(their records overlap the floor with communication). The floor is the hosts': the H100 and H200
+machines the records ran on agree within the fit's spread, and it is not scaled for another host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from flopsweep.record import value_at
+from flopsweep.workload import Compute
+
+PER_PARAMETER_S = 89e-12
+"""ZeRO-3's own seconds per model parameter per step on one GPU (89 ps: 0.11 s for Llama 3.2 1B, 0.71 s
+for Llama 3.1 8B): the least-squares fit of ``t_zero3 = t_single + c P`` over the 47 one-GPU ZeRO-3
+records of ``benchmarks/results`` with a ``single`` record of their set-up (``benchmarks/zero3_floor.py``;
+leave-one-model-out median |error| 9.8%, p90 28.4%, worst -42.7%, against 34.6%, 63.3%, -78.5% for the
+single step alone). Fitted on the lent H100 and H200 hosts."""
+
+SOURCE = (
+    "ZeRO-3 floor {floor:.3g} s ({ps:.3g} ps x {params:.3g} parameters; fitted on H100/H200 hosts, "
+    "benchmarks/zero3_floor.py)"
+)
+"""What a prediction's ``source`` says of the floor it added (:func:`with_floor`)."""
+
+BLOCK_TENSORS = {"gpt2": 12, "llama": 9}
+"""Parameter tensors of one block, per ``model.arch``: GPT-2's two LayerNorms (weight, bias), QKV and
+output projections and two MLP matrices (weight, bias each): 12; Llama's ``wq``, ``wk``, ``wv``,
+``wo``, ``w1``, ``w2``, ``w3`` and two RMSNorm weights: 9."""
+
+
+def hooked_tensors(model: Mapping[str, Any]) -> int | None:
+    """The parameter tensors DeepSpeed ZeRO-3 fetches and releases per pass (``config.model``):
+    :data:`BLOCK_TENSORS` per block, plus GPT-2's token and position embeddings and final LayerNorm
+    (4), Llama's token embedding and final RMSNorm (2) and its untied output (1). None for another
+    ``arch`` (``hf``) or a model without ``n_layer``."""
+    arch = model.get("arch", "gpt2")
+    per_block, layers = BLOCK_TENSORS.get(arch), model.get("n_layer")
+    if per_block is None or not isinstance(layers, int):
+        return None
+    extra = 4 if arch == "gpt2" else 2 + (0 if model.get("tie_embeddings", True) else 1)
+    return per_block * layers + extra
+
+
+def applies_to(backend: Mapping[str, Any], world_size: Any, device: Any) -> bool:
+    """Whether the floor applies: DeepSpeed ZeRO-3 (``config.backend``) on one CUDA rank, nothing
+    offloaded."""
+    return (
+        backend.get("name") == "deepspeed"
+        and backend.get("zero_stage") == 3
+        and str(world_size) == "1"
+        and device == "cuda"
+        and backend.get("offload_optimizer") in ("none", None)
+        and backend.get("offload_param") in ("none", None)
+    )
+
+
+def applies(record: Mapping[str, Any]) -> bool:
+    """:func:`applies_to` of a record (or its view): its ``config.backend``, world size
+    (``system.world_size``, else ``config.nproc_per_node`` x ``config.nnodes``) and ``config.device``."""
+    world = value_at(record, ("system", "world_size"))
+    if world is None:
+        nproc, nodes = value_at(record, ("config", "nproc_per_node")), value_at(record, ("config", "nnodes"))
+        world = int(nproc) * int(nodes or 1) if str(nproc).isdigit() else nproc
+    backend = value_at(record, ("config", "backend"))
+    device = value_at(record, ("config", "device"))
+    return isinstance(backend, Mapping) and applies_to(backend, world, device)
+
+
+def floor_s(n_params: float) -> float:
+    """ZeRO-3's floor on one GPU for a model of ``n_params`` parameters, seconds per step."""
+    return PER_PARAMETER_S * max(0.0, float(n_params))
+
+
+def record_floor(record: Mapping[str, Any], n_params: float) -> float:
+    """The floor inside a measured record's step (seconds): :func:`floor_s` of its ``n_params`` where
+    :func:`applies`, else 0."""
+    return floor_s(n_params) if applies(record) else 0.0
+
+
+def with_floor(compute: Compute, n_params: float) -> Compute:
+    """``compute`` with the target's floor (:func:`floor_s`) added to its compute and said at the end
+    of its ``source``; the layer probe's whole step (``kind`` ``layers``) and a floor of 0 leave it
+    unchanged. The caller checks
+    :func:`applies_to` for the target."""
+    floor = floor_s(n_params)
+    if compute.kind == "layers" or not floor > 0:
+        return compute
+    said = SOURCE.format(floor=floor, ps=PER_PARAMETER_S * 1e12, params=float(n_params))
+    return dataclasses.replace(
+        compute, compute_s=compute.compute_s + floor, source=f"{compute.source}; {said}"
+    )
+
+
+def fit(pairs: Iterable[tuple[float, float, float]]) -> float | None:
+    """The seconds per parameter ``c`` of ``T = W + c P`` over ``(T, W, P)`` that minimises the sum of
+    squared relative errors ``((W + c P) / T - 1)^2`` (closed form:
+    ``sum (T - W) P / T^2 / sum P^2 / T^2``). None without a usable triple (all positive)."""
+    pts = [(t, w, p) for t, w, p in pairs if t and w and p and t > 0 and w > 0 and p > 0]
+    if not pts:
+        return None
+    return sum((t - w) * p / t**2 for t, w, p in pts) / sum(p * p / t**2 for t, w, p in pts)

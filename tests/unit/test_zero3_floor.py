@@ -1,0 +1,144 @@
+"""ZeRO-3's floor on one GPU (flopsweep/zero3_floor.py, issue 41): the step of a one-GPU DeepSpeed ZeRO-3
+run is the single step plus a time per parameter; a calibration or nearest ZeRO-3 record gives its step
+less its floor, and the target's floor is added, named in the prediction's source."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from flopsweep import predict as pr
+from flopsweep import zero3_floor
+from flopsweep.files import read_json
+from flopsweep.predict_record import predict_record
+from flopsweep.workload import Compute
+
+REPO = Path(__file__).resolve().parents[2]
+GRID8B = REPO / "benchmarks" / "results" / "h200" / "session28" / "grid8b"
+_PATH = REPO / "benchmarks" / "zero3_floor.py"
+_spec = importlib.util.spec_from_file_location("zero3_floor_bench", _PATH)
+bench = importlib.util.module_from_spec(_spec)
+sys.modules["zero3_floor_bench"] = bench
+_spec.loader.exec_module(bench)
+
+
+def _backend(**knobs) -> dict:
+    return {
+        "name": "deepspeed",
+        "zero_stage": 3,
+        "offload_optimizer": "none",
+        "offload_param": "none",
+        **knobs,
+    }
+
+
+@pytest.mark.parametrize(
+    ("model", "tensors"),
+    [
+        ({"arch": "llama", "n_layer": 32, "tie_embeddings": False}, 291),  # Llama 3.1 8B
+        ({"arch": "llama", "n_layer": 16, "tie_embeddings": True}, 146),  # Llama 3.2 1B
+        ({"arch": "gpt2", "n_layer": 24}, 292),  # gpt-1.3b
+        ({"arch": "hf", "n_layer": 24}, None),
+        ({"arch": "llama"}, None),
+    ],
+)
+def test_hooked_tensors_counts_every_parameter_tensor(model: dict, tensors: int | None) -> None:
+    assert zero3_floor.hooked_tensors(model) == tensors
+
+
+@pytest.mark.parametrize(
+    ("backend", "world", "device", "applies"),
+    [
+        (_backend(), 1, "cuda", True),
+        (_backend(), "1", "cuda", True),
+        (_backend(), 2, "cuda", False),  # several GPUs: not modelled
+        (_backend(), 1, "cpu", False),  # fitted on GPU hosts only
+        (_backend(zero_stage=2), 1, "cuda", False),
+        (_backend(offload_optimizer="cpu"), 1, "cuda", False),
+        (_backend(offload_param="cpu"), 1, "cuda", False),
+        ({"name": "fsdp"}, 1, "cuda", False),
+    ],
+)
+def test_the_floor_applies_to_one_cuda_rank_of_zero3_without_offload(
+    backend: dict, world: object, device: str, applies: bool
+) -> None:
+    assert zero3_floor.applies_to(backend, world, device) is applies
+
+
+def test_the_fit_recovers_a_constructed_floor_per_parameter() -> None:
+    """Steps made as ``W + c P`` with c = 90 ps give back c; nothing usable gives None."""
+    c = 90e-12
+    pairs = [(w + c * p, w, p) for w, p in ((0.27, 8.03e9), (0.6, 8.03e9), (0.17, 1.24e9), (0.3, 1.3e9))]
+    assert zero3_floor.fit(pairs) == pytest.approx(c, rel=1e-9)
+    assert zero3_floor.fit([]) is None
+    assert zero3_floor.fit([(1.0, 0.0, 1e9)]) is None
+
+
+def test_the_floor_is_added_to_the_compute_and_named_but_not_to_the_layer_probes_step() -> None:
+    compute = Compute(compute_s=0.3, optimizer_s=0.1, source="calibrated: x", kind="calibration")
+    floored = zero3_floor.with_floor(compute, 8.03e9)
+    assert floored.compute_s == pytest.approx(0.3 + zero3_floor.PER_PARAMETER_S * 8.03e9)
+    assert floored.optimizer_s == 0.1
+    assert floored.source.startswith("calibrated: x; ZeRO-3 floor 0.715 s (89 ps x 8.03e+09 parameters")
+    assert "benchmarks/zero3_floor.py" in floored.source
+    layers = Compute(compute_s=1.0, optimizer_s=0.0, source="layers", kind="layers")
+    assert zero3_floor.with_floor(layers, 8.03e9) == layers
+
+
+def test_a_committed_zero3_record_gives_its_step_less_its_floor() -> None:
+    """The grid's Llama 3.1 8B ZeRO-3 record (one H200, mb3 full): measured_parts' step is the mean step
+    less 89 ps x 8.03e9 parameters, said in ``how``; the single record of the same set-up is unchanged."""
+    zero3 = read_json(GRID8B / "zero3" / "8" / "metrics.json")
+    single = read_json(GRID8B / "single" / "8" / "metrics.json")
+    assert zero3_floor.applies(zero3) and not zero3_floor.applies(single)
+    n_params = zero3["model"]["n_params"]
+    step, _, _, how = pr.measured_parts("zero3/8", zero3)
+    assert step == pytest.approx(zero3["metrics"]["iteration_time_s"]["mean"] - 89e-12 * n_params)
+    assert "its ZeRO-3 floor 0.715 s taken out" in how
+    step, _, _, how = pr.measured_parts("single/8", single)
+    assert step == single["metrics"]["iteration_time_s"]["mean"] and "floor" not in how
+
+
+def _records(folder: Path) -> list[tuple[str, dict]]:
+    return [(str(p.relative_to(folder)), read_json(p)) for p in sorted(folder.rglob("metrics.json"))]
+
+
+def test_the_grids_zero3_steps_are_predicted_with_the_floor_from_their_other_micro_batches() -> None:
+    """Each ok ZeRO-3 record of the committed Llama 3.1 8B grid, predicted (``analysis --predict``) from the
+    grid's other records less its own set-up: its ZeRO-3 neighbour of another micro batch or policy, the
+    floor taken out and put back. Measured 1.115-1.392 s whatever the micro batch; with the floor every
+    prediction is within 35% and the median within 15%; without it (the same call, c = 0) the median
+    error is over 35% (the recorded before-run predictions: a median 28-47% off)."""
+    records = _records(GRID8B)
+    errors: dict[float, list[float]] = {0.0: [], zero3_floor.PER_PARAMETER_S: []}
+    kept = zero3_floor.PER_PARAMETER_S
+    for name, record in records:
+        if not name.startswith("zero3/") or record["status"] != "ok":
+            continue
+        others = [(n, r) for n, r in records if n != name]
+        measured = record["metrics"]["iteration_time_s"]["mean"]
+        for c in errors:
+            zero3_floor.PER_PARAMETER_S = c
+            try:
+                made = predict_record(name, record, others)
+            finally:
+                zero3_floor.PER_PARAMETER_S = kept
+            errors[c].append(made["iteration_time_s"] / measured - 1)
+            assert ("ZeRO-3 floor" in made["source"]) is (c > 0), made["source"]
+    with_floor, without = sorted(abs(e) for e in errors[kept]), sorted(abs(e) for e in errors[0.0])
+    assert len(with_floor) == 7
+    assert with_floor[3] < 0.15 and with_floor[-1] < 0.35, errors[kept]
+    assert without[3] > 0.35, errors[0.0]
+
+
+def test_the_constant_is_the_fit_over_the_committed_records() -> None:
+    """PER_PARAMETER_S is what benchmarks/zero3_floor.py fits over every committed one-GPU ZeRO-3 record
+    with a single record of its set-up (47 on H100 and H200), to the picosecond."""
+    found = [x for x in bench.rows([REPO / "benchmarks" / "results"]) if x["W"] and x["params"]]
+    assert len(found) >= 47
+    assert len({x["model"] for x in found}) >= 4 and len({x["gpu"] for x in found}) == 2
+    fitted = zero3_floor.fit([(x["T"], x["W"], x["params"]) for x in found])
+    assert fitted == pytest.approx(zero3_floor.PER_PARAMETER_S, abs=1e-12)
