@@ -1,26 +1,33 @@
 """ZeRO-3's host floor on one GPU: is a one-GPU DeepSpeed ZeRO-3 step its GPU work, the GPU work plus a
 floor, or the larger of the two (issue 41, "DeepSpeed's own overheads per stage")?
 
-Usage (CPU, no torch; from anywhere)::
+Usage (CPU; torch only through Hydra's compose for ``--job``; from anywhere)::
 
-    python benchmarks/zero3_floor.py [DIR ...] [--list]
+    python benchmarks/zero3_floor.py [DIR ...] [--job]
 
 Reads every record under each ``DIR`` (default ``benchmarks/results``) with
 :func:`flopsweep.forecast.calibration_records`. For each ``ok`` one-rank ZeRO-3 record (backend
-``deepspeed``, ``zero_stage`` 3, no offload) the GPU work ``W`` is the mean step of a ``single``
-record of the same set-up (:func:`flopsweep.predict.calibration_key`: model, kernel, precision,
-policy, compile, micro batch) on the same GPU kind (:func:`flopsweep.nearest.gpu_kind`), the median
-over such records; ``T`` is the ZeRO-3 mean step. Profiled ZeRO-3 records (``metrics.breakdown``)
-add the GPU's idle share. Printed (markdown):
+``deepspeed``, ``zero_stage`` 3, CUDA, no offload: :func:`flopsweep.zero3_floor.applies`) the GPU
+work ``W`` is the mean step of the ``single`` records of the same set-up
+(:func:`flopsweep.predict.calibration_key`: model, kernel, precision, policy, compile, micro batch) on
+the same GPU kind (:func:`flopsweep.nearest.gpu_kind`), their median; ``T`` is the ZeRO-3 mean step.
+Printed (markdown):
 
 1. per record: GPU, model, blocks, parameter tensors (:func:`flopsweep.zero3_floor.hooked_tensors`),
-   micro batch, policy, compile, ``T``, ``W``, ``T/W``, ``T-W``, idle share;
-2. per (GPU, model, compile) group with two or more micro batches: ``T`` against ``W`` (slope of a
-   least-squares line): a floor that does not move with the work (``max``) has slope ~0 while
-   ``W`` is below it, an added floor (``sum``) slope ~1;
-3. leave-one-model-out: the floor per parameter tensor fitted on the other models of the same GPU
-   kind and compile, and the error of ``max(W, F)`` and ``W + F`` on the left-out model's records
-   (median, p90, worst |error|), against the bare ``W`` (what a calibration without a floor assumes).
+   micro batch, policy, compile, ``T``, ``W``, ``T/W``, ``T-W``, the fitted floor, and for a profiled
+   record (``metrics.breakdown``) the GPU's idle share and seconds (scaled to ``T``);
+2. per (GPU, model, compile) group whose ``W`` spans 50 ms or more: the least-squares slope of ``T`` on
+   ``W``: a floor that the work hides (``max``) gives ~0 while ``W`` is below it, an added one ~1;
+3. leave-one-model-out, per step model (``W`` alone; ``max`` and sum of ``W`` and a floor per parameter
+   tensor or per parameter): fitted on the other models' records (every GPU), the error on the left-out
+   model's, median, p90 and worst, and per model; the constant fitted on all;
+4. ``W + c P`` fitted per GPU kind and per compile, each group predicted from the others' ``c``;
+5. the prediction of every such record (:func:`flopsweep.predict_record.predict_record`, ``analysis
+   --predict``) from the others less its own set-up, without the floor (``PER_PARAMETER_S`` 0 for the
+   call) and with it, beside the records' own before-run predictions;
+6. with ``--job``: the job's prediction (:func:`flopsweep.forecast.prediction` from the shipped records,
+   each record's ``run.overrides`` composed by Hydra and placed on its GPU as ``plan=true`` places it),
+   without and with the floor, over all and over the session 27/28 grids.
 """
 
 from __future__ import annotations
@@ -82,6 +89,7 @@ def rows(directories: list[Path]) -> list[dict]:
         w = singles.get((kind, pr.calibration_key(r)))
         b = value_at(r, ("metrics", "breakdown"))
         idle = b["idle_s"] / b["step_s"] if isinstance(b, dict) and (b.get("step_s") or 0) > 0 else None
+        step = value_at(r, ("metrics", "iteration_time_s", "mean"))
         out.append(
             {
                 "name": name,
@@ -93,7 +101,7 @@ def rows(directories: list[Path]) -> list[dict]:
                 "mb": value_at(r, ("config", "batch", "micro_batch_size")),
                 "policy": _policy(r),
                 "compile": bool(value_at(r, ("config", "compile"))),
-                "T": value_at(r, ("metrics", "iteration_time_s", "mean")),
+                "T": step,
                 "W": _median(w) if w else None,
                 "idle": idle,
             }
@@ -115,8 +123,9 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
 
 def table(found: list[dict]) -> str:
     lines = [
-        "| GPU | model | blocks | tensors | mb | policy | compile | T s | W s | T/W | T-W s | idle |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| GPU | model | blocks | tensors | mb | policy | compile | T s | W s | T/W | T-W s | floor s | idle "
+        "| idle s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for x in found:
         ratio = x["T"] / x["W"] if x["W"] else None
@@ -124,7 +133,8 @@ def table(found: list[dict]) -> str:
         lines.append(
             f"| {x['gpu']} | {x['model']} | {x['blocks']} | {x['tensors']} | {x['mb']} | {x['policy']} | "
             f"{'yes' if x['compile'] else 'no'} | {x['T']:.3f} | {_fmt(x['W'])} | {_fmt(ratio, '.2f')} | "
-            f"{_fmt(gap)} | {_fmt(x['idle'], '.0%')} |"
+            f"{_fmt(gap)} | {_fmt(x['params'] and zero3_floor.floor_s(x['params']))} | "
+            f"{_fmt(x['idle'], '.0%')} | {_fmt(x['idle'] and x['idle'] * x['T'])} |"
         )
     return "\n".join(lines)
 

@@ -1,5 +1,5 @@
 """DeepSpeed ZeRO-3's own overhead on one GPU: a step time per parameter added to the GPU work
-(issue 41, "DeepSpeed's own overheads per stage"; docs/prediction.md, "ZeRO-3's floor on one GPU").
+(issue 41, "DeepSpeed's own overheads per stage"; docs/prediction-zero3.md).
 Torch-free.
 
 A one-GPU ZeRO-3 step (CUDA, no offload) is the step of the same set-up without DeepSpeed (backend
