@@ -324,7 +324,9 @@ def transfer(
 
     at_m = rates if measured_rates is None else measured_rates
     try:
-        step, optimizer, exposed, _ = measured_parts(m.name, m.record, rate=at_m.get(m.backend[2]))
+        step, optimizer, exposed, _ = measured_parts(
+            m.name, m.record, rate=at_m.get(m.backend[2]), target=target.workload
+        )
     except PredictionError:
         return None
     if target.backend[2] == HOST == m.backend[2]:  # both step on the host: per parameter, not per FLOP

@@ -424,7 +424,11 @@ by 9-40% (benchmarks/RESULTS.md, "Predicted step time")."""
 
 
 def measured_parts(
-    name: str, record: dict[str, Any], *, rate: tuple[float, str] | None = None
+    name: str,
+    record: dict[str, Any],
+    *,
+    rate: tuple[float, str] | None = None,
+    target: Workload | None = None,
 ) -> tuple[float, float | None, float, str]:
     """``(step, optimizer, exposed, how)`` of a measured record: its mean step time; its optimizer
     and exposed communication from its profile (``metrics.breakdown``, scaled to the mean step) when
@@ -433,8 +437,10 @@ def measured_parts(
     per rank, else None (it stays in the compute); without a profile, a multi-rank record's exposed
     communication is the model's own, at its probe's bandwidths. A one-GPU ZeRO-3 record's step is
     given less its floor (:func:`flopsweep.zero3_floor.record_floor`, where something is left), which
-    does not scale with the work. ``how`` says what was assumed (the rate, a host-bound profile:
-    :data:`HOST_BOUND`, the floor), for a ``source``.
+    does not scale with the work, unless the ``target`` it is carried to is ZeRO-3 on several ranks
+    (:func:`flopsweep.zero3_floor.kept_for`: not modelled there, carried over as before). ``how``
+    says what was assumed (the rate, a host-bound profile: :data:`HOST_BOUND`, the floor), for a
+    ``source``.
 
     Raises:
         PredictionError: a record without the counts the model needs (:func:`workload_from_record`).
@@ -451,7 +457,7 @@ def measured_parts(
     if optimizer is None and rate is not None:
         optimizer = rate[0] * cal.n_params / (cal.degree("tp") * cal.degree("pp") * optimizer_shards(cal))
         how = f" (optimizer {rate[0] * 1e12:.3g} ps per parameter a rank updates: {rate[1]})"
-    floor = zero3_floor.record_floor(record, cal.n_params)  # ZeRO-3's own, not scaled with the work
+    floor = 0.0 if zero3_floor.kept_for(target) else zero3_floor.record_floor(record, cal.n_params)
     floored = bool(floor) and step - floor - (optimizer or 0.0) - (exposed or 0.0) > 0
     if floored:
         step -= floor
@@ -484,7 +490,7 @@ def calibration_compute(
     """:func:`compute_from_calibration` from a calibration record: its step, optimizer and exposed
     communication as :func:`measured_parts` reads them (``rate``: the optimizer's seconds per
     parameter a rank updates where the profile does not separate it)."""
-    step, optimizer, exposed, how = measured_parts(name, record, rate=rate)
+    step, optimizer, exposed, how = measured_parts(name, record, rate=rate, target=target)
     return compute_from_calibration(
         target,
         calibration=workload_from_record(record),

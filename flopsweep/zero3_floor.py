@@ -14,7 +14,8 @@ prediction (:func:`flopsweep.predict.measured_parts` for a one-GPU ZeRO-3 calibr
 record, :func:`with_floor` for the target) takes the floor out of a measured ZeRO-3 step before its
 work is scaled to the target and puts the target's floor back. The layer probe (``compute_source:
 layers``) times the whole step, floor included, and is left as it is; several GPUs are not modelled
-(their records overlap the floor with communication). The floor is the hosts': the H100 and H200
+(their records overlap the floor with communication): a ZeRO-3 target on several ranks carries a
+one-GPU record's step over whole (:func:`kept_for`). The floor is the hosts': the H100 and H200
 machines the records ran on agree within the fit's spread, and it is not scaled for another host.
 """
 
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flopsweep.record import value_at
-from flopsweep.workload import Compute
+from flopsweep.workload import Compute, Workload
 
 PER_PARAMETER_S = 89e-12
 """ZeRO-3's own seconds per model parameter per step on one GPU (89 ps: 0.11 s for Llama 3.2 1B, 0.71 s
@@ -82,6 +83,19 @@ def applies(record: Mapping[str, Any]) -> bool:
     backend = value_at(record, ("config", "backend"))
     device = value_at(record, ("config", "device"))
     return isinstance(backend, Mapping) and applies_to(backend, world, device)
+
+
+def kept_for(target: Workload | None) -> bool:
+    """Whether a measured one-GPU ZeRO-3 step keeps its floor when carried to ``target``: a ZeRO-3
+    target on several ranks, where the floor is not modelled (their records overlap it with
+    communication; Llama 3.1 8B on two H200s ran faster than on one) and the measured step is carried
+    over whole, as before the floor. False for None (no target named)."""
+    return (
+        target is not None
+        and target.backend == "deepspeed"
+        and target.zero_stage == 3
+        and target.world_size > 1
+    )
 
 
 def floor_s(n_params: float) -> float:

@@ -142,3 +142,20 @@ def test_the_constant_is_the_fit_over_the_committed_records() -> None:
     assert len({x["model"] for x in found}) >= 4 and len({x["gpu"] for x in found}) == 2
     fitted = zero3_floor.fit([(x["T"], x["W"], x["params"]) for x in found])
     assert fitted == pytest.approx(zero3_floor.PER_PARAMETER_S, abs=1e-12)
+
+
+def test_a_zero3_target_on_several_gpus_carries_a_one_gpu_step_over_whole() -> None:
+    """Several GPUs are not modelled: the one-GPU gpt-1.3b ZeRO-3 record (h200x2/scaling/8) calibrating the
+    two-GPU one (scaling/9, measured slower than one GPU) keeps its floor; carried to a one-GPU ZeRO-3 or a
+    two-GPU FSDP2 target it gives its step less the floor."""
+    scaling = REPO / "benchmarks" / "results" / "h200x2" / "scaling"
+    one, two = (read_json(scaling / str(i) / "metrics.json") for i in (8, 9))
+    mean = one["metrics"]["iteration_time_s"]["mean"]
+    floor = zero3_floor.floor_s(one["model"]["n_params"])
+    two_gpus = pr.workload_from_record(two)
+    assert zero3_floor.kept_for(two_gpus) and not zero3_floor.kept_for(None)
+    assert pr.measured_parts("8", one, target=two_gpus)[0] == mean
+    assert pr.measured_parts("8", one, target=pr.workload_from_record(one))[0] == pytest.approx(mean - floor)
+    fsdp = pr.workload_from_record({**two, "config": {**two["config"], "backend": {"name": "fsdp"}}})
+    assert not zero3_floor.kept_for(fsdp)
+    assert pr.measured_parts("8", one, target=fsdp)[0] == pytest.approx(mean - floor)
