@@ -16,6 +16,8 @@ own set-up (its repeats, the same config less the rank count on the same GPU):
 - ``nearest``: :func:`flopsweep.nearest.nearest_compute` over the other set-ups' records (its optimizer
   rate over them too), else the ``flops`` estimate (counted under ``fell back``).
 
+A one-GPU ZeRO-3 record's predictions get its floor added, as the job's do (:mod:`flopsweep.zero3_floor`).
+
 Prints one markdown table: per backend (a ZeRO stage named) and over all records, the records, and of
 each prediction the median, 90th percentile and worst |error|, the error being
 (predicted - measured) / measured mean step. ``--list`` prints each record's errors and source instead.
@@ -40,7 +42,7 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from flopsweep import forecast, nearest  # noqa: E402 - after the path
+from flopsweep import forecast, nearest, zero3_floor  # noqa: E402 - after the path
 from flopsweep import predict as pr  # noqa: E402
 
 DEFAULT_DIR = HERE / "results" / "h200"
@@ -93,6 +95,11 @@ def evaluate(directory: Path, source: Path | None = None, rates_from: Path | Non
             others = [(n, r) for n, r in records if n != m.name]
             found, why, _ = nearest.nearest_compute(m, pool, others + profiles)
         flat = _flops(m)
+        if zero3_floor.applies(
+            m.record
+        ):  # as the job: ZeRO-3's floor on one GPU added (flopsweep.zero3_floor)
+            flat += zero3_floor.floor_s(m.workload.n_params)
+            found = zero3_floor.with_floor(found, m.workload.n_params) if found else None
         made = found.compute_s + found.optimizer_s if found else flat
         rows.append(
             {

@@ -8,7 +8,7 @@ A one-GPU ZeRO-3 step (CUDA, no offload) is the step of the same set-up without 
     t_step(ZeRO-3, 1 GPU) = t_step(single) + c x P        c = PER_PARAMETER_S,  P = model parameters
 
 ``benchmarks/zero3_floor.py`` fits ``c`` over every committed one-GPU ZeRO-3 record with a ``single``
-record of its set-up (47 records, 5 models, H100 and H200 hosts, eager and compiled) and tests it
+record of its set-up (47 records, 4 models, H100 and H200 hosts, eager and compiled) and tests it
 leave-one-model-out against ``max(t_single, floor)`` and a floor per hooked parameter tensor. The
 prediction (:func:`flopsweep.predict.measured_parts` for a one-GPU ZeRO-3 calibration or nearest
 record, :func:`with_floor` for the target) takes the floor out of a measured ZeRO-3 step before its
