@@ -38,17 +38,18 @@ from flopsweep.workload import Compute, PredictionError, Workload
 RULE = (
     "same device type, precision and compile (required); the same GPU kind first, another scaled by the "
     "datasheet peak ratio; then the same attention kernel; dense or mixture of experts alike; the same "
-    "backend, ZeRO stage and optimizer (on the GPU or the host); the same checkpointing policy; "
+    "backend, ZeRO stage and optimizer (on the GPU or the host); "
     "the nearest model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)| + "
     "|ln(sequence length ratio)|; the nearest "
-    "world size; the same backend knobs; the name"
+    "world size; the same backend knobs; one set-up whatever its policy (the siblings' shared base); "
+    "in it the same checkpointing policy, else selective last and the nearest recompute share; the name"
 )
 """The picking rule (:func:`candidates`) in full (docs/prediction-nearest.md)."""
 
 RULE_SHORT = (
     "same GPU kind (else scaled), precision and compile; then kernel, dense or MoE, backend and stage, "
-    "optimizer side, policy, nearest parameters, tokens per micro batch and sequence length, world size, "
-    "backend knobs (docs/prediction-nearest.md)"
+    "optimizer side, nearest parameters, tokens per micro batch and sequence length, world size, "
+    "backend knobs, then in that set-up the policy (docs/prediction-nearest.md)"
 )
 """:data:`RULE` in the words every ``nearest`` source ends with: each key :func:`order` sorts by."""
 
@@ -91,6 +92,9 @@ class Measured:
     """Tokens per micro batch: ``micro_batch_size x seq_len``."""
     world: int
     workload: Workload
+    base: str | None = None
+    """The set-up whatever its checkpointing policy (:func:`base_key`): the records one target's
+    policy siblings share (:func:`order` sorts by it ahead of the policy)."""
 
 
 def gpu_kind(device_name: Any) -> str | None:
@@ -141,7 +145,20 @@ def describe(
         tokens=w.micro_batch_size * w.seq_len,
         world=w.world_size,
         workload=w,
+        base=base_key({**record, "system": system}),
     )
+
+
+def base_key(record: dict[str, Any]) -> str | None:
+    """:func:`flopsweep.identity.setup_key` of ``record`` with its checkpointing policy set to ``none``
+    (its stored ``run`` keys left out): one key for the records of a set-up at every policy, on the same
+    GPU; None for a record without a config or of a schema it cannot read."""
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return None
+    plain = {k: v for k, v in record.items() if k != "run"}
+    plain["config"] = {**config, "activation_checkpointing": {"name": "none"}}
+    return _setup(plain)
 
 
 def _moe(record: dict[str, Any], w: Workload) -> bool:
@@ -162,8 +179,26 @@ def _log_gap(a: float, b: float) -> float:
     return abs(math.log(a / b)) if a > 0 and b > 0 else math.inf
 
 
+DISPATCH_POLICIES = ("selective",)
+"""Policies whose step pays a cost beyond its counted FLOPs (``selective``: the per-operator dispatch of
+its policy function), so that its rate on hardware FLOPs is not another policy's: a base set-up's record
+of such a policy stands for another policy only where the base measured no other (:func:`order`)."""
+
+
+def recompute_share(m: Measured) -> float:
+    """Hardware over model FLOPs of ``m``'s step (1: no recompute; :func:`hardware_flops`)."""
+    model = m.workload.model_flops / m.workload.world_size
+    return hardware_flops(m) / model if model > 0 else 1.0
+
+
 def order(target: Measured, m: Measured) -> tuple[Any, ...]:
-    """The sort key of :data:`RULE` (smaller: nearer)."""
+    """The sort key of :data:`RULE` (smaller: nearer). No key ahead of the base set-up
+    (:attr:`Measured.base`) reads the target's checkpointing policy, so the targets that differ only
+    in it (a plan's policy siblings) take one base set-up, each its own policy's record there when
+    measured, else the one of the nearest recompute share (:data:`DISPATCH_POLICIES` last), scaled by
+    the hardware FLOPs
+    (:func:`transfer`): a policy's order against its siblings is its base's measured one, or the
+    recompute FLOPs' where its base did not run it, never another set-up's (docs/prediction-nearest.md)."""
     return (
         m.gpu != target.gpu,
         m.attention != target.attention,
@@ -171,7 +206,6 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
         m.backend[0] != target.backend[0],
         m.backend[1] != target.backend[1],
         m.backend[2] != target.backend[2],
-        m.policy != target.policy,
         round(
             _log_gap(target.n_params, m.n_params)
             + _log_gap(target.tokens, m.tokens)
@@ -180,6 +214,10 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
         ),
         _log_gap(target.world, m.world),
         m.knobs != target.knobs,
+        m.base or m.name,
+        m.policy != target.policy,
+        m.policy in DISPATCH_POLICIES,
+        round(_log_gap(recompute_share(target), recompute_share(m)), 9),
         m.name,
     )
 
