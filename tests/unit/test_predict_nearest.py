@@ -109,9 +109,11 @@ def test_the_same_set_up_is_never_used() -> None:
 
 
 def test_the_picking_order() -> None:
-    """Backend, then policy, then the nearest model: a record of the same backend and policy on another
-    model beats one of the same model on another policy, which beats one of another backend; another
-    precision is never used."""
+    """Backend, then the nearest model, then in that set-up the policy: a record of the same model on
+    another policy (the target's base set-up) beats one of another model on the same policy, which
+    beats one of another backend; another precision is never used. The policy is sorted after the
+    base so that a plan's policy siblings take one base (issue 42: each took its own policy's nearest,
+    and ZeRO-3 ``full`` came out faster than ``none``)."""
     target = record(model="m1")
     pool = {
         "other-policy": record(model="m1", policy="full", step=1.3),
@@ -119,10 +121,10 @@ def test_the_picking_order() -> None:
         "bigger-model": record(model="m2", n_params=2 * P, step=2.2),
         "fp8": record(model="m1", precision="fp8", step=0.5),
     }
-    assert predicted(target, pool)[2].name == "bigger-model"
-    del pool["bigger-model"]
     assert predicted(target, pool)[2].name == "other-policy"
     del pool["other-policy"]
+    assert predicted(target, pool)[2].name == "bigger-model"
+    del pool["bigger-model"]
     assert predicted(target, pool)[2].name == "other-backend"
     del pool["other-backend"]
     found, why, _ = predicted(target, pool)
@@ -133,6 +135,42 @@ def test_the_picking_order() -> None:
     assert predicted(target, pool)[2].name == "x1.5"
     pool["x1.5"] = record(model="m4", n_params=P * 3 // 2, mbs=16)  # |ln 1.5| + |ln 4| = 1.79
     assert predicted(target, pool)[2].name == "x4"
+
+
+def _policy_record(policy: str, step: float, **kw) -> dict:
+    """:func:`record` with the hardware FLOPs of ``policy`` (full: the forward again, x4/3; selective:
+    x1.1), so that the recompute share tells the policies apart."""
+    out = record(policy=policy, step=step, **kw)
+    metrics = out["metrics"]
+    metrics["hardware_flops_per_iteration"] *= {"none": 1.0, "selective": 1.1, "full": 4 / 3}[policy]
+    return out
+
+
+def test_policy_siblings_take_one_base_set_up() -> None:
+    """Targets that differ only by policy take the same base set-up (the same model, micro batch and
+    backend measured at other policies beats another model measured at their own): each its own
+    policy's record where the base ran it, else the nearest recompute share with ``selective`` last
+    (its per-operator dispatch is a cost beyond its FLOPs); the compute is the target's hardware FLOPs
+    at that record's rate, so ``none`` is never slower than a policy that recomputes."""
+    pool = {
+        "base-full": _policy_record("full", 1.2),
+        "base-selective": _policy_record("selective", 1.25),
+        "m2-none": _policy_record("none", 0.4, model="m2", n_params=P // 4, mbs=8),  # |ln 4| = 1.39
+        "m2-full": _policy_record("full", 0.9, model="m2", n_params=P // 4, mbs=8),
+    }
+    targets = {p: _policy_record(p, 1.0, mbs=8) for p in ("none", "selective", "full")}  # |ln 2| = 0.69
+    picked = {p: predicted(target, pool) for p, target in targets.items()}
+    assert {p: found[2].name for p, found in picked.items()} == {
+        "none": "base-full",  # full, not selective: its rate is its FLOPs'
+        "selective": "base-selective",
+        "full": "base-full",
+    }
+    step = {p: found[0].compute_s for p, found in picked.items()}
+    assert step["none"] == pytest.approx(1.2 * 3 / 4 * 2)  # full's rate over none's FLOPs at 8 / 4 tokens
+    assert step["none"] < step["full"] and step["none"] < step["selective"]
+    assert "differs in activation_checkpointing none vs full" in picked["none"][0].source
+    del pool["base-full"]  # only selective measured: it stands for the others
+    assert predicted(targets["none"], pool)[2].name == "base-selective"
 
 
 def test_another_gpu_is_scaled_by_the_datasheet_and_said_so() -> None:
