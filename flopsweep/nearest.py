@@ -24,6 +24,7 @@ both, it stays inside ``R``. Torch-free. Units: seconds, FLOP.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -37,20 +38,20 @@ from flopsweep.text import plural
 from flopsweep.workload import Compute, PredictionError, Workload
 
 RULE = (
-    "same device type, precision and compile (required); the same GPU kind first, another scaled by the "
-    "datasheet peak ratio; then the same attention kernel; dense or mixture of experts alike; the same "
-    "backend, ZeRO stage and optimizer (on the GPU or the host); "
-    "the nearest model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)| + "
-    "|ln(sequence length ratio)|; the nearest "
-    "world size; the same backend knobs; one set-up whatever its policy (the siblings' shared base); "
-    "in it the same checkpointing policy, else selective last and the nearest recompute share; the name"
+    "same device type, precision and compile (required); a GPU kind of the same datasheet peak first (H100 "
+    "and H200 SXM alike), another scaled by the peak ratio; then the same attention kernel; dense or mixture "
+    "of experts alike; the same backend, ZeRO stage and optimizer (on the GPU or the host); the nearest "
+    "model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)| + |ln(sequence length ratio)|; "
+    "the nearest world size; the same backend knobs; the same GPU kind; one set-up whatever its policy "
+    "(the siblings' shared base); in it the same checkpointing policy, else selective last and the nearest "
+    "recompute share; the name"
 )
 """The picking rule (:func:`candidates`) in full (docs/prediction-nearest.md)."""
 
 RULE_SHORT = (
-    "same GPU kind (else scaled), precision and compile; then kernel, dense or MoE, backend and stage, "
+    "same GPU peak (else scaled), precision and compile; then kernel, dense or MoE, backend and stage, "
     "optimizer side, nearest parameters, tokens per micro batch and sequence length, world size, "
-    "backend knobs, then in that set-up the policy (docs/prediction-nearest.md)"
+    "backend knobs, GPU kind, then in that set-up the policy (docs/prediction-nearest.md)"
 )
 """:data:`RULE` in the words every ``nearest`` source ends with: each key :func:`order` sorts by."""
 
@@ -192,29 +193,32 @@ def recompute_share(m: Measured) -> float:
     return hardware_flops(m) / model if model > 0 else 1.0
 
 
+def same_peak(target: Measured, m: Measured) -> bool:
+    """Whether ``m``'s GPU kind has ``target``'s known datasheet peak for its precision (H100 SXM, H200
+    SXM): :func:`order` takes them as one kind (the same kind a tie-break after the model), so one set-up
+    on either takes one base record, x1 (before, an 8B H100 run took a gpt-2.7b H100 record, its H200
+    twin 8B's own, and the H100 came out faster)."""
+    peak = _peak(target.gpu, target.precision)
+    return peak is not None and peak == _peak(m.gpu, target.precision)
+
+
 def order(target: Measured, m: Measured) -> tuple[Any, ...]:
-    """The sort key of :data:`RULE` (smaller: nearer). No key ahead of the base set-up
-    (:attr:`Measured.base`) reads the target's checkpointing policy, so the targets that differ only
-    in it (a plan's policy siblings) take one base set-up, each its own policy's record there when
-    measured, else the one of the nearest recompute share (:data:`DISPATCH_POLICIES` last), scaled by
-    the hardware FLOPs
-    (:func:`transfer`): a policy's order against its siblings is its base's measured one, or the
-    recompute FLOPs' where its base did not run it, never another set-up's (docs/prediction-nearest.md)."""
+    """The sort key of :data:`RULE` (smaller: nearer). No key ahead of the base set-up (:attr:`Measured.base`)
+    reads the target's policy, so targets that differ only in it (a plan's policy siblings) take one base
+    set-up, each its own policy's record there, else the nearest recompute share's (:data:`DISPATCH_POLICIES`
+    last) scaled by the hardware FLOPs (:func:`transfer`; docs/prediction-nearest.md). No key ahead of the
+    model reads the GPU kind beyond its peak (:func:`same_peak`)."""
     return (
-        m.gpu != target.gpu,
+        m.gpu != target.gpu and not same_peak(target, m),
         m.attention != target.attention,
         m.moe != target.moe,
         m.backend[0] != target.backend[0],
         m.backend[1] != target.backend[1],
         m.backend[2] != target.backend[2],
-        round(
-            _log_gap(target.n_params, m.n_params)
-            + _log_gap(target.tokens, m.tokens)
-            + _log_gap(target.workload.seq_len, m.workload.seq_len),
-            9,
-        ),
+        model_gap(target, m),
         _log_gap(target.world, m.world),
         m.knobs != target.knobs,
+        m.gpu != target.gpu,
         m.base or m.name,
         m.policy != target.policy,
         m.policy in DISPATCH_POLICIES,
@@ -408,6 +412,11 @@ def nearest_compute(
     ranked, why = candidates(target, pool)
     if not ranked:
         return None, f"no nearest set-up: {why}", None
+    others = [  # selective's dispatch measured with the other compile setting too (:func:`dispatch`)
+        m
+        for c in sorted({str(m.compile) for m in pool} - {str(target.compile)})
+        for m in candidates(dataclasses.replace(target, compile=c), pool)[0]
+    ]
     own = {target.setup} if target.setup is not None else set()
     source = [
         (n, r)
@@ -452,7 +461,8 @@ def nearest_compute(
             t = transfer(target, m, rates={f: rates(f, on) for f in fams}, measured_rates=measured)
             return t.rate_tflops if t is not None and t.host_ns is None else None
 
-        carried = dispatch(target, first, ranked, rate_of) if done[0].host_ns is None else (1.0, "")
+        evidence = ranked + others
+        carried = dispatch(target, first, evidence, rate_of) if done[0].host_ns is None else (1.0, "")
         return _compute(target, first, done, table, carried), "", first
     return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
 
@@ -478,41 +488,56 @@ def dispatch(
     target: Measured, first: Measured, ranked: Sequence[Measured], rate_of: Callable[[Measured], float | None]
 ) -> tuple[float, str]:
     """The factor on the compute carried from ``first`` where one of the target's policy and ``first``'s
-    is a :data:`DISPATCH_POLICIES` policy and the other is not, and its words: over every set-up of
-    ``ranked`` of the target's backend, stage and optimizer side that measured both that policy and
-    another (its records on one GPU kind and world size), the ratio of the other policies' rate on
-    hardware FLOPs (``rate_of``, TFLOP/s) to that policy's, the median of the set-ups' (one set-up's
-    repeats are noisy: FSDP2 gpt-1.3b ``selective`` on one H200 ran 1.10 to 1.59 x slower per FLOP
-    than ``full``); the target's compute times it (or over it, the other way round). ``(1.0, "")``
-    where both or neither are; 1 and said where no set-up measured both."""
+    is a :data:`DISPATCH_POLICIES` policy and the other not, and its words: the other policies' rate on
+    hardware FLOPs (``rate_of``) over that policy's in the nearest set-up of ``ranked`` that ran both (on
+    one GPU kind and world size): by :func:`model_gap`, then compile, backend and world size; the median
+    of ties. Its share falls with the operators' size (FSDP2 on one H200: gpt-1.3b ``selective`` 1.10
+    to 1.59 x slower per FLOP than ``full``, Llama 3.1 8B 1.03 to 1.1 x), so no backend-wide median.
+    ``(1.0, "")`` where both or neither are; 1 and said where no set-up ran both."""
     mine = target.policy in DISPATCH_POLICIES
     if mine == (first.policy in DISPATCH_POLICIES):
         return 1.0, ""
     policy = target.policy if mine else first.policy
     bases: dict[tuple[str | None, int, str | None], list[Measured]] = {}
-    for m in ranked:  # the dispatch's cost is a backend's: FSDP2's hooks run around each operator too
-        if m.backend == target.backend:
-            bases.setdefault((m.base or m.name, m.world, m.gpu), []).append(m)
-    factors = []
+    for m in ranked:
+        bases.setdefault((m.base or m.name, m.world, m.gpu), []).append(m)
+    found: list[tuple[tuple[Any, ...], float, Measured]] = []
     for ms in bases.values():
         if {m.policy == policy for m in ms} != {True, False}:
             continue
         slow = [r for m in ms if m.policy == policy and (r := rate_of(m))]
         fast = [r for m in ms if m.policy not in DISPATCH_POLICIES and (r := rate_of(m))]
         if slow and fast:
-            factors.append(_median(fast) / _median(slow))
-    if not factors:
-        return (
-            1.0,
-            f"{policy}'s dispatch measured in no set-up of its backend beside another policy: "
-            "at its FLOPs' rate",
-        )
-    factor = _median(factors)
+            m = ms[0]
+            key = (model_gap(target, m), m.compile != target.compile, m.backend != target.backend)
+            found.append(((*key, _log_gap(target.world, m.world)), _median(fast) / _median(slow), m))
+    if not found:
+        return 1.0, f"{policy}'s dispatch measured in no set-up beside another policy: at its FLOPs' rate"
+    best = min(key for key, _, _ in found)
+    near = [(factor, m) for key, factor, m in found if key == best]
+    factor = _median([f for f, _ in near])
+    m = near[0][1]
+    model = _said(value_at(m.record, ("config", "model", "name")))
+    where = f"{model} {m.backend[0]} micro batch {m.workload.micro_batch_size} on {m.world} {m.gpu}"
+    where += f", compile {m.compile}" if m.compile != target.compile else ""
+    if len(near) > 1:
+        where += f" and {plural(len(near) - 1, 'tied set-up')}"
     said = (
-        f"{policy}'s dispatch: {policy} at {1 / factor:.3g} x the rate of the other policies "
-        f"(median of {plural(len(factors), 'set-up')} of {target.backend[0]} that measured both)"
+        f"{policy}'s dispatch: {policy} at {1 / factor:.3g} x the rate of the other policies, "
+        f"as measured in the nearest set-up that ran both ({where})"
     )
     return (factor if mine else 1 / factor), said
+
+
+def model_gap(target: Measured, m: Measured) -> float:
+    """:func:`order`'s model distance of ``m`` from ``target``: the ``|ln|`` of the parameters, tokens
+    per micro batch and sequence length ratios summed, to 9 places (0: the same model and micro batch)."""
+    return round(
+        _log_gap(target.n_params, m.n_params)
+        + _log_gap(target.tokens, m.tokens)
+        + _log_gap(target.workload.seq_len, m.workload.seq_len),
+        9,
+    )
 
 
 def _compute(

@@ -13,7 +13,7 @@ from flopsweep import nearest
 from flopsweep.predict_record import predict_record
 
 P = 1_000_000_000
-H200, A100 = "NVIDIA H200", "NVIDIA A100-SXM4-80GB"
+H200, A100, H100 = "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"
 
 
 def record(
@@ -186,6 +186,14 @@ def test_another_gpu_is_scaled_by_the_datasheet_and_said_so() -> None:
         target, {"h200": record(mbs=8, step=2.0), "a100": record(model="m9", n_params=4 * P, gpu=A100)}
     )
     assert first.name == "a100" and "measured on" not in found.source
+    # a GPU kind of the same peak (H100 and H200 SXM) is not another: the nearer model first, x1
+    h100 = {"h100": record(model="m9", n_params=4 * P, gpu=H100), "h200": record(mbs=8, step=2.0)}
+    found, _, first = predicted(record(gpu=H100), h100)
+    assert first.name == "h200" and "scaled by the datasheet bf16 peak ratio 1;" in found.source
+    h100["h200-m9"] = record(model="m9", n_params=4 * P)
+    assert (
+        predicted(record(model="m9", n_params=4 * P, mbs=2, gpu=H100), h100)[2].name == "h100"
+    )  # then the kind
 
 
 def test_the_optimizer_carries_over_per_parameter() -> None:
