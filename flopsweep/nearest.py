@@ -491,9 +491,8 @@ def dispatch(
     is a :data:`DISPATCH_POLICIES` policy and the other not, and its words: the other policies' rate on
     hardware FLOPs (``rate_of``) over that policy's in the nearest set-up of ``ranked`` that ran both (on
     one GPU kind and world size): by :func:`model_gap`, then compile, backend and world size; the median
-    of ties. Its share falls with the operators' size (FSDP2 on one H200: gpt-1.3b ``selective`` 1.10
-    to 1.59 x slower per FLOP than ``full``, Llama 3.1 8B 1.03 to 1.1 x), so no backend-wide median.
-    ``(1.0, "")`` where both or neither are; 1 and said where no set-up ran both."""
+    of ties (a cost per operator: FSDP2 gpt-1.3b ran ``selective`` 1.10 to 1.59 x slower per FLOP than
+    ``full``, Llama 3.1 8B 1.03 to 1.1 x). ``(1.0, "")`` where both or neither are."""
     mine = target.policy in DISPATCH_POLICIES
     if mine == (first.policy in DISPATCH_POLICIES):
         return 1.0, ""
