@@ -461,8 +461,7 @@ def nearest_compute(
             t = transfer(target, m, rates={f: rates(f, on) for f in fams}, measured_rates=measured)
             return t.rate_tflops if t is not None and t.host_ns is None else None
 
-        evidence = ranked + others
-        carried = dispatch(target, first, evidence, rate_of) if done[0].host_ns is None else (1.0, "")
+        carried = dispatch(target, first, ranked + others, rate_of) if done[0].host_ns is None else (1.0, "")
         return _compute(target, first, done, table, carried), "", first
     return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
 
@@ -490,9 +489,9 @@ def dispatch(
     """The factor on the compute carried from ``first`` where one of the target's policy and ``first``'s
     is a :data:`DISPATCH_POLICIES` policy and the other not, and its words: the other policies' rate on
     hardware FLOPs (``rate_of``) over that policy's in the nearest set-up of ``ranked`` that ran both (on
-    one GPU kind and world size): by :func:`model_gap`, then compile, backend and world size; the median
-    of ties (a cost per operator: FSDP2 gpt-1.3b ran ``selective`` 1.10 to 1.59 x slower per FLOP than
-    ``full``, Llama 3.1 8B 1.03 to 1.1 x). ``(1.0, "")`` where both or neither are."""
+    one GPU kind and world size): for a compiled target a compiled one, then by :func:`model_gap`, compile,
+    backend and world size; the median of ties (a cost per eager operator: FSDP2 gpt-1.3b eager ran
+    ``selective`` 1.10 to 1.59 x slower per FLOP than ``full``, Llama 3.1 8B compiled 1.03 to 1.1 x)."""
     mine = target.policy in DISPATCH_POLICIES
     if mine == (first.policy in DISPATCH_POLICIES):
         return 1.0, ""
@@ -508,7 +507,8 @@ def dispatch(
         fast = [r for m in ms if m.policy not in DISPATCH_POLICIES and (r := rate_of(m))]
         if slow and fast:
             m = ms[0]
-            key = (model_gap(target, m), m.compile != target.compile, m.backend != target.backend)
+            eager = target.compile != "false" and m.compile == "false"  # a cost a compiled step never pays
+            key = (eager, model_gap(target, m), m.compile != target.compile, m.backend != target.backend)
             found.append(((*key, _log_gap(target.world, m.world)), _median(fast) / _median(slow), m))
     if not found:
         return 1.0, f"{policy}'s dispatch measured in no set-up beside another policy: at its FLOPs' rate"

@@ -287,3 +287,36 @@ def test_a_record_whose_parts_cannot_be_read_is_passed_over() -> None:
     assert (
         found is None and why == "no nearest set-up: no record of the nearest set-ups has compute time left"
     )
+
+
+def test_selective_s_dispatch_comes_from_the_nearest_set_up_that_ran_both() -> None:
+    """Where ``selective`` is carried from another policy's record, its rate ratio is the nearest set-up's
+    that ran both, named in the source: the nearest model first, of either compile setting for an eager
+    run; a compiled run takes a compiled set-up first (a compiled step pays no per-operator dispatch)."""
+
+    def rec(model: str, n: int, policy: str, step: float, compiled: bool = False) -> dict:
+        out = _policy_record(policy, step, model=model, n_params=n)
+        out["config"]["compile"] = compiled
+        return out
+
+    pool = {
+        "m1-none": rec("m1", P, "none", 1.0),
+        "m1c-none": rec("m1", P, "none", 1.0, compiled=True),
+        "m2-none": rec("m2", 2 * P, "none", 1.0),  # eager, |ln 2| away: selective at half the rate
+        "m2-selective": rec("m2", 2 * P, "selective", 2.2),
+        "m3-none": rec("m3", 8 * P, "none", 1.0, compiled=True),  # compiled, |ln 8| away: at 0.8
+        "m3-selective": rec("m3", 8 * P, "selective", 1.375, compiled=True),
+    }
+    eager, _, first = predicted(rec("m1", P, "selective", 1.0), pool)
+    assert first.name == "m1-none"
+    assert "selective at 0.5 x the rate of the other policies" in eager.source, eager.source
+    assert "nearest set-up that ran both (m2 fsdp micro batch 4 on 1 H200 SXM)" in eager.source
+    compiled, _, first = predicted(rec("m1", P, "selective", 1.0, compiled=True), pool)
+    assert first.name == "m1c-none"
+    assert "selective at 0.8 x the rate" in compiled.source and "(m3 fsdp micro batch 4" in compiled.source
+    assert compiled.compute_s == pytest.approx(eager.compute_s * 1.25 / 2)
+    # an eager run of m3's size takes m3's compiled ratio, the nearest model, said so
+    big, _, _ = predicted(
+        rec("m4", 8 * P, "selective", 1.0), {**pool, "m4-none": rec("m4", 8 * P, "none", 1.0)}
+    )
+    assert "(m3 fsdp micro batch 4 on 1 H200 SXM, compile true)" in big.source, big.source
