@@ -20,7 +20,7 @@ from flopsweep.calibration_files import calibration_records
 from flopsweep.checkpointing import recompute_mode
 from flopsweep.clusters import example_gpu
 from flopsweep.comm_time import foreign_bandwidth
-from flopsweep.config import ConfigError, RunConfig
+from flopsweep.config import CheckpointingConfig, ConfigError, RunConfig
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.record import value_at
@@ -389,19 +389,15 @@ def _prediction(
             or nearest.gpu_kind(value_at(r, ("system", "device_name"))) == kind
         )
     ]
-    picked = None
-    for exact in (True, False):  # the same micro batch first, else another one scaled by tokens
-        key = pr.calibration_key({"config": _config_dict(cfg)}, micro_batch=exact)
-        picked = picked or pr.pick_calibration(
-            key,
-            layout.world_size,
-            cfg.backend.name,
-            same_group,
-            backend_config=own,
-            hostname=socket.gethostname(),
-            micro_batch=exact,
-            same_world=True,  # a record of the set-up itself, the best calibration there is
-        )
+    config = _config_dict(cfg)
+    picked = _calibration(config, layout.world_size, same_group, own)
+    sibling = None  # (policy, hardware FLOPs over its): a policy sibling's calibration, scaled by FLOPs
+    if not picked and not probed and cfg.activation_checkpointing.name in SIBLING_POLICIES:
+        for policy in (p for p in SIBLING_POLICIES if p != cfg.activation_checkpointing.name):
+            if picked := _calibration({**config, CKPT: {"name": policy}}, layout.world_size, same_group, own):
+                its = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name=policy))
+                sibling = policy, target.hardware_flops / workload(its, layout).hardware_flops
+                break
     if not picked and not probed and recompute_mode(cfg) == "unknown":
         why = (
             f"no prediction: activation_checkpointing={cfg.activation_checkpointing.name}: the compiler "
@@ -441,6 +437,11 @@ def _prediction(
             compute = pr.calibration_compute(
                 target, *picked, compute_scale=cfg.predict.compute_scale, rate=rate
             )
+            if sibling is not None:
+                said = SIBLING_BASE.format(cfg.activation_checkpointing.name, *sibling)
+                compute = dataclasses.replace(
+                    compute, compute_s=compute.compute_s * sibling[1], source=f"{compute.source}; {said}"
+                )
             if shipped.is_shipped(picked[1]):
                 compute = _said_shipped(compute, "calibrated")
         elif near is not None:
@@ -520,6 +521,42 @@ def _said_shipped(compute: pr.Compute, word: str) -> pr.Compute:
     if not compute.source.startswith(head):
         return compute
     return dataclasses.replace(compute, source=f"{word}{SHIPPED_WORDS}: {compute.source[len(head) :]}")
+
+
+SIBLING_POLICIES = ("none", "full", "selective")
+"""The checkpointing policies of one set-up that a plan ranks side by side (``space.checkpointing``'s
+default), in the order a sibling's calibration is looked for: the policies whose cost is their FLOPs
+first (:data:`flopsweep.nearest.DISPATCH_POLICIES` last)."""
+
+SIBLING_BASE = (
+    "activation_checkpointing={} from its policy sibling {}'s calibration, the compute scaled by the "
+    "hardware FLOPs (recompute included) x{:.4g} (docs/prediction-nearest.md)"
+)
+"""What a calibrated source adds where the record is a policy sibling's (:func:`_prediction`): the
+policies of one set-up are predicted from one record, so their order is their counted work's."""
+
+CKPT = "activation_checkpointing"
+
+
+def _calibration(
+    config: dict[str, Any], world: int, same_group: Sequence[tuple[str, dict[str, Any]]], own: Any
+) -> tuple[str, dict[str, Any]] | None:
+    """:func:`flopsweep.predict.pick_calibration` of ``config`` (a run's config dict) on ``world`` ranks
+    over ``same_group``: the same micro batch first, else another one scaled by tokens."""
+    picked = None
+    for exact in (True, False):
+        key = pr.calibration_key({"config": config}, micro_batch=exact)
+        picked = picked or pr.pick_calibration(
+            key,
+            world,
+            str((config.get("backend") or {}).get("name")),
+            same_group,
+            backend_config=own,
+            hostname=socket.gethostname(),
+            micro_batch=exact,
+            same_world=True,  # a record of the set-up itself, the best calibration there is
+        )
+    return picked
 
 
 def _nearest(

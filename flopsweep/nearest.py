@@ -24,31 +24,34 @@ both, it stays inside ``R``. Torch-free. Units: seconds, FLOP.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import identity, peaks
 from flopsweep.record import value_at
+from flopsweep.text import plural
 from flopsweep.workload import Compute, PredictionError, Workload
 
 RULE = (
-    "same device type, precision and compile (required); the same GPU kind first, another scaled by the "
-    "datasheet peak ratio; then the same attention kernel; dense or mixture of experts alike; the same "
-    "backend, ZeRO stage and optimizer (on the GPU or the host); the same checkpointing policy; "
-    "the nearest model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)| + "
-    "|ln(sequence length ratio)|; the nearest "
-    "world size; the same backend knobs; the name"
+    "same device type, precision and compile (required); a GPU kind of the same datasheet peak first (H100 "
+    "and H200 SXM alike), another scaled by the peak ratio; then the same attention kernel; dense or mixture "
+    "of experts alike; the same backend, ZeRO stage and optimizer (on the GPU or the host); the nearest "
+    "model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)| + |ln(sequence length ratio)|; "
+    "the nearest world size; the same backend knobs; the same GPU kind; one set-up whatever its policy "
+    "(the siblings' shared base); in it the same checkpointing policy, else selective last and the nearest "
+    "recompute share; the name"
 )
 """The picking rule (:func:`candidates`) in full (docs/prediction-nearest.md)."""
 
 RULE_SHORT = (
-    "same GPU kind (else scaled), precision and compile; then kernel, dense or MoE, backend and stage, "
-    "optimizer side, policy, nearest parameters, tokens per micro batch and sequence length, world size, "
-    "backend knobs (docs/prediction-nearest.md)"
+    "same GPU peak (else scaled), precision and compile; then kernel, dense or MoE, backend and stage, "
+    "optimizer side, nearest parameters, tokens per micro batch and sequence length, world size, "
+    "backend knobs, GPU kind, then in that set-up the policy (docs/prediction-nearest.md)"
 )
 """:data:`RULE` in the words every ``nearest`` source ends with: each key :func:`order` sorts by."""
 
@@ -91,6 +94,9 @@ class Measured:
     """Tokens per micro batch: ``micro_batch_size x seq_len``."""
     world: int
     workload: Workload
+    base: str | None = None
+    """The set-up whatever its checkpointing policy (:func:`base_key`): the records one target's
+    policy siblings share (:func:`order` sorts by it ahead of the policy)."""
 
 
 def gpu_kind(device_name: Any) -> str | None:
@@ -141,7 +147,20 @@ def describe(
         tokens=w.micro_batch_size * w.seq_len,
         world=w.world_size,
         workload=w,
+        base=base_key({**record, "system": system}),
     )
+
+
+def base_key(record: dict[str, Any]) -> str | None:
+    """:func:`flopsweep.identity.setup_key` of ``record`` with its checkpointing policy set to ``none``
+    (its stored ``run`` keys left out): one key for the records of a set-up at every policy, on the same
+    GPU; None for a record without a config or of a schema it cannot read."""
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return None
+    plain = {k: v for k, v in record.items() if k != "run"}
+    plain["config"] = {**config, "activation_checkpointing": {"name": "none"}}
+    return _setup(plain)
 
 
 def _moe(record: dict[str, Any], w: Workload) -> bool:
@@ -162,24 +181,48 @@ def _log_gap(a: float, b: float) -> float:
     return abs(math.log(a / b)) if a > 0 and b > 0 else math.inf
 
 
+DISPATCH_POLICIES = ("selective",)
+"""Policies whose step pays a cost beyond its counted FLOPs (``selective``: the per-operator dispatch of
+its policy function), so that its rate on hardware FLOPs is not another policy's: a base set-up's record
+of such a policy stands for another policy only where the base measured no other (:func:`order`)."""
+
+
+def recompute_share(m: Measured) -> float:
+    """Hardware over model FLOPs of ``m``'s step (1: no recompute; :func:`hardware_flops`)."""
+    model = m.workload.model_flops / m.workload.world_size
+    return hardware_flops(m) / model if model > 0 else 1.0
+
+
+def same_peak(target: Measured, m: Measured) -> bool:
+    """Whether ``m``'s GPU kind has ``target``'s known datasheet peak for its precision (H100 SXM, H200
+    SXM): :func:`order` takes them as one kind (the same kind a tie-break after the model), so one set-up
+    on either takes one base record, x1 (before, an 8B H100 run took a gpt-2.7b H100 record, its H200
+    twin 8B's own, and the H100 came out faster)."""
+    peak = _peak(target.gpu, target.precision)
+    return peak is not None and peak == _peak(m.gpu, target.precision)
+
+
 def order(target: Measured, m: Measured) -> tuple[Any, ...]:
-    """The sort key of :data:`RULE` (smaller: nearer)."""
+    """The sort key of :data:`RULE` (smaller: nearer). No key ahead of the base set-up (:attr:`Measured.base`)
+    reads the target's policy, so targets that differ only in it (a plan's policy siblings) take one base
+    set-up, each its own policy's record there, else the nearest recompute share's (:data:`DISPATCH_POLICIES`
+    last) scaled by the hardware FLOPs (:func:`transfer`; docs/prediction-nearest.md). No key ahead of the
+    model reads the GPU kind beyond its peak (:func:`same_peak`)."""
     return (
-        m.gpu != target.gpu,
+        m.gpu != target.gpu and not same_peak(target, m),
         m.attention != target.attention,
         m.moe != target.moe,
         m.backend[0] != target.backend[0],
         m.backend[1] != target.backend[1],
         m.backend[2] != target.backend[2],
-        m.policy != target.policy,
-        round(
-            _log_gap(target.n_params, m.n_params)
-            + _log_gap(target.tokens, m.tokens)
-            + _log_gap(target.workload.seq_len, m.workload.seq_len),
-            9,
-        ),
+        model_gap(target, m),
         _log_gap(target.world, m.world),
         m.knobs != target.knobs,
+        m.gpu != target.gpu,
+        m.base or m.name,
+        m.policy != target.policy,
+        m.policy in DISPATCH_POLICIES,
+        round(_log_gap(recompute_share(target), recompute_share(m)), 9),
         m.name,
     )
 
@@ -371,6 +414,11 @@ def nearest_compute(
     ranked, why = candidates(target, pool)
     if not ranked:
         return None, f"no nearest set-up: {why}", None
+    others = [  # selective's dispatch measured with the other compile setting too (:func:`dispatch`)
+        m
+        for c in sorted({str(m.compile) for m in pool} - {str(target.compile)})
+        for m in candidates(dataclasses.replace(target, compile=c), pool)[0]
+    ]
     own = {target.setup} if target.setup is not None else set()
     source = [
         (n, r)
@@ -408,7 +456,15 @@ def nearest_compute(
         ]
         if not done:
             continue
-        return _compute(target, first, done, table), "", first
+
+        def rate_of(m: Measured, on: str | None = on) -> float | None:
+            fams = {target.backend[2], m.backend[2]}
+            measured = {f: rates(f, device_of(m)) for f in fams}
+            t = transfer(target, m, rates={f: rates(f, on) for f in fams}, measured_rates=measured)
+            return t.rate_tflops if t is not None and t.host_ns is None else None
+
+        carried = dispatch(target, first, ranked + others, rate_of) if done[0].host_ns is None else (1.0, "")
+        return _compute(target, first, done, table, carried), "", first
     return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
 
 
@@ -429,8 +485,68 @@ def _setup(record: dict[str, Any]) -> str | None:
         return None
 
 
+def dispatch(
+    target: Measured, first: Measured, ranked: Sequence[Measured], rate_of: Callable[[Measured], float | None]
+) -> tuple[float, str]:
+    """The factor on the compute carried from ``first`` where one of the target's policy and ``first``'s
+    is a :data:`DISPATCH_POLICIES` policy and the other not, and its words: the other policies' rate on
+    hardware FLOPs (``rate_of``) over that policy's in the nearest set-up of ``ranked`` that ran both (on
+    one GPU kind and world size): for a compiled target a compiled one, then by :func:`model_gap`, compile,
+    backend and world size; the median of ties (a cost per eager operator: FSDP2 gpt-1.3b eager ran
+    ``selective`` 1.10 to 1.59 x slower per FLOP than ``full``, Llama 3.1 8B compiled 1.03 to 1.1 x)."""
+    mine = target.policy in DISPATCH_POLICIES
+    if mine == (first.policy in DISPATCH_POLICIES):
+        return 1.0, ""
+    policy = target.policy if mine else first.policy
+    bases: dict[tuple[str | None, int, str | None], list[Measured]] = {}
+    for m in ranked:
+        bases.setdefault((m.base or m.name, m.world, m.gpu), []).append(m)
+    found: list[tuple[tuple[Any, ...], float, Measured]] = []
+    for ms in bases.values():
+        if {m.policy == policy for m in ms} != {True, False}:
+            continue
+        slow = [r for m in ms if m.policy == policy and (r := rate_of(m))]
+        fast = [r for m in ms if m.policy not in DISPATCH_POLICIES and (r := rate_of(m))]
+        if slow and fast:
+            m = ms[0]
+            eager = target.compile != "false" and m.compile == "false"  # a cost a compiled step never pays
+            key = (eager, model_gap(target, m), m.compile != target.compile, m.backend != target.backend)
+            found.append(((*key, _log_gap(target.world, m.world)), _median(fast) / _median(slow), m))
+    if not found:
+        return 1.0, f"{policy}'s dispatch measured in no set-up beside another policy: at its FLOPs' rate"
+    best = min(key for key, _, _ in found)
+    near = [(factor, m) for key, factor, m in found if key == best]
+    factor = _median([f for f, _ in near])
+    m = near[0][1]
+    model = _said(value_at(m.record, ("config", "model", "name")))
+    where = f"{model} {m.backend[0]} micro batch {m.workload.micro_batch_size} on {m.world} {m.gpu}"
+    where += f", compile {m.compile}" if m.compile != target.compile else ""
+    if len(near) > 1:
+        where += f" and {plural(len(near) - 1, 'tied set-up')}"
+    said = (
+        f"{policy}'s dispatch: {policy} at {1 / factor:.3g} x the rate of the other policies, "
+        f"as measured in the nearest set-up that ran both ({where})"
+    )
+    return (factor if mine else 1 / factor), said
+
+
+def model_gap(target: Measured, m: Measured) -> float:
+    """:func:`order`'s model distance of ``m`` from ``target``: the ``|ln|`` of the parameters, tokens
+    per micro batch and sequence length ratios summed, to 9 places (0: the same model and micro batch)."""
+    return round(
+        _log_gap(target.n_params, m.n_params)
+        + _log_gap(target.tokens, m.tokens)
+        + _log_gap(target.workload.seq_len, m.workload.seq_len),
+        9,
+    )
+
+
 def _compute(
-    target: Measured, first: Measured, done: list[Transferred], rates: dict[str, tuple[float, str] | None]
+    target: Measured,
+    first: Measured,
+    done: list[Transferred],
+    rates: dict[str, tuple[float, str] | None],
+    carried: tuple[float, str] = (1.0, ""),
 ) -> Compute:
     names = ", ".join(t.name for t in done[:3]) + (f" and {len(done) - 3} more" if len(done) > 3 else "")
     differs = differences(target, first)
@@ -450,13 +566,15 @@ def _compute(
         words.append(f"measured on {first.gpu}, {SCALED} {target.precision} peak ratio {scale:.3g}")
     elif target.gpu is None and first.gpu is not None:
         words.append(f"no GPU named: at the speed of {first.gpu}")
+    if carried[1]:
+        words.append(carried[1])
     own = rates.get(target.backend[2])
     if own is not None and any(t.optimizer_s > 0 for t in done):
         words.append(f"optimizer {own[0] * 1e12:.3g} ps per parameter a rank updates ({own[1]})")
     elif done[0].host_ns is None:
         words.append("optimizer not separated: inside the rate")
     return Compute(
-        compute_s=_median([t.compute_s for t in done]),
+        compute_s=_median([t.compute_s for t in done]) * carried[0],
         optimizer_s=_median([t.optimizer_s for t in done]),
         source="; ".join(words) + f"; rule: {RULE_SHORT}",
         kind="nearest",

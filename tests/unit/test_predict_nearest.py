@@ -13,7 +13,7 @@ from flopsweep import nearest
 from flopsweep.predict_record import predict_record
 
 P = 1_000_000_000
-H200, A100 = "NVIDIA H200", "NVIDIA A100-SXM4-80GB"
+H200, A100, H100 = "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"
 
 
 def record(
@@ -109,9 +109,11 @@ def test_the_same_set_up_is_never_used() -> None:
 
 
 def test_the_picking_order() -> None:
-    """Backend, then policy, then the nearest model: a record of the same backend and policy on another
-    model beats one of the same model on another policy, which beats one of another backend; another
-    precision is never used."""
+    """Backend, then the nearest model, then in that set-up the policy: a record of the same model on
+    another policy (the target's base set-up) beats one of another model on the same policy, which
+    beats one of another backend; another precision is never used. The policy is sorted after the
+    base so that a plan's policy siblings take one base (issue 42: each took its own policy's nearest,
+    and ZeRO-3 ``full`` came out faster than ``none``)."""
     target = record(model="m1")
     pool = {
         "other-policy": record(model="m1", policy="full", step=1.3),
@@ -119,10 +121,10 @@ def test_the_picking_order() -> None:
         "bigger-model": record(model="m2", n_params=2 * P, step=2.2),
         "fp8": record(model="m1", precision="fp8", step=0.5),
     }
-    assert predicted(target, pool)[2].name == "bigger-model"
-    del pool["bigger-model"]
     assert predicted(target, pool)[2].name == "other-policy"
     del pool["other-policy"]
+    assert predicted(target, pool)[2].name == "bigger-model"
+    del pool["bigger-model"]
     assert predicted(target, pool)[2].name == "other-backend"
     del pool["other-backend"]
     found, why, _ = predicted(target, pool)
@@ -133,6 +135,42 @@ def test_the_picking_order() -> None:
     assert predicted(target, pool)[2].name == "x1.5"
     pool["x1.5"] = record(model="m4", n_params=P * 3 // 2, mbs=16)  # |ln 1.5| + |ln 4| = 1.79
     assert predicted(target, pool)[2].name == "x4"
+
+
+def _policy_record(policy: str, step: float, **kw) -> dict:
+    """:func:`record` with the hardware FLOPs of ``policy`` (full: the forward again, x4/3; selective:
+    x1.1), so that the recompute share tells the policies apart."""
+    out = record(policy=policy, step=step, **kw)
+    metrics = out["metrics"]
+    metrics["hardware_flops_per_iteration"] *= {"none": 1.0, "selective": 1.1, "full": 4 / 3}[policy]
+    return out
+
+
+def test_policy_siblings_take_one_base_set_up() -> None:
+    """Targets that differ only by policy take the same base set-up (the same model, micro batch and
+    backend measured at other policies beats another model measured at their own): each its own
+    policy's record where the base ran it, else the nearest recompute share with ``selective`` last
+    (its per-operator dispatch is a cost beyond its FLOPs); the compute is the target's hardware FLOPs
+    at that record's rate, so ``none`` is never slower than a policy that recomputes."""
+    pool = {
+        "base-full": _policy_record("full", 1.2),
+        "base-selective": _policy_record("selective", 1.25),
+        "m2-none": _policy_record("none", 0.4, model="m2", n_params=P // 4, mbs=8),  # |ln 4| = 1.39
+        "m2-full": _policy_record("full", 0.9, model="m2", n_params=P // 4, mbs=8),
+    }
+    targets = {p: _policy_record(p, 1.0, mbs=8) for p in ("none", "selective", "full")}  # |ln 2| = 0.69
+    picked = {p: predicted(target, pool) for p, target in targets.items()}
+    assert {p: found[2].name for p, found in picked.items()} == {
+        "none": "base-full",  # full, not selective: its rate is its FLOPs'
+        "selective": "base-selective",
+        "full": "base-full",
+    }
+    step = {p: found[0].compute_s for p, found in picked.items()}
+    assert step["none"] == pytest.approx(1.2 * 3 / 4 * 2)  # full's rate over none's FLOPs at 8 / 4 tokens
+    assert step["none"] < step["full"] and step["none"] < step["selective"]
+    assert "differs in activation_checkpointing none vs full" in picked["none"][0].source
+    del pool["base-full"]  # only selective measured: it stands for the others
+    assert predicted(targets["none"], pool)[2].name == "base-selective"
 
 
 def test_another_gpu_is_scaled_by_the_datasheet_and_said_so() -> None:
@@ -148,6 +186,14 @@ def test_another_gpu_is_scaled_by_the_datasheet_and_said_so() -> None:
         target, {"h200": record(mbs=8, step=2.0), "a100": record(model="m9", n_params=4 * P, gpu=A100)}
     )
     assert first.name == "a100" and "measured on" not in found.source
+    # a GPU kind of the same peak (H100 and H200 SXM) is not another: the nearer model first, x1
+    h100 = {"h100": record(model="m9", n_params=4 * P, gpu=H100), "h200": record(mbs=8, step=2.0)}
+    found, _, first = predicted(record(gpu=H100), h100)
+    assert first.name == "h200" and "scaled by the datasheet bf16 peak ratio 1;" in found.source
+    h100["h200-m9"] = record(model="m9", n_params=4 * P)
+    assert (
+        predicted(record(model="m9", n_params=4 * P, mbs=2, gpu=H100), h100)[2].name == "h100"
+    )  # then the kind
 
 
 def test_the_optimizer_carries_over_per_parameter() -> None:
@@ -241,3 +287,36 @@ def test_a_record_whose_parts_cannot_be_read_is_passed_over() -> None:
     assert (
         found is None and why == "no nearest set-up: no record of the nearest set-ups has compute time left"
     )
+
+
+def test_selective_s_dispatch_comes_from_the_nearest_set_up_that_ran_both() -> None:
+    """Where ``selective`` is carried from another policy's record, its rate ratio is the nearest set-up's
+    that ran both, named in the source: the nearest model first, of either compile setting for an eager
+    run; a compiled run takes a compiled set-up first (a compiled step pays no per-operator dispatch)."""
+
+    def rec(model: str, n: int, policy: str, step: float, compiled: bool = False) -> dict:
+        out = _policy_record(policy, step, model=model, n_params=n)
+        out["config"]["compile"] = compiled
+        return out
+
+    pool = {
+        "m1-none": rec("m1", P, "none", 1.0),
+        "m1c-none": rec("m1", P, "none", 1.0, compiled=True),
+        "m2-none": rec("m2", 2 * P, "none", 1.0),  # eager, |ln 2| away: selective at half the rate
+        "m2-selective": rec("m2", 2 * P, "selective", 2.2),
+        "m3-none": rec("m3", 8 * P, "none", 1.0, compiled=True),  # compiled, |ln 8| away: at 0.8
+        "m3-selective": rec("m3", 8 * P, "selective", 1.375, compiled=True),
+    }
+    eager, _, first = predicted(rec("m1", P, "selective", 1.0), pool)
+    assert first.name == "m1-none"
+    assert "selective at 0.5 x the rate of the other policies" in eager.source, eager.source
+    assert "nearest set-up that ran both (m2 fsdp micro batch 4 on 1 H200 SXM)" in eager.source
+    compiled, _, first = predicted(rec("m1", P, "selective", 1.0, compiled=True), pool)
+    assert first.name == "m1c-none"
+    assert "selective at 0.8 x the rate" in compiled.source and "(m3 fsdp micro batch 4" in compiled.source
+    assert compiled.compute_s == pytest.approx(eager.compute_s * 1.25 / 2)
+    # an eager run of m3's size takes m3's compiled ratio, the nearest model, said so
+    big, _, _ = predicted(
+        rec("m4", 8 * P, "selective", 1.0), {**pool, "m4-none": rec("m4", 8 * P, "none", 1.0)}
+    )
+    assert "(m3 fsdp micro batch 4 on 1 H200 SXM, compile true)" in big.source, big.source
