@@ -2,10 +2,10 @@
 (``metrics.predicted.compute_source: nearest``; docs/prediction-nearest.md).
 
 Behind the probes and a calibration record of the same set-up, ahead of the flat FLOPs estimate
-(:func:`flopsweep.compute_time.compute_uncalibrated`), the job, ``plan=true``, the tuner (:mod:`flopsweep.forecast`)
-and ``python -m analysis --predict`` (:func:`flopsweep.predict_record.predict_record`) pick the most similar
-measured set-up that is not the target's own (:func:`candidates`, :data:`RULE`) and carry over what it measured
-in a form that does not depend on the model:
+(:func:`flopsweep.compute_time.compute_uncalibrated`), the job, the plan and the tuner
+(:mod:`flopsweep.forecast`) and the analysis (:func:`flopsweep.predict_record.predict_record`) pick the most
+similar measured set-up, not the target's own (:func:`candidates`, :data:`RULE`), and carry over what it
+measured, independent of the model:
 
     R     = F_r / (t_r - t_opt,r - t_exp,r)        achieved FLOP/s on hardware FLOPs per rank
     t_c   = F_t / R x peak_r / peak_t              the target's per-rank compute
@@ -13,11 +13,12 @@ in a form that does not depend on the model:
 
 ``F`` the hardware FLOPs per rank of a step (a record before ``hardware_flops_per_iteration`` with full
 checkpointing: its model FLOPs x 4/3, the forward run again), ``t`` the mean step, ``t_opt`` and ``t_exp`` its
-optimizer and exposed communication (:func:`flopsweep.predict.measured_parts`), ``rate_t`` the optimizer's seconds
-per parameter of the target's optimizer on the target's GPU (:func:`flopsweep.predict.optimizer_rate` over the
-records left, each scaled by its GPU's datasheet memory bandwidth over the target's: a memory-bound step) and
-``P_t`` the parameters a rank updates; ``peak`` the datasheet dense peak of the precision (1 on the same GPU
-kind). Where no rate separates the optimizer of both, it stays inside ``R``. Torch-free. Units: seconds, FLOP.
+optimizer and exposed communication (:func:`flopsweep.predict.measured_parts`), ``rate_t`` the optimizer's
+seconds per parameter of the target's optimizer on the target's GPU (:func:`flopsweep.predict.optimizer_rate`
+over the records left, each scaled by its GPU's datasheet memory bandwidth over the target's: a memory-bound
+step) and ``P_t`` the parameters a rank updates; ``peak`` the datasheet dense peak of the precision (1 on the
+same GPU kind). Where no rate separates the optimizer of both, it stays inside ``R``. Torch-free; seconds,
+FLOP.
 """
 
 from __future__ import annotations
