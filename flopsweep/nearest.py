@@ -1,5 +1,4 @@
-"""The compute of a set-up never measured, transferred from the nearest set-up that was
-(``metrics.predicted.compute_source: nearest``; docs/prediction-nearest.md).
+"""The compute of a set-up never measured, from the nearest set-up that was (``compute_source: nearest``).
 
 Behind the probes and a calibration record of the same set-up, ahead of the flat FLOPs estimate
 (:func:`flopsweep.compute_time.compute_uncalibrated`), the job, the plan and the tuner
