@@ -462,11 +462,13 @@ def sweep_size_problem(argv: list[str]) -> str | None:
     """One line for a command-line sweep of more than :data:`MAX_SWEEP_JOBS` jobs (the product of its
     axes' lengths times ``repeats=``), naming the largest axis, or of no job (an axis that lists no
     value: ``range(0,0)``, ``range(5,1)``, a group's ``glob()`` that matches no option; Hydra launched 0
-    jobs and the summary said ``0 ok``, exit 0), else None. An Optuna study draws
+    jobs and the summary said ``0 ok``, exit 0) or of a ``range()`` of step 0 (a traceback from
+    Hydra's range or Python's), else None. An Optuna study draws
     ``n_trials`` points from its ranges and is left out. The axes of a ``+sweep=`` file's
     ``hydra.sweeper.params`` are counted by :func:`flopsweep.conf_files.sweep_file_problem`, which puts
     them before the command line's and calls this."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import RangeSweep
 
     if not is_multirun(argv):
         return None
@@ -479,6 +481,13 @@ def sweep_size_problem(argv: list[str]) -> str | None:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:  # noqa: BLE001 - syntax_problem's
         return None
+    if still := next((o for o in parsed if isinstance(o.value(), RangeSweep) and not o.value().step), None):
+        line = still.input_line or still.key_or_group
+        return (
+            f"Invalid config: {line}: a range() of step 0 never reaches its end (Hydra and Python refuse it "
+            f"in a traceback). Fix: give a step that is not 0 (range(start,stop,step), step 1 by default), "
+            f"or list the values ({still.key_or_group}=1,2,3)."
+        )
     axes = {o.input_line or o.key_or_group: _axis_length(o) for o in parsed if o.is_sweep_override()}
     repeats = next(
         (o.value() for o in parsed if o.key_or_group == "repeats" and not o.is_sweep_override()), 1

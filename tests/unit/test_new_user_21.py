@@ -234,6 +234,21 @@ def test_a_sweep_axis_without_a_value_is_refused_not_zero_jobs(axis):
     assert sweep_size_problem(["-m", "seed=range(0,2)", "precision=glob(fp*)"]) is None
 
 
+@pytest.mark.parametrize(
+    "axis", ["seed=range(0,3,0)", "batch.micro_batch_size=range(1,4,0)", "optim.lr=range(0.1,0.5,0.0)"]
+)
+def test_a_range_of_step_0_is_one_line_not_a_traceback(axis):
+    """Session 28's trial: ``seed=range(0,3,0)`` ended in Python's ``range() arg 3 must not be zero``
+    traceback inside flopsweep's own reading, a float range in Hydra's ``Invalid range values``; exit 1."""
+    from flopsweep.override_grammar import sweep_size_problem
+
+    line = sweep_size_problem(["-m", "device=cpu", axis])
+    assert line is not None and "\n" not in line
+    assert line.startswith(f"Invalid config: {axis}: a range() of step 0 never reaches its end")
+    assert "Fix: give a step that is not 0" in line
+    assert sweep_size_problem(["-m", "device=cpu", "seed=range(0,3,1)"]) is None
+
+
 def test_a_value_of_the_wrong_type_for_hydras_own_key_is_one_line():
     """``hydra.job.chdir=maybe``: Hydra's seven lines ("Value 'maybe' is not a valid bool", full_key,
     reference_type, object_type), exit 1."""
