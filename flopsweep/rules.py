@@ -212,7 +212,8 @@ def casts_autocast_copies(cfg: RunConfig) -> None:
     """``activation_checkpointing=casts`` recomputes autocast's low-precision copies of fp32 weights: it
     needs a backend that keeps fp32 weights under autocast (``single``, ``ddp``; FSDP2 gathers its weights
     in ``param_dtype`` and DeepSpeed holds bf16 weights, so neither has copies) and a precision that
-    casts (not ``fp32``)."""
+    casts through autocast (not ``fp32``; not ``fp8``/``fp8-rowwise``, whose float8 Linears cast the
+    blocks' weights themselves)."""
     if cfg.activation_checkpointing.name != "casts":
         return
     if not BACKEND_SPECS[cfg.backend.name].autocast_fp32_weights:
@@ -229,6 +230,14 @@ def casts_autocast_copies(cfg: RunConfig) -> None:
             "casts",
             "recomputes autocast's low-precision weight copies, and precision=fp32 casts nothing",
             "set activation_checkpointing=none, or precision=bf16",
+        )
+    if PRECISIONS[cfg.precision.name].fp8_recipe is not None:
+        raise ConfigError(
+            "activation_checkpointing",
+            "casts",
+            f"recomputes autocast's bf16 weight copies, and under precision={cfg.precision.name} torchao's "
+            "float8 Linears cast the blocks' weights themselves (autocast keeps no copy of them)",
+            "set activation_checkpointing=none (the same activations), or precision=bf16",
         )
 
 

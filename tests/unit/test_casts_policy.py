@@ -66,6 +66,8 @@ def test_casts_drops_the_blocks_autocast_copies_and_keeps_the_heads(compile_: bo
         (["backend=fsdp"], "backend=fsdp keeps none"),
         (["backend=zero3"], "backend=deepspeed keeps none"),
         (["precision=fp32"], "precision=fp32 casts nothing"),
+        (["precision=fp8"], "torchao's float8 Linears cast the blocks' weights themselves"),
+        (["precision=fp8-rowwise"], "torchao's float8 Linears cast the blocks' weights themselves"),
     ],
 )
 def test_casts_without_autocast_copies_is_refused(hydra_compose, overrides: list[str], says: str) -> None:
