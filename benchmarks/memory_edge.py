@@ -39,7 +39,7 @@ from memory_estimate import buckets_of_its_day, probe_copies_of_its_day, run_con
 from flopsweep.files import read_json  # noqa: E402
 from flopsweep.layout import Layout  # noqa: E402
 from flopsweep.memory import estimate  # noqa: E402
-from flopsweep.memory_edge import EDGE_HEADROOM, at_edge, device_capacity_bytes, headroom  # noqa: E402
+from flopsweep.memory_edge import EDGE_HEADROOM, RETRIED, at_edge, device_capacity_bytes, headroom  # noqa: E402
 
 GIB = 2**30
 BANDS = (0.0, 0.10, EDGE_HEADROOM, 0.20, 1.0)
@@ -218,12 +218,30 @@ def report(rows: list[Edge]) -> tuple[list[str], list[Edge]]:
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     roots = [Path(a) for a in argv if not a.startswith("--")] or [Path(__file__).parent / "results"]
-    lines, missed = report(edges(roots))
+    rows = edges(roots)
+    lines, missed = report(rows)
     print("\n".join(lines))
+    counted = retried_by_backend(rows)
+    print(f"flagged records that retried, of those flagged, per backend: {counted}")
     if check and missed:
         print(f"check failed: {len(missed)} retried with a trusted estimate and no flag", file=sys.stderr)
         return 1
+    if check and counted != {k: RETRIED[k] for k in counted}:
+        print(f"check failed: memory_edge.RETRIED says {RETRIED}; the records {counted}", file=sys.stderr)
+        return 1
     return 0
+
+
+def retried_by_backend(rows: list[Edge]) -> dict:
+    """``(retried, flagged)`` per ``backend.name`` (and None: every backend) over the flagged ``rows``:
+    what :data:`flopsweep.memory_edge.RETRIED` quotes in the flag."""
+    out: dict = {None: (0, 0)}
+    for r in rows:
+        if r.flagged:
+            for key in (r.backend, None):
+                n, of = out.get(key, (0, 0))
+                out[key] = (n + (r.retries > 0), of + 1)
+    return out
 
 
 if __name__ == "__main__":

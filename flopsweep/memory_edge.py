@@ -3,15 +3,15 @@ caching allocator is likely to free its cache and retry ``cudaMalloc`` (``metric
 in every step, a cost the step-time model (:mod:`flopsweep.steptime`) does not count. Torch-free,
 imports nothing of flopsweep at import.
 
-The rule (issue 41; ``benchmarks/memory_edge.py`` derives it from every committed record): a set-up
-whose predicted headroom, ``(capacity - estimate) / capacity`` (the estimate
-:func:`flopsweep.memory.peak_bytes`, the capacity the GPU's memory as the peak table or the driver
-gives it), is under :data:`EDGE_HEADROOM` is at the memory edge. The prediction says so in its
-``source`` (:func:`mark`): ``metrics.predicted.source`` of a run, ``plan=true``'s ``note`` and
-``prediction_source``, the tuner's ranking line. No step-time penalty is added: of the 53 flagged
-records only 16 retried (FSDP2: 15 of 32), and a penalty learnt from the others (their median measured
-over predicted step, 1.11-1.13) raises the leave-one-out median error of the flagged records from 19.4%
-to 32.4%, while it lowers that of the ones that retried only from 54.6% to 49.8%.
+The rule (issue 41; ``benchmarks/memory_edge.py`` derives it from every committed record): a set-up whose
+predicted headroom, ``(capacity - estimate) / capacity`` (the estimate :func:`flopsweep.memory.peak_bytes`,
+the capacity the GPU's memory as the peak table or the driver gives it), is under :data:`EDGE_HEADROOM` is
+at the memory edge. The prediction says so in its ``source`` (:func:`mark`): ``metrics.predicted.source`` of
+a run, ``plan=true``'s ``note`` and ``prediction_source``, the tuner's ranking line, with the records' count
+of its backend (:data:`RETRIED`). No step-time penalty is added: of the 53 flagged records only 16 retried
+(FSDP2: 15 of 32), and a penalty learnt from the others (their median measured over predicted step,
+1.11-1.13) raises the leave-one-out median error of the flagged records from 19.4% to 32.4%, while it lowers
+that of the ones that retried only from 54.6% to 49.8%.
 """
 
 from __future__ import annotations
@@ -28,11 +28,28 @@ peak (a mixture-of-experts model, 24.3%); 13% is the next whole share above 12.0
 EDGE_WORDS = "at the memory edge: allocator retries possible"
 """How a prediction's ``source`` (and a plan row's ``note``) begins the flag (:func:`edge_note`)."""
 
-RETRY_COST = (
-    "16 of 53 committed records so close retried (FSDP2: 15 of 32), 2 or more times a step, "
-    "up to 0.7 s a step over their prediction"
-)
+RETRIED = {"fsdp": (15, 32), "deepspeed": (1, 13), "single": (0, 8), "ddp": (0, 0), None: (16, 53)}
+"""Of the committed ok CUDA records under :data:`EDGE_HEADROOM` (``benchmarks/memory_edge.py``'s table),
+how many retried and how many there were, per ``backend.name`` (None: every backend)."""
+
+RETRY_COST = "2 or more times a step, up to 0.7 s a step over their prediction"
 """What the records say retries cost (``benchmarks/memory_edge.py``), in the flag's words."""
+
+
+def retried_words(backend: str | None) -> str:
+    """The records' count for ``backend`` (``backend.name``) in the flag's words, with every backend's
+    beside it: ``15 of 32 committed fsdp records so close retried (all backends: 16 of 53)``; a backend
+    without such a record says so."""
+    every = RETRIED[None]
+    if backend is None or backend not in RETRIED:
+        return f"{every[0]} of {every[1]} committed records so close retried"
+    n, of = RETRIED[backend]
+    if of == 0:
+        return f"no committed {backend} record so close (all backends: {every[0]} of {every[1]} retried)"
+    return (
+        f"{n} of {of} committed {backend} records so close retried (all backends: {every[0]} of {every[1]})"
+    )
+
 
 GIB = 2**30
 
@@ -60,25 +77,32 @@ def at_edge(
     return headroom(peak_bytes, capacity_bytes) < threshold
 
 
-def edge_note(peak_bytes: float | None, capacity_bytes: float | None) -> str:
+def edge_note(peak_bytes: float | None, capacity_bytes: float | None, backend: str | None = None) -> str:
     """The flag of a set-up at the memory edge (:func:`at_edge`), one line: ``at the memory edge:
     allocator retries possible (estimated 123.6 of 140.4 GiB per rank, 12.0% free, under 13%; ...): the
-    predicted step counts none``; ``""`` when it is not at the edge or a figure is unknown."""
+    predicted step counts none``, the records' count that of ``backend`` (:func:`retried_words`);
+    ``""`` when it is not at the edge or a figure is unknown."""
     if not at_edge(peak_bytes, capacity_bytes):
         return ""
     assert peak_bytes is not None and capacity_bytes is not None  # at_edge said both are known
     free = headroom(peak_bytes, capacity_bytes)
     return (
         f"{EDGE_WORDS} (estimated {peak_bytes / GIB:.1f} of {capacity_bytes / GIB:.1f} GiB per rank, "
-        f"{free:.1%} free, under {EDGE_HEADROOM:.0%}; {RETRY_COST}): the predicted step counts no retry"
+        f"{free:.1%} free, under {EDGE_HEADROOM:.0%}; {retried_words(backend)}, {RETRY_COST}): "
+        "the predicted step counts no retry"
     )
 
 
-def mark(predicted: dict[str, Any], peak_bytes: float | None, capacity_bytes: float | None) -> dict[str, Any]:
+def mark(
+    predicted: dict[str, Any],
+    peak_bytes: float | None,
+    capacity_bytes: float | None,
+    backend: str | None = None,
+) -> dict[str, Any]:
     """``predicted`` (``metrics.predicted``, :func:`flopsweep.forecast.prediction`) with :func:`edge_note`
-    after its ``source`` where the set-up is at the memory edge and it has a predicted step; else as
-    given. Never twice (a source that has the flag already is kept)."""
-    note = edge_note(peak_bytes, capacity_bytes)
+    (of ``backend``) after its ``source`` where the set-up is at the memory edge and it has a predicted
+    step; else as given. Never twice (a source that has the flag already is kept)."""
+    note = edge_note(peak_bytes, capacity_bytes, backend)
     source = str(predicted.get("source") or "")
     if not note or not predicted.get("iteration_time_s") or EDGE_WORDS in source:
         return predicted

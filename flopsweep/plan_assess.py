@@ -364,7 +364,7 @@ def predict(row: Row, p: Any, where: Machine, records: Sequence[tuple[str, dict[
     row.status, row.reason = "ok", ""
     _figures(row, made, p, where)
     if row.est_peak_gib_per_rank is not None and row.gpu_memory_gib is not None:  # assess's figures
-        edge = edge_note(row.est_peak_gib_per_rank * 2**30, row.gpu_memory_gib * 2**30)
+        edge = edge_note(row.est_peak_gib_per_rank * 2**30, row.gpu_memory_gib * 2**30, p.cfg.backend.name)
         row.prediction_source = "; ".join(s for s in (row.prediction_source, edge) if s)
     return row
 

@@ -207,7 +207,7 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
     flops = family(m).model_flops(m, tokens, p.cfg.attention.density or 1.0)
     fits, fits_on = _fits(p, peak, env, placed=placed)
     on = plan_gpu_capacity(p, env, placed=placed) if p.device == "cuda" else None
-    edge = edge_note(peak, on[0]) if on is not None and fits is True else ""
+    edge = edge_note(peak, on[0], p.cfg.backend.name) if on is not None and fits is True else ""
     gpu = on if fits is False else None
     return dict(
         memory_fix=gpu_memory_fix(p.cfg, gpu[0]) if gpu else "",  # the levers this config has left

@@ -93,7 +93,9 @@ def measured(job: JobResult) -> JobResult:
         compute_probe=job.facts.compute_probe,
         layer_probe=job.facts.layer_probe,
     )
-    metrics["predicted"] = edge_marked(metrics["predicted"], job.predicted_peak_gib, job.facts.device_name)
+    metrics["predicted"] = edge_marked(
+        metrics["predicted"], job.predicted_peak_gib, job.facts.device_name, cfg.backend.name
+    )
     metrics["probe_s"] = probe_seconds(job.facts)
     # a probe that fell back is a record warning (printed with the others, :func:`_log_result`)
     job.warnings += forecast.probe_fallback_lines(metrics["predicted"])
@@ -105,14 +107,16 @@ def measured(job: JobResult) -> JobResult:
     return job
 
 
-def edge_marked(predicted: dict[str, Any], peak_gib: float | None, device_name: str | None) -> dict[str, Any]:
+def edge_marked(
+    predicted: dict[str, Any], peak_gib: float | None, device_name: str | None, backend: str | None = None
+) -> dict[str, Any]:
     """``predicted`` with the memory edge's flag after its ``source`` (:func:`flopsweep.memory_edge.mark`)
     where the estimate ``peak_gib`` (``metrics.predicted_peak_gib``) leaves under
     :data:`flopsweep.memory_edge.EDGE_HEADROOM` of the GPU ``device_name``'s memory (the peak table's);
     as given on the CPU, for a GPU the table does not know, or without an estimate."""
     capacity = memory_edge.device_capacity_bytes(device_name)
     peak = None if peak_gib is None else peak_gib * 2**30
-    return memory_edge.mark(predicted, peak, capacity)
+    return memory_edge.mark(predicted, peak, capacity, backend)
 
 
 def estimate_at_sizes(job: JobResult) -> JobResult:
@@ -143,7 +147,7 @@ def before_run(job: JobResult, device_name: str | None) -> dict[str, Any] | None
     predicted = forecast.prediction(
         cfg, layout, job.calibrations, gpus_per_node=layout.world_size // cfg.nnodes, device_name=device_name
     )
-    predicted = edge_marked(predicted, job.predicted_peak_gib, device_name)
+    predicted = edge_marked(predicted, job.predicted_peak_gib, device_name, cfg.backend.name)
     return {"predicted_peak_gib": job.predicted_peak_gib, "predicted": predicted}
 
 
