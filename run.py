@@ -70,6 +70,7 @@ from flopsweep.overrides import (
     group_choice_problem,
     listed_values,
     preset_option_keys,
+    repeated_sweep_problem,
     sweeper_extra_problem,
     type_problem,
     unread_space_problem,
@@ -420,6 +421,7 @@ def refusal(overrides: list[str]) -> str | None:
         or hydra_sweep_problem(overrides)  # hydra.sweeper.budget_gpu_s=1,2: Hydra sweeps no hydra.* key
         or params_axis_problem(overrides, RUN_CONF)  # hydra.sweeper.params.seed=3 with params null
         or sweep_without_m_problem(overrides)
+        or repeated_sweep_problem(overrides)  # a=1,2 a=3: Hydra keeps the last, the sweep dropped silently
         or sweep_function_problem(overrides)  # seed=glob(*): 0 jobs; interval() without Optuna: a traceback
         or sweep_size_problem(overrides)
         or objective_problem(overrides)

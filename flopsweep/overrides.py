@@ -373,3 +373,32 @@ def type_problem(overrides: list[str]) -> str | None:
                 if problem := value_problem(key, value, node, option, written, given):
                     return problem
     return None
+
+
+def repeated_sweep_problem(overrides: list[str]) -> str | None:
+    """One line for a key given twice on one command line where either is a sweep (``-m
+    batch.micro_batch_size=1,2 batch.micro_batch_size=3``): Hydra keeps the last override of a key, so
+    the sweep was dropped without a word (one job at micro batch 3, exit 0), or a fixed value before the
+    sweep was; else None. The same key twice with single values is Hydra's own "the last wins", kept (a
+    script's defaults followed by the user's value). A deletion (``~key``) is left to Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    given = [a for a in overrides if "=" in a and not a.startswith("-")]  # Hydra's flags left out
+    try:
+        parsed = OverridesParser.create().parse_overrides(given)
+    except Exception:  # noqa: BLE001 - syntax_problem's
+        return None
+    seen: dict[tuple[str, str | None], object] = {}
+    for o in parsed:
+        if o.is_delete():
+            continue
+        key = (o.key_or_group, o.package)
+        first = seen.setdefault(key, o)
+        if first is not o and (o.is_sweep_override() or first.is_sweep_override()):  # type: ignore[attr-defined]
+            name = o.key_or_group
+            return (
+                f"Invalid config: {first.input_line} and {o.input_line}: {name} is given twice and Hydra "  # type: ignore[attr-defined]
+                f"keeps only the last, so {first.input_line} would be dropped without a word. Fix: give "  # type: ignore[attr-defined]
+                f"{name} once (a sweep lists every value: {name}=a,b,c)."
+            )
+    return None

@@ -413,3 +413,28 @@ def test_a_notebook_whose_folder_cannot_take_a_file_is_refused_before_the_kernel
         assert code == 2 and not out and err.count("\n") == 1, err
         assert f"--notebook {target}: {why}. Fix: name a file in a folder you can write" in err
         assert "starting a kernel" not in err
+
+
+@pytest.mark.parametrize(
+    "given, dropped",
+    [
+        (["batch.micro_batch_size=1,2", "batch.micro_batch_size=3"], "batch.micro_batch_size=1,2"),
+        (["seed=3", "seed=range(1,3)"], "seed=3"),
+        (["model=gpt-tiny,llama-tiny", "model=gpt-tiny"], "model=gpt-tiny,llama-tiny"),
+    ],
+)
+def test_a_key_given_twice_beside_its_sweep_is_one_line(given, dropped):
+    """Session 28's trial: ``-m batch.micro_batch_size=1,2 batch.micro_batch_size=3`` ran one job at micro
+    batch 3, exit 0: Hydra keeps a key's last override. The same key twice with single values is Hydra's
+    "the last wins" and passes."""
+    from flopsweep.overrides import repeated_sweep_problem
+
+    line = repeated_sweep_problem(["-m", "device=cpu", *given])
+    key = given[0].partition("=")[0]
+    assert line == (
+        f"Invalid config: {given[0]} and {given[1]}: {key} is given twice and Hydra keeps only the last, so "
+        f"{dropped} would be dropped without a word. Fix: give {key} once (a sweep lists every value: "
+        f"{key}=a,b,c)."
+    )
+    assert repeated_sweep_problem(["-m", "device=cpu", "seed=1", "seed=2"]) is None
+    assert repeated_sweep_problem(["-m", "device=cpu", "seed=1,2", "model=gpt-tiny,llama-tiny"]) is None
