@@ -108,10 +108,12 @@ def _records(folder: Path) -> list[tuple[str, dict]]:
 
 def test_the_grids_zero3_steps_are_predicted_with_the_floor_from_their_other_micro_batches() -> None:
     """Each ok ZeRO-3 record of the committed Llama 3.1 8B grid, predicted (``analysis --predict``) from the
-    grid's other records less its own set-up: its ZeRO-3 neighbour of another micro batch or policy, the
-    floor taken out and put back. Measured 1.115-1.392 s whatever the micro batch; with the floor every
-    prediction is within 35% and the median within 15%; without it (the same call, c = 0) the median
-    error is over 35% (the recorded before-run predictions: a median 28-47% off)."""
+    grid's other records less its own set-up: its ZeRO-3 neighbour of the same micro batch and another
+    policy (the plan order's rule: policy siblings share a base), the floor taken out and put back.
+    Measured 1.115-1.392 s whatever the micro batch; with the floor the median error is 18.0% and the
+    worst 35.8%; without it (the same call, c = 0) 27.2% and 47.3% (the recorded before-run
+    predictions: a median 28-47% off). Before the plan order's rule the neighbour was the same policy at
+    another micro batch: median under 15%."""
     records = _records(GRID8B)
     errors: dict[float, list[float]] = {0.0: [], zero3_floor.PER_PARAMETER_S: []}
     kept = zero3_floor.PER_PARAMETER_S
@@ -130,8 +132,9 @@ def test_the_grids_zero3_steps_are_predicted_with_the_floor_from_their_other_mic
             assert ("ZeRO-3 floor" in made["source"]) is (c > 0), made["source"]
     with_floor, without = sorted(abs(e) for e in errors[kept]), sorted(abs(e) for e in errors[0.0])
     assert len(with_floor) == 7
-    assert with_floor[3] < 0.15 and with_floor[-1] < 0.35, errors[kept]
-    assert without[3] > 0.35, errors[0.0]
+    assert with_floor[3] < 0.20 and with_floor[-1] < 0.40, errors[kept]
+    assert without[3] > 0.25 and without[-1] > 0.45, errors[0.0]
+    assert with_floor[3] < without[3] and with_floor[-1] < without[-1]
 
 
 def test_the_constant_is_the_fit_over_the_committed_records() -> None:
