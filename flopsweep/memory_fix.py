@@ -5,7 +5,9 @@ run it, with the estimate that says it fits.
 The levers, each only where the config leaves it unpulled (:func:`levers`), in the order tried:
 
 - **micro batch**: ``batch.micro_batch_size`` halved, down to 1 (not at micro batch 1);
-- **activation checkpointing**: ``activation_checkpointing=full`` (not where it is ``full``);
+- **activation checkpointing**: ``activation_checkpointing=casts`` from ``none`` where autocast keeps bf16
+  copies of fp32 weights (:func:`flopsweep.rules.casts_autocast_copies`: no matmul recomputed), then
+  ``activation_checkpointing=full`` (not where it is ``full``);
 - **sharding over more GPUs**: ``backend=fsdp`` from ``ddp`` on its own ranks, then ``backend=fsdp
   nproc_per_node=N`` from ``single`` or ``ddp``,
   ``backend.zero_stage=3`` from ZeRO-1 or -2, ``nproc_per_node=N`` where the states are sharded already
@@ -55,12 +57,26 @@ def _with_mb(mb: int) -> Callable[[Any], Any]:
 def _ac_steps(cfg: Any) -> list[Step]:
     if cfg.activation_checkpointing.name == "full":
         return []
-    from flopsweep.config import CheckpointingConfig
+    from flopsweep.config import CheckpointingConfig, ConfigError
+    from flopsweep.rules import casts_autocast_copies
 
-    full = CheckpointingConfig(name="full")
-    return [
+    full, casts = CheckpointingConfig(name="full"), CheckpointingConfig(name="casts")
+    steps: list[Step] = []
+    if cfg.activation_checkpointing.name == "none":  # casts: none's activations, no matmul recomputed
+        try:
+            casts_autocast_copies(dataclasses.replace(cfg, activation_checkpointing=casts))
+            steps.append(
+                (
+                    "activation_checkpointing=casts",
+                    lambda c: dataclasses.replace(c, activation_checkpointing=casts),
+                )
+            )
+        except ConfigError:  # no autocast copies to drop: FSDP2, DeepSpeed, fp32, fp8
+            pass
+    steps.append(
         ("activation_checkpointing=full", lambda c: dataclasses.replace(c, activation_checkpointing=full))
-    ]
+    )
+    return steps
 
 
 def _ranks(cfg: Any) -> int | None:

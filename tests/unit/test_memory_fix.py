@@ -302,3 +302,29 @@ def test_on_a_cluster_the_levers_stop_at_its_gpus_per_node() -> None:
     fix = gpu_memory_fix(CASES["every lever 70B"], int(0.9 * 40 * 2**30), (1, 8))
     assert "no lever fits within the cluster's 8 GPUs (1x8)" in fix and "nnodes=" not in fix, fix
     assert fix.endswith("else a cluster of more than 8 GPUs (1x8) or a smaller model"), fix
+
+
+H200 = int(140.4 * 2**30)
+"""An H200's memory as the peak table gives it (140.4 GiB)."""
+
+
+def test_casts_is_the_mildest_checkpointing_step_where_autocast_copies_weights() -> None:
+    """From ``none`` with autocast over fp32 weights (``single``, ``ddp``; bf16), ``casts`` (none's
+    activations, the bf16 weight copies dropped, no matmul recomputed) comes before ``full``; Llama 3.1 8B
+    ``single`` compiled at micro batch 4 on an H200 (145 GiB estimated) fits with it, and the fix names it
+    with the estimate of the config the override makes. FSDP2, ``selective`` and fp32 keep ``full`` alone."""
+    from flopsweep.config import PrecisionConfig
+
+    cfg = dataclasses.replace(_cfg("llama3.1-8b", BackendConfig(name="single"), 4), compile=True)
+    steps = levers(cfg)["checkpointing"]
+    assert [t for t, _ in steps] == ["activation_checkpointing=casts", "activation_checkpointing=full"]
+    fix = gpu_memory_fix(cfg, H200)
+    claims = dict(_claims(fix))
+    assert "activation_checkpointing=casts" in claims and "activation_checkpointing=full" not in claims
+    assert claims["activation_checkpointing=casts"] == round(
+        _gib(_applied(cfg, "activation_checkpointing=casts")), 1
+    )
+    assert _gib(cfg) > H200 / 2**30 >= claims["activation_checkpointing=casts"]
+    fp32 = dataclasses.replace(cfg, precision=PrecisionConfig(name="fp32"))
+    for other in (CASES["fsdp 8B mb4 on 1"], CASES["mb1 8B ddp on 2"], fp32):
+        assert [t for t, _ in levers(other)["checkpointing"]] == ["activation_checkpointing=full"]
