@@ -1,10 +1,9 @@
 """One torch-free spec per ``backend=`` option: what the estimators, validation and the rank know of it.
 
 A :class:`BackendSpec` owns its option's schema name and schema class, the checks that depend on
-the backend alone (ranks, devices, precisions, a package), the degrees it builds (as the degree
-table of :mod:`flopsweep.layout` names it), the import path
-of its torch code (``flopsweep.backends:build_fsdp``, imported only on the rank), and its terms for
-the two estimators:
+the backend alone (ranks, devices, precisions, a package), the degrees it builds (as the degree table of
+:mod:`flopsweep.layout` names it), the import path of its torch code (``flopsweep.backends:build_fsdp``,
+imported only on the rank), and its terms for the two estimators:
 
 - **memory** (:mod:`flopsweep.memory` asks the spec, never the name): over which layout degree its
   model states are sharded (:attr:`BackendSpec.state_degree`: none for ``single``/``ddp``,
@@ -178,14 +177,13 @@ class BackendSpec:
     def model_states(self, t: Any) -> tuple[int, int, str]:
         """``(at the start of backward, at the optimizer step, method)`` in bytes: ``12 P_r`` fp32
         weights and AdamW moments, the last micro batch's gradients with ``grad_accum`` > 1, autocast's
-        bf16 copies (``activation_checkpointing=casts``: the head's only) and DDP's buckets; at the step
-        every gradient, ``16 P_r``."""
+        bf16 copies (``casts``: the head's only) and DDP's buckets; at the step every gradient, ``16 P_r``."""
         held = t.held
         buckets = self.gradient_buckets * held
         copies = t.autocast_copies if self.autocast_fp32_weights else 0
         parts = ["12 P weights and AdamW moments", "4 P gradients at the step"]
-        recast = t.cfg.activation_checkpointing.name == "casts"  # the blocks' copies recomputed
-        copy = "2 V h autocast copy of the head (casts)" if recast else "2 P autocast copies"
+        casts = t.cfg.activation_checkpointing.name == "casts"  # the blocks' copies recomputed
+        copy = "2 V h autocast copy of the head (casts)" if casts else "2 P autocast copies"
         parts += [copy] * bool(copies) + ["4 P DDP buckets"] * bool(buckets)
         start = STATE_BYTES * held + t.accumulated + copies + buckets
         return start, (STATE_BYTES + GRADIENT_BYTES) * held + buckets, " + ".join(parts)
