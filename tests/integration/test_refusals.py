@@ -94,8 +94,9 @@ def _launcher(override: str) -> Refusal:
     """``hydra/launcher=slurm`` with a request that contradicts the job: the launcher plugin refuses
     in one line before it calls sbatch (no cluster needed), and makes no sweep directory."""
     key = override.split("=")[0]
+    job = [a for a in CPU_JOB if a.partition("=")[0] != key]  # the override replaces the job's own value
     return Refusal(
-        args=(*CPU_JOB, override),
+        args=(*job, override),
         sweep=True,
         status=1,
         line_starts=f"Invalid config: {key}=",
