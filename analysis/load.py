@@ -89,7 +89,7 @@ from analysis.schema import finite as _number
 from analysis.spread import ci_of, overlap, pool_repeats, step_columns
 from flopsweep.budget import ReadBudget
 from flopsweep.identity import RANK_COUNT_KEYS, setup_key  # noqa: F401 - RANK_COUNT_KEYS re-exported
-from flopsweep.nearest import pool_of
+from flopsweep.nearest_measured import pool_of
 from flopsweep.plausible import calibration_problems
 from flopsweep.predict import calibration_view
 from flopsweep.predict_record import predict_record

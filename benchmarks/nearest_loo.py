@@ -42,18 +42,18 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from flopsweep import forecast, nearest, zero3_floor  # noqa: E402 - after the path
+from flopsweep import forecast, nearest, nearest_measured, zero3_floor  # noqa: E402 - after the path
 from flopsweep import predict as pr  # noqa: E402
 
 DEFAULT_DIR = HERE / "results" / "h200"
 
 
-def _label(m: nearest.Measured) -> str:
+def _label(m: nearest_measured.Measured) -> str:
     name, group = m.backend[0], m.backend[1]
     return f"ZeRO-{group.rsplit('-', 1)[1]}" if name == "deepspeed" and "-" in group else name
 
 
-def _flops(m: nearest.Measured) -> float:
+def _flops(m: nearest_measured.Measured) -> float:
     """The flat estimate of ``m``'s step: compute only (one GPU), as
     :func:`flopsweep.predict_record.predict_record` makes it without a calibration; the datasheet's
     where the record measured no GEMM rate."""
@@ -81,9 +81,9 @@ def evaluate(directory: Path, source: Path | None = None, rates_from: Path | Non
             for n, r in forecast.calibration_records(str(rates_from))
             if n not in names and isinstance((r.get("metrics") or {}).get("breakdown"), dict)
         ]
-    pool = nearest.pool_of(records)
+    pool = nearest_measured.pool_of(records)
     given = forecast.calibration_records(str(source)) if source is not None else None
-    given_pool = nearest.pool_of(given) if given is not None else None
+    given_pool = nearest_measured.pool_of(given) if given is not None else None
     rows = []
     for m in pool:
         step = (m.record.get("metrics") or {}).get("iteration_time_s", {}).get("mean")

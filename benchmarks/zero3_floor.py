@@ -10,7 +10,7 @@ Reads every record under each ``DIR`` (default ``benchmarks/results``) with
 ``deepspeed``, ``zero_stage`` 3, CUDA, no offload: :func:`flopsweep.zero3_floor.applies`) the GPU
 work ``W`` is the mean step of the ``single`` records of the same set-up
 (:func:`flopsweep.predict.calibration_key`: model, kernel, precision, policy, compile, micro batch) on
-the same GPU kind (:func:`flopsweep.nearest.gpu_kind`), their median; ``T`` is the ZeRO-3 mean step.
+the same GPU kind (:func:`flopsweep.nearest_measured.gpu_kind`), their median; ``T`` is the ZeRO-3 mean step.
 Printed (markdown):
 
 1. per record: GPU, model, blocks, parameter tensors (:func:`flopsweep.zero3_floor.hooked_tensors`),
@@ -44,7 +44,7 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from flopsweep import forecast, identity, nearest, zero3_floor  # noqa: E402 - after the path
+from flopsweep import forecast, identity, nearest_measured, zero3_floor  # noqa: E402 - after the path
 from flopsweep import predict as pr  # noqa: E402
 from flopsweep.files import read_json  # noqa: E402
 from flopsweep.record import value_at  # noqa: E402
@@ -77,7 +77,7 @@ def rows(directories: list[Path]) -> list[dict]:
     singles: dict[tuple, list[float]] = defaultdict(list)
     for r in records.values():
         if r.get("status") == "ok" and value_at(r, ("config", "backend", "name")) == "single":
-            kind = nearest.gpu_kind(value_at(r, ("system", "device_name")))
+            kind = nearest_measured.gpu_kind(value_at(r, ("system", "device_name")))
             singles[(kind, pr.calibration_key(r))].append(
                 value_at(r, ("metrics", "iteration_time_s", "mean"))
             )
@@ -85,7 +85,7 @@ def rows(directories: list[Path]) -> list[dict]:
     for name, r in sorted(records.items()):
         if not zero3_floor.applies(r) or r.get("status") != "ok":
             continue
-        kind = nearest.gpu_kind(value_at(r, ("system", "device_name")))
+        kind = nearest_measured.gpu_kind(value_at(r, ("system", "device_name")))
         w = singles.get((kind, pr.calibration_key(r)))
         b = value_at(r, ("metrics", "breakdown"))
         idle = b["idle_s"] / b["step_s"] if isinstance(b, dict) and (b.get("step_s") or 0) > 0 else None
@@ -335,7 +335,11 @@ def job_predictions(directories: list[Path]) -> str:
         if not zero3_floor.applies(r) or r.get("status") != "ok" or not isinstance(overrides, list):
             continue
         try:
-            gpu = "H100" if nearest.gpu_kind(value_at(r, ("system", "device_name"))) == "H100 SXM" else "H200"
+            gpu = (
+                "H100"
+                if nearest_measured.gpu_kind(value_at(r, ("system", "device_name"))) == "H100 SXM"
+                else "H200"
+            )
             kept_overrides = [o for o in overrides if not o.startswith(("resume=", "hydra."))]
             p = _composed([*kept_overrides, "plan=true", f"plan_gpu={gpu}"])  # placed on the GPU, not here
         except Exception:  # noqa: BLE001 - an old record's overrides that no longer compose

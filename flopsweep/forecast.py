@@ -14,7 +14,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from flopsweep import cpu_probe, expert_parallel, flops, nearest, shipped, zero3_floor
+from flopsweep import cpu_probe, expert_parallel, flops, nearest, nearest_measured, shipped, zero3_floor
 from flopsweep import predict as pr
 from flopsweep.calibration_files import calibration_records
 from flopsweep.checkpointing import recompute_mode
@@ -378,7 +378,7 @@ def _prediction(
         probed, fell_back = by_pieces, "; ".join(t for t in (fell_back, why) if t)
     own = _config_dict(cfg)["backend"]
     group = pr.backend_of({"config": {"backend": own}})
-    kind = nearest.gpu_kind(device_name)
+    kind = nearest_measured.gpu_kind(device_name)
     same_group = [  # another backend: the nearest's; a shipped record only of the run's GPU kind
         (n, r)
         for n, r in records
@@ -386,7 +386,7 @@ def _prediction(
         and (
             kind is None
             or not shipped.is_shipped(r)
-            or nearest.gpu_kind(value_at(r, ("system", "device_name"))) == kind
+            or nearest_measured.gpu_kind(value_at(r, ("system", "device_name"))) == kind
         )
     ]
     config = _config_dict(cfg)
@@ -564,16 +564,16 @@ def _nearest(
     target: pr.Workload,
     records: Sequence[tuple[str, dict[str, Any]]],
     device_name: str | None,
-) -> tuple[pr.Compute | None, str, nearest.Measured | None]:
+) -> tuple[pr.Compute | None, str, nearest_measured.Measured | None]:
     """:func:`flopsweep.nearest.nearest_compute` of ``cfg`` (its workload ``target``, on ``device_name``)
     over ``records``: the compute carried over from the nearest measured set-up that is not its own and
     that set-up's first record, or None, why none may stand for it, and None."""
     config = {"config": _config_dict(cfg), "system": {"device_name": device_name}}
-    me = nearest.describe("(this run)", config, target, device_name=device_name)
+    me = nearest_measured.describe("(this run)", config, target, device_name=device_name)
     if me is None:
         return None, "no nearest set-up: the run's config has no counts", None
     named = [(n, r) for n, r in records if not shipped.is_shipped(r)]
-    pool = nearest.pool_of(named)
+    pool = nearest_measured.pool_of(named)
     if len(named) < len(records):  # the shipped records' pool, made once a process
         pool += list(shipped.pool())
     return nearest.nearest_compute(me, pool, records)

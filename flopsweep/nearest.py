@@ -30,145 +30,34 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import identity, peaks
+from flopsweep import peaks
+from flopsweep.nearest_measured import HOST, Measured, device_of, setup_of
 from flopsweep.record import value_at
 from flopsweep.text import plural
 from flopsweep.workload import Compute, PredictionError, Workload
 
 RULE = (
     "same device type, precision and compile (required); a GPU kind of the same datasheet peak first (H100 "
-    "and H200 SXM alike), another scaled by the peak ratio; then the same attention kernel; dense or mixture "
-    "of experts alike; the same backend, ZeRO stage and optimizer (on the GPU or the host); the nearest "
-    "model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)| + |ln(sequence length ratio)|; "
-    "the nearest world size; the same backend knobs; the same GPU kind; one set-up whatever its policy "
-    "(the siblings' shared base); in it the same checkpointing policy, else selective last and the nearest "
-    "recompute share; the name"
+    "and H200 SXM alike), another scaled by the peak ratio; then the same attention kernel; the same "
+    "experts kernel (model.experts); dense or mixture of experts alike; the same backend, ZeRO stage and "
+    "optimizer (on the GPU or the host); the nearest model by |ln(parameters ratio)| + |ln(tokens per "
+    "micro batch ratio)| + |ln(sequence length ratio)|; the nearest world size; the same backend knobs; "
+    "the same GPU kind; one set-up whatever its policy (the siblings' shared base); in it the same "
+    "checkpointing policy, else selective last and the nearest recompute share; the name"
 )
 """The picking rule (:func:`candidates`) in full (docs/prediction-nearest.md)."""
 
 RULE_SHORT = (
-    "same GPU peak (else scaled), precision and compile; then kernel, dense or MoE, backend and stage, "
-    "optimizer side, nearest parameters, tokens per micro batch and sequence length, world size, "
-    "backend knobs, GPU kind, then in that set-up the policy (docs/prediction-nearest.md)"
+    "same GPU peak (else scaled), precision and compile; then kernel, experts kernel, dense or MoE, "
+    "backend and stage, optimizer side, nearest parameters, tokens per micro batch and sequence length, "
+    "world size, backend knobs, GPU kind, then in that set-up the policy (docs/prediction-nearest.md)"
 )
 """:data:`RULE` in the words every ``nearest`` source ends with: each key :func:`order` sorts by."""
-
-HOST = "host"
-""":attr:`Measured.backend`'s optimizer family of a run whose optimizer steps on the host (FSDP2's
-``cpu_offload``, ZeRO-Offload: :func:`flopsweep.predict.optimizer_family` None). Such a step is bound
-by the host's AdamW over the fp32 states and the parameters and gradients crossing to and from it
-each step, which scale with the parameters a rank updates, not with the FLOPs: between two such runs
-the whole step carries over per parameter (one H200: Llama 3.2 1B FSDP2 ``cpu_offload`` 2.2-2.4 ns
-per parameter, Llama 3.1 8B at 29 blocks 2.4 ns)."""
 
 FULL_RECOMPUTE = 4 / 3
 """Hardware over model FLOPs of a record with full checkpointing made before
 ``hardware_flops_per_iteration`` was recorded: the forward (a third of the model FLOPs) runs again
 (:func:`flopsweep.metrics.hardware_flops`)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Measured:
-    """What :func:`candidates` compares of one record (or of a target about to run): the set-up
-    (:func:`flopsweep.identity.setup_key`: the config less the rank count, with the GPU's name), the GPU
-    kind (the peak table's row name, else the name as given), and the keys of :data:`RULE`."""
-
-    name: str
-    record: dict[str, Any]
-    setup: str | None
-    gpu: str | None
-    device: str
-    precision: str
-    compile: str
-    attention: str
-    moe: bool
-    """A mixture of experts (``model.n_active_params`` below ``n_params``, or ``top_k`` > 0)."""
-    backend: tuple[str, str, str]
-    """``(name, calibration group such as deepspeed-3, optimizer family or`` :data:`HOST` ``)``."""
-    knobs: str
-    policy: str
-    n_params: int
-    tokens: int
-    """Tokens per micro batch: ``micro_batch_size x seq_len``."""
-    world: int
-    workload: Workload
-    base: str | None = None
-    """The set-up whatever its checkpointing policy (:func:`base_key`): the records one target's
-    policy siblings share (:func:`order` sorts by it ahead of the policy)."""
-
-
-def gpu_kind(device_name: Any) -> str | None:
-    """The peak table's row name of ``device_name`` (``NVIDIA H200`` and ``H200`` are ``H200 SXM``), else
-    the name itself; None without one."""
-    if not isinstance(device_name, str) or not device_name.strip():
-        return None
-    row = peaks.lookup(device_name)
-    return row.name if row else device_name.strip()
-
-
-def describe(
-    name: str, record: dict[str, Any], workload: Workload | None = None, *, device_name: str | None = None
-) -> Measured | None:
-    """The :class:`Measured` of ``record`` (a record, or ``{"config": ..., "system": ...}`` of a target),
-    its :class:`Workload` ``workload`` or the record's; ``device_name`` in place of ``system.device_name``.
-    None when the record has no config or no counts (:func:`flopsweep.predict.workload_from_record`)."""
-    from flopsweep.predict import backend_knobs, backend_of, optimizer_family, workload_from_record
-
-    config = record.get("config")
-    if not isinstance(config, dict):
-        return None
-    try:
-        w = workload or workload_from_record(record)
-    except (PredictionError, TypeError, ValueError):
-        return None
-    device_name = device_name or value_at(record, ("system", "device_name"))
-    system = {**(record.get("system") or {}), "device_name": device_name}
-    setup = _setup({**record, "system": system})
-    only = lambda path: identity.calibration_key(record, only=path)  # noqa: E731 - today's form of a key
-    backend = config.get("backend") if isinstance(config.get("backend"), dict) else {}
-    return Measured(
-        name=name,
-        record=record,
-        setup=setup,
-        gpu=gpu_kind(device_name),
-        device=str(config.get("device") or "cuda"),
-        precision=w.precision,
-        compile=only(("config", "compile")),
-        attention=only(("config", "attention")),
-        moe=_moe(record, w),
-        backend=(str(backend.get("name")), backend_of(record), optimizer_family(record) or HOST),
-        knobs=json.dumps(
-            backend_knobs(backend), sort_keys=True, default=str
-        ),  # a knob it predates: its default
-        policy=_policy(json.loads(only(("config", "activation_checkpointing")))),
-        n_params=w.n_params,
-        tokens=w.micro_batch_size * w.seq_len,
-        world=w.world_size,
-        workload=w,
-        base=base_key({**record, "system": system}),
-    )
-
-
-def base_key(record: dict[str, Any]) -> str | None:
-    """:func:`flopsweep.identity.setup_key` of ``record`` with its checkpointing policy set to ``none``
-    (its stored ``run`` keys left out): one key for the records of a set-up at every policy, on the same
-    GPU; None for a record without a config or of a schema it cannot read."""
-    config = record.get("config")
-    if not isinstance(config, dict):
-        return None
-    plain = {k: v for k, v in record.items() if k != "run"}
-    plain["config"] = {**config, "activation_checkpointing": {"name": "none"}}
-    return _setup(plain)
-
-
-def _moe(record: dict[str, Any], w: Workload) -> bool:
-    active = value_at(record, ("model", "n_active_params"))
-    return w.top_k > 0 or (isinstance(active, int) and 0 < active < w.n_params)
-
-
-def _policy(value: Any) -> str:
-    """A checkpointing policy's name (a policy dict by its ``name``)."""
-    return str(value.get("name", "")) if isinstance(value, dict) else str(value)
 
 
 def _peak(gpu: str | None, precision: str) -> float | None:
@@ -209,6 +98,7 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
     return (
         m.gpu != target.gpu and not same_peak(target, m),
         m.attention != target.attention,
+        m.experts != target.experts,
         m.moe != target.moe,
         m.backend[0] != target.backend[0],
         m.backend[1] != target.backend[1],
@@ -239,7 +129,7 @@ def _said(value: Any) -> str:
 
 def differences(target: Measured, m: Measured) -> list[str]:
     """Each way the record ``m`` differs from ``target`` that :func:`order` sorts by, in its order, as
-    ``"KEY TARGET'S vs RECORD'S"`` texts: the attention kernel, dense or MoE, the backend
+    ``"KEY TARGET'S vs RECORD'S"`` texts: the attention kernel, the experts kernel, dense or MoE, the backend
     (:func:`flopsweep.predict.backend_differences`: its name, else its ZeRO stage and knobs), the
     optimizer side, the checkpointing policy, the model (its name, else its parameters), the sequence
     length, the micro batch (the two make the tokens per micro batch) and the world size. The GPU kind
@@ -250,6 +140,8 @@ def differences(target: Measured, m: Measured) -> list[str]:
     out = []
     if m.attention != target.attention:
         out.append(f"attention {_said(target.attention)} vs {_said(m.attention)}")
+    if m.experts != target.experts:
+        out.append(f"model.experts {target.experts} vs {m.experts}")
     if m.moe != target.moe:
         out.append(f"experts {'MoE' if target.moe else 'dense'} vs {'MoE' if m.moe else 'dense'}")
     out += backend_differences(target.record, m.record)
@@ -423,7 +315,7 @@ def nearest_compute(
         for n, r in (records if records is not None else [(m.name, m.record) for m in pool])
         if isinstance(value_at(r, ("metrics", "breakdown")), dict) and n != target.name
     ]
-    source = [(n, r) for n, r in source if not own or _setup(r) not in own]
+    source = [(n, r) for n, r in source if not own or setup_of(r) not in own]
     cache: dict[tuple[str, str | None], tuple[float, str] | None] = {}
 
     def rates(family: str, device_name: str | None) -> tuple[float, str] | None:
@@ -464,23 +356,6 @@ def nearest_compute(
         carried = dispatch(target, first, ranked + others, rate_of) if done[0].host_ns is None else (1.0, "")
         return _compute(target, first, done, table, carried), "", first
     return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
-
-
-def device_of(m: Measured) -> str | None:
-    """``m``'s ``system.device_name`` (a target's: the GPU it is predicted on), None where none is named."""
-    name = value_at(m.record, ("system", "device_name"))
-    return name if isinstance(name, str) and name.strip() else None
-
-
-def _setup(record: dict[str, Any]) -> str | None:
-    """:func:`flopsweep.identity.setup_key` of a record or its view (whose ``schema_version`` is None
-    where the record had none: read as current); None for a schema it cannot read."""
-    if "schema_version" in record and record["schema_version"] is None:
-        record = {k: v for k, v in record.items() if k != "schema_version"}
-    try:
-        return identity.setup_key(record)
-    except Exception:  # noqa: BLE001 - an unknown schema: a set-up of its own
-        return None
 
 
 def dispatch(
@@ -592,8 +467,3 @@ def scaled_from(source: str) -> str | None:
     (:data:`flopsweep.plan_assess.ACROSS_KINDS_ERROR`, docs/plan.md)."""
     match = _SCALED_FROM.search(source or "")
     return match.group("gpu") if match else None
-
-
-def pool_of(records: Iterable[tuple[str, dict[str, Any]]]) -> list[Measured]:
-    """:func:`describe` of each record that has what :func:`candidates` compares (others are left out)."""
-    return [m for n, r in records if (m := describe(n, r)) is not None]

@@ -228,13 +228,13 @@ UNMEASURED = (
 ACROSS_KINDS_ERROR = {
     ("H200 SXM", "H100 SXM"): 0.08,
 }
-"""Expected |error| of a step predicted from the nearest set-up measured on another GPU kind and
-scaled by the datasheet peak ratio, by (measured on, predicted for) as :func:`flopsweep.nearest.gpu_kind`
-names them; a pair not here is unmeasured (:data:`UNMEASURED`). H200 -> H100: the 43 one-H100 records
-of 2026-12-05 (``benchmarks/results/h100/session25``) predicted from the H200 records alone
-(``python benchmarks/nearest_loo.py h100 --from h200``): median 7.1%, p90 16.5% (single 5.9% and
-9.8%, FSDP2 6.6% and 13.6%; DeepSpeed worse, :data:`DEEPSPEED_ERROR` covers it), mostly under the
-measured step: the two share a bf16 peak (ratio 1), and the H100's HBM is 3.35 TB/s to the H200's 4.8."""
+"""Expected |error| of a step predicted from the nearest set-up measured on another GPU kind and scaled by
+the datasheet peak ratio, by (measured on, predicted for) as :func:`flopsweep.nearest_measured.gpu_kind`
+names them; a pair not here is unmeasured (:data:`UNMEASURED`). H200 -> H100: the 43 one-H100 records of
+2026-12-05 (``benchmarks/results/h100/session25``) predicted from the H200 records alone (``python
+benchmarks/nearest_loo.py h100 --from h200``): median 7.1%, p90 16.5% (single 5.9% and 9.8%, FSDP2 6.6%
+and 13.6%; DeepSpeed worse, :data:`DEEPSPEED_ERROR` covers it), mostly under the measured step: the two
+share a bf16 peak (ratio 1), and the H100's HBM is 3.35 TB/s to the H200's 4.8."""
 
 
 def across_kinds(made: dict[str, Any], gpu: str | None) -> tuple[str | None, float | None]:
@@ -242,7 +242,8 @@ def across_kinds(made: dict[str, Any], gpu: str | None) -> tuple[str | None, flo
     were measured on (:func:`flopsweep.nearest.scaled_from`) and :data:`ACROSS_KINDS_ERROR` for that kind
     and ``gpu`` (the GPU predicted for), None where unmeasured; ``(None, None)`` for a prediction of the
     same kind or from another source."""
-    from flopsweep.nearest import gpu_kind, scaled_from
+    from flopsweep.nearest import scaled_from
+    from flopsweep.nearest_measured import gpu_kind
 
     if made.get("compute_source") != "nearest":
         return None, None

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from flopsweep import nearest, zero3_floor
+from flopsweep import nearest, nearest_measured, zero3_floor
 from flopsweep.comm_time import foreign_bandwidth
 from flopsweep.predict import (
     COLLECTIVES,
@@ -42,7 +42,7 @@ def predict_record(
     """``metrics.predicted`` for a measured record that lacks one (``python -m analysis
     --predict``): calibrated from ``records`` (:func:`pick_calibration`, never ``name`` itself),
     else from the nearest set-up among them that is not its own (:func:`flopsweep.nearest.nearest_compute`;
-    ``pool``: :func:`flopsweep.nearest.pool_of` of ``records``, made once by a caller that predicts
+    ``pool``: :func:`flopsweep.nearest_measured.pool_of` of ``records``, made once by a caller that predicts
     many), else uncalibrated at its measured GEMM rate, the reason no set-up was near said in
     ``source``; bandwidths from its own probe
     (``system.interconnect``), else the calibration's; overlap from the profiled records of its
@@ -79,10 +79,10 @@ def predict_record(
                 else None,
             )
         else:
-            me = nearest.describe(name, record, target)
+            me = nearest_measured.describe(name, record, target)
             found, why = (None, "no nearest set-up: the record has no config")
             if me is not None:
-                near = nearest.pool_of(others) if pool is None else pool
+                near = nearest_measured.pool_of(others) if pool is None else pool
                 found, why, _ = nearest.nearest_compute(me, near, others)
             compute = found or compute_uncalibrated(target, gemm_tflops=metrics.get("measured_matmul_tflops"))
             if found is None:

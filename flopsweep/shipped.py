@@ -151,8 +151,8 @@ def records() -> list[tuple[str, dict[str, Any]]]:
 
 @functools.lru_cache(maxsize=1)
 def pool() -> tuple[Any, ...]:
-    """:func:`flopsweep.nearest.pool_of` of :func:`records`, made once a process."""
-    from flopsweep.nearest import pool_of
+    """:func:`flopsweep.nearest_measured.pool_of` of :func:`records`, made once a process."""
+    from flopsweep.nearest_measured import pool_of
 
     return tuple(pool_of(records()))
 

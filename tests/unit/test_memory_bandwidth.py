@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from flopsweep import nearest, peaks
+from flopsweep import nearest, nearest_measured, peaks
 from flopsweep import predict as pr
 from flopsweep.memory_bandwidth import BANDWIDTH
 from unit.test_predict import P, _record
@@ -94,8 +94,8 @@ def test_the_nearest_set_up_takes_its_optimizer_at_the_targets_bandwidth() -> No
     profile = _on("NVIDIA H200")
     profile["config"]["model"]["n_layer"] = 12  # another set-up: only its rate is taken
     pairs = [("m", measured), ("t", target), ("p", profile)]
-    me = nearest.describe("t", target)
-    found, why, first = nearest.nearest_compute(me, nearest.pool_of(pairs[:2]), pairs)
+    me = nearest_measured.describe("t", target)
+    found, why, first = nearest.nearest_compute(me, nearest_measured.pool_of(pairs[:2]), pairs)
     assert why == "" and first.name == "m"
     optimizer = 0.01 * 4.8 / 3.35
     assert found.optimizer_s == pytest.approx(optimizer)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flopsweep import nearest
+from flopsweep import nearest, nearest_measured
 from flopsweep.predict_record import predict_record
 
 P = 1_000_000_000
@@ -60,9 +60,9 @@ def record(
 
 def predicted(target: dict, records: dict[str, dict]):
     """The nearest compute of ``target`` (named ``target``) among ``records``."""
-    me = nearest.describe("target", target)
+    me = nearest_measured.describe("target", target)
     pairs = list(records.items())
-    return nearest.nearest_compute(me, nearest.pool_of(pairs), pairs)
+    return nearest.nearest_compute(me, nearest_measured.pool_of(pairs), pairs)
 
 
 @pytest.mark.parametrize(
@@ -135,6 +135,31 @@ def test_the_picking_order() -> None:
     assert predicted(target, pool)[2].name == "x1.5"
     pool["x1.5"] = record(model="m4", n_params=P * 3 // 2, mbs=16)  # |ln 1.5| + |ln 4| = 1.79
     assert predicted(target, pool)[2].name == "x4"
+
+
+def _experts(rec: dict, experts: str) -> dict:
+    """``rec`` as a ``model=hf`` MoE config whose experts run through ``experts`` (``model.experts``)."""
+    rec["config"]["model"]["experts"] = experts
+    rec["model"]["n_active_params"] = rec["model"]["n_params"] // 5
+    return rec
+
+
+def test_the_experts_kernel_is_matched_ahead_of_the_model_and_the_micro_batch() -> None:
+    """A ``model=hf`` MoE set-up takes a record of its own experts kernel over one of the same model and
+    micro batch whose experts ran another kernel (OLMoE-1B-7B FSDP2 on one H200: ``eager`` 28 TFLOP/s,
+    ``grouped_mm`` 175; taking one for the other was +445%), and the source says how they differ."""
+    target = _experts(record(model="olmoe"), "grouped_mm")
+    pool = {
+        "eager-same-batch": _experts(record(model="olmoe", step=6.0), "eager"),
+        "grouped-mb8": _experts(record(model="olmoe", mbs=8, step=2.0), "grouped_mm"),
+    }
+    found, why, first = predicted(target, pool)
+    assert why == "" and first.name == "grouped-mb8"
+    assert found.compute_s == pytest.approx(1.0)  # mb8's rate over half its FLOPs
+    del pool["grouped-mb8"]
+    found, why, first = predicted(target, pool)
+    assert first.name == "eager-same-batch"
+    assert "differs in model.experts grouped_mm vs eager" in found.source
 
 
 def _policy_record(policy: str, step: float, **kw) -> dict:
