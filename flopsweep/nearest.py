@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import peaks
+from flopsweep import peaks, zero3_floor
 from flopsweep.nearest_measured import HOST, Measured, device_of, setup_of
 from flopsweep.record import value_at
 from flopsweep.text import plural
@@ -407,14 +407,14 @@ def dispatch(
         bases.setdefault((m.base or m.name, m.world, m.gpu), []).append(m)
     found: list[tuple[tuple[Any, ...], float, Measured]] = []
     for ms in bases.values():
-        if {m.policy == policy for m in ms} != {True, False}:
+        if {m.policy == policy for m in ms} != {True, False} or zero3_floor.applies(ms[0].record):
             continue
-        slow = [r for m in ms if m.policy == policy and (r := rate_of(m))]
-        fast = [r for m in ms if m.policy not in DISPATCH_POLICIES and (r := rate_of(m))]
+        slow = [r for m in ms if m.policy == policy and not retried(m) and (r := rate_of(m))]
+        fast = [r for m in ms if m.policy not in DISPATCH_POLICIES and not retried(m) and (r := rate_of(m))]
         if slow and fast:
             m = ms[0]
             eager = target.compile != "false" and m.compile == "false"  # a cost a compiled step never pays
-            key = (eager, model_gap(target, m), m.compile != target.compile, m.backend != target.backend)
+            key = (eager, m.backend != target.backend, model_gap(target, m), m.compile != target.compile)
             found.append(((*key, _log_gap(target.world, m.world)), _median(fast) / _median(slow), m))
     if not found:
         return 1.0, f"{policy}'s dispatch measured in no set-up beside another policy: at its FLOPs' rate"
@@ -432,6 +432,13 @@ def dispatch(
         f"as measured in the nearest set-up that ran both ({where})"
     )
     return (factor if mine else 1 / factor), said
+
+
+def retried(m: Measured) -> bool:
+    """Whether ``m`` ran at the memory edge (``metrics.cuda_alloc_retries`` > 0): its step holds the caching
+    allocator's frees and retries, a cost of its memory, not of its policy's work."""
+    retries = value_at(m.record, ("metrics", "cuda_alloc_retries"))
+    return isinstance(retries, int | float) and retries > 0
 
 
 def model_gap(target: Measured, m: Measured) -> float:
