@@ -108,6 +108,7 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
         m.knobs != target.knobs,
         m.gpu != target.gpu,
         m.base or m.name,
+        retried(m),
         m.policy != target.policy,
         m.policy in DISPATCH_POLICIES,
         round(_log_gap(recompute_share(target), recompute_share(m)), 9),
