@@ -309,6 +309,9 @@ def transfer(
     if not fb > 0 or not hardware_flops(m) > 0:
         return None
     rate = hardware_flops(m) / fb
+    peak = _peak(m.gpu, target.precision)
+    if peak is not None and rate > peak * 1e12:  # faster than its GPU can: no compute rate in its step
+        return None
     scale = 1.0
     if target.gpu is not None and m.gpu != target.gpu:
         scale = _peak(target.gpu, target.precision) / _peak(m.gpu, target.precision)
