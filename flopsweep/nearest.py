@@ -225,8 +225,8 @@ def hardware_flops(m: Measured) -> float:
 
 def read_share(m: Measured) -> float:
     """The share of ``m``'s counted recompute that runs where it is counted as a whole block's forward
-    (``metrics.recompute`` ``full``: a compiled block under ``full`` or ``every_n``; a target about to run:
-    its policy's mode): the compiler's partitioner keeps in the backward graph only what backward reads, so
+    (its policy's mode, as ``metrics.recompute`` says it, ``full``: a compiled block under ``full`` or
+    ``every_n``; read from the config, which the shipped records keep): the compiler's partitioner keeps in the backward graph only what backward reads, so
     the block's last projection (Llama's ``w2``, GPT-2's MLP ``c_proj``, whose output only the residual add
     takes) never runs again, as under eager non-reentrant checkpointing (``early_stop``): the family's
     ``early_stop`` over ``full`` recompute (8B: 0.75). Measured with ``min_cut_rematerialization_partition``:
@@ -235,9 +235,7 @@ def read_share(m: Measured) -> float:
     from flopsweep.checkpointing import POLICIES
     from flopsweep.models import MODELS
 
-    mode = value_at(m.record, ("metrics", "recompute"))
-    if mode is None and "metrics" not in m.record and m.policy in POLICIES:
-        mode = POLICIES[m.policy].recompute(m.compile == "true")
+    mode = POLICIES[m.policy].recompute(m.compile == "true") if m.policy in POLICIES else None
     model = value_at(m.record, ("config", "model"))
     fam = MODELS.get(model.get("arch")) if isinstance(model, dict) else None
     if mode != "full" or fam is None or fam is MODELS.get("hf"):
