@@ -345,3 +345,113 @@ def test_selective_s_dispatch_comes_from_the_nearest_set_up_that_ran_both() -> N
         rec("m4", 8 * P, "selective", 1.0), {**pool, "m4-none": rec("m4", 8 * P, "none", 1.0)}
     )
     assert "(m3 fsdp micro batch 4 on 1 H200 SXM, compile true)" in big.source, big.source
+
+
+def test_a_compiled_block_s_recompute_counts_what_backward_reads() -> None:
+    """A compiled checkpointed block re-runs only what its backward reads (the partitioner drops the last
+    projection, ``w2``): its counted ``full`` recompute is carried at the family's ``early_stop`` share, on
+    the record and on a target alike; an eager block (``early_stop`` already) and a family without a
+    torch-free count keep theirs."""
+    from flopsweep.models import llama
+    from flopsweep.models.llama import LlamaConfig
+
+    shape = {
+        "name": "llama3.1-8b",
+        "arch": "llama",
+        "n_layer": 32,
+        "n_embd": 4096,
+        "n_head": 32,
+        "seq_len": 2048,
+    }
+    shape |= {"vocab_size": 128256, "n_kv_head": 8, "ffn_dim": 14336}
+    cfg = LlamaConfig(**shape)
+    base, full, read = (llama.hardware_flops(cfg, 2048, 1.0, r) for r in ("none", "full", "early_stop"))
+
+    def rec(policy: str, compiled: bool, step: float) -> dict:
+        out = record(policy=policy, step=step, n_params=8 * P)
+        out["config"]["model"] = dict(shape)
+        out["config"]["compile"] = compiled
+        out["metrics"]["model_flops_per_iteration"] = 4 * base
+        out["metrics"]["hardware_flops_per_iteration"] = 4 * (full if policy == "full" and compiled else base)
+        return out
+
+    share = nearest.read_share(nearest_measured.describe("full", rec("full", True, 1.0)))
+    assert share == pytest.approx((read - base) / (full - base)) and 0.74 < share < 0.76
+    assert nearest.read_share(nearest_measured.describe("eager", rec("full", False, 1.0))) == 1.0
+    assert nearest.read_share(nearest_measured.describe("none", rec("none", True, 1.0))) == 1.0
+    plan = rec("full", True, 1.0)  # a target about to run: its config and its counts, no metrics
+    workload = nearest_measured.describe("r", plan).workload
+    target = nearest_measured.describe("target", {"config": plan["config"]}, workload)
+    assert target is not None and nearest.read_share(target) == pytest.approx(share)
+    # a compiled none run predicted from its full sibling: at full's rate on the FLOPs that ran
+    found, _, first = predicted(rec("none", True, 1.0), {"full": rec("full", True, 1.2)})
+    assert first.name == "full"
+    assert found.compute_s == pytest.approx(1.2 * base / read)
+
+
+def _dispatch_pool(**extra: dict) -> dict[str, dict]:
+    """The target's base (m1, fsdp) measured at none only, and m2 (fsdp) measured at none and selective."""
+
+    def rec(policy: str, step: float, **kw) -> dict:
+        return _policy_record(policy, step, **kw)
+
+    return {
+        "m1-none": rec("none", 1.0),
+        "m2-none": rec("none", 1.0, model="m2", n_params=8 * P),  # fsdp, |ln 8| away: selective at 0.8
+        "m2-selective": rec("selective", 1.375, model="m2", n_params=8 * P),
+        **extra,
+    }
+
+
+def test_selective_s_dispatch_is_its_backend_s_and_never_from_the_memory_edge_or_one_gpu_zero3() -> None:
+    """Selective's rate ratio comes from a set-up of the target's backend ahead of a nearer model of
+    another (the dispatch shows where the backend breaks the block's graph and runs hooks), never from a
+    record at the memory edge (its allocator retries are no policy's cost) nor from a one-GPU ZeRO-3
+    set-up (its step is floor-bound: no compute rate)."""
+    near = {"model": "m3", "n_params": 2 * P}  # |ln 2| away
+    ddp_none, ddp_sel = (
+        _policy_record("none", 1.0, backend="ddp", **near),
+        _policy_record("selective", 2.2, backend="ddp", **near),
+    )
+    target = _policy_record("selective", 1.0)
+    found, _, first = predicted(target, _dispatch_pool(**{"ddp-none": ddp_none, "ddp-sel": ddp_sel}))
+    assert first.name == "m1-none"
+    assert "selective at 0.8 x the rate" in found.source and "(m2 fsdp micro batch 4" in found.source, (
+        found.source
+    )
+    edge = _policy_record("none", 1.0, **near)
+    edge["metrics"]["cuda_alloc_retries"] = 12
+    pool = _dispatch_pool(**{"m3-none": edge, "m3-sel": _policy_record("selective", 2.2, **near)})
+    assert "(m2 fsdp micro batch 4" in predicted(target, pool)[0].source
+    zero3 = {
+        k: _zero3(_policy_record(p, t, backend="deepspeed", **near))
+        for k, p, t in (("z-none", "none", 1.0), ("z-sel", "selective", 2.2))
+    }
+    z_target = _zero3(_policy_record("selective", 1.0, backend="deepspeed"))
+    z_source = predicted(
+        z_target,
+        {**_dispatch_pool(), **zero3, "z1-none": _zero3(_policy_record("none", 1.0, backend="deepspeed"))},
+    )[0].source
+    assert "(m2 fsdp micro batch 4" in z_source, z_source
+
+
+def _zero3(r: dict) -> dict:
+    r["config"]["backend"] |= {"zero_stage": 3, "offload_optimizer": "none", "offload_param": "none"}
+    return r
+
+
+def test_in_a_base_set_up_a_sibling_not_at_the_memory_edge_stands_first() -> None:
+    """Of a base set-up's other policies, one without allocator retries stands for the target: a record at
+    the memory edge ran slower than its work."""
+    edge = _policy_record("none", 2.0)
+    edge["metrics"]["cuda_alloc_retries"] = 16
+    pool = {"none-edge": edge, "full": _policy_record("full", 1.2)}
+    assert predicted(_policy_record("none", 1.0, mbs=8), pool)[2].name == "full"
+    assert predicted(_policy_record("none", 1.0, mbs=8), {"none-edge": edge})[2].name == "none-edge"
+
+
+def test_a_record_faster_than_its_gpu_s_peak_is_passed_over() -> None:
+    """A record whose parts, as read, leave its FLOPs less time than its GPU's datasheet peak needs
+    measured no compute rate: the next set-up stands instead."""
+    pool = {"too-fast": record(step=0.01), "m2": record(model="m2", n_params=2 * P)}  # 4,900 TFLOP/s
+    assert predicted(record(mbs=8), pool)[2].name == "m2"
