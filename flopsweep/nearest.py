@@ -11,13 +11,14 @@ measured, independent of the model:
     t_opt = rate_t x P_t                           seconds per parameter a rank updates x its parameters
 
 ``F`` the hardware FLOPs per rank of a step (a record before ``hardware_flops_per_iteration`` with full
-checkpointing: its model FLOPs x 4/3, the forward run again), ``t`` the mean step, ``t_opt`` and ``t_exp`` its
-optimizer and exposed communication (:func:`flopsweep.predict.measured_parts`), ``rate_t`` the optimizer's
-seconds per parameter of the target's optimizer on the target's GPU (:func:`flopsweep.predict.optimizer_rate`
-over the records left, each scaled by its GPU's datasheet memory bandwidth over the target's: a memory-bound
-step) and ``P_t`` the parameters a rank updates; ``peak`` the datasheet dense peak of the precision (1 on the
-same GPU kind). Where no rate separates the optimizer of both, it stays inside ``R``. Torch-free; seconds,
-FLOP.
+checkpointing: its model FLOPs x 4/3, the forward run again; a compiled checkpointed block's recompute as
+what its backward reads, :func:`read_share`), ``t`` the mean step, ``t_opt`` and ``t_exp`` its optimizer and
+exposed communication (:func:`flopsweep.predict.measured_parts`), ``rate_t`` the optimizer's seconds per
+parameter of the target's optimizer on the target's GPU (:func:`flopsweep.predict.optimizer_rate` over the
+records left, each scaled by its GPU's datasheet memory bandwidth over the target's: a memory-bound step) and
+``P_t`` the parameters a rank updates; ``peak`` the datasheet dense peak of the precision (1 on the same GPU
+kind). Where no rate separates the optimizer of both, it stays inside ``R``; a record whose ``R`` exceeds its
+GPU's datasheet peak measured no compute rate and is passed over. Torch-free; seconds, FLOP.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ RULE = (
     "experts kernel (model.experts); dense or mixture of experts alike; the same backend, ZeRO stage and "
     "optimizer (on the GPU or the host); the nearest model by |ln(parameters ratio)| + |ln(tokens per "
     "micro batch ratio)| + |ln(sequence length ratio)|; the nearest world size; the same backend knobs; "
-    "the same GPU kind; one set-up whatever its policy (the siblings' shared base); in it the same "
-    "checkpointing policy, else selective last and the nearest recompute share; the name"
+    "the same GPU kind; one set-up whatever its policy (the siblings' shared base); in it a record off "
+    "the memory edge, the same checkpointing policy, else selective last and the nearest recompute share; "
+    "the name"
 )
 """The picking rule (:func:`candidates`) in full (docs/prediction-nearest.md)."""
 
@@ -224,14 +226,15 @@ def hardware_flops(m: Measured) -> float:
 
 
 def read_share(m: Measured) -> float:
-    """The share of ``m``'s counted recompute that runs where it is counted as a whole block's forward
-    (its policy's mode, as ``metrics.recompute`` says it, ``full``: a compiled block under ``full`` or
-    ``every_n``; read from the config, which the shipped records keep): the compiler's partitioner keeps in the backward graph only what backward reads, so
-    the block's last projection (Llama's ``w2``, GPT-2's MLP ``c_proj``, whose output only the residual add
-    takes) never runs again, as under eager non-reentrant checkpointing (``early_stop``): the family's
-    ``early_stop`` over ``full`` recompute (8B: 0.75). Measured with ``min_cut_rematerialization_partition``:
-    a checkpointed Llama block's backward graph holds 6 of its 7 forward matmuls again. 1 for every other
-    record, an unknown family and ``hf`` (its counts need torch)."""
+    """The share of ``m``'s counted recompute that runs, where it is counted as a whole block's forward
+    (its policy's mode ``full``, as ``metrics.recompute`` says it: a compiled block under ``full`` or
+    ``every_n``; read from the policy and compile, which the shipped records keep): the compiler's partitioner
+    keeps in the backward graph only what backward reads, so the block's last projection (Llama's ``w2``,
+    GPT-2's MLP ``c_proj``, whose output only the residual add takes) never runs again, as under eager
+    non-reentrant checkpointing (``early_stop``): the family's ``early_stop`` over ``full`` recompute (8B:
+    0.75). Measured with ``min_cut_rematerialization_partition``: a checkpointed Llama block's backward graph
+    holds 6 of its 7 forward matmuls again. 1 for every other record, an unknown family and ``hf`` (its
+    counts need torch)."""
     from flopsweep.checkpointing import POLICIES
     from flopsweep.models import MODELS
 
@@ -397,9 +400,13 @@ def dispatch(
     """The factor on the compute carried from ``first`` where one of the target's policy and ``first``'s
     is a :data:`DISPATCH_POLICIES` policy and the other not, and its words: the other policies' rate on
     hardware FLOPs (``rate_of``) over that policy's in the nearest set-up of ``ranked`` that ran both (on
-    one GPU kind and world size): for a compiled target a compiled one, then by :func:`model_gap`, compile,
-    backend and world size; the median of ties (a cost per eager operator: FSDP2 gpt-1.3b eager ran
-    ``selective`` 1.10 to 1.59 x slower per FLOP than ``full``, Llama 3.1 8B compiled 1.03 to 1.1 x)."""
+    one GPU kind and world size): for a compiled target a compiled one, then of the target's backend
+    (where the backend breaks the block's graph and runs hooks, the dispatch shows), then by
+    :func:`model_gap`, compile and world size; the median of ties (a cost per eager operator: FSDP2
+    gpt-1.3b eager ran ``selective`` 1.10 to 1.59 x slower per FLOP than ``full``, Llama 3.1 8B compiled
+    1.03 to 1.1 x).
+    Records at the memory edge (:func:`retried`) and one-GPU ZeRO-3 set-ups (floor-bound,
+    :func:`flopsweep.zero3_floor.applies`) measure no dispatch."""
     mine = target.policy in DISPATCH_POLICIES
     if mine == (first.policy in DISPATCH_POLICIES):
         return 1.0, ""
