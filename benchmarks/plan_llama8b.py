@@ -166,10 +166,10 @@ def render() -> str:
         "The plan ranks its own predictions (`objective=tokens_per_s_per_device`, rank 1 = fastest "
         "per GPU). Each is carried over from the nearest set-up among the records flopsweep ships "
         "(`nearest (shipped records)`: one H100 SXM's or H200's, scaled to the H100 NVL by the datasheet "
-        "peak ratio 0.844). `space.compile=[false,true]` plans each set-up eager and compiled, each from records of "
-        "its own compile setting: the plan ranks compile above eager and 8 GPUs over 128 as torchtitan "
-        "measured, but predicts compiled fp8 from the shipped compiled fp8 run of Llama 3.1 8B on one "
-        "H200 (431.8 TFLOP/s to bf16's 580.9), slower than bf16, where torchtitan's compiled Float8 "
+        "peak ratio 0.844). `space.compile=[false,true]` plans each set-up eager and compiled, each from "
+        "records of its own compile setting: the plan ranks compile above eager and 8 GPUs over 128 as "
+        "torchtitan measured, but predicts compiled fp8 from the shipped compiled fp8 run of Llama 3.1 8B "
+        "on one H200 (431.8 TFLOP/s to bf16's 580.9), slower than bf16, where torchtitan's compiled Float8 "
         "ran fastest: a calibration record of the set-up (`predict.calibration=`) or the tuner's "
         "measurements rank it. Defaults of this plan:",
         "",
