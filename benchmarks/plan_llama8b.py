@@ -48,6 +48,7 @@ TORCHTITAN = (
     "space.checkpointing=[selective]",
     "space.precisions=[bf16,fp8]",
     "space.micro_batches=[2]",
+    "space.compile=[false,true]",
     "space.min_headroom=0.05",
     "plan_format=json",
 )
@@ -55,7 +56,9 @@ TORCHTITAN = (
 and 3): FSDP, local batch 2 x 8192 tokens, selective (op) checkpointing, H100 at 500 W with 96 GB
 HBM2e (planned as the H100 NVL: 94 GB, the 835 TFLOP/s bf16 peak torchtitan places its GPU at or
 above), 8 GPUs a node on NVLink (350 GB/s busbw, as benchmarks/predict_torchtitan.py), 400 Gb/s per
-GPU across nodes (ib400). ``space.min_headroom=0.05``: torchtitan ran at 82.4 of its 95 GiB."""
+GPU across nodes (ib400). ``space.min_headroom=0.05``: torchtitan ran at 82.4 of its 95 GiB.
+``space.compile=[false,true]``: its eager and compiled rows, each predicted from records of its own
+compile setting."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,8 +111,9 @@ def command(args: tuple[str, ...]) -> str:
 
 
 def torchtitan_table(plan: dict) -> list[str]:
-    """Published TPS/GPU and rank beside the plan's predicted TPS/GPU and rank, per torchtitan row."""
-    rows = {(r["world_size"], r["precision"]): r for r in plan["rows"] if r["status"] == "ok"}
+    """Published TPS/GPU and rank beside the plan's predicted TPS/GPU and rank, per torchtitan row: the
+    plan's row of the same GPUs, precision and compile setting."""
+    rows = {(r["world_size"], r["precision"], r["compile"]): r for r in plan["rows"] if r["status"] == "ok"}
     by_pub = sorted(PUBLISHED, key=lambda p: -p.tps)
     out = [
         "| torchtitan row | GPUs | published TPS/GPU | published rank | predicted TPS/GPU | plan rank "
@@ -117,7 +121,7 @@ def torchtitan_table(plan: dict) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for p in PUBLISHED:
-        row = rows.get((p.gpus, p.precision))
+        row = rows.get((p.gpus, p.precision, p.compiled))
         if row is None:
             out.append(f"| {p.table} | {p.gpus} | {p.tps:,.0f} | {by_pub.index(p) + 1} | not planned | | | |")
             continue
@@ -161,12 +165,13 @@ def render() -> str:
         "",
         "The plan ranks its own predictions (`objective=tokens_per_s_per_device`, rank 1 = fastest "
         "per GPU). Each is carried over from the nearest set-up among the records flopsweep ships "
-        "(`nearest (shipped records)`: one H200, scaled to the H100 NVL by the datasheet peak ratio "
-        "0.844). The plan keeps the job's `compile=False`: it ranks 8 GPUs over 128 as torchtitan "
-        "measured, cannot rank compile above eager (the compiled and eager rows share one prediction), "
-        "and predicts fp8 from the shipped eager fp8 runs of Llama 3.2 1B, slower than bf16, where "
-        "torchtitan's compiled Float8 ran fastest: a calibration record of the set-up "
-        "(`predict.calibration=`) or the tuner's measurements rank them. Defaults of this plan:",
+        "(`nearest (shipped records)`: one H100 SXM's or H200's, scaled to the H100 NVL by the datasheet "
+        "peak ratio 0.844). `space.compile=[false,true]` plans each set-up eager and compiled, each from "
+        "records of its own compile setting: the plan ranks compile above eager and 8 GPUs over 128 as "
+        "torchtitan measured, but predicts compiled fp8 from the shipped compiled fp8 run of Llama 3.1 8B "
+        "on one H200 (431.8 TFLOP/s to bf16's 580.9), slower than bf16, where torchtitan's compiled Float8 "
+        "ran fastest: a calibration record of the set-up (`predict.calibration=`) or the tuner's "
+        "measurements rank it. Defaults of this plan:",
         "",
         *(f"- {d}" for d in plan["defaults"]),
         "",

@@ -403,6 +403,9 @@ class SpaceConfig:
     """Precision options (``precision=``)."""
     micro_batches: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     """Micro batch sizes (``batch.micro_batch_size``)."""
+    compile: list[bool] = field(default_factory=list)
+    """``compile=`` settings (``[false,true]``: each set-up eager and compiled, each predicted from records
+    of its own setting); empty: the job's own ``compile`` alone, not in the set-ups' overrides."""
     min_headroom: float = 0.1
     """Share of the GPU's memory the memory estimate must leave free (0..1): a set-up estimated
     above ``(1 - min_headroom) x memory`` is dropped as not fitting (the tuner's memory:
@@ -415,8 +418,6 @@ OPTIM_IMPLEMENTATIONS = ("auto", "fused", "foreach", "for_loop")
 """``optim.implementation`` values: the kernel torch's AdamW steps with."""
 FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")
 FAULT_PHASES = ("init", "warmup", "measure", "teardown")
-
-
 SEARCH_MODES = ("none", "largest")
 """``search.model`` values: no search, or the largest model that trains (``flopsweep.modelsearch``)."""
 SEARCH_GROW = ("n_layer", "seq_len")
@@ -459,11 +460,8 @@ class ModelSearchConfig:
 
 @dataclass(kw_only=True)
 class FaultConfig:
-    """Test-only fault injection: make one rank fail on purpose at the start of a phase.
-
-    The failure tests use it to check that every outcome becomes a record. ``kind``
-    ``none`` (the default) injects nothing.
-    """
+    """Test-only fault injection: make one rank fail on purpose at the start of a phase (the failure
+    tests check that every outcome becomes a record). ``kind`` ``none`` (the default) injects nothing."""
 
     kind: str = "none"
     """``none``; ``oom`` raises ``torch.OutOfMemoryError``; ``raise`` raises ``InjectedFault``

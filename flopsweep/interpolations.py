@@ -6,7 +6,7 @@ and checks the value it gets, naming the key); what they cannot leave is a value
 config group's option taken from a config key (``model=${tag}``: Hydra picks options before it reads any key;
 another group's choice, ``model=${backend}``, and a resolver, ``backend=${oc.env:B}``, resolve), and a
 resolver that fails on its own argument (``steps.measure=${oc.decode:0}``: ``oc.decode`` takes text). An
-unset ``${oc.env:NAME}`` and a key that refers to itself are ``run.py``'s ``interpolation_problem``.
+unset ``${oc.env:NAME}`` and a key that refers to itself are ``command_line_checks.interpolation_problem``.
 """
 
 from __future__ import annotations

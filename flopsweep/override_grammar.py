@@ -254,7 +254,7 @@ def _typed_value(key: str) -> bool:
 
 def needs_multirun(override: str) -> bool:
     """Whether ``override`` runs only under ``-m``: ``repeats=`` above 1 (its rounds are jobs of a
-    sweep, ``run.py``'s ``repeats_problem``), a ``hydra/sweeper`` other than :data:`DEFAULT_SWEEPER`
+    sweep, ``command_line_checks.repeats_problem``), a ``hydra/sweeper`` other than :data:`DEFAULT_SWEEPER`
     (:func:`sweeper_without_m_problem`), a sweep of several values (:func:`sweep_without_m_problem`)."""
     key, _, value = override.partition("=")
     key, value = key.lstrip("+"), value.strip().strip("'\"")

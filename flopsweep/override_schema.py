@@ -23,7 +23,7 @@ MAX_YAML_BYTES = 1 << 20
 NEVER_SUGGESTED = frozenset({"hydra.searchpath", "hydra.output_subdir", "repeat", "--experimental-rerun"})
 """Keys and flags that a command line is refused for whatever it gives them, so that no "did you mean"
 (:func:`near_names`) names one: ``hydra.searchpath`` (:func:`flopsweep.flags.searchpath_problem`),
-``hydra.output_subdir`` other than its default null (``run.py``'s ``output_dir_problem``), ``repeat``
+``hydra.output_subdir`` other than its default null (``command_line_checks.output_dir_problem``), ``repeat``
 (the sweeper sets each round's from ``repeats=``; the job refuses another), ``--experimental-rerun``
 (:func:`flopsweep.flags.flag_problem`)."""
 

@@ -149,7 +149,8 @@ def value_problem(
 
             if isinstance(value, str) and (meant := list_text(value)):  # '"[H100:8,]"': a list, quoted
                 return f"{head} is one string, not a list (its quotes make it one). Fix: {key}={meant}"
-            return f"{head} is one value, not a list. Fix: write a list: {key}=[{value}]."
+            shown = str(value).lower() if isinstance(value, bool) else value  # space.compile=true: [true]
+            return f"{head} is one value, not a list. Fix: write a list: {key}=[{shown}]."
         return _element_problem(head, key, value or [], node)
     kind = _KINDS.get(type(node).__name__)
     if kind is None:

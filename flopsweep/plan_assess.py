@@ -177,6 +177,7 @@ class Row:
                 space_layout=s.layout,
                 checkpointing=s.checkpointing,
                 precision=s.precision,
+                compile=s.compile,
                 micro_batch=s.micro_batch,
             )
         return {c: out.get(c) for c in COLUMNS}
@@ -188,6 +189,7 @@ SETUP_COLUMNS: dict[str, str] = {
     "space_layout": "its `space.layouts` value (`dp`, `hsdp`, `tpN`, `ppN`, `epN`); `layout`: its degrees",
     "checkpointing": "its `space.checkpointing` policy (`activation_checkpointing=`)",
     "precision": "its `space.precisions` value (`precision=`)",
+    "compile": "its `space.compile` value (`compile=`); blank: the job's own `compile`, kept",
     "micro_batch": "its `space.micro_batches` value (`batch.micro_batch_size`)",
 }
 """The ``plan.csv`` columns of the :class:`flopsweep.plan_space.Setup` (:meth:`Row.as_dict`), each with
@@ -204,6 +206,7 @@ _HEAD = (
     "layout",
     "checkpointing",
     "precision",
+    "compile",
     "micro_batch",
 )
 COLUMNS = (

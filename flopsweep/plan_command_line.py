@@ -20,7 +20,16 @@ from flopsweep.config import PLAN_FORMATS, ConfigError, require_choice
 from flopsweep.override_schema import sweep_values
 from flopsweep.peaks import lookup
 
-SPACE_KEYS = ("backends", "layouts", "checkpointing", "precisions", "micro_batches", "min_headroom", "top")
+SPACE_KEYS = (
+    "backends",
+    "layouts",
+    "checkpointing",
+    "precisions",
+    "micro_batches",
+    "compile",
+    "min_headroom",
+    "top",
+)
 """The ``space.*`` keys (:class:`flopsweep.config.SpaceConfig`)."""
 
 ONE_VALUE_KEYS = {

@@ -9,14 +9,15 @@
     result.dropped                                          # {"over memory": n, "refused: ...": n, ...}
 
 - :func:`setups` lists every combination of ``space`` (:class:`Setup`: backend option, layout,
-  checkpointing policy, precision, micro batch); :func:`placed` keeps those that are set-ups of their
-  own on ``nnodes x gpus_per_node`` ranks (both the plan, per cluster, and the tuner, on the machine
-  at hand, enumerate through it); :meth:`Setup.setup_overrides` are its overrides (:data:`SETUP_KEYS`).
+  checkpointing policy, precision, compile setting, micro batch); :func:`placed` keeps those that are
+  set-ups of their own on ``nnodes x gpus_per_node`` ranks (both the plan, per cluster, and the tuner,
+  on the machine at hand, enumerate through it); :meth:`Setup.setup_overrides` are its overrides
+  (:data:`SETUP_KEYS`).
 - :func:`evaluate` makes the job's config for one on one cluster (:func:`setup_config`: the job's other
-  keys kept: model, attention, compile, ``batch.global_batch_size``), places it as ``plan=true
-  plan_gpu=`` does (:func:`flopsweep.job.placement.plan_environment`) and judges it with
-  :func:`flopsweep.plan_assess.assess`, which the tuner calls on its composed configs too: the rules
-  (a refusal is a ``refused`` row with the one line), the memory estimate against ``(1 -
+  keys kept: model, attention, ``batch.global_batch_size``, ``compile`` unless ``space.compile`` is
+  given), places it as ``plan=true plan_gpu=`` does (:func:`flopsweep.job.placement.plan_environment`)
+  and judges it with :func:`flopsweep.plan_assess.assess`, which the tuner calls on its composed configs
+  too: the rules (a refusal is a ``refused`` row with the one line), the memory estimate against ``(1 -
   space.min_headroom)`` of the memory (``over memory``), the prediction and its figures
   (:class:`flopsweep.plan_assess.Row`: tokens/s, MFU, TFLOPs per GPU, J/token, dollars per million
   tokens, the budget). DeepSpeed set-ups import DeepSpeed (and torch) for ZeRO's memory estimate.
@@ -84,6 +85,8 @@ class Space:
     checkpointing: tuple[str, ...] = POLICIES[:3]
     precisions: tuple[str, ...] = ("bf16",)
     micro_batches: tuple[int, ...] = (1, 2, 4, 8, 16)
+    compile: tuple[bool, ...] = ()
+    """``compile=`` settings; empty: the job's own alone (each :class:`Setup`'s ``compile`` None)."""
     min_headroom: float = 0.1
     """Share of the GPU's memory the estimate must leave free."""
 
@@ -95,6 +98,7 @@ class Space:
             * len(self.checkpointing)
             * len(self.precisions)
             * len(self.micro_batches)
+            * max(1, len(self.compile))
         )
 
     def size_problem(self, times: int = 1, what: str = "") -> None:
@@ -114,6 +118,7 @@ class Space:
             "space.checkpointing": self.checkpointing,
             "space.precisions": self.precisions,
             "space.micro_batches": self.micro_batches,
+            "space.compile": self.compile,
         }
         key = max(lists, key=lambda k: len(lists[k]))
         raise ConfigError(
@@ -133,6 +138,7 @@ class Space:
             checkpointing=tuple(dict.fromkeys(space.checkpointing)),
             precisions=tuple(dict.fromkeys(space.precisions)),
             micro_batches=tuple(dict.fromkeys(int(m) for m in space.micro_batches)),
+            compile=tuple(dict.fromkeys(getattr(space, "compile", None) or ())),
             min_headroom=float(space.min_headroom),
         )
         made.check()
@@ -141,7 +147,7 @@ class Space:
     def check(self) -> None:
         """Raises ConfigError (one line naming the ``space.*`` key, the value and the fix) for an
         empty list, an unknown backend, layout, policy or precision, a micro batch below 1, a
-        headroom outside [0, 1)."""
+        ``compile`` value that is not true or false, a headroom outside [0, 1)."""
         from flopsweep.precision import PRECISIONS
 
         lists = {
@@ -192,6 +198,14 @@ class Space:
                 f"lists {max(self.micro_batches)}, beyond batch.micro_batch_size's bound of {most}",
                 f"list micro batches of at most {most}, e.g. [1,2,4]",
             )
+        bad = [v for v in self.compile if not isinstance(v, bool)]  # [yes] or [1]: true or false only
+        if bad:
+            raise ConfigError(
+                "space.compile",
+                list(self.compile),
+                f"{bad[0]!r} is not true or false",
+                "list true and/or false, e.g. space.compile=[false,true]",
+            )
         if not 0 <= self.min_headroom < 1:
             raise ConfigError("space.min_headroom", self.min_headroom, "is a share in [0, 1)", "e.g. 0.1")
 
@@ -205,6 +219,8 @@ class Setup:
     checkpointing: str
     precision: str
     micro_batch: int
+    compile: bool | None = None
+    """``compile=`` of the set-up (``space.compile``); None: the job's own, kept and not overridden."""
 
     def parallel(self, cluster: Cluster) -> ParallelConfig | None:
         """The ``parallel.*`` of :attr:`layout` on ``cluster`` (:meth:`parallel_on`)."""
@@ -246,13 +262,15 @@ class Setup:
 
     def setup_overrides(self, nnodes: int, gpus_per_node: int) -> list[str]:
         """The overrides of this set-up's own keys (:data:`SETUP_KEYS`) on ``nnodes`` x
-        ``gpus_per_node`` ranks: the backend, policy, precision, micro batch and the ``parallel.*``
-        that differ from the defaults."""
+        ``gpus_per_node`` ranks: the backend, policy, precision, ``compile`` (where :attr:`compile` is
+        not None: ``space.compile`` given), micro batch and the ``parallel.*`` that differ from the
+        defaults."""
         par = self.parallel_on(nnodes, gpus_per_node) or ParallelConfig()
         out = [
             f"backend={self.backend}",
             f"activation_checkpointing={self.checkpointing}",
             f"precision={self.precision}",
+            *([] if self.compile is None else [f"compile={str(self.compile).lower()}"]),
             f"batch.micro_batch_size={self.micro_batch}",
         ]
         default = ParallelConfig()
@@ -278,17 +296,21 @@ SETUP_KEYS = (
     "parallel.pp",
 )
 """The keys a :class:`Setup` sets (:meth:`Setup.setup_overrides`): a tuning sweep over ``space.*``
-refuses a command-line override of one of them (``hydra/sweeper=tune``, docs/tuning.md)."""
+refuses a command-line override of one of them (``hydra/sweeper=tune``, docs/tuning.md), and of
+``compile`` where ``space.compile`` is given."""
 
 
 def setups(space: Space) -> list[Setup]:
-    """Every combination of ``space``, in its lists' order (backends outermost)."""
+    """Every combination of ``space``, in its lists' order (backends outermost, then layouts,
+    policies, precisions, compile settings, micro batches); ``compile`` None where ``space.compile``
+    is empty."""
     return [
-        Setup(backend=b, layout=lay, checkpointing=c, precision=p, micro_batch=m)
+        Setup(backend=b, layout=lay, checkpointing=c, precision=p, compile=k, micro_batch=m)
         for b in space.backends
         for lay in space.layouts
         for c in space.checkpointing
         for p in space.precisions
+        for k in space.compile or (None,)
         for m in space.micro_batches
     ]
 
@@ -320,7 +342,8 @@ class Candidates:
 
 def setup_config(cfg: RunConfig, setup: Setup, cluster: Cluster) -> RunConfig | None:
     """``cfg`` with ``setup`` on ``cluster``: the backend, policy and precision options at their
-    defaults (the job's own knobs kept when it picked the same option), the micro batch (the job's
+    defaults (the job's own knobs kept when it picked the same option), its ``compile`` (the job's
+    where None; ``compile_scope`` and ``compile_mode`` the job's), the micro batch (the job's
     ``batch.global_batch_size`` kept: validation derives the grad accumulation), the layout, the
     cluster's nodes and GPUs, ``plan_gpu`` its GPU, its network's bandwidth across nodes unless
     ``predict.inter_node_gbps`` is set (a network named in the cluster wins), and its ``@PRICE`` as
@@ -363,6 +386,7 @@ def setup_config(cfg: RunConfig, setup: Setup, cluster: Cluster) -> RunConfig | 
         backend=backend,
         precision=precision,
         activation_checkpointing=ckpt,
+        compile=cfg.compile if setup.compile is None else setup.compile,
         batch=batch,
         parallel=dataclasses.replace(parallel, pp_schedule=cfg.parallel.pp_schedule),
         nnodes=cluster.nnodes,

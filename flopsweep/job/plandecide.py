@@ -32,7 +32,16 @@ from flopsweep.plan_space import nothing_line as space_nothing_line
 
 FORMATS = PLAN_FORMATS
 """``plan_format=`` values (:data:`flopsweep.config.PLAN_FORMATS`)."""
-SPACE_KEYS = ("backends", "layouts", "checkpointing", "precisions", "micro_batches", "min_headroom", "top")
+SPACE_KEYS = (
+    "backends",
+    "layouts",
+    "checkpointing",
+    "precisions",
+    "micro_batches",
+    "compile",
+    "min_headroom",
+    "top",
+)
 
 
 def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
@@ -491,7 +500,7 @@ def defaults_used(
     """One line per default the plan used (a key not given on the command line, an assumed figure)."""
     out = []
     for key in SPACE_KEYS:
-        if not _given(overrides, f"space.{key}"):
+        if not _given(overrides, f"space.{key}") and key != "compile":  # empty: the job's, said below
             value = getattr(cfg.space, key)
             shown = f"[{','.join(map(str, value))}]" if isinstance(value, list) else value
             out.append(f"space.{key}={shown}")
@@ -500,8 +509,8 @@ def defaults_used(
     if cfg.batch.global_batch_size is None:
         out.append("batch.global_batch_size=null: global batch = micro batch x data-parallel degree")
     out.append(
-        f"kept from the job: model.seq_len={cfg.model.seq_len}, attention={cfg.attention.name}, "
-        f"compile={cfg.compile}"
+        f"kept from the job: model.seq_len={cfg.model.seq_len}, attention={cfg.attention.name}"
+        + ("" if cfg.space.compile else f", compile={cfg.compile}")
     )
     for c in {c.row.name: c for c in clusters if not c.network_named and c.nnodes > 1}.values():
         net = c.network

@@ -47,6 +47,14 @@ SETUP_LEGEND = (
 """The legend line of the table's ``set-up`` column (:func:`setup_label`), in both plans' outputs."""
 
 
+def setup_legend(rows: list[Row]) -> str:
+    """:data:`SETUP_LEGEND`, and where a row's set-up took ``compile`` from ``space.compile``, what its
+    ``compiled`` or ``eager`` says (a space without it prints the legend as before)."""
+    if any(r.setup is not None and r.setup.compile is not None for r in rows):
+        return f"{SETUP_LEGEND}, compiled or eager (space.compile)"
+    return SETUP_LEGEND
+
+
 def best_lines(header: str, lines: list[str]) -> list[str]:
     """The header of the best set-ups' command lines and those lines, or ``none`` after it when no set-up
     fits (the header stood alone, with nothing under it)."""
@@ -54,7 +62,8 @@ def best_lines(header: str, lines: list[str]) -> list[str]:
 
 
 def setup_label(row: Row) -> str:
-    """``fsdp dp8x8 sel mb4`` (``ga2`` with grad accumulation, the precision when not bf16)."""
+    """``fsdp dp8x8 sel mb4`` (``ga2`` with grad accumulation, the precision when not bf16, ``compiled``
+    or ``eager`` where ``space.compile`` gave the set-up its ``compile``)."""
     s = row.setup
     ckpt = {"none": "-", "selective": "sel", "full": "full"}.get(s.checkpointing, s.checkpointing)
     parts = [s.backend, row.layout, ckpt, f"mb{s.micro_batch}"]
@@ -62,6 +71,8 @@ def setup_label(row: Row) -> str:
         parts.append(f"ga{row.grad_accum}")
     if s.precision != "bf16":
         parts.append(s.precision)
+    if s.compile is not None:
+        parts.append("compiled" if s.compile else "eager")
     return " ".join(parts)
 
 
@@ -206,7 +217,7 @@ def render(
         "cluster (space.top)",
         "#: rank within its cluster (1..n, * = its best; plan.csv's cluster_rank); all: rank among the "
         "set-ups of every cluster (plan.csv's rank)",
-        SETUP_LEGEND,
+        setup_legend(ranked),
         f"{total} set-ups: {len(ranked)} ranked; dropped: {dropped or 'none'}"
         + (
             f"; {left_out} set-ups of the space left out: no cluster places them (why: the last line)"

@@ -101,6 +101,7 @@ def row_of(cells: dict[str, str]) -> Row:
             checkpointing=csv_text(cells.get("checkpointing") or ""),
             precision=csv_text(cells.get("precision") or ""),
             micro_batch=int(float(cells.get("micro_batch") or 0)),
+            compile={"True": True, "False": False}.get(csv_text(cells.get("compile") or "")),
         )
     return row
 
@@ -196,7 +197,7 @@ def sweep_output(
         still exits 0.
     """
     from flopsweep.config import ConfigError
-    from flopsweep.job.planrender import SETUP_LEGEND, best_lines, override_line, scaled_lines, table_lines
+    from flopsweep.job.planrender import best_lines, override_line, scaled_lines, setup_legend, table_lines
     from flopsweep.plan_space import rank
 
     try:  # the sweep's objective= (a swept one: its default); one a plan cannot predict ranks as its jobs did
@@ -270,7 +271,7 @@ def sweep_output(
             ),
             "#: rank within its cluster over every job (1..n, * = its best); all: rank among every set-up "
             "(plan.csv's rank); job: the job's own overrides",
-            SETUP_LEGEND,
+            setup_legend(rows),
             f"{len(rows)} set-ups: {len(ranked)} ranked; dropped: "
             + (", ".join(f"{k} {v}" for k, v in dropped.most_common()) or "none"),
             "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "

@@ -34,6 +34,7 @@ SPACE_KEY_OF = {
     "parallel.dp_shard": "space.layouts=[...] (hsdp)",
     "parallel.tp": "space.layouts=[...] (tpN)",
     "parallel.pp": "space.layouts=[...] (ppN)",
+    "compile": "space.compile=[...]",
 }
 """A key a ``space.*`` tuning sweep sets -> the ``space.*`` key that takes its values instead."""
 """The ``_target_`` of ``conf/hydra/sweeper/tune.yaml``."""
@@ -230,8 +231,8 @@ class TuneSweeper(BasicSweeper):
             ConfigError: a bad ``space.*`` value or objective; with ``space.*``, more set-ups than
                 :data:`flopsweep.plan_space.MAX_SETUPS` (its combinations x ``combos``, the sweep's
                 combinations), an override of a key the space sets
-                (:data:`flopsweep.plan_space.SETUP_KEYS`) or a sweep over ``nproc_per_node`` or
-                ``nnodes``: one line naming the ``space.*`` key to use.
+                (:data:`flopsweep.plan_space.SETUP_KEYS`; ``compile`` with ``space.compile``) or a sweep
+                over ``nproc_per_node`` or ``nnodes``: one line naming the ``space.*`` key to use.
         """
         from flopsweep import objective
         from flopsweep.config import ConfigError
@@ -247,7 +248,8 @@ class TuneSweeper(BasicSweeper):
             return space, None
         for o in parsed:
             key = o.get_key_element().lstrip("+~")
-            if key in SETUP_KEYS or (key in ("nproc_per_node", "nnodes") and o.is_sweep_override()):
+            own = key in SETUP_KEYS or (key == "compile" and bool(space.compile))  # space.compile sets it
+            if own or (key in ("nproc_per_node", "nnodes") and o.is_sweep_override()):
                 raise ConfigError(
                     key,
                     o.input_line.split("=", 1)[-1] if o.input_line else "",

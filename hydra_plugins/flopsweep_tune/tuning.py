@@ -67,7 +67,7 @@ def candidates(
     overrides last."""
     if setups is None:
         return [Candidate(i, tuple(c), label(c, swept)) for i, c in enumerate(combos)]
-    shown = swept | set(SETUP_KEYS)
+    shown = swept | set(SETUP_KEYS) | {"compile" for s in setups if s.compile is not None}  # space.compile's
     out = []
     for combo in combos:
         rest = [o for o in combo if not o.lstrip("+~").startswith("space.")]  # the jobs need no space.*

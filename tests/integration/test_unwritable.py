@@ -192,7 +192,7 @@ def test_a_rank_that_cannot_write_keeps_its_traceback_in_the_record(
 
 def test_a_full_run_directory_is_refused_before_hydra_writes(disk: Path) -> None:
     """Classes 2 and 3 at the start: run.py refuses in one line, and leaves no directory behind."""
-    from run import output_dir_problem
+    from flopsweep.command_line_checks import output_dir_problem
 
     run_dir = disk / "run" / "a"
     fill(disk)

@@ -286,7 +286,7 @@ def test_deepspeed_sizes_resolve_to_int_before_launch(hydra_compose) -> None:
 
 @pytest.mark.parametrize("where", ["/proc/flopsweep-nope", "/dev/null", "FILE/sub"])
 def test_unmakeable_run_directory_is_one_line(tmp_path: Path, where: str) -> None:
-    from run import output_dir_problem
+    from flopsweep.command_line_checks import output_dir_problem
 
     (tmp_path / "FILE").write_text("")
     where = where.replace("FILE", str(tmp_path / "FILE"))

@@ -78,8 +78,8 @@ def test_a_relative_path_is_walked_from_the_current_folder(tmp_path: Path, monke
 
 @pytest.mark.parametrize("key", ["hydra.sweep.dir", "hydra.run.dir"])
 def test_the_command_line_refuses_a_folder_through_another_user_s_link(tmp_path: Path, key: str) -> None:
-    """Before Hydra starts (``run.py``'s ``output_dir_problem``): one line naming the key, the value, the
-    link, its owner and the fix; nothing is made through the link."""
+    """Before Hydra starts (``command_line_checks.output_dir_problem``): one line naming the key, the
+    value, the link, its owner and the fix; nothing is made through the link."""
     from run import output_dir_problem
 
     link, target = _planted(tmp_path)

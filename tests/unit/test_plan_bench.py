@@ -76,7 +76,12 @@ def test_the_torchtitan_rows_do_not_drift(hydra_compose) -> None:
         cells = [c.strip() for c in line.strip("|").split("|")]
         cluster = "H100-NVL:1x8:ib400" if pub.gpus == 8 else "H100-NVL:16x8:ib400"
         setup = ps.Setup(
-            backend="fsdp", layout="dp", checkpointing="selective", precision=pub.precision, micro_batch=2
+            backend="fsdp",
+            layout="dp",
+            checkpointing="selective",
+            precision=pub.precision,
+            micro_batch=2,
+            compile=pub.compiled,
         )
         row = ps.evaluate(
             cfg, setup, parse_cluster(cluster), forecast.prediction_records(cfg), min_headroom=0.05

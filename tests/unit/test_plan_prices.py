@@ -233,8 +233,9 @@ def test_usd_per_million_tokens_needs_a_price_for_every_cluster(clusters, refuse
 
 
 def test_the_job_and_run_py_refuse_an_unpriced_cluster_in_one_line(hydra_compose, tmp_path: Path) -> None:
-    """Before Hydra (``run.objective_problem``) and in the job (:func:`flopsweep.job.plandecide.checked`: one
-    line, not every set-up's row refused); with every cluster priced neither refuses."""
+    """Before Hydra (``command_line_checks.objective_problem``) and in the job
+    (:func:`flopsweep.job.plandecide.checked`: one line, not every set-up's row refused); with every
+    cluster priced neither refuses."""
     from run import objective_problem
 
     args = ["plan=true", "objective=usd_per_million_tokens", "plan_clusters=[H100:1x8@2.5,H200:1x8]"]

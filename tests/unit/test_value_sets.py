@@ -35,7 +35,7 @@ def _text_keys(cls: type, prefix: str = "") -> set[str]:
 FREE_TEXT = {
     "tag",  # a label
     "nproc_per_node",  # auto or a count: override_values._nproc_problem, plan.resolve_nproc
-    "objective",  # a figure of merit: run.objective_problem
+    "objective",  # a figure of merit: command_line_checks.objective_problem
     "model.name",  # a label, and the option's: flopsweep.model_identity
     "model.arch",  # the option's family: flopsweep.model_identity
     "model.config",  # a path or a shipped config's name (model=hf)

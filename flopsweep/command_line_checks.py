@@ -1,0 +1,261 @@
+"""The command-line checks of ``run.py`` that read only the overrides (``key=value`` texts as Hydra gets
+them): each returns the one line refusing them before Hydra starts (exit 2), else None; ``run.refusal``
+runs them with the others. Torch-free."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from flopsweep import objective
+from flopsweep.cli import COMMAND
+from flopsweep.config import ConfigError
+from flopsweep.files import RecordUnwritable, check_writable
+from flopsweep.flags import is_multirun, prints_only
+from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
+
+_SORT_RANGE = re.compile(r"sort\(\s*range\(([^)]*)\)\s*(?:,\s*reverse\s*=\s*(\w+))?\s*\)", re.IGNORECASE)
+
+
+def sorted_range_problem(overrides: list[str]) -> str | None:
+    """One line refusing ``sort(range(...))`` in a sweep override, with the list to write instead.
+
+    hydra-core 1.3 expands it to other values than Python would (facebookresearch/hydra#3228:
+    ``sort(range(1,6,2),reverse=true)`` runs 4, 2, 0 instead of 5, 3, 1), and every record would
+    then list a value nobody asked for.
+    """
+    for override in overrides:
+        key, _, value = override.partition("=")
+        match = _SORT_RANGE.search(value)
+        if not match:
+            continue
+        try:
+            args = [int(a.split("=")[-1]) for a in match.group(1).split(",") if a.strip()]
+            values = sorted(range(*args), reverse=(match.group(2) or "false").lower() == "true")
+        except (TypeError, ValueError):
+            values = None
+        fix = (
+            f"write the list: {key}={','.join(map(str, values))}" if values else "write the values as a list"
+        )
+        return (
+            f"Invalid config: {override}: hydra-core 1.3 expands sort(range(...)) to other values than asked "
+            f"(facebookresearch/hydra#3228). Fix: {fix}."
+        )
+    return None
+
+
+def _probe_makedirs(path: str) -> None:
+    """Make ``path`` as Hydra would and write a byte in it, then remove what was made: nothing is
+    left behind (a launcher may still refuse the sweep), and a path that cannot be made, or is
+    read-only or full, raises OSError here, in one line, rather than in Hydra with a traceback."""
+    missing = []
+    head = os.path.abspath(path)
+    while not os.path.exists(head):
+        missing.append(head)
+        head = os.path.dirname(head)
+    os.makedirs(path, exist_ok=True)
+    try:
+        check_writable(Path(path))
+    finally:
+        for made in missing:  # deepest first
+            os.rmdir(made)
+
+
+def output_dir_problem(overrides: list[str]) -> str | None:
+    """One line refusing an output directory that would put records where they do not belong:
+    an empty ``hydra.run.dir`` (the current directory, often the repository), a
+    ``hydra.sweep.subdir`` that leaves the sweep directory (``../x``, an absolute path) or enters a run's
+    own files, a ``hydra.run.dir`` or ``hydra.sweep.dir`` that is a symbolic link, a FIFO or a file
+    (never followed), passes through another user's link (:func:`flopsweep.links.foreign_link`) or lies
+    inside a run's own files
+    (:func:`flopsweep.hydrafiles.output_folder_problem`), or a
+    ``hydra.output_subdir`` (Hydra's own ``.hydra/`` writes follow links: :mod:`flopsweep.hydrafiles`)."""
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        value = value.strip().strip("'\"")
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
+            if problem := output_folder_problem(key, value):  # a link, a FIFO, inside .hydra/
+                return problem
+            try:
+                _probe_makedirs(value)
+            except RecordUnwritable as exc:  # made, but read-only or full
+                return f"Invalid config: {key}={value}: {exc}. Fix: {exc.fix}, or choose another directory."
+            except OSError as exc:
+                return (
+                    f"Invalid config: {key}={value}: cannot make the directory ({exc.strerror or exc}). "
+                    "Fix: choose a directory you can write to."
+                )
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and not value:
+            return (
+                f"Invalid config: {key}='': an empty directory writes the records into the current "
+                f"directory. Fix: name a directory, e.g. {key}=outputs/my-run."
+            )
+        if key == "hydra.output_subdir" and value.lower() not in ("null", "~"):
+            return (
+                f"Invalid config: {key}={value}: Hydra would write the job's config files there through "
+                "any link planted in the directory; flopsweep writes them itself, into .hydra/ "
+                "(flopsweep.hydrafiles). Fix: drop the override."
+            )
+        parts = value.split("/")
+        if key == "hydra.sweep.subdir" and (not value or os.path.isabs(value) or ".." in parts):
+            return (
+                f"Invalid config: {key}={value!r}: each job's directory must stay inside hydra.sweep.dir "
+                "(no '..', not absolute), or the summary and resume=true lose its record. "
+                "Fix: drop the override (default ${hydra.job.num}), or use a relative name "
+                "such as job-${hydra.job.num}."
+            )
+        if key == "hydra.sweep.subdir" and (inside := set(parts) & set(RUN_FILES_FOLDERS)):
+            return (
+                f"Invalid config: {key}={value!r}: {min(inside)} is a run's own files; each job's "
+                "directory must not lie among them. Fix: drop the override (default ${hydra.job.num})."
+            )
+    return None
+
+
+_ENV = re.compile(r"\$\{oc\.env:([^,}]+)(,[^}]*)?\}")
+
+
+def interpolation_problem(overrides: list[str]) -> str | None:
+    """One line for an override whose interpolation cannot resolve, before Hydra prints a
+    traceback for it: ``${oc.env:NAME}`` of an unset variable with no default, or a key that
+    refers to itself (``tag='${tag}'``)."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        for name, default in _ENV.findall(value):
+            if default == "" and name.strip() not in os.environ:
+                return (
+                    f"Invalid config: {key}={value}: environment variable {name.strip()} is not set. "
+                    f"Fix: set it, or give a default: ${{oc.env:{name.strip()},default}}."
+                )
+        if "${" + key + "}" in value:
+            return f"Invalid config: {key}={value}: the value refers to itself. Fix: give {key} a value."
+    return None
+
+
+def tag_problem(overrides: list[str]) -> str | None:
+    """One line for a ``tag=`` longer than :data:`flopsweep.config.MAX_TAG_CHARS` (each value of a sweep),
+    before Hydra echoes it into the plan table and the job's lines (validation bounds it too)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.config import MAX_TAG_CHARS
+
+    for override in overrides:
+        key, _, text = override.partition("=")
+        if key.lstrip("+~") != "tag" or len(text) <= MAX_TAG_CHARS:
+            continue
+        try:
+            parsed = OverridesParser.create().parse_override(override)
+            values = (
+                [str(v) for v in parsed.sweep_string_iterator()]
+                if parsed.is_sweep_override()
+                else [str(parsed.value())]
+            )
+        except Exception:  # noqa: BLE001 - the grammar's own line (syntax_problem) comes after
+            values = [text]
+        for value in values:
+            if len(value) <= MAX_TAG_CHARS:
+                continue
+            return str(
+                ConfigError(
+                    "tag",
+                    value,
+                    f"is {len(value)} characters, over the bound of {MAX_TAG_CHARS} (it is copied into every "
+                    "record and line)",
+                    f"shorten the tag to at most {MAX_TAG_CHARS} characters",
+                )
+            )
+    return None
+
+
+def objective_problem(overrides: list[str]) -> str | None:
+    """One line for an ``objective=`` that names no figure of merit (each value of a sweep), or whose
+    figure needs a key the command line leaves unset (:func:`flopsweep.objective.inputs_problem`:
+    ``objective=usd_per_million_tokens`` without ``cost.usd_per_gpu_hour``, or with ``plan=true`` and a
+    ``plan_clusters`` entry that names no ``@PRICE``), else None. A ``+sweep=`` file may set the key: the
+    job's check (:func:`flopsweep.checks.validate`) refuses it then."""
+    given = {}
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if eq and not key.startswith("~"):
+            given[key.lstrip("+")] = value.strip().strip("'\"")
+    files = any(k in ("sweep", "cost", "budget") or "${" in v for k, v in given.items())
+    if given.get("plan", "").lower() not in _TRUE:  # the clusters' @PRICEs price a plan's rows alone
+        given.pop("plan_clusters", None)
+    for override in overrides:
+        key, _, values = override.partition("=")
+        if key.lstrip("+~") != "objective" or "${" in values or "(" in values:
+            continue
+        for name in values.split(","):
+            name = name.strip().strip("'\"")
+            try:
+                objective.spec_of(name)
+            except ConfigError as exc:
+                return str(exc)
+            if not files and (unset := objective.inputs_problem(name, given)):
+                return str(unset)
+    return None
+
+
+_TRUE = ("true", "1", "yes", "y", "on")
+"""How a command line may write a boolean's true (OmegaConf's spellings)."""
+
+
+def plan_conflict_problem(overrides: list[str]) -> str | None:
+    """One line for ``plan=true`` beside what measures runs, else None: ``hydra/sweeper=tune`` (its
+    plan jobs leave no record, so every set-up read as failed, "no winner", exit 0) or ``repeats=N``
+    over 1 (N identical plan rows per job)."""
+    values = {}
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if eq:
+            values[key.lstrip("+~")] = value.strip().strip("'\"").lower()
+    if values.get("plan") not in _TRUE:
+        return None
+    if values.get("hydra/sweeper") == "tune":
+        return (
+            "Invalid config: plan=true: the tuner (hydra/sweeper=tune) measures runs, and a plan runs none "
+            "(its set-ups would all read as failed). Fix: drop plan=true (the tuner prunes and predicts "
+            "before it measures), or drop hydra/sweeper=tune to plan the sweep's jobs."
+        )
+    repeats = values.get("repeats", "1")
+    if repeats.isdigit() and int(repeats) > 1:
+        return (
+            f"Invalid config: repeats={repeats}: a plan runs nothing, so its rounds would be {repeats} "
+            "identical rows per job. Fix: drop repeats (or plan=true)."
+        )
+    return None
+
+
+def repeats_problem(overrides: list[str]) -> str | None:
+    """One line for a ``repeats=`` that cannot run: not one whole number from 1 to
+    ``MAX_REPEATS``, over 1 without ``-m`` (the rounds are jobs of a sweep) or with another sweeper
+    than flopsweep's basic one (``hydra/sweeper=optuna_objective`` runs trials, not rounds), else
+    None."""
+    from flopsweep.config import MAX_REPEATS
+
+    multirun = is_multirun(overrides) or prints_only(overrides)  # --cfg job prints: -m --cfg is refused
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+~") != "repeats" or "${" in value:
+            continue
+        value = value.strip().strip("'\"")
+        if not value.isdigit() or not 1 <= int(value) <= MAX_REPEATS:
+            return (
+                f"Invalid config: repeats={value}: must be one whole number from 1 to {MAX_REPEATS} "
+                "(repeats is not a sweep axis). Fix: set repeats=3."
+            )
+        if int(value) > 1 and not multirun:
+            return (
+                f"Invalid config: repeats={value}: the rounds are jobs of a sweep. "
+                f"Fix: add -m ({COMMAND} -m repeats={value} ...)."
+            )
+        sweeper = next((o.partition("=")[2] for o in overrides if o.startswith("hydra/sweeper=")), "")
+        # the tuner (hydra/sweeper=tune) takes repeats= as its finalists' runs
+        if int(value) > 1 and sweeper and sweeper not in ("basic_batched", "tune"):
+            return (
+                f"Invalid config: repeats={value}: the rounds come from flopsweep's basic sweeper, not "
+                f"hydra/sweeper={sweeper} (its trials are its own). Fix: drop repeats, or the sweeper."
+            )
+    return None
