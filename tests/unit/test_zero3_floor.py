@@ -110,10 +110,12 @@ def test_the_grids_zero3_steps_are_predicted_with_the_floor_from_their_other_mic
     """Each ok ZeRO-3 record of the committed Llama 3.1 8B grid, predicted (``analysis --predict``) from the
     grid's other records less its own set-up: its ZeRO-3 neighbour of the same micro batch and another
     policy (the plan order's rule: policy siblings share a base), the floor taken out and put back.
-    Measured 1.115-1.392 s whatever the micro batch; with the floor the median error is 18.0% and the
-    worst 35.8%; without it (the same call, c = 0) 27.2% and 47.3% (the recorded before-run
-    predictions: a median 28-47% off). Before the plan order's rule the neighbour was the same policy at
-    another micro batch: median under 15%."""
+    Measured 1.115-1.392 s whatever the micro batch; with the floor the median error is 14.5% and the
+    worst 30.9%; without it (the same call, c = 0) 21.0% and 37.3% (the recorded before-run
+    predictions: a median 28-47% off). Session 28's nearest rule (a compiled full sibling's recompute counted
+    whole, selective's dispatch from any backend): 18.0% and 35.8%, without the floor 27.2% and 47.3%.
+    Before the plan order's rule the neighbour was the same policy at another micro batch: median under
+    15%."""
     records = _records(GRID8B)
     errors: dict[float, list[float]] = {0.0: [], zero3_floor.PER_PARAMETER_S: []}
     kept = zero3_floor.PER_PARAMETER_S
@@ -132,8 +134,8 @@ def test_the_grids_zero3_steps_are_predicted_with_the_floor_from_their_other_mic
             assert ("ZeRO-3 floor" in made["source"]) is (c > 0), made["source"]
     with_floor, without = sorted(abs(e) for e in errors[kept]), sorted(abs(e) for e in errors[0.0])
     assert len(with_floor) == 7
-    assert with_floor[3] < 0.20 and with_floor[-1] < 0.40, errors[kept]
-    assert without[3] > 0.25 and without[-1] > 0.45, errors[0.0]
+    assert with_floor[3] < 0.16 and with_floor[-1] < 0.35, errors[kept]
+    assert without[3] > 0.20 and without[-1] > 0.35, errors[0.0]
     assert with_floor[3] < without[3] and with_floor[-1] < without[-1]
 
 
