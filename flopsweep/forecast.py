@@ -391,12 +391,20 @@ def _prediction(
     ]
     config = _config_dict(cfg)
     picked = _calibration(config, layout.world_size, same_group, own)
-    sibling = None  # (policy, hardware FLOPs over its): a policy sibling's calibration, scaled by FLOPs
+    sibling = (
+        None  # (policy, hardware FLOPs over its, as run): a policy sibling's calibration, scaled by FLOPs
+    )
     if not picked and not probed and cfg.activation_checkpointing.name in SIBLING_POLICIES:
         for policy in (p for p in SIBLING_POLICIES if p != cfg.activation_checkpointing.name):
             if picked := _calibration({**config, CKPT: {"name": policy}}, layout.world_size, same_group, own):
                 its = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name=policy))
-                sibling = policy, target.hardware_flops / workload(its, layout).hardware_flops
+                ran = [  # the recompute as what runs: a compiled block never re-runs its last projection
+                    nearest.ran_flops(
+                        w, c.activation_checkpointing.name, bool(c.compile), _config_dict(c)["model"]
+                    )
+                    for c, w in ((cfg, target), (its, workload(its, layout)))
+                ]
+                sibling = policy, ran[0] / ran[1]
                 break
     if not picked and not probed and recompute_mode(cfg) == "unknown":
         why = (

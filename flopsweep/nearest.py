@@ -235,11 +235,21 @@ def read_share(m: Measured) -> float:
     0.75). Measured with ``min_cut_rematerialization_partition``: a checkpointed Llama block's backward graph
     holds 6 of its 7 forward matmuls again. 1 for every other record, an unknown family and ``hf`` (its
     counts need torch)."""
+    return read_share_of(m.policy, m.compile == "true", value_at(m.record, ("config", "model")))
+
+
+def ran_flops(w: Workload, policy: str, compiled: bool, model: Any) -> float:
+    """``w``'s hardware FLOPs (all ranks) with the recompute counted as what runs (:func:`read_share_of`):
+    a plan's policy sibling calibration (:mod:`flopsweep.forecast`) is scaled by their ratio."""
+    return w.model_flops + (w.hardware_flops - w.model_flops) * read_share_of(policy, compiled, model)
+
+
+def read_share_of(policy: str, compiled: bool, model: Any) -> float:
+    """:func:`read_share` of a checkpointing policy's name, a compile setting and a ``config.model`` dict."""
     from flopsweep.checkpointing import POLICIES
     from flopsweep.models import MODELS
 
-    mode = POLICIES[m.policy].recompute(m.compile == "true") if m.policy in POLICIES else None
-    model = value_at(m.record, ("config", "model"))
+    mode = POLICIES[policy].recompute(compiled) if policy in POLICIES else None
     fam = MODELS.get(model.get("arch")) if isinstance(model, dict) else None
     if mode != "full" or fam is None or fam is MODELS.get("hf"):
         return 1.0

@@ -383,6 +383,9 @@ def test_a_compiled_block_s_recompute_counts_what_backward_reads() -> None:
     workload = nearest_measured.describe("r", plan).workload
     target = nearest_measured.describe("target", {"config": plan["config"]}, workload)
     assert target is not None and nearest.read_share(target) == pytest.approx(share)
+    # a plan's policy sibling calibration scales by the FLOPs as run (flopsweep.forecast)
+    ran = nearest.ran_flops(workload, "full", True, shape)
+    assert ran == pytest.approx(4 * read) and nearest.ran_flops(workload, "full", False, shape) == 4 * full
     # a compiled none run predicted from its full sibling: at full's rate on the FLOPs that ran
     found, _, first = predicted(rec("none", True, 1.0), {"full": rec("full", True, 1.2)})
     assert first.name == "full"
