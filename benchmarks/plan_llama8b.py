@@ -171,7 +171,11 @@ def render() -> str:
         "torchtitan measured, but predicts compiled fp8 from the shipped compiled fp8 run of Llama 3.1 8B "
         "on one H200 (431.8 TFLOP/s to bf16's 580.9), slower than bf16, where torchtitan's compiled Float8 "
         "ran fastest: a calibration record of the set-up (`predict.calibration=`) or the tuner's "
-        "measurements rank it. Defaults of this plan:",
+        "measurements rank it. The memory column compares unlike figures: torchtitan's is the peak the "
+        "caching allocator reserved under its own op-level selective policy, the plan's the peak allocated "
+        "under flopsweep's `selective`; the compiled estimates (35-46 GiB against torchtitan's 77) rest on "
+        "compiled activations checked at 2,048 tokens (gpt-1.3b, Llama 3.2 1B and 3B), not at 8,192, where "
+        "no compiled `selective` record exists. Defaults of this plan:",
         "",
         *(f"- {d}" for d in plan["defaults"]),
         "",

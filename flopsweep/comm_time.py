@@ -92,8 +92,10 @@ def transfers(w: Workload, *, gpus_per_node: int) -> list[Transfer]:
 
 
 def data_parallel_transfers(w: Workload, *, gpus_per_node: int) -> list[Transfer]:
-    """The data-parallel collectives of one step (``dp_shard``'s term; none on one data-parallel
-    rank): the backend spec's (:meth:`flopsweep.backend_specs.BackendSpec.collectives`) over its group
+    """The data-parallel collectives of one step (``dp_shard``'s term; none where neither the batches
+    nor the backend's group span ranks: FSDP2 shards over ``dp_shard x cp``, so ``cp`` 8 on 8 ranks,
+    one data-parallel rank, still gathers and reduce-scatters over 8): the backend spec's
+    (:meth:`flopsweep.backend_specs.BackendSpec.collectives`) over its group
     (:meth:`~flopsweep.backend_specs.BackendSpec.dp_group`), or over the replicas.
 
     DDP all-reduces ``4P`` (fp32 gradients) over ``dp``; FSDP2 all-gathers ``bP`` (``b`` =
@@ -104,7 +106,7 @@ def data_parallel_transfers(w: Workload, *, gpus_per_node: int) -> list[Transfer
     batch and reduce-scatters ``bP``. ``P`` is the parameters of one rank's part of the weights
     (over ``tp x pp``); under a pipeline a stage gathers once per step."""
     spec = backend_spec(w.backend)
-    if spec is None or w.dp <= 1:
+    if spec is None or max(w.dp, spec.dp_group(w)) <= 1:
         return []
     p = w.n_params / w.weight_split
     micro = w.grad_accum if w.degree("pp") == 1 else 1  # with a pipeline, the stage gathers once per step

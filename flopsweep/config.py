@@ -394,9 +394,9 @@ class SpaceConfig:
     """Backend options (``backend=``): ``single``, ``ddp``, ``fsdp``, ``deepspeed`` (stage 3),
     ``zero1``, ``zero2``, ``zero3``."""
     layouts: list[str] = field(default_factory=lambda: ["dp", "hsdp", "tp2", "tp4", "tp8", "pp2"])
-    """``dp`` (every rank data-parallel), ``hsdp`` (FSDP2 shards in a node, replicas across nodes),
-    ``tpN`` (tensor parallel N in a node, data parallel across), ``ppN`` (N pipeline stages), ``epN``
-    (an MoE model's experts split over N of the FSDP2 ranks)."""
+    """``dp`` (every rank data-parallel), ``hsdp`` (FSDP2 shards in a node, replicas across nodes), ``tpN``
+    (tensor parallel N in a node, data parallel across), ``ppN`` (N pipeline stages), ``cpN`` (each
+    sequence split over N ranks, FSDP2 over all), ``epN`` (an MoE model's experts over N FSDP2 ranks)."""
     checkpointing: list[str] = field(default_factory=lambda: ["none", "selective", "full"])
     """Activation checkpointing policies (``activation_checkpointing=``)."""
     precisions: list[str] = field(default_factory=lambda: ["bf16"])

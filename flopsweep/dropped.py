@@ -30,7 +30,7 @@ NO_BANDWIDTH = re.compile(r"no bus bandwidth for \w+ \((in a node|across nodes)\
 CAUSE_FIXES: Mapping[str, str] = {
     OVER_MEMORY: (
         "list set-ups that need less memory per rank (smaller space.micro_batches, full in "
-        "space.checkpointing, fsdp or zero3 in space.backends, tp or pp in space.layouts), or lower "
+        "space.checkpointing, fsdp or zero3 in space.backends, tp, pp or cp in space.layouts), or lower "
         "space.min_headroom"
     ),
     "no bus bandwidth in a node": NO_INTRA_NODE_FIX,
@@ -117,7 +117,7 @@ SPACE_LISTS = (
 """A set-up key a rule's fix names, and the ``space.*`` list that gives it (:func:`space_fix`)."""
 
 _NAMED = re.compile(
-    r"\b(backend|precision|activation_checkpointing|batch\.micro_batch_size|parallel\.(?:tp|pp|ep))=([\w.-]+)"
+    r"\b(backend|precision|activation_checkpointing|batch\.micro_batch_size|parallel\.(?:tp|pp|cp|ep))=([\w.-]+)"
 )
 _MORE = re.compile(r"^((?:,\s*(?:or\s+)?[\w.-]+(?![\w.-]*=))+)")
 
@@ -132,7 +132,7 @@ def space_fix(reason: str, space: object, who: str = "plan") -> tuple[str, bool]
     failed on their own: the fix leads to another refusal); None without a ``Fix:`` or a
     ``space`` (``Space``, its ``backends``, ``layouts`` ... tuples), or where the fix names no such key."""
     head, found, fix = reason.partition("Fix: ")
-    refused = re.match(r"refused: parallel\.(tp|pp|ep)=(\d+)", reason)
+    refused = re.match(r"refused: parallel\.(tp|pp|cp|ep)=(\d+)", reason)
     if not found or space is None:
         return None
     out, tried = [], False

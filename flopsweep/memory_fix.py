@@ -4,6 +4,10 @@ run it, with the estimate that says it fits.
 
 The levers, each only where the config leaves it unpulled (:func:`levers`), in the order tried:
 
+- **the loss over chunks**: ``loss.chunk_tokens=4096`` (:data:`LOSS_CHUNK_TOKENS`) where the whole fp32
+  logits of a micro batch take at least :data:`LOSS_LOGITS_BYTES` (Llama 3.1 8B at 65,536 tokens: 31 GiB of
+  logits, 94 GiB with their gradients and copies) and :func:`flopsweep.rules.chunked_loss` allows it: the
+  same FLOPs, the same batch, no recompute;
 - **micro batch**: ``batch.micro_batch_size`` halved, down to 1 (not at micro batch 1);
 - **activation checkpointing**: ``activation_checkpointing=casts`` from ``none`` where autocast keeps bf16
   copies of fp32 weights (:func:`flopsweep.rules.casts_autocast_copies`: no matmul recomputed), then
@@ -38,8 +42,35 @@ MAX_ESTIMATES = 32
 MAX_NAMED = 3
 """The most fitting set-ups one fix names."""
 
+LOSS_CHUNK_TOKENS = 4096
+"""The chunk of tokens the fix proposes for the fused head and loss (``loss.chunk_tokens``)."""
+
+LOSS_LOGITS_BYTES = 2**30
+"""The fp32 logits of one micro batch (``micro_batch_size x seq_len / cp x vocab_size x 4`` bytes) from
+which the fix proposes the chunked loss: below, the whole logits are a small share of the memory."""
+
 Step = tuple[str, Callable[[Any], Any]]
 """One step of a lever: its overrides (``batch.micro_batch_size=2``) and the config change that makes it."""
+
+
+def _loss_steps(cfg: Any) -> list[Step]:
+    loss = getattr(cfg, "loss", None)
+    if loss is None or loss.chunk_tokens:
+        return []
+    cp = max(1, getattr(cfg.parallel, "cp", 1))
+    if cfg.batch.micro_batch_size * cfg.model.seq_len // cp * cfg.model.vocab_size * 4 < LOSS_LOGITS_BYTES:
+        return []
+    from flopsweep.config import ConfigError
+    from flopsweep.rules import chunked_loss
+
+    def change(c: Any) -> Any:
+        return dataclasses.replace(c, loss=dataclasses.replace(c.loss, chunk_tokens=LOSS_CHUNK_TOKENS))
+
+    try:
+        chunked_loss(change(cfg))
+    except ConfigError:  # tensor or pipeline parallel, a model computing its own loss
+        return []
+    return [(f"loss.chunk_tokens={LOSS_CHUNK_TOKENS}", change)]
 
 
 def _mb_steps(cfg: Any) -> list[Step]:
@@ -136,11 +167,12 @@ Gpus = tuple[int, int]
 
 
 def levers(cfg: Any, gpus: Gpus | None = None) -> dict[str, list[Step]]:
-    """The levers ``cfg`` has not pulled, each its steps mildest first: ``micro_batch``,
+    """The levers ``cfg`` has not pulled, each its steps mildest first: ``loss``, ``micro_batch``,
     ``checkpointing``, ``sharding`` (a lever with no step left is absent); ranks per node up to
     :data:`MAX_RANKS_PER_NODE`, or ``gpus``' GPUs per node."""
     per_node = MAX_RANKS_PER_NODE if gpus is None else gpus[1]
     found = {
+        "loss": _loss_steps(cfg),
         "micro_batch": _mb_steps(cfg),
         "checkpointing": _ac_steps(cfg),
         "sharding": _shard_steps(cfg, per_node),

@@ -135,7 +135,8 @@ def differences(target: Measured, m: Measured) -> list[str]:
     ``"KEY TARGET'S vs RECORD'S"`` texts: the attention kernel, the experts kernel, dense or MoE, the backend
     (:func:`flopsweep.predict.backend_differences`: its name, else its ZeRO stage and knobs), the
     optimizer side, the checkpointing policy, the model (its name, else its parameters), the sequence
-    length, the micro batch (the two make the tokens per micro batch) and the world size. The GPU kind
+    length, the micro batch (the two make the tokens per micro batch), the world size and the layout's
+    tensor, pipeline, context and expert parallel degrees (which :func:`order` does not sort by). The GPU kind
     is said by the source's scaling (:func:`_compute`); device, precision and compile never differ
     (:func:`candidates` requires them). Empty: the same set-up on another GPU kind."""
     from flopsweep.predict import backend_differences
@@ -164,6 +165,10 @@ def differences(target: Measured, m: Measured) -> list[str]:
         out.append(f"batch.micro_batch_size {t.micro_batch_size} vs {w.micro_batch_size}")
     if m.world != target.world:
         out.append(f"world size {target.world} vs {m.world}")
+    for degree in ("tp", "pp", "cp", "ep"):  # a layout's degree: its own costs beyond the modelled traffic
+        mine, theirs = t.degrees.get(degree, 1), w.degrees.get(degree, 1)
+        if mine != theirs:
+            out.append(f"parallel.{degree} {mine} vs {theirs}")
     return out
 
 

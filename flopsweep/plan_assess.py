@@ -186,7 +186,9 @@ class Row:
 ROW_FIELDS = tuple(f.name for f in dataclasses.fields(Row) if f.name not in ("setup", "overrides"))
 SETUP_COLUMNS: dict[str, str] = {
     "backend": "the set-up's `space.backends` value (a `backend=` option; `zero1`..`zero3`: a ZeRO stage)",
-    "space_layout": "its `space.layouts` value (`dp`, `hsdp`, `tpN`, `ppN`, `epN`); `layout`: its degrees",
+    "space_layout": (
+        "its `space.layouts` value (`dp`, `hsdp`, `tpN`, `ppN`, `cpN`, `epN`); `layout`: its degrees"
+    ),
     "checkpointing": "its `space.checkpointing` policy (`activation_checkpointing=`)",
     "precision": "its `space.precisions` value (`precision=`)",
     "compile": "its `space.compile` value (`compile=`); blank: the job's own `compile`, kept",

@@ -62,9 +62,12 @@ BACKEND_OPTIONS = ("single", "ddp", "fsdp", "deepspeed", "zero1", "zero2", "zero
 POLICIES = ("none", "selective", "full", "casts")
 """``space.checkpointing`` values without knobs of their own (``every_n`` and ``memory_budget`` need them);
 the default space names the first three (``casts``: on request, ``space.checkpointing=[none,casts]``)."""
-LAYOUT = re.compile(r"dp|hsdp|(tp|pp|ep)(\d+)")
-"""``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``, ``epN`` (expert parallel over FSDP2's
-ranks: an MoE model's; the rules refuse it on a dense one)."""
+LAYOUT = re.compile(r"dp|hsdp|(tp|pp|cp|ep)(\d+)")
+"""``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``, ``cpN`` (``parallel.cp=N``: each sequence
+over N consecutive ranks, in a node where N divides its GPUs, FSDP2 over every rank, torchtitan's FSDP x
+CP; :func:`flopsweep.context_parallel.check` refuses it off FSDP2, with a kernel without context
+parallel, heads N does not divide or a ``model.seq_len`` not of ``2N`` equal chunks), ``epN`` (expert
+parallel over FSDP2's ranks: an MoE model's; the rules refuse it on a dense one)."""
 
 
 MAX_SETUPS = 50_000
@@ -175,12 +178,12 @@ class Space:
                     else f"lists none of {', '.join(known)}",
                     "list some of those",
                 )
-        bad = [v for v in self.layouts if not LAYOUT.fullmatch(v) or v.endswith(("tp0", "pp0", "ep0"))]
+        bad = [v for v in self.layouts if not LAYOUT.fullmatch(v) or v.endswith(("tp0", "pp0", "cp0", "ep0"))]
         if bad or not self.layouts:
             raise ConfigError(
                 "space.layouts",
                 list(self.layouts),
-                "takes dp, hsdp, tpN, ppN and epN",
+                "takes dp, hsdp, tpN, ppN, cpN and epN",
                 "e.g. space.layouts=[dp,hsdp,tp2]",
             )
         if not self.micro_batches or min(self.micro_batches) < 1:
@@ -274,7 +277,7 @@ class Setup:
             f"batch.micro_batch_size={self.micro_batch}",
         ]
         default = ParallelConfig()
-        for key in ("dp_replicate", "dp_shard", "tp", "pp", "ep"):
+        for key in ("dp_replicate", "dp_shard", "tp", "pp", "cp", "ep"):
             if getattr(par, key) != getattr(default, key):
                 out.append(f"parallel.{key}={getattr(par, key)}")
         return out
@@ -294,6 +297,8 @@ SETUP_KEYS = (
     "parallel.dp_shard",
     "parallel.tp",
     "parallel.pp",
+    "parallel.cp",
+    "parallel.ep",
 )
 """The keys a :class:`Setup` sets (:meth:`Setup.setup_overrides`): a tuning sweep over ``space.*``
 refuses a command-line override of one of them (``hydra/sweeper=tune``, docs/tuning.md), and of

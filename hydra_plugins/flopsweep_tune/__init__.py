@@ -34,6 +34,8 @@ SPACE_KEY_OF = {
     "parallel.dp_shard": "space.layouts=[...] (hsdp)",
     "parallel.tp": "space.layouts=[...] (tpN)",
     "parallel.pp": "space.layouts=[...] (ppN)",
+    "parallel.cp": "space.layouts=[...] (cpN)",
+    "parallel.ep": "space.layouts=[...] (epN)",
     "compile": "space.compile=[...]",
 }
 """A key a ``space.*`` tuning sweep sets -> the ``space.*`` key that takes its values instead."""

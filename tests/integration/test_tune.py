@@ -135,7 +135,7 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
             "all 1 dropped; the commonest reason (1 of 1): over memory (the least: estimated",
             "Fix: raise hydra.sweeper.memory_gib (now 0.0001 GiB per rank), or list set-ups that need less "
             "memory per rank (smaller space.micro_batches, full in space.checkpointing, fsdp or zero3 in "
-            "space.backends, tp or pp in space.layouts), or lower space.min_headroom",
+            "space.backends, tp, pp or cp in space.layouts), or lower space.min_headroom",
         ),
         (  # placed, and every set-up refused by the rules
             ("space.backends=[ddp]", "space.layouts=[tp2]"),
@@ -143,8 +143,14 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
             "Fix: drop tp2 from space.layouts (space.layouts=[dp]), or list fsdp in space.backends "
             "(space.backends=[ddp,fsdp])",
         ),
+        (  # context parallel off FSDP2: the fix in the space's lists, not parallel.cp
+            ("space.backends=[ddp]", "space.layouts=[cp2]"),
+            "all 1 dropped; the commonest reason (1 of 1): refused: parallel.cp=2: context parallelism",
+            "Fix: drop cp2 from space.layouts (space.layouts=[dp]), or list fsdp in space.backends "
+            "(space.backends=[ddp,fsdp])",
+        ),
     ],
-    ids=["unplaced", "capped", "refused"],
+    ids=["unplaced", "capped", "refused", "cp_off_fsdp"],
 )
 def test_a_space_that_leaves_nothing_to_measure_says_why_in_one_line(tmp_path: Path, space, count, reason):
     """No set-up left after placing and pruning: the commonest reason in one line (as plan=true says

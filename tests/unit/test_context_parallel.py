@@ -1,6 +1,6 @@
 """Context parallel without processes: the load-balanced split and its positions, the refusals
-before launch, the memory estimate and the step-time term (the same-loss runs on gloo ranks are in
-tests/integration/test_context_parallel.py)."""
+before launch, the memory estimate and the step-time term, and ``cpN`` in the plan's and the tuner's
+``space.layouts`` (the same-loss runs on gloo ranks are in tests/integration/test_context_parallel.py)."""
 
 from __future__ import annotations
 
@@ -140,3 +140,108 @@ def test_the_analysis_shows_the_cp_column_and_layout_label(tmp_path) -> None:
     (tmp_path / "cp" / "metrics.json").write_text(json.dumps(fit_clock(r)))
     row = analysis.load(tmp_path).iloc[0]
     assert (row["cp"], row["dp"], row["layout"]) == (2, 2, "dp2 cp2")
+
+
+def test_the_space_takes_cp_layouts_each_cp_group_in_a_node_and_fsdp2_over_every_rank() -> None:
+    """``space.layouts=[cpN]`` (plan and tuner): ``parallel.cp=N``, ``dp_shard`` the ranks left, the
+    ``cp`` group ``N`` consecutive ranks (in a node where ``N`` divides its GPUs) and FSDP2's shard
+    group every rank (torchtitan's FSDP x CP); a degree that does not divide the ranks is no set-up."""
+    from flopsweep import plan_space as ps
+    from flopsweep.clusters import parse_cluster
+    from flopsweep.degrees import span
+
+    layouts = ("dp", "cp2", "cp4", "cp8", "cp3", "cp16")
+    space = ps.Space(backends=("fsdp",), layouts=layouts, checkpointing=("full",), micro_batches=(1,))
+    space.check()
+    assert [s.layout for s in ps.placed(space, 1, 8)] == ["dp", "cp2", "cp4", "cp8"]
+    assert ps.unplaced(space, 1, 8)[0].startswith("space.layouts: cp3 needs its degree 3 to divide the 8")
+    h200 = parse_cluster("H200:2x8")
+    for n in (2, 4, 8, 16):
+        setup = ps.Setup(
+            backend="fsdp", layout=f"cp{n}", checkpointing="full", precision="bf16", micro_batch=1
+        )
+        layout = Layout.resolve(setup.parallel(h200), 16)
+        assert (layout.cp, layout.dp_shard, layout.state_shards) == (n, 16 // n, 16)
+        assert (span(layout, "cp") > 8) == (n == 16)  # the all-to-all crosses nodes only at 16
+        assert setup.setup_overrides(2, 8)[-1] == f"parallel.cp={n}" and "parallel.cp" in ps.SETUP_KEYS
+    for bad in ("cp0", "cp", "cpx2"):
+        with pytest.raises(ConfigError) as err:
+            ps.Space(layouts=("dp", bad)).check()
+        assert "takes dp, hsdp, tpN, ppN, cpN and epN" in str(err.value)
+
+
+LLAMA8B_64K = ["model=llama3.1-8b", "model.seq_len=65536"]
+
+
+def test_the_plan_refuses_cp_set_ups_with_the_rules_lines_and_names_the_space_lists(hydra_compose) -> None:
+    """The plan's rows are validated as a run is: ``cpN`` off FSDP2, with a kernel without context
+    parallel, or over a sequence not of ``2N`` equal chunks is ``refused`` with
+    :func:`flopsweep.context_parallel.check`'s (or the backend rule's) line; the fix of a space that
+    leaves nothing names the ``space.*`` lists, not ``parallel.cp``."""
+    from flopsweep import plan_space as ps
+    from flopsweep.clusters import parse_cluster
+
+    h100 = [parse_cluster("H100:1x8")]
+    one = {"checkpointing": ("full",), "micro_batches": (1,)}
+    cases = [
+        (["model=llama3.1-8b"], ("ddp", "zero3"), "context parallelism runs on backend=fsdp"),
+        (["model=llama3.1-8b", "attention=blocksparse"], ("fsdp",), "attention='blocksparse': does not take"),
+        (["model=llama3.1-8b", "model.seq_len=4100"], ("fsdp",), "model.seq_len=4100 does not split into 8"),
+    ]
+    for overrides, backends, said in cases:
+        space = ps.Space(backends=backends, layouts=("cp4",), **one)
+        rows = ps.candidates(hydra_compose(overrides), space, h100).rows
+        assert {r.status for r in rows} == {"refused"} and all(said in r.reason for r in rows), rows[0].reason
+    reason = f"refused: {rows[0].reason}"
+    line = ps.nothing_line([reason], who="plan", headline="nothing", fix="f", space=space)
+    assert line.endswith(
+        "Fix: set model.seq_len to a multiple of 8, or drop cp4 from space.layouts (space.layouts=[dp])"
+    )
+    off = (
+        "refused: parallel.cp=2: runs on backend=fsdp. Fix: set parallel.cp=1, or backend=fsdp parallel.cp=2"
+    )
+    space = ps.Space(backends=("ddp",), layouts=("cp2",), **one)
+    assert ps.nothing_line([off], who="plan", headline="h", fix="f", space=space).endswith(
+        "Fix: drop cp2 from space.layouts (space.layouts=[dp]), or list fsdp in space.backends "
+        "(space.backends=[ddp,fsdp])"
+    )
+
+
+def test_the_plan_of_llama8b_at_64k_keeps_the_cp_rows_that_fit_and_predicts_their_all_to_alls(
+    hydra_compose,
+) -> None:
+    """docs/layouts.md's example: at 64K tokens the memory per rank falls with ``cp`` (activations and
+    logits over ``cp``; the states over every rank in each), so FSDP2 ``dp`` is over memory on an H100 and
+    an H200 and CP 4 and 8 fit both; each ok row's exposed communication holds the all-to-alls
+    (:func:`flopsweep.context_parallel.transfers`) and, at CP 8 on 8 ranks (one data-parallel rank), FSDP2's
+    gathers over the ``cp`` ranks."""
+    from flopsweep import plan_space as ps
+    from flopsweep.clusters import parse_cluster
+    from flopsweep.comm_time import comm_seconds
+    from flopsweep.forecast import workload
+    from flopsweep.steptime import Link, transfers
+
+    space = ps.Space(
+        backends=("fsdp",), layouts=("dp", "cp2", "cp4", "cp8"), checkpointing=("full",), micro_batches=(1,)
+    )
+    cfg = hydra_compose(LLAMA8B_64K)
+    result = ps.candidates(cfg, space, [parse_cluster("H100:1x8"), parse_cluster("H200:1x8")])
+    status = {(r.cluster.split(":")[0], r.setup.layout): r.status for r in result.rows}
+    assert len(status) == 8 and status[("H100", "dp")] == status[("H200", "dp")] == "over memory"
+    assert {status[(gpu, lay)] for gpu in ("H100", "H200") for lay in ("cp4", "cp8")} == {"ok"}
+    assert status[("H200", "cp2")] == "ok"  # 74 GiB: over 90% of an H100's 79.6, within an H200's
+    h200 = [r for r in result.rows if r.cluster.startswith("H200")]
+    peaks = [r.est_peak_gib_per_rank for r in h200]
+    saved = [a - b for a, b in zip(peaks, peaks[1:], strict=False)]  # the states' part is the same in each
+    assert saved[0] == pytest.approx(2 * saved[1], rel=0.05)
+    assert saved[1] == pytest.approx(2 * saved[2], rel=0.05) and peaks[-1] < peaks[0] / 4
+    assert [r.layout for r in h200] == ["dp8", "dp4 cp2", "dp2 cp4", "cp8"]
+    cluster = parse_cluster("H200:1x8")
+    for row in h200[1:]:
+        one = ps.setup_config(cfg, row.setup, cluster)
+        w = workload(one, Layout.resolve(one.parallel, 8))
+        kinds = {t.collective for t in transfers(w, gpus_per_node=8)}  # cp8 too: FSDP2 over the cp ranks
+        assert kinds == {"all_gather", "reduce_scatter", "all_to_all"}, kinds
+        a2a = [t for t in transfers(w, gpus_per_node=8) if t.collective == "all_to_all"]
+        _, alone = comm_seconds(a2a, Link(intra={"all_to_all": 315.0}))
+        assert row.predicted_exposed_comm_s >= alone > 0

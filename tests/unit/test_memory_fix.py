@@ -60,6 +60,8 @@ def _applied(cfg: RunConfig, overrides: str) -> RunConfig:
             cfg = dataclasses.replace(cfg, batch=dataclasses.replace(cfg.batch, micro_batch_size=int(value)))
         elif key == "activation_checkpointing":
             cfg = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name=value))
+        elif key == "loss.chunk_tokens":
+            cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, chunk_tokens=int(value)))
         elif key == "backend.cpu_offload":
             cfg = dataclasses.replace(
                 cfg, backend=dataclasses.replace(cfg.backend, cpu_offload=value == "true")
@@ -136,13 +138,31 @@ def test_single_8b_shards_over_a_node_and_nothing_less_does() -> None:
 
 
 def test_the_levers_left_by_the_config() -> None:
-    assert set(levers(CASES["single 8B mb4"])) == {"micro_batch", "checkpointing", "sharding"}
-    assert set(levers(CASES["full 8B mb16 fsdp on 2"])) == {"micro_batch", "sharding"}
-    assert set(levers(CASES["mb1 8B ddp on 2"])) == {"checkpointing", "sharding"}
+    assert set(levers(CASES["single 8B mb4"])) == {"loss", "micro_batch", "checkpointing", "sharding"}
+    assert set(levers(CASES["full 8B mb16 fsdp on 2"])) == {"loss", "micro_batch", "sharding"}
+    assert set(levers(CASES["mb1 8B ddp on 2"])) == {"checkpointing", "sharding"}  # 0.98 GiB of logits
     assert levers(CASES["every lever 70B"]) == {}
     steps = levers(CASES["full 8B mb16 fsdp on 2"])
     assert [t for t, _ in steps["micro_batch"]] == [f"batch.micro_batch_size={k}" for k in (8, 4, 2, 1)]
     assert [t for t, _ in steps["sharding"]] == ["nproc_per_node=4", "nproc_per_node=8"]
+
+
+def test_long_sequences_are_fixed_by_the_chunked_loss_first_where_the_rules_allow_it() -> None:
+    """Llama 3.1 8B at 65,536 tokens, FSDP2 over 8 H100s, full checkpointing, micro batch 1: the whole
+    fp32 logits (31 GiB, with their gradient and copies most of the peak) are what the chunked loss drops;
+    the fix names it first and its estimate fits. Under tensor parallel the rule refuses the chunked loss
+    and the fix never names it; below 1 GiB of logits it is no lever."""
+    cfg = _cfg("llama3.1-8b", FSDPConfig(), 1, "full", 8)
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, seq_len=65536))
+    assert _gib(cfg) > H100 / 2**30
+    fix = gpu_memory_fix(cfg, H100)
+    assert fix.startswith("set loss.chunk_tokens=4096 (estimated "), fix
+    overrides, said = _claims(fix)[0]
+    assert _gib(_applied(cfg, overrides)) == pytest.approx(said, abs=0.051) and said <= H100 / 2**30
+    tp = dataclasses.replace(cfg, parallel=dataclasses.replace(cfg.parallel, tp=2))
+    assert "loss" not in levers(tp) and "loss.chunk_tokens" not in gpu_memory_fix(tp, H100)
+    short = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, seq_len=1024))
+    assert "loss" not in levers(short)  # 1 x 1,024 x 128,256 x 4 bytes: 0.49 GiB
 
 
 def test_where_no_lever_is_left_the_fix_says_what_is_and_estimates_it() -> None:
@@ -246,7 +266,8 @@ def test_where_the_estimate_fits_the_fix_names_the_unpulled_levers_unestimated()
         fix
         == levers_line(cfg)
         == (
-            "set one of batch.micro_batch_size=8, nproc_per_node=4 (each lowers the memory per rank); "
+            "set one of loss.chunk_tokens=4096, batch.micro_batch_size=8, nproc_per_node=4 (each lowers the "
+            "memory per rank); "
             "else more nodes (nnodes), backend.cpu_offload=true or a smaller model"
         )
     )

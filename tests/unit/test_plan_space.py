@@ -449,7 +449,7 @@ def test_a_plan_that_ranks_nothing_says_the_commonest_reason() -> None:
     )
     assert nothing_line(rows[3:]).endswith(  # over memory's own fix, not "widen space.*"
         "Fix: list set-ups that need less memory per rank (smaller space.micro_batches, full in "
-        "space.checkpointing, fsdp or zero3 in space.backends, tp or pp in space.layouts), or lower "
+        "space.checkpointing, fsdp or zero3 in space.backends, tp, pp or cp in space.layouts), or lower "
         "space.min_headroom; or name GPUs with more memory, or more of them, in plan_clusters"
     )
     assert "no set-up to rank" in nothing_line([])
@@ -537,7 +537,7 @@ def test_a_plan_whose_set_ups_are_all_over_memory_says_so() -> None:
         "plan: no set-up fits and is predicted: all 3 dropped; the commonest reason (3 of 3): over memory "
         "(the least: estimated 1.05e+03 GiB per rank, over 90% of 79.6 GiB (H100; space.min_headroom)). "
         "Fix: list set-ups that need less memory per rank (smaller space.micro_batches, full in "
-        "space.checkpointing, fsdp or zero3 in space.backends, tp or pp in space.layouts), or lower "
+        "space.checkpointing, fsdp or zero3 in space.backends, tp, pp or cp in space.layouts), or lower "
         "space.min_headroom; or name GPUs with more memory, or more of them, in plan_clusters"
     )
     unpredicted = Row(cluster="A100-80GB:1x8:ib200", setup=None, status="no prediction")

@@ -163,10 +163,11 @@ def test_plan_and_tuner_take_the_same_set_ups_from_the_same_space_keys(hydra_com
     [
         (["backend=ddp,fsdp"], "Invalid config: backend='ddp,fsdp': a tuning sweep over space.*"),
         (["parallel.tp=2"], "Fix: give it as space.layouts=[...] (tpN), or drop the space.* overrides."),
+        (["parallel.cp=2"], "Fix: give it as space.layouts=[...] (cpN), or drop the space.* overrides."),
         (["batch.micro_batch_size=2"], "Fix: give it as space.micro_batches=[...]"),
         (["nproc_per_node=2,4"], "nproc_per_node='2,4'"),
         (["space.min_headroom=-0.1"], "space.min_headroom=-0.1: is a share in [0, 1)"),
-        (["space.layouts=[dp,tp0]"], "space.layouts=['dp', 'tp0']: takes dp, hsdp, tpN, ppN and epN"),
+        (["space.layouts=[dp,tp0]"], "space.layouts=['dp', 'tp0']: takes dp, hsdp, tpN, ppN, cpN and epN"),
         (["objective=hello"], "objective='hello': is not a metric"),
     ],
 )
@@ -176,6 +177,21 @@ def test_the_tuner_refuses_a_mix_or_a_bad_space_in_one_line(hydra_compose, extra
     with pytest.raises(ConfigError) as refused:
         tuner_space(hydra_compose, [*TINY, *SPACE, *extra])
     assert said in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_tuner_places_cp_layouts_and_labels_them_apart(hydra_compose):
+    """``space.layouts=[dp,cp2,cp4]`` on two ranks: ``dp`` and ``cp2`` placed (``cp4`` does not divide
+    them), each job's label naming its ``parallel.cp`` (a key a set-up sets, :data:`SETUP_KEYS`: without
+    it ``dp`` and ``cp2`` had the same label), its overrides composing to ``parallel.cp=2``."""
+    from hydra_plugins.flopsweep_tune.tuning import candidates
+
+    run = ["device=cpu", "nproc_per_node=2", "model=llama-tiny", "space.backends=[fsdp]"]
+    space = ["space.layouts=[dp,cp2,cp4]", "space.checkpointing=[none]", "space.micro_batches=[1]"]
+    _, (setups, nodes) = tuner_space(hydra_compose, [*run, *space])
+    assert [s.layout for s in setups] == ["dp", "cp2"] and nodes == (1, 2)
+    dp, cp2 = candidates([run], set(), setups, nodes)
+    assert cp2.label == dp.label + " parallel.cp=2"
+    assert hydra_compose(list(cp2.overrides)).parallel.cp == 2
 
 
 def test_the_shared_judge_prunes_by_rules_and_memory_and_predicts_every_objective(hydra_compose):
