@@ -70,6 +70,7 @@ from flopsweep.override_grammar import (
 from flopsweep.override_schema import existing_key_add_problem
 from flopsweep.overrides import (
     group_choice_problem,
+    list_sweep_problem,
     listed_values,
     preset_option_keys,
     repeated_sweep_problem,
@@ -79,9 +80,11 @@ from flopsweep.overrides import (
 )
 from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.plan_command_line import command_line_problem as plan_problem
+from flopsweep.pool import cpu_pool_problem
 from flopsweep.signals import jobs_starting, stop_before_jobs
 from flopsweep.store import register_configs
 from flopsweep.streams import ClosedPipeGuard, standard_streams
+from flopsweep.sweep_axes import repeated_value_problem, sweep_level_problem
 from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
 from flopsweep.sweep_file_keys import values_problem as sweep_file_values
 from flopsweep.text import printable
@@ -176,6 +179,7 @@ def refusal(overrides: list[str]) -> str | None:
         or sweep_file_shape_problem(overrides, RUN_CONF)  # a sweep file's header, form and keys
         or hydra_sweep_problem(overrides)  # hydra.sweeper.budget_gpu_s=1,2: Hydra sweeps no hydra.* key
         or params_axis_problem(overrides, RUN_CONF)  # hydra.sweeper.params.seed=3 with params null
+        or list_sweep_problem(overrides)  # space.layouts=dp,tp2: the fix is one list, not -m
         or sweep_without_m_problem(overrides)
         or repeated_sweep_problem(overrides)  # a=1,2 a=3: Hydra keeps the last, the sweep dropped silently
         or sweep_function_problem(overrides)  # seed=glob(*): 0 jobs; interval() without Optuna: a traceback
@@ -205,6 +209,9 @@ def refusal(overrides: list[str]) -> str | None:
         or rechecked(value_set_problem(overrides), overrides, refusal)  # fault.kind=oomm, model.n_layer=0
         or model_problem(overrides)  # after the types: model.name=null is type_problem's line
         or unread_space_problem(overrides)
+        or repeated_value_problem(overrides)  # seed=1,1 (after its values' own lines): the same job twice
+        or sweep_level_problem(overrides)  # resume=true,false: a sweep's key, per job
+        or cpu_pool_problem(overrides)  # hydra/launcher=pool device=cpu: its slots must be given
         or sweep_file_problem(
             overrides, RUN_CONF
         )  # its axes after the command line's own: those lines come first

@@ -67,6 +67,8 @@ def output_folder_problem(key: str, value: str) -> str | None:
     - something there that is not a folder: a symbolic link (to a folder, a file, dangling or
       looping: never followed, the records and Hydra's files would go where it leads), a FIFO, a
       file, a socket, a device;
+    - the root of the file system (``/``, ``/..``): its ``.hydra/`` would make every other folder of the
+      machine one inside a run's, refused to every later run (``folders.nested_folder_problem``);
     - a path inside a run's own files (:data:`RUN_FILES_FOLDERS`), as written or once its links are
       resolved (``R/.hydra``, ``S/0/.flopsweep/x``, ``S/.submitit/1``);
     - a path through another user's symbolic link, in any part (``/tmp/x/link/sub``, ``outputs/`` a
@@ -91,6 +93,15 @@ def output_folder_problem(key: str, value: str) -> str | None:
             f"Invalid config: {key}={value}: is {what}, not a folder of this run; it is never followed "
             f"or written through (the records, the log and Hydra's files would go there). "
             f"Fix: {f'remove {path} if it is yours, or ' if yours else ''}choose another directory."
+        )
+    real = os.path.realpath(path)
+    if os.path.dirname(real) == real:  # ``/``, ``/..``, a link to it: every other folder is inside it
+        example = "multirun/my-sweep" if "sweep" in key else "outputs/my-run"
+        return (
+            f"Invalid config: {key}={value}: is the root of the file system ({real}); the files written "
+            f"there would put every later run and sweep on this machine inside this one's folder, each then "
+            f"refused. "
+            f"Fix: name a folder of its own, e.g. {key}={example}."
         )
     if foreign := foreign_link_refusal(value, f"Invalid config: {key}={value}"):  # ``..`` kept, as the kernel
         return f"{foreign.line}. Fix: {foreign.fix}."

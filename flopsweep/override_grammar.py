@@ -413,6 +413,7 @@ def sweeper_without_m_problem(argv: list[str]) -> str | None:
     ``hydra/launcher=slurm`` without ``-m`` ended in submitit's traceback). A command line that only
     prints (``--cfg job``, :func:`flopsweep.flags.prints_only`) is left alone: ``-m --cfg`` is refused."""
     from flopsweep.flags import prints_only
+    from flopsweep.pool import cpu_pool_problem
 
     if is_multirun(argv) or prints_only(argv):
         return None
@@ -423,9 +424,14 @@ def sweeper_without_m_problem(argv: list[str]) -> str | None:
         default = {"hydra/sweeper": DEFAULT_SWEEPER, "hydra/launcher": DEFAULT_LAUNCHER}.get(name)
         if eq and default is not None and not key.startswith("~") and choice != default:
             what = name.rpartition("/")[2]
+            added = override
+            if choice == "pool" and cpu_pool_problem(["-m", *argv]):  # device=cpu: no GPU to count
+                added, what_else = f"{override} hydra.launcher.slots=[0,1]", " and the pool's devices"
+            else:
+                what_else = ""
             return (
                 f"Invalid config: {override}: a {what} runs only under -m (without it Hydra runs one plain "
-                f"job and the {what} never starts). Fix: add -m (flopsweep -m {override} ...)."
+                f"job and the {what} never starts). Fix: add -m{what_else} (flopsweep -m {added} ...)."
             )
     return None
 

@@ -47,8 +47,9 @@ from flopsweep.override_schema import (
 
 def _not_an_option(group: str, value: object) -> str | None:
     """How ``value`` shows when it is no option name of ``group`` (``null``, ``[a,b]``, ``1``, ``''``,
-    ``{a: 1}``, or, for a group of ``conf/`` other than Hydra's own, a name without its YAML file),
-    else None. An interpolation is left to Hydra."""
+    ``{a: 1}``, a path through ``.`` or ``..`` (``+sweep=../conf/config``: Hydra's 12 lines, or another
+    option's file read under this name), or, for a group of ``conf/`` other than Hydra's own, a name
+    without its YAML file), else None. An interpolation is left to Hydra."""
     if value is None:
         return "null"
     if isinstance(value, list):
@@ -62,6 +63,8 @@ def _not_an_option(group: str, value: object) -> str | None:
     if not value.strip():
         return repr(value)
     stem = value.removesuffix(".yaml")  # Hydra takes model=gpt-tiny.yaml too
+    if any(part in ("", ".", "..") for part in stem.split("/")):  # ../conf/config, ./smoke: a path, no name
+        return value
     if os.path.isfile(os.path.join(CONF, group, f"{stem}.yaml")):
         return None
     if group.startswith("hydra/"):  # the plug-ins' options are not all files of conf/: Hydra's list
@@ -402,3 +405,87 @@ def repeated_sweep_problem(overrides: list[str]) -> str | None:
                 f"{name} once (a sweep lists every value: {name}=a,b,c)."
             )
     return None
+
+
+def _list_node(parsed: list, key: str) -> object | None:
+    """The schema's list node of ``key`` (``space.layouts``, ``plan_clusters``) in the option the command
+    line picks for its group (else conf/config.yaml's), else None: a key that takes no list."""
+    from omegaconf import OmegaConf
+
+    for schema, option in key_schemas(parsed, key):
+        path = key.partition(".")[2] if option else key
+        parent_key, _, leaf = path.rpartition(".")
+        parent = OmegaConf.select(schema, parent_key) if parent_key else schema
+        if OmegaConf.is_dict(parent) and leaf in parent and OmegaConf.is_list(parent._get_node(leaf)):
+            return parent._get_node(leaf)
+    return None
+
+
+def list_sweep_problem(overrides: list[str]) -> str | None:
+    """One line for a sweep of one-value elements over a key that takes a list (``space.layouts=dp,tp2``,
+    ``plan_clusters=H100:8,H200:8``, ``-m space.micro_batches=range(1,4)``), or a sweep function inside
+    such a list (``space.micro_batches=[range(1,4)]``), else None. Was: without ``-m``, "add -m", whose jobs
+    were each refused as one value, not a list; with ``-m``, the first value alone told as a list of one
+    (``space.micro_batches=[1]``), the others dropped; inside a list, Hydra's ``RangeSweep(tags=set(), ...)``
+    named as the bad element. The fix is the one list of every value; a sweep of lists, one job each
+    (``-m 'plan_clusters=[H100:8],[H200:8]'``), is left as it is."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Sweep
+
+    from flopsweep.override_schema import sweep_values
+
+    given = [a for a in overrides if "=" in a and not a.startswith("-")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(given)
+    except Exception:  # noqa: BLE001 - syntax_problem's
+        return None
+    for o in parsed:
+        key = o.key_or_group
+        if (
+            o.package is not None
+            or o.is_delete()
+            or key.startswith("hydra")
+            or "=" not in (o.input_line or "")
+        ):
+            continue
+        value = o.value()
+        if o.is_sweep_override():
+            values = sweep_values(o)
+            if not values or all(isinstance(v, list | dict) or v is None for v in values):
+                continue  # a sweep of lists, one job each; a glob, an interval: their own lines
+            items = values
+            why = f"{key} takes a list, and a sweep gives each job one value of it, not the list"
+        elif isinstance(value, list) and any(isinstance(v, Sweep) for v in value):
+            items = []
+            for v in value:
+                if isinstance(v, Sweep):
+                    inner = OverridesParser.create().parse_override(f"x={_sweep_text(v)}")
+                    items.extend(sweep_values(inner))
+                else:
+                    items.append(v)
+            why = "a sweep function cannot stand inside a list: Hydra keeps it as one element"
+        else:
+            continue
+        if _list_node(parsed, key) is None:
+            continue
+        shown = ",".join(
+            "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for v in items
+        )
+        several = ",".join(f"[{'null' if v is None else v}]" for v in items[:2])
+        return (
+            f"Invalid config: {o.input_line}: {why}. Fix: write one list: {key}=[{shown}]"
+            f" (several lists, one job each: -m '{key}={several}')."
+        )
+    return None
+
+
+def _sweep_text(sweep: object) -> str:
+    """A sweep element of a list as the grammar writes it (``range(1,4)``, ``choice(1,2)``), so that its
+    values are listed as a sweep override's are."""
+    from hydra.core.override_parser.types import ChoiceSweep, RangeSweep
+
+    if isinstance(sweep, RangeSweep):
+        return f"range({sweep.start},{sweep.stop},{sweep.step})"
+    if isinstance(sweep, ChoiceSweep):
+        return "choice(" + ",".join(map(str, sweep.list)) + ")"
+    return "choice()"

@@ -55,6 +55,8 @@ def _gpu_problem(gpus: list, memories: list) -> None:
     for gpu in gpus:
         if gpu is None or not str(gpu).strip() or "${" in str(gpu):
             continue  # plan_gpu='' and null are unset
+        if isinstance(gpu, list | dict):
+            continue  # plan_gpu=[H100]: a list for one name, overrides.type_problem's line
         try:
             planned_gpu_bytes(str(gpu), None)
         except ConfigError:

@@ -285,3 +285,26 @@ def visible_devices(environ: Any = None) -> list[str] | None:
     if value is None:
         return None
     return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def cpu_pool_problem(overrides: Sequence[str], environ: Any = None) -> str | None:
+    """The line of :func:`pool_devices` for a command line that picks ``hydra/launcher=pool`` with
+    ``device=cpu`` and neither ``hydra.launcher.slots`` nor ``hydra.launcher.devices`` (and no
+    ``CUDA_VISIBLE_DEVICES``), before Hydra starts (exit 2, nothing made), else None. Was: the same line
+    from the launcher, exit 1, an empty ``multirun/<date>/<time>/`` left: on the CPU there is no GPU to
+    count, so the pool's slots must be given."""
+    given = {}
+    for text in overrides:
+        key, eq, value = text.lstrip("+").partition("=")
+        if eq and not text.startswith("-"):
+            given[key] = value.strip().strip("'\"")
+    if given.get("hydra/launcher") != "pool" or given.get("device") != "cpu":
+        return None
+    if "hydra.launcher.slots" in given or "hydra.launcher.devices" in given:
+        return None
+    visible = (os.environ if environ is None else environ).get(VISIBLE)
+    try:
+        pool_devices(None, device="cpu", visible=visible)
+    except ConfigError as exc:
+        return str(exc)
+    return None

@@ -245,9 +245,20 @@ def lines(s: dict[str, Any]) -> list[str]:
     if pruned:
         out.append(f"pruned (never run): {len(pruned)}")
         out += [f"  {u['label'] or '(the one set-up)'}: {u['pruned']}" for u in pruned]
-    out.append(f"GPU time: {s['spent_gpu_s']:.0f} of {s['budget_gpu_s']:.0f} GPU-s")
+    out.append(gpu_time_line(s))
     out.append(f"run the winner: {s['command']}" if s["command"] else "no set-up ran ok: no winner")
     return out
+
+
+def gpu_time_line(s: dict[str, Any]) -> str:
+    """``GPU time: 26 of 3600 GPU-s``: the GPU-seconds spent and the budget, whole; a budget under 1 GPU-s
+    (``hydra.sweeper.budget_gpu_s=0.001``, which round 0 passes: it always runs) keeps 3 significant
+    digits, so it never reads as 0."""
+
+    def shown(value: float) -> str:
+        return f"{value:.0f}" if value >= 1 or value == 0 else f"{value:.3g}"
+
+    return f"GPU time: {shown(s['spent_gpu_s'])} of {shown(s['budget_gpu_s'])} GPU-s"
 
 
 def markdown(s: dict[str, Any]) -> str:
@@ -259,7 +270,7 @@ def markdown(s: dict[str, Any]) -> str:
     out = ["# Tuning", "", f"Objective `{s['objective']}` ({s['direction']}); stopped: {s['stopped']}.", ""]
     out += [f"- {_picked('Winner', s['winner'], s['objective'])}"]
     out += [f"- {_picked('Runner-up', s['runner_up'], s['objective'])}", f"- {verdict(s)}"]
-    out += [f"- GPU time: {s['spent_gpu_s']:.0f} of {s['budget_gpu_s']:.0f} GPU-s", ""]
+    out += [f"- {gpu_time_line(s)}", ""]
     if s["command"]:
         out += ["Run the winner:", "", "```", s["command"], "```", ""]
     out += ["## Predicted against measured", "", row(TABLE_HEAD), row(["---"] * len(TABLE_HEAD))]

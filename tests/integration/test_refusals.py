@@ -591,12 +591,53 @@ REFUSALS = {
         last_line_has=("a job of this sweep needs 4 devices (nproc_per_node=4); the pool has 2 (0,1). Fix:",),
         record=None,
     ),
-    "pool_cpu_without_slots": Refusal(
+    "pool_cpu_without_slots": Refusal(  # session 29: was the launcher's line, exit 1, an empty sweep folder
         args=(*POOL, "seed=0,1"),
         sweep=True,
-        status=1,
-        stderr_has=("hydra.launcher.slots=None: no GPU was found to pool (device=cpu)",),
+        line_starts="flopsweep: Invalid config: hydra.launcher.slots=None: no GPU was found to pool",
+        lines=1,
         record=None,
+        default_dir=True,
+    ),
+    # session 29's trial: each one line before Hydra, nothing made
+    "list_key_swept_by_element": Refusal(
+        args=("plan=true", "plan_clusters=[H100:8]", "space.layouts=dp,tp2"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: space.layouts=dp,tp2: space.layouts takes a list",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "sweep_value_twice": Refusal(
+        args=("device=cpu", "seed=1,1"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: seed=1,1: lists 1 more than once",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "resume_swept": Refusal(
+        args=("device=cpu", "resume=true,false"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: resume=true,false: is swept",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "run_dir_root": Refusal(
+        args=("plan=true", "device=cpu", "hydra.run.dir=/"),
+        line_starts="flopsweep: Invalid config: hydra.run.dir=/: is the root of the file system",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "group_option_as_a_path": Refusal(
+        args=("plan=true", "+sweep=../conf/config"),
+        sweep=True,
+        line_starts="flopsweep: Invalid config: +sweep=../conf/config: ../conf/config is no option of sweep",
+        lines=1,
+        record=None,
+        default_dir=True,
     ),
 }
 """The refusals of ``python run.py``, by name (the test id). A new refusal is a new row."""

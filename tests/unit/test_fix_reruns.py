@@ -72,8 +72,12 @@ def fix_lines(line: str, args: list[str]) -> list[list[str]]:
         return [_flags_first(_tokens(m.group(1)))]
     if (m := re.match(r"drop ([\w./]+)=?:", fix)) and m.group(1) == refused.partition("=")[0].lstrip("+~"):
         return [[a for a in args if a != refused]]  # "drop repeat=: the sweeper sets it from repeats="
-    if fix.startswith("add -m"):
-        return [_flags_first(["-m", *args])]
+    if fix.startswith(
+        "add -m"
+    ):  # "add -m and the pool's devices (flopsweep -m X hydra.launcher.slots=[0,1] ...)"
+        added = re.match(r"add -m and [^(]*\(flopsweep -m (.+?) \.\.\.\)", fix)
+        extra = [t for t in (_tokens(added.group(1)) if added else []) if t not in args]
+        return [_flags_first(["-m", *args, *extra])]
     if fix.startswith("flopsweep "):
         return [_tokens(alt.removeprefix("flopsweep ")) for alt in fix.split(", or flopsweep ")]
     out = []
