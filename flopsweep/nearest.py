@@ -522,6 +522,18 @@ another GPU kind and carried over by the datasheet peak ratio (:func:`scaled_fro
 _SCALED_FROM = re.compile(rf"measured on (?P<gpu>[^;,]+), {SCALED} ")
 
 
+_DEGREE_DIFFERS = re.compile(r"\bparallel\.(?P<degree>tp|pp|cp|ep) (?P<mine>\d+) vs 1\b")
+
+
+def unmeasured_degrees(source: str) -> list[str]:
+    """The layout degrees (``parallel.tp``, ``pp``, ``cp``, ``ep``) a nearest compute's target runs above 1
+    where its nearest record ran them at 1, read from the ``source``'s differences (:func:`differences`:
+    ``parallel.cp 8 vs 1``), in that order; empty where none. What such a degree costs beyond its modelled
+    traffic no record of that prediction measured: its expected error is unmeasured
+    (:data:`flopsweep.plan_assess.UNMEASURED_DEGREE`)."""
+    return [f"parallel.{m['degree']}" for m in _DEGREE_DIFFERS.finditer(source or "") if int(m["mine"]) > 1]
+
+
 def scaled_from(source: str) -> str | None:
     """The GPU kind a nearest compute's ``source`` was measured on where it is not the target's (its
     step scaled by the datasheet peak ratio, :func:`_compute`); None where it was the same kind. A

@@ -148,7 +148,8 @@ class Row:
     across nodes named with why) and what was assumed."""
     expected_error: float | None = None
     """Expected |error| of the predicted step, a share (:func:`expected_error`); None where it is
-    unmeasured (compute scaled from another GPU kind: :data:`UNMEASURED` in ``prediction_source``)."""
+    unmeasured (compute scaled from another GPU kind: :data:`UNMEASURED` in ``prediction_source``; a layout
+    degree above 1 the nearest record ran at 1: :data:`UNMEASURED_DEGREE`)."""
     memory_fix: str = ""
     """An ``over memory`` row: the levers its config has not pulled, each estimated to fit within
     ``(1 - space.min_headroom)`` of the GPU's memory (:func:`flopsweep.memory_fix.gpu_memory_fix`, as the
@@ -230,6 +231,14 @@ UNMEASURED = (
 """What a row predicted from another GPU kind's records says in its ``prediction_source`` where
 :data:`ACROSS_KINDS_ERROR` has no figure for the pair (:func:`expected_error` gives it none)."""
 
+UNMEASURED_DEGREE = (
+    "expected error unmeasured: no record of {degrees} > 1 stood for it (the nearest ran at 1); "
+    "what the degree costs beyond its modelled traffic no run has checked"
+)
+"""What a row predicted from the nearest set-up says in its ``prediction_source`` where its layout runs a
+degree (``parallel.tp``, ``pp``, ``cp``, ``ep``) above 1 that the nearest record ran at 1
+(:func:`unmeasured_layout`; :func:`expected_error` gives it none). The shipped records all ran 1 of each."""
+
 ACROSS_KINDS_ERROR = {
     ("H200 SXM", "H100 SXM"): 0.08,
 }
@@ -258,6 +267,16 @@ def across_kinds(made: dict[str, Any], gpu: str | None) -> tuple[str | None, flo
     return measured_on, ACROSS_KINDS_ERROR.get((gpu_kind(measured_on) or "", gpu_kind(gpu) or ""))
 
 
+def unmeasured_layout(made: dict[str, Any]) -> list[str]:
+    """The degrees of a nearest prediction's layout above 1 that its nearest record ran at 1
+    (:func:`flopsweep.nearest.unmeasured_degrees`: ``["parallel.cp"]``); empty for another source."""
+    from flopsweep.nearest import unmeasured_degrees
+
+    return (
+        unmeasured_degrees(str(made.get("source") or "")) if made.get("compute_source") == "nearest" else []
+    )
+
+
 def expected_error(made: dict[str, Any], backend: str, nnodes: int, gpu: str | None = None) -> float | None:
     """The expected |error| of a prediction (a share): :data:`EXPECTED_ERROR` by its compute's
     source, at least :data:`DEEPSPEED_ERROR` for a DeepSpeed backend (``zero*``, ``deepspeed``),
@@ -265,9 +284,11 @@ def expected_error(made: dict[str, Any], backend: str, nnodes: int, gpu: str | N
     nearest set-up was measured on another GPU kind and scaled by the datasheet peak ratio
     (:func:`across_kinds`), the measured error of that pair of kinds for ``gpu`` (the GPU predicted
     for, a device name) in place of the source's, or None (not measured: the 5% of
-    :data:`EXPECTED_ERROR` is the error of one-H200 records predicting one-H200 runs)."""
+    :data:`EXPECTED_ERROR` is the error of one-H200 records predicting one-H200 runs). None too where the
+    layout runs a degree above 1 that the nearest record ran at 1 (:func:`unmeasured_layout`: its 5% was
+    measured on records of none)."""
     measured_on, across = across_kinds(made, gpu)
-    if measured_on is not None and across is None:
+    if (measured_on is not None and across is None) or unmeasured_layout(made):
         return None
     err = EXPECTED_ERROR.get(str(made.get("compute_source") or "flops"), EXPECTED_ERROR["flops"])
     if across is not None:
@@ -418,3 +439,5 @@ def _figures(row: Row, made: dict[str, Any], p: Any, where: Machine) -> None:
     measured_on, across = across_kinds(made, where.device_name)
     if measured_on is not None and across is None:
         row.prediction_source += f"; {UNMEASURED.format(gpu=measured_on)}"
+    if degrees := unmeasured_layout(made):
+        row.prediction_source += f"; {UNMEASURED_DEGREE.format(degrees=' or '.join(degrees))}"

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from flopsweep import objective
 from flopsweep.cli import COMMAND
-from flopsweep.nearest import scaled_from
-from flopsweep.plan_space import Row
+from flopsweep.nearest import scaled_from, unmeasured_degrees
+from flopsweep.plan_space import UNMEASURED, Row
 
 if TYPE_CHECKING:
     from flopsweep.config import RunConfig
@@ -98,7 +98,8 @@ HEADER = (
 def scaled_gpu(row: Row) -> str | None:
     """The GPU kind whose records ``row``'s compute was scaled from (its expected error unmeasured:
     :data:`flopsweep.plan_assess.UNMEASURED`), else None."""
-    return scaled_from(row.prediction_source) if row.expected_error is None else None
+    gpu = scaled_from(row.prediction_source) if row.expected_error is None else None
+    return gpu if gpu and UNMEASURED.format(gpu=gpu) in row.prediction_source else None
 
 
 def _cells(row: Row) -> list[str]:
@@ -159,8 +160,9 @@ def table_lines(ranked: list[Row], top: int, job: Callable[[Row], str] | None = 
 
 
 def scaled_lines(ranked: list[Row], top: int) -> list[str]:
-    """The line under the table for rows whose compute was scaled from another GPU kind (``err ?``),
-    when a shown row is one."""
+    """The lines under the table for rows whose compute was scaled from another GPU kind, and for rows
+    whose expected error is unmeasured (``err ?``): across GPU kinds or for a layout degree no record
+    ran (:data:`flopsweep.plan_assess.UNMEASURED_DEGREE`), when a shown row is one."""
     shown, per = [], {}
     for row in ranked:
         per[row.cluster] = per.get(row.cluster, 0) + 1
@@ -171,10 +173,11 @@ def scaled_lines(ranked: list[Row], top: int) -> list[str]:
         {
             g
             for r in shown
-            if r.compute_source == "nearest"
-            and r.expected_error is not None
-            and (g := scaled_from(r.prediction_source))
+            if r.compute_source == "nearest" and (g := scaled_from(r.prediction_source)) and not scaled_gpu(r)
         }
+    )
+    degrees = sorted(
+        {d for r in shown if r.expected_error is None for d in unmeasured_degrees(r.prediction_source)}
     )
     lines = []
     if measured:
@@ -188,6 +191,11 @@ def scaled_lines(ranked: list[Row], top: int) -> list[str]:
             f"err ?, nearest, scaled: measured on {', '.join(gpus)} and scaled by the datasheet peak ratio; "
             "the error of a prediction carried across these GPU kinds is unmeasured "
             "(not the ±5% of the same kind)"
+        )
+    if degrees:
+        lines.append(
+            f"err ?, no record of {' or '.join(degrees)} > 1: the nearest record ran it at 1, so what the "
+            "degree costs beyond its modelled traffic is unmeasured (flopsweep.plan_assess.UNMEASURED_DEGREE)"
         )
     return lines
 

@@ -156,6 +156,56 @@ def test_an_error_measured_across_gpu_kinds_is_the_pairs_own() -> None:
     assert across_kinds({"compute_source": "nearest", "source": "nearest: h200/x"}, "H100") == (None, None)
 
 
+def test_a_layout_degree_no_nearest_record_ran_has_no_expected_error() -> None:
+    """A cp8 set-up predicted from a one-GPU record (cp 1; no shipped record ran tp, pp, cp or ep above 1)
+    showed ±5%: that 5% was measured on records of none. Its error is unmeasured (None), whatever the GPU
+    pair; a degree the record ran too, or one the target runs at 1, keeps the source's error."""
+    from flopsweep.nearest import unmeasured_degrees
+    from flopsweep.plan_assess import expected_error, unmeasured_layout
+
+    source = "nearest: h200/x (differs in world size 8 vs 1; parallel.cp 8 vs 1; parallel.tp 2 vs 1)"
+    made = {"compute_source": "nearest", "source": source}
+    assert unmeasured_degrees(source) == ["parallel.cp", "parallel.tp"]
+    assert unmeasured_layout(made) == ["parallel.cp", "parallel.tp"]
+    assert expected_error(made, "fsdp", 1, "H200") is None
+    scaled = {**made, "source": f"{source}; measured on H200 SXM, scaled by the datasheet bf16 peak ratio 1"}
+    assert expected_error(scaled, "fsdp", 1, "H100") is None  # the pair's 8% measured no cp either
+    for measured in ("parallel.cp 8 vs 2", "parallel.cp 1 vs 2", "parallel.tp 16 vs 4", "world size 8 vs 1"):
+        kept = {
+            "compute_source": "nearest",
+            "source": f"nearest: h200/x (1 of its set-up; differs in {measured})",
+        }
+        assert unmeasured_layout(kept) == [] and expected_error(kept, "fsdp", 1, "H200") == 0.05
+    assert unmeasured_layout({"compute_source": "calibration", "source": source}) == []
+
+
+def test_a_context_parallel_plan_over_the_shipped_records_says_its_error_unmeasured(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """The trial's plan: Llama 3.1 8B at 65,536 tokens, ``cp8`` on 8 H200s and 8 H100s, its top row at 85%
+    MFU ±5% from a one-GPU Llama 3.2 3B record. Each ``cpN`` row now shows ``?`` with why in its source and
+    under the table; the ``dp`` rows keep their error."""
+    from flopsweep.plan_assess import UNMEASURED_DEGREE
+
+    args = ("model.seq_len=65536", "space.layouts=[dp,cp8]", "space.backends=[fsdp]")
+    out = _decide(
+        hydra_compose, tmp_path, "plan_clusters=[H100:1x8,H200:1x8]", *args, "space.checkpointing=[full]"
+    )
+    rows = [r for r in csv.DictReader(open(out["plan_file"])) if r["rank"]]
+    cp = [r for r in rows if "cp8" in r["layout"]]
+    assert cp and all(r["compute_source"] == "nearest" for r in cp)
+    for r in cp:
+        assert r["expected_error"] == "" and "parallel.cp 8 vs 1" in r["prediction_source"]
+        assert UNMEASURED_DEGREE.format(degrees="parallel.cp") in r["prediction_source"]
+    assert all(r["expected_error"] for r in rows if "cp" not in r["layout"])
+    lines = out["plan_text"].splitlines()
+    assert any(
+        line.startswith("err ?, no record of parallel.cp > 1: the nearest record ran it at 1")
+        for line in lines
+    )
+    assert not any(line.startswith("err ?, nearest, scaled") for line in lines)  # H200 -> H100 was measured
+
+
 def test_ties_put_an_unmeasured_error_last() -> None:
     from flopsweep import plan_space as ps
 
