@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import peaks, zero3_floor
-from flopsweep.nearest_measured import HOST, Measured, device_of, setup_of, square_flops
+from flopsweep.nearest_measured import HOST, Measured, device_of, setup_of
 from flopsweep.record import value_at
 from flopsweep.text import plural
 from flopsweep.workload import Compute, PredictionError, Workload
@@ -230,14 +230,6 @@ def hardware_flops(m: Measured) -> float:
     return (w.model_flops + (flops - w.model_flops) * read_share(m)) / w.world_size
 
 
-def executed_flops(m: Measured) -> float | None:
-    """FLOPs per rank the kernel runs of one step of ``m``: :func:`hardware_flops` less half its attention
-    score square where the kernel skips the masked tiles (:func:`flopsweep.nearest_measured.square_flops`;
-    :func:`flopsweep.metrics.executed_flops` of a run's config); None where unknown."""
-    square = square_flops(m)
-    return None if square is None else hardware_flops(m) - 0.5 * square
-
-
 def read_share(m: Measured) -> float:
     """The share of ``m``'s counted recompute that runs, where it is counted as a whole block's forward
     (its policy's mode ``full``, as ``metrics.recompute`` says it: a compiled block under ``full`` or
@@ -291,9 +283,7 @@ class Transferred:
     compute_s: float
     optimizer_s: float
     rate_tflops: float
-    """The record's achieved TFLOP/s per rank (its compute part) on executed FLOPs, else hardware FLOPs."""
-    executed: bool = False
-    """Whether the rate is on executed FLOPs (:func:`executed_flops` of both the record and the target)."""
+    """The record's achieved TFLOP/s on hardware FLOPs per rank (its compute part)."""
     host_ns: float | None = None
     """Nanoseconds of step per parameter a rank updates, where both step on the host (:data:`HOST`)."""
 
@@ -332,24 +322,18 @@ def transfer(
     own = rates.get(target.backend[2])
     separated = optimizer is not None and own is not None and target.backend[2] != HOST
     fb = step - exposed - (optimizer if separated else 0.0)
-    flops_m, flops_t = executed_flops(m), executed_flops(target)
-    executed = flops_m is not None and flops_t is not None  # else both on hardware FLOPs
-    if not executed:
-        flops_m, flops_t = hardware_flops(m), hardware_flops(target)
-    if not fb > 0 or not flops_m > 0:
+    if not fb > 0 or not hardware_flops(m) > 0:
         return None
-    rate = flops_m / fb
+    rate = hardware_flops(m) / fb
     peak = _peak(m.gpu, target.precision)
     if peak is not None and rate > peak * 1e12:  # faster than its GPU can: no compute rate in its step
         return None
     scale = 1.0
     if target.gpu is not None and m.gpu != target.gpu:
         scale = _peak(target.gpu, target.precision) / _peak(m.gpu, target.precision)
-    compute = flops_t / rate / scale
+    compute = hardware_flops(target) / rate / scale
     opt = own[0] * _params_per_rank(target.workload) if separated else 0.0  # own: on the target's GPU
-    return Transferred(
-        name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12, executed=executed
-    )
+    return Transferred(name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12)
 
 
 def _median(values: Sequence[float]) -> float:
@@ -505,8 +489,7 @@ def _compute(
         f"nearest: {names} ({len(done)} of its set-up"
         + (f"; differs in {'; '.join(differs)}" if differs else "")
         + ")",
-        f"{_median([t.rate_tflops for t in done]):.4g} TFLOP/s on "
-        + (f"executed FLOPs per rank ({EXECUTED})" if done[0].executed else "hardware FLOPs per rank"),
+        f"{_median([t.rate_tflops for t in done]):.4g} TFLOP/s on hardware FLOPs per rank",
     ]
     if done[0].host_ns is not None:  # both step on the host: the whole step per parameter
         words[1] = (
@@ -532,10 +515,6 @@ def _compute(
         kind="nearest",
     )
 
-
-EXECUTED = "the attention square halved: the kernel skips the masked tiles"
-"""What a nearest compute's source says after ``TFLOP/s on executed FLOPs per rank`` where both the record and
-the target have :func:`executed_flops` (else its rate is ``on hardware FLOPs per rank``)."""
 
 SCALED = "scaled by the datasheet"
 """What a nearest compute's source says after ``measured on GPU, `` where the set-up was measured on

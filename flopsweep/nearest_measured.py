@@ -5,7 +5,6 @@ to run (:class:`Measured`, :func:`describe`), and the keys it groups records by:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -154,47 +153,3 @@ def pool_of(records: Iterable[tuple[str, dict[str, Any]]]) -> list[Measured]:
     """:func:`describe` of each record that has what :func:`flopsweep.nearest.candidates` compares (others
     are left out)."""
     return [m for n, r in records if (m := describe(n, r)) is not None]
-
-
-def square_flops(m: Measured) -> float | None:
-    """The attention score square's FLOPs per rank in ``m``'s hardware FLOPs (forward and backward, and the
-    forward again where its policy recomputes attention, on the share of blocks it checkpoints), where ``m``'s
-    kernel skips the masked tiles (:attr:`flopsweep.attention.KernelSpec.skips_masked`: half of it never runs,
-    :func:`flopsweep.metrics.executed_flops`); None where it does not, for ``blocksparse`` (its own layouts),
-    ``hf`` models (their counts need torch), an unknown family or policy and ``memory_budget`` (the
-    compiler decides). The family's counts per sequence (linear in the density), scaled to the record's
-    model FLOPs per rank."""
-    from flopsweep.attention import KERNELS
-    from flopsweep.checkpointing import POLICIES
-    from flopsweep.models import MODELS
-
-    config = m.record.get("config") or {}
-    attention, model = config.get("attention"), config.get("model")
-    if not isinstance(attention, dict) or not isinstance(model, dict):
-        return None
-    kernel = KERNELS.get(str(attention.get("name")))
-    fam = MODELS.get(model.get("arch"))
-    policy = POLICIES.get(m.policy)
-    if kernel is None or not kernel.skips_masked or attention.get("name") == "blocksparse" or policy is None:
-        return None
-    if fam is None or fam is MODELS.get("hf"):
-        return None
-    mode = policy.recompute(m.compile == "true")
-    density = float(attention.get("density") or 1.0)
-    try:
-        names = {f.name for f in dataclasses.fields(fam.config)}
-        cfg = fam.config(**{k: v for k, v in model.items() if k in names})
-        s = cfg.seq_len
-        square = fam.model_flops(cfg, s, density) - fam.model_flops(cfg, s, 0.0)
-        if mode not in ("none", "unknown"):
-            policy_config = config.get("activation_checkpointing")
-            every = int(policy_config.get("every") or 1) if isinstance(policy_config, dict) else 1
-            share = (cfg.n_layer // every) / cfg.n_layer
-            again = fam.hardware_flops(cfg, s, density, mode) - fam.hardware_flops(cfg, s, 0.0, mode)
-            square += share * (again - square)
-        per_sequence = fam.model_flops(cfg, s, density)
-    except (TypeError, ValueError, ZeroDivisionError):
-        return None
-    if mode == "unknown" or not per_sequence > 0:
-        return None
-    return square / per_sequence * m.workload.model_flops / m.workload.world_size
