@@ -147,9 +147,8 @@ class Row:
     """The prediction's sources in words: its compute, bandwidths (the link in a node, the network
     across nodes named with why) and what was assumed."""
     expected_error: float | None = None
-    """Expected |error| of the predicted step, a share (:func:`expected_error`); None where it is
-    unmeasured (compute scaled from another GPU kind: :data:`UNMEASURED` in ``prediction_source``; a layout
-    degree above 1 the nearest record ran at 1: :data:`UNMEASURED_DEGREE`)."""
+    """Expected |error| of the predicted step, a share (:func:`expected_error`); None where unmeasured
+    (scaled from another GPU kind, or a layout degree its record ran at 1)."""
     memory_fix: str = ""
     """An ``over memory`` row: the levers its config has not pulled, each estimated to fit within
     ``(1 - space.min_headroom)`` of the GPU's memory (:func:`flopsweep.memory_fix.gpu_memory_fix`, as the
