@@ -62,6 +62,8 @@ def _applied(cfg: RunConfig, overrides: str) -> RunConfig:
             cfg = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name=value))
         elif key == "loss.chunk_tokens":
             cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, chunk_tokens=int(value)))
+        elif key == "parallel.cp":
+            cfg = dataclasses.replace(cfg, parallel=dataclasses.replace(cfg.parallel, cp=int(value)))
         elif key == "backend.cpu_offload":
             cfg = dataclasses.replace(
                 cfg, backend=dataclasses.replace(cfg.backend, cpu_offload=value == "true")
@@ -279,8 +281,10 @@ def test_where_the_estimate_fits_the_fix_names_the_unpulled_levers_unestimated()
 
 def test_a_plan_row_over_its_gpu_carries_its_own_fix_and_a_row_that_fits_none(tmp_path: Path) -> None:
     """``plan=true plan_gpu=H100-80GB`` of Llama 3.1 8B on ``single`` at micro batch 4: its row's
-    ``memory_fix`` is :func:`gpu_memory_fix` of the planned config on the H100's 79.6 GiB, which the unfit
-    line prints; the fitting FSDP2 row over 8 GPUs has none."""
+    ``memory_fix`` is :func:`gpu_memory_fix` of the planned config on the H100's 79.6 GiB with the memory
+    edge's 13% left free, which the unfit line prints; the fitting FSDP2 row over 8 GPUs has none. Session
+    29: FSDP2 over 8 GPUs alone (70.8 GiB, 11% free: the plan's own row flags it at the memory edge) was the
+    fix; now each set-up named leaves 13% free."""
     from flopsweep.job import JobInfo, plan_job
     from flopsweep.job.plantable import plan_unfit_line
 
@@ -288,8 +292,15 @@ def test_a_plan_row_over_its_gpu_carries_its_own_fix_and_a_row_that_fits_none(tm
     (tmp_path / "one").mkdir()
     one = plan_job(base, JobInfo(job_dir=tmp_path / "one", overrides=["plan_gpu=H100-80GB"]))["plan"]
     assert (one["status"], one["fits"], one["fits_on"]) == ("ok", False, "H100 SXM (79.6 GiB)")
-    assert one["memory_fix"].startswith("set backend=fsdp nproc_per_node=8 (estimated ")
-    assert one["memory_fix"].endswith("within the 79.6 GiB by the memory estimate")
+    fix = one["memory_fix"]
+    assert fix.endswith("within the 79.6 GiB by the memory estimate, 13% of it left free (the memory edge)")
+    assert "set backend=fsdp nproc_per_node=8 (estimated" not in fix, fix
+    claims = _claims(fix)
+    assert claims, fix
+    for overrides, said in claims:
+        gib = _gib(_applied(base, overrides))
+        assert gib == pytest.approx(said, abs=0.051) and gib <= 0.87 * 79.6, (overrides, gib)
+    assert _gib(_applied(base, "backend=fsdp nproc_per_node=8")) > 0.87 * 79.6  # at the edge: not named
     line = plan_unfit_line(str(tmp_path / "one" / "plan.csv"), "H100")
     assert f"Fix: {one['memory_fix']}; plan_clusters=[H100:1x8,H100:8x8]" in line
     (tmp_path / "eight").mkdir()
