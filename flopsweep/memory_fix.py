@@ -2,13 +2,21 @@
 each tried on the memory estimate (:func:`flopsweep.memory.estimate`) and named as the overrides that
 run it, with the estimate that says it fits.
 
-The levers, each only where the config leaves it unpulled (:func:`levers`), in the order tried:
+The levers, each only where the config leaves it unpulled (:func:`levers`), in the order tried, the
+cheapest in step time first:
 
-- **the loss over chunks**: ``loss.chunk_tokens=4096`` (:data:`LOSS_CHUNK_TOKENS`) where the whole fp32
-  logits of a micro batch take at least :data:`LOSS_LOGITS_BYTES` (Llama 3.1 8B at 65,536 tokens: 31 GiB of
-  logits, 94 GiB with their gradients and copies) and :func:`flopsweep.rules.chunked_loss` allows it: the
-  same FLOPs, the same batch, no recompute;
+- **the loss over chunks**: ``loss.chunk_tokens=4096`` (:data:`LOSS_CHUNK_TOKENS`) where the fp32 logits a
+  micro batch holds at once (the whole, or one chunk above 4096 tokens) take at least
+  :data:`LOSS_LOGITS_BYTES` (Llama 3.1 8B at 65,536 tokens: 31 GiB of logits, 94 GiB with their gradients
+  and copies) and the rules allow it (:func:`refused`: :func:`flopsweep.rules.chunked_loss`, no TP or PP):
+  the same FLOPs, the same batch, no recompute;
 - **micro batch**: ``batch.micro_batch_size`` halved, down to 1 (not at micro batch 1);
+- **context parallel**: ``parallel.cp=N`` on FSDP2 only, ``N`` doubled up to the ranks of a node that it
+  divides, while a rank keeps :data:`CP_MIN_TOKENS` of the sequence, each step the rules accept
+  (:func:`refused`: :func:`flopsweep.context_parallel.check`, the kernel's support, ``2 cp`` equal chunks).
+  Before checkpointing: it splits every activation (and the logits) over ``N`` ranks for four all-to-alls
+  of each attention within the node and recomputes nothing, where ``full`` recomputes a whole forward
+  (a third more FLOPs);
 - **activation checkpointing**: ``activation_checkpointing=casts`` from ``none`` where autocast keeps bf16
   copies of fp32 weights (:func:`flopsweep.rules.casts_autocast_copies`: no matmul recomputed), then
   ``activation_checkpointing=full`` (not where it is ``full``);
@@ -19,12 +27,16 @@ The levers, each only where the config leaves it unpulled (:func:`levers`), in t
   ``plan_clusters``, its GPUs per node: ``gpus``).
 
 Each lever alone is walked from its mildest step and stops at the first the estimate fits; where no
-lever alone fits, their combinations are tried (:func:`_combined`); where none of those fits, what is
+lever alone fits, their combinations are tried (:func:`_combined`: each lever walked with the others at
+their strongest, then each other lever left out where it still fits); where none of those fits, what is
 left is said (more nodes, estimated; ``backend.cpu_offload=true``; a smaller model). On a cluster
 (``gpus``: its nodes and GPUs per node) no fix names more GPUs than it has: where none fits within them,
-the fix says so and names a cluster of more GPUs. At most
-:data:`MAX_ESTIMATES` estimates (each a pure function of the config, a few milliseconds; DeepSpeed's
-imports torch once). ``oom_note`` holds the lines that carry it; this module needs the config.
+the fix says so and names a cluster of more GPUs. The one-config fix (the plan's row, the launch's and an
+``oom``'s lines) names set-ups that leave :data:`flopsweep.memory_edge.EDGE_HEADROOM` of the memory free
+(``margin``), else, said at the memory edge, those that fit it; ``plan_clusters`` passes ``(1 -
+space.min_headroom)`` of the GPU, its own margin. At most :data:`MAX_ESTIMATES` estimates per margin (each
+a pure function of the config, a few milliseconds; DeepSpeed's imports torch once). ``oom_note`` holds the
+lines that carry it; this module needs the config.
 """
 
 from __future__ import annotations
@@ -65,11 +77,7 @@ def _loss_steps(cfg: Any) -> list[Step]:
         return []
     cp = max(1, getattr(cfg.parallel, "cp", 1))
     tokens = cfg.batch.micro_batch_size * cfg.model.seq_len // cp  # the logits' tokens of a micro batch
-    if loss.chunk_tokens:  # chunked already: a smaller chunk, where its logits are over the bound
-        tokens = min(tokens, loss.chunk_tokens)
-        if tokens <= LOSS_CHUNK_TOKENS:
-            return []
-    if tokens * cfg.model.vocab_size * 4 < LOSS_LOGITS_BYTES:
+    if not chunk_lowers(tokens, loss.chunk_tokens, cfg.model.vocab_size):
         return []
 
     def change(c: Any) -> Any:
@@ -78,6 +86,17 @@ def _loss_steps(cfg: Any) -> list[Step]:
     if refused(cfg, change):  # tensor or pipeline parallel, a model computing its own loss
         return []
     return [(f"loss.chunk_tokens={LOSS_CHUNK_TOKENS}", change)]
+
+
+def chunk_lowers(tokens: int, chunk_tokens: int, vocab_size: int) -> bool:
+    """Whether ``loss.chunk_tokens=4096`` is a lever for a micro batch of ``tokens`` per rank under
+    ``loss.chunk_tokens=chunk_tokens`` (0: the whole logits): the fp32 logits it holds at once (the whole,
+    or one chunk of more than :data:`LOSS_CHUNK_TOKENS`) take at least :data:`LOSS_LOGITS_BYTES`."""
+    if chunk_tokens:  # chunked already: a smaller chunk, where one chunk's logits are over the bound
+        tokens = min(tokens, chunk_tokens)
+        if tokens <= LOSS_CHUNK_TOKENS:
+            return False
+    return tokens * vocab_size * 4 >= LOSS_LOGITS_BYTES
 
 
 def refused(cfg: Any, change: Callable[[Any], Any]) -> bool:
