@@ -2,13 +2,21 @@
 each tried on the memory estimate (:func:`flopsweep.memory.estimate`) and named as the overrides that
 run it, with the estimate that says it fits.
 
-The levers, each only where the config leaves it unpulled (:func:`levers`), in the order tried:
+The levers, each only where the config leaves it unpulled (:func:`levers`), in the order tried, the
+cheapest in step time first:
 
-- **the loss over chunks**: ``loss.chunk_tokens=4096`` (:data:`LOSS_CHUNK_TOKENS`) where the whole fp32
-  logits of a micro batch take at least :data:`LOSS_LOGITS_BYTES` (Llama 3.1 8B at 65,536 tokens: 31 GiB of
-  logits, 94 GiB with their gradients and copies) and :func:`flopsweep.rules.chunked_loss` allows it: the
-  same FLOPs, the same batch, no recompute;
+- **the loss over chunks**: ``loss.chunk_tokens=4096`` (:data:`LOSS_CHUNK_TOKENS`) where the fp32 logits a
+  micro batch holds at once (the whole, or one chunk above 4096 tokens) take at least
+  :data:`LOSS_LOGITS_BYTES` (Llama 3.1 8B at 65,536 tokens: 31 GiB of logits, 94 GiB with their gradients
+  and copies) and the rules allow it (:func:`refused`: :func:`flopsweep.rules.chunked_loss`, no TP or PP):
+  the same FLOPs, the same batch, no recompute;
 - **micro batch**: ``batch.micro_batch_size`` halved, down to 1 (not at micro batch 1);
+- **context parallel**: ``parallel.cp=N`` on FSDP2 only, ``N`` doubled up to the ranks of a node that it
+  divides, while a rank keeps :data:`CP_MIN_TOKENS` of the sequence, each step the rules accept
+  (:func:`refused`: :func:`flopsweep.context_parallel.check`, the kernel's support, ``2 cp`` equal chunks).
+  Before checkpointing: it splits every activation (and the logits) over ``N`` ranks for four all-to-alls
+  of each attention within the node and recomputes nothing, where ``full`` recomputes a whole forward
+  (a third more FLOPs);
 - **activation checkpointing**: ``activation_checkpointing=casts`` from ``none`` where autocast keeps bf16
   copies of fp32 weights (:func:`flopsweep.rules.casts_autocast_copies`: no matmul recomputed), then
   ``activation_checkpointing=full`` (not where it is ``full``);
@@ -19,12 +27,16 @@ The levers, each only where the config leaves it unpulled (:func:`levers`), in t
   ``plan_clusters``, its GPUs per node: ``gpus``).
 
 Each lever alone is walked from its mildest step and stops at the first the estimate fits; where no
-lever alone fits, their combinations are tried (:func:`_combined`); where none of those fits, what is
+lever alone fits, their combinations are tried (:func:`_combined`: each lever walked with the others at
+their strongest, then each other lever left out where it still fits); where none of those fits, what is
 left is said (more nodes, estimated; ``backend.cpu_offload=true``; a smaller model). On a cluster
 (``gpus``: its nodes and GPUs per node) no fix names more GPUs than it has: where none fits within them,
-the fix says so and names a cluster of more GPUs. At most
-:data:`MAX_ESTIMATES` estimates (each a pure function of the config, a few milliseconds; DeepSpeed's
-imports torch once). ``oom_note`` holds the lines that carry it; this module needs the config.
+the fix says so and names a cluster of more GPUs. The one-config fix (the plan's row, the launch's and an
+``oom``'s lines) names set-ups that leave :data:`flopsweep.memory_edge.EDGE_HEADROOM` of the memory free
+(``margin``), else, said at the memory edge, those that fit it; ``plan_clusters`` passes ``(1 -
+space.min_headroom)`` of the GPU, its own margin. At most :data:`MAX_ESTIMATES` estimates per margin (each
+a pure function of the config, a few milliseconds; DeepSpeed's imports torch once). ``oom_note`` holds the
+lines that carry it; this module needs the config.
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ from typing import Any
 MAX_RANKS_PER_NODE = 8
 """The most ranks per node a fix proposes (an 8-GPU node)."""
 
-MAX_ESTIMATES = 32
+MAX_ESTIMATES = 64
 """The most memory estimates one fix makes."""
 
 MAX_NAMED = 3
@@ -44,6 +56,12 @@ MAX_NAMED = 3
 
 LOSS_CHUNK_TOKENS = 4096
 """The chunk of tokens the fix proposes for the fused head and loss (``loss.chunk_tokens``)."""
+
+CP_MIN_TOKENS = 8192
+"""The fewest tokens of a sequence a context-parallel rank keeps (``model.seq_len / parallel.cp``) in a
+step the fix proposes: below, the activations that context parallel splits are a small share of the
+memory and its all-to-alls' latency a large one of the step (Llama 3.1 8B at 65,536 tokens: up to
+``parallel.cp=8``; at 8,192: none)."""
 
 LOSS_LOGITS_BYTES = 2**30
 """The fp32 logits of one micro batch (``micro_batch_size x seq_len / cp x vocab_size x 4`` bytes) from
@@ -55,22 +73,58 @@ Step = tuple[str, Callable[[Any], Any]]
 
 def _loss_steps(cfg: Any) -> list[Step]:
     loss = getattr(cfg, "loss", None)
-    if loss is None or loss.chunk_tokens:
+    if loss is None:
         return []
     cp = max(1, getattr(cfg.parallel, "cp", 1))
-    if cfg.batch.micro_batch_size * cfg.model.seq_len // cp * cfg.model.vocab_size * 4 < LOSS_LOGITS_BYTES:
+    tokens = cfg.batch.micro_batch_size * cfg.model.seq_len // cp  # the logits' tokens of a micro batch
+    if not chunk_lowers(tokens, loss.chunk_tokens, cfg.model.vocab_size):
         return []
-    from flopsweep.config import ConfigError
-    from flopsweep.rules import chunked_loss
 
     def change(c: Any) -> Any:
         return dataclasses.replace(c, loss=dataclasses.replace(c.loss, chunk_tokens=LOSS_CHUNK_TOKENS))
 
-    try:
-        chunked_loss(change(cfg))
-    except ConfigError:  # tensor or pipeline parallel, a model computing its own loss
+    if refused(cfg, change):  # tensor or pipeline parallel, a model computing its own loss
         return []
     return [(f"loss.chunk_tokens={LOSS_CHUNK_TOKENS}", change)]
+
+
+def chunk_lowers(tokens: int, chunk_tokens: int, vocab_size: int) -> bool:
+    """Whether ``loss.chunk_tokens=4096`` is a lever for a micro batch of ``tokens`` per rank under
+    ``loss.chunk_tokens=chunk_tokens`` (0: the whole logits): the fp32 logits it holds at once (the whole,
+    or one chunk of more than :data:`LOSS_CHUNK_TOKENS`) take at least :data:`LOSS_LOGITS_BYTES`."""
+    if chunk_tokens:  # chunked already: a smaller chunk, where one chunk's logits are over the bound
+        tokens = min(tokens, chunk_tokens)
+        if tokens <= LOSS_CHUNK_TOKENS:
+            return False
+    return tokens * vocab_size * 4 >= LOSS_LOGITS_BYTES
+
+
+def refused(cfg: Any, change: Callable[[Any], Any]) -> bool:
+    """Whether a rule the job applies before launch refuses ``change(cfg)`` and not ``cfg`` itself: every
+    rule of :data:`flopsweep.rules.RULES` (:func:`flopsweep.context_parallel.check`: the family, the
+    kernel's support of context parallel, no pipeline, heads and a sequence of ``2 cp`` equal chunks;
+    :func:`flopsweep.rules.chunked_loss`; ...), :func:`flopsweep.layout.check_built` (the degree's
+    backend) and the layout of its world size (:meth:`flopsweep.layout.Layout.resolve`). A rule ``cfg``
+    breaks already is not the step's doing; a change that raises anything else is refused."""
+    from flopsweep.layout import Layout, check_built
+    from flopsweep.rules import RULES
+
+    try:
+        c = change(cfg)
+        check_built(c.parallel, c.backend.name)
+        if (nproc := _ranks(c)) is not None:
+            Layout.resolve(c.parallel, nproc * c.nnodes)
+    except Exception:  # noqa: BLE001 - a step that cannot be laid out is no step
+        return True
+    return any(_breaks(rule, c) and not _breaks(rule, cfg) for rule in RULES)
+
+
+def _breaks(rule: Callable[[Any], None], cfg: Any) -> bool:
+    try:
+        rule(cfg)
+    except Exception:  # noqa: BLE001 - a ConfigError, or a rule the config trips over
+        return True
+    return False
 
 
 def _mb_steps(cfg: Any) -> list[Step]:
@@ -83,6 +137,27 @@ def _mb_steps(cfg: Any) -> list[Step]:
 
 def _with_mb(mb: int) -> Callable[[Any], Any]:
     return lambda c: dataclasses.replace(c, batch=dataclasses.replace(c.batch, micro_batch_size=mb))
+
+
+def _cp_steps(cfg: Any, per_node: int = MAX_RANKS_PER_NODE) -> list[Step]:
+    """``parallel.cp=N`` on FSDP2 (the one backend context parallel runs on): ``N`` doubled from the
+    config's ``parallel.cp`` up to its ranks of a node (at most ``per_node``), each dividing them, while
+    a rank keeps at least :data:`CP_MIN_TOKENS` of the sequence, each step kept only where the rules
+    accept it (:func:`refused`)."""
+    nproc = _ranks(cfg)
+    if cfg.backend.name != "fsdp" or nproc is None:
+        return []
+    steps: list[Step] = []
+    n = max(1, cfg.parallel.cp)
+    while n * 2 <= min(nproc, per_node) and cfg.model.seq_len // (n * 2) >= CP_MIN_TOKENS:
+        n *= 2
+        if nproc % n == 0 and not refused(cfg, change := _with_cp(n)):
+            steps.append((f"parallel.cp={n}", change))
+    return steps
+
+
+def _with_cp(n: int) -> Callable[[Any], Any]:
+    return lambda c: dataclasses.replace(c, parallel=dataclasses.replace(c.parallel, cp=n))
 
 
 def _ac_steps(cfg: Any) -> list[Step]:
@@ -168,12 +243,13 @@ Gpus = tuple[int, int]
 
 def levers(cfg: Any, gpus: Gpus | None = None) -> dict[str, list[Step]]:
     """The levers ``cfg`` has not pulled, each its steps mildest first: ``loss``, ``micro_batch``,
-    ``checkpointing``, ``sharding`` (a lever with no step left is absent); ranks per node up to
-    :data:`MAX_RANKS_PER_NODE`, or ``gpus``' GPUs per node."""
+    ``context_parallel``, ``checkpointing``, ``sharding`` (a lever with no step left is absent); ranks
+    per node up to :data:`MAX_RANKS_PER_NODE`, or ``gpus``' GPUs per node."""
     per_node = MAX_RANKS_PER_NODE if gpus is None else gpus[1]
     found = {
         "loss": _loss_steps(cfg),
         "micro_batch": _mb_steps(cfg),
+        "context_parallel": _cp_steps(cfg, per_node),
         "checkpointing": _ac_steps(cfg),
         "sharding": _shard_steps(cfg, per_node),
     }
@@ -229,20 +305,30 @@ def fitting(
 
 
 def _combined(steps: dict[str, list[Step]], est: _Estimator, capacity: float) -> list[tuple[str, int]]:
-    """The levers together: each walked from its mildest step with the others at their strongest,
-    the first fitting step of each walk; the mildest (largest estimate that fits) first."""
+    """The levers together: each walked from its mildest step with the others at their strongest, to
+    the first fitting step; then each other lever left out where the estimate still fits without it, the
+    costliest first (sharding, checkpointing, context parallel, micro batch: at 64K tokens, the chunked
+    loss and micro batch 1 without ``parallel.cp=8``). The mildest (largest estimate that fits) first."""
     found: dict[str, int] = {}
     strongest = {k: v[-1] for k, v in steps.items()}
     for walked in steps:
         for step in steps[walked]:
-            text, change = _join([step if k == walked else strongest[k] for k in steps])
-            peak = est(change)
-            if peak is not None and peak <= capacity:
-                found.setdefault(text, peak)
-                break
+            chosen = {k: step if k == walked else strongest[k] for k in steps}
+            peak = est(_join(list(chosen.values()))[1])
+            if peak is None or peak > capacity:
+                continue
+            for other in reversed([k for k in steps if k != walked]):
+                fewer = {k: v for k, v in chosen.items() if k != other}
+                less = est(_join(list(fewer.values()))[1])
+                if less is not None and less <= capacity:
+                    chosen, peak = fewer, less
+            found.setdefault(_join(list(chosen.values()))[0], peak)
+            break
     every = _join(list(strongest.values()))[0]
     if len(found) > 1:  # every lever at its strongest pulls more than a walk that fitted
         found.pop(every, None)
+    words = {t: set(t.split()) for t in found}  # one that pulls another's levers and more: dropped
+    found = {t: b for t, b in found.items() if not any(words[o] < words[t] for o in found)}
     return sorted(found.items(), key=lambda f: f[1], reverse=True)
 
 
@@ -315,7 +401,7 @@ def levers_line(cfg: Any, gpus: Gpus | None = None) -> str:
     return f"set one of {', '.join(mildest)} (each lowers the memory per rank); else {tail}"
 
 
-def gpu_memory_fix(cfg: Any, capacity_bytes: float, gpus: Gpus | None = None) -> str:
+def gpu_memory_fix(cfg: Any, capacity_bytes: float, gpus: Gpus | None = None, margin: float = 0.0) -> str:
     """The fix of ``cfg`` (a resolved ``RunConfig``) over a GPU of ``capacity_bytes``: the fitting set-ups
     of :func:`fitting`, ``set batch.micro_batch_size=2 (estimated 70.1 GiB per rank) or
     activation_checkpointing=full (estimated 61.0 GiB per rank)``; where none fits, the strongest and
@@ -324,20 +410,32 @@ def gpu_memory_fix(cfg: Any, capacity_bytes: float, gpus: Gpus | None = None) ->
     :func:`levers_line`; :data:`flopsweep.oom_note.GPU_MEMORY_FIX` where the estimate fails. ``gpus``: a
     cluster's nodes and GPUs per node (a ``plan_clusters`` row), which no set-up named exceeds; where none
     fits within them, it says so (``no lever fits within the cluster's 4 GPUs (1x4)``) and names a larger
-    one."""
+    one. ``margin``: the share of ``capacity_bytes`` a set-up named should leave free (the one-config
+    plan, launch and ``oom`` lines: :data:`flopsweep.memory_edge.EDGE_HEADROOM`, off the memory edge;
+    ``plan_clusters`` passes ``(1 - space.min_headroom)`` of the GPU and none); where nothing fits within
+    it, the set-ups that fit the whole memory are named, said to be at the memory edge."""
     from flopsweep.oom_note import GPU_MEMORY_FIX
 
     try:
         own = _Estimator(cfg)(lambda c: c)
         if own is not None and own <= capacity_bytes:  # it ran out of memory all the same
             return levers_line(cfg, gpus)
-        fits, left = fitting(cfg, capacity_bytes, gpus)
+        fits, left = fitting(cfg, (1 - margin) * capacity_bytes, gpus)
+        edge = bool(margin) and not fits
+        if edge:  # none leaves the margin free: what fits the whole memory, said at the edge
+            fits, left = fitting(cfg, capacity_bytes, gpus)
     except Exception:  # noqa: BLE001 - the fix of an odd config is the fixed text, never a crash
         return GPU_MEMORY_FIX
     on = f"{capacity_bytes / 2**30:.1f} GiB"
     if fits:
         said = " or ".join(f"{t} (estimated {b / 2**30:.1f} GiB per rank)" for t, b in fits)
-        return f"set {said}, within the {on} by the memory estimate"
+        if edge:
+            return (
+                f"set {said}, within the {on} by the memory estimate but at the memory edge "
+                f"(under {margin:.0%} of it free: allocator retries possible)"
+            )
+        kept = f", {margin:.0%} of it left free (the memory edge)" if margin else ""
+        return f"set {said}, within the {on} by the memory estimate{kept}"
     parts = []
     if left and left[0][0] and left[0][1] is not None:
         strongest, peak = left[0]

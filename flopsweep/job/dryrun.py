@@ -193,11 +193,12 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
     The peak is :func:`flopsweep.memory.peak_bytes` (on the CPU the offloaded states too), the
     figure the launch refuses a CPU run by (:func:`flopsweep.job.hostcheck.check_free_host_memory`).
     ``memory_fix``: a GPU row that does not fit, the levers its config has not pulled, each estimated on
-    that GPU (:func:`flopsweep.memory_fix.gpu_memory_fix`). A GPU row that fits with under
+    that GPU, leaving the memory edge's margin free (:func:`flopsweep.memory_fix.gpu_memory_fix`). A GPU
+    row that fits with under
     :data:`flopsweep.memory_edge.EDGE_HEADROOM` of the memory free has the memory edge's flag in ``note``
     (:func:`flopsweep.memory_edge.edge_note`): its predicted step counts no allocator retry."""
     from flopsweep.memory import estimate, peak_bytes
-    from flopsweep.memory_edge import edge_note
+    from flopsweep.memory_edge import EDGE_HEADROOM, edge_note
     from flopsweep.memory_fix import gpu_memory_fix
 
     m = p.cfg.model
@@ -210,7 +211,9 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
     edge = edge_note(peak, on[0], p.cfg.backend.name) if on is not None and fits is True else ""
     gpu = on if fits is False else None
     return dict(
-        memory_fix=gpu_memory_fix(p.cfg, gpu[0]) if gpu else "",  # the levers this config has left
+        memory_fix=gpu_memory_fix(p.cfg, gpu[0], margin=EDGE_HEADROOM)
+        if gpu
+        else "",  # the levers this config has left
         status="ok",
         model=m.name,
         world_size=p.world_size,

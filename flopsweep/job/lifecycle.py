@@ -299,15 +299,18 @@ def ready(job: JobResult, info: JobInfo) -> JobResult:
 
 def over_memory(predicted_gib: float | None, cfg: RunConfig) -> str | None:
     """:func:`flopsweep.oom_note.over_memory_line` for GPU 0 of this machine (the first the ranks see),
-    its fix the levers ``cfg`` (resolved) has not pulled, estimated on that GPU
+    its fix the levers ``cfg`` (resolved) has not pulled, estimated on that GPU off its memory edge
     (:func:`flopsweep.memory_fix.gpu_memory_fix`); None when no GPU is visible or the estimate fits it."""
+    from flopsweep.memory_edge import EDGE_HEADROOM
     from flopsweep.memory_fix import gpu_memory_fix
     from flopsweep.sizesearch import cuda_capacity
 
     capacity = cuda_capacity("cuda")
     if capacity is None:
         return None
-    return over_memory_line(predicted_gib, capacity, torch_device_name(), partial(gpu_memory_fix, cfg))
+    return over_memory_line(
+        predicted_gib, capacity, torch_device_name(), partial(gpu_memory_fix, cfg, margin=EDGE_HEADROOM)
+    )
 
 
 def sized(job: JobResult) -> JobResult:

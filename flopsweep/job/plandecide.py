@@ -8,7 +8,6 @@ line that runs the best of each cluster; every row (dropped ones too, with why) 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 from collections import Counter
@@ -23,6 +22,7 @@ from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.hydrafiles import to_job_log
+from flopsweep.job.planmemory import memory_fix
 from flopsweep.job.planrender import override_line, render
 from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, write_plan
 from flopsweep.job.result import JobInfo
@@ -300,62 +300,6 @@ def ignored_line(overrides: list[str], clusters: list[Cluster]) -> str | None:
         f"({', '.join(x.label for x in clusters[:3])}{', ...' if len(clusters) > 3 else ''}); "
         f"to plan that shape, name it there: plan_clusters=[{example}]"
     )
-
-
-def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: list) -> str:
-    """The fix of a plan whose set-ups the rules accept are all over memory, itself checked by
-    evaluating it (a fix that would not fit either is not suggested): the set-up of least memory per
-    rank (:data:`LEAST_MEMORY`: FSDP2, full checkpointing, micro batch 1, data parallel), on a named
-    cluster where it fits (list it in ``space.*``); else on the first cluster's GPU in more nodes of 8
-    (doubling up to ``nnodes``' bound) where it fits and the rules accept it, at the cluster's own
-    ``@PRICE`` (``plan_clusters=[L4:2x8:eth100@0.8]``: without it ``objective=usd_per_million_tokens``
-    refused the fix); else none fits, said."""
-    from flopsweep.config import MAX_BY_KEY
-    from flopsweep.plan_space import Setup, evaluate, same_gpu
-
-    least = Setup(**{**LEAST_MEMORY, "precision": space.precisions[0]})
-    lists = "space.backends=[...,fsdp] space.checkpointing=[...,full] space.micro_batches=[1,...]"
-    said = "fsdp dp, full checkpointing, micro batch 1"
-    first = None
-    for c in clusters:
-        row = evaluate(cfg, least, c, same_gpu(records, c), min_headroom=space.min_headroom)
-        if row is not None and row.status == "ok":
-            gib = row.est_peak_gib_per_rank or 0
-            return (
-                f"list the set-up of least memory, {said}, which fits on {c.label} ({gib:.3g} GiB per rank): "
-                + lists
-            )
-        if first is None and row is not None and row.status == OVER_MEMORY:
-            first = (c, row)
-    if first is None:  # refused or unplaced everywhere: the rules' lines say why
-        return CAUSE_FIXES[OVER_MEMORY]
-    c, row = first
-    per = max(c.gpus_per_node, 8)
-    nodes = 1
-    while nodes <= MAX_BY_KEY["nnodes"]:
-        if nodes * per > c.world_size:
-            bigger = dataclasses.replace(c, nnodes=nodes, gpus_per_node=per)
-            found = evaluate(cfg, least, bigger, same_gpu(records, bigger), min_headroom=space.min_headroom)
-            if found is not None and found.status == "ok":
-                gib = found.est_peak_gib_per_rank or 0
-                priced = bigger.label + ("" if c.usd_per_gpu_hour is None else f"@{c.usd_per_gpu_hour:.15g}")
-                return (
-                    f"name more GPUs in plan_clusters: {said} needs {row.est_peak_gib_per_rank:.3g} GiB per "
-                    f"rank on {c.label} (not the least of the space: the set-up whose memory per rank falls "
-                    f"as GPUs are added); on {bigger.label} it fits ({gib:.3g} GiB per rank): "
-                    f"plan_clusters=[{priced}] with {lists}"
-                )
-        nodes *= 2
-    return (
-        f"none found: even {said} needs {row.est_peak_gib_per_rank:.3g} GiB per rank on {c.label}, and no "
-        f"cluster of {c.gpu} up to {int(MAX_BY_KEY['nnodes'])}x{per} fits it and passes the rules; "
-        "name GPUs with more memory in plan_clusters"
-    )
-
-
-LEAST_MEMORY = {"backend": "fsdp", "layout": "dp", "checkpointing": "full", "micro_batch": 1}
-"""The set-up of least memory per rank :func:`memory_fix` checks: FSDP2 shards the parameters,
-gradients and optimizer state over every rank, full checkpointing keeps one block's activations."""
 
 
 def nothing_line(

@@ -66,13 +66,16 @@ def measured(job: JobResult) -> JobResult:
     prediction made with the probes). The record's ``warnings`` start with the launch's
     (:attr:`JobResult.launch_warnings`), whatever the status; an ``oom`` whose error names the GPU's
     memory adds the ``oom_estimate`` line (:func:`flopsweep.oom_note.oom_estimate_line`), its fix the
-    levers the config has not pulled, estimated on that memory (:func:`flopsweep.memory_fix.gpu_memory_fix`).
+    levers the config has not pulled, estimated on that memory off its edge
+    (:func:`flopsweep.memory_fix.gpu_memory_fix`).
     """
     cfg, layout, outcome = job.cfg, job.layout, job.outcome
     estimate_at_sizes(job)
     job.warnings = list(job.launch_warnings)
     if outcome.status != "ok":
-        fix = partial(own_fix, cfg) if layout is not None else GPU_MEMORY_FIX  # the config as launched
+        fix = (
+            partial(own_fix, cfg, margin=memory_edge.EDGE_HEADROOM) if layout is not None else GPU_MEMORY_FIX
+        )  # the config as launched
         line = (
             oom_estimate_line(job.predicted_peak_gib, outcome.error, fix) if outcome.status == "oom" else None
         )

@@ -62,6 +62,8 @@ def _applied(cfg: RunConfig, overrides: str) -> RunConfig:
             cfg = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name=value))
         elif key == "loss.chunk_tokens":
             cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, chunk_tokens=int(value)))
+        elif key == "parallel.cp":
+            cfg = dataclasses.replace(cfg, parallel=dataclasses.replace(cfg.parallel, cp=int(value)))
         elif key == "backend.cpu_offload":
             cfg = dataclasses.replace(
                 cfg, backend=dataclasses.replace(cfg.backend, cpu_offload=value == "true")
@@ -279,8 +281,10 @@ def test_where_the_estimate_fits_the_fix_names_the_unpulled_levers_unestimated()
 
 def test_a_plan_row_over_its_gpu_carries_its_own_fix_and_a_row_that_fits_none(tmp_path: Path) -> None:
     """``plan=true plan_gpu=H100-80GB`` of Llama 3.1 8B on ``single`` at micro batch 4: its row's
-    ``memory_fix`` is :func:`gpu_memory_fix` of the planned config on the H100's 79.6 GiB, which the unfit
-    line prints; the fitting FSDP2 row over 8 GPUs has none."""
+    ``memory_fix`` is :func:`gpu_memory_fix` of the planned config on the H100's 79.6 GiB with the memory
+    edge's 13% left free, which the unfit line prints; the fitting FSDP2 row over 8 GPUs has none. Session
+    29: FSDP2 over 8 GPUs alone (70.8 GiB, 11% free: the plan's own row flags it at the memory edge) was the
+    fix; now each set-up named leaves 13% free."""
     from flopsweep.job import JobInfo, plan_job
     from flopsweep.job.plantable import plan_unfit_line
 
@@ -288,8 +292,15 @@ def test_a_plan_row_over_its_gpu_carries_its_own_fix_and_a_row_that_fits_none(tm
     (tmp_path / "one").mkdir()
     one = plan_job(base, JobInfo(job_dir=tmp_path / "one", overrides=["plan_gpu=H100-80GB"]))["plan"]
     assert (one["status"], one["fits"], one["fits_on"]) == ("ok", False, "H100 SXM (79.6 GiB)")
-    assert one["memory_fix"].startswith("set backend=fsdp nproc_per_node=8 (estimated ")
-    assert one["memory_fix"].endswith("within the 79.6 GiB by the memory estimate")
+    fix = one["memory_fix"]
+    assert fix.endswith("within the 79.6 GiB by the memory estimate, 13% of it left free (the memory edge)")
+    assert "set backend=fsdp nproc_per_node=8 (estimated" not in fix, fix
+    claims = _claims(fix)
+    assert claims, fix
+    for overrides, said in claims:
+        gib = _gib(_applied(base, overrides))
+        assert gib == pytest.approx(said, abs=0.051) and gib <= 0.87 * 79.6, (overrides, gib)
+    assert _gib(_applied(base, "backend=fsdp nproc_per_node=8")) > 0.87 * 79.6  # at the edge: not named
     line = plan_unfit_line(str(tmp_path / "one" / "plan.csv"), "H100")
     assert f"Fix: {one['memory_fix']}; plan_clusters=[H100:1x8,H100:8x8]" in line
     (tmp_path / "eight").mkdir()
@@ -349,3 +360,74 @@ def test_casts_is_the_mildest_checkpointing_step_where_autocast_copies_weights()
     fp32 = dataclasses.replace(cfg, precision=PrecisionConfig(name="fp32"))
     for other in (CASES["fsdp 8B mb4 on 1"], CASES["mb1 8B ddp on 2"], fp32):
         assert [t for t, _ in levers(other)["checkpointing"]] == ["activation_checkpointing=full"]
+
+
+def _long(seq_len: int, mb: int = 1, chunk: int = 0) -> RunConfig:
+    """Llama 3.1 8B at ``seq_len`` tokens on FSDP2 over 8 GPUs, full checkpointing."""
+    cfg = _cfg("llama3.1-8b", FSDPConfig(), mb, "full", 8)
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, seq_len=seq_len))
+    return dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, chunk_tokens=chunk))
+
+
+def _assert_claims_fit(cfg: RunConfig, fix: str, capacity_gib: float) -> None:
+    claims = _claims(fix)
+    assert claims, fix
+    for overrides, said in claims:
+        gib = _gib(_applied(cfg, overrides))
+        assert gib == pytest.approx(said, abs=0.051) and gib <= capacity_gib, (overrides, gib)
+
+
+def test_context_parallel_is_a_lever_of_fsdp2_within_the_node_where_the_rules_take_it() -> None:
+    """Session 29: at 262,144 tokens on 8 H100s the fix said ``even loss.chunk_tokens=4096 is estimated at
+    137.4 GiB ...; try more nodes`` though ``parallel.cp=8 loss.chunk_tokens=4096`` fits the same 8 GPUs.
+    ``parallel.cp=N`` doubles up to the node's ranks on FSDP2 only, each step the rules accept (the kernel,
+    the ``2 cp`` equal chunks), and never below 8,192 tokens a rank."""
+    from flopsweep.options import BlockSparseConfig
+
+    cfg = _long(262144)
+    assert [t for t, _ in levers(cfg)["context_parallel"]] == [f"parallel.cp={n}" for n in (2, 4, 8)]
+    assert list(levers(cfg)) == ["loss", "context_parallel"]  # micro batch 1, full, 8 ranks of 8
+    fix = gpu_memory_fix(cfg, H100)
+    assert "parallel.cp=" in fix and "even " not in fix and "nnodes" not in fix, fix
+    _assert_claims_fit(cfg, fix, H100 / 2**30)
+    odd = _long(65544)  # 65,544 = 8 x 8,193: 4 or 8 equal chunks, not 16
+    assert [t for t, _ in levers(odd)["context_parallel"]] == ["parallel.cp=2", "parallel.cp=4"]
+    four = dataclasses.replace(cfg, nproc_per_node="4")
+    assert [t for t, _ in levers(four)["context_parallel"]] == ["parallel.cp=2", "parallel.cp=4"]
+    assert [t for t, _ in levers(cfg, (1, 2))["context_parallel"]] == ["parallel.cp=2"]  # a 2-GPU node
+    assert "context_parallel" not in levers(dataclasses.replace(cfg, attention=BlockSparseConfig()))
+    assert "context_parallel" not in levers(dataclasses.replace(cfg, backend=BackendConfig(name="ddp")))
+    assert "context_parallel" not in levers(_long(8192))  # 4,096 tokens a rank at cp2: too short
+    done = dataclasses.replace(cfg, parallel=dataclasses.replace(cfg.parallel, cp=4))
+    assert [t for t, _ in levers(done)["context_parallel"]] == ["parallel.cp=8"]
+
+
+def test_a_chunk_above_4096_tokens_gets_the_smaller_chunk() -> None:
+    """Session 29: ``loss.chunk_tokens=65536`` at 64K tokens counted as pulled and the fix never offered a
+    smaller chunk; a chunk of 4096 or less is no lever."""
+    cfg = _long(65536, chunk=65536)
+    assert [t for t, _ in levers(cfg)["loss"]] == ["loss.chunk_tokens=4096"]
+    fix = gpu_memory_fix(cfg, H100)
+    assert fix.startswith("set loss.chunk_tokens=4096 (estimated "), fix
+    _assert_claims_fit(cfg, fix, H100 / 2**30)
+    assert "loss" not in levers(_long(65536, chunk=4096)) and "loss" not in levers(_long(65536, chunk=1024))
+    assert "loss" in levers(_long(65536, chunk=6144))  # 6,144 tokens x 128,256 x 4 bytes: 2.9 GiB
+
+
+def test_the_one_config_fix_leaves_the_memory_edge_free_and_says_where_only_the_edge_fits() -> None:
+    """Session 29: at 64K tokens and micro batch 4 the one-row plan's fix named ``loss.chunk_tokens=4096
+    batch.micro_batch_size=2`` at 75.9 of 79.6 GiB, a set-up the same plan flags at the memory edge, while
+    micro batch 1 fits at 45.2. With ``margin`` (13%: the memory edge) each set-up named leaves it free,
+    and combinations drop a lever they do not need; where only the edge fits, the fix says so."""
+    cfg = _long(65536, mb=4)
+    gpu = 79.6
+    fix = gpu_memory_fix(cfg, gpu * 2**30, margin=0.13)
+    assert fix.endswith("within the 79.6 GiB by the memory estimate, 13% of it left free (the memory edge)")
+    assert "loss.chunk_tokens=4096 batch.micro_batch_size=1 (estimated 45.2 GiB per rank)" in fix, fix
+    _assert_claims_fit(cfg, fix, 0.87 * gpu)
+    assert all(o.count("=") <= 2 for o, _ in _claims(fix))  # no lever a claim does not need
+    strongest = " ".join(steps[-1][0] for steps in levers(cfg).values())
+    least = _gib(_applied(cfg, strongest))
+    edge = gpu_memory_fix(cfg, least / 0.95 * 2**30, margin=0.13)  # only 5% free at the least
+    assert "by the memory estimate but at the memory edge (under 13% of it free" in edge, edge
+    _assert_claims_fit(cfg, edge, least / 0.95)

@@ -321,3 +321,45 @@ def test_a_memory_fix_on_a_named_cluster_is_checked_too(hydra_compose, tmp_path:
         "H100:1x8:ib400 (20.3 GiB per rank): space.backends=[...,fsdp] space.checkpointing=[...,full] "
         "space.micro_batches=[1,...]"
     ), out["nothing"]
+
+
+LONG = ["model.seq_len=65536", "space.layouts=[dp]", "space.backends=[fsdp]", "space.checkpointing=[full]"]
+"""Session 29's trial: Llama 3.1 8B at 64K tokens, a space of the least memory but for micro batch 4."""
+
+
+@pytest.mark.parametrize("gpu", ["H100", "H200"])
+def test_the_plans_memory_fix_tries_the_chunked_loss_and_context_parallel_before_more_gpus(
+    hydra_compose, tmp_path: Path, gpu: str
+) -> None:
+    """Session 29: at 64K tokens every set-up is over memory by its 31 GiB of fp32 logits; the plan said
+    ``none found ... name GPUs with more memory`` (H100) or ``on H200:4x8 it fits`` while each row's own
+    ``memory_fix`` named ``loss.chunk_tokens=4096``. The fix now names the chunked loss (a job key beside the
+    space) and a ``cpN`` layout, each with its estimate, and each passes: planned again, it ranks."""
+    out = _decide(hydra_compose, tmp_path, *LONG, f"plan_clusters=[{gpu}:1x8]", "space.micro_batches=[1,4]")
+    fix = out["nothing"].split("Fix: ", 1)[1]
+    assert fix.startswith(
+        "set loss.chunk_tokens=4096 (a job key, beside the space: the loss over chunks) and list fsdp dp, "
+        f"full checkpointing, micro batch 1, which then fits on {gpu}:1x8:ib400 (45.2 GiB per rank): "
+        "loss.chunk_tokens=4096 space.backends=[...,fsdp] "
+    ), fix
+    assert "none found" not in fix and "more GPUs" not in fix and f"{gpu}:4x8" not in fix
+    (cp,) = [w.split(",")[1].rstrip("]") for w in fix.split() if w.startswith("space.layouts=")]
+    assert cp in ("cp2", "cp4", "cp8"), fix
+    for i, given in enumerate((["loss.chunk_tokens=4096", "space.layouts=[dp]"], [f"space.layouts=[{cp}]"])):
+        (tmp_path / str(i)).mkdir()
+        again = _decide(hydra_compose, tmp_path / str(i), *LONG, f"plan_clusters=[{gpu}:1x8]", *given)
+        assert "nothing" not in again and again["best"][0]["status"] == "ok", given
+
+
+def test_where_only_both_fit_the_plan_names_the_chunked_loss_with_context_parallel(
+    hydra_compose, tmp_path: Path
+) -> None:
+    """At 262,144 tokens on 8 H100s neither the chunked loss (137 GiB) nor context parallel alone fits;
+    both together do, on the GPUs named (no more GPUs)."""
+    long = [a for a in LONG if not a.startswith("model.seq_len")]
+    out = _decide(hydra_compose, tmp_path, "model.seq_len=262144", *long, "plan_clusters=[H100:1x8]")
+    fix = out["nothing"].split("Fix: ", 1)[1]
+    assert fix.startswith(
+        "set loss.chunk_tokens=4096 (a job key, beside the space: the loss over chunks) and list fsdp cp"
+    ), fix
+    assert "; or " not in fix and "space.layouts=[...,cp" in fix and "H100:1x8:ib400 (" in fix
