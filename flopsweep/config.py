@@ -78,13 +78,13 @@ def cut(text: str, limit: int = MAX_SHOWN) -> str:
 class ConfigError(ValueError):
     """An impossible or inconsistent config value.
 
-    The message names the key, the value and the fix, in one paragraph, so that
-    the sweep process can print it as is, without a stack trace.
+    The message names the key, the value (``shown``: as typed, ``[null,1e30]``; else its ``repr``) and
+    the fix, in one paragraph, so that the sweep process can print it as is, without a stack trace.
     """
 
-    def __init__(self, key: str, value: object, problem: str, fix: str) -> None:
+    def __init__(self, key: str, value: object, problem: str, fix: str, shown: str | None = None) -> None:
         self.key, self.value, self.problem, self.fix = key, value, problem, fix
-        shown = repr(value)  # a 400-digit number: one readable line still, cut at MAX_SHOWN
+        shown = repr(value) if shown is None else shown  # 400 digits: one line still, cut at MAX_SHOWN
         if len(shown) > MAX_SHOWN:  # the length said is the value's own (a string's, without its quotes)
             length = len(value) if isinstance(value, str) else len(shown)
             shown = f"{shown[:16]}...({length} characters)"

@@ -435,7 +435,7 @@ def test_a_glob_of_options_is_checked_as_the_options_it_matches() -> None:
             "space.micro_batches=[1.5]",
             "space.micro_batches=[1.5]: 1.5 is not a whole number. Fix: list whole numbers, e.g.",
         ),
-        ("space.micro_batches=[2,a]", "space.micro_batches=[2,a]: 'a' is not a whole number."),
+        ("space.micro_batches=[2,a]", "space.micro_batches=[2,a]: a is not a whole number."),  # as typed
         ("space.micro_batches=[null]", "space.micro_batches=[null]: null is not a whole number."),
         (
             "space.layouts=[dp,null]",
