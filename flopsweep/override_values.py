@@ -119,8 +119,12 @@ def value_problem(
 
     if typed is not None and isinstance(value, int | float) and not isinstance(value, bool) and typed.strip():
         shown = cut(typed.strip())  # a 400-digit number: its first digits and its length
-    elif typed is not None and isinstance(value, list | dict) and typed.strip():
-        shown = cut(typed.strip())  # [null,1e30] as typed, not [None,1e+30]
+    elif (
+        typed is not None
+        and (isinstance(value, list | dict) or isinstance(node, ListConfig))
+        and typed.strip()
+    ):
+        shown = cut(typed.strip())  # [null,1e30] as typed, not [None,1e+30]; space.compile=yes, not 'yes'
     elif isinstance(value, list):
         shown = "[" + ",".join("null" if v is None else str(v) for v in value) + "]"
     elif isinstance(value, bool):
