@@ -82,8 +82,7 @@ def test_the_fix_of_a_bad_size_names_a_cluster_within_the_bounds(name: str) -> N
         (
             "backends",
             ("fsdp", "", "ddp"),
-            "space.backends=[fsdp,'',ddp]: holds an empty value. "
-            "Fix: drop it: space.backends=[fsdp,ddp].",
+            "space.backends=[fsdp,'',ddp]: holds an empty value. Fix: drop it: space.backends=[fsdp,ddp].",
         ),
         (
             "layouts",
