@@ -78,13 +78,13 @@ def cut(text: str, limit: int = MAX_SHOWN) -> str:
 class ConfigError(ValueError):
     """An impossible or inconsistent config value.
 
-    The message names the key, the value and the fix, in one paragraph, so that
-    the sweep process can print it as is, without a stack trace.
+    The message names the key, the value (``shown``: as typed, ``[null,1e30]``; else its ``repr``) and
+    the fix, in one paragraph, so that the sweep process can print it as is, without a stack trace.
     """
 
-    def __init__(self, key: str, value: object, problem: str, fix: str) -> None:
+    def __init__(self, key: str, value: object, problem: str, fix: str, shown: str | None = None) -> None:
         self.key, self.value, self.problem, self.fix = key, value, problem, fix
-        shown = repr(value)  # a 400-digit number: one readable line still, cut at MAX_SHOWN
+        shown = repr(value) if shown is None else shown  # 400 digits: one line still, cut at MAX_SHOWN
         if len(shown) > MAX_SHOWN:  # the length said is the value's own (a string's, without its quotes)
             length = len(value) if isinstance(value, str) else len(shown)
             shown = f"{shown[:16]}...({length} characters)"
@@ -394,9 +394,10 @@ class SpaceConfig:
     """Backend options (``backend=``): ``single``, ``ddp``, ``fsdp``, ``deepspeed`` (stage 3),
     ``zero1``, ``zero2``, ``zero3``."""
     layouts: list[str] = field(default_factory=lambda: ["dp", "hsdp", "tp2", "tp4", "tp8", "pp2"])
-    """``dp`` (every rank data-parallel), ``hsdp`` (FSDP2 shards in a node, replicas across nodes), ``tpN``
-    (tensor parallel N in a node, data parallel across), ``ppN`` (N pipeline stages), ``cpN`` (each
-    sequence split over N ranks, FSDP2 over all), ``epN`` (an MoE model's experts over N FSDP2 ranks)."""
+    """``dp`` (every rank data-parallel), ``hsdp`` (FSDP2 shards in a node, replicas across nodes),
+    ``tpN`` (tensor parallel N in a node, data parallel across), ``ppN`` (N pipeline stages), ``cpN``
+    (each sequence over N ranks, FSDP2 over all), ``epN`` (an MoE model's experts over N FSDP2 ranks); N is
+    a number (``cp02``: ``cp2``; ``tp1``: ``dp``), at most ``nnodes`` x ``nproc_per_node`` at their bounds."""
     checkpointing: list[str] = field(default_factory=lambda: ["none", "selective", "full"])
     """Activation checkpointing policies (``activation_checkpointing=``)."""
     precisions: list[str] = field(default_factory=lambda: ["bf16"])
@@ -405,7 +406,8 @@ class SpaceConfig:
     """Micro batch sizes (``batch.micro_batch_size``)."""
     compile: list[bool] = field(default_factory=list)
     """``compile=`` settings (``[false,true]``: each set-up eager and compiled, each predicted from records
-    of its own setting); empty: the job's own ``compile`` alone, not in the set-ups' overrides."""
+    of its own setting; ``compile_mode``/``compile_scope`` apply to the compiled ones; ``compile=`` beside
+    it is refused); empty: the job's own ``compile`` alone, not in the set-ups' overrides."""
     min_headroom: float = 0.1
     """Share of the GPU's memory the memory estimate must leave free (0..1): a set-up estimated
     above ``(1 - min_headroom) x memory`` is dropped as not fitting (the tuner's memory:

@@ -11,6 +11,7 @@ the other key: such a command line is left alone (the job runs as the file says)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from flopsweep.compile_levers import COMPILE_MODES, COMPILE_SCOPES
@@ -24,7 +25,9 @@ class Idle:
     other values that would (``others``), why, and the values a key takes (``choices``: a value outside
     them is left to the job's own refusal, which lists them, so that the fix is never a line refused
     for the value in turn), and the least whole number a key takes (``lowest``: ``fault.rank=-1`` is no
-    rank; the fix writes the least, which the job's check of the other key's value then passes)."""
+    rank; the fix writes the least, which the job's check of the other key's value then passes), and the
+    ``space.*`` list that sets ``needs`` per set-up of a plan or a tuner (``space``: ``space.compile=[true]``
+    compiles the set-ups, so ``compile_mode`` acts on them without ``compile=true``)."""
 
     keys: tuple[str, ...]
     needs: str
@@ -34,6 +37,7 @@ class Idle:
     why: str
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     lowest: dict[str, tuple[int, str]] = field(default_factory=dict)
+    space: str = ""
 
 
 IDLE: tuple[Idle, ...] = (
@@ -71,6 +75,7 @@ IDLE: tuple[Idle, ...] = (
         "",
         "compile=false (the default) compiles nothing",
         {"compile_scope": COMPILE_SCOPES, "compile_mode": COMPILE_MODES},
+        space="space.compile",
     ),
     Idle(
         ("plan_format", "plan_clusters"),
@@ -85,13 +90,32 @@ IDLE: tuple[Idle, ...] = (
 """Every key that does nothing without another; ``search.memory_budget_gib`` is left out (``batch=auto``
 reads it too), and so is ``plan_gpu`` (a run warns when its GPU is not the one named).
 ``compile_scope``/``compile_mode`` are :func:`flopsweep.compile_levers.check`'s in the job too (for a
-``+sweep`` file); on the command line this refuses them before Hydra makes a run folder."""
+``+sweep`` file); on the command line this refuses them before Hydra makes a run folder. Beside
+``space.compile`` (a plan's or the tuner's set-ups) they act where it lists true, on the compiled set-ups."""
+
+
+def space_acts(idle: Idle, typed: list[str] | str | None) -> bool | None:
+    """Whether the ``space.*`` list of ``idle`` (:attr:`Idle.space`), as typed (each value of a sweep),
+    lists a value that makes its keys act (``[false,true]``: ``true``); None where it lists none
+    (not given, ``[]``, ``null``: the job's own ``needs`` decides)."""
+    texts = [typed] if isinstance(typed, str) else typed or []
+    words = [w for t in texts for w in re.split(r"[\[\],\s'\"]+", t.lower()) if w not in ("", "null", "none")]
+    return None if not idle.space or not words else "true" in words
+
+
+def pick_of(idle: Idle, given: dict[str, str]) -> str:
+    """The override that makes ``idle``'s keys act on a command line that sets ``given``: its
+    :attr:`Idle.pick`, or beside a ``space.*`` list of no such value (``space.compile=[false]``, where
+    ``compile=true`` is refused) that list with one: ``space.compile=[false,true]``."""
+    return f"{idle.space}=[false,true]" if space_acts(idle, given.get(idle.space)) is False else idle.pick
 
 
 def idle_without(key: str, given: dict[str, str]) -> Idle | None:
     """The :class:`Idle` under which ``key`` does nothing on a command line that sets ``given`` (key ->
-    first value as typed), else None."""
+    first value as typed), else None; ``compile_mode`` beside ``space.compile=[true]`` acts."""
     for idle in IDLE:
+        if key in idle.keys and space_acts(idle, given.get(idle.space)) is not None:
+            return None if space_acts(idle, given.get(idle.space)) else idle
         if key in idle.keys:
             other = given.get(idle.needs)
             if other is None or ("$" not in other and other.strip().strip("'\"").lower() in idle.idle):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flopsweep.idle_keys import IDLE, idle_without
+from flopsweep.idle_keys import IDLE, idle_without, pick_of, space_acts
 
 MEMORY_KEYS = ("model.seq_len", "batch.micro_batch_size", "model.n_layer", "model.n_embd", "model.vocab_size")
 """The integer keys whose size sets the memory a run needs (activations grow with the tokens of a
@@ -109,7 +109,7 @@ def needed(key: str, value: str | None, given: dict[str, str]) -> list[str]:
 
     out: list[str] = []
     if (idle := idle_without(key, given)) is not None:  # fault.rank without fault.kind: nothing injected
-        out.append(idle.pick)
+        out.append(pick_of(idle, given))
     number = _int(value)
     if key in ("nproc_per_node", "nnodes") and number is not None and number > 1:
         others = {
@@ -284,7 +284,10 @@ def idle_key_problem(
     refused in turn; an interpolated one (``fault.phase=${tag}``) is a value: whatever it resolves to, the key
     does nothing. An interpolation of the other key (``fault.kind=${oc.decode:none}``) would be resolved only
     in the job, after this check (session 25: ``fault.rank=1`` then ran as if not there): refused, its value
-    to be written out. A ``+sweep`` file or another config may set the other key: left alone.
+    to be written out. A ``+sweep`` file or another config may set the other key: left alone. Beside a
+    ``space.*`` list of :attr:`flopsweep.idle_keys.Idle.space` the key acts where the list lists true
+    (``space.compile=[true] compile_mode=reduce-overhead``: the compiled set-ups'); where it lists only
+    false, the fix lists true too (``space.compile=[false,true]``, as ``compile=true`` beside it is refused).
     ``recheck`` (``run.py``'s :func:`refusal`) checks the fix's line in place of the key: where another
     choice of the command line refuses it (``plan_clusters`` beside ``hydra/sweeper=tune``, which runs no
     plan), its line follows (``then: ...``)."""
@@ -319,6 +322,10 @@ def idle_key_problem(
             )
         if other is not None and any(v not in idle.idle for v in other):
             continue
+        if (
+            acts := space_acts(idle, given.get(idle.space))
+        ) is True:  # space.compile=[true]: compiled set-ups
+            continue
         shown = next(t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == key)
         value = shown.partition("=")[2]
         first = {k: v[0] for k, v in given.items() if k != idle.needs or "$" not in v[0]}  # the fix writes it
@@ -328,9 +335,12 @@ def idle_key_problem(
             below = f"is below {least} ({what}), and "
             value = str(least)
         line = " ".join([*needed(key, value, first), f"{key}={value}" if below else shown])
-        typed_needs = [t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == idle.needs]
+        needs = idle.space if acts is False else idle.needs  # space.compile=[false]: its list, not compile=
+        typed_needs = [t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == needs]
         instead = f" in place of {typed_needs[0]}" if typed_needs else ""
+        why = f"{typed_needs[0]} sets no set-up's {idle.needs} to true" if acts is False else idle.why
         meets = f" ({note})" if (note := still_meets(key, value, first)) else ""
+        meets = "" if acts is False and "plan_clusters" in given else meets  # a plan's set-ups run on CUDA
         then = ""
         if recheck is not None:
             keys = {t.partition("=")[0] for t in line.split()}
@@ -338,7 +348,7 @@ def idle_key_problem(
             if again := recheck(fixed):
                 then = f" (then: {again.removeprefix('Invalid config: ').removesuffix('.')})"
         return (
-            f"Invalid config: {shown}: {below}does nothing without {idle.needs}: {idle.why}. "
+            f"Invalid config: {shown}: {below}does nothing without {idle.needs}: {why}. "
             f"Fix: write {line}{instead}{idle.others}{meets}{then}, or drop {key}."
         )
     return None

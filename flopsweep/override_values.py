@@ -119,6 +119,12 @@ def value_problem(
 
     if typed is not None and isinstance(value, int | float) and not isinstance(value, bool) and typed.strip():
         shown = cut(typed.strip())  # a 400-digit number: its first digits and its length
+    elif (
+        typed is not None
+        and (isinstance(value, list | dict) or isinstance(node, ListConfig))
+        and typed.strip()
+    ):
+        shown = cut(typed.strip())  # [null,1e30] as typed, not [None,1e+30]; space.compile=yes, not 'yes'
     elif isinstance(value, list):
         shown = "[" + ",".join("null" if v is None else str(v) for v in value) + "]"
     elif isinstance(value, bool):
@@ -142,16 +148,16 @@ def value_problem(
     if isinstance(node, ListConfig):
         if value is None and not optional:
             return (
-                f"{head} takes a list, not null. Fix: write a list, e.g. {key}=[a,b]; or drop the override."
+                f"{head} takes a list, not null. Fix: write a list, e.g. {key}={list_example(node)}; "
+                "or drop the override."
             )
         if value is not None and not isinstance(value, list):
             from flopsweep.lookalike import list_text
 
             if isinstance(value, str) and (meant := list_text(value)):  # '"[H100:8,]"': a list, quoted
                 return f"{head} is one string, not a list (its quotes make it one). Fix: {key}={meant}"
-            shown = str(value).lower() if isinstance(value, bool) else value  # space.compile=true: [true]
-            return f"{head} is one value, not a list. Fix: write a list: {key}=[{shown}]."
-        return _element_problem(head, key, value or [], node)
+            return f"{head} is one value, not a list. Fix: write a list: {key}={_one_list(value, node)}."
+        return _element_problem(head, key, value or [], node, typed)
     kind = _KINDS.get(type(node).__name__)
     if kind is None:
         return None
@@ -223,33 +229,78 @@ _ELEMENTS = {
 """What a typed list of the schema holds, by its element type."""
 
 
-def _element_problem(head: str, key: str, values: list, node: object) -> str | None:
+def list_example(node: object) -> str:
+    """A list the typed list ``node`` takes, for a fix: ``[false,true]`` for one of true or false
+    (``space.compile``, whose default ``[]`` is no example), else its default list, else ``[a,b]``."""
+    from omegaconf import OmegaConf
+
+    if getattr(node._metadata, "element_type", None) is bool:  # type: ignore[attr-defined]
+        return "[false,true]"
+    default = OmegaConf.to_container(node) if not node._is_none() else None  # type: ignore[attr-defined]
+    return "[" + ",".join(map(str, default)) + "]" if default else "[a,b]"
+
+
+def _one_list(value: object, node: object) -> str:
+    """The list of one value that a typed list ``node`` takes for the single ``value`` given in its place:
+    ``[true]`` for ``yes`` or ``1`` in a list of true or false; ``[dp]`` for ``dp``; :func:`list_example`'s
+    where the value is none the list holds (``{a:1}``, ``''``: ``[{'a': 1}]`` or ``[]`` were refused too)."""
+    element = getattr(node._metadata, "element_type", None)  # type: ignore[attr-defined]
+    words = {"true": "true", "yes": "true", "on": "true", "1": "true", "false": "false", "no": "false"}
+    words |= {"off": "false", "0": "false"}
+    if element is bool:
+        return f"[{words[str(value).lower()]}]" if str(value).lower() in words else list_example(node)
+    if isinstance(value, dict | list) or str(value).strip() == "" or _element_problem("", "", [value], node):
+        return list_example(node)
+    return f"[{str(value).lower() if isinstance(value, bool) else value}]"
+
+
+def _typed_items(typed: str | None, count: int) -> list[str] | None:
+    """The items of a list as typed (``[1,1e30]``: ``1``, ``1e30``), where ``count`` of them split out."""
+    text = (typed or "").strip()
+    items = [t.strip() for t in text[1:-1].split(",")] if text.startswith("[") and text.endswith("]") else []
+    return items if len(items) == count and all(items) else None
+
+
+def _element_problem(head: str, key: str, values: list, node: object, typed: str | None = None) -> str | None:
     """Why the typed list ``node`` cannot hold one of ``values`` (``space.micro_batches=[1.5]``,
     ``[a]``, ``[null]``: Hydra's five-line "could not be converted to Integer"), else None. The fix's
-    example is the schema's default list; for a whole number written as a float (``[2,1e3]``) the list
-    with ints (``[2,1000]``), as a key of one whole number gets."""
-    from omegaconf import ListConfig, OmegaConf
+    example is :func:`list_example`'s; for a whole number written as a float (``[2,1e3]``) the list
+    with ints (``[2,1000]``), as a key of one whole number gets, unless one is beyond the bound
+    (:data:`ELEMENT_BOUNDS`, else :data:`flopsweep.config.MAX_INT`): ``[1e30]``, told as typed."""
+    from omegaconf import ListConfig
+
+    from flopsweep.config import MAX_BY_KEY, MAX_INT
 
     element = getattr(node._metadata, "element_type", None)  # type: ignore[attr-defined]
     if element not in _ELEMENTS:
         return None
     one, many = _ELEMENTS[element]
+    items = _typed_items(typed, len(values)) or [None] * len(values)
     floats = []  # whole numbers written as floats ([1e3]): told after any other bad item, whose fix differs
-    for item in values:
+    for item, text in zip(values, items, strict=True):
         try:
             ListConfig([item], element_type=element)
         except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
             if element is int and isinstance(item, float) and item.is_integer():
-                floats.append(item)
+                floats.append((item, text or str(item)))
                 continue
-            shown = "null" if item is None else repr(item) if isinstance(item, str) else str(item)
-            default = OmegaConf.to_container(node) if not node._is_none() else None  # type: ignore[attr-defined]
-            example = "[" + ",".join(map(str, default)) + "]" if default else "[...]"
-            return f"{head} {shown} is not {one}. Fix: list {many}, e.g. {key}={example}."
+            shown = "null" if item is None else text or (repr(item) if isinstance(item, str) else str(item))
+            return f"{head} {shown} is not {one}. Fix: list {many}, e.g. {key}={list_example(node)}."
+    bound = ELEMENT_BOUNDS.get(key)
+    most = int(MAX_BY_KEY[bound]) if bound else MAX_INT
+    if big := [text for item, text in floats if abs(item) > most]:  # [1e30]: no 31-digit int to write
+        whose = f"{bound}'s bound" if bound else "the bound"
+        fix = f"list {many} up to it, e.g. {key}={list_example(node)}"
+        return f"{head} {big[0]} is beyond {whose} of {most}. Fix: {fix}."
     if floats:  # as space.top=1e3 is told
         whole = [int(v) if isinstance(v, float) and v.is_integer() else v for v in values]
         return (
-            f"{head} {floats[0]} is a whole number written as a float. Fix: write it without a point "
+            f"{head} {floats[0][1]} is a whole number written as a float. Fix: write it without a point "
             f"or exponent: {key}=[{','.join(map(str, whole))}]."
         )
     return None
+
+
+ELEMENT_BOUNDS = {"space.micro_batches": "batch.micro_batch_size"}
+"""A typed list whose items are values of another key, and that key: its bound
+(:data:`flopsweep.config.MAX_BY_KEY`) is theirs."""

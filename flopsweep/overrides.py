@@ -358,8 +358,8 @@ def type_problem(overrides: list[str]) -> str | None:
         typed = (
             parts
             if len(parts) == len(values)
-            and "[" not in text
-            and "{" not in text
+            and ("[" not in text or not o.is_sweep_override())  # a list as typed: [null,1e30]
+            and ("{" not in text or not o.is_sweep_override())
             and not isinstance(o.value(), RangeSweep)
             else [None] * len(values)
         )

@@ -134,7 +134,8 @@ def command_line_problem(overrides: list[str]) -> str | None:
       :func:`flopsweep.clusters.parse_cluster` refuses
       (``8xH100:100gbps``, ``H999:8``, a bad price: ``H100:8@-1``), an empty entry, or one cluster twice
       (:func:`flopsweep.job.plandecide.named_clusters`; ``here`` is left to the job: it asks torch);
-    - a ``space.*`` value a plan or the tuner refuses, with ``plan_clusters`` or ``hydra/sweeper=tune``;
+    - a ``space.*`` value a plan or the tuner refuses, with ``plan_clusters`` or ``hydra/sweeper=tune``
+      (the value shown as typed: ``[null]``, ``[1e30]``), and ``compile`` beside a ``space.compile`` list;
     - ``plan_gpu`` naming no device of the peak table (the known names listed,
       :func:`flopsweep.gpu_memory.typed_gpu_names`), or a size it is not sold in; ``plan_gpu_memory_gib``
       that is not a positive finite number of GiB;
@@ -154,10 +155,12 @@ def command_line_problem(overrides: list[str]) -> str | None:
 
     parser = OverridesParser.create()
     values: dict[str, list] = {}
+    typed: dict[str, str] = {}  # a key's one value as typed, where it holds a float (1e30)
     for override in overrides:
         key, eq, value = override.lstrip("+~").partition("=")
         if not eq or override.startswith("-"):
             continue
+        typed.pop(key, None)
         if key == "plan_clusters" and value.replace(" ", "").strip("'\"") == "[]":
             return str(
                 ConfigError(
@@ -192,10 +195,15 @@ def command_line_problem(overrides: list[str]) -> str | None:
         if key in ONE_VALUE_KEYS and parsed.is_sweep_override():
             return str(ConfigError(key, value, *ONE_VALUE_KEYS[key]))
         values[key] = sweep_values(parsed)  # a glob, a range: none (Hydra's)
+        one = values[key][0] if len(values[key]) == 1 else None
+        if any(isinstance(v, float) for v in (one if isinstance(one, list) else [one])):
+            typed[key] = value.strip()  # a number written as a float: Python writes it otherwise
     try:
         _keys_problem(values)
     except ConfigError as exc:
-        return str(exc)
+        if exc.key.startswith("space.") and exc.key in typed:  # [1e30], not [1000000000000000019884624838656]
+            return str(ConfigError(exc.key, exc.value, exc.problem, exc.fix, typed[exc.key]))
+        return str(exc)  # the job's line (Space.check shows a list as typed: [ddp,nope])
     return None
 
 
@@ -267,6 +275,26 @@ def _keys_problem(values: dict[str, list]) -> None:
             named_clusters([str(n) for n in names], gbps, before_hydra=True, here=here)
     for choice in _combinations(space):
         _space_problem(choice)
+    _compile_problem(values, space, "a plan" if clusters else "a tuning sweep")
+
+
+def _compile_problem(values: dict[str, list], space: dict[str, list], reader: str) -> None:
+    """Raise the :class:`ConfigError` of ``compile`` beside a ``space.compile`` that lists values, which
+    sets each set-up's (the tuner refused it in the sweep, after Hydra; the plan ignored it); a value
+    of ``compile`` that is no bool is left to :func:`flopsweep.overrides.type_problem`'s line."""
+    compiles = values.get("compile", [])
+    if not compiles or not all(isinstance(v, bool) for v in compiles):
+        return
+    if not any(isinstance(v, list) and v for v in space.get("compile", ())):
+        return
+    given = "[" + ",".join(dict.fromkeys(str(v).lower() for v in compiles)) + "]"
+    raise ConfigError(
+        "compile",
+        compiles[0],
+        f"{reader} over space.* takes it from the space (space.compile sets each set-up's compile)",
+        f"give it as space.compile={given} in place of both, or drop space.compile to keep the job's own",
+        ",".join(str(v).lower() for v in compiles),
+    )
 
 
 def _combinations(space: dict[str, list]) -> list[dict[str, object]]:

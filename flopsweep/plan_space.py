@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -56,20 +55,13 @@ from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and 
     machine,
     predict,
 )
+from flopsweep.space_values import LAYOUT, listed, max_world_size, normal_layout, typed_list
 
 BACKEND_OPTIONS = ("single", "ddp", "fsdp", "deepspeed", "zero1", "zero2", "zero3")
 """``space.backends`` values: the ``backend=`` options (``deepspeed`` is ZeRO-3, as its default)."""
 POLICIES = ("none", "selective", "full", "casts")
 """``space.checkpointing`` values without knobs of their own (``every_n`` and ``memory_budget`` need them);
 the default space names the first three (``casts``: on request, ``space.checkpointing=[none,casts]``)."""
-LAYOUT = re.compile(r"dp|hsdp|(tp|pp|cp|ep)(\d+)")
-"""``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``, ``cpN`` (``parallel.cp=N``: each sequence
-over N consecutive ranks, in a node where N divides its GPUs, FSDP2 over every rank, torchtitan's FSDP x
-CP; :func:`flopsweep.context_parallel.check` refuses it off FSDP2, with a kernel without context
-parallel, heads N does not divide or a ``model.seq_len`` not of ``2N`` equal chunks), ``epN`` (expert
-parallel over FSDP2's ranks: an MoE model's; the rules refuse it on a dense one)."""
-
-
 MAX_SETUPS = 50_000
 """The most set-ups a plan may judge (its clusters times the space's combinations) and, with the
 sweep's axes, a tuner: each is validated, estimated and predicted (about 1 ms on a 2-core machine; a
@@ -134,10 +126,11 @@ class Space:
     @classmethod
     def from_config(cls, space: Any) -> Space:
         """The :class:`Space` of ``cfg.space``, each value checked (:meth:`check`); a value listed
-        twice counts once (``space.layouts=[dp,dp]`` made each set-up twice: rows and tuner jobs)."""
+        twice counts once (``space.layouts=[dp,dp]`` made each set-up twice: rows and tuner jobs), a
+        layout as :func:`normal_layout` writes it (``[cp2,cp02]`` and ``[dp,tp1]`` are one each)."""
         made = cls(
             backends=tuple(dict.fromkeys(space.backends)),
-            layouts=tuple(dict.fromkeys(space.layouts)),
+            layouts=tuple(dict.fromkeys(normal_layout(v) for v in space.layouts)),  # [cp2,cp02], [dp,tp1]
             checkpointing=tuple(dict.fromkeys(space.checkpointing)),
             precisions=tuple(dict.fromkeys(space.precisions)),
             micro_batches=tuple(dict.fromkeys(int(m) for m in space.micro_batches)),
@@ -149,8 +142,18 @@ class Space:
 
     def check(self) -> None:
         """Raises ConfigError (one line naming the ``space.*`` key, the value and the fix) for an
-        empty list, an unknown backend, layout, policy or precision, a micro batch below 1, a
-        ``compile`` value that is not true or false, a headroom outside [0, 1)."""
+        empty list, an unknown backend, layout, policy or precision, a layout degree of 0 or beyond
+        :func:`flopsweep.space_values.max_world_size`, a micro batch below 1 or beyond its bound, a
+        ``compile`` value that is not true or false, a headroom outside [0, 1); a list shown as typed
+        (:func:`flopsweep.space_values.typed_list`: ``[ddp,nope]``, ``[null]``)."""
+        try:
+            self._check_values()
+        except ConfigError as exc:
+            if not isinstance(exc.value, list):
+                raise
+            raise ConfigError(exc.key, exc.value, exc.problem, exc.fix, typed_list(exc.value)) from None
+
+    def _check_values(self) -> None:
         from flopsweep.precision import PRECISIONS
 
         lists = {
@@ -173,44 +176,59 @@ class Space:
                 raise ConfigError(
                     f"space.{key}",
                     list(values),
-                    f"{bad[0]!r} is not one of {', '.join(known)}"
+                    f"{listed(bad[0])} is not one of {', '.join(known)}"
                     if bad[0] != "(empty)"
                     else f"lists none of {', '.join(known)}",
                     "list some of those",
                 )
-        bad = [v for v in self.layouts if not LAYOUT.fullmatch(v) or v.endswith(("tp0", "pp0", "cp0", "ep0"))]
+        bad = [
+            v for v in self.layouts if not (m := LAYOUT.fullmatch(v)) or (m.group(2) or "1").strip("0") == ""
+        ]
         if bad or not self.layouts:
             raise ConfigError(
                 "space.layouts",
                 list(self.layouts),
-                "takes dp, hsdp, tpN, ppN, cpN and epN",
+                "takes dp, hsdp, tpN, ppN, cpN and epN (N a degree of 1 or more)",
                 "e.g. space.layouts=[dp,hsdp,tp2]",
+            )
+        most = max_world_size()  # [cp99999999999999999999]: 90 rows dropped, exit 1 (session 29)
+        big = [
+            v for v in self.layouts if v[2:].isdigit() and (len(v[2:].lstrip("0")) > 12 or int(v[2:]) > most)
+        ]
+        if big:
+            raise ConfigError(
+                "space.layouts",
+                list(self.layouts),
+                f"lists {big[0]}, a degree beyond the most ranks a run has ({most}: nnodes x nproc_per_node)",
+                f"list degrees of at most {most} dividing the ranks, e.g. space.layouts=[dp,{big[0][:2]}2]",
             )
         if not self.micro_batches or min(self.micro_batches) < 1:
             raise ConfigError(
                 "space.micro_batches",
                 list(self.micro_batches),
                 "needs micro batches of 1 or more",
-                "e.g. [1,2,4]",
+                "e.g. space.micro_batches=[1,2,4]",
             )
         most = MAX_BY_KEY["batch.micro_batch_size"]  # each set-up refused it once, 19 lines (trial 21)
         if max(self.micro_batches) > most:
             raise ConfigError(
                 "space.micro_batches",
                 list(self.micro_batches),
-                f"lists {max(self.micro_batches)}, beyond batch.micro_batch_size's bound of {most}",
-                f"list micro batches of at most {most}, e.g. [1,2,4]",
+                f"lists a micro batch beyond batch.micro_batch_size's bound of {most}",
+                f"list micro batches of at most {most}, e.g. space.micro_batches=[1,2,4]",
             )
         bad = [v for v in self.compile if not isinstance(v, bool)]  # [yes] or [1]: true or false only
         if bad:
             raise ConfigError(
                 "space.compile",
                 list(self.compile),
-                f"{bad[0]!r} is not true or false",
+                f"{listed(bad[0])} is not true or false",
                 "list true and/or false, e.g. space.compile=[false,true]",
             )
         if not 0 <= self.min_headroom < 1:
-            raise ConfigError("space.min_headroom", self.min_headroom, "is a share in [0, 1)", "e.g. 0.1")
+            raise ConfigError(
+                "space.min_headroom", self.min_headroom, "is a share in [0, 1)", "e.g. space.min_headroom=0.1"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,7 +366,8 @@ class Candidates:
 def setup_config(cfg: RunConfig, setup: Setup, cluster: Cluster) -> RunConfig | None:
     """``cfg`` with ``setup`` on ``cluster``: the backend, policy and precision options at their
     defaults (the job's own knobs kept when it picked the same option), its ``compile`` (the job's
-    where None; ``compile_scope`` and ``compile_mode`` the job's), the micro batch (the job's
+    where None; ``compile_scope`` and ``compile_mode`` the job's, their defaults where False: they apply
+    to the compiled set-ups of ``space.compile=[false,true]``), the micro batch (the job's
     ``batch.global_batch_size`` kept: validation derives the grad accumulation), the layout, the
     cluster's nodes and GPUs, ``plan_gpu`` its GPU, its network's bandwidth across nodes unless
     ``predict.inter_node_gbps`` is set (a network named in the cluster wins), and its ``@PRICE`` as
@@ -392,6 +411,7 @@ def setup_config(cfg: RunConfig, setup: Setup, cluster: Cluster) -> RunConfig | 
         precision=precision,
         activation_checkpointing=ckpt,
         compile=cfg.compile if setup.compile is None else setup.compile,
+        **({"compile_mode": "default", "compile_scope": "block"} if setup.compile is False else {}),
         batch=batch,
         parallel=dataclasses.replace(parallel, pp_schedule=cfg.parallel.pp_schedule),
         nnodes=cluster.nnodes,

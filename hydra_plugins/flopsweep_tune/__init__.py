@@ -252,11 +252,17 @@ class TuneSweeper(BasicSweeper):
             key = o.get_key_element().lstrip("+~")
             own = key in SETUP_KEYS or (key == "compile" and bool(space.compile))  # space.compile sets it
             if own or (key in ("nproc_per_node", "nnodes") and o.is_sweep_override()):
+                typed = o.input_line.split("=", 1)[-1].strip() if o.input_line else ""
+                why = {"compile": "space.compile sets each set-up's compile"}.get(key, "")
+                why = why or (
+                    "space.layouts: one machine size" if key in ("nproc_per_node", "nnodes") else ""
+                )
                 raise ConfigError(
                     key,
-                    o.input_line.split("=", 1)[-1] if o.input_line else "",
-                    "a tuning sweep over space.* takes it from the space (space.layouts: one machine size)",
+                    typed,
+                    "a tuning sweep over space.* takes it from the space" + (f" ({why})" if why else ""),
                     f"give it as {SPACE_KEY_OF.get(key, 'one fixed value')}, or drop the space.* overrides",
+                    shown=typed,
                 )
         space.size_problem(max(1, combos), f" over {combos} combination(s) of the sweep's axes")
         nproc = fixed_nproc(str(cfg.nproc_per_node))

@@ -64,17 +64,26 @@ def candidates(
     """The tuner's set-ups: one per Hydra combination (``setups`` None), or with ``space.*`` given each
     combination (the sweep axes over other keys) crossed with each set-up of the space placed on this
     machine (``nodes``: nnodes, ranks per node; :func:`flopsweep.plan_space.placed`), the set-up's
-    overrides last."""
+    overrides last. An eager set-up of ``space.compile=[false,true]`` drops ``compile_mode`` and
+    ``compile_scope`` (they apply to the compiled ones; ``compile=false`` refuses them), and is one
+    candidate however many values of theirs the sweep gives."""
     if setups is None:
         return [Candidate(i, tuple(c), label(c, swept)) for i, c in enumerate(combos)]
     shown = swept | set(SETUP_KEYS) | {"compile" for s in setups if s.compile is not None}  # space.compile's
-    out = []
+    out, seen = [], set()
     for combo in combos:
         rest = [o for o in combo if not o.lstrip("+~").startswith("space.")]  # the jobs need no space.*
         for setup in setups:
-            over = rest + setup.setup_overrides(*nodes)
-            out.append(Candidate(len(out), tuple(over), label(over, shown), setup=setup))
+            kept = [o for o in rest if o.lstrip("+~").partition("=")[0] not in COMPILE_LEVERS]
+            over = (kept if setup.compile is False else rest) + setup.setup_overrides(*nodes)
+            if tuple(over) not in seen:
+                seen.add(tuple(over))
+                out.append(Candidate(len(out), tuple(over), label(over, shown), setup=setup))
     return out
+
+
+COMPILE_LEVERS = ("compile_mode", "compile_scope")
+"""The keys that act only with ``compile=true``: an eager set-up's overrides leave them out."""
 
 
 class Tuning:

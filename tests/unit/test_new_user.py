@@ -329,7 +329,7 @@ def test_null_or_a_list_for_a_key_of_one_value_is_one_line_with_a_fix_that_works
         ("parallel=null", "parallel=null: parallel is a section of keys, not a value."),
         (
             "space.layouts=dp",
-            "space.layouts='dp': is one value, not a list. Fix: write a list: space.layouts=[dp].",
+            "space.layouts=dp: is one value, not a list. Fix: write a list: space.layouts=[dp].",
         ),
         ("space.layouts=null", "space.layouts=null: takes a list, not null. Fix: write a list"),
         ("plan_clusters=null", "plan_clusters=null: takes a list, not null."),
@@ -435,7 +435,7 @@ def test_a_glob_of_options_is_checked_as_the_options_it_matches() -> None:
             "space.micro_batches=[1.5]",
             "space.micro_batches=[1.5]: 1.5 is not a whole number. Fix: list whole numbers, e.g.",
         ),
-        ("space.micro_batches=[2,a]", "space.micro_batches=[2,a]: 'a' is not a whole number."),
+        ("space.micro_batches=[2,a]", "space.micro_batches=[2,a]: a is not a whole number."),  # as typed
         ("space.micro_batches=[null]", "space.micro_batches=[null]: null is not a whole number."),
         (
             "space.layouts=[dp,null]",

@@ -355,8 +355,9 @@ def test_a_micro_batch_beyond_its_bound_in_the_space_is_refused_once():
     with pytest.raises(ConfigError) as err:
         Space.from_config(SpaceConfig(micro_batches=[1, 99999999999]))
     assert str(err.value) == (
-        "Invalid config: space.micro_batches=[1, 99999999999]: lists 99999999999, beyond "
-        "batch.micro_batch_size's bound of 65536. Fix: list micro batches of at most 65536, e.g. [1,2,4]."
+        "Invalid config: space.micro_batches=[1,99999999999]: lists a micro batch beyond "
+        "batch.micro_batch_size's bound of 65536. Fix: list micro batches of at most 65536, "
+        "e.g. space.micro_batches=[1,2,4]."
     )
     assert Space.from_config(SpaceConfig(micro_batches=[1, 65536])).micro_batches
 

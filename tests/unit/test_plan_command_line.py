@@ -134,7 +134,7 @@ def test_an_empty_entry_beside_others_is_refused_as_the_job_refuses_it():
         ),
         (
             ["plan_clusters=[H100:8]", "space.backends=[ddp,nope]"],
-            "space.backends=['ddp', 'nope']: 'nope' is not",
+            "space.backends=[ddp,nope]: nope is not",  # as typed, not Python's ['ddp', 'nope']
         ),
         (
             ["plan_clusters=[H100:8]", "space.micro_batches=[0]"],
@@ -339,16 +339,17 @@ def test_every_tuner_amount_is_checked_for_type_and_range(param, value, said):
 @pytest.mark.parametrize(
     ("override", "said"),
     [
-        ("space.micro_batches=[2,1e3]", "[2,1000.0]: 1000.0 is a whole number written as a float. "
+        ("space.micro_batches=[2,1e3]", "[2,1e3]: 1e3 is a whole number written as a float. "
          "Fix: write it without a point or exponent: space.micro_batches=[2,1000]."),
-        ("space.micro_batches=[2,1e3,1.5]", "[2,1000.0,1.5]: 1.5 is not a whole number."),
-        ("space.micro_batches=[1e400]", "[inf]: inf is not a whole number."),  # OverflowError traceback
+        ("space.micro_batches=[2,1e3,1.5]", "[2,1e3,1.5]: 1.5 is not a whole number."),
+        ("space.micro_batches=[1e400]", "[1e400]: 1e400 is not a whole number."),  # OverflowError traceback
+        ("space.micro_batches=[1e30]", "[1e30]: lists a micro batch beyond batch.micro_batch_size's bound"),
         ("space.micro_batches=[nan]", "[nan]: nan is not a whole number."),
-        ("space.micro_batches=[true]", "[True]: True is not a whole number."),
-        ("space.micro_batches=['abc']", "[abc]: 'abc' is not a whole number."),
+        ("space.micro_batches=[true]", "[true]: true is not a whole number."),  # as typed, not [True]
+        ("space.micro_batches=['abc']", "['abc']: 'abc' is not a whole number."),
         ("space.top=1e3", "1e3: is a whole number written as a float."),
         ("space.top=true", "true: is not a whole number."),
-        ("space.min_headroom=1e400", "inf: is a share in [0, 1)."),
+        ("space.min_headroom=1e400", "1e400: is a share in [0, 1)."),
     ],
 )  # fmt: skip
 def test_every_tuner_space_number_is_checked_for_type_wholeness_and_range(override, said):

@@ -45,14 +45,17 @@ def test_space_compile_doubles_the_set_ups_and_its_default_adds_none(hydra_compo
     assert ps.Space.from_config(hydra_compose(["space.compile=[true,true]"]).space).compile == (True,)
 
 
-@pytest.mark.parametrize("value", ["yes", 1, 0, "true", None])
-def test_a_compile_value_that_is_not_true_or_false_is_one_line_naming_it(value) -> None:
+@pytest.mark.parametrize(
+    ("value", "said"), [("yes", "yes"), (1, "1"), (0, "0"), ("true", "'true'"), ("1", "'1'"), (None, "null")]
+)
+def test_a_compile_value_that_is_not_true_or_false_is_one_line_naming_it(value, said) -> None:
     """``Space.check`` refuses a value other than True or False, naming the key, the list and the fix
-    (a string ``'true'`` too: Hydra's ``[true]`` is a bool, a quoted one is not)."""
+    (a string ``'true'`` too: Hydra's ``[true]`` is a bool, a quoted one is not), the value as typed
+    (``null``, not ``None``; ``yes``, not ``'yes'``; quoted where Hydra would read another type)."""
     with pytest.raises(ConfigError) as err:
         ps.Space(compile=(False, value)).check()
     assert str(err.value) == (
-        f"Invalid config: space.compile=[False, {value!r}]: {value!r} is not true or false. "
+        f"Invalid config: space.compile=[false,{said}]: {said} is not true or false. "
         "Fix: list true and/or false, e.g. space.compile=[false,true]."
     )
 
@@ -60,7 +63,7 @@ def test_a_compile_value_that_is_not_true_or_false_is_one_line_naming_it(value) 
 @pytest.mark.parametrize(
     ("given", "said"),
     [
-        ("space.compile=[maybe]", "space.compile=['maybe']: 'maybe' is not true or false. Fix: list true"),
+        ("space.compile=[maybe]", "space.compile=[maybe]: maybe is not true or false. Fix: list true"),
         ("space.compile=[1]", "space.compile=[1]: 1 is not true or false. Fix: list true and/or false"),
         ("space.compile=true", "space.compile=true: is one value, not a list. Fix: write a list: "),
     ],
@@ -153,7 +156,10 @@ def test_the_tuner_refuses_compile_beside_space_compile_and_sets_it(hydra_compos
     given = ["device=cpu", "space.compile=[false,true]", "space.backends=[single]", "space.layouts=[dp]"]
     with pytest.raises(ConfigError) as err:
         space([*given, "compile=true"])
-    assert str(err.value).startswith("Invalid config: compile='true': a tuning sweep over space.* takes it")
+    assert str(err.value).startswith(
+        "Invalid config: compile=true: a tuning sweep over space.* takes it from the space "
+        "(space.compile sets each set-up's compile). Fix: "
+    )  # not "(space.layouts: one machine size)", whose fix led back to compile=true (session 29)
     assert str(err.value).endswith("Fix: give it as space.compile=[...], or drop the space.* overrides.")
     _, (setups, _) = space(given)
     assert {s.compile for s in setups} == {False, True}

@@ -82,13 +82,12 @@ def test_the_fix_of_a_bad_size_names_a_cluster_within_the_bounds(name: str) -> N
         (
             "backends",
             ("fsdp", "", "ddp"),
-            "space.backends=['fsdp', '', 'ddp']: holds an empty value. "
-            "Fix: drop it: space.backends=[fsdp,ddp].",
+            "space.backends=[fsdp,'',ddp]: holds an empty value. Fix: drop it: space.backends=[fsdp,ddp].",
         ),
         (
             "layouts",
             ("dp", " "),
-            "space.layouts=['dp', ' ']: holds an empty value. Fix: drop it: space.layouts=[dp].",
+            "space.layouts=[dp,' ']: holds an empty value. Fix: drop it: space.layouts=[dp].",
         ),
         (
             "checkpointing",
@@ -96,7 +95,7 @@ def test_the_fix_of_a_bad_size_names_a_cluster_within_the_bounds(name: str) -> N
             "space.checkpointing=['']: '' is not one of none, selective, full, casts. "
             "Fix: list some of those.",
         ),
-        ("precisions", ("bf16", "fp9"), "space.precisions=['bf16', 'fp9']: 'fp9' is not one of"),
+        ("precisions", ("bf16", "fp9"), "space.precisions=[bf16,fp9]: fp9 is not one of"),
     ],
 )
 def test_an_empty_or_unknown_value_of_a_space_list_is_one_line_naming_it(

@@ -161,13 +161,19 @@ def test_plan_and_tuner_take_the_same_set_ups_from_the_same_space_keys(hydra_com
 @pytest.mark.parametrize(
     "extra, said",
     [
-        (["backend=ddp,fsdp"], "Invalid config: backend='ddp,fsdp': a tuning sweep over space.*"),
+        (
+            ["backend=ddp,fsdp"],
+            "Invalid config: backend=ddp,fsdp: a tuning sweep over space.* takes it from the space. Fix",
+        ),
         (["parallel.tp=2"], "Fix: give it as space.layouts=[...] (tpN), or drop the space.* overrides."),
         (["parallel.cp=2"], "Fix: give it as space.layouts=[...] (cpN), or drop the space.* overrides."),
         (["batch.micro_batch_size=2"], "Fix: give it as space.micro_batches=[...]"),
-        (["nproc_per_node=2,4"], "nproc_per_node='2,4'"),
+        (
+            ["nproc_per_node=2,4"],
+            "nproc_per_node=2,4: a tuning sweep over space.* takes it from the space (space.layouts: one",
+        ),
         (["space.min_headroom=-0.1"], "space.min_headroom=-0.1: is a share in [0, 1)"),
-        (["space.layouts=[dp,tp0]"], "space.layouts=['dp', 'tp0']: takes dp, hsdp, tpN, ppN, cpN and epN"),
+        (["space.layouts=[dp,tp0]"], "space.layouts=[dp,tp0]: takes dp, hsdp, tpN, ppN, cpN and epN"),
         (["objective=hello"], "objective='hello': is not a metric"),
     ],
 )

@@ -1,0 +1,53 @@
+"""The values of ``space.*`` lists (:class:`flopsweep.config.SpaceConfig`) as read and as shown, torch-free:
+a layout's degree read as a number (:func:`normal_layout`) and bounded by the largest world size
+(:func:`max_world_size`), a list shown as typed in a refusal (:func:`typed_list`: ``[null,maybe]``, not
+Python's ``[None, 'maybe']``). :class:`flopsweep.plan_space.Space` reads and checks them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from flopsweep.config import MAX_BY_KEY
+
+LAYOUT = re.compile(r"dp|hsdp|(tp|pp|cp|ep)(\d+)")
+"""``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``, ``cpN`` (``parallel.cp=N``: each sequence
+over N consecutive ranks, in a node where N divides its GPUs, FSDP2 over every rank, torchtitan's FSDP x
+CP; :func:`flopsweep.context_parallel.check` refuses it off FSDP2, with a kernel without context
+parallel, heads N does not divide or a ``model.seq_len`` not of ``2N`` equal chunks), ``epN`` (expert
+parallel over FSDP2's ranks: an MoE model's; the rules refuse it on a dense one). A degree is read as a number
+(:func:`normal_layout`: ``cp02`` is ``cp2``, as ``space.micro_batches=[02]`` is 2; ``tp1`` is ``dp``)."""
+
+
+def normal_layout(layout: object) -> str:
+    """``layout`` with its degree written as a number (``cp02``: ``cp2``), a degree of 1 (``tp1``,
+    ``pp1``, ``cp1``, ``ep1``: the default ``parallel.*``) as ``dp``; another value as it is."""
+    m = LAYOUT.fullmatch(str(layout))
+    if m is None or m.group(1) is None or not m.group(2).strip("0"):
+        return str(layout)  # dp, hsdp, cp0 (refused by Space.check), no layout at all
+    digits = m.group(2).lstrip("0")
+    return "dp" if digits == "1" else f"{m.group(1)}{digits}"
+
+
+def max_world_size() -> int:
+    """The most ranks a run may have: ``nnodes``' bound (:data:`flopsweep.config.MAX_BY_KEY`) times
+    ``nproc_per_node``'s (:data:`flopsweep.checks.MAX_NPROC_PER_NODE`), 1,024,000,000; no layout degree
+    above it divides a world size."""
+    from flopsweep.checks import MAX_NPROC_PER_NODE
+
+    return int(MAX_BY_KEY["nnodes"]) * MAX_NPROC_PER_NODE
+
+
+def listed(value: Any) -> str:
+    """One value of a ``space.*`` list as typed: ``null``, ``true``, a text without quotes (``maybe``),
+    but one Hydra reads as another type, quoted as it must be typed (``'true'``, ``'1'``)."""
+    if isinstance(value, str) and re.fullmatch(r"|true|false|null|[-+.\deE]+", value.strip().lower()):
+        return repr(value)
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def typed_list(values: Iterable[Any]) -> str:
+    """``values`` as a list is typed (``[ddp,nope]``, ``[null]``), each as :func:`listed` writes it."""
+    return "[" + ",".join(map(listed, values)) + "]"
