@@ -51,12 +51,15 @@ def repeated_value_problem(overrides: list[str]) -> str | None:
     """One line for a sweep that lists one value twice (``-m seed=1,1``, ``model=gpt-tiny,gpt-tiny``,
     ``tag=a,a``), else None. Was: two identical jobs, the same run measured twice under two job numbers
     (a plan: two equal rows), in silence. The fix lists each value once, and names ``repeats=N``, which
-    measures a set-up N times and pools the rounds."""
+    measures a set-up N times and pools the rounds. ``fault`` and ``fault.*`` are left out: a fault-injection
+    sweep lists ``none`` between its faults on purpose (``fault.kind=none,raise,none``: the job after a
+    fault is measured as a fresh process)."""
     from flopsweep.override_schema import sweep_values
 
     for o in _parsed(overrides):
-        if not o.is_sweep_override() or o.is_delete() or o.key_or_group.startswith("hydra"):
-            continue
+        key = o.key_or_group
+        if not o.is_sweep_override() or o.is_delete() or key.startswith(("hydra", "fault")):
+            continue  # fault=: a clean job (kind none) between faults, on purpose, is a job of its own
         values = sweep_values(o)
         seen: dict[str, object] = {}
         twice = None
@@ -67,7 +70,6 @@ def repeated_value_problem(overrides: list[str]) -> str | None:
             seen.setdefault(label, v)
         if twice is None:
             continue
-        key = o.key_or_group
         once = ",".join(_text(v) for v in seen.values())
         plan = any(a.partition("=")[0].lstrip("+") == "plan" for a in overrides)
         again = "" if plan else " (to measure a set-up several times: -m repeats=3)"  # a plan repeats nothing
