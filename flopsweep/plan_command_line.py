@@ -19,18 +19,7 @@ import math
 from flopsweep.config import PLAN_FORMATS, ConfigError, require_choice
 from flopsweep.override_schema import sweep_values
 from flopsweep.peaks import lookup
-
-SPACE_KEYS = (
-    "backends",
-    "layouts",
-    "checkpointing",
-    "precisions",
-    "micro_batches",
-    "compile",
-    "min_headroom",
-    "top",
-)
-"""The ``space.*`` keys (:class:`flopsweep.config.SpaceConfig`)."""
+from flopsweep.space_values import SPACE_KEYS
 
 ONE_VALUE_KEYS = {
     "plan": (

@@ -12,6 +12,18 @@ from typing import Any
 
 from flopsweep.config import MAX_BY_KEY
 
+SPACE_KEYS = (
+    "backends",
+    "layouts",
+    "checkpointing",
+    "precisions",
+    "micro_batches",
+    "compile",
+    "min_headroom",
+    "top",
+)
+"""The ``space.*`` keys (:class:`flopsweep.config.SpaceConfig`): the plan's and the tuner's."""
+
 LAYOUT = re.compile(r"dp|hsdp|(tp|pp|cp|ep)(\d+)")
 """``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``, ``cpN`` (``parallel.cp=N``: each sequence
 over N consecutive ranks, in a node where N divides its GPUs, FSDP2 over every rank, torchtitan's FSDP x

@@ -29,19 +29,10 @@ from flopsweep.job.result import JobInfo
 from flopsweep.peaks import form_taken, node_link
 from flopsweep.plan_space import COLUMNS, Row, Space, candidates, rank, unplaced
 from flopsweep.plan_space import nothing_line as space_nothing_line
+from flopsweep.space_values import SPACE_KEYS
 
 FORMATS = PLAN_FORMATS
 """``plan_format=`` values (:data:`flopsweep.config.PLAN_FORMATS`)."""
-SPACE_KEYS = (
-    "backends",
-    "layouts",
-    "checkpointing",
-    "precisions",
-    "micro_batches",
-    "compile",
-    "min_headroom",
-    "top",
-)
 
 
 def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:

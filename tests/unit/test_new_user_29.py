@@ -66,7 +66,7 @@ def test_a_sweep_that_lists_a_value_twice_is_one_line(given, twice, once):
     planned = refusal(["-m", "plan=true", "device=cpu", given])
     assert planned is not None and planned.endswith(f"Fix: give each value once: {once}.")
     assert refusal(["-m", "device=cpu", "tag=a,A", "seed=1,2"]) is None
-    # a fault-injection sweep's clean job between faults is a job of its own (tests/integration/test_failures.py)
+    # a fault-injection sweep's clean job between faults is a job of its own (integration/test_failures.py)
     assert refusal(["-m", "device=cpu", "fault.kind=none,raise,none"]) is None
     assert refusal(["-m", "device=cpu", "fault={kind:oom},{kind:none},{kind:raise},{kind:none}"]) is None
 
