@@ -11,8 +11,8 @@ that used to be spread over the backends, the metrics and the memory estimate:
   inside the compiled graph (as torchtitan does);
 - **what it recomputes** (:attr:`CheckpointPolicy.recompute`): the mode that
   ``ModelFamily.hardware_flops`` counts (``none``; ``early_stop``: eager blocks under
-  non-reentrant ``torch.utils.checkpoint``, which stops once every saved tensor is back;
-  ``full``: a compiled block is one graph and re-runs whole; ``selective``: the unsaved matmuls
+  non-reentrant ``torch.utils.checkpoint``, which stops once every saved tensor is back, and compiled
+  blocks, whose partitioner re-runs only what backward reads; ``selective``: the unsaved matmuls
   backward needs; ``unknown``: the compiler's partitioner decides), on the blocks
   :func:`checkpointed_blocks` names, so hardware FLOPs, HFU and ``metrics.recompute`` come from
   the policy (:func:`flopsweep.metrics.hardware_flops`);
@@ -197,9 +197,11 @@ def _no_recompute(compiled: bool) -> str:
 
 
 def _block_recompute(compiled: bool) -> str:
-    """A compiled block is one graph and re-runs whole (``full``); an eager block under
-    non-reentrant checkpoint stops once every saved tensor is back (``early_stop``)."""
-    return "full" if compiled else "early_stop"
+    """``early_stop``, eager or compiled: an eager block under non-reentrant checkpoint stops once every
+    saved tensor is back; a compiled block's backward graph keeps only the forward nodes backward reads
+    (the partitioner), so its last projection, whose output only the residual add takes, never runs again
+    either (:mod:`flopsweep.recompute_read`; before session 30 a compiled block counted ``full``)."""
+    return "early_stop"
 
 
 def _selective_recompute(compiled: bool) -> str:

@@ -398,12 +398,7 @@ def _prediction(
         for policy in (p for p in SIBLING_POLICIES if p != cfg.activation_checkpointing.name):
             if picked := _calibration({**config, CKPT: {"name": policy}}, layout.world_size, same_group, own):
                 its = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name=policy))
-                ran = [  # the recompute as what runs: a compiled block never re-runs its last projection
-                    nearest.ran_flops(
-                        w, c.activation_checkpointing.name, bool(c.compile), _config_dict(c)["model"]
-                    )
-                    for c, w in ((cfg, target), (its, workload(its, layout)))
-                ]
+                ran = [w.hardware_flops for w in (target, workload(its, layout))]  # recompute as runs
                 sibling = policy, ran[0] / ran[1]
                 break
     if not picked and not probed and recompute_mode(cfg) == "unknown":

@@ -74,8 +74,8 @@ def unsteady_steps(times: list[float]) -> list[int]:
 def recompute_mode(cfg: RunConfig) -> str:
     """What activation checkpointing recomputes, from the policy
     (:func:`flopsweep.checkpointing.recompute_mode`): ``none``; ``early_stop`` (eager blocks under
-    non-reentrant ``torch.utils.checkpoint``, torch's default); ``full`` (a compiled block is one
-    graph and re-runs whole); ``selective`` (per-operator selective checkpointing); ``unknown``
+    non-reentrant ``torch.utils.checkpoint``, torch's default, and compiled blocks, whose partitioner keeps
+    only what backward reads); ``selective`` (per-operator selective checkpointing); ``unknown``
     (``memory_budget``: the compiler decides)."""
     return checkpointing.recompute_mode(cfg)
 

@@ -11,14 +11,15 @@ measured, independent of the model:
     t_opt = rate_t x P_t                           seconds per parameter a rank updates x its parameters
 
 ``F`` the hardware FLOPs per rank of a step (a record before ``hardware_flops_per_iteration`` with full
-checkpointing: its model FLOPs x 4/3, the forward run again; a compiled checkpointed block's recompute as
-what its backward reads, :func:`read_share`), ``t`` the mean step, ``t_opt`` and ``t_exp`` its optimizer and
-exposed communication (:func:`flopsweep.predict.measured_parts`), ``rate_t`` the optimizer's seconds per
-parameter of the target's optimizer on the target's GPU (:func:`flopsweep.predict.optimizer_rate` over the
-records left, each scaled by its GPU's datasheet memory bandwidth over the target's: a memory-bound step) and
-``P_t`` the parameters a rank updates; ``peak`` the datasheet dense peak of the precision (1 on the same GPU
-kind). Where no rate separates the optimizer of both, it stays inside ``R``; a record whose ``R`` exceeds its
-GPU's datasheet peak measured no compute rate and is passed over. Torch-free; seconds, FLOP.
+checkpointing: its model FLOPs x 4/3, the forward run again; an older record's compiled checkpointed block's
+recompute as what its backward reads, :mod:`flopsweep.recompute_read`), ``t`` the mean step, ``t_opt`` and
+``t_exp`` its optimizer and exposed communication (:func:`flopsweep.predict.measured_parts`), ``rate_t`` the
+optimizer's seconds per parameter of the target's optimizer on the target's GPU
+(:func:`flopsweep.predict.optimizer_rate` over the records left, each scaled by its GPU's datasheet memory
+bandwidth over the target's: a memory-bound step) and ``P_t`` the parameters a rank updates; ``peak`` the
+datasheet dense peak of the precision (1 on the same GPU kind). Where no rate separates the optimizer of
+both, it stays inside ``R``; a record whose ``R`` exceeds its GPU's datasheet peak measured no compute rate
+and is passed over. Torch-free; seconds, FLOP.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import peaks, zero3_floor
+from flopsweep import peaks, recompute_read, zero3_floor
 from flopsweep.nearest_measured import HOST, Measured, device_of, setup_of
 from flopsweep.record import value_at
 from flopsweep.text import plural
@@ -215,9 +216,9 @@ def candidates(target: Measured, pool: Iterable[Measured]) -> tuple[list[Measure
 
 
 def hardware_flops(m: Measured) -> float:
-    """Hardware FLOPs per rank of one step of ``m`` (:data:`FULL_RECOMPUTE` for a record with full
-    checkpointing that predates ``hardware_flops_per_iteration``), the recompute of a compiled checkpointed
-    block counted as what its backward reads (:func:`read_share`)."""
+    """Hardware FLOPs per rank of one step of ``m``, the recompute as what ran (the workload's,
+    :func:`flopsweep.recompute_read.ran_flops`); a record with full checkpointing that predates
+    ``hardware_flops_per_iteration`` counts its model FLOPs x :data:`FULL_RECOMPUTE`, read alike."""
     w = m.workload
     flops = w.hardware_flops
     if (
@@ -226,47 +227,8 @@ def hardware_flops(m: Measured) -> float:
         and "metrics" in m.record
         and value_at(m.record, ("metrics", "hardware_flops_per_iteration")) is None
     ):
-        flops = w.model_flops * FULL_RECOMPUTE
-    return (w.model_flops + (flops - w.model_flops) * read_share(m)) / w.world_size
-
-
-def read_share(m: Measured) -> float:
-    """The share of ``m``'s counted recompute that runs, where it is counted as a whole block's forward
-    (its policy's mode ``full``, as ``metrics.recompute`` says it: a compiled block under ``full`` or
-    ``every_n``; read from the policy and compile, which the shipped records keep): the compiler's partitioner
-    keeps in the backward graph only what backward reads, so the block's last projection (Llama's ``w2``,
-    GPT-2's MLP ``c_proj``, whose output only the residual add takes) never runs again, as under eager
-    non-reentrant checkpointing (``early_stop``): the family's ``early_stop`` over ``full`` recompute (8B:
-    0.75). Measured with ``min_cut_rematerialization_partition``: a checkpointed Llama block's backward graph
-    holds 6 of its 7 forward matmuls again. 1 for every other record, an unknown family and ``hf`` (its
-    counts need torch)."""
-    return read_share_of(m.policy, m.compile == "true", value_at(m.record, ("config", "model")))
-
-
-def ran_flops(w: Workload, policy: str, compiled: bool, model: Any) -> float:
-    """``w``'s hardware FLOPs (all ranks) with the recompute counted as what runs (:func:`read_share_of`):
-    a plan's policy sibling calibration (:mod:`flopsweep.forecast`) is scaled by their ratio."""
-    return w.model_flops + (w.hardware_flops - w.model_flops) * read_share_of(policy, compiled, model)
-
-
-def read_share_of(policy: str, compiled: bool, model: Any) -> float:
-    """:func:`read_share` of a checkpointing policy's name, a compile setting and a ``config.model`` dict."""
-    from flopsweep.checkpointing import POLICIES
-    from flopsweep.models import MODELS
-
-    mode = POLICIES[policy].recompute(compiled) if policy in POLICIES else None
-    fam = MODELS.get(model.get("arch")) if isinstance(model, dict) else None
-    if mode != "full" or fam is None or fam is MODELS.get("hf"):
-        return 1.0
-    try:
-        names = {f.name for f in dataclasses.fields(fam.config)}
-        cfg = fam.config(**{k: v for k, v in model.items() if k in names})
-        base, full, read = (
-            fam.hardware_flops(cfg, cfg.seq_len, 1.0, r) for r in ("none", "full", "early_stop")
-        )
-    except (TypeError, ValueError):
-        return 1.0
-    return (read - base) / (full - base) if full > base else 1.0
+        flops = recompute_read.ran_flops(m.record, w.model_flops * FULL_RECOMPUTE, w.model_flops)
+    return flops / w.world_size
 
 
 def _params_per_rank(w: Workload) -> float:

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from flopsweep import identity, peaks, zero3_floor
+from flopsweep import identity, peaks, recompute_read, zero3_floor
 from flopsweep.backend_specs import backend_spec
 from flopsweep.identity import CALIBRATION_KEYS  # re-exported: the calibration's match
 from flopsweep.record import value_at
@@ -254,7 +254,8 @@ def _seconds_apart(a: Any, b: str | None) -> float:
 
 def workload_from_record(record: dict[str, Any], *, degrees: dict[str, int] | None = None) -> Workload:
     """The :class:`Workload` of a record (its config, ``model.n_params``, ``system.parallel`` and
-    the FLOPs of its metrics); ``degrees`` replaces its layout (FLOPs scale with ``dp``).
+    the FLOPs of its metrics, the recompute as what ran: :func:`flopsweep.recompute_read.ran_flops`);
+    ``degrees`` replaces its layout (FLOPs scale with ``dp``).
 
     Raises:
         PredictionError: a record without the counts the model needs.
@@ -268,7 +269,9 @@ def workload_from_record(record: dict[str, Any], *, degrees: dict[str, int] | No
             "metrics.model_flops_per_iteration cannot calibrate. Fix: give predict.calibration=PATH records "
             "a flopsweep run wrote (they carry both)"
         )
-    hardware_flops = metrics.get("hardware_flops_per_iteration") or model_flops
+    hardware_flops = recompute_read.ran_flops(  # an older record's compiled recompute as what ran
+        record, float(metrics.get("hardware_flops_per_iteration") or model_flops), float(model_flops)
+    )
     own_dp = int(own.get("dp_replicate", 1) or 1) * int(own.get("dp_shard", 1) or 1)
     new = dict(degrees or own)
     scale = int(new.get("dp_replicate", 1) or 1) * int(new.get("dp_shard", 1) or 1) / own_dp

@@ -198,7 +198,13 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("loss_finite", "", None, "loss_ok", "false when any step's loss was NaN or infinite"),
     MetricSpec("warmup_steps", "", None, "warmup", "warm-up steps run (steps.warmup plus any extra)"),
     MetricSpec("unsteady_steps", "", None, "unsteady", "measured steps over 3x the median of the others"),
-    MetricSpec("recompute", "", None, "recompute", "checkpointing recompute: none, early_stop, full"),
+    MetricSpec(
+        "recompute",
+        "",
+        None,
+        "recompute",
+        "checkpointing recompute: none, early_stop, selective (full: older compiled)",
+    ),
     MetricSpec("fp8_layers", "", None, "fp8_layers", "nn.Linear layers converted to float8 (fp8 runs)"),
     MetricSpec(
         "routing_imbalance",

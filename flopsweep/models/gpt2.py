@@ -93,7 +93,7 @@ def _block_matmul_params(cfg: GPT2Config) -> int:
 # Forward matmul weights that non-reentrant torch.utils.checkpoint recomputes per block.
 # "early_stop" (torch's default) stops once every tensor saved for backward is back, so the
 # MLP out-projection, whose output nothing saves, never runs again: 12 h^2 - 4 h^2.
-# "full" recomputes everything (a compiled block is one graph and runs whole). "selective"
+# "full" recomputes everything (what records before session 30 counted for a compiled block). "selective"
 # (flopsweep.checkpointing: the 1st and 3rd addmm saved, attention saved) recomputes only the
 # attention out-projection, whose output ln_2 needs through the residual: h^2.
 _RECOMPUTED = {"none": 0, "early_stop": 8, "full": 12, "selective": 1}

@@ -244,7 +244,7 @@ def counted_flops(src: Source, seq_len: int, recompute: str) -> int:
     ``FlopCounterMode`` on the meta device (see the module docstring), with the recompute of
     ``recompute``: ``none``; ``early_stop`` (each block in non-reentrant ``checkpoint_wrapper``, as
     ``activation_checkpointing=full`` runs eager blocks); ``full`` (the base model's forward
-    once more: a compiled block re-runs whole).
+    once more: what records before session 30 counted for a compiled block).
 
     The decoder layers are counted by kind (:func:`layer_kinds`: the same class, parameters and
     submodules), not one by one: one layer of each kind runs in the counted model, then one more of

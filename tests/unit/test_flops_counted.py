@@ -94,14 +94,62 @@ def test_hardware_flops_match_the_counter(shape: str, kind: str, checkpointing: 
 
 @pytest.mark.parametrize("shape", ["gpt-tiny", "gpt-1.3b"])
 def test_full_recompute_when_early_stop_is_off(shape: str) -> None:
-    """A compiled block re-runs whole: the "full" mode, which the policy names for compiled
-    blocks, is what runs with early stop off."""
+    """The "full" mode (a whole forward again, the count records before session 30 made of a compiled
+    block, :mod:`flopsweep.recompute_read`) is what runs with early stop off; a run names ``early_stop``
+    compiled or not."""
     cfg = SHAPES[shape]
     attention = _attention("sdpa", cfg.seq_len)
     counted = _counted(shape, "sdpa", "full", early_stop=False)
     compiled = dataclasses.replace(_run(cfg, attention, "full"), compile=True)
-    assert recompute_mode(compiled) == "full"
+    assert recompute_mode(compiled) == "early_stop"
     assert hardware_flops(cfg, BATCH * cfg.seq_len, 1.0, "full") == pytest.approx(counted, rel=0.005)
+
+
+@pytest.mark.parametrize("arch", ["gpt-tiny", "llama-tiny"])
+def test_a_compiled_checkpointed_block_re_runs_all_but_its_last_projection(arch: str) -> None:
+    """The compiler's partitioner (``min_cut_rematerialization_partition``, inductor's) keeps in a compiled
+    checkpointed block's backward graph only the forward matmuls backward reads: every one but the
+    block's last projection (the MLP's out-projection, whose output only the residual add takes), as eager
+    early stop, so a compiled block counts ``early_stop`` (:mod:`flopsweep.recompute_read`). Traced through
+    torch.compile with the aot_autograd backend and that partitioner; the graphs' matmuls counted."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from flopsweep.backends import wrap_blocks
+    from flopsweep.models import MODELS
+
+    torch._dynamo.reset()
+    family = MODELS["llama" if arch.startswith("llama") else "gpt2"]
+    cfg = family.config()
+    model = family.build(cfg, AttentionConfig(name="sdpa"))
+    run = RunConfig(model=cfg, activation_checkpointing=CheckpointingConfig(name="full"))
+    block = family.blocks(wrap_blocks(model, run))[0]
+    graphs: dict[str, torch.fx.GraphModule] = {}
+
+    def keep(kind: str):
+        def compiler(gm: torch.fx.GraphModule, inputs: list) -> object:
+            graphs[kind] = gm
+            return gm.forward
+
+        return compiler
+
+    backend = aot_autograd(
+        fw_compiler=keep("fw"), bw_compiler=keep("bw"), partition_fn=min_cut_rematerialization_partition
+    )
+    x = torch.randn(2, cfg.seq_len, cfg.n_embd, requires_grad=True)
+    args = model.block_args(torch.arange(cfg.seq_len)) if hasattr(model, "block_args") else ()
+    torch.compile(block, backend=backend, fullgraph=True)(x, *args).sum().backward()
+    torch._dynamo.reset()
+
+    def matmuls(kind: str) -> int:
+        names = ("aten.mm", "aten.addmm", "aten.bmm")
+        nodes = graphs[kind].graph.nodes
+        return sum(n.op == "call_function" and str(n.target).startswith(names) for n in nodes)
+
+    forward = matmuls("fw")
+    assert forward >= 4  # q/k/v/o or c_attn/c_proj, and the MLP's
+    assert matmuls("bw") == 2 * forward + (forward - 1)  # each matmul's two gradients, all but one again
+    assert recompute_mode(dataclasses.replace(run, compile=True)) == "early_stop"
 
 
 def test_gpt_tiny_default_run_model_flops() -> None:

@@ -349,11 +349,15 @@ def test_selective_s_dispatch_comes_from_the_nearest_set_up_that_ran_both() -> N
 
 def test_a_compiled_block_s_recompute_counts_what_backward_reads() -> None:
     """A compiled checkpointed block re-runs only what its backward reads (the partitioner drops the last
-    projection, ``w2``): its counted ``full`` recompute is carried at the family's ``early_stop`` share, on
-    the record and on a target alike; an eager block (``early_stop`` already) and a family without a
-    torch-free count keep theirs."""
+    projection, ``w2``): a new run counts ``early_stop``; an older record's counted ``full`` recompute
+    (``metrics.recompute`` ``full``, or no such key and a compiled ``full`` run) is read at the family's
+    ``early_stop`` share by every prediction (:func:`flopsweep.predict.workload_from_record`); an eager block
+    (``early_stop`` already), a new record and a policy without recompute keep theirs."""
+    from flopsweep import checkpointing, recompute_read
+    from flopsweep.config import CheckpointingConfig, RunConfig
     from flopsweep.models import llama
     from flopsweep.models.llama import LlamaConfig
+    from flopsweep.predict import workload_from_record
 
     shape = {
         "name": "llama3.1-8b",
@@ -367,25 +371,29 @@ def test_a_compiled_block_s_recompute_counts_what_backward_reads() -> None:
     cfg = LlamaConfig(**shape)
     base, full, read = (llama.hardware_flops(cfg, 2048, 1.0, r) for r in ("none", "full", "early_stop"))
 
-    def rec(policy: str, compiled: bool, step: float) -> dict:
+    def rec(policy: str, compiled: bool, step: float, said: str | None = None) -> dict:
         out = record(policy=policy, step=step, n_params=8 * P)
         out["config"]["model"] = dict(shape)
         out["config"]["compile"] = compiled
         out["metrics"]["model_flops_per_iteration"] = 4 * base
-        out["metrics"]["hardware_flops_per_iteration"] = 4 * (full if policy == "full" and compiled else base)
+        counted = {"full": full, "early_stop": read}.get(said or ("full" if compiled else "early_stop"))
+        out["metrics"]["hardware_flops_per_iteration"] = 4 * (counted if policy == "full" else base)
+        if said is not None:
+            out["metrics"]["recompute"] = said
         return out
 
-    share = nearest.read_share(nearest_measured.describe("full", rec("full", True, 1.0)))
+    share = recompute_read.ran_share(rec("full", True, 1.0))
     assert share == pytest.approx((read - base) / (full - base)) and 0.74 < share < 0.76
-    assert nearest.read_share(nearest_measured.describe("eager", rec("full", False, 1.0))) == 1.0
-    assert nearest.read_share(nearest_measured.describe("none", rec("none", True, 1.0))) == 1.0
-    plan = rec("full", True, 1.0)  # a target about to run: its config and its counts, no metrics
-    workload = nearest_measured.describe("r", plan).workload
-    target = nearest_measured.describe("target", {"config": plan["config"]}, workload)
-    assert target is not None and nearest.read_share(target) == pytest.approx(share)
-    # a plan's policy sibling calibration scales by the FLOPs as run (flopsweep.forecast)
-    ran = nearest.ran_flops(workload, "full", True, shape)
-    assert ran == pytest.approx(4 * read) and nearest.ran_flops(workload, "full", False, shape) == 4 * full
+    assert recompute_read.ran_share(rec("full", True, 1.0, said="full")) == share
+    for new in (rec("full", True, 1.0, said="early_stop"), rec("full", False, 1.0), rec("none", True, 1.0)):
+        assert recompute_read.ran_share(new) == 1.0
+    for old in (rec("full", True, 1.0), rec("full", True, 1.0, said="full")):
+        assert workload_from_record(old).hardware_flops == pytest.approx(4 * read)
+    assert workload_from_record(rec("full", True, 1.0, said="early_stop")).hardware_flops == 4 * read
+    # a run about to start counts early_stop, compiled or not
+    for compiled in (True, False):
+        run = RunConfig(activation_checkpointing=CheckpointingConfig(name="full"), compile=compiled)
+        assert checkpointing.recompute_mode(run) == "early_stop"
     # a compiled none run predicted from its full sibling: at full's rate on the FLOPs that ran
     found, _, first = predicted(rec("none", True, 1.0), {"full": rec("full", True, 1.2)})
     assert first.name == "full"
