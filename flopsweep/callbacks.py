@@ -139,7 +139,7 @@ def sweep_size(config: Any) -> int | None:
     An Optuna study (``hydra/sweeper=optuna_objective``) runs ``hydra.sweeper.n_trials`` jobs, whatever
     its search space holds (``range(1,33)`` is a distribution to draw from, not 32 jobs).
     None when it cannot be told (another sweeper, or the tuner, ``hydra/sweeper=tune``)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from flopsweep.override_parsing import override_parser
 
     try:
         if str(config.hydra.sweeper.get("_target_", "")).endswith("flopsweep_tune.TuneSweeper"):
@@ -148,7 +148,7 @@ def sweep_size(config: Any) -> int | None:
             return int(config.hydra.sweeper.n_trials)
         params = dict(config.hydra.sweeper.get("params") or {})
         lines = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
-        by_key = {o.key_or_group: o for o in OverridesParser.create().parse_overrides(lines)}
+        by_key = {o.key_or_group: o for o in override_parser().parse_overrides(lines)}
         total = 1
         for o in by_key.values():
             if o.is_sweep_override():

@@ -137,16 +137,15 @@ def interpolation_problem(overrides: list[str]) -> str | None:
 def tag_problem(overrides: list[str]) -> str | None:
     """One line for a ``tag=`` longer than :data:`flopsweep.config.MAX_TAG_CHARS` (each value of a sweep),
     before Hydra echoes it into the plan table and the job's lines (validation bounds it too)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from flopsweep.config import MAX_TAG_CHARS
+    from flopsweep.override_parsing import override_parser
 
     for override in overrides:
         key, _, text = override.partition("=")
         if key.lstrip("+~") != "tag" or len(text) <= MAX_TAG_CHARS:
             continue
         try:
-            parsed = OverridesParser.create().parse_override(override)
+            parsed = override_parser().parse_override(override)
             values = (
                 [str(v) for v in parsed.sweep_string_iterator()]
                 if parsed.is_sweep_override()

@@ -228,16 +228,12 @@ def selected_files(argv: list[str], conf: str = CONF) -> list[str]:
 def _group_files(overrides: list[str], conf: str) -> list[str]:
     """The files of each ``group=option`` among ``overrides`` (each option of a sweep, a ``glob()``
     matched), existing or not."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
+    from flopsweep.override_parsing import parsed_or_none
     from flopsweep.override_schema import listed_values
 
     files = []
-    parser = OverridesParser.create()
     for text in (a for a in overrides if "=" in a and not a.startswith("-")):
-        try:
-            o = parser.parse_override(text)
-        except Exception:  # noqa: BLE001 - the grammar's own line (syntax_problem)
+        if (o := parsed_or_none(text)) is None:  # the grammar's own line (syntax_problem)
             continue
         group = o.key_or_group
         if o.is_delete() or not os.path.isdir(os.path.join(conf, group)):

@@ -130,13 +130,11 @@ def _unknown_flag(flag: str, parser: argparse.ArgumentParser, argv: list[str] | 
 def suggestion_of(key: str, value: str, overrides: list[str]) -> str:
     """:func:`flopsweep.near_keys.suggestion` of ``key=value`` beside ``overrides`` (the command line's,
     so that a key they set, ``plan=true``, is not asked for again), without its last full stop."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from flopsweep.near_keys import suggestion
+    from flopsweep.override_parsing import parsed_all_or_none
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # noqa: BLE001 - the grammar's own line comes later
+    parsed = parsed_all_or_none(overrides)  # None: the grammar's own line comes later
+    if parsed is None:
         parsed = []
     said = suggestion(key, parsed, value).rstrip(".")
     return re.sub(
@@ -243,15 +241,11 @@ _COMMANDS = {
 def one_value(override: str) -> str:
     """``override`` with a sweep's first value (``seed=0,1`` -> ``seed=0``): a command other than
     ``--multirun`` refuses a sweep (:func:`flopsweep.override_grammar.sweep_without_m_problem`)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
+    from flopsweep.override_parsing import parsed_or_none
     from flopsweep.overrides import listed_values
 
-    try:
-        parsed = OverridesParser.create().parse_override(override)
-    except Exception:  # noqa: BLE001 - the grammar's own line comes later
-        return override
-    if not parsed.is_sweep_override() or not (values := listed_values(parsed)):
+    parsed = parsed_or_none(override)  # None: the grammar's own line comes later
+    if parsed is None or not parsed.is_sweep_override() or not (values := listed_values(parsed)):
         return override
     return f"{override.partition('=')[0]}={values[0]}"
 
@@ -374,14 +368,11 @@ def group_prefix_problem(argv: list[str], conf: str = CONF) -> str | None:
     group it picks, with ``+`` or ``++`` (``+model=gpt-125m``: "Multiple values for model"; Fix
     ``model=gpt-125m``). Hydra's own ``hydra/`` groups, a package (``+model@x=...``) and a
     sub-group (``batch/auto``) are left to Hydra."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from flopsweep.override_parsing import parsed_or_none
 
     listed = _listed_groups(conf)
-    parser = OverridesParser.create()
     for text in [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))]:
-        try:
-            o = parser.parse_override(text)
-        except Exception:  # noqa: BLE001 - syntax_problem's
+        if (o := parsed_or_none(text)) is None:  # syntax_problem's
             continue
         group = o.key_or_group
         if (

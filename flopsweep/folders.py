@@ -131,7 +131,8 @@ def _sweep_jobs(hydra: dict[str, Any]) -> set[tuple] | None:
     Optuna study, the tuner, a sweep of more than :data:`MAX_SWEEP_JOBS` jobs, an override that does
     not parse)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.override_parsing import override_parser
 
     sweeper = hydra.get("sweeper") or {}
     if sweeper.get("n_trials") is not None or str(sweeper.get("_target_", "")).endswith("TuneSweeper"):
@@ -139,7 +140,7 @@ def _sweep_jobs(hydra: dict[str, Any]) -> set[tuple] | None:
     lines = [f"{k}={v}" for k, v in dict(sweeper.get("params") or {}).items()]
     lines += [str(o) for o in (hydra.get("overrides") or {}).get("task") or []]
     try:
-        parsed = OverridesParser.create().parse_overrides(lines)
+        parsed = override_parser().parse_overrides(lines)
         total = 1
         for override in parsed:
             if override.is_sweep_override():

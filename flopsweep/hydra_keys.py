@@ -368,15 +368,12 @@ def hydra_sweep_problem(overrides: list[str]) -> str | None:
     config and stopped with "Sweeping over Hydra's configuration is not supported" and its
     ``HYDRA_FULL_ERROR`` hint, exit 1. The fix gives one value; for an axis of
     ``hydra.sweeper.params.KEY``, the sweep of ``KEY`` itself on the command line."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from flopsweep.override_parsing import parsed_or_none
 
-    parser = OverridesParser.create()
     for text in overrides:
         if text.startswith("-") or "=" not in text or not text.lstrip("+~").startswith("hydra."):
             continue
-        try:
-            o = parser.parse_override(text)
-        except Exception:  # noqa: BLE001 - the grammar's own line comes first
+        if (o := parsed_or_none(text)) is None:  # the grammar's own line comes first
             continue
         if o.is_delete() or not o.is_sweep_override():
             continue
@@ -412,22 +409,18 @@ def params_axis_problem(argv: list[str], conf: str = CONF) -> str | None:
       has with one ``+`` (Hydra: "Could not append to config"), or the delete of one it lacks.
 
     Another ``--config-name`` may give params: left to Hydra."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from flopsweep.conf_files import sweep_params
+    from flopsweep.override_parsing import parsed_or_none
 
     if any(a.startswith(("-cn", "--config-name")) for a in argv):
         return None
-    parser = OverridesParser.create()
     axes = None
     for text in overrides_of(argv) + [a for a in argv if a.startswith("~hydra.sweeper.params.")]:
         key, _, raw = text.partition("=")
         axis = key.lstrip("+~").removeprefix("hydra.sweeper.params.")
         if not key.lstrip("+~").startswith("hydra.sweeper.params.") or "." in axis:
             continue
-        try:
-            o = parser.parse_override(text)
-        except Exception:  # noqa: BLE001 - the grammar's own line comes first
+        if (o := parsed_or_none(text)) is None:  # the grammar's own line comes first
             continue
         if o.is_sweep_override():
             continue  # hydra_sweep_problem's
@@ -472,10 +465,9 @@ def _literal_value(text: str) -> Any:
     """The value of the override ``text`` as Hydra's grammar reads it, or :data:`_UNREAD` when the
     grammar refuses it (its own one-line refusal comes first) or the value interpolates (``${...}``:
     resolved later, nothing to judge here)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from flopsweep.override_parsing import parsed_or_none
 
-    try:
-        value = OverridesParser.create().parse_override(text).value()
-    except Exception:  # noqa: BLE001 - the grammar's own line comes first
+    if (parsed := parsed_or_none(text)) is None:  # the grammar's own line comes first
         return _UNREAD
+    value = parsed.value()
     return _UNREAD if isinstance(value, str) and "${" in value else value

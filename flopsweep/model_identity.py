@@ -198,18 +198,15 @@ def command_line_problem(overrides: list[str]) -> str | None:
     :func:`name_problem` refuses on a picked option, a ``model.arch`` :func:`arch_problem` refuses, and
     ``model.n_head``/``model.n_embd`` that do not divide (:func:`head_problem`, with the picked option's
     other size). Options a ``+sweep`` file or ``--config-name`` may pick are left to validation."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from flopsweep.override_parsing import parsed_all_or_none
 
     if any(
         o.startswith(("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir"))
         for o in overrides
     ):
         return None
-    try:
-        parsed = OverridesParser.create().parse_overrides(
-            [o for o in overrides if "=" in o and not o.startswith("-")]
-        )
-    except Exception:  # noqa: BLE001 - the grammar's own line (syntax_problem) comes first
+    parsed = parsed_all_or_none([o for o in overrides if "=" in o and not o.startswith("-")])
+    if parsed is None:  # the grammar's own line (syntax_problem) comes first
         return None
     picked = [o for o in (_picked(parsed) or []) if _option(o) is not None]
     keys = {o.key_or_group.lstrip("+"): o for o in parsed if o.package is None and not o.is_delete()}

@@ -172,18 +172,15 @@ def _lookalike(override: str) -> tuple[str, str] | None:
     names a key the schema knows (``steps.mеasure=3``) or an option of its config group
     (``model=llama-tinу``; every value of a sweep's) and so passes; else None. A free string
     (``tag=ünï``) keeps its characters: quoting it is the fix."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from flopsweep.lookalike import ascii_fold, fold_char, named
+    from flopsweep.override_parsing import parsed_or_none
     from flopsweep.override_schema import known_keys
     from flopsweep.overrides import group_choice_problem
 
     folded = ascii_fold(override)
     if folded is None or folded == override:
         return None
-    try:
-        parsed = OverridesParser.create().parse_override(folded)
-    except Exception:  # noqa: BLE001 - the folded text is no override either
+    if (parsed := parsed_or_none(folded)) is None:  # the folded text is no override either
         return None
     key = parsed.key_or_group
     group = key.startswith("hydra/") or os.path.isdir(os.path.join(CONF, key))
@@ -202,9 +199,8 @@ def _cleaned_list(key: str, value: str) -> tuple[str, str, str | None] | None:
     which the grammar refuses), look-alikes of its ASCII punctuation folded too (``[H100：8,]``), with
     the reason and the fix's words (None: a "did you mean"); None when the cleaned override does not
     parse either. The advice to quote the value made a string the list key refused in turn."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from flopsweep.lookalike import drop_empty_items
+    from flopsweep.override_parsing import parsed_or_none
 
     cleaned = drop_empty_items(value)
     if cleaned == value:
@@ -222,9 +218,7 @@ def _cleaned_list(key: str, value: str) -> tuple[str, str, str | None] | None:
     verb = "leave" if where[0] in "te" else "leaves"  # two commas, extra commas: plural
     why = f"{where} {verb} {'an empty item' if len(kinds) == 1 else 'empty items'} in the list"
     fixed = f"{key}={cleaned}"
-    try:
-        OverridesParser.create().parse_override(fixed)
-    except Exception:  # noqa: BLE001 - a look-alike beside the comma, or another fault
+    if parsed_or_none(fixed) is None:  # a look-alike beside the comma, or another fault
         folded = _lookalike(fixed)
         return None if folded is None else (folded[0], f"{folded[1]}; {why}", None)
     drop = {"two commas in a row": "a comma", "extra commas": "the extra commas"}.get(
@@ -274,12 +268,10 @@ def runnable_line(argv: list[str], override: str, meant: str) -> tuple[str, str]
     nproc_per_node=2 fault.rank=1``; ``-m`` for :func:`needs_multirun`: ``repeats=２`` -> ``flopsweep -m
     repeats=2``), with why (``(fault.rank=1 alone is refused: it needs ...)``); every other look-alike
     of the line is folded in it too. Returns ``(line, note)``."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from flopsweep.cli import COMMAND
     from flopsweep.key_needs import given_values, needed, still_meets
+    from flopsweep.override_parsing import parsed_all_or_none
 
-    parser = OverridesParser.create()
     folds = {override: meant}  # every look-alike of the line, so that the fix meets none again
     for text in overrides_of(argv):
         if text != override and not text.isascii() and (other := _lookalike(text)):
@@ -287,10 +279,7 @@ def runnable_line(argv: list[str], override: str, meant: str) -> tuple[str, str]
     line = [folds.get(a, a) for a in argv]
     parsed = []
     for text in overrides_of(line):
-        try:
-            parsed += parser.parse_overrides([text])
-        except Exception:  # noqa: BLE001 - another override's own line comes later
-            continue
+        parsed += parsed_all_or_none([text]) or []  # None: another override's own line comes later
     given = given_values(parsed)
     needs, meets = [], []
     for new in folds.values():
@@ -329,12 +318,11 @@ def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
     the value for Hydra (the outer quotes are the shell's), which a string key takes as written; a
     number, list or sweep is written in the grammar (:data:`GRAMMAR_PAGE`).
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from flopsweep.override_parsing import override_parser
 
-    parser = OverridesParser.create()
     for override in overrides_of(argv):
         try:
-            parser.parse_overrides([override])
+            override_parser().parse_overrides([override])
         except Exception as exc:  # noqa: BLE001 - hydra's OverrideParseException, or a lexer error
             key, _, value = override.partition("=")
             if _KEY.fullmatch(key) and (empty := _empty_choice(key, value)):
@@ -366,15 +354,12 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
     the two that fit: ``-m`` for one job each, or one quoted string (a group option or a number
     never is one). Keys under ``hydra.`` are Hydra's own and left to it.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from flopsweep.flags import one_value, prints_only
+    from flopsweep.override_parsing import parsed_all_or_none
 
     if is_multirun(argv):
         return None
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides_of(argv))
-    except Exception:  # noqa: BLE001 - syntax_problem's
+    if (parsed := parsed_all_or_none(overrides_of(argv))) is None:  # syntax_problem's
         return None
     for o in parsed:
         if not o.is_sweep_override() or o.key_or_group.startswith("hydra"):
@@ -473,8 +458,9 @@ def sweep_size_problem(argv: list[str]) -> str | None:
     ``n_trials`` points from its ranges and is left out. The axes of a ``+sweep=`` file's
     ``hydra.sweeper.params`` are counted by :func:`flopsweep.conf_files.sweep_file_problem`, which puts
     them before the command line's and calls this."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import RangeSweep
+
+    from flopsweep.override_parsing import parsed_all_or_none
 
     if not is_multirun(argv):
         return None
@@ -483,9 +469,7 @@ def sweep_size_problem(argv: list[str]) -> str | None:
         o.partition("=")[2].strip().startswith("optuna") for o in overrides if o.startswith("hydra/sweeper=")
     ):
         return None
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # noqa: BLE001 - syntax_problem's
+    if (parsed := parsed_all_or_none(overrides)) is None:  # syntax_problem's
         return None
     if still := next((o for o in parsed if isinstance(o.value(), RangeSweep) and not o.value().step), None):
         line = still.input_line or still.key_or_group
@@ -530,8 +514,9 @@ def sweep_function_problem(argv: list[str]) -> str | None:
     A ``+sweep=`` file or another ``--config-name`` may pick another sweeper: an interval is then left
     to Hydra. ``range()`` and choice values are checked as values (:func:`flopsweep.overrides.type_problem`,
     :func:`flopsweep.value_sets.value_set_problem`: ``seed=range(1.5,3.5,0.5)`` is no whole number)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Glob, IntervalSweep
+
+    from flopsweep.override_parsing import parsed_or_none
 
     if not is_multirun(argv):
         return None  # sweep_without_m_problem's
@@ -539,11 +524,8 @@ def sweep_function_problem(argv: list[str]) -> str | None:
     given = {k.lstrip("+"): v.strip().strip("'\"") for k, _, v in (o.partition("=") for o in overrides)}
     other_config = "sweep" in given or any(a.startswith(("-cn", "--config-name")) for a in argv)
     optuna = given.get("hydra/sweeper", "").startswith("optuna")
-    parser = OverridesParser.create()
     for text in overrides:
-        try:
-            o = parser.parse_override(text)
-        except Exception:  # noqa: BLE001 - syntax_problem's
+        if (o := parsed_or_none(text)) is None:  # syntax_problem's
             continue
         key, value = o.key_or_group, o.value()
         is_group = "/" in key or ("." not in key and os.path.isdir(os.path.join(CONF, key)))

@@ -249,15 +249,12 @@ def existing_key_add_problem(argv: list[str], conf: str = CONF) -> str | None:
     (``+attention.layout=`` beside ``attention=sdpa``) is not. Config groups (``+model=``:
     :func:`flopsweep.flags.group_prefix_problem`), ``++`` (adds or sets), a package (``@``) and
     ``hydra.`` keys are left alone."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from flopsweep.override_parsing import parsed_or_none
 
-    parser = OverridesParser.create()
     parsed = []
     for text in [a for a in argv if "=" in a and not a.startswith("-")]:
-        try:
-            parsed.append((text, parser.parse_override(text)))
-        except Exception:  # noqa: BLE001 - syntax_problem's
-            continue
+        if (o := parsed_or_none(text)) is not None:  # None: syntax_problem's
+            parsed.append((text, o))
     every = [o for _, o in parsed]
     for text, o in parsed:
         key = o.key_or_group

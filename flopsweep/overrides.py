@@ -117,20 +117,16 @@ def group_choice_problem(overrides: list[str]) -> str | None:
     (``'model=llama-tinу'``, a Cyrillic ``у``: :func:`flopsweep.lookalike.ascii_lookalike`) gets that
     option's "did you mean" instead, naming the character, and so does a name that differs from an option in
     case alone (``precision=BF16``: ``options are case-sensitive``)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from flopsweep.config import near_name
     from flopsweep.lookalike import ascii_lookalike
+    from flopsweep.override_parsing import parsed_or_none
     from flopsweep.override_schema import sweep_values
 
     conf = CONF
-    parser = OverridesParser.create()
     for text in overrides:
         if "=" not in text or text.startswith("-"):
             continue
-        try:
-            o = parser.parse_override(text)
-        except Exception:  # noqa: BLE001 - Hydra reports its own syntax errors
+        if (o := parsed_or_none(text)) is None:  # Hydra reports its own syntax errors
             continue
         group = o.key_or_group
         if not group.strip("/"):  # ``=3``: the conf folder itself passed for a group, every option listed
@@ -240,19 +236,15 @@ def preset_option_keys(overrides: list[str]) -> str | None:
     Hydra would stop composing with "Key 'block_size' not in 'AttentionConfig'" and no word of the
     sweep file. (A sweep file keeps an option's own knobs in an option file of their own where it
     can, as ``batch=auto/max16`` does, so that another option replaces them.)"""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from flopsweep.options import GROUP_BASES, owners
+    from flopsweep.override_parsing import parsed_or_none
     from flopsweep.override_schema import kinds_said
 
-    parser = OverridesParser.create()
     presets: list[str] = []
     chosen: dict[str, list[str]] = {}
     for text in overrides:
-        try:
-            o = parser.parse_override(text) if "=" in text and not text.startswith("-") else None
-        except Exception:  # noqa: BLE001 - Hydra reports its own syntax errors
-            o = None
+        # None: not KEY=VALUE, or one Hydra refuses (it reports its own syntax errors)
+        o = parsed_or_none(text) if "=" in text and not text.startswith("-") else None
         if o is None or o.package is not None:
             continue
         values = listed_values(o)
@@ -324,18 +316,16 @@ def type_problem(overrides: list[str]) -> str | None:
     the fix's example; a range's values too (``seed=range(1.5,3.5,0.5)``). Interpolations, intervals,
     globs and keys no schema has are Hydra's.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import RangeSweep
     from omegaconf import OmegaConf
 
     from flopsweep.key_needs import given_values
+    from flopsweep.override_parsing import parsed_all_or_none
     from flopsweep.override_schema import sweep_values
     from flopsweep.override_values import value_problem
 
     overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # noqa: BLE001 - Hydra reports its own syntax errors
+    if (parsed := parsed_all_or_none(overrides)) is None:  # Hydra reports its own syntax errors
         return None
     for o in parsed:
         key = o.key_or_group
@@ -384,12 +374,10 @@ def repeated_sweep_problem(overrides: list[str]) -> str | None:
     the sweep was dropped without a word (one job at micro batch 3, exit 0), or a fixed value before the
     sweep was; else None. The same key twice with single values is Hydra's own "the last wins", kept (a
     script's defaults followed by the user's value). A deletion (``~key``) is left to Hydra."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from flopsweep.override_parsing import parsed_all_or_none
 
     given = [a for a in overrides if "=" in a and not a.startswith("-")]  # Hydra's flags left out
-    try:
-        parsed = OverridesParser.create().parse_overrides(given)
-    except Exception:  # noqa: BLE001 - syntax_problem's
+    if (parsed := parsed_all_or_none(given)) is None:  # syntax_problem's
         return None
     seen: dict[tuple[str, str | None], object] = {}
     for o in parsed:
@@ -429,15 +417,13 @@ def list_sweep_problem(overrides: list[str]) -> str | None:
     (``space.micro_batches=[1]``), the others dropped; inside a list, Hydra's ``RangeSweep(tags=set(), ...)``
     named as the bad element. The fix is the one list of every value; a sweep of lists, one job each
     (``-m 'plan_clusters=[H100:8],[H200:8]'``), is left as it is."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Sweep
 
+    from flopsweep.override_parsing import override_parser, parsed_all_or_none
     from flopsweep.override_schema import sweep_values
 
     given = [a for a in overrides if "=" in a and not a.startswith("-")]
-    try:
-        parsed = OverridesParser.create().parse_overrides(given)
-    except Exception:  # noqa: BLE001 - syntax_problem's
+    if (parsed := parsed_all_or_none(given)) is None:  # syntax_problem's
         return None
     for o in parsed:
         key = o.key_or_group
@@ -459,7 +445,7 @@ def list_sweep_problem(overrides: list[str]) -> str | None:
             items = []
             for v in value:
                 if isinstance(v, Sweep):
-                    inner = OverridesParser.create().parse_override(f"x={_sweep_text(v)}")
+                    inner = override_parser().parse_override(f"x={_sweep_text(v)}")
                     items.extend(sweep_values(inner))
                 else:
                     items.append(v)

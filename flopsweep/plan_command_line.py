@@ -138,11 +138,9 @@ def command_line_problem(overrides: list[str]) -> str | None:
 
     Each value of a sweep is checked; an interpolation is left to Hydra and the job.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from flopsweep.lookalike import list_text
+    from flopsweep.override_parsing import parsed_or_none
 
-    parser = OverridesParser.create()
     values: dict[str, list] = {}
     typed: dict[str, str] = {}  # a key's one value as typed, where it holds a float (1e30)
     for override in overrides:
@@ -177,10 +175,8 @@ def command_line_problem(overrides: list[str]) -> str | None:
                     key, value, "is one name, not a list", f"write a list: plan_clusters=[{value.strip()}]"
                 )
             )
-        try:
-            parsed = parser.parse_override(override)
-        except Exception:  # noqa: BLE001 - the grammar's own line (syntax_problem) comes first
-            continue
+        if (parsed := parsed_or_none(override)) is None:
+            continue  # the grammar's own line (syntax_problem) comes first
         if key in ONE_VALUE_KEYS and parsed.is_sweep_override():
             return str(ConfigError(key, value, *ONE_VALUE_KEYS[key]))
         values[key] = sweep_values(parsed)  # a glob, a range: none (Hydra's)

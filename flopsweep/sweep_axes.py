@@ -27,13 +27,11 @@ dropped."""
 def _parsed(overrides: list[str]) -> list:
     """Hydra's parsed overrides of the command line (its flags left out); [] where the grammar refuses one
     (:func:`flopsweep.override_grammar.syntax_problem`'s line comes first)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from flopsweep.override_parsing import parsed_all_or_none
 
     given = [a for a in overrides if "=" in a and not a.startswith("-")]
-    try:
-        return OverridesParser.create().parse_overrides(given)
-    except Exception:  # noqa: BLE001 - syntax_problem's
-        return []
+    parsed = parsed_all_or_none(given)
+    return [] if parsed is None else parsed
 
 
 def _text(value: object) -> str:

@@ -468,12 +468,12 @@ def parsed_overrides(overrides: list[str]) -> tuple[tuple[str, Any], ...] | None
     package (``+a``, ``a@pkg``); the value is tagged with its type (:func:`_canonical_value`:
     ``optim.lr=0.0350`` and ``3.5e-2`` give one ``("float", "0.035")``, ``1`` and ``1.0`` differ).
     None when the grammar refuses one of them (then only the text can be compared)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    try:
-        parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
-    except (HydraException, ValueError, TypeError):
+    from flopsweep.override_parsing import parsed_all_or_none
+
+    parsed = parsed_all_or_none([str(o) for o in overrides], catch=(HydraException, ValueError, TypeError))
+    if parsed is None:
         return None
     pairs = [(o.get_key_element(), _canonical_value(o.value())) for o in parsed]
     return tuple(sorted(pairs, key=repr))

@@ -73,6 +73,7 @@ TORCH_FREE = (
     "flopsweep.degrees",  # through layout: the degree table, torch-free
     "flopsweep.identity",
     "flopsweep.identity.versions",
+    "flopsweep.override_parsing",  # through identity: Hydra's override grammar (parsed_all_or_none)
     "flopsweep.budget",  # the read budget of the analysis and predict.calibration
     "flopsweep.tree",  # the one walk for records
     "flopsweep.plausible",  # the checks of a record, shared with predict.calibration

@@ -1,0 +1,52 @@
+"""Hydra's override grammar, parsed once per override where a refusal is another check's to report.
+
+Most of flopsweep's checks before Hydra read the command line's overrides with Hydra's own parser and
+leave an override it refuses to :func:`flopsweep.override_grammar.syntax_problem`, whose one line comes
+first: :func:`parsed_or_none` and :func:`parsed_all_or_none` give ``None`` for such an override. Torch-free;
+Hydra is imported on the first call, not on import.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Override
+
+ANY_ERROR: tuple[type[BaseException], ...] = (Exception,)
+"""What the helpers swallow by default: any ``Exception`` the grammar raises (Hydra's
+``OverrideParseException``, a ``HydraException`` of a bad sweep function, a lexer's ``ValueError``)."""
+
+
+@functools.cache
+def override_parser() -> OverridesParser:
+    """Hydra's ``OverridesParser`` with its default sweep functions (``range``, ``choice``, ``glob``,
+    ``interval``), made once: it keeps no state between parses."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def parsed_or_none(override: str, catch: tuple[type[BaseException], ...] = ANY_ERROR) -> Override | None:
+    """``override`` (``KEY=VALUE``, ``+KEY=...``, ``~KEY``) as Hydra's grammar parses it
+    (``OverridesParser.parse_override``), or None when parsing raises one of ``catch`` (default
+    :data:`ANY_ERROR`, any ``Exception``). Other exceptions propagate."""
+    try:
+        return override_parser().parse_override(override)
+    except catch:
+        return None
+
+
+def parsed_all_or_none(
+    overrides: list[str], catch: tuple[type[BaseException], ...] = ANY_ERROR
+) -> list[Override] | None:
+    """Each of ``overrides`` parsed, in order (``OverridesParser.parse_overrides``: ``[]`` for ``[]``),
+    or None when any one of them raises one of ``catch`` (default :data:`ANY_ERROR`, any ``Exception``;
+    a refused override is an ``OverrideParseException``). Other exceptions propagate. Test the result
+    with ``is None``: an empty list is a parse too."""
+    try:
+        return override_parser().parse_overrides(overrides)
+    except catch:
+        return None
