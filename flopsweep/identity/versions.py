@@ -173,11 +173,11 @@ def checkpointing_name(value: Any) -> str | None:
 
 def recompute_mode(config: Record) -> str:
     """What activation checkpointing recomputes (as ``flopsweep.checkpointing.recompute_mode``, for
-    ``none`` and ``full``): ``none``; ``early_stop`` (eager blocks, non-reentrant checkpoint);
-    ``full`` (compiled blocks)."""
+    ``none`` and ``full``): ``none``; ``early_stop`` (eager blocks under non-reentrant checkpoint, and
+    compiled blocks, whose partitioner re-runs only what backward reads: :mod:`flopsweep.recompute_read`)."""
     if checkpointing_name(config.get("activation_checkpointing")) in (None, "none"):
         return "none"
-    return "full" if config.get("compile") else "early_stop"
+    return "early_stop"
 
 
 def v1_flops(record: Record) -> tuple[int, int, float, float] | None:
@@ -191,7 +191,7 @@ def v1_flops(record: Record) -> tuple[int, int, float, float] | None:
       backward, the LM head included; attention scores over the full ``s x s`` square);
     - hardware FLOPs: the model FLOPs plus, per layer, ``2 T 8 h^2 + 4 h s T rho`` when
       checkpointing recomputes an eager block (``early_stop``: all forward matmuls but the
-      MLP out-projection) or ``2 T 12 h^2 + 4 h s T rho`` for a compiled block (``full``).
+      MLP out-projection), eager or compiled (the partitioner re-runs only what backward reads).
 
     Raises:
         RecordError: when the numbers are too large for a float (the FLOPs overflow).
