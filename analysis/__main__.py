@@ -85,7 +85,7 @@ from analysis.prediction_error import error_summary, probe_cost_line, render_sum
 from analysis.query import (
     AnalysisError,
     ColumnError,
-    best,
+    best_shown,
     check_columns,
     compare,
     pivot,
@@ -134,7 +134,7 @@ def select_runs(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     if args.baseline:
         df = compare(df, pairs(args.baseline, "--baseline"), metric=column_name(args.metric))
     if args.best_by:
-        df = best(df, by=[column_name(c) for c in args.best_by.split(",")], metric=column_name(args.metric))
+        df = best_shown(df, args.best_by, metric, args.filter, column_name)
     return _sort(df, args.sort, column_name(args.metric))
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from flopsweep.config import cut
-from flopsweep.files import not_a_record
+from flopsweep.files import file_kind, not_a_record
 from flopsweep.record import METRICS_FILE
 from flopsweep.tree import find, folders, unique_files
 
@@ -172,13 +172,28 @@ def _glob(pattern: str, skipped: dict[str, str]) -> list[Path]:
     return sorted(set(current))
 
 
+def _special(p: Path) -> str | None:
+    """What a path named on the command line is when it is neither a folder nor a regular file: ``a FIFO``,
+    ``a socket``, ``a character device`` (``/dev/null``), ``a symbolic link to a FIFO``; None for the others
+    and a path not there. By ``stat`` alone: nothing is opened (a FIFO opened blocks till a writer comes)."""
+    try:
+        kind = file_kind(os.stat(p).st_mode)  # a link followed: what it names
+    except OSError:
+        return None
+    if kind in ("regular file", "directory"):
+        return None
+    return f"a symbolic link to a {kind}" if os.path.islink(p) else f"a {kind}"
+
+
 def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool = True) -> None:
     """Records of one path: a directory walked (it may be a link the user named), any other path
     kept if it is a regular file, a glob expanded.
 
     Raises:
         FileNotFoundError: a path that is not there, or that the system refuses to look up (a name
-            over 255 bytes, ENAMETOOLONG; a path through a file): one line naming it and the fix.
+            over 255 bytes, ENAMETOOLONG; a path through a file), or one the user named (``spelled``)
+            that is neither a folder nor a regular file (a FIFO, a socket, a device: :func:`_special`,
+            never opened): one line naming it and the fix.
     """
     try:
         os.stat(p)
@@ -192,6 +207,10 @@ def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool =
             ) from None
     if p.is_dir():
         found.extend(_walk(p, skipped))
+    elif spelled and (kind := _special(p)):  # mkfifo: it said "re-run with resume=true", exit 1
+        raise FileNotFoundError(
+            f"{display_path(p)}: is {kind}, not a folder or a regular file. Fix: {RECORDS_FIX}"
+        )
     elif os.path.lexists(p):
         _keep(p, found, skipped)
     elif spelled and (matches := _glob(str(p), skipped)):

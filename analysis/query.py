@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -153,6 +153,33 @@ def best(
     grouped = ok.groupby(by, dropna=False, sort=False)[metric]
     picked = ok.loc[grouped.idxmax() if largest else grouped.idxmin()]
     return picked.sort_values(metric, ascending=not largest, kind="stable").reset_index(drop=True)
+
+
+def best_shown(
+    df: pd.DataFrame,
+    typed: str,
+    metric: str,
+    filters: Sequence[str] = (),
+    column: Callable[[str], str] = str.strip,
+) -> pd.DataFrame:
+    """:func:`best` for ``--best-by`` (``typed``, as given; ``column`` gives each name's full column) of the
+    runs the other options left in ``df`` (``filters``: each ``--filter`` as given).
+
+    Raises:
+        AnalysisError: ``df`` holds runs and none of them ranks on ``metric`` (none ``ok``, or each ok
+            run's figure blank or failing its checks): one line naming the filters, the statuses there
+            and the fix. ``--filter status=oom --best-by model`` printed an empty table, "0 shown", exit 0.
+    """
+    picked = best(df, by=[column(c) for c in typed.split(",")], metric=metric)
+    if not picked.empty or df.empty:
+        return picked
+    statuses = ", ".join(f"{status} {n}" for status, n in df["status"].value_counts().items())
+    where = f"that {' '.join(f'--filter {f}' for f in filters)} leaves" if filters else "read"
+    raise AnalysisError(
+        f"--best-by {typed}: none of the {plural(len(df), 'run')} {where} (status: {statuses}) is an ok run "
+        f"with a {metric} to rank; --best-by ranks ok runs only: drop --best-by to list these runs"
+        + (", or filter for ok runs (--filter status=ok)" if filters else "")
+    )
 
 
 def setup_key(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from flopsweep.cluster_prices import split_price
 from flopsweep.config import MAX_BY_KEY, ConfigError
+from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.local_gpus import gpus_hidden, local_gpu_name, this_machine
 from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup, memory_sizes_gb
 
@@ -174,7 +175,8 @@ class Cluster:
     """GPUs of one kind, ``nnodes`` nodes of ``gpus_per_node``, linked by ``network``."""
 
     gpu: str
-    """The device name as given (``plan_gpu=`` takes it): ``H100``, ``A100-80GB``."""
+    """The device name as given (``plan_gpu=`` takes it), in the peak table's case
+    (:func:`flopsweep.gpu_memory.canonical_gpu_name`: ``h100``: ``H100``): ``H100``, ``A100-80GB``."""
     row: PeakRow
     """Its peak-table row: peaks, memory, NVLink."""
     nnodes: int
@@ -429,7 +431,7 @@ def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = N
         )
     network = parse_network(net, entry=text) if net else default_network(row)
     return Cluster(
-        gpu=gpu.replace(" ", "-"),
+        gpu=canonical_gpu_name(gpu).replace(" ", "-"),  # h100:8: H100:1x8 in its label and rows
         row=row,
         nnodes=nnodes,
         gpus_per_node=per_node,
@@ -521,7 +523,8 @@ def hint_gpu(
     plan_gpu: str | None = None, device_name: str | None = None, default: str | None = HINT_GPU
 ) -> str | None:
     """The GPU a hint's ``plan_clusters=[GPU:1x8,...]`` names, spelled as :func:`parse_cluster`
-    takes it, so that the hint can be pasted: ``plan_gpu`` as given (``H200``, ``A100-80GB``; one
+    takes it, so that the hint can be pasted: ``plan_gpu`` as given, in the table's case (``H200``,
+    ``A100-80GB``; ``h200``: ``H200``, :func:`flopsweep.gpu_memory.canonical_gpu_name`; one
     with spaces by its row's shortest alias), else this machine's GPU ``device_name`` (torch's
     ``NVIDIA H100 80GB HBM3``: ``H100``) by its peak-table row's shortest alias, with its size where
     the GPU comes in several (``NVIDIA A100-SXM4-40GB``: ``A100-40GB``), else :data:`HINT_GPU`. A name
@@ -531,8 +534,8 @@ def hint_gpu(
         row = lookup(given) if given and str(given).strip() else None
         if row is None:
             continue
-        if typed and " " not in str(given).strip():  # as the user spelled it: H200, A100-80GB
-            candidates.append(str(given).strip())
+        if typed and " " not in str(given).strip():  # as the user named it, the table's case: H200, A100-80GB
+            candidates.append(canonical_gpu_name(str(given).strip()))
         sizes = memory_sizes_gb(given)
         several = len(set(row.memory_gib.values())) > 1
         short = min(row.aliases, key=len).upper().replace(" ", "-")  # H100 SXM's "h100": H100

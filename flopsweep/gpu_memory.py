@@ -3,10 +3,16 @@ the GPU table's rows (:attr:`flopsweep.peaks.PeakRow.memory_gib`). Torch-free.""
 
 from __future__ import annotations
 
+import re
+
 from flopsweep.config import MAX_BY_KEY, ConfigError
 from flopsweep.peaks import GPU_MEMORY_GIB, PEAK_TABLE, lookup, memory_sizes_gb
 
 GIB = 2**30
+MIN_GPU_MEMORY_GIB = 1.0
+"""The least ``plan_gpu_memory_gib``: every GPU current torch runs on (compute capability 5.0 and up)
+has 2 GB or more, and the peak table's smallest has 16 GB, so a value under 1 GiB is a unit slip (MiB,
+or bytes) or a typo: ``plan_gpu_memory_gib=0.001`` planned for 1 MiB and called every set-up unfit."""
 
 
 def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[int, str] | None:
@@ -21,11 +27,13 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
             devices) picking one of the sizes the device is sold in. Label: ``H100 SXM (79.6 GiB)``,
             ``A100 40 GB (40 GiB)``.
         gpu_memory_gib: ``plan_gpu_memory_gib``: the memory in GiB, as given; wins over the name's.
+            The label names the GPU as the table spells it (:func:`canonical_gpu_name`: ``h100``: ``H100``).
 
     Raises:
         ConfigError: a name the peak table does not know, naming those it knows (:func:`typed_gpu_names`;
             with or without ``gpu_memory_gib``), a
-            memory that is not positive or finite or is over ``MAX_BY_KEY``'s bound, or,
+            memory that is not positive or finite, under :data:`MIN_GPU_MEMORY_GIB` or over
+            ``MAX_BY_KEY``'s bound, or,
             without ``gpu_memory_gib``, a size in the name the device
             is not sold in (``H100-94GB``) or a name of a device that comes in several sizes without one.
     """
@@ -46,7 +54,14 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
                 f"must be a positive number of GiB, at most {most:g}",
                 "set e.g. plan_gpu_memory_gib=80",
             )
-        label = f"{gpu} ({gpu_memory_gib:g} GiB)" if gpu else f"{gpu_memory_gib:g} GiB"
+        if gpu_memory_gib < MIN_GPU_MEMORY_GIB:  # 0.001: no GPU is that small (MiB meant?)
+            raise ConfigError(
+                "plan_gpu_memory_gib",
+                gpu_memory_gib,
+                f"is under {MIN_GPU_MEMORY_GIB:g} GiB, less than any GPU's memory (the unit is GiB, not MiB)",
+                "set the GPU's memory in GiB, e.g. plan_gpu_memory_gib=80 (an H100's), or drop it",
+            )
+        label = f"{canonical_gpu_name(gpu)} ({gpu_memory_gib:g} GiB)" if gpu else f"{gpu_memory_gib:g} GiB"
         return int(gpu_memory_gib * GIB), label
     if row is None:
         return None
@@ -100,3 +115,22 @@ def typed_gpu_names() -> tuple[str, ...]:
         several = len(set(row.memory_gib.values())) > 1
         names += ([] if several else [short]) + [f"{short}-{gb:g}GB" for gb in row.memory_gib]
     return tuple(names)
+
+
+_SPELLED = {
+    **{w.lower(): w for row in PEAK_TABLE for w in row.name.split()},  # H100, SXM, PCIe, NVL, Ada, MI300X
+    **{w.lower(): w for w in ("NVIDIA", "Tesla", "AMD", "Instinct", "Generation", "HBM2e", "HBM3e")},
+}
+"""Words of device names as the peak table (and vendors) spell them, by their lower case."""
+
+
+def canonical_gpu_name(name: str) -> str:
+    """A device name a user typed (``plan_gpu``, a ``plan_clusters`` entry) spelled as the peak table
+    spells it, for labels and rows: ``h100``: ``H100``; ``h100-pcie-80gb``: ``H100-PCIe-80GB``;
+    ``nvidia a100-sxm4-40gb``: ``NVIDIA A100-SXM4-40GB``. Each word is re-cased (the table's spelling,
+    else upper case), the separators kept, so the name still names the same row
+    (:func:`flopsweep.peaks.lookup`) and size; a name the table does not know is returned as given."""
+    if lookup(name) is None:
+        return name
+    parts = re.split(r"([\s_\-]+)", name.strip())
+    return "".join(p if i % 2 else _SPELLED.get(p.lower(), p.upper()) for i, p in enumerate(parts))

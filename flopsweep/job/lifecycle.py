@@ -42,6 +42,7 @@ from flopsweep.files import (
     file_kind,
     job_folder,
 )
+from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import write_hydra_files
 from flopsweep.job.dryrun import plan_job
 from flopsweep.job.hostcheck import check_free_host_memory, use_expandable_segments
@@ -105,6 +106,8 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     """
     silence_known_warnings()  # before anything imports torchao (flopsweep.quiet)
     load_start = loadavg()
+    if cfg.plan_gpu:  # plan_gpu=h100: H100 in every row, label and line, as the peak table spells it
+        cfg.plan_gpu = canonical_gpu_name(str(cfg.plan_gpu))
     job_dir = Path(info.job_dir)
     try:
         job_folder(job_dir)  # a link planted at the job's folder: refused, never followed

@@ -21,6 +21,7 @@ from flopsweep.cluster_prices import decimal_comma_problem
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, gpu_of, parse_cluster
 from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
+from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import to_job_log
 from flopsweep.job.planmemory import memory_fix
 from flopsweep.job.planrender import override_line, render
@@ -282,7 +283,7 @@ def ignored_line(overrides: list[str], clusters: list[Cluster]) -> str | None:
     nodes = int(nodes) if nodes.isdigit() and int(nodes) > 0 else c.nnodes
     per = given.get("nproc_per_node", given.get("predict.gpus_per_node", ""))
     per = int(per) if per.isdigit() and int(per) > 0 else c.gpus_per_node
-    gpu = given.get("plan_gpu", "").strip("'\"").replace(" ", "-") or c.gpu
+    gpu = canonical_gpu_name(given.get("plan_gpu", "").strip("'\"")).replace(" ", "-") or c.gpu
     example = f"{gpu}:{nodes}x{per}" + (f":{c.network.name}" if c.network_named else "")
     keys = ", ".join(f"{k}={v}" for k, v in given.items())
     verb = "is" if len(given) == 1 else "are"

@@ -323,8 +323,8 @@ def test_a_model_search_plan_row_is_estimated_at_the_largest_size_within_its_bud
     args = ["model=llama-tiny", "nproc_per_node=1", "search.model=largest", "search.max_n_layer=40"]
     cfg = hydra_compose([*args, "device=cpu"])  # model.n_layer=2
 
-    def peak(n: int) -> int:
-        sized = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n))
+    def peak(n: int, base: RunConfig = cfg) -> int:
+        sized = dataclasses.replace(base, model=dataclasses.replace(base.model, n_layer=n))
         return estimate(sized, Layout()).total
 
     def row(*extra: str) -> dict:
@@ -340,12 +340,16 @@ def test_a_model_search_plan_row_is_estimated_at_the_largest_size_within_its_bud
         assert under["model"] == f"llama-tiny-L{n}" and float(under["est_peak_gib_per_rank"]) <= gib, under
     roomy = row("device=cpu", "search.memory_budget_gib=1000")
     assert "estimated at n_layer=40, search.max_n_layer, which the estimate fits in 1000 GiB" in roomy["note"]
-    gpu = (peak(3) + peak(4)) / 2 / 2**30  # a GPU's memory alone bounds it too; the smaller one wins
+    # A GPU's memory alone bounds it too; the smaller one wins. A GPU has 1 GiB or more
+    # (gpu_memory.MIN_GPU_MEMORY_GIB): longer micro batches give a block that much (1 block: 3 GiB).
+    big = ["model.seq_len=4096", "batch.micro_batch_size=64"]
+    big_cfg = hydra_compose([*args, "device=cpu", *big])
+    gpu = (peak(3, big_cfg) + peak(4, big_cfg)) / 2 / 2**30
     for extra in ([], [f"search.memory_budget_gib={gpu * 2}"]):
-        on_gpu = row("device=cuda", f"plan_gpu_memory_gib={gpu}", *extra)
+        on_gpu = row("device=cuda", *big, f"plan_gpu_memory_gib={gpu}", *extra)
         assert on_gpu["model"] == "llama-tiny-L3" and on_gpu["fits"] is True, on_gpu
         assert "(search.memory_budget_gib)" not in on_gpu["note"], on_gpu["note"]
-    tiny = row("device=cuda", f"plan_gpu_memory_gib={peak(1) / 2 / 2**30}")
+    tiny = row("device=cuda", *big, f"plan_gpu_memory_gib={peak(1, big_cfg) / 2 / 2**30}")
     assert "estimated at n_layer=1, the search's first probe; even that is estimated over" in tiny["note"]
     assert tiny["model"] == "llama-tiny-L1" and tiny["fits"] is False, tiny
     # On the CPU offloaded states share the memory: the size is the largest whose shown peak fits
