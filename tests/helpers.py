@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -272,3 +273,20 @@ def cpu_sdpa_flops() -> dict:
         aten._scaled_dot_product_flash_attention_for_cpu: _cpu_sdpa_forward,
         aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_sdpa_backward,
     }
+
+
+@contextlib.contextmanager
+def deadline(seconds: int):
+    """Fail (TimeoutError) instead of hanging when the block blocks for ``seconds`` (an opened FIFO); the
+    main thread only (SIGALRM)."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"blocked for {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -10,18 +10,16 @@ fails it instead of hanging the suite; no test asserts a speed.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 import os
-import signal
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import deadline, put
 from helpers import fixture_record as ok_record  # the committed ok record, to edit
-from helpers import put
 
 from analysis import best, load
 from analysis.__main__ import main
@@ -48,22 +46,6 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     code = main([str(a) for a in args])
     out = capsys.readouterr()
     return code, out.out, out.err
-
-
-@contextlib.contextmanager
-def deadline(seconds: int):
-    """Fail (TimeoutError) instead of hanging when the block blocks for ``seconds``."""
-
-    def expire(signum, frame):
-        raise TimeoutError(f"blocked for {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 FORMULAS = {

@@ -4,13 +4,11 @@ ok run ("0 shown", exit 0), and a FIFO named as the folder to read (told to re-r
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 from pathlib import Path
 
 import pytest
-from helpers import RECORDS
+from helpers import RECORDS, deadline
 
 from analysis.__main__ import main
 from flopsweep.clusters import hint_gpu, parse_cluster
@@ -18,22 +16,6 @@ from flopsweep.gpu_memory import MIN_GPU_MEMORY_GIB, canonical_gpu_name, typed_g
 from flopsweep.job import JobInfo, run_job
 from flopsweep.job.plandecide import ignored_line
 from run import refusal
-
-
-@contextlib.contextmanager
-def deadline(seconds: int):
-    """Fail (TimeoutError) instead of hanging when the block blocks for ``seconds`` (an opened FIFO)."""
-
-    def expire(signum, frame):
-        raise TimeoutError(f"blocked for {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_gpu_memory_under_one_gib_is_refused_before_hydra() -> None:
