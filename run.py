@@ -84,7 +84,7 @@ from flopsweep.pool import cpu_pool_problem
 from flopsweep.signals import jobs_starting, stop_before_jobs
 from flopsweep.store import register_configs
 from flopsweep.streams import ClosedPipeGuard, standard_streams
-from flopsweep.sweep_axes import repeated_value_problem, sweep_level_problem
+from flopsweep.sweep_axes import repeated_value_problem, space_sweep_problem, sweep_level_problem
 from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
 from flopsweep.sweep_file_keys import values_problem as sweep_file_values
 from flopsweep.text import printable
@@ -177,6 +177,7 @@ def refusal(overrides: list[str]) -> str | None:
         or hydra_sweep_problem(overrides)  # hydra.sweeper.budget_gpu_s=1,2: Hydra sweeps no hydra.* key
         or params_axis_problem(overrides, RUN_CONF)  # hydra.sweeper.params.seed=3 with params null
         or list_sweep_problem(overrides)  # space.layouts=dp,tp2: the fix is one list, not -m
+        or space_sweep_problem(overrides)  # -m 'space.backends=[ddp],[fsdp]': one space, one list
         or sweep_without_m_problem(overrides)
         or repeated_sweep_problem(overrides)  # a=1,2 a=3: Hydra keeps the last, the sweep dropped silently
         or sweep_function_problem(overrides)  # seed=glob(*): 0 jobs; interval() without Optuna: a traceback

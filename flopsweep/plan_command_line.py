@@ -19,7 +19,7 @@ import math
 from flopsweep.config import PLAN_FORMATS, ConfigError, require_choice
 from flopsweep.override_schema import sweep_values
 from flopsweep.peaks import lookup
-from flopsweep.space_values import SPACE_KEYS
+from flopsweep.space_values import DECIDED_BY, SPACE_KEYS
 
 ONE_VALUE_KEYS = {
     "plan": (
@@ -245,7 +245,12 @@ def _keys_problem(values: dict[str, list]) -> None:
             "sweeps a plan over clusters beside the one-row plan (null), whose rows one plan.csv cannot hold",
             "give every job of the sweep a cluster list, or plan each way in its own sweep",
         )
-    space = {k.removeprefix("space."): v for k, v in values.items() if k.removeprefix("space.") in SPACE_KEYS}
+    # space.compile, not compile: the bare key (compile=true after space.compile=[...]) took its place
+    space = {
+        k.removeprefix("space."): v
+        for k, v in values.items()
+        if k.startswith("space.") and k[6:] in SPACE_KEYS
+    }
     if not (clusters or (space and values.get("hydra/sweeper") == ["tune"])):
         return
     from flopsweep.clusters import gpu_of
@@ -261,6 +266,63 @@ def _keys_problem(values: dict[str, list]) -> None:
     for choice in _combinations(space):
         _space_problem(choice)
     _compile_problem(values, space, "a plan" if clusters else "a tuning sweep")
+    _decided_problem(values, "a plan over plan_clusters" if clusters else "a tuning sweep over space.*")
+    if clusters:
+        _unplanned_problem(values)
+
+
+def _shown(value: object) -> str:
+    """A parsed value as typed (``true``, ``null``, ``4``)."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _decided_problem(values: dict[str, list], reader: str) -> None:
+    """Raise the :class:`ConfigError` of a key of :data:`flopsweep.space_values.DECIDED_BY` given beside a
+    plan over ``plan_clusters`` or a ``space.*`` tuning sweep, whose set-ups set it from a ``space.*`` list
+    (``backend=ddp``: the plan ranked fsdp set-ups, exit 0, the key ignored), with the list to write. An
+    interpolation is left to the job."""
+    for key, (space_key, written) in DECIDED_BY.items():
+        given = [v for v in values.get(key, ()) if not (isinstance(v, str) and "${" in v)]
+        if not given:
+            continue
+        listed = ",".join(dict.fromkeys(written.format(_shown(v)) for v in given))
+        raise ConfigError(
+            key,
+            given[0],
+            f"{reader} takes it from {space_key} (each set-up sets its own {key})",
+            f"drop {key} and give it as {space_key}=[{listed}]",
+            ",".join(_shown(v) for v in given),
+        )
+
+
+UNPLANNED = {
+    "batch": (
+        "auto",
+        "it predicts each set-up at the micro batches of space.micro_batches, and searches none",
+        "list them: space.micro_batches=[1,2,4,8]",
+    ),
+    "search.model": (
+        "largest",
+        "it ranks set-ups of the model given, and searches no size",
+        "name the model: model=llama3.1-8b",
+    ),
+}
+"""Keys whose value a plan over ``plan_clusters`` cannot use at all (it predicts, runs no search) ->
+(that value, why, what to write instead)."""
+
+
+def _unplanned_problem(values: dict[str, list]) -> None:
+    """Raise the :class:`ConfigError` of ``batch=auto`` or ``search.model=largest`` beside
+    ``plan_clusters`` (:data:`UNPLANNED`): the plan ranked its set-ups without them, exit 0."""
+    for key, (value, why, instead) in UNPLANNED.items():
+        if value in values.get(key, ()):
+            raise ConfigError(
+                key,
+                value,
+                f"a plan over plan_clusters cannot use it ({why})",
+                f"drop {key}={value} and {instead}, or drop plan_clusters for the one-row plan",
+                value,
+            )
 
 
 def _compile_problem(values: dict[str, list], space: dict[str, list], reader: str) -> None:

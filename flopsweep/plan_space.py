@@ -127,7 +127,18 @@ class Space:
     def from_config(cls, space: Any) -> Space:
         """The :class:`Space` of ``cfg.space``, each value checked (:meth:`check`); a value listed
         twice counts once (``space.layouts=[dp,dp]`` made each set-up twice: rows and tuner jobs), a
-        layout as :func:`normal_layout` writes it (``[cp2,cp02]`` and ``[dp,tp1]`` are one each)."""
+        layout as :func:`normal_layout` writes it (``[cp2,cp02]`` and ``[dp,tp1]`` are one each);
+        ``deepspeed`` beside ``zero3`` (one backend, two names) raises ConfigError."""
+        if {"deepspeed", "zero3"} <= {str(b) for b in space.backends}:  # one backend, its rows twice
+            kept = [str(b) for b in space.backends if str(b) != "deepspeed"]
+            raise ConfigError(
+                "space.backends",
+                list(space.backends),
+                "lists deepspeed and zero3, one backend under two names (deepspeed is ZeRO-3): each set-up "
+                "twice",
+                f"list it once: space.backends=[{','.join(dict.fromkeys(kept))}]",
+                typed_list(space.backends),
+            )
         made = cls(
             backends=tuple(dict.fromkeys(space.backends)),
             layouts=tuple(dict.fromkeys(normal_layout(v) for v in space.layouts)),  # [cp2,cp02], [dp,tp1]

@@ -24,6 +24,28 @@ SPACE_KEYS = (
 )
 """The ``space.*`` keys (:class:`flopsweep.config.SpaceConfig`): the plan's and the tuner's."""
 
+LIST_KEYS = SPACE_KEYS[:6]
+"""The ``space.*`` keys that list a set-up's options (every combination is a set-up); a sweep over one
+of them (``-m 'space.backends=[ddp],[fsdp]'``) is refused: the fix is one list."""
+
+DECIDED_BY = {
+    "backend": ("space.backends", "{}"),
+    "activation_checkpointing": ("space.checkpointing", "{}"),
+    "precision": ("space.precisions", "{}"),
+    "batch.micro_batch_size": ("space.micro_batches", "{}"),
+    "parallel.dp_replicate": ("space.layouts", "hsdp"),
+    "parallel.dp_shard": ("space.layouts", "hsdp"),
+    "parallel.tp": ("space.layouts", "tp{}"),
+    "parallel.pp": ("space.layouts", "pp{}"),
+    "parallel.cp": ("space.layouts", "cp{}"),
+    "parallel.ep": ("space.layouts", "ep{}"),
+}
+"""A job's key that each set-up of a plan over ``plan_clusters`` (and of a ``space.*`` tuning sweep) sets
+from a ``space.*`` list -> that list's key and how a value is written in it (``parallel.tp=2``:
+``space.layouts=[tp2]``). Given beside them it was ignored in silence; it is refused before Hydra
+(:func:`flopsweep.plan_command_line.command_line_problem`). ``compile`` is decided only where
+``space.compile`` lists values (empty: the job's own)."""
+
 LAYOUT = re.compile(r"dp|hsdp|(tp|pp|cp|ep)(\d+)")
 """``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``, ``cpN`` (``parallel.cp=N``: each sequence
 over N consecutive ranks, in a node where N divides its GPUs, FSDP2 over every rank, torchtitan's FSDP x

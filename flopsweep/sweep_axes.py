@@ -1,6 +1,7 @@
 """Refusals of a sweep's axes before Hydra starts (``run.py``), torch-free: an axis that lists one value
-twice (:func:`repeated_value_problem`) and a key that steers the whole sweep, swept
-(:func:`sweep_level_problem`). Each returns one line (``Invalid config: ...``), or None."""
+twice (:func:`repeated_value_problem`), a key that steers the whole sweep, swept
+(:func:`sweep_level_problem`), and a ``space.*`` list swept (:func:`space_sweep_problem`). Each returns
+one line (``Invalid config: ...``), or None."""
 
 from __future__ import annotations
 
@@ -45,6 +46,56 @@ def _text(value: object) -> str:
     return str(value)
 
 
+def _as_read(o: object, key: str, value: object) -> object:
+    """``value`` as the job reads it: a text its key's schema converts (``batch.micro_batch_size=01``: the
+    grammar's text ``'01'``, OmegaConf's int 1) converted, else as it is (``tag=01`` stays ``'01'``)."""
+    if not isinstance(value, str) or not value.strip():
+        return value
+    from omegaconf import OmegaConf
+
+    from flopsweep.options import GROUP_BASES
+    from flopsweep.override_schema import key_schemas
+
+    try:
+        schema, _ = key_schemas([o], key)[0]
+        inner = key.partition(".")[2] if key.split(".")[0] in GROUP_BASES else key
+        import copy as copies
+
+        copy = copies.deepcopy(schema) if OmegaConf.is_config(schema) else OmegaConf.structured(schema)
+        OmegaConf.set_readonly(copy, False)  # the cached schema itself is read-only
+        OmegaConf.update(copy, inner, value, merge=False)
+        return OmegaConf.select(copy, inner)
+    except Exception:  # noqa: BLE001 - no such key or not its type: type_problem's line, the text kept
+        return value
+
+
+def space_sweep_problem(overrides: list[str]) -> str | None:
+    """One line for a sweep over a ``space.*`` list (:data:`flopsweep.space_values.LIST_KEYS`) beside
+    ``plan_clusters`` or ``hydra/sweeper=tune`` (``-m 'space.backends=[ddp],[fsdp]'``), else None. Was: the
+    tuner dropped the lists and tuned the default space (90 set-ups, ``single`` among them); a plan ran one
+    plan per list. The space is every combination of its lists: the fix is one list of every value."""
+    from flopsweep.override_schema import sweep_values
+    from flopsweep.space_values import LIST_KEYS
+
+    keys = {a.lstrip("+").partition("=")[0] for a in overrides}
+    tune = any(a.replace(" ", "") == "hydra/sweeper=tune" for a in overrides)
+    if not (tune or "plan_clusters" in keys):
+        return None
+    for o in _parsed(overrides):
+        key = o.key_or_group
+        if not o.is_sweep_override() or o.is_delete() or key.removeprefix("space.") not in LIST_KEYS:
+            continue
+        if not key.startswith("space."):
+            continue
+        merged = [_text(v) for vs in sweep_values(o) for v in (vs if isinstance(vs, list) else [vs])]
+        return (
+            f"Invalid config: {o.input_line}: is swept, but the space is every combination of its lists "
+            f"({'the tuner' if tune else 'the plan'} searches one space, not a sweep of spaces). "
+            f"Fix: give one list: {key}=[{','.join(dict.fromkeys(merged))}]."
+        )
+    return None
+
+
 def repeated_value_problem(overrides: list[str]) -> str | None:
     """One line for a sweep that lists one value twice (``-m seed=1,1``, ``model=gpt-tiny,gpt-tiny``,
     ``tag=a,a``), else None. Was: two identical jobs, the same run measured twice under two job numbers
@@ -62,10 +113,11 @@ def repeated_value_problem(overrides: list[str]) -> str | None:
         seen: dict[str, object] = {}
         twice = None
         for v in values:
-            label = json.dumps(v, sort_keys=True, default=str)
+            read = _as_read(o, key, v)  # 01 is 1 to an int key, as the job reads it
+            label = json.dumps(read, sort_keys=True, default=str)
             if label in seen and twice is None:
-                twice = v
-            seen.setdefault(label, v)
+                twice = read
+            seen.setdefault(label, read)
         if twice is None:
             continue
         once = ",".join(_text(v) for v in seen.values())

@@ -480,7 +480,7 @@ def _repeat_lines(labels: dict[int, str]) -> list[str]:
         return []
     return [
         f"the jobs differ in {', '.join(keys)}, which each set-up sets itself (space.*, plan_clusters): "
-        "their rows repeat; sweep space.backends, space.micro_batches, ... or plan_clusters instead"
+        "their rows repeat; list the values in space.backends, space.micro_batches, ... instead"
     ]
 
 
