@@ -279,7 +279,10 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
         cfg.model.name,
         f"on the CPU the fp32 weights, gradients and AdamW states of {plural(nproc, 'rank')} take at "
         f"least {need / 2**30:.1f} GiB, more than {_host_phrase(env.host_memory_bytes)}",
-        f"pick a smaller model (e.g. model=gpt-tiny){shard}, or run on GPUs with device=cuda",
+        "add plan_gpu=H100 or plan_clusters=[H100:8] to plan for GPUs that are not here, or pick a smaller "
+        "model (e.g. model=gpt-tiny)"
+        if cfg.plan
+        else f"pick a smaller model (e.g. model=gpt-tiny){shard}, or run on GPUs with device=cuda",
     )
 
 

@@ -134,7 +134,7 @@ def command_line_problem(overrides: list[str]) -> str | None:
     - ``plan=true`` with ``plan_gpu`` (or ``plan_gpu_memory_gib``) and ``device=cpu``
       (:func:`flopsweep.rules.planned_gpu_on_the_cpu`);
     - a ``predict.calibration`` path, of any run, that does not exist, is a link, or is neither a file nor a
-      folder (:func:`flopsweep.calibration_files.check_calibration_path`; what it holds is the job's to read).
+      folder, or holds no record that may calibrate (:func:`flopsweep.calibration_files.calibration_records`).
 
     Each value of a sweep is checked; an interpolation is left to Hydra and the job.
     """
@@ -195,13 +195,19 @@ def command_line_problem(overrides: list[str]) -> str | None:
 def _calibration_problem(paths: list) -> None:
     """Raise the job's :class:`ConfigError` for a ``predict.calibration`` path that does not exist, is a
     link or is neither a file nor a folder (:func:`flopsweep.calibration_files.check_calibration_path`,
-    ``lstat`` alone: what is in a file or folder is the job's to read). null, empty and an interpolation
+    then the job's read of what it holds, :func:`flopsweep.calibration_files.calibration_records`: a
+    file that is no record, a folder that holds none that may calibrate). null, empty and an interpolation
     are left out."""
-    from flopsweep.calibration_files import check_calibration_path
+    from flopsweep.calibration_files import calibration_records, check_calibration_path, log
 
     for path in paths:
         if isinstance(path, str) and path.strip() and "${" not in path and path.strip().lower() != "null":
             check_calibration_path(path)
+            was, log.disabled = log.disabled, True  # its skipped files are the job's to warn of, once
+            try:
+                calibration_records(path)  # the job's read: a corrupt, huge or too deep record, not JSON
+            finally:
+                log.disabled = was
 
 
 def _plan_gpu_on_the_cpu(values: dict[str, list]) -> None:
