@@ -171,7 +171,7 @@ def tag_problem(overrides: list[str]) -> str | None:
 def objective_problem(overrides: list[str]) -> str | None:
     """One line for an ``objective=`` that names no figure of merit (each value of a sweep), or whose
     figure needs a key the command line leaves unset (:func:`flopsweep.objective.inputs_problem`:
-        ``objective=usd_per_million_tokens`` without ``cost.usd_per_gpu_hour``, or with ``plan=true`` and a
+    ``objective=usd_per_million_tokens`` without ``cost.usd_per_gpu_hour``, or with ``plan=true`` and a
     ``plan_clusters`` entry that names no ``@PRICE``), or that a plan over ``plan_clusters`` cannot
     predict (:func:`flopsweep.objective.planned`: ``objective=hfu``), else None. A ``+sweep=`` file may
     set the key: the job's check (:func:`flopsweep.checks.validate`) refuses it then."""
