@@ -296,7 +296,7 @@ def _warn_disagreeing_baselines(ones: pd.DataFrame) -> None:
         sid, figures = disagree[0]
         log.warning(
             "the one-rank runs of %s disagree beyond their 95%% intervals (the first, %s: %s tokens/s per "
-            "device): each scaling baseline is their median, not their mean; --filter setup_id=ID "
+            "device): each scaling baseline is their median, not their mean; --filter setup_id=ID --filter "
             "world_size=1 lists one set-up's runs",
             plural(len(disagree), "set-up"),
             sid,

@@ -136,3 +136,22 @@ def test_readme_gives_one_count_of_the_unit_tier() -> None:
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert text.count("tests, 2026-12-05") == 0 and "2,939" not in text
     assert json.dumps(text).count("tests; see below") == 1
+
+
+@pytest.mark.parametrize("gpu", [[], ["plan_gpu="], ["plan_gpu= "], ["plan_gpu=null"]])
+def test_a_plan_this_cpu_cannot_hold_names_a_gpu_to_plan_for_before_hydra(gpu: list[str]) -> None:
+    """``plan=true model=llama3.1-8b`` with no GPU here and none named (absent, blank, null): the job's
+    line, before Hydra, whose fix is ``plan_gpu=H100`` (a plan needs no local device); ``plan_gpu=H100``
+    and a model that fits pass."""
+    from flopsweep.local_gpus import no_gpu_here
+
+    if not no_gpu_here():
+        pytest.skip("a GPU is here: the plan is of it")
+    line = refusal(["plan=true", "model=llama3.1-8b", *gpu])
+    assert line is not None and line.startswith("Invalid config: model='llama3.1-8b': on the CPU the fp32 ")
+    assert line.endswith(
+        "Fix: add plan_gpu=H100 or plan_clusters=[H100:8] to plan for GPUs that are not here, or pick a "
+        "smaller model (e.g. model=gpt-tiny)."
+    )
+    assert refusal(["plan=true", "model=llama3.1-8b", "plan_gpu=H100"]) is None
+    assert refusal(["plan=true", "model=gpt-tiny"]) is None
