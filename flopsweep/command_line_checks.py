@@ -286,7 +286,8 @@ def placement_problem(overrides: list[str]) -> str | None:
     the job's folder (:func:`flopsweep.plan.resolve` refuses each the same way, in the job): a
     ``nproc_per_node`` below 1; with no launcher that gives nodes (none named, or a local one:
     :data:`_LOCAL_LAUNCHERS`), no ``plan=true`` and no ``+sweep=`` file (either may change the answer),
-    an ``nnodes`` over 1, or on ``device=cpu`` more ranks than
+    an ``nnodes`` over 1, or on the CPU (``device=cpu``, or ``auto`` with no GPU here:
+    :func:`flopsweep.local_gpus.no_gpu_here`) more ranks than
     :data:`flopsweep.plan.MAX_CPU_RANKS_PER_CORE` per core of this machine. Each value of a
     comma sweep is checked; an interpolation or a sweep function is left to the job."""
     from flopsweep.plan import MAX_CPU_RANKS_PER_CORE
@@ -298,6 +299,8 @@ def placement_problem(overrides: list[str]) -> str | None:
         and typed.get("plan", "false").lower() not in _TRUE
         and "sweep" not in typed
     )
+    device = typed.get("device", "auto")
+    on_cpu = device == "cpu" or (device == "auto" and "nproc_per_node" in typed and _no_gpu_here())
     for key in ("nproc_per_node", "nnodes"):
         text = typed.get(key, "")
         if "${" in text or "(" in text:
@@ -321,7 +324,7 @@ def placement_problem(overrides: list[str]) -> str | None:
                     )
                 )
             cap = MAX_CPU_RANKS_PER_CORE * (os.cpu_count() or 1)
-            if key == "nproc_per_node" and n > cap and local and typed.get("device") == "cpu":
+            if key == "nproc_per_node" and n > cap and local and on_cpu:
                 return str(
                     ConfigError(
                         key,
@@ -370,18 +373,23 @@ def added_key_problem(overrides: list[str]) -> str | None:
 def model_config_problem(overrides: list[str]) -> str | None:
     """One line for a ``model.config`` as typed that names no shipped config and no readable Hugging Face
     ``config.json`` (missing, a FIFO, not JSON, not a model's config: :func:`flopsweep.models.hf_files.load`,
-    the job's own read, bounded), before Hydra makes the job's folder. Each value of a comma sweep;
-    null, empty and interpolations are left to the job."""
-    from flopsweep.models import hf_files
+    the job's own read, bounded), before Hydra makes the job's folder. A sweep over several files
+    (``model.config=a.json,b.json``) is left to its jobs, each of which records its own refusal; null,
+    empty and interpolations are left to the job too."""
+    from flopsweep.models.hf_files import load as read_model_config
 
     text = _typed(overrides).get("model.config", "")
-    if not text or "${" in text or "(" in text or "[" in text:
+    if not text or text.lower() == "null" or any(c in text for c in "${}()[],"):
         return None
-    for value in (v.strip() for v in text.split(",")):
-        if not value or value.lower() == "null":
-            continue
-        try:
-            hf_files.load(value)
-        except ConfigError as exc:
-            return str(exc)
+    try:
+        read_model_config(text)
+    except ConfigError as exc:
+        return str(exc)
     return None
+
+
+def _no_gpu_here() -> bool:
+    """:func:`flopsweep.local_gpus.no_gpu_here`, imported when asked."""
+    from flopsweep.local_gpus import no_gpu_here
+
+    return no_gpu_here()
