@@ -30,9 +30,12 @@ from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
 from flopsweep.cli import help_section
 from flopsweep.command_line_checks import (
+    added_key_problem,
     interpolation_problem,
+    model_config_problem,
     objective_problem,
     output_dir_problem,
+    placement_problem,
     plan_conflict_problem,
     repeats_problem,
     sorted_range_problem,
@@ -80,6 +83,7 @@ from flopsweep.overrides import (
 )
 from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.plan_command_line import command_line_problem as plan_problem
+from flopsweep.plan_command_line import cpu_plan_problem
 from flopsweep.pool import cpu_pool_problem
 from flopsweep.signals import jobs_starting, stop_before_jobs
 from flopsweep.store import register_configs
@@ -206,6 +210,10 @@ def refusal(overrides: list[str]) -> str | None:
         or rechecked(type_problem(overrides), overrides, refusal)  # a did-you-mean's line checked again
         or rechecked(value_set_problem(overrides), overrides, refusal)  # fault.kind=oomm, model.n_layer=0
         or model_problem(overrides)  # after the types: model.name=null is type_problem's line
+        or added_key_problem(overrides)  # +bogus=1: the job's line, before Hydra makes its folder
+        or placement_problem(overrides)  # nproc_per_node=0, nnodes=2 with no launcher that gives nodes
+        or model_config_problem(overrides)  # model.config=missing, a FIFO, not JSON: the job's read
+        or cpu_plan_problem(overrides)  # plan=true of a model this CPU cannot hold, no GPU named
         or unread_space_problem(overrides)
         or repeated_value_problem(overrides)  # seed=1,1 (after its values' own lines): the same job twice
         or sweep_level_problem(overrides)  # resume=true,false: a sweep's key, per job

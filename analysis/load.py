@@ -285,16 +285,23 @@ def add_scaling(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _warn_disagreeing_baselines(ones: pd.DataFrame) -> None:
-    """Warn, per set-up, when its one-rank runs disagree beyond their 95% intervals."""
+    """Warn once, in one line, of the set-ups whose one-rank runs disagree beyond their 95% intervals:
+    how many, the first one's id and figures (tokens/s per device), and how to list the others."""
+    disagree = []
     for sid, runs in ones.groupby("setup_id"):
         cis = [c for _, r in runs.iterrows() if (c := ci_of(r, "tokens_per_s_per_device")) is not None]
         if any(not overlap(a, b) for a in cis for b in cis):
-            log.warning(
-                "one-rank runs of set-up %s disagree beyond their 95%% intervals (%s tokens/s per device): "
-                "the scaling baseline is their median, not their mean",
-                sid,
-                ", ".join(f"{v:,.0f}" for v in runs["tokens_per_s_per_device"]),
-            )
+            disagree.append((sid, ", ".join(f"{v:,.0f}" for v in runs["tokens_per_s_per_device"])))
+    if disagree:
+        sid, figures = disagree[0]
+        log.warning(
+            "the one-rank runs of %s disagree beyond their 95%% intervals (the first, %s: %s tokens/s per "
+            "device): each scaling baseline is their median, not their mean; --filter setup_id=ID --filter "
+            "world_size=1 lists one set-up's runs",
+            plural(len(disagree), "set-up"),
+            sid,
+            figures,
+        )
 
 
 def flag_duplicates(df: pd.DataFrame) -> pd.DataFrame:

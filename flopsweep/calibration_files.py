@@ -116,7 +116,10 @@ def calibration_records(
             out.append((str(file), budget.keep(pr.calibration_view(record))))
         except (RecordError, OSError) as exc:
             skipped[printable(str(file))] = str(exc)
-    for shown, why in {**unsearched, **skipped}.items():
+    said = {**unsearched, **skipped}
+    if not out and skipped:  # the refusal below says the first one's reason: once, not twice
+        said.pop(next(iter(skipped)))
+    for shown, why in said.items():
         log.warning("predict.calibration: skipping %s: %s", shown, printable(why))
     if not out:
         what = f"holds no {METRICS_FILE}"

@@ -172,8 +172,9 @@ def objective_problem(overrides: list[str]) -> str | None:
     """One line for an ``objective=`` that names no figure of merit (each value of a sweep), or whose
     figure needs a key the command line leaves unset (:func:`flopsweep.objective.inputs_problem`:
     ``objective=usd_per_million_tokens`` without ``cost.usd_per_gpu_hour``, or with ``plan=true`` and a
-    ``plan_clusters`` entry that names no ``@PRICE``), else None. A ``+sweep=`` file may set the key: the
-    job's check (:func:`flopsweep.checks.validate`) refuses it then."""
+    ``plan_clusters`` entry that names no ``@PRICE``), or that a plan over ``plan_clusters`` cannot
+    predict (:func:`flopsweep.objective.planned`: ``objective=hfu``), else None. A ``+sweep=`` file may
+    set the key: the job's check (:func:`flopsweep.checks.validate`) refuses it then."""
     given = {}
     for override in overrides:
         key, eq, value = override.partition("=")
@@ -194,6 +195,12 @@ def objective_problem(overrides: list[str]) -> str | None:
                 return str(exc)
             if not files and (unset := objective.inputs_problem(name, given)):
                 return str(unset)
+            clusters = given.get("plan_clusters", "null").lower() not in ("null", "", "[]")
+            if not files and clusters:  # a plan ranks its set-ups by a figure it predicts
+                try:
+                    objective.planned(name)
+                except ConfigError as exc:
+                    return str(exc)
     return None
 
 
@@ -258,3 +265,131 @@ def repeats_problem(overrides: list[str]) -> str | None:
                 f"hydra/sweeper={sweeper} (its trials are its own). Fix: drop repeats, or the sweeper."
             )
     return None
+
+
+_LOCAL_LAUNCHERS = ("basic", "basic_batched", "pool")
+"""The launchers (``hydra/launcher=``) that run every job on this machine, one node."""
+
+
+def _typed(overrides: list[str]) -> dict[str, str]:
+    """``{key: value as typed}`` of the ``key=value`` overrides (``+`` and quotes stripped; the last wins)."""
+    out = {}
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if eq and not override.startswith(("-", "~")):
+            out[key.lstrip("+")] = value.strip().strip("'\"")
+    return out
+
+
+def placement_problem(overrides: list[str]) -> str | None:
+    """One line for ``nproc_per_node`` or ``nnodes`` as typed that no local run takes, before Hydra makes
+    the job's folder (:func:`flopsweep.plan.resolve` refuses each the same way, in the job): a
+    ``nproc_per_node`` below 1; with no launcher that gives nodes (none named, or a local one:
+    :data:`_LOCAL_LAUNCHERS`), no ``plan=true`` and no ``+sweep=`` file (either may change the answer),
+    an ``nnodes`` over 1, or on the CPU (``device=cpu``, or ``auto`` with no GPU here:
+    :func:`flopsweep.local_gpus.no_gpu_here`) more ranks than
+    :data:`flopsweep.plan.MAX_CPU_RANKS_PER_CORE` per core of this machine. Each value of a
+    comma sweep is checked; an interpolation or a sweep function is left to the job."""
+    from flopsweep.plan import MAX_CPU_RANKS_PER_CORE
+    from flopsweep.text import plural
+
+    typed = _typed(overrides)
+    local = (
+        typed.get("hydra/launcher", "basic") in _LOCAL_LAUNCHERS
+        and typed.get("plan", "false").lower() not in _TRUE
+        and "sweep" not in typed
+    )
+    device = typed.get("device", "auto")
+    on_cpu = device == "cpu" or (device == "auto" and "nproc_per_node" in typed and _no_gpu_here())
+    for key in ("nproc_per_node", "nnodes"):
+        text = typed.get(key, "")
+        if "${" in text or "(" in text:
+            continue
+        for value in (v.strip() for v in text.split(",")):
+            if not value.lstrip("-").isdigit():
+                continue  # auto, or a type the type check refuses
+            n = int(value)
+            if key == "nproc_per_node" and n < 1:
+                fix = "set nproc_per_node=auto or a positive integer such as 2"
+                return str(ConfigError(key, n, "must be a positive integer", fix))
+            if key == "nnodes" and n > 1 and local:
+                return str(
+                    ConfigError(
+                        key,
+                        n,
+                        "only a Slurm job spans nodes; a local run has one",
+                        "set nnodes=1, or run the sweep with -m hydra/launcher=slurm; to plan it here add "
+                        "plan=true (predict.nnodes= and predict.gpus_per_node= predict its step on another "
+                        "cluster)",
+                    )
+                )
+            cap = MAX_CPU_RANKS_PER_CORE * (os.cpu_count() or 1)
+            if key == "nproc_per_node" and n > cap and local and on_cpu:
+                return str(
+                    ConfigError(
+                        key,
+                        n,
+                        f"starts more CPU ranks than {MAX_CPU_RANKS_PER_CORE} per core "
+                        f"({plural(os.cpu_count() or 1, 'core')} here)",
+                        f"set nproc_per_node to at most {cap}",
+                    )
+                )
+    return None
+
+
+def added_key_problem(overrides: list[str]) -> str | None:
+    """One line for a ``+key=value`` whose top-level key is no field of
+    :class:`flopsweep.config.RunConfig`, no config group of ``conf/`` and not ``hydra`` (``+bogus=1``),
+    before Hydra makes the job's folder; the job refuses it the same way
+    (:func:`flopsweep.checks.validate`). A ``+`` of a nested key (``+model.foo=1``) depends on the option
+    picked and is left to the job."""
+    import dataclasses
+
+    from flopsweep.config import RunConfig
+
+    conf = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+    names = [f.name for f in dataclasses.fields(RunConfig)]
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if not eq or not key.startswith("+") or override.startswith("-"):
+            continue
+        key = key.lstrip("+")
+        if "." in key or "/" in key or "@" in key or key in names or key == "hydra":
+            continue
+        if os.path.isdir(os.path.join(conf, key)):
+            continue
+        return str(
+            ConfigError(
+                key,
+                value,
+                "is not a key of the config schema (a '+' override adds keys without checking them)",
+                f"remove it; the keys here are {', '.join(names)}",
+                value,  # as typed: bogus=1, as the job says it
+            )
+        )
+    return None
+
+
+def model_config_problem(overrides: list[str]) -> str | None:
+    """One line for a ``model.config`` as typed that names no shipped config and no readable Hugging Face
+    ``config.json`` (missing, a FIFO, not JSON, not a model's config: :func:`flopsweep.models.hf_files.load`,
+    the job's own read, bounded), before Hydra makes the job's folder. A sweep over several files
+    (``model.config=a.json,b.json``) is left to its jobs, each of which records its own refusal; null,
+    empty and interpolations are left to the job too."""
+    from flopsweep.models.hf_files import load as read_model_config
+
+    text = _typed(overrides).get("model.config", "")
+    if not text or text.lower() == "null" or any(c in text for c in "${}()[],"):
+        return None
+    try:
+        read_model_config(text)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _no_gpu_here() -> bool:
+    """:func:`flopsweep.local_gpus.no_gpu_here`, imported when asked."""
+    from flopsweep.local_gpus import no_gpu_here
+
+    return no_gpu_here()

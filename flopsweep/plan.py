@@ -273,13 +273,27 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
     # Sharding helps only where the ranks hold copies and one copy fits: all ranks share this host.
     one_copy = need // nproc if cfg.backend.name == "ddp" else need
     helps = nproc > 1 and one_copy <= env.host_memory_bytes
-    shard = ", backend=fsdp to shard it over the ranks" if helps else ""
-    raise ConfigError(
+    raise states_error(cfg.model.name, need, nproc, env.host_memory_bytes, plan=cfg.plan, shard=helps)
+
+
+def states_error(
+    name: str, need: int, nproc: int, host_bytes: int, *, plan: bool, shard: bool
+) -> ConfigError:
+    """The refusal of ``model=name`` on the CPU whose ``nproc`` ranks' fp32 weights, gradients and AdamW
+    states (``need`` bytes) exceed ``host_bytes``: the job's (:func:`resolve`) and ``run.py``'s before
+    Hydra (:func:`flopsweep.plan_command_line.cpu_plan_problem`). A plan's fix names a GPU to plan
+    for (``plan_gpu=H100``, ``plan_clusters=[H100:8]``); a run's, a smaller model or ``device=cuda``
+    (``shard``: and ``backend=fsdp``, where one copy would fit)."""
+    sharding = ", backend=fsdp to shard it over the ranks" if shard else ""
+    return ConfigError(
         "model",
-        cfg.model.name,
+        name,
         f"on the CPU the fp32 weights, gradients and AdamW states of {plural(nproc, 'rank')} take at "
-        f"least {need / 2**30:.1f} GiB, more than {_host_phrase(env.host_memory_bytes)}",
-        f"pick a smaller model (e.g. model=gpt-tiny){shard}, or run on GPUs with device=cuda",
+        f"least {need / 2**30:.1f} GiB, more than {_host_phrase(host_bytes)}",
+        "add plan_gpu=H100 or plan_clusters=[H100:8] to plan for GPUs that are not here, or pick a smaller "
+        "model (e.g. model=gpt-tiny)"
+        if plan
+        else f"pick a smaller model (e.g. model=gpt-tiny){sharding}, or run on GPUs with device=cuda",
     )
 
 

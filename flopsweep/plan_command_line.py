@@ -134,7 +134,7 @@ def command_line_problem(overrides: list[str]) -> str | None:
     - ``plan=true`` with ``plan_gpu`` (or ``plan_gpu_memory_gib``) and ``device=cpu``
       (:func:`flopsweep.rules.planned_gpu_on_the_cpu`);
     - a ``predict.calibration`` path, of any run, that does not exist, is a link, or is neither a file nor a
-      folder (:func:`flopsweep.calibration_files.check_calibration_path`; what it holds is the job's to read).
+      folder, or holds no record that may calibrate (:func:`flopsweep.calibration_files.calibration_records`).
 
     Each value of a sweep is checked; an interpolation is left to Hydra and the job.
     """
@@ -195,13 +195,22 @@ def command_line_problem(overrides: list[str]) -> str | None:
 def _calibration_problem(paths: list) -> None:
     """Raise the job's :class:`ConfigError` for a ``predict.calibration`` path that does not exist, is a
     link or is neither a file nor a folder (:func:`flopsweep.calibration_files.check_calibration_path`,
-    ``lstat`` alone: what is in a file or folder is the job's to read). null, empty and an interpolation
+    then the job's read of what it holds, :func:`flopsweep.calibration_files.calibration_records`: a
+    file that is no record, a folder that holds none that may calibrate). null, empty and an interpolation
     are left out."""
-    from flopsweep.calibration_files import check_calibration_path
+    from flopsweep.calibration_files import calibration_records, check_calibration_path, log
 
-    for path in paths:
-        if isinstance(path, str) and path.strip() and "${" not in path and path.strip().lower() != "null":
-            check_calibration_path(path)
+    named = [
+        p for p in paths if isinstance(p, str) and p.strip() and "${" not in p and p.strip().lower() != "null"
+    ]
+    for path in named:  # each path's own kind first: no file read while another path is missing
+        check_calibration_path(path)
+    for path in named:
+        was, log.disabled = log.disabled, True  # its skipped files are the job's to warn of, once
+        try:
+            calibration_records(path)  # the job's read: a corrupt, huge or too deep record, not JSON
+        finally:
+            log.disabled = was
 
 
 def _plan_gpu_on_the_cpu(values: dict[str, list]) -> None:
@@ -349,3 +358,65 @@ def _combinations(space: dict[str, list]) -> list[dict[str, object]]:
     against the others' first values: every value is checked, without their product."""
     first = {k: v[0] for k, v in space.items() if v}
     return [first] + [{**first, k: value} for k, vs in space.items() for value in vs[1:]]
+
+
+def cpu_plan_problem(overrides: list[str]) -> str | None:
+    """The job's refusal (:func:`flopsweep.plan.states_error`) of ``plan=true`` on a machine with no GPU
+    (:func:`flopsweep.local_gpus.no_gpu_here`) and no GPU named to plan for (``plan_gpu``,
+    ``plan_gpu_memory_gib`` and ``plan_clusters`` absent, blank or null), whose one rank's fp32 weights,
+    gradients and AdamW states (16 bytes a parameter) exceed this machine's memory: its fix names
+    ``plan_gpu=H100``. Only where the command line alone decides it: one ``model=`` option of a family
+    built from its YAML (not ``model=hf``), no ``model.*``, ``+sweep=``, ``nproc_per_node`` over 1,
+    ``nnodes`` or ``device`` other than ``cpu``/``auto``; else None (the job checks it)."""
+    typed: dict[str, str] = {}
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if eq and not override.startswith("-"):
+            typed[key.lstrip("+~")] = value.strip().strip("'\"").strip()
+    if typed.get("plan", "").lower() not in ("true", "1", "yes", "y", "on"):
+        return None
+    if any(typed.get(k, "").lower() not in ("", "null", "~") for k in PLANNED_GPU_KEYS):
+        return None
+    if (
+        any(k.startswith("model.") or k in ("sweep", "nnodes") for k in typed)
+        or typed.get("device", "auto") not in ("auto", "cpu")
+        or typed.get("nproc_per_node", "1") not in ("1", "auto")
+    ):
+        return None
+    return _states_problem(typed.get("model", "gpt-tiny"))
+
+
+PLANNED_GPU_KEYS = ("plan_gpu", "plan_gpu_memory_gib", "plan_clusters")
+"""The keys that name a GPU for ``plan=true`` to plan for, not this machine's."""
+
+
+def _states_problem(option: str) -> str | None:
+    """:func:`cpu_plan_problem`'s line for ``model=option`` (one rank), where no GPU is here."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    from flopsweep import hostmem
+    from flopsweep.checks import option_schemas
+    from flopsweep.local_gpus import no_gpu_here
+    from flopsweep.models import family
+    from flopsweep.override_schema import option_kind, read_conf_yaml
+    from flopsweep.plan import states_error
+
+    if not option or any(c in option for c in ",${}[]()/") or not no_gpu_here():
+        return None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, "conf", "model", f"{option}.yaml")
+    schema = option_schemas()["model"].get(option_kind("model", option)) if os.path.isfile(path) else None
+    if schema is None or option_kind("model", option) == "hf":
+        return None
+    data = {k: v for k, v in read_conf_yaml(path).items() if k != "defaults"}
+    try:
+        model = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), data))
+        need = 16 * family(model).n_params(model)
+    except Exception:  # noqa: BLE001 - an option this cannot build is the job's to refuse
+        return None
+    host = hostmem.total_bytes()
+    if host is None or need <= host:
+        return None
+    return str(states_error(option, need, 1, host, plan=True, shard=False))

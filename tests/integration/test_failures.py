@@ -445,7 +445,7 @@ BAD_INPUTS = [
     (["optim.beta2=1.5"], "optim.beta2", "refused"),
     (["optim.eps=nan"], "optim.eps", "refused"),
     (["seed=-1"], "seed", "refused"),  # a lower bound: before Hydra (lower_bounds)
-    (["backend=ddp", "nproc_per_node=0"], "nproc_per_node", "invalid"),
+    (["backend=ddp", "nproc_per_node=0"], "nproc_per_node", "refused"),  # before Hydra (placement_problem)
     # lower bounds the value alone decides (flopsweep.lower_bounds.MIN_BY_KEY): before Hydra, session 25
     (["nnodes=0"], "nnodes", "refused"),
     (["steps.max_extra_warmup=-1"], "steps.max_extra_warmup", "refused"),
@@ -454,7 +454,7 @@ BAD_INPUTS = [
     (["parallel.tp=0"], "parallel.tp", "refused"),
     (["attention=blocksparse", "attention.block_size=0"], "attention.block_size", "refused"),
     (["timeout_s=-1e-9"], "timeout_s", "refused"),
-    (["nnodes=2"], "nnodes", "invalid"),
+    (["nnodes=2"], "nnodes", "refused"),  # no launcher gives nodes: before Hydra (placement_problem)
     (["backend=deepspeed", "backend.reduce_bucket_size=1.5"], "backend.reduce_bucket_size", "invalid"),
     (
         ["backend=deepspeed", "backend.stage3_prefetch_bucket_size=-1"],
@@ -473,7 +473,7 @@ BAD_INPUTS = [
     (["model.n_layers=3"], "model.n_layers", "refused"),
     (["++model.n_layers=3"], "model.n_layers", "invalid"),
     (["+model._target_=os.system"], "model._target_", "invalid"),
-    (["+_target_=builtins.exec"], "_target_", "invalid"),
+    (["+_target_=builtins.exec"], "_target_", "refused"),  # no key of the schema: before Hydra
     # inconsistent combinations
     (["backend=single", "nproc_per_node=2"], "backend", "invalid"),
     (["precision=fp16"], "precision", "invalid"),
@@ -500,7 +500,7 @@ BAD_INPUTS = [
     (["hydra.run.dir="], "hydra.run.dir", "refused"),
     (["hydra.sweep.subdir=../x"], "hydra.sweep.subdir", "refused"),
     (["batch.micro_batch_size=sort(range(1,6,2),reverse=true)"], "batch.micro_batch_size", "refused"),
-    (["backend=ddp", "nproc_per_node=100000"], "nproc_per_node", "invalid"),
+    (["backend=ddp", "device=cpu", "nproc_per_node=100000"], "nproc_per_node", "refused"),  # 4 a core
 ]
 
 

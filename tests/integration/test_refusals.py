@@ -639,6 +639,36 @@ REFUSALS = {
         record=None,
         default_dir=True,
     ),
+    # session 30's trial (docs/reliability-4.md #247-#252): the job's lines, after Hydra had made
+    # outputs/<date>/<time>/ with an invalid record; now before Hydra (no folder, exit 2, one line)
+    "nproc_per_node_zero": Refusal(
+        args=("model=llama-tiny", "device=cpu", "nproc_per_node=0"),
+        line_starts="flopsweep: Invalid config: nproc_per_node=0: must be a positive integer",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "unknown_key_added": Refusal(
+        args=("model=llama-tiny", "device=cpu", "+bogus=1"),
+        line_starts="flopsweep: Invalid config: bogus=1: is not a key of the config schema",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "model_config_missing": Refusal(
+        args=("model=hf", "model.config=nonexistent-config", "device=cpu"),
+        line_starts="flopsweep: Invalid config: model.config='nonexistent-config': is neither a shipped",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
+    "plan_objective_not_predicted": Refusal(
+        args=("plan=true", "model=llama3.1-8b", "plan_clusters=[H100:8]", "objective=hfu"),
+        line_starts="flopsweep: Invalid config: objective='hfu': is measured by a run but not predicted",
+        lines=1,
+        record=None,
+        default_dir=True,
+    ),
 }
 """The refusals of ``python run.py``, by name (the test id). A new refusal is a new row."""
 

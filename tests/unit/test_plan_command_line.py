@@ -438,8 +438,12 @@ def test_a_calibration_path_that_cannot_be_read_is_the_jobs_line_before_hydra(tm
         assert command_line_problem(["plan=true", f"predict.calibration={path}"]) == line
         assert refusal(["-m", "hydra/sweeper=tune", f"predict.calibration={path}"]) == line
         assert refusal(["-m", f"predict.calibration=sweep,{path}"]) == line  # each value of a sweep
-    for good in ("metrics.json", "sweep", "null", "${oc.env:CAL,null}"):
+    for good in ("null", "${oc.env:CAL,null}"):
         assert command_line_problem([f"predict.calibration={good}"]) is None, good
+    for held in ("metrics.json", "sweep"):  # what they hold is read too, as the job reads it (#250)
+        with pytest.raises(ConfigError) as caught:
+            calibration_records(held)
+        assert command_line_problem([f"predict.calibration={held}"]) == str(caught.value)
 
 
 def test_plan_gpu_with_device_cpu_is_the_rules_line_before_hydra(hydra_compose):
