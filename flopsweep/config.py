@@ -540,12 +540,10 @@ class RunConfig:
     """``plan=true`` for a GPU that is not here: a device name of the peak table
     (``flopsweep.peaks``: ``H100``, ``H100-80GB``, ``H200``, ``A100-40GB``, ``MI300X``); ``fits``
     compares the estimate with its memory as the driver reports it
-    (``flopsweep.memory.GPU_MEMORY_GIB``; a size in the name picks one of a device's sizes); any case,
-    spelled as the table in the rows (``h100``: ``H100``). Empty (``plan_gpu=''``, ``plan_gpu=$UNSET_VAR``)
-    is unset, as ``null`` is."""
+    (``flopsweep.memory.GPU_MEMORY_GIB``; a size in the name picks one of a device's sizes); any case
+    (``h100``: ``H100`` in rows). ``plan_gpu=''`` or ``=$UNSET_VAR`` is unset, as ``null`` is."""
     plan_gpu_memory_gib: float | None = None
-    """``plan=true`` for a GPU of this much memory (GiB, 2**30 bytes), at least 1 (no GPU has less); wins over
-    ``plan_gpu``'s."""
+    """``plan=true`` for a GPU of this much memory (GiB, >= 1: no GPU has less); wins over ``plan_gpu``'s."""
     profile: bool = False
     """After the measured steps, run one more step under torch.profiler: a trace per rank in
     ``profile/`` and ``metrics.breakdown`` (compute, optimizer, exposed communication, idle)."""
