@@ -17,6 +17,10 @@ from pathlib import Path
 
 from flopsweep.streams import standard_streams
 
+LOCAL_LAUNCHERS = ("basic", "basic_batched", "pool")
+"""The launchers (``hydra/launcher=``) that run every job on this machine, one node: a check of this
+machine's devices before Hydra holds only under them."""
+
 COMMAND = "flopsweep"
 """The command a user types for a run or a sweep (the README's; this module's :func:`run`): the lines
 flopsweep prints for the user to run (the tuner's winner, ``plan_clusters``' best of each cluster)

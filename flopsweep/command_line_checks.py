@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from flopsweep import objective
-from flopsweep.cli import COMMAND
+from flopsweep.cli import COMMAND, LOCAL_LAUNCHERS
 from flopsweep.config import ConfigError
 from flopsweep.files import RecordUnwritable, check_writable
 from flopsweep.flags import is_multirun, prints_only
@@ -267,10 +267,6 @@ def repeats_problem(overrides: list[str]) -> str | None:
     return None
 
 
-_LOCAL_LAUNCHERS = ("basic", "basic_batched", "pool")
-"""The launchers (``hydra/launcher=``) that run every job on this machine, one node."""
-
-
 def _typed(overrides: list[str]) -> dict[str, str]:
     """``{key: value as typed}`` of the ``key=value`` overrides (``+`` and quotes stripped; the last wins)."""
     out = {}
@@ -285,7 +281,7 @@ def placement_problem(overrides: list[str]) -> str | None:
     """One line for ``nproc_per_node`` or ``nnodes`` as typed that no local run takes, before Hydra makes
     the job's folder (:func:`flopsweep.plan.resolve` refuses each the same way, in the job): a
     ``nproc_per_node`` below 1; with no launcher that gives nodes (none named, or a local one:
-    :data:`_LOCAL_LAUNCHERS`), no ``plan=true`` and no ``+sweep=`` file (either may change the answer),
+    :data:`LOCAL_LAUNCHERS`), no ``plan=true`` and no ``+sweep=`` file (either may change the answer),
     an ``nnodes`` over 1, or on the CPU (``device=cpu``, or ``auto`` with no GPU here:
     :func:`flopsweep.local_gpus.no_gpu_here`) more ranks than
     :data:`flopsweep.plan.MAX_CPU_RANKS_PER_CORE` per core of this machine. Each value of a
@@ -295,7 +291,7 @@ def placement_problem(overrides: list[str]) -> str | None:
 
     typed = _typed(overrides)
     local = (
-        typed.get("hydra/launcher", "basic") in _LOCAL_LAUNCHERS
+        typed.get("hydra/launcher", "basic") in LOCAL_LAUNCHERS
         and typed.get("plan", "false").lower() not in _TRUE
         and "sweep" not in typed
     )

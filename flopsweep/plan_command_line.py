@@ -14,9 +14,11 @@ Torch-free; :mod:`flopsweep.job.plandecide` (about 0.15 s to import) only when t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from flopsweep.config import PLAN_FORMATS, ConfigError, require_choice
+from flopsweep.cli import LOCAL_LAUNCHERS
+from flopsweep.config import PLAN_FORMATS, ConfigError, ParallelConfig, require_choice
 from flopsweep.override_schema import sweep_values
 from flopsweep.peaks import lookup
 from flopsweep.space_values import DECIDED_BY, SPACE_KEYS
@@ -289,9 +291,14 @@ def _decided_problem(values: dict[str, list], reader: str) -> None:
     """Raise the :class:`ConfigError` of a key of :data:`flopsweep.space_values.DECIDED_BY` given beside a
     plan over ``plan_clusters`` or a ``space.*`` tuning sweep, whose set-ups set it from a ``space.*`` list
     (``backend=ddp``: the plan ranked fsdp set-ups, exit 0, the key ignored), with the list to write. An
-    interpolation is left to the job."""
+    interpolation is left to the job, and a ``parallel.*`` degree at its data-parallel default
+    (:data:`DATA_PARALLEL`: what every set-up of ``space.layouts=[dp]`` sets) is no conflict."""
     for key, (space_key, written) in DECIDED_BY.items():
-        given = [v for v in values.get(key, ()) if not (isinstance(v, str) and "${" in v)]
+        given = [
+            v
+            for v in values.get(key, ())
+            if not (isinstance(v, str) and "${" in v) and _shown(v) != DATA_PARALLEL.get(key)
+        ]
         if not given:
             continue
         listed = ",".join(dict.fromkeys(written.format(_shown(v)) for v in given))
@@ -302,6 +309,15 @@ def _decided_problem(values: dict[str, list], reader: str) -> None:
             f"drop {key} and give it as {space_key}=[{listed}]",
             ",".join(_shown(v) for v in given),
         )
+
+
+DATA_PARALLEL = {
+    f"parallel.{f.name}": str(f.default)
+    for f in dataclasses.fields(ParallelConfig)
+    if f"parallel.{f.name}" in DECIDED_BY
+}
+"""The ``parallel.*`` defaults (:class:`flopsweep.config.ParallelConfig`), as typed: restating one beside a
+space is no conflict with its layouts."""
 
 
 UNPLANNED = {
@@ -367,7 +383,8 @@ def cpu_plan_problem(overrides: list[str]) -> str | None:
     gradients and AdamW states (16 bytes a parameter) exceed this machine's memory: its fix names
     ``plan_gpu=H100``. Only where the command line alone decides it: one ``model=`` option of a family
     built from its YAML (not ``model=hf``), no ``model.*``, ``+sweep=``, ``nproc_per_node`` over 1,
-    ``nnodes`` or ``device`` other than ``cpu``/``auto``; else None (the job checks it)."""
+    ``nnodes``, ``device`` other than ``cpu``/``auto`` or a launcher that runs the jobs elsewhere (``slurm``:
+    its plan is of the GPU node's); else None (the job checks it)."""
     typed: dict[str, str] = {}
     for override in overrides:
         key, eq, value = override.partition("=")
@@ -381,6 +398,7 @@ def cpu_plan_problem(overrides: list[str]) -> str | None:
         any(k.startswith("model.") or k in ("sweep", "nnodes") for k in typed)
         or typed.get("device", "auto") not in ("auto", "cpu")
         or typed.get("nproc_per_node", "1") not in ("1", "auto")
+        or typed.get("hydra/launcher", "basic") not in LOCAL_LAUNCHERS
     ):
         return None
     return _states_problem(typed.get("model", "gpt-tiny"))

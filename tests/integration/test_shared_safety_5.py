@@ -247,7 +247,8 @@ def test_a_relative_sweep_dir_with_chdir_runs_every_job_and_resumes(tmp_path: Pa
 def test_relative_input_paths_under_chdir_name_files_of_the_start_folder(tmp_path: Path) -> None:
     """``model.config=cfgs/m.json predict.calibration=cal`` with ``hydra.job.chdir=true``: the job
     runs inside ``S/0`` and read ``S/0/cfgs/m.json`` (every job ``invalid``); now both name files of
-    the folder the sweep started in (Hydra's ``to_absolute_path``), and the record says which."""
+    the folder the sweep started in (Hydra's ``to_absolute_path``), and the record says which; an empty
+    ``cal`` of the start folder is refused before Hydra."""
     import json
     import shutil
 
@@ -261,11 +262,10 @@ def test_relative_input_paths_under_chdir_name_files_of_the_start_folder(tmp_pat
         "steps.measure=1", "predict.calibration=cal", "hydra.sweep.dir=S", "hydra.job.chdir=true",
         cwd=tmp_path, timeout=600,
     )  # fmt: skip
-    record = json.loads((tmp_path / "S" / "0" / "metrics.json").read_text())
-    # an empty calibration folder is refused: the line names the start folder's cal, not S/0/cal
-    assert record["status"] == "invalid" and "predict.calibration" in record["error"]["message"], done.stderr
-    message = record["error"]["message"]
-    assert f"'{tmp_path / 'cal'}'" in message and "S/0/cal" not in message, message
+    # an empty calibration folder of the start folder is refused before Hydra (session 30): no S/ made
+    assert done.returncode == 2, done.stderr
+    assert "predict.calibration='cal': holds no metrics.json" in done.stderr, done.stderr
+    assert not (tmp_path / "S").exists()
     again = run_py(
         "-m", "model=hf", "model.config=cfgs/m.json", "model.seq_len=64", "device=cpu", "steps.warmup=1",
         "steps.measure=1", "hydra.sweep.dir=T", "hydra.job.chdir=true", cwd=tmp_path, timeout=600,

@@ -155,3 +155,19 @@ def test_a_plan_this_cpu_cannot_hold_names_a_gpu_to_plan_for_before_hydra(gpu: l
     )
     assert refusal(["plan=true", "model=llama3.1-8b", "plan_gpu=H100"]) is None
     assert refusal(["plan=true", "model=gpt-tiny"]) is None
+
+
+def test_a_plan_whose_jobs_a_remote_launcher_runs_is_left_to_the_job() -> None:
+    """``-m hydra/launcher=slurm ... plan=true model=llama3.1-8b`` plans on the GPU node Slurm gives, not
+    this submit host: the check of this machine's memory before Hydra does not apply (it refused the run,
+    "on the CPU ..."); a local launcher keeps it."""
+    from flopsweep.local_gpus import no_gpu_here
+
+    if not no_gpu_here():
+        pytest.skip("a GPU is here: the plan is of it")
+    plan = ["-m", "plan=true", "model=llama3.1-8b", "nproc_per_node=1"]
+    for launcher in ("slurm", "slurm_local"):
+        line = refusal([*plan, f"hydra/launcher={launcher}", "hydra.launcher.partition=gpu"])
+        assert line is None or "on the CPU the fp32" not in line, (launcher, line)
+    local = refusal([*plan, "hydra/launcher=basic"])
+    assert local is not None and "on the CPU the fp32" in local

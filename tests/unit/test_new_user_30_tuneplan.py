@@ -72,6 +72,17 @@ def test_keys_the_space_does_not_decide_pass():
     assert refusal([*TUNE, "backend=ddp,fsdp"]) is None  # no space.*: the sweep's axes are the set-ups
 
 
+@pytest.mark.parametrize("reader", [PLAN, TUNE])
+def test_a_layout_degree_restated_at_its_default_passes(reader):
+    """``parallel.dp_shard=-1`` or ``parallel.tp=1`` beside a space restates what its ``dp`` layout sets:
+    no conflict (it was refused with the fix ``space.layouts=[hsdp]``, a layout one node refuses); a degree
+    the space would override is still refused."""
+    for given in ("parallel.dp_shard=-1", "parallel.dp_replicate=1", "parallel.tp=1", "parallel.cp=1"):
+        assert refusal([*reader, "space.layouts=[dp,tp2]", given]) is None, given
+    line = refusal([*reader, "space.layouts=[dp,tp2]", "parallel.tp=2"])
+    assert line is not None and "Fix: drop parallel.tp and give it as space.layouts=[tp2]" in line
+
+
 @pytest.mark.parametrize(("reader", "who"), [(PLAN, "a plan"), (TUNE, "a tuning sweep")])
 def test_compile_beside_space_compile_is_refused_in_either_order(reader, who):
     """Was: ``space.compile=[false,true] compile=true`` planned 900 set-ups (the bare ``compile`` read as
