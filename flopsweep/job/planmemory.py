@@ -16,17 +16,17 @@ from flopsweep.plan_space import Row, Space
 
 def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: list) -> str:
     """The fix of a plan whose set-ups the rules accept are all over memory, itself checked by
-        evaluating it (a fix that would not fit either is not suggested), the first of: the rule's own line where
-    the rules refuse the set-up of least memory on every cluster (``compile_mode=max-autotune`` refuses FSDP2 and
-    ZeRO-3: listing them again is no fix); the set-up of least
-        memory per rank (:data:`LEAST_MEMORY`: FSDP2, full checkpointing, micro batch 1, data parallel) on a
-        named cluster where it fits (list it in ``space.*``); the levers of the named GPUs
-        (:func:`lever_fixes`: ``loss.chunk_tokens=4096``, a job key beside the space, and context parallel,
-        ``cpN`` in ``space.layouts``), each where it fits, with its estimate; the first cluster's GPU in more
-        nodes of 8 (doubling up to ``nnodes``' bound; with the chunked loss where it is a lever the rules accept)
-        where it fits and the rules accept it, at the cluster's own ``@PRICE``
-        (``plan_clusters=[L4:2x8:eth100@0.8]``: without it ``objective=usd_per_million_tokens`` refused the
-        fix); else none fits, said."""
+    evaluating it (a fix that would not fit either is not suggested), the first of: the rule's own line
+    where the rules refuse the set-up of least memory on every cluster (``compile_mode=max-autotune``
+    refuses FSDP2 and ZeRO-3: listing them again is no fix); the set-up of least memory per rank
+    (:data:`LEAST_MEMORY`: FSDP2, full checkpointing, micro batch 1, data parallel; the space's ``compile``
+    where it lists one) on a named cluster where it fits (list it in ``space.*``); the levers of the named
+    GPUs (:func:`lever_fixes`: ``loss.chunk_tokens=4096``, a job key beside the space, and context
+    parallel, ``cpN`` in ``space.layouts``), each where it fits, with its estimate; the first cluster's
+    GPU in more nodes of 8 (doubling up to ``nnodes``' bound; with the chunked loss where it is a lever
+    the rules accept) where it fits and the rules accept it, at the cluster's own ``@PRICE``
+    (``plan_clusters=[L4:2x8:eth100@0.8]``: without it ``objective=usd_per_million_tokens`` refused the
+    fix); else none fits, said."""
     from flopsweep.config import MAX_BY_KEY
     from flopsweep.plan_space import Setup, evaluate, same_gpu
 
