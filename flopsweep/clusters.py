@@ -213,8 +213,8 @@ class Cluster:
         return ASSUMED_POWER_W.get(self.row.name)
 
 
-_SIZE_LIKE = re.compile(r"[-+]?[\d.]+(?:x[-+]?[\d.]+)?", re.ASCII)
-"""What a size written wrongly looks like (a sign, a fraction), so that it is named as a size."""
+_SIZE_LIKE = re.compile(r"[-+]?[\d.]+(?:e[-+]?\d+)?(?:x[-+]?[\d.]+(?:e[-+]?\d+)?)?", re.ASCII | re.I)
+"""What a size written wrongly looks like (a sign, a fraction, an exponent: ``1e9``), named as a size."""
 MAX_PLAN_CLUSTERS = 16
 """The most clusters one ``plan_clusters`` list may name: each is planned over the whole ``space.*``
 (about a second each on a loaded 2-core machine; 40 clusters took 37 s, trial 24). More go in several
@@ -408,8 +408,10 @@ def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = N
             raise ConfigError(
                 "plan_clusters",
                 text,
-                f"its size {net!r} is not NODESxGPUS_PER_NODE of positive whole numbers",
-                _fix(),
+                f"its size {net!r} is not a GPU count or NODESxGPUS_PER_NODE of positive whole numbers "
+                f"in digits 0-9 (at most {MAX_BY_KEY['nnodes']:g} nodes of {MAX_GPUS_PER_NODE} GPUs)",
+                f"write the count as a whole number, e.g. plan_clusters=[{gpu}:8] (one node of 8) or "
+                f"[{gpu}:128x8] (1024 GPUs)",
             )
         if lookup(gpu) is None:  # the GPU first: 8xH100:100gbps "gave no size"
             raise _unknown_gpu(gpu, text)
@@ -444,7 +446,9 @@ def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = N
 def _size(size: str, text: str) -> tuple[int, int]:
     """``(nodes, GPUs per node)`` of ``8x8`` or ``64``; a name without a size is one GPU."""
     if not size:
-        raise ConfigError("plan_clusters", text, "gives no size", _fix())
+        raise ConfigError(
+            "plan_clusters", text, "gives no size (a GPU count or NODESxGPUS_PER_NODE after the GPU)", _fix()
+        )
     if "x" in size:
         nodes, per_node = size.split("x")
         return int(nodes), int(per_node)

@@ -411,12 +411,11 @@ def _prediction(
     missed = ""
     if named and not picked:  # the shipped records are not the user's to be told of
         why = unmatched(cfg, layout.world_size, named)
-        given = (  # else the tuner's own records (it said "predict.calibration=None matches nothing")
-            f"predict.calibration={cfg.predict.calibration} matches"
+        missed = (  # else the tuner's own records: a set-up not measured yet, no WARNING (its normal course)
+            f"predict.calibration={cfg.predict.calibration} matches nothing: {why}"
             if cfg.predict.calibration
-            else f"the {len(named)} measured record(s) match"
+            else f"none of the {len(named)} measured record(s) is this set-up's own to calibrate it ({why})"
         )
-        missed = f"{given} nothing: {why}"
     near, far, neighbour = None, "", None
     if not probed and not picked and records:  # the nearest measured set-up, ahead of the FLOPs estimate
         near, far, neighbour = _nearest(cfg, target, records, device_name)
@@ -424,7 +423,7 @@ def _prediction(
             neighbour is not None and not device_name
         ):  # no GPU named: the nearest record's, as a calibration's
             device_name = (neighbour.record.get("system") or {}).get("device_name")
-    if missed:
+    if missed and cfg.predict.calibration:
         how = "predicted from the nearest set-up" if near is not None else "predicted uncalibrated"
         warn_once(missed.split(" nothing: ")[0], f"{printable(missed)}; {how}")
     device_name = device_name or (picked[1].get("system") or {}).get("device_name") if picked else device_name

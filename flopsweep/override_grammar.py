@@ -93,6 +93,8 @@ def _fix(key: str, value: str) -> str:
             return (
                 f"close the {opening}: {key}={value}{closing * (value.count(opening) - value.count(closing))}"
             )
+    if fix := _tag_fix(key, value):
+        return fix
     inside = value[1:-1]
     if (
         value.startswith("[")
@@ -103,6 +105,31 @@ def _fix(key: str, value: str) -> str:
         each = ",".join(f'"{e.strip()}"' for e in inside.split(","))  # a list stays a list
         return f"quote each element, '{key}=[{each}]' (the outer quotes are the shell's)"
     return f"quote the value as one string, {_quoted(key, value)} (the outer quotes are the shell's)"
+
+
+def _tag_fix(key: str, value: str) -> str | None:
+    """The fix for ``tag(a,1,2)``: Hydra's ``tag()`` labels a sweep, its last argument
+    (``tag(a,choice(1,2))``), and every other argument is a label (a string). The sweepers here ignore
+    the labels, so the values alone sweep the same (``KEY=1,2``) and ``tag=a`` labels each run's record;
+    the value quoted whole would be one string, which a number key refuses. None for any other value."""
+    inner = value.strip()
+    if not (inner.startswith("tag(") and inner.endswith(")")):
+        return None
+    parts = _split_choices(inner[4:-1])
+    if not parts or len(parts) < 2:
+        return None
+    labels, values = [], []
+    for part in (p.strip() for p in parts):
+        (values if values or not part.isidentifier() else labels).append(part)
+    if not labels or not values:
+        return None
+    swept = ",".join(values)
+    sweep = values[0] if len(values) == 1 and "(" in values[0] else f"choice({swept})"
+    return (
+        f"tag() labels a sweep, its last argument, and the sweepers here ignore the label: "
+        f"{key}={swept} tag={'_'.join(labels)} sweeps the same values and labels each run's record "
+        f"(the sweep in tag() is written {key}=tag({','.join(labels)},{sweep}))"
+    )
 
 
 def control_character_problem(argv: list[str]) -> str | None:

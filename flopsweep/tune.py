@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from flopsweep.text import plural
+
 DEFAULT_REPEATS = 3
 """The measurements a finalist gets when ``repeats=`` is left at 1 (an interval needs two)."""
 
@@ -183,6 +185,23 @@ def round_line(
     span = f"jobs {first_job}-{first_job + jobs - 1}/{total}" if jobs else f"no job to run ({total} in all)"
     return (
         f"round {round_} ({round_ + 1}/{rounds}): {pool} set-ups left, {target} run(s) each, {span}; {spent}"
+    )
+
+
+def budget_stop(
+    round_: int, *, pool: int, target: int, challengers: int, jobs: int, cost: float, left: float
+) -> str:
+    """Why the budget stops the tuning before round ``round_`` (``tune.json``'s ``stopped``), its round
+    counted as the schedule line counts (``POOL x RUNS run(s)``): ``budget: round 1 (12 x 2 run(s), 8 of
+    them challengers: 20 jobs) would cost about 536 GPU-s, none left (the rounds so far ran 16 over it)``.
+    ``challengers``: the set-ups that joined after the round before (their first runs are jobs too, which
+    the schedule, planned without them, did not count: it said ``4 x 2`` where the line said ``20 jobs``);
+    ``cost``: GPU-seconds (:meth:`Budget.estimate`); ``left``: GPU-seconds left (below 0: overspent)."""
+    joined = f", {challengers} of them challengers" if challengers else ""
+    spent = f"{left:.0f} left" if left >= 0 else f"none left (the rounds so far ran {-left:.0f} over it)"
+    return (
+        f"budget: round {round_} ({pool} x {target} run(s){joined}: {plural(jobs, 'job')}) would cost about "
+        f"{cost:.0f} GPU-s, {spent}"
     )
 
 

@@ -16,27 +16,32 @@ from flopsweep.plan_space import Row, Space
 
 def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: list) -> str:
     """The fix of a plan whose set-ups the rules accept are all over memory, itself checked by
-    evaluating it (a fix that would not fit either is not suggested), the first of: the set-up of least
-    memory per rank (:data:`LEAST_MEMORY`: FSDP2, full checkpointing, micro batch 1, data parallel) on a
-    named cluster where it fits (list it in ``space.*``); the levers of the named GPUs
-    (:func:`lever_fixes`: ``loss.chunk_tokens=4096``, a job key beside the space, and context parallel,
-    ``cpN`` in ``space.layouts``), each where it fits, with its estimate; the first cluster's GPU in more
-    nodes of 8 (doubling up to ``nnodes``' bound; with the chunked loss where it is a lever the rules accept)
-    where it fits and the rules accept it, at the cluster's own ``@PRICE``
+    evaluating it (a fix that would not fit either is not suggested), the first of: the rule's own line
+    where the rules refuse the set-up of least memory on every cluster (``compile_mode=max-autotune``
+    refuses FSDP2 and ZeRO-3: listing them again is no fix); the set-up of least memory per rank
+    (:data:`LEAST_MEMORY`: FSDP2, full checkpointing, micro batch 1, data parallel; the space's ``compile``
+    where it lists one) on a named cluster where it fits (list it in ``space.*``); the levers of the named
+    GPUs (:func:`lever_fixes`: ``loss.chunk_tokens=4096``, a job key beside the space, and context
+    parallel, ``cpN`` in ``space.layouts``), each where it fits, with its estimate; the first cluster's
+    GPU in more nodes of 8 (doubling up to ``nnodes``' bound; with the chunked loss where it is a lever
+    the rules accept) where it fits and the rules accept it, at the cluster's own ``@PRICE``
     (``plan_clusters=[L4:2x8:eth100@0.8]``: without it ``objective=usd_per_million_tokens`` refused the
     fix); else none fits, said."""
     from flopsweep.config import MAX_BY_KEY
     from flopsweep.plan_space import Setup, evaluate, same_gpu
 
-    least = Setup(**{**LEAST_MEMORY, "precision": space.precisions[0]})
+    one_compile = space.compile[0] if len(set(space.compile)) == 1 else None  # space.compile=[true]: compiled
+    least = Setup(**{**LEAST_MEMORY, "precision": space.precisions[0], "compile": one_compile})
 
     def on(c: Cluster, setup: Setup = least, job: RunConfig = cfg) -> Row | None:
         return evaluate(job, setup, c, same_gpu(records, c), min_headroom=space.min_headroom)
 
     said, lists = least_said(least), least_lists(least)
-    first = None
+    first, refused = None, None
     for c in clusters:
         row = on(c)
+        if refused is None and row is not None and row.status == "refused" and row.reason:
+            refused = row.reason.rstrip(". ")
         if row is not None and row.status == "ok":
             gib = row.est_peak_gib_per_rank or 0
             return (
@@ -45,7 +50,9 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
             )
         if first is None and row is not None and row.status == OVER_MEMORY:
             first = (c, row)
-    if first is None:  # refused or unplaced everywhere: the rules' lines say why
+    if first is None and refused is not None:  # the rules refuse it (compile_mode=max-autotune on fsdp)
+        return f"the set-up of least memory, {said}, is refused by the rules, not by memory: {refused}"
+    if first is None:  # unplaced everywhere: the placing's lines say why
         return CAUSE_FIXES[OVER_MEMORY]
     levers, chunked = lever_fixes(cfg, least, clusters, on)
     if levers:

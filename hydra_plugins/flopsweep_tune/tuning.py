@@ -20,6 +20,7 @@ from flopsweep.tune import (
     DEFAULT_REPEATS,
     Budget,
     Candidate,
+    budget_stop,
     challengers,
     cut,
     edge_lines,
@@ -381,6 +382,7 @@ class Tuning:
                 f"schedule if no run fails: {shown} run(s), {jobs} jobs in {plural(rounds, 'round')}; "
                 f"{self.budget.line()}"
             )
+        new: list[Candidate] = []  # the challengers that joined the pool after the round before
         for round_ in range(MAX_ROUNDS):
             if not pool:
                 break
@@ -391,11 +393,8 @@ class Tuning:
             cost = self.budget.estimate([c for c, _ in jobs], [c for c in self.candidates if c not in pool])
             if round_ > 0 and jobs and not self.budget.allows(cost):
                 left = self.budget.limit_s - self.budget.spent_s
-                stopped = f"budget: round {round_} ({len(jobs)} jobs) would cost about {cost:.0f} GPU-s, " + (
-                    f"{left:.0f} left"
-                    if left >= 0
-                    else f"none left (the rounds so far ran {-left:.0f} over it)"
-                )
+                counts = {"pool": len(pool), "target": target, "challengers": len(new), "jobs": len(jobs)}
+                stopped = budget_stop(round_, **counts, cost=cost, left=left)
                 break
             later, rounds = planned_jobs([len(c.values) for c in pool], round_, **self.halving())
             total = self.job_idx + later  # if no run fails: the progress lines' "job 3/7"

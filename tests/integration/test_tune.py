@@ -116,7 +116,7 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
     assert again.stdout.count("done: skipped") == 3 and "done: ok" not in again.stdout  # round 0's
     assert "flopsweep summary: 0 ok, 0 oom, 0 error, 0 invalid" in again.stdout
     cut_short = json.loads((sweep / "tune.json").read_text())
-    assert cut_short["stopped"].startswith("budget: round 1 (1 jobs) would cost about")
+    assert cut_short["stopped"].startswith("budget: round 1 (1 x 2 run(s): 1 job) would cost about")
     assert [r["round"] for r in cut_short["rounds"]] == [0]
     assert cut_short["spent_gpu_s"] == pytest.approx(budget) and budget <= cut_short["budget_gpu_s"]
     assert len(records(sweep)) == 4  # nothing new ran
