@@ -185,15 +185,18 @@ def _special(p: Path) -> str | None:
     return f"a symbolic link to a {kind}" if os.path.islink(p) else f"a {kind}"
 
 
-def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool = True) -> None:
+def _expand(
+    p: Path, found: list[Path], skipped: dict[str, str], spelled: bool = True, alone: bool = False
+) -> None:
     """Records of one path: a directory walked (it may be a link the user named), any other path
     kept if it is a regular file, a glob expanded.
 
     Raises:
         FileNotFoundError: a path that is not there, or that the system refuses to look up (a name
-            over 255 bytes, ENAMETOOLONG; a path through a file), or one the user named (``spelled``)
-            that is neither a folder nor a regular file (a FIFO, a socket, a device: :func:`_special`,
-            never opened): one line naming it and the fix.
+            over 255 bytes, ENAMETOOLONG; a path through a file), or the one path the user named
+            (``spelled``, ``alone``) that is neither a folder nor a regular file (a FIFO, a socket, a
+            device: :func:`_special`, never opened): one line naming it and the fix. Beside other paths
+            such a path is skipped with its reason, as one met in a walk.
     """
     try:
         os.stat(p)
@@ -207,7 +210,7 @@ def _expand(p: Path, found: list[Path], skipped: dict[str, str], spelled: bool =
             ) from None
     if p.is_dir():
         found.extend(_walk(p, skipped))
-    elif spelled and (kind := _special(p)):  # mkfifo: it said "re-run with resume=true", exit 1
+    elif spelled and alone and (kind := _special(p)):  # mkfifo: it said "re-run with resume=true", exit 1
         raise FileNotFoundError(
             f"{display_path(p)}: is {kind}, not a folder or a regular file. Fix: {RECORDS_FIX}"
         )
@@ -239,8 +242,9 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], dict[str, str]]:
     """
     found: list[Path] = []
     skipped: dict[str, str] = {}
+    paths = list(paths)
     for p in paths:
-        _expand(Path(p), found, skipped)
+        _expand(Path(p), found, skipped, alone=len(paths) == 1)
     return unique_files(found)[0], skipped
 
 

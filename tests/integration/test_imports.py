@@ -74,6 +74,8 @@ TORCH_FREE = (
     "flopsweep.identity",
     "flopsweep.identity.versions",
     "flopsweep.override_parsing",  # through identity: Hydra's override grammar (parsed_all_or_none)
+    "flopsweep.recompute_read",  # through predict: an older record's compiled recompute as what ran
+    "flopsweep.gpu_memory",  # through peaks/clusters: a GPU's memory and its name as the peak table spells it
     "flopsweep.budget",  # the read budget of the analysis and predict.calibration
     "flopsweep.tree",  # the one walk for records
     "flopsweep.plausible",  # the checks of a record, shared with predict.calibration

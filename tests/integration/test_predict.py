@@ -162,23 +162,23 @@ def test_plan_at_another_micro_batch_carries_the_rate_over(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_a_bad_calibration_path_is_the_same_error_in_a_run_and_in_a_plan(tmp_path: Path) -> None:
-    """The run's record is ``invalid`` with the ConfigError (no rank starts), and so is the plan's
-    row, with the same line. (A path that does not exist is refused before Hydra starts, the same line:
-    ``ref[calibration_missing_tuner]``, ``tests/unit/test_plan_command_line.py``.)"""
+    """A run and its ``plan=true`` are refused with the same line before Hydra starts (exit 2, no folder
+    made; session 30: the run's record and the plan's row were ``invalid`` with it), the line naming the
+    path and what is wrong with it. (A path that does not exist: ``ref[calibration_missing_tuner]``,
+    ``tests/unit/test_plan_command_line.py``.)"""
     cases = _bad_calibrations(tmp_path)
     cases.pop("missing")
-    values = ",".join(str(path) for path, _ in cases.values())
-    args = ["-m", "device=cpu", "backend=single", f"predict.calibration={values}"]
-    proc = run_py(*args, f"hydra.sweep.dir={tmp_path / 'runs'}", timeout=600)
-    runs = sorted((tmp_path / "runs").glob("*/metrics.json"), key=lambda p: int(p.parent.name))
-    errors = [json.loads(p.read_text()) for p in runs]
-    assert [r["status"] for r in errors] == ["invalid"] * 2, proc.stderr[-2000:]
-    proc = run_py(*args, "plan=true", f"hydra.sweep.dir={tmp_path / 'plan'}", timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = sorted(csv.DictReader((tmp_path / "plan" / "plan.csv").open()), key=lambda r: int(r["job"]))
-    for record, row, (path, what) in zip(errors, rows, cases.values(), strict=True):
-        assert row["status"] == "invalid" and what in row["reason"] and str(path) in row["reason"], row
-        assert record["error"]["message"] == row["reason"]
+    for path, what in cases.values():
+        lines = []
+        for plan in ([], ["plan=true"]):
+            where = tmp_path / f"out-{len(lines)}-{path.name}"
+            args = ["device=cpu", "backend=single", f"predict.calibration={path}", *plan]
+            proc = run_py(*args, f"hydra.run.dir={where}", timeout=600)
+            assert proc.returncode == 2 and not where.exists(), proc.stderr[-2000:]
+            line = proc.stderr.strip().splitlines()[-1]
+            assert what in line and str(path) in line, line
+            lines.append(line)
+        assert lines[0] == lines[1]
 
 
 @pytest.mark.slow
