@@ -8,7 +8,7 @@ A one-GPU ZeRO-3 step (CUDA, no offload) is the step of the same set-up without 
     t_step(ZeRO-3, 1 GPU) = t_step(single) + c x P        c = PER_PARAMETER_S,  P = model parameters
 
 ``benchmarks/zero3_floor.py`` fits ``c`` over every committed one-GPU ZeRO-3 record with a ``single``
-record of its set-up (47 records, 4 models, H100 and H200 hosts, eager and compiled) and tests it
+record of its set-up (48 records, 4 models, H100 and H200 hosts, eager and compiled) and tests it
 leave-one-model-out against ``max(t_single, floor)`` and a floor per hooked parameter tensor. The
 prediction (:func:`flopsweep.predict.measured_parts` for a one-GPU ZeRO-3 calibration or nearest
 record, :func:`with_floor` for the target) takes the floor out of a measured ZeRO-3 step before its
@@ -28,11 +28,11 @@ from typing import Any
 from flopsweep.record import value_at
 from flopsweep.workload import Compute, Workload
 
-PER_PARAMETER_S = 89e-12
-"""ZeRO-3's own seconds per model parameter per step on one GPU (89 ps: 0.11 s for Llama 3.2 1B, 0.71 s
-for Llama 3.1 8B): the least-squares fit of ``t_zero3 = t_single + c P`` over the 47 one-GPU ZeRO-3
+PER_PARAMETER_S = 91e-12
+"""ZeRO-3's own seconds per model parameter per step on one GPU (91 ps: 0.11 s for Llama 3.2 1B, 0.73 s
+for Llama 3.1 8B): the least-squares fit of ``t_zero3 = t_single + c P`` over the 48 one-GPU ZeRO-3
 records of ``benchmarks/results`` with a ``single`` record of their set-up (``benchmarks/zero3_floor.py``;
-leave-one-model-out median |error| 9.8%, p90 28.4%, worst -42.7%, against 34.6%, 63.3%, -78.5% for the
+leave-one-model-out median |error| 9.5%, p90 28.8%, worst -42.2%, against 34.9%, 65.0%, -78.5% for the
 single step alone). Fitted on the lent H100 and H200 hosts."""
 
 SOURCE = (
