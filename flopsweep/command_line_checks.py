@@ -14,6 +14,7 @@ from flopsweep.config import ConfigError
 from flopsweep.files import RecordUnwritable, check_writable
 from flopsweep.flags import is_multirun, prints_only
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
+from flopsweep.override_parsing import typed_values
 
 _SORT_RANGE = re.compile(r"sort\(\s*range\(([^)]*)\)\s*(?:,\s*reverse\s*=\s*(\w+))?\s*\)", re.IGNORECASE)
 
@@ -267,16 +268,6 @@ def repeats_problem(overrides: list[str]) -> str | None:
     return None
 
 
-def _typed(overrides: list[str]) -> dict[str, str]:
-    """``{key: value as typed}`` of the ``key=value`` overrides (``+`` and quotes stripped; the last wins)."""
-    out = {}
-    for override in overrides:
-        key, eq, value = override.partition("=")
-        if eq and not override.startswith(("-", "~")):
-            out[key.lstrip("+")] = value.strip().strip("'\"")
-    return out
-
-
 def placement_problem(overrides: list[str]) -> str | None:
     """One line for ``nproc_per_node`` or ``nnodes`` as typed that no local run takes, before Hydra makes
     the job's folder (:func:`flopsweep.plan.resolve` refuses each the same way, in the job): a
@@ -289,7 +280,7 @@ def placement_problem(overrides: list[str]) -> str | None:
     from flopsweep.plan import MAX_CPU_RANKS_PER_CORE
     from flopsweep.text import plural
 
-    typed = _typed(overrides)
+    typed = typed_values(overrides)
     local = (
         typed.get("hydra/launcher", "basic") in LOCAL_LAUNCHERS
         and typed.get("plan", "false").lower() not in _TRUE
@@ -374,7 +365,7 @@ def model_config_problem(overrides: list[str]) -> str | None:
     empty and interpolations are left to the job too."""
     from flopsweep.models.hf_files import load as read_model_config
 
-    text = _typed(overrides).get("model.config", "")
+    text = typed_values(overrides).get("model.config", "")
     if not text or text.lower() == "null" or any(c in text for c in "${}()[],"):
         return None
     try:

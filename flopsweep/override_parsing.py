@@ -50,3 +50,15 @@ def parsed_all_or_none(
         return override_parser().parse_overrides(overrides)
     except catch:
         return None
+
+
+def typed_values(overrides: list[str]) -> dict[str, str]:
+    """``{key: value as typed}`` of the command line's ``key=value`` overrides, unparsed: ``+`` and
+    surrounding quotes and blanks stripped (``plan_gpu=' '`` is ``""``), deletions (``~key``) and flags
+    left out, the last of a key winning. For the checks that read a value before Hydra composes."""
+    out = {}
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if eq and not override.startswith(("-", "~")):
+            out[key.lstrip("+")] = value.strip().strip("'\"").strip()
+    return out

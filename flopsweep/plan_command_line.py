@@ -19,6 +19,7 @@ import math
 
 from flopsweep.cli import LOCAL_LAUNCHERS
 from flopsweep.config import PLAN_FORMATS, ConfigError, ParallelConfig, require_choice
+from flopsweep.override_parsing import typed_values
 from flopsweep.override_schema import sweep_values
 from flopsweep.peaks import lookup
 from flopsweep.space_values import DECIDED_BY, SPACE_KEYS
@@ -385,11 +386,7 @@ def cpu_plan_problem(overrides: list[str]) -> str | None:
     built from its YAML (not ``model=hf``), no ``model.*``, ``+sweep=``, ``nproc_per_node`` over 1,
     ``nnodes``, ``device`` other than ``cpu``/``auto`` or a launcher that runs the jobs elsewhere (``slurm``:
     its plan is of the GPU node's); else None (the job checks it)."""
-    typed: dict[str, str] = {}
-    for override in overrides:
-        key, eq, value = override.partition("=")
-        if eq and not override.startswith("-"):
-            typed[key.lstrip("+~")] = value.strip().strip("'\"").strip()
+    typed = typed_values(overrides)
     if typed.get("plan", "").lower() not in ("true", "1", "yes", "y", "on"):
         return None
     if any(typed.get(k, "").lower() not in ("", "null", "~") for k in PLANNED_GPU_KEYS):
