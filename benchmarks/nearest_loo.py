@@ -12,7 +12,8 @@ own set-up (its repeats, the same config less the rank count on the same GPU):
 
 - ``flops``: the flat estimate the model falls back to, the hardware FLOPs at 0.6 of the record's
   measured GEMM rate (``UNCALIBRATED_GEMM_FRACTION``), or 0.45 of the datasheet peak where it measured
-  none (``DATASHEET_GEMM_FRACTION``: the older records);
+  none (``DATASHEET_GEMM_FRACTION``: the older records), an eager fp8 record's float8 casts on top
+  (:mod:`flopsweep.fp8_cast`);
 - ``nearest``: :func:`flopsweep.nearest.nearest_compute` over the other set-ups' records (its optimizer
   rate over them too), else the ``flops`` estimate (counted under ``fell back``).
 
@@ -42,7 +43,7 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from flopsweep import forecast, nearest, nearest_measured, zero3_floor  # noqa: E402 - after the path
+from flopsweep import forecast, fp8_cast, nearest, nearest_measured, zero3_floor  # noqa: E402 - after the path
 from flopsweep import predict as pr  # noqa: E402
 
 DEFAULT_DIR = HERE / "results" / "h200"
@@ -59,10 +60,11 @@ def _flops(m: nearest_measured.Measured) -> float:
     where the record measured no GEMM rate."""
     metrics = m.record.get("metrics") or {}
     measured = metrics.get("measured_matmul_tflops")
+    cast = fp8_cast.cast_time(m.record, m.workload, pr.memory_tbps(nearest_measured.device_of(m)))
     if measured:
-        return pr.compute_uncalibrated(m.workload, gemm_tflops=measured).compute_s
+        return pr.compute_uncalibrated(m.workload, gemm_tflops=measured, cast=cast).compute_s
     return pr.compute_uncalibrated(
-        m.workload, gemm_tflops=metrics.get("peak_tflops"), what="datasheet"
+        m.workload, gemm_tflops=metrics.get("peak_tflops"), what="datasheet", cast=cast
     ).compute_s
 
 

@@ -137,6 +137,7 @@ def compute_uncalibrated(
     what: str = "measured",
     calibration: str | None = None,
     gpu: str = HINT_GPU,
+    cast: tuple[float, str] | None = None,
 ) -> Compute:
     """The target's per-rank compute without a calibration: the FLOPs it executes per rank
     (:attr:`Workload.executed_flops`: the hardware FLOPs, the attention square halved for kernels
@@ -149,6 +150,8 @@ def compute_uncalibrated(
         calibration: ``predict.calibration`` as given (None: unset), which the error names.
         gpu: the GPU the error's ``plan_gpu=NAME`` example names (:func:`flopsweep.clusters.example_gpu`:
             the one ``plan_clusters`` names, else the peak table's first).
+        cast: ``(seconds, words)`` of an eager fp8 run's float8 casts (:func:`flopsweep.fp8_cast.cast_time`),
+            added to the compute and said in ``source``; None: none (compiled, not fp8).
 
     Raises:
         PredictionError: no GEMM rate (a CPU plan has neither a probe nor a datasheet peak), in one
@@ -169,10 +172,10 @@ def compute_uncalibrated(
     rate = share * gemm_tflops * 1e12
     executed = target.executed_flops or target.hardware_flops
     return Compute(
-        compute_s=executed / target.world_size / rate,
+        compute_s=executed / target.world_size / rate + (cast[0] if cast else 0.0),
         optimizer_s=0.0,
         source=f"uncalibrated: executed FLOPs at {share:g} x the {what} GEMM rate "
-        f"({gemm_tflops:.4g} TFLOP/s)",
+        f"({gemm_tflops:.4g} TFLOP/s)" + (f" + {cast[1]}" if cast else ""),
     )
 
 

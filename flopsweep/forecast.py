@@ -21,6 +21,7 @@ from flopsweep.checkpointing import recompute_mode
 from flopsweep.clusters import example_gpu
 from flopsweep.comm_time import foreign_bandwidth
 from flopsweep.config import CheckpointingConfig, ConfigError, RunConfig
+from flopsweep.fp8_cast import cast_time
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.record import value_at
@@ -450,8 +451,9 @@ def _prediction(
             compute = near
             if neighbour is not None and shipped.is_shipped(neighbour.record):
                 compute = _said_shipped(compute, "nearest")
-        elif gemm_tflops:
-            compute = pr.compute_uncalibrated(target, gemm_tflops=gemm_tflops)
+        elif gemm_tflops:  # an eager fp8 run's float8 casts on top (flopsweep.fp8_cast), as below
+            cast = cast_time({"config": config}, target, pr.memory_tbps(device_name))
+            compute = pr.compute_uncalibrated(target, gemm_tflops=gemm_tflops, cast=cast)
         else:
             what = f"{' '.join(device_name.split())} datasheet" if device_name else "measured"
             compute = pr.compute_uncalibrated(
@@ -460,6 +462,7 @@ def _prediction(
                 what=what,
                 calibration=cfg.predict.calibration,
                 gpu=example_gpu(cfg.plan_clusters),
+                cast=cast_time({"config": config}, target, pr.memory_tbps(device_name)),
             )
         if not probed and not picked and near is None and records:
             compute = dataclasses.replace(compute, source=f"{compute.source}; {far}")

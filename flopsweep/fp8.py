@@ -73,6 +73,22 @@ a family without them is estimated as bf16. From torchao 0.18's ``float8_linear.
   and gpt-1.3b (7.81, 17.50 and 11.25 GiB less at micro batch 8, to 0.01 GiB)."""
 
 
+FP8_CAST_KEYS = ("fp8_linear_params", "fp8_linear_inputs", "fp8_linear_outputs")
+"""The keys of a family's ``memory(cfg)`` that the eager float8 cast traffic reads
+(:mod:`flopsweep.fp8_cast`): the converted weights of one block (elements) and, per token and block, the
+elements of the converted Linears' inputs (the sum of their ``in_features``) and outputs (of their
+``out_features``): what torchao casts a token (:func:`fp8_linear_features`). A family without them
+(``hf``) has no cast term."""
+
+
+def fp8_linear_features(*shapes: tuple[int, int]) -> tuple[int, int]:
+    """``(sum of in_features, sum of out_features)`` of the ``(in_features, out_features)`` Linear shapes
+    that :func:`convert` converts (both divisible by :data:`DIVISOR`): the elements per token of their
+    inputs and outputs (torch-free, for the families' ``memory``)."""
+    kept = [(i, o) for i, o in shapes if i % DIVISOR == 0 and o % DIVISOR == 0]
+    return sum(i for i, _ in kept), sum(o for _, o in kept)
+
+
 def fp8_linear_elements(*shapes: tuple[int, int]) -> int:
     """The weight elements of the ``(in_features, out_features)`` Linear shapes that :func:`convert`
     converts (both divisible by :data:`DIVISOR`; torch-free, for the families' ``memory``)."""

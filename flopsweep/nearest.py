@@ -32,14 +32,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import peaks, recompute_read, zero3_floor
+from flopsweep import fp8_cast, peaks, recompute_read, zero3_floor
 from flopsweep.nearest_measured import HOST, Measured, device_of, setup_of
 from flopsweep.record import value_at
 from flopsweep.text import plural
 from flopsweep.workload import Compute, PredictionError, Workload
 
 RULE = (
-    "same device type, precision and compile (required); a GPU kind of the same datasheet peak first (H100 "
+    "same device type, precision and compile (required; an fp8 run that no such record stands for takes its "
+    "recipe at the other compile setting, then bf16 eager, the eager float8 casts moved: flopsweep.fp8_cast); "
+    "a GPU kind of the same datasheet peak first (H100 "
     "and H200 SXM alike), another scaled by the peak ratio; then the same attention kernel; the same "
     "experts kernel (model.experts); dense or mixture of experts alike; the same backend, ZeRO stage and "
     "optimizer (on the GPU or the host); the nearest model by |ln(parameters ratio)| + |ln(tokens per "
@@ -138,11 +140,13 @@ def differences(target: Measured, m: Measured) -> list[str]:
     optimizer side, the checkpointing policy, the model (its name, else its parameters), the sequence
     length, the micro batch (the two make the tokens per micro batch), the world size and the layout's
     tensor, pipeline, context and expert parallel degrees (which :func:`order` does not sort by). The GPU kind
-    is said by the source's scaling (:func:`_compute`); device, precision and compile never differ
-    (:func:`candidates` requires them). Empty: the same set-up on another GPU kind."""
+    is said by the source's scaling (:func:`_compute`); the device never differs, precision and compile
+    only for a stand-in (:func:`flopsweep.fp8_cast.stand_ins`), said first. Empty: the same set-up on
+    another GPU kind."""
     from flopsweep.predict import backend_differences
 
-    out = []
+    kinds = (("precision", target.precision, m.precision), ("compile", target.compile, m.compile))
+    out = [f"{key} {a} vs {b}" for key, a, b in kinds if a != b]  # a stand-in's (fp8_cast.stand_ins)
     if m.attention != target.attention:
         out.append(f"attention {_said(target.attention)} vs {_said(m.attention)}")
     if m.experts != target.experts:
@@ -173,12 +177,17 @@ def differences(target: Measured, m: Measured) -> list[str]:
     return out
 
 
-def candidates(target: Measured, pool: Iterable[Measured]) -> tuple[list[Measured], str]:
+def candidates(
+    target: Measured, pool: Iterable[Measured], *, stand_in: bool = True
+) -> tuple[list[Measured], str]:
     """The records of ``pool`` that may stand for ``target``, nearest first (:data:`RULE`), and, when
     there are none, why. Never a record of the target's own set-up (the same config less the rank
     count, on the same GPU kind); only ``ok`` records with a mean step time; of the target's device
     type, precision and compile; on another GPU kind only where both GPUs' datasheet peaks for the
-    precision are known (to scale by)."""
+    precision are known (to scale by). With ``stand_in``, an fp8 target that no such record stands for
+    takes those of the first of :func:`flopsweep.fp8_cast.stand_ins` that has some (its recipe at the
+    other compile setting, then bf16 eager for an eager one), :func:`transfer` moving the eager float8
+    casts (:mod:`flopsweep.fp8_cast`)."""
     pool = list(pool)
     usable = [
         m
@@ -190,6 +199,20 @@ def candidates(target: Measured, pool: Iterable[Measured]) -> tuple[list[Measure
     ]
     if not usable:
         return [], f"none of the {len(pool)} records read is an ok record of another set-up"
+    found, why = _of_kind(target, usable, target.precision, target.compile)
+    for precision, compiled in fp8_cast.stand_ins(target.precision, target.compile) if stand_in else ():
+        if found:
+            break
+        found = _of_kind(target, usable, precision, compiled)[0]
+    return sorted(found, key=lambda m: order(target, m)), "" if found else why
+
+
+def _of_kind(
+    target: Measured, usable: list[Measured], precision: str, compiled: str
+) -> tuple[list[Measured], str]:
+    """The records of ``usable`` on ``target``'s device type that ran ``precision`` with compile ``compiled``
+    and can be scaled to its GPU kind by its own precision's peaks (:func:`candidates`), else none and why."""
+    own, target = target.precision, dataclasses.replace(target, precision=precision, compile=compiled)
     same = [m for m in usable if m.device == target.device and m.precision == target.precision]
     if not same:
         return (
@@ -203,16 +226,14 @@ def candidates(target: Measured, pool: Iterable[Measured]) -> tuple[list[Measure
     scalable = [
         m
         for m in same
-        if m.gpu == target.gpu
-        or target.gpu is None
-        or (_peak(m.gpu, target.precision) and _peak(target.gpu, target.precision))
+        if m.gpu == target.gpu or target.gpu is None or (_peak(m.gpu, own) and _peak(target.gpu, own))
     ]
     if not scalable:
         return [], (
             f"the {len(same)} records of {target.precision} and compile {target.compile} ran on GPUs whose "
             f"{target.precision} peak, or the {target.gpu}'s, the peak table lacks (nothing to scale by)"
         )
-    return sorted(scalable, key=lambda m: order(target, m)), ""
+    return scalable, ""
 
 
 def hardware_flops(m: Measured) -> float:
@@ -248,6 +269,9 @@ class Transferred:
     """The record's achieved TFLOP/s on hardware FLOPs per rank (its compute part)."""
     host_ns: float | None = None
     """Nanoseconds of step per parameter a rank updates, where both step on the host (:data:`HOST`)."""
+    cast: str = ""
+    """Where ``m`` stands in for another precision or compile setting (:func:`flopsweep.fp8_cast.stand_ins`):
+    the eager float8 casts taken out of its step and added to the target's, in words."""
 
 
 def transfer(
@@ -284,6 +308,10 @@ def transfer(
     own = rates.get(target.backend[2])
     separated = optimizer is not None and own is not None and target.backend[2] != HOST
     fb = step - exposed - (optimizer if separated else 0.0)
+    out, add, cast = 0.0, 0.0, ""
+    if (m.precision, m.compile) != (target.precision, target.compile):  # a stand-in (fp8_cast.stand_ins)
+        out, add, cast = fp8_cast.moved(target, m)
+    fb -= out
     if not fb > 0 or not hardware_flops(m) > 0:
         return None
     rate = hardware_flops(m) / fb
@@ -293,9 +321,9 @@ def transfer(
     scale = 1.0
     if target.gpu is not None and m.gpu != target.gpu:
         scale = _peak(target.gpu, target.precision) / _peak(m.gpu, target.precision)
-    compute = hardware_flops(target) / rate / scale
+    compute = hardware_flops(target) / rate / scale + add
     opt = own[0] * _params_per_rank(target.workload) if separated else 0.0  # own: on the target's GPU
-    return Transferred(name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12)
+    return Transferred(name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12, cast=cast)
 
 
 def _median(values: Sequence[float]) -> float:
@@ -320,7 +348,7 @@ def nearest_compute(
     others = [  # selective's dispatch measured with the other compile setting too (:func:`dispatch`)
         m
         for c in sorted({str(m.compile) for m in pool} - {str(target.compile)})
-        for m in candidates(dataclasses.replace(target, compile=c), pool)[0]
+        for m in candidates(dataclasses.replace(target, compile=c), pool, stand_in=False)[0]
     ]
     own = {target.setup} if target.setup is not None else set()
     source = [
@@ -463,6 +491,8 @@ def _compute(
         words.append(f"measured on {first.gpu}, {SCALED} {target.precision} peak ratio {scale:.3g}")
     elif target.gpu is None and first.gpu is not None:
         words.append(f"no GPU named: at the speed of {first.gpu}")
+    if done[0].cast:
+        words.append(done[0].cast)
     if carried[1]:
         words.append(carried[1])
     own = rates.get(target.backend[2])

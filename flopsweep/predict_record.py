@@ -11,6 +11,7 @@ from typing import Any
 
 from flopsweep import nearest, nearest_measured, zero3_floor
 from flopsweep.comm_time import foreign_bandwidth
+from flopsweep.fp8_cast import cast_time
 from flopsweep.predict import (
     COLLECTIVES,
     Link,
@@ -22,6 +23,7 @@ from flopsweep.predict import (
     calibration_key,
     compute_uncalibrated,
     link_from_probe,
+    memory_tbps,
     optimizer_family,
     optimizer_rate,
     overlap_from_records,
@@ -84,7 +86,10 @@ def predict_record(
             if me is not None:
                 near = nearest_measured.pool_of(others) if pool is None else pool
                 found, why, _ = nearest.nearest_compute(me, near, others)
-            compute = found or compute_uncalibrated(target, gemm_tflops=metrics.get("measured_matmul_tflops"))
+            cast = cast_time(record, target, memory_tbps(value_at(record, ("system", "device_name"))))
+            compute = found or compute_uncalibrated(
+                target, gemm_tflops=metrics.get("measured_matmul_tflops"), cast=cast
+            )
             if found is None:
                 compute = dataclasses.replace(compute, source=f"{compute.source}; {why}")
         if zero3_floor.applies(record):  # DeepSpeed's own, on one GPU

@@ -160,16 +160,19 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
     backward holds the ``4h`` hidden's gradient beside the GELU output ``c_proj`` saved, then ``c_fc``'s
     output gradient in its place. ``selective_compiled``: ``c_attn``'s, the attention's and ``c_fc``'s
     outputs, ``8h`` (:func:`flopsweep.activation_memory.selective_compiled_bytes`)."""
-    from flopsweep.fp8 import fp8_linear_elements
+    from flopsweep.fp8 import fp8_linear_elements, fp8_linear_features
 
     h = cfg.n_embd
+    linears = ((h, 3 * h), (h, h), (h, 4 * h), (4 * h, h))  # c_attn, attention c_proj, c_fc, MLP c_proj
     return {
         "residual": 2 * h,
         "other": 14 * h,
         "residual_compiled": h,
         "other_compiled": 15 * h,
         "largest_layer_params": max(cfg.vocab_size * h, cfg.seq_len * h, 4 * h * h + 4 * h),
-        "fp8_linear_params": fp8_linear_elements((h, 3 * h), (h, h), (h, 4 * h), (4 * h, h)),
+        "fp8_linear_params": fp8_linear_elements(*linears),
+        "fp8_linear_inputs": fp8_linear_features(*linears)[0],
+        "fp8_linear_outputs": fp8_linear_features(*linears)[1],
         "fp8_compiled_inputs": 6 * h,
         "backward_temporaries": 4 * h,
         "selective_compiled": 8 * h,

@@ -260,19 +260,22 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
     view of it); the SiLU piece ``w1``'s output, the product piece the SiLU's and ``w3``'s outputs, ``w2``
     the product (``4 ffn``): ``6h + 2kv + 4 ffn`` (eager's less the norms' normalised values), counted on
     the CPU under a real ZeRO-3 engine (``tests/integration/test_saved_tensors.py``)."""
-    from flopsweep.fp8 import fp8_linear_elements
+    from flopsweep.fp8 import fp8_linear_elements, fp8_linear_features
 
     h, f = cfg.n_embd, cfg.ffn_dim
     kv = cfg.n_kv_head * (h // cfg.n_head)
     q = cfg.n_head * (h // cfg.n_head)
     largest = max(cfg.vocab_size * h, f * h)
+    linears = ((h, q), (h, kv), (h, kv), (q, h), (h, f), (h, f), (f, h))  # wq wk wv wo w1 w3 w2
     return {
         "residual": 4 * h,
         "other": 4 * h + 2 * kv + 4 * f,
         "residual_compiled": h,
         "other_compiled": 3 * h + 2 * q + 2 * kv + 3 * f,
         "largest_layer_params": largest,
-        "fp8_linear_params": fp8_linear_elements((h, q), (h, kv), (h, kv), (q, h), (h, f), (h, f), (f, h)),
+        "fp8_linear_params": fp8_linear_elements(*linears),
+        "fp8_linear_inputs": fp8_linear_features(*linears)[0],
+        "fp8_linear_outputs": fp8_linear_features(*linears)[1],
         "fp8_compiled_inputs": 2 * h + f,
         "backward_temporaries": 2 * f,
         "selective_compiled": 2 * q + kv + f,
