@@ -39,10 +39,10 @@ from flopsweep.text import plural
 from flopsweep.workload import Compute, PredictionError, Workload
 
 RULE = (
-    "same device type, precision and compile (required; an fp8 run that no such record stands for takes its "
-    "recipe at the other compile setting, then bf16 eager, the eager float8 casts moved: flopsweep.fp8_cast); "
-    "a GPU kind of the same datasheet peak first (H100 "
-    "and H200 SXM alike), another scaled by the peak ratio; then the same attention kernel; the same "
+    "same device type, precision and compile (required; an fp8 run that no such record stands for takes "
+    "its recipe at the other compile setting, then bf16 eager, the eager float8 casts moved: "
+    "flopsweep.fp8_cast); a GPU kind of the same datasheet peak first (H100 and H200 SXM alike), another "
+    "scaled by the peak ratio; then the same attention kernel; the same "
     "experts kernel (model.experts); dense or mixture of experts alike; the same backend, ZeRO stage and "
     "optimizer (on the GPU or the host); the nearest model by |ln(parameters ratio)| + |ln(tokens per "
     "micro batch ratio)| + |ln(sequence length ratio)|; the nearest world size; the same backend knobs; "

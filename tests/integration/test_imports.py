@@ -68,6 +68,7 @@ TORCH_FREE = (
     "flopsweep.predict_record",  # analysis --predict: a record's own prediction
     "flopsweep.nearest",  # through predict_record: the nearest measured set-up
     "flopsweep.nearest_measured",  # through nearest: what it compares of a record
+    "flopsweep.fp8_cast",  # through predict_record and nearest: the eager float8 casts' traffic
     "flopsweep.zero3_floor",  # through predict: ZeRO-3's floor on one GPU
     "flopsweep.layout",
     "flopsweep.degrees",  # through layout: the degree table, torch-free

@@ -24,13 +24,15 @@ SMALL = {  # Llama-shaped: 4 heads of 16, 2 KV heads, SwiGLU width 128, 2 blocks
     "vocab_size": 256,
 }
 # Its converted Linears (in, out): wq (64, 64), wk (64, 32), wv (64, 32), wo (64, 64), w1 (64, 128),
-# w3 (64, 128), w2 (128, 64): inputs I = 6 x 64 + 128 = 512, outputs O = 64 + 32 + 32 + 64 + 128 + 128 + 64
-# = 512, weights W = 4096 + 2048 + 2048 + 4096 + 8192 + 8192 + 8192 = 36864 a block.
-I, O, W = 512, 512, 36864
+# w3 (64, 128), w2 (128, 64): inputs 6 x 64 + 128 = 512, outputs 64 + 32 + 32 + 64 + 128 + 128 + 64
+# = 512, weights 4096 + 2048 + 2048 + 4096 + 8192 + 8192 + 8192 = 36864 a block.
+INPUTS, OUTPUTS, WEIGHTS = 512, 512, 36864
 TOKENS = 2 * 32  # micro batch 2 x seq_len 32
 PER_OPERAND = 2 * 33 + 2  # two casts of 33 bytes an element, one layout copy of 2
-TENSORWISE = 2 * (TOKENS * I * PER_OPERAND + TOKENS * O * PER_OPERAND + W * PER_OPERAND)  # 2 blocks
-ROWWISE = TENSORWISE + 2 * 12 * (TOKENS * I + W)  # grad_input and grad_weight scaled after the GEMM
+TENSORWISE = 2 * (TOKENS * (INPUTS + OUTPUTS) * PER_OPERAND + WEIGHTS * PER_OPERAND)  # 2 blocks
+ROWWISE = TENSORWISE + 2 * 12 * (
+    TOKENS * INPUTS + WEIGHTS
+)  # grad_input and grad_weight scaled after the GEMM
 
 
 def record(precision: str = "fp8", compile: bool = False, *, step: float = 1.0, mbs: int = 2) -> dict:
@@ -62,10 +64,11 @@ def record(precision: str = "fp8", compile: bool = False, *, step: float = 1.0, 
 @pytest.mark.parametrize(("precision", "expected"), [("fp8", TENSORWISE), ("fp8-rowwise", ROWWISE)])
 def test_the_eager_cast_bytes_of_a_small_llama_counted_by_hand(precision: str, expected: int) -> None:
     """Each operand of each Linear cast twice at 33 bytes an element plus a 2-byte layout copy; rowwise
-    scales the two backward GEMMs' outputs after them (12 bytes an element of T x I and of W); over 2 blocks
-    (tensorwise 13,926,400 bytes, rowwise 15,597,568); the seconds are the bytes over the datasheet bandwidth."""
+    scales the two backward GEMMs' outputs after them (12 bytes an element of T x I and of W); over 2
+    blocks (tensorwise 13,926,400 bytes, rowwise 15,597,568); the seconds: the bytes over the datasheet
+    bandwidth."""
     r = record(precision)
-    assert fp8_cast.linear_shapes(r) == (W, I, O)
+    assert fp8_cast.linear_shapes(r) == (WEIGHTS, INPUTS, OUTPUTS)
     w = workload_from_record(r)
     assert fp8_cast.step_bytes(r, w) == expected == {"fp8": 13_926_400, "fp8-rowwise": 15_597_568}[precision]
     seconds, words = fp8_cast.cast_time(r, w, memory_tbps(H100))
@@ -97,7 +100,8 @@ def test_llama_3_2_1b_rowwise_at_micro_batch_8_moves_927_gb_a_step() -> None:
 
 @pytest.mark.parametrize(("precision", "compile"), [("fp8", True), ("fp8-rowwise", True), ("bf16", False)])
 def test_compiled_fp8_and_bf16_cast_nothing(precision: str, compile: bool) -> None:
-    """Compiled, Inductor fuses the casts into the GEMMs' neighbours; bf16 casts nothing: no term, no words."""
+    """Compiled, Inductor fuses the casts into the GEMMs' neighbours; bf16 casts nothing: no term, no
+    words."""
     r = record(precision, compile)
     w = workload_from_record(r)
     assert fp8_cast.step_bytes(r, w) == 0.0
@@ -107,7 +111,8 @@ def test_compiled_fp8_and_bf16_cast_nothing(precision: str, compile: bool) -> No
 
 
 def test_the_flat_estimate_adds_the_casts_and_says_so() -> None:
-    """No record to stand for it: the FLOPs at 0.6 of the GEMM rate plus the casts at the datasheet bandwidth."""
+    """No record to stand for it: the FLOPs at 0.6 of the GEMM rate plus the casts at the datasheet
+    bandwidth."""
     made = predict_record("target", record("fp8-rowwise"), [])
     flat = 6.0 * 1e6 * 2 * 32 / (0.6 * 1000.0e12)
     assert made["compute_source"] == "flops"
@@ -124,7 +129,9 @@ def _nearest(target: dict, records: dict[str, dict]):
 def test_a_compiled_record_stands_for_an_eager_fp8_run_with_its_casts_added() -> None:
     """No eager record of the recipe: the compiled one's rate carries over and the run's casts are added;
     the reverse takes the eager record's casts out of its step before its rate is taken."""
-    found, why, first = _nearest(record("fp8-rowwise"), {"compiled": record("fp8-rowwise", True, step=0.5, mbs=4)})
+    found, why, first = _nearest(
+        record("fp8-rowwise"), {"compiled": record("fp8-rowwise", True, step=0.5, mbs=4)}
+    )
     assert why == "" and first.name == "compiled"
     assert found.compute_s == pytest.approx(0.5 / 2 + ROWWISE / 3.35e12)  # half the tokens, then the casts
     assert "differs in precision" not in found.source and "compile false vs true" in found.source

@@ -748,10 +748,11 @@ def test_an_unknown_plan_gpu_is_refused_whatever_plan_gpu_memory_gib_says(
 def test_an_fp8_plan_predicted_from_a_datasheet_says_it_is_predicted_as_bf16(
     hydra_compose, tmp_path: Path
 ) -> None:
-    """fp8 is not modelled from a datasheet: an uncalibrated fp8 row is predicted at the bf16 peak, the
-    same step as the bf16 row (a trial read the two identical rows as fp8 bringing nothing), and its
+    """fp8 is not modelled from a datasheet: an uncalibrated compiled fp8 row is predicted at the bf16 peak,
+    the same step as the bf16 row (a trial read the two identical rows as fp8 bringing nothing), and its
     source says so; the bf16 row's does not, nor does an fp8 row calibrated from an fp8 record (the
-    committed H200 one), whose measured step models it."""
+    committed H200 one), whose measured step models it. An eager fp8 row adds torchao's unfused casts
+    (issue 41), said in its source."""
     from flopsweep.job import JobInfo, plan_job
 
     args = ["model=llama3.1-8b", "device=cuda", "nproc_per_node=1", "plan=true", "plan_gpu=H200"]
@@ -764,11 +765,18 @@ def test_an_fp8_plan_predicted_from_a_datasheet_says_it_is_predicted_as_bf16(
         assert out["status"] == "ok" and out["predicted_iteration_time_s"], out
         return out
 
-    fp8, bf16 = row("precision=fp8"), row("precision=bf16")
+    fp8, bf16 = row("precision=fp8", "compile=true"), row("precision=bf16", "compile=true")
     says = "fp8 predicted as bf16: fp8 GEMM speed-up not modelled"
     assert fp8["prediction_source"].startswith("uncalibrated: ") and says in fp8["prediction_source"], fp8
     assert "predicted as bf16" not in bf16["prediction_source"], bf16["prediction_source"]
     assert fp8["predicted_iteration_time_s"] == bf16["predicted_iteration_time_s"]
+    assert "eager fp8 casts" not in fp8["prediction_source"]
+    eager = row("precision=fp8", "compile=false")  # torchao's casts unfused: on top (flopsweep.fp8_cast)
+    assert "+ eager fp8 casts" in eager["prediction_source"] and says in eager["prediction_source"], eager
+    assert (
+        eager["predicted_iteration_time_s"]
+        > row("precision=bf16", "compile=false")["predicted_iteration_time_s"]
+    )
     record = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/fp8/llama3.1-8b/1/metrics.json"
     assert json.loads(record.read_text())["config"]["precision"]["name"] == "fp8"
     calibrated = row("precision=fp8", *setup, f"predict.calibration={record}")
