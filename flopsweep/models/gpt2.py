@@ -156,7 +156,9 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
     GELU's 4h. Counted on the CPU (the compiled block's backward inputs, two shapes alike). fp8
     (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`): the converted weights of ``c_attn``, ``c_proj``, ``c_fc`` and
     the MLP's ``c_proj``, and, compiled, the two LayerNorm outputs and the GELU output, ``6h``, not kept
-    in bf16. ``backward_temporaries`` (:func:`flopsweep.activation_memory.block_backward_bytes`): the MLP's
+    in bf16; ``fp8_linear_inputs`` and ``fp8_linear_outputs`` (:data:`flopsweep.fp8.FP8_CAST_KEYS`): their
+    summed in and out features, ``7h`` and ``9h``, what torchao casts a token (:mod:`flopsweep.fp8_cast`).
+    ``backward_temporaries`` (:func:`flopsweep.activation_memory.block_backward_bytes`): the MLP's
     backward holds the ``4h`` hidden's gradient beside the GELU output ``c_proj`` saved, then ``c_fc``'s
     output gradient in its place. ``selective_compiled``: ``c_attn``'s, the attention's and ``c_fc``'s
     outputs, ``8h`` (:func:`flopsweep.activation_memory.selective_compiled_bytes`)."""

@@ -245,7 +245,10 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
     compiled block's backward inputs, ``tests/integration/test_saved_tensors.py``). fp8
     (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`): the converted weights of ``wq``, ``wk``, ``wv``, ``wo``, ``w1``,
     ``w2``, ``w3``, and, compiled, the two
-    norm outputs and the SwiGLU product, ``2h + ffn``, not kept in bf16. ``backward_temporaries``
+    norm outputs and the SwiGLU product, ``2h + ffn``, not kept in bf16; ``fp8_linear_inputs`` and
+    ``fp8_linear_outputs`` (:data:`flopsweep.fp8.FP8_CAST_KEYS`): their summed in and out features
+    (``5h + q + ffn``, ``2h + q + 2kv + 2 ffn``), what torchao casts a token (:mod:`flopsweep.fp8_cast`).
+    ``backward_temporaries``
     (:func:`flopsweep.activation_memory.block_backward_bytes`): the SwiGLU's backward holds the product's
     gradient and makes the SiLU output's and ``w3``'s output gradients from it once the product ``w2``
     saved is freed, ``2 ffn`` beyond what the block keeps (measured on the CPU: ``4 ffn`` bytes a token
