@@ -33,7 +33,7 @@ so theirs are left out. Time: the bytes over the GPU's datasheet memory bandwidt
 cast, 70 a Linear) are not counted (the model has no launch term). Llama 3.2 1B at micro batch 8,
 ``fp8-rowwise``: 58 GB a block, 0.93 TB a step, 0.277 s on an H100 SXM (3.35 TB/s).
 
-Torch-free. Bytes, seconds, TB/s (1e12 bytes/s).
+Torch-free. Bytes, seconds, TB/s (1e12 bytes/s). docs/prediction-fp8-cast.md.
 """
 
 from __future__ import annotations
