@@ -460,18 +460,11 @@ def measured_parts(
     if optimizer is None and rate is not None:
         optimizer = rate[0] * cal.n_params / (cal.degree("tp") * cal.degree("pp") * optimizer_shards(cal))
         how = f" (optimizer {rate[0] * 1e12:.3g} ps per parameter a rank updates: {rate[1]})"
-    work = step - (optimizer or 0.0) - (exposed or 0.0)
-    floor, bound = (
-        (0.0, "")
-        if zero3_floor.kept_for(target)
-        else zero3_floor.record_floor(
-            record, cal.n_params, work_s=work, hardware_flops=cal.hardware_flops, target=target
-        )
-    )
-    floored = bool(floor or bound) and work - floor > 0
+    floor = 0.0 if zero3_floor.kept_for(target) else zero3_floor.record_floor(record, cal.n_params)
+    floored = bool(floor) and step - floor - (optimizer or 0.0) - (exposed or 0.0) > 0
     if floored:
         step -= floor
-        how += f"; its ZeRO-3 floor {floor:.3g} s taken out (flopsweep.zero3_floor{bound})"
+        how += f"; its ZeRO-3 floor {floor:.3g} s taken out (flopsweep.zero3_floor)"
     if (
         isinstance(b, dict)
         and (b.get("step_s") or 0) > 0

@@ -22,11 +22,9 @@ machines the records ran on agree within the fit's spread, and it is not scaled 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from flopsweep import recompute_read
 from flopsweep.record import value_at
 from flopsweep.workload import Compute, Workload
 
@@ -36,10 +34,6 @@ for Llama 3.1 8B): the least-squares fit of ``t_zero3 = t_single + c P`` over th
 records of ``benchmarks/results`` with a ``single`` record of their set-up (``benchmarks/zero3_floor.py``;
 leave-one-model-out median |error| 9.5%, p90 28.8%, worst -42.2%, against 34.9%, 65.0%, -78.5% for the
 single step alone). Fitted on the lent H100 and H200 hosts."""
-
-SHARE = 1.0
-"""The share of the GEMM rate (:func:`gemm_tflops`) the floor's bound lets a record's executed FLOPs run at
-(evaluated 1.0 and 0.83, the fastest one-GPU record without the floor)."""
 
 SOURCE = (
     "ZeRO-3 floor {floor:.3g} s ({ps:.3g} ps x {params:.3g} parameters; fitted on H100/H200 hosts, "
@@ -109,92 +103,10 @@ def floor_s(n_params: float) -> float:
     return PER_PARAMETER_S * max(0.0, float(n_params))
 
 
-def executed_flops(record: Mapping[str, Any], hardware_flops: float) -> float:
-    """The FLOPs a record's step executed, of its ``hardware_flops`` (the counted recompute as what ran,
-    :func:`flopsweep.predict.workload_from_record`): the attention square halved where its kernel skips the
-    masked tiles (``config.attention.name``, :attr:`flopsweep.attention.KernelSpec.skips_masked`), as
-    :func:`flopsweep.metrics.executed_flops` counts a run. The square's share comes from the family's counts
-    (``config.model``; ``config.attention.density``, else 1): of the model FLOPs ``12 l h s rho`` of
-    ``6 N + 12 l h s rho`` per token, of the recompute its forward's (``metrics.recompute``; ``early_stop``
-    where unsaid). ``hardware_flops`` unchanged for a kernel that computes the whole square, a block-sparse
-    layout, ``hf`` and a model the family cannot read."""
-    from flopsweep.attention import KERNELS
-    from flopsweep.models import MODELS
-
-    attention, model = value_at(record, ("config", "attention")), value_at(record, ("config", "model"))
-    model_flops = value_at(record, ("metrics", "model_flops_per_iteration"))
-    name = attention.get("name") if isinstance(attention, Mapping) else None
-    fam = MODELS.get(model.get("arch", "gpt2")) if isinstance(model, Mapping) else None
-    if name not in KERNELS or not KERNELS[name].skips_masked or name == "blocksparse":
-        return hardware_flops
-    if fam is None or fam is MODELS.get("hf") or not isinstance(model_flops, int | float):
-        return hardware_flops
-    density = attention.get("density") or 1.0
-    mode = value_at(record, ("metrics", "recompute"))
-    if mode in (None, "none") or (mode == "full" and recompute_read.ran_share(record) < 1):
-        mode = "early_stop"  # what ran (flopsweep.recompute_read); none: no recompute to weigh
-    try:
-        names = {f.name for f in dataclasses.fields(fam.config)}
-        cfg = fam.config(**{k: v for k, v in model.items() if k in names})
-        per_token = fam.model_flops(cfg, 1, density)
-        square = 1 - fam.model_flops(cfg, 1, 0.0) / per_token
-        again = fam.hardware_flops(cfg, 1, density, mode) - per_token
-        again_square = 1 - (fam.hardware_flops(cfg, 1, 0.0, mode) - fam.model_flops(cfg, 1, 0.0)) / again
-    except (TypeError, ValueError, ZeroDivisionError):
-        return hardware_flops
-    recompute = max(0.0, hardware_flops - model_flops)
-    return hardware_flops - 0.5 * (square * min(model_flops, hardware_flops) + again_square * recompute)
-
-
-def gemm_tflops(record: Mapping[str, Any]) -> tuple[float, str] | None:
-    """The fastest a record's GPU ran its matmuls, TFLOP/s, and what it is: the dense GEMM rate it
-    measured (``metrics.measured_matmul_tflops``), else its datasheet peak (``metrics.peak_tflops``); None
-    with neither."""
-    for key, what in (
-        ("measured_matmul_tflops", "its measured GEMM rate"),
-        ("peak_tflops", "its datasheet peak"),
-    ):
-        rate = value_at(record, ("metrics", key))
-        if isinstance(rate, int | float) and rate > 0:
-            return float(rate), what
-    return None
-
-
-def record_floor(
-    record: Mapping[str, Any],
-    n_params: float,
-    *,
-    work_s: float | None = None,
-    hardware_flops: float | None = None,
-    target: Workload | None = None,
-) -> tuple[float, str]:
-    """The floor inside a measured record's step (seconds) and what bounded it (``"; bounded ..."``, for a
-    ``source``; ``""``: nothing):
-    :func:`floor_s` of its ``n_params`` where :func:`applies` (one rank), else 0. With ``work_s`` (its step
-    less its optimizer and exposed communication) and ``hardware_flops`` (its step's, the recompute as what
-    ran), no more than leaves the FLOPs it executed (:func:`executed_flops`) at or below :func:`gemm_tflops`:
-    ``work_s - executed / rate``, at least 0. A step whose work would otherwise run faster than its GPU's
-    matmuls ran the floor under its work: Llama 3.1 8B with ``full`` checkpointing on one H200 (1.118 s,
-    optimizer 0.113 s) less 0.731 s would run its executed FLOPs at 830 TFLOP/s against a measured 709.
-    Unbounded without ``work_s``, ``hardware_flops`` or a rate."""
-    floor = floor_s(n_params) if applies(record) else 0.0
-    rate = gemm_tflops(record)
-    if not floor or work_s is None or not hardware_flops or rate is None:
-        return floor, ""
-    if (
-        target is not None
-        and target.n_params == n_params
-        and math.isclose(target.hardware_flops, hardware_flops, rel_tol=1e-3)
-    ):
-        return floor, ""
-    executed = executed_flops(record, hardware_flops)
-    room = max(0.0, work_s - executed / (SHARE * rate[0] * 1e12))
-    if room >= floor:
-        return floor, ""
-    return room, (
-        f"; bounded from {floor:.3g} s: what is left runs its {executed / 1e12:.4g} TFLOP executed at "
-        f"{rate[1]}, {rate[0]:.4g} TFLOP/s"
-    )
+def record_floor(record: Mapping[str, Any], n_params: float) -> float:
+    """The floor inside a measured record's step (seconds): :func:`floor_s` of its ``n_params`` where
+    :func:`applies`, else 0."""
+    return floor_s(n_params) if applies(record) else 0.0
 
 
 def with_floor(compute: Compute, n_params: float) -> Compute:

@@ -89,16 +89,16 @@ def test_the_floor_is_added_to_the_compute_and_named_but_not_to_the_layer_probes
 
 
 def test_a_committed_zero3_record_gives_its_step_less_its_floor() -> None:
-    """The grid's Llama 3.1 8B ZeRO-3 record (one H200, mb1 full): measured_parts' step is the mean step
+    """The grid's Llama 3.1 8B ZeRO-3 record (one H200, mb3 full): measured_parts' step is the mean step
     less 91 ps x 8.03e9 parameters, said in ``how``; the single record of the same set-up is unchanged."""
-    zero3 = read_json(GRID8B / "zero3" / "6" / "metrics.json")
-    single = read_json(GRID8B / "single" / "6" / "metrics.json")
+    zero3 = read_json(GRID8B / "zero3" / "8" / "metrics.json")
+    single = read_json(GRID8B / "single" / "8" / "metrics.json")
     assert zero3_floor.applies(zero3) and not zero3_floor.applies(single)
     n_params = zero3["model"]["n_params"]
     step, _, _, how = pr.measured_parts("zero3/8", zero3)
     assert step == pytest.approx(zero3["metrics"]["iteration_time_s"]["mean"] - 91e-12 * n_params)
     assert "its ZeRO-3 floor 0.731 s taken out" in how
-    step, _, _, how = pr.measured_parts("single/6", single)
+    step, _, _, how = pr.measured_parts("single/8", single)
     assert step == single["metrics"]["iteration_time_s"]["mean"] and "floor" not in how
 
 
