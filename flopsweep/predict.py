@@ -439,8 +439,9 @@ def measured_parts(
     parameter a rank updates, :func:`optimizer_rate`, and its source) times the record's parameters
     per rank, else None (it stays in the compute); without a profile, a multi-rank record's exposed
     communication is the model's own, at its probe's bandwidths. A one-GPU ZeRO-3 record's step is
-    given less its floor (:func:`flopsweep.zero3_floor.record_floor`, where something is left), which
-    does not scale with the work, unless the ``target`` it is carried to is ZeRO-3 on several ranks
+    given less its floor (:func:`flopsweep.zero3_floor.record_floor`; where the fitted one would leave
+    nothing, what leaves its executed FLOPs at its GEMM rate), which does not scale with the work,
+    unless the ``target`` it is carried to is ZeRO-3 on several ranks
     (:func:`flopsweep.zero3_floor.kept_for`: not modelled there, carried over as before). ``how``
     says what was assumed (the rate, a host-bound profile: :data:`HOST_BOUND`, the floor), for a
     ``source``.
@@ -460,11 +461,16 @@ def measured_parts(
     if optimizer is None and rate is not None:
         optimizer = rate[0] * cal.n_params / (cal.degree("tp") * cal.degree("pp") * optimizer_shards(cal))
         how = f" (optimizer {rate[0] * 1e12:.3g} ps per parameter a rank updates: {rate[1]})"
-    floor = 0.0 if zero3_floor.kept_for(target) else zero3_floor.record_floor(record, cal.n_params)
-    floored = bool(floor) and step - floor - (optimizer or 0.0) - (exposed or 0.0) > 0
+    work = step - (optimizer or 0.0) - (exposed or 0.0)
+    floor, why = (
+        (0.0, "")
+        if zero3_floor.kept_for(target)
+        else zero3_floor.record_floor(record, cal.n_params, work_s=work, hardware_flops=cal.hardware_flops)
+    )
+    floored = bool(floor) and work - floor > 0
     if floored:
         step -= floor
-        how += f"; its ZeRO-3 floor {floor:.3g} s taken out (flopsweep.zero3_floor)"
+        how += f"; its ZeRO-3 floor {floor:.3g} s taken out (flopsweep.zero3_floor{why})"
     if (
         isinstance(b, dict)
         and (b.get("step_s") or 0) > 0

@@ -12,7 +12,9 @@ record of its set-up (48 records, 4 models, H100 and H200 hosts, eager and compi
 leave-one-model-out against ``max(t_single, floor)`` and a floor per hooked parameter tensor. The
 prediction (:func:`flopsweep.predict.measured_parts` for a one-GPU ZeRO-3 calibration or nearest
 record, :func:`with_floor` for the target) takes the floor out of a measured ZeRO-3 step before its
-work is scaled to the target and puts the target's floor back. The layer probe (``compute_source:
+work is scaled to the target and puts the target's floor back; where the fitted floor would leave
+nothing of the record's work, it takes out what leaves its executed FLOPs at its GEMM rate
+(:func:`record_floor`). The layer probe (``compute_source:
 layers``) times the whole step, floor included, and is left as it is; several GPUs are not modelled
 (their records overlap the floor with communication): a ZeRO-3 target on several ranks carries a
 one-GPU record's step over whole (:func:`kept_for`). The floor is the hosts': the H100 and H200
@@ -25,6 +27,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from flopsweep import recompute_read
 from flopsweep.record import value_at
 from flopsweep.workload import Compute, Workload
 
@@ -103,10 +106,87 @@ def floor_s(n_params: float) -> float:
     return PER_PARAMETER_S * max(0.0, float(n_params))
 
 
-def record_floor(record: Mapping[str, Any], n_params: float) -> float:
-    """The floor inside a measured record's step (seconds): :func:`floor_s` of its ``n_params`` where
-    :func:`applies`, else 0."""
-    return floor_s(n_params) if applies(record) else 0.0
+def executed_flops(record: Mapping[str, Any], hardware_flops: float) -> float:
+    """The FLOPs of ``hardware_flops`` (a record's step, the recompute as what ran:
+    :func:`flopsweep.predict.workload_from_record`) that its attention kernel executed: the attention square
+    halved where the kernel (``config.attention.name``) skips the masked tiles, as
+    :func:`flopsweep.metrics.executed_flops` counts a run. The square's share per token comes from the
+    family's counts of ``config.model`` (attention density ``config.attention.density``, else 1): of the
+    model FLOPs, ``12 l h s rho`` of ``6 N + 12 l h s rho``; of the recompute (``hardware_flops`` less
+    ``metrics.model_flops_per_iteration``), the share of the forward that ran again (``metrics.recompute``;
+    a compiled ``full`` counted before session 30 ran as ``early_stop``). ``hardware_flops`` unchanged for a
+    kernel that computes the whole square or a block-sparse layout, ``hf`` and a model the family cannot
+    read."""
+    from flopsweep.attention import KERNELS
+    from flopsweep.models import MODELS
+
+    attention, model = value_at(record, ("config", "attention")), value_at(record, ("config", "model"))
+    model_flops = value_at(record, ("metrics", "model_flops_per_iteration"))
+    name = attention.get("name") if isinstance(attention, Mapping) else None
+    fam = MODELS.get(model.get("arch", "gpt2")) if isinstance(model, Mapping) else None
+    if name not in KERNELS or not KERNELS[name].skips_masked or name == "blocksparse":
+        return hardware_flops
+    if fam is None or fam is MODELS.get("hf") or not isinstance(model_flops, int | float):
+        return hardware_flops
+    density = attention.get("density") or 1.0
+    mode = value_at(record, ("metrics", "recompute"))
+    if mode in (None, "none") or (mode == "full" and recompute_read.ran_share(record) < 1):
+        mode = "early_stop"  # what ran (flopsweep.recompute_read); none: no recompute to weigh
+    try:
+        names = {f.name for f in dataclasses.fields(fam.config)}
+        cfg = fam.config(**{k: v for k, v in model.items() if k in names})
+        per_token, bare = fam.model_flops(cfg, 1, density), fam.model_flops(cfg, 1, 0.0)
+        again = fam.hardware_flops(cfg, 1, density, mode) - per_token
+        again_square = 1 - (fam.hardware_flops(cfg, 1, 0.0, mode) - bare) / again
+        square = 1 - bare / per_token
+    except (TypeError, ValueError, ZeroDivisionError):
+        return hardware_flops
+    recompute = max(0.0, hardware_flops - model_flops)
+    return hardware_flops - 0.5 * (square * min(model_flops, hardware_flops) + again_square * recompute)
+
+
+def gemm_tflops(record: Mapping[str, Any]) -> tuple[float, str] | None:
+    """The fastest a record's GPU runs matmuls (TFLOP/s) and what that is: the dense GEMM rate it measured
+    (``metrics.measured_matmul_tflops``), else its datasheet peak (``metrics.peak_tflops``); None with
+    neither."""
+    for key, what in (("measured_matmul_tflops", "measured GEMM rate"), ("peak_tflops", "datasheet peak")):
+        rate = value_at(record, ("metrics", key))
+        if isinstance(rate, int | float) and rate > 0:
+            return float(rate), what
+    return None
+
+
+def record_floor(
+    record: Mapping[str, Any],
+    n_params: float,
+    *,
+    work_s: float | None = None,
+    hardware_flops: float | None = None,
+) -> tuple[float, str]:
+    """The floor inside a measured record's step (seconds) and, where it is not the fitted one, why (for a
+    ``source``, ``"; ..."``; else ``""``). :func:`floor_s` of its ``n_params`` where :func:`applies`, else
+    0; where the fitted floor would leave nothing of ``work_s`` (the step less its optimizer and exposed
+    communication), the part that leaves the FLOPs it executed (:func:`executed_flops` of its
+    ``hardware_flops``) at its GPU's :func:`gemm_tflops`, ``work_s - executed / rate``; 0 where even that
+    is nothing, or without ``hardware_flops`` or a rate. Llama 3.1 8B on one H200, eager, no checkpointing,
+    micro batch 1 (``h200/frontier/zero3-none-L33``: 0.866 s, optimizer 0.246 s): 0.479 s of the fitted
+    0.751 s, where nothing was taken out before (the whole step carried as compute, 164 TFLOP/s).
+
+    Where the fitted floor leaves something it is taken out whole, even where what is left runs faster
+    than the GEMM rate (Llama 3.1 8B with ``full`` checkpointing at micro batch 2 and 3): bounding those
+    too was tried and not kept (docs/prediction-zero3.md)."""
+    floor = floor_s(n_params) if applies(record) else 0.0
+    if not floor or work_s is None or work_s > floor:
+        return floor, ""
+    rate = gemm_tflops(record)
+    if not hardware_flops or rate is None:
+        return 0.0, ""
+    executed = executed_flops(record, hardware_flops)
+    room = work_s - executed / (rate[0] * 1e12)
+    if not room > 0:
+        return 0.0, ""
+    said = f"{executed / 1e12:.4g} TFLOP executed at its {rate[1]}, {rate[0]:.4g} TFLOP/s"
+    return room, f"; of its fitted {floor:.3g} s, what leaves its {said}"
 
 
 def with_floor(compute: Compute, n_params: float) -> Compute:

@@ -164,3 +164,87 @@ def test_a_zero3_target_on_several_gpus_carries_a_one_gpu_step_over_whole() -> N
     fsdp = pr.workload_from_record({**two, "config": {**two["config"], "backend": {"name": "fsdp"}}})
     assert not zero3_floor.kept_for(fsdp)
     assert pr.measured_parts("8", one, target=fsdp)[0] == pytest.approx(mean - floor)
+
+
+FRONTIER = REPO / "benchmarks" / "results" / "h200" / "frontier"
+L33_EXECUTED = 101_700_530_601_984 - 6 * 33 * 4096 * 2048 * 2048
+"""h200/frontier/zero3-none-L33 (Llama 3.1 8B of 33 blocks, micro batch 1, no checkpointing, sdpa): its
+hardware FLOPs less half the attention square of its model FLOPs (12 x 33 x 4096 x 2048 x 2048 tokens)."""
+
+
+@pytest.mark.parametrize(
+    ("folder", "halved"),
+    [
+        ("3", 6 * 32 * 4096 * 2048 * 2048),  # selective, mb1: the recompute runs no attention
+        ("7", 8 * 32 * 4096 * 2048 * 4096),  # compiled full, mb2: the recomputed forward's 4 of 16 too
+    ],
+)
+def test_executed_flops_halve_the_attention_square_a_causal_kernel_skips(folder: str, halved: int) -> None:
+    """The grid's Llama 3.1 8B ZeRO-3 records (sdpa): half of 12 l h s T (model FLOPs) and, where the
+    forward runs again (``full`` counted before session 30, run as ``early_stop``), half of its 4 l h s T;
+    as ``metrics.executed_flops`` counts them from the config (235,012,020,502,528 for zero3/7)."""
+    record = read_json(GRID8B / "zero3" / folder / "metrics.json")
+    ran = pr.workload_from_record(record).hardware_flops
+    assert zero3_floor.executed_flops(record, ran) == pytest.approx(ran - halved, rel=1e-12)
+
+
+def test_executed_flops_are_the_hardware_flops_where_nothing_skips_the_square() -> None:
+    """A kernel that computes the whole square (``standard``), a block-sparse layout and ``hf`` keep them."""
+    record = read_json(FRONTIER / "zero3-none-L33" / "metrics.json")
+    assert zero3_floor.executed_flops(record, 1e14) == pytest.approx(
+        L33_EXECUTED / 101_700_530_601_984 * 1e14
+    )
+    for attention in ({"name": "standard"}, {"name": "blocksparse", "density": 0.5}):
+        other = {**record, "config": {**record["config"], "attention": attention}}
+        assert zero3_floor.executed_flops(other, 1e14) == 1e14
+    hf = {**record, "config": {**record["config"], "model": {"arch": "hf", "name": "x"}}}
+    assert zero3_floor.executed_flops(hf, 1e14) == 1e14
+
+
+@pytest.mark.parametrize(
+    ("work", "floor", "rate"),
+    [
+        (0.8, 91e-12 * 8_248_373_248, None),  # the fitted floor leaves something: taken whole
+        (0.62, 0.62 - L33_EXECUTED / 697.0519808437077e12, "measured GEMM rate, 697.1 TFLOP/s"),
+        (0.1, 0.0, None),  # its executed FLOPs at the GEMM rate fill it: nothing taken out
+    ],
+)
+def test_a_floor_that_would_leave_nothing_leaves_the_executed_flops_at_the_gemm_rate(
+    work: float, floor: float, rate: str | None
+) -> None:
+    """Llama 3.1 8B (33 blocks, 8.25e9 parameters: a fitted floor of 0.751 s) on one H200 measuring a dense
+    GEMM rate of 697.05 TFLOP/s, 9.83e13 FLOPs executed (0.141 s at that rate)."""
+    record = read_json(FRONTIER / "zero3-none-L33" / "metrics.json")
+    got, why = zero3_floor.record_floor(
+        record, 8_248_373_248, work_s=work, hardware_flops=101_700_530_601_984
+    )
+    assert got == pytest.approx(floor, rel=1e-9)
+    assert (rate is not None and rate in why and "of its fitted 0.751 s" in why) or (
+        why == "" and rate is None
+    )
+
+
+def test_without_a_measured_gemm_rate_the_datasheet_peak_bounds_the_floor() -> None:
+    """0.62 s less 9.83e13 FLOPs at the H200's dense bf16 989.4 TFLOP/s: 0.521 s; without the FLOPs (or
+    for a record it does not apply to) the old rule: nothing taken out where the floor leaves nothing."""
+    record = read_json(FRONTIER / "zero3-none-L33" / "metrics.json")
+    bare = {**record, "metrics": {**record["metrics"], "measured_matmul_tflops": None}}
+    got, why = zero3_floor.record_floor(bare, 8_248_373_248, work_s=0.62, hardware_flops=101_700_530_601_984)
+    assert got == pytest.approx(0.62 - L33_EXECUTED / 989.4e12, rel=1e-9)
+    assert "datasheet peak, 989.4 TFLOP/s" in why
+    assert zero3_floor.record_floor(record, 8_248_373_248, work_s=0.62) == (0.0, "")
+    single = {**record, "config": {**record["config"], "backend": {"name": "single"}}}
+    assert zero3_floor.record_floor(single, 8_248_373_248, work_s=0.62, hardware_flops=1e14) == (0.0, "")
+
+
+def test_a_record_whose_floor_would_leave_nothing_gives_up_what_leaves_its_gemm_rate() -> None:
+    """measured_parts of h200/frontier/zero3-none-L33 (0.866 s) with an optimizer of 30 ps x 8.25e9 parameters
+    (0.247 s): the fitted 0.751 s would leave nothing, so 0.619 s less 0.141 s comes out (before: nothing,
+    the whole step carried as compute), said in ``how``."""
+    record = read_json(FRONTIER / "zero3-none-L33" / "metrics.json")
+    mean = record["metrics"]["iteration_time_s"]["mean"]
+    work = mean - 30e-12 * 8_248_373_248
+    step, optimizer, _, how = pr.measured_parts("L33", record, rate=(30e-12, "given"))
+    assert optimizer == pytest.approx(30e-12 * 8_248_373_248)
+    assert step == pytest.approx(mean - (work - L33_EXECUTED / 697.0519808437077e12), rel=1e-9)
+    assert "its ZeRO-3 floor 0.477 s taken out (flopsweep.zero3_floor; of its fitted 0.751 s" in how
