@@ -281,6 +281,8 @@ def _keys_problem(values: dict[str, list]) -> None:
     _decided_problem(values, "a plan over plan_clusters" if clusters else "a tuning sweep over space.*")
     if clusters:
         _unplanned_problem(values)
+    else:
+        _tuned_search_problem(values)
 
 
 def _shown(value: object) -> str:
@@ -293,11 +295,17 @@ def _decided_problem(values: dict[str, list], reader: str) -> None:
     plan over ``plan_clusters`` or a ``space.*`` tuning sweep, whose set-ups set it from a ``space.*`` list
     (``backend=ddp``: the plan ranked fsdp set-ups, exit 0, the key ignored), with the list to write. An
     interpolation is left to the job, and a ``parallel.*`` degree at its data-parallel default
-    (:data:`DATA_PARALLEL`: what every set-up of ``space.layouts=[dp]`` sets) is no conflict."""
+    (:data:`DATA_PARALLEL`: what every set-up of ``space.layouts=[dp]`` sets) is no conflict. A degree
+    in a ``parallel`` mapping (``'parallel={tp:2}'``, a sweep file's axis ``parallel: "{tp:2},{pp:2}"``)
+    is that ``parallel.*`` key's value."""
+    merged = {k: list(v) for k, v in values.items()}
+    for mapping in values.get("parallel", ()):
+        for field, value in mapping.items() if isinstance(mapping, dict) else ():
+            merged.setdefault(f"parallel.{field}", []).append(value)
     for key, (space_key, written) in DECIDED_BY.items():
         given = [
             v
-            for v in values.get(key, ())
+            for v in merged.get(key, ())
             if not (isinstance(v, str) and "${" in v) and _shown(v) != DATA_PARALLEL.get(key)
         ]
         if not given:
@@ -337,11 +345,29 @@ UNPLANNED = {
 (that value, why, what to write instead)."""
 
 
+def _searched(key: str, values: dict[str, list]) -> str | None:
+    """The first value of ``key`` (``batch`` or ``search.model``) among ``values`` that starts a search,
+    as typed: an option of ``batch`` of kind ``auto`` (``auto``, ``auto/max16``), ``largest``; else None."""
+    from flopsweep.override_schema import option_kind
+
+    for value in values.get(key, ()):
+        if (
+            key == "batch"
+            and isinstance(value, str)
+            and "${" not in value
+            and option_kind(key, value) == "auto"
+        ):
+            return value
+        if value == UNPLANNED[key][0]:
+            return str(value)
+    return None
+
+
 def _unplanned_problem(values: dict[str, list]) -> None:
-    """Raise the :class:`ConfigError` of ``batch=auto`` or ``search.model=largest`` beside
-    ``plan_clusters`` (:data:`UNPLANNED`): the plan ranked its set-ups without them, exit 0."""
-    for key, (value, why, instead) in UNPLANNED.items():
-        if value in values.get(key, ()):
+    """Raise the :class:`ConfigError` of ``batch=auto`` (or ``auto/max16``) or ``search.model=largest``
+    beside ``plan_clusters`` (:data:`UNPLANNED`): the plan ranked its set-ups without them, exit 0."""
+    for key, (_, why, instead) in UNPLANNED.items():
+        if (value := _searched(key, values)) is not None:
             raise ConfigError(
                 key,
                 value,
@@ -349,6 +375,25 @@ def _unplanned_problem(values: dict[str, list]) -> None:
                 f"drop {key}={value} and {instead}, or drop plan_clusters for the one-row plan",
                 value,
             )
+
+
+def _tuned_search_problem(values: dict[str, list]) -> None:
+    """Raise the :class:`ConfigError` of ``batch=auto`` (or ``auto/max16``) beside a ``space.*`` tuning
+    sweep: each set-up's job searched the largest micro batch that fits from the one
+    ``space.micro_batches`` gave it and measured there, so the tuner ranked set-ups under micro batches
+    they were not measured at (``space.micro_batches=[1,2]``: both measured at 256 on the CPU, the
+    winner named ``batch.micro_batch_size=2``)."""
+    if (value := _searched("batch", values)) is not None:
+        raise ConfigError(
+            "batch",
+            value,
+            "a tuning sweep over space.* gives each set-up its micro batch from space.micro_batches, which "
+            f"batch={value} replaces with the largest that fits (each set-up measured there, ranked under "
+            "the micro batch it was given)",
+            f"drop batch={value} and list the micro batches: space.micro_batches=[1,2,4,8], or drop the "
+            f"space.* overrides to tune the sweep's axes with batch={value}",
+            value,
+        )
 
 
 def _compile_problem(values: dict[str, list], space: dict[str, list], reader: str) -> None:
@@ -383,30 +428,53 @@ def cpu_plan_problem(overrides: list[str]) -> str | None:
     ``plan_gpu_memory_gib`` and ``plan_clusters`` absent, blank or null), whose one rank's fp32 weights,
     gradients and AdamW states (16 bytes a parameter) exceed this machine's memory: its fix names
     ``plan_gpu=H100``. Only where the command line alone decides it: one ``model=`` option of a family
-    built from its YAML (not ``model=hf``), no ``model.*``, ``+sweep=``, ``nproc_per_node`` over 1,
-    ``nnodes``, ``device`` other than ``cpu``/``auto`` or a launcher that runs the jobs elsewhere (``slurm``:
-    its plan is of the GPU node's); else None (the job checks it)."""
+    built from its YAML, with any ``model.KEY=VALUE`` overrides of one value each merged in as Hydra
+    merges them (``model=llama3.1-8b model.n_layer=40``); else None, the job's check: ``model=hf`` (its
+    parameters are counted by building the module with torch and transformers), a ``model.*`` sweep,
+    interpolation, ``+`` or ``~``, ``+sweep=``, ``nproc_per_node`` over 1, ``nnodes``, ``device`` other
+    than ``cpu``/``auto`` or a launcher that runs the jobs elsewhere (``slurm``: its plan is of the GPU
+    node's)."""
     typed = typed_values(overrides)
     if typed.get("plan", "").lower() not in ("true", "1", "yes", "y", "on"):
         return None
     if any(typed.get(k, "").lower() not in ("", "null", "~") for k in PLANNED_GPU_KEYS):
         return None
     if (
-        any(k.startswith("model.") or k in ("sweep", "nnodes") for k in typed)
+        any(k in ("sweep", "nnodes") for k in typed)
         or typed.get("device", "auto") not in ("auto", "cpu")
         or typed.get("nproc_per_node", "1") not in ("1", "auto")
         or typed.get("hydra/launcher", "basic") not in LOCAL_LAUNCHERS
     ):
         return None
-    return _states_problem(typed.get("model", "gpt-tiny"))
+    model_keys = [o for o in overrides if not o.startswith("-") and o.lstrip("+~").startswith("model.")]
+    return _states_problem(typed.get("model", "gpt-tiny"), model_keys)
 
 
 PLANNED_GPU_KEYS = ("plan_gpu", "plan_gpu_memory_gib", "plan_clusters")
 """The keys that name a GPU for ``plan=true`` to plan for, not this machine's."""
 
 
-def _states_problem(option: str) -> str | None:
-    """:func:`cpu_plan_problem`'s line for ``model=option`` (one rank), where no GPU is here."""
+def _model_values(model_keys: list[str]) -> dict[str, object] | None:
+    """``{key under model: value}`` of ``model.KEY=VALUE`` overrides as Hydra's grammar reads them
+    (``model.n_layer=40``: 40), the last of a key winning; None where one is not a plain change of one
+    value (``+``, ``~``, a sweep, an interpolation, a text the grammar refuses): the job's to judge."""
+    from flopsweep.override_parsing import parsed_or_none
+
+    out: dict[str, object] = {}
+    for override in model_keys:
+        parsed = parsed_or_none(override)
+        if parsed is None or override.startswith(("+", "~")) or parsed.is_sweep_override():
+            return None
+        value = parsed.value()
+        if "${" in str(value):
+            return None
+        out[parsed.key_or_group.removeprefix("model.")] = value
+    return out
+
+
+def _states_problem(option: str, model_keys: list[str]) -> str | None:
+    """:func:`cpu_plan_problem`'s line for ``model=option`` and its ``model.*`` overrides ``model_keys``
+    (one rank), where no GPU is here."""
     import os
 
     from omegaconf import OmegaConf
@@ -423,15 +491,22 @@ def _states_problem(option: str) -> str | None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.path.join(root, "conf", "model", f"{option}.yaml")
     schema = option_schemas()["model"].get(option_kind("model", option)) if os.path.isfile(path) else None
-    if schema is None or option_kind("model", option) == "hf":
+    if (
+        schema is None
+        or option_kind("model", option) == "hf"
+        or (changes := _model_values(model_keys)) is None
+    ):
         return None
     data = {k: v for k, v in read_conf_yaml(path).items() if k != "defaults"}
     try:
-        model = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), data))
+        node = OmegaConf.merge(OmegaConf.structured(schema), data)
+        for key, value in changes.items():  # a key the schema lacks raises: the job's line
+            OmegaConf.update(node, key, value, merge=True)
+        model = OmegaConf.to_object(node)
         need = 16 * family(model).n_params(model)
     except Exception:  # noqa: BLE001 - an option this cannot build is the job's to refuse
         return None
     host = hostmem.total_bytes()
     if host is None or need <= host:
         return None
-    return str(states_error(option, need, 1, host, plan=True, shard=False))
+    return str(states_error(str(getattr(model, "name", option)), need, 1, host, plan=True, shard=False))

@@ -46,6 +46,12 @@ from a ``space.*`` list -> that list's key and how a value is written in it (``p
 (:func:`flopsweep.plan_command_line.command_line_problem`). ``compile`` is decided only where
 ``space.compile`` lists values (empty: the job's own)."""
 
+BESIDE_SPACE_KEYS = frozenset({*DECIDED_BY, "parallel", "batch", "search.model"})
+"""The keys refused beside a plan over ``plan_clusters`` or a ``space.*`` tuning sweep, however set:
+:data:`DECIDED_BY`'s, a ``parallel`` mapping of its degrees, and the searches (``batch=auto``,
+``search.model=largest``). A sweep file's option pick or axis of one is checked with the command line
+(:func:`flopsweep.sweep_file_keys.values_problem`), as its plain values are."""
+
 LAYOUT = re.compile(r"dp|hsdp|(tp|pp|cp|ep)(\d+)")
 """``space.layouts`` values: ``dp``, ``hsdp``, ``tpN``, ``ppN``, ``cpN`` (``parallel.cp=N``: each sequence
 over N consecutive ranks, in a node where N divides its GPUs, FSDP2 over every rank, torchtitan's FSDP x

@@ -27,6 +27,7 @@ import yaml
 
 from flopsweep.conf_files import ConfFileProblem, picks_of, read_bounded, read_selected, shown_path
 from flopsweep.override_schema import CONF
+from flopsweep.space_values import BESIDE_SPACE_KEYS
 
 OWN_KEYS = ("defaults", "hydra")
 """A sweep file's top-level keys that are Hydra's, not :class:`flopsweep.config.RunConfig`'s."""
@@ -331,7 +332,7 @@ is: an ``objective:`` is priced by them (``plan_clusters: "[H100:8@2.5],[H200:8@
 
 
 def _checked_axis(key: str, conf: str) -> bool:
-    return _group(key, conf) or key in PRICE_AXES
+    return _group(key, conf) or key in PRICE_AXES or key in BESIDE_SPACE_KEYS
 
 
 def values_problem(
@@ -342,7 +343,10 @@ def values_problem(
     checked after the options its defaults pick (``override /attention: blocksparse``) and before the
     command line (``argv``), whose own overrides passed these checks already; a key the command line
     or the file's ``hydra.sweeper.params`` gives is left out (it replaces the file's value). The axes that
-    pick options and those of :data:`PRICE_AXES` are checked with the file's values."""
+    pick options, those of :data:`PRICE_AXES` and those of keys refused beside a space
+    (:data:`flopsweep.space_values.BESIDE_SPACE_KEYS`: ``batch.micro_batch_size: 1,2,4``, ``parallel``)
+    are checked with the file's values; a file that sets one of those keys only by a pick or an axis
+    (``override /backend: ddp``, no plain value) is checked too."""
     from flopsweep.conf_files import params_of
     from flopsweep.override_grammar import overrides_of
 
@@ -365,7 +369,8 @@ def values_problem(
                 bare(o) == k or (bare(o).startswith(f"{k}.") and not _group(k, conf)) for k in replaced
             )
         ]
-        if not own:
+        beside_space = any(bare(o) in BESIDE_SPACE_KEYS for o in [*picks, *axes])
+        if not own and not beside_space:
             continue
         for check in checks:
             if problem := check([*picks, *[a for a in axes if _checked_axis(bare(a), conf)], *own, *rest]):
