@@ -9,6 +9,7 @@ host and software facts.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import platform
@@ -381,19 +382,23 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _git_sha() -> str | None:
+def git_state(folder: Path | None = None) -> tuple[str | None, bool | None]:
+    """``(sha, dirty)`` of the git checkout holding ``folder`` (default: this package's): the commit
+    (``git rev-parse HEAD``) and whether its tracked files differ from it (``git diff --quiet HEAD
+    --``: exit 1), so that a record made from edited code says so; untracked files do not count.
+    ``(None, None)`` outside a checkout or without git; each command under a 5 s deadline, its
+    output bounded to the 40-hex commit (``dirty`` None where the diff failed)."""
+    where = folder if folder is not None else Path(__file__).resolve().parent
+    run = functools.partial(subprocess.run, cwd=where, capture_output=True, text=True, timeout=5, check=False)
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
+        head = run(["git", "rev-parse", "--verify", "-q", "HEAD"])
+        sha = head.stdout.strip()[:40] if head.returncode == 0 else ""
+        if not sha:
+            return None, None
+        diff = run(["git", "diff", "--quiet", "HEAD", "--"])
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None
+        return None, None
+    return sha, {0: False, 1: True}.get(diff.returncode)
 
 
 def loadavg() -> list[float] | None:
@@ -421,6 +426,7 @@ def system_info(
     import torch
 
     cuda = device == "cuda" and torch.cuda.is_available()
+    sha, dirty = git_state()
     return {
         "hostname": socket.gethostname(),
         "device_name": device_name or (torch.cuda.get_device_name(0) if cuda else "cpu"),
@@ -435,7 +441,8 @@ def system_info(
         "xformers": _version("xformers"),
         "torchao": _version("torchao"),
         "python": platform.python_version(),
-        "git_sha": _git_sha(),
+        "git_sha": sha,
+        "git_dirty": dirty,
         "loadavg": {"start": load_start, "end": loadavg()},
         "cpu_count": os.cpu_count(),
         "cuda_alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),

@@ -107,6 +107,10 @@ SYSTEM_KEYS: dict[str, tuple[str, str]] = {
     "torchao": ("text or null", "torchao's version; null when not installed"),
     "python": ("text", "Python's version"),
     "git_sha": ("text or null", "the checkout's commit"),
+    "git_dirty": (
+        "bool or null",
+        "whether the checkout's tracked files differ from git_sha (the code that ran is not that commit's)",
+    ),
     "loadavg": ("object", "the host's [1, 5, 15 min] load average at the job's start and end"),
     "cpu_count": ("int", "os.cpu_count(): the scale of loadavg"),
     "cuda_alloc_conf": ("text or null", "PYTORCH_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) of the job"),
