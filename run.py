@@ -286,7 +286,8 @@ def main(cfg: DictConfig) -> float:
     hc = HydraConfig.get()
     info = JobInfo(
         job_dir=hc.runtime.output_dir,
-        overrides=list(hc.overrides.task),
+        # as typed: iterating the ListConfig resolves each one (model.n_layer=${model.experts}: a traceback)
+        overrides=OmegaConf.to_container(hc.overrides.task, resolve=False),
         job_num=hc.job.get("num"),
         choices={k: str(v) for k, v in hc.runtime.choices.items() if v is not None},
         sweep_dir=str(sweep_dir(hc)) if hc.mode == RunMode.MULTIRUN else None,
@@ -297,8 +298,10 @@ def main(cfg: DictConfig) -> float:
         run_cfg = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as exc:  # an interpolation that cannot resolve (${oc.env:UNSET})
         key = getattr(exc, "full_key", None) or "?"
+        typed = [o.partition("=")[2] for o in info.overrides if o.partition("=")[0].lstrip("+~") == key]
         message = (
-            f"Invalid config: {key}: {str(exc).splitlines()[0]}. Fix: set the value it refers to, or drop it."
+            f"Invalid config: {key}{'=' + typed[-1] if typed else ''}: {str(exc).splitlines()[0]}. "
+            "Fix: set the value it refers to, or drop it."
         )
         if hc.mode == RunMode.MULTIRUN:
             raise SweepStopped(message) from None

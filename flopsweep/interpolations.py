@@ -6,7 +6,8 @@ and checks the value it gets, naming the key); what they cannot leave is a value
 config group's option taken from a config key (``model=${tag}``: Hydra picks options before it reads any key;
 another group's choice, ``model=${backend}``, and a resolver, ``backend=${oc.env:B}``, resolve), and a
 resolver that fails on its own argument (``steps.measure=${oc.decode:0}``: ``oc.decode`` takes text). An
-unset ``${oc.env:NAME}`` and a key that refers to itself are ``command_line_checks.interpolation_problem``.
+unset ``${oc.env:NAME}`` and a key that refers to itself are ``command_line_checks.interpolation_problem``; a
+key no schema has (``model.n_layer=${nope}``) is :func:`missing_key_problem`.
 """
 
 from __future__ import annotations
@@ -100,13 +101,52 @@ def resolver_problem(key: str, value: str) -> str | None:
     return None
 
 
+_KEY_REF = re.compile(r"\$\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
+"""An interpolation of a config key by its absolute dotted name (``${nope}``, ``${model.n_layer}``); a
+resolver (``${oc.env:B}``), a relative key (``${.x}``) and an index (``${a[0]}``) are not."""
+
+
+def missing_key_problem(key: str, value: str, added: set[str]) -> str | None:
+    """The line for a value that interpolates a key no schema of the config has (``model.n_layer=${nope}``,
+    ``${model.nope}``), else None: Hydra composed it and the job stopped with a traceback
+    (``InterpolationKeyError``), exit 1, after Hydra made its folder. A key is there when
+    :func:`flopsweep.override_schema.known_keys` lists it (any option's schema: the job checks the option
+    picked), the command line adds it (``+model.extra=1``, in ``added``), or it is under ``hydra``."""
+    if "${" not in value or key.startswith("hydra"):
+        return None
+    from flopsweep.override_schema import known_keys
+
+    known = known_keys()
+    for ref in _KEY_REF.findall(value):
+        if ref in known or ref in added or ref.split(".")[0] == "hydra":
+            continue
+        parent = ref.rpartition(".")[0]
+        near = sorted(k for k in known if k.rpartition(".")[0] == parent and "." in k) if parent else []
+        shown = ", ".join(near[:4]) + (", ..." if len(near) > 4 else "")
+        return (
+            f"Invalid config: {key}={value}: interpolates a key the config does not have ({ref}). Fix: "
+            + (
+                f"name a key of {parent} ({shown}), or write the value itself."
+                if near
+                else "write the value itself, or name a key of the config (${model.seq_len})."
+            )
+        )
+    return None
+
+
 def interpolated_problem(overrides: list[str], conf: Path | str) -> str | None:
-    """:func:`choice_problem` or :func:`resolver_problem` of the first override that has one, else None."""
+    """:func:`choice_problem`, :func:`resolver_problem` or :func:`missing_key_problem` of the first override
+    that has one, else None."""
+    added = {o.partition("=")[0].lstrip("+") for o in overrides if o.startswith("+") and "=" in o}
     for override in overrides:
         if override.startswith("-") or "=" not in override:
             continue
         key, _, value = override.partition("=")
         key = key.lstrip("+~")
-        if problem := choice_problem(key, value, conf) or resolver_problem(key, value):
+        if problem := (
+            choice_problem(key, value, conf)
+            or resolver_problem(key, value)
+            or missing_key_problem(key, value, added)
+        ):
             return problem
     return None

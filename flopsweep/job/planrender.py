@@ -40,6 +40,12 @@ SETUP_KEYS = (
 )
 
 
+KEPT_PICKS = ("batch",)
+"""Config-group picks of :data:`SETUP_KEYS` that a set-up's override line keeps from the job's own
+overrides: the set-up sets ``batch.micro_batch_size``, not the group (``batch=fixed`` over a sweep
+file's ``override /batch: auto``; ``batch=auto`` beside ``plan_clusters`` is refused before Hydra)."""
+
+
 SETUP_LEGEND = (
     "set-up: backend, layout (dp8, tp2, pp2...), activation checkpointing (- none, sel selective, full), "
     "mbN micro batch, gaN grad accumulation, the precision when not bf16"
@@ -256,12 +262,15 @@ def override_line(row: Row, overrides: list[str]) -> str:
     :func:`flopsweep.override_grammar.sweeper_without_m_problem`). A row priced otherwise than the
     command line's ``cost.usd_per_gpu_hour`` (its cluster's ``@PRICE``) gets ``cost.usd_per_gpu_hour=`` its
     price, so that the run's own dollars are at it. A ``+sweep=`` file kept gets ``plan=false`` after it:
-    the file may set ``plan: true``, and the command would plan again instead of training."""
+    the file may set ``plan: true``, and the command would plan again instead of training. Every other
+    override of the job stays, in its order: a group pick the set-up sets no key of (``batch=fixed``,
+    :data:`KEPT_PICKS`) too, else a ``+sweep=`` file's ``override /batch: auto`` would size the micro batch
+    again instead of running the ranked one."""
 
     def dropped(o: str) -> bool:
         key = o.lstrip("+~").split("=")[0]
         own = key.startswith(("space.", "parallel.", "predict.gpus_per", "predict.nnodes"))
-        return own or key in RUN_KEYS or key in SETUP_KEYS
+        return own or key in RUN_KEYS or (key in SETUP_KEYS and key not in KEPT_PICKS)
 
     kept = [o for o in overrides if not dropped(o)]
     price = row.usd_per_gpu_hour
