@@ -170,6 +170,7 @@ NEW_LINES = (
     "cannot use it",
     "gives each set-up its micro batch",
     "on the CPU the fp32",
+    "ranks set-ups measured on one model",
 )
 """What the refusals of the keys beside a space (and of a CPU plan) say: a documented command line that
 draws one must be documented as refused."""
