@@ -308,3 +308,44 @@ def test_a_cpu_plans_refusal_names_the_model_overrides_and_no_model_given() -> N
     assert "model=gpt-tiny)" not in tiny and tiny.endswith("or pick smaller model.* values.")
     alone = cpu_plan_problem(["plan=true", "model=llama3.1-8b"])
     assert alone is not None and alone.startswith("Invalid config: model='llama3.1-8b': ")
+
+
+MAPPINGS = [
+    ("parallel={TP:2}", "Invalid config: parallel.TP=2: no such key. Fix: did you mean "),
+    ("parallel={tp:abc}", "Invalid config: parallel.tp='abc': is not a whole number. Fix: "),
+    ("steps={warmupp:2}", "Invalid config: steps.warmupp=2: no such key. Fix: did you mean steps.warmup? "),
+    ("predict={nope:2}", "Invalid config: predict.nope=2: no such key. Fix: "),
+    ("parallel={tp:0}", "Invalid config: parallel.tp=0: must be a positive integer. Fix: set parallel.tp=1."),
+    ("steps={warmup:-1}", "Invalid config: steps.warmup=-1: must be >= 0. Fix: set steps.warmup=0."),
+]
+
+
+@pytest.mark.parametrize(("mapping", "said"), MAPPINGS, ids=[m for m, _ in MAPPINGS])
+def test_a_sections_mapping_is_checked_as_its_keys_before_hydra(mapping: str, said: str) -> None:
+    """``plan=true model=gpt-tiny 'parallel={TP:2}'`` (``{tp:abc}``, ``steps={warmupp:2}``,
+    ``predict={nope:2}``) drew Hydra's 7-8 lines; ``{tp:0}`` and ``steps={warmup:-1}`` the job's line
+    after Hydra made outputs/. Now each key of the mapping is checked as ``parallel.tp=0`` is."""
+    from flopsweep.mapping_overrides import read_as_keys
+    from flopsweep.overrides import type_problem
+    from flopsweep.value_sets import value_set_problem
+
+    argv = ["plan=true", "model=gpt-tiny", mapping]
+    keyed = read_as_keys(argv)
+    assert keyed[:2] == argv[:2] and len(keyed) == 3 and keyed[2].startswith(mapping.partition("=")[0] + ".")
+    line = refusal(argv)
+    assert line is not None and line.startswith(said), line
+    assert line == (type_problem(keyed) or value_set_problem(keyed)) or "did you mean" in line
+    assert type_problem(argv) is None and value_set_problem(argv) is None
+
+
+def test_a_mapping_of_valid_keys_and_a_groups_mapping_are_left_as_they_are() -> None:
+    from flopsweep.mapping_overrides import read_as_keys
+
+    assert refusal(["plan=true", "model=gpt-tiny", "steps={warmup:2,measure:3}"]) is None
+    assert read_as_keys(["steps={warmup:2,measure:3}", "parallel={tp:1},{tp:2}", "+parallel={tp:1}"]) == [
+        "steps.warmup=2",
+        "steps.measure=3",
+        "parallel={tp:1},{tp:2}",
+        "+parallel={tp:1}",
+    ]
+    assert read_as_keys(["model={n_layer:2}", "steps={}"]) == ["model={n_layer:2}", "steps={}"]
