@@ -60,6 +60,7 @@ from flopsweep.hydra_keys import hydra_key_problem, hydra_sweep_problem, params_
 from flopsweep.interpolations import interpolated_problem
 from flopsweep.key_needs import idle_key_problem, rechecked
 from flopsweep.launch import Terminated, raise_terminated
+from flopsweep.mapping_overrides import read_as_keys
 from flopsweep.model_identity import command_line_problem as model_problem
 from flopsweep.override_grammar import (
     config_name_problem,
@@ -166,6 +167,7 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
 
 def refusal(overrides: list[str]) -> str | None:
     """The one line refusing the command line before Hydra starts (exit 2), or None."""
+    keyed = read_as_keys(overrides)  # 'parallel={tp:0}' as parallel.tp=0, for the checks of one key
     return (
         tag_problem(overrides)
         or config_name_problem(overrides)
@@ -207,8 +209,9 @@ def refusal(overrides: list[str]) -> str | None:
         or hydra_key_problem(overrides)
         or idle_key_problem(overrides, refusal)  # after the values' own checks; its fix checked again
         or tuner_problem(overrides)
-        or rechecked(type_problem(overrides), overrides, refusal)  # a did-you-mean's line checked again
-        or rechecked(value_set_problem(overrides), overrides, refusal)  # fault.kind=oomm, model.n_layer=0
+        # a did-you-mean's line checked again; 'parallel={tp:0}' read as parallel.tp=0 (read_as_keys)
+        or rechecked(type_problem(keyed), keyed, refusal)
+        or rechecked(value_set_problem(keyed), keyed, refusal)  # fault.kind=oomm, model.n_layer=0
         or model_problem(overrides)  # after the types: model.name=null is type_problem's line
         or added_key_problem(overrides)  # +bogus=1: the job's line, before Hydra makes its folder
         or placement_problem(overrides)  # nproc_per_node=0, nnodes=2 with no launcher that gives nodes

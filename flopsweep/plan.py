@@ -277,23 +277,26 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
 
 
 def states_error(
-    name: str, need: int, nproc: int, host_bytes: int, *, plan: bool, shard: bool
+    name: str, need: int, nproc: int, host_bytes: int, *, plan: bool, shard: bool, changes: str = ""
 ) -> ConfigError:
     """The refusal of ``model=name`` on the CPU whose ``nproc`` ranks' fp32 weights, gradients and AdamW
     states (``need`` bytes) exceed ``host_bytes``: the job's (:func:`resolve`) and ``run.py``'s before
     Hydra (:func:`flopsweep.plan_command_line.cpu_plan_problem`). A plan's fix names a GPU to plan
     for (``plan_gpu=H100``, ``plan_clusters=[H100:8]``); a run's, a smaller model or ``device=cuda``
-    (``shard``: and ``backend=fsdp``, where one copy would fit)."""
+    (``shard``: and ``backend=fsdp``, where one copy would fit). ``changes``: the command line's
+    ``model.*`` overrides that sized it (``model.n_layer=40``), named after the model (``model=llama3.1-8b
+    with model.n_layer=40``); a smaller model is suggested only where it is another than ``name``."""
     sharding = ", backend=fsdp to shard it over the ranks" if shard else ""
+    smaller = "smaller model.* values" if name == "gpt-tiny" else "a smaller model (e.g. model=gpt-tiny)"
     return ConfigError(
         "model",
         name,
         f"on the CPU the fp32 weights, gradients and AdamW states of {plural(nproc, 'rank')} take at "
         f"least {need / 2**30:.1f} GiB, more than {_host_phrase(host_bytes)}",
-        "add plan_gpu=H100 or plan_clusters=[H100:8] to plan for GPUs that are not here, or pick a smaller "
-        "model (e.g. model=gpt-tiny)"
+        f"add plan_gpu=H100 or plan_clusters=[H100:8] to plan for GPUs that are not here, or pick {smaller}"
         if plan
-        else f"pick a smaller model (e.g. model=gpt-tiny){sharding}, or run on GPUs with device=cuda",
+        else f"pick {smaller}{sharding}, or run on GPUs with device=cuda",
+        f"{name} with {changes}" if changes else None,
     )
 
 

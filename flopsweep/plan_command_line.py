@@ -292,32 +292,46 @@ def _shown(value: object) -> str:
 
 def _decided_problem(values: dict[str, list], reader: str) -> None:
     """Raise the :class:`ConfigError` of a key of :data:`flopsweep.space_values.DECIDED_BY` given beside a
-    plan over ``plan_clusters`` or a ``space.*`` tuning sweep, whose set-ups set it from a ``space.*`` list
-    (``backend=ddp``: the plan ranked fsdp set-ups, exit 0, the key ignored), with the list to write. An
-    interpolation is left to the job, and a ``parallel.*`` degree at its data-parallel default
-    (:data:`DATA_PARALLEL`: what every set-up of ``space.layouts=[dp]`` sets) is no conflict. A degree
-    in a ``parallel`` mapping (``'parallel={tp:2}'``, a sweep file's axis ``parallel: "{tp:2},{pp:2}"``)
-    is that ``parallel.*`` key's value."""
+    plan over ``plan_clusters`` or a ``space.*`` tuning sweep, whose set-ups set it from a ``space.*``
+    list (``backend=ddp``: the plan ranked fsdp set-ups, exit 0, the key ignored), with the list to write:
+    the value's own where :func:`_listable`, else an example (``parallel.tp=null``, ``=0``, an
+    interpolation ``${steps.measure}``: refused too, the set-ups ignored it). A ``parallel.*`` degree at
+    its data-parallel default (:data:`DATA_PARALLEL`: what every set-up of ``space.layouts=[dp]`` sets) is
+    no conflict. A degree in a ``parallel`` mapping (``'parallel={tp:2}'``, a sweep file's axis
+    ``parallel: "{tp:2},{pp:2}"``) is that ``parallel.*`` key's value."""
     merged = {k: list(v) for k, v in values.items()}
     for mapping in values.get("parallel", ()):
         for field, value in mapping.items() if isinstance(mapping, dict) else ():
             merged.setdefault(f"parallel.{field}", []).append(value)
     for key, (space_key, written) in DECIDED_BY.items():
-        given = [
-            v
-            for v in merged.get(key, ())
-            if not (isinstance(v, str) and "${" in v) and _shown(v) != DATA_PARALLEL.get(key)
-        ]
+        given = [v for v in merged.get(key, ()) if _shown(v) != DATA_PARALLEL.get(key)]
         if not given:
             continue
-        listed = ",".join(dict.fromkeys(written.format(_shown(v)) for v in given))
-        raise ConfigError(
-            key,
-            given[0],
-            f"{reader} takes it from {space_key} (each set-up sets its own {key})",
-            f"drop {key} and give it as {space_key}=[{listed}]",
-            ",".join(_shown(v) for v in given),
-        )
+        why = f"{reader} takes it from {space_key} (each set-up sets its own {key})"
+        if all(_listable(key, v) for v in given):
+            listed = ",".join(dict.fromkeys(written.format(_shown(v)) for v in given))
+            fix = f"drop {key} and give it as {space_key}=[{listed}]"
+        else:  # null, 2.0, abc, 0, ${steps.measure}: no value of the list; the fix names none of them
+            example = f"{space_key}={EXAMPLES[space_key]}"
+            fix = f"drop {key} and list the set-ups' values in {space_key}, e.g. {example}"
+        raise ConfigError(key, given[0], why, fix, ",".join(_shown(v) for v in given))
+
+
+EXAMPLES = {"space.layouts": "[dp,tp2]", "space.micro_batches": "[1,2,4,8]"}
+"""A list of each ``space.*`` key whose values a refused degree or micro batch is written in, for a fix
+that names no value of the command line's (``parallel.tp=null``: no ``[tpnull]``)."""
+
+
+def _listable(key: str, value: object) -> bool:
+    """Whether ``value`` of ``key`` (:data:`flopsweep.space_values.DECIDED_BY`) may be written in its
+    ``space.*`` list as is: a degree or micro batch that is a whole number at least 1 (``parallel.dp_shard``
+    also -1), an option of ``backend``, ``precision``, ``activation_checkpointing`` with no interpolation."""
+    if isinstance(value, str) and "${" in value:
+        return False
+    if key.startswith("parallel.") or key == "batch.micro_batch_size":
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        return whole and (value >= 1 or (key == "parallel.dp_shard" and value == -1))
+    return isinstance(value, str) and bool(value.strip())
 
 
 DATA_PARALLEL = {
@@ -378,11 +392,12 @@ def _unplanned_problem(values: dict[str, list]) -> None:
 
 
 def _tuned_search_problem(values: dict[str, list]) -> None:
-    """Raise the :class:`ConfigError` of ``batch=auto`` (or ``auto/max16``) beside a ``space.*`` tuning
-    sweep: each set-up's job searched the largest micro batch that fits from the one
-    ``space.micro_batches`` gave it and measured there, so the tuner ranked set-ups under micro batches
-    they were not measured at (``space.micro_batches=[1,2]``: both measured at 256 on the CPU, the
-    winner named ``batch.micro_batch_size=2``)."""
+    """Raise the :class:`ConfigError` of ``batch=auto`` (or ``auto/max16``) or ``search.model=largest``
+    beside a ``space.*`` tuning sweep (the latter: each job grew its own model, the tuner ranked set-ups
+    measured on different models). Of ``batch=auto``: each set-up's job searched the largest micro batch
+    that fits from the one ``space.micro_batches`` gave it and measured there, so the tuner ranked
+    set-ups under micro batches they were not measured at (``space.micro_batches=[1,2]``: both measured
+    at 256 on the CPU, the winner named ``batch.micro_batch_size=2``)."""
     if (value := _searched("batch", values)) is not None:
         raise ConfigError(
             "batch",
@@ -392,6 +407,17 @@ def _tuned_search_problem(values: dict[str, list]) -> None:
             "the micro batch it was given)",
             f"drop batch={value} and list the micro batches: space.micro_batches=[1,2,4,8], or drop the "
             f"space.* overrides to tune the sweep's axes with batch={value}",
+            value,
+        )
+    if (value := _searched("search.model", values)) is not None:
+        models = [str(v) for v in values.get("model", ()) if isinstance(v, str) and "${" not in v]
+        name = f"model={models[0]}" if len(models) == 1 else "a model, e.g. model=gpt-tiny"
+        raise ConfigError(
+            "search.model",
+            value,
+            "a tuning sweep over space.* ranks set-ups measured on one model, which search.model="
+            f"{value} replaces with the largest each set-up fits (each job grows its own model)",
+            f"drop search.model={value} to tune {name}",
             value,
         )
 
@@ -509,4 +535,6 @@ def _states_problem(option: str, model_keys: list[str]) -> str | None:
     host = hostmem.total_bytes()
     if host is None or need <= host:
         return None
-    return str(states_error(str(getattr(model, "name", option)), need, 1, host, plan=True, shard=False))
+    changes_typed = " ".join(f"model.{k}={_shown(v)}" for k, v in changes.items())
+    name = str(getattr(model, "name", option))
+    return str(states_error(name, need, 1, host, plan=True, shard=False, changes=changes_typed))

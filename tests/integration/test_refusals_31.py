@@ -35,7 +35,10 @@ def test_a_cpu_plan_with_model_overrides_is_refused_before_hydra(tmp_path: Path)
     if not no_gpu_here() or host is None or host > 140 * 2**30:
         pytest.skip("a GPU is here, or this machine holds the model's 145.7 GiB of states")
     proc = run_py("plan=true", "model=llama3.1-8b", "model.n_layer=40", cwd=tmp_path, timeout=300)
-    line = _one_line(proc, "model='llama3.1-8b': on the CPU the fp32 weights, gradients and AdamW states")
+    line = _one_line(
+        proc,
+        "model=llama3.1-8b with model.n_layer=40: on the CPU the fp32 weights, gradients and AdamW states",
+    )
     assert "take at least 145.7 GiB" in line and "Fix: add plan_gpu=H100 or plan_clusters=[H100:8]" in line
     assert not list(tmp_path.iterdir()), sorted(tmp_path.rglob("*"))
 

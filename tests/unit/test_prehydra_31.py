@@ -40,11 +40,12 @@ def test_a_cpu_plan_with_model_overrides_is_the_jobs_line_before_hydra(hydra_com
     with pytest.raises(ConfigError) as job:
         resolve(hydra_compose(argv), Environment(cpu_count=2, host_memory_bytes=host))
     assert "take at least 145.7 GiB" in str(job.value)
-    assert refusal(argv) == cpu_plan_problem(argv) == str(job.value)
-    assert cpu_plan_problem(["plan=true", "model=llama3.1-8b", "model.n_layer=2", "model.n_layer=40"]) == str(
-        job.value
+    assert refusal(argv) == cpu_plan_problem(argv)
+    assert str(job.value).replace("'llama3.1-8b'", "llama3.1-8b with model.n_layer=40") == refusal(argv)
+    assert cpu_plan_problem(["plan=true", "model=llama3.1-8b", "model.n_layer=2", "model.n_layer=40"]) == (
+        refusal(argv)
     )
-    assert cpu_plan_problem([*argv[:2], "model.n_layer='40'"]) == str(job.value)
+    assert cpu_plan_problem([*argv[:2], "model.n_layer='40'"]) == refusal(argv)
     assert refusal(["plan=true", "model=llama3.1-8b", "model.n_layer=2"]) is None
     assert refusal([*argv, "plan_gpu=H100"]) is None
 
@@ -169,6 +170,7 @@ NEW_LINES = (
     "cannot use it",
     "gives each set-up its micro batch",
     "on the CPU the fp32",
+    "ranks set-ups measured on one model",
 )
 """What the refusals of the keys beside a space (and of a CPU plan) say: a documented command line that
 draws one must be documented as refused."""
@@ -212,3 +214,138 @@ def test_the_documented_command_lines_are_refused_only_where_the_docs_say_so() -
         line = refusal(argv)
         if line is not None and any(said in line for said in NEW_LINES):
             assert re.search(r"refused|Invalid config|Fix:|Was:", paragraph), (page, argv, line)
+
+
+TUNE_CPU = ["-m", "hydra/sweeper=tune", "device=cpu", "model=gpt-tiny"]
+
+
+@pytest.mark.parametrize("space", list(SPACES))
+def test_search_model_largest_beside_a_space_is_refused_and_its_fix_passes(
+    tmp_path: Path, space: str
+) -> None:
+    """``-m hydra/sweeper=tune device=cpu model=gpt-tiny search.model=largest 'space.backends=[ddp]'``
+    passed: each job grew its own model, then the tuner ranked set-ups measured on different models. A
+    sweep file's ``search: {model: largest}`` is the same line, naming the file; the fix (drop it) passes."""
+    argv = [*TUNE_CPU, "space.backends=[ddp]"] if space == "tune" else ["-m", *SPACES[space]]
+    line = command_line_problem([*argv, "search.model=largest"])
+    assert line is not None and line.startswith("Invalid config: search.model=largest: "), line
+    assert "\n" not in line and "Fix: drop search.model=largest" in line
+    if space == "tune":
+        assert line == (
+            "Invalid config: search.model=largest: a tuning sweep over space.* ranks set-ups measured on one "
+            "model, which search.model=largest replaces with the largest each set-up fits (each job grows "
+            "its own model). Fix: drop search.model=largest to tune model=gpt-tiny."
+        )
+    assert refusal(argv) is None
+    conf = _conf(tmp_path, {"sweep/mine.yaml": HEAD + "search:\n  model: largest\n"})
+    filed = values_problem(["-m", "+sweep=mine", *argv], _checks(), str(conf))
+    assert filed == "Invalid config: conf/sweep/mine.yaml: " + line.removeprefix("Invalid config: ")
+
+
+BAD_VALUES = [
+    ("parallel.tp=null", "parallel.tp=null", "space.layouts=[dp,tp2]"),
+    ("parallel.tp=2.0", "parallel.tp=2.0", "space.layouts=[dp,tp2]"),
+    ("parallel.tp=abc", "parallel.tp=abc", "space.layouts=[dp,tp2]"),
+    ("parallel={tp:0}", "parallel.tp=0", "space.layouts=[dp,tp2]"),
+    ("batch.micro_batch_size=0", "batch.micro_batch_size=0", "space.micro_batches=[1,2,4,8]"),
+    ("batch.micro_batch_size=abc", "batch.micro_batch_size=abc", "space.micro_batches=[1,2,4,8]"),
+    (
+        "batch.micro_batch_size=${steps.measure}",
+        "batch.micro_batch_size=${steps.measure}",
+        "space.micro_batches=[1,2,4,8]",
+    ),
+    ("parallel.tp=${steps.measure}", "parallel.tp=${steps.measure}", "space.layouts=[dp,tp2]"),
+    ("parallel={tp:${steps.measure}}", "parallel.tp=${steps.measure}", "space.layouts=[dp,tp2]"),
+]
+
+
+@pytest.mark.parametrize("space", list(SPACES))
+@pytest.mark.parametrize(("override", "shown", "fix"), BAD_VALUES, ids=[b[0] for b in BAD_VALUES])
+def test_a_key_the_space_decides_is_refused_whatever_its_value_with_a_fix_that_passes(
+    space: str, override: str, shown: str, fix: str
+) -> None:
+    """Beside a space, ``parallel.tp=null`` suggested ``space.layouts=[tpnull]`` (``2.0``: ``[tp2.0]``,
+    ``batch.micro_batch_size=0``: ``[0]``), and an interpolation (``${steps.measure}``) passed, exit 0,
+    the set-ups ignoring it. Now each is refused; the fix names no invalid value, and it passes."""
+    argv = ["-m", *SPACES[space]]
+    line = refusal([*argv, override])
+    key = shown.partition("=")[0]
+    space_key = fix.partition("=")[0]
+    assert line == (
+        f"Invalid config: {shown}: {READERS[space]} takes it from {space_key} (each set-up sets its own "
+        f"{key}). Fix: drop {key} and list the set-ups' values in {space_key}, e.g. {fix}."
+    )
+    assert refusal([*argv, fix]) is None
+
+
+@pytest.mark.parametrize("space", list(SPACES))
+def test_a_sweep_files_interpolated_micro_batch_beside_a_space_is_refused(tmp_path: Path, space: str) -> None:
+    """A sweep file's ``batch: {micro_batch_size: ${steps.measure}}`` beside ``plan_clusters`` passed,
+    exit 0; now the command line's line, naming the file."""
+    conf = _conf(tmp_path, {"sweep/mine.yaml": HEAD + "batch:\n  micro_batch_size: ${steps.measure}\n"})
+    line = values_problem(["-m", "+sweep=mine", *SPACES[space]], _checks(), str(conf))
+    assert line is not None and line.startswith(
+        "Invalid config: conf/sweep/mine.yaml: batch.micro_batch_size=${steps.measure}: "
+    ), line
+    assert "e.g. space.micro_batches=[1,2,4,8]" in line
+
+
+@NO_GPU
+def test_a_cpu_plans_refusal_names_the_model_overrides_and_no_model_given() -> None:
+    """``plan=true model=llama3.1-8b model.n_layer=40`` said ``model='llama3.1-8b'`` of 145.7 GiB (the
+    YAML's model is 119.7); and ``model=gpt-tiny model.n_layer=100000`` was told to pick gpt-tiny."""
+    host = hostmem.total_bytes()
+    if host is None or host > 140 * 2**30:
+        pytest.skip("this machine holds the model's 145.7 GiB of states")
+    line = cpu_plan_problem(["plan=true", "model=llama3.1-8b", "model.n_layer=2", "model.n_layer='40'"])
+    assert line is not None and line.startswith(
+        "Invalid config: model=llama3.1-8b with model.n_layer=40: on the CPU the fp32 weights, gradients and "
+        "AdamW states of 1 rank take at least 145.7 GiB"
+    ), line
+    assert line.endswith("or pick a smaller model (e.g. model=gpt-tiny).")
+    tiny = cpu_plan_problem(["plan=true", "model=gpt-tiny", "model.n_layer=100000"])
+    assert tiny is not None and tiny.startswith("Invalid config: model=gpt-tiny with model.n_layer=100000: ")
+    assert "model=gpt-tiny)" not in tiny and tiny.endswith("or pick smaller model.* values.")
+    alone = cpu_plan_problem(["plan=true", "model=llama3.1-8b"])
+    assert alone is not None and alone.startswith("Invalid config: model='llama3.1-8b': ")
+
+
+MAPPINGS = [
+    ("parallel={TP:2}", "Invalid config: parallel.TP=2: no such key. Fix: did you mean "),
+    ("parallel={tp:abc}", "Invalid config: parallel.tp='abc': is not a whole number. Fix: "),
+    ("steps={warmupp:2}", "Invalid config: steps.warmupp=2: no such key. Fix: did you mean steps.warmup? "),
+    ("predict={nope:2}", "Invalid config: predict.nope=2: no such key. Fix: "),
+    ("parallel={tp:0}", "Invalid config: parallel.tp=0: must be a positive integer. Fix: set parallel.tp=1."),
+    ("steps={warmup:-1}", "Invalid config: steps.warmup=-1: must be >= 0. Fix: set steps.warmup=0."),
+]
+
+
+@pytest.mark.parametrize(("mapping", "said"), MAPPINGS, ids=[m for m, _ in MAPPINGS])
+def test_a_sections_mapping_is_checked_as_its_keys_before_hydra(mapping: str, said: str) -> None:
+    """``plan=true model=gpt-tiny 'parallel={TP:2}'`` (``{tp:abc}``, ``steps={warmupp:2}``,
+    ``predict={nope:2}``) drew Hydra's 7-8 lines; ``{tp:0}`` and ``steps={warmup:-1}`` the job's line
+    after Hydra made outputs/. Now each key of the mapping is checked as ``parallel.tp=0`` is."""
+    from flopsweep.mapping_overrides import read_as_keys
+    from flopsweep.overrides import type_problem
+    from flopsweep.value_sets import value_set_problem
+
+    argv = ["plan=true", "model=gpt-tiny", mapping]
+    keyed = read_as_keys(argv)
+    assert keyed[:2] == argv[:2] and len(keyed) == 3 and keyed[2].startswith(mapping.partition("=")[0] + ".")
+    line = refusal(argv)
+    assert line is not None and line.startswith(said), line
+    assert line == (type_problem(keyed) or value_set_problem(keyed)) or "did you mean" in line
+    assert type_problem(argv) is None and value_set_problem(argv) is None
+
+
+def test_a_mapping_of_valid_keys_and_a_groups_mapping_are_left_as_they_are() -> None:
+    from flopsweep.mapping_overrides import read_as_keys
+
+    assert refusal(["plan=true", "model=gpt-tiny", "steps={warmup:2,measure:3}"]) is None
+    assert read_as_keys(["steps={warmup:2,measure:3}", "parallel={tp:1},{tp:2}", "+parallel={tp:1}"]) == [
+        "steps.warmup=2",
+        "steps.measure=3",
+        "parallel={tp:1},{tp:2}",
+        "+parallel={tp:1}",
+    ]
+    assert read_as_keys(["model={n_layer:2}", "steps={}"]) == ["model={n_layer:2}", "steps={}"]
