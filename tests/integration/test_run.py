@@ -45,6 +45,7 @@ SYSTEM_KEYS = {
     "torchao",
     "python",
     "git_sha",
+    "git_dirty",  # whether tracked files differ from git_sha (session 31)
     "loadavg",
     "cuda_alloc_conf",
     "visible_devices",  # the devices hydra/launcher=pool pinned the job to (issue 44)
