@@ -38,7 +38,6 @@ Torch-free. Bytes, seconds, TB/s (1e12 bytes/s). docs/prediction-fp8-cast.md.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from flopsweep.record import value_at
@@ -81,15 +80,13 @@ def linear_shapes(record: dict[str, Any]) -> tuple[int, int, int] | None:
     their inputs' and outputs' elements per token), from its ``config.model`` through its family's
     ``memory``; None for a family without them (``hf``) or a model section it cannot read."""
     from flopsweep.fp8 import FP8_CAST_KEYS
-    from flopsweep.models import MODELS
+    from flopsweep.models import recorded_config
 
-    model = value_at(record, ("config", "model"))
-    fam = MODELS.get(model.get("arch")) if isinstance(model, dict) else None
-    if fam is None:
+    read = recorded_config(value_at(record, ("config", "model")))
+    if read is None:
         return None
-    names = {f.name for f in dataclasses.fields(fam.config)}
     try:
-        shape = fam.memory(fam.config(**{k: v for k, v in model.items() if k in names}))
+        shape = read[0].memory(read[1])
     except (TypeError, ValueError, ZeroDivisionError):
         return None
     if not all(isinstance(shape.get(k), int) for k in FP8_CAST_KEYS):

@@ -15,7 +15,6 @@ Llama 3.1 8B 0.75) by :func:`flopsweep.predict.workload_from_record`, whose work
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from flopsweep.record import value_at
@@ -43,15 +42,13 @@ def ran_share(record: dict[str, Any]) -> float:
     1 for every other record, an unknown family and ``hf`` (its counts need torch)."""
     if counted_mode(record) != "full":
         return 1.0
-    from flopsweep.models import MODELS
+    from flopsweep.models import recorded_config
 
-    model = value_at(record, ("config", "model"))
-    fam = MODELS.get(model.get("arch")) if isinstance(model, dict) else None
-    if fam is None or fam is MODELS.get("hf"):
+    found = recorded_config(value_at(record, ("config", "model")))
+    if found is None:
         return 1.0
+    fam, cfg = found
     try:
-        names = {f.name for f in dataclasses.fields(fam.config)}
-        cfg = fam.config(**{k: v for k, v in model.items() if k in names})
         base, full, read = (
             fam.hardware_flops(cfg, cfg.seq_len, 1.0, r) for r in ("none", "full", "early_stop")
         )

@@ -118,23 +118,22 @@ def executed_flops(record: Mapping[str, Any], hardware_flops: float) -> float:
     kernel that computes the whole square or a block-sparse layout, ``hf`` and a model the family cannot
     read."""
     from flopsweep.attention import KERNELS
-    from flopsweep.models import MODELS
+    from flopsweep.models import recorded_config
 
     attention, model = value_at(record, ("config", "attention")), value_at(record, ("config", "model"))
     model_flops = value_at(record, ("metrics", "model_flops_per_iteration"))
     name = attention.get("name") if isinstance(attention, Mapping) else None
-    fam = MODELS.get(model.get("arch", "gpt2")) if isinstance(model, Mapping) else None
+    found = recorded_config(model, default_arch="gpt2")
     if name not in KERNELS or not KERNELS[name].skips_masked or name == "blocksparse":
         return hardware_flops
-    if fam is None or fam is MODELS.get("hf") or not isinstance(model_flops, int | float):
+    if found is None or not isinstance(model_flops, int | float):
         return hardware_flops
+    fam, cfg = found
     density = attention.get("density") or 1.0
     mode = value_at(record, ("metrics", "recompute"))
     if mode in (None, "none") or (mode == "full" and recompute_read.ran_share(record) < 1):
         mode = "early_stop"  # what ran (flopsweep.recompute_read); none: no recompute to weigh
     try:
-        names = {f.name for f in dataclasses.fields(fam.config)}
-        cfg = fam.config(**{k: v for k, v in model.items() if k in names})
         per_token, bare = fam.model_flops(cfg, 1, density), fam.model_flops(cfg, 1, 0.0)
         again = fam.hardware_flops(cfg, 1, density, mode) - per_token
         again_square = 1 - (fam.hardware_flops(cfg, 1, 0.0, mode) - bare) / again

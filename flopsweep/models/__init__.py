@@ -28,7 +28,8 @@ benchmarked (they are memory-bound, which is why they still cost time).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -190,3 +191,18 @@ MODELS: dict[str, ModelFamily] = {
 def family(cfg: ModelConfig) -> ModelFamily:
     """The family of ``cfg`` (``cfg.arch``); validation has checked that it exists."""
     return MODELS[cfg.arch]
+
+
+def recorded_config(model: Any, default_arch: str | None = None) -> tuple[ModelFamily, Any] | None:
+    """The family and its model config read from a record's ``config.model`` section (a dict; its keys that
+    the family's config has, the others left out), the family by ``arch`` (``default_arch`` where the section
+    names none); None for a section that is no mapping, an unknown family, ``hf`` (its counts need torch) or
+    values the config refuses (TypeError, ValueError). Torch-free."""
+    fam = MODELS.get(model.get("arch", default_arch)) if isinstance(model, Mapping) else None
+    if fam is None or fam is MODELS["hf"]:
+        return None
+    names = {f.name for f in dataclasses.fields(fam.config)}
+    try:
+        return fam, fam.config(**{k: v for k, v in model.items() if k in names})
+    except (TypeError, ValueError):
+        return None
