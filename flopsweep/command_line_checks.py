@@ -230,7 +230,7 @@ def plan_conflict_problem(overrides: list[str]) -> str | None:
     if repeats.isdigit() and int(repeats) > 1:
         return (
             f"Invalid config: repeats={repeats}: a plan runs nothing, so its rounds would be {repeats} "
-            "identical rows per job. Fix: drop repeats (or plan=true)."
+            "identical rows per job. Fix: drop repeats=, or drop plan=true to run the rounds."
         )
     return None
 
