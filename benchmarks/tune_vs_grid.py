@@ -43,12 +43,16 @@ def means(df, objective: str):
 
 
 def job_overrides(run_dir: str) -> list[str]:
-    """The defining overrides of the job in ``run_dir`` (its ``.hydra/overrides.yaml``); [] if none.
+    """The defining overrides of the job in ``run_dir``: its ``.hydra/overrides.yaml``, else its
+    record's ``run.overrides`` (a folder packed with its ``metrics.json`` alone); [] if neither.
     A row that pools the rounds of ``repeats=`` names its folders joined by ``", "``: the first is read."""
     try:
         data = yaml.safe_load(read_bounded(str(Path(run_dir) / ".hydra" / "overrides.yaml")))
     except (OSError, yaml.YAMLError):
-        return []
+        try:
+            data = (read_json(Path(run_dir) / "metrics.json").get("run") or {}).get("overrides")
+        except (OSError, ValueError, AttributeError):
+            return []
     return defining_overrides([str(o) for o in data]) if isinstance(data, list) else []
 
 
