@@ -18,6 +18,10 @@ own set-up (its repeats, the same config less the rank count on the same GPU):
   rate over them too), else the ``flops`` estimate (counted under ``fell back``).
 
 A one-GPU ZeRO-3 record's predictions get its floor added, as the job's do (:mod:`flopsweep.zero3_floor`).
+Each record is placed at the memory edge or off it by today's memory estimate of its config, as the job places
+itself before it runs (:func:`flopsweep.nearest_measured.estimated_edge`; ``benchmarks/memory_estimate.py``'s
+reading of old configs), so that a target off the edge takes a record that ran unsteady there last
+(:func:`flopsweep.nearest.unsteady_edge`).
 
 Prints one markdown table: per backend (a ZeRO stage named) and over all records, the records, and of
 each prediction the median, 90th percentile and worst |error|, the error being
@@ -34,6 +38,9 @@ GPU's datasheet memory bandwidth over the predicted record's): run on ``results/
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import io
 import logging
 import sys
 from pathlib import Path
@@ -68,6 +75,25 @@ def _flops(m: nearest_measured.Measured) -> float:
     ).compute_s
 
 
+def _edge(m: nearest_measured.Measured) -> bool | None:
+    """Whether ``m``'s set-up is at the memory edge of its GPU by today's memory estimate of its config; None
+    where the config cannot be read or the estimate fails."""
+    from memory_estimate import run_config
+
+    from flopsweep.layout import Layout
+    from flopsweep.memory import peak_bytes
+
+    system = m.record.get("system") or {}
+    try:
+        cfg = run_config(m.record["config"])
+        layout = Layout(**(system.get("parallel") or {"dp_shard": system["world_size"]}))
+        with contextlib.redirect_stdout(io.StringIO()):  # DeepSpeed's accelerator line
+            peak = peak_bytes(cfg, layout)
+    except Exception:  # noqa: BLE001 - an old config or an estimate that fails: the edge unknown
+        return None
+    return nearest_measured.estimated_edge(peak / 2**30, nearest_measured.device_of(m))
+
+
 def evaluate(directory: Path, source: Path | None = None, rates_from: Path | None = None) -> list[dict]:
     """One row per ok one-GPU record of ``directory``: name, backend, measured, flops and nearest
     predictions (seconds) and the nearest's source (or why it fell back). With ``source`` (``--from``),
@@ -91,6 +117,7 @@ def evaluate(directory: Path, source: Path | None = None, rates_from: Path | Non
         step = (m.record.get("metrics") or {}).get("iteration_time_s", {}).get("mean")
         if m.record.get("status") != "ok" or m.world != 1 or not isinstance(step, int | float):
             continue
+        m = dataclasses.replace(m, edge=_edge(m))
         if given is not None and given_pool is not None:
             found, why, _ = nearest.nearest_compute(m, given_pool, given + profiles)
         else:

@@ -419,7 +419,7 @@ def _prediction(
         )
     near, far, neighbour = None, "", None
     if not probed and not picked and records:  # the nearest measured set-up, ahead of the FLOPs estimate
-        near, far, neighbour = _nearest(cfg, target, records, device_name)
+        near, far, neighbour = _nearest(cfg, target, records, device_name, _edge(cfg, layout, device_name))
         if (
             neighbour is not None and not device_name
         ):  # no GPU named: the nearest record's, as a calibration's
@@ -569,19 +569,35 @@ def _nearest(
     target: pr.Workload,
     records: Sequence[tuple[str, dict[str, Any]]],
     device_name: str | None,
+    edge: bool | None = None,
 ) -> tuple[pr.Compute | None, str, nearest_measured.Measured | None]:
-    """:func:`flopsweep.nearest.nearest_compute` of ``cfg`` (its workload ``target``, on ``device_name``)
-    over ``records``: the compute carried over from the nearest measured set-up that is not its own and
-    that set-up's first record, or None, why none may stand for it, and None."""
+    """:func:`flopsweep.nearest.nearest_compute` of ``cfg`` (its workload ``target``, on ``device_name``, at
+    the memory edge by its estimate ``edge``: :func:`_edge`) over ``records``: the compute carried over from
+    the nearest measured set-up that is not its own and that set-up's first record, or None, why none may
+    stand for it, and None."""
     config = {"config": _config_dict(cfg), "system": {"device_name": device_name}}
     me = nearest_measured.describe("(this run)", config, target, device_name=device_name)
     if me is None:
         return None, "no nearest set-up: the run's config has no counts", None
+    me = dataclasses.replace(me, edge=edge)
     named = [(n, r) for n, r in records if not shipped.is_shipped(r)]
     pool = nearest_measured.pool_of(named)
     if len(named) < len(records):  # the shipped records' pool, made once a process
         pool += list(shipped.pool())
     return nearest.nearest_compute(me, pool, records)
+
+
+def _edge(cfg: RunConfig, layout: Layout, device_name: str | None) -> bool | None:
+    """Whether ``cfg`` on ``layout`` is at the memory edge of the GPU ``device_name`` by the memory estimate
+    (:func:`flopsweep.memory.peak_bytes`, :func:`flopsweep.nearest_measured.estimated_edge`); None where the
+    estimate fails or the GPU's memory is unknown (the nearest rule then keeps its order)."""
+    from flopsweep.memory import peak_bytes
+
+    try:
+        peak = peak_bytes(cfg, layout)
+    except Exception:  # noqa: BLE001 - no estimate: the edge unknown, as for a record without one
+        return None
+    return nearest_measured.estimated_edge(peak / 2**30, device_name)
 
 
 FP8_AS_BF16 = "{precision} predicted as bf16: fp8 GEMM speed-up not modelled"

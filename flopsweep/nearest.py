@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import fp8_cast, peaks, recompute_read, zero3_floor
+from flopsweep import fp8_cast, memory_edge, noise, peaks, recompute_read, zero3_floor
 from flopsweep.nearest_measured import HOST, Measured, device_of, setup_of
 from flopsweep.record import value_at
 from flopsweep.text import plural
@@ -43,7 +43,8 @@ RULE = (
     "its recipe at the other compile setting, then bf16 eager, the eager float8 casts moved: "
     "flopsweep.fp8_cast); a GPU kind of the same datasheet peak first (H100 and H200 SXM alike), another "
     "scaled by the peak ratio; then the same attention kernel; the same "
-    "experts kernel (model.experts); dense or mixture of experts alike; the same backend, ZeRO stage and "
+    "experts kernel (model.experts); dense or mixture of experts alike; for a run off the memory edge, a "
+    "record that did not run unsteady at it (nearest.unsteady_edge); the same backend, ZeRO stage and "
     "optimizer (on the GPU or the host); the nearest model by |ln(parameters ratio)| + |ln(tokens per "
     "micro batch ratio)| + |ln(sequence length ratio)|; the nearest world size; the same backend knobs; "
     "the same GPU kind; one set-up whatever its policy (the siblings' shared base); in it a record off "
@@ -54,8 +55,9 @@ RULE = (
 
 RULE_SHORT = (
     "same GPU peak (else scaled), precision and compile; then kernel, experts kernel, dense or MoE, "
-    "backend and stage, optimizer side, nearest parameters, tokens per micro batch and sequence length, "
-    "world size, backend knobs, GPU kind, then in that set-up the policy (docs/prediction-nearest.md)"
+    "off the memory edge a steady record, backend and stage, optimizer side, nearest parameters, "
+    "tokens per micro batch and sequence length, world size, backend knobs, GPU kind, then in that set-up "
+    "the policy (docs/prediction-nearest.md)"
 )
 """:data:`RULE` in the words every ``nearest`` source ends with: each key :func:`order` sorts by."""
 
@@ -99,12 +101,15 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
     reads the target's policy, so targets that differ only in it (a plan's policy siblings) take one base
     set-up, each its own policy's record there, else the nearest recompute share's (:data:`DISPATCH_POLICIES`
     last) scaled by the hardware FLOPs (:func:`transfer`; docs/prediction-nearest.md). No key ahead of the
-    model reads the GPU kind beyond its peak (:func:`same_peak`)."""
+    model reads the GPU kind beyond its peak (:func:`same_peak`). A target off the memory edge
+    (:attr:`Measured.edge` False) takes a record that ran unsteady at it (:func:`unsteady_edge`) after every
+    other, ahead of the backend."""
     return (
         m.gpu != target.gpu and not same_peak(target, m),
         m.attention != target.attention,
         m.experts != target.experts,
         m.moe != target.moe,
+        target.edge is False and unsteady_edge(m),
         m.backend[0] != target.backend[0],
         m.backend[1] != target.backend[1],
         m.backend[2] != target.backend[2],
@@ -453,6 +458,26 @@ def retried(m: Measured) -> bool:
     allocator's frees and retries, a cost of its memory, not of its policy's work."""
     retries = value_at(m.record, ("metrics", "cuda_alloc_retries"))
     return isinstance(retries, int | float) and retries > 0
+
+
+def unsteady_edge(m: Measured) -> bool:
+    """Whether ``m`` ran unsteady at the memory edge: its measured peak
+    (``metrics.peak_cuda_allocated_bytes``) at the edge of its GPU's memory
+    (:func:`flopsweep.memory_edge.at_edge`) and its steps noisy (``metrics.iteration_time_s.cv`` over
+    :data:`flopsweep.noise.NOISY_CV`), so that its mean step holds
+    stalls the step model does not count (Llama 3.1 8B fp8 FSDP2 `none` of micro batch 2 on one H200, 123.6
+    of 140.4 GiB, 137.5 reserved, steps 0.43-0.76 s: 432 TFLOP/s where the 8B fp8 `single` records ran
+    610-700). :func:`order` takes such a record last for a target off the edge (:attr:`Measured.edge`
+    False), ahead of the backend. A one-GPU ZeRO-3 set-up is not one: its step is its floor's
+    (:func:`flopsweep.zero3_floor.applies`), noisy or not."""
+    peak = value_at(m.record, ("metrics", "peak_cuda_allocated_bytes"))
+    capacity = memory_edge.device_capacity_bytes(device_of(m))
+    return (
+        isinstance(peak, int | float)
+        and memory_edge.at_edge(peak, capacity)
+        and noise.noisy(value_at(m.record, ("metrics", "iteration_time_s", "cv")))
+        and not zero3_floor.applies(m.record)
+    )
 
 
 def model_gap(target: Measured, m: Measured) -> float:

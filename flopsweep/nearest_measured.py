@@ -55,6 +55,12 @@ class Measured:
     base: str | None = None
     """The set-up whatever its checkpointing policy (:func:`base_key`): the records one target's
     policy siblings share (:func:`flopsweep.nearest.order` sorts by it ahead of the policy)."""
+    edge: bool | None = None
+    """Whether a target is at the memory edge by today's memory estimate (:func:`estimated_edge`: set by
+    :func:`flopsweep.forecast.prediction` for the job, ``plan=true`` and the tuner, and by
+    ``benchmarks/nearest_loo.py``); None where unknown (:func:`describe` leaves it so). A target off the
+    edge (False) takes a record that ran unsteady at the edge last
+    (:func:`flopsweep.nearest.unsteady_edge`)."""
 
 
 def gpu_kind(device_name: Any) -> str | None:
@@ -108,6 +114,18 @@ def describe(
         workload=w,
         base=base_key({**record, "system": system}),
     )
+
+
+def estimated_edge(peak_gib: Any, device_name: str | None) -> bool | None:
+    """Whether an estimated peak of ``peak_gib`` GiB per rank is at the memory edge of the GPU ``device_name``
+    (:func:`flopsweep.memory_edge.at_edge`, its capacity :func:`flopsweep.memory_edge.device_capacity_bytes`);
+    None where the estimate or the GPU's memory is unknown."""
+    from flopsweep import memory_edge
+
+    capacity = memory_edge.device_capacity_bytes(device_name)
+    if not isinstance(peak_gib, int | float) or isinstance(peak_gib, bool) or capacity is None:
+        return None
+    return memory_edge.at_edge(peak_gib * memory_edge.GIB, capacity)
 
 
 def base_key(record: dict[str, Any]) -> str | None:

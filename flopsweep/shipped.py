@@ -40,7 +40,7 @@ FORMAT = 1
 """The file's layout (``format``)."""
 
 MAX_BYTES = 4 * 2**20
-"""The most bytes read of the shipped file (it holds about 0.5 MB)."""
+"""The most bytes read of the shipped file (it holds about 0.9 MB)."""
 
 METRIC_KEYS = (
     "iteration_time_s",
@@ -49,6 +49,7 @@ METRIC_KEYS = (
     "hardware_flops_per_iteration",
     "measured_matmul_tflops",
     "peak_tflops",
+    "peak_cuda_allocated_bytes",
 )
 """The ``metrics`` keys kept of each record: what a calibration (:func:`flopsweep.predict.measured_parts`,
 :func:`flopsweep.predict.workload_from_record`, :func:`flopsweep.predict.optimizer_rate`) and the nearest
