@@ -441,7 +441,10 @@ def _prediction(
                 target, *picked, compute_scale=cfg.predict.compute_scale, rate=rate
             )
             if sibling is not None:
-                compute = _from_sibling(cfg, target, compute, sibling, picked, records, device_name)
+                said = SIBLING_BASE.format(cfg.activation_checkpointing.name, *sibling)
+                compute = dataclasses.replace(
+                    compute, compute_s=compute.compute_s * sibling[1], source=f"{compute.source}; {said}"
+                )
             if shipped.is_shipped(picked[1]):
                 compute = _said_shipped(compute, "calibrated")
         elif near is not None:
@@ -570,53 +573,15 @@ def _nearest(
     """:func:`flopsweep.nearest.nearest_compute` of ``cfg`` (its workload ``target``, on ``device_name``)
     over ``records``: the compute carried over from the nearest measured set-up that is not its own and
     that set-up's first record, or None, why none may stand for it, and None."""
-    me = _described(cfg, target, device_name)
+    config = {"config": _config_dict(cfg), "system": {"device_name": device_name}}
+    me = nearest_measured.describe("(this run)", config, target, device_name=device_name)
     if me is None:
         return None, "no nearest set-up: the run's config has no counts", None
-    return nearest.nearest_compute(me, _pool(records), records)
-
-
-def _described(
-    cfg: RunConfig, target: pr.Workload, device_name: str | None
-) -> nearest_measured.Measured | None:
-    """The run as :mod:`flopsweep.nearest` reads a record (its workload ``target``, on ``device_name``)."""
-    config = {"config": _config_dict(cfg), "system": {"device_name": device_name}}
-    return nearest_measured.describe("(this run)", config, target, device_name=device_name)
-
-
-def _pool(records: Sequence[tuple[str, dict[str, Any]]]) -> list[nearest_measured.Measured]:
-    """:func:`flopsweep.nearest_measured.pool_of` of ``records``, the shipped ones' made once a process."""
     named = [(n, r) for n, r in records if not shipped.is_shipped(r)]
     pool = nearest_measured.pool_of(named)
-    if len(named) < len(records):
+    if len(named) < len(records):  # the shipped records' pool, made once a process
         pool += list(shipped.pool())
-    return pool
-
-
-def _from_sibling(
-    cfg: RunConfig,
-    target: pr.Workload,
-    compute: pr.Compute,
-    sibling: tuple[str, float],
-    picked: tuple[str, dict[str, Any]],
-    records: Sequence[tuple[str, dict[str, Any]]],
-    device_name: str | None,
-) -> pr.Compute:
-    """``compute``, calibrated from ``picked``, the record of the run's policy sibling ``sibling[0]``, scaled
-    to the run's policy: by the hardware FLOPs ratio ``sibling[1]`` and, where one of the two policies is
-    :data:`flopsweep.nearest.DISPATCH_POLICIES` and the other not, by that policy's dispatch as the nearest
-    set-up carries it (:func:`flopsweep.nearest.sibling_dispatch`: the sibling's taken out, the run's put
-    in); each said in the source (:data:`SIBLING_BASE`)."""
-    said = SIBLING_BASE.format(cfg.activation_checkpointing.name, *sibling)
-    factor, why = 1.0, ""
-    on = device_name or value_at(picked[1], ("system", "device_name"))
-    me, its = _described(cfg, target, on), nearest_measured.describe(*picked)
-    if me is not None and its is not None:
-        factor, why = nearest.sibling_dispatch(me, its, _pool(records), records)
-    said += f"; {why}" if why else ""
-    return dataclasses.replace(
-        compute, compute_s=compute.compute_s * sibling[1] * factor, source=f"{compute.source}; {said}"
-    )
+    return nearest.nearest_compute(me, pool, records)
 
 
 FP8_AS_BF16 = "{precision} predicted as bf16: fp8 GEMM speed-up not modelled"

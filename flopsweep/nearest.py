@@ -340,10 +340,31 @@ def nearest_compute(
     compute and optimizer; with ``""`` and the nearest record. ``records``: those the optimizer rates
     are taken over (default: ``pool``'s, the target's own set-up left out either way).
     ``(None, why, None)`` when no record may stand for it."""
+    from flopsweep.predict import optimizer_rate
+
     ranked, why = candidates(target, pool)
     if not ranked:
         return None, f"no nearest set-up: {why}", None
-    rates = _optimizer_rates(target, pool, records)
+    others = [  # selective's dispatch measured with the other compile setting too (:func:`dispatch`)
+        m
+        for c in sorted({str(m.compile) for m in pool} - {str(target.compile)})
+        for m in candidates(dataclasses.replace(target, compile=c), pool, stand_in=False)[0]
+    ]
+    own = {target.setup} if target.setup is not None else set()
+    source = [
+        (n, r)
+        for n, r in (records if records is not None else [(m.name, m.record) for m in pool])
+        if isinstance(value_at(r, ("metrics", "breakdown")), dict) and n != target.name
+    ]
+    source = [(n, r) for n, r in source if not own or setup_of(r) not in own]
+    cache: dict[tuple[str, str | None], tuple[float, str] | None] = {}
+
+    def rates(family: str, device_name: str | None) -> tuple[float, str] | None:
+        if (family, device_name) not in cache:
+            found = optimizer_rate(source, family, device_name) if family != HOST else None
+            cache[family, device_name] = found
+        return cache[family, device_name]
+
     tried: set[tuple[str | None, str | None]] = set()
     for first in ranked:
         group = (first.setup or first.name, first.gpu)
@@ -366,83 +387,16 @@ def nearest_compute(
         ]
         if not done:
             continue
-        carried = (1.0, "")
-        if done[0].host_ns is None:
-            carried = dispatch(
-                target, first, ranked + _other_compile(target, pool), _rate_of(target, rates, on)
-            )
+
+        def rate_of(m: Measured, on: str | None = on) -> float | None:
+            fams = {target.backend[2], m.backend[2]}
+            measured = {f: rates(f, device_of(m)) for f in fams}
+            t = transfer(target, m, rates={f: rates(f, on) for f in fams}, measured_rates=measured)
+            return t.rate_tflops if t is not None and t.host_ns is None else None
+
+        carried = dispatch(target, first, ranked + others, rate_of) if done[0].host_ns is None else (1.0, "")
         return _compute(target, first, done, table, carried), "", first
     return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
-
-
-def sibling_dispatch(
-    target: Measured,
-    sibling: Measured,
-    pool: Sequence[Measured],
-    records: Sequence[tuple[str, dict[str, Any]]] | None = None,
-) -> tuple[float, str]:
-    """:func:`dispatch` for a compute calibrated from ``sibling``, a record of ``target``'s set-up at
-    another checkpointing policy (``forecast``'s policy sibling, scaled by the hardware FLOPs): the same
-    factor and words :func:`nearest_compute` puts on a compute carried from a record of ``sibling``'s
-    policy, over the same records (``pool`` and ``records`` as there; the rates on ``target``'s GPU,
-    else ``sibling``'s). ``(1.0, "")`` where neither policy or both are :data:`DISPATCH_POLICIES`."""
-    if (target.policy in DISPATCH_POLICIES) == (sibling.policy in DISPATCH_POLICIES):
-        return 1.0, ""
-    ranked, _ = candidates(target, pool)
-    rate_of = _rate_of(
-        target, _optimizer_rates(target, pool, records), device_of(target) or device_of(sibling)
-    )
-    return dispatch(target, sibling, ranked + _other_compile(target, pool), rate_of)
-
-
-def _other_compile(target: Measured, pool: Sequence[Measured]) -> list[Measured]:
-    """The records of ``pool`` that may stand for ``target`` at the other compile setting, nearest first:
-    selective's dispatch measured with the other compile setting too (:func:`dispatch`)."""
-    return [
-        m
-        for c in sorted({str(m.compile) for m in pool} - {str(target.compile)})
-        for m in candidates(dataclasses.replace(target, compile=c), pool, stand_in=False)[0]
-    ]
-
-
-def _optimizer_rates(
-    target: Measured, pool: Sequence[Measured], records: Sequence[tuple[str, dict[str, Any]]] | None
-) -> Callable[[str, str | None], tuple[float, str] | None]:
-    """:func:`flopsweep.predict.optimizer_rate` of an optimizer family on a GPU, cached, over the profiled
-    ``records`` (default: ``pool``'s), the target and its own set-up left out; none on the host."""
-    from flopsweep.predict import optimizer_rate
-
-    own = {target.setup} if target.setup is not None else set()
-    source = [
-        (n, r)
-        for n, r in (records if records is not None else [(m.name, m.record) for m in pool])
-        if isinstance(value_at(r, ("metrics", "breakdown")), dict) and n != target.name
-    ]
-    source = [(n, r) for n, r in source if not own or setup_of(r) not in own]
-    cache: dict[tuple[str, str | None], tuple[float, str] | None] = {}
-
-    def rates(family: str, device_name: str | None) -> tuple[float, str] | None:
-        if (family, device_name) not in cache:
-            found = optimizer_rate(source, family, device_name) if family != HOST else None
-            cache[family, device_name] = found
-        return cache[family, device_name]
-
-    return rates
-
-
-def _rate_of(
-    target: Measured, rates: Callable[[str, str | None], tuple[float, str] | None], on: str | None
-) -> Callable[[Measured], float | None]:
-    """A record's rate on hardware FLOPs (TFLOP/s) as carried to ``target`` (:func:`transfer`, the optimizer
-    rates on ``on`` and on the record's GPU), None where it steps on the host or has no compute left."""
-
-    def rate_of(m: Measured) -> float | None:
-        fams = {target.backend[2], m.backend[2]}
-        measured = {f: rates(f, device_of(m)) for f in fams}
-        t = transfer(target, m, rates={f: rates(f, on) for f in fams}, measured_rates=measured)
-        return t.rate_tflops if t is not None and t.host_ns is None else None
-
-    return rate_of
 
 
 def dispatch(
