@@ -467,7 +467,7 @@ def _prediction(
         if not probed and not picked and near is None and records:
             compute = dataclasses.replace(compute, source=f"{compute.source}; {far}")
         if zero3_floor.applies_to(own, layout.world_size, cfg.device):  # DeepSpeed's own, on one GPU
-            compute = zero3_floor.with_floor(compute, target.n_params, cfg.activation_checkpointing.name)
+            compute = zero3_floor.with_floor(compute, target.n_params)
         overlap = (
             (cfg.predict.overlap, "predict.overlap")
             if cfg.predict.overlap is not None

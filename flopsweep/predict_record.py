@@ -93,7 +93,7 @@ def predict_record(
             if found is None:
                 compute = dataclasses.replace(compute, source=f"{compute.source}; {why}")
         if zero3_floor.applies(record):  # DeepSpeed's own, on one GPU
-            compute = zero3_floor.with_floor(compute, target.n_params, zero3_floor.policy_of(record))
+            compute = zero3_floor.with_floor(compute, target.n_params)
         own = value_at(record, ("system", "interconnect"))
         link = link_from_probe(own, source="the run's probe")
         device = value_at(record, ("system", "device_name"))  # another device's bandwidth is not its link

@@ -38,14 +38,8 @@ records of ``benchmarks/results`` with a ``single`` record of their set-up (``be
 leave-one-model-out median |error| 9.5%, p90 28.8%, worst -42.2%, against 34.9%, 65.0%, -78.5% for the
 single step alone). Fitted on the lent H100 and H200 hosts."""
 
-POLICY_FACTOR = {"selective": 1.36}
-"""The floor of an activation checkpointing policy (``config.activation_checkpointing.name``) over
-:data:`PER_PARAMETER_S`: ``selective``'s ``c`` fitted over its 7 records alone (124 ps) over the fit on
-all 48 (``benchmarks/zero3_floor.py``; ``none`` 83 ps, ``full`` 88 ps; Llama 3.1 8B compiled on one H200
-pays 0.74-1.09 s over ``single`` under ``selective``, 0.41-0.84 s under ``full``). Another policy: 1."""
-
 SOURCE = (
-    "ZeRO-3 floor {floor:.3g} s ({ps:.3g} ps x {params:.3g} parameters{policy}; fitted on H100/H200 hosts, "
+    "ZeRO-3 floor {floor:.3g} s ({ps:.3g} ps x {params:.3g} parameters; fitted on H100/H200 hosts, "
     "benchmarks/zero3_floor.py)"
 )
 """What a prediction's ``source`` says of the floor it added (:func:`with_floor`)."""
@@ -107,27 +101,9 @@ def kept_for(target: Workload | None) -> bool:
     )
 
 
-def policy_of(record: Mapping[str, Any]) -> str | None:
-    """A record's (or its view's) activation checkpointing policy: ``config.activation_checkpointing``'s
-    ``name`` (a policy dict), ``full`` for True, ``none`` for False, a string as it is; None without one."""
-    value = value_at(record, ("config", "activation_checkpointing"))
-    if isinstance(value, Mapping):
-        value = value.get("name")
-    if isinstance(value, bool):
-        return "full" if value else "none"
-    return value if isinstance(value, str) else None
-
-
-def per_parameter_s(policy: str | None = None) -> float:
-    """Seconds per parameter of the floor under ``policy``: :data:`PER_PARAMETER_S` x its
-    :data:`POLICY_FACTOR` (1 for another policy or None)."""
-    return PER_PARAMETER_S * POLICY_FACTOR.get(policy or "", 1.0)
-
-
-def floor_s(n_params: float, policy: str | None = None) -> float:
-    """ZeRO-3's floor on one GPU for a model of ``n_params`` parameters under the checkpointing ``policy``
-    (:func:`per_parameter_s`), seconds per step."""
-    return per_parameter_s(policy) * max(0.0, float(n_params))
+def floor_s(n_params: float) -> float:
+    """ZeRO-3's floor on one GPU for a model of ``n_params`` parameters, seconds per step."""
+    return PER_PARAMETER_S * max(0.0, float(n_params))
 
 
 def executed_flops(record: Mapping[str, Any], hardware_flops: float) -> float:
@@ -198,7 +174,7 @@ def record_floor(
     Where the fitted floor leaves something it is taken out whole, even where what is left runs faster
     than the GEMM rate (Llama 3.1 8B with ``full`` checkpointing at micro batch 2 and 3): bounding those
     too was tried and not kept (docs/prediction-zero3.md)."""
-    floor = floor_s(n_params, policy_of(record)) if applies(record) else 0.0
+    floor = floor_s(n_params) if applies(record) else 0.0
     if not floor or work_s is None or work_s > floor:
         return floor, ""
     rate = gemm_tflops(record)
@@ -212,15 +188,15 @@ def record_floor(
     return room, f"; of its fitted {floor:.3g} s, what leaves its {said}"
 
 
-def with_floor(compute: Compute, n_params: float, policy: str | None = None) -> Compute:
-    """``compute`` with the target's floor (:func:`floor_s` under its checkpointing ``policy``) added to
-    its compute and said at the end of its ``source``; the layer probe's whole step (``kind`` ``layers``)
-    and a floor of 0 leave it unchanged. The caller checks :func:`applies_to` for the target."""
-    floor = floor_s(n_params, policy)
+def with_floor(compute: Compute, n_params: float) -> Compute:
+    """``compute`` with the target's floor (:func:`floor_s`) added to its compute and said at the end
+    of its ``source``; the layer probe's whole step (``kind`` ``layers``) and a floor of 0 leave it
+    unchanged. The caller checks
+    :func:`applies_to` for the target."""
+    floor = floor_s(n_params)
     if compute.kind == "layers" or not floor > 0:
         return compute
-    named = f" under {policy}" if policy in POLICY_FACTOR else ""
-    said = SOURCE.format(floor=floor, ps=per_parameter_s(policy) * 1e12, params=float(n_params), policy=named)
+    said = SOURCE.format(floor=floor, ps=PER_PARAMETER_S * 1e12, params=float(n_params))
     return dataclasses.replace(
         compute, compute_s=compute.compute_s + floor, source=f"{compute.source}; {said}"
     )
