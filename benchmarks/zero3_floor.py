@@ -231,8 +231,8 @@ def leave_one_model_out(found: list[dict]) -> str:
 
 def per_group(found: list[dict]) -> str:
     """``c`` of ``W + c P`` fitted per GPU kind, per compile and per checkpointing policy, and each group
-    predicted from the others' ``c`` (is the floor the host's? the compiler's? the policy's:
-    :data:`flopsweep.zero3_floor.POLICY_FACTOR`?)."""
+    predicted from the others' ``c`` (is the floor the host's? the compiler's? the checkpointing
+    policy's? docs/prediction-zero3.md)."""
     usable = [x for x in found if x["W"] and x["params"]]
     lines = [
         "| records | n | c ps per parameter | the others' c | median abs. error | p90 abs. error | worst |",
