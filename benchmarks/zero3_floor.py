@@ -21,7 +21,7 @@ Printed (markdown):
 3. leave-one-model-out, per step model (``W`` alone; ``max`` and sum of ``W`` and a floor per parameter
    tensor or per parameter): fitted on the other models' records (every GPU), the error on the left-out
    model's, median, p90 and worst, and per model; the constant fitted on all;
-4. ``W + c P`` fitted per GPU kind and per compile, each group predicted from the others' ``c``;
+4. ``W + c P`` fitted per GPU kind, per compile and per policy, each group predicted from the others' ``c``;
 5. the prediction of every such record (:func:`flopsweep.predict_record.predict_record`, ``analysis
    --predict``) from the others less its own set-up, without the floor (``PER_PARAMETER_S`` 0 for the
    call) and with it, beside the records' own before-run predictions;
@@ -230,14 +230,16 @@ def leave_one_model_out(found: list[dict]) -> str:
 
 
 def per_group(found: list[dict]) -> str:
-    """``c`` of ``W + c P`` fitted per GPU kind and per compile, and each group predicted from the
-    others' ``c`` (is the floor the host's? the compiler's?)."""
+    """``c`` of ``W + c P`` fitted per GPU kind, per compile and per checkpointing policy, and each group
+    predicted from the others' ``c`` (is the floor the host's? the compiler's? the checkpointing
+    policy's? docs/prediction-zero3.md)."""
     usable = [x for x in found if x["W"] and x["params"]]
     lines = [
         "| records | n | c ps per parameter | the others' c | median abs. error | p90 abs. error | worst |",
         "|---|---|---|---|---|---|---|",
     ]
     keys = [("gpu", g) for g in sorted({x["gpu"] for x in usable})] + [("compile", c) for c in (False, True)]
+    keys += [("policy", p) for p in sorted({x["policy"] for x in usable})]
     for field, value in keys:
         mine = [x for x in usable if x[field] == value]
         rest = [x for x in usable if x[field] != value]
