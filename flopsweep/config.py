@@ -409,9 +409,9 @@ class SpaceConfig:
     of its own setting; ``compile_mode``/``compile_scope`` apply to the compiled ones; ``compile=`` beside
     it is refused); empty: the job's own ``compile`` alone, not in the set-ups' overrides."""
     min_headroom: float = 0.1
-    """Share of the GPU's memory the memory estimate must leave free (0..1): a set-up estimated
-    above ``(1 - min_headroom) x memory`` is dropped as not fitting (the tuner's memory:
-    ``hydra.sweeper.memory_gib``, the GPU's, or the host's share per rank)."""
+    """Share of memory the estimate must leave free (0..1): a set-up estimated above ``(1 - min_headroom)
+    x memory`` is dropped (the tuner: of ``hydra.sweeper.memory_gib``, the GPU's, or the host's per rank;
+    :data:`flopsweep.tune.MIN_HEADROOM` where not given)."""
     top: int = 5
     """Rows per cluster in the terminal table (``plan.csv`` and ``plan_format=csv|json`` have all)."""
 

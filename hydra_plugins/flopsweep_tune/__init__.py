@@ -16,6 +16,7 @@ the analysis pools a set-up's runs into one row with an interval over repeats. T
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 TARGET = "hydra_plugins.flopsweep_tune.TuneSweeper"
+"""The ``_target_`` of ``conf/hydra/sweeper/tune.yaml``."""
 
 SPACE_KEY_OF = {
     "backend": "space.backends=[...]",
@@ -39,7 +41,6 @@ SPACE_KEY_OF = {
     "compile": "space.compile=[...]",
 }
 """A key a ``space.*`` tuning sweep sets -> the ``space.*`` key that takes its values instead."""
-"""The ``_target_`` of ``conf/hydra/sweeper/tune.yaml``."""
 
 
 def _param_problem(
@@ -241,10 +242,14 @@ class TuneSweeper(BasicSweeper):
         from flopsweep.local_gpus import gpus_here
         from flopsweep.plan import fixed_nproc
         from flopsweep.plan_space import SETUP_KEYS, Space, placed
+        from flopsweep.tune import MIN_HEADROOM
 
         cfg = self.config
         assert cfg is not None
         space = Space.from_config(cfg.space)
+        given = any(o.get_key_element().lstrip("+~") == "space.min_headroom" for o in parsed)
+        if not given and space.min_headroom == Space.min_headroom:  # the plan's margin: the tuner measures
+            space = dataclasses.replace(space, min_headroom=MIN_HEADROOM)
         objective.direction(str(cfg.get("objective") or objective.DEFAULT))
         if not any(o.get_key_element().lstrip("+~").startswith("space.") for o in parsed):
             return space, None

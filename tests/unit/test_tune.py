@@ -3,6 +3,7 @@ halving schedule, the budget accounting, the pruning decision on real configs, t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -116,6 +117,21 @@ def tuner_space(hydra_compose, overrides: list[str]):
     return sweeper.space(parsed)
 
 
+def test_the_tuner_keeps_no_memory_margin_unless_one_is_given(hydra_compose):
+    """The tuner prunes only what its estimate puts over the memory (:data:`flopsweep.tune.MIN_HEADROOM`),
+    the plan 10% short of it; ``space.min_headroom=`` given, even at the plan's 0.1, is kept, on the
+    command line or in ``hydra.sweeper.params``, with or without other ``space.*`` keys."""
+    from flopsweep.tune import MIN_HEADROOM
+
+    assert MIN_HEADROOM == 0.0
+    assert tuner_space(hydra_compose, [*TINY, *SPACE])[0].min_headroom == 0.0
+    assert tuner_space(hydra_compose, [*TINY, "backend=ddp,fsdp"])[0].min_headroom == 0.0
+    for given in ("0.1", "0.25"):
+        kept = [*TINY, *SPACE, f"space.min_headroom={given}"]
+        assert tuner_space(hydra_compose, kept)[0].min_headroom == float(given)
+    assert tuner_space(hydra_compose, [*TINY, "space.min_headroom=0.05"])[0].min_headroom == 0.05
+
+
 def test_plan_and_tuner_take_the_same_set_ups_from_the_same_space_keys(hydra_compose):
     """``space.*`` means the same in both: the sweeper's set-ups are :func:`flopsweep.plan_space.placed`'s,
     the plan's rows on a cluster of the same size the same list, in the same order; each tuner job's
@@ -125,7 +141,8 @@ def test_plan_and_tuner_take_the_same_set_ups_from_the_same_space_keys(hydra_com
     from hydra_plugins.flopsweep_tune.tuning import candidates
 
     space, (setups, nodes) = tuner_space(hydra_compose, [*TINY, *SPACE])
-    assert space == ps.Space.from_config(hydra_compose([*TINY, *SPACE]).space) and nodes == (1, 4)
+    planned = ps.Space.from_config(hydra_compose([*TINY, *SPACE]).space)
+    assert space == dataclasses.replace(planned, min_headroom=0.0) and nodes == (1, 4)
     assert len(setups) == 2 * 2 * 3 * 2  # hsdp on one node is no set-up; tp8 does not divide 4 ranks
     plan = ps.candidates(hydra_compose([*TINY, *SPACE]), space, [parse_cluster("H100:1x4")])
     assert [r.setup for r in plan.rows] == setups
@@ -141,7 +158,9 @@ def test_plan_and_tuner_take_the_same_set_ups_from_the_same_space_keys(hydra_com
             assert getattr(mine, key).name == getattr(theirs, key).name if key != "parallel" else True
         assert mine.parallel.tp == theirs.parallel.tp and mine.batch.micro_batch_size == c.setup.micro_batch
     none, plain = tuner_space(hydra_compose, [*TINY, "backend=ddp,fsdp"])
-    assert plain is None and none == ps.Space()  # no space.* key: the Hydra combinations are the set-ups
+    assert plain is None and none == ps.Space(
+        min_headroom=0.0
+    )  # no space.* key: the Hydra combinations are the set-ups
     combos = [[*TINY, f"backend={b}", f"parallel.tp={t}"] for b in ("ddp", "fsdp") for t in (1, 2)]
     hydra = candidates(combos, {"backend", "parallel.tp"}, None, (1, 4))
     assert [c.label for c in hydra][:2] == ["backend=ddp parallel.tp=1", "backend=ddp parallel.tp=2"]
