@@ -117,16 +117,28 @@ def calibration_records(
         except (RecordError, OSError) as exc:
             skipped[printable(str(file))] = str(exc)
     said = {**unsearched, **skipped}
-    if not out and skipped:  # the refusal below says the first one's reason: once, not twice
-        said.pop(next(iter(skipped)))
+    deep = [shown for shown, why in unsearched.items() if why.startswith(tree.DEEPER.split("{")[0])]
+    named = next(iter(skipped or deep or unsearched), None) if not out else None
+    said.pop(named, None)  # the refusal below says its reason: once, not twice
     for shown, why in said.items():
         log.warning("predict.calibration: skipping %s: %s", shown, printable(why))
     if not out:
-        what = f"holds no {METRICS_FILE}"
+        what, fix = f"holds no {METRICS_FILE}", CALIBRATION_FIX
         if skipped:
             first = printable(next(iter(skipped.values())))
             what = f"{what} that may calibrate ({len(skipped)} skipped; the first: {first})"
-        raise ConfigError("predict.calibration", path, what[:400], CALIBRATION_FIX)
+        elif deep:
+            what = (
+                f"holds no {METRICS_FILE} within {tree.MAX_DEPTH} levels: folders nested deeper are not "
+                f"searched (flopsweep's limit of a walk; not entered below {named})"
+            )
+            fix = f"name a folder at most {tree.MAX_DEPTH} levels above the records, or {CALIBRATION_FIX}"
+        elif unsearched:
+            what = (
+                f"{what} in the folders it could list ({len(unsearched)} not searched; the first: {named}: "
+            )
+            what += f"{unsearched[str(named)]})"
+        raise ConfigError("predict.calibration", path, printable(what)[:400], fix)
     return out
 
 

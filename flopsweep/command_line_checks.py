@@ -13,7 +13,7 @@ from flopsweep.cli import COMMAND, LOCAL_LAUNCHERS
 from flopsweep.config import ConfigError
 from flopsweep.files import RecordUnwritable, check_writable
 from flopsweep.flags import is_multirun, prints_only
-from flopsweep.hydrafiles import RUN_FILES_FOLDERS, output_folder_problem
+from flopsweep.hydrafiles import RUN_FILES_FOLDERS, config_folder_problem, output_folder_problem
 from flopsweep.override_parsing import typed_values
 
 _SORT_RANGE = re.compile(r"sort\(\s*range\(([^)]*)\)\s*(?:,\s*reverse\s*=\s*(\w+))?\s*\)", re.IGNORECASE)
@@ -71,7 +71,9 @@ def output_dir_problem(overrides: list[str]) -> str | None:
     (never followed), passes through another user's link (:func:`flopsweep.links.foreign_link`) or lies
     inside a run's own files
     (:func:`flopsweep.hydrafiles.output_folder_problem`), or a
-    ``hydra.output_subdir`` (Hydra's own ``.hydra/`` writes follow links: :mod:`flopsweep.hydrafiles`)."""
+    ``hydra.output_subdir`` (Hydra's own ``.hydra/`` writes follow links: :mod:`flopsweep.hydrafiles`).
+    Without a ``hydra.run.dir`` (``hydra.sweep.dir`` with ``-m``), the default folder made here is refused
+    inside a folder Hydra reads configs from (:func:`flopsweep.hydrafiles.config_folder_problem`)."""
     for override in overrides:
         key, _, value = override.lstrip("+~").partition("=")
         value = value.strip().strip("'\"")
@@ -111,6 +113,12 @@ def output_dir_problem(overrides: list[str]) -> str | None:
                 f"Invalid config: {key}={value!r}: {min(inside)} is a run's own files; each job's "
                 "directory must not lie among them. Fix: drop the override (default ${hydra.job.num})."
             )
+    key = "hydra.sweep.dir" if is_multirun(overrides) else "hydra.run.dir"
+    if not any(o.lstrip("+~").startswith(f"{key}=") for o in overrides):  # the default, in this folder
+        default = "multirun" if "sweep" in key else "outputs"
+        return config_folder_problem(
+            key, f"{default}/... (the default)", os.path.realpath(default), here=True
+        )
     return None
 
 
@@ -325,36 +333,74 @@ def placement_problem(overrides: list[str]) -> str | None:
 
 
 def added_key_problem(overrides: list[str]) -> str | None:
-    """One line for a ``+key=value`` whose top-level key is no field of
-    :class:`flopsweep.config.RunConfig`, no config group of ``conf/`` and not ``hydra`` (``+bogus=1``),
-    before Hydra makes the job's folder; the job refuses it the same way
-    (:func:`flopsweep.checks.validate`). A ``+`` of a nested key (``+model.foo=1``) depends on the option
-    picked and is left to the job."""
+    """One line for a ``+key=value`` or ``++key=value`` whose key no schema has, before Hydra makes the
+    job's folder; the job refuses it the same way (:func:`flopsweep.checks.validate`), the prefix as typed:
+
+    - a top-level key that is no field of :class:`flopsweep.config.RunConfig`, no config group of ``conf/``
+      and not ``hydra`` (``+bogus=1``, ``++bogus=1``);
+    - a nested key that no typed section has (``++steps.bogus=1``; ``+model.bogus=1``: the schema of each
+      option the command line, else conf/config.yaml, picks, and of no other option of the group).
+
+    A key below an untyped section (a mapping of any keys), a key of another option of the group (the job
+    names that option), a package (``@``) and ``hydra.`` keys are left alone."""
     import dataclasses
 
     from flopsweep.config import RunConfig
+    from flopsweep.override_parsing import parsed_or_none
+    from flopsweep.override_schema import CONF, key_schemas, known_keys
 
-    conf = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
     names = [f.name for f in dataclasses.fields(RunConfig)]
+    parsed = [
+        o for o in map(parsed_or_none, [a for a in overrides if "=" in a and not a.startswith("-")]) if o
+    ]
     for override in overrides:
         key, eq, value = override.partition("=")
         if not eq or not key.startswith("+") or override.startswith("-"):
             continue
-        key = key.lstrip("+")
-        if "." in key or "/" in key or "@" in key or key in names or key == "hydra":
+        plus, key = key[: len(key) - len(key.lstrip("+"))], key.lstrip("+")
+        if "/" in key or "@" in key or key.split(".")[0] == "hydra" or os.path.isdir(os.path.join(CONF, key)):
             continue
-        if os.path.isdir(os.path.join(conf, key)):
-            continue
-        return str(
-            ConfigError(
-                key,
-                value,
-                "is not a key of the config schema (a '+' override adds keys without checking them)",
-                f"remove it; the keys here are {', '.join(names)}",
-                value,  # as typed: bogus=1, as the job says it
+        if "." not in key:
+            here = None if key in names else names
+        elif key in known_keys():
+            here = None
+        else:
+            schemas = key_schemas(parsed, key)
+            found = [
+                _keys_missing(schema, key.split(".")[1:] if whose else key.split("."))
+                for schema, whose in schemas
+            ]
+            here = found[0] if found and all(f is not None for f in found) else None
+        if here is not None:
+            return str(
+                ConfigError(
+                    key,
+                    value,
+                    f"is not a key of the config schema (a '{plus}' override adds keys without checking "
+                    "them)",
+                    f"remove it; the keys here are {', '.join(here)}",
+                    value,  # as typed: bogus=1, as the job says it
+                )
             )
-        )
     return None
+
+
+def _keys_missing(schema: object, parts: list[str]) -> list[str] | None:
+    """The keys of the typed section that should hold ``parts`` (a dotted key split) in ``schema`` (a
+    structured config), when its last part is not one of them; None when it is, or when a section on
+    the way is untyped (a mapping of any keys), missing, null or no section."""
+    import dataclasses
+
+    from omegaconf import DictConfig, OmegaConf
+
+    node = schema
+    for part in parts[:-1]:
+        node = node._get_node(part) if isinstance(node, DictConfig) and part in node else None  # type: ignore[attr-defined]
+        if not isinstance(node, DictConfig) or node._is_none() or node._is_missing():
+            return None
+    if not dataclasses.is_dataclass(OmegaConf.get_type(node)) or parts[-1] in node:  # type: ignore[arg-type]
+        return None
+    return [str(k) for k in node]  # type: ignore[union-attr]
 
 
 def model_config_problem(overrides: list[str]) -> str | None:

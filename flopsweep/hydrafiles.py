@@ -71,6 +71,7 @@ def output_folder_problem(key: str, value: str) -> str | None:
       machine one inside a run's, refused to every later run (``folders.nested_folder_problem``);
     - a path inside a run's own files (:data:`RUN_FILES_FOLDERS`), as written or once its links are
       resolved (``R/.hydra``, ``S/0/.flopsweep/x``, ``S/.submitit/1``);
+    - a path inside a folder Hydra reads configs or code from (:func:`config_folder_problem`);
     - a path through another user's symbolic link, in any part (``/tmp/x/link/sub``, ``outputs/`` a
       link planted by another user: :func:`flopsweep.links.foreign_link`); a link of this user's or
       root's in the middle (``outputs -> /scratch/me/outputs``) is followed.
@@ -105,6 +106,8 @@ def output_folder_problem(key: str, value: str) -> str | None:
         )
     if foreign := foreign_link_refusal(value, f"Invalid config: {key}={value}"):  # ``..`` kept, as the kernel
         return f"{foreign.line}. Fix: {foreign.fix}."
+    if problem := config_folder_problem(key, value, real):
+        return problem
     parts = Path(path).parts + Path(os.path.realpath(path)).parts
     if inside := next((part for part in parts if part in RUN_FILES_FOLDERS), None):
         return (
@@ -112,6 +115,52 @@ def output_folder_problem(key: str, value: str) -> str | None:
             f"records and Hydra's files would be written among them. {fix}, outside any "
             f"{', '.join(RUN_FILES_FOLDERS)} folder."
         )
+    return None
+
+
+def config_folders() -> dict[str, str]:
+    """The folders Hydra reads configs or code from, real path -> what it is: the checkout's ``conf/``
+    (the only ``--config-dir``/``--config-path`` taken: :func:`flopsweep.flags.flag_problem`), each
+    ``hydra_plugins`` folder on ``sys.path`` (the plug-ins' code and ``conf/``:
+    ``pkg://hydra_plugins.flopsweep_slurm.conf``), the installed ``flopsweep`` package and Hydra's own
+    configs (``pkg://hydra.conf``). Found without importing a package."""
+    import importlib.util
+
+    from flopsweep.override_schema import CONF
+
+    found = {os.path.realpath(CONF): "conf/, the config folder"}
+    for name, what in (
+        ("hydra_plugins", "the Hydra plug-ins' folder"),
+        ("flopsweep", "the flopsweep package"),
+    ):
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            found.setdefault(os.path.realpath(folder), what)
+    hydra = importlib.util.find_spec("hydra")
+    if hydra is not None and hydra.origin:
+        found.setdefault(
+            os.path.realpath(os.path.join(os.path.dirname(hydra.origin), "conf")), "Hydra's configs"
+        )
+    return found
+
+
+def config_folder_problem(key: str, value: str, real: str, *, here: bool = False) -> str | None:
+    """One line refusing ``value`` as ``key`` (``hydra.run.dir``, ``hydra.sweep.dir``; ``real``: its real
+    path, links and ``..`` resolved) when it is, or lies inside, one of :func:`config_folders`, else None;
+    ``here``: the value is the default folder, made in the current one (the fix: run from another).
+    Hydra reads every YAML and folder there: a run's ``.hydra/`` became a config group (``+.hydra`` in
+    ``flopsweep --help``), a sweep's ``multirun.yaml`` in ``conf/backend/`` an option (``backend=multirun``,
+    refused with Hydra's ConfigKeyError)."""
+    for folder, what in config_folders().items():
+        if real == folder or real.startswith(os.path.join(folder, "")):
+            example = "multirun/my-sweep" if "sweep" in key else "outputs/my-run"
+            if here:
+                example = f"/path/outside/{example}, or run from a folder outside it"
+            return (
+                f"Invalid config: {key}={value}: is inside {folder} ({what}), which Hydra and flopsweep read "
+                f"configs and code from; the run's files there (.hydra/, multirun.yaml) would become config "
+                f"options of every later command. Fix: choose a folder outside it, e.g. {key}={example}."
+            )
     return None
 
 

@@ -14,6 +14,7 @@ names that file (``lstat`` against ``fstat``) and starts again. Torch-free.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import itertools
 import os
@@ -56,12 +57,15 @@ def inner_lock_path(run_dir: Path) -> Path:
 
 class HeldLock:
     """A held lock (:func:`lock_sweep_dir`). :meth:`close` unlinks its file (when the path still
-    names it, and it is empty: a file someone else wrote is left alone) and releases it; called at
-    exit at the latest, and only by the process that took it."""
+    names it, and it is empty: a file someone else wrote is left alone) and releases it, then removes
+    the folders ``made`` for it (deepest first) that are still empty: a sweep or run that made nothing
+    (a tuner that pruned every set-up) leaves no ``multirun/<date>/``. Called at exit at the latest,
+    and only by the process that took it."""
 
-    def __init__(self, fd: int, path: Path) -> None:
+    def __init__(self, fd: int, path: Path, made: list[Path] | None = None) -> None:
         self._fd: int | None = fd
         self.path = path
+        self.made = made or []
         self._pid = os.getpid()
         atexit.register(self.close)
 
@@ -88,6 +92,11 @@ class HeldLock:
         finally:
             os.close(fd)
             atexit.unregister(self.close)
+        for folder in self.made:  # deepest first; one that holds anything stays, and those above it
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
 
     def __enter__(self) -> HeldLock:
         return self
@@ -131,6 +140,9 @@ def lock_sweep_dir(sweep_dir: Path) -> HeldLock:
     if foreign := foreign_link_refusal(sweep_dir):  # the lock beside it would be made through that link
         raise SweepBusy(f"{foreign.line}. Fix: {foreign.fix}")
     _refuse_nested(sweep_dir, None)  # before anything is made
+    made, folder = [], lock_path(sweep_dir).parent  # the folders the lock beside it makes
+    while not os.path.lexists(folder) and folder.parent != folder:
+        made, folder = [*made, folder], folder.parent
     for _ in range(MAX_TRIES):
         fd, path = _open_lock(sweep_dir)
         try:
@@ -152,7 +164,7 @@ def lock_sweep_dir(sweep_dir: Path) -> HeldLock:
         raise SweepBusy(
             f"the lock file {path} kept being replaced; choose another directory than {sweep_dir}"
         )
-    held = HeldLock(fd, path)
+    held = HeldLock(fd, path, made)
     try:  # again, holding ours: of two that start at once, the later one sees the other's lock
         _refuse_nested(sweep_dir, os.fstat(fd))
     except SweepBusy:
@@ -245,6 +257,10 @@ def _open_lock(run_dir: Path) -> tuple[int, Path]:
     """
     beside = lock_path(run_dir)
     try:
+        for _ in range(MAX_TRIES - 1):  # a folder another lock made, removed again meanwhile (HeldLock.made)
+            beside.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                return _open_one(beside, run_dir), beside
         beside.parent.mkdir(parents=True, exist_ok=True)
         return _open_one(beside, run_dir), beside
     except OSError as exc:

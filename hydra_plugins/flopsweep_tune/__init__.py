@@ -192,12 +192,13 @@ class TuneSweeper(BasicSweeper):
         """Tune over the space of ``arguments`` and ``hydra.sweeper.params``; prints one line per
         round and the report, and writes ``tune.json`` and ``tune.md`` in the sweep folder. A
         parameter or a ``space.*`` value out of range stops it with one line, exit 2 (a config error,
-        as ``run.py``'s refusals); a ``multirun.yaml`` or a report that cannot be written, exit 1."""
+        as ``run.py``'s refusals); a ``multirun.yaml`` or a report that cannot be written, exit 1.
+        ``multirun.yaml`` is written once a set-up is left to measure (:meth:`Tuning.run`): a space
+        pruned to nothing leaves no folder behind."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         from flopsweep.config import ConfigError
         from flopsweep.files import RecordUnwritable
-        from flopsweep.hydrafiles import write_multirun
         from hydra_plugins.flopsweep_tune.tuning import Tuning
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
@@ -214,7 +215,6 @@ class TuneSweeper(BasicSweeper):
             print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
         try:
-            write_multirun(self.config)
             tuning = Tuning(self, combos, swept, space, setups)
             return tuning.run()
         except RecordUnwritable as exc:

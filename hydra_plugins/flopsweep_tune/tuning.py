@@ -342,6 +342,7 @@ class Tuning:
         set-up is left ok, or the budget stops it; print and write the report."""
         from flopsweep import forecast
         from flopsweep.config import ConfigError
+        from flopsweep.hydrafiles import write_multirun
 
         predict = self.s.config.get("predict", {})
         calibration = predict.get("calibration")
@@ -357,7 +358,8 @@ class Tuning:
             self.judge(c)
         alive = [c for c in self.candidates if c.pruned is None]
         if not alive:
-            self.nothing_left()
+            self.nothing_left()  # before multirun.yaml: nothing ran, no folder is left behind
+        write_multirun(self.s.config)
         pruned = len(self.candidates) - len(alive)
         known = sum(c.prior is not None for c in alive)
         self.say(
