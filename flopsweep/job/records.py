@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from flopsweep import forecast, memory_edge, tree
+from flopsweep import forecast, memory_edge, probe_fallback, tree
 from flopsweep import record as rec
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.files import NotRecorded, RecordError, RecordUnwritable, atomic_write_json, read_json
@@ -101,7 +101,7 @@ def measured(job: JobResult) -> JobResult:
     )
     metrics["probe_s"] = probe_seconds(job.facts)
     # a probe that fell back is a record warning (printed with the others, :func:`_log_result`)
-    job.warnings += forecast.probe_fallback_lines(metrics["predicted"])
+    job.warnings += probe_fallback.probe_fallback_lines(metrics["predicted"])
     if problem := sanity_problem(cfg, metrics, cfg.device):
         job.metrics = metrics  # its run.before_run keeps what was known before the run (before_run)
         return job.fail("invalid", rec.error("TimingSanity", problem, "measure"))

@@ -211,7 +211,7 @@ def test_an_hf_run_is_predicted_from_its_probe(hydra_compose, tmp_path: Path, ca
 
 
 def test_no_probe_line_without_a_fallback() -> None:
-    from flopsweep.forecast import probe_fallback_line
+    from flopsweep.probe_fallback import probe_fallback_line
 
     assert probe_fallback_line({"source": "calibrated from x", "probe": {"fallback": None}}) is None
     assert probe_fallback_line({"source": "uncalibrated"}) is None

@@ -91,7 +91,7 @@ def test_a_cpu_probe_predicts_the_step_and_names_itself(hydra_compose) -> None:
 
 
 def test_a_cpu_probe_that_fell_back_is_one_warning_naming_its_key(hydra_compose) -> None:
-    from flopsweep.forecast import probe_fallback_lines
+    from flopsweep.probe_fallback import probe_fallback_lines
 
     made = _predicted(hydra_compose, {"fallback": "a shallow copy ran out of memory", MARK: True})
     assert made["compute_source"] == "flops"

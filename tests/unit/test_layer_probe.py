@@ -300,8 +300,8 @@ def test_a_copy_is_timed_until_its_median_is_steady() -> None:
 def test_a_probe_that_fell_back_is_one_record_warning_naming_it(hydra_compose) -> None:
     """A layer probe that fell back is a record warning (``job.warnings``, printed with the run's
     others): the probe, why, and what predicted instead; none when the probe was used."""
-    from flopsweep.forecast import layer_fallback_line, probe_fallback_lines
     from flopsweep.layer_probe import unsteady
+    from flopsweep.probe_fallback import layer_fallback_line, probe_fallback_lines
 
     probe = {"layers": [1, 2], "step_s": [0.02, 0.03], "spread": [1.1, 14.9]}
     probe["fallback"] = unsteady(probe["layers"], probe["step_s"], probe["spread"], 1.5)
