@@ -22,6 +22,7 @@ from flopsweep.clusters import example_gpu
 from flopsweep.comm_time import foreign_bandwidth
 from flopsweep.config import CheckpointingConfig, ConfigError, RunConfig
 from flopsweep.fp8_cast import cast_time
+from flopsweep.identity import HOST_OFFLOAD
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.probe_fallback import CPU_FELL_BACK, FELL_BACK, LAYERS_FELL_BACK
@@ -118,7 +119,8 @@ def unmatched(cfg: RunConfig, world: int, records: Sequence[tuple[str, dict[str,
         return [
             d
             for d in pr.calibration_differences(mine, r)
-            if not d.startswith(("batch.micro_batch_size", "backend.")) or d.startswith(SAME_GROUP)
+            if not d.startswith(("batch.micro_batch_size", "backend."))
+            or d.startswith(SAME_GROUP + OFFLOADED)
         ]
 
     name, record = min(smaller, key=lambda nr: (len(differs(nr[1])), nr[0]))
@@ -130,6 +132,11 @@ SAME_GROUP = ("backend.name", "backend.zero_stage")
 :data:`flopsweep.predict.CALIBRATION_KEYS`: the backend and its ZeRO stage
 (:func:`flopsweep.predict.backend_of`); a record of another backend is the nearest set-up's to use
 (:mod:`flopsweep.nearest`), which carries its rate over rather than its step."""
+
+
+OFFLOADED = tuple(f"backend.{knob} " for knob in HOST_OFFLOAD)
+"""The host offload knobs of :data:`flopsweep.predict.CALIBRATION_KEYS`, as :func:`unmatched` names them:
+a backend knob that makes another kind of step, so it counts among the differences."""
 
 
 def link(

@@ -39,14 +39,16 @@ from flopsweep.text import plural
 from flopsweep.workload import Compute, PredictionError, Workload
 
 RULE = (
-    "same device type, precision and compile (required; an fp8 run that no such record stands for takes "
+    "same device type, precision, compile and optimizer side, the GPU or the host (identity.HOST_OFFLOAD) "
+    "(required; an fp8 run that no such record stands for takes "
     "its recipe at the other compile setting, then bf16 eager, the eager float8 casts moved: "
     "flopsweep.fp8_cast); a GPU kind of the same datasheet peak first (H100 and H200 SXM alike), another "
     "scaled by the peak ratio; then the same attention kernel; the same "
     "experts kernel (model.experts); dense or mixture of experts alike; for a run off the memory edge, a "
     "record that did not run unsteady at it (nearest.unsteady_edge); the same backend, ZeRO stage and "
-    "optimizer (on the GPU or the host); the nearest model by |ln(parameters ratio)| + |ln(tokens per "
-    "micro batch ratio)| + |ln(sequence length ratio)|; the nearest world size; the same backend knobs; "
+    "optimizer; the nearest "
+    "model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)| + |ln(sequence length ratio)|; "
+    "the nearest world size; the same backend knobs; "
     "the same GPU kind; one set-up whatever its policy (the siblings' shared base); in it a record off "
     "the memory edge, the same checkpointing policy, else selective last and the nearest recompute share; "
     "the name"
@@ -54,10 +56,10 @@ RULE = (
 """The picking rule (:func:`candidates`) in full (docs/prediction-nearest.md)."""
 
 RULE_SHORT = (
-    "same GPU peak (else scaled), precision and compile; then kernel, experts kernel, dense or MoE, "
-    "off the memory edge a steady record, backend and stage, optimizer side, nearest parameters, "
-    "tokens per micro batch and sequence length, world size, backend knobs, GPU kind, then in that set-up "
-    "the policy (docs/prediction-nearest.md)"
+    "same GPU peak (else scaled), precision, compile and optimizer side (GPU or host); then kernel, experts "
+    "kernel, dense or MoE, off the memory edge a steady record, backend, stage and optimizer, nearest "
+    "parameters, tokens per micro batch and sequence length, world size, backend knobs, GPU kind, then "
+    "in that set-up the policy (docs/prediction-nearest.md)"
 )
 """:data:`RULE` in the words every ``nearest`` source ends with: each key :func:`order` sorts by."""
 
@@ -187,12 +189,13 @@ def candidates(
 ) -> tuple[list[Measured], str]:
     """The records of ``pool`` that may stand for ``target``, nearest first (:data:`RULE`), and, when
     there are none, why. Never a record of the target's own set-up (the same config less the rank
-    count, on the same GPU kind); only ``ok`` records with a mean step time; of the target's device
-    type, precision and compile; on another GPU kind only where both GPUs' datasheet peaks for the
-    precision are known (to scale by). With ``stand_in``, an fp8 target that no such record stands for
-    takes those of the first of :func:`flopsweep.fp8_cast.stand_ins` that has some (its recipe at the
-    other compile setting, then bf16 eager for an eager one), :func:`transfer` moving the eager float8
-    casts (:mod:`flopsweep.fp8_cast`)."""
+    count, on the same GPU kind); only ``ok`` records with a mean step time; of the target's optimizer
+    side (the GPU or the host, :data:`flopsweep.nearest_measured.HOST`: a host-bound step's rate says
+    nothing of one on the GPU), device type, precision and compile; on another GPU kind only where both
+    GPUs' datasheet peaks for the precision are known (to scale by). With ``stand_in``, an fp8 target
+    that no such record stands for takes those of the first of :func:`flopsweep.fp8_cast.stand_ins` that
+    has some (its recipe at the other compile setting, then bf16 eager for an eager one), :func:`transfer`
+    moving the eager float8 casts (:mod:`flopsweep.fp8_cast`)."""
     pool = list(pool)
     usable = [
         m
@@ -204,6 +207,14 @@ def candidates(
     ]
     if not usable:
         return [], f"none of the {len(pool)} records read is an ok record of another set-up"
+    side = [m for m in usable if (m.backend[2] == HOST) == (target.backend[2] == HOST)]
+    if not side:  # a host-bound step's rate says nothing of one on the GPU, nor the reverse
+        where = "the host" if target.backend[2] == HOST else "the GPU"
+        return [], (
+            f"none of the {len(usable)} ok records of other set-ups steps its optimizer on {where}, as the "
+            "run does (backend.cpu_offload, backend.offload_optimizer: identity.HOST_OFFLOAD)"
+        )
+    usable = side
     found, why = _of_kind(target, usable, target.precision, target.compile)
     for precision, compiled in fp8_cast.stand_ins(target.precision, target.compile) if stand_in else ():
         if found:

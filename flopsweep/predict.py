@@ -147,7 +147,8 @@ def backend_knobs(backend: dict[str, Any]) -> dict[str, Any]:
 
 def calibration_differences(record: dict[str, Any], calibration: dict[str, Any]) -> list[str]:
     """What a calibration record does not share with the run it would calibrate: each of
-    :data:`CALIBRATION_KEYS` (model, attention, precision, checkpointing, compile, device, micro batch) and
+    :data:`CALIBRATION_KEYS` (model, attention, precision, checkpointing, compile, device, host offload,
+    optimizer in backward and kernel, micro batch) and
     :func:`backend_differences`, as ``"KEY VALUE vs CALIBRATION'S"`` texts. Empty: a calibration
     of the same set-up; anything else is a borrowed record, not a calibration."""
     import json
@@ -159,7 +160,8 @@ def calibration_differences(record: dict[str, Any], calibration: dict[str, Any])
             a, b = _short(mine), _short(theirs)
             a, b = (a, b) if a != b else (json.dumps(mine, default=str), json.dumps(theirs, default=str))
             out.append(f"{'.'.join(path[1:])} {a} vs {b}")
-    return out + backend_differences(record, calibration)
+    listed = {d.split(" ", 1)[0] for d in out}  # a host offload knob is one of both
+    return out + [d for d in backend_differences(record, calibration) if d.split(" ", 1)[0] not in listed]
 
 
 def _short(value: Any) -> str:

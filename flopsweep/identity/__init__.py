@@ -50,6 +50,7 @@ from flopsweep.record import SCHEMA_VERSION, value_at
 __all__ = [
     "ADDED_LATER",
     "CALIBRATION_KEYS",
+    "HOST_OFFLOAD",
     "IDENTITY_VERSION",
     "LAYOUT_ROW_KEYS",
     "NOT_SETUP",
@@ -377,6 +378,15 @@ def _integer(value: Any) -> bool:
 
 # --- the calibration key (flopsweep.predict) ------------------------------------------------------------
 
+HOST_OFFLOAD = {"cpu_offload": False, "offload_optimizer": "none", "offload_param": "none"}
+"""The backend knobs that move the optimizer step or the parameters off the GPU, each at the value that
+keeps them on it: FSDP2's ``cpu_offload`` (``CPUOffloadPolicy``: every state on the host, AdamW stepped
+there), DeepSpeed's ``offload_optimizer`` and ``offload_param`` (``cpu`` or ``nvme``). Such a step is bound
+by the host (one H200, Llama 3.2 3B FSDP2 at micro batch 4: 7.41 s with ``cpu_offload`` eager, 0.36 s
+without compiled), so it is another kind of step (:data:`flopsweep.nearest_measured.HOST`).
+:func:`calibration_key` reads a knob at that value, or absent (``single``, ``ddp``, a record before the
+knob), as null: backends that keep every state on the GPU compare alike."""
+
 CALIBRATION_KEYS = (
     ("config", "model"),
     ("config", "attention"),
@@ -386,13 +396,34 @@ CALIBRATION_KEYS = (
     ("config", "compile_scope"),
     ("config", "compile_mode"),
     ("config", "device"),
+    *(("config", "backend", knob) for knob in HOST_OFFLOAD),
+    ("config", "optim", "in_backward"),
+    ("config", "optim", "implementation"),
     ("config", "batch", "micro_batch_size"),
 )
-"""What a calibration record shares with the run it calibrates: the model, the attention kernel,
-the precision, the checkpointing policy, compilation (``compile``, ``compile_scope``,
-``compile_mode``), the device type (``cuda`` or ``cpu``: a CPU
-record's step says nothing of a GPU's; ``predict.compute_scale`` scales between two GPUs) and the
-micro batch (last: :func:`calibration_key` drops it to match another)."""
+"""What a calibration record shares with the run it calibrates (its "same set-up"): the model, the
+attention kernel, the precision, the checkpointing policy (``offload`` among them), compilation
+(``compile``, ``compile_scope``, ``compile_mode``), the device type (``cuda`` or ``cpu``: a CPU
+record's step says nothing of a GPU's; ``predict.compute_scale`` scales between two GPUs), the kind of
+step: where the states live (:data:`HOST_OFFLOAD`), the optimizer stepped in backward or after it
+(``optim.in_backward``) and torch's AdamW kernel (``optim.implementation``, ``auto`` read as ``fused`` on
+CUDA, as it runs), and the micro batch (last: :func:`calibration_key` drops it to match another). The
+backend and its other knobs are not here: :func:`flopsweep.predict.pick_calibration` prefers the same
+and :mod:`flopsweep.forecast` keeps to the same backend and ZeRO stage."""
+
+
+def _step_kind(config: Record) -> Record:
+    """``config`` (today's form) with :data:`HOST_OFFLOAD`'s knobs at their on-GPU value (or absent) as
+    null, and ``optim.implementation`` ``auto`` as the kernel it picks on CUDA (``fused``), a new dict."""
+    out = dict(config)
+    if isinstance(backend := out.get("backend"), dict):
+        out["backend"] = {
+            k: None if k in HOST_OFFLOAD and v == HOST_OFFLOAD[k] else v for k, v in backend.items()
+        }
+    optim = out.get("optim")
+    if isinstance(optim, dict) and optim.get("implementation") == "auto" and out.get("device") == "cuda":
+        out["optim"] = {**optim, "implementation": "fused"}
+    return out
 
 
 def calibration_key(
@@ -404,7 +435,7 @@ def calibration_key(
     (records before the policies) reads as ``full``/``none`` (:func:`current_config`)."""
     record = with_config_hash(record)
     config = record.get("config")
-    shaped = {**record, "config": current_config(config)} if isinstance(config, dict) else record
+    shaped = {**record, "config": _step_kind(current_config(config))} if isinstance(config, dict) else record
     values = [value_at(shaped, path) for path in CALIBRATION_KEYS]
     if not micro_batch:
         values[-1] = None

@@ -281,8 +281,8 @@ def test_a_plan_predicts_from_the_nearest_record_not_another_backends_calibratio
 
 def test_a_host_side_optimizer_carries_over_per_parameter() -> None:
     """Two runs whose optimizer steps on the host (FSDP2 ``cpu_offload``): the whole step carries over
-    per parameter a rank updates, not per FLOP; a host-side run is not predicted per parameter from a
-    run that steps on the GPU."""
+    per parameter a rank updates, not per FLOP; a host-side run is not predicted from a run that steps on
+    the GPU, nor the reverse (``nearest.candidates``: the optimizer side is required)."""
     offload = record(model="m2", n_params=4 * P, mbs=1, step=8.0)
     offload["config"]["backend"]["cpu_offload"] = True
     target = record(model="m1", n_params=P, mbs=4)
@@ -291,8 +291,11 @@ def test_a_host_side_optimizer_carries_over_per_parameter() -> None:
     assert first.name == "offload"
     assert found.compute_s == pytest.approx(8.0 / 4)  # 2 ns a parameter, not 8 s x 1 (the same FLOPs)
     assert "the whole step carried over per parameter a rank updates, 2 ns" in found.source
-    found, _, first = predicted(record(model="m1", mbs=4), {"offload": offload})
-    assert found.compute_s == pytest.approx(8.0)  # a GPU-side run: per FLOP (the same FLOPs here)
+    found, why, first = predicted(record(model="m1", mbs=4), {"offload": offload})
+    assert found is None and first is None  # a GPU-side run: never from a host-bound step (session 32)
+    assert why.startswith(
+        "no nearest set-up: none of the 1 ok records of other set-ups steps its optimizer on the GPU"
+    )
 
 
 def test_a_record_whose_parts_cannot_be_read_is_passed_over() -> None:
