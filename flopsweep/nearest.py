@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import fp8_cast, memory_edge, noise, peaks, recompute_read, zero3_floor
+from flopsweep import fp8_cast, memory_edge, nearest_wrap, noise, peaks, recompute_read, zero3_floor
 from flopsweep.nearest_measured import HOST, Measured, device_of, setup_of
 from flopsweep.record import value_at
 from flopsweep.text import plural
@@ -45,8 +45,10 @@ RULE = (
     "flopsweep.fp8_cast); a GPU kind of the same datasheet peak first (H100 and H200 SXM alike), another "
     "scaled by the peak ratio; then the same attention kernel; the same "
     "experts kernel (model.experts); dense or mixture of experts alike; for a run off the memory edge, a "
-    "record that did not run unsteady at it (nearest.unsteady_edge); the same backend, ZeRO stage and "
-    "optimizer; the nearest "
+    "record that did not run unsteady at it (nearest.unsteady_edge); for a compiled one-rank DDP or "
+    "ZeRO-1/2 run, a record of a backend alike on one rank (single, FSDP2, DDP, ZeRO-1/2), of its model "
+    "family, then the nearest model, its backend's cost added per parameter (flopsweep.nearest_wrap); "
+    "the same backend, ZeRO stage and optimizer; the nearest "
     "model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)| + |ln(sequence length ratio)|; "
     "the nearest world size; the same backend knobs; "
     "the same GPU kind; one set-up whatever its policy (the siblings' shared base); in it a record off "
@@ -57,9 +59,10 @@ RULE = (
 
 RULE_SHORT = (
     "same GPU peak (else scaled), precision, compile and optimizer side (GPU or host); then kernel, experts "
-    "kernel, dense or MoE, off the memory edge a steady record, backend, stage and optimizer, nearest "
-    "parameters, tokens per micro batch and sequence length, world size, backend knobs, GPU kind, then "
-    "in that set-up the policy (docs/prediction-nearest.md)"
+    "kernel, dense or MoE, off the memory edge a steady record, compiled one-rank DDP or ZeRO-1/2 its "
+    "model family and model first, backend, stage and optimizer, nearest parameters, tokens per micro "
+    "batch and sequence length, world size, backend knobs, GPU kind, then in that set-up the policy "
+    "(docs/prediction-nearest.md)"
 )
 """:data:`RULE` in the words every ``nearest`` source ends with: each key :func:`order` sorts by."""
 
@@ -105,13 +108,15 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
     last) scaled by the hardware FLOPs (:func:`transfer`; docs/prediction-nearest.md). No key ahead of the
     model reads the GPU kind beyond its peak (:func:`same_peak`). A target off the memory edge
     (:attr:`Measured.edge` False) takes a record that ran unsteady at it (:func:`unsteady_edge`) after every
-    other, ahead of the backend."""
+    other, ahead of the backend. A compiled one-rank DDP or ZeRO-1/2 target takes a record of its model
+    family, then the nearest model, ahead of the backend (:func:`flopsweep.nearest_wrap.model_first`)."""
     return (
         m.gpu != target.gpu and not same_peak(target, m),
         m.attention != target.attention,
         m.experts != target.experts,
         m.moe != target.moe,
         target.edge is False and unsteady_edge(m),
+        *nearest_wrap.model_first(target, m, model_gap),
         m.backend[0] != target.backend[0],
         m.backend[1] != target.backend[1],
         m.backend[2] != target.backend[2],
@@ -288,6 +293,9 @@ class Transferred:
     cast: str = ""
     """Where ``m`` stands in for another precision or compile setting (:func:`flopsweep.fp8_cast.stand_ins`):
     the eager float8 casts taken out of its step and added to the target's, in words."""
+    own_s: float = 0.0
+    """``m``'s own step less its optimizer and exposed communication, seconds
+    (:mod:`flopsweep.nearest_wrap`)."""
 
 
 def transfer(
@@ -319,7 +327,12 @@ def transfer(
         whole = per_parameter * _params_per_rank(target.workload)
         rate = hardware_flops(m) / step / 1e12
         return Transferred(
-            name=m.name, compute_s=whole, optimizer_s=0.0, rate_tflops=rate, host_ns=per_parameter * 1e9
+            name=m.name,
+            compute_s=whole,
+            optimizer_s=0.0,
+            rate_tflops=rate,
+            host_ns=per_parameter * 1e9,
+            own_s=step - exposed,
         )
     own = rates.get(target.backend[2])
     separated = optimizer is not None and own is not None and target.backend[2] != HOST
@@ -339,7 +352,9 @@ def transfer(
         scale = _peak(target.gpu, target.precision) / _peak(m.gpu, target.precision)
     compute = hardware_flops(target) / rate / scale + add
     opt = own[0] * _params_per_rank(target.workload) if separated else 0.0  # own: on the target's GPU
-    return Transferred(name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12, cast=cast)
+    return Transferred(
+        name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12, cast=cast, own_s=fb + out
+    )
 
 
 def _median(values: Sequence[float]) -> float:
@@ -404,14 +419,22 @@ def nearest_compute(
         if not done:
             continue
 
-        def rate_of(m: Measured, on: str | None = on) -> float | None:
+        def carried_of(m: Measured, on: str | None = on) -> Transferred | None:
             fams = {target.backend[2], m.backend[2]}
             measured = {f: rates(f, device_of(m)) for f in fams}
-            t = transfer(target, m, rates={f: rates(f, on) for f in fams}, measured_rates=measured)
+            return transfer(target, m, rates={f: rates(f, on) for f in fams}, measured_rates=measured)
+
+        def rate_of(m: Measured) -> float | None:
+            t = carried_of(m)
             return t.rate_tflops if t is not None and t.host_ns is None else None
 
+        def own_of(m: Measured) -> float | None:
+            t = carried_of(m)
+            return t.own_s if t is not None else None
+
         carried = dispatch(target, first, ranked + others, rate_of) if done[0].host_ns is None else (1.0, "")
-        return _compute(target, first, done, table, carried), "", first
+        wrap = nearest_wrap.overhead(target, first, ranked + others, own_of, model_gap)
+        return _compute(target, first, done, table, carried, wrap), "", first
     return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
 
 
@@ -508,6 +531,7 @@ def _compute(
     done: list[Transferred],
     rates: dict[str, tuple[float, str] | None],
     carried: tuple[float, str] = (1.0, ""),
+    wrap: tuple[float, str] = (0.0, ""),
 ) -> Compute:
     names = ", ".join(t.name for t in done[:3]) + (f" and {len(done) - 3} more" if len(done) > 3 else "")
     differs = differences(target, first)
@@ -531,13 +555,15 @@ def _compute(
         words.append(done[0].cast)
     if carried[1]:
         words.append(carried[1])
+    if wrap[1]:
+        words.append(wrap[1])
     own = rates.get(target.backend[2])
     if own is not None and any(t.optimizer_s > 0 for t in done):
         words.append(f"optimizer {own[0] * 1e12:.3g} ps per parameter a rank updates ({own[1]})")
     elif done[0].host_ns is None:
         words.append("optimizer not separated: inside the rate")
     return Compute(
-        compute_s=_median([t.compute_s for t in done]) * carried[0],
+        compute_s=max(_median([t.compute_s for t in done]) * carried[0] + wrap[0], 0.0),
         optimizer_s=_median([t.optimizer_s for t in done]),
         source="; ".join(words) + f"; rule: {RULE_SHORT}",
         kind="nearest",

@@ -1,0 +1,125 @@
+"""One-rank data parallel wrapping in the nearest-set-up prediction (:mod:`flopsweep.nearest`): a model's
+record before a record of the target's backend, the backend's own cost carried as a measured term.
+
+On one rank, ``ddp``, ZeRO-1 and ZeRO-2 run the forward and backward of ``single`` (or FSDP2's, which
+shards nothing there) with a data parallel wrapper around them: DDP's bucket copies, DeepSpeed's flat
+gradient partition and its copies, their optimizers. The compute rate of such a step is the model's
+(eager Llama runs more small kernels per FLOP than eager GPT-2: RoPE, RMSNorm, SwiGLU), the wrapper's
+cost a term per parameter. So for a compiled one-rank target of a wrapping backend (:data:`WRAPPING`),
+:func:`flopsweep.nearest.order` takes a record of the target's model family (``model.arch``), then
+the nearest model (:func:`flopsweep.nearest.model_gap`), among the one-rank-alike backends
+(:data:`ONE_RANK`), before the backend, and :func:`overhead` adds the wrapper's cost measured in the
+nearest set-up that ran both backends:
+
+    t_w = (c_B - c_A) / P x P_t        c: a record's step less its optimizer and exposed communication
+
+``A`` the nearest record's backend, ``B`` the target's, ``P`` the pair's parameters, ``P_t`` the
+target's (session 32: eight one-H200 set-ups no record ran; docs/prediction-nearest.md). An eager target keeps
+the backend first: an eager step carries a cost per step of its many small kernels that a rate per FLOP
+carried from another micro batch does not hold (Llama 3.2 3B DDP eager at micro batch 2 from the 3B ZeRO-1
+eager record at 4: -37%, against -20% from gpt-1.3b DDP eager). Torch-free; seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flopsweep.nearest_measured import HOST, Measured
+from flopsweep.record import value_at
+
+WRAPPING = ("ddp", "deepspeed-1", "deepspeed-2")
+"""Backend groups (:attr:`Measured.backend` ``[1]``) whose one-rank step is another's wrapped: the
+targets :func:`model_first` reorders."""
+
+ONE_RANK = ("single", "fsdp", *WRAPPING)
+"""Backend groups whose one-rank forward and backward is ``single``'s (ZeRO-3's is floor-bound:
+:mod:`flopsweep.zero3_floor`; an optimizer on the host is per parameter: :data:`HOST`)."""
+
+
+def family(m: Measured) -> str:
+    """``m``'s model family: ``model.arch`` (``llama``, ``gpt2``), the model's name for ``hf`` models."""
+    arch = value_at(m.record, ("config", "model", "arch"))
+    if arch in (None, "hf"):
+        return str(value_at(m.record, ("config", "model", "name")))
+    return str(arch)
+
+
+def wrapped(target: Measured) -> bool:
+    """Whether ``target`` is one rank of a wrapping backend (:data:`WRAPPING`), its optimizer on the GPU."""
+    return target.world == 1 and target.backend[1] in WRAPPING and target.backend[2] != HOST
+
+
+def alike(m: Measured) -> bool:
+    """Whether ``m``'s backend runs ``single``'s forward and backward on one rank (:data:`ONE_RANK`)."""
+    return m.backend[1] in ONE_RANK and m.backend[2] != HOST
+
+
+def model_first(target: Measured, m: Measured, gap: Callable[[Measured, Measured], float]) -> tuple[Any, ...]:
+    """:func:`flopsweep.nearest.order`'s keys ahead of the backend: for a compiled :func:`wrapped` target,
+    a record of a backend not :func:`alike` last, then another model family, then the model ``gap``; a
+    constant for any other target (the order unchanged)."""
+    if not wrapped(target) or target.compile == "false":
+        return (False, False, 0.0)
+    if not alike(m):
+        return (True, True, math.inf)
+    return (False, family(m) != family(target), gap(target, m))
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _pair_key(m: Measured) -> tuple[Any, ...]:
+    w = m.workload
+    name = value_at(m.record, ("config", "model", "name"))
+    return (str(name), m.n_params, m.tokens, w.seq_len, m.precision, m.compile, m.policy, m.attention, m.gpu)
+
+
+def overhead(
+    target: Measured,
+    first: Measured,
+    pool: Sequence[Measured],
+    own_of: Callable[[Measured], float | None],
+    gap: Callable[[Measured, Measured], float],
+) -> tuple[float, str]:
+    """Seconds the target's backend adds to (or takes from) the compute carried from ``first`` where
+    ``target`` is :func:`wrapped` and ``first`` ran another :func:`alike` backend, and its words: the
+    difference of the two backends' step less optimizer and exposed communication (``own_of``; a
+    record's median over repeats) per parameter, in the nearest one-rank set-up of ``pool`` that ran
+    both (the target's model family first, then by ``gap``, compile, policy and GPU kind; the median of
+    ties), times the target's parameters. ``(0.0, "")`` where it does not apply; ``(0.0, why)`` where no
+    set-up ran both."""
+    if not wrapped(target) or not alike(first) or first.backend[:2] == target.backend[:2]:
+        return 0.0, ""
+    mine, theirs = target.backend[:2], first.backend[:2]
+    groups: dict[tuple[Any, ...], list[Measured]] = {}
+    for m in pool:
+        if m.world == 1 and m.backend[:2] in (mine, theirs) and m.backend[2] != HOST:
+            groups.setdefault(_pair_key(m), []).append(m)
+    found: list[tuple[tuple[Any, ...], float, Measured]] = []
+    for ms in groups.values():
+        b = [c for m in ms if m.backend[:2] == mine and (c := own_of(m)) is not None]
+        a = [c for m in ms if m.backend[:2] == theirs and (c := own_of(m)) is not None]
+        if a and b and ms[0].n_params > 0:
+            m = ms[0]
+            key = (family(m) != family(target), gap(target, m), m.compile != target.compile)
+            key = (*key, m.policy != target.policy, m.gpu != target.gpu)
+            found.append((key, (_median(b) - _median(a)) / m.n_params, m))
+    names = f"{target.backend[1]} over {first.backend[1]}"
+    if not found:
+        return 0.0, f"{names}: no one-rank set-up ran both, nothing added"
+    best = min(key for key, _, _ in found)
+    near = [(per, m) for key, per, m in found if key == best]
+    per = _median([p for p, _ in near])
+    m = near[0][1]
+    model = value_at(m.record, ("config", "model", "name"))
+    where = f"{model} micro batch {m.workload.micro_batch_size} {m.policy}, compile {m.compile} on {m.gpu}"
+    said = (
+        f"{names}: {per * 1e12:+.3g} ps per parameter, as measured in the nearest one-rank set-up that "
+        f"ran both ({where})"
+    )
+    return per * target.n_params, said
