@@ -56,12 +56,14 @@ from flopsweep.flags import (
     searchpath_problem,
 )
 from flopsweep.folders import home_tilde_problem
+from flopsweep.foreign_digits import foreign_digits_problem
 from flopsweep.hydra_keys import hydra_key_problem, hydra_sweep_problem, params_axis_problem
-from flopsweep.interpolations import interpolated_problem
+from flopsweep.interpolations import interpolated_problem, resolution_fix
 from flopsweep.key_needs import idle_key_problem, rechecked
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.mapping_overrides import read_as_keys
 from flopsweep.model_identity import command_line_problem as model_problem
+from flopsweep.model_identity import shape_problem as model_shape_problem
 from flopsweep.override_grammar import (
     config_name_problem,
     control_character_problem,
@@ -175,6 +177,7 @@ def refusal(overrides: list[str]) -> str | None:
         or searchpath_problem(overrides)
         or control_character_problem(overrides)
         or home_tilde_problem(overrides)  # hydra.sweep.dir=~/x: a folder named ~ here (before the grammar's)
+        or foreign_digits_problem(overrides, refusal)  # steps.measure=٣, quoted or not: int() reads it as 3
         or syntax_problem(overrides, refusal)  # a look-alike's corrected line checked again
         or conf_file_problem(
             overrides, RUN_CONF
@@ -216,6 +219,9 @@ def refusal(overrides: list[str]) -> str | None:
         or added_key_problem(overrides)  # +bogus=1: the job's line, before Hydra makes its folder
         or placement_problem(overrides)  # nproc_per_node=0, nnodes=2 with no launcher that gives nodes
         or model_config_problem(overrides)  # model.config=missing, a FIFO, not JSON: the job's read
+        or model_shape_problem(
+            overrides
+        )  # model.n_kv_head=3, a config.json's num_hidden_layers=-3: the job's check
         or cpu_plan_problem(overrides)  # plan=true of a model this CPU cannot hold, no GPU named
         or unread_space_problem(overrides)
         or repeated_value_problem(overrides)  # seed=1,1 (after its values' own lines): the same job twice
@@ -230,6 +236,7 @@ def refusal(overrides: list[str]) -> str | None:
 
 FILE_VALUE_CHECKS = (
     tag_problem,
+    foreign_digits_problem,
     plan_problem,  # a bad @PRICE of plan_clusters, the file's own or an axis of its params (@1e400)
     objective_problem,
     repeats_problem,
@@ -304,7 +311,7 @@ def main(cfg: DictConfig) -> float:
         typed = [o.partition("=")[2] for o in info.overrides if o.partition("=")[0].lstrip("+~") == key]
         message = (
             f"Invalid config: {key}{'=' + typed[-1] if typed else ''}: {str(exc).splitlines()[0]}. "
-            "Fix: set the value it refers to, or drop it."
+            f"Fix: {resolution_fix(exc)}."
         )
         if hc.mode == RunMode.MULTIRUN:
             raise SweepStopped(message) from None

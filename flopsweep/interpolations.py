@@ -7,7 +7,11 @@ config group's option taken from a config key (``model=${tag}``: Hydra picks opt
 another group's choice, ``model=${backend}``, and a resolver, ``backend=${oc.env:B}``, resolve), and a
 resolver that fails on its own argument (``steps.measure=${oc.decode:0}``: ``oc.decode`` takes text). An
 unset ``${oc.env:NAME}`` and a key that refers to itself are ``command_line_checks.interpolation_problem``; a
-key no schema has (``model.n_layer=${nope}``) is :func:`missing_key_problem`.
+key no schema has (``model.n_layer=${nope}``) is :func:`missing_key_problem`; a resolver no one registers
+(``${nosuchresolver:1}``) :func:`unknown_resolver_problem`; command-line keys that refer to each other
+(``model.n_layer=${model.n_head} model.n_head=${model.n_layer}``) :func:`cycle_problem`; and a value that
+resolves by itself to what its key cannot take (``steps.measure=${oc.env:HOME}``)
+:func:`resolved_type_problem`.
 """
 
 from __future__ import annotations
@@ -134,9 +138,111 @@ def missing_key_problem(key: str, value: str, added: set[str]) -> str | None:
     return None
 
 
+HYDRA_RESOLVERS = ("now", "hydra", "python_version")
+"""The resolvers Hydra registers when it starts (``hydra.core.utils.setup_globals``): before Hydra they are
+not registered yet, and they resolve in the job."""
+SHOWN_RESOLVERS = ("oc.env", "oc.decode", "oc.select", "oc.create", "oc.dict.keys", "oc.dict.values", "now")
+"""The resolvers a line names as those there are (OmegaConf's and Hydra's ``now``)."""
+_RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*:")
+
+
+def unknown_resolver_problem(key: str, value: str) -> str | None:
+    """The line for a value that calls a resolver no one registers (``model.n_layer=${nosuchresolver:1}``),
+    else None: Hydra composed it and the job stopped on "Unsupported interpolation type" after Hydra made its
+    folder. Registered now (OmegaConf's ``oc.*``, ``run.py``'s ``flopsweep_*``) or by Hydra when it starts
+    (:data:`HYDRA_RESOLVERS`) is known."""
+    if "${" not in value or key.startswith("hydra"):
+        return None
+    from omegaconf import OmegaConf
+
+    from flopsweep.override_schema import near_names
+
+    for name in _RESOLVER.findall(value):
+        if name in HYDRA_RESOLVERS or OmegaConf.has_resolver(name):
+            continue
+        near = near_names(name, SHOWN_RESOLVERS, n=1)
+        fix = (
+            f"write {value.replace(name + ':', near[0] + ':', 1)} if {near[0]} is meant"
+            if near
+            else "name a resolver, e.g. ${oc.env:NAME,default}"
+        )
+        return (
+            f"Invalid config: {key}={value}: {name} is no resolver (those there are: "
+            f"{', '.join(SHOWN_RESOLVERS)}, ...). Fix: {fix}, or write the value itself."
+        )
+    return None
+
+
+def cycle_problem(overrides: list[str]) -> str | None:
+    """The line for command-line keys whose interpolations refer to each other in a cycle
+    (``model.n_layer=${model.n_head} model.n_head=${model.n_layer}``), else None: none of them resolves, and
+    the job stopped on "Recursive interpolation detected" after Hydra made its folder. A key that refers to
+    itself is ``command_line_checks.interpolation_problem``'s."""
+    from flopsweep.override_schema import number_key
+
+    refs: dict[str, list[str]] = {}
+    typed: dict[str, str] = {}
+    for override in overrides:
+        if override.startswith("-") or "=" not in override:
+            continue
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        refs[key], typed[key] = _KEY_REF.findall(value), value
+    for start in refs:
+        path = [start]
+        while (nxt := next((r for r in refs.get(path[-1], []) if r in refs), None)) is not None:
+            if nxt in path:
+                ring = path[path.index(nxt) :]
+                if len(ring) < 2:
+                    return None
+                names = " and ".join(ring) if len(ring) == 2 else f"{', '.join(ring[:-1])} and {ring[-1]}"
+                how = (
+                    "each other"
+                    if len(ring) == 2
+                    else f"each other in a ring ({' -> '.join([*ring, ring[0]])})"
+                )
+                what = "a number" if all(number_key(k, overrides) for k in ring) else "a value"
+                return (
+                    f"Invalid config: {ring[0]}={typed[ring[0]]}: {names} refer to {how}, so none of them "
+                    f"resolves. Fix: set one of them to {what} itself, not an interpolation."
+                )
+            path.append(nxt)
+    return None
+
+
+def resolved_type_problem(key: str, value: str, overrides: list[str]) -> str | None:
+    """The line for a value whose interpolation resolves by itself (a resolver, no config key) to what
+    the key's schema cannot take (``steps.measure=${oc.env:HOME}``: a path;
+    ``model.n_layer=${oc.decode:"[1,2]"}``: a list), else None: the job stopped on "could not be converted
+    to Integer" after Hydra made its folder. The line is :func:`flopsweep.override_values.value_problem`'s
+    of the resolved value."""
+    if "${" not in value or key.startswith("hydra") or _KEY_REF.search(value):
+        return None
+    from omegaconf import OmegaConf
+
+    from flopsweep.override_schema import schema_node
+    from flopsweep.override_values import value_problem
+
+    try:
+        resolved = OmegaConf.create({"value": value.strip().strip("'\"")}).value
+    except Exception:  # noqa: BLE001 - one that cannot resolve by itself: the other checks' lines
+        return None
+    if OmegaConf.is_config(resolved):
+        resolved = OmegaConf.to_container(resolved)
+    if (found := schema_node(key, overrides)) is None:
+        return None
+    line = value_problem(key, resolved, found[0], found[1])
+    if line is None:
+        return None
+    shown = repr(resolved) if isinstance(resolved, str) else str(resolved)
+    rest = line.split(": ", 2)[2] if line.count(": ") >= 2 else line
+    return f"Invalid config: {key}={value}: resolves to {shown}, which {rest}"
+
+
 def interpolated_problem(overrides: list[str], conf: Path | str) -> str | None:
-    """:func:`choice_problem`, :func:`resolver_problem` or :func:`missing_key_problem` of the first override
-    that has one, else None."""
+    """:func:`choice_problem`, :func:`resolver_problem`, :func:`missing_key_problem` or
+    :func:`unknown_resolver_problem` of the first override that has one, then :func:`cycle_problem`, then
+    :func:`resolved_type_problem` of the first override that has one; else None."""
     added = {o.partition("=")[0].lstrip("+") for o in overrides if o.startswith("+") and "=" in o}
     for override in overrides:
         if override.startswith("-") or "=" not in override:
@@ -147,6 +253,30 @@ def interpolated_problem(overrides: list[str], conf: Path | str) -> str | None:
             choice_problem(key, value, conf)
             or resolver_problem(key, value)
             or missing_key_problem(key, value, added)
+            or unknown_resolver_problem(key, value)
         ):
             return problem
+    if problem := cycle_problem(overrides):
+        return problem
+    for override in overrides:
+        if override.startswith("-") or "=" not in override:
+            continue
+        key, _, value = override.partition("=")
+        if problem := resolved_type_problem(key.lstrip("+~"), value, overrides):
+            return problem
     return None
+
+
+def resolution_fix(exc: BaseException) -> str:
+    """The fix of the job's line for an interpolation that failed when the job resolved it (``run.py``; a
+    ``+sweep`` file's, which the checks before Hydra do not read), by the class of ``exc`` (omegaconf's
+    error)."""
+    from omegaconf.errors import UnsupportedInterpolationType, ValidationError
+
+    if "Recursive interpolation" in str(exc):
+        return "give one of the keys it refers to a value itself, not an interpolation"
+    if isinstance(exc, UnsupportedInterpolationType):
+        return f"name a resolver ({', '.join(SHOWN_RESOLVERS)}), or write the value itself"
+    if isinstance(exc, ValidationError) or "could not be converted" in str(exc):
+        return "make it resolve to a value of the key's type, or write the value itself"
+    return "set the value it refers to, or drop it"

@@ -113,3 +113,14 @@ def list_text(text: str) -> str | None:
         return None
     folded = ascii_fold(inner)
     return None if folded is None else drop_empty_items(folded)
+
+
+def ascii_digits(text: str) -> str | None:
+    """``text`` with each digit of another script written 0-9 (Arabic-Indic ``٣`` -> ``3``, fullwidth
+    ``２`` -> ``2``: ``unicodedata.decimal``, as Python's ``int`` reads them), else None when it has none."""
+    if not any(not c.isascii() and unicodedata.decimal(c, None) is not None for c in text):
+        return None
+    return "".join(
+        str(unicodedata.decimal(c)) if not c.isascii() and unicodedata.decimal(c, None) is not None else c
+        for c in text
+    )

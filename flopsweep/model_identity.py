@@ -237,3 +237,81 @@ def _heads(keys: dict, picked: list[str]) -> str | None:
             if (problem := head_problem(n_embd, n_head, set_keys[0])) is not None:
                 return str(problem)
     return None
+
+
+def model_values(model_keys: list[str]) -> dict[str, object] | None:
+    """``{key under model: value}`` of ``model.KEY=VALUE`` overrides as Hydra's grammar reads them
+    (``model.n_layer=40``: 40), the last of a key winning; None where one is not a plain change of one
+    value (``+``, ``~``, a sweep, an interpolation, a text the grammar refuses): the job's to judge."""
+    from flopsweep.override_parsing import parsed_or_none
+
+    out: dict[str, object] = {}
+    for override in model_keys:
+        parsed = parsed_or_none(override)
+        if parsed is None or override.startswith(("+", "~")) or parsed.is_sweep_override():
+            return None
+        value = parsed.value()
+        if "${" in str(value):
+            return None
+        out[parsed.key_or_group.removeprefix("model.")] = value
+    return out
+
+
+def merged_model(option: str, model_keys: list[str]) -> tuple[object, dict[str, object]] | None:
+    """The typed model config (its family's schema, :data:`flopsweep.models.MODELS`) of ``model=option``'s
+    YAML with the ``model.*`` overrides ``model_keys`` merged in as Hydra merges them, and those changes
+    (:func:`model_values`); None where the command line alone does not decide it (an option of another
+    config folder, a sweep, ``+``/``~``, an interpolation) or the schema refuses a value (a key it lacks,
+    a type: their own checks' lines)."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.models import MODELS
+
+    if _option(option) is None or (changes := model_values(model_keys)) is None:
+        return None
+    family = MODELS.get(options()[_option(option)][1])
+    if family is None:
+        return None
+    data = {k: v for k, v in read_conf_yaml(os.path.join(CONF, "model", f"{_option(option)}.yaml")).items()}
+    data.pop("defaults", None)
+    try:
+        node = OmegaConf.merge(OmegaConf.structured(family.config), data)
+        for key, value in changes.items():
+            OmegaConf.update(node, key, value, merge=True)
+        return OmegaConf.to_object(node), changes
+    except Exception:  # noqa: BLE001 - omegaconf's refusal of a key or a type: that check's own line
+        return None
+
+
+def shape_problem(overrides: list[str]) -> str | None:
+    """The job's own check of the model (``MODELS[arch].check``, as :func:`flopsweep.checks.validate`
+    calls it) on the picked option merged with the command line's ``model.*`` values
+    (:func:`merged_model`), before Hydra makes the job's folder: ``model=llama3.1-8b model.n_kv_head=3``
+    (a divisor of ``n_head`` is needed), an odd RoPE head dim. For ``model=hf`` with a ``model.config``
+    path typed, the file's own checks (:func:`flopsweep.models.hf.check_file`: a ``num_hidden_layers`` of
+    -3, 2.5, ``"2"``, ``true`` or ``1e9``, ``num_attention_heads`` 0, an unknown ``model_type``); a shipped
+    name is left to the job (its file passes). None where the command line alone does not decide it."""
+    from flopsweep.models import MODELS, hf
+    from flopsweep.models.hf_files import is_shipped
+    from flopsweep.override_parsing import typed_values
+
+    typed = typed_values(overrides)
+    if any(k == "sweep" or k.startswith(("-", "--config")) for k in typed) or any(
+        o.startswith(("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir"))
+        for o in overrides
+    ):
+        return None
+    option = typed.get("model") or (_picked([]) or [""])[0]
+    model_keys = [o for o in overrides if not o.startswith("-") and o.lstrip("+~").startswith("model.")]
+    if (merged := merged_model(option, model_keys)) is None:
+        return None
+    model = merged[0]
+    try:
+        if model.arch == HF_OPTION:
+            if "model.config" in typed and not is_shipped(str(model.config)):
+                hf.check_file(model)
+        else:
+            MODELS[model.arch].check(model)
+    except ConfigError as exc:
+        return str(exc)
+    return None

@@ -210,6 +210,34 @@ def key_schemas(parsed: list, key: str) -> list[tuple[object, str]]:
     return out
 
 
+def schema_node(key: str, overrides: list[str]) -> tuple[object, str] | None:
+    """The schema node of ``key`` (:func:`key_schemas`: the picked option's for a key of a group, the first
+    that has it) and that option (``""`` outside the groups), else None (a key no schema has, a command
+    line the grammar refuses)."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.override_parsing import parsed_all_or_none
+
+    parsed = parsed_all_or_none([o for o in overrides if "=" in o and not o.startswith("-")])
+    if parsed is None:
+        return None
+    for schema, option in key_schemas(parsed, key):
+        path = key.partition(".")[2] if option else key
+        parent_key, _, leaf = path.rpartition(".")
+        parent = OmegaConf.select(schema, parent_key) if parent_key else schema
+        if OmegaConf.is_dict(parent) and leaf in parent:
+            return parent._get_node(leaf), option
+    return None
+
+
+def number_key(key: str, overrides: list[str]) -> bool:
+    """Whether ``key``'s schema node (:func:`schema_node`) takes a number (an integer or a float)."""
+    from omegaconf.nodes import FloatNode, IntegerNode
+
+    found = schema_node(key, overrides)
+    return found is not None and isinstance(found[0], IntegerNode | FloatNode)
+
+
 def schema_keys(schema: object, prefix: str = "") -> set[str]:
     """Every dotted key of a structured schema, sections included (``steps``, ``steps.measure``)."""
     from omegaconf import OmegaConf

@@ -480,57 +480,23 @@ PLANNED_GPU_KEYS = ("plan_gpu", "plan_gpu_memory_gib", "plan_clusters")
 """The keys that name a GPU for ``plan=true`` to plan for, not this machine's."""
 
 
-def _model_values(model_keys: list[str]) -> dict[str, object] | None:
-    """``{key under model: value}`` of ``model.KEY=VALUE`` overrides as Hydra's grammar reads them
-    (``model.n_layer=40``: 40), the last of a key winning; None where one is not a plain change of one
-    value (``+``, ``~``, a sweep, an interpolation, a text the grammar refuses): the job's to judge."""
-    from flopsweep.override_parsing import parsed_or_none
-
-    out: dict[str, object] = {}
-    for override in model_keys:
-        parsed = parsed_or_none(override)
-        if parsed is None or override.startswith(("+", "~")) or parsed.is_sweep_override():
-            return None
-        value = parsed.value()
-        if "${" in str(value):
-            return None
-        out[parsed.key_or_group.removeprefix("model.")] = value
-    return out
-
-
 def _states_problem(option: str, model_keys: list[str]) -> str | None:
     """:func:`cpu_plan_problem`'s line for ``model=option`` and its ``model.*`` overrides ``model_keys``
     (one rank), where no GPU is here."""
-    import os
-
-    from omegaconf import OmegaConf
-
     from flopsweep import hostmem
-    from flopsweep.checks import option_schemas
     from flopsweep.local_gpus import no_gpu_here
+    from flopsweep.model_identity import merged_model
     from flopsweep.models import family
-    from flopsweep.override_schema import option_kind, read_conf_yaml
     from flopsweep.plan import states_error
 
     if not option or any(c in option for c in ",${}[]()/") or not no_gpu_here():
         return None
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.path.join(root, "conf", "model", f"{option}.yaml")
-    schema = option_schemas()["model"].get(option_kind("model", option)) if os.path.isfile(path) else None
-    if (
-        schema is None
-        or option_kind("model", option) == "hf"
-        or (changes := _model_values(model_keys)) is None
-    ):
+    if (merged := merged_model(option, model_keys)) is None or merged[0].arch == "hf":
         return None
-    data = {k: v for k, v in read_conf_yaml(path).items() if k != "defaults"}
+    model, changes = merged
     try:
-        node = OmegaConf.merge(OmegaConf.structured(schema), data)
-        for key, value in changes.items():  # a key the schema lacks raises: the job's line
-            OmegaConf.update(node, key, value, merge=True)
-        model = OmegaConf.to_object(node)
         need = 16 * family(model).n_params(model)
-    except Exception:  # noqa: BLE001 - an option this cannot build is the job's to refuse
+    except Exception:  # noqa: BLE001 - an option this cannot count is the job's to refuse
         return None
     host = hostmem.total_bytes()
     if host is None or need <= host:

@@ -182,6 +182,27 @@ def check(cfg: HFConfig) -> None:
             (unknown, or other than the default on a dense model), a ``model.config_sha256`` that is not
             the file's, any value transformers or the meta-device build refuses (naming ``model.config``).
     """
+    src, built = check_file(cfg)
+    _set_fields(cfg, src, built)
+    for key in ("n_layer", "n_embd", "n_head", "vocab_size"):
+        if getattr(cfg, key) <= 0:
+            raise ConfigError(
+                KEY, cfg.config, f"gives model.{key}={getattr(cfg, key)}", "give a complete config.json"
+            )
+    cfg.config_sha256 = src.sha256
+    _built(cfg, src)
+
+
+def check_file(cfg: HFConfig) -> tuple[Source, Any]:
+    """The part of :func:`check` that needs no model built: ``model.experts``, ``model.config_sha256``
+    and the file's own checks (:func:`flopsweep.models.hf_files.source`, ``hf_config``: ``parse``,
+    ``check_raw``, ``transformers``' config class, ``check_built``). Returns the file and its built
+    ``transformers`` config. Imports ``transformers`` (and torch); run before Hydra by
+    :func:`flopsweep.model_identity.shape_problem` on the command line's ``model.config``.
+
+    Raises:
+        ConfigError: as :func:`check` does, naming the key, the value and the fix.
+    """
     if cfg.experts not in HF_EXPERTS:
         raise ConfigError(
             "model.experts", cfg.experts, "is no experts implementation", f"pick one of {HF_EXPERTS}"
@@ -201,14 +222,7 @@ def check(cfg: HFConfig) -> None:
             f"drop model.experts (the default, {HFConfig.experts}), or pick an MoE config such as "
             "model.config=qwen3-moe-tiny",
         )
-    _set_fields(cfg, src, built)
-    for key in ("n_layer", "n_embd", "n_head", "vocab_size"):
-        if getattr(cfg, key) <= 0:
-            raise ConfigError(
-                KEY, cfg.config, f"gives model.{key}={getattr(cfg, key)}", "give a complete config.json"
-            )
-    cfg.config_sha256 = src.sha256
-    _built(cfg, src)
+    return src, built
 
 
 def _built(cfg: HFConfig, src: Source) -> None:

@@ -1,0 +1,48 @@
+"""A number key given digits of another script (``steps.measure=٣``, ``model.seq_len="１２８"``): refused
+before Hydra in one line naming the value to write in digits 0-9 (``run.py``'s refusal, exit 2). Torch-free.
+
+Unquoted, Hydra's grammar refuses the character, and the fix used to be to quote it; quoted, the value is
+text that OmegaConf's number node converts with ``int`` or ``float`` (``int("٣") == 3``), so the run took a
+value the command line does not show. A string key (``tag=٣``) keeps its characters; ``plan_clusters``
+refuses them in its own parser (:func:`flopsweep.clusters.parse_cluster`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+def foreign_digits_problem(
+    argv: list[str], recheck: Callable[[list[str]], str | None] | None = None
+) -> str | None:
+    """One line for the first override of ``argv`` whose key takes a number
+    (:func:`flopsweep.override_schema.number_key`) and whose value, quoted or not, holds a digit of another
+    script (:func:`flopsweep.lookalike.ascii_digits`), else None. The fix is the value in digits 0-9, quotes
+    dropped (a number is never quoted), as :func:`flopsweep.override_grammar.runnable_line` writes it
+    (``repeats=٢`` -> ``flopsweep -m repeats=2``); ``recheck`` (``run.py``'s refusal) names what still refuses
+    the corrected line (``(then: ...)``)."""
+    from flopsweep.lookalike import ascii_digits, named
+    from flopsweep.override_grammar import overrides_of, runnable_line
+    from flopsweep.override_schema import number_key
+
+    overrides = overrides_of(argv)
+    choices = [o for o in overrides if o.isascii() and "." not in o.partition("=")[0]]  # the options picked
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        name = key.lstrip("+~")
+        if not eq or name.startswith("hydra") or (digits := ascii_digits(value)) is None:
+            continue
+        if not number_key(name, choices):
+            continue
+        meant = f"{key}={digits.replace(chr(34), '').replace(chr(39), '')}"
+        line, note = runnable_line(argv, override, meant)
+        fixed = line.split()[1:] if " " in line else [meant if a == override else a for a in argv]
+        if recheck is not None and (again := recheck(fixed)):
+            note += f" (then: {again.removeprefix('Invalid config: ')})"
+        first = next(c for c in value if not c.isascii() and c.isdigit())
+        fix = f"did you mean {line}?" if " " in line else f"write {line}"
+        return (
+            f"Invalid config: {override}: is written in another script's digits ({named(first)}), and {name} "
+            f"takes a number in digits 0-9. Fix: {fix}{note or '.'}"
+        )
+    return None
