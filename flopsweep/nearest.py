@@ -28,12 +28,13 @@ import dataclasses
 import json
 import math
 import re
+import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import fp8_cast, memory_edge, nearest_wrap, noise, peaks, recompute_read, zero3_floor
-from flopsweep.nearest_measured import HOST, Measured, device_of, setup_of
+from flopsweep.nearest_measured import HOST, Measured, closest, device_of, setup_of
 from flopsweep.record import value_at
 from flopsweep.text import plural
 from flopsweep.workload import Compute, PredictionError, Workload
@@ -357,12 +358,6 @@ def transfer(
     )
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def nearest_compute(
     target: Measured, pool: Sequence[Measured], records: Sequence[tuple[str, dict[str, Any]]] | None = None
 ) -> tuple[Compute | None, str, Measured | None]:
@@ -468,18 +463,21 @@ def dispatch(
             m = ms[0]
             eager = target.compile != "false" and m.compile == "false"  # a cost a compiled step never pays
             key = (eager, m.backend != target.backend, model_gap(target, m), m.compile != target.compile)
-            found.append(((*key, _log_gap(target.world, m.world)), _median(fast) / _median(slow), m))
+            found.append(
+                (
+                    (*key, _log_gap(target.world, m.world)),
+                    statistics.median(fast) / statistics.median(slow),
+                    m,
+                )
+            )
     if not found:
         return 1.0, f"{policy}'s dispatch measured in no set-up beside another policy: at its FLOPs' rate"
-    best = min(key for key, _, _ in found)
-    near = [(factor, m) for key, factor, m in found if key == best]
-    factor = _median([f for f, _ in near])
-    m = near[0][1]
+    factor, m, ties = closest(found)
     model = _said(value_at(m.record, ("config", "model", "name")))
     where = f"{model} {m.backend[0]} micro batch {m.workload.micro_batch_size} on {m.world} {m.gpu}"
     where += f", compile {m.compile}" if m.compile != target.compile else ""
-    if len(near) > 1:
-        where += f" and {plural(len(near) - 1, 'tied set-up')}"
+    if ties:
+        where += f" and {plural(ties, 'tied set-up')}"
     said = (
         f"{policy}'s dispatch: {policy} at {1 / factor:.3g} x the rate of the other policies, "
         f"as measured in the nearest set-up that ran both ({where})"
@@ -539,12 +537,12 @@ def _compute(
         f"nearest: {names} ({len(done)} of its set-up"
         + (f"; differs in {'; '.join(differs)}" if differs else "")
         + ")",
-        f"{_median([t.rate_tflops for t in done]):.4g} TFLOP/s on hardware FLOPs per rank",
+        f"{statistics.median([t.rate_tflops for t in done]):.4g} TFLOP/s on hardware FLOPs per rank",
     ]
     if done[0].host_ns is not None:  # both step on the host: the whole step per parameter
         words[1] = (
             f"optimizer on the host in both: the whole step carried over per parameter a rank updates, "
-            f"{_median([t.host_ns for t in done]):.3g} ns (the host's, unscaled by any GPU ratio)"
+            f"{statistics.median([t.host_ns for t in done]):.3g} ns (the host's, unscaled by any GPU ratio)"
         )
     if target.gpu is not None and first.gpu != target.gpu and done[0].host_ns is None:
         scale = _peak(target.gpu, target.precision) / _peak(first.gpu, target.precision)
@@ -563,8 +561,8 @@ def _compute(
     elif done[0].host_ns is None:
         words.append("optimizer not separated: inside the rate")
     return Compute(
-        compute_s=max(_median([t.compute_s for t in done]) * carried[0] + wrap[0], 0.0),
-        optimizer_s=_median([t.optimizer_s for t in done]),
+        compute_s=max(statistics.median([t.compute_s for t in done]) * carried[0] + wrap[0], 0.0),
+        optimizer_s=statistics.median([t.optimizer_s for t in done]),
         source="; ".join(words) + f"; rule: {RULE_SHORT}",
         kind="nearest",
     )

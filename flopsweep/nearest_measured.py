@@ -6,7 +6,8 @@ to run (:class:`Measured`, :func:`describe`), and the keys it groups records by:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,3 +172,13 @@ def pool_of(records: Iterable[tuple[str, dict[str, Any]]]) -> list[Measured]:
     """:func:`describe` of each record that has what :func:`flopsweep.nearest.candidates` compares (others
     are left out)."""
     return [m for n, r in records if (m := describe(n, r)) is not None]
+
+
+def closest(found: Sequence[tuple[Any, float, Measured]]) -> tuple[float, Measured, int]:
+    """Of ``(key, value, record)`` triples (at least one), the median value of those whose key is least
+    (the nearest set-ups that measured a factor or a term: :func:`flopsweep.nearest.dispatch`,
+    :func:`flopsweep.nearest_wrap.overhead`), the first of those records (named in the source) and how
+    many tie with it."""
+    best = min(key for key, _, _ in found)
+    near = [(value, m) for key, value, m in found if key == best]
+    return statistics.median(v for v, _ in near), near[0][1], len(near) - 1

@@ -23,10 +23,11 @@ eager record at 4: -37%, against -20% from gpt-1.3b DDP eager). Torch-free; seco
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flopsweep.nearest_measured import HOST, Measured
+from flopsweep.nearest_measured import HOST, Measured, closest
 from flopsweep.record import value_at
 
 WRAPPING = ("ddp", "deepspeed-1", "deepspeed-2")
@@ -67,12 +68,6 @@ def model_first(target: Measured, m: Measured, gap: Callable[[Measured, Measured
     return (False, family(m) != family(target), gap(target, m))
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def _pair_key(m: Measured) -> tuple[Any, ...]:
     w = m.workload
     name = value_at(m.record, ("config", "model", "name"))
@@ -108,14 +103,11 @@ def overhead(
             m = ms[0]
             key = (family(m) != family(target), gap(target, m), m.compile != target.compile)
             key = (*key, m.policy != target.policy, m.gpu != target.gpu)
-            found.append((key, (_median(b) - _median(a)) / m.n_params, m))
+            found.append((key, (statistics.median(b) - statistics.median(a)) / m.n_params, m))
     names = f"{target.backend[1]} over {first.backend[1]}"
     if not found:
         return 0.0, f"{names}: no one-rank set-up ran both, nothing added"
-    best = min(key for key, _, _ in found)
-    near = [(per, m) for key, per, m in found if key == best]
-    per = _median([p for p, _ in near])
-    m = near[0][1]
+    per, m, _ = closest(found)
     model = value_at(m.record, ("config", "model", "name"))
     where = f"{model} micro batch {m.workload.micro_batch_size} {m.policy}, compile {m.compile} on {m.gpu}"
     said = (
