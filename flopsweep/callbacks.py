@@ -304,9 +304,15 @@ class SweepSummary(Callback):
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         """A single run locks its directory too (a second run or a sweep there is refused), and is
-        refused in a sweep's folder (:func:`run_folder_problem`), before anything is written there."""
+        refused in a sweep's folder (:func:`run_folder_problem`), before anything is written there. Hydra's
+        config is set first, as ``run_job`` sets it before it reads the folder: a ``hydra.run.dir`` of
+        ``${hydra:runtime.cwd}/...`` raised here, Hydra made the exception a warning, and the folder went
+        unchecked (into ``conf/``: docs/reliability-4.md #276)."""
+        from hydra.core.hydra_config import HydraConfig
+
         from flopsweep.job.plansweep import plan_scratch
 
+        HydraConfig.instance().set_config(config)  # as run_job does next: ${hydra:runtime.cwd} resolves
         run_dir = Path(str(config.hydra.run.dir))
         keep = unstarted.existing_ancestor(run_dir)  # before the lock makes the folders above it
         if config.get("plan") and (scratch := plan_scratch(config, "run")):  # a plan still prints

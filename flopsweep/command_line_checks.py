@@ -89,6 +89,12 @@ def output_dir_problem(overrides: list[str]) -> str | None:
                     f"Invalid config: {key}={value}: cannot make the directory ({exc.strerror or exc}). "
                     "Fix: choose a directory you can write to."
                 )
+        if key == "hydra.sweep.dir" and "${hydra:" in value.replace(" ", ""):
+            return (
+                f"Invalid config: {key}={value}: Hydra makes the sweep's folder before it sets what "
+                "${hydra:...} reads, and stops on it with a traceback. Fix: write the folder itself; a "
+                f"relative one is taken from the folder you run in (e.g. {key}=multirun/my-sweep)."
+            )
         if key in ("hydra.run.dir", "hydra.sweep.dir") and not value:
             return (
                 f"Invalid config: {key}='': an empty directory writes the records into the current "

@@ -123,12 +123,17 @@ def config_folders() -> dict[str, str]:
     (the only ``--config-dir``/``--config-path`` taken: :func:`flopsweep.flags.flag_problem`), each
     ``hydra_plugins`` folder on ``sys.path`` (the plug-ins' code and ``conf/``:
     ``pkg://hydra_plugins.flopsweep_slurm.conf``), the installed ``flopsweep`` package and Hydra's own
-    configs (``pkg://hydra.conf``). Found without importing a package."""
+    configs (``pkg://hydra.conf``), and each folder a link in ``conf/`` names (``conf/sweep`` ->
+    ``sweep/``). Found without importing a package."""
     import importlib.util
 
     from flopsweep.override_schema import CONF
 
     found = {os.path.realpath(CONF): "conf/, the config folder"}
+    with os.scandir(CONF) as entries:  # a group linked in (conf/sweep -> ../sweep: the +sweep= group)
+        for entry in entries:
+            if entry.is_symlink() and entry.is_dir():
+                found.setdefault(os.path.realpath(entry.path), f"conf/{entry.name}, a config group linked in")
     for name, what in (
         ("hydra_plugins", "the Hydra plug-ins' folder"),
         ("flopsweep", "the flopsweep package"),

@@ -57,6 +57,20 @@ def test_a_folder_inside_conf_is_refused_and_conf_is_left_as_it_was(tmp_path: Pa
 
 
 @pytest.mark.slow
+def test_a_run_folder_through_hydras_cwd_into_conf_is_refused(tmp_path: Path) -> None:
+    """``hydra.run.dir=${hydra:runtime.cwd}/<..>/conf/backend``: the lock's callback could not resolve it
+    (Hydra sets its config after the callbacks), Hydra made that a warning, and the plan wrote
+    ``conf/backend/{plan.csv,run.log,.hydra/}`` (docs/reliability-4.md #276)."""
+    before = _tree(ROOT / "conf")
+    up = "/".join([".."] * len(tmp_path.parts))
+    value = "${hydra:runtime.cwd}/" + up + str(ROOT / "conf" / "backend")
+    proc = run_py("plan=true", "model=gpt-tiny", f"hydra.run.dir={value}", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"is inside {ROOT / 'conf'} (conf/, the config folder)" in proc.stderr.strip().splitlines()[-1]
+    assert _tree(ROOT / "conf") == before and not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
 def test_a_tuner_that_prunes_every_set_up_leaves_no_folder(tmp_path: Path) -> None:
     """``space.layouts=[tp2]`` on 3 ranks: the good line, exit 1; it left ``multirun/D/T/multirun.yaml``."""
     proc = run_py(

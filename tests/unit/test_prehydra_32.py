@@ -20,6 +20,7 @@ from run import refusal
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ["model=gpt-tiny", "device=cpu"]
 CONF, PLUGINS = "conf/, the config folder", "the Hydra plug-ins' folder"
+LINKED = "conf/sweep, a config group linked in"
 
 
 def _inside(key: str, value: str, folder: Path, what: str) -> str:
@@ -50,6 +51,8 @@ def test_the_config_folders_are_conf_the_plugins_the_package_and_hydras_own() ->
         ([], "hydra.run.dir", "{root}/outputs/../conf/x", "conf", CONF),
         ([], "hydra.run.dir", "{root}/flopsweep/runs", "flopsweep", "the flopsweep package"),
         ([], "hydra.run.dir", "{root}/hydra_plugins/flopsweep_slurm/conf/r", "hydra_plugins", PLUGINS),
+        (["-m", "plan=true"], "hydra.sweep.dir", "{root}/sweep/mine", "sweep", LINKED),
+        (["-m", "plan=true"], "hydra.sweep.dir", "{root}/conf/sweep/x", "sweep", LINKED),
     ],
 )
 def test_a_folder_inside_a_config_folder_is_refused_before_hydra(
@@ -60,6 +63,27 @@ def test_a_folder_inside_a_config_folder_is_refused_before_hydra(
     ``..`` resolved."""
     value = value.format(root=ROOT)
     assert refusal([*args, *BASE, f"{key}={value}"]) == _inside(key, value, ROOT / folder, what)
+
+
+def test_a_group_linked_into_conf_is_a_config_folder() -> None:
+    """``conf/sweep`` links to ``sweep/``, the ``+sweep=`` group: a sweep's ``multirun.yaml`` or ``.hydra/``
+    written under ``sweep/`` became options of ``+sweep=`` (``+sweep=mine/multirun``; docs/reliability-4.md
+    #277)."""
+    assert (ROOT / "conf" / "sweep").is_symlink()
+    assert config_folders()[str(ROOT / "sweep")] == LINKED
+
+
+def test_a_sweep_folder_hydra_cannot_resolve_yet_is_refused() -> None:
+    """``hydra.sweep.dir=${hydra:runtime.cwd}/sd``: Hydra's launcher makes the folder before it sets what
+    ``${hydra:...}`` reads (a 103-line traceback, exit 1; #278); a run's folder may use it (#276)."""
+    value = "${hydra:runtime.cwd}/sd"
+    line = refusal(["-m", *BASE, f"hydra.sweep.dir={value}"])
+    assert line == (
+        f"Invalid config: hydra.sweep.dir={value}: Hydra makes the sweep's folder before it sets what "
+        "${hydra:...} reads, and stops on it with a traceback. Fix: write the folder itself; a relative one "
+        "is taken from the folder you run in (e.g. hydra.sweep.dir=multirun/my-sweep)."
+    )
+    assert refusal([*BASE, f"hydra.run.dir={value}"]) is None
 
 
 def test_a_link_to_the_config_folder_is_resolved(tmp_path: Path) -> None:
