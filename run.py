@@ -192,8 +192,8 @@ def refusal(overrides: list[str]) -> str | None:
         or sweep_function_problem(overrides)  # seed=glob(*): 0 jobs; interval() without Optuna: a traceback
         or sweep_size_problem(overrides)
         or objective_problem(overrides)
+        or plan_conflict_problem(overrides)  # before repeats_problem: plan=true repeats=3's fix is not -m
         or repeats_problem(overrides)
-        or plan_conflict_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or interpolation_problem(overrides)

@@ -242,9 +242,12 @@ def plan_conflict_problem(overrides: list[str]) -> str | None:
         )
     repeats = values.get("repeats", "1")
     if repeats.isdigit() and int(repeats) > 1:
+        run = "drop plan=true to run the rounds" + (
+            "" if is_multirun(overrides) else " (with -m: they are a sweep's jobs)"
+        )
         return (
             f"Invalid config: repeats={repeats}: a plan runs nothing, so its rounds would be {repeats} "
-            "identical rows per job. Fix: drop repeats=, or drop plan=true to run the rounds."
+            f"identical rows per job. Fix: drop repeats=, or {run}."
         )
     return None
 

@@ -414,6 +414,19 @@ def test_plan_beside_what_measures_runs_is_one_line(argv: list[str], words: str)
         assert plan_conflict_problem(fine) is None, fine
 
 
+def test_plan_with_repeats_without_m_names_both_fixes() -> None:
+    """``plan=true repeats=3`` without ``-m`` was told to add ``-m``, then refused again for the plan
+    (a re-trial in session 32): the plan's line comes first and says the rounds need ``-m``."""
+    from run import refusal
+
+    line = refusal(["plan=true", "repeats=3", "model=gpt-tiny"])
+    assert line.endswith(
+        "Fix: drop repeats=, or drop plan=true to run the rounds (with -m: they are a sweep's jobs)."
+    )
+    with_m = refusal(["-m", "plan=true", "repeats=3", "model=gpt-tiny"])
+    assert with_m.endswith("Fix: drop repeats=, or drop plan=true to run the rounds.")
+
+
 @pytest.mark.parametrize(
     ("override", "reason", "fix"),
     [
