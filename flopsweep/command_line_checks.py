@@ -346,7 +346,7 @@ def added_key_problem(overrides: list[str]) -> str | None:
     job's folder; the job refuses it the same way (:func:`flopsweep.checks.validate`), the prefix as typed:
 
     - a top-level key that is no field of :class:`flopsweep.config.RunConfig`, no config group of ``conf/``
-      and not ``hydra`` (``+bogus=1``, ``++bogus=1``);
+      and not ``hydra`` (``+bogus=1``, ``++bogus=1``), or a key below one (``+bogus.x=1``);
     - a nested key that no typed section has (``++steps.bogus=1``; ``+model.bogus=1``: the schema of each
       option the command line, else conf/config.yaml, picks, and of no other option of the group).
 
@@ -369,8 +369,9 @@ def added_key_problem(overrides: list[str]) -> str | None:
         plus, key = key[: len(key) - len(key.lstrip("+"))], key.lstrip("+")
         if "/" in key or "@" in key or key.split(".")[0] == "hydra" or os.path.isdir(os.path.join(CONF, key)):
             continue
-        if "." not in key:
-            here = None if key in names else names
+        top = key.split(".")[0]
+        if "." not in key or (top not in names and not os.path.isdir(os.path.join(CONF, top))):
+            here = None if key in names else names  # +bogus.x=1: no section bogus to hold x
         elif key in known_keys():
             here = None
         else:
@@ -395,21 +396,25 @@ def added_key_problem(overrides: list[str]) -> str | None:
 
 
 def _keys_missing(schema: object, parts: list[str]) -> list[str] | None:
-    """The keys of the typed section that should hold ``parts`` (a dotted key split) in ``schema`` (a
-    structured config), when its last part is not one of them; None when it is, or when a section on
-    the way is untyped (a mapping of any keys), missing, null or no section."""
+    """The keys of the typed section that should hold the next of ``parts`` (a dotted key split) in
+    ``schema`` (a structured config), where one is not among them (``steps.bogus``, ``steps.bogus.y``);
+    None when every part is found, or when a section on the way is untyped (a mapping of any keys),
+    null or no section."""
     import dataclasses
 
     from omegaconf import DictConfig, OmegaConf
 
     node = schema
-    for part in parts[:-1]:
+    for i, part in enumerate(parts):
+        typed = isinstance(node, DictConfig) and dataclasses.is_dataclass(OmegaConf.get_type(node))
+        if typed and part not in node:  # steps.bogus.y: the typed section steps has no bogus
+            return [str(k) for k in node]  # type: ignore[union-attr]
+        if i == len(parts) - 1:
+            return None
         node = node._get_node(part) if isinstance(node, DictConfig) and part in node else None  # type: ignore[attr-defined]
         if not isinstance(node, DictConfig) or node._is_none() or node._is_missing():
             return None
-    if not dataclasses.is_dataclass(OmegaConf.get_type(node)) or parts[-1] in node:  # type: ignore[arg-type]
-        return None
-    return [str(k) for k in node]  # type: ignore[union-attr]
+    return None
 
 
 def model_config_problem(overrides: list[str]) -> str | None:

@@ -5,6 +5,7 @@ Hydra; ``tests/integration/test_refusals_32.py`` runs them as a user types them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from flopsweep import tree
 from flopsweep.calibration_files import calibration_records
-from flopsweep.config import ConfigError
+from flopsweep.config import ConfigError, RunConfig
 from flopsweep.hydrafiles import config_folders
 from flopsweep.locks import lock_sweep_dir
 from run import refusal
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE = ["model=gpt-tiny", "device=cpu"]
 CONF, PLUGINS = "conf/, the config folder", "the Hydra plug-ins' folder"
 LINKED = "conf/sweep, a config group linked in"
+RUN_KEYS = [f.name for f in dataclasses.fields(RunConfig)]
 
 
 def _inside(key: str, value: str, folder: Path, what: str) -> str:
@@ -136,6 +138,17 @@ def test_the_default_folder_made_in_the_config_folder_is_refused(monkeypatch: py
             "Invalid config: model.n_layers=3: is not a key of the config schema (a '+' override adds keys "
             "without checking them). Fix: remove it; the keys here are name, arch, n_layer, n_embd, n_head, "
             "seq_len, vocab_size.",
+        ),
+        (  # a key below a key the section lacks (a re-trial: refused by the job, its folder left)
+            "++steps.bogus.y=1",
+            "Invalid config: steps.bogus.y=1: is not a key of the config schema (a '++' override adds keys "
+            "without checking them). Fix: remove it; the keys here are warmup, measure, max_extra_warmup, "
+            "gc_freq.",
+        ),
+        (  # a key below a top-level key no schema has
+            "+bogus.x=1",
+            "Invalid config: bogus.x=1: is not a key of the config schema (a '+' override adds keys "
+            "without checking them). Fix: remove it; the keys here are " + ", ".join(RUN_KEYS) + ".",
         ),
     ],
 )
