@@ -215,8 +215,13 @@ def resolved_type_problem(key: str, value: str, overrides: list[str]) -> str | N
     the key's schema cannot take (``steps.measure=${oc.env:HOME}``: a path;
     ``model.n_layer=${oc.decode:"[1,2]"}``: a list), else None: the job stopped on "could not be converted
     to Integer" after Hydra made its folder. The line is :func:`flopsweep.override_values.value_problem`'s
-    of the resolved value."""
+    of the resolved value. A sweep (``cost.usd_per_gpu_hour=2,${oc.env:PRICE}``) is left to its jobs, each
+    of which records its own refusal (as ``model.config=a.json,b.json`` is)."""
     if "${" not in value or key.startswith("hydra") or _KEY_REF.search(value):
+        return None
+    from flopsweep.override_parsing import parsed_or_none
+
+    if (parsed := parsed_or_none(f"{key}={value}")) is not None and parsed.is_sweep_override():
         return None
     from omegaconf import OmegaConf
 

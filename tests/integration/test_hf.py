@@ -78,13 +78,28 @@ def test_batch_auto_searches_an_hf_moe_model_and_prints_no_known_import_lines(tm
         assert line not in output, output[-3000:]
 
 
-def test_a_bad_field_type_is_an_invalid_record_with_exit_2(tmp_path: Path) -> None:
-    """run.py with a config.json whose num_hidden_layers is "2": exit 2, one line, an invalid record."""
+def test_a_bad_field_type_is_refused_before_hydra_alone_and_invalid_in_a_sweep(tmp_path: Path) -> None:
+    """A config.json whose num_hidden_layers is "2": one run is refused in one line, exit 2, before Hydra
+    makes its folder (flopsweep.command_line_checks.model_config_problem); a sweep over two such files
+    leaves the read to its jobs, each of which writes an invalid record naming the field."""
     config = _variant(tmp_path, "str", num_hidden_layers="2")
+    other = _variant(tmp_path, "str2", num_hidden_layers="3")
     proc = run_py(
         "model=hf", f"model.config={config}", "device=cpu", f"hydra.run.dir={tmp_path / 'out'}", timeout=300
     )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "num_hidden_layers" in proc.stderr
-    (record,) = records(tmp_path / "out")
-    assert record["status"] == "invalid"
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-3000:]
+    assert not (tmp_path / "out").exists()
+    proc = run_py(
+        "-m",
+        "model=hf",
+        f"model.config={config},{other}",
+        "device=cpu",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        timeout=600,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    found = records(tmp_path / "sweep")
+    assert [r["status"] for r in found] == ["invalid", "invalid"], proc.stderr[-3000:]
+    assert all("num_hidden_layers" in r["error"]["message"] for r in found), [r["error"] for r in found]

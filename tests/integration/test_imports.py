@@ -70,6 +70,8 @@ TORCH_FREE = (
     "flopsweep.nearest_measured",  # through nearest: what it compares of a record
     "flopsweep.fp8_cast",  # through predict_record and nearest: the eager float8 casts' traffic
     "flopsweep.zero3_floor",  # through predict: ZeRO-3's floor on one GPU
+    "flopsweep.memory_edge",  # through nearest: a record at the memory edge (peak against the GPU's memory)
+    "flopsweep.nearest_wrap",  # through nearest: a one-rank wrapper's cost per parameter
     "flopsweep.layout",
     "flopsweep.degrees",  # through layout: the degree table, torch-free
     "flopsweep.identity",

@@ -122,6 +122,18 @@ def test_a_ring_of_three_keys_names_each_and_a_resolvable_interpolation_passes()
     assert refusal(["model=llama-tiny", "device=cpu", "model.n_layer=${model.n_kv_head}"]) is None
 
 
+def test_a_sweep_with_an_interpolated_value_is_left_to_its_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session 32's stop failed CI: ``-m cost.usd_per_gpu_hour=2,${oc.env:PRICE}`` was resolved as one string
+    ('2,1e12', "not a number") and the sweep refused; each job records its own refusal instead (the plan's
+    ``invalid`` row: tests/integration/test_plan_decide.py). Alone, it is still refused before Hydra."""
+    monkeypatch.setenv("PRICE", "1e12")
+    base = ["-m", "plan=true", "model=llama-tiny"]
+    assert refusal([*base, "cost.usd_per_gpu_hour=2,${oc.env:PRICE}"]) is None
+    assert refusal([*base, "steps.measure=choice(3,${oc.env:HOME})"]) is None
+    alone = refusal(["plan=true", "model=llama-tiny", "cost.usd_per_gpu_hour=${oc.env:PRICE}"])
+    assert alone is not None and "resolves to '1e12', which is beyond the bound of 1000000" in alone
+
+
 def test_ascii_digits_writes_every_scripts_digits_0_to_9() -> None:
     assert ascii_digits("٣") == "3" and ascii_digits('"１２８"') == '"128"' and ascii_digits("3e-4") is None
     assert ascii_digits("²") is None  # a superscript is no decimal digit (int() refuses it too)
