@@ -53,9 +53,7 @@ from analysis.discover import discover, no_records
 from analysis.display import FLAGS, compact, flat_pivot, render, summary, with_flags
 from analysis.frontier import (
     frontier_drop_order,
-    frontier_rows,
     frontier_table,
-    grew_sequence,
     no_frontier,
     searched,
     unmeasured_lines,
@@ -71,6 +69,14 @@ from analysis.load import (
     table,
 )
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
+from analysis.notes import (
+    excluded_note,
+    frontier_notes,
+    frontier_stderr_lines,
+    load_notes,
+    shown_note,
+    spread_lines,
+)
 from analysis.output import (  # noqa: I001
     OutputError,
     check_folder,
@@ -99,7 +105,6 @@ from analysis.spread import verdict
 from flopsweep.budget import BudgetError
 from flopsweep.streams import stdout_closed_at_start
 from flopsweep.text import plural
-from flopsweep.tree import folder_skipped
 
 
 def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
@@ -203,52 +208,6 @@ def _heading(args: argparse.Namespace) -> str:
     return "Runs" + (f" (speedup vs {', '.join(args.baseline)})" if args.baseline else "")
 
 
-def excluded_note(loaded: pd.DataFrame) -> str | None:
-    """The note that ok runs were left out of rankings for failing the TFLOPs recomputation, and
-    the one for failing another check of their figures (:mod:`analysis.checks`)."""
-    left_out = loaded.loc[loaded["status"].eq("ok") & loaded["tflops_mismatch"], "run_dir"]
-    notes = []
-    if not left_out.empty:
-        whose = "its" if len(left_out) == 1 else "their"
-        notes.append(
-            f"Note: {plural(len(left_out), 'ok run')} left out of rankings (best, baseline, order, pivot, "
-            f"plots): {whose} recorded model TFLOPs differ >1% from model_flops_per_iteration / (mean time "
-            "x world size) (tflops?): " + ", ".join(left_out)
-        )
-    if note := implausible_note(loaded):
-        notes.append(note)
-    return "\n".join(notes) or None
-
-
-def implausible_note(loaded: pd.DataFrame) -> str | None:
-    """The note naming the ok runs left out of rankings and plots because a value is of the wrong type
-    or a figure fails its raw fields (``check?``), each with what failed."""
-    if "implausible" not in loaded:
-        return None
-    bad = loaded[loaded["status"].eq("ok") & loaded["implausible"].notna()]
-    if bad.empty:
-        return None
-    each = "; ".join(f"{d} ({why})" for d, why in zip(bad["run_dir"], bad["implausible"], strict=True))
-    return (
-        f"Note: {plural(len(bad), 'ok run')} left out of rankings and plots: a value is of the wrong type, "
-        f"or a figure disagrees with the raw fields it is derived from or cannot be real (check?): {each}"
-    )
-
-
-def _notes(loaded: pd.DataFrame) -> list[str]:
-    unreadable = loaded.attrs.get("unreadable", {})
-    notes = [
-        f"{'Folder not searched' if folder_skipped(why) else 'Unreadable, skipped'}: {path} ({why})"
-        for path, why in unreadable.items()
-    ]
-    notes += [
-        f"Run id shared with another record: {d}" for d in loaded.loc[loaded["duplicate_run_id"], "run_dir"]
-    ]
-    if note := excluded_note(loaded):
-        notes += note.split("\n")
-    return notes
-
-
 def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
     """Lines saying why a column is blank for ok runs (:func:`analysis.blanks.blank_notes`), and
     what to run to fill it: for the columns named by ``--columns``, ``--sort`` and ``--pivot``'s
@@ -322,7 +281,7 @@ def output(
         tables=[(_heading(args), frame), *frontier_tables(runs, args), *_error_tables(runs, args)],
         figures=figures,
         skipped=skipped,
-        notes=winners + spread + frontier_notes(runs, args) + _notes(loaded) + (blanks or []),
+        notes=winners + spread + frontier_notes(runs, args) + load_notes(loaded) + (blanks or []),
     )
     return render_html(report)
 
@@ -346,75 +305,11 @@ def frontier_tables(runs: pd.DataFrame, args: argparse.Namespace) -> list[tuple[
     return [(FRONTIER_HEADING, frontier_table(runs))]
 
 
-def frontier_notes(runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
-    """The lines under the HTML report's frontier table (:func:`frontier_tables`): the searches whose
-    size no ok run measured (:func:`analysis.frontier.unmeasured_lines`); ``--frontier`` has them
-    already (:func:`spread_lines`)."""
-    return [] if args.frontier else unmeasured_lines(runs)
-
-
-def frontier_stderr_lines(runs: pd.DataFrame, args: argparse.Namespace) -> list[str]:
-    """The lines the terminal, markdown and HTML frontier print with it, for ``--frontier`` in csv
-    or json, whose stdout stays machine-readable (json is an array of rows: no field to hold them):
-    why there is no frontier (:func:`analysis.frontier.no_frontier`) and the searches whose size no
-    ok run measured (:func:`analysis.frontier.unmeasured_lines`). They go to stderr with the footer."""
-    if not args.frontier or args.format not in ("csv", "json"):
-        return []
-    why = no_frontier(runs)
-    return [*([why] if why else []), *unmeasured_lines(runs)]
-
-
-CPU_NOTE = (
-    "CPU timings are indicative only: ranks share the cores with each other, the GEMM burst and other "
-    "tenants (flags noisy, load); compare set-ups on a GPU, with repeats=."
-)
-
-
 def _wrapped(lines: list[str], args: argparse.Namespace) -> list[str]:
     """``lines`` wrapped to ``--width`` for the terminal table (markdown keeps them whole)."""
     if args.format != "table" or args.width <= 0:
         return lines
     return [part for line in lines for part in textwrap.wrap(line, args.width, break_on_hyphens=False)]
-
-
-def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
-    """``runs`` with ``not_significant`` set on the best two when their 95% intervals overlap
-    (:func:`analysis.spread.verdict`; flag ``tie?``), and the lines under the table: that verdict
-    (when the table is ranked by the metric) and, once, :data:`CPU_NOTE` when a run is on the CPU.
-    ``--frontier`` ranks set-ups by size and shows one run each (:func:`analysis.frontier.frontier_rows`):
-    no verdict, the searches whose size no ok run measured (:func:`analysis.frontier.unmeasured_lines`),
-    and the CPU note only when a run shown is on the CPU."""
-    metric = column_name(args.metric)
-    lines = []
-    if args.format not in ("table", "markdown", "html"):
-        return runs, lines  # csv and json keep the columns of load()
-    if args.frontier:  # ranked by size, not by the metric: only the CPU note, of the runs shown
-        return runs, unmeasured_lines(runs) + ([CPU_NOTE] if on_cpu(frontier_rows(runs)) else [])
-    runs = runs.copy()
-    runs["not_significant"] = False
-    ranked_by_metric = not args.pivot and (not args.sort or column_name(sort_spec(args.sort)[0]) == metric)
-    if ranked_by_metric and metric in runs:
-        tied, line = verdict(runs, metric, rankable(runs, metric))
-        runs.loc[tied, "not_significant"] = True
-        lines += [line] if line else []
-    if on_cpu(runs):
-        lines.append(CPU_NOTE)
-    return runs, lines
-
-
-def on_cpu(runs: pd.DataFrame) -> bool:
-    """Whether some run of ``runs`` ran on the CPU (``device_name`` ``cpu``): :data:`CPU_NOTE` is due."""
-    return "device_name" in runs and bool(runs["device_name"].fillna("").str.lower().eq("cpu").any())
-
-
-def shown_note(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace) -> str:
-    """The end of the footer's summary: how many runs the table shows when filters left some out;
-    with ``--frontier``, how many set-ups (one row each) when there is a frontier."""
-    if args.frontier:
-        rows = len(frontier_rows(runs))
-        what = "the largest model or longest sequence" if grew_sequence(runs).any() else "the largest model"
-        return f"; {plural(rows, 'set-up')} shown ({what} of each)" if rows else ""
-    return f"; {len(runs)} shown" if len(runs) != len(loaded) else ""
 
 
 def say(line: str) -> None:

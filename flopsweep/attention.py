@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import blocksparse, lazy
-from flopsweep.config import MAX_SEED, AttentionConfig, ConfigError, require_choice, require_positive
+from flopsweep.config import AttentionConfig, ConfigError, require_choice, require_positive
 from flopsweep.kernel_memory import KernelMemory, KernelShape, blocksparse_memory
+from flopsweep.limits import MAX_SEED
 from flopsweep.options import BlockSparseConfig
 
 BLOCKSPARSE_IMPLS = ("auto", "flex", "gather")

@@ -26,7 +26,8 @@ import torch
 
 from flopsweep import mesh as fmesh
 from flopsweep import precision as fprecision
-from flopsweep.backend_specs import BACKEND_SPECS, check_support
+from flopsweep.backend_checks import check_support
+from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.config import RunConfig
 from flopsweep.deepspeed_backend import build_deepspeed, extensions_dir
 from flopsweep.deepspeed_config import (

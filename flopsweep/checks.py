@@ -23,15 +23,7 @@ from flopsweep import (
     rules,
 )
 from flopsweep.backend_specs import BACKEND_SPECS
-from flopsweep.config import (  # the bounds live in config, which the model families may import
-    FAULT_KINDS,
-    FAULT_PHASES,
-    MAX_BY_KEY,
-    MAX_FLOAT,
-    MAX_INT,
-    MAX_REPEATS,
-    MAX_TAG_CHARS,
-    PLAN_FORMATS,
+from flopsweep.config import (
     BatchConfig,
     ConfigError,
     OptimConfig,
@@ -43,6 +35,16 @@ from flopsweep.deepspeed_config import ZERO_SHORTHANDS
 from flopsweep.expert_parallel import routed_experts
 from flopsweep.key_needs import degree_line, given_of, memory_note, model_splits
 from flopsweep.layout import check_built
+from flopsweep.limits import (
+    FAULT_KINDS,
+    FAULT_PHASES,
+    MAX_BY_KEY,
+    MAX_FLOAT,
+    MAX_INT,
+    MAX_REPEATS,
+    MAX_TAG_CHARS,
+    PLAN_FORMATS,
+)
 from flopsweep.lower_bounds import MIN_BY_KEY
 from flopsweep.models import MODELS
 from flopsweep.options import AutoBatchConfig, owners
@@ -273,7 +275,7 @@ the GPUs)."""
 
 
 def check_repeats(cfg: RunConfig) -> None:
-    """``repeats`` within 1..:data:`~flopsweep.config.MAX_REPEATS` and ``repeat`` one of its rounds
+    """``repeats`` within 1..:data:`~flopsweep.limits.MAX_REPEATS` and ``repeat`` one of its rounds
     (0 .. repeats - 1).
 
     Raises:

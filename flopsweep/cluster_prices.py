@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from flopsweep.config import MAX_BY_KEY, ConfigError
+from flopsweep.config import ConfigError
+from flopsweep.limits import MAX_BY_KEY
 
 PRICE_MARK = "@"
 """What separates a cluster name from its price: ``H100:8x8@2.49``."""
@@ -42,7 +43,7 @@ def split_price(text: str) -> tuple[str, float | None]:
         ConfigError: one line naming ``plan_clusters``, the entry, the price and the fix: ``@`` with
             nothing after it, ``@`` twice, a price that is no number (``@abc``, ``@$2``, a price before
             the network: ``H100:8@2.5:ib400``), not finite (``@inf``, ``@nan``), below 0, or above
-            ``cost.usd_per_gpu_hour``'s bound (:data:`flopsweep.config.MAX_BY_KEY`, 1e6).
+            ``cost.usd_per_gpu_hour``'s bound (:data:`flopsweep.limits.MAX_BY_KEY`, 1e6).
     """
     text = str(text).strip()
     name, mark, written = text.partition(PRICE_MARK)

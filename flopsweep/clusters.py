@@ -34,8 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flopsweep.cluster_prices import split_price
-from flopsweep.config import MAX_BY_KEY, ConfigError
+from flopsweep.config import ConfigError
 from flopsweep.gpu_memory import canonical_gpu_name
+from flopsweep.limits import MAX_BY_KEY
 from flopsweep.local_gpus import gpus_hidden, local_gpu_name, this_machine
 from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup, memory_sizes_gb
 
@@ -282,7 +283,7 @@ def parse_network(text: str, key: str = "plan_clusters", entry: str | None = Non
         ConfigError: one line naming ``key`` and ``entry`` (the cluster name ``text`` is part of;
             default ``text``): no network; a unit that says neither bits
             nor bytes (``100gbps``), naming both spellings; a bandwidth not above 0 or beyond
-            ``predict.inter_node_gbps``'s bound (:data:`flopsweep.config.MAX_BY_KEY`).
+            ``predict.inter_node_gbps``'s bound (:data:`flopsweep.limits.MAX_BY_KEY`).
     """
     name, given = text.strip(), text if entry is None else entry
     if name.lower() in NETWORKS:

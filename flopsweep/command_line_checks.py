@@ -150,9 +150,9 @@ def interpolation_problem(overrides: list[str]) -> str | None:
 
 
 def tag_problem(overrides: list[str]) -> str | None:
-    """One line for a ``tag=`` longer than :data:`flopsweep.config.MAX_TAG_CHARS` (each value of a sweep),
+    """One line for a ``tag=`` longer than :data:`flopsweep.limits.MAX_TAG_CHARS` (each value of a sweep),
     before Hydra echoes it into the plan table and the job's lines (validation bounds it too)."""
-    from flopsweep.config import MAX_TAG_CHARS
+    from flopsweep.limits import MAX_TAG_CHARS
     from flopsweep.override_parsing import override_parser
 
     for override in overrides:
@@ -257,7 +257,7 @@ def repeats_problem(overrides: list[str]) -> str | None:
     ``MAX_REPEATS``, over 1 without ``-m`` (the rounds are jobs of a sweep) or with another sweeper
     than flopsweep's basic one (``hydra/sweeper=optuna_objective`` runs trials, not rounds), else
     None."""
-    from flopsweep.config import MAX_REPEATS
+    from flopsweep.limits import MAX_REPEATS
 
     multirun = is_multirun(overrides) or prints_only(overrides)  # --cfg job prints: -m --cfg is refused
     for override in overrides:

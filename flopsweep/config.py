@@ -12,57 +12,13 @@ to the options that declare it, a record carries only the keys of its own option
 every default lives in one place: the dataclass.
 
 This module imports nothing else from flopsweep. Rules live in :mod:`flopsweep.plan` (one axis:
-with its registry; across axes: :mod:`flopsweep.rules`).
+with its registry; across axes: :mod:`flopsweep.rules`); the largest values and the fixed name sets
+the checks hold a key to, in :mod:`flopsweep.limits`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-MAX_SEED = 2**32
-
-MAX_BY_KEY: dict[str, float] = {
-    "timeout_s": 7 * 24 * 3600,  # seconds: a week
-    "seed": MAX_SEED - 1,
-    "attention.seed": MAX_SEED - 1,
-    "nnodes": 1024,
-    "model.n_layer": 1024,
-    "model.n_embd": 2**16,
-    "model.n_head": 1024,
-    "model.seq_len": 2**20,  # tokens
-    "model.vocab_size": 2**22,
-    "batch.micro_batch_size": 2**16,
-    "batch.max_micro_batch_size": 2**16,
-    "batch.grad_accum": 2**16,
-    "loss.chunk_tokens": 2**26,  # tokens per chunk: 64 Mi, far above any micro batch
-    "steps.warmup": 100_000,
-    "steps.measure": 100_000,
-    "steps.max_extra_warmup": 100_000,
-    "steps.gc_freq": 1_000_000,
-    "search.min_n_layer": 1024,  # blocks, as model.n_layer
-    "search.max_n_layer": 1024,
-    "search.min_seq_len": 2**20,  # tokens, as model.seq_len
-    "search.max_seq_len": 2**20,
-    "search.seq_len_multiple": 2**20,
-    "search.memory_budget_gib": 2**20,  # GiB: a petabyte
-    "budget.tokens": 1e18,  # tokens: 15e12 is Llama 3's pre-training
-    "cost.usd_per_gpu_hour": 1e6,
-    "plan_gpu_memory_gib": 2**20,  # GiB: a PiB
-    "predict.gpus_per_node": 1024,
-    "predict.nnodes": 1_000_000,
-    "predict.intra_node_gbps": 1e6,  # GB/s
-    "predict.inter_node_gbps": 1e6,
-    "predict.compute_scale": 1e3,
-}
-"""The largest value of each key that a run may ask for, checked before launch: far above any real
-run, low enough that the ranks never meet a value they cannot hold (``timeout_s=1e14`` overflowed
-the launcher's clock, a 400-digit ``model.n_layer`` failed in the ranks)."""
-
-MAX_INT = 2**31 - 1
-"""The largest value of any other integer key (a C ``int``, which torch and the launchers take)."""
-MAX_FLOAT = 1e12
-"""The largest magnitude of any other number (``model.rope_theta`` is 5e5)."""
-
 
 MAX_SHOWN = 256
 """A value whose ``repr`` is longer is shown cut in a :class:`ConfigError` (its first 16 characters
@@ -89,7 +45,13 @@ class ConfigError(ValueError):
             length = len(value) if isinstance(value, str) else len(shown)
             shown = f"{shown[:16]}...({length} characters)"
         end = "" if fix.endswith(("?", ".")) else "."  # "did you mean fault.kind=oom?"
-        super().__init__(f"Invalid config: {key}={shown}: {problem}. Fix: {fix}{end}")
+        super().__init__(invalid_line(f"{key}={shown}", problem, fix + end))
+
+
+def invalid_line(what: str, problem: str, fix: str) -> str:
+    """The one line of a refusal, :class:`ConfigError`'s and those said before Hydra:
+    ``Invalid config: WHAT: PROBLEM. Fix: FIX`` (``what``: ``key=value``, or an override as typed)."""
+    return f"Invalid config: {what}: {problem}. Fix: {fix}"
 
 
 def require_choice(key: str, value: str, allowed, example: str | None = None) -> None:
@@ -378,8 +340,8 @@ class PredictConfig:
     """The early stop of the layer probe's copies: after the first (untimed) step, a copy stops once its
     last 3 steps agree, the slowest at most ``1 + layer_probe_settle`` times the fastest and not each
     faster than the one before, on every rank, and their median is its time
-    (:func:`flopsweep.layer_probe.settled`); a copy that does not settle runs 2 untimed and 5 timed
-    steps, and more timed, up to 15, while its median is unsteady (``layer_probe.STEADY_ERROR``). 0: no
+    (:func:`flopsweep.probe_schedule.settled`); a copy that does not settle runs 2 untimed and 5 timed
+    steps, and more timed, up to 15, while its median is unsteady (``probe_schedule.STEADY_ERROR``). 0: no
     early stop, every copy runs that schedule. A share in [0, 1)."""
 
 
@@ -414,17 +376,6 @@ class SpaceConfig:
     :data:`flopsweep.tune.MIN_HEADROOM` where not given)."""
     top: int = 5
     """Rows per cluster in the terminal table (``plan.csv`` and ``plan_format=csv|json`` have all)."""
-
-
-OPTIM_IMPLEMENTATIONS = ("auto", "fused", "foreach", "for_loop")
-"""``optim.implementation`` values: the kernel torch's AdamW steps with."""
-FAULT_KINDS = ("none", "oom", "raise", "kill", "abort", "hang", "nan_loss")
-FAULT_PHASES = ("init", "warmup", "measure", "teardown")
-SEARCH_MODES = ("none", "largest")
-"""``search.model`` values: no search, or the largest model that trains (``flopsweep.modelsearch``)."""
-SEARCH_GROW = ("n_layer", "seq_len")
-"""``search.grow`` values: what the search makes larger: ``n_layer``, the blocks at the family's width
-(:mod:`flopsweep.modelsearch`), or ``seq_len``, the tokens per sequence (:mod:`flopsweep.seqsearch`)."""
 
 
 @dataclass(kw_only=True)
@@ -586,14 +537,3 @@ class RunConfig:
         # or a sweep's blank cell). Half read as set, it placed a CPU plan on GPUs of no memory.
         if self.plan_gpu is not None and not str(self.plan_gpu).strip():
             self.plan_gpu = None
-
-
-MAX_REPEATS = 100
-"""The largest ``repeats=``."""
-
-PLAN_FORMATS = ("table", "csv", "json")
-"""``plan_format=`` values."""
-
-MAX_TAG_CHARS = 256
-"""The longest ``tag``: it is copied into every record, log line and plan row (a 100,000-character
-tag made each plan line 100 KB)."""

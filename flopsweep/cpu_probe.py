@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from flopsweep.layer_probe import Steps
+from flopsweep.probe_schedule import Steps
 
 STEPS = Steps(warmup=2, measured=6, most=6, budget_s=0.5)
 """Each copy's steps when it does not settle (:data:`SETTLE`): 2 untimed, then 6 timed, no more (the layer
@@ -42,7 +42,7 @@ share of the run."""
 
 SETTLE = 0.25
 """A copy stops once its last 3 steps after the first agree within this share and are not still falling
-(:func:`flopsweep.layer_probe.settled`): on a CPU the first steps after the process starts run 10-15x the
+(:func:`flopsweep.probe_schedule.settled`): on a CPU the first steps after the process starts run 10-15x the
 steady step (gpt-tiny bf16, one rank: 0.33, 0.49, 0.38, then 0.026 s), so a fixed count of untimed steps
 either times them or wastes steps; a loaded CPU's steady steps vary by 10-20%, rarely within the layer
 probe's 5%."""

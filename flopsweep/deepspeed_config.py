@@ -3,7 +3,7 @@
 :func:`deepspeed_config` is the dict the engine gets (:mod:`flopsweep.deepspeed_backend`) and the
 memory estimate reads; :func:`whole_deepspeed_sizes` is ``backend=deepspeed``'s option check
 (``option_check`` of :class:`flopsweep.backend_specs.DeepSpeedSpec`) and :func:`check_nvme` the part
-of :func:`flopsweep.backend_specs.check_support` that needs the device. No torch: validation and the
+of :func:`flopsweep.backend_checks.check_support` that needs the device. No torch: validation and the
 estimators import it without starting torch.
 """
 
@@ -103,7 +103,7 @@ def whole_deepspeed_sizes(backend: DeepSpeedConfig) -> DeepSpeedConfig:
 def _check_zero_plus_plus(backend: DeepSpeedConfig) -> None:
     """ZeRO++'s three knobs are ZeRO-3's (hpZ and qwZ partition and gather ZeRO-3's weights);
     ``zero_hpz_partition_size`` is at least 1 (1: off). Its divisibility into the world size is
-    checked with the world (:func:`flopsweep.backend_specs.check_support`)."""
+    checked with the world (:func:`flopsweep.backend_checks.check_support`)."""
     if backend.zero_hpz_partition_size < 1:
         raise ConfigError(
             "backend.zero_hpz_partition_size",

@@ -19,7 +19,7 @@ while the row stayed ``ok``, kept its other figures and was ranked, even called 
   names (``min``, ``max``, ``std``);
 - the set-up (:data:`flopsweep.columns.SETUP_SPECS`: ``config.*``, ``model.*``, ``system.*`` paths)
   by each column's kind (:func:`flopsweep.columns.kind`): ``int`` a whole number (at most the config
-  key's :data:`flopsweep.config.MAX_BY_KEY`), ``bool`` true or false, ``float`` a number, ``text``
+  key's :data:`flopsweep.limits.MAX_BY_KEY`), ``bool`` true or false, ``float`` a number, ``text``
   text (``system.parallel`` is :func:`flopsweep.plausible`'s ``_layout``'s);
 - :data:`OTHER_KEYS`: the run fields, host figures and config keys the checks and columns read
   (``run.wall_s``, ``run.repeat``, ``system.cpu_count``, ``system.loadavg``, ``config.steps.measure``,
@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from flopsweep.columns import SETUP_SPECS, kind
-from flopsweep.config import MAX_BY_KEY
+from flopsweep.limits import MAX_BY_KEY
 from flopsweep.record import METRIC_SPECS
 
 __all__ = ["MAX_BYTES", "MAX_FIGURE", "OTHER_KEYS", "UNITLESS", "type_problems"]

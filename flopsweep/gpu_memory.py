@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from flopsweep.config import MAX_BY_KEY, ConfigError
+from flopsweep.config import ConfigError
+from flopsweep.limits import MAX_BY_KEY
 from flopsweep.peaks import GPU_MEMORY_GIB, PEAK_TABLE, lookup, memory_sizes_gb
 
 GIB = 2**30

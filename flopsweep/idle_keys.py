@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from flopsweep.compile_levers import COMPILE_MODES, COMPILE_SCOPES
-from flopsweep.config import FAULT_PHASES, PLAN_FORMATS, SEARCH_GROW
+from flopsweep.limits import FAULT_PHASES, PLAN_FORMATS, SEARCH_GROW
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,7 @@ def unknown_resolver_problem(key: str, value: str) -> str | None:
         return None
     from omegaconf import OmegaConf
 
+    from flopsweep.config import invalid_line
     from flopsweep.override_schema import near_names
 
     for name in _RESOLVER.findall(value):
@@ -166,10 +167,8 @@ def unknown_resolver_problem(key: str, value: str) -> str | None:
             if near
             else "name a resolver, e.g. ${oc.env:NAME,default}"
         )
-        return (
-            f"Invalid config: {key}={value}: {name} is no resolver (those there are: "
-            f"{', '.join(SHOWN_RESOLVERS)}, ...). Fix: {fix}, or write the value itself."
-        )
+        known = f"{name} is no resolver (those there are: {', '.join(SHOWN_RESOLVERS)}, ...)"
+        return invalid_line(f"{key}={value}", known, f"{fix}, or write the value itself.")
     return None
 
 

@@ -7,7 +7,8 @@ A fix that names a key must run as written (trial 24: ``nproc=2`` suggested ``np
 ``backend=ddp nproc_per_node=2``. The needs come from the checks that refuse the bare value:
 
 - more than one rank (``nproc_per_node``, ``nnodes``) on a backend of one rank
-  (:data:`flopsweep.backend_specs.BACKEND_SPECS`' ``max_ranks``; ``check_support``): ``backend=ddp``;
+  (:data:`flopsweep.backend_specs.BACKEND_SPECS`' ``max_ranks``;
+  :func:`flopsweep.backend_checks.check_support`): ``backend=ddp``;
 - a degree above 1 of ``parallel.*`` on a backend that does not build it
   (:data:`flopsweep.degrees.LAYOUT_BACKENDS`; ``layout.check_built``): ``backend=fsdp``; and the ranks it
   splits, where the command line names none: ``nproc_per_node=DEGREE`` (``dp_shard`` too);
@@ -33,7 +34,7 @@ from flopsweep.idle_keys import IDLE, idle_without, pick_of, space_acts
 MEMORY_KEYS = ("model.seq_len", "batch.micro_batch_size", "model.n_layer", "model.n_embd", "model.vocab_size")
 """The integer keys whose size sets the memory a run needs (activations grow with the tokens of a
 micro batch, weights and states with the blocks, width and vocabulary): a value within
-:data:`flopsweep.config.MAX_BY_KEY` must also fit the device, which the launch checks (the host memory
+:data:`flopsweep.limits.MAX_BY_KEY` must also fit the device, which the launch checks (the host memory
 on the CPU: :func:`flopsweep.job.hostcheck.check_free_host_memory`; ``plan=true`` shows the estimate),
 so a fix of their bound says so."""
 

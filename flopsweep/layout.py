@@ -37,7 +37,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from flopsweep.config import MAX_BY_KEY, BatchConfig, ConfigError, ParallelConfig, RunConfig
+from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
 from flopsweep.degrees import (  # noqa: F401 - the degree table, re-exported
     BUILT,
     COLUMN_DEGREES,
@@ -59,6 +59,7 @@ from flopsweep.degrees import (  # noqa: F401 - the degree table, re-exported
     product,
     span,
 )
+from flopsweep.limits import MAX_BY_KEY
 from flopsweep.text import plural
 
 PP_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe")
@@ -441,7 +442,7 @@ def grad_accum_for(batch: BatchConfig, layout: Layout) -> int:
     ``global_batch_size`` is null.
 
     ``batch.grad_accum`` left at its default 1 is replaced; any other value must agree. The result
-    stays within ``batch.grad_accum``'s own bound (:data:`flopsweep.config.MAX_BY_KEY`): a global batch
+    stays within ``batch.grad_accum``'s own bound (:data:`flopsweep.limits.MAX_BY_KEY`): a global batch
     of 2**31 sequences would otherwise run 536,870,912 micro batches per step until ``timeout_s``.
 
     Raises:

@@ -1,5 +1,5 @@
 """The least value of each key whose lower bound the value alone decides (:data:`MIN_BY_KEY`), beside the
-largest (:data:`flopsweep.config.MAX_BY_KEY`); both read by :func:`flopsweep.checks.check_number`, before
+largest (:data:`flopsweep.limits.MAX_BY_KEY`); both read by :func:`flopsweep.checks.check_number`, before
 Hydra and first in the job. Torch-free, standard library only.
 """
 
@@ -107,9 +107,9 @@ min <= max)."""
 
 def outside(key: str, value: int | float) -> bool:
     """Whether :func:`flopsweep.checks.check_number` refuses ``value`` of ``key`` (not finite, below
-    :data:`MIN_BY_KEY`, beyond :data:`flopsweep.config.MAX_BY_KEY`): for the checks that must leave such a
+    :data:`MIN_BY_KEY`, beyond :data:`flopsweep.limits.MAX_BY_KEY`): for the checks that must leave such a
     value to its own line (:func:`flopsweep.key_needs.idle_key_problem`) without importing the checks."""
-    from flopsweep.config import MAX_BY_KEY, MAX_FLOAT, MAX_INT
+    from flopsweep.limits import MAX_BY_KEY, MAX_FLOAT, MAX_INT
 
     if isinstance(value, float) and not math.isfinite(value):
         return True

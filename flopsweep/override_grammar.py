@@ -345,6 +345,7 @@ def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
     the value for Hydra (the outer quotes are the shell's), which a string key takes as written; a
     number, list or sweep is written in the grammar (:data:`GRAMMAR_PAGE`).
     """
+    from flopsweep.config import invalid_line
     from flopsweep.override_parsing import override_parser
 
     for override in overrides_of(argv):
@@ -362,14 +363,11 @@ def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
                 if recheck is not None and (again := recheck(fixed)):
                     note += f" (then: {again.removeprefix('Invalid config: ')})"
                 fix = f"did you mean {line}?" if meant[2] is None else f"{meant[2]}: {line}"
-                return (
-                    f"Invalid config: {override}: Hydra's override grammar cannot read it ({meant[1]}). "
-                    f"Fix: {fix}{note}"
+                return invalid_line(
+                    override, f"Hydra's override grammar cannot read it ({meant[1]})", fix + note
                 )
-            return (
-                f"Invalid config: {override}: Hydra's override grammar cannot read it "
-                f"({_reason(override, str(exc))}). Fix: {_fix(key, value)}; the grammar: {GRAMMAR_PAGE}"
-            )
+            unread = f"Hydra's override grammar cannot read it ({_reason(override, str(exc))})"
+            return invalid_line(override, unread, f"{_fix(key, value)}; the grammar: {GRAMMAR_PAGE}")
     return None
 
 

@@ -4,7 +4,7 @@ override and each value of a choice sweep, before Hydra starts. The value of ano
 ``steps.measure=abc``), ``null`` where the key is not optional, a list for one value and one value for a
 list, a value for a section, an element a typed list cannot hold (``space.micro_batches=[1.5]``), a whole
 number written as a float (``1e3``), and a number the job would refuse by its value alone: beyond its bound
-(:data:`flopsweep.config.MAX_BY_KEY`) or below it (:data:`flopsweep.lower_bounds.MIN_BY_KEY`), out of its
+(:data:`flopsweep.limits.MAX_BY_KEY`) or below it (:data:`flopsweep.lower_bounds.MIN_BY_KEY`), out of its
 range (:func:`flopsweep.checks.number_problem`), in the job's words. The fix's example is the picked
 option's YAML value, else the schema's default.
 """
@@ -42,12 +42,12 @@ def _example(key: str, node: object, kind: tuple[str, str], option: str) -> tupl
 def _bound_problem(
     head: str, key: str, value: int | float, node: object, option: str, float_: bool
 ) -> str | None:
-    """The line for a whole number beyond its key's bound (:data:`flopsweep.config.MAX_BY_KEY`, else
-    :data:`flopsweep.config.MAX_INT`), as :func:`flopsweep.checks.check_bounds` would refuse it in the
+    """The line for a whole number beyond its key's bound (:data:`flopsweep.limits.MAX_BY_KEY`, else
+    :data:`flopsweep.limits.MAX_INT`), as :func:`flopsweep.checks.check_bounds` would refuse it in the
     job: the bound, an example that passes (the picked option's value, else the default) and the
     check a large value meets next (:func:`flopsweep.key_needs.memory_note`); None within it."""
-    from flopsweep.config import MAX_BY_KEY, MAX_INT
     from flopsweep.key_needs import memory_note
+    from flopsweep.limits import MAX_BY_KEY, MAX_INT
 
     limit = int(MAX_BY_KEY.get(key, MAX_INT))
     if abs(value) <= limit:
@@ -199,8 +199,8 @@ def _number_problem(
     head: str, key: str, value: float, node: object, option: str, kind: str = "FloatNode"
 ) -> str | None:
     """The line for a number that the job would refuse by its value alone
-    (:func:`flopsweep.checks.number_problem`: beyond :data:`flopsweep.config.MAX_BY_KEY`, else
-    :data:`flopsweep.config.MAX_FLOAT`; below :data:`flopsweep.lower_bounds.MIN_BY_KEY`, ``timeout_s=0``,
+    (:func:`flopsweep.checks.number_problem`: beyond :data:`flopsweep.limits.MAX_BY_KEY`, else
+    :data:`flopsweep.limits.MAX_FLOAT`; below :data:`flopsweep.lower_bounds.MIN_BY_KEY`, ``timeout_s=0``,
     ``nnodes=0``; not finite; out of the key's range, ``optim.lr=-1``, ``predict.overlap=2``), with the
     job's fix and an example that passes (the picked option's value, else the default, else null for an
     optional key); None when the job would take it. ``kind``: the schema node's (``IntegerNode``)."""
@@ -266,10 +266,10 @@ def _element_problem(head: str, key: str, values: list, node: object, typed: str
     ``[a]``, ``[null]``: Hydra's five-line "could not be converted to Integer"), else None. The fix's
     example is :func:`list_example`'s; for a whole number written as a float (``[2,1e3]``) the list
     with ints (``[2,1000]``), as a key of one whole number gets, unless one is beyond the bound
-    (:data:`ELEMENT_BOUNDS`, else :data:`flopsweep.config.MAX_INT`): ``[1e30]``, told as typed."""
+    (:data:`ELEMENT_BOUNDS`, else :data:`flopsweep.limits.MAX_INT`): ``[1e30]``, told as typed."""
     from omegaconf import ListConfig
 
-    from flopsweep.config import MAX_BY_KEY, MAX_INT
+    from flopsweep.limits import MAX_BY_KEY, MAX_INT
 
     element = getattr(node._metadata, "element_type", None)  # type: ignore[attr-defined]
     if element not in _ELEMENTS:
@@ -303,4 +303,4 @@ def _element_problem(head: str, key: str, values: list, node: object, typed: str
 
 ELEMENT_BOUNDS = {"space.micro_batches": "batch.micro_batch_size"}
 """A typed list whose items are values of another key, and that key: its bound
-(:data:`flopsweep.config.MAX_BY_KEY`) is theirs."""
+(:data:`flopsweep.limits.MAX_BY_KEY`) is theirs."""

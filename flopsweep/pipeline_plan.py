@@ -12,8 +12,9 @@ import dataclasses
 import math
 from typing import Any
 
-from flopsweep.config import MAX_BY_KEY, MAX_INT, ConfigError, RunConfig
+from flopsweep.config import ConfigError, RunConfig
 from flopsweep.layout import pipeline_keys, smaller_degree, stated_world_size
+from flopsweep.limits import MAX_BY_KEY, MAX_INT
 
 ARCHS = ("gpt2", "llama")
 """Model families whose modules have the pipeline parts (``embed``, ``block_args``, ``logits``,
@@ -187,7 +188,7 @@ def _check_stages(cfg: RunConfig) -> None:
 
 def _n_layer_fix(verb: str, stages: int) -> str:
     """``"<verb> to a multiple of <stages>"`` when such an ``model.n_layer`` is inside its bound
-    (:data:`flopsweep.config.MAX_BY_KEY`), else "" (a fix must propose only values a run may ask for)."""
+    (:data:`flopsweep.limits.MAX_BY_KEY`), else "" (a fix must propose only values a run may ask for)."""
     return f"{verb} to a multiple of {stages}" if stages <= MAX_BY_KEY["model.n_layer"] else ""
 
 

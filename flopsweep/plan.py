@@ -26,7 +26,8 @@ from flopsweep import (
     precision,
     rules,
 )
-from flopsweep.backend_specs import BACKEND_SPECS, check_support
+from flopsweep.backend_checks import check_support
+from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.checks import (  # re-exported: validation's names, as callers import them from plan
     BATCHES,
     CONF_DIR,

@@ -18,7 +18,8 @@ import dataclasses
 import math
 
 from flopsweep.cli import LOCAL_LAUNCHERS
-from flopsweep.config import PLAN_FORMATS, ConfigError, ParallelConfig, require_choice
+from flopsweep.config import ConfigError, ParallelConfig, require_choice
+from flopsweep.limits import PLAN_FORMATS
 from flopsweep.override_parsing import typed_values
 from flopsweep.override_schema import sweep_values
 from flopsweep.peaks import lookup
@@ -132,7 +133,7 @@ def command_line_problem(overrides: list[str]) -> str | None:
       :func:`flopsweep.gpu_memory.typed_gpu_names`), or a size it is not sold in; ``plan_gpu_memory_gib``
       that is not a positive finite number of GiB;
     - ``cost.usd_per_gpu_hour`` or ``budget.tokens`` that is no number, not finite, or out of range;
-    - a ``plan_format`` that is none of :data:`flopsweep.config.PLAN_FORMATS`; ``plan`` or ``plan_format``
+    - a ``plan_format`` that is none of :data:`flopsweep.limits.PLAN_FORMATS`; ``plan`` or ``plan_format``
       swept (``plan_format=csv,json``: each job's rows twice, printed in one format; :data:`ONE_VALUE_KEYS`);
     - ``plan=true`` with ``plan_gpu`` (or ``plan_gpu_memory_gib``) and ``device=cpu``
       (:func:`flopsweep.rules.planned_gpu_on_the_cpu`);

@@ -38,8 +38,9 @@ from typing import Any
 
 from flopsweep import objective
 from flopsweep.clusters import Cluster
-from flopsweep.config import MAX_BY_KEY, ConfigError, ParallelConfig, RunConfig
+from flopsweep.config import ConfigError, ParallelConfig, RunConfig
 from flopsweep.dropped import OVER_MEMORY, SPACE_KEY_OF, nothing_line  # noqa: F401 - the plan's and the tuner's names
+from flopsweep.limits import MAX_BY_KEY
 from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and the tuner's names
     ASSUMED_NETWORK_ERROR,
     COLUMNS,

@@ -52,12 +52,12 @@ import math
 import statistics
 from typing import Any
 
-from flopsweep.config import MAX_BY_KEY
 from flopsweep.cost import budget, usd_per_million_tokens
 from flopsweep.figure_types import as_number, type_problems
 from flopsweep.files import RecordError
 from flopsweep.identity.versions import Record
 from flopsweep.layout import MESH_DEGREES
+from flopsweep.limits import MAX_BY_KEY
 from flopsweep.record import METRIC_SPECS
 from flopsweep.text import plural
 

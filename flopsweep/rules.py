@@ -18,15 +18,9 @@ from typing import Any
 from flopsweep import compile_levers, context_parallel, expert_parallel, fsdp_units, pipeline_plan
 from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.checkpointing import SAC_KERNELS
-from flopsweep.config import (
-    OPTIM_IMPLEMENTATIONS,
-    SEARCH_GROW,
-    SEARCH_MODES,
-    ConfigError,
-    RunConfig,
-    require_choice,
-)
+from flopsweep.config import ConfigError, RunConfig, require_choice
 from flopsweep.layout import smaller_degree, stated_world_size
+from flopsweep.limits import OPTIM_IMPLEMENTATIONS, SEARCH_GROW, SEARCH_MODES
 from flopsweep.models import MODELS
 from flopsweep.models.hf import HF_ATTENTION
 from flopsweep.precision import PRECISIONS
@@ -435,7 +429,7 @@ def optimizer_in_backward(cfg: RunConfig) -> None:
 
 
 def optimizer_implementation(cfg: RunConfig) -> None:
-    """``optim.implementation`` is one of :data:`flopsweep.config.OPTIM_IMPLEMENTATIONS`, and other than
+    """``optim.implementation`` is one of :data:`flopsweep.limits.OPTIM_IMPLEMENTATIONS`, and other than
     ``auto`` only where torch's AdamW steps: the DeepSpeed backends step DeepSpeed's own optimizer,
     chosen by ``backend.optimizer_impl`` (fused Adam, or torch's AdamW with ``torch``)."""
     value = cfg.optim.implementation

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from flopsweep.config import MAX_BY_KEY
+from flopsweep.limits import MAX_BY_KEY
 
 SPACE_KEYS = (
     "backends",
@@ -72,7 +72,7 @@ def normal_layout(layout: object) -> str:
 
 
 def max_world_size() -> int:
-    """The most ranks a run may have: ``nnodes``' bound (:data:`flopsweep.config.MAX_BY_KEY`) times
+    """The most ranks a run may have: ``nnodes``' bound (:data:`flopsweep.limits.MAX_BY_KEY`) times
     ``nproc_per_node``'s (:data:`flopsweep.checks.MAX_NPROC_PER_NODE`), 1,024,000,000; no layout degree
     above it divides a world size."""
     from flopsweep.checks import MAX_NPROC_PER_NODE

@@ -17,7 +17,7 @@ import os
 def choices() -> dict[str, tuple[tuple[str, ...], str]]:
     """``{key: (the names it takes, the fix's example key)}`` for every text key of the schema (and of
     the options') whose value is one of a fixed set, as the job's checks list them (the same tuples:
-    :data:`flopsweep.config.FAULT_KINDS`, :data:`flopsweep.layout.PP_SCHEDULES`, ...); a group's
+    :data:`flopsweep.limits.FAULT_KINDS`, :data:`flopsweep.layout.PP_SCHEDULES`, ...); a group's
     ``name`` takes its registry keys (``precision.name``: ``bf16``, ``fp16``, ...), its example the
     group (``precision=bf16``). Not here: free text (``tag``, ``model.config``, paths), ``model.name``
     and ``model.arch`` (:mod:`flopsweep.model_identity`), ``objective`` (:mod:`flopsweep.objective`)."""
@@ -25,7 +25,8 @@ def choices() -> dict[str, tuple[tuple[str, ...], str]]:
     from flopsweep.attention import BLOCKSPARSE_IMPLS
     from flopsweep.checks import DEVICES, option_schemas
     from flopsweep.compile_levers import COMPILE_MODES, COMPILE_SCOPES
-    from flopsweep.config import (
+    from flopsweep.layout import PP_SCHEDULES
+    from flopsweep.limits import (
         FAULT_KINDS,
         FAULT_PHASES,
         OPTIM_IMPLEMENTATIONS,
@@ -33,7 +34,6 @@ def choices() -> dict[str, tuple[tuple[str, ...], str]]:
         SEARCH_GROW,
         SEARCH_MODES,
     )
-    from flopsweep.layout import PP_SCHEDULES
     from flopsweep.models.hf import HF_EXPERTS
     from flopsweep.options import OFFLOAD_DEVICES, OPTIMIZER_IMPLS
 

@@ -213,6 +213,43 @@ def rescaled(record: dict, *, world: int, tokens_per_device: float) -> dict:
     return fit_clock(r)
 
 
+def calibration_record(
+    world: int,
+    *,
+    backend: str | dict = "fsdp",
+    mbs: int = 4,
+    step: float = 1.0,
+    status: str = "ok",
+    config: dict | None = None,
+    **metrics,
+) -> dict:
+    """A hand-built record for the step-time prediction's calibration (``predict.calibration``, the nearest
+    set-up): a 1e9-parameter model ``m`` of 24 blocks (``n_embd`` 2048, 2048 tokens), sdpa, bf16, eager,
+    no checkpointing, ``mbs`` sequences a rank and no accumulation, on ``world`` data-parallel ranks
+    (``dp_shard``), stepping ``step`` s at ``6 P`` FLOPs a token. ``backend``: its name, or its whole
+    section; ``config``: more config keys (``device``, ``optim``); ``metrics``: more metrics."""
+    return {
+        "status": status,
+        "config": {
+            "model": {"name": "m", "n_layer": 24},
+            "attention": {"name": "sdpa"},
+            "precision": {"name": "bf16"},
+            "activation_checkpointing": {"name": "none"},
+            "compile": False,
+            "batch": {"micro_batch_size": mbs, "grad_accum": 1},
+            "backend": {"name": backend} if isinstance(backend, str) else backend,
+            **(config or {}),
+        },
+        "model": {"n_params": 10**9, "n_layer": 24, "n_embd": 2048, "seq_len": 2048},
+        "system": {"world_size": world, "nproc_per_node": world, "parallel": {"dp_shard": world}},
+        "metrics": {
+            "iteration_time_s": {"mean": step},
+            "model_flops_per_iteration": world * 6.0 * 10**9 * mbs * 2048,
+            **metrics,
+        },
+    }
+
+
 def fixture_record(name: str = "v2-ok") -> dict:
     """A fresh copy of the committed record ``tests/fixtures/records/NAME/metrics.json`` (an ok GPU run by
     default), to edit by hand."""

@@ -19,7 +19,7 @@ from flopsweep import comm_time, forecast, objective, strict_json
 from flopsweep.checks import check_bounds, validate_cost
 from flopsweep.cluster_prices import decimal_comma_problem
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, gpu_of, parse_cluster
-from flopsweep.config import PLAN_FORMATS, ConfigError, RunConfig, require_choice
+from flopsweep.config import ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import to_job_log
@@ -27,13 +27,14 @@ from flopsweep.job.planmemory import memory_fix
 from flopsweep.job.planrender import override_line, render
 from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, write_plan
 from flopsweep.job.result import JobInfo
+from flopsweep.limits import PLAN_FORMATS
 from flopsweep.peaks import form_taken, node_link
 from flopsweep.plan_space import COLUMNS, Row, Space, candidates, rank, unplaced
 from flopsweep.plan_space import nothing_line as space_nothing_line
 from flopsweep.space_values import SPACE_KEYS
 
 FORMATS = PLAN_FORMATS
-"""``plan_format=`` values (:data:`flopsweep.config.PLAN_FORMATS`)."""
+"""``plan_format=`` values (:data:`flopsweep.limits.PLAN_FORMATS`)."""
 
 
 def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:

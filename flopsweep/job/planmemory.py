@@ -27,7 +27,7 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
     the rules accept) where it fits and the rules accept it, at the cluster's own ``@PRICE``
     (``plan_clusters=[L4:2x8:eth100@0.8]``: without it ``objective=usd_per_million_tokens`` refused the
     fix); else none fits, said."""
-    from flopsweep.config import MAX_BY_KEY
+    from flopsweep.limits import MAX_BY_KEY
     from flopsweep.plan_space import Setup, evaluate, same_gpu
 
     one_compile = space.compile[0] if len(set(space.compile)) == 1 else None  # space.compile=[true]: compiled

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import lazy
-from flopsweep.config import MAX_BY_KEY, ConfigError, ModelConfig
+from flopsweep.config import ConfigError, ModelConfig
+from flopsweep.limits import MAX_BY_KEY
 from flopsweep.models.hf_files import (  # noqa: F401 - the names callers use as hf.*
     KEY,
     MAX_CONFIG_BYTES,

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopsweep.config import MAX_BY_KEY, MAX_INT, MAX_SHOWN, ConfigError, cut
+from flopsweep.config import MAX_SHOWN, ConfigError, cut
 from flopsweep.files import RecordError, read_regular
+from flopsweep.limits import MAX_BY_KEY, MAX_INT
 from flopsweep.models.hf_numbers import (  # noqa: F401 - the names check_raw and callers use
     EPS,
     FRACTIONS,
@@ -195,7 +196,7 @@ def validated_bytes(model: Any) -> bytes | None:
 
 def parse(raw: bytes, value: str) -> dict[str, Any]:
     """The JSON object of ``raw``: nested at most :data:`MAX_DEPTH` deep, every number finite
-    (``NaN``, ``Infinity`` and ``1e999`` refused), every whole number within ``config.MAX_INT``, and
+    (``NaN``, ``Infinity`` and ``1e999`` refused), every whole number within ``limits.MAX_INT``, and
     every string but ``_name_or_path`` (shown cut: :attr:`Source.label`) at most
     :data:`flopsweep.config.MAX_SHOWN` characters (``transformers`` echoes a ``model_type``,
     ``rope_type`` or ``hidden_act`` whole in its own log lines and errors; real ones are a few words).
@@ -386,8 +387,8 @@ config class's default; other types are the config class's to refuse)."""
 
 def _bounds() -> dict[str, float]:
     """The largest value of each bounded integer field: the shape fields take their flopsweep key's
-    bound (``config.MAX_BY_KEY``: ``num_hidden_layers`` that of ``model.n_layer``), then
-    :data:`MAX_POSITIONS` and :data:`MAX_EXPERTS`; every other whole number ``config.MAX_INT``."""
+    bound (``limits.MAX_BY_KEY``: ``num_hidden_layers`` that of ``model.n_layer``), then
+    :data:`MAX_POSITIONS` and :data:`MAX_EXPERTS`; every other whole number ``limits.MAX_INT``."""
     bounds = {field: MAX_BY_KEY[f"model.{key}"] for key, field in SHAPE_KEYS.items()}
     bounds["max_position_embeddings"] = MAX_POSITIONS
     bounds.update(dict.fromkeys((*EXPERT_COUNTS, "num_experts_per_tok"), MAX_EXPERTS))
@@ -396,13 +397,13 @@ def _bounds() -> dict[str, float]:
 
 def _field_bound(names: set[str], bounds: dict[str, float]) -> int:
     """The bound of a field that stands for ``names`` (:func:`_aliases`): the least of theirs in
-    ``bounds`` (:func:`_bounds`), else ``config.MAX_INT``."""
+    ``bounds`` (:func:`_bounds`), else ``limits.MAX_INT``."""
     return int(min((bounds[n] for n in names if n in bounds), default=MAX_INT))
 
 
 def _bound_of(data: dict[str, Any]) -> Any:
     """``field -> bound`` for the top-level fields of ``data`` as :func:`check_raw` bounds them (a
-    nested field, ``rope_scaling.factor``: ``config.MAX_INT``)."""
+    nested field, ``rope_scaling.factor``: ``limits.MAX_INT``)."""
     bounds = _bounds()
     model_type = data.get("model_type")
     aliases = _aliases(model_type) if isinstance(model_type, str) else {}

@@ -47,12 +47,12 @@ def _param_problem(
     name: str, value: Any, *, least: float, default: Any, whole: bool = True, above: bool = False
 ) -> str | None:
     """One line refusing a sweeper parameter that is not a number of at least ``least`` (``above``:
-    over it) and at most :data:`flopsweep.config.MAX_INT` (a count) or :data:`flopsweep.config.MAX_FLOAT`
+    over it) and at most :data:`flopsweep.limits.MAX_INT` (a count) or :data:`flopsweep.limits.MAX_FLOAT`
     (as the run config's keys are), its fix the parameter's default; a ``whole`` one (a count) given
     as a float, even a whole one (``initial=1e3``, ``eta=2.0``), is told to write the int, as a typed
     key of the run's config is (:func:`flopsweep.overrides.type_problem`): the sweeper's keys have no
     schema to convert it."""
-    from flopsweep.config import MAX_FLOAT, MAX_INT
+    from flopsweep.limits import MAX_FLOAT, MAX_INT
 
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     inside = ok and (value > least if above else value >= least)

@@ -62,6 +62,7 @@ TORCH_FREE = (
     "flopsweep.column_spec",  # through columns: how a column is shown
     "flopsweep.options",
     "flopsweep.config",
+    "flopsweep.limits",  # through plausible and figure_types: the largest value of each key (MAX_BY_KEY)
     "flopsweep.cost",
     "flopsweep.noise",
     "flopsweep.predict",

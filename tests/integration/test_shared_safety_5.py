@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from helpers import run_py, validate
 
-from flopsweep.config import MAX_BY_KEY, ConfigError
+from flopsweep.config import ConfigError
 from flopsweep.hydrafiles import output_folder_problem
+from flopsweep.limits import MAX_BY_KEY
 
 
 def _plant(path: Path, kind: str, target: Path) -> None:

@@ -1,7 +1,7 @@
 """Issue #40, class 9: values within their bounds that made work unbounded (hangs).
 
 Every integer key of the schema (found by walking the dataclasses, not listed by hand), at the top
-of its documented range (:data:`flopsweep.config.MAX_BY_KEY`, else :data:`~flopsweep.config.MAX_INT`),
+of its documented range (:data:`flopsweep.limits.MAX_BY_KEY`, else :data:`~flopsweep.limits.MAX_INT`),
 at ``2**31 - 1`` and beyond it (``2**63``, ``-2**63``), goes through ``plan=true``'s own path
 (:func:`flopsweep.job.plan_job`) in this process: each is accepted or refused in one line, and a value
 past its bound is refused by name. Nothing asserts a time: a value that made work unbounded (a fix
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from flopsweep.config import MAX_BY_KEY, MAX_INT, BatchConfig, ConfigError, ParallelConfig, RunConfig
+from flopsweep.config import BatchConfig, ConfigError, ParallelConfig, RunConfig
 from flopsweep.job import JobInfo, plan_job
 from flopsweep.layout import Layout, divisors, grad_accum_for, smaller_degree
+from flopsweep.limits import MAX_BY_KEY, MAX_INT
 from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
 from flopsweep.overrides import option_kind
 from flopsweep.plan import Environment, option_names, plan

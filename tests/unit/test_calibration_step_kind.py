@@ -8,33 +8,16 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from helpers import calibration_record
+
 from flopsweep import identity, nearest, nearest_measured
 from flopsweep import predict as pr
 
-P = 1_000_000_000
-
 
 def _record(world: int, *, backend: dict, step: float = 1.0, **optim) -> dict:
-    return {
-        "status": "ok",
-        "config": {
-            "model": {"name": "m", "n_layer": 24},
-            "attention": {"name": "sdpa"},
-            "precision": {"name": "bf16"},
-            "activation_checkpointing": {"name": "none"},
-            "compile": False,
-            "device": "cuda",
-            "optim": {"in_backward": False, "implementation": "auto", **optim},
-            "batch": {"micro_batch_size": 4, "grad_accum": 1},
-            "backend": backend,
-        },
-        "model": {"n_params": P, "n_layer": 24, "n_embd": 2048, "seq_len": 2048},
-        "system": {"world_size": world, "nproc_per_node": world, "parallel": {"dp_shard": world}},
-        "metrics": {
-            "iteration_time_s": {"mean": step},
-            "model_flops_per_iteration": world * 6.0 * P * 4 * 2048,
-        },
-    }
+    """A CUDA calibration record of ``backend``'s section and ``optim``'s keys (the rest AdamW's defaults)."""
+    optim = {"in_backward": False, "implementation": "auto", **optim}
+    return calibration_record(world, backend=backend, step=step, config={"device": "cuda", "optim": optim})
 
 
 ZERO3 = {"name": "deepspeed", "zero_stage": 3, "offload_optimizer": "none", "offload_param": "none"}

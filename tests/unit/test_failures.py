@@ -305,7 +305,7 @@ def test_the_docs_name_every_fault_kind_and_phase_the_config_takes_each_tested()
     is injected by some test."""
     from helpers import ROOT
 
-    from flopsweep.config import FAULT_KINDS, FAULT_PHASES
+    from flopsweep.limits import FAULT_KINDS, FAULT_PHASES
 
     readme = (ROOT / "docs" / "usage.md").read_text()
     assert re.search(r"`fault\.kind=([a-z_|]+)`", readme).group(1).split("|") == list(FAULT_KINDS)

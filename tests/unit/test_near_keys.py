@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from flopsweep.config import MAX_BY_KEY
+from flopsweep.limits import MAX_BY_KEY
 from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
 from flopsweep.overrides import known_keys, option_files, option_kind, type_problem, unknown_key_problem
 from run import foreign_option_keys
@@ -312,7 +312,8 @@ def test_a_float_beyond_its_bound_is_refused_before_hydra_as_typed_with_a_fix_th
     refused in one line before Hydra, the value as typed, positive and negative, written as a float or a
     whole number; the fix's example passes this check and the job's ``validate``."""
     from flopsweep.checks import validate
-    from flopsweep.config import MAX_FLOAT, ConfigError
+    from flopsweep.config import ConfigError
+    from flopsweep.limits import MAX_FLOAT
 
     pick = _FLOAT_KEYS[key]
     limit = MAX_BY_KEY.get(key, MAX_FLOAT)

@@ -259,7 +259,8 @@ def test_a_tag_over_256_characters_is_refused_before_hydra_and_by_validation() -
     """A 100,000-character ``tag`` made every plan line 100 KB (the overrides column) and went into
     every record; a sweep's values are each checked, not their sum."""
     from flopsweep.checks import check_bounds
-    from flopsweep.config import MAX_TAG_CHARS, ConfigError, RunConfig
+    from flopsweep.config import ConfigError, RunConfig
+    from flopsweep.limits import MAX_TAG_CHARS
     from run import tag_problem
 
     line = tag_problem(["plan=true", "tag=" + "a" * 100_000])

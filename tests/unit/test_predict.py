@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import calibration_record
 
 from flopsweep import predict as pr
 from flopsweep.predict_record import predict_record
@@ -225,44 +226,22 @@ def test_overlap_is_calibrated_from_profiles() -> None:
     assert pr.calibrated_overlap([("x", None)]) is None
 
 
-def _record(world: int, *, backend="fsdp", mbs=4, step=1.0, status="ok", **metrics) -> dict:
-    return {
-        "status": status,
-        "config": {
-            "model": {"name": "m", "n_layer": 24},
-            "attention": {"name": "sdpa"},
-            "precision": {"name": "bf16"},
-            "activation_checkpointing": {"name": "none"},
-            "compile": False,
-            "batch": {"micro_batch_size": mbs, "grad_accum": 1},
-            "backend": {"name": backend},
-        },
-        "model": {"n_params": P, "n_layer": 24, "n_embd": 2048, "seq_len": 2048},
-        "system": {"world_size": world, "nproc_per_node": world, "parallel": {"dp_shard": world}},
-        "metrics": {
-            "iteration_time_s": {"mean": step},
-            "model_flops_per_iteration": world * 6.0 * P * mbs * 2048,
-            **metrics,
-        },
-    }
-
-
 def test_the_calibration_is_the_same_setup_at_a_smaller_world() -> None:
-    target = _record(8)
+    target = calibration_record(8)
     key = pr.calibration_key(target)
     pool = [
-        ("mbs8", _record(1, mbs=8)),
-        ("failed", _record(1, status="oom")),
-        ("same-size", _record(8)),
-        ("ddp1", _record(1, backend="ddp")),
-        ("fsdp1", _record(1)),
-        ("fsdp2", _record(2)),
+        ("mbs8", calibration_record(1, mbs=8)),
+        ("failed", calibration_record(1, status="oom")),
+        ("same-size", calibration_record(8)),
+        ("ddp1", calibration_record(1, backend="ddp")),
+        ("fsdp1", calibration_record(1)),
+        ("fsdp2", calibration_record(2)),
     ]
     assert pr.pick_calibration(key, 8, "fsdp", pool)[0] == "fsdp2"
     assert pr.pick_calibration(key, 8, "ddp", pool[:4])[0] == "ddp1"
     assert pr.pick_calibration(key, 1, "fsdp", pool) is None
     # a checkpointing bool (older records) reads as the policy
-    old = _record(1)
+    old = calibration_record(1)
     old["config"]["activation_checkpointing"] = False
     assert pr.calibration_key(old) == key
 
@@ -271,13 +250,17 @@ def test_a_record_at_the_same_world_calibrates_only_when_asked() -> None:
     """The job and plan=true (``same_world``) take a record of the set-up at their own world size, first
     as the largest; the analysis does not, so that its predictions test the model rather than repeat a
     measurement of the same world size."""
-    target = _record(8)
+    target = calibration_record(8)
     key = pr.calibration_key(target)
-    pool = [("fsdp2", _record(2)), ("same-size", _record(8)), ("larger", _record(16))]
+    pool = [
+        ("fsdp2", calibration_record(2)),
+        ("same-size", calibration_record(8)),
+        ("larger", calibration_record(16)),
+    ]
     assert pr.pick_calibration(key, 8, "fsdp", pool)[0] == "fsdp2"
     assert pr.pick_calibration(key, 8, "fsdp", pool, same_world=True)[0] == "same-size"
-    assert pr.pick_calibration(key, 1, "fsdp", [("one", _record(1))]) is None
-    assert pr.pick_calibration(key, 1, "fsdp", [("one", _record(1))], same_world=True)[0] == "one"
+    assert pr.pick_calibration(key, 1, "fsdp", [("one", calibration_record(1))]) is None
+    assert pr.pick_calibration(key, 1, "fsdp", [("one", calibration_record(1))], same_world=True)[0] == "one"
     assert pr.pick_calibration(key, 8, "fsdp", pool[2:], same_world=True) is None
     assert [pr.calibrates_world(w, 2, same_world=True) for w in (1, 2, 3, None)] == [True, True, False, True]
 
@@ -296,8 +279,8 @@ def test_the_probe_link_takes_each_collective_at_its_largest_size() -> None:
 
 def test_predict_record_from_its_one_rank_calibration() -> None:
     probe = [{"collective": c, "bytes": 1 << 20, "busbw_gbps": 50.0} for c in pr.COLLECTIVES]
-    one = _record(1, step=1.0)
-    two = _record(2, step=1.3)
+    one = calibration_record(1, step=1.0)
+    two = calibration_record(2, step=1.3)
     two["system"]["interconnect"] = probe
     out = predict_record("two", two, [("one", one), ("two", two)])
     comm = (2 * 2 * P + 4 * P) * 0.5 / 50e9
@@ -403,7 +386,7 @@ def test_a_missing_calibration_path_is_a_config_error(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="predict.calibration"):
         calibration_records(str(tmp_path / "nowhere"))
-    _write(tmp_path / "a" / "0", _record(1))
+    _write(tmp_path / "a" / "0", calibration_record(1))
     (tmp_path / "a" / "1").mkdir()
     (tmp_path / "a" / "1" / "metrics.json").write_text("{broken")
     found = calibration_records(str(tmp_path / "a"))
@@ -440,9 +423,9 @@ def test_a_calibration_of_another_micro_batch_scales_by_tokens_and_says_so() -> 
 def test_a_calibration_of_other_backend_knobs_is_borrowed() -> None:
     """ZeRO knobs are part of the set-up: the strict pick refuses a record of other buckets, and
     the differences name each knob; a knob a record predates reads as the schema's default."""
-    target = _record(2, backend="deepspeed")
+    target = calibration_record(2, backend="deepspeed")
     target["config"]["backend"] |= {"zero_stage": 3, "reduce_bucket_size": 1e9, "optimizer_impl": "torch"}
-    default = _record(1, backend="deepspeed")
+    default = calibration_record(1, backend="deepspeed")
     default["config"]["backend"]["zero_stage"] = 3  # predates optimizer_impl: ran the fused one
     same = copy.deepcopy(target)
     same["system"] |= {"world_size": 1, "parallel": {"dp_shard": 1}}
@@ -461,7 +444,7 @@ def test_a_calibration_of_other_backend_knobs_is_borrowed() -> None:
     assert pr.calibration_differences(target, dense) == [
         'attention {"name": "sdpa"} vs {"density": 1.0, "name": "sdpa"}'
     ]
-    other = _record(1, mbs=8)
+    other = calibration_record(1, mbs=8)
     other["config"]["compile"] = True
     assert pr.calibration_differences(target, other) == [
         "compile False vs True",
@@ -475,24 +458,24 @@ def test_an_unprofiled_calibration_separates_its_optimizer_at_the_measured_rate(
     parameters: the step drops by half the optimizer, at the rate (seconds per parameter a rank
     updates) of the records whose profile separates it; older CUDA profiles give a lower bound."""
     whole = {"step_s": 2.0, "optimizer_s": 0.02, "view": "cuda", "optimizer_from": "launch"}
-    profiled = _record(1, step=1.0, breakdown=whole)  # 0.01 s of the 1 s mean, P parameters
+    profiled = calibration_record(1, step=1.0, breakdown=whole)  # 0.01 s of the 1 s mean, P parameters
     rate = pr.optimizer_rate([("p", profiled)], "torch")
     assert rate[0] == pytest.approx(0.01 / P) and rate[1] == "median of 1 (p)"
     before = {k: v for k, v in whole.items() if k != "optimizer_from"}  # recorded before the key
-    old = _record(2, step=1.0, breakdown=before)
+    old = calibration_record(2, step=1.0, breakdown=before)
     low = pr.optimizer_rate([("o", old)], "torch")
     assert low[0] == pytest.approx(0.01 / (P / 2)) and low[1].startswith("lower bound")
     assert pr.optimizer_rate([("p", profiled)], "deepspeed-fused") is None
-    target = pr.workload_from_record(_record(2))
-    c = pr.calibration_compute(target, "one", _record(1, step=0.5), rate=(1e-11, "r"))
+    target = pr.workload_from_record(calibration_record(2))
+    c = pr.calibration_compute(target, "one", calibration_record(1, step=0.5), rate=(1e-11, "r"))
     assert c.compute_s == pytest.approx(0.5 - 1e-11 * P)
     assert c.optimizer_s == pytest.approx(1e-11 * P / 2)
     assert "optimizer 10 ps per parameter a rank updates: r" in c.source
-    ddp = pr.workload_from_record(_record(2, backend="ddp"))
+    ddp = pr.workload_from_record(calibration_record(2, backend="ddp"))
     assert pr.calibration_compute(
-        ddp, "one", _record(1, backend="ddp", step=0.5), rate=(1e-11, "r")
+        ddp, "one", calibration_record(1, backend="ddp", step=0.5), rate=(1e-11, "r")
     ).optimizer_s == (pytest.approx(1e-11 * P))  # DDP does not shard the optimizer
-    offload = _record(1)
+    offload = calibration_record(1)
     offload["config"]["backend"]["cpu_offload"] = True
     assert pr.optimizer_family(offload) is None
 
@@ -537,7 +520,7 @@ def test_a_calibration_that_matches_no_job_is_a_warning_naming_what_differs(
 
     forecast._WARNED.clear()  # said once a process: this test's own first time
     cfg = validate(hydra_compose(["device=cpu", "backend=fsdp", "nproc_per_node=2", "predict.calibration=x"]))
-    other = _record(1, mbs=8)  # model m, another micro batch, compiled
+    other = calibration_record(1, mbs=8)  # model m, another micro batch, compiled
     other["config"]["compile"] = True
     layout = Layout.resolve(cfg.parallel, 2)
     with caplog.at_level("WARNING", logger="flopsweep.forecast"):
@@ -652,7 +635,7 @@ def test_a_plan_takes_the_bandwidth_from_a_probed_record_of_its_calibration(hydr
     from flopsweep.plan import validate
 
     cfg = validate(hydra_compose(["device=cpu", "backend=fsdp", "nproc_per_node=2"]))
-    one, two = _record(1), _record(2)
+    one, two = calibration_record(1), calibration_record(2)
     two["system"]["interconnect"] = [
         {"collective": c, "bytes": 1 << 20, "busbw_gbps": 2.5} for c in pr.COLLECTIVES
     ]
@@ -668,9 +651,9 @@ def test_a_host_bound_calibration_says_so_in_its_source() -> None:
     one H200: 27-50%) names the share in the prediction's source; a busy one (DDP, FSDP2: 2-4%) does not."""
     busy = {"step_s": 1.0, "compute_s": 0.97, "optimizer_s": 0.02, "exposed_comm_s": 0.0, "idle_s": 0.03}
     idle = {**busy, "compute_s": 0.6, "idle_s": 0.38}
-    target = pr.workload_from_record(_record(2))
+    target = pr.workload_from_record(calibration_record(2))
     for breakdown, said in ((busy, False), (idle, True)):
-        cal = _record(1, breakdown={**breakdown, "view": "cuda", "optimizer_from": "launch"})
+        cal = calibration_record(1, breakdown={**breakdown, "view": "cuda", "optimizer_from": "launch"})
         compute = pr.calibration_compute(target, "cal/metrics.json", cal)
         assert ("host-bound: the GPU idles 38% of its profiled step" in compute.source) is said, (
             compute.source

@@ -227,7 +227,7 @@ def test_a_zero_stage_outside_one_to_three_is_refused_before_hydra_as_the_job_re
     if option == "deepspeed":  # backend=zeroN: the job names the contradiction with the option first
         from flopsweep.plan import Environment, plan
 
-        with pytest.raises(ConfigError) as job:  # the backend's check (backend_specs.check_support)
+        with pytest.raises(ConfigError) as job:  # the backend's check (backend_checks.check_support)
             plan(
                 hydra_compose(["device=cpu", f"backend={option}", f"backend.zero_stage={stage}"]),
                 Environment.detect(),
