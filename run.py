@@ -92,6 +92,7 @@ from flopsweep.signals import jobs_starting, stop_before_jobs
 from flopsweep.store import register_configs
 from flopsweep.streams import ClosedPipeGuard, standard_streams
 from flopsweep.sweep_axes import repeated_value_problem, space_sweep_problem, sweep_level_problem
+from flopsweep.sweep_file_keys import output_dir_problem as sweep_file_dir_problem
 from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
 from flopsweep.sweep_file_keys import values_problem as sweep_file_values
 from flopsweep.text import printable
@@ -196,6 +197,9 @@ def refusal(overrides: list[str]) -> str | None:
         or repeats_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
+        or sweep_file_dir_problem(
+            overrides, RUN_CONF
+        )  # its hydra.sweep.dir: conf/backend/x, '', ${hydra:...}
         or interpolation_problem(overrides)
         or interpolated_problem(
             overrides, RUN_CONF
@@ -313,6 +317,7 @@ def main(cfg: DictConfig) -> float:
             f"Invalid config: {key}{'=' + typed[-1] if typed else ''}: {str(exc).splitlines()[0]}. "
             f"Fix: {resolution_fix(exc)}."
         )
+        remove_unstarted()  # refused before it started: the folder Hydra made for it (an empty run.log)
         if hc.mode == RunMode.MULTIRUN:
             raise SweepStopped(message) from None
         print(f"flopsweep: {message}", file=sys.stderr)

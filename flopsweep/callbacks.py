@@ -158,6 +158,11 @@ def sweep_size(config: Any) -> int | None:
         return None
 
 
+PARTIAL_PLAN = "plan.partial.csv"
+"""The name a sweep's ``plan.csv`` takes when the sweep stops before its last job
+(:meth:`SweepSummary._plan_stopped`): the rows of the jobs planned before, not the whole plan."""
+
+
 def progress_line(
     done: int, total: int | None, elapsed_s: float, *, status: str | None = None, bar: bool = False
 ) -> str:
@@ -166,10 +171,30 @@ def progress_line(
 
     With ``bar`` (a terminal), tqdm draws a 20-character bar after the status:
     ``flopsweep: job 3/12 done: ok |█████               | 2:31 elapsed, about 7:33 left``.
+
+    A status that carries a refusal's reason (:data:`REFUSED`: a plan job's ``invalid: KEY=VALUE: why.
+    Fix: ...``, :func:`flopsweep.job.plansweep.plan_outcome`) is shown whole, then ``; `` before the times
+    (its own commas never run into them); a line over :data:`flopsweep.reference_text.MAX_LINE` characters
+    has its status cut at a word, ending `` ...`` (:func:`flopsweep.reference_text.shorten`).
     """
+    from flopsweep.reference_text import MAX_LINE, shorten
+
+    line = _progress(done, total, elapsed_s, status, bar)
+    if status and len(line) > MAX_LINE:
+        line = _progress(done, total, elapsed_s, shorten(status, len(status) - len(line) + MAX_LINE), bar)
+    return line
+
+
+REFUSED = "invalid: "
+"""How a status that carries a refusal's reason begins (:func:`flopsweep.job.plansweep.plan_outcome`)."""
+
+
+def _progress(done: int, total: int | None, elapsed_s: float, status: str | None, bar: bool) -> str:
+    """:func:`progress_line` with ``status`` as given."""
     shown = f": {status}" if status else ""
+    after = "; " if status and status.startswith(REFUSED) else ", "  # a reason's commas: not the times
     if total is None or total < done:
-        return f"flopsweep: job {done} done{shown}, {_clock(elapsed_s)} elapsed"
+        return f"flopsweep: job {done} done{shown}{after}{_clock(elapsed_s)} elapsed"
     left = elapsed_s / done * (total - done)
     drawn = ""
     if bar:
@@ -177,7 +202,7 @@ def progress_line(
 
         drawn = f" |{tqdm.format_meter(done, total, elapsed_s, bar_format='{bar:20}')}|"
     times = f"{_clock(elapsed_s)} elapsed, about {_clock(left)} left"
-    return f"flopsweep: job {done}/{total} done{shown}{drawn + ' ' if drawn else ', '}{times}"
+    return f"flopsweep: job {done}/{total} done{shown}{drawn + ' ' if drawn else after}{times}"
 
 
 def is_terminal(stream: Any) -> bool:
@@ -415,7 +440,9 @@ class SweepSummary(Callback):
         stop = job_return._return_value if job_return.status == JobStatus.FAILED else None
         if not isinstance(stop, RecordRefused):  # a refused job did not run: its line, no progress
             self.job_done(Path(str(config.hydra.runtime.output_dir)))
-        if isinstance(stop, SweepStopped):
+        if isinstance(stop, SweepStopped | RecordRefused) and os.getpid() == self.pid and config.get("plan"):
+            self._plan_stopped(config)  # the rows kept, said partial: a plan has no records to summarise
+        elif isinstance(stop, SweepStopped):
             self._print(config, " (stopped early by fail_fast)")
         if isinstance(stop, SweepStopped | RecordRefused) and os.getpid() == self.pid:
             # Stop here, in the sweep process: raised through Hydra, the error would print again
@@ -476,8 +503,42 @@ class SweepSummary(Callback):
         if line is None:
             return
         print(f"flopsweep: {line}", file=sys.stderr, flush=True)
-        self._print(config, f" (stopped: {note})")
+        if config.get("plan"):
+            self._plan_stopped(config)
+        else:
+            self._print(config, f" (stopped: {note})")
         raise SystemExit(1)  # Hydra turns a callback's exceptions into warnings
+
+    def _plan_stopped(self, config: Any) -> None:
+        """A sweep of plans that stops before its last job (a job refused after Hydra composed it, a folder
+        that turned read-only): its ``plan.csv`` holds the rows of the jobs before, which nothing said were
+        not the whole plan. It is renamed :data:`PARTIAL_PLAN` (the name says so; kept as ``plan.csv``
+        where it cannot be), its table printed, then the line saying it is partial."""
+        plan = sweep_dir_of(config) / "plan.csv"
+        if not plan.is_file():
+            print("flopsweep: the plan sweep stopped before any job was planned", file=sys.stderr)
+            return
+        partial = plan.with_name(PARTIAL_PLAN)
+        try:
+            os.replace(plan, partial)
+        except OSError:  # the folder turned read-only: the line says it
+            partial = plan
+        from flopsweep.job.plansweep import SWEEP_PLAN, plan_lines
+
+        SWEEP_PLAN["plan"] = partial  # an interrupt from here on shows these rows
+        try:
+            lines = plan_lines(partial, config, shown=not getattr(self, "unwritten", None))
+        except Exception as exc:  # noqa: BLE001 - the line below says what it can
+            lines = [f"flopsweep: the plan's rows are in {partial} (not shown: {exc})"]
+        for line in lines:
+            print(line, file=sys.stderr if line.startswith("flopsweep: ") else sys.stdout, flush=True)
+        job = config.hydra.job.get("num", "?")
+        print(
+            f"flopsweep: the plan is partial: {partial} holds the rows of the jobs planned before the sweep "
+            f"stopped at job {job} (why: below); job {job} and those after it were not planned",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _print(self, config: Any, note: str) -> None:
         sweep_dir = sweep_dir_of(config)

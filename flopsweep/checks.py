@@ -48,7 +48,7 @@ from flopsweep.limits import (
 from flopsweep.lower_bounds import MIN_BY_KEY
 from flopsweep.models import MODELS
 from flopsweep.options import AutoBatchConfig, owners
-from flopsweep.override_schema import kinds_said, picks
+from flopsweep.override_schema import added_key_error, kinds_said, picks
 
 DEVICES = ("auto", "cuda", "cpu")
 BATCHES = {"fixed": BatchConfig, "auto": AutoBatchConfig}
@@ -258,12 +258,8 @@ def _reject_unknown_keys(node: object, prefix: str = "") -> None:
                     f"belongs to {kinds_said(group, owners(group, key))}, not to {group}={here}",
                     f"drop the override, or pick {own}",
                 )
-            raise ConfigError(
-                f"{prefix}{key}",
-                value,
-                "is not a key of the config schema (a '+' override adds keys without checking them)",
-                f"remove it; the keys here are {', '.join(names)}",
-            )
+            # the job cannot tell '+' from '++': the line says both (the command line's names the one typed)
+            raise added_key_error(f"{prefix}{key}", value, prefix.rstrip("."), names)
         if dataclasses.is_dataclass(value):
             _reject_unknown_keys(value, f"{prefix}{key}.")
 

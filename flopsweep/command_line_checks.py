@@ -356,7 +356,7 @@ def added_key_problem(overrides: list[str]) -> str | None:
 
     from flopsweep.config import RunConfig
     from flopsweep.override_parsing import parsed_or_none
-    from flopsweep.override_schema import CONF, key_schemas, known_keys
+    from flopsweep.override_schema import CONF, added_key_error, key_schemas, known_keys
 
     names = [f.name for f in dataclasses.fields(RunConfig)]
     parsed = [
@@ -371,35 +371,26 @@ def added_key_problem(overrides: list[str]) -> str | None:
             continue
         top = key.split(".")[0]
         if "." not in key or (top not in names and not os.path.isdir(os.path.join(CONF, top))):
-            here = None if key in names else names  # +bogus.x=1: no section bogus to hold x
+            found = [None if key in names else ([], names)]  # +bogus.x=1: no section bogus to hold x
         elif key in known_keys():
-            here = None
+            found = [None]
         else:
-            schemas = key_schemas(parsed, key)
             found = [
-                _keys_missing(schema, key.split(".")[1:] if whose else key.split("."))
-                for schema, whose in schemas
+                _keys_missing(schema, key.split(".")[1:] if whose else key.split("."), [top] if whose else [])
+                for schema, whose in key_schemas(parsed, key)
             ]
-            here = found[0] if found and all(f is not None for f in found) else None
-        if here is not None:
-            return str(
-                ConfigError(
-                    key,
-                    value,
-                    f"is not a key of the config schema (a '{plus}' override adds keys without checking "
-                    "them)",
-                    f"remove it; the keys here are {', '.join(here)}",
-                    value,  # as typed: bogus=1, as the job says it
-                )
-            )
+        if found and all(f is not None for f in found):
+            section, here = found[0]  # type: ignore[misc]
+            # as typed: bogus=1, and the prefix typed (the job cannot tell '+' from '++')
+            return str(added_key_error(key, value, ".".join(section), here, plus, value))
     return None
 
 
-def _keys_missing(schema: object, parts: list[str]) -> list[str] | None:
-    """The keys of the typed section that should hold the next of ``parts`` (a dotted key split) in
-    ``schema`` (a structured config), where one is not among them (``steps.bogus``, ``steps.bogus.y``);
-    None when every part is found, or when a section on the way is untyped (a mapping of any keys),
-    null or no section."""
+def _keys_missing(schema: object, parts: list[str], above: list[str]) -> tuple[list[str], list[str]] | None:
+    """The typed section that should hold the next of ``parts`` (a dotted key split) in ``schema`` (a
+    structured config), where one is not among them (``steps.bogus``, ``steps.bogus.y``): its path
+    (``above``, the parts of the key above ``schema``, then those found) and its keys; None when every part
+    is found, or when a section on the way is untyped (a mapping of any keys), null or no section."""
     import dataclasses
 
     from omegaconf import DictConfig, OmegaConf
@@ -408,7 +399,7 @@ def _keys_missing(schema: object, parts: list[str]) -> list[str] | None:
     for i, part in enumerate(parts):
         typed = isinstance(node, DictConfig) and dataclasses.is_dataclass(OmegaConf.get_type(node))
         if typed and part not in node:  # steps.bogus.y: the typed section steps has no bogus
-            return [str(k) for k in node]  # type: ignore[union-attr]
+            return [*above, *parts[:i]], [str(k) for k in node]  # type: ignore[union-attr]
         if i == len(parts) - 1:
             return None
         node = node._get_node(part) if isinstance(node, DictConfig) and part in node else None  # type: ignore[attr-defined]

@@ -295,3 +295,32 @@ def existing_key_add_problem(argv: list[str], conf: str = CONF) -> str | None:
             fix = text.removeprefix("+")
             return f"Invalid config: {text}: {key} already exists; + adds only new keys. Fix: {fix}"
     return None
+
+
+def added_key_error(
+    key: str, value: object, section: str, keys: list[str], plus: str | None = None, shown: str | None = None
+) -> ValueError:
+    """The one line (a :class:`flopsweep.config.ConfigError`) for ``key`` (dotted, ``steps.bogus``), added
+    with ``plus`` (``+`` or ``++``; None in the job, which cannot tell which was typed) though
+    ``section`` (dotted, ``steps``; ``""`` the top level) has no such key, ``keys`` being the ones it has:
+    ``Invalid config: steps.bogus=1: is not a key of steps (a '++' override adds keys without checking
+    them). Fix: drop ++steps.bogus=1 (the keys of steps are warmup, measure, ...).`` A near key
+    (``+model.n_layers=3``) is the fix: ``write model.n_layer=3, without the '+' (model.n_layer is a key
+    already)``. ``shown``: the value as typed (else its ``repr``)."""
+    from flopsweep.config import ConfigError
+
+    typed = f"'{plus}'" if plus else "'+' or '++'"
+    said = shown if shown is not None else repr(value)
+    where = f"the keys of {section} are" if section else "the top-level keys are"
+    missing = key.removeprefix(f"{section}.").split(".")[0] if section else key.split(".")[0]
+    near = near_names(missing, keys, n=1)
+    if near and "." not in key.removeprefix(f"{section}.").removeprefix(missing):  # the key's last part
+        name = f"{section}.{near[0]}" if section else near[0]
+        fix = f"write {name}={said}, without the {typed} ({name} is a key already)"
+    elif plus:
+        fix = f"drop {plus}{key}={said} ({where} {', '.join(keys)})"
+    else:
+        fix = f"drop the override that adds {key} ({where} {', '.join(keys)})"
+    what = f"a key of {section}" if section else "a top-level key of the config"
+    override = f"a {typed} override" if plus else f"an override with {typed}"
+    return ConfigError(key, value, f"is not {what} ({override} adds keys without checking them)", fix, shown)

@@ -377,3 +377,42 @@ def values_problem(
                 said = problem.removeprefix("Invalid config: ").replace(_CLI_WORDS, "(the file's value is")
                 return f"Invalid config: {shown_path(path, conf)}: {said}"
     return None
+
+
+OUTPUT_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.output_subdir")
+"""The keys of a sweep file's ``hydra:`` block that say where a run writes, checked as the command line's
+(:func:`output_dir_problem`)."""
+
+
+def _hydra_value(data: object, key: str) -> object:
+    """The value of ``key`` (``hydra.sweep.dir``) in a file's plain ``data``; None where it is not set."""
+    for part in key.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
+def output_dir_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line for a selected sweep file's ``hydra.run.dir``, ``hydra.sweep.dir``, ``hydra.sweep.subdir``
+    or ``hydra.output_subdir`` (:data:`OUTPUT_KEYS`) that the command line's own check refuses
+    (:func:`flopsweep.command_line_checks.output_dir_problem`: inside ``conf/``, ``sweep/``, the package or
+    ``hydra_plugins``; a link or a file; ``''``, the current folder; ``${hydra:...}`` in a sweep's folder, a
+    traceback in Hydra's launcher; a subdir out of the sweep's folder), with the file named, else None. A key
+    the command line gives itself replaces the file's and is not checked here. The callback's lock refused a
+    folder inside a config folder only after Hydra composed every job (and not ``''`` or ``${hydra:...}``)."""
+    from flopsweep.command_line_checks import output_dir_problem as checked
+    from flopsweep.flags import is_multirun
+    from flopsweep.override_grammar import overrides_of
+
+    given = {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
+    for path, data in _sweep_files(_selected(argv, conf), conf):
+        own = [
+            f"{key}={value}"
+            for key in OUTPUT_KEYS
+            if key not in given and (value := _hydra_value(data, key)) is not None
+        ]
+        if own and (problem := checked([*(["-m"] if is_multirun(argv) else []), *own])):
+            said = problem.removeprefix("Invalid config: ").replace(
+                "Fix: drop the override", "Fix: drop it from the file"
+            )
+            return f"Invalid config: {shown_path(path, conf)}: {said}"
+    return None

@@ -59,7 +59,9 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     (:func:`auto_batch_size`). Under ``-m`` appends one row (``model`` names the model,
     ``layout`` its parallel layout: :meth:`flopsweep.layout.Layout.label`) to ``plan.csv`` beside
     the job directories (the sweep directory, whose callback started the file afresh:
-    :func:`flopsweep.job.plantable.start_plan_file`); a single run writes its ``plan.csv`` afresh, atomically.
+    :func:`flopsweep.job.plantable.start_plan_file`); a single run writes its ``plan.csv`` afresh, atomically,
+    unless its row is ``invalid`` (a refusal, exit 2: no file written, an earlier plan's kept; the row's CSV
+    in ``plan_csv``).
 
     With ``plan_clusters``: :func:`flopsweep.job.plandecide.decide_job` (every set-up of ``space``
     on each named cluster, ranked by ``objective``).
@@ -112,7 +114,11 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         path = Path(info.job_dir) / PLAN_FILE
         ranked = row.get("status") == "ok" and row.get("fits") is not False  # as rank_plan_file ranks
         row["rank"] = 1 if ranked and row.get("predicted_tokens_per_s_per_device") not in ("", None) else ""
-        if unwritten := write_plan(path, [row]):  # the table still prints, from the row: run.py
+        if (
+            row.get("status") == "invalid"
+        ):  # refused (run.py: its line, exit 2): no plan.csv, an earlier one kept
+            out.update(plan_csv=plan_csv([row]))
+        elif unwritten := write_plan(path, [row]):  # the table still prints, from the row: run.py
             out.update(unwritten=unwritten, plan_csv=plan_csv([row]))
     else:
         path = Path(info.job_dir).parent / PLAN_FILE

@@ -66,7 +66,7 @@ from flopsweep.seqsearch import SEQ_LEN
 from flopsweep.sizesearch import NothingFits, ProbeFailed
 from flopsweep.slurm import writes_record
 from flopsweep.text import plural, printable
-from flopsweep.unstarted import job_started
+from flopsweep.unstarted import job_started, remove_unstarted
 
 log = logging.getLogger("flopsweep")
 
@@ -114,14 +114,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     except RecordUnwritable as exc:
         raise JobFolderUnwritable(f"{exc}. Fix: {exc.fix}, then run again") from None
     if cfg.plan:
-        job_started()  # a plan writes no record; its folder holds its .hydra/ and its log
-        hydra_files_written(job_dir, info)
-        record = plan_job(cfg, info)
-        if info.job_num is not None:  # a sweep's progress line says what the plan came to
-            from flopsweep.job.plansweep import note_outcome
-
-            note_outcome(info.job_dir, record)
-        return record
+        return planned_job(cfg, info, job_dir)
     path = job_dir / METRICS_FILE
     problem = refuse_existing(path, cfg, info)
     job = JobResult(path=path, cfg=cfg, run=new_run(cfg, info), load_start=load_start)
@@ -147,6 +140,37 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     if job.status is None:
         measured(job)
     return recorded(job)
+
+
+def planned_job(cfg: RunConfig, info: JobInfo, job_dir: Path) -> dict[str, Any]:
+    """``plan=true``: the plan (:func:`flopsweep.job.dryrun.plan_job`), which writes no record. A sweep's
+    job keeps its folder, its ``.hydra/`` and its log (its row is in the sweep's ``plan.csv``, its outcome in
+    the progress line). A single plan that is refused (``run.py`` prints its line, exit 2:
+    :func:`refused_plan`) leaves nothing: no ``plan.csv``, no ``.hydra/``, and the folder Hydra made for it
+    is removed where it holds only its empty ``run.log`` (:func:`flopsweep.unstarted.remove_unstarted`);
+    a plan that is not refused writes its ``.hydra/`` after its ``plan.csv``."""
+    if info.job_num is not None:
+        job_started()  # a plan writes no record; its folder holds its .hydra/ and its log
+        hydra_files_written(job_dir, info)
+        record = plan_job(cfg, info)
+        from flopsweep.job.plansweep import note_outcome
+
+        note_outcome(info.job_dir, record)  # a sweep's progress line says what the plan came to
+        return record
+    record = plan_job(cfg, info)  # until it is known not refused, an interrupt removes the folder
+    if refused_plan(record):
+        remove_unstarted()
+        return record
+    job_started()
+    hydra_files_written(job_dir, info)
+    return record
+
+
+def refused_plan(record: dict[str, Any]) -> bool:
+    """True for a single plan's record that ``run.py`` answers with a refusal's line and exit 2: the job
+    refused before planning (``status`` ``invalid``: its GPU, a key of ``plan_clusters``), or its one row is
+    ``invalid`` (``repeat=1``, a model the CPU cannot hold)."""
+    return record.get("status") == "invalid" or (record.get("plan") or {}).get("status") == "invalid"
 
 
 def refuse_existing(path: Path, cfg: RunConfig, info: JobInfo) -> str | None:

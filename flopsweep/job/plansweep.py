@@ -410,15 +410,15 @@ def plan_outcome(record: dict[str, Any]) -> str | None:
 
     - over clusters (:func:`flopsweep.job.plandecide.decide_job`): ``ok, 384 ranked, 66 dropped``;
       ``no set-up left (over memory 15)`` (the top three dropped counts; ``none placed on its clusters``
-      where the space gave none there); ``invalid: cost.usd_per_gpu_hour=1000000000000.0`` (the key and
-      value of its line, which the sweep's table prints whole when it ends);
+      where the space gave none there); ``invalid: cost.usd_per_gpu_hour=1000000000000.0: ... Fix: ...``
+      (its whole line, :func:`_reason`);
     - one row per job (:func:`flopsweep.job.dryrun.plan_job`): ``ok``, ``ok, does not fit`` (its
-      estimate is over the GPU's memory), ``invalid: KEY=VALUE``.
+      estimate is over the GPU's memory), ``invalid: KEY=VALUE: why. Fix: ...``.
 
     None for a record of neither kind."""
     status = record.get("status")
     if status == "invalid":
-        return f"invalid: {_key_value(str((record.get('error') or {}).get('message') or ''))}"
+        return f"invalid: {_reason(str((record.get('error') or {}).get('message') or ''))}"
     if status != "plan":
         return None
     if "ranked" in record:  # over clusters
@@ -429,17 +429,18 @@ def plan_outcome(record: dict[str, Any]) -> str | None:
         return f"no set-up left ({counts}{', ...' if len(dropped) > 3 else ''})"
     row = record.get("plan") or {}
     if row.get("status") == "invalid":
-        return f"invalid: {_key_value(str(row.get('reason') or ''))}"
+        return f"invalid: {_reason(str(row.get('reason') or ''))}"
     if row.get("status") == "ok":
         return "ok, does not fit" if row.get("fits") is False else "ok"
     return None
 
 
-def _key_value(line: str) -> str:
-    """``KEY=VALUE`` of a refusal's line (``Invalid config: KEY=VALUE: why. Fix: ...``), at most 80
-    characters; the line's start where it has no such head."""
-    head = printable(line.removeprefix("Invalid config: ")).split(": ")[0]
-    return head if len(head) <= 80 else f"{head[:77]}..."
+def _reason(line: str) -> str:
+    """A refusal's whole line (``Invalid config: KEY=VALUE: why. Fix: ...``) less its ``Invalid config: ``,
+    printable; the progress line bounds it (:func:`flopsweep.callbacks.progress_line`: cut at a word).
+    It was ``KEY=VALUE`` alone: ``invalid: model='llama70b', 0:05 elapsed`` read as a reason cut at a
+    comma."""
+    return printable(line.removeprefix("Invalid config: "))
 
 
 def _table(

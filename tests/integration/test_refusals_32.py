@@ -91,9 +91,9 @@ def test_a_key_added_with_two_pluses_is_refused_before_hydra(tmp_path: Path) -> 
     """``++steps.bogus=1``: the job refused it after Hydra made the run's folder, as "a '+' override"."""
     line = _one_line(run_py("model=gpt-tiny", "device=cpu", "++steps.bogus=1", cwd=tmp_path, timeout=300))
     assert line == (
-        "flopsweep: Invalid config: steps.bogus=1: is not a key of the config schema (a '++' override adds "
-        "keys without checking them). Fix: remove it; the keys here are warmup, measure, max_extra_warmup, "
-        "gc_freq."
+        "flopsweep: Invalid config: steps.bogus=1: is not a key of steps (a '++' override adds keys without "
+        "checking them). Fix: drop ++steps.bogus=1 (the keys of steps are warmup, measure, max_extra_warmup, "
+        "gc_freq)."
     )
     assert not list(tmp_path.iterdir()), _tree(tmp_path)
 

@@ -53,8 +53,8 @@ def test_an_unknown_key_added_with_plus_is_the_jobs_line_before_hydra() -> None:
     (``+sweep=...``) and a nested key (the option's to decide) are not refused here."""
     line = refusal(["model=llama-tiny", "device=cpu", "+bogus=1"])
     assert line is not None and line.startswith(
-        "Invalid config: bogus=1: is not a key of the config schema (a '+' override adds keys without "
-        "checking them). Fix: remove it; the keys here are model, attention, backend,"
+        "Invalid config: bogus=1: is not a top-level key of the config (a '+' override adds keys without "
+        "checking them). Fix: drop +bogus=1 (the top-level keys are model, attention, backend,"
     )
 
 

@@ -847,15 +847,17 @@ def test_an_invalid_plan_row_says_its_reason_and_where_it_was_placed_apart(
     from flopsweep.job import JobInfo, plan_invalid_line, plan_job, plan_table
 
     cfg = hydra_compose(["model=gpt-tiny", "plan=true", *setup])
-    row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=setup))["plan"]
+    record = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=setup))
+    row, text = record["plan"], record["plan_csv"]  # refused: no plan.csv written (reliability-4.md #280)
     assert row["status"] == "invalid" and row["reason"].startswith(reason), row
     assert row["reason"].count("Fix: ") == 1 and row["reason"].endswith(".") and "placed" not in row["reason"]
     assert row["note"].startswith("no GPU here: placed as an ") and "Fix" not in row["note"], row["note"]
-    line = plan_invalid_line(str(tmp_path / "plan.csv"))
+    assert not (tmp_path / "plan.csv").exists()
+    line = plan_invalid_line(str(tmp_path / "plan.csv"), text=text)
     assert (
         line == f"flopsweep: 1 of 1 jobs are invalid (the status and reason columns); job 0: {row['reason']}"
     )
-    below = plan_table(str(tmp_path / "plan.csv")).splitlines()[3:5]
+    below = plan_table(str(tmp_path / "plan.csv"), text=text).splitlines()[3:5]
     assert below == [f"[1] {row['reason']}", f"[2] {row['note']}"], below
 
 

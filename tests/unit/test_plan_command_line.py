@@ -472,9 +472,10 @@ def test_a_single_plan_whose_row_is_invalid_is_its_line_once(hydra_compose, tmp_
     from flopsweep.job.plantable import PLAN_COLUMNS, plan_refused_line
 
     args = ["plan=true", "predict.calibration=${tag}", "tag=/nonexistent-flopsweep-calibration"]
-    row = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=args))["plan"]
-    assert row["status"] == "invalid"
-    line = plan_refused_line(str(tmp_path / "plan.csv"))
+    record = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=args))
+    row = record["plan"]
+    assert row["status"] == "invalid" and not (tmp_path / "plan.csv").exists()  # refused: nothing written
+    line = plan_refused_line(str(tmp_path / "plan.csv"), text=record["plan_csv"])
     assert line == row["reason"] and line.startswith(
         "Invalid config: predict.calibration='/nonexistent-flopsweep-calibration': does not exist."
     )

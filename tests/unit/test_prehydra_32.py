@@ -123,32 +123,33 @@ def test_the_default_folder_made_in_the_config_folder_is_refused(monkeypatch: py
     [
         (
             "++steps.bogus=1",
-            "Invalid config: steps.bogus=1: is not a key of the config schema (a '++' override adds keys "
-            "without checking them). Fix: remove it; the keys here are warmup, measure, max_extra_warmup, "
-            "gc_freq.",
+            "Invalid config: steps.bogus=1: is not a key of steps (a '++' override adds keys without "
+            "checking them). Fix: drop ++steps.bogus=1 (the keys of steps are warmup, measure, "
+            "max_extra_warmup, gc_freq).",
         ),
         (
             "+steps.bogus=1",
-            "Invalid config: steps.bogus=1: is not a key of the config schema (a '+' override adds keys "
-            "without checking them). Fix: remove it; the keys here are warmup, measure, max_extra_warmup, "
-            "gc_freq.",
+            "Invalid config: steps.bogus=1: is not a key of steps (a '+' override adds keys without "
+            "checking them). Fix: drop +steps.bogus=1 (the keys of steps are warmup, measure, "
+            "max_extra_warmup, gc_freq).",
         ),
         (
             "+model.n_layers=3",
-            "Invalid config: model.n_layers=3: is not a key of the config schema (a '+' override adds keys "
-            "without checking them). Fix: remove it; the keys here are name, arch, n_layer, n_embd, n_head, "
-            "seq_len, vocab_size.",
+            "Invalid config: model.n_layers=3: is not a key of model (a '+' override adds keys without "
+            "checking them). Fix: write model.n_layer=3, without the '+' (model.n_layer is a key already).",
         ),
         (  # a key below a key the section lacks (a re-trial: refused by the job, its folder left)
             "++steps.bogus.y=1",
-            "Invalid config: steps.bogus.y=1: is not a key of the config schema (a '++' override adds keys "
-            "without checking them). Fix: remove it; the keys here are warmup, measure, max_extra_warmup, "
-            "gc_freq.",
+            "Invalid config: steps.bogus.y=1: is not a key of steps (a '++' override adds keys without "
+            "checking them). Fix: drop ++steps.bogus.y=1 (the keys of steps are warmup, measure, "
+            "max_extra_warmup, gc_freq).",
         ),
         (  # a key below a top-level key no schema has
             "+bogus.x=1",
-            "Invalid config: bogus.x=1: is not a key of the config schema (a '+' override adds keys "
-            "without checking them). Fix: remove it; the keys here are " + ", ".join(RUN_KEYS) + ".",
+            "Invalid config: bogus.x=1: is not a top-level key of the config (a '+' override adds keys "
+            "without checking them). Fix: drop +bogus.x=1 (the top-level keys are "
+            + ", ".join(RUN_KEYS)
+            + ").",
         ),
     ],
 )
@@ -160,7 +161,7 @@ def test_a_nested_key_no_schema_has_added_with_plus_is_refused_before_hydra(over
 def test_a_top_level_key_added_with_two_pluses_names_them() -> None:
     line = refusal([*BASE, "++bogus=1"])
     assert line is not None and line.startswith(
-        "Invalid config: bogus=1: is not a key of the config schema (a '++' override adds keys without"
+        "Invalid config: bogus=1: is not a top-level key of the config (a '++' override adds keys without"
     )
 
 
