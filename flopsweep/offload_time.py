@@ -131,9 +131,10 @@ def with_host_copies(
 ) -> Any:
     """``compute`` (a :class:`flopsweep.predict.Compute`) plus the host copies of a :data:`HOST_POLICIES`
     policy (:func:`transfer`, added to ``compute_s``: on the compute stream, and to ``source``) where the step
-    it came from did not run them (``base``, :func:`base_policy`, another policy or ``""``); else as it is."""
+    it came from did not run them (``base``, :func:`base_policy`, another policy or ``""``); else as it is,
+    and on the CPU (``device=cpu``: the saved tensors are in host memory already, no link is crossed)."""
     name = cfg.activation_checkpointing.name
-    if base is None or base == name or name not in HOST_POLICIES:
+    if base is None or base == name or name not in HOST_POLICIES or getattr(cfg, "device", "cuda") == "cpu":
         return compute
     got = transfer(cfg, layout, grad_accum, device_name)
     if got is None:

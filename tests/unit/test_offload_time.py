@@ -92,3 +92,22 @@ def test_the_other_policies_are_as_they_were(hydra_compose, backend: str, policy
     assert (round(row.est_peak_gib_per_rank, 1), round(row.predicted_iteration_time_s, 4)) == BEFORE[
         backend, policy
     ]
+
+
+def test_no_copies_are_added_on_the_cpu_or_to_a_step_that_ran_them(hydra_compose) -> None:
+    """``device=cpu``: the saved tensors stay in host memory; a base of the policy itself (its record, a
+    probe: ``None``) holds its copies already."""
+    from flopsweep.predict import Compute
+
+    step = Compute(compute_s=1.0, optimizer_s=0.0, source="x")
+    gpu = hydra_compose(["model=llama3.2-1b", "backend=fsdp", "activation_checkpointing=offload"])
+    added = offload_time.with_host_copies(gpu, Layout(), 1, step, "none", "NVIDIA H200")
+    assert (
+        added.compute_s == pytest.approx(1.0 + 2 * 13_170_114_560 / 51.2e9) and "host copies" in added.source
+    )
+    for base in ("offload", None):
+        assert offload_time.with_host_copies(gpu, Layout(), 1, step, base, "NVIDIA H200") is step
+    cpu = hydra_compose(
+        ["model=llama3.2-1b", "backend=fsdp", "activation_checkpointing=offload", "device=cpu"]
+    )
+    assert offload_time.with_host_copies(cpu, Layout(), 1, step, "", None) is step
