@@ -129,11 +129,10 @@ def _metric(spec: MetricSpec) -> ColumnSpec:
 
 def _interval(metric: ColumnSpec, end: str) -> ColumnSpec:
     where = "low end" if end == "low" else "high end"
-    none = "" if end == "low" else "; inf: no upper bound"  # the step's interval reaches 0 (analysis.spread)
     return ColumnSpec(
         name=f"{metric.name}_ci_{end}",
         header=f"{metric.header}_{end[:2]}95",
-        description=f"{where} of the 95% interval of {metric.name} (over repeats or steps: ci_over{none})",
+        description=f"{where} of the 95% interval of {metric.name} (over repeats or steps: ci_over)",
         kind="float",
         format=metric.format,
     )

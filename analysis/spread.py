@@ -3,13 +3,13 @@ two set-ups can be told apart.
 
 Every interval is a step time's, turned into rates. Tokens/s, TFLOPs, MFU and HFU are each a
 constant (tokens, FLOPs, FLOPs over the peak per step: ``flopsweep.metrics``) over the mean step
-time ``m``, so a rate's interval follows from the step's ``[m - h, m + h]`` as its figure does:
-``work / (m + h)`` to ``work / (m - h)`` (:func:`rate_ends`). The map is monotone, so the interval
-holds the figure ``work / m``; where ``h >= m`` (possible with 2 rounds: t(0.975, 1) = 12.71) the
-rate has no upper bound, ``inf`` (shown ``inf``; in JSON null, named under ``nulls``:
-:mod:`flopsweep.strict_json`; never a clipped 0 or a made-up end). The step's
-interval is the Student-t interval of a mean, ``m +- t(0.975, n - 1) s / sqrt(n)`` (``s`` the
-sample standard deviation; NIST/SEMATECH e-Handbook of Statistical Methods, 1.3.5.2 "Confidence
+time ``m``, so a rate's interval follows from the step's half width ``h`` on the log scale (a rate is
+positive): ``(work / m) exp(-+ h / m)`` (:func:`rate_ends`; ``h / m`` the t quantile times the standard
+error of ``ln m``, the delta method). It holds the figure ``work / m``, is ``work / (m +- h)`` to within
+``(h / m)**2 / 2`` for a small ``h / m``, and is finite for every ``h``: with 2 rounds (t(0.975, 1) =
+12.71) two steps 16% apart give ``h >= m``, where ``work / (m - h)`` had no upper bound (``inf``, before
+session 33). The step's interval is the Student-t interval of a mean, ``m +- t(0.975, n - 1) s / sqrt(n)``
+(``s`` the sample standard deviation; NIST/SEMATECH e-Handbook of Statistical Methods, 1.3.5.2 "Confidence
 limits for the mean"; the quantile from ``scipy.stats.t.ppf``):
 
 - **over repeats** (``ci_over="repeats"``: a set-up measured in ``repeats=N`` rounds, N >= 2 ok
@@ -27,7 +27,7 @@ limits for the mean"; the quantile from ``scipy.stats.t.ppf``):
 
 Two intervals that overlap mean the difference is not significant at this level (a conservative
 test: non-overlapping 95% intervals imply p < 0.05; overlapping ones may still differ a little).
-An unbounded end overlaps everything above it.
+No interval has an unbounded end: one run with fewer than two step times has none (NaN, blank).
 """
 
 from __future__ import annotations
@@ -87,18 +87,22 @@ def interval(values: Sequence[float]) -> tuple[float, float] | None:
 
 
 def rate_ends(work: float, mean: float, h: float) -> tuple[float, float]:
-    """``(low, high)``: the interval of the rate ``work / mean`` from the step's ``mean +- h`` (s):
-    ``work / (mean + h)`` and ``work / (mean - h)``, ``inf`` when ``h >= mean`` (the step's
-    interval reaches 0: no upper bound). ``work`` is what one step does (tokens, FLOPs, or FLOPs
-    over the peak for MFU), ``mean > 0``, ``h >= 0``; the interval holds ``work / mean``."""
-    return work / (mean + h), (work / (mean - h) if h < mean else math.inf)
+    """``(low, high)``: the 95% interval of the rate ``work / mean`` from the step's t half width ``h``
+    (s), on the log scale: ``(work / mean) exp(-h / mean)`` to ``(work / mean) exp(h / mean)``, ``h / mean``
+    being the t quantile times the standard error of ``ln mean`` (the delta method: ``s / (mean sqrt(n))``).
+    Finite and above 0 for every ``h``: two runs 16% apart have ``h >= mean`` (t(0.975, 1) = 12.71), where
+    ``work / (mean - h)`` had no upper bound (``inf``). ``work`` is what one step does (tokens, FLOPs, or
+    FLOPs over the peak for MFU), ``mean > 0``, ``h >= 0``; the interval holds ``work / mean``; for a
+    small ``h / mean`` it is ``work / (mean +- h)`` (within ``(h / mean)**2 / 2``)."""
+    rate = work / mean
+    spread = math.exp(min(h / mean, 700.0))  # exp(700) is finite; a wider step interval says no more
+    return rate / spread, rate * spread
 
 
 def step_factors(step_times: object) -> tuple[float, float] | None:
     """``(low, high)`` factors that turn a rate computed from the mean of ``step_times`` (s) into
-    the ends of its interval over steps: ``mean / (mean + h)`` and ``mean / (mean - h)`` (inf when
-    ``h >= mean``; :func:`rate_ends` with ``work = mean``). None when there are fewer than two valid
-    step times."""
+    the ends of its interval over steps: ``exp(-h / mean)`` and ``exp(h / mean)`` (:func:`rate_ends` with
+    ``work = mean``; finite). None when there are fewer than two valid step times."""
     if not isinstance(step_times, list):
         return None
     try:
@@ -194,7 +198,7 @@ class Pooled(NamedTuple):
     low: float
     """The interval's low end; NaN with no interval (fewer than two rounds, or a rate without steps)."""
     high: float
-    """The interval's high end: ``inf`` where a rate has no upper bound; NaN with no interval."""
+    """The interval's high end (finite); NaN with no interval."""
     rounds: int
     """How many rounds it is over (those with a finite value, and for a rate or cost a step > 0)."""
 
@@ -224,7 +228,7 @@ def pooled_figure(name: str, values: Sequence[float], steps: Sequence[float] | N
         the rounds' steps (:func:`half_width`; NIST/SEMATECH 1.3.5.2):
 
         - a rate (:data:`MEAN_STEP_RATES`, ``v = work / step``): ``work / m``, ``work`` the median of
-          ``v x step``, its interval :func:`rate_ends` (``high`` inf where ``h >= m``);
+          ``v x step``, its interval :func:`rate_ends` (finite: ``work / m`` times ``exp(-+ h / m)``);
         - a step cost (:data:`STEP_COSTS`, ``v = k x step``): ``k x m``, ``k`` the median of
           ``v / step``, its interval ``k x max(m - h, 0)`` to ``k x (m + h)``;
         - anything else (a step time, J/token, memory): the mean of the values and its t-interval, the

@@ -14,7 +14,16 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from flopsweep import cpu_probe, expert_parallel, flops, nearest, nearest_measured, shipped, zero3_floor
+from flopsweep import (
+    cpu_probe,
+    expert_parallel,
+    flops,
+    nearest,
+    nearest_measured,
+    offload_time,
+    shipped,
+    zero3_floor,
+)
 from flopsweep import predict as pr
 from flopsweep.calibration_files import calibration_records
 from flopsweep.checkpointing import recompute_mode
@@ -341,7 +350,11 @@ def _prediction(
     sibling = (
         None  # (policy, hardware FLOPs over its, as run): a policy sibling's calibration, scaled by FLOPs
     )
-    if not picked and not probed and cfg.activation_checkpointing.name in SIBLING_POLICIES:
+    priced = (
+        *SIBLING_POLICIES,
+        *offload_time.HOST_POLICIES,
+    )  # a host policy's step: a sibling's + its copies
+    if not picked and not probed and cfg.activation_checkpointing.name in priced:
         for policy in (p for p in SIBLING_POLICIES if p != cfg.activation_checkpointing.name):
             if picked := _calibration({**config, CKPT: {"name": policy}}, layout.world_size, same_group, own):
                 its = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name=policy))
@@ -414,6 +427,8 @@ def _prediction(
             compute = dataclasses.replace(compute, source=f"{compute.source}; {far}")
         if zero3_floor.applies_to(own, layout.world_size, cfg.device):  # DeepSpeed's own, on one GPU
             compute = zero3_floor.with_floor(compute, target.n_params)
+        base = offload_time.base_policy(picked, sibling, near, neighbour, probed)
+        compute = offload_time.with_host_copies(cfg, layout, target.grad_accum, compute, base, device_name)
         overlap = (
             (cfg.predict.overlap, "predict.overlap")
             if cfg.predict.overlap is not None

@@ -5,11 +5,12 @@ JSON (RFC 8259, section 6) has no ``Infinity`` or ``NaN``; Python's ``json.dumps
 ``allow_nan=False``, and a reader in another language (``jq``, a browser's ``JSON.parse``) refuses the
 file. So every writer here goes through :func:`dumps`, which never writes them: each non-finite float
 (``inf``, ``-inf``, ``nan``) becomes ``null``, and the object it sat in gains the key :data:`NULLS_KEY`
-mapping its key to why (:func:`why`), e.g. a rate whose interval has no upper bound (the step's 95%
-interval reaches 0 s: :func:`analysis.spread.rate_ends`)::
+mapping its key to why (:func:`why`), e.g. a prediction that came out inf::
 
-    {"tokens_per_s_ci_low": 2086.3, "tokens_per_s_ci_high": null,
-     "nulls": {"tokens_per_s_ci_high": "inf: no upper bound (the step's 95% interval reaches 0 s)"}}
+    {"predicted": null, "nulls": {"predicted": "inf: not a finite number (JSON has none)"}}
+
+An interval end at ``inf`` (a ``--baseline`` speedup over a cost whose low end is 0; a rate's interval was
+unbounded before session 33, :func:`analysis.spread.rate_ends`) is named :data:`UNBOUNDED`.
 
 A ``null`` without a :data:`NULLS_KEY` entry is no value (not measured, a blank cell, no interval). In a
 list, the entry is named by its index (``"values[2]"``) in the object that holds the list. Torch-free.

@@ -6,12 +6,13 @@ pruned set-ups with their reasons, and the override line that runs the winner. O
 
 A set-up's figure and interval are the analysis's for the same records (:func:`interval`,
 :func:`analysis.spread.pooled_figure`, the function a pooled ``repeats=`` row takes them from): over
-repeats when a set-up ran twice or more (a rate's from the Student-t interval of its runs' mean steps,
-with no upper bound where that reaches 0), else over the steps of its one run (rates only). Two
-intervals that overlap are "not significant" (the analysis's conservative test); an unbounded end is
-``inf`` in text and, as every number JSON cannot hold, ``null`` in ``tune.json`` with the object's ``nulls``
-key saying why (:mod:`flopsweep.strict_json`: ``"nulls": {"ci_high": "inf: no upper bound (...)"}``); a
-``null`` without one is no value (no interval, a run that was not ok). Torch-free.
+repeats when a set-up ran twice or more (a rate's from the Student-t interval of its runs' mean steps on
+the log scale, :func:`analysis.spread.rate_ends`: finite, also for two runs far apart), else over the steps
+of its one run (rates only); one run with no interval is said so (``(one run, no interval)``). Two
+intervals that overlap are "not significant" (the analysis's conservative test). In ``tune.json`` a
+number JSON cannot hold is ``null`` with the object's ``nulls`` key saying why
+(:mod:`flopsweep.strict_json`); a ``null`` without one is no value (no interval, a run that was not ok).
+Torch-free.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def interval(c: Candidate) -> tuple[float, float, str] | None:
     Over its ok runs (``"repeats"``, two or more): :attr:`Candidate.pooled`, i.e.
     :func:`analysis.spread.pooled_figure`, the interval a pooled ``repeats=`` row carries, about the
     figure it ranks by (:attr:`Candidate.measured`): a rate's from the Student-t interval of its runs'
-    mean steps (``high`` inf, no upper bound, where that reaches 0: possible with 2 runs), a step time's
-    or another figure's the t-interval of the mean of its runs, low end at least 0. After one run of a
+    mean steps on the log scale (finite, two runs 16% apart too), a step time's or another figure's the
+    t-interval of the mean of its runs, low end at least 0. After one run of a
     rate (:data:`analysis.spread.MEAN_STEP_RATES`), over its steps (``"steps"``,
     :func:`analysis.spread.step_factors`); no interval after one run of anything else.
     """
@@ -91,7 +92,7 @@ def _pick(c: Candidate | None) -> dict[str, Any] | None:
         "overrides": list(c.overrides),
         "value": c.measured,
         "ci_low": ci[0] if ci else None,
-        "ci_high": ci[1] if ci else None,  # inf: null with its reason (summary's strict_json.nulled)
+        "ci_high": ci[1] if ci else None,
         "ci_over": ci[2] if ci else None,
         "runs": len([v for v in c.values if math.isfinite(v)]),
     }
@@ -112,8 +113,8 @@ def summary(
     :attr:`flopsweep.tune.Candidate.measured`; with one, the runner-up is the best of the other ok
     set-ups), ``significant`` (True when their intervals do not overlap, None when either has none), every
     set-up, the rounds, the budget and why the tuner stopped, and ``command``: the line that runs the
-    winner. Strict JSON (:func:`flopsweep.strict_json.nulled`): a number it cannot hold (an unbounded
-    ``ci_high``, any inf or NaN) is None, its object's ``nulls`` naming it and why."""
+    winner. Strict JSON (:func:`flopsweep.strict_json.nulled`): a number it cannot hold (any inf or NaN)
+    is None, its object's ``nulls`` naming it and why."""
     from analysis.spread import overlap
 
     ok = [c for c in candidates if c.failed is None and c.measured is not None]
@@ -179,12 +180,11 @@ def _pct(x: Any) -> str:
 def _picked(name: str, pick: dict[str, Any] | None, objective: str) -> str:
     if pick is None:
         return f"{name}: none"
-    high = "inf" if pick["ci_high"] is None else f"{pick['ci_high']:.4g}"
-    ci = (
-        f" [{pick['ci_low']:.4g}, {high}] (95%, over {pick['ci_over']})"
-        if pick["ci_low"] is not None
-        else " (no interval)"
-    )
+    if pick["ci_low"] is not None and pick["ci_high"] is not None:
+        ci = f" [{pick['ci_low']:.4g}, {pick['ci_high']:.4g}] (95%, over {pick['ci_over']})"
+    else:  # one run of a figure with no steps, or steps too few: no interval, never a made-up or inf end
+        ci = " (one run, no interval)" if pick["runs"] == 1 else " (no interval)"
+
     shown = pick["label"] or "(the one set-up)"
     return f"{name}: {shown}: {objective} {pick['value']:.4g}{ci}, {pick['runs']} run(s)"
 

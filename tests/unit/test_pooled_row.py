@@ -169,10 +169,10 @@ def test_nulled_names_each_non_finite_number_in_its_object():
     }
 
 
-def test_the_analysis_json_is_strict_and_says_why_an_end_is_null(tmp_path, capsys):
-    """Two rounds far apart (steps 1 s and 2 s): the rates' intervals have no upper bound. ``--format json``
-    wrote them as a null no one could tell from a blank (``DataFrame.to_json``); now null, with the row's
-    ``nulls`` naming each and why, and a blank stays a plain null."""
+def test_the_analysis_json_is_strict_and_two_rounds_far_apart_have_finite_ends(tmp_path, capsys):
+    """Two rounds far apart (steps 1 s and 2 s): the rates' intervals had no upper bound, written as null
+    with the row's ``nulls`` saying so (session 32); on the log scale (session 33) every end is a finite
+    number, so no interval end is null, and a blank stays a plain null."""
     from analysis.__main__ import main
 
     write_rounds(tmp_path, round_records([TOKENS / 1.0, TOKENS / 2.0]))
@@ -180,12 +180,10 @@ def test_the_analysis_json_is_strict_and_says_why_an_end_is_null(tmp_path, capsy
     out = capsys.readouterr().out
     assert code == 0 and "Infinity" not in out and "NaN" not in out
     (row,) = _strict(out)
-    assert row["tokens_per_s_ci_high"] is None and row["tokens_per_s_ci_low"] > 0
-    assert row[NULLS_KEY]["tokens_per_s_ci_high"] == UNBOUNDED
-    assert set(row[NULLS_KEY]) == {
-        k for k in row if k.endswith("_ci_high") and row[k] is None and k != "speedup_ci_high"
-    }
-    assert row["energy_j"] is None and "energy_j" not in row[NULLS_KEY]  # blank: not measured
+    assert row["tokens_per_s_ci_high"] == pytest.approx(TOKENS / 1.5 * 69.0893, rel=1e-4)
+    assert row["tokens_per_s_ci_low"] == pytest.approx(TOKENS / 1.5 / 69.0893, rel=1e-4)
+    assert not any(k.endswith(("_ci_low", "_ci_high")) for k in row.get(NULLS_KEY, {}))
+    assert row["energy_j"] is None and "energy_j" not in row.get(NULLS_KEY, {})  # blank: not measured
 
 
 def test_to_json_takes_numpy_blank_and_list_cells():
@@ -204,10 +202,10 @@ def test_to_json_takes_numpy_blank_and_list_cells():
     assert _strict(render_summary(summary, "json"))[0]["worst_error"] is None
 
 
-def test_tune_json_is_strict_an_unbounded_end_and_a_bad_prediction_named(tmp_path):
-    """The tuner's report: the runner-up's rate with no upper bound is null with ``nulls`` saying so (the
-    text says ``inf``); a prediction that came out inf would have made ``atomic_write_json`` (strict)
-    refuse the whole report at the end of the sweep: it is null and named."""
+def test_tune_json_is_strict_a_wide_interval_finite_and_a_bad_prediction_named(tmp_path):
+    """The tuner's report: the runner-up's two runs 1 s and 2 s apart have a finite interval (its high end
+    was null, ``inf`` in the text, before session 33); a prediction that came out inf would have made
+    ``atomic_write_json`` (strict) refuse the whole report at the end of the sweep: it is null and named."""
     from flopsweep import tunereport
     from flopsweep.files import atomic_write_json
     from flopsweep.tune import Budget, Candidate
@@ -223,12 +221,13 @@ def test_tune_json_is_strict_an_unbounded_end_and_a_bad_prediction_named(tmp_pat
         [close, apart], [close, apart], objective="tokens_per_s", direction="maximize",
         budget=Budget(100.0), rounds=[], stopped="x",
     )  # fmt: skip
-    assert s["runner_up"]["ci_high"] is None and s["runner_up"][NULLS_KEY] == {"ci_high": UNBOUNDED}
+    assert s["runner_up"]["ci_high"] == pytest.approx(TOKENS / 1.5 * 69.0893, rel=1e-4)
+    assert NULLS_KEY not in s["runner_up"]
     assert NULLS_KEY not in s["winner"]
     setup = s["setups"][1]
     assert setup["predicted"] is None and setup["error"] is None and setup["held_out"] is None
     assert set(setup[NULLS_KEY]) == {"predicted", "error", "held_out", "held_out_error"}
-    assert "[" in (line := tunereport.lines(s)[2]) and ", inf]" in line
+    assert "[" in (line := tunereport.lines(s)[2]) and "inf" not in line and "(95%, over repeats)" in line
     atomic_write_json(tmp_path / tunereport.JSON_FILE, s)
     assert _strict((tmp_path / tunereport.JSON_FILE).read_text()) == json.loads(json.dumps(s))
 

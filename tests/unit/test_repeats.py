@@ -29,8 +29,8 @@ def test_interval_over_repeats_is_student_t_on_the_mean():
 def test_step_factors_turn_the_time_interval_into_rate_factors():
     low, high = step_factors([1.0, 1.0, 1.0, 1.0])
     assert (low, high) == (1.0, 1.0)  # no spread: the rate is exact
-    low, high = step_factors([0.9, 1.1])  # mean 1, h = 12.706 * 0.1414 / 1.414 = 1.27 >= mean
-    assert low == pytest.approx(1 / 2.2706, abs=1e-3) and high == math.inf
+    low, high = step_factors([0.9, 1.1])  # mean 1, h = 12.706 * 0.1414 / 1.414 = 1.27 >= mean: exp(-+1.27)
+    assert (low, high) == pytest.approx((0.28066, 3.56306), rel=1e-4)  # finite (inf before session 33)
     assert step_factors([1.0]) is None and step_factors(None) is None
 
 

@@ -8,7 +8,6 @@ rescaled); t(0.975, 2) = 4.30265, t(0.975, 3) = 3.18245, t(0.975, 1) = 12.7062."
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -59,6 +58,19 @@ def _taken(objective: str, jobs: list[Path]) -> Candidate:
 @pytest.mark.parametrize(
     ("steps", "joules", "hand"),
     [
+        # 2 rounds 18% apart (the tuner's [x, inf] of session 32): mean 1.1 s, s / sqrt(2) = 0.1, h = 12.7062
+        # x 0.1 = 1.27062 >= 1.1; the rate 14,894.5 x exp(-+1.15511), finite; a time or cost the t-interval,
+        # its low end 0 (never negative)
+        (
+            [1.0, 1.2],
+            [0.5, 0.7],
+            {
+                "tokens_per_s": (14894.55, 4692.13, 47280.79),
+                "iteration_time_s_mean": (1.1, 0.0, 2.37062),
+                "joules_per_token": (0.6, 0.0, 1.87062),
+                "usd_per_million_tokens": (USD_PER_S * 1.1, 0.0, USD_PER_S * 2.37062),
+            },
+        ),
         # 3 rounds, skewed: steps mean 1.1 s, s = 0.17321, h = 4.30265 x 0.17321 / sqrt(3) = 0.43027; the
         # median round's 16,384 tokens/s is not the figure, 16,384 / 1.1 = 14,894.5 is; J/token mean 0.6
         # (median 0.5), h = 4.30265 x 0.17321 / sqrt(3) = 0.43027
@@ -66,20 +78,20 @@ def _taken(objective: str, jobs: list[Path]) -> Candidate:
             [1.0, 1.0, 1.3],
             [0.5, 0.5, 0.8],
             {
-                "tokens_per_s": (14894.55, 10706.64, 24463.42),
+                "tokens_per_s": (14894.55, 10072.82, 22024.37),  # x exp(-+0.43027 / 1.1)
                 "iteration_time_s_mean": (1.1, 0.66973, 1.53027),
                 "joules_per_token": (0.6, 0.16973, 1.03027),
                 "usd_per_million_tokens": (USD_PER_S * 1.1, USD_PER_S * 0.66973, USD_PER_S * 1.53027),
             },
         ),
         # 4 rounds, skewed: mean 1.15 s, s = sqrt((3 x 0.0225 + 0.2025) / 3) = 0.3, h = 3.18245 x 0.3 / 2
-        # = 0.47737: 16,384 / 1.62737 = 10,067.8 to 16,384 / 0.67263 = 24,358.0; J/token mean 0.6
+        # = 0.47737: 16,384 / 1.15 x exp(-+0.41510) = 9,406.86 to 21,577.4; J/token mean 0.6
         # (median 0.5), s = 0.2, h = 3.18245 x 0.1 = 0.31824
         (
             [1.0, 1.0, 1.0, 1.6],
             [0.5, 0.5, 0.5, 0.9],
             {
-                "tokens_per_s": (14246.96, 10067.80, 24358.01),
+                "tokens_per_s": (14246.96, 9406.86, 21577.43),
                 "iteration_time_s_mean": (1.15, 0.67263, 1.62737),
                 "joules_per_token": (0.6, 0.28176, 0.91824),
                 "usd_per_million_tokens": (USD_PER_S * 1.15, USD_PER_S * 0.67263, USD_PER_S * 1.62737),
@@ -100,6 +112,9 @@ def test_tune_json_s_figure_is_the_analysis_pooled_row_s(tmp_path, steps, joules
             [c], [c], objective=objective, direction="maximize", budget=Budget(1e9), rounds=[], stopped="x"
         )
         json.dumps(s, allow_nan=False)
+        assert "nulls" not in s["winner"] and "inf" not in tunereport.lines(s)[1], (
+            objective
+        )  # no unbounded end
         assert s["winner"]["value"] == pytest.approx(row[objective], rel=1e-12), objective
         assert s["setups"][0]["measured"] == s["winner"]["value"] and s["winner"]["runs"] == len(steps)
         if f"{objective}_ci_low" in row:  # the analysis's interval columns (the rates)
@@ -110,7 +125,7 @@ def test_tune_json_s_figure_is_the_analysis_pooled_row_s(tmp_path, steps, joules
         if objective in hand:
             figure, low, high = hand[objective]
             assert s["winner"]["value"] == pytest.approx(figure, rel=1e-5)
-            assert s["winner"]["ci_low"] == pytest.approx(low, rel=1e-4)
+            assert s["winner"]["ci_low"] == pytest.approx(low, rel=1e-4, abs=1e-12)
             assert s["winner"]["ci_high"] == pytest.approx(high, rel=1e-4)
             assert s["winner"]["ci_over"] == "repeats"
     assert row["tokens_per_s"] != pytest.approx(TOKENS)  # not the median round's 16,384 tokens/s
@@ -162,12 +177,32 @@ def test_halving_and_the_winner_follow_the_shared_figure_not_the_median(objectiv
 
 def test_a_time_objective_s_interval_is_the_t_interval_low_end_a_true_bound():
     """Steps of 1 and 3 s: mean 2, h = 12.7062 x 1 = 12.7062; the low end is 0, never negative; the rate's
-    interval has no upper bound (inf, null in tune.json), its low end 16,384 / 14.7062 = 1,114.1."""
+    interval is finite (``inf`` before session 33): 8,192 x exp(-+6.3531), 14.265 to 4,704,421."""
     time = _cand(0, "iteration_time_s_mean", [1.0, 3.0])
     assert tunereport.interval(time) == (0.0, pytest.approx(14.7062, rel=1e-5), "repeats")
     rate = _cand(1, "tokens_per_s", [1.0, 3.0])
     assert rate.measured == pytest.approx(TOKENS / 2)  # not the mean rate 10,922.7
-    assert tunereport.interval(rate) == (pytest.approx(1114.09, rel=1e-5), math.inf, "repeats")
+    assert tunereport.interval(rate) == (
+        pytest.approx(14.2651, rel=1e-5),
+        pytest.approx(4704421, rel=1e-5),
+        "repeats",
+    )
     close = _cand(2, "iteration_time_s_mean", [1.0, 1.0, 1.0001])  # tight: the low end stays above 0
     low, high, _ = tunereport.interval(close)
     assert 0 < low < close.measured < high
+
+
+def test_one_run_says_one_run_no_interval_and_two_runs_a_finite_one():
+    """After one run of a figure with no steps over which to take an interval, the tuner's line says
+    ``(one run, no interval)``, never a made-up or ``inf`` end; two runs 1.0 s and 1.2 s (h = 1.27 s over a
+    1.1 s mean: ``[x, inf]`` in session 32) give the analysis's finite interval, 14,894.5 x exp(-+1.15511)."""
+    one = _cand(0, "joules_per_token", [1.0])
+    s = tunereport.summary([one], [one], objective="joules_per_token", direction="minimize",
+                           budget=Budget(1e9), rounds=[], stopped="x")  # fmt: skip
+    assert s["winner"]["ci_low"] is None and s["winner"]["runs"] == 1
+    assert tunereport.lines(s)[1].endswith("(one run, no interval), 1 run(s)")
+    two = _cand(1, "tokens_per_s", [1.0, 1.2])
+    s = tunereport.summary([two], [two], objective="tokens_per_s", direction="maximize",
+                           budget=Budget(1e9), rounds=[], stopped="x")  # fmt: skip
+    assert (s["winner"]["ci_low"], s["winner"]["ci_high"]) == pytest.approx((4692.13, 47280.8), rel=1e-5)
+    assert "[4692, 4.728e+04] (95%, over repeats), 2 run(s)" in tunereport.lines(s)[1]
