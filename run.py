@@ -37,6 +37,7 @@ from flopsweep.command_line_checks import (
     output_dir_problem,
     placement_problem,
     plan_conflict_problem,
+    plan_folder_problem,
     repeats_problem,
     sorted_range_problem,
     tag_problem,
@@ -197,6 +198,7 @@ def refusal(overrides: list[str]) -> str | None:
         or repeats_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
+        or plan_folder_problem(overrides)  # plan=true into a folder holding a plan.csv it did not make
         or sweep_file_dir_problem(
             overrides, RUN_CONF
         )  # its hydra.sweep.dir: conf/backend/x, '', ${hydra:...}

@@ -22,6 +22,7 @@ from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_
 from flopsweep.folders import (  # noqa: F401 - the sweep folder's refusals, where they were
     MAX_JOB_FOLDERS,
     other_sweep_problem,
+    plan_file_problem,
     run_folder_problem,
     sweep_folder_problem,
 )
@@ -347,6 +348,8 @@ class SweepSummary(Callback):
             self.scratch, run_dir = scratch[0], scratch[0]
         self.lock = _lock_or_exit(run_dir, "hydra.run.dir")
         _refuse(run_folder_problem(run_dir), self.lock)
+        if config.get("plan"):  # a plan.csv there that this plan did not make: never replaced
+            _refuse(plan_file_problem("hydra.run.dir", str(run_dir), str(run_dir)), self.lock)
         unstarted.expect(keep, self.lock)  # an interrupt before the job starts removes what was made
 
     def on_run_end(self, config: Any, **kwargs: Any) -> None:
@@ -387,6 +390,9 @@ class SweepSummary(Callback):
         _refuse(
             sweep_folder_problem(sweep_dir_of(config), hydra, resume=bool(config.get("resume"))), self.lock
         )
+        if config.get("plan"):  # a plan.csv no sweep's plan wrote there: never replaced
+            folder = str(sweep_dir_of(config))
+            _refuse(plan_file_problem("hydra.sweep.dir", folder, folder), self.lock)
         target = str((config.hydra.get("launcher") or {}).get("_target_", ""))
         try:  # flopsweep's Slurm launchers make it when they submit, after their own refusals
             submitit_folder(config.hydra.get("launcher"), make="flopsweep_slurm" not in target)

@@ -252,6 +252,25 @@ def plan_conflict_problem(overrides: list[str]) -> str | None:
     return None
 
 
+def plan_folder_problem(overrides: list[str]) -> str | None:
+    """One line for ``plan=true`` into a ``hydra.run.dir`` (``hydra.sweep.dir`` with ``-m``) that holds a
+    ``plan.csv`` this plan did not make (:func:`flopsweep.folders.plan_file_problem`: a single plan
+    replaced it silently, exit 0), else None; the folder as the command line gives it (a sweep file's, an
+    interpolation's: the callback's same check)."""
+    from flopsweep.folders import plan_file_problem
+
+    values = {}
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if eq:
+            values[key.lstrip("+~")] = value.strip().strip("'\"")
+    key = "hydra.sweep.dir" if is_multirun(overrides) else "hydra.run.dir"
+    folder = values.get(key, "")
+    if values.get("plan", "").lower() not in _TRUE or not folder or "${" in folder:
+        return None
+    return plan_file_problem(key, folder, os.path.abspath(os.path.expanduser(folder)))
+
+
 def repeats_problem(overrides: list[str]) -> str | None:
     """One line for a ``repeats=`` that cannot run: not one whole number from 1 to
     ``MAX_REPEATS``, over 1 without ``-m`` (the rounds are jobs of a sweep) or with another sweeper

@@ -5,7 +5,8 @@
 below it; the analysis of either folder would mix the two. :func:`foreign_record_problem`: ``resume=true``
 onto job records that no job of this sweep wrote. Both are called by :func:`sweep_folder_problem`
 (with :func:`other_sweep_problem`: another sweep's ``multirun.yaml``) and :func:`run_folder_problem`, on
-which :class:`flopsweep.callbacks.SweepSummary` refuses with exit status 2. Nothing is
+which :class:`flopsweep.callbacks.SweepSummary` refuses with exit status 2. A ``plan.csv`` a
+plan did not make (:func:`plan_file_problem`) is refused before Hydra and in the callback. Nothing is
 written; links are never followed; every scan is bounded. Torch-free.
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.files import RecordError, read_json
-from flopsweep.hydrafiles import MULTIRUN_FILE
+from flopsweep.hydrafiles import MAX_JOB_FOLDERS, MULTIRUN_FILE
 from flopsweep.record import METRICS_FILE
 from flopsweep.text import printable
 
@@ -241,10 +242,6 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> 
     return f"{path} belongs to another sweep ({'; '.join(differ)}); {doing} would overwrite it. {fix}"
 
 
-MAX_JOB_FOLDERS = 100_000
-"""At most this many entries of a sweep folder are looked at for job folders planted before it
-starts (:func:`flopsweep.callbacks.job_folders_problem`) or for its job records (:func:`_job_records`)."""
-
 JOB_SEARCHES = ("batch_search", "model_search")
 """A job's own sub-folders that hold records of its searches' probes (``S/0/batch_search/mbs4/metrics.json``),
 and their set-aside copies (``batch_search.<status>-<run id>``): no job of a sweep."""
@@ -345,3 +342,52 @@ def run_folder_problem(run_dir: Path) -> str | None:
 def _shown(value: Any) -> str:
     text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
     return repr(text[:200]) if text else "none"
+
+
+def _job_folders(sweep_dir: Path) -> list[Path]:
+    """The folders one level down in ``sweep_dir`` (a sweep's jobs, links not followed), at most
+    :data:`MAX_JOB_FOLDERS` entries looked at; none where it is missing or unreadable."""
+    try:
+        with os.scandir(sweep_dir) as entries:
+            return [
+                Path(e.path)
+                for e in itertools.islice(entries, MAX_JOB_FOLDERS)
+                if e.is_dir(follow_symlinks=False)
+            ]
+    except OSError:
+        return []
+
+
+def plan_file_problem(key: str, value: str, folder: str) -> str | None:
+    """One line refusing ``plan=true`` into ``value`` (``folder``: its path) as ``key`` when a ``plan.csv``
+    it did not make is there, else None: a plan never replaces a file of someone else's.
+
+    - ``hydra.run.dir``: any ``plan.csv`` (an earlier plan's, a file of the user's, a link);
+    - ``hydra.sweep.dir``: a ``plan.csv`` there or in a job folder (``S/0/plan.csv``, a plan over
+      ``plan_clusters``) with no sweep's ``multirun.yaml`` beside it, or one that is no regular file (a link
+      is never followed nor removed). A sweep's own plan beside its ``multirun.yaml`` is started afresh as
+      before: a second plan into the folder, ``resume=true`` (the callback checks whose sweep it is,
+      :func:`other_sweep_problem`)."""
+    from flopsweep.files import file_kind
+    from flopsweep.job.plantable import PLAN_FILE
+
+    sweep = "sweep" in key
+    found = [Path(folder) / PLAN_FILE]
+    if sweep:
+        found += [job / PLAN_FILE for job in _job_folders(Path(folder))]
+    ours = sweep and _is_file(Path(folder) / MULTIRUN_FILE)
+    for path in found:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if ours and stat.S_ISREG(st.st_mode):
+            continue
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else f"a {file_kind(st.st_mode)}"
+        whose = f", no sweep's {MULTIRUN_FILE} beside it" if sweep and not ours else ""
+        return (
+            f"Invalid config: {key}={value}: {path} is already there ({what}{whose}); a plan never replaces "
+            f"or writes through a file it did not make. Fix: choose another {key}, or remove {path} if it is "
+            "yours."
+        )
+    return None

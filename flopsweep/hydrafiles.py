@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import logging
 import os
 import stat
@@ -36,6 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from flopsweep.files import RecordUnwritable, foreign_link_refusal, own_folder, private_folder, replace_text
+from flopsweep.protected import protected_folder_problem
 
 HYDRA_DIR = ".hydra"
 """The job's folder of Hydra files (Hydra's default ``hydra.output_subdir``)."""
@@ -44,6 +46,12 @@ RUN_FILES_FOLDERS = (HYDRA_DIR, ".submitit", ".flopsweep")
 """A run's own files (Hydra's ``.hydra/``, submitit's pickles and logs, flopsweep's scratch folder,
 :data:`flopsweep.launch.SCRATCH`): no run or sweep directory may lie inside one of them (its record,
 log and Hydra files would be written among another run's files, and replaced with them)."""
+
+
+MAX_JOB_FOLDERS = 100_000
+"""At most this many entries of a sweep folder are looked at for job folders planted before it
+starts (:func:`flopsweep.callbacks.job_folders_problem`, :func:`hydra_mark_problem`) or for its job records
+(:func:`flopsweep.folders._job_records`)."""
 
 
 SYSTEM_FOLDERS = ("/dev", "/proc", "/sys", "/run")
@@ -72,6 +80,10 @@ def output_folder_problem(key: str, value: str) -> str | None:
     - a path inside a run's own files (:data:`RUN_FILES_FOLDERS`), as written or once its links are
       resolved (``R/.hydra``, ``S/0/.flopsweep/x``, ``S/.submitit/1``);
     - a path inside a folder Hydra reads configs or code from (:func:`config_folder_problem`);
+    - ``$HOME`` itself, the checkout's own folder, a path inside its code, tests or docs, or inside the
+      Python environment (:func:`flopsweep.protected.protected_folder_problem`);
+    - a folder whose ``.hydra`` (a sweep's: a job folder's, ``S/0/.hydra``) is a file, a link, a FIFO
+      (:func:`hydra_mark_problem`);
     - a path through another user's symbolic link, in any part (``/tmp/x/link/sub``, ``outputs/`` a
       link planted by another user: :func:`flopsweep.links.foreign_link`); a link of this user's or
       root's in the middle (``outputs -> /scratch/me/outputs``) is followed.
@@ -108,6 +120,8 @@ def output_folder_problem(key: str, value: str) -> str | None:
         return f"{foreign.line}. Fix: {foreign.fix}."
     if problem := config_folder_problem(key, value, real):
         return problem
+    if problem := protected_folder_problem(key, value, real) or hydra_mark_problem(key, value, path):
+        return problem
     parts = Path(path).parts + Path(os.path.realpath(path)).parts
     if inside := next((part for part in parts if part in RUN_FILES_FOLDERS), None):
         return (
@@ -115,6 +129,41 @@ def output_folder_problem(key: str, value: str) -> str | None:
             f"records and Hydra's files would be written among them. {fix}, outside any "
             f"{', '.join(RUN_FILES_FOLDERS)} folder."
         )
+    return None
+
+
+def hydra_mark_problem(key: str, value: str, folder: str) -> str | None:
+    """One line refusing ``value`` as ``key`` when the run's ``.hydra`` (``folder/.hydra``; for
+    ``hydra.sweep.dir``, each job folder's already there, ``folder/N/.hydra``, at most
+    :data:`MAX_JOB_FOLDERS` entries looked at) is not a folder: a regular file, a symbolic link (never
+    followed), a FIFO. The job refused it only after Hydra made ``run.log`` and a plan wrote ``plan.csv``
+    (exit 1); now before anything is written (exit 2). Else None."""
+    from flopsweep.files import file_kind
+
+    jobs = [Path(folder)]
+    if "sweep" in key:
+        try:
+            with os.scandir(folder) as entries:
+                jobs = [
+                    Path(e.path)
+                    for e in itertools.islice(entries, MAX_JOB_FOLDERS)
+                    if e.is_dir(follow_symlinks=False)
+                ]
+        except OSError:  # missing (a new sweep) or unreadable: each job checks its own
+            jobs = []
+    for job in jobs:
+        mark = job / HYDRA_DIR
+        try:
+            st = os.lstat(mark)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            yours = f"remove {mark} if it is yours, or " if removable(str(mark), st) else ""
+            return (
+                f"Invalid config: {key}={value}: {mark} is a {file_kind(st.st_mode)}, not a folder; a run "
+                f"writes its Hydra files into {HYDRA_DIR}/ and never follows or writes through it. "
+                f"Fix: {yours}choose another directory."
+            )
     return None
 
 

@@ -110,7 +110,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         gpu_name = (torch_device_name() if here else None) or cfg.plan_gpu  # its datasheet and NVLink
         row.update(plan_prediction(p, gpu_name, calibrations))
     out: dict[str, Any] = {"status": "plan", "plan": row}
-    if info.job_num is None:  # a single run: its one row, replacing the last plan's
+    if info.job_num is None:  # a single run: its one row, never over a plan.csv there (the callback's check)
         path = Path(info.job_dir) / PLAN_FILE
         ranked = row.get("status") == "ok" and row.get("fits") is not False  # as rank_plan_file ranks
         row["rank"] = 1 if ranked and row.get("predicted_tokens_per_s_per_device") not in ("", None) else ""
@@ -118,7 +118,9 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             row.get("status") == "invalid"
         ):  # refused (run.py: its line, exit 2): no plan.csv, an earlier one kept
             out.update(plan_csv=plan_csv([row]))
-        elif unwritten := write_plan(path, [row]):  # the table still prints, from the row: run.py
+        elif unwritten := write_plan(
+            path, [row], overwrite=False
+        ):  # the table still prints, from the row: run.py
             out.update(unwritten=unwritten, plan_csv=plan_csv([row]))
     else:
         path = Path(info.job_dir).parent / PLAN_FILE

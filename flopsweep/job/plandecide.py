@@ -171,7 +171,8 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     others = [r for r in result.rows if r.rank is None]
     path = Path(info.job_dir) / PLAN_FILE
     every = [r.as_dict() for r in [*ranked, *others]]
-    unwritten = write_plan(path, every, COLUMNS)  # None, or the line saying why not: the plan prints anyway
+    # None, or the line saying why not (the plan prints anyway); a single plan's never over a file there
+    unwritten = write_plan(path, every, COLUMNS, overwrite=info.job_num is not None)
     notes = defaults_used(cfg, info.overrides, clusters, records)
     nets = network_lines(clusters)
     prices = price_lines(clusters, cfg.cost.usd_per_gpu_hour)

@@ -103,15 +103,23 @@ def _csv_text(rows: list[dict[str, Any]], *, header: bool, columns: tuple[str, .
 
 
 def replace_plan_file(
-    path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS
+    path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS, *, overwrite: bool = True
 ) -> None:
     """Write ``plan.csv`` afresh, atomically (a new file of an unpredictable name, then a rename);
-    ``columns``: :data:`PLAN_COLUMNS`, or :data:`flopsweep.plan_space.COLUMNS` under ``plan_clusters``."""
+    ``columns``: :data:`PLAN_COLUMNS`, or :data:`flopsweep.plan_space.COLUMNS` under ``plan_clusters``.
+    Without ``overwrite`` (a single plan's: its folder may hold a file of the user's) the new file is
+    hard-linked into place, which fails where anything is at ``path``: nothing there is replaced.
+
+    Raises:
+        OSError: the folder refuses the file; ``FileExistsError`` without ``overwrite``, ``path`` taken."""
     fd, tmp = create_new(path.parent, f".{path.name}.")
     try:
         with open(fd, "w", newline="") as fh:
             fh.write(_csv_text(rows, header=True, columns=columns))
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path, follow_symlinks=False)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -424,21 +432,26 @@ def unwritten_line(path: Path | str, exc: OSError) -> str:
     """The one line of a plan whose ``plan.csv`` could not be written: ``flopsweep: plan.csv could not be
     written: PATH (OS error); the plan above is complete. Fix: ...``."""
     why = exc.strerror or str(exc)
+    fix = "run from a folder you can write to, or set hydra.run.dir=DIR (hydra.sweep.dir=DIR under -m) to one"
+    if exc.errno == errno.EEXIST:  # a single plan's: made there meanwhile, never replaced
+        fix = f"remove {printable(str(path))} if it is yours, or set hydra.run.dir=DIR to another folder"
     return (
         f"flopsweep: plan.csv could not be written: {printable(str(path))} ({why}); the plan above is "
-        "complete. Fix: run from a folder you can write to, or set hydra.run.dir=DIR (hydra.sweep.dir=DIR "
-        "under -m) to one"
+        f"complete. Fix: {fix}"
     )
 
 
-def write_plan(path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS) -> str | None:
-    """Write ``plan.csv`` afresh (:func:`replace_plan_file`); None, or the line saying it could not be
-    (:func:`unwritten_line`): an ``OSError`` there (a read-only folder, a full disk, a folder at its path),
-    or a run folder that could not be made (:data:`UNWRITABLE`). A plan prints its table either way."""
+def write_plan(
+    path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS, *, overwrite: bool = True
+) -> str | None:
+    """Write ``plan.csv`` afresh (:func:`replace_plan_file`; ``overwrite`` false: never over a file there,
+    a single plan's); None, or the line saying it could not be (:func:`unwritten_line`): an ``OSError``
+    there (a read-only folder, a full disk, a folder or a file at its path), or a run folder that could not
+    be made (:data:`UNWRITABLE`). A plan prints its table either way."""
     if UNWRITABLE["path"] is not None:
         return unwritten_line(UNWRITABLE["path"], UNWRITABLE["error"])
     try:
-        replace_plan_file(path, rows, columns)
+        replace_plan_file(path, rows, columns, overwrite=overwrite)
     except OSError as exc:
         return unwritten_line(path, exc)
     return None

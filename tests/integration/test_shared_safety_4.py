@@ -135,7 +135,8 @@ def test_a_run_whose_hydra_file_is_a_directory_says_to_remove_it(tmp_path: Path)
 def test_a_single_run_and_a_sweep_write_no_hydra_file_through_a_planted_link(tmp_path: Path) -> None:
     """``plan=true`` (no rank starts; the same Hydra files): a single run into a directory and a sweep
     into another, with links, dangling links and FIFOs at ``.hydra/*.yaml``, the job log,
-    ``multirun.yaml`` and ``plan.csv``: both end 0, without hanging, and every victim is byte-identical."""
+    ``multirun.yaml``: both end 0, without hanging, and every victim is byte-identical. A link at the sweep's
+    ``plan.csv`` (no plan of a sweep made it) is refused first, exit 2, nothing written (session 33)."""
     victim, victim_dir = _victims(tmp_path)
     run_dir, sweep = tmp_path / "run", tmp_path / "sweep"
     plant_files(run_dir, victim, victim_dir)
@@ -147,6 +148,10 @@ def test_a_single_run_and_a_sweep_write_no_hydra_file_through_a_planted_link(tmp
     (sweep / "plan.csv").symlink_to(victim)
     single = run_py("plan=true", "device=cpu", f"hydra.run.dir={run_dir}", timeout=300)
     assert single.returncode == 0, single.stderr[-2000:]
+    multi = run_py("-m", "plan=true", "device=cpu", "seed=1,2", f"hydra.sweep.dir={sweep}", timeout=300)
+    assert multi.returncode == 2 and f"{sweep / 'plan.csv'} is already there (a symbolic link" in multi.stderr
+    assert stat.S_ISFIFO(os.lstat(sweep / "multirun.yaml").st_mode) and victim.read_text() == "precious"
+    (sweep / "plan.csv").unlink()
     multi = run_py("-m", "plan=true", "device=cpu", "seed=1,2", f"hydra.sweep.dir={sweep}", timeout=300)
     assert multi.returncode == 0, multi.stderr[-2000:]
     written = [sweep / "multirun.yaml", sweep / "plan.csv"]

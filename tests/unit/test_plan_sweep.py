@@ -191,7 +191,8 @@ def test_a_plan_csv_that_cannot_be_written_is_one_line_and_the_plan_prints(
     given = [*SMALL, "model=llama3.2-3b"]
     out = decide_job(hydra_compose(given), JobInfo(job_dir=str(tmp_path), overrides=given))
     assert out["unwritten"].startswith(f"flopsweep: plan.csv could not be written: {tmp_path / 'plan.csv'} (")
-    assert "Fix: run from a folder you can write to" in out["unwritten"]
+    # a single plan's file is never written over what is there (a folder here): the fix removes it
+    assert f"Fix: remove {tmp_path / 'plan.csv'} if it is yours" in out["unwritten"]
     assert "best of each cluster" in out["plan_text"]
     assert out["plan_text"].endswith("(plan: no worker started, no record written)")
     one = "job,model,status\n,gpt-tiny,ok\n"
