@@ -59,21 +59,20 @@ def invalid_line(what: str, problem: str, fix: str) -> str:
 
 def typed_form(value: Any) -> str:
     """``value`` as one types it on the command line, for a refusal's ``KEY=VALUE``: ``null``,
-    ``true``/``false``, an int as is, a float in the shorter of its plain and exponent spellings that
-    reads back the same (``1e9`` not ``1000000000.0``, ``1`` not ``1.0``, ``0.1``, ``inf``); text as its
-    ``repr`` (``'llama70b'``), a list too (a refusal of a list passes ``shown``, as typed)."""
+    ``true``/``false``, an int as is; a float without a trailing ``.0``, plain when that takes at most 6
+    characters (``0.0001``, ``2.5``, ``1`` not ``1.0``), else the shorter of plain and exponent
+    (``1e9`` not ``1000000000.0``, ``1e30`` not ``1e+30``); ``inf``, ``nan`` and text (``'llama70b'``)
+    as their ``repr``, a list too (a refusal of a list passes ``shown``, as typed)."""
     if value is None or isinstance(value, bool):
         return json.dumps(value)
-    if isinstance(value, float) and math.isfinite(value):
-        plain = repr(value).removesuffix(".0") if "e" not in repr(value) else repr(value)
-        mantissa, _, exponent = f"{value:.15e}".partition("e")
-        mantissa = mantissa.rstrip("0").removesuffix(".") if "." in mantissa else mantissa
-        sci = f"{mantissa}e{int(exponent)}"
-        shown = [s for s in (plain, sci) if float(s) == value]
-        return min(shown, key=len) if shown else repr(value)
-    if isinstance(value, float):
-        return repr(value)  # inf, -inf, nan: as OmegaConf reads them
-    return repr(value)
+    if not isinstance(value, float) or not math.isfinite(value):
+        return repr(value)
+    mantissa, _, exponent = (repr(value) if "e" in repr(value) else f"{value:.15e}").partition("e")
+    sci = f"{mantissa.rstrip('0').removesuffix('.') if '.' in mantissa else mantissa}e{int(exponent)}"
+    plain = repr(value).removesuffix(".0") if "e" not in repr(value) else None
+    if plain is not None and (len(plain) <= 6 or len(plain) <= len(sci) or float(sci) != value):
+        return plain
+    return sci if float(sci) == value else repr(value)
 
 
 def require_choice(key: str, value: str, allowed, example: str | None = None) -> None:
