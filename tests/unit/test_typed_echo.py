@@ -100,3 +100,23 @@ def test_a_section_or_run_id_of_the_wrong_type_names_its_json_type():
 def test_one_worker_is_singular():
     assert "(the rank was still starting); its one worker was stopped." in timeout_message(5, 1, "launch")
     assert "(the ranks were in warmup); all 2 workers were stopped." in timeout_message(5, 2, "warmup")
+
+
+def test_sort_and_columns_count_the_same_columns_and_offer_the_nearest():
+    import pandas as pd
+
+    from analysis.query import ColumnError, check_columns
+
+    columns = ["model", "peak_tflops", "model_tflops_per_device", "tflops_per_device", "mfu", "a", "b", "c"]
+    loaded = pd.DataFrame(columns=columns)
+    shown = loaded.assign(not_significant=False)  # the table's tie? flag, added before --columns is read
+    said = []
+    for frame, what in ((loaded, "sort"), (shown, "--columns")):
+        with pytest.raises(ColumnError) as err:
+            check_columns(frame, ["tflop"], what)
+        said.append(str(err.value).split(f" in {what}")[1])
+    assert said[0] == said[1]
+    assert said[0].startswith(
+        "; did you mean 'model_tflops_per_device' or 'tflops_per_device' or 'peak_tflops'?"
+    )
+    assert said[0].endswith("(8 in all)")
