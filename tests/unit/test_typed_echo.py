@@ -3,6 +3,8 @@ spelling (``None``, ``True``, ``1000000000.0``, ``1.0``); a JSON value's type ha
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from analysis.schema import check
@@ -120,3 +122,19 @@ def test_sort_and_columns_count_the_same_columns_and_offer_the_nearest():
         "; did you mean 'model_tflops_per_device' or 'tflops_per_device' or 'peak_tflops'?"
     )
     assert said[0].endswith("(8 in all)")
+
+
+def test_a_run_folder_above_a_single_run_says_a_runs_folder_not_a_sweeps(tmp_path):
+    from flopsweep.callbacks import run_folder_problem
+
+    (tmp_path / "e7").mkdir()
+    record = {"status": "ok", "run": {"id": "e7", "job_num": None}, "metrics": {}}
+    (tmp_path / "e7" / "metrics.json").write_text(json.dumps(record))
+    where = tmp_path / "e7" / "metrics.json"
+    assert run_folder_problem(tmp_path) == (
+        f"hydra.run.dir={tmp_path} is the folder above a single run's folder ({where} is there); a record "
+        f"there would be read with the runs below it, as a sweep's jobs are (python -m analysis {tmp_path}). "
+        f"Fix: choose another hydra.run.dir, a folder of its own (e.g. {tmp_path / 'NEW'})"
+    )
+    (tmp_path / "e7" / "metrics.json").write_text(json.dumps({**record, "run": {"id": "e7", "job_num": 0}}))
+    assert run_folder_problem(tmp_path).startswith(f"hydra.run.dir={tmp_path} is a sweep's folder (")
