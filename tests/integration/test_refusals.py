@@ -492,7 +492,7 @@ REFUSALS = {
     ),
     "tuner_budget_multi": Refusal(  # --multi: argparse's prefix of --multirun, which the -m checks missed
         args=("--multi", "hydra/sweeper=tune", "hydra.sweeper.budget_gpu_s=0"),
-        line_starts="flopsweep: Invalid config: hydra.sweeper.budget_gpu_s=0: must be a finite number above 0. Fix:",
+        line_starts="flopsweep: Invalid config: hydra.sweeper.budget_gpu_s=0: must be a finite number",
         lines=1,
         record=None,
         default_dir=True,
