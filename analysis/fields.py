@@ -24,7 +24,7 @@ from flopsweep.layout import COLUMN_DEGREES, MESH_DEGREES, Layout
 from flopsweep.noise import noisy, overloaded
 from flopsweep.plausible import MISMATCH_TOLERANCE, recompute_tflops, record_problems  # noqa: F401 - re-exported
 from flopsweep.record import value_at
-from flopsweep.text import format_count
+from flopsweep.text import format_count, json_type
 
 log = logging.getLogger("analysis")
 
@@ -104,7 +104,7 @@ def breakdown_problem(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        return f"is a {type(value).__name__}, not an object"
+        return f"is a JSON {json_type(value)}, not an object"
     numbers = {k: _number(value.get(k)) for k in ("step_s", *BREAKDOWN_PARTS)}
     bad = [k for k, v in numbers.items() if v is None or v < 0]
     if bad:

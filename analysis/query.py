@@ -49,17 +49,39 @@ LISTED_COLUMNS = 6
 too many for a one-line message; the did-you-mean names the nearest ones."""
 
 
-def check_columns(df: pd.DataFrame, names: Iterable[str], what: str = "column") -> None:
-    """Raise :class:`ColumnError` naming the first of ``names`` not in ``df``, the nearest names
-    (``difflib.get_close_matches``, without case: ``did you mean 'tokens_per_s'?``), the first
-    :data:`LISTED_COLUMNS` valid ones and how many there are in all (one line)."""
+DISPLAY_ONLY = ("not_significant",)
+"""Columns the table adds for its flags (``tie?``), not of :func:`analysis.load`'s frame: accepted, but not
+offered, listed nor counted in a :class:`ColumnError`, so ``--sort`` and ``--columns`` count the same."""
+
+
+def near_columns(name: str, columns: Sequence[str], n: int = 3) -> list[str]:
+    """Up to ``n`` of ``columns`` nearest ``name``, without case: those that contain it first, the ranked
+    metrics (:data:`RANK_METRIC` first, then the others of :data:`HIGHER_IS_BETTER` and
+    :data:`LOWER_IS_BETTER`) before the rest and the most alike (``difflib``) first among each; then
+    ``difflib.get_close_matches``'s. ``tflop``: ``model_tflops_per_device`` first, not ``peak_tflops``."""
     import difflib
 
-    columns = [str(c) for c in df.columns]
+    lowered = {c.lower(): c for c in reversed(columns)}  # case aside: 'MFU' names 'mfu'
+    key = str(name).lower()
+    ranked = HIGHER_IS_BETTER | LOWER_IS_BETTER
+
+    def order(low: str) -> tuple[bool, bool, float]:
+        ratio = difflib.SequenceMatcher(None, key, low).ratio()
+        return lowered[low] != RANK_METRIC, lowered[low] not in ranked, -ratio
+
+    holding = sorted((low for low in lowered if key and key in low), key=order)
+    alike = difflib.get_close_matches(key, list(lowered), n=n)
+    return [lowered[low] for low in dict.fromkeys([*holding, *alike])][:n]
+
+
+def check_columns(df: pd.DataFrame, names: Iterable[str], what: str = "column") -> None:
+    """Raise :class:`ColumnError` naming the first of ``names`` not in ``df``, the nearest names
+    (:func:`near_columns`: ``did you mean 'tokens_per_s'?``), the first :data:`LISTED_COLUMNS` valid ones
+    and how many there are in all (one line; :data:`DISPLAY_ONLY` columns left out of all three)."""
+    columns = [str(c) for c in df.columns if c not in DISPLAY_ONLY]
     for name in names:
         if name not in df.columns:
-            lowered = {c.lower(): c for c in reversed(columns)}  # case aside: 'MFU' names 'mfu'
-            near = [lowered[m] for m in difflib.get_close_matches(str(name).lower(), list(lowered), n=3)]
+            near = near_columns(str(name), columns)
             hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
             listed = ", ".join(columns[:LISTED_COLUMNS])
             more = f", ... ({len(columns)} in all)" if len(columns) > LISTED_COLUMNS else ""

@@ -37,6 +37,7 @@ from flopsweep.identity.versions import (  # the chain, re-exported: callers imp
     v1_flops,
 )
 from flopsweep.record import STATUSES
+from flopsweep.text import json_type
 
 __all__ = [
     "CHECKPOINTING_BOOLS",
@@ -115,25 +116,19 @@ def check(record: Record) -> None:
             raise RecordError(f"missing required key {key!r}")
     for key in ("run", "config", "system", "metrics"):
         if not isinstance(record[key], dict):
-            raise RecordError(f"{key!r} is {type(record[key]).__name__}, not an object")
+            raise RecordError(f"{key!r} is a JSON {json_type(record[key])}, not an object")
     if "id" not in record["run"]:
         raise RecordError("missing required key 'run.id'")
     if not isinstance(record["status"], str) or record["status"] not in STATUSES:
         raise RecordError(f"status {str(record['status'])[:80]!r} is not one of {', '.join(STATUSES)}")
     if not isinstance(record["run"]["id"], (str, int, type(None))) or isinstance(record["run"]["id"], bool):
-        raise RecordError(f"run.id is a JSON {type(record['run']['id']).__name__}, not a string")
+        raise RecordError(f"run.id is a JSON {json_type(record['run']['id'])}, not a string")
     for path in TEXT_KEYS:
         value: Any = record
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
         if value is not None and not isinstance(value, str):
-            raise RecordError(f"{'.'.join(path)} is a JSON {_json_type(value)}, not a string")
-
-
-def _json_type(value: Any) -> str:
-    return {dict: "object", list: "array", bool: "boolean", int: "number", float: "number"}.get(
-        type(value), type(value).__name__
-    )
+            raise RecordError(f"{'.'.join(path)} is a JSON {json_type(value)}, not a string")
 
 
 def read_record(path: Path, budget: ReadBudget | None = None) -> tuple[Record, int]:

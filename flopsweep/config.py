@@ -18,7 +18,10 @@ the checks hold a key to, in :mod:`flopsweep.limits`.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_SHOWN = 256
 """A value whose ``repr`` is longer is shown cut in a :class:`ConfigError` (its first 16 characters
@@ -34,13 +37,13 @@ def cut(text: str, limit: int = MAX_SHOWN) -> str:
 class ConfigError(ValueError):
     """An impossible or inconsistent config value.
 
-    The message names the key, the value (``shown``: as typed, ``[null,1e30]``; else its ``repr``) and
+    The message names the key, the value (``shown``: as typed, ``[null,1e30]``; else :func:`typed_form`) and
     the fix, in one paragraph, so that the sweep process can print it as is, without a stack trace.
     """
 
     def __init__(self, key: str, value: object, problem: str, fix: str, shown: str | None = None) -> None:
         self.key, self.value, self.problem, self.fix = key, value, problem, fix
-        shown = repr(value) if shown is None else shown  # 400 digits: one line still, cut at MAX_SHOWN
+        shown = typed_form(value) if shown is None else shown  # 400 digits: one line still, cut at MAX_SHOWN
         if len(shown) > MAX_SHOWN:  # the length said is the value's own (a string's, without its quotes)
             length = len(value) if isinstance(value, str) else len(shown)
             shown = f"{shown[:16]}...({length} characters)"
@@ -52,6 +55,24 @@ def invalid_line(what: str, problem: str, fix: str) -> str:
     """The one line of a refusal, :class:`ConfigError`'s and those said before Hydra:
     ``Invalid config: WHAT: PROBLEM. Fix: FIX`` (``what``: ``key=value``, or an override as typed)."""
     return f"Invalid config: {what}: {problem}. Fix: {fix}"
+
+
+def typed_form(value: Any) -> str:
+    """``value`` as one types it on the command line, for a refusal's ``KEY=VALUE``: ``null``,
+    ``true``/``false``, an int as is; a float without a trailing ``.0``, plain when that takes at most 6
+    characters (``0.0001``, ``2.5``, ``1`` not ``1.0``), else the shorter of plain and exponent
+    (``1e9`` not ``1000000000.0``, ``1e30`` not ``1e+30``); ``inf``, ``nan`` and text (``'llama70b'``)
+    as their ``repr``, a list too (a refusal of a list passes ``shown``, as typed)."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if not isinstance(value, float) or not math.isfinite(value):
+        return repr(value)
+    mantissa, _, exponent = (repr(value) if "e" in repr(value) else f"{value:.15e}").partition("e")
+    sci = f"{mantissa.rstrip('0').removesuffix('.') if '.' in mantissa else mantissa}e{int(exponent)}"
+    plain = repr(value).removesuffix(".0") if "e" not in repr(value) else None
+    if plain is not None and (len(plain) <= 6 or len(plain) <= len(sci) or float(sci) != value):
+        return plain
+    return sci if float(sci) == value else repr(value)
 
 
 def require_choice(key: str, value: str, allowed, example: str | None = None) -> None:

@@ -42,6 +42,7 @@ from typing import Any
 from flopsweep.columns import SETUP_SPECS, kind
 from flopsweep.limits import MAX_BY_KEY
 from flopsweep.record import METRIC_SPECS
+from flopsweep.text import json_type
 
 __all__ = ["MAX_BYTES", "MAX_FIGURE", "OTHER_KEYS", "UNITLESS", "type_problems"]
 
@@ -75,7 +76,7 @@ def _shown(value: Any) -> str:
     try:
         text = json.dumps(value, allow_nan=True, default=str)
     except (ValueError, RecursionError):  # too deep a structure for one line: its type says enough
-        text = type(value).__name__
+        text = json_type(value)
     return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from flopsweep.links import foreign_link
 from flopsweep.record import METRICS_FILE, exists_message
 from flopsweep.signals import signals_deferred
-from flopsweep.text import LongNumber, format_bytes, parse_int, reject_constant
+from flopsweep.text import LongNumber, format_bytes, json_type, parse_int, reject_constant
 
 MAX_RECORD_BYTES = 16 * 2**20
 """Records larger than this are not read (a real one is a few KiB)."""
@@ -565,5 +565,5 @@ def read_json(path: Path) -> dict[str, Any]:
     except ValueError as exc:  # NaN/Infinity (not strict JSON), int() of a 5,000-digit number
         raise RecordError(f"not strict JSON: {str(exc)[:200]}") from None
     if not isinstance(record, dict):
-        raise RecordError(f"top level is a JSON {type(record).__name__}, not an object")
+        raise RecordError(f"top level is a JSON {json_type(record)}, not an object")
     return record

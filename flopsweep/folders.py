@@ -247,6 +247,11 @@ JOB_SEARCHES = ("batch_search", "model_search")
 and their set-aside copies (``batch_search.<status>-<run id>``): no job of a sweep."""
 
 
+MAX_RUNS_READ = 8
+"""At most this many of the records below a ``hydra.run.dir`` are read to tell single runs' from a sweep's
+jobs (:func:`run_folder_problem`)."""
+
+
 def _job_records(folder: Path) -> list[Path]:
     """The records one level down, ``folder/<name>/metrics.json`` (a sweep's jobs): regular files only (a
     link or a FIFO planted there is the job's to refuse or set aside), links not followed, a job's
@@ -331,12 +336,30 @@ def run_folder_problem(run_dir: Path) -> str | None:
     records = _job_records(Path(run_dir))
     if not os.path.lexists(multirun) and not records:
         return None
+    if not os.path.lexists(multirun) and all(_single_run(r) for r in records[:MAX_RUNS_READ]):
+        more = f" and {len(records) - 1} more" if len(records) > 1 else ""
+        return (
+            f"hydra.run.dir={run_dir} is the folder above a single run's folder ({records[0]} is there"
+            f"{more}); a record there would be read with the runs below it, as a sweep's jobs are "
+            f"(python -m analysis {run_dir}). Fix: choose another hydra.run.dir, a folder of its own "
+            f"(e.g. {Path(run_dir) / 'NEW'})"
+        )
     what = f"{multirun} is there" if os.path.lexists(multirun) else f"{records[0]} is there"
     return (
         f"hydra.run.dir={run_dir} is a sweep's folder ({what}); a single run's record there would be counted "
         "among the sweep's jobs. Fix: choose another hydra.run.dir (re-run the sweep's jobs with -m, its "
         "hydra.sweep.dir and resume=true)"
     )
+
+
+def _single_run(record: Path) -> bool:
+    """Whether ``record`` is a single run's (``run.job_num`` null: no sweep's job); False when it cannot be
+    read (a sweep's job record being written, or a damaged one: the sweep's wording stands)."""
+    try:
+        run = read_json(record).get("run")
+    except (RecordError, OSError):
+        return False
+    return isinstance(run, dict) and "job_num" in run and run["job_num"] is None
 
 
 def _shown(value: Any) -> str:

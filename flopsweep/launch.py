@@ -407,9 +407,14 @@ def timeout_message(timeout_s: float, nproc: int, phase: str) -> str:
     advanced phase (:func:`last_phase`) and the fix. A limit too low for the whole config (start-up, warm-up,
     the measured steps) shows only here; ``timeout_s <= 0`` is refused before Hydra (``lower_bounds``)."""
     where = "still starting" if phase == "launch" else f"in {phase}"
+    ranks, stopped = (
+        ("the rank was", "its one worker was")
+        if nproc == 1
+        else ("the ranks were", f"all {nproc} workers were")
+    )
     return (
-        f"timeout: no result within timeout_s={timeout_s:g} s (the ranks were {where}); all {nproc} workers "
-        f"were stopped. Fix: if the run needs longer, raise timeout_s (default {RunConfig.timeout_s:g}); "
+        f"timeout: no result within timeout_s={timeout_s:g} s ({ranks} {where}); {stopped} "
+        f"stopped. Fix: if the run needs longer, raise timeout_s (default {RunConfig.timeout_s:g}); "
         "if it hung, its run.log shows where"
     )
 

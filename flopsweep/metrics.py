@@ -46,15 +46,17 @@ TRACE_DIR = "profile"
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
+    """``iteration_time_s``: mean, median, min, max, std (population, s) and cv of ``values``; std and
+    cv are None for one value (no spread to measure: ``warnings`` says so, :func:`warnings_for`)."""
     mean = statistics.fmean(values)
-    std = statistics.pstdev(values)
+    std = statistics.pstdev(values) if len(values) > 1 else None
     return {
         "mean": mean,
         "median": statistics.median(values),
         "min": min(values),
         "max": max(values),
         "std": std,
-        "cv": std / mean if mean > 0 else None,
+        "cv": std / mean if std is not None and mean > 0 else None,
         "values": values,
     }
 
@@ -267,6 +269,18 @@ def warnings_for(metrics: dict[str, Any] | None) -> list[str]:
         out.append(
             f"unsteady: measured steps {metrics['unsteady_steps']} were over {UNSTEADY_FACTOR}x the median "
             "of the others after the extra warm-up (CPU runs are recorded anyway)"
+        )
+    steps = (metrics or {}).get("iteration_time_s") or {}
+    if isinstance(steps.get("values"), list) and len(steps["values"]) == 1:
+        cold = metrics.get("warmup_steps") == 0
+        out.append(
+            "one_step: one measured step gives no spread (iteration_time_s.std and cv are null)"
+            + (
+                ", and it was not warmed up (steps.warmup=0): its time holds the start-up cost"
+                if cold
+                else ""
+            )
+            + f" (fix: steps.measure=3{' steps.warmup=1' if cold else ''} or more)"
         )
     if metrics and metrics.get("recompute") == "unknown":
         out.append(

@@ -143,14 +143,15 @@ def _step_stats(metrics: dict[str, Any]) -> list[str | None]:
     values = [as_number(v) for v in _get(it, "values") or []] if isinstance(it, dict) else []
     if not values or any(v is None or not math.isfinite(v) for v in values):
         return []
-    mean, std = statistics.fmean(values), statistics.pstdev(values)
+    mean = statistics.fmean(values)
+    std = statistics.pstdev(values) if len(values) > 1 else None  # one value: no spread, null
     expected = {
         "mean": (mean, 0.0),
         "median": (statistics.median(values), 0.0),
         "min": (min(values), 0.0),
         "max": (max(values), 0.0),
         "std": (std, mean),  # steady steps have a std near 0: compare on the mean's scale
-        "cv": (std / mean if mean > 0 else None, 1.0),
+        "cv": (std / mean if std is not None and mean > 0 else None, 1.0),
     }
     return [
         _compare(f"iteration_time_s.{key}", it.get(key), value, f"the {key} of its values", floor)

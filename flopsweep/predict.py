@@ -18,6 +18,7 @@ from typing import Any
 
 from flopsweep import identity, peaks, recompute_read, zero3_floor
 from flopsweep.backend_specs import backend_spec
+from flopsweep.config import typed_form
 from flopsweep.identity import CALIBRATION_KEYS  # re-exported: the calibration's match
 from flopsweep.record import value_at
 from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every caller uses them
@@ -267,7 +268,7 @@ def workload_from_record(record: dict[str, Any], *, degrees: dict[str, int] | No
     n_params, model_flops = m.get("n_params"), metrics.get("model_flops_per_iteration")
     if not isinstance(n_params, int) or not isinstance(model_flops, int | float):
         raise PredictionError(
-            f"model.n_params={n_params!r}: a calibration record without model.n_params or "
+            f"model.n_params={typed_form(n_params)}: a calibration record without model.n_params or "
             "metrics.model_flops_per_iteration cannot calibrate. Fix: give predict.calibration=PATH records "
             "a flopsweep run wrote (they carry both)"
         )

@@ -146,7 +146,7 @@ NESTED_KEYS: dict[str, tuple[str, str]] = {
     ),
     "metrics.iteration_time_s.min": ("s", "fastest measured step"),
     "metrics.iteration_time_s.max": ("s", "slowest measured step"),
-    "metrics.iteration_time_s.std": ("s", "standard deviation of the measured steps"),
+    "metrics.iteration_time_s.std": ("s", "standard deviation of the measured steps; null for one step"),
     "metrics.iteration_time_s.values": ("s", "every measured step (slowest rank per step)"),
     "metrics.breakdown.ranks": ("int", "ranks whose profiled step the means are over"),
     "metrics.breakdown.trace_dir": ("text", "the folder of the per-rank traces, relative to the job's"),

@@ -14,6 +14,7 @@ figures (``0.0123``) the same way, and so that every CSV the project writes (``p
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -190,3 +191,15 @@ def reject_constant(name: str) -> None:
     """``parse_constant`` for :func:`json.loads`: ``NaN``, ``Infinity``, ``-Infinity`` are not strict JSON
     (``ValueError``)."""
     raise ValueError(f"{name} is not strict JSON")
+
+
+def json_type(value: Any) -> str:
+    """JSON's name (RFC 8259) for a parsed value's type: ``null``, ``true``, ``false``, ``number``,
+    ``string``, ``array`` or ``object`` (never Python's ``NoneType``, ``dict``, ``list``), for messages
+    such as ``top level is a JSON null, not an object``; ``str(type)`` for anything JSON cannot parse to."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return "number"
+    names = {str: "string", list: "array", tuple: "array", dict: "object"}
+    return next((name for kind, name in names.items() if isinstance(value, kind)), type(value).__name__)

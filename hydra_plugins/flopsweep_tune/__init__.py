@@ -52,6 +52,7 @@ def _param_problem(
     as a float, even a whole one (``initial=1e3``, ``eta=2.0``), is told to write the int, as a typed
     key of the run's config is (:func:`flopsweep.overrides.type_problem`): the sweeper's keys have no
     schema to convert it."""
+    from flopsweep.config import typed_form
     from flopsweep.limits import MAX_FLOAT, MAX_INT
 
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
@@ -60,7 +61,7 @@ def _param_problem(
     if inside and value > most:  # eta=1e30: the fix wrote a 31-digit int; the run config's bounds
         shown = most if whole else f"{most:g}"
         return (
-            f"Invalid config: hydra.sweeper.{name}={value!r}: must be at most {shown}. "
+            f"Invalid config: hydra.sweeper.{name}={typed_form(value)}: must be at most {shown}. "
             f"Fix: set hydra.sweeper.{name}={default} (its default), or another such value."
         )
     if inside and not whole:
@@ -72,10 +73,10 @@ def _param_problem(
             f"Invalid config: hydra.sweeper.{name}={value!r}: is a whole number written as a float. "
             f"Fix: write it without a point or exponent: hydra.sweeper.{name}={int(value)}."
         )
-    kind = "a whole number" if whole else "a number"
+    kind = "a whole number" if whole else "a finite number"
     bound = f"above {least:g}" if above else f"of at least {least:g}"
     return (
-        f"Invalid config: hydra.sweeper.{name}={value!r}: must be {kind} {bound}. "
+        f"Invalid config: hydra.sweeper.{name}={typed_form(value)}: must be {kind} {bound}. "
         f"Fix: set hydra.sweeper.{name}={default} (its default), or another such value."
     )
 

@@ -117,7 +117,7 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
     written = list(csv.DictReader((sweep / "plan.csv").open()))
     own = [len((sweep / str(j) / "plan.csv").read_text().splitlines()) - 1 for j in (0, 2, 4)]
     assert len(written) == sum(own) + 4 and {r["job"] for r in written} == {"0", "1", "2", "3", "4", "5"}
-    refused = "Invalid config: cost.usd_per_gpu_hour=1000000000000.0: is beyond the bound of 1000000."
+    refused = "Invalid config: cost.usd_per_gpu_hour=1e12: is beyond the bound of 1000000."
     invalid = [(r["job"], r["status"], r["reason"].split(" Fix:")[0]) for r in written if not r["backend"]]
     assert [x for x in invalid if x[1] == "invalid"] == [(j, "invalid", refused) for j in ("1", "3", "5")]
     assert [x[:2] for x in invalid if x[1] != "invalid"] == [("4", "no set-up left")]

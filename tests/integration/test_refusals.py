@@ -492,7 +492,7 @@ REFUSALS = {
     ),
     "tuner_budget_multi": Refusal(  # --multi: argparse's prefix of --multirun, which the -m checks missed
         args=("--multi", "hydra/sweeper=tune", "hydra.sweeper.budget_gpu_s=0"),
-        line_starts="flopsweep: Invalid config: hydra.sweeper.budget_gpu_s=0: must be a number above 0. Fix:",
+        line_starts="flopsweep: Invalid config: hydra.sweeper.budget_gpu_s=0: must be a finite number",
         lines=1,
         record=None,
         default_dir=True,
@@ -594,7 +594,7 @@ REFUSALS = {
     "pool_cpu_without_slots": Refusal(  # session 29: was the launcher's line, exit 1, an empty sweep folder
         args=(*POOL, "seed=0,1"),
         sweep=True,
-        line_starts="flopsweep: Invalid config: hydra.launcher.slots=None: no GPU was found to pool",
+        line_starts="flopsweep: Invalid config: hydra.launcher.slots=null: no GPU was found to pool",
         lines=1,
         record=None,
         default_dir=True,

@@ -99,9 +99,9 @@ def test_a_timeout_too_short_for_the_whole_config_names_the_key_the_value_and_th
         outcome.error["message"]
         == timeout_message(0.5, 1, "launch")
         == (
-            "timeout: no result within timeout_s=0.5 s (the ranks were still starting); all 1 workers were "
+            "timeout: no result within timeout_s=0.5 s (the rank was still starting); its one worker was "
             "stopped. Fix: if the run needs longer, raise timeout_s (default 1800); if it hung, its run.log "
             "shows where"
         )
     )
-    assert "(the ranks were in warmup)" in timeout_message(60, 2, "warmup")
+    assert "(the ranks were in warmup); all 2 workers were stopped." in timeout_message(60, 2, "warmup")

@@ -73,7 +73,7 @@ def test_a_memory_budget_without_a_search_to_read_it_is_refused(hydra_compose) -
     with pytest.raises(ConfigError) as err:
         make_plan(hydra_compose([*TINY, "search.memory_budget_gib=1"]))
     message = str(err.value)
-    assert message.startswith("Invalid config: search.memory_budget_gib=1.0: ") and "\n" not in message
+    assert message.startswith("Invalid config: search.memory_budget_gib=1: ") and "\n" not in message
     assert "Fix: add search.model=largest or batch=auto, or drop search.memory_budget_gib" in message
     for searching in (["batch=auto"], ["search.model=largest"]):
         assert make_plan(hydra_compose([*TINY, *searching, "search.memory_budget_gib=1"]))
@@ -473,7 +473,7 @@ def test_a_budget_below_the_smallest_size_is_refused_before_launch(hydra_compose
     need = estimate(sized(plan, 1), plan.layout).total / GIB
     least = math.ceil(need * 1024) / 1024
     message = str(err.value)
-    assert message.startswith("Invalid config: search.memory_budget_gib=1e-06: ") and "\n" not in message
+    assert message.startswith("Invalid config: search.memory_budget_gib=1e-6: ") and "\n" not in message
     assert f"n_layer=1 ({need:.4g} GiB per rank)" in message
     assert f"Fix: set search.memory_budget_gib={least:g} or more" in message
     assert make_plan(hydra_compose([*TINY, "search.model=largest", f"search.memory_budget_gib={least}"]))

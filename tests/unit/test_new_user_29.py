@@ -152,7 +152,7 @@ def test_a_cpu_pool_without_its_slots_is_refused_before_hydra():
     argv = ["-m", "hydra/launcher=pool", "device=cpu", "seed=1,2"]
     line = cpu_pool_problem(argv, environ={})
     assert line == (
-        "Invalid config: hydra.launcher.slots=None: no GPU was found to pool (device=cpu). Fix: give the "
+        "Invalid config: hydra.launcher.slots=null: no GPU was found to pool (device=cpu). Fix: give the "
         "pool's devices, e.g. hydra.launcher.slots=[0,1] (device=cpu: each job gets slots of its own)."
     )
     assert cpu_pool_problem([*argv, "hydra.launcher.slots=[0,1]"], environ={}) is None

@@ -70,7 +70,7 @@ def test_a_record_without_its_counts_names_them() -> None:
 
     with pytest.raises(PredictionError) as err:
         workload_from_record({"config": {}, "model": {"n_params": None}, "metrics": {}})
-    assert _house(str(err.value), head="").startswith("model.n_params=None: a calibration record without")
+    assert _house(str(err.value), head="").startswith("model.n_params=null: a calibration record without")
 
 
 def test_a_failing_step_model_is_one_line_with_its_fix(hydra_compose, monkeypatch) -> None:

@@ -686,7 +686,7 @@ def test_a_plan_for_a_named_gpu_refuses_what_that_gpu_cannot_run(
     [
         (["plan_gpu=A100"], "plan_gpu='A100': A100 comes in more than one memory size (40 GB (40 GiB) or 80"),
         (["plan_gpu=H100-94GB"], "plan_gpu='H100-94GB': names 94 GB; the H100 SXM has 80 GB"),
-        (["plan_gpu=H100", "plan_gpu_memory_gib=-1"], "plan_gpu_memory_gib=-1.0: must be a positive number"),
+        (["plan_gpu=H100", "plan_gpu_memory_gib=-1"], "plan_gpu_memory_gib=-1: must be a positive number"),
         (["plan_gpu=NOTAGPU", "plan_gpu_memory_gib=40"], "plan_gpu='NOTAGPU': is no device of the peak"),
     ],
     ids=["a100-no-size", "h100-94gb", "negative-memory", "unknown-with-memory"],

@@ -41,7 +41,7 @@ def test_the_sweeps_own_cuda_visible_devices_bounds_the_pool() -> None:
         (
             None,
             {"device": "cpu"},
-            r"slots=None: no GPU was found to pool \(device=cpu\).*Fix: .*slots=\[0,1\]",
+            r"slots=null: no GPU was found to pool \(device=cpu\).*Fix: .*slots=\[0,1\]",
         ),
         (None, {"device": "cuda", "detected": 0}, r"no GPU was found"),
         ([0, 0], {"device": "cpu"}, r"names a device twice"),
@@ -192,7 +192,7 @@ def test_a_slot_value_of_another_type_or_a_malformed_id_or_a_huge_count_is_one_l
         ),
         (0, 30, r"timeout_min=0: each job's deadline must be positive"),
         (float("nan"), 30, r"timeout_min=nan"),
-        (True, 30, r"timeout_min=True"),
+        (True, 30, r"timeout_min=true"),
         (
             60,
             -5,

@@ -25,7 +25,7 @@ def test_fp8_all_gather_needs_fsdp_and_tensorwise(hydra_compose, overrides: list
         validate(cfg)
     message = str(err.value)
     assert err.value.key == "precision.fp8_all_gather" and err.value.value is True
-    assert message.startswith("Invalid config: precision.fp8_all_gather=True: ") and says in message
+    assert message.startswith("Invalid config: precision.fp8_all_gather=true: ") and says in message
     assert "\n" not in message
 
 

@@ -66,7 +66,7 @@ def test_the_file_is_read_by_the_module_path_never_through_a_link(tmp_path: Path
     try:
         with pytest.raises(shipped.ShippedError, match="symbolic link"):
             shipped.records()
-        with pytest.raises(ConfigError, match=r"predict\.measured=True: cannot read the shipped records"):
+        with pytest.raises(ConfigError, match=r"predict\.measured=true: cannot read the shipped records"):
             forecast.shipped_records()
     finally:
         monkeypatch.undo()

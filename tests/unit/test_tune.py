@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from flopsweep.config import typed_form
 from flopsweep.tune import (
     Budget,
     Candidate,
@@ -371,13 +372,13 @@ def test_sweeper_parameters_are_refused_in_one_line():
     assert (
         TuneSweeper(memory_gib=-5)
         ._problem()
-        .startswith("Invalid config: hydra.sweeper.memory_gib=-5: must be a number above 0")
+        .startswith("Invalid config: hydra.sweeper.memory_gib=-5: must be a finite number above 0")
     )
     # a budget of nothing was accepted and overspent ("18/0 GPU-s spent", "-18 left")
     for bad in (0, -0.0, float("nan"), float("inf"), "1h"):
         line = TuneSweeper(budget_gpu_s=bad)._problem()
         assert line == (
-            f"Invalid config: hydra.sweeper.budget_gpu_s={bad!r}: must be a number above 0. "
+            f"Invalid config: hydra.sweeper.budget_gpu_s={typed_form(bad)}: must be a finite number above 0. "
             "Fix: set hydra.sweeper.budget_gpu_s=3600.0 (its default), or another such value."
         ), line
     assert TuneSweeper(budget_gpu_s=0.5)._problem() is None
