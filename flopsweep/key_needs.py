@@ -374,8 +374,13 @@ def rechecked(
         return line
     refused = line.removeprefix("Invalid config: ").partition(": ")[0]
     keys = {t.partition("=")[0] for t in first} | {refused.partition("=")[0]}  # precision.name=x: precision=
-    kept = [a for a in overrides if a.lstrip("+") != refused and a.lstrip("+").partition("=")[0] not in keys]
-    again = recheck([*kept, *first])
+    fixed: list[str] = []  # the suggestion where the refused override stood: before a trailing --cfg job
+    for a in overrides:
+        if a.lstrip("+") == refused or a.lstrip("+").partition("=")[0] in keys:
+            fixed.extend(t for t in first if t not in fixed)
+        else:
+            fixed.append(a)
+    again = recheck(fixed if set(first) <= set(fixed) else [*fixed, *first])
     if again is None:
         return line
     at = m.end(1)
