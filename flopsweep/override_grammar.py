@@ -208,11 +208,12 @@ def _lookalike(override: str) -> tuple[str, str] | None:
         return None
     key = parsed.key_or_group
     group = key.startswith("hydra/") or os.path.isdir(os.path.join(CONF, key))
-    free = override.partition("=")[0].isascii() and not _typed_value(key)  # a free string: tag=ünï
     value = str(parsed.value())  # plan_gpu=Н100, device=сpu: a name the key takes (value_sets.choices)
-    a_name = lookup(value) is not None if key == "plan_gpu" else value in choices().get(key, ((),))[0]
     if not (group and group_choice_problem([folded]) is None) and (
-        key not in known_keys() or free and not a_name
+        key not in known_keys()
+        or override.partition("=")[0].isascii()  # a free string keeps its characters: tag=ünï
+        and not _typed_value(key)
+        and not (lookup(value) is not None if key == "plan_gpu" else value in choices().get(key, ((),))[0])
     ):
         return None
     first = next(c for c in override if not c.isascii())
