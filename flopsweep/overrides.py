@@ -373,7 +373,8 @@ def repeated_sweep_problem(overrides: list[str]) -> str | None:
     batch.micro_batch_size=1,2 batch.micro_batch_size=3``, ``steps.measure=1 steps.measure=2``,
     ``model=gpt-tiny model=llama-tiny``, ``+x=1 ++x=2``, ``~x x=1``, ``hydra.sweep.dir=a hydra.sweep.dir=b``):
     Hydra keeps the last override of a key, so the first was dropped without a word (a sweep ran one
-    job, a value was not the one run), else None. The fix is to keep one."""
+    job, a value was not the one run), else None. The fix is to keep one. A config group added twice
+    (``+sweep=a +sweep=b``) Hydra refuses itself: :func:`flopsweep.sweep_axes.sweep_level_problem`'s line."""
     from flopsweep.override_parsing import parsed_all_or_none
 
     given = [a for a in overrides if "=" in a and not a.startswith("-") or a.startswith("~")]  # flags out
@@ -383,8 +384,12 @@ def repeated_sweep_problem(overrides: list[str]) -> str | None:
     for o in parsed:
         key = (o.key_or_group, o.package)
         first = seen.setdefault(key, o)
-        if first is not o:
-            name = o.key_or_group
+        if first is not o and not (
+            first.is_add() and o.is_add() and os.path.isdir(os.path.join(CONF, key[0]))
+        ):
+            name = (
+                o.key_or_group
+            )  # a group added twice (+sweep=a +sweep=b) is sweep_axes' line: Hydra refuses it
             sweep = o.is_sweep_override() or first.is_sweep_override()  # type: ignore[attr-defined]
             return (
                 f"Invalid config: {first.input_line} and {o.input_line}: {name} is given twice and Hydra "  # type: ignore[attr-defined]
