@@ -524,8 +524,8 @@ def _leaf_nodes(parsed: list, key: str) -> list:
     nodes = []
     for schema, option in key_schemas(parsed, key):
         path = key.partition(".")[2] if option else key
-        node = schema
-        for part in path.split("."):
+        node = schema if path else None  # precision=range(1,3): a group's choice, no node
+        for part in path.split(".") if path else ():
             getter = getattr(node, "_get_node", None)
             node = getter(part) if getter is not None else None
             if node is None:
