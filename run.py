@@ -80,6 +80,7 @@ from flopsweep.overrides import (
     list_sweep_problem,
     listed_values,
     preset_option_keys,
+    range_problem,
     repeated_sweep_problem,
     sweeper_extra_problem,
     type_problem,
@@ -181,6 +182,7 @@ def refusal(overrides: list[str]) -> str | None:
         or home_tilde_problem(overrides)  # hydra.sweep.dir=~/x: a folder named ~ here (before the grammar's)
         or foreign_digits_problem(overrides, refusal)  # steps.measure=٣, quoted or not: int() reads it as 3
         or syntax_problem(overrides, refusal)  # a look-alike's corrected line checked again
+        or range_problem(overrides)  # seed=range(0,4,0): Python's range() raised, a traceback
         or conf_file_problem(
             overrides, RUN_CONF
         )  # before anything reads a file of conf/ the command line picks

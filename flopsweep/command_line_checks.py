@@ -304,10 +304,16 @@ def repeats_problem(overrides: list[str]) -> str | None:
     return None
 
 
+SLURM_LAUNCHERS = ("slurm", "slurm_local")
+"""The ``hydra/launcher`` options that submit through submitit: each needs ``nproc_per_node`` as a number
+(:func:`flopsweep.slurm.check_sweep`)."""
+
+
 def placement_problem(overrides: list[str]) -> str | None:
     """One line for ``nproc_per_node`` or ``nnodes`` as typed that no local run takes, before Hydra makes
     the job's folder (:func:`flopsweep.plan.resolve` refuses each the same way, in the job): a
-    ``nproc_per_node`` below 1; with no launcher that gives nodes (none named, or a local one:
+    ``nproc_per_node`` below 1, or not a number under a Slurm launcher (``auto``, the default:
+    :data:`SLURM_LAUNCHERS`); with no launcher that gives nodes (none named, or a local one:
     :data:`LOCAL_LAUNCHERS`), no ``plan=true`` and no ``+sweep=`` file (either may change the answer),
     an ``nnodes`` over 1, or on the CPU (``device=cpu``, or ``auto`` with no GPU here:
     :func:`flopsweep.local_gpus.no_gpu_here`) more ranks than
@@ -322,6 +328,17 @@ def placement_problem(overrides: list[str]) -> str | None:
         and typed.get("plan", "false").lower() not in _TRUE
         and "sweep" not in typed
     )
+    if (
+        typed.get("hydra/launcher") in SLURM_LAUNCHERS
+        and "sweep" not in typed
+        and not any(c in typed.get("nproc_per_node", "auto") for c in "$(,")
+    ):
+        from flopsweep.slurm import check_sweep
+
+        try:  # the launcher's own check, which ran after Hydra made the sweep's folder: exit 1
+            check_sweep(nproc_per_node=typed.get("nproc_per_node", "auto"), swept=())
+        except ConfigError as exc:
+            return str(exc)
     device = typed.get("device", "auto")
     on_cpu = device == "cpu" or (device == "auto" and "nproc_per_node" in typed and _no_gpu_here())
     for key in ("nproc_per_node", "nnodes"):

@@ -7,6 +7,7 @@ import re
 
 from flopsweep.config import ConfigError
 from flopsweep.limits import MAX_BY_KEY
+from flopsweep.lookalike import ascii_lookalike
 from flopsweep.peaks import GPU_MEMORY_GIB, PEAK_TABLE, lookup, memory_sizes_gb
 
 GIB = 2**30
@@ -43,7 +44,9 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
         names = ", ".join(typed_gpu_names())
         size = gpu.strip().lower().removesuffix("gib").removesuffix("gb").strip()
         fix = "use one of those"
-        if size.replace(".", "", 1).isdigit():  # a memory size given as a name
+        if (alike := ascii_lookalike(gpu, typed_gpu_names())) is not None:  # 'Н100', a Cyrillic Н
+            fix = f"did you mean plan_gpu={alike[0]}? ({alike[1]})"
+        elif size.replace(".", "", 1).isdigit():  # a memory size given as a name
             fix = f"use one of those, or plan_gpu_memory_gib={size} for a memory size in GiB"
         raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", fix)
     if gpu_memory_gib is not None:

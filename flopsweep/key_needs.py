@@ -345,7 +345,7 @@ def idle_key_problem(
         then = ""
         if recheck is not None:
             keys = {t.partition("=")[0] for t in line.split()}
-            fixed = [t for t in overrides if t.lstrip("+").partition("=")[0] not in keys] + line.split()
+            fixed = put_in_place(overrides, keys, line.split())
             if again := recheck(fixed):
                 then = f" (then: {again.removeprefix('Invalid config: ').removesuffix('.')})"
         return (
@@ -353,6 +353,25 @@ def idle_key_problem(
             f"Fix: write {line}{instead}{idle.others}{meets}{then}, or drop {key}."
         )
     return None
+
+
+def put_in_place(overrides: list[str], keys: set[str], tokens: list[str], refused: str = "") -> list[str]:
+    """``overrides`` with those of ``keys`` (``+`` or not) and ``refused`` replaced by ``tokens``, put where
+    the first of them stood, else after the last override: a suggestion checked again as the user would type
+    it, never after a trailing flag (``plan=true parallel.pp_schedule=GPipe --cfg job``, not ``... --cfg job
+    parallel.pp_schedule=GPipe``, which the flag order refuses)."""
+
+    def replaced(a: str) -> bool:
+        return a.lstrip("+") == refused or a.lstrip("+").partition("=")[0] in keys
+
+    kept = [a for a in overrides if not replaced(a)]
+    at = next((i for i, a in enumerate(overrides) if replaced(a)), None)
+    if at is None:
+        last = [i for i, a in enumerate(kept) if "=" in a and not a.startswith("-")]
+        at = last[-1] + 1 if last else len(kept)
+    else:
+        at -= sum(1 for a in overrides[:at] if replaced(a))
+    return [*kept[:at], *(t for t in tokens if t not in kept), *kept[at:]]
 
 
 def rechecked(
@@ -374,8 +393,7 @@ def rechecked(
         return line
     refused = line.removeprefix("Invalid config: ").partition(": ")[0]
     keys = {t.partition("=")[0] for t in first} | {refused.partition("=")[0]}  # precision.name=x: precision=
-    kept = [a for a in overrides if a.lstrip("+") != refused and a.lstrip("+").partition("=")[0] not in keys]
-    again = recheck([*kept, *first])
+    again = recheck(put_in_place(overrides, keys, first, refused))
     if again is None:
         return line
     at = m.end(1)

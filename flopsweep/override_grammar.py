@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 from flopsweep.flags import is_multirun
+from flopsweep.override_schema import empty_choice_line, quoted_refusal
 from flopsweep.overrides import CONF
 
 GRAMMAR_PAGE = "https://hydra.cc/docs/advanced/override_grammar/basic/"
@@ -182,15 +183,9 @@ def _empty_choice(key: str, value: str) -> str | None:
     kept = [i.strip() for i in items if i.strip()]
     if not kept:
         return None
-    where = (
-        "a trailing comma"
-        if not items[-1].strip()
-        else "a leading comma"
-        if not items[0].strip()
-        else "two commas in a row"
-    )
-    verb = "leave" if where.startswith("two") else "leaves"
-    return f"{where} {verb} an empty choice. Fix: {key}={','.join(kept)}"
+    where = ["two commas in a row", "a leading comma"][not items[0].strip()]
+    where = "a trailing comma" if not items[-1].strip() else where
+    return f"{where} {'leave' if 'two' in where else 'leaves'} an empty choice. Fix: {key}={','.join(kept)}"
 
 
 def _lookalike(override: str) -> tuple[str, str] | None:
@@ -203,6 +198,8 @@ def _lookalike(override: str) -> tuple[str, str] | None:
     from flopsweep.override_parsing import parsed_or_none
     from flopsweep.override_schema import known_keys
     from flopsweep.overrides import group_choice_problem
+    from flopsweep.peaks import lookup
+    from flopsweep.value_sets import choices
 
     folded = ascii_fold(override)
     if folded is None or folded == override:
@@ -211,11 +208,13 @@ def _lookalike(override: str) -> tuple[str, str] | None:
         return None
     key = parsed.key_or_group
     group = key.startswith("hydra/") or os.path.isdir(os.path.join(CONF, key))
-    if group and group_choice_problem([folded]) is None:
-        pass
-    elif key not in known_keys():
-        return None
-    elif override.partition("=")[0].isascii() and not _typed_value(key):
+    value = str(parsed.value())  # plan_gpu=Н100, device=сpu: a name the key takes (value_sets.choices)
+    if not (group and group_choice_problem([folded]) is None) and (
+        key not in known_keys()
+        or override.partition("=")[0].isascii()  # a free string keeps its characters: tag=ünï
+        and not _typed_value(key)
+        and not (lookup(value) is not None if key == "plan_gpu" else value in choices().get(key, ((),))[0])
+    ):
         return None
     first = next(c for c in override if not c.isascii())
     return folded, f"{named(first)} looks like ASCII {fold_char(first)!r}"
@@ -353,7 +352,7 @@ def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
             override_parser().parse_overrides([override])
         except Exception as exc:  # noqa: BLE001 - hydra's OverrideParseException, or a lexer error
             key, _, value = override.partition("=")
-            if _KEY.fullmatch(key) and (empty := _empty_choice(key, value)):
+            if _KEY.fullmatch(key) and (empty := empty_choice_line(key, value) or _empty_choice(key, value)):
                 return f"Invalid config: {override}: {empty}"
             folded = _lookalike(override)
             meant = (*folded, None) if folded else _cleaned_list(key, value) if _KEY.fullmatch(key) else None
@@ -367,7 +366,10 @@ def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
                     override, f"Hydra's override grammar cannot read it ({meant[1]})", fix + note
                 )
             unread = f"Hydra's override grammar cannot read it ({_reason(override, str(exc))})"
-            return invalid_line(override, unread, f"{_fix(key, value)}; the grammar: {GRAMMAR_PAGE}")
+            again = (
+                quoted_refusal(argv, override, recheck) if _fix(key, value).startswith("quote the") else None
+            )
+            return again or invalid_line(override, unread, f"{_fix(key, value)}; the grammar: {GRAMMAR_PAGE}")
     return None
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+from collections.abc import Callable
 
 import yaml
 
@@ -118,6 +120,50 @@ def picks(group: str, kinds, near: str | None = None, more: int = 3) -> str:
     rest = found[1 : 1 + more]
     tail = f" (or {', '.join(rest)}{', ...' if len(found) > 1 + more else ''})" if rest else ""
     return f"{group}={found[0]}{tail}"
+
+
+def empty_choice_line(key: str, value: str) -> str | None:
+    """The reason and fix for a ``choice()`` of no value (``seed=choice()``, ``sort(choice())``: Hydra's
+    "empty choice is not legal", whose fix quoted it into one string), else None."""
+    if re.fullmatch(r"\s*((sort|shuffle)\(\s*)?choice\(\s*\)\s*\)?\s*", value):
+        return f"a choice needs at least one value. Fix: give its values: {key}=choice({choice_example(key)})"
+    return None
+
+
+def quoted_refusal(
+    argv: list[str], override: str, recheck: Callable[[list[str]], str | None] | None
+) -> str | None:
+    """The refusal of ``override`` with its value quoted as one string (the grammar's fix for a value it
+    cannot read), said of the override as typed, where ``recheck`` (``run.py``'s ``refusal``) refuses that
+    form too (``hydra.sweeper.params={seed:0,1}``: quoted, it sets the axes as a whole, which the
+    sweeper refuses): the fix is then that line's accepted form, never one refused again; else None."""
+    key, _, value = override.partition("=")
+    inner = '"' if '"' not in value else "'"
+    quoted = f"{key}={inner}{value}{inner}"
+    again = recheck([quoted if a == override else a for a in argv]) if recheck is not None else None
+    said = f"Invalid config: {quoted}: "
+    return (
+        f"Invalid config: {override}: {again.removeprefix(said)}"
+        if again and again.startswith(said)
+        else None
+    )
+
+
+def choice_example(key: str) -> str:
+    """Two values ``key`` takes, comma-separated, for a ``choice(...)`` example: a group's first options
+    (``model``: ``gpt-1.3b,gpt-125m``), ``0,1`` for a key that takes a number, else ``a,b``."""
+    from omegaconf.nodes import FloatNode, IntegerNode
+
+    from flopsweep.config import RunConfig
+
+    group = key.lstrip("+~")
+    if os.path.isdir(os.path.join(CONF, group)):
+        return ",".join(option_files(group)[:2])
+    node: object = structured_schema(RunConfig)
+    for part in group.split("."):
+        getter = getattr(node, "_get_node", None)
+        node = getter(part) if getter is not None else None
+    return "0,1" if isinstance(node, IntegerNode | FloatNode) else "a,b"
 
 
 def kinds_said(group: str, kinds) -> str:

@@ -369,28 +369,32 @@ def type_problem(overrides: list[str]) -> str | None:
 
 
 def repeated_sweep_problem(overrides: list[str]) -> str | None:
-    """One line for a key given twice on one command line where either is a sweep (``-m
-    batch.micro_batch_size=1,2 batch.micro_batch_size=3``): Hydra keeps the last override of a key, so
-    the sweep was dropped without a word (one job at micro batch 3, exit 0), or a fixed value before the
-    sweep was; else None. The same key twice with single values is Hydra's own "the last wins", kept (a
-    script's defaults followed by the user's value). A deletion (``~key``) is left to Hydra."""
+    """One line for a key (or config group) given twice on one command line (``-m
+    batch.micro_batch_size=1,2 batch.micro_batch_size=3``, ``steps.measure=1 steps.measure=2``,
+    ``model=gpt-tiny model=llama-tiny``, ``+x=1 ++x=2``, ``~x x=1``, ``hydra.sweep.dir=a hydra.sweep.dir=b``):
+    Hydra keeps the last override of a key, so the first was dropped without a word (a sweep ran one
+    job, a value was not the one run), else None. The fix is to keep one. A config group added twice
+    (``+sweep=a +sweep=b``) Hydra refuses itself: :func:`flopsweep.sweep_axes.sweep_level_problem`'s line."""
     from flopsweep.override_parsing import parsed_all_or_none
 
-    given = [a for a in overrides if "=" in a and not a.startswith("-")]  # Hydra's flags left out
+    given = [a for a in overrides if "=" in a and not a.startswith("-") or a.startswith("~")]  # flags out
     if (parsed := parsed_all_or_none(given)) is None:  # syntax_problem's
         return None
     seen: dict[tuple[str, str | None], object] = {}
     for o in parsed:
-        if o.is_delete():
-            continue
         key = (o.key_or_group, o.package)
         first = seen.setdefault(key, o)
-        if first is not o and (o.is_sweep_override() or first.is_sweep_override()):  # type: ignore[attr-defined]
-            name = o.key_or_group
+        if first is not o and not (
+            first.is_add() and o.is_add() and os.path.isdir(os.path.join(CONF, key[0]))
+        ):
+            name = (
+                o.key_or_group
+            )  # a group added twice (+sweep=a +sweep=b) is sweep_axes' line: Hydra refuses it
+            sweep = o.is_sweep_override() or first.is_sweep_override()  # type: ignore[attr-defined]
             return (
                 f"Invalid config: {first.input_line} and {o.input_line}: {name} is given twice and Hydra "  # type: ignore[attr-defined]
                 f"keeps only the last, so {first.input_line} would be dropped without a word. Fix: give "  # type: ignore[attr-defined]
-                f"{name} once (a sweep lists every value: {name}=a,b,c)."
+                f"{name} once" + (f" (a sweep lists every value: {name}=a,b,c)." if sweep else ": keep one.")
             )
     return None
 
@@ -475,3 +479,57 @@ def _sweep_text(sweep: object) -> str:
     if isinstance(sweep, ChoiceSweep):
         return "choice(" + ",".join(map(str, sweep.list)) + ")"
     return "choice()"
+
+
+def range_problem(overrides: list[str]) -> str | None:
+    """One line for a ``range()`` sweep whose values Hydra cannot list as meant, else None: a zero step
+    (``seed=range(0,4,0)``, ``sort(range(1,3,0))``: Python's ``range()`` raised "arg 3 must not be
+    zero", a 20-line traceback) or a float start or step on a key that takes a whole number
+    (``seed=range(0,4,0.5)``: its values 0.0, 0.5, ..., whose first was told as one value, ``seed=0``).
+    The fix is a non-zero, whole-number step."""
+    from hydra.core.override_parser.types import RangeSweep
+    from omegaconf.nodes import IntegerNode
+
+    from flopsweep.override_parsing import parsed_all_or_none
+
+    given = [a for a in overrides if "=" in a and not a.startswith("-")]
+    if (parsed := parsed_all_or_none(given)) is None:  # syntax_problem's
+        return None
+    for o in parsed:
+        value = o.value()
+        if not isinstance(value, RangeSweep):
+            continue
+        key, text = o.key_or_group, o.input_line
+        start, stop, step = value.start, value.stop, value.step
+        if step == 0:
+            return (
+                f"Invalid config: {text}: range() with step 0 lists no values (its step is what is added to "
+                f"each value). Fix: give a non-zero step, e.g. {key}=range({start},{stop},1)."
+            )
+        if not any(isinstance(v, float) for v in (start, step)) or key.startswith("hydra"):
+            continue
+        if any(isinstance(node, IntegerNode) for node in _leaf_nodes(parsed, key)):
+            whole = max(1, round(abs(step))) * (1 if step > 0 else -1)
+            return (
+                f"Invalid config: {text}: {key} takes a whole number, and a range with a float start or "
+                f"step gives floats ({', '.join(str(v) for v in list(o.sweep_iterator())[:3])}, ...). Fix: "
+                f"use whole numbers, e.g. {key}=range({int(start)},{stop},{whole})."
+            )
+    return None
+
+
+def _leaf_nodes(parsed: list, key: str) -> list:
+    """The schema nodes of ``key`` in the schemas :func:`key_schemas` looks it up in (none where no
+    schema has it)."""
+    nodes = []
+    for schema, option in key_schemas(parsed, key):
+        path = key.partition(".")[2] if option else key
+        node = schema if path else None  # precision=range(1,3): a group's choice, no node
+        for part in path.split(".") if path else ():
+            getter = getattr(node, "_get_node", None)
+            node = getter(part) if getter is not None else None
+            if node is None:
+                break
+        if node is not None:
+            nodes.append(node)
+    return nodes

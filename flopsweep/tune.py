@@ -208,7 +208,8 @@ def budget_stop(
     the schedule, planned without them, did not count: it said ``4 x 2`` where the line said ``20 jobs``);
     ``cost``: GPU-seconds (:meth:`Budget.estimate`); ``left``: GPU-seconds left (below 0: overspent)."""
     joined = f", {challengers} of them challengers" if challengers else ""
-    spent = f"{left:.0f} left" if left >= 0 else f"none left (the rounds so far ran {-left:.0f} over it)"
+    over = f"none left (the rounds so far ran {gpu_seconds_text(-left)} over it)"
+    spent = f"{gpu_seconds_text(left)} left" if left >= 0 else over
     return (
         f"budget: round {round_} ({pool} x {target} run(s){joined}: {plural(jobs, 'job')}) would cost about "
         f"{cost:.0f} GPU-s, {spent}"
@@ -241,6 +242,13 @@ def run_gpu_seconds(record: dict[str, Any]) -> float:
     return max(0.0, (end - start).total_seconds()) * world
 
 
+def gpu_seconds_text(value: float) -> str:
+    """GPU-seconds as the tuner's lines show them: whole (``26``), but a value under 1 GPU-s keeps 3
+    significant digits (``1e-300``, ``0.001``), so a budget of ``hydra.sweeper.budget_gpu_s=0.001`` never
+    reads as 0."""
+    return f"{value:.0f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+
+
 @dataclass
 class Budget:
     """The GPU-time budget: ``limit_s`` GPU-seconds, ``spent_s`` so far (every run's
@@ -261,8 +269,8 @@ class Budget:
         return self.spent_s + cost <= self.limit_s
 
     def line(self) -> str:
-        """``312/2000 GPU-s spent``."""
-        return f"{self.spent_s:.0f}/{self.limit_s:.0f} GPU-s spent"
+        """``312/2000 GPU-s spent``; a budget under 1 GPU-s as :func:`gpu_seconds_text` (``0/1e-300``)."""
+        return f"{gpu_seconds_text(self.spent_s)}/{gpu_seconds_text(self.limit_s)} GPU-s spent"
 
 
 def round_jobs(pool: Sequence[Candidate], target: int) -> list[tuple[Candidate, int]]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from flopsweep.cli import COMMAND
 from flopsweep.strict_json import nulled
-from flopsweep.tune import Budget, Candidate, ranked
+from flopsweep.tune import Budget, Candidate, gpu_seconds_text, ranked
 
 SWEEP_ONLY_KEYS = ("repeat", "repeats", "resume")
 """Overrides the winner's line leaves out: a sweep's, which a single run refuses or does not need."""
@@ -253,12 +253,8 @@ def lines(s: dict[str, Any]) -> list[str]:
 def gpu_time_line(s: dict[str, Any]) -> str:
     """``GPU time: 26 of 3600 GPU-s``: the GPU-seconds spent and the budget, whole; a budget under 1 GPU-s
     (``hydra.sweeper.budget_gpu_s=0.001``, which round 0 passes: it always runs) keeps 3 significant
-    digits, so it never reads as 0."""
-
-    def shown(value: float) -> str:
-        return f"{value:.0f}" if value >= 1 or value == 0 else f"{value:.3g}"
-
-    return f"GPU time: {shown(s['spent_gpu_s'])} of {shown(s['budget_gpu_s'])} GPU-s"
+    digits, so it never reads as 0 (:func:`flopsweep.tune.gpu_seconds_text`, as the progress lines)."""
+    return f"GPU time: {gpu_seconds_text(s['spent_gpu_s'])} of {gpu_seconds_text(s['budget_gpu_s'])} GPU-s"
 
 
 def markdown(s: dict[str, Any]) -> str:

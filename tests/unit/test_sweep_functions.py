@@ -75,8 +75,13 @@ def test_an_interval_under_a_sweeper_that_lists_values_is_one_line(sweeper: list
 @pytest.mark.parametrize(
     ("override", "shown", "words"),
     [
-        ("seed=range(1.5,3.5,0.5)", "seed=1.5", "is not a whole number"),
-        ("steps.measure=range(0.5,3)", "steps.measure=0.5", "is not a whole number"),
+        # a float range on a whole-number key: the range's line, not its first value's (reliability-5.md #301)
+        (
+            "seed=range(1.5,3.5,0.5)",
+            "seed=range(1.5,3.5,0.5)",
+            "a range with a float start or step gives floats",
+        ),
+        ("steps.measure=range(0.5,3)", "steps.measure=range(0.5,3)", "e.g. steps.measure=range(0,3,1)"),
         ("model.n_layer=range(0,3)", "model.n_layer=0", "must be a positive integer"),
         ("plan_gpu_memory_gib=range(-1,3)", "plan_gpu_memory_gib=-1", "must be a positive number of GiB"),
         ("precision=range(1,3)", "precision=range(1,3)", "1 is no option of precision"),
