@@ -20,7 +20,7 @@ from run import refusal
     ],
 )
 def test_a_range_of_step_zero_is_one_line_naming_a_non_zero_step(argv, key, fix):
-    """#300: Python's ``range()`` raised "arg 3 must not be zero" inside a check, a 20-line traceback."""
+    """#293: Python's ``range()`` raised "arg 3 must not be zero" inside a check, a 20-line traceback."""
     assert refusal(argv) == (
         f"Invalid config: {key}: range() with step 0 lists no values (its step is what is added to each "
         f"value). Fix: give a non-zero step, e.g. {fix}."
@@ -28,7 +28,7 @@ def test_a_range_of_step_zero_is_one_line_naming_a_non_zero_step(argv, key, fix)
 
 
 def test_a_float_range_on_a_whole_number_key_says_so_and_suggests_a_whole_step():
-    """#301 (c): ``seed=range(0,4,0.5)`` was told as ``seed=0.0``, "Fix: seed=0", one value of four."""
+    """#294 (c): ``seed=range(0,4,0.5)`` was told as ``seed=0.0``, "Fix: seed=0", one value of four."""
     assert refusal(["-m", "plan=true", "seed=range(0,4,0.5)"]) == (
         "Invalid config: seed=range(0,4,0.5): seed takes a whole number, and a range with a float start or "
         "step gives floats (0.0, 0.5, 1.0, ...). Fix: use whole numbers, e.g. seed=range(0,4,1)."
@@ -49,7 +49,7 @@ def test_a_float_range_on_a_whole_number_key_says_so_and_suggests_a_whole_step()
     ],
 )
 def test_a_look_alike_of_a_name_the_key_takes_suggests_the_ascii_name(given, fix):
-    """#301 (a): the fix was "quote it", and the quoted form "is no device of the peak table ... use one of
+    """#294 (a): the fix was "quote it", and the quoted form "is no device of the peak table ... use one of
     those", with no near name."""
     line = refusal(["plan=true", given])
     assert line is not None and fix in line, line
@@ -62,7 +62,7 @@ def test_a_look_alike_of_a_name_the_key_takes_suggests_the_ascii_name(given, fix
     [("seed=choice()", "seed=choice(0,1)"), ("tag=sort(choice())", "tag=choice(a,b)")],
 )
 def test_an_empty_choice_says_a_choice_needs_a_value(given, fix):
-    """#301 (b): the fix ``'seed="choice()"'`` made it a string, which ``seed`` refuses."""
+    """#294 (b): the fix ``'seed="choice()"'`` made it a string, which ``seed`` refuses."""
     assert refusal(["-m", given]) == (
         f"Invalid config: {given}: a choice needs at least one value. Fix: give its values: {fix}"
     )
@@ -70,7 +70,7 @@ def test_an_empty_choice_says_a_choice_needs_a_value(given, fix):
 
 
 def test_a_suggestion_is_rechecked_where_it_stood_not_after_a_trailing_flag():
-    """#301 (d): the suggestion was rechecked after ``--cfg job`` and the recheck's flag-order line nested
+    """#294 (d): the suggestion was rechecked after ``--cfg job`` and the recheck's flag-order line nested
     in the fix ("did you mean ... (then: ...: an override after a flag ... Fix: ...)?")."""
     line = refusal(["plan=true", "parallel.pp_schedule=gpipe", "--cfg", "job"])
     assert line == (
@@ -81,7 +81,7 @@ def test_a_suggestion_is_rechecked_where_it_stood_not_after_a_trailing_flag():
 
 
 def test_a_value_whose_quoted_form_is_refused_gets_that_refusal_not_quote_it():
-    """#301 (e): ``hydra.sweeper.params={seed:0,1}``'s fix quoted it, and the quoted form was refused as
+    """#294 (e): ``hydra.sweeper.params={seed:0,1}``'s fix quoted it, and the quoted form was refused as
     the axes set as a whole."""
     line = refusal(["-m", "hydra/sweeper=tune", "device=cpu", "hydra.sweeper.params={seed:0,1}"])
     assert line == (
@@ -102,7 +102,7 @@ def test_a_value_whose_quoted_form_is_refused_gets_that_refusal_not_quote_it():
     ],
 )
 def test_a_key_given_twice_with_single_values_is_one_line(twice):
-    """#302: ``device=cpu steps.measure=1 steps.measure=2`` ran with 2, the 1 dropped without a word."""
+    """#295: ``device=cpu steps.measure=1 steps.measure=2`` ran with 2, the 1 dropped without a word."""
     key = twice[0].lstrip("+").partition("=")[0]
     assert refusal(["device=cpu", *twice]) == (
         f"Invalid config: {twice[0]} and {twice[1]}: {key} is given twice and Hydra keeps only the last, so "
@@ -112,7 +112,7 @@ def test_a_key_given_twice_with_single_values_is_one_line(twice):
 
 
 def test_a_slurm_launcher_with_nproc_per_node_auto_is_refused_before_hydra():
-    """#303: the launcher's own check ran after Hydra made the sweep's folder: exit 1, no ``flopsweep:``."""
+    """#296: the launcher's own check ran after Hydra made the sweep's folder: exit 1, no ``flopsweep:``."""
     line = (
         "Invalid config: nproc_per_node='auto': a Slurm launcher needs the ranks per node at submission "
         "(each node agent spawns that many). Fix: set nproc_per_node to the GPUs per node to use, e.g. "
@@ -124,7 +124,7 @@ def test_a_slurm_launcher_with_nproc_per_node_auto_is_refused_before_hydra():
 
 
 def test_a_budget_under_one_gpu_second_is_not_shown_as_zero():
-    """#304: ``hydra.sweeper.budget_gpu_s=1e-300``: "0/0 GPU-s spent" where the final line said 1e-300."""
+    """#297: ``hydra.sweeper.budget_gpu_s=1e-300``: "0/0 GPU-s spent" where the final line said 1e-300."""
     assert Budget(1e-300).line() == "0/1e-300 GPU-s spent"
     assert Budget(0.001, spent_s=25.4).line() == "25/0.001 GPU-s spent"
     assert Budget(500.0, spent_s=260.0).line() == "260/500 GPU-s spent"
