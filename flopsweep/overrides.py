@@ -13,6 +13,7 @@ value for a section, in the schema or the picked option's (:func:`type_problem`;
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 
@@ -506,14 +507,17 @@ def range_problem(overrides: list[str]) -> str | None:
                 f"Invalid config: {text}: range() with step 0 lists no values (its step is what is added to "
                 f"each value). Fix: give a non-zero step, e.g. {key}=range({start},{stop},1)."
             )
-        if not any(isinstance(v, float) for v in (start, step)) or key.startswith("hydra"):
+        if not any(isinstance(v, float) for v in (start, stop, step)) or key.startswith("hydra"):
             continue
         if any(isinstance(node, IntegerNode) for node in _leaf_nodes(parsed, key)):
-            whole = max(1, round(abs(step))) * (1 if step > 0 else -1)
+            up = step > 0
+            whole = max(1, round(abs(step))) * (1 if up else -1)
+            first = math.floor(start) if up else math.ceil(start)
+            last = math.ceil(stop) if up else math.floor(stop)  # the same whole values short of the stop
             return (
-                f"Invalid config: {text}: {key} takes a whole number, and a range with a float start or "
-                f"step gives floats ({', '.join(str(v) for v in list(o.sweep_iterator())[:3])}, ...). Fix: "
-                f"use whole numbers, e.g. {key}=range({int(start)},{stop},{whole})."
+                f"Invalid config: {text}: {key} takes a whole number, and a range with a float start, stop "
+                f"or step gives floats ({', '.join(str(v) for v in list(o.sweep_iterator())[:3])}, ...). "
+                f"Fix: use whole numbers, e.g. {key}=range({first},{last},{whole})."
             )
     return None
 

@@ -9,8 +9,9 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers import calibration_record as _record
 from helpers import run_py
-from unit.test_predict import _bad_calibrations, _record, _write  # shared with the unit tier
+from unit.test_predict import _bad_calibrations, _write  # shared with the unit tier
 
 from flopsweep import predict as pr
 

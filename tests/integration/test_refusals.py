@@ -90,16 +90,17 @@ def _refused_args(args: tuple[str, ...], words: str) -> Refusal:
     return dataclasses.replace(_refused(args[-1], words), args=args)
 
 
-def _launcher(override: str) -> Refusal:
+def _launcher(override: str, before_hydra: bool = False) -> Refusal:
     """``hydra/launcher=slurm`` with a request that contradicts the job: the launcher plugin refuses
-    in one line before it calls sbatch (no cluster needed), and makes no sweep directory."""
+    in one line before it calls sbatch (no cluster needed), and makes no sweep directory; ``before_hydra``:
+    the same check run before Hydra (``command_line_checks.placement_problem``), exit 2."""
     key = override.split("=")[0]
     job = [a for a in CPU_JOB if a.partition("=")[0] != key]  # the override replaces the job's own value
     return Refusal(
         args=(*job, override),
         sweep=True,
-        status=1,
-        line_starts=f"Invalid config: {key}=",
+        status=2 if before_hydra else 1,
+        line_starts=f"{'flopsweep: ' if before_hydra else ''}Invalid config: {key}=",
         stderr_has=("Fix: set ",),
         lines=1,
         record=None,
@@ -229,7 +230,13 @@ REFUSALS = {
             ("key_glob", "seed=glob(*)", (), "seed=glob(*)", "seed is a key, so the sweep would run no job"),
             ("key_glob_plan", "seed=glob(*)", ("plan=true", "plan_gpu=H100"), "seed=glob(*)", "Fix: list"),
             ("interval", "seed=interval(0,4)", (), "seed=interval(0,4)", "interval() is a range for Optuna"),
-            ("float_range", "seed=range(1.5,3.5,0.5)", (), "seed=1.5", "is not a whole number"),
+            (
+                "float_range",
+                "seed=range(1.5,3.5,0.5)",
+                (),
+                "seed=range(1.5,3.5,0.5)",
+                "e.g. seed=range(1,4,1).",
+            ),
             (
                 "params_axis_empty",
                 "hydra.sweeper.params.seed=",
@@ -582,7 +589,7 @@ REFUSALS = {
     "slurm_tasks_per_node": _launcher("hydra.launcher.tasks_per_node=3"),
     "slurm_nodes": _launcher("hydra.launcher.nodes=2"),
     "slurm_gpus_per_node": _launcher("hydra.launcher.gpus_per_node=2"),
-    "slurm_nproc_auto": _launcher("nproc_per_node=auto"),
+    "slurm_nproc_auto": _launcher("nproc_per_node=auto", before_hydra=True),
     "slurm_nproc_list": _launcher("nproc_per_node=1,2"),
     "pool_job_bigger_than_pool": Refusal(
         args=(*POOL, "hydra.launcher.slots=[0,1]", "backend=ddp", "nproc_per_node=1,4"),
@@ -650,7 +657,7 @@ REFUSALS = {
     ),
     "unknown_key_added": Refusal(
         args=("model=llama-tiny", "device=cpu", "+bogus=1"),
-        line_starts="flopsweep: Invalid config: bogus=1: is not a key of the config schema",
+        line_starts="flopsweep: Invalid config: bogus=1: is not a top-level key of the config",
         lines=1,
         record=None,
         default_dir=True,

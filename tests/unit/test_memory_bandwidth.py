@@ -6,11 +6,12 @@ from __future__ import annotations
 import copy
 
 import pytest
+from helpers import calibration_record as _record
 
 from flopsweep import nearest, nearest_measured, peaks
 from flopsweep import predict as pr
 from flopsweep.memory_bandwidth import BANDWIDTH
-from unit.test_predict import P, _record
+from unit.test_predict import P
 
 WHOLE = {"step_s": 1.0, "optimizer_s": 0.01, "view": "cuda", "optimizer_from": "launch"}
 """A profile that separates the optimizer: 0.01 s of a 1 s step, P parameters on one rank."""

@@ -30,10 +30,13 @@ def test_a_range_of_step_zero_is_one_line_naming_a_non_zero_step(argv, key, fix)
 def test_a_float_range_on_a_whole_number_key_says_so_and_suggests_a_whole_step():
     """#294 (c): ``seed=range(0,4,0.5)`` was told as ``seed=0.0``, "Fix: seed=0", one value of four."""
     assert refusal(["-m", "plan=true", "seed=range(0,4,0.5)"]) == (
-        "Invalid config: seed=range(0,4,0.5): seed takes a whole number, and a range with a float start or "
-        "step gives floats (0.0, 0.5, 1.0, ...). Fix: use whole numbers, e.g. seed=range(0,4,1)."
+        "Invalid config: seed=range(0,4,0.5): seed takes a whole number, and a range with a float start, "
+        "stop or step gives floats (0.0, 0.5, 1.0, ...). Fix: use whole numbers, e.g. seed=range(0,4,1)."
     )
     assert refusal(["-m", "plan=true", "seed=range(0,4,1)"]) is None  # the fix runs
+    line = refusal(["-m", "plan=true", "seed=range(1,3.5,1)"])  # a float stop: floats (1.0, 2.0)
+    assert line is not None and line.endswith("e.g. seed=range(1,4,1).")
+    assert refusal(["-m", "plan=true", "seed=range(1,4,1)"]) is None
     assert refusal(["-m", "plan=true", "plan_gpu_memory_gib=range(40.0,80.0,20.0)"]) is None  # a float key
 
 

@@ -75,11 +75,11 @@ def test_an_interval_under_a_sweeper_that_lists_values_is_one_line(sweeper: list
 @pytest.mark.parametrize(
     ("override", "shown", "words"),
     [
-        # a float range on a whole-number key: the range's line, not its first value's (reliability-5.md #301)
+        # a float range on a whole-number key: the range's line, not its first value's (reliability-5.md #294)
         (
             "seed=range(1.5,3.5,0.5)",
             "seed=range(1.5,3.5,0.5)",
-            "a range with a float start or step gives floats",
+            "a range with a float start, stop or step gives floats",
         ),
         ("steps.measure=range(0.5,3)", "steps.measure=range(0.5,3)", "e.g. steps.measure=range(0,3,1)"),
         ("model.n_layer=range(0,3)", "model.n_layer=0", "must be a positive integer"),
