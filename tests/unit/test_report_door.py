@@ -134,17 +134,17 @@ def test_the_html_report_opens_with_the_verdict_above_its_first_chart(folder, tm
 def test_the_verdict_names_the_winner_its_interval_and_whether_it_beats_the_runner_up() -> None:
     assert headline(load(BACKENDS)) == [
         "Winner by model_tflops_per_device (higher is better): fsdp, 502.7 "
-        "(95% interval [493.6, 512.2] over steps).",
-        "Runner-up: single, 485.5 (95% interval [476.8, 494.6] over steps).",
+        "(95% interval [493.5, 512.1] over steps).",
+        "Runner-up: single, 485.5 (95% interval [476.7, 494.5] over steps).",
         "Not significant: the two 95% intervals overlap, so the winner does not beat the runner-up at this "
         "level (a tie?). Measure with more repeats= to tell them apart.",
     ]
     layouts = headline(load(LAYOUTS))
     assert layouts[0].startswith("Winner by model_tflops_per_device (higher is better): fsdp, layout=dp4, ")
-    assert layouts[1].startswith("Runner-up: fsdp, layout=dp2x2, 0.002332 (95% interval [0.001925, 0.002956]")
+    assert layouts[1].startswith("Runner-up: fsdp, layout=dp2x2, 0.002332 (95% interval [0.001888, 0.00288]")
     apart = load(BACKENDS)
     apart = apart[apart["backend"].isin(["fsdp", "deepspeed"]) & apart["zero_stage"].fillna(0).ne(3)]
-    assert headline(apart)[1].startswith("Runner-up: deepspeed ZeRO-1, 443.1 (95% interval [437.1, 449.3]")
+    assert headline(apart)[1].startswith("Runner-up: deepspeed ZeRO-1, 443.1 (95% interval [437, 449.2]")
     assert (
         headline(apart)[2]
         == "Significant: the winner beats the runner-up (their 95% intervals do not overlap)."
