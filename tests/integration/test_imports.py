@@ -73,6 +73,7 @@ TORCH_FREE = (
     "flopsweep.zero3_floor",  # through predict: ZeRO-3's floor on one GPU
     "flopsweep.memory_edge",  # through nearest: a record at the memory edge (peak against the GPU's memory)
     "flopsweep.nearest_wrap",  # through nearest: a one-rank wrapper's cost per parameter
+    "flopsweep.lookalike",  # through gpu_memory: a look-alike character's ASCII letter (plan_gpu=Н100)
     "flopsweep.layout",
     "flopsweep.degrees",  # through layout: the degree table, torch-free
     "flopsweep.identity",
