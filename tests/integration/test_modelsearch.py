@@ -68,7 +68,7 @@ def test_a_search_where_nothing_fits_is_invalid_and_runs_nothing(tmp_path: Path)
     ConfigError naming the budget), no probe and no search folder."""
     record, _ = search_run(tmp_path, "search.memory_budget_gib=0.000001")
     assert record["status"] == "invalid" and record["error"]["type"] == "ConfigError"
-    assert "search.memory_budget_gib=1e-06" in record["error"]["message"]
+    assert "search.memory_budget_gib=1e-6:" in record["error"]["message"]  # config.typed_form
     assert "n_layer=1" in record["error"]["message"]
     assert not (tmp_path / "model_search").exists()
 
