@@ -197,16 +197,22 @@ def job_name(cluster: None) -> Iterator[str]:
     subprocess.run(["scancel", f"--name={name}"], capture_output=True, timeout=30, check=False)
 
 
+def job_with(*overrides: str) -> list[str]:
+    """:data:`CPU_JOB` with ``overrides`` in place of its keys they give (``nproc_per_node=1``): a key given
+    twice on the command line is refused before Hydra (docs/reliability-5.md #295)."""
+    given = {o.partition("=")[0] for o in overrides}
+    return [a for a in CPU_JOB if a.partition("=")[0] not in given] + list(overrides)
+
+
 def sweep(
     sweep_dir: Path, name: str, *overrides: str, timeout: float = 240, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
     try:
         return run_py(
             "-m",
-            *CPU_JOB,
             f"hydra.launcher.name={name}",
             f"hydra.sweep.dir={sweep_dir}",
-            *overrides,
+            *job_with(*overrides),
             timeout=timeout,
             env=env,
         )
@@ -300,8 +306,8 @@ class Sweep:
     line by line by a thread, so that a test can wait for a line with a deadline."""
 
     def __init__(self, sweep_dir: Path, name: str, *overrides: str) -> None:
-        args = [sys.executable, "run.py", "-m", *CPU_JOB, f"hydra.launcher.name={name}"]
-        args += [f"hydra.sweep.dir={sweep_dir}", *overrides]
+        args = [sys.executable, "run.py", "-m", f"hydra.launcher.name={name}"]
+        args += [f"hydra.sweep.dir={sweep_dir}", *job_with(*overrides)]
         self.proc = subprocess.Popen(
             args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
