@@ -60,7 +60,7 @@ def _check_cost(record: dict, *, settle: float) -> None:
     ``predict.layer_probe_settle`` says (rank 0's own window settled where it stopped early)."""
     import statistics
 
-    from flopsweep.layer_probe import (
+    from flopsweep.probe_schedule import (
         MAX_MEASURED_STEPS,
         MEASURED_STEPS,
         MIN_UNTIMED,

@@ -32,11 +32,17 @@ runpy.run_path("run.py", run_name="__main__")
 """
 
 
+def _with(args, extra) -> list[str]:
+    """``args`` with ``extra`` in place of the keys it gives: a key given twice is refused before Hydra."""
+    given = {e.partition("=")[0] for e in extra}
+    return [a for a in args if a.partition("=")[0] not in given] + list(extra)
+
+
 def _run(tmp_path: Path, *extra: str):
     import subprocess
 
     return subprocess.run(
-        [sys.executable, "-c", _MAIN, *ARGS, *extra, f"hydra.run.dir={tmp_path}"],
+        [sys.executable, "-c", _MAIN, *_with(ARGS, extra), f"hydra.run.dir={tmp_path}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -136,11 +142,19 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
         "are printed with the table",
     ]
     assert (proc.stdout + proc.stderr).count(refused) == 3  # once per invalid job (had been three times)
-    done = [x.split(", ")[0] for x in (proc.stdout + proc.stderr).splitlines() if " done: " in x]
-    assert [x.split(": ", 2)[2] for x in sorted(done)] == [
-        *["ok", "invalid: cost.usd_per_gpu_hour=1000000000000.0"] * 2,
+    # each job's outcome: an invalid one's whole reason before "; " and the times (session 33: was its
+    # KEY=VALUE alone), another's word before ", "
+    lines = sorted(x for x in (proc.stdout + proc.stderr).splitlines() if " done: " in x)
+    outcomes = [x.split(": ", 2)[2] for x in lines]
+    done = [o.split("; ")[0] if o.startswith("invalid") else o.split(", ")[0] for o in outcomes]
+    priced = (
+        "invalid: cost.usd_per_gpu_hour=1e12: is beyond the bound of 1000000. "
+        "Fix: set cost.usd_per_gpu_hour to at most 1000000."
+    )
+    assert done == [
+        *["ok", priced] * 2,
         "no set-up left (over memory 10)",
-        "invalid: cost.usd_per_gpu_hour=1000000000000.0",
+        priced,
     ], done
     ranked = [r for r in written if r["rank"]]
     assert [int(r["rank"]) for r in ranked] == list(range(1, len(ranked) + 1))
