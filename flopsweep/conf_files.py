@@ -22,11 +22,16 @@ import stat
 
 import yaml
 
-from flopsweep.override_schema import CONF, MAX_YAML_BYTES
+from flopsweep.override_schema import CONF, MAX_YAML_BYTES, SAFE_LOADER
 
 MAX_YAML_NODES = 100_000
 """The most values (mappings, lists and scalars, each alias counted as the copy Hydra makes of it) a
 config file of ``conf/`` may expand to; the checkout's own files have under 200 each."""
+
+MAX_YAML_DEPTH = 64
+"""The most mappings and lists a config file may nest (conf/'s own nest 3 deep). OmegaConf builds each
+level through about ten Python calls, so a few hundred levels overflowed its stack with a traceback;
+PyYAML's C loader composes any depth."""
 
 MAX_CONF_FILES = 200
 """The most config files one command line's check reads (its defaults lists followed)."""
@@ -69,6 +74,25 @@ def expanded_size(root: yaml.Node, bound: int = MAX_YAML_NODES) -> int:
         stack.append((node, True))
         stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
     return sizes[id(root)]
+
+
+def nesting_depth(root: yaml.Node, bound: int = MAX_YAML_DEPTH) -> int:
+    """How many mappings and lists deep ``root`` (a composed YAML node) nests, capped at ``bound + 1``: a
+    scalar is 0, ``[[1]]`` is 2; an alias counts as the copy of its anchor (a node inside itself is
+    ``bound + 1``). No recursion; a node is walked again only when reached deeper than before."""
+    reached: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int]] = [(root, 0)]
+    deepest = 0
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, yaml.ScalarNode) or reached.get(id(node), -1) >= depth:
+            continue
+        reached[id(node)] = depth
+        deepest = max(deepest, depth + 1)
+        if deepest > bound:
+            return bound + 1
+        stack.extend((c, depth + 1) for c in _children(node))
+    return deepest
 
 
 def shown_path(path: str, conf: str) -> str:
@@ -127,8 +151,21 @@ def _not_yaml(shown: str, exc: Exception) -> str:
     )
 
 
+def _python_reason(text: str, exc: Exception) -> Exception:
+    """The error PyYAML's pure-Python parser gives for ``text``, which names what it found (``expected
+    ',' or ']', but got ':'``) where libyaml's says only what it missed; ``exc`` where it gives none."""
+    try:
+        yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, ValueError) as python_exc:
+        return python_exc
+    except RecursionError:
+        pass
+    return exc
+
+
 def checked_yaml(path: str, conf: str = CONF) -> object:
-    """The plain data of the config file ``path`` (``yaml.safe_load``), once its bounds are checked; None
+    """The plain data of the config file ``path`` (PyYAML's safe loader,
+    :data:`~flopsweep.override_schema.SAFE_LOADER`), once its bounds are checked; None
     for a file that cannot be read (Hydra's own message says so) or holds no value.
 
     Raises:
@@ -158,16 +195,21 @@ def checked_yaml(path: str, conf: str = CONF) -> object:
             "conf/sweep/smoke.yaml)."
         ) from None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=SAFE_LOADER)
     except RecursionError:
         raise ConfFileProblem(
             f"Invalid config: {shown}: its values are nested too deep to read. Fix: flatten the nesting "
             "(a config file needs a few levels)."
         ) from None
     except (yaml.YAMLError, ValueError) as exc:
-        raise ConfFileProblem(_not_yaml(shown, exc)) from None
+        raise ConfFileProblem(_not_yaml(shown, _python_reason(text, exc))) from None
     if root is None:
         return None
+    if nesting_depth(root) > MAX_YAML_DEPTH:
+        raise ConfFileProblem(
+            f"Invalid config: {shown}: its values are nested too deep to read (over {MAX_YAML_DEPTH} "
+            "levels). Fix: flatten the nesting (a config file needs a few levels)."
+        )
     if expanded_size(root) > MAX_YAML_NODES:
         raise ConfFileProblem(
             f"Invalid config: {shown}: its anchors and aliases (&name, *name) expand to more than "
@@ -176,7 +218,7 @@ def checked_yaml(path: str, conf: str = CONF) -> object:
             f"without aliases of aliases, in at most {MAX_YAML_NODES} values."
         )
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)
     except (yaml.YAMLError, ValueError) as exc:  # a constructor's: a bad !!int, a merge of a list of scalars
         raise ConfFileProblem(_not_yaml(shown, exc)) from None
     except RecursionError:

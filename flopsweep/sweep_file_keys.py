@@ -26,7 +26,7 @@ from collections.abc import Callable
 import yaml
 
 from flopsweep.conf_files import ConfFileProblem, picks_of, read_bounded, read_selected, shown_path
-from flopsweep.override_schema import CONF
+from flopsweep.override_schema import CONF, SAFE_LOADER
 from flopsweep.space_values import BESIDE_SPACE_KEYS
 
 OWN_KEYS = ("defaults", "hydra")
@@ -81,7 +81,7 @@ def _anchored_keys(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     depth, position, key = 0, 0, ""
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=SAFE_LOADER):
             if isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
                 depth -= 1
                 continue

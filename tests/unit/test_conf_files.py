@@ -14,14 +14,16 @@ import pytest
 import yaml
 
 from flopsweep.conf_files import (
+    MAX_YAML_DEPTH,
     MAX_YAML_NODES,
     checked_yaml,
     conf_file_problem,
     expanded_size,
+    nesting_depth,
     sweep_file_problem,
     sweep_params,
 )
-from flopsweep.override_schema import CONF, MAX_YAML_BYTES
+from flopsweep.override_schema import CONF, MAX_YAML_BYTES, SAFE_LOADER
 
 
 def _bomb(levels: int, width: int = 10) -> str:
@@ -216,3 +218,38 @@ def test_a_file_of_a_linked_folder_is_named_by_the_path_the_user_knows(tmp_path:
     outside.mkdir(parents=True)
     (tmp_path / "conf" / "far").symlink_to(outside)  # not beside conf/: named under conf/
     assert shown_path(str(tmp_path / "conf" / "far" / "a.yaml"), conf) == "conf/far/a.yaml"
+
+
+@pytest.mark.parametrize(
+    ("text", "depth"),
+    [("a: 1", 1), ("a: [[1]]", 3), ("a: &a [1]\nb: [*a]", 3), ("1", 0), ("a: &a [*a]", MAX_YAML_DEPTH + 1)],
+)
+def test_nesting_depth_counts_mappings_and_lists_an_alias_as_its_copy(text: str, depth: int) -> None:
+    assert nesting_depth(yaml.compose(text, Loader=yaml.SafeLoader)) == depth
+
+
+def test_the_depth_bound_takes_its_last_level_and_refuses_the_next(tmp_path: Path) -> None:
+    at, over = (
+        "a: " + "[" * (n - 1) + "1" + "]" * (n - 1) + "\n" for n in (MAX_YAML_DEPTH, MAX_YAML_DEPTH + 1)
+    )
+    conf = _conf(tmp_path, {"sweep/at.yaml": "# @package _global_\n" + at, "sweep/over.yaml": over})
+    assert conf_file_problem(["+sweep=at"], str(conf)) is None
+    line = conf_file_problem(["+sweep=over"], str(conf))
+    assert line == (
+        "Invalid config: conf/sweep/over.yaml: its values are nested too deep to read "
+        f"(over {MAX_YAML_DEPTH} levels). Fix: flatten the nesting (a config file needs a few levels)."
+    )
+
+
+def test_the_fast_loader_reads_every_shipped_file_as_the_python_one_does() -> None:
+    """SAFE_LOADER (libyaml where PyYAML has it) gives the same values for every file of conf/."""
+    files = sorted(
+        Path(folder, name)
+        for folder, _, names in os.walk(CONF, followlinks=True)  # conf/sweep is a link to sweep/
+        for name in names
+        if name.endswith(".yaml")
+    )
+    assert len(files) > 60
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert yaml.load(text, Loader=SAFE_LOADER) == yaml.safe_load(text), path
