@@ -323,7 +323,9 @@ def main(cfg: DictConfig) -> float:
         )
         remove_unstarted()  # refused before it started: the folder Hydra made for it (an empty run.log)
         if hc.mode == RunMode.MULTIRUN:
-            raise SweepStopped(message) from None
+            raise SweepStopped(
+                message, note=f"stopped: job {info.job_num} was refused before it ran"
+            ) from None
         print(f"flopsweep: {message}", file=sys.stderr)
         sys.exit(2)
     if hc.job.get("chdir"):  # relative file paths name files of the folder the user started in

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.blanks import blank_notes
+from analysis.blanks import blank_notes, speedup_ci_lines
 from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are imported from here
     DEFAULT_WIDTH,
     FORMATS,
@@ -212,7 +212,8 @@ def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespa
     """Lines saying why a column is blank for ok runs (:func:`analysis.blanks.blank_notes`), and
     what to run to fill it: for the columns named by ``--columns``, ``--sort`` and ``--pivot``'s
     VALUES (a cell of ok runs without a value shows ``ok``), and for the
-    derived ones (``scale_eff``, ``speedup``) that the default table shows. None for ``--frontier``,
+    derived ones (``scale_eff``, ``speedup``) that the default table shows; a speedup interval's end left
+    blank for want of a finite value (:func:`analysis.blanks.speedup_ci_lines`). None for ``--frontier``,
     whose table has its own columns (``--columns`` and ``--sort`` do not apply to it)."""
     if args.frontier:
         return []
@@ -232,7 +233,7 @@ def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespa
         loaded=loaded,
         where=" ".join(map(display_path, args.paths)),
         baseline=", ".join(args.baseline),
-    )
+    ) + speedup_ci_lines(runs)
 
 
 def output(

@@ -264,3 +264,22 @@ def blank_notes(
         if found := _blanks(runs, column, loaded, where, baseline):
             groups.setdefault(found, []).append(column)
     return [_line(runs, names, found) for found, names in groups.items()]
+
+
+def speedup_ci_lines(runs: pd.DataFrame) -> list[str]:
+    """One line per reason that a shown run's ``speedup_ci_low``/``speedup_ci_high`` end has no finite
+    value (``runs.attrs["speedup_ci_reasons"]``, :func:`analysis.query.compare` by
+    :func:`analysis.spread.speedup_interval`): ``the speedup's 95% interval has a blank end for 1 run
+    (gpt-tiny / ddp): no high end: the baseline's 95% interval reaches 0 (a ratio over 0 or less has
+    no bound)``; none without ``--baseline``."""
+    said = runs.attrs.get("speedup_ci_reasons") or {}
+    by_reason: dict[str, list] = {}
+    for label, run in runs.iterrows():
+        key = run.get("run_dir") if isinstance(run.get("run_dir"), str) else label
+        if (why := said.get(key)) is not None:
+            by_reason.setdefault(why, []).append(label)
+    return [
+        f"the speedup's 95% interval has a blank end for {plural(len(rows), 'run')} "
+        f"({_named(runs.loc[rows])}): {why}"
+        for why, rows in by_reason.items()
+    ]

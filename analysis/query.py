@@ -293,8 +293,10 @@ def _compared(df: pd.DataFrame) -> pd.DataFrame:
 def _speedup_ci(out: pd.DataFrame, df: pd.DataFrame, key: pd.Series, is_base: pd.Series, metric: str) -> None:
     """``speedup_ci_low``/``speedup_ci_high``: each speedup's 95% interval from the run's and its
     baseline's (:func:`analysis.spread.speedup_interval`; the baseline's interval is the widest of
-    its runs'); blank where either has none."""
-    lows, highs = [], []
+    its runs'); blank where either has none, and where an end has no finite value, the reason then in
+    ``out.attrs["speedup_ci_reasons"]`` (``run_dir``, else the row label -> reason;
+    :func:`analysis.blanks.speedup_ci_lines`)."""
+    lows, highs, reasons = [], [], {}
     bases = {k: rows for k, rows in df[is_base].groupby(key[is_base])}
     for i, row in out.iterrows():
         base = bases.get(key[i])
@@ -303,9 +305,12 @@ def _speedup_ci(out: pd.DataFrame, df: pd.DataFrame, key: pd.Series, is_base: pd
             cis = [c for _, b in base.iterrows() if (c := ci_of(b, metric)) is not None]
             wide = (min(c[0] for c in cis), max(c[1] for c in cis)) if len(cis) == len(base) else None
             ends = speedup_interval(ci_of(row, metric), wide, metric in LOWER_IS_BETTER)
-        lows.append(ends[0] if ends else float("nan"))
-        highs.append(ends[1] if ends else float("nan"))
+        lows.append(ends.low if ends and ends.low is not None else float("nan"))
+        highs.append(ends.high if ends and ends.high is not None else float("nan"))
+        if ends and ends.reason:  # by run_dir: a later --best-by renumbers the rows
+            reasons[row["run_dir"] if isinstance(row.get("run_dir"), str) else i] = ends.reason
     out["speedup_ci_low"], out["speedup_ci_high"] = lows, highs
+    out.attrs["speedup_ci_reasons"] = reasons
 
 
 def pivot(

@@ -537,13 +537,60 @@ def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[in
     return [], f"Significant: the best by {metric}, {shown} (95% intervals), do not overlap."
 
 
-def speedup_interval(run: tuple[float, float] | None, base: tuple[float, float] | None, lower: bool):
+class SpeedupInterval(NamedTuple):
+    """A speedup's 95% interval (:func:`speedup_interval`): each end finite, or None with ``reason``
+    saying why it has no finite value."""
+
+    low: float | None
+    """The low end, a ratio (0 where the denominator's interval has no upper bound: its infimum)."""
+    high: float | None
+    """The high end, a ratio; None where the denominator's interval reaches 0 (no upper bound)."""
+    reason: str | None = None
+    """Why an end is None (``the baseline's 95% interval reaches 0, so ...``); None when both are finite."""
+
+
+def speedup_interval(
+    run: tuple[float, float] | None, base: tuple[float, float] | None, lower: bool
+) -> SpeedupInterval | None:
     """The interval of a speedup from the intervals of the run and the baseline: the extreme
     ratios (``run_low / base_high``, ``run_high / base_low``; for a lower-is-better metric the
-    baseline over the run), a conservative bound. None when either is unknown."""
+    baseline over the run), a conservative bound. None when either interval is unknown.
+
+    An end is never ``inf`` or NaN: where the denominator's interval reaches 0 (a time's t-interval
+    clipped at 0 s, a baseline near 0), the numerator's is unbounded or the ratio overflows a float,
+    that end is None and :attr:`SpeedupInterval.reason` says why; a denominator with no upper bound
+    gives a low end of 0, its infimum."""
     if run is None or base is None:
         return None
     num, den = (base, run) if lower else (run, base)
-    low = num[0] / den[1] if den[1] > 0 else math.nan
-    high = num[1] / den[0] if den[0] > 0 else math.inf
-    return low, high
+    names = ("baseline", "run") if lower else ("run", "baseline")  # the numerator's, the denominator's
+    low, why_low = _ratio_end(num[0], den[1], "low", names)
+    high, why_high = _ratio_end(num[1], den[0], "high", names)
+    reason = "; ".join(w for w in (why_low, why_high) if w) or None
+    return SpeedupInterval(low, high, reason)
+
+
+NO_BOUND = "(a ratio over 0 or less has no bound)"
+"""Why a speedup's end over an interval that reaches 0 has no value (:attr:`SpeedupInterval.reason`)."""
+
+
+def _ratio_end(
+    top: float, bottom: float, side: str, names: tuple[str, str]
+) -> tuple[float | None, str | None]:
+    """One end of :func:`speedup_interval`, ``top / bottom``, and why it is None: finite, or 0 where
+    ``bottom`` is unbounded (the infimum), else None with the reason."""
+    if math.isinf(bottom) and bottom > 0 and math.isfinite(top):
+        return 0.0, None
+    if math.isnan(top) or math.isnan(bottom):
+        return None, f"no {side} end: an end of the intervals is not a number"
+    if not bottom > 0:
+        return None, f"no {side} end: the {names[1]}'s 95% interval reaches {bottom:.4g} {NO_BOUND}"
+    ratio = top / bottom
+    if math.isfinite(ratio):
+        return ratio, None
+    if not math.isfinite(top):
+        return None, f"no {side} end: the {names[0]}'s 95% interval has no upper bound"
+    return (
+        None,
+        f"no {side} end: {top:.4g} / {bottom:.4g} is past the largest float (the {names[1]}'s end is near 0)",
+    )

@@ -40,8 +40,13 @@ from flopsweep.text import say
 log = logging.getLogger("flopsweep")
 
 
+FAIL_FAST_NOTE = "stopped early by fail_fast"
+"""The summary's note where ``fail_fast=true`` stopped the sweep (:class:`SweepStopped`'s default note)."""
+
+
 class SweepStopped(CompactHydraException):
-    """``fail_fast=true``: a job was not ``ok``; it was recorded, and the sweep stops.
+    """The sweep stops at this job: ``fail_fast=true`` and the job was not ``ok`` (it was recorded), or
+    the job was refused once Hydra composed it (``run.py``: an interpolation that cannot resolve).
 
     In the sweep process (Hydra's basic launcher) :class:`SweepSummary` prints ``brief`` and
     exits 1; where the job ran in another process (a Slurm task), the error reaches Hydra,
@@ -50,11 +55,14 @@ class SweepStopped(CompactHydraException):
     Args:
         message: the full line, the job's error message included.
         brief: the line for a console that already shows the job's error (its log line).
+        note: why the sweep stopped, as the summary line says it in brackets: :data:`FAIL_FAST_NOTE`,
+            or ``stopped: job 0 was refused before it ran`` where ``fail_fast`` had no part in it.
     """
 
-    def __init__(self, message: str, brief: str | None = None) -> None:
+    def __init__(self, message: str, brief: str | None = None, note: str = FAIL_FAST_NOTE) -> None:
         super().__init__(message)
         self.brief = brief or message
+        self.note = note
 
 
 class RecordRefused(CompactHydraException):
@@ -449,7 +457,7 @@ class SweepSummary(Callback):
         if isinstance(stop, SweepStopped | RecordRefused) and os.getpid() == self.pid and config.get("plan"):
             self._plan_stopped(config)  # the rows kept, said partial: a plan has no records to summarise
         elif isinstance(stop, SweepStopped):
-            self._print(config, " (stopped early by fail_fast)")
+            self._print(config, f" ({stop.note})")
         if isinstance(stop, SweepStopped | RecordRefused) and os.getpid() == self.pid:
             # Stop here, in the sweep process: raised through Hydra, the error would print again
             # after "Error executing job with overrides", with Hydra's HYDRA_FULL_ERROR hint.

@@ -164,19 +164,37 @@ EXAMPLES: dict[str, tuple[str, str]] = {
 """A key of :data:`NEEDS` -> the override that sets it, as a fix writes it, and what its value is."""
 
 
+def _typed_null(value: Any) -> bool:
+    """Whether ``value`` is a command line's null (``null``, ``NULL``: Hydra's grammar reads any case)."""
+    return isinstance(value, str) and value.strip().strip("'\"").lower() == "null"
+
+
+def _set_words(keys: list[str], values: dict[str, Any]) -> str:
+    """The fix's words that set ``keys`` (:data:`EXAMPLES`): ``add KEY=VALUE`` for a key the command line
+    leaves out, ``replace KEY=null with KEY=VALUE`` for one it gives as null (adding it again would give the
+    key twice, which is refused): ``add budget.tokens=15e12 and replace cost.usd_per_gpu_hour=null with
+    cost.usd_per_gpu_hour=2.5``."""
+    added = [EXAMPLES[k][0] for k in keys if not _typed_null(values.get(k))]
+    swaps = [f"{k}={values[k]} with {EXAMPLES[k][0]}" for k in keys if _typed_null(values.get(k))]
+    words = [f"add {' '.join(added)}"] if added else []
+    return " and ".join([*words, *(["replace " + ", ".join(swaps)] if swaps else [])])
+
+
 def inputs_problem(name: str, values: dict[str, Any]) -> ConfigError | None:
     """The refusal of ``objective=name`` whose figure needs a key of :data:`NEEDS` that ``values``
     (key -> its value; a key left out counts as unset) leaves unset (None), else None.
 
     The fix adds each missing key (:data:`EXAMPLES`) or picks :data:`DEFAULT`, which needs none.
-    ``values`` may hold the text of a command line's override (``"null"`` is unset there). A plan's
+    ``values`` may hold the text of a command line's override (``"null"``, any case, is unset there:
+    the fix then says to replace it, ``replace cost.usd_per_gpu_hour=null with cost.usd_per_gpu_hour=2.5``,
+    since a key given twice is refused, :func:`_set_words`). A plan's
     ``plan_clusters`` (``values["plan_clusters"]``: a list, or a command line's text) stands for
     ``cost.usd_per_gpu_hour`` where each of its clusters names its own ``@PRICE``
     (:mod:`flopsweep.cluster_prices`); where some do not, the line names them. A bad price
     (:func:`flopsweep.cluster_prices.check_prices`) is returned first, the plan's own line."""
     from flopsweep.cluster_prices import check_prices, entries, unpriced
 
-    missing = [key for key in NEEDS.get(name, ()) if values.get(key) in (None, "null")]
+    missing = [key for key in NEEDS.get(name, ()) if values.get(key) is None or _typed_null(values.get(key))]
     clusters = entries(values.get("plan_clusters"))
     if "cost.usd_per_gpu_hour" in missing:
         try:  # a bad price is named first, as the plan names it (H100:8@ 2 is no H100:8@ and 2)
@@ -198,7 +216,7 @@ def inputs_problem(name: str, values: dict[str, Any]) -> ConfigError | None:
             f"needs a price for every cluster, and {said}, with cost.usd_per_gpu_hour unset"
             + (f" ({' and '.join(others)} unset too)" if others else "")
             + ": their rows would have no dollars to rank by",
-            f"add {' '.join([EXAMPLES['cost.usd_per_gpu_hour'][0], *(EXAMPLES[k][0] for k in others)])} "
+            f"{_set_words(['cost.usd_per_gpu_hour', *others], values)} "
             "(the price of those without one), or give each its own, USD per GPU-hour: "
             f"plan_clusters=[{each}]"
             + "".join(f" {EXAMPLES[k][0]}" for k in others)
@@ -214,6 +232,6 @@ def inputs_problem(name: str, values: dict[str, Any]) -> ConfigError | None:
         name,
         f"needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} unset "
         "(no run or plan row would have a value to rank by)",
-        f"add {' '.join(EXAMPLES[k][0] for k in missing)} ({'; '.join(EXAMPLES[k][1] for k in missing)})"
+        f"{_set_words(missing, values)} ({'; '.join(EXAMPLES[k][1] for k in missing)})"
         f"{own}, or objective={DEFAULT}",
     )

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 from flopsweep.flags import is_multirun
+from flopsweep.override_lookalike import meant_override
 from flopsweep.override_schema import empty_choice_line, quoted_refusal
 from flopsweep.overrides import CONF
 
@@ -188,38 +189,6 @@ def _empty_choice(key: str, value: str) -> str | None:
     return f"{where} {'leave' if 'two' in where else 'leaves'} an empty choice. Fix: {key}={','.join(kept)}"
 
 
-def _lookalike(override: str) -> tuple[str, str] | None:
-    """The ASCII override meant by one that holds non-ASCII look-alikes of ASCII characters
-    (:func:`flopsweep.lookalike.ascii_fold`), and a note naming the first, where the folded override
-    names a key the schema knows (``steps.mеasure=3``) or an option of its config group
-    (``model=llama-tinу``; every value of a sweep's) and so passes; else None. A free string
-    (``tag=ünï``) keeps its characters: quoting it is the fix."""
-    from flopsweep.lookalike import ascii_fold, fold_char, named
-    from flopsweep.override_parsing import parsed_or_none
-    from flopsweep.override_schema import known_keys
-    from flopsweep.overrides import group_choice_problem
-    from flopsweep.peaks import lookup
-    from flopsweep.value_sets import choices
-
-    folded = ascii_fold(override)
-    if folded is None or folded == override:
-        return None
-    if (parsed := parsed_or_none(folded)) is None:  # the folded text is no override either
-        return None
-    key = parsed.key_or_group
-    group = key.startswith("hydra/") or os.path.isdir(os.path.join(CONF, key))
-    value = str(parsed.value())  # plan_gpu=Н100, device=сpu: a name the key takes (value_sets.choices)
-    if not (group and group_choice_problem([folded]) is None) and (
-        key not in known_keys()
-        or override.partition("=")[0].isascii()  # a free string keeps its characters: tag=ünï
-        and not _typed_value(key)
-        and not (lookup(value) is not None if key == "plan_gpu" else value in choices().get(key, ((),))[0])
-    ):
-        return None
-    first = next(c for c in override if not c.isascii())
-    return folded, f"{named(first)} looks like ASCII {fold_char(first)!r}"
-
-
 def _cleaned_list(key: str, value: str) -> tuple[str, str, str | None] | None:
     """The override meant by a list with an empty item (``plan_clusters=[H100:8,]``: a trailing comma,
     which the grammar refuses), look-alikes of its ASCII punctuation folded too (``[H100：8,]``), with
@@ -245,31 +214,12 @@ def _cleaned_list(key: str, value: str) -> tuple[str, str, str | None] | None:
     why = f"{where} {verb} {'an empty item' if len(kinds) == 1 else 'empty items'} in the list"
     fixed = f"{key}={cleaned}"
     if parsed_or_none(fixed) is None:  # a look-alike beside the comma, or another fault
-        folded = _lookalike(fixed)
+        folded = meant_override(fixed)
         return None if folded is None else (folded[0], f"{folded[1]}; {why}", None)
     drop = {"two commas in a row": "a comma", "extra commas": "the extra commas"}.get(
         where, where.replace("a ", "the ", 1)
     )
     return fixed, why, f"drop {drop}"
-
-
-def _typed_value(key: str) -> bool:
-    """Whether :class:`flopsweep.config.RunConfig`'s ``key`` takes a value of a fixed form (a number, a
-    boolean, a list: ``repeats=２``, ``plan_clusters=[Н100:8]``), whose look-alikes are never meant, not
-    a free string (``tag=ünï`` keeps its characters)."""
-    from omegaconf import ListConfig
-    from omegaconf.nodes import BooleanNode, EnumNode, FloatNode, IntegerNode
-
-    from flopsweep.config import RunConfig
-    from flopsweep.override_schema import structured_schema
-
-    node = structured_schema(RunConfig)
-    for part in key.split("."):
-        getter = getattr(node, "_get_node", None)
-        node = getter(part) if getter is not None else None
-        if node is None:
-            return False  # a key of an option group's schema, or a section: its value is not read here
-    return isinstance(node, IntegerNode | FloatNode | BooleanNode | EnumNode | ListConfig)
 
 
 def needs_multirun(override: str) -> bool:
@@ -300,7 +250,7 @@ def runnable_line(argv: list[str], override: str, meant: str) -> tuple[str, str]
 
     folds = {override: meant}  # every look-alike of the line, so that the fix meets none again
     for text in overrides_of(argv):
-        if text != override and not text.isascii() and (other := _lookalike(text)):
+        if text != override and not text.isascii() and (other := meant_override(text)):
             folds[text] = other[0]
     line = [folds.get(a, a) for a in argv]
     parsed = []
@@ -340,7 +290,7 @@ def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
     bracket left open (``tag="abc``, ``model.n_layer=[2``), a stray ``)`` or a second ``=``
     (``model.n_layer=2=3``), a space in a key (``'a b=3'``), a look-alike of an ASCII letter in a key
     or a group's option (``model=llama-tinу``, a Cyrillic ``у``: the fix is the ASCII override,
-    :func:`_lookalike`). The fix closes what is open, or quotes
+    :func:`flopsweep.override_lookalike.meant_override`). The fix closes what is open, or quotes
     the value for Hydra (the outer quotes are the shell's), which a string key takes as written; a
     number, list or sweep is written in the grammar (:data:`GRAMMAR_PAGE`).
     """
@@ -354,7 +304,7 @@ def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
             key, _, value = override.partition("=")
             if _KEY.fullmatch(key) and (empty := empty_choice_line(key, value) or _empty_choice(key, value)):
                 return f"Invalid config: {override}: {empty}"
-            folded = _lookalike(override)
+            folded = meant_override(override)
             meant = (*folded, None) if folded else _cleaned_list(key, value) if _KEY.fullmatch(key) else None
             if meant:
                 line, note = runnable_line(argv, override, meant[0])

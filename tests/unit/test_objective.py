@@ -72,8 +72,10 @@ def test_an_objective_whose_figure_needs_an_unset_key_is_refused_before_hydra(na
         assert line.startswith(f"Invalid config: objective={name!r}: needs {' and '.join(missing)}")
         assert f"or objective={objective.DEFAULT}" in line
         fix = [objective.EXAMPLES[k][0] for k in missing]
-        assert f"Fix: add {' '.join(fix)} (" in line
-        kept = [a for a in argv if a.partition("=")[0] not in missing]  # a key given twice is refused itself
+        nulls = argv[-1].endswith("=null")  # given as null: replaced, as adding it gives it twice (refused)
+        words = f"replace {', '.join(f'{k}=null with {e}' for k, e in zip(missing, fix, strict=True))}"
+        assert f"Fix: {words if nulls else 'add ' + ' '.join(fix)} (" in line
+        kept = [a for a in argv if a.partition("=")[0] not in missing]  # each null replaced by its fix
         assert refusal([*kept, *fix]) is None  # the fix, added as written, passes
     line = refusal(["-m", f"objective={name}", "+sweep=llama"])  # the file's values read with the line's
     assert line is not None and "sweep/llama.yaml" in line and f"needs {' and '.join(missing)}" in line

@@ -116,12 +116,17 @@ def test_rate_ends_are_the_figure_times_exp_of_the_step_s_relative_half_width():
     assert rate_ends(10.0, 2.0, 0.02) == pytest.approx((10 / 2.02, 10 / 1.98), rel=2e-4)  # small h: as before
 
 
-def test_an_unbounded_end_carries_into_the_speedup():
+def test_an_unbounded_end_carries_into_the_speedup_as_zero_or_a_reason():
     from analysis.spread import speedup_interval
 
     # the baseline may be as fast as anything: the speedup's low end is 0 (its infimum), its high end kept
-    assert speedup_interval((1.0, 2.0), (1.0, math.inf), lower=False) == (0.0, 2.0)
-    assert speedup_interval((1.0, math.inf), (1.0, 2.0), lower=False) == (0.5, math.inf)
+    assert speedup_interval((1.0, 2.0), (1.0, math.inf), lower=False) == (0.0, 2.0, None)
+    # the run's unbounded: no high end, and why (inf before session 34)
+    assert speedup_interval((1.0, math.inf), (1.0, 2.0), lower=False) == (
+        0.5,
+        None,
+        "no high end: the run's 95% interval has no upper bound",
+    )
 
 
 def test_the_tuner_s_rate_interval_follows_from_its_runs_steps():
