@@ -135,7 +135,7 @@ def check_sweep(*, nproc_per_node: str, swept: Iterable[str]) -> None:
             nproc_per_node,
             "a Slurm launcher needs the ranks per node at submission (each node agent spawns that many)",
             "set nproc_per_node to the GPUs per node to use, e.g. nproc_per_node=8 "
-            "(with device=cpu: the CPU ranks per node, e.g. 2)",
+            "(with device=cpu: the CPU ranks per node, e.g. 2 with backend=ddp, 1 with backend=single)",
         )
 
 

@@ -119,7 +119,8 @@ def test_a_slurm_launcher_with_nproc_per_node_auto_is_refused_before_hydra():
     line = (
         "Invalid config: nproc_per_node='auto': a Slurm launcher needs the ranks per node at submission "
         "(each node agent spawns that many). Fix: set nproc_per_node to the GPUs per node to use, e.g. "
-        "nproc_per_node=8 (with device=cpu: the CPU ranks per node, e.g. 2)."
+        "nproc_per_node=8 (with device=cpu: the CPU ranks per node, e.g. 2 with backend=ddp, 1 with "
+        "backend=single)."
     )
     assert refusal(["-m", "hydra/launcher=slurm_local", "plan=true", "seed=0,1"]) == line
     assert refusal(["-m", "hydra/launcher=slurm", "nproc_per_node=auto", "seed=0,1"]) == line
