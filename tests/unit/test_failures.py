@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import ROOT, validate
 from integration.test_failures import BAD_INPUTS, _cpu_device, _has_gpu  # shared with the integration tier
 
@@ -175,8 +176,9 @@ FORBIDDEN_MODULES = {"pickle", "marshal", "dill", "shelve", "hydra.utils"}
 
 @pytest.mark.parametrize("package", ["flopsweep", "analysis"])
 def test_no_code_path_evaluates_or_instantiates_config(package: str) -> None:
-    """No eval/exec, no hydra.utils.instantiate, no pickle; the only ``load``/``loads`` is JSON's; the
-    only import by name is :mod:`flopsweep.lazy`'s, which loads modules of flopsweep alone."""
+    """No eval/exec, no hydra.utils.instantiate, no pickle; the only ``load``/``loads`` is JSON's, or
+    PyYAML's with its safe loader (``SAFE_LOADER``: plain values, no objects); the only import by name
+    is :mod:`flopsweep.lazy`'s, which loads modules of flopsweep alone."""
     lazy = ROOT / "flopsweep" / "lazy.py"
     for path in sorted((ROOT / package).rglob("*.py")):
         forbidden = FORBIDDEN_CALLS - {"import_module"} if path == lazy else FORBIDDEN_CALLS
@@ -189,8 +191,15 @@ def test_no_code_path_evaluates_or_instantiates_config(package: str) -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 where = f"{path.name}: {ast.unparse(node)}"
                 assert node.func.attr not in forbidden - {"compile"}, where  # model.compile() is fine
-                if node.func.attr in ("load", "loads"):
+                if node.func.attr in ("load", "loads") and ast.unparse(node.func.value) == "yaml":
+                    loaders = [ast.unparse(k.value) for k in node.keywords if k.arg == "Loader"]
+                    assert loaders == ["SAFE_LOADER"], where  # PyYAML's safe constructor, checked below
+                elif node.func.attr in ("load", "loads"):
                     assert ast.unparse(node.func.value) == "json", where
+    from flopsweep.override_schema import SAFE_LOADER
+
+    assert issubclass(SAFE_LOADER, yaml.constructor.SafeConstructor)
+    assert not issubclass(SAFE_LOADER, yaml.constructor.FullConstructor)
 
 
 @pytest.mark.parametrize(
