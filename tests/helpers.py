@@ -8,7 +8,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,6 +104,35 @@ def on_a_terminal(
             proc.kill()
     code = proc.wait(timeout=60)
     return code, b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def run_py_together(*argvs: Sequence[str], timeout: float = 1800) -> list[subprocess.CompletedProcess]:
+    """``python run.py ARGS`` for each ``ARGS`` of ``argvs``, all started at once, then each waited
+    for: independent sweeps of one-rank jobs share a 2-core machine's cores, one each (CI time;
+    sweeps of two- or four-rank jobs already fill both, and gained nothing measurable under load).
+    Returns what :func:`run_py` returns, one per ``ARGS``, in their order; ``timeout`` (s) is for all
+    of them together (a guard against a hung child: every child still running is killed, and
+    ``subprocess.TimeoutExpired`` raised)."""
+    with contextlib.ExitStack() as stack:
+        files = [[stack.enter_context(tempfile.TemporaryFile("w+")) for _ in range(2)] for _ in argvs]
+        procs = [
+            subprocess.Popen([sys.executable, RUN_PY, *argv], cwd=ROOT, stdout=out, stderr=err, text=True)
+            for argv, (out, err) in zip(argvs, files, strict=True)
+        ]
+        deadline = time.monotonic() + timeout
+        try:
+            codes = [p.wait(timeout=max(deadline - time.monotonic(), 0.1)) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        done = []
+        for proc, code, (out, err) in zip(procs, codes, files, strict=True):
+            out.seek(0)
+            err.seek(0)
+            done.append(subprocess.CompletedProcess(proc.args, code, out.read(), err.read()))
+        return done
 
 
 def run_sweep(sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:

@@ -8,7 +8,7 @@ import csv
 from pathlib import Path
 
 import pytest
-from helpers import records, run_py
+from helpers import records, run_py, run_py_together
 
 
 @pytest.mark.slow
@@ -22,19 +22,19 @@ def test_a_sweep_over_the_old_values_plans_both_policies(tmp_path: Path) -> None
     assert "activation_checkpointing=full" in proc.stdout and "activation_checkpointing=none" in proc.stdout
 
 
-def _losses_by_policy(tmp_path: Path, *overrides: str) -> dict[tuple[str, str], list[float]]:
-    proc = run_py(
-        "-m",
-        "device=cpu",
-        "precision=fp32",
-        "backend=single",
-        "steps.warmup=1",
-        "steps.measure=2",
-        *overrides,
-        f"hydra.sweep.dir={tmp_path}",
+def _losses_by_policy(tmp_path: Path, *sweeps: tuple[str, ...]) -> dict[tuple[str, str], dict]:
+    """The records of one-rank fp32 sweeps over ``sweeps`` (each its overrides), started together (one
+    rank each: CI time), by (model, policy)."""
+    common = ("-m", "device=cpu", "precision=fp32", "backend=single", "steps.warmup=1", "steps.measure=2")
+    procs = run_py_together(
+        *(
+            (*common, *overrides, f"hydra.sweep.dir={tmp_path / str(n)}")
+            for n, overrides in enumerate(sweeps)
+        ),
         timeout=1800,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    for proc in procs:
+        assert proc.returncode == 0, proc.stderr[-3000:]
     recs = records(tmp_path)
     assert recs and all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
     return {(r["config"]["model"]["name"], r["config"]["activation_checkpointing"]["name"]): r for r in recs}
@@ -43,10 +43,10 @@ def _losses_by_policy(tmp_path: Path, *overrides: str) -> dict[tuple[str, str], 
 @pytest.mark.slow
 def test_every_eager_policy_trains_as_none_does(tmp_path: Path) -> None:
     """A real run per policy (fp32, one rank, the same seed): the losses of every step equal those of
-    ``none`` within 1e-5, on gpt-tiny and llama-tiny; each record counts its policy's recompute."""
-    recs = _losses_by_policy(
-        tmp_path, "model=gpt-tiny,llama-tiny", "activation_checkpointing=none,full,selective,every_n"
-    )
+    ``none`` within 1e-5, on gpt-tiny and llama-tiny (a sweep each, started together); each record
+    counts its policy's recompute."""
+    policies = "activation_checkpointing=none,full,selective,every_n"
+    recs = _losses_by_policy(tmp_path, ("model=gpt-tiny", policies), ("model=llama-tiny", policies))
     assert len(recs) == 8
     for (model, name), rec in recs.items():
         m, ref = rec["metrics"], recs[(model, "none")]["metrics"]
@@ -62,10 +62,7 @@ def test_memory_budget_trains_as_none_does_when_compiled(tmp_path: Path) -> None
     """``memory_budget`` (compile=true, the partitioner's default budget 0.5) against compiled ``none``: the
     same losses within 1e-5; its hardware FLOPs are null with a warning that says why."""
     recs = _losses_by_policy(
-        tmp_path,
-        "model=gpt-tiny",
-        "compile=true",
-        "activation_checkpointing=none,memory_budget",
+        tmp_path, ("model=gpt-tiny", "compile=true", "activation_checkpointing=none,memory_budget")
     )
     budget, ref = recs[("gpt-tiny", "memory_budget")], recs[("gpt-tiny", "none")]
     for key in ("loss_first", "loss_last"):

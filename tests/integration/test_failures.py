@@ -7,11 +7,13 @@ the CPU and faults injected with the test-only ``fault`` config.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -71,23 +73,50 @@ FAULTS = [
 
 
 TIMEOUT_S = 120  # long enough for every normal job on a loaded 2-core machine; the hang job waits it out
+HANG_JOB = next(num for num, (fault, *_) in enumerate(FAULTS) if "hang" in fault)
+
+
+def _entered(phase_file: Path, phase: str) -> bool:
+    with contextlib.suppress(OSError):
+        return phase_file.read_text().strip() == phase
+    return False
 
 
 @pytest.fixture(scope="module")
-def failure_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
-    sweep_dir = tmp_path_factory.mktemp("failures")
+def failure_sweep(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess, subprocess.CompletedProcess, Path]:
+    """The sweep over FAULTS (its folder and its process), and a clean run of TWO_RANKS in a fresh
+    process (its process and folder: test_jobs_after_a_fault's reference). The clean run starts once
+    the hang job's rank 1 has entered its measured steps and hangs there: the cores are idle until
+    TIMEOUT_S, so it shares them with no job of the sweep that has to finish in time (CI time: it used
+    to run after the sweep)."""
+    sweep_dir, fresh_dir = tmp_path_factory.mktemp("failures"), tmp_path_factory.mktemp("fresh")
     faults = ",".join(f for f, *_ in FAULTS)
-    proc = run_py(
-        "-m", f"fault={faults}", *TWO_RANKS, f"timeout_s={TIMEOUT_S}", f"hydra.sweep.dir={sweep_dir}"
-    )
-    return sweep_dir, proc
+    argv = [sys.executable, RUN_PY, "-m", f"fault={faults}", *TWO_RANKS, f"timeout_s={TIMEOUT_S}"]
+    hanging = sweep_dir / str(HANG_JOB) / ".flopsweep" / "rank1_phase.txt"  # flopsweep.worker.Phase's file
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        sweep = subprocess.Popen(
+            [*argv, f"hydra.sweep.dir={sweep_dir}"], cwd=ROOT, stdout=out, stderr=err, text=True
+        )
+        try:
+            while sweep.poll() is None and not _entered(hanging, "measure"):
+                time.sleep(0.2)  # the rank's phase file, not a clock, says when
+            fresh = run_py(*TWO_RANKS, f"hydra.run.dir={fresh_dir}")
+            sweep.wait(timeout=len(FAULTS) * TIMEOUT_S + 600)
+        finally:
+            if sweep.poll() is None:  # hung past every job's timeout: the test fails on its exit status
+                sweep.kill()
+                sweep.wait()
+        out.seek(0)
+        err.seek(0)
+        proc = subprocess.CompletedProcess(sweep.args, sweep.returncode, out.read(), err.read())
+    return sweep_dir, proc, fresh, fresh_dir
 
 
 @pytest.mark.slow
-def test_failure_sweep_records_every_job(
-    failure_sweep: tuple[Path, subprocess.CompletedProcess], hydra_compose
-) -> None:
-    sweep_dir, proc = failure_sweep
+def test_failure_sweep_records_every_job(failure_sweep: tuple, hydra_compose) -> None:
+    sweep_dir, proc, _, _ = failure_sweep
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert summary(proc.stdout).startswith("flopsweep summary: 3 ok, 1 oom, 3 error, 0 invalid, 0 skipped")
     # what was known before the ranks started: metrics of an ok record, run.before_run of a failed one
@@ -122,14 +151,12 @@ def test_failure_sweep_records_every_job(
 
 
 @pytest.mark.slow
-def test_jobs_after_a_fault_measure_as_a_fresh_process(
-    failure_sweep: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
-) -> None:
-    """Isolation: a clean job after OOM, error, kill and hang equals a run in a fresh process."""
-    sweep_dir, _ = failure_sweep
-    proc = run_py(*TWO_RANKS, f"hydra.run.dir={tmp_path}")
+def test_jobs_after_a_fault_measure_as_a_fresh_process(failure_sweep: tuple) -> None:
+    """Isolation: a clean job after OOM, error, kill and hang equals a run in a fresh process (the
+    fixture's, run beside the hang job)."""
+    sweep_dir, _, proc, fresh_dir = failure_sweep
     assert proc.returncode == 0, proc.stderr[-3000:]
-    fresh = record(tmp_path)["metrics"]
+    fresh = record(fresh_dir)["metrics"]
     for num in (1, 5):
         m = record(sweep_dir / str(num))["metrics"]
         assert (m["loss_first"], m["loss_last"]) == (fresh["loss_first"], fresh["loss_last"])
@@ -137,10 +164,8 @@ def test_jobs_after_a_fault_measure_as_a_fresh_process(
 
 
 @pytest.mark.slow
-def test_resume_reruns_exactly_the_failed_jobs(
-    failure_sweep: tuple[Path, subprocess.CompletedProcess],
-) -> None:
-    sweep_dir, _ = failure_sweep
+def test_resume_reruns_exactly_the_failed_jobs(failure_sweep: tuple) -> None:
+    sweep_dir, *_ = failure_sweep
     before = {num: record(sweep_dir / str(num)) for num in range(len(FAULTS))}
     # Without resume, a second sweep into the same directory overwrites nothing.
     refused = run_py(
