@@ -216,7 +216,7 @@ def spawn_ranks(
         agent_store=True,
         model_file=validated_bytes(cfg.model),
     )
-    with isolated_start() as private:
+    with isolated_start(cpu=cfg.device == "cpu") as private:
         context = mp.start_processes(spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn")
     why = None
     try:
@@ -236,12 +236,19 @@ puts no folder of its own choosing (the working directory of ``-c``, a script's 
 ``sys.path``, as ``python -P`` does."""
 
 
+CPU_WAIT_POLICY = ("OMP_WAIT_POLICY", "PASSIVE")
+"""Set in a CPU rank's environment unless the user set it: OpenMP's idle threads then sleep rather than
+spin. On shared cores the spinning starved the ranks: ``model=llama-tiny device=cpu`` (one rank, two
+threads) at load 5 on 2 cores took 5.1 s a step and 64 s in all, 0.83 s and 30 s with this (2026-12-06)."""
+
+
 @contextlib.contextmanager
-def isolated_start() -> Iterator[Path]:
+def isolated_start(*, cpu: bool = False) -> Iterator[Path]:
     """While ranks are started: this process works in a new private folder (``tempfile.mkdtemp``:
     mode 0700, empty, an unpredictable name), has ``PYTHONSAFEPATH=1`` (:data:`SAFE_PATH_ENV`) in its
-    environment and no ``''`` (the working directory) on ``sys.path``; all three are restored on
-    exit. Yields the private folder, which the caller removes once the ranks have ended.
+    environment (and for ``cpu`` ranks :data:`CPU_WAIT_POLICY`, unless set) and no ``''`` (the working
+    directory) on ``sys.path``; all are restored on exit. Yields the private folder, which the caller
+    removes once the ranks have ended.
 
     ``multiprocessing``'s spawn starts each rank, and the resource tracker with the first one, as
     ``python -c ...`` in this process's working directory and environment, and a rank then takes
@@ -253,9 +260,12 @@ def isolated_start() -> Iterator[Path]:
     """
     private = Path(tempfile.mkdtemp(prefix="flopsweep-ranks-"))
     here = os.open(".", os.O_RDONLY | os.O_CLOEXEC)  # the way back, even to a folder renamed meanwhile
-    saved_env, saved_path = os.environ.get(SAFE_PATH_ENV), list(sys.path)
+    env = {SAFE_PATH_ENV: "1"}
+    if cpu and CPU_WAIT_POLICY[0] not in os.environ:
+        env[CPU_WAIT_POLICY[0]] = CPU_WAIT_POLICY[1]
+    saved_env, saved_path = {key: os.environ.get(key) for key in env}, list(sys.path)
     try:
-        os.environ[SAFE_PATH_ENV] = "1"
+        os.environ.update(env)
         sys.path[:] = [entry for entry in sys.path if entry != ""]
         os.chdir(private)
         yield private
@@ -263,10 +273,11 @@ def isolated_start() -> Iterator[Path]:
         os.fchdir(here)
         os.close(here)
         sys.path[:] = saved_path
-        if saved_env is None:
-            os.environ.pop(SAFE_PATH_ENV, None)
-        else:
-            os.environ[SAFE_PATH_ENV] = saved_env
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 TORCH_ERROR_BYTES = 2**20
