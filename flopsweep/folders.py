@@ -76,10 +76,12 @@ FOLDER_KEYS = ("hydra.sweep.dir", "hydra.run.dir")
 """The command line's folder keys whose value Hydra takes as written: a ``~`` is no home there."""
 
 
-def home_tilde_problem(overrides: list[str]) -> str | None:
+def home_tilde_problem(overrides: list[str], *, in_file: bool = False) -> str | None:
     """The one-line refusal of a :data:`FOLDER_KEYS` value that starts with ``~`` (``'hydra.sweep.dir=~/x'``,
     quoted so the shell left it): Hydra does not expand it and made a folder named ``~`` in the current
-    folder. The fix writes the path out (``$HOME/x``, which the shell expands), else None."""
+    folder. The fix writes the path out (``$HOME/x``, which the shell expands), else None. With ``in_file``
+    the values are a sweep file's (``hydra: {sweep: {dir: ~/x}}``, which no shell expands): the fix is
+    ``${oc.env:HOME}/x`` (Hydra resolves it) or the path itself."""
     for override in overrides:
         key, eq, value = override.partition("=")
         folder = value.strip().strip("'\"")
@@ -88,10 +90,16 @@ def home_tilde_problem(overrides: list[str]) -> str | None:
             home = "$HOME" if not user else os.path.expanduser(f"~{user}")
             example = f"{home}/{rest}" if rest else home
             key = key.lstrip("+")
+            why = "the shell leaves it when quoted, and Hydra"
+            fix = f"{key}={example}"
+            if in_file:
+                home = "${oc.env:HOME}" if not user else home
+                why = "Hydra takes a file's value as written, and"
+                written = f"{home}/{rest}" if rest else home
+                fix = f"{key.rpartition('.')[2]}: {written} in the file ({os.path.expanduser(folder)})"
             return (
-                f"Invalid config: {key}={folder}: a leading ~ is not expanded (the shell leaves it when "
-                f"quoted, and Hydra would make a folder named {folder.split('/')[0]} here). Fix: write the "
-                f"path out, e.g. {key}={example}"
+                f"Invalid config: {key}={folder}: a leading ~ is not expanded ({why} would make a "
+                f"folder named {folder.split('/')[0]} here). Fix: write the path out, e.g. {fix}"
             )
     return None
 
@@ -296,10 +304,12 @@ def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | 
     - a folder inside another sweep's or run's folder, or one holding another sweep's folder below it
       (:func:`flopsweep.folders.nested_folder_problem`);
     - with ``resume``, job records that no job of this sweep wrote
-      (:func:`flopsweep.folders.foreign_record_problem`), also without a ``multirun.yaml``.
+      (:func:`flopsweep.folders.foreign_record_problem`), also without a ``multirun.yaml``;
+    - a job folder's ``.hydra/`` files that no sweep made (:func:`hydra_files_problem`).
     """
 
-    if problem := nested_folder_problem("hydra.sweep.dir", Path(sweep_dir), sweep=True):
+    folder = Path(sweep_dir)
+    if problem := nested_folder_problem("hydra.sweep.dir", folder, sweep=True) or hydra_files_problem(folder):
         return problem
     top = Path(sweep_dir) / METRICS_FILE
     if _is_file(top):
@@ -322,6 +332,32 @@ def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | 
         "run record. Fix: add resume=true (keeps the ok records, re-runs the rest), or choose a new "
         "hydra.sweep.dir"
     )
+
+
+HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
+"""The files a job writes into its ``.hydra/`` (:func:`flopsweep.hydrafiles.write_hydra_files`)."""
+
+
+def hydra_files_problem(sweep_dir: Path) -> str | None:
+    """The one-line refusal of a sweep into ``sweep_dir`` when a job folder there (one level down, links not
+    followed) holds one of :data:`HYDRA_FILES` in its ``.hydra/`` (anything at that name: a file, a link) that
+    nothing of a sweep explains: no ``metrics.json`` beside it and no ``multirun.yaml`` in ``sweep_dir``. The
+    job would replace it with its own config (a file the user made, docs/reliability-5.md). A sweep's own job
+    folders (its ``multirun.yaml`` there: a resumed or stopped sweep, a plan's) and a job's record beside
+    its ``.hydra/`` (whose sweep: :func:`sweep_folder_problem`) are left as before. Else None."""
+    if os.path.lexists(Path(sweep_dir) / MULTIRUN_FILE):
+        return None
+    for job in sorted(_job_folders(Path(sweep_dir)), key=lambda p: _job_order(p / METRICS_FILE)):
+        if os.path.lexists(job / METRICS_FILE):
+            continue
+        for name in HYDRA_FILES:
+            if os.path.lexists(path := job / ".hydra" / name):
+                return (
+                    f"hydra.sweep.dir={sweep_dir}: {path} is already there (no record beside it, no sweep's "
+                    f"{MULTIRUN_FILE} in {sweep_dir}); a sweep never replaces a file it did not make. Fix: "
+                    f"choose another hydra.sweep.dir, or remove {path} if it is yours"
+                )
+    return None
 
 
 def run_folder_problem(run_dir: Path) -> str | None:

@@ -395,12 +395,15 @@ def output_dir_problem(argv: list[str], conf: str = CONF) -> str | None:
     """One line for a selected sweep file's ``hydra.run.dir``, ``hydra.sweep.dir``, ``hydra.sweep.subdir``
     or ``hydra.output_subdir`` (:data:`OUTPUT_KEYS`) that the command line's own check refuses
     (:func:`flopsweep.command_line_checks.output_dir_problem`: inside ``conf/``, ``sweep/``, the package or
-    ``hydra_plugins``; a link or a file; ``''``, the current folder; ``${hydra:...}`` in a sweep's folder, a
-    traceback in Hydra's launcher; a subdir out of the sweep's folder), with the file named, else None. A key
-    the command line gives itself replaces the file's and is not checked here. The callback's lock refused a
-    folder inside a config folder only after Hydra composed every job (and not ``''`` or ``${hydra:...}``)."""
+    ``hydra_plugins``; a link or a file; ``''``, the current folder; a leading ``~``, which Hydra does not
+    expand (:func:`flopsweep.folders.home_tilde_problem`: it made a folder named ``~`` here);
+    ``${hydra:...}`` in a sweep's folder, a traceback in Hydra's launcher; a subdir out of the sweep's
+    folder), with the file named, else None. A key the command line gives itself replaces the file's and is
+    not checked here. The callback's lock refused a folder inside a config folder only after Hydra composed
+    every job (and not ``''`` or ``${hydra:...}``)."""
     from flopsweep.command_line_checks import output_dir_problem as checked
     from flopsweep.flags import is_multirun
+    from flopsweep.folders import home_tilde_problem
     from flopsweep.override_grammar import overrides_of
 
     given = {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
@@ -410,7 +413,9 @@ def output_dir_problem(argv: list[str], conf: str = CONF) -> str | None:
             for key in OUTPUT_KEYS
             if key not in given and (value := _hydra_value(data, key)) is not None
         ]
-        if own and (problem := checked([*(["-m"] if is_multirun(argv) else []), *own])):
+        multirun = ["-m"] if is_multirun(argv) else []
+        # a ~ first: the check below makes (and removes) the folder, here a folder named ~
+        if own and (problem := home_tilde_problem(own, in_file=True) or checked([*multirun, *own])):
             said = problem.removeprefix("Invalid config: ").replace(
                 "Fix: drop the override", "Fix: drop it from the file"
             )

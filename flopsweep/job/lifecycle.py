@@ -148,7 +148,12 @@ def planned_job(cfg: RunConfig, info: JobInfo, job_dir: Path) -> dict[str, Any]:
     the progress line). A single plan that is refused (``run.py`` prints its line, exit 2:
     :func:`refused_plan`) leaves nothing: no ``plan.csv``, no ``.hydra/``, and the folder Hydra made for it
     is removed where it holds only its empty ``run.log`` (:func:`flopsweep.unstarted.remove_unstarted`);
-    a plan that is not refused writes its ``.hydra/`` after its ``plan.csv``."""
+    a plan that is not refused writes its ``.hydra/`` after its ``plan.csv``.
+
+    Raises:
+        RecordExistsError: a single plan into a run's folder whose ``metrics.json`` is the record of another
+            config (:func:`~flopsweep.job.resume.other_run_problem`): its ``.hydra/`` files are that run's.
+    """
     if info.job_num is not None:
         job_started()  # a plan writes no record; its folder holds its .hydra/ and its log
         hydra_files_written(job_dir, info)
@@ -157,6 +162,8 @@ def planned_job(cfg: RunConfig, info: JobInfo, job_dir: Path) -> dict[str, Any]:
 
         note_outcome(info.job_dir, record)  # a sweep's progress line says what the plan came to
         return record
+    if other := other_run_problem(job_dir / METRICS_FILE, info.overrides, plan=True):
+        raise RecordExistsError(other)  # a real run's folder of another config: its .hydra/ is that run's
     record = plan_job(cfg, info)  # until it is known not refused, an interrupt removes the folder
     if refused_plan(record):
         remove_unstarted()

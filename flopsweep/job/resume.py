@@ -119,12 +119,14 @@ def _files_aside(job_dir: Path, label: str) -> list[Path]:
     return moved
 
 
-def other_run_problem(path: Path, overrides: list[str]) -> str | None:
+def other_run_problem(path: Path, overrides: list[str], *, plan: bool = False) -> str | None:
     """The refusal of ``resume=true`` when ``path`` holds the record of another sweep's job (or
     another single run): its :func:`defining_overrides` differ from this job's in a key or a value
     (:func:`same_overrides`: ``lr=0.035`` is ``lr=0.0350``, in any order). Resuming would
     move that record aside, where the analysis never reads it. None when there is no readable
-    record, or it is this job's (a failed or changed run of it is set aside and run again)."""
+    record, or it is this job's (a failed or changed run of it is set aside and run again). With ``plan``
+    (a single ``plan=true`` into ``path``'s folder): the refusal of a plan that would replace that run's
+    ``.hydra/`` files with its own config."""
     try:
         old = read_json(path) if path.is_file() else None
         theirs = defining_overrides(list(old["run"]["overrides"])) if old is not None else None
@@ -134,6 +136,12 @@ def other_run_problem(path: Path, overrides: list[str]) -> str | None:
     if theirs is None or same_overrides(theirs, ours):
         return None
     shown = printable(" ".join(theirs)[:300]) or "defaults"
+    if plan:
+        return (
+            f"hydra.run.dir={path.parent}: {path} is the record of another run ({shown}; this plan: "
+            f"{printable(' '.join(ours)[:300]) or 'defaults'}); the plan would replace that run's .hydra/ "
+            "files with its own config. Fix: choose another hydra.run.dir"
+        )
     return (
         f"{path} is the record of another sweep or run ({shown}; this job: "
         f"{printable(' '.join(ours)[:300]) or 'defaults'}); resume=true continues only the sweep that "
