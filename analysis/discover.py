@@ -14,13 +14,16 @@ import glob
 import logging
 import os
 import re
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from flopsweep.config import cut
 from flopsweep.files import file_kind, not_a_record
 from flopsweep.record import METRICS_FILE
-from flopsweep.tree import find, folders, unique_files
+from flopsweep.text import plural
+from flopsweep.tree import unique_files, walk
 
 RECORD_NAME = re.compile(r"metrics(\..+)?\.json", re.IGNORECASE | re.DOTALL)
 """File names no output takes: a run's record (``metrics.json``) and one set aside by
@@ -63,6 +66,35 @@ RECORDS_FIX = (
 """The fix of every refusal of the paths to read (none there, no record under them)."""
 
 
+MAX_FOLDERS = 100_000
+"""The most folders one call of :func:`discover` lists, over every path it is given: a sweep of 10,000 jobs
+lists about 30,000 (each job's folder, its ``.hydra``, a batch search's); a file system's 100,000 took 8 s
+here (the whole of this machine's ``/``: 103,550 folders, 8.2 s). Past it the walk stops and names the
+folder it stopped at (:data:`flopsweep.tree.STOPPED`, whose fix is to name the sweep's folder)."""
+
+PROGRESS_S = 5.0
+"""Seconds between the walk's progress lines on stderr (``still searching ...``): a walk of a slow or
+large file system says what it does, never a silent wait."""
+
+REFUSED_ROOTS = {
+    "/": "the root of the file system (a search of every folder of the machine, minutes)",
+    "/proc": "the kernel's process tree, which holds no record",
+    "/sys": "the kernel's device tree, which holds no record",
+    "/dev": "the device folder, which holds no record",
+}
+"""Folders the analysis refuses to search (by their real path), each with why: one line, exit 2."""
+
+
+@dataclass
+class _Search:
+    """What one :func:`discover` call may walk: ``limit`` folders, ``left`` of them still to list; when its
+    progress line was said last (:func:`time.monotonic`)."""
+
+    limit: int
+    left: int
+    said: float = field(default_factory=time.monotonic)
+
+
 def display_path(path: str | Path) -> str:
     """``path`` as printable text: bytes that are not UTF-8 (a directory name from another
     locale) become ``\\xNN`` escapes, so that no output stream or file write fails on them."""
@@ -95,21 +127,47 @@ def named_from(path: str | Path, start: str | Path | None) -> str:
     return display_path(text)
 
 
-def _walk(root: Path, skipped: dict[str, str]) -> list[Path]:
+def _walk(root: Path, skipped: dict[str, str], search: _Search) -> list[Path]:
     """The ``metrics.json`` regular files under the directory ``root``
-    (:func:`flopsweep.tree.find`: iterative, at most :data:`flopsweep.tree.MAX_DEPTH` levels deep,
-    no link met on the way followed). A linked directory is logged as not followed; a
-    ``metrics.json`` that is a link, a FIFO, a device or a directory, a folder that cannot be listed
-    and one whose sub-folders are nested too deep go into ``skipped`` with the reason."""
+    (:func:`flopsweep.tree.walk`: iterative, at most :data:`flopsweep.tree.MAX_DEPTH` levels deep, no
+    link met on the way followed, at most ``search.left`` folders listed: :data:`MAX_FOLDERS` over the
+    call). A linked directory is logged as not followed; every :data:`PROGRESS_S` seconds a line says how
+    far the walk is; a ``metrics.json`` that is a link, a FIFO, a device or a directory, a folder that
+    cannot be listed, one whose sub-folders are nested too deep and the one the walk stopped at go into
+    ``skipped`` with the reason."""
     found: list[Path] = []
 
     def linked(path: Path) -> None:
         if path.name != METRICS_FILE:
             log.warning("not following the directory link %s (name it to read it)", display_path(path))
 
-    for path in find(root, METRICS_FILE, skipped, on_link=linked):
-        _keep(path, found, skipped)
+    listed = 0
+    for folder, entries in walk(root, skipped, on_link=linked, max_folders=search.left):
+        listed += 1
+        for entry in entries:
+            if entry.name == METRICS_FILE:
+                _keep(folder / entry.name, found, skipped)
+        _progress(root, listed, len(found), search)
+    search.left -= listed
     return sorted(found)
+
+
+def _progress(root: Path, listed: int, found: int, search: _Search) -> None:
+    """The walk's progress line, at most every :data:`PROGRESS_S` seconds: ``still searching ROOT for
+    metrics.json: N folders listed, M records found (the walk stops at 100,000 folders; name the sweep's
+    folder to read only it)``."""
+    if time.monotonic() - search.said < PROGRESS_S:
+        return
+    search.said = time.monotonic()
+    log.warning(
+        "still searching %s for %s: %s folders listed, %s found (the walk stops at %s folders; name the "
+        "sweep's folder to read only it)",
+        display_path(root),
+        METRICS_FILE,
+        f"{listed:,}",
+        plural(found, "record"),
+        f"{search.limit:,}",
+    )
 
 
 def _keep(path: Path, found: list[Path], skipped: dict[str, str]) -> None:
@@ -142,13 +200,16 @@ def _entries(base: Path, part: str, dirs_only: bool) -> list[Path]:
     ]
 
 
-def _dirs_below(base: Path, skipped: dict[str, str]) -> list[Path]:
-    """``base`` and every directory under it, for ``**`` (:func:`flopsweep.tree.folders`: no link
-    followed below ``base``, at most :data:`flopsweep.tree.MAX_DEPTH` levels deep)."""
-    return folders(base, skipped)
+def _dirs_below(base: Path, skipped: dict[str, str], search: _Search) -> list[Path]:
+    """``base`` and every directory under it, for ``**`` (:func:`flopsweep.tree.walk`: no link
+    followed below ``base``, at most :data:`flopsweep.tree.MAX_DEPTH` levels deep, at most
+    ``search.left`` folders)."""
+    below = [folder for folder, _ in walk(base, skipped, max_folders=search.left)]
+    search.left -= len(below)
+    return below
 
 
-def _glob(pattern: str, skipped: dict[str, str]) -> list[Path]:
+def _glob(pattern: str, skipped: dict[str, str], search: _Search) -> list[Path]:
     """Paths matching ``pattern`` (``*``, ``?``, ``[...]``, ``**``), expanded one component at a time:
     ``**`` walks without following links (a link loop is never entered), a literal last component
     is matched when the path exists even as a dangling or looping link (so that it is skipped with
@@ -163,7 +224,7 @@ def _glob(pattern: str, skipped: dict[str, str]) -> list[Path]:
         found: list[Path] = []
         for base in current:
             if part == "**":
-                found += _dirs_below(base, skipped)
+                found += _dirs_below(base, skipped, search)
             elif glob.has_magic(part):
                 found += _entries(base, part, dirs_only=not last)
             elif os.path.lexists(base / part) if last else (base / part).is_dir():
@@ -186,7 +247,12 @@ def _special(p: Path) -> str | None:
 
 
 def _expand(
-    p: Path, found: list[Path], skipped: dict[str, str], spelled: bool = True, alone: bool = False
+    p: Path,
+    found: list[Path],
+    skipped: dict[str, str],
+    search: _Search,
+    spelled: bool = True,
+    alone: bool = False,
 ) -> None:
     """Records of one path: a directory walked (it may be a link the user named), any other path
     kept if it is a regular file, a glob expanded.
@@ -196,8 +262,13 @@ def _expand(
             over 255 bytes, ENAMETOOLONG; a path through a file), or the one path the user named
             (``spelled``, ``alone``) that is neither a folder nor a regular file (a FIFO, a socket, a
             device: :func:`_special`, never opened): one line naming it and the fix. Beside other paths
-            such a path is skipped with its reason, as one met in a walk.
+            such a path is skipped with its reason, as one met in a walk. A folder of
+            :data:`REFUSED_ROOTS` named (``/``): one line saying why, with the fix.
     """
+    if spelled and (why := REFUSED_ROOTS.get(os.path.realpath(p))):
+        raise FileNotFoundError(
+            f"{display_path(p)}: not searched for {METRICS_FILE}: {why}. Fix: {RECORDS_FIX}"
+        )
     try:
         os.stat(p)
     except FileNotFoundError:
@@ -209,27 +280,35 @@ def _expand(
                 f"{shown}: cannot be looked up ({exc.strerror}). Fix: {RECORDS_FIX}"
             ) from None
     if p.is_dir():
-        found.extend(_walk(p, skipped))
+        found.extend(_walk(p, skipped, search))
     elif spelled and alone and (kind := _special(p)):  # mkfifo: it said "re-run with resume=true", exit 1
         raise FileNotFoundError(
             f"{display_path(p)}: is {kind}, not a folder or a regular file. Fix: {RECORDS_FIX}"
         )
     elif os.path.lexists(p):
         _keep(p, found, skipped)
-    elif spelled and (matches := _glob(str(p), skipped)):
+    elif spelled and (matches := _glob(str(p), skipped, search)):
         for match in matches:
-            _expand(match, found, skipped, spelled=False)
+            _expand(match, found, skipped, search, spelled=False)
+    elif spelled and search.left <= 0:  # the glob's ** listed the call's last folders: not "no match"
+        raise FileNotFoundError(
+            f"{display_path(p)}: no glob match in the {plural(search.limit, 'folder')} searched "
+            f"(the limit of a walk). Fix: {RECORDS_FIX}"
+        )
     else:
         raise FileNotFoundError(
             f"{display_path(p)}: no such file, directory or glob match. Fix: {RECORDS_FIX}"
         )
 
 
-def discover(paths: Iterable[str | Path]) -> tuple[list[Path], dict[str, str]]:
+def discover(
+    paths: Iterable[str | Path], *, max_folders: int = MAX_FOLDERS
+) -> tuple[list[Path], dict[str, str]]:
     """``(records, skipped)`` under ``paths``: ``metrics.json`` regular files (directories walked
     without following links, files as given, globs expanded, each found once, in path order), and
     the paths that were passed over with the reason for each: a link, a FIFO, a device, a
-    directory that cannot be listed or nested too deep. Nothing is opened here. A file reached
+    directory that cannot be listed or nested too deep, the folder a walk stopped at (``max_folders``
+    listed over the call, :data:`MAX_FOLDERS`). Nothing is opened here. A file reached
     under two names (a directory named twice, a hard link: the same device and inode) is found
     once, under the first name found, and read once.
 
@@ -238,13 +317,15 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], dict[str, str]]:
     glob) may be a link, a directory link met inside a walk is not followed.
 
     Raises:
-        FileNotFoundError: when a path neither exists nor matches a glob.
+        FileNotFoundError: when a path neither exists nor matches a glob, or is one of
+            :data:`REFUSED_ROOTS` (``/``).
     """
     found: list[Path] = []
     skipped: dict[str, str] = {}
     paths = list(paths)
+    search = _Search(limit=max_folders, left=max_folders)
     for p in paths:
-        _expand(Path(p), found, skipped, alone=len(paths) == 1)
+        _expand(Path(p), found, skipped, search, alone=len(paths) == 1)
     return unique_files(found)[0], skipped
 
 

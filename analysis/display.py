@@ -20,12 +20,13 @@ import numpy as np
 import pandas as pd
 
 from analysis.catalogue import DROP_ORDER, OPTIONAL, SETUP_NAMES, SHORT, SPECS, TABLE_COLUMNS, header
+from analysis.discover import MAX_FOLDERS
 from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, printable, shorten
 from flopsweep.columns import SETUP_SPECS, ColumnSpec
 from flopsweep.record import STATUSES
 from flopsweep.strict_json import dumps as strict_dumps
 from flopsweep.text import plural
-from flopsweep.tree import MAX_DEPTH, UNLISTED, folder_skipped
+from flopsweep.tree import MAX_DEPTH, STOPPED, UNLISTED, folder_skipped
 
 __all__ = [
     "CSV_FORMULA_PREFIXES",
@@ -440,9 +441,12 @@ def summary(df: pd.DataFrame) -> str:
         parts[0] += f", pooled into {plural(len(df), 'row')}"
     bad = df.attrs.get("unreadable", {})
     unlisted = sum(why.startswith(UNLISTED) for why in bad.values())
-    deep = sum(folder_skipped(why) for why in bad.values()) - unlisted
-    if len(bad) > deep + unlisted:
-        parts.append(f"{plural(len(bad) - deep - unlisted, 'unreadable record')} skipped")
+    stopped = sum(why.startswith(STOPPED.split("{", 1)[0]) for why in bad.values())
+    deep = sum(folder_skipped(why) for why in bad.values()) - unlisted - stopped
+    if len(bad) > deep + unlisted + stopped:
+        parts.append(f"{plural(len(bad) - deep - unlisted - stopped, 'unreadable record')} skipped")
+    if stopped:  # the walk listed its limit of folders: what lay after them was not searched
+        parts.append(f"the search stopped at its limit of {MAX_FOLDERS:,} folders (name the sweep's folder)")
     if deep:  # a folder whose sub-folders lie past the walk's limit: not searched, no record
         parts.append(f"{plural(deep, 'folder')} nested deeper than the {MAX_DEPTH}-level limit skipped")
     if unlisted:

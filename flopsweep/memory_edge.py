@@ -51,6 +51,30 @@ def retried_words(backend: str | None) -> str:
     )
 
 
+EDGE_MARGIN = 0.05
+"""How far behind a ranked set-up at the memory edge one off it may be, a share of the objective's value,
+and still be picked as its cluster's best (:func:`off_edge_pick`): 5%, the smallest expected error of a
+prediction (``flopsweep.plan_assess.EXPECTED_ERROR``: calibrated, probed or the nearest measured set-up),
+so a gap under it is one the prediction cannot tell apart, while the edge's retries cost up to 0.7 s a
+step (:data:`RETRY_COST`)."""
+
+
+def off_edge_pick(ranked: list[tuple[tuple[float, ...], bool]]) -> int:
+    """The index of a cluster's best among ``ranked``: ``(figures, at the memory edge)`` of its rows, best
+    first, ``figures`` the objective's value and the predicted tokens per second (what ranks ties: every
+    row's dollars tie at a price of 0). 0, unless the first is at the edge and a later row off it has each
+    figure within :data:`EDGE_MARGIN` of the first's (``|value - first| <= EDGE_MARGIN x |first|``, either
+    direction of better: the rows are ranked already): then the first such row. ``[]`` raises IndexError."""
+    first, edge = ranked[0]
+    if not edge:
+        return 0
+    for i, (values, at) in enumerate(ranked[1:], 1):
+        near = all(abs(v - f) <= EDGE_MARGIN * abs(f) for v, f in zip(values, first, strict=True))
+        if near and not at:
+            return i
+    return 0
+
+
 GIB = 2**30
 
 

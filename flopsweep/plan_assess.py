@@ -26,7 +26,7 @@ from typing import Any
 from flopsweep import cost, forecast
 from flopsweep.clusters import Cluster
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.memory_edge import edge_note
+from flopsweep.memory_edge import at_edge, edge_note
 from flopsweep.text import percent
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,10 @@ class Row:
     """The GPU's memory, GiB, as the driver reports it (:attr:`flopsweep.peaks.PeakRow.memory_gib`)."""
     headroom_gib: float | None = None
     """What the estimate leaves free of the GPU's memory, GiB (``gpu_memory_gib - est_peak_gib_per_rank``)."""
+    memory_edge: bool = False
+    """The estimate leaves under :data:`flopsweep.memory_edge.EDGE_HEADROOM` (13%) of the GPU's memory free
+    (:func:`flopsweep.memory_edge.at_edge`): allocator retries possible, which the predicted step counts
+    not; the table's ``free`` ends in ``!``, and its ``prediction_source`` says so."""
     predicted_iteration_time_s: float | None = None
     """The predicted optimizer step, seconds (:func:`flopsweep.forecast.prediction`)."""
     predicted_tokens_per_s: float | None = None
@@ -164,7 +168,9 @@ class Row:
     """The row's place among the ranked rows of its own cluster (1 = its best, then 2, 3, ... with no
     gaps); what the terminal table's ``#`` column shows."""
     best: bool = False
-    """The best row of its cluster (``cluster_rank`` 1)."""
+    """The best row of its cluster: ``cluster_rank`` 1, unless that row is at the memory edge
+    (:attr:`memory_edge`) and one off it is within :data:`flopsweep.memory_edge.EDGE_MARGIN` (5%) of its
+    objective and tokens/s: then the first such (:func:`flopsweep.memory_edge.off_edge_pick`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The row as ``plan.csv`` and ``plan_format=json`` write it (:data:`COLUMNS`)."""
@@ -355,6 +361,7 @@ def assess(
         capacity, what = where.capacity
         row.gpu_memory_gib = capacity / 2**30
         row.headroom_gib = (capacity - peak) / 2**30
+        row.memory_edge = at_edge(peak, capacity)
         if peak > (1 - min_headroom) * capacity:
             row.status = "over memory"
             share = f"{percent(1 - min_headroom)} of {capacity / 2**30:.3g} GiB"

@@ -41,6 +41,7 @@ from flopsweep.clusters import Cluster
 from flopsweep.config import ConfigError, ParallelConfig, RunConfig
 from flopsweep.dropped import OVER_MEMORY, SPACE_KEY_OF, nothing_line  # noqa: F401 - the plan's and the tuner's names
 from flopsweep.limits import MAX_BY_KEY
+from flopsweep.memory_edge import off_edge_pick
 from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and the tuner's names
     ASSUMED_NETWORK_ERROR,
     COLUMNS,
@@ -550,7 +551,9 @@ def same_gpu(
 def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
     """The ``ok`` rows with a value for ``objective_name`` (:func:`flopsweep.objective.planned`),
     best first, numbered from 1 across every cluster (``rank``) and from 1 within each cluster
-    (``cluster_rank``, no gaps); ``best`` marks the first of each cluster. Ties keep the higher
+    (``cluster_rank``, no gaps); ``best`` marks the first of each cluster, or where that one is at the
+    memory edge the first off it within 5% of its value and tokens/s
+    (:func:`flopsweep.memory_edge.off_edge_pick`). Ties keep the higher
     predicted tokens per second (``@0``: every row's dollars tie at 0, and the fastest set-up, not the
     slowest, is best), then the lower expected error (an unmeasured one last), then the smaller memory per
     rank. Rows without a value get no rank.
@@ -574,9 +577,11 @@ def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
             r.est_peak_gib_per_rank or 0,
         )
     )
-    within: Counter = Counter()
+    within: dict[str, list[Row]] = {}
     for i, row in enumerate(valued, 1):
-        within[row.cluster] += 1
-        row.rank, row.cluster_rank = i, within[row.cluster]
-        row.best = row.cluster_rank == 1
+        within.setdefault(row.cluster, []).append(row)
+        row.rank, row.cluster_rank = i, len(within[row.cluster])
+    for rows_of in within.values():
+        figures = [((getattr(r, column), r.predicted_tokens_per_s or 0.0), r.memory_edge) for r in rows_of]
+        rows_of[off_edge_pick(figures)].best = True
     return valued

@@ -30,12 +30,17 @@ DEEPER = (
 """The reason a walk names a folder whose sub-folders it did not enter (:data:`MAX_DEPTH`)."""
 UNLISTED = "cannot list the directory: "
 """The start of the reason a walk names a folder it could not list."""
+STOPPED = (
+    "folders after it not searched: the walk of {root} stopped after {folders:,} folders (the limit of a "
+    "walk). Fix: name the sweep's folder (its hydra.sweep.dir, e.g. multirun/smoke), not a folder above it"
+)
+"""The reason a walk bounded in folders (``max_folders``) names the folder it stopped at."""
 
 
 def folder_skipped(why: str) -> bool:
     """True when ``why`` is a walk's reason for a folder (:data:`DEEPER`, :data:`UNLISTED`), not a
     file's: such a path is a folder not searched, never an unreadable record."""
-    return why.startswith((DEEPER.split("{", 1)[0], UNLISTED))
+    return why.startswith((DEEPER.split("{", 1)[0], UNLISTED, STOPPED.split("{", 1)[0]))
 
 
 def _shown(path: str | Path) -> str:
@@ -49,16 +54,23 @@ def walk(
     *,
     max_depth: int = MAX_DEPTH,
     on_link: Callable[[Path], None] | None = None,
+    max_folders: int | None = None,
 ) -> Iterator[tuple[Path, list[os.DirEntry]]]:
     """``(folder, entries)`` for ``root`` and every folder below it, parents first, in name order;
     ``entries`` sorted by name. ``root`` itself may be a link (the user named it); a directory link
     met below is not entered (``on_link`` is called with its path). A folder that cannot be listed
     (no permission, a name too long for the system) and a folder at ``max_depth`` whose
     sub-folders are not entered go into ``skipped``, printable path -> reason; the walk goes on.
-    Iterative: any depth of tree is safe."""
+    With ``max_folders``, it lists at most that many and names the next it would have listed in
+    ``skipped`` (:data:`STOPPED`). Iterative: any depth of tree is safe."""
     stack: list[tuple[Path, int]] = [(Path(root), 0)]
+    listed = 0
     while stack:
         folder, depth = stack.pop()
+        if max_folders is not None and listed >= max_folders:
+            skipped[_shown(folder)] = STOPPED.format(root=_shown(root), folders=listed)
+            return
+        listed += 1
         try:
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: e.name)

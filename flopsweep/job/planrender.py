@@ -127,7 +127,7 @@ def _cells(row: Row) -> list[str]:
         si_figure(row.budget_gpu_hours),
         si_figure(row.budget_usd, money=True),
         f"{row.est_peak_gib_per_rank:.1f}",
-        f"{row.headroom_gib:.1f}",
+        f"{row.headroom_gib:.1f}{'!' if row.memory_edge else ''}",
         "?" if row.expected_error is None else f"±{row.expected_error:.0%}",
         source,
     ]
@@ -206,6 +206,41 @@ def scaled_lines(ranked: list[Row], top: int) -> list[str]:
     return lines
 
 
+def edge_lines(ranked: list[Row], top: int, column: str) -> list[str]:
+    """The lines under the table on the memory edge (:attr:`flopsweep.plan_space.Row.memory_edge`), when
+    a shown row or a cluster's first is at it: what ``!`` means, and for each such cluster whether its
+    best (``*``) passed over its first for a row off the edge within
+    :data:`flopsweep.memory_edge.EDGE_MARGIN` of its ``column`` (the objective's,
+    :func:`flopsweep.objective.planned`), or is at the edge itself (no such row): the table never
+    recommends a set-up at the edge unsaid."""
+    from flopsweep.memory_edge import EDGE_HEADROOM, EDGE_MARGIN, retried_words
+
+    firsts = [r for r in ranked if r.cluster_rank == 1 and r.memory_edge]
+    if not firsts and not any(r.memory_edge for r in shown_rows(ranked, top)):
+        return []
+    lines = [
+        f"free !: at the memory edge, under {EDGE_HEADROOM:.0%} of the GPU's memory free: allocator retries "
+        f"possible ({retried_words(None)}, up to 0.7 s a step), not in the prediction; plan.csv: memory_edge"
+    ]
+    for first in firsts:
+        best = next(r for r in ranked if r.cluster == first.cluster and r.best)
+        said, free = f"#{first.cluster_rank} {setup_label(first)}", f"{first.headroom_gib:.1f} GiB free"
+        if best is first:
+            lines.append(
+                f"{first.cluster}: its best, {said}, is at the memory edge ({free}): no set-up off it within "
+                f"{EDGE_MARGIN:.0%} of its {column}; set one off it from the table, or run it and watch "
+                "metrics.cuda_alloc_retries"
+            )
+            continue
+        gap = abs(getattr(best, column) / getattr(first, column) - 1) if getattr(first, column) else 0.0
+        lines.append(
+            f"{first.cluster}: best * is #{best.cluster_rank} {setup_label(best)}, off the memory edge and "
+            f"{gap:.1%} behind {said}, at the edge ({free}; within {EDGE_MARGIN:.0%}: "
+            "memory_edge.EDGE_MARGIN)"
+        )
+    return lines
+
+
 def render(
     ranked: list[Row],
     result: Candidates,
@@ -241,6 +276,7 @@ def render(
         "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
         "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
         *scaled_lines([r for r in ranked if r.rank is not None], cfg.space.top),
+        *edge_lines(ranked, cfg.space.top, column),
         *networks,
         "defaults used:",
         *(f"  {n}" for n in notes),

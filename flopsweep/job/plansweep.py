@@ -197,7 +197,14 @@ def sweep_output(
         still exits 0.
     """
     from flopsweep.config import ConfigError
-    from flopsweep.job.planrender import best_lines, override_line, scaled_lines, setup_legend, table_lines
+    from flopsweep.job.planrender import (
+        best_lines,
+        edge_lines,
+        override_line,
+        scaled_lines,
+        setup_legend,
+        table_lines,
+    )
     from flopsweep.plan_space import rank
 
     try:  # the sweep's objective= (a swept one: its default); one a plan cannot predict ranks as its jobs did
@@ -283,6 +290,7 @@ def sweep_output(
                 ),
             ),
             *scaled_lines(ranked, top),
+            *edge_lines(ranked, top, column),
             *_repeat_lines(labels),
             *best_lines(
                 "best of each cluster over every job, the command that runs it:",

@@ -76,7 +76,11 @@ def test_a_price_of_0_ranks_the_fastest_set_up_first(hydra_compose, tmp_path: Pa
     ranked = [r for r in csv.DictReader(open(out["plan_file"])) if r["rank"]]
     rates = [float(r["predicted_tokens_per_s"]) for r in ranked]
     assert {float(r["predicted_usd_per_million_tokens"]) for r in ranked} == {0.0}
-    assert rates == sorted(rates, reverse=True) and ranked[0]["best"] == "True"
+    assert rates == sorted(rates, reverse=True)
+    (best,) = [r for r in ranked if r["best"] == "True"]  # the fastest, or one off the memory edge within 5%
+    if best is not ranked[0]:
+        assert (ranked[0]["memory_edge"], best["memory_edge"]) == ("True", "False")
+        assert float(best["predicted_tokens_per_s"]) >= 0.95 * rates[0]
     assert (
         "so every row ties at 0 dollars: objective=usd_per_million_tokens ranks them by tokens/s"
         in (out["plan_text"])
