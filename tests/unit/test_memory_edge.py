@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from flopsweep import memory_edge
 from flopsweep.files import read_json
 from flopsweep.memory_edge import (
     EDGE_HEADROOM,
@@ -37,14 +38,16 @@ def test_headroom_is_the_share_left_free_and_the_edge_is_strictly_under_the_thre
         headroom(1, 0)
 
 
-def test_the_note_says_the_estimate_the_memory_and_the_share_free():
+def test_the_note_says_the_estimate_the_memory_and_the_share_free(monkeypatch: pytest.MonkeyPatch):
     note = edge_note(123.574295 * GIB, 140.4 * GIB)  # the grid's FSDP2 estimate on an H200
     assert note.startswith(f"{EDGE_WORDS} (estimated 123.6 of 140.4 GiB per rank, 12.0% free, under 13%;")
     assert note.endswith("the predicted step counts no retry")
-    assert "16 of 53 committed records so close retried" in note  # no backend named: every backend's
+    assert "16 of 62 committed records so close retried" in note  # no backend named: every backend's
     fsdp, single = edge_note(123.6 * GIB, 140.4 * GIB, "fsdp"), edge_note(123.6 * GIB, 140.4 * GIB, "single")
-    assert "15 of 32 committed fsdp records so close retried (all backends: 16 of 53)" in fsdp
-    assert "0 of 8 committed single records so close retried" in single and "fsdp" not in single
+    assert "15 of 33 committed fsdp records so close retried (all backends: 16 of 62)" in fsdp
+    assert "0 of 15 committed single records so close retried" in single and "fsdp" not in single
+    assert "0 of 1 committed ddp records so close retried" in edge_note(123.6 * GIB, 140.4 * GIB, "ddp")
+    monkeypatch.setitem(memory_edge.RETRIED, "ddp", (0, 0))  # a backend without such a record
     assert "no committed ddp record so close" in edge_note(123.6 * GIB, 140.4 * GIB, "ddp")
     assert edge_note(119.66 * GIB, 140.4 * GIB) == ""  # 14.8% free
     assert edge_note(None, 140.4 * GIB) == "" and edge_note(130 * GIB, None) == ""
