@@ -40,3 +40,17 @@ def test_check_reports_a_stale_file(tmp_path):
     assert done.returncode == 1
     assert "stale" in done.stderr
     assert stale.read_text(encoding="utf-8").endswith("edited\n")  # --check writes nothing
+
+
+@pytest.mark.slow
+def test_the_memory_edge_counts_are_the_records():
+    """``memory_edge.RETRIED`` (the plan's edge flag quotes it) is what ``benchmarks/memory_edge.py`` counts
+    over the committed records; it went stale once, as no test ran the script's ``--check``."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "memory_edge.py"), "--check"],  # its records by default
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
