@@ -147,6 +147,11 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         example = chosen.get(group) if chosen.get(group) in names else (names or ["NAME"])[0]
         near = near_name(shown, names)  # case aside: precision=BF16 names bf16
         example = near or example
+        runs = _cpu_options(group, names) if _gives_cpu(overrides) else names
+        cuda_only = ""  # attention=flash device=cpu: sdpa-flash is refused on the CPU, sdpa is not
+        if example not in runs and runs:
+            cuda_only = f" ({example}, the nearest name, needs CUDA)" if near else ""
+            example = chosen.get(group) if chosen.get(group) in runs else runs[0]  # the default: sdpa
         case = (near, "options are case-sensitive") if near and near.lower() == shown.lower() else None
         plus = "+" if text.startswith("+") or ("/" not in group and group not in chosen) else ""
         if look := ascii_lookalike(shown, names) or case:  # llama-tinу (a Cyrillic у), BF16: the option meant
@@ -157,6 +162,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
             )
             said = f"{shown} is no option of {group}: {look[1]}"
             return f"Invalid config: {text}: {said}. Fix: did you mean {meant}?"
+        example += cuda_only
         pick = f"pick one of {', '.join(names)}, e.g. {plus}{group}={example}" if names else "name one option"
         several = "" if group.startswith("hydra/") or plus else f" (several, one job each: -m {group}=a,b)"
         return (
@@ -164,6 +170,24 @@ def group_choice_problem(overrides: list[str]) -> str | None:
             f"name). Fix: {pick}{several}."
         )
     return None
+
+
+def _gives_cpu(overrides: list[str]) -> bool:
+    """Whether the command line sets ``device=cpu`` (one value, not a sweep)."""
+    return any(t.lstrip("+").partition("=")[::2] == ("device", "cpu") for t in overrides)
+
+
+def _cpu_options(group: str, names: list[str]) -> list[str]:
+    """The ``names`` of ``attention`` or ``precision`` that run on the CPU
+    (:data:`flopsweep.attention.KERNELS`' and :data:`flopsweep.precision.PRECISIONS`' ``devices``); every
+    name for another group, or one the tables lack."""
+    if group == "attention":
+        from flopsweep.attention import KERNELS as specs
+    elif group == "precision":
+        from flopsweep.precision import PRECISIONS as specs
+    else:
+        return names
+    return [n for n in names if n not in specs or "cpu" in specs[n].devices]
 
 
 OPTUNA_SWEEPERS = ("optuna_objective", "optuna")

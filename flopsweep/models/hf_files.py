@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopsweep.config import MAX_SHOWN, ConfigError, cut
+from flopsweep.config import MAX_SHOWN, ConfigError, cut, near_name
 from flopsweep.files import RecordError, read_regular
 from flopsweep.limits import MAX_BY_KEY, MAX_INT
 from flopsweep.models.hf_numbers import (  # noqa: F401 - the names check_raw and callers use
@@ -126,7 +126,9 @@ def _shipped_names() -> str:
 
 def load(value: str) -> Source:
     """Read and parse ``model.config=value`` now (at most :data:`MAX_CONFIG_BYTES`; :func:`parse`),
-    and keep it (:func:`pin`).
+    and keep it (:func:`pin`). A name of no file and no shipped config gets the nearest shipped name's
+    "did you mean" (``qwen3-moe-tiy``: ``qwen3-moe-tiny``); a larger file is refused as over a
+    config.json's limit, naming its size and the bound.
 
     Raises:
         ConfigError: naming ``model.config`` for a missing or unreadable file, or what :func:`parse`
@@ -134,17 +136,45 @@ def load(value: str) -> Source:
     """
     path = config_path(value)
     if not path.exists():
+        names = _shipped_names()
+        near = near_name(value, names.split(", ")) if "/" not in value else None
+        meant = f"did you mean {KEY}={near}? Else g" if near else "g"
         raise ConfigError(
             KEY,
             value,
             f"is neither a shipped config nor an existing file ({path} does not exist)",
-            f"give a config.json path or its folder, or a shipped name: {_shipped_names()}",
+            f"{meant}ive a config.json path or its folder, or a shipped name: {names}",
         )
     try:
         raw = read_regular(path, MAX_CONFIG_BYTES)
     except RecordError as exc:
+        if over := re.match(r"(\d+) bytes is over", str(exc)):  # 2 MiB: a config.json's limit, not a record's
+            size = int(over[1])
+            raise ConfigError(
+                KEY,
+                value,
+                f"is {size:,} bytes, over flopsweep's limit for a config.json ({MAX_CONFIG_BYTES:,} bytes, "
+                "1 MiB; a Hugging Face config.json is a few KiB)",
+                f"point {KEY} at the model's own config.json (or its folder), not its weights, tokenizer or "
+                "index file, or give a shipped name, e.g. qwen3-tiny",
+            ) from None
         raise ConfigError(KEY, value, f"cannot be read ({exc})", "give a readable config.json") from None
     return pin(raw, value, path)
+
+
+class _RepeatedKey(ValueError):
+    """A JSON object that gives one key twice (:func:`_unique_keys`); ``args[0]``: the key."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: the object as a dict, :class:`_RepeatedKey` for a key
+    given twice (``json.loads`` would keep the last, silently)."""
+    data: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in data:
+            raise _RepeatedKey(key)
+        data[key] = item
+    return data
 
 
 def pin(raw: bytes, value: str, path: Path | None = None) -> Source:
@@ -195,7 +225,8 @@ def validated_bytes(model: Any) -> bytes | None:
 
 
 def parse(raw: bytes, value: str) -> dict[str, Any]:
-    """The JSON object of ``raw``: nested at most :data:`MAX_DEPTH` deep, every number finite
+    """The JSON object of ``raw``: no object giving a key twice (``json.loads`` keeps the last, silently;
+    the line names the key), nested at most :data:`MAX_DEPTH` deep, every number finite
     (``NaN``, ``Infinity`` and ``1e999`` refused), every whole number within ``limits.MAX_INT``, and
     every string but ``_name_or_path`` (shown cut: :attr:`Source.label`) at most
     :data:`flopsweep.config.MAX_SHOWN` characters (``transformers`` echoes a ``model_type``,
@@ -205,7 +236,11 @@ def parse(raw: bytes, value: str) -> dict[str, Any]:
         ConfigError: naming ``model.config``, what is wrong and where.
     """
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as exc:
+        key = cut(printable(str(exc.args[0])))
+        problem = f"gives the key {key!r} twice in one object (JSON would keep the last silently)"
+        raise ConfigError(KEY, value, problem, f"give a model's config.json with {key!r} once") from None
     except RecursionError:
         problem = (
             f"nests arrays or objects deeper than flopsweep reads a config.json (at most {MAX_DEPTH} "

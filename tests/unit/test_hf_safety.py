@@ -78,6 +78,11 @@ def _file(tmp_path: Path, name: str, content: dict | str) -> str:
 QWEN_TEXT = json.dumps(QWEN)[:-1]  # the object without its closing brace: raw JSON text appended
 
 
+def _qwen_with(key: str) -> str:
+    """:data:`QWEN_TEXT` less ``key``: the raw text appended gives it once (a key given twice is refused)."""
+    return json.dumps({k: v for k, v in QWEN.items() if k != key})[:-1]
+
+
 HOSTILE = {
     # name: (the file: a dict, or raw text; words the one line holds)
     "5000-deep array": ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "at most 16 levels, flopsweep's limit"),
@@ -168,9 +173,9 @@ HOSTILE = {
     "fractional head_dim": ({**QWEN, "head_dim": 32.5}, "head_dim"),
     "bool layers": ({**QWEN, "num_hidden_layers": True}, "num_hidden_layers"),
     "30-digit layers": ({**QWEN, "num_hidden_layers": 10**30}, "num_hidden_layers"),
-    "NaN eps": (QWEN_TEXT + ', "rms_norm_eps": NaN}', "rms_norm_eps=nan"),
-    "Infinity theta": (QWEN_TEXT + ', "rope_theta": Infinity}', "rope_theta=inf"),
-    "1e999 theta": (QWEN_TEXT + ', "rope_theta": 1e999}', "rope_theta=inf"),
+    "NaN eps": (_qwen_with("rms_norm_eps") + ', "rms_norm_eps": NaN}', "rms_norm_eps=nan"),
+    "Infinity theta": (_qwen_with("rope_theta") + ', "rope_theta": Infinity}', "rope_theta=inf"),
+    "1e999 theta": (_qwen_with("rope_theta") + ', "rope_theta": 1e999}', "rope_theta=inf"),
     "nested NaN under a newline key": (QWEN_TEXT + ', "x\\n": {"y": NaN}}', "not a finite number"),
     "negative eps": ({**QWEN, "rms_norm_eps": -1.0}, "rms_norm_eps"),
     "negative initializer_range": ({**QWEN, "initializer_range": -1.0}, "initializer_range"),
