@@ -13,18 +13,9 @@ from helpers import fixture_record as ok_record
 from helpers import put
 
 from analysis import discover as dv
-from analysis.__main__ import main
 from analysis.display import summary
 from flopsweep import tree
-
-
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse's one-line error
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from tests.unit.test_analysis_trial import cli as _cli  # main's exit code, stdout, stderr
 
 
 def _tree(root: Path) -> Path:
