@@ -96,7 +96,8 @@ def home_tilde_problem(overrides: list[str], *, in_file: bool = False) -> str | 
                 home = "${oc.env:HOME}" if not user else home
                 why = "Hydra takes a file's value as written, and"
                 written = f"{home}/{rest}" if rest else home
-                fix = f"{key.rpartition('.')[2]}: {written} in the file ({os.path.expanduser(folder)})"
+                # quoted: a ${...} value is valid YAML in a flow mapping ({dir: ...}) only inside quotes
+                fix = f'{key.rpartition(".")[2]}: "{written}" in the file ({os.path.expanduser(folder)})'
             return (
                 f"Invalid config: {key}={folder}: a leading ~ is not expanded ({why} would make a "
                 f"folder named {folder.split('/')[0]} here). Fix: write the path out, e.g. {fix}"

@@ -43,7 +43,7 @@ def test_a_tilde_in_a_sweep_files_folder_is_refused_and_makes_no_folder(tmp_path
     assert proc.stderr == (
         "flopsweep: Invalid config: conf/sweep/t_tilde.yaml: hydra.sweep.dir=~/z: a leading ~ is not "
         "expanded (Hydra takes a file's value as written, and would make a folder named ~ here). Fix: write "
-        f"the path out, e.g. dir: ${{oc.env:HOME}}/z in the file ({os.path.expanduser('~/z')})\n"
+        f'the path out, e.g. dir: "${{oc.env:HOME}}/z" in the file ({os.path.expanduser("~/z")})\n'
     )
     assert not proc.stdout and list(work.iterdir()) == []
 

@@ -43,7 +43,7 @@ def test_a_tilde_in_a_sweep_files_folder_is_refused_before_anything_is_made(
     assert line == (
         f"Invalid config: conf/sweep/t_tilde.yaml: {key}={value}: a leading ~ is not expanded (Hydra takes a "
         "file's value as written, and would make a folder named ~ here). Fix: write the path out, e.g. dir: "
-        f"${{oc.env:HOME}}/{leaf} in the file ({os.path.expanduser(value)})"
+        f'"${{oc.env:HOME}}/{leaf}" in the file ({os.path.expanduser(value)})'
     )
     assert list(here.iterdir()) == []  # the folder check's probe never made ./~
     # the command line's own key replaces the file's: not the file's to refuse
