@@ -408,6 +408,15 @@ def output_dir_problem(argv: list[str], conf: str = CONF) -> str | None:
 
     given = {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
     for path, data in _sweep_files(_selected(argv, conf), conf):
+        for key in ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir"):
+            parent, _, leaf = key.rpartition(".")
+            if key not in given and isinstance(where := _hydra_value(data, parent), dict) and leaf in where:
+                if where[leaf] is None:  # a bare ~ or an empty value: Hydra's traceback (a null folder)
+                    return (
+                        f"Invalid config: {shown_path(path, conf)}: {key} is null (YAML reads a bare ~ or an "
+                        "empty value as null), and Hydra needs a folder. Fix: write the folder out, e.g. "
+                        f'{leaf}: "${{oc.env:HOME}}/runs" in the file, or drop {leaf} from it'
+                    )
         own = [
             f"{key}={value}"
             for key in OUTPUT_KEYS

@@ -51,9 +51,15 @@ def test_a_tilde_in_a_sweep_files_folder_is_refused_before_anything_is_made(
 
 
 def test_a_tilde_alone_is_yaml_null_and_a_written_out_home_passes(tmp_path, monkeypatch) -> None:
+    """A bare ``~`` is YAML's null: Hydra's traceback (a null folder) before; one line now (re-trial)."""
     monkeypatch.chdir(tmp_path)
     conf = _conf(tmp_path, {"sweep/a.yaml": HEAD + "hydra: {sweep: {dir: ~}}\n"})
-    assert output_dir_problem(["-m", "+sweep=a", "seed=0"], str(conf)) is None
+    assert output_dir_problem(["-m", "+sweep=a", "seed=0"], str(conf)) == (
+        "Invalid config: conf/sweep/a.yaml: hydra.sweep.dir is null (YAML reads a bare ~ or an empty value "
+        "as null), and Hydra needs a folder. Fix: write the folder out, e.g. dir: "
+        '"${oc.env:HOME}/runs" in the file, or drop dir from it'
+    )
+    assert output_dir_problem(["-m", "+sweep=a", "seed=0", "hydra.sweep.dir=x"], str(conf)) is None
     conf = _conf(tmp_path / "b", {"sweep/a.yaml": HEAD + 'hydra: {sweep: {dir: "${oc.env:HOME}/z"}}\n'})
     assert output_dir_problem(["-m", "+sweep=a", "seed=0"], str(conf)) is None
 
