@@ -123,12 +123,6 @@ def find(
     return found
 
 
-def folders(root: str | Path, skipped: dict[str, str], *, max_depth: int = MAX_DEPTH) -> list[Path]:
-    """``root`` and every folder below it (:func:`walk`: no link followed below ``root``), for a
-    ``**`` in a glob."""
-    return [folder for folder, _ in walk(root, skipped, max_depth=max_depth)]
-
-
 def unique_files(paths: list[Path]) -> tuple[list[Path], int]:
     """``(paths, duplicates)``: ``paths`` less each that names a file met already under another
     name (a hard link, or the same path twice: the same device and inode, by ``lstat``; a path that
