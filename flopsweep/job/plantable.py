@@ -355,13 +355,13 @@ def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) 
         return None
     row = unfit.iloc[0]
     on_host = str(row.get("fits_on", "")).startswith("host")  # the CPU: every rank in its memory
-    ranks = f" per rank x {row.get('world_size', '')} ranks" if on_host else " per rank"
     own = "" if on_host else printable(str(row.get("memory_fix", "") or ""))  # the row's own levers
     hint = f"{cluster_hint(gpu)} ranks the set-ups that fit"
-    fix = HOST_MEMORY_FIX if on_host else f"{own or GPU_MEMORY_FIX}; {hint}"
+    host_fix = f"{HOST_MEMORY_FIX}; or plan_gpu=NAME to plan it for a GPU (e.g. plan_gpu={gpu})"
+    fix = host_fix if on_host else f"{own or GPU_MEMORY_FIX}; {hint}"
     said = (
         f"model={printable(str(row.get('model', '')))}: estimated {row.get('est_peak_gib_per_rank', '')} GiB"
-        f"{ranks}, more than {printable(str(row.get('fits_on', '')))}"
+        f" per rank, more than {printable(str(row.get('fits_on', '')))}"
     )
     job = row.get("job", "") or 0
     return f"flopsweep: {len(unfit)} of {len(frame)} jobs do not fit; job {job}: {said}. Fix: {fix}."

@@ -906,6 +906,28 @@ def test_the_invalid_line_counts_the_other_reasons_and_an_unfit_row_gets_its_own
     assert plan_unfit_line(str(path), "H200") is None
 
 
+def test_plan_unfit_line_on_host_names_the_ranks_of_a_node_and_plan_gpu(tmp_path):
+    """A CPU plan of 8 nodes of 8 ranks is checked against this host for the 8 ranks of one node
+    (not the 64 of the job), and the fix names plan_gpu for a plan of a GPU cluster."""
+    import csv
+
+    from flopsweep.job.plantable import PLAN_COLUMNS, plan_unfit_line
+    from flopsweep.oom_note import HOST_MEMORY_FIX
+
+    row = {"job": 0, "status": "ok", "model": "llama3.1-8b", "est_peak_gib_per_rank": 59.6, "fits": False}
+    row |= {"fits_on": "host (21.8 GiB available to 8 ranks a node)", "world_size": 64}
+    path = tmp_path / "plan.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=PLAN_COLUMNS)
+        writer.writeheader()
+        writer.writerow(row)
+    assert plan_unfit_line(str(path), "H100") == (
+        "flopsweep: 1 of 1 jobs do not fit; job 0: model=llama3.1-8b: estimated 59.6 GiB per rank, "
+        f"more than host (21.8 GiB available to 8 ranks a node). Fix: {HOST_MEMORY_FIX}; "
+        "or plan_gpu=NAME to plan it for a GPU (e.g. plan_gpu=H100)."
+    )
+
+
 @pytest.mark.parametrize(
     ("plan_gpu", "local", "named"),
     [
