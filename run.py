@@ -405,6 +405,8 @@ def interrupted_message() -> str:
             print(line, file=sys.stderr if line.startswith("flopsweep: ") else sys.stdout, flush=True)
         return planned[-1].removeprefix("flopsweep: ")
     if LAST_RECORD["path"] is None:
+        if any(arg.lstrip("+").lower() == "plan=true" for arg in sys.argv[1:]):  # a plan records no run
+            return "the plan stopped before its table; nothing was written (a plan starts no worker)"
         return "no run had been recorded yet"
     return f"the last run is recorded ({LAST_RECORD['status']}) in {LAST_RECORD['path']}"
 

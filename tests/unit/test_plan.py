@@ -992,3 +992,14 @@ def test_the_other_plan_hints_name_the_plans_gpu(hydra_compose) -> None:
         "in a node of L4: 22.4 GB/s busbw, 0.7 x L4 PCIe Gen4 x16 32 GB/s per direction "
         "(NVIDIA L4 datasheet: PCIe Gen4 x16 64 GB/s)",
     ]
+
+
+def test_an_interrupted_plan_says_it_wrote_nothing_not_that_no_run_was_recorded(monkeypatch):
+    """Ctrl-C during ``plan=true plan_clusters=[...]`` said ``no run had been recorded yet``, a run's words:
+    a plan records no run at all (docs/reliability-5.md #311)."""
+    from run import interrupted_message
+
+    monkeypatch.setattr("sys.argv", ["run.py", "plan=true", "plan_clusters=[H100:8x8]", "model=llama3.1-8b"])
+    assert interrupted_message() == "the plan stopped before its table; nothing was written (a plan starts no worker)"
+    monkeypatch.setattr("sys.argv", ["run.py", "model=llama3.1-8b"])
+    assert interrupted_message() == "no run had been recorded yet"
