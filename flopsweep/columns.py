@@ -146,6 +146,12 @@ SETUP_SPECS: list[SetupSpec] = [
         description="optimizer step fused into backward (optim.in_backward)",
     ),
     S(
+        name="optim_overlap_forward",
+        path="config.optim.overlap_forward",
+        header="opt_fwd",
+        description="optimizer step on a side CUDA stream beside the next forward (optim.overlap_forward)",
+    ),
+    S(
         name="optim_implementation",
         path="config.optim.implementation",
         header="adamw",

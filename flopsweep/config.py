@@ -259,6 +259,11 @@ class OptimConfig:
     one parameter's fp32 gradient (4 bytes per parameter of the largest) is live instead of all
     (4 bytes per parameter). Needs ``optim.grad_clip=0`` and ``batch.grad_accum=1``; ``single`` and
     ``fsdp`` only (:func:`flopsweep.rules.optimizer_in_backward`)."""
+    overlap_forward: bool = False
+    """Step the optimizer on a second CUDA stream, unit by unit in the order the next forward reads them
+    (the parameters outside the blocks, then each block), each block's forward waiting for its own unit
+    only: the memory-bound AdamW runs beside the compute-bound forward. The same AdamW, clip and results;
+    ``single`` on CUDA only (:mod:`flopsweep.optim_overlap`, :func:`flopsweep.overlap_forward.check`)."""
 
 
 @dataclass(kw_only=True)

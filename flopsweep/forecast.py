@@ -21,6 +21,7 @@ from flopsweep import (
     nearest,
     nearest_measured,
     offload_time,
+    overlap_forward,
     shipped,
     zero3_floor,
 )
@@ -74,6 +75,7 @@ def workload(cfg: RunConfig, layout: Layout) -> pr.Workload:
         hardware_flops=hardware_flops(cfg, tokens, density) or model_flops,
         executed_flops=executed_flops(cfg, tokens) if KERNELS[cfg.attention.name].skips_masked else None,
         top_k=expert_parallel.top_k(m),
+        overlap_share=overlap_forward.blocks_share(cfg),
     )
 
 

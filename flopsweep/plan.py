@@ -22,6 +22,7 @@ from flopsweep import (
     compile_levers,
     hostmem,
     memory,
+    overlap_forward,
     pipeline_plan,
     precision,
     rules,
@@ -178,6 +179,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     )
     rules.optimizer_in_backward(cfg)  # again: batch.global_batch_size may have set grad_accum
     compile_levers.check_placed(cfg, device)  # CUDA graphs: device=auto resolved, grad_accum as set
+    overlap_forward.check_placed(cfg, device)  # optim.overlap_forward: device=auto resolved
     cfg = pipeline_plan.resolve(cfg)  # the local batch splits into the pipeline micro-batches
     _check_placement(cfg, device, nproc, env)
     problem = precision.problem(

@@ -144,6 +144,10 @@ NESTED_KEYS: dict[str, tuple[str, str]] = {
         "bool",
         "per-parameter optimizers stepped in backward (optim.in_backward)",
     ),
+    "system.optimizer.overlap_forward": (
+        "bool",
+        "per-unit optimizers stepped on a side CUDA stream beside the next forward (optim.overlap_forward)",
+    ),
     "metrics.iteration_time_s.min": ("s", "fastest measured step"),
     "metrics.iteration_time_s.max": ("s", "slowest measured step"),
     "metrics.iteration_time_s.std": ("s", "standard deviation of the measured steps; null for one step"),

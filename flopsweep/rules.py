@@ -15,7 +15,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from flopsweep import compile_levers, context_parallel, expert_parallel, fsdp_units, pipeline_plan
+from flopsweep import (
+    compile_levers,
+    context_parallel,
+    expert_parallel,
+    fsdp_units,
+    overlap_forward,
+    pipeline_plan,
+)
 from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import ConfigError, RunConfig, require_choice
@@ -568,6 +575,7 @@ RULES: list[Callable[[RunConfig], None]] = [
     offload_eager,
     casts_autocast_copies,
     optimizer_in_backward,
+    overlap_forward.check,  # optim.overlap_forward: single on CUDA, no in_backward, fp16 or CUDA graphs
     optimizer_implementation,
     layer_probe,
     chunked_loss,

@@ -7,6 +7,8 @@ every name here): the job (``metrics.predicted``, made before the measured steps
 assumptions; in short, per optimizer step and per rank::
 
     t_step   = t_compute x (1 + (pp-1)/(v m)) + t_optimizer + t_exposed   (m micro batches, v stages a rank)
+    (``optim.overlap_forward``: t_optimizer less the blocks' share of it hidden behind the next forward,
+    at most t_compute / (3 + recompute): :func:`flopsweep.overlap_forward.exposed_optimizer_s`)
     t_exposed = max(t_comm x (1 - overlap), t_comm - t_compute)       (data-parallel collectives)
               + t_tp + t_pp_send                                        (never overlapped)
     t_comm   = sum over collectives of bytes x factor / busbw          (nccl-tests' bus bandwidth)
@@ -55,6 +57,7 @@ from flopsweep.compute_time import (  # noqa: F401 - steptime.X, as every caller
     compute_uncalibrated,
     optimizer_shards,
 )
+from flopsweep.overlap_forward import exposed_optimizer_s
 from flopsweep.workload import (  # noqa: F401 - steptime.X, as every caller and the docs name them
     COLLECTIVES,
     FP32,
@@ -126,7 +129,11 @@ def predict(
     m = w.pp_microbatches or w.grad_accum
     v = max(1, w.pp_stages_per_rank)  # interleaved: v stages per rank shrink the bubble v-fold
     bubble = compute.compute_s * (pp - 1) / (v * m) if pp > 1 and not inside else 0.0  # (p-1)/(vm+p-1)
-    step = compute.compute_s + bubble + compute.optimizer_s + exposed
+    optimizer = compute.optimizer_s
+    if w.overlap_share > 0:  # optim.overlap_forward: the blocks' steps beside the next forward
+        forward = compute.compute_s / (3 + w.recompute_share)  # backward 2x, the recompute its share
+        optimizer = exposed_optimizer_s(optimizer, forward, w.overlap_share)
+    step = compute.compute_s + bubble + optimizer + exposed
     world = w.world_size
     tokens_per_s = w.tokens_per_step / step
     gpu_hours = days = None
@@ -146,7 +153,7 @@ def predict(
         tokens_per_s_per_device=tokens_per_s / world,
         mfu=w.model_flops / step / world / (peak_tflops * 1e12) if peak_tflops else None,
         compute_s=compute.compute_s,
-        optimizer_s=compute.optimizer_s,
+        optimizer_s=optimizer,
         bubble_s=bubble,
         comm_s=soft + hard,
         exposed_comm_s=exposed,

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
-from flopsweep import compile_levers, optim_in_backward
+from flopsweep import compile_levers, optim_in_backward, optim_overlap
 from flopsweep import degrees as fdegrees
 from flopsweep import precision as fprecision
 from flopsweep.annotations import OPTIMIZER_ANNOTATION
@@ -185,6 +185,12 @@ class TorchTrainer:
                 self.after_step()
         return total
 
+    def drain(self) -> None:
+        """Before the measured window's last mark: the main stream waits for an optimizer step still
+        running on ``optim.overlap_forward``'s side stream (:mod:`flopsweep.optim_overlap`); else nothing."""
+        if isinstance(self.optimizer, optim_overlap.OverlappedOptimizer):
+            self.optimizer.drain()
+
     def _sync_context(self, is_last: bool) -> contextlib.AbstractContextManager:
         return self.no_sync(is_last) if self.no_sync else contextlib.nullcontext()
 
@@ -239,10 +245,18 @@ def torch_trainer(
     and fp16 ``GradScaler``; ``no_sync(is_last)`` gives each micro batch's sync context, and the
     degrees of ``layout`` on ``mesh`` its micro-batch hooks (:func:`micro_context`)."""
     dtype = DTYPES[cfg.precision.name]
+    # FSDP2 CPU offload keeps the parameters and gradients on the host: the step runs there
+    optimizer_device = _optimizer_device(cfg, device)
+    if getattr(cfg.optim, "overlap_forward", False):  # units stepped on a side stream (rules: single, CUDA)
+        from flopsweep.models import family
+
+        blocks = family(cfg.model).blocks(model)
+        optimizer = optim_overlap.attach(model, blocks, lambda p: build_adamw(p, cfg.optim, optimizer_device))
+    else:
+        optimizer = build_optimizer(model.parameters(), cfg.optim, optimizer_device)
     return TorchTrainer(
         model,
-        # FSDP2 CPU offload keeps the parameters and gradients on the host: the step runs there
-        build_optimizer(model.parameters(), cfg.optim, _optimizer_device(cfg, device)),
+        optimizer,
         cfg.optim.grad_clip,
         autocast_dtype=dtype if autocast and dtype != torch.float32 else None,
         scaler=torch.amp.GradScaler(device.type) if cfg.precision.name == "fp16" else None,
@@ -256,21 +270,23 @@ def optimizer_facts(trainer: Any) -> dict[str, Any] | None:
     """``system.optimizer``: the optimizer that steps, read from the built trainer, not the config.
 
     Returns:
-        ``{class, fused, foreach, in_backward}``: ``class`` the qualified name of the optimizer's
-        class (``torch.optim.adamw.AdamW``; under DeepSpeed its basic optimizer, the one its ZeRO
+        ``{class, fused, foreach, in_backward, overlap_forward}``: ``class`` the qualified name of the
+        optimizer's class (``torch.optim.adamw.AdamW``; under DeepSpeed its basic optimizer, the one its ZeRO
         wrapper steps: ``deepspeed.ops.adam.fused_adam.FusedAdam``,
         ``deepspeed.ops.adam.cpu_adam.DeepSpeedCPUAdam`` or torch's AdamW); ``fused`` and ``foreach``
         the implementation a torch optimizer runs (a flag left None resolved as torch resolves it at
         its step, from its parameters' devices), null for an optimizer without those flags;
         ``in_backward`` true for ``optim.in_backward``'s one optimizer per parameter (the first one's
-        class and flags). None when the trainer holds no optimizer. Read after the measured steps:
+        class and flags), ``overlap_forward`` for ``optim.overlap_forward``'s one per unit (likewise).
+        None when the trainer holds no optimizer. Read after the measured steps:
         ``foreach`` may depend on the tensors a step put into the optimizer.
     """
     engine = getattr(trainer, "engine", None)  # DeepSpeedTrainer
     source, name = (trainer, "optimizer") if engine is None else (engine, "basic_optimizer")
     optimizer = getattr(source, name, None)
     in_backward = isinstance(optimizer, optim_in_backward.OptimizerInBackward)
-    if in_backward:
+    overlap = isinstance(optimizer, optim_overlap.OverlappedOptimizer)
+    if in_backward or overlap:
         optimizer = optimizer.optimizers[0] if optimizer.optimizers else None
     if optimizer is None:
         return None
@@ -284,6 +300,7 @@ def optimizer_facts(trainer: Any) -> dict[str, Any] | None:
         "fused": fused,
         "foreach": foreach,
         "in_backward": in_backward,
+        "overlap_forward": overlap,
     }
 
 

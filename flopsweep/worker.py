@@ -515,9 +515,8 @@ def measure(
     phase: Phase | None = None,
     after_step: Callable[[], None] | None = None,
 ) -> tuple[WindowFigures, list]:
-    """Run ``steps`` optimizer steps inside ``window`` (started here, so a second call restarts
-    it: step times, peak memory, retries and every other reader count these steps only).
-    ``after_step`` runs after each step's time is taken (gc_policy): its work counts in the next step.
+    """Run ``steps`` optimizer steps inside ``window`` (started here, so a second call restarts it: step
+    times, peak memory, retries, every reader count these steps only); ``after_step`` after each (gc_policy).
 
     Returns:
         (the window's figures, loss tensors per step).
@@ -528,6 +527,8 @@ def measure(
     for i in range(steps):
         loss = trainer.step(batches)
         losses.append(_poisoned(loss, phase) if phase is not None else loss)
+        if i == steps - 1 and hasattr(trainer, "drain"):  # optim.overlap_forward: its last step counted
+            trainer.drain()
         window.step_done()
         log(f"measured step {i + 1}/{steps}")
         if after_step is not None:

@@ -115,6 +115,9 @@ class Workload:
     hardware_flops: float
     executed_flops: float | None = None
     top_k: int = 0
+    overlap_share: float = 0.0
+    """``optim.overlap_forward``: the blocks' share of the parameters, whose optimizer step may run
+    beside the next forward (:func:`flopsweep.overlap_forward.blocks_share`); 0 without it."""
 
     def degree(self, name: str) -> int:
         return int(self.degrees.get(name, 1) or 1)

@@ -127,6 +127,7 @@ ADDED_LATER: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("compile_mode",), "default"),  # before the key: torch.compile's default mode
     (("backend", "end_units"), False),  # before the key: FSDP2's root held the embedding and head
     (("steps", "gc_freq"), 0),  # before the key: Python's automatic garbage collection in the steps
+    (("optim", "overlap_forward"), False),  # before the key: the optimizer step on the main stream
     *(
         (("search", k), getattr(ModelSearchConfig(), k)) for k in SEQ_SEARCH_KEYS
     ),  # before search.grow=seq_len
@@ -399,6 +400,7 @@ CALIBRATION_KEYS = (
     *(("config", "backend", knob) for knob in HOST_OFFLOAD),
     ("config", "optim", "in_backward"),
     ("config", "optim", "implementation"),
+    ("config", "optim", "overlap_forward"),
     ("config", "batch", "micro_batch_size"),
 )
 """What a calibration record shares with the run it calibrates (its "same set-up"): the model, the
@@ -406,7 +408,8 @@ attention kernel, the precision, the checkpointing policy (``offload`` among the
 (``compile``, ``compile_scope``, ``compile_mode``), the device type (``cuda`` or ``cpu``: a CPU
 record's step says nothing of a GPU's; ``predict.compute_scale`` scales between two GPUs), the kind of
 step: where the states live (:data:`HOST_OFFLOAD`), the optimizer stepped in backward or after it
-(``optim.in_backward``) and torch's AdamW kernel (``optim.implementation``, ``auto`` read as ``fused`` on
+(``optim.in_backward``), on a side stream beside the next forward (``optim.overlap_forward``) and
+torch's AdamW kernel (``optim.implementation``, ``auto`` read as ``fused`` on
 CUDA, as it runs), and the micro batch (last: :func:`calibration_key` drops it to match another). The
 backend and its other knobs are not here: :func:`flopsweep.predict.pick_calibration` prefers the same
 and :mod:`flopsweep.forecast` keeps to the same backend and ZeRO stage."""

@@ -239,8 +239,8 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
 def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, str]:
     """``(fits, fits_on)`` of a plan row: whether the estimated peak per rank ``peak`` (bytes) fits
     the GPU's memory (:func:`plan_gpu_capacity`), else (CPU) the host's available memory for every
-    rank of a node (``nproc_per_node``; with ``nnodes`` > 1 each node is taken to be like this host); blank when there is nothing to compare with (a GPU job ``placed`` on a machine without
-    GPUs)."""
+    rank of a node (``nproc_per_node``; with ``nnodes`` > 1 each node is taken to be like this host);
+    blank when there is nothing to compare with (a GPU job ``placed`` on a machine without GPUs)."""
     gpu = plan_gpu_capacity(p, env, placed=placed)
     if gpu is not None:
         return peak <= gpu[0], gpu[1]

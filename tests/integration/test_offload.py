@@ -14,6 +14,7 @@ TORCH_ADAMW_ON_CPU = {
     "fused": False,
     "foreach": False,
     "in_backward": False,
+    "overlap_forward": False,
 }
 """``system.optimizer`` of a CPU run: torch's AdamW, its for-loop implementation (CPU tensors)."""
 
@@ -81,4 +82,5 @@ def test_deepspeed_cpu_adam_builds_and_steps_as_torch_adamw() -> None:
         "fused": None,
         "foreach": None,
         "in_backward": False,
+        "overlap_forward": False,
     }

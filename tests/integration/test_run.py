@@ -111,6 +111,7 @@ def test_default_run_writes_complete_ok_record(tmp_path: Path) -> None:
         "fused": record["system"]["device_name"] != "cpu",  # build_adamw: fused on CUDA
         "foreach": False,
         "in_backward": False,
+        "overlap_forward": False,
     }
     assert record["metrics"]["predicted"]["source"].startswith(
         "cpu probe: "

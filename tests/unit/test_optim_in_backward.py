@@ -63,8 +63,8 @@ def test_single_in_backward_trains_as_the_usual_step(hydra_compose) -> None:
     assert isinstance(trainer.optimizer, OptimizerInBackward)
     # system.optimizer: torch's AdamW, its for-loop on CPU tensors (foreach resolved as torch does)
     adamw = {"class": "torch.optim.adamw.AdamW", "fused": False, "foreach": False}
-    assert optimizer_facts(ref_trainer) == {**adamw, "in_backward": False}
-    assert optimizer_facts(trainer) == {**adamw, "in_backward": True}
+    assert optimizer_facts(ref_trainer) == {**adamw, "in_backward": False, "overlap_forward": False}
+    assert optimizer_facts(trainer) == {**adamw, "in_backward": True, "overlap_forward": False}
     n = len(list(trainer.model.parameters()))
     assert len(trainer.optimizer.optimizers) == len(trainer.optimizer.handles) == n
     assert losses == pytest.approx(ref_losses, abs=1e-5)
