@@ -49,8 +49,9 @@ from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are import
     plot_folder_problem,
     sort_spec,
 )
-from analysis.discover import discover, no_records
+from analysis.discover import no_records
 from analysis.display import FLAGS, compact, flat_pivot, render, summary, with_flags
+from analysis.filter_hints import misses, nothing_matches_line
 from analysis.frontier import (
     frontier_drop_order,
     frontier_table,
@@ -81,6 +82,7 @@ from analysis.output import (  # noqa: I001
     OutputError,
     check_folder,
     check_output,
+    exists_problem,
     write_atomic,
     write_error_line,
     write_escaped,
@@ -108,12 +110,14 @@ from flopsweep.text import plural
 
 
 def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
+    """The rows of ``df`` that ``filters`` match. A value that matches no record is named, with the values
+    its column has (:mod:`analysis.filter_hints`): the error when no row is left (exit 2), else a warning
+    on stderr (``backend=zero3,fsdp``: the fsdp runs shown)."""
     out = select(df, filters)
     if out.empty and not df.empty:
-        seen = {k: ", ".join(sorted({str(v) for v in df[k].dropna()})) for k in filters}
-        raise AnalysisError(
-            "no run matches --filter; values present: " + "; ".join(f"{k}: {v}" for k, v in seen.items())
-        )
+        raise AnalysisError(nothing_matches_line(df, filters))
+    for line in misses(df, filters) if not df.empty else []:
+        say(f"analysis: WARNING: {line}; the runs the other values match are shown")
     return out
 
 
@@ -341,7 +345,7 @@ def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> 
     text = text if text.endswith("\n") else text + "\n"
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(args.output, text.encode("utf-8", "backslashreplace"))
+        write_atomic(args.output, text.encode("utf-8", "backslashreplace"), overwrite=args.force)
         say(f"wrote {display_path(args.output)}")
     else:
         write_stdout(text)
@@ -351,7 +355,8 @@ def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> 
 
 def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> None:
     """Refuse ``--output`` and each PNG ``--plot`` would write when writing it would replace a
-    record, among ``records`` (being read) or any other (:func:`analysis.output.check_output`).
+    record, among ``records`` (being read) or any other (:func:`analysis.output.check_output`), and
+    ``--output`` over any file already there unless ``--force`` (:func:`analysis.output.exists_problem`).
 
     Raises:
         OutputError: one line naming the option, the path and the fix; also when ``--output``'s folder
@@ -360,6 +365,8 @@ def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> N
     """
     if args.output:
         check_output(args.output, records, "--output")
+        if not args.force and (why := exists_problem(args.output)):
+            raise OutputError(why)
         check_folder(args.output, "--output", f"report{args.output.suffix or '.md'}")
     if args.plot is not None:
         for name in PLOTS:
@@ -370,10 +377,12 @@ def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> N
 def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``--notebook FILE``: build, execute and write the results notebook of ``args.paths``.
 
-    Each failure is one line on stderr, with :func:`main`'s exit status: a table option given with
-    it, a missing path or no ``metrics.json`` under the paths, FILE's folder unable to take a file or
-    FILE a record (exit 2); only unreadable records, a cell that fails, no kernel, the write failing
-    (exit 1).
+    Each failure is one line on stderr, with :func:`main`'s exit status, as the table's: a table option
+    given with it, a missing path, no ``metrics.json`` under the paths or a file named that is no record
+    (``README.md``), FILE's folder unable to take a file, its name too long or FILE a record (exit 2);
+    only unreadable records, a cell that fails, no kernel, the write failing (exit 1). The records are
+    read once here, before the kernel (:func:`analysis.load.load`), so that a path the table refuses
+    is refused in the same line, not as a failed cell.
     """
     table_options = [a for a in parser._actions if a.dest not in ("help", "paths", "notebook")]
     given = [a.option_strings[0] for a in table_options if getattr(args, a.dest) != a.default]
@@ -384,18 +393,16 @@ def notebook(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        found, skipped = discover(args.paths)
-    except FileNotFoundError as exc:
-        say(f"{parser.prog}: error: {exc}")
+    try:  # read as the table reads them: a file that is no record is exit 2 here too, not a failed cell's 1
+        loaded = load(args.paths)
+    except (FileNotFoundError, BudgetError) as exc:
+        say(f"{parser.prog}: error: {printable(exc)}")
         return 2
-    if not found:  # as the table says it: each skipped file's reason, then the line with the fix
-        for path, why in skipped.items():
-            say(f"analysis: WARNING: skipping {path}: {why}")
-        more = f"; {plural(len(skipped), 'unreadable record')} skipped" if skipped else ""
-        line, code = no_records(parser.prog, args.paths, f"0 runs{more}", len(skipped))
+    if loaded.empty:  # as the table says it: each skipped file's reason (warned), then the line with the fix
+        line, code = no_records(parser.prog, args.paths, summary(loaded), len(loaded.attrs["unreadable"]))
         say(line)
         return code
+    found = loaded.attrs["records"]
     try:
         check_output(args.notebook, found, "--notebook")
         check_folder(args.notebook, "--notebook")  # before the kernel runs every cell
@@ -452,13 +459,13 @@ def main(argv: list[str] | None = None) -> int:
     if why := closed_stdout_problem(args, stdout_closed_at_start()):
         say(f"{parser.prog}: error: {why}")
         return 2
+    handler = logging.StreamHandler()
+    handler.setFormatter(SafeFormatter("analysis: %(levelname)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     if args.notebook is not None:
         return notebook(args, parser)
     if args.width is None:  # after --notebook, which takes no table option
         args.width = default_width()
-    handler = logging.StreamHandler()
-    handler.setFormatter(SafeFormatter("analysis: %(levelname)s: %(message)s"))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         loaded = load(args.paths, predict=args.predict)
         if loaded.empty:  # nothing there (exit 2), or only unreadable records (exit 1): the fix for each

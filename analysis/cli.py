@@ -54,7 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     p.add_argument(
-        "--output", type=_output, metavar="FILE", help="write here instead of stdout ('-': stdout)"
+        "--output",
+        type=_output,
+        metavar="FILE",
+        help="write here instead of stdout ('-': stdout); a file already there: refused unless --force",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="let --output replace a file already there (else refused: exit 2, the file kept)",
     )
     p.add_argument("--sort", type=_sort_arg, metavar="COL[:asc|:desc]", help=sort_help())
     p.add_argument(

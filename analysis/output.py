@@ -33,13 +33,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from analysis.discover import RECORD_NAME, display_path
-from flopsweep.files import RecordError, fit_prefix, foreign_link_refusal, read_json
+from flopsweep.files import NAME_MAX, RecordError, fit_prefix, foreign_link_refusal, read_json
 
 __all__ = [
     "OutputError",
     "RECORD_NAME",
     "check_not_a_record",
     "check_output",
+    "exists_problem",
     "record_problem",
     "run_file_problem",
     "write_atomic",
@@ -217,7 +218,9 @@ def check_folder(output: Path, option: str, example: str = "results.ipynb", *, f
     naming the temporary file or ``File exists``; ``--output afile/x.csv`` said ``cannot write afile:
     File exists``). The folder is made if missing, as the write would make it; a file is created
     there and removed (exclusively: :func:`flopsweep.files.create_new`). ``example`` is the fix's
-    file name. ``folder``: ``output`` is the folder itself (``--plot DIR``, which takes the PNGs).
+    file name. ``folder``: ``output`` is the folder itself (``--plot DIR``, which takes the PNGs). A file
+    name over :data:`flopsweep.files.NAME_MAX` bytes is refused here too (it failed at the write, exit 1,
+    after the work: a notebook's every cell).
 
     Raises:
         OutputError: one line naming the option, the path, why and the fix (exit 2: the command
@@ -233,6 +236,11 @@ def check_folder(output: Path, option: str, example: str = "results.ipynb", *, f
         else f"Fix: name a file in a folder you can write, e.g. {example}"
     )
     its = "" if folder else f"its folder {display_path(where)} "
+    if not folder and (size := len(os.fsencode(output.name))) > NAME_MAX:  # failed only at the write, exit 1
+        raise OutputError(
+            f"{option} {display_path(output)}: its name is {size:,} bytes, over the {NAME_MAX} bytes a file "
+            f"name may have (NAME_MAX). Fix: name a shorter file, e.g. {example}"
+        )
     if why := plot_folder_problem(where):  # a file where the folder, or one above it, should be
         shown = f"{its or 'it '}is {why}" if why.startswith("a ") else why
         raise OutputError(f"{option} {display_path(output)}: {shown}. {fix}")
@@ -254,13 +262,28 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | Path, data: bytes) -> None:
+def exists_problem(output: Path, option: str = "--output") -> str | None:
+    """The one-line refusal of ``output`` when something is at its name already (a file, a link, even a
+    dangling one; ``lstat``, never followed) and ``--force`` was not given: the analysis never replaces a
+    file unasked (it had, in silence). Else None."""
+    if not os.path.lexists(output):
+        return None
+    shown = display_path(output)
+    return (
+        f"{option} {shown}: a file is already there; the analysis replaces a file only when asked. Fix: add "
+        f"--force to replace it, or name a new file (e.g. {output.with_name('new-' + output.name).name})"
+    )
+
+
+def write_atomic(path: str | Path, data: bytes, *, overwrite: bool = True) -> None:
     """Write ``data`` to ``path`` whole or not at all (module doc); the file gets the mode a new
-    file would (0666 less the umask).
+    file would (0666 less the umask). Without ``overwrite`` (``--output`` without ``--force``), the
+    whole temporary file is hard-linked into place (:func:`os.link`: fails when anything is at
+    ``path``, a link never followed), so nothing there, made since the check or before, is replaced.
 
     Raises:
-        OutputError: when ``path`` is, or has become, a record (:func:`record_problem`); nothing
-            is written.
+        OutputError: when ``path`` is, or has become, a record (:func:`record_problem`), or without
+            ``overwrite`` when anything is at ``path`` (:func:`exists_problem`); nothing is written.
         OSError: when the folder or the file system refuses (its ``filename`` is ``path``); the
             previous file at ``path`` is kept as it was and the temporary file is removed.
     """
@@ -284,7 +307,10 @@ def write_atomic(path: str | Path, data: bytes) -> None:
             os.close(fd)
         if why := record_problem(path):  # a record put there meanwhile is not replaced either
             raise OutputError(f"{display_path(path)} {why}: {FIX}")
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _link_new(Path(tmp), path)
     except OutputError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -293,6 +319,21 @@ def write_atomic(path: str | Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
+
+
+def _link_new(tmp: Path, path: Path) -> None:
+    """``tmp`` hard-linked at ``path`` (exclusive: ``link`` refuses any name already there, never following
+    it), then its temporary name removed; on a file system without hard links, a check, then a rename."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise OutputError(exists_problem(path)) from None
+    except OSError:
+        if os.path.lexists(path):
+            raise OutputError(exists_problem(path)) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
 
 
 class StdoutError(OSError):

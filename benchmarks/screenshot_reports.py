@@ -45,7 +45,7 @@ def browser() -> str:
 def report(folder: str, html: Path) -> None:
     """Write the HTML report of ``folder`` to ``html`` with this checkout's analysis."""
     subprocess.run(
-        [sys.executable, "-m", "analysis", folder, "--format", "html", "--output", str(html)],
+        [sys.executable, "-m", "analysis", folder, "--format", "html", "--output", str(html), "--force"],
         cwd=ROOT,
         check=True,
         timeout=ANALYSIS_TIMEOUT_S,

@@ -361,13 +361,34 @@ def hydra_files_problem(sweep_dir: Path) -> str | None:
     return None
 
 
+def run_hydra_files_problem(run_dir: Path) -> str | None:
+    """The one-line refusal of a single run into ``run_dir`` when its ``.hydra/`` holds one of
+    :data:`HYDRA_FILES` (anything at that name, links not followed) that no flopsweep run explains: no
+    ``metrics.json`` (a run's record) and no ``plan.csv`` (a plan's table) beside it. The run would replace
+    it with its own config, as a sweep's job would (:func:`hydra_files_problem`). Else None."""
+    from flopsweep.job.plantable import PLAN_FILE
+
+    if any(os.path.lexists(run_dir / name) for name in (METRICS_FILE, PLAN_FILE)):
+        return None
+    for name in HYDRA_FILES:
+        if os.path.lexists(path := run_dir / ".hydra" / name):
+            return (
+                f"hydra.run.dir={run_dir}: {path} is already there (no {METRICS_FILE} or {PLAN_FILE} of a "
+                "flopsweep run beside it); a run never replaces a file it did not make. Fix: choose another "
+                f"hydra.run.dir, or remove {path} if it is yours"
+            )
+    return None
+
+
 def run_folder_problem(run_dir: Path) -> str | None:
     """The one-line refusal of a single run into a sweep's folder (``multirun.yaml`` in it, or job
     records one level down, ``R/N/metrics.json``), before anything is written there: its record would be
     counted among the sweep's jobs (and a resume of the sweep would count it as skipped); or inside
-    another sweep's or run's folder (:func:`flopsweep.folders.nested_folder_problem`). Else None."""
+    another sweep's or run's folder (:func:`flopsweep.folders.nested_folder_problem`); or over a
+    ``.hydra/`` no flopsweep run made (:func:`run_hydra_files_problem`). Else None."""
 
-    if problem := nested_folder_problem("hydra.run.dir", Path(run_dir), sweep=False):
+    nested = nested_folder_problem("hydra.run.dir", Path(run_dir), sweep=False)
+    if problem := nested or run_hydra_files_problem(Path(run_dir)):
         return problem
     multirun = Path(run_dir) / MULTIRUN_FILE
     records = _job_records(Path(run_dir))

@@ -56,7 +56,7 @@ def test_a_write_that_fails_midway_keeps_the_previous_output_whole_in_one_line(t
     report.write_text("the previous report\n")
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     done = run_module(
-        tmp_path / "runs", "--format", "csv", "--output", report, preexec=_limit_file_size, env=env
+        tmp_path / "runs", "--format", "csv", "--output", report, "--force", preexec=_limit_file_size, env=env
     )
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()

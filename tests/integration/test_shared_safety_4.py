@@ -119,24 +119,27 @@ def test_console_scripts_and_ranks_run_no_code_planted_in_the_start_folder(tmp_p
 
 @pytest.mark.slow
 def test_a_run_whose_hydra_file_is_a_directory_says_to_remove_it(tmp_path: Path) -> None:
+    """Refused before a worker or a write since session 35 (docs/reliability-5.md #315: anything at a
+    ``.hydra/`` file's name that no run explains, as a sweep's), exit 2; it was exit 1 at the write."""
     run_dir = tmp_path / "run"
     (run_dir / ".hydra" / "config.yaml").mkdir(parents=True)
     done = run_py("plan=true", "device=cpu", f"hydra.run.dir={run_dir}", timeout=300)
     line = done.stderr.strip().splitlines()[-1]
-    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     target = run_dir / ".hydra" / "config.yaml"
-    assert line.startswith(
-        f"flopsweep: cannot write {target}: it is a directory, where flopsweep writes a file"
-    )
-    assert f"Fix: remove the directory {target} " in line
+    assert line.startswith(f"flopsweep: hydra.run.dir={run_dir}: {target} is already there")
+    assert line.endswith(f"Fix: choose another hydra.run.dir, or remove {target} if it is yours")
+    assert target.is_dir()
 
 
 @pytest.mark.slow
 def test_a_single_run_and_a_sweep_write_no_hydra_file_through_a_planted_link(tmp_path: Path) -> None:
     """``plan=true`` (no rank starts; the same Hydra files): a single run into a directory and a sweep
     into another, with links, dangling links and FIFOs at ``.hydra/*.yaml``, the job log,
-    ``multirun.yaml``: both end 0, without hanging, and every victim is byte-identical. A link at the sweep's
-    ``plan.csv`` (no plan of a sweep made it) is refused first, exit 2, nothing written (session 33)."""
+    ``multirun.yaml``: the sweep ends 0, without hanging, and every victim is byte-identical. A link at the
+    sweep's ``plan.csv`` (no plan of a sweep made it) is refused first, exit 2, nothing written (session 33);
+    the single run's folder (no record, no plan, no sweep's ``multirun.yaml``) is refused, exit 2, its links
+    left as they were (session 35, docs/reliability-5.md #315)."""
     victim, victim_dir = _victims(tmp_path)
     run_dir, sweep = tmp_path / "run", tmp_path / "sweep"
     plant_files(run_dir, victim, victim_dir)
@@ -147,7 +150,9 @@ def test_a_single_run_and_a_sweep_write_no_hydra_file_through_a_planted_link(tmp
     os.mkfifo(sweep / "multirun.yaml")
     (sweep / "plan.csv").symlink_to(victim)
     single = run_py("plan=true", "device=cpu", f"hydra.run.dir={run_dir}", timeout=300)
-    assert single.returncode == 0, single.stderr[-2000:]
+    assert single.returncode == 2 and "is already there" in single.stderr, single.stderr[-2000:]
+    kinds = [stat.S_IFMT(os.lstat(run_dir / ".hydra" / name).st_mode) for name in HYDRA_FILES]
+    assert kinds == [stat.S_IFLNK, stat.S_IFLNK, stat.S_IFIFO]  # as planted: config, hydra, overrides
     multi = run_py("-m", "plan=true", "device=cpu", "seed=1,2", f"hydra.sweep.dir={sweep}", timeout=300)
     assert multi.returncode == 2 and f"{sweep / 'plan.csv'} is already there (a symbolic link" in multi.stderr
     assert stat.S_ISFIFO(os.lstat(sweep / "multirun.yaml").st_mode) and victim.read_text() == "precious"
@@ -155,7 +160,7 @@ def test_a_single_run_and_a_sweep_write_no_hydra_file_through_a_planted_link(tmp
     multi = run_py("-m", "plan=true", "device=cpu", "seed=1,2", f"hydra.sweep.dir={sweep}", timeout=300)
     assert multi.returncode == 0, multi.stderr[-2000:]
     written = [sweep / "multirun.yaml", sweep / "plan.csv"]
-    for job in (run_dir, sweep / "0", sweep / "1"):
+    for job in (sweep / "0", sweep / "1"):
         written += [job / "run.log", *[job / ".hydra" / name for name in HYDRA_FILES]]
     for path in written:
         assert stat.S_ISREG(os.lstat(path).st_mode), path

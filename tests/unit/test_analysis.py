@@ -810,7 +810,7 @@ def test_cli_bad_option_values_exit_2_with_a_message(capsys):
     for args, msg in (
         [["--filter", "backend"], "expected KEY=VALUE"],
         [["--pivot", "model:backend"], "expected INDEX:COLUMNS:VALUES"],
-        [["--filter", "backend=nope"], "values present: backend: ddp, deepspeed, fsdp"],
+        [["--filter", "backend=nope"], "backend=nope matches no record; backend has: ddp, deepspeed, fsdp"],
     ):
         with pytest.raises(SystemExit) as exc:
             main([str(SWEEP), *args])

@@ -285,14 +285,15 @@ def test_plot_files_that_are_records_are_refused_before_anything_is_written(tmp_
 
 def test_outputs_beside_records_and_over_other_files_are_written(tmp_path, capsys):
     """The rule refuses records, not folders: a report in a run's folder is written, and a JSON
-    file that is not a record (no status and run/config/metrics) is replaced."""
+    file that is not a record (no status and run/config/metrics) is replaced, with ``--force`` (without it
+    any file there is refused: docs/reliability-5.md #314)."""
     record = put(tmp_path / "A" / "run", ok_record())
     before = record.read_bytes()
     beside = tmp_path / "A" / "run" / "report.md"
     code, _, err = cli(capsys, tmp_path / "A", "--format", "markdown", "--output", beside)
     assert code == 0 and beside.read_text().startswith("|"), err
     other = put(tmp_path / "out", {"hello": 1, "status": "not a record"}, "table.json")
-    code, _, err = cli(capsys, tmp_path / "A", "--format", "json", "--output", other)
+    code, _, err = cli(capsys, tmp_path / "A", "--format", "json", "--output", other, "--force")
     assert code == 0 and json.loads(other.read_text())[0]["run_id"] == "run-ok", err
     assert record.read_bytes() == before
 

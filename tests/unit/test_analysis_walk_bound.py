@@ -1,4 +1,4 @@
-"""The analysis' walk is bounded (docs/reliability-5.md #321): ``python -m analysis /`` printed nothing for
+"""The analysis' walk is bounded (docs/reliability-5.md #305): ``python -m analysis /`` printed nothing for
 120 s (a walk of every folder of the machine for metrics.json); now ``/`` (and ``/proc``, ``/sys``,
 ``/dev``) is refused in one line with the fix, a walk lists at most :data:`analysis.discover.MAX_FOLDERS`
 folders over the call and names the folder it stopped at, and a long walk says how far it is on stderr."""

@@ -1,4 +1,4 @@
-"""The cluster plan and the memory edge (docs/reliability-5.md #320): a set-up whose estimate leaves under
+"""The cluster plan and the memory edge (docs/reliability-5.md #304): a set-up whose estimate leaves under
 13% of the GPU free is marked in the table (``free`` ends in ``!``, a line under it says what that means)
 and in ``plan.csv`` (``memory_edge``), and its cluster's best (``*``, the command line) is the first row off
 the edge within 5% of it (:func:`flopsweep.memory_edge.off_edge_pick`), or, with none, is said to be at
