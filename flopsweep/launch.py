@@ -86,8 +86,7 @@ def rendezvous_port(seed: int | str | None = None) -> int:
     """A TCP port for the rendezvous, drawn below the ephemeral range (:data:`EPHEMERAL_RANGE`), so
     that no other process's outgoing connection takes it. ``seed`` (a Slurm job id): every task of
     the job draws the same port, unchecked (the tasks cannot compare). Without it, the port is one
-    that 127.0.0.1 could bind a moment ago (at most 64 draws, then any free port the kernel gives).
-    """
+    that 127.0.0.1 could bind a moment ago (at most 64 draws, then any free port the kernel gives)."""
     high = ephemeral_low() - 1
     rng = random.Random(seed)
     if seed is not None:
@@ -134,8 +133,7 @@ def launch_local(plan: Plan, job_dir: Path) -> Outcome:
 
     Returns:
         The :class:`Outcome`; no worker process is left running when it returns,
-        also when this raises (KeyboardInterrupt).
-    """
+        also when this raises (KeyboardInterrupt)."""
     cfg, nproc = plan.cfg, plan.nproc_per_node
     job_dir = Path(job_dir).absolute()  # the ranks start in a folder of their own (isolated_start)
     scratch = prepare_scratch(job_dir)
@@ -246,9 +244,11 @@ threads) at load 5 on 2 cores took 5.1 s a step and 64 s in all, 0.83 s and 30 s
 def isolated_start(*, cpu: bool = False) -> Iterator[Path]:
     """While ranks are started: this process works in a new private folder (``tempfile.mkdtemp``:
     mode 0700, empty, an unpredictable name), has ``PYTHONSAFEPATH=1`` (:data:`SAFE_PATH_ENV`) in its
-    environment (and for ``cpu`` ranks :data:`CPU_WAIT_POLICY`, unless set) and no ``''`` (the working
-    directory) on ``sys.path``; all are restored on exit. Yields the private folder, which the caller
-    removes once the ranks have ended.
+    environment (and for ``cpu`` ranks :data:`CPU_WAIT_POLICY`, unless set), no ``''`` (the working
+    directory) on ``sys.path``, and its ``__main__`` no ``__file__`` nor ``__spec__``, by which spawn
+    would run ``run.py`` again in each rank (``__mp_main__``: Hydra and the checks, 0.34-0.46 s of CPU
+    a rank, paired, load 3-4 on 2 cores, 2026-12-06), which needs only :func:`flopsweep.worker.spawned_main`;
+    all are restored on exit. Yields the private folder, which the caller removes once the ranks have ended.
 
     ``multiprocessing``'s spawn starts each rank, and the resource tracker with the first one, as
     ``python -c ...`` in this process's working directory and environment, and a rank then takes
@@ -256,14 +256,17 @@ def isolated_start(*, cpu: bool = False) -> Iterator[Path]:
     ``torch.py`` or a ``flopsweep/`` planted in the folder a sweep is started from would run in
     every rank (the folder comes first on the path of ``-c``). Here no such folder is on their path:
     the rank's working directory is the private folder, and its path is the one this process
-    imported from (``run.py``'s folder, or the console script's), never the working directory.
-    """
+    imported from (``run.py``'s folder, or the console script's), never the working directory."""
     private = Path(tempfile.mkdtemp(prefix="flopsweep-ranks-"))
     here = os.open(".", os.O_RDONLY | os.O_CLOEXEC)  # the way back, even to a folder renamed meanwhile
     env = {SAFE_PATH_ENV: "1"}
     if cpu and CPU_WAIT_POLICY[0] not in os.environ:
         env[CPU_WAIT_POLICY[0]] = CPU_WAIT_POLICY[1]
     saved_env, saved_path = {key: os.environ.get(key) for key in env}, list(sys.path)
+    main = vars(sys.modules["__main__"])
+    saved_main = {key: main[key] for key in ("__file__", "__spec__") if key in main}
+    main.pop("__file__", None)
+    main["__spec__"] = None
     try:
         os.environ.update(env)
         sys.path[:] = [entry for entry in sys.path if entry != ""]
@@ -273,6 +276,7 @@ def isolated_start(*, cpu: bool = False) -> Iterator[Path]:
         os.fchdir(here)
         os.close(here)
         sys.path[:] = saved_path
+        main.update(saved_main)
         for key, value in saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -294,8 +298,7 @@ def take_torch_errors(error_files: list[str]) -> dict[int, str]:
     Nobody calls ``join`` here, which would read and keep them, so the files would stay in /tmp.
 
     The file holds one pickled str. It is read as text, the string taken from the opcode list of
-    ``pickletools.genops``: nothing is unpickled.
-    """
+    ``pickletools.genops``: nothing is unpickled."""
     import pickletools  # lists opcodes and their arguments; never builds an object
 
     texts = {}
@@ -331,8 +334,7 @@ def supervise(
     Returns:
         (exit code by rank of the ranks that had ended on their own by then; a
         negative code is the signal that killed the rank), True when the
-        time ran out, and the reason ``stop`` gave (else None).
-    """
+        time ran out, and the reason ``stop`` gave (else None)."""
     deadline = time.monotonic() + timeout_s
     while True:
         ended = {rank: p.exitcode for rank, p in enumerate(processes) if p.exitcode is not None}
@@ -351,8 +353,7 @@ def prepare_scratch(job_dir: Path) -> Path:
     followed: :func:`flopsweep.files.own_folder`), so no rank writes or removes anything elsewhere.
 
     Raises:
-        RecordUnwritable: when it cannot be made (one line naming the path).
-    """
+        RecordUnwritable: when it cannot be made (one line naming the path)."""
     Path(job_dir).mkdir(parents=True, exist_ok=True)
     return own_folder(Path(job_dir) / SCRATCH, fresh=True)
 
@@ -452,8 +453,7 @@ def collect(
     Args:
         ended: exit code by rank of the ranks that ended on their own (see :func:`supervise`).
         timeout_s: the job's time limit when it ran out, else None.
-        torch_errors: traceback text by rank from :func:`take_torch_errors`.
-    """
+        torch_errors: traceback text by rank from :func:`take_torch_errors`."""
     if timeout_s is not None:
         phase, rank = last_phase(scratch, nproc)
         return _error("Timeout", timeout_message(timeout_s, nproc, phase), phase, rank)

@@ -36,3 +36,17 @@ def test_a_users_wait_policy_wins_and_is_kept(monkeypatch: pytest.MonkeyPatch) -
         assert os.environ[KEY] == "ACTIVE" and os.environ[SAFE_PATH_ENV] == "1"
     assert os.environ[KEY] == "ACTIVE" and os.environ[SAFE_PATH_ENV] == "0"
     os.rmdir(private)
+
+
+def test_ranks_are_not_given_the_main_module_to_run_again() -> None:
+    """Spawn's preparation data names no main module while ranks start (a rank would import
+    ``run.py`` again as ``__mp_main__``: Hydra and the checks); ``__main__`` is as before after."""
+    from multiprocessing.spawn import get_preparation_data
+
+    main = vars(sys.modules["__main__"])
+    before = {key: main.get(key, "absent") for key in ("__file__", "__spec__")}
+    with isolated_start() as private:
+        data = get_preparation_data("rank")
+        assert "init_main_from_path" not in data and "init_main_from_name" not in data, sorted(data)
+    assert {key: main.get(key, "absent") for key in ("__file__", "__spec__")} == before
+    os.rmdir(private)
