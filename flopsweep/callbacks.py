@@ -173,13 +173,23 @@ PARTIAL_PLAN = "plan.partial.csv"
 
 
 def progress_line(
-    done: int, total: int | None, elapsed_s: float, *, status: str | None = None, bar: bool = False
+    done: int,
+    total: int | None,
+    elapsed_s: float,
+    *,
+    status: str | None = None,
+    bar: bool = False,
+    job: int | None = None,
 ) -> str:
-    """``flopsweep: job 3/12 done: ok, 2:31 elapsed, about 7:33 left`` (the estimate: the mean job so
-    far). ``status``: the job's record's (:func:`job_status`); None leaves out ``: <status>``.
+    """``flopsweep: 3 of 12 jobs done (job 7): ok, 2:31 elapsed, about 7:33 left`` (the estimate: the mean
+    job so far). ``done``: a count of the sweep's jobs ended, from 1; ``job``: the one that just ended, by
+    Hydra's number (``hydra.job.num``, from 0: its folder ``7/``, Hydra's ``#7``, plan.csv's ``job``), which
+    under a launcher that runs jobs side by side need not be ``done - 1``; None leaves out `` (job N)``.
+    ``total`` None (not known): ``flopsweep: 2 jobs done (job 1): ok, 1:05 elapsed``. ``status``: the job's
+    record's (:func:`job_status`); None leaves out ``: <status>``.
 
     With ``bar`` (a terminal), tqdm draws a 20-character bar after the status:
-    ``flopsweep: job 3/12 done: ok |█████               | 2:31 elapsed, about 7:33 left``.
+    ``flopsweep: 3 of 12 jobs done (job 2): ok |█████               | 2:31 elapsed, about 7:33 left``.
 
     A status that carries a refusal's reason (:data:`REFUSED`: a plan job's ``invalid: KEY=VALUE: why.
     Fix: ...``, :func:`flopsweep.job.plansweep.plan_outcome`) is shown whole, then ``; `` before the times
@@ -188,9 +198,11 @@ def progress_line(
     """
     from flopsweep.reference_text import MAX_LINE, shorten
 
-    line = _progress(done, total, elapsed_s, status, bar)
+    line = _progress(done, total, elapsed_s, status, bar, job)
     if status and len(line) > MAX_LINE:
-        line = _progress(done, total, elapsed_s, shorten(status, len(status) - len(line) + MAX_LINE), bar)
+        line = _progress(
+            done, total, elapsed_s, shorten(status, len(status) - len(line) + MAX_LINE), bar, job
+        )
     return line
 
 
@@ -198,12 +210,16 @@ REFUSED = "invalid: "
 """How a status that carries a refusal's reason begins (:func:`flopsweep.job.plansweep.plan_outcome`)."""
 
 
-def _progress(done: int, total: int | None, elapsed_s: float, status: str | None, bar: bool) -> str:
+def _progress(
+    done: int, total: int | None, elapsed_s: float, status: str | None, bar: bool, job: int | None
+) -> str:
     """:func:`progress_line` with ``status`` as given."""
-    shown = f": {status}" if status else ""
+    shown = (f" (job {job})" if job is not None else "") + (f": {status}" if status else "")
     after = "; " if status and status.startswith(REFUSED) else ", "  # a reason's commas: not the times
     if total is None or total < done:
-        return f"flopsweep: job {done} done{shown}{after}{_clock(elapsed_s)} elapsed"
+        return (
+            f"flopsweep: {done} job{'' if done == 1 else 's'} done{shown}{after}{_clock(elapsed_s)} elapsed"
+        )
     left = elapsed_s / done * (total - done)
     drawn = ""
     if bar:
@@ -211,7 +227,8 @@ def _progress(done: int, total: int | None, elapsed_s: float, status: str | None
 
         drawn = f" |{tqdm.format_meter(done, total, elapsed_s, bar_format='{bar:20}')}|"
     times = f"{_clock(elapsed_s)} elapsed, about {_clock(left)} left"
-    return f"flopsweep: job {done}/{total} done{shown}{drawn + ' ' if drawn else after}{times}"
+    jobs = f"{done} of {total} job{'' if total == 1 else 's'}"
+    return f"flopsweep: {jobs} done{shown}{drawn + ' ' if drawn else after}{times}"
 
 
 def is_terminal(stream: Any) -> bool:
@@ -221,6 +238,14 @@ def is_terminal(stream: Any) -> bool:
         return bool(stream.isatty()) and os.environ.get("TERM") != "dumb"
     except (AttributeError, ValueError):  # no isatty, or a closed stream
         return False
+
+
+def _job_num(config: Any) -> int | None:
+    """The job's ``hydra.job.num`` (from 0), or None where the config has none."""
+    try:
+        return int(config.hydra.job.num)
+    except Exception:  # noqa: BLE001 - progress is a courtesy; a line without the number
+        return None
 
 
 def _clock(seconds: float) -> str:
@@ -425,10 +450,11 @@ class SweepSummary(Callback):
         (:func:`flopsweep.unstarted.remove_unstarted`)."""
         unstarted.job_folder_made(Path(str(config.hydra.runtime.output_dir)))
 
-    def job_done(self, job_dir: Path | None, *, elsewhere: bool = False) -> None:
+    def job_done(self, job_dir: Path | None, *, num: int | None = None, elsewhere: bool = False) -> None:
         """Count one more job of the multirun as done and print the progress line with the status of
-        its record in ``job_dir`` (None: unknown, left out). Only in the sweep process, where the
-        count lives: a Slurm or submitit task runs a pickled copy whose line nobody would see and
+        its record in ``job_dir`` (None: unknown, left out) and the job's Hydra number ``num``
+        (``hydra.job.num``, from 0; None: left out), :func:`progress_line`. Only in the sweep process,
+        where the count lives: a Slurm or submitit task runs a pickled copy whose line nobody would see and
         whose count starts again (those launchers call this in the sweep process as each job ends,
         ``hydra_plugins.flopsweep_slurm``). A single run has no sweep progress. ``elsewhere``: the
         job ran in another process (a Slurm task), whose log line of a failure is out of sight, so
@@ -447,13 +473,15 @@ class SweepSummary(Callback):
         elapsed = time.monotonic() - self.started
         if elsewhere and job_dir is not None and status in ("oom", "error", "invalid"):
             print(f"flopsweep: {_failure(Path(job_dir) / METRICS_FILE)}", file=sys.stderr, flush=True)
-        line = progress_line(self.done, self.total, elapsed, status=status, bar=is_terminal(sys.stdout))
+        line = progress_line(
+            self.done, self.total, elapsed, status=status, bar=is_terminal(sys.stdout), job=num
+        )
         say(line)  # a closed pipe (| head) drops the line; the sweep goes on
 
     def on_job_end(self, config: Any, job_return: JobReturn, **kwargs: Any) -> None:
         stop = job_return._return_value if job_return.status == JobStatus.FAILED else None
         if not isinstance(stop, RecordRefused):  # a refused job did not run: its line, no progress
-            self.job_done(Path(str(config.hydra.runtime.output_dir)))
+            self.job_done(Path(str(config.hydra.runtime.output_dir)), num=_job_num(config))
         if isinstance(stop, SweepStopped | RecordRefused) and os.getpid() == self.pid and config.get("plan"):
             self._plan_stopped(config)  # the rows kept, said partial: a plan has no records to summarise
         elif isinstance(stop, SweepStopped):

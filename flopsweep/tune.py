@@ -164,7 +164,7 @@ def planned_jobs(
     have ``runs`` measurements each, if no run fails and no challenger joins: each round brings every
     set-up up to :func:`target_repeats`, then :func:`cut` keeps :func:`keep_count` of them (those
     with the most runs counted first), until the finalists reach ``max_repeats``, as
-    ``Tuning.run`` goes. The tuner's progress lines give it as their total (``job 3/7``,
+    ``Tuning.run`` goes. The tuner's progress lines give it as their total (``3 of 7 jobs done``,
     ``round 0 (1/2)``); a failure, a challenger or the budget changes it at the next round.
     ``planned_jobs([0] * 8, 0, eta=2, finalists=2, max_repeats=3)`` is ``(14, 3)``
     (:func:`schedule`'s ``8 x 1, 4 x 2, 2 x 3``: 8 first runs, 4 second, 2 third)."""
@@ -188,11 +188,14 @@ def round_line(
     round_: int, rounds: int, *, pool: int, target: int, jobs: int, first_job: int, total: int, spent: str
 ) -> str:
     """The tuner's line at the start of round ``round_`` (0-based, as ``tune.json`` and the report
-    number them), saying of how many: ``round 0 (1/2): 3 set-ups left, 1 run(s) each, jobs 1-3/7;
+    number them), saying of how many: ``round 0 (1/2): 3 set-ups left, 1 run(s) each, jobs 0-2 (7 in all);
     0/600 GPU-s spent``. ``rounds``: the rounds planned in all, this one and those before it counted;
-    ``first_job``: the number (1-based) of the round's first job; ``total``: the jobs of the sweep if
-    no run fails (those launched so far plus :func:`planned_jobs`); ``spent``: :meth:`Budget.line`."""
-    span = f"jobs {first_job}-{first_job + jobs - 1}/{total}" if jobs else f"no job to run ({total} in all)"
+    ``first_job``: Hydra's number (``hydra.job.num``, from 0: the job's folder and its progress line's
+    ``(job N)``) of the round's first job; ``total``: the jobs of the sweep if no run fails (those launched
+    so far plus :func:`planned_jobs`); ``spent``: :meth:`Budget.line`."""
+    last = first_job + jobs - 1
+    span = f"job {first_job}" if jobs == 1 else f"jobs {first_job}-{last}" if jobs else "no job to run"
+    span += f" ({total} in all)"
     return (
         f"round {round_} ({round_ + 1}/{rounds}): {pool} set-ups left, {target} run(s) each, {span}; {spent}"
     )

@@ -414,7 +414,7 @@ def take_outcome(job_dir: str | os.PathLike[str]) -> str | None:
 
 
 def plan_outcome(record: dict[str, Any]) -> str | None:
-    """What a plan job came to, as the sweep's progress line says it after ``job i/N done: ``:
+    """What a plan job came to, as the sweep's progress line says it after ``i of N jobs done (job J): ``:
 
     - over clusters (:func:`flopsweep.job.plandecide.decide_job`): ``ok, 384 ranked, 66 dropped``;
       ``no set-up left (over memory 15)`` (the top three dropped counts; ``none placed on its clusters``

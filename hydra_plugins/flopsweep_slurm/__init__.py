@@ -271,7 +271,7 @@ class WatchingLauncher(BaseSubmititLauncher):
             job_dir = None
         for callback in getattr(self.hydra_context.callbacks, "callbacks", []):
             if isinstance(callback, SweepSummary):
-                callback.job_done(job_dir, elsewhere=True)
+                callback.job_done(job_dir, num=watched.num, elsewhere=True)
 
     def _states(self, jobs: Sequence[Any]) -> Any:
         return cluster.SlurmStates()

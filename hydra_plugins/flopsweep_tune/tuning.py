@@ -399,12 +399,12 @@ class Tuning:
                 stopped = budget_stop(round_, **counts, cost=cost, left=left)
                 break
             later, rounds = planned_jobs([len(c.values) for c in pool], round_, **self.halving())
-            total = self.job_idx + later  # if no run fails: the progress lines' "job 3/7"
+            total = self.job_idx + later  # if no run fails: the progress lines' "3 of 7 jobs"
             self.set_progress_total(total)
             self.say(
                 round_line(
                     round_, round_ + rounds, pool=len(pool), target=target, jobs=len(jobs),
-                    first_job=self.job_idx + 1, total=total, spent=self.budget.line(),
+                    first_job=self.job_idx, total=total, spent=self.budget.line(),
                 )
             )  # fmt: skip
             self.launch(jobs)
@@ -441,8 +441,8 @@ class Tuning:
         return {"eta": self.s.eta, "finalists": self.s.finalists, "max_repeats": self.max_repeats}
 
     def set_progress_total(self, total: int) -> None:
-        """Give the sweep's progress lines (:class:`flopsweep.callbacks.SweepSummary`, ``job 3/7
-        done: ok, 0:27 elapsed, about 0:36 left``) the jobs the tuner plans now: those launched and
+        """Give the sweep's progress lines (:class:`flopsweep.callbacks.SweepSummary`, ``3 of 7 jobs
+        done (job 2): ok, 0:27 elapsed, about 0:36 left``) the jobs the tuner plans now: those launched and
         :func:`flopsweep.tune.planned_jobs` (a failure, a challenger or the budget changes it at the
         next round). Hydra's callbacks know no total under a sweeper that decides its jobs as it goes."""
         from flopsweep.callbacks import SweepSummary

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -149,7 +150,11 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
     assert (proc.stdout + proc.stderr).count(refused) == 3  # once per invalid job (had been three times)
     # each job's outcome: an invalid one's whole reason before "; " and the times (session 33: was its
     # KEY=VALUE alone), another's word before ", "
-    lines = sorted(x for x in (proc.stdout + proc.stderr).splitlines() if " done: " in x)
+    lines = [
+        x
+        for x in (proc.stdout + proc.stderr).splitlines()
+        if re.match(r"flopsweep: \d+ of \d+ jobs? done", x)
+    ]
     outcomes = [x.split(": ", 2)[2] for x in lines]
     done = [o.split("; ")[0] if o.startswith("invalid") else o.split(", ")[0] for o in outcomes]
     priced = (

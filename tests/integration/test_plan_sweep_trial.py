@@ -20,7 +20,7 @@ def test_an_interrupted_plan_sweep_prints_what_it_kept(tmp_path: Path) -> None:
         "model=llama3.1-8b,gpt-tiny,llama3.1-70b",
         "plan_clusters=[H100:8@2.5]",
         f"hydra.sweep.dir={tmp_path}",
-        when="job 1/3 done",
+        when="1 of 3 jobs done (job 0)",
         sig=signal.SIGINT,
     )
     rows = list(csv.DictReader(open(tmp_path / "plan.csv")))

@@ -61,8 +61,8 @@ def test_sweep_prints_summary_progress_and_invalid_once(deepspeed_sweep: tuple[P
     assert output.count("flopsweep summary: ") == 1
     assert f"flopsweep summary: 1 ok, 0 oom, 0 error, 1 invalid, 0 skipped ({sweep_dir})" in output
     assert output.count(INVALID) == 1, output
-    assert output.count("flopsweep: job 1/2 done: invalid, ") == 1
-    assert output.count("flopsweep: job 2/2 done: ok, ") == 1
+    assert output.count("flopsweep: 1 of 2 jobs done (job 0): invalid, ") == 1
+    assert output.count("flopsweep: 2 of 2 jobs done (job 1): ok, ") == 1
     assert "█" not in output  # captured output is not a terminal: plain lines, no bar
     # The launched job logs its warm-up step with the step time, once (rank 0 only).
     assert len(re.findall(r"\[flopsweep rank 0\] warm-up step 1/1: \d+\.\d{3} s\n", output)) == 1
@@ -151,6 +151,8 @@ def test_sweep_on_a_terminal_draws_the_bar(tmp_path: Path) -> None:
     ]
     code, output = on_a_terminal(argv, env={**os.environ, "TERM": "xterm"})
     assert code == 0
-    assert re.search(r"flopsweep: job 1/2 done: ok \|█{10} {10}\| \d+:\d\d elapsed, about ", output), output
-    last = r"flopsweep: job 2/2 done: ok \|█{20}\| \d+:\d\d elapsed, about 0:00 left"
+    assert re.search(
+        r"flopsweep: 1 of 2 jobs done \(job 0\): ok \|█{10} {10}\| \d+:\d\d elapsed, about ", output
+    ), output
+    last = r"flopsweep: 2 of 2 jobs done \(job 1\): ok \|█{20}\| \d+:\d\d elapsed, about 0:00 left"
     assert re.search(last, output), output

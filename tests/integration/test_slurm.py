@@ -12,6 +12,7 @@ jobs through ``squeue``. Every test still bounds its sweep with a timeout and ca
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,7 +80,7 @@ def test_a_plan_sweep_under_slurm_local_or_pool_prints_each_jobs_outcome_as_the_
 ) -> None:
     """Session 26: a plan job writes no record, and its outcome (``ok``, ``ok, does not fit``, ``invalid:
     KEY=VALUE``) was kept in the job's process only: under a launcher whose jobs run in other processes the
-    progress line said ``job 1/2 done, ...`` without it. The job leaves it in its
+    progress line said ``1 of 2 jobs done (job 0), ...`` without it. The job leaves it in its
     ``.hydra/plan_outcome.json``, which the sweep process reads for the line and removes."""
     from flopsweep.job.plansweep import OUTCOME_FILE
 
@@ -90,7 +91,7 @@ def test_a_plan_sweep_under_slurm_local_or_pool_prints_each_jobs_outcome_as_the_
         proc = run_py("-m", f"hydra/launcher={launcher}", *args, f"hydra.sweep.dir={sweep}", timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         lines = [
-            line for line in proc.stdout.splitlines() if line.startswith("flopsweep: job ") and "/" in line
+            line for line in proc.stdout.splitlines() if re.match(r"flopsweep: \d+ of \d+ jobs? done", line)
         ]
         said[launcher] = [line.split(", 0:")[0] for line in lines]
         assert not list(sweep.glob(f"*/{OUTCOME_FILE}"))  # read and removed by the sweep process
@@ -98,20 +99,21 @@ def test_a_plan_sweep_under_slurm_local_or_pool_prints_each_jobs_outcome_as_the_
         said["slurm_local"]
         == said["basic"]
         == [
-            "flopsweep: job 1/2 done: ok",
-            "flopsweep: job 2/2 done: ok, does not fit",
+            "flopsweep: 1 of 2 jobs done (job 0): ok",
+            "flopsweep: 2 of 2 jobs done (job 1): ok, does not fit",
         ]
     )
     pool = ["hydra/launcher=pool", "hydra.launcher.slots=[0]", "device=cpu", "nproc_per_node=1", "plan=true"]
     proc = run_py("-m", *pool, "seed=0,1", f"hydra.sweep.dir={tmp_path / 'pool'}", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "flopsweep: job 1/2 done: ok, " in proc.stdout and "flopsweep: job 2/2 done: ok, " in proc.stdout
+    assert "flopsweep: 1 of 2 jobs done (job 0): ok, " in proc.stdout
+    assert "flopsweep: 2 of 2 jobs done (job 1): ok, " in proc.stdout
 
 
 @pytest.mark.slow
 def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path) -> None:
-    """As a local sweep does, slurm_local prints ``job i/N done: <status>`` once per job, in the sweep's
-    output, as each job ends (ok, oom, and a job whose rank was killed: its node agent, the task, ran
+    """As a local sweep does, slurm_local prints ``i of N jobs done (job J): <status>`` once per job, in the
+    sweep's output, as each job ends (ok, oom, and a job whose rank was killed: its node agent, the task, ran
     the callbacks out of sight and recorded the kill), and each failed job's line once."""
     one_rank = ["hydra/launcher=slurm_local", "device=cpu", "nproc_per_node=1", "precision=fp32"]
     proc = run_py(
@@ -128,18 +130,19 @@ def test_slurm_local_prints_each_jobs_progress_line_in_the_sweep(tmp_path: Path)
     ok, lost, oom = records(tmp_path)
     assert (ok["status"], lost["status"], oom["status"]) == ("ok", "error", "oom")
     assert lost["error"]["type"] == "WorkerKilled"  # SIGKILL took the rank; its node agent recorded it
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("flopsweep: job ") and "/" in line]
+    lines = [line for line in proc.stdout.splitlines() if re.match(r"flopsweep: \d+ of \d+ jobs? done", line)]
     assert [line.split(",")[0] for line in lines] == [
-        "flopsweep: job 1/3 done: ok",
-        "flopsweep: job 2/3 done: error",
-        "flopsweep: job 3/3 done: oom",
+        "flopsweep: 1 of 3 jobs done (job 0): ok",
+        "flopsweep: 2 of 3 jobs done (job 1): error",
+        "flopsweep: 3 of 3 jobs done (job 2): oom",
     ], output[-3000:]
     # Each line comes after its job's end and before the next job starts.
     assert proc.stdout.index("job #0 (id") < proc.stdout.index(lines[0]) < proc.stdout.index("job #1 (id")
     assert proc.stdout.index(lines[1]) < proc.stdout.index("job #2 (id")
     assert "flopsweep summary: 1 ok, 1 oom, 1 error, 0 invalid, 0 skipped" in proc.stdout
     task_logs = "".join(p.read_text() for p in (tmp_path / ".submitit").rglob("*_log.out"))
-    assert "launching 1 rank" in task_logs and "flopsweep: job " not in task_logs  # tasks print none
+    assert "launching 1 rank" in task_logs  # the tasks print no progress line
+    assert not re.search(r"flopsweep: \d+ (of \d+ )?jobs? done", task_logs)
     # each failed job's cause (the task's own log is out of sight; a lost job's record is the sweep's)
     failed = [
         line

@@ -7,6 +7,7 @@ run an ordinary ok record that the analysis loads and pools), and resume=true. N
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,11 +67,17 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
         (1, 1, 2, 1),
     ]
     assert "schedule if no run fails: 3 x 1, 1 x 2 run(s), 4 jobs in 2 rounds;" in done.stdout
-    assert "round 0 (1/2): 3 set-ups left, 1 run(s) each, jobs 1-3/4; 0/3600 GPU-s spent" in done.stdout
-    assert "round 1 (2/2): 1 set-ups left, 2 run(s) each, jobs 4-4/4;" in done.stdout
+    assert (
+        "round 0 (1/2): 3 set-ups left, 1 run(s) each, jobs 0-2 (4 in all); 0/3600 GPU-s spent" in done.stdout
+    )
+    assert "round 1 (2/2): 1 set-ups left, 2 run(s) each, job 3 (4 in all);" in done.stdout
     # every job's progress line says of how many (it said "job 3 done: ok, 0:38 elapsed")
-    progress = [line for line in done.stdout.splitlines() if line.startswith("flopsweep: job ")]
-    assert [line.split(" done")[0] for line in progress] == [f"flopsweep: job {n}/4" for n in (1, 2, 3, 4)]
+    progress = [
+        line for line in done.stdout.splitlines() if re.match(r"flopsweep: \d+ of \d+ jobs? done", line)
+    ]
+    assert [line.split(": ")[1] for line in progress] == [
+        f"{n + 1} of 4 jobs done (job {n})" for n in range(4)
+    ]
     assert all(" left" in line for line in progress)
     assert report["stopped"] == "the finalists are measured"
     winner = report["winner"]
@@ -112,7 +119,7 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
     budget = report["rounds"][0]["spent_gpu_s"]
     again = run_sweep(sweep, *SPACE, "resume=true", f"hydra.sweeper.budget_gpu_s={budget}")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert again.stdout.count("done: skipped") == 3 and "done: ok" not in again.stdout  # round 0's
+    assert again.stdout.count("): skipped, ") == 3 and "): ok, " not in again.stdout  # round 0's
     assert "flopsweep summary: 0 ok, 0 oom, 0 error, 0 invalid" in again.stdout
     cut_short = json.loads((sweep / "tune.json").read_text())
     assert cut_short["stopped"].startswith("budget: round 1 (1 x 2 run(s): 1 job) would cost about")

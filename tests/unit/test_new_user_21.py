@@ -133,7 +133,7 @@ def test_the_plans_best_line_is_the_installed_command():
     [(8, 2, 2, 3, 3), (3, 2, 2, 3, 2), (3, 3, 1, 2, 2), (9, 3, 1, 3, 2), (1, 2, 2, 3, 2), (16, 4, 2, 5, 3)],
 )
 def test_planned_jobs_count_the_schedule_when_no_run_fails(initial, eta, finalists, repeats, rounds):
-    """The total the tuner's progress lines give (``job 3/7``): the schedule's runs, each set-up
+    """The total the tuner's progress lines give (``3 of 7 jobs done``): the schedule's runs, each set-up
     brought up to its round's repeats, in the rounds that run a job (schedule(9, eta=3, finalists=1)
     lists a last round of 1 x 3 that adds none: the finalist has its 3 runs already)."""
     plan = schedule(initial, eta=eta, finalists=finalists, max_repeats=repeats)
@@ -155,14 +155,17 @@ def test_planned_jobs_from_a_later_round_count_what_each_set_up_lacks():
 def test_the_tuners_round_line_says_of_how_many():
     from flopsweep.tune import round_line
 
-    assert round_line(0, 2, pool=3, target=1, jobs=3, first_job=1, total=7, spent="0/600 GPU-s spent") == (
-        "round 0 (1/2): 3 set-ups left, 1 run(s) each, jobs 1-3/7; 0/600 GPU-s spent"
+    assert round_line(0, 2, pool=3, target=1, jobs=3, first_job=0, total=7, spent="0/600 GPU-s spent") == (
+        "round 0 (1/2): 3 set-ups left, 1 run(s) each, jobs 0-2 (7 in all); 0/600 GPU-s spent"
     )
-    assert "round 1 (2/2): 2 set-ups left, 3 run(s) each, jobs 4-7/7;" in round_line(
-        1, 2, pool=2, target=3, jobs=4, first_job=4, total=7, spent=""
+    assert "round 1 (2/2): 2 set-ups left, 3 run(s) each, jobs 3-6 (7 in all);" in round_line(
+        1, 2, pool=2, target=3, jobs=4, first_job=3, total=7, spent=""
+    )
+    assert "1 run(s) each, job 6 (7 in all);" in round_line(
+        2, 3, pool=1, target=1, jobs=1, first_job=6, total=7, spent=""
     )
     assert "2 run(s) each, no job to run (5 in all);" in round_line(
-        1, 3, pool=3, target=2, jobs=0, first_job=6, total=5, spent=""
+        1, 3, pool=3, target=2, jobs=0, first_job=5, total=5, spent=""
     )
 
 

@@ -424,11 +424,11 @@ def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_co
 
 
 def test_a_plan_jobs_progress_line_says_what_it_came_to(tmp_path: Path, hydra_compose, capsys) -> None:
-    """Session 25's trial: a plan sweep's ``flopsweep: job 1/1 done, ...`` said nothing of the job (a plan
-    writes no record, whose status a run's line shows). The job keeps its outcome as it ends; the progress
-    line says it: ``ok, N ranked, M dropped``, ``no set-up left (<top dropped counts>)``, ``invalid:
-    KEY=VALUE: why. Fix: ...`` (its whole line, cut at a word to the line's bound); the one-row plan's ``ok``,
-    ``ok, does not fit``, ``invalid: KEY=VALUE: ...``."""
+    """Session 25's trial: a plan sweep's ``flopsweep: 1 of 1 job done (job 0), ...`` said nothing of the
+    job (a plan writes no record, whose status a run's line shows). The job keeps its outcome as it ends;
+    the progress line says it: ``ok, N ranked, M dropped``, ``no set-up left (<top dropped counts>)``,
+    ``invalid: KEY=VALUE: why. Fix: ...`` (its whole line, cut at a word to the line's bound); the one-row
+    plan's ``ok``, ``ok, does not fit``, ``invalid: KEY=VALUE: ...``."""
     from flopsweep.callbacks import SweepSummary
     from flopsweep.job import JobInfo
     from flopsweep.job.plandecide import decide_job
@@ -456,17 +456,17 @@ def test_a_plan_jobs_progress_line_says_what_it_came_to(tmp_path: Path, hydra_co
     summary = SweepSummary()
     summary.started, summary.pid, summary.total = time.monotonic(), os.getpid(), 3
     capsys.readouterr()
-    for name in jobs:
-        summary.job_done(tmp_path / name)
+    for num, name in enumerate(jobs):
+        summary.job_done(tmp_path / name, num=num)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("flopsweep: job 1/3 done: ok, 4 ranked, 6 dropped, ")
+    assert lines[0].startswith("flopsweep: 1 of 3 jobs done (job 0): ok, 4 ranked, 6 dropped, ")
     assert lines[1].startswith(
-        "flopsweep: job 2/3 done: no set-up left (over memory 5, refused: backend 5), "
+        "flopsweep: 2 of 3 jobs done (job 1): no set-up left (over memory 5, refused: backend 5), "
     )
-    assert lines[2].startswith("flopsweep: job 3/3 done: invalid: cost.usd_per_gpu_hour=1e12: ")
+    assert lines[2].startswith("flopsweep: 3 of 3 jobs done (job 2): invalid: cost.usd_per_gpu_hour=1e12: ")
     assert OUTCOMES == {}  # each taken once
     summary.job_done(tmp_path / "ok")  # none kept: no status, as a run whose record is missing
-    assert capsys.readouterr().out.startswith("flopsweep: job 4 done, ")
+    assert capsys.readouterr().out.startswith("flopsweep: 4 jobs done, ")
 
     assert plan_outcome({"status": "plan", "plan": {"status": "ok", "fits": False}}) == "ok, does not fit"
     assert plan_outcome({"status": "plan", "plan": {"status": "ok", "fits": True}}) == "ok"

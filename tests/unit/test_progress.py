@@ -1,4 +1,5 @@
-"""Sweep-level progress: job i/N with the elapsed time and an estimate from the jobs done."""
+"""Sweep-level progress: i of N jobs done, the job that ended by Hydra's number, the elapsed time and an
+estimate from the jobs done."""
 
 from __future__ import annotations
 
@@ -8,11 +9,43 @@ from flopsweep.callbacks import progress_line, sweep_size
 
 
 def test_progress_line_estimates_from_the_mean_job() -> None:
-    assert progress_line(3, 12, 151) == "flopsweep: job 3/12 done, 2:31 elapsed, about 7:33 left"
-    assert progress_line(2, None, 3725) == "flopsweep: job 2 done, 1:02:05 elapsed"
-    with_status = progress_line(3, 12, 151, status="ok")
-    assert with_status == "flopsweep: job 3/12 done: ok, 2:31 elapsed, about 7:33 left"
-    assert progress_line(2, None, 65, status="skipped") == "flopsweep: job 2 done: skipped, 1:05 elapsed"
+    assert progress_line(3, 12, 151) == "flopsweep: 3 of 12 jobs done, 2:31 elapsed, about 7:33 left"
+    assert progress_line(2, None, 3725) == "flopsweep: 2 jobs done, 1:02:05 elapsed"
+    with_status = progress_line(3, 12, 151, status="ok", job=2)
+    assert with_status == "flopsweep: 3 of 12 jobs done (job 2): ok, 2:31 elapsed, about 7:33 left"
+    assert (
+        progress_line(2, None, 65, status="skipped", job=1)
+        == "flopsweep: 2 jobs done (job 1): skipped, 1:05 elapsed"
+    )
+    assert progress_line(1, None, 65, job=0) == "flopsweep: 1 job done (job 0), 1:05 elapsed"
+    assert (
+        progress_line(1, 1, 5, job=0) == "flopsweep: 1 of 1 job done (job 0), 0:05 elapsed, about 0:00 left"
+    )
+
+
+def test_the_progress_line_names_the_job_by_hydras_number_and_counts_apart(capsys) -> None:
+    """It said ``job 1/2 done`` for Hydra's job ``#0`` (folder ``0/``, plan.csv's ``job`` 0, ``job 0 is
+    invalid``): a count from 1 read as the job's number. Now the count is a count and the job is named
+    by ``hydra.job.num``, which need not follow the count (the pool ends jobs in any order)."""
+    import os
+    import time
+
+    from flopsweep.callbacks import SweepSummary, _job_num
+
+    summary = SweepSummary()
+    summary.started, summary.pid, summary.total = time.monotonic(), os.getpid(), 2
+    capsys.readouterr()
+    summary.job_done(None, num=1)  # the second job ended first
+    summary.job_done(None, num=0)
+    summary.job_done(None)  # no number known (a Slurm job without a result): left out
+    lines = [line.split(", 0:")[0] for line in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        "flopsweep: 1 of 2 jobs done (job 1)",
+        "flopsweep: 2 of 2 jobs done (job 0)",
+        "flopsweep: 3 jobs done",
+    ]
+    assert _job_num(OmegaConf.create({"hydra": {"job": {"num": 7}}})) == 7
+    assert _job_num(OmegaConf.create({"hydra": {"job": {}}})) is None
 
 
 def test_job_status_is_the_records_as_the_summary_counts_it(tmp_path) -> None:

@@ -17,13 +17,18 @@ from flopsweep.callbacks import is_terminal, progress_line
 
 
 def test_progress_bar_only_adds_a_bar_to_the_plain_line() -> None:
-    plain = progress_line(3, 12, 151)
-    drawn = progress_line(3, 12, 151, bar=True)
-    assert plain == "flopsweep: job 3/12 done, 2:31 elapsed, about 7:33 left"
-    assert drawn == "flopsweep: job 3/12 done |█████               | 2:31 elapsed, about 7:33 left"
-    assert progress_line(2, None, 65, bar=True) == "flopsweep: job 2 done, 1:05 elapsed"  # no total: no bar
-    with_status = progress_line(3, 12, 151, status="oom", bar=True)
-    assert with_status == "flopsweep: job 3/12 done: oom |█████               | 2:31 elapsed, about 7:33 left"
+    plain = progress_line(3, 12, 151, job=2)
+    drawn = progress_line(3, 12, 151, bar=True, job=2)
+    assert plain == "flopsweep: 3 of 12 jobs done (job 2), 2:31 elapsed, about 7:33 left"
+    assert (
+        drawn == "flopsweep: 3 of 12 jobs done (job 2) |█████               | 2:31 elapsed, about 7:33 left"
+    )
+    assert progress_line(2, None, 65, bar=True) == "flopsweep: 2 jobs done, 1:05 elapsed"  # no total: no bar
+    with_status = progress_line(3, 12, 151, status="oom", bar=True, job=2)
+    assert (
+        with_status
+        == "flopsweep: 3 of 12 jobs done (job 2): oom |█████               | 2:31 elapsed, about 7:33 left"
+    )
 
 
 def test_is_terminal_is_false_for_pipes_files_and_dumb_terminals(monkeypatch: pytest.MonkeyPatch) -> None:

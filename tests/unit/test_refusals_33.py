@@ -184,23 +184,24 @@ LONG = (
 
 
 def test_a_plan_jobs_progress_line_shows_the_whole_reason_cut_at_a_word() -> None:
-    """``job 1/2 done: invalid: model='llama70b', 0:05 elapsed``: the reason read as cut at its first comma
-    (it was the KEY=VALUE alone). Now the whole line, then ``; `` before the times; over 200 characters it
-    is cut at a word, ending `` ...``."""
+    """``1 of 2 jobs done (job 0): invalid: model='llama70b', 0:05 elapsed``: the reason read as cut at its
+    first comma (it was the KEY=VALUE alone). Now the whole line, then ``; `` before the times; over 200
+    characters it is cut at a word, ending `` ...``."""
     status = plan_outcome({"status": "plan", "plan": {"status": "invalid", "reason": LONG}})
     assert status == "invalid: " + LONG.removeprefix("Invalid config: ")
-    line = progress_line(1, 2, 5, status=status)
+    line = progress_line(1, 2, 5, status=status, job=0)
     assert len(line) <= 200 and line.endswith(" ...; 0:05 elapsed, about 0:05 left")
     assert line.startswith(
-        "flopsweep: job 1/2 done: invalid: model='llama70b': on the CPU the fp32 weights, gradients and "
+        "flopsweep: 1 of 2 jobs done (job 0): invalid: model='llama70b': on the CPU the fp32 weights, "
+        "gradients and "
     )
     short = plan_outcome({"status": "plan", "plan": {"status": "invalid", "reason": REPEAT}})
-    assert progress_line(1, 2, 5, status=short) == (
-        f"flopsweep: job 1/2 done: invalid: {REPEAT.removeprefix('Invalid config: ')}; 0:05 elapsed, "
-        "about 0:05 left"
+    assert progress_line(1, 2, 5, status=short, job=0) == (
+        f"flopsweep: 1 of 2 jobs done (job 0): invalid: {REPEAT.removeprefix('Invalid config: ')}; "
+        "0:05 elapsed, about 0:05 left"
     )
-    assert progress_line(3, 12, 151, status="ok, 4 ranked, 6 dropped") == (
-        "flopsweep: job 3/12 done: ok, 4 ranked, 6 dropped, 2:31 elapsed, about 7:33 left"
+    assert progress_line(3, 12, 151, status="ok, 4 ranked, 6 dropped", job=2) == (
+        "flopsweep: 3 of 12 jobs done (job 2): ok, 4 ranked, 6 dropped, 2:31 elapsed, about 7:33 left"
     )
 
 
