@@ -1000,6 +1000,7 @@ def test_an_interrupted_plan_says_it_wrote_nothing_not_that_no_run_was_recorded(
     from run import interrupted_message
 
     monkeypatch.setattr("sys.argv", ["run.py", "plan=true", "plan_clusters=[H100:8x8]", "model=llama3.1-8b"])
-    assert interrupted_message() == "the plan stopped before its table; nothing was written (a plan starts no worker)"
+    said = "the plan stopped before its table; nothing was written (a plan starts no worker)"
+    assert interrupted_message() == said
     monkeypatch.setattr("sys.argv", ["run.py", "model=llama3.1-8b"])
     assert interrupted_message() == "no run had been recorded yet"
