@@ -42,7 +42,12 @@ from flopsweep.command_line_checks import (
     sorted_range_problem,
     tag_problem,
 )
-from flopsweep.conf_files import conf_file_problem, sweep_file_problem
+from flopsweep.conf_files import (
+    conf_file_problem,
+    root_config_problem,
+    sweep_file_problem,
+    unreadable_option_lines,
+)
 from flopsweep.files import (
     JobFolderUnwritable,
     NotRecorded,
@@ -65,6 +70,7 @@ from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.mapping_overrides import read_as_keys
 from flopsweep.model_identity import command_line_problem as model_problem
 from flopsweep.model_identity import shape_problem as model_shape_problem
+from flopsweep.option_file_keys import option_file_problem, sweep_picks_problem
 from flopsweep.override_grammar import (
     config_name_problem,
     control_character_problem,
@@ -176,6 +182,7 @@ def refusal(overrides: list[str]) -> str | None:
     return (
         tag_problem(overrides)
         or config_name_problem(overrides)
+        or root_config_problem(overrides, RUN_CONF)  # a damaged conf/config.yaml, not the override's fault
         or flag_problem(overrides, RUN_CONF)
         or searchpath_problem(overrides)
         or control_character_problem(overrides)
@@ -187,6 +194,8 @@ def refusal(overrides: list[str]) -> str | None:
             overrides, RUN_CONF
         )  # before anything reads a file of conf/ the command line picks
         or sweep_file_shape_problem(overrides, RUN_CONF)  # a sweep file's header, form and keys
+        or option_file_problem(overrides, RUN_CONF)  # a picked option file's form and keys (model=mine)
+        or sweep_picks_problem(overrides, RUN_CONF)  # a sweep file's override /model: typo, hydra: keys
         or hydra_sweep_problem(overrides)  # hydra.sweeper.budget_gpu_s=1,2: Hydra sweeps no hydra.* key
         or params_axis_problem(overrides, RUN_CONF)  # hydra.sweeper.params.seed=3 with params null
         or list_sweep_problem(overrides)  # space.layouts=dp,tp2: the fix is one list, not -m
@@ -443,6 +452,8 @@ if __name__ == "__main__":
     if problem:  # the line echoes the command line: a control character in it is shown, not obeyed
         print(f"flopsweep: {printable(problem)}", file=sys.stderr)
         sys.exit(2)
+    for line in unreadable_option_lines(RUN_CONF):  # an option file not picked that cannot be read
+        print(line, file=sys.stderr)
     if env_in_tag_warning(argv):  # only for a run that goes ahead: a refusal is its one line
         print(env_in_tag_warning(argv), file=sys.stderr)
     try:

@@ -408,3 +408,72 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
                 f"Invalid config: {where} (hydra.sweeper.params): {problem.removeprefix('Invalid config: ')}"
             )
     return None
+
+
+LISTED_GROUPS = frozenset({"sweep", "hydra"})
+"""The folders of ``conf/`` no listing of options reads whole (a sweep file is read when picked; Hydra's own
+groups by Hydra): every other folder's files are read by :func:`flopsweep.override_schema.option_kind` or
+:func:`flopsweep.model_identity.options` whatever the command line picks."""
+
+
+def unreadable_option_lines(conf: str = CONF) -> list[str]:
+    """One warning line for each option file of a group of ``conf`` (each folder but those of
+    :data:`LISTED_GROUPS`, sub-folders too) that :func:`checked_yaml` refuses: ``conf/model/bad1.yaml: is
+    not YAML (... at line 3, column 1); left out of the model options. Fix: correct the YAML there, or
+    remove the file.``; empty when all read. ``run.py`` prints them before Hydra for a run that picks
+    another option (one that picks the file is refused by :func:`conf_file_problem`): such a file stopped
+    every run and plan with a YAML traceback that named no file (a listing of ``conf/model/`` read it)."""
+    lines = []
+    for group in sorted(os.listdir(conf)):
+        folder = os.path.join(conf, group)
+        if group in LISTED_GROUPS or not os.path.isdir(folder):
+            continue
+        for root, _, files in os.walk(folder):
+            for name in sorted(f for f in files if f.endswith(".yaml")):
+                try:
+                    checked_yaml(os.path.join(root, name), conf)
+                except ConfFileProblem as exc:
+                    why = str(exc).removeprefix("Invalid config: ").partition(". Fix: ")[0]
+                    lines.append(
+                        f"flopsweep: warning: {why}; left out of the {group} options. Fix: correct the YAML "
+                        "there, or remove the file."
+                    )
+    return lines
+
+
+def root_config_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line for a damaged ``conf/config.yaml`` (the primary config, unless ``--config-name`` names
+    another), else None: not YAML, not a mapping, or a defaults list that lacks ``base_config`` (the
+    schema) or a ``GROUP: OPTION`` entry for a group of :data:`flopsweep.options.GROUP_BASES` that has a
+    folder in ``conf`` (none for a folder of no such group). Its truncated
+    form was blamed on the command line's ``model=llama-tiny`` ("a group added with +"), whose fix then
+    stopped with OmegaConf's "Missing key defaults" traceback."""
+    from flopsweep.options import GROUP_BASES
+
+    groups = [g for g in GROUP_BASES if os.path.isdir(os.path.join(conf, g))]
+    if not groups or any(a in ("-cn", "--config-name") or a.startswith("--config-name=") for a in argv):
+        return None  # a config folder of no option groups (a test's) has nothing to pick
+    path = os.path.join(conf, "config.yaml")
+    shown = shown_path(path, conf)
+    fix = f"Fix: restore it from the checkout: git checkout {shown} (or reinstall flopsweep)."
+    try:
+        data = checked_yaml(path, conf)
+    except ConfFileProblem as exc:
+        return f"{str(exc).partition('. Fix: ')[0]}: the checkout's root config is damaged. {fix}"
+    defaults = data.get("defaults") if isinstance(data, dict) else None
+    entries = defaults if isinstance(defaults, list) else []
+    picked = {str(k) for e in entries if isinstance(e, dict) for k in e}
+    missing = [g for g in groups if g not in picked]
+    if "base_config" in entries and not missing:
+        return None
+    what = (
+        "has no defaults list"
+        if not isinstance(defaults, list)
+        else "has no base_config in its defaults list"
+        if "base_config" not in entries
+        else "has a defaults list that picks no option of " + ", ".join(missing)
+    )
+    unpicked = ", ".join(missing) or "the schema"
+    return (
+        f"Invalid config: {shown}: {what} ({unpicked} unpicked): the checkout's root config is damaged. {fix}"
+    )

@@ -33,6 +33,7 @@ import os
 from flopsweep.config import ConfigError
 from flopsweep.override_schema import (
     CONF,
+    listed_conf_yaml,
     near_names,
     option_files,
     option_kind,
@@ -50,10 +51,12 @@ HF_OPTION = "hf"
 @functools.cache
 def options() -> dict[str, tuple[str, str]]:
     """``{option: (name, arch)}`` of every file of ``conf/model/``: its ``name`` (``""`` for ``hf``,
-    named from its file) and its family, the ``base_<arch>`` schema node it extends."""
+    named from its file) and its family, the ``base_<arch>`` schema node it extends. A file that cannot
+    be read is listed with no name (:func:`flopsweep.override_schema.listed_conf_yaml`): it stopped
+    every run of every model with a YAML traceback naming no file."""
     out = {}
     for option in option_files("model"):
-        node = read_conf_yaml(os.path.join(CONF, "model", f"{option}.yaml"))
+        node = listed_conf_yaml(os.path.join(CONF, "model", f"{option}.yaml"))
         out[option] = (str(node.get("name") or ""), option_kind("model", option))
     return out
 

@@ -62,14 +62,28 @@ def read_conf_yaml(path: str) -> dict:
     return node if isinstance(node, dict) else {}
 
 
+def listed_conf_yaml(path: str) -> dict:
+    """:func:`read_conf_yaml` of a file that a listing of a whole group reads (every option of
+    ``conf/model/``: :func:`flopsweep.model_identity.options`, :func:`option_kind` for
+    :func:`options_of_kinds`): empty, never an error, for one that cannot be read (not YAML, not UTF-8,
+    unopenable), so that one broken option file stops no run of another option; ``run.py`` warns of it
+    (:func:`flopsweep.conf_files.unreadable_option_lines`), and a run that picks it is refused
+    (:func:`flopsweep.conf_files.conf_file_problem`)."""
+    try:
+        return read_conf_yaml(path)
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):  # ValueError: UnicodeDecodeError too
+        return {}
+
+
 def option_kind(group: str, option: str) -> str:
     """The registry key behind a YAML option (``backend/zero3`` -> ``deepspeed``, ``model/gpt-tiny``
     -> ``gpt2``): its schema node's ``base_<kind>`` (``/schema/<group>/base_<kind>@_here_``), the
-    option it extends, or its ``name``."""
+    option it extends, or its ``name``; the option itself for a file that cannot be read
+    (:func:`listed_conf_yaml`)."""
     path = os.path.join(CONF, group, f"{option}.yaml")
     if not os.path.exists(path):
         return option
-    node = read_conf_yaml(path)
+    node = listed_conf_yaml(path)
     for entry in node.get("defaults") or []:
         name = entry.partition("@")[0].rpartition("/")[2] if isinstance(entry, str) else ""
         if name.startswith("base_"):
