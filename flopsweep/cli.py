@@ -109,3 +109,20 @@ def analysis() -> None:
     from analysis.cli import entry
 
     raise SystemExit(entry(main))
+
+
+def omp_threads_problem(environ: dict[str, str] | None = None) -> str | None:
+    """One line for an ``OMP_NUM_THREADS`` (``environ``, else the process's) that OpenMP cannot read,
+    else None: it is a positive whole number, or a comma-separated list of them (threads per nesting
+    level), as libgomp takes it; unset or empty, each CPU rank takes its share of the cores
+    (``worker.cpu_threads``). Was: ``abc`` passed through, libgomp printed ``Invalid value for environment
+    variable OMP_NUM_THREADS`` and each rank took torch's default (2 ranks x 2 threads on 2 cores)."""
+    value = (os.environ if environ is None else environ).get("OMP_NUM_THREADS", "")
+    levels = value.strip().split(",")
+    if not value.strip() or all(v.strip().isdigit() and v.strip().isascii() and int(v) > 0 for v in levels):
+        return None
+    return (
+        f"OMP_NUM_THREADS={value!r}: is no positive whole number of threads (OpenMP would "
+        f"ignore it and each rank take torch's default). Fix: unset OMP_NUM_THREADS (each CPU rank takes "
+        f"its share of the cores), or set it to a positive integer such as OMP_NUM_THREADS=1."
+    )
