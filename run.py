@@ -25,7 +25,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from flopsweep import objective
+from flopsweep import cli, objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
 from flopsweep.cli import help_section, omp_threads_problem
@@ -451,6 +451,10 @@ if __name__ == "__main__":
     # --multi is --multirun to Hydra's parser (argparse's prefixes): spelled out, every check sees it.
     sys.argv[1:] = expand_flag_prefixes(normalize_overrides(sys.argv[1:]))
     argv = sys.argv[1:]
+    if (
+        completes(argv) and cli.INVOKED_AS
+    ):  # -sc install=bash: for flopsweep, not for python (Hydra's argv[0])
+        sys.argv[0] = cli.INVOKED_AS
     problem = omp_threads_problem() or refusal(argv)  # OMP_NUM_THREADS=abc: libgomp ignores it
     exists = None if completes(argv) else existing_record_problem(argv)
     if exists and not problem:  # a folder refused: exit 2, as every refusal before launch

@@ -70,6 +70,12 @@ def help_section(name: str, checkout: Path = CHECKOUT) -> str:
     return "\n".join(lines)
 
 
+INVOKED_AS: str | None = None
+"""``sys.argv[0]`` of the ``flopsweep`` command (:func:`run`), else None (``python run.py``): Hydra's shell
+completion (``-sc install=bash``) registers itself for its base name, ``python`` for a ``.py`` (``run.py``
+puts it back for ``-sc``)."""
+
+
 def checkout_problem(checkout: Path = CHECKOUT) -> str | None:
     """One line when ``checkout`` lacks ``run.py`` or ``conf/`` (a wheel install ships neither), else
     None."""
@@ -90,7 +96,8 @@ def run() -> None:
     which an editable install alone hides from Hydra's plug-in scan (setuptools maps the
     ``hydra_plugins`` namespace through an import hook, which ``pkgutil`` does not list). The
     config folder is ``conf/`` beside ``run.py`` (its ``@hydra.main``). Exits as ``run.py`` does;
-    2 with one line when the checkout is not there.
+    2 with one line when the checkout is not there. The command as invoked is kept in
+    :data:`INVOKED_AS` (``runpy`` sets ``sys.argv[0]`` to ``run.py``).
     """
     standard_streams()
     if problem := checkout_problem():
@@ -98,6 +105,8 @@ def run() -> None:
         raise SystemExit(2)
     if str(CHECKOUT) not in sys.path:
         sys.path.insert(0, str(CHECKOUT))
+    global INVOKED_AS
+    INVOKED_AS = sys.argv[0]
     sys.argv[0] = str(CHECKOUT / "run.py")
     runpy.run_path(str(CHECKOUT / "run.py"), run_name="__main__")
 
