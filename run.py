@@ -25,10 +25,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from flopsweep import objective
+from flopsweep import cli, objective
 from flopsweep.callbacks import JobNotRecorded, RecordRefused, SweepStopped
 from flopsweep.checkpointing import normalize_overrides
-from flopsweep.cli import help_section
+from flopsweep.cli import help_section, omp_threads_problem
 from flopsweep.command_line_checks import (
     added_key_problem,
     interpolation_problem,
@@ -54,6 +54,8 @@ from flopsweep.files import (
     RecordExistsError,
 )
 from flopsweep.flags import (
+    completes,
+    completion_problem,
     delete_problem,
     expand_flag_prefixes,
     flag_problem,
@@ -106,7 +108,12 @@ from flopsweep.sweep_file_keys import values_problem as sweep_file_values
 from flopsweep.text import printable
 from flopsweep.unstarted import remove_unstarted
 from flopsweep.value_sets import value_set_problem
+from hydra_plugins.flopsweep_pool import detect_gpus
 from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
+from hydra_plugins.flopsweep_tune import nothing_to_tune_problem
+
+QUIET_AT_EXIT = ("torch._subclasses.fake_tensor",)
+"""Loggers that log at exit (after flopsweep's last line) and are held at WARNING in this process."""
 
 # Unique per sweep process, so that two sweeps started in the same second never
 # share a directory (cached like ${now:}, so every job of a sweep agrees).
@@ -119,6 +126,10 @@ OmegaConf.register_new_resolver("flopsweep_direction", lambda k: objective.direc
 # conf/hydra/help/flopsweep.yaml (flopsweep --help): the config groups of conf/, where the docs are.
 OmegaConf.register_new_resolver("flopsweep_help", help_section, replace=True)
 register_configs()
+# torch logs its FakeTensor cache stats at INFO from an atexit hook (fake_tensor.dump_cache_stats); Hydra's
+# logging sets the root logger to INFO, so they came after flopsweep's last line (Ctrl-C at a job's start).
+for _name in QUIET_AT_EXIT:
+    logging.getLogger(_name).setLevel(logging.WARNING)
 # Nothing above imports torch (the job does, in main), so that a refusal, Hydra's included, is quick.
 
 EXIT_CODES = {"ok": 0, "oom": 1, "error": 1, "invalid": 2}
@@ -178,6 +189,8 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
 
 def refusal(overrides: list[str]) -> str | None:
     """The one line refusing the command line before Hydra starts (exit 2), or None."""
+    if completes(overrides):  # -sc install=bash: Hydra's shell completion, its words no overrides
+        return flag_problem(overrides, RUN_CONF) or completion_problem(overrides)
     keyed = read_as_keys(overrides)  # 'parallel={tp:0}' as parallel.tp=0, for the checks of one key
     return (
         tag_problem(overrides)
@@ -243,11 +256,14 @@ def refusal(overrides: list[str]) -> str | None:
         or unread_space_problem(overrides)
         or repeated_value_problem(overrides)  # seed=1,1 (after its values' own lines): the same job twice
         or sweep_level_problem(overrides)  # resume=true,false: a sweep's key, per job
-        or cpu_pool_problem(overrides)  # hydra/launcher=pool device=cpu: its slots must be given
+        or cpu_pool_problem(
+            overrides, detected=detect_gpus
+        )  # hydra/launcher=pool, no GPU: its slots must be given
         or sweep_file_problem(
             overrides, RUN_CONF
         )  # its axes after the command line's own: those lines come first
         or sweep_file_values_problem(overrides)  # its plain values, as the command line's
+        or nothing_to_tune_problem(overrides)  # -m hydra/sweeper=tune alone: one set-up (after the rest)
     )
 
 
@@ -444,8 +460,12 @@ if __name__ == "__main__":
     # --multi is --multirun to Hydra's parser (argparse's prefixes): spelled out, every check sees it.
     sys.argv[1:] = expand_flag_prefixes(normalize_overrides(sys.argv[1:]))
     argv = sys.argv[1:]
-    problem = refusal(argv)
-    exists = existing_record_problem(argv)
+    if (
+        completes(argv) and cli.INVOKED_AS
+    ):  # -sc install=bash: for flopsweep, not for python (Hydra's argv[0])
+        sys.argv[0] = cli.INVOKED_AS
+    problem = omp_threads_problem() or refusal(argv)  # OMP_NUM_THREADS=abc: libgomp ignores it
+    exists = None if completes(argv) else existing_record_problem(argv)
     if exists and not problem:  # a folder refused: exit 2, as every refusal before launch
         print(f"flopsweep: {printable(exists)}", file=sys.stderr)
         sys.exit(2)

@@ -70,6 +70,12 @@ def help_section(name: str, checkout: Path = CHECKOUT) -> str:
     return "\n".join(lines)
 
 
+INVOKED_AS: str | None = None
+"""``sys.argv[0]`` of the ``flopsweep`` command (:func:`run`), else None (``python run.py``): Hydra's shell
+completion (``-sc install=bash``) registers itself for its base name, ``python`` for a ``.py`` (``run.py``
+puts it back for ``-sc``)."""
+
+
 def checkout_problem(checkout: Path = CHECKOUT) -> str | None:
     """One line when ``checkout`` lacks ``run.py`` or ``conf/`` (a wheel install ships neither), else
     None."""
@@ -90,7 +96,8 @@ def run() -> None:
     which an editable install alone hides from Hydra's plug-in scan (setuptools maps the
     ``hydra_plugins`` namespace through an import hook, which ``pkgutil`` does not list). The
     config folder is ``conf/`` beside ``run.py`` (its ``@hydra.main``). Exits as ``run.py`` does;
-    2 with one line when the checkout is not there.
+    2 with one line when the checkout is not there. The command as invoked is kept in
+    :data:`INVOKED_AS` (``runpy`` sets ``sys.argv[0]`` to ``run.py``).
     """
     standard_streams()
     if problem := checkout_problem():
@@ -98,6 +105,8 @@ def run() -> None:
         raise SystemExit(2)
     if str(CHECKOUT) not in sys.path:
         sys.path.insert(0, str(CHECKOUT))
+    global INVOKED_AS
+    INVOKED_AS = sys.argv[0]
     sys.argv[0] = str(CHECKOUT / "run.py")
     runpy.run_path(str(CHECKOUT / "run.py"), run_name="__main__")
 
@@ -109,3 +118,20 @@ def analysis() -> None:
     from analysis.cli import entry
 
     raise SystemExit(entry(main))
+
+
+def omp_threads_problem(environ: dict[str, str] | None = None) -> str | None:
+    """One line for an ``OMP_NUM_THREADS`` (``environ``, else the process's) that OpenMP cannot read,
+    else None: it is a positive whole number, or a comma-separated list of them (threads per nesting
+    level), as libgomp takes it; unset or empty, each CPU rank takes its share of the cores
+    (``worker.cpu_threads``). Was: ``abc`` passed through, libgomp printed ``Invalid value for environment
+    variable OMP_NUM_THREADS`` and each rank took torch's default (2 ranks x 2 threads on 2 cores)."""
+    value = (os.environ if environ is None else environ).get("OMP_NUM_THREADS", "")
+    levels = value.strip().split(",")
+    if not value.strip() or all(v.strip().isdigit() and v.strip().isascii() and int(v) > 0 for v in levels):
+        return None
+    return (
+        f"OMP_NUM_THREADS={value!r}: is no positive whole number of threads (OpenMP would "
+        f"ignore it and each rank take torch's default). Fix: unset OMP_NUM_THREADS (each CPU rank takes "
+        f"its share of the cores), or set it to a positive integer such as OMP_NUM_THREADS=1."
+    )

@@ -453,3 +453,43 @@ def delete_problem(argv: list[str], conf: str = CONF) -> str | None:
             f"{example}, or drop {text}."
         )
     return None
+
+
+COMPLETION_SHELLS = ("bash", "zsh", "fish")
+"""The shells of Hydra's completion plug-ins (``hydra._internal.core_plugins``)."""
+
+
+def completes(argv: list[str]) -> bool:
+    """Whether ``argv`` asks for Hydra's shell completion: ``--shell-completion``/``-sc`` (a prefix too,
+    :func:`expand_flag_prefixes`). Its words (``install=bash``) are no overrides: the checks of a run's
+    command line are not asked (``run.py``), only :func:`completion_problem`."""
+    return any(a in ("-sc", "--shell-completion") for a in expand_flag_prefixes(argv))
+
+
+def completion_problem(argv: list[str], environ: dict[str, str] | None = None) -> str | None:
+    """One line for a shell-completion command line Hydra would answer with a ``ValueError`` traceback
+    (exit 1), else None: it takes exactly one of ``install=SHELL``, ``uninstall=SHELL`` or ``query=SHELL``,
+    SHELL one of :data:`COMPLETION_SHELLS` (``eval "$(flopsweep -sc install=bash)"`` installs it); a
+    ``query`` reads the line to complete from ``COMP_LINE`` (``environ``, else the process's), which the
+    installed function sets: typed by hand without it, Hydra's ``KeyError: 'COMP_LINE'``."""
+    words = [a for a in argv if not a.startswith("-")]
+    subs = [w for w in words if w.partition("=")[0] in ("install", "uninstall", "query")]
+    fix = f'eval "$({COMMAND} -sc install=bash)" (or zsh, fish) in the shell'
+    if len(subs) != 1 or len(words) != 1:
+        shown = " ".join(words) or "no subcommand"
+        return (
+            f"Invalid config: --shell-completion {shown}: takes one of install=SHELL, uninstall=SHELL or "
+            f"query=SHELL and nothing else. Fix: {fix}."
+        )
+    shell = subs[0].partition("=")[2]
+    if shell not in COMPLETION_SHELLS:
+        return (
+            f"Invalid config: {subs[0]}: {shell!r} is no shell of Hydra's completion "
+            f"({', '.join(COMPLETION_SHELLS)}). Fix: {fix}."
+        )
+    if subs[0].startswith("query=") and "COMP_LINE" not in (os.environ if environ is None else environ):
+        return (
+            f"Invalid config: {subs[0]}: completes the line in COMP_LINE, which is not set (the installed "
+            f"completion sets it). Fix: {fix}, then press Tab after {COMMAND}."
+        )
+    return None

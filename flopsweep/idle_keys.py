@@ -38,6 +38,9 @@ class Idle:
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     lowest: dict[str, tuple[int, str]] = field(default_factory=dict)
     space: str = ""
+    unset_acts: bool = False
+    """Whether ``needs`` unset (its default) makes the keys act: ``search.grow=n_layer``, the default,
+    grows the blocks, so ``search.min_n_layer`` is idle only beside ``search.grow=seq_len``."""
 
 
 IDLE: tuple[Idle, ...] = (
@@ -66,6 +69,27 @@ IDLE: tuple[Idle, ...] = (
         "",
         "search.model=none (the default) searches nothing",
         {"search.grow": SEARCH_GROW},
+    ),
+    Idle(
+        ("search.min_seq_len", "search.max_seq_len", "search.seq_len_multiple"),
+        "search.grow",
+        ("n_layer",),
+        "search.grow=seq_len",
+        "",
+        "search.grow=n_layer (the default) grows the blocks at the configured seq_len",
+        lowest={
+            k: (1, "a sequence holds a token or more") for k in ("search.min_seq_len", "search.max_seq_len")
+        },
+    ),
+    Idle(
+        ("search.min_n_layer", "search.max_n_layer"),
+        "search.grow",
+        ("seq_len",),
+        "search.grow=n_layer",
+        "",
+        "search.grow=seq_len grows the sequence at the configured n_layer",
+        lowest={k: (1, "a model has a block or more") for k in ("search.min_n_layer", "search.max_n_layer")},
+        unset_acts=True,
     ),
     Idle(
         ("compile_scope", "compile_mode"),
@@ -118,6 +142,8 @@ def idle_without(key: str, given: dict[str, str]) -> Idle | None:
             return None if space_acts(idle, given.get(idle.space)) else idle
         if key in idle.keys:
             other = given.get(idle.needs)
-            if other is None or ("$" not in other and other.strip().strip("'\"").lower() in idle.idle):
+            if (other is None and not idle.unset_acts) or (
+                other is not None and "$" not in other and other.strip().strip("'\"").lower() in idle.idle
+            ):
                 return idle
     return None

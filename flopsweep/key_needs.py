@@ -109,8 +109,12 @@ def needed(key: str, value: str | None, given: dict[str, str]) -> list[str]:
     from flopsweep.degrees import LAYOUT_BACKENDS
 
     out: list[str] = []
-    if (idle := idle_without(key, given)) is not None:  # fault.rank without fault.kind: nothing injected
-        out.append(pick_of(idle, given))
+    picked = dict(given)
+    while (idle := idle_without(key, picked)) is not None and len(out) < len(IDLE):  # fault.kind=raise
+        out.append(
+            pick_of(idle, picked)
+        )  # search.min_seq_len: search.model=largest, then search.grow=seq_len
+        picked[out[-1].partition("=")[0]] = out[-1].partition("=")[2]
     number = _int(value)
     if key in ("nproc_per_node", "nnodes") and number is not None and number > 1:
         others = {
@@ -322,6 +326,8 @@ def idle_key_problem(
                 f"e.g. {idle.pick}, or drop {key}."
             )
         if other is not None and any(v not in idle.idle for v in other):
+            continue
+        if other is None and idle.unset_acts:  # search.min_n_layer: search.grow=n_layer, the default, acts
             continue
         if (
             acts := space_acts(idle, given.get(idle.space))

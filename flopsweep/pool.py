@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from flopsweep.config import ConfigError
@@ -287,19 +287,38 @@ def visible_devices(environ: Any = None) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def cpu_pool_problem(overrides: Sequence[str], environ: Any = None) -> str | None:
+def cpu_pool_problem(
+    overrides: Sequence[str], environ: Any = None, detected: Callable[[], int] | None = None
+) -> str | None:
     """The line of :func:`pool_devices` for a command line that picks ``hydra/launcher=pool`` with
-    ``device=cpu`` and neither ``hydra.launcher.slots`` nor ``hydra.launcher.devices`` (and no
-    ``CUDA_VISIBLE_DEVICES``), before Hydra starts (exit 2, nothing made), else None. Was: the same line
-    from the launcher, exit 1, an empty ``multirun/<date>/<time>/`` left: on the CPU there is no GPU to
-    count, so the pool's slots must be given."""
+    neither ``hydra.launcher.slots`` nor ``hydra.launcher.devices`` (and no ``CUDA_VISIBLE_DEVICES``) where
+    there is no GPU to pool, before Hydra starts (exit 2, nothing made), else None: ``device=cpu`` always;
+    ``device=auto`` (or unset) and ``device=cuda`` when ``detected`` (the GPUs seen:
+    ``hydra_plugins.flopsweep_pool.detect_gpus``) counts none and no ``+sweep`` file or ``--config-name``
+    may set them. Was: the same line from the launcher, exit 1 (session 35: still so for
+    ``device=auto``), an empty ``multirun/<date>/<time>/`` left."""
     given = {}
     for text in overrides:
         key, eq, value = text.lstrip("+").partition("=")
         if eq and not text.startswith("-"):
             given[key] = value.strip().strip("'\"")
-    if given.get("hydra/launcher") != "pool" or given.get("device") != "cpu":
+    device = given.get("device", "auto")
+    if given.get("hydra/launcher") != "pool" or device not in ("cpu", "auto", "cuda"):
         return None
+    if "hydra.launcher.slots" in given or "hydra.launcher.devices" in given:
+        return None
+    visible = (os.environ if environ is None else environ).get(VISIBLE)
+    if device != "cpu":  # a sweep file or another config may set the device or the slots: the launcher's
+        others = "sweep" in given or any(
+            a.startswith(("--config-name", "-cn", "--config-dir", "-cd")) for a in overrides
+        )
+        if detected is None or others or visible not in (None, "") or detected() > 0:
+            return None
+    try:
+        pool_devices(None, device=device, visible=visible, detected=0)
+    except ConfigError as exc:
+        return str(exc)
+    return None
     if "hydra.launcher.slots" in given or "hydra.launcher.devices" in given:
         return None
     visible = (os.environ if environ is None else environ).get(VISIBLE)

@@ -148,6 +148,43 @@ def command_line_problem(overrides: list[str]) -> str | None:
     return parameter_problem(**given) if tune and given else None
 
 
+def nothing_to_tune_problem(overrides: list[str]) -> str | None:
+    """:data:`NOTHING_TO_TUNE` for a command line that picks ``hydra/sweeper=tune`` and gives it no sweep
+    axis, no ``space.*`` key, no ``hydra.sweeper.params``, no ``+sweep`` file and no other config (any of
+    which may give it set-ups) under ``-m`` (not ``--cfg``, which prints it), else None; ``run.py`` asks
+    it after every other check (exit 2)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from flopsweep.flags import is_multirun, prints_only
+
+    if not is_multirun(overrides) or prints_only(overrides):  # --cfg job prints it: nothing is tuned
+        return None
+    parser = OverridesParser.create()
+    tune, space = False, False
+    for text in overrides:
+        if text.startswith("-") or "=" not in text:
+            space = space or text.startswith(("--config-name", "-cn", "--config-dir", "-cd"))
+            continue
+        try:
+            o = parser.parse_override(text)
+        except Exception:  # noqa: BLE001 - run.py's syntax_problem answers the grammar
+            return None
+        key = o.key_or_group
+        space = space or o.is_sweep_override() or key.startswith(("space.", "hydra.sweeper.params", "sweep"))
+        if key == "hydra/sweeper":
+            tune = not o.is_sweep_override() and str(o.value()) == "tune"
+    return NOTHING_TO_TUNE if tune and not space else None
+
+
+NOTHING_TO_TUNE = (
+    "Invalid config: hydra/sweeper=tune: one set-up, nothing to tune (no sweep axis, no space.* list). "
+    "Fix: add sweep axes (backend=ddp,fsdp) or space.* lists, or run it plainly (repeats=3 for an interval)."
+)
+"""``-m hydra/sweeper=tune`` with no axis, no ``space.*`` key, no ``hydra.sweeper.params``, no ``+sweep``
+file and no other config: session 35 ran its one set-up 3 times (the finalists' repeats) and named it the
+winner."""
+
+
 class TuneSweeper(BasicSweeper):
     """Hydra's basic sweeper's space, searched by successive halving (:mod:`flopsweep.tune`).
 

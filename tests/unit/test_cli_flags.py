@@ -104,7 +104,7 @@ def test_overrides_on_both_sides_of_a_flag_get_the_flags_first():
         ["--config-path", str(CONF)],
         ["--config-dir", str(CONF)],
         ["-c", "job", "-p", "model"],
-        ["--shell-completion"],
+        ["--shell-completion", "install=bash"],  # bare: no subcommand, refused (test_new_user_35)
     ],
 )
 def test_hydras_own_flags_pass(argv):
@@ -156,7 +156,7 @@ def test_a_prefix_of_multirun_is_multirun_to_every_check(prefix, tmp_path):
 
     assert expand_flag_prefixes([prefix, "tag=a,b"]) == ["--multirun", "tag=a,b"]
     assert is_multirun([prefix]) and hydra_flags_parser().parse_known_args([prefix])[0].multirun
-    for argv in (["tag=a,b"], ["repeats=2"], ["hydra/sweeper=tune", "device=cpu"]):
+    for argv in (["tag=a,b"], ["repeats=2"], ["hydra/sweeper=tune", "device=cpu", "backend=ddp,fsdp"]):
         assert refusal(argv) is not None, argv  # a sweep's overrides without -m
         assert refusal([prefix, *argv]) is None, argv
     (tmp_path / "metrics.json").write_text("{}")

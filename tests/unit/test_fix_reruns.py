@@ -133,7 +133,7 @@ BEFORE_HYDRA = [
     "fault.rank=-1",
     "fault.rank=-2 fault.kind=none",
     "fault.rank=1",
-    "-m hydra/sweeper=tune --cfg job",  # its two fixes sent each other back
+    "-m hydra/sweeper=tune backend=ddp,fsdp --cfg job",  # its two fixes sent each other back (an axis: #323)
     "-m repeats=3 --cfg job",
     "repeats=3",
     "model=gpt-tiny,llama-tiny --cfg job",  # "add -m" was refused beside --cfg in turn

@@ -208,22 +208,29 @@ def test_each_key_that_does_nothing_without_another_is_refused_with_a_fix_that_r
         "fault.rank": "0",
         "fault.phase": "warmup",
         "search.grow": "seq_len",
+        "search.min_seq_len": "512",
+        "search.max_seq_len": "4096",
         "plan_clusters": "[H100:8]",
         "compile_scope": "model",
         "compile_mode": "max-autotune-no-cudagraphs",  # a CUDA-graph mode needs CUDA: the job says so
     }
+    before = [i.pick for i in IDLE if idle.needs in i.keys]  # search.grow acts with search.model=largest
+    alone = [f"{idle.needs}={idle.idle[0]}"] if idle.unset_acts else []  # search.grow=n_layer: the default
     for key in idle.keys:
         typed = f"{key}={values.get(key, '4' if key.startswith('search') else 'csv')}"
-        line = refusal([*CPU, typed])
+        line = refusal([*CPU, *before, *alone, typed])
         assert line is not None and line.startswith(
             f"Invalid config: {typed}: does nothing without {idle.needs}"
         ), line
         assert "\n" not in line
-        fix = line.partition("Fix: write ")[2].split(" (or ")[0].split(", or drop")[0].split()
+        fix = (
+            line.partition("Fix: write ")[2].split(" (or ")[0].split(" in place of ")[0].split(", or drop")[0]
+        )
+        fix = fix.split()
         assert fix[-1] == typed and idle.pick in fix, line
         if key != "plan_clusters":  # a cluster plan ranks set-ups: its own tests
-            _runs(hydra_compose, fix, tmp_path)
-        assert idle_key_problem([*CPU, idle.pick, typed]) is None
+            _runs(hydra_compose, [*before, *fix], tmp_path)
+        assert idle_key_problem([*CPU, *before, *fix]) is None
 
 
 def test_a_sweep_with_a_value_that_acts_or_a_sweep_file_is_left_alone() -> None:
@@ -271,4 +278,45 @@ def test_a_value_refused_by_itself_is_left_to_its_own_line_so_the_fix_is_never_r
     line = refusal(["search.seq_len_multiple=0"])
     assert line is not None and line.startswith(
         "Invalid config: search.seq_len_multiple=0: must be a positive number of tokens. Fix: "
+    )
+
+
+@pytest.mark.parametrize(
+    ("grow", "key", "other"),
+    [
+        ("", "search.min_seq_len=4096", "search.grow=seq_len"),
+        ("", "search.max_seq_len=1024", "search.grow=seq_len"),
+        ("", "search.seq_len_multiple=1024", "search.grow=seq_len"),
+        ("search.grow=n_layer", "search.min_seq_len=4096", "search.grow=seq_len"),
+        ("search.grow=seq_len", "search.min_n_layer=7", "search.grow=n_layer"),
+        ("search.grow=seq_len", "search.max_n_layer=8", "search.grow=n_layer"),
+    ],
+)
+def test_a_search_key_of_the_axis_that_does_not_grow_is_refused(grow: str, key: str, other: str) -> None:
+    """Session 35 (D2): ``search.model=largest search.min_seq_len=4096 search.max_seq_len=1024`` (min over
+    max even) passed and was ignored: ``search.grow=n_layer``, the default, grew the blocks; and beside
+    ``search.grow=seq_len`` ``search.min_n_layer=7`` passed while ``search.max_n_layer=0`` was refused.
+    Every key of the axis that does not grow is refused in one line naming the key and the fix; the
+    key with its axis passes, and a sweep over both axes passes."""
+    line = idle_key_problem([*CPU, "search.model=largest", *([grow] if grow else []), key])
+    assert line is not None and "\n" not in line, line
+    assert line.startswith(f"Invalid config: {key}: does nothing without search.grow: "), line
+    assert f"Fix: write {other} {key}" in line and line.endswith(f"or drop {key.partition('=')[0]}."), line
+    assert idle_key_problem([*CPU, "search.model=largest", other, key]) is None
+    assert idle_key_problem(["-m", *CPU, "search.model=largest", "search.grow=n_layer,seq_len", key]) is None
+
+
+def test_a_seq_len_key_without_a_search_names_both_keys_it_needs() -> None:
+    """``search.min_seq_len`` alone needs ``search.model=largest`` and ``search.grow=seq_len``: the fix
+    writes both, so that it is not refused in turn."""
+    line = idle_key_problem([*CPU, "search.min_seq_len=2048"])
+    assert line is not None and line.startswith(
+        "Invalid config: search.min_seq_len=2048: does nothing without search.model: "
+    ), line
+    assert "Fix: write search.model=largest search.grow=seq_len search.min_seq_len=2048, or drop" in line, (
+        line
+    )
+    assert (
+        idle_key_problem([*CPU, "search.model=largest", "search.grow=seq_len", "search.min_seq_len=2048"])
+        is None
     )

@@ -64,7 +64,7 @@ def test_an_objective_whose_figure_needs_an_unset_key_is_refused_before_hydra(na
 
     for argv in (
         ["plan=true", "model=llama3.1-8b", f"objective={name}", "plan_clusters=[H100:8]"],
-        ["-m", "hydra/sweeper=tune", f"objective={name}", "device=cpu"],
+        ["-m", "hydra/sweeper=tune", f"objective={name}", "device=cpu", "seed=0,1"],  # an axis to tune (#323)
         [f"objective={name}", "device=cpu", *(f"{k}=null" for k in missing)],
     ):
         line = refusal(argv)
