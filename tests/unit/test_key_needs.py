@@ -70,9 +70,10 @@ def _with_value(node: object, key: str, value: object) -> object:
     return dataclasses.replace(node, **{head: inner})
 
 
-OWN_VALUE = {"model.n_embd", "repeat"}
+OWN_VALUE = {"model.n_embd", "repeat", "optim.overlap_forward"}
 """Keys refused at 2 for the value itself, not for an option missing: ``model.n_embd=2`` under
-gpt-tiny's 4 heads, ``repeat`` (the sweeper's, never suggested)."""
+gpt-tiny's 4 heads, ``repeat`` (the sweeper's, never suggested), ``optim.overlap_forward=true`` (a
+second CUDA stream: no override runs it on the CPU; its refusal's fix names ``device=cuda``)."""
 
 
 def test_every_key_a_value_of_which_the_defaults_refuse_gets_the_overrides_that_make_it_pass(
