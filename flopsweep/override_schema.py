@@ -88,8 +88,9 @@ def option_kind(group: str, option: str) -> str:
         name = entry.partition("@")[0].rpartition("/")[2] if isinstance(entry, str) else ""
         if name.startswith("base_"):
             return name.removeprefix("base_")
-        if isinstance(entry, str) and entry != "_self_":
-            return option_kind(group, entry)
+        if isinstance(entry, str) and entry != "_self_":  # another option: fsdp, /backend/fsdp@_here_
+            other = entry.partition("@")[0].removeprefix(f"/{group}/")
+            return option_kind(group, other) if other and other != option else other or option
     return str(node.get("name", option))
 
 

@@ -215,3 +215,26 @@ def test_run_py_refuses_before_hydra_in_this_order(tmp_path, pointed, monkeypatc
     (conf / "config.yaml").write_text("defaults:\n  - _self_\n")
     line = run.refusal(["model=llama-tiny", "device=cpu"])
     assert line is not None and line.startswith("Invalid config: conf/config.yaml: has no base_config")
+
+
+def test_an_option_file_built_on_another_option_is_checked_against_that_ones_schema(
+    tmp_path, pointed
+) -> None:
+    """A re-trial's regression: ``defaults: [/backend/fsdp@_here_]`` (or ``fsdp``) takes FSDP2's schema, not
+    the group's base, so its own keys pass and a misspelt one is named against FSDPConfig."""
+    fsdp = (Path(CONF) / "backend" / "fsdp.yaml").read_text()
+    for base in ("/backend/fsdp@_here_", "fsdp"):
+        mine = f"defaults:\n  - {base}\n  - _self_\nname: fsdp\nreshard_after_forward: false\n"
+        conf = _conf(
+            tmp_path / base.strip("/@").replace("/", "-"),
+            {"backend/fsdp.yaml": fsdp, "backend/mine.yaml": mine},
+        )
+        pointed(conf)
+        assert option_file_problem(["backend=mine", "device=cpu"], str(conf)) is None
+        (conf / "backend" / "mine.yaml").write_text(
+            mine.replace("reshard_after_forward", "reshard_after_forwrd")
+        )
+        assert option_file_problem(["backend=mine", "device=cpu"], str(conf)) == (
+            "Invalid config: conf/backend/mine.yaml: reshard_after_forwrd: is no key of FSDPConfig, the "
+            "schema of backend=mine. Fix: did you mean reshard_after_forward?"
+        )
