@@ -14,7 +14,7 @@ from typing import Any
 from flopsweep.clusters import HINT_GPU
 from flopsweep.files import create_new
 from flopsweep.oom_note import GPU_MEMORY_FIX, HOST_MEMORY_FIX
-from flopsweep.text import csv_cell, csv_text, printable
+from flopsweep.text import csv_cell, csv_text, plural, printable
 
 PLAN_FILE = "plan.csv"
 
@@ -343,6 +343,7 @@ def plan_refused_line(path: str, *, text: str | None = None) -> str | None:
 def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> str | None:
     """The line a plan prints (to stderr) when some ``ok`` rows do not fit (``fits`` False): ``N of
     M jobs do not fit; job J: model=NAME: estimated X GiB per rank, more than <fits_on>. Fix: ...``,
+    (``1 of 5 jobs does``, ``1 of 1 job does``),
     the first such row, its fix the row's ``memory_fix`` (the levers its config has not pulled, each
     estimated: :func:`flopsweep.memory_fix.gpu_memory_fix`; else every lever,
     :data:`~flopsweep.oom_note.GPU_MEMORY_FIX`) and the clusters of ``gpu`` that rank the set-ups
@@ -364,7 +365,8 @@ def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) 
         f" per rank, more than {printable(str(row.get('fits_on', '')))}"
     )
     job = row.get("job", "") or 0
-    return f"flopsweep: {len(unfit)} of {len(frame)} jobs do not fit; job {job}: {said}. Fix: {fix}."
+    counted = f"{len(unfit)} of {plural(len(frame), 'job')} {'does' if len(unfit) == 1 else 'do'} not fit"
+    return f"flopsweep: {counted}; job {job}: {said}. Fix: {fix}."
 
 
 def plan_output(path: str, fmt: str, gpu: str = HINT_GPU, *, text: str | None = None) -> str:

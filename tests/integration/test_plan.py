@@ -70,7 +70,8 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
         "printed with the table"
     )
     assert (proc.stdout + proc.stderr).count(reason) == 1  # its footnote, once (session 25: was twice)
-    assert unfit.startswith("flopsweep: 1 of 4 jobs do not fit; job 2: model=llama3.1-70b: estimated "), unfit
+    first = "flopsweep: 1 of 4 jobs does not fit; job 2: model=llama3.1-70b: estimated "
+    assert unfit.startswith(first), unfit
     assert unfit.endswith("; plan_clusters=[H200:1x8,H200:8x8] ranks the set-ups that fit."), unfit
     assert proc.stdout.count(f"] {reason}\n") == 1 and "placed as an H200 SXM" in proc.stdout
     assert "plan_clusters=[H200:1x8,H200:8x8] ranks set-ups on clusters: docs/plan.md)" in proc.stdout

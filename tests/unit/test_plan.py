@@ -890,7 +890,7 @@ def test_the_invalid_line_counts_the_other_reasons_and_an_unfit_row_gets_its_own
     )
     line = plan_unfit_line(str(path), "H200")
     assert line == (
-        "flopsweep: 1 of 5 jobs do not fit; job 0: model=llama3.1-70b: estimated 1190 GiB per rank, "
+        "flopsweep: 1 of 5 jobs does not fit; job 0: model=llama3.1-70b: estimated 1190 GiB per rank, "
         "more than H200 SXM (140.4 GiB). "
         "Fix: shard it over more GPUs (backend=fsdp or zero3, nproc_per_node, nnodes), "
         "set activation_checkpointing=full or a smaller batch.micro_batch_size; "
@@ -922,7 +922,7 @@ def test_plan_unfit_line_on_host_names_the_ranks_of_a_node_and_plan_gpu(tmp_path
         writer.writeheader()
         writer.writerow(row)
     assert plan_unfit_line(str(path), "H100") == (
-        "flopsweep: 1 of 1 jobs do not fit; job 0: model=llama3.1-8b: estimated 59.6 GiB per rank, "
+        "flopsweep: 1 of 1 job does not fit; job 0: model=llama3.1-8b: estimated 59.6 GiB per rank, "
         f"more than host (21.8 GiB available to 8 ranks a node). Fix: {HOST_MEMORY_FIX}; "
         "or plan_gpu=NAME to plan it for a GPU (e.g. plan_gpu=H100)."
     )
