@@ -128,7 +128,27 @@ def _typed_value_problem(kind: str, option: str, key: str, text: str) -> str | N
         else:
             what, fix = "is not one text value", f"quote it as one string, e.g. '{name}=\"...\"'"
         return f"Invalid config: {text}: {what}. Fix: {fix}, or drop the override."
+    if (
+        kind == "launcher"
+        and key in POSITIVE_LAUNCHER_KEYS
+        and isinstance(value, int | float)
+        and not value > 0
+    ):
+        what, fallback = POSITIVE_LAUNCHER_KEYS[key]
+        example = (_option_yaml(kind, option) or {}).get(key)
+        example = example if isinstance(example, int | float) and example > 0 else fallback
+        fix = f"set hydra.launcher.{key}={example}, or drop the override"
+        return f"Invalid config: {text}: {what} must be above 0. Fix: {fix}."
     return None
+
+
+POSITIVE_LAUNCHER_KEYS = {
+    "timeout_min": ("each job's time limit in minutes", 60),
+    "mem_gb": ("each job's memory in GB", 64),
+}
+"""Launcher keys whose value must be above 0, with the fix's value where the option's YAML gives none: a
+``timeout_min=0`` Slurm job ended without a result (``JobLost``), each recorded as an error after the sweep
+waited (a re-trial, session 35); ``mem_gb=-1`` was taken as given."""
 
 
 @functools.cache

@@ -358,6 +358,15 @@ def test_the_tuners_counts_written_as_floats_are_told_the_int_to_write() -> None
         (["-m", "hydra/launcher=slurm", "hydra.launcher.setup=5"], "is not a list. Fix: write a list"),
         (["-m", "hydra/launcher=slurm", "hydra.launcher.partition=[a,b]"], "is not one text value"),
         (["-m", "hydra/launcher=slurm_local", "hydra.launcher.parallel_jobs=abc"], "parallel_jobs=1 (hydra/"),
+        (  # a re-trial (session 35): Slurm lost every job, each recorded after the sweep waited (#328)
+            ["-m", "hydra/launcher=slurm_local", "hydra.launcher.timeout_min=0"],
+            "hydra.launcher.timeout_min=0: each job's time limit in minutes must be above 0. Fix: set "
+            "hydra.launcher.timeout_min=60, or drop the override.",
+        ),
+        (
+            ["-m", "hydra/launcher=slurm", "hydra.launcher.mem_gb=-1"],
+            "must be above 0. Fix: set hydra.launcher.mem_gb=",
+        ),
     ],
 )
 def test_a_launcher_value_its_schema_cannot_take_is_one_line(argv: list[str], words: str) -> None:
