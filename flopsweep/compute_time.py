@@ -184,3 +184,12 @@ def optimizer_shards(w: Workload) -> int:
     rank (:meth:`flopsweep.backend_specs.BackendSpec.optimizer_shards`)."""
     spec = backend_spec(w.backend)
     return spec.optimizer_shards(w) if spec else 1
+
+
+def exposed_optimizer_s(optimizer_s: float, forward_s: float, hidden_share: float) -> float:
+    """Seconds of the optimizer step that ``optim.overlap_forward`` leaves on the step: the blocks'
+    share ``hidden_share`` (0..1: their parameters over the model's) of ``optimizer_s`` runs beside the
+    next forward (``forward_s``), so at most ``forward_s`` of it is hidden; the rest (the embedding, the
+    norm, the head) is waited for at the forward's start."""
+    hidden = min(optimizer_s * max(0.0, min(1.0, hidden_share)), max(0.0, forward_s))
+    return optimizer_s - hidden

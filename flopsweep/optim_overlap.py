@@ -16,7 +16,7 @@ Memory: each gradient is freed when its unit is stepped (``Tensor.record_stream`
 then ``grad = None``): the caching allocator reuses it once the side stream has passed it. The next
 forward's peak is at its end, when every unit has been stepped, so the estimate is the one-stream
 step's (to be measured). Time: the step-time model hides the blocks' share of the optimizer behind
-the forward (:func:`flopsweep.overlap_forward.exposed_optimizer_s`).
+the forward (:func:`flopsweep.compute_time.exposed_optimizer_s`).
 
 Timing stays honest: the measured window's marks are events on the main stream, and the next step's
 forward waits for the units it reads, so each step's interval holds what the overlap did not hide;

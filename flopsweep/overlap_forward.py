@@ -3,8 +3,9 @@ itself is :mod:`flopsweep.optim_overlap`).
 
 The side stream steps the parameters outside the blocks first (the next forward reads the embedding at
 once), then each block, so that block ``i``'s forward waits for its own unit only. The step-time model
-(:func:`exposed_optimizer_s`) hides the blocks' share of the optimizer step behind the next forward, at
-most the forward's time: a model, not a measurement (the two streams share the memory bandwidth).
+(:func:`flopsweep.compute_time.exposed_optimizer_s`, re-exported here) hides the blocks' share of the
+optimizer step behind the next forward, at most the forward's time: a model, not a measurement (the two
+streams share the memory bandwidth).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from flopsweep.compile_levers import NO_CUDAGRAPHS, uses_cudagraphs
+from flopsweep.compute_time import exposed_optimizer_s  # noqa: F401 - overlap_forward.X, as the docs name it
 from flopsweep.config import ConfigError
 
 OVERLAP_BACKENDS = ("single",)
@@ -79,15 +81,6 @@ def check_placed(cfg: Any, device: str) -> None:
             "steps the optimizer on a second CUDA stream, and the run is on the CPU",
             f"set device=cuda on a GPU, {FIX}",
         )
-
-
-def exposed_optimizer_s(optimizer_s: float, forward_s: float, hidden_share: float) -> float:
-    """Seconds of the optimizer step that ``optim.overlap_forward`` leaves on the step: the blocks'
-    share ``hidden_share`` (0..1: their parameters over the model's) of ``optimizer_s`` runs beside the
-    next forward (``forward_s``), so at most ``forward_s`` of it is hidden; the rest (the embedding, the
-    norm, the head) is waited for at the forward's start."""
-    hidden = min(optimizer_s * max(0.0, min(1.0, hidden_share)), max(0.0, forward_s))
-    return optimizer_s - hidden
 
 
 def blocks_share(cfg: Any) -> float:

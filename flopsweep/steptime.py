@@ -8,7 +8,7 @@ assumptions; in short, per optimizer step and per rank::
 
     t_step   = t_compute x (1 + (pp-1)/(v m)) + t_optimizer + t_exposed   (m micro batches, v stages a rank)
     (``optim.overlap_forward``: t_optimizer less the blocks' share of it hidden behind the next forward,
-    at most t_compute / (3 + recompute): :func:`flopsweep.overlap_forward.exposed_optimizer_s`)
+    at most t_compute / (3 + recompute): :func:`flopsweep.compute_time.exposed_optimizer_s`)
     t_exposed = max(t_comm x (1 - overlap), t_comm - t_compute)       (data-parallel collectives)
               + t_tp + t_pp_send                                        (never overlapped)
     t_comm   = sum over collectives of bytes x factor / busbw          (nccl-tests' bus bandwidth)
@@ -55,9 +55,9 @@ from flopsweep.compute_time import (  # noqa: F401 - steptime.X, as every caller
     compute_from_calibration,
     compute_from_probe,
     compute_uncalibrated,
+    exposed_optimizer_s,
     optimizer_shards,
 )
-from flopsweep.overlap_forward import exposed_optimizer_s
 from flopsweep.workload import (  # noqa: F401 - steptime.X, as every caller and the docs name them
     COLLECTIVES,
     FP32,
