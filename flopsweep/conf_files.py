@@ -477,3 +477,21 @@ def root_config_problem(argv: list[str], conf: str = CONF) -> str | None:
     return (
         f"Invalid config: {shown}: {what} ({unpicked} unpicked): the checkout's root config is damaged. {fix}"
     )
+
+
+def repeated_key_line(text: str, shown: str) -> str | None:
+    """``Invalid config: SHOWN: found duplicate key K at line N. Fix: give each key once.`` when Hydra's
+    reader (OmegaConf's, which refuses a key given twice) refuses ``text``, the YAML of the file shown as
+    ``shown``; ``""`` when OmegaConf refuses it otherwise (Hydra reports that itself); None when it reads."""
+    from omegaconf import OmegaConf
+
+    try:
+        OmegaConf.create(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        why = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+        return f"Invalid config: {shown}: {why}{where}. Fix: give each key once."
+    except Exception:  # noqa: BLE001 - OmegaConf's own; Hydra reports it
+        return ""
+    return None

@@ -16,7 +16,14 @@ import os
 
 import yaml
 
-from flopsweep.conf_files import ConfFileProblem, read_bounded, read_selected, selected_files, shown_path
+from flopsweep.conf_files import (
+    ConfFileProblem,
+    read_bounded,
+    read_selected,
+    repeated_key_line,
+    selected_files,
+    shown_path,
+)
 from flopsweep.override_schema import CONF, SAFE_LOADER, near_names
 
 _FIX_LINK = "copy the file's text into {shown} in place of the link, or remove it"
@@ -93,7 +100,6 @@ def option_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     - a key given twice (Hydra's YAML reader, OmegaConf's, refuses it);
     - a key no schema of the option has (the nearest key named), or a value not of its key's type.
     """
-    from omegaconf import OmegaConf
 
     for path in _links(argv, conf):
         shown = shown_path(path, conf)
@@ -120,14 +126,9 @@ def option_file_problem(argv: list[str], conf: str = CONF) -> str | None:
                 f"Invalid config: {shown}: holds {what}, not a mapping of keys. Fix: write KEY: VALUE lines "
                 f"(as {example})."
             )
-        try:
-            OmegaConf.create(text)  # Hydra's reader: a key given twice
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            why = str(getattr(exc, "problem", None) or exc).splitlines()[0]
-            return f"Invalid config: {shown}: {why}{where}. Fix: give each key once."
-        except Exception:  # noqa: BLE001 - OmegaConf's own; Hydra reports it
+        if (twice := repeated_key_line(text, shown)) is not None:  # Hydra's reader: a key given twice
+            if twice:
+                return twice
             continue
         if problem := _schema_line(group, option, data):
             return f"Invalid config: {shown}: {problem}"

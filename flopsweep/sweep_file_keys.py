@@ -25,7 +25,14 @@ from collections.abc import Callable
 
 import yaml
 
-from flopsweep.conf_files import ConfFileProblem, picks_of, read_bounded, read_selected, shown_path
+from flopsweep.conf_files import (
+    ConfFileProblem,
+    picks_of,
+    read_bounded,
+    read_selected,
+    repeated_key_line,
+    shown_path,
+)
 from flopsweep.override_schema import CONF, SAFE_LOADER
 from flopsweep.space_values import BESIDE_SPACE_KEYS
 
@@ -221,7 +228,6 @@ def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
     - a key no schema has: a look-alike letter named (``sееd``), a block kept for YAML anchors
       (``base: &b``), else the nearest keys (``steps.measur``: ``steps.measure``).
     """
-    from omegaconf import OmegaConf
 
     from flopsweep.override_schema import known_keys
 
@@ -254,14 +260,9 @@ def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
                 f"Invalid config: {shown}: holds {what}, not a mapping of keys. Fix: write KEY: VALUE lines "
                 f"under the header, and a sweep's axes under hydra.sweeper.params (as {_EXAMPLE})."
             )
-        try:
-            OmegaConf.create(text)  # Hydra's reader: a key given twice
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            why = str(getattr(exc, "problem", None) or exc).splitlines()[0]
-            return f"Invalid config: {shown}: {why}{where}. Fix: give each key once."
-        except Exception:  # noqa: BLE001 - OmegaConf's own; Hydra reports it
+        if (twice := repeated_key_line(text, shown)) is not None:  # Hydra's reader: a key given twice
+            if twice:
+                return twice
             continue
         if problem := _own_keys_problem(data):
             return f"Invalid config: {shown}: {problem}"
