@@ -305,9 +305,11 @@ def cpu_pool_problem(
     device = given.get("device", "auto")
     if given.get("hydra/launcher") != "pool" or device not in ("cpu", "auto", "cuda"):
         return None
+    visible = (os.environ if environ is None else environ).get(VISIBLE)
+    if problem := _given_values_problem(given, device, visible):
+        return problem
     if "hydra.launcher.slots" in given or "hydra.launcher.devices" in given:
         return None
-    visible = (os.environ if environ is None else environ).get(VISIBLE)
     if device != "cpu":  # a sweep file or another config may set the device or the slots: the launcher's
         others = "sweep" in given or any(
             a.startswith(("--config-name", "-cn", "--config-dir", "-cd")) for a in overrides
@@ -319,11 +321,35 @@ def cpu_pool_problem(
     except ConfigError as exc:
         return str(exc)
     return None
-    if "hydra.launcher.slots" in given or "hydra.launcher.devices" in given:
-        return None
-    visible = (os.environ if environ is None else environ).get(VISIBLE)
+
+
+def _given_values_problem(given: dict[str, str], device: str, visible: str | None) -> str | None:
+    """The launcher's line for ``hydra.launcher.slots``/``devices`` (read as Hydra reads a value: YAML),
+    ``timeout_min`` and ``grace_s`` given on the command line, before Hydra (exit 2; was exit 1 from the
+    launcher: a re-trial, session 35); a positive count on a GPU is the launcher's to check."""
+    import yaml
+
+    from flopsweep.override_schema import SAFE_LOADER
+
+    def read(text: str | None) -> Any:
+        try:
+            return yaml.load(text, Loader=SAFE_LOADER) if text is not None else None
+        except yaml.YAMLError:
+            return text
+
+    slots, devices = read(given.get("hydra.launcher.slots")), read(given.get("hydra.launcher.devices"))
     try:
-        pool_devices(None, device="cpu", visible=visible)
+        if (slots is not None or devices is not None) and not (
+            isinstance(slots, int) and slots > 0 and device != "cpu"
+        ):
+            pool_devices(slots, device=device, visible=visible, detected=None, devices=devices)
+        timeout, grace = given.get("hydra.launcher.timeout_min"), given.get("hydra.launcher.grace_s")
+        if (timeout is not None or grace is not None) and (
+            error := settings_problem(
+                read(timeout) if timeout is not None else 60, read(grace) if grace is not None else 0
+            )
+        ):
+            raise error
     except ConfigError as exc:
         return str(exc)
     return None

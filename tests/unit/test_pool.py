@@ -209,3 +209,38 @@ def test_a_bad_deadline_or_grace_is_one_line_naming_its_key(timeout_min, grace_s
     assert problem is not None and "\n" not in str(problem)
     assert re.search(says, str(problem)), str(problem)
     assert pool.settings_problem(60, 30) is None and pool.settings_problem(0.2, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("hydra.launcher.slots=0", "hydra.launcher.slots=0: is not a positive count."),
+        ("hydra.launcher.slots=abc", "names 'abc', not a device index"),
+        ("hydra.launcher.slots=[]", "hydra.launcher.slots=[]: is not a list of device ids."),
+        ("hydra.launcher.slots=[0,0]", "names a device twice"),
+        ("hydra.launcher.slots=1.5", "is not a count or a list of device ids"),
+        (
+            "hydra.launcher.timeout_min=-5",
+            "hydra.launcher.timeout_min=-5: each job's deadline must be positive.",
+        ),
+        ("hydra.launcher.grace_s=abc", "hydra.launcher.grace_s='abc': must be zero or more seconds."),
+    ],
+)
+def test_the_pools_values_on_the_command_line_are_refused_before_hydra(value, words) -> None:
+    """A re-trial (session 35, docs/reliability-5.md #329): these were the launcher's lines, exit 1 after
+    Hydra started; now the command line's, exit 2, before it. A good value passes."""
+    from flopsweep.pool import cpu_pool_problem
+
+    for device in ("cpu", "auto"):
+        line = cpu_pool_problem(
+            ["-m", "hydra/launcher=pool", value, "seed=0,1", f"device={device}"], environ={}
+        )
+        assert line is not None and words in line, (device, line)
+    ok = [
+        "-m",
+        "hydra/launcher=pool",
+        "hydra.launcher.slots=[0,1]",
+        "hydra.launcher.timeout_min=5",
+        "device=cpu",
+    ]
+    assert cpu_pool_problem(ok, environ={}) is None
