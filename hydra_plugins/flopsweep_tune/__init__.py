@@ -170,10 +170,21 @@ def nothing_to_tune_problem(overrides: list[str]) -> str | None:
         except Exception:  # noqa: BLE001 - run.py's syntax_problem answers the grammar
             return None
         key = o.key_or_group
-        space = space or o.is_sweep_override() or key.startswith(("space.", "hydra.sweeper.params", "sweep"))
+        space = space or _axis(o) or key.startswith(("space.", "hydra.sweeper.params", "sweep"))
         if key == "hydra/sweeper":
             tune = not o.is_sweep_override() and str(o.value()) == "tune"
     return NOTHING_TO_TUNE if tune and not space else None
+
+
+def _axis(override: Any) -> bool:
+    """Whether a parsed override sweeps over more than one value (``seed=range(0,1)``, ``choice(0)``: one);
+    an ``interval()`` or a sweep whose values cannot be listed counts as an axis."""
+    if not override.is_sweep_override():
+        return False
+    try:
+        return len(set(override.sweep_string_iterator())) > 1
+    except Exception:  # noqa: BLE001 - interval(), glob(): the sweeper's to expand
+        return True
 
 
 NOTHING_TO_TUNE = (

@@ -62,6 +62,12 @@ def test_a_tuner_with_nothing_to_tune_is_refused(extra: list[str]) -> None:
     assert refusal(["-m", "hydra/sweeper=tune", "device=cpu", *extra]) == TUNE_LINE
 
 
+@pytest.mark.parametrize("axis", ["seed=range(0,1)", "seed=choice(0)"])
+def test_an_axis_of_one_value_is_nothing_to_tune_either(axis: str) -> None:
+    """The re-trial of #323: ``seed=range(0,1)`` passed as an axis and ran 3 jobs of one set-up."""
+    assert refusal(["-m", "hydra/sweeper=tune", "device=cpu", axis]) == TUNE_LINE
+
+
 @pytest.mark.parametrize(
     "given",
     [
