@@ -50,6 +50,7 @@ from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every c
     compute_uncalibrated,
     data_parallel_transfers,
     default_overlap,
+    exposed_optimizer_s,
     foreign_bandwidth,
     link_from_probe,
     optimizer_shards,
