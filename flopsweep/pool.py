@@ -324,30 +324,25 @@ def cpu_pool_problem(
 
 
 def _given_values_problem(given: dict[str, str], device: str, visible: str | None) -> str | None:
-    """The launcher's line for ``hydra.launcher.slots``/``devices`` (read as Hydra reads a value: YAML),
+    """The launcher's line for ``hydra.launcher.slots``/``devices`` (read by Hydra's override grammar),
     ``timeout_min`` and ``grace_s`` given on the command line, before Hydra (exit 2; was exit 1 from the
     launcher: a re-trial, session 35); a positive count on a GPU is the launcher's to check."""
-    import yaml
+    from flopsweep.override_parsing import parsed_or_none
 
-    from flopsweep.override_schema import SAFE_LOADER
+    def read(key: str) -> Any:
+        text = given.get(key)
+        parsed = parsed_or_none(f"{key}={text}") if text is not None else None
+        return parsed.value() if parsed is not None else text
 
-    def read(text: str | None) -> Any:
-        try:
-            return yaml.load(text, Loader=SAFE_LOADER) if text is not None else None
-        except yaml.YAMLError:
-            return text
-
-    slots, devices = read(given.get("hydra.launcher.slots")), read(given.get("hydra.launcher.devices"))
+    slots, devices = read("hydra.launcher.slots"), read("hydra.launcher.devices")
     try:
         if (slots is not None or devices is not None) and not (
             isinstance(slots, int) and slots > 0 and device != "cpu"
         ):
             pool_devices(slots, device=device, visible=visible, detected=None, devices=devices)
-        timeout, grace = given.get("hydra.launcher.timeout_min"), given.get("hydra.launcher.grace_s")
+        timeout, grace = read("hydra.launcher.timeout_min"), read("hydra.launcher.grace_s")
         if (timeout is not None or grace is not None) and (
-            error := settings_problem(
-                read(timeout) if timeout is not None else 60, read(grace) if grace is not None else 0
-            )
+            error := settings_problem(60 if timeout is None else timeout, 0 if grace is None else grace)
         ):
             raise error
     except ConfigError as exc:
