@@ -57,7 +57,7 @@ class OverlappedOptimizer:
     Attributes:
         units: root first, then each block, in forward order.
         stream: the side CUDA stream the steps run on.
-        handles: the forward pre-hooks (:meth:`remove` detaches them).
+        handles: the forward pre-hooks, held as long as the trainer.
     """
 
     units: list[Unit]
@@ -67,11 +67,6 @@ class OverlappedOptimizer:
     @property
     def optimizers(self) -> list[torch.optim.Optimizer]:
         return [u.optimizer for u in self.units]
-
-    @property
-    def param_groups(self) -> list[dict[str, Any]]:
-        """The first unit's groups (:func:`flopsweep.trainers.optimizer_facts` reads the kernel flags)."""
-        return self.units[0].optimizer.param_groups
 
     def step(self) -> None:
         """Enqueue every unit's AdamW step on the side stream after the main stream's work so far (the
@@ -94,12 +89,6 @@ class OverlappedOptimizer:
     def drain(self) -> None:
         """The main stream waits for every step enqueued so far (before the measured window's last mark)."""
         torch.cuda.current_stream().wait_stream(self.stream)
-
-    def remove(self) -> None:
-        """Detach the forward pre-hooks (the main stream no longer waits for the units)."""
-        for handle in self.handles:
-            handle.remove()
-        self.handles.clear()
 
 
 def split_units(model: nn.Module, blocks: Sequence[nn.Module]) -> list[tuple[str, list[nn.Parameter]]]:
