@@ -43,6 +43,8 @@ from flopsweep.command_line_checks import (
     tag_problem,
 )
 from flopsweep.conf_files import (
+    ConfFileProblem,
+    checked_yaml,
     conf_file_problem,
     root_config_problem,
     sweep_file_problem,
@@ -160,8 +162,12 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
         return None
     if any(o.key_or_group == "sweep" for o in parsed):
         return None
-    defaults = OmegaConf.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", "config.yaml"))
-    chosen = {k: [v] for d in defaults.defaults if isinstance(d, dict | DictConfig) for k, v in d.items()}
+    try:  # bounded and read once a process; a damaged file is root_config_problem's or Hydra's to name
+        root = checked_yaml(os.path.join(RUN_CONF, "config.yaml"), RUN_CONF)
+    except ConfFileProblem:
+        return None
+    defaults = root.get("defaults") if isinstance(root, dict) else None
+    chosen = {k: [v] for d in defaults or [] if isinstance(d, dict) for k, v in d.items()}
     for o in parsed:
         if o.key_or_group in GROUP_BASES and o.package is None:
             chosen[o.key_or_group] = (listed_values(o) or []) if o.is_sweep_override() else [o.value()]

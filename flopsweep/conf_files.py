@@ -17,6 +17,8 @@ checks a sweep file's axes as it checks the command line's (``sweep_file_problem
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import stat
 
@@ -180,6 +182,20 @@ def checked_yaml(path: str, conf: str = CONF) -> object:
         data = read_bounded(path)
     except OSError:
         return None
+    if len(data) > PARSE_CACHE_MAX_BYTES:
+        return _parsed_yaml.__wrapped__(shown, data)
+    return copy.deepcopy(_parsed_yaml(shown, data))
+
+
+PARSE_CACHE_MAX_BYTES = 65536
+"""The largest file whose parse :func:`checked_yaml` keeps (conf/'s own are a few KiB): the checks before
+Hydra read each selected file dozens of times a start."""
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_yaml(shown: str, data: bytes) -> object:
+    """:func:`checked_yaml` of the bytes ``data`` of the file shown as ``shown``: the same bytes give the
+    same value (kept, and copied for each caller); a refusal raises :class:`ConfFileProblem` (not kept)."""
     if len(data) > MAX_YAML_BYTES:
         raise ConfFileProblem(
             f"Invalid config: {shown}: is over the bound of {MAX_YAML_BYTES} bytes for a config file "
@@ -479,10 +495,12 @@ def root_config_problem(argv: list[str], conf: str = CONF) -> str | None:
     )
 
 
+@functools.lru_cache(maxsize=256)
 def repeated_key_line(text: str, shown: str) -> str | None:
     """``Invalid config: SHOWN: found duplicate key K at line N. Fix: give each key once.`` when Hydra's
     reader (OmegaConf's, which refuses a key given twice) refuses ``text``, the YAML of the file shown as
-    ``shown``; ``""`` when OmegaConf refuses it otherwise (Hydra reports that itself); None when it reads."""
+    ``shown``; ``""`` when OmegaConf refuses it otherwise (Hydra reports that itself); None when it reads.
+    Kept for the same arguments (the checks before Hydra ask it of each file several times a start)."""
     from omegaconf import OmegaConf
 
     try:

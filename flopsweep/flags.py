@@ -24,6 +24,7 @@ ever put on ``sys.path``: Hydra finds plug-ins (code) in the ``hydra_plugins`` p
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import unicodedata
@@ -50,9 +51,11 @@ class _Refused(Exception):
     """argparse's refusal of a flag (its ``error`` made to raise this)."""
 
 
+@functools.cache
 def hydra_flags_parser() -> argparse.ArgumentParser:
     """Hydra's own argument parser (``run.py --help`` and ``--hydra-help`` list its flags), whose
-    ``error`` raises :class:`_Refused` with argparse's message instead of printing the usage block."""
+    ``error`` raises :class:`_Refused` with argparse's message instead of printing the usage block. Made
+    once a process (argparse keeps no state between parses); do not change it."""
     from hydra._internal.utils import get_args_parser
 
     parser = get_args_parser()

@@ -58,8 +58,23 @@ def _links(argv: list[str], conf: str) -> list[str]:
     ]
 
 
+_SCHEMA_LINES: dict[tuple[str, str, str], str | None] = {}
+""":func:`_schema_line`'s answers by ``(group, option, repr(data))`` (safe YAML's plain values print the
+same for the same data): the checks before Hydra ask it of each picked file several times a start."""
+
+
 def _schema_line(group: str, option: str, data: dict) -> str | None:
-    """Why a key of the option's ``data`` is no key of its schema, or its value not of the key's type."""
+    """Why a key of the option's ``data`` is no key of its schema, or its value not of the key's type
+    (kept in :data:`_SCHEMA_LINES`, at most 256 answers)."""
+    key = (group, option, repr(data))
+    if key not in _SCHEMA_LINES:
+        if len(_SCHEMA_LINES) >= 256:
+            _SCHEMA_LINES.clear()
+        _SCHEMA_LINES[key] = _fresh_schema_line(group, option, data)
+    return _SCHEMA_LINES[key]
+
+
+def _fresh_schema_line(group: str, option: str, data: dict) -> str | None:
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
