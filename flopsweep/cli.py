@@ -99,6 +99,9 @@ def run() -> None:
     2 with one line when the checkout is not there. The command as invoked is kept in
     :data:`INVOKED_AS` (``runpy`` sets ``sys.argv[0]`` to ``run.py``).
     """
+    from flopsweep.signals import stop_before_jobs
+
+    stop_before_jobs({})  # Ctrl-C before run.py's own handlers: one line and 130, no traceback
     standard_streams()
     if problem := checkout_problem():
         print(problem, file=sys.stderr)

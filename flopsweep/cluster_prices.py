@@ -148,6 +148,29 @@ def decimal_comma_problem(names: list[str]) -> ConfigError | None:
     return None
 
 
+def times_sign_problem(names: list[str]) -> ConfigError | None:
+    """One line for an entry whose size is written with a sign drawn like ``x`` (``H100:8×8``, the
+    multiplication sign U+00D7: :func:`flopsweep.lookalike.fold_char`), else None. Unquoted, Hydra's
+    grammar refuses the character (:func:`flopsweep.override_grammar.syntax_problem` names it); quoted
+    (``["H100:8×8"]``), the entry read as a GPU with no size ("gives no size")."""
+    from flopsweep.lookalike import fold_char, named
+
+    def signs(entry: str) -> list[str]:
+        return [c for c in entry if not c.isascii() and (fold_char(c) or "").lower() == "x"]
+
+    entries = [str(n).strip() for n in names]
+    for entry in entries:
+        if found := signs(entry):
+            written = ",".join("".join("x" if c in signs(e) else c for c in e) for e in entries)
+            return ConfigError(
+                "plan_clusters",
+                entry,
+                f"its size is written with {named(found[0])}, not the letter x",
+                f"write x: plan_clusters=[{written}]",
+            )
+    return None
+
+
 def check_prices(names: list[str]) -> None:
     """Each entry's price checked as a plan reads it (:func:`decimal_comma_problem`, :func:`split_price`).
 

@@ -106,46 +106,165 @@ def _fresh_schema_line(group: str, option: str, data: dict) -> str | None:
     return None
 
 
+def _fields(schema: type) -> set[str]:
+    import dataclasses
+
+    return {f.name for f in dataclasses.fields(schema)}
+
+
+def _example(group: str, kind: str) -> str:
+    """An option file of ``group`` whose schema is ``kind``'s (a ``tiny`` one first):
+    ``conf/model/llama-tiny.yaml``; ``""`` when none is."""
+    from flopsweep.override_schema import option_files, option_kind
+
+    of_kind = [o for o in option_files(group) if option_kind(group, o) == kind]
+    return f"conf/{group}/{min(of_kind, key=lambda o: ('tiny' not in o, o))}.yaml" if of_kind else ""
+
+
+def family_problem(group: str, option: str, data: dict) -> str | None:
+    """Why an option file's keys ``data`` (of ``group``'s option ``option``) do not meet the schema its
+    defaults list names, where another schema of the group takes them, else None (:func:`_schema_line`
+    then names a misspelt key):
+
+    - no schema named (``kind`` no key of :data:`flopsweep.options.OPTION_SCHEMAS` ``[group]``), and the
+      group is ``model`` (every model names its family: ``ModelConfig`` builds none) or a key is no key of
+      the group's base: ``names no model family in a defaults list ... Fix: add "defaults:
+      [/schema/model/base_llama@_here_, _self_]" at its top (as conf/model/llama-tiny.yaml)``; the family
+      is the first whose schema has every key (else the one that has the most);
+    - a schema named that lacks a key another schema has (``n_kv_head`` under ``base_gpt2``): the line to
+      name that one.
+
+    A copied model file without its defaults list got "did you mean n_head?" for ``n_kv_head``, or a
+    refusal of a ``model.arch`` override never given."""
+    from flopsweep.options import GROUP_BASES, OPTION_SCHEMAS
+    from flopsweep.override_schema import option_kind
+
+    schemas = OPTION_SCHEMAS.get(group) or {}
+    keys = [str(k) for k in data if k != "defaults"]
+    kind = option_kind(group, option)
+    if not schemas or not keys:
+        return None
+    own = schemas.get(kind)
+    base = own or GROUP_BASES[group]
+    stray = [k for k in keys if k not in _fields(base)]
+    if own is not None and not stray:
+        return None
+    ranked = sorted(schemas, key=lambda k: -len([x for x in keys if x in _fields(schemas[k])]))
+    takers = [k for k in ranked if k != kind and not [x for x in stray if x not in _fields(schemas[k])]]
+    if (own is not None and not takers) or (own is None and group != "model" and not (stray and takers)):
+        return None  # a misspelt key (_schema_line's), or an option of no schema with the base's keys
+    family = (takers or ranked)[0]
+    named = f"/schema/{group}/base_{family}@_here_"
+    example = _example(group, family)
+    also = f" (as {example})" if example else ""
+    whose = (
+        f" ({', '.join(stray)} {'is' if len(stray) == 1 else 'are'} {schemas[family].__name__}'s)"
+        if stray
+        else ""
+    )
+    if own is None:
+        what = "model family" if group == "model" else f"{group} schema"
+        return (
+            f"names no {what} in a defaults list, so Hydra reads it as {base.__name__}{whose}. Fix: add "
+            f'"defaults: [{named}, _self_]" at its top{also}.'
+        )
+    return (
+        f"{stray[0]}: is a key of {schemas[family].__name__} (base_{family}), not of {own.__name__}, the "
+        f"schema its defaults list names (base_{kind}). Fix: name {named} in its defaults list in place of "
+        f"base_{kind}{also}, or drop {stray[0]}."
+    )
+
+
+def form_problem(path: str, group: str, option: str, conf: str = CONF) -> tuple[str, str] | None:
+    """``(what, fix)`` for an option file of ``group`` that Hydra cannot take as the option ``option``
+    whatever its keys, else None: a symbolic link (``conf/model/x.yaml -> /etc/passwd``: an option is a
+    file of conf/ itself), empty, a list or a scalar in place of a mapping of keys, or a key given twice
+    (Hydra's YAML reader, OmegaConf's, refuses it). A file that cannot be read or is not YAML is
+    :func:`flopsweep.conf_files.conf_file_problem`'s (None here)."""
+    shown = shown_path(path, conf)
+    if os.path.islink(path):
+        return (
+            f"is a symbolic link (to {os.readlink(path)}); an option is read only from a file of conf/ "
+            "itself",
+            _FIX_LINK.format(shown=shown),
+        )
+    read = _read(path)
+    return None if read is None else _content_problem(*read, shown, group, option)
+
+
+def _read(path: str) -> tuple[str, object] | None:
+    """The text of the option file ``path`` and its plain data, else None (not readable, not YAML:
+    :func:`flopsweep.conf_files.conf_file_problem`'s line)."""
+    try:
+        text = read_bounded(path).decode("utf-8")
+        return text, yaml.load(text, Loader=SAFE_LOADER)
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+
+
+def _content_problem(text: str, data: object, shown: str, group: str, option: str) -> tuple[str, str] | None:
+    """:func:`form_problem` of a file's text and data: empty, not a mapping, a key given twice."""
+    example = "conf/model/llama-tiny.yaml" if group == "model" else f"conf/{group}/*.yaml"
+    if data is None:
+        return (
+            f"is empty, so {group}={option} sets none of its keys",
+            f"write its keys (as {example}), or remove the file",
+        )
+    if not isinstance(data, dict):
+        what = "a list" if isinstance(data, list) else "one value"
+        return (
+            f"holds {what}, not a mapping of keys",
+            f"write KEY: VALUE lines (as {example})",
+        )
+    if repeats_a_key(text) and (twice := repeated_key_line(text, shown)):  # Hydra's reader refuses it
+        return twice.removeprefix(f"Invalid config: {shown}: ").partition(". Fix: ")[0], "give each key once"
+    return None
+
+
+def repeats_a_key(text: str) -> bool:
+    """Whether a mapping of the YAML ``text`` gives a plain key twice (libyaml's nodes, a fraction of a
+    millisecond a file: OmegaConf's reader, :func:`flopsweep.conf_files.repeated_key_line`, takes about
+    one, and the warnings of ``run.py`` ask it of every option file); False when it is not YAML."""
+    try:
+        stack = [yaml.compose(text, Loader=SAFE_LOADER)]
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return False
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
+            if len(keys) != len(set(keys)):
+                return True
+            stack += [v for _, v in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return False
+
+
 def option_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     """One line refusing an option file the command line picks, else None
     (``Invalid config: conf/model/NAME.yaml: ... Fix: ...``):
 
-    - a symbolic link (``conf/model/x.yaml -> /etc/passwd``): an option is a file of conf/ itself;
-    - empty, or a list or a scalar in place of a mapping of keys;
-    - a key given twice (Hydra's YAML reader, OmegaConf's, refuses it);
+    - a symbolic link the command line picks (:func:`form_problem`); empty, a list or a scalar, a key
+      given twice (its content's :func:`form_problem`);
+    - a file of a group whose options each name a schema (``model``) that names none in its defaults list,
+      or whose keys are another schema's (``n_kv_head`` under ``base_gpt2``): the line to add
+      (:func:`family_problem`);
     - a key no schema of the option has (the nearest key named), or a value not of its key's type.
     """
-
     for path in _links(argv, conf):
-        shown = shown_path(path, conf)
-        return (
-            f"Invalid config: {shown}: is a symbolic link (to {os.readlink(path)}); an option is read only "
-            f"from a file of conf/ itself. Fix: {_FIX_LINK.format(shown=shown)}."
-        )
+        what, fix = form_problem(path, "", "", conf) or ("", "")
+        return f"Invalid config: {shown_path(path, conf)}: {what}. Fix: {fix}."
     for path, group, option in _picked_files(argv, conf):
         shown = shown_path(path, conf)
-        try:
-            text = read_bounded(path).decode("utf-8")
-            data = yaml.load(text, Loader=SAFE_LOADER)
-        except (OSError, ValueError, yaml.YAMLError):
+        if (read := _read(path)) is None:
             continue  # conf_file_problem's line
-        example = "conf/model/llama-tiny.yaml" if group == "model" else f"conf/{group}/*.yaml"
-        if data is None:
-            return (
-                f"Invalid config: {shown}: is empty, so {group}={option} sets none of its keys. Fix: write "
-                f"its keys (as {example}), or remove the file."
-            )
-        if not isinstance(data, dict):
-            what = "a list" if isinstance(data, list) else "one value"
-            return (
-                f"Invalid config: {shown}: holds {what}, not a mapping of keys. Fix: write KEY: VALUE lines "
-                f"(as {example})."
-            )
-        if (twice := repeated_key_line(text, shown)) is not None:  # Hydra's reader: a key given twice
-            if twice:
-                return twice
-            continue
-        if problem := _schema_line(group, option, data):
+        text, data = read
+        if found := _content_problem(text, data, shown, group, option):
+            return f"Invalid config: {shown}: {found[0]}. Fix: {found[1]}."
+        if repeated_key_line(text, shown) == "":
+            continue  # OmegaConf refuses it otherwise: Hydra's own line
+        if problem := family_problem(group, option, data) or _schema_line(group, option, data):
             return f"Invalid config: {shown}: {problem}"
     return None
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from flopsweep import comm_time, forecast, objective, strict_json
 from flopsweep.checks import check_bounds, validate_cost
-from flopsweep.cluster_prices import decimal_comma_problem
+from flopsweep.cluster_prices import decimal_comma_problem, times_sign_problem
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, gpu_of, parse_cluster
 from flopsweep.config import ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
@@ -87,6 +87,8 @@ def named_clusters(
     clusters_bound_problem(names)  # 40 clusters took 37 s
     if comma := decimal_comma_problem(names):  # [H100:8@2,5]: not a cluster named 5
         raise comma
+    if sign := times_sign_problem(names):  # ["H100:8×8"]: "gives no size"
+        raise sign
     if any(not n.strip() for n in names) and any(n.strip() for n in names):  # [H100:8,'']: one line
         kept = ",".join(n.strip() for n in names if n.strip())
         raise ConfigError("plan_clusters", names, "holds an empty name", f"drop it: plan_clusters=[{kept}]")

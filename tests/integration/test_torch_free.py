@@ -60,6 +60,7 @@ TORCH_FREE = [
     "flopsweep.reference_records",
     "flopsweep.reference_text",
     "flopsweep.jit_ops",
+    "flopsweep.start_checks",
 ]
 """Modules that must import without torch: the estimators, record building, identity and the whole of
 validation (``checks``, ``rules``, ``plan``), and the modules holding a degree's step-time term
