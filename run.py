@@ -44,6 +44,7 @@ from flopsweep.command_line_checks import (
     plan_conflict_problem,
     plan_folder_problem,
     repeats_problem,
+    search_range_problem,
     sorted_range_problem,
     tag_problem,
 )
@@ -108,6 +109,8 @@ from flopsweep.start_checks import blank_omp_threads, omp_threads_line, option_f
 from flopsweep.store import register_configs
 from flopsweep.streams import ClosedPipeGuard, standard_streams
 from flopsweep.sweep_axes import repeated_value_problem, space_sweep_problem, sweep_level_problem
+from flopsweep.sweep_file_defaults import defaults_problem as sweep_defaults_problem
+from flopsweep.sweep_file_defaults import pool_problem as sweep_pool_problem
 from flopsweep.sweep_file_keys import output_dir_problem as sweep_file_dir_problem
 from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
 from flopsweep.sweep_file_keys import values_problem as sweep_file_values
@@ -217,6 +220,7 @@ def refusal(overrides: list[str]) -> str | None:
             overrides, RUN_CONF
         )  # before anything reads a file of conf/ the command line picks
         or sweep_file_shape_problem(overrides, RUN_CONF)  # a sweep file's header, form and keys
+        or sweep_defaults_problem(overrides, RUN_CONF)  # its defaults list: /modle, /model without override
         or option_file_problem(overrides, RUN_CONF)  # a picked option file's form and keys (model=mine)
         or sweep_picks_problem(overrides, RUN_CONF)  # a sweep file's override /model: typo, hydra: keys
         or hydra_sweep_problem(overrides)  # hydra.sweeper.budget_gpu_s=1,2: Hydra sweeps no hydra.* key
@@ -255,6 +259,7 @@ def refusal(overrides: list[str]) -> str | None:
         # a did-you-mean's line checked again; 'parallel={tp:0}' read as parallel.tp=0 (read_as_keys)
         or rechecked(type_problem(keyed), keyed, refusal)
         or rechecked(value_set_problem(keyed), keyed, refusal)  # fault.kind=oomm, model.n_layer=0
+        or search_range_problem(overrides)  # search.min_n_layer=8 search.max_n_layer=2: the job's line
         or model_problem(overrides)  # after the types: model.name=null is type_problem's line
         or added_key_problem(overrides)  # +bogus=1: the job's line, before Hydra makes its folder
         or placement_problem(overrides)  # nproc_per_node=0, nnodes=2 with no launcher that gives nodes
@@ -269,6 +274,7 @@ def refusal(overrides: list[str]) -> str | None:
         or cpu_pool_problem(
             overrides, detected=detect_gpus
         )  # hydra/launcher=pool, no GPU: its slots must be given
+        or sweep_pool_problem(overrides, detect_gpus, RUN_CONF)  # a sweep file's pool values, the same line
         or sweep_file_problem(
             overrides, RUN_CONF
         )  # its axes after the command line's own: those lines come first
@@ -288,6 +294,7 @@ FILE_VALUE_CHECKS = (
     type_problem,
     value_set_problem,
     idle_key_problem,
+    search_range_problem,  # after its keys' own checks (idle without search.model=largest)
     foreign_option_keys,
 )
 """The command line's checks that a sweep file's plain values (``timeout_s: -5``) get before Hydra

@@ -467,3 +467,29 @@ def _no_gpu_here() -> bool:
     from flopsweep.local_gpus import no_gpu_here
 
     return no_gpu_here()
+
+
+def search_range_problem(overrides: list[str]) -> str | None:
+    """One line for a search range whose upper end is below its lower end (``search.min_n_layer=8
+    search.max_n_layer=2``; ``search.min_seq_len=4096 search.max_seq_len=1024``), a key not given
+    read at its default (:data:`flopsweep.limits.SEARCH_RANGES`), else None: the job's own line
+    (:func:`flopsweep.rules.model_search`), before Hydra makes the sweep's folder. The job recorded each
+    as invalid (a sweep file's values named no file). A sweep over either key, or a value that is not a
+    whole number (``type_problem``'s), is left to the job."""
+    from flopsweep.limits import SEARCH_RANGES
+    from flopsweep.override_parsing import parsed_or_none
+
+    given: dict[str, object] = {}
+    for text in overrides:
+        key = text.partition("=")[0].lstrip("+")
+        if key.startswith("search.") and "=" in text and not text.startswith(("-", "~")):
+            given[key] = o.value() if (o := parsed_or_none(text)) is not None else None
+    for high_key, (low_key, low_default, high_default, why, fix) in SEARCH_RANGES.items():
+        if high_key not in given and low_key not in given:
+            continue
+        low, high = given.get(low_key, low_default), given.get(high_key, high_default)
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (low, high)):
+            continue
+        if high < low:
+            return str(ConfigError(high_key, high, why.format(low=low), fix))
+    return None

@@ -76,3 +76,25 @@ SEARCH_GROW = ("n_layer", "seq_len")
 
 PLAN_FORMATS = ("table", "csv", "json")
 """``plan_format=`` values."""
+
+SEARCH_RANGES: dict[str, tuple[str, int, int, str, str]] = {
+    "search.max_n_layer": (
+        "search.min_n_layer",
+        1,
+        256,
+        "the search needs 1 <= search.min_n_layer <= search.max_n_layer (min is {low})",
+        "set search.min_n_layer=1 and search.max_n_layer to the most blocks to try, such as 256",
+    ),
+    "search.max_seq_len": (
+        "search.min_seq_len",
+        1024,
+        131072,
+        "the search needs search.min_seq_len <= search.max_seq_len (min is {low})",
+        "set search.max_seq_len to the longest sequence to try, such as 131072",
+    ),
+}
+"""The search's ranges, by their upper key: ``(lower key, lower default, upper default, why, fix)``; a
+range whose upper end is below its lower end searches nothing. The job's rule
+(:func:`flopsweep.rules.model_search`) and the refusal before Hydra
+(:func:`flopsweep.command_line_checks.search_range_problem`, a sweep file's values too) say the same line.
+The defaults are :class:`flopsweep.config.ModelSearchConfig`'s."""

@@ -294,9 +294,10 @@ def cpu_pool_problem(
     neither ``hydra.launcher.slots`` nor ``hydra.launcher.devices`` (and no ``CUDA_VISIBLE_DEVICES``) where
     there is no GPU to pool, before Hydra starts (exit 2, nothing made), else None: ``device=cpu`` always;
     ``device=auto`` (or unset) and ``device=cuda`` when ``detected`` (the GPUs seen:
-    ``hydra_plugins.flopsweep_pool.detect_gpus``) counts none and no ``+sweep`` file or ``--config-name``
-    may set them. Was: the same line from the launcher, exit 1 (session 35: still so for
-    ``device=auto``), an empty ``multirun/<date>/<time>/`` left."""
+    ``hydra_plugins.flopsweep_pool.detect_gpus``) counts none and no ``--config-name`` may set them. With a
+    ``+sweep`` file, whose slots count, :func:`flopsweep.sweep_file_defaults.pool_problem` says it. Was: the
+    same line from the launcher, exit 1 (session 35: still so for ``device=auto``), an empty
+    ``multirun/<date>/<time>/`` left."""
     given = {}
     for text in overrides:
         key, eq, value = text.lstrip("+").partition("=")
@@ -308,8 +309,8 @@ def cpu_pool_problem(
     visible = (os.environ if environ is None else environ).get(VISIBLE)
     if problem := _given_values_problem(given, device, visible):
         return problem
-    if "hydra.launcher.slots" in given or "hydra.launcher.devices" in given:
-        return None
+    if "hydra.launcher.slots" in given or "hydra.launcher.devices" in given or "sweep" in given:
+        return None  # a +sweep file may give the slots: sweep_file_defaults.pool_problem reads it
     if device != "cpu":  # a sweep file or another config may set the device or the slots: the launcher's
         others = "sweep" in given or any(
             a.startswith(("--config-name", "-cn", "--config-dir", "-cd")) for a in overrides

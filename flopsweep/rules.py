@@ -27,7 +27,7 @@ from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.checkpointing import SAC_KERNELS
 from flopsweep.config import ConfigError, RunConfig, require_choice
 from flopsweep.layout import smaller_degree, stated_world_size
-from flopsweep.limits import OPTIM_IMPLEMENTATIONS, SEARCH_GROW, SEARCH_MODES
+from flopsweep.limits import OPTIM_IMPLEMENTATIONS, SEARCH_GROW, SEARCH_MODES, SEARCH_RANGES
 from flopsweep.models import MODELS
 from flopsweep.models.hf import HF_ATTENTION
 from flopsweep.precision import PRECISIONS
@@ -257,12 +257,8 @@ def model_search(cfg: RunConfig) -> None:
             "set search.min_n_layer=1",
         )
     if s.max_n_layer < s.min_n_layer:
-        raise ConfigError(
-            "search.max_n_layer",
-            s.max_n_layer,
-            f"the search needs 1 <= search.min_n_layer <= search.max_n_layer (min is {s.min_n_layer})",
-            "set search.min_n_layer=1 and search.max_n_layer to the most blocks to try, such as 256",
-        )
+        _, _, _, why, fix = SEARCH_RANGES["search.max_n_layer"]
+        raise ConfigError("search.max_n_layer", s.max_n_layer, why.format(low=s.min_n_layer), fix)
     if s.grow == "seq_len":
         seq_len_range(cfg)
     if s.memory_budget_gib is not None and s.memory_budget_gib <= 0:
@@ -355,12 +351,8 @@ def seq_len_range(cfg: RunConfig) -> None:
             "set search.min_seq_len=1024",
         )
     if s.max_seq_len < s.min_seq_len:
-        raise ConfigError(
-            "search.max_seq_len",
-            s.max_seq_len,
-            f"the search needs search.min_seq_len <= search.max_seq_len (min is {s.min_seq_len})",
-            "set search.max_seq_len to the longest sequence to try, such as 131072",
-        )
+        _, _, _, why, fix = SEARCH_RANGES["search.max_seq_len"]
+        raise ConfigError("search.max_seq_len", s.max_seq_len, why.format(low=s.min_seq_len), fix)
     first, last = seq_len_bounds(cfg)
     if first > last:
         step = seq_len_step(cfg)

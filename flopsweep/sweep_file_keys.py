@@ -138,7 +138,7 @@ def _dotted_key(data: dict, prefix: str = "") -> tuple[str, object] | None:
 def _nested(dotted: str, value: object) -> str:
     """``steps.measure`` and 3 as YAML's nesting: ``steps: {measure: 3}``."""
     parts = dotted.split(".")
-    leaf = f"{parts[-1]}: {_yaml_value(value)}"
+    leaf = f"{parts[-1]}: {yaml_value(value)}"
     return "".join(f"{p}: {{" for p in parts[:-1]) + leaf + "}" * (len(parts) - 1)
 
 
@@ -146,7 +146,7 @@ def _group(key: str, conf: str) -> bool:
     return "." not in key and key != "hydra" and os.path.isdir(os.path.join(conf, key))
 
 
-def _yaml_value(value: object) -> str:
+def yaml_value(value: object) -> str:
     """``value`` as the file wrote it, for a line (``[fsdp, ddp]``, ``-5``, ``'x'``), shortened."""
     from flopsweep.config import cut
 
@@ -161,7 +161,7 @@ def _key_problem(key: str, value: object, anchor: str | None, conf: str) -> str 
 
     head = key.partition(".")[0]
     if _group(head, conf) and key == head and not isinstance(value, dict):
-        shown = _yaml_value(value)
+        shown = yaml_value(value)
         options = [str(v) for v in value] if isinstance(value, list) else [str(value)]
         if isinstance(value, list):
             return (
@@ -188,7 +188,7 @@ def _key_problem(key: str, value: object, anchor: str | None, conf: str) -> str 
             "merges). "
             f"Fix: drop {key}, and write its values under the keys that use them."
         )
-    if problem := unknown_key_problem(key, _yaml_value(value)):
+    if problem := unknown_key_problem(key, yaml_value(value)):
         return problem.removeprefix("Invalid config: ")
     return None
 
@@ -198,7 +198,7 @@ def _own_keys_problem(data: dict) -> str | None:
     be read, else None."""
     if "defaults" in data and not isinstance(data["defaults"], list):
         return (
-            f"defaults: {_yaml_value(data['defaults'])}: is a list of the options the file picks. Fix: "
+            f"defaults: {yaml_value(data['defaults'])}: is a list of the options the file picks. Fix: "
             "defaults: [override /model: gpt-tiny] (one - override /GROUP: OPTION line each)."
         )
     hydra = data.get("hydra", {})
@@ -206,12 +206,21 @@ def _own_keys_problem(data: dict) -> str | None:
     params = sweeper.get("params", {}) if isinstance(sweeper, dict) else None
     for key, value in (("hydra", hydra), ("hydra.sweeper", sweeper), ("hydra.sweeper.params", params)):
         if not isinstance(value, dict) and value is not None:
+            what = "a list" if isinstance(value, list) else "one value"
             return (
-                f"{key}: {_yaml_value(value)}: is a mapping of keys. Fix: write a sweep's axes as "
+                f"{key}: {yaml_value(value)}: is {what}, not a mapping of keys. Fix: write a sweep's axes as "
                 f"hydra: {{sweeper: {{params: {{KEY: VALUES}}}}}}, one KEY: a,b line each (as {_EXAMPLE})."
             )
         if value is None:
             break
+    for key, value in params.items() if isinstance(params, dict) else ():
+        if isinstance(value, dict) and value:  # Hydra's sweeper writes it as KEY={'k': 1}: no override
+            dotted = _leaves({key: value}, "", {str(key)} | {f"{key}.{k}" for k in value})[0]
+            return (
+                f"hydra.sweeper.params: {key}: {yaml_value(value)}: an axis is one key and its values, not "
+                f"a mapping (Hydra's sweeper writes it as {key}={value!r}, which its grammar cannot read). "
+                f"Fix: write the key in full, one axis each: {dotted[0]}: {yaml_value(dotted[1])}."
+            )
     return None
 
 
@@ -255,7 +264,7 @@ def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
         if data is None:
             continue  # an empty sweep file: nothing to merge
         if not isinstance(data, dict):
-            what = "a list" if isinstance(data, list) else f"the one value {_yaml_value(data)}"
+            what = "a list" if isinstance(data, list) else f"the one value {yaml_value(data)}"
             return (
                 f"Invalid config: {shown}: holds {what}, not a mapping of keys. Fix: write KEY: VALUE lines "
                 f"under the header, and a sweep's axes under hydra.sweeper.params (as {_EXAMPLE})."
@@ -273,7 +282,7 @@ def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
             if found := _dotted_key({key: value}):
                 dotted, given = found
                 return (
-                    f"Invalid config: {shown}: {dotted}: {_yaml_value(given)}: a YAML key with a dot is one "
+                    f"Invalid config: {shown}: {dotted}: {yaml_value(given)}: a YAML key with a dot is one "
                     f"key of that name to Hydra, not a nested one. Fix: nest it: {_nested(dotted, given)}."
                 )
             for full, leaf in _leaves({key: value}, "", sections):

@@ -1,4 +1,4 @@
-"""Session 36: flopsweep's start as a user meets it (docs/reliability-5.md #341-#349), each command line run
+"""Session 36: flopsweep's start as a user meets it (docs/reliability-5.md #340-#348), each command line run
 as typed: its exit status, its one line (or warning), no traceback. The damaged ``conf/`` files are planted
 in a copy of the checkout's ``run.py``, ``conf/`` and packages (``run.py`` reads the ``conf/`` beside it),
 run from an empty folder; never in the checkout."""

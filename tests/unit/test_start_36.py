@@ -1,4 +1,4 @@
-"""Session 36: flopsweep's start (docs/reliability-5.md #341-#349): ``OMP_NUM_THREADS`` blank or unreadable,
+"""Session 36: flopsweep's start (docs/reliability-5.md #340-#348): ``OMP_NUM_THREADS`` blank or unreadable,
 a signal during run.py's imports, a damaged conf/config.yaml (a typo'd default, a key twice), a model file
 with no family or another family's keys, ``plan_clusters`` written with ``×``, and unpicked option files that
 a pick would refuse. Each line exact; no subprocess (tests/integration/test_start_36.py runs them)."""

@@ -59,8 +59,11 @@ def _one_line(line: str | None) -> str:
             "(U+0435 CYRILLIC SMALL LETTER IE) looks like ASCII 'e'. Fix: write seed.",
         ),
         (HEAD + "steps.measure: 3\n", "steps.measure: 3: a YAML key with a dot is one key of that name"),
-        (HEAD + "hydra: 3\n", "hydra: 3: is a mapping of keys"),
-        (HEAD + "hydra:\n  sweeper:\n    params: [seed]\n", "hydra.sweeper.params: [seed]: is a mapping"),
+        (HEAD + "hydra: 3\n", "hydra: 3: is one value, not a mapping of keys"),
+        (
+            HEAD + "hydra:\n  sweeper:\n    params: [seed]\n",
+            "hydra.sweeper.params: [seed]: is a list, not a mapping",
+        ),
         (HEAD + "defaults: 3\n", "defaults: 3: is a list of the options the file picks"),
         (HEAD + "1: x\n", "1=x: no such key"),
     ],

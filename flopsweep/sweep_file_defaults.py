@@ -1,0 +1,264 @@
+"""A sweep file's defaults list (``+sweep=NAME``: ``conf/sweep/NAME.yaml``) and the pool's values under its
+``hydra.launcher``, checked before Hydra composes it, as the command line's own picks and values are.
+
+Hydra answered a misspelt group (``- override /modle: gpt-tiny``, ``/hydra.launcher``) with "Could not
+override 'modle'. No match in the defaults list." (exit 1); a pick of a group the primary config picks
+already, without ``override`` (``- /model: gpt-tiny``, or ``overide``, a keyword it skips), with "Multiple
+values for model" (exit 1; with ``model=`` on the command line the file's pick was dropped silently); a
+group without its leading ``/`` with its search path (it is read under ``sweep/``); an entry that is a
+number, empty or of two picks, or an option that is a number, with a 50-line ``ValueError`` traceback;
+and a group picked twice by keeping the first pick silently. :func:`defaults_problem` refuses each in one
+line naming the file, the entry and the fix. :func:`pool_problem` checks the pool's ``slots``,
+``devices``, ``timeout_min`` and ``grace_s`` of a file that picks ``hydra/launcher: pool`` (or runs
+under the command line's) with the command line's own check (:func:`flopsweep.pool.cpu_pool_problem`):
+the launcher refused them at the sweep's start, exit 1, without naming the file. Torch-free.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+
+from flopsweep.conf_files import ConfFileProblem, read_selected, selected_files, shown_path
+from flopsweep.override_schema import CONF
+
+KEYWORDS = ("override", "optional")
+"""The words Hydra reads before a group in a defaults entry (``override /model``); it skips any other."""
+
+POOL_KEYS = ("slots", "devices", "timeout_min", "grace_s")
+"""The pool launcher's keys under ``hydra.launcher`` (``conf/hydra/launcher/pool.yaml``) checked here."""
+
+
+def _sweep_files(argv: list[str], conf: str) -> tuple[dict[str, object], list[tuple[str, dict]]]:
+    """The files the command line selects (none where one is refused: ``conf_file_problem``'s line), and
+    ``(path, plain data)`` of each sweep file (under ``conf/sweep/``) among them that is a mapping."""
+    try:
+        read = read_selected(argv, conf)
+    except ConfFileProblem:
+        return {}, []
+    folder = os.path.join(os.path.normpath(conf), "sweep") + os.sep
+    return read, [(p, d) for p, d in read.items() if p.startswith(folder) and isinstance(d, dict)]
+
+
+def _primary_picks(argv: list[str], read: dict[str, object], conf: str) -> dict[str, str]:
+    """``{group: option}`` the primary config's defaults list picks (``model: gpt-tiny``), with ``sweep``
+    (the command line's ``+sweep=NAME``) and Hydra's own groups (``hydra/launcher``: its config picks
+    each); keys with a keyword (``override hydra/sweeper``) read as Hydra's group."""
+    files = selected_files(argv, conf)
+    data = read.get(os.path.normpath(files[0])) if files else None
+    defaults = data.get("defaults") if isinstance(data, dict) else None
+    picks = {f"hydra/{g}": "" for g in _hydra_groups()}
+    for entry in defaults if isinstance(defaults, list) else []:
+        for key, value in entry.items() if isinstance(entry, dict) else ():
+            if words := str(key).split():
+                picks[words[-1].lstrip("/").partition("@")[0]] = str(value)
+    picks["sweep"] = next((a.partition("=")[2] for a in argv if a.lstrip("+").startswith("sweep=")), "")
+    return picks
+
+
+@functools.lru_cache(maxsize=1)
+def _hydra_groups() -> tuple[str, ...]:
+    """Hydra's own groups under ``hydra/`` (``launcher``, ``sweeper``, ``job_logging``, ...), as its
+    config loader lists them; () when they cannot be listed."""
+    try:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from hydra._internal.utils import create_config_search_path
+
+        loader = ConfigLoaderImpl(config_search_path=create_config_search_path(CONF))
+        return tuple(loader.list_groups("hydra"))
+    except Exception:  # noqa: BLE001 - a courtesy before Hydra starts: Hydra names what this cannot
+        return ()
+
+
+def _is_group(name: str, conf: str) -> bool:
+    if name.startswith("hydra/") and name.removeprefix("hydra/") in _hydra_groups():
+        return True
+    return bool(name) and name != "hydra" and os.path.isdir(os.path.join(conf, name))
+
+
+def _groups(conf: str) -> list[str]:
+    """Every group a defaults entry may name: the folders of ``conf`` (``batch/auto`` too) and Hydra's."""
+    found = [f"hydra/{g}" for g in _hydra_groups()]
+    for root, folders, _ in os.walk(conf, followlinks=True):
+        rel = os.path.relpath(root, conf)
+        found += [os.path.normpath(os.path.join(rel, f)) for f in folders if rel.split(os.sep)[0] != "hydra"]
+    return sorted(set(found) - {"hydra"})
+
+
+def entry_text(entry: object) -> str:
+    """A defaults entry as the file writes it: ``override /model: gpt-tiny``, ``_self_``, ``3``."""
+    from flopsweep.sweep_file_keys import yaml_value
+
+    if isinstance(entry, dict) and len(entry) == 1:
+        ((key, value),) = entry.items()
+        return f"{key}: {yaml_value(value)}"
+    if isinstance(entry, dict) and entry:  # in the file's order (YAML's writer sorts the keys)
+        return "{" + ", ".join(entry_text({k: v}) for k, v in entry.items()) + "}"
+    return yaml_value(entry)
+
+
+def _pick(name: str, value: object, picks: dict[str, str]) -> str:
+    """The entry a fix writes for ``value`` of the group ``name``: ``override /model: gpt-tiny`` for a
+    group the primary config picks, ``/attention: sdpa`` for one it does not; the command line's sweep
+    group (``sweep``) is read in by name (``- smoke``)."""
+    from flopsweep.sweep_file_keys import yaml_value
+
+    if name == "sweep":
+        return f"- {yaml_value(value)}"
+    return f"- {'override ' if name in picks else ''}/{name}: {yaml_value(value)}"
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list of " + ", ".join(sorted({_kind(v) for v in value if not isinstance(v, str)}))
+    return "a number" if isinstance(value, int | float) else f"a {type(value).__name__}"
+
+
+def entry_problem(entry: object, picks: dict[str, str], conf: str = CONF) -> str | None:
+    """Why one entry of a sweep file's defaults list cannot stand there (``(defaults: ENTRY): why. Fix:
+    ...``), else None. ``picks``: the groups the primary config and Hydra pick already
+    (:func:`_primary_picks`). A bare name (``- smoke``, ``- _self_``) and a package (``/model@x``) are
+    left to Hydra."""
+    from flopsweep.override_schema import near_names
+
+    said = f"(defaults: {entry_text(entry)})"
+    how = "one - override /GROUP: OPTION line each (as conf/sweep/smoke.yaml)"
+    if isinstance(entry, str):
+        return None
+    if not isinstance(entry, dict):
+        what = "nothing" if entry is None else _kind(entry)
+        return f"{said}: an entry is a pick of a group's option or _self_, not {what}. Fix: {how}."
+    if len(entry) != 1:
+        shown = ", ".join(entry_text({k: v}) for k, v in entry.items())
+        why = "names no group" if not entry else f"holds {len(entry)} picks in one entry ({shown})"
+        return f"{said}: {why}. Fix: {how}."
+    ((key, value),) = entry.items()
+    if not isinstance(key, str):
+        return f"{said}: {key!r} is no group (a key is text). Fix: {how}."
+    if not key.split():
+        return f"{said}: names no group. Fix: {how}."
+    *words, group = key.split()
+    name = group.lstrip("/").partition("@")[0]
+    if "@" in group or not name:
+        return None
+    keyword = next((w for w in words if w not in KEYWORDS), None)
+    if keyword is not None:
+        fix = _pick(name, value, picks) if _is_group(name, conf) else how
+        return (
+            f"{said}: {keyword} is no keyword of a defaults entry (override, optional), and Hydra skips it "
+            f"(a pick of {name} without override). Fix: {fix}."
+        )
+    if not group.startswith("/"):
+        if os.path.isdir(os.path.join(conf, "sweep", name)):
+            return None  # a group of the file's own folder
+        if _is_group(name, conf):
+            return (
+                f"{said}: a group without a leading / is read under the file's own (sweep/{name}, no such "
+                f"group). Fix: {_pick(name, value, picks)}."
+            )
+    if not _is_group(name, conf):
+        dotted = name.replace(".", "/")
+        near = [dotted] if _is_group(dotted, conf) else near_names(name, _groups(conf), n=1)
+        fix = f"did you mean {_pick(near[0], value, picks)}?" if near else f"name a group of {conf}/ ({how})"
+        return f"{said}: {name} is no config group (no folder {name}/ in conf/ or Hydra's). Fix: {fix}"
+    options = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str) for v in options) and value is not None:
+        example = picks.get(name) or "NAME"
+        return (
+            f"{said}: an option is the name of a file of {name}/, not {_kind(value)}. "
+            f"Fix: {_pick(name, example, picks)}."
+        )
+    if "override" in words and name == "sweep":
+        return (
+            f"{said}: the command line adds sweep (+sweep=...), and Hydra overrides only the primary "
+            f"config's picks (Could not override 'sweep'); another sweep file is read in by its name. Fix: "
+            f"{_pick(name, value, picks)}."
+        )
+    if "override" in words and name not in picks:
+        return (
+            f"{said}: no default picks {name}, so there is none to override (Hydra: Could not override "
+            f"'{name}'). Fix: {_pick(name, value, {})}."
+        )
+    if "override" not in words and name in picks and group.startswith("/"):
+        chosen = f"the command line picks {name}" if name == "sweep" else f"the primary config picks {name}"
+        return (
+            f'{said}: {chosen} already, and a second pick is Hydra\'s "Multiple values for {name}". '
+            f"Fix: {_pick(name, value, picks)}."
+        )
+    return None
+
+
+def defaults_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line refusing an entry of a selected sweep file's defaults list (:func:`entry_problem`), or a
+    group it picks twice (Hydra keeps the first pick and drops the other silently), with the file named
+    (``Invalid config: sweep/NAME.yaml (defaults: ENTRY): why. Fix: ...``), else None."""
+    read, files = _sweep_files(argv, conf)
+    if not files:
+        return None
+    picks = _primary_picks(argv, read, conf)
+    for path, data in files:
+        shown, entries = shown_path(path, conf), data.get("defaults")
+        seen: dict[str, object] = {}
+        for entry in entries if isinstance(entries, list) else []:
+            if problem := entry_problem(entry, picks, conf):
+                return f"Invalid config: {shown} {problem}"
+            if not isinstance(entry, dict):
+                continue
+            ((key, value),) = entry.items()
+            name = str(key).split()[-1].lstrip("/")
+            if name in seen:
+                return (
+                    f"Invalid config: {shown} (defaults: {entry_text(entry)}): picks {name} again (after "
+                    f"{entry_text(seen[name])}); Hydra keeps the first pick and drops this one. Fix: keep "
+                    f"one pick of {name}, and sweep several under hydra.sweeper.params ({name}: a,b)."
+                )
+            seen[name] = entry
+    return None
+
+
+def pool_problem(argv: list[str], detected: Callable[[], int] | None = None, conf: str = CONF) -> str | None:
+    """One line for the pool's values a selected sweep file sets (``hydra: {launcher: {slots: abc}}``,
+    ``timeout_min: -5``), or for the pool it picks (``- override /hydra/launcher: pool``) with no slots on
+    ``device=cpu``, with the file named (the command line's own line:
+    :func:`flopsweep.pool.cpu_pool_problem`), else None. Checked with the command line's overrides, which
+    replace the file's values and passed the check already; the file's ``device:`` is read where the
+    command line gives none."""
+    from flopsweep.override_grammar import overrides_of
+    from flopsweep.pool import cpu_pool_problem
+    from flopsweep.sweep_file_keys import override_value
+
+    def bare(o: str) -> str:
+        return o.partition("=")[0].lstrip("+~")
+
+    given = {bare(o): o.partition("=")[2] for o in overrides_of(argv)}
+    for path, data in _sweep_files(argv, conf)[1]:
+        entries = data.get("defaults") if isinstance(data.get("defaults"), list) else []
+        picked = [
+            v
+            for e in entries
+            if isinstance(e, dict)
+            for k, v in e.items()
+            if str(k).split()[-1:] == ["/hydra/launcher"]
+        ]
+        launcher = given.get("hydra/launcher", picked[-1] if picked else None)
+        hydra = data.get("hydra")
+        values = hydra.get("launcher") if isinstance(hydra, dict) else None
+        values = values if isinstance(values, dict) else {}
+        own = [
+            f"hydra.launcher.{k}={override_value(values[k])}"
+            for k in POOL_KEYS
+            if k in values and f"hydra.launcher.{k}" not in given
+        ]
+        if "device" not in given and isinstance(data.get("device"), str):
+            own.append(f"device={data['device']}")
+        if launcher != "pool":
+            continue
+        rest = [a for a in argv if bare(a) not in ("sweep", "hydra/launcher")]
+        if problem := cpu_pool_problem(["hydra/launcher=pool", *own, *rest], detected=detected):
+            if not own and not (picked and "hydra/launcher" not in given):
+                return problem  # the command line's own line: the file sets nothing of the pool's
+            return f"Invalid config: {shown_path(path, conf)}: {problem.removeprefix('Invalid config: ')}"
+    return None
