@@ -103,7 +103,7 @@ from analysis.query import (
 )
 from analysis.report import Report, render_html
 from analysis.sanitize import SafeFormatter, printable
-from analysis.spread import verdict
+from analysis.significance import verdict
 from flopsweep.budget import BudgetError
 from flopsweep.streams import stdout_closed_at_start
 from flopsweep.text import plural

@@ -269,7 +269,7 @@ def blank_notes(
 def speedup_ci_lines(runs: pd.DataFrame) -> list[str]:
     """One line per reason that a shown run's ``speedup_ci_low``/``speedup_ci_high`` end has no finite
     value (``runs.attrs["speedup_ci_reasons"]``, :func:`analysis.query.compare` by
-    :func:`analysis.spread.speedup_interval`): ``the speedup's 95% interval has a blank end for 1 run
+    :func:`analysis.significance.speedup_interval`): ``the speedup's 95% interval has a blank end for 1 run
     (gpt-tiny / ddp): no high end: the baseline's 95% interval reaches 0 (a ratio over 0 or less has
     no bound)``; none without ``--baseline``."""
     said = runs.attrs.get("speedup_ci_reasons") or {}

@@ -1,8 +1,9 @@
 """The verdict a report opens with: the winning set-up, its 95% interval, the runner-up, and whether
-the winner beats it significantly (their intervals do not overlap, :func:`analysis.spread.overlap`).
+the winner beats it significantly (their intervals do not overlap, :func:`analysis.significance.overlap`).
 
 The HTML report (``--format html``) and the notebook put these lines above their first chart; the
-terminal and markdown tables keep the one-line verdict under the table (:func:`analysis.spread.verdict`).
+terminal and markdown tables keep the one-line verdict under the table
+(:func:`analysis.significance.verdict`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pandas as pd
 from analysis.catalogue import CI_METRICS, HIGHER_IS_BETTER, RANK_METRIC
 from analysis.drawing import series_labels, short
 from analysis.load import rankable
-from analysis.spread import ci_of, overlap
+from analysis.significance import ci_of, overlap
 
 __all__ = ["headline", "setup_names"]
 

@@ -86,7 +86,8 @@ from analysis.fields import (  # noqa: F401 - re-exported
 )
 from analysis.schema import Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
-from analysis.spread import ci_of, overlap, pool_repeats, step_columns
+from analysis.significance import ci_of, overlap
+from analysis.spread import pool_repeats, step_columns
 from flopsweep.budget import ReadBudget
 from flopsweep.identity import RANK_COUNT_KEYS, setup_key  # noqa: F401 - RANK_COUNT_KEYS re-exported
 from flopsweep.nearest_measured import pool_of

@@ -13,7 +13,7 @@ import pandas as pd
 from analysis.cli import column_name, sort_spec
 from analysis.frontier import frontier_rows, grew_sequence, no_frontier, unmeasured_lines
 from analysis.load import rankable
-from analysis.spread import verdict
+from analysis.significance import verdict
 from flopsweep.text import plural
 from flopsweep.tree import folder_skipped
 
@@ -25,7 +25,7 @@ CPU_NOTE = (
 
 def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
     """``runs`` with ``not_significant`` set on the best two when their 95% intervals overlap
-    (:func:`analysis.spread.verdict`; flag ``tie?``), and the lines under the table: that verdict
+    (:func:`analysis.significance.verdict`; flag ``tie?``), and the lines under the table: that verdict
     (when the table is ranked by the metric) and, once, :data:`CPU_NOTE` when a run is on the CPU.
     ``--frontier`` ranks set-ups by size and shows one run each (:func:`analysis.frontier.frontier_rows`):
     no verdict, the searches whose size no ok run measured (:func:`analysis.frontier.unmeasured_lines`),

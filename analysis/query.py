@@ -20,7 +20,7 @@ import pandas as pd
 
 from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, failed_checks, rankable
 from analysis.sanitize import printable
-from analysis.spread import ci_of, speedup_interval
+from analysis.significance import ci_of, speedup_interval
 from flopsweep.columns import IDENTITY_COLUMNS, dependents
 from flopsweep.identity import LAYOUT_ROW_KEYS, compared_layout
 from flopsweep.text import plural
@@ -292,7 +292,7 @@ def _compared(df: pd.DataFrame) -> pd.DataFrame:
 
 def _speedup_ci(out: pd.DataFrame, df: pd.DataFrame, key: pd.Series, is_base: pd.Series, metric: str) -> None:
     """``speedup_ci_low``/``speedup_ci_high``: each speedup's 95% interval from the run's and its
-    baseline's (:func:`analysis.spread.speedup_interval`; the baseline's interval is the widest of
+    baseline's (:func:`analysis.significance.speedup_interval`; the baseline's interval is the widest of
     its runs'); blank where either has none, and where an end has no finite value, the reason then in
     ``out.attrs["speedup_ci_reasons"]`` (``run_dir``, else the row label -> reason;
     :func:`analysis.blanks.speedup_ci_lines`)."""

@@ -1,5 +1,5 @@
-"""Spread: 95% confidence intervals of the rates, repeats pooled into one row, and whether the best
-two set-ups can be told apart.
+"""Spread: 95% confidence intervals of the rates and repeats pooled into one row (whether the best
+two set-ups can be told apart by these intervals: :mod:`analysis.significance`).
 
 Every interval is a step time's, turned into rates. Tokens/s, TFLOPs, MFU and HFU are each a
 constant (tokens, FLOPs, FLOPs over the peak per step: ``flopsweep.metrics``) over the mean step
@@ -25,8 +25,6 @@ limits for the mean"; the quantile from ``scipy.stats.t.ppf``):
   Steps of one run are not independent samples of the machine's state (drift within the window is
   shared), so this interval is narrower than the one over repeats: measure with ``repeats=`` to compare.
 
-Two intervals that overlap mean the difference is not significant at this level (a conservative
-test: non-overlapping 95% intervals imply p < 0.05; overlapping ones may still differ a little).
 No interval has an unbounded end: one run with fewer than two step times has none (NaN, blank).
 """
 
@@ -42,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis.catalogue import CI_COLUMNS, CI_METRICS, HIGHER_IS_BETTER, SETUP_NAMES
+from analysis.catalogue import CI_COLUMNS, CI_METRICS, SETUP_NAMES
 from flopsweep.objective import choices as objective_choices
 
 __all__ = [
@@ -50,12 +48,9 @@ __all__ = [
     "CI_LEVEL",
     "CI_METRICS",
     "Pooled",
-    "ci_of",
-    "overlap",
     "pool_repeats",
     "pooled_figure",
     "rate_ends",
-    "verdict",
 ]
 
 CI_LEVEL = 0.95
@@ -126,19 +121,6 @@ def step_columns(out: dict, step_times: object) -> None:
         out[f"{m}_ci_high"] = value * factors[1] if known else None
     out["ci_over"] = "steps" if factors is not None else None
     out["repeats"] = 1
-
-
-def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    """Whether two intervals ``(low, high)`` share a point."""
-    return a[0] <= b[1] and b[0] <= a[1]
-
-
-def ci_of(row: pd.Series, metric: str) -> tuple[float, float] | None:
-    """The row's interval of ``metric``, or None when it has none."""
-    low, high = row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
-    if low is None or high is None or pd.isna(low) or pd.isna(high):
-        return None
-    return float(low), float(high)
 
 
 POOL_KEYS = ["repeat_group", "setup_id", "world_size"]
@@ -513,84 +495,3 @@ def _pool_figures(out: pd.DataFrame, first: int, rounds: pd.DataFrame) -> None:
         if m in CI_METRICS:
             ends = (got.low, got.high) if got is not None else (math.nan, math.nan)
             out.at[first, f"{m}_ci_low"], out.at[first, f"{m}_ci_high"] = ends
-
-
-def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[int], str | None]:
-    """Whether the best two ``ranked`` rows of ``runs`` on ``metric`` can be told apart: the
-    index labels of the two when their intervals overlap (else none), and one line saying so
-    (None when ``metric`` has no interval or fewer than two rows are ranked)."""
-    if metric not in CI_METRICS:
-        return [], None
-    top = runs[ranked].sort_values(metric, ascending=metric not in HIGHER_IS_BETTER, kind="stable").head(2)
-    if len(top) < 2:
-        return [], None
-    (ia, a), (ib, b) = list(top.iterrows())
-    ca, cb = ci_of(a, metric), ci_of(b, metric)
-    if ca is None or cb is None:
-        return [], f"The best two by {metric} have no 95% interval: whether they differ is unknown."
-    shown = f"{a[metric]:.4g} [{ca[0]:.4g}, {ca[1]:.4g}] and {b[metric]:.4g} [{cb[0]:.4g}, {cb[1]:.4g}]"
-    if overlap(ca, cb):
-        return [ia, ib], (
-            f"Not significant: the best two by {metric}, {shown} (95% intervals), overlap; "
-            "neither is the winner (tie?). Measure with more repeats= to tell them apart."
-        )
-    return [], f"Significant: the best by {metric}, {shown} (95% intervals), do not overlap."
-
-
-class SpeedupInterval(NamedTuple):
-    """A speedup's 95% interval (:func:`speedup_interval`): each end finite, or None with ``reason``
-    saying why it has no finite value."""
-
-    low: float | None
-    """The low end, a ratio (0 where the denominator's interval has no upper bound: its infimum)."""
-    high: float | None
-    """The high end, a ratio; None where the denominator's interval reaches 0 (no upper bound)."""
-    reason: str | None = None
-    """Why an end is None (``the baseline's 95% interval reaches 0, so ...``); None when both are finite."""
-
-
-def speedup_interval(
-    run: tuple[float, float] | None, base: tuple[float, float] | None, lower: bool
-) -> SpeedupInterval | None:
-    """The interval of a speedup from the intervals of the run and the baseline: the extreme
-    ratios (``run_low / base_high``, ``run_high / base_low``; for a lower-is-better metric the
-    baseline over the run), a conservative bound. None when either interval is unknown.
-
-    An end is never ``inf`` or NaN: where the denominator's interval reaches 0 (a time's t-interval
-    clipped at 0 s, a baseline near 0), the numerator's is unbounded or the ratio overflows a float,
-    that end is None and :attr:`SpeedupInterval.reason` says why; a denominator with no upper bound
-    gives a low end of 0, its infimum."""
-    if run is None or base is None:
-        return None
-    num, den = (base, run) if lower else (run, base)
-    names = ("baseline", "run") if lower else ("run", "baseline")  # the numerator's, the denominator's
-    low, why_low = _ratio_end(num[0], den[1], "low", names)
-    high, why_high = _ratio_end(num[1], den[0], "high", names)
-    reason = "; ".join(w for w in (why_low, why_high) if w) or None
-    return SpeedupInterval(low, high, reason)
-
-
-NO_BOUND = "(a ratio over 0 or less has no bound)"
-"""Why a speedup's end over an interval that reaches 0 has no value (:attr:`SpeedupInterval.reason`)."""
-
-
-def _ratio_end(
-    top: float, bottom: float, side: str, names: tuple[str, str]
-) -> tuple[float | None, str | None]:
-    """One end of :func:`speedup_interval`, ``top / bottom``, and why it is None: finite, or 0 where
-    ``bottom`` is unbounded (the infimum), else None with the reason."""
-    if math.isinf(bottom) and bottom > 0 and math.isfinite(top):
-        return 0.0, None
-    if math.isnan(top) or math.isnan(bottom):
-        return None, f"no {side} end: an end of the intervals is not a number"
-    if not bottom > 0:
-        return None, f"no {side} end: the {names[1]}'s 95% interval reaches {bottom:.4g} {NO_BOUND}"
-    ratio = top / bottom
-    if math.isfinite(ratio):
-        return ratio, None
-    if not math.isfinite(top):
-        return None, f"no {side} end: the {names[0]}'s 95% interval has no upper bound"
-    return (
-        None,
-        f"no {side} end: {top:.4g} / {bottom:.4g} is past the largest float (the {names[1]}'s end is near 0)",
-    )

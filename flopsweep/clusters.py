@@ -38,7 +38,8 @@ from flopsweep.config import ConfigError
 from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.limits import MAX_BY_KEY
 from flopsweep.local_gpus import gpus_hidden, local_gpu_name, this_machine
-from flopsweep.peaks import PEAK_TABLE, PeakRow, lookup, memory_sizes_gb
+from flopsweep.peak_row import PeakRow
+from flopsweep.peaks import PEAK_TABLE, lookup, memory_sizes_gb
 
 GPUS_PER_NODE = 8
 """GPUs per node when a cluster name gives a GPU count alone (``H100:64``): the HGX/DGX baseboard's 8."""

@@ -20,8 +20,8 @@ from flopsweep.workload import COLLECTIVES, MODELLED, Link, PredictionError, Tra
 
 NVLINK_GBPS = {row.name: row.nvlink_gbps for row in PEAK_TABLE if row.nvlink_gbps is not None}
 """NVLink bandwidth per GPU and direction, GB/s, by :mod:`flopsweep.peaks` row name (a view of
-:attr:`flopsweep.peaks.PeakRow.nvlink_gbps`). A ring's bus bandwidth cannot exceed it. Every row's
-link in a node, NVLink or not, by form factor: :attr:`flopsweep.peaks.PeakRow.links`."""
+:attr:`flopsweep.peak_row.PeakRow.nvlink_gbps`). A ring's bus bandwidth cannot exceed it. Every row's
+link in a node, NVLink or not, by form factor: :attr:`flopsweep.peak_row.PeakRow.links`."""
 
 ASSUMED_NVLINK_SHARE = 0.7
 """Without a probe, a configured bandwidth or profiled records, the bus bandwidth inside a node is

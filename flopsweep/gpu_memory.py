@@ -1,5 +1,5 @@
 """The memory of the GPU that ``plan=true`` plans for (``plan_gpu=``, ``plan_gpu_memory_gib=``), from
-the GPU table's rows (:attr:`flopsweep.peaks.PeakRow.memory_gib`). Torch-free."""
+the GPU table's rows (:attr:`flopsweep.peak_row.PeakRow.memory_gib`). Torch-free."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
     Args:
         gpu: ``plan_gpu``: a device name of the peak table (:func:`flopsweep.peaks.lookup`:
             ``H100``, ``NVIDIA H100 80GB HBM3``, ``H200``, ``A100-40GB``); its memory is the
-            table's (:attr:`flopsweep.peaks.PeakRow.memory_gib`: what the driver reports, ``H100``
+            table's (:attr:`flopsweep.peak_row.PeakRow.memory_gib`: what the driver reports, ``H100``
             and ``H100-80GB`` alike 79.6 GiB), a size in the name (nominal GB, as vendors name
             devices) picking one of the sizes the device is sold in. Label: ``H100 SXM (79.6 GiB)``,
             ``A100 40 GB (40 GiB)``.
@@ -82,7 +82,7 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
 
 def _size_refusal(name: str, sizes: dict[float, float], size: float | None) -> tuple[str, str]:
     """``(problem, fix)`` of :func:`planned_gpu_bytes`'s refusal of ``plan_gpu`` naming the device
-    ``name`` (canonical) sold in ``sizes`` (:attr:`flopsweep.peaks.PeakRow.memory_gib`): with a
+    ``name`` (canonical) sold in ``sizes`` (:attr:`flopsweep.peak_row.PeakRow.memory_gib`): with a
     ``size`` it is not sold in (nominal GB; the fix names a variant of the same family that is,
     ``H100-94GB``: ``H100-NVL``), or (``size`` None) without a size though it comes in several."""
     first = {gib: gb for gb, gib in reversed(sizes.items())}  # one size per memory (GH200: 96, not 480)

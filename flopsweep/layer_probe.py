@@ -273,7 +273,7 @@ def probe_layers(
 ) -> dict[str, Any]:
     """Time the run's step on its shallow copies (module docstring); every rank calls it, at once.
     ``batches(cfg)``: the rank's micro batches for a config (:func:`flopsweep.worker.make_batches`);
-    ``is_oom(exc)``: whether an error is an out-of-memory one (:func:`flopsweep.worker.is_oom`);
+    ``is_oom(exc)``: whether an error is an out-of-memory one (:func:`flopsweep.rank_faults.is_oom`);
     ``steps``: each copy's schedule when it does not settle (:class:`Steps`).
 
     Returns:

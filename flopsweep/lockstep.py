@@ -50,7 +50,6 @@ from flopsweep.files import replace_text
 from flopsweep.launch import (
     SCRATCH,
     STORE_GRACE_S,
-    Outcome,
     Terminated,
     launching_across_nodes,
     prepare_scratch,
@@ -60,6 +59,7 @@ from flopsweep.launch import (
 from flopsweep.launcher_choice import job_launcher
 from flopsweep.layout import Layout, Plan
 from flopsweep.node_agent import log_agent, node_run, terminated
+from flopsweep.outcome import Outcome
 
 if TYPE_CHECKING:
     from flopsweep.config import RunConfig

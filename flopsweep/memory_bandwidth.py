@@ -1,5 +1,5 @@
 """Each GPU's datasheet memory bandwidth (HBM, or GDDR on the L4, L40, L40S, A10 and RTX 6000 Ada), the
-:attr:`flopsweep.peaks.PeakRow.memory_tbps` of the peak table's rows, by row name (pure Python, imports
+:attr:`flopsweep.peak_row.PeakRow.memory_tbps` of the peak table's rows, by row name (pure Python, imports
 nothing of flopsweep). The optimizer step (AdamW) is bound by it: :func:`flopsweep.predict.optimizer_rate`
 scales a record's seconds per parameter by its GPU's bandwidth over the target's.
 

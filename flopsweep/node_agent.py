@@ -22,7 +22,7 @@ scratch folder, shared by the nodes: each beats a heartbeat file (:class:`TaskWa
 and each writes ``node{N}_ended.json`` (its ranks' exit codes by global rank) once its ranks ended or
 were stopped; an agent stops its own ranks as soon as a rank anywhere wrote an error file, another
 node's agent reported a failure, or a watched agent's heartbeat went stale. Node 0's agent then
-merges the exit codes of every node into the run's outcome (:func:`flopsweep.launch.collect`).
+merges the exit codes of every node into the run's outcome (:func:`flopsweep.outcome.collect`).
 """
 
 from __future__ import annotations
@@ -40,16 +40,8 @@ from typing import TYPE_CHECKING
 
 from flopsweep import record as rec
 from flopsweep.files import RecordError, read_regular, replace_text
-from flopsweep.launch import (
-    SCRATCH,
-    Outcome,
-    Terminated,
-    collect,
-    last_phase,
-    launch,
-    raise_terminated,
-    spawn_ranks,
-)
+from flopsweep.launch import SCRATCH, Terminated, launch, raise_terminated, spawn_ranks
+from flopsweep.outcome import Outcome, collect, last_phase
 from flopsweep.text import plural
 
 if TYPE_CHECKING:
@@ -123,7 +115,7 @@ def node_run(
     other nodes' agents, and write ``node{node}_ended.json``.
 
     Returns:
-        On node 0, the run's :class:`~flopsweep.launch.Outcome` over every node's ranks (the other
+        On node 0, the run's :class:`~flopsweep.outcome.Outcome` over every node's ranks (the other
         nodes' exit codes from their ``node{N}_ended.json``, waited for up to :data:`ENDED_WAIT_S`);
         elsewhere None (node 0's agent has the outcome).
     """

@@ -3,7 +3,7 @@ nothing measured it (no probe, no ``predict.intra_node_gbps``, no profiled recor
 :func:`flopsweep.comm_time.assumed_link` takes :data:`flopsweep.comm_time.ASSUMED_NVLINK_SHARE` of it).
 Torch-free.
 
-Every row of :data:`flopsweep.peaks.PEAK_TABLE` gives its links (:attr:`flopsweep.peaks.PeakRow.links`,
+Every row of :data:`flopsweep.peaks.PEAK_TABLE` gives its links (:attr:`flopsweep.peak_row.PeakRow.links`,
 held to :func:`check_links` on import): one :class:`NodeLink` per form factor the row covers, the first
 being the one assumed when the device name does not say which; this module gives the type, the
 constructors from a datasheet's figure (:func:`nvlink`, :func:`pcie`) and :func:`resolve`
@@ -58,7 +58,7 @@ class NodeLinkOf:
     """The link a device name gets (:func:`flopsweep.peaks.node_link`)."""
 
     row: Any
-    """The :class:`flopsweep.peaks.PeakRow` (which imports this module)."""
+    """The :class:`flopsweep.peak_row.PeakRow` (which imports this module)."""
     link: NodeLink
     assumed: str = ""
     """Empty where the name (or its row) says the form; else what was assumed and how to set another:

@@ -1,6 +1,7 @@
 """The GPU table: one row per accelerator (dense peaks per precision, memory, compute capability,
 the link between a node's GPUs), matched by exact device name (pure Python, no torch). Adding a GPU
-is one :func:`_row` in :data:`PEAK_TABLE`; the estimators read every figure from the row
+is one :func:`flopsweep.peak_row.peak_row` (a :class:`~flopsweep.peak_row.PeakRow`) in
+:data:`PEAK_TABLE`; the estimators read every figure from the row
 (``plan_gpu``'s memory, :func:`flopsweep.gpu_memory.planned_gpu_bytes`;
 :func:`flopsweep.predict.assumed_link`'s link in a node, :mod:`flopsweep.node_links`; MFU's peak,
 :func:`peak_tflops`).
@@ -43,16 +44,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from flopsweep.memory_bandwidth import BANDWIDTH, Bandwidth
 from flopsweep.node_links import (
     BRIDGE,
     INFINITY_FABRIC,
     PCIE,
     SXM4,
-    NodeLink,
     NodeLinkOf,
     check_links,
     nvlink,
@@ -60,88 +58,7 @@ from flopsweep.node_links import (
     resolve,
     taken_as,
 )
-
-
-@dataclass(frozen=True)
-class PeakRow:
-    """One device variant: dense peaks and where they come from.
-
-    Attributes:
-        name: canonical variant name, e.g. ``"H100 SXM"``.
-        aliases: normalised device names (see :func:`normalize_device_name`) that
-            denote this variant.
-        peaks: precision -> dense peak TFLOP/s of one device.
-        url: vendor datasheet / specification page the numbers come from.
-        source: short note: which document, and how a printed sparse figure was halved.
-        capability: ``(major, minor)``, what ``torch.cuda.get_device_capability()`` reports on
-            the device (see "Compute capability" in the module docstring); ``plan=true
-            plan_gpu=`` plans with it (:func:`flopsweep.job.plan_environment`).
-        vendor: ``"nvidia"`` (CUDA) or ``"amd"`` (ROCm, where torch's CUDA API runs on HIP and
-            NVIDIA-only libraries such as cuDNN do not exist).
-        memory_gib: ``{nominal GB: GiB}``: the size the vendor names the device by (``H100 80GB``,
-            ``A100-SXM4-40GB``) and its memory in GiB as the driver reports it (``nvidia-smi``'s
-            MiB / 1024: an H100's 80 GB is 81,559 MiB, 79.6 GiB; AMD: the datasheet's GB). A
-            device sold in several sizes (A100 and A800 40/80 GB, V100 16/32 GB) has one entry
-            per size, and ``plan_gpu`` must name one (``A100-80GB``).
-        links: the link between the GPUs of a node, one :class:`flopsweep.node_links.NodeLink` per
-            form factor the row covers (GB/s per GPU and direction, half the datasheet's
-            bidirectional figure, and the datasheet's words), the first assumed where a device name
-            does not say its form (``A100-80GB``: SXM4); :func:`flopsweep.peaks.node_link`.
-        memory_tbps: the datasheet memory bandwidth (:mod:`flopsweep.memory_bandwidth`), None where none
-            is published; :func:`flopsweep.predict.memory_tbps` reads a device name's.
-    """
-
-    name: str
-    aliases: tuple[str, ...]
-    peaks: Mapping[str, float]
-    url: str
-    source: str
-    capability: tuple[int, int]
-    vendor: str = "nvidia"
-    memory_gib: Mapping[float, float] = field(default_factory=lambda: MappingProxyType({}))
-    links: tuple[NodeLink, ...] = ()
-    memory_tbps: Bandwidth | None = None
-
-    @property
-    def nvlink_gbps(self) -> float | None:
-        """NVLink bandwidth per GPU and direction, GB/s, of a row whose one form links a node's GPUs
-        by NVLink (H100/H200 SXM and GH200 450, H800 200, B200 and GB200 900, V100 SXM2 150); a ring's
-        bus bandwidth cannot exceed it. None for PCIe cards, AMD, and rows of several forms (A100,
-        A800: SXM4 module and PCIe card), whose link :func:`flopsweep.peaks.node_link` picks by name."""
-        one = self.links[0] if len(self.links) == 1 else None
-        return one.gbps if one is not None and one.link == "NVLink" else None
-
-    @property
-    def bf16(self) -> bool:
-        """Whether the device has bf16 tensor (matrix) cores: a bf16 peak in its row (NVIDIA from
-        capability 8.0, CDNA3); not V100 (7.0), which torch runs bf16 on only by emulation."""
-        return "bf16" in self.peaks
-
-
-def _row(
-    name: str,
-    aliases: tuple[str, ...],
-    capability: tuple[int, int],
-    memory_gib: dict[float, float],
-    url: str,
-    source: str,
-    vendor: str = "nvidia",
-    links: tuple[NodeLink, ...] = (),
-    **peaks: float,
-) -> PeakRow:
-    return PeakRow(
-        name,
-        aliases,
-        MappingProxyType(dict(peaks)),
-        url,
-        source,
-        capability,
-        vendor,
-        MappingProxyType(dict(memory_gib)),
-        links,
-        BANDWIDTH.get(name),
-    )
-
+from flopsweep.peak_row import PeakRow, peak_row
 
 _HOPPER_SXM = dict(bf16=989.4, fp16=989.4, fp32=66.9, fp8=1978.9)
 _HOPPER_NVL = dict(bf16=835.5, fp16=835.5, fp32=60.0, fp8=1670.5)
@@ -159,7 +76,7 @@ _HGX_URL = "https://www.nvidia.com/en-us/data-center/hgx/"
 
 PEAK_TABLE: tuple[PeakRow, ...] = (
     # --- Hopper -------------------------------------------------------------------------
-    _row(
+    peak_row(
         "H100 SXM",
         ("h100", "h100 sxm", "h100 sxm5"),
         (9, 0),
@@ -170,7 +87,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         **_HOPPER_SXM,
         links=(nvlink(900, "NVIDIA H100 datasheet, SXM: NVLink 900 GB/s"),),
     ),
-    _row(
+    peak_row(
         "H100 PCIe",
         ("h100 pcie",),
         (9, 0),
@@ -183,7 +100,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp8=1513.0,
         links=(pcie(5, "NVIDIA H100 datasheet, PCIe: PCIe Gen5 128 GB/s; " + BRIDGE.format(n=2)),),
     ),
-    _row(
+    peak_row(
         "H100 NVL",
         ("h100 nvl",),
         (9, 0),
@@ -194,7 +111,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         **_HOPPER_NVL,
         links=(pcie(5, "NVIDIA H100 datasheet, NVL: PCIe Gen5 128 GB/s; " + BRIDGE.format(n=2)),),
     ),
-    _row(
+    peak_row(
         "H200 SXM",
         ("h200", "h200 sxm"),
         (9, 0),
@@ -205,7 +122,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         **_HOPPER_SXM,
         links=(nvlink(900, "NVIDIA H200 datasheet, SXM: NVLink 900 GB/s"),),
     ),
-    _row(
+    peak_row(
         "H200 NVL",
         ("h200 nvl",),
         (9, 0),
@@ -215,7 +132,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         **_HOPPER_NVL,
         links=(pcie(5, "NVIDIA H200 datasheet, NVL: PCIe Gen5 128 GB/s; " + BRIDGE.format(n="2 or 4")),),
     ),
-    _row(
+    peak_row(
         "GH200",
         ("gh200",),
         (9, 0),
@@ -226,7 +143,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         **_HOPPER_SXM,
         links=(nvlink(900, "NVIDIA GH200 datasheet: NVLink 900 GB/s GPU to GPU (GH200 NVL2, NVL32)"),),
     ),
-    _row(
+    peak_row(
         "H800 SXM",
         ("h800", "h800 sxm", "h800 sxm5"),
         (9, 0),
@@ -239,7 +156,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         links=(nvlink(400, "H800 SXM5 (export variant): NVLink 400 GB/s"),),
     ),
     # --- Blackwell ----------------------------------------------------------------------
-    _row(
+    peak_row(
         "B200",
         ("b200",),
         (10, 0),
@@ -253,7 +170,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp8=4500.0,
         links=(nvlink(1800, "NVIDIA HGX B200 spec: NVLink 1.8 TB/s per GPU"),),
     ),
-    _row(
+    peak_row(
         "GB200",
         ("gb200",),
         (10, 0),
@@ -267,7 +184,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         links=(nvlink(1800, "NVIDIA GB200 NVL72 spec: NVLink 130 TB/s over 72 GPUs, 1.8 TB/s per GPU"),),
     ),
     # --- Ampere -------------------------------------------------------------------------
-    _row(
+    peak_row(
         "A100",
         ("a100", "a100 sxm4", "a100 sxm", "a100 pcie"),
         (8, 0),
@@ -280,7 +197,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
             pcie(4, "NVIDIA A100 datasheet, PCIe: PCIe Gen4 64 GB/s; " + BRIDGE.format(n=2), "PCIe", PCIE),
         ),
     ),
-    _row(
+    peak_row(
         "A800",
         ("a800", "a800 sxm4", "a800 pcie"),
         (8, 0),
@@ -299,7 +216,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
             ),
         ),
     ),
-    _row(
+    peak_row(
         "A10",
         ("a10",),
         (8, 6),
@@ -311,7 +228,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp32=31.2,
         links=(pcie(4, "NVIDIA A10 datasheet: PCIe Gen4 64 GB/s"),),
     ),
-    _row(
+    peak_row(
         "A10G",
         ("a10g",),
         (8, 6),
@@ -326,7 +243,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         links=(pcie(4, "A10G (AWS G5; the A10's board): PCIe Gen4 64 GB/s"),),
     ),
     # --- Ada Lovelace -------------------------------------------------------------------
-    _row(
+    peak_row(
         "L4",
         ("l4",),
         (8, 9),
@@ -339,7 +256,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp8=242.5,
         links=(pcie(4, "NVIDIA L4 datasheet: PCIe Gen4 x16 64 GB/s"),),
     ),
-    _row(
+    peak_row(
         "L40",
         ("l40",),
         (8, 9),
@@ -352,7 +269,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp8=362.0,
         links=(pcie(4, "NVIDIA L40 datasheet: PCIe Gen4 x16 64 GB/s"),),
     ),
-    _row(
+    peak_row(
         "L40S",
         ("l40s",),
         (8, 9),
@@ -366,7 +283,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp8=733.0,
         links=(pcie(4, "NVIDIA L40S datasheet: PCIe Gen4 x16 64 GB/s"),),
     ),
-    _row(
+    peak_row(
         "RTX 6000 Ada",
         ("rtx 6000 ada generation", "rtx 6000 ada"),
         (8, 9),
@@ -381,7 +298,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         links=(pcie(4, "NVIDIA RTX 6000 Ada datasheet: PCI Express Gen4 x16 (64 GB/s)"),),
     ),
     # --- Volta --------------------------------------------------------------------------
-    _row(
+    peak_row(
         "V100 SXM2",
         ("v100 sxm2",),
         (7, 0),
@@ -392,7 +309,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp32=15.7,
         links=(nvlink(300, "NVIDIA V100 datasheet, SXM2: NVLink 300 GB/s"),),
     ),
-    _row(
+    peak_row(
         "V100 PCIe",
         ("v100 pcie",),
         (7, 0),
@@ -403,7 +320,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         fp32=14.0,
         links=(pcie(3, "NVIDIA V100 datasheet, PCIe: 32 GB/s"),),
     ),
-    _row(
+    peak_row(
         "V100S PCIe",
         ("v100s pcie",),
         (7, 0),
@@ -415,7 +332,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         links=(pcie(3, "NVIDIA V100 datasheet, V100S PCIe: 32 GB/s"),),
     ),
     # --- AMD CDNA3 ----------------------------------------------------------------------
-    _row(
+    peak_row(
         "MI300X",
         ("mi300x", "mi300x vf"),
         (9, 4),
@@ -427,7 +344,7 @@ PEAK_TABLE: tuple[PeakRow, ...] = (
         **_CDNA3,
         links=(INFINITY_FABRIC,),
     ),
-    _row(
+    peak_row(
         "MI325X",
         ("mi325x", "mi325x vf"),
         (9, 4),

@@ -45,7 +45,7 @@ from flopsweep.clusters import example_gpu
 from flopsweep.config import ConfigError, RunConfig, require_positive
 from flopsweep.layout import Layout, Plan, grad_accum_for
 from flopsweep.models.hf import HF_ATTENTION
-from flopsweep.peaks import PeakRow
+from flopsweep.peak_row import PeakRow
 from flopsweep.text import plural
 
 __all__ = [

@@ -109,7 +109,7 @@ class Row:
     est_peak_gib_per_rank: float | None = None
     """The memory estimate's peak per rank, GiB (:func:`flopsweep.memory.peak_bytes`)."""
     gpu_memory_gib: float | None = None
-    """The GPU's memory, GiB, as the driver reports it (:attr:`flopsweep.peaks.PeakRow.memory_gib`)."""
+    """The GPU's memory, GiB, as the driver reports it (:attr:`flopsweep.peak_row.PeakRow.memory_gib`)."""
     headroom_gib: float | None = None
     """What the estimate leaves free of the GPU's memory, GiB (``gpu_memory_gib - est_peak_gib_per_rank``)."""
     memory_edge: bool = False

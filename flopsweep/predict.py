@@ -347,7 +347,7 @@ def optimizer_rate(
 
 def memory_tbps(device_name: str | None) -> tuple[float | None, str]:
     """``(TB/s, words)``: the datasheet memory bandwidth of ``device_name``
-    (:attr:`flopsweep.peaks.PeakRow.memory_tbps` at the size and form the name gives) and the row's
+    (:attr:`flopsweep.peak_row.PeakRow.memory_tbps` at the size and form the name gives) and the row's
     name; ``(None, why)`` for a name the peak table lacks, a row without a published figure (A10G,
     A800, H800), or a name without the size its figure depends on (``A100``)."""
     row = peaks.lookup(device_name) if device_name else None

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from flopsweep import record as rec
 from flopsweep.files import own_folder
-from flopsweep.launch import SCRATCH, Outcome, launch
+from flopsweep.launch import SCRATCH, launch
+from flopsweep.outcome import Outcome
 
 if TYPE_CHECKING:
     from flopsweep.config import RunConfig

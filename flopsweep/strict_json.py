@@ -10,8 +10,8 @@ mapping its key to why (:func:`why`), e.g. a prediction that came out inf::
     {"predicted": null, "nulls": {"predicted": "inf: not a finite number (JSON has none)"}}
 
 An interval end at ``inf`` (a ``--baseline`` speedup's before session 34,
-:func:`analysis.spread.speedup_interval`; a rate's before session 33, :func:`analysis.spread.rate_ends`) is
-named :data:`UNBOUNDED`.
+:func:`analysis.significance.speedup_interval`; a rate's before session 33,
+:func:`analysis.spread.rate_ends`) is named :data:`UNBOUNDED`.
 
 A ``null`` without a :data:`NULLS_KEY` entry is no value (not measured, a blank cell, no interval). In a
 list, the entry is named by its index (``"values[2]"``) in the object that holds the list. Torch-free.

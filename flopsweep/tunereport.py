@@ -115,7 +115,7 @@ def summary(
     set-up, the rounds, the budget and why the tuner stopped, and ``command``: the line that runs the
     winner. Strict JSON (:func:`flopsweep.strict_json.nulled`): a number it cannot hold (any inf or NaN)
     is None, its object's ``nulls`` naming it and why."""
-    from analysis.spread import overlap
+    from analysis.significance import overlap
 
     ok = [c for c in candidates if c.failed is None and c.measured is not None]
     best = ranked([c for c in final if c in ok], direction)

@@ -3,36 +3,32 @@
 The worker never writes ``metrics.json``. Rank 0 writes the gathered per-rank
 figures to ``rank_result.json`` in the run's scratch directory, and any rank that
 fails writes ``rank{N}_error.json`` there (and its traceback to the job
-directory) before it exits non-zero. The job process turns these into the record.
+directory) before it exits non-zero (:mod:`flopsweep.rank_faults`: those files, the phase file and the
+injected test faults). The job process turns these into the record.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import faulthandler
 import logging
 import math
 import os
-import signal
 import sys
-import threading
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopsweep.config import FaultConfig, RunConfig
+from flopsweep.config import RunConfig
 from flopsweep.cpu_probe import runs as runs_cpu_probe
 from flopsweep.expert_parallel import reset_routed, routed_tokens
-from flopsweep.files import atomic_write_json, replace_text
+from flopsweep.files import atomic_write_json
 from flopsweep.gc_policy import GarbageCollection
 from flopsweep.layout import Layout
 from flopsweep.quiet import silence_known_warnings
-from flopsweep.record import error as record_error
+from flopsweep.rank_faults import Phase, is_oom, poisoned, stack_on_fatal_signal, write_error
 from flopsweep.text import plural
 from flopsweep.window import MeasuredWindow, WindowFigures
 from flopsweep.wire import RankFigures
@@ -88,7 +84,7 @@ def spawned_main(local_rank: int, spec: RankSpec) -> None:
         logging.getLogger("flopsweep").addHandler(handler)
         logging.getLogger("flopsweep").setLevel(logging.DEBUG)
     # The job process logs the run's error once; each rank's own line only at debug level.
-    _stack_on_fatal_signal(Path(spec.scratch_dir) / f"rank{rank}_stack.txt")
+    stack_on_fatal_signal(Path(spec.scratch_dir) / f"rank{rank}_stack.txt")
     run_rank(spec, rank=rank, local_rank=local_rank, report=spec.verbose)
     # The rank's work is done and its process group destroyed: end without interpreter finalization,
     # where objects still referenced (a DeepSpeed engine's process-group handles, its comm ops) are
@@ -97,15 +93,6 @@ def spawned_main(local_rank: int, spec: RankSpec) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _stack_on_fatal_signal(path: Path) -> None:
-    """Write every thread's Python stack to ``path`` when this rank dies of SIGABRT, SIGSEGV, SIGBUS,
-    SIGFPE or SIGILL (``faulthandler``), until the process ends (interpreter shutdown included), so
-    that the record of a rank killed by a signal says where it was. ``path`` is created exclusively,
-    without following a link; the stream stays open for faulthandler."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    faulthandler.enable(os.fdopen(fd, "w"), all_threads=True)
 
 
 def run_rank(spec: RankSpec, *, rank: int, local_rank: int, report: bool = True) -> None:
@@ -127,68 +114,10 @@ def run_rank(spec: RankSpec, *, rank: int, local_rank: int, report: bool = True)
     except BaseException as exc:  # noqa: BLE001 - every outcome must be recorded
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             raise
-        _write_error(spec, rank, phase.name, exc, report=report)
+        write_error(spec.job_dir, spec.scratch_dir, rank, phase.name, exc, report=report)
         sys.exit(1)
     finally:
         _destroy_process_group()
-
-
-SIGNAL_FAULTS = ("kill", "abort")
-"""The fault kinds that end the rank by a signal, leaving no error file: the rank first writes
-:func:`injected_file`, so that the record says the signal was injected."""
-
-
-def injected_file(rank: int) -> str:
-    """``rank{N}_injected.json`` in the run's scratch folder: ``{"message": ...}`` of a signal fault
-    that ``rank`` injected into itself (:data:`SIGNAL_FAULTS`)."""
-    return f"rank{rank}_injected.json"
-
-
-class InjectedFault(RuntimeError):
-    """The error that ``fault.kind=raise`` raises (test-only)."""
-
-
-class Phase:
-    """The rank's current phase, mirrored to a file so that the job can name the phase
-    of a rank that was killed or timed out. Entering a phase first injects the
-    configured test fault when it is this rank's and this phase's."""
-
-    def __init__(self, path: Path, *, fault: FaultConfig, rank: int) -> None:
-        self.path, self.fault, self.rank = path, fault, rank
-        self.name = "init"
-
-    def enter(self, name: str) -> None:
-        self.name = name
-        # An empty file first (an inode, no data block: it is made on a full disk too), so that the
-        # launcher knows the rank started (launch._phase_of: empty reads as init) if the write fails.
-        with contextlib.suppress(FileExistsError):
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-        replace_text(self.path, name)  # never through a link planted in the scratch folder
-        if self.fault.kind != "none" and self.fault.phase == name and self.fault.rank == self.rank:
-            message = f"injected fault: {self.fault.kind} on rank {self.rank} in {name}"
-            if self.fault.kind in SIGNAL_FAULTS:  # the job names the injection, not the OOM killer
-                atomic_write_json(self.path.parent / injected_file(self.rank), {"message": message})
-            inject_fault(self.fault.kind, message)
-
-
-def inject_fault(kind: str, message: str) -> None:
-    """Fail as ``kind`` says: ``oom`` raises ``torch.OutOfMemoryError`` (allocating past the
-    memory of a CPU host is not safe), ``raise`` raises :class:`InjectedFault`, ``kill``
-    sends SIGKILL to this process, ``abort`` raises SIGABRT (``os.abort``), ``hang`` blocks until
-    the launcher stops the rank."""
-    if kind == "oom":
-        import torch
-
-        raise torch.OutOfMemoryError(message)
-    if kind == "raise":
-        raise InjectedFault(message)
-    if kind == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    if kind == "abort":
-        os.abort()
-    if kind == "hang":
-        print(f"[flopsweep] {message}: blocking until stopped", file=sys.stderr, flush=True)
-        threading.Event().wait()
 
 
 def _destroy_process_group() -> None:
@@ -298,7 +227,7 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase, after_step: C
     if rank == 0:
         atomic_write_json(Path(spec.scratch_dir) / "rank_result.json", {"ranks": gathered})
     # This rank's figures are with rank 0: what follows (destroying the process group, the backend's
-    # threads) cannot change them, and a signal there does not cost the run (launch.collect).
+    # threads) cannot change them, and a signal there does not cost the run (outcome.collect).
     phase.enter("teardown")
 
 
@@ -432,14 +361,6 @@ def _fp8_layers(trainer: Any) -> int | None:
     return None if names is None else len(names)
 
 
-def _poisoned(loss: Any, phase: Phase) -> Any:
-    """``fault.kind=nan_loss``: the loss of every step of the fault's phase on its rank is NaN."""
-    f = phase.fault
-    if f.kind == "nan_loss" and f.phase == phase.name and f.rank == phase.rank:
-        return loss * float("nan")
-    return loss
-
-
 def warm_up(
     trainer: Any,
     batches: list[Any],
@@ -459,7 +380,7 @@ def warm_up(
     losses = []
     for i in range(steps):
         start = time.perf_counter()
-        losses.append(_poisoned(trainer.step(batches), phase))
+        losses.append(poisoned(trainer.step(batches), phase))
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         log(f"warm-up step {i + 1}/{steps}: {time.perf_counter() - start:.3f} s")
@@ -526,7 +447,7 @@ def measure(
     window.start()
     for i in range(steps):
         loss = trainer.step(batches)
-        losses.append(_poisoned(loss, phase) if phase is not None else loss)
+        losses.append(poisoned(loss, phase) if phase is not None else loss)
         if i == steps - 1 and hasattr(trainer, "drain"):  # optim.overlap_forward: its last step counted
             trainer.drain()
         window.step_done()
@@ -560,40 +481,3 @@ def _logger(rank: int) -> Any:
             say(f"[flopsweep rank 0] {message}")  # a closed pipe (| head) drops lines, never fails the run
 
     return log
-
-
-def is_oom(exc: BaseException) -> bool:
-    """True for ``torch.OutOfMemoryError`` and allocator failures that surface as RuntimeError."""
-    import torch
-
-    if isinstance(exc, torch.OutOfMemoryError):
-        return True
-    text = str(exc)
-    host = "can't allocate memory" in text  # DefaultCPUAllocator: a host allocation failed
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text.lower() or "ALLOC_FAILED" in text or host
-    )
-
-
-def _write_error(spec: RankSpec, rank: int, phase: str, exc: BaseException, *, report: bool) -> None:
-    when = time.time()
-    tb_path = Path(spec.job_dir) / f"traceback_rank{rank}.txt"
-    try:
-        replace_text(tb_path, "".join(traceback.format_exception(exc)))  # never through a planted link
-    except OSError:
-        tb_path = None
-    # The record's error (flopsweep.wire.ErrorInfo) plus what the launcher needs to pick the
-    # rank that failed first: whether it was an out-of-memory, and when.
-    error = {
-        **record_error(type(exc).__name__, str(exc)[:2000], phase, rank, str(tb_path) if tb_path else None),
-        "oom": is_oom(exc),
-        "time": when,
-    }
-    atomic_write_json(Path(spec.scratch_dir) / f"rank{rank}_error.json", error)
-    if not report:
-        return
-    print(
-        f"[flopsweep rank {rank}] {phase} failed: {error['type']}: {error['message'][:300]}",
-        file=sys.stderr,
-        flush=True,
-    )

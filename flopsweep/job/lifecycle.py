@@ -50,7 +50,7 @@ from flopsweep.job.placement import torch_device_name, warn_plan_gpu
 from flopsweep.job.records import estimate_at_sizes, measured, now, predicted_peak_gib, recorded
 from flopsweep.job.result import JobInfo, JobResult
 from flopsweep.job.resume import ok_record, other_run_problem, resumed_record, set_aside
-from flopsweep.launch import SCRATCH, Outcome, Terminated, last_phase, launch_local
+from flopsweep.launch import SCRATCH, Terminated, launch_local
 from flopsweep.launcher_choice import job_launcher
 from flopsweep.layout import tp_across_nodes
 from flopsweep.lockstep import NodeGroup, node_group
@@ -58,6 +58,7 @@ from flopsweep.metrics import loadavg
 from flopsweep.modelsearch import N_LAYER
 from flopsweep.node_agent import launch_node_agent
 from flopsweep.oom_note import over_memory_line
+from flopsweep.outcome import Outcome, last_phase
 from flopsweep.plan import Environment, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE

@@ -10,7 +10,8 @@ import re
 
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.layout import Plan
-from flopsweep.peaks import PeakRow, form_taken, lookup
+from flopsweep.peak_row import PeakRow
+from flopsweep.peaks import form_taken, lookup
 from flopsweep.plan import Environment, fixed_nproc
 from flopsweep.text import significant
 
@@ -25,7 +26,7 @@ def plan_environment(
     - A GPU job for ``plan_gpu``, a GPU of the peak table that is not this machine's (``device=cuda``
       or ``auto``; ``auto`` with ``plan_gpu`` or ``plan_gpu_memory_gib`` and no GPU here plans as on
       GPUs) is placed as on that GPU: its compute capability, bf16 support and vendor
-      (:class:`flopsweep.peaks.PeakRow`, :attr:`Environment.planned_gpu`), so that the run's own
+      (:class:`flopsweep.peak_row.PeakRow`, :attr:`Environment.planned_gpu`), so that the run's own
       rules refuse what it cannot run (fp8 below 8.9, bf16 on a V100, cuDNN on an AMD GPU). A plan of
       this machine's own GPU is this machine's.
     - A GPU job on a machine without GPUs and no such name (``plan_gpu_memory_gib`` alone,

@@ -27,12 +27,13 @@ from flopsweep.config import ConfigError, RunConfig
 from flopsweep.files import NotRecorded, RecordError, RecordUnwritable, atomic_write_json, read_json
 from flopsweep.job.result import JobInfo, JobResult, RankFacts
 from flopsweep.job.resume import set_aside
-from flopsweep.launch import SCRATCH, last_phase
+from flopsweep.launch import SCRATCH
 from flopsweep.layout import Layout
 from flopsweep.memory_fix import gpu_memory_fix as own_fix
 from flopsweep.metrics import build_record, compute_metrics, profile_warnings, sanity_problem, system_info
 from flopsweep.noise import noise_warnings
 from flopsweep.oom_note import GPU_MEMORY_FIX, OOM_ESTIMATE, oom_estimate_line
+from flopsweep.outcome import last_phase
 from flopsweep.plan import fixed_nproc
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred

@@ -15,8 +15,8 @@ from flopsweep.cost import power_limit_w as ranks_power_limit_w
 
 if TYPE_CHECKING:
     from flopsweep.config import RunConfig
-    from flopsweep.launch import Outcome
     from flopsweep.layout import Layout, Plan
+    from flopsweep.outcome import Outcome
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,12 +28,13 @@ from flopsweep.backends import FSDPConfig
 from flopsweep.config import BackendConfig, FaultConfig, ModelConfig, RunConfig
 from flopsweep.job.records import measured, recorded
 from flopsweep.job.result import JobResult
-from flopsweep.launch import Outcome, launch_local
+from flopsweep.launch import launch_local
 from flopsweep.layout import Layout
 from flopsweep.memory import estimate
 from flopsweep.memory_fix import levers_line
 from flopsweep.metrics import compute_metrics, sanity_problem
 from flopsweep.oom_note import oom_estimate_line
+from flopsweep.outcome import Outcome
 from flopsweep.record import error as error_info
 from flopsweep.record import null_metrics
 
@@ -94,7 +95,7 @@ def failure_sweep(
     sweep_dir, fresh_dir = tmp_path_factory.mktemp("failures"), tmp_path_factory.mktemp("fresh")
     faults = ",".join(f for f, *_ in FAULTS)
     argv = [sys.executable, RUN_PY, "-m", f"fault={faults}", *TWO_RANKS, f"timeout_s={TIMEOUT_S}"]
-    hanging = sweep_dir / str(HANG_JOB) / ".flopsweep" / "rank1_phase.txt"  # flopsweep.worker.Phase's file
+    hanging = sweep_dir / str(HANG_JOB) / ".flopsweep" / "rank1_phase.txt"  # rank_faults.Phase's file
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         sweep = subprocess.Popen(
             [*argv, f"hydra.sweep.dir={sweep_dir}"], cwd=ROOT, stdout=out, stderr=err, text=True

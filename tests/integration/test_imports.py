@@ -48,6 +48,7 @@ TORCH_FREE = (
     "flopsweep.lazy",  # through backend_specs: the builder's path, loaded only on the rank
     "flopsweep.fsdp_units",  # through backend_specs: FSDP2's end units (rules, memory terms), torch-free
     "flopsweep.peaks",
+    "flopsweep.peak_row",  # through peaks: one row of the GPU table (PeakRow)
     "flopsweep.node_links",  # through peaks: each GPU kind's link in a node, from its datasheet
     "flopsweep.memory_bandwidth",  # through peaks: each GPU kind's datasheet memory bandwidth
     "flopsweep.clusters",  # through compute_time: the plan_gpu example a message names

@@ -210,7 +210,8 @@ def _zero3_probe_rank(rank: int, world: int, init: str, out: str, policy: str) -
     from flopsweep.layer_probe import probe_layers
     from flopsweep.layout import Layout
     from flopsweep.models.gpt2 import GPT2Config
-    from flopsweep.worker import is_oom, make_batches
+    from flopsweep.rank_faults import is_oom
+    from flopsweep.worker import make_batches
 
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world))  # zero.Init reads them
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)

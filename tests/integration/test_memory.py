@@ -117,7 +117,7 @@ def test_zero3_buffers_are_what_deepspeed_holds_on_two_ranks() -> None:
             process.join(timeout=900)
         got = {f.stem: json.loads(f.read_text()) for f in Path(tmp).glob("*.json")}
     # A DeepSpeed rank on gloo now and then aborts in teardown ("terminate called without an active
-    # exception", as flopsweep.launch._died_in_teardown allows for): a rank must exit 0 or by SIGABRT
+    # exception", as flopsweep.outcome._died_in_teardown allows for): a rank must exit 0 or by SIGABRT
     # after writing every result; a rank that fails before is a failure.
     for rank, process in enumerate(ranks.processes):
         whole = all(f"{name}-{rank}" in got for name in cfgs)

@@ -43,6 +43,7 @@ TORCH_FREE = [
     "flopsweep.workload",
     "flopsweep.comm_time",
     "flopsweep.node_links",
+    "flopsweep.peak_row",
     "flopsweep.dropped",
     "flopsweep.compute_time",
     "flopsweep.layer_probe",
@@ -61,6 +62,8 @@ TORCH_FREE = [
     "flopsweep.reference_text",
     "flopsweep.jit_ops",
     "flopsweep.start_checks",
+    "flopsweep.rank_faults",  # split from worker: a rank's phase, error and injected-fault files
+    "flopsweep.outcome",  # split from launch: the ranks' scratch files read into an Outcome
 ]
 """Modules that must import without torch: the estimators, record building, identity and the whole of
 validation (``checks``, ``rules``, ``plan``), and the modules holding a degree's step-time term

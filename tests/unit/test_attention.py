@@ -328,7 +328,7 @@ def test_check_kernel_xformers_missing(monkeypatch):
 
 
 def test_collect_maps_kernel_unavailable_to_invalid(tmp_path: Path):
-    from flopsweep.launch import collect
+    from flopsweep.outcome import collect
 
     error = {
         "type": "KernelUnavailable",

@@ -25,10 +25,10 @@ from flopsweep.job.records import (
     predicted_peak_gib,
 )
 from flopsweep.job.result import JobResult
-from flopsweep.launch import Outcome
 from flopsweep.memory import estimate
 from flopsweep.metrics import build_record
 from flopsweep.oom_note import GPU_MEMORY_FIX, device_capacity_gib, oom_estimate_line
+from flopsweep.outcome import Outcome
 
 TORCH_OOM = (  # torch 2.11's message, as the H100 run of olmoe-1b-7b micro batch 2 recorded it
     "CUDA out of memory. Tried to allocate 1024.00 MiB. GPU 0 has a total capacity of 79.18 GiB of which "

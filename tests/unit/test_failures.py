@@ -24,7 +24,7 @@ from integration.test_failures import BAD_INPUTS, _cpu_device, _has_gpu  # share
 from flopsweep.config import ConfigError, FaultConfig, RunConfig
 from flopsweep.files import RecordExistsError, atomic_write_json
 from flopsweep.job import ok_record, set_aside
-from flopsweep.launch import collect
+from flopsweep.outcome import collect
 
 
 def _scratch(tmp_path: Path, phases: dict[int, str], errors: dict[int, dict]) -> Path:
@@ -81,7 +81,7 @@ def test_an_injected_kill_is_named_and_a_real_one_points_at_the_oom_killer(tmp_p
     """A rank killed by fault.kind=kill was reported as "often the kernel's OOM killer": the rank now
     leaves a note of its injection in the scratch folder, which the record's message names."""
     from flopsweep.files import atomic_write_json
-    from flopsweep.worker import injected_file
+    from flopsweep.rank_faults import injected_file
 
     scratch = _scratch(tmp_path, {0: "measure", 1: "warmup"}, {})
     real = collect(scratch, {0: 1, 1: -signal.SIGKILL}, 2)

@@ -20,8 +20,9 @@ BASE = ["model=llama-tiny", "device=cpu", "precision=fp32", "backend=single"]
 def _steps(cfg, every: int, folder) -> list[int]:
     """The generations of every collection that started during 3 warm-up and 4 measured steps."""
     from flopsweep.backends import build_trainer
+    from flopsweep.rank_faults import Phase
     from flopsweep.window import MeasuredWindow
-    from flopsweep.worker import Phase, measure, warm_up
+    from flopsweep.worker import measure, warm_up
 
     trainer = build_trainer(cfg, torch.device("cpu"), Layout())
     gen = torch.Generator().manual_seed(0)

@@ -183,7 +183,8 @@ def _probe_on_the_cpu(hydra_compose, *overrides: str, batches=None) -> dict:
     from flopsweep.layer_probe import probe_layers
     from flopsweep.layout import Layout
     from flopsweep.plan import validate
-    from flopsweep.worker import is_oom, make_batches
+    from flopsweep.rank_faults import is_oom
+    from flopsweep.worker import make_batches
 
     cfg = validate(hydra_compose([*TINY_PROBE, "batch.micro_batch_size=1", *overrides]))
     cpu = torch.device("cpu")

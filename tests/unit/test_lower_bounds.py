@@ -13,9 +13,9 @@ import pytest
 
 from flopsweep.checks import check_number, number_problem, validate
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.launch import collect, timeout_message
 from flopsweep.lower_bounds import MIN_BY_KEY, outside
 from flopsweep.options import AutoBatchConfig, BlockSparseConfig, EveryNConfig
+from flopsweep.outcome import collect, timeout_message
 from run import refusal
 
 

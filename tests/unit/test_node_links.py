@@ -1,5 +1,5 @@
 """The defaults a plan of a cluster not at hand takes per GPU kind: the link between a node's GPUs
-(:attr:`flopsweep.peaks.PeakRow.links`, from the datasheets), the network across nodes
+(:attr:`flopsweep.peak_row.PeakRow.links`, from the datasheets), the network across nodes
 (:func:`flopsweep.clusters.default_network`) and the peaks; and the closing line of a plan that ranks
 nothing, whose fix is its commonest cause's (:mod:`flopsweep.dropped`).
 

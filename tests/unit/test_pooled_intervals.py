@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from analysis.catalogue import CI_METRICS
-from analysis.spread import ci_of, rate_ends, verdict
+from analysis.significance import ci_of, verdict
+from analysis.spread import rate_ends
 
 TOKENS = 16384
 """Tokens per step of ``tests/fixtures/records/v2-ok`` at one rank (``helpers.rescaled``)."""
@@ -117,7 +118,7 @@ def test_rate_ends_are_the_figure_times_exp_of_the_step_s_relative_half_width():
 
 
 def test_an_unbounded_end_carries_into_the_speedup_as_zero_or_a_reason():
-    from analysis.spread import speedup_interval
+    from analysis.significance import speedup_interval
 
     # the baseline may be as fast as anything: the speedup's low end is 0 (its infimum), its high end kept
     assert speedup_interval((1.0, 2.0), (1.0, math.inf), lower=False) == (0.0, 2.0, None)

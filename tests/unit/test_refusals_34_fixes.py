@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from analysis.query import compare
-from analysis.spread import speedup_interval
+from analysis.significance import speedup_interval
 from run import refusal
 
 ASCII_SWEEP = ["-m", "plan=true", "model=gpt-tiny"]

@@ -8,7 +8,8 @@ import statistics
 import pandas as pd
 import pytest
 
-from analysis.spread import interval, overlap, speedup_interval, step_factors, t_quantile, verdict
+from analysis.significance import overlap, speedup_interval, verdict
+from analysis.spread import interval, step_factors, t_quantile
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.noise import noise_warnings, noisy, overloaded
 from flopsweep.plan import check_repeats

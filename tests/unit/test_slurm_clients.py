@@ -31,7 +31,7 @@ def test_a_rank_killed_by_sigabrt_keeps_its_python_stack(tmp_path) -> None:
     """A rank's faulthandler stack (flopsweep.worker) reaches the record of a rank killed by a signal."""
     import signal
 
-    from flopsweep.launch import collect
+    from flopsweep.outcome import collect
 
     (tmp_path / "rank1_phase.txt").write_text("measure")
     stack = 'Fatal Python error: Aborted\n\nThread 0x1 (most recent call first):\n  File "x.py", line 3 in f'

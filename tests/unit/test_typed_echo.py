@@ -10,7 +10,7 @@ import pytest
 from analysis.schema import check
 from flopsweep.config import ConfigError, typed_form
 from flopsweep.files import RecordError, read_json
-from flopsweep.launch import timeout_message
+from flopsweep.outcome import timeout_message
 from flopsweep.text import json_type
 from hydra_plugins.flopsweep_tune import parameter_problem
 

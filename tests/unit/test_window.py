@@ -16,8 +16,9 @@ import torch
 import torch.distributed as dist
 
 from flopsweep.config import FaultConfig, RunConfig, StepsConfig
+from flopsweep.rank_faults import Phase
 from flopsweep.window import CudaMemoryReader, HostMemoryReader, MeasuredWindow
-from flopsweep.worker import Phase, _rank_figures, measure, measure_steady, warm_up
+from flopsweep.worker import _rank_figures, measure, measure_steady, warm_up
 
 CPU = torch.device("cpu")
 
