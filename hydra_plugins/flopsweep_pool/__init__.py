@@ -17,8 +17,8 @@ a pool sweep as any other. The sweep process keeps what belongs to the sweep: th
 the basic launcher), and the record of a job whose process ended without a result (killed, or past
 ``hydra.launcher.timeout_min``), written as the Slurm launchers write a lost job's.
 
-Ctrl-C or SIGTERM stops every running job (SIGTERM: each job records itself as interrupted, then
-SIGKILL to its process group after ``hydra.launcher.grace_s``) and leaves no process behind; the
+Ctrl-C or SIGTERM stops every running job (each job gets the same signal and records itself as
+interrupted by it, then SIGKILL to its process group after ``hydra.launcher.grace_s``) and leaves no process behind; the
 jobs' processes also get SIGTERM when the sweep process dies (``PR_SET_PDEATHSIG``).
 """
 
@@ -253,8 +253,12 @@ class PoolLauncher(Launcher):
                         flush=True,
                     )
                     results[job.num] = self._finish(job, before)
-        except BaseException:  # Ctrl-C, SIGTERM (run.py: Terminated), fail_fast's SystemExit
-            self._stop(running, before)
+        except BaseException as exc:  # Ctrl-C, SIGTERM (run.py: Terminated), fail_fast's SystemExit
+            # Ctrl-C reaches the jobs as Ctrl-C (each records "interrupted by Ctrl-C (SIGINT)", not a
+            # scheduler's SIGTERM); anything else as SIGTERM.
+            self._stop(
+                running, before, signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
+            )
             raise
 
     def _start(self, job: PoolJob, scratch: Path) -> None:
@@ -323,16 +327,19 @@ class PoolLauncher(Launcher):
                 configure_logging=False,
             )
 
-    def _stop(self, running: list[PoolJob], before: dict[str, str | None] | None = None) -> None:
-        """Stop every running job: SIGTERM to each process group (the job records itself as
-        interrupted and stops its ranks), SIGKILL after ``grace_s`` to what is left; then wait, and
+    def _stop(
+        self, running: list[PoolJob], before: dict[str, str | None] | None = None, sig: int = signal.SIGTERM
+    ) -> None:
+        """Stop every running job: ``sig`` (SIGTERM, or SIGINT for the sweep's Ctrl-C) to each process group
+        (the job records itself as interrupted by it and stops its ranks), SIGKILL after ``grace_s`` to
+        what is left; then wait, and
         name the last record a stopped job wrote (``flopsweep.job.records.LAST_RECORD``: run.py's
         ``interrupted`` line names it, as it does for a job of the basic launcher)."""
         if not running:
             return
         print(f"flopsweep: pool: stopping {len(running)} running job(s)", file=sys.stderr, flush=True)
         for job in running:
-            _signal_group(job.proc, signal.SIGTERM)
+            _signal_group(job.proc, sig)
         deadline = time.monotonic() + self.grace_s
         while time.monotonic() < deadline and any(
             j.proc is not None and j.proc.poll() is None for j in running

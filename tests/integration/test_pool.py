@@ -151,7 +151,14 @@ def test_fail_fast_stops_a_pool_sweep_after_the_failed_job(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_sigterm_stops_every_running_job_and_leaves_no_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "code", "said"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C (SIGINT)")]
+)
+def test_a_signal_stops_every_running_job_and_leaves_no_process(
+    tmp_path: Path, sig: int, code: int, said: str
+) -> None:
+    """SIGTERM (a scheduler) or Ctrl-C (SIGINT) stops every running job, each recorded as interrupted by that
+    signal (the trial of session 36: Ctrl-C was recorded as SIGTERM), and leaves no process."""
     sweep = tmp_path / "sweep"
     argv = [sys.executable, RUN_PY, "-m", "hydra/launcher=pool", "hydra.launcher.slots=[0,1]", *TINY]
     argv += ["fault.kind=hang", "timeout_s=600", "seed=0,1,2", f"hydra.sweep.dir={sweep}"]
@@ -164,17 +171,17 @@ def test_sigterm_stops_every_running_job_and_leaves_no_process(tmp_path: Path) -
             lines.append(line)
             if sum("warm-up step 1/1" in x for x in lines) == 2:  # both jobs' ranks are in their hang
                 family = psutil.Process(proc.pid).children(recursive=True)
-                proc.send_signal(signal.SIGTERM)
+                proc.send_signal(sig)
                 break
         lines.extend(proc.stdout)  # type: ignore[arg-type]
-        code = proc.wait(timeout=120)
+        exit_code = proc.wait(timeout=120)
     finally:
         guard.cancel()
         if proc.poll() is None:
             proc.kill()
     output = "".join(lines)
     assert family, output[-3000:]
-    assert code == 143, output[-3000:]
+    assert exit_code == code, output[-3000:]
     assert "flopsweep: pool: stopping 2 running job(s)" in output
     # the last line names a stopped job's record (trial, session 18: it said none was recorded)
     assert "no run had been recorded yet" not in output and "the last run is recorded (error) in " in output
@@ -182,6 +189,7 @@ def test_sigterm_stops_every_running_job_and_leaves_no_process(tmp_path: Path) -
     assert left == [], [p.cmdline() for p in left]
     recs = records(sweep)
     assert len(recs) == 2 and all(r["status"] == "error" for r in recs), [r["error"] for r in recs]
+    assert all(f"interrupted by {said}" in r["error"]["message"] for r in recs), [r["error"] for r in recs]
     assert sorted(r["system"]["visible_devices"][0] for r in recs) == ["0", "1"]
 
 
