@@ -71,7 +71,12 @@ from flopsweep.flags import (
 )
 from flopsweep.folders import home_tilde_problem
 from flopsweep.foreign_digits import foreign_digits_problem
-from flopsweep.hydra_keys import hydra_key_problem, hydra_sweep_problem, params_axis_problem
+from flopsweep.hydra_keys import (
+    fixed_subdir_problem,
+    hydra_key_problem,
+    hydra_sweep_problem,
+    params_axis_problem,
+)
 from flopsweep.interpolations import interpolated_problem, resolution_fix
 from flopsweep.key_needs import idle_key_problem, rechecked
 from flopsweep.launch import Terminated, raise_terminated
@@ -114,6 +119,7 @@ from flopsweep.sweep_file_defaults import pool_problem as sweep_pool_problem
 from flopsweep.sweep_file_keys import output_dir_problem as sweep_file_dir_problem
 from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
 from flopsweep.sweep_file_keys import values_problem as sweep_file_values
+from flopsweep.sweep_file_keys import without_m_problem as sweep_file_without_m_problem
 from flopsweep.text import printable
 from flopsweep.unstarted import remove_unstarted
 from flopsweep.value_sets import value_set_problem
@@ -228,6 +234,7 @@ def refusal(overrides: list[str]) -> str | None:
         or list_sweep_problem(overrides)  # space.layouts=dp,tp2: the fix is one list, not -m
         or space_sweep_problem(overrides)  # -m 'space.backends=[ddp],[fsdp]': one space, one list
         or sweep_without_m_problem(overrides)
+        or sweep_file_without_m_problem(overrides, RUN_CONF)  # +sweep=mine of axes: one job, silently
         or repeated_sweep_problem(overrides)  # a=1,2 a=3: Hydra keeps the last, the sweep dropped silently
         or sweep_function_problem(overrides)  # seed=glob(*): 0 jobs; interval() without Optuna: a traceback
         or sweep_size_problem(overrides)
@@ -236,6 +243,7 @@ def refusal(overrides: list[str]) -> str | None:
         or repeats_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
+        or fixed_subdir_problem(overrides, RUN_CONF)  # hydra.sweep.subdir=x: job 1 finds job 0's record
         or plan_folder_problem(overrides)  # plan=true into a folder holding a plan.csv it did not make
         or sweep_file_dir_problem(
             overrides, RUN_CONF

@@ -404,7 +404,7 @@ such as ``seed=range(0,100000)`` beside another axis made Hydra's basic sweeper 
 combination in memory (99,900,000 for two ranges) before the first job, for minutes, silently."""
 
 
-def _axis_length(override: object) -> int:
+def axis_length(override: object) -> int:
     """How many values a sweep override expands to, without expanding a range: a choice's count, a
     range's arithmetic length, a group glob's matching options; 1 for what this cannot tell
     (a key's glob, an interval: Hydra's)."""
@@ -455,7 +455,7 @@ def sweep_size_problem(argv: list[str]) -> str | None:
             f"in a traceback). Fix: give a step that is not 0 (range(start,stop,step), step 1 by default), "
             f"or list the values ({still.key_or_group}=1,2,3)."
         )
-    axes = {o.input_line or o.key_or_group: _axis_length(o) for o in parsed if o.is_sweep_override()}
+    axes = {o.input_line or o.key_or_group: axis_length(o) for o in parsed if o.is_sweep_override()}
     repeats = next(
         (o.value() for o in parsed if o.key_or_group == "repeats" and not o.is_sweep_override()), 1
     )

@@ -42,9 +42,9 @@ OWN_KEYS = ("defaults", "hydra")
 _KEY = re.compile(r"[A-Za-z_][\w-]*")
 """One part of a key as Hydra's override grammar reads it (``steps``, ``max_extra_warmup``)."""
 
-_CLI_WORDS = "(a command-line override applies"
+_CLI_WORDS = "(a command-line override applies to every job of the sweep)"
 """How a check of the command line's says that a value is set in every job of a sweep
-(``foreign_option_keys``): a sweep file's value is too."""
+(``foreign_option_keys``): said of the file's sweep, the value is the file's or the command line's."""
 
 _EXAMPLE = "conf/sweep/smoke.yaml"
 """The shipped sweep file a fix points to: the header line, a defaults list, plain keys and axes."""
@@ -291,6 +291,39 @@ def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
     return None
 
 
+def without_m_problem(argv: list[str], conf: str = CONF) -> str | None:
+    """One line for a ``+sweep=`` file whose ``hydra.sweeper.params`` sweeps a key the command line does
+    not give itself, on a command line without ``-m``/``--multirun``, else None: Hydra runs one plain job
+    and never reads the file's axes (``+sweep=mine`` of ``batch.micro_batch_size: 1,2,4`` ran one job of
+    the schema's micro batch, exit 0; ``+sweep=smoke`` got the backend check's line, whose fix was
+    another). A file of plain values only, a command line that gives every axis's key (a plan's best
+    command), or one that only prints (``--cfg job``) is left alone. The line names the override, the
+    file, its axes and the fix: ``Invalid config: +sweep=mine: conf/sweep/mine.yaml sweeps
+    batch.micro_batch_size (hydra.sweeper.params), which only a multirun runs. Fix: add -m (flopsweep -m
+    +sweep=mine).``"""
+    from flopsweep.conf_files import sweep_params
+    from flopsweep.flags import is_multirun, prints_only
+    from flopsweep.override_grammar import overrides_of
+
+    if is_multirun(argv) or prints_only(argv):
+        return None
+    overrides = overrides_of(argv)
+    given = {o.partition("=")[0].lstrip("+~") for o in overrides}
+    swept: dict[str, list[str]] = {}
+    for shown, axis in sweep_params(argv, conf):
+        if (key := axis.partition("=")[0].lstrip("+~")) not in given:
+            swept.setdefault(shown, []).append(key)
+    # sweep=NAME and ++sweep=NAME are group_prefix_problem's lines (+ forgotten, or one too many)
+    picked = next((o for o in overrides if o.partition("=")[0] == "+sweep"), None)
+    if not swept or picked is None:
+        return None
+    shown, keys = next(iter(swept.items()))
+    return (
+        f"Invalid config: {picked}: {shown} sweeps {', '.join(keys)} (hydra.sweeper.params), which only a "
+        f"multirun runs. Fix: add -m (flopsweep -m {picked})."
+    )
+
+
 def override_value(value: object) -> str:
     """``value`` (plain YAML data) as Hydra's override grammar writes it: ``null``, ``true``, ``-5``,
     ``1e+20``, ``nan``, ``'text'`` (quoted, so that ``auto`` and ``3`` stay text), ``[a,b]``,
@@ -384,7 +417,13 @@ def values_problem(
             continue
         for check in checks:
             if problem := check([*picks, *[a for a in axes if _checked_axis(bare(a), conf)], *own, *rest]):
-                said = problem.removeprefix("Invalid config: ").replace(_CLI_WORDS, "(the file's value is")
+                said = problem.removeprefix("Invalid config: ")
+                cli = next((a for a in rest if "=" in a and bare(a) == said.partition(":")[0]), None)
+                # the refused key's value is the command line's (every job of the file's sweep) or the file's
+                words = f"(the command line's {cli} applies to each job of the file's sweep)" if cli else None
+                said = said.replace(
+                    _CLI_WORDS, words or "(the file's value applies to every job of the sweep)"
+                )
                 return f"Invalid config: {shown_path(path, conf)}: {said}"
     return None
 

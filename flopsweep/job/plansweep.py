@@ -570,11 +570,11 @@ def interrupted_plan_lines() -> list[str]:
     if plan is None or not Path(plan).is_file():
         return []
     try:
-        n = (
-            len(read_sweep(Path(plan)))
-            if is_sweep_file(Path(plan))
-            else len(read_regular(plan).splitlines()) - 1
-        )
+        if is_sweep_file(Path(plan)):
+            n = len(read_sweep(Path(plan)))
+        else:  # one row per job, the header first; bounded as the sweep's table reads it
+            text = read_regular(Path(plan), MAX_SWEEP_BYTES).decode("utf-8", errors="replace")
+            n = sum(1 for _ in csv.reader(io.StringIO(text, newline=""))) - 1
         if n < 1:
             return []
         return [

@@ -171,7 +171,7 @@ def test_a_top_level_key_added_with_two_pluses_names_them() -> None:
         "++steps.measure=3",
         "++model.n_layer=3",
         "+attention.window_blocks=2",
-        "+sweep=smoke",
+        "+sweep=seed-fsdp",  # plain values only: +sweep=smoke's axes run only under -m (#350)
         "++hydra.job.name=x",
     ],
 )
