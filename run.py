@@ -78,6 +78,7 @@ from flopsweep.hydra_keys import (
     params_axis_problem,
 )
 from flopsweep.interpolations import interpolated_problem, resolution_fix
+from flopsweep.job_log import job_log_problem, log_link_problem
 from flopsweep.key_needs import idle_key_problem, rechecked
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.mapping_overrides import read_as_keys
@@ -244,7 +245,9 @@ def refusal(overrides: list[str]) -> str | None:
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
         or fixed_subdir_problem(overrides, RUN_CONF)  # hydra.sweep.subdir=x: job 1 finds job 0's record
+        or job_log_problem(overrides)  # hydra.job.name=../x, a job_logging filename out of the run's folder
         or plan_folder_problem(overrides)  # plan=true into a folder holding a plan.csv it did not make
+        or log_link_problem(overrides)  # a run.log link in the run's folder: replaced without a word
         or sweep_file_dir_problem(
             overrides, RUN_CONF
         )  # its hydra.sweep.dir: conf/backend/x, '', ${hydra:...}

@@ -21,6 +21,7 @@ from flopsweep import tree, unstarted
 from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_json
 from flopsweep.folders import (  # noqa: F401 - the sweep folder's refusals, where they were
     MAX_JOB_FOLDERS,
+    job_log_name,
     other_sweep_problem,
     plan_file_problem,
     run_folder_problem,
@@ -380,7 +381,7 @@ class SweepSummary(Callback):
             UNWRITABLE.update(path=run_dir / PLAN_FILE, error=scratch[1])
             self.scratch, run_dir = scratch[0], scratch[0]
         self.lock = _lock_or_exit(run_dir, "hydra.run.dir")
-        _refuse(run_folder_problem(run_dir), self.lock)
+        _refuse(run_folder_problem(run_dir, job_log_name(config)), self.lock)
         if config.get("plan"):  # a plan.csv there that this plan did not make: never replaced
             _refuse(plan_file_problem("hydra.run.dir", str(run_dir), str(run_dir)), self.lock)
         unstarted.expect(keep, self.lock)  # an interrupt before the job starts removes what was made
@@ -420,9 +421,8 @@ class SweepSummary(Callback):
         self.lock = _lock_or_exit(sweep_dir_of(config), "hydra.sweep.dir")
         # before Hydra's sweeper rewrites multirun.yaml: another sweep's, a single run's, this one's records
         hydra = OmegaConf.to_container(config.hydra, resolve=False)
-        _refuse(
-            sweep_folder_problem(sweep_dir_of(config), hydra, resume=bool(config.get("resume"))), self.lock
-        )
+        resume, log = bool(config.get("resume")), job_log_name(config)
+        _refuse(sweep_folder_problem(sweep_dir_of(config), hydra, resume=resume, log=log), self.lock)
         if config.get("plan"):  # a plan.csv no sweep's plan wrote there: never replaced
             folder = str(sweep_dir_of(config))
             _refuse(plan_file_problem("hydra.sweep.dir", folder, folder), self.lock)

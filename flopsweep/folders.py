@@ -22,6 +22,7 @@ from flopsweep.files import RecordError, read_json
 from flopsweep.hydrafiles import MAX_JOB_FOLDERS, MULTIRUN_FILE
 from flopsweep.record import METRICS_FILE
 from flopsweep.text import printable
+from flopsweep.unstarted import JOB_LOG
 
 OWNER_MARKS = (MULTIRUN_FILE, METRICS_FILE, ".hydra")
 """What makes a folder a sweep's (``multirun.yaml``) or a run's or job's (``metrics.json``, ``.hydra/``)."""
@@ -140,6 +141,13 @@ def _sweep_jobs(hydra: dict[str, Any]) -> set[tuple] | None:
     (``BasicSweeper.split_arguments``), in :func:`_parsed` form; None when they cannot be told (an
     Optuna study, the tuner, a sweep of more than :data:`MAX_SWEEP_JOBS` jobs, an override that does
     not parse)."""
+    jobs = _job_sequence(hydra)
+    return None if jobs is None else set(jobs)
+
+
+def _job_sequence(hydra: dict[str, Any]) -> list[tuple] | None:
+    """:func:`_sweep_jobs` in the sweep's job order (job 0 first): the first axis outermost, the sweeper's
+    ``params`` before the command line's axes, as ``BasicSweeper.split_arguments`` numbers them."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     from flopsweep.override_parsing import override_parser
@@ -157,7 +165,7 @@ def _sweep_jobs(hydra: dict[str, Any]) -> set[tuple] | None:
                 total *= len(list(override.sweep_string_iterator()))
         if total > MAX_SWEEP_JOBS:
             return None
-        jobs = {_parsed(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch}
+        jobs = [_parsed(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
     except Exception:  # noqa: BLE001 - not told here: each job still refuses a foreign record itself
         return None
     return None if None in jobs else jobs
@@ -245,10 +253,46 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> 
         for key in ours
         if not (theirs[key] == ours[key] if key == "config" else same_overrides(theirs[key], ours[key]))
     ]
-    if not differ:
-        return None
+    if not differ:  # the same jobs: with resume, also numbered as that sweep numbered them
+        return _order_problem(path, old["hydra"], hydra) if resume else None
     doing = "resume=true" if resume else "this sweep"
     return f"{path} belongs to another sweep ({'; '.join(differ)}); {doing} would overwrite it. {fix}"
+
+
+def _axes(hydra: Any) -> tuple[list[str], list[str]]:
+    """The sweep axes (``seed=0,1``) of a sweep's ``hydra`` node, as typed and in order: its sweeper's
+    ``params`` (a sweep file's) and its command line's (``hydra.overrides.task``)."""
+    from flopsweep.override_parsing import parsed_or_none
+
+    params = [f"{k}={v}" for k, v in dict((hydra.get("sweeper") or {}).get("params") or {}).items()]
+    task = [str(o) for o in (hydra.get("overrides") or {}).get("task") or []]
+    return tuple(  # type: ignore[return-value]
+        [line for line in lines if (o := parsed_or_none(line)) is not None and o.is_sweep_override()]
+        for lines in (params, task)
+    )
+
+
+def _order_problem(path: Path, theirs: Any, ours: Any) -> str | None:
+    """The one-line refusal of ``resume=true`` whose overrides are the sweep's (``theirs``, from ``path``,
+    its ``multirun.yaml``) but whose axes come in another order (``seed=0,1 backend=ddp,fsdp`` after
+    ``backend=ddp,fsdp seed=0,1``): Hydra numbers the jobs by the order of the axes
+    (:func:`_job_sequence`), so job 1 would be another set-up than the record in ``S/1``, refused there
+    after job 0 ran, and ``multirun.yaml`` rewritten. The fix gives the sweep's own order. None when
+    the jobs come in the same order or cannot be told."""
+    old_jobs, new_jobs = _job_sequence(theirs), _job_sequence(ours)
+    if old_jobs is None or new_jobs is None or old_jobs == new_jobs:
+        return None
+    (old_params, old_task), (new_params, new_task) = _axes(theirs), _axes(ours)
+    if [a.partition("=")[0] for a in old_task] != [a.partition("=")[0] for a in new_task]:
+        there, here = " ".join(old_task), " ".join(new_task)
+        fix = f"resume with the sweep's own order: {there}"
+    else:  # the sweep file's axes (hydra.sweeper.params) were reordered
+        there, here = " ".join(old_params), " ".join(new_params)
+        fix = f"give the sweep file's axes (hydra.sweeper.params) their own order again: {there}"
+    return (
+        f"{path} is this sweep's, with its axes in another order ({there} there, {here} here); resume=true "
+        f"would number its jobs differently and meet each record under another job's number. Fix: {fix}"
+    )
 
 
 JOB_SEARCHES = ("batch_search", "model_search")
@@ -292,7 +336,7 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | None:
+def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool, log: str = JOB_LOG) -> str | None:
     """The one-line refusal of a sweep into ``sweep_dir`` before anything is written there, else None:
 
     - a single run's folder (a ``metrics.json`` in it): the sweep's records would be counted with it;
@@ -306,11 +350,14 @@ def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool) -> str | 
       (:func:`flopsweep.folders.nested_folder_problem`);
     - with ``resume``, job records that no job of this sweep wrote
       (:func:`flopsweep.folders.foreign_record_problem`), also without a ``multirun.yaml``;
-    - a job folder's ``.hydra/`` files that no sweep made (:func:`hydra_files_problem`).
+    - a job folder's ``.hydra/`` files that no sweep made (:func:`hydra_files_problem`);
+    - a job folder's log (``S/N/<log>``) that is no regular file (:func:`log_link_problem`).
     """
 
     folder = Path(sweep_dir)
     if problem := nested_folder_problem("hydra.sweep.dir", folder, sweep=True) or hydra_files_problem(folder):
+        return problem
+    if problem := log_link_problem("hydra.sweep.dir", folder, log, sweep=True):
         return problem
     top = Path(sweep_dir) / METRICS_FILE
     if _is_file(top):
@@ -380,15 +427,18 @@ def run_hydra_files_problem(run_dir: Path) -> str | None:
     return None
 
 
-def run_folder_problem(run_dir: Path) -> str | None:
+def run_folder_problem(run_dir: Path, log: str = JOB_LOG) -> str | None:
     """The one-line refusal of a single run into a sweep's folder (``multirun.yaml`` in it, or job
     records one level down, ``R/N/metrics.json``), before anything is written there: its record would be
     counted among the sweep's jobs (and a resume of the sweep would count it as skipped); or inside
     another sweep's or run's folder (:func:`flopsweep.folders.nested_folder_problem`); or over a
-    ``.hydra/`` no flopsweep run made (:func:`run_hydra_files_problem`). Else None."""
+    ``.hydra/`` no flopsweep run made (:func:`run_hydra_files_problem`); or where the job's log (``<log>``)
+    is no regular file (:func:`log_link_problem`). Else None."""
 
     nested = nested_folder_problem("hydra.run.dir", Path(run_dir), sweep=False)
     if problem := nested or run_hydra_files_problem(Path(run_dir)):
+        return problem
+    if problem := log_link_problem("hydra.run.dir", Path(run_dir), log):
         return problem
     multirun = Path(run_dir) / MULTIRUN_FILE
     records = _job_records(Path(run_dir))
@@ -472,3 +522,40 @@ def plan_file_problem(key: str, value: str, folder: str) -> str | None:
             "yours."
         )
     return None
+
+
+def log_link_problem(key: str, folder: Path, log: str = JOB_LOG, *, sweep: bool = False) -> str | None:
+    """One line refusing ``folder`` as ``key`` when the job's log name ``<log>`` is no plain file name (a
+    ``hydra.job.name`` resolved from an interpolation: :func:`flopsweep.job_log.job_name_problem`), or when
+    the job's log there (``folder/<log>``; for a sweep, each job folder's, ``S/N/run.log``, links not
+    followed, at most :data:`MAX_JOB_FOLDERS` entries looked at) is no regular file: a symbolic link
+    (dangling or not), a FIFO, a folder. The log's handler replaced it with an empty file
+    (:class:`flopsweep.hydrafiles.JobLogHandler`), a link of the user's gone without a word, as a
+    ``metrics.json`` link never is (:func:`flopsweep.record.record_path_problem`). Else None."""
+    from flopsweep.files import file_kind
+    from flopsweep.job_log import job_name_problem
+
+    if log != JOB_LOG and (problem := job_name_problem(log.removesuffix(".log"))):  # ${oc.env:NAME}, resolved
+        return problem.removeprefix("Invalid config: ")
+    jobs = sorted(_job_folders(folder), key=lambda p: _job_order(p / METRICS_FILE)) if sweep else [folder]
+    for job in jobs:
+        try:
+            st = os.lstat(path := job / log)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            return (
+                f"{key}={folder}: {path} is a {file_kind(st.st_mode)}, not the job's log; a job never writes "
+                f"through its log's path nor replaces what is there. Fix: remove {path} if it is yours, or "
+                f"choose another {key}"
+            )
+    return None
+
+
+def job_log_name(config: Any) -> str:
+    """The job's log file name, ``<hydra.job.name>.log``, of a composed ``config``; :data:`JOB_LOG` where the
+    name cannot be resolved (each job's own check says why)."""
+    try:
+        return f"{config.hydra.job.name}.log"
+    except Exception:  # noqa: BLE001 - a callback's raise is only Hydra's warning: never raise here
+        return JOB_LOG

@@ -478,4 +478,29 @@ def output_dir_problem(argv: list[str], conf: str = CONF) -> str | None:
                 "Fix: drop the override", "Fix: drop it from the file"
             )
             return f"Invalid config: {shown_path(path, conf)}: {said}"
+        if problem := _job_log_problem(argv, data, given, multirun):
+            return f"Invalid config: {shown_path(path, conf)}: {problem.removeprefix('Invalid config: ')}"
     return None
+
+
+LOG_KEYS = ("hydra.job.name", "hydra.job_logging")
+"""A sweep file's ``hydra:`` keys that say where the job's log goes (:mod:`flopsweep.job_log`)."""
+
+
+def _job_log_problem(argv: list[str], data: object, given: set[str], multirun: list[str]) -> str | None:
+    """The command line's line (:func:`flopsweep.job_log.job_log_problem`) for a sweep file's
+    ``hydra.job.name`` or ``hydra.job_logging`` file name (:data:`LOG_KEYS`) that the command line does not
+    give itself, its folder the command line's ``hydra.run.dir``/``hydra.sweep.dir``, else the file's; the
+    fix then drops the key from the file. Else None."""
+    from flopsweep.job_log import job_log_problem
+    from flopsweep.override_grammar import overrides_of
+
+    def own(keys: tuple[str, ...]) -> list[str]:
+        found = [(k, _hydra_value(data, k)) for k in keys if k not in given]
+        return [f"{k}={override_value(v)}" for k, v in found if v is not None]
+
+    places = ("hydra.run.dir", "hydra.sweep.dir", "hydra.job.chdir")
+    where = [o for o in overrides_of(argv) if o.partition("=")[0].lstrip("+~") in places] + own(places)
+    logs = own(LOG_KEYS)
+    problem = job_log_problem([*multirun, *where, *logs]) if logs else None
+    return problem.replace("Fix: drop the override", "Fix: drop it from the file") if problem else None

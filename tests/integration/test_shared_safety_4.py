@@ -69,14 +69,22 @@ def installed_packages(folder: Path) -> Path:
 
 def plant_files(job_dir: Path, victim: Path, victim_dir: Path) -> None:
     """Links (to a file, dangling), FIFOs and a link to a folder at every path Hydra or the job
-    writes in a job directory."""
+    writes in a job directory, but the job's log: a ``run.log`` that is no regular file is refused before
+    Hydra starts since session 36 (docs/reliability-6.md #361/#362; :func:`plant_log`)."""
     hydra = job_dir / ".hydra"
     hydra.mkdir(parents=True)
     (hydra / "config.yaml").symlink_to(victim)
     (hydra / "hydra.yaml").symlink_to(job_dir / "nowhere.yaml")
     os.mkfifo(hydra / "overrides.yaml")
-    os.mkfifo(job_dir / "run.log")
     (job_dir / ".flopsweep").symlink_to(victim_dir)
+
+
+def plant_log(job_dir: Path, victim: Path) -> None:
+    """A FIFO at ``job_dir/run.log``, or a link to ``victim`` where ``job_dir`` is job 1's."""
+    if job_dir.name == "1":
+        (job_dir / "run.log").symlink_to(victim)
+    else:
+        os.mkfifo(job_dir / "run.log")
 
 
 @pytest.mark.slow
@@ -135,9 +143,10 @@ def test_a_run_whose_hydra_file_is_a_directory_says_to_remove_it(tmp_path: Path)
 @pytest.mark.slow
 def test_a_single_run_and_a_sweep_write_no_hydra_file_through_a_planted_link(tmp_path: Path) -> None:
     """``plan=true`` (no rank starts; the same Hydra files): a single run into a directory and a sweep
-    into another, with links, dangling links and FIFOs at ``.hydra/*.yaml``, the job log,
-    ``multirun.yaml``: the sweep ends 0, without hanging, and every victim is byte-identical. A link at the
-    sweep's ``plan.csv`` (no plan of a sweep made it) is refused first, exit 2, nothing written (session 33);
+    into another, with links, dangling links and FIFOs at ``.hydra/*.yaml`` and ``multirun.yaml``: the
+    sweep ends 0, without hanging, and every victim is byte-identical. A link at the sweep's ``plan.csv``
+    (no plan of a sweep made it) is refused first, exit 2, nothing written (session 33), then a FIFO or a
+    link at a job's ``run.log`` (session 36, docs/reliability-6.md #362), until they are removed;
     the single run's folder (no record, no plan, no sweep's ``multirun.yaml``) is refused, exit 2, its links
     left as they were (session 35, docs/reliability-5.md #315)."""
     victim, victim_dir = _victims(tmp_path)
@@ -145,8 +154,7 @@ def test_a_single_run_and_a_sweep_write_no_hydra_file_through_a_planted_link(tmp
     plant_files(run_dir, victim, victim_dir)
     for job in ("0", "1"):
         plant_files(sweep / job, victim, victim_dir)
-    (sweep / "1" / "run.log").unlink()
-    (sweep / "1" / "run.log").symlink_to(victim)
+        plant_log(sweep / job, victim)
     os.mkfifo(sweep / "multirun.yaml")
     (sweep / "plan.csv").symlink_to(victim)
     single = run_py("plan=true", "device=cpu", f"hydra.run.dir={run_dir}", timeout=300)
@@ -157,6 +165,11 @@ def test_a_single_run_and_a_sweep_write_no_hydra_file_through_a_planted_link(tmp
     assert multi.returncode == 2 and f"{sweep / 'plan.csv'} is already there (a symbolic link" in multi.stderr
     assert stat.S_ISFIFO(os.lstat(sweep / "multirun.yaml").st_mode) and victim.read_text() == "precious"
     (sweep / "plan.csv").unlink()
+    multi = run_py("-m", "plan=true", "device=cpu", "seed=1,2", f"hydra.sweep.dir={sweep}", timeout=300)
+    assert multi.returncode == 2 and f"{sweep / '0' / 'run.log'} is a FIFO, not the job's log" in multi.stderr
+    assert stat.S_ISFIFO(os.lstat(sweep / "multirun.yaml").st_mode) and (sweep / "1" / "run.log").is_symlink()
+    for job in ("0", "1"):
+        (sweep / job / "run.log").unlink()
     multi = run_py("-m", "plan=true", "device=cpu", "seed=1,2", f"hydra.sweep.dir={sweep}", timeout=300)
     assert multi.returncode == 0, multi.stderr[-2000:]
     written = [sweep / "multirun.yaml", sweep / "plan.csv"]

@@ -1,0 +1,163 @@
+"""Where the job's log goes: ``<run folder>/<hydra.job.name>.log`` (``run.log``:
+``conf/hydra/job_logging/flopsweep.yaml``), written by :class:`flopsweep.hydrafiles.JobLogHandler`.
+
+Checked before Hydra starts (``run.py``'s ``refusal``, exit 2), as typed on the command line or in a sweep
+file's ``hydra:`` (:func:`flopsweep.sweep_file_keys.output_dir_problem`):
+
+- ``hydra.job.name`` must be a plain file name (:func:`job_name_problem`): ``../esc2`` wrote the log to
+  ``<run folder>/../esc2.log``, outside the run's folder, and an absolute ``/tmp/x/userfile`` lost it;
+- a file handler's ``filename`` under ``hydra.job_logging`` must lie in the run's folder
+  (:func:`log_file_problem`): ``/tmp/abs.log`` wrote the log outside every folder a run owns;
+- a ``run.log`` already in the run's folder (a sweep's: in a job folder) that is no regular file
+  (:func:`log_link_problem`): the handler replaced a planted symbolic link with an empty file, without a
+  word (:func:`flopsweep.folders.log_link_problem`, the callback's same check).
+
+Each was exit 0 with the log outside the run's folder, lost, or a user's link replaced. Torch-free."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from flopsweep.flags import is_multirun
+from flopsweep.override_grammar import overrides_of
+from flopsweep.override_parsing import typed_values
+
+JOB_NAME_KEY = "hydra.job.name"
+NAME_MAX = 255
+"""The longest file name (bytes) Linux file systems take: ``<hydra.job.name>.log`` must fit it."""
+
+OUTPUT_DIRS = ("${hydra.runtime.output_dir}", "${hydra:runtime.output_dir}")
+"""How a log's ``filename`` names the job's own folder (``conf/hydra/job_logging/flopsweep.yaml``)."""
+NAME_PARTS = ("${hydra.job.name}", "${hydra:job.name}", "${hydra.job.num}", "${hydra:job.num}")
+"""The interpolations a log's file name may hold below :data:`OUTPUT_DIRS` (each a plain name)."""
+_LOG_KEY = re.compile(r"^hydra\.job_logging(\.handlers(\.[^.]+(\.filename)?)?)?$")
+
+
+def _plain_name(name: str) -> str:
+    """The last plain part of ``name`` (``../esc2`` -> ``esc2``), for a fix; ``myjob`` when none."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..") and p.isprintable()]
+    return parts[-1] if parts else "myjob"
+
+
+def job_name_problem(name: str, key: str = JOB_NAME_KEY) -> str | None:
+    """One line refusing ``name`` as ``hydra.job.name`` when it is no plain file name, else None: empty,
+    ``.`` or ``..``, holding a ``/`` or a control character, or longer than :data:`NAME_MAX` bytes with
+    ``.log``. The job's log is ``<run folder>/<name>.log``: ``../x`` put it outside the run's folder,
+    ``/tmp/x/f`` lost it (exit 0 both)."""
+    bad = (
+        not name
+        or name in (".", "..")
+        or "/" in name
+        or any(not c.isprintable() for c in name)
+        or len(f"{name}.log".encode(errors="replace")) > NAME_MAX
+    )
+    if not bad:
+        return None
+    fix = "drop the override (the log is run.log)"
+    if name and (plain := _plain_name(name)) != name:
+        fix += f", or give a plain name such as {key}={plain}"
+    return (
+        f"Invalid config: {key}={name}: the job's log is <run folder>/<{key}>.log, so the name must be "
+        f"a plain file name (not empty, no '/', not '..', no control character, at most {NAME_MAX - 4} "
+        f"bytes); this one would write the log outside the run's folder or lose it. Fix: {fix}."
+    )
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path`` lies strictly below ``folder`` (both taken from the current folder, normalised)."""
+    here, top = (os.path.normpath(os.path.abspath(os.path.expanduser(p))) for p in (path, folder))
+    return here != top and here.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _in_run_folder(filename: str, folder: str | None, chdir: bool) -> bool:
+    """Whether a log's ``filename`` as typed lies in the job's folder: ``${hydra.runtime.output_dir}/NAME``
+    (NAME relative, no ``..``, only :data:`NAME_PARTS` interpolated), a literal path below ``folder`` (the
+    run's or sweep's folder as typed, when literal), or, with ``hydra.job.chdir=true``, a relative one."""
+    rest = next((filename[len(p) :] for p in OUTPUT_DIRS if filename.startswith(p + "/")), None)
+    if rest is not None:
+        for part in NAME_PARTS:
+            rest = rest.replace(part, "x")
+    elif "${" not in filename and filename and folder and "${" not in folder and _inside(filename, folder):
+        return True
+    elif chdir and not os.path.isabs(filename):
+        rest = filename
+    else:
+        return False
+    parts = rest.split("/")
+    return bool(rest) and "${" not in rest and ".." not in parts and parts[-1] not in ("", ".")
+
+
+def _filenames(key: str, value: str) -> list[tuple[str, str]]:
+    """The ``(key, filename)`` pairs an override of ``hydra.job_logging`` sets: its value when the key is a
+    handler's ``filename``, else each ``filename`` of the handlers in its mapping value
+    (``+hydra.job_logging.handlers.f={class:logging.FileHandler,filename:/tmp/x}``)."""
+    match = _LOG_KEY.match(key)
+    if not match:
+        return []
+    if match.group(3):
+        return [(key, value)]
+    from flopsweep.override_parsing import parsed_or_none
+
+    parsed = parsed_or_none(f"{key}={value}")
+    found = parsed.value() if parsed is not None else None
+    if match.group(2):  # hydra.job_logging.handlers.H={...}: one handler
+        handlers = {key: found}
+    else:  # hydra.job_logging={handlers: {...}}, hydra.job_logging.handlers={H: {...}}
+        if not match.group(1):
+            found, key = (found.get("handlers") if isinstance(found, dict) else None), f"{key}.handlers"
+        handlers = {f"{key}.{h}": v for h, v in found.items()} if isinstance(found, dict) else {}
+    return [
+        (f"{name}.filename", str(h["filename"]))
+        for name, h in handlers.items()
+        if isinstance(h, dict) and h.get("filename") is not None
+    ]
+
+
+def log_file_problem(argv: list[str]) -> str | None:
+    """One line refusing a ``filename`` of a ``hydra.job_logging`` handler (``handlers.file.filename=``, or a
+    handler's mapping) that does not lie in the job's folder (:func:`_in_run_folder`), else None:
+    ``/tmp/abs.log`` wrote the job's log outside every folder a run owns, exit 0."""
+    typed = typed_values(overrides_of(argv))
+    sweep = is_multirun(argv)
+    dir_key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
+    chdir = typed.get("hydra.job.chdir", "false").lower() in ("true", "1", "yes", "on")
+    for key, value in typed.items():
+        for name, filename in _filenames(key, value):
+            if _in_run_folder(filename, typed.get(dir_key), chdir):
+                continue
+            where = "job's folder under hydra.sweep.dir" if sweep else "run's folder (hydra.run.dir)"
+            plain = _plain_name(filename.replace("${", "").replace("}", ""))
+            return (
+                f"Invalid config: {name}={filename}: the job's log would be written outside the {where}, "
+                "where no resume, cleanup or reader of the run finds it. Fix: drop the override (the log is "
+                f"the folder's run.log), or name a file in it: {name}=${{hydra.runtime.output_dir}}/{plain}."
+            )
+    return None
+
+
+def job_log_problem(argv: list[str]) -> str | None:
+    """One line for a ``hydra.job.name`` that is no plain file name (:func:`job_name_problem`) or a log file
+    outside the job's folder (:func:`log_file_problem`), as typed (``argv``: the command line, or a sweep
+    file's keys as overrides), else None."""
+    typed = typed_values(overrides_of(argv))
+    if JOB_NAME_KEY in typed and "${" not in typed[JOB_NAME_KEY]:
+        if problem := job_name_problem(typed[JOB_NAME_KEY]):
+            return problem
+    return log_file_problem(argv)
+
+
+def log_link_problem(argv: list[str]) -> str | None:
+    """One line refusing a typed ``hydra.run.dir`` (``hydra.sweep.dir`` with ``-m``: each job folder in it)
+    whose ``<hydra.job.name>.log`` is there and is no regular file (a symbolic link, a FIFO, a folder), before
+    Hydra makes anything (:func:`flopsweep.folders.log_link_problem`), else None. A folder given through an
+    interpolation or a sweep file is the callback's (:mod:`flopsweep.callbacks`)."""
+    from flopsweep.folders import log_link_problem as folder_problem
+
+    typed = typed_values(overrides_of(argv))
+    key = "hydra.sweep.dir" if is_multirun(argv) else "hydra.run.dir"
+    folder, name = typed.get(key, ""), typed.get(JOB_NAME_KEY, "run")
+    if not folder or "${" in folder or "${" in name or job_name_problem(name):
+        return None
+    return folder_problem(key, Path(os.path.expanduser(folder)), f"{name}.log", sweep=is_multirun(argv))
