@@ -18,8 +18,8 @@ the basic launcher), and the record of a job whose process ended without a resul
 ``hydra.launcher.timeout_min``), written as the Slurm launchers write a lost job's.
 
 Ctrl-C or SIGTERM stops every running job (each job gets the same signal and records itself as
-interrupted by it, then SIGKILL to its process group after ``hydra.launcher.grace_s``) and leaves no process behind; the
-jobs' processes also get SIGTERM when the sweep process dies (``PR_SET_PDEATHSIG``).
+interrupted by it, then SIGKILL to its process group after ``hydra.launcher.grace_s``) and leaves no
+process behind; the jobs' processes also get SIGTERM when the sweep process dies (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
