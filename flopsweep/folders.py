@@ -526,14 +526,14 @@ def plan_file_problem(key: str, value: str, folder: str) -> str | None:
 
 def log_link_problem(key: str, folder: Path, log: str = JOB_LOG, *, sweep: bool = False) -> str | None:
     """One line refusing ``folder`` as ``key`` when the job's log name ``<log>`` is no plain file name (a
-    ``hydra.job.name`` resolved from an interpolation: :func:`flopsweep.job_log.job_name_problem`), or when
+    ``hydra.job.name`` resolved from an interpolation: :func:`flopsweep.job_name.job_name_problem`), or when
     the job's log there (``folder/<log>``; for a sweep, each job folder's, ``S/N/run.log``, links not
     followed, at most :data:`MAX_JOB_FOLDERS` entries looked at) is no regular file: a symbolic link
     (dangling or not), a FIFO, a folder. The log's handler replaced it with an empty file
     (:class:`flopsweep.hydrafiles.JobLogHandler`), a link of the user's gone without a word, as a
     ``metrics.json`` link never is (:func:`flopsweep.record.record_path_problem`). Else None."""
     from flopsweep.files import file_kind
-    from flopsweep.job_log import job_name_problem
+    from flopsweep.job_name import job_name_problem
 
     if log != JOB_LOG and (problem := job_name_problem(log.removesuffix(".log"))):  # ${oc.env:NAME}, resolved
         return problem.removeprefix("Invalid config: ")

@@ -21,48 +21,15 @@ import re
 from pathlib import Path
 
 from flopsweep.flags import is_multirun
+from flopsweep.job_name import JOB_NAME_KEY, job_name_problem, plain_name
 from flopsweep.override_grammar import overrides_of
 from flopsweep.override_parsing import typed_values
-
-JOB_NAME_KEY = "hydra.job.name"
-NAME_MAX = 255
-"""The longest file name (bytes) Linux file systems take: ``<hydra.job.name>.log`` must fit it."""
 
 OUTPUT_DIRS = ("${hydra.runtime.output_dir}", "${hydra:runtime.output_dir}")
 """How a log's ``filename`` names the job's own folder (``conf/hydra/job_logging/flopsweep.yaml``)."""
 NAME_PARTS = ("${hydra.job.name}", "${hydra:job.name}", "${hydra.job.num}", "${hydra:job.num}")
 """The interpolations a log's file name may hold below :data:`OUTPUT_DIRS` (each a plain name)."""
 _LOG_KEY = re.compile(r"^hydra\.job_logging(\.handlers(\.[^.]+(\.filename)?)?)?$")
-
-
-def _plain_name(name: str) -> str:
-    """The last plain part of ``name`` (``../esc2`` -> ``esc2``), for a fix; ``myjob`` when none."""
-    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..") and p.isprintable()]
-    return parts[-1] if parts else "myjob"
-
-
-def job_name_problem(name: str, key: str = JOB_NAME_KEY) -> str | None:
-    """One line refusing ``name`` as ``hydra.job.name`` when it is no plain file name, else None: empty,
-    ``.`` or ``..``, holding a ``/`` or a control character, or longer than :data:`NAME_MAX` bytes with
-    ``.log``. The job's log is ``<run folder>/<name>.log``: ``../x`` put it outside the run's folder,
-    ``/tmp/x/f`` lost it (exit 0 both)."""
-    bad = (
-        not name
-        or name in (".", "..")
-        or "/" in name
-        or any(not c.isprintable() for c in name)
-        or len(f"{name}.log".encode(errors="replace")) > NAME_MAX
-    )
-    if not bad:
-        return None
-    fix = "drop the override (the log is run.log)"
-    if name and (plain := _plain_name(name)) != name:
-        fix += f", or give a plain name such as {key}={plain}"
-    return (
-        f"Invalid config: {key}={name}: the job's log is <run folder>/<{key}>.log, so the name must be "
-        f"a plain file name (not empty, no '/', not '..', no control character, at most {NAME_MAX - 4} "
-        f"bytes); this one would write the log outside the run's folder or lose it. Fix: {fix}."
-    )
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -128,7 +95,7 @@ def log_file_problem(argv: list[str]) -> str | None:
             if _in_run_folder(filename, typed.get(dir_key), chdir):
                 continue
             where = "job's folder under hydra.sweep.dir" if sweep else "run's folder (hydra.run.dir)"
-            plain = _plain_name(filename.replace("${", "").replace("}", ""))
+            plain = plain_name(filename.replace("${", "").replace("}", ""))
             return (
                 f"Invalid config: {name}={filename}: the job's log would be written outside the {where}, "
                 "where no resume, cleanup or reader of the run finds it. Fix: drop the override (the log is "

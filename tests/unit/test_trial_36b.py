@@ -13,7 +13,8 @@ import yaml
 
 from flopsweep.folders import log_link_problem as folder_log_problem
 from flopsweep.folders import run_folder_problem, sweep_folder_problem
-from flopsweep.job_log import job_log_problem, job_name_problem, log_file_problem, log_link_problem
+from flopsweep.job_log import job_log_problem, log_file_problem, log_link_problem
+from flopsweep.job_name import job_name_problem
 from flopsweep.sweep_file_keys import output_dir_problem as sweep_file_dir_problem
 from run import refusal
 
