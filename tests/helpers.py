@@ -72,6 +72,34 @@ def run_py_signalled(
     return code, output
 
 
+def checkout_copy(tmp_path: Path) -> tuple[Path, Path]:
+    """``(src, work)``: a copy of the checkout's ``run.py``, ``conf/`` (its sweep link copied as a folder) and
+    packages under ``tmp_path/src``, and an empty ``tmp_path/work`` to run it from: a file is planted in the
+    copy's ``conf/``, never in the checkout's (the checks read the package's own ``conf/``)."""
+    import shutil
+
+    src, work = tmp_path / "src", tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(ROOT / "conf", src / "conf", symlinks=False)
+    for name in ("flopsweep", "hydra_plugins"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(RUN_PY, src / "run.py")
+    return src, work
+
+
+def run_copy(src: Path, work: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python SRC/run.py ARGS`` from ``work`` (:func:`checkout_copy`), the copy's packages; 300 s."""
+    return subprocess.run(
+        [sys.executable, str(src / "run.py"), *args],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(src)},
+    )
+
+
 def on_a_terminal(
     argv: list[str], *, env: dict[str, str], columns: int | None = None, timeout: float = 300
 ) -> tuple[int, str]:

@@ -5,13 +5,12 @@ after Hydra had made one, or not at all). The checks themselves: ``tests/unit/te
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, RUN_PY, run_py
+from helpers import checkout_copy, run_py
 
 from flopsweep import hostmem
 from flopsweep.local_gpus import no_gpu_here
@@ -86,12 +85,7 @@ def test_a_sweep_file_setting_a_key_the_space_decides_is_refused_naming_it(
     the axis after Hydra made ``multirun/``; the plan ignored the pick, exit 0. The file is planted in a
     copy of the checkout's ``run.py``, ``conf/`` and packages (never in the checkout: the checks read the
     package's ``conf/``), run from an empty folder."""
-    src, work = tmp_path / "src", tmp_path / "work"
-    work.mkdir()
-    shutil.copytree(ROOT / "conf", src / "conf", symlinks=False)
-    for name in ("flopsweep", "hydra_plugins"):
-        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(RUN_PY, src / "run.py")
+    src, work = checkout_copy(tmp_path)
     (src / "conf" / "sweep" / "mine-31.yaml").write_text("# @package _global_\n" + text)
     proc = subprocess.run(
         [sys.executable, str(src / "run.py"), "-m", "+sweep=mine-31", *space],

@@ -6,7 +6,6 @@ run from an empty folder; never in the checkout."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, RUN_PY, run_py
+from helpers import ROOT, RUN_PY, checkout_copy, run_copy, run_py
 
 RUN = ["device=cpu", "model=gpt-tiny", "steps.warmup=1", "steps.measure=1"]
 STOPPED = "flopsweep: stopped by SIGINT before any job started; nothing was recorded"
@@ -24,30 +23,6 @@ STOPPED = "flopsweep: stopped by SIGINT before any job started; nothing was reco
 def _lines(proc: subprocess.CompletedProcess) -> list[str]:
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc.stderr.splitlines()
-
-
-def _copy(tmp_path: Path) -> tuple[Path, Path]:
-    """``(src, work)``: a copy of the checkout's run.py, conf/ (its sweep link copied as a folder) and
-    packages, and an empty folder to run it from."""
-    src, work = tmp_path / "src", tmp_path / "work"
-    work.mkdir()
-    shutil.copytree(ROOT / "conf", src / "conf", symlinks=False)
-    for name in ("flopsweep", "hydra_plugins"):
-        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(RUN_PY, src / "run.py")
-    return src, work
-
-
-def _run_copy(src: Path, work: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(src / "run.py"), *args],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(src)},
-    )
 
 
 # 1. OMP_NUM_THREADS
@@ -140,10 +115,10 @@ def test_ctrl_c_as_run_py_starts_is_one_line_and_130(tmp_path: Path, moment: str
 
 
 def test_a_typod_default_of_the_root_config_is_one_line(tmp_path: Path) -> None:
-    src, work = _copy(tmp_path)
+    src, work = checkout_copy(tmp_path)
     root = src / "conf" / "config.yaml"
     root.write_text(root.read_text().replace("- model: gpt-tiny ", "- model: gpt-tinyy"))
-    run = _run_copy(src, work, "device=cpu", "steps.warmup=1", "steps.measure=1")
+    run = run_copy(src, work, "device=cpu", "steps.warmup=1", "steps.measure=1")
     assert run.returncode == 2, run.stderr[-3000:]
     assert _lines(run) == [
         "flopsweep: Invalid config: conf/config.yaml: its defaults list picks model: gpt-tinyy, and there is "
@@ -154,11 +129,11 @@ def test_a_typod_default_of_the_root_config_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_hydra_key_twice_in_the_root_config_is_one_line(tmp_path: Path) -> None:
-    src, work = _copy(tmp_path)
+    src, work = checkout_copy(tmp_path)
     root = src / "conf" / "config.yaml"
     text = root.read_text()
     root.write_text(text + "hydra:\n  job:\n    chdir: false\n")
-    run = _run_copy(src, work, *RUN)
+    run = run_copy(src, work, *RUN)
     assert run.returncode == 2, run.stderr[-3000:]
     assert _lines(run) == [
         f"flopsweep: Invalid config: conf/config.yaml: found duplicate key hydra at line "
@@ -188,11 +163,11 @@ def test_a_hydra_key_twice_in_the_root_config_is_one_line(tmp_path: Path) -> Non
 def test_a_copied_model_file_without_its_defaults_list_says_what_to_add(
     tmp_path: Path, source: str, said: str
 ) -> None:
-    src, work = _copy(tmp_path)
+    src, work = checkout_copy(tmp_path)
     text = (src / "conf" / "model" / f"{source}.yaml").read_text()
     kept = [line for line in text.splitlines(keepends=True) if not line.startswith(("defaults:", "  - "))]
     (src / "conf" / "model" / "mine.yaml").write_text("".join(kept))
-    run = _run_copy(src, work, "device=cpu", "model=mine", "steps.warmup=1", "steps.measure=1")
+    run = run_copy(src, work, "device=cpu", "model=mine", "steps.warmup=1", "steps.measure=1")
     assert run.returncode == 2, run.stderr[-3000:]
     assert _lines(run) == [
         "flopsweep: Invalid config: conf/model/mine.yaml: names no model family in a defaults list, so Hydra "
@@ -229,12 +204,12 @@ def test_a_cluster_written_with_a_times_sign_says_write_x(tmp_path: Path, value:
 
 
 def test_unpicked_broken_option_files_warn_once_each_and_the_run_goes_on(tmp_path: Path) -> None:
-    src, work = _copy(tmp_path)
+    src, work = checkout_copy(tmp_path)
     model = src / "conf" / "model"
     (model / "empty.yaml").write_text("")
     (model / "twice.yaml").write_text("name: twice\nn_layer: 2\nn_layer: 3\n")
     os.symlink("gpt-tiny.yaml", model / "linked.yaml")
-    run = _run_copy(src, work, *RUN, "plan=true")
+    run = run_copy(src, work, *RUN, "plan=true")
     assert run.returncode == 0, run.stderr[-3000:]
     assert _lines(run) == [
         "flopsweep: warning: conf/model/empty.yaml: is empty, so model=empty sets none of its keys; "
@@ -247,7 +222,7 @@ def test_unpicked_broken_option_files_warn_once_each_and_the_run_goes_on(tmp_pat
         "be refused. Fix: give each key once, or remove the file.",
     ]  # was: nothing
     assert "| gpt-tiny |" in run.stdout
-    picked = _run_copy(src, work, "device=cpu", "model=twice", "plan=true")
+    picked = run_copy(src, work, "device=cpu", "model=twice", "plan=true")
     assert picked.returncode == 2 and _lines(picked) == [
         "flopsweep: Invalid config: conf/model/twice.yaml: found duplicate key n_layer at line 3. Fix: give "
         "each key once."

@@ -6,14 +6,10 @@ no folder is made. (The other defects of #331-#339 are refused by checks that re
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, RUN_PY
+from helpers import checkout_copy, run_copy
 
 HEAD = "# @package _global_\n"
 
@@ -22,22 +18,11 @@ HEAD = "# @package _global_\n"
 def test_a_misspelt_group_in_a_sweep_file_is_one_line_and_makes_no_folder(tmp_path: Path) -> None:
     """The file is planted in a copy of ``run.py`` and ``conf/`` (never in the checkout's ``sweep/``), run
     as a user types it, from an empty folder."""
-    src, work = tmp_path / "src", tmp_path / "work"
-    work.mkdir()
-    src.mkdir()
-    shutil.copy(RUN_PY, src / "run.py")
-    shutil.copytree(ROOT / "conf", src / "conf", symlinks=False)  # conf/sweep: a link to sweep/
+    src, work = checkout_copy(tmp_path)
     (src / "conf" / "sweep" / "mine.yaml").write_text(HEAD + "defaults:\n  - override /modle: gpt-tiny\n")
     swept = tmp_path / "x"
     argv = ["-m", "+sweep=mine", "device=cpu", "model=gpt-tiny", "steps.warmup=1", "steps.measure=1"]
-    proc = subprocess.run(
-        [sys.executable, str(src / "run.py"), *argv, f"hydra.sweep.dir={swept}"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
-    )
+    proc = run_copy(src, work, *argv, f"hydra.sweep.dir={swept}")
     assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]
     assert proc.stderr == (
         "flopsweep: Invalid config: conf/sweep/mine.yaml (defaults: override /modle: gpt-tiny): modle is no "
