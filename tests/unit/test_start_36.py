@@ -191,21 +191,24 @@ def test_a_cluster_size_written_with_a_times_sign_says_write_x() -> None:
 
 # 6. Unpicked option files a pick would refuse
 
+UNPICKED_WARNINGS = [
+    "flopsweep: warning: conf/model/empty.yaml: is empty, so model=empty sets none of its keys; "
+    "model=empty would be refused. Fix: write its keys (as conf/model/llama-tiny.yaml), or remove the "
+    "file.",
+    "flopsweep: warning: conf/model/linked.yaml: is a symbolic link (to gpt-tiny.yaml); an option is "
+    "read only from a file of conf/ itself; model=linked would be refused. Fix: copy the file's text "
+    "into conf/model/linked.yaml in place of the link, or remove it.",
+    "flopsweep: warning: conf/model/twice.yaml: found duplicate key n_layer at line 3; model=twice would "
+    "be refused. Fix: give each key once, or remove the file.",
+]
+"""The warnings of an empty, a twice-keyed and a linked unpicked model file (the integration tier's too)."""
+
 
 def test_unpicked_empty_twice_keyed_and_linked_option_files_are_one_warning_each(conf: Path) -> None:
     (conf / "model" / "empty.yaml").write_text("")
     (conf / "model" / "twice.yaml").write_text("name: twice\nn_layer: 2\nn_layer: 3\n")
     os.symlink("gpt-tiny.yaml", conf / "model" / "linked.yaml")
-    assert option_file_lines(str(conf)) == [
-        "flopsweep: warning: conf/model/empty.yaml: is empty, so model=empty sets none of its keys; "
-        "model=empty would be refused. Fix: write its keys (as conf/model/llama-tiny.yaml), or remove the "
-        "file.",
-        "flopsweep: warning: conf/model/linked.yaml: is a symbolic link (to gpt-tiny.yaml); an option is "
-        "read only from a file of conf/ itself; model=linked would be refused. Fix: copy the file's text "
-        "into conf/model/linked.yaml in place of the link, or remove it.",
-        "flopsweep: warning: conf/model/twice.yaml: found duplicate key n_layer at line 3; model=twice would "
-        "be refused. Fix: give each key once, or remove the file.",
-    ]
+    assert option_file_lines(str(conf)) == UNPICKED_WARNINGS
     assert option_file_problem(["device=cpu", "model=empty"], str(conf)) == (
         "Invalid config: conf/model/empty.yaml: is empty, so model=empty sets none of its keys. Fix: write "
         "its keys (as conf/model/llama-tiny.yaml), or remove the file."
