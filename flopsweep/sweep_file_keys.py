@@ -496,7 +496,7 @@ def _job_log_problem(argv: list[str], data: object, given: set[str], multirun: l
     from flopsweep.override_grammar import overrides_of
 
     def own(keys: tuple[str, ...]) -> list[str]:
-        found = [(k, _hydra_value(data, k)) for k in keys if k not in given]
+        found = [(k, _unless_given(k, _hydra_value(data, k), given)) for k in keys if k not in given]
         return [f"{k}={override_value(v)}" for k, v in found if v is not None]
 
     places = ("hydra.run.dir", "hydra.sweep.dir", "hydra.job.chdir")
@@ -504,3 +504,22 @@ def _job_log_problem(argv: list[str], data: object, given: set[str], multirun: l
     logs = own(LOG_KEYS)
     problem = job_log_problem([*multirun, *where, *logs]) if logs else None
     return problem.replace("Fix: drop the override", "Fix: drop it from the file") if problem else None
+
+
+def _unless_given(key: str, value: object, given: set[str]) -> object:
+    """``value`` (the file's ``key``) less each part the command line sets itself (``given``): the command
+    line's ``hydra.job_logging.handlers.file.filename=...`` replaces the file's, so the file's is not
+    checked (a copy; a mapping left empty is None)."""
+    import copy
+
+    below = [g.removeprefix(key + ".").split(".") for g in given if g.startswith(key + ".")]
+    if not below or not isinstance(value, dict):
+        return value
+    value = copy.deepcopy(value)
+    for parts in below:
+        node = value
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(parts[-1], None)
+    return value or None

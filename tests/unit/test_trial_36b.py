@@ -139,6 +139,13 @@ def test_a_sweep_files_job_name_and_log_file_are_refused_naming_the_file(tmp_pat
         "Invalid config: conf/sweep/mine.yaml: hydra.job_logging.handlers.file.filename=/tmp/abs.log: the"
     )
     assert "Fix: drop it from the file (the log is the folder's run.log)" in line
+    # the command line's filename replaces the file's (re-trial, session 36: it was refused all the same)
+    own_log = "hydra.job_logging.handlers.file.filename=${hydra.runtime.output_dir}/ok.log"
+    assert sweep_file_dir_problem([*argv, own_log], str(conf)) is None
+    other = [*argv, "hydra.job_logging.handlers.file.filename=/tmp/other.log"]
+    assert (
+        sweep_file_dir_problem(other, str(conf)) is None and log_file_problem(other) is not None
+    )  # the command line's
     (conf / "sweep" / "mine.yaml").write_text(
         "# @package _global_\nhydra:\n  job_logging:\n    handlers:\n      file:\n"
         "        filename: ${hydra.runtime.output_dir}/mine.log\n"
