@@ -94,10 +94,10 @@ def option_kind(group: str, option: str) -> str:
     return str(node.get("name", option))
 
 
-def option_files(group: str) -> list[str]:
-    """The options of ``group``: its YAML files under ``conf/<group>/``, sub-folders too
-    (``batch``: ``auto``, ``auto/max16``, ..., ``fixed``), without ``.yaml``, sorted."""
-    folder = os.path.join(CONF, group)
+def option_files(group: str, conf: str | None = None) -> list[str]:
+    """The options of ``group``: its YAML files under ``<conf>/<group>/`` (default the package's ``conf/``),
+    sub-folders too (``batch``: ``auto``, ``auto/max16``, ..., ``fixed``), without ``.yaml``, sorted."""
+    folder = os.path.join(conf or CONF, group)  # CONF read at the call: tests point it elsewhere
     names = []
     for root, _, files in os.walk(folder, followlinks=False):  # conf/sweep is a link: os.walk enters it
         rel = os.path.relpath(root, folder)

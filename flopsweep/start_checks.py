@@ -25,7 +25,7 @@ from flopsweep.conf_files import (
     shown_path,
     unreadable_option_lines,
 )
-from flopsweep.override_schema import CONF
+from flopsweep.override_schema import CONF, option_files
 
 RUNS_NOTHING_FLAGS = ("--help", "-h", "--hydra-help", "--version")
 """Hydra's flags that print and run nothing, besides :func:`flopsweep.flags.prints_only`'s."""
@@ -68,18 +68,6 @@ def blank_omp_threads(argv: list[str], environ: dict[str, str] | None = None) ->
         return None
     del env["OMP_NUM_THREADS"]
     return None if runs_nothing(argv) else BLANK_OMP_LINE
-
-
-def _options_of(conf: str, group: str) -> list[str]:
-    """The options of ``group`` under ``conf`` (its ``.yaml`` files, sub-folders too), sorted."""
-    folder = os.path.join(conf, group)
-    out = []
-    for root, _, files in os.walk(folder):
-        rel = os.path.relpath(root, folder)
-        out += [
-            os.path.normpath(os.path.join(rel, f.removesuffix(".yaml"))) for f in files if f.endswith(".yaml")
-        ]
-    return sorted(out)
 
 
 def _picked_elsewhere(argv: list[str], group: str, conf: str) -> bool:
@@ -135,7 +123,7 @@ def root_problem(argv: list[str], conf: str = CONF) -> str | None:
                 continue  # a config folder without the group (a test's): Hydra's own choices
             if _picked_elsewhere(argv, group, conf):
                 continue
-            near = near_names(option, _options_of(conf, group), n=1)
+            near = near_names(option, option_files(group, conf), n=1)
             fix = f"write {group}: {near[0]} there, or {restore}" if near else f"{restore}"
             return (
                 f"Invalid config: {shown}: its defaults list picks {group}: {option}, and there is no "
@@ -160,7 +148,7 @@ def option_file_lines(conf: str = CONF) -> list[str]:
     for group in sorted(os.listdir(conf)):
         if group in LISTED_GROUPS or not os.path.isdir(os.path.join(conf, group)):
             continue
-        for option in _options_of(conf, group):
+        for option in option_files(group, conf):
             path = os.path.join(conf, group, f"{option}.yaml")
             shown = shown_path(path, conf)
             if any(line.startswith(f"flopsweep: warning: {shown}:") for line in lines):
